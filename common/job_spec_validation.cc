@@ -1,0 +1,252 @@
+#include "common/job_spec_validation.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace shardwise {
+namespace {
+
+absl::Status Invalid(const std::string& field, const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat("job.", field, ": ", message));
+}
+
+// Proto3 keeps enum numbers it does not know (from a newer client, or a hand-made
+// request); `is_valid` is the generated *_IsValid for the enum.
+absl::Status CheckEnum(const std::string& field, int value, bool (*is_valid)(int),
+                       const std::string& expected) {
+  if (is_valid(value)) return absl::OkStatus();
+  return Invalid(field, absl::StrCat("unknown value ", value, " (expected ", expected, ")"));
+}
+
+absl::Status CheckCount(const std::string& field, int64_t value, int64_t max,
+                        bool zero_means_default) {
+  if (value < 0 || (value == 0 && !zero_means_default)) {
+    return Invalid(field, absl::StrCat("must be positive, got ", value));
+  }
+  if (value > max) {
+    return Invalid(field, absl::StrCat(value, " exceeds this coordinator's limit of ", max));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReal(const std::string& field, double value, double min, bool min_inclusive) {
+  if (!std::isfinite(value) || value < min || (!min_inclusive && value == min)) {
+    return Invalid(field, absl::StrCat("must be ", min_inclusive ? ">= " : "> ", min,
+                                       " and finite, got ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPath(const std::string& field, const std::string& path,
+                       const PathChecker& check_path) {
+  if (path.empty()) return Invalid(field, "must name a file, got an empty path");
+  if (!check_path) return absl::OkStatus();
+  absl::Status status = check_path(path);
+  if (status.ok()) return status;
+  return Invalid(field, absl::StrCat("'", path, "': ", status.message()));
+}
+
+absl::Status ValidateModel(const v1::ModelSpec& model, const JobLimits& limits) {
+  const auto& widths = model.layer_widths();
+  if (widths.size() < 2) {
+    return Invalid("model.layer_widths",
+                   absl::StrCat("needs at least two widths (input and output), got [",
+                                absl::StrJoin(widths, ", "), "]"));
+  }
+  if (widths.size() - 1 > static_cast<size_t>(limits.max_layers)) {
+    return Invalid("model.layer_widths",
+                   absl::StrCat(widths.size() - 1, " layers exceed this coordinator's limit of ",
+                                limits.max_layers));
+  }
+  int64_t parameters = 0;
+  for (int i = 0; i < widths.size(); ++i) {
+    RETURN_IF_ERROR(CheckCount(absl::StrCat("model.layer_widths[", i, "]"), widths[i],
+                               limits.max_layer_width, /*zero_means_default=*/false));
+    if (i > 0) parameters += widths[i - 1] * widths[i] + widths[i];
+  }
+  if (parameters > limits.max_parameters) {
+    return Invalid("model.layer_widths",
+                   absl::StrCat(parameters, " parameters exceed this coordinator's limit of ",
+                                limits.max_parameters));
+  }
+  return CheckEnum("model.activation", model.activation(), v1::Activation_IsValid,
+                   "RELU or GELU");
+}
+
+absl::Status ValidateFsdp(const v1::JobSpec& spec) {
+  const v1::FsdpConfig& fsdp = spec.fsdp();
+  RETURN_IF_ERROR(CheckEnum("fsdp.sharding_strategy", fsdp.sharding_strategy(),
+                            v1::ShardingStrategy::Value_IsValid,
+                            "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or "
+                            "HYBRID_SHARD_ZERO2"));
+  const bool hybrid = fsdp.sharding_strategy() == v1::ShardingStrategy::HYBRID_SHARD ||
+                      fsdp.sharding_strategy() == v1::ShardingStrategy::HYBRID_SHARD_ZERO2;
+  if (hybrid) {
+    if (fsdp.shard_group_size() <= 0) {
+      return Invalid("fsdp.shard_group_size",
+                     absl::StrCat("must be positive for ",
+                                  v1::ShardingStrategy::Value_Name(fsdp.sharding_strategy()),
+                                  ", got ", fsdp.shard_group_size()));
+    }
+    if (spec.world_size() % fsdp.shard_group_size() != 0) {
+      return Invalid("fsdp.shard_group_size",
+                     absl::StrCat(fsdp.shard_group_size(), " does not divide job.world_size ",
+                                  spec.world_size()));
+    }
+  } else if (fsdp.shard_group_size() != 0) {
+    return Invalid("fsdp.shard_group_size",
+                   absl::StrCat("is only for HYBRID_SHARD and HYBRID_SHARD_ZERO2, got ",
+                                fsdp.shard_group_size()));
+  }
+  const char* kDtypes = "FP32, FP16 or BF16";
+  RETURN_IF_ERROR(CheckEnum("fsdp.mixed_precision.param_dtype",
+                            fsdp.mixed_precision().param_dtype(), v1::Dtype_IsValid, kDtypes));
+  RETURN_IF_ERROR(CheckEnum("fsdp.mixed_precision.reduce_dtype",
+                            fsdp.mixed_precision().reduce_dtype(), v1::Dtype_IsValid, kDtypes));
+  return CheckEnum("fsdp.backward_prefetch", fsdp.backward_prefetch(),
+                   v1::BackwardPrefetch::Value_IsValid, "BACKWARD_PRE, BACKWARD_POST or NONE");
+}
+
+absl::Status ValidateOptimizer(const v1::OptimizerSpec& optimizer) {
+  switch (optimizer.kind_case()) {
+    case v1::OptimizerSpec::kSgd: {
+      const v1::SgdOptions& sgd = optimizer.sgd();
+      RETURN_IF_ERROR(CheckReal("optimizer.sgd.lr", sgd.lr(), 0, /*min_inclusive=*/false));
+      RETURN_IF_ERROR(CheckReal("optimizer.sgd.momentum", sgd.momentum(), 0, true));
+      RETURN_IF_ERROR(CheckReal("optimizer.sgd.dampening", sgd.dampening(), 0, true));
+      RETURN_IF_ERROR(CheckReal("optimizer.sgd.weight_decay", sgd.weight_decay(), 0, true));
+      if (sgd.nesterov() && (sgd.momentum() <= 0 || sgd.dampening() != 0)) {
+        return Invalid("optimizer.sgd.nesterov",
+                       absl::StrCat("requires momentum > 0 and dampening == 0, got momentum ",
+                                    sgd.momentum(), " and dampening ", sgd.dampening()));
+      }
+      break;
+    }
+    case v1::OptimizerSpec::kAdamw: {
+      const v1::AdamWOptions& adamw = optimizer.adamw();
+      if (adamw.has_lr()) RETURN_IF_ERROR(CheckReal("optimizer.adamw.lr", adamw.lr(), 0, false));
+      for (auto [name, has, beta] : {std::make_tuple("beta1", adamw.has_beta1(), adamw.beta1()),
+                                     std::make_tuple("beta2", adamw.has_beta2(), adamw.beta2())}) {
+        if (has && !(beta >= 0 && beta < 1)) {
+          return Invalid(absl::StrCat("optimizer.adamw.", name),
+                         absl::StrCat("must be in [0, 1), got ", beta));
+        }
+      }
+      if (adamw.has_eps()) RETURN_IF_ERROR(CheckReal("optimizer.adamw.eps", adamw.eps(), 0, true));
+      if (adamw.has_weight_decay()) {
+        RETURN_IF_ERROR(
+            CheckReal("optimizer.adamw.weight_decay", adamw.weight_decay(), 0, true));
+      }
+      break;
+    }
+    case v1::OptimizerSpec::KIND_NOT_SET:
+      return Invalid("optimizer", "must set sgd or adamw");
+  }
+  return CheckReal("optimizer.max_grad_norm", optimizer.max_grad_norm(), 0, true);
+}
+
+absl::Status ValidateData(const v1::JobSpec& spec, const JobLimits& limits,
+                          const PathChecker& check_path) {
+  switch (spec.data().source_case()) {
+    case v1::DataSpec::kSafetensorsPath:
+      return CheckPath("data.safetensors_path", spec.data().safetensors_path(), check_path);
+    case v1::DataSpec::kSynthetic:
+      return CheckCount("data.synthetic.num_samples", spec.data().synthetic().num_samples(),
+                        limits.max_synthetic_samples, /*zero_means_default=*/true);
+    case v1::DataSpec::SOURCE_NOT_SET:
+      break;
+  }
+  return Invalid("data", "must set safetensors_path or synthetic");
+}
+
+}  // namespace
+
+absl::Status CheckReadableFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file.is_open()) return absl::NotFoundError("no readable file at this path");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCommHookForStrategy(const v1::CommHook& hook,
+                                         v1::ShardingStrategy::Value strategy) {
+  RETURN_IF_ERROR(CheckEnum("comm_hook.hook", hook.hook(), v1::CommHook::Hook_IsValid,
+                            "NO_HOOK, ALLREDUCE, FP16_COMPRESS, BF16_COMPRESS or "
+                            "MIXED_PRECISION"));
+  RETURN_IF_ERROR(CheckEnum("comm_hook.wrapper", hook.wrapper(), v1::CommHook::Wrapper_IsValid,
+                            "NO_WRAPPER, FP16_WRAPPER or BF16_WRAPPER"));
+  const bool all_reduce_only = hook.hook() == v1::CommHook::ALLREDUCE ||
+                               hook.hook() == v1::CommHook::MIXED_PRECISION ||
+                               hook.wrapper() != v1::CommHook::NO_WRAPPER;
+  // SHARDING_STRATEGY_UNSPECIFIED is FULL_SHARD, a sharded strategy.
+  if (all_reduce_only && strategy != v1::ShardingStrategy::NO_SHARD) {
+    return Invalid("comm_hook",
+                   absl::StrCat(v1::CommHook::Hook_Name(hook.hook()), " with ",
+                                v1::CommHook::Wrapper_Name(hook.wrapper()),
+                                " reduces by all-reduce and needs fsdp.sharding_strategy "
+                                "NO_SHARD, got ",
+                                v1::ShardingStrategy::Value_Name(strategy)));
+  }
+  if (hook.wrapper() != v1::CommHook::NO_WRAPPER && hook.hook() != v1::CommHook::ALLREDUCE) {
+    return Invalid("comm_hook.wrapper",
+                   absl::StrCat(v1::CommHook::Wrapper_Name(hook.wrapper()),
+                                " wraps a full-precision hook (ALLREDUCE), got ",
+                                v1::CommHook::Hook_Name(hook.hook())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
+                             const PathChecker& check_path) {
+  if (spec.name().size() > 128) {
+    return Invalid("name", absl::StrCat("is ", spec.name().size(),
+                                        " characters long; at most 128 are allowed"));
+  }
+  RETURN_IF_ERROR(CheckCount("world_size", spec.world_size(), limits.max_world_size, false));
+  RETURN_IF_ERROR(CheckEnum("device", spec.device(), v1::DeviceKind_IsValid, "CPU or CUDA"));
+  RETURN_IF_ERROR(ValidateModel(spec.model(), limits));
+  if (spec.wrap().layers_per_unit() < 0) {
+    return Invalid("wrap.layers_per_unit",
+                   absl::StrCat("must be positive, got ", spec.wrap().layers_per_unit()));
+  }
+  RETURN_IF_ERROR(ValidateFsdp(spec));
+  RETURN_IF_ERROR(ValidateCommHookForStrategy(spec.comm_hook(), spec.fsdp().sharding_strategy()));
+  RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer()));
+  RETURN_IF_ERROR(CheckEnum("loss", spec.loss(), v1::Loss_IsValid, "CROSS_ENTROPY or MSE"));
+  RETURN_IF_ERROR(ValidateData(spec, limits, check_path));
+  RETURN_IF_ERROR(CheckCount("global_batch_size", spec.global_batch_size(),
+                             limits.max_global_batch_size, false));
+  if (spec.global_batch_size() % spec.world_size() != 0) {
+    return Invalid("global_batch_size",
+                   absl::StrCat(spec.global_batch_size(), " is not divisible by job.world_size ",
+                                spec.world_size()));
+  }
+  RETURN_IF_ERROR(CheckCount("steps", spec.steps(), limits.max_steps, false));
+  RETURN_IF_ERROR(CheckCount("gradient_accumulation_steps", spec.gradient_accumulation_steps(),
+                             limits.max_steps, /*zero_means_default=*/true));
+  if (spec.init().has_safetensors_path()) {
+    RETURN_IF_ERROR(CheckPath("init.safetensors_path", spec.init().safetensors_path(), check_path));
+  }
+  const v1::OutputSpec& output = spec.output();
+  if (output.checkpoint_interval_steps() < 0) {
+    return Invalid("output.checkpoint_interval_steps",
+                   absl::StrCat("must be >= 0, got ", output.checkpoint_interval_steps()));
+  }
+  if (output.checkpoint_interval_steps() > 0 && output.checkpoint_dir().empty()) {
+    return Invalid("output.checkpoint_dir",
+                   absl::StrCat("must be set when output.checkpoint_interval_steps is ",
+                                output.checkpoint_interval_steps()));
+  }
+  if (spec.restart_policy().max_restarts() < 0 ||
+      spec.restart_policy().max_restarts() > limits.max_restarts) {
+    return Invalid("restart_policy.max_restarts",
+                   absl::StrCat("must be in [0, ", limits.max_restarts, "], got ",
+                                spec.restart_policy().max_restarts()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardwise

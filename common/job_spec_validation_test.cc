@@ -1,0 +1,182 @@
+#include "common/job_spec_validation.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/job_spec_defaults.h"
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+v1::JobSpec ValidSpec() {
+  v1::JobSpec spec;
+  spec.set_name("mlp");
+  for (int w : {8, 16, 4}) spec.mutable_model()->add_layer_widths(w);
+  spec.mutable_optimizer()->mutable_sgd()->set_lr(0.1);
+  spec.mutable_data()->mutable_synthetic()->set_seed(1);
+  spec.set_global_batch_size(8);
+  spec.set_steps(10);
+  spec.set_world_size(4);
+  return spec;
+}
+
+struct BadCase {
+  std::string what;
+  std::function<void(v1::JobSpec*)> mutate;
+  std::string expected_message;  // the field and the value must both appear
+};
+
+// Names the case in gtest's output instead of dumping its bytes.
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.what; }
+
+class ValidationTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST(Validation, AcceptsMinimalSpec) {
+  EXPECT_TRUE(ValidateJobSpec(ValidSpec(), JobLimits{}, nullptr).ok());
+}
+
+TEST(Validation, AcceptsSpecAfterDefaults) {
+  v1::JobSpec spec = ValidSpec();
+  ApplyJobSpecDefaults(&spec);
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, nullptr);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST_P(ValidationTest, RejectsWithFieldAndValue) {
+  v1::JobSpec spec = ValidSpec();
+  GetParam().mutate(&spec);
+  JobLimits limits;
+  limits.max_world_size = 64;
+  PathChecker no_files = [](const std::string&) {
+    return absl::NotFoundError("no readable file at this path");
+  };
+  absl::Status status = ValidateJobSpec(spec, limits, no_files);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << GetParam().what;
+  EXPECT_NE(status.message().find(GetParam().expected_message), std::string::npos)
+      << "got: " << status.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryRule, ValidationTest,
+    ::testing::Values(
+        BadCase{"zero world", [](v1::JobSpec* s) { s->set_world_size(0); },
+                "job.world_size: must be positive, got 0"},
+        BadCase{"negative world", [](v1::JobSpec* s) { s->set_world_size(-2); },
+                "job.world_size: must be positive, got -2"},
+        BadCase{"world over limit", [](v1::JobSpec* s) { s->set_world_size(65); },
+                "job.world_size: 65 exceeds this coordinator's limit of 64"},
+        BadCase{"unknown device", [](v1::JobSpec* s) { s->set_device(static_cast<v1::DeviceKind>(9)); },
+                "job.device: unknown value 9"},
+        BadCase{"one width", [](v1::JobSpec* s) { s->mutable_model()->mutable_layer_widths()->Truncate(1); },
+                "job.model.layer_widths: needs at least two widths"},
+        BadCase{"zero width", [](v1::JobSpec* s) { s->mutable_model()->set_layer_widths(1, 0); },
+                "job.model.layer_widths[1]: must be positive, got 0"},
+        BadCase{"huge model", [](v1::JobSpec* s) { s->mutable_model()->set_layer_widths(1, 1 << 20); s->mutable_model()->set_layer_widths(0, 1 << 20); },
+                "job.model.layer_widths: 1099516870660 parameters exceed this coordinator's limit of 8589934592"},
+        BadCase{"unknown activation", [](v1::JobSpec* s) { s->mutable_model()->set_activation(static_cast<v1::Activation>(7)); },
+                "job.model.activation: unknown value 7"},
+        BadCase{"unknown strategy", [](v1::JobSpec* s) { s->mutable_fsdp()->set_sharding_strategy(static_cast<v1::ShardingStrategy::Value>(42)); },
+                "job.fsdp.sharding_strategy: unknown value 42"},
+        BadCase{"hybrid without group", [](v1::JobSpec* s) { s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD); },
+                "job.fsdp.shard_group_size: must be positive for HYBRID_SHARD, got 0"},
+        BadCase{"hybrid group not dividing", [](v1::JobSpec* s) { s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD_ZERO2); s->mutable_fsdp()->set_shard_group_size(3); },
+                "job.fsdp.shard_group_size: 3 does not divide job.world_size 4"},
+        BadCase{"group without hybrid", [](v1::JobSpec* s) { s->mutable_fsdp()->set_shard_group_size(2); },
+                "job.fsdp.shard_group_size: is only for HYBRID_SHARD"},
+        BadCase{"unknown param dtype", [](v1::JobSpec* s) { s->mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(static_cast<v1::Dtype>(12)); },
+                "job.fsdp.mixed_precision.param_dtype: unknown value 12 (expected FP32, FP16 or BF16)"},
+        BadCase{"unknown prefetch", [](v1::JobSpec* s) { s->mutable_fsdp()->set_backward_prefetch(static_cast<v1::BackwardPrefetch::Value>(5)); },
+                "job.fsdp.backward_prefetch: unknown value 5"},
+        BadCase{"all-reduce hook on sharded", [](v1::JobSpec* s) { s->mutable_comm_hook()->set_hook(v1::CommHook::ALLREDUCE); },
+                "needs fsdp.sharding_strategy NO_SHARD, got SHARDING_STRATEGY_UNSPECIFIED"},
+        BadCase{"wrapper around compress", [](v1::JobSpec* s) { s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD); s->mutable_comm_hook()->set_hook(v1::CommHook::FP16_COMPRESS); s->mutable_comm_hook()->set_wrapper(v1::CommHook::BF16_WRAPPER); },
+                "job.comm_hook.wrapper: BF16_WRAPPER wraps a full-precision hook (ALLREDUCE), got FP16_COMPRESS"},
+        BadCase{"no optimizer", [](v1::JobSpec* s) { s->clear_optimizer(); },
+                "job.optimizer: must set sgd or adamw"},
+        BadCase{"zero lr", [](v1::JobSpec* s) { s->mutable_optimizer()->mutable_sgd()->set_lr(0); },
+                "job.optimizer.sgd.lr: must be > 0 and finite, got 0"},
+        BadCase{"nan momentum", [](v1::JobSpec* s) { s->mutable_optimizer()->mutable_sgd()->set_momentum(std::nan("")); },
+                "job.optimizer.sgd.momentum: must be >= 0 and finite, got nan"},
+        BadCase{"nesterov without momentum", [](v1::JobSpec* s) { s->mutable_optimizer()->mutable_sgd()->set_nesterov(true); },
+                "job.optimizer.sgd.nesterov: requires momentum > 0 and dampening == 0, got momentum 0"},
+        BadCase{"adamw beta", [](v1::JobSpec* s) { s->mutable_optimizer()->mutable_adamw()->set_beta2(1.0); },
+                "job.optimizer.adamw.beta2: must be in [0, 1), got 1"},
+        BadCase{"negative clip", [](v1::JobSpec* s) { s->mutable_optimizer()->set_max_grad_norm(-1); },
+                "job.optimizer.max_grad_norm: must be >= 0 and finite, got -1"},
+        BadCase{"unknown loss", [](v1::JobSpec* s) { s->set_loss(static_cast<v1::Loss>(3)); },
+                "job.loss: unknown value 3"},
+        BadCase{"no data", [](v1::JobSpec* s) { s->clear_data(); },
+                "job.data: must set safetensors_path or synthetic"},
+        BadCase{"missing data file", [](v1::JobSpec* s) { s->mutable_data()->set_safetensors_path("/nope/train.safetensors"); },
+                "job.data.safetensors_path: '/nope/train.safetensors': no readable file"},
+        BadCase{"missing init file", [](v1::JobSpec* s) { s->mutable_init()->set_safetensors_path("/nope/w.safetensors"); },
+                "job.init.safetensors_path: '/nope/w.safetensors'"},
+        BadCase{"negative samples", [](v1::JobSpec* s) { s->mutable_data()->mutable_synthetic()->set_num_samples(-5); },
+                "job.data.synthetic.num_samples: must be positive, got -5"},
+        BadCase{"zero batch", [](v1::JobSpec* s) { s->set_global_batch_size(0); },
+                "job.global_batch_size: must be positive, got 0"},
+        BadCase{"indivisible batch", [](v1::JobSpec* s) { s->set_global_batch_size(10); },
+                "job.global_batch_size: 10 is not divisible by job.world_size 4"},
+        BadCase{"zero steps", [](v1::JobSpec* s) { s->set_steps(0); },
+                "job.steps: must be positive, got 0"},
+        BadCase{"negative accumulation", [](v1::JobSpec* s) { s->set_gradient_accumulation_steps(-1); },
+                "job.gradient_accumulation_steps: must be positive, got -1"},
+        BadCase{"negative layers per unit", [](v1::JobSpec* s) { s->mutable_wrap()->set_layers_per_unit(-1); },
+                "job.wrap.layers_per_unit: must be positive, got -1"},
+        BadCase{"checkpoint without dir", [](v1::JobSpec* s) { s->mutable_output()->set_checkpoint_interval_steps(5); },
+                "job.output.checkpoint_dir: must be set when output.checkpoint_interval_steps is 5"},
+        BadCase{"negative restarts", [](v1::JobSpec* s) { s->mutable_restart_policy()->set_max_restarts(-1); },
+                "job.restart_policy.max_restarts: must be in [0, 100], got -1"},
+        BadCase{"long name", [](v1::JobSpec* s) { s->set_name(std::string(200, 'a')); },
+                "job.name: is 200 characters long"}));
+
+TEST(CommHookForStrategy, CompressHooksServeEveryStrategy) {
+  v1::CommHook hook;
+  hook.set_hook(v1::CommHook::BF16_COMPRESS);
+  for (auto strategy : {v1::ShardingStrategy::FULL_SHARD, v1::ShardingStrategy::SHARD_GRAD_OP,
+                        v1::ShardingStrategy::NO_SHARD, v1::ShardingStrategy::HYBRID_SHARD}) {
+    EXPECT_TRUE(ValidateCommHookForStrategy(hook, strategy).ok()) << strategy;
+  }
+  hook.set_hook(v1::CommHook::MIXED_PRECISION);
+  EXPECT_TRUE(ValidateCommHookForStrategy(hook, v1::ShardingStrategy::NO_SHARD).ok());
+  EXPECT_FALSE(ValidateCommHookForStrategy(hook, v1::ShardingStrategy::SHARD_GRAD_OP).ok());
+}
+
+TEST(Defaults, FillPyTorchDefaults) {
+  v1::JobSpec spec = ValidSpec();
+  spec.mutable_optimizer()->mutable_adamw();
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  ApplyJobSpecDefaults(&spec);
+  EXPECT_EQ(spec.fsdp().sharding_strategy(), v1::ShardingStrategy::FULL_SHARD);
+  EXPECT_EQ(spec.fsdp().backward_prefetch(), v1::BackwardPrefetch::BACKWARD_PRE);
+  EXPECT_TRUE(spec.fsdp().limit_all_gathers());
+  EXPECT_FALSE(spec.fsdp().forward_prefetch());
+  EXPECT_EQ(spec.fsdp().mixed_precision().reduce_dtype(), v1::BF16);
+  EXPECT_EQ(spec.model().activation(), v1::RELU);
+  EXPECT_TRUE(spec.model().bias());
+  EXPECT_EQ(spec.wrap().layers_per_unit(), 1);
+  EXPECT_EQ(spec.loss(), v1::CROSS_ENTROPY);
+  EXPECT_EQ(spec.gradient_accumulation_steps(), 1);
+  EXPECT_EQ(spec.device(), v1::CPU);
+  EXPECT_EQ(spec.data().synthetic().num_samples(), kDefaultSyntheticSamples);
+  EXPECT_DOUBLE_EQ(spec.optimizer().adamw().lr(), 1e-3);
+  EXPECT_DOUBLE_EQ(spec.optimizer().adamw().beta2(), 0.999);
+  EXPECT_DOUBLE_EQ(spec.optimizer().adamw().weight_decay(), 1e-2);
+  EXPECT_TRUE(spec.init().has_seed());
+}
+
+TEST(Defaults, KeepExplicitValues) {
+  v1::JobSpec spec = ValidSpec();
+  spec.mutable_fsdp()->set_limit_all_gathers(false);
+  spec.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
+  spec.mutable_model()->set_bias(false);
+  ApplyJobSpecDefaults(&spec);
+  EXPECT_FALSE(spec.fsdp().limit_all_gathers());
+  EXPECT_EQ(spec.fsdp().backward_prefetch(), v1::BackwardPrefetch::NONE);
+  EXPECT_FALSE(spec.model().bias());
+}
+
+}  // namespace
+}  // namespace shardwise
