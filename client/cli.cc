@@ -1,0 +1,162 @@
+// shardwise: the command line. kubectl-like verbs over the client library.
+//
+//   shardwise submit JOB.yaml       submit a job spec, print its id
+//   shardwise get jobs | workers    list jobs or workers
+//   shardwise describe JOB          spec, state, ranks, progress, events
+//   shardwise watch JOB             progress bar until the job ends (exit 0 iff SUCCEEDED)
+//   shardwise cancel JOB            cancel a pending or running job
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "client/format.h"
+#include "common/clock.h"
+#include "common/coordinator_address.h"
+#include "common/job_spec_io.h"
+#include "common/job_state.h"
+
+ABSL_FLAG(std::string, coordinator, "",
+          "coordinator host:port (default: $SHARDWISE_COORDINATOR, else 127.0.0.1:7070)");
+ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
+
+namespace shardwise {
+namespace {
+
+constexpr char kUsage[] = R"(shardwise: submit and follow Shardwise training jobs.
+
+Usage:
+  shardwise submit JOB.yaml [--watch]   submit a job spec (YAML or JSON); prints the job id
+  shardwise get jobs                    list jobs
+  shardwise get workers                 list worker daemons
+  shardwise describe JOB                a job's spec, state, ranks, progress and events
+  shardwise watch JOB                   follow a job to its end (exit 0 only if SUCCEEDED)
+  shardwise cancel JOB                  cancel a pending or running job
+
+Flags:
+  --coordinator=HOST:PORT   default $SHARDWISE_COORDINATOR, else 127.0.0.1:7070
+)";
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "shardwise: %s\n", std::string(status.message()).c_str());
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+int Usage(const std::string& problem) {
+  std::fprintf(stderr, "shardwise: %s\n\n%s", problem.c_str(), kUsage);
+  return 2;
+}
+
+// Redraws one line on a terminal; elsewhere (logs, CI) prints a line per state change
+// and per twentieth of the steps, so the output stays short.
+class ProgressPrinter {
+ public:
+  ProgressPrinter() : tty_(isatty(fileno(stdout))) {}
+
+  void Update(const v1::Job& job) {
+    const std::string line = FormatProgressLine(job);
+    if (tty_) {
+      std::printf("\r\033[K%s", line.c_str());
+      std::fflush(stdout);
+      return;
+    }
+    const int64_t total = std::max<int64_t>(1, job.progress().total_steps());
+    const int64_t bucket = job.progress().step() * 20 / total;
+    if (job.state() != last_state_ || bucket != last_bucket_) {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    }
+    last_state_ = job.state();
+    last_bucket_ = bucket;
+  }
+
+  void Finish() {
+    if (tty_) std::printf("\n");
+  }
+
+ private:
+  const bool tty_;
+  v1::JobState last_state_ = v1::JOB_STATE_UNSPECIFIED;
+  int64_t last_bucket_ = -1;
+};
+
+int Watch(Client& client, const std::string& job_id) {
+  ProgressPrinter printer;
+  auto job = client.Watch(job_id, [&](const v1::Job& j) { printer.Update(j); });
+  printer.Finish();
+  if (!job.ok()) return Fail(job.status());
+  std::printf("%s", FormatJobSummary(*job).c_str());
+  return job->state() == v1::SUCCEEDED ? 0 : 1;
+}
+
+int Run(const std::vector<std::string>& args) {
+  if (args.empty()) return Usage("no command given");
+  Client client(ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator)));
+  const std::string& verb = args[0];
+  auto need = [&](size_t n, const char* what) {
+    return args.size() == n + 1 ? std::string() : absl::StrCat(verb, " takes ", what);
+  };
+
+  if (verb == "submit") {
+    if (auto problem = need(1, "one job spec file"); !problem.empty()) return Usage(problem);
+    auto spec = ReadJobSpecFile(args[1]);
+    if (!spec.ok()) return Fail(spec.status());
+    auto job_id = client.Submit(*spec);
+    if (!job_id.ok()) return Fail(job_id.status());
+    std::printf("%s\n", job_id->c_str());
+    std::fflush(stdout);
+    return absl::GetFlag(FLAGS_watch) ? Watch(client, *job_id) : 0;
+  }
+  if (verb == "get") {
+    if (auto problem = need(1, "jobs or workers"); !problem.empty()) return Usage(problem);
+    if (args[1] == "jobs" || args[1] == "job") {
+      auto jobs = client.List();
+      if (!jobs.ok()) return Fail(jobs.status());
+      std::printf("%s", FormatJobTable(*jobs, NowMs()).c_str());
+      return 0;
+    }
+    if (args[1] == "workers" || args[1] == "worker") {
+      auto workers = client.ListWorkers();
+      if (!workers.ok()) return Fail(workers.status());
+      std::printf("%s", FormatWorkerTable(*workers, NowMs()).c_str());
+      return 0;
+    }
+    return Usage(absl::StrCat("get: unknown resource '", args[1], "' (expected jobs or workers)"));
+  }
+  if (verb == "describe") {
+    if (auto problem = need(1, "one job id"); !problem.empty()) return Usage(problem);
+    auto job = client.Get(args[1]);
+    if (!job.ok()) return Fail(job.status());
+    std::printf("%s", FormatJobDescription(*job, NowMs()).c_str());
+    return 0;
+  }
+  if (verb == "watch") {
+    if (auto problem = need(1, "one job id"); !problem.empty()) return Usage(problem);
+    return Watch(client, args[1]);
+  }
+  if (verb == "cancel") {
+    if (auto problem = need(1, "one job id"); !problem.empty()) return Usage(problem);
+    auto job = client.Cancel(args[1]);
+    if (!job.ok()) return Fail(job.status());
+    std::printf("%s %s\n", job->id().c_str(), v1::JobState_Name(job->state()).c_str());
+    return 0;
+  }
+  return Usage(absl::StrCat("unknown command '", verb, "'"));
+}
+
+}  // namespace
+}  // namespace shardwise
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(shardwise::kUsage);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> args(positional.begin() + 1, positional.end());
+  return shardwise::Run(args);
+}

@@ -1,0 +1,127 @@
+#include "client/client.h"
+
+#include <chrono>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/job_spec_validation.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace shardwise {
+namespace {
+
+constexpr auto kCallTimeout = std::chrono::seconds(10);
+
+void SetDeadline(grpc::ClientContext* context) {
+  context->set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+}
+
+// Limits are the coordinator's to enforce; the client checks structure only.
+JobLimits NoLimits() {
+  JobLimits limits;
+  limits.max_world_size = std::numeric_limits<int32_t>::max();
+  limits.max_layer_width = std::numeric_limits<int64_t>::max();
+  limits.max_layers = std::numeric_limits<int32_t>::max();
+  limits.max_parameters = std::numeric_limits<int64_t>::max();
+  limits.max_steps = std::numeric_limits<int64_t>::max();
+  limits.max_global_batch_size = std::numeric_limits<int64_t>::max();
+  limits.max_synthetic_samples = std::numeric_limits<int64_t>::max();
+  limits.max_restarts = std::numeric_limits<int32_t>::max();
+  return limits;
+}
+
+}  // namespace
+
+Client::Client(const std::string& address)
+    : address_(address),
+      stub_(v1::JobService::NewStub(
+          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+
+absl::Status Client::Convert(const grpc::Status& status) const {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+       status.error_message().find("Deadline") != std::string::npos)) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot reach the coordinator at ", address_,
+        " (is shardwise-coordinator running there? set --coordinator or "
+        "SHARDWISE_COORDINATOR): ",
+        status.error_message()));
+  }
+  return FromGrpcStatus(status);
+}
+
+absl::StatusOr<std::string> Client::Submit(const v1::JobSpec& spec) {
+  absl::Status valid = ValidateJobSpec(spec, NoLimits(), /*check_path=*/nullptr);
+  if (!valid.ok()) return valid;
+  v1::SubmitJobRequest request;
+  *request.mutable_spec() = spec;
+  v1::SubmitJobResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status = stub_->SubmitJob(&context, request, &response);
+  if (!status.ok()) return Convert(status);
+  return response.job_id();
+}
+
+absl::StatusOr<v1::Job> Client::Get(const std::string& job_id) {
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job job;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status = stub_->GetJob(&context, request, &job);
+  if (!status.ok()) return Convert(status);
+  return job;
+}
+
+absl::StatusOr<std::vector<v1::Job>> Client::List() {
+  v1::ListJobsResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status = stub_->ListJobs(&context, v1::ListJobsRequest(), &response);
+  if (!status.ok()) return Convert(status);
+  return std::vector<v1::Job>(response.jobs().begin(), response.jobs().end());
+}
+
+absl::StatusOr<v1::Job> Client::Cancel(const std::string& job_id) {
+  v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job job;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status = stub_->CancelJob(&context, request, &job);
+  if (!status.ok()) return Convert(status);
+  return job;
+}
+
+absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers() {
+  v1::ListWorkersResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status = stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response);
+  if (!status.ok()) return Convert(status);
+  return std::vector<v1::WorkerInfo>(response.workers().begin(), response.workers().end());
+}
+
+absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id,
+                                      const std::function<void(const v1::Job&)>& on_update) {
+  v1::WatchJobRequest request;
+  request.set_job_id(job_id);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::Job>> reader = stub_->WatchJob(&context, request);
+  v1::Job job;
+  bool seen = false;
+  while (reader->Read(&job)) {
+    seen = true;
+    on_update(job);
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return Convert(status);
+  if (!seen) return absl::UnavailableError("the watch ended before any update");
+  return job;
+}
+
+}  // namespace shardwise

@@ -1,0 +1,48 @@
+#ifndef SHARDWISE_CLIENT_CLIENT_H_
+#define SHARDWISE_CLIENT_CLIENT_H_
+
+// The C++ client library: every JobService operation, with errors as absl::Status. The
+// `shardwise` CLI is built on it.
+//
+// Thread-safety: a Client may be shared between threads.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/job_service.grpc.pb.h"
+
+namespace shardwise {
+
+class Client {
+ public:
+  // Does not connect yet; the first call does. `address` is host:port.
+  explicit Client(const std::string& address);
+
+  const std::string& address() const { return address_; }
+
+  // Checks the spec locally (structure only: the coordinator applies its own limits and
+  // checks files), then submits it. Returns the job id.
+  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
+  absl::StatusOr<v1::Job> Get(const std::string& job_id);
+  absl::StatusOr<std::vector<v1::Job>> List();
+  absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
+  absl::StatusOr<std::vector<v1::WorkerInfo>> ListWorkers();
+
+  // Calls `on_update` with the job now and after every change, until it ends; returns
+  // the final job.
+  absl::StatusOr<v1::Job> Watch(const std::string& job_id,
+                                const std::function<void(const v1::Job&)>& on_update);
+
+ private:
+  absl::Status Convert(const grpc::Status& status) const;
+
+  const std::string address_;
+  std::unique_ptr<v1::JobService::Stub> stub_;
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_CLIENT_CLIENT_H_

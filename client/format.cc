@@ -1,0 +1,144 @@
+#include "client/format.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "common/job_spec_io.h"
+#include "common/job_state.h"
+
+namespace shardwise {
+namespace {
+
+// Left-aligned columns as wide as their widest cell.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      absl::StrAppend(&line, row[i]);
+      if (i + 1 < row.size()) line.append(widths[i] - row[i].size() + 3, ' ');
+    }
+    absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+std::string Steps(const v1::Progress& p) { return absl::StrCat(p.step(), "/", p.total_steps()); }
+
+std::string Loss(const v1::Progress& p) {
+  return p.step() > 0 ? absl::StrFormat("%.4f", p.loss()) : "-";
+}
+
+std::string FormatTime(int64_t ms) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(ms), absl::LocalTimeZone());
+}
+
+}  // namespace
+
+std::string FormatAge(int64_t then_ms, int64_t now_ms) {
+  const int64_t s = std::max<int64_t>(0, (now_ms - then_ms) / 1000);
+  if (s < 120) return absl::StrCat(s, "s");
+  if (s < 2 * 3600) return absl::StrCat(s / 60, "m");
+  if (s < 2 * 86400) return absl::StrCat(s / 3600, "h");
+  return absl::StrCat(s / 86400, "d");
+}
+
+std::string FormatJobTable(const std::vector<v1::Job>& jobs, int64_t now_ms) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "STATE", "WORLD", "STEPS", "LOSS", "ATTEMPT", "AGE", "REASON"}};
+  for (const v1::Job& job : jobs) {
+    rows.push_back({job.id(), job.spec().name().empty() ? "-" : job.spec().name(),
+                    v1::JobState_Name(job.state()), absl::StrCat(job.spec().world_size()),
+                    Steps(job.progress()), Loss(job.progress()), absl::StrCat(job.attempt()),
+                    FormatAge(job.create_time_ms(), now_ms), job.reason()});
+  }
+  return Table(rows);
+}
+
+std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_t now_ms) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "DEVICE", "STATE", "JOB", "RANK", "CPUS", "LAST HEARTBEAT", "NOTE"}};
+  for (const v1::WorkerInfo& w : workers) {
+    const bool assigned = !w.job_id().empty();
+    rows.push_back({w.id(), v1::DeviceKind_Name(w.device()), v1::WorkerState_Name(w.state()),
+                    assigned ? absl::StrCat(w.job_id(), "#", w.attempt()) : "-",
+                    assigned ? absl::StrCat(w.rank()) : "-", absl::StrCat(w.cpu_threads()),
+                    absl::StrCat(FormatAge(w.last_heartbeat_ms(), now_ms), " ago"),
+                    w.lost_reason()});
+  }
+  return Table(rows);
+}
+
+std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
+  std::string out;
+  absl::StrAppend(&out, "Job:        ", job.id(), "\n");
+  absl::StrAppend(&out, "Name:       ", job.spec().name().empty() ? "-" : job.spec().name(), "\n");
+  absl::StrAppend(&out, "State:      ", v1::JobState_Name(job.state()), "\n");
+  absl::StrAppend(&out, "Reason:     ", job.reason(), "\n");
+  absl::StrAppend(&out, "Attempt:    ", job.attempt(), " (restarts ", job.restarts(), " of ",
+                  job.spec().restart_policy().max_restarts(), ")\n");
+  absl::StrAppend(&out, "Created:    ", FormatTime(job.create_time_ms()), " (",
+                  FormatAge(job.create_time_ms(), now_ms), " ago)\n");
+  const v1::Progress& p = job.progress();
+  absl::StrAppend(&out, "Progress:   ", Steps(p), " steps", p.step() > 0 ? "" : "",
+                  p.step() > 0 ? absl::StrFormat(", loss %.4f (first %.4f), %.2f steps/s",
+                                                 p.loss(), p.first_loss(), p.steps_per_second())
+                               : "",
+                  p.phase().empty() ? "" : absl::StrCat(", phase ", p.phase()), "\n");
+  if (!job.result().empty()) absl::StrAppend(&out, "Result:     ", job.result(), "\n");
+  absl::StrAppend(&out, "Ranks:\n");
+  if (job.ranks().empty()) absl::StrAppend(&out, "  (none assigned)\n");
+  for (const auto& r : job.ranks()) {
+    absl::StrAppend(&out, "  rank ", r.rank(), "  worker ", r.worker_id(), "\n");
+  }
+  absl::StrAppend(&out, "Events:\n");
+  for (const auto& e : job.events()) {
+    absl::StrAppend(&out, "  ", FormatTime(e.time_ms()), "  attempt ", e.attempt(), "  ",
+                    v1::JobState_Name(e.state()), "  ", e.message(), "\n");
+  }
+  absl::StrAppend(&out, "Spec (with defaults):\n", JobSpecToJson(job.spec()));
+  return out;
+}
+
+std::string FormatProgressLine(const v1::Job& job, int width) {
+  const v1::Progress& p = job.progress();
+  const double fraction =
+      p.total_steps() > 0 ? std::min(1.0, static_cast<double>(p.step()) / p.total_steps()) : 0.0;
+  const int filled = static_cast<int>(fraction * width + 0.5);
+  std::string line = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'),
+                                  "] ", Steps(p), " steps");
+  if (p.step() > 0) {
+    absl::StrAppend(&line, absl::StrFormat("  loss %.4f  %.2f steps/s", p.loss(),
+                                           p.steps_per_second()));
+  }
+  absl::StrAppend(&line, "  ", v1::JobState_Name(job.state()));
+  if (!p.phase().empty() && !IsTerminal(job.state())) absl::StrAppend(&line, " (", p.phase(), ")");
+  return line;
+}
+
+std::string FormatJobSummary(const v1::Job& job) {
+  const v1::Progress& p = job.progress();
+  std::string out = absl::StrCat(job.id(), " ", v1::JobState_Name(job.state()), ": ",
+                                 job.reason(), "\n");
+  absl::StrAppend(&out, "  steps:  ", Steps(p), "\n");
+  if (p.step() > 0) {
+    absl::StrAppend(&out, absl::StrFormat("  loss:   %.4f -> %.4f\n", p.first_loss(), p.loss()));
+    absl::StrAppend(&out, absl::StrFormat("  speed:  %.2f steps/s\n", p.steps_per_second()));
+  }
+  if (!job.result().empty()) absl::StrAppend(&out, "  result: ", job.result(), "\n");
+  if (!job.spec().output().final_model_path().empty() && job.state() == v1::SUCCEEDED &&
+      p.step() > 0) {
+    absl::StrAppend(&out, "  model:  ", job.spec().output().final_model_path(), "\n");
+  }
+  return out;
+}
+
+}  // namespace shardwise

@@ -1,0 +1,296 @@
+#include "server/job_controller.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "common/job_spec_defaults.h"
+#include "common/status_macros.h"
+#include "server/scheduler.h"
+
+namespace shardwise {
+namespace {
+
+std::string RankName(const v1::Job& job, int32_t rank) {
+  for (const auto& r : job.ranks()) {
+    if (r.rank() == rank) return absl::StrCat("rank ", rank, " (worker ", r.worker_id(), ")");
+  }
+  return absl::StrCat("rank ", rank);
+}
+
+void LogError(const absl::Status& status, const char* what) {
+  if (!status.ok()) std::fprintf(stderr, "coordinator: %s: %s\n", what, status.ToString().c_str());
+}
+
+}  // namespace
+
+JobController::JobController(JobManager* jobs, WorkerRegistry* workers,
+                             RendezvousStore* rendezvous, const Options& options)
+    : jobs_(jobs), workers_(workers), rendezvous_(rendezvous), options_(options) {}
+
+absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec) {
+  RETURN_IF_ERROR(ValidateJobSpec(spec, options_.limits,
+                                  options_.check_paths ? PathChecker(CheckReadableFile) : nullptr));
+  v1::JobSpec effective = spec;
+  ApplyJobSpecDefaults(&effective);
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(v1::Job job, jobs_->Submit(effective));
+  ScheduleLocked();
+  return jobs_->Get(job.id());
+}
+
+absl::StatusOr<v1::Job> JobController::Cancel(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(v1::Job job, jobs_->Get(job_id));
+  if (IsTerminal(job.state())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, " already ended as ", v1::JobState_Name(job.state()), "; nothing to cancel"));
+  }
+  const std::string reason = "cancelled by request";
+  if (job.state() != v1::PENDING) {
+    AbortRanksLocked(job, reason, /*skip_worker=*/"");
+    EndAttemptLocked(job);
+  }
+  ASSIGN_OR_RETURN(v1::Job cancelled,
+                   jobs_->Finish(job_id, JobManager::kAnyAttempt, v1::CANCELLED, reason));
+  ScheduleLocked();
+  return cancelled;
+}
+
+v1::RegisterWorkerResponse JobController::RegisterWorker(
+    const v1::RegisterWorkerRequest& request) {
+  absl::MutexLock lock(&mu_);
+  v1::RegisterWorkerRequest named = request;
+  if (named.name().empty()) named.set_name("worker");
+  WorkerRegistry::Registration registration = workers_->Register(named);
+  // A daemon that registers again while we think it runs an attempt has restarted: the
+  // attempt lost that rank.
+  const v1::WorkerInfo& before = registration.previous;
+  if ((before.state() == v1::BUSY || before.state() == v1::DRAINING) && !before.job_id().empty()) {
+    auto job = jobs_->Get(before.job_id());
+    if (job.ok() && job->attempt() == before.attempt() && !IsTerminal(job->state()) &&
+        job->state() != v1::PENDING) {
+      FailAttemptLocked(*job,
+                        absl::StrCat(RankName(*job, before.rank()),
+                                     " was lost: the worker restarted and registered again"),
+                        registration.worker_id);
+    }
+  }
+  v1::RegisterWorkerResponse response;
+  response.set_worker_id(registration.worker_id);
+  response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  return response;
+}
+
+absl::StatusOr<std::shared_ptr<SessionOutbox>> JobController::OpenSession(
+    const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::shared_ptr<SessionOutbox> outbox, workers_->AttachSession(worker_id));
+  ScheduleLocked();
+  return outbox;
+}
+
+void JobController::CloseSession(const std::string& worker_id,
+                                 const std::shared_ptr<SessionOutbox>& outbox) {
+  absl::MutexLock lock(&mu_);
+  if (workers_->DetachSession(worker_id, outbox)) {
+    LoseWorkerLocked(worker_id, "its session closed");
+  }
+}
+
+void JobController::OnHeartbeat(const std::string& worker_id, const v1::Heartbeat& heartbeat) {
+  absl::MutexLock lock(&mu_);
+  auto worker = workers_->Heartbeat(worker_id);
+  if (!worker.ok()) return;
+  const bool assigned = worker->state() == v1::BUSY || worker->state() == v1::DRAINING;
+  const bool same_attempt = assigned && heartbeat.job_id() == worker->job_id() &&
+                            heartbeat.attempt() == worker->attempt();
+  if (!heartbeat.job_id().empty() && !same_attempt) {
+    // A leftover from an attempt that ended (or from before a coordinator restart).
+    v1::CoordinatorMessage abort;
+    abort.mutable_abort()->set_job_id(heartbeat.job_id());
+    abort.mutable_abort()->set_attempt(heartbeat.attempt());
+    abort.mutable_abort()->set_reason("the coordinator is not running this attempt");
+    workers_->Send(worker_id, abort);
+    return;
+  }
+  if (heartbeat.job_id().empty() && worker->state() == v1::DRAINING) {
+    workers_->SetIdle(worker_id);
+    ScheduleLocked();
+  }
+}
+
+void JobController::OnReport(const std::string& worker_id, const v1::AttemptReport& report) {
+  absl::MutexLock lock(&mu_);
+  auto job = jobs_->Get(report.job_id());
+  auto live = live_.find(report.job_id());
+  if (!job.ok() || live == live_.end() || live->second.attempt != report.attempt() ||
+      job->attempt() != report.attempt()) {
+    return;  // a late report of an attempt that already ended
+  }
+  LiveAttempt& attempt = live->second;
+  switch (report.phase()) {
+    case v1::JOINED:
+      attempt.joined.insert(report.rank());
+      if (static_cast<int32_t>(attempt.joined.size()) == job->spec().world_size() &&
+          job->state() == v1::SCHEDULED) {
+        LogError(jobs_->MarkRunning(job->id(), report.attempt()).status(), "marking running");
+      }
+      break;
+    case v1::PROGRESS:
+      if (report.rank() == 0) {
+        LogError(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
+                 "recording progress");
+      }
+      break;
+    case v1::COMPLETED:
+      attempt.completed.insert(report.rank());
+      workers_->SetIdle(worker_id);
+      if (report.rank() == 0) {
+        attempt.result = report.message();
+        LogError(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
+                 "recording progress");
+      }
+      if (static_cast<int32_t>(attempt.completed.size()) == job->spec().world_size()) {
+        const std::string result = attempt.result;
+        EndAttemptLocked(*job);
+        LogError(jobs_->Finish(job->id(), report.attempt(), v1::SUCCEEDED,
+                               absl::StrCat("attempt ", report.attempt(), ": every rank completed"),
+                               result)
+                     .status(),
+                 "finishing job");
+        ScheduleLocked();
+      }
+      break;
+    case v1::ABORTED:
+      workers_->SetIdle(worker_id);
+      FailAttemptLocked(*job,
+                        absl::StrCat(RankName(*job, report.rank()), " failed: ", report.message()),
+                        worker_id);
+      break;
+    default:
+      break;
+  }
+}
+
+void JobController::CheckHeartbeats() {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& worker_id :
+       workers_->Silent(absl::Now(), options_.heartbeat_timeout)) {
+    LoseWorkerLocked(worker_id, absl::StrCat("no heartbeat for more than ",
+                                             absl::FormatDuration(options_.heartbeat_timeout)));
+  }
+}
+
+void JobController::Schedule() {
+  absl::MutexLock lock(&mu_);
+  ScheduleLocked();
+}
+
+void JobController::ScheduleLocked() {
+  std::vector<PendingJob> pending;
+  for (const v1::Job& job : jobs_->Pending()) {
+    pending.push_back({job.id(), job.spec().world_size(), job.spec().device()});
+  }
+  if (pending.empty()) return;
+  std::vector<IdleWorker> idle;
+  for (v1::DeviceKind device : {v1::CPU, v1::CUDA}) {
+    for (const v1::WorkerInfo& worker : workers_->Idle(device)) {
+      idle.push_back({worker.id(), worker.device()});
+    }
+  }
+  for (const Placement& placement : PlanGangPlacements(pending, idle)) {
+    std::vector<v1::RankAssignment> ranks;
+    for (size_t r = 0; r < placement.worker_ids.size(); ++r) {
+      v1::RankAssignment assignment;
+      assignment.set_rank(static_cast<int32_t>(r));
+      assignment.set_worker_id(placement.worker_ids[r]);
+      ranks.push_back(assignment);
+    }
+    auto job = jobs_->Schedule(placement.job_id, ranks);
+    if (!job.ok()) {
+      LogError(job.status(), "scheduling");
+      continue;
+    }
+    rendezvous_->OpenScope(job->id(), job->attempt());
+    LiveAttempt& live = live_[job->id()];
+    live = LiveAttempt{};
+    live.attempt = job->attempt();
+    for (const v1::RankAssignment& rank : job->ranks()) {
+      workers_->SetBusy(rank.worker_id(), job->id(), job->attempt(), rank.rank());
+      v1::CoordinatorMessage message;
+      v1::Assignment* assignment = message.mutable_assignment();
+      assignment->set_job_id(job->id());
+      assignment->set_attempt(job->attempt());
+      assignment->set_rank(rank.rank());
+      assignment->set_world_size(job->spec().world_size());
+      *assignment->mutable_spec() = job->spec();
+      assignment->set_collective_timeout_ms(
+          absl::ToInt64Milliseconds(options_.collective_timeout));
+      // A worker whose session closed in between is lost through CloseSession, which
+      // then fails this attempt.
+      workers_->Send(rank.worker_id(), message);
+    }
+  }
+}
+
+void JobController::LoseWorkerLocked(const std::string& worker_id, const std::string& reason) {
+  auto before = workers_->MarkLost(worker_id, reason);
+  if (!before.ok()) return;
+  std::fprintf(stderr, "coordinator: worker %s lost: %s\n", worker_id.c_str(), reason.c_str());
+  if (before->state() != v1::BUSY || before->job_id().empty()) return;
+  auto job = jobs_->Get(before->job_id());
+  if (!job.ok() || job->attempt() != before->attempt() || IsTerminal(job->state()) ||
+      job->state() == v1::PENDING) {
+    return;
+  }
+  FailAttemptLocked(*job, absl::StrCat(RankName(*job, before->rank()), " was lost: ", reason),
+                    worker_id);
+}
+
+void JobController::AbortRanksLocked(const v1::Job& job, const std::string& reason,
+                                     const std::string& skip_worker) {
+  for (const v1::RankAssignment& rank : job.ranks()) {
+    if (rank.worker_id() == skip_worker) continue;
+    auto worker = workers_->Get(rank.worker_id());
+    // Only ranks still on this attempt: one that completed is already idle.
+    if (!worker.ok() || worker->job_id() != job.id() || worker->attempt() != job.attempt()) {
+      continue;
+    }
+    v1::CoordinatorMessage message;
+    message.mutable_abort()->set_job_id(job.id());
+    message.mutable_abort()->set_attempt(job.attempt());
+    message.mutable_abort()->set_reason(reason);
+    workers_->Send(rank.worker_id(), message);
+    workers_->SetDraining(rank.worker_id());
+  }
+}
+
+void JobController::EndAttemptLocked(const v1::Job& job) {
+  rendezvous_->CloseScope(job.id(), job.attempt());
+  live_.erase(job.id());
+}
+
+void JobController::FailAttemptLocked(const v1::Job& job, const std::string& reason,
+                                      const std::string& lost_worker) {
+  AbortRanksLocked(job, absl::StrCat("attempt ", job.attempt(), " failed: ", reason), lost_worker);
+  EndAttemptLocked(job);
+  const int32_t max_restarts = job.spec().restart_policy().max_restarts();
+  if (job.restarts() < max_restarts) {
+    LogError(jobs_->Requeue(job.id(), job.attempt(),
+                            absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
+                                         "; re-queued (restart ", job.restarts() + 1, " of ",
+                                         max_restarts, ")"),
+                            /*counts_as_restart=*/true)
+                 .status(),
+             "re-queueing");
+  } else {
+    LogError(jobs_->Finish(job.id(), job.attempt(), v1::FAILED,
+                           absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
+                                        max_restarts > 0 ? "; no restarts left" : ""))
+                 .status(),
+             "failing job");
+  }
+  ScheduleLocked();
+}
+
+}  // namespace shardwise

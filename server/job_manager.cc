@@ -1,0 +1,257 @@
+#include "server/job_manager.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/clock.h"
+#include "common/status_macros.h"
+
+namespace shardwise {
+
+absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(StateStore* store,
+                                                               const Options& options) {
+  ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store->LoadJobs());
+  std::unique_ptr<JobManager> manager(new JobManager(store, options));
+  absl::MutexLock lock(&manager->mu_);
+  for (v1::Job& job : jobs) {
+    int64_t number = 0;
+    if (absl::SimpleAtoi(absl::StripPrefix(job.id(), "job-"), &number)) {
+      manager->next_job_number_ = std::max(manager->next_job_number_, number + 1);
+    }
+    manager->order_.push_back(job.id());
+    const std::string id = job.id();
+    manager->jobs_[id].job = std::move(job);
+  }
+  // The previous coordinator's workers may still run these attempts; a reconnecting
+  // worker that reports an attempt the coordinator no longer runs is told to abort.
+  for (const std::string& id : manager->order_) {
+    const v1::Job& job = manager->jobs_[id].job;
+    if (job.state() != v1::SCHEDULED && job.state() != v1::RUNNING) continue;
+    const int32_t attempt = job.attempt();
+    const std::string reason = absl::StrCat(
+        "coordinator restarted while attempt ", attempt, " was ", v1::JobState_Name(job.state()),
+        "; re-queued as a new attempt");
+    auto requeued = manager->Mutate(
+        id,
+        [&](v1::Job* j) {
+          j->set_state(v1::PENDING);
+          j->set_reason(reason);
+          j->clear_ranks();
+          return absl::OkStatus();
+        },
+        reason);
+    if (!requeued.ok()) return requeued.status();
+  }
+  return manager;
+}
+
+absl::Status JobManager::CheckAttempt(const v1::Job& job, int32_t attempt) const {
+  if (attempt != kAnyAttempt && attempt != job.attempt()) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job.id(), " is at attempt ",
+                                                      job.attempt(), ", not ", attempt));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Job> JobManager::Mutate(const std::string& job_id,
+                                           absl::FunctionRef<absl::Status(v1::Job*)> mutate,
+                                           const std::string& event_message) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+  v1::Job updated = it->second.job;
+  RETURN_IF_ERROR(mutate(&updated));
+  updated.set_update_time_ms(NowMs());
+  v1::JobEvent event;
+  if (!event_message.empty()) {
+    event.set_time_ms(updated.update_time_ms());
+    event.set_attempt(updated.attempt());
+    event.set_state(updated.state());
+    event.set_message(event_message);
+    *updated.add_events() = event;
+  }
+  RETURN_IF_ERROR(store_->SaveJob(updated, event_message.empty() ? nullptr : &event));
+  it->second.job = std::move(updated);
+  ++it->second.version;
+  it->second.last_persisted_progress = absl::Now();
+  return it->second.job;
+}
+
+absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec) {
+  absl::MutexLock lock(&mu_);
+  const std::string id = absl::StrCat("job-", next_job_number_);
+  v1::Job job;
+  job.set_id(id);
+  *job.mutable_spec() = spec;
+  job.set_state(v1::PENDING);
+  job.set_reason(absl::StrCat("waiting for ", spec.world_size(), " idle ",
+                              v1::DeviceKind_Name(spec.device()), " workers"));
+  job.set_create_time_ms(NowMs());
+  job.mutable_progress()->set_total_steps(spec.steps());
+  // Saved through Mutate like every other change, from an empty placeholder.
+  jobs_[id].job.set_id(id);
+  auto saved = Mutate(
+      id,
+      [&](v1::Job* j) {
+        *j = job;
+        return absl::OkStatus();
+      },
+      "submitted");
+  if (!saved.ok()) {
+    jobs_.erase(id);
+    return saved.status();
+  }
+  ++next_job_number_;
+  order_.push_back(id);
+  return saved;
+}
+
+absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+  return it->second.job;
+}
+
+std::vector<v1::Job> JobManager::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Job> jobs;
+  for (const std::string& id : order_) jobs.push_back(jobs_.at(id).job);
+  return jobs;
+}
+
+std::vector<v1::Job> JobManager::Pending() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Job> jobs;
+  for (const std::string& id : order_) {
+    const v1::Job& job = jobs_.at(id).job;
+    if (job.state() == v1::PENDING) jobs.push_back(job);
+  }
+  return jobs;
+}
+
+absl::StatusOr<v1::Job> JobManager::Schedule(const std::string& job_id,
+                                             const std::vector<v1::RankAssignment>& ranks) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+  const int32_t attempt = it->second.job.attempt() + 1;
+  std::string placement;
+  for (const auto& r : ranks) {
+    absl::StrAppend(&placement, placement.empty() ? "" : ", ", "rank ", r.rank(), " on ",
+                    r.worker_id());
+  }
+  return Mutate(
+      job_id,
+      [&](v1::Job* j) {
+        if (j->state() != v1::PENDING) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "job ", job_id, " is ", v1::JobState_Name(j->state()), ", not PENDING"));
+        }
+        j->set_state(v1::SCHEDULED);
+        j->set_attempt(attempt);
+        j->clear_ranks();
+        for (const auto& r : ranks) *j->add_ranks() = r;
+        j->set_reason(absl::StrCat("attempt ", attempt, ": ranks joining the data plane"));
+        return absl::OkStatus();
+      },
+      absl::StrCat("attempt ", attempt, " scheduled: ", placement));
+}
+
+absl::StatusOr<v1::Job> JobManager::MarkRunning(const std::string& job_id, int32_t attempt) {
+  absl::MutexLock lock(&mu_);
+  return Mutate(
+      job_id,
+      [&](v1::Job* j) {
+        RETURN_IF_ERROR(CheckAttempt(*j, attempt));
+        if (j->state() != v1::SCHEDULED) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "job ", job_id, " is ", v1::JobState_Name(j->state()), ", not SCHEDULED"));
+        }
+        j->set_state(v1::RUNNING);
+        j->set_reason(absl::StrCat("attempt ", attempt, ": every rank joined the data plane"));
+        return absl::OkStatus();
+      },
+      "running: every rank joined the data plane");
+}
+
+absl::StatusOr<v1::Job> JobManager::Finish(const std::string& job_id, int32_t attempt,
+                                           v1::JobState final_state, const std::string& reason,
+                                           const std::string& result) {
+  absl::MutexLock lock(&mu_);
+  return Mutate(
+      job_id,
+      [&](v1::Job* j) {
+        RETURN_IF_ERROR(CheckAttempt(*j, attempt));
+        if (IsTerminal(j->state())) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "job ", job_id, " already ended as ", v1::JobState_Name(j->state())));
+        }
+        j->set_state(final_state);
+        j->set_reason(reason);
+        if (!result.empty()) j->set_result(result);
+        return absl::OkStatus();
+      },
+      reason);
+}
+
+absl::StatusOr<v1::Job> JobManager::Requeue(const std::string& job_id, int32_t attempt,
+                                            const std::string& reason, bool counts_as_restart) {
+  absl::MutexLock lock(&mu_);
+  return Mutate(
+      job_id,
+      [&](v1::Job* j) {
+        RETURN_IF_ERROR(CheckAttempt(*j, attempt));
+        if (j->state() != v1::SCHEDULED && j->state() != v1::RUNNING) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "job ", job_id, " is ", v1::JobState_Name(j->state()), "; only a scheduled or "
+              "running job can be re-queued"));
+        }
+        j->set_state(v1::PENDING);
+        j->set_reason(reason);
+        j->clear_ranks();
+        if (counts_as_restart) j->set_restarts(j->restarts() + 1);
+        return absl::OkStatus();
+      },
+      reason);
+}
+
+absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attempt,
+                                        const v1::Progress& progress) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+  Entry& entry = it->second;
+  RETURN_IF_ERROR(CheckAttempt(entry.job, attempt));
+  if (IsTerminal(entry.job.state())) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has ended"));
+  }
+  *entry.job.mutable_progress() = progress;
+  ++entry.version;
+  if (absl::Now() - entry.last_persisted_progress < options_.progress_persist_interval) {
+    return absl::OkStatus();
+  }
+  entry.last_persisted_progress = absl::Now();
+  return store_->SaveJob(entry.job, nullptr);
+}
+
+absl::StatusOr<v1::Job> JobManager::WaitForChange(const std::string& job_id,
+                                                  uint64_t* seen_version,
+                                                  absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = jobs_.find(job_id);
+    return it == jobs_.end() || it->second.version != *seen_version;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+  if (it->second.version == *seen_version) {
+    return absl::DeadlineExceededError(absl::StrCat("job ", job_id, " did not change"));
+  }
+  *seen_version = it->second.version;
+  return it->second.job;
+}
+
+}  // namespace shardwise

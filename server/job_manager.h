@@ -1,0 +1,102 @@
+#ifndef SHARDWISE_SERVER_JOB_MANAGER_H_
+#define SHARDWISE_SERVER_JOB_MANAGER_H_
+
+// Owns the jobs: their lifecycle state machine, persistence through the StateStore, and
+// change notification for watchers. It knows nothing of workers; the JobController drives
+// it. A change is written to the store before it becomes visible in memory, so what a
+// client has seen survives a crash.
+//
+// Thread-safety: all methods may be called from any thread.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/job_state.h"
+#include "proto/job.pb.h"
+#include "server/state_store.h"
+
+namespace shardwise {
+
+class JobManager {
+ public:
+  struct Options {
+    // Progress reports arrive every step; they reach the store at most this often (and
+    // always with the job's final state).
+    absl::Duration progress_persist_interval = absl::Seconds(1);
+  };
+
+  // Loads every job from `store` (not owned; must outlive the manager). Jobs the previous
+  // coordinator had SCHEDULED or RUNNING are re-queued as PENDING with a new attempt to
+  // come, and an event that says why.
+  static absl::StatusOr<std::unique_ptr<JobManager>> Create(StateStore* store,
+                                                            const Options& options);
+
+  // Stores a new PENDING job. `spec` must already be validated, with defaults applied.
+  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec);
+
+  absl::StatusOr<v1::Job> Get(const std::string& job_id) const;  // NOT_FOUND
+  std::vector<v1::Job> List() const;                             // oldest first
+  std::vector<v1::Job> Pending() const;                          // oldest first
+
+  // The lifecycle. Each checks the job's current state (FAILED_PRECONDITION otherwise)
+  // and, where given, that `attempt` is the job's current one, so a late report from an
+  // earlier attempt cannot touch a newer one.
+  static constexpr int32_t kAnyAttempt = -1;
+  // PENDING -> SCHEDULED with the next attempt number and these ranks.
+  absl::StatusOr<v1::Job> Schedule(const std::string& job_id,
+                                   const std::vector<v1::RankAssignment>& ranks);
+  // SCHEDULED -> RUNNING.
+  absl::StatusOr<v1::Job> MarkRunning(const std::string& job_id, int32_t attempt);
+  // Any live state -> SUCCEEDED, FAILED or CANCELLED, with the reason (and result).
+  absl::StatusOr<v1::Job> Finish(const std::string& job_id, int32_t attempt,
+                                 v1::JobState final_state, const std::string& reason,
+                                 const std::string& result = "");
+  // SCHEDULED or RUNNING -> PENDING, to be scheduled again as a new attempt.
+  absl::StatusOr<v1::Job> Requeue(const std::string& job_id, int32_t attempt,
+                                  const std::string& reason, bool counts_as_restart);
+  absl::Status UpdateProgress(const std::string& job_id, int32_t attempt,
+                              const v1::Progress& progress);
+
+  // Blocks until the job differs from the version in `*seen_version` (0: return the
+  // current job at once) or `timeout` passes, then returns the job and updates
+  // `*seen_version`. DEADLINE_EXCEEDED on timeout with no change.
+  absl::StatusOr<v1::Job> WaitForChange(const std::string& job_id, uint64_t* seen_version,
+                                        absl::Duration timeout) const;
+
+ private:
+  struct Entry {
+    v1::Job job;
+    uint64_t version = 1;
+    absl::Time last_persisted_progress;
+  };
+
+  JobManager(StateStore* store, const Options& options) : store_(store), options_(options) {}
+
+  // Applies `mutate` to a copy of the job, stamps it, appends an event if `event_message`
+  // is not empty, saves it, and only then publishes it.
+  absl::StatusOr<v1::Job> Mutate(const std::string& job_id,
+                                 absl::FunctionRef<absl::Status(v1::Job*)> mutate,
+                                 const std::string& event_message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckAttempt(const v1::Job& job, int32_t attempt) const;
+
+  StateStore* const store_;
+  const Options options_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> jobs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // submission order
+  int64_t next_job_number_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_SERVER_JOB_MANAGER_H_

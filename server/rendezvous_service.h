@@ -1,0 +1,33 @@
+#ifndef SHARDWISE_SERVER_RENDEZVOUS_SERVICE_H_
+#define SHARDWISE_SERVER_RENDEZVOUS_SERVICE_H_
+
+// gRPC plumbing of the rendezvous service over a RendezvousStore.
+
+#include "proto/rendezvous_service.grpc.pb.h"
+#include "server/rendezvous_store.h"
+
+namespace shardwise {
+
+class RendezvousServiceImpl final : public v1::RendezvousService::Service {
+ public:
+  explicit RendezvousServiceImpl(RendezvousStore* store) : store_(store) {}
+
+  grpc::Status Set(grpc::ServerContext* context, const v1::RendezvousSetRequest* request,
+                   v1::RendezvousSetResponse* response) override;
+  grpc::Status Get(grpc::ServerContext* context, const v1::RendezvousGetRequest* request,
+                   v1::RendezvousGetResponse* response) override;
+  grpc::Status Wait(grpc::ServerContext* context, const v1::RendezvousWaitRequest* request,
+                    v1::RendezvousWaitResponse* response) override;
+  grpc::Status Add(grpc::ServerContext* context, const v1::RendezvousAddRequest* request,
+                   v1::RendezvousAddResponse* response) override;
+
+  // The longest a single Wait may block; longer requests are refused.
+  static constexpr absl::Duration kMaxWait = absl::Minutes(30);
+
+ private:
+  RendezvousStore* const store_;
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_SERVER_RENDEZVOUS_SERVICE_H_

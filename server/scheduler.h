@@ -1,0 +1,39 @@
+#ifndef SHARDWISE_SERVER_SCHEDULER_H_
+#define SHARDWISE_SERVER_SCHEDULER_H_
+
+// Gang placement, as a pure function: which pending jobs start now, on which workers.
+// A job starts only when world_size idle workers of its device kind exist; all its ranks
+// start together. Jobs are served first-come first-served per device kind, without
+// backfilling: a large job at the head of the queue is never starved by smaller ones
+// behind it.
+
+#include <string>
+#include <vector>
+
+#include "proto/job_spec.pb.h"
+
+namespace shardwise {
+
+struct PendingJob {
+  std::string job_id;
+  int32_t world_size = 0;
+  v1::DeviceKind device = v1::CPU;
+};
+
+struct IdleWorker {
+  std::string worker_id;
+  v1::DeviceKind device = v1::CPU;
+};
+
+struct Placement {
+  std::string job_id;
+  std::vector<std::string> worker_ids;  // worker_ids[r] runs rank r
+};
+
+// `pending` in submission order; `idle` in the order ranks should be handed out.
+std::vector<Placement> PlanGangPlacements(const std::vector<PendingJob>& pending,
+                                          const std::vector<IdleWorker>& idle);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_SERVER_SCHEDULER_H_

@@ -1,0 +1,56 @@
+#ifndef SHARDWISE_WORKER_ATTEMPT_RUNNER_H_
+#define SHARDWISE_WORKER_ATTEMPT_RUNNER_H_
+
+// Runs one rank of one attempt of a job on its own thread: joins the data plane through
+// the coordinator's rendezvous store, verifies it with a real collective, does the job's
+// work, and reports each phase through `report`.
+//
+// Thread-safety: Abort(), done() and the accessors may be called from any thread.
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/channel.h"
+#include "proto/worker_service.pb.h"
+#include "worker/comm/data_plane.h"
+
+namespace shardwise {
+
+class AttemptRunner {
+ public:
+  using Reporter = std::function<void(const v1::AttemptReport&)>;
+
+  // Starts the attempt at once. `channel` reaches the coordinator.
+  AttemptRunner(std::shared_ptr<grpc::Channel> channel, const v1::Assignment& assignment,
+                const DataPlaneOptions& data_plane, Reporter report);
+  ~AttemptRunner();  // aborts and joins
+
+  // Asks the attempt to stop; it reports ABORTED with `reason` if it had not finished.
+  void Abort(const std::string& reason);
+  bool done() const { return done_.load(); }
+  const std::string& job_id() const { return assignment_.job_id(); }
+  int32_t attempt() const { return assignment_.attempt(); }
+
+ private:
+  void Run();
+  void Report(v1::AttemptPhase phase, const std::string& message);
+
+  const std::shared_ptr<grpc::Channel> channel_;
+  const v1::Assignment assignment_;
+  const DataPlaneOptions data_plane_;
+  const Reporter report_;
+
+  absl::Mutex mu_;
+  std::string abort_reason_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> abort_{false};
+  std::atomic<bool> done_{false};
+  std::thread thread_;  // last: starts after everything above is ready
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_ATTEMPT_RUNNER_H_

@@ -1,0 +1,107 @@
+#include "worker/comm/grpc_rendezvous_store.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "gloo/common/error.h"
+#include "grpcpp/client_context.h"
+
+namespace shardwise {
+namespace {
+
+[[noreturn]] void Throw(const std::string& what, const grpc::Status& status) {
+  throw gloo::IoException(absl::StrCat("rendezvous ", what, ": ", status.error_message(),
+                                       " (gRPC code ", status.error_code(), ")"));
+}
+
+// Each RPC is bounded so that a coordinator that vanished cannot hang a worker.
+void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds budget) {
+  context->set_deadline(std::chrono::system_clock::now() + budget + std::chrono::seconds(5));
+}
+
+}  // namespace
+
+GrpcRendezvousStore::GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel,
+                                         std::string job_id, int32_t attempt,
+                                         std::chrono::milliseconds timeout,
+                                         const std::atomic<bool>* abort)
+    : stub_(v1::RendezvousService::NewStub(channel)),
+      job_id_(std::move(job_id)),
+      attempt_(attempt),
+      timeout_(timeout),
+      abort_(abort) {}
+
+v1::RendezvousScope GrpcRendezvousStore::Scope() const {
+  v1::RendezvousScope scope;
+  scope.set_job_id(job_id_);
+  scope.set_attempt(attempt_);
+  return scope;
+}
+
+void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& data) {
+  v1::RendezvousSetRequest request;
+  *request.mutable_scope() = Scope();
+  request.set_key(key);
+  request.set_value(std::string(data.begin(), data.end()));
+  v1::RendezvousSetResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, std::chrono::milliseconds(0));
+  grpc::Status status = stub_->Set(&context, request, &response);
+  if (!status.ok()) Throw(absl::StrCat("set '", key, "'"), status);
+}
+
+std::vector<char> GrpcRendezvousStore::get(const std::string& key) {
+  wait({key}, timeout_);
+  v1::RendezvousGetRequest request;
+  *request.mutable_scope() = Scope();
+  request.set_key(key);
+  v1::RendezvousGetResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, std::chrono::milliseconds(0));
+  grpc::Status status = stub_->Get(&context, request, &response);
+  if (!status.ok()) Throw(absl::StrCat("get '", key, "'"), status);
+  return std::vector<char>(response.value().begin(), response.value().end());
+}
+
+void GrpcRendezvousStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+
+void GrpcRendezvousStore::wait(const std::vector<std::string>& keys,
+                               const std::chrono::milliseconds& timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // In slices, so that an abort of the attempt is noticed within one.
+  constexpr std::chrono::milliseconds kSlice(1000);
+  while (true) {
+    if (abort_ != nullptr && abort_->load()) throw gloo::IoException("rendezvous: attempt aborted");
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left <= std::chrono::milliseconds(0)) {
+      throw gloo::IoException(absl::StrCat("rendezvous: peers did not arrive within ",
+                                           timeout.count(), " ms"));
+    }
+    v1::RendezvousWaitRequest request;
+    *request.mutable_scope() = Scope();
+    for (const std::string& key : keys) request.add_keys(key);
+    request.set_timeout_ms(std::max<int64_t>(1, std::min(left, kSlice).count()));
+    v1::RendezvousWaitResponse response;
+    grpc::ClientContext context;
+    SetDeadline(&context, std::min(left, kSlice));
+    grpc::Status status = stub_->Wait(&context, request, &response);
+    if (status.ok()) return;
+    if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) Throw("wait", status);
+  }
+}
+
+int64_t GrpcRendezvousStore::add(const std::string& key, int64_t delta) {
+  v1::RendezvousAddRequest request;
+  *request.mutable_scope() = Scope();
+  request.set_key(key);
+  request.set_delta(delta);
+  v1::RendezvousAddResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, std::chrono::milliseconds(0));
+  grpc::Status status = stub_->Add(&context, request, &response);
+  if (!status.ok()) Throw(absl::StrCat("add '", key, "'"), status);
+  return response.value();
+}
+
+}  // namespace shardwise

@@ -1,0 +1,51 @@
+#ifndef SHARDWISE_WORKER_COMM_GRPC_RENDEZVOUS_STORE_H_
+#define SHARDWISE_WORKER_COMM_GRPC_RENDEZVOUS_STORE_H_
+
+// Gloo's rendezvous::Store over the coordinator's RendezvousService, scoped to one
+// attempt of one job. Gloo's store interface reports errors by throwing; this class
+// throws gloo::IoException, and callers convert at the Gloo boundary (data_plane.cc).
+//
+// Thread-safety: safe for concurrent use (gRPC stubs are).
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gloo/rendezvous/store.h"
+#include "grpcpp/channel.h"
+#include "proto/rendezvous_service.grpc.pb.h"
+
+namespace shardwise {
+
+class GrpcRendezvousStore : public gloo::rendezvous::Store {
+ public:
+  // `abort` (not owned, may be null) stops a wait early when set.
+  GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::string job_id,
+                      int32_t attempt, std::chrono::milliseconds timeout,
+                      const std::atomic<bool>* abort);
+
+  void set(const std::string& key, const std::vector<char>& data) override;
+  // Waits for the key first, as Gloo expects of get().
+  std::vector<char> get(const std::string& key) override;
+  void wait(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override;
+
+  // A counter, for callers beyond Gloo (barriers over the store, NCCL id exchange).
+  int64_t add(const std::string& key, int64_t delta);
+
+ private:
+  v1::RendezvousScope Scope() const;
+
+  std::unique_ptr<v1::RendezvousService::Stub> stub_;
+  const std::string job_id_;
+  const int32_t attempt_;
+  const std::chrono::milliseconds timeout_;
+  const std::atomic<bool>* const abort_;
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_COMM_GRPC_RENDEZVOUS_STORE_H_

@@ -1,0 +1,63 @@
+// shardwise-worker: one daemon per GPU or CPU slot. See docs/operations.md.
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/coordinator_address.h"
+#include "worker/worker_daemon.h"
+
+ABSL_FLAG(std::string, coordinator, "",
+          "coordinator host:port (default: $SHARDWISE_COORDINATOR, else 127.0.0.1:7070)");
+ABSL_FLAG(std::string, name, "", "stable worker name (default: hostname:pid)");
+ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
+ABSL_FLAG(std::string, data_address, "127.0.0.1",
+          "address peers reach this worker's data plane at (Gloo/TCP)");
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("The Shardwise worker daemon. Usage: shardwise-worker [flags]");
+  absl::ParseCommandLine(argc, argv);
+
+  shardwise::WorkerOptions options;
+  options.coordinator_address =
+      shardwise::ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator));
+  options.name = absl::GetFlag(FLAGS_name);
+  if (options.name.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    options.name = absl::StrCat(host, ":", getpid());
+  }
+  const std::string device = absl::AsciiStrToLower(absl::GetFlag(FLAGS_device));
+  if (device == "cpu") {
+    options.device = shardwise::v1::CPU;
+  } else if (device == "cuda") {
+    std::fprintf(stderr, "shardwise-worker: --device=cuda: this build has no CUDA data plane\n");
+    return 2;
+  } else {
+    std::fprintf(stderr, "shardwise-worker: --device: unknown value '%s' (expected cpu or cuda)\n",
+                 device.c_str());
+    return 2;
+  }
+  options.data_plane.hostname = absl::GetFlag(FLAGS_data_address);
+
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::fprintf(stderr, "shardwise-worker %s: coordinator %s\n", options.name.c_str(),
+               options.coordinator_address.c_str());
+  shardwise::WorkerDaemon daemon(options);
+  daemon.Run(g_stop);
+  return 0;
+}

@@ -1,0 +1,162 @@
+#include "worker/worker_daemon.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/grpc_status.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace shardwise {
+
+WorkerDaemon::WorkerDaemon(const WorkerOptions& options) : options_(options) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Reconnect promptly after a coordinator restart; RunSession adds its own backoff.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  channel_ = grpc::CreateCustomChannel(options.coordinator_address,
+                                       grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::WorkerService::NewStub(channel_);
+}
+
+WorkerDaemon::~WorkerDaemon() {
+  absl::MutexLock lock(&runner_mu_);
+  runner_.reset();
+}
+
+void WorkerDaemon::Run(const std::atomic<bool>& stop) {
+  absl::BitGen random;
+  absl::Duration backoff = options_.min_backoff;
+  while (!stop) {
+    const absl::Time started = absl::Now();
+    absl::Status status = RunSession(stop);
+    if (stop) break;
+    if (absl::Now() - started > absl::Seconds(10)) backoff = options_.min_backoff;
+    std::fprintf(stderr, "worker %s: session ended (%s); retrying in %s\n",
+                 options_.name.c_str(), status.ToString().c_str(),
+                 absl::FormatDuration(backoff).c_str());
+    // Jitter keeps a fleet of workers from reconnecting in lockstep.
+    const absl::Time until = absl::Now() + backoff * absl::Uniform(random, 0.5, 1.0);
+    while (!stop && absl::Now() < until) absl::SleepFor(absl::Milliseconds(50));
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_) runner_->Abort("worker stopped");
+  runner_.reset();
+}
+
+v1::Heartbeat WorkerDaemon::CurrentHeartbeat() {
+  v1::Heartbeat heartbeat;
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_ && !runner_->done()) {
+    heartbeat.set_job_id(runner_->job_id());
+    heartbeat.set_attempt(runner_->attempt());
+  }
+  return heartbeat;
+}
+
+absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
+  v1::RegisterWorkerRequest request;
+  request.set_name(options_.name);
+  request.set_device(options_.device);
+  request.set_cpu_threads(static_cast<int32_t>(std::thread::hardware_concurrency()));
+  request.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
+  v1::RegisterWorkerResponse registration;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    context.set_wait_for_ready(true);
+    grpc::Status status = stub_->RegisterWorker(&context, request, &registration);
+    if (!status.ok()) return FromGrpcStatus(status);
+  }
+
+  grpc::ClientContext context;
+  std::unique_ptr<Stream> stream = stub_->Session(&context);
+  v1::WorkerMessage hello;
+  hello.mutable_hello()->set_worker_id(registration.worker_id());
+  if (!stream->Write(hello)) return FromGrpcStatus(stream->Finish());
+  {
+    absl::MutexLock lock(&stream_mu_);
+    stream_ = stream.get();
+  }
+  std::fprintf(stderr, "worker %s: registered with %s\n", options_.name.c_str(),
+               options_.coordinator_address.c_str());
+
+  absl::Notification session_over;
+  std::thread heartbeats([&] {
+    const absl::Duration interval =
+        absl::Milliseconds(std::max<int64_t>(50, registration.heartbeat_interval_ms()));
+    while (!session_over.WaitForNotificationWithTimeout(interval)) {
+      if (stop) {
+        context.TryCancel();
+        return;
+      }
+      v1::WorkerMessage message;
+      *message.mutable_heartbeat() = CurrentHeartbeat();
+      Send(message);
+    }
+  });
+
+  v1::CoordinatorMessage message;
+  while (stream->Read(&message)) {
+    if (message.has_assignment()) OnAssignment(message.assignment());
+    if (message.has_abort()) OnAbort(message.abort());
+  }
+  session_over.Notify();
+  heartbeats.join();
+  {
+    absl::MutexLock lock(&stream_mu_);
+    stream_ = nullptr;
+  }
+  // The coordinator counts this worker's attempt as failed once the session is gone.
+  {
+    absl::MutexLock lock(&runner_mu_);
+    if (runner_ && !runner_->done()) runner_->Abort("lost the session with the coordinator");
+  }
+  return FromGrpcStatus(stream->Finish());
+}
+
+void WorkerDaemon::Send(const v1::WorkerMessage& message) {
+  absl::MutexLock lock(&stream_mu_);
+  if (stream_ != nullptr) stream_->Write(message);
+}
+
+void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_ && !runner_->done()) {
+    v1::WorkerMessage refusal;
+    v1::AttemptReport* report = refusal.mutable_report();
+    report->set_job_id(assignment.job_id());
+    report->set_attempt(assignment.attempt());
+    report->set_rank(assignment.rank());
+    report->set_phase(v1::ABORTED);
+    report->set_message(absl::StrCat("worker is still running ", runner_->job_id(),
+                                     " attempt ", runner_->attempt()));
+    Send(refusal);
+    return;
+  }
+  runner_.reset();  // joins the finished runner
+  runner_ = std::make_unique<AttemptRunner>(channel_, assignment, options_.data_plane,
+                                            [this](const v1::AttemptReport& report) {
+                                              v1::WorkerMessage message;
+                                              *message.mutable_report() = report;
+                                              Send(message);
+                                            });
+}
+
+void WorkerDaemon::OnAbort(const v1::Abort& abort) {
+  std::fprintf(stderr, "worker %s: abort %s attempt %d: %s\n", options_.name.c_str(),
+               abort.job_id().c_str(), abort.attempt(), abort.reason().c_str());
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_ && runner_->job_id() == abort.job_id() && runner_->attempt() == abort.attempt()) {
+    runner_->Abort(abort.reason());
+  }
+}
+
+}  // namespace shardwise

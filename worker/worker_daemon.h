@@ -1,0 +1,66 @@
+#ifndef SHARDWISE_WORKER_WORKER_DAEMON_H_
+#define SHARDWISE_WORKER_WORKER_DAEMON_H_
+
+// The worker daemon's control loop: register with the coordinator, hold one session
+// (heartbeats and reports up, assignments and aborts down), run at most one attempt at a
+// time, and reconnect with exponential backoff whenever the coordinator goes away.
+//
+// Lifecycle: Run() blocks until `stop` becomes true. Not copyable.
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "proto/worker_service.grpc.pb.h"
+#include "worker/attempt_runner.h"
+#include "worker/comm/data_plane.h"
+
+namespace shardwise {
+
+struct WorkerOptions {
+  std::string coordinator_address = "127.0.0.1:7070";
+  std::string name;  // stable across reconnects
+  v1::DeviceKind device = v1::CPU;
+  DataPlaneOptions data_plane;
+  absl::Duration min_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+};
+
+class WorkerDaemon {
+ public:
+  explicit WorkerDaemon(const WorkerOptions& options);
+  ~WorkerDaemon();
+
+  void Run(const std::atomic<bool>& stop);
+
+ private:
+  using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>;
+
+  // One registration and session; returns why it ended.
+  absl::Status RunSession(const std::atomic<bool>& stop);
+  void OnAssignment(const v1::Assignment& assignment);
+  void OnAbort(const v1::Abort& abort);
+  // Sends on the live session; dropped without one (the coordinator then counts this
+  // worker's attempt as lost anyway).
+  void Send(const v1::WorkerMessage& message);
+  v1::Heartbeat CurrentHeartbeat();
+
+  const WorkerOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+
+  absl::Mutex stream_mu_;  // one writer at a time on the stream
+  Stream* stream_ ABSL_GUARDED_BY(stream_mu_) = nullptr;
+
+  absl::Mutex runner_mu_;
+  std::unique_ptr<AttemptRunner> runner_ ABSL_GUARDED_BY(runner_mu_);
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_WORKER_DAEMON_H_
