@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Shardwise's developer entry point. On a fresh Debian 12 machine each command installs
+# what is missing (Debian packages, through apt-get), builds with Bazel and runs.
+#
+#   ./dev.sh demo     a local coordinator and 4 CPU workers run examples/demo.yaml
+#   ./dev.sh test     the whole test suite
+#   ./dev.sh build    build everything
+#   ./dev.sh deps     only install the Debian packages
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Everything the build and the tests need; nothing else is assumed on the machine.
+DEBIAN_PACKAGES=(
+  bazel-bootstrap g++ python3
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libgloo-dev libsqlite3-dev libyaml-cpp-dev
+  libgtest-dev libgmock-dev
+)
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+deps() {
+  local missing=()
+  for pkg in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
+      missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+}
+
+build() {
+  deps
+  log "building"
+  bazel build //... 2>&1 | grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' >&2
+}
+
+# Counts test cases from the JUnit XML files Bazel writes, and prints the closing line
+# CI reads ("N passed, N failed, N skipped").
+summarize_tests() {
+  python3 - "$(bazel info bazel-testlogs 2>/dev/null)" <<'PY'
+import sys, pathlib, xml.etree.ElementTree as ET
+passed = failed = skipped = 0
+for xml in pathlib.Path(sys.argv[1]).rglob("test.xml"):
+    try:
+        root = ET.parse(xml).getroot()
+    except ET.ParseError:
+        failed += 1
+        continue
+    cases = list(root.iter("testcase"))
+    if not cases:  # a test binary that crashed before gtest wrote cases
+        failed += 1 if root.find(".//failure") is not None or root.find(".//error") is not None else 0
+    for case in cases:
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed += 1
+        elif case.get("result") == "skipped" or case.find("skipped") is not None or case.get("status") == "notrun":
+            skipped += 1
+        else:
+            passed += 1
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+PY
+}
+
+test_all() {
+  deps
+  log "building and running every test"
+  local status=0
+  bazel test //... 2>&1 | grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
+  summarize_tests
+  return $status
+}
+
+# Processes the demo started; global so that the EXIT trap still sees them.
+DEMO_PIDS=()
+stop_demo_processes() {
+  [ ${#DEMO_PIDS[@]} -eq 0 ] && return 0
+  kill "${DEMO_PIDS[@]}" 2>/dev/null || true
+  wait "${DEMO_PIDS[@]}" 2>/dev/null || true
+}
+
+demo() {
+  deps
+  log "building"
+  bazel build //server:shardwise-coordinator //worker:shardwise-worker //client:shardwise \
+    2>&1 | grep -E 'ERROR|error:' >&2 || true
+  local bin
+  bin=$(bazel info bazel-bin 2>/dev/null)
+  local dir
+  dir=$(mktemp -d -t shardwise-demo.XXXXXX)
+  trap stop_demo_processes EXIT
+
+  log "starting a coordinator (state in $dir/state.db, logs in $dir)"
+  "$bin/server/shardwise-coordinator" --address=127.0.0.1:0 --port_file="$dir/port" \
+    --state_file="$dir/state.db" 2>"$dir/coordinator.log" &
+  DEMO_PIDS+=($!)
+  for _ in $(seq 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
+  [ -s "$dir/port" ] || { cat "$dir/coordinator.log" >&2; exit 1; }
+  export SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$dir/port")"
+
+  log "starting 4 CPU workers"
+  for rank in 0 1 2 3; do
+    "$bin/worker/shardwise-worker" --name="demo-worker-$rank" 2>"$dir/worker-$rank.log" &
+    DEMO_PIDS+=($!)
+  done
+  for _ in $(seq 100); do
+    [ "$("$bin/client/shardwise" get workers 2>/dev/null | grep -c IDLE)" -ge 4 ] && break
+    sleep 0.1
+  done
+  "$bin/client/shardwise" get workers
+
+  log "submitting examples/demo.yaml"
+  local status=0
+  "$bin/client/shardwise" submit examples/demo.yaml --watch || status=$?
+  "$bin/client/shardwise" get jobs
+  log "done; logs and state in $dir"
+  return $status
+}
+
+case "${1:-}" in
+  demo) demo ;;
+  test) test_all ;;
+  build) build ;;
+  deps) deps ;;
+  *)
+    echo "usage: ./dev.sh demo|test|build|deps" >&2
+    exit 2
+    ;;
+esac
