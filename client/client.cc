@@ -33,12 +33,38 @@ JobLimits NoLimits() {
   return limits;
 }
 
+// Calls that change nothing (and Cancel, which is idempotent) are retried when the
+// connection drops, as it does once when a coordinator restarts. SubmitJob is not: a
+// retried submission could create the job twice.
+constexpr char kRetryServiceConfig[] = R"json({
+  "methodConfig": [{
+    "name": [
+      {"service": "shardwise.v1.JobService", "method": "GetJob"},
+      {"service": "shardwise.v1.JobService", "method": "ListJobs"},
+      {"service": "shardwise.v1.JobService", "method": "CancelJob"},
+      {"service": "shardwise.v1.JobService", "method": "WatchJob"},
+      {"service": "shardwise.v1.JobService", "method": "ListWorkers"}
+    ],
+    "retryPolicy": {
+      "maxAttempts": 4,
+      "initialBackoff": "0.1s",
+      "maxBackoff": "1s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+})json";
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetServiceConfigJSON(kRetryServiceConfig);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
 }  // namespace
 
 Client::Client(const std::string& address)
-    : address_(address),
-      stub_(v1::JobService::NewStub(
-          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+    : address_(address), stub_(v1::JobService::NewStub(MakeChannel(address))) {}
 
 absl::Status Client::Convert(const grpc::Status& status) const {
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||

@@ -1,0 +1,63 @@
+#include "client/format.h"
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+v1::Job RunningJob() {
+  v1::Job job;
+  job.set_id("job-7");
+  job.mutable_spec()->set_name("mlp");
+  job.mutable_spec()->set_world_size(4);
+  job.set_state(v1::RUNNING);
+  job.set_reason("attempt 1: every rank joined the data plane");
+  job.set_attempt(1);
+  job.set_create_time_ms(1'000'000);
+  job.mutable_progress()->set_step(50);
+  job.mutable_progress()->set_total_steps(100);
+  job.mutable_progress()->set_loss(0.43216);
+  job.mutable_progress()->set_first_loss(2.5);
+  job.mutable_progress()->set_steps_per_second(12.5);
+  return job;
+}
+
+TEST(Format, ProgressLineShowsBarStepsLossAndSpeed) {
+  EXPECT_EQ(FormatProgressLine(RunningJob(), 10),
+            "[#####.....] 50/100 steps  loss 0.4322  12.50 steps/s  RUNNING");
+  v1::Job fresh = RunningJob();
+  fresh.mutable_progress()->set_step(0);
+  fresh.mutable_progress()->set_phase("bootstrap");
+  fresh.set_state(v1::SCHEDULED);
+  EXPECT_EQ(FormatProgressLine(fresh, 4), "[....] 0/100 steps  SCHEDULED (bootstrap)");
+}
+
+TEST(Format, JobTableHasOneRowPerJob) {
+  const std::string table = FormatJobTable({RunningJob()}, 1'000'000 + 90'000);
+  EXPECT_TRUE(absl::StartsWith(table, "ID      NAME   STATE"));
+  EXPECT_TRUE(absl::StrContains(table, "job-7   mlp    RUNNING   4       50/100   0.4322   1         90s"))
+      << table;
+}
+
+TEST(Format, SummaryShowsLossFirstToLast) {
+  v1::Job job = RunningJob();
+  job.set_state(v1::SUCCEEDED);
+  job.set_reason("done");
+  job.mutable_spec()->mutable_output()->set_final_model_path("/m.safetensors");
+  const std::string summary = FormatJobSummary(job);
+  EXPECT_TRUE(absl::StrContains(summary, "job-7 SUCCEEDED: done")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "loss:   2.5000 -> 0.4322")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "model:  /m.safetensors")) << summary;
+}
+
+TEST(Format, Ages) {
+  EXPECT_EQ(FormatAge(0, 59'000), "59s");
+  EXPECT_EQ(FormatAge(0, 600'000), "10m");
+  EXPECT_EQ(FormatAge(0, 3 * 3600'000), "3h");
+  EXPECT_EQ(FormatAge(0, 3 * 86400'000LL), "3d");
+  EXPECT_EQ(FormatAge(10, 0), "0s");
+}
+
+}  // namespace
+}  // namespace shardwise

@@ -1,0 +1,159 @@
+#include "server/job_manager.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* dir = std::getenv("TEST_TMPDIR");
+    path_ = std::string(dir ? dir : "/tmp") + "/jobs-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+    unlink(path_.c_str());
+    Reopen();
+  }
+
+  void Reopen() {
+    manager_.reset();
+    store_.reset();
+    auto store = StateStore::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    auto manager = JobManager::Create(store_.get(), JobManager::Options{});
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    manager_ = std::move(*manager);
+  }
+
+  static v1::JobSpec Spec(int world) {
+    v1::JobSpec spec;
+    spec.set_world_size(world);
+    spec.set_steps(10);
+    return spec;
+  }
+
+  static std::vector<v1::RankAssignment> Ranks(int world) {
+    std::vector<v1::RankAssignment> ranks(world);
+    for (int r = 0; r < world; ++r) {
+      ranks[r].set_rank(r);
+      ranks[r].set_worker_id("w" + std::to_string(r));
+    }
+    return ranks;
+  }
+
+  std::string path_;
+  std::unique_ptr<StateStore> store_;
+  std::unique_ptr<JobManager> manager_;
+};
+
+TEST_F(JobManagerTest, FullLifecycle) {
+  auto job = manager_->Submit(Spec(2));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->id(), "job-1");
+  EXPECT_EQ(job->state(), v1::PENDING);
+  EXPECT_EQ(job->progress().total_steps(), 10);
+
+  auto scheduled = manager_->Schedule("job-1", Ranks(2));
+  ASSERT_TRUE(scheduled.ok()) << scheduled.status();
+  EXPECT_EQ(scheduled->state(), v1::SCHEDULED);
+  EXPECT_EQ(scheduled->attempt(), 1);
+  EXPECT_EQ(scheduled->ranks_size(), 2);
+  EXPECT_EQ(scheduled->events().rbegin()->message(),
+            "attempt 1 scheduled: rank 0 on w0, rank 1 on w1");
+
+  ASSERT_TRUE(manager_->MarkRunning("job-1", 1).ok());
+  auto done = manager_->Finish("job-1", 1, v1::SUCCEEDED, "all ranks completed", "model at /x");
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), v1::SUCCEEDED);
+  EXPECT_EQ(done->result(), "model at /x");
+  EXPECT_EQ(done->events_size(), 4);
+}
+
+TEST_F(JobManagerTest, RefusesTransitionsOutOfOrder) {
+  ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
+  EXPECT_EQ(manager_->MarkRunning("job-1", 1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(1)).ok());
+  EXPECT_EQ(manager_->Schedule("job-1", Ranks(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A report of another attempt must not touch this one.
+  EXPECT_EQ(manager_->Finish("job-1", 7, v1::FAILED, "stale").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(manager_->Finish("job-1", 1, v1::FAILED, "boom").ok());
+  EXPECT_EQ(manager_->Finish("job-1", JobManager::kAnyAttempt, v1::CANCELLED, "late").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(manager_->Get("job-404").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobManagerTest, RequeueStartsANewAttemptAndCountsRestarts) {
+  ASSERT_TRUE(manager_->Submit(Spec(2)).ok());
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(2)).ok());
+  auto requeued = manager_->Requeue("job-1", 1, "rank 1 lost", /*counts_as_restart=*/true);
+  ASSERT_TRUE(requeued.ok());
+  EXPECT_EQ(requeued->state(), v1::PENDING);
+  EXPECT_EQ(requeued->restarts(), 1);
+  EXPECT_EQ(requeued->ranks_size(), 0);
+  auto again = manager_->Schedule("job-1", Ranks(2));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->attempt(), 2);
+}
+
+TEST_F(JobManagerTest, RestartRecoversRunningJobsAsNewAttempts) {
+  ASSERT_TRUE(manager_->Submit(Spec(2)).ok());  // job-1: will be running
+  ASSERT_TRUE(manager_->Submit(Spec(2)).ok());  // job-2: stays pending
+  ASSERT_TRUE(manager_->Submit(Spec(1)).ok());  // job-3: finished
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(2)).ok());
+  ASSERT_TRUE(manager_->MarkRunning("job-1", 1).ok());
+  ASSERT_TRUE(manager_->Schedule("job-3", Ranks(1)).ok());
+  ASSERT_TRUE(manager_->Finish("job-3", 1, v1::SUCCEEDED, "done").ok());
+
+  Reopen();  // as after a crash: nothing but the file is kept
+
+  auto jobs = manager_->List();
+  ASSERT_EQ(jobs.size(), 3u);
+  EXPECT_EQ(jobs[0].state(), v1::PENDING);
+  EXPECT_EQ(jobs[0].reason(),
+            "coordinator restarted while attempt 1 was RUNNING; re-queued as a new attempt");
+  EXPECT_EQ(jobs[0].restarts(), 0);  // not the job's fault
+  EXPECT_EQ(jobs[1].state(), v1::PENDING);
+  EXPECT_EQ(jobs[2].state(), v1::SUCCEEDED);
+  // Ids continue after the highest one seen.
+  auto next = manager_->Submit(Spec(1));
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->id(), "job-4");
+  auto rescheduled = manager_->Schedule("job-1", Ranks(2));
+  ASSERT_TRUE(rescheduled.ok());
+  EXPECT_EQ(rescheduled->attempt(), 2);
+}
+
+TEST_F(JobManagerTest, WaitForChangeWakesOnProgress) {
+  ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(1)).ok());
+  uint64_t version = 0;
+  auto first = manager_->WaitForChange("job-1", &version, absl::Seconds(1));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(manager_->WaitForChange("job-1", &version, absl::Milliseconds(20)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  std::thread reporter([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    v1::Progress progress;
+    progress.set_step(3);
+    progress.set_loss(0.5);
+    EXPECT_TRUE(manager_->UpdateProgress("job-1", 1, progress).ok());
+  });
+  auto changed = manager_->WaitForChange("job-1", &version, absl::Seconds(10));
+  reporter.join();
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(changed->progress().step(), 3);
+  // Progress of another attempt is refused.
+  EXPECT_FALSE(manager_->UpdateProgress("job-1", 9, v1::Progress()).ok());
+}
+
+}  // namespace
+}  // namespace shardwise

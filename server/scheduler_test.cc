@@ -1,0 +1,48 @@
+#include "server/scheduler.h"
+
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+std::vector<IdleWorker> Workers(int n, v1::DeviceKind device = v1::CPU) {
+  std::vector<IdleWorker> workers;
+  for (int i = 0; i < n; ++i) workers.push_back({"w" + std::to_string(i), device});
+  return workers;
+}
+
+TEST(PlanGangPlacements, StartsAJobOnlyWithAllItsWorkers) {
+  EXPECT_TRUE(PlanGangPlacements({{"a", 4, v1::CPU}}, Workers(3)).empty());
+  auto placements = PlanGangPlacements({{"a", 3, v1::CPU}}, Workers(3));
+  ASSERT_EQ(placements.size(), 1u);
+  EXPECT_EQ(placements[0].worker_ids, (std::vector<std::string>{"w0", "w1", "w2"}));
+}
+
+TEST(PlanGangPlacements, PlacesSeveralJobsOnDisjointWorkers) {
+  auto placements = PlanGangPlacements({{"a", 2, v1::CPU}, {"b", 2, v1::CPU}}, Workers(5));
+  ASSERT_EQ(placements.size(), 2u);
+  EXPECT_EQ(placements[0].worker_ids, (std::vector<std::string>{"w0", "w1"}));
+  EXPECT_EQ(placements[1].worker_ids, (std::vector<std::string>{"w2", "w3"}));
+}
+
+TEST(PlanGangPlacements, NoBackfillPastAWaitingJobOfTheSameDevice) {
+  // "a" waits for 4; "b" would fit, but must not overtake "a".
+  auto placements = PlanGangPlacements({{"a", 4, v1::CPU}, {"b", 1, v1::CPU}}, Workers(2));
+  EXPECT_TRUE(placements.empty());
+}
+
+TEST(PlanGangPlacements, DeviceKindsAreSeparateQueues) {
+  std::vector<IdleWorker> idle = Workers(1, v1::CPU);
+  idle.push_back({"g0", v1::CUDA});
+  auto placements =
+      PlanGangPlacements({{"gpu-big", 2, v1::CUDA}, {"cpu", 1, v1::CPU}}, idle);
+  ASSERT_EQ(placements.size(), 1u);
+  EXPECT_EQ(placements[0].job_id, "cpu");
+  EXPECT_EQ(placements[0].worker_ids, (std::vector<std::string>{"w0"}));
+  auto gpu = PlanGangPlacements({{"gpu", 1, v1::CUDA}}, idle);
+  ASSERT_EQ(gpu.size(), 1u);
+  EXPECT_EQ(gpu[0].worker_ids, (std::vector<std::string>{"g0"}));
+}
+
+}  // namespace
+}  // namespace shardwise

@@ -1,0 +1,111 @@
+#include "server/state_store.h"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name + "-" + std::to_string(getpid());
+}
+
+v1::Job MakeJob(const std::string& id, v1::JobState state) {
+  v1::Job job;
+  job.set_id(id);
+  job.set_state(state);
+  job.set_reason("because");
+  job.set_attempt(2);
+  job.set_create_time_ms(1000);
+  job.set_update_time_ms(2000);
+  job.mutable_spec()->set_world_size(4);
+  auto* rank = job.add_ranks();
+  rank->set_rank(0);
+  rank->set_worker_id("w0");
+  return job;
+}
+
+TEST(StateStore, SavedJobsAndEventsSurviveReopening) {
+  const std::string path = TempPath("reopen.db");
+  {
+    auto store = StateStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    v1::JobEvent event;
+    event.set_time_ms(2000);
+    event.set_attempt(2);
+    event.set_state(v1::RUNNING);
+    event.set_message("running");
+    ASSERT_TRUE((*store)->SaveJob(MakeJob("job-1", v1::RUNNING), &event).ok());
+    ASSERT_TRUE((*store)->SaveJob(MakeJob("job-2", v1::PENDING), nullptr).ok());
+    // An update replaces the row and appends the event.
+    v1::Job done = MakeJob("job-1", v1::FAILED);
+    done.set_reason("rank 1 lost");
+    event.set_state(v1::FAILED);
+    event.set_message("rank 1 lost");
+    ASSERT_TRUE((*store)->SaveJob(done, &event).ok());
+  }
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2u);
+  const v1::Job& job = (*jobs)[0];
+  EXPECT_EQ(job.id(), "job-1");
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_EQ(job.reason(), "rank 1 lost");
+  EXPECT_EQ(job.spec().world_size(), 4);
+  EXPECT_EQ(job.ranks(0).worker_id(), "w0");
+  ASSERT_EQ(job.events_size(), 2);
+  EXPECT_EQ(job.events(0).state(), v1::RUNNING);
+  EXPECT_EQ(job.events(1).message(), "rank 1 lost");
+  EXPECT_EQ((*jobs)[1].events_size(), 0);
+}
+
+TEST(StateStore, UsesWalAndRecordsAttempts) {
+  const std::string path = TempPath("wal.db");
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->SaveJob(MakeJob("job-9", v1::SCHEDULED), nullptr).ok());
+  // Read it back with plain SQLite, as an operator would with the sqlite3 shell.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode;", -1, &stmt, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "wal");
+  sqlite3_finalize(stmt);
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT ranks, state FROM attempts WHERE job_id='job-9' AND attempt=2;",
+                               -1, &stmt, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "0=w0");
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 1)), "SCHEDULED");
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
+TEST(StateStore, RefusesNewerSchema) {
+  const std::string path = TempPath("newer.db");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=99;", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto store = StateStore::Open(path);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("schema version 99"), std::string::npos);
+}
+
+TEST(StateStore, UnopenablePathIsAnError) {
+  auto store = StateStore::Open("/nonexistent-dir/for/sure/state.db");
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("/nonexistent-dir/for/sure/state.db"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardwise

@@ -1,0 +1,166 @@
+// The coordinator's API as a client meets it: validation errors over real gRPC, unknown
+// ids, a coordinator that is not there, and the `shardwise` CLI end to end.
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "proto/job_service.grpc.pb.h"
+#include "tests/cluster.h"
+
+namespace shardwise::testing {
+namespace {
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_.StartCoordinator();
+    stub_ = v1::JobService::NewStub(
+        grpc::CreateChannel(cluster_.address(), grpc::InsecureChannelCredentials()));
+  }
+
+  // Submits without the client library's own checks, as any gRPC client could.
+  grpc::Status RawSubmit(const v1::JobSpec& spec) {
+    v1::SubmitJobRequest request;
+    *request.mutable_spec() = spec;
+    v1::SubmitJobResponse response;
+    grpc::ClientContext context;
+    return stub_->SubmitJob(&context, request, &response);
+  }
+
+  Cluster cluster_;
+  std::unique_ptr<v1::JobService::Stub> stub_;
+};
+
+struct Rejection {
+  std::function<void(v1::JobSpec*)> mutate;
+  std::string message;
+};
+
+TEST_F(ApiTest, EveryBadSpecIsInvalidArgumentNamingFieldAndValue) {
+  const std::vector<Rejection> rejections = {
+      {[](v1::JobSpec* s) { s->set_world_size(0); }, "job.world_size: must be positive, got 0"},
+      {[](v1::JobSpec* s) { s->set_world_size(5000); },
+       "job.world_size: 5000 exceeds this coordinator's limit of 1024"},
+      {[](v1::JobSpec* s) { s->set_global_batch_size(7); },
+       "job.global_batch_size: 7 is not divisible by job.world_size 2"},
+      {[](v1::JobSpec* s) {
+         s->mutable_fsdp()->set_sharding_strategy(static_cast<v1::ShardingStrategy::Value>(77));
+       },
+       "job.fsdp.sharding_strategy: unknown value 77"},
+      {[](v1::JobSpec* s) {
+         s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+         s->mutable_fsdp()->set_shard_group_size(3);
+       },
+       "job.fsdp.shard_group_size: 3 does not divide job.world_size 2"},
+      {[](v1::JobSpec* s) { s->mutable_data()->set_safetensors_path("/no/such/data.safetensors"); },
+       "job.data.safetensors_path: '/no/such/data.safetensors': no readable file"},
+      {[](v1::JobSpec* s) { s->mutable_model()->set_layer_widths(0, -3); },
+       "job.model.layer_widths[0]: must be positive, got -3"},
+      {[](v1::JobSpec* s) { s->set_steps(-1); }, "job.steps: must be positive, got -1"},
+  };
+  for (const Rejection& r : rejections) {
+    v1::JobSpec spec = Cluster::Spec(2);
+    r.mutate(&spec);
+    grpc::Status status = RawSubmit(spec);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << r.message;
+    EXPECT_TRUE(absl::StrContains(status.error_message(), r.message))
+        << "expected '" << r.message << "', got '" << status.error_message() << "'";
+  }
+  // Nothing was stored, and the coordinator is still serving.
+  auto jobs = cluster_.client().List();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_TRUE(jobs->empty());
+}
+
+TEST_F(ApiTest, GarbageRequestsDoNotCrashTheCoordinator) {
+  v1::JobSpec spec;  // every field unset
+  EXPECT_EQ(RawSubmit(spec).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  spec = Cluster::Spec(2);
+  spec.set_name(std::string(100000, 'x'));
+  EXPECT_EQ(RawSubmit(spec).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  for (int i = 0; i < 10000; ++i) spec.mutable_model()->add_layer_widths(1);
+  spec.clear_name();
+  EXPECT_EQ(RawSubmit(spec).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(cluster_.client().List().ok());
+}
+
+TEST_F(ApiTest, UnknownJobIdsAreNotFound) {
+  EXPECT_EQ(cluster_.client().Get("job-404").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cluster_.client().Cancel("job-404").status().code(), absl::StatusCode::kNotFound);
+  auto watched = cluster_.client().Watch("job-404", [](const v1::Job&) {});
+  EXPECT_EQ(watched.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cluster_.client().Get("").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Runs the CLI; returns its exit code and puts stdout and stderr together in `output`.
+int RunCli(const std::vector<std::string>& args, std::string* output) {
+  std::string command = Cluster::BinaryPath("client/shardwise");
+  for (const std::string& a : args) absl::StrAppend(&command, " '", a, "'");
+  absl::StrAppend(&command, " 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buffer;
+  output->clear();
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output->append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return WEXITSTATUS(status);
+}
+
+TEST(Cli, ADeadCoordinatorGetsAClearMessage) {
+  std::string output;
+  // Port 1 on loopback: nothing listens there.
+  const int code = RunCli({"--coordinator=127.0.0.1:1", "get", "jobs"}, &output);
+  EXPECT_EQ(code, 1);
+  EXPECT_TRUE(absl::StrContains(output, "cannot reach the coordinator at 127.0.0.1:1")) << output;
+  Client client("127.0.0.1:1");
+  EXPECT_EQ(client.List().status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(Cli, SubmitWatchDescribeAndCancel) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1");
+  const std::string spec_path = cluster.dir() + "/job.yaml";
+  std::ofstream(spec_path) << R"(name: cli-job
+model: {layer_widths: [4, 8, 2]}
+optimizer: {sgd: {lr: 0.1}}
+data: {synthetic: {seed: 3}}
+global_batch_size: 8
+steps: 3
+world_size: 2
+)";
+  const std::string coordinator = "--coordinator=" + cluster.address();
+  std::string output;
+  EXPECT_EQ(RunCli({coordinator, "submit", spec_path, "--watch"}, &output), 0) << output;
+  EXPECT_TRUE(absl::StrContains(output, "job-1")) << output;
+  EXPECT_TRUE(absl::StrContains(output, "job-1 SUCCEEDED")) << output;
+  EXPECT_TRUE(absl::StrContains(output, "all-reduce of ranks = 1")) << output;
+
+  EXPECT_EQ(RunCli({coordinator, "describe", "job-1"}, &output), 0) << output;
+  EXPECT_TRUE(absl::StrContains(output, "rank 1  worker w1")) << output;
+  EXPECT_TRUE(absl::StrContains(output, "\"sharding_strategy\": \"FULL_SHARD\"")) << output;
+
+  EXPECT_EQ(RunCli({coordinator, "get", "jobs"}, &output), 0);
+  EXPECT_TRUE(absl::StrContains(output, "cli-job")) << output;
+
+  EXPECT_EQ(RunCli({coordinator, "cancel", "job-1"}, &output), 1);
+  EXPECT_TRUE(absl::StrContains(output, "already ended as SUCCEEDED")) << output;
+
+  std::ofstream(spec_path) << "world_size: 2\nsharding: FULL_SHARD\n";
+  EXPECT_EQ(RunCli({coordinator, "submit", spec_path}, &output), 2);
+  EXPECT_TRUE(absl::StrContains(output, "sharding")) << output;
+
+  EXPECT_EQ(RunCli({coordinator, "frobnicate"}, &output), 2);
+  EXPECT_TRUE(absl::StrContains(output, "unknown command 'frobnicate'")) << output;
+}
+
+}  // namespace
+}  // namespace shardwise::testing

@@ -1,0 +1,167 @@
+#include "tests/cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace shardwise::testing {
+
+Process::Process(const std::vector<std::string>& argv, const std::string& log_path)
+    : log_path_(log_path) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_ = fork();
+  if (pid_ == 0) {
+    int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    execv(args[0], args.data());
+    std::perror("execv");
+    _exit(127);
+  }
+}
+
+Process::~Process() { Kill(); }
+
+void Process::Signal(int signal) const {
+  if (pid_ > 0 && !reaped_) kill(pid_, signal);
+}
+
+void Process::Kill() {
+  if (pid_ <= 0 || reaped_) return;
+  kill(pid_, SIGKILL);
+  Wait();
+}
+
+int Process::Wait() {
+  if (reaped_) return exit_code_;
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  reaped_ = true;
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return exit_code_;
+}
+
+bool Process::Running() {
+  if (reaped_) return false;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    reaped_ = true;
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return false;
+  }
+  return true;
+}
+
+std::string Cluster::BinaryPath(const std::string& target) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  return absl::StrCat(srcdir ? srcdir : ".", "/shardwise/", target);
+}
+
+Cluster::Cluster(const ClusterOptions& options) : options_(options) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string pattern = absl::StrCat(tmp ? tmp : "/tmp", "/cluster-XXXXXX");
+  dir_ = mkdtemp(pattern.data());
+}
+
+Cluster::~Cluster() {
+  workers_.clear();
+  coordinator_.reset();
+}
+
+std::string Cluster::address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+void Cluster::StartCoordinator() {
+  const std::string port_file = absl::StrCat(dir_, "/port");
+  unlink(port_file.c_str());
+  ++coordinator_starts_;
+  coordinator_ = std::make_unique<Process>(
+      std::vector<std::string>{
+          BinaryPath("server/shardwise-coordinator"),
+          absl::StrCat("--address=127.0.0.1:", port_),
+          absl::StrCat("--port_file=", port_file),
+          absl::StrCat("--state_file=", dir_, "/state.db"),
+          absl::StrCat("--heartbeat_interval_ms=", options_.heartbeat_interval_ms),
+          absl::StrCat("--heartbeat_timeout_ms=", options_.heartbeat_timeout_ms),
+          absl::StrCat("--collective_timeout_ms=", options_.collective_timeout_ms),
+      },
+      absl::StrCat(dir_, "/coordinator-", coordinator_starts_, ".log"));
+  ASSERT_TRUE(WaitFor([&] {
+    std::ifstream in(port_file);
+    return static_cast<bool>(in >> port_) && port_ > 0;
+  })) << "coordinator did not start; see " << coordinator_->log_path();
+  if (client_ == nullptr) client_ = std::make_unique<Client>(address());
+}
+
+void Cluster::KillCoordinator() { coordinator_->Kill(); }
+
+Process& Cluster::AddWorker(const std::string& name) {
+  auto process = std::make_unique<Process>(
+      std::vector<std::string>{BinaryPath("worker/shardwise-worker"),
+                               absl::StrCat("--coordinator=", address()),
+                               absl::StrCat("--name=", name)},
+      absl::StrCat(dir_, "/worker-", name, ".log"));
+  Process& ref = *process;
+  workers_[name] = std::move(process);
+  EXPECT_TRUE(WaitFor([&] { return WorkerState(name) == v1::IDLE; }))
+      << "worker " << name << " did not register; see " << ref.log_path();
+  return ref;
+}
+
+bool Cluster::WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (condition()) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return condition();
+}
+
+v1::Job Cluster::WaitForState(const std::string& job_id, v1::JobState state,
+                              absl::Duration timeout) {
+  v1::Job last;
+  const bool reached = WaitFor(
+      [&] {
+        auto job = client_->Get(job_id);
+        if (job.ok()) last = *job;
+        return job.ok() && job->state() == state;
+      },
+      timeout);
+  EXPECT_TRUE(reached) << job_id << " did not reach " << v1::JobState_Name(state) << "; it is "
+                       << v1::JobState_Name(last.state()) << ": " << last.reason();
+  return last;
+}
+
+v1::WorkerState Cluster::WorkerState(const std::string& name) {
+  auto workers = client_->ListWorkers();
+  if (!workers.ok()) return v1::WORKER_STATE_UNSPECIFIED;
+  for (const auto& w : *workers) {
+    if (w.id() == name) return w.state();
+  }
+  return v1::WORKER_STATE_UNSPECIFIED;
+}
+
+v1::JobSpec Cluster::Spec(int world_size) {
+  v1::JobSpec spec;
+  spec.set_name("test");
+  for (int w : {8, 16, 4}) spec.mutable_model()->add_layer_widths(w);
+  spec.mutable_optimizer()->mutable_sgd()->set_lr(0.1);
+  spec.mutable_data()->mutable_synthetic()->set_seed(1);
+  spec.set_global_batch_size(4 * world_size);
+  spec.set_steps(5);
+  spec.set_world_size(world_size);
+  return spec;
+}
+
+}  // namespace shardwise::testing

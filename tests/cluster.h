@@ -1,0 +1,91 @@
+#ifndef SHARDWISE_TESTS_CLUSTER_H_
+#define SHARDWISE_TESTS_CLUSTER_H_
+
+// A real local cluster for integration tests: the shardwise-coordinator and
+// shardwise-worker binaries run as child processes on loopback, with a real SQLite file;
+// tests talk to them through the real client library or CLI, and kill, stop and restart
+// them with signals.
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "client/client.h"
+
+namespace shardwise::testing {
+
+// A child process whose output goes to a log file. Killed (SIGKILL) when destroyed.
+class Process {
+ public:
+  Process(const std::vector<std::string>& argv, const std::string& log_path);
+  ~Process();
+  pid_t pid() const { return pid_; }
+  void Signal(int signal) const;
+  // Kills with SIGKILL and reaps.
+  void Kill();
+  // Waits for exit; returns the exit code (or 128 + signal).
+  int Wait();
+  bool Running();
+  const std::string& log_path() const { return log_path_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int exit_code_ = 0;
+  std::string log_path_;
+};
+
+struct ClusterOptions {
+  int64_t heartbeat_interval_ms = 200;
+  int64_t heartbeat_timeout_ms = 30000;
+  int64_t collective_timeout_ms = 30000;
+};
+
+class Cluster {
+ public:
+  explicit Cluster(const ClusterOptions& options = {});
+  ~Cluster();
+
+  // Starts the coordinator (on the same port and state file as before, after the first
+  // start) and waits until it serves.
+  void StartCoordinator();
+  void KillCoordinator();  // SIGKILL: as a crash
+
+  // Starts a worker named `name` and waits until it is IDLE at the coordinator.
+  Process& AddWorker(const std::string& name);
+  Process& worker(const std::string& name) { return *workers_.at(name); }
+
+  Client& client() { return *client_; }
+  std::string address() const;
+  const std::string& dir() const { return dir_; }
+  static std::string BinaryPath(const std::string& target);
+
+  // Polls `condition` every 20 ms until it holds or `timeout` passes.
+  static bool WaitFor(const std::function<bool()>& condition,
+                      absl::Duration timeout = absl::Seconds(20));
+  // Waits until the job is in `state`; returns the job as last seen.
+  v1::Job WaitForState(const std::string& job_id, v1::JobState state,
+                       absl::Duration timeout = absl::Seconds(20));
+  v1::WorkerState WorkerState(const std::string& name);
+
+  // A valid spec for the bootstrap: synthetic data, SGD.
+  static v1::JobSpec Spec(int world_size);
+
+ private:
+  const ClusterOptions options_;
+  std::string dir_;
+  int port_ = 0;
+  int coordinator_starts_ = 0;
+  std::unique_ptr<Process> coordinator_;
+  std::map<std::string, std::unique_ptr<Process>> workers_;
+  std::unique_ptr<Client> client_;
+};
+
+}  // namespace shardwise::testing
+
+#endif  // SHARDWISE_TESTS_CLUSTER_H_

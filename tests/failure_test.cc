@@ -1,0 +1,117 @@
+// Failures with real processes: workers killed or frozen mid-job, restart policies, and a
+// coordinator killed and restarted on its SQLite file.
+
+#include <signal.h>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "tests/cluster.h"
+
+namespace shardwise::testing {
+namespace {
+
+TEST(Failure, AWorkerKilledMidJobFailsTheJobNamingItsRank) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  Process& w1 = cluster.AddWorker("w1");
+  w1.Signal(SIGSTOP);  // hold the job mid-bootstrap: rank 0 waits for rank 1
+  auto job_id = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(job_id.ok());
+  cluster.WaitForState(*job_id, v1::SCHEDULED);
+  w1.Kill();
+  v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(10));
+  EXPECT_TRUE(absl::StrContains(job.reason(), "rank 1 (worker w1) was lost")) << job.reason();
+  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w0") == v1::IDLE; }));
+  EXPECT_EQ(cluster.WorkerState("w1"), v1::LOST);
+}
+
+TEST(Failure, AFrozenWorkerIsLostAfterTheHeartbeatTimeout) {
+  ClusterOptions options;
+  options.heartbeat_timeout_ms = 1500;
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  Process& w1 = cluster.AddWorker("w1");
+  w1.Signal(SIGSTOP);  // its TCP connection stays open: only heartbeats can tell
+  auto job_id = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(job_id.ok());
+  v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(10));
+  EXPECT_TRUE(absl::StrContains(job.reason(), "rank 1 (worker w1) was lost: no heartbeat for "
+                                              "more than 1.5s"))
+      << job.reason();
+  w1.Signal(SIGCONT);
+  // Once it runs again it reconnects and is schedulable.
+  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w1") == v1::IDLE; }));
+}
+
+TEST(Failure, ARestartPolicyReQueuesTheJobOnOtherWorkers) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  Process& w1 = cluster.AddWorker("w1");
+  cluster.AddWorker("w2");
+  w1.Signal(SIGSTOP);
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.mutable_restart_policy()->set_max_restarts(1);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok());
+  v1::Job scheduled = cluster.WaitForState(*job_id, v1::SCHEDULED);
+  ASSERT_EQ(scheduled.ranks(1).worker_id(), "w1");
+  w1.Kill();
+  v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED);
+  EXPECT_EQ(job.attempt(), 2);
+  EXPECT_EQ(job.restarts(), 1);
+  EXPECT_EQ(job.ranks(1).worker_id(), "w2");
+  bool requeued = false;
+  for (const auto& e : job.events()) {
+    requeued |= e.state() == v1::PENDING &&
+                absl::StrContains(e.message(), "rank 1 (worker w1) was lost") &&
+                absl::StrContains(e.message(), "re-queued (restart 1 of 1)");
+  }
+  EXPECT_TRUE(requeued) << "no re-queue event";
+}
+
+TEST(Failure, ACoordinatorKilledAndRestartedKeepsEveryJob) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  Process& w1 = cluster.AddWorker("w1");
+  auto done = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(done.ok());
+  cluster.WaitForState(*done, v1::SUCCEEDED);
+  // Too large for the cluster, then cancelled: a CANCELLED record to keep. (Left pending,
+  // it would hold back every job behind it: the scheduler does not backfill.)
+  auto waiting = cluster.client().Submit(Cluster::Spec(5));
+  ASSERT_TRUE(waiting.ok());
+  ASSERT_TRUE(cluster.client().Cancel(*waiting).ok());
+  w1.Signal(SIGSTOP);  // holds the next job mid-bootstrap
+  auto running = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(running.ok());
+  cluster.WaitForState(*running, v1::SCHEDULED);
+  auto pending = cluster.client().Submit(Cluster::Spec(5));  // never fits: stays PENDING
+  ASSERT_TRUE(pending.ok());
+
+  cluster.KillCoordinator();
+  cluster.StartCoordinator();  // same port, same state file
+  w1.Signal(SIGCONT);
+
+  auto jobs = cluster.client().List();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 4u);
+  EXPECT_EQ(cluster.client().Get(*done)->state(), v1::SUCCEEDED);
+  EXPECT_EQ(cluster.client().Get(*waiting)->state(), v1::CANCELLED);
+  EXPECT_EQ(cluster.client().Get(*pending)->state(), v1::PENDING);
+  // The interrupted job runs again as a new attempt once the workers reconnect.
+  v1::Job recovered = cluster.WaitForState(*running, v1::SUCCEEDED);
+  EXPECT_EQ(recovered.attempt(), 2);
+  EXPECT_EQ(recovered.restarts(), 0);
+  bool explained = false;
+  for (const auto& e : recovered.events()) {
+    explained |= absl::StrContains(e.message(), "coordinator restarted while attempt 1 was");
+  }
+  EXPECT_TRUE(explained) << "no event says why the job was re-queued";
+}
+
+}  // namespace
+}  // namespace shardwise::testing

@@ -1,0 +1,121 @@
+// Registration, gang scheduling and the data-plane bootstrap, with a real coordinator and
+// real worker processes over real Gloo.
+
+#include <signal.h>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "tests/cluster.h"
+
+namespace shardwise::testing {
+namespace {
+
+int64_t EventTime(const v1::Job& job, v1::JobState state) {
+  for (const auto& e : job.events()) {
+    if (e.state() == state) return e.time_ms();
+  }
+  return -1;
+}
+
+TEST(Scheduling, WorkersRegisterWithTheirDevice) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1");
+  auto workers = cluster.client().ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->size(), 2u);
+  for (const auto& w : *workers) {
+    EXPECT_EQ(w.device(), v1::CPU);
+    EXPECT_EQ(w.state(), v1::IDLE);
+    EXPECT_GT(w.cpu_threads(), 0);
+    EXPECT_GT(w.memory_bytes(), 0);
+  }
+}
+
+TEST(Scheduling, EveryRankJoinsTheDataPlaneAndVerifiesAnAllReduce) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (const char* name : {"w0", "w1", "w2"}) cluster.AddWorker(name);
+  auto job_id = cluster.client().Submit(Cluster::Spec(3));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED);
+  EXPECT_EQ(job.attempt(), 1);
+  ASSERT_EQ(job.ranks_size(), 3);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(job.ranks(r).rank(), r);
+    EXPECT_EQ(job.ranks(r).worker_id(), "w" + std::to_string(r));
+  }
+  // 0 + 1 + 2, computed by Gloo across the three processes and checked on each rank.
+  EXPECT_TRUE(absl::StrContains(job.result(), "all-reduce of ranks = 3")) << job.result();
+  EXPECT_GT(EventTime(job, v1::RUNNING), 0) << "the job never reached RUNNING";
+  for (const char* name : {"w0", "w1", "w2"}) {
+    EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState(name) == v1::IDLE; }));
+  }
+}
+
+TEST(Scheduling, JobsCompetingForWorkersRunOneAfterTheOther) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (const char* name : {"w0", "w1", "w2"}) cluster.AddWorker(name);
+  // Two jobs of world 2 on three workers: the second can only start when the first ends.
+  auto first = cluster.client().Submit(Cluster::Spec(2));
+  auto second = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(first.ok() && second.ok());
+  v1::Job a = cluster.WaitForState(*first, v1::SUCCEEDED);
+  v1::Job b = cluster.WaitForState(*second, v1::SUCCEEDED);
+  EXPECT_GE(EventTime(b, v1::SCHEDULED), EventTime(a, v1::SUCCEEDED));
+  EXPECT_EQ(b.attempt(), 1);
+}
+
+TEST(Scheduling, AJobTooLargeForTheClusterWaitsAndCanBeCancelled) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  auto job_id = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(job_id.ok());
+  absl::SleepFor(absl::Milliseconds(300));
+  auto pending = cluster.client().Get(*job_id);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(pending->state(), v1::PENDING);
+  EXPECT_EQ(pending->reason(), "waiting for 2 idle CPU workers");
+
+  auto cancelled = cluster.client().Cancel(*job_id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state(), v1::CANCELLED);
+  EXPECT_EQ(cancelled->reason(), "cancelled by request");
+  auto again = cluster.client().Cancel(*job_id);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+
+  // A worker arriving later must not pick up the cancelled job.
+  cluster.AddWorker("w1");
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(cluster.client().Get(*job_id)->state(), v1::CANCELLED);
+}
+
+TEST(Scheduling, CancellingARunningJobReturnsItsWorkersToIdle) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  Process& w1 = cluster.AddWorker("w1");
+  // w1 is frozen, so rank 0 waits for it in the rendezvous: the job is mid-bootstrap.
+  w1.Signal(SIGSTOP);
+  auto job_id = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(job_id.ok());
+  cluster.WaitForState(*job_id, v1::SCHEDULED);
+  auto cancelled = cluster.client().Cancel(*job_id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state(), v1::CANCELLED);
+  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w0") == v1::IDLE; }))
+      << "rank 0 did not return to idle";
+  w1.Signal(SIGCONT);
+  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w1") == v1::IDLE; }))
+      << "rank 1 did not return to idle";
+  // Both are usable again.
+  auto next = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(next.ok());
+  cluster.WaitForState(*next, v1::SUCCEEDED);
+}
+
+}  // namespace
+}  // namespace shardwise::testing
