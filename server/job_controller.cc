@@ -127,6 +127,16 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       job->attempt() != report.attempt()) {
     return;  // a late report of an attempt that already ended
   }
+  // Only the worker that holds a rank may speak for it.
+  bool holds_rank = false;
+  for (const v1::RankAssignment& rank : job->ranks()) {
+    holds_rank |= rank.rank() == report.rank() && rank.worker_id() == worker_id;
+  }
+  if (!holds_rank) {
+    std::fprintf(stderr, "coordinator: ignoring a report from %s for rank %d of %s, which it "
+                 "does not hold\n", worker_id.c_str(), report.rank(), report.job_id().c_str());
+    return;
+  }
   LiveAttempt& attempt = live->second;
   switch (report.phase()) {
     case v1::JOINED:

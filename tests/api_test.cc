@@ -11,7 +11,9 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "proto/job_service.grpc.pb.h"
+#include "proto/rendezvous_service.grpc.pb.h"
 #include "tests/cluster.h"
 
 namespace shardwise::testing {
@@ -97,6 +99,42 @@ TEST_F(ApiTest, UnknownJobIdsAreNotFound) {
   auto watched = cluster_.client().Watch("job-404", [](const v1::Job&) {});
   EXPECT_EQ(watched.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(cluster_.client().Get("").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ApiTest, ServesTheStandardHealthService) {
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(cluster_.address(), grpc::InsecureChannelCredentials()));
+  grpc::health::v1::HealthCheckRequest request;  // "": the server as a whole
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::ClientContext context;
+  grpc::Status status = health->Check(&context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+TEST_F(ApiTest, RendezvousRefusesAttemptsThatAreNotRunning) {
+  auto rendezvous = v1::RendezvousService::NewStub(
+      grpc::CreateChannel(cluster_.address(), grpc::InsecureChannelCredentials()));
+  v1::RendezvousSetRequest set;
+  set.mutable_scope()->set_job_id("job-1");
+  set.mutable_scope()->set_attempt(1);
+  set.set_key("k");
+  v1::RendezvousSetResponse set_response;
+  grpc::ClientContext set_context;
+  grpc::Status status = rendezvous->Set(&set_context, set, &set_response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "attempt 1 of job 'job-1' is not running"))
+      << status.error_message();
+
+  v1::RendezvousWaitRequest wait;
+  *wait.mutable_scope() = set.scope();
+  wait.add_keys("k");
+  wait.set_timeout_ms(-5);
+  v1::RendezvousWaitResponse wait_response;
+  grpc::ClientContext wait_context;
+  status = rendezvous->Wait(&wait_context, wait, &wait_response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "timeout_ms")) << status.error_message();
 }
 
 // Runs the CLI; returns its exit code and puts stdout and stderr together in `output`.
