@@ -79,57 +79,50 @@ absl::Status Client::Convert(const grpc::Status& status) const {
   return FromGrpcStatus(status);
 }
 
+template <typename Request, typename Response>
+absl::StatusOr<Response> Client::Call(
+    grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    const Request& request) {
+  Response response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status = (stub_.get()->*method)(&context, request, &response);
+  if (!status.ok()) return Convert(status);
+  return response;
+}
+
 absl::StatusOr<std::string> Client::Submit(const v1::JobSpec& spec) {
   absl::Status valid = ValidateJobSpec(spec, NoLimits(), /*check_path=*/nullptr);
   if (!valid.ok()) return valid;
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
-  v1::SubmitJobResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  grpc::Status status = stub_->SubmitJob(&context, request, &response);
-  if (!status.ok()) return Convert(status);
-  return response.job_id();
+  auto response = Call(&v1::JobService::Stub::SubmitJob, request);
+  if (!response.ok()) return response.status();
+  return response->job_id();
 }
 
 absl::StatusOr<v1::Job> Client::Get(const std::string& job_id) {
   v1::GetJobRequest request;
   request.set_job_id(job_id);
-  v1::Job job;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  grpc::Status status = stub_->GetJob(&context, request, &job);
-  if (!status.ok()) return Convert(status);
-  return job;
+  return Call(&v1::JobService::Stub::GetJob, request);
 }
 
 absl::StatusOr<std::vector<v1::Job>> Client::List() {
-  v1::ListJobsResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  grpc::Status status = stub_->ListJobs(&context, v1::ListJobsRequest(), &response);
-  if (!status.ok()) return Convert(status);
-  return std::vector<v1::Job>(response.jobs().begin(), response.jobs().end());
+  auto response = Call(&v1::JobService::Stub::ListJobs, v1::ListJobsRequest());
+  if (!response.ok()) return response.status();
+  return std::vector<v1::Job>(response->jobs().begin(), response->jobs().end());
 }
 
 absl::StatusOr<v1::Job> Client::Cancel(const std::string& job_id) {
   v1::CancelJobRequest request;
   request.set_job_id(job_id);
-  v1::Job job;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  grpc::Status status = stub_->CancelJob(&context, request, &job);
-  if (!status.ok()) return Convert(status);
-  return job;
+  return Call(&v1::JobService::Stub::CancelJob, request);
 }
 
 absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers() {
-  v1::ListWorkersResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  grpc::Status status = stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response);
-  if (!status.ok()) return Convert(status);
-  return std::vector<v1::WorkerInfo>(response.workers().begin(), response.workers().end());
+  auto response = Call(&v1::JobService::Stub::ListWorkers, v1::ListWorkersRequest());
+  if (!response.ok()) return response.status();
+  return std::vector<v1::WorkerInfo>(response->workers().begin(), response->workers().end());
 }
 
 absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id,

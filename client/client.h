@@ -38,6 +38,11 @@ class Client {
 
  private:
   absl::Status Convert(const grpc::Status& status) const;
+  // One unary JobService call with the client's deadline and error conversion.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(
+      grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+      const Request& request);
 
   const std::string address_;
   std::unique_ptr<v1::JobService::Stub> stub_;

@@ -1,6 +1,5 @@
 // shardwise-coordinator: the control plane. See docs/operations.md for every flag.
 
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -9,6 +8,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/stop_signal.h"
 #include "server/coordinator.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:7070",
@@ -26,13 +26,6 @@ ABSL_FLAG(int64_t, max_parameters, int64_t{8} << 30, "largest model, in paramete
 ABSL_FLAG(int64_t, max_steps, int64_t{1} << 40, "most steps a job may ask for");
 ABSL_FLAG(bool, check_paths, true,
           "refuse jobs whose data or weight files this coordinator cannot read");
-
-namespace {
-
-std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop = true; }
-
-}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("The Shardwise coordinator. Usage: shardwise-coordinator [flags]");
@@ -70,10 +63,9 @@ int main(int argc, char** argv) {
     std::rename(tmp.c_str(), port_file.c_str());
   }
 
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
+  const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();
   std::thread waiter([&] { (*coordinator)->Wait(); });
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::fprintf(stderr, "shardwise-coordinator: shutting down\n");
   (*coordinator)->Shutdown();
   waiter.join();

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -11,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/coordinator_address.h"
+#include "common/stop_signal.h"
 #include "worker/worker_daemon.h"
 
 ABSL_FLAG(std::string, coordinator, "",
@@ -19,13 +19,6 @@ ABSL_FLAG(std::string, name, "", "stable worker name (default: hostname:pid)");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
 ABSL_FLAG(std::string, data_address, "127.0.0.1",
           "address peers reach this worker's data plane at (Gloo/TCP)");
-
-namespace {
-
-std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop = true; }
-
-}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("The Shardwise worker daemon. Usage: shardwise-worker [flags]");
@@ -53,11 +46,10 @@ int main(int argc, char** argv) {
   }
   options.data_plane.hostname = absl::GetFlag(FLAGS_data_address);
 
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
+  const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();
   std::fprintf(stderr, "shardwise-worker %s: coordinator %s\n", options.name.c_str(),
                options.coordinator_address.c_str());
   shardwise::WorkerDaemon daemon(options);
-  daemon.Run(g_stop);
+  daemon.Run(stop);
   return 0;
 }
