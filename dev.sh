@@ -14,7 +14,7 @@ DEBIAN_PACKAGES=(
   bazel-bootstrap g++ python3
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgloo-dev libsqlite3-dev libyaml-cpp-dev
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev libopenblas-dev
 )
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

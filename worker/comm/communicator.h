@@ -1,0 +1,45 @@
+#ifndef SHARDWISE_WORKER_COMM_COMMUNICATOR_H_
+#define SHARDWISE_WORKER_COMM_COMMUNICATOR_H_
+
+// The collectives the FSDP runtime needs, over one group of ranks. Device-neutral: Gloo
+// implements it on CPUs (gloo_communicator.h); NCCL will on GPUs. All reductions are SUM.
+// Every rank of the group must call the same collectives in the same order.
+//
+// Thread-safety: one collective at a time per communicator.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace shardwise {
+
+struct CommStats {
+  int64_t all_gather_bytes = 0;      // bytes of the full (gathered) buffers
+  int64_t reduce_scatter_bytes = 0;  // bytes of the full (unreduced) buffers
+  int64_t all_reduce_bytes = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // out[size * shard_numel] = the shards of every rank, in rank order.
+  virtual absl::Status AllGather(const float* shard, size_t shard_numel, float* out) = 0;
+  // shard[shard_numel] = chunk `rank` of the sum over ranks of in[size * shard_numel].
+  virtual absl::Status ReduceScatter(const float* in, size_t shard_numel, float* shard) = 0;
+  virtual absl::Status AllReduce(float* data, size_t numel) = 0;
+  virtual absl::Status Broadcast(float* data, size_t numel, int root) = 0;
+  virtual absl::Status Barrier() = 0;
+
+  const CommStats& stats() const { return stats_; }
+
+ protected:
+  CommStats stats_;
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_COMM_COMMUNICATOR_H_

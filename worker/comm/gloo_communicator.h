@@ -1,0 +1,45 @@
+#ifndef SHARDWISE_WORKER_COMM_GLOO_COMMUNICATOR_H_
+#define SHARDWISE_WORKER_COMM_GLOO_COMMUNICATOR_H_
+
+// Communicator over a Gloo context (TCP). Gloo reports errors by throwing; here they
+// become UNAVAILABLE (a peer went away) or DEADLINE_EXCEEDED-like messages.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gloo/context.h"
+#include "gloo/rendezvous/store.h"
+#include "worker/comm/communicator.h"
+#include "worker/comm/data_plane.h"
+
+namespace shardwise {
+
+class GlooCommunicator final : public Communicator {
+ public:
+  explicit GlooCommunicator(std::shared_ptr<gloo::Context> context);
+
+  // Connects the group `ranks` (global ranks, in group order; must contain `global_rank`)
+  // through `store` under `name`, so several groups can share one rendezvous.
+  static absl::StatusOr<std::unique_ptr<GlooCommunicator>> ConnectGroup(
+      gloo::rendezvous::Store& store, const std::string& name, const std::vector<int>& ranks,
+      int global_rank, const DataPlaneOptions& options);
+
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+  absl::Status AllGather(const float* shard, size_t shard_numel, float* out) override;
+  absl::Status ReduceScatter(const float* in, size_t shard_numel, float* shard) override;
+  absl::Status AllReduce(float* data, size_t numel) override;
+  absl::Status Broadcast(float* data, size_t numel, int root) override;
+  absl::Status Barrier() override;
+
+ private:
+  std::shared_ptr<gloo::Context> context_;
+  std::vector<float> scratch_;  // reduce-scatter's working copy and receive chunk
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_COMM_GLOO_COMMUNICATOR_H_

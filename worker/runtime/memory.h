@@ -1,0 +1,95 @@
+#ifndef SHARDWISE_WORKER_RUNTIME_MEMORY_H_
+#define SHARDWISE_WORKER_RUNTIME_MEMORY_H_
+
+// Memory for the training runtime: a caching allocator that counts live and peak bytes
+// per category. The counters are how memory claims (e.g. "FULL_SHARD holds a shard plus
+// the units in flight") are tested; the cache keeps freed blocks for reuse, because FSDP
+// allocates and frees the same sizes every step.
+//
+// Thread-safety: an allocator may be used from any thread.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace shardwise {
+
+enum class MemoryCategory {
+  kParameters = 0,  // sharded parameters and unsharded (all-gathered) parameters
+  kGradients,
+  kOptimizerState,
+  kActivations,
+  kCommunication,  // staging buffers of collectives
+};
+inline constexpr int kMemoryCategories = 5;
+const char* MemoryCategoryName(MemoryCategory category);
+
+struct MemoryStats {
+  std::array<int64_t, kMemoryCategories> live_bytes{};
+  std::array<int64_t, kMemoryCategories> peak_bytes{};
+  int64_t cached_bytes = 0;  // freed, held for reuse, counted in no category
+
+  int64_t live(MemoryCategory c) const { return live_bytes[static_cast<int>(c)]; }
+  int64_t peak(MemoryCategory c) const { return peak_bytes[static_cast<int>(c)]; }
+};
+
+// Device-neutral: the CPU implementation is below; a CUDA one adds the same counters.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* Allocate(size_t bytes, MemoryCategory category) = 0;
+  virtual void Free(void* ptr, size_t bytes, MemoryCategory category) = 0;
+  virtual MemoryStats Stats() const = 0;
+  virtual void ResetPeaks() = 0;
+};
+
+class CpuCachingAllocator final : public Allocator {
+ public:
+  CpuCachingAllocator() = default;
+  ~CpuCachingAllocator() override;
+
+  void* Allocate(size_t bytes, MemoryCategory category) override;
+  void Free(void* ptr, size_t bytes, MemoryCategory category) override;
+  MemoryStats Stats() const override;
+  void ResetPeaks() override;
+  // Returns cached blocks to the system.
+  void ReleaseCache();
+
+ private:
+  mutable absl::Mutex mu_;
+  MemoryStats stats_ ABSL_GUARDED_BY(mu_);
+  std::multimap<size_t, void*> cache_ ABSL_GUARDED_BY(mu_);  // by exact size
+};
+
+// An owned, typed block from an allocator, freed (returned to the allocator) on
+// destruction or Reset(). Movable, not copyable.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Allocator* allocator, size_t numel, MemoryCategory category, bool zero = true);
+  ~Buffer() { Reset(); }
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void Reset();
+  bool empty() const { return data_ == nullptr; }
+  size_t numel() const { return numel_; }
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+
+ private:
+  Allocator* allocator_ = nullptr;
+  float* data_ = nullptr;
+  size_t numel_ = 0;
+  MemoryCategory category_ = MemoryCategory::kParameters;
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_RUNTIME_MEMORY_H_
