@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/grpc_rendezvous_store.h"
+#include "worker/trainer.h"
 
 namespace shardwise {
 
@@ -27,16 +28,34 @@ void AttemptRunner::Abort(const std::string& reason) {
   abort_ = true;
 }
 
-void AttemptRunner::Report(v1::AttemptPhase phase, const std::string& message) {
+void AttemptRunner::Report(v1::AttemptPhase phase, const std::string& message,
+                           v1::Progress progress) {
   v1::AttemptReport report;
   report.set_job_id(assignment_.job_id());
   report.set_attempt(assignment_.attempt());
   report.set_rank(assignment_.rank());
   report.set_phase(phase);
   report.set_message(message);
-  report.mutable_progress()->set_total_steps(assignment_.spec().steps());
-  report.mutable_progress()->set_phase(phase == v1::COMPLETED ? "completed" : "bootstrap");
+  progress.set_total_steps(assignment_.spec().steps());
+  *report.mutable_progress() = std::move(progress);
   report_(report);
+}
+
+void AttemptRunner::PublishProgress() {
+  while (true) {
+    std::optional<v1::Progress> progress;
+    {
+      absl::MutexLock lock(&progress_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_) {
+        return training_over_ || pending_progress_.has_value();
+      };
+      progress_mu_.Await(absl::Condition(&ready));
+      if (!pending_progress_.has_value()) return;  // training over, nothing left
+      progress = std::move(pending_progress_);
+      pending_progress_.reset();
+    }
+    Report(v1::PROGRESS, "", *progress);
+  }
 }
 
 void AttemptRunner::Run() {
@@ -49,6 +68,11 @@ void AttemptRunner::Run() {
   std::fprintf(stderr, "worker: %s attempt %d: rank %d of %d joining the data plane\n",
                job_id().c_str(), attempt(), rank, size);
 
+  auto phase = [](const char* name) {
+    v1::Progress progress;
+    progress.set_phase(name);
+    return progress;
+  };
   auto fail = [&](const absl::Status& status) {
     std::string message(status.message());
     if (abort_) {
@@ -57,7 +81,7 @@ void AttemptRunner::Run() {
     }
     std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(),
                  rank, message.c_str());
-    Report(v1::ABORTED, message);
+    Report(v1::ABORTED, message, phase("aborted"));
     done_ = true;
   };
 
@@ -68,14 +92,34 @@ void AttemptRunner::Run() {
   auto sum = VerifyDataPlane(*context);
   if (!sum.ok()) return fail(sum.status());
   if (abort_) return fail(absl::AbortedError("aborted"));
-  Report(v1::JOINED, absl::StrCat("all-reduce of ranks gave ", *sum));
+  Report(v1::JOINED, absl::StrCat("all-reduce of ranks gave ", *sum), phase("bootstrap"));
 
-  // The FSDP training runtime is not part of this build yet (docs/architecture.md,
-  // "Status"): the attempt ends after the data-plane bootstrap and says so.
-  Report(v1::COMPLETED,
-         absl::StrCat("data plane verified on ", size, " ranks (all-reduce of ranks = ", *sum,
-                      "); the FSDP training runtime is not built yet, so 0 of ",
-                      assignment_.spec().steps(), " steps ran"));
+  TrainingContext training;
+  training.rank = rank;
+  training.world_size = size;
+  training.store = &store;
+  training.world = *context;
+  training.data_plane = options;
+  training.abort = &abort_;
+  training.allocator = &allocator_;
+  v1::Progress last_progress = phase("training");
+  training.on_progress = [&](const v1::Progress& progress) {
+    last_progress = progress;
+    absl::MutexLock lock(&progress_mu_);
+    pending_progress_ = progress;
+  };
+  std::thread publisher([this] { PublishProgress(); });
+  auto result = Train(assignment_.spec(), training);
+  {
+    absl::MutexLock lock(&progress_mu_);
+    training_over_ = true;
+  }
+  publisher.join();
+  if (!result.ok()) return fail(result.status());
+  last_progress.set_phase("completed");
+  std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(), rank,
+               result->Summary().c_str());
+  Report(v1::COMPLETED, result->Summary(), last_progress);
   done_ = true;
 }
 

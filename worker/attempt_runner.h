@@ -2,14 +2,15 @@
 #define SHARDWISE_WORKER_ATTEMPT_RUNNER_H_
 
 // Runs one rank of one attempt of a job on its own thread: joins the data plane through
-// the coordinator's rendezvous store, verifies it with a real collective, does the job's
-// work, and reports each phase through `report`.
+// the coordinator's rendezvous store, verifies it with a real collective, trains, and
+// reports each phase and its progress through `report`.
 //
 // Thread-safety: Abort(), done() and the accessors may be called from any thread.
 
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "grpcpp/channel.h"
 #include "proto/worker_service.pb.h"
 #include "worker/comm/data_plane.h"
+#include "worker/runtime/memory.h"
 
 namespace shardwise {
 
@@ -37,7 +39,10 @@ class AttemptRunner {
 
  private:
   void Run();
-  void Report(v1::AttemptPhase phase, const std::string& message);
+  void Report(v1::AttemptPhase phase, const std::string& message, v1::Progress progress);
+  // Sends the newest progress without ever blocking the training step: the step only
+  // replaces `pending_progress_`; this thread sends what is there.
+  void PublishProgress();
 
   const std::shared_ptr<grpc::Channel> channel_;
   const v1::Assignment assignment_;
@@ -48,6 +53,11 @@ class AttemptRunner {
   std::string abort_reason_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> abort_{false};
   std::atomic<bool> done_{false};
+  CpuCachingAllocator allocator_;
+
+  absl::Mutex progress_mu_;
+  std::optional<v1::Progress> pending_progress_ ABSL_GUARDED_BY(progress_mu_);
+  bool training_over_ ABSL_GUARDED_BY(progress_mu_) = false;
   std::thread thread_;  // last: starts after everything above is ready
 };
 

@@ -1,0 +1,128 @@
+#include "worker/data/safetensors.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace shardwise {
+namespace {
+
+absl::Status Corrupt(const std::string& path, const std::string& what) {
+  return absl::DataLossError(absl::StrCat(path, ": not a valid safetensors file: ", what));
+}
+
+int DtypeSize(const std::string& dtype) {
+  if (dtype == "F32") return 4;
+  if (dtype == "I64") return 8;
+  return 0;
+}
+
+}  // namespace
+
+int64_t HostTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+HostTensor F32Tensor(std::vector<int64_t> shape, const float* data) {
+  HostTensor t;
+  t.dtype = "F32";
+  t.shape = std::move(shape);
+  t.bytes.assign(reinterpret_cast<const char*>(data), t.numel() * sizeof(float));
+  return t;
+}
+
+absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file.is_open()) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  std::stringstream contents;
+  contents << file.rdbuf();
+  const std::string data = contents.str();
+  if (data.size() < 8) return Corrupt(path, "shorter than its 8-byte header length");
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | static_cast<uint8_t>(data[i]);
+  if (header_size > data.size() - 8) return Corrupt(path, "header length past the end");
+  const std::string header = data.substr(8, header_size);
+  const size_t data_start = 8 + header_size;
+  const size_t data_size = data.size() - data_start;
+
+  google::protobuf::Struct json;
+  if (!google::protobuf::util::JsonStringToMessage(header, &json).ok()) {
+    return Corrupt(path, "its header is not JSON");
+  }
+  TensorMap tensors;
+  for (const auto& [name, entry] : json.fields()) {
+    if (name == "__metadata__") continue;
+    const auto& fields = entry.struct_value().fields();
+    auto dtype = fields.find("dtype");
+    auto shape = fields.find("shape");
+    auto offsets = fields.find("data_offsets");
+    if (dtype == fields.end() || shape == fields.end() || offsets == fields.end() ||
+        offsets->second.list_value().values_size() != 2) {
+      return Corrupt(path, absl::StrCat("tensor '", name, "' lacks dtype, shape or data_offsets"));
+    }
+    HostTensor tensor;
+    tensor.dtype = dtype->second.string_value();
+    if (DtypeSize(tensor.dtype) == 0) {
+      return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has dtype ",
+                                              tensor.dtype, "; Shardwise reads F32 and I64"));
+    }
+    for (const auto& d : shape->second.list_value().values()) {
+      tensor.shape.push_back(static_cast<int64_t>(d.number_value()));
+    }
+    const auto begin = static_cast<uint64_t>(offsets->second.list_value().values(0).number_value());
+    const auto end = static_cast<uint64_t>(offsets->second.list_value().values(1).number_value());
+    if (begin > end || end > data_size ||
+        end - begin != static_cast<uint64_t>(tensor.numel() * DtypeSize(tensor.dtype))) {
+      return Corrupt(path, absl::StrCat("tensor '", name, "' has offsets [", begin, ", ", end,
+                                        "] that do not fit its shape or the file"));
+    }
+    tensor.bytes = data.substr(data_start + begin, end - begin);
+    tensors[name] = std::move(tensor);
+  }
+  return tensors;
+}
+
+std::string EncodeSafetensors(const TensorMap& tensors) {
+  std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    absl::StrAppend(&header, ",\"", name, "\":{\"dtype\":\"", tensor.dtype, "\",\"shape\":[");
+    for (size_t i = 0; i < tensor.shape.size(); ++i) {
+      absl::StrAppend(&header, i ? "," : "", tensor.shape[i]);
+    }
+    absl::StrAppend(&header, "],\"data_offsets\":[", offset, ",", offset + tensor.bytes.size(),
+                    "]}");
+    offset += tensor.bytes.size();
+  }
+  header += "}";
+  // The data that follows starts 8-byte aligned, as the format's reference writer does.
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(header.size() >> (8 * i) & 0xff);
+  out += header;
+  for (const auto& [name, tensor] : tensors) out += tensor.bytes;
+  return out;
+}
+
+absl::Status WriteSafetensors(const std::string& path, const TensorMap& tensors) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
+    if (!file.is_open()) return absl::PermissionDeniedError(absl::StrCat("cannot write '", tmp, "'"));
+    const std::string bytes = EncodeSafetensors(tensors);
+    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!file.good()) return absl::DataLossError(absl::StrCat("writing '", tmp, "' failed"));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot rename '", tmp, "' to '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardwise

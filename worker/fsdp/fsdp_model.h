@@ -1,0 +1,101 @@
+#ifndef SHARDWISE_WORKER_FSDP_FSDP_MODEL_H_
+#define SHARDWISE_WORKER_FSDP_FSDP_MODEL_H_
+
+// The FSDP runtime for a sequential MLP on one rank: flat parameters per unit, sharded
+// over the shard group; unshard (all-gather) and reshard (free) in FSDP's order; gradient
+// reduction with the divide factors (reduce-scatter in the shard group, all-reduce across
+// the replicate group); accumulation into the saved gradient shard; the optimizer on the
+// fp32 shards. SEMANTICS.md states the orders; docs/architecture.md maps them here.
+//
+// One training step is: ForwardBackward once per micro-step (sync only on the last),
+// then OptimizerStep. Out-of-order use fails with INTERNAL naming the unit and phase.
+//
+// Thread-safety: none; one model per rank, used by its training thread.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/job_spec.pb.h"
+#include "worker/comm/communicator.h"
+#include "worker/data/safetensors.h"
+#include "worker/fsdp/layout.h"
+#include "worker/fsdp/optimizer.h"
+#include "worker/runtime/memory.h"
+
+namespace shardwise::fsdp {
+
+struct Groups {
+  Communicator* shard = nullptr;      // this rank's shard group (size plan.shard_size)
+  Communicator* replicate = nullptr;  // this rank's replicate group (size plan.replicate_size)
+};
+
+class FsdpModel {
+ public:
+  // `initial` holds the full model by nn.Sequential names; each rank keeps its shards.
+  static absl::StatusOr<std::unique_ptr<FsdpModel>> Create(const v1::JobSpec& spec,
+                                                           const ShardingPlan& plan,
+                                                           Groups groups, Allocator* allocator,
+                                                           const TensorMap& initial);
+
+  // One micro-step on `batch` rows: forward, loss (scaled by `loss_scale`, e.g. 1/A for A
+  // accumulation micro-steps), backward. With `sync`, gradients are reduced into the
+  // gradient shards; without, they accumulate unsharded (no_sync). Returns the scaled
+  // local loss.
+  absl::StatusOr<double> ForwardBackward(const float* x, const int64_t* labels,
+                                         const float* targets, int64_t batch, float loss_scale,
+                                         bool sync);
+
+  // Clips by global norm (when max_grad_norm > 0), steps the optimizer on every shard,
+  // and zeroes the gradient shards. Returns the total gradient norm (0 if not clipping).
+  absl::StatusOr<double> OptimizerStep(Optimizer& optimizer, double max_grad_norm);
+
+  // The full model by nn.Sequential names. Every rank must call it (it all-gathers).
+  absl::StatusOr<TensorMap> GatherFullModel();
+
+  const ModelLayout& layout() const { return layout_; }
+  const ShardingPlan& plan() const { return plan_; }
+  int num_units() const { return static_cast<int>(units_.size()); }
+
+ private:
+  enum class Phase { kIdle, kForward, kBackward };
+  struct Unit {
+    UnitLayout layout;
+    int index = 0;
+    int64_t padded_numel = 0;
+    int64_t shard_numel = 0;
+    Buffer shard;       // fp32 master parameters [shard_numel]
+    Buffer shard_grad;  // reduced gradients [shard_numel]
+    Buffer full;        // unsharded parameters [padded_numel], sharded plans only
+    Buffer full_grad;   // unsharded gradients [padded_numel], from backward until reduced
+    bool unsharded = false;
+  };
+  struct LayerActivations {
+    Buffer input;   // the layer's input [batch, in]
+    Buffer preact;  // its output before the activation [batch, out] (not the last layer)
+  };
+
+  FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups groups,
+            Allocator* allocator);
+
+  float* Params(Unit& unit);
+  absl::Status Unshard(Unit& unit);
+  void Reshard(Unit& unit);
+  absl::Status ReduceGradient(Unit& unit);
+  absl::Status CheckUnsharded(const Unit& unit, const char* phase) const;
+  Unit& root() { return units_.back(); }
+
+  const v1::JobSpec spec_;
+  const ShardingPlan plan_;
+  const Groups groups_;
+  Allocator* const allocator_;
+  const ModelLayout layout_;
+  std::vector<Unit> units_;
+  std::vector<LayerActivations> activations_;
+  Phase phase_ = Phase::kIdle;
+};
+
+}  // namespace shardwise::fsdp
+
+#endif  // SHARDWISE_WORKER_FSDP_FSDP_MODEL_H_

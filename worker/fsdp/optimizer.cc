@@ -1,0 +1,106 @@
+#include "worker/fsdp/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace shardwise::fsdp {
+namespace {
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(const v1::SgdOptions& o, int segments, Allocator* allocator)
+      : lr_(static_cast<float>(o.lr())),
+        momentum_(static_cast<float>(o.momentum())),
+        dampening_(static_cast<float>(o.dampening())),
+        weight_decay_(static_cast<float>(o.weight_decay())),
+        nesterov_(o.nesterov()),
+        allocator_(allocator),
+        momentum_buffers_(segments) {}
+
+  void BeginStep() override {}
+
+  void Update(int segment, float* p, const float* grad, size_t n) override {
+    Buffer& buf = momentum_buffers_[segment];
+    // PyTorch creates the buffer as a copy of the first gradient (no dampening then).
+    const bool first = momentum_ != 0 && buf.empty();
+    if (first) buf = Buffer(allocator_, n, MemoryCategory::kOptimizerState, /*zero=*/false);
+    float* b = buf.data();
+    for (size_t i = 0; i < n; ++i) {
+      float g = grad[i];
+      if (weight_decay_ != 0) g += weight_decay_ * p[i];
+      if (momentum_ != 0) {
+        b[i] = first ? g : momentum_ * b[i] + (1 - dampening_) * g;
+        g = nesterov_ ? g + momentum_ * b[i] : b[i];
+      }
+      p[i] -= lr_ * g;
+    }
+  }
+
+ private:
+  const float lr_, momentum_, dampening_, weight_decay_;
+  const bool nesterov_;
+  Allocator* const allocator_;
+  std::vector<Buffer> momentum_buffers_;
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(const v1::AdamWOptions& o, int segments, Allocator* allocator)
+      : lr_(o.has_lr() ? o.lr() : 1e-3),
+        beta1_(o.has_beta1() ? o.beta1() : 0.9),
+        beta2_(o.has_beta2() ? o.beta2() : 0.999),
+        eps_(o.has_eps() ? o.eps() : 1e-8),
+        weight_decay_(o.has_weight_decay() ? o.weight_decay() : 1e-2),
+        allocator_(allocator),
+        exp_avg_(segments),
+        exp_avg_sq_(segments) {}
+
+  void BeginStep() override { ++step_; }
+
+  void Update(int segment, float* p, const float* grad, size_t n) override {
+    if (exp_avg_[segment].empty()) {
+      exp_avg_[segment] = Buffer(allocator_, n, MemoryCategory::kOptimizerState);
+      exp_avg_sq_[segment] = Buffer(allocator_, n, MemoryCategory::kOptimizerState);
+    }
+    float* m = exp_avg_[segment].data();
+    float* v = exp_avg_sq_[segment].data();
+    // Scalars as PyTorch computes them (Python floats, i.e. double), then used in fp32.
+    const double bias_correction1 = 1 - std::pow(beta1_, step_);
+    const double bias_correction2 = 1 - std::pow(beta2_, step_);
+    const float step_size = static_cast<float>(lr_ / bias_correction1);
+    const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+    const float decay = static_cast<float>(1 - lr_ * weight_decay_);
+    const float w1 = static_cast<float>(1 - beta1_);
+    const float b2 = static_cast<float>(beta2_);
+    const float w2 = static_cast<float>(1 - beta2_);
+    const float eps = static_cast<float>(eps_);
+    for (size_t i = 0; i < n; ++i) {
+      const float g = grad[i];
+      p[i] *= decay;
+      m[i] += w1 * (g - m[i]);  // exp_avg.lerp_(grad, 1 - beta1)
+      v[i] = v[i] * b2 + w2 * g * g;
+      const float denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
+      p[i] -= step_size * (m[i] / denom);
+    }
+  }
+
+ private:
+  const double lr_, beta1_, beta2_, eps_, weight_decay_;
+  Allocator* const allocator_;
+  int64_t step_ = 0;
+  std::vector<Buffer> exp_avg_, exp_avg_sq_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> Optimizer::Create(const v1::OptimizerSpec& spec, int segments,
+                                             Allocator* allocator) {
+  if (spec.has_adamw()) return std::make_unique<AdamW>(spec.adamw(), segments, allocator);
+  return std::make_unique<Sgd>(spec.sgd(), segments, allocator);
+}
+
+float ClipCoefficient(double total_norm, double max_norm) {
+  return static_cast<float>(std::min(max_norm / (total_norm + 1e-6), 1.0));
+}
+
+}  // namespace shardwise::fsdp

@@ -1,0 +1,39 @@
+#ifndef SHARDWISE_WORKER_FSDP_OPTIMIZER_H_
+#define SHARDWISE_WORKER_FSDP_OPTIMIZER_H_
+
+// Optimizers on flat fp32 shards, with PyTorch's formulas (SEMANTICS.md, "Optimizers"):
+// torch.optim.SGD and torch.optim.AdamW (single-tensor path). Padding elements hold zero
+// parameters and zero gradients, and both rules keep them at zero.
+//
+// Thread-safety: none; one optimizer per rank.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "proto/job_spec.pb.h"
+#include "worker/runtime/memory.h"
+
+namespace shardwise::fsdp {
+
+class Optimizer {
+ public:
+  // `segments` is the number of flat ranges (one per unit) the optimizer will step;
+  // their states are allocated on first use, in the optimizer-state category.
+  static std::unique_ptr<Optimizer> Create(const v1::OptimizerSpec& spec, int segments,
+                                           Allocator* allocator);
+  virtual ~Optimizer() = default;
+
+  // Advances the step counter; call once per optimizer step, before Update.
+  virtual void BeginStep() = 0;
+  // Updates segment `segment`: param[n] in place from grad[n].
+  virtual void Update(int segment, float* param, const float* grad, size_t n) = 0;
+};
+
+// A global-norm clipping coefficient: min(max_norm / (total_norm + 1e-6), 1).
+float ClipCoefficient(double total_norm, double max_norm);
+
+}  // namespace shardwise::fsdp
+
+#endif  // SHARDWISE_WORKER_FSDP_OPTIMIZER_H_

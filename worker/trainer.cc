@@ -1,0 +1,135 @@
+#include "worker/trainer.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "worker/comm/gloo_communicator.h"
+#include "worker/comm/solo_communicator.h"
+#include "worker/compute/cpu_math.h"
+#include "worker/data/dataset.h"
+#include "worker/data/weights.h"
+#include "worker/fsdp/fsdp_model.h"
+
+namespace shardwise {
+namespace {
+
+// A group's communicator: the world's when the group is the world, none needed for a
+// group of one, else a new Gloo context over the attempt's rendezvous.
+absl::StatusOr<Communicator*> GroupCommunicator(
+    const std::vector<int>& ranks, const std::string& name, const TrainingContext& context,
+    Communicator* world, std::vector<std::unique_ptr<Communicator>>* owned) {
+  if (static_cast<int>(ranks.size()) == context.world_size) return world;
+  if (ranks.size() == 1) {
+    owned->push_back(std::make_unique<SoloCommunicator>());
+    return owned->back().get();
+  }
+  ASSIGN_OR_RETURN(auto group, GlooCommunicator::ConnectGroup(*context.store, name, ranks,
+                                                              context.rank, context.data_plane));
+  owned->push_back(std::move(group));
+  return owned->back().get();
+}
+
+}  // namespace
+
+std::string TrainingResult::Summary() const {
+  std::string summary = absl::StrFormat("trained %d steps: loss %.4f -> %.4f, %.2f steps/s", steps,
+                                        first_loss, last_loss, steps_per_second);
+  if (!model_path.empty()) absl::StrAppend(&summary, "; model written to ", model_path);
+  return summary;
+}
+
+absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingContext& context) {
+  cpu::SetBlasThreads(1);
+  ASSIGN_OR_RETURN(fsdp::ShardingPlan plan,
+                   fsdp::PlanSharding(spec.fsdp(), context.world_size, context.rank));
+  GlooCommunicator world(context.world);
+  std::vector<std::unique_ptr<Communicator>> owned;
+  ASSIGN_OR_RETURN(Communicator * shard_group,
+                   GroupCommunicator(plan.ShardGroupRanks(),
+                                     absl::StrCat("shard", plan.replicate_rank), context, &world,
+                                     &owned));
+  ASSIGN_OR_RETURN(Communicator * replicate_group,
+                   GroupCommunicator(plan.ReplicateGroupRanks(),
+                                     absl::StrCat("replicate", plan.shard_rank), context, &world,
+                                     &owned));
+
+  ASSIGN_OR_RETURN(Dataset data, LoadDataset(spec));
+  ASSIGN_OR_RETURN(TensorMap initial, InitialWeights(spec));
+  ASSIGN_OR_RETURN(std::unique_ptr<fsdp::FsdpModel> model,
+                   fsdp::FsdpModel::Create(spec, plan, {shard_group, replicate_group},
+                                           context.allocator, initial));
+  initial.clear();
+  std::unique_ptr<fsdp::Optimizer> optimizer =
+      fsdp::Optimizer::Create(spec.optimizer(), model->num_units(), context.allocator);
+
+  const int micro_steps = std::max(1, spec.gradient_accumulation_steps());
+  const bool classification = spec.loss() != v1::MSE;
+  const int64_t in = data.input_width, out = data.target_width;
+  TrainingResult result;
+  const absl::Time start = absl::Now();
+  for (int64_t step = 0; step < spec.steps(); ++step) {
+    if (context.abort != nullptr && context.abort->load()) {
+      return absl::AbortedError(absl::StrCat("aborted at step ", step));
+    }
+    double local_loss = 0;
+    for (int micro = 0; micro < micro_steps; ++micro) {
+      const std::vector<int64_t> rows =
+          SampleRows(step, spec.global_batch_size(), context.world_size, context.rank, micro,
+                     micro_steps, data.num_samples);
+      const int64_t batch = static_cast<int64_t>(rows.size());
+      std::vector<float> x(batch * in), targets;
+      std::vector<int64_t> labels;
+      for (int64_t i = 0; i < batch; ++i) {
+        std::copy_n(data.x.data() + rows[i] * in, in, x.data() + i * in);
+      }
+      if (classification) {
+        for (int64_t row : rows) labels.push_back(data.labels[row]);
+      } else {
+        targets.resize(batch * out);
+        for (int64_t i = 0; i < batch; ++i) {
+          std::copy_n(data.targets.data() + rows[i] * out, out, targets.data() + i * out);
+        }
+      }
+      ASSIGN_OR_RETURN(double loss,
+                       model->ForwardBackward(x.data(), labels.data(), targets.data(), batch,
+                                              1.0f / micro_steps, micro == micro_steps - 1));
+      local_loss += loss;
+    }
+    RETURN_IF_ERROR(model->OptimizerStep(*optimizer, spec.optimizer().max_grad_norm()).status());
+
+    // The loss of the whole global batch: the mean of the ranks' means.
+    float loss = static_cast<float>(local_loss);
+    RETURN_IF_ERROR(world.AllReduce(&loss, 1));
+    loss /= static_cast<float>(context.world_size);
+    if (step == 0) result.first_loss = loss;
+    result.last_loss = loss;
+    result.steps = step + 1;
+    const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+    result.steps_per_second = elapsed > 0 ? result.steps / elapsed : 0;
+    if (context.on_progress) {
+      v1::Progress progress;
+      progress.set_step(result.steps);
+      progress.set_total_steps(spec.steps());
+      progress.set_loss(result.last_loss);
+      progress.set_first_loss(result.first_loss);
+      progress.set_steps_per_second(result.steps_per_second);
+      progress.set_phase("training");
+      context.on_progress(progress);
+    }
+  }
+
+  ASSIGN_OR_RETURN(TensorMap final_model, model->GatherFullModel());
+  const std::string& path = spec.output().final_model_path();
+  if (context.rank == 0 && !path.empty()) {
+    std::error_code ignored;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ignored);
+    RETURN_IF_ERROR(WriteSafetensors(path, final_model));
+    result.model_path = path;
+  }
+  return result;
+}
+
+}  // namespace shardwise

@@ -1,0 +1,48 @@
+#ifndef SHARDWISE_WORKER_TRAINER_H_
+#define SHARDWISE_WORKER_TRAINER_H_
+
+// Trains one rank of a job: builds its communicator groups, loads the data and the
+// initial weights, runs the steps (micro-steps without sync, then one with), reports
+// progress, and at the end gathers the model, which rank 0 writes.
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gloo/context.h"
+#include "gloo/rendezvous/store.h"
+#include "proto/job.pb.h"
+#include "proto/job_spec.pb.h"
+#include "worker/comm/data_plane.h"
+#include "worker/runtime/memory.h"
+
+namespace shardwise {
+
+struct TrainingResult {
+  int64_t steps = 0;
+  double first_loss = 0;
+  double last_loss = 0;
+  double steps_per_second = 0;
+  std::string model_path;  // where rank 0 wrote the final model; empty if not asked to
+  std::string Summary() const;
+};
+
+struct TrainingContext {
+  int rank = 0;
+  int world_size = 1;
+  gloo::rendezvous::Store* store = nullptr;     // the attempt's rendezvous, for sub-groups
+  std::shared_ptr<gloo::Context> world;         // the connected world group
+  DataPlaneOptions data_plane;
+  const std::atomic<bool>* abort = nullptr;     // checked between steps
+  // Called after every step with the job's progress; must not block for long.
+  std::function<void(const v1::Progress&)> on_progress;
+  Allocator* allocator = nullptr;
+};
+
+absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingContext& context);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_TRAINER_H_
