@@ -1,5 +1,6 @@
 #include "common/job_spec_validation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -199,6 +200,32 @@ absl::Status ValidateCommHookForStrategy(const v1::CommHook& hook,
   return absl::OkStatus();
 }
 
+absl::Status CheckSupportedByThisVersion(const v1::JobSpec& spec) {
+  auto unsupported = [](const std::string& field, const std::string& value) {
+    return absl::UnimplementedError(absl::StrCat(
+        "job.", field, ": ", value, " is not supported by this version of Shardwise yet"));
+  };
+  const v1::MixedPrecision& mp = spec.fsdp().mixed_precision();
+  for (const auto& [field, dtype] : {std::make_pair("param_dtype", mp.param_dtype()),
+                                     std::make_pair("reduce_dtype", mp.reduce_dtype())}) {
+    if (dtype == v1::FP16 || dtype == v1::BF16) {
+      return unsupported(absl::StrCat("fsdp.mixed_precision.", field), v1::Dtype_Name(dtype));
+    }
+  }
+  if (mp.keep_low_precision_grads()) {
+    return unsupported("fsdp.mixed_precision.keep_low_precision_grads", "true");
+  }
+  if (spec.comm_hook().hook() != v1::CommHook::NO_HOOK ||
+      spec.comm_hook().wrapper() != v1::CommHook::NO_WRAPPER) {
+    return unsupported("comm_hook", v1::CommHook::Hook_Name(spec.comm_hook().hook()));
+  }
+  if (spec.output().checkpoint_interval_steps() > 0) {
+    return unsupported("output.checkpoint_interval_steps",
+                       absl::StrCat(spec.output().checkpoint_interval_steps()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                              const PathChecker& check_path) {
   if (spec.name().size() > 128) {
@@ -227,6 +254,15 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
   RETURN_IF_ERROR(CheckCount("steps", spec.steps(), limits.max_steps, false));
   RETURN_IF_ERROR(CheckCount("gradient_accumulation_steps", spec.gradient_accumulation_steps(),
                              limits.max_steps, /*zero_means_default=*/true));
+  // Each rank splits its B / world rows evenly over the micro-steps.
+  const int64_t micro_steps = std::max(1, spec.gradient_accumulation_steps());
+  if (spec.global_batch_size() % (spec.world_size() * micro_steps) != 0) {
+    return Invalid("global_batch_size",
+                   absl::StrCat(spec.global_batch_size(),
+                                " is not divisible by job.world_size x "
+                                "job.gradient_accumulation_steps = ",
+                                spec.world_size() * micro_steps));
+  }
   if (spec.init().has_safetensors_path()) {
     RETURN_IF_ERROR(CheckPath("init.safetensors_path", spec.init().safetensors_path(), check_path));
   }

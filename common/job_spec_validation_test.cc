@@ -119,6 +119,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "job.global_batch_size: must be positive, got 0"},
         BadCase{"indivisible batch", [](v1::JobSpec* s) { s->set_global_batch_size(10); },
                 "job.global_batch_size: 10 is not divisible by job.world_size 4"},
+        BadCase{"batch not divisible by micro-steps", [](v1::JobSpec* s) { s->set_gradient_accumulation_steps(3); },
+                "job.global_batch_size: 8 is not divisible by job.world_size x job.gradient_accumulation_steps = 12"},
         BadCase{"zero steps", [](v1::JobSpec* s) { s->set_steps(0); },
                 "job.steps: must be positive, got 0"},
         BadCase{"negative accumulation", [](v1::JobSpec* s) { s->set_gradient_accumulation_steps(-1); },
@@ -131,6 +133,26 @@ INSTANTIATE_TEST_SUITE_P(
                 "job.restart_policy.max_restarts: must be in [0, 100], got -1"},
         BadCase{"long name", [](v1::JobSpec* s) { s->set_name(std::string(200, 'a')); },
                 "job.name: is 200 characters long"}));
+
+TEST(SupportedByThisVersion, NamesWhatCannotRunYet) {
+  EXPECT_TRUE(CheckSupportedByThisVersion(ValidSpec()).ok());
+  v1::JobSpec bf16 = ValidSpec();
+  bf16.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  absl::Status status = CheckSupportedByThisVersion(bf16);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(status.message(),
+            "job.fsdp.mixed_precision.param_dtype: BF16 is not supported by this version of "
+            "Shardwise yet");
+  v1::JobSpec fp32 = ValidSpec();
+  fp32.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::FP32);
+  EXPECT_TRUE(CheckSupportedByThisVersion(fp32).ok());
+  v1::JobSpec hook = ValidSpec();
+  hook.mutable_comm_hook()->set_hook(v1::CommHook::BF16_COMPRESS);
+  EXPECT_EQ(CheckSupportedByThisVersion(hook).code(), absl::StatusCode::kUnimplemented);
+  v1::JobSpec checkpoints = ValidSpec();
+  checkpoints.mutable_output()->set_checkpoint_interval_steps(10);
+  EXPECT_EQ(CheckSupportedByThisVersion(checkpoints).code(), absl::StatusCode::kUnimplemented);
+}
 
 TEST(CommHookForStrategy, CompressHooksServeEveryStrategy) {
   v1::CommHook hook;

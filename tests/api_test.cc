@@ -67,6 +67,14 @@ TEST_F(ApiTest, EveryBadSpecIsInvalidArgumentNamingFieldAndValue) {
        "job.model.layer_widths[0]: must be positive, got -3"},
       {[](v1::JobSpec* s) { s->set_steps(-1); }, "job.steps: must be positive, got -1"},
   };
+  {
+    v1::JobSpec spec = Cluster::Spec(2);
+    spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::FP16);
+    grpc::Status status = RawSubmit(spec);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "fsdp.mixed_precision.param_dtype: FP16"))
+        << status.error_message();
+  }
   for (const Rejection& r : rejections) {
     v1::JobSpec spec = Cluster::Spec(2);
     r.mutate(&spec);
@@ -180,7 +188,8 @@ world_size: 2
   EXPECT_EQ(RunCli({coordinator, "submit", spec_path, "--watch"}, &output), 0) << output;
   EXPECT_TRUE(absl::StrContains(output, "job-1")) << output;
   EXPECT_TRUE(absl::StrContains(output, "job-1 SUCCEEDED")) << output;
-  EXPECT_TRUE(absl::StrContains(output, "all-reduce of ranks = 1")) << output;
+  EXPECT_TRUE(absl::StrContains(output, "trained 3 steps")) << output;
+  EXPECT_TRUE(absl::StrContains(output, "3/3 steps")) << output;
 
   EXPECT_EQ(RunCli({coordinator, "describe", "job-1"}, &output), 0) << output;
   EXPECT_TRUE(absl::StrContains(output, "rank 1  worker w1")) << output;

@@ -70,6 +70,7 @@ void CpuCachingAllocator::ReleaseCache() {
 
 Buffer::Buffer(Allocator* allocator, size_t numel, MemoryCategory category, bool zero)
     : allocator_(allocator), numel_(numel), category_(category) {
+  if (numel == 0) return;  // an empty unit (a root without layers) holds nothing
   data_ = static_cast<float*>(allocator->Allocate(numel * sizeof(float), category));
   if (zero) std::memset(data_, 0, numel * sizeof(float));
 }

@@ -1,0 +1,75 @@
+#include "worker/fsdp/optimizer.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+
+namespace shardwise::fsdp {
+namespace {
+
+TEST(Sgd, MomentumBufferStartsAsTheFirstGradient) {
+  v1::OptimizerSpec spec;
+  spec.mutable_sgd()->set_lr(0.1);
+  spec.mutable_sgd()->set_momentum(0.9);
+  spec.mutable_sgd()->set_dampening(0.5);
+  spec.mutable_sgd()->set_weight_decay(0.01);
+  CpuCachingAllocator allocator;
+  auto sgd = Optimizer::Create(spec, 1, &allocator);
+  float p = 1.0f;
+  const float g = 0.5f;
+  sgd->BeginStep();
+  sgd->Update(0, &p, &g, 1);
+  // g' = 0.5 + 0.01 * 1 = 0.51; b = g' (no dampening on the first step); p = 1 - 0.051.
+  EXPECT_NEAR(p, 1.0f - 0.1f * 0.51f, 1e-7);
+  const float p1 = p;
+  sgd->BeginStep();
+  sgd->Update(0, &p, &g, 1);
+  const float g2 = 0.5f + 0.01f * p1;
+  const float b2 = 0.9f * 0.51f + 0.5f * g2;
+  EXPECT_NEAR(p, p1 - 0.1f * b2, 1e-7);
+  EXPECT_GT(allocator.Stats().live(MemoryCategory::kOptimizerState), 0);
+}
+
+TEST(Sgd, Nesterov) {
+  v1::OptimizerSpec spec;
+  spec.mutable_sgd()->set_lr(1.0);
+  spec.mutable_sgd()->set_momentum(0.5);
+  spec.mutable_sgd()->set_nesterov(true);
+  CpuCachingAllocator allocator;
+  auto sgd = Optimizer::Create(spec, 1, &allocator);
+  float p = 0.0f;
+  const float g = 1.0f;
+  sgd->BeginStep();
+  sgd->Update(0, &p, &g, 1);
+  EXPECT_NEAR(p, -(1.0f + 0.5f * 1.0f), 1e-7);  // g + mu * b with b = g
+}
+
+TEST(AdamW, TwoStepsByHand) {
+  v1::OptimizerSpec spec;
+  spec.mutable_adamw()->set_lr(0.1);
+  spec.mutable_adamw()->set_weight_decay(0.1);
+  CpuCachingAllocator allocator;
+  auto adamw = Optimizer::Create(spec, 1, &allocator);
+  float p = 1.0f;
+  double m = 0, v = 0, expected = 1.0;
+  for (int t = 1; t <= 2; ++t) {
+    const float g = t == 1 ? 0.2f : -0.4f;
+    adamw->BeginStep();
+    adamw->Update(0, &p, &g, 1);
+    expected *= 1 - 0.1 * 0.1;
+    m = 0.9 * m + 0.1 * g;
+    v = 0.999 * v + 0.001 * g * g;
+    const double m_hat = m / (1 - std::pow(0.9, t));
+    const double v_hat = v / (1 - std::pow(0.999, t));
+    expected -= 0.1 * m_hat / (std::sqrt(v_hat) + 1e-8);
+    EXPECT_NEAR(p, expected, 1e-6) << "step " << t;
+  }
+}
+
+TEST(ClipCoefficient, CapsAtOne) {
+  EXPECT_FLOAT_EQ(ClipCoefficient(10.0, 1.0), 1.0 / (10.0 + 1e-6));
+  EXPECT_FLOAT_EQ(ClipCoefficient(0.5, 1.0), 1.0f);
+}
+
+}  // namespace
+}  // namespace shardwise::fsdp
