@@ -88,11 +88,19 @@ std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
   absl::StrAppend(&out, "Created:    ", FormatTime(job.create_time_ms()), " (",
                   FormatAge(job.create_time_ms(), now_ms), " ago)\n");
   const v1::Progress& p = job.progress();
-  absl::StrAppend(&out, "Progress:   ", Steps(p), " steps", p.step() > 0 ? "" : "",
+  absl::StrAppend(&out, "Progress:   ", Steps(p), " steps",
                   p.step() > 0 ? absl::StrFormat(", loss %.4f (first %.4f), %.2f steps/s",
                                                  p.loss(), p.first_loss(), p.steps_per_second())
                                : "",
                   p.phase().empty() ? "" : absl::StrCat(", phase ", p.phase()), "\n");
+  if (p.step() > 0) {
+    constexpr double kMiB = 1 << 20;
+    absl::StrAppend(&out, absl::StrFormat("Traffic:    rank 0: %.1f MiB all-gathered, %.1f MiB "
+                                          "reduce-scattered, %.1f MiB all-reduced; last step %.1f ms\n",
+                                          p.all_gather_bytes() / kMiB,
+                                          p.reduce_scatter_bytes() / kMiB,
+                                          p.all_reduce_bytes() / kMiB, p.step_seconds() * 1000));
+  }
   if (!job.result().empty()) absl::StrAppend(&out, "Result:     ", job.result(), "\n");
   absl::StrAppend(&out, "Ranks:\n");
   if (job.ranks().empty()) absl::StrAppend(&out, "  (none assigned)\n");

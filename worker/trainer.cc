@@ -1,5 +1,6 @@
 #include "worker/trainer.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -65,12 +66,28 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   std::unique_ptr<fsdp::Optimizer> optimizer =
       fsdp::Optimizer::Create(spec.optimizer(), model->num_units(), context.allocator);
 
+  // Each group counts its own traffic; a group that is the world is counted once.
+  std::vector<const Communicator*> groups = {&world};
+  for (const Communicator* group : {shard_group, replicate_group}) {
+    if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
+  }
+  auto traffic = [&groups] {
+    CommStats total;
+    for (const Communicator* group : groups) {
+      total.all_gather_bytes += group->stats().all_gather_bytes;
+      total.reduce_scatter_bytes += group->stats().reduce_scatter_bytes;
+      total.all_reduce_bytes += group->stats().all_reduce_bytes;
+    }
+    return total;
+  };
+
   const int micro_steps = std::max(1, spec.gradient_accumulation_steps());
   const bool classification = spec.loss() != v1::MSE;
   const int64_t in = data.input_width, out = data.target_width;
   TrainingResult result;
   const absl::Time start = absl::Now();
   for (int64_t step = 0; step < spec.steps(); ++step) {
+    const absl::Time step_start = absl::Now();
     if (context.abort != nullptr && context.abort->load()) {
       return absl::AbortedError(absl::StrCat("aborted at step ", step));
     }
@@ -117,6 +134,11 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
       progress.set_first_loss(result.first_loss);
       progress.set_steps_per_second(result.steps_per_second);
       progress.set_phase("training");
+      progress.set_step_seconds(absl::ToDoubleSeconds(absl::Now() - step_start));
+      const CommStats bytes = traffic();
+      progress.set_all_gather_bytes(bytes.all_gather_bytes);
+      progress.set_reduce_scatter_bytes(bytes.reduce_scatter_bytes);
+      progress.set_all_reduce_bytes(bytes.all_reduce_bytes);
       context.on_progress(progress);
     }
   }
