@@ -29,7 +29,9 @@ class Communicator {
   // out[size * shard_numel] = the shards of every rank, in rank order.
   virtual absl::Status AllGather(const float* shard, size_t shard_numel, float* out) = 0;
   // shard[shard_numel] = chunk `rank` of the sum over ranks of in[size * shard_numel].
-  virtual absl::Status ReduceScatter(const float* in, size_t shard_numel, float* shard) = 0;
+  // `in` is working space: its contents are undefined afterwards (FSDP's unsharded
+  // gradient is freed right after, so reducing in place saves a copy of the full buffer).
+  virtual absl::Status ReduceScatter(float* in, size_t shard_numel, float* shard) = 0;
   virtual absl::Status AllReduce(float* data, size_t numel) = 0;
   virtual absl::Status Broadcast(float* data, size_t numel, int root) = 0;
   virtual absl::Status Barrier() = 0;

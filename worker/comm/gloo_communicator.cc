@@ -66,7 +66,7 @@ absl::Status GlooCommunicator::AllGather(const float* shard, size_t shard_numel,
 // received from its left neighbour. Chunk c starts at rank c+1 and travels once round
 // the ring, so after size-1 steps rank r holds the full sum of chunk r, having sent and
 // received (size-1)/size of the buffer: the optimal traffic.
-absl::Status GlooCommunicator::ReduceScatter(const float* in, size_t shard_numel, float* shard) {
+absl::Status GlooCommunicator::ReduceScatter(float* in, size_t shard_numel, float* shard) {
   const int n = size();
   const int r = rank();
   stats_.reduce_scatter_bytes += static_cast<int64_t>(shard_numel * n * sizeof(float));
@@ -75,10 +75,9 @@ absl::Status GlooCommunicator::ReduceScatter(const float* in, size_t shard_numel
     return absl::OkStatus();
   }
   const size_t chunk_bytes = shard_numel * sizeof(float);
-  scratch_.assign(in, in + shard_numel * n);
-  scratch_.resize(shard_numel * (n + 1));
-  float* work = scratch_.data();
-  float* incoming = scratch_.data() + shard_numel * n;
+  float* work = in;  // partial sums accumulate in place
+  incoming_.resize(shard_numel);
+  float* incoming = incoming_.data();
   auto chunk = [&](int c) { return ((c % n) + n) % n; };
   return Guard("reduce-scatter", r, [&] {
     const int right = (r + 1) % n;

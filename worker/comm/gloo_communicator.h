@@ -30,14 +30,14 @@ class GlooCommunicator final : public Communicator {
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
   absl::Status AllGather(const float* shard, size_t shard_numel, float* out) override;
-  absl::Status ReduceScatter(const float* in, size_t shard_numel, float* shard) override;
+  absl::Status ReduceScatter(float* in, size_t shard_numel, float* shard) override;
   absl::Status AllReduce(float* data, size_t numel) override;
   absl::Status Broadcast(float* data, size_t numel, int root) override;
   absl::Status Barrier() override;
 
  private:
   std::shared_ptr<gloo::Context> context_;
-  std::vector<float> scratch_;  // reduce-scatter's working copy and receive chunk
+  std::vector<float> incoming_;  // reduce-scatter's receive chunk
 };
 
 }  // namespace shardwise

@@ -45,7 +45,7 @@ TEST_P(CollectivesTest, MatchTheirDefinitions) {
 
     std::vector<float> full(numel * world), mine(numel);
     for (size_t i = 0; i < full.size(); ++i) full[i] = value(rank, i);
-    ASSERT_TRUE(c.ReduceScatter(full.data(), numel, mine.data()).ok());
+    ASSERT_TRUE(c.ReduceScatter(full.data(), numel, mine.data()).ok());  // clobbers `full`
     for (size_t i = 0; i < numel; ++i) {
       float expected = 0;
       for (int r = 0; r < world; ++r) expected += value(r, rank * numel + i);

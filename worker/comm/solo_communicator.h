@@ -18,7 +18,7 @@ class SoloCommunicator final : public Communicator {
     std::copy(shard, shard + numel, out);
     return absl::OkStatus();
   }
-  absl::Status ReduceScatter(const float* in, size_t numel, float* shard) override {
+  absl::Status ReduceScatter(float* in, size_t numel, float* shard) override {
     std::copy(in, in + numel, shard);
     return absl::OkStatus();
   }

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs Shardwise's CPU benchmarks against their baselines, measured in the same run, and
+# appends the results, with this command, to bench/RESULTS.md:
+#   - steps/s of the FSDP runtime (every strategy) against PyTorch DDP (Debian's
+#     python3-torch, gloo, CPU, with Debian's OpenBLAS), one process and one thread per rank;
+#   - all-gather / reduce-scatter bus bandwidth against raw Gloo calls.
+# Usage: bench/run.sh [WARMUP_STEPS] [TIMED_STEPS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+warmup=${1:-3}
+steps=${2:-20}
+
+./dev.sh deps
+missing=()
+for pkg in python3-torch libopenblas0-pthread; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+bazel build //bench:all >/dev/null 2>&1
+bin=$(bazel info bazel-bin 2>/dev/null)
+
+echo "== collectives (2 ranks, loopback)" >&2
+collectives=$("$bin/bench/collectives_bench")
+echo "== Shardwise training ($warmup warm-up + $steps timed steps per strategy)" >&2
+ours=$("$bin/bench/training_bench" "$warmup" "$steps")
+echo "== PyTorch DDP" >&2
+torch=$(OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_ddp.py "$warmup" "$steps")
+
+report=$(python3 - "$torch" "$ours" "$collectives" <<'PY'
+import sys
+torch = float(sys.argv[1])
+lines = ["| strategy | Shardwise steps/s | PyTorch DDP steps/s | ratio |", "| --- | --- | --- | --- |"]
+for line in sys.argv[2].splitlines():
+    name, value = line.split()
+    lines.append(f"| {name} | {float(value):.2f} | {torch:.2f} | {float(value) / torch:.2f} |")
+lines += ["", "| collective | bytes | Shardwise busbw GB/s | raw Gloo busbw GB/s | ratio |",
+          "| --- | --- | --- | --- | --- |"]
+for line in sys.argv[3].splitlines():
+    op, size, ours, gloo = line.split()
+    lines.append(f"| {op} | {int(size) >> 20} MiB | {float(ours):.3f} | {float(gloo):.3f} | {float(ours) / float(gloo):.2f} |")
+print("\n".join(lines))
+PY
+)
+echo "$report"
+{
+  echo
+  echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m)"
+  echo
+  echo "Command: \`bench/run.sh $warmup $steps\`"
+  echo
+  echo "$report"
+} >> bench/RESULTS.md

@@ -1,0 +1,79 @@
+// Steps per second of the FSDP runtime on CPU, one process per rank, one BLAS thread each:
+// the model of the benchmark ([1024, 4096, 4096, 1024], ReLU, MSE, SGD momentum
+// 0.9, global batch 64, world 2), for every sharding strategy. Prints one line per
+// strategy: "STRATEGY steps_per_second". bench/run.sh compares it with PyTorch DDP.
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "bench/multiprocess.h"
+#include "worker/comm/data_plane.h"
+#include "worker/trainer.h"
+
+namespace shardwise::bench {
+namespace {
+
+v1::JobSpec BenchSpec(v1::ShardingStrategy::Value strategy, int world, int steps) {
+  v1::JobSpec spec;
+  for (int w : {1024, 4096, 4096, 1024}) spec.mutable_model()->add_layer_widths(w);
+  spec.mutable_model()->set_activation(v1::RELU);
+  spec.set_loss(v1::MSE);
+  spec.mutable_fsdp()->set_sharding_strategy(strategy);
+  if (strategy == v1::ShardingStrategy::HYBRID_SHARD ||
+      strategy == v1::ShardingStrategy::HYBRID_SHARD_ZERO2) {
+    spec.mutable_fsdp()->set_shard_group_size(world / 2 > 0 ? world / 2 : 1);
+  }
+  spec.mutable_optimizer()->mutable_sgd()->set_lr(0.01);
+  spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
+  spec.mutable_data()->mutable_synthetic()->set_seed(1);
+  spec.mutable_data()->mutable_synthetic()->set_num_samples(512);
+  spec.set_global_batch_size(64);
+  spec.set_steps(steps);
+  spec.set_world_size(world);
+  return spec;
+}
+
+}  // namespace
+}  // namespace shardwise::bench
+
+int main(int argc, char** argv) {
+  using namespace shardwise;
+  const int world = 2;
+  const int warmup = argc > 1 ? std::atoi(argv[1]) : 3;
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 20;
+  for (auto strategy : {v1::ShardingStrategy::FULL_SHARD, v1::ShardingStrategy::SHARD_GRAD_OP,
+                        v1::ShardingStrategy::NO_SHARD, v1::ShardingStrategy::HYBRID_SHARD,
+                        v1::ShardingStrategy::HYBRID_SHARD_ZERO2}) {
+    const v1::JobSpec spec = bench::BenchSpec(strategy, world, warmup + steps);
+    const bool ok = bench::RunRanks(world, [&](int rank, gloo::rendezvous::Store& store) {
+      auto context = ConnectGlooContext(store, rank, world, {});
+      if (!context.ok()) return 1;
+      CpuCachingAllocator allocator;
+      TrainingContext training;
+      training.rank = rank;
+      training.world_size = world;
+      training.store = &store;
+      training.world = *context;
+      training.allocator = &allocator;
+      double timed = 0;
+      training.on_progress = [&](const v1::Progress& p) {
+        if (p.step() > warmup) timed += p.step_seconds();
+      };
+      auto result = Train(spec, training);
+      if (!result.ok()) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, result.status().ToString().c_str());
+        return 1;
+      }
+      if (rank == 0) {
+        std::printf("%s %.3f\n", v1::ShardingStrategy::Value_Name(strategy).c_str(),
+                    steps / timed);
+        std::fflush(stdout);
+      }
+      return 0;
+    });
+    if (!ok) return 1;
+  }
+  return 0;
+}
