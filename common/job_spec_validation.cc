@@ -219,10 +219,6 @@ absl::Status CheckSupportedByThisVersion(const v1::JobSpec& spec) {
       spec.comm_hook().wrapper() != v1::CommHook::NO_WRAPPER) {
     return unsupported("comm_hook", v1::CommHook::Hook_Name(spec.comm_hook().hook()));
   }
-  if (spec.output().checkpoint_interval_steps() > 0) {
-    return unsupported("output.checkpoint_interval_steps",
-                       absl::StrCat(spec.output().checkpoint_interval_steps()));
-  }
   return absl::OkStatus();
 }
 
@@ -265,6 +261,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
   }
   if (spec.init().has_safetensors_path()) {
     RETURN_IF_ERROR(CheckPath("init.safetensors_path", spec.init().safetensors_path(), check_path));
+  }
+  if (spec.init().has_checkpoint_dir()) {
+    RETURN_IF_ERROR(CheckPath("init.checkpoint_dir", spec.init().checkpoint_dir(), check_path));
   }
   const v1::OutputSpec& output = spec.output();
   if (output.checkpoint_interval_steps() < 0) {

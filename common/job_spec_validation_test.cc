@@ -149,9 +149,6 @@ TEST(SupportedByThisVersion, NamesWhatCannotRunYet) {
   v1::JobSpec hook = ValidSpec();
   hook.mutable_comm_hook()->set_hook(v1::CommHook::BF16_COMPRESS);
   EXPECT_EQ(CheckSupportedByThisVersion(hook).code(), absl::StatusCode::kUnimplemented);
-  v1::JobSpec checkpoints = ValidSpec();
-  checkpoints.mutable_output()->set_checkpoint_interval_steps(10);
-  EXPECT_EQ(CheckSupportedByThisVersion(checkpoints).code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(CommHookForStrategy, CompressHooksServeEveryStrategy) {

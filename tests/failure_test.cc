@@ -72,6 +72,33 @@ TEST(Failure, ARestartPolicyReQueuesTheJobOnOtherWorkers) {
   EXPECT_TRUE(requeued) << "no re-queue event";
 }
 
+TEST(Failure, ARestartedAttemptResumesFromTheJobsLatestCheckpoint) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  Process& w1 = cluster.AddWorker("w1");
+  cluster.AddWorker("w2");
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.set_steps(400);
+  spec.mutable_restart_policy()->set_max_restarts(1);
+  spec.mutable_output()->set_checkpoint_dir(cluster.dir() + "/checkpoints");
+  spec.mutable_output()->set_checkpoint_interval_steps(20);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  // Let it pass a few checkpoints, then kill rank 1 mid-training.
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    auto job = cluster.client().Get(*job_id);
+    return job.ok() && job->progress().step() >= 60;
+  })) << "training did not get going";
+  w1.Kill();
+  v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(90));
+  EXPECT_EQ(job.attempt(), 2);
+  EXPECT_EQ(job.ranks(1).worker_id(), "w2");
+  EXPECT_TRUE(absl::StrContains(job.result(), "resumed from the checkpoint of step"))
+      << job.result();
+  EXPECT_EQ(job.progress().step(), 400);
+}
+
 TEST(Failure, ACoordinatorKilledAndRestartedKeepsEveryJob) {
   Cluster cluster;
   cluster.StartCoordinator();

@@ -95,6 +95,8 @@ void AttemptRunner::Run() {
   Report(v1::JOINED, absl::StrCat("all-reduce of ranks gave ", *sum), phase("bootstrap"));
 
   TrainingContext training;
+  training.job_id = assignment_.job_id();
+  training.attempt = assignment_.attempt();
   training.rank = rank;
   training.world_size = size;
   training.store = &store;

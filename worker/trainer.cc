@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,6 +13,7 @@
 #include "worker/compute/cpu_math.h"
 #include "worker/data/dataset.h"
 #include "worker/data/weights.h"
+#include "worker/fsdp/checkpoint.h"
 #include "worker/fsdp/fsdp_model.h"
 
 namespace shardwise {
@@ -33,11 +35,33 @@ absl::StatusOr<Communicator*> GroupCommunicator(
   return owned->back().get();
 }
 
+// Where this rank's parameters come from: the job's own newest checkpoint when a later
+// attempt resumes, else init.checkpoint_dir's newest, else none (seed or safetensors).
+absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> CheckpointToLoad(
+    const v1::JobSpec& spec, const TrainingContext& context) {
+  const std::string& own = spec.output().checkpoint_dir();
+  if (context.attempt > 1 && !own.empty()) {
+    auto folder = fsdp::FindLatestCheckpoint(own, context.job_id);
+    if (folder.ok()) return fsdp::LoadCheckpoint(*folder, spec);
+    if (!absl::IsNotFound(folder.status())) return folder.status();
+  }
+  if (spec.init().has_checkpoint_dir()) {
+    ASSIGN_OR_RETURN(std::string folder,
+                     fsdp::FindLatestCheckpoint(spec.init().checkpoint_dir(), ""));
+    return fsdp::LoadCheckpoint(folder, spec);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string TrainingResult::Summary() const {
   std::string summary = absl::StrFormat("trained %d steps: loss %.4f -> %.4f, %.2f steps/s", steps,
                                         first_loss, last_loss, steps_per_second);
+  if (resumed_from_step >= 0) {
+    absl::StrAppend(&summary, "; resumed from the checkpoint of step ", resumed_from_step);
+  }
+  if (checkpoints_written > 0) absl::StrAppend(&summary, "; ", checkpoints_written, " checkpoints");
   if (!model_path.empty()) absl::StrAppend(&summary, "; model written to ", model_path);
   return summary;
 }
@@ -58,13 +82,39 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
                                      &owned));
 
   ASSIGN_OR_RETURN(Dataset data, LoadDataset(spec));
-  ASSIGN_OR_RETURN(TensorMap initial, InitialWeights(spec));
+  ASSIGN_OR_RETURN(std::optional<fsdp::LoadedCheckpoint> checkpoint, CheckpointToLoad(spec, context));
+  TensorMap initial;
+  if (checkpoint.has_value()) {
+    initial = std::move(checkpoint->model);
+  } else {
+    ASSIGN_OR_RETURN(initial, InitialWeights(spec));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<fsdp::FsdpModel> model,
                    fsdp::FsdpModel::Create(spec, plan, {shard_group, replicate_group},
                                            context.allocator, initial));
   initial.clear();
   std::unique_ptr<fsdp::Optimizer> optimizer =
       fsdp::Optimizer::Create(spec.optimizer(), model->num_units(), context.allocator);
+  TrainingResult result;
+  int64_t first_step = 0;
+  if (checkpoint.has_value()) {
+    const bool resuming = checkpoint->manifest.job_id() == context.job_id &&
+                          !context.job_id.empty() && context.attempt > 1;
+    if (resuming) {
+      first_step = checkpoint->manifest.step();
+      result.resumed_from_step = first_step;
+    }
+    // Optimizer state carries over only to an optimizer of the same kind.
+    if (checkpoint->manifest.optimizer() == fsdp::OptimizerKind(spec.optimizer())) {
+      optimizer->set_steps(checkpoint->manifest.optimizer_steps());
+      for (int u = 0; u < static_cast<int>(checkpoint->optimizer_state.size()); ++u) {
+        for (const auto& [name, full] : checkpoint->optimizer_state[u]) {
+          const std::vector<float> shard = model->ShardOf(u, full);
+          RETURN_IF_ERROR(optimizer->RestoreSegmentState(u, name, shard.data(), shard.size()));
+        }
+      }
+    }
+  }
 
   // Each group counts its own traffic; a group that is the world is counted once.
   std::vector<const Communicator*> groups = {&world};
@@ -84,9 +134,9 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   const int micro_steps = std::max(1, spec.gradient_accumulation_steps());
   const bool classification = spec.loss() != v1::MSE;
   const int64_t in = data.input_width, out = data.target_width;
-  TrainingResult result;
+  const int64_t interval = spec.output().checkpoint_interval_steps();
   const absl::Time start = absl::Now();
-  for (int64_t step = 0; step < spec.steps(); ++step) {
+  for (int64_t step = first_step; step < spec.steps(); ++step) {
     const absl::Time step_start = absl::Now();
     if (context.abort != nullptr && context.abort->load()) {
       return absl::AbortedError(absl::StrCat("aborted at step ", step));
@@ -121,11 +171,22 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
     float loss = static_cast<float>(local_loss);
     RETURN_IF_ERROR(world.AllReduce(&loss, 1));
     loss /= static_cast<float>(context.world_size);
-    if (step == 0) result.first_loss = loss;
+    if (step == first_step) result.first_loss = loss;
     result.last_loss = loss;
     result.steps = step + 1;
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
-    result.steps_per_second = elapsed > 0 ? result.steps / elapsed : 0;
+    result.steps_per_second = elapsed > 0 ? (result.steps - first_step) / elapsed : 0;
+
+    if (interval > 0 && result.steps % interval == 0) {
+      const std::string& dir = spec.output().checkpoint_dir();
+      RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result.steps, *model, *optimizer));
+      RETURN_IF_ERROR(world.Barrier());  // every shard is on disk before the manifest
+      if (context.rank == 0) {
+        RETURN_IF_ERROR(fsdp::WriteCheckpointManifest(dir, result.steps, context.job_id, spec,
+                                                      *model, *optimizer));
+      }
+      ++result.checkpoints_written;
+    }
     if (context.on_progress) {
       v1::Progress progress;
       progress.set_step(result.steps);

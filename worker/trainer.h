@@ -2,8 +2,10 @@
 #define SHARDWISE_WORKER_TRAINER_H_
 
 // Trains one rank of a job: builds its communicator groups, loads the data and the
-// initial weights, runs the steps (micro-steps without sync, then one with), reports
-// progress, and at the end gathers the model, which rank 0 writes.
+// initial weights (or a checkpoint: the job's own newest when this is a later attempt, or
+// init.checkpoint_dir's), runs the steps (micro-steps without sync, then one with),
+// writes sharded checkpoints, reports progress, and at the end gathers the model, which
+// rank 0 writes.
 
 #include <atomic>
 #include <functional>
@@ -26,10 +28,14 @@ struct TrainingResult {
   double last_loss = 0;
   double steps_per_second = 0;
   std::string model_path;  // where rank 0 wrote the final model; empty if not asked to
+  int64_t resumed_from_step = -1;  // the checkpoint's step, if the job resumed from one
+  int64_t checkpoints_written = 0;
   std::string Summary() const;
 };
 
 struct TrainingContext {
+  std::string job_id;  // names this job's checkpoints
+  int attempt = 1;     // a later attempt resumes from the job's newest checkpoint
   int rank = 0;
   int world_size = 1;
   gloo::rendezvous::Store* store = nullptr;     // the attempt's rendezvous, for sub-groups

@@ -69,6 +69,16 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& 
   return model;
 }
 
+std::vector<float> FsdpModel::ShardOf(int u, const std::vector<float>& full) const {
+  const Unit& unit = units_[u];
+  std::vector<float> shard(unit.shard_numel, 0.0f);
+  const int64_t begin = plan_.shard_rank * unit.shard_numel;
+  for (int64_t i = 0; i < unit.shard_numel && begin + i < static_cast<int64_t>(full.size()); ++i) {
+    shard[i] = full[begin + i];
+  }
+  return shard;
+}
+
 float* FsdpModel::Params(Unit& unit) {
   return plan_.sharded() ? unit.full.data() : unit.shard.data();
 }

@@ -54,6 +54,14 @@ class FsdpModel {
   // The full model by nn.Sequential names. Every rank must call it (it all-gathers).
   absl::StatusOr<TensorMap> GatherFullModel();
 
+  // Unit u's flat shard (for checkpoints), its sizes, and this rank's shard of a full
+  // (unpadded) flat vector of unit u (for restoring optimizer state).
+  const float* shard_data(int u) const { return units_[u].shard.data(); }
+  int64_t shard_numel(int u) const { return units_[u].shard_numel; }
+  int64_t unit_numel(int u) const { return units_[u].layout.numel; }
+  int64_t padded_numel(int u) const { return units_[u].padded_numel; }
+  std::vector<float> ShardOf(int u, const std::vector<float>& full) const;
+
   const ModelLayout& layout() const { return layout_; }
   const ShardingPlan& plan() const { return plan_; }
   int num_units() const { return static_cast<int>(units_.size()); }

@@ -3,8 +3,20 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+
 namespace shardwise::fsdp {
 namespace {
+
+Buffer Copy(Allocator* allocator, const float* data, size_t n) {
+  Buffer buffer(allocator, n, MemoryCategory::kOptimizerState, /*zero=*/false);
+  std::copy(data, data + n, buffer.data());
+  return buffer;
+}
+
+absl::Status UnknownState(const std::string& name) {
+  return absl::InvalidArgumentError(absl::StrCat("unknown optimizer state '", name, "'"));
+}
 
 class Sgd final : public Optimizer {
  public:
@@ -17,7 +29,21 @@ class Sgd final : public Optimizer {
         allocator_(allocator),
         momentum_buffers_(segments) {}
 
-  void BeginStep() override {}
+  void BeginStep() override { ++steps_; }
+  int64_t steps() const override { return steps_; }
+  void set_steps(int64_t steps) override { steps_ = steps; }
+
+  std::vector<std::pair<std::string, const Buffer*>> SegmentState(int segment) const override {
+    if (momentum_buffers_[segment].empty()) return {};
+    return {{"momentum", &momentum_buffers_[segment]}};
+  }
+
+  absl::Status RestoreSegmentState(int segment, const std::string& name, const float* data,
+                                   size_t n) override {
+    if (name != "momentum") return UnknownState(name);
+    momentum_buffers_[segment] = Copy(allocator_, data, n);
+    return absl::OkStatus();
+  }
 
   void Update(int segment, float* p, const float* grad, size_t n) override {
     Buffer& buf = momentum_buffers_[segment];
@@ -40,6 +66,7 @@ class Sgd final : public Optimizer {
   const float lr_, momentum_, dampening_, weight_decay_;
   const bool nesterov_;
   Allocator* const allocator_;
+  int64_t steps_ = 0;
   std::vector<Buffer> momentum_buffers_;
 };
 
@@ -56,6 +83,25 @@ class AdamW final : public Optimizer {
         exp_avg_sq_(segments) {}
 
   void BeginStep() override { ++step_; }
+  int64_t steps() const override { return step_; }
+  void set_steps(int64_t steps) override { step_ = steps; }
+
+  std::vector<std::pair<std::string, const Buffer*>> SegmentState(int segment) const override {
+    if (exp_avg_[segment].empty()) return {};
+    return {{"exp_avg", &exp_avg_[segment]}, {"exp_avg_sq", &exp_avg_sq_[segment]}};
+  }
+
+  absl::Status RestoreSegmentState(int segment, const std::string& name, const float* data,
+                                   size_t n) override {
+    if (name == "exp_avg") {
+      exp_avg_[segment] = Copy(allocator_, data, n);
+    } else if (name == "exp_avg_sq") {
+      exp_avg_sq_[segment] = Copy(allocator_, data, n);
+    } else {
+      return UnknownState(name);
+    }
+    return absl::OkStatus();
+  }
 
   void Update(int segment, float* p, const float* grad, size_t n) override {
     if (exp_avg_[segment].empty()) {

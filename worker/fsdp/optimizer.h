@@ -10,7 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include "absl/status/status.h"
 
 #include "proto/job_spec.pb.h"
 #include "worker/runtime/memory.h"
@@ -29,6 +33,16 @@ class Optimizer {
   virtual void BeginStep() = 0;
   // Updates segment `segment`: param[n] in place from grad[n].
   virtual void Update(int segment, float* param, const float* grad, size_t n) = 0;
+
+  // State for checkpoints: the steps taken, and each segment's named state buffers
+  // ("momentum"; "exp_avg", "exp_avg_sq"), each as long as the segment. A segment whose
+  // state was never created (SGD before its first step) has none.
+  virtual int64_t steps() const = 0;
+  virtual void set_steps(int64_t steps) = 0;
+  virtual std::vector<std::pair<std::string, const Buffer*>> SegmentState(int segment) const = 0;
+  // Restores one named buffer of a segment (INVALID_ARGUMENT for an unknown name).
+  virtual absl::Status RestoreSegmentState(int segment, const std::string& name,
+                                           const float* data, size_t n) = 0;
 };
 
 // A global-norm clipping coefficient: min(max_norm / (total_norm + 1e-6), 1).

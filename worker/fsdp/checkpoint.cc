@@ -1,0 +1,183 @@
+#include "worker/fsdp/checkpoint.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "worker/data/safetensors.h"
+
+namespace shardwise::fsdp {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr char kManifest[] = "manifest.json";
+
+std::string ShardFile(int shard_rank) { return absl::StrFormat("rank-%05d.safetensors", shard_rank); }
+
+std::string TensorName(int unit, const std::string& what) { return absl::StrCat("unit", unit, ".", what); }
+
+}  // namespace
+
+std::string CheckpointFolder(const std::string& dir, int64_t step) {
+  return absl::StrFormat("%s/step-%08d", dir, step);
+}
+
+std::string OptimizerKind(const v1::OptimizerSpec& optimizer) {
+  return optimizer.has_adamw() ? "adamw" : "sgd";
+}
+
+absl::Status WriteCheckpointShard(const std::string& dir, int64_t step, const FsdpModel& model,
+                                  const Optimizer& optimizer) {
+  const ShardingPlan& plan = model.plan();
+  if (plan.replicate_rank != 0) return absl::OkStatus();
+  const std::string folder = CheckpointFolder(dir, step);
+  std::error_code error;
+  fs::create_directories(folder, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("output.checkpoint_dir: cannot create '", folder, "': ", error.message()));
+  }
+  TensorMap tensors;
+  for (int u = 0; u < model.num_units(); ++u) {
+    if (model.shard_numel(u) == 0) continue;
+    tensors[TensorName(u, "param")] = F32Tensor({model.shard_numel(u)}, model.shard_data(u));
+    for (const auto& [name, buffer] : optimizer.SegmentState(u)) {
+      tensors[TensorName(u, name)] = F32Tensor({model.shard_numel(u)}, buffer->data());
+    }
+  }
+  return WriteSafetensors(absl::StrCat(folder, "/", ShardFile(plan.shard_rank)), tensors);
+}
+
+absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
+                                     const std::string& job_id, const v1::JobSpec& spec,
+                                     const FsdpModel& model, const Optimizer& optimizer) {
+  v1::CheckpointManifest manifest;
+  manifest.set_job_id(job_id);
+  manifest.set_step(step);
+  manifest.set_optimizer_steps(optimizer.steps());
+  manifest.set_optimizer(OptimizerKind(spec.optimizer()));
+  manifest.set_world_size(model.plan().world_size);
+  manifest.set_shard_group_size(model.plan().shard_size);
+  for (int u = 0; u < model.num_units(); ++u) {
+    auto* unit = manifest.add_units();
+    unit->set_numel(model.unit_numel(u));
+    unit->set_padded_numel(model.padded_numel(u));
+  }
+  *manifest.mutable_model() = spec.model();
+  *manifest.mutable_wrap() = spec.wrap();
+  for (int s = 0; s < model.plan().shard_size; ++s) manifest.add_files(ShardFile(s));
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(manifest, &json, options);
+  const std::string path = absl::StrCat(CheckpointFolder(dir, step), "/", kManifest);
+  {
+    std::ofstream file(path + ".tmp", std::ios::trunc);
+    file << json;
+    if (!file.good()) return absl::DataLossError(absl::StrCat("cannot write '", path, ".tmp'"));
+  }
+  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
+    return absl::DataLossError(absl::StrCat("cannot rename '", path, ".tmp'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
+                                                 const std::string& job_id) {
+  std::error_code error;
+  int64_t best_step = -1;
+  std::string best;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0;
+    if (!absl::StartsWith(name, "step-") || !absl::SimpleAtoi(name.substr(5), &step)) continue;
+    std::ifstream file(entry.path() / kManifest);
+    if (!file.is_open()) continue;  // incomplete: the manifest is written last
+    std::stringstream json;
+    json << file.rdbuf();
+    v1::CheckpointManifest manifest;
+    if (!google::protobuf::util::JsonStringToMessage(json.str(), &manifest).ok()) continue;
+    if (!job_id.empty() && manifest.job_id() != job_id) continue;
+    if (step > best_step) {
+      best_step = step;
+      best = entry.path().string();
+    }
+  }
+  if (best.empty()) {
+    return absl::NotFoundError(absl::StrCat("no complete checkpoint in '", dir, "'",
+                                            job_id.empty() ? "" : " for job " + job_id));
+  }
+  return best;
+}
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const v1::JobSpec& spec) {
+  LoadedCheckpoint loaded;
+  {
+    std::ifstream file(absl::StrCat(folder, "/", kManifest));
+    std::stringstream json;
+    json << file.rdbuf();
+    if (!file.is_open() ||
+        !google::protobuf::util::JsonStringToMessage(json.str(), &loaded.manifest).ok()) {
+      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': unreadable manifest"));
+    }
+  }
+  const v1::CheckpointManifest& manifest = loaded.manifest;
+  using google::protobuf::util::MessageDifferencer;
+  if (!MessageDifferencer::Equals(manifest.model(), spec.model()) ||
+      !MessageDifferencer::Equals(manifest.wrap(), spec.wrap())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint '", folder, "' holds another model or wrap policy than job.model / job.wrap"));
+  }
+  std::vector<TensorMap> shards;
+  for (const std::string& name : manifest.files()) {
+    auto shard = ReadSafetensors(absl::StrCat(folder, "/", name));
+    if (!shard.ok()) {
+      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': ", shard.status().message()));
+    }
+    shards.push_back(std::move(*shard));
+  }
+  // Reassemble each unit's full flat vectors: shard-rank order, padding dropped.
+  auto full_of = [&](int u, const std::string& what) -> absl::StatusOr<std::vector<float>> {
+    std::vector<float> full;
+    for (size_t s = 0; s < shards.size(); ++s) {
+      auto it = shards[s].find(TensorName(u, what));
+      if (it == shards[s].end()) {
+        return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': ", manifest.files(s),
+                                                " lacks ", TensorName(u, what)));
+      }
+      full.insert(full.end(), it->second.f32(), it->second.f32() + it->second.numel());
+    }
+    full.resize(manifest.units(u).numel());
+    return full;
+  };
+  const ModelLayout layout = BuildModelLayout(spec.model(), spec.wrap());
+  loaded.optimizer_state.resize(manifest.units_size());
+  for (int u = 0; u < manifest.units_size(); ++u) {
+    if (manifest.units(u).numel() == 0) continue;
+    ASSIGN_OR_RETURN(std::vector<float> params, full_of(u, "param"));
+    for (int l : layout.units[u].layers) {
+      const LayerLayout& layer = layout.layers[l];
+      loaded.model[layer.weight_name] =
+          F32Tensor({layer.out, layer.in}, params.data() + layer.weight_offset);
+      if (layer.bias) loaded.model[layer.bias_name] = F32Tensor({layer.out}, params.data() + layer.bias_offset);
+    }
+    for (const auto& [name, tensor] : shards[0]) {
+      const std::string prefix = TensorName(u, "");
+      if (!absl::StartsWith(name, prefix) || name == TensorName(u, "param")) continue;
+      const std::string state = name.substr(prefix.size());
+      ASSIGN_OR_RETURN(loaded.optimizer_state[u][state], full_of(u, state));
+    }
+  }
+  return loaded;
+}
+
+}  // namespace shardwise::fsdp

@@ -1,0 +1,53 @@
+#ifndef SHARDWISE_WORKER_FSDP_CHECKPOINT_H_
+#define SHARDWISE_WORKER_FSDP_CHECKPOINT_H_
+
+// Sharded checkpoints (proto/checkpoint.proto describes the layout): every rank of the
+// first replicate group writes its shards, rank 0 writes the manifest last. Loading
+// reassembles each unit's full flat parameters and optimizer state from the shards, so a
+// checkpoint can be loaded by any world size and strategy.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/job_spec.pb.h"
+#include "worker/fsdp/fsdp_model.h"
+#include "worker/fsdp/optimizer.h"
+
+namespace shardwise::fsdp {
+
+std::string CheckpointFolder(const std::string& dir, int64_t step);
+std::string OptimizerKind(const v1::OptimizerSpec& optimizer);
+
+// This rank's shards of parameters and optimizer state, into the step's folder. Only
+// ranks of the first replicate group write (the others hold the same shards).
+absl::Status WriteCheckpointShard(const std::string& dir, int64_t step, const FsdpModel& model,
+                                  const Optimizer& optimizer);
+
+// The manifest, written atomically once every shard is on disk (the caller's barrier).
+absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
+                                     const std::string& job_id, const v1::JobSpec& spec,
+                                     const FsdpModel& model, const Optimizer& optimizer);
+
+// The newest complete checkpoint folder in `dir` (of job `job_id`, or of any job if
+// empty); NOT_FOUND if there is none.
+absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
+                                                 const std::string& job_id);
+
+struct LoadedCheckpoint {
+  v1::CheckpointManifest manifest;
+  TensorMap model;  // the full model by nn.Sequential names
+  // Per unit, per state name: the full (unpadded) flat optimizer state.
+  std::vector<std::map<std::string, std::vector<float>>> optimizer_state;
+};
+
+// Loads a checkpoint folder for `spec`: INVALID_ARGUMENT if its model or wrap policy
+// differ, DATA_LOSS if a shard is missing or malformed.
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const v1::JobSpec& spec);
+
+}  // namespace shardwise::fsdp
+
+#endif  // SHARDWISE_WORKER_FSDP_CHECKPOINT_H_

@@ -1,0 +1,190 @@
+// Sharded checkpoints with real ranks (threads over Gloo/TCP) running the real trainer.
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gloo/rendezvous/hash_store.h"
+#include "gtest/gtest.h"
+#include "worker/comm/data_plane.h"
+#include "worker/data/safetensors.h"
+#include "worker/fsdp/checkpoint.h"
+#include "worker/trainer.h"
+
+namespace shardwise::fsdp {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid());
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+  return path;
+}
+
+v1::JobSpec Spec(v1::ShardingStrategy::Value strategy, int world, bool adamw, int steps) {
+  v1::JobSpec spec;
+  for (int w : {6, 16, 12, 5}) spec.mutable_model()->add_layer_widths(w);
+  spec.mutable_fsdp()->set_sharding_strategy(strategy);
+  if (adamw) {
+    spec.mutable_optimizer()->mutable_adamw()->set_lr(0.01);
+  } else {
+    spec.mutable_optimizer()->mutable_sgd()->set_lr(0.1);
+    spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
+  }
+  spec.mutable_data()->mutable_synthetic()->set_seed(3);
+  spec.mutable_data()->mutable_synthetic()->set_num_samples(100);
+  spec.set_global_batch_size(12);
+  spec.set_steps(steps);
+  spec.set_world_size(world);
+  return spec;
+}
+
+// Trains every rank as a thread; returns rank 0's result, or the first error.
+absl::StatusOr<TrainingResult> TrainAll(const v1::JobSpec& spec, const std::string& job_id,
+                                        int attempt) {
+  gloo::rendezvous::HashStore store;
+  const int world = spec.world_size();
+  std::vector<absl::StatusOr<TrainingResult>> results(world, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto context = ConnectGlooContext(store, r, world, {});
+      if (!context.ok()) {
+        results[r] = context.status();
+        return;
+      }
+      CpuCachingAllocator allocator;
+      TrainingContext training;
+      training.job_id = job_id;
+      training.attempt = attempt;
+      training.rank = r;
+      training.world_size = world;
+      training.store = &store;
+      training.world = *context;
+      training.allocator = &allocator;
+      results[r] = Train(spec, training);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& result : results) {
+    if (!result.ok()) return result.status();
+  }
+  return results[0];
+}
+
+class ResumeTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ResumeTest, AResumedRunEqualsAnUninterruptedOneBitForBit) {
+  const bool adamw = GetParam();
+  const std::string dir = TempDir(adamw ? "resume-adamw" : "resume-sgd");
+  // Uninterrupted: 20 steps.
+  v1::JobSpec straight = Spec(v1::ShardingStrategy::FULL_SHARD, 3, adamw, 20);
+  straight.mutable_output()->set_final_model_path(dir + "/straight.safetensors");
+  ASSERT_TRUE(TrainAll(straight, "job-a", 1).ok());
+
+  // Interrupted: attempt 1 stops after 10 steps with a checkpoint every 5 (as if its
+  // workers were lost), attempt 2 runs the whole job again and must resume at step 10.
+  v1::JobSpec first = straight;
+  first.set_steps(10);
+  first.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  first.mutable_output()->set_checkpoint_interval_steps(5);
+  first.mutable_output()->set_final_model_path(dir + "/unused.safetensors");
+  auto part = TrainAll(first, "job-b", 1);
+  ASSERT_TRUE(part.ok()) << part.status();
+  EXPECT_EQ(part->checkpoints_written, 2);
+  ASSERT_TRUE(std::filesystem::exists(dir + "/ckpt/step-00000010/manifest.json"));
+  ASSERT_TRUE(std::filesystem::exists(dir + "/ckpt/step-00000010/rank-00002.safetensors"));
+
+  v1::JobSpec second = first;
+  second.set_steps(20);
+  second.mutable_output()->set_checkpoint_interval_steps(0);
+  second.mutable_output()->set_final_model_path(dir + "/resumed.safetensors");
+  auto resumed = TrainAll(second, "job-b", 2);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->resumed_from_step, 10);
+
+  auto a = ReadSafetensors(dir + "/straight.safetensors");
+  auto b = ReadSafetensors(dir + "/resumed.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (const auto& [name, tensor] : *a) EXPECT_EQ(b->at(name).bytes, tensor.bytes) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, ResumeTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "AdamW" : "SgdMomentum"; });
+
+TEST(Checkpoint, LoadsIntoAnotherWorldSizeAndStrategy) {
+  const std::string dir = TempDir("reshard");
+  v1::JobSpec straight = Spec(v1::ShardingStrategy::SHARD_GRAD_OP, 2, true, 12);
+  straight.mutable_output()->set_final_model_path(dir + "/straight.safetensors");
+  ASSERT_TRUE(TrainAll(straight, "job-s", 1).ok());
+
+  v1::JobSpec wide = Spec(v1::ShardingStrategy::FULL_SHARD, 4, true, 6);  // 4 ranks, pads
+  wide.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  wide.mutable_output()->set_checkpoint_interval_steps(6);
+  ASSERT_TRUE(TrainAll(wide, "job-w", 1).ok());
+  v1::JobSpec narrow = straight;
+  narrow.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  narrow.mutable_output()->set_final_model_path(dir + "/resharded.safetensors");
+  auto resumed = TrainAll(narrow, "job-w", 2);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->resumed_from_step, 6);
+
+  // The reductions ran over other rank counts for 6 steps: equal within fp32 tolerance.
+  auto a = ReadSafetensors(dir + "/straight.safetensors");
+  auto b = ReadSafetensors(dir + "/resharded.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (const auto& [name, want] : *a) {
+    const HostTensor& got = b->at(name);
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      ASSERT_LE(std::abs(got.f32()[i] - want.f32()[i]), 1e-6 + 1e-5 * std::abs(want.f32()[i]))
+          << name << "[" << i << "]";
+    }
+  }
+}
+
+TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
+  const std::string dir = TempDir("init");
+  v1::JobSpec producer = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
+  producer.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  producer.mutable_output()->set_checkpoint_interval_steps(2);
+  producer.mutable_output()->set_final_model_path(dir + "/producer.safetensors");
+  ASSERT_TRUE(TrainAll(producer, "job-p", 1).ok());
+  ASSERT_TRUE(FindLatestCheckpoint(dir + "/ckpt", "").ok());
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", ""), dir + "/ckpt/step-00000004");
+
+  v1::JobSpec consumer = Spec(v1::ShardingStrategy::NO_SHARD, 3, false, 1);
+  consumer.set_global_batch_size(12);
+  consumer.mutable_init()->set_checkpoint_dir(dir + "/ckpt");
+  auto loaded = LoadCheckpoint(*FindLatestCheckpoint(dir + "/ckpt", ""), consumer);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto producer_model = ReadSafetensors(dir + "/producer.safetensors");
+  ASSERT_TRUE(producer_model.ok());
+  for (const auto& [name, tensor] : *producer_model) {
+    EXPECT_EQ(loaded->model.at(name).bytes, tensor.bytes) << name;
+  }
+  EXPECT_EQ(loaded->manifest.optimizer_steps(), 4);
+  EXPECT_EQ(loaded->optimizer_state[0].count("momentum"), 1u);
+  auto trained = TrainAll(consumer, "job-c", 1);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  EXPECT_EQ(trained->resumed_from_step, -1);  // a new job counts its own steps
+
+  v1::JobSpec other_model = consumer;
+  other_model.mutable_model()->set_layer_widths(1, 17);
+  auto refused = TrainAll(other_model, "job-d", 1);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("another model or wrap policy"), std::string::npos)
+      << refused.status();
+}
+
+TEST(Checkpoint, FoldersWithoutAManifestAreIgnored) {
+  const std::string dir = TempDir("partial");
+  std::filesystem::create_directories(dir + "/step-00000099");
+  EXPECT_EQ(FindLatestCheckpoint(dir, "").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace shardwise::fsdp
