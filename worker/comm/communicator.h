@@ -1,8 +1,9 @@
 #ifndef SHARDWISE_WORKER_COMM_COMMUNICATOR_H_
 #define SHARDWISE_WORKER_COMM_COMMUNICATOR_H_
 
-// The collectives the FSDP runtime needs, over one group of ranks. Device-neutral: Gloo
-// implements it on CPUs (gloo_communicator.h); NCCL will on GPUs. All reductions are SUM.
+// The collectives the FSDP runtime needs, over one group of ranks, in FP32, FP16, BF16 or
+// INT64. Device-neutral: Gloo implements it on CPUs (gloo_communicator.h); NCCL will on
+// GPUs. All reductions are SUM.
 // Every rank of the group must call the same collectives in the same order.
 //
 // Thread-safety: one collective at a time per communicator.
@@ -11,6 +12,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "worker/runtime/scalar_type.h"
 
 namespace shardwise {
 
@@ -26,15 +28,34 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
+  // Counts are in elements of `type`. FP16 and BF16 sums add in FP32 and round once per
+  // addition (to nearest even); INT64 sums are exact.
+  //
   // out[size * shard_numel] = the shards of every rank, in rank order.
-  virtual absl::Status AllGather(const float* shard, size_t shard_numel, float* out) = 0;
+  virtual absl::Status AllGather(const void* shard, size_t shard_numel, void* out,
+                                 ScalarType type) = 0;
   // shard[shard_numel] = chunk `rank` of the sum over ranks of in[size * shard_numel].
   // `in` is working space: its contents are undefined afterwards (FSDP's unsharded
   // gradient is freed right after, so reducing in place saves a copy of the full buffer).
-  virtual absl::Status ReduceScatter(float* in, size_t shard_numel, float* shard) = 0;
-  virtual absl::Status AllReduce(float* data, size_t numel) = 0;
-  virtual absl::Status Broadcast(float* data, size_t numel, int root) = 0;
+  virtual absl::Status ReduceScatter(void* in, size_t shard_numel, void* shard,
+                                     ScalarType type) = 0;
+  virtual absl::Status AllReduce(void* data, size_t numel, ScalarType type) = 0;
+  virtual absl::Status Broadcast(void* data, size_t numel, int root, ScalarType type) = 0;
   virtual absl::Status Barrier() = 0;
+
+  // FP32 conveniences.
+  absl::Status AllGather(const float* shard, size_t shard_numel, float* out) {
+    return AllGather(shard, shard_numel, out, ScalarType::kFloat32);
+  }
+  absl::Status ReduceScatter(float* in, size_t shard_numel, float* shard) {
+    return ReduceScatter(in, shard_numel, shard, ScalarType::kFloat32);
+  }
+  absl::Status AllReduce(float* data, size_t numel) {
+    return AllReduce(data, numel, ScalarType::kFloat32);
+  }
+  absl::Status Broadcast(float* data, size_t numel, int root) {
+    return Broadcast(data, numel, root, ScalarType::kFloat32);
+  }
 
   const CommStats& stats() const { return stats_; }
 

@@ -1,6 +1,7 @@
 #include "worker/comm/gloo_communicator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 
 #include "absl/strings/str_cat.h"
@@ -8,8 +9,8 @@
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
-#include "gloo/math.h"
 #include "gloo/rendezvous/prefix_store.h"
+#include "worker/compute/casts.h"
 
 namespace shardwise {
 namespace {
@@ -24,8 +25,57 @@ absl::Status Guard(const char* what, int rank, Fn&& fn) {
   }
 }
 
+// Gloo's reduction signature: out[i] = a[i] + b[i] (out may alias a or b).
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
-const ReduceFn kSumFloat = &gloo::sum<float>;
+
+template <typename T>
+void Sum(void* out, const void* a, const void* b, size_t n) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+// 16-bit floats add in FP32 and round once, to nearest even.
+template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+void Sum16(void* out, const void* a, const void* b, size_t n) {
+  uint16_t* o = static_cast<uint16_t*>(out);
+  const uint16_t* x = static_cast<const uint16_t*>(a);
+  const uint16_t* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = Narrow(Widen(x[i]) + Widen(y[i]));
+}
+
+ReduceFn SumOf(ScalarType type) {
+  switch (type) {
+    case ScalarType::kFloat32: return &Sum<float>;
+    case ScalarType::kFloat16: return &Sum16<cpu::HalfToFloat, cpu::FloatToHalf>;
+    case ScalarType::kBFloat16: return &Sum16<cpu::BFloat16ToFloat, cpu::FloatToBFloat16>;
+    case ScalarType::kInt64: return &Sum<int64_t>;
+  }
+  return nullptr;
+}
+
+// Gloo's options take typed pointers to learn the element size.
+template <typename Options>
+void SetOutput(Options& opts, void* data, size_t n, ScalarType type) {
+  switch (type) {
+    case ScalarType::kFloat32: opts.setOutput(static_cast<float*>(data), n); break;
+    case ScalarType::kFloat16:
+    case ScalarType::kBFloat16: opts.setOutput(static_cast<uint16_t*>(data), n); break;
+    case ScalarType::kInt64: opts.setOutput(static_cast<int64_t*>(data), n); break;
+  }
+}
+
+template <typename Options>
+void SetInput(Options& opts, const void* data, size_t n, ScalarType type) {
+  void* mutable_data = const_cast<void*>(data);  // Gloo's API is not const-correct
+  switch (type) {
+    case ScalarType::kFloat32: opts.setInput(static_cast<float*>(mutable_data), n); break;
+    case ScalarType::kFloat16:
+    case ScalarType::kBFloat16: opts.setInput(static_cast<uint16_t*>(mutable_data), n); break;
+    case ScalarType::kInt64: opts.setInput(static_cast<int64_t*>(mutable_data), n); break;
+  }
+}
 
 }  // namespace
 
@@ -47,16 +97,18 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::ConnectGroup
   return std::make_unique<GlooCommunicator>(*context);
 }
 
-absl::Status GlooCommunicator::AllGather(const float* shard, size_t shard_numel, float* out) {
-  stats_.all_gather_bytes += static_cast<int64_t>(shard_numel * size() * sizeof(float));
+absl::Status GlooCommunicator::AllGather(const void* shard, size_t shard_numel, void* out,
+                                         ScalarType type) {
+  const size_t chunk_bytes = shard_numel * ElementSize(type);
+  stats_.all_gather_bytes += static_cast<int64_t>(chunk_bytes * size());
   if (size() == 1) {
-    std::copy(shard, shard + shard_numel, out);
+    std::memcpy(out, shard, chunk_bytes);
     return absl::OkStatus();
   }
   return Guard("all-gather", rank(), [&] {
     gloo::AllgatherOptions opts(context_);
-    opts.setInput(const_cast<float*>(shard), shard_numel);
-    opts.setOutput(out, shard_numel * size());
+    SetInput(opts, shard, shard_numel, type);
+    SetOutput(opts, out, shard_numel * size(), type);
     gloo::allgather(opts);
   });
 }
@@ -66,53 +118,54 @@ absl::Status GlooCommunicator::AllGather(const float* shard, size_t shard_numel,
 // received from its left neighbour. Chunk c starts at rank c+1 and travels once round
 // the ring, so after size-1 steps rank r holds the full sum of chunk r, having sent and
 // received (size-1)/size of the buffer: the optimal traffic.
-absl::Status GlooCommunicator::ReduceScatter(float* in, size_t shard_numel, float* shard) {
+absl::Status GlooCommunicator::ReduceScatter(void* in, size_t shard_numel, void* shard,
+                                             ScalarType type) {
   const int n = size();
   const int r = rank();
-  stats_.reduce_scatter_bytes += static_cast<int64_t>(shard_numel * n * sizeof(float));
+  const size_t chunk_bytes = shard_numel * ElementSize(type);
+  stats_.reduce_scatter_bytes += static_cast<int64_t>(chunk_bytes * n);
+  char* work = static_cast<char*>(in);  // partial sums accumulate in place
   if (n == 1) {
-    std::copy(in, in + shard_numel, shard);
+    std::memcpy(shard, work, chunk_bytes);
     return absl::OkStatus();
   }
-  const size_t chunk_bytes = shard_numel * sizeof(float);
-  float* work = in;  // partial sums accumulate in place
-  incoming_.resize(shard_numel);
-  float* incoming = incoming_.data();
+  const ReduceFn sum = SumOf(type);
+  incoming_.resize(chunk_bytes);
   auto chunk = [&](int c) { return ((c % n) + n) % n; };
   return Guard("reduce-scatter", r, [&] {
     const int right = (r + 1) % n;
     const int left = (r - 1 + n) % n;
-    auto send = context_->createUnboundBuffer(work, shard_numel * n * sizeof(float));
-    auto recv = context_->createUnboundBuffer(incoming, chunk_bytes);
+    auto send = context_->createUnboundBuffer(work, chunk_bytes * n);
+    auto recv = context_->createUnboundBuffer(incoming_.data(), chunk_bytes);
     const uint64_t slot = context_->nextSlot();
     for (int s = 0; s < n - 1; ++s) {
       send->send(right, slot, chunk(r - s - 1) * chunk_bytes, chunk_bytes);
       recv->recv(left, slot, 0, chunk_bytes);
       recv->waitRecv(context_->getTimeout());
-      float* target = work + chunk(r - s - 2) * shard_numel;
-      for (size_t i = 0; i < shard_numel; ++i) target[i] += incoming[i];
+      char* target = work + chunk(r - s - 2) * chunk_bytes;
+      sum(target, target, incoming_.data(), shard_numel);
       send->waitSend(context_->getTimeout());
     }
-    std::copy(work + r * shard_numel, work + (r + 1) * shard_numel, shard);
+    std::memcpy(shard, work + r * chunk_bytes, chunk_bytes);
   });
 }
 
-absl::Status GlooCommunicator::AllReduce(float* data, size_t numel) {
-  stats_.all_reduce_bytes += static_cast<int64_t>(numel * sizeof(float));
+absl::Status GlooCommunicator::AllReduce(void* data, size_t numel, ScalarType type) {
+  stats_.all_reduce_bytes += static_cast<int64_t>(numel * ElementSize(type));
   if (size() == 1) return absl::OkStatus();
   return Guard("all-reduce", rank(), [&] {
     gloo::AllreduceOptions opts(context_);
-    opts.setOutput(data, numel);
-    opts.setReduceFunction(kSumFloat);
+    SetOutput(opts, data, numel, type);
+    opts.setReduceFunction(SumOf(type));
     gloo::allreduce(opts);
   });
 }
 
-absl::Status GlooCommunicator::Broadcast(float* data, size_t numel, int root) {
+absl::Status GlooCommunicator::Broadcast(void* data, size_t numel, int root, ScalarType type) {
   if (size() == 1) return absl::OkStatus();
   return Guard("broadcast", rank(), [&] {
     gloo::BroadcastOptions opts(context_);
-    opts.setOutput(data, numel);
+    SetOutput(opts, data, numel, type);
     opts.setRoot(root);
     gloo::broadcast(opts);
   });

@@ -27,17 +27,23 @@ class GlooCommunicator final : public Communicator {
       gloo::rendezvous::Store& store, const std::string& name, const std::vector<int>& ranks,
       int global_rank, const DataPlaneOptions& options);
 
+  using Communicator::AllGather;
+  using Communicator::AllReduce;
+  using Communicator::Broadcast;
+  using Communicator::ReduceScatter;
+
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
-  absl::Status AllGather(const float* shard, size_t shard_numel, float* out) override;
-  absl::Status ReduceScatter(float* in, size_t shard_numel, float* shard) override;
-  absl::Status AllReduce(float* data, size_t numel) override;
-  absl::Status Broadcast(float* data, size_t numel, int root) override;
+  absl::Status AllGather(const void* shard, size_t shard_numel, void* out,
+                         ScalarType type) override;
+  absl::Status ReduceScatter(void* in, size_t shard_numel, void* shard, ScalarType type) override;
+  absl::Status AllReduce(void* data, size_t numel, ScalarType type) override;
+  absl::Status Broadcast(void* data, size_t numel, int root, ScalarType type) override;
   absl::Status Barrier() override;
 
  private:
   std::shared_ptr<gloo::Context> context_;
-  std::vector<float> incoming_;  // reduce-scatter's receive chunk
+  std::vector<char> incoming_;  // reduce-scatter's receive chunk
 };
 
 }  // namespace shardwise

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gloo/rendezvous/hash_store.h"
+#include "worker/compute/casts.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -72,6 +73,52 @@ INSTANTIATE_TEST_SUITE_P(WorldsAndSizes, CollectivesTest,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4),
                                             ::testing::Values(size_t{1}, size_t{7},
                                                               size_t{4099})));
+
+class TypedCollectivesTest : public ::testing::TestWithParam<std::tuple<int, ScalarType>> {};
+
+// Values chosen so that every sum is exact in the type: the results are known bit for bit.
+TEST_P(TypedCollectivesTest, SixteenBitFloatsAndInt64) {
+  const auto [world, type] = GetParam();
+  const size_t numel = 33;
+  RunRanks(world, [&, world = world, type = type](int rank, gloo::rendezvous::Store& store) {
+    auto comm = GlooCommunicator::ConnectGroup(store, "world", Iota(world), rank, {});
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    GlooCommunicator& c = **comm;
+    auto value = [](int r, size_t i) { return static_cast<double>(r + 1) * 0.5 + i % 7; };
+    auto encode = [type = type](double v, void* slot) {
+      if (type == ScalarType::kFloat16) *static_cast<uint16_t*>(slot) = cpu::FloatToHalf(v);
+      if (type == ScalarType::kBFloat16) *static_cast<uint16_t*>(slot) = cpu::FloatToBFloat16(v);
+      if (type == ScalarType::kInt64) *static_cast<int64_t*>(slot) = static_cast<int64_t>(v * 2);
+    };
+    auto decode = [type = type](const void* slot) -> double {
+      if (type == ScalarType::kFloat16) return cpu::HalfToFloat(*static_cast<const uint16_t*>(slot));
+      if (type == ScalarType::kBFloat16) return cpu::BFloat16ToFloat(*static_cast<const uint16_t*>(slot));
+      return *static_cast<const int64_t*>(slot) / 2.0;
+    };
+    const size_t size = ElementSize(type);
+    std::vector<char> full(numel * world * size), mine(numel * size), gathered(numel * world * size);
+    for (size_t i = 0; i < numel * world; ++i) encode(value(rank, i), full.data() + i * size);
+    ASSERT_TRUE(c.ReduceScatter(full.data(), numel, mine.data(), type).ok());
+    for (size_t i = 0; i < numel; ++i) {
+      double expected = 0;
+      for (int r = 0; r < world; ++r) expected += value(r, rank * numel + i);
+      ASSERT_EQ(decode(mine.data() + i * size), expected) << ScalarTypeName(type) << " " << i;
+    }
+    ASSERT_TRUE(c.AllGather(mine.data(), numel, gathered.data(), type).ok());
+    ASSERT_TRUE(c.AllReduce(mine.data(), numel, type).ok());
+    for (size_t i = 0; i < numel; ++i) {
+      double expected = 0;
+      for (int r = 0; r < world; ++r) expected += decode(gathered.data() + (r * numel + i) * size);
+      ASSERT_EQ(decode(mine.data() + i * size), expected) << ScalarTypeName(type) << " " << i;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, TypedCollectivesTest,
+    ::testing::Combine(::testing::Values(2, 3, 4),
+                       ::testing::Values(ScalarType::kFloat16, ScalarType::kBFloat16,
+                                         ScalarType::kInt64)));
 
 TEST(GlooCommunicator, SubGroupsOfAHybridLayout) {
   // 4 ranks as 2 shard groups of 2 ({0,1}, {2,3}) and 2 replicate groups ({0,2}, {1,3}).

@@ -68,11 +68,12 @@ void CpuCachingAllocator::ReleaseCache() {
   stats_.cached_bytes = 0;
 }
 
-Buffer::Buffer(Allocator* allocator, size_t numel, MemoryCategory category, bool zero)
-    : allocator_(allocator), numel_(numel), category_(category) {
+Buffer::Buffer(Allocator* allocator, size_t numel, MemoryCategory category, ScalarType type,
+               bool zero)
+    : allocator_(allocator), numel_(numel), category_(category), type_(type) {
   if (numel == 0) return;  // an empty unit (a root without layers) holds nothing
-  data_ = static_cast<float*>(allocator->Allocate(numel * sizeof(float), category));
-  if (zero) std::memset(data_, 0, numel * sizeof(float));
+  data_ = allocator->Allocate(bytes(), category);
+  if (zero) std::memset(data_, 0, bytes());
 }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
@@ -82,6 +83,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     data_ = other.data_;
     numel_ = other.numel_;
     category_ = other.category_;
+    type_ = other.type_;
     other.data_ = nullptr;
     other.numel_ = 0;
   }
@@ -89,7 +91,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 }
 
 void Buffer::Reset() {
-  if (data_ != nullptr) allocator_->Free(data_, numel_ * sizeof(float), category_);
+  if (data_ != nullptr) allocator_->Free(data_, bytes(), category_);
   data_ = nullptr;
   numel_ = 0;
 }

@@ -15,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "worker/runtime/scalar_type.h"
 
 namespace shardwise {
 
@@ -66,11 +67,14 @@ class CpuCachingAllocator final : public Allocator {
 };
 
 // An owned, typed block from an allocator, freed (returned to the allocator) on
-// destruction or Reset(). Movable, not copyable.
+// destruction or Reset(). Movable, not copyable. FP32 unless a type is given.
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(Allocator* allocator, size_t numel, MemoryCategory category, bool zero = true);
+  Buffer(Allocator* allocator, size_t numel, MemoryCategory category, bool zero = true)
+      : Buffer(allocator, numel, category, ScalarType::kFloat32, zero) {}
+  Buffer(Allocator* allocator, size_t numel, MemoryCategory category, ScalarType type,
+         bool zero = true);
   ~Buffer() { Reset(); }
   Buffer(Buffer&& other) noexcept { *this = std::move(other); }
   Buffer& operator=(Buffer&& other) noexcept;
@@ -80,14 +84,26 @@ class Buffer {
   void Reset();
   bool empty() const { return data_ == nullptr; }
   size_t numel() const { return numel_; }
-  float* data() { return data_; }
-  const float* data() const { return data_; }
+  size_t bytes() const { return numel_ * ElementSize(type_); }
+  ScalarType type() const { return type_; }
+  // The elements as FP32 (the buffer must be FP32), or as any type's storage.
+  float* data() { return as<float>(); }
+  const float* data() const { return as<float>(); }
+  template <typename T>
+  T* as() {
+    return static_cast<T*>(data_);
+  }
+  template <typename T>
+  const T* as() const {
+    return static_cast<const T*>(data_);
+  }
 
  private:
   Allocator* allocator_ = nullptr;
-  float* data_ = nullptr;
+  void* data_ = nullptr;
   size_t numel_ = 0;
   MemoryCategory category_ = MemoryCategory::kParameters;
+  ScalarType type_ = ScalarType::kFloat32;
 };
 
 }  // namespace shardwise

@@ -40,6 +40,19 @@ TEST(CpuCachingAllocator, ReusesFreedBlocksOfTheSameSize) {
   allocator.ReleaseCache();
 }
 
+TEST(Buffer, SizesByElementType) {
+  CpuCachingAllocator allocator;
+  Buffer half(&allocator, 10, MemoryCategory::kCommunication, ScalarType::kBFloat16);
+  Buffer ids(&allocator, 3, MemoryCategory::kActivations, ScalarType::kInt64);
+  EXPECT_EQ(half.bytes(), 20u);
+  EXPECT_EQ(allocator.Stats().live(MemoryCategory::kCommunication), 20);
+  EXPECT_EQ(allocator.Stats().live(MemoryCategory::kActivations), 24);
+  ids.as<int64_t>()[2] = -7;
+  EXPECT_EQ(ids.as<int64_t>()[2], -7);
+  half.Reset();
+  EXPECT_EQ(allocator.Stats().live(MemoryCategory::kCommunication), 0);
+}
+
 TEST(Buffer, MovesOwnership) {
   CpuCachingAllocator allocator;
   Buffer a(&allocator, 10, MemoryCategory::kGradients);
