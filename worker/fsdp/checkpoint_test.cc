@@ -4,15 +4,12 @@
 
 #include <cmath>
 #include <filesystem>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
-#include "worker/comm/data_plane.h"
 #include "worker/data/safetensors.h"
 #include "worker/fsdp/checkpoint.h"
-#include "worker/trainer.h"
+#include "worker/testing/threaded_training.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -43,37 +40,11 @@ v1::JobSpec Spec(v1::ShardingStrategy::Value strategy, int world, bool adamw, in
   return spec;
 }
 
-// Trains every rank as a thread; returns rank 0's result, or the first error.
 absl::StatusOr<TrainingResult> TrainAll(const v1::JobSpec& spec, const std::string& job_id,
                                         int attempt) {
-  gloo::rendezvous::HashStore store;
-  const int world = spec.world_size();
-  std::vector<absl::StatusOr<TrainingResult>> results(world, absl::UnknownError("not run"));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto context = ConnectGlooContext(store, r, world, {});
-      if (!context.ok()) {
-        results[r] = context.status();
-        return;
-      }
-      CpuCachingAllocator allocator;
-      TrainingContext training;
-      training.job_id = job_id;
-      training.attempt = attempt;
-      training.rank = r;
-      training.world_size = world;
-      training.store = &store;
-      training.world = *context;
-      training.allocator = &allocator;
-      results[r] = Train(spec, training);
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& result : results) {
-    if (!result.ok()) return result.status();
-  }
-  return results[0];
+  auto run = testing::TrainInThreads(spec, job_id, attempt);
+  if (!run.ok()) return run.status();
+  return run->rank0;
 }
 
 class ResumeTest : public ::testing::TestWithParam<bool> {};

@@ -1,22 +1,19 @@
 // The FSDP runtime against the single-process reference: every strategy, world sizes 1-4
 // (3 pads), SGD with momentum and AdamW, 20 steps, fp32. Each rank is a thread running the
-// real trainer over real Gloo/TCP; rank 0 writes the final model as safetensors, which is
-// read back and compared within rtol 1e-5 / atol 1e-6.
+// real trainer over real Gloo/TCP (testing::TrainInThreads); rank 0 writes the final model
+// as safetensors, which is read back and compared within rtol 1e-5 / atol 1e-6.
 
 #include <unistd.h>
 
 #include <cmath>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
-#include "worker/comm/data_plane.h"
 #include "worker/data/safetensors.h"
 #include "worker/data/weights.h"
 #include "worker/fsdp/layout.h"
 #include "worker/fsdp/reference_training.h"
-#include "worker/trainer.h"
+#include "worker/testing/threaded_training.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -76,44 +73,15 @@ std::string TempPath(const std::string& name) {
   return absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid(), ".safetensors");
 }
 
-// Runs every rank of `spec` as a thread; returns each rank's allocator statistics.
-std::vector<MemoryStats> TrainAllRanks(const v1::JobSpec& spec, std::vector<double>* losses) {
-  gloo::rendezvous::HashStore store;
-  const int world = spec.world_size();
-  std::vector<MemoryStats> stats(world);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < world; ++r) {
-    ranks.emplace_back([&, r] {
-      auto context = ConnectGlooContext(store, r, world, {});
-      ASSERT_TRUE(context.ok()) << context.status();
-      CpuCachingAllocator allocator;
-      TrainingContext training;
-      training.rank = r;
-      training.world_size = world;
-      training.store = &store;
-      training.world = *context;
-      training.allocator = &allocator;
-      std::vector<double> rank_losses;
-      training.on_progress = [&](const v1::Progress& p) { rank_losses.push_back(p.loss()); };
-      auto result = Train(spec, training);
-      ASSERT_TRUE(result.ok()) << "rank " << r << ": " << result.status();
-      stats[r] = allocator.Stats();
-      if (r == 0 && losses != nullptr) *losses = rank_losses;
-    });
-  }
-  for (auto& t : ranks) t.join();
-  return stats;
-}
-
 class ParityTest : public ::testing::TestWithParam<Config> {};
 
 TEST_P(ParityTest, FinalModelEqualsTheSingleProcessReference) {
   const Config& config = GetParam();
   const std::string path = TempPath(Name(config));
   const v1::JobSpec spec = SpecFor(config, path);
-  std::vector<double> losses;
-  TrainAllRanks(spec, &losses);
-  if (HasFailure()) return;
+  auto trained_run = testing::TrainInThreads(spec);
+  ASSERT_TRUE(trained_run.ok()) << trained_run.status();
+  const std::vector<double>& losses = trained_run->rank0_losses;
 
   auto reference = TrainReference(spec);
   ASSERT_TRUE(reference.ok()) << reference.status();
@@ -175,9 +143,11 @@ TEST(Memory, FullShardHoldsItsShardPlusOneUnitInFlight) {
     for (int w : {64, 128, 128, 128, 96, 10}) spec->mutable_model()->add_layer_widths(w);
     spec->set_steps(3);
   }
-  const auto full_stats = TrainAllRanks(full_spec, nullptr);
-  const auto none_stats = TrainAllRanks(none_spec, nullptr);
-  if (HasFailure()) return;
+  auto full_run = testing::TrainInThreads(full_spec);
+  auto none_run = testing::TrainInThreads(none_spec);
+  ASSERT_TRUE(full_run.ok() && none_run.ok());
+  const std::vector<MemoryStats>& full_stats = full_run->memory;
+  const std::vector<MemoryStats>& none_stats = none_run->memory;
 
   const ModelLayout layout = BuildModelLayout(full_spec.model(), full_spec.wrap());
   int64_t shards = 0, largest = 0, second = 0, total = 0;

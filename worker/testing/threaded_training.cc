@@ -1,0 +1,53 @@
+#include "worker/testing/threaded_training.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gloo/rendezvous/hash_store.h"
+#include "worker/comm/data_plane.h"
+
+namespace shardwise::testing {
+
+absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec, const std::string& job_id,
+                                                int attempt) {
+  gloo::rendezvous::HashStore store;
+  const int world = spec.world_size();
+  ThreadedTraining out;
+  out.memory.resize(world);
+  std::vector<absl::StatusOr<TrainingResult>> results(world, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto context = ConnectGlooContext(store, r, world, {});
+      if (!context.ok()) {
+        results[r] = context.status();
+        return;
+      }
+      CpuCachingAllocator allocator;
+      TrainingContext training;
+      training.job_id = job_id;
+      training.attempt = attempt;
+      training.rank = r;
+      training.world_size = world;
+      training.store = &store;
+      training.world = *context;
+      training.allocator = &allocator;
+      if (r == 0) {
+        training.on_progress = [&](const v1::Progress& p) { out.rank0_losses.push_back(p.loss()); };
+      }
+      results[r] = Train(spec, training);
+      out.memory[r] = allocator.Stats();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) {
+    if (!results[r].ok()) {
+      return absl::Status(results[r].status().code(),
+                          absl::StrCat("rank ", r, ": ", results[r].status().message()));
+    }
+  }
+  out.rank0 = *results[0];
+  return out;
+}
+
+}  // namespace shardwise::testing

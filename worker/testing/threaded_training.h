@@ -1,0 +1,31 @@
+#ifndef SHARDWISE_WORKER_TESTING_THREADED_TRAINING_H_
+#define SHARDWISE_WORKER_TESTING_THREADED_TRAINING_H_
+
+// Runs every rank of a job as a thread of the test process, each with its own allocator,
+// over real Gloo/TCP on loopback and an in-memory rendezvous: the real trainer, without
+// the coordinator. For tests.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/job_spec.pb.h"
+#include "worker/runtime/memory.h"
+#include "worker/trainer.h"
+
+namespace shardwise::testing {
+
+struct ThreadedTraining {
+  TrainingResult rank0;
+  std::vector<double> rank0_losses;  // the loss reported after every step
+  std::vector<MemoryStats> memory;   // per rank, at the end
+};
+
+// The first rank's error, if any rank failed.
+absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec,
+                                                const std::string& job_id = "job-test",
+                                                int attempt = 1);
+
+}  // namespace shardwise::testing
+
+#endif  // SHARDWISE_WORKER_TESTING_THREADED_TRAINING_H_
