@@ -8,7 +8,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "common/stop_signal.h"
+#include "common/daemon_signals.h"
 #include "server/coordinator.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:7070",
@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
     std::rename(tmp.c_str(), port_file.c_str());
   }
 
+  shardwise::IgnoreBrokenPipes();
   const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();
   std::thread waiter([&] { (*coordinator)->Wait(); });
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -10,7 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/coordinator_address.h"
-#include "common/stop_signal.h"
+#include "common/daemon_signals.h"
 #include "worker/worker_daemon.h"
 
 ABSL_FLAG(std::string, coordinator, "",
@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   }
   options.data_plane.hostname = absl::GetFlag(FLAGS_data_address);
 
+  shardwise::IgnoreBrokenPipes();
   const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();
   std::fprintf(stderr, "shardwise-worker %s: coordinator %s\n", options.name.c_str(),
                options.coordinator_address.c_str());

@@ -1,4 +1,4 @@
-#include "common/stop_signal.h"
+#include "common/daemon_signals.h"
 
 #include <csignal>
 
@@ -21,5 +21,7 @@ const std::atomic<bool>& StopRequestedOnSignal() {
   (void)installed;
   return g_stop_requested;
 }
+
+void IgnoreBrokenPipes() { std::signal(SIGPIPE, SIG_IGN); }
 
 }  // namespace shardwise
