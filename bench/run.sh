@@ -3,7 +3,9 @@
 # appends the results, with this command, to bench/RESULTS.md:
 #   - steps/s of the FSDP runtime (every strategy) against PyTorch DDP (Debian's
 #     python3-torch, gloo, CPU, with Debian's OpenBLAS), one process and one thread per rank;
-#   - all-gather / reduce-scatter bus bandwidth against raw Gloo calls.
+#   - all-gather / reduce-scatter bus bandwidth against raw Gloo calls;
+#   - FP32 <-> FP16/BF16 cast throughput, vectorised and portable, against memcpy of the
+#     same output bytes.
 # Usage: bench/run.sh [WARMUP_STEPS] [TIMED_STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,12 +26,14 @@ bin=$(bazel info bazel-bin 2>/dev/null)
 
 echo "== collectives (2 ranks, loopback)" >&2
 collectives=$("$bin/bench/collectives_bench")
+echo "== casts" >&2
+casts=$("$bin/bench/casts_bench")
 echo "== Shardwise training ($warmup warm-up + $steps timed steps per strategy)" >&2
 ours=$("$bin/bench/training_bench" "$warmup" "$steps")
 echo "== PyTorch DDP" >&2
 torch=$(OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_ddp.py "$warmup" "$steps")
 
-report=$(python3 - "$torch" "$ours" "$collectives" <<'PY'
+report=$(python3 - "$torch" "$ours" "$collectives" "$casts" <<'PY'
 import sys
 torch = float(sys.argv[1])
 lines = ["| strategy | Shardwise steps/s | PyTorch DDP steps/s | ratio |", "| --- | --- | --- | --- |"]
@@ -41,6 +45,13 @@ lines += ["", "| collective | bytes | Shardwise busbw GB/s | raw Gloo busbw GB/s
 for line in sys.argv[3].splitlines():
     op, size, ours, gloo = line.split()
     lines.append(f"| {op} | {int(size) >> 20} MiB | {float(ours):.3f} | {float(gloo):.3f} | {float(ours) / float(gloo):.2f} |")
+lines += ["", "| cast (16 Mi elements) | vectorised GB/s | portable GB/s | memcpy of the output GB/s | vectorised / memcpy |",
+          "| --- | --- | --- | --- | --- |"]
+for line in sys.argv[4].splitlines():
+    name, vec, port, copy = line.split()
+    lines.append(f"| {name} | {float(vec):.2f} | {float(port):.2f} | {float(copy):.2f} | {float(vec) / float(copy):.2f} |")
+lines.append("")
+lines.append("GB/s are of input read; memcpy copies the cast's output bytes.")
 print("\n".join(lines))
 PY
 )

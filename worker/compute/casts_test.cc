@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -88,6 +89,81 @@ TEST(BFloat16, EveryBFloat16RoundTripsExactly) {
     }
     ASSERT_EQ(FloatToBFloat16(f), b) << "bf16 0x" << std::hex << b;
   }
+}
+
+}  // namespace
+}  // namespace shardwise::cpu
+
+namespace shardwise::cpu {
+namespace {
+
+// Inputs that exercise every rounding case: specials, both sides of the FP16 range and
+// its halfway point, subnormals of both formats, ties, and a sweep of bit patterns.
+std::vector<float> CastInputs() {
+  std::vector<float> in = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, 1e6f, -1e6f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::nanf(""),
+                           -std::nanf(""), 5.9604645e-08f, 2.98023224e-08f, 8.94069672e-08f,
+                           6.103515625e-05f, std::numeric_limits<float>::max(),
+                           std::numeric_limits<float>::denorm_min()};
+  for (uint32_t bits = 0; bits < 0xffffffffu - 0x7ffff; bits += 0x7ffff) in.push_back(FromBits(bits));
+  in.push_back(FromBits(0x7fa00001));  // a signalling NaN
+  return in;
+}
+
+void ExpectSameBits(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, bool half) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool nan = half ? std::isnan(HalfToFloat(a[i])) : std::isnan(BFloat16ToFloat(a[i]));
+    if (nan) {
+      EXPECT_TRUE(half ? std::isnan(HalfToFloat(b[i])) : std::isnan(BFloat16ToFloat(b[i]))) << i;
+    } else {
+      ASSERT_EQ(a[i], b[i]) << "element " << i;
+    }
+  }
+}
+
+TEST(VectorCasts, NarrowingMatchesThePortablePath) {
+  if (!internal::HasVectorCasts()) GTEST_SKIP() << "this processor lacks F16C/AVX2";
+  const std::vector<float> in = CastInputs();  // not a multiple of 8: tails are exercised
+  std::vector<uint16_t> portable(in.size()), vector(in.size());
+  internal::FloatToHalfPortable(in.data(), portable.data(), in.size());
+  internal::FloatToHalfVector(in.data(), vector.data(), in.size());
+  ExpectSameBits(portable, vector, /*half=*/true);
+  internal::FloatToBFloat16Portable(in.data(), portable.data(), in.size());
+  internal::FloatToBFloat16Vector(in.data(), vector.data(), in.size());
+  ExpectSameBits(portable, vector, /*half=*/false);
+}
+
+TEST(VectorCasts, WideningMatchesForEveryPattern) {
+  if (!internal::HasVectorCasts()) GTEST_SKIP() << "this processor lacks F16C/AVX2";
+  std::vector<uint16_t> all(65536 + 5);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> portable(all.size()), vector(all.size());
+  for (bool half : {true, false}) {
+    if (half) {
+      internal::HalfToFloatPortable(all.data(), portable.data(), all.size());
+      internal::HalfToFloatVector(all.data(), vector.data(), all.size());
+    } else {
+      internal::BFloat16ToFloatPortable(all.data(), portable.data(), all.size());
+      internal::BFloat16ToFloatVector(all.data(), vector.data(), all.size());
+    }
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (std::isnan(portable[i])) {
+        EXPECT_TRUE(std::isnan(vector[i])) << i;
+      } else {
+        ASSERT_EQ(std::memcmp(&portable[i], &vector[i], 4), 0) << (half ? "half " : "bf16 ") << i;
+      }
+    }
+  }
+}
+
+TEST(VectorCasts, TheDispatchedFunctionsUseOneOfThePaths) {
+  const float in[3] = {1.5f, -2.25f, 65520.0f};
+  uint16_t out[3];
+  FloatToHalf(in, out, 3);
+  EXPECT_EQ(out[0], FloatToHalf(1.5f));
+  EXPECT_EQ(out[2], 0x7c00);
 }
 
 }  // namespace
