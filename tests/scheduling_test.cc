@@ -119,5 +119,30 @@ TEST(Scheduling, CancellingARunningJobReturnsItsWorkersToIdle) {
   cluster.WaitForState(*next, v1::SUCCEEDED);
 }
 
+TEST(Scheduling, CancellingAJobMidTrainingStopsItsRanks) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1");
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.set_steps(1000000);  // far longer than the test
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok());
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    auto job = cluster.client().Get(*job_id);
+    return job.ok() && job->progress().step() >= 5;
+  })) << "training did not start";
+  auto cancelled = cluster.client().Cancel(*job_id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state(), v1::CANCELLED);
+  // Both ranks stop between steps and report idle again.
+  for (const char* name : {"w0", "w1"}) {
+    EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState(name) == v1::IDLE; }))
+        << name << " did not stop training";
+  }
+  const int64_t step_at_cancel = cluster.client().Get(*job_id)->progress().step();
+  EXPECT_LT(step_at_cancel, 1000000);
+}
+
 }  // namespace
 }  // namespace shardwise::testing
