@@ -201,23 +201,12 @@ absl::Status ValidateCommHookForStrategy(const v1::CommHook& hook,
 }
 
 absl::Status CheckSupportedByThisVersion(const v1::JobSpec& spec) {
-  auto unsupported = [](const std::string& field, const std::string& value) {
-    return absl::UnimplementedError(absl::StrCat(
-        "job.", field, ": ", value, " is not supported by this version of Shardwise yet"));
-  };
-  const v1::MixedPrecision& mp = spec.fsdp().mixed_precision();
-  for (const auto& [field, dtype] : {std::make_pair("param_dtype", mp.param_dtype()),
-                                     std::make_pair("reduce_dtype", mp.reduce_dtype())}) {
-    if (dtype == v1::FP16 || dtype == v1::BF16) {
-      return unsupported(absl::StrCat("fsdp.mixed_precision.", field), v1::Dtype_Name(dtype));
-    }
-  }
-  if (mp.keep_low_precision_grads()) {
-    return unsupported("fsdp.mixed_precision.keep_low_precision_grads", "true");
-  }
   if (spec.comm_hook().hook() != v1::CommHook::NO_HOOK ||
       spec.comm_hook().wrapper() != v1::CommHook::NO_WRAPPER) {
-    return unsupported("comm_hook", v1::CommHook::Hook_Name(spec.comm_hook().hook()));
+    return absl::UnimplementedError(absl::StrCat(
+        "job.comm_hook: ", v1::CommHook::Hook_Name(spec.comm_hook().hook()), " with ",
+        v1::CommHook::Wrapper_Name(spec.comm_hook().wrapper()),
+        " is not supported by this version of Shardwise yet"));
   }
   return absl::OkStatus();
 }

@@ -40,7 +40,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                              const PathChecker& check_path);
 
 // UNIMPLEMENTED naming the field, for settings this version accepts in the schema but
-// cannot run yet (mixed precision, communication hooks), so that no
+// cannot run yet (communication hooks), so that no
 // job silently trains without what it asked for. Empty once the runtime has them all.
 absl::Status CheckSupportedByThisVersion(const v1::JobSpec& spec);
 

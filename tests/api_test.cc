@@ -69,10 +69,10 @@ TEST_F(ApiTest, EveryBadSpecIsInvalidArgumentNamingFieldAndValue) {
   };
   {
     v1::JobSpec spec = Cluster::Spec(2);
-    spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::FP16);
+    spec.mutable_comm_hook()->set_hook(v1::CommHook::FP16_COMPRESS);
     grpc::Status status = RawSubmit(spec);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-    EXPECT_TRUE(absl::StrContains(status.error_message(), "fsdp.mixed_precision.param_dtype: FP16"))
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "job.comm_hook: FP16_COMPRESS"))
         << status.error_message();
   }
   for (const Rejection& r : rejections) {

@@ -1,5 +1,6 @@
 #include "worker/compute/casts.h"
 
+#include <algorithm>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -188,6 +189,33 @@ void FloatToBFloat16(const float* in, uint16_t* out, size_t n) {
 void BFloat16ToFloat(const uint16_t* in, float* out, size_t n) {
   internal::HasVectorCasts() ? internal::BFloat16ToFloatVector(in, out, n)
                              : internal::BFloat16ToFloatPortable(in, out, n);
+}
+
+void Narrow(ScalarType type, const float* in, uint16_t* out, size_t n) {
+  if (type == ScalarType::kFloat16) {
+    FloatToHalf(in, out, n);
+  } else {
+    FloatToBFloat16(in, out, n);
+  }
+}
+
+void Widen(ScalarType type, const uint16_t* in, float* out, size_t n) {
+  if (type == ScalarType::kFloat16) {
+    HalfToFloat(in, out, n);
+  } else {
+    BFloat16ToFloat(in, out, n);
+  }
+}
+
+void RoundToPrecision(ScalarType type, float* data, size_t n) {
+  if (type != ScalarType::kFloat16 && type != ScalarType::kBFloat16) return;
+  constexpr size_t kBlock = 2048;  // through a small stack buffer, block by block
+  uint16_t narrow[kBlock];
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t m = std::min(kBlock, n - i);
+    Narrow(type, data + i, narrow, m);
+    Widen(type, narrow, data + i, m);
+  }
 }
 
 }  // namespace shardwise::cpu

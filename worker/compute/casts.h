@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "worker/runtime/scalar_type.h"
+
 namespace shardwise::cpu {
 
 uint16_t FloatToHalf(float value);
@@ -21,6 +23,14 @@ void FloatToHalf(const float* in, uint16_t* out, size_t n);
 void HalfToFloat(const uint16_t* in, float* out, size_t n);
 void FloatToBFloat16(const float* in, uint16_t* out, size_t n);
 void BFloat16ToFloat(const uint16_t* in, float* out, size_t n);
+
+// By element type (FP16 or BF16; FP32 copies or does nothing):
+// FP32 -> the type's 16-bit storage, and back.
+void Narrow(ScalarType type, const float* in, uint16_t* out, size_t n);
+void Widen(ScalarType type, const uint16_t* in, float* out, size_t n);
+// Rounds FP32 values in place to the nearest value the type can hold (mixed precision's
+// "compute in param_dtype" on CPU: operands rounded, arithmetic in FP32).
+void RoundToPrecision(ScalarType type, float* data, size_t n);
 
 // The two implementations behind the array versions, for tests and benchmarks.
 namespace internal {

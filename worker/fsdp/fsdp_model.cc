@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/dtype_rules.h"
+#include "worker/compute/casts.h"
 #include "worker/compute/cpu_math.h"
 
 namespace shardwise::fsdp {
@@ -17,6 +19,14 @@ void Scale(float* data, int64_t n, double divisor) {
   for (int64_t i = 0; i < n; ++i) data[i] /= factor;
 }
 
+ScalarType TypeOf(v1::Dtype dtype) {
+  switch (dtype) {
+    case v1::FP16: return ScalarType::kFloat16;
+    case v1::BF16: return ScalarType::kBFloat16;
+    default: return ScalarType::kFloat32;
+  }
+}
+
 }  // namespace
 
 FsdpModel::FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups groups,
@@ -25,7 +35,10 @@ FsdpModel::FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups g
       plan_(plan),
       groups_(groups),
       allocator_(allocator),
-      layout_(BuildModelLayout(spec.model(), spec.wrap())) {}
+      layout_(BuildModelLayout(spec.model(), spec.wrap())),
+      param_type_(TypeOf(EffectiveParamDtype(spec.fsdp().mixed_precision()))),
+      reduce_type_(TypeOf(EffectiveReduceDtype(spec.fsdp().mixed_precision()))),
+      keep_low_precision_grads_(spec.fsdp().mixed_precision().keep_low_precision_grads()) {}
 
 absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& spec,
                                                              const ShardingPlan& plan,
@@ -80,11 +93,11 @@ std::vector<float> FsdpModel::ShardOf(int u, const std::vector<float>& full) con
 }
 
 float* FsdpModel::Params(Unit& unit) {
-  return plan_.sharded() ? unit.full.data() : unit.shard.data();
+  return NeedsFullCopy() ? unit.full.data() : unit.shard.data();
 }
 
 absl::Status FsdpModel::CheckUnsharded(const Unit& unit, const char* phase) const {
-  if (plan_.sharded() && !unit.unsharded) {
+  if (NeedsFullCopy() && !unit.unsharded && unit.layout.numel > 0) {
     return absl::InternalError(absl::StrCat("FSDP unit ", unit.index, ": ", phase,
                                             " needs its parameters unsharded, but they are "
                                             "sharded"));
@@ -93,18 +106,38 @@ absl::Status FsdpModel::CheckUnsharded(const Unit& unit, const char* phase) cons
 }
 
 absl::Status FsdpModel::Unshard(Unit& unit) {
-  if (!plan_.sharded() || unit.unsharded || unit.layout.numel == 0) {
+  if (!NeedsFullCopy() || unit.unsharded || unit.layout.numel == 0) {
     unit.unsharded = true;
     return absl::OkStatus();
   }
   unit.full = Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, false);
-  RETURN_IF_ERROR(groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, unit.full.data()));
+  if (param_type_ == ScalarType::kFloat32) {
+    RETURN_IF_ERROR(
+        groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, unit.full.data()));
+  } else if (!plan_.sharded()) {
+    // Whole parameters on every rank: the low-precision copy is a local rounding.
+    std::memcpy(unit.full.data(), unit.shard.data(), unit.padded_numel * sizeof(float));
+    cpu::RoundToPrecision(param_type_, unit.full.data(), unit.padded_numel);
+  } else {
+    // The low-precision copy of the shard, made before the all-gather and freed after:
+    // the all-gather moves half the bytes.
+    Buffer low_shard(allocator_, unit.shard_numel, MemoryCategory::kParameters, param_type_,
+                     false);
+    cpu::Narrow(param_type_, unit.shard.data(), low_shard.as<uint16_t>(), unit.shard_numel);
+    Buffer low_full(allocator_, unit.padded_numel, MemoryCategory::kParameters, param_type_,
+                    false);
+    RETURN_IF_ERROR(groups_.shard->AllGather(low_shard.as<uint16_t>(), unit.shard_numel,
+                                             low_full.as<uint16_t>(), param_type_));
+    low_shard.Reset();
+    // BLAS computes in FP32: widen the gathered values (exactly representable).
+    cpu::Widen(param_type_, low_full.as<uint16_t>(), unit.full.data(), unit.padded_numel);
+  }
   unit.unsharded = true;
   return absl::OkStatus();
 }
 
 void FsdpModel::Reshard(Unit& unit) {
-  if (!plan_.sharded()) return;
+  if (!NeedsFullCopy()) return;
   unit.full.Reset();  // really released: the allocator's parameter bytes drop
   unit.unsharded = false;
 }
@@ -118,13 +151,37 @@ absl::Status FsdpModel::ReduceGradient(Unit& unit) {
                                             ": reducing gradients that backward never produced"));
   }
   float* grad = unit.full_grad.data();
-  Scale(grad, unit.padded_numel, plan_.predivide);
   Buffer reduced(allocator_, unit.shard_numel, MemoryCategory::kCommunication, false);
-  RETURN_IF_ERROR(groups_.shard->ReduceScatter(grad, unit.shard_numel, reduced.data()));
-  if (plan_.replicate_size > 1) {
-    RETURN_IF_ERROR(groups_.replicate->AllReduce(reduced.data(), unit.shard_numel));
+  if (reduce_type_ == ScalarType::kFloat32) {
+    Scale(grad, unit.padded_numel, plan_.predivide);
+    RETURN_IF_ERROR(groups_.shard->ReduceScatter(grad, unit.shard_numel, reduced.data()));
+    if (plan_.replicate_size > 1) {
+      RETURN_IF_ERROR(groups_.replicate->AllReduce(reduced.data(), unit.shard_numel));
+    }
+    Scale(reduced.data(), unit.shard_numel, plan_.postdivide);
+  } else {
+    // Cast to reduce_dtype, then every step rounds in it: predivide, the reduction's
+    // additions, postdivide.
+    cpu::RoundToPrecision(reduce_type_, grad, unit.padded_numel);
+    Scale(grad, unit.padded_numel, plan_.predivide);
+    Buffer low(allocator_, unit.padded_numel, MemoryCategory::kCommunication, reduce_type_,
+               false);
+    cpu::Narrow(reduce_type_, grad, low.as<uint16_t>(), unit.padded_numel);
+    Buffer low_shard(allocator_, unit.shard_numel, MemoryCategory::kCommunication, reduce_type_,
+                     false);
+    RETURN_IF_ERROR(groups_.shard->ReduceScatter(low.as<uint16_t>(), unit.shard_numel,
+                                                 low_shard.as<uint16_t>(), reduce_type_));
+    if (plan_.replicate_size > 1) {
+      RETURN_IF_ERROR(groups_.replicate->AllReduce(low_shard.as<uint16_t>(), unit.shard_numel,
+                                                   reduce_type_));
+    }
+    cpu::Widen(reduce_type_, low_shard.as<uint16_t>(), reduced.data(), unit.shard_numel);
+    Scale(reduced.data(), unit.shard_numel, plan_.postdivide);
+    cpu::RoundToPrecision(reduce_type_, reduced.data(), unit.shard_numel);
   }
-  Scale(reduced.data(), unit.shard_numel, plan_.postdivide);
+  // keep_low_precision_grads keeps the reduced gradient in param_dtype; otherwise it is
+  // used as FP32 (the parameter's dtype).
+  if (keep_low_precision_grads_) cpu::RoundToPrecision(param_type_, reduced.data(), unit.shard_numel);
   float* saved = unit.shard_grad.data();
   for (int64_t i = 0; i < unit.shard_numel; ++i) saved[i] += reduced.data()[i];
   unit.full_grad.Reset();
@@ -146,6 +203,9 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
   RETURN_IF_ERROR(Unshard(root()));
   Buffer current(allocator_, batch * layout_.layers[0].in, MemoryCategory::kActivations, false);
   std::memcpy(current.data(), x, current.numel() * sizeof(float));
+  // MixedPrecision casts floating-point inputs to param_dtype; each op's output is then in
+  // param_dtype too (rounded here after FP32 arithmetic).
+  cpu::RoundToPrecision(param_type_, current.data(), current.numel());
   for (Unit& unit : units_) {
     const bool is_root = unit.layout.is_root;
     if (!is_root) RETURN_IF_ERROR(Unshard(unit));  // pre-forward
@@ -157,10 +217,12 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
       cpu::LinearForward(current.data(), params + layer.weight_offset,
                          layer.bias ? params + layer.bias_offset : nullptr, batch, layer.in,
                          layer.out, out.data());
+      cpu::RoundToPrecision(param_type_, out.data(), out.numel());
       activations_[l].input = std::move(current);
       if (l + 1 < num_layers) {
         Buffer activated(allocator_, out.numel(), MemoryCategory::kActivations, false);
         cpu::ActivationForward(act, out.data(), out.numel(), activated.data());
+        cpu::RoundToPrecision(param_type_, activated.data(), activated.numel());
         activations_[l].preact = std::move(out);
         current = std::move(activated);
       } else {
@@ -179,6 +241,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
                                   grad.data())
           : cpu::CrossEntropy(current.data(), labels, batch, out_width, loss_scale, grad.data());
   current.Reset();
+  cpu::RoundToPrecision(param_type_, grad.data(), grad.numel());
 
   // Backward, units in reverse order: pre-backward unshards, post-backward reduces (when
   // syncing) and reshards (sharded strategies, when syncing or resharding after forward).
@@ -200,6 +263,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
         // Through the activation that followed this layer.
         cpu::ActivationBackward(act, activations_[l].preact.data(), grad.data(), grad.numel(),
                                 grad.data());
+        cpu::RoundToPrecision(param_type_, grad.data(), grad.numel());
         activations_[l].preact.Reset();
       }
       Buffer grad_input;
@@ -211,10 +275,19 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
                           l > 0 ? grad_input.data() : nullptr, grads + layer.weight_offset,
                           layer.bias ? grads + layer.bias_offset : nullptr);
       activations_[l].input.Reset();
+      if (l > 0) cpu::RoundToPrecision(param_type_, grad_input.data(), grad_input.numel());
       grad = std::move(grad_input);
     }
+    // Parameter gradients are in param_dtype: FP32 accumulation, rounded once per unit
+    // and micro-step (accumulation across micro-steps also rounds, as in low precision).
+    cpu::RoundToPrecision(param_type_, grads, unit.padded_numel);
     if (sync) RETURN_IF_ERROR(ReduceGradient(unit));  // post-backward
-    if (plan_.sharded() && (sync || plan_.reshard_after_forward)) Reshard(unit);
+    // Free in backward (sharded strategies, when syncing or resharding after forward); a
+    // low-precision copy of unsharded parameters is freed once gradients are synced.
+    if ((plan_.sharded() && (sync || plan_.reshard_after_forward)) ||
+        (!plan_.sharded() && NeedsFullCopy() && sync)) {
+      Reshard(unit);
+    }
   }
   // The end-of-backward catch-all: a root without layers was unsharded but never visited.
   if (root().layout.layers.empty()) Reshard(root());

@@ -7,6 +7,12 @@
 // the replicate group); accumulation into the saved gradient shard; the optimizer on the
 // fp32 shards. SEMANTICS.md states the orders; docs/architecture.md maps them here.
 //
+// With mixed precision (fsdp.mixed_precision), the all-gather moves param_dtype (a
+// low-precision copy of the shard is made before it and freed after), compute uses
+// operands rounded to param_dtype with FP32 arithmetic (the CPU has no BF16/FP16 BLAS),
+// gradients are reduced in reduce_dtype, and the optimizer sees FP32 gradients on the
+// FP32 master shards.
+//
 // One training step is: ForwardBackward once per micro-step (sync only on the last),
 // then OptimizerStep. Out-of-order use fails with INTERNAL naming the unit and phase.
 //
@@ -23,6 +29,7 @@
 #include "worker/fsdp/layout.h"
 #include "worker/fsdp/optimizer.h"
 #include "worker/runtime/memory.h"
+#include "worker/runtime/scalar_type.h"
 
 namespace shardwise::fsdp {
 
@@ -88,6 +95,10 @@ class FsdpModel {
             Allocator* allocator);
 
   float* Params(Unit& unit);
+  // Whether computing with a unit needs a separate full buffer: sharded units (gathered)
+  // and, with a low param_dtype, unsharded ones too (a rounded copy, as FSDP's
+  // low-precision parameters).
+  bool NeedsFullCopy() const { return plan_.sharded() || param_type_ != ScalarType::kFloat32; }
   absl::Status Unshard(Unit& unit);
   void Reshard(Unit& unit);
   absl::Status ReduceGradient(Unit& unit);
@@ -99,6 +110,11 @@ class FsdpModel {
   const Groups groups_;
   Allocator* const allocator_;
   const ModelLayout layout_;
+  // MixedPrecision (SEMANTICS.md): the dtype of unsharded parameters, compute and the
+  // all-gather; of gradient reduction; and whether reduced gradients stay in param_dtype.
+  const ScalarType param_type_;
+  const ScalarType reduce_type_;
+  const bool keep_low_precision_grads_;
   std::vector<Unit> units_;
   std::vector<LayerActivations> activations_;
   Phase phase_ = Phase::kIdle;

@@ -33,7 +33,10 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec, const s
       training.world = *context;
       training.allocator = &allocator;
       if (r == 0) {
-        training.on_progress = [&](const v1::Progress& p) { out.rank0_losses.push_back(p.loss()); };
+        training.on_progress = [&](const v1::Progress& p) {
+          out.rank0_losses.push_back(p.loss());
+          out.rank0_last_progress = p;
+        };
       }
       results[r] = Train(spec, training);
       out.memory[r] = allocator.Stats();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
 #include "worker/runtime/memory.h"
 #include "worker/trainer.h"
@@ -18,6 +19,7 @@ namespace shardwise::testing {
 struct ThreadedTraining {
   TrainingResult rank0;
   std::vector<double> rank0_losses;  // the loss reported after every step
+  v1::Progress rank0_last_progress;
   std::vector<MemoryStats> memory;   // per rank, at the end
 };
 
