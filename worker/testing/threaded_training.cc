@@ -19,6 +19,12 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec, const s
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       auto context = ConnectGlooContext(store, r, world, {});
+      // As the worker's attempt runner does: no rank starts training (and so cannot fail
+      // and close its sockets) before every rank has finished connecting.
+      if (context.ok()) {
+        auto verified = VerifyDataPlane(*context);
+        if (!verified.ok()) context = verified.status();
+      }
       if (!context.ok()) {
         results[r] = context.status();
         return;
