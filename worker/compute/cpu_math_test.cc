@@ -61,25 +61,22 @@ TEST_P(GradientCheck, BackwardMatchesFiniteDifferences) {
   ActivationBackward(act, h.data(), da.data(), da.size(), da.data());
   LinearBackward(x.data(), w1.data(), da.data(), batch, in, hidden, nullptr, dw1.data(), nullptr);
 
-  const float eps = 1e-2f;
-  for (size_t i = 0; i < w1.size(); ++i) {
-    auto plus = w1, minus = w1;
-    plus[i] += eps;
-    minus[i] -= eps;
-    const double numeric = (Loss(act, x, plus, w2, labels, batch, in, hidden, classes) -
-                            Loss(act, x, minus, w2, labels, batch, in, hidden, classes)) /
-                           (2 * eps);
-    EXPECT_NEAR(dw1[i], numeric, 2e-3) << "w1[" << i << "]";
-  }
-  for (size_t i = 0; i < w2.size(); ++i) {
-    auto plus = w2, minus = w2;
-    plus[i] += eps;
-    minus[i] -= eps;
-    const double numeric = (Loss(act, x, w1, plus, labels, batch, in, hidden, classes) -
-                            Loss(act, x, w1, minus, labels, batch, in, hidden, classes)) /
-                           (2 * eps);
-    EXPECT_NEAR(dw2[i], numeric, 2e-3) << "w2[" << i << "]";
-  }
+  // Central differences on every weight of `weights`, with the loss as a function of it.
+  auto check = [&](std::vector<float>& weights, const std::vector<float>& analytic,
+                   const char* name) {
+    const float eps = 1e-2f;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const float saved = weights[i];
+      weights[i] = saved + eps;
+      const double plus = Loss(act, x, w1, w2, labels, batch, in, hidden, classes);
+      weights[i] = saved - eps;
+      const double minus = Loss(act, x, w1, w2, labels, batch, in, hidden, classes);
+      weights[i] = saved;
+      EXPECT_NEAR(analytic[i], (plus - minus) / (2 * eps), 2e-3) << name << "[" << i << "]";
+    }
+  };
+  check(w1, dw1, "w1");
+  check(w2, dw2, "w2");
 }
 
 INSTANTIATE_TEST_SUITE_P(Activations, GradientCheck, ::testing::Values(v1::RELU, v1::GELU));
