@@ -10,6 +10,7 @@
 #include "tests/cluster.h"
 #include "worker/data/safetensors.h"
 #include "worker/fsdp/reference_training.h"
+#include "worker/testing/model_compare.h"
 
 namespace shardwise::testing {
 namespace {
@@ -30,20 +31,6 @@ v1::JobSpec TrainingSpec(int world, v1::ShardingStrategy::Value strategy, bool a
   spec.set_steps(20);
   spec.mutable_output()->set_final_model_path(model_path);
   return spec;
-}
-
-void ExpectModelsMatch(const std::string& path, const TensorMap& reference) {
-  auto trained = ReadSafetensors(path);
-  ASSERT_TRUE(trained.ok()) << trained.status();
-  ASSERT_EQ(trained->size(), reference.size());
-  for (const auto& [name, want] : reference) {
-    const HostTensor& got = trained->at(name);
-    ASSERT_EQ(got.shape, want.shape) << name;
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      ASSERT_LE(std::abs(got.f32()[i] - want.f32()[i]), 1e-6 + 1e-5 * std::abs(want.f32()[i]))
-          << name << "[" << i << "]";
-    }
-  }
 }
 
 TEST(Training, JobsOnWorkerProcessesMatchTheReference) {
@@ -70,7 +57,9 @@ TEST(Training, JobsOnWorkerProcessesMatchTheReference) {
 
     auto reference = fsdp::TrainReference(spec);
     ASSERT_TRUE(reference.ok()) << reference.status();
-    ExpectModelsMatch(path, reference->model);
+    auto trained = ReadSafetensors(path);
+    ASSERT_TRUE(trained.ok()) << trained.status();
+    EXPECT_TRUE(testing::ModelsClose(*trained, reference->model, /*rtol=*/1e-5, /*atol=*/1e-6));
     EXPECT_NEAR(job.progress().first_loss(), reference->losses.front(),
                 1e-5 * reference->losses.front());
   }

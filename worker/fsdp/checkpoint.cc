@@ -164,12 +164,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const
   for (int u = 0; u < manifest.units_size(); ++u) {
     if (manifest.units(u).numel() == 0) continue;
     ASSIGN_OR_RETURN(std::vector<float> params, full_of(u, "param"));
-    for (int l : layout.units[u].layers) {
-      const LayerLayout& layer = layout.layers[l];
-      loaded.model[layer.weight_name] =
-          F32Tensor({layer.out, layer.in}, params.data() + layer.weight_offset);
-      if (layer.bias) loaded.model[layer.bias_name] = F32Tensor({layer.out}, params.data() + layer.bias_offset);
-    }
+    AddUnitTensors(layout, u, params.data(), &loaded.model);
     for (const auto& [name, tensor] : shards[0]) {
       const std::string prefix = TensorName(u, "");
       if (!absl::StartsWith(name, prefix) || name == TensorName(u, "param")) continue;

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "worker/data/safetensors.h"
 #include "worker/fsdp/checkpoint.h"
+#include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
 
 namespace shardwise::fsdp {
@@ -108,13 +109,7 @@ TEST(Checkpoint, LoadsIntoAnotherWorldSizeAndStrategy) {
   auto a = ReadSafetensors(dir + "/straight.safetensors");
   auto b = ReadSafetensors(dir + "/resharded.safetensors");
   ASSERT_TRUE(a.ok() && b.ok());
-  for (const auto& [name, want] : *a) {
-    const HostTensor& got = b->at(name);
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      ASSERT_LE(std::abs(got.f32()[i] - want.f32()[i]), 1e-6 + 1e-5 * std::abs(want.f32()[i]))
-          << name << "[" << i << "]";
-    }
-  }
+  EXPECT_TRUE(testing::ModelsClose(*b, *a, /*rtol=*/1e-5, /*atol=*/1e-6));
 }
 
 TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {

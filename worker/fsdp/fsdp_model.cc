@@ -333,17 +333,21 @@ absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max
   return total_norm;
 }
 
+void AddUnitTensors(const ModelLayout& layout, int unit, const float* flat, TensorMap* model) {
+  for (int l : layout.units[unit].layers) {
+    const LayerLayout& layer = layout.layers[l];
+    (*model)[layer.weight_name] = F32Tensor({layer.out, layer.in}, flat + layer.weight_offset);
+    if (layer.bias) (*model)[layer.bias_name] = F32Tensor({layer.out}, flat + layer.bias_offset);
+  }
+}
+
 absl::StatusOr<TensorMap> FsdpModel::GatherFullModel() {
   TensorMap model;
   for (Unit& unit : units_) {
     if (unit.layout.layers.empty()) continue;
     std::vector<float> full(unit.padded_numel);
     RETURN_IF_ERROR(groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, full.data()));
-    for (int l : unit.layout.layers) {
-      const LayerLayout& layer = layout_.layers[l];
-      model[layer.weight_name] = F32Tensor({layer.out, layer.in}, full.data() + layer.weight_offset);
-      if (layer.bias) model[layer.bias_name] = F32Tensor({layer.out}, full.data() + layer.bias_offset);
-    }
+    AddUnitTensors(layout_, unit.index, full.data(), &model);
   }
   return model;
 }

@@ -33,6 +33,10 @@
 
 namespace shardwise::fsdp {
 
+// Adds the parameters of unit `unit`, read from its flat buffer `flat` (registration
+// order, as FsdpModel lays it out), to `model` under their nn.Sequential names.
+void AddUnitTensors(const ModelLayout& layout, int unit, const float* flat, TensorMap* model);
+
 struct Groups {
   Communicator* shard = nullptr;      // this rank's shard group (size plan.shard_size)
   Communicator* replicate = nullptr;  // this rank's replicate group (size plan.replicate_size)
