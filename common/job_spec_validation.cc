@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -150,6 +151,69 @@ absl::Status ValidateOptimizer(const v1::OptimizerSpec& optimizer) {
   return CheckReal("optimizer.max_grad_norm", optimizer.max_grad_norm(), 0, true);
 }
 
+// optimizer.overlap steps parameters as their gradients arrive, so nothing may need every
+// gradient first (clipping by global norm, the loss scaler's skip decision).
+absl::Status ValidateOverlap(const v1::JobSpec& spec) {
+  const v1::OptimizerOverlap& overlap = spec.optimizer().overlap();
+  RETURN_IF_ERROR(CheckEnum("optimizer.overlap.mode", overlap.mode(),
+                            v1::OptimizerOverlap::Mode_IsValid,
+                            "NONE, HOOK_THEN_OPTIMIZER or IN_BACKWARD"));
+  if (overlap.mode() != v1::OptimizerOverlap::HOOK_THEN_OPTIMIZER && overlap.params_size() > 0) {
+    return Invalid("optimizer.overlap.params",
+                   absl::StrCat("applies to mode HOOK_THEN_OPTIMIZER only, got mode ",
+                                v1::OptimizerOverlap::Mode_Name(overlap.mode())));
+  }
+  std::set<std::string> names;
+  const int layers = std::max(0, spec.model().layer_widths_size() - 1);
+  const bool bias = !spec.model().has_bias() || spec.model().bias();
+  for (int l = 0; l < layers; ++l) {
+    names.insert(absl::StrCat(2 * l, ".weight"));
+    if (bias) names.insert(absl::StrCat(2 * l, ".bias"));
+  }
+  for (const std::string& param : overlap.params()) {
+    if (names.count(param) == 0) {
+      return Invalid("optimizer.overlap.params",
+                     absl::StrCat("'", param, "' is not a parameter of this model (",
+                                  absl::StrJoin(names, ", "), ")"));
+    }
+  }
+  if (overlap.mode() == v1::OptimizerOverlap::NONE) return absl::OkStatus();
+  if (spec.optimizer().max_grad_norm() > 0) {
+    return Invalid("optimizer.overlap.mode",
+                   absl::StrCat(v1::OptimizerOverlap::Mode_Name(overlap.mode()),
+                                " steps before every gradient exists, so it cannot be combined "
+                                "with optimizer.max_grad_norm ", spec.optimizer().max_grad_norm()));
+  }
+  if (spec.grad_scaler().enabled()) {
+    return Invalid("optimizer.overlap.mode",
+                   absl::StrCat(v1::OptimizerOverlap::Mode_Name(overlap.mode()),
+                                " steps before the loss scaler can check every gradient, so it "
+                                "cannot be combined with grad_scaler.enabled"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGradScaler(const v1::GradScaler& scaler) {
+  if (scaler.has_init_scale()) {
+    RETURN_IF_ERROR(CheckReal("grad_scaler.init_scale", scaler.init_scale(), 0, false));
+  }
+  if (scaler.has_growth_factor() &&
+      !(std::isfinite(scaler.growth_factor()) && scaler.growth_factor() > 1)) {
+    return Invalid("grad_scaler.growth_factor",
+                   absl::StrCat("must be > 1 and finite, got ", scaler.growth_factor()));
+  }
+  if (scaler.has_backoff_factor() &&
+      !(scaler.backoff_factor() > 0 && scaler.backoff_factor() < 1)) {
+    return Invalid("grad_scaler.backoff_factor",
+                   absl::StrCat("must be in (0, 1), got ", scaler.backoff_factor()));
+  }
+  if (scaler.has_growth_interval() && scaler.growth_interval() <= 0) {
+    return Invalid("grad_scaler.growth_interval",
+                   absl::StrCat("must be positive, got ", scaler.growth_interval()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateData(const v1::JobSpec& spec, const JobLimits& limits,
                           const PathChecker& check_path) {
   switch (spec.data().source_case()) {
@@ -172,24 +236,33 @@ absl::Status CheckReadableFile(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateCommHookForStrategy(const v1::CommHook& hook,
-                                         v1::ShardingStrategy::Value strategy) {
+absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec) {
   RETURN_IF_ERROR(CheckEnum("comm_hook.hook", hook.hook(), v1::CommHook::Hook_IsValid,
                             "NO_HOOK, ALLREDUCE, FP16_COMPRESS, BF16_COMPRESS or "
                             "MIXED_PRECISION"));
   RETURN_IF_ERROR(CheckEnum("comm_hook.wrapper", hook.wrapper(), v1::CommHook::Wrapper_IsValid,
                             "NO_WRAPPER, FP16_WRAPPER or BF16_WRAPPER"));
+  const v1::ShardingStrategy::Value strategy = spec.fsdp().sharding_strategy();
+  const std::string name = absl::StrCat(v1::CommHook::Hook_Name(hook.hook()), " with ",
+                                        v1::CommHook::Wrapper_Name(hook.wrapper()));
+  const bool any_hook =
+      hook.hook() != v1::CommHook::NO_HOOK || hook.wrapper() != v1::CommHook::NO_WRAPPER;
+  // As PyTorch: FSDP's hybrid strategies take no communication hook.
+  if (any_hook && (strategy == v1::ShardingStrategy::HYBRID_SHARD ||
+                   strategy == v1::ShardingStrategy::HYBRID_SHARD_ZERO2)) {
+    return Invalid("comm_hook", absl::StrCat(name, " is not supported with fsdp.sharding_strategy ",
+                                             v1::ShardingStrategy::Value_Name(strategy),
+                                             " (hybrid strategies take no communication hook)"));
+  }
   const bool all_reduce_only = hook.hook() == v1::CommHook::ALLREDUCE ||
                                hook.hook() == v1::CommHook::MIXED_PRECISION ||
                                hook.wrapper() != v1::CommHook::NO_WRAPPER;
   // SHARDING_STRATEGY_UNSPECIFIED is FULL_SHARD, a sharded strategy.
   if (all_reduce_only && strategy != v1::ShardingStrategy::NO_SHARD) {
-    return Invalid("comm_hook",
-                   absl::StrCat(v1::CommHook::Hook_Name(hook.hook()), " with ",
-                                v1::CommHook::Wrapper_Name(hook.wrapper()),
-                                " reduces by all-reduce and needs fsdp.sharding_strategy "
-                                "NO_SHARD, got ",
-                                v1::ShardingStrategy::Value_Name(strategy)));
+    return Invalid("comm_hook", absl::StrCat(name,
+                                             " reduces by all-reduce and needs "
+                                             "fsdp.sharding_strategy NO_SHARD, got ",
+                                             v1::ShardingStrategy::Value_Name(strategy)));
   }
   if (hook.wrapper() != v1::CommHook::NO_WRAPPER && hook.hook() != v1::CommHook::ALLREDUCE) {
     return Invalid("comm_hook.wrapper",
@@ -197,16 +270,15 @@ absl::Status ValidateCommHookForStrategy(const v1::CommHook& hook,
                                 " wraps a full-precision hook (ALLREDUCE), got ",
                                 v1::CommHook::Hook_Name(hook.hook())));
   }
-  return absl::OkStatus();
-}
-
-absl::Status CheckSupportedByThisVersion(const v1::JobSpec& spec) {
-  if (spec.comm_hook().hook() != v1::CommHook::NO_HOOK ||
-      spec.comm_hook().wrapper() != v1::CommHook::NO_WRAPPER) {
-    return absl::UnimplementedError(absl::StrCat(
-        "job.comm_hook: ", v1::CommHook::Hook_Name(spec.comm_hook().hook()), " with ",
-        v1::CommHook::Wrapper_Name(spec.comm_hook().wrapper()),
-        " is not supported by this version of Shardwise yet"));
+  if (hook.hook() == v1::CommHook::MIXED_PRECISION) {
+    if (spec.fsdp().mixed_precision().keep_low_precision_grads()) {
+      return Invalid("comm_hook", "MIXED_PRECISION upcasts gradients for the optimizer, so "
+                                  "fsdp.mixed_precision.keep_low_precision_grads must be false");
+    }
+    if (spec.optimizer().overlap().mode() != v1::OptimizerOverlap::NONE) {
+      return Invalid("comm_hook", "MIXED_PRECISION cannot be combined with optimizer.overlap "
+                                  "(the upcast runs after the reduction, on its own thread)");
+    }
   }
   return absl::OkStatus();
 }
@@ -225,8 +297,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                    absl::StrCat("must be positive, got ", spec.wrap().layers_per_unit()));
   }
   RETURN_IF_ERROR(ValidateFsdp(spec));
-  RETURN_IF_ERROR(ValidateCommHookForStrategy(spec.comm_hook(), spec.fsdp().sharding_strategy()));
   RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer()));
+  RETURN_IF_ERROR(ValidateOverlap(spec));
+  RETURN_IF_ERROR(ValidateGradScaler(spec.grad_scaler()));
+  RETURN_IF_ERROR(ValidateCommHook(spec.comm_hook(), spec));
   RETURN_IF_ERROR(CheckEnum("loss", spec.loss(), v1::Loss_IsValid, "CROSS_ENTROPY or MSE"));
   RETURN_IF_ERROR(ValidateData(spec, limits, check_path));
   RETURN_IF_ERROR(CheckCount("global_batch_size", spec.global_batch_size(),

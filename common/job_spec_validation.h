@@ -39,15 +39,9 @@ absl::Status CheckReadableFile(const std::string& path);
 absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                              const PathChecker& check_path);
 
-// UNIMPLEMENTED naming the field, for settings this version accepts in the schema but
-// cannot run yet (communication hooks), so that no
-// job silently trains without what it asked for. Empty once the runtime has them all.
-absl::Status CheckSupportedByThisVersion(const v1::JobSpec& spec);
-
-// Whether `hook` can serve `strategy`. Shared by submission and by changing the hook of
-// a running job.
-absl::Status ValidateCommHookForStrategy(const v1::CommHook& hook,
-                                         v1::ShardingStrategy::Value strategy);
+// Whether `hook` can serve the job `spec` (its strategy, mixed precision and optimizer
+// overlap). Shared by submission and by changing the hook of a running job.
+absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec);
 
 }  // namespace shardwise
 

@@ -132,32 +132,80 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"negative restarts", [](v1::JobSpec* s) { s->mutable_restart_policy()->set_max_restarts(-1); },
                 "job.restart_policy.max_restarts: must be in [0, 100], got -1"},
         BadCase{"long name", [](v1::JobSpec* s) { s->set_name(std::string(200, 'a')); },
-                "job.name: is 200 characters long"}));
+                "job.name: is 200 characters long"},
+        BadCase{"overlap of an unknown parameter",
+                [](v1::JobSpec* s) {
+                  auto* overlap = s->mutable_optimizer()->mutable_overlap();
+                  overlap->set_mode(v1::OptimizerOverlap::HOOK_THEN_OPTIMIZER);
+                  overlap->add_params("7.weight");
+                },
+                "job.optimizer.overlap.params: '7.weight' is not a parameter of this model"},
+        BadCase{"overlap with clipping",
+                [](v1::JobSpec* s) {
+                  s->mutable_optimizer()->mutable_overlap()->set_mode(
+                      v1::OptimizerOverlap::IN_BACKWARD);
+                  s->mutable_optimizer()->set_max_grad_norm(1.0);
+                },
+                "job.optimizer.overlap.mode: IN_BACKWARD steps before every gradient exists, so "
+                "it cannot be combined with optimizer.max_grad_norm 1"},
+        BadCase{"overlap with the loss scaler",
+                [](v1::JobSpec* s) {
+                  s->mutable_optimizer()->mutable_overlap()->set_mode(
+                      v1::OptimizerOverlap::IN_BACKWARD);
+                  s->mutable_grad_scaler()->set_enabled(true);
+                },
+                "job.optimizer.overlap.mode: IN_BACKWARD steps before the loss scaler"},
+        BadCase{"scaler backoff of 1",
+                [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_backoff_factor(1.0); },
+                "job.grad_scaler.backoff_factor: must be in (0, 1), got 1"},
+        BadCase{"scaler growth below 1",
+                [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_growth_factor(0.5); },
+                "job.grad_scaler.growth_factor: must be > 1 and finite, got 0.5"}));
 
-TEST(SupportedByThisVersion, NamesWhatCannotRunYet) {
-  EXPECT_TRUE(CheckSupportedByThisVersion(ValidSpec()).ok());
-  v1::JobSpec bf16 = ValidSpec();
-  bf16.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
-  EXPECT_TRUE(CheckSupportedByThisVersion(bf16).ok());
-  v1::JobSpec hook = ValidSpec();
-  hook.mutable_comm_hook()->set_hook(v1::CommHook::BF16_COMPRESS);
-  absl::Status status = CheckSupportedByThisVersion(hook);
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(status.message(),
-            "job.comm_hook: BF16_COMPRESS with NO_WRAPPER is not supported by this version of "
-            "Shardwise yet");
+v1::JobSpec WithStrategy(v1::ShardingStrategy::Value strategy) {
+  v1::JobSpec spec = ValidSpec();
+  spec.mutable_fsdp()->set_sharding_strategy(strategy);
+  return spec;
 }
 
-TEST(CommHookForStrategy, CompressHooksServeEveryStrategy) {
+TEST(CommHook, CompressHooksServeEveryNonHybridStrategy) {
   v1::CommHook hook;
   hook.set_hook(v1::CommHook::BF16_COMPRESS);
   for (auto strategy : {v1::ShardingStrategy::FULL_SHARD, v1::ShardingStrategy::SHARD_GRAD_OP,
-                        v1::ShardingStrategy::NO_SHARD, v1::ShardingStrategy::HYBRID_SHARD}) {
-    EXPECT_TRUE(ValidateCommHookForStrategy(hook, strategy).ok()) << strategy;
+                        v1::ShardingStrategy::NO_SHARD}) {
+    EXPECT_TRUE(ValidateCommHook(hook, WithStrategy(strategy)).ok()) << strategy;
   }
+  absl::Status hybrid = ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::HYBRID_SHARD));
+  EXPECT_EQ(hybrid.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(hybrid.message(),
+            "job.comm_hook: BF16_COMPRESS with NO_WRAPPER is not supported with "
+            "fsdp.sharding_strategy HYBRID_SHARD (hybrid strategies take no communication hook)");
+}
+
+TEST(CommHook, AllReduceHooksNeedNoShard) {
+  v1::CommHook hook;
   hook.set_hook(v1::CommHook::MIXED_PRECISION);
-  EXPECT_TRUE(ValidateCommHookForStrategy(hook, v1::ShardingStrategy::NO_SHARD).ok());
-  EXPECT_FALSE(ValidateCommHookForStrategy(hook, v1::ShardingStrategy::SHARD_GRAD_OP).ok());
+  EXPECT_TRUE(ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::NO_SHARD)).ok());
+  absl::Status status = ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::SHARD_GRAD_OP));
+  EXPECT_EQ(status.message(),
+            "job.comm_hook: MIXED_PRECISION with NO_WRAPPER reduces by all-reduce and needs "
+            "fsdp.sharding_strategy NO_SHARD, got SHARD_GRAD_OP");
+  hook.set_hook(v1::CommHook::ALLREDUCE);
+  hook.set_wrapper(v1::CommHook::BF16_WRAPPER);
+  EXPECT_TRUE(ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::NO_SHARD)).ok());
+  hook.set_hook(v1::CommHook::FP16_COMPRESS);
+  EXPECT_EQ(ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::NO_SHARD)).message(),
+            "job.comm_hook.wrapper: BF16_WRAPPER wraps a full-precision hook (ALLREDUCE), got "
+            "FP16_COMPRESS");
+}
+
+TEST(CommHook, MixedPrecisionHookUpcastsGradients) {
+  v1::JobSpec spec = WithStrategy(v1::ShardingStrategy::NO_SHARD);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_keep_low_precision_grads(true);
+  v1::CommHook hook;
+  hook.set_hook(v1::CommHook::MIXED_PRECISION);
+  EXPECT_EQ(ValidateCommHook(hook, spec).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Defaults, FillPyTorchDefaults) {

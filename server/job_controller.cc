@@ -30,7 +30,6 @@ JobController::JobController(JobManager* jobs, WorkerRegistry* workers,
 absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec) {
   RETURN_IF_ERROR(ValidateJobSpec(spec, options_.limits,
                                   options_.check_paths ? PathChecker(CheckReadableFile) : nullptr));
-  RETURN_IF_ERROR(CheckSupportedByThisVersion(spec));
   v1::JobSpec effective = spec;
   ApplyJobSpecDefaults(&effective);
   absl::MutexLock lock(&mu_);

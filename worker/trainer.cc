@@ -15,6 +15,7 @@
 #include "worker/data/weights.h"
 #include "worker/fsdp/checkpoint.h"
 #include "worker/fsdp/fsdp_model.h"
+#include "worker/fsdp/grad_scaler.h"
 
 namespace shardwise {
 namespace {
@@ -66,7 +67,8 @@ std::string TrainingResult::Summary() const {
   return summary;
 }
 
-absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingContext& context) {
+absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingContext& context,
+                                     const TrainingFaults& faults) {
   cpu::SetBlasThreads(1);
   ASSIGN_OR_RETURN(fsdp::ShardingPlan plan,
                    fsdp::PlanSharding(spec.fsdp(), context.world_size, context.rank));
@@ -95,6 +97,8 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   initial.clear();
   std::unique_ptr<fsdp::Optimizer> optimizer =
       fsdp::Optimizer::Create(spec.optimizer(), model->num_units(), context.allocator);
+  RETURN_IF_ERROR(model->EnableOptimizerOverlap(optimizer.get()));
+  fsdp::GradScaler scaler(spec.grad_scaler());
   TrainingResult result;
   int64_t first_step = 0;
   if (checkpoint.has_value()) {
@@ -141,6 +145,13 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
     if (context.abort != nullptr && context.abort->load()) {
       return absl::AbortedError(absl::StrCat("aborted at step ", step));
     }
+    if (context.hook_schedule != nullptr) {
+      ASSIGN_OR_RETURN(std::optional<v1::CommHook> hook,
+                       context.hook_schedule->HookForStep(step, context.abort));
+      model->set_comm_hook(hook.value_or(spec.comm_hook()));
+    }
+    // The loss scaler multiplies the loss (and so every gradient) by its scale.
+    const float loss_scale = (1.0f / micro_steps) * scaler.scale();
     double local_loss = 0;
     for (int micro = 0; micro < micro_steps; ++micro) {
       const std::vector<int64_t> rows =
@@ -160,12 +171,27 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
           std::copy_n(data.targets.data() + rows[i] * out, out, targets.data() + i * out);
         }
       }
+      if (faults.corrupt_inputs) faults.corrupt_inputs(step, micro, &x);
       ASSIGN_OR_RETURN(double loss,
                        model->ForwardBackward(x.data(), labels.data(), targets.data(), batch,
-                                              1.0f / micro_steps, micro == micro_steps - 1));
-      local_loss += loss;
+                                              loss_scale, micro == micro_steps - 1));
+      local_loss += loss / scaler.scale();
     }
-    RETURN_IF_ERROR(model->OptimizerStep(*optimizer, spec.optimizer().max_grad_norm()).status());
+    bool skip = faults.skip_steps.count(step) > 0;
+    if (scaler.enabled()) {
+      // Unscale before clipping; the found-inf flag is all-reduced so every rank skips
+      // the same steps.
+      float found_inf = model->UnscaleGradients(scaler.inverse_scale()) ? 1.0f : 0.0f;
+      RETURN_IF_ERROR(world.AllReduce(&found_inf, 1));
+      skip = skip || found_inf > 0;
+      scaler.Update(found_inf > 0);
+    }
+    if (skip) {
+      model->DiscardGradients();
+    } else {
+      RETURN_IF_ERROR(
+          model->OptimizerStep(*optimizer, spec.optimizer().max_grad_norm()).status());
+    }
 
     // The loss of the whole global batch: the mean of the ranks' means.
     float loss = static_cast<float>(local_loss);
@@ -200,6 +226,12 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
       progress.set_all_gather_bytes(bytes.all_gather_bytes);
       progress.set_reduce_scatter_bytes(bytes.reduce_scatter_bytes);
       progress.set_all_reduce_bytes(bytes.all_reduce_bytes);
+      if (scaler.enabled()) {
+        progress.mutable_grad_scaler()->set_scale(scaler.scale());
+        progress.mutable_grad_scaler()->set_skipped_steps(scaler.skipped_steps());
+        progress.mutable_grad_scaler()->set_growth_tracker(scaler.growth_tracker());
+      }
+      *progress.mutable_comm_hook() = model->comm_hook();
       context.on_progress(progress);
     }
   }

@@ -8,9 +8,12 @@
 // rank 0 writes.
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gloo/context.h"
@@ -18,6 +21,7 @@
 #include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
 #include "worker/comm/data_plane.h"
+#include "worker/hook_schedule.h"
 #include "worker/runtime/memory.h"
 
 namespace shardwise {
@@ -45,9 +49,21 @@ struct TrainingContext {
   // Called after every step with the job's progress; must not block for long.
   std::function<void(const v1::Progress&)> on_progress;
   Allocator* allocator = nullptr;
+  // Communication-hook switches agreed with the coordinator; none if null.
+  HookSchedule* hook_schedule = nullptr;
 };
 
-absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingContext& context);
+// Fault injection and hand-made schedules, for tests only.
+struct TrainingFaults {
+  // Called on every micro-batch's inputs [batch * input_width] before its forward.
+  std::function<void(int64_t step, int micro, std::vector<float>* x)> corrupt_inputs;
+  // Steps whose gradients are discarded without an optimizer step (as a loss scaler
+  // skips a step), by hand.
+  std::set<int64_t> skip_steps;
+};
+
+absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingContext& context,
+                                     const TrainingFaults& faults = {});
 
 }  // namespace shardwise
 

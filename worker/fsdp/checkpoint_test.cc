@@ -43,7 +43,10 @@ v1::JobSpec Spec(v1::ShardingStrategy::Value strategy, int world, bool adamw, in
 
 absl::StatusOr<TrainingResult> TrainAll(const v1::JobSpec& spec, const std::string& job_id,
                                         int attempt) {
-  auto run = testing::TrainInThreads(spec, job_id, attempt);
+  testing::ThreadedOptions options;
+  options.job_id = job_id;
+  options.attempt = attempt;
+  auto run = testing::TrainInThreads(spec, options);
   if (!run.ok()) return run.status();
   return run->rank0;
 }

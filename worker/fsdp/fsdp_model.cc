@@ -13,12 +13,6 @@
 namespace shardwise::fsdp {
 namespace {
 
-void Scale(float* data, int64_t n, double divisor) {
-  if (divisor == 1) return;
-  const float factor = static_cast<float>(divisor);
-  for (int64_t i = 0; i < n; ++i) data[i] /= factor;
-}
-
 ScalarType TypeOf(v1::Dtype dtype) {
   switch (dtype) {
     case v1::FP16: return ScalarType::kFloat16;
@@ -38,7 +32,8 @@ FsdpModel::FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups g
       layout_(BuildModelLayout(spec.model(), spec.wrap())),
       param_type_(TypeOf(EffectiveParamDtype(spec.fsdp().mixed_precision()))),
       reduce_type_(TypeOf(EffectiveReduceDtype(spec.fsdp().mixed_precision()))),
-      keep_low_precision_grads_(spec.fsdp().mixed_precision().keep_low_precision_grads()) {}
+      keep_low_precision_grads_(spec.fsdp().mixed_precision().keep_low_precision_grads()),
+      hook_(spec.comm_hook()) {}
 
 absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& spec,
                                                              const ShardingPlan& plan,
@@ -142,50 +137,148 @@ void FsdpModel::Reshard(Unit& unit) {
   unit.unsharded = false;
 }
 
-// SEMANTICS.md, "Gradient reduction": divide by predivide; reduce-scatter in the shard
-// group; all-reduce across the replicate group; divide by postdivide; add into the saved
-// gradient shard. With a shard group of one this is NO_SHARD's all-reduce path exactly.
+ReductionContext FsdpModel::reduction_context() const {
+  ReductionContext context;
+  context.plan = &plan_;
+  context.groups = groups_;
+  context.allocator = allocator_;
+  context.param_type = param_type_;
+  context.reduce_type = reduce_type_;
+  context.keep_low_precision_grads = keep_low_precision_grads_;
+  return context;
+}
+
+// Post-backward: reduce the unit's gradient as the hook says, add it into the saved
+// gradient shard (accumulation across micro-steps), free the unsharded gradient.
 absl::Status FsdpModel::ReduceGradient(Unit& unit) {
   if (unit.full_grad.empty()) {
     return absl::InternalError(absl::StrCat("FSDP unit ", unit.index,
                                             ": reducing gradients that backward never produced"));
   }
-  float* grad = unit.full_grad.data();
+  if (IsMixedPrecisionHook(hook_)) return StartMixedPrecisionReduction(unit);
   Buffer reduced(allocator_, unit.shard_numel, MemoryCategory::kCommunication, false);
-  if (reduce_type_ == ScalarType::kFloat32) {
-    Scale(grad, unit.padded_numel, plan_.predivide);
-    RETURN_IF_ERROR(groups_.shard->ReduceScatter(grad, unit.shard_numel, reduced.data()));
-    if (plan_.replicate_size > 1) {
-      RETURN_IF_ERROR(groups_.replicate->AllReduce(reduced.data(), unit.shard_numel));
-    }
-    Scale(reduced.data(), unit.shard_numel, plan_.postdivide);
-  } else {
-    // Cast to reduce_dtype, then every step rounds in it: predivide, the reduction's
-    // additions, postdivide.
-    cpu::RoundToPrecision(reduce_type_, grad, unit.padded_numel);
-    Scale(grad, unit.padded_numel, plan_.predivide);
-    Buffer low(allocator_, unit.padded_numel, MemoryCategory::kCommunication, reduce_type_,
-               false);
-    cpu::Narrow(reduce_type_, grad, low.as<uint16_t>(), unit.padded_numel);
-    Buffer low_shard(allocator_, unit.shard_numel, MemoryCategory::kCommunication, reduce_type_,
-                     false);
-    RETURN_IF_ERROR(groups_.shard->ReduceScatter(low.as<uint16_t>(), unit.shard_numel,
-                                                 low_shard.as<uint16_t>(), reduce_type_));
-    if (plan_.replicate_size > 1) {
-      RETURN_IF_ERROR(groups_.replicate->AllReduce(low_shard.as<uint16_t>(), unit.shard_numel,
-                                                   reduce_type_));
-    }
-    cpu::Widen(reduce_type_, low_shard.as<uint16_t>(), reduced.data(), unit.shard_numel);
-    Scale(reduced.data(), unit.shard_numel, plan_.postdivide);
-    cpu::RoundToPrecision(reduce_type_, reduced.data(), unit.shard_numel);
-  }
-  // keep_low_precision_grads keeps the reduced gradient in param_dtype; otherwise it is
-  // used as FP32 (the parameter's dtype).
-  if (keep_low_precision_grads_) cpu::RoundToPrecision(param_type_, reduced.data(), unit.shard_numel);
+  RETURN_IF_ERROR(ReduceUnitGradient(hook_, reduction_context(), unit.full_grad.data(),
+                                     unit.shard_numel, reduced.data()));
   float* saved = unit.shard_grad.data();
   for (int64_t i = 0; i < unit.shard_numel; ++i) saved[i] += reduced.data()[i];
   unit.full_grad.Reset();
+  StepInBackward(unit);
   return absl::OkStatus();
+}
+
+// DDP's mixed-precision hook: the all-reduce here, then on its own thread the division
+// by N, the upcast into the gradient shard, and the release of the unit's low-precision
+// parameters (the FP32 ones are used again from the next forward). The end of backward
+// waits for every unit's thread.
+absl::Status FsdpModel::StartMixedPrecisionReduction(Unit& unit) {
+  const ReductionContext context = reduction_context();
+  ASSIGN_OR_RETURN(Bucket bucket,
+                   MixedPrecisionAllReduce(context, unit.full_grad.data(), unit.shard_numel));
+  unit.full_grad.Reset();
+  auto shared = std::make_shared<Bucket>(std::move(bucket));
+  upcasts_.push_back(std::async(std::launch::async, [this, &unit, shared, context] {
+    Buffer reduced(allocator_, unit.shard_numel, MemoryCategory::kCommunication, false);
+    MixedPrecisionFinish(context, *shared, reduced.data());
+    float* saved = unit.shard_grad.data();
+    for (int64_t i = 0; i < unit.shard_numel; ++i) saved[i] += reduced.data()[i];
+    Reshard(unit);
+  }));
+  return absl::OkStatus();
+}
+
+void FsdpModel::WaitForUpcasts() {
+  for (std::future<void>& upcast : upcasts_) upcast.wait();
+  upcasts_.clear();
+}
+
+void FsdpModel::StepInBackward(Unit& unit) {
+  if (overlap_optimizer_ == nullptr || in_backward_ranges_[unit.index].empty()) return;
+  if (!step_begun_) {
+    overlap_optimizer_->BeginStep();
+    step_begun_ = true;
+  }
+  float* grad = unit.shard_grad.data();
+  for (const auto& [begin, end] : in_backward_ranges_[unit.index]) {
+    overlap_optimizer_->UpdateRange(unit.index, unit.shard_numel, begin, end, unit.shard.data(),
+                                    grad);
+    // Stepped: the gradient is consumed (IN_BACKWARD drops it; after
+    // HOOK_THEN_OPTIMIZER nothing else reads it before the next zero_grad).
+    std::fill(grad + begin, grad + end, 0.0f);
+  }
+}
+
+absl::Status FsdpModel::EnableOptimizerOverlap(Optimizer* optimizer) {
+  const v1::OptimizerOverlap& overlap = spec_.optimizer().overlap();
+  in_backward_ranges_.assign(units_.size(), {});
+  after_backward_ranges_.assign(units_.size(), {});
+  for (const Unit& unit : units_) {
+    after_backward_ranges_[unit.index].push_back({0, unit.shard_numel});
+  }
+  if (overlap.mode() == v1::OptimizerOverlap::NONE) return absl::OkStatus();
+  const bool all = overlap.mode() == v1::OptimizerOverlap::IN_BACKWARD || overlap.params().empty();
+  int matched = 0;
+  for (const Unit& unit : units_) {
+    if (unit.shard_numel == 0) continue;
+    auto& in = in_backward_ranges_[unit.index];
+    auto& after = after_backward_ranges_[unit.index];
+    if (all) {
+      in = {{0, unit.shard_numel}};
+      after.clear();
+      continue;
+    }
+    // The chosen parameters' parts of this rank's shard, in flat order.
+    const int64_t shard_begin = plan_.shard_rank * unit.shard_numel;
+    const int64_t shard_end = shard_begin + unit.shard_numel;
+    for (int l : unit.layout.layers) {
+      const LayerLayout& layer = layout_.layers[l];
+      for (const auto& [name, offset, numel] :
+           {std::make_tuple(layer.weight_name, layer.weight_offset, layer.in * layer.out),
+            std::make_tuple(layer.bias_name, layer.bias_offset, layer.out)}) {
+        if (offset < 0) continue;
+        if (std::find(overlap.params().begin(), overlap.params().end(), name) ==
+            overlap.params().end()) {
+          continue;
+        }
+        ++matched;
+        const int64_t begin = std::max(offset, shard_begin);
+        const int64_t end = std::min(offset + numel, shard_end);
+        if (begin < end) in.push_back({begin - shard_begin, end - shard_begin});
+      }
+    }
+    // Everything else (other parameters, padding) steps after backward.
+    after.clear();
+    int64_t next = 0;
+    for (const auto& [begin, end] : in) {
+      if (next < begin) after.push_back({next, begin});
+      next = end;
+    }
+    if (next < unit.shard_numel) after.push_back({next, unit.shard_numel});
+  }
+  if (!all && matched != overlap.params_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer.overlap.params names ", overlap.params_size(), " parameters, but only ",
+        matched, " of them are parameters of this model"));
+  }
+  overlap_optimizer_ = optimizer;
+  return absl::OkStatus();
+}
+
+bool FsdpModel::UnscaleGradients(float inv_scale) {
+  bool found_inf = false;
+  for (Unit& unit : units_) {
+    float* g = unit.shard_grad.data();
+    for (int64_t i = 0; i < unit.shard_numel; ++i) {
+      g[i] *= inv_scale;
+      if (!std::isfinite(g[i])) found_inf = true;
+    }
+  }
+  return found_inf;
+}
+
+void FsdpModel::DiscardGradients() {
+  for (Unit& unit : units_) {
+    std::memset(unit.shard_grad.data(), 0, unit.shard_numel * sizeof(float));
+  }
 }
 
 absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t* labels,
@@ -283,13 +376,16 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
     cpu::RoundToPrecision(param_type_, grads, unit.padded_numel);
     if (sync) RETURN_IF_ERROR(ReduceGradient(unit));  // post-backward
     // Free in backward (sharded strategies, when syncing or resharding after forward); a
-    // low-precision copy of unsharded parameters is freed once gradients are synced.
+    // low-precision copy of unsharded parameters is freed once gradients are synced (by
+    // the upcast thread, with the mixed-precision hook).
     if ((plan_.sharded() && (sync || plan_.reshard_after_forward)) ||
-        (!plan_.sharded() && NeedsFullCopy() && sync)) {
+        (!plan_.sharded() && NeedsFullCopy() && sync && !IsMixedPrecisionHook(hook_))) {
       Reshard(unit);
     }
   }
-  // The end-of-backward catch-all: a root without layers was unsharded but never visited.
+  // The end-of-backward callback: wait for the upcast threads; a root without layers was
+  // unsharded but never visited.
+  WaitForUpcasts();
   if (root().layout.layers.empty()) Reshard(root());
   phase_ = Phase::kIdle;
   return loss;
@@ -324,12 +420,20 @@ absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max
       }
     }
   }
-  optimizer.BeginStep();
+  if (!step_begun_) optimizer.BeginStep();
+  step_begun_ = false;
   for (Unit& unit : units_) {
     if (unit.shard_numel == 0) continue;
-    optimizer.Update(unit.index, unit.shard.data(), unit.shard_grad.data(), unit.shard_numel);
-    std::memset(unit.shard_grad.data(), 0, unit.shard_numel * sizeof(float));
+    if (after_backward_ranges_.empty()) {
+      optimizer.Update(unit.index, unit.shard.data(), unit.shard_grad.data(), unit.shard_numel);
+    } else {
+      for (const auto& [begin, end] : after_backward_ranges_[unit.index]) {
+        optimizer.UpdateRange(unit.index, unit.shard_numel, begin, end, unit.shard.data(),
+                              unit.shard_grad.data());
+      }
+    }
   }
+  DiscardGradients();
   return total_norm;
 }
 

@@ -13,19 +13,32 @@
 // gradients are reduced in reduce_dtype, and the optimizer sees FP32 gradients on the
 // FP32 master shards.
 //
-// One training step is: ForwardBackward once per micro-step (sync only on the last),
-// then OptimizerStep. Out-of-order use fails with INTERNAL naming the unit and phase.
+// Gradients are reduced as the job's communication hook says (comm_hooks.h). With
+// DDP's mixed-precision hook, each unit's division and upcast run on a separate thread
+// after its all-reduce, and the end of backward waits for them.
 //
-// Thread-safety: none; one model per rank, used by its training thread.
+// Optimizer overlap (optimizer.overlap): the optimizer steps a unit's parameters (all of
+// them, or the chosen subset) right after that unit's gradient is reduced, inside
+// backward; OptimizerStep then steps only the rest.
+//
+// One training step is: ForwardBackward once per micro-step (sync only on the last),
+// then OptimizerStep (or, after an overflow found by the loss scaler, DiscardGradients).
+// Out-of-order use fails with INTERNAL naming the unit and phase.
+//
+// Thread-safety: none; one model per rank, used by its training thread (which owns the
+// mixed-precision hook's upcast threads).
 
 #include <cstdint>
+#include <future>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
 #include "worker/comm/communicator.h"
 #include "worker/data/safetensors.h"
+#include "worker/fsdp/comm_hooks.h"
 #include "worker/fsdp/layout.h"
 #include "worker/fsdp/optimizer.h"
 #include "worker/runtime/memory.h"
@@ -36,11 +49,6 @@ namespace shardwise::fsdp {
 // Adds the parameters of unit `unit`, read from its flat buffer `flat` (registration
 // order, as FsdpModel lays it out), to `model` under their nn.Sequential names.
 void AddUnitTensors(const ModelLayout& layout, int unit, const float* flat, TensorMap* model);
-
-struct Groups {
-  Communicator* shard = nullptr;      // this rank's shard group (size plan.shard_size)
-  Communicator* replicate = nullptr;  // this rank's replicate group (size plan.replicate_size)
-};
 
 class FsdpModel {
  public:
@@ -58,9 +66,24 @@ class FsdpModel {
                                          const float* targets, int64_t batch, float loss_scale,
                                          bool sync);
 
-  // Clips by global norm (when max_grad_norm > 0), steps the optimizer on every shard,
-  // and zeroes the gradient shards. Returns the total gradient norm (0 if not clipping).
+  // Clips by global norm (when max_grad_norm > 0), steps the optimizer on every shard
+  // (but the ranges already stepped in backward), and zeroes the gradient shards. Returns
+  // the total gradient norm (0 if not clipping).
   absl::StatusOr<double> OptimizerStep(Optimizer& optimizer, double max_grad_norm);
+
+  // The loss scaler's unscale: multiplies this rank's gradient shards by `inv_scale` and
+  // returns whether any of them is inf or NaN (on this rank only).
+  bool UnscaleGradients(float inv_scale);
+  // Zeroes the gradient shards without stepping (a step the loss scaler skips).
+  void DiscardGradients();
+
+  // Steps `optimizer` inside backward, as optimizer.overlap says. Call before training.
+  absl::Status EnableOptimizerOverlap(Optimizer* optimizer);
+
+  // The communication hook, which a running job may change between steps (every rank at
+  // the same step). The hook must be valid for the job's strategy.
+  const v1::CommHook& comm_hook() const { return hook_; }
+  void set_comm_hook(const v1::CommHook& hook) { hook_ = hook; }
 
   // The full model by nn.Sequential names. Every rank must call it (it all-gathers).
   absl::StatusOr<TensorMap> GatherFullModel();
@@ -106,6 +129,11 @@ class FsdpModel {
   absl::Status Unshard(Unit& unit);
   void Reshard(Unit& unit);
   absl::Status ReduceGradient(Unit& unit);
+  absl::Status StartMixedPrecisionReduction(Unit& unit);
+  void WaitForUpcasts();
+  ReductionContext reduction_context() const;
+  // Steps the ranges of `unit` that are stepped in backward (optimizer overlap).
+  void StepInBackward(Unit& unit);
   absl::Status CheckUnsharded(const Unit& unit, const char* phase) const;
   Unit& root() { return units_.back(); }
 
@@ -119,9 +147,19 @@ class FsdpModel {
   const ScalarType param_type_;
   const ScalarType reduce_type_;
   const bool keep_low_precision_grads_;
+  v1::CommHook hook_;
   std::vector<Unit> units_;
   std::vector<LayerActivations> activations_;
   Phase phase_ = Phase::kIdle;
+  // The mixed-precision hook's per-unit upcasts in flight this backward.
+  std::vector<std::future<void>> upcasts_;
+  // Optimizer overlap: the optimizer, and per unit the shard ranges [begin, end) it steps
+  // in backward and those left for OptimizerStep.
+  Optimizer* overlap_optimizer_ = nullptr;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> in_backward_ranges_;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> after_backward_ranges_;
+  bool drop_gradients_in_backward_ = false;  // IN_BACKWARD: gradients are dropped after
+  bool step_begun_ = false;  // this step's optimizer.BeginStep() already ran in backward
 };
 
 }  // namespace shardwise::fsdp

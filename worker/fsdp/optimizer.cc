@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 
@@ -27,7 +28,8 @@ class Sgd final : public Optimizer {
         weight_decay_(static_cast<float>(o.weight_decay())),
         nesterov_(o.nesterov()),
         allocator_(allocator),
-        momentum_buffers_(segments) {}
+        momentum_buffers_(segments),
+        started_(segments) {}
 
   void BeginStep() override { ++steps_; }
   int64_t steps() const override { return steps_; }
@@ -42,16 +44,27 @@ class Sgd final : public Optimizer {
                                    size_t n) override {
     if (name != "momentum") return UnknownState(name);
     momentum_buffers_[segment] = Copy(allocator_, data, n);
+    started_[segment].all = true;
     return absl::OkStatus();
   }
 
-  void Update(int segment, float* p, const float* grad, size_t n) override {
+  void UpdateRange(int segment, size_t segment_numel, size_t begin, size_t end, float* p,
+                   const float* grad) override {
     Buffer& buf = momentum_buffers_[segment];
-    // PyTorch creates the buffer as a copy of the first gradient (no dampening then).
-    const bool first = momentum_ != 0 && buf.empty();
-    if (first) buf = Buffer(allocator_, n, MemoryCategory::kOptimizerState, /*zero=*/false);
+    if (momentum_ != 0 && buf.empty()) {
+      buf = Buffer(allocator_, segment_numel, MemoryCategory::kOptimizerState);
+    }
+    // PyTorch creates a parameter's buffer as a copy of its first gradient (no dampening
+    // then); ranges are parameters, so "first" is tracked per range.
+    Started& started = started_[segment];
+    const bool first = momentum_ != 0 && !started.all && started.begins.count(begin) == 0;
+    if (begin == 0 && end == segment_numel) {
+      started.all = true;
+    } else {
+      started.begins.insert(begin);
+    }
     float* b = buf.data();
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = begin; i < end; ++i) {
       float g = grad[i];
       if (weight_decay_ != 0) g += weight_decay_ * p[i];
       if (momentum_ != 0) {
@@ -68,6 +81,11 @@ class Sgd final : public Optimizer {
   Allocator* const allocator_;
   int64_t steps_ = 0;
   std::vector<Buffer> momentum_buffers_;
+  struct Started {
+    bool all = false;            // the whole segment has its momentum
+    std::set<size_t> begins;     // else these ranges (by first element) have theirs
+  };
+  std::vector<Started> started_;
 };
 
 class AdamW final : public Optimizer {
@@ -103,10 +121,11 @@ class AdamW final : public Optimizer {
     return absl::OkStatus();
   }
 
-  void Update(int segment, float* p, const float* grad, size_t n) override {
+  void UpdateRange(int segment, size_t segment_numel, size_t begin, size_t end, float* p,
+                   const float* grad) override {
     if (exp_avg_[segment].empty()) {
-      exp_avg_[segment] = Buffer(allocator_, n, MemoryCategory::kOptimizerState);
-      exp_avg_sq_[segment] = Buffer(allocator_, n, MemoryCategory::kOptimizerState);
+      exp_avg_[segment] = Buffer(allocator_, segment_numel, MemoryCategory::kOptimizerState);
+      exp_avg_sq_[segment] = Buffer(allocator_, segment_numel, MemoryCategory::kOptimizerState);
     }
     float* m = exp_avg_[segment].data();
     float* v = exp_avg_sq_[segment].data();
@@ -120,7 +139,7 @@ class AdamW final : public Optimizer {
     const float b2 = static_cast<float>(beta2_);
     const float w2 = static_cast<float>(1 - beta2_);
     const float eps = static_cast<float>(eps_);
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = begin; i < end; ++i) {
       const float g = grad[i];
       p[i] *= decay;
       m[i] += w1 * (g - m[i]);  // exp_avg.lerp_(grad, 1 - beta1)

@@ -31,8 +31,16 @@ class Optimizer {
 
   // Advances the step counter; call once per optimizer step, before Update.
   virtual void BeginStep() = 0;
-  // Updates segment `segment`: param[n] in place from grad[n].
-  virtual void Update(int segment, float* param, const float* grad, size_t n) = 0;
+  // Updates elements [begin, end) of segment `segment` (of `segment_numel` elements):
+  // param[i] in place from grad[i]; `param` and `grad` point at the segment's start.
+  // Ranges let a segment be stepped piecewise (optimizer overlap steps some parameters in
+  // backward); each element must be updated once per step, in the same ranges every step.
+  virtual void UpdateRange(int segment, size_t segment_numel, size_t begin, size_t end,
+                           float* param, const float* grad) = 0;
+  // The whole segment: param[n] from grad[n].
+  void Update(int segment, float* param, const float* grad, size_t n) {
+    UpdateRange(segment, n, 0, n, param, grad);
+  }
 
   // State for checkpoints: the steps taken, and each segment's named state buffers
   // ("momentum"; "exp_avg", "exp_avg_sq"), each as long as the segment. A segment whose

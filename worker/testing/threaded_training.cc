@@ -8,8 +8,8 @@
 
 namespace shardwise::testing {
 
-absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec, const std::string& job_id,
-                                                int attempt) {
+absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec,
+                                                const ThreadedOptions& options) {
   gloo::rendezvous::HashStore store;
   const int world = spec.world_size();
   ThreadedTraining out;
@@ -31,8 +31,11 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec, const s
       }
       CpuCachingAllocator allocator;
       TrainingContext training;
-      training.job_id = job_id;
-      training.attempt = attempt;
+      training.job_id = options.job_id;
+      training.attempt = options.attempt;
+      HookSchedule hooks;
+      for (const auto& [step, hook] : options.hook_switches) hooks.AddCommitted(step, hook);
+      training.hook_schedule = &hooks;
       training.rank = r;
       training.world_size = world;
       training.store = &store;
@@ -44,7 +47,7 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec, const s
           out.rank0_last_progress = p;
         };
       }
-      results[r] = Train(spec, training);
+      results[r] = Train(spec, training, options.faults ? options.faults(r) : TrainingFaults{});
       out.memory[r] = allocator.Stats();
     });
   }

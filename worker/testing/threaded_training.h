@@ -5,7 +5,10 @@
 // over real Gloo/TCP on loopback and an in-memory rendezvous: the real trainer, without
 // the coordinator. For tests.
 
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,10 +26,18 @@ struct ThreadedTraining {
   std::vector<MemoryStats> memory;   // per rank, at the end
 };
 
+struct ThreadedOptions {
+  std::string job_id = "job-test";
+  int attempt = 1;
+  // Each rank's fault injection (none if unset).
+  std::function<TrainingFaults(int rank)> faults;
+  // Communication-hook switches every rank knows as agreed from the start: (step, hook).
+  std::vector<std::pair<int64_t, v1::CommHook>> hook_switches;
+};
+
 // The first rank's error, if any rank failed.
 absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec,
-                                                const std::string& job_id = "job-test",
-                                                int attempt = 1);
+                                                const ThreadedOptions& options = {});
 
 }  // namespace shardwise::testing
 

@@ -1,0 +1,193 @@
+#include "worker/fsdp/comm_hooks.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/compute/casts.h"
+
+namespace shardwise::fsdp {
+namespace {
+
+ScalarType CompressType(v1::CommHook::Hook hook) {
+  return hook == v1::CommHook::BF16_COMPRESS ? ScalarType::kBFloat16 : ScalarType::kFloat16;
+}
+
+ScalarType WrapperType(v1::CommHook::Wrapper wrapper) {
+  return wrapper == v1::CommHook::BF16_WRAPPER ? ScalarType::kBFloat16 : ScalarType::kFloat16;
+}
+
+void DivideInPlace(float* data, int64_t n, double divisor) {
+  if (divisor == 1) return;
+  const float factor = static_cast<float>(divisor);
+  for (int64_t i = 0; i < n; ++i) data[i] /= factor;
+}
+
+// FSDP's reduction, and its low-precision hooks, which pass their own dtype as
+// `reduce_type`: cast; divide by predivide; reduce-scatter in the shard group; all-reduce
+// across the replicate group; divide by postdivide; cast back.
+absl::Status FsdpReduce(const ReductionContext& c, ScalarType reduce_type, float* grad,
+                        int64_t shard_numel, float* reduced) {
+  const ShardingPlan& plan = *c.plan;
+  const int64_t padded = shard_numel * plan.shard_size;
+  if (reduce_type == ScalarType::kFloat32) {
+    // In place, without a bucket copy: FSDP's unsharded gradient is freed right after.
+    DivideInPlace(grad, padded, plan.predivide);
+    RETURN_IF_ERROR(c.groups.shard->ReduceScatter(grad, shard_numel, reduced));
+    if (plan.replicate_size > 1) {
+      RETURN_IF_ERROR(c.groups.replicate->AllReduce(reduced, shard_numel));
+    }
+    DivideInPlace(reduced, shard_numel, plan.postdivide);
+    return absl::OkStatus();
+  }
+  Bucket full = Bucket::FromFloat(c.allocator, grad, padded, reduce_type);
+  full.DivideBy(plan.predivide);
+  ASSIGN_OR_RETURN(Bucket shard, full.ReduceScatter(*c.groups.shard));
+  if (plan.replicate_size > 1) RETURN_IF_ERROR(shard.AllReduce(*c.groups.replicate));
+  shard.DivideBy(plan.postdivide);
+  shard.ToFloat(reduced);
+  return absl::OkStatus();
+}
+
+// DDP's hooks on one bucket (SEMANTICS.md, "DDP communication hooks").
+absl::Status AllReduceHook(Communicator& group, Bucket& bucket) {
+  bucket.DivideBy(group.size());
+  return bucket.AllReduce(group);
+}
+
+absl::Status CompressHook(ScalarType low, Communicator& group, Bucket& bucket) {
+  Bucket compressed = bucket.CastTo(low);
+  compressed.DivideBy(group.size());
+  RETURN_IF_ERROR(compressed.AllReduce(group));
+  bucket.CopyFrom(compressed);
+  return absl::OkStatus();
+}
+
+absl::Status RunDdpHook(v1::CommHook::Hook hook, Communicator& group, Bucket& bucket) {
+  switch (hook) {
+    case v1::CommHook::ALLREDUCE:
+      return AllReduceHook(group, bucket);
+    case v1::CommHook::FP16_COMPRESS:
+    case v1::CommHook::BF16_COMPRESS:
+      return CompressHook(CompressType(hook), group, bucket);
+    default:
+      return absl::InternalError(
+          absl::StrCat("comm_hook ", v1::CommHook::Hook_Name(hook), " is not a DDP bucket hook"));
+  }
+}
+
+// fp16_compress_wrapper / bf16_compress_wrapper: the wrapped hook runs on a low-precision
+// copy of the bucket, and its result is copied back.
+absl::Status RunWrapped(v1::CommHook::Wrapper wrapper, v1::CommHook::Hook hook,
+                        Communicator& group, Bucket& bucket) {
+  if (wrapper == v1::CommHook::NO_WRAPPER) return RunDdpHook(hook, group, bucket);
+  Bucket low = bucket.CastTo(WrapperType(wrapper));
+  RETURN_IF_ERROR(RunDdpHook(hook, group, low));
+  bucket.CopyFrom(low);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Bucket Bucket::FromFloat(Allocator* allocator, const float* values, int64_t numel,
+                         ScalarType type) {
+  Buffer data(allocator, numel, MemoryCategory::kCommunication, type, false);
+  if (type == ScalarType::kFloat32) {
+    std::memcpy(data.data(), values, numel * sizeof(float));
+  } else {
+    cpu::Narrow(type, values, data.as<uint16_t>(), numel);
+  }
+  return Bucket(allocator, std::move(data));
+}
+
+void Bucket::ToFloat(float* out) const {
+  if (type() == ScalarType::kFloat32) {
+    std::memcpy(out, data_.data(), numel() * sizeof(float));
+  } else {
+    cpu::Widen(type(), data_.as<uint16_t>(), out, numel());
+  }
+}
+
+Bucket Bucket::CastTo(ScalarType type) const {
+  if (this->type() == ScalarType::kFloat32) {
+    return FromFloat(allocator_, data_.data(), numel(), type);
+  }
+  Buffer wide(allocator_, numel(), MemoryCategory::kCommunication, false);
+  ToFloat(wide.data());
+  return FromFloat(allocator_, wide.data(), numel(), type);
+}
+
+void Bucket::CopyFrom(const Bucket& other) {
+  if (other.type() == type()) {
+    std::memcpy(data_.as<uint8_t>(), other.data_.as<uint8_t>(), data_.bytes());
+    return;
+  }
+  *this = other.CastTo(type());
+}
+
+void Bucket::DivideBy(double divisor) {
+  if (divisor == 1) return;
+  if (type() == ScalarType::kFloat32) {
+    DivideInPlace(data_.data(), numel(), divisor);
+    return;
+  }
+  // A 16-bit division computes in FP32 and rounds the quotient once.
+  Buffer wide(allocator_, numel(), MemoryCategory::kCommunication, false);
+  ToFloat(wide.data());
+  DivideInPlace(wide.data(), numel(), divisor);
+  cpu::Narrow(type(), wide.data(), data_.as<uint16_t>(), numel());
+}
+
+absl::Status Bucket::AllReduce(Communicator& group) {
+  return group.AllReduce(data_.as<void>(), numel(), type());
+}
+
+absl::StatusOr<Bucket> Bucket::ReduceScatter(Communicator& group) {
+  const int64_t shard_numel = numel() / group.size();
+  Buffer shard(allocator_, shard_numel, MemoryCategory::kCommunication, type(), false);
+  RETURN_IF_ERROR(group.ReduceScatter(data_.as<void>(), shard_numel, shard.as<void>(), type()));
+  return Bucket(allocator_, std::move(shard));
+}
+
+absl::Status ReduceUnitGradient(const v1::CommHook& hook, const ReductionContext& context,
+                                float* grad, int64_t shard_numel, float* reduced) {
+  const ShardingPlan& plan = *context.plan;
+  if (IsMixedPrecisionHook(hook)) {
+    return absl::InternalError("the mixed-precision hook runs as its two halves");
+  }
+  if (hook.hook() == v1::CommHook::NO_HOOK) {
+    RETURN_IF_ERROR(FsdpReduce(context, context.reduce_type, grad, shard_numel, reduced));
+  } else if (plan.sharded()) {
+    // FSDP's low-precision hooks replace reduce_dtype's cast with their own, and cast the
+    // result back to the parameter's dtype themselves.
+    return FsdpReduce(context, CompressType(hook.hook()), grad, shard_numel, reduced);
+  } else {
+    // DDP: the bucket is the gradient in reduce_dtype; every rank holds all of it.
+    Bucket bucket = Bucket::FromFloat(context.allocator, grad, shard_numel, context.reduce_type);
+    RETURN_IF_ERROR(RunWrapped(hook.wrapper(), hook.hook(), *context.groups.replicate, bucket));
+    bucket.ToFloat(reduced);
+  }
+  // keep_low_precision_grads keeps the reduced gradient in param_dtype; otherwise it is
+  // used as FP32 (the parameter's dtype).
+  if (context.keep_low_precision_grads) {
+    cpu::RoundToPrecision(context.param_type, reduced, shard_numel);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Bucket> MixedPrecisionAllReduce(const ReductionContext& context,
+                                               const float* grad, int64_t numel) {
+  Bucket bucket = Bucket::FromFloat(context.allocator, grad, numel, context.reduce_type);
+  RETURN_IF_ERROR(bucket.AllReduce(*context.groups.replicate));
+  return bucket;
+}
+
+void MixedPrecisionFinish(const ReductionContext& context, Bucket& bucket, float* reduced) {
+  bucket.DivideBy(context.groups.replicate->size());
+  // The reducer copies the bucket into the param_dtype gradients; the hook then upcasts
+  // them to FP32.
+  bucket.ToFloat(reduced);
+  cpu::RoundToPrecision(context.param_type, reduced, bucket.numel());
+}
+
+}  // namespace shardwise::fsdp

@@ -1,0 +1,98 @@
+#ifndef SHARDWISE_WORKER_FSDP_COMM_HOOKS_H_
+#define SHARDWISE_WORKER_FSDP_COMM_HOOKS_H_
+
+// How one FSDP unit's gradient is reduced: FSDP's own path and the communication hooks
+// (SEMANTICS.md: "Gradient reduction", "DDP communication hooks", "DDP mixed-precision
+// hook"). Which hook applies where:
+//   NO_HOOK                   FSDP's reduction: reduce_dtype, pre/post divide factors,
+//                             reduce-scatter in the shard group, all-reduce across the
+//                             replicate group.
+//   FP16/BF16_COMPRESS on a   FSDP's low-precision hooks: the gradient is cast to the
+//   sharded strategy          hook's dtype (instead of reduce_dtype), reduce-scattered with
+//                             the divide factors, and cast back to FP32.
+//   ALLREDUCE, FP16/BF16_     DDP's hooks, on NO_SHARD (every rank holds the whole
+//   COMPRESS, the wrappers    gradient: one unit is one bucket): the bucket (the gradient in
+//                             reduce_dtype) is divided by N and all-reduced, in the hook's
+//                             dtype.
+//   MIXED_PRECISION           DDP's mixed-precision hook on NO_SHARD: all-reduce in
+//                             reduce_dtype without dividing, then (on another thread, see
+//                             FsdpModel) divide by N and upcast to FP32.
+//
+// Every low-precision value is stored as its 16-bit pattern and every arithmetic step
+// rounds to the dtype it runs in, as PyTorch's CPU kernels do (compute in FP32, round the
+// result once).
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/job_spec.pb.h"
+#include "worker/comm/communicator.h"
+#include "worker/fsdp/layout.h"
+#include "worker/runtime/memory.h"
+#include "worker/runtime/scalar_type.h"
+
+namespace shardwise::fsdp {
+
+struct Groups {
+  Communicator* shard = nullptr;      // this rank's shard group (size plan.shard_size)
+  Communicator* replicate = nullptr;  // this rank's replicate group (size plan.replicate_size)
+};
+
+// Where and in which dtypes a unit's gradient is reduced.
+struct ReductionContext {
+  const ShardingPlan* plan = nullptr;
+  Groups groups;
+  Allocator* allocator = nullptr;
+  ScalarType param_type = ScalarType::kFloat32;   // the dtype of the gradient's values
+  ScalarType reduce_type = ScalarType::kFloat32;  // MixedPrecision's effective reduce_dtype
+  bool keep_low_precision_grads = false;
+};
+
+// A gradient bucket: a flat vector of one dtype, as DDP hands to a communication hook.
+class Bucket {
+ public:
+  // A copy of `values` (FP32 storage) cast to `type`.
+  static Bucket FromFloat(Allocator* allocator, const float* values, int64_t numel,
+                          ScalarType type);
+  Bucket CastTo(ScalarType type) const;  // tensor.to(type)
+  void CopyFrom(const Bucket& other);    // tensor.copy_(other): casts into this dtype
+  void ToFloat(float* out) const;        // widens into FP32 storage
+  void DivideBy(double divisor);         // tensor.div_(divisor), rounded to this dtype
+  absl::Status AllReduce(Communicator& group);  // SUM, in this dtype
+  // Chunk `group.rank()` of the SUM over the group (this bucket is working space).
+  absl::StatusOr<Bucket> ReduceScatter(Communicator& group);
+
+  ScalarType type() const { return data_.type(); }
+  int64_t numel() const { return static_cast<int64_t>(data_.numel()); }
+
+ private:
+  Bucket(Allocator* allocator, Buffer data) : allocator_(allocator), data_(std::move(data)) {}
+  Allocator* allocator_;
+  Buffer data_;
+};
+
+// Reduces a unit's unsharded gradient `grad` [plan.shard_size * shard_numel] (FP32
+// storage of param_type values; working space, undefined afterwards) into `reduced`
+// [shard_numel], in FP32 (or FP32 storage of param_type values with
+// keep_low_precision_grads). For every hook but MIXED_PRECISION, which FsdpModel runs
+// as its two halves below.
+absl::Status ReduceUnitGradient(const v1::CommHook& hook, const ReductionContext& context,
+                                float* grad, int64_t shard_numel, float* reduced);
+
+// DDP's mixed-precision hook, first half (the training thread): the bucket in
+// reduce_dtype, all-reduced without any division.
+absl::StatusOr<Bucket> MixedPrecisionAllReduce(const ReductionContext& context,
+                                               const float* grad, int64_t numel);
+// Second half (the upcast thread): divide by N in the bucket's dtype, copy into the
+// param_dtype gradient, and upcast it into `reduced` (FP32) for the optimizer.
+void MixedPrecisionFinish(const ReductionContext& context, Bucket& bucket, float* reduced);
+
+// True for the hooks whose reduction FsdpModel splits across threads.
+inline bool IsMixedPrecisionHook(const v1::CommHook& hook) {
+  return hook.hook() == v1::CommHook::MIXED_PRECISION;
+}
+
+}  // namespace shardwise::fsdp
+
+#endif  // SHARDWISE_WORKER_FSDP_COMM_HOOKS_H_

@@ -1,0 +1,31 @@
+#include "worker/fsdp/grad_scaler.h"
+
+namespace shardwise::fsdp {
+
+GradScaler::GradScaler(const v1::GradScaler& spec)
+    : enabled_(spec.enabled()),
+      growth_factor_(static_cast<float>(spec.has_growth_factor() ? spec.growth_factor() : 2.0)),
+      backoff_factor_(
+          static_cast<float>(spec.has_backoff_factor() ? spec.backoff_factor() : 0.5)),
+      growth_interval_(spec.has_growth_interval() ? spec.growth_interval() : 2000),
+      scale_(static_cast<float>(spec.has_init_scale() ? spec.init_scale() : 65536.0)) {}
+
+float GradScaler::inverse_scale() const {
+  return static_cast<float>(1.0 / static_cast<double>(scale()));
+}
+
+void GradScaler::Update(bool found_inf) {
+  if (!enabled_) return;
+  if (found_inf) {
+    scale_ *= backoff_factor_;
+    growth_tracker_ = 0;
+    ++skipped_steps_;
+    return;
+  }
+  if (++growth_tracker_ == growth_interval_) {
+    scale_ *= growth_factor_;
+    growth_tracker_ = 0;
+  }
+}
+
+}  // namespace shardwise::fsdp

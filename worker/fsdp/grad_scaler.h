@@ -1,0 +1,45 @@
+#ifndef SHARDWISE_WORKER_FSDP_GRAD_SCALER_H_
+#define SHARDWISE_WORKER_FSDP_GRAD_SCALER_H_
+
+// Dynamic loss scaling with torch's ShardedGradScaler's rules (SEMANTICS.md, "fp16 loss
+// scaling"): the scale starts at init_scale (2^16), is multiplied by growth_factor (2)
+// after growth_interval (2000) consecutive clean steps and by backoff_factor (0.5) after a
+// step with an inf or NaN gradient, which is skipped. The scale is an FP32 value, as
+// torch keeps it; the inverse used to unscale is computed in FP64 and rounded to FP32.
+// The found-inf flag must be the same on every rank: the trainer all-reduces it.
+//
+// Thread-safety: none; one scaler per rank.
+
+#include <cstdint>
+
+#include "proto/job_spec.pb.h"
+
+namespace shardwise::fsdp {
+
+class GradScaler {
+ public:
+  explicit GradScaler(const v1::GradScaler& spec);
+
+  bool enabled() const { return enabled_; }
+  // The factor the loss is multiplied by (1 when disabled).
+  float scale() const { return enabled_ ? scale_ : 1.0f; }
+  float inverse_scale() const;
+  // After a step: `found_inf` (agreed by every rank) backs off and counts a skipped step;
+  // otherwise the clean-step tracker advances and the scale grows when it is full.
+  void Update(bool found_inf);
+
+  int64_t skipped_steps() const { return skipped_steps_; }
+  int32_t growth_tracker() const { return growth_tracker_; }
+
+ private:
+  const bool enabled_;
+  const float growth_factor_, backoff_factor_;
+  const int32_t growth_interval_;
+  float scale_;
+  int32_t growth_tracker_ = 0;
+  int64_t skipped_steps_ = 0;
+};
+
+}  // namespace shardwise::fsdp
+
+#endif  // SHARDWISE_WORKER_FSDP_GRAD_SCALER_H_
