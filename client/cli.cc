@@ -5,6 +5,7 @@
 //   shardwise describe JOB          spec, state, ranks, progress, events
 //   shardwise watch JOB             progress bar until the job ends (exit 0 iff SUCCEEDED)
 //   shardwise cancel JOB            cancel a pending or running job
+//   shardwise set-hook JOB HOOK     change a running job's communication hook
 
 #include <unistd.h>
 
@@ -18,7 +19,9 @@
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/format.h"
+#include "absl/time/clock.h"
 #include "common/clock.h"
+#include "common/comm_hook.h"
 #include "common/coordinator_address.h"
 #include "common/job_spec_io.h"
 #include "common/job_state.h"
@@ -26,6 +29,8 @@
 ABSL_FLAG(std::string, coordinator, "",
           "coordinator host:port (default: $SHARDWISE_COORDINATOR, else 127.0.0.1:7070)");
 ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
+ABSL_FLAG(std::string, wrapper, "",
+          "with set-hook: fp16_wrapper or bf16_wrapper around the hook (NO_SHARD only)");
 
 namespace shardwise {
 namespace {
@@ -39,6 +44,11 @@ Usage:
   shardwise describe JOB                a job's spec, state, ranks, progress and events
   shardwise watch JOB                   follow a job to its end (exit 0 only if SUCCEEDED)
   shardwise cancel JOB                  cancel a pending or running job
+  shardwise set-hook JOB HOOK [--wrapper=W]
+                                        change a running job's communication hook (none,
+                                        allreduce, fp16_compress, bf16_compress,
+                                        mixed_precision) at a step every rank agrees on;
+                                        waits until it is applied (exit 0) or abandoned
 
 Flags:
   --coordinator=HOST:PORT   default $SHARDWISE_COORDINATOR, else 127.0.0.1:7070
@@ -96,6 +106,50 @@ int Watch(Client& client, const std::string& job_id) {
   return job->state() == v1::SUCCEEDED ? 0 : 1;
 }
 
+// Proposes the switch, then follows the job until the coordinator has applied or
+// abandoned it (it re-proposes by itself when a rank was already past the step).
+int SetHook(Client& client, const std::string& job_id, const std::string& hook_name) {
+  auto hook = ParseCommHook(hook_name, absl::GetFlag(FLAGS_wrapper));
+  if (!hook.ok()) return Fail(hook.status());
+  auto proposal = client.SetCommHook(job_id, *hook);
+  if (!proposal.ok()) return Fail(proposal.status());
+  std::printf("%s: switch %d proposed: %s -> %s at step %lld\n", job_id.c_str(),
+              proposal->version(), CommHookName(proposal->old_hook()).c_str(),
+              CommHookName(proposal->new_hook()).c_str(),
+              static_cast<long long>(proposal->step()));
+  std::fflush(stdout);
+  const absl::Time deadline = absl::Now() + absl::Minutes(2);
+  while (absl::Now() < deadline) {
+    auto job = client.Get(job_id);
+    if (!job.ok()) return Fail(job.status());
+    const v1::HookSwitch* newest = nullptr;
+    for (const v1::HookSwitch& s : job->hook_switches()) {
+      if (s.version() >= proposal->version()) newest = &s;
+    }
+    if (newest != nullptr && newest->state() == v1::HookSwitch::APPLIED) {
+      std::printf("%s: comm hook switched to %s at step %lld\n", job_id.c_str(),
+                  CommHookName(newest->new_hook()).c_str(),
+                  static_cast<long long>(newest->step()));
+      return 0;
+    }
+    if (newest != nullptr && newest->state() == v1::HookSwitch::ABANDONED) {
+      std::fprintf(stderr, "shardwise: switch %d abandoned: %s; the job goes on with %s\n",
+                   newest->version(), newest->reason().c_str(),
+                   CommHookName(HookInEffect(*job)).c_str());
+      return 1;
+    }
+    if (IsTerminal(job->state())) {
+      std::fprintf(stderr, "shardwise: %s ended (%s) before the switch was decided\n",
+                   job_id.c_str(), v1::JobState_Name(job->state()).c_str());
+      return 1;
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  std::fprintf(stderr, "shardwise: no decision on the switch after 2 minutes; see "
+               "`shardwise describe %s`\n", job_id.c_str());
+  return 1;
+}
+
 int Run(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("no command given");
   Client client(ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator)));
@@ -147,6 +201,10 @@ int Run(const std::vector<std::string>& args) {
     if (!job.ok()) return Fail(job.status());
     std::printf("%s %s\n", job->id().c_str(), v1::JobState_Name(job->state()).c_str());
     return 0;
+  }
+  if (verb == "set-hook") {
+    if (auto problem = need(2, "a job id and a hook"); !problem.empty()) return Usage(problem);
+    return SetHook(client, args[1], args[2]);
   }
   return Usage(absl::StrCat("unknown command '", verb, "'"));
 }

@@ -119,6 +119,14 @@ absl::StatusOr<v1::Job> Client::Cancel(const std::string& job_id) {
   return Call(&v1::JobService::Stub::CancelJob, request);
 }
 
+absl::StatusOr<v1::HookSwitch> Client::SetCommHook(const std::string& job_id,
+                                                   const v1::CommHook& hook) {
+  v1::SetCommHookRequest request;
+  request.set_job_id(job_id);
+  *request.mutable_hook() = hook;
+  return Call(&v1::JobService::Stub::SetCommHook, request);
+}
+
 absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers() {
   auto response = Call(&v1::JobService::Stub::ListWorkers, v1::ListWorkersRequest());
   if (!response.ok()) return response.status();

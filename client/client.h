@@ -29,6 +29,8 @@ class Client {
   absl::StatusOr<v1::Job> Get(const std::string& job_id);
   absl::StatusOr<std::vector<v1::Job>> List();
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
+  // Proposes a change of a running job's communication hook (JobService.SetCommHook).
+  absl::StatusOr<v1::HookSwitch> SetCommHook(const std::string& job_id, const v1::CommHook& hook);
   absl::StatusOr<std::vector<v1::WorkerInfo>> ListWorkers();
 
   // Calls `on_update` with the job now and after every change, until it ends; returns

@@ -7,6 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/job_spec_io.h"
+#include "common/comm_hook.h"
+#include "common/dtype_rules.h"
 #include "common/job_state.h"
 
 namespace shardwise {
@@ -100,6 +102,36 @@ std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
                                           p.all_gather_bytes() / kMiB,
                                           p.reduce_scatter_bytes() / kMiB,
                                           p.all_reduce_bytes() / kMiB, p.step_seconds() * 1000));
+  }
+  const v1::MixedPrecision& mp = job.spec().fsdp().mixed_precision();
+  absl::StrAppend(&out, "Precision:  params ", v1::Dtype_Name(EffectiveParamDtype(mp)),
+                  ", reduction ", v1::Dtype_Name(EffectiveReduceDtype(mp)), ", optimizer sees ",
+                  v1::Dtype_Name(ReducedGradientDtype(mp)), " gradients\n");
+  absl::StrAppend(&out, "Comm hook:  ", CommHookName(HookInEffect(job)));
+  for (const v1::HookSwitch& s : job.hook_switches()) {
+    if (s.state() == v1::HookSwitch::APPLIED) {
+      absl::StrAppend(&out, " (from step ", s.step(), ", switch ", s.version(), ")");
+    }
+  }
+  absl::StrAppend(&out, "\n");
+  if (job.spec().grad_scaler().enabled()) {
+    const v1::GradScalerState& scaler = p.grad_scaler();
+    absl::StrAppend(&out, "Loss scale: ",
+                    p.step() > 0 ? absl::StrFormat("%g (%d steps skipped for inf/NaN, %d clean "
+                                                   "steps since the last change)",
+                                                   scaler.scale(), scaler.skipped_steps(),
+                                                   scaler.growth_tracker())
+                                 : std::string("not reported yet"),
+                    "\n");
+  }
+  if (!job.hook_switches().empty()) {
+    absl::StrAppend(&out, "Hook switches:\n");
+    for (const v1::HookSwitch& s : job.hook_switches()) {
+      absl::StrAppend(&out, "  ", s.version(), "  ", CommHookName(s.old_hook()), " -> ",
+                      CommHookName(s.new_hook()), " at step ", s.step(), "  ",
+                      v1::HookSwitch::State_Name(s.state()),
+                      s.reason().empty() ? "" : absl::StrCat(": ", s.reason()), "\n");
+    }
   }
   if (!job.result().empty()) absl::StrAppend(&out, "Result:     ", job.result(), "\n");
   absl::StrAppend(&out, "Ranks:\n");

@@ -243,6 +243,10 @@ absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec)
   RETURN_IF_ERROR(CheckEnum("comm_hook.wrapper", hook.wrapper(), v1::CommHook::Wrapper_IsValid,
                             "NO_WRAPPER, FP16_WRAPPER or BF16_WRAPPER"));
   const v1::ShardingStrategy::Value strategy = spec.fsdp().sharding_strategy();
+  const std::string strategy_name =
+      strategy == v1::ShardingStrategy::SHARDING_STRATEGY_UNSPECIFIED
+          ? "FULL_SHARD (the default)"
+          : v1::ShardingStrategy::Value_Name(strategy);
   const std::string name = absl::StrCat(v1::CommHook::Hook_Name(hook.hook()), " with ",
                                         v1::CommHook::Wrapper_Name(hook.wrapper()));
   const bool any_hook =
@@ -251,18 +255,17 @@ absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec)
   if (any_hook && (strategy == v1::ShardingStrategy::HYBRID_SHARD ||
                    strategy == v1::ShardingStrategy::HYBRID_SHARD_ZERO2)) {
     return Invalid("comm_hook", absl::StrCat(name, " is not supported with fsdp.sharding_strategy ",
-                                             v1::ShardingStrategy::Value_Name(strategy),
+                                             strategy_name,
                                              " (hybrid strategies take no communication hook)"));
   }
   const bool all_reduce_only = hook.hook() == v1::CommHook::ALLREDUCE ||
                                hook.hook() == v1::CommHook::MIXED_PRECISION ||
                                hook.wrapper() != v1::CommHook::NO_WRAPPER;
-  // SHARDING_STRATEGY_UNSPECIFIED is FULL_SHARD, a sharded strategy.
   if (all_reduce_only && strategy != v1::ShardingStrategy::NO_SHARD) {
     return Invalid("comm_hook", absl::StrCat(name,
                                              " reduces by all-reduce and needs "
                                              "fsdp.sharding_strategy NO_SHARD, got ",
-                                             v1::ShardingStrategy::Value_Name(strategy)));
+                                             strategy_name));
   }
   if (hook.wrapper() != v1::CommHook::NO_WRAPPER && hook.hook() != v1::CommHook::ALLREDUCE) {
     return Invalid("comm_hook.wrapper",

@@ -90,7 +90,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"unknown prefetch", [](v1::JobSpec* s) { s->mutable_fsdp()->set_backward_prefetch(static_cast<v1::BackwardPrefetch::Value>(5)); },
                 "job.fsdp.backward_prefetch: unknown value 5"},
         BadCase{"all-reduce hook on sharded", [](v1::JobSpec* s) { s->mutable_comm_hook()->set_hook(v1::CommHook::ALLREDUCE); },
-                "needs fsdp.sharding_strategy NO_SHARD, got SHARDING_STRATEGY_UNSPECIFIED"},
+                "needs fsdp.sharding_strategy NO_SHARD, got FULL_SHARD (the default)"},
         BadCase{"wrapper around compress", [](v1::JobSpec* s) { s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD); s->mutable_comm_hook()->set_hook(v1::CommHook::FP16_COMPRESS); s->mutable_comm_hook()->set_wrapper(v1::CommHook::BF16_WRAPPER); },
                 "job.comm_hook.wrapper: BF16_WRAPPER wraps a full-precision hook (ALLREDUCE), got FP16_COMPRESS"},
         BadCase{"no optimizer", [](v1::JobSpec* s) { s->clear_optimizer(); },

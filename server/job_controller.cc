@@ -1,8 +1,11 @@
 #include "server/job_controller.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "common/comm_hook.h"
 #include "common/job_spec_defaults.h"
 #include "common/status_macros.h"
 #include "server/scheduler.h"
@@ -54,6 +57,145 @@ absl::StatusOr<v1::Job> JobController::Cancel(const std::string& job_id) {
                    jobs_->Finish(job_id, JobManager::kAnyAttempt, v1::CANCELLED, reason));
   ScheduleLocked();
   return cancelled;
+}
+
+// At most this many proposals per set-hook request: each retry starts after the newest
+// step a rank reported, so a second one fails only if the job keeps outrunning its
+// progress reports.
+constexpr int kMaxHookProposals = 3;
+
+absl::StatusOr<v1::HookSwitch> JobController::SetCommHook(const std::string& job_id,
+                                                          const v1::CommHook& hook) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(v1::Job job, jobs_->Get(job_id));
+  auto live = live_.find(job_id);
+  if (job.state() != v1::RUNNING || live == live_.end() ||
+      live->second.attempt != job.attempt()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, " is ", v1::JobState_Name(job.state()),
+        "; its communication hook can change only while it is RUNNING"));
+  }
+  RETURN_IF_ERROR(ValidateCommHook(hook, job.spec()));
+  const v1::CommHook current = HookInEffect(job);
+  if (SameHook(current, hook)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " already uses ", CommHookName(hook)));
+  }
+  LiveAttempt& attempt = live->second;
+  if (attempt.proposal.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, " is still agreeing switch ", attempt.proposal->version(), " to ",
+        CommHookName(attempt.proposal->new_hook()), " at step ", attempt.proposal->step()));
+  }
+  attempt.proposals_tried = 0;
+  return ProposeHookSwitchLocked(job, attempt, hook, /*not_before=*/0,
+                                 static_cast<int64_t>(absl::ToUnixMillis(absl::Now())));
+}
+
+absl::StatusOr<v1::HookSwitch> JobController::ProposeHookSwitchLocked(
+    const v1::Job& job, LiveAttempt& attempt, const v1::CommHook& hook, int64_t not_before,
+    int64_t request_time_ms) {
+  const v1::Progress& progress = job.progress();
+  const int64_t lead = std::max<int64_t>(
+      options_.hook_switch_min_lead_steps,
+      static_cast<int64_t>(std::ceil(progress.steps_per_second() *
+                                     absl::ToDoubleSeconds(options_.hook_switch_lead))));
+  const int64_t step = std::max(progress.step(), not_before) + lead;
+  if (step >= job.spec().steps()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id(), " is at step ", progress.step(), " of ", job.spec().steps(),
+        "; a switch needs step ", step, " (", lead,
+        " steps ahead, for every rank to agree before reaching it), which it will not run"));
+  }
+  v1::HookSwitch proposal;
+  proposal.set_version(job.hook_switches_size() + 1);
+  *proposal.mutable_old_hook() = HookInEffect(job);
+  *proposal.mutable_new_hook() = hook;
+  proposal.set_step(step);
+  proposal.set_state(v1::HookSwitch::PROPOSED);
+  proposal.set_request_time_ms(request_time_ms);
+  ASSIGN_OR_RETURN(v1::Job updated,
+                   jobs_->RecordHookSwitch(
+                       job.id(), proposal,
+                       absl::StrCat("comm hook switch ", proposal.version(), " proposed: ",
+                                    CommHookName(proposal.old_hook()), " -> ",
+                                    CommHookName(hook), " at step ", step)));
+  attempt.proposal = proposal;
+  attempt.accepted.clear();
+  ++attempt.proposals_tried;
+  v1::CoordinatorMessage message;
+  v1::HookChange* change = message.mutable_hook_change();
+  change->set_job_id(job.id());
+  change->set_attempt(job.attempt());
+  change->set_version(proposal.version());
+  *change->mutable_hook() = hook;
+  change->set_step(step);
+  SendToRanksLocked(updated, message);
+  return proposal;
+}
+
+void JobController::OnHookAck(const std::string& worker_id, const v1::HookChangeAck& ack) {
+  absl::MutexLock lock(&mu_);
+  auto job = jobs_->Get(ack.job_id());
+  auto live = live_.find(ack.job_id());
+  if (!job.ok() || live == live_.end() || live->second.attempt != ack.attempt() ||
+      !live->second.proposal.has_value() ||
+      live->second.proposal->version() != ack.version()) {
+    return;  // for a proposal already decided, or an attempt that ended
+  }
+  int32_t rank = -1;
+  for (const v1::RankAssignment& r : job->ranks()) {
+    if (r.worker_id() == worker_id) rank = r.rank();
+  }
+  if (rank < 0) return;
+  LiveAttempt& attempt = live->second;
+  if (!ack.accepted()) {
+    const v1::HookSwitch rejected = *attempt.proposal;
+    DecideHookSwitchLocked(
+        *job, attempt, /*commit=*/false,
+        absl::StrCat(RankName(*job, rank), " had already started step ", ack.started_step()));
+    if (attempt.proposals_tried < kMaxHookProposals) {
+      auto again = jobs_->Get(ack.job_id());
+      if (again.ok()) {
+        LogError(ProposeHookSwitchLocked(*again, attempt, rejected.new_hook(),
+                                         ack.started_step() + 1, rejected.request_time_ms())
+                     .status(),
+                 "re-proposing a hook switch");
+      }
+    }
+    return;
+  }
+  attempt.accepted.insert(rank);
+  if (static_cast<int32_t>(attempt.accepted.size()) == job->spec().world_size()) {
+    DecideHookSwitchLocked(*job, attempt, /*commit=*/true, "");
+  }
+}
+
+void JobController::DecideHookSwitchLocked(const v1::Job& job, LiveAttempt& attempt, bool commit,
+                                           const std::string& reason) {
+  v1::HookSwitch decided = *attempt.proposal;
+  attempt.proposal.reset();
+  attempt.accepted.clear();
+  decided.set_state(commit ? v1::HookSwitch::APPLIED : v1::HookSwitch::ABANDONED);
+  decided.set_reason(reason);
+  v1::CoordinatorMessage message;
+  v1::HookDecision* decision = message.mutable_hook_decision();
+  decision->set_job_id(job.id());
+  decision->set_attempt(job.attempt());
+  decision->set_version(decided.version());
+  decision->set_commit(commit);
+  SendToRanksLocked(job, message);
+  const std::string event =
+      commit ? absl::StrCat("comm hook switched ", CommHookName(decided.old_hook()), " -> ",
+                            CommHookName(decided.new_hook()), " at step ", decided.step(),
+                            " (switch ", decided.version(), ", agreed by every rank)")
+             : absl::StrCat("comm hook switch ", decided.version(), " to ",
+                            CommHookName(decided.new_hook()), " abandoned: ", reason);
+  LogError(jobs_->RecordHookSwitch(job.id(), decided, event).status(), "recording a hook switch");
+}
+
+void JobController::SendToRanksLocked(const v1::Job& job, const v1::CoordinatorMessage& message) {
+  for (const v1::RankAssignment& rank : job.ranks()) workers_->Send(rank.worker_id(), message);
 }
 
 v1::RegisterWorkerResponse JobController::RegisterWorker(
@@ -234,6 +376,7 @@ void JobController::ScheduleLocked() {
       assignment->set_rank(rank.rank());
       assignment->set_world_size(job->spec().world_size());
       *assignment->mutable_spec() = job->spec();
+      *assignment->mutable_hook_switches() = job->hook_switches();
       assignment->set_collective_timeout_ms(
           absl::ToInt64Milliseconds(options_.collective_timeout));
       // A worker whose session closed in between is lost through CloseSession, which
@@ -276,6 +419,12 @@ void JobController::AbortRanksLocked(const v1::Job& job, const std::string& reas
 }
 
 void JobController::EndAttemptLocked(const v1::Job& job) {
+  auto live = live_.find(job.id());
+  if (live != live_.end() && live->second.proposal.has_value()) {
+    DecideHookSwitchLocked(job, live->second, /*commit=*/false,
+                           absl::StrCat("attempt ", job.attempt(),
+                                        " ended before every rank answered"));
+  }
   rendezvous_->CloseScope(job.id(), job.attempt());
   live_.erase(job.id());
 }

@@ -10,6 +10,7 @@
 // Thread-safety: all methods may be called from any thread.
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -35,6 +36,11 @@ class JobController {
     absl::Duration heartbeat_interval = absl::Seconds(1);
     absl::Duration heartbeat_timeout = absl::Seconds(10);
     absl::Duration collective_timeout = absl::Seconds(60);
+    // A hook switch is proposed for the step the job should reach this long after its
+    // latest progress report (at its reported speed), and at least this many steps
+    // ahead: room for the proposal to reach every rank before any gets there.
+    absl::Duration hook_switch_lead = absl::Seconds(2);
+    int64_t hook_switch_min_lead_steps = 3;
   };
 
   // The managers are not owned and must outlive the controller.
@@ -44,6 +50,12 @@ class JobController {
   // Client operations.
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec);
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
+  // Changes a running job's communication hook: picks a step no rank has reached and
+  // proposes it to every rank; the switch applies once all accept (hook_schedule.h on the
+  // worker). Returns the proposal. INVALID_ARGUMENT for a hook the job cannot use,
+  // FAILED_PRECONDITION when the job is not running, already uses it, is agreeing
+  // another switch, or has too few steps left.
+  absl::StatusOr<v1::HookSwitch> SetCommHook(const std::string& job_id, const v1::CommHook& hook);
 
   // Worker operations.
   v1::RegisterWorkerResponse RegisterWorker(const v1::RegisterWorkerRequest& request);
@@ -51,6 +63,7 @@ class JobController {
   void CloseSession(const std::string& worker_id, const std::shared_ptr<SessionOutbox>& outbox);
   void OnHeartbeat(const std::string& worker_id, const v1::Heartbeat& heartbeat);
   void OnReport(const std::string& worker_id, const v1::AttemptReport& report);
+  void OnHookAck(const std::string& worker_id, const v1::HookChangeAck& ack);
 
   // Marks workers silent for longer than the heartbeat timeout as lost. Called
   // periodically by the coordinator.
@@ -66,7 +79,25 @@ class JobController {
     std::set<int32_t> joined;
     std::set<int32_t> completed;
     std::string result;  // rank 0's final message
+    // The hook switch being agreed, if any, and the ranks that accepted it.
+    std::optional<v1::HookSwitch> proposal;
+    std::set<int32_t> accepted;
+    int proposals_tried = 0;  // for this request: a rank already past the step re-proposes
   };
+
+  // Records and sends a proposal to switch `job` to `hook` at a step after both the
+  // reported progress and `not_before`.
+  absl::StatusOr<v1::HookSwitch> ProposeHookSwitchLocked(const v1::Job& job,
+                                                         LiveAttempt& attempt,
+                                                         const v1::CommHook& hook,
+                                                         int64_t not_before,
+                                                         int64_t request_time_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the attempt's proposal: APPLIED (commit) or ABANDONED with `reason`.
+  void DecideHookSwitchLocked(const v1::Job& job, LiveAttempt& attempt, bool commit,
+                              const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendToRanksLocked(const v1::Job& job, const v1::CoordinatorMessage& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoseWorkerLocked(const std::string& worker_id, const std::string& reason)

@@ -39,6 +39,13 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(StateStore* store
           j->set_state(v1::PENDING);
           j->set_reason(reason);
           j->clear_ranks();
+          // A switch still being agreed died with the coordinator; the ranks that had
+          // accepted it were aborted with their session.
+          for (v1::HookSwitch& pending : *j->mutable_hook_switches()) {
+            if (pending.state() != v1::HookSwitch::PROPOSED) continue;
+            pending.set_state(v1::HookSwitch::ABANDONED);
+            pending.set_reason("the coordinator restarted before every rank answered");
+          }
           return absl::OkStatus();
         },
         reason);
@@ -215,6 +222,28 @@ absl::StatusOr<v1::Job> JobManager::Requeue(const std::string& job_id, int32_t a
         return absl::OkStatus();
       },
       reason);
+}
+
+absl::StatusOr<v1::Job> JobManager::RecordHookSwitch(const std::string& job_id,
+                                                     const v1::HookSwitch& hook_switch,
+                                                     const std::string& event_message) {
+  absl::MutexLock lock(&mu_);
+  return Mutate(
+      job_id,
+      [&](v1::Job* j) {
+        if (IsTerminal(j->state())) {
+          return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has ended"));
+        }
+        for (v1::HookSwitch& existing : *j->mutable_hook_switches()) {
+          if (existing.version() == hook_switch.version()) {
+            existing = hook_switch;
+            return absl::OkStatus();
+          }
+        }
+        *j->add_hook_switches() = hook_switch;
+        return absl::OkStatus();
+      },
+      event_message);
 }
 
 absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attempt,

@@ -65,6 +65,12 @@ class JobManager {
   absl::Status UpdateProgress(const std::string& job_id, int32_t attempt,
                               const v1::Progress& progress);
 
+  // Adds a communication-hook switch to a live job, or replaces the one of the same
+  // version (its state changed), with an event saying what happened.
+  absl::StatusOr<v1::Job> RecordHookSwitch(const std::string& job_id,
+                                           const v1::HookSwitch& hook_switch,
+                                           const std::string& event_message);
+
   // Blocks until the job differs from the version in `*seen_version` (0: return the
   // current job at once) or `timeout` passes, then returns the job and updates
   // `*seen_version`. DEADLINE_EXCEEDED on timeout with no change.

@@ -50,6 +50,16 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*, const v1::CancelJob
   return grpc::Status::OK;
 }
 
+grpc::Status JobServiceImpl::SetCommHook(grpc::ServerContext*,
+                                         const v1::SetCommHookRequest* request,
+                                         v1::HookSwitch* response) {
+  if (auto status = CheckJobId(request->job_id()); !status.ok()) return status;
+  auto proposal = controller_->SetCommHook(request->job_id(), request->hook());
+  if (!proposal.ok()) return ToGrpcStatus(proposal.status());
+  *response = std::move(*proposal);
+  return grpc::Status::OK;
+}
+
 grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
                                       const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::Job>* writer) {

@@ -43,6 +43,8 @@ grpc::Status WorkerServiceImpl::Session(
         controller_->OnHeartbeat(worker_id, message.heartbeat());
       } else if (message.has_report()) {
         controller_->OnReport(worker_id, message.report());
+      } else if (message.has_hook_ack()) {
+        controller_->OnHookAck(worker_id, message.hook_ack());
       }
     }
     (*outbox)->Close();

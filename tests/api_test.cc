@@ -66,15 +66,10 @@ TEST_F(ApiTest, EveryBadSpecIsInvalidArgumentNamingFieldAndValue) {
       {[](v1::JobSpec* s) { s->mutable_model()->set_layer_widths(0, -3); },
        "job.model.layer_widths[0]: must be positive, got -3"},
       {[](v1::JobSpec* s) { s->set_steps(-1); }, "job.steps: must be positive, got -1"},
+      {[](v1::JobSpec* s) { s->mutable_comm_hook()->set_hook(v1::CommHook::ALLREDUCE); },
+       "job.comm_hook: ALLREDUCE with NO_WRAPPER reduces by all-reduce and needs "
+       "fsdp.sharding_strategy NO_SHARD, got FULL_SHARD (the default)"},
   };
-  {
-    v1::JobSpec spec = Cluster::Spec(2);
-    spec.mutable_comm_hook()->set_hook(v1::CommHook::FP16_COMPRESS);
-    grpc::Status status = RawSubmit(spec);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-    EXPECT_TRUE(absl::StrContains(status.error_message(), "job.comm_hook: FP16_COMPRESS"))
-        << status.error_message();
-  }
   for (const Rejection& r : rejections) {
     v1::JobSpec spec = Cluster::Spec(2);
     r.mutate(&spec);
@@ -145,18 +140,8 @@ TEST_F(ApiTest, RendezvousRefusesAttemptsThatAreNotRunning) {
   EXPECT_TRUE(absl::StrContains(status.error_message(), "timeout_ms")) << status.error_message();
 }
 
-// Runs the CLI; returns its exit code and puts stdout and stderr together in `output`.
 int RunCli(const std::vector<std::string>& args, std::string* output) {
-  std::string command = Cluster::BinaryPath("client/shardwise");
-  for (const std::string& a : args) absl::StrAppend(&command, " '", a, "'");
-  absl::StrAppend(&command, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buffer;
-  output->clear();
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output->append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return WEXITSTATUS(status);
+  return Cluster::RunCli(args, output);
 }
 
 TEST(Cli, ADeadCoordinatorGetsAClearMessage) {

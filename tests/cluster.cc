@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <fstream>
 
@@ -95,6 +96,7 @@ void Cluster::StartCoordinator() {
           absl::StrCat("--heartbeat_interval_ms=", options_.heartbeat_interval_ms),
           absl::StrCat("--heartbeat_timeout_ms=", options_.heartbeat_timeout_ms),
           absl::StrCat("--collective_timeout_ms=", options_.collective_timeout_ms),
+          absl::StrCat("--hook_switch_lead_ms=", options_.hook_switch_lead_ms),
       },
       absl::StrCat(dir_, "/coordinator-", coordinator_starts_, ".log"));
   ASSERT_TRUE(WaitFor([&] {
@@ -162,6 +164,19 @@ v1::JobSpec Cluster::Spec(int world_size) {
   spec.set_steps(5);
   spec.set_world_size(world_size);
   return spec;
+}
+
+int Cluster::RunCli(const std::vector<std::string>& args, std::string* output) {
+  std::string command = BinaryPath("client/shardwise");
+  for (const std::string& a : args) absl::StrAppend(&command, " '", a, "'");
+  absl::StrAppend(&command, " 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buffer;
+  output->clear();
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output->append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return WEXITSTATUS(status);
 }
 
 }  // namespace shardwise::testing

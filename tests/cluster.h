@@ -44,6 +44,7 @@ struct ClusterOptions {
   int64_t heartbeat_interval_ms = 200;
   int64_t heartbeat_timeout_ms = 30000;
   int64_t collective_timeout_ms = 30000;
+  int64_t hook_switch_lead_ms = 2000;
 };
 
 class Cluster {
@@ -75,6 +76,10 @@ class Cluster {
 
   // A valid spec for the bootstrap: synthetic data, SGD.
   static v1::JobSpec Spec(int world_size);
+
+  // Runs the `shardwise` CLI with `args`; returns its exit code and puts stdout and
+  // stderr together in `output`.
+  static int RunCli(const std::vector<std::string>& args, std::string* output);
 
  private:
   const ClusterOptions options_;

@@ -28,6 +28,21 @@ void AttemptRunner::Abort(const std::string& reason) {
   abort_ = true;
 }
 
+v1::HookChangeAck AttemptRunner::OnHookChange(const v1::HookChange& change) {
+  v1::HookChangeAck ack;
+  ack.set_job_id(change.job_id());
+  ack.set_attempt(change.attempt());
+  ack.set_rank(assignment_.rank());
+  ack.set_version(change.version());
+  ack.set_accepted(hooks_.Propose(change.version(), change.step(), change.hook()));
+  ack.set_started_step(hooks_.started_step());
+  return ack;
+}
+
+void AttemptRunner::OnHookDecision(const v1::HookDecision& decision) {
+  hooks_.Decide(decision.version(), decision.commit());
+}
+
 void AttemptRunner::Report(v1::AttemptPhase phase, const std::string& message,
                            v1::Progress progress) {
   v1::AttemptReport report;
@@ -104,6 +119,11 @@ void AttemptRunner::Run() {
   training.data_plane = options;
   training.abort = &abort_;
   training.allocator = &allocator_;
+  // Switches applied before this attempt (a restarted job replays them).
+  for (const v1::HookSwitch& done : assignment_.hook_switches()) {
+    if (done.state() == v1::HookSwitch::APPLIED) hooks_.AddCommitted(done.step(), done.new_hook());
+  }
+  training.hook_schedule = &hooks_;
   v1::Progress last_progress = phase("training");
   training.on_progress = [&](const v1::Progress& progress) {
     last_progress = progress;

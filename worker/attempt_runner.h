@@ -18,6 +18,7 @@
 #include "grpcpp/channel.h"
 #include "proto/worker_service.pb.h"
 #include "worker/comm/data_plane.h"
+#include "worker/hook_schedule.h"
 #include "worker/runtime/memory.h"
 
 namespace shardwise {
@@ -34,6 +35,11 @@ class AttemptRunner {
   // Asks the attempt to stop; it reports ABORTED with `reason` if it had not finished.
   void Abort(const std::string& reason);
   bool done() const { return done_.load(); }
+
+  // A communication-hook switch proposed by the coordinator, and its decision
+  // (hook_schedule.h); the answer goes back to the coordinator.
+  v1::HookChangeAck OnHookChange(const v1::HookChange& change);
+  void OnHookDecision(const v1::HookDecision& decision);
   const std::string& job_id() const { return assignment_.job_id(); }
   int32_t attempt() const { return assignment_.attempt(); }
 
@@ -54,6 +60,7 @@ class AttemptRunner {
   std::atomic<bool> abort_{false};
   std::atomic<bool> done_{false};
   CpuCachingAllocator allocator_;
+  HookSchedule hooks_;
 
   absl::Mutex progress_mu_;
   std::optional<v1::Progress> pending_progress_ ABSL_GUARDED_BY(progress_mu_);

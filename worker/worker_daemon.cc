@@ -107,6 +107,8 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   while (stream->Read(&message)) {
     if (message.has_assignment()) OnAssignment(message.assignment());
     if (message.has_abort()) OnAbort(message.abort());
+    if (message.has_hook_change()) OnHookChange(message.hook_change());
+    if (message.has_hook_decision()) OnHookDecision(message.hook_decision());
   }
   session_over.Notify();
   heartbeats.join();
@@ -148,6 +150,34 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
                                               *message.mutable_report() = report;
                                               Send(message);
                                             });
+}
+
+void WorkerDaemon::OnHookChange(const v1::HookChange& change) {
+  v1::WorkerMessage message;
+  {
+    absl::MutexLock lock(&runner_mu_);
+    if (runner_ && runner_->job_id() == change.job_id() &&
+        runner_->attempt() == change.attempt()) {
+      *message.mutable_hook_ack() = runner_->OnHookChange(change);
+    } else {
+      // Not running that attempt (any more): it cannot switch.
+      v1::HookChangeAck* ack = message.mutable_hook_ack();
+      ack->set_job_id(change.job_id());
+      ack->set_attempt(change.attempt());
+      ack->set_rank(-1);
+      ack->set_version(change.version());
+      ack->set_accepted(false);
+    }
+  }
+  Send(message);
+}
+
+void WorkerDaemon::OnHookDecision(const v1::HookDecision& decision) {
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_ && runner_->job_id() == decision.job_id() &&
+      runner_->attempt() == decision.attempt()) {
+    runner_->OnHookDecision(decision);
+  }
 }
 
 void WorkerDaemon::OnAbort(const v1::Abort& abort) {

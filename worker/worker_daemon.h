@@ -45,6 +45,8 @@ class WorkerDaemon {
   absl::Status RunSession(const std::atomic<bool>& stop);
   void OnAssignment(const v1::Assignment& assignment);
   void OnAbort(const v1::Abort& abort);
+  void OnHookChange(const v1::HookChange& change);
+  void OnHookDecision(const v1::HookDecision& decision);
   // Sends on the live session; dropped without one (the coordinator then counts this
   // worker's attempt as lost anyway).
   void Send(const v1::WorkerMessage& message);
