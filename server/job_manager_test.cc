@@ -132,6 +132,35 @@ TEST_F(JobManagerTest, RestartRecoversRunningJobsAsNewAttempts) {
   EXPECT_EQ(rescheduled->attempt(), 2);
 }
 
+TEST_F(JobManagerTest, HookSwitchesPersistAndAPendingOneDiesWithTheCoordinator) {
+  ASSERT_TRUE(manager_->Submit(Spec(2)).ok());
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(2)).ok());
+  ASSERT_TRUE(manager_->MarkRunning("job-1", 1).ok());
+  v1::HookSwitch applied;
+  applied.set_version(1);
+  applied.mutable_new_hook()->set_hook(v1::CommHook::BF16_COMPRESS);
+  applied.set_step(4);
+  applied.set_state(v1::HookSwitch::PROPOSED);
+  ASSERT_TRUE(manager_->RecordHookSwitch("job-1", applied, "proposed").ok());
+  applied.set_state(v1::HookSwitch::APPLIED);
+  ASSERT_TRUE(manager_->RecordHookSwitch("job-1", applied, "applied").ok());
+  v1::HookSwitch pending = applied;
+  pending.set_version(2);
+  pending.set_state(v1::HookSwitch::PROPOSED);
+  pending.set_step(8);
+  ASSERT_TRUE(manager_->RecordHookSwitch("job-1", pending, "proposed again").ok());
+
+  Reopen();  // a crash with switch 2 still being agreed
+  auto job = manager_->Get("job-1");
+  ASSERT_TRUE(job.ok());
+  ASSERT_EQ(job->hook_switches_size(), 2);  // the same version was updated, not added
+  EXPECT_EQ(job->hook_switches(0).state(), v1::HookSwitch::APPLIED);
+  EXPECT_EQ(job->hook_switches(1).state(), v1::HookSwitch::ABANDONED);
+  EXPECT_EQ(job->hook_switches(1).reason(),
+            "the coordinator restarted before every rank answered");
+  EXPECT_EQ(job->state(), v1::PENDING);
+}
+
 TEST_F(JobManagerTest, WaitForChangeWakesOnProgress) {
   ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
   ASSERT_TRUE(manager_->Schedule("job-1", Ranks(1)).ok());
