@@ -51,6 +51,38 @@ TEST(Format, SummaryShowsLossFirstToLast) {
   EXPECT_TRUE(absl::StrContains(summary, "model:  /m.safetensors")) << summary;
 }
 
+TEST(Format, DescriptionShowsPrecisionHookSwitchesAndLossScale) {
+  v1::Job job = RunningJob();
+  job.mutable_spec()->mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::FP16);
+  job.mutable_spec()->mutable_grad_scaler()->set_enabled(true);
+  v1::GradScalerState* scaler = job.mutable_progress()->mutable_grad_scaler();
+  scaler->set_scale(16384);
+  scaler->set_skipped_steps(2);
+  scaler->set_growth_tracker(7);
+  v1::HookSwitch* applied = job.add_hook_switches();
+  applied->set_version(1);
+  applied->mutable_new_hook()->set_hook(v1::CommHook::FP16_COMPRESS);
+  applied->set_step(30);
+  applied->set_state(v1::HookSwitch::APPLIED);
+  v1::HookSwitch* abandoned = job.add_hook_switches();
+  abandoned->set_version(2);
+  *abandoned->mutable_old_hook() = applied->new_hook();
+  abandoned->mutable_new_hook()->set_hook(v1::CommHook::NO_HOOK);
+  abandoned->set_step(41);
+  abandoned->set_state(v1::HookSwitch::ABANDONED);
+  abandoned->set_reason("rank 1 (worker w1) had already started step 42");
+  const std::string text = FormatJobDescription(job, 1'000'000);
+  for (const char* line :
+       {"Precision:  params FP16, reduction FP16, optimizer sees FP32 gradients\n",
+        "Comm hook:  FP16_COMPRESS (from step 30, switch 1)\n",
+        "Loss scale: 16384 (2 steps skipped for inf/NaN, 7 clean steps since the last change)\n",
+        "  1  NO_HOOK -> FP16_COMPRESS at step 30  APPLIED\n",
+        "  2  FP16_COMPRESS -> NO_HOOK at step 41  ABANDONED: rank 1 (worker w1) had already "
+        "started step 42\n"}) {
+    EXPECT_TRUE(absl::StrContains(text, line)) << "missing: " << line << "\nin:\n" << text;
+  }
+}
+
 TEST(Format, Ages) {
   EXPECT_EQ(FormatAge(0, 59'000), "59s");
   EXPECT_EQ(FormatAge(0, 600'000), "10m");
