@@ -10,6 +10,7 @@
 #include "common/comm_hook.h"
 #include "common/dtype_rules.h"
 #include "common/job_state.h"
+#include "common/prefetch_plan.h"
 
 namespace shardwise {
 namespace {
@@ -123,6 +124,10 @@ std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
                                                    scaler.growth_tracker())
                                  : std::string("not reported yet"),
                     "\n");
+  }
+  if (job.has_execution_order()) {
+    absl::StrAppend(&out, "Exec order: ", FormatExecutionOrder(job.execution_order()), "\n");
+    absl::StrAppend(&out, "Prefetch:   plan ", FormatPrefetchPlan(job.prefetch_plan()), "\n");
   }
   if (!job.hook_switches().empty()) {
     absl::StrAppend(&out, "Hook switches:\n");

@@ -5,7 +5,9 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/comm_hook.h"
+#include "common/prefetch_plan.h"
 #include "common/job_spec_defaults.h"
 #include "common/status_macros.h"
 #include "server/scheduler.h"
@@ -313,6 +315,10 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
         ScheduleLocked();
       }
       break;
+    case v1::ORDER_RECORDED:
+    case v1::ORDER_CHANGED:
+      OnExecutionOrderLocked(*job, attempt, report);
+      break;
     case v1::ABORTED:
       workers_->SetIdle(worker_id);
       FailAttemptLocked(*job,
@@ -322,6 +328,86 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
     default:
       break;
   }
+}
+
+namespace {
+
+int NumUnits(const v1::ExecutionOrder& order) {
+  int n = 0;
+  for (int unit : order.pre_forward()) n = std::max(n, unit + 1);
+  for (int unit : order.post_forward()) n = std::max(n, unit + 1);
+  return n;
+}
+
+}  // namespace
+
+// SEMANTICS.md, "Validation": every rank must run its units in the same order, or the
+// ranks' collectives pair up wrongly (a hang, or tensors silently mixed). PyTorch checks
+// this only in its most verbose debug mode; here the coordinator compares the ranks'
+// first iterations and fails the job at once, naming the ranks and the first difference.
+void JobController::OnExecutionOrderLocked(const v1::Job& job, LiveAttempt& attempt,
+                                           const v1::AttemptReport& report) {
+  if (report.phase() == v1::ORDER_CHANGED) {
+    if (attempt.order_change_warned) return;
+    attempt.order_change_warned = true;
+    auto plan = PlanPrefetch(report.execution_order(), job.spec().fsdp(),
+                             NumUnits(report.execution_order()));
+    const std::string change = absl::StrCat(
+        "warning: ", RankName(job, report.rank()), "'s execution order changed at step ",
+        report.step(), ": ", FirstDifference(job.execution_order(), report.execution_order()),
+        " (warned once per attempt)");
+    if (!plan.ok()) {
+      LogError(jobs_->RecordExecutionPlan(job.id(), job.attempt(), job.execution_order(),
+                                          job.prefetch_plan(),
+                                          absl::StrCat(change, "; ", plan.status().message()))
+                   .status(),
+               "recording an order change");
+      return;
+    }
+    plan->set_version(job.prefetch_plan().version() + 1);
+    LogError(jobs_->RecordExecutionPlan(
+                      job.id(), job.attempt(), job.execution_order(), *plan,
+                      absl::StrCat(change, "; re-planned: prefetch plan ", FormatPrefetchPlan(*plan)))
+                 .status(),
+             "recording an order change");
+    return;
+  }
+  attempt.orders[report.rank()] = report.execution_order();
+  if (static_cast<int32_t>(attempt.orders.size()) < job.spec().world_size()) return;
+  const auto& [first_rank, reference] = *attempt.orders.begin();
+  std::vector<std::string> differences;
+  for (const auto& [rank, order] : attempt.orders) {
+    const std::string difference = FirstDifference(reference, order);
+    if (!difference.empty()) {
+      differences.push_back(absl::StrCat("rank ", rank, " differs from rank ", first_rank,
+                                         " at ", difference));
+    }
+  }
+  if (!differences.empty()) {
+    const std::string reason = absl::StrCat(
+        "the ranks ran their FSDP units in different orders in their first iteration: ",
+        absl::StrJoin(differences, "; "),
+        "; their collectives would pair up wrongly (a hang, or mixed tensors)");
+    AbortRanksLocked(job, reason, /*skip_worker=*/"");
+    EndAttemptLocked(job);
+    // Not re-queued: the same model runs in the same orders again.
+    LogError(jobs_->Finish(job.id(), job.attempt(), v1::FAILED, reason).status(), "failing job");
+    ScheduleLocked();
+    return;
+  }
+  auto plan = PlanPrefetch(reference, job.spec().fsdp(), NumUnits(reference));
+  if (!plan.ok()) {
+    LogError(plan.status(), "planning prefetch");
+    return;
+  }
+  plan->set_version(1);
+  LogError(jobs_->RecordExecutionPlan(
+                    job.id(), job.attempt(), reference, *plan,
+                    absl::StrCat("execution order recorded, the same on all ",
+                                 job.spec().world_size(), " ranks: ", FormatExecutionOrder(reference),
+                                 "; prefetch plan ", FormatPrefetchPlan(*plan)))
+               .status(),
+           "recording the execution order");
 }
 
 void JobController::CheckHeartbeats() {

@@ -9,6 +9,7 @@
 //
 // Thread-safety: all methods may be called from any thread.
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -83,7 +84,13 @@ class JobController {
     std::optional<v1::HookSwitch> proposal;
     std::set<int32_t> accepted;
     int proposals_tried = 0;  // for this request: a rank already past the step re-proposes
+    // Each rank's first-iteration execution order, until all have reported.
+    std::map<int32_t, v1::ExecutionOrder> orders;
+    bool order_change_warned = false;
   };
+
+  void OnExecutionOrderLocked(const v1::Job& job, LiveAttempt& attempt,
+                              const v1::AttemptReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Records and sends a proposal to switch `job` to `hook` at a step after both the
   // reported progress and `not_before`.

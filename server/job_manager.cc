@@ -224,6 +224,23 @@ absl::StatusOr<v1::Job> JobManager::Requeue(const std::string& job_id, int32_t a
       reason);
 }
 
+absl::StatusOr<v1::Job> JobManager::RecordExecutionPlan(const std::string& job_id,
+                                                        int32_t attempt,
+                                                        const v1::ExecutionOrder& order,
+                                                        const v1::PrefetchPlan& plan,
+                                                        const std::string& event_message) {
+  absl::MutexLock lock(&mu_);
+  return Mutate(
+      job_id,
+      [&](v1::Job* j) {
+        RETURN_IF_ERROR(CheckAttempt(*j, attempt));
+        *j->mutable_execution_order() = order;
+        *j->mutable_prefetch_plan() = plan;
+        return absl::OkStatus();
+      },
+      event_message);
+}
+
 absl::StatusOr<v1::Job> JobManager::RecordHookSwitch(const std::string& job_id,
                                                      const v1::HookSwitch& hook_switch,
                                                      const std::string& event_message) {

@@ -65,6 +65,13 @@ class JobManager {
   absl::Status UpdateProgress(const std::string& job_id, int32_t attempt,
                               const v1::Progress& progress);
 
+  // Stores the execution order the ranks of `attempt` agree on and the prefetch plan
+  // derived from it, with an event.
+  absl::StatusOr<v1::Job> RecordExecutionPlan(const std::string& job_id, int32_t attempt,
+                                              const v1::ExecutionOrder& order,
+                                              const v1::PrefetchPlan& plan,
+                                              const std::string& event_message);
+
   // Adds a communication-hook switch to a live job, or replaces the one of the same
   // version (its state changed), with an event saying what happened.
   absl::StatusOr<v1::Job> RecordHookSwitch(const std::string& job_id,

@@ -108,12 +108,12 @@ void Cluster::StartCoordinator() {
 
 void Cluster::KillCoordinator() { coordinator_->Kill(); }
 
-Process& Cluster::AddWorker(const std::string& name) {
-  auto process = std::make_unique<Process>(
-      std::vector<std::string>{BinaryPath("worker/shardwise-worker"),
-                               absl::StrCat("--coordinator=", address()),
-                               absl::StrCat("--name=", name)},
-      absl::StrCat(dir_, "/worker-", name, ".log"));
+Process& Cluster::AddWorker(const std::string& name, const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {BinaryPath("worker/shardwise-worker"),
+                                   absl::StrCat("--coordinator=", address()),
+                                   absl::StrCat("--name=", name)};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  auto process = std::make_unique<Process>(argv, absl::StrCat(dir_, "/worker-", name, ".log"));
   Process& ref = *process;
   workers_[name] = std::move(process);
   EXPECT_TRUE(WaitFor([&] { return WorkerState(name) == v1::IDLE; }))

@@ -58,7 +58,8 @@ class Cluster {
   void KillCoordinator();  // SIGKILL: as a crash
 
   // Starts a worker named `name` and waits until it is IDLE at the coordinator.
-  Process& AddWorker(const std::string& name);
+  // `flags` are added to its command line.
+  Process& AddWorker(const std::string& name, const std::vector<std::string>& flags = {});
   Process& worker(const std::string& name) { return *workers_.at(name); }
 
   Client& client() { return *client_; }

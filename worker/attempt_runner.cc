@@ -10,10 +10,11 @@ namespace shardwise {
 
 AttemptRunner::AttemptRunner(std::shared_ptr<grpc::Channel> channel,
                              const v1::Assignment& assignment, const DataPlaneOptions& data_plane,
-                             Reporter report)
+                             const TrainingFaults& faults, Reporter report)
     : channel_(std::move(channel)),
       assignment_(assignment),
       data_plane_(data_plane),
+      faults_(faults),
       report_(std::move(report)),
       thread_([this] { Run(); }) {}
 
@@ -124,6 +125,17 @@ void AttemptRunner::Run() {
     if (done.state() == v1::HookSwitch::APPLIED) hooks_.AddCommitted(done.step(), done.new_hook());
   }
   training.hook_schedule = &hooks_;
+  // Once per attempt (and once more on a change): off the steady-state critical path.
+  training.on_execution_order = [&](const v1::ExecutionOrder& order, int64_t step, bool changed) {
+    v1::AttemptReport report;
+    report.set_job_id(assignment_.job_id());
+    report.set_attempt(assignment_.attempt());
+    report.set_rank(rank);
+    report.set_phase(changed ? v1::ORDER_CHANGED : v1::ORDER_RECORDED);
+    *report.mutable_execution_order() = order;
+    report.set_step(step);
+    report_(report);
+  };
   v1::Progress last_progress = phase("training");
   training.on_progress = [&](const v1::Progress& progress) {
     last_progress = progress;
@@ -131,7 +143,7 @@ void AttemptRunner::Run() {
     pending_progress_ = progress;
   };
   std::thread publisher([this] { PublishProgress(); });
-  auto result = Train(assignment_.spec(), training);
+  auto result = Train(assignment_.spec(), training, faults_);
   {
     absl::MutexLock lock(&progress_mu_);
     training_over_ = true;

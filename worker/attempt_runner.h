@@ -19,6 +19,7 @@
 #include "proto/worker_service.pb.h"
 #include "worker/comm/data_plane.h"
 #include "worker/hook_schedule.h"
+#include "worker/trainer.h"
 #include "worker/runtime/memory.h"
 
 namespace shardwise {
@@ -29,7 +30,8 @@ class AttemptRunner {
 
   // Starts the attempt at once. `channel` reaches the coordinator.
   AttemptRunner(std::shared_ptr<grpc::Channel> channel, const v1::Assignment& assignment,
-                const DataPlaneOptions& data_plane, Reporter report);
+                const DataPlaneOptions& data_plane, const TrainingFaults& faults,
+                Reporter report);
   ~AttemptRunner();  // aborts and joins
 
   // Asks the attempt to stop; it reports ABORTED with `reason` if it had not finished.
@@ -53,6 +55,7 @@ class AttemptRunner {
   const std::shared_ptr<grpc::Channel> channel_;
   const v1::Assignment assignment_;
   const DataPlaneOptions data_plane_;
+  const TrainingFaults faults_;
   const Reporter report_;
 
   absl::Mutex mu_;

@@ -20,6 +20,10 @@ ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
 ABSL_FLAG(std::string, data_address, "127.0.0.1",
           "address peers reach this worker's data plane at (Gloo/TCP)");
 
+ABSL_FLAG(std::string, fault_injection, "",
+          "for tests only: unit_order_reversed or unit_order_reversed_from=STEP makes this "
+          "rank report its FSDP units in reverse order");
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("The Shardwise worker daemon. Usage: shardwise-worker [flags]");
   absl::ParseCommandLine(argc, argv);
@@ -45,6 +49,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.data_plane.hostname = absl::GetFlag(FLAGS_data_address);
+  auto faults = shardwise::ParseTrainingFaults(absl::GetFlag(FLAGS_fault_injection));
+  if (!faults.ok()) {
+    std::fprintf(stderr, "shardwise-worker: %s\n", std::string(faults.status().message()).c_str());
+    return 2;
+  }
+  options.faults = *faults;
 
   shardwise::IgnoreBrokenPipes();
   const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();

@@ -4,10 +4,13 @@
 #include <filesystem>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/solo_communicator.h"
 #include "worker/compute/cpu_math.h"
@@ -55,6 +58,25 @@ absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> CheckpointToLoad(
 }
 
 }  // namespace
+
+absl::StatusOr<TrainingFaults> ParseTrainingFaults(const std::string& text) {
+  TrainingFaults faults;
+  if (text.empty()) return faults;
+  int64_t from = 0;
+  absl::string_view rest = text;
+  if (text != "unit_order_reversed" &&
+      !(absl::ConsumePrefix(&rest, "unit_order_reversed_from=") && absl::SimpleAtoi(rest, &from))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--fault_injection: unknown fault '", text,
+        "' (expected unit_order_reversed or unit_order_reversed_from=STEP)"));
+  }
+  faults.alter_execution_order = [from](int64_t step, v1::ExecutionOrder* order) {
+    if (step < from) return;
+    std::reverse(order->mutable_pre_forward()->begin(), order->mutable_pre_forward()->end());
+    std::reverse(order->mutable_post_forward()->begin(), order->mutable_post_forward()->end());
+  };
+  return faults;
+}
 
 std::string TrainingResult::Summary() const {
   std::string summary = absl::StrFormat("trained %d steps: loss %.4f -> %.4f, %.2f steps/s", steps,
@@ -139,6 +161,9 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   const bool classification = spec.loss() != v1::MSE;
   const int64_t in = data.input_width, out = data.target_width;
   const int64_t interval = spec.output().checkpoint_interval_steps();
+  // The first micro-step's execution order, which later ones are compared with.
+  std::optional<v1::ExecutionOrder> first_order;
+  bool order_change_reported = false;
   const absl::Time start = absl::Now();
   for (int64_t step = first_step; step < spec.steps(); ++step) {
     const absl::Time step_start = absl::Now();
@@ -176,6 +201,16 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
                        model->ForwardBackward(x.data(), labels.data(), targets.data(), batch,
                                               loss_scale, micro == micro_steps - 1));
       local_loss += loss / scaler.scale();
+      v1::ExecutionOrder order = model->execution_order();
+      if (faults.alter_execution_order) faults.alter_execution_order(step, &order);
+      if (!first_order.has_value()) {
+        first_order = order;
+        if (context.on_execution_order) context.on_execution_order(order, step, false);
+      } else if (!order_change_reported &&
+                 !google::protobuf::util::MessageDifferencer::Equals(order, *first_order)) {
+        order_change_reported = true;
+        if (context.on_execution_order) context.on_execution_order(order, step, true);
+      }
     }
     bool skip = faults.skip_steps.count(step) > 0;
     if (scaler.enabled()) {

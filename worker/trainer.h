@@ -51,6 +51,10 @@ struct TrainingContext {
   Allocator* allocator = nullptr;
   // Communication-hook switches agreed with the coordinator; none if null.
   HookSchedule* hook_schedule = nullptr;
+  // Called with the execution order of this attempt's first micro-step, and once more
+  // (changed = true) if a later micro-step's order differs from it.
+  std::function<void(const v1::ExecutionOrder& order, int64_t step, bool changed)>
+      on_execution_order;
 };
 
 // Fault injection and hand-made schedules, for tests only.
@@ -60,7 +64,15 @@ struct TrainingFaults {
   // Steps whose gradients are discarded without an optimizer step (as a loss scaler
   // skips a step), by hand.
   std::set<int64_t> skip_steps;
+  // Alters the execution order the rank records at `step` (as if its model ran its units
+  // in another order): the coordinator's validation is tested with it.
+  std::function<void(int64_t step, v1::ExecutionOrder* order)> alter_execution_order;
 };
+
+// Fault injection from a worker's --fault_injection flag (docs/operations.md), for tests
+// of a real cluster: "unit_order_reversed" (every step) or "unit_order_reversed_from=N"
+// (from step N on). INVALID_ARGUMENT for anything else.
+absl::StatusOr<TrainingFaults> ParseTrainingFaults(const std::string& text);
 
 absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingContext& context,
                                      const TrainingFaults& faults = {});

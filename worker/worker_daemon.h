@@ -18,6 +18,7 @@
 #include "grpcpp/channel.h"
 #include "proto/worker_service.grpc.pb.h"
 #include "worker/attempt_runner.h"
+#include "worker/trainer.h"
 #include "worker/comm/data_plane.h"
 
 namespace shardwise {
@@ -29,6 +30,7 @@ struct WorkerOptions {
   DataPlaneOptions data_plane;
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
+  TrainingFaults faults;  // --fault_injection, for tests of a real cluster
 };
 
 class WorkerDaemon {

@@ -293,6 +293,11 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
 
   // Forward. The root wraps the whole model: its pre-forward (unshard) runs first, and it
   // is not resharded after forward (its parameters are needed again at once in backward).
+  order_.Clear();
+  auto record = [](const Unit& unit, google::protobuf::RepeatedField<int32_t>* order) {
+    if (unit.layout.numel > 0) order->Add(unit.index);
+  };
+  record(root(), order_.mutable_pre_forward());
   RETURN_IF_ERROR(Unshard(root()));
   Buffer current(allocator_, batch * layout_.layers[0].in, MemoryCategory::kActivations, false);
   std::memcpy(current.data(), x, current.numel() * sizeof(float));
@@ -301,7 +306,10 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
   cpu::RoundToPrecision(param_type_, current.data(), current.numel());
   for (Unit& unit : units_) {
     const bool is_root = unit.layout.is_root;
-    if (!is_root) RETURN_IF_ERROR(Unshard(unit));  // pre-forward
+    if (!is_root) {
+      record(unit, order_.mutable_pre_forward());
+      RETURN_IF_ERROR(Unshard(unit));  // pre-forward
+    }
     RETURN_IF_ERROR(CheckUnsharded(unit, "forward"));
     for (int l : unit.layout.layers) {
       const LayerLayout& layer = layout_.layers[l];
@@ -322,8 +330,12 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
         current = std::move(out);
       }
     }
-    if (!is_root && plan_.reshard_after_forward) Reshard(unit);  // post-forward
+    if (!is_root) {
+      record(unit, order_.mutable_post_forward());
+      if (plan_.reshard_after_forward) Reshard(unit);  // post-forward
+    }
   }
+  record(root(), order_.mutable_post_forward());
 
   // Loss, and its gradient with respect to the outputs.
   const int64_t out_width = layout_.layers.back().out;

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
 #include "worker/comm/communicator.h"
 #include "worker/data/safetensors.h"
@@ -96,6 +97,10 @@ class FsdpModel {
   int64_t padded_numel(int u) const { return units_[u].padded_numel; }
   std::vector<float> ShardOf(int u, const std::vector<float>& full) const;
 
+  // The order this rank ran its units (those with parameters) in the latest micro-step:
+  // pre-forward hooks (the root first, as it wraps the model) and post-forward hooks.
+  const v1::ExecutionOrder& execution_order() const { return order_; }
+
   const ModelLayout& layout() const { return layout_; }
   const ShardingPlan& plan() const { return plan_; }
   int num_units() const { return static_cast<int>(units_.size()); }
@@ -148,6 +153,7 @@ class FsdpModel {
   const ScalarType reduce_type_;
   const bool keep_low_precision_grads_;
   v1::CommHook hook_;
+  v1::ExecutionOrder order_;
   std::vector<Unit> units_;
   std::vector<LayerActivations> activations_;
   Phase phase_ = Phase::kIdle;
