@@ -257,6 +257,21 @@ void JobController::OnHeartbeat(const std::string& worker_id, const v1::Heartbea
     workers_->Send(worker_id, abort);
     return;
   }
+  if (same_attempt && heartbeat.has_position()) {
+    auto live = live_.find(heartbeat.job_id());
+    if (live != live_.end() && live->second.attempt == heartbeat.attempt()) {
+      const v1::RankPosition& now_at = heartbeat.position();
+      auto [it, inserted] = live->second.positions.try_emplace(worker->rank());
+      LiveAttempt::Seen& seen = it->second;
+      const bool moved = inserted || seen.position.collectives() != now_at.collectives() ||
+                         seen.position.step() != now_at.step() ||
+                         seen.position.phase() != now_at.phase() ||
+                         seen.position.unit() != now_at.unit();
+      seen.position = now_at;
+      seen.received = absl::Now();
+      if (moved) seen.moved = seen.received;
+    }
+  }
   if (heartbeat.job_id().empty() && worker->state() == v1::DRAINING) {
     workers_->SetIdle(worker_id);
     ScheduleLocked();
@@ -416,6 +431,98 @@ void JobController::CheckHeartbeats() {
        workers_->Silent(absl::Now(), options_.heartbeat_timeout)) {
     LoseWorkerLocked(worker_id, absl::StrCat("no heartbeat for more than ",
                                              absl::FormatDuration(options_.heartbeat_timeout)));
+  }
+  CheckStallsLocked(absl::Now());
+}
+
+namespace {
+
+// "0-2", "0, 2, 5".
+std::string RankList(const std::vector<int32_t>& ranks) {
+  if (ranks.size() > 2 && ranks.back() - ranks.front() + 1 == static_cast<int32_t>(ranks.size())) {
+    return absl::StrCat(ranks.front(), "-", ranks.back());
+  }
+  return absl::StrJoin(ranks, ", ");
+}
+
+std::string Where(const v1::RankPosition& p) {
+  std::string where = p.collective();
+  if (p.unit() >= 0) absl::StrAppend(&where, " of unit ", p.unit());
+  absl::StrAppend(&where, " at step ", p.step(), " (", p.phase(), ")");
+  return where;
+}
+
+}  // namespace
+
+// Every rank runs the same sequence of collectives, so a rank's count of collectives
+// entered says which one it is in. Ranks that have been inside collective N for longer
+// than the warning time wait for the ranks whose count is below N (they have not entered
+// it) or whose heartbeats stopped (a frozen process).
+void JobController::CheckStallsLocked(absl::Time now) {
+  for (auto& [job_id, attempt] : live_) {
+    auto job = jobs_->Get(job_id);
+    if (!job.ok() || job->state() != v1::RUNNING || job->attempt() != attempt.attempt) continue;
+    const v1::RankPosition* waiting_at = nullptr;
+    absl::Duration waited = absl::ZeroDuration();
+    std::vector<int32_t> waiting;
+    for (const auto& [rank, seen] : attempt.positions) {
+      const v1::RankPosition& position = seen.position;
+      const absl::Time received = seen.received;
+      // A rank whose heartbeats stopped is a suspect, not a waiter: its last position
+      // may be inside a collective it will never leave.
+      if (position.collective().empty() || now - received > 3 * options_.heartbeat_interval) {
+        continue;
+      }
+      const absl::Duration in_collective = absl::Milliseconds(position.collective_ms()) +
+                                           (now - received);
+      if (in_collective < options_.stall_warning) continue;
+      if (waiting_at == nullptr || position.collectives() > waiting_at->collectives()) {
+        waiting_at = &position;
+        waiting.clear();
+      }
+      if (position.collectives() == waiting_at->collectives()) {
+        waiting.push_back(rank);
+        waited = std::max(waited, in_collective);
+      }
+    }
+    if (waiting_at == nullptr) continue;
+    std::vector<std::string> missing;
+    for (int32_t rank = 0; rank < job->spec().world_size(); ++rank) {
+      auto it = attempt.positions.find(rank);
+      if (it == attempt.positions.end()) {
+        missing.push_back(absl::StrCat("rank ", rank, " has not reported its position"));
+        continue;
+      }
+      const v1::RankPosition& position = it->second.position;
+      const absl::Duration silent = now - it->second.received;
+      // Behind the waiters and not moving (a rank merely slower gets there soon).
+      if (position.collectives() < waiting_at->collectives() &&
+          now - it->second.moved >= options_.stall_warning) {
+        missing.push_back(absl::StrCat("rank ", rank, " has not entered ", Where(*waiting_at),
+                                       "; it is in ", position.phase(),
+                                       position.unit() >= 0 ? absl::StrCat(" of unit ", position.unit()) : "",
+                                       " at step ", position.step()));
+      } else if (silent > 3 * options_.heartbeat_interval) {
+        missing.push_back(absl::StrCat("rank ", rank, " has sent no heartbeat for ",
+                                       absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100)))));
+      }
+    }
+    if (missing.empty()) continue;  // every rank is inside: a slow collective, not a stall
+    const std::string message = absl::StrCat(
+        "stall: ", absl::StrJoin(missing, "; "), "; rank", waiting.size() > 1 ? "s " : " ",
+        RankList(waiting), waiting.size() > 1 ? " are" : " is", " waiting in ",
+        Where(*waiting_at), " for ", absl::FormatDuration(absl::Trunc(waited, absl::Seconds(1))));
+    if (options_.stall_abort > absl::ZeroDuration() && waited >= options_.stall_abort) {
+      FailAttemptLocked(*job,
+                        absl::StrCat(message, " (longer than the stall timeout of ",
+                                     absl::FormatDuration(options_.stall_abort), ")"),
+                        /*lost_worker=*/"");
+      return;  // live_ changed
+    }
+    if (attempt.stall_reported_at == waiting_at->collectives()) continue;
+    attempt.stall_reported_at = waiting_at->collectives();
+    std::fprintf(stderr, "coordinator: %s: %s\n", job_id.c_str(), message.c_str());
+    LogError(jobs_->RecordEvent(job_id, job->attempt(), message).status(), "recording a stall");
   }
 }
 

@@ -42,6 +42,11 @@ class JobController {
     // ahead: room for the proposal to reach every rank before any gets there.
     absl::Duration hook_switch_lead = absl::Seconds(2);
     int64_t hook_switch_min_lead_steps = 3;
+    // Ranks waiting in a collective for longer than this for ranks that have not entered
+    // it are a stall: an event names both. With stall_abort > 0, a stall that long fails
+    // the attempt with that reason.
+    absl::Duration stall_warning = absl::Seconds(60);
+    absl::Duration stall_abort = absl::ZeroDuration();
   };
 
   // The managers are not owned and must outlive the controller.
@@ -66,8 +71,8 @@ class JobController {
   void OnReport(const std::string& worker_id, const v1::AttemptReport& report);
   void OnHookAck(const std::string& worker_id, const v1::HookChangeAck& ack);
 
-  // Marks workers silent for longer than the heartbeat timeout as lost. Called
-  // periodically by the coordinator.
+  // Marks workers silent for longer than the heartbeat timeout as lost, and reports (or
+  // aborts) stalled attempts. Called periodically by the coordinator.
   void CheckHeartbeats();
 
   // Starts every pending job that fits on idle workers now.
@@ -87,7 +92,20 @@ class JobController {
     // Each rank's first-iteration execution order, until all have reported.
     std::map<int32_t, v1::ExecutionOrder> orders;
     bool order_change_warned = false;
+    // Each rank's latest position (from its heartbeat), when it arrived, and when the
+    // rank last moved (its step, phase, unit or collective changed).
+    struct Seen {
+      v1::RankPosition position;
+      absl::Time received;
+      absl::Time moved;
+    };
+    std::map<int32_t, Seen> positions;
+    int64_t stall_reported_at = -1;  // the collective (by count) last reported as stalled
   };
+
+  // Names the ranks that keep others waiting in a collective, as an event once per
+  // stalled collective, and fails the attempt past options_.stall_abort.
+  void CheckStallsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void OnExecutionOrderLocked(const v1::Job& job, LiveAttempt& attempt,
                               const v1::AttemptReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

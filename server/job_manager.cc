@@ -224,6 +224,13 @@ absl::StatusOr<v1::Job> JobManager::Requeue(const std::string& job_id, int32_t a
       reason);
 }
 
+absl::StatusOr<v1::Job> JobManager::RecordEvent(const std::string& job_id, int32_t attempt,
+                                               const std::string& event_message) {
+  absl::MutexLock lock(&mu_);
+  return Mutate(
+      job_id, [&](v1::Job* j) { return CheckAttempt(*j, attempt); }, event_message);
+}
+
 absl::StatusOr<v1::Job> JobManager::RecordExecutionPlan(const std::string& job_id,
                                                         int32_t attempt,
                                                         const v1::ExecutionOrder& order,

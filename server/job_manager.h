@@ -65,6 +65,10 @@ class JobManager {
   absl::Status UpdateProgress(const std::string& job_id, int32_t attempt,
                               const v1::Progress& progress);
 
+  // Appends an event to a live job of `attempt` (nothing else changes).
+  absl::StatusOr<v1::Job> RecordEvent(const std::string& job_id, int32_t attempt,
+                                      const std::string& event_message);
+
   // Stores the execution order the ranks of `attempt` agree on and the prefetch plan
   // derived from it, with an event.
   absl::StatusOr<v1::Job> RecordExecutionPlan(const std::string& job_id, int32_t attempt,

@@ -24,6 +24,11 @@ ABSL_FLAG(int64_t, collective_timeout_ms, 60000,
 ABSL_FLAG(int64_t, hook_switch_lead_ms, 2000,
           "a comm hook switch is proposed for the step a job should reach this long after "
           "its latest progress report (and at least 3 steps ahead)");
+ABSL_FLAG(int64_t, stall_warning_ms, 60000,
+          "ranks waiting this long in a collective for ranks that have not entered it are "
+          "reported as a stall in the job's events");
+ABSL_FLAG(int64_t, stall_abort_ms, 0,
+          "if > 0, a stall this long fails the attempt with the stall as its reason");
 ABSL_FLAG(int32_t, max_world_size, 1024, "largest world_size a job may ask for");
 ABSL_FLAG(int64_t, max_parameters, int64_t{8} << 30, "largest model, in parameters");
 ABSL_FLAG(int64_t, max_steps, int64_t{1} << 40, "most steps a job may ask for");
@@ -42,6 +47,8 @@ int main(int argc, char** argv) {
   controller.heartbeat_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
   controller.collective_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_collective_timeout_ms));
   controller.hook_switch_lead = absl::Milliseconds(absl::GetFlag(FLAGS_hook_switch_lead_ms));
+  controller.stall_warning = absl::Milliseconds(absl::GetFlag(FLAGS_stall_warning_ms));
+  controller.stall_abort = absl::Milliseconds(absl::GetFlag(FLAGS_stall_abort_ms));
   controller.limits.max_world_size = absl::GetFlag(FLAGS_max_world_size);
   controller.limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
   controller.limits.max_steps = absl::GetFlag(FLAGS_max_steps);

@@ -97,6 +97,8 @@ void Cluster::StartCoordinator() {
           absl::StrCat("--heartbeat_timeout_ms=", options_.heartbeat_timeout_ms),
           absl::StrCat("--collective_timeout_ms=", options_.collective_timeout_ms),
           absl::StrCat("--hook_switch_lead_ms=", options_.hook_switch_lead_ms),
+          absl::StrCat("--stall_warning_ms=", options_.stall_warning_ms),
+          absl::StrCat("--stall_abort_ms=", options_.stall_abort_ms),
       },
       absl::StrCat(dir_, "/coordinator-", coordinator_starts_, ".log"));
   ASSERT_TRUE(WaitFor([&] {

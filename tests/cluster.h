@@ -45,6 +45,8 @@ struct ClusterOptions {
   int64_t heartbeat_timeout_ms = 30000;
   int64_t collective_timeout_ms = 30000;
   int64_t hook_switch_lead_ms = 2000;
+  int64_t stall_warning_ms = 60000;
+  int64_t stall_abort_ms = 0;
 };
 
 class Cluster {

@@ -16,6 +16,7 @@ AttemptRunner::AttemptRunner(std::shared_ptr<grpc::Channel> channel,
       data_plane_(data_plane),
       faults_(faults),
       report_(std::move(report)),
+      position_(assignment.rank()),
       thread_([this] { Run(); }) {}
 
 AttemptRunner::~AttemptRunner() {
@@ -125,6 +126,7 @@ void AttemptRunner::Run() {
     if (done.state() == v1::HookSwitch::APPLIED) hooks_.AddCommitted(done.step(), done.new_hook());
   }
   training.hook_schedule = &hooks_;
+  training.position = &position_;
   // Once per attempt (and once more on a change): off the steady-state critical path.
   training.on_execution_order = [&](const v1::ExecutionOrder& order, int64_t step, bool changed) {
     v1::AttemptReport report;

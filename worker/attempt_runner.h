@@ -21,6 +21,7 @@
 #include "worker/hook_schedule.h"
 #include "worker/trainer.h"
 #include "worker/runtime/memory.h"
+#include "worker/runtime/rank_position.h"
 
 namespace shardwise {
 
@@ -42,6 +43,9 @@ class AttemptRunner {
   // (hook_schedule.h); the answer goes back to the coordinator.
   v1::HookChangeAck OnHookChange(const v1::HookChange& change);
   void OnHookDecision(const v1::HookDecision& decision);
+
+  // Where the rank is now, for the heartbeat.
+  v1::RankPosition position() const { return position_.Snapshot(); }
   const std::string& job_id() const { return assignment_.job_id(); }
   int32_t attempt() const { return assignment_.attempt(); }
 
@@ -64,6 +68,7 @@ class AttemptRunner {
   std::atomic<bool> done_{false};
   CpuCachingAllocator allocator_;
   HookSchedule hooks_;
+  RankPosition position_;
 
   absl::Mutex progress_mu_;
   std::optional<v1::Progress> pending_progress_ ABSL_GUARDED_BY(progress_mu_);

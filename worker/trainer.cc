@@ -13,6 +13,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/solo_communicator.h"
+#include "worker/comm/tracked_communicator.h"
 #include "worker/compute/cpu_math.h"
 #include "worker/data/dataset.h"
 #include "worker/data/weights.h"
@@ -105,6 +106,18 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
                                      absl::StrCat("replicate", plan.shard_rank), context, &world,
                                      &owned));
 
+  // With a position to keep, every collective records itself in it (for stall reports).
+  std::vector<std::unique_ptr<TrackedCommunicator>> tracked;
+  auto track = [&](Communicator* group) -> Communicator* {
+    if (context.position == nullptr) return group;
+    tracked.push_back(std::make_unique<TrackedCommunicator>(group, context.position));
+    return tracked.back().get();
+  };
+  Communicator* const world_group = track(&world);
+  Communicator* const shard_comm = shard_group == &world ? world_group : track(shard_group);
+  Communicator* const replicate_comm =
+      replicate_group == &world ? world_group : track(replicate_group);
+
   ASSIGN_OR_RETURN(Dataset data, LoadDataset(spec));
   ASSIGN_OR_RETURN(std::optional<fsdp::LoadedCheckpoint> checkpoint, CheckpointToLoad(spec, context));
   TensorMap initial;
@@ -114,8 +127,9 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
     ASSIGN_OR_RETURN(initial, InitialWeights(spec));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<fsdp::FsdpModel> model,
-                   fsdp::FsdpModel::Create(spec, plan, {shard_group, replicate_group},
+                   fsdp::FsdpModel::Create(spec, plan, {shard_comm, replicate_comm},
                                            context.allocator, initial));
+  model->set_position(context.position);
   initial.clear();
   std::unique_ptr<fsdp::Optimizer> optimizer =
       fsdp::Optimizer::Create(spec.optimizer(), model->num_units(), context.allocator);
@@ -170,6 +184,10 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
     if (context.abort != nullptr && context.abort->load()) {
       return absl::AbortedError(absl::StrCat("aborted at step ", step));
     }
+    if (context.position != nullptr) {
+      context.position->SetStep(step);
+      context.position->SetPhase("step start");
+    }
     if (context.hook_schedule != nullptr) {
       ASSIGN_OR_RETURN(std::optional<v1::CommHook> hook,
                        context.hook_schedule->HookForStep(step, context.abort));
@@ -212,12 +230,13 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
         if (context.on_execution_order) context.on_execution_order(order, step, true);
       }
     }
+    if (context.position != nullptr) context.position->SetPhase("step end");
     bool skip = faults.skip_steps.count(step) > 0;
     if (scaler.enabled()) {
       // Unscale before clipping; the found-inf flag is all-reduced so every rank skips
       // the same steps.
       float found_inf = model->UnscaleGradients(scaler.inverse_scale()) ? 1.0f : 0.0f;
-      RETURN_IF_ERROR(world.AllReduce(&found_inf, 1));
+      RETURN_IF_ERROR(world_group->AllReduce(&found_inf, 1));
       skip = skip || found_inf > 0;
       scaler.Update(found_inf > 0);
     }
@@ -230,7 +249,7 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
 
     // The loss of the whole global batch: the mean of the ranks' means.
     float loss = static_cast<float>(local_loss);
-    RETURN_IF_ERROR(world.AllReduce(&loss, 1));
+    RETURN_IF_ERROR(world_group->AllReduce(&loss, 1));
     loss /= static_cast<float>(context.world_size);
     if (step == first_step) result.first_loss = loss;
     result.last_loss = loss;
@@ -241,7 +260,7 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
     if (interval > 0 && result.steps % interval == 0) {
       const std::string& dir = spec.output().checkpoint_dir();
       RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result.steps, *model, *optimizer));
-      RETURN_IF_ERROR(world.Barrier());  // every shard is on disk before the manifest
+      RETURN_IF_ERROR(world_group->Barrier());  // every shard is on disk before the manifest
       if (context.rank == 0) {
         RETURN_IF_ERROR(fsdp::WriteCheckpointManifest(dir, result.steps, context.job_id, spec,
                                                       *model, *optimizer));

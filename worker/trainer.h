@@ -23,6 +23,7 @@
 #include "worker/comm/data_plane.h"
 #include "worker/hook_schedule.h"
 #include "worker/runtime/memory.h"
+#include "worker/runtime/rank_position.h"
 
 namespace shardwise {
 
@@ -55,6 +56,8 @@ struct TrainingContext {
   // (changed = true) if a later micro-step's order differs from it.
   std::function<void(const v1::ExecutionOrder& order, int64_t step, bool changed)>
       on_execution_order;
+  // Where the rank is (step, phase, unit, collective), for the heartbeat; none if null.
+  RankPosition* position = nullptr;
 };
 
 // Fault injection and hand-made schedules, for tests only.

@@ -57,6 +57,7 @@ v1::Heartbeat WorkerDaemon::CurrentHeartbeat() {
   if (runner_ && !runner_->done()) {
     heartbeat.set_job_id(runner_->job_id());
     heartbeat.set_attempt(runner_->attempt());
+    *heartbeat.mutable_position() = runner_->position();
   }
   return heartbeat;
 }

@@ -298,6 +298,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
     if (unit.layout.numel > 0) order->Add(unit.index);
   };
   record(root(), order_.mutable_pre_forward());
+  SetPosition("forward", root().index);
   RETURN_IF_ERROR(Unshard(root()));
   Buffer current(allocator_, batch * layout_.layers[0].in, MemoryCategory::kActivations, false);
   std::memcpy(current.data(), x, current.numel() * sizeof(float));
@@ -306,6 +307,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
   cpu::RoundToPrecision(param_type_, current.data(), current.numel());
   for (Unit& unit : units_) {
     const bool is_root = unit.layout.is_root;
+    SetPosition("forward", unit.index);
     if (!is_root) {
       record(unit, order_.mutable_pre_forward());
       RETURN_IF_ERROR(Unshard(unit));  // pre-forward
@@ -354,6 +356,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
   for (auto unit_it = units_.rbegin(); unit_it != units_.rend(); ++unit_it) {
     Unit& unit = *unit_it;
     if (unit.layout.layers.empty()) continue;
+    SetPosition("backward", unit.index);
     RETURN_IF_ERROR(Unshard(unit));  // pre-backward
     RETURN_IF_ERROR(CheckUnsharded(unit, "backward"));
     if (unit.full_grad.empty()) {
@@ -405,6 +408,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
 
 absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max_grad_norm) {
   if (phase_ != Phase::kIdle) return absl::InternalError("FSDP: optimizer step inside a micro-step");
+  SetPosition("optimizer", -1);
   for (const Unit& unit : units_) {
     if (!unit.full_grad.empty()) {
       return absl::InternalError(absl::StrCat(

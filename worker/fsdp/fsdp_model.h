@@ -43,6 +43,7 @@
 #include "worker/fsdp/layout.h"
 #include "worker/fsdp/optimizer.h"
 #include "worker/runtime/memory.h"
+#include "worker/runtime/rank_position.h"
 #include "worker/runtime/scalar_type.h"
 
 namespace shardwise::fsdp {
@@ -84,6 +85,9 @@ class FsdpModel {
   // The communication hook, which a running job may change between steps (every rank at
   // the same step). The hook must be valid for the job's strategy.
   const v1::CommHook& comm_hook() const { return hook_; }
+
+  // Where to record the phase and unit this rank is in (for stall reports); may be null.
+  void set_position(RankPosition* position) { position_ = position; }
   void set_comm_hook(const v1::CommHook& hook) { hook_ = hook; }
 
   // The full model by nn.Sequential names. Every rank must call it (it all-gathers).
@@ -136,6 +140,9 @@ class FsdpModel {
   absl::Status ReduceGradient(Unit& unit);
   absl::Status StartMixedPrecisionReduction(Unit& unit);
   void WaitForUpcasts();
+  void SetPosition(const char* phase, int unit) {
+    if (position_ != nullptr) position_->SetPhase(phase, unit);
+  }
   ReductionContext reduction_context() const;
   // Steps the ranges of `unit` that are stepped in backward (optimizer overlap).
   void StepInBackward(Unit& unit);
@@ -154,6 +161,7 @@ class FsdpModel {
   const bool keep_low_precision_grads_;
   v1::CommHook hook_;
   v1::ExecutionOrder order_;
+  RankPosition* position_ = nullptr;
   std::vector<Unit> units_;
   std::vector<LayerActivations> activations_;
   Phase phase_ = Phase::kIdle;

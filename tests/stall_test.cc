@@ -1,0 +1,118 @@
+// Stall detection with real processes: a worker frozen with SIGSTOP mid-training is named
+// by the coordinator within the configured time, with where the other ranks wait; with
+// the abort timeout set, the job fails with that reason and the other workers return to
+// idle (once their blocked collective times out: Gloo has no way to interrupt it).
+
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/cluster.h"
+
+namespace shardwise::testing {
+namespace {
+
+v1::JobSpec LongSpec() {
+  v1::JobSpec spec = Cluster::Spec(3);
+  spec.set_global_batch_size(24);
+  spec.set_steps(10000000);  // only a cancel or the stall abort ends it
+  return spec;
+}
+
+std::string ReadLog(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::string StallEvent(const v1::Job& job) {
+  for (const v1::JobEvent& e : job.events()) {
+    if (absl::StartsWith(e.message(), "stall: ")) return e.message();
+  }
+  return "";
+}
+
+ClusterOptions StallOptions(int64_t abort_ms) {
+  ClusterOptions options;
+  options.heartbeat_interval_ms = 100;
+  options.heartbeat_timeout_ms = 60000;   // the frozen worker must not be lost first
+  // Gloo cannot be interrupted inside a collective: ranks blocked there by a frozen peer
+  // leave it at the collective timeout (after the stall abort, which has failed the job).
+  options.collective_timeout_ms = abort_ms > 0 ? 8000 : 60000;
+  options.stall_warning_ms = 1000;
+  options.stall_abort_ms = abort_ms;
+  return options;
+}
+
+void StartTraining(Cluster& cluster, std::string* job_id) {
+  auto id = cluster.client().Submit(LongSpec());
+  ASSERT_TRUE(id.ok()) << id.status();
+  *job_id = *id;
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    auto job = cluster.client().Get(*id);
+    return job.ok() && job->state() == v1::RUNNING && job->progress().step() >= 5;
+  }));
+}
+
+TEST(Stall, AFrozenRankIsNamedWithWhereTheOthersWait) {
+  Cluster cluster(StallOptions(/*abort_ms=*/0));
+  cluster.StartCoordinator();
+  for (const char* name : {"w0", "w1", "w2"}) cluster.AddWorker(name);
+  std::string job_id;
+  StartTraining(cluster, &job_id);
+  const v1::Job running = *cluster.client().Get(job_id);
+  int32_t frozen_rank = -1;
+  for (const auto& r : running.ranks()) {
+    if (r.worker_id() == "w1") frozen_rank = r.rank();
+  }
+  ASSERT_GE(frozen_rank, 0);
+  cluster.worker("w1").Signal(SIGSTOP);
+  const absl::Time frozen_at = absl::Now();
+  std::string event;
+  EXPECT_TRUE(Cluster::WaitFor(
+      [&] {
+        auto job = cluster.client().Get(job_id);
+        event = job.ok() ? StallEvent(*job) : "";
+        return !event.empty();
+      },
+      absl::Seconds(15)))
+      << "no stall reported";
+  EXPECT_LT(absl::Now() - frozen_at, absl::Seconds(10));
+  EXPECT_TRUE(absl::StrContains(event, absl::StrCat("rank ", frozen_rank, " has not entered ")))
+      << event;
+  EXPECT_TRUE(absl::StrContains(event, " are waiting in ")) << event;
+  std::string output;
+  ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "describe", job_id}, &output), 0);
+  EXPECT_TRUE(absl::StrContains(output, event)) << output;
+  // Thawed, the rank catches up and the job goes on.
+  cluster.worker("w1").Signal(SIGCONT);
+  const int64_t step = cluster.client().Get(job_id)->progress().step();
+  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.client().Get(job_id)->progress().step() > step + 5; }));
+  EXPECT_EQ(cluster.client().Get(job_id)->state(), v1::RUNNING);
+  ASSERT_TRUE(cluster.client().Cancel(job_id).ok());
+}
+
+TEST(Stall, TheAbortTimeoutFailsTheJobAndFreesTheOthers) {
+  Cluster cluster(StallOptions(/*abort_ms=*/3000));
+  cluster.StartCoordinator();
+  for (const char* name : {"w0", "w1", "w2"}) cluster.AddWorker(name);
+  std::string job_id;
+  StartTraining(cluster, &job_id);
+  cluster.worker("w2").Signal(SIGSTOP);
+  v1::Job job = cluster.WaitForState(job_id, v1::FAILED, absl::Seconds(20));
+  EXPECT_TRUE(absl::StrContains(job.reason(), "stall: rank ")) << job.reason();
+  EXPECT_TRUE(absl::StrContains(job.reason(), "longer than the stall timeout of 3s"))
+      << job.reason();
+  EXPECT_TRUE(Cluster::WaitFor([&] {
+    return cluster.WorkerState("w0") == v1::IDLE && cluster.WorkerState("w1") == v1::IDLE;
+  })) << ReadLog(cluster.worker("w0").log_path());
+  cluster.worker("w2").Signal(SIGCONT);
+}
+
+}  // namespace
+}  // namespace shardwise::testing
