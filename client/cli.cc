@@ -6,10 +6,12 @@
 //   shardwise watch JOB             progress bar until the job ends (exit 0 iff SUCCEEDED)
 //   shardwise cancel JOB            cancel a pending or running job
 //   shardwise set-hook JOB HOOK     change a running job's communication hook
+//   shardwise timeline JOB -o F     every rank's spans as one Chrome trace / Perfetto file
 
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/format.h"
+#include "client/trace.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
 #include "common/comm_hook.h"
@@ -29,6 +32,8 @@
 ABSL_FLAG(std::string, coordinator, "",
           "coordinator host:port (default: $SHARDWISE_COORDINATOR, else 127.0.0.1:7070)");
 ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
+ABSL_FLAG(std::string, output, "", "with timeline: the file to write (default JOB-trace.json)");
+ABSL_FLAG(std::string, o, "", "short for --output");
 ABSL_FLAG(std::string, wrapper, "",
           "with set-hook: fp16_wrapper or bf16_wrapper around the hook (NO_SHARD only)");
 
@@ -49,6 +54,10 @@ Usage:
                                         allreduce, fp16_compress, bf16_compress,
                                         mixed_precision) at a step every rank agrees on;
                                         waits until it is applied (exit 0) or abandoned
+  shardwise timeline JOB [-o trace.json]
+                                        every rank's spans (steps, forward/backward per
+                                        unit, collectives, optimizer) as one Chrome trace,
+                                        one process per rank; open it in ui.perfetto.dev
 
 Flags:
   --coordinator=HOST:PORT   default $SHARDWISE_COORDINATOR, else 127.0.0.1:7070
@@ -200,6 +209,28 @@ int Run(const std::vector<std::string>& args) {
     auto job = client.Cancel(args[1]);
     if (!job.ok()) return Fail(job.status());
     std::printf("%s %s\n", job->id().c_str(), v1::JobState_Name(job->state()).c_str());
+    return 0;
+  }
+  if (verb == "timeline") {
+    if (auto problem = need(1, "one job id"); !problem.empty()) return Usage(problem);
+    auto timeline = client.GetTimeline(args[1]);
+    if (!timeline.ok()) return Fail(timeline.status());
+    std::string path = absl::GetFlag(FLAGS_output);
+    if (path.empty()) path = absl::GetFlag(FLAGS_o);
+    if (path.empty()) path = absl::StrCat(args[1], "-trace.json");
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    file << ChromeTraceJson(*timeline);
+    file.close();
+    if (!file) return Fail(absl::UnavailableError(absl::StrCat("cannot write ", path)));
+    int64_t spans = 0, dropped = 0;
+    for (const v1::RankTimeline& rank : timeline->ranks()) {
+      spans += rank.spans_size();
+      dropped += rank.dropped();
+    }
+    std::printf("%s: %lld spans of %d ranks (attempt %d) written to %s%s\n", args[1].c_str(),
+                static_cast<long long>(spans), timeline->ranks_size(), timeline->attempt(),
+                path.c_str(),
+                dropped > 0 ? absl::StrCat("; ", dropped, " older spans were dropped").c_str() : "");
     return 0;
   }
   if (verb == "set-hook") {

@@ -42,6 +42,7 @@ constexpr char kRetryServiceConfig[] = R"json({
       {"service": "shardwise.v1.JobService", "method": "GetJob"},
       {"service": "shardwise.v1.JobService", "method": "ListJobs"},
       {"service": "shardwise.v1.JobService", "method": "CancelJob"},
+      {"service": "shardwise.v1.JobService", "method": "GetTimeline"},
       {"service": "shardwise.v1.JobService", "method": "WatchJob"},
       {"service": "shardwise.v1.JobService", "method": "ListWorkers"}
     ],
@@ -125,6 +126,12 @@ absl::StatusOr<v1::HookSwitch> Client::SetCommHook(const std::string& job_id,
   request.set_job_id(job_id);
   *request.mutable_hook() = hook;
   return Call(&v1::JobService::Stub::SetCommHook, request);
+}
+
+absl::StatusOr<v1::Timeline> Client::GetTimeline(const std::string& job_id) {
+  v1::GetTimelineRequest request;
+  request.set_job_id(job_id);
+  return Call(&v1::JobService::Stub::GetTimeline, request);
 }
 
 absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers() {

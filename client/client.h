@@ -31,6 +31,7 @@ class Client {
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
   // Proposes a change of a running job's communication hook (JobService.SetCommHook).
   absl::StatusOr<v1::HookSwitch> SetCommHook(const std::string& job_id, const v1::CommHook& hook);
+  absl::StatusOr<v1::Timeline> GetTimeline(const std::string& job_id);
   absl::StatusOr<std::vector<v1::WorkerInfo>> ListWorkers();
 
   // Calls `on_update` with the job now and after every change, until it ends; returns

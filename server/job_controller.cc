@@ -297,6 +297,10 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
     return;
   }
   LiveAttempt& attempt = live->second;
+  if (report.spans_size() > 0 || report.spans_dropped() > 0) {
+    timelines_.Add(report.job_id(), report.attempt(), report.rank(), worker_id,
+                   {report.spans().begin(), report.spans().end()}, report.spans_dropped());
+  }
   switch (report.phase()) {
     case v1::JOINED:
       attempt.joined.insert(report.rank());
@@ -423,6 +427,11 @@ void JobController::OnExecutionOrderLocked(const v1::Job& job, LiveAttempt& atte
                                  "; prefetch plan ", FormatPrefetchPlan(*plan)))
                .status(),
            "recording the execution order");
+}
+
+absl::StatusOr<v1::Timeline> JobController::GetTimeline(const std::string& job_id) const {
+  RETURN_IF_ERROR(jobs_->Get(job_id).status());
+  return timelines_.Get(job_id);
 }
 
 void JobController::CheckHeartbeats() {

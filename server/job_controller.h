@@ -25,6 +25,7 @@
 #include "proto/worker_service.pb.h"
 #include "server/job_manager.h"
 #include "server/rendezvous_store.h"
+#include "server/timeline_store.h"
 #include "server/worker_registry.h"
 
 namespace shardwise {
@@ -70,6 +71,9 @@ class JobController {
   void OnHeartbeat(const std::string& worker_id, const v1::Heartbeat& heartbeat);
   void OnReport(const std::string& worker_id, const v1::AttemptReport& report);
   void OnHookAck(const std::string& worker_id, const v1::HookChangeAck& ack);
+
+  // The spans the job's ranks sent (TimelineStore); NOT_FOUND for an unknown job.
+  absl::StatusOr<v1::Timeline> GetTimeline(const std::string& job_id) const;
 
   // Marks workers silent for longer than the heartbeat timeout as lost, and reports (or
   // aborts) stalled attempts. Called periodically by the coordinator.
@@ -140,6 +144,7 @@ class JobController {
   RendezvousStore* const rendezvous_;
   const Options options_;
 
+  TimelineStore timelines_;  // its own lock, a leaf like the managers'
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, LiveAttempt> live_ ABSL_GUARDED_BY(mu_);
 };

@@ -60,6 +60,16 @@ grpc::Status JobServiceImpl::SetCommHook(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status JobServiceImpl::GetTimeline(grpc::ServerContext*,
+                                         const v1::GetTimelineRequest* request,
+                                         v1::Timeline* response) {
+  if (auto status = CheckJobId(request->job_id()); !status.ok()) return status;
+  auto timeline = controller_->GetTimeline(request->job_id());
+  if (!timeline.ok()) return ToGrpcStatus(timeline.status());
+  *response = std::move(*timeline);
+  return grpc::Status::OK;
+}
+
 grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
                                       const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::Job>* writer) {

@@ -24,6 +24,8 @@ class JobServiceImpl final : public v1::JobService::Service {
                         v1::ListJobsResponse* response) override;
   grpc::Status SetCommHook(grpc::ServerContext* context, const v1::SetCommHookRequest* request,
                            v1::HookSwitch* response) override;
+  grpc::Status GetTimeline(grpc::ServerContext* context, const v1::GetTimelineRequest* request,
+                           v1::Timeline* response) override;
   grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
                          v1::Job* response) override;
   grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,

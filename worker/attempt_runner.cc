@@ -55,6 +55,10 @@ void AttemptRunner::Report(v1::AttemptPhase phase, const std::string& message,
   report.set_message(message);
   progress.set_total_steps(assignment_.spec().steps());
   *report.mutable_progress() = std::move(progress);
+  // The spans ride on the reports the publisher sends anyway: batched, off the step.
+  int64_t dropped = 0;
+  for (v1::Span& span : timeline_.Drain(&dropped)) *report.add_spans() = std::move(span);
+  report.set_spans_dropped(dropped);
   report_(report);
 }
 
@@ -127,6 +131,7 @@ void AttemptRunner::Run() {
   }
   training.hook_schedule = &hooks_;
   training.position = &position_;
+  training.timeline = &timeline_;
   // Once per attempt (and once more on a change): off the steady-state critical path.
   training.on_execution_order = [&](const v1::ExecutionOrder& order, int64_t step, bool changed) {
     v1::AttemptReport report;

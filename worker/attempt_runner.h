@@ -22,6 +22,7 @@
 #include "worker/trainer.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
+#include "worker/runtime/timeline.h"
 
 namespace shardwise {
 
@@ -69,6 +70,7 @@ class AttemptRunner {
   CpuCachingAllocator allocator_;
   HookSchedule hooks_;
   RankPosition position_;
+  Timeline timeline_;
 
   absl::Mutex progress_mu_;
   std::optional<v1::Progress> pending_progress_ ABSL_GUARDED_BY(progress_mu_);

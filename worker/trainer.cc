@@ -106,11 +106,12 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
                                      absl::StrCat("replicate", plan.shard_rank), context, &world,
                                      &owned));
 
-  // With a position to keep, every collective records itself in it (for stall reports).
+  // With a position or a timeline to keep, every collective records itself there.
   std::vector<std::unique_ptr<TrackedCommunicator>> tracked;
   auto track = [&](Communicator* group) -> Communicator* {
-    if (context.position == nullptr) return group;
-    tracked.push_back(std::make_unique<TrackedCommunicator>(group, context.position));
+    if (context.position == nullptr && context.timeline == nullptr) return group;
+    tracked.push_back(
+        std::make_unique<TrackedCommunicator>(group, context.position, context.timeline));
     return tracked.back().get();
   };
   Communicator* const world_group = track(&world);
@@ -130,6 +131,7 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
                    fsdp::FsdpModel::Create(spec, plan, {shard_comm, replicate_comm},
                                            context.allocator, initial));
   model->set_position(context.position);
+  model->set_timeline(context.timeline);
   initial.clear();
   std::unique_ptr<fsdp::Optimizer> optimizer =
       fsdp::Optimizer::Create(spec.optimizer(), model->num_units(), context.allocator);
@@ -181,6 +183,7 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   const absl::Time start = absl::Now();
   for (int64_t step = first_step; step < spec.steps(); ++step) {
     const absl::Time step_start = absl::Now();
+    ScopedSpan step_span(context.timeline, "step", -1, step);
     if (context.abort != nullptr && context.abort->load()) {
       return absl::AbortedError(absl::StrCat("aborted at step ", step));
     }

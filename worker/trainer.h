@@ -24,6 +24,7 @@
 #include "worker/hook_schedule.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
+#include "worker/runtime/timeline.h"
 
 namespace shardwise {
 
@@ -58,6 +59,8 @@ struct TrainingContext {
       on_execution_order;
   // Where the rank is (step, phase, unit, collective), for the heartbeat; none if null.
   RankPosition* position = nullptr;
+  // Where to record the rank's spans (timeline.h); none if null.
+  Timeline* timeline = nullptr;
 };
 
 // Fault injection and hand-made schedules, for tests only.

@@ -308,6 +308,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
   for (Unit& unit : units_) {
     const bool is_root = unit.layout.is_root;
     SetPosition("forward", unit.index);
+    ScopedSpan span(timeline_, "forward", unit.index);
     if (!is_root) {
       record(unit, order_.mutable_pre_forward());
       RETURN_IF_ERROR(Unshard(unit));  // pre-forward
@@ -357,6 +358,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
     Unit& unit = *unit_it;
     if (unit.layout.layers.empty()) continue;
     SetPosition("backward", unit.index);
+    ScopedSpan span(timeline_, "backward", unit.index);
     RETURN_IF_ERROR(Unshard(unit));  // pre-backward
     RETURN_IF_ERROR(CheckUnsharded(unit, "backward"));
     if (unit.full_grad.empty()) {
@@ -409,6 +411,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
 absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max_grad_norm) {
   if (phase_ != Phase::kIdle) return absl::InternalError("FSDP: optimizer step inside a micro-step");
   SetPosition("optimizer", -1);
+  ScopedSpan span(timeline_, "optimizer");
   for (const Unit& unit : units_) {
     if (!unit.full_grad.empty()) {
       return absl::InternalError(absl::StrCat(

@@ -44,6 +44,7 @@
 #include "worker/fsdp/optimizer.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
+#include "worker/runtime/timeline.h"
 #include "worker/runtime/scalar_type.h"
 
 namespace shardwise::fsdp {
@@ -88,6 +89,8 @@ class FsdpModel {
 
   // Where to record the phase and unit this rank is in (for stall reports); may be null.
   void set_position(RankPosition* position) { position_ = position; }
+  // Where to record forward, backward (per unit) and optimizer spans; may be null.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
   void set_comm_hook(const v1::CommHook& hook) { hook_ = hook; }
 
   // The full model by nn.Sequential names. Every rank must call it (it all-gathers).
@@ -162,6 +165,7 @@ class FsdpModel {
   v1::CommHook hook_;
   v1::ExecutionOrder order_;
   RankPosition* position_ = nullptr;
+  Timeline* timeline_ = nullptr;
   std::vector<Unit> units_;
   std::vector<LayerActivations> activations_;
   Phase phase_ = Phase::kIdle;

@@ -1,0 +1,53 @@
+#include "server/timeline_store.h"
+
+#include <algorithm>
+
+namespace shardwise {
+
+void TimelineStore::Add(const std::string& job_id, int32_t attempt, int32_t rank,
+                        const std::string& worker_id, const std::vector<v1::Span>& spans,
+                        int64_t dropped) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = jobs_.try_emplace(job_id);
+  JobSpans& job = it->second;
+  if (!inserted && attempt < job.attempt) return;
+  if (attempt > job.attempt) {
+    job = JobSpans();
+    job.attempt = attempt;
+  }
+  recency_.remove(job_id);
+  recency_.push_back(job_id);
+  while (jobs_.size() > max_jobs_) {
+    jobs_.erase(recency_.front());
+    recency_.pop_front();
+  }
+  RankSpans& ranked = jobs_[job_id].ranks[rank];
+  ranked.worker_id = worker_id;
+  ranked.dropped += dropped;
+  for (const v1::Span& span : spans) {
+    if (ranked.spans.size() == spans_per_rank_) {
+      ranked.spans.pop_front();
+      ++ranked.dropped;
+    }
+    ranked.spans.push_back(span);
+  }
+}
+
+v1::Timeline TimelineStore::Get(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  v1::Timeline timeline;
+  timeline.set_job_id(job_id);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return timeline;
+  timeline.set_attempt(it->second.attempt);
+  for (const auto& [rank, ranked] : it->second.ranks) {
+    v1::RankTimeline* out = timeline.add_ranks();
+    out->set_rank(rank);
+    out->set_worker_id(ranked.worker_id);
+    out->set_dropped(ranked.dropped);
+    for (const v1::Span& span : ranked.spans) *out->add_spans() = span;
+  }
+  return timeline;
+}
+
+}  // namespace shardwise

@@ -1,0 +1,58 @@
+#ifndef SHARDWISE_SERVER_TIMELINE_STORE_H_
+#define SHARDWISE_SERVER_TIMELINE_STORE_H_
+
+// The spans workers send with their reports, for `shardwise timeline`: per job, the
+// latest attempt's newest spans of each rank. Memory is bounded twice: at most
+// `spans_per_rank` spans per rank (older ones are dropped and counted) and at most
+// `jobs` jobs (the job whose spans arrived least recently is forgotten). In memory only:
+// a coordinator restart forgets every timeline.
+//
+// Thread-safety: thread-safe.
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/job.pb.h"
+
+namespace shardwise {
+
+class TimelineStore {
+ public:
+  explicit TimelineStore(size_t spans_per_rank = 100000, size_t jobs = 16)
+      : spans_per_rank_(spans_per_rank), max_jobs_(jobs) {}
+
+  // Spans of `rank` (run by `worker_id`) of attempt `attempt`. A newer attempt replaces
+  // the job's timeline; an older one's late spans are ignored.
+  void Add(const std::string& job_id, int32_t attempt, int32_t rank,
+           const std::string& worker_id, const std::vector<v1::Span>& spans, int64_t dropped);
+
+  // The job's timeline; empty (no ranks) if none is held.
+  v1::Timeline Get(const std::string& job_id) const;
+
+ private:
+  struct RankSpans {
+    std::string worker_id;
+    std::deque<v1::Span> spans;
+    int64_t dropped = 0;
+  };
+  struct JobSpans {
+    int32_t attempt = 0;
+    std::map<int32_t, RankSpans> ranks;
+  };
+
+  const size_t spans_per_rank_;
+  const size_t max_jobs_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, JobSpans> jobs_ ABSL_GUARDED_BY(mu_);
+  std::list<std::string> recency_ ABSL_GUARDED_BY(mu_);  // least recently fed first
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_SERVER_TIMELINE_STORE_H_

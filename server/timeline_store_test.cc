@@ -1,0 +1,50 @@
+#include "server/timeline_store.h"
+
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+std::vector<v1::Span> Spans(int n, int64_t first_start) {
+  std::vector<v1::Span> spans(n);
+  for (int i = 0; i < n; ++i) spans[i].set_start_us(first_start + i);
+  return spans;
+}
+
+TEST(TimelineStore, KeepsTheNewestSpansPerRankAndCountsTheRest) {
+  TimelineStore store(/*spans_per_rank=*/3, /*jobs=*/4);
+  store.Add("job-1", 1, 0, "w0", Spans(2, 0), 0);
+  store.Add("job-1", 1, 0, "w0", Spans(2, 10), 5);
+  store.Add("job-1", 1, 1, "w1", Spans(1, 0), 0);
+  const v1::Timeline timeline = store.Get("job-1");
+  ASSERT_EQ(timeline.ranks_size(), 2);
+  EXPECT_EQ(timeline.ranks(0).spans_size(), 3);
+  EXPECT_EQ(timeline.ranks(0).spans(0).start_us(), 1);  // the oldest was dropped
+  EXPECT_EQ(timeline.ranks(0).dropped(), 6);            // 5 by the worker, 1 here
+  EXPECT_EQ(timeline.ranks(1).worker_id(), "w1");
+}
+
+TEST(TimelineStore, ANewAttemptReplacesTheOldAndLateSpansAreIgnored) {
+  TimelineStore store;
+  store.Add("job-1", 1, 0, "w0", Spans(2, 0), 0);
+  store.Add("job-1", 2, 0, "w3", Spans(1, 100), 0);
+  store.Add("job-1", 1, 1, "w1", Spans(4, 0), 0);  // late, from attempt 1
+  const v1::Timeline timeline = store.Get("job-1");
+  EXPECT_EQ(timeline.attempt(), 2);
+  ASSERT_EQ(timeline.ranks_size(), 1);
+  EXPECT_EQ(timeline.ranks(0).spans(0).start_us(), 100);
+}
+
+TEST(TimelineStore, ForgetsTheLeastRecentlyFedJobs) {
+  TimelineStore store(10, /*jobs=*/2);
+  store.Add("job-1", 1, 0, "w0", Spans(1, 0), 0);
+  store.Add("job-2", 1, 0, "w0", Spans(1, 0), 0);
+  store.Add("job-1", 1, 0, "w0", Spans(1, 1), 0);
+  store.Add("job-3", 1, 0, "w0", Spans(1, 0), 0);
+  EXPECT_EQ(store.Get("job-1").ranks_size(), 1);
+  EXPECT_EQ(store.Get("job-2").ranks_size(), 0);
+  EXPECT_EQ(store.Get("job-3").ranks_size(), 1);
+}
+
+}  // namespace
+}  // namespace shardwise

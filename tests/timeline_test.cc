@@ -1,0 +1,99 @@
+// `shardwise timeline` end to end: worker processes record spans, send them with their
+// reports, and the CLI merges every rank into one Chrome trace. The file must be valid
+// JSON (parsed here), hold one process per rank, and its spans must nest on each rank.
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/cluster.h"
+
+namespace shardwise::testing {
+namespace {
+
+struct Event {
+  std::string name;
+  double start = 0, end = 0;
+};
+
+TEST(Timeline, MergesEveryRankIntoOneNestedChromeTrace) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (const char* name : {"w0", "w1", "w2"}) cluster.AddWorker(name);
+  v1::JobSpec spec = Cluster::Spec(3);
+  spec.set_global_batch_size(24);
+  spec.set_steps(12);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(60));
+
+  const std::string path = cluster.dir() + "/trace.json";
+  std::string output;
+  ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "timeline", *job_id, "-o", path},
+                            &output),
+            0)
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "of 3 ranks (attempt 1) written to " + path)) << output;
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  google::protobuf::Struct trace;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(text.str(), &trace);
+  ASSERT_TRUE(parsed.ok()) << parsed.ToString();
+
+  std::set<int> processes;
+  std::map<int, std::vector<Event>> spans;  // by rank
+  std::set<std::string> names;
+  for (const auto& value : trace.fields().at("traceEvents").list_value().values()) {
+    const auto& fields = value.struct_value().fields();
+    const int pid = static_cast<int>(fields.at("pid").number_value());
+    if (fields.at("ph").string_value() == "M") {
+      if (fields.at("name").string_value() == "process_name") processes.insert(pid);
+      continue;
+    }
+    ASSERT_EQ(fields.at("ph").string_value(), "X");
+    Event e;
+    e.name = fields.at("name").string_value();
+    e.start = fields.at("ts").number_value();
+    e.end = e.start + fields.at("dur").number_value();
+    names.insert(e.name.substr(0, e.name.find(" unit")));
+    spans[pid].push_back(e);
+  }
+  EXPECT_EQ(processes, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(spans.size(), 3u);
+  for (const char* expected :
+       {"step", "forward", "backward", "all-gather", "reduce-scatter", "all-reduce", "optimizer"}) {
+    EXPECT_EQ(names.count(expected), 1u) << expected;
+  }
+  for (auto& [rank, events] : spans) {
+    int steps = 0;
+    // Sorted by start (outer first on ties), every span either starts after the
+    // enclosing one ends or ends within it.
+    std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+      return a.start != b.start ? a.start < b.start : a.end > b.end;
+    });
+    std::vector<Event> open;
+    for (const Event& e : events) {
+      while (!open.empty() && open.back().end <= e.start) open.pop_back();
+      if (!open.empty()) {
+        ASSERT_LE(e.end, open.back().end)
+            << "rank " << rank << ": " << e.name << " [" << e.start << ", " << e.end
+            << "] overlaps " << open.back().name << " [" << open.back().start << ", "
+            << open.back().end << "] without nesting";
+      }
+      open.push_back(e);
+      steps += e.name == "step";
+    }
+    EXPECT_EQ(steps, 12) << "rank " << rank;
+  }
+}
+
+}  // namespace
+}  // namespace shardwise::testing
