@@ -38,6 +38,10 @@ std::string ChromeTraceJson(const v1::Timeline& timeline) {
                        "}}"));
     event(absl::StrCat("{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": ", rank.rank(),
                        ", \"args\": {\"sort_index\": ", rank.rank(), "}}"));
+    for (const auto& [tid, lane] : {std::make_pair(0, "training"), std::make_pair(1, "communication")}) {
+      event(absl::StrCat("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": ", rank.rank(),
+                         ", \"tid\": ", tid, ", \"args\": {\"name\": \"", lane, "\"}}"));
+    }
     for (const v1::Span& span : rank.spans()) {
       std::string args;
       if (span.unit() >= 0) absl::StrAppend(&args, "\"unit\": ", span.unit());
@@ -46,7 +50,7 @@ std::string ChromeTraceJson(const v1::Timeline& timeline) {
           span.unit() >= 0 ? absl::StrCat(span.name(), " unit ", span.unit()) : span.name();
       event(absl::StrCat("{\"name\": ", Quote(name), ", \"cat\": \"shardwise\", \"ph\": \"X\", ",
                          "\"ts\": ", span.start_us(), ", \"dur\": ", span.duration_us(),
-                         ", \"pid\": ", rank.rank(), ", \"tid\": 0, \"args\": {", args, "}}"));
+                         ", \"pid\": ", rank.rank(), ", \"tid\": ", span.lane(), ", \"args\": {", args, "}}"));
     }
   }
   absl::StrAppend(&out, "\n]}\n");

@@ -2,8 +2,9 @@
 #define SHARDWISE_CLIENT_TRACE_H_
 
 // A job's timeline as a Chrome trace (the JSON "Trace Event Format", which Perfetto and
-// chrome://tracing open): one process per rank, named "rank R (worker W)", each span a
-// complete ("X") event on one thread, so spans nest by time as they did on the rank.
+// chrome://tracing open): one process per rank, named "rank R (worker W)", with two
+// threads (training, communication); each span is a complete ("X") event on its thread,
+// so spans nest by time within a thread as they did on the rank.
 
 #include <string>
 

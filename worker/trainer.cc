@@ -132,6 +132,7 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
                                            context.allocator, initial));
   model->set_position(context.position);
   model->set_timeline(context.timeline);
+  model->set_delays(faults.compute_delay, faults.communication_delay);
   initial.clear();
   std::unique_ptr<fsdp::Optimizer> optimizer =
       fsdp::Optimizer::Create(spec.optimizer(), model->num_units(), context.allocator);

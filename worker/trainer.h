@@ -73,6 +73,9 @@ struct TrainingFaults {
   // Alters the execution order the rank records at `step` (as if its model ran its units
   // in another order): the coordinator's validation is tested with it.
   std::function<void(int64_t step, v1::ExecutionOrder* order)> alter_execution_order;
+  // Called before each unit's compute and before each collective on the communication
+  // thread (e.g. random sleeps): correctness must not depend on timing.
+  std::function<void()> compute_delay, communication_delay;
 };
 
 // Fault injection from a worker's --fault_injection flag (docs/operations.md), for tests

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/dtype_rules.h"
+#include "common/prefetch_plan.h"
 #include "worker/compute/casts.h"
 #include "worker/compute/cpu_math.h"
 
@@ -44,6 +45,7 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& 
     return absl::InvalidArgumentError("communicator groups do not match the sharding plan");
   }
   std::unique_ptr<FsdpModel> model(new FsdpModel(spec, plan, groups, allocator));
+  model->comm_ = std::make_unique<CommThread>([] { timeline_lane = 1; });
   model->activations_.resize(model->layout_.layers.size());
   for (size_t u = 0; u < model->layout_.units.size(); ++u) {
     Unit unit;
@@ -100,20 +102,16 @@ absl::Status FsdpModel::CheckUnsharded(const Unit& unit, const char* phase) cons
   return absl::OkStatus();
 }
 
-absl::Status FsdpModel::Unshard(Unit& unit) {
-  if (!NeedsFullCopy() || unit.unsharded || unit.layout.numel == 0) {
-    unit.unsharded = true;
-    return absl::OkStatus();
-  }
+void FsdpModel::IssueUnshard(Unit& unit) {
+  // Allocated here, at issue, as FSDP allocates the unsharded buffer when it unshards:
+  // the memory counters see a prefetched unit from the moment it is prefetched.
   unit.full = Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, false);
-  if (param_type_ == ScalarType::kFloat32) {
-    RETURN_IF_ERROR(
-        groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, unit.full.data()));
-  } else if (!plan_.sharded()) {
-    // Whole parameters on every rank: the low-precision copy is a local rounding.
-    std::memcpy(unit.full.data(), unit.shard.data(), unit.padded_numel * sizeof(float));
-    cpu::RoundToPrecision(param_type_, unit.full.data(), unit.padded_numel);
-  } else {
+  float* full = unit.full.data();
+  unit.unsharding = comm_->Enqueue([this, &unit, full]() -> absl::Status {
+    if (comm_delay_) comm_delay_();
+    if (param_type_ == ScalarType::kFloat32) {
+      return groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, full);
+    }
     // The low-precision copy of the shard, made before the all-gather and freed after:
     // the all-gather moves half the bytes.
     Buffer low_shard(allocator_, unit.shard_numel, MemoryCategory::kParameters, param_type_,
@@ -125,14 +123,56 @@ absl::Status FsdpModel::Unshard(Unit& unit) {
                                              low_full.as<uint16_t>(), param_type_));
     low_shard.Reset();
     // BLAS computes in FP32: widen the gathered values (exactly representable).
-    cpu::Widen(param_type_, low_full.as<uint16_t>(), unit.full.data(), unit.padded_numel);
+    cpu::Widen(param_type_, low_full.as<uint16_t>(), full, unit.padded_numel);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status FsdpModel::Unshard(Unit& unit) {
+  if (!NeedsFullCopy() || unit.unsharded || unit.layout.numel == 0) {
+    unit.unsharded = true;
+    return absl::OkStatus();
   }
+  if (!plan_.sharded()) {
+    // Whole parameters on every rank: the low-precision copy is a local rounding.
+    unit.full = Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, false);
+    std::memcpy(unit.full.data(), unit.shard.data(), unit.padded_numel * sizeof(float));
+    cpu::RoundToPrecision(param_type_, unit.full.data(), unit.padded_numel);
+    unit.unsharded = true;
+    return absl::OkStatus();
+  }
+  if (!unit.unsharding.valid()) IssueUnshard(unit);
+  const absl::Status gathered = unit.unsharding.Wait();
+  unit.unsharding = CommThread::Handle();
+  RETURN_IF_ERROR(gathered);
   unit.unsharded = true;
   return absl::OkStatus();
 }
 
+int FsdpModel::ForwardTarget(const Unit& unit) const {
+  if (!prefetch_.has_value() || !prefetch_->forward_prefetch()) return -1;
+  return prefetch_->forward_target(unit.index);
+}
+
+int FsdpModel::BackwardTarget(const Unit& unit, v1::BackwardPrefetch::Value hook) const {
+  if (!prefetch_.has_value() || prefetch_->backward_prefetch() != hook) return -1;
+  return prefetch_->backward_target(unit.index);
+}
+
+void FsdpModel::Prefetch(int target) {
+  if (target < 0 || !plan_.sharded()) return;
+  Unit& unit = units_[target];
+  if (unit.unsharded || unit.unsharding.valid() || unit.layout.numel == 0) return;
+  IssueUnshard(unit);
+}
+
 void FsdpModel::Reshard(Unit& unit) {
   if (!NeedsFullCopy()) return;
+  // A prefetch nobody used: wait for it before freeing its buffer.
+  if (unit.unsharding.valid()) {
+    unit.unsharding.Wait().IgnoreError();
+    unit.unsharding = CommThread::Handle();
+  }
   unit.full.Reset();  // really released: the allocator's parameter bytes drop
   unit.unsharded = false;
 }
@@ -148,34 +188,47 @@ ReductionContext FsdpModel::reduction_context() const {
   return context;
 }
 
-// Post-backward: reduce the unit's gradient as the hook says, add it into the saved
-// gradient shard (accumulation across micro-steps), free the unsharded gradient.
+// Post-backward: queue the unit's reduction (as the hook says) on the communication
+// thread, where it overlaps the backward of the units before it; it adds into the saved
+// gradient shard (accumulation across micro-steps) and frees the unsharded gradient.
 absl::Status FsdpModel::ReduceGradient(Unit& unit) {
   if (unit.full_grad.empty()) {
     return absl::InternalError(absl::StrCat("FSDP unit ", unit.index,
                                             ": reducing gradients that backward never produced"));
   }
-  if (IsMixedPrecisionHook(hook_)) return StartMixedPrecisionReduction(unit);
-  Buffer reduced(allocator_, unit.shard_numel, MemoryCategory::kCommunication, false);
-  RETURN_IF_ERROR(ReduceUnitGradient(hook_, reduction_context(), unit.full_grad.data(),
-                                     unit.shard_numel, reduced.data()));
-  float* saved = unit.shard_grad.data();
-  for (int64_t i = 0; i < unit.shard_numel; ++i) saved[i] += reduced.data()[i];
-  unit.full_grad.Reset();
-  StepInBackward(unit);
+  auto grad = std::make_shared<Buffer>(std::move(unit.full_grad));
+  const ReductionContext context = reduction_context();
+  if (IsMixedPrecisionHook(hook_)) {
+    comm_->Enqueue([this, &unit, grad, context]() -> absl::Status {
+      if (comm_delay_) comm_delay_();
+      return StartMixedPrecisionReduction(unit, context, *grad);
+    });
+    return absl::OkStatus();
+  }
+  comm_->Enqueue([this, &unit, grad, context, hook = hook_]() -> absl::Status {
+    if (comm_delay_) comm_delay_();
+    Buffer reduced(allocator_, unit.shard_numel, MemoryCategory::kCommunication, false);
+    RETURN_IF_ERROR(
+        ReduceUnitGradient(hook, context, grad->data(), unit.shard_numel, reduced.data()));
+    grad->Reset();
+    float* saved = unit.shard_grad.data();
+    for (int64_t i = 0; i < unit.shard_numel; ++i) saved[i] += reduced.data()[i];
+    StepInBackward(unit);
+    return absl::OkStatus();
+  });
   return absl::OkStatus();
 }
 
-// DDP's mixed-precision hook: the all-reduce here, then on its own thread the division
-// by N, the upcast into the gradient shard, and the release of the unit's low-precision
-// parameters (the FP32 ones are used again from the next forward). The end of backward
-// waits for every unit's thread.
-absl::Status FsdpModel::StartMixedPrecisionReduction(Unit& unit) {
-  const ReductionContext context = reduction_context();
-  ASSIGN_OR_RETURN(Bucket bucket,
-                   MixedPrecisionAllReduce(context, unit.full_grad.data(), unit.shard_numel));
-  unit.full_grad.Reset();
+// DDP's mixed-precision hook: the all-reduce here (on the communication thread), then on
+// its own thread the division by N, the upcast into the gradient shard, and the release
+// of the unit's low-precision parameters (the FP32 ones are used again from the next
+// forward). The end of backward waits for every unit's thread.
+absl::Status FsdpModel::StartMixedPrecisionReduction(Unit& unit, const ReductionContext& context,
+                                                     Buffer& grad) {
+  ASSIGN_OR_RETURN(Bucket bucket, MixedPrecisionAllReduce(context, grad.data(), unit.shard_numel));
+  grad.Reset();
   auto shared = std::make_shared<Bucket>(std::move(bucket));
+  absl::MutexLock lock(&upcasts_mu_);
   upcasts_.push_back(std::async(std::launch::async, [this, &unit, shared, context] {
     Buffer reduced(allocator_, unit.shard_numel, MemoryCategory::kCommunication, false);
     MixedPrecisionFinish(context, *shared, reduced.data());
@@ -186,7 +239,14 @@ absl::Status FsdpModel::StartMixedPrecisionReduction(Unit& unit) {
   return absl::OkStatus();
 }
 
+absl::Status FsdpModel::FinishBackward() {
+  const absl::Status reduced = comm_->Drain();
+  WaitForUpcasts();
+  return reduced;
+}
+
 void FsdpModel::WaitForUpcasts() {
+  absl::MutexLock lock(&upcasts_mu_);
   for (std::future<void>& upcast : upcasts_) upcast.wait();
   upcasts_.clear();
 }
@@ -300,6 +360,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
   record(root(), order_.mutable_pre_forward());
   SetPosition("forward", root().index);
   RETURN_IF_ERROR(Unshard(root()));
+  Prefetch(ForwardTarget(root()));
   Buffer current(allocator_, batch * layout_.layers[0].in, MemoryCategory::kActivations, false);
   std::memcpy(current.data(), x, current.numel() * sizeof(float));
   // MixedPrecision casts floating-point inputs to param_dtype; each op's output is then in
@@ -312,8 +373,10 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
     if (!is_root) {
       record(unit, order_.mutable_pre_forward());
       RETURN_IF_ERROR(Unshard(unit));  // pre-forward
+      Prefetch(ForwardTarget(unit));
     }
     RETURN_IF_ERROR(CheckUnsharded(unit, "forward"));
+    if (compute_delay_) compute_delay_();
     for (int l : unit.layout.layers) {
       const LayerLayout& layer = layout_.layers[l];
       float* params = Params(unit);
@@ -360,7 +423,9 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
     SetPosition("backward", unit.index);
     ScopedSpan span(timeline_, "backward", unit.index);
     RETURN_IF_ERROR(Unshard(unit));  // pre-backward
+    Prefetch(BackwardTarget(unit, v1::BackwardPrefetch::BACKWARD_PRE));
     RETURN_IF_ERROR(CheckUnsharded(unit, "backward"));
+    if (compute_delay_) compute_delay_();
     if (unit.full_grad.empty()) {
       unit.full_grad = Buffer(allocator_, unit.padded_numel, MemoryCategory::kGradients);
     }
@@ -399,11 +464,19 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
         (!plan_.sharded() && NeedsFullCopy() && sync && !IsMixedPrecisionHook(hook_))) {
       Reshard(unit);
     }
+    Prefetch(BackwardTarget(unit, v1::BackwardPrefetch::BACKWARD_POST));
   }
-  // The end-of-backward callback: wait for the upcast threads; a root without layers was
-  // unsharded but never visited.
-  WaitForUpcasts();
+  // The end-of-backward callback: wait for the queued reductions and the upcast threads;
+  // a root without layers was unsharded but never visited.
+  RETURN_IF_ERROR(FinishBackward());
   if (root().layout.layers.empty()) Reshard(root());
+  // From the second micro-step on, prefetch as the first one's order says (every rank
+  // derives the same plan: the coordinator checks that their orders agree).
+  if (!prefetch_.has_value()) {
+    auto plan = PlanPrefetch(order_, spec_.fsdp(), num_units());
+    if (!plan.ok()) return plan.status();
+    prefetch_ = std::move(*plan);
+  }
   phase_ = Phase::kIdle;
   return loss;
 }

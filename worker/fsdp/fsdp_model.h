@@ -29,7 +29,9 @@
 // mixed-precision hook's upcast threads).
 
 #include <cstdint>
+#include <functional>
 #include <future>
+#include <optional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -37,6 +39,8 @@
 #include "absl/status/statusor.h"
 #include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
+#include "absl/synchronization/mutex.h"
+#include "worker/comm/comm_thread.h"
 #include "worker/comm/communicator.h"
 #include "worker/data/safetensors.h"
 #include "worker/fsdp/comm_hooks.h"
@@ -91,6 +95,17 @@ class FsdpModel {
   void set_position(RankPosition* position) { position_ = position; }
   // Where to record forward, backward (per unit) and optimizer spans; may be null.
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+
+  // For tests: called before each unit's compute and before each collective, to shake
+  // the timing (correctness must not depend on it).
+  void set_delays(std::function<void()> compute, std::function<void()> communication) {
+    compute_delay_ = std::move(compute);
+    comm_delay_ = std::move(communication);
+  }
+
+  // The prefetch plan this rank follows: derived (common/prefetch_plan.h) from its first
+  // micro-step's execution order, from the second micro-step on; unset before.
+  const std::optional<v1::PrefetchPlan>& prefetch_plan() const { return prefetch_; }
   void set_comm_hook(const v1::CommHook& hook) { hook_ = hook; }
 
   // The full model by nn.Sequential names. Every rank must call it (it all-gathers).
@@ -124,6 +139,7 @@ class FsdpModel {
     Buffer full;        // unsharded parameters [padded_numel], sharded plans only
     Buffer full_grad;   // unsharded gradients [padded_numel], from backward until reduced
     bool unsharded = false;
+    CommThread::Handle unsharding;  // an all-gather issued (prefetched) and not yet waited
   };
   struct LayerActivations {
     Buffer input;   // the layer's input [batch, in]
@@ -139,10 +155,21 @@ class FsdpModel {
   // low-precision parameters).
   bool NeedsFullCopy() const { return plan_.sharded() || param_type_ != ScalarType::kFloat32; }
   absl::Status Unshard(Unit& unit);
+  // Issues the all-gather of `unit` on the communication thread without waiting.
+  void IssueUnshard(Unit& unit);
+  // FSDP's prefetch: issues `target`'s unshard early if it still needs one (-1: none).
+  void Prefetch(int target);
+  // The plan's targets for `unit`: in its pre-forward (forward prefetch), and in its
+  // pre- or post-backward when the plan prefetches at `hook`; -1 for none.
+  int ForwardTarget(const Unit& unit) const;
+  int BackwardTarget(const Unit& unit, v1::BackwardPrefetch::Value hook) const;
   void Reshard(Unit& unit);
   absl::Status ReduceGradient(Unit& unit);
-  absl::Status StartMixedPrecisionReduction(Unit& unit);
+  absl::Status StartMixedPrecisionReduction(Unit& unit, const ReductionContext& context,
+                                            Buffer& grad);
   void WaitForUpcasts();
+  // The end of backward: every queued reduction, then the upcast threads.
+  absl::Status FinishBackward();
   void SetPosition(const char* phase, int unit) {
     if (position_ != nullptr) position_->SetPhase(phase, unit);
   }
@@ -178,6 +205,11 @@ class FsdpModel {
   std::vector<std::vector<std::pair<int64_t, int64_t>>> after_backward_ranges_;
   bool drop_gradients_in_backward_ = false;  // IN_BACKWARD: gradients are dropped after
   bool step_begun_ = false;  // this step's optimizer.BeginStep() already ran in backward
+  std::optional<v1::PrefetchPlan> prefetch_;
+  std::function<void()> compute_delay_, comm_delay_;
+  absl::Mutex upcasts_mu_;  // upcasts_ is filled from the communication thread
+  // Last: destroyed first, it runs what is still queued (which uses the units) and joins.
+  std::unique_ptr<CommThread> comm_;
 };
 
 }  // namespace shardwise::fsdp

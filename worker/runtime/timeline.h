@@ -52,6 +52,10 @@ class Timeline {
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// The lane (Chrome trace thread) spans of the calling thread go to: 0 for the training
+// thread, 1 for the communication thread. Spans nest within a lane.
+inline thread_local int timeline_lane = 0;
+
 // Records one span into a timeline (may be null: then nothing) from construction to
 // destruction.
 class ScopedSpan {
@@ -69,6 +73,7 @@ class ScopedSpan {
     span.set_duration_us(absl::ToUnixMicros(absl::Now()) - start_us);
     span.set_unit(unit_);
     span.set_step(step_);
+    span.set_lane(timeline_lane);
     timeline_->Add(std::move(span));
   }
   ScopedSpan(const ScopedSpan&) = delete;

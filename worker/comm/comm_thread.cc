@@ -1,0 +1,70 @@
+#include "worker/comm/comm_thread.h"
+
+namespace shardwise {
+
+absl::Status CommThread::Handle::Wait() const {
+  if (state_ == nullptr) return absl::OkStatus();
+  absl::MutexLock lock(&state_->mu);
+  state_->mu.Await(absl::Condition(&state_->done));
+  return state_->status;
+}
+
+CommThread::CommThread(std::function<void()> on_start)
+    : thread_([this, on_start = std::move(on_start)] {
+        if (on_start) on_start();
+        Loop();
+      }) {}
+
+CommThread::~CommThread() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+CommThread::Handle CommThread::Enqueue(std::function<absl::Status()> task) {
+  Handle handle;
+  handle.state_ = std::make_shared<Handle::State>();
+  absl::MutexLock lock(&mu_);
+  queue_.push_back({std::move(task), handle});
+  ++enqueued_;
+  return handle;
+}
+
+absl::Status CommThread::Drain() {
+  absl::MutexLock lock(&mu_);
+  const int64_t target = enqueued_;
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ >= target; };
+  mu_.Await(absl::Condition(&done));
+  absl::Status error = first_error_;
+  first_error_ = absl::OkStatus();
+  return error;
+}
+
+void CommThread::Loop() {
+  while (true) {
+    Task task;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || !queue_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // stopping, and nothing left to run
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const absl::Status status = task.run();
+    {
+      absl::MutexLock lock(&task.handle.state_->mu);
+      task.handle.state_->done = true;
+      task.handle.state_->status = status;
+    }
+    absl::MutexLock lock(&mu_);
+    ++finished_;
+    if (!status.ok() && first_error_.ok()) first_error_ = status;
+  }
+}
+
+}  // namespace shardwise
