@@ -7,7 +7,9 @@
 #   - bytes per step through the collectives with BF16 parameters and compressing hooks,
 #     against the FP32 run, from the runtime's counters;
 #   - FP32 <-> FP16/BF16 cast throughput, vectorised and portable, against memcpy moving
-#     the same bytes.
+#     the same bytes;
+#   - FULL_SHARD step time with each prefetch setting against no prefetch, with an
+#     injected link latency of 3 ms per collective.
 # Usage: bench/run.sh [WARMUP_STEPS] [TIMED_STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,10 +34,12 @@ echo "== casts" >&2
 casts=$("$bin/bench/casts_bench")
 echo "== Shardwise training ($warmup warm-up + $steps timed steps per strategy)" >&2
 ours=$("$bin/bench/training_bench" "$warmup" "$steps")
+echo "== prefetch (3 ms injected link latency)" >&2
+prefetch=$("$bin/bench/prefetch_bench" "$warmup" "$steps" 3000)
 echo "== PyTorch DDP" >&2
 torch=$(OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_ddp.py "$warmup" "$steps")
 
-report=$(python3 - "$torch" "$ours" "$collectives" "$casts" <<'PY'
+report=$(python3 - "$torch" "$ours" "$collectives" "$casts" "$prefetch" <<'PY'
 import sys
 torch = float(sys.argv[1])
 lines = ["| strategy | Shardwise steps/s | PyTorch DDP steps/s | ratio |", "| --- | --- | --- | --- |"]
@@ -64,6 +68,11 @@ lines += ["", "| cast (16 Mi elements) | vectorised GB/s | portable GB/s | memcp
 for line in sys.argv[4].splitlines():
     name, vec, port, copy = line.split()
     lines.append(f"| {name} | {float(vec):.2f} | {float(port):.2f} | {float(copy):.2f} | {float(vec) / float(copy):.2f} |")
+lines += ["", "| FULL_SHARD prefetch (3 ms link latency) | s/step | vs NONE |", "| --- | --- | --- |"]
+prefetch = [line.split() for line in sys.argv[5].splitlines()]
+base = float(prefetch[0][1])
+for name, value in prefetch:
+    lines.append(f"| {name} | {float(value):.4f} | {float(value) / base:.2f} |")
 lines.append("")
 lines.append("Cast GB/s count bytes read plus written (6 per element); the memcpy baseline moves the same number of bytes.")
 print("\n".join(lines))

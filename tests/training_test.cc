@@ -65,6 +65,24 @@ TEST(Training, JobsOnWorkerProcessesMatchTheReference) {
   }
 }
 
+// SEMANTICS of the control plane: in steady state the step makes no call to the
+// coordinator (progress, timelines and positions go out from other threads). The first
+// step makes one: the execution-order report.
+TEST(Training, TheStepMakesNoCoordinatorCallsAfterTheFirst) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1");
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.set_steps(100);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(60));
+  EXPECT_EQ(job.progress().step(), 100);
+  EXPECT_EQ(job.progress().first_step_coordinator_calls(), 1);
+  EXPECT_EQ(job.progress().critical_path_coordinator_calls(), 0);
+}
+
 TEST(Training, ABadDataFileFailsTheJobNamingIt) {
   Cluster cluster;
   cluster.StartCoordinator();

@@ -20,6 +20,7 @@
 #include "worker/fsdp/checkpoint.h"
 #include "worker/fsdp/fsdp_model.h"
 #include "worker/fsdp/grad_scaler.h"
+#include "worker/runtime/critical_path.h"
 
 namespace shardwise {
 namespace {
@@ -178,6 +179,13 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   const bool classification = spec.loss() != v1::MSE;
   const int64_t in = data.input_width, out = data.target_width;
   const int64_t interval = spec.output().checkpoint_interval_steps();
+  // This thread is the step's critical path: calls to the coordinator from here count.
+  struct TrainingThreadMark {
+    TrainingThreadMark() { on_training_thread = true; }
+    ~TrainingThreadMark() { on_training_thread = false; }
+  } mark;
+  const int64_t calls_before_training = training_thread_coordinator_calls.load();
+  int64_t calls_after_first_step = -1;  // the counter's value once the first step ended
   // The first micro-step's execution order, which later ones are compared with.
   std::optional<v1::ExecutionOrder> first_order;
   bool order_change_reported = false;
@@ -290,6 +298,10 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
         progress.mutable_grad_scaler()->set_growth_tracker(scaler.growth_tracker());
       }
       *progress.mutable_comm_hook() = model->comm_hook();
+      const int64_t calls = training_thread_coordinator_calls.load();
+      if (calls_after_first_step < 0) calls_after_first_step = calls;
+      progress.set_first_step_coordinator_calls(calls_after_first_step - calls_before_training);
+      progress.set_critical_path_coordinator_calls(calls - calls_after_first_step);
       context.on_progress(progress);
     }
   }

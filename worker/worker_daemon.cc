@@ -11,6 +11,7 @@
 #include "common/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "worker/runtime/critical_path.h"
 
 namespace shardwise {
 
@@ -126,6 +127,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
 }
 
 void WorkerDaemon::Send(const v1::WorkerMessage& message) {
+  CountCoordinatorCall();
   absl::MutexLock lock(&stream_mu_);
   if (stream_ != nullptr) stream_->Write(message);
 }

@@ -1,5 +1,7 @@
 #include "worker/comm/grpc_rendezvous_store.h"
 
+#include "worker/runtime/critical_path.h"
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +41,7 @@ v1::RendezvousScope GrpcRendezvousStore::Scope() const {
 }
 
 void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& data) {
+  CountCoordinatorCall();
   v1::RendezvousSetRequest request;
   *request.mutable_scope() = Scope();
   request.set_key(key);
@@ -51,6 +54,7 @@ void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& d
 }
 
 std::vector<char> GrpcRendezvousStore::get(const std::string& key) {
+  CountCoordinatorCall();
   wait({key}, timeout_);
   v1::RendezvousGetRequest request;
   *request.mutable_scope() = Scope();
@@ -67,6 +71,7 @@ void GrpcRendezvousStore::wait(const std::vector<std::string>& keys) { wait(keys
 
 void GrpcRendezvousStore::wait(const std::vector<std::string>& keys,
                                const std::chrono::milliseconds& timeout) {
+  CountCoordinatorCall();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // In slices, so that an abort of the attempt is noticed within one.
   constexpr std::chrono::milliseconds kSlice(1000);
@@ -92,6 +97,7 @@ void GrpcRendezvousStore::wait(const std::vector<std::string>& keys,
 }
 
 int64_t GrpcRendezvousStore::add(const std::string& key, int64_t delta) {
+  CountCoordinatorCall();
   v1::RendezvousAddRequest request;
   *request.mutable_scope() = Scope();
   request.set_key(key);
