@@ -147,6 +147,8 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
     if (resuming) {
       first_step = checkpoint->manifest.step();
       result.resumed_from_step = first_step;
+      // The loss scale goes on from where the job was (not from init_scale).
+      if (scaler.enabled()) scaler.Restore(checkpoint->manifest.grad_scaler());
     }
     // Optimizer state carries over only to an optimizer of the same kind.
     if (checkpoint->manifest.optimizer() == fsdp::OptimizerKind(spec.optimizer())) {
@@ -274,8 +276,10 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
       RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result.steps, *model, *optimizer));
       RETURN_IF_ERROR(world_group->Barrier());  // every shard is on disk before the manifest
       if (context.rank == 0) {
+        const v1::GradScalerState scaler_state = scaler.State();
         RETURN_IF_ERROR(fsdp::WriteCheckpointManifest(dir, result.steps, context.job_id, spec,
-                                                      *model, *optimizer));
+                                                      *model, *optimizer,
+                                                      scaler.enabled() ? &scaler_state : nullptr));
       }
       ++result.checkpoints_written;
     }
@@ -292,11 +296,7 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
       progress.set_all_gather_bytes(bytes.all_gather_bytes);
       progress.set_reduce_scatter_bytes(bytes.reduce_scatter_bytes);
       progress.set_all_reduce_bytes(bytes.all_reduce_bytes);
-      if (scaler.enabled()) {
-        progress.mutable_grad_scaler()->set_scale(scaler.scale());
-        progress.mutable_grad_scaler()->set_skipped_steps(scaler.skipped_steps());
-        progress.mutable_grad_scaler()->set_growth_tracker(scaler.growth_tracker());
-      }
+      if (scaler.enabled()) *progress.mutable_grad_scaler() = scaler.State();
       *progress.mutable_comm_hook() = model->comm_hook();
       const int64_t calls = training_thread_coordinator_calls.load();
       if (calls_after_first_step < 0) calls_after_first_step = calls;

@@ -58,8 +58,10 @@ absl::Status WriteCheckpointShard(const std::string& dir, int64_t step, const Fs
 
 absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
                                      const std::string& job_id, const v1::JobSpec& spec,
-                                     const FsdpModel& model, const Optimizer& optimizer) {
+                                     const FsdpModel& model, const Optimizer& optimizer,
+                                     const v1::GradScalerState* scaler) {
   v1::CheckpointManifest manifest;
+  if (scaler != nullptr) *manifest.mutable_grad_scaler() = *scaler;
   manifest.set_job_id(job_id);
   manifest.set_step(step);
   manifest.set_optimizer_steps(optimizer.steps());

@@ -28,9 +28,11 @@ absl::Status WriteCheckpointShard(const std::string& dir, int64_t step, const Fs
                                   const Optimizer& optimizer);
 
 // The manifest, written atomically once every shard is on disk (the caller's barrier).
+// `scaler` is the loss scaler's state, kept in the manifest when the job scales its loss.
 absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
                                      const std::string& job_id, const v1::JobSpec& spec,
-                                     const FsdpModel& model, const Optimizer& optimizer);
+                                     const FsdpModel& model, const Optimizer& optimizer,
+                                     const v1::GradScalerState* scaler = nullptr);
 
 // The newest complete checkpoint folder in `dir` (of job `job_id`, or of any job if
 // empty); NOT_FOUND if there is none.

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -90,6 +91,57 @@ TEST_P(ResumeTest, AResumedRunEqualsAnUninterruptedOneBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, ResumeTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "AdamW" : "SgdMomentum"; });
+
+// The loss scaler's state is part of the checkpoint: a resumed job goes on with the scale
+// it had (after a backoff and growths), not from init_scale.
+TEST(Checkpoint, TheLossScaleSurvivesAResume) {
+  const std::string dir = TempDir("resume-scaler");
+  v1::JobSpec straight = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 16);
+  straight.mutable_grad_scaler()->set_enabled(true);
+  straight.mutable_grad_scaler()->set_growth_interval(3);
+  straight.mutable_output()->set_final_model_path(dir + "/straight.safetensors");
+  testing::ThreadedOptions inject;
+  inject.faults = [](int rank) {
+    TrainingFaults faults;
+    if (rank == 1) {
+      faults.corrupt_inputs = [](int64_t step, int, std::vector<float>* x) {
+        if (step == 4) (*x)[0] = std::numeric_limits<float>::infinity();
+      };
+    }
+    return faults;
+  };
+  inject.job_id = "job-a";
+  auto a = testing::TrainInThreads(straight, inject);
+  ASSERT_TRUE(a.ok()) << a.status();
+
+  v1::JobSpec first = straight;
+  first.set_steps(8);
+  first.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  first.mutable_output()->set_checkpoint_interval_steps(8);
+  first.mutable_output()->set_final_model_path(dir + "/unused.safetensors");
+  inject.job_id = "job-b";
+  ASSERT_TRUE(testing::TrainInThreads(first, inject).ok());
+  v1::JobSpec second = first;
+  second.set_steps(16);
+  second.mutable_output()->set_checkpoint_interval_steps(0);
+  second.mutable_output()->set_final_model_path(dir + "/resumed.safetensors");
+  inject.attempt = 2;
+  auto b = testing::TrainInThreads(second, inject);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->rank0.resumed_from_step, 8);
+
+  // Steps 0-3 clean (growth after 3), step 4 skipped (backoff), then 11 clean steps.
+  const v1::GradScalerState& want = a->rank0_last_progress.grad_scaler();
+  EXPECT_EQ(want.scale(), 65536.0 * 2 * 0.5 * 2 * 2 * 2);
+  EXPECT_EQ(want.skipped_steps(), 1);
+  EXPECT_EQ(b->rank0_last_progress.grad_scaler().scale(), want.scale());
+  EXPECT_EQ(b->rank0_last_progress.grad_scaler().skipped_steps(), 1);
+  EXPECT_EQ(b->rank0_last_progress.grad_scaler().growth_tracker(), want.growth_tracker());
+  auto straight_model = ReadSafetensors(dir + "/straight.safetensors");
+  auto resumed_model = ReadSafetensors(dir + "/resumed.safetensors");
+  ASSERT_TRUE(straight_model.ok() && resumed_model.ok());
+  EXPECT_TRUE(testing::ModelsClose(*resumed_model, *straight_model, 0, 0));
+}
 
 TEST(Checkpoint, LoadsIntoAnotherWorldSizeAndStrategy) {
   const std::string dir = TempDir("reshard");

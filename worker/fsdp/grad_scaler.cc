@@ -28,4 +28,19 @@ void GradScaler::Update(bool found_inf) {
   }
 }
 
+v1::GradScalerState GradScaler::State() const {
+  v1::GradScalerState state;
+  state.set_scale(scale());
+  state.set_skipped_steps(skipped_steps_);
+  state.set_growth_tracker(growth_tracker_);
+  return state;
+}
+
+void GradScaler::Restore(const v1::GradScalerState& state) {
+  if (state.scale() <= 0) return;  // not a scaler's state (the job did not scale)
+  scale_ = static_cast<float>(state.scale());
+  skipped_steps_ = state.skipped_steps();
+  growth_tracker_ = state.growth_tracker();
+}
+
 }  // namespace shardwise::fsdp

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
 
 namespace shardwise::fsdp {
@@ -30,6 +31,10 @@ class GradScaler {
 
   int64_t skipped_steps() const { return skipped_steps_; }
   int32_t growth_tracker() const { return growth_tracker_; }
+
+  // The state as reported and checkpointed, and restoring it (a resumed attempt).
+  v1::GradScalerState State() const;
+  void Restore(const v1::GradScalerState& state);
 
  private:
   const bool enabled_;
