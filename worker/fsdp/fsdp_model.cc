@@ -5,9 +5,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
 #include "common/dtype_rules.h"
 #include "common/prefetch_plan.h"
+#include "common/status_macros.h"
 #include "worker/compute/casts.h"
 #include "worker/compute/cpu_math.h"
 

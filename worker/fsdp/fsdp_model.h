@@ -21,25 +21,30 @@
 // them, or the chosen subset) right after that unit's gradient is reduced, inside
 // backward; OptimizerStep then steps only the rest.
 //
+// Collectives run on the model's communication thread (comm_thread.h): all-gathers are
+// issued early as the prefetch plan says, and each unit's reduction is queued at its
+// post-backward and overlaps the backward of the units before it; the end of backward
+// waits for them all.
+//
 // One training step is: ForwardBackward once per micro-step (sync only on the last),
 // then OptimizerStep (or, after an overflow found by the loss scaler, DiscardGradients).
 // Out-of-order use fails with INTERNAL naming the unit and phase.
 //
 // Thread-safety: none; one model per rank, used by its training thread (which owns the
-// mixed-precision hook's upcast threads).
+// communication thread and the mixed-precision hook's upcast threads).
 
 #include <cstdint>
 #include <functional>
 #include <future>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
-#include "absl/synchronization/mutex.h"
 #include "worker/comm/comm_thread.h"
 #include "worker/comm/communicator.h"
 #include "worker/data/safetensors.h"
@@ -48,8 +53,8 @@
 #include "worker/fsdp/optimizer.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
-#include "worker/runtime/timeline.h"
 #include "worker/runtime/scalar_type.h"
+#include "worker/runtime/timeline.h"
 
 namespace shardwise::fsdp {
 
