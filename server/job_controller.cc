@@ -367,6 +367,12 @@ int NumUnits(const v1::ExecutionOrder& order) {
 void JobController::OnExecutionOrderLocked(const v1::Job& job, LiveAttempt& attempt,
                                            const v1::AttemptReport& report) {
   if (report.phase() == v1::ORDER_CHANGED) {
+    // Ranks report independently: a fast rank's change can arrive before a slow rank's
+    // first order. Compare it only once the reference order is recorded.
+    if (!attempt.order_recorded) {
+      if (!attempt.early_change.has_value()) attempt.early_change = report;
+      return;
+    }
     if (attempt.order_change_warned) return;
     attempt.order_change_warned = true;
     auto plan = PlanPrefetch(report.execution_order(), job.spec().fsdp(),
@@ -420,13 +426,19 @@ void JobController::OnExecutionOrderLocked(const v1::Job& job, LiveAttempt& atte
     return;
   }
   plan->set_version(1);
-  LogError(jobs_->RecordExecutionPlan(
-                    job.id(), job.attempt(), reference, *plan,
-                    absl::StrCat("execution order recorded, the same on all ",
-                                 job.spec().world_size(), " ranks: ", FormatExecutionOrder(reference),
-                                 "; prefetch plan ", FormatPrefetchPlan(*plan)))
-               .status(),
-           "recording the execution order");
+  auto recorded = jobs_->RecordExecutionPlan(
+      job.id(), job.attempt(), reference, *plan,
+      absl::StrCat("execution order recorded, the same on all ", job.spec().world_size(),
+                   " ranks: ", FormatExecutionOrder(reference), "; prefetch plan ",
+                   FormatPrefetchPlan(*plan)));
+  LogError(recorded.status(), "recording the execution order");
+  if (!recorded.ok()) return;
+  attempt.order_recorded = true;
+  if (attempt.early_change.has_value()) {
+    const v1::AttemptReport change = *attempt.early_change;
+    attempt.early_change.reset();
+    OnExecutionOrderLocked(*recorded, attempt, change);
+  }
 }
 
 absl::StatusOr<v1::Timeline> JobController::GetTimeline(const std::string& job_id) const {

@@ -95,7 +95,10 @@ class JobController {
     int proposals_tried = 0;  // for this request: a rank already past the step re-proposes
     // Each rank's first-iteration execution order, until all have reported.
     std::map<int32_t, v1::ExecutionOrder> orders;
+    bool order_recorded = false;  // every rank's first order arrived, and they agree
     bool order_change_warned = false;
+    // A change reported before every rank's first order arrived, handled after them.
+    std::optional<v1::AttemptReport> early_change;
     // Each rank's latest position (from its heartbeat), when it arrived, and when the
     // rank last moved (its step, phase, unit or collective changed).
     struct Seen {
