@@ -24,7 +24,7 @@ v1::JobSpec SwitchSpec(const std::string& model_path) {
   spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::FULL_SHARD);
   spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
   spec.set_global_batch_size(32);
-  spec.set_steps(1500);
+  spec.set_steps(800);
   spec.mutable_output()->set_final_model_path(model_path);
   return spec;
 }

@@ -1,0 +1,80 @@
+// The communication thread runs tasks one at a time in the order they were enqueued
+// (what keeps ranks' collectives paired), reports each task's status to its handle and
+// the first failure to Drain, and runs what is still queued before it is destroyed.
+
+#include "worker/comm/comm_thread.h"
+
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+TEST(CommThread, RunsTasksInOrderOffTheCallingThread) {
+  CommThread comm;
+  std::vector<int> ran;
+  std::thread::id worker;
+  absl::Notification release;
+  // The first task blocks until released: the rest must queue behind it, in order.
+  comm.Enqueue([&] {
+    worker = std::this_thread::get_id();
+    release.WaitForNotification();
+    ran.push_back(0);
+    return absl::OkStatus();
+  });
+  std::vector<CommThread::Handle> handles;
+  for (int i = 1; i <= 5; ++i) {
+    handles.push_back(comm.Enqueue([&ran, i] {
+      ran.push_back(i);
+      return absl::OkStatus();
+    }));
+  }
+  release.Notify();
+  EXPECT_TRUE(handles.back().Wait().ok());
+  EXPECT_EQ(ran, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  EXPECT_NE(worker, std::this_thread::get_id());
+  EXPECT_TRUE(comm.Drain().ok());
+}
+
+TEST(CommThread, FailuresReachTheirHandleAndDrain) {
+  CommThread comm;
+  auto ok = comm.Enqueue([] { return absl::OkStatus(); });
+  auto failed = comm.Enqueue([] { return absl::DeadlineExceededError("peer gone"); });
+  auto later = comm.Enqueue([] { return absl::OkStatus(); });
+  EXPECT_TRUE(ok.Wait().ok());
+  EXPECT_EQ(failed.Wait().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(later.Wait().ok());  // later tasks still run
+  EXPECT_EQ(comm.Drain().message(), "peer gone");
+  EXPECT_TRUE(comm.Drain().ok());  // reported once
+}
+
+TEST(CommThread, RunsWhatIsQueuedBeforeItIsDestroyed) {
+  int ran = 0;
+  {
+    CommThread comm;
+    for (int i = 0; i < 100; ++i) {
+      comm.Enqueue([&ran] {
+        ++ran;
+        return absl::OkStatus();
+      });
+    }
+  }
+  EXPECT_EQ(ran, 100);
+}
+
+TEST(CommThread, StartHookRunsOnTheThread) {
+  std::thread::id started;
+  CommThread comm([&started] { started = std::this_thread::get_id(); });
+  std::thread::id ran;
+  comm.Enqueue([&ran] {
+    ran = std::this_thread::get_id();
+    return absl::OkStatus();
+  }).Wait().IgnoreError();
+  EXPECT_EQ(started, ran);
+}
+
+}  // namespace
+}  // namespace shardwise
