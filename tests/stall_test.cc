@@ -83,9 +83,14 @@ TEST(Stall, AFrozenRankIsNamedWithWhereTheOthersWait) {
       absl::Seconds(15)))
       << "no stall reported";
   EXPECT_LT(absl::Now() - frozen_at, absl::Seconds(10));
-  EXPECT_TRUE(absl::StrContains(event, absl::StrCat("rank ", frozen_rank, " has not entered ")))
+  // The frozen rank is named (behind the others, or silent). Which ranks wait where
+  // depends on how far each got: a ring collective can complete on one rank and not on
+  // another when a peer stops in the middle of it.
+  EXPECT_TRUE(
+      absl::StrContains(event, absl::StrCat("rank ", frozen_rank, " has not entered ")) ||
+      absl::StrContains(event, absl::StrCat("rank ", frozen_rank, " has sent no heartbeat")))
       << event;
-  EXPECT_TRUE(absl::StrContains(event, " are waiting in ")) << event;
+  EXPECT_TRUE(absl::StrContains(event, " waiting in ")) << event;
   std::string output;
   ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "describe", job_id}, &output), 0);
   EXPECT_TRUE(absl::StrContains(output, event)) << output;
