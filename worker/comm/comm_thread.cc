@@ -51,7 +51,17 @@ void CommThread::Loop() {
         return stop_ || !queue_.empty();
       };
       mu_.Await(absl::Condition(&ready));
-      if (queue_.empty()) return;  // stopping, and nothing left to run
+      if (stop_) {
+        for (Task& cancelled : queue_) {
+          absl::MutexLock done(&cancelled.handle.state_->mu);
+          cancelled.handle.state_->done = true;
+          cancelled.handle.state_->status =
+              absl::CancelledError("the communication thread stopped before this collective");
+        }
+        finished_ += static_cast<int64_t>(queue_.size());
+        queue_.clear();
+        return;
+      }
       task = std::move(queue_.front());
       queue_.pop_front();
     }

@@ -41,7 +41,10 @@ class CommThread {
 
   // `on_start` runs first on the new thread (e.g. to name its timeline lane).
   explicit CommThread(std::function<void()> on_start = {});
-  ~CommThread();  // runs what is queued, then joins
+  // Lets the running task finish, cancels the queued ones (their handles answer
+  // CANCELLED), and joins. A model is destroyed with tasks queued only after an error,
+  // when running more collectives against failed peers would only wait for timeouts.
+  ~CommThread();
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
 

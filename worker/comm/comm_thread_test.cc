@@ -4,6 +4,7 @@
 
 #include "worker/comm/comm_thread.h"
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -51,18 +52,36 @@ TEST(CommThread, FailuresReachTheirHandleAndDrain) {
   EXPECT_TRUE(comm.Drain().ok());  // reported once
 }
 
-TEST(CommThread, RunsWhatIsQueuedBeforeItIsDestroyed) {
-  int ran = 0;
+TEST(CommThread, DestructionFinishesTheRunningTaskAndCancelsTheQueued) {
+  absl::Notification started, release;
+  bool first_finished = false;
+  int later_ran = 0;
+  std::vector<CommThread::Handle> queued;
+  std::thread releaser;
   {
     CommThread comm;
-    for (int i = 0; i < 100; ++i) {
-      comm.Enqueue([&ran] {
-        ++ran;
+    comm.Enqueue([&] {
+      started.Notify();
+      release.WaitForNotification();
+      first_finished = true;
+      return absl::OkStatus();
+    });
+    started.WaitForNotification();
+    for (int i = 0; i < 10; ++i) {
+      queued.push_back(comm.Enqueue([&later_ran] {
+        ++later_ran;
         return absl::OkStatus();
-      });
+      }));
     }
-  }
-  EXPECT_EQ(ran, 100);
+    releaser = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      release.Notify();
+    });
+  }  // the destructor waits for the running task
+  releaser.join();
+  EXPECT_TRUE(first_finished);
+  EXPECT_EQ(later_ran, 0);
+  for (const auto& handle : queued) EXPECT_EQ(handle.Wait().code(), absl::StatusCode::kCancelled);
 }
 
 TEST(CommThread, StartHookRunsOnTheThread) {
