@@ -456,15 +456,18 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
     // Parameter gradients are in param_dtype: FP32 accumulation, rounded once per unit
     // and micro-step (accumulation across micro-steps also rounds, as in low precision).
     cpu::RoundToPrecision(param_type_, grads, unit.padded_numel);
-    if (sync) RETURN_IF_ERROR(ReduceGradient(unit));  // post-backward
-    // Free in backward (sharded strategies, when syncing or resharding after forward); a
-    // low-precision copy of unsharded parameters is freed once gradients are synced (by
-    // the upcast thread, with the mixed-precision hook).
+    // Post-backward. Free in backward (sharded strategies, when syncing or resharding
+    // after forward); a low-precision copy of unsharded parameters is freed once
+    // gradients are synced (by the upcast thread, with the mixed-precision hook).
     if ((plan_.sharded() && (sync || plan_.reshard_after_forward)) ||
         (!plan_.sharded() && NeedsFullCopy() && sync && !IsMixedPrecisionHook(hook_))) {
       Reshard(unit);
     }
+    // BACKWARD_POST's prefetch is queued before this unit's reduction: PyTorch issues
+    // them on separate streams, so the all-gather need not wait for the reduce-scatter;
+    // on one communication thread, queueing it first is the same on every rank.
     Prefetch(BackwardTarget(unit, v1::BackwardPrefetch::BACKWARD_POST));
+    if (sync) RETURN_IF_ERROR(ReduceGradient(unit));
   }
   // The end-of-backward callback: wait for the queued reductions and the upcast threads;
   // a root without layers was unsharded but never visited.
