@@ -381,18 +381,16 @@ void JobController::OnExecutionOrderLocked(const v1::Job& job, LiveAttempt& atte
         "warning: ", RankName(job, report.rank()), "'s execution order changed at step ",
         report.step(), ": ", FirstDifference(job.execution_order(), report.execution_order()),
         " (warned once per attempt)");
-    if (!plan.ok()) {
-      LogError(jobs_->RecordExecutionPlan(job.id(), job.attempt(), job.execution_order(),
-                                          job.prefetch_plan(),
-                                          absl::StrCat(change, "; ", plan.status().message()))
-                   .status(),
-               "recording an order change");
-      return;
+    // Re-planned from the new order; if it cannot be planned, the old plan stays.
+    v1::PrefetchPlan stored = job.prefetch_plan();
+    std::string event = absl::StrCat(change, "; ", plan.status().message());
+    if (plan.ok()) {
+      stored = *plan;
+      stored.set_version(job.prefetch_plan().version() + 1);
+      event = absl::StrCat(change, "; re-planned: prefetch plan ", FormatPrefetchPlan(stored));
     }
-    plan->set_version(job.prefetch_plan().version() + 1);
-    LogError(jobs_->RecordExecutionPlan(
-                      job.id(), job.attempt(), job.execution_order(), *plan,
-                      absl::StrCat(change, "; re-planned: prefetch plan ", FormatPrefetchPlan(*plan)))
+    LogError(jobs_->RecordExecutionPlan(job.id(), job.attempt(), job.execution_order(), stored,
+                                        event)
                  .status(),
              "recording an order change");
     return;

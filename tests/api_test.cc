@@ -140,14 +140,10 @@ TEST_F(ApiTest, RendezvousRefusesAttemptsThatAreNotRunning) {
   EXPECT_TRUE(absl::StrContains(status.error_message(), "timeout_ms")) << status.error_message();
 }
 
-int RunCli(const std::vector<std::string>& args, std::string* output) {
-  return Cluster::RunCli(args, output);
-}
-
 TEST(Cli, ADeadCoordinatorGetsAClearMessage) {
   std::string output;
   // Port 1 on loopback: nothing listens there.
-  const int code = RunCli({"--coordinator=127.0.0.1:1", "get", "jobs"}, &output);
+  const int code = Cluster::RunCli({"--coordinator=127.0.0.1:1", "get", "jobs"}, &output);
   EXPECT_EQ(code, 1);
   EXPECT_TRUE(absl::StrContains(output, "cannot reach the coordinator at 127.0.0.1:1")) << output;
   Client client("127.0.0.1:1");
@@ -170,27 +166,27 @@ world_size: 2
 )";
   const std::string coordinator = "--coordinator=" + cluster.address();
   std::string output;
-  EXPECT_EQ(RunCli({coordinator, "submit", spec_path, "--watch"}, &output), 0) << output;
+  EXPECT_EQ(Cluster::RunCli({coordinator, "submit", spec_path, "--watch"}, &output), 0) << output;
   EXPECT_TRUE(absl::StrContains(output, "job-1")) << output;
   EXPECT_TRUE(absl::StrContains(output, "job-1 SUCCEEDED")) << output;
   EXPECT_TRUE(absl::StrContains(output, "trained 3 steps")) << output;
   EXPECT_TRUE(absl::StrContains(output, "3/3 steps")) << output;
 
-  EXPECT_EQ(RunCli({coordinator, "describe", "job-1"}, &output), 0) << output;
+  EXPECT_EQ(Cluster::RunCli({coordinator, "describe", "job-1"}, &output), 0) << output;
   EXPECT_TRUE(absl::StrContains(output, "rank 1  worker w1")) << output;
   EXPECT_TRUE(absl::StrContains(output, "\"sharding_strategy\": \"FULL_SHARD\"")) << output;
 
-  EXPECT_EQ(RunCli({coordinator, "get", "jobs"}, &output), 0);
+  EXPECT_EQ(Cluster::RunCli({coordinator, "get", "jobs"}, &output), 0);
   EXPECT_TRUE(absl::StrContains(output, "cli-job")) << output;
 
-  EXPECT_EQ(RunCli({coordinator, "cancel", "job-1"}, &output), 1);
+  EXPECT_EQ(Cluster::RunCli({coordinator, "cancel", "job-1"}, &output), 1);
   EXPECT_TRUE(absl::StrContains(output, "already ended as SUCCEEDED")) << output;
 
   std::ofstream(spec_path) << "world_size: 2\nsharding: FULL_SHARD\n";
-  EXPECT_EQ(RunCli({coordinator, "submit", spec_path}, &output), 2);
+  EXPECT_EQ(Cluster::RunCli({coordinator, "submit", spec_path}, &output), 2);
   EXPECT_TRUE(absl::StrContains(output, "sharding")) << output;
 
-  EXPECT_EQ(RunCli({coordinator, "frobnicate"}, &output), 2);
+  EXPECT_EQ(Cluster::RunCli({coordinator, "frobnicate"}, &output), 2);
   EXPECT_TRUE(absl::StrContains(output, "unknown command 'frobnicate'")) << output;
 }
 
