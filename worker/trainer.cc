@@ -14,6 +14,7 @@
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/solo_communicator.h"
 #include "worker/comm/tracked_communicator.h"
+#include "worker/compute/cpu_device.h"
 #include "worker/compute/cpu_math.h"
 #include "worker/data/dataset.h"
 #include "worker/data/weights.h"
@@ -128,15 +129,16 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   } else {
     ASSIGN_OR_RETURN(initial, InitialWeights(spec));
   }
+  CpuDevice device(context.allocator);
   ASSIGN_OR_RETURN(std::unique_ptr<fsdp::FsdpModel> model,
-                   fsdp::FsdpModel::Create(spec, plan, {shard_comm, replicate_comm},
-                                           context.allocator, initial));
+                   fsdp::FsdpModel::Create(spec, plan, {shard_comm, replicate_comm}, &device,
+                                           initial));
   model->set_position(context.position);
   model->set_timeline(context.timeline);
   model->set_delays(faults.compute_delay, faults.communication_delay);
   initial.clear();
   std::unique_ptr<fsdp::Optimizer> optimizer =
-      fsdp::Optimizer::Create(spec.optimizer(), model->num_units(), context.allocator);
+      fsdp::Optimizer::Create(spec.optimizer(), model->num_units(), &device);
   RETURN_IF_ERROR(model->EnableOptimizerOverlap(optimizer.get()));
   fsdp::GradScaler scaler(spec.grad_scaler());
   TrainingResult result;
@@ -249,7 +251,8 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
     if (scaler.enabled()) {
       // Unscale before clipping; the found-inf flag is all-reduced so every rank skips
       // the same steps.
-      float found_inf = model->UnscaleGradients(scaler.inverse_scale()) ? 1.0f : 0.0f;
+      ASSIGN_OR_RETURN(const bool overflow, model->UnscaleGradients(scaler.inverse_scale()));
+      float found_inf = overflow ? 1.0f : 0.0f;
       RETURN_IF_ERROR(world_group->AllReduce(&found_inf, 1));
       skip = skip || found_inf > 0;
       scaler.Update(found_inf > 0);

@@ -101,4 +101,29 @@ double MeanSquaredError(const float* pred, const float* target, int64_t batch, i
   return total / static_cast<double>(n) * scale;
 }
 
+void SgdUpdate(const SgdScalars& s, bool first, float* p, const float* grad, float* b,
+               size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    float g = grad[i];
+    if (s.weight_decay != 0) g += s.weight_decay * p[i];
+    if (s.momentum != 0) {
+      b[i] = first ? g : s.momentum * b[i] + (1 - s.dampening) * g;
+      g = s.nesterov ? g + s.momentum * b[i] : b[i];
+    }
+    p[i] -= s.lr * g;
+  }
+}
+
+void AdamWUpdate(const AdamWScalars& s, float* p, const float* grad, float* m, float* v,
+                 size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = grad[i];
+    p[i] *= s.decay;
+    m[i] += s.one_minus_beta1 * (g - m[i]);  // exp_avg.lerp_(grad, 1 - beta1)
+    v[i] = v[i] * s.beta2 + s.one_minus_beta2 * g * g;
+    const float denom = std::sqrt(v[i]) / s.bias_correction2_sqrt + s.eps;
+    p[i] -= s.step_size * (m[i] / denom);
+  }
+}
+
 }  // namespace shardwise::cpu

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "proto/job_spec.pb.h"
+#include "worker/compute/optimizer_scalars.h"
 
 namespace shardwise::cpu {
 
@@ -38,6 +39,14 @@ double CrossEntropy(const float* logits, const int64_t* labels, int64_t batch, i
 // dpred = 2 (pred - target) * scale / (batch*out). Returns the loss (times scale).
 double MeanSquaredError(const float* pred, const float* target, int64_t batch, int64_t out,
                         float scale, float* dpred);
+
+// torch.optim.SGD on n elements; `first`: the momentum buffer becomes a copy of the
+// gradient (a parameter's first step).
+void SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,
+               float* momentum, size_t n);
+// torch.optim.AdamW (single-tensor path) on n elements.
+void AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
+                 float* exp_avg_sq, size_t n);
 
 }  // namespace shardwise::cpu
 

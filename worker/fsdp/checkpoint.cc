@@ -48,9 +48,13 @@ absl::Status WriteCheckpointShard(const std::string& dir, int64_t step, const Fs
   TensorMap tensors;
   for (int u = 0; u < model.num_units(); ++u) {
     if (model.shard_numel(u) == 0) continue;
-    tensors[TensorName(u, "param")] = F32Tensor({model.shard_numel(u)}, model.shard_data(u));
+    // Shards and optimizer state live on the model's device: copied out first.
+    ASSIGN_OR_RETURN(std::vector<float> param, model.ShardToHost(u));
+    tensors[TensorName(u, "param")] = F32Tensor({model.shard_numel(u)}, param.data());
     for (const auto& [name, buffer] : optimizer.SegmentState(u)) {
-      tensors[TensorName(u, name)] = F32Tensor({model.shard_numel(u)}, buffer->data());
+      std::vector<float> state(buffer->numel());
+      RETURN_IF_ERROR(model.device()->CopyToHost(state.data(), buffer->data(), buffer->bytes()));
+      tensors[TensorName(u, name)] = F32Tensor({model.shard_numel(u)}, state.data());
     }
   }
   return WriteSafetensors(absl::StrCat(folder, "/", ShardFile(plan.shard_rank)), tensors);

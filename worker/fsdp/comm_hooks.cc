@@ -1,10 +1,7 @@
 #include "worker/fsdp/comm_hooks.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "worker/compute/casts.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -17,10 +14,9 @@ ScalarType WrapperType(v1::CommHook::Wrapper wrapper) {
   return wrapper == v1::CommHook::BF16_WRAPPER ? ScalarType::kBFloat16 : ScalarType::kFloat16;
 }
 
-void DivideInPlace(float* data, int64_t n, double divisor) {
+void DivideInPlace(Device* device, float* data, int64_t n, double divisor) {
   if (divisor == 1) return;
-  const float factor = static_cast<float>(divisor);
-  for (int64_t i = 0; i < n; ++i) data[i] /= factor;
+  device->Divide(data, n, static_cast<float>(divisor));
 }
 
 // FSDP's reduction, and its low-precision hooks, which pass their own dtype as
@@ -32,15 +28,15 @@ absl::Status FsdpReduce(const ReductionContext& c, ScalarType reduce_type, float
   const int64_t padded = shard_numel * plan.shard_size;
   if (reduce_type == ScalarType::kFloat32) {
     // In place, without a bucket copy: FSDP's unsharded gradient is freed right after.
-    DivideInPlace(grad, padded, plan.predivide);
+    DivideInPlace(c.device, grad, padded, plan.predivide);
     RETURN_IF_ERROR(c.groups.shard->ReduceScatter(grad, shard_numel, reduced));
     if (plan.replicate_size > 1) {
       RETURN_IF_ERROR(c.groups.replicate->AllReduce(reduced, shard_numel));
     }
-    DivideInPlace(reduced, shard_numel, plan.postdivide);
+    DivideInPlace(c.device, reduced, shard_numel, plan.postdivide);
     return absl::OkStatus();
   }
-  Bucket full = Bucket::FromFloat(c.allocator, grad, padded, reduce_type);
+  Bucket full = Bucket::FromFloat(c.device, grad, padded, reduce_type);
   full.DivideBy(plan.predivide);
   ASSIGN_OR_RETURN(Bucket shard, full.ReduceScatter(*c.groups.shard));
   if (plan.replicate_size > 1) RETURN_IF_ERROR(shard.AllReduce(*c.groups.replicate));
@@ -89,37 +85,37 @@ absl::Status RunWrapped(v1::CommHook::Wrapper wrapper, v1::CommHook::Hook hook,
 
 }  // namespace
 
-Bucket Bucket::FromFloat(Allocator* allocator, const float* values, int64_t numel,
+Bucket Bucket::FromFloat(Device* device, const float* values, int64_t numel,
                          ScalarType type) {
-  Buffer data(allocator, numel, MemoryCategory::kCommunication, type, false);
+  Buffer data(device->allocator(), numel, MemoryCategory::kCommunication, type, false);
   if (type == ScalarType::kFloat32) {
-    std::memcpy(data.data(), values, numel * sizeof(float));
+    device->Copy(data.data(), values, numel * sizeof(float));
   } else {
-    cpu::Narrow(type, values, data.as<uint16_t>(), numel);
+    device->Narrow(type, values, data.as<uint16_t>(), numel);
   }
-  return Bucket(allocator, std::move(data));
+  return Bucket(device, std::move(data));
 }
 
 void Bucket::ToFloat(float* out) const {
   if (type() == ScalarType::kFloat32) {
-    std::memcpy(out, data_.data(), numel() * sizeof(float));
+    device_->Copy(out, data_.data(), numel() * sizeof(float));
   } else {
-    cpu::Widen(type(), data_.as<uint16_t>(), out, numel());
+    device_->Widen(type(), data_.as<uint16_t>(), out, numel());
   }
 }
 
 Bucket Bucket::CastTo(ScalarType type) const {
   if (this->type() == ScalarType::kFloat32) {
-    return FromFloat(allocator_, data_.data(), numel(), type);
+    return FromFloat(device_, data_.data(), numel(), type);
   }
-  Buffer wide(allocator_, numel(), MemoryCategory::kCommunication, false);
+  Buffer wide(device_->allocator(), numel(), MemoryCategory::kCommunication, false);
   ToFloat(wide.data());
-  return FromFloat(allocator_, wide.data(), numel(), type);
+  return FromFloat(device_, wide.data(), numel(), type);
 }
 
 void Bucket::CopyFrom(const Bucket& other) {
   if (other.type() == type()) {
-    std::memcpy(data_.as<uint8_t>(), other.data_.as<uint8_t>(), data_.bytes());
+    device_->Copy(data_.as<uint8_t>(), other.data_.as<uint8_t>(), data_.bytes());
     return;
   }
   *this = other.CastTo(type());
@@ -128,14 +124,14 @@ void Bucket::CopyFrom(const Bucket& other) {
 void Bucket::DivideBy(double divisor) {
   if (divisor == 1) return;
   if (type() == ScalarType::kFloat32) {
-    DivideInPlace(data_.data(), numel(), divisor);
+    DivideInPlace(device_, data_.data(), numel(), divisor);
     return;
   }
   // A 16-bit division computes in FP32 and rounds the quotient once.
-  Buffer wide(allocator_, numel(), MemoryCategory::kCommunication, false);
+  Buffer wide(device_->allocator(), numel(), MemoryCategory::kCommunication, false);
   ToFloat(wide.data());
-  DivideInPlace(wide.data(), numel(), divisor);
-  cpu::Narrow(type(), wide.data(), data_.as<uint16_t>(), numel());
+  DivideInPlace(device_, wide.data(), numel(), divisor);
+  device_->Narrow(type(), wide.data(), data_.as<uint16_t>(), numel());
 }
 
 absl::Status Bucket::AllReduce(Communicator& group) {
@@ -144,9 +140,9 @@ absl::Status Bucket::AllReduce(Communicator& group) {
 
 absl::StatusOr<Bucket> Bucket::ReduceScatter(Communicator& group) {
   const int64_t shard_numel = numel() / group.size();
-  Buffer shard(allocator_, shard_numel, MemoryCategory::kCommunication, type(), false);
+  Buffer shard(device_->allocator(), shard_numel, MemoryCategory::kCommunication, type(), false);
   RETURN_IF_ERROR(group.ReduceScatter(data_.as<void>(), shard_numel, shard.as<void>(), type()));
-  return Bucket(allocator_, std::move(shard));
+  return Bucket(device_, std::move(shard));
 }
 
 absl::Status ReduceUnitGradient(const v1::CommHook& hook, const ReductionContext& context,
@@ -163,21 +159,21 @@ absl::Status ReduceUnitGradient(const v1::CommHook& hook, const ReductionContext
     return FsdpReduce(context, CompressType(hook.hook()), grad, shard_numel, reduced);
   } else {
     // DDP: the bucket is the gradient in reduce_dtype; every rank holds all of it.
-    Bucket bucket = Bucket::FromFloat(context.allocator, grad, shard_numel, context.reduce_type);
+    Bucket bucket = Bucket::FromFloat(context.device, grad, shard_numel, context.reduce_type);
     RETURN_IF_ERROR(RunWrapped(hook.wrapper(), hook.hook(), *context.groups.replicate, bucket));
     bucket.ToFloat(reduced);
   }
   // keep_low_precision_grads keeps the reduced gradient in param_dtype; otherwise it is
   // used as FP32 (the parameter's dtype).
   if (context.keep_low_precision_grads) {
-    cpu::RoundToPrecision(context.param_type, reduced, shard_numel);
+    context.device->RoundToPrecision(context.param_type, reduced, shard_numel);
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<Bucket> MixedPrecisionAllReduce(const ReductionContext& context,
                                                const float* grad, int64_t numel) {
-  Bucket bucket = Bucket::FromFloat(context.allocator, grad, numel, context.reduce_type);
+  Bucket bucket = Bucket::FromFloat(context.device, grad, numel, context.reduce_type);
   RETURN_IF_ERROR(bucket.AllReduce(*context.groups.replicate));
   return bucket;
 }
@@ -187,7 +183,7 @@ void MixedPrecisionFinish(const ReductionContext& context, Bucket& bucket, float
   // The reducer copies the bucket into the param_dtype gradients; the hook then upcasts
   // them to FP32.
   bucket.ToFloat(reduced);
-  cpu::RoundToPrecision(context.param_type, reduced, bucket.numel());
+  context.device->RoundToPrecision(context.param_type, reduced, bucket.numel());
 }
 
 }  // namespace shardwise::fsdp

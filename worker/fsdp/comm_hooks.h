@@ -20,7 +20,8 @@
 //
 // Every low-precision value is stored as its 16-bit pattern and every arithmetic step
 // rounds to the dtype it runs in, as PyTorch's CPU kernels do (compute in FP32, round the
-// result once).
+// result once). Buffers are the device's; the arithmetic runs on the calling thread's
+// stream (compute/device.h).
 
 #include <cstdint>
 
@@ -28,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
 #include "worker/comm/communicator.h"
+#include "worker/compute/device.h"
 #include "worker/fsdp/layout.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/scalar_type.h"
@@ -43,7 +45,7 @@ struct Groups {
 struct ReductionContext {
   const ShardingPlan* plan = nullptr;
   Groups groups;
-  Allocator* allocator = nullptr;
+  Device* device = nullptr;
   ScalarType param_type = ScalarType::kFloat32;   // the dtype of the gradient's values
   ScalarType reduce_type = ScalarType::kFloat32;  // MixedPrecision's effective reduce_dtype
   bool keep_low_precision_grads = false;
@@ -53,7 +55,7 @@ struct ReductionContext {
 class Bucket {
  public:
   // A copy of `values` (FP32 storage) cast to `type`.
-  static Bucket FromFloat(Allocator* allocator, const float* values, int64_t numel,
+  static Bucket FromFloat(Device* device, const float* values, int64_t numel,
                           ScalarType type);
   Bucket CastTo(ScalarType type) const;  // tensor.to(type)
   void CopyFrom(const Bucket& other);    // tensor.copy_(other): casts into this dtype
@@ -67,8 +69,8 @@ class Bucket {
   int64_t numel() const { return static_cast<int64_t>(data_.numel()); }
 
  private:
-  Bucket(Allocator* allocator, Buffer data) : allocator_(allocator), data_(std::move(data)) {}
-  Allocator* allocator_;
+  Bucket(Device* device, Buffer data) : device_(device), data_(std::move(data)) {}
+  Device* device_;
   Buffer data_;
 };
 

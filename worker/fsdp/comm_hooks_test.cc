@@ -15,6 +15,7 @@
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/solo_communicator.h"
 #include "worker/compute/casts.h"
+#include "worker/compute/cpu_device.h"
 #include "worker/fsdp/comm_hooks.h"
 
 namespace shardwise::fsdp {
@@ -99,10 +100,11 @@ std::vector<RankResult> ReduceOnEveryRank(const HookCase& c, int world) {
         return;
       }
       CpuCachingAllocator allocator;
+      CpuDevice device(&allocator);
       ReductionContext context;
       context.plan = &*plan;
       context.groups = {shard->get(), replicate->get()};
-      context.allocator = &allocator;
+      context.device = &device;
       context.param_type = c.param;
       context.reduce_type = c.reduce;
       const int64_t padded = PaddedNumel(kNumel, plan->shard_size);

@@ -8,8 +8,6 @@
 #include "common/dtype_rules.h"
 #include "common/prefetch_plan.h"
 #include "common/status_macros.h"
-#include "worker/compute/casts.h"
-#include "worker/compute/cpu_math.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -25,11 +23,12 @@ ScalarType TypeOf(v1::Dtype dtype) {
 }  // namespace
 
 FsdpModel::FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups groups,
-                     Allocator* allocator)
+                     Device* device)
     : spec_(spec),
       plan_(plan),
       groups_(groups),
-      allocator_(allocator),
+      device_(device),
+      allocator_(device->allocator()),
       layout_(BuildModelLayout(spec.model(), spec.wrap())),
       param_type_(TypeOf(EffectiveParamDtype(spec.fsdp().mixed_precision()))),
       reduce_type_(TypeOf(EffectiveReduceDtype(spec.fsdp().mixed_precision()))),
@@ -38,14 +37,17 @@ FsdpModel::FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups g
 
 absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& spec,
                                                              const ShardingPlan& plan,
-                                                             Groups groups, Allocator* allocator,
+                                                             Groups groups, Device* device,
                                                              const TensorMap& initial) {
   if (groups.shard == nullptr || groups.shard->size() != plan.shard_size ||
       groups.replicate == nullptr || groups.replicate->size() != plan.replicate_size) {
     return absl::InvalidArgumentError("communicator groups do not match the sharding plan");
   }
-  std::unique_ptr<FsdpModel> model(new FsdpModel(spec, plan, groups, allocator));
-  model->comm_ = std::make_unique<CommThread>([] { timeline_lane = 1; });
+  std::unique_ptr<FsdpModel> model(new FsdpModel(spec, plan, groups, device));
+  model->comm_ = std::make_unique<CommThread>([device] {
+    timeline_lane = 1;
+    device->UseCommunicationStream();
+  });
   model->activations_.resize(model->layout_.layers.size());
   for (size_t u = 0; u < model->layout_.units.size(); ++u) {
     Unit unit;
@@ -70,9 +72,10 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& 
         std::memcpy(flat.data() + offset, it->second.f32(), numel * sizeof(float));
       }
     }
+    Allocator* allocator = device->allocator();
     unit.shard = Buffer(allocator, unit.shard_numel, MemoryCategory::kParameters, false);
-    std::memcpy(unit.shard.data(), flat.data() + plan.shard_rank * unit.shard_numel,
-                unit.shard_numel * sizeof(float));
+    device->CopyFromHost(unit.shard.data(), flat.data() + plan.shard_rank * unit.shard_numel,
+                         unit.shard_numel * sizeof(float));
     unit.shard_grad = Buffer(allocator, unit.shard_numel, MemoryCategory::kGradients);
     model->units_.push_back(std::move(unit));
   }
@@ -107,7 +110,7 @@ void FsdpModel::IssueUnshard(Unit& unit) {
   // the memory counters see a prefetched unit from the moment it is prefetched.
   unit.full = Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, false);
   float* full = unit.full.data();
-  unit.unsharding = comm_->Enqueue([this, &unit, full]() -> absl::Status {
+  unit.unsharding = EnqueueCollective([this, &unit, full]() -> absl::Status {
     if (comm_delay_) comm_delay_();
     if (param_type_ == ScalarType::kFloat32) {
       return groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, full);
@@ -116,16 +119,37 @@ void FsdpModel::IssueUnshard(Unit& unit) {
     // the all-gather moves half the bytes.
     Buffer low_shard(allocator_, unit.shard_numel, MemoryCategory::kParameters, param_type_,
                      false);
-    cpu::Narrow(param_type_, unit.shard.data(), low_shard.as<uint16_t>(), unit.shard_numel);
+    device_->Narrow(param_type_, unit.shard.data(), low_shard.as<uint16_t>(), unit.shard_numel);
     Buffer low_full(allocator_, unit.padded_numel, MemoryCategory::kParameters, param_type_,
                     false);
     RETURN_IF_ERROR(groups_.shard->AllGather(low_shard.as<uint16_t>(), unit.shard_numel,
                                              low_full.as<uint16_t>(), param_type_));
-    low_shard.Reset();
-    // BLAS computes in FP32: widen the gathered values (exactly representable).
-    cpu::Widen(param_type_, low_full.as<uint16_t>(), full, unit.padded_numel);
+    low_shard.Reset();  // the all-gather has read it (collectives complete before returning)
+    // The GEMMs compute in FP32: widen the gathered values (exactly representable).
+    device_->Widen(param_type_, low_full.as<uint16_t>(), full, unit.padded_numel);
     return absl::OkStatus();
   });
+}
+
+CommThread::Handle FsdpModel::EnqueueCollective(std::function<absl::Status()> task) {
+  // The task reads what this thread produced before now (the fence), and what it writes
+  // is complete when its handle reports (the final synchronisation).
+  return comm_->Enqueue([this, fence = device_->RecordFence(),
+                         task = std::move(task)]() -> absl::Status {
+    device_->WaitForFence(fence.get());
+    const absl::Status status = task();
+    const absl::Status synced = device_->Synchronize();
+    return status.ok() ? synced : status;
+  });
+}
+
+absl::Status FsdpModel::AllReduceHostValue(Communicator& group, float* value) {
+  Buffer scratch(allocator_, 1, MemoryCategory::kCommunication, false);
+  device_->CopyFromHost(scratch.data(), value, sizeof(float));
+  // The collective runs on the communicator's own stream: everything before it is done.
+  RETURN_IF_ERROR(device_->Synchronize());
+  RETURN_IF_ERROR(group.AllReduce(scratch.data(), 1));
+  return device_->CopyToHost(value, scratch.data(), sizeof(float));
 }
 
 absl::Status FsdpModel::Unshard(Unit& unit) {
@@ -136,8 +160,8 @@ absl::Status FsdpModel::Unshard(Unit& unit) {
   if (!plan_.sharded()) {
     // Whole parameters on every rank: the low-precision copy is a local rounding.
     unit.full = Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, false);
-    std::memcpy(unit.full.data(), unit.shard.data(), unit.padded_numel * sizeof(float));
-    cpu::RoundToPrecision(param_type_, unit.full.data(), unit.padded_numel);
+    device_->Copy(unit.full.data(), unit.shard.data(), unit.padded_numel * sizeof(float));
+    device_->RoundToPrecision(param_type_, unit.full.data(), unit.padded_numel);
     unit.unsharded = true;
     return absl::OkStatus();
   }
@@ -181,7 +205,7 @@ ReductionContext FsdpModel::reduction_context() const {
   ReductionContext context;
   context.plan = &plan_;
   context.groups = groups_;
-  context.allocator = allocator_;
+  context.device = device_;
   context.param_type = param_type_;
   context.reduce_type = reduce_type_;
   context.keep_low_precision_grads = keep_low_precision_grads_;
@@ -199,21 +223,23 @@ absl::Status FsdpModel::ReduceGradient(Unit& unit) {
   auto grad = std::make_shared<Buffer>(std::move(unit.full_grad));
   const ReductionContext context = reduction_context();
   if (IsMixedPrecisionHook(hook_)) {
-    comm_->Enqueue([this, &unit, grad, context]() -> absl::Status {
+    EnqueueCollective([this, &unit, grad, context]() -> absl::Status {
       if (comm_delay_) comm_delay_();
       return StartMixedPrecisionReduction(unit, context, *grad);
     });
     return absl::OkStatus();
   }
-  comm_->Enqueue([this, &unit, grad, context, hook = hook_]() -> absl::Status {
+  EnqueueCollective([this, &unit, grad, context, hook = hook_]() -> absl::Status {
     if (comm_delay_) comm_delay_();
     Buffer reduced(allocator_, unit.shard_numel, MemoryCategory::kCommunication, false);
     RETURN_IF_ERROR(
         ReduceUnitGradient(hook, context, grad->data(), unit.shard_numel, reduced.data()));
-    grad->Reset();
-    float* saved = unit.shard_grad.data();
-    for (int64_t i = 0; i < unit.shard_numel; ++i) saved[i] += reduced.data()[i];
+    device_->Accumulate(unit.shard_grad.data(), reduced.data(), unit.shard_numel);
     StepInBackward(unit);
+    // The unsharded gradient and `reduced` go back to the allocator once the work that
+    // reads them is done.
+    RETURN_IF_ERROR(device_->Synchronize());
+    grad->Reset();
     return absl::OkStatus();
   });
   return absl::OkStatus();
@@ -230,10 +256,12 @@ absl::Status FsdpModel::StartMixedPrecisionReduction(Unit& unit, const Reduction
   auto shared = std::make_shared<Bucket>(std::move(bucket));
   absl::MutexLock lock(&upcasts_mu_);
   upcasts_.push_back(std::async(std::launch::async, [this, &unit, shared, context] {
+    // Beside the communication thread, on its stream (the bucket was made there).
+    device_->UseCommunicationStream();
     Buffer reduced(allocator_, unit.shard_numel, MemoryCategory::kCommunication, false);
     MixedPrecisionFinish(context, *shared, reduced.data());
-    float* saved = unit.shard_grad.data();
-    for (int64_t i = 0; i < unit.shard_numel; ++i) saved[i] += reduced.data()[i];
+    device_->Accumulate(unit.shard_grad.data(), reduced.data(), unit.shard_numel);
+    device_->Synchronize().IgnoreError();  // errors stay sticky: FinishBackward sees them
     Reshard(unit);
   }));
   return absl::OkStatus();
@@ -242,7 +270,8 @@ absl::Status FsdpModel::StartMixedPrecisionReduction(Unit& unit, const Reduction
 absl::Status FsdpModel::FinishBackward() {
   const absl::Status reduced = comm_->Drain();
   WaitForUpcasts();
-  return reduced;
+  RETURN_IF_ERROR(reduced);
+  return device_->status();
 }
 
 void FsdpModel::WaitForUpcasts() {
@@ -263,7 +292,7 @@ void FsdpModel::StepInBackward(Unit& unit) {
                                     grad);
     // Stepped: the gradient is consumed (IN_BACKWARD drops it; after
     // HOOK_THEN_OPTIMIZER nothing else reads it before the next zero_grad).
-    std::fill(grad + begin, grad + end, 0.0f);
+    device_->Zero(grad + begin, (end - begin) * sizeof(float));
   }
 }
 
@@ -323,22 +352,18 @@ absl::Status FsdpModel::EnableOptimizerOverlap(Optimizer* optimizer) {
   return absl::OkStatus();
 }
 
-bool FsdpModel::UnscaleGradients(float inv_scale) {
+absl::StatusOr<bool> FsdpModel::UnscaleGradients(float inv_scale) {
   bool found_inf = false;
   for (Unit& unit : units_) {
-    float* g = unit.shard_grad.data();
-    for (int64_t i = 0; i < unit.shard_numel; ++i) {
-      g[i] *= inv_scale;
-      if (!std::isfinite(g[i])) found_inf = true;
-    }
+    ASSIGN_OR_RETURN(const bool unit_inf, device_->MultiplyAndCheckFinite(
+                                              unit.shard_grad.data(), unit.shard_numel, inv_scale));
+    found_inf = found_inf || unit_inf;
   }
   return found_inf;
 }
 
 void FsdpModel::DiscardGradients() {
-  for (Unit& unit : units_) {
-    std::memset(unit.shard_grad.data(), 0, unit.shard_numel * sizeof(float));
-  }
+  for (Unit& unit : units_) device_->Zero(unit.shard_grad.data(), unit.shard_numel * sizeof(float));
 }
 
 absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t* labels,
@@ -362,10 +387,10 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
   RETURN_IF_ERROR(Unshard(root()));
   Prefetch(ForwardTarget(root()));
   Buffer current(allocator_, batch * layout_.layers[0].in, MemoryCategory::kActivations, false);
-  std::memcpy(current.data(), x, current.numel() * sizeof(float));
+  device_->CopyFromHost(current.data(), x, current.bytes());
   // MixedPrecision casts floating-point inputs to param_dtype; each op's output is then in
   // param_dtype too (rounded here after FP32 arithmetic).
-  cpu::RoundToPrecision(param_type_, current.data(), current.numel());
+  device_->RoundToPrecision(param_type_, current.data(), current.numel());
   for (Unit& unit : units_) {
     const bool is_root = unit.layout.is_root;
     SetPosition("forward", unit.index);
@@ -381,15 +406,15 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
       const LayerLayout& layer = layout_.layers[l];
       float* params = Params(unit);
       Buffer out(allocator_, batch * layer.out, MemoryCategory::kActivations, false);
-      cpu::LinearForward(current.data(), params + layer.weight_offset,
-                         layer.bias ? params + layer.bias_offset : nullptr, batch, layer.in,
-                         layer.out, out.data());
-      cpu::RoundToPrecision(param_type_, out.data(), out.numel());
+      device_->LinearForward(current.data(), params + layer.weight_offset,
+                             layer.bias ? params + layer.bias_offset : nullptr, batch, layer.in,
+                             layer.out, out.data());
+      device_->RoundToPrecision(param_type_, out.data(), out.numel());
       activations_[l].input = std::move(current);
       if (l + 1 < num_layers) {
         Buffer activated(allocator_, out.numel(), MemoryCategory::kActivations, false);
-        cpu::ActivationForward(act, out.data(), out.numel(), activated.data());
-        cpu::RoundToPrecision(param_type_, activated.data(), activated.numel());
+        device_->ActivationForward(act, out.data(), out.numel(), activated.data());
+        device_->RoundToPrecision(param_type_, activated.data(), activated.numel());
         activations_[l].preact = std::move(out);
         current = std::move(activated);
       } else {
@@ -406,13 +431,21 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
   // Loss, and its gradient with respect to the outputs.
   const int64_t out_width = layout_.layers.back().out;
   Buffer grad(allocator_, batch * out_width, MemoryCategory::kActivations, false);
-  const double loss =
-      spec_.loss() == v1::MSE
-          ? cpu::MeanSquaredError(current.data(), targets, batch, out_width, loss_scale,
-                                  grad.data())
-          : cpu::CrossEntropy(current.data(), labels, batch, out_width, loss_scale, grad.data());
+  absl::StatusOr<double> loss;
+  if (spec_.loss() == v1::MSE) {
+    Buffer target(allocator_, batch * out_width, MemoryCategory::kActivations, false);
+    device_->CopyFromHost(target.data(), targets, target.bytes());
+    loss = device_->MeanSquaredError(current.data(), target.data(), batch, out_width, loss_scale,
+                                     grad.data());
+  } else {
+    Buffer label(allocator_, batch, MemoryCategory::kActivations, ScalarType::kInt64, false);
+    device_->CopyFromHost(label.as<int64_t>(), labels, label.bytes());
+    loss = device_->CrossEntropy(current.data(), label.as<int64_t>(), batch, out_width,
+                                 loss_scale, grad.data());
+  }
+  RETURN_IF_ERROR(loss.status());
   current.Reset();
-  cpu::RoundToPrecision(param_type_, grad.data(), grad.numel());
+  device_->RoundToPrecision(param_type_, grad.data(), grad.numel());
 
   // Backward, units in reverse order: pre-backward unshards, post-backward reduces (when
   // syncing) and reshards (sharded strategies, when syncing or resharding after forward).
@@ -436,26 +469,26 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
       const LayerLayout& layer = layout_.layers[l];
       if (l + 1 < num_layers) {
         // Through the activation that followed this layer.
-        cpu::ActivationBackward(act, activations_[l].preact.data(), grad.data(), grad.numel(),
-                                grad.data());
-        cpu::RoundToPrecision(param_type_, grad.data(), grad.numel());
+        device_->ActivationBackward(act, activations_[l].preact.data(), grad.data(),
+                                    grad.numel(), grad.data());
+        device_->RoundToPrecision(param_type_, grad.data(), grad.numel());
         activations_[l].preact.Reset();
       }
       Buffer grad_input;
       if (l > 0) {
         grad_input = Buffer(allocator_, batch * layer.in, MemoryCategory::kActivations, false);
       }
-      cpu::LinearBackward(activations_[l].input.data(), params + layer.weight_offset,
-                          grad.data(), batch, layer.in, layer.out,
-                          l > 0 ? grad_input.data() : nullptr, grads + layer.weight_offset,
-                          layer.bias ? grads + layer.bias_offset : nullptr);
+      device_->LinearBackward(activations_[l].input.data(), params + layer.weight_offset,
+                              grad.data(), batch, layer.in, layer.out,
+                              l > 0 ? grad_input.data() : nullptr, grads + layer.weight_offset,
+                              layer.bias ? grads + layer.bias_offset : nullptr);
       activations_[l].input.Reset();
-      if (l > 0) cpu::RoundToPrecision(param_type_, grad_input.data(), grad_input.numel());
+      if (l > 0) device_->RoundToPrecision(param_type_, grad_input.data(), grad_input.numel());
       grad = std::move(grad_input);
     }
     // Parameter gradients are in param_dtype: FP32 accumulation, rounded once per unit
     // and micro-step (accumulation across micro-steps also rounds, as in low precision).
-    cpu::RoundToPrecision(param_type_, grads, unit.padded_numel);
+    device_->RoundToPrecision(param_type_, grads, unit.padded_numel);
     // Post-backward. Free in backward (sharded strategies, when syncing or resharding
     // after forward); a low-precision copy of unsharded parameters is freed once
     // gradients are synced (by the upcast thread, with the mixed-precision hook).
@@ -481,7 +514,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
     prefetch_ = std::move(*plan);
   }
   phase_ = Phase::kIdle;
-  return loss;
+  return *loss;
 }
 
 absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max_grad_norm) {
@@ -501,18 +534,16 @@ absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max
     // the sum of squares is all-reduced over the shard group only.
     double local = 0;
     for (const Unit& unit : units_) {
-      const float* g = unit.shard_grad.data();
-      for (int64_t i = 0; i < unit.shard_numel; ++i) local += static_cast<double>(g[i]) * g[i];
+      ASSIGN_OR_RETURN(const double squares,
+                       device_->SquaredNorm(unit.shard_grad.data(), unit.shard_numel));
+      local += squares;
     }
     float sum = static_cast<float>(local);
-    RETURN_IF_ERROR(groups_.shard->AllReduce(&sum, 1));
+    RETURN_IF_ERROR(AllReduceHostValue(*groups_.shard, &sum));
     total_norm = std::sqrt(static_cast<double>(sum));
     const float coef = ClipCoefficient(total_norm, max_grad_norm);
     if (coef < 1.0f) {
-      for (Unit& unit : units_) {
-        float* g = unit.shard_grad.data();
-        for (int64_t i = 0; i < unit.shard_numel; ++i) g[i] *= coef;
-      }
+      for (Unit& unit : units_) device_->Multiply(unit.shard_grad.data(), unit.shard_numel, coef);
     }
   }
   if (!step_begun_) optimizer.BeginStep();
@@ -529,6 +560,7 @@ absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max
     }
   }
   DiscardGradients();
+  RETURN_IF_ERROR(device_->status());
   return total_norm;
 }
 
@@ -541,14 +573,26 @@ void AddUnitTensors(const ModelLayout& layout, int unit, const float* flat, Tens
 }
 
 absl::StatusOr<TensorMap> FsdpModel::GatherFullModel() {
+  // The collectives run on the communicator's stream: the optimizer's updates first.
+  RETURN_IF_ERROR(device_->Synchronize());
   TensorMap model;
   for (Unit& unit : units_) {
     if (unit.layout.layers.empty()) continue;
+    Buffer gathered(allocator_, unit.padded_numel, MemoryCategory::kCommunication, false);
+    RETURN_IF_ERROR(
+        groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, gathered.data()));
     std::vector<float> full(unit.padded_numel);
-    RETURN_IF_ERROR(groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, full.data()));
+    RETURN_IF_ERROR(device_->CopyToHost(full.data(), gathered.data(), gathered.bytes()));
     AddUnitTensors(layout_, unit.index, full.data(), &model);
   }
   return model;
+}
+
+absl::StatusOr<std::vector<float>> FsdpModel::ShardToHost(int u) const {
+  std::vector<float> shard(units_[u].shard_numel);
+  RETURN_IF_ERROR(device_->CopyToHost(shard.data(), units_[u].shard.data(),
+                                      shard.size() * sizeof(float)));
+  return shard;
 }
 
 }  // namespace shardwise::fsdp

@@ -30,6 +30,12 @@
 // then OptimizerStep (or, after an overflow found by the loss scaler, DiscardGradients).
 // Out-of-order use fails with INTERNAL naming the unit and phase.
 //
+// Buffers live on the model's Device (compute/device.h: CPU or CUDA) and all arithmetic
+// goes through it; the communicators' collectives take the device's buffers. The
+// training thread works on the device's compute stream, the communication thread and
+// the upcast threads on its communication stream; a collective task waits for a fence of
+// the work queued before it, and synchronises its stream before it reports.
+//
 // Thread-safety: none; one model per rank, used by its training thread (which owns the
 // communication thread and the mixed-precision hook's upcast threads).
 
@@ -47,6 +53,7 @@
 #include "proto/job_spec.pb.h"
 #include "worker/comm/comm_thread.h"
 #include "worker/comm/communicator.h"
+#include "worker/compute/device.h"
 #include "worker/data/safetensors.h"
 #include "worker/fsdp/comm_hooks.h"
 #include "worker/fsdp/layout.h"
@@ -67,7 +74,7 @@ class FsdpModel {
   // `initial` holds the full model by nn.Sequential names; each rank keeps its shards.
   static absl::StatusOr<std::unique_ptr<FsdpModel>> Create(const v1::JobSpec& spec,
                                                            const ShardingPlan& plan,
-                                                           Groups groups, Allocator* allocator,
+                                                           Groups groups, Device* device,
                                                            const TensorMap& initial);
 
   // One micro-step on `batch` rows: forward, loss (scaled by `loss_scale`, e.g. 1/A for A
@@ -85,7 +92,7 @@ class FsdpModel {
 
   // The loss scaler's unscale: multiplies this rank's gradient shards by `inv_scale` and
   // returns whether any of them is inf or NaN (on this rank only).
-  bool UnscaleGradients(float inv_scale);
+  absl::StatusOr<bool> UnscaleGradients(float inv_scale);
   // Zeroes the gradient shards without stepping (a step the loss scaler skips).
   void DiscardGradients();
 
@@ -116,9 +123,9 @@ class FsdpModel {
   // The full model by nn.Sequential names. Every rank must call it (it all-gathers).
   absl::StatusOr<TensorMap> GatherFullModel();
 
-  // Unit u's flat shard (for checkpoints), its sizes, and this rank's shard of a full
-  // (unpadded) flat vector of unit u (for restoring optimizer state).
-  const float* shard_data(int u) const { return units_[u].shard.data(); }
+  // Unit u's flat shard copied to the host (for checkpoints), its sizes, and this rank's
+  // shard of a full (unpadded) flat vector of unit u (for restoring optimizer state).
+  absl::StatusOr<std::vector<float>> ShardToHost(int u) const;
   int64_t shard_numel(int u) const { return units_[u].shard_numel; }
   int64_t unit_numel(int u) const { return units_[u].layout.numel; }
   int64_t padded_numel(int u) const { return units_[u].padded_numel; }
@@ -129,6 +136,7 @@ class FsdpModel {
   const v1::ExecutionOrder& execution_order() const { return order_; }
 
   const ModelLayout& layout() const { return layout_; }
+  Device* device() const { return device_; }
   const ShardingPlan& plan() const { return plan_; }
   int num_units() const { return static_cast<int>(units_.size()); }
 
@@ -151,8 +159,7 @@ class FsdpModel {
     Buffer preact;  // its output before the activation [batch, out] (not the last layer)
   };
 
-  FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups groups,
-            Allocator* allocator);
+  FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups groups, Device* device);
 
   float* Params(Unit& unit);
   // Whether computing with a unit needs a separate full buffer: sharded units (gathered)
@@ -162,6 +169,11 @@ class FsdpModel {
   absl::Status Unshard(Unit& unit);
   // Issues the all-gather of `unit` on the communication thread without waiting.
   void IssueUnshard(Unit& unit);
+  // Queues `task` on the communication thread, ordered after this thread's work so far;
+  // its results are complete on the device when its handle reports.
+  CommThread::Handle EnqueueCollective(std::function<absl::Status()> task);
+  // Sums a host value over `group` (through device memory: NCCL needs it).
+  absl::Status AllReduceHostValue(Communicator& group, float* value);
   // FSDP's prefetch: issues `target`'s unshard early if it still needs one (-1: none).
   void Prefetch(int target);
   // The plan's targets for `unit`: in its pre-forward (forward prefetch), and in its
@@ -187,7 +199,8 @@ class FsdpModel {
   const v1::JobSpec spec_;
   const ShardingPlan plan_;
   const Groups groups_;
-  Allocator* const allocator_;
+  Device* const device_;
+  Allocator* const allocator_;  // device_'s
   const ModelLayout layout_;
   // MixedPrecision (SEMANTICS.md): the dtype of unsharded parameters, compute and the
   // all-gather; of gradient reduction; and whether reduced gradients stay in param_dtype.

@@ -10,6 +10,7 @@
 #include "worker/comm/data_plane.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/solo_communicator.h"
+#include "worker/compute/cpu_device.h"
 #include "worker/data/weights.h"
 #include "worker/fsdp/fsdp_model.h"
 #include "worker/fsdp/reference_training.h"
@@ -80,7 +81,8 @@ TEST_P(DtypeProbe, AllGathersInParamDtypeReductionsInReduceDtype) {
       replicate = connect(plan->ReplicateGroupRanks(), absl::StrCat("r", plan->shard_rank));
       testing::RecordingCommunicator shard_probe(shard.get()), replicate_probe(replicate.get());
       CpuCachingAllocator allocator;
-      auto model = FsdpModel::Create(spec, *plan, {&shard_probe, &replicate_probe}, &allocator,
+      CpuDevice device(&allocator);
+      auto model = FsdpModel::Create(spec, *plan, {&shard_probe, &replicate_probe}, &device,
                                      SeededWeights(spec.model(), 0));
       ASSERT_TRUE(model.ok()) << model.status();
       std::vector<float> x(6 * 6, 0.25f);

@@ -9,9 +9,9 @@
 namespace shardwise::fsdp {
 namespace {
 
-Buffer Copy(Allocator* allocator, const float* data, size_t n) {
-  Buffer buffer(allocator, n, MemoryCategory::kOptimizerState, /*zero=*/false);
-  std::copy(data, data + n, buffer.data());
+Buffer CopyFromHost(Device* device, const float* data, size_t n) {
+  Buffer buffer(device->allocator(), n, MemoryCategory::kOptimizerState, /*zero=*/false);
+  device->CopyFromHost(buffer.data(), data, n * sizeof(float));
   return buffer;
 }
 
@@ -21,13 +21,11 @@ absl::Status UnknownState(const std::string& name) {
 
 class Sgd final : public Optimizer {
  public:
-  Sgd(const v1::SgdOptions& o, int segments, Allocator* allocator)
-      : lr_(static_cast<float>(o.lr())),
-        momentum_(static_cast<float>(o.momentum())),
-        dampening_(static_cast<float>(o.dampening())),
-        weight_decay_(static_cast<float>(o.weight_decay())),
-        nesterov_(o.nesterov()),
-        allocator_(allocator),
+  Sgd(const v1::SgdOptions& o, int segments, Device* device)
+      : scalars_{static_cast<float>(o.lr()), static_cast<float>(o.momentum()),
+                 static_cast<float>(o.dampening()), static_cast<float>(o.weight_decay()),
+                 o.nesterov()},
+        device_(device),
         momentum_buffers_(segments),
         started_(segments) {}
 
@@ -43,7 +41,7 @@ class Sgd final : public Optimizer {
   absl::Status RestoreSegmentState(int segment, const std::string& name, const float* data,
                                    size_t n) override {
     if (name != "momentum") return UnknownState(name);
-    momentum_buffers_[segment] = Copy(allocator_, data, n);
+    momentum_buffers_[segment] = CopyFromHost(device_, data, n);
     started_[segment].all = true;
     return absl::OkStatus();
   }
@@ -51,34 +49,26 @@ class Sgd final : public Optimizer {
   void UpdateRange(int segment, size_t segment_numel, size_t begin, size_t end, float* p,
                    const float* grad) override {
     Buffer& buf = momentum_buffers_[segment];
-    if (momentum_ != 0 && buf.empty()) {
-      buf = Buffer(allocator_, segment_numel, MemoryCategory::kOptimizerState);
+    const bool momentum = scalars_.momentum != 0;
+    if (momentum && buf.empty()) {
+      buf = Buffer(device_->allocator(), segment_numel, MemoryCategory::kOptimizerState);
     }
     // PyTorch creates a parameter's buffer as a copy of its first gradient (no dampening
     // then); ranges are parameters, so "first" is tracked per range.
     Started& started = started_[segment];
-    const bool first = momentum_ != 0 && !started.all && started.begins.count(begin) == 0;
+    const bool first = momentum && !started.all && started.begins.count(begin) == 0;
     if (begin == 0 && end == segment_numel) {
       started.all = true;
     } else {
       started.begins.insert(begin);
     }
-    float* b = buf.data();
-    for (size_t i = begin; i < end; ++i) {
-      float g = grad[i];
-      if (weight_decay_ != 0) g += weight_decay_ * p[i];
-      if (momentum_ != 0) {
-        b[i] = first ? g : momentum_ * b[i] + (1 - dampening_) * g;
-        g = nesterov_ ? g + momentum_ * b[i] : b[i];
-      }
-      p[i] -= lr_ * g;
-    }
+    device_->SgdUpdate(scalars_, first, p + begin, grad + begin,
+                       momentum ? buf.data() + begin : nullptr, end - begin);
   }
 
  private:
-  const float lr_, momentum_, dampening_, weight_decay_;
-  const bool nesterov_;
-  Allocator* const allocator_;
+  const SgdScalars scalars_;
+  Device* const device_;
   int64_t steps_ = 0;
   std::vector<Buffer> momentum_buffers_;
   struct Started {
@@ -90,13 +80,13 @@ class Sgd final : public Optimizer {
 
 class AdamW final : public Optimizer {
  public:
-  AdamW(const v1::AdamWOptions& o, int segments, Allocator* allocator)
+  AdamW(const v1::AdamWOptions& o, int segments, Device* device)
       : lr_(o.has_lr() ? o.lr() : 1e-3),
         beta1_(o.has_beta1() ? o.beta1() : 0.9),
         beta2_(o.has_beta2() ? o.beta2() : 0.999),
         eps_(o.has_eps() ? o.eps() : 1e-8),
         weight_decay_(o.has_weight_decay() ? o.weight_decay() : 1e-2),
-        allocator_(allocator),
+        device_(device),
         exp_avg_(segments),
         exp_avg_sq_(segments) {}
 
@@ -112,9 +102,9 @@ class AdamW final : public Optimizer {
   absl::Status RestoreSegmentState(int segment, const std::string& name, const float* data,
                                    size_t n) override {
     if (name == "exp_avg") {
-      exp_avg_[segment] = Copy(allocator_, data, n);
+      exp_avg_[segment] = CopyFromHost(device_, data, n);
     } else if (name == "exp_avg_sq") {
-      exp_avg_sq_[segment] = Copy(allocator_, data, n);
+      exp_avg_sq_[segment] = CopyFromHost(device_, data, n);
     } else {
       return UnknownState(name);
     }
@@ -124,34 +114,28 @@ class AdamW final : public Optimizer {
   void UpdateRange(int segment, size_t segment_numel, size_t begin, size_t end, float* p,
                    const float* grad) override {
     if (exp_avg_[segment].empty()) {
-      exp_avg_[segment] = Buffer(allocator_, segment_numel, MemoryCategory::kOptimizerState);
-      exp_avg_sq_[segment] = Buffer(allocator_, segment_numel, MemoryCategory::kOptimizerState);
+      Allocator* allocator = device_->allocator();
+      exp_avg_[segment] = Buffer(allocator, segment_numel, MemoryCategory::kOptimizerState);
+      exp_avg_sq_[segment] = Buffer(allocator, segment_numel, MemoryCategory::kOptimizerState);
     }
-    float* m = exp_avg_[segment].data();
-    float* v = exp_avg_sq_[segment].data();
     // Scalars as PyTorch computes them (Python floats, i.e. double), then used in fp32.
     const double bias_correction1 = 1 - std::pow(beta1_, step_);
     const double bias_correction2 = 1 - std::pow(beta2_, step_);
-    const float step_size = static_cast<float>(lr_ / bias_correction1);
-    const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-    const float decay = static_cast<float>(1 - lr_ * weight_decay_);
-    const float w1 = static_cast<float>(1 - beta1_);
-    const float b2 = static_cast<float>(beta2_);
-    const float w2 = static_cast<float>(1 - beta2_);
-    const float eps = static_cast<float>(eps_);
-    for (size_t i = begin; i < end; ++i) {
-      const float g = grad[i];
-      p[i] *= decay;
-      m[i] += w1 * (g - m[i]);  // exp_avg.lerp_(grad, 1 - beta1)
-      v[i] = v[i] * b2 + w2 * g * g;
-      const float denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
-      p[i] -= step_size * (m[i] / denom);
-    }
+    AdamWScalars s;
+    s.step_size = static_cast<float>(lr_ / bias_correction1);
+    s.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+    s.decay = static_cast<float>(1 - lr_ * weight_decay_);
+    s.one_minus_beta1 = static_cast<float>(1 - beta1_);
+    s.beta2 = static_cast<float>(beta2_);
+    s.one_minus_beta2 = static_cast<float>(1 - beta2_);
+    s.eps = static_cast<float>(eps_);
+    device_->AdamWUpdate(s, p + begin, grad + begin, exp_avg_[segment].data() + begin,
+                         exp_avg_sq_[segment].data() + begin, end - begin);
   }
 
  private:
   const double lr_, beta1_, beta2_, eps_, weight_decay_;
-  Allocator* const allocator_;
+  Device* const device_;
   int64_t step_ = 0;
   std::vector<Buffer> exp_avg_, exp_avg_sq_;
 };
@@ -159,9 +143,9 @@ class AdamW final : public Optimizer {
 }  // namespace
 
 std::unique_ptr<Optimizer> Optimizer::Create(const v1::OptimizerSpec& spec, int segments,
-                                             Allocator* allocator) {
-  if (spec.has_adamw()) return std::make_unique<AdamW>(spec.adamw(), segments, allocator);
-  return std::make_unique<Sgd>(spec.sgd(), segments, allocator);
+                                             Device* device) {
+  if (spec.has_adamw()) return std::make_unique<AdamW>(spec.adamw(), segments, device);
+  return std::make_unique<Sgd>(spec.sgd(), segments, device);
 }
 
 float ClipCoefficient(double total_norm, double max_norm) {

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 
 #include "proto/job_spec.pb.h"
+#include "worker/compute/device.h"
 #include "worker/runtime/memory.h"
 
 namespace shardwise::fsdp {
@@ -24,9 +25,10 @@ namespace shardwise::fsdp {
 class Optimizer {
  public:
   // `segments` is the number of flat ranges (one per unit) the optimizer will step;
-  // their states are allocated on first use, in the optimizer-state category.
+  // their states are allocated on `device` (not owned) on first use, in the
+  // optimizer-state category, and updated by its kernels.
   static std::unique_ptr<Optimizer> Create(const v1::OptimizerSpec& spec, int segments,
-                                           Allocator* allocator);
+                                           Device* device);
   virtual ~Optimizer() = default;
 
   // Advances the step counter; call once per optimizer step, before Update.
@@ -43,12 +45,13 @@ class Optimizer {
   }
 
   // State for checkpoints: the steps taken, and each segment's named state buffers
-  // ("momentum"; "exp_avg", "exp_avg_sq"), each as long as the segment. A segment whose
+  // ("momentum"; "exp_avg", "exp_avg_sq"; device memory), each as long as the segment. A segment whose
   // state was never created (SGD before its first step) has none.
   virtual int64_t steps() const = 0;
   virtual void set_steps(int64_t steps) = 0;
   virtual std::vector<std::pair<std::string, const Buffer*>> SegmentState(int segment) const = 0;
-  // Restores one named buffer of a segment (INVALID_ARGUMENT for an unknown name).
+  // Restores one named buffer of a segment from host memory (INVALID_ARGUMENT for an
+  // unknown name).
   virtual absl::Status RestoreSegmentState(int segment, const std::string& name,
                                            const float* data, size_t n) = 0;
 };

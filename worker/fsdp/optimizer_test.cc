@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "gtest/gtest.h"
+#include "worker/compute/cpu_device.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -14,7 +15,8 @@ TEST(Sgd, MomentumBufferStartsAsTheFirstGradient) {
   spec.mutable_sgd()->set_dampening(0.5);
   spec.mutable_sgd()->set_weight_decay(0.01);
   CpuCachingAllocator allocator;
-  auto sgd = Optimizer::Create(spec, 1, &allocator);
+  CpuDevice device(&allocator);
+  auto sgd = Optimizer::Create(spec, 1, &device);
   float p = 1.0f;
   const float g = 0.5f;
   sgd->BeginStep();
@@ -36,7 +38,8 @@ TEST(Sgd, Nesterov) {
   spec.mutable_sgd()->set_momentum(0.5);
   spec.mutable_sgd()->set_nesterov(true);
   CpuCachingAllocator allocator;
-  auto sgd = Optimizer::Create(spec, 1, &allocator);
+  CpuDevice device(&allocator);
+  auto sgd = Optimizer::Create(spec, 1, &device);
   float p = 0.0f;
   const float g = 1.0f;
   sgd->BeginStep();
@@ -49,7 +52,8 @@ TEST(AdamW, TwoStepsByHand) {
   spec.mutable_adamw()->set_lr(0.1);
   spec.mutable_adamw()->set_weight_decay(0.1);
   CpuCachingAllocator allocator;
-  auto adamw = Optimizer::Create(spec, 1, &allocator);
+  CpuDevice device(&allocator);
+  auto adamw = Optimizer::Create(spec, 1, &device);
   float p = 1.0f;
   double m = 0, v = 0, expected = 1.0;
   for (int t = 1; t <= 2; ++t) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/compute/cpu_device.h"
 #include "worker/compute/cpu_math.h"
 #include "worker/data/dataset.h"
 #include "worker/data/weights.h"
@@ -26,9 +27,10 @@ absl::StatusOr<ReferenceResult> TrainReference(const v1::JobSpec& spec) {
     }
   }
   CpuCachingAllocator allocator;
+  CpuDevice device(&allocator);
   // One optimizer segment per tensor: the update rules are elementwise, so segmentation
   // cannot change the result.
-  auto optimizer = Optimizer::Create(spec.optimizer(), 2 * layers, &allocator);
+  auto optimizer = Optimizer::Create(spec.optimizer(), 2 * layers, &device);
   const int64_t batch = spec.global_batch_size();
   const v1::Activation act = spec.model().activation();
   ReferenceResult result;

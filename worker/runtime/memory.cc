@@ -73,7 +73,7 @@ Buffer::Buffer(Allocator* allocator, size_t numel, MemoryCategory category, Scal
     : allocator_(allocator), numel_(numel), category_(category), type_(type) {
   if (numel == 0) return;  // an empty unit (a root without layers) holds nothing
   data_ = allocator->Allocate(bytes(), category);
-  if (zero) std::memset(data_, 0, bytes());
+  if (zero) allocator->ZeroFill(data_, bytes());
 }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {

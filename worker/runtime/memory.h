@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 
 #include "absl/base/thread_annotations.h"
@@ -44,6 +45,9 @@ class Allocator {
   virtual ~Allocator() = default;
   virtual void* Allocate(size_t bytes, MemoryCategory category) = 0;
   virtual void Free(void* ptr, size_t bytes, MemoryCategory category) = 0;
+  // Sets `bytes` bytes at `ptr` (from Allocate) to zero: memset on the host; on a device,
+  // enqueued on the allocator's stream.
+  virtual void ZeroFill(void* ptr, size_t bytes) { std::memset(ptr, 0, bytes); }
   virtual MemoryStats Stats() const = 0;
   virtual void ResetPeaks() = 0;
 };

@@ -1,0 +1,108 @@
+#include "worker/compute/cpu_device.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "worker/compute/casts.h"
+#include "worker/compute/cpu_math.h"
+
+namespace shardwise {
+
+void CpuDevice::CopyFromHost(void* dst, const void* host_src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, host_src, bytes);
+}
+
+absl::Status CpuDevice::CopyToHost(void* host_dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(host_dst, src, bytes);
+  return absl::OkStatus();
+}
+
+void CpuDevice::Copy(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+void CpuDevice::Zero(void* dst, size_t bytes) {
+  if (bytes > 0) std::memset(dst, 0, bytes);
+}
+
+void CpuDevice::Narrow(ScalarType type, const float* in, uint16_t* out, size_t n) {
+  cpu::Narrow(type, in, out, n);
+}
+
+void CpuDevice::Widen(ScalarType type, const uint16_t* in, float* out, size_t n) {
+  cpu::Widen(type, in, out, n);
+}
+
+void CpuDevice::RoundToPrecision(ScalarType type, float* data, size_t n) {
+  cpu::RoundToPrecision(type, data, n);
+}
+
+void CpuDevice::Accumulate(float* dst, const float* src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+void CpuDevice::Multiply(float* data, size_t n, float factor) {
+  for (size_t i = 0; i < n; ++i) data[i] *= factor;
+}
+
+void CpuDevice::Divide(float* data, size_t n, float divisor) {
+  for (size_t i = 0; i < n; ++i) data[i] /= divisor;
+}
+
+absl::StatusOr<bool> CpuDevice::MultiplyAndCheckFinite(float* data, size_t n, float factor) {
+  bool found_inf = false;
+  for (size_t i = 0; i < n; ++i) {
+    data[i] *= factor;
+    if (!std::isfinite(data[i])) found_inf = true;
+  }
+  return found_inf;
+}
+
+absl::StatusOr<double> CpuDevice::SquaredNorm(const float* data, size_t n) {
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(data[i]) * data[i];
+  return sum;
+}
+
+void CpuDevice::LinearForward(const float* x, const float* w, const float* b, int64_t batch,
+                              int64_t in, int64_t out, float* y) {
+  cpu::LinearForward(x, w, b, batch, in, out, y);
+}
+
+void CpuDevice::LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
+                               int64_t in, int64_t out, float* dx, float* dw, float* db) {
+  cpu::LinearBackward(x, w, dy, batch, in, out, dx, dw, db);
+}
+
+void CpuDevice::ActivationForward(v1::Activation act, const float* x, size_t n, float* y) {
+  cpu::ActivationForward(act, x, n, y);
+}
+
+void CpuDevice::ActivationBackward(v1::Activation act, const float* x, const float* dy,
+                                   size_t n, float* dx) {
+  cpu::ActivationBackward(act, x, dy, n, dx);
+}
+
+absl::StatusOr<double> CpuDevice::CrossEntropy(const float* logits, const int64_t* labels,
+                                               int64_t batch, int64_t classes, float scale,
+                                               float* dlogits) {
+  return cpu::CrossEntropy(logits, labels, batch, classes, scale, dlogits);
+}
+
+absl::StatusOr<double> CpuDevice::MeanSquaredError(const float* pred, const float* target,
+                                                   int64_t batch, int64_t out, float scale,
+                                                   float* dpred) {
+  return cpu::MeanSquaredError(pred, target, batch, out, scale, dpred);
+}
+
+void CpuDevice::SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,
+                          float* momentum, size_t n) {
+  cpu::SgdUpdate(s, first, param, grad, momentum, n);
+}
+
+void CpuDevice::AdamWUpdate(const AdamWScalars& s, float* param, const float* grad,
+                            float* exp_avg, float* exp_avg_sq, size_t n) {
+  cpu::AdamWUpdate(s, param, grad, exp_avg, exp_avg_sq, n);
+}
+
+}  // namespace shardwise

@@ -1,0 +1,57 @@
+#ifndef SHARDWISE_WORKER_COMPUTE_CPU_DEVICE_H_
+#define SHARDWISE_WORKER_COMPUTE_CPU_DEVICE_H_
+
+// The CPU implementation of device.h: host memory from the given allocator, BLAS and the
+// loops of cpu_math.h and casts.h. Every operation completes before it returns.
+
+#include "worker/compute/device.h"
+
+namespace shardwise {
+
+class CpuDevice final : public Device {
+ public:
+  // `allocator` (not owned) must outlive the device.
+  explicit CpuDevice(Allocator* allocator) : allocator_(allocator) {}
+
+  v1::DeviceKind kind() const override { return v1::CPU; }
+  Allocator* allocator() override { return allocator_; }
+
+  void CopyFromHost(void* dst, const void* host_src, size_t bytes) override;
+  absl::Status CopyToHost(void* host_dst, const void* src, size_t bytes) override;
+  void Copy(void* dst, const void* src, size_t bytes) override;
+  void Zero(void* dst, size_t bytes) override;
+
+  void Narrow(ScalarType type, const float* in, uint16_t* out, size_t n) override;
+  void Widen(ScalarType type, const uint16_t* in, float* out, size_t n) override;
+  void RoundToPrecision(ScalarType type, float* data, size_t n) override;
+
+  void Accumulate(float* dst, const float* src, size_t n) override;
+  void Multiply(float* data, size_t n, float factor) override;
+  void Divide(float* data, size_t n, float divisor) override;
+  absl::StatusOr<bool> MultiplyAndCheckFinite(float* data, size_t n, float factor) override;
+  absl::StatusOr<double> SquaredNorm(const float* data, size_t n) override;
+
+  void LinearForward(const float* x, const float* w, const float* b, int64_t batch, int64_t in,
+                     int64_t out, float* y) override;
+  void LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
+                      int64_t in, int64_t out, float* dx, float* dw, float* db) override;
+  void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) override;
+  void ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
+                          float* dx) override;
+  absl::StatusOr<double> CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
+                                      int64_t classes, float scale, float* dlogits) override;
+  absl::StatusOr<double> MeanSquaredError(const float* pred, const float* target, int64_t batch,
+                                          int64_t out, float scale, float* dpred) override;
+
+  void SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,
+                 float* momentum, size_t n) override;
+  void AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
+                   float* exp_avg_sq, size_t n) override;
+
+ private:
+  Allocator* const allocator_;
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_COMPUTE_CPU_DEVICE_H_

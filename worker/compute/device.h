@@ -1,0 +1,107 @@
+#ifndef SHARDWISE_WORKER_COMPUTE_DEVICE_H_
+#define SHARDWISE_WORKER_COMPUTE_DEVICE_H_
+
+// Where the FSDP runtime's buffers live and its arithmetic runs: the one interface the
+// runtime (fsdp/) computes through, with a CPU implementation (cpu_device.h: BLAS and
+// loops) and a CUDA one (cuda/cuda_device.h: kernels, cuBLAS, streams). The formulas are
+// those of cpu_math.h and casts.h; pointers are the device's (from allocator()) unless a
+// name says "host".
+//
+// Ordering. Operations are asynchronous on devices that have streams: each thread enqueues
+// on its own stream (the training thread on the compute stream; a thread that called
+// UseCommunicationStream() on the communication stream), and every operation of one
+// thread runs in the order it was issued. Work handed from one thread to another is
+// ordered by a fence: the producer records one (RecordFence), the consumer waits for it
+// (WaitForFence) before it touches the data. CopyToHost, the losses and the reductions
+// that return a host value wait for the calling thread's stream; Synchronize waits
+// without copying. On the CPU every operation completes before it returns.
+//
+// Errors. The operations return nothing: a device error (a failed launch, a fault) is kept
+// and returned by the next status(), Synchronize() or host-returning call, as CUDA itself
+// keeps errors sticky. The runtime checks at every micro-step's end.
+//
+// Thread-safety: operations may be called from several threads (each on its stream).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/job_spec.pb.h"
+#include "worker/compute/optimizer_scalars.h"
+#include "worker/runtime/memory.h"
+#include "worker/runtime/scalar_type.h"
+
+namespace shardwise {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual v1::DeviceKind kind() const = 0;
+  virtual Allocator* allocator() = 0;
+
+  // ---- ordering ----
+  // From now on this thread's operations go on the communication stream (the thread that
+  // runs collectives, and the threads that finish reductions).
+  virtual void UseCommunicationStream() {}
+  class Fence {
+   public:
+    virtual ~Fence() = default;
+  };
+  // A point in this thread's stream; null where every operation is already complete.
+  virtual std::shared_ptr<Fence> RecordFence() { return nullptr; }
+  // This thread's later operations wait for `fence` (null: nothing to wait for).
+  virtual void WaitForFence(const Fence* fence) {}
+  // Waits for this thread's stream; returns the first device error.
+  virtual absl::Status Synchronize() { return status(); }
+  virtual absl::Status status() const { return absl::OkStatus(); }
+
+  // ---- data movement ----
+  virtual void CopyFromHost(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual absl::Status CopyToHost(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void Copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void Zero(void* dst, size_t bytes) = 0;
+
+  // ---- casts (compute/casts.h) ----
+  virtual void Narrow(ScalarType type, const float* in, uint16_t* out, size_t n) = 0;
+  virtual void Widen(ScalarType type, const uint16_t* in, float* out, size_t n) = 0;
+  virtual void RoundToPrecision(ScalarType type, float* data, size_t n) = 0;
+
+  // ---- elementwise and reductions ----
+  virtual void Accumulate(float* dst, const float* src, size_t n) = 0;  // dst += src
+  virtual void Multiply(float* data, size_t n, float factor) = 0;      // data *= factor
+  virtual void Divide(float* data, size_t n, float divisor) = 0;       // data /= divisor
+  // data *= factor; whether any result is inf or NaN.
+  virtual absl::StatusOr<bool> MultiplyAndCheckFinite(float* data, size_t n, float factor) = 0;
+  // The sum of squares, in double.
+  virtual absl::StatusOr<double> SquaredNorm(const float* data, size_t n) = 0;
+
+  // ---- the model's layers (compute/cpu_math.h) ----
+  virtual void LinearForward(const float* x, const float* w, const float* b, int64_t batch,
+                             int64_t in, int64_t out, float* y) = 0;
+  virtual void LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
+                              int64_t in, int64_t out, float* dx, float* dw, float* db) = 0;
+  virtual void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) = 0;
+  virtual void ActivationBackward(v1::Activation act, const float* x, const float* dy,
+                                  size_t n, float* dx) = 0;
+  // The losses take device logits/predictions and labels/targets; return the loss.
+  virtual absl::StatusOr<double> CrossEntropy(const float* logits, const int64_t* labels,
+                                              int64_t batch, int64_t classes, float scale,
+                                              float* dlogits) = 0;
+  virtual absl::StatusOr<double> MeanSquaredError(const float* pred, const float* target,
+                                                  int64_t batch, int64_t out, float scale,
+                                                  float* dpred) = 0;
+
+  // ---- optimizers (fsdp/optimizer.h) on n elements, scalars from optimizer_scalars.h ----
+  // `first`: the momentum buffer is uninitialised and becomes a copy of the gradient.
+  virtual void SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,
+                         float* momentum, size_t n) = 0;
+  virtual void AdamWUpdate(const AdamWScalars& s, float* param, const float* grad,
+                           float* exp_avg, float* exp_avg_sq, size_t n) = 0;
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_COMPUTE_DEVICE_H_

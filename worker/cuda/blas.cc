@@ -1,0 +1,101 @@
+#include "worker/cuda/blas.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/cuda/cuda_status.h"
+#include "worker/cuda/kernels.h"
+
+namespace shardwise::cuda {
+namespace {
+
+cudaDataType_t DataType(ScalarType type) {
+  switch (type) {
+    case ScalarType::kFloat16: return CUDA_R_16F;
+    case ScalarType::kBFloat16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Blas>> Blas::Create(cudaStream_t stream) {
+  cublasHandle_t handle = nullptr;
+  RETURN_IF_ERROR(CublasStatus(cublasCreate(&handle), "cublasCreate"));
+  absl::Status status = CublasStatus(cublasSetStream(handle, stream), "cublasSetStream");
+  if (!status.ok()) {
+    cublasDestroy(handle);
+    return status;
+  }
+  return std::unique_ptr<Blas>(new Blas(handle, stream));
+}
+
+Blas::~Blas() { cublasDestroy(handle_); }
+
+absl::Status Blas::GemmColumnMajor(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m,
+                                   int64_t n, int64_t k, const void* a, int64_t lda,
+                                   const void* b, int64_t ldb, float beta, void* c, int64_t ldc,
+                                   Types types) {
+  if (types.operands == ScalarType::kInt64 || types.output == ScalarType::kInt64 ||
+      (types.output != ScalarType::kFloat32 && types.output != types.operands)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Blas: unsupported types: operands ", ScalarTypeName(types.operands),
+                     ", output ", ScalarTypeName(types.output)));
+  }
+  const bool fp32 = types.operands == ScalarType::kFloat32;
+  const cublasComputeType_t compute =
+      fp32 && allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const float alpha = 1.0f;
+  return CublasStatus(
+      cublasGemmEx(handle_, op_a, op_b, static_cast<int>(m), static_cast<int>(n),
+                   static_cast<int>(k), &alpha, a, DataType(types.operands),
+                   static_cast<int>(lda), b, DataType(types.operands), static_cast<int>(ldb),
+                   &beta, c, DataType(types.output), static_cast<int>(ldc), compute,
+                   CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx");
+}
+
+// Row-major X[r, c] is column-major X^T[c, r] with the same leading dimension c, so each
+// row-major product is computed as its transpose: (A B)^T = B^T A^T.
+absl::Status Blas::LinearForward(const void* x, const void* w, const float* b, int64_t batch,
+                                 int64_t in, int64_t out, void* y, Types types) {
+  float beta = 0.0f;
+  if (b != nullptr) {
+    if (types.output != ScalarType::kFloat32) {
+      return absl::InvalidArgumentError("Blas::LinearForward: a bias needs an FP32 output");
+    }
+    RETURN_IF_CUDA_ERROR(BroadcastRows(b, batch, out, static_cast<float*>(y), stream_));
+    beta = 1.0f;
+  }
+  // y^T[out, batch] = W[out, in] x^T[in, batch]
+  return GemmColumnMajor(CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, w, in, x, in, beta, y, out,
+                         types);
+}
+
+absl::Status Blas::LinearBackward(const void* x, const void* w, const void* dy, int64_t batch,
+                                  int64_t in, int64_t out, void* dx, void* dw, float* db,
+                                  Types types) {
+  if (dx != nullptr) {
+    // dx^T[in, batch] = W^T[in, out] dy^T[out, batch]
+    RETURN_IF_ERROR(GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, w, in, dy, out,
+                                    0.0f, dx, in, types));
+  }
+  // dw^T[in, out] += x^T[in, batch] dy[batch, out]
+  RETURN_IF_ERROR(GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, x, in, dy, out,
+                                  1.0f, dw, in, types));
+  if (db != nullptr) {
+    if (types.operands != ScalarType::kFloat32) {
+      return absl::InvalidArgumentError(
+          "Blas::LinearBackward: a bias gradient needs FP32 operands");
+    }
+    RETURN_IF_CUDA_ERROR(AddColumnSums(static_cast<const float*>(dy), batch, out, db, stream_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Blas::Gemm(const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k,
+                        float beta, Types types) {
+  // C^T[n, m] = B^T[n, k] A^T[k, m]
+  return GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, b, n, a, k, beta, c, n, types);
+}
+
+}  // namespace shardwise::cuda

@@ -1,0 +1,135 @@
+// The Linear GEMMs through cuBLAS against compute/cpu_math (OpenBLAS) on the same inputs.
+
+#include "worker/cuda/blas.h"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "worker/compute/casts.h"
+#include "worker/compute/cpu_math.h"
+#include "worker/cuda/gpu_test_support.h"
+#include "worker/cuda/stream.h"
+#include "gtest/gtest.h"
+
+namespace shardwise::cuda {
+namespace {
+
+using ::shardwise::cuda::testing::DeviceVector;
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = uniform(rng);
+  return v;
+}
+
+// Max |got - want| / (|want| + 1): relative for large values, absolute near zero.
+double MaxError(const std::vector<float>& got, const std::vector<float>& want) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::fabs(got[i] - want[i]) / (std::fabs(want[i]) + 1.0));
+  }
+  return worst;
+}
+
+class BlasTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_GPU();
+    auto stream = Stream::Create();
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    stream_ = std::move(*stream);
+    auto blas = Blas::Create(stream_.get());
+    ASSERT_TRUE(blas.ok()) << blas.status();
+    blas_ = std::move(*blas);
+  }
+  Stream stream_;
+  std::unique_ptr<Blas> blas_;
+};
+
+// Odd sizes, so no dimension is a multiple of a tile.
+constexpr int64_t kBatch = 67, kIn = 131, kOut = 45;
+
+TEST_F(BlasTest, Fp32LinearMatchesTheCpuWithTf32Off) {
+  const auto x = RandomFloats(kBatch * kIn, 1), w = RandomFloats(kOut * kIn, 2),
+             b = RandomFloats(kOut, 3), dy = RandomFloats(kBatch * kOut, 4),
+             dw0 = RandomFloats(kOut * kIn, 5), db0 = RandomFloats(kOut, 6);
+  std::vector<float> y(kBatch * kOut), dx(kBatch * kIn), dw(dw0), db(db0);
+  cpu::LinearForward(x.data(), w.data(), b.data(), kBatch, kIn, kOut, y.data());
+  cpu::LinearBackward(x.data(), w.data(), dy.data(), kBatch, kIn, kOut, dx.data(), dw.data(),
+                      db.data());
+
+  DeviceVector<float> dx_(x), dw_(w), db_(b), ddy(dy), gy(y.size()), gdx(dx.size()), gdw(dw0),
+      gdb(db0);
+  ASSERT_TRUE(
+      blas_->LinearForward(dx_.get(), dw_.get(), db_.get(), kBatch, kIn, kOut, gy.get()).ok());
+  ASSERT_TRUE(blas_->LinearBackward(dx_.get(), dw_.get(), ddy.get(), kBatch, kIn, kOut,
+                                    gdx.get(), gdw.get(), gdb.get())
+                  .ok());
+  // cuBLAS and OpenBLAS add the k products in different orders: each sum may differ by
+  // up to about k ulps of its terms (k <= 131 here, terms below 1: 131 * 6e-8 = 8e-6).
+  constexpr double kOrderBound = 8e-6;
+  EXPECT_LT(MaxError(gy.ToHost(), y), kOrderBound);
+  EXPECT_LT(MaxError(gdx.ToHost(), dx), kOrderBound);
+  EXPECT_LT(MaxError(gdw.ToHost(), dw), kOrderBound);
+  EXPECT_LT(MaxError(gdb.ToHost(), db), kOrderBound);
+
+  // TF32 keeps 10 mantissa bits of each product's operands: visibly further from FP32.
+  blas_->set_allow_tf32(true);
+  ASSERT_TRUE(
+      blas_->LinearForward(dx_.get(), dw_.get(), db_.get(), kBatch, kIn, kOut, gy.get()).ok());
+  const double tf32_error = MaxError(gy.ToHost(), y);
+  std::printf("max error with TF32: %.3g\n", tf32_error);
+  EXPECT_GT(tf32_error, 5 * kOrderBound);
+  EXPECT_LT(tf32_error, 1e-2);
+}
+
+TEST_F(BlasTest, LowPrecisionOperandsAccumulateInFp32) {
+  for (ScalarType type : {ScalarType::kBFloat16, ScalarType::kFloat16}) {
+    auto x = RandomFloats(kBatch * kIn, 11), w = RandomFloats(kOut * kIn, 12);
+    // The CPU reference: the same rounded operands, FP32 products and sums.
+    cpu::RoundToPrecision(type, x.data(), x.size());
+    cpu::RoundToPrecision(type, w.data(), w.size());
+    std::vector<float> y(kBatch * kOut);
+    cpu::LinearForward(x.data(), w.data(), nullptr, kBatch, kIn, kOut, y.data());
+
+    std::vector<uint16_t> x16(x.size()), w16(w.size());
+    cpu::Narrow(type, x.data(), x16.data(), x.size());
+    cpu::Narrow(type, w.data(), w16.data(), w.size());
+    DeviceVector<uint16_t> dx(x16), dw(w16), y16(y.size());
+    DeviceVector<float> y32(y.size());
+    ASSERT_TRUE(blas_->LinearForward(dx.get(), dw.get(), nullptr, kBatch, kIn, kOut, y32.get(),
+                                     {type, ScalarType::kFloat32})
+                    .ok());
+    EXPECT_LT(MaxError(y32.ToHost(), y), 1e-5) << ScalarTypeName(type);
+
+    // Low-precision output: the FP32 result rounded once.
+    ASSERT_TRUE(blas_->LinearForward(dx.get(), dw.get(), nullptr, kBatch, kIn, kOut, y16.get(),
+                                     {type, type})
+                    .ok());
+    std::vector<uint16_t> got16 = y16.ToHost();
+    std::vector<float> got(got16.size());
+    cpu::Widen(type, got16.data(), got.data(), got.size());
+    const double tolerance = type == ScalarType::kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
+    EXPECT_LT(MaxError(got, y), tolerance) << ScalarTypeName(type);
+  }
+}
+
+TEST_F(BlasTest, RejectsMixedOutputTypesAndALowPrecisionBias) {
+  DeviceVector<float> a(4), b(4), c(4);
+  const absl::Status status =
+      blas_->Gemm(a.get(), b.get(), c.get(), 2, 2, 1, 0.0f,
+                  {ScalarType::kBFloat16, ScalarType::kFloat16});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("BF16"), std::string::npos) << status;
+  EXPECT_EQ(blas_->LinearForward(a.get(), b.get(), c.get(), 1, 2, 2, c.get(),
+                                 {ScalarType::kBFloat16, ScalarType::kBFloat16})
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace shardwise::cuda

@@ -1,0 +1,99 @@
+#include "worker/cuda/cuda_allocator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <new>
+
+namespace shardwise::cuda {
+
+CudaCachingAllocator::~CudaCachingAllocator() { ReleaseCache(); }
+
+// 512-byte granules, as PyTorch's allocator rounds small blocks: every block starts
+// aligned for vector loads, and nearby sizes share cached blocks.
+size_t CudaCachingAllocator::RoundUp(size_t bytes) {
+  constexpr size_t kGranule = 512;
+  return (std::max<size_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
+}
+
+void* CudaCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
+  const size_t rounded = RoundUp(bytes);
+  absl::MutexLock lock(&mu_);
+  void* ptr = nullptr;
+  auto it = cache_.find(rounded);
+  if (it != cache_.end()) {
+    ptr = it->second;
+    cache_.erase(it);
+    stats_.cached_bytes -= static_cast<int64_t>(rounded);
+  } else {
+    cudaError_t error = cudaMalloc(&ptr, rounded);
+    if (error == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear the sticky-free error before retrying
+      ReleaseCacheLocked();
+      error = cudaMalloc(&ptr, rounded);
+    }
+    if (error != cudaSuccess) {
+      cudaGetLastError();
+      std::fprintf(stderr,
+                   "CudaCachingAllocator: cudaMalloc(%zu bytes) for %s failed: %s; live "
+                   "parameters %lld, gradients %lld, optimizer state %lld, activations %lld, "
+                   "communication %lld bytes\n",
+                   rounded, MemoryCategoryName(category), cudaGetErrorString(error),
+                   static_cast<long long>(stats_.live(MemoryCategory::kParameters)),
+                   static_cast<long long>(stats_.live(MemoryCategory::kGradients)),
+                   static_cast<long long>(stats_.live(MemoryCategory::kOptimizerState)),
+                   static_cast<long long>(stats_.live(MemoryCategory::kActivations)),
+                   static_cast<long long>(stats_.live(MemoryCategory::kCommunication)));
+      throw std::bad_alloc();
+    }
+    ++device_allocations_;
+  }
+  // Counters count what was asked for, as on the CPU, so both report the same numbers.
+  const int c = static_cast<int>(category);
+  stats_.live_bytes[c] += static_cast<int64_t>(bytes);
+  if (stats_.live_bytes[c] > stats_.peak_bytes[c]) stats_.peak_bytes[c] = stats_.live_bytes[c];
+  return ptr;
+}
+
+void CudaCachingAllocator::Free(void* ptr, size_t bytes, MemoryCategory category) {
+  if (ptr == nullptr) return;
+  const size_t rounded = RoundUp(bytes);
+  absl::MutexLock lock(&mu_);
+  stats_.live_bytes[static_cast<int>(category)] -= static_cast<int64_t>(bytes);
+  stats_.cached_bytes += static_cast<int64_t>(rounded);
+  cache_.emplace(rounded, ptr);
+}
+
+void CudaCachingAllocator::ZeroFill(void* ptr, size_t bytes) {
+  // Enqueue errors resurface at the stream's next synchronisation.
+  cudaMemsetAsync(ptr, 0, bytes, stream_);
+}
+
+MemoryStats CudaCachingAllocator::Stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void CudaCachingAllocator::ResetPeaks() {
+  absl::MutexLock lock(&mu_);
+  stats_.peak_bytes = stats_.live_bytes;
+}
+
+void CudaCachingAllocator::ReleaseCache() {
+  absl::MutexLock lock(&mu_);
+  ReleaseCacheLocked();
+}
+
+void CudaCachingAllocator::ReleaseCacheLocked() {
+  // A cached block may still be in use by work queued before its Free.
+  cudaStreamSynchronize(stream_);
+  for (auto& [bytes, ptr] : cache_) cudaFree(ptr);
+  cache_.clear();
+  stats_.cached_bytes = 0;
+}
+
+int64_t CudaCachingAllocator::device_allocations() const {
+  absl::MutexLock lock(&mu_);
+  return device_allocations_;
+}
+
+}  // namespace shardwise::cuda

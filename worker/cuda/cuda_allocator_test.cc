@@ -1,0 +1,91 @@
+#include "worker/cuda/cuda_allocator.h"
+
+#include <vector>
+
+#include "worker/cuda/gpu_test_support.h"
+#include "worker/cuda/stream.h"
+#include "gtest/gtest.h"
+
+namespace shardwise::cuda {
+namespace {
+
+TEST(CudaCachingAllocatorTest, CountsLiveAndPeakBytesAndReusesFreedBlocks) {
+  SKIP_WITHOUT_GPU();
+  auto stream = Stream::Create();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  CudaCachingAllocator allocator(stream->get());
+  {
+    Buffer a(&allocator, 1000, MemoryCategory::kParameters);
+    Buffer b(&allocator, 3000, MemoryCategory::kGradients);
+    EXPECT_EQ(allocator.Stats().live(MemoryCategory::kParameters), 4000);
+    EXPECT_EQ(allocator.Stats().live(MemoryCategory::kGradients), 12000);
+  }
+  MemoryStats stats = allocator.Stats();
+  EXPECT_EQ(stats.live(MemoryCategory::kParameters), 0);
+  EXPECT_EQ(stats.peak(MemoryCategory::kGradients), 12000);
+  EXPECT_GE(stats.cached_bytes, 16000);
+  EXPECT_EQ(allocator.device_allocations(), 2);
+
+  // The same sizes again, as every FSDP step asks: served from the cache.
+  for (int step = 0; step < 10; ++step) {
+    Buffer a(&allocator, 1000, MemoryCategory::kParameters);
+    Buffer b(&allocator, 3000, MemoryCategory::kGradients);
+  }
+  EXPECT_EQ(allocator.device_allocations(), 2);
+
+  // Zero-filled on the allocator's stream, even when the block held data before.
+  {
+    Buffer dirty(&allocator, 1000, MemoryCategory::kActivations, /*zero=*/false);
+    ASSERT_EQ(cudaMemset(dirty.data(), 0xff, dirty.bytes()), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  Buffer zeroed(&allocator, 1000, MemoryCategory::kActivations);
+  ASSERT_TRUE(stream->Synchronize().ok());
+  std::vector<float> host(1000, 1.0f);
+  ASSERT_EQ(cudaMemcpy(host.data(), zeroed.data(), zeroed.bytes(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (float v : host) ASSERT_EQ(v, 0.0f);
+
+  allocator.ReleaseCache();
+  EXPECT_EQ(allocator.Stats().cached_bytes, 0);
+}
+
+TEST(CudaCachingAllocatorTest, AnImpossibleAllocationThrowsBadAlloc) {
+  SKIP_WITHOUT_GPU();
+  CudaCachingAllocator allocator(nullptr);
+  EXPECT_THROW(allocator.Allocate(size_t{1} << 50, MemoryCategory::kActivations),
+               std::bad_alloc);
+  // The device is still usable afterwards.
+  Buffer ok(&allocator, 16, MemoryCategory::kActivations);
+  EXPECT_FALSE(ok.empty());
+}
+
+TEST(CudaStreamTest, EventsOrderWorkAcrossStreams) {
+  SKIP_WITHOUT_GPU();
+  auto streams = FsdpStreams::Create();
+  ASSERT_TRUE(streams.ok()) << streams.status();
+  // unshard writes, compute reads after waiting for unshard's event: FSDP's pattern.
+  const size_t n = 1 << 24;
+  float* data = nullptr;
+  float* copy = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&data), n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&copy), n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(data, 0x3f, n * sizeof(float), streams->unshard.get()), cudaSuccess);
+  auto event = Event::Create();
+  ASSERT_TRUE(event.ok());
+  ASSERT_TRUE(event->Record(streams->unshard.get()).ok());
+  ASSERT_TRUE(streams->compute.WaitFor(*event).ok());
+  ASSERT_EQ(cudaMemcpyAsync(copy, data, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                            streams->compute.get()),
+            cudaSuccess);
+  ASSERT_TRUE(streams->compute.Synchronize().ok());
+  EXPECT_TRUE(event->Done());
+  std::vector<uint32_t> host(16);
+  ASSERT_EQ(cudaMemcpy(host.data(), copy + n - 16, 64, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (uint32_t v : host) EXPECT_EQ(v, 0x3f3f3f3fu);
+  cudaFree(data);
+  cudaFree(copy);
+}
+
+}  // namespace
+}  // namespace shardwise::cuda

@@ -1,0 +1,40 @@
+#include "worker/cuda/gpu_info.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "absl/strings/str_cat.h"
+#include "worker/cuda/cuda_status.h"
+
+namespace shardwise::cuda {
+
+absl::StatusOr<v1::GpuInfo> QueryGpu(int index) {
+  int count = 0;
+  const cudaError_t counted = cudaGetDeviceCount(&count);
+  if (counted != cudaSuccess) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--gpu=", index, ": no usable CUDA driver or GPU (", cudaGetErrorString(counted), ")"));
+  }
+  if (index < 0 || index >= count) {
+    return absl::FailedPreconditionError(absl::StrCat("--gpu=", index, ": this host has ", count,
+                                                      " GPU(s), ordinals 0 to ", count - 1));
+  }
+  cudaDeviceProp props;
+  RETURN_IF_CUDA_ERROR(cudaGetDeviceProperties(&props, index));
+  int driver = 0;
+  RETURN_IF_CUDA_ERROR(cudaDriverGetVersion(&driver));
+  int nccl = 0;
+  ncclGetVersion(&nccl);
+  v1::GpuInfo info;
+  info.set_index(index);
+  info.set_name(props.name);
+  info.set_memory_bytes(static_cast<int64_t>(props.totalGlobalMem));
+  info.set_compute_capability_major(props.major);
+  info.set_compute_capability_minor(props.minor);
+  info.set_driver_version(absl::StrCat(driver / 1000, ".", driver % 1000 / 10));
+  // NCCL_VERSION_CODE since 2.9: major * 10000 + minor * 100 + patch.
+  info.set_nccl_version(absl::StrCat(nccl / 10000, ".", nccl % 10000 / 100, ".", nccl % 100));
+  return info;
+}
+
+}  // namespace shardwise::cuda

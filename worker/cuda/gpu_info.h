@@ -1,0 +1,18 @@
+#ifndef SHARDWISE_WORKER_CUDA_GPU_INFO_H_
+#define SHARDWISE_WORKER_CUDA_GPU_INFO_H_
+
+// What a CUDA worker advertises about its GPU when it registers.
+
+#include "absl/status/statusor.h"
+#include "proto/job.pb.h"
+
+namespace shardwise::cuda {
+
+// The GPU with ordinal `index`: name, memory, compute capability, the driver's CUDA
+// version and the NCCL version. FAILED_PRECONDITION when there is no such GPU (or no
+// driver), naming the GPUs that exist.
+absl::StatusOr<v1::GpuInfo> QueryGpu(int index);
+
+}  // namespace shardwise::cuda
+
+#endif  // SHARDWISE_WORKER_CUDA_GPU_INFO_H_

@@ -1,0 +1,61 @@
+#ifndef SHARDWISE_WORKER_CUDA_GPU_TEST_SUPPORT_H_
+#define SHARDWISE_WORKER_CUDA_GPU_TEST_SUPPORT_H_
+
+// For GPU tests: skip (never pass) where there is no GPU, and move vectors to and from
+// device memory.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace shardwise::cuda::testing {
+
+// Empty when a CUDA GPU is usable; else why not (no driver, no device).
+std::string NoGpuReason();
+
+// In a test body or SetUp: reports the test SKIPPED, with the reason, without a GPU.
+#define SKIP_WITHOUT_GPU()                                                           \
+  do {                                                                               \
+    const std::string shardwise_no_gpu_ = ::shardwise::cuda::testing::NoGpuReason(); \
+    if (!shardwise_no_gpu_.empty()) GTEST_SKIP() << shardwise_no_gpu_;               \
+  } while (false)
+
+// Device memory holding a copy of a host vector; freed on destruction.
+template <typename T>
+class DeviceVector {
+ public:
+  explicit DeviceVector(size_t n) : n_(n) {
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemset(data_, 0, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
+  }
+  explicit DeviceVector(const std::vector<T>& host) : DeviceVector(host.size()) {
+    EXPECT_EQ(cudaMemcpy(data_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  ~DeviceVector() { cudaFree(data_); }
+  DeviceVector(const DeviceVector&) = delete;
+  DeviceVector& operator=(const DeviceVector&) = delete;
+
+  T* get() { return data_; }
+  size_t size() const { return n_; }
+  // Waits for the device, then copies back.
+  std::vector<T> ToHost() const {
+    std::vector<T> host(n_);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(host.data(), data_, n_ * sizeof(T), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return host;
+  }
+
+ private:
+  T* data_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace shardwise::cuda::testing
+
+#endif  // SHARDWISE_WORKER_CUDA_GPU_TEST_SUPPORT_H_

@@ -1,0 +1,465 @@
+#include "worker/cuda/kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+namespace shardwise::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// Enough blocks to fill any current GPU several times over; grid-stride loops do the rest.
+constexpr size_t kMaxBlocks = 4096;
+// Reductions: at most this many first-pass blocks (their partials are summed by one block).
+constexpr size_t kMaxPartials = 1024;
+
+unsigned Blocks(size_t work_items) {
+  return static_cast<unsigned>(std::max<size_t>(
+      1, std::min(kMaxBlocks, (work_items + kThreads - 1) / kThreads)));
+}
+
+cudaError_t Launched() { return cudaGetLastError(); }
+
+// ---- casts ----------------------------------------------------------------------------
+
+__device__ __forceinline__ uint16_t ToHalfBits(float v) {
+  return __half_as_ushort(__float2half_rn(v));
+}
+__device__ __forceinline__ uint16_t ToBFloat16Bits(float v) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+__device__ __forceinline__ float FromHalfBits(uint16_t bits) {
+  return __half2float(__ushort_as_half(bits));
+}
+__device__ __forceinline__ float FromBFloat16Bits(uint16_t bits) {
+  return __bfloat162float(__ushort_as_bfloat16(bits));
+}
+
+template <bool kBFloat16>
+__device__ __forceinline__ uint16_t NarrowOne(float v) {
+  return kBFloat16 ? ToBFloat16Bits(v) : ToHalfBits(v);
+}
+template <bool kBFloat16>
+__device__ __forceinline__ float WidenOne(uint16_t bits) {
+  return kBFloat16 ? FromBFloat16Bits(bits) : FromHalfBits(bits);
+}
+
+// Four elements per thread: one 16-byte load and one 8-byte store (the pointers are
+// aligned when the caller's are: checked before launching), then the tail one by one.
+template <bool kBFloat16>
+__global__ void NarrowKernel(const float* __restrict__ in, uint16_t* __restrict__ out,
+                             size_t n, bool vector) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  size_t done = 0;
+  if (vector) {
+    const size_t quads = n / 4;
+    for (size_t q = first; q < quads; q += stride) {
+      const float4 v = reinterpret_cast<const float4*>(in)[q];
+      ushort4 r;
+      r.x = NarrowOne<kBFloat16>(v.x);
+      r.y = NarrowOne<kBFloat16>(v.y);
+      r.z = NarrowOne<kBFloat16>(v.z);
+      r.w = NarrowOne<kBFloat16>(v.w);
+      reinterpret_cast<ushort4*>(out)[q] = r;
+    }
+    done = quads * 4;
+  }
+  for (size_t i = done + first; i < n; i += stride) out[i] = NarrowOne<kBFloat16>(in[i]);
+}
+
+template <bool kBFloat16>
+__global__ void WidenKernel(const uint16_t* __restrict__ in, float* __restrict__ out, size_t n,
+                            bool vector) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  size_t done = 0;
+  if (vector) {
+    const size_t quads = n / 4;
+    for (size_t q = first; q < quads; q += stride) {
+      const ushort4 v = reinterpret_cast<const ushort4*>(in)[q];
+      reinterpret_cast<float4*>(out)[q] =
+          make_float4(WidenOne<kBFloat16>(v.x), WidenOne<kBFloat16>(v.y),
+                      WidenOne<kBFloat16>(v.z), WidenOne<kBFloat16>(v.w));
+    }
+    done = quads * 4;
+  }
+  for (size_t i = done + first; i < n; i += stride) out[i] = WidenOne<kBFloat16>(in[i]);
+}
+
+template <bool kBFloat16>
+__global__ void RoundKernel(float* data, size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    data[i] = WidenOne<kBFloat16>(NarrowOne<kBFloat16>(data[i]));
+  }
+}
+
+bool Aligned(const void* p, size_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
+
+// ---- elementwise ----------------------------------------------------------------------
+
+__global__ void BroadcastRowsKernel(const float* b, int64_t rows, int64_t cols, float* y) {
+  const size_t n = static_cast<size_t>(rows) * cols;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    y[i] = b[i % cols];
+  }
+}
+
+// One thread per column, rows summed in order (as the CPU loop does).
+__global__ void AddColumnSumsKernel(const float* dy, int64_t rows, int64_t cols, float* db) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < cols;
+       j += stride) {
+    float sum = db[j];
+    for (int64_t i = 0; i < rows; ++i) sum += dy[i * cols + j];
+    db[j] = sum;
+  }
+}
+
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+
+// GELU in double, as the CPU path computes it, so both agree to the last bit but for
+// the device's erf/exp (within an ulp of glibc's).
+__global__ void ActivationForwardKernel(Activation act, const float* x, size_t n, float* y) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    if (act == Activation::kGelu) {
+      const double v = x[i];
+      y[i] = static_cast<float>(0.5 * v * (1.0 + erf(v * kInvSqrt2)));
+    } else {
+      y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    }
+  }
+}
+
+__global__ void ActivationBackwardKernel(Activation act, const float* x, const float* dy,
+                                         size_t n, float* dx) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    if (act == Activation::kGelu) {
+      const double v = x[i];
+      const double cdf = 0.5 * (1.0 + erf(v * kInvSqrt2));
+      const double pdf = kInvSqrt2Pi * exp(-0.5 * v * v);
+      dx[i] = static_cast<float>(dy[i] * (cdf + v * pdf));
+    } else {
+      dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    }
+  }
+}
+
+__global__ void AccumulateKernel(float* dst, const float* src, size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    dst[i] += src[i];
+  }
+}
+
+__global__ void MultiplyKernel(float* data, size_t n, float factor) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    data[i] *= factor;
+  }
+}
+
+__global__ void DivideKernel(float* data, size_t n, float divisor) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    data[i] /= divisor;  // IEEE division (nvcc's default -prec-div=true)
+  }
+}
+
+__global__ void ScaleAndCheckFiniteKernel(float* x, size_t n, float scale, int* found_inf) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  bool bad = false;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const float v = x[i] * scale;
+    x[i] = v;
+    bad |= !isfinite(v);
+  }
+  // Any thread may set the flag: it only ever goes from 0 to 1, so order does not matter.
+  if (bad) *found_inf = 1;
+}
+
+// ---- deterministic reductions ---------------------------------------------------------
+
+// Sums the block's values in a fixed tree; the result is valid in thread 0.
+__device__ double BlockSum(double value) {
+  __shared__ double shared[kThreads];
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) shared[threadIdx.x] += shared[threadIdx.x + width];
+    __syncthreads();
+  }
+  const double total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+__device__ float BlockMax(float value) {
+  __shared__ float shared[kThreads];
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) {
+      shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + width]);
+    }
+    __syncthreads();
+  }
+  const float max = shared[0];
+  __syncthreads();
+  return max;
+}
+
+// partials[b] = the sum of squares of block b's grid-stride share.
+__global__ void SquaresPartialKernel(const float* x, size_t n, double* partials) {
+  double sum = 0;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    sum += static_cast<double>(x[i]) * x[i];
+  }
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+}
+
+// *out = factor * the sum of values[n], by one block.
+__global__ void FinalSumKernel(const double* values, size_t n, double factor, double* out) {
+  double sum = 0;
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) sum += values[i];
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) *out = sum * factor;
+}
+
+__global__ void MeanSquaredErrorKernel(const float* pred, const float* target, size_t n,
+                                       float grad_scale, float* dpred, double* partials) {
+  double sum = 0;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const float diff = pred[i] - target[i];
+    sum += static_cast<double>(diff) * diff;
+    dpred[i] = diff * grad_scale;
+  }
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+}
+
+// One block per row: the row's max, log-sum-exp (in double, as on the CPU), loss and
+// gradient.
+__global__ void CrossEntropyKernel(const float* logits, const int64_t* labels, int64_t classes,
+                                   float grad_scale, float* dlogits, double* row_loss) {
+  const float* row = logits + blockIdx.x * classes;
+  float* grad = dlogits + blockIdx.x * classes;
+  float max = -INFINITY;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) max = fmaxf(max, row[j]);
+  max = BlockMax(max);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
+    sum += exp(static_cast<double>(row[j] - max));
+  }
+  sum = BlockSum(sum);
+  const double log_sum = log(sum) + max;
+  const int64_t label = labels[blockIdx.x];
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
+    const double p = exp(row[j] - log_sum);
+    grad[j] = static_cast<float>(p - (j == label ? 1.0 : 0.0)) * grad_scale;
+  }
+  if (threadIdx.x == 0) row_loss[blockIdx.x] = log_sum - row[label];
+}
+
+// ---- optimizers -----------------------------------------------------------------------
+
+__global__ void SgdKernel(SgdScalars o, bool first, float* p, const float* grad, float* buf,
+                          size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    float g = grad[i];
+    if (o.weight_decay != 0) g += o.weight_decay * p[i];
+    if (o.momentum != 0) {
+      buf[i] = first ? g : o.momentum * buf[i] + (1 - o.dampening) * g;
+      g = o.nesterov ? g + o.momentum * buf[i] : buf[i];
+    }
+    p[i] -= o.lr * g;
+  }
+}
+
+__global__ void AdamWKernel(AdamWScalars s, float* p, const float* grad, float* m, float* v,
+                            size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const float g = grad[i];
+    p[i] *= s.decay;
+    m[i] += s.one_minus_beta1 * (g - m[i]);
+    v[i] = v[i] * s.beta2 + s.one_minus_beta2 * g * g;
+    const float denom = sqrtf(v[i]) / s.bias_correction2_sqrt + s.eps;
+    p[i] -= s.step_size * (m[i] / denom);
+  }
+}
+
+}  // namespace
+
+cudaError_t Narrow(ScalarType type, const float* in, uint16_t* out, size_t n,
+                   cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  const bool vector = Aligned(in, 16) && Aligned(out, 8);
+  const unsigned blocks = Blocks(vector ? (n + 3) / 4 : n);
+  if (type == ScalarType::kBFloat16) {
+    NarrowKernel<true><<<blocks, kThreads, 0, stream>>>(in, out, n, vector);
+  } else if (type == ScalarType::kFloat16) {
+    NarrowKernel<false><<<blocks, kThreads, 0, stream>>>(in, out, n, vector);
+  } else {
+    return cudaMemcpyAsync(out, in, n * sizeof(float), cudaMemcpyDeviceToDevice, stream);
+  }
+  return Launched();
+}
+
+cudaError_t Widen(ScalarType type, const uint16_t* in, float* out, size_t n,
+                  cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  const bool vector = Aligned(in, 8) && Aligned(out, 16);
+  const unsigned blocks = Blocks(vector ? (n + 3) / 4 : n);
+  if (type == ScalarType::kBFloat16) {
+    WidenKernel<true><<<blocks, kThreads, 0, stream>>>(in, out, n, vector);
+  } else if (type == ScalarType::kFloat16) {
+    WidenKernel<false><<<blocks, kThreads, 0, stream>>>(in, out, n, vector);
+  } else {
+    return cudaMemcpyAsync(out, in, n * sizeof(float), cudaMemcpyDeviceToDevice, stream);
+  }
+  return Launched();
+}
+
+cudaError_t RoundToPrecision(ScalarType type, float* data, size_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (type == ScalarType::kBFloat16) {
+    RoundKernel<true><<<Blocks(n), kThreads, 0, stream>>>(data, n);
+  } else if (type == ScalarType::kFloat16) {
+    RoundKernel<false><<<Blocks(n), kThreads, 0, stream>>>(data, n);
+  } else {
+    return cudaSuccess;
+  }
+  return Launched();
+}
+
+cudaError_t BroadcastRows(const float* b, int64_t rows, int64_t cols, float* y,
+                          cudaStream_t stream) {
+  if (rows * cols == 0) return cudaSuccess;
+  BroadcastRowsKernel<<<Blocks(rows * cols), kThreads, 0, stream>>>(b, rows, cols, y);
+  return Launched();
+}
+
+cudaError_t AddColumnSums(const float* dy, int64_t rows, int64_t cols, float* db,
+                          cudaStream_t stream) {
+  if (cols == 0) return cudaSuccess;
+  AddColumnSumsKernel<<<Blocks(cols), kThreads, 0, stream>>>(dy, rows, cols, db);
+  return Launched();
+}
+
+cudaError_t ActivationForward(Activation act, const float* x, size_t n, float* y,
+                              cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  ActivationForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(act, x, n, y);
+  return Launched();
+}
+
+cudaError_t ActivationBackward(Activation act, const float* x, const float* dy, size_t n,
+                               float* dx, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  ActivationBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(act, x, dy, n, dx);
+  return Launched();
+}
+
+cudaError_t CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
+                         int64_t classes, float scale, float* dlogits, double* row_loss,
+                         double* loss, cudaStream_t stream) {
+  if (batch == 0) return cudaMemsetAsync(loss, 0, sizeof(double), stream);
+  const float grad_scale = scale / static_cast<float>(batch);
+  CrossEntropyKernel<<<static_cast<unsigned>(batch), kThreads, 0, stream>>>(
+      logits, labels, classes, grad_scale, dlogits, row_loss);
+  FinalSumKernel<<<1, kThreads, 0, stream>>>(row_loss, batch,
+                                             static_cast<double>(scale) / batch, loss);
+  return Launched();
+}
+
+size_t ReductionPartials(size_t n) {
+  return std::max<size_t>(1, std::min(kMaxPartials, (n + kThreads - 1) / kThreads));
+}
+
+cudaError_t MeanSquaredError(const float* pred, const float* target, int64_t n, float scale,
+                             float* dpred, double* partials, double* loss,
+                             cudaStream_t stream) {
+  if (n == 0) return cudaMemsetAsync(loss, 0, sizeof(double), stream);
+  const size_t blocks = ReductionPartials(n);
+  const float grad_scale = 2.0f * scale / static_cast<float>(n);
+  MeanSquaredErrorKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      pred, target, n, grad_scale, dpred, partials);
+  FinalSumKernel<<<1, kThreads, 0, stream>>>(partials, blocks,
+                                             static_cast<double>(scale) / n, loss);
+  return Launched();
+}
+
+cudaError_t SquaredNorm(const float* x, size_t n, double* partials, double* out,
+                        cudaStream_t stream) {
+  if (n == 0) return cudaMemsetAsync(out, 0, sizeof(double), stream);
+  const size_t blocks = ReductionPartials(n);
+  SquaresPartialKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, partials);
+  FinalSumKernel<<<1, kThreads, 0, stream>>>(partials, blocks, 1.0, out);
+  return Launched();
+}
+
+cudaError_t Accumulate(float* dst, const float* src, size_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  AccumulateKernel<<<Blocks(n), kThreads, 0, stream>>>(dst, src, n);
+  return Launched();
+}
+
+cudaError_t Multiply(float* data, size_t n, float factor, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  MultiplyKernel<<<Blocks(n), kThreads, 0, stream>>>(data, n, factor);
+  return Launched();
+}
+
+cudaError_t Divide(float* data, size_t n, float divisor, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  DivideKernel<<<Blocks(n), kThreads, 0, stream>>>(data, n, divisor);
+  return Launched();
+}
+
+cudaError_t ScaleAndCheckFinite(float* x, size_t n, float scale, int* found_inf,
+                                cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  ScaleAndCheckFiniteKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, scale, found_inf);
+  return Launched();
+}
+
+cudaError_t SgdUpdate(const SgdScalars& params, bool first, float* param, const float* grad,
+                      float* momentum_buf, size_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  SgdKernel<<<Blocks(n), kThreads, 0, stream>>>(params, first, param, grad, momentum_buf, n);
+  return Launched();
+}
+
+cudaError_t AdamWUpdate(const AdamWScalars& s, float* param, const float* grad,
+                        float* exp_avg, float* exp_avg_sq, size_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  AdamWKernel<<<Blocks(n), kThreads, 0, stream>>>(s, param, grad, exp_avg, exp_avg_sq, n);
+  return Launched();
+}
+
+}  // namespace shardwise::cuda

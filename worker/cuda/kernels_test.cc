@@ -1,0 +1,259 @@
+// The CUDA kernels against the CPU runtime's implementations of the same formulas
+// (compute/casts, compute/cpu_math, fsdp/optimizer): casts bit for bit, the rest within
+// the rounding of the device's math functions and FMA contraction.
+
+#include "worker/cuda/kernels.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "worker/compute/casts.h"
+#include "worker/compute/cpu_math.h"
+#include "worker/cuda/gpu_test_support.h"
+#include "worker/fsdp/optimizer.h"
+#include "gtest/gtest.h"
+
+namespace shardwise::cuda {
+namespace {
+
+using ::shardwise::cuda::testing::DeviceVector;
+
+class KernelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { SKIP_WITHOUT_GPU(); }
+};
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// Every float class a cast must get right: normals over the whole exponent range (random
+// bit patterns), halfway cases, subnormals of both targets, overflow to inf, inf, NaN.
+std::vector<float> CastInputs() {
+  std::vector<float> v;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t bits = rng();
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    v.push_back(f);
+  }
+  const float specials[] = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e30f, 5.96e-8f, 2.98e-8f,
+                            1e-40f, std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+  v.insert(v.end(), std::begin(specials), std::end(specials));
+  // Exact halfway points between neighbouring BF16 values: ties go to even.
+  for (uint32_t hi = 0x3f80; hi < 0x3f90; ++hi) {
+    const uint32_t bits = (hi << 16) | 0x8000;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    v.push_back(f);
+  }
+  return v;
+}
+
+bool SameValue(uint16_t a, uint16_t b, ScalarType type) {
+  if (a == b) return true;
+  // NaN payloads may differ (the device returns its canonical NaN); both must be NaN.
+  const float fa = type == ScalarType::kBFloat16 ? cpu::BFloat16ToFloat(a) : cpu::HalfToFloat(a);
+  const float fb = type == ScalarType::kBFloat16 ? cpu::BFloat16ToFloat(b) : cpu::HalfToFloat(b);
+  return std::isnan(fa) && std::isnan(fb);
+}
+
+TEST_F(KernelsTest, CastsMatchTheCpuBitForBitAlignedAndNot) {
+  const std::vector<float> input = CastInputs();
+  for (ScalarType type : {ScalarType::kFloat16, ScalarType::kBFloat16}) {
+    // Offset 0 takes the vector path, offset 1 (misaligned) the scalar one; both must agree.
+    for (size_t offset : {0, 1}) {
+      const size_t n = input.size() - offset;
+      std::vector<uint16_t> expected(n);
+      cpu::Narrow(type, input.data() + offset, expected.data(), n);
+      DeviceVector<float> in(input);
+      DeviceVector<uint16_t> narrow(n + 1);
+      ASSERT_EQ(Narrow(type, in.get() + offset, narrow.get() + offset, n, nullptr), cudaSuccess);
+      std::vector<uint16_t> got = narrow.ToHost();
+      int mismatches = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (!SameValue(got[i + offset], expected[i], type)) ++mismatches;
+      }
+      EXPECT_EQ(mismatches, 0) << ScalarTypeName(type) << " offset " << offset;
+
+      // Widening is exact: back to the CPU's widening of the same bits.
+      DeviceVector<float> wide(n + 1);
+      ASSERT_EQ(Widen(type, narrow.get() + offset, wide.get() + offset, n, nullptr),
+                cudaSuccess);
+      std::vector<float> widened = wide.ToHost();
+      std::vector<float> expected_wide(n);
+      cpu::Widen(type, got.data() + offset, expected_wide.data(), n);
+      for (size_t i = 0; i < n; ++i) {
+        if (std::isnan(expected_wide[i])) {
+          ASSERT_TRUE(std::isnan(widened[i + offset]));
+        } else {
+          ASSERT_EQ(widened[i + offset], expected_wide[i]) << i;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(KernelsTest, RoundToPrecisionEqualsNarrowThenWiden) {
+  std::vector<float> values = RandomFloats(10007, 3, 100.0f);
+  for (ScalarType type : {ScalarType::kFloat16, ScalarType::kBFloat16}) {
+    std::vector<float> expected(values);
+    cpu::RoundToPrecision(type, expected.data(), expected.size());
+    DeviceVector<float> d(values);
+    ASSERT_EQ(RoundToPrecision(type, d.get(), values.size(), nullptr), cudaSuccess);
+    EXPECT_EQ(d.ToHost(), expected) << ScalarTypeName(type);
+  }
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, float rtol,
+                float atol, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::fabs(got[i] - want[i]) > atol + rtol * std::fabs(want[i])) {
+      if (++bad <= 3) ADD_FAILURE() << what << "[" << i << "]: " << got[i] << " vs " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+TEST_F(KernelsTest, ActivationsMatchTheCpu) {
+  const std::vector<float> x = RandomFloats(50001, 11, 3.0f);
+  const std::vector<float> dy = RandomFloats(x.size(), 12);
+  for (auto [act, cpu_act] : {std::pair{Activation::kRelu, v1::RELU},
+                              std::pair{Activation::kGelu, v1::GELU}}) {
+    std::vector<float> want_y(x.size()), want_dx(x.size());
+    cpu::ActivationForward(cpu_act, x.data(), x.size(), want_y.data());
+    cpu::ActivationBackward(cpu_act, x.data(), dy.data(), x.size(), want_dx.data());
+    DeviceVector<float> dx_in(x), ddy(dy), y(x.size()), dx(x.size());
+    ASSERT_EQ(ActivationForward(act, dx_in.get(), x.size(), y.get(), nullptr), cudaSuccess);
+    ASSERT_EQ(ActivationBackward(act, dx_in.get(), ddy.get(), x.size(), dx.get(), nullptr),
+              cudaSuccess);
+    // GELU uses the device's erf/exp in double, which differ from glibc's in the last
+    // bits; 1 + erf(x) cancels for very negative x, so results far below 1 (1e-11 at
+    // x = -7) keep fewer good bits: relative 1e-6, or absolute 1e-9.
+    ExpectNear(y.ToHost(), want_y, 1e-6f, 1e-9f, "activation forward");
+    ExpectNear(dx.ToHost(), want_dx, 1e-6f, 1e-9f, "activation backward");
+  }
+}
+
+TEST_F(KernelsTest, LossesMatchTheCpuAndAreDeterministic) {
+  const int64_t batch = 300, classes = 37;
+  const std::vector<float> logits = RandomFloats(batch * classes, 21, 4.0f);
+  std::vector<int64_t> labels(batch);
+  for (int64_t i = 0; i < batch; ++i) labels[i] = (i * 7) % classes;
+  std::vector<float> want_grad(logits.size());
+  const double want_loss =
+      cpu::CrossEntropy(logits.data(), labels.data(), batch, classes, 0.5f, want_grad.data());
+
+  DeviceVector<float> dlogits(logits), grad(logits.size());
+  DeviceVector<int64_t> dlabels(labels);
+  DeviceVector<double> rows(batch), loss(1);
+  ASSERT_EQ(CrossEntropy(dlogits.get(), dlabels.get(), batch, classes, 0.5f, grad.get(),
+                         rows.get(), loss.get(), nullptr),
+            cudaSuccess);
+  const double got_loss = loss.ToHost()[0];
+  EXPECT_NEAR(got_loss, want_loss, 1e-12 * std::fabs(want_loss));
+  ExpectNear(grad.ToHost(), want_grad, 1e-6f, 1e-9f, "cross-entropy gradient");
+  ASSERT_EQ(CrossEntropy(dlogits.get(), dlabels.get(), batch, classes, 0.5f, grad.get(),
+                         rows.get(), loss.get(), nullptr),
+            cudaSuccess);
+  EXPECT_EQ(loss.ToHost()[0], got_loss) << "a second run gives other bits";
+
+  const int64_t n = 3 * 100003;
+  const std::vector<float> pred = RandomFloats(n, 22), target = RandomFloats(n, 23);
+  std::vector<float> want_dpred(n);
+  const double want_mse =
+      cpu::MeanSquaredError(pred.data(), target.data(), 3, 100003, 2.0f, want_dpred.data());
+  DeviceVector<float> dp(pred), dt(target), dpred(n);
+  DeviceVector<double> partials(ReductionPartials(n)), mse(1);
+  ASSERT_EQ(MeanSquaredError(dp.get(), dt.get(), n, 2.0f, dpred.get(), partials.get(),
+                             mse.get(), nullptr),
+            cudaSuccess);
+  EXPECT_NEAR(mse.ToHost()[0], want_mse, 1e-12 * want_mse);
+  ExpectNear(dpred.ToHost(), want_dpred, 0.0f, 0.0f, "mse gradient");  // same float ops
+}
+
+TEST_F(KernelsTest, NormAccumulateAndUnscale) {
+  const size_t n = 1000003;
+  const std::vector<float> x = RandomFloats(n, 31);
+  double want = 0;
+  for (float v : x) want += static_cast<double>(v) * v;
+  DeviceVector<float> dx(x);
+  DeviceVector<double> partials(ReductionPartials(n)), norm(1);
+  ASSERT_EQ(SquaredNorm(dx.get(), n, partials.get(), norm.get(), nullptr), cudaSuccess);
+  EXPECT_NEAR(norm.ToHost()[0], want, 1e-12 * want);
+
+  DeviceVector<float> acc(x);
+  ASSERT_EQ(Accumulate(acc.get(), dx.get(), n, nullptr), cudaSuccess);
+  std::vector<float> doubled = acc.ToHost();
+  for (size_t i = 0; i < n; i += 997) ASSERT_EQ(doubled[i], x[i] + x[i]);
+
+  DeviceVector<int> found(1);
+  ASSERT_EQ(ScaleAndCheckFinite(acc.get(), n, 0.5f, found.get(), nullptr), cudaSuccess);
+  EXPECT_EQ(found.ToHost()[0], 0);
+  std::vector<float> halved = acc.ToHost();
+  for (size_t i = 0; i < n; i += 997) ASSERT_EQ(halved[i], x[i]);
+  std::vector<float> with_inf(x);
+  with_inf[n / 2] = std::numeric_limits<float>::infinity();
+  DeviceVector<float> bad(with_inf);
+  ASSERT_EQ(ScaleAndCheckFinite(bad.get(), n, 0.5f, found.get(), nullptr), cudaSuccess);
+  EXPECT_EQ(found.ToHost()[0], 1);
+}
+
+// Steps a CPU optimizer and the kernel the same way for a few steps.
+TEST_F(KernelsTest, OptimizersMatchTheCpuOptimizers) {
+  const size_t n = 4099;
+  CpuCachingAllocator allocator;
+  for (bool adamw : {false, true}) {
+    v1::OptimizerSpec spec;
+    if (adamw) {
+      spec.mutable_adamw()->set_lr(1e-2);
+      spec.mutable_adamw()->set_weight_decay(0.1);
+    } else {
+      spec.mutable_sgd()->set_lr(0.05);
+      spec.mutable_sgd()->set_momentum(0.9);
+      spec.mutable_sgd()->set_dampening(0.1);
+      spec.mutable_sgd()->set_weight_decay(0.01);
+      spec.mutable_sgd()->set_nesterov(false);
+    }
+    auto cpu_optimizer = fsdp::Optimizer::Create(spec, 1, &allocator);
+    std::vector<float> param = RandomFloats(n, 41);
+    DeviceVector<float> dparam(param), state1(n), state2(n), dgrad(n);
+    for (int step = 1; step <= 5; ++step) {
+      const std::vector<float> grad = RandomFloats(n, 100 + step);
+      cpu_optimizer->BeginStep();
+      cpu_optimizer->Update(0, param.data(), grad.data(), n);
+      ASSERT_EQ(cudaMemcpy(dgrad.get(), grad.data(), n * sizeof(float), cudaMemcpyHostToDevice),
+                cudaSuccess);
+      if (adamw) {
+        const double lr = 1e-2, beta1 = 0.9, beta2 = 0.999;
+        AdamWScalars s;
+        s.decay = static_cast<float>(1 - lr * 0.1);
+        s.step_size = static_cast<float>(lr / (1 - std::pow(beta1, step)));
+        s.bias_correction2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(beta2, step)));
+        ASSERT_EQ(AdamWUpdate(s, dparam.get(), dgrad.get(), state1.get(), state2.get(), n,
+                              nullptr),
+                  cudaSuccess);
+      } else {
+        SgdScalars p{0.05f, 0.9f, 0.1f, 0.01f, false};
+        ASSERT_EQ(SgdUpdate(p, step == 1, dparam.get(), dgrad.get(), state1.get(), n, nullptr),
+                  cudaSuccess);
+      }
+    }
+    ExpectNear(dparam.ToHost(), param, 1e-6f, 1e-7f, adamw ? "AdamW" : "SGD");
+  }
+}
+
+}  // namespace
+}  // namespace shardwise::cuda

@@ -1,0 +1,241 @@
+#include "worker/cuda/nccl_communicator.h"
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/cuda/cuda_status.h"
+
+namespace shardwise::cuda {
+namespace {
+
+ncclDataType_t NcclType(ScalarType type) {
+  switch (type) {
+    case ScalarType::kFloat16: return ncclFloat16;
+    case ScalarType::kBFloat16: return ncclBfloat16;
+    case ScalarType::kInt64: return ncclInt64;
+    case ScalarType::kFloat32: break;
+  }
+  return ncclFloat32;
+}
+
+// Waits, polling, until the non-blocking `comm` has finished its last call; the result is
+// that call's (or an error's).
+ncclResult_t PollAsync(ncclComm_t comm, absl::Time deadline, absl::Duration poll,
+                       bool* timed_out) {
+  *timed_out = false;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
+    if (queried != ncclSuccess) return queried;
+    if (state != ncclInProgress) return state;
+    if (absl::Now() > deadline) {
+      *timed_out = true;
+      return ncclInProgress;
+    }
+    absl::SleepFor(poll);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
+    gloo::rendezvous::Store& store, const std::string& name, int rank, int size,
+    cudaStream_t stream, const NcclOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NCCL group '", name, "': rank ", rank, " is not in [0, ", size, ")"));
+  }
+  const std::string key = absl::StrCat(name, "/nccl_unique_id");
+  ncclUniqueId id;
+  if (rank == 0) {
+    RETURN_IF_ERROR(NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+    store.set(key, std::vector<char>(id.internal, id.internal + sizeof(id.internal)));
+  } else {
+    try {
+      store.wait({key});
+      const std::vector<char> bytes = store.get(key);
+      if (bytes.size() != sizeof(id.internal)) {
+        return absl::InternalError(absl::StrCat("NCCL group '", name, "': the unique id in the "
+                                                "store has ", bytes.size(), " bytes, not ",
+                                                sizeof(id.internal)));
+      }
+      std::memcpy(id.internal, bytes.data(), bytes.size());
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("NCCL group '", name, "': reading the unique id: ", e.what()));
+    }
+  }
+
+  // Non-blocking: creation returns at once and is polled, so a peer that never joins ends
+  // in DEADLINE_EXCEEDED instead of a thread stuck in ncclCommInitRank.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t started = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+  if (started != ncclSuccess && started != ncclInProgress) {
+    return NcclStatus(started, "ncclCommInitRankConfig");
+  }
+  bool timed_out = false;
+  const ncclResult_t ready =
+      PollAsync(comm, absl::Now() + options.timeout, options.poll_interval, &timed_out);
+  if (ready != ncclSuccess) {
+    ncclCommAbort(comm);
+    if (timed_out) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "NCCL group '", name, "': rank ", rank, " of ", size, " waited ",
+          absl::FormatDuration(options.timeout), " for its peers to join"));
+    }
+    return NcclStatus(ready, "ncclCommInitRankConfig");
+  }
+  auto communicator =
+      std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comm, rank, size, stream, options));
+  RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&communicator->done_, cudaEventDisableTiming));
+  RETURN_IF_CUDA_ERROR(cudaMalloc(reinterpret_cast<void**>(&communicator->barrier_word_), sizeof(int)));
+  return communicator;
+}
+
+NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int size, cudaStream_t stream,
+                                   const NcclOptions& options)
+    : comm_(comm), rank_(rank), size_(size), stream_(stream), options_(options) {}
+
+NcclCommunicator::~NcclCommunicator() {
+  // comm_ is null once aborted. A healthy communicator is finalized (which flushes its
+  // work) and destroyed; one whose finalization fails or outlasts the timeout, or whose
+  // job was aborted, is aborted.
+  if (comm_ != nullptr) {
+    ncclResult_t result = ncclInternalError;
+    if (!abort_requested_.load()) {
+      result = ncclCommFinalize(comm_);
+      bool timed_out = false;
+      if (result == ncclSuccess || result == ncclInProgress) {
+        result = PollAsync(comm_, absl::Now() + options_.timeout, options_.poll_interval,
+                           &timed_out);
+      }
+    }
+    if (result == ncclSuccess) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
+  }
+  if (done_ != nullptr) cudaEventDestroy(done_);
+  if (barrier_word_ != nullptr) cudaFree(barrier_word_);
+}
+
+void NcclCommunicator::Abort(const std::string& reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (abort_reason_.empty()) abort_reason_ = reason;
+  }
+  abort_requested_.store(true);
+}
+
+absl::Status NcclCommunicator::AbortLocked(absl::Status why) {
+  if (failed_.ok()) {
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    failed_ = why;
+  }
+  return failed_;
+}
+
+absl::Status NcclCommunicator::Wait(const char* what, bool enqueued) {
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  bool nccl_done = false;
+  for (;;) {
+    if (abort_requested_.load()) {
+      std::string reason;
+      {
+        absl::MutexLock lock(&mu_);
+        reason = abort_reason_;
+      }
+      return AbortLocked(absl::AbortedError(
+          absl::StrCat(what, " aborted: ", reason, "; the NCCL communicator was aborted")));
+    }
+    if (!nccl_done) {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t queried = ncclCommGetAsyncError(comm_, &state);
+      if (queried != ncclSuccess) state = queried;
+      if (state != ncclSuccess && state != ncclInProgress) {
+        return AbortLocked(NcclStatus(state, what));
+      }
+      nccl_done = state == ncclSuccess;
+      if (nccl_done && enqueued) RETURN_IF_CUDA_ERROR(cudaEventRecord(done_, stream_));
+    }
+    if (nccl_done) {
+      if (!enqueued) return absl::OkStatus();
+      const cudaError_t queried = cudaEventQuery(done_);
+      if (queried == cudaSuccess) return absl::OkStatus();
+      if (queried != cudaErrorNotReady) return AbortLocked(CudaStatus(queried, what));
+    }
+    if (absl::Now() > deadline) {
+      return AbortLocked(absl::DeadlineExceededError(absl::StrCat(
+          what, " on rank ", rank_, " of ", size_, " did not finish in ",
+          absl::FormatDuration(options_.timeout), "; the NCCL communicator was aborted")));
+    }
+    absl::SleepFor(options_.poll_interval);
+  }
+}
+
+absl::Status NcclCommunicator::Finish(ncclResult_t result, const char* what) {
+  if (result != ncclSuccess && result != ncclInProgress) {
+    return AbortLocked(NcclStatus(result, what));
+  }
+  if (grouping_) return absl::OkStatus();
+  return Wait(what, /*enqueued=*/true);
+}
+
+absl::Status NcclCommunicator::BeginGroup() {
+  RETURN_IF_ERROR(failed_);
+  RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart"));
+  grouping_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::EndGroup() {
+  grouping_ = false;
+  RETURN_IF_ERROR(failed_);
+  return Finish(ncclGroupEnd(), "grouped collectives");
+}
+
+absl::Status NcclCommunicator::AllGather(const void* shard, size_t shard_numel, void* out,
+                                         ScalarType type) {
+  RETURN_IF_ERROR(failed_);
+  stats_.all_gather_bytes += static_cast<int64_t>(shard_numel * size_ * ElementSize(type));
+  return Finish(ncclAllGather(shard, out, shard_numel, NcclType(type), comm_, stream_),
+                "all-gather");
+}
+
+absl::Status NcclCommunicator::ReduceScatter(void* in, size_t shard_numel, void* shard,
+                                             ScalarType type) {
+  RETURN_IF_ERROR(failed_);
+  stats_.reduce_scatter_bytes += static_cast<int64_t>(shard_numel * size_ * ElementSize(type));
+  return Finish(
+      ncclReduceScatter(in, shard, shard_numel, NcclType(type), ncclSum, comm_, stream_),
+      "reduce-scatter");
+}
+
+absl::Status NcclCommunicator::AllReduce(void* data, size_t numel, ScalarType type) {
+  RETURN_IF_ERROR(failed_);
+  stats_.all_reduce_bytes += static_cast<int64_t>(numel * ElementSize(type));
+  return Finish(ncclAllReduce(data, data, numel, NcclType(type), ncclSum, comm_, stream_),
+                "all-reduce");
+}
+
+absl::Status NcclCommunicator::Broadcast(void* data, size_t numel, int root, ScalarType type) {
+  RETURN_IF_ERROR(failed_);
+  return Finish(ncclBroadcast(data, data, numel, NcclType(type), root, comm_, stream_),
+                "broadcast");
+}
+
+absl::Status NcclCommunicator::Barrier() {
+  RETURN_IF_ERROR(failed_);
+  return Finish(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_,
+                              stream_),
+                "barrier");
+}
+
+}  // namespace shardwise::cuda

@@ -1,0 +1,110 @@
+#ifndef SHARDWISE_WORKER_CUDA_NCCL_COMMUNICATOR_H_
+#define SHARDWISE_WORKER_CUDA_NCCL_COMMUNICATOR_H_
+
+// Communicator over NCCL, for CUDA jobs: the collectives of comm/communicator.h on device
+// buffers, enqueued on one stream (the caller's communication stream).
+//
+// Hangs and errors are caught by a watchdog in every wait: the communicator is created in
+// NCCL's non-blocking mode, so no NCCL call blocks the thread, and each collective's
+// completion is polled together with ncclCommGetAsyncError, the deadline and the abort
+// flag. On a peer's failure, a collective that runs past `timeout`, or Abort() (from any
+// thread: the worker aborting its job), the communicator is aborted with ncclCommAbort,
+// which also stops its kernels on the GPU, and the collective returns an error naming
+// what it was. A worker therefore never stays stuck in NCCL after its job ended.
+// Every later collective fails with the same error.
+//
+// The NCCL unique id travels through the job's rendezvous store (the coordinator's, in
+// the daemon): rank 0 creates it, the others read it.
+//
+// Thread-safety: one collective at a time (as Communicator); Abort() from any thread.
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gloo/rendezvous/store.h"
+#include "worker/comm/communicator.h"
+
+namespace shardwise::cuda {
+
+struct NcclOptions {
+  // A collective (or the communicator's creation) that has not finished after this long
+  // is aborted; DEADLINE_EXCEEDED.
+  absl::Duration timeout = absl::Minutes(10);
+  // How often a wait polls for completion, errors and aborts.
+  absl::Duration poll_interval = absl::Microseconds(20);
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Joins the group of `size` ranks named `name` in `store` as `rank`, on the current
+  // device, with collectives on `stream`.
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Connect(
+      gloo::rendezvous::Store& store, const std::string& name, int rank, int size,
+      cudaStream_t stream, const NcclOptions& options = {});
+  ~NcclCommunicator() override;
+
+  using Communicator::AllGather;
+  using Communicator::AllReduce;
+  using Communicator::Broadcast;
+  using Communicator::ReduceScatter;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  absl::Status AllGather(const void* shard, size_t shard_numel, void* out,
+                         ScalarType type) override;
+  absl::Status ReduceScatter(void* in, size_t shard_numel, void* shard, ScalarType type) override;
+  absl::Status AllReduce(void* data, size_t numel, ScalarType type) override;
+  absl::Status Broadcast(void* data, size_t numel, int root, ScalarType type) override;
+  absl::Status Barrier() override;
+
+  // Runs `enqueue`, whose collectives on this communicator are launched as one NCCL group
+  // (ncclGroupStart/End) and waited for together: what a step issuing several collectives
+  // at once (HYBRID's reduce-scatter then all-reduce, say) uses.
+  template <typename Enqueue>
+  absl::Status Grouped(Enqueue&& enqueue) {
+    absl::Status begun = BeginGroup();
+    if (!begun.ok()) return begun;
+    absl::Status status = enqueue();
+    absl::Status ended = EndGroup();
+    return status.ok() ? ended : status;
+  }
+
+  // Aborts the communicator from any thread: the collective in flight, if any, and every
+  // later one returns ABORTED with `reason`.
+  void Abort(const std::string& reason);
+
+ private:
+  NcclCommunicator(ncclComm_t comm, int rank, int size, cudaStream_t stream,
+                   const NcclOptions& options);
+  absl::Status BeginGroup();
+  absl::Status EndGroup();
+  // Waits for the NCCL call just made (and, with `enqueued`, the stream's work) as the
+  // watchdog: completion, async errors, the deadline, aborts.
+  absl::Status Wait(const char* what, bool enqueued);
+  // Checks the result of an NCCL call, then waits unless a group is open.
+  absl::Status Finish(ncclResult_t result, const char* what);
+  absl::Status AbortLocked(absl::Status why);
+
+  ncclComm_t comm_;
+  const int rank_, size_;
+  const cudaStream_t stream_;
+  const NcclOptions options_;
+  cudaEvent_t done_ = nullptr;
+  int* barrier_word_ = nullptr;  // device scratch for Barrier
+  bool grouping_ = false;
+  std::atomic<bool> abort_requested_{false};
+  absl::Mutex mu_;
+  std::string abort_reason_ ABSL_GUARDED_BY(mu_);
+  absl::Status failed_;  // sticky: set once the communicator was aborted
+};
+
+}  // namespace shardwise::cuda
+
+#endif  // SHARDWISE_WORKER_CUDA_NCCL_COMMUNICATOR_H_

@@ -1,0 +1,114 @@
+// NCCL on the one GPU of the test machine: every collective and type at world size 1
+// (NCCL refuses two ranks on one GPU; several ranks per GPU go through the host-staged
+// path), grouping, and the watchdog: a peer that never comes, and an abort from another
+// thread, both end in errors within their deadlines instead of hangs.
+
+#include "worker/cuda/nccl_communicator.h"
+
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gloo/rendezvous/hash_store.h"
+#include "worker/cuda/gpu_test_support.h"
+#include "worker/cuda/stream.h"
+#include "gtest/gtest.h"
+
+namespace shardwise::cuda {
+namespace {
+
+using ::shardwise::cuda::testing::DeviceVector;
+
+class NcclCommunicatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_GPU();
+    auto stream = Stream::Create();
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    stream_ = std::move(*stream);
+  }
+  Stream stream_;
+  gloo::rendezvous::HashStore store_;
+};
+
+TEST_F(NcclCommunicatorTest, WorldOfOneRunsEveryCollectiveInEveryType) {
+  auto comm = NcclCommunicator::Connect(store_, "solo", 0, 1, stream_.get());
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  NcclCommunicator& c = **comm;
+  EXPECT_EQ(c.rank(), 0);
+  EXPECT_EQ(c.size(), 1);
+  const size_t n = 1001;
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i) * 0.5f;
+  DeviceVector<float> in(values), out(n);
+  ASSERT_TRUE(c.AllGather(in.get(), n, out.get()).ok());
+  EXPECT_EQ(out.ToHost(), values);
+  ASSERT_TRUE(c.ReduceScatter(in.get(), n, out.get()).ok());
+  EXPECT_EQ(out.ToHost(), values);
+  ASSERT_TRUE(c.AllReduce(in.get(), n).ok());
+  EXPECT_EQ(in.ToHost(), values);
+  ASSERT_TRUE(c.Broadcast(in.get(), n, 0).ok());
+  ASSERT_TRUE(c.Barrier().ok());
+
+  // 16-bit types move their bit patterns unchanged; INT64 too.
+  std::vector<uint16_t> bits(n);
+  for (size_t i = 0; i < n; ++i) bits[i] = static_cast<uint16_t>(0x3c00 + i);
+  for (ScalarType type : {ScalarType::kFloat16, ScalarType::kBFloat16}) {
+    DeviceVector<uint16_t> b(bits), g(n);
+    ASSERT_TRUE(c.AllGather(b.get(), n, g.get(), type).ok());
+    EXPECT_EQ(g.ToHost(), bits) << ScalarTypeName(type);
+  }
+  std::vector<int64_t> counts = {1, 2, int64_t{1} << 40};
+  DeviceVector<int64_t> dcounts(counts);
+  ASSERT_TRUE(c.AllReduce(dcounts.get(), counts.size(), ScalarType::kInt64).ok());
+  EXPECT_EQ(dcounts.ToHost(), counts);
+
+  EXPECT_EQ(c.stats().all_gather_bytes, static_cast<int64_t>(n * 4 + 2 * n * 2));
+
+  // Two collectives launched as one group, waited for once.
+  DeviceVector<float> a(values), b(values);
+  ASSERT_TRUE(c.Grouped([&] {
+                 absl::Status s = c.AllReduce(a.get(), n);
+                 if (!s.ok()) return s;
+                 return c.AllReduce(b.get(), n);
+               }).ok());
+  EXPECT_EQ(b.ToHost(), values);
+}
+
+TEST_F(NcclCommunicatorTest, APeerThatNeverJoinsEndsInDeadlineExceeded) {
+  NcclOptions options;
+  options.timeout = absl::Seconds(3);
+  const absl::Time start = absl::Now();
+  // Rank 0 of 2; rank 1 never comes.
+  auto comm = NcclCommunicator::Connect(store_, "pair", 0, 2, stream_.get(), options);
+  const absl::Duration waited = absl::Now() - start;
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded) << comm.status();
+  EXPECT_NE(comm.status().message().find("rank 0 of 2"), std::string::npos) << comm.status();
+  EXPECT_LT(waited, absl::Seconds(20));
+  // The device is usable afterwards.
+  DeviceVector<float> after(std::vector<float>{1, 2, 3});
+  EXPECT_EQ(after.ToHost(), (std::vector<float>{1, 2, 3}));
+}
+
+TEST_F(NcclCommunicatorTest, AbortFromAnotherThreadStopsTheCommunicator) {
+  auto comm = NcclCommunicator::Connect(store_, "aborted", 0, 1, stream_.get());
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  std::thread aborter([&] { (*comm)->Abort("job job-7 was cancelled"); });
+  aborter.join();
+  DeviceVector<float> data(std::vector<float>(64, 1.0f));
+  const absl::Status first = (*comm)->AllReduce(data.get(), 64);
+  EXPECT_EQ(first.code(), absl::StatusCode::kAborted) << first;
+  EXPECT_NE(first.message().find("job job-7 was cancelled"), std::string::npos) << first;
+  // Sticky: later collectives fail the same way, at once.
+  EXPECT_EQ((*comm)->Barrier().code(), absl::StatusCode::kAborted);
+}
+
+TEST_F(NcclCommunicatorTest, RejectsARankOutsideTheGroup) {
+  auto comm = NcclCommunicator::Connect(store_, "bad", 2, 2, stream_.get());
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(comm.status().message().find("rank 2"), std::string::npos) << comm.status();
+}
+
+}  // namespace
+}  // namespace shardwise::cuda

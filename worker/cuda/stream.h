@@ -1,0 +1,74 @@
+#ifndef SHARDWISE_WORKER_CUDA_STREAM_H_
+#define SHARDWISE_WORKER_CUDA_STREAM_H_
+
+// CUDA streams and events as owned values, and the streams FSDP uses: compute (the
+// default for forward/backward), unshard (all-gathers, high priority so a prefetch is not
+// starved by compute), post-backward (reduce-scatters, high priority) and all-reduce (the
+// replicate group's all-reduce of HYBRID strategies, after the reduce-scatter). Work moves
+// between them only through events (Stream::WaitFor), never through host waits.
+//
+// Thread-safety: a stream may be used from any thread; an event by one at a time.
+
+#include <cuda_runtime_api.h>
+
+#include "absl/status/statusor.h"
+
+namespace shardwise::cuda {
+
+class Event {
+ public:
+  // Timing off: the cheapest event, for ordering and completion only.
+  static absl::StatusOr<Event> Create(bool timing = false);
+  Event() = default;
+  ~Event();
+  Event(Event&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  absl::Status Record(cudaStream_t stream);
+  // Whether everything recorded before it has run (an error reads as done: Synchronize
+  // reports it).
+  bool Done() const;
+  absl::Status Synchronize();
+  // Milliseconds between two timing events, both completed.
+  static absl::StatusOr<float> ElapsedMs(const Event& start, const Event& end);
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  explicit Event(cudaEvent_t event) : event_(event) {}
+  cudaEvent_t event_ = nullptr;
+};
+
+class Stream {
+ public:
+  // Non-blocking (no implicit order with the legacy default stream). Priority: 0 is the
+  // default; lower numbers run first (see cudaDeviceGetStreamPriorityRange).
+  static absl::StatusOr<Stream> Create(int priority = 0);
+  Stream() = default;
+  ~Stream();
+  Stream(Stream&& other) noexcept : stream_(other.stream_) { other.stream_ = nullptr; }
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // Work enqueued on this stream after the call waits for `event`.
+  absl::Status WaitFor(const Event& event);
+  // Work enqueued on this stream after the call waits for what `other` has enqueued so far.
+  absl::Status WaitFor(const Stream& other);
+  absl::Status Synchronize();
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  explicit Stream(cudaStream_t stream) : stream_(stream) {}
+  cudaStream_t stream_ = nullptr;
+};
+
+struct FsdpStreams {
+  Stream compute, unshard, post_backward, all_reduce;
+  static absl::StatusOr<FsdpStreams> Create();
+};
+
+}  // namespace shardwise::cuda
+
+#endif  // SHARDWISE_WORKER_CUDA_STREAM_H_
