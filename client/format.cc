@@ -66,15 +66,28 @@ std::string FormatJobTable(const std::vector<v1::Job>& jobs, int64_t now_ms) {
   return Table(rows);
 }
 
+namespace {
+
+// "0: NVIDIA H100 80GB HBM3, 79 GiB, sm_90, NCCL 2.28.3", or "-" without a GPU.
+std::string FormatGpu(const v1::WorkerInfo& w) {
+  if (!w.has_gpu()) return "-";
+  const v1::GpuInfo& gpu = w.gpu();
+  return absl::StrCat(gpu.index(), ": ", gpu.name(), ", ", gpu.memory_bytes() >> 30, " GiB, sm_",
+                      gpu.compute_capability_major(), gpu.compute_capability_minor(),
+                      gpu.nccl_version().empty() ? "" : ", NCCL ", gpu.nccl_version());
+}
+
+}  // namespace
+
 std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_t now_ms) {
   std::vector<std::vector<std::string>> rows = {
-      {"ID", "DEVICE", "STATE", "JOB", "RANK", "CPUS", "LAST HEARTBEAT", "NOTE"}};
+      {"ID", "DEVICE", "STATE", "JOB", "RANK", "CPUS", "GPU", "LAST HEARTBEAT", "NOTE"}};
   for (const v1::WorkerInfo& w : workers) {
     const bool assigned = !w.job_id().empty();
     rows.push_back({w.id(), v1::DeviceKind_Name(w.device()), v1::WorkerState_Name(w.state()),
                     assigned ? absl::StrCat(w.job_id(), "#", w.attempt()) : "-",
                     assigned ? absl::StrCat(w.rank()) : "-", absl::StrCat(w.cpu_threads()),
-                    absl::StrCat(FormatAge(w.last_heartbeat_ms(), now_ms), " ago"),
+                    FormatGpu(w), absl::StrCat(FormatAge(w.last_heartbeat_ms(), now_ms), " ago"),
                     w.lost_reason()});
   }
   return Table(rows);

@@ -83,6 +83,25 @@ TEST(Format, DescriptionShowsPrecisionHookSwitchesAndLossScale) {
   }
 }
 
+TEST(Format, WorkerTableShowsEachCudaWorkersGpu) {
+  v1::WorkerInfo cpu;
+  cpu.set_id("cpu-0");
+  cpu.set_device(v1::CPU);
+  cpu.set_state(v1::IDLE);
+  v1::WorkerInfo gpu = cpu;
+  gpu.set_id("gpu-0");
+  gpu.set_device(v1::CUDA);
+  gpu.mutable_gpu()->set_index(3);
+  gpu.mutable_gpu()->set_name("NVIDIA H100 80GB HBM3");
+  gpu.mutable_gpu()->set_memory_bytes(int64_t{85017493504});
+  gpu.mutable_gpu()->set_compute_capability_major(9);
+  gpu.mutable_gpu()->set_nccl_version("2.28.3");
+  const std::string table = FormatWorkerTable({cpu, gpu}, 0);
+  EXPECT_NE(table.find("3: NVIDIA H100 80GB HBM3, 79 GiB, sm_90, NCCL 2.28.3"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("GPU"), std::string::npos) << table;
+}
+
 TEST(Format, Ages) {
   EXPECT_EQ(FormatAge(0, 59'000), "59s");
   EXPECT_EQ(FormatAge(0, 600'000), "10m");

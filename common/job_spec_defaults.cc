@@ -40,6 +40,10 @@ void ApplyJobSpecDefaults(v1::JobSpec* spec) {
   }
   if (spec->gradient_accumulation_steps() == 0) spec->set_gradient_accumulation_steps(1);
   if (spec->device() == v1::DEVICE_KIND_UNSPECIFIED) spec->set_device(v1::CPU);
+  if (spec->device() == v1::CUDA &&
+      spec->cuda().collectives() == v1::CudaOptions::COLLECTIVES_UNSPECIFIED) {
+    spec->mutable_cuda()->set_collectives(v1::CudaOptions::NCCL);
+  }
   if (spec->init().source_case() == v1::InitSpec::SOURCE_NOT_SET) {
     spec->mutable_init()->set_seed(0);
   }

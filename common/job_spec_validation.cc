@@ -294,6 +294,13 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
   }
   RETURN_IF_ERROR(CheckCount("world_size", spec.world_size(), limits.max_world_size, false));
   RETURN_IF_ERROR(CheckEnum("device", spec.device(), v1::DeviceKind_IsValid, "CPU or CUDA"));
+  if (spec.has_cuda()) {
+    if (spec.device() != v1::CUDA) {
+      return Invalid("cuda", "is set, but device is not CUDA");
+    }
+    RETURN_IF_ERROR(CheckEnum("cuda.collectives", spec.cuda().collectives(),
+                              v1::CudaOptions::Collectives_IsValid, "NCCL or HOST_STAGED_GLOO"));
+  }
   RETURN_IF_ERROR(ValidateModel(spec.model(), limits));
   if (spec.wrap().layers_per_unit() < 0) {
     return Invalid("wrap.layers_per_unit",

@@ -69,6 +69,15 @@ INSTANTIATE_TEST_SUITE_P(
                 "job.world_size: 65 exceeds this coordinator's limit of 64"},
         BadCase{"unknown device", [](v1::JobSpec* s) { s->set_device(static_cast<v1::DeviceKind>(9)); },
                 "job.device: unknown value 9"},
+        BadCase{"cuda options on a CPU job",
+                [](v1::JobSpec* s) { s->mutable_cuda()->set_allow_tf32(true); },
+                "job.cuda: is set, but device is not CUDA"},
+        BadCase{"unknown CUDA collectives",
+                [](v1::JobSpec* s) {
+                  s->set_device(v1::CUDA);
+                  s->mutable_cuda()->set_collectives(static_cast<v1::CudaOptions::Collectives>(7));
+                },
+                "job.cuda.collectives: unknown value 7"},
         BadCase{"one width", [](v1::JobSpec* s) { s->mutable_model()->mutable_layer_widths()->Truncate(1); },
                 "job.model.layer_widths: needs at least two widths"},
         BadCase{"zero width", [](v1::JobSpec* s) { s->mutable_model()->set_layer_widths(1, 0); },

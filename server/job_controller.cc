@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -562,7 +563,21 @@ void JobController::ScheduleLocked() {
       idle.push_back({worker.id(), worker.device()});
     }
   }
-  for (const Placement& placement : PlanGangPlacements(pending, idle)) {
+  const std::vector<Placement> placements = PlanGangPlacements(pending, idle);
+  // Jobs left waiting say what for, counting the workers of their kind that exist.
+  std::map<v1::DeviceKind, int> registered;
+  for (const v1::WorkerInfo& worker : workers_->List()) {
+    if (worker.state() != v1::LOST) ++registered[worker.device()];
+  }
+  for (const PendingJob& job : pending) {
+    const bool placed = std::any_of(placements.begin(), placements.end(),
+                                    [&](const Placement& p) { return p.job_id == job.job_id; });
+    if (placed) continue;
+    LogError(jobs_->SetPendingReason(
+                 job.job_id, PendingReason(job.world_size, job.device, registered[job.device])),
+             "updating a pending reason");
+  }
+  for (const Placement& placement : placements) {
     std::vector<v1::RankAssignment> ranks;
     for (size_t r = 0; r < placement.worker_ids.size(); ++r) {
       v1::RankAssignment assignment;

@@ -7,6 +7,7 @@
 #include "absl/strings/strip.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
+#include "server/scheduler.h"
 
 namespace shardwise {
 
@@ -92,8 +93,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec) {
   job.set_id(id);
   *job.mutable_spec() = spec;
   job.set_state(v1::PENDING);
-  job.set_reason(absl::StrCat("waiting for ", spec.world_size(), " idle ",
-                              v1::DeviceKind_Name(spec.device()), " workers"));
+  job.set_reason(PendingReason(spec.world_size(), spec.device(), -1));
   job.set_create_time_ms(NowMs());
   job.mutable_progress()->set_total_steps(spec.steps());
   // Saved through Mutate like every other change, from an empty placeholder.
@@ -112,6 +112,23 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec) {
   ++next_job_number_;
   order_.push_back(id);
   return saved;
+}
+
+absl::Status JobManager::SetPendingReason(const std::string& job_id, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || it->second.job.state() != v1::PENDING ||
+      it->second.job.reason() == reason) {
+    return absl::OkStatus();
+  }
+  return Mutate(
+             job_id,
+             [&](v1::Job* j) {
+               j->set_reason(reason);
+               return absl::OkStatus();
+             },
+             "")
+      .status();
 }
 
 absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {

@@ -45,6 +45,9 @@ class JobManager {
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;  // NOT_FOUND
   std::vector<v1::Job> List() const;                             // oldest first
   std::vector<v1::Job> Pending() const;                          // oldest first
+  // Says why a PENDING job waits (no event: it is rewritten as the cluster changes); a
+  // no-op when the job is not pending or the reason is unchanged.
+  absl::Status SetPendingReason(const std::string& job_id, const std::string& reason);
 
   // The lifecycle. Each checks the job's current state (FAILED_PRECONDITION otherwise)
   // and, where given, that `attempt` is the job's current one, so a late report from an

@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/str_cat.h"
+
 namespace shardwise {
 
 std::vector<Placement> PlanGangPlacements(const std::vector<PendingJob>& pending,
@@ -28,6 +30,16 @@ std::vector<Placement> PlanGangPlacements(const std::vector<PendingJob>& pending
     placements.push_back(std::move(placement));
   }
   return placements;
+}
+
+std::string PendingReason(int32_t world_size, v1::DeviceKind device, int registered) {
+  const std::string kind = v1::DeviceKind_Name(device);
+  if (registered >= 0 && registered < world_size) {
+    return absl::StrCat("waiting for ", world_size, " ", kind, " workers",
+                        device == v1::CUDA ? " (one per GPU)" : "", ", but only ", registered,
+                        registered == 1 ? " is" : " are", " registered");
+  }
+  return absl::StrCat("waiting for ", world_size, " idle ", kind, " workers");
 }
 
 }  // namespace shardwise

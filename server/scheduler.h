@@ -30,6 +30,12 @@ struct Placement {
   std::vector<std::string> worker_ids;  // worker_ids[r] runs rank r
 };
 
+// Why a job of `world_size` ranks on `device` waits: "waiting for N idle CPU workers",
+// or, when fewer than N workers of that kind are registered at all (a job asking for
+// more GPUs than the cluster has), "waiting for N CUDA workers (one per GPU), but only M
+// are registered". `registered` < 0 when not known.
+std::string PendingReason(int32_t world_size, v1::DeviceKind device, int registered);
+
 // `pending` in submission order; `idle` in the order ranks should be handed out.
 std::vector<Placement> PlanGangPlacements(const std::vector<PendingJob>& pending,
                                           const std::vector<IdleWorker>& idle);

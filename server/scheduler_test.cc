@@ -44,5 +44,14 @@ TEST(PlanGangPlacements, DeviceKindsAreSeparateQueues) {
   EXPECT_EQ(gpu[0].worker_ids, (std::vector<std::string>{"g0"}));
 }
 
+TEST(PendingReason, SaysWhenTheClusterHasTooFewWorkersOfTheKind) {
+  EXPECT_EQ(PendingReason(4, v1::CPU, -1), "waiting for 4 idle CPU workers");
+  EXPECT_EQ(PendingReason(4, v1::CPU, 6), "waiting for 4 idle CPU workers");
+  EXPECT_EQ(PendingReason(4, v1::CUDA, 1),
+            "waiting for 4 CUDA workers (one per GPU), but only 1 is registered");
+  EXPECT_EQ(PendingReason(2, v1::CUDA, 0),
+            "waiting for 2 CUDA workers (one per GPU), but only 0 are registered");
+}
+
 }  // namespace
 }  // namespace shardwise

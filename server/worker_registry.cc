@@ -40,6 +40,11 @@ WorkerRegistry::Registration WorkerRegistry::Register(const v1::RegisterWorkerRe
                                                                          : request.device());
   worker.info.set_cpu_threads(request.cpu_threads());
   worker.info.set_memory_bytes(request.memory_bytes());
+  if (request.has_gpu()) {
+    *worker.info.mutable_gpu() = request.gpu();
+  } else {
+    worker.info.clear_gpu();
+  }
   // Not schedulable until its session is attached.
   worker.info.set_state(v1::LOST);
   worker.info.set_lost_reason("registered; no session yet");

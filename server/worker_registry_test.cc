@@ -78,5 +78,26 @@ TEST(WorkerRegistry, ReRegistrationReportsThePreviousState) {
   EXPECT_EQ(registry.List().size(), 1u);
 }
 
+TEST(WorkerRegistry, KeepsTheGpuACudaWorkerAdvertises) {
+  WorkerRegistry registry;
+  v1::RegisterWorkerRequest request = Request("gpu0");
+  request.set_device(v1::CUDA);
+  request.mutable_gpu()->set_name("NVIDIA H100 80GB HBM3");
+  request.mutable_gpu()->set_memory_bytes(int64_t{85} << 30);
+  request.mutable_gpu()->set_compute_capability_major(9);
+  request.mutable_gpu()->set_nccl_version("2.28.3");
+  const std::string id = registry.Register(request).worker_id;
+  auto outbox = registry.AttachSession(id);
+  ASSERT_TRUE(outbox.ok());
+  ASSERT_EQ(registry.Idle(v1::CUDA).size(), 1u);
+  EXPECT_TRUE(registry.Idle(v1::CPU).empty());
+  const v1::WorkerInfo info = registry.Idle(v1::CUDA)[0];
+  EXPECT_EQ(info.gpu().name(), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(info.gpu().compute_capability_major(), 9);
+  // Re-registered as a CPU worker: the GPU is gone.
+  registry.Register(Request("gpu0"));
+  EXPECT_FALSE(registry.List()[0].has_gpu());
+}
+
 }  // namespace
 }  // namespace shardwise

@@ -14,6 +14,16 @@ grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext*,
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("device: unknown value ", request->device()));
   }
+  if (request->device() == v1::CUDA && !request->has_gpu()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "gpu: required when device is CUDA (the worker's GPU: name, memory, "
+                        "compute capability, driver and NCCL versions)");
+  }
+  if (request->device() != v1::CUDA && request->has_gpu()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("gpu: set, but device is ",
+                                     v1::DeviceKind_Name(request->device())));
+  }
   if (request->name().size() > 256) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("name: ", request->name().size(),

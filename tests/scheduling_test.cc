@@ -80,7 +80,7 @@ TEST(Scheduling, AJobTooLargeForTheClusterWaitsAndCanBeCancelled) {
   auto pending = cluster.client().Get(*job_id);
   ASSERT_TRUE(pending.ok());
   EXPECT_EQ(pending->state(), v1::PENDING);
-  EXPECT_EQ(pending->reason(), "waiting for 2 idle CPU workers");
+  EXPECT_EQ(pending->reason(), "waiting for 2 CPU workers, but only 1 is registered");
 
   auto cancelled = cluster.client().Cancel(*job_id);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
@@ -93,6 +93,28 @@ TEST(Scheduling, AJobTooLargeForTheClusterWaitsAndCanBeCancelled) {
   cluster.AddWorker("w1");
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(cluster.client().Get(*job_id)->state(), v1::CANCELLED);
+}
+
+TEST(Scheduling, ACudaJobNeverRunsOnCpuWorkersAndSaysWhatItLacks) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1");
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.set_device(v1::CUDA);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  absl::SleepFor(absl::Milliseconds(300));
+  auto pending = cluster.client().Get(*job_id);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(pending->state(), v1::PENDING);
+  EXPECT_EQ(pending->reason(),
+            "waiting for 2 CUDA workers (one per GPU), but only 0 are registered");
+  // The CPU workers stay free for CPU jobs.
+  auto cpu_job = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(cpu_job.ok());
+  EXPECT_EQ(cluster.WaitForState(*cpu_job, v1::SUCCEEDED).state(), v1::SUCCEEDED);
+  EXPECT_EQ(cluster.client().Get(*job_id)->state(), v1::PENDING);
 }
 
 TEST(Scheduling, CancellingARunningJobReturnsItsWorkersToIdle) {

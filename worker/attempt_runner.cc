@@ -10,11 +10,13 @@ namespace shardwise {
 
 AttemptRunner::AttemptRunner(std::shared_ptr<grpc::Channel> channel,
                              const v1::Assignment& assignment, const DataPlaneOptions& data_plane,
-                             const TrainingFaults& faults, Reporter report)
+                             const TrainingFaults& faults, RankDeviceFactory make_device,
+                             Reporter report)
     : channel_(std::move(channel)),
       assignment_(assignment),
       data_plane_(data_plane),
       faults_(faults),
+      make_device_(std::move(make_device)),
       report_(std::move(report)),
       position_(assignment.rank()),
       thread_([this] { Run(); }) {}
@@ -125,6 +127,7 @@ void AttemptRunner::Run() {
   training.data_plane = options;
   training.abort = &abort_;
   training.allocator = &allocator_;
+  training.make_device = make_device_;
   // Switches applied before this attempt (a restarted job replays them).
   for (const v1::HookSwitch& done : assignment_.hook_switches()) {
     if (done.state() == v1::HookSwitch::APPLIED) hooks_.AddCommitted(done.step(), done.new_hook());

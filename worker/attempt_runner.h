@@ -30,10 +30,11 @@ class AttemptRunner {
  public:
   using Reporter = std::function<void(const v1::AttemptReport&)>;
 
-  // Starts the attempt at once. `channel` reaches the coordinator.
+  // Starts the attempt at once. `channel` reaches the coordinator; `make_device` makes
+  // the device of accelerator jobs (empty on CPU-only workers).
   AttemptRunner(std::shared_ptr<grpc::Channel> channel, const v1::Assignment& assignment,
                 const DataPlaneOptions& data_plane, const TrainingFaults& faults,
-                Reporter report);
+                RankDeviceFactory make_device, Reporter report);
   ~AttemptRunner();  // aborts and joins
 
   // Asks the attempt to stop; it reports ABORTED with `reason` if it had not finished.
@@ -61,6 +62,7 @@ class AttemptRunner {
   const v1::Assignment assignment_;
   const DataPlaneOptions data_plane_;
   const TrainingFaults faults_;
+  const RankDeviceFactory make_device_;
   const Reporter report_;
 
   absl::Mutex mu_;

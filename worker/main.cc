@@ -13,10 +13,17 @@
 #include "common/daemon_signals.h"
 #include "worker/worker_daemon.h"
 
+#ifdef SHARDWISE_WITH_CUDA
+#include "worker/cuda/cuda_rank_device.h"
+#include "worker/cuda/gpu_info.h"
+#endif
+
 ABSL_FLAG(std::string, coordinator, "",
           "coordinator host:port (default: $SHARDWISE_COORDINATOR, else 127.0.0.1:7070)");
 ABSL_FLAG(std::string, name, "", "stable worker name (default: hostname:pid)");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
+ABSL_FLAG(int, gpu, 0, "with --device=cuda: the CUDA device (ordinal) this worker drives; "
+          "run one worker per GPU");
 ABSL_FLAG(std::string, data_address, "127.0.0.1",
           "address peers reach this worker's data plane at (Gloo/TCP)");
 
@@ -41,8 +48,26 @@ int main(int argc, char** argv) {
   if (device == "cpu") {
     options.device = shardwise::v1::CPU;
   } else if (device == "cuda") {
-    std::fprintf(stderr, "shardwise-worker: --device=cuda: this build has no CUDA data plane\n");
+#ifdef SHARDWISE_WITH_CUDA
+    auto gpu = shardwise::cuda::QueryGpu(absl::GetFlag(FLAGS_gpu));
+    if (!gpu.ok()) {
+      std::fprintf(stderr, "shardwise-worker: %s\n", std::string(gpu.status().message()).c_str());
+      return 2;
+    }
+    options.device = shardwise::v1::CUDA;
+    options.gpu = *gpu;
+    options.make_device = shardwise::cuda::CudaRankDevices(gpu->index());
+    std::fprintf(stderr, "shardwise-worker: GPU %d: %s, %lld MiB, sm_%d%d, CUDA driver %s, NCCL %s\n",
+                 gpu->index(), gpu->name().c_str(),
+                 static_cast<long long>(gpu->memory_bytes() >> 20),
+                 gpu->compute_capability_major(), gpu->compute_capability_minor(),
+                 gpu->driver_version().c_str(), gpu->nccl_version().c_str());
+#else
+    std::fprintf(stderr,
+                 "shardwise-worker: --device=cuda: this build has no CUDA data plane (build "
+                 "with bazel build --config=cuda)\n");
     return 2;
+#endif
   } else {
     std::fprintf(stderr, "shardwise-worker: --device: unknown value '%s' (expected cpu or cuda)\n",
                  device.c_str());

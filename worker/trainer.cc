@@ -129,16 +129,44 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   } else {
     ASSIGN_OR_RETURN(initial, InitialWeights(spec));
   }
-  CpuDevice device(context.allocator);
+  // The model's device and the communicators of its groups: the CPU and the Gloo groups
+  // above, or an accelerator and its own communicators (declared before the model: it
+  // outlives it).
+  CpuDevice cpu_device(context.allocator);
+  Device* device = &cpu_device;
+  Communicator* model_shard = shard_comm;
+  Communicator* model_replicate = replicate_comm;
+  std::unique_ptr<RankDevice> accelerator;
+  if (spec.device() != v1::CPU) {
+    if (!context.make_device) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job.device is ", v1::DeviceKind_Name(spec.device()),
+          ", but this worker was built without support for it (build with --config=cuda)"));
+    }
+    RankDeviceRequest request;
+    request.spec = &spec;
+    request.rank = context.rank;
+    request.shard = {plan.ShardGroupRanks(), absl::StrCat("shard", plan.replicate_rank),
+                     shard_group};
+    request.replicate = {plan.ReplicateGroupRanks(), absl::StrCat("replicate", plan.shard_rank),
+                         replicate_group};
+    request.store = context.store;
+    request.timeout = absl::FromChrono(context.data_plane.timeout);
+    request.abort = context.abort;
+    ASSIGN_OR_RETURN(accelerator, context.make_device(request));
+    device = accelerator->device.get();
+    model_shard = track(accelerator->shard);
+    model_replicate = track(accelerator->replicate);
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<fsdp::FsdpModel> model,
-                   fsdp::FsdpModel::Create(spec, plan, {shard_comm, replicate_comm}, &device,
+                   fsdp::FsdpModel::Create(spec, plan, {model_shard, model_replicate}, device,
                                            initial));
   model->set_position(context.position);
   model->set_timeline(context.timeline);
   model->set_delays(faults.compute_delay, faults.communication_delay);
   initial.clear();
   std::unique_ptr<fsdp::Optimizer> optimizer =
-      fsdp::Optimizer::Create(spec.optimizer(), model->num_units(), &device);
+      fsdp::Optimizer::Create(spec.optimizer(), model->num_units(), device);
   RETURN_IF_ERROR(model->EnableOptimizerOverlap(optimizer.get()));
   fsdp::GradScaler scaler(spec.grad_scaler());
   TrainingResult result;
@@ -166,7 +194,12 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
 
   // Each group counts its own traffic; a group that is the world is counted once.
   std::vector<const Communicator*> groups = {&world};
-  for (const Communicator* group : {shard_group, replicate_group}) {
+  std::vector<const Communicator*> counted = {shard_group, replicate_group};
+  if (accelerator != nullptr) {
+    counted.push_back(accelerator->shard);
+    counted.push_back(accelerator->replicate);
+  }
+  for (const Communicator* group : counted) {
     if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
   }
   auto traffic = [&groups] {

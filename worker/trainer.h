@@ -22,6 +22,7 @@
 #include "proto/job_spec.pb.h"
 #include "worker/comm/data_plane.h"
 #include "worker/hook_schedule.h"
+#include "worker/rank_device.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
 #include "worker/runtime/timeline.h"
@@ -61,6 +62,9 @@ struct TrainingContext {
   RankPosition* position = nullptr;
   // Where to record the rank's spans (timeline.h); none if null.
   Timeline* timeline = nullptr;
+  // Makes the device and device communicators of jobs whose device is not the CPU; jobs
+  // on such devices fail (FAILED_PRECONDITION) when it is empty.
+  RankDeviceFactory make_device;
 };
 
 // Fault injection and hand-made schedules, for tests only.

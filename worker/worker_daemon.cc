@@ -67,6 +67,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   v1::RegisterWorkerRequest request;
   request.set_name(options_.name);
   request.set_device(options_.device);
+  if (options_.device == v1::CUDA) *request.mutable_gpu() = options_.gpu;
   request.set_cpu_threads(static_cast<int32_t>(std::thread::hardware_concurrency()));
   request.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
   v1::RegisterWorkerResponse registration;
@@ -148,7 +149,7 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
   }
   runner_.reset();  // joins the finished runner
   runner_ = std::make_unique<AttemptRunner>(channel_, assignment, options_.data_plane,
-                                            options_.faults,
+                                            options_.faults, options_.make_device,
                                             [this](const v1::AttemptReport& report) {
                                               v1::WorkerMessage message;
                                               *message.mutable_report() = report;

@@ -27,6 +27,8 @@ struct WorkerOptions {
   std::string coordinator_address = "127.0.0.1:7070";
   std::string name;  // stable across reconnects
   v1::DeviceKind device = v1::CPU;
+  v1::GpuInfo gpu;                // CUDA workers: what they advertise
+  RankDeviceFactory make_device;  // CUDA workers: their GPU's device and communicators
   DataPlaneOptions data_plane;
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);

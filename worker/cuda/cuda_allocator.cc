@@ -17,9 +17,10 @@ size_t CudaCachingAllocator::RoundUp(size_t bytes) {
 
 void* CudaCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
   const size_t rounded = RoundUp(bytes);
+  const cudaStream_t stream = stream_of_caller_();
   absl::MutexLock lock(&mu_);
   void* ptr = nullptr;
-  auto it = cache_.find(rounded);
+  auto it = cache_.find({stream, rounded});
   if (it != cache_.end()) {
     ptr = it->second;
     cache_.erase(it);
@@ -47,6 +48,7 @@ void* CudaCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
     }
     ++device_allocations_;
   }
+  owner_[ptr] = stream;
   // Counters count what was asked for, as on the CPU, so both report the same numbers.
   const int c = static_cast<int>(category);
   stats_.live_bytes[c] += static_cast<int64_t>(bytes);
@@ -58,14 +60,17 @@ void CudaCachingAllocator::Free(void* ptr, size_t bytes, MemoryCategory category
   if (ptr == nullptr) return;
   const size_t rounded = RoundUp(bytes);
   absl::MutexLock lock(&mu_);
+  auto owner = owner_.find(ptr);
+  const cudaStream_t stream = owner == owner_.end() ? nullptr : owner->second;
+  if (owner != owner_.end()) owner_.erase(owner);
   stats_.live_bytes[static_cast<int>(category)] -= static_cast<int64_t>(bytes);
   stats_.cached_bytes += static_cast<int64_t>(rounded);
-  cache_.emplace(rounded, ptr);
+  cache_.emplace(std::make_pair(stream, rounded), ptr);
 }
 
 void CudaCachingAllocator::ZeroFill(void* ptr, size_t bytes) {
   // Enqueue errors resurface at the stream's next synchronisation.
-  cudaMemsetAsync(ptr, 0, bytes, stream_);
+  cudaMemsetAsync(ptr, 0, bytes, stream_of_caller_());
 }
 
 MemoryStats CudaCachingAllocator::Stats() const {
@@ -85,7 +90,7 @@ void CudaCachingAllocator::ReleaseCache() {
 
 void CudaCachingAllocator::ReleaseCacheLocked() {
   // A cached block may still be in use by work queued before its Free.
-  cudaStreamSynchronize(stream_);
+  cudaDeviceSynchronize();
   for (auto& [bytes, ptr] : cache_) cudaFree(ptr);
   cache_.clear();
   stats_.cached_bytes = 0;

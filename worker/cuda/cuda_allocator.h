@@ -6,18 +6,21 @@
 // by size (FSDP allocates the same sizes every step, and cudaMalloc/cudaFree synchronise
 // the device), and go back to the driver when an allocation would otherwise fail.
 //
-// Blocks are reused in the order of the allocator's stream, as PyTorch's allocator does
-// for the stream a block was allocated on: a buffer that another stream still reads must
-// not be freed before that stream's work is ordered before the allocator's stream (FSDP
-// waits for the unshard or post-backward stream before it frees, and limit_all_gathers'
-// free events do the same). Zero fills are enqueued on that stream.
+// Each block belongs to the stream of the thread that allocated it (`stream_of_caller`,
+// as PyTorch's allocator keeps per-stream pools) and is reused only by allocations on
+// that stream, so reuse is ordered after every earlier use on it. A block used by another
+// stream must be freed only once that stream's work on it is complete (FsdpModel frees
+// after a synchronisation; limit_all_gathers' free events order the rest). Zero fills are
+// enqueued on the caller's stream.
 //
 // Thread-safety: an allocator may be used from any thread.
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <map>
+#include <utility>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
@@ -29,8 +32,12 @@ namespace shardwise::cuda {
 
 class CudaCachingAllocator final : public Allocator {
  public:
-  // Allocates on the current device; orders zero fills on `stream`.
-  explicit CudaCachingAllocator(cudaStream_t stream) : stream_(stream) {}
+  // Allocates on the current device; `stream_of_caller` names the calling thread's stream.
+  explicit CudaCachingAllocator(std::function<cudaStream_t()> stream_of_caller)
+      : stream_of_caller_(std::move(stream_of_caller)) {}
+  // Every thread on one stream.
+  explicit CudaCachingAllocator(cudaStream_t stream)
+      : CudaCachingAllocator([stream] { return stream; }) {}
   ~CudaCachingAllocator() override;
 
   // Throws std::bad_alloc, as the CPU allocator does, when the device is out of memory
@@ -50,10 +57,12 @@ class CudaCachingAllocator final : public Allocator {
   static size_t RoundUp(size_t bytes);
   void ReleaseCacheLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const cudaStream_t stream_;
+  const std::function<cudaStream_t()> stream_of_caller_;
   mutable absl::Mutex mu_;
   MemoryStats stats_ ABSL_GUARDED_BY(mu_);
-  std::multimap<size_t, void*> cache_ ABSL_GUARDED_BY(mu_);  // by rounded size
+  // Free blocks by (stream, rounded size); the stream of every block handed out.
+  std::multimap<std::pair<cudaStream_t, size_t>, void*> cache_ ABSL_GUARDED_BY(mu_);
+  std::map<void*, cudaStream_t> owner_ ABSL_GUARDED_BY(mu_);
   int64_t device_allocations_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

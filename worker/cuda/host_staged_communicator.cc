@@ -5,9 +5,9 @@
 
 namespace shardwise::cuda {
 
-HostStagedCommunicator::HostStagedCommunicator(std::unique_ptr<Communicator> host,
+HostStagedCommunicator::HostStagedCommunicator(Communicator* host,
                                                cudaStream_t stream)
-    : host_(std::move(host)), stream_(stream) {}
+    : host_(host), stream_(stream) {}
 
 HostStagedCommunicator::~HostStagedCommunicator() {
   if (staging_ != nullptr) cudaFreeHost(staging_);
@@ -47,7 +47,6 @@ absl::Status HostStagedCommunicator::AllGather(const void* shard, size_t shard_n
   char* host_full = staging_ + shard_bytes;
   RETURN_IF_ERROR(ToHost(host_shard, shard, shard_bytes));
   RETURN_IF_ERROR(host_->AllGather(host_shard, shard_numel, host_full, type));
-  stats_.all_gather_bytes += static_cast<int64_t>(full_bytes);
   return ToDevice(out, host_full, full_bytes);
 }
 
@@ -60,7 +59,6 @@ absl::Status HostStagedCommunicator::ReduceScatter(void* in, size_t shard_numel,
   char* host_shard = staging_ + full_bytes;
   RETURN_IF_ERROR(ToHost(host_full, in, full_bytes));
   RETURN_IF_ERROR(host_->ReduceScatter(host_full, shard_numel, host_shard, type));
-  stats_.reduce_scatter_bytes += static_cast<int64_t>(full_bytes);
   return ToDevice(shard, host_shard, shard_bytes);
 }
 
@@ -69,7 +67,6 @@ absl::Status HostStagedCommunicator::AllReduce(void* data, size_t numel, ScalarT
   RETURN_IF_ERROR(Reserve(bytes));
   RETURN_IF_ERROR(ToHost(staging_, data, bytes));
   RETURN_IF_ERROR(host_->AllReduce(staging_, numel, type));
-  stats_.all_reduce_bytes += static_cast<int64_t>(bytes);
   return ToDevice(data, staging_, bytes);
 }
 

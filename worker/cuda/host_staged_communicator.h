@@ -8,6 +8,7 @@
 // tests run the FSDP runtime's collectives this way with 2 ranks on one GPU.
 //
 // It is slower than NCCL by two PCIe copies and a stream synchronisation per collective.
+// Its traffic is counted once, by the host communicator (stats() here stay zero).
 //
 // Thread-safety: one collective at a time (as Communicator).
 
@@ -21,7 +22,8 @@ namespace shardwise::cuda {
 
 class HostStagedCommunicator final : public Communicator {
  public:
-  HostStagedCommunicator(std::unique_ptr<Communicator> host, cudaStream_t stream);
+  // `host` (not owned) must outlive this communicator.
+  HostStagedCommunicator(Communicator* host, cudaStream_t stream);
   ~HostStagedCommunicator() override;
 
   using Communicator::AllGather;
@@ -45,7 +47,7 @@ class HostStagedCommunicator final : public Communicator {
   absl::Status ToHost(void* host, const void* device, size_t bytes);
   absl::Status ToDevice(void* device, const void* host, size_t bytes);
 
-  std::unique_ptr<Communicator> host_;
+  Communicator* const host_;
   const cudaStream_t stream_;
   char* staging_ = nullptr;
   size_t staging_bytes_ = 0;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "worker/compute/casts.h"
+#include "worker/compute/cpu_device.h"
 #include "worker/compute/cpu_math.h"
 #include "worker/cuda/gpu_test_support.h"
 #include "worker/fsdp/optimizer.h"
@@ -215,6 +216,7 @@ TEST_F(KernelsTest, NormAccumulateAndUnscale) {
 TEST_F(KernelsTest, OptimizersMatchTheCpuOptimizers) {
   const size_t n = 4099;
   CpuCachingAllocator allocator;
+  CpuDevice cpu(&allocator);
   for (bool adamw : {false, true}) {
     v1::OptimizerSpec spec;
     if (adamw) {
@@ -227,7 +229,7 @@ TEST_F(KernelsTest, OptimizersMatchTheCpuOptimizers) {
       spec.mutable_sgd()->set_weight_decay(0.01);
       spec.mutable_sgd()->set_nesterov(false);
     }
-    auto cpu_optimizer = fsdp::Optimizer::Create(spec, 1, &allocator);
+    auto cpu_optimizer = fsdp::Optimizer::Create(spec, 1, &cpu);
     std::vector<float> param = RandomFloats(n, 41);
     DeviceVector<float> dparam(param), state1(n), state2(n), dgrad(n);
     for (int step = 1; step <= 5; ++step) {

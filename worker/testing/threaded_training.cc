@@ -41,6 +41,7 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec,
       training.store = &store;
       training.world = *context;
       training.allocator = &allocator;
+      training.make_device = options.make_device;
       if (r == 0) {
         training.on_progress = [&](const v1::Progress& p) {
           out.rank0_losses.push_back(p.loss());

@@ -33,6 +33,8 @@ struct ThreadedOptions {
   std::function<TrainingFaults(int rank)> faults;
   // Communication-hook switches every rank knows as agreed from the start: (step, hook).
   std::vector<std::pair<int64_t, v1::CommHook>> hook_switches;
+  // For jobs on an accelerator (spec.device): each rank's device and communicators.
+  RankDeviceFactory make_device;
 };
 
 // The first rank's error, if any rank failed.

@@ -1,0 +1,231 @@
+#include "worker/cuda/cuda_device.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/cuda/cuda_status.h"
+#include "worker/cuda/kernels.h"
+
+namespace shardwise::cuda {
+namespace {
+
+// The stream each thread chose, per device (a thread serves one device at a time).
+thread_local const CudaDevice* bound_device = nullptr;
+thread_local cudaStream_t bound_stream = nullptr;
+
+class EventFence final : public Device::Fence {
+ public:
+  explicit EventFence(Event event) : event(std::move(event)) {}
+  Event event;
+};
+
+Activation KernelActivation(v1::Activation act) {
+  return act == v1::GELU ? Activation::kGelu : Activation::kRelu;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceOptions& options) {
+  RETURN_IF_CUDA_ERROR(cudaSetDevice(options.gpu));
+  std::unique_ptr<CudaDevice> device(new CudaDevice(options));
+  ASSIGN_OR_RETURN(FsdpStreams streams, FsdpStreams::Create());
+  device->compute_ = std::move(streams.compute);
+  device->communication_ = std::move(streams.unshard);
+  CudaDevice* raw = device.get();
+  device->allocator_ = std::make_unique<CudaCachingAllocator>([raw] { return raw->stream(); });
+  ASSIGN_OR_RETURN(device->blas_, Blas::Create(device->compute_.get()));
+  device->blas_->set_allow_tf32(options.allow_tf32);
+  bound_device = raw;
+  bound_stream = raw->compute_.get();
+  return device;
+}
+
+CudaDevice::~CudaDevice() {
+  cudaDeviceSynchronize();
+  // The allocator's blocks go back to the driver before the streams they belong to.
+  allocator_.reset();
+  if (bound_device == this) bound_device = nullptr;
+}
+
+cudaStream_t CudaDevice::stream() {
+  if (bound_device != this) {
+    cudaSetDevice(options_.gpu);
+    bound_device = this;
+    bound_stream = compute_.get();
+  }
+  return bound_stream;
+}
+
+void CudaDevice::UseCommunicationStream() {
+  stream();  // binds the thread to this device
+  bound_stream = communication_.get();
+}
+
+void CudaDevice::Check(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return;
+  Check(CudaStatus(error, what));
+}
+
+void CudaDevice::Check(const absl::Status& status) {
+  if (status.ok()) return;
+  absl::MutexLock lock(&mu_);
+  if (error_.ok()) error_ = status;
+}
+
+absl::Status CudaDevice::status() const {
+  absl::MutexLock lock(&mu_);
+  return error_;
+}
+
+std::shared_ptr<Device::Fence> CudaDevice::RecordFence() {
+  auto event = Event::Create();
+  if (!event.ok()) {
+    Check(event.status());
+    return nullptr;
+  }
+  Check(event->Record(stream()));
+  return std::make_shared<EventFence>(std::move(*event));
+}
+
+void CudaDevice::WaitForFence(const Fence* fence) {
+  if (fence == nullptr) return;
+  const auto& event = static_cast<const EventFence*>(fence)->event;
+  Check(cudaStreamWaitEvent(stream(), event.get(), 0), "cudaStreamWaitEvent");
+}
+
+absl::Status CudaDevice::Synchronize() {
+  Check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
+  return status();
+}
+
+void CudaDevice::CopyFromHost(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  Check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream()),
+        "cudaMemcpyAsync (to device)");
+}
+
+absl::Status CudaDevice::Fetch(void* host_dst, const void* src, size_t bytes) {
+  if (bytes > 0) {
+    Check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream()),
+          "cudaMemcpyAsync (to host)");
+  }
+  return Synchronize();
+}
+
+absl::Status CudaDevice::CopyToHost(void* host_dst, const void* src, size_t bytes) {
+  return Fetch(host_dst, src, bytes);
+}
+
+void CudaDevice::Copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), "cudaMemcpyAsync");
+}
+
+void CudaDevice::Zero(void* dst, size_t bytes) {
+  if (bytes == 0) return;
+  Check(cudaMemsetAsync(dst, 0, bytes, stream()), "cudaMemsetAsync");
+}
+
+void CudaDevice::Narrow(ScalarType type, const float* in, uint16_t* out, size_t n) {
+  Check(cuda::Narrow(type, in, out, n, stream()), "Narrow");
+}
+
+void CudaDevice::Widen(ScalarType type, const uint16_t* in, float* out, size_t n) {
+  Check(cuda::Widen(type, in, out, n, stream()), "Widen");
+}
+
+void CudaDevice::RoundToPrecision(ScalarType type, float* data, size_t n) {
+  Check(cuda::RoundToPrecision(type, data, n, stream()), "RoundToPrecision");
+}
+
+void CudaDevice::Accumulate(float* dst, const float* src, size_t n) {
+  Check(cuda::Accumulate(dst, src, n, stream()), "Accumulate");
+}
+
+void CudaDevice::Multiply(float* data, size_t n, float factor) {
+  Check(cuda::Multiply(data, n, factor, stream()), "Multiply");
+}
+
+void CudaDevice::Divide(float* data, size_t n, float divisor) {
+  Check(cuda::Divide(data, n, divisor, stream()), "Divide");
+}
+
+absl::StatusOr<bool> CudaDevice::MultiplyAndCheckFinite(float* data, size_t n, float factor) {
+  Buffer flag(allocator(), 1, MemoryCategory::kCommunication, ScalarType::kFloat32);
+  auto* found = flag.as<int>();
+  Check(ScaleAndCheckFinite(data, n, factor, found, stream()), "ScaleAndCheckFinite");
+  int host = 0;
+  RETURN_IF_ERROR(Fetch(&host, found, sizeof(host)));
+  return host != 0;
+}
+
+absl::StatusOr<double> CudaDevice::SquaredNorm(const float* data, size_t n) {
+  Buffer partials(allocator(), ReductionPartials(n) + 1, MemoryCategory::kCommunication,
+                  ScalarType::kInt64, false);
+  auto* slots = partials.as<double>();  // 8-byte slots: the partials, then the result
+  Check(cuda::SquaredNorm(data, n, slots, slots + ReductionPartials(n), stream()),
+        "SquaredNorm");
+  double host = 0;
+  RETURN_IF_ERROR(Fetch(&host, slots + ReductionPartials(n), sizeof(host)));
+  return host;
+}
+
+void CudaDevice::LinearForward(const float* x, const float* w, const float* b, int64_t batch,
+                               int64_t in, int64_t out, float* y) {
+  Check(blas_->LinearForward(x, w, b, batch, in, out, y));
+}
+
+void CudaDevice::LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
+                                int64_t in, int64_t out, float* dx, float* dw, float* db) {
+  Check(blas_->LinearBackward(x, w, dy, batch, in, out, dx, dw, db));
+}
+
+void CudaDevice::ActivationForward(v1::Activation act, const float* x, size_t n, float* y) {
+  Check(cuda::ActivationForward(KernelActivation(act), x, n, y, stream()), "ActivationForward");
+}
+
+void CudaDevice::ActivationBackward(v1::Activation act, const float* x, const float* dy,
+                                    size_t n, float* dx) {
+  Check(cuda::ActivationBackward(KernelActivation(act), x, dy, n, dx, stream()),
+        "ActivationBackward");
+}
+
+absl::StatusOr<double> CudaDevice::CrossEntropy(const float* logits, const int64_t* labels,
+                                                int64_t batch, int64_t classes, float scale,
+                                                float* dlogits) {
+  Buffer scratch(allocator(), batch + 1, MemoryCategory::kActivations, ScalarType::kInt64,
+                 false);
+  auto* rows = scratch.as<double>();
+  Check(cuda::CrossEntropy(logits, labels, batch, classes, scale, dlogits, rows, rows + batch,
+                           stream()),
+        "CrossEntropy");
+  double loss = 0;
+  RETURN_IF_ERROR(Fetch(&loss, rows + batch, sizeof(loss)));
+  return loss;
+}
+
+absl::StatusOr<double> CudaDevice::MeanSquaredError(const float* pred, const float* target,
+                                                    int64_t batch, int64_t out, float scale,
+                                                    float* dpred) {
+  const int64_t n = batch * out;
+  const size_t partials = ReductionPartials(n);
+  Buffer scratch(allocator(), partials + 1, MemoryCategory::kActivations, ScalarType::kInt64,
+                 false);
+  auto* slots = scratch.as<double>();
+  Check(cuda::MeanSquaredError(pred, target, n, scale, dpred, slots, slots + partials, stream()),
+        "MeanSquaredError");
+  double loss = 0;
+  RETURN_IF_ERROR(Fetch(&loss, slots + partials, sizeof(loss)));
+  return loss;
+}
+
+void CudaDevice::SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,
+                           float* momentum, size_t n) {
+  Check(cuda::SgdUpdate(s, first, param, grad, momentum, n, stream()), "SgdUpdate");
+}
+
+void CudaDevice::AdamWUpdate(const AdamWScalars& s, float* param, const float* grad,
+                             float* exp_avg, float* exp_avg_sq, size_t n) {
+  Check(cuda::AdamWUpdate(s, param, grad, exp_avg, exp_avg_sq, n, stream()), "AdamWUpdate");
+}
+
+}  // namespace shardwise::cuda

@@ -1,0 +1,104 @@
+#ifndef SHARDWISE_WORKER_CUDA_CUDA_DEVICE_H_
+#define SHARDWISE_WORKER_CUDA_CUDA_DEVICE_H_
+
+// The CUDA implementation of compute/device.h: one GPU, a caching device allocator, the
+// kernels of kernels.h and cuBLAS GEMMs (blas.h), on two streams: the compute stream
+// (the training thread's) and the communication stream (the thread that runs collectives,
+// and the mixed-precision hook's upcast threads; the device communicators enqueue on it
+// too). Fences are CUDA events; a stream waits for one without blocking the host.
+//
+// Mixed precision computes as the CPU path does, FP32 GEMMs on operands rounded to
+// param_dtype, so that both paths give the same numbers; the BF16/FP16 tensor-core GEMMs
+// of blas.h are not used by the runtime yet (docs/architecture.md, "CUDA").
+//
+// Thread-safety: as Device. Each thread that uses the device selects its GPU on first use.
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "absl/synchronization/mutex.h"
+#include "worker/compute/device.h"
+#include "worker/cuda/blas.h"
+#include "worker/cuda/cuda_allocator.h"
+#include "worker/cuda/stream.h"
+
+namespace shardwise::cuda {
+
+struct CudaDeviceOptions {
+  int gpu = 0;              // CUDA device ordinal
+  bool allow_tf32 = false;  // FP32 GEMMs on TF32 tensor cores (job: cuda.allow_tf32)
+};
+
+class CudaDevice final : public Device {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaDevice>> Create(const CudaDeviceOptions& options);
+  ~CudaDevice() override;
+
+  v1::DeviceKind kind() const override { return v1::CUDA; }
+  Allocator* allocator() override { return allocator_.get(); }
+  CudaCachingAllocator* cuda_allocator() { return allocator_.get(); }
+  int gpu() const { return options_.gpu; }
+  cudaStream_t compute_stream() const { return compute_.get(); }
+  cudaStream_t communication_stream() const { return communication_.get(); }
+
+  void UseCommunicationStream() override;
+  std::shared_ptr<Fence> RecordFence() override;
+  void WaitForFence(const Fence* fence) override;
+  absl::Status Synchronize() override;
+  absl::Status status() const override;
+
+  void CopyFromHost(void* dst, const void* host_src, size_t bytes) override;
+  absl::Status CopyToHost(void* host_dst, const void* src, size_t bytes) override;
+  void Copy(void* dst, const void* src, size_t bytes) override;
+  void Zero(void* dst, size_t bytes) override;
+
+  void Narrow(ScalarType type, const float* in, uint16_t* out, size_t n) override;
+  void Widen(ScalarType type, const uint16_t* in, float* out, size_t n) override;
+  void RoundToPrecision(ScalarType type, float* data, size_t n) override;
+
+  void Accumulate(float* dst, const float* src, size_t n) override;
+  void Multiply(float* data, size_t n, float factor) override;
+  void Divide(float* data, size_t n, float divisor) override;
+  absl::StatusOr<bool> MultiplyAndCheckFinite(float* data, size_t n, float factor) override;
+  absl::StatusOr<double> SquaredNorm(const float* data, size_t n) override;
+
+  void LinearForward(const float* x, const float* w, const float* b, int64_t batch, int64_t in,
+                     int64_t out, float* y) override;
+  void LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
+                      int64_t in, int64_t out, float* dx, float* dw, float* db) override;
+  void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) override;
+  void ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
+                          float* dx) override;
+  absl::StatusOr<double> CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
+                                      int64_t classes, float scale, float* dlogits) override;
+  absl::StatusOr<double> MeanSquaredError(const float* pred, const float* target, int64_t batch,
+                                          int64_t out, float scale, float* dpred) override;
+
+  void SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,
+                 float* momentum, size_t n) override;
+  void AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
+                   float* exp_avg_sq, size_t n) override;
+
+ private:
+  explicit CudaDevice(const CudaDeviceOptions& options) : options_(options) {}
+  // The calling thread's stream (the compute stream unless it chose the communication
+  // stream); selects this device's GPU for the thread on first use.
+  cudaStream_t stream();
+  // Keeps the first error; later calls report it.
+  void Check(cudaError_t error, const char* what);
+  void Check(const absl::Status& status);
+  // Copies `bytes` from the device to the host, waiting for the caller's stream.
+  absl::Status Fetch(void* host_dst, const void* src, size_t bytes);
+
+  const CudaDeviceOptions options_;
+  Stream compute_, communication_;
+  std::unique_ptr<CudaCachingAllocator> allocator_;
+  std::unique_ptr<Blas> blas_;  // on the compute stream: GEMMs run on the training thread
+  mutable absl::Mutex mu_;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shardwise::cuda
+
+#endif  // SHARDWISE_WORKER_CUDA_CUDA_DEVICE_H_

@@ -1,0 +1,86 @@
+#include "worker/cuda/cuda_rank_device.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
+#include "worker/cuda/cuda_device.h"
+#include "worker/cuda/host_staged_communicator.h"
+#include "worker/cuda/nccl_communicator.h"
+
+namespace shardwise::cuda {
+namespace {
+
+class CudaRankDevice final : public RankDevice {
+ public:
+  ~CudaRankDevice() override {
+    stop_.Notify();
+    if (watcher_.joinable()) watcher_.join();
+  }
+
+  // Aborts every NCCL communicator once `abort` is set (polled: the attempt's flag).
+  void WatchAbort(const std::atomic<bool>* abort) {
+    if (abort == nullptr || nccl_.empty()) return;
+    watcher_ = std::thread([this, abort] {
+      while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+        if (abort->load()) {
+          for (NcclCommunicator* comm : nccl_) comm->Abort("the attempt was aborted");
+          return;
+        }
+      }
+    });
+  }
+
+  std::vector<NcclCommunicator*> nccl_;
+
+ private:
+  absl::Notification stop_;
+  std::thread watcher_;
+};
+
+absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
+                                      const RankDeviceRequest::Group& group,
+                                      CudaDevice& device, CudaRankDevice& out) {
+  const v1::CudaOptions::Collectives kind = request.spec->cuda().collectives();
+  if (kind == v1::CudaOptions::HOST_STAGED_GLOO) {
+    out.owned.push_back(
+        std::make_unique<HostStagedCommunicator>(group.host, device.communication_stream()));
+    return out.owned.back().get();
+  }
+  const auto it = std::find(group.ranks.begin(), group.ranks.end(), request.rank);
+  if (it == group.ranks.end()) {
+    return absl::InternalError(absl::StrCat("rank ", request.rank, " is not in group ", group.name));
+  }
+  NcclOptions options;
+  options.timeout = request.timeout;
+  ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm,
+                   NcclCommunicator::Connect(*request.store, absl::StrCat(group.name, "/nccl"),
+                                             static_cast<int>(it - group.ranks.begin()),
+                                             static_cast<int>(group.ranks.size()),
+                                             device.communication_stream(), options));
+  out.nccl_.push_back(comm.get());
+  out.owned.push_back(std::move(comm));
+  return out.owned.back().get();
+}
+
+}  // namespace
+
+RankDeviceFactory CudaRankDevices(int gpu) {
+  return [gpu](const RankDeviceRequest& request)
+             -> absl::StatusOr<std::unique_ptr<RankDevice>> {
+    CudaDeviceOptions options;
+    options.gpu = gpu;
+    options.allow_tf32 = request.spec->cuda().allow_tf32();
+    auto out = std::make_unique<CudaRankDevice>();
+    ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::Create(options));
+    ASSIGN_OR_RETURN(out->shard, Connect(request, request.shard, *device, *out));
+    ASSIGN_OR_RETURN(out->replicate, Connect(request, request.replicate, *device, *out));
+    out->device = std::move(device);
+    out->WatchAbort(request.abort);
+    return out;
+  };
+}
+
+}  // namespace shardwise::cuda
