@@ -137,7 +137,7 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   Communicator* model_shard = shard_comm;
   Communicator* model_replicate = replicate_comm;
   std::unique_ptr<RankDevice> accelerator;
-  if (spec.device() != v1::CPU) {
+  if (spec.device() == v1::CUDA) {
     if (!context.make_device) {
       return absl::FailedPreconditionError(absl::StrCat(
           "job.device is ", v1::DeviceKind_Name(spec.device()),
