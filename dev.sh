@@ -42,17 +42,27 @@ build() {
 
 # Counts the test cases of every test target from the JUnit XML Bazel wrote for it (only
 # the targets that exist now, so results left from older runs are not counted), and
-# prints the closing line CI reads ("N passed, N failed, N skipped").
+# prints the closing line CI reads ("N passed, N failed, N skipped"). GPU tests (tag
+# "gpu") are read from the CUDA configuration's run when it was built ($1 = 1), and
+# otherwise count as one skipped case each.
 summarize_tests() {
-  local testlogs
+  local cuda_built=${1:-0}
+  local testlogs cuda_testlogs
   testlogs=$(bazel info bazel-testlogs 2>/dev/null)
+  cuda_testlogs=$(bazel info --config=cuda bazel-testlogs 2>/dev/null)
+  local gpu_tests
+  gpu_tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null | tr '\n' ' ')
   bazel query 'tests(//...)' 2>/dev/null | python3 -c '
 import sys, pathlib, xml.etree.ElementTree as ET
-testlogs = pathlib.Path(sys.argv[1])
+testlogs, cuda_testlogs = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+gpu_tests, cuda_built = set(sys.argv[3].split()), sys.argv[4] == "1"
 passed = failed = skipped = 0
 for label in sys.stdin.read().split():
+    if label in gpu_tests and not cuda_built:
+        skipped += 1  # not built: no CUDA toolkit on this machine
+        continue
     package, name = label.lstrip("/").split(":")
-    xml = testlogs / package / name / "test.xml"
+    xml = (cuda_testlogs if label in gpu_tests else testlogs) / package / name / "test.xml"
     try:
         cases = list(ET.parse(xml).getroot().iter("testcase"))
     except (OSError, ET.ParseError):
@@ -68,15 +78,30 @@ for label in sys.stdin.read().split():
         else:
             passed += 1
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
-' "$testlogs"
+' "$testlogs" "$cuda_testlogs" "$gpu_tests" "$cuda_built"
 }
+
+# The CUDA toolkit the --config=cuda build uses (third_party/cuda/cuda_configure.bzl).
+CUDA_PATH="${SHARDWISE_CUDA_PATH:-/usr/local/cuda}"
 
 test_all() {
   deps
   log "building and running every test"
   local status=0
   bazel test //... 2>&1 | grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
-  summarize_tests
+  # The CUDA configuration: everything compiles and links with nvcc, cuBLAS and NCCL, and
+  # the GPU tests run (each case reports SKIPPED where there is no GPU). It needs the CUDA
+  # toolkit, which Debian does not package; without it the GPU tests count as skipped.
+  local cuda_built=0
+  if [ -x "$CUDA_PATH/bin/nvcc" ]; then
+    log "building the CUDA configuration (toolkit at $CUDA_PATH) and running the GPU tests"
+    bazel test --config=cuda --test_tag_filters=gpu //... 2>&1 |
+      grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
+    cuda_built=1
+  else
+    log "no CUDA toolkit at $CUDA_PATH: the CUDA configuration is not built; GPU tests skipped"
+  fi
+  summarize_tests "$cuda_built"
   return $status
 }
 

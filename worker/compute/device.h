@@ -54,6 +54,8 @@ class Device {
   virtual std::shared_ptr<Fence> RecordFence() { return nullptr; }
   // This thread's later operations wait for `fence` (null: nothing to wait for).
   virtual void WaitForFence(const Fence* fence) {}
+  // The host waits until the work before `fence` is done (null: returns at once).
+  virtual absl::Status WaitForFenceOnHost(const Fence* fence) { return status(); }
   // Waits for this thread's stream; returns the first device error.
   virtual absl::Status Synchronize() { return status(); }
   virtual absl::Status status() const { return absl::OkStatus(); }

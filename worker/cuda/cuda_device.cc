@@ -92,6 +92,14 @@ void CudaDevice::WaitForFence(const Fence* fence) {
   Check(cudaStreamWaitEvent(stream(), event.get(), 0), "cudaStreamWaitEvent");
 }
 
+absl::Status CudaDevice::WaitForFenceOnHost(const Fence* fence) {
+  if (fence != nullptr) {
+    Check(cudaEventSynchronize(static_cast<const EventFence*>(fence)->event.get()),
+          "cudaEventSynchronize");
+  }
+  return status();
+}
+
 absl::Status CudaDevice::Synchronize() {
   Check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
   return status();

@@ -45,6 +45,7 @@ class CudaDevice final : public Device {
   void UseCommunicationStream() override;
   std::shared_ptr<Fence> RecordFence() override;
   void WaitForFence(const Fence* fence) override;
+  absl::Status WaitForFenceOnHost(const Fence* fence) override;
   absl::Status Synchronize() override;
   absl::Status status() const override;
 

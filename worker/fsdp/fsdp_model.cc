@@ -106,6 +106,14 @@ absl::Status FsdpModel::CheckUnsharded(const Unit& unit, const char* phase) cons
 }
 
 void FsdpModel::IssueUnshard(Unit& unit) {
+  if (spec_.fsdp().limit_all_gathers()) {
+    // At most two all-gathered units in flight: wait for the oldest pending free (a span
+    // on devices with streams; on the CPU every free is already done). A device error
+    // resurfaces at the end of the micro-step (status()).
+    std::optional<ScopedSpan> span;
+    if (device_->kind() != v1::CPU) span.emplace(timeline_, "rate limiter wait", unit.index);
+    limiter_.BeforeUnshard().IgnoreError();
+  }
   // Allocated here, at issue, as FSDP allocates the unsharded buffer when it unshards:
   // the memory counters see a prefetched unit from the moment it is prefetched.
   unit.full = Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, false);
@@ -199,6 +207,9 @@ void FsdpModel::Reshard(Unit& unit) {
   }
   unit.full.Reset();  // really released: the allocator's parameter bytes drop
   unit.unsharded = false;
+  if (plan_.sharded() && spec_.fsdp().limit_all_gathers()) {
+    limiter_.OnReshard({device_, device_->RecordFence()});
+  }
 }
 
 ReductionContext FsdpModel::reduction_context() const {

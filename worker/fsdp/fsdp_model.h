@@ -24,7 +24,9 @@
 // Collectives run on the model's communication thread (comm_thread.h): all-gathers are
 // issued early as the prefetch plan says, and each unit's reduction is queued at its
 // post-backward and overlaps the backward of the units before it; the end of backward
-// waits for them all.
+// waits for them all. With limit_all_gathers, an unshard first waits until at most one
+// earlier reshard's free is still pending on the device (all_gather_limiter.h; on the CPU
+// frees complete at once, so it never waits).
 //
 // One training step is: ForwardBackward once per micro-step (sync only on the last),
 // then OptimizerStep (or, after an overflow found by the loss scaler, DiscardGradients).
@@ -58,6 +60,7 @@
 #include "worker/fsdp/comm_hooks.h"
 #include "worker/fsdp/layout.h"
 #include "worker/fsdp/optimizer.h"
+#include "worker/runtime/all_gather_limiter.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
 #include "worker/runtime/scalar_type.h"
@@ -224,6 +227,14 @@ class FsdpModel {
   bool drop_gradients_in_backward_ = false;  // IN_BACKWARD: gradients are dropped after
   bool step_begun_ = false;  // this step's optimizer.BeginStep() already ran in backward
   std::optional<v1::PrefetchPlan> prefetch_;
+  // limit_all_gathers (sharded plans): a fence per reshard, on the compute stream, after
+  // the last use of the freed buffer; an unshard waits for the oldest of two.
+  struct FreeEvent {
+    Device* device;
+    std::shared_ptr<Device::Fence> fence;
+    absl::Status Synchronize() { return device->WaitForFenceOnHost(fence.get()); }
+  };
+  AllGatherLimiter<FreeEvent> limiter_;
   std::function<void()> compute_delay_, comm_delay_;
   absl::Mutex upcasts_mu_;  // upcasts_ is filled from the communication thread
   // Last: destroyed first, it runs what is still queued (which uses the units) and joins.

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Training steps/s on one GPU: a Shardwise CUDA job (a coordinator and one CUDA worker from
+# an unpacked bundle, FULL_SHARD at world size 1 over NCCL) against PyTorch training the
+# same MLP on the same GPU (bench/pytorch_gpu_mlp.py), in the same run. For GPU hosts with
+# PyTorch; prints both and their ratio.
+#
+# usage: bench/gpu_training.sh BUNDLE_DIR [STEPS]
+set -euo pipefail
+bundle=$(cd "$1" && pwd)
+steps=${2:-300}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
+
+"$bundle/bin/shardwise-coordinator" --address=127.0.0.1:0 --port_file="$work/port" \
+  --state_file="$work/state.db" 2>"$work/coordinator.log" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+export SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$work/port")"
+"$bundle/bin/shardwise-worker" --device=cuda --gpu=0 --name=bench-gpu0 2>"$work/worker.log" &
+pids+=($!)
+for _ in $(seq 100); do "$bundle/bin/shardwise" get workers | grep -q IDLE && break; sleep 0.1; done
+
+cat >"$work/job.yaml" <<YAML
+name: gpu-bench
+model: {layer_widths: [1024, 4096, 4096, 1024], activation: GELU}
+fsdp: {sharding_strategy: FULL_SHARD}
+optimizer: {sgd: {lr: 0.01, momentum: 0.9}}
+loss: MSE
+data: {synthetic: {seed: 1, num_samples: 4096}}
+global_batch_size: 64
+steps: $steps
+world_size: 1
+device: CUDA
+cuda: {collectives: NCCL}
+YAML
+job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
+"$bundle/bin/shardwise" watch "$job" >/dev/null
+ours=$("$bundle/bin/shardwise" describe "$job" | awk '/^Progress:/ {for (i = 1; i < NF; i++) if ($(i + 1) == "steps/s,") print $i}')
+theirs=$(python3 "$here/pytorch_gpu_mlp.py" --steps "$steps" | awk '{print $2}')
+echo "model [1024, 4096, 4096, 1024], batch 64, $steps steps, FP32 (TF32 off)"
+echo "Shardwise FULL_SHARD world 1 (NCCL): $ours steps/s"
+echo "PyTorch nn.Sequential on the same GPU: $theirs steps/s"
+python3 -c "print(f'ratio {float(\"$ours\") / float(\"$theirs\"):.2f}')"
