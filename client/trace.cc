@@ -38,7 +38,9 @@ std::string ChromeTraceJson(const v1::Timeline& timeline) {
                        "}}"));
     event(absl::StrCat("{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": ", rank.rank(),
                        ", \"args\": {\"sort_index\": ", rank.rank(), "}}"));
-    for (const auto& [tid, lane] : {std::make_pair(0, "training"), std::make_pair(1, "communication")}) {
+    for (const auto& [tid, lane] :
+         {std::make_pair(0, "training"), std::make_pair(1, "communication: all-gathers"),
+          std::make_pair(2, "communication: reductions")}) {
       event(absl::StrCat("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": ", rank.rank(),
                          ", \"tid\": ", tid, ", \"args\": {\"name\": \"", lane, "\"}}"));
     }

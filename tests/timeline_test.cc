@@ -1,7 +1,8 @@
 // `shardwise timeline` end to end: worker processes record spans, send them with their
 // reports, and the CLI merges every rank into one Chrome trace. The file must be valid
 // JSON (parsed here), hold one process per rank, and its spans must nest on each of a
-// rank's threads (training; communication, where collectives overlap compute).
+// rank's threads (training; the all-gather and reduction threads, whose collectives
+// overlap compute).
 
 #include <algorithm>
 #include <fstream>
@@ -68,8 +69,9 @@ TEST(Timeline, MergesEveryRankIntoOneNestedChromeTrace) {
     spans[{pid, static_cast<int>(fields.at("tid").number_value())}].push_back(e);
   }
   EXPECT_EQ(processes, (std::set<int>{0, 1, 2}));
-  // Each rank has a training thread and a communication thread.
-  EXPECT_EQ(spans.size(), 6u);
+  // Each rank has a training thread and two communication threads (all-gathers;
+  // reductions).
+  EXPECT_EQ(spans.size(), 9u);
   for (const char* expected :
        {"step", "forward", "backward", "all-gather", "reduce-scatter", "all-reduce", "optimizer"}) {
     EXPECT_EQ(names.count(expected), 1u) << expected;

@@ -28,6 +28,7 @@ class RankDevice {
   std::unique_ptr<Device> device;
   Communicator* shard = nullptr;      // the shard group, over device buffers
   Communicator* replicate = nullptr;  // the replicate group, over device buffers
+  Communicator* unshard = nullptr;    // the shard group's all-gather connection
   std::vector<std::unique_ptr<Communicator>> owned;
   virtual ~RankDevice() = default;
 };
@@ -42,7 +43,9 @@ struct RankDeviceRequest {
     std::string name;
     Communicator* host = nullptr;
   };
-  Group shard, replicate;
+  // `unshard` is the shard group again, over its own connection, for the all-gathers'
+  // thread and stream (fsdp_model.h).
+  Group shard, replicate, unshard;
   gloo::rendezvous::Store* store = nullptr;  // the attempt's rendezvous (NCCL unique ids)
   absl::Duration timeout = absl::Minutes(10);  // a collective running longer is aborted
   const std::atomic<bool>* abort = nullptr;    // set when the attempt is aborted

@@ -42,6 +42,22 @@ absl::StatusOr<Communicator*> GroupCommunicator(
   return owned->back().get();
 }
 
+// The shard group's second connection, for the model's all-gathers: none needed for a
+// group of one, else a new Gloo context over the attempt's rendezvous (also when the
+// group is the world: the world's context serves the reductions).
+absl::StatusOr<Communicator*> UnshardCommunicator(
+    const std::vector<int>& ranks, const std::string& name, const TrainingContext& context,
+    std::vector<std::unique_ptr<Communicator>>* owned) {
+  if (ranks.size() == 1) {
+    owned->push_back(std::make_unique<SoloCommunicator>());
+  } else {
+    ASSIGN_OR_RETURN(auto group, GlooCommunicator::ConnectGroup(*context.store, name, ranks,
+                                                                context.rank, context.data_plane));
+    owned->push_back(std::move(group));
+  }
+  return owned->back().get();
+}
+
 // Where this rank's parameters come from: the job's own newest checkpoint when a later
 // attempt resumes, else init.checkpoint_dir's newest, else none (seed or safetensors).
 absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> CheckpointToLoad(
@@ -120,6 +136,13 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   Communicator* const shard_comm = shard_group == &world ? world_group : track(shard_group);
   Communicator* const replicate_comm =
       replicate_group == &world ? world_group : track(replicate_group);
+  // The shard group again, over its own connection: the model's all-gathers run on a
+  // thread of their own beside its reductions (fsdp_model.h).
+  ASSIGN_OR_RETURN(Communicator * unshard_group,
+                   UnshardCommunicator(plan.ShardGroupRanks(),
+                                       absl::StrCat("unshard", plan.replicate_rank), context,
+                                       &owned));
+  Communicator* const unshard_comm = track(unshard_group);
 
   ASSIGN_OR_RETURN(Dataset data, LoadDataset(spec));
   ASSIGN_OR_RETURN(std::optional<fsdp::LoadedCheckpoint> checkpoint, CheckpointToLoad(spec, context));
@@ -136,6 +159,7 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   Device* device = &cpu_device;
   Communicator* model_shard = shard_comm;
   Communicator* model_replicate = replicate_comm;
+  Communicator* model_unshard = unshard_comm;
   std::unique_ptr<RankDevice> accelerator;
   if (spec.device() == v1::CUDA) {
     if (!context.make_device) {
@@ -150,6 +174,8 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
                      shard_group};
     request.replicate = {plan.ReplicateGroupRanks(), absl::StrCat("replicate", plan.shard_rank),
                          replicate_group};
+    request.unshard = {plan.ShardGroupRanks(), absl::StrCat("unshard", plan.replicate_rank),
+                       unshard_group};
     request.store = context.store;
     request.timeout = absl::FromChrono(context.data_plane.timeout);
     request.abort = context.abort;
@@ -157,10 +183,12 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
     device = accelerator->device.get();
     model_shard = track(accelerator->shard);
     model_replicate = track(accelerator->replicate);
+    model_unshard = accelerator->unshard != nullptr ? track(accelerator->unshard) : nullptr;
   }
   ASSIGN_OR_RETURN(std::unique_ptr<fsdp::FsdpModel> model,
-                   fsdp::FsdpModel::Create(spec, plan, {model_shard, model_replicate}, device,
-                                           initial));
+                   fsdp::FsdpModel::Create(spec, plan,
+                                           {model_shard, model_replicate, model_unshard},
+                                           device, initial));
   model->set_position(context.position);
   model->set_timeline(context.timeline);
   model->set_delays(faults.compute_delay, faults.communication_delay);
@@ -194,10 +222,11 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
 
   // Each group counts its own traffic; a group that is the world is counted once.
   std::vector<const Communicator*> groups = {&world};
-  std::vector<const Communicator*> counted = {shard_group, replicate_group};
+  std::vector<const Communicator*> counted = {shard_group, replicate_group, unshard_group};
   if (accelerator != nullptr) {
     counted.push_back(accelerator->shard);
     counted.push_back(accelerator->replicate);
+    counted.push_back(accelerator->unshard);
   }
   for (const Communicator* group : counted) {
     if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);

@@ -9,7 +9,7 @@
 //
 // Ordering. Operations are asynchronous on devices that have streams: each thread enqueues
 // on its own stream (the training thread on the compute stream; a thread that called
-// UseCommunicationStream() on the communication stream), and every operation of one
+// UseCommunicationStream() on that lane's stream), and every operation of one
 // thread runs in the order it was issued. Work handed from one thread to another is
 // ordered by a fence: the producer records one (RecordFence), the consumer waits for it
 // (WaitForFence) before it touches the data. CopyToHost, the losses and the reductions
@@ -43,9 +43,12 @@ class Device {
   virtual Allocator* allocator() = 0;
 
   // ---- ordering ----
-  // From now on this thread's operations go on the communication stream (the thread that
-  // runs collectives, and the threads that finish reductions).
-  virtual void UseCommunicationStream() {}
+  // The communication streams, as FSDP's: all-gathers on the unshard stream; gradient
+  // reductions (and what finishes them) on the post-backward stream.
+  enum class CommLane { kUnshard, kReduction };
+  // From now on this thread's operations go on `lane`'s stream (the threads that run
+  // collectives, and the threads that finish reductions).
+  virtual void UseCommunicationStream(CommLane lane) {}
   class Fence {
    public:
     virtual ~Fence() = default;

@@ -29,7 +29,8 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceO
   std::unique_ptr<CudaDevice> device(new CudaDevice(options));
   ASSIGN_OR_RETURN(FsdpStreams streams, FsdpStreams::Create());
   device->compute_ = std::move(streams.compute);
-  device->communication_ = std::move(streams.unshard);
+  device->unshard_ = std::move(streams.unshard);
+  device->post_backward_ = std::move(streams.post_backward);
   CudaDevice* raw = device.get();
   device->allocator_ = std::make_unique<CudaCachingAllocator>([raw] { return raw->stream(); });
   ASSIGN_OR_RETURN(device->blas_, Blas::Create(device->compute_.get()));
@@ -55,9 +56,9 @@ cudaStream_t CudaDevice::stream() {
   return bound_stream;
 }
 
-void CudaDevice::UseCommunicationStream() {
+void CudaDevice::UseCommunicationStream(CommLane lane) {
   stream();  // binds the thread to this device
-  bound_stream = communication_.get();
+  bound_stream = communication_stream(lane);
 }
 
 void CudaDevice::Check(cudaError_t error, const char* what) {

@@ -2,10 +2,11 @@
 #define SHARDWISE_WORKER_CUDA_CUDA_DEVICE_H_
 
 // The CUDA implementation of compute/device.h: one GPU, a caching device allocator, the
-// kernels of kernels.h and cuBLAS GEMMs (blas.h), on two streams: the compute stream
-// (the training thread's) and the communication stream (the thread that runs collectives,
-// and the mixed-precision hook's upcast threads; the device communicators enqueue on it
-// too). Fences are CUDA events; a stream waits for one without blocking the host.
+// kernels of kernels.h and cuBLAS GEMMs (blas.h), on FSDP's streams: compute (the
+// training thread's), unshard (the all-gather thread's) and post-backward (the reduction
+// thread's and the mixed-precision hook's upcast threads'); the device communicators
+// enqueue on the stream of the lane they serve. Fences are CUDA events; a stream waits
+// for one without blocking the host.
 //
 // Mixed precision computes as the CPU path does, FP32 GEMMs on operands rounded to
 // param_dtype, so that both paths give the same numbers; the BF16/FP16 tensor-core GEMMs
@@ -40,9 +41,11 @@ class CudaDevice final : public Device {
   CudaCachingAllocator* cuda_allocator() { return allocator_.get(); }
   int gpu() const { return options_.gpu; }
   cudaStream_t compute_stream() const { return compute_.get(); }
-  cudaStream_t communication_stream() const { return communication_.get(); }
+  cudaStream_t communication_stream(CommLane lane) const {
+    return lane == CommLane::kUnshard ? unshard_.get() : post_backward_.get();
+  }
 
-  void UseCommunicationStream() override;
+  void UseCommunicationStream(CommLane lane) override;
   std::shared_ptr<Fence> RecordFence() override;
   void WaitForFence(const Fence* fence) override;
   absl::Status WaitForFenceOnHost(const Fence* fence) override;
@@ -93,7 +96,7 @@ class CudaDevice final : public Device {
   absl::Status Fetch(void* host_dst, const void* src, size_t bytes);
 
   const CudaDeviceOptions options_;
-  Stream compute_, communication_;
+  Stream compute_, unshard_, post_backward_;
   std::unique_ptr<CudaCachingAllocator> allocator_;
   std::unique_ptr<Blas> blas_;  // on the compute stream: GEMMs run on the training thread
   mutable absl::Mutex mu_;

@@ -40,13 +40,15 @@ class CudaRankDevice final : public RankDevice {
   std::thread watcher_;
 };
 
+// The group's communicator for `lane`, on that lane's stream.
 absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
                                       const RankDeviceRequest::Group& group,
-                                      CudaDevice& device, CudaRankDevice& out) {
+                                      Device::CommLane lane, CudaDevice& device,
+                                      CudaRankDevice& out) {
+  const cudaStream_t stream = device.communication_stream(lane);
   const v1::CudaOptions::Collectives kind = request.spec->cuda().collectives();
   if (kind == v1::CudaOptions::HOST_STAGED_GLOO) {
-    out.owned.push_back(
-        std::make_unique<HostStagedCommunicator>(group.host, device.communication_stream()));
+    out.owned.push_back(std::make_unique<HostStagedCommunicator>(group.host, stream));
     return out.owned.back().get();
   }
   const auto it = std::find(group.ranks.begin(), group.ranks.end(), request.rank);
@@ -58,8 +60,8 @@ absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
   ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm,
                    NcclCommunicator::Connect(*request.store, absl::StrCat(group.name, "/nccl"),
                                              static_cast<int>(it - group.ranks.begin()),
-                                             static_cast<int>(group.ranks.size()),
-                                             device.communication_stream(), options));
+                                             static_cast<int>(group.ranks.size()), stream,
+                                             options));
   out.nccl_.push_back(comm.get());
   out.owned.push_back(std::move(comm));
   return out.owned.back().get();
@@ -75,8 +77,14 @@ RankDeviceFactory CudaRankDevices(int gpu) {
     options.allow_tf32 = request.spec->cuda().allow_tf32();
     auto out = std::make_unique<CudaRankDevice>();
     ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::Create(options));
-    ASSIGN_OR_RETURN(out->shard, Connect(request, request.shard, *device, *out));
-    ASSIGN_OR_RETURN(out->replicate, Connect(request, request.replicate, *device, *out));
+    using Lane = Device::CommLane;
+    ASSIGN_OR_RETURN(out->shard, Connect(request, request.shard, Lane::kReduction, *device, *out));
+    ASSIGN_OR_RETURN(out->replicate,
+                     Connect(request, request.replicate, Lane::kReduction, *device, *out));
+    if (request.unshard.host != nullptr) {
+      ASSIGN_OR_RETURN(out->unshard,
+                       Connect(request, request.unshard, Lane::kUnshard, *device, *out));
+    }
     out->device = std::move(device);
     out->WatchAbort(request.abort);
     return out;

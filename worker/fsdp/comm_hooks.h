@@ -39,6 +39,10 @@ namespace shardwise::fsdp {
 struct Groups {
   Communicator* shard = nullptr;      // this rank's shard group (size plan.shard_size)
   Communicator* replicate = nullptr;  // this rank's replicate group (size plan.replicate_size)
+  // The shard group again, over its own connection, for all-gathers on their own thread
+  // (FSDP's unshard stream) beside the reductions; null: all-gathers share the reduction
+  // thread and `shard`.
+  Communicator* unshard = nullptr;
 };
 
 // Where and in which dtypes a unit's gradient is reduced.

@@ -44,10 +44,18 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& 
     return absl::InvalidArgumentError("communicator groups do not match the sharding plan");
   }
   std::unique_ptr<FsdpModel> model(new FsdpModel(spec, plan, groups, device));
-  model->comm_ = std::make_unique<CommThread>([device] {
-    timeline_lane = 1;
-    device->UseCommunicationStream();
+  // The reduction thread (timeline lane 1, or 2 beside an unshard thread at lane 1).
+  const bool unshard_thread = groups.unshard != nullptr;
+  model->comm_ = std::make_unique<CommThread>([device, unshard_thread] {
+    timeline_lane = unshard_thread ? 2 : 1;
+    device->UseCommunicationStream(Device::CommLane::kReduction);
   });
+  if (unshard_thread) {
+    model->unshard_comm_ = std::make_unique<CommThread>([device] {
+      timeline_lane = 1;
+      device->UseCommunicationStream(Device::CommLane::kUnshard);
+    });
+  }
   model->activations_.resize(model->layout_.layers.size());
   for (size_t u = 0; u < model->layout_.units.size(); ++u) {
     Unit unit;
@@ -118,10 +126,12 @@ void FsdpModel::IssueUnshard(Unit& unit) {
   // the memory counters see a prefetched unit from the moment it is prefetched.
   unit.full = Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, false);
   float* full = unit.full.data();
-  unit.unsharding = EnqueueCollective([this, &unit, full]() -> absl::Status {
+  CommThread& lane = unshard_comm_ != nullptr ? *unshard_comm_ : *comm_;
+  Communicator* group = groups_.unshard != nullptr ? groups_.unshard : groups_.shard;
+  unit.unsharding = EnqueueCollective(lane, [this, &unit, full, group]() -> absl::Status {
     if (comm_delay_) comm_delay_();
     if (param_type_ == ScalarType::kFloat32) {
-      return groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, full);
+      return group->AllGather(unit.shard.data(), unit.shard_numel, full);
     }
     // The low-precision copy of the shard, made before the all-gather and freed after:
     // the all-gather moves half the bytes.
@@ -130,8 +140,8 @@ void FsdpModel::IssueUnshard(Unit& unit) {
     device_->Narrow(param_type_, unit.shard.data(), low_shard.as<uint16_t>(), unit.shard_numel);
     Buffer low_full(allocator_, unit.padded_numel, MemoryCategory::kParameters, param_type_,
                     false);
-    RETURN_IF_ERROR(groups_.shard->AllGather(low_shard.as<uint16_t>(), unit.shard_numel,
-                                             low_full.as<uint16_t>(), param_type_));
+    RETURN_IF_ERROR(group->AllGather(low_shard.as<uint16_t>(), unit.shard_numel,
+                                     low_full.as<uint16_t>(), param_type_));
     low_shard.Reset();  // the all-gather has read it (collectives complete before returning)
     // The GEMMs compute in FP32: widen the gathered values (exactly representable).
     device_->Widen(param_type_, low_full.as<uint16_t>(), full, unit.padded_numel);
@@ -139,11 +149,12 @@ void FsdpModel::IssueUnshard(Unit& unit) {
   });
 }
 
-CommThread::Handle FsdpModel::EnqueueCollective(std::function<absl::Status()> task) {
+CommThread::Handle FsdpModel::EnqueueCollective(CommThread& lane,
+                                                std::function<absl::Status()> task) {
   // The task reads what this thread produced before now (the fence), and what it writes
   // is complete when its handle reports (the final synchronisation).
-  return comm_->Enqueue([this, fence = device_->RecordFence(),
-                         task = std::move(task)]() -> absl::Status {
+  return lane.Enqueue([this, fence = device_->RecordFence(),
+                       task = std::move(task)]() -> absl::Status {
     device_->WaitForFence(fence.get());
     const absl::Status status = task();
     const absl::Status synced = device_->Synchronize();
@@ -234,13 +245,13 @@ absl::Status FsdpModel::ReduceGradient(Unit& unit) {
   auto grad = std::make_shared<Buffer>(std::move(unit.full_grad));
   const ReductionContext context = reduction_context();
   if (IsMixedPrecisionHook(hook_)) {
-    EnqueueCollective([this, &unit, grad, context]() -> absl::Status {
+    EnqueueCollective(*comm_, [this, &unit, grad, context]() -> absl::Status {
       if (comm_delay_) comm_delay_();
       return StartMixedPrecisionReduction(unit, context, *grad);
     });
     return absl::OkStatus();
   }
-  EnqueueCollective([this, &unit, grad, context, hook = hook_]() -> absl::Status {
+  EnqueueCollective(*comm_, [this, &unit, grad, context, hook = hook_]() -> absl::Status {
     if (comm_delay_) comm_delay_();
     Buffer reduced(allocator_, unit.shard_numel, MemoryCategory::kCommunication, false);
     RETURN_IF_ERROR(
@@ -268,7 +279,7 @@ absl::Status FsdpModel::StartMixedPrecisionReduction(Unit& unit, const Reduction
   absl::MutexLock lock(&upcasts_mu_);
   upcasts_.push_back(std::async(std::launch::async, [this, &unit, shared, context] {
     // Beside the communication thread, on its stream (the bucket was made there).
-    device_->UseCommunicationStream();
+    device_->UseCommunicationStream(Device::CommLane::kReduction);
     Buffer reduced(allocator_, unit.shard_numel, MemoryCategory::kCommunication, false);
     MixedPrecisionFinish(context, *shared, reduced.data());
     device_->Accumulate(unit.shard_grad.data(), reduced.data(), unit.shard_numel);

@@ -21,10 +21,14 @@
 // them, or the chosen subset) right after that unit's gradient is reduced, inside
 // backward; OptimizerStep then steps only the rest.
 //
-// Collectives run on the model's communication thread (comm_thread.h): all-gathers are
-// issued early as the prefetch plan says, and each unit's reduction is queued at its
-// post-backward and overlaps the backward of the units before it; the end of backward
-// waits for them all. With limit_all_gathers, an unshard first waits until at most one
+// Collectives run on the model's communication threads (comm_thread.h), as FSDP's run on
+// its unshard and post-backward streams: all-gathers on one (over the shard group's
+// second connection, groups.unshard), issued early as the prefetch plan says; each unit's
+// reduction on the other, queued at its post-backward, overlapping the backward of the
+// units before it; the end of backward waits for the reductions. A prefetched all-gather
+// therefore never waits behind a reduce-scatter. Each thread runs its collectives in the
+// order the training thread queues them, the same on every rank, and each has its own
+// communicators, so the ranks' collectives pair up whatever the timing. With limit_all_gathers, an unshard first waits until at most one
 // earlier reshard's free is still pending on the device (all_gather_limiter.h; on the CPU
 // frees complete at once, so it never waits).
 //
@@ -172,9 +176,9 @@ class FsdpModel {
   absl::Status Unshard(Unit& unit);
   // Issues the all-gather of `unit` on the communication thread without waiting.
   void IssueUnshard(Unit& unit);
-  // Queues `task` on the communication thread, ordered after this thread's work so far;
-  // its results are complete on the device when its handle reports.
-  CommThread::Handle EnqueueCollective(std::function<absl::Status()> task);
+  // Queues `task` on communication thread `lane`, ordered after this thread's work so
+  // far; its results are complete on the device when its handle reports.
+  CommThread::Handle EnqueueCollective(CommThread& lane, std::function<absl::Status()> task);
   // Sums a host value over `group` (through device memory: NCCL needs it).
   absl::Status AllReduceHostValue(Communicator& group, float* value);
   // FSDP's prefetch: issues `target`'s unshard early if it still needs one (-1: none).
@@ -237,7 +241,10 @@ class FsdpModel {
   AllGatherLimiter<FreeEvent> limiter_;
   std::function<void()> compute_delay_, comm_delay_;
   absl::Mutex upcasts_mu_;  // upcasts_ is filled from the communication thread
-  // Last: destroyed first, it runs what is still queued (which uses the units) and joins.
+  // Last: destroyed first, they let the running task finish (it uses the units) and join.
+  // The unshard thread (all-gathers) exists when groups.unshard is set; the other thread
+  // runs the reductions, and the all-gathers too without an unshard thread.
+  std::unique_ptr<CommThread> unshard_comm_;
   std::unique_ptr<CommThread> comm_;
 };
 
