@@ -518,9 +518,9 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
         (!plan_.sharded() && NeedsFullCopy() && sync && !IsMixedPrecisionHook(hook_))) {
       Reshard(unit);
     }
-    // BACKWARD_POST's prefetch is queued before this unit's reduction: PyTorch issues
-    // them on separate streams, so the all-gather need not wait for the reduce-scatter;
-    // on one communication thread, queueing it first is the same on every rank.
+    // BACKWARD_POST's prefetch, then this unit's reduction: on separate threads (as
+    // PyTorch's unshard and post-backward streams) the all-gather does not wait for the
+    // reduce-scatter; where both share one thread, the all-gather goes first.
     Prefetch(BackwardTarget(unit, v1::BackwardPrefetch::BACKWARD_POST));
     if (sync) RETURN_IF_ERROR(ReduceGradient(unit));
   }
