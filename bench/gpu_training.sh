@@ -4,10 +4,15 @@
 # same MLP on the same GPU (bench/pytorch_gpu_mlp.py), in the same run. For GPU hosts with
 # PyTorch; prints both and their ratio.
 #
-# usage: bench/gpu_training.sh BUNDLE_DIR [STEPS]
+# usage: bench/gpu_training.sh BUNDLE_DIR [STEPS] [fp32|bf16]
+#   bf16: mixed precision with BF16 parameters (Shardwise: fsdp.mixed_precision.param_dtype;
+#         PyTorch: torch.autocast to bfloat16)
 set -euo pipefail
 bundle=$(cd "$1" && pwd)
 steps=${2:-300}
+precision=${3:-fp32}
+mixed=""
+[ "$precision" = bf16 ] && mixed="mixed_precision: {param_dtype: BF16}, "
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 pids=()
@@ -25,7 +30,7 @@ for _ in $(seq 100); do "$bundle/bin/shardwise" get workers | grep -q IDLE && br
 cat >"$work/job.yaml" <<YAML
 name: gpu-bench
 model: {layer_widths: [1024, 4096, 4096, 1024], activation: GELU}
-fsdp: {sharding_strategy: FULL_SHARD}
+fsdp: {${mixed}sharding_strategy: FULL_SHARD}
 optimizer: {sgd: {lr: 0.01, momentum: 0.9}}
 loss: MSE
 data: {synthetic: {seed: 1, num_samples: 4096}}
@@ -38,8 +43,8 @@ YAML
 job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
 "$bundle/bin/shardwise" watch "$job" >/dev/null
 ours=$("$bundle/bin/shardwise" describe "$job" | awk '/^Progress:/ {for (i = 1; i < NF; i++) if ($(i + 1) == "steps/s,") print $i}')
-theirs=$(python3 "$here/pytorch_gpu_mlp.py" --steps "$steps" | awk '{print $2}')
-echo "model [1024, 4096, 4096, 1024], batch 64, $steps steps, FP32 (TF32 off)"
+theirs=$(python3 "$here/pytorch_gpu_mlp.py" --steps "$steps" --precision "$precision" | awk '{print $2}')
+echo "model [1024, 4096, 4096, 1024], batch 64, $steps steps, $precision (TF32 off)"
 echo "Shardwise FULL_SHARD world 1 (NCCL): $ours steps/s"
 echo "PyTorch nn.Sequential on the same GPU: $theirs steps/s"
 python3 -c "print(f'ratio {float(\"$ours\") / float(\"$theirs\"):.2f}')"

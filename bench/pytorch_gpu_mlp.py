@@ -3,7 +3,8 @@
 Same model (Linear layers with GELU between them), MSE loss, SGD with momentum, batch
 and step count as the Shardwise job it is compared with; random inputs and targets kept
 on the GPU; loss.item() every step (Shardwise also reads the loss back every step); TF32
-off, as PyTorch's default and the Shardwise job's. Prints "steps/s N".
+off, as PyTorch's default and the Shardwise job's; with --precision bf16, autocast to
+bfloat16 (the Shardwise job then has param_dtype BF16). Prints "steps/s N".
 """
 import argparse
 import time
@@ -17,6 +18,7 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--samples", type=int, default=4096)
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     widths = [int(w) for w in args.widths.split(",")]
@@ -37,7 +39,9 @@ def main():
             start = time.perf_counter()
         rows = torch.arange(step * args.batch, (step + 1) * args.batch, device="cuda") % args.samples
         optimizer.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.mse_loss(model(x[rows]), y[rows])
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            out = model(x[rows])
+        loss = torch.nn.functional.mse_loss(out.float(), y[rows])
         loss.backward()
         optimizer.step()
         loss.item()

@@ -64,13 +64,16 @@ absl::StatusOr<double> CpuDevice::SquaredNorm(const float* data, size_t n) {
   return sum;
 }
 
+// The operands' type changes nothing: they hold values of it already, and OpenBLAS
+// multiplies them in FP32 (the CPU has no BF16/FP16 GEMM here).
 void CpuDevice::LinearForward(const float* x, const float* w, const float* b, int64_t batch,
-                              int64_t in, int64_t out, float* y) {
+                              int64_t in, int64_t out, float* y, ScalarType) {
   cpu::LinearForward(x, w, b, batch, in, out, y);
 }
 
 void CpuDevice::LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
-                               int64_t in, int64_t out, float* dx, float* dw, float* db) {
+                               int64_t in, int64_t out, float* dx, float* dw, float* db,
+                               ScalarType) {
   cpu::LinearBackward(x, w, dy, batch, in, out, dx, dw, db);
 }
 

@@ -32,9 +32,10 @@ class CpuDevice final : public Device {
   absl::StatusOr<double> SquaredNorm(const float* data, size_t n) override;
 
   void LinearForward(const float* x, const float* w, const float* b, int64_t batch, int64_t in,
-                     int64_t out, float* y) override;
+                     int64_t out, float* y, ScalarType operands) override;
   void LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
-                      int64_t in, int64_t out, float* dx, float* dw, float* db) override;
+                      int64_t in, int64_t out, float* dx, float* dw, float* db,
+                      ScalarType operands) override;
   void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) override;
   void ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
                           float* dx) override;

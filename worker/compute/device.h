@@ -84,10 +84,16 @@ class Device {
   virtual absl::StatusOr<double> SquaredNorm(const float* data, size_t n) = 0;
 
   // ---- the model's layers (compute/cpu_math.h) ----
+  // The GEMMs' operands (x, w, dy) hold values of `operands` (FP32 storage; BF16/FP16 with
+  // mixed precision, already rounded to it); products accumulate and results are stored
+  // in FP32. The CPU multiplies them as FP32; a GPU may run the GEMM in `operands` on its
+  // tensor cores: the products of 16-bit values are exact in FP32, so both compute the
+  // same sums, up to their order.
   virtual void LinearForward(const float* x, const float* w, const float* b, int64_t batch,
-                             int64_t in, int64_t out, float* y) = 0;
+                             int64_t in, int64_t out, float* y, ScalarType operands) = 0;
   virtual void LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
-                              int64_t in, int64_t out, float* dx, float* dw, float* db) = 0;
+                              int64_t in, int64_t out, float* dx, float* dw, float* db,
+                              ScalarType operands) = 0;
   virtual void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) = 0;
   virtual void ActivationBackward(v1::Activation act, const float* x, const float* dy,
                                   size_t n, float* dx) = 0;

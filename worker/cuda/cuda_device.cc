@@ -178,14 +178,39 @@ absl::StatusOr<double> CudaDevice::SquaredNorm(const float* data, size_t n) {
   return host;
 }
 
+Buffer CudaDevice::Narrowed(ScalarType type, const float* values, size_t n) {
+  Buffer low(allocator(), n, MemoryCategory::kActivations, type, false);
+  Check(cuda::Narrow(type, values, low.as<uint16_t>(), n, stream()), "Narrow");
+  return low;
+}
+
+// With 16-bit operands the GEMMs run on tensor cores in that type (FP32 accumulation and
+// output): the operands are narrowed exactly (they hold such values already).
 void CudaDevice::LinearForward(const float* x, const float* w, const float* b, int64_t batch,
-                               int64_t in, int64_t out, float* y) {
-  Check(blas_->LinearForward(x, w, b, batch, in, out, y));
+                               int64_t in, int64_t out, float* y, ScalarType operands) {
+  if (operands == ScalarType::kFloat32) {
+    Check(blas_->LinearForward(x, w, b, batch, in, out, y));
+    return;
+  }
+  const Buffer x16 = Narrowed(operands, x, batch * in);
+  const Buffer w16 = Narrowed(operands, w, out * in);
+  Check(blas_->LinearForward(x16.as<uint16_t>(), w16.as<uint16_t>(), b, batch, in, out, y,
+                             {operands, ScalarType::kFloat32}));
 }
 
 void CudaDevice::LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
-                                int64_t in, int64_t out, float* dx, float* dw, float* db) {
-  Check(blas_->LinearBackward(x, w, dy, batch, in, out, dx, dw, db));
+                                int64_t in, int64_t out, float* dx, float* dw, float* db,
+                                ScalarType operands) {
+  if (operands == ScalarType::kFloat32) {
+    Check(blas_->LinearBackward(x, w, dy, batch, in, out, dx, dw, db));
+    return;
+  }
+  const Buffer x16 = Narrowed(operands, x, batch * in);
+  const Buffer w16 = Narrowed(operands, w, out * in);
+  const Buffer dy16 = Narrowed(operands, dy, batch * out);
+  Check(blas_->LinearBackward(x16.as<uint16_t>(), w16.as<uint16_t>(), dy16.as<uint16_t>(), batch,
+                              in, out, dx, dw, nullptr, {operands, ScalarType::kFloat32}));
+  if (db != nullptr) Check(AddColumnSums(dy, batch, out, db, stream()), "AddColumnSums");
 }
 
 void CudaDevice::ActivationForward(v1::Activation act, const float* x, size_t n, float* y) {

@@ -8,9 +8,9 @@
 // enqueue on the stream of the lane they serve. Fences are CUDA events; a stream waits
 // for one without blocking the host.
 //
-// Mixed precision computes as the CPU path does, FP32 GEMMs on operands rounded to
-// param_dtype, so that both paths give the same numbers; the BF16/FP16 tensor-core GEMMs
-// of blas.h are not used by the runtime yet (docs/architecture.md, "CUDA").
+// Mixed precision runs the GEMMs on BF16/FP16 tensor cores with FP32 accumulation; the
+// operands hold values rounded to param_dtype, as on the CPU, so both paths compute the
+// same sums up to their order.
 //
 // Thread-safety: as Device. Each thread that uses the device selects its GPU on first use.
 
@@ -68,9 +68,10 @@ class CudaDevice final : public Device {
   absl::StatusOr<double> SquaredNorm(const float* data, size_t n) override;
 
   void LinearForward(const float* x, const float* w, const float* b, int64_t batch, int64_t in,
-                     int64_t out, float* y) override;
+                     int64_t out, float* y, ScalarType operands) override;
   void LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
-                      int64_t in, int64_t out, float* dx, float* dw, float* db) override;
+                      int64_t in, int64_t out, float* dx, float* dw, float* db,
+                      ScalarType operands) override;
   void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) override;
   void ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
                           float* dx) override;
@@ -92,6 +93,8 @@ class CudaDevice final : public Device {
   // Keeps the first error; later calls report it.
   void Check(cudaError_t error, const char* what);
   void Check(const absl::Status& status);
+  // A 16-bit copy of FP32 `values` (in the caller's stream order).
+  Buffer Narrowed(ScalarType type, const float* values, size_t n);
   // Copies `bytes` from the device to the host, waiting for the caller's stream.
   absl::Status Fetch(void* host_dst, const void* src, size_t bytes);
 

@@ -430,7 +430,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
       Buffer out(allocator_, batch * layer.out, MemoryCategory::kActivations, false);
       device_->LinearForward(current.data(), params + layer.weight_offset,
                              layer.bias ? params + layer.bias_offset : nullptr, batch, layer.in,
-                             layer.out, out.data());
+                             layer.out, out.data(), param_type_);
       device_->RoundToPrecision(param_type_, out.data(), out.numel());
       activations_[l].input = std::move(current);
       if (l + 1 < num_layers) {
@@ -503,7 +503,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
       device_->LinearBackward(activations_[l].input.data(), params + layer.weight_offset,
                               grad.data(), batch, layer.in, layer.out,
                               l > 0 ? grad_input.data() : nullptr, grads + layer.weight_offset,
-                              layer.bias ? grads + layer.bias_offset : nullptr);
+                              layer.bias ? grads + layer.bias_offset : nullptr, param_type_);
       activations_[l].input.Reset();
       if (l > 0) device_->RoundToPrecision(param_type_, grad_input.data(), grad_input.numel());
       grad = std::move(grad_input);
