@@ -141,6 +141,11 @@ std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
   if (job.has_execution_order()) {
     absl::StrAppend(&out, "Exec order: ", FormatExecutionOrder(job.execution_order()), "\n");
     absl::StrAppend(&out, "Prefetch:   plan ", FormatPrefetchPlan(job.prefetch_plan()), "\n");
+    if (job.progress().prefetch_plan_version() > 0) {
+      absl::StrAppend(&out, "            the ranks follow version ",
+                      job.progress().prefetch_plan_version(), " since step ",
+                      job.progress().prefetch_plan_since_step(), "\n");
+    }
   }
   if (!job.hook_switches().empty()) {
     absl::StrAppend(&out, "Hook switches:\n");

@@ -390,10 +390,18 @@ void JobController::OnExecutionOrderLocked(const v1::Job& job, LiveAttempt& atte
       stored.set_version(job.prefetch_plan().version() + 1);
       event = absl::StrCat(change, "; re-planned: prefetch plan ", FormatPrefetchPlan(stored));
     }
-    LogError(jobs_->RecordExecutionPlan(job.id(), job.attempt(), job.execution_order(), stored,
-                                        event)
-                 .status(),
-             "recording an order change");
+    auto recorded = jobs_->RecordExecutionPlan(job.id(), job.attempt(), job.execution_order(),
+                                               stored, event);
+    LogError(recorded.status(), "recording an order change");
+    if (recorded.ok() && plan.ok()) {
+      // Every rank adopts the new version at the same step (PlanUpdate explains how).
+      v1::CoordinatorMessage message;
+      v1::PlanUpdate* update = message.mutable_plan_update();
+      update->set_job_id(job.id());
+      update->set_attempt(job.attempt());
+      *update->mutable_plan() = stored;
+      SendToRanksLocked(*recorded, message);
+    }
     return;
   }
   attempt.orders[report.rank()] = report.execution_order();
@@ -474,33 +482,51 @@ std::string Where(const v1::RankPosition& p) {
 
 }  // namespace
 
-// Every rank runs the same sequence of collectives, so a rank's count of collectives
-// entered says which one it is in. Ranks that have been inside collective N for longer
-// than the warning time wait for the ranks whose count is below N (they have not entered
-// it) or whose heartbeats stopped (a frozen process).
+// Every rank runs the same sequence of collectives on each of its threads (lanes), so a
+// rank's count of collectives entered on a lane says which one it is in. Ranks that have
+// been inside collective N of a lane for longer than the warning time wait for the ranks
+// whose count on that lane is below N (they have not entered it) or whose heartbeats
+// stopped (a frozen process).
 void JobController::CheckStallsLocked(absl::Time now) {
+  // Workers from before lanes report only their total.
+  auto lane_count = [](const v1::RankPosition& p, int lane) {
+    return lane < p.lane_collectives_size() ? p.lane_collectives(lane) : p.collectives();
+  };
   for (auto& [job_id, attempt] : live_) {
     auto job = jobs_->Get(job_id);
     if (!job.ok() || job->state() != v1::RUNNING || job->attempt() != attempt.attempt) continue;
+    // The waiters: ranks inside a collective for longer than the warning time. A rank
+    // whose heartbeats stopped is a suspect, not a waiter: its last position may be
+    // inside a collective it will never leave.
+    std::vector<std::pair<int32_t, absl::Duration>> waiters;
+    int lane = -1;  // the lane of the longest wait: the one examined
+    absl::Duration longest = absl::ZeroDuration();
+    for (const auto& [rank, seen] : attempt.positions) {
+      const v1::RankPosition& position = seen.position;
+      if (position.collective().empty() ||
+          now - seen.received > 3 * options_.heartbeat_interval) {
+        continue;
+      }
+      const absl::Duration in_collective =
+          absl::Milliseconds(position.collective_ms()) + (now - seen.received);
+      if (in_collective < options_.stall_warning) continue;
+      waiters.push_back({rank, in_collective});
+      if (in_collective > longest) {
+        longest = in_collective;
+        lane = position.lane();
+      }
+    }
     const v1::RankPosition* waiting_at = nullptr;
     absl::Duration waited = absl::ZeroDuration();
     std::vector<int32_t> waiting;
-    for (const auto& [rank, seen] : attempt.positions) {
-      const v1::RankPosition& position = seen.position;
-      const absl::Time received = seen.received;
-      // A rank whose heartbeats stopped is a suspect, not a waiter: its last position
-      // may be inside a collective it will never leave.
-      if (position.collective().empty() || now - received > 3 * options_.heartbeat_interval) {
-        continue;
-      }
-      const absl::Duration in_collective = absl::Milliseconds(position.collective_ms()) +
-                                           (now - received);
-      if (in_collective < options_.stall_warning) continue;
-      if (waiting_at == nullptr || position.collectives() > waiting_at->collectives()) {
+    for (const auto& [rank, in_collective] : waiters) {
+      const v1::RankPosition& position = attempt.positions.at(rank).position;
+      if (position.lane() != lane) continue;
+      if (waiting_at == nullptr || lane_count(position, lane) > lane_count(*waiting_at, lane)) {
         waiting_at = &position;
         waiting.clear();
       }
-      if (position.collectives() == waiting_at->collectives()) {
+      if (lane_count(position, lane) == lane_count(*waiting_at, lane)) {
         waiting.push_back(rank);
         waited = std::max(waited, in_collective);
       }
@@ -516,7 +542,7 @@ void JobController::CheckStallsLocked(absl::Time now) {
       const v1::RankPosition& position = it->second.position;
       const absl::Duration silent = now - it->second.received;
       // Behind the waiters and not moving (a rank merely slower gets there soon).
-      if (position.collectives() < waiting_at->collectives() &&
+      if (lane_count(position, lane) < lane_count(*waiting_at, lane) &&
           now - it->second.moved >= options_.stall_warning) {
         missing.push_back(absl::StrCat("rank ", rank, " has not entered ", Where(*waiting_at),
                                        "; it is in ", position.phase(),
@@ -540,7 +566,7 @@ void JobController::CheckStallsLocked(absl::Time now) {
       return;  // live_ changed
     }
     if (attempt.stall_reported_at == waiting_at->collectives()) continue;
-    attempt.stall_reported_at = waiting_at->collectives();
+    attempt.stall_reported_at = waiting_at->collectives();  // the waiter's total: unique
     std::fprintf(stderr, "coordinator: %s: %s\n", job_id.c_str(), message.c_str());
     LogError(jobs_->RecordEvent(job_id, job->attempt(), message).status(), "recording a stall");
   }

@@ -86,15 +86,22 @@ TEST(ExecutionOrder, AnOrderThatChangesLaterIsWarnedAboutOnce) {
   cluster.StartCoordinator();
   cluster.AddWorker("w0", {"--fault_injection=unit_order_reversed_from=3"});
   cluster.AddWorker("w1", {"--fault_injection=unit_order_reversed_from=3"});
-  auto job_id = cluster.client().Submit(OrderSpec(2, 12));
+  // Long enough (a few seconds) for the re-derived plan to reach the ranks while they train.
+  auto job_id = cluster.client().Submit(OrderSpec(2, 1000));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
-  v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(60));
+  v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(90));
   EXPECT_EQ(CountEvents(job, "execution order changed"), 1);
   EXPECT_EQ(CountEvents(job, "execution order changed at step 3: pre-forward position 0 "
                              "(unit 0 vs unit 3)"),
             1);
   EXPECT_EQ(job.prefetch_plan().version(), 2);  // re-planned from the new order
   EXPECT_EQ(job.prefetch_plan().backward_target(0), 1);
+  // Every rank adopted version 2 at one step after the change (they agree on it in the
+  // step's loss all-reduce, so rank 0's progress speaks for all), and the job went on.
+  EXPECT_EQ(job.state(), v1::SUCCEEDED) << job.reason();
+  EXPECT_EQ(job.progress().prefetch_plan_version(), 2);
+  EXPECT_GT(job.progress().prefetch_plan_since_step(), 3);
+  EXPECT_LT(job.progress().prefetch_plan_since_step(), job.progress().total_steps());
 }
 
 }  // namespace

@@ -133,6 +133,7 @@ void AttemptRunner::Run() {
     if (done.state() == v1::HookSwitch::APPLIED) hooks_.AddCommitted(done.step(), done.new_hook());
   }
   training.hook_schedule = &hooks_;
+  training.plans = &plans_;
   training.position = &position_;
   training.timeline = &timeline_;
   // Once per attempt (and once more on a change): off the steady-state critical path.

@@ -19,6 +19,7 @@
 #include "proto/worker_service.pb.h"
 #include "worker/comm/data_plane.h"
 #include "worker/hook_schedule.h"
+#include "worker/plan_mailbox.h"
 #include "worker/trainer.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
@@ -45,6 +46,8 @@ class AttemptRunner {
   // (hook_schedule.h); the answer goes back to the coordinator.
   v1::HookChangeAck OnHookChange(const v1::HookChange& change);
   void OnHookDecision(const v1::HookDecision& decision);
+  // A prefetch plan re-derived by the coordinator, for the ranks to adopt together.
+  void OnPlanUpdate(const v1::PrefetchPlan& plan) { plans_.Deliver(plan); }
 
   // Where the rank is now, for the heartbeat.
   v1::RankPosition position() const { return position_.Snapshot(); }
@@ -71,6 +74,7 @@ class AttemptRunner {
   std::atomic<bool> done_{false};
   CpuCachingAllocator allocator_;
   HookSchedule hooks_;
+  PlanMailbox plans_;
   RankPosition position_;
   Timeline timeline_;
 

@@ -255,6 +255,7 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   // The first micro-step's execution order, which later ones are compared with.
   std::optional<v1::ExecutionOrder> first_order;
   bool order_change_reported = false;
+  int64_t plan_since_step = 1;  // a rank derives its first plan in the first step
   const absl::Time start = absl::Now();
   for (int64_t step = first_step; step < spec.steps(); ++step) {
     const absl::Time step_start = absl::Now();
@@ -326,10 +327,20 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
           model->OptimizerStep(*optimizer, spec.optimizer().max_grad_norm()).status());
     }
 
-    // The loss of the whole global batch: the mean of the ranks' means.
-    float loss = static_cast<float>(local_loss);
-    RETURN_IF_ERROR(world_group->AllReduce(&loss, 1));
-    loss /= static_cast<float>(context.world_size);
+    // The loss of the whole global batch (the mean of the ranks' means) and, in the same
+    // all-reduce, how many ranks hold a newer prefetch plan: when all do, every rank
+    // follows it from the next step on.
+    const int32_t plan_version =
+        model->prefetch_plan().has_value() ? model->prefetch_plan()->version() : 0;
+    const std::optional<v1::PrefetchPlan> newer_plan =
+        context.plans != nullptr ? context.plans->NewerThan(plan_version) : std::nullopt;
+    float reduced[2] = {static_cast<float>(local_loss), newer_plan.has_value() ? 1.0f : 0.0f};
+    RETURN_IF_ERROR(world_group->AllReduce(reduced, 2));
+    const float loss = reduced[0] / static_cast<float>(context.world_size);
+    if (newer_plan.has_value() && reduced[1] == static_cast<float>(context.world_size)) {
+      RETURN_IF_ERROR(model->set_prefetch_plan(*newer_plan));
+      plan_since_step = step + 1;
+    }
     if (step == first_step) result.first_loss = loss;
     result.last_loss = loss;
     result.steps = step + 1;
@@ -363,6 +374,10 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
       progress.set_all_reduce_bytes(bytes.all_reduce_bytes);
       if (scaler.enabled()) *progress.mutable_grad_scaler() = scaler.State();
       *progress.mutable_comm_hook() = model->comm_hook();
+      if (model->prefetch_plan().has_value()) {
+        progress.set_prefetch_plan_version(model->prefetch_plan()->version());
+        progress.set_prefetch_plan_since_step(plan_since_step);
+      }
       const int64_t calls = training_thread_coordinator_calls.load();
       if (calls_after_first_step < 0) calls_after_first_step = calls;
       progress.set_first_step_coordinator_calls(calls_after_first_step - calls_before_training);

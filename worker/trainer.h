@@ -22,6 +22,7 @@
 #include "proto/job_spec.pb.h"
 #include "worker/comm/data_plane.h"
 #include "worker/hook_schedule.h"
+#include "worker/plan_mailbox.h"
 #include "worker/rank_device.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
@@ -54,6 +55,9 @@ struct TrainingContext {
   Allocator* allocator = nullptr;
   // Communication-hook switches agreed with the coordinator; none if null.
   HookSchedule* hook_schedule = nullptr;
+  // Prefetch plans the coordinator re-derived, adopted by every rank at one step; none
+  // if null.
+  const PlanMailbox* plans = nullptr;
   // Called with the execution order of this attempt's first micro-step, and once more
   // (changed = true) if a later micro-step's order differs from it.
   std::function<void(const v1::ExecutionOrder& order, int64_t step, bool changed)>

@@ -111,6 +111,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
     if (message.has_assignment()) OnAssignment(message.assignment());
     if (message.has_abort()) OnAbort(message.abort());
     if (message.has_hook_change()) OnHookChange(message.hook_change());
+    if (message.has_plan_update()) OnPlanUpdate(message.plan_update());
     if (message.has_hook_decision()) OnHookDecision(message.hook_decision());
   }
   session_over.Notify();
@@ -175,6 +176,14 @@ void WorkerDaemon::OnHookChange(const v1::HookChange& change) {
     }
   }
   Send(message);
+}
+
+void WorkerDaemon::OnPlanUpdate(const v1::PlanUpdate& update) {
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_ && runner_->job_id() == update.job_id() &&
+      runner_->attempt() == update.attempt()) {
+    runner_->OnPlanUpdate(update.plan());
+  }
 }
 
 void WorkerDaemon::OnHookDecision(const v1::HookDecision& decision) {

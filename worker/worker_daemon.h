@@ -51,6 +51,7 @@ class WorkerDaemon {
   void OnAbort(const v1::Abort& abort);
   void OnHookChange(const v1::HookChange& change);
   void OnHookDecision(const v1::HookDecision& decision);
+  void OnPlanUpdate(const v1::PlanUpdate& update);
   // Sends on the live session; dropped without one (the coordinator then counts this
   // worker's attempt as lost anyway).
   void Send(const v1::WorkerMessage& message);

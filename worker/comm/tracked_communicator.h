@@ -50,16 +50,17 @@ class TrackedCommunicator final : public Communicator {
   class Scope {
    public:
     Scope(RankPosition* position, Timeline* timeline, const char* name)
-        : position_(position), span_(timeline, name) {
-      if (position_ != nullptr) position_->EnterCollective(name);
+        : position_(position), span_(timeline, name), lane_(timeline_lane) {
+      if (position_ != nullptr) position_->EnterCollective(name, lane_);
     }
     ~Scope() {
-      if (position_ != nullptr) position_->ExitCollective();
+      if (position_ != nullptr) position_->ExitCollective(lane_);
     }
 
    private:
     RankPosition* const position_;
     ScopedSpan span_;
+    const int lane_;  // the calling thread's
   };
 
   Communicator* const inner_;

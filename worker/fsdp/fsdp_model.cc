@@ -533,10 +533,35 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t*
   if (!prefetch_.has_value()) {
     auto plan = PlanPrefetch(order_, spec_.fsdp(), num_units());
     if (!plan.ok()) return plan.status();
+    plan->set_version(1);  // as the coordinator numbers the plan of the first iteration
     prefetch_ = std::move(*plan);
   }
   phase_ = Phase::kIdle;
   return *loss;
+}
+
+absl::Status FsdpModel::set_prefetch_plan(const v1::PrefetchPlan& plan) {
+  // The coordinator plans the units of the recorded order, which leaves out trailing
+  // units without parameters (a root without layers): they prefetch nothing.
+  if (plan.forward_target_size() > num_units() || plan.backward_target_size() > num_units()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prefetch plan version ", plan.version(), " has targets for ",
+        std::max(plan.forward_target_size(), plan.backward_target_size()),
+        " units; this model has ", num_units()));
+  }
+  v1::PrefetchPlan padded = plan;
+  while (padded.forward_target_size() < num_units()) padded.add_forward_target(-1);
+  while (padded.backward_target_size() < num_units()) padded.add_backward_target(-1);
+  for (const auto* targets : {&padded.forward_target(), &padded.backward_target()}) {
+    for (int target : *targets) {
+      if (target >= num_units()) {
+        return absl::InvalidArgumentError(absl::StrCat("prefetch plan version ", plan.version(),
+                                                       ": no unit ", target, " in this model"));
+      }
+    }
+  }
+  prefetch_ = std::move(padded);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max_grad_norm) {

@@ -123,8 +123,12 @@ class FsdpModel {
   }
 
   // The prefetch plan this rank follows: derived (common/prefetch_plan.h) from its first
-  // micro-step's execution order, from the second micro-step on; unset before.
+  // micro-step's execution order (version 1), from the second micro-step on, until the
+  // ranks adopt a newer version; unset before.
   const std::optional<v1::PrefetchPlan>& prefetch_plan() const { return prefetch_; }
+  // Follows `plan` from the next micro-step (a version the coordinator re-derived, which
+  // every rank adopts at the same step); INVALID_ARGUMENT if it is not for this model.
+  absl::Status set_prefetch_plan(const v1::PrefetchPlan& plan);
   void set_comm_hook(const v1::CommHook& hook) { hook_ = hook; }
 
   // The full model by nn.Sequential names. Every rank must call it (it all-gathers).

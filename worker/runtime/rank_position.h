@@ -1,9 +1,9 @@
 #ifndef SHARDWISE_WORKER_RUNTIME_RANK_POSITION_H_
 #define SHARDWISE_WORKER_RUNTIME_RANK_POSITION_H_
 
-// Where a rank is in its training step (step, phase, unit, the collective it is inside and
-// for how long), written by the training thread and read by the heartbeat thread, which
-// sends it to the coordinator. Writes are a few stores under an uncontended mutex, so
+// Where a rank is in its training step (step, phase, unit, the collectives it is inside and
+// for how long, per thread), written by the training and communication threads and read
+// by the heartbeat thread, which sends it to the coordinator. Writes are a few stores under an uncontended mutex, so
 // the step pays next to nothing for them.
 //
 // Thread-safety: thread-safe.
@@ -30,15 +30,19 @@ class RankPosition {
     phase_ = phase;
     unit_ = unit;
   }
-  void EnterCollective(const char* name) {
+  // A collective entered and left on `lane` (the calling thread's timeline lane); a rank
+  // may be inside one collective per lane at once.
+  void EnterCollective(const char* name, int lane) {
     absl::MutexLock lock(&mu_);
-    collective_ = name;
-    entered_ = absl::Now();
+    Lane& l = lanes_[Clamp(lane)];
+    l.collective = name;
+    l.entered = absl::Now();
+    ++l.collectives;
     ++collectives_;
   }
-  void ExitCollective() {
+  void ExitCollective(int lane) {
     absl::MutexLock lock(&mu_);
-    collective_ = nullptr;
+    lanes_[Clamp(lane)].collective = nullptr;
   }
 
   v1::RankPosition Snapshot() const {
@@ -48,13 +52,23 @@ class RankPosition {
     position.set_step(step_);
     position.set_phase(phase_);
     position.set_unit(unit_);
-    if (collective_ != nullptr) {
-      position.set_collective(collective_);
-      position.set_collective_ms(absl::ToInt64Milliseconds(absl::Now() - entered_));
+    const Lane* longest = nullptr;
+    for (const Lane& lane : lanes_) {
+      position.add_lane_collectives(lane.collectives);
+      if (lane.collective != nullptr && (longest == nullptr || lane.entered < longest->entered)) {
+        longest = &lane;
+      }
+    }
+    if (longest != nullptr) {
+      position.set_collective(longest->collective);
+      position.set_collective_ms(absl::ToInt64Milliseconds(absl::Now() - longest->entered));
+      position.set_lane(static_cast<int32_t>(longest - lanes_));
     }
     position.set_collectives(collectives_);
     return position;
   }
+
+  static constexpr int kLanes = 3;
 
  private:
   const int rank_;
@@ -62,8 +76,13 @@ class RankPosition {
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   const char* phase_ ABSL_GUARDED_BY(mu_) = "bootstrap";  // string literals only
   int unit_ ABSL_GUARDED_BY(mu_) = -1;
-  const char* collective_ ABSL_GUARDED_BY(mu_) = nullptr;
-  absl::Time entered_ ABSL_GUARDED_BY(mu_);
+  struct Lane {
+    const char* collective = nullptr;  // string literals only; null outside collectives
+    absl::Time entered;
+    int64_t collectives = 0;
+  };
+  static int Clamp(int lane) { return lane < 0 ? 0 : lane >= kLanes ? kLanes - 1 : lane; }
+  Lane lanes_[kLanes] ABSL_GUARDED_BY(mu_);
   int64_t collectives_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
