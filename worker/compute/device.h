@@ -44,8 +44,9 @@ class Device {
 
   // ---- ordering ----
   // The communication streams, as FSDP's: all-gathers on the unshard stream; gradient
-  // reductions (and what finishes them) on the post-backward stream.
-  enum class CommLane { kUnshard, kReduction };
+  // reductions (and what finishes them) on the post-backward stream; the replicate
+  // group's all-reduce (HYBRID strategies, DDP's hooks) on the all-reduce stream.
+  enum class CommLane { kUnshard, kReduction, kAllReduce };
   // From now on this thread's operations go on `lane`'s stream (the threads that run
   // collectives, and the threads that finish reductions).
   virtual void UseCommunicationStream(CommLane lane) {}

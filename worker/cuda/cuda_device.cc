@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceO
   device->compute_ = std::move(streams.compute);
   device->unshard_ = std::move(streams.unshard);
   device->post_backward_ = std::move(streams.post_backward);
+  device->all_reduce_ = std::move(streams.all_reduce);
   CudaDevice* raw = device.get();
   device->allocator_ = std::make_unique<CudaCachingAllocator>([raw] { return raw->stream(); });
   ASSIGN_OR_RETURN(device->blas_, Blas::Create(device->compute_.get()));

@@ -3,9 +3,10 @@
 
 // The CUDA implementation of compute/device.h: one GPU, a caching device allocator, the
 // kernels of kernels.h and cuBLAS GEMMs (blas.h), on FSDP's streams: compute (the
-// training thread's), unshard (the all-gather thread's) and post-backward (the reduction
-// thread's and the mixed-precision hook's upcast threads'); the device communicators
-// enqueue on the stream of the lane they serve. Fences are CUDA events; a stream waits
+// training thread's), unshard (the all-gather thread's), post-backward (the reduction
+// thread's and the mixed-precision hook's upcast threads') and all-reduce (the replicate
+// group's NCCL collectives); the device communicators enqueue on the stream of the lane
+// they serve. Fences are CUDA events; a stream waits
 // for one without blocking the host.
 //
 // Mixed precision runs the GEMMs on BF16/FP16 tensor cores with FP32 accumulation; the
@@ -42,8 +43,15 @@ class CudaDevice final : public Device {
   int gpu() const { return options_.gpu; }
   cudaStream_t compute_stream() const { return compute_.get(); }
   cudaStream_t communication_stream(CommLane lane) const {
-    return lane == CommLane::kUnshard ? unshard_.get() : post_backward_.get();
+    switch (lane) {
+      case CommLane::kUnshard: return unshard_.get();
+      case CommLane::kAllReduce: return all_reduce_.get();
+      case CommLane::kReduction: break;
+    }
+    return post_backward_.get();
   }
+  // The calling thread's stream (binding the thread to this device's GPU).
+  cudaStream_t CurrentStream() { return stream(); }
 
   void UseCommunicationStream(CommLane lane) override;
   std::shared_ptr<Fence> RecordFence() override;
@@ -99,7 +107,7 @@ class CudaDevice final : public Device {
   absl::Status Fetch(void* host_dst, const void* src, size_t bytes);
 
   const CudaDeviceOptions options_;
-  Stream compute_, unshard_, post_backward_;
+  Stream compute_, unshard_, post_backward_, all_reduce_;
   std::unique_ptr<CudaCachingAllocator> allocator_;
   std::unique_ptr<Blas> blas_;  // on the compute stream: GEMMs run on the training thread
   mutable absl::Mutex mu_;

@@ -57,6 +57,10 @@ absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
   }
   NcclOptions options;
   options.timeout = request.timeout;
+  // The all-reduce stream is nobody's computing stream: it follows the caller's.
+  if (lane == Device::CommLane::kAllReduce) {
+    options.stream_of_caller = [&device] { return device.CurrentStream(); };
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm,
                    NcclCommunicator::Connect(*request.store, absl::StrCat(group.name, "/nccl"),
                                              static_cast<int>(it - group.ranks.begin()),
@@ -79,8 +83,14 @@ RankDeviceFactory CudaRankDevices(int gpu) {
     ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::Create(options));
     using Lane = Device::CommLane;
     ASSIGN_OR_RETURN(out->shard, Connect(request, request.shard, Lane::kReduction, *device, *out));
+    // The replicate group's all-reduce on a stream of its own, as FSDP's HYBRID
+    // strategies have it (host staging copies on the caller's stream instead).
+    const Lane replicate_lane =
+        request.spec->cuda().collectives() == v1::CudaOptions::HOST_STAGED_GLOO
+            ? Lane::kReduction
+            : Lane::kAllReduce;
     ASSIGN_OR_RETURN(out->replicate,
-                     Connect(request, request.replicate, Lane::kReduction, *device, *out));
+                     Connect(request, request.replicate, replicate_lane, *device, *out));
     if (request.unshard.host != nullptr) {
       ASSIGN_OR_RETURN(out->unshard,
                        Connect(request, request.unshard, Lane::kUnshard, *device, *out));

@@ -31,6 +31,7 @@ struct Config {
   double max_grad_norm = 0;
   v1::Loss loss = v1::CROSS_ENTROPY;
   v1::Dtype param_dtype = v1::DTYPE_UNSPECIFIED;  // BF16: mixed precision
+  v1::CommHook::Hook hook = v1::CommHook::NO_HOOK;  // DDP's hooks on NO_SHARD
 };
 
 std::string Name(const Config& c) {
@@ -38,7 +39,10 @@ std::string Name(const Config& c) {
                       v1::CudaOptions::Collectives_Name(c.collectives),
                       c.adamw ? "_adamw" : "_sgd", "_accum", c.accumulation,
                       c.max_grad_norm > 0 ? "_clip" : "", c.loss == v1::MSE ? "_mse" : "",
-                      c.param_dtype == v1::BF16 ? "_bf16" : "");
+                      c.param_dtype == v1::BF16 ? "_bf16" : "",
+                      c.hook != v1::CommHook::NO_HOOK
+                          ? absl::StrCat("_", v1::CommHook::Hook_Name(c.hook))
+                          : "");
 }
 
 std::string TempPath(const std::string& name) {
@@ -66,6 +70,7 @@ v1::JobSpec SpecFor(const Config& c, v1::DeviceKind device, const std::string& m
     spec.mutable_optimizer()->mutable_sgd()->set_weight_decay(1e-4);
   }
   spec.mutable_optimizer()->set_max_grad_norm(c.max_grad_norm);
+  spec.mutable_comm_hook()->set_hook(c.hook);
   spec.set_loss(c.loss);
   spec.mutable_data()->mutable_synthetic()->set_seed(11);
   spec.mutable_data()->mutable_synthetic()->set_num_samples(256);
@@ -138,6 +143,9 @@ INSTANTIATE_TEST_SUITE_P(
         Config{kFull, 1, kNccl}, Config{kGradOp, 1, kNccl, true, 1, 1.0},
         Config{kNoShard, 1, kNccl, true, 2}, Config{kFull, 1, kNccl, false, 1, 0, v1::MSE},
         Config{kFull, 1, kNccl, true, 1, 0, v1::CROSS_ENTROPY, v1::BF16},
+        // DDP's compress hook: the replicate group's all-reduce on its own stream.
+        Config{kNoShard, 1, kNccl, false, 1, 0, v1::CROSS_ENTROPY, v1::DTYPE_UNSPECIFIED,
+               v1::CommHook::FP16_COMPRESS},
         // Host-staged Gloo, two ranks on one GPU.
         Config{kFull, 2, kStaged}, Config{kGradOp, 2, kStaged, true, 2, 1.0},
         Config{kNoShard, 2, kStaged, true}, Config{kHybrid, 2, kStaged},

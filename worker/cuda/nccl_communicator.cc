@@ -93,6 +93,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
   auto communicator =
       std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comm, rank, size, stream, options));
   RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&communicator->done_, cudaEventDisableTiming));
+  RETURN_IF_CUDA_ERROR(
+      cudaEventCreateWithFlags(&communicator->caller_, cudaEventDisableTiming));
   RETURN_IF_CUDA_ERROR(cudaMalloc(reinterpret_cast<void**>(&communicator->barrier_word_), sizeof(int)));
   return communicator;
 }
@@ -122,6 +124,7 @@ NcclCommunicator::~NcclCommunicator() {
     }
   }
   if (done_ != nullptr) cudaEventDestroy(done_);
+  if (caller_ != nullptr) cudaEventDestroy(caller_);
   if (barrier_word_ != nullptr) cudaFree(barrier_word_);
 }
 
@@ -180,6 +183,16 @@ absl::Status NcclCommunicator::Wait(const char* what, bool enqueued) {
   }
 }
 
+absl::Status NcclCommunicator::FollowCaller() {
+  RETURN_IF_ERROR(failed_);
+  if (!options_.stream_of_caller) return absl::OkStatus();
+  const cudaStream_t caller = options_.stream_of_caller();
+  if (caller == stream_) return absl::OkStatus();
+  RETURN_IF_CUDA_ERROR(cudaEventRecord(caller_, caller));
+  RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(stream_, caller_, 0));
+  return absl::OkStatus();
+}
+
 absl::Status NcclCommunicator::Finish(ncclResult_t result, const char* what) {
   if (result != ncclSuccess && result != ncclInProgress) {
     return AbortLocked(NcclStatus(result, what));
@@ -203,7 +216,7 @@ absl::Status NcclCommunicator::EndGroup() {
 
 absl::Status NcclCommunicator::AllGather(const void* shard, size_t shard_numel, void* out,
                                          ScalarType type) {
-  RETURN_IF_ERROR(failed_);
+  RETURN_IF_ERROR(FollowCaller());
   stats_.all_gather_bytes += static_cast<int64_t>(shard_numel * size_ * ElementSize(type));
   return Finish(ncclAllGather(shard, out, shard_numel, NcclType(type), comm_, stream_),
                 "all-gather");
@@ -211,7 +224,7 @@ absl::Status NcclCommunicator::AllGather(const void* shard, size_t shard_numel, 
 
 absl::Status NcclCommunicator::ReduceScatter(void* in, size_t shard_numel, void* shard,
                                              ScalarType type) {
-  RETURN_IF_ERROR(failed_);
+  RETURN_IF_ERROR(FollowCaller());
   stats_.reduce_scatter_bytes += static_cast<int64_t>(shard_numel * size_ * ElementSize(type));
   return Finish(
       ncclReduceScatter(in, shard, shard_numel, NcclType(type), ncclSum, comm_, stream_),
@@ -219,20 +232,20 @@ absl::Status NcclCommunicator::ReduceScatter(void* in, size_t shard_numel, void*
 }
 
 absl::Status NcclCommunicator::AllReduce(void* data, size_t numel, ScalarType type) {
-  RETURN_IF_ERROR(failed_);
+  RETURN_IF_ERROR(FollowCaller());
   stats_.all_reduce_bytes += static_cast<int64_t>(numel * ElementSize(type));
   return Finish(ncclAllReduce(data, data, numel, NcclType(type), ncclSum, comm_, stream_),
                 "all-reduce");
 }
 
 absl::Status NcclCommunicator::Broadcast(void* data, size_t numel, int root, ScalarType type) {
-  RETURN_IF_ERROR(failed_);
+  RETURN_IF_ERROR(FollowCaller());
   return Finish(ncclBroadcast(data, data, numel, NcclType(type), root, comm_, stream_),
                 "broadcast");
 }
 
 absl::Status NcclCommunicator::Barrier() {
-  RETURN_IF_ERROR(failed_);
+  RETURN_IF_ERROR(FollowCaller());
   return Finish(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_,
                               stream_),
                 "barrier");

@@ -22,6 +22,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -39,6 +40,10 @@ struct NcclOptions {
   absl::Duration timeout = absl::Minutes(10);
   // How often a wait polls for completion, errors and aborts.
   absl::Duration poll_interval = absl::Microseconds(20);
+  // The stream the calling thread computes on, when it may differ from the
+  // communicator's: each collective's stream then first waits for the caller's work so
+  // far (an event), so it reads what the caller produced. Empty: the same stream.
+  std::function<cudaStream_t()> stream_of_caller;
 };
 
 class NcclCommunicator final : public Communicator {
@@ -96,7 +101,11 @@ class NcclCommunicator final : public Communicator {
   const int rank_, size_;
   const cudaStream_t stream_;
   const NcclOptions options_;
+  // Orders the collective after the caller's stream (NcclOptions::stream_of_caller).
+  absl::Status FollowCaller();
+
   cudaEvent_t done_ = nullptr;
+  cudaEvent_t caller_ = nullptr;  // recorded on the caller's stream
   int* barrier_word_ = nullptr;  // device scratch for Barrier
   bool grouping_ = false;
   std::atomic<bool> abort_requested_{false};

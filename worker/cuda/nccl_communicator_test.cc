@@ -5,6 +5,7 @@
 
 #include "worker/cuda/nccl_communicator.h"
 
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -73,6 +74,29 @@ TEST_F(NcclCommunicatorTest, WorldOfOneRunsEveryCollectiveInEveryType) {
                  return c.AllReduce(b.get(), n);
                }).ok());
   EXPECT_EQ(b.ToHost(), values);
+}
+
+TEST_F(NcclCommunicatorTest, ACollectiveOnItsOwnStreamFollowsTheCallersStream) {
+  auto comm_stream = Stream::Create();
+  ASSERT_TRUE(comm_stream.ok());
+  NcclOptions options;
+  const cudaStream_t caller = stream_.get();
+  options.stream_of_caller = [caller] { return caller; };
+  auto comm = NcclCommunicator::Connect(store_, "follow", 0, 1, comm_stream->get(), options);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  // The caller's stream writes 64 MiB, and the collective (on the other stream) must see
+  // every byte of it: it waits for the caller's stream first.
+  const size_t n = size_t{16} << 20;
+  DeviceVector<float> data(n), out(n);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // their zero fills are done
+  ASSERT_EQ(cudaMemsetAsync(data.get(), 0x3f, n * sizeof(float), caller), cudaSuccess);
+  ASSERT_TRUE((*comm)->AllGather(data.get(), n, out.get()).ok());
+  const std::vector<float> got = out.ToHost();
+  uint32_t bits = 0;
+  std::memcpy(&bits, &got[n - 1], sizeof(bits));
+  EXPECT_EQ(bits, 0x3f3f3f3fu);
+  std::memcpy(&bits, &got[0], sizeof(bits));
+  EXPECT_EQ(bits, 0x3f3f3f3fu);
 }
 
 TEST_F(NcclCommunicatorTest, APeerThatNeverJoinsEndsInDeadlineExceeded) {
