@@ -53,7 +53,6 @@ class Blas {
   absl::Status Gemm(const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k,
                     float beta, Types types = {});
 
-  cublasHandle_t handle() const { return handle_; }
 
  private:
   Blas(cublasHandle_t handle, cudaStream_t stream) : handle_(handle), stream_(stream) {}

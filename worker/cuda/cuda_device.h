@@ -39,8 +39,6 @@ class CudaDevice final : public Device {
 
   v1::DeviceKind kind() const override { return v1::CUDA; }
   Allocator* allocator() override { return allocator_.get(); }
-  CudaCachingAllocator* cuda_allocator() { return allocator_.get(); }
-  int gpu() const { return options_.gpu; }
   cudaStream_t compute_stream() const { return compute_.get(); }
   cudaStream_t communication_stream(CommLane lane) const {
     switch (lane) {

@@ -67,12 +67,6 @@ absl::Status Stream::WaitFor(const Event& event) {
   return absl::OkStatus();
 }
 
-absl::Status Stream::WaitFor(const Stream& other) {
-  ASSIGN_OR_RETURN(Event event, Event::Create());
-  RETURN_IF_ERROR(event.Record(other.get()));
-  return WaitFor(event);
-}
-
 absl::Status Stream::Synchronize() {
   RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();

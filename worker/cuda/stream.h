@@ -54,8 +54,6 @@ class Stream {
 
   // Work enqueued on this stream after the call waits for `event`.
   absl::Status WaitFor(const Event& event);
-  // Work enqueued on this stream after the call waits for what `other` has enqueued so far.
-  absl::Status WaitFor(const Stream& other);
   absl::Status Synchronize();
   cudaStream_t get() const { return stream_; }
 
