@@ -56,6 +56,9 @@ v1::JobSpec SpecFor(const Config& c, v1::DeviceKind device, const std::string& m
   spec.mutable_model()->set_activation(v1::GELU);
   spec.mutable_wrap()->set_layers_per_unit(1);
   spec.mutable_fsdp()->set_sharding_strategy(c.strategy);
+  // PyTorch's default, as the coordinator's: on the GPU each unshard waits for the oldest
+  // of two pending frees (the rate limiter), so the parity covers it.
+  spec.mutable_fsdp()->set_limit_all_gathers(true);
   if (c.strategy == v1::ShardingStrategy::HYBRID_SHARD) {
     spec.mutable_fsdp()->set_shard_group_size(1);  // shard groups of one, replicated twice
   }
