@@ -26,35 +26,23 @@
 namespace shardwise {
 namespace {
 
-// A group's communicator: the world's when the group is the world, none needed for a
-// group of one, else a new Gloo context over the attempt's rendezvous.
+// A group's host communicator: `world` when the group is the world (with a null `world`,
+// a connection of its own even then), none needed for a group of one, else a new Gloo
+// context over the attempt's rendezvous.
 absl::StatusOr<Communicator*> GroupCommunicator(
-    const std::vector<int>& ranks, const std::string& name, const TrainingContext& context,
-    Communicator* world, std::vector<std::unique_ptr<Communicator>>* owned) {
-  if (static_cast<int>(ranks.size()) == context.world_size) return world;
-  if (ranks.size() == 1) {
+    const RankDeviceRequest::Group& group, const TrainingContext& context, Communicator* world,
+    std::vector<std::unique_ptr<Communicator>>* owned) {
+  if (world != nullptr && static_cast<int>(group.ranks.size()) == context.world_size) {
+    return world;
+  }
+  if (group.ranks.size() == 1) {
     owned->push_back(std::make_unique<SoloCommunicator>());
     return owned->back().get();
   }
-  ASSIGN_OR_RETURN(auto group, GlooCommunicator::ConnectGroup(*context.store, name, ranks,
-                                                              context.rank, context.data_plane));
-  owned->push_back(std::move(group));
-  return owned->back().get();
-}
-
-// The shard group's second connection, for the model's all-gathers: none needed for a
-// group of one, else a new Gloo context over the attempt's rendezvous (also when the
-// group is the world: the world's context serves the reductions).
-absl::StatusOr<Communicator*> UnshardCommunicator(
-    const std::vector<int>& ranks, const std::string& name, const TrainingContext& context,
-    std::vector<std::unique_ptr<Communicator>>* owned) {
-  if (ranks.size() == 1) {
-    owned->push_back(std::make_unique<SoloCommunicator>());
-  } else {
-    ASSIGN_OR_RETURN(auto group, GlooCommunicator::ConnectGroup(*context.store, name, ranks,
-                                                                context.rank, context.data_plane));
-    owned->push_back(std::move(group));
-  }
+  ASSIGN_OR_RETURN(auto connected,
+                   GlooCommunicator::ConnectGroup(*context.store, group.name, group.ranks,
+                                                  context.rank, context.data_plane));
+  owned->push_back(std::move(connected));
   return owned->back().get();
 }
 
@@ -115,14 +103,21 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
                    fsdp::PlanSharding(spec.fsdp(), context.world_size, context.rank));
   GlooCommunicator world(context.world);
   std::vector<std::unique_ptr<Communicator>> owned;
-  ASSIGN_OR_RETURN(Communicator * shard_group,
-                   GroupCommunicator(plan.ShardGroupRanks(),
-                                     absl::StrCat("shard", plan.replicate_rank), context, &world,
-                                     &owned));
-  ASSIGN_OR_RETURN(Communicator * replicate_group,
-                   GroupCommunicator(plan.ReplicateGroupRanks(),
-                                     absl::StrCat("replicate", plan.shard_rank), context, &world,
-                                     &owned));
+  // The rank's groups (ranks in group order, a name unique within the attempt) and their
+  // host communicators. `unshard` is the shard group again, over a connection of its own
+  // even when the group is the world: the model's all-gathers run on a thread of their
+  // own beside its reductions (fsdp_model.h).
+  RankDeviceRequest::Group shard{plan.ShardGroupRanks(),
+                                 absl::StrCat("shard", plan.replicate_rank)};
+  RankDeviceRequest::Group replicate{plan.ReplicateGroupRanks(),
+                                     absl::StrCat("replicate", plan.shard_rank)};
+  RankDeviceRequest::Group unshard{shard.ranks, absl::StrCat("unshard", plan.replicate_rank)};
+  ASSIGN_OR_RETURN(shard.host, GroupCommunicator(shard, context, &world, &owned));
+  ASSIGN_OR_RETURN(replicate.host, GroupCommunicator(replicate, context, &world, &owned));
+  ASSIGN_OR_RETURN(unshard.host, GroupCommunicator(unshard, context, /*world=*/nullptr, &owned));
+  Communicator* const shard_group = shard.host;
+  Communicator* const replicate_group = replicate.host;
+  Communicator* const unshard_group = unshard.host;
 
   // With a position or a timeline to keep, every collective records itself there.
   std::vector<std::unique_ptr<TrackedCommunicator>> tracked;
@@ -136,12 +131,6 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
   Communicator* const shard_comm = shard_group == &world ? world_group : track(shard_group);
   Communicator* const replicate_comm =
       replicate_group == &world ? world_group : track(replicate_group);
-  // The shard group again, over its own connection: the model's all-gathers run on a
-  // thread of their own beside its reductions (fsdp_model.h).
-  ASSIGN_OR_RETURN(Communicator * unshard_group,
-                   UnshardCommunicator(plan.ShardGroupRanks(),
-                                       absl::StrCat("unshard", plan.replicate_rank), context,
-                                       &owned));
   Communicator* const unshard_comm = track(unshard_group);
 
   ASSIGN_OR_RETURN(Dataset data, LoadDataset(spec));
@@ -170,12 +159,9 @@ absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingCont
     RankDeviceRequest request;
     request.spec = &spec;
     request.rank = context.rank;
-    request.shard = {plan.ShardGroupRanks(), absl::StrCat("shard", plan.replicate_rank),
-                     shard_group};
-    request.replicate = {plan.ReplicateGroupRanks(), absl::StrCat("replicate", plan.shard_rank),
-                         replicate_group};
-    request.unshard = {plan.ShardGroupRanks(), absl::StrCat("unshard", plan.replicate_rank),
-                       unshard_group};
+    request.shard = shard;
+    request.replicate = replicate;
+    request.unshard = unshard;
     request.store = context.store;
     request.timeout = absl::FromChrono(context.data_plane.timeout);
     request.abort = context.abort;
