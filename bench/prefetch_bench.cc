@@ -11,6 +11,7 @@
 
 #include "bench/multiprocess.h"
 #include "worker/comm/data_plane.h"
+#include "worker/testing/training_faults.h"
 #include "worker/trainer.h"
 
 namespace shardwise::bench {
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
       link.communication_delay = [latency_us] {
         std::this_thread::sleep_for(std::chrono::microseconds(latency_us));
       };
-      auto result = Train(spec, training, link);
+      auto result = Train(spec, training, &link);
       if (!result.ok()) {
         std::fprintf(stderr, "rank %d: %s\n", rank, result.status().ToString().c_str());
         return 1;

@@ -10,12 +10,12 @@ namespace shardwise {
 
 AttemptRunner::AttemptRunner(std::shared_ptr<grpc::Channel> channel,
                              const v1::Assignment& assignment, const DataPlaneOptions& data_plane,
-                             const TrainingFaults& faults, RankDeviceFactory make_device,
+                             std::shared_ptr<TrainingHooks> hooks, RankDeviceFactory make_device,
                              Reporter report)
     : channel_(std::move(channel)),
       assignment_(assignment),
       data_plane_(data_plane),
-      faults_(faults),
+      faults_(std::move(hooks)),
       make_device_(std::move(make_device)),
       report_(std::move(report)),
       position_(assignment.rank()),
@@ -154,7 +154,7 @@ void AttemptRunner::Run() {
     pending_progress_ = progress;
   };
   std::thread publisher([this] { PublishProgress(); });
-  auto result = Train(assignment_.spec(), training, faults_);
+  auto result = Train(assignment_.spec(), training, faults_.get());
   {
     absl::MutexLock lock(&progress_mu_);
     training_over_ = true;

@@ -34,7 +34,7 @@ class AttemptRunner {
   // Starts the attempt at once. `channel` reaches the coordinator; `make_device` makes
   // the device of accelerator jobs (empty on CPU-only workers).
   AttemptRunner(std::shared_ptr<grpc::Channel> channel, const v1::Assignment& assignment,
-                const DataPlaneOptions& data_plane, const TrainingFaults& faults,
+                const DataPlaneOptions& data_plane, std::shared_ptr<TrainingHooks> hooks,
                 RankDeviceFactory make_device, Reporter report);
   ~AttemptRunner();  // aborts and joins
 
@@ -64,7 +64,7 @@ class AttemptRunner {
   const std::shared_ptr<grpc::Channel> channel_;
   const v1::Assignment assignment_;
   const DataPlaneOptions data_plane_;
-  const TrainingFaults faults_;
+  const std::shared_ptr<TrainingHooks> faults_;  // tests only; may be null
   const RankDeviceFactory make_device_;
   const Reporter report_;
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/coordinator_address.h"
 #include "common/daemon_signals.h"
+#include "worker/testing/training_faults.h"
 #include "worker/worker_daemon.h"
 
 #ifdef SHARDWISE_WITH_CUDA
@@ -79,7 +80,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "shardwise-worker: %s\n", std::string(faults.status().message()).c_str());
     return 2;
   }
-  options.faults = *faults;
+  if (!absl::GetFlag(FLAGS_fault_injection).empty()) {
+    options.faults = std::make_shared<shardwise::TrainingFaults>(std::move(*faults));
+  }
 
   shardwise::IgnoreBrokenPipes();
   const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();

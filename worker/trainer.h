@@ -1,19 +1,17 @@
 #ifndef SHARDWISE_WORKER_TRAINER_H_
 #define SHARDWISE_WORKER_TRAINER_H_
 
-// Trains one rank of a job: builds its communicator groups, loads the data and the
+// Trains one rank of a job: connects its groups and device, opens its data, loads the
 // initial weights (or a checkpoint: the job's own newest when this is a later attempt, or
 // init.checkpoint_dir's), runs the steps (micro-steps without sync, then one with),
-// writes sharded checkpoints, reports progress, and at the end gathers the model, which
-// rank 0 writes.
+// evaluates, writes sharded checkpoints, reports progress, and at the end gathers the
+// model, which rank 0 writes.
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <set>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gloo/context.h"
@@ -27,6 +25,7 @@
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
 #include "worker/runtime/timeline.h"
+#include "worker/training_hooks.h"
 
 namespace shardwise {
 
@@ -35,6 +34,9 @@ struct TrainingResult {
   double first_loss = 0;
   double last_loss = 0;
   double steps_per_second = 0;
+  double tokens_per_second = 0;    // GPT jobs
+  double first_val_loss = -1;      // -1: not evaluated
+  double last_val_loss = -1;
   std::string model_path;  // where rank 0 wrote the final model; empty if not asked to
   int64_t resumed_from_step = -1;  // the checkpoint's step, if the job resumed from one
   int64_t checkpoints_written = 0;
@@ -71,28 +73,9 @@ struct TrainingContext {
   RankDeviceFactory make_device;
 };
 
-// Fault injection and hand-made schedules, for tests only.
-struct TrainingFaults {
-  // Called on every micro-batch's inputs [batch * input_width] before its forward.
-  std::function<void(int64_t step, int micro, std::vector<float>* x)> corrupt_inputs;
-  // Steps whose gradients are discarded without an optimizer step (as a loss scaler
-  // skips a step), by hand.
-  std::set<int64_t> skip_steps;
-  // Alters the execution order the rank records at `step` (as if its model ran its units
-  // in another order): the coordinator's validation is tested with it.
-  std::function<void(int64_t step, v1::ExecutionOrder* order)> alter_execution_order;
-  // Called before each unit's compute and before each collective on the communication
-  // thread (e.g. random sleeps): correctness must not depend on timing.
-  std::function<void()> compute_delay, communication_delay;
-};
-
-// Fault injection from a worker's --fault_injection flag (docs/operations.md), for tests
-// of a real cluster: "unit_order_reversed" (every step) or "unit_order_reversed_from=N"
-// (from step N on). INVALID_ARGUMENT for anything else.
-absl::StatusOr<TrainingFaults> ParseTrainingFaults(const std::string& text);
-
+// `hooks` (tests only; may be null) faults or shakes the training.
 absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingContext& context,
-                                     const TrainingFaults& faults = {});
+                                     TrainingHooks* hooks = nullptr);
 
 }  // namespace shardwise
 

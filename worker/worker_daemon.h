@@ -32,7 +32,8 @@ struct WorkerOptions {
   DataPlaneOptions data_plane;
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
-  TrainingFaults faults;  // --fault_injection, for tests of a real cluster
+  // --fault_injection, for tests of a real cluster; null otherwise.
+  std::shared_ptr<TrainingHooks> faults;
 };
 
 class WorkerDaemon {

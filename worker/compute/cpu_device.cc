@@ -4,7 +4,13 @@
 #include <cstring>
 
 #include "worker/compute/casts.h"
-#include "worker/compute/cpu_math.h"
+#include "worker/compute/cpu/activation.h"
+#include "worker/compute/cpu/attention.h"
+#include "worker/compute/cpu/embedding.h"
+#include "worker/compute/cpu/layer_norm.h"
+#include "worker/compute/cpu/linear.h"
+#include "worker/compute/cpu/losses.h"
+#include "worker/compute/cpu/optimizers.h"
 
 namespace shardwise {
 
@@ -84,6 +90,39 @@ void CpuDevice::ActivationForward(v1::Activation act, const float* x, size_t n, 
 void CpuDevice::ActivationBackward(v1::Activation act, const float* x, const float* dy,
                                    size_t n, float* dx) {
   cpu::ActivationBackward(act, x, dy, n, dx);
+}
+
+void CpuDevice::EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
+                                 float* out) {
+  cpu::EmbeddingForward(table, ids, n, dim, out);
+}
+
+void CpuDevice::EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
+                                  float* dtable) {
+  cpu::EmbeddingBackward(ids, dout, n, dim, dtable);
+}
+
+void CpuDevice::LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
+                                 int64_t dim, float eps, float* y, float* mean, float* rstd) {
+  cpu::LayerNormForward(x, w, b, rows, dim, eps, y, mean, rstd);
+}
+
+void CpuDevice::LayerNormBackward(const float* x, const float* w, const float* mean,
+                                  const float* rstd, const float* dy, int64_t rows, int64_t dim,
+                                  float* dx, float* dw, float* db) {
+  cpu::LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db);
+}
+
+// As for the GEMMs: operands already hold values of their type; the CPU computes in FP32.
+void CpuDevice::AttentionForward(const float* qkv, int64_t batch, int64_t seq, int64_t heads,
+                                 int64_t head_dim, float* out, float* probs, ScalarType) {
+  cpu::AttentionForward(qkv, batch, seq, heads, head_dim, out, probs);
+}
+
+void CpuDevice::AttentionBackward(const float* qkv, const float* probs, const float* dout,
+                                  int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+                                  float* dqkv, ScalarType) {
+  cpu::AttentionBackward(qkv, probs, dout, batch, seq, heads, head_dim, dqkv);
 }
 
 absl::StatusOr<double> CpuDevice::CrossEntropy(const float* logits, const int64_t* labels,

@@ -1,8 +1,8 @@
 #ifndef SHARDWISE_WORKER_COMPUTE_CPU_DEVICE_H_
 #define SHARDWISE_WORKER_COMPUTE_CPU_DEVICE_H_
 
-// The CPU implementation of device.h: host memory from the given allocator, BLAS and the
-// loops of cpu_math.h and casts.h. Every operation completes before it returns.
+// The CPU implementation of device.h: host memory from the given allocator, the layers
+// of cpu/ (BLAS and loops) and casts.h. Every operation completes before it returns.
 
 #include "worker/compute/device.h"
 
@@ -39,6 +39,20 @@ class CpuDevice final : public Device {
   void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) override;
   void ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
                           float* dx) override;
+  void EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
+                        float* out) override;
+  void EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
+                         float* dtable) override;
+  void LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
+                        int64_t dim, float eps, float* y, float* mean, float* rstd) override;
+  void LayerNormBackward(const float* x, const float* w, const float* mean, const float* rstd,
+                         const float* dy, int64_t rows, int64_t dim, float* dx, float* dw,
+                         float* db) override;
+  void AttentionForward(const float* qkv, int64_t batch, int64_t seq, int64_t heads,
+                        int64_t head_dim, float* out, float* probs, ScalarType operands) override;
+  void AttentionBackward(const float* qkv, const float* probs, const float* dout, int64_t batch,
+                         int64_t seq, int64_t heads, int64_t head_dim, float* dqkv,
+                         ScalarType operands) override;
   absl::StatusOr<double> CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
                                       int64_t classes, float scale, float* dlogits) override;
   absl::StatusOr<double> MeanSquaredError(const float* pred, const float* target, int64_t batch,

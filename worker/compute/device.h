@@ -4,7 +4,7 @@
 // Where the FSDP runtime's buffers live and its arithmetic runs: the one interface the
 // runtime (fsdp/) computes through, with a CPU implementation (cpu_device.h: BLAS and
 // loops) and a CUDA one (cuda/cuda_device.h: kernels, cuBLAS, streams). The formulas are
-// those of cpu_math.h and casts.h; pointers are the device's (from allocator()) unless a
+// those of cpu/ and casts.h; pointers are the device's (from allocator()) unless a
 // name says "host".
 //
 // Ordering. Operations are asynchronous on devices that have streams: each thread enqueues
@@ -84,7 +84,7 @@ class Device {
   // The sum of squares, in double.
   virtual absl::StatusOr<double> SquaredNorm(const float* data, size_t n) = 0;
 
-  // ---- the model's layers (compute/cpu_math.h) ----
+  // ---- the model's layers (compute/cpu/ states each formula) ----
   // The GEMMs' operands (x, w, dy) hold values of `operands` (FP32 storage; BF16/FP16 with
   // mixed precision, already rounded to it); products accumulate and results are stored
   // in FP32. The CPU multiplies them as FP32; a GPU may run the GEMM in `operands` on its
@@ -98,6 +98,30 @@ class Device {
   virtual void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) = 0;
   virtual void ActivationBackward(v1::Activation act, const float* x, const float* dy,
                                   size_t n, float* dx) = 0;
+  // out[i, :] = table[ids[i], :] for i < n (ids are device INT64 values below the rows).
+  virtual void EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
+                                float* out) = 0;
+  // dtable[ids[i], :] += dout[i, :], deterministically (the same sums in the same order
+  // on every run).
+  virtual void EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
+                                 float* dtable) = 0;
+  // LayerNorm over rows of `dim` (w, b may be null: 1 and 0); keeps mean and rstd [rows].
+  virtual void LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
+                                int64_t dim, float eps, float* y, float* mean, float* rstd) = 0;
+  // Writes dx; adds to dw and db (null when w, b are).
+  virtual void LayerNormBackward(const float* x, const float* w, const float* mean,
+                                 const float* rstd, const float* dy, int64_t rows, int64_t dim,
+                                 float* dx, float* dw, float* db) = 0;
+  // Causal self-attention from the fused qkv [batch, seq, 3 * heads * head_dim] into out
+  // [batch, seq, heads * head_dim], keeping the probabilities [batch, heads, seq, seq].
+  // `operands` as for the GEMMs above.
+  virtual void AttentionForward(const float* qkv, int64_t batch, int64_t seq, int64_t heads,
+                                int64_t head_dim, float* out, float* probs,
+                                ScalarType operands) = 0;
+  // Writes dqkv [batch, seq, 3 * heads * head_dim].
+  virtual void AttentionBackward(const float* qkv, const float* probs, const float* dout,
+                                 int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+                                 float* dqkv, ScalarType operands) = 0;
   // The losses take device logits/predictions and labels/targets; return the loss.
   virtual absl::StatusOr<double> CrossEntropy(const float* logits, const int64_t* labels,
                                               int64_t batch, int64_t classes, float scale,

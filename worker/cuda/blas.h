@@ -2,7 +2,7 @@
 #define SHARDWISE_WORKER_CUDA_BLAS_H_
 
 // The Linear layer's GEMMs through cuBLAS, row-major with PyTorch's conventions (weight
-// [out, in], y = x W^T + b), like compute/cpu_math.h on the CPU. Operands are FP32, or
+// [out, in], y = x W^T + b), like compute/cpu/linear.h on the CPU. Operands are FP32, or
 // FP16/BF16 (mixed precision's param_dtype) with FP32 accumulation; outputs FP32 or the
 // operands' type. TF32 is off unless the job asks for it: parity with the CPU path needs
 // full FP32 products (PyTorch also defaults matmuls to no TF32).

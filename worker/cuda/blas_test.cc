@@ -1,4 +1,4 @@
-// The Linear GEMMs through cuBLAS against compute/cpu_math (OpenBLAS) on the same inputs.
+// The Linear GEMMs through cuBLAS against compute/cpu/linear (OpenBLAS) on the same inputs.
 
 #include "worker/cuda/blas.h"
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "worker/compute/casts.h"
-#include "worker/compute/cpu_math.h"
+#include "worker/compute/cpu/linear.h"
 #include "worker/cuda/gpu_test_support.h"
 #include "worker/cuda/stream.h"
 #include "gtest/gtest.h"
@@ -94,7 +94,7 @@ TEST_F(BlasTest, LowPrecisionOperandsAccumulateInFp32) {
     cpu::RoundToPrecision(type, x.data(), x.size());
     cpu::RoundToPrecision(type, w.data(), w.size());
     std::vector<float> y(kBatch * kOut);
-    cpu::LinearForward(x.data(), w.data(), nullptr, kBatch, kIn, kOut, y.data());
+    cpu::LinearForward<float>(x.data(), w.data(), nullptr, kBatch, kIn, kOut, y.data());
 
     std::vector<uint16_t> x16(x.size()), w16(w.size());
     cpu::Narrow(type, x.data(), x16.data(), x.size());

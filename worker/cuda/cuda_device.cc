@@ -19,7 +19,11 @@ class EventFence final : public Device::Fence {
 };
 
 Activation KernelActivation(v1::Activation act) {
-  return act == v1::GELU ? Activation::kGelu : Activation::kRelu;
+  switch (act) {
+    case v1::GELU: return Activation::kGelu;
+    case v1::GELU_TANH: return Activation::kGeluTanh;
+    default: return Activation::kRelu;
+  }
 }
 
 }  // namespace
@@ -71,6 +75,39 @@ void CudaDevice::Check(const absl::Status& status) {
   if (status.ok()) return;
   absl::MutexLock lock(&mu_);
   if (error_.ok()) error_ = status;
+}
+
+void CudaDevice::Unimplemented(const char* what) {
+  Check(absl::UnimplementedError(absl::StrCat(
+      "CUDA: ", what, " has no kernel yet; models with it (model.gpt) run on CPU workers")));
+}
+
+void CudaDevice::EmbeddingForward(const float*, const int64_t*, int64_t, int64_t, float*) {
+  Unimplemented("EmbeddingForward");
+}
+
+void CudaDevice::EmbeddingBackward(const int64_t*, const float*, int64_t, int64_t, float*) {
+  Unimplemented("EmbeddingBackward");
+}
+
+void CudaDevice::LayerNormForward(const float*, const float*, const float*, int64_t, int64_t,
+                                  float, float*, float*, float*) {
+  Unimplemented("LayerNormForward");
+}
+
+void CudaDevice::LayerNormBackward(const float*, const float*, const float*, const float*,
+                                   const float*, int64_t, int64_t, float*, float*, float*) {
+  Unimplemented("LayerNormBackward");
+}
+
+void CudaDevice::AttentionForward(const float*, int64_t, int64_t, int64_t, int64_t, float*,
+                                  float*, ScalarType) {
+  Unimplemented("AttentionForward");
+}
+
+void CudaDevice::AttentionBackward(const float*, const float*, const float*, int64_t, int64_t,
+                                   int64_t, int64_t, float*, ScalarType) {
+  Unimplemented("AttentionBackward");
 }
 
 absl::Status CudaDevice::status() const {

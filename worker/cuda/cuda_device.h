@@ -81,6 +81,22 @@ class CudaDevice final : public Device {
   void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) override;
   void ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
                           float* dx) override;
+  // The GPT's layers have no CUDA kernels yet: each fails (UNIMPLEMENTED, sticky), and
+  // job validation keeps GPT jobs off CUDA workers.
+  void EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
+                        float* out) override;
+  void EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
+                         float* dtable) override;
+  void LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
+                        int64_t dim, float eps, float* y, float* mean, float* rstd) override;
+  void LayerNormBackward(const float* x, const float* w, const float* mean, const float* rstd,
+                         const float* dy, int64_t rows, int64_t dim, float* dx, float* dw,
+                         float* db) override;
+  void AttentionForward(const float* qkv, int64_t batch, int64_t seq, int64_t heads,
+                        int64_t head_dim, float* out, float* probs, ScalarType operands) override;
+  void AttentionBackward(const float* qkv, const float* probs, const float* dout, int64_t batch,
+                         int64_t seq, int64_t heads, int64_t head_dim, float* dqkv,
+                         ScalarType operands) override;
   absl::StatusOr<double> CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
                                       int64_t classes, float scale, float* dlogits) override;
   absl::StatusOr<double> MeanSquaredError(const float* pred, const float* target, int64_t batch,
@@ -99,6 +115,7 @@ class CudaDevice final : public Device {
   // Keeps the first error; later calls report it.
   void Check(cudaError_t error, const char* what);
   void Check(const absl::Status& status);
+  void Unimplemented(const char* what);
   // A 16-bit copy of FP32 `values` (in the caller's stream order).
   Buffer Narrowed(ScalarType type, const float* values, size_t n);
   // Copies `bytes` from the device to the host, waiting for the caller's stream.

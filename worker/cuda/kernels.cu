@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "worker/compute/pointwise.h"
+
 namespace shardwise::cuda {
 namespace {
 
@@ -123,20 +125,16 @@ __global__ void AddColumnSumsKernel(const float* dy, int64_t rows, int64_t cols,
   }
 }
 
-constexpr double kInvSqrt2 = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-
-// GELU in double, as the CPU path computes it, so both agree to the last bit but for
-// the device's erf/exp (within an ulp of glibc's).
+// Activations in double (compute/pointwise.h, as the CPU computes them), so both agree to
+// the last bit but for the device's erf/exp/tanh (within an ulp of glibc's).
 __global__ void ActivationForwardKernel(Activation act, const float* x, size_t n, float* y) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    if (act == Activation::kGelu) {
-      const double v = x[i];
-      y[i] = static_cast<float>(0.5 * v * (1.0 + erf(v * kInvSqrt2)));
-    } else {
-      y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    switch (act) {
+      case Activation::kGelu: y[i] = static_cast<float>(pointwise::Gelu(x[i])); break;
+      case Activation::kGeluTanh: y[i] = static_cast<float>(pointwise::GeluTanh(x[i])); break;
+      default: y[i] = x[i] > 0.0f ? x[i] : 0.0f;
     }
   }
 }
@@ -146,13 +144,14 @@ __global__ void ActivationBackwardKernel(Activation act, const float* x, const f
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    if (act == Activation::kGelu) {
-      const double v = x[i];
-      const double cdf = 0.5 * (1.0 + erf(v * kInvSqrt2));
-      const double pdf = kInvSqrt2Pi * exp(-0.5 * v * v);
-      dx[i] = static_cast<float>(dy[i] * (cdf + v * pdf));
-    } else {
-      dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    switch (act) {
+      case Activation::kGelu:
+        dx[i] = static_cast<float>(dy[i] * pointwise::GeluGrad(x[i]));
+        break;
+      case Activation::kGeluTanh:
+        dx[i] = static_cast<float>(dy[i] * pointwise::GeluTanhGrad(x[i]));
+        break;
+      default: dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
     }
   }
 }
@@ -289,13 +288,7 @@ __global__ void SgdKernel(SgdScalars o, bool first, float* p, const float* grad,
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    float g = grad[i];
-    if (o.weight_decay != 0) g += o.weight_decay * p[i];
-    if (o.momentum != 0) {
-      buf[i] = first ? g : o.momentum * buf[i] + (1 - o.dampening) * g;
-      g = o.nesterov ? g + o.momentum * buf[i] : buf[i];
-    }
-    p[i] -= o.lr * g;
+    pointwise::SgdStep(o, first, p + i, grad[i], buf != nullptr ? buf + i : nullptr);
   }
 }
 
@@ -304,12 +297,7 @@ __global__ void AdamWKernel(AdamWScalars s, float* p, const float* grad, float* 
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    const float g = grad[i];
-    p[i] *= s.decay;
-    m[i] += s.one_minus_beta1 * (g - m[i]);
-    v[i] = v[i] * s.beta2 + s.one_minus_beta2 * g * g;
-    const float denom = sqrtf(v[i]) / s.bias_correction2_sqrt + s.eps;
-    p[i] -= s.step_size * (m[i] / denom);
+    pointwise::AdamWStep(s, p + i, grad[i], m + i, v + i);
   }
 }
 

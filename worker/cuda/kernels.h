@@ -2,7 +2,7 @@
 #define SHARDWISE_WORKER_CUDA_KERNELS_H_
 
 // The FSDP runtime's elementwise and reduction kernels on CUDA: the GPU counterparts of
-// compute/casts.h, compute/cpu_math.h (but the GEMMs, which are in blas.h) and the
+// compute/casts.h, compute/cpu/ (but the GEMMs, which are in blas.h) and the
 // optimizers of fsdp/optimizer.h, with the same formulas. Every function enqueues its work
 // on `stream` and returns the launch's error (cudaSuccess when it was enqueued); pointers
 // are device pointers unless a comment says otherwise.
@@ -36,7 +36,8 @@ cudaError_t BroadcastRows(const float* b, int64_t rows, int64_t cols, float* y,
 cudaError_t AddColumnSums(const float* dy, int64_t rows, int64_t cols, float* db,
                           cudaStream_t stream);
 
-enum class Activation { kRelu, kGelu };  // GELU: the exact (erf) form, torch's default
+// GELU: the exact (erf) form, torch's default; GELU_TANH its tanh approximation.
+enum class Activation { kRelu, kGelu, kGeluTanh };
 // y = act(x); dx = dy * act'(x) (dx may alias dy).
 cudaError_t ActivationForward(Activation act, const float* x, size_t n, float* y,
                               cudaStream_t stream);

@@ -1,5 +1,5 @@
 // The CUDA kernels against the CPU runtime's implementations of the same formulas
-// (compute/casts, compute/cpu_math, fsdp/optimizer): casts bit for bit, the rest within
+// (compute/casts, compute/cpu/, fsdp/optimizer): casts bit for bit, the rest within
 // the rounding of the device's math functions and FMA contraction.
 
 #include "worker/cuda/kernels.h"
@@ -12,7 +12,9 @@
 
 #include "worker/compute/casts.h"
 #include "worker/compute/cpu_device.h"
-#include "worker/compute/cpu_math.h"
+#include "worker/compute/cpu/activation.h"
+#include "worker/compute/cpu/losses.h"
+#include "worker/compute/cpu/optimizers.h"
 #include "worker/cuda/gpu_test_support.h"
 #include "worker/fsdp/optimizer.h"
 #include "gtest/gtest.h"
@@ -132,7 +134,8 @@ TEST_F(KernelsTest, ActivationsMatchTheCpu) {
   const std::vector<float> x = RandomFloats(50001, 11, 3.0f);
   const std::vector<float> dy = RandomFloats(x.size(), 12);
   for (auto [act, cpu_act] : {std::pair{Activation::kRelu, v1::RELU},
-                              std::pair{Activation::kGelu, v1::GELU}}) {
+                              std::pair{Activation::kGelu, v1::GELU},
+                              std::pair{Activation::kGeluTanh, v1::GELU_TANH}}) {
     std::vector<float> want_y(x.size()), want_dx(x.size());
     cpu::ActivationForward(cpu_act, x.data(), x.size(), want_y.data());
     cpu::ActivationBackward(cpu_act, x.data(), dy.data(), x.size(), want_dx.data());

@@ -15,13 +15,32 @@ absl::Status Corrupt(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat(path, ": not a valid safetensors file: ", what));
 }
 
-int DtypeSize(const std::string& dtype) {
-  if (dtype == "F32") return 4;
-  if (dtype == "I64") return 8;
-  return 0;
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file.is_open()) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+// A JSON string with its quotes and escapes.
+std::string Quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
 }
 
 }  // namespace
+
+int SafetensorsDtypeSize(const std::string& dtype) {
+  if (dtype == "F32" || dtype == "I32") return 4;
+  if (dtype == "I64") return 8;
+  if (dtype == "U16") return 2;
+  return 0;
+}
 
 int64_t HostTensor::numel() const {
   int64_t n = 1;
@@ -37,27 +56,28 @@ HostTensor F32Tensor(std::vector<int64_t> shape, const float* data) {
   return t;
 }
 
-absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file.is_open()) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
-  std::stringstream contents;
-  contents << file.rdbuf();
-  const std::string data = contents.str();
-  if (data.size() < 8) return Corrupt(path, "shorter than its 8-byte header length");
+absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
+                                                       std::string_view file) {
+  if (file.size() < 8) return Corrupt(path, "shorter than its 8-byte header length");
   uint64_t header_size = 0;
-  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | static_cast<uint8_t>(data[i]);
-  if (header_size > data.size() - 8) return Corrupt(path, "header length past the end");
-  const std::string header = data.substr(8, header_size);
-  const size_t data_start = 8 + header_size;
-  const size_t data_size = data.size() - data_start;
+  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | static_cast<uint8_t>(file[i]);
+  if (header_size > file.size() - 8) return Corrupt(path, "header length past the end");
+  const std::string header(file.substr(8, header_size));
+  const uint64_t data_start = 8 + header_size;
+  const uint64_t data_size = file.size() - data_start;
 
   google::protobuf::Struct json;
   if (!google::protobuf::util::JsonStringToMessage(header, &json).ok()) {
     return Corrupt(path, "its header is not JSON");
   }
-  TensorMap tensors;
+  SafetensorsIndex index;
   for (const auto& [name, entry] : json.fields()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__") {
+      for (const auto& [key, value] : entry.struct_value().fields()) {
+        index.metadata[key] = value.string_value();
+      }
+      continue;
+    }
     const auto& fields = entry.struct_value().fields();
     auto dtype = fields.find("dtype");
     auto shape = fields.find("shape");
@@ -66,33 +86,74 @@ absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path) {
         offsets->second.list_value().values_size() != 2) {
       return Corrupt(path, absl::StrCat("tensor '", name, "' lacks dtype, shape or data_offsets"));
     }
-    HostTensor tensor;
+    SafetensorsEntry tensor;
     tensor.dtype = dtype->second.string_value();
-    if (DtypeSize(tensor.dtype) == 0) {
+    const int element = SafetensorsDtypeSize(tensor.dtype);
+    if (element == 0) {
       return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has dtype ",
-                                              tensor.dtype, "; Shardwise reads F32 and I64"));
+                                              tensor.dtype, "; Shardwise reads F32, I64, I32 and U16"));
     }
+    // Sizes are checked against the file before anything is multiplied out.
+    uint64_t numel = 1;
     for (const auto& d : shape->second.list_value().values()) {
-      tensor.shape.push_back(static_cast<int64_t>(d.number_value()));
+      const double dim = d.number_value();
+      if (!(dim >= 0 && dim <= static_cast<double>(data_size)) ||
+          __builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel)) {
+        return Corrupt(path, absl::StrCat("tensor '", name, "' has a dimension that does not fit the file"));
+      }
+      tensor.shape.push_back(static_cast<int64_t>(dim));
     }
-    const auto begin = static_cast<uint64_t>(offsets->second.list_value().values(0).number_value());
-    const auto end = static_cast<uint64_t>(offsets->second.list_value().values(1).number_value());
-    if (begin > end || end > data_size ||
-        end - begin != static_cast<uint64_t>(tensor.numel() * DtypeSize(tensor.dtype))) {
+    const double begin = offsets->second.list_value().values(0).number_value();
+    const double end = offsets->second.list_value().values(1).number_value();
+    uint64_t bytes = 0;
+    if (!(begin >= 0 && begin <= end && end <= static_cast<double>(data_size)) ||
+        __builtin_mul_overflow(numel, static_cast<uint64_t>(element), &bytes) ||
+        static_cast<uint64_t>(end) - static_cast<uint64_t>(begin) != bytes) {
       return Corrupt(path, absl::StrCat("tensor '", name, "' has offsets [", begin, ", ", end,
                                         "] that do not fit its shape or the file"));
     }
-    tensor.bytes = data.substr(data_start + begin, end - begin);
+    tensor.begin = data_start + static_cast<uint64_t>(begin);
+    tensor.end = data_start + static_cast<uint64_t>(end);
+    index.tensors[name] = std::move(tensor);
+  }
+  return index;
+}
+
+absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path) {
+  auto data = ReadFile(path);
+  if (!data.ok()) return data.status();
+  auto index = ParseSafetensorsIndex(path, *data);
+  if (!index.ok()) return index.status();
+  TensorMap tensors;
+  for (const auto& [name, entry] : index->tensors) {
+    if (entry.dtype != "F32" && entry.dtype != "I64") {
+      return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has dtype ",
+                                              entry.dtype, "; Shardwise reads F32 and I64 here"));
+    }
+    HostTensor tensor;
+    tensor.dtype = entry.dtype;
+    tensor.shape = entry.shape;
+    tensor.bytes = data->substr(entry.begin, entry.end - entry.begin);
     tensors[name] = std::move(tensor);
   }
   return tensors;
 }
 
-std::string EncodeSafetensors(const TensorMap& tensors) {
-  std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
+absl::StatusOr<Metadata> ReadSafetensorsMetadata(const std::string& path) {
+  auto data = ReadFile(path);
+  if (!data.ok()) return data.status();
+  auto index = ParseSafetensorsIndex(path, *data);
+  if (!index.ok()) return index.status();
+  return index->metadata;
+}
+
+std::string EncodeSafetensors(const TensorMap& tensors, const Metadata& metadata) {
+  std::string header = "{\"__metadata__\":{\"format\":\"pt\"";
+  for (const auto& [key, value] : metadata) absl::StrAppend(&header, ",", Quoted(key), ":", Quoted(value));
+  header += "}";
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
-    absl::StrAppend(&header, ",\"", name, "\":{\"dtype\":\"", tensor.dtype, "\",\"shape\":[");
+    absl::StrAppend(&header, ",", Quoted(name), ":{\"dtype\":\"", tensor.dtype, "\",\"shape\":[");
     for (size_t i = 0; i < tensor.shape.size(); ++i) {
       absl::StrAppend(&header, i ? "," : "", tensor.shape[i]);
     }
@@ -110,12 +171,13 @@ std::string EncodeSafetensors(const TensorMap& tensors) {
   return out;
 }
 
-absl::Status WriteSafetensors(const std::string& path, const TensorMap& tensors) {
+absl::Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
+                              const Metadata& metadata) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
     if (!file.is_open()) return absl::PermissionDeniedError(absl::StrCat("cannot write '", tmp, "'"));
-    const std::string bytes = EncodeSafetensors(tensors);
+    const std::string bytes = EncodeSafetensors(tensors, metadata);
     file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!file.good()) return absl::DataLossError(absl::StrCat("writing '", tmp, "' failed"));
   }

@@ -2,31 +2,44 @@
 
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/model_description.h"
 #include "worker/data/random.h"
 
 namespace shardwise {
 namespace {
 
-bool HasBias(const v1::ModelSpec& model) { return !model.has_bias() || model.bias(); }
+// nanoGPT's initial value of one GPT parameter.
+double GptInitial(const ParameterDesc& param, int n_layer, Random& random) {
+  const std::string& name = param.name;
+  const bool layer_norm_weight =
+      absl::StrContains(name, ".ln_") && absl::EndsWith(name, ".weight");
+  if (absl::EndsWith(name, ".bias")) return 0.0;
+  if (layer_norm_weight) return 1.0;
+  const double std = absl::EndsWith(name, "c_proj.weight") ? 0.02 / std::sqrt(2.0 * n_layer) : 0.02;
+  return std * random.Normal();
+}
 
 }  // namespace
 
 TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed) {
+  auto description = DescribeModel(model);
   Random random(seed);
   TensorMap weights;
-  for (int l = 0; l + 1 < model.layer_widths_size(); ++l) {
-    const int64_t in = model.layer_widths(l), out = model.layer_widths(l + 1);
-    const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-    std::vector<float> w(in * out);
-    for (float& v : w) v = static_cast<float>(random.Uniform(-bound, bound));
-    weights[absl::StrCat(2 * l, ".weight")] = F32Tensor({out, in}, w.data());
-    if (HasBias(model)) {
-      std::vector<float> b(out);
-      for (float& v : b) v = static_cast<float>(random.Uniform(-bound, bound));
-      weights[absl::StrCat(2 * l, ".bias")] = F32Tensor({out}, b.data());
+  if (!description.ok()) return weights;
+  for (const ParameterDesc& param : description->params) {
+    std::vector<float> values(param.numel());
+    if (model.has_gpt()) {
+      for (float& v : values) v = static_cast<float>(GptInitial(param, model.gpt().n_layer(), random));
+    } else {
+      // Linear k's fan-in is its weight's second dimension.
+      const int64_t in = model.layer_widths(description->modules[param.module].index);
+      const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+      for (float& v : values) v = static_cast<float>(random.Uniform(-bound, bound));
     }
+    weights[param.name] = F32Tensor(param.shape, values.data());
   }
   return weights;
 }
@@ -36,21 +49,22 @@ absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec) {
   const std::string& path = spec.init().safetensors_path();
   auto file = ReadSafetensors(path);
   if (!file.ok()) return file.status();
-  const TensorMap expected = SeededWeights(spec.model(), 0);  // for names and shapes
+  auto description = DescribeModel(spec.model());
+  if (!description.ok()) return description.status();
   TensorMap weights;
-  for (const auto& [name, want] : expected) {
-    auto it = file->find(name);
+  for (const ParameterDesc& want : description->params) {
+    auto it = file->find(want.name);
     if (it == file->end()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("init.safetensors_path '", path, "': no tensor '", name, "'"));
+          absl::StrCat("init.safetensors_path '", path, "': no tensor '", want.name, "'"));
     }
     if (it->second.dtype != "F32" || it->second.shape != want.shape) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "init.safetensors_path '", path, "': tensor '", name, "' is ", it->second.dtype, " [",
-          absl::StrJoin(it->second.shape, ", "), "], expected F32 [",
+          "init.safetensors_path '", path, "': tensor '", want.name, "' is ", it->second.dtype,
+          " [", absl::StrJoin(it->second.shape, ", "), "], expected F32 [",
           absl::StrJoin(want.shape, ", "), "]"));
     }
-    weights[name] = it->second;
+    weights[want.name] = it->second;
   }
   return weights;
 }

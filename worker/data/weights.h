@@ -1,9 +1,9 @@
 #ifndef SHARDWISE_WORKER_DATA_WEIGHTS_H_
 #define SHARDWISE_WORKER_DATA_WEIGHTS_H_
 
-// A model's weights by their nn.Sequential names ("0.weight" [out, in], "0.bias" [out],
-// "2.weight", ...): seeded with PyTorch's default Linear distribution, or read from a
-// safetensors file and checked against the model.
+// A model's weights by their state-dict names (common/model_description.h): seeded with
+// PyTorch's (MLP) or nanoGPT's (GPT) initialisation, or read from a safetensors file and
+// checked against the model.
 
 #include <cstdint>
 
@@ -13,12 +13,17 @@
 
 namespace shardwise {
 
-// Every weight and bias uniform in ±1/sqrt(in) (PyTorch's default for nn.Linear), drawn
-// layer by layer, weight before bias, from one generator seeded with `seed`.
+// From one generator seeded with `seed`, parameter after parameter in registration order:
+// - MLP: every weight and bias uniform in ±1/sqrt(in) (nn.Linear's default);
+// - GPT (nanoGPT's _init_weights): Linear weights and embeddings normal(0, 0.02), the
+//   residual projections (c_proj.weight) normal(0, 0.02 / sqrt(2 * n_layer)), biases 0,
+//   LayerNorm weights 1.
+// The model must be valid (DescribeModel succeeds).
 TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed);
 
 // The job's initial weights: from init.safetensors_path (every tensor the model needs,
-// F32, with its shape: INVALID_ARGUMENT naming the tensor otherwise) or init.seed.
+// F32, with its shape: INVALID_ARGUMENT naming the tensor otherwise; other tensors, such
+// as a tied lm_head.weight, are ignored) or init.seed.
 absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec);
 
 }  // namespace shardwise

@@ -165,7 +165,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const
     full.resize(manifest.units(u).numel());
     return full;
   };
-  const ModelLayout layout = BuildModelLayout(spec.model(), spec.wrap());
+  ASSIGN_OR_RETURN(const FlatLayout layout, BuildFlatLayout(spec.model(), spec.wrap()));
   loaded.optimizer_state.resize(manifest.units_size());
   for (int u = 0; u < manifest.units_size(); ++u) {
     if (manifest.units(u).numel() == 0) continue;

@@ -104,8 +104,8 @@ TEST(Checkpoint, TheLossScaleSurvivesAResume) {
   inject.faults = [](int rank) {
     TrainingFaults faults;
     if (rank == 1) {
-      faults.corrupt_inputs = [](int64_t step, int, std::vector<float>* x) {
-        if (step == 4) (*x)[0] = std::numeric_limits<float>::infinity();
+      faults.corrupt_inputs = [](int64_t step, int, model::MicroBatch* batch) {
+        if (step == 4) batch->inputs[0] = std::numeric_limits<float>::infinity();
       };
     }
     return faults;

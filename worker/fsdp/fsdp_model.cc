@@ -22,18 +22,39 @@ ScalarType TypeOf(v1::Dtype dtype) {
 
 }  // namespace
 
+// The model's parameters as the stages read them: each one's place in the unsharded
+// buffers of the unit that holds it.
+class FsdpModel::UnitParameters final : public model::ParameterTable {
+ public:
+  explicit UnitParameters(FsdpModel* owner) : owner_(owner) {}
+  const float* value(int param) const override {
+    const ParameterSlot& slot = owner_->layout_.slots[param];
+    return owner_->Params(owner_->units_[slot.unit]) + slot.offset;
+  }
+  float* grad(int param) const override {
+    const ParameterSlot& slot = owner_->layout_.slots[param];
+    return owner_->units_[slot.unit].full_grad.data() + slot.offset;
+  }
+
+ private:
+  FsdpModel* const owner_;
+};
+
 FsdpModel::FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups groups,
-                     Device* device)
+                     Device* device, FlatLayout layout, std::unique_ptr<model::Model> model)
     : spec_(spec),
       plan_(plan),
       groups_(groups),
       device_(device),
       allocator_(device->allocator()),
-      layout_(BuildModelLayout(spec.model(), spec.wrap())),
+      layout_(std::move(layout)),
+      model_(std::move(model)),
       param_type_(TypeOf(EffectiveParamDtype(spec.fsdp().mixed_precision()))),
       reduce_type_(TypeOf(EffectiveReduceDtype(spec.fsdp().mixed_precision()))),
       keep_low_precision_grads_(spec.fsdp().mixed_precision().keep_low_precision_grads()),
-      hook_(spec.comm_hook()) {}
+      parameters_(std::make_unique<UnitParameters>(this)) {}
+
+FsdpModel::~FsdpModel() = default;
 
 absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& spec,
                                                              const ShardingPlan& plan,
@@ -43,7 +64,14 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& 
       groups.replicate == nullptr || groups.replicate->size() != plan.replicate_size) {
     return absl::InvalidArgumentError("communicator groups do not match the sharding plan");
   }
-  std::unique_ptr<FsdpModel> model(new FsdpModel(spec, plan, groups, device));
+  ASSIGN_OR_RETURN(FlatLayout layout, BuildFlatLayout(spec.model(), spec.wrap()));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Model> compute,
+                   model::Model::Create(spec, layout.model));
+  ASSIGN_OR_RETURN(std::vector<std::vector<ShardRange>> ranges,
+                   PlanOptimizerRanges(layout, plan, spec.optimizer()));
+  std::unique_ptr<FsdpModel> model(
+      new FsdpModel(spec, plan, groups, device, std::move(layout), std::move(compute)));
+  model->optimizer_ranges_ = std::move(ranges);
   // The reduction thread (timeline lane 1, or 2 beside an unshard thread at lane 1).
   const bool unshard_thread = groups.unshard != nullptr;
   model->comm_ = std::make_unique<CommThread>([device, unshard_thread] {
@@ -56,42 +84,56 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& 
       device->UseCommunicationStream(Device::CommLane::kUnshard);
     });
   }
-  model->activations_.resize(model->layout_.layers.size());
-  for (size_t u = 0; u < model->layout_.units.size(); ++u) {
-    Unit unit;
-    unit.layout = model->layout_.units[u];
-    unit.index = static_cast<int>(u);
-    unit.padded_numel = PaddedNumel(unit.layout.numel, plan.shard_size);
-    unit.shard_numel = unit.padded_numel / plan.shard_size;
-    // Flatten the unit's parameters in registration order, zero-padded, and keep chunk
-    // `shard_rank`.
-    std::vector<float> flat(unit.padded_numel, 0.0f);
-    for (int l : unit.layout.layers) {
-      const LayerLayout& layer = model->layout_.layers[l];
-      for (const auto& [name, offset, numel] :
-           {std::make_tuple(layer.weight_name, layer.weight_offset, layer.in * layer.out),
-            std::make_tuple(layer.bias_name, layer.bias_offset, layer.out)}) {
-        if (offset < 0) continue;
-        auto it = initial.find(name);
-        if (it == initial.end() || it->second.numel() != numel || it->second.dtype != "F32") {
-          return absl::InvalidArgumentError(absl::StrCat("initial weights lack F32 '", name,
-                                                         "' with ", numel, " elements"));
-        }
-        std::memcpy(flat.data() + offset, it->second.f32(), numel * sizeof(float));
-      }
-    }
-    Allocator* allocator = device->allocator();
-    unit.shard = Buffer(allocator, unit.shard_numel, MemoryCategory::kParameters, false);
-    device->CopyFromHost(unit.shard.data(), flat.data() + plan.shard_rank * unit.shard_numel,
-                         unit.shard_numel * sizeof(float));
-    unit.shard_grad = Buffer(allocator, unit.shard_numel, MemoryCategory::kGradients);
-    model->units_.push_back(std::move(unit));
-  }
+  ReductionContext context;
+  context.plan = &model->plan_;
+  context.groups = groups;
+  context.device = device;
+  context.param_type = model->param_type_;
+  context.reduce_type = model->reduce_type_;
+  context.keep_low_precision_grads = model->keep_low_precision_grads_;
+  model->reducer_ =
+      std::make_unique<GradientReducer>(context, spec.comm_hook(), model->comm_.get());
+  RETURN_IF_ERROR(model->LoadShards(initial));
   return model;
 }
 
+// Flattens each unit's parameters in registration order, zero-padded, and keeps chunk
+// `shard_rank`.
+absl::Status FsdpModel::LoadShards(const TensorMap& initial) {
+  for (size_t u = 0; u < layout_.units.size(); ++u) {
+    FlatUnit unit;
+    unit.layout = layout_.units[u];
+    unit.index = static_cast<int>(u);
+    unit.padded_numel = PaddedNumel(unit.layout.numel, plan_.shard_size);
+    unit.shard_numel = unit.padded_numel / plan_.shard_size;
+    std::vector<float> flat(unit.padded_numel, 0.0f);
+    for (int p : unit.layout.params) {
+      const ParameterDesc& param = layout_.model.params[p];
+      auto it = initial.find(param.name);
+      if (it == initial.end() || it->second.numel() != param.numel() || it->second.dtype != "F32") {
+        return absl::InvalidArgumentError(absl::StrCat("initial weights lack F32 '", param.name,
+                                                       "' with ", param.numel(), " elements"));
+      }
+      std::memcpy(flat.data() + layout_.slots[p].offset, it->second.f32(),
+                  param.numel() * sizeof(float));
+    }
+    unit.shard = Buffer(allocator_, unit.shard_numel, MemoryCategory::kParameters, false);
+    device_->CopyFromHost(unit.shard.data(), flat.data() + plan_.shard_rank * unit.shard_numel,
+                          unit.shard_numel * sizeof(float));
+    unit.shard_grad = Buffer(allocator_, unit.shard_numel, MemoryCategory::kGradients);
+    units_.push_back(std::move(unit));
+  }
+  return absl::OkStatus();
+}
+
+void FsdpModel::set_delays(std::function<void()> compute, std::function<void()> communication) {
+  compute_delay_ = std::move(compute);
+  comm_delay_ = communication;
+  reducer_->set_delay(std::move(communication));
+}
+
 std::vector<float> FsdpModel::ShardOf(int u, const std::vector<float>& full) const {
-  const Unit& unit = units_[u];
+  const FlatUnit& unit = units_[u];
   std::vector<float> shard(unit.shard_numel, 0.0f);
   const int64_t begin = plan_.shard_rank * unit.shard_numel;
   for (int64_t i = 0; i < unit.shard_numel && begin + i < static_cast<int64_t>(full.size()); ++i) {
@@ -100,11 +142,11 @@ std::vector<float> FsdpModel::ShardOf(int u, const std::vector<float>& full) con
   return shard;
 }
 
-float* FsdpModel::Params(Unit& unit) {
+float* FsdpModel::Params(FlatUnit& unit) {
   return NeedsFullCopy() ? unit.full.data() : unit.shard.data();
 }
 
-absl::Status FsdpModel::CheckUnsharded(const Unit& unit, const char* phase) const {
+absl::Status FsdpModel::CheckUnsharded(const FlatUnit& unit, const char* phase) const {
   if (NeedsFullCopy() && !unit.unsharded && unit.layout.numel > 0) {
     return absl::InternalError(absl::StrCat("FSDP unit ", unit.index, ": ", phase,
                                             " needs its parameters unsharded, but they are "
@@ -113,7 +155,9 @@ absl::Status FsdpModel::CheckUnsharded(const Unit& unit, const char* phase) cons
   return absl::OkStatus();
 }
 
-void FsdpModel::IssueUnshard(Unit& unit) {
+// ---- unshard, prefetch, reshard ----
+
+void FsdpModel::IssueUnshard(FlatUnit& unit) {
   if (spec_.fsdp().limit_all_gathers()) {
     // At most two all-gathered units in flight: wait for the oldest pending free (a span
     // on devices with streams; on the CPU every free is already done). A device error
@@ -126,40 +170,28 @@ void FsdpModel::IssueUnshard(Unit& unit) {
   // the memory counters see a prefetched unit from the moment it is prefetched.
   unit.full = Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, false);
   float* full = unit.full.data();
-  CommThread& lane = unshard_comm_ != nullptr ? *unshard_comm_ : *comm_;
   Communicator* group = groups_.unshard != nullptr ? groups_.unshard : groups_.shard;
-  unit.unsharding = EnqueueCollective(lane, [this, &unit, full, group]() -> absl::Status {
-    if (comm_delay_) comm_delay_();
-    if (param_type_ == ScalarType::kFloat32) {
-      return group->AllGather(unit.shard.data(), unit.shard_numel, full);
-    }
-    // The low-precision copy of the shard, made before the all-gather and freed after:
-    // the all-gather moves half the bytes.
-    Buffer low_shard(allocator_, unit.shard_numel, MemoryCategory::kParameters, param_type_,
-                     false);
-    device_->Narrow(param_type_, unit.shard.data(), low_shard.as<uint16_t>(), unit.shard_numel);
-    Buffer low_full(allocator_, unit.padded_numel, MemoryCategory::kParameters, param_type_,
-                    false);
-    RETURN_IF_ERROR(group->AllGather(low_shard.as<uint16_t>(), unit.shard_numel,
-                                     low_full.as<uint16_t>(), param_type_));
-    low_shard.Reset();  // the all-gather has read it (collectives complete before returning)
-    // The GEMMs compute in FP32: widen the gathered values (exactly representable).
-    device_->Widen(param_type_, low_full.as<uint16_t>(), full, unit.padded_numel);
-    return absl::OkStatus();
-  });
-}
-
-CommThread::Handle FsdpModel::EnqueueCollective(CommThread& lane,
-                                                std::function<absl::Status()> task) {
-  // The task reads what this thread produced before now (the fence), and what it writes
-  // is complete when its handle reports (the final synchronisation).
-  return lane.Enqueue([this, fence = device_->RecordFence(),
-                       task = std::move(task)]() -> absl::Status {
-    device_->WaitForFence(fence.get());
-    const absl::Status status = task();
-    const absl::Status synced = device_->Synchronize();
-    return status.ok() ? synced : status;
-  });
+  unit.unsharding =
+      EnqueueAfterFence(device_, unshard_lane(), [this, &unit, full, group]() -> absl::Status {
+        if (comm_delay_) comm_delay_();
+        if (param_type_ == ScalarType::kFloat32) {
+          return group->AllGather(unit.shard.data(), unit.shard_numel, full);
+        }
+        // The low-precision copy of the shard, made before the all-gather and freed after:
+        // the all-gather moves half the bytes.
+        Buffer low_shard(allocator_, unit.shard_numel, MemoryCategory::kParameters, param_type_,
+                         false);
+        device_->Narrow(param_type_, unit.shard.data(), low_shard.as<uint16_t>(),
+                        unit.shard_numel);
+        Buffer low_full(allocator_, unit.padded_numel, MemoryCategory::kParameters, param_type_,
+                        false);
+        RETURN_IF_ERROR(group->AllGather(low_shard.as<uint16_t>(), unit.shard_numel,
+                                         low_full.as<uint16_t>(), param_type_));
+        low_shard.Reset();  // the all-gather has read it (collectives complete before returning)
+        // The GEMMs compute in FP32: widen the gathered values (exactly representable).
+        device_->Widen(param_type_, low_full.as<uint16_t>(), full, unit.padded_numel);
+        return absl::OkStatus();
+      });
 }
 
 absl::Status FsdpModel::AllReduceHostValue(Communicator& group, float* value) {
@@ -171,7 +203,7 @@ absl::Status FsdpModel::AllReduceHostValue(Communicator& group, float* value) {
   return device_->CopyToHost(value, scratch.data(), sizeof(float));
 }
 
-absl::Status FsdpModel::Unshard(Unit& unit) {
+absl::Status FsdpModel::Unshard(FlatUnit& unit) {
   if (!NeedsFullCopy() || unit.unsharded || unit.layout.numel == 0) {
     unit.unsharded = true;
     return absl::OkStatus();
@@ -192,24 +224,24 @@ absl::Status FsdpModel::Unshard(Unit& unit) {
   return absl::OkStatus();
 }
 
-int FsdpModel::ForwardTarget(const Unit& unit) const {
+int FsdpModel::ForwardTarget(const FlatUnit& unit) const {
   if (!prefetch_.has_value() || !prefetch_->forward_prefetch()) return -1;
   return prefetch_->forward_target(unit.index);
 }
 
-int FsdpModel::BackwardTarget(const Unit& unit, v1::BackwardPrefetch::Value hook) const {
+int FsdpModel::BackwardTarget(const FlatUnit& unit, v1::BackwardPrefetch::Value hook) const {
   if (!prefetch_.has_value() || prefetch_->backward_prefetch() != hook) return -1;
   return prefetch_->backward_target(unit.index);
 }
 
 void FsdpModel::Prefetch(int target) {
   if (target < 0 || !plan_.sharded()) return;
-  Unit& unit = units_[target];
+  FlatUnit& unit = units_[target];
   if (unit.unsharded || unit.unsharding.valid() || unit.layout.numel == 0) return;
   IssueUnshard(unit);
 }
 
-void FsdpModel::Reshard(Unit& unit) {
+void FsdpModel::Reshard(FlatUnit& unit) {
   if (!NeedsFullCopy()) return;
   // A prefetch nobody used: wait for it before freeing its buffer.
   if (unit.unsharding.valid()) {
@@ -223,321 +255,147 @@ void FsdpModel::Reshard(Unit& unit) {
   }
 }
 
-ReductionContext FsdpModel::reduction_context() const {
-  ReductionContext context;
-  context.plan = &plan_;
-  context.groups = groups_;
-  context.device = device_;
-  context.param_type = param_type_;
-  context.reduce_type = reduce_type_;
-  context.keep_low_precision_grads = keep_low_precision_grads_;
-  return context;
-}
+// ---- the micro-step ----
 
-// Post-backward: queue the unit's reduction (as the hook says) on the communication
-// thread, where it overlaps the backward of the units before it; it adds into the saved
-// gradient shard (accumulation across micro-steps) and frees the unsharded gradient.
-absl::Status FsdpModel::ReduceGradient(Unit& unit) {
-  if (unit.full_grad.empty()) {
-    return absl::InternalError(absl::StrCat("FSDP unit ", unit.index,
-                                            ": reducing gradients that backward never produced"));
-  }
-  auto grad = std::make_shared<Buffer>(std::move(unit.full_grad));
-  const ReductionContext context = reduction_context();
-  if (IsMixedPrecisionHook(hook_)) {
-    EnqueueCollective(*comm_, [this, &unit, grad, context]() -> absl::Status {
-      if (comm_delay_) comm_delay_();
-      return StartMixedPrecisionReduction(unit, context, *grad);
-    });
-    return absl::OkStatus();
-  }
-  EnqueueCollective(*comm_, [this, &unit, grad, context, hook = hook_]() -> absl::Status {
-    if (comm_delay_) comm_delay_();
-    Buffer reduced(allocator_, unit.shard_numel, MemoryCategory::kCommunication, false);
-    RETURN_IF_ERROR(
-        ReduceUnitGradient(hook, context, grad->data(), unit.shard_numel, reduced.data()));
-    device_->Accumulate(unit.shard_grad.data(), reduced.data(), unit.shard_numel);
-    StepInBackward(unit);
-    // The unsharded gradient and `reduced` go back to the allocator once the work that
-    // reads them is done.
-    RETURN_IF_ERROR(device_->Synchronize());
-    grad->Reset();
-    return absl::OkStatus();
-  });
-  return absl::OkStatus();
-}
-
-// DDP's mixed-precision hook: the all-reduce here (on the communication thread), then on
-// its own thread the division by N, the upcast into the gradient shard, and the release
-// of the unit's low-precision parameters (the FP32 ones are used again from the next
-// forward). The end of backward waits for every unit's thread.
-absl::Status FsdpModel::StartMixedPrecisionReduction(Unit& unit, const ReductionContext& context,
-                                                     Buffer& grad) {
-  ASSIGN_OR_RETURN(Bucket bucket, MixedPrecisionAllReduce(context, grad.data(), unit.shard_numel));
-  grad.Reset();
-  auto shared = std::make_shared<Bucket>(std::move(bucket));
-  absl::MutexLock lock(&upcasts_mu_);
-  upcasts_.push_back(std::async(std::launch::async, [this, &unit, shared, context] {
-    // Beside the communication thread, on its stream (the bucket was made there).
-    device_->UseCommunicationStream(Device::CommLane::kReduction);
-    Buffer reduced(allocator_, unit.shard_numel, MemoryCategory::kCommunication, false);
-    MixedPrecisionFinish(context, *shared, reduced.data());
-    device_->Accumulate(unit.shard_grad.data(), reduced.data(), unit.shard_numel);
-    device_->Synchronize().IgnoreError();  // errors stay sticky: FinishBackward sees them
-    Reshard(unit);
-  }));
-  return absl::OkStatus();
-}
-
-absl::Status FsdpModel::FinishBackward() {
-  const absl::Status reduced = comm_->Drain();
-  WaitForUpcasts();
-  RETURN_IF_ERROR(reduced);
-  return device_->status();
-}
-
-void FsdpModel::WaitForUpcasts() {
-  absl::MutexLock lock(&upcasts_mu_);
-  for (std::future<void>& upcast : upcasts_) upcast.wait();
-  upcasts_.clear();
-}
-
-void FsdpModel::StepInBackward(Unit& unit) {
-  if (overlap_optimizer_ == nullptr || in_backward_ranges_[unit.index].empty()) return;
-  if (!step_begun_) {
-    overlap_optimizer_->BeginStep();
-    step_begun_ = true;
-  }
-  float* grad = unit.shard_grad.data();
-  for (const auto& [begin, end] : in_backward_ranges_[unit.index]) {
-    overlap_optimizer_->UpdateRange(unit.index, unit.shard_numel, begin, end, unit.shard.data(),
-                                    grad);
-    // Stepped: the gradient is consumed (IN_BACKWARD drops it; after
-    // HOOK_THEN_OPTIMIZER nothing else reads it before the next zero_grad).
-    device_->Zero(grad + begin, (end - begin) * sizeof(float));
-  }
-}
-
-absl::Status FsdpModel::EnableOptimizerOverlap(Optimizer* optimizer) {
-  const v1::OptimizerOverlap& overlap = spec_.optimizer().overlap();
-  in_backward_ranges_.assign(units_.size(), {});
-  after_backward_ranges_.assign(units_.size(), {});
-  for (const Unit& unit : units_) {
-    after_backward_ranges_[unit.index].push_back({0, unit.shard_numel});
-  }
-  if (overlap.mode() == v1::OptimizerOverlap::NONE) return absl::OkStatus();
-  const bool all = overlap.mode() == v1::OptimizerOverlap::IN_BACKWARD || overlap.params().empty();
-  int matched = 0;
-  for (const Unit& unit : units_) {
-    if (unit.shard_numel == 0) continue;
-    auto& in = in_backward_ranges_[unit.index];
-    auto& after = after_backward_ranges_[unit.index];
-    if (all) {
-      in = {{0, unit.shard_numel}};
-      after.clear();
-      continue;
-    }
-    // The chosen parameters' parts of this rank's shard, in flat order.
-    const int64_t shard_begin = plan_.shard_rank * unit.shard_numel;
-    const int64_t shard_end = shard_begin + unit.shard_numel;
-    for (int l : unit.layout.layers) {
-      const LayerLayout& layer = layout_.layers[l];
-      for (const auto& [name, offset, numel] :
-           {std::make_tuple(layer.weight_name, layer.weight_offset, layer.in * layer.out),
-            std::make_tuple(layer.bias_name, layer.bias_offset, layer.out)}) {
-        if (offset < 0) continue;
-        if (std::find(overlap.params().begin(), overlap.params().end(), name) ==
-            overlap.params().end()) {
-          continue;
-        }
-        ++matched;
-        const int64_t begin = std::max(offset, shard_begin);
-        const int64_t end = std::min(offset + numel, shard_end);
-        if (begin < end) in.push_back({begin - shard_begin, end - shard_begin});
-      }
-    }
-    // Everything else (other parameters, padding) steps after backward.
-    after.clear();
-    int64_t next = 0;
-    for (const auto& [begin, end] : in) {
-      if (next < begin) after.push_back({next, begin});
-      next = end;
-    }
-    if (next < unit.shard_numel) after.push_back({next, unit.shard_numel});
-  }
-  if (!all && matched != overlap.params_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer.overlap.params names ", overlap.params_size(), " parameters, but only ",
-        matched, " of them are parameters of this model"));
-  }
-  overlap_optimizer_ = optimizer;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<bool> FsdpModel::UnscaleGradients(float inv_scale) {
-  bool found_inf = false;
-  for (Unit& unit : units_) {
-    ASSIGN_OR_RETURN(const bool unit_inf, device_->MultiplyAndCheckFinite(
-                                              unit.shard_grad.data(), unit.shard_numel, inv_scale));
-    found_inf = found_inf || unit_inf;
-  }
-  return found_inf;
-}
-
-void FsdpModel::DiscardGradients() {
-  for (Unit& unit : units_) device_->Zero(unit.shard_grad.data(), unit.shard_numel * sizeof(float));
-}
-
-absl::StatusOr<double> FsdpModel::ForwardBackward(const float* x, const int64_t* labels,
-                                                  const float* targets, int64_t batch,
+absl::StatusOr<double> FsdpModel::ForwardBackward(const model::MicroBatch& batch,
                                                   float loss_scale, bool sync) {
   if (phase_ != Phase::kIdle) {
     return absl::InternalError("FSDP: a micro-step started before the last one finished");
   }
   phase_ = Phase::kForward;
-  const int num_layers = static_cast<int>(layout_.layers.size());
-  const v1::Activation act = spec_.model().activation();
+  model_->Begin(batch, device_, param_type_);
+  RETURN_IF_ERROR(Forward(/*record_order=*/true));
+  ASSIGN_OR_RETURN(const double loss, model_->Loss(loss_scale));
+  phase_ = Phase::kBackward;
+  RETURN_IF_ERROR(Backward(sync));
+  model_->End();
+  RETURN_IF_ERROR(DeriveFirstPlan());
+  phase_ = Phase::kIdle;
+  return loss;
+}
 
-  // Forward. The root wraps the whole model: its pre-forward (unshard) runs first, and it
-  // is not resharded after forward (its parameters are needed again at once in backward).
-  order_.Clear();
-  auto record = [](const Unit& unit, google::protobuf::RepeatedField<int32_t>* order) {
-    if (unit.layout.numel > 0) order->Add(unit.index);
-  };
-  record(root(), order_.mutable_pre_forward());
+// The root wraps the whole model: its pre-forward (unshard) runs first, and it is not
+// resharded after forward (it is used again at the end of forward and first in backward).
+absl::Status FsdpModel::Forward(bool record_order) {
+  if (record_order) order_.Clear();
+  v1::ExecutionOrder unused;
+  v1::ExecutionOrder& order = record_order ? order_ : unused;
+  Record(root(), order.mutable_pre_forward());
   SetPosition("forward", root().index);
   RETURN_IF_ERROR(Unshard(root()));
   Prefetch(ForwardTarget(root()));
-  Buffer current(allocator_, batch * layout_.layers[0].in, MemoryCategory::kActivations, false);
-  device_->CopyFromHost(current.data(), x, current.bytes());
-  // MixedPrecision casts floating-point inputs to param_dtype; each op's output is then in
-  // param_dtype too (rounded here after FP32 arithmetic).
-  device_->RoundToPrecision(param_type_, current.data(), current.numel());
-  for (Unit& unit : units_) {
-    const bool is_root = unit.layout.is_root;
+  for (int s = 0; s < model_->num_stages(); ++s) {
+    FlatUnit& unit = UnitOfStage(s);
+    const bool child = !unit.layout.is_root;
     SetPosition("forward", unit.index);
-    ScopedSpan span(timeline_, "forward", unit.index);
-    if (!is_root) {
-      record(unit, order_.mutable_pre_forward());
-      RETURN_IF_ERROR(Unshard(unit));  // pre-forward
+    if (child && s == unit.layout.first_stage) {  // pre-forward
+      Record(unit, order.mutable_pre_forward());
+      RETURN_IF_ERROR(Unshard(unit));
       Prefetch(ForwardTarget(unit));
     }
+    ScopedSpan span(timeline_, "forward", unit.index);
     RETURN_IF_ERROR(CheckUnsharded(unit, "forward"));
     if (compute_delay_) compute_delay_();
-    for (int l : unit.layout.layers) {
-      const LayerLayout& layer = layout_.layers[l];
-      float* params = Params(unit);
-      Buffer out(allocator_, batch * layer.out, MemoryCategory::kActivations, false);
-      device_->LinearForward(current.data(), params + layer.weight_offset,
-                             layer.bias ? params + layer.bias_offset : nullptr, batch, layer.in,
-                             layer.out, out.data(), param_type_);
-      device_->RoundToPrecision(param_type_, out.data(), out.numel());
-      activations_[l].input = std::move(current);
-      if (l + 1 < num_layers) {
-        Buffer activated(allocator_, out.numel(), MemoryCategory::kActivations, false);
-        device_->ActivationForward(act, out.data(), out.numel(), activated.data());
-        device_->RoundToPrecision(param_type_, activated.data(), activated.numel());
-        activations_[l].preact = std::move(out);
-        current = std::move(activated);
-      } else {
-        current = std::move(out);
-      }
-    }
-    if (!is_root) {
-      record(unit, order_.mutable_post_forward());
-      if (plan_.reshard_after_forward) Reshard(unit);  // post-forward
+    model_->Forward(s, *parameters_);
+    if (child && s == unit.layout.last_stage) {  // post-forward
+      Record(unit, order.mutable_post_forward());
+      if (plan_.reshard_after_forward) Reshard(unit);
     }
   }
-  record(root(), order_.mutable_post_forward());
+  Record(root(), order.mutable_post_forward());
+  return absl::OkStatus();
+}
 
-  // Loss, and its gradient with respect to the outputs.
-  const int64_t out_width = layout_.layers.back().out;
-  Buffer grad(allocator_, batch * out_width, MemoryCategory::kActivations, false);
-  absl::StatusOr<double> loss;
-  if (spec_.loss() == v1::MSE) {
-    Buffer target(allocator_, batch * out_width, MemoryCategory::kActivations, false);
-    device_->CopyFromHost(target.data(), targets, target.bytes());
-    loss = device_->MeanSquaredError(current.data(), target.data(), batch, out_width, loss_scale,
-                                     grad.data());
-  } else {
-    Buffer label(allocator_, batch, MemoryCategory::kActivations, ScalarType::kInt64, false);
-    device_->CopyFromHost(label.as<int64_t>(), labels, label.bytes());
-    loss = device_->CrossEntropy(current.data(), label.as<int64_t>(), batch, out_width,
-                                 loss_scale, grad.data());
-  }
-  RETURN_IF_ERROR(loss.status());
-  current.Reset();
-  device_->RoundToPrecision(param_type_, grad.data(), grad.numel());
-
-  // Backward, units in reverse order: pre-backward unshards, post-backward reduces (when
-  // syncing) and reshards (sharded strategies, when syncing or resharding after forward).
-  phase_ = Phase::kBackward;
-  for (auto unit_it = units_.rbegin(); unit_it != units_.rend(); ++unit_it) {
-    Unit& unit = *unit_it;
-    if (unit.layout.layers.empty()) continue;
+// Stages in reverse; a unit's pre-backward before its last stage's backward, its
+// post-backward after its first stage's.
+absl::Status FsdpModel::Backward(bool sync) {
+  for (int s = model_->num_stages() - 1; s >= 0; --s) {
+    FlatUnit& unit = UnitOfStage(s);
     SetPosition("backward", unit.index);
+    if (s == unit.layout.last_stage) RETURN_IF_ERROR(PreBackward(unit));
     ScopedSpan span(timeline_, "backward", unit.index);
-    RETURN_IF_ERROR(Unshard(unit));  // pre-backward
-    Prefetch(BackwardTarget(unit, v1::BackwardPrefetch::BACKWARD_PRE));
     RETURN_IF_ERROR(CheckUnsharded(unit, "backward"));
     if (compute_delay_) compute_delay_();
-    if (unit.full_grad.empty()) {
-      unit.full_grad = Buffer(allocator_, unit.padded_numel, MemoryCategory::kGradients);
-    }
-    float* params = Params(unit);
-    float* grads = unit.full_grad.data();
-    for (auto l_it = unit.layout.layers.rbegin(); l_it != unit.layout.layers.rend(); ++l_it) {
-      const int l = *l_it;
-      const LayerLayout& layer = layout_.layers[l];
-      if (l + 1 < num_layers) {
-        // Through the activation that followed this layer.
-        device_->ActivationBackward(act, activations_[l].preact.data(), grad.data(),
-                                    grad.numel(), grad.data());
-        device_->RoundToPrecision(param_type_, grad.data(), grad.numel());
-        activations_[l].preact.Reset();
-      }
-      Buffer grad_input;
-      if (l > 0) {
-        grad_input = Buffer(allocator_, batch * layer.in, MemoryCategory::kActivations, false);
-      }
-      device_->LinearBackward(activations_[l].input.data(), params + layer.weight_offset,
-                              grad.data(), batch, layer.in, layer.out,
-                              l > 0 ? grad_input.data() : nullptr, grads + layer.weight_offset,
-                              layer.bias ? grads + layer.bias_offset : nullptr, param_type_);
-      activations_[l].input.Reset();
-      if (l > 0) device_->RoundToPrecision(param_type_, grad_input.data(), grad_input.numel());
-      grad = std::move(grad_input);
-    }
-    // Parameter gradients are in param_dtype: FP32 accumulation, rounded once per unit
-    // and micro-step (accumulation across micro-steps also rounds, as in low precision).
-    device_->RoundToPrecision(param_type_, grads, unit.padded_numel);
-    // Post-backward. Free in backward (sharded strategies, when syncing or resharding
-    // after forward); a low-precision copy of unsharded parameters is freed once
-    // gradients are synced (by the upcast thread, with the mixed-precision hook).
-    if ((plan_.sharded() && (sync || plan_.reshard_after_forward)) ||
-        (!plan_.sharded() && NeedsFullCopy() && sync && !IsMixedPrecisionHook(hook_))) {
-      Reshard(unit);
-    }
-    // BACKWARD_POST's prefetch, then this unit's reduction: on separate threads (as
-    // PyTorch's unshard and post-backward streams) the all-gather does not wait for the
-    // reduce-scatter; where both share one thread, the all-gather goes first.
-    Prefetch(BackwardTarget(unit, v1::BackwardPrefetch::BACKWARD_POST));
-    if (sync) RETURN_IF_ERROR(ReduceGradient(unit));
+    model_->Backward(s, *parameters_);
+    if (s == unit.layout.first_stage) RETURN_IF_ERROR(PostBackward(unit, sync));
   }
   // The end-of-backward callback: wait for the queued reductions and the upcast threads;
-  // a root without layers was unsharded but never visited.
+  // a root that runs no stage was unsharded but never visited.
   RETURN_IF_ERROR(FinishBackward());
-  if (root().layout.layers.empty()) Reshard(root());
-  // From the second micro-step on, prefetch as the first one's order says (every rank
-  // derives the same plan: the coordinator checks that their orders agree).
-  if (!prefetch_.has_value()) {
-    auto plan = PlanPrefetch(order_, spec_.fsdp(), num_units());
-    if (!plan.ok()) return plan.status();
-    plan->set_version(1);  // as the coordinator numbers the plan of the first iteration
-    prefetch_ = std::move(*plan);
+  if (!root().layout.has_stages()) Reshard(root());
+  return absl::OkStatus();
+}
+
+absl::Status FsdpModel::PreBackward(FlatUnit& unit) {
+  RETURN_IF_ERROR(Unshard(unit));
+  Prefetch(BackwardTarget(unit, v1::BackwardPrefetch::BACKWARD_PRE));
+  if (unit.full_grad.empty()) {
+    unit.full_grad = Buffer(allocator_, unit.padded_numel, MemoryCategory::kGradients);
   }
+  return absl::OkStatus();
+}
+
+absl::Status FsdpModel::PostBackward(FlatUnit& unit, bool sync) {
+  // Parameter gradients are in param_dtype: FP32 accumulation, rounded once per unit and
+  // micro-step (accumulation across micro-steps also rounds, as in low precision).
+  device_->RoundToPrecision(param_type_, unit.full_grad.data(), unit.padded_numel);
+  // Free in backward (sharded strategies, when syncing or resharding after forward); a
+  // low-precision copy of unsharded parameters is freed once gradients are synced (by
+  // the upcast thread, with the mixed-precision hook).
+  const bool mixed_precision_hook = IsMixedPrecisionHook(reducer_->hook());
+  if ((plan_.sharded() && (sync || plan_.reshard_after_forward)) ||
+      (!plan_.sharded() && NeedsFullCopy() && sync && !mixed_precision_hook)) {
+    Reshard(unit);
+  }
+  // BACKWARD_POST's prefetch, then this unit's reduction: on separate threads (as
+  // PyTorch's unshard and post-backward streams) the all-gather does not wait for the
+  // reduce-scatter; where both share one thread, the all-gather goes first.
+  Prefetch(BackwardTarget(unit, v1::BackwardPrefetch::BACKWARD_POST));
+  if (!sync) return absl::OkStatus();
+  if (unit.full_grad.empty()) {
+    return absl::InternalError(absl::StrCat("FSDP unit ", unit.index,
+                                            ": reducing gradients that backward never produced"));
+  }
+  reducer_->Reduce(unit, [this, &unit] { Reshard(unit); });
+  return absl::OkStatus();
+}
+
+absl::Status FsdpModel::FinishBackward() {
+  RETURN_IF_ERROR(reducer_->Finish());
+  return device_->status();
+}
+
+// From the second micro-step on, prefetch as the first one's order says (every rank
+// derives the same plan: the coordinator checks that their orders agree).
+absl::Status FsdpModel::DeriveFirstPlan() {
+  if (prefetch_.has_value()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(v1::PrefetchPlan plan, PlanPrefetch(order_, spec_.fsdp(), num_units()));
+  plan.set_version(1);  // as the coordinator numbers the plan of the first iteration
+  prefetch_ = std::move(plan);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> FsdpModel::Evaluate(const model::MicroBatch& batch) {
+  if (phase_ != Phase::kIdle) return absl::InternalError("FSDP: evaluation inside a micro-step");
+  for (const FlatUnit& unit : units_) {
+    if (!unit.full_grad.empty()) {
+      return absl::InternalError(absl::StrCat(
+          "FSDP unit ", unit.index, ": evaluation with unreduced gradients (between steps only)"));
+    }
+  }
+  phase_ = Phase::kForward;
+  model_->Begin(batch, device_, param_type_);
+  const bool reshards = plan_.reshard_after_forward;
+  RETURN_IF_ERROR(Forward(/*record_order=*/false));
+  ASSIGN_OR_RETURN(const double loss, model_->Loss(1.0f));
+  model_->End();
+  // Nothing waits for a backward: every unit gives its full parameters back.
+  for (FlatUnit& unit : units_) {
+    if (unit.unsharded || unit.unsharding.valid() || !reshards) Reshard(unit);
+  }
+  RETURN_IF_ERROR(device_->status());
   phase_ = Phase::kIdle;
-  return *loss;
+  return loss;
 }
 
 absl::Status FsdpModel::set_prefetch_plan(const v1::PrefetchPlan& plan) {
@@ -564,11 +422,34 @@ absl::Status FsdpModel::set_prefetch_plan(const v1::PrefetchPlan& plan) {
   return absl::OkStatus();
 }
 
+// ---- the optimizer step ----
+
+void FsdpModel::EnableOptimizerOverlap(Optimizer* optimizer) {
+  if (spec_.optimizer().overlap().mode() == v1::OptimizerOverlap::NONE) return;
+  reducer_->StepInBackward(optimizer, &optimizer_ranges_);
+}
+
+absl::StatusOr<bool> FsdpModel::UnscaleGradients(float inv_scale) {
+  bool found_inf = false;
+  for (FlatUnit& unit : units_) {
+    ASSIGN_OR_RETURN(const bool unit_inf, device_->MultiplyAndCheckFinite(
+                                              unit.shard_grad.data(), unit.shard_numel, inv_scale));
+    found_inf = found_inf || unit_inf;
+  }
+  return found_inf;
+}
+
+void FsdpModel::DiscardGradients() {
+  for (FlatUnit& unit : units_) {
+    device_->Zero(unit.shard_grad.data(), unit.shard_numel * sizeof(float));
+  }
+}
+
 absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max_grad_norm) {
   if (phase_ != Phase::kIdle) return absl::InternalError("FSDP: optimizer step inside a micro-step");
   SetPosition("optimizer", -1);
   ScopedSpan span(timeline_, "optimizer");
-  for (const Unit& unit : units_) {
+  for (const FlatUnit& unit : units_) {
     if (!unit.full_grad.empty()) {
       return absl::InternalError(absl::StrCat(
           "FSDP unit ", unit.index, ": optimizer step with gradients not yet reduced (the last "
@@ -580,7 +461,7 @@ absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max
     // Shards are disjoint within the shard group and identical across replicate groups:
     // the sum of squares is all-reduced over the shard group only.
     double local = 0;
-    for (const Unit& unit : units_) {
+    for (const FlatUnit& unit : units_) {
       ASSIGN_OR_RETURN(const double squares,
                        device_->SquaredNorm(unit.shard_grad.data(), unit.shard_numel));
       local += squares;
@@ -590,20 +471,15 @@ absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max
     total_norm = std::sqrt(static_cast<double>(sum));
     const float coef = ClipCoefficient(total_norm, max_grad_norm);
     if (coef < 1.0f) {
-      for (Unit& unit : units_) device_->Multiply(unit.shard_grad.data(), unit.shard_numel, coef);
+      for (FlatUnit& unit : units_) device_->Multiply(unit.shard_grad.data(), unit.shard_numel, coef);
     }
   }
-  if (!step_begun_) optimizer.BeginStep();
-  step_begun_ = false;
-  for (Unit& unit : units_) {
-    if (unit.shard_numel == 0) continue;
-    if (after_backward_ranges_.empty()) {
-      optimizer.Update(unit.index, unit.shard.data(), unit.shard_grad.data(), unit.shard_numel);
-    } else {
-      for (const auto& [begin, end] : after_backward_ranges_[unit.index]) {
-        optimizer.UpdateRange(unit.index, unit.shard_numel, begin, end, unit.shard.data(),
-                              unit.shard_grad.data());
-      }
+  if (!reducer_->TakeStepBegun()) optimizer.BeginStep();
+  for (FlatUnit& unit : units_) {
+    for (const ShardRange& range : optimizer_ranges_[unit.index]) {
+      if (range.in_backward) continue;
+      optimizer.UpdateRange(unit.index, unit.shard_numel, range.begin, range.end,
+                            unit.shard.data(), unit.shard_grad.data(), range.decay);
     }
   }
   DiscardGradients();
@@ -611,20 +487,14 @@ absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max
   return total_norm;
 }
 
-void AddUnitTensors(const ModelLayout& layout, int unit, const float* flat, TensorMap* model) {
-  for (int l : layout.units[unit].layers) {
-    const LayerLayout& layer = layout.layers[l];
-    (*model)[layer.weight_name] = F32Tensor({layer.out, layer.in}, flat + layer.weight_offset);
-    if (layer.bias) (*model)[layer.bias_name] = F32Tensor({layer.out}, flat + layer.bias_offset);
-  }
-}
+// ---- the whole model ----
 
 absl::StatusOr<TensorMap> FsdpModel::GatherFullModel() {
   // The collectives run on the communicator's stream: the optimizer's updates first.
   RETURN_IF_ERROR(device_->Synchronize());
   TensorMap model;
-  for (Unit& unit : units_) {
-    if (unit.layout.layers.empty()) continue;
+  for (FlatUnit& unit : units_) {
+    if (unit.layout.numel == 0) continue;
     Buffer gathered(allocator_, unit.padded_numel, MemoryCategory::kCommunication, false);
     RETURN_IF_ERROR(
         groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, gathered.data()));

@@ -1,60 +1,55 @@
 #ifndef SHARDWISE_WORKER_FSDP_FSDP_MODEL_H_
 #define SHARDWISE_WORKER_FSDP_FSDP_MODEL_H_
 
-// The FSDP runtime for a sequential MLP on one rank: flat parameters per unit, sharded
-// over the shard group; unshard (all-gather) and reshard (free) in FSDP's order; gradient
-// reduction with the divide factors (reduce-scatter in the shard group, all-reduce across
-// the replicate group); accumulation into the saved gradient shard; the optimizer on the
-// fp32 shards. SEMANTICS.md states the orders; docs/architecture.md maps them here.
+// The FSDP runtime on one rank, for any model of the model layer (worker/model/): flat
+// parameters per unit (layout.h), sharded over the shard group; unshard (all-gather) and
+// reshard (free) in FSDP's order around the model's stages; gradient reduction
+// (gradient_reducer.h) into the saved gradient shards; the optimizer on the FP32 shards.
+// It never knows which model it runs: it sees parameters, units and stages.
+// docs/semantics.md states the orders; docs/architecture.md maps them here.
 //
-// With mixed precision (fsdp.mixed_precision), the all-gather moves param_dtype (a
-// low-precision copy of the shard is made before it and freed after), compute uses
-// operands rounded to param_dtype with FP32 arithmetic (the CPU has no BF16/FP16 BLAS),
-// gradients are reduced in reduce_dtype, and the optimizer sees FP32 gradients on the
-// FP32 master shards.
+// A micro-step: the root unshards first (its pre-forward: it wraps the model) and stays
+// unsharded until its post-backward; each child unit unshards at its first stage
+// (pre-forward) and, if the strategy says so, reshards after its last (post-forward).
+// Backward runs the stages in reverse: a unit's pre-backward comes before its last
+// stage's backward (unshard again, allocate the unsharded gradient), its post-backward
+// after its first stage's (round the gradient to param_dtype, reshard, queue the
+// reduction). A GPT's root runs the embeddings first and the head last, so its
+// post-backward, and its reduction, come at the very end, after the tied weight's
+// gradient has summed both uses.
 //
-// Gradients are reduced as the job's communication hook says (comm_hooks.h). With
-// DDP's mixed-precision hook, each unit's division and upcast run on a separate thread
-// after its all-reduce, and the end of backward waits for them.
-//
-// Optimizer overlap (optimizer.overlap): the optimizer steps a unit's parameters (all of
-// them, or the chosen subset) right after that unit's gradient is reduced, inside
-// backward; OptimizerStep then steps only the rest.
+// With mixed precision (fsdp.mixed_precision) the all-gather moves param_dtype (a
+// low-precision copy of the shard is made before it and freed after), stages compute on
+// parameters rounded to param_dtype, gradients are reduced in reduce_dtype, and the
+// optimizer sees FP32 gradients on the FP32 master shards.
 //
 // Collectives run on the model's communication threads (comm_thread.h), as FSDP's run on
 // its unshard and post-backward streams: all-gathers on one (over the shard group's
-// second connection, groups.unshard), issued early as the prefetch plan says; each unit's
-// reduction on the other, queued at its post-backward, overlapping the backward of the
-// units before it; the end of backward waits for the reductions. A prefetched all-gather
-// therefore never waits behind a reduce-scatter. Each thread runs its collectives in the
-// order the training thread queues them, the same on every rank, and each has its own
-// communicators, so the ranks' collectives pair up whatever the timing. With limit_all_gathers, an unshard first waits until at most one
-// earlier reshard's free is still pending on the device (all_gather_limiter.h; on the CPU
-// frees complete at once, so it never waits).
+// second connection, groups.unshard), issued early as the prefetch plan says; reductions
+// on the other. Each thread runs its collectives in the order the training thread queues
+// them, the same on every rank, and each has its own communicators, so the ranks'
+// collectives pair up whatever the timing. With limit_all_gathers, an unshard first waits
+// until at most one earlier reshard's free is still pending on the device
+// (all_gather_limiter.h; on the CPU frees complete at once).
 //
-// One training step is: ForwardBackward once per micro-step (sync only on the last),
-// then OptimizerStep (or, after an overflow found by the loss scaler, DiscardGradients).
+// One training step: ForwardBackward once per micro-step (sync only on the last), then
+// OptimizerStep (or, after an overflow found by the loss scaler, DiscardGradients).
 // Out-of-order use fails with INTERNAL naming the unit and phase.
 //
-// Buffers live on the model's Device (compute/device.h: CPU or CUDA) and all arithmetic
-// goes through it; the communicators' collectives take the device's buffers. The
-// training thread works on the device's compute stream, the communication thread and
-// the upcast threads on its communication stream; a collective task waits for a fence of
-// the work queued before it, and synchronises its stream before it reports.
+// Buffers live on the model's Device and all arithmetic goes through it; the training
+// thread works on the compute stream, the communication threads on theirs.
 //
-// Thread-safety: none; one model per rank, used by its training thread (which owns the
-// communication thread and the mixed-precision hook's upcast threads).
+// Thread-safety: an FsdpModel is used by one training thread. The threads it starts
+// (communication, upcasts) touch units only across the hand-offs flat_unit.h describes;
+// their shared bookkeeping is GradientReducer's, under its mutex.
 
 #include <cstdint>
 #include <functional>
-#include <future>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
 #include "worker/comm/comm_thread.h"
@@ -62,8 +57,13 @@
 #include "worker/compute/device.h"
 #include "worker/data/safetensors.h"
 #include "worker/fsdp/comm_hooks.h"
+#include "worker/fsdp/flat_unit.h"
+#include "worker/fsdp/gradient_reducer.h"
 #include "worker/fsdp/layout.h"
 #include "worker/fsdp/optimizer.h"
+#include "worker/fsdp/optimizer_ranges.h"
+#include "worker/model/batch.h"
+#include "worker/model/model.h"
 #include "worker/runtime/all_gather_limiter.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
@@ -72,25 +72,24 @@
 
 namespace shardwise::fsdp {
 
-// Adds the parameters of unit `unit`, read from its flat buffer `flat` (registration
-// order, as FsdpModel lays it out), to `model` under their nn.Sequential names.
-void AddUnitTensors(const ModelLayout& layout, int unit, const float* flat, TensorMap* model);
-
 class FsdpModel {
  public:
-  // `initial` holds the full model by nn.Sequential names; each rank keeps its shards.
+  // `initial` holds the full model by state-dict names; each rank keeps its shards.
   static absl::StatusOr<std::unique_ptr<FsdpModel>> Create(const v1::JobSpec& spec,
                                                            const ShardingPlan& plan,
                                                            Groups groups, Device* device,
                                                            const TensorMap& initial);
+  ~FsdpModel();
 
-  // One micro-step on `batch` rows: forward, loss (scaled by `loss_scale`, e.g. 1/A for A
+  // One micro-step on `batch`: forward, loss (scaled by `loss_scale`, e.g. 1/A for A
   // accumulation micro-steps), backward. With `sync`, gradients are reduced into the
   // gradient shards; without, they accumulate unsharded (no_sync). Returns the scaled
   // local loss.
-  absl::StatusOr<double> ForwardBackward(const float* x, const int64_t* labels,
-                                         const float* targets, int64_t batch, float loss_scale,
+  absl::StatusOr<double> ForwardBackward(const model::MicroBatch& batch, float loss_scale,
                                          bool sync);
+  // The loss of `batch` without gradients (evaluation): units unshard as in a forward and
+  // all reshard after it. Not recorded as an execution order. Between steps only.
+  absl::StatusOr<double> Evaluate(const model::MicroBatch& batch);
 
   // Clips by global norm (when max_grad_norm > 0), steps the optimizer on every shard
   // (but the ranges already stepped in backward), and zeroes the gradient shards. Returns
@@ -104,23 +103,20 @@ class FsdpModel {
   void DiscardGradients();
 
   // Steps `optimizer` inside backward, as optimizer.overlap says. Call before training.
-  absl::Status EnableOptimizerOverlap(Optimizer* optimizer);
+  void EnableOptimizerOverlap(Optimizer* optimizer);
 
   // The communication hook, which a running job may change between steps (every rank at
   // the same step). The hook must be valid for the job's strategy.
-  const v1::CommHook& comm_hook() const { return hook_; }
+  const v1::CommHook& comm_hook() const { return reducer_->hook(); }
+  void set_comm_hook(const v1::CommHook& hook) { reducer_->set_hook(hook); }
 
   // Where to record the phase and unit this rank is in (for stall reports); may be null.
   void set_position(RankPosition* position) { position_ = position; }
   // Where to record forward, backward (per unit) and optimizer spans; may be null.
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
-
-  // For tests: called before each unit's compute and before each collective, to shake
+  // For tests: called before each stage's compute and before each collective, to shake
   // the timing (correctness must not depend on it).
-  void set_delays(std::function<void()> compute, std::function<void()> communication) {
-    compute_delay_ = std::move(compute);
-    comm_delay_ = std::move(communication);
-  }
+  void set_delays(std::function<void()> compute, std::function<void()> communication);
 
   // The prefetch plan this rank follows: derived (common/prefetch_plan.h) from its first
   // micro-step's execution order (version 1), from the second micro-step on, until the
@@ -129,9 +125,8 @@ class FsdpModel {
   // Follows `plan` from the next micro-step (a version the coordinator re-derived, which
   // every rank adopts at the same step); INVALID_ARGUMENT if it is not for this model.
   absl::Status set_prefetch_plan(const v1::PrefetchPlan& plan);
-  void set_comm_hook(const v1::CommHook& hook) { hook_ = hook; }
 
-  // The full model by nn.Sequential names. Every rank must call it (it all-gathers).
+  // The full model by state-dict names. Every rank must call it (it all-gathers).
   absl::StatusOr<TensorMap> GatherFullModel();
 
   // Unit u's flat shard copied to the host (for checkpoints), its sizes, and this rank's
@@ -146,94 +141,76 @@ class FsdpModel {
   // pre-forward hooks (the root first, as it wraps the model) and post-forward hooks.
   const v1::ExecutionOrder& execution_order() const { return order_; }
 
-  const ModelLayout& layout() const { return layout_; }
+  const FlatLayout& layout() const { return layout_; }
   Device* device() const { return device_; }
   const ShardingPlan& plan() const { return plan_; }
   int num_units() const { return static_cast<int>(units_.size()); }
 
  private:
   enum class Phase { kIdle, kForward, kBackward };
-  struct Unit {
-    UnitLayout layout;
-    int index = 0;
-    int64_t padded_numel = 0;
-    int64_t shard_numel = 0;
-    Buffer shard;       // fp32 master parameters [shard_numel]
-    Buffer shard_grad;  // reduced gradients [shard_numel]
-    Buffer full;        // unsharded parameters [padded_numel], sharded plans only
-    Buffer full_grad;   // unsharded gradients [padded_numel], from backward until reduced
-    bool unsharded = false;
-    CommThread::Handle unsharding;  // an all-gather issued (prefetched) and not yet waited
-  };
-  struct LayerActivations {
-    Buffer input;   // the layer's input [batch, in]
-    Buffer preact;  // its output before the activation [batch, out] (not the last layer)
-  };
+  class UnitParameters;
 
-  FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups groups, Device* device);
+  FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups groups, Device* device,
+            FlatLayout layout, std::unique_ptr<model::Model> model);
+  absl::Status LoadShards(const TensorMap& initial);
 
-  float* Params(Unit& unit);
+  // The phases of a micro-step.
+  absl::Status Forward(bool record_order);
+  absl::Status Backward(bool sync);
+  absl::Status PreBackward(FlatUnit& unit);
+  absl::Status PostBackward(FlatUnit& unit, bool sync);
+  absl::Status FinishBackward();
+  // After a micro-step (sync or not): the plan from the first one's order.
+  absl::Status DeriveFirstPlan();
+
+  float* Params(FlatUnit& unit);
   // Whether computing with a unit needs a separate full buffer: sharded units (gathered)
   // and, with a low param_dtype, unsharded ones too (a rounded copy, as FSDP's
   // low-precision parameters).
   bool NeedsFullCopy() const { return plan_.sharded() || param_type_ != ScalarType::kFloat32; }
-  absl::Status Unshard(Unit& unit);
-  // Issues the all-gather of `unit` on the communication thread without waiting.
-  void IssueUnshard(Unit& unit);
-  // Queues `task` on communication thread `lane`, ordered after this thread's work so
-  // far; its results are complete on the device when its handle reports.
-  CommThread::Handle EnqueueCollective(CommThread& lane, std::function<absl::Status()> task);
+  absl::Status Unshard(FlatUnit& unit);
+  // Issues the all-gather of `unit` on the all-gather thread without waiting.
+  void IssueUnshard(FlatUnit& unit);
   // Sums a host value over `group` (through device memory: NCCL needs it).
   absl::Status AllReduceHostValue(Communicator& group, float* value);
   // FSDP's prefetch: issues `target`'s unshard early if it still needs one (-1: none).
   void Prefetch(int target);
   // The plan's targets for `unit`: in its pre-forward (forward prefetch), and in its
   // pre- or post-backward when the plan prefetches at `hook`; -1 for none.
-  int ForwardTarget(const Unit& unit) const;
-  int BackwardTarget(const Unit& unit, v1::BackwardPrefetch::Value hook) const;
-  void Reshard(Unit& unit);
-  absl::Status ReduceGradient(Unit& unit);
-  absl::Status StartMixedPrecisionReduction(Unit& unit, const ReductionContext& context,
-                                            Buffer& grad);
-  void WaitForUpcasts();
-  // The end of backward: every queued reduction, then the upcast threads.
-  absl::Status FinishBackward();
+  int ForwardTarget(const FlatUnit& unit) const;
+  int BackwardTarget(const FlatUnit& unit, v1::BackwardPrefetch::Value hook) const;
+  void Reshard(FlatUnit& unit);
+  absl::Status CheckUnsharded(const FlatUnit& unit, const char* phase) const;
   void SetPosition(const char* phase, int unit) {
     if (position_ != nullptr) position_->SetPhase(phase, unit);
   }
-  ReductionContext reduction_context() const;
-  // Steps the ranges of `unit` that are stepped in backward (optimizer overlap).
-  void StepInBackward(Unit& unit);
-  absl::Status CheckUnsharded(const Unit& unit, const char* phase) const;
-  Unit& root() { return units_.back(); }
+  void Record(const FlatUnit& unit, google::protobuf::RepeatedField<int32_t>* order) {
+    if (unit.layout.numel > 0) order->Add(unit.index);
+  }
+  FlatUnit& root() { return units_.back(); }
+  FlatUnit& UnitOfStage(int stage) { return units_[layout_.assignment.unit_of_stage[stage]]; }
+  CommThread& unshard_lane() { return unshard_comm_ != nullptr ? *unshard_comm_ : *comm_; }
 
   const v1::JobSpec spec_;
   const ShardingPlan plan_;
   const Groups groups_;
   Device* const device_;
   Allocator* const allocator_;  // device_'s
-  const ModelLayout layout_;
+  const FlatLayout layout_;
+  const std::unique_ptr<model::Model> model_;
   // MixedPrecision (SEMANTICS.md): the dtype of unsharded parameters, compute and the
   // all-gather; of gradient reduction; and whether reduced gradients stay in param_dtype.
   const ScalarType param_type_;
   const ScalarType reduce_type_;
   const bool keep_low_precision_grads_;
-  v1::CommHook hook_;
+  std::unique_ptr<UnitParameters> parameters_;
   v1::ExecutionOrder order_;
   RankPosition* position_ = nullptr;
   Timeline* timeline_ = nullptr;
-  std::vector<Unit> units_;
-  std::vector<LayerActivations> activations_;
+  std::vector<FlatUnit> units_;
   Phase phase_ = Phase::kIdle;
-  // The mixed-precision hook's per-unit upcasts in flight this backward.
-  std::vector<std::future<void>> upcasts_;
-  // Optimizer overlap: the optimizer, and per unit the shard ranges [begin, end) it steps
-  // in backward and those left for OptimizerStep.
-  Optimizer* overlap_optimizer_ = nullptr;
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> in_backward_ranges_;
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> after_backward_ranges_;
-  bool drop_gradients_in_backward_ = false;  // IN_BACKWARD: gradients are dropped after
-  bool step_begun_ = false;  // this step's optimizer.BeginStep() already ran in backward
+  // Per unit, the shard ranges the optimizer steps, and whether each steps in backward.
+  std::vector<std::vector<ShardRange>> optimizer_ranges_;
   std::optional<v1::PrefetchPlan> prefetch_;
   // limit_all_gathers (sharded plans): a fence per reshard, on the compute stream, after
   // the last use of the freed buffer; an unshard waits for the oldest of two.
@@ -244,7 +221,7 @@ class FsdpModel {
   };
   AllGatherLimiter<FreeEvent> limiter_;
   std::function<void()> compute_delay_, comm_delay_;
-  absl::Mutex upcasts_mu_;  // upcasts_ is filled from the communication thread
+  std::unique_ptr<GradientReducer> reducer_;
   // Last: destroyed first, they let the running task finish (it uses the units) and join.
   // The unshard thread (all-gathers) exists when groups.unshard is set; the other thread
   // runs the reductions, and the all-gathers too without an unshard thread.

@@ -207,9 +207,10 @@ TEST(Memory, FullShardHoldsItsShardsPlusAtMostTwoUnitsInFlight) {
   auto none_run = testing::TrainInThreads(none_spec);
   ASSERT_TRUE(prefetch_run.ok() && full_run.ok() && none_run.ok());
 
-  const ModelLayout layout = BuildModelLayout(one_at_a_time.model(), one_at_a_time.wrap());
+  auto layout = BuildFlatLayout(one_at_a_time.model(), one_at_a_time.wrap());
+  ASSERT_TRUE(layout.ok()) << layout.status();
   int64_t shards = 0, largest = 0, second = 0, total = 0;
-  for (const UnitLayout& unit : layout.units) {
+  for (const UnitLayout& unit : layout->units) {
     const int64_t padded = PaddedNumel(unit.numel, 4) * 4;  // bytes
     shards += padded / 4;
     total += unit.numel * 4;

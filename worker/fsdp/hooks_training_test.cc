@@ -177,8 +177,8 @@ TEST(GradScalerTraining, InjectedInfSkipsTheStepOnEveryRank) {
     inject.faults = [&](int rank) {
       TrainingFaults faults;
       if (rank == 1) {
-        faults.corrupt_inputs = [&](int64_t step, int, std::vector<float>* x) {
-          if (bad_steps.count(step) > 0) (*x)[0] = std::numeric_limits<float>::infinity();
+        faults.corrupt_inputs = [&](int64_t step, int, model::MicroBatch* batch) {
+          if (bad_steps.count(step) > 0) batch->inputs[0] = std::numeric_limits<float>::infinity();
         };
       }
       return faults;

@@ -4,34 +4,37 @@
 
 namespace shardwise::fsdp {
 
-ModelLayout BuildModelLayout(const v1::ModelSpec& model, const v1::WrapPolicy& wrap) {
-  ModelLayout layout;
-  const int num_layers = model.layer_widths_size() - 1;
-  const int per_unit = std::max(1, wrap.layers_per_unit());
-  const int children = num_layers / per_unit;
-  layout.units.resize(children + 1);
+absl::StatusOr<FlatLayout> BuildFlatLayout(const v1::ModelSpec& model,
+                                           const v1::WrapPolicy& wrap) {
+  FlatLayout layout;
+  auto description = DescribeModel(model);
+  if (!description.ok()) return description.status();
+  layout.model = std::move(*description);
+  auto assignment = AssignUnits(layout.model, wrap);
+  if (!assignment.ok()) return assignment.status();
+  layout.assignment = std::move(*assignment);
+  layout.units.resize(layout.assignment.num_units);
   layout.units.back().is_root = true;
-  for (int l = 0; l < num_layers; ++l) {
-    LayerLayout layer;
-    layer.in = model.layer_widths(l);
-    layer.out = model.layer_widths(l + 1);
-    layer.bias = !model.has_bias() || model.bias();
-    layer.unit = l / per_unit < children ? l / per_unit : children;
-    // Linear k is module 2k of the nn.Sequential (activations sit between them).
-    layer.weight_name = absl::StrCat(2 * l, ".weight");
-    layer.bias_name = absl::StrCat(2 * l, ".bias");
-    UnitLayout& unit = layout.units[layer.unit];
-    // Flattened in registration order: weight, then bias.
-    layer.weight_offset = unit.numel;
-    unit.numel += layer.in * layer.out;
-    if (layer.bias) {
-      layer.bias_offset = unit.numel;
-      unit.numel += layer.out;
-    }
-    unit.layers.push_back(l);
-    layout.layers.push_back(layer);
+  for (int p = 0; p < static_cast<int>(layout.model.params.size()); ++p) {
+    const int u = layout.assignment.unit_of_param[p];
+    UnitLayout& unit = layout.units[u];
+    layout.slots.push_back({u, unit.numel});
+    unit.params.push_back(p);
+    unit.numel += layout.model.params[p].numel();
+  }
+  for (int s = 0; s < static_cast<int>(layout.model.stages.size()); ++s) {
+    UnitLayout& unit = layout.units[layout.assignment.unit_of_stage[s]];
+    if (unit.first_stage < 0) unit.first_stage = s;
+    unit.last_stage = s;
   }
   return layout;
+}
+
+void AddUnitTensors(const FlatLayout& layout, int unit, const float* flat, TensorMap* tensors) {
+  for (int p : layout.units[unit].params) {
+    const ParameterDesc& param = layout.model.params[p];
+    (*tensors)[param.name] = F32Tensor(param.shape, flat + layout.slots[p].offset);
+  }
 }
 
 void DivideFactors(int n, double* predivide, double* postdivide) {

@@ -2,8 +2,8 @@
 #define SHARDWISE_WORKER_FSDP_LAYOUT_H_
 
 // Pure descriptions of how a job's model is split into FSDP units and sharded: which
-// layers each unit owns, where each parameter sits in the unit's flat buffer, and each
-// rank's groups and divide factors (SEMANTICS.md: "Flat parameters and sharding",
+// parameters each unit holds, where each sits in the unit's flat buffer, and each rank's
+// groups and divide factors (SEMANTICS.md: "Flat parameters and sharding",
 // "Gradient reduction").
 
 #include <cstdint>
@@ -11,37 +11,47 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/model_description.h"
 #include "proto/job_spec.pb.h"
+#include "worker/data/safetensors.h"
 
 namespace shardwise::fsdp {
 
-struct LayerLayout {
-  int64_t in = 0, out = 0;
-  bool bias = true;
-  int unit = 0;                // the unit that owns this layer's parameters
-  int64_t weight_offset = 0;   // in the unit's flat buffer
-  int64_t bias_offset = -1;    // -1 without bias
-  std::string weight_name;     // nn.Sequential state-dict names: "0.weight", "0.bias", ...
-  std::string bias_name;
+// Where a parameter lives: its unit, and its offset in that unit's flat buffer.
+struct ParameterSlot {
+  int unit = 0;
+  int64_t offset = 0;
 };
 
 struct UnitLayout {
-  std::vector<int> layers;  // in forward order
+  std::vector<int> params;  // the parameters it holds, in registration order
+  int64_t numel = 0;        // before padding
   bool is_root = false;
-  int64_t numel = 0;         // parameters, before padding
+  // The first and last stage it runs (the root's may be far apart: a GPT's root runs the
+  // embeddings first and the head last); -1 when it runs none.
+  int first_stage = -1;
+  int last_stage = -1;
+  bool has_stages() const { return first_stage >= 0; }
 };
 
-// Child units wrap `layers_per_unit` consecutive Linear layers each; layers left over at
-// the end belong to the root unit, which wraps the whole model (as FSDP's auto-wrap leaves
-// unwrapped modules to the root). `units` lists the children in forward order, then the
-// root (whose `layers` may be empty).
-struct ModelLayout {
-  std::vector<LayerLayout> layers;
+// A job's model cut into FSDP units by its wrap policy, with each unit's parameters
+// flattened in registration order (SEMANTICS.md: "Flat parameters and sharding").
+// `units` lists the children in the order they first run, then the root.
+struct FlatLayout {
+  ModelDescription model;
+  UnitAssignment assignment;
   std::vector<UnitLayout> units;
+  std::vector<ParameterSlot> slots;  // per parameter
   int root_unit() const { return static_cast<int>(units.size()) - 1; }
 };
 
-ModelLayout BuildModelLayout(const v1::ModelSpec& model, const v1::WrapPolicy& wrap);
+// INVALID_ARGUMENT for a model that cannot be described or a wrap policy that does not
+// fit it (common/model_description.h).
+absl::StatusOr<FlatLayout> BuildFlatLayout(const v1::ModelSpec& model, const v1::WrapPolicy& wrap);
+
+// Adds the parameters of unit `unit`, read from its flat buffer `flat`, to `tensors`
+// under their state-dict names.
+void AddUnitTensors(const FlatLayout& layout, int unit, const float* flat, TensorMap* tensors);
 
 // Every strategy is a shard group (ranks that split the parameters) times a replicate
 // group (ranks that hold the same shard), plus whether units reshard after forward:

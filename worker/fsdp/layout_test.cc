@@ -25,31 +25,63 @@ TEST(DivideFactors, MatchSemantics) {
   }
 }
 
-TEST(BuildModelLayout, EachLinearItsOwnUnitByDefault) {
+TEST(BuildFlatLayout, EachLinearItsOwnUnitByDefault) {
   v1::WrapPolicy wrap;
-  ModelLayout layout = BuildModelLayout(Model({4, 8, 3}), wrap);
-  ASSERT_EQ(layout.units.size(), 3u);  // two children and an empty root
-  EXPECT_EQ(layout.units[0].numel, 4 * 8 + 8);
-  EXPECT_EQ(layout.units[1].numel, 8 * 3 + 3);
-  EXPECT_TRUE(layout.units[2].is_root);
-  EXPECT_TRUE(layout.units[2].layers.empty());
-  EXPECT_EQ(layout.layers[1].weight_name, "2.weight");
-  EXPECT_EQ(layout.layers[1].bias_name, "2.bias");
-  EXPECT_EQ(layout.layers[1].weight_offset, 0);
-  EXPECT_EQ(layout.layers[1].bias_offset, 24);
+  auto layout = BuildFlatLayout(Model({4, 8, 3}), wrap);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  ASSERT_EQ(layout->units.size(), 3u);  // two children and an empty root
+  EXPECT_EQ(layout->units[0].numel, 4 * 8 + 8);
+  EXPECT_EQ(layout->units[1].numel, 8 * 3 + 3);
+  EXPECT_TRUE(layout->units[2].is_root);
+  EXPECT_FALSE(layout->units[2].has_stages());
+  const int weight = layout->model.FindParameter("2.weight");
+  const int bias = layout->model.FindParameter("2.bias");
+  EXPECT_EQ(layout->slots[weight].unit, 1);
+  EXPECT_EQ(layout->slots[weight].offset, 0);
+  EXPECT_EQ(layout->slots[bias].offset, 24);
 }
 
-TEST(BuildModelLayout, LeftoverLayersBelongToTheRoot) {
+TEST(BuildFlatLayout, LeftoverLayersBelongToTheRoot) {
   v1::WrapPolicy wrap;
   wrap.set_layers_per_unit(2);
-  ModelLayout layout = BuildModelLayout(Model({2, 3, 4, 5}, /*bias=*/false), wrap);
-  ASSERT_EQ(layout.units.size(), 2u);
-  EXPECT_EQ(layout.units[0].layers, (std::vector<int>{0, 1}));
-  EXPECT_EQ(layout.units[0].numel, 2 * 3 + 3 * 4);
-  EXPECT_EQ(layout.layers[1].weight_offset, 6);  // registration order: flattened in sequence
-  EXPECT_EQ(layout.units[1].layers, (std::vector<int>{2}));
-  EXPECT_EQ(layout.layers[2].unit, 1);
-  EXPECT_EQ(layout.layers[2].bias_offset, -1);
+  auto layout = BuildFlatLayout(Model({2, 3, 4, 5}, /*bias=*/false), wrap);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  ASSERT_EQ(layout->units.size(), 2u);
+  EXPECT_EQ(layout->units[0].first_stage, 0);
+  EXPECT_EQ(layout->units[0].last_stage, 1);
+  EXPECT_EQ(layout->units[0].numel, 2 * 3 + 3 * 4);
+  EXPECT_EQ(layout->slots[layout->model.FindParameter("2.weight")].offset, 6);  // in sequence
+  EXPECT_EQ(layout->units[1].first_stage, 2);
+  EXPECT_EQ(layout->slots[layout->model.FindParameter("4.weight")].unit, 1);
+  EXPECT_EQ(layout->model.FindParameter("4.bias"), -1);
+}
+
+// FSDP's root flat parameter holds what no block holds, in registration order:
+// wte, wpe, ln_f; it runs the embeddings first and the final norm and head last.
+TEST(BuildFlatLayout, GptBlocksAreUnitsAndTheRootHoldsTheRest) {
+  v1::ModelSpec model;
+  v1::GptConfig* gpt = model.mutable_gpt();
+  gpt->set_vocab_size(11);
+  gpt->set_block_size(5);
+  gpt->set_n_layer(2);
+  gpt->set_n_head(2);
+  gpt->set_n_embd(4);
+  auto layout = BuildFlatLayout(model, v1::WrapPolicy());
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  ASSERT_EQ(layout->units.size(), 3u);
+  const UnitLayout& root = layout->units[2];
+  ASSERT_EQ(root.params.size(), 4u);
+  EXPECT_EQ(layout->model.params[root.params[0]].name, "transformer.wte.weight");
+  EXPECT_EQ(layout->model.params[root.params[1]].name, "transformer.wpe.weight");
+  EXPECT_EQ(layout->model.params[root.params[2]].name, "transformer.ln_f.weight");
+  EXPECT_EQ(layout->slots[root.params[1]].offset, 11 * 4);
+  EXPECT_EQ(root.numel, 11 * 4 + 5 * 4 + 4 + 4);
+  EXPECT_EQ(root.first_stage, 0);
+  EXPECT_EQ(root.last_stage, 5);  // wte, wpe, h.0, h.1, ln_f, lm_head
+  // A block: two LayerNorms (8 + 8), c_attn (48 + 12), c_proj (16 + 4), c_fc (64 + 16),
+  // mlp c_proj (64 + 4).
+  EXPECT_EQ(layout->units[0].numel, 8 + 8 + 60 + 20 + 80 + 68);
+  EXPECT_EQ(layout->units[1].first_stage, 3);
 }
 
 TEST(PlanSharding, EveryStrategyAsShardAndReplicateGroups) {

@@ -85,9 +85,11 @@ TEST_P(DtypeProbe, AllGathersInParamDtypeReductionsInReduceDtype) {
       auto model = FsdpModel::Create(spec, *plan, {&shard_probe, &replicate_probe}, &device,
                                      SeededWeights(spec.model(), 0));
       ASSERT_TRUE(model.ok()) << model.status();
-      std::vector<float> x(6 * 6, 0.25f);
-      std::vector<int64_t> labels(6, 1);
-      auto loss = (*model)->ForwardBackward(x.data(), labels.data(), nullptr, 6, 1.0f, true);
+      model::MicroBatch batch;
+      batch.rows = 6;
+      batch.inputs.assign(6 * 6, 0.25f);
+      batch.labels.assign(6, 1);
+      auto loss = (*model)->ForwardBackward(batch, 1.0f, true);
       ASSERT_TRUE(loss.ok()) << loss.status();
       int gathers = 0, reductions = 0;
       for (const auto& [op, type] : shard_probe.calls()) {

@@ -29,6 +29,7 @@ class Sgd final : public Optimizer {
         momentum_buffers_(segments),
         started_(segments) {}
 
+  void set_lr(double lr) override { scalars_.lr = static_cast<float>(lr); }
   void BeginStep() override { ++steps_; }
   int64_t steps() const override { return steps_; }
   void set_steps(int64_t steps) override { steps_ = steps; }
@@ -47,7 +48,7 @@ class Sgd final : public Optimizer {
   }
 
   void UpdateRange(int segment, size_t segment_numel, size_t begin, size_t end, float* p,
-                   const float* grad) override {
+                   const float* grad, bool decay) override {
     Buffer& buf = momentum_buffers_[segment];
     const bool momentum = scalars_.momentum != 0;
     if (momentum && buf.empty()) {
@@ -62,12 +63,14 @@ class Sgd final : public Optimizer {
     } else {
       started.begins.insert(begin);
     }
-    device_->SgdUpdate(scalars_, first, p + begin, grad + begin,
+    SgdScalars scalars = scalars_;
+    if (!decay) scalars.weight_decay = 0;
+    device_->SgdUpdate(scalars, first, p + begin, grad + begin,
                        momentum ? buf.data() + begin : nullptr, end - begin);
   }
 
  private:
-  const SgdScalars scalars_;
+  SgdScalars scalars_;
   Device* const device_;
   int64_t steps_ = 0;
   std::vector<Buffer> momentum_buffers_;
@@ -90,6 +93,7 @@ class AdamW final : public Optimizer {
         exp_avg_(segments),
         exp_avg_sq_(segments) {}
 
+  void set_lr(double lr) override { lr_ = lr; }
   void BeginStep() override { ++step_; }
   int64_t steps() const override { return step_; }
   void set_steps(int64_t steps) override { step_ = steps; }
@@ -112,7 +116,7 @@ class AdamW final : public Optimizer {
   }
 
   void UpdateRange(int segment, size_t segment_numel, size_t begin, size_t end, float* p,
-                   const float* grad) override {
+                   const float* grad, bool decay) override {
     if (exp_avg_[segment].empty()) {
       Allocator* allocator = device_->allocator();
       exp_avg_[segment] = Buffer(allocator, segment_numel, MemoryCategory::kOptimizerState);
@@ -124,7 +128,7 @@ class AdamW final : public Optimizer {
     AdamWScalars s;
     s.step_size = static_cast<float>(lr_ / bias_correction1);
     s.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-    s.decay = static_cast<float>(1 - lr_ * weight_decay_);
+    s.decay = decay ? static_cast<float>(1 - lr_ * weight_decay_) : 1.0f;
     s.one_minus_beta1 = static_cast<float>(1 - beta1_);
     s.beta2 = static_cast<float>(beta2_);
     s.one_minus_beta2 = static_cast<float>(1 - beta2_);
@@ -134,7 +138,8 @@ class AdamW final : public Optimizer {
   }
 
  private:
-  const double lr_, beta1_, beta2_, eps_, weight_decay_;
+  double lr_;
+  const double beta1_, beta2_, eps_, weight_decay_;
   Device* const device_;
   int64_t step_ = 0;
   std::vector<Buffer> exp_avg_, exp_avg_sq_;

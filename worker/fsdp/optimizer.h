@@ -31,14 +31,18 @@ class Optimizer {
                                            Device* device);
   virtual ~Optimizer() = default;
 
+  // The learning rate of the steps from now on (optimizer.lr_schedule sets it each step;
+  // the spec's lr until then).
+  virtual void set_lr(double lr) = 0;
   // Advances the step counter; call once per optimizer step, before Update.
   virtual void BeginStep() = 0;
   // Updates elements [begin, end) of segment `segment` (of `segment_numel` elements):
   // param[i] in place from grad[i]; `param` and `grad` point at the segment's start.
+  // Without `decay` the range takes no weight decay (nanoGPT's second parameter group).
   // Ranges let a segment be stepped piecewise (optimizer overlap steps some parameters in
   // backward); each element must be updated once per step, in the same ranges every step.
   virtual void UpdateRange(int segment, size_t segment_numel, size_t begin, size_t end,
-                           float* param, const float* grad) = 0;
+                           float* param, const float* grad, bool decay = true) = 0;
   // The whole segment: param[n] from grad[n].
   void Update(int segment, float* param, const float* grad, size_t n) {
     UpdateRange(segment, n, 0, n, param, grad);

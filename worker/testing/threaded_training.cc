@@ -48,7 +48,8 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec,
           out.rank0_last_progress = p;
         };
       }
-      results[r] = Train(spec, training, options.faults ? options.faults(r) : TrainingFaults{});
+      TrainingFaults faults = options.faults ? options.faults(r) : TrainingFaults{};
+      results[r] = Train(spec, training, &faults);
       out.memory[r] = allocator.Stats();
     });
   }

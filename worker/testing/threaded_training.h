@@ -15,6 +15,7 @@
 #include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
 #include "worker/runtime/memory.h"
+#include "worker/testing/training_faults.h"
 #include "worker/trainer.h"
 
 namespace shardwise::testing {

@@ -1,0 +1,102 @@
+#include "worker/compute/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "worker/compute/cpu/gemm.h"
+
+namespace shardwise::cpu {
+namespace {
+
+// Where head h of sequence b starts in qkv (part 0: q, 1: k, 2: v) and in out.
+struct HeadView {
+  int64_t seq, heads, head_dim;
+  int64_t width() const { return heads * head_dim; }
+  int64_t qkv_offset(int64_t b, int64_t h, int part) const {
+    return b * seq * 3 * width() + part * width() + h * head_dim;
+  }
+  int64_t out_offset(int64_t b, int64_t h) const { return b * seq * width() + h * head_dim; }
+};
+
+// Row i of the scaled scores: softmax over its first i + 1 entries, zeros after.
+template <typename T>
+void CausalSoftmaxRow(T* row, int64_t i, int64_t seq, T scale) {
+  for (int64_t j = 0; j <= i; ++j) row[j] *= scale;
+  const T max = *std::max_element(row, row + i + 1);
+  T sum = 0;
+  for (int64_t j = 0; j <= i; ++j) {
+    row[j] = std::exp(row[j] - max);
+    sum += row[j];
+  }
+  const T inverse = T{1} / sum;
+  for (int64_t j = 0; j <= i; ++j) row[j] *= inverse;
+  std::fill(row + i + 1, row + seq, T{0});
+}
+
+template <typename T>
+T Scale(int64_t head_dim) {
+  return static_cast<T>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+}  // namespace
+
+template <typename T>
+void AttentionForward(const T* qkv, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+                      T* out, T* probs) {
+  const HeadView view{seq, heads, head_dim};
+  const int64_t ld = 3 * view.width();
+  const T scale = Scale<T>(head_dim);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      T* p = probs + (b * heads + h) * seq * seq;
+      Gemm(false, true, seq, seq, head_dim, T{1}, qkv + view.qkv_offset(b, h, 0), ld,
+           qkv + view.qkv_offset(b, h, 1), ld, T{0}, p, seq);
+      for (int64_t i = 0; i < seq; ++i) CausalSoftmaxRow(p + i * seq, i, seq, scale);
+      Gemm(false, false, seq, head_dim, seq, T{1}, p, seq, qkv + view.qkv_offset(b, h, 2), ld,
+           T{0}, out + view.out_offset(b, h), view.width());
+    }
+  }
+}
+
+template <typename T>
+void AttentionBackward(const T* qkv, const T* probs, const T* dout, int64_t batch, int64_t seq,
+                       int64_t heads, int64_t head_dim, T* dqkv) {
+  const HeadView view{seq, heads, head_dim};
+  const int64_t ld = 3 * view.width();
+  const T scale = Scale<T>(head_dim);
+  std::vector<T> ds(seq * seq);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const T* p = probs + (b * heads + h) * seq * seq;
+      const T* dout_h = dout + view.out_offset(b, h);
+      // dP, then dS in its place.
+      Gemm(false, true, seq, seq, head_dim, T{1}, dout_h, view.width(),
+           qkv + view.qkv_offset(b, h, 2), ld, T{0}, ds.data(), seq);
+      Gemm(true, false, seq, head_dim, seq, T{1}, p, seq, dout_h, view.width(), T{0},
+           dqkv + view.qkv_offset(b, h, 2), ld);
+      for (int64_t i = 0; i < seq; ++i) {
+        const T* p_row = p + i * seq;
+        T* d_row = ds.data() + i * seq;
+        T dot = 0;
+        for (int64_t j = 0; j <= i; ++j) dot += d_row[j] * p_row[j];
+        for (int64_t j = 0; j <= i; ++j) d_row[j] = p_row[j] * (d_row[j] - dot) * scale;
+        std::fill(d_row + i + 1, d_row + seq, T{0});
+      }
+      Gemm(false, false, seq, head_dim, seq, T{1}, ds.data(), seq, qkv + view.qkv_offset(b, h, 1),
+           ld, T{0}, dqkv + view.qkv_offset(b, h, 0), ld);
+      Gemm(true, false, seq, head_dim, seq, T{1}, ds.data(), seq, qkv + view.qkv_offset(b, h, 0),
+           ld, T{0}, dqkv + view.qkv_offset(b, h, 1), ld);
+    }
+  }
+}
+
+template void AttentionForward(const float*, int64_t, int64_t, int64_t, int64_t, float*, float*);
+template void AttentionForward(const double*, int64_t, int64_t, int64_t, int64_t, double*,
+                               double*);
+template void AttentionBackward(const float*, const float*, const float*, int64_t, int64_t,
+                                int64_t, int64_t, float*);
+template void AttentionBackward(const double*, const double*, const double*, int64_t, int64_t,
+                                int64_t, int64_t, double*);
+
+}  // namespace shardwise::cpu

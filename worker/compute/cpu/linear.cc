@@ -1,0 +1,40 @@
+#include "worker/compute/cpu/linear.h"
+
+#include <algorithm>
+
+#include "worker/compute/cpu/gemm.h"
+
+namespace shardwise::cpu {
+
+template <typename T>
+void LinearForward(const T* x, const T* w, const T* b, int64_t batch, int64_t in, int64_t out,
+                   T* y) {
+  if (b != nullptr) {
+    for (int64_t i = 0; i < batch; ++i) std::copy(b, b + out, y + i * out);
+  }
+  Gemm(false, true, batch, out, in, T{1}, x, in, w, in, b != nullptr ? T{1} : T{0}, y, out);
+}
+
+template <typename T>
+void LinearBackward(const T* x, const T* w, const T* dy, int64_t batch, int64_t in, int64_t out,
+                    T* dx, T* dw, T* db) {
+  if (dx != nullptr) Gemm(false, false, batch, in, out, T{1}, dy, out, w, in, T{0}, dx, in);
+  Gemm(true, false, out, in, batch, T{1}, dy, out, x, in, T{1}, dw, in);
+  if (db != nullptr) {
+    for (int64_t i = 0; i < batch; ++i) {
+      const T* row = dy + i * out;
+      for (int64_t j = 0; j < out; ++j) db[j] += row[j];
+    }
+  }
+}
+
+template void LinearForward(const float*, const float*, const float*, int64_t, int64_t, int64_t,
+                            float*);
+template void LinearForward(const double*, const double*, const double*, int64_t, int64_t,
+                            int64_t, double*);
+template void LinearBackward(const float*, const float*, const float*, int64_t, int64_t, int64_t,
+                             float*, float*, float*);
+template void LinearBackward(const double*, const double*, const double*, int64_t, int64_t,
+                             int64_t, double*, double*, double*);
+
+}  // namespace shardwise::cpu

@@ -1,0 +1,72 @@
+#ifndef SHARDWISE_WORKER_COMPUTE_POINTWISE_H_
+#define SHARDWISE_WORKER_COMPUTE_POINTWISE_H_
+
+// The per-element arithmetic every device shares: the optimizer rules (PyTorch's
+// formulas, SEMANTICS.md "Optimizers") and the activations. The CPU loops
+// (compute/cpu/) and the CUDA kernels (cuda/kernels.cu) both call these, so the two
+// devices cannot drift apart by hand. Plain inline functions: nvcc compiles them for the
+// device, the host compiler for the host.
+
+#include <cmath>
+
+#include "worker/compute/optimizer_scalars.h"
+
+#ifdef __CUDACC__
+#define SHARDWISE_HOST_DEVICE __host__ __device__
+#else
+#define SHARDWISE_HOST_DEVICE
+#endif
+
+namespace shardwise::pointwise {
+
+// torch.optim.SGD on one element. `first`: the momentum buffer is uninitialised and
+// becomes a copy of the gradient (a parameter's first step).
+SHARDWISE_HOST_DEVICE inline void SgdStep(const SgdScalars& s, bool first, float* p, float g,
+                                          float* momentum) {
+  if (s.weight_decay != 0) g += s.weight_decay * *p;
+  if (s.momentum != 0) {
+    *momentum = first ? g : s.momentum * *momentum + (1 - s.dampening) * g;
+    g = s.nesterov ? g + s.momentum * *momentum : *momentum;
+  }
+  *p -= s.lr * g;
+}
+
+// torch.optim.AdamW (single-tensor path) on one element: decoupled decay, the moments
+// (exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq * beta2 + (1 - beta2) * grad^2), the step.
+SHARDWISE_HOST_DEVICE inline void AdamWStep(const AdamWScalars& s, float* p, float g, float* m,
+                                            float* v) {
+  *p *= s.decay;
+  *m += s.one_minus_beta1 * (g - *m);
+  *v = *v * s.beta2 + s.one_minus_beta2 * g * g;
+  const float denom = sqrtf(*v) / s.bias_correction2_sqrt + s.eps;
+  *p -= s.step_size * (*m / denom);
+}
+
+// Activations in double, rounded once by the caller: GELU is x * Phi(x) (torch.nn.GELU())
+// and GELU_TANH its tanh approximation (approximate="tanh").
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kGeluTanhCubic = 0.044715;
+
+SHARDWISE_HOST_DEVICE inline double Gelu(double x) { return 0.5 * x * (1.0 + erf(x * kInvSqrt2)); }
+
+SHARDWISE_HOST_DEVICE inline double GeluGrad(double x) {
+  const double cdf = 0.5 * (1.0 + erf(x * kInvSqrt2));
+  const double pdf = kInvSqrt2Pi * exp(-0.5 * x * x);
+  return cdf + x * pdf;
+}
+
+SHARDWISE_HOST_DEVICE inline double GeluTanh(double x) {
+  return 0.5 * x * (1.0 + tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x)));
+}
+
+SHARDWISE_HOST_DEVICE inline double GeluTanhGrad(double x) {
+  const double t = tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x));
+  const double inner_grad = kSqrt2OverPi * (1.0 + 3.0 * kGeluTanhCubic * x * x);
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * inner_grad;
+}
+
+}  // namespace shardwise::pointwise
+
+#endif  // SHARDWISE_WORKER_COMPUTE_POINTWISE_H_

@@ -1,0 +1,106 @@
+#include "worker/data/tokens.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "worker/data/safetensors.h"
+
+namespace shardwise {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid());
+}
+
+std::string WriteUint16(const std::string& name, const std::vector<uint16_t>& ids) {
+  const std::string path = TempPath(name);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(ids.data()), ids.size() * 2);
+  return path;
+}
+
+std::vector<uint16_t> Iota(int n) {
+  std::vector<uint16_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = static_cast<uint16_t>(i % 50);
+  return ids;
+}
+
+// SplitMix64's published first output for seed 0 is 0xE220A8397B1DCDAF.
+TEST(SequenceStart, IsSplitMix64ModuloTheStarts) {
+  EXPECT_EQ(SequenceStart(0, 0, 1000 + 8, 8), static_cast<int64_t>(0xE220A8397B1DCDAFULL % 1000));
+  EXPECT_EQ(SequenceStart(0, 0, 1008, 8), 535);
+  EXPECT_EQ(SequenceStart(7, 5, 1000, 8), 657);
+}
+
+TEST(TokenFile, BatchesAreSequencesAndTheirNextTokens) {
+  auto file = TokenFile::Open("data.tokens.train_path", WriteUint16("train.bin", Iota(200)),
+                              v1::TokenData::FORMAT_UNSPECIFIED, 50, 8);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ((*file)->size(), 200);
+  const model::MicroBatch batch = TokenMicroBatch(**file, 3, 10, 2, 8);
+  EXPECT_EQ(batch.rows, 16);
+  EXPECT_EQ(batch.sequences, 2);
+  for (int j = 0; j < 2; ++j) {
+    const int64_t start = SequenceStart(3, 10 + j, 200, 8);
+    for (int t = 0; t < 8; ++t) {
+      EXPECT_EQ(batch.tokens[j * 8 + t], (start + t) % 50);
+      EXPECT_EQ(batch.labels[j * 8 + t], (start + t + 1) % 50);
+    }
+  }
+}
+
+TEST(TokenFile, ReadsASafetensorsTensor) {
+  HostTensor tokens;
+  tokens.dtype = "I64";
+  tokens.shape = {20};
+  std::vector<int64_t> ids(20, 7);
+  tokens.bytes.assign(reinterpret_cast<const char*>(ids.data()), 20 * 8);
+  const std::string path = TempPath("tokens") + ".safetensors";
+  ASSERT_TRUE(WriteSafetensors(path, {{"tokens", tokens}}).ok());
+  auto file = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::FORMAT_UNSPECIFIED,
+                              8, 4);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ((*file)->size(), 20);
+  EXPECT_EQ((*file)->at(19), 7);
+}
+
+TEST(TokenFile, NamesTheFieldTheFileAndTheOffsetOfABadId) {
+  std::vector<uint16_t> ids = Iota(100);
+  ids[37] = 60;
+  const std::string path = WriteUint16("bad.bin", ids);
+  auto file = TokenFile::Open("data.tokens.val_path", path, v1::TokenData::UINT16, 50, 8);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(file.status().message(),
+            absl::StrCat("job.data.tokens.val_path '", path,
+                         "': token 37 (byte offset 74) is 60, not an id below "
+                         "model.gpt.vocab_size 50"));
+}
+
+TEST(TokenFile, RefusesShortOddAndIrregularFiles) {
+  auto short_file = TokenFile::Open("data.tokens.train_path", WriteUint16("short.bin", Iota(8)),
+                                    v1::TokenData::UINT16, 50, 8);
+  EXPECT_EQ(short_file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(short_file.status().message().find("holds 8 tokens"), std::string::npos);
+  const std::string odd = TempPath("odd.bin");
+  std::ofstream(odd, std::ios::binary) << "abc";
+  EXPECT_NE(TokenFile::Open("f", odd, v1::TokenData::UINT16, 50, 1).status().message().find(
+                "whole number"),
+            std::string::npos);
+  const char* dir = std::getenv("TEST_TMPDIR");
+  EXPECT_NE(TokenFile::Open("f", dir ? dir : "/tmp", v1::TokenData::UINT16, 50, 1)
+                .status()
+                .message()
+                .find("not a regular file"),
+            std::string::npos);
+  EXPECT_EQ(TokenFile::Open("f", "/no/such/file", v1::TokenData::UINT16, 50, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace shardwise

@@ -1,0 +1,37 @@
+#ifndef SHARDWISE_WORKER_FSDP_FLAT_UNIT_H_
+#define SHARDWISE_WORKER_FSDP_FLAT_UNIT_H_
+
+// One FSDP unit on one rank: its flat parameter's shard, its gradient shard, and while it
+// is unsharded, the full (all-gathered) parameters and their gradient.
+//
+// Ownership across threads: the training thread owns a unit, but for two hand-offs
+// that a handle orders. An all-gather task fills `full` (allocated by the training
+// thread at issue) and reports through `unsharding`; the training thread reads `full`
+// only after waiting on it. At post-backward the unsharded gradient moves to the
+// reduction thread, which adds into `shard_grad`; the training thread reads
+// `shard_grad` again only after the end of backward has drained that thread.
+
+#include <cstdint>
+
+#include "worker/comm/comm_thread.h"
+#include "worker/fsdp/layout.h"
+#include "worker/runtime/memory.h"
+
+namespace shardwise::fsdp {
+
+struct FlatUnit {
+  UnitLayout layout;
+  int index = 0;
+  int64_t padded_numel = 0;
+  int64_t shard_numel = 0;
+  Buffer shard;       // FP32 master parameters [shard_numel]
+  Buffer shard_grad;  // reduced gradients [shard_numel]
+  Buffer full;        // unsharded parameters [padded_numel], when they need their own copy
+  Buffer full_grad;   // unsharded gradients [padded_numel], from pre-backward until reduced
+  bool unsharded = false;
+  CommThread::Handle unsharding;  // an all-gather issued (prefetched) and not yet waited on
+};
+
+}  // namespace shardwise::fsdp
+
+#endif  // SHARDWISE_WORKER_FSDP_FLAT_UNIT_H_

@@ -1,0 +1,115 @@
+#include "worker/fsdp/gradient_reducer.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace shardwise::fsdp {
+
+CommThread::Handle EnqueueAfterFence(Device* device, CommThread& lane,
+                                     std::function<absl::Status()> task) {
+  return lane.Enqueue([device, fence = device->RecordFence(),
+                       task = std::move(task)]() -> absl::Status {
+    device->WaitForFence(fence.get());
+    const absl::Status status = task();
+    const absl::Status synced = device->Synchronize();
+    return status.ok() ? synced : status;
+  });
+}
+
+void GradientReducer::Reduce(FlatUnit& unit, std::function<void()> release_parameters) {
+  auto grad = std::make_shared<Buffer>(std::move(unit.full_grad));
+  if (IsMixedPrecisionHook(hook_)) {
+    EnqueueAfterFence(context_.device, *lane_,
+                      [this, &unit, grad, release = std::move(release_parameters)] {
+                        if (delay_) delay_();
+                        return StartMixedPrecision(unit, *grad, release);
+                      });
+    return;
+  }
+  EnqueueAfterFence(context_.device, *lane_, [this, &unit, grad, hook = hook_] {
+    if (delay_) delay_();
+    return ReduceAndAccumulate(unit, *grad, hook);
+  });
+}
+
+absl::Status GradientReducer::ReduceAndAccumulate(FlatUnit& unit, Buffer& grad,
+                                                  const v1::CommHook& hook) {
+  Device* device = context_.device;
+  Buffer reduced(device->allocator(), unit.shard_numel, MemoryCategory::kCommunication, false);
+  RETURN_IF_ERROR(ReduceUnitGradient(hook, context_, grad.data(), unit.shard_numel, reduced.data()));
+  device->Accumulate(unit.shard_grad.data(), reduced.data(), unit.shard_numel);
+  Step(unit);
+  // The unsharded gradient and `reduced` go back to the allocator once the work that
+  // reads them is done.
+  RETURN_IF_ERROR(device->Synchronize());
+  grad.Reset();
+  return absl::OkStatus();
+}
+
+// DDP's mixed-precision hook: the all-reduce here, then on its own thread the division
+// by N, the upcast into the gradient shard and the release of the unit's low-precision
+// parameters (the FP32 ones are used again from the next forward).
+absl::Status GradientReducer::StartMixedPrecision(FlatUnit& unit, Buffer& grad,
+                                                  std::function<void()> release_parameters) {
+  ASSIGN_OR_RETURN(Bucket bucket, MixedPrecisionAllReduce(context_, grad.data(), unit.shard_numel));
+  grad.Reset();
+  auto shared = std::make_shared<Bucket>(std::move(bucket));
+  absl::MutexLock lock(&mu_);
+  upcasts_.push_back(std::async(std::launch::async, [this, &unit, shared, release_parameters] {
+    Device* device = context_.device;
+    // Beside the reduction thread, on its stream (the bucket was made there).
+    device->UseCommunicationStream(Device::CommLane::kReduction);
+    Buffer reduced(device->allocator(), unit.shard_numel, MemoryCategory::kCommunication, false);
+    MixedPrecisionFinish(context_, *shared, reduced.data());
+    device->Accumulate(unit.shard_grad.data(), reduced.data(), unit.shard_numel);
+    device->Synchronize().IgnoreError();  // errors stay sticky: Finish sees them
+    release_parameters();
+  }));
+  return absl::OkStatus();
+}
+
+void GradientReducer::Step(FlatUnit& unit) {
+  if (optimizer_ == nullptr) return;
+  bool any = false;
+  for (const ShardRange& range : (*ranges_)[unit.index]) any = any || range.in_backward;
+  if (!any) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!step_begun_) {
+      optimizer_->BeginStep();
+      step_begun_ = true;
+    }
+  }
+  float* grad = unit.shard_grad.data();
+  for (const ShardRange& range : (*ranges_)[unit.index]) {
+    if (!range.in_backward) continue;
+    optimizer_->UpdateRange(unit.index, unit.shard_numel, range.begin, range.end,
+                            unit.shard.data(), grad, range.decay);
+    // Stepped: the gradient is consumed (IN_BACKWARD drops it; after HOOK_THEN_OPTIMIZER
+    // nothing else reads it before the next zero_grad).
+    context_.device->Zero(grad + range.begin, (range.end - range.begin) * sizeof(float));
+  }
+}
+
+absl::Status GradientReducer::Finish() {
+  const absl::Status reduced = lane_->Drain();
+  std::vector<std::future<void>> upcasts;
+  {
+    absl::MutexLock lock(&mu_);
+    upcasts.swap(upcasts_);
+  }
+  for (std::future<void>& upcast : upcasts) upcast.wait();
+  RETURN_IF_ERROR(reduced);
+  return context_.device->status();
+}
+
+bool GradientReducer::TakeStepBegun() {
+  absl::MutexLock lock(&mu_);
+  const bool begun = step_begun_;
+  step_begun_ = false;
+  return begun;
+}
+
+}  // namespace shardwise::fsdp

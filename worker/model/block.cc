@@ -1,0 +1,68 @@
+#include "worker/model/block.h"
+
+namespace shardwise::model {
+
+void Block::AddResidual(const StageContext& context, Buffer& x, const Buffer& branch) {
+  context.device->Accumulate(x.data(), branch.data(), x.numel());
+  context.Round(x);
+}
+
+void Block::Forward(const StageContext& context, Flow& flow) {
+  const int64_t rows = context.batch->rows;
+  x_ = std::move(flow.hidden);
+  ln_1_out_ = m_.ln_1.Forward(context, x_.data(), rows, &ln_1_);
+  Buffer attn = m_.attn.Forward(context, ln_1_out_.data(), &attn_);
+  x2_ = context.Activations(x_.numel());
+  context.device->Copy(x2_.data(), x_.data(), x_.bytes());
+  AddResidual(context, x2_, attn);
+  attn.Reset();
+  ln_2_out_ = m_.ln_2.Forward(context, x2_.data(), rows, &ln_2_);
+  fc_out_ = m_.c_fc.Forward(context, ln_2_out_.data(), rows);
+  act_out_ = context.Activations(fc_out_.numel());
+  context.device->ActivationForward(m_.activation, fc_out_.data(), fc_out_.numel(),
+                                    act_out_.data());
+  context.Round(act_out_);
+  Buffer mlp = m_.c_proj.Forward(context, act_out_.data(), rows);
+  flow.hidden = context.Activations(x2_.numel());
+  context.device->Copy(flow.hidden.data(), x2_.data(), x2_.bytes());
+  AddResidual(context, flow.hidden, mlp);
+}
+
+void Block::Backward(const StageContext& context, Flow& flow) {
+  const int64_t rows = context.batch->rows;
+  // The MLP branch.
+  Buffer grad = m_.c_proj.Backward(context, act_out_.data(), flow.grad.data(), rows, true);
+  act_out_.Reset();
+  context.device->ActivationBackward(m_.activation, fc_out_.data(), grad.data(), grad.numel(),
+                                     grad.data());
+  context.Round(grad);
+  fc_out_.Reset();
+  grad = m_.c_fc.Backward(context, ln_2_out_.data(), grad.data(), rows, true);
+  ln_2_out_.Reset();
+  grad = m_.ln_2.Backward(context, x2_.data(), ln_2_, grad.data(), rows);
+  Buffer residual = std::move(flow.grad);  // the gradient of x2: the output's, plus the branch's
+  AddResidual(context, residual, grad);
+  x2_.Reset();
+  ln_2_ = {};
+  // The attention branch.
+  grad = m_.attn.Backward(context, ln_1_out_.data(), &attn_, residual.data());
+  ln_1_out_.Reset();
+  grad = m_.ln_1.Backward(context, x_.data(), ln_1_, grad.data(), rows);
+  AddResidual(context, residual, grad);
+  DropSaved();
+  flow.grad = std::move(residual);
+}
+
+void Block::DropSaved() {
+  x_.Reset();
+  ln_1_out_.Reset();
+  ln_1_ = {};
+  attn_ = {};
+  x2_.Reset();
+  ln_2_out_.Reset();
+  fc_out_.Reset();
+  act_out_.Reset();
+  ln_2_ = {};
+}
+
+}  // namespace shardwise::model

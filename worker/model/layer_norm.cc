@@ -1,0 +1,48 @@
+#include "worker/model/layer_norm.h"
+
+namespace shardwise::model {
+
+Buffer LayerNorm::Forward(const StageContext& context, const float* x, int64_t rows,
+                          Saved* saved) const {
+  Buffer y = context.Activations(rows * dim_);
+  saved->mean = context.Activations(rows);
+  saved->rstd = context.Activations(rows);
+  const ParameterTable& params = *context.params;
+  context.device->LayerNormForward(x, params.value(weight_),
+                                   bias_ >= 0 ? params.value(bias_) : nullptr, rows, dim_, kEps,
+                                   y.data(), saved->mean.data(), saved->rstd.data());
+  context.Round(y);
+  return y;
+}
+
+Buffer LayerNorm::Backward(const StageContext& context, const float* x, const Saved& saved,
+                           const float* dy, int64_t rows) const {
+  Buffer dx = context.Activations(rows * dim_);
+  const ParameterTable& params = *context.params;
+  context.device->LayerNormBackward(x, params.value(weight_), saved.mean.data(),
+                                    saved.rstd.data(), dy, rows, dim_, dx.data(),
+                                    params.grad(weight_),
+                                    bias_ >= 0 ? params.grad(bias_) : nullptr);
+  context.Round(dx);
+  return dx;
+}
+
+void LayerNormStage::Forward(const StageContext& context, Flow& flow) {
+  const int64_t rows = context.batch->rows;
+  Buffer y = norm_.Forward(context, flow.hidden.data(), rows, &saved_);
+  input_ = std::move(flow.hidden);
+  flow.hidden = std::move(y);
+}
+
+void LayerNormStage::Backward(const StageContext& context, Flow& flow) {
+  flow.grad = norm_.Backward(context, input_.data(), saved_, flow.grad.data(),
+                             context.batch->rows);
+  DropSaved();
+}
+
+void LayerNormStage::DropSaved() {
+  input_.Reset();
+  saved_ = {};
+}
+
+}  // namespace shardwise::model

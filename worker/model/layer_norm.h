@@ -1,0 +1,48 @@
+#ifndef SHARDWISE_WORKER_MODEL_LAYER_NORM_H_
+#define SHARDWISE_WORKER_MODEL_LAYER_NORM_H_
+
+// nn.LayerNorm (nanoGPT's, with an optional bias; eps 1e-5) over a stage's parameters,
+// and the GPT's final LayerNorm (transformer.ln_f) as a stage of its own.
+
+#include <cstdint>
+
+#include "worker/model/stage.h"
+
+namespace shardwise::model {
+
+class LayerNorm {
+ public:
+  static constexpr float kEps = 1e-5f;
+  // Parameter indices (bias -1: none).
+  LayerNorm(int weight, int bias, int64_t dim) : weight_(weight), bias_(bias), dim_(dim) {}
+
+  struct Saved {
+    Buffer mean, rstd;  // per row
+  };
+  // y [rows, dim], rounded; `saved` keeps the statistics for the backward.
+  Buffer Forward(const StageContext& context, const float* x, int64_t rows, Saved* saved) const;
+  // Adds dw, db to the parameters' gradients; returns dx, rounded.
+  Buffer Backward(const StageContext& context, const float* x, const Saved& saved,
+                  const float* dy, int64_t rows) const;
+
+ private:
+  const int weight_, bias_;
+  const int64_t dim_;
+};
+
+class LayerNormStage final : public Stage {
+ public:
+  explicit LayerNormStage(LayerNorm norm) : norm_(norm) {}
+  void Forward(const StageContext& context, Flow& flow) override;
+  void Backward(const StageContext& context, Flow& flow) override;
+  void DropSaved() override;
+
+ private:
+  const LayerNorm norm_;
+  Buffer input_;
+  LayerNorm::Saved saved_;
+};
+
+}  // namespace shardwise::model
+
+#endif  // SHARDWISE_WORKER_MODEL_LAYER_NORM_H_

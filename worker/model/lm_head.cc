@@ -1,0 +1,16 @@
+#include "worker/model/lm_head.h"
+
+namespace shardwise::model {
+
+void LmHead::Forward(const StageContext& context, Flow& flow) {
+  Buffer logits = linear_.Forward(context, flow.hidden.data(), context.batch->rows);
+  input_ = std::move(flow.hidden);
+  flow.hidden = std::move(logits);
+}
+
+void LmHead::Backward(const StageContext& context, Flow& flow) {
+  flow.grad = linear_.Backward(context, input_.data(), flow.grad.data(), context.batch->rows, true);
+  input_.Reset();
+}
+
+}  // namespace shardwise::model
