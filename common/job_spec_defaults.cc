@@ -6,10 +6,16 @@ namespace shardwise {
 
 void ApplyJobSpecDefaults(v1::JobSpec* spec) {
   v1::ModelSpec* model = spec->mutable_model();
-  if (model->activation() == v1::ACTIVATION_UNSPECIFIED) model->set_activation(v1::RELU);
-  if (!model->has_bias()) model->set_bias(true);
-
-  if (spec->wrap().layers_per_unit() == 0) spec->mutable_wrap()->set_layers_per_unit(1);
+  if (model->has_gpt()) {
+    v1::GptConfig* gpt = model->mutable_gpt();
+    if (gpt->activation() == v1::ACTIVATION_UNSPECIFIED) gpt->set_activation(v1::GELU);
+    if (!gpt->has_bias()) gpt->set_bias(true);
+    if (spec->wrap().modules().empty()) spec->mutable_wrap()->add_modules(v1::WrapModule::BLOCK);
+  } else {
+    if (model->activation() == v1::ACTIVATION_UNSPECIFIED) model->set_activation(v1::RELU);
+    if (!model->has_bias()) model->set_bias(true);
+    if (spec->wrap().layers_per_unit() == 0) spec->mutable_wrap()->set_layers_per_unit(1);
+  }
 
   v1::FsdpConfig* fsdp = spec->mutable_fsdp();
   if (fsdp->sharding_strategy() == v1::ShardingStrategy::SHARDING_STRATEGY_UNSPECIFIED) {
@@ -32,6 +38,15 @@ void ApplyJobSpecDefaults(v1::JobSpec* spec) {
     if (!adamw->has_beta2()) adamw->set_beta2(0.999);
     if (!adamw->has_eps()) adamw->set_eps(1e-8);
     if (!adamw->has_weight_decay()) adamw->set_weight_decay(1e-2);
+  }
+
+  const v1::LrSchedule& schedule = spec->optimizer().lr_schedule();
+  if (schedule.decay() != v1::LrSchedule::CONSTANT && schedule.decay_steps() == 0) {
+    spec->mutable_optimizer()->mutable_lr_schedule()->set_decay_steps(spec->steps());
+  }
+  if (spec->data().has_tokens() && !spec->data().tokens().val_path().empty() &&
+      spec->evaluation().batches() == 0) {
+    spec->mutable_evaluation()->set_batches(kDefaultEvalBatches);
   }
 
   if (spec->loss() == v1::LOSS_UNSPECIFIED) spec->set_loss(v1::CROSS_ENTROPY);

@@ -11,6 +11,7 @@ namespace shardwise {
 void ApplyJobSpecDefaults(v1::JobSpec* spec);
 
 inline constexpr int64_t kDefaultSyntheticSamples = 4096;
+inline constexpr int32_t kDefaultEvalBatches = 4;
 
 }  // namespace shardwise
 

@@ -7,7 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/model_description.h"
 #include "common/status_macros.h"
+#include "common/token_files.h"
 
 namespace shardwise {
 namespace {
@@ -52,31 +54,61 @@ absl::Status CheckPath(const std::string& field, const std::string& path,
   return Invalid(field, absl::StrCat("'", path, "': ", status.message()));
 }
 
-absl::Status ValidateModel(const v1::ModelSpec& model, const JobLimits& limits) {
+absl::Status ValidateMlp(const v1::ModelSpec& model, const JobLimits& limits) {
   const auto& widths = model.layer_widths();
-  if (widths.size() < 2) {
-    return Invalid("model.layer_widths",
-                   absl::StrCat("needs at least two widths (input and output), got [",
-                                absl::StrJoin(widths, ", "), "]"));
-  }
   if (widths.size() - 1 > static_cast<size_t>(limits.max_layers)) {
     return Invalid("model.layer_widths",
                    absl::StrCat(widths.size() - 1, " layers exceed this coordinator's limit of ",
                                 limits.max_layers));
   }
-  int64_t parameters = 0;
   for (int i = 0; i < widths.size(); ++i) {
     RETURN_IF_ERROR(CheckCount(absl::StrCat("model.layer_widths[", i, "]"), widths[i],
                                limits.max_layer_width, /*zero_means_default=*/false));
-    if (i > 0) parameters += widths[i - 1] * widths[i] + widths[i];
-  }
-  if (parameters > limits.max_parameters) {
-    return Invalid("model.layer_widths",
-                   absl::StrCat(parameters, " parameters exceed this coordinator's limit of ",
-                                limits.max_parameters));
   }
   return CheckEnum("model.activation", model.activation(), v1::Activation_IsValid,
-                   "RELU or GELU");
+                   "RELU, GELU or GELU_TANH");
+}
+
+absl::Status ValidateGpt(const v1::GptConfig& gpt, const JobLimits& limits) {
+  RETURN_IF_ERROR(CheckCount("model.gpt.vocab_size", gpt.vocab_size(), limits.max_vocab_size, false));
+  RETURN_IF_ERROR(CheckCount("model.gpt.block_size", gpt.block_size(), limits.max_block_size, false));
+  RETURN_IF_ERROR(CheckCount("model.gpt.n_layer", gpt.n_layer(), limits.max_layers, false));
+  RETURN_IF_ERROR(CheckCount("model.gpt.n_embd", gpt.n_embd(), limits.max_layer_width, false));
+  return CheckCount("model.gpt.n_head", gpt.n_head(), gpt.n_embd(), false);
+}
+
+// The model's sizes against the limits, then its description (which checks the rest:
+// n_embd divisible by n_head, the kinds not mixed) and the wrap policy over it.
+absl::Status ValidateModel(const v1::JobSpec& spec, const JobLimits& limits) {
+  const v1::ModelSpec& model = spec.model();
+  if (model.has_gpt()) {
+    RETURN_IF_ERROR(ValidateGpt(model.gpt(), limits));
+  } else if (model.layer_widths_size() >= 2) {
+    RETURN_IF_ERROR(ValidateMlp(model, limits));
+  }
+  ASSIGN_OR_RETURN(const ModelDescription description, DescribeModel(model));
+  const std::string field = model.has_gpt() ? "model.gpt" : "model.layer_widths";
+  if (description.num_parameters() > limits.max_parameters) {
+    return Invalid(field, absl::StrCat(description.num_parameters(),
+                                       " parameters exceed this coordinator's limit of ",
+                                       limits.max_parameters));
+  }
+  if (spec.wrap().layers_per_unit() < 0) {
+    return Invalid("wrap.layers_per_unit",
+                   absl::StrCat("must be positive, got ", spec.wrap().layers_per_unit()));
+  }
+  RETURN_IF_ERROR(AssignUnits(description, spec.wrap()).status());
+  if (model.has_gpt()) {
+    if (spec.loss() != v1::LOSS_UNSPECIFIED && spec.loss() != v1::CROSS_ENTROPY) {
+      return Invalid("loss", absl::StrCat("model.gpt trains with CROSS_ENTROPY, got ",
+                                          v1::Loss_Name(spec.loss())));
+    }
+    if (spec.device() == v1::CUDA) {
+      return Invalid("device", "CUDA workers cannot run model.gpt yet (its layers have no CUDA "
+                               "kernels); use CPU");
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateFsdp(const v1::JobSpec& spec) {
@@ -148,7 +180,38 @@ absl::Status ValidateOptimizer(const v1::OptimizerSpec& optimizer) {
     case v1::OptimizerSpec::KIND_NOT_SET:
       return Invalid("optimizer", "must set sgd or adamw");
   }
+  RETURN_IF_ERROR(CheckEnum("optimizer.weight_decay_params", optimizer.weight_decay_params(),
+                            v1::WeightDecayParams::Value_IsValid, "ALL or MATRICES"));
   return CheckReal("optimizer.max_grad_norm", optimizer.max_grad_norm(), 0, true);
+}
+
+absl::Status ValidateLrSchedule(const v1::JobSpec& spec) {
+  const v1::LrSchedule& schedule = spec.optimizer().lr_schedule();
+  RETURN_IF_ERROR(CheckEnum("optimizer.lr_schedule.decay", schedule.decay(),
+                            v1::LrSchedule::Decay_IsValid, "CONSTANT, COSINE or LINEAR"));
+  for (const auto& [field, value] :
+       {std::make_pair("warmup_steps", schedule.warmup_steps()),
+        std::make_pair("decay_steps", schedule.decay_steps())}) {
+    if (value < 0) {
+      return Invalid(absl::StrCat("optimizer.lr_schedule.", field),
+                     absl::StrCat("must be >= 0, got ", value));
+    }
+  }
+  const double lr = spec.optimizer().has_sgd()           ? spec.optimizer().sgd().lr()
+                    : spec.optimizer().adamw().has_lr() ? spec.optimizer().adamw().lr()
+                                                         : 1e-3;
+  if (!std::isfinite(schedule.min_lr()) || schedule.min_lr() < 0 || schedule.min_lr() > lr) {
+    return Invalid("optimizer.lr_schedule.min_lr",
+                   absl::StrCat("must be in [0, lr = ", lr, "], got ", schedule.min_lr()));
+  }
+  const int64_t end = schedule.decay_steps() > 0 ? schedule.decay_steps() : spec.steps();
+  if (schedule.decay() != v1::LrSchedule::CONSTANT && end <= schedule.warmup_steps()) {
+    return Invalid("optimizer.lr_schedule.decay_steps",
+                   absl::StrCat("the decay ends at step ", end,
+                                schedule.decay_steps() > 0 ? "" : " (job.steps)",
+                                ", not after the warmup's ", schedule.warmup_steps(), " steps"));
+  }
+  return absl::OkStatus();
 }
 
 // optimizer.overlap steps parameters as their gradients arrive, so nothing may need every
@@ -163,15 +226,12 @@ absl::Status ValidateOverlap(const v1::JobSpec& spec) {
                    absl::StrCat("applies to mode HOOK_THEN_OPTIMIZER only, got mode ",
                                 v1::OptimizerOverlap::Mode_Name(overlap.mode())));
   }
-  std::set<std::string> names;
-  const int layers = std::max(0, spec.model().layer_widths_size() - 1);
-  const bool bias = !spec.model().has_bias() || spec.model().bias();
-  for (int l = 0; l < layers; ++l) {
-    names.insert(absl::StrCat(2 * l, ".weight"));
-    if (bias) names.insert(absl::StrCat(2 * l, ".bias"));
-  }
+  ASSIGN_OR_RETURN(const ModelDescription description, DescribeModel(spec.model()));
   for (const std::string& param : overlap.params()) {
-    if (names.count(param) == 0) {
+    if (description.FindParameter(param) < 0) {
+      std::vector<std::string> names;
+      for (const ParameterDesc& p : description.params) names.push_back(p.name);
+      if (names.size() > 12) names.resize(12), names.push_back("...");
       return Invalid("optimizer.overlap.params",
                      absl::StrCat("'", param, "' is not a parameter of this model (",
                                   absl::StrJoin(names, ", "), ")"));
@@ -214,9 +274,58 @@ absl::Status ValidateGradScaler(const v1::GradScaler& scaler) {
   return absl::OkStatus();
 }
 
+// A token file's path; with file checks, its size and header too.
+absl::Status CheckTokenFile(const std::string& field, const std::string& path,
+                            const v1::JobSpec& spec, const PathChecker& check_path) {
+  if (path.empty()) return Invalid(field, "must name a token file, got an empty path");
+  if (!check_path) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const TokenFileLayout layout,
+                   InspectTokenFile(field, path, spec.data().tokens().format()));
+  const int64_t block_size = spec.model().gpt().block_size();
+  if (layout.count < block_size + 1) {
+    return Invalid(field, absl::StrCat("'", path, "' holds ", layout.count,
+                                       " tokens; a sequence of model.gpt.block_size ",
+                                       block_size, " needs at least ", block_size + 1));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTokens(const v1::JobSpec& spec, const PathChecker& check_path) {
+  const v1::TokenData& tokens = spec.data().tokens();
+  if (!spec.model().has_gpt()) {
+    return Invalid("data.tokens", "is data for model.gpt; the MLP reads data.safetensors_path "
+                                  "or data.synthetic");
+  }
+  RETURN_IF_ERROR(CheckEnum("data.tokens.format", tokens.format(),
+                            v1::TokenData::Format_IsValid, "UINT16 or SAFETENSORS"));
+  RETURN_IF_ERROR(CheckTokenFile("data.tokens.train_path", tokens.train_path(), spec, check_path));
+  if (!tokens.val_path().empty()) {
+    RETURN_IF_ERROR(CheckTokenFile("data.tokens.val_path", tokens.val_path(), spec, check_path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateEvaluation(const v1::JobSpec& spec, const JobLimits& limits) {
+  if (!spec.has_evaluation()) return absl::OkStatus();
+  if (!spec.data().has_tokens() || spec.data().tokens().val_path().empty()) {
+    return Invalid("evaluation", "needs a validation file, data.tokens.val_path");
+  }
+  if (spec.evaluation().interval_steps() < 0) {
+    return Invalid("evaluation.interval_steps",
+                   absl::StrCat("must be >= 0, got ", spec.evaluation().interval_steps()));
+  }
+  return CheckCount("evaluation.batches", spec.evaluation().batches(), limits.max_eval_batches,
+                    /*zero_means_default=*/true);
+}
+
 absl::Status ValidateData(const v1::JobSpec& spec, const JobLimits& limits,
                           const PathChecker& check_path) {
+  if (spec.model().has_gpt() && !spec.data().has_tokens()) {
+    return Invalid("data", "model.gpt trains on token files: set data.tokens");
+  }
   switch (spec.data().source_case()) {
+    case v1::DataSpec::kTokens:
+      return ValidateTokens(spec, check_path);
     case v1::DataSpec::kSafetensorsPath:
       return CheckPath("data.safetensors_path", spec.data().safetensors_path(), check_path);
     case v1::DataSpec::kSynthetic:
@@ -225,7 +334,7 @@ absl::Status ValidateData(const v1::JobSpec& spec, const JobLimits& limits,
     case v1::DataSpec::SOURCE_NOT_SET:
       break;
   }
-  return Invalid("data", "must set safetensors_path or synthetic");
+  return Invalid("data", "must set safetensors_path, synthetic or tokens");
 }
 
 }  // namespace
@@ -301,11 +410,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
     RETURN_IF_ERROR(CheckEnum("cuda.collectives", spec.cuda().collectives(),
                               v1::CudaOptions::Collectives_IsValid, "NCCL or HOST_STAGED_GLOO"));
   }
-  RETURN_IF_ERROR(ValidateModel(spec.model(), limits));
-  if (spec.wrap().layers_per_unit() < 0) {
-    return Invalid("wrap.layers_per_unit",
-                   absl::StrCat("must be positive, got ", spec.wrap().layers_per_unit()));
-  }
+  RETURN_IF_ERROR(ValidateModel(spec, limits));
   RETURN_IF_ERROR(ValidateFsdp(spec));
   RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer()));
   RETURN_IF_ERROR(ValidateOverlap(spec));
@@ -313,6 +418,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
   RETURN_IF_ERROR(ValidateCommHook(spec.comm_hook(), spec));
   RETURN_IF_ERROR(CheckEnum("loss", spec.loss(), v1::Loss_IsValid, "CROSS_ENTROPY or MSE"));
   RETURN_IF_ERROR(ValidateData(spec, limits, check_path));
+  RETURN_IF_ERROR(ValidateEvaluation(spec, limits));
   RETURN_IF_ERROR(CheckCount("global_batch_size", spec.global_batch_size(),
                              limits.max_global_batch_size, false));
   if (spec.global_batch_size() % spec.world_size() != 0) {
@@ -321,6 +427,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                                 spec.world_size()));
   }
   RETURN_IF_ERROR(CheckCount("steps", spec.steps(), limits.max_steps, false));
+  RETURN_IF_ERROR(ValidateLrSchedule(spec));
   RETURN_IF_ERROR(CheckCount("gradient_accumulation_steps", spec.gradient_accumulation_steps(),
                              limits.max_steps, /*zero_means_default=*/true));
   // Each rank splits its B / world rows evenly over the micro-steps.

@@ -23,10 +23,15 @@ struct JobLimits {
   int64_t max_global_batch_size = int64_t{1} << 24;
   int64_t max_synthetic_samples = int64_t{1} << 26;
   int32_t max_restarts = 100;
+  int64_t max_vocab_size = int64_t{1} << 24;  // model.gpt.vocab_size
+  int64_t max_block_size = int64_t{1} << 20;  // model.gpt.block_size
+  int32_t max_eval_batches = 10000;           // evaluation.batches
 };
 
 // Answers whether a path named by the spec exists and is readable. The coordinator checks
 // on its own filesystem: data, weights and outputs live on storage shared with workers.
+// Given one, validation also inspects token files (their size and header, never their
+// ids: common/token_files.h).
 using PathChecker = std::function<absl::Status(const std::string& path)>;
 
 // A PathChecker that opens the file for reading.

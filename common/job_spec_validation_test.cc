@@ -1,5 +1,8 @@
 #include "common/job_spec_validation.h"
 
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -117,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"unknown loss", [](v1::JobSpec* s) { s->set_loss(static_cast<v1::Loss>(3)); },
                 "job.loss: unknown value 3"},
         BadCase{"no data", [](v1::JobSpec* s) { s->clear_data(); },
-                "job.data: must set safetensors_path or synthetic"},
+                "job.data: must set safetensors_path, synthetic or tokens"},
         BadCase{"missing data file", [](v1::JobSpec* s) { s->mutable_data()->set_safetensors_path("/nope/train.safetensors"); },
                 "job.data.safetensors_path: '/nope/train.safetensors': no readable file"},
         BadCase{"missing init file", [](v1::JobSpec* s) { s->mutable_init()->set_safetensors_path("/nope/w.safetensors"); },
@@ -250,6 +253,129 @@ TEST(Defaults, KeepExplicitValues) {
   EXPECT_EQ(spec.fsdp().backward_prefetch(), v1::BackwardPrefetch::NONE);
   EXPECT_FALSE(spec.model().bias());
 }
+
+// ---- GPT jobs ----
+
+// A token file of `count` uint16 ids in the test's temporary folder.
+std::string TokenFile(const std::string& name, int count) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir ? dir : "/tmp") + "/" + name;
+  std::ofstream file(path, std::ios::binary);
+  const std::vector<uint16_t> ids(count, 1);
+  file.write(reinterpret_cast<const char*>(ids.data()), count * 2);
+  return path;
+}
+
+v1::JobSpec ValidGptSpec() {
+  v1::JobSpec spec;
+  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
+  gpt->set_vocab_size(256);
+  gpt->set_block_size(16);
+  gpt->set_n_layer(2);
+  gpt->set_n_head(4);
+  gpt->set_n_embd(32);
+  spec.mutable_optimizer()->mutable_adamw()->set_lr(1e-3);
+  spec.mutable_data()->mutable_tokens()->set_train_path(TokenFile("train.bin", 100));
+  spec.mutable_data()->mutable_tokens()->set_val_path(TokenFile("val.bin", 17));
+  spec.set_global_batch_size(8);
+  spec.set_steps(10);
+  spec.set_world_size(2);
+  return spec;
+}
+
+TEST(GptValidation, AcceptsAGptAndItsDefaults) {
+  v1::JobSpec spec = ValidGptSpec();
+  EXPECT_TRUE(ValidateJobSpec(spec, JobLimits{}, CheckReadableFile).ok());
+  ApplyJobSpecDefaults(&spec);
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(spec.model().gpt().activation(), v1::GELU);
+  EXPECT_TRUE(spec.model().gpt().bias());
+  EXPECT_FALSE(spec.model().has_bias());  // the MLP's fields stay unset
+  ASSERT_EQ(spec.wrap().modules_size(), 1);
+  EXPECT_EQ(spec.wrap().modules(0), v1::WrapModule::BLOCK);
+  EXPECT_EQ(spec.evaluation().batches(), kDefaultEvalBatches);
+}
+
+class GptValidationTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(GptValidationTest, RejectsWithFieldAndValue) {
+  v1::JobSpec spec = ValidGptSpec();
+  GetParam().mutate(&spec);
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << GetParam().what;
+  EXPECT_NE(status.message().find(GetParam().expected_message), std::string::npos)
+      << "got: " << status.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryRule, GptValidationTest,
+    ::testing::Values(
+        BadCase{"heads do not divide the width",
+                [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_n_head(5); },
+                "job.model.gpt.n_embd: 32 is not divisible by model.gpt.n_head 5"},
+        BadCase{"zero vocabulary",
+                [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_vocab_size(0); },
+                "job.model.gpt.vocab_size: must be positive, got 0"},
+        BadCase{"MLP fields beside the GPT",
+                [](v1::JobSpec* s) { s->mutable_model()->add_layer_widths(4); },
+                "job.model: sets model.gpt and MLP fields"},
+        BadCase{"token file shorter than a sequence",
+                [](v1::JobSpec* s) {
+                  s->mutable_data()->mutable_tokens()->set_val_path(TokenFile("short.bin", 16));
+                },
+                "job.data.tokens.val_path: '"},
+        BadCase{"token file missing",
+                [](v1::JobSpec* s) {
+                  s->mutable_data()->mutable_tokens()->set_train_path("/nope/train.bin");
+                },
+                "job.data.tokens.train_path '/nope/train.bin': no such file"},
+        BadCase{"no token data",
+                [](v1::JobSpec* s) { s->mutable_data()->mutable_synthetic(); },
+                "job.data: model.gpt trains on token files"},
+        BadCase{"wrap splits the tied weight",
+                [](v1::JobSpec* s) {
+                  s->mutable_wrap()->add_modules(v1::WrapModule::BLOCK);
+                  s->mutable_wrap()->add_modules(v1::WrapModule::TOKEN_EMBEDDING);
+                },
+                "job.wrap: this policy puts transformer.wte.weight into its own FSDP unit"},
+        BadCase{"GPT on CUDA",
+                [](v1::JobSpec* s) { s->set_device(v1::CUDA); },
+                "job.device: CUDA workers cannot run model.gpt yet"},
+        BadCase{"MSE on a GPT", [](v1::JobSpec* s) { s->set_loss(v1::MSE); },
+                "job.loss: model.gpt trains with CROSS_ENTROPY, got MSE"},
+        BadCase{"evaluation without a validation file",
+                [](v1::JobSpec* s) {
+                  s->mutable_data()->mutable_tokens()->clear_val_path();
+                  s->mutable_evaluation()->set_interval_steps(5);
+                },
+                "job.evaluation: needs a validation file, data.tokens.val_path"},
+        BadCase{"decay that ends before the warmup",
+                [](v1::JobSpec* s) {
+                  auto* schedule = s->mutable_optimizer()->mutable_lr_schedule();
+                  schedule->set_decay(v1::LrSchedule::COSINE);
+                  schedule->set_warmup_steps(20);
+                },
+                "job.optimizer.lr_schedule.decay_steps: the decay ends at step 10 (job.steps), "
+                "not after the warmup's 20 steps"},
+        BadCase{"min_lr above lr",
+                [](v1::JobSpec* s) { s->mutable_optimizer()->mutable_lr_schedule()->set_min_lr(1); },
+                "job.optimizer.lr_schedule.min_lr: must be in [0, lr = 0.001], got 1"},
+        BadCase{"unknown overlap parameter",
+                [](v1::JobSpec* s) {
+                  s->mutable_optimizer()->mutable_overlap()->set_mode(
+                      v1::OptimizerOverlap::HOOK_THEN_OPTIMIZER);
+                  s->mutable_optimizer()->mutable_overlap()->add_params("0.weight");
+                },
+                "job.optimizer.overlap.params: '0.weight' is not a parameter of this model "
+                "(transformer.wte.weight, transformer.wpe.weight,"}),
+    [](const auto& info) {
+      std::string name = info.param.what;
+      for (char& c : name) {
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name;
+    });
 
 }  // namespace
 }  // namespace shardwise

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/job_spec_defaults.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -305,7 +306,8 @@ absl::Status RankTrainer::MaybeEvaluate(int64_t steps_done) {
 // its part, micro-step by micro-step, then the ranks' means averaged.
 absl::StatusOr<double> RankTrainer::Evaluate() {
   const int micro_steps = std::max(1, spec_.gradient_accumulation_steps());
-  const int batches = spec_.evaluation().batches() > 0 ? spec_.evaluation().batches() : 4;
+  const int batches = spec_.evaluation().batches() > 0 ? spec_.evaluation().batches()
+                                                     : kDefaultEvalBatches;
   double sum = 0;
   for (int k = 0; k < batches; ++k) {
     for (int micro = 0; micro < micro_steps; ++micro) {

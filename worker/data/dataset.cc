@@ -8,7 +8,7 @@
 #include "worker/compute/cpu/activation.h"
 #include "worker/compute/cpu/linear.h"
 #include "worker/data/random.h"
-#include "worker/data/safetensors.h"
+#include "common/safetensors.h"
 #include "worker/data/weights.h"
 
 namespace shardwise {

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,7 +9,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "worker/data/safetensors.h"
+#include "common/status_macros.h"
+#include "common/token_files.h"
 
 namespace shardwise {
 namespace {
@@ -39,32 +39,6 @@ int64_t Load(const char* p, int element) {
   }
 }
 
-// Where the ids lie in a mapped file, and their width.
-struct TokenSpan {
-  const char* begin;
-  int element;
-  int64_t count;
-};
-
-absl::StatusOr<TokenSpan> Locate(const std::string& field, const std::string& path,
-                                 v1::TokenData::Format format, const char* data, size_t bytes) {
-  if (format == v1::TokenData::UINT16) {
-    if (bytes % 2 != 0) {
-      return Invalid(field, path, absl::StrCat("has ", bytes, " bytes, not a whole number of "
-                                               "uint16 ids"));
-    }
-    return TokenSpan{data, 2, static_cast<int64_t>(bytes / 2)};
-  }
-  auto index = ParseSafetensorsIndex(path, std::string_view(data, bytes));
-  if (!index.ok()) return Invalid(field, path, std::string(index.status().message()));
-  auto it = index->tensors.find("tokens");
-  if (it == index->tensors.end() || it->second.shape.size() != 1 || it->second.dtype == "F32") {
-    return Invalid(field, path, "needs a 1-D tensor 'tokens' of U16, I32 or I64");
-  }
-  return TokenSpan{data + it->second.begin, SafetensorsDtypeSize(it->second.dtype),
-                   it->second.shape[0]};
-}
-
 }  // namespace
 
 int64_t SequenceStart(uint64_t seed, int64_t index, int64_t num_tokens, int64_t block_size) {
@@ -75,46 +49,30 @@ int64_t SequenceStart(uint64_t seed, int64_t index, int64_t num_tokens, int64_t 
   return static_cast<int64_t>(z % static_cast<uint64_t>(num_tokens - block_size));
 }
 
-v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData::Format format) {
-  if (format != v1::TokenData::FORMAT_UNSPECIFIED) return format;
-  return absl::EndsWith(path, ".safetensors") ? v1::TokenData::SAFETENSORS
-                                              : v1::TokenData::UINT16;
-}
-
 absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& field,
                                                            const std::string& path,
                                                            v1::TokenData::Format format,
                                                            int64_t vocab_size,
                                                            int64_t block_size) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Invalid(field, path, absl::StrCat("cannot open: ", std::strerror(errno)));
-  struct stat info;
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    return Invalid(field, path, "is not a regular file");
-  }
-  const size_t bytes = static_cast<size_t>(info.st_size);
-  void* map = bytes > 0 ? ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0) : nullptr;
-  ::close(fd);
-  if (map == MAP_FAILED) return Invalid(field, path, absl::StrCat("cannot map: ", std::strerror(errno)));
-  std::unique_ptr<TokenFile> file;
-  auto span = Locate(field, path, ResolveTokenFormat(path, format), static_cast<const char*>(map), bytes);
-  if (!span.ok()) {
-    if (map != nullptr) ::munmap(map, bytes);
-    return span.status();
-  }
-  file.reset(new TokenFile(map, bytes, span->begin, span->element, span->count));
-  if (file->size() < block_size + 1) {
-    return Invalid(field, path, absl::StrCat("holds ", file->size(), " tokens; a sequence of "
+  ASSIGN_OR_RETURN(const TokenFileLayout layout, InspectTokenFile(field, path, format));
+  if (layout.count < block_size + 1) {
+    return Invalid(field, path, absl::StrCat("holds ", layout.count, " tokens; a sequence of "
                                              "model.gpt.block_size ", block_size,
                                              " needs at least ", block_size + 1));
   }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Invalid(field, path, absl::StrCat("cannot open: ", std::strerror(errno)));
+  const size_t bytes = layout.offset + layout.count * layout.element;
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return Invalid(field, path, absl::StrCat("cannot map: ", std::strerror(errno)));
+  std::unique_ptr<TokenFile> file(new TokenFile(map, bytes, static_cast<const char*>(map) + layout.offset,
+                                                layout.element, layout.count));
   for (int64_t i = 0; i < file->size(); ++i) {
     const int64_t id = file->at(i);
     if (id < 0 || id >= vocab_size) {
       return Invalid(field, path, absl::StrCat(
-          "token ", i, " (byte offset ", span->begin - static_cast<const char*>(map) +
-          i * span->element, ") is ", id, ", not an id below model.gpt.vocab_size ", vocab_size));
+          "token ", i, " (byte offset ", layout.offset + i * layout.element, ") is ", id, ", not an id below model.gpt.vocab_size ", vocab_size));
     }
   }
   return file;

@@ -4,8 +4,8 @@
 // Token files for GPT jobs (data.tokens) and the sequences each step trains on.
 //
 // A token file is a flat sequence of ids: raw little-endian uint16 (nanoGPT's train.bin)
-// or a safetensors file with a 1-D tensor "tokens" of U16, I32 or I64. It is mapped, not
-// read: a file of billions of tokens costs address space, not memory. Opening checks it
+// or a safetensors file with a 1-D tensor "tokens" of U16, I32 or I64
+// (common/token_files.h). It is mapped, not read: a file of billions of tokens costs address space, not memory. Opening checks it
 // whole: a regular file, well formed, at least block_size + 1 tokens, every id below
 // vocab_size (a bad id is an INVALID_ARGUMENT naming the field, the file and the offset).
 //
@@ -57,9 +57,6 @@ class TokenFile {
   const int element_;         // bytes per id: 2, 4 or 8
   const int64_t count_;
 };
-
-// The format a path is read in: `format`, or by its extension when unspecified.
-v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData::Format format);
 
 // The micro-batch of `count` sequences from global index `first` on (see above).
 model::MicroBatch TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first,

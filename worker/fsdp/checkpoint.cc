@@ -12,7 +12,7 @@
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "worker/data/safetensors.h"
+#include "common/safetensors.h"
 
 namespace shardwise::fsdp {
 namespace {

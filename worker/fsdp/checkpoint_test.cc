@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "worker/data/safetensors.h"
+#include "common/safetensors.h"
 #include "worker/fsdp/checkpoint.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"

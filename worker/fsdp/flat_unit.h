@@ -30,6 +30,9 @@ struct FlatUnit {
   Buffer full_grad;   // unsharded gradients [padded_numel], from pre-backward until reduced
   bool unsharded = false;
   CommThread::Handle unsharding;  // an all-gather issued (prefetched) and not yet waited on
+  // Its post-backward ran in this micro-step: it needs no more unsharding in this pass,
+  // so nothing prefetches it (FSDP prefetches only what the pass still needs).
+  bool backward_done = false;
 };
 
 }  // namespace shardwise::fsdp

@@ -237,7 +237,10 @@ int FsdpModel::BackwardTarget(const FlatUnit& unit, v1::BackwardPrefetch::Value 
 void FsdpModel::Prefetch(int target) {
   if (target < 0 || !plan_.sharded()) return;
   FlatUnit& unit = units_[target];
-  if (unit.unsharded || unit.unsharding.valid() || unit.layout.numel == 0) return;
+  if (unit.unsharded || unit.unsharding.valid() || unit.layout.numel == 0 ||
+      unit.backward_done) {
+    return;
+  }
   IssueUnshard(unit);
 }
 
@@ -277,6 +280,7 @@ absl::StatusOr<double> FsdpModel::ForwardBackward(const model::MicroBatch& batch
 // The root wraps the whole model: its pre-forward (unshard) runs first, and it is not
 // resharded after forward (it is used again at the end of forward and first in backward).
 absl::Status FsdpModel::Forward(bool record_order) {
+  for (FlatUnit& unit : units_) unit.backward_done = false;
   if (record_order) order_.Clear();
   v1::ExecutionOrder unused;
   v1::ExecutionOrder& order = record_order ? order_ : unused;
@@ -336,6 +340,7 @@ absl::Status FsdpModel::PreBackward(FlatUnit& unit) {
 }
 
 absl::Status FsdpModel::PostBackward(FlatUnit& unit, bool sync) {
+  unit.backward_done = true;
   // Parameter gradients are in param_dtype: FP32 accumulation, rounded once per unit and
   // micro-step (accumulation across micro-steps also rounds, as in low precision).
   device_->RoundToPrecision(param_type_, unit.full_grad.data(), unit.padded_numel);

@@ -55,7 +55,7 @@
 #include "worker/comm/comm_thread.h"
 #include "worker/comm/communicator.h"
 #include "worker/compute/device.h"
-#include "worker/data/safetensors.h"
+#include "common/safetensors.h"
 #include "worker/fsdp/comm_hooks.h"
 #include "worker/fsdp/flat_unit.h"
 #include "worker/fsdp/gradient_reducer.h"

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "worker/data/safetensors.h"
+#include "common/safetensors.h"
 #include "worker/data/weights.h"
 #include "worker/fsdp/layout.h"
 #include "worker/fsdp/reference_training.h"

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/model_description.h"
 #include "proto/job_spec.pb.h"
-#include "worker/data/safetensors.h"
+#include "common/safetensors.h"
 
 namespace shardwise::fsdp {
 

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
-#include "worker/data/safetensors.h"
+#include "common/safetensors.h"
 
 namespace shardwise::fsdp {
 

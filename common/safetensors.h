@@ -1,5 +1,5 @@
-#ifndef SHARDWISE_WORKER_DATA_SAFETENSORS_H_
-#define SHARDWISE_WORKER_DATA_SAFETENSORS_H_
+#ifndef SHARDWISE_COMMON_SAFETENSORS_H_
+#define SHARDWISE_COMMON_SAFETENSORS_H_
 
 // The safetensors format: an 8-byte little-endian header length N, N bytes of JSON
 // ({"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}},
@@ -45,6 +45,9 @@ struct SafetensorsIndex {
 // and what is wrong when the header is malformed or an entry does not fit the file.
 absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
                                                        std::string_view file);
+// The same from the file on disk, reading only its header (at most 100 MiB): NOT_FOUND if
+// it cannot be opened, FAILED_PRECONDITION if it is not a regular file.
+absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path);
 
 // The size of one element of `dtype`, 0 for a dtype Shardwise does not know.
 int SafetensorsDtypeSize(const std::string& dtype);
@@ -68,4 +71,4 @@ HostTensor F32Tensor(std::vector<int64_t> shape, const float* data);
 
 }  // namespace shardwise
 
-#endif  // SHARDWISE_WORKER_DATA_SAFETENSORS_H_
+#endif  // SHARDWISE_COMMON_SAFETENSORS_H_

@@ -1,6 +1,7 @@
-#include "worker/data/safetensors.h"
+#include "common/safetensors.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -56,15 +57,57 @@ HostTensor F32Tensor(std::vector<int64_t> shape, const float* data) {
   return t;
 }
 
+namespace {
+
+uint64_t HeaderSize(std::string_view first_eight) {
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | static_cast<uint8_t>(first_eight[i]);
+  return header_size;
+}
+
+// The entries of `header` (JSON) of a file of `file_size` bytes.
+absl::StatusOr<SafetensorsIndex> ParseHeader(const std::string& path, const std::string& header,
+                                             uint64_t file_size);
+
+}  // namespace
+
 absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
                                                        std::string_view file) {
   if (file.size() < 8) return Corrupt(path, "shorter than its 8-byte header length");
-  uint64_t header_size = 0;
-  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | static_cast<uint8_t>(file[i]);
+  const uint64_t header_size = HeaderSize(file);
   if (header_size > file.size() - 8) return Corrupt(path, "header length past the end");
-  const std::string header(file.substr(8, header_size));
-  const uint64_t data_start = 8 + header_size;
-  const uint64_t data_size = file.size() - data_start;
+  return ParseHeader(path, std::string(file.substr(8, header_size)), file.size());
+}
+
+absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path) {
+  constexpr uint64_t kMaxHeader = uint64_t{100} << 20;
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    if (!std::filesystem::exists(path, error)) {
+      return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat("'", path, "' is not a regular file"));
+  }
+  std::ifstream file(path, std::ios::binary);
+  const uint64_t file_size = std::filesystem::file_size(path, error);
+  char first[8];
+  if (!file.read(first, 8)) return Corrupt(path, "shorter than its 8-byte header length");
+  const uint64_t header_size = HeaderSize(std::string_view(first, 8));
+  if (header_size > file_size - 8) return Corrupt(path, "header length past the end");
+  if (header_size > kMaxHeader) return Corrupt(path, "a header of over 100 MiB");
+  std::string header(header_size, '\0');
+  if (!file.read(header.data(), static_cast<std::streamsize>(header_size))) {
+    return Corrupt(path, "cannot read its header");
+  }
+  return ParseHeader(path, header, file_size);
+}
+
+namespace {
+
+absl::StatusOr<SafetensorsIndex> ParseHeader(const std::string& path, const std::string& header,
+                                             uint64_t file_size) {
+  const uint64_t data_start = 8 + header.size();
+  const uint64_t data_size = file_size - data_start;
 
   google::protobuf::Struct json;
   if (!google::protobuf::util::JsonStringToMessage(header, &json).ok()) {
@@ -118,6 +161,8 @@ absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
   }
   return index;
 }
+
+}  // namespace
 
 absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path) {
   auto data = ReadFile(path);

@@ -1,0 +1,164 @@
+// The model layer without FSDP: a small GPT's gradients against finite differences of its
+// own loss (float32, so the tolerance is loose; the layers' arithmetic is checked in
+// float64 by compute/cpu/gradient_check_test), activation checkpointing, and sampling.
+
+#include "worker/model/model.h"
+
+#include <cmath>
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "worker/compute/cpu_device.h"
+#include "worker/data/random.h"
+#include "worker/data/weights.h"
+#include "worker/model/host_parameters.h"
+#include "worker/model/sampler.h"
+
+namespace shardwise::model {
+namespace {
+
+v1::JobSpec GptSpec(bool checkpointing = false) {
+  v1::JobSpec spec;
+  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
+  gpt->set_vocab_size(7);
+  gpt->set_block_size(5);
+  gpt->set_n_layer(2);
+  gpt->set_n_head(2);
+  gpt->set_n_embd(8);
+  spec.set_activation_checkpointing(checkpointing);
+  return spec;
+}
+
+MicroBatch Batch() {
+  MicroBatch batch;
+  batch.sequences = 2;
+  batch.sequence_length = 4;
+  batch.rows = 8;
+  batch.tokens = {1, 5, 2, 2, 6, 0, 3, 1};
+  batch.labels = {5, 2, 2, 4, 0, 3, 1, 1};
+  return batch;
+}
+
+class GptHarness {
+ public:
+  explicit GptHarness(const v1::JobSpec& spec)
+      : spec_(spec), description_(*DescribeModel(spec.model())), device_(&allocator_) {
+    // Larger than nanoGPT's 0.02 so every path carries a gradient well above float noise.
+    TensorMap weights = SeededWeights(spec.model(), 3);
+    Random random(9);
+    for (auto& [name, tensor] : weights) {
+      std::vector<float> values(tensor.numel());
+      for (int64_t i = 0; i < tensor.numel(); ++i) {
+        values[i] = tensor.f32()[i] + static_cast<float>(0.3 * random.Normal());
+      }
+      tensor = F32Tensor(tensor.shape, values.data());
+    }
+    params_ = std::make_unique<HostParameters>(*HostParameters::FromTensors(description_, weights));
+    model_ = std::move(*Model::Create(spec, description_));
+  }
+
+  // The loss; with `backward`, the parameters' gradients too.
+  double Run(bool backward) {
+    params_->ZeroGrads();
+    model_->Begin(Batch(), &device_, ScalarType::kFloat32);
+    for (int s = 0; s < model_->num_stages(); ++s) model_->Forward(s, *params_);
+    const double loss = *model_->Loss(1.0f);
+    if (backward) {
+      for (int s = model_->num_stages() - 1; s >= 0; --s) model_->Backward(s, *params_);
+    }
+    model_->End();
+    return loss;
+  }
+
+  const ModelDescription& description() const { return description_; }
+  HostParameters& params() { return *params_; }
+  MemoryStats memory() const { return allocator_.Stats(); }
+
+ private:
+  v1::JobSpec spec_;
+  ModelDescription description_;
+  CpuCachingAllocator allocator_;
+  CpuDevice device_;
+  std::unique_ptr<HostParameters> params_;
+  std::unique_ptr<Model> model_;
+};
+
+TEST(GptModel, GradientsMatchFiniteDifferencesOfTheLoss) {
+  GptHarness gpt(GptSpec());
+  gpt.Run(/*backward=*/true);
+  const ModelDescription& d = gpt.description();
+  std::vector<std::vector<float>> grads;  // before the differences' runs reset them
+  for (int p = 0; p < static_cast<int>(d.params.size()); ++p) grads.push_back(gpt.params().grads(p));
+  int checked = 0;
+  for (int p = 0; p < static_cast<int>(d.params.size()); ++p) {
+    std::vector<float>& values = gpt.params().values(p);
+    const std::vector<float>& analytic = grads[p];
+    // Every element of small tensors, a spread of the larger ones.
+    const size_t step = std::max<size_t>(1, values.size() / 12);
+    for (size_t i = 0; i < values.size(); i += step) {
+      const float saved = values[i];
+      const float eps = 1e-2f;
+      values[i] = saved + eps;
+      const double plus = gpt.Run(false);
+      values[i] = saved - eps;
+      const double minus = gpt.Run(false);
+      values[i] = saved;
+      const double numeric = (plus - minus) / (2 * eps);
+      EXPECT_NEAR(analytic[i], numeric, 2e-3 + 2e-2 * std::abs(numeric))
+          << d.params[p].name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 200);
+}
+
+// The LM head's weight is the token embedding's: its gradient sums both uses. Row 4 is a
+// label but never an input, so only the head reaches it; row 1 is both.
+TEST(GptModel, TheTiedWeightsGradientSumsTheHeadAndTheEmbedding) {
+  GptHarness gpt(GptSpec());
+  gpt.Run(true);
+  const int wte = gpt.description().FindParameter("transformer.wte.weight");
+  const std::vector<float> both = gpt.params().grads(wte);
+  bool row4_nonzero = false;
+  for (int j = 0; j < 8; ++j) row4_nonzero |= both[4 * 8 + j] != 0.0f;
+  EXPECT_TRUE(row4_nonzero) << "the head's contribution is missing";
+}
+
+TEST(GptModel, ActivationCheckpointingGivesTheSameGradientsWithLessMemory) {
+  GptHarness plain(GptSpec(false)), checkpointed(GptSpec(true));
+  EXPECT_EQ(plain.Run(true), checkpointed.Run(true));
+  for (int p = 0; p < static_cast<int>(plain.description().params.size()); ++p) {
+    EXPECT_EQ(plain.params().grads(p), checkpointed.params().grads(p))
+        << plain.description().params[p].name;
+  }
+  EXPECT_LT(checkpointed.memory().peak(MemoryCategory::kActivations),
+            plain.memory().peak(MemoryCategory::kActivations));
+}
+
+TEST(Sampler, GreedyAndSeededSamplingAreDeterministic) {
+  const v1::JobSpec spec = GptSpec();
+  const TensorMap weights = SeededWeights(spec.model(), 1);
+  SampleOptions greedy;
+  greedy.tokens = 9;  // past block_size: the context slides
+  greedy.temperature = 0;
+  auto a = Generate(spec.model(), weights, {3, 1}, greedy);
+  auto b = Generate(spec.model(), weights, {3, 1}, greedy);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->size(), 11u);
+  EXPECT_EQ(*a, *b);
+  SampleOptions random;
+  random.tokens = 30;
+  random.temperature = 1.0;
+  random.top_k = 3;
+  random.seed = 5;
+  auto c = Generate(spec.model(), weights, {3}, random);
+  auto d = Generate(spec.model(), weights, {3}, random);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, *d);
+  for (int64_t id : *c) EXPECT_TRUE(id >= 0 && id < 7);
+  EXPECT_EQ(Generate(spec.model(), weights, {9}, greedy).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace shardwise::model
