@@ -15,6 +15,7 @@ DEBIAN_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgloo-dev libsqlite3-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libopenblas-dev
+  python3-torch  # tests/pytorch_parity_test: PyTorch itself as the reference
 )
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

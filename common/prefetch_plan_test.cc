@@ -119,5 +119,48 @@ TEST(PrefetchPlan, FirstDifferenceNamesThePosition) {
   EXPECT_EQ(FirstDifference(a, b), "post-forward position 12 (unit 12 vs nothing)");
 }
 
+// A 2-layer GPT wrapped per block: units 0 and 1 are transformer.h.0 and h.1, unit 2
+// the root (wte, wpe, ln_f, and the head tied to wte). The root's pre-forward comes first
+// (it wraps the model; its embeddings run first) and its post-forward last (ln_f and the
+// head run last): pre-forward [2, 0, 1], post-forward [0, 1, 2]. In backward the root's
+// pre-backward fires first (the head) and its post-backward last (the embeddings).
+v1::ExecutionOrder TwoLayerGptOrder() {
+  v1::ExecutionOrder order;
+  for (int u : {2, 0, 1}) order.add_pre_forward(u);
+  for (int u : {0, 1, 2}) order.add_post_forward(u);
+  return order;
+}
+
+const std::vector<HookEvent> kTwoLayerGptBackward = {
+    {HookPoint::kPreBackward, 2}, {HookPoint::kPreBackward, 1}, {HookPoint::kPostBackward, 1},
+    {HookPoint::kPreBackward, 0}, {HookPoint::kPostBackward, 0}, {HookPoint::kPostBackward, 2}};
+
+TEST(PrefetchPlan, TwoLayerGpt) {
+  auto pre = PlanPrefetch(TwoLayerGptOrder(), Fsdp(v1::BackwardPrefetch::BACKWARD_PRE, true), 3);
+  ASSERT_TRUE(pre.ok()) << pre.status();
+  // Backward: each unit prefetches the one before it in post-forward order.
+  EXPECT_EQ(std::vector<int>(pre->backward_target().begin(), pre->backward_target().end()),
+            (std::vector<int>{-1, 0, 1}));
+  // Forward: the next in pre-forward order.
+  EXPECT_EQ(std::vector<int>(pre->forward_target().begin(), pre->forward_target().end()),
+            (std::vector<int>{1, -1, 0}));
+  // BACKWARD_PRE: the head's pre-backward prefetches h.1, h.1's prefetches h.0.
+  const std::vector<Prefetch> issued = SimulatePrefetches(*pre, kTwoLayerGptBackward);
+  ASSERT_EQ(issued.size(), 2u);
+  EXPECT_EQ(issued[0].trigger.unit, 2);
+  EXPECT_EQ(issued[0].target, 1);
+  EXPECT_EQ(issued[1].trigger.unit, 1);
+  EXPECT_EQ(issued[1].target, 0);
+  // BACKWARD_POST: h.1's post-backward prefetches h.0; the root's comes last, when its
+  // target (h.1) needs nothing more in this pass, so it prefetches nothing.
+  auto post = PlanPrefetch(TwoLayerGptOrder(), Fsdp(v1::BackwardPrefetch::BACKWARD_POST), 3);
+  ASSERT_TRUE(post.ok());
+  const std::vector<Prefetch> post_issued = SimulatePrefetches(*post, kTwoLayerGptBackward);
+  ASSERT_EQ(post_issued.size(), 1u);
+  EXPECT_EQ(post_issued[0].trigger.point, HookPoint::kPostBackward);
+  EXPECT_EQ(post_issued[0].trigger.unit, 1);
+  EXPECT_EQ(post_issued[0].target, 0);
+}
+
 }  // namespace
 }  // namespace shardwise

@@ -100,6 +100,13 @@ TEST(GptTraining, TheLossAndTheValidationLossFall) {
   EXPECT_LT(last.val_loss(), 0.7 * last.first_val_loss());
   EXPECT_GT(last.tokens_per_second(), 0);
   EXPECT_DOUBLE_EQ(last.learning_rate(), 3e-3);
+  // The order common/prefetch_plan_test plans for: the root (unit 2) first and last.
+  EXPECT_EQ(std::vector<int>(run.rank0_order.pre_forward().begin(),
+                             run.rank0_order.pre_forward().end()),
+            (std::vector<int>{2, 0, 1}));
+  EXPECT_EQ(std::vector<int>(run.rank0_order.post_forward().begin(),
+                             run.rank0_order.post_forward().end()),
+            (std::vector<int>{0, 1, 2}));
   // nanoGPT's names, the tied head stored once.
   EXPECT_EQ(model->count("transformer.wte.weight"), 1u);
   EXPECT_EQ(model->count("lm_head.weight"), 0u);

@@ -47,6 +47,9 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec,
           out.rank0_losses.push_back(p.loss());
           out.rank0_last_progress = p;
         };
+        training.on_execution_order = [&](const v1::ExecutionOrder& order, int64_t, bool changed) {
+          if (!changed) out.rank0_order = order;
+        };
       }
       TrainingFaults faults = options.faults ? options.faults(r) : TrainingFaults{};
       results[r] = Train(spec, training, &faults);

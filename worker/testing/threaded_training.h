@@ -24,6 +24,7 @@ struct ThreadedTraining {
   TrainingResult rank0;
   std::vector<double> rank0_losses;  // the loss reported after every step
   v1::Progress rank0_last_progress;
+  v1::ExecutionOrder rank0_order;    // the first micro-step's execution order
   std::vector<MemoryStats> memory;   // per rank, at the end
 };
 
