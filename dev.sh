@@ -2,7 +2,8 @@
 # Shardwise's developer entry point. On a fresh Debian 12 machine each command installs
 # what is missing (Debian packages, through apt-get), builds with Bazel and runs.
 #
-#   ./dev.sh demo     a local coordinator and 4 CPU workers run examples/demo.yaml
+#   ./dev.sh demo     a local coordinator and 4 CPU workers train a small GPT
+#                     (examples/demo.yaml), then sample text from it
 #   ./dev.sh test     the whole test suite
 #   ./dev.sh build    build everything
 #   ./dev.sh deps     only install the Debian packages
@@ -106,6 +107,9 @@ test_all() {
   return $status
 }
 
+# Where examples/demo.yaml reads its tokens and writes its model.
+DEMO_DATA=/tmp/shardwise-demo
+
 # Processes the demo started; global so that the EXIT trap still sees them.
 DEMO_PIDS=()
 stop_demo_processes() {
@@ -144,10 +148,20 @@ demo() {
   done
   "$bin/client/shardwise" get workers
 
-  log "submitting examples/demo.yaml"
+  # The text: the licenses every Debian system ships (base-files), bytes as tokens.
+  log "tokenizing /usr/share/common-licenses into $DEMO_DATA/tokens"
+  "$bin/client/shardwise" tokenize $(find /usr/share/common-licenses -maxdepth 1 -type f | sort) \
+    -o "$DEMO_DATA/tokens"
+
+  log "submitting examples/demo.yaml (a 4-layer GPT, FULL_SHARD over the 4 workers)"
   local status=0
   "$bin/client/shardwise" submit examples/demo.yaml --watch || status=$?
   "$bin/client/shardwise" get jobs
+  if [ $status -eq 0 ]; then
+    log "sampling from the trained model ($DEMO_DATA/gpt.safetensors)"
+    "$bin/client/shardwise" sample "$DEMO_DATA/gpt.safetensors" --prompt "The Program" \
+      --tokens 300 --temperature 0.8 --seed 1
+  fi
   log "done; logs and state in $dir"
   return $status
 }

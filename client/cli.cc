@@ -7,6 +7,8 @@
 //   shardwise cancel JOB            cancel a pending or running job
 //   shardwise set-hook JOB HOOK     change a running job's communication hook
 //   shardwise timeline JOB -o F     every rank's spans as one Chrome trace / Perfetto file
+//   shardwise tokenize TEXT -o DIR  byte-level train/val token files from text
+//   shardwise sample MODEL          text from a trained GPT, on this machine's CPU
 
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "client/byte_tokens.h"
 #include "client/client.h"
 #include "client/format.h"
 #include "client/trace.h"
@@ -28,14 +31,24 @@
 #include "common/coordinator_address.h"
 #include "common/job_spec_io.h"
 #include "common/job_state.h"
+#include "common/safetensors.h"
+#include "google/protobuf/util/json_util.h"
+#include "worker/model/sampler.h"
 
 ABSL_FLAG(std::string, coordinator, "",
           "coordinator host:port (default: $SHARDWISE_COORDINATOR, else 127.0.0.1:7070)");
 ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
-ABSL_FLAG(std::string, output, "", "with timeline: the file to write (default JOB-trace.json)");
+ABSL_FLAG(std::string, output, "",
+          "with timeline: the file to write (default JOB-trace.json); with tokenize: the folder");
 ABSL_FLAG(std::string, o, "", "short for --output");
 ABSL_FLAG(std::string, wrapper, "",
           "with set-hook: fp16_wrapper or bf16_wrapper around the hook (NO_SHARD only)");
+ABSL_FLAG(double, val_fraction, 0.1, "with tokenize: the share of the text that goes to val.bin");
+ABSL_FLAG(std::string, prompt, "\n", "with sample: the text to continue");
+ABSL_FLAG(int64_t, tokens, 200, "with sample: how many tokens to generate");
+ABSL_FLAG(double, temperature, 0.8, "with sample: 0 for greedy, else softmax(logits / T)");
+ABSL_FLAG(int32_t, top_k, 0, "with sample: draw among the k most likely (0: all)");
+ABSL_FLAG(uint64_t, seed, 0, "with sample: the generator's seed");
 
 namespace shardwise {
 namespace {
@@ -58,6 +71,13 @@ Usage:
                                         every rank's spans (steps, forward/backward per
                                         unit, collectives, optimizer) as one Chrome trace,
                                         one process per rank; open it in ui.perfetto.dev
+  shardwise tokenize TEXT... -o DIR [--val_fraction=0.1]
+                                        byte-level token files (vocabulary 256) for
+                                        data.tokens: DIR/train.bin and DIR/val.bin
+  shardwise sample MODEL.safetensors [--prompt=TEXT] [--tokens=200]
+                   [--temperature=0.8] [--top_k=0] [--seed=0]
+                                        continue a prompt with a GPT a job wrote
+                                        (output.final_model_path), on this CPU
 
 Flags:
   --coordinator=HOST:PORT   default $SHARDWISE_COORDINATOR, else 127.0.0.1:7070
@@ -159,6 +179,45 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
   return 1;
 }
 
+int Tokenize(const std::vector<std::string>& inputs) {
+  std::string dir = absl::GetFlag(FLAGS_output);
+  if (dir.empty()) dir = absl::GetFlag(FLAGS_o);
+  if (dir.empty()) return Usage("tokenize needs -o DIR");
+  auto out = TokenizeBytes(inputs, dir, absl::GetFlag(FLAGS_val_fraction));
+  if (!out.ok()) return Fail(out.status());
+  std::printf("%s: %lld tokens\n%s: %lld tokens\nvocabulary: %lld (bytes)\n",
+              out->train_path.c_str(), static_cast<long long>(out->train_tokens),
+              out->val_path.c_str(), static_cast<long long>(out->val_tokens),
+              static_cast<long long>(kByteVocabulary));
+  return 0;
+}
+
+// The model's spec comes from the file's metadata, which every final model holds.
+int Sample(const std::string& path) {
+  auto metadata = ReadSafetensorsMetadata(path);
+  if (!metadata.ok()) return Fail(metadata.status());
+  auto spec_json = metadata->find("shardwise.model");
+  v1::ModelSpec model;
+  if (spec_json == metadata->end() ||
+      !google::protobuf::util::JsonStringToMessage(spec_json->second, &model).ok()) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat(path, ": no model spec in its metadata (\"shardwise.model\"); was it "
+                           "written by a Shardwise job?")));
+  }
+  auto weights = ReadSafetensors(path);
+  if (!weights.ok()) return Fail(weights.status());
+  model::SampleOptions options;
+  options.tokens = absl::GetFlag(FLAGS_tokens);
+  options.temperature = absl::GetFlag(FLAGS_temperature);
+  options.top_k = absl::GetFlag(FLAGS_top_k);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  const std::vector<int64_t> prompt = BytesToIds(absl::GetFlag(FLAGS_prompt));
+  auto ids = model::Generate(model, *weights, prompt, options);
+  if (!ids.ok()) return Fail(ids.status());
+  std::printf("%s\n", IdsToPrintable(*ids).c_str());
+  return 0;
+}
+
 int Run(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("no command given");
   Client client(ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator)));
@@ -232,6 +291,14 @@ int Run(const std::vector<std::string>& args) {
                 path.c_str(),
                 dropped > 0 ? absl::StrCat("; ", dropped, " older spans were dropped").c_str() : "");
     return 0;
+  }
+  if (verb == "tokenize") {
+    if (args.size() < 2) return Usage("tokenize takes one or more text files and -o DIR");
+    return Tokenize(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  if (verb == "sample") {
+    if (auto problem = need(1, "one model file"); !problem.empty()) return Usage(problem);
+    return Sample(args[1]);
   }
   if (verb == "set-hook") {
     if (auto problem = need(2, "a job id and a hook"); !problem.empty()) return Usage(problem);

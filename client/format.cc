@@ -40,6 +40,13 @@ std::string Loss(const v1::Progress& p) {
   return p.step() > 0 ? absl::StrFormat("%.4f", p.loss()) : "-";
 }
 
+// "12.3k" for 12345.
+std::string Thousands(double value) {
+  return value >= 1e4 ? absl::StrFormat("%.1fk", value / 1e3) : absl::StrFormat("%.0f", value);
+}
+
+bool HasValidation(const v1::Progress& p) { return p.val_loss_step() > 0 || p.first_val_loss() > 0; }
+
 std::string FormatTime(int64_t ms) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(ms), absl::LocalTimeZone());
 }
@@ -109,6 +116,17 @@ std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
                                                  p.loss(), p.first_loss(), p.steps_per_second())
                                : "",
                   p.phase().empty() ? "" : absl::StrCat(", phase ", p.phase()), "\n");
+  if (p.step() > 0 && (p.tokens_per_second() > 0 || p.learning_rate() > 0)) {
+    absl::StrAppend(&out, "Throughput: ",
+                    p.tokens_per_second() > 0
+                        ? absl::StrCat(Thousands(p.tokens_per_second()), " tokens/s, ")
+                        : "",
+                    absl::StrFormat("learning rate %.3g\n", p.learning_rate()));
+  }
+  if (HasValidation(p)) {
+    absl::StrAppend(&out, absl::StrFormat("Validation: loss %.4f after step %d (first %.4f)\n",
+                                          p.val_loss(), p.val_loss_step(), p.first_val_loss()));
+  }
   if (p.step() > 0) {
     constexpr double kMiB = 1 << 20;
     absl::StrAppend(&out, absl::StrFormat("Traffic:    rank 0: %.1f MiB all-gathered, %.1f MiB "
@@ -179,8 +197,12 @@ std::string FormatProgressLine(const v1::Job& job, int width) {
   std::string line = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'),
                                   "] ", Steps(p), " steps");
   if (p.step() > 0) {
-    absl::StrAppend(&line, absl::StrFormat("  loss %.4f  %.2f steps/s", p.loss(),
-                                           p.steps_per_second()));
+    absl::StrAppend(&line, absl::StrFormat("  loss %.4f", p.loss()));
+    if (HasValidation(p)) absl::StrAppend(&line, absl::StrFormat("  val %.4f", p.val_loss()));
+    if (p.learning_rate() > 0) absl::StrAppend(&line, absl::StrFormat("  lr %.2g", p.learning_rate()));
+    absl::StrAppend(&line, p.tokens_per_second() > 0
+                               ? absl::StrCat("  ", Thousands(p.tokens_per_second()), " tok/s")
+                               : absl::StrFormat("  %.2f steps/s", p.steps_per_second()));
   }
   absl::StrAppend(&line, "  ", v1::JobState_Name(job.state()));
   if (!p.phase().empty() && !IsTerminal(job.state())) absl::StrAppend(&line, " (", p.phase(), ")");
@@ -194,7 +216,15 @@ std::string FormatJobSummary(const v1::Job& job) {
   absl::StrAppend(&out, "  steps:  ", Steps(p), "\n");
   if (p.step() > 0) {
     absl::StrAppend(&out, absl::StrFormat("  loss:   %.4f -> %.4f\n", p.first_loss(), p.loss()));
-    absl::StrAppend(&out, absl::StrFormat("  speed:  %.2f steps/s\n", p.steps_per_second()));
+    absl::StrAppend(&out, absl::StrFormat("  speed:  %.2f steps/s", p.steps_per_second()),
+                    p.tokens_per_second() > 0
+                        ? absl::StrCat(", ", Thousands(p.tokens_per_second()), " tokens/s")
+                        : "",
+                    "\n");
+  }
+  if (HasValidation(p)) {
+    absl::StrAppend(&out, absl::StrFormat("  validation loss: %.4f -> %.4f\n", p.first_val_loss(),
+                                          p.val_loss()));
   }
   if (!job.result().empty()) absl::StrAppend(&out, "  result: ", job.result(), "\n");
   if (!job.spec().output().final_model_path().empty() && job.state() == v1::SUCCEEDED &&

@@ -33,6 +33,33 @@ TEST(Format, ProgressLineShowsBarStepsLossAndSpeed) {
   EXPECT_EQ(FormatProgressLine(fresh, 4), "[....] 0/100 steps  SCHEDULED (bootstrap)");
 }
 
+v1::Job GptJob() {
+  v1::Job job = RunningJob();
+  v1::Progress* p = job.mutable_progress();
+  p->set_tokens_per_second(12345);
+  p->set_learning_rate(6e-4);
+  p->set_val_loss(2.25);
+  p->set_first_val_loss(5.5);
+  p->set_val_loss_step(40);
+  return job;
+}
+
+TEST(Format, GptJobsShowValidationLossLearningRateAndTokensPerSecond) {
+  EXPECT_EQ(FormatProgressLine(GptJob(), 10),
+            "[#####.....] 50/100 steps  loss 0.4322  val 2.2500  lr 0.0006  12.3k tok/s  RUNNING");
+  const std::string description = FormatJobDescription(GptJob(), 1'000'000);
+  EXPECT_TRUE(absl::StrContains(description, "Throughput: 12.3k tokens/s, learning rate 0.0006\n"))
+      << description;
+  EXPECT_TRUE(absl::StrContains(description,
+                                "Validation: loss 2.2500 after step 40 (first 5.5000)\n"))
+      << description;
+  v1::Job done = GptJob();
+  done.set_state(v1::SUCCEEDED);
+  const std::string summary = FormatJobSummary(done);
+  EXPECT_TRUE(absl::StrContains(summary, "speed:  12.50 steps/s, 12.3k tokens/s")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "validation loss: 5.5000 -> 2.2500")) << summary;
+}
+
 TEST(Format, JobTableHasOneRowPerJob) {
   const std::string table = FormatJobTable({RunningJob()}, 1'000'000 + 90'000);
   EXPECT_TRUE(absl::StartsWith(table, "ID      NAME   STATE"));

@@ -17,8 +17,8 @@ TEST(Examples, EveryExampleSpecIsValid) {
   for (const auto& entry : std::filesystem::directory_iterator("examples")) {
     if (entry.path().extension() == ".yaml") paths.push_back(entry.path().string());
   }
-  // demo.yaml, mixed-precision.yaml, cuda.yaml at least.
-  ASSERT_GE(paths.size(), 3u);
+  // demo.yaml (the GPT), mlp.yaml, mixed-precision.yaml, cuda.yaml at least.
+  ASSERT_GE(paths.size(), 4u);
   for (const std::string& path : paths) {
     auto spec = ReadJobSpecFile(path);
     ASSERT_TRUE(spec.ok()) << path << ": " << spec.status();
