@@ -100,5 +100,74 @@ TEST(Training, ABadDataFileFailsTheJobNamingIt) {
       << job.reason();
 }
 
+// A GPT from text to samples with real processes and the real CLI: tokenize a text the
+// machine ships, submit a job that the coordinator validates (the token files included),
+// train on two worker processes, read the order and plan the coordinator recorded and
+// what describe shows, then sample from the model the job wrote.
+TEST(Training, AGptJobFromTextToSamples) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1");
+  std::string output;
+  const std::string tokens = cluster.dir() + "/tokens";
+  ASSERT_EQ(Cluster::RunCli({"tokenize", "/usr/share/common-licenses/GPL-3", "-o", tokens}, &output), 0)
+      << output;
+
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.mutable_model()->Clear();
+  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
+  gpt->set_vocab_size(256);
+  gpt->set_block_size(32);
+  gpt->set_n_layer(2);
+  gpt->set_n_head(2);
+  gpt->set_n_embd(32);
+  spec.clear_data();
+  spec.mutable_data()->mutable_tokens()->set_train_path(tokens + "/train.bin");
+  spec.mutable_data()->mutable_tokens()->set_val_path(tokens + "/val.bin");
+  spec.mutable_evaluation()->set_interval_steps(10);
+  spec.mutable_optimizer()->Clear();
+  spec.mutable_optimizer()->mutable_adamw()->set_lr(3e-3);
+  spec.set_global_batch_size(8);
+  spec.set_steps(30);
+  const std::string model_path = cluster.dir() + "/gpt.safetensors";
+  spec.mutable_output()->set_final_model_path(model_path);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(90));
+  const v1::Progress& p = job.progress();
+  EXPECT_LT(p.loss(), p.first_loss());
+  EXPECT_EQ(p.val_loss_step(), 30);
+  EXPECT_LT(p.val_loss(), p.first_val_loss());
+  EXPECT_GT(p.tokens_per_second(), 0);
+  // The root (unit 2) first in pre-forward and last in post-forward; each block
+  // prefetches the one before it in backward.
+  EXPECT_EQ(std::vector<int>(job.execution_order().pre_forward().begin(),
+                             job.execution_order().pre_forward().end()),
+            (std::vector<int>{2, 0, 1}));
+  EXPECT_EQ(std::vector<int>(job.prefetch_plan().backward_target().begin(),
+                             job.prefetch_plan().backward_target().end()),
+            (std::vector<int>{-1, 0, 1}));
+  ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "describe", *job_id}, &output), 0)
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "tokens/s, learning rate")) << output;
+  EXPECT_TRUE(absl::StrContains(output, "Validation: loss")) << output;
+
+  ASSERT_EQ(Cluster::RunCli({"sample", model_path, "--prompt=The ", "--tokens=20",
+                             "--temperature=0"}, &output), 0) << output;
+  EXPECT_TRUE(absl::StartsWith(output, "The ")) << output;
+  EXPECT_GE(output.size(), 24u) << output;
+
+  // A token file too short for one sequence is refused at submission, naming the field.
+  v1::JobSpec short_file = spec;
+  std::ofstream(cluster.dir() + "/short.bin", std::ios::binary) << std::string(40, 'a');
+  short_file.mutable_data()->mutable_tokens()->set_val_path(cluster.dir() + "/short.bin");
+  auto refused = cluster.client().Submit(short_file);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "job.data.tokens.val_path: '" + cluster.dir() + "/short.bin' holds 20 tokens"))
+      << refused.status();
+}
+
 }  // namespace
 }  // namespace shardwise::testing
