@@ -9,7 +9,8 @@
 #   - FP32 <-> FP16/BF16 cast throughput, vectorised and portable, against memcpy moving
 #     the same bytes;
 #   - FULL_SHARD step time with each prefetch setting against no prefetch, with an
-#     injected link latency of 3 ms per collective.
+#     injected link latency of 3 ms per collective;
+#   - the GPT benchmarks of bench/gpt.sh (tokens/s against PyTorch DDP, memory per rank).
 # Usage: bench/run.sh [WARMUP_STEPS] [TIMED_STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,3 +88,6 @@ echo "$report"
   echo
   echo "$report"
 } >> bench/RESULTS.md
+
+# The GPT's throughput against PyTorch DDP and its memory against the prediction.
+bench/gpt.sh

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The GPT benchmarks against their baselines, measured in the same run, appended with this
+# command to bench/RESULTS.md:
+#   - tokens/s of a small GPT (4 layers, 256 wide, 128 context, byte vocabulary, global
+#     batch 16 sequences) at world 2, FULL_SHARD and NO_SHARD, against PyTorch DDP
+#     (Debian's python3-torch, gloo) on the same model, data, optimizer and threads;
+#   - peak memory per rank (parameters, gradients, optimizer state, activations) for
+#     FULL_SHARD with and without prefetch, NO_SHARD, and FULL_SHARD with activation
+#     checkpointing, against what the sharding and the model's shapes predict.
+# Usage: bench/gpt.sh [WARMUP_STEPS] [TIMED_STEPS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+warmup=${1:-2}
+steps=${2:-10}
+
+./dev.sh deps
+bazel build //bench:gpt_bench >/dev/null 2>&1
+bin=$(bazel info bazel-bin 2>/dev/null)
+
+echo "== Shardwise GPT ($warmup warm-up + $steps timed steps)" >&2
+ours=$("$bin/bench/gpt_bench" "$warmup" "$steps")
+echo "== PyTorch DDP GPT" >&2
+torch=$(OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_gpt_ddp.py "$warmup" "$steps")
+
+report=$(python3 - "$torch" "$ours" <<'PY'
+import sys
+torch = float(sys.argv[1])
+lines = ["| GPT, world 2 | Shardwise tokens/s | PyTorch DDP tokens/s | ratio |", "| --- | --- | --- | --- |"]
+rows = [line.split() for line in sys.argv[2].splitlines()]
+for kind, name, *values in rows:
+    if kind == "throughput":
+        lines.append(f"| {name} | {float(values[0]):.0f} | {torch:.0f} | {float(values[0]) / torch:.2f} |")
+predicted = {name: [int(v) for v in values] for kind, name, *values in rows if kind == "predicted"}
+lines += ["", "| peak MiB per rank, measured / predicted | parameters | gradients (predicted range) | optimizer state | activations (predicted: the blocks') |",
+          "| --- | --- | --- | --- | --- |"]
+mib = lambda b: f"{b / 2**20:.2f}"
+for kind, name, *values in rows:
+    if kind != "memory":
+        continue
+    params, grads, optim, acts = [int(v) for v in values]
+    p_params, p_grads, p_grads_max, p_optim, p_acts = predicted[name]
+    lines.append(f"| {name} | {mib(params)} / {mib(p_params)} | {mib(grads)} / {mib(p_grads)}-{mib(p_grads_max)} "
+                 f"| {mib(optim)} / {mib(p_optim)} | {mib(acts)} / {mib(p_acts)} |")
+print("\n".join(lines))
+PY
+)
+echo "$report"
+{
+  echo
+  echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): GPT"
+  echo
+  echo "Command: \`bench/gpt.sh $warmup $steps\`"
+  echo
+  echo "$report"
+} >> bench/RESULTS.md

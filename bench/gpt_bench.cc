@@ -1,0 +1,181 @@
+// A small GPT (4 layers, 256 wide, 128 context, byte vocabulary, global batch 16
+// sequences) on CPU, one process per rank, one BLAS thread each, on the license texts
+// Debian ships. Two measurements, printed one per line for bench/run.sh:
+//   throughput NAME TOKENS_PER_SECOND      world 2, timed steps after a warm-up
+//   memory NAME PARAMETERS GRADIENTS OPTIMIZER ACTIVATIONS   rank 0's peak bytes
+//   predicted NAME PARAMETERS GRADIENTS_MIN GRADIENTS_MAX OPTIMIZER BLOCK_ACTIVATIONS
+//                                         what the sharding and the model's shapes imply
+// The memory runs compare FULL_SHARD (with and without prefetch), NO_SHARD and
+// FULL_SHARD with activation checkpointing.
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "bench/multiprocess.h"
+#include "worker/comm/data_plane.h"
+#include "worker/fsdp/layout.h"
+#include "worker/trainer.h"
+
+namespace shardwise::bench {
+namespace {
+
+constexpr int kWorld = 2;
+
+// The concatenated license texts as byte tokens, once per run.
+std::string TokenFile() {
+  static const std::string path = [] {
+    std::string text;
+    for (const char* name : {"GPL-3", "GPL-2", "LGPL-2.1", "Apache-2.0", "GFDL-1.3", "MPL-2.0"}) {
+      std::ifstream file(absl::StrCat("/usr/share/common-licenses/", name), std::ios::binary);
+      std::stringstream bytes;
+      bytes << file.rdbuf();
+      text += bytes.str();
+    }
+    std::vector<uint16_t> ids(text.begin(), text.end());
+    for (uint16_t& id : ids) id &= 0xff;
+    const std::string out = absl::StrCat("/tmp/shardwise-gpt-bench-", getpid(), ".bin");
+    std::ofstream(out, std::ios::binary)
+        .write(reinterpret_cast<const char*>(ids.data()), ids.size() * 2);
+    return out;
+  }();
+  return path;
+}
+
+v1::JobSpec Spec(v1::ShardingStrategy::Value strategy, int steps) {
+  v1::JobSpec spec;
+  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
+  gpt->set_vocab_size(256);
+  gpt->set_block_size(128);
+  gpt->set_n_layer(4);
+  gpt->set_n_head(4);
+  gpt->set_n_embd(256);
+  spec.mutable_fsdp()->set_sharding_strategy(strategy);
+  spec.mutable_optimizer()->mutable_adamw()->set_lr(1e-3);
+  spec.mutable_data()->mutable_tokens()->set_train_path(TokenFile());
+  spec.set_global_batch_size(16);
+  spec.set_steps(steps);
+  spec.set_world_size(kWorld);
+  return spec;
+}
+
+struct Measured {
+  double tokens_per_second = 0;
+  MemoryStats memory;
+};
+
+// Trains `spec`; rank 0 prints its line. False if a rank failed.
+bool Run(const std::string& name, const v1::JobSpec& spec, int warmup, bool memory) {
+  return RunRanks(kWorld, [&](int rank, gloo::rendezvous::Store& store) {
+    auto context = ConnectGlooContext(store, rank, kWorld, {});
+    if (!context.ok()) return 1;
+    CpuCachingAllocator allocator;
+    TrainingContext training;
+    training.rank = rank;
+    training.world_size = kWorld;
+    training.store = &store;
+    training.world = *context;
+    training.allocator = &allocator;
+    double timed = 0;
+    int64_t timed_steps = 0;
+    training.on_progress = [&](const v1::Progress& p) {
+      if (p.step() > warmup) timed += p.step_seconds(), ++timed_steps;
+    };
+    auto result = Train(spec, training);
+    if (!result.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, result.status().ToString().c_str());
+      return 1;
+    }
+    if (rank != 0) return 0;
+    if (memory) {
+      const MemoryStats m = allocator.Stats();
+      std::printf("memory %s %lld %lld %lld %lld\n", name.c_str(),
+                  static_cast<long long>(m.peak(MemoryCategory::kParameters)),
+                  static_cast<long long>(m.peak(MemoryCategory::kGradients)),
+                  static_cast<long long>(m.peak(MemoryCategory::kOptimizerState)),
+                  static_cast<long long>(m.peak(MemoryCategory::kActivations)));
+    } else {
+      const double tokens = static_cast<double>(timed_steps) * spec.global_batch_size() *
+                            spec.model().gpt().block_size();
+      std::printf("throughput %s %.1f\n", name.c_str(), tokens / timed);
+    }
+    std::fflush(stdout);
+    return 0;
+  });
+}
+
+// Bytes the sharding implies for rank 0: FP32 shards of every unit (parameters, their
+// reduced gradients, AdamW's two moments), plus the unsharded units alive at once. The
+// root stays gathered through the step; beside it one block computes (two with backward
+// prefetch, `gathered_blocks`). Gradients: at least the unsharded gradients of the root,
+// of the block computing and of the block whose reduction runs meanwhile on the
+// reduction thread; at most every unit's, when the reductions fall behind the backward.
+// Activations kept by the blocks for the backward: per block and row, the input, ln_1,
+// qkv (3C), the attention's output, the residual, ln_2, c_fc's output and GELU's (4C
+// each): 16 C floats, plus the attention probabilities (heads x T x T per sequence);
+// with checkpointing, each block's input only, plus one block's during its recompute.
+void PrintPredicted(const std::string& name, const v1::JobSpec& spec, int gathered_blocks) {
+  auto layout = fsdp::BuildFlatLayout(spec.model(), spec.wrap());
+  const bool sharded = spec.fsdp().sharding_strategy() != v1::ShardingStrategy::NO_SHARD;
+  const int shards = sharded ? kWorld : 1;
+  int64_t shard = 0, root = 0, block = 0, full = 0;
+  for (const fsdp::UnitLayout& unit : layout->units) {
+    const int64_t padded = fsdp::PaddedNumel(unit.numel, shards) * 4;
+    shard += padded / shards;
+    full += padded;
+    if (unit.is_root) {
+      root = padded;
+    } else {
+      block = std::max(block, padded);
+    }
+  }
+  const int64_t parameters = sharded ? shard + root + gathered_blocks * block : full;
+  const int64_t gradients = shard + root + 2 * block;
+  const int64_t gradients_max = shard + full;
+  const v1::GptConfig& gpt = spec.model().gpt();
+  const int64_t sequences = spec.global_batch_size() / kWorld;
+  const int64_t rows = sequences * gpt.block_size();
+  const int64_t per_block =
+      4 * (16 * gpt.n_embd() * rows + gpt.n_head() * gpt.block_size() * gpt.block_size() * sequences);
+  const int64_t activations = spec.activation_checkpointing()
+                                  ? gpt.n_layer() * 4 * gpt.n_embd() * rows + per_block
+                                  : gpt.n_layer() * per_block;
+  std::printf("predicted %s %lld %lld %lld %lld %lld\n", name.c_str(),
+              static_cast<long long>(parameters), static_cast<long long>(gradients),
+              static_cast<long long>(gradients_max),
+              static_cast<long long>(2 * shard), static_cast<long long>(activations));
+  std::fflush(stdout);  // before the ranks fork, or they print it again
+}
+
+}  // namespace
+}  // namespace shardwise::bench
+
+int main(int argc, char** argv) {
+  using namespace shardwise;
+  const int warmup = argc > 1 ? std::atoi(argv[1]) : 2;
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 10;
+  for (auto strategy : {v1::ShardingStrategy::FULL_SHARD, v1::ShardingStrategy::NO_SHARD}) {
+    if (!bench::Run(v1::ShardingStrategy::Value_Name(strategy), bench::Spec(strategy, warmup + steps),
+                    warmup, false)) {
+      return 1;
+    }
+  }
+  v1::JobSpec full = bench::Spec(v1::ShardingStrategy::FULL_SHARD, 2);
+  full.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
+  v1::JobSpec prefetch = bench::Spec(v1::ShardingStrategy::FULL_SHARD, 2);
+  v1::JobSpec none = bench::Spec(v1::ShardingStrategy::NO_SHARD, 2);
+  v1::JobSpec checkpointed = full;
+  checkpointed.set_activation_checkpointing(true);
+  for (const auto& [name, spec, blocks] :
+       {std::make_tuple("FULL_SHARD", full, 1), std::make_tuple("FULL_SHARD+prefetch", prefetch, 2),
+        std::make_tuple("NO_SHARD", none, 0),
+        std::make_tuple("FULL_SHARD+checkpointing", checkpointed, 1)}) {
+    bench::PrintPredicted(name, spec, blocks);
+    if (!bench::Run(name, spec, 0, true)) return 1;
+  }
+  std::remove(bench::TokenFile().c_str());
+  return 0;
+}
