@@ -1,7 +1,7 @@
 #ifndef SHARDWISE_COMMON_DTYPE_RULES_H_
 #define SHARDWISE_COMMON_DTYPE_RULES_H_
 
-// FSDP MixedPrecision's dtype rules (SEMANTICS.md, "Mixed precision"), shared by the
+// FSDP MixedPrecision's dtype rules (docs/semantics.md, "Mixed precision"), shared by the
 // coordinator (validation, describe) and the workers (the runtime's casts).
 
 #include "proto/job_spec.pb.h"

@@ -1,7 +1,7 @@
 #ifndef SHARDWISE_COMMON_PREFETCH_PLAN_H_
 #define SHARDWISE_COMMON_PREFETCH_PLAN_H_
 
-// FSDP's prefetching, derived from a recorded execution order (SEMANTICS.md, "Execution
+// FSDP's prefetching, derived from a recorded execution order (docs/semantics.md, "Execution
 // order and prefetch"; PyTorch's _get_handle_to_prefetch and _exec_order_utils):
 // - forward prefetch (opt-in): in a unit's pre-forward, the next unit in pre-forward order;
 // - backward prefetch: the unit before it in post-forward order, issued in the unit's

@@ -1,6 +1,6 @@
 // The prefetch planner against PyTorch's counts: nn.Transformer wrapped per layer (6
 // encoder + 6 decoder units under a root that owns parameters) makes 12 prefetches with
-// BACKWARD_PRE and 11 with BACKWARD_POST (SEMANTICS.md); NONE makes none; forward
+// BACKWARD_PRE and 11 with BACKWARD_POST (docs/semantics.md); NONE makes none; forward
 // prefetch targets the next unit in pre-forward order.
 
 #include "common/prefetch_plan.h"

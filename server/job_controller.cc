@@ -361,7 +361,7 @@ int NumUnits(const v1::ExecutionOrder& order) {
 
 }  // namespace
 
-// SEMANTICS.md, "Validation": every rank must run its units in the same order, or the
+// docs/semantics.md, "Validation": every rank must run its units in the same order, or the
 // ranks' collectives pair up wrongly (a hang, or tensors silently mixed). PyTorch checks
 // this only in its most verbose debug mode; here the coordinator compares the ranks'
 // first iterations and fails the job at once, naming the ranks and the first difference.

@@ -194,7 +194,7 @@ TEST_P(Fp32Parity, EveryParameterAndEveryLossMatchPytorch) {
   ASSERT_TRUE(run.ok()) << run.status();
   auto model = ReadSafetensors(spec.output().final_model_path());
   ASSERT_TRUE(model.ok());
-  // Every parameter within rtol 1e-5 and PyTorch's FP32 atol 1e-5 (SEMANTICS.md); the
+  // Every parameter within rtol 1e-5 and PyTorch's FP32 atol 1e-5 (docs/semantics.md); the
   // losses within 1e-5 relative. The measured margins are printed and in docs/semantics.md.
   const Worst worst = Compare(*model, reference.model, 1e-5, 1e-5);
   RecordProperty("worst_parameter_ratio", absl::StrFormat("%.3g", worst.ratio));

@@ -2,7 +2,7 @@
 #define SHARDWISE_WORKER_COMPUTE_POINTWISE_H_
 
 // The per-element arithmetic every device shares: the optimizer rules (PyTorch's
-// formulas, SEMANTICS.md "Optimizers") and the activations. The CPU loops
+// formulas, docs/semantics.md "Optimizers") and the activations. The CPU loops
 // (compute/cpu/) and the CUDA kernels (cuda/kernels.cu) both call these, so the two
 // devices cannot drift apart by hand. Plain inline functions: nvcc compiles them for the
 // device, the host compiler for the host.

@@ -198,7 +198,7 @@ class FsdpModel {
   Allocator* const allocator_;  // device_'s
   const FlatLayout layout_;
   const std::unique_ptr<model::Model> model_;
-  // MixedPrecision (SEMANTICS.md): the dtype of unsharded parameters, compute and the
+  // MixedPrecision (docs/semantics.md): the dtype of unsharded parameters, compute and the
   // all-gather; of gradient reduction; and whether reduced gradients stay in param_dtype.
   const ScalarType param_type_;
   const ScalarType reduce_type_;

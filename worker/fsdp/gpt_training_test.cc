@@ -220,7 +220,7 @@ TEST(GptTraining, AResumedRunWithAccumulationEqualsAnUninterruptedOne) {
 }
 
 // FULL_SHARD without prefetch holds its shards plus the largest unit; with it, at most
-// two units (SEMANTICS.md, limit_all_gathers), against NO_SHARD's whole model.
+// two units (docs/semantics.md, limit_all_gathers), against NO_SHARD's whole model.
 TEST(GptTraining, FullShardHoldsItsShardsPlusAtMostTwoUnits) {
   const std::string dir = TempDir("gpt-memory");
   v1::JobSpec one_at_a_time = GptSpec(dir, v1::ShardingStrategy::FULL_SHARD, 4, 2);

@@ -1,7 +1,7 @@
 #ifndef SHARDWISE_WORKER_FSDP_GRADIENT_REDUCER_H_
 #define SHARDWISE_WORKER_FSDP_GRADIENT_REDUCER_H_
 
-// FSDP's post-backward reduction of each unit (SEMANTICS.md "Gradient reduction"), on the
+// FSDP's post-backward reduction of each unit (docs/semantics.md "Gradient reduction"), on the
 // reduction thread (FSDP's post-backward stream): queued at the unit's post-backward, it
 // overlaps the backward of the units before it. Each task reduces the unit's unsharded
 // gradient as the communication hook says (comm_hooks.h), adds it into the gradient

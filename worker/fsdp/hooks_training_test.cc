@@ -130,7 +130,7 @@ void PrintTo(const OverlapCase& c, std::ostream* os) {
 
 class OptimizerOverlapTest : public ::testing::TestWithParam<OverlapCase> {};
 
-// SEMANTICS.md, "Optimizer overlap": after several iterations the parameters equal those
+// docs/semantics.md, "Optimizer overlap": after several iterations the parameters equal those
 // of a normal optimizer step after backward, and they have changed. The arithmetic per
 // element is the same, so equal means bit for bit.
 TEST_P(OptimizerOverlapTest, SixIterationsEqualTheNormalStep) {

@@ -3,7 +3,7 @@
 
 // Pure descriptions of how a job's model is split into FSDP units and sharded: which
 // parameters each unit holds, where each sits in the unit's flat buffer, and each rank's
-// groups and divide factors (SEMANTICS.md: "Flat parameters and sharding",
+// groups and divide factors (docs/semantics.md: "Flat parameters and sharding",
 // "Gradient reduction").
 
 #include <cstdint>
@@ -35,7 +35,7 @@ struct UnitLayout {
 };
 
 // A job's model cut into FSDP units by its wrap policy, with each unit's parameters
-// flattened in registration order (SEMANTICS.md: "Flat parameters and sharding").
+// flattened in registration order (docs/semantics.md: "Flat parameters and sharding").
 // `units` lists the children in the order they first run, then the root.
 struct FlatLayout {
   ModelDescription model;

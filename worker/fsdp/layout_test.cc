@@ -13,7 +13,7 @@ v1::ModelSpec Model(std::vector<int> widths, bool bias = true) {
 }
 
 TEST(DivideFactors, MatchSemantics) {
-  // SEMANTICS.md: N=2 -> (2, 1); 3 -> (2, 1.5); 4 -> (2, 2); 6 -> (4, 1.5); 8 -> (4, 2);
+  // docs/semantics.md: N=2 -> (2, 1); 3 -> (2, 1.5); 4 -> (2, 2); 6 -> (4, 1.5); 8 -> (4, 2);
   // 16 -> (4, 4).
   const std::vector<std::tuple<int, double, double>> expected = {
       {1, 1, 1}, {2, 2, 1}, {3, 2, 1.5}, {4, 2, 2}, {6, 4, 1.5}, {8, 4, 2}, {16, 4, 4}};

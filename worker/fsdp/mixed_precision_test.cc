@@ -148,7 +148,7 @@ TEST_P(LowPrecisionTraining, StaysWithinTheDtypesToleranceOfFp32AndHalvesTheGath
   ASSERT_TRUE(reference.ok());
   auto trained = ReadSafetensors(low.output().final_model_path());
   ASSERT_TRUE(trained.ok()) << trained.status();
-  // PyTorch's test tolerances (SEMANTICS.md): bf16 rtol 1.6e-2, fp16 rtol 1e-3, atol 1e-5;
+  // PyTorch's test tolerances (docs/semantics.md): bf16 rtol 1.6e-2, fp16 rtol 1e-3, atol 1e-5;
   // 20 steps of rounding accumulate, so the parameters are held to 2x those, and the loss
   // to the plain tolerance of its dtype.
   const double rtol = dtype == v1::BF16 ? 1.6e-2 : 1e-3;

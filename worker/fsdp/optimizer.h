@@ -1,7 +1,7 @@
 #ifndef SHARDWISE_WORKER_FSDP_OPTIMIZER_H_
 #define SHARDWISE_WORKER_FSDP_OPTIMIZER_H_
 
-// Optimizers on flat fp32 shards, with PyTorch's formulas (SEMANTICS.md, "Optimizers"):
+// Optimizers on flat fp32 shards, with PyTorch's formulas (docs/semantics.md, "Optimizers"):
 // torch.optim.SGD and torch.optim.AdamW (single-tensor path). Padding elements hold zero
 // parameters and zero gradients, and both rules keep them at zero.
 //

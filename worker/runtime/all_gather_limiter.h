@@ -1,7 +1,7 @@
 #ifndef SHARDWISE_WORKER_RUNTIME_ALL_GATHER_LIMITER_H_
 #define SHARDWISE_WORKER_RUNTIME_ALL_GATHER_LIMITER_H_
 
-// FSDP's limit_all_gathers rate limiter (SEMANTICS.md, "Prefetch"): every reshard records
+// FSDP's limit_all_gathers rate limiter (docs/semantics.md, "Prefetch"): every reshard records
 // a "freed" event on the compute stream; before an unshard allocates its full buffer, if
 // `max_in_flight` (two) frees are pending, it waits for the oldest. This bounds the
 // all-gathered units alive at once when the CPU thread runs ahead of the GPU: without it
