@@ -18,56 +18,6 @@ std::string TempPath(const std::string& name) {
   return absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid());
 }
 
-TEST(Safetensors, BytesAreWhatTheFormatRequires) {
-  TensorMap tensors;
-  const float w[] = {1.0f, -2.0f};
-  tensors["0.weight"] = F32Tensor({1, 2}, w);
-  const std::string bytes = EncodeSafetensors(tensors);
-  const std::string header =
-      R"({"__metadata__":{"format":"pt"},"0.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]}})";
-  const size_t padded = (header.size() + 7) / 8 * 8;
-  ASSERT_EQ(bytes.size(), 8 + padded + 8);
-  uint64_t length = 0;
-  std::memcpy(&length, bytes.data(), 8);  // little-endian on this platform
-  EXPECT_EQ(length, padded);
-  EXPECT_EQ(bytes.substr(8, header.size()), header);
-  EXPECT_EQ(bytes.substr(8 + header.size(), padded - header.size()),
-            std::string(padded - header.size(), ' '));
-  float data[2];
-  std::memcpy(data, bytes.data() + 8 + padded, 8);
-  EXPECT_EQ(data[0], 1.0f);
-  EXPECT_EQ(data[1], -2.0f);
-}
-
-TEST(Safetensors, RoundTripsThroughAFile) {
-  const std::string path = TempPath("round.safetensors");
-  TensorMap tensors = SeededWeights([] {
-    v1::ModelSpec m;
-    for (int w : {3, 5, 2}) m.add_layer_widths(w);
-    return m;
-  }(), 9);
-  ASSERT_TRUE(WriteSafetensors(path, tensors).ok());
-  auto read = ReadSafetensors(path);
-  ASSERT_TRUE(read.ok()) << read.status();
-  ASSERT_EQ(read->size(), 4u);
-  for (const auto& [name, t] : tensors) {
-    EXPECT_EQ(read->at(name).shape, t.shape) << name;
-    EXPECT_EQ(read->at(name).bytes, t.bytes) << name;
-  }
-}
-
-TEST(Safetensors, RejectsCorruptFiles) {
-  const std::string path = TempPath("corrupt.safetensors");
-  TensorMap tensors;
-  const float w[] = {1.0f};
-  tensors["w"] = F32Tensor({1}, w);
-  std::string bytes = EncodeSafetensors(tensors);
-  bytes.resize(bytes.size() - 2);  // truncated data
-  std::ofstream(path, std::ios::binary) << bytes;
-  EXPECT_EQ(ReadSafetensors(path).status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(ReadSafetensors("/no/such/file").status().code(), absl::StatusCode::kNotFound);
-}
-
 v1::JobSpec Spec() {
   v1::JobSpec spec;
   for (int w : {4, 8, 3}) spec.mutable_model()->add_layer_widths(w);

@@ -1,0 +1,91 @@
+// The safetensors format: the bytes the format requires, round trips, corrupt files,
+// metadata.
+
+#include "common/safetensors.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid());
+}
+
+TEST(Safetensors, BytesAreWhatTheFormatRequires) {
+  TensorMap tensors;
+  const float w[] = {1.0f, -2.0f};
+  tensors["0.weight"] = F32Tensor({1, 2}, w);
+  const std::string bytes = EncodeSafetensors(tensors);
+  const std::string header =
+      R"({"__metadata__":{"format":"pt"},"0.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]}})";
+  const size_t padded = (header.size() + 7) / 8 * 8;
+  ASSERT_EQ(bytes.size(), 8 + padded + 8);
+  uint64_t length = 0;
+  std::memcpy(&length, bytes.data(), 8);  // little-endian on this platform
+  EXPECT_EQ(length, padded);
+  EXPECT_EQ(bytes.substr(8, header.size()), header);
+  EXPECT_EQ(bytes.substr(8 + header.size(), padded - header.size()),
+            std::string(padded - header.size(), ' '));
+  float data[2];
+  std::memcpy(data, bytes.data() + 8 + padded, 8);
+  EXPECT_EQ(data[0], 1.0f);
+  EXPECT_EQ(data[1], -2.0f);
+}
+
+TEST(Safetensors, RoundTripsThroughAFile) {
+  const std::string path = TempPath("round.safetensors");
+  TensorMap tensors;
+  const float a[] = {1, 2, 3, 4, 5, 6}, b[] = {-1, 0.5f}, c[] = {7}, d[] = {0, 0, 0};
+  tensors["0.weight"] = F32Tensor({2, 3}, a);
+  tensors["0.bias"] = F32Tensor({2}, b);
+  tensors["2.weight"] = F32Tensor({1, 1}, c);
+  tensors["2.bias"] = F32Tensor({3}, d);
+  ASSERT_TRUE(WriteSafetensors(path, tensors).ok());
+  auto read = ReadSafetensors(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 4u);
+  for (const auto& [name, t] : tensors) {
+    EXPECT_EQ(read->at(name).shape, t.shape) << name;
+    EXPECT_EQ(read->at(name).bytes, t.bytes) << name;
+  }
+}
+
+TEST(Safetensors, RejectsCorruptFiles) {
+  const std::string path = TempPath("corrupt.safetensors");
+  TensorMap tensors;
+  const float w[] = {1.0f};
+  tensors["w"] = F32Tensor({1}, w);
+  std::string bytes = EncodeSafetensors(tensors);
+  bytes.resize(bytes.size() - 2);  // truncated data
+  std::ofstream(path, std::ios::binary) << bytes;
+  EXPECT_EQ(ReadSafetensors(path).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ReadSafetensors("/no/such/file").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Safetensors, KeepsMetadataAndIndexesWithoutReadingTheData) {
+  const std::string path = TempPath("meta.safetensors");
+  TensorMap tensors;
+  const float w[] = {1.0f, 2.0f, 3.0f};
+  tensors["w"] = F32Tensor({3}, w);
+  ASSERT_TRUE(WriteSafetensors(path, tensors, {{"shardwise.model", "{\"gpt\": {}}"}}).ok());
+  auto metadata = ReadSafetensorsMetadata(path);
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  EXPECT_EQ(metadata->at("format"), "pt");
+  EXPECT_EQ(metadata->at("shardwise.model"), "{\"gpt\": {}}");
+  auto index = ReadSafetensorsIndex(path);
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ(index->tensors.at("w").end - index->tensors.at("w").begin, 12u);
+  EXPECT_EQ(ReadSafetensorsIndex("/no/such/file").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace shardwise
