@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/multiprocess.h"
-#include "worker/comm/data_plane.h"
+#include "bench/rank_training.h"
 #include "worker/fsdp/layout.h"
 #include "worker/trainer.h"
 
@@ -62,36 +62,21 @@ v1::JobSpec Spec(v1::ShardingStrategy::Value strategy, int steps) {
   return spec;
 }
 
-struct Measured {
-  double tokens_per_second = 0;
-  MemoryStats memory;
-};
-
 // Trains `spec`; rank 0 prints its line. False if a rank failed.
 bool Run(const std::string& name, const v1::JobSpec& spec, int warmup, bool memory) {
   return RunRanks(kWorld, [&](int rank, gloo::rendezvous::Store& store) {
-    auto context = ConnectGlooContext(store, rank, kWorld, {});
-    if (!context.ok()) return 1;
-    CpuCachingAllocator allocator;
-    TrainingContext training;
-    training.rank = rank;
-    training.world_size = kWorld;
-    training.store = &store;
-    training.world = *context;
-    training.allocator = &allocator;
     double timed = 0;
     int64_t timed_steps = 0;
-    training.on_progress = [&](const v1::Progress& p) {
+    auto result = TrainRank(spec, rank, store, [&](const v1::Progress& p) {
       if (p.step() > warmup) timed += p.step_seconds(), ++timed_steps;
-    };
-    auto result = Train(spec, training);
+    });
     if (!result.ok()) {
       std::fprintf(stderr, "rank %d: %s\n", rank, result.status().ToString().c_str());
       return 1;
     }
     if (rank != 0) return 0;
     if (memory) {
-      const MemoryStats m = allocator.Stats();
+      const MemoryStats& m = result->memory;
       std::printf("memory %s %lld %lld %lld %lld\n", name.c_str(),
                   static_cast<long long>(m.peak(MemoryCategory::kParameters)),
                   static_cast<long long>(m.peak(MemoryCategory::kGradients)),

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "bench/multiprocess.h"
-#include "worker/comm/data_plane.h"
+#include "bench/rank_training.h"
 #include "worker/testing/training_faults.h"
 #include "worker/trainer.h"
 
@@ -52,24 +52,17 @@ int main(int argc, char** argv) {
                            Setting{"BACKWARD_PRE+forward", v1::BackwardPrefetch::BACKWARD_PRE, true}}) {
     const v1::JobSpec spec = bench::PrefetchSpec(s.backward, s.forward, warmup + steps);
     const bool ok = bench::RunRanks(2, [&](int rank, gloo::rendezvous::Store& store) {
-      auto context = ConnectGlooContext(store, rank, 2, {});
-      if (!context.ok()) return 1;
-      CpuCachingAllocator allocator;
-      TrainingContext training;
-      training.rank = rank;
-      training.world_size = 2;
-      training.store = &store;
-      training.world = *context;
-      training.allocator = &allocator;
       double timed = 0;
-      training.on_progress = [&](const v1::Progress& p) {
-        if (p.step() > warmup) timed += p.step_seconds();
-      };
       TrainingFaults link;
       link.communication_delay = [latency_us] {
         std::this_thread::sleep_for(std::chrono::microseconds(latency_us));
       };
-      auto result = Train(spec, training, &link);
+      auto result = bench::TrainRank(
+          spec, rank, store,
+          [&](const v1::Progress& p) {
+            if (p.step() > warmup) timed += p.step_seconds();
+          },
+          &link);
       if (!result.ok()) {
         std::fprintf(stderr, "rank %d: %s\n", rank, result.status().ToString().c_str());
         return 1;

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/multiprocess.h"
-#include "worker/comm/data_plane.h"
+#include "bench/rank_training.h"
 #include "worker/trainer.h"
 
 namespace shardwise::bench {
@@ -48,23 +48,13 @@ namespace {
 bool RunAndReport(const std::string& name, const v1::JobSpec& spec, int world, int warmup,
                   int steps) {
   return RunRanks(world, [&](int rank, gloo::rendezvous::Store& store) {
-    auto context = ConnectGlooContext(store, rank, world, {});
-    if (!context.ok()) return 1;
-    CpuCachingAllocator allocator;
-    TrainingContext training;
-    training.rank = rank;
-    training.world_size = world;
-    training.store = &store;
-    training.world = *context;
-    training.allocator = &allocator;
     double timed = 0;
     v1::Progress at_warmup, last;
-    training.on_progress = [&](const v1::Progress& p) {
+    auto result = TrainRank(spec, rank, store, [&](const v1::Progress& p) {
       if (p.step() > warmup) timed += p.step_seconds();
       if (p.step() == warmup) at_warmup = p;
       last = p;
-    };
-    auto result = Train(spec, training);
+    });
     if (!result.ok()) {
       std::fprintf(stderr, "rank %d: %s\n", rank, result.status().ToString().c_str());
       return 1;

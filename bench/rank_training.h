@@ -1,0 +1,44 @@
+#ifndef SHARDWISE_BENCH_RANK_TRAINING_H_
+#define SHARDWISE_BENCH_RANK_TRAINING_H_
+
+// One rank of a benchmark job in this process (one of the processes RunRanks forks): the
+// world connected over `store`, then the real trainer with an allocator of its own.
+// `on_progress` sees every step's progress; `hooks` (e.g. an injected link latency) may
+// be null. Returns the rank's result and its allocator's counters at the end.
+
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "gloo/rendezvous/store.h"
+#include "worker/comm/data_plane.h"
+#include "worker/trainer.h"
+
+namespace shardwise::bench {
+
+struct RankRun {
+  TrainingResult result;
+  MemoryStats memory;
+};
+
+inline absl::StatusOr<RankRun> TrainRank(const v1::JobSpec& spec, int rank,
+                                         gloo::rendezvous::Store& store,
+                                         std::function<void(const v1::Progress&)> on_progress,
+                                         TrainingHooks* hooks = nullptr) {
+  auto context = ConnectGlooContext(store, rank, spec.world_size(), {});
+  if (!context.ok()) return context.status();
+  CpuCachingAllocator allocator;
+  TrainingContext training;
+  training.rank = rank;
+  training.world_size = spec.world_size();
+  training.store = &store;
+  training.world = *context;
+  training.allocator = &allocator;
+  training.on_progress = std::move(on_progress);
+  auto result = Train(spec, training, hooks);
+  if (!result.ok()) return result.status();
+  return RankRun{*result, allocator.Stats()};
+}
+
+}  // namespace shardwise::bench
+
+#endif  // SHARDWISE_BENCH_RANK_TRAINING_H_
