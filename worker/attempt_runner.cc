@@ -106,6 +106,7 @@ void AttemptRunner::Run() {
                  rank, message.c_str());
     Report(v1::ABORTED, message, phase("aborted"));
     done_ = true;
+    finished_.Notify();
   };
 
   GrpcRendezvousStore store(channel_, assignment_.job_id(), assignment_.attempt(),
@@ -166,6 +167,7 @@ void AttemptRunner::Run() {
                result->Summary().c_str());
   Report(v1::COMPLETED, result->Summary(), last_progress);
   done_ = true;
+  finished_.Notify();
 }
 
 }  // namespace shardwise

@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "proto/worker_service.pb.h"
 #include "worker/comm/data_plane.h"
@@ -41,6 +43,11 @@ class AttemptRunner {
   // Asks the attempt to stop; it reports ABORTED with `reason` if it had not finished.
   void Abort(const std::string& reason);
   bool done() const { return done_.load(); }
+  bool aborting() const { return abort_.load(); }
+  // Waits until the attempt has reported its end, at most `timeout`; whether it has.
+  bool WaitUntilDone(absl::Duration timeout) {
+    return finished_.WaitForNotificationWithTimeout(timeout);
+  }
 
   // A communication-hook switch proposed by the coordinator, and its decision
   // (hook_schedule.h); the answer goes back to the coordinator.
@@ -72,6 +79,7 @@ class AttemptRunner {
   std::string abort_reason_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> abort_{false};
   std::atomic<bool> done_{false};
+  absl::Notification finished_;  // notified when done_ is set
   CpuCachingAllocator allocator_;
   HookSchedule hooks_;
   PlanMailbox plans_;

@@ -14,6 +14,12 @@
 #include "worker/runtime/critical_path.h"
 
 namespace shardwise {
+namespace {
+
+// How long a new assignment waits for an aborted attempt to end before it is refused.
+constexpr absl::Duration kAbortedAttemptGrace = absl::Seconds(5);
+
+}  // namespace
 
 WorkerDaemon::WorkerDaemon(const WorkerOptions& options) : options_(options) {
   grpc::ChannelArguments args;
@@ -135,6 +141,18 @@ void WorkerDaemon::Send(const v1::WorkerMessage& message) {
 }
 
 void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
+  // An attempt already told to abort may still be winding down: a worker that was frozen
+  // can report idle from its heartbeat thread before this thread has even read the old
+  // assignment and its abort, so the coordinator may already assign it anew. Such an
+  // attempt ends within about a second (inside a Gloo collective, within its timeout):
+  // wait for it, rather than refuse the new assignment. runner_ changes only on this
+  // thread, so the pointer stays valid without the lock.
+  AttemptRunner* aborting = nullptr;
+  {
+    absl::MutexLock lock(&runner_mu_);
+    if (runner_ && !runner_->done() && runner_->aborting()) aborting = runner_.get();
+  }
+  if (aborting != nullptr) aborting->WaitUntilDone(kAbortedAttemptGrace);
   absl::MutexLock lock(&runner_mu_);
   if (runner_ && !runner_->done()) {
     v1::WorkerMessage refusal;

@@ -390,13 +390,13 @@ absl::StatusOr<double> FsdpModel::Evaluate(const model::MicroBatch& batch) {
   }
   phase_ = Phase::kForward;
   model_->Begin(batch, device_, param_type_);
-  const bool reshards = plan_.reshard_after_forward;
   RETURN_IF_ERROR(Forward(/*record_order=*/false));
   ASSIGN_OR_RETURN(const double loss, model_->Loss(1.0f));
   model_->End();
-  // Nothing waits for a backward: every unit gives its full parameters back.
+  // Nothing waits for a backward: every unit still gathered gives its full parameters
+  // back (the root, and every unit of a strategy that keeps them after forward).
   for (FlatUnit& unit : units_) {
-    if (unit.unsharded || unit.unsharding.valid() || !reshards) Reshard(unit);
+    if (unit.unsharded || unit.unsharding.valid()) Reshard(unit);
   }
   RETURN_IF_ERROR(device_->status());
   phase_ = Phase::kIdle;
