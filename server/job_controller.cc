@@ -343,7 +343,7 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       workers_->SetIdle(worker_id);
       FailAttemptLocked(*job,
                         absl::StrCat(RankName(*job, report.rank()), " failed: ", report.message()),
-                        worker_id);
+                        worker_id, /*retryable=*/!report.permanent());
       break;
     default:
       break;
@@ -683,11 +683,19 @@ void JobController::EndAttemptLocked(const v1::Job& job) {
 }
 
 void JobController::FailAttemptLocked(const v1::Job& job, const std::string& reason,
-                                      const std::string& lost_worker) {
+                                      const std::string& lost_worker, bool retryable) {
   AbortRanksLocked(job, absl::StrCat("attempt ", job.attempt(), " failed: ", reason), lost_worker);
   EndAttemptLocked(job);
   const int32_t max_restarts = job.spec().restart_policy().max_restarts();
-  if (job.restarts() < max_restarts) {
+  if (!retryable) {
+    LogError(jobs_->Finish(job.id(), job.attempt(), v1::FAILED,
+                           absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
+                                        max_restarts > 0 ? "; not re-queued: every attempt "
+                                                           "would fail the same way"
+                                                         : ""))
+                 .status(),
+             "failing job");
+  } else if (job.restarts() < max_restarts) {
     LogError(jobs_->Requeue(job.id(), job.attempt(),
                             absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
                                          "; re-queued (restart ", job.restarts() + 1, " of ",

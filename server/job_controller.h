@@ -137,9 +137,11 @@ class JobController {
   // Tells every rank of the attempt to stop, except `skip_worker` (already gone).
   void AbortRanksLocked(const v1::Job& job, const std::string& reason,
                         const std::string& skip_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // An attempt failed: re-queue the job if its restart policy allows, else fail it.
+  // An attempt failed: re-queue the job if it is `retryable` and its restart policy
+  // allows, else fail it.
   void FailAttemptLocked(const v1::Job& job, const std::string& reason,
-                         const std::string& lost_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                         const std::string& lost_worker, bool retryable = true)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndAttemptLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   JobManager* const jobs_;

@@ -100,6 +100,54 @@ TEST(Training, ABadDataFileFailsTheJobNamingIt) {
       << job.reason();
 }
 
+// Failures every attempt would repeat are not re-queued, whatever the restart policy: a
+// loss that stops being finite fails the job at that step, naming it; so does a token id
+// outside the vocabulary, naming the file and the offset. The workers stay usable.
+TEST(Training, DivergenceAndBadTokensFailTheJobWithoutRestarts) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1");
+  v1::JobSpec diverging = Cluster::Spec(2);
+  diverging.mutable_optimizer()->mutable_sgd()->set_lr(1e30);
+  diverging.set_steps(50);
+  diverging.mutable_restart_policy()->set_max_restarts(3);
+  auto job_id = cluster.client().Submit(diverging);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(60));
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_TRUE(absl::StrContains(job.reason(), "training diverged: the loss of step ")) << job.reason();
+  EXPECT_TRUE(absl::StrContains(job.reason(), "not re-queued")) << job.reason();
+  EXPECT_LT(job.progress().step(), 50);
+
+  // Token ids of 300 in a model whose vocabulary is 256.
+  const std::string tokens = cluster.dir() + "/bad.bin";
+  {
+    std::vector<uint16_t> ids(200, 65);
+    ids[123] = 300;
+    std::ofstream(tokens, std::ios::binary).write(reinterpret_cast<const char*>(ids.data()), 400);
+  }
+  v1::JobSpec bad = Cluster::Spec(2);
+  bad.mutable_model()->Clear();
+  v1::GptConfig* gpt = bad.mutable_model()->mutable_gpt();
+  gpt->set_vocab_size(256);
+  gpt->set_block_size(8);
+  gpt->set_n_layer(1);
+  gpt->set_n_head(1);
+  gpt->set_n_embd(8);
+  bad.mutable_data()->Clear();
+  bad.mutable_data()->mutable_tokens()->set_train_path(tokens);
+  bad.mutable_restart_policy()->set_max_restarts(2);
+  job_id = cluster.client().Submit(bad);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(60));
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_TRUE(absl::StrContains(job.reason(), "token 123 (byte offset 246) is 300")) << job.reason();
+  EXPECT_TRUE(Cluster::WaitFor([&] {
+    return cluster.WorkerState("w0") == v1::IDLE && cluster.WorkerState("w1") == v1::IDLE;
+  }));
+}
+
 // A GPT from text to samples with real processes and the real CLI: tokenize a text the
 // machine ships, submit a job that the coordinator validates (the token files included),
 // train on two worker processes, read the order and plan the coordinator recorded and

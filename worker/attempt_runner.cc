@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "common/permanent_failure.h"
 #include "worker/comm/grpc_rendezvous_store.h"
 #include "worker/trainer.h"
 
@@ -48,8 +49,9 @@ void AttemptRunner::OnHookDecision(const v1::HookDecision& decision) {
 }
 
 void AttemptRunner::Report(v1::AttemptPhase phase, const std::string& message,
-                           v1::Progress progress) {
+                           v1::Progress progress, bool permanent) {
   v1::AttemptReport report;
+  report.set_permanent(permanent);
   report.set_job_id(assignment_.job_id());
   report.set_attempt(assignment_.attempt());
   report.set_rank(assignment_.rank());
@@ -104,7 +106,7 @@ void AttemptRunner::Run() {
     }
     std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(),
                  rank, message.c_str());
-    Report(v1::ABORTED, message, phase("aborted"));
+    Report(v1::ABORTED, message, phase("aborted"), !abort_ && IsPermanent(status));
     done_ = true;
     finished_.Notify();
   };

@@ -63,7 +63,9 @@ class AttemptRunner {
 
  private:
   void Run();
-  void Report(v1::AttemptPhase phase, const std::string& message, v1::Progress progress);
+  // `permanent`: an ABORTED that every attempt would repeat (common/permanent_failure.h).
+  void Report(v1::AttemptPhase phase, const std::string& message, v1::Progress progress,
+              bool permanent = false);
   // Sends the newest progress without ever blocking the training step: the step only
   // replaces `pending_progress_`; this thread sends what is there.
   void PublishProgress();

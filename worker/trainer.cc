@@ -1,6 +1,7 @@
 #include "worker/trainer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/job_spec_defaults.h"
+#include "common/permanent_failure.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -109,7 +111,14 @@ absl::Status RankTrainer::Setup() {
   cpu::SetBlasThreads(1);
   ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), context_.world_size, context_.rank));
   ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, context_));
-  ASSIGN_OR_RETURN(data_, OpenBatchSource(spec_, context_.rank, context_.world_size));
+  auto data = OpenBatchSource(spec_, context_.rank, context_.world_size);
+  // A data file that does not fit the job, or is corrupt, fails every attempt alike.
+  if (!data.ok()) {
+    const absl::Status& status = data.status();
+    return absl::IsInvalidArgument(status) || absl::IsDataLoss(status) ? MarkPermanent(status)
+                                                                       : status;
+  }
+  data_ = std::move(*data);
   ASSIGN_OR_RETURN(std::optional<fsdp::LoadedCheckpoint> checkpoint,
                    CheckpointToLoad(spec_, context_));
   TensorMap initial;
@@ -184,6 +193,14 @@ absl::Status RankTrainer::Step(int64_t step) {
     RETURN_IF_ERROR(model_->OptimizerStep(*optimizer_, spec_.optimizer().max_grad_norm()).status());
   }
   ASSIGN_OR_RETURN(const double loss, AgreeOnLossAndPlan(step, local_loss));
+  // Every rank sees the same reduced loss, so all fail at this step alike. With a loss
+  // scaler, an overflow is the scaler's to handle (it skipped the step).
+  if (!std::isfinite(loss) && !scaler_.enabled()) {
+    return MarkPermanent(absl::FailedPreconditionError(absl::StrFormat(
+        "training diverged: the loss of step %d is %g (not finite); lower the learning rate, "
+        "clip gradients (optimizer.max_grad_norm) or scale the loss (grad_scaler)",
+        step, loss)));
+  }
   if (step == first_step_) result_.first_loss = loss;
   result_.last_loss = loss;
   result_.steps = step + 1;
