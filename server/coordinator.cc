@@ -12,6 +12,7 @@ namespace shardwise {
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
     const CoordinatorOptions& options) {
   std::unique_ptr<Coordinator> c(new Coordinator(options));
+  ASSIGN_OR_RETURN(c->state_lock_, StateFileLock::Acquire(options.state_file));
   ASSIGN_OR_RETURN(c->state_, StateStore::Open(options.state_file));
   ASSIGN_OR_RETURN(c->jobs_, JobManager::Create(c->state_.get(), options.jobs));
   c->rendezvous_ = std::make_unique<RendezvousStore>(options.rendezvous);

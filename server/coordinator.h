@@ -21,6 +21,7 @@
 #include "server/job_service.h"
 #include "server/rendezvous_service.h"
 #include "server/rendezvous_store.h"
+#include "server/state_file_lock.h"
 #include "server/state_store.h"
 #include "server/worker_registry.h"
 #include "server/worker_service.h"
@@ -49,6 +50,7 @@ class Coordinator {
   void DetectFailures();
 
   const CoordinatorOptions options_;
+  std::unique_ptr<StateFileLock> state_lock_;  // before the store: released last
   std::unique_ptr<StateStore> state_;
   std::unique_ptr<JobManager> jobs_;
   WorkerRegistry workers_;

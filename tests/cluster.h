@@ -58,6 +58,7 @@ class Cluster {
   // start) and waits until it serves.
   void StartCoordinator();
   void KillCoordinator();  // SIGKILL: as a crash
+  pid_t coordinator_pid() const { return coordinator_->pid(); }
 
   // Starts a worker named `name` and waits until it is IDLE at the coordinator.
   // `flags` are added to its command line.

@@ -1,9 +1,13 @@
-// Failures with real processes: workers killed or frozen mid-job, restart policies, and a
-// coordinator killed and restarted on its SQLite file.
+// Failures with real processes: workers killed or frozen mid-job, restart policies, a
+// coordinator killed and restarted on its SQLite file, and a second coordinator on it.
 
 #include <signal.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
 
@@ -97,6 +101,28 @@ TEST(Failure, ARestartedAttemptResumesFromTheJobsLatestCheckpoint) {
   EXPECT_TRUE(absl::StrContains(job.result(), "resumed from the checkpoint of step"))
       << job.result();
   EXPECT_EQ(job.progress().step(), 400);
+}
+
+// Two coordinators on one state file would hand out the same job ids from their own views
+// of it: the second one exits at once, naming the first one's pid, and the first serves
+// on unharmed.
+TEST(Failure, ASecondCoordinatorOnTheSameStateFileExitsNamingTheFirst) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  Process second({Cluster::BinaryPath("server/shardwise-coordinator"), "--address=127.0.0.1:0",
+                  "--state_file=" + cluster.dir() + "/state.db"},
+                 cluster.dir() + "/second-coordinator.log");
+  EXPECT_EQ(second.Wait(), 1);
+  std::ifstream log(second.log_path());
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_TRUE(absl::StrContains(text.str(), absl::StrCat("is in use by another coordinator (pid ",
+                                                         cluster.coordinator_pid(), ",")))
+      << text.str();
+  cluster.AddWorker("w0");
+  auto job = cluster.client().Submit(Cluster::Spec(1));
+  ASSERT_TRUE(job.ok()) << job.status();
+  cluster.WaitForState(*job, v1::SUCCEEDED);
 }
 
 TEST(Failure, ACoordinatorKilledAndRestartedKeepsEveryJob) {
