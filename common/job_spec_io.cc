@@ -1,6 +1,8 @@
 #include "common/job_spec_io.h"
 
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -37,10 +39,39 @@ bool IsJsonNumber(const std::string& s) {
   return !s.empty() && in.eof() && !in.fail();
 }
 
+// A job spec is a few KiB: these bound what a careless or hostile document can cost (a
+// few aliases can make a small YAML document expand exponentially).
+constexpr size_t kMaxSpecBytes = size_t{1} << 20;
+constexpr size_t kMaxJsonBytes = size_t{4} << 20;
+constexpr int kMaxDepth = 64;
+
+// The protobuf field a JSON key names: lowerCamelCase and snake_case name the same one.
+std::string FieldKey(const std::string& key) {
+  std::string field;
+  for (char c : key) {
+    if (c >= 'A' && c <= 'Z') {
+      field += '_';
+      field += static_cast<char>(c - 'A' + 'a');
+    } else {
+      field += c;
+    }
+  }
+  return field;
+}
+
 // YAML -> JSON text. Plain (unquoted) scalars that read as numbers, booleans or null keep
 // those types, since protobuf's JSON parser wants `true` for a bool, not "true"; quoted
-// scalars stay strings.
-absl::Status YamlToJson(const YAML::Node& node, std::string* out) {
+// scalars stay strings. Refuses a key given twice, nesting deeper than kMaxDepth, and
+// output beyond kMaxJsonBytes.
+absl::Status YamlToJson(const YAML::Node& node, int depth, std::string* out) {
+  if (depth > kMaxDepth) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec line ", node.Mark().line + 1,
+                                                   ": nested deeper than ", kMaxDepth, " levels"));
+  }
+  if (out->size() > kMaxJsonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job spec expands to more than ", kMaxJsonBytes >> 20, " MiB (aliases repeated?)"));
+  }
   switch (node.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
@@ -64,7 +95,7 @@ absl::Status YamlToJson(const YAML::Node& node, std::string* out) {
       out->push_back('[');
       for (size_t i = 0; i < node.size(); ++i) {
         if (i > 0) out->push_back(',');
-        absl::Status status = YamlToJson(node[i], out);
+        absl::Status status = YamlToJson(node[i], depth + 1, out);
         if (!status.ok()) return status;
       }
       out->push_back(']');
@@ -73,17 +104,24 @@ absl::Status YamlToJson(const YAML::Node& node, std::string* out) {
     case YAML::NodeType::Map: {
       out->push_back('{');
       bool first = true;
+      std::set<std::string> fields;
       for (const auto& entry : node) {
         if (!entry.first.IsScalar()) {
           return absl::InvalidArgumentError(
               absl::StrCat("job spec line ", entry.first.Mark().line + 1,
                            ": a mapping key must be a plain name"));
         }
+        const std::string& key = entry.first.Scalar();
+        if (!fields.insert(FieldKey(key)).second) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "job spec line ", entry.first.Mark().line + 1, ": field '", key,
+              "' is given twice in the same mapping"));
+        }
         if (!first) out->push_back(',');
         first = false;
-        AppendJsonString(entry.first.Scalar(), out);
+        AppendJsonString(key, out);
         out->push_back(':');
-        absl::Status status = YamlToJson(entry.second, out);
+        absl::Status status = YamlToJson(entry.second, depth + 1, out);
         if (!status.ok()) return status;
       }
       out->push_back('}');
@@ -96,6 +134,10 @@ absl::Status YamlToJson(const YAML::Node& node, std::string* out) {
 }  // namespace
 
 absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
+  if (text.size() > kMaxSpecBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec is ", text.size(),
+                                                   " bytes; at most ", kMaxSpecBytes, " are allowed"));
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -107,7 +149,7 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
     return absl::InvalidArgumentError("job spec must be a mapping of fields (see docs/job-spec.md)");
   }
   std::string json;
-  absl::Status status = YamlToJson(root, &json);
+  absl::Status status = YamlToJson(root, 0, &json);
   if (!status.ok()) return status;
 
   v1::JobSpec spec;
@@ -121,6 +163,20 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
 }
 
 absl::StatusOr<v1::JobSpec> ReadJobSpecFile(const std::string& path) {
+  // A regular file of bounded size: a FIFO or a device would block or never end.
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    return absl::NotFoundError(absl::StrCat("cannot read job spec file '", path, "'",
+                                            std::filesystem::exists(path, error)
+                                                ? ": not a regular file"
+                                                : ""));
+  }
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  if (error || size > kMaxSpecBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": job spec is ", size,
+                                                   " bytes; at most ", kMaxSpecBytes,
+                                                   " are allowed"));
+  }
   std::ifstream file(path);
   if (!file.is_open()) {
     return absl::NotFoundError(absl::StrCat("cannot read job spec file '", path, "'"));

@@ -91,5 +91,45 @@ TEST(JobSpecToJson, RoundTrips) {
   EXPECT_EQ(parsed->SerializeAsString(), spec.SerializeAsString());
 }
 
+// A key given twice is refused, also when its two spellings name one field.
+TEST(ParseJobSpec, RefusesAFieldGivenTwice) {
+  auto spec = ParseJobSpec("name: a\nsteps: 3\nname: b\n");
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(spec.status().message().find("line 3: field 'name' is given twice"), std::string::npos)
+      << spec.status();
+  auto camel = ParseJobSpec("global_batch_size: 8\nglobalBatchSize: 16\n");
+  EXPECT_NE(camel.status().message().find("field 'globalBatchSize' is given twice"),
+            std::string::npos)
+      << camel.status();
+  EXPECT_EQ(ParseJobSpec(R"({"steps": 3, "steps": 4})").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// A few hundred bytes of aliases would expand to gigabytes; nesting could exhaust the
+// stack; a huge document costs memory. Each is refused, quickly.
+TEST(ParseJobSpec, BoundsExpansionNestingAndSize) {
+  std::string laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'k'; ++c) {
+    const char previous = static_cast<char>(c - 1);
+    laughs += std::string(1, c) + ": &" + c + " [*" + previous + ", *" + previous + ", *" +
+              previous + ", *" + previous + ", *" + previous + ", *" + previous + ", *" +
+              previous + ", *" + previous + ", *" + previous + ", *" + previous + "]\n";
+  }
+  auto expanded = ParseJobSpec(laughs);
+  EXPECT_EQ(expanded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(expanded.status().message().find("expands to more than"), std::string::npos)
+      << expanded.status();
+  auto deep = ParseJobSpec("name: " + std::string(500, '[') + std::string(500, ']') + "\n");
+  EXPECT_EQ(deep.status().code(), absl::StatusCode::kInvalidArgument) << deep.status();
+  auto huge = ParseJobSpec("name: x\n" + std::string(2 << 20, '#'));
+  EXPECT_NE(huge.status().message().find("at most 1048576"), std::string::npos) << huge.status();
+}
+
+TEST(ReadJobSpecFile, RefusesWhatIsNotARegularFile) {
+  EXPECT_EQ(ReadJobSpecFile("/dev/zero").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(ReadJobSpecFile("/dev/zero").status().message().find("not a regular file"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace shardwise

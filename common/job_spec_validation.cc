@@ -1,5 +1,9 @@
 #include "common/job_spec_validation.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -8,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/model_description.h"
+#include "common/printable_text.h"
 #include "common/status_macros.h"
 #include "common/token_files.h"
 
@@ -340,8 +345,22 @@ absl::Status ValidateData(const v1::JobSpec& spec, const JobLimits& limits,
 }  // namespace
 
 absl::Status CheckReadableFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file.is_open()) return absl::NotFoundError("no readable file at this path");
+  // Stat before opening: opening a FIFO would block the caller (a coordinator handler)
+  // until some writer appears, and a device can be read forever.
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) return absl::NotFoundError("no readable file at this path");
+  if (S_ISDIR(info.st_mode)) {
+    if (::access(path.c_str(), R_OK | X_OK) != 0) {
+      return absl::PermissionDeniedError("a folder this coordinator cannot read");
+    }
+    return absl::OkStatus();
+  }
+  if (!S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError("not a regular file (a FIFO, a device or a socket)");
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError("no readable file at this path");
+  ::close(fd);
   return absl::OkStatus();
 }
 
@@ -397,8 +416,10 @@ absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec)
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                              const PathChecker& check_path) {
-  if (spec.name().size() > 128) {
-    return Invalid("name", absl::StrCat("is ", spec.name().size(),
+  auto name_length = CountPrintableCharacters(spec.name());
+  if (!name_length.ok()) return Invalid("name", std::string(name_length.status().message()));
+  if (*name_length > 128) {
+    return Invalid("name", absl::StrCat("is ", *name_length,
                                         " characters long; at most 128 are allowed"));
   }
   RETURN_IF_ERROR(CheckCount("world_size", spec.world_size(), limits.max_world_size, false));

@@ -34,7 +34,8 @@ struct JobLimits {
 // ids: common/token_files.h).
 using PathChecker = std::function<absl::Status(const std::string& path)>;
 
-// A PathChecker that opens the file for reading.
+// A PathChecker for files and folders: a readable regular file (or folder); FIFOs,
+// devices and sockets are refused without being opened.
 absl::Status CheckReadableFile(const std::string& path);
 
 // OK, or INVALID_ARGUMENT whose message names the field and the value, e.g.

@@ -254,6 +254,31 @@ TEST(Defaults, KeepExplicitValues) {
   EXPECT_FALSE(spec.model().bias());
 }
 
+// Names are printable text, counted in characters: control characters (which reach
+// terminals and break tables) and invalid UTF-8 are refused; 128 characters of any
+// script are allowed, though they take more bytes.
+TEST(Validation, NamesArePrintableTextCountedInCharacters) {
+  v1::JobSpec spec = ValidSpec();
+  spec.set_name("run\x1b[2J");
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, nullptr);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("job.name: contains the control character U+001B at character 4"),
+            std::string::npos)
+      << status;
+  spec.set_name("a\xc3(");
+  EXPECT_NE(ValidateJobSpec(spec, JobLimits{}, nullptr).message().find("not valid UTF-8"),
+            std::string::npos);
+  spec.set_name("x\xe2\x80\xae");  // U+202E, a right-to-left override
+  EXPECT_EQ(ValidateJobSpec(spec, JobLimits{}, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  std::string greek;
+  for (int i = 0; i < 128; ++i) greek += "\xce\xb1";  // alpha: 2 bytes, 1 character
+  spec.set_name(greek);
+  EXPECT_TRUE(ValidateJobSpec(spec, JobLimits{}, nullptr).ok());
+  spec.set_name(greek + "b");
+  EXPECT_NE(ValidateJobSpec(spec, JobLimits{}, nullptr).message().find("is 129 characters long"),
+            std::string::npos);
+}
+
 // ---- GPT jobs ----
 
 // A token file of `count` uint16 ids in the test's temporary folder.

@@ -16,7 +16,23 @@ absl::Status Corrupt(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat(path, ": not a valid safetensors file: ", what));
 }
 
+// Whole files up to this size (a model's or an MLP dataset's); token files are mapped
+// instead (worker/data/tokens.h).
+constexpr uint64_t kMaxFileBytes = uint64_t{64} << 30;
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  // A regular file of bounded size: a FIFO would block, a device never end.
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    return absl::NotFoundError(absl::StrCat("cannot read '", path, "'",
+                                            std::filesystem::exists(path, error)
+                                                ? ": not a regular file"
+                                                : ""));
+  }
+  if (std::filesystem::file_size(path, error) > kMaxFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is over ", kMaxFileBytes >> 30, " GiB"));
+  }
   std::ifstream file(path, std::ios::binary);
   if (!file.is_open()) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
   std::stringstream contents;

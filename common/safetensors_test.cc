@@ -3,6 +3,7 @@
 
 #include "common/safetensors.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -85,6 +86,16 @@ TEST(Safetensors, KeepsMetadataAndIndexesWithoutReadingTheData) {
   ASSERT_TRUE(index.ok()) << index.status();
   EXPECT_EQ(index->tensors.at("w").end - index->tensors.at("w").begin, 12u);
   EXPECT_EQ(ReadSafetensorsIndex("/no/such/file").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A FIFO would block a reader until some writer came; a device would never end.
+TEST(Safetensors, RefusesWhatIsNotARegularFileWithoutOpeningIt) {
+  const std::string fifo = TempPath("fifo.safetensors");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(ReadSafetensors(fifo).status().message().find("not a regular file"), std::string::npos);
+  EXPECT_NE(ReadSafetensors("/dev/zero").status().message().find("not a regular file"),
+            std::string::npos);
+  EXPECT_EQ(ReadSafetensorsIndex(fifo).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

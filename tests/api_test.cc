@@ -1,6 +1,8 @@
 // The coordinator's API as a client meets it: validation errors over real gRPC, unknown
 // ids, a coordinator that is not there, and the `shardwise` CLI end to end.
 
+#include <sys/stat.h>
+
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -94,6 +96,38 @@ TEST_F(ApiTest, GarbageRequestsDoNotCrashTheCoordinator) {
   spec.clear_name();
   EXPECT_EQ(RawSubmit(spec).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_TRUE(cluster_.client().List().ok());
+}
+
+// A FIFO (which would block whoever opens it until a writer came) and a device (which
+// never ends) named as data or tokens are refused at submission without being opened; the
+// coordinator answers at once and serves on.
+TEST_F(ApiTest, FifosAndDevicesAsDataAreRefusedWithoutHanging) {
+  const std::string fifo = cluster_.dir() + "/data.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero")}) {
+    v1::JobSpec mlp = Cluster::Spec(1);
+    mlp.mutable_data()->set_safetensors_path(path);
+    grpc::Status status = RawSubmit(mlp);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << path;
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "not a regular file"))
+        << status.error_message();
+    v1::JobSpec gpt = Cluster::Spec(1);
+    gpt.mutable_model()->Clear();
+    v1::GptConfig* config = gpt.mutable_model()->mutable_gpt();
+    config->set_vocab_size(16);
+    config->set_block_size(4);
+    config->set_n_layer(1);
+    config->set_n_head(1);
+    config->set_n_embd(4);
+    gpt.mutable_data()->Clear();
+    gpt.mutable_data()->mutable_tokens()->set_train_path(path);
+    status = RawSubmit(gpt);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << path;
+    EXPECT_TRUE(absl::StrContains(status.error_message(),
+                                  "job.data.tokens.train_path '" + path + "': is not a regular file"))
+        << status.error_message();
+  }
+  EXPECT_TRUE(RawSubmit(Cluster::Spec(1)).ok());
 }
 
 TEST_F(ApiTest, UnknownJobIdsAreNotFound) {

@@ -1,0 +1,22 @@
+#ifndef SHARDWISE_COMMON_PRINTABLE_TEXT_H_
+#define SHARDWISE_COMMON_PRINTABLE_TEXT_H_
+
+// Text that users name things with (job names) and that Shardwise prints to terminals and
+// tables: valid UTF-8 without control characters (C0, DEL, C1), line or paragraph
+// separators, or bidirectional overrides, any of which could move a terminal's cursor,
+// break a table or disguise what is shown.
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace shardwise {
+
+// The number of characters (code points) of `text`; INVALID_ARGUMENT saying what is wrong
+// and at which character when it is not printable text as above.
+absl::StatusOr<int64_t> CountPrintableCharacters(const std::string& text);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_COMMON_PRINTABLE_TEXT_H_
