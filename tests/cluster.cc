@@ -110,10 +110,13 @@ void Cluster::StartCoordinator() {
 
 void Cluster::KillCoordinator() { coordinator_->Kill(); }
 
-Process& Cluster::AddWorker(const std::string& name, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {BinaryPath("worker/shardwise-worker"),
-                                   absl::StrCat("--coordinator=", address()),
-                                   absl::StrCat("--name=", name)};
+Process& Cluster::AddWorker(const std::string& name, const std::vector<std::string>& flags,
+                           const std::vector<std::string>& launcher) {
+  std::vector<std::string> argv = launcher;
+  for (std::string arg : {BinaryPath("worker/shardwise-worker"),
+                          absl::StrCat("--coordinator=", address()), absl::StrCat("--name=", name)}) {
+    argv.push_back(std::move(arg));
+  }
   argv.insert(argv.end(), flags.begin(), flags.end());
   auto process = std::make_unique<Process>(argv, absl::StrCat(dir_, "/worker-", name, ".log"));
   Process& ref = *process;

@@ -61,8 +61,10 @@ class Cluster {
   pid_t coordinator_pid() const { return coordinator_->pid(); }
 
   // Starts a worker named `name` and waits until it is IDLE at the coordinator.
-  // `flags` are added to its command line.
-  Process& AddWorker(const std::string& name, const std::vector<std::string>& flags = {});
+  // `flags` are added to its command line; `launcher` (e.g. prlimit and its options)
+  // runs it.
+  Process& AddWorker(const std::string& name, const std::vector<std::string>& flags = {},
+                     const std::vector<std::string>& launcher = {});
   Process& worker(const std::string& name) { return *workers_.at(name); }
 
   Client& client() { return *client_; }

@@ -103,6 +103,27 @@ TEST(Failure, ARestartedAttemptResumesFromTheJobsLatestCheckpoint) {
   EXPECT_EQ(job.progress().step(), 400);
 }
 
+// A job whose sizes pass validation but do not fit a worker's memory (here a worker
+// limited to 3 GiB of address space, and a 4 GiB layer) fails its attempt with a reason
+// that says so; the worker lives on and runs the next job.
+TEST(Failure, AJobTooLargeForAWorkersMemoryFailsAndTheWorkerServesOn) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  Process& worker = cluster.AddWorker("small", {}, {"/usr/bin/prlimit", "--as=3221225472"});
+  v1::JobSpec big = Cluster::Spec(1);
+  big.mutable_model()->clear_layer_widths();
+  for (int w : {65536, 16384, 10}) big.mutable_model()->add_layer_widths(w);
+  auto job = cluster.client().Submit(big);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const v1::Job failed = cluster.WaitForState(*job, v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(failed.reason(), "rank 0 (worker small) failed: out of memory while "))
+      << failed.reason();
+  EXPECT_TRUE(worker.Running());
+  auto next = cluster.client().Submit(Cluster::Spec(1));
+  ASSERT_TRUE(next.ok()) << next.status();
+  cluster.WaitForState(*next, v1::SUCCEEDED);
+}
+
 // Two coordinators on one state file would hand out the same job ids from their own views
 // of it: the second one exits at once, naming the first one's pid, and the first serves
 // on unharmed.

@@ -157,7 +157,13 @@ void AttemptRunner::Run() {
     pending_progress_ = progress;
   };
   std::thread publisher([this] { PublishProgress(); });
-  auto result = Train(assignment_.spec(), training, faults_.get());
+  absl::StatusOr<TrainingResult> result = absl::UnknownError("not run");
+  try {
+    result = Train(assignment_.spec(), training, faults_.get());
+  } catch (const std::bad_alloc& failure) {
+    // A job too large for this worker fails its attempt; the worker serves on.
+    result = AllocationFailureStatus(failure);
+  }
   {
     absl::MutexLock lock(&progress_mu_);
     training_over_ = true;

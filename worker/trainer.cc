@@ -64,6 +64,9 @@ class RankTrainer {
   absl::StatusOr<TrainingResult> Run();
 
  private:
+  // Run's body; an allocation failure anywhere in it ends Run with a status naming
+  // `activity_`, so the worker survives a job too large for it.
+  absl::StatusOr<TrainingResult> Body();
   absl::Status Setup();
   absl::Status Restore(const fsdp::LoadedCheckpoint& checkpoint);
   absl::Status Step(int64_t step);
@@ -105,12 +108,15 @@ class RankTrainer {
   int64_t calls_after_first_step_ = -1;  // the counter's value once the first step ended
   int64_t val_loss_step_ = -1;
   absl::Time start_;
+  std::string activity_ = "starting";  // what Body is doing, for an out-of-memory report
 };
 
 absl::Status RankTrainer::Setup() {
   cpu::SetBlasThreads(1);
   ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), context_.world_size, context_.rank));
+  activity_ = "connecting the rank's groups";
   ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, context_));
+  activity_ = "opening the training data";
   auto data = OpenBatchSource(spec_, context_.rank, context_.world_size);
   // A data file that does not fit the job, or is corrupt, fails every attempt alike.
   if (!data.ok()) {
@@ -119,6 +125,7 @@ absl::Status RankTrainer::Setup() {
                                                                        : status;
   }
   data_ = std::move(*data);
+  activity_ = "loading the initial weights";
   ASSIGN_OR_RETURN(std::optional<fsdp::LoadedCheckpoint> checkpoint,
                    CheckpointToLoad(spec_, context_));
   TensorMap initial;
@@ -127,6 +134,7 @@ absl::Status RankTrainer::Setup() {
   } else {
     ASSIGN_OR_RETURN(initial, InitialWeights(spec_));
   }
+  activity_ = "building the sharded model";
   ASSIGN_OR_RETURN(model_, fsdp::FsdpModel::Create(spec_, plan_, runtime_->model_groups(),
                                                    runtime_->device(), initial));
   initial.clear();
@@ -163,12 +171,21 @@ absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
 }
 
 absl::StatusOr<TrainingResult> RankTrainer::Run() {
+  try {
+    return Body();
+  } catch (const std::bad_alloc& failure) {
+    return AllocationFailureStatus(failure, activity_);
+  }
+}
+
+absl::StatusOr<TrainingResult> RankTrainer::Body() {
   RETURN_IF_ERROR(Setup());
   TrainingThreadMark mark;
   calls_before_training_ = training_thread_coordinator_calls.load();
   start_ = absl::Now();
   if (spec_.evaluation().interval_steps() > 0) RETURN_IF_ERROR(MaybeEvaluate(first_step_));
   for (int64_t step = first_step_; step < spec_.steps(); ++step) {
+    activity_ = absl::StrCat("training step ", step);
     const absl::Time step_start = absl::Now();
     {
       ScopedSpan step_span(context_.timeline, "step", -1, step);
@@ -178,6 +195,7 @@ absl::StatusOr<TrainingResult> RankTrainer::Run() {
     RETURN_IF_ERROR(MaybeEvaluate(result_.steps));
     ReportProgress(absl::ToDoubleSeconds(absl::Now() - step_start));
   }
+  activity_ = "gathering the final model";
   RETURN_IF_ERROR(WriteFinalModel());
   return result_;
 }

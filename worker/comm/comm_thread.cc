@@ -1,5 +1,7 @@
 #include "worker/comm/comm_thread.h"
 
+#include "worker/runtime/memory.h"
+
 namespace shardwise {
 
 absl::Status CommThread::Handle::Wait() const {
@@ -65,7 +67,13 @@ void CommThread::Loop() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    const absl::Status status = task.run();
+    absl::Status status;
+    try {
+      status = task.run();
+    } catch (const std::bad_alloc& failure) {
+      // A buffer the collective needed: the task fails, the thread (and worker) live on.
+      status = AllocationFailureStatus(failure);
+    }
     {
       absl::MutexLock lock(&task.handle.state_->mu);
       task.handle.state_->done = true;

@@ -44,7 +44,7 @@ void* CudaCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
                    static_cast<long long>(stats_.live(MemoryCategory::kOptimizerState)),
                    static_cast<long long>(stats_.live(MemoryCategory::kActivations)),
                    static_cast<long long>(stats_.live(MemoryCategory::kCommunication)));
-      throw std::bad_alloc();
+      throw AllocationFailure(rounded, category, "GPU");
     }
     ++device_allocations_;
   }

@@ -100,8 +100,16 @@ absl::Status GradientReducer::Finish() {
     absl::MutexLock lock(&mu_);
     upcasts.swap(upcasts_);
   }
-  for (std::future<void>& upcast : upcasts) upcast.wait();
+  absl::Status upcast_status;
+  for (std::future<void>& upcast : upcasts) {
+    try {
+      upcast.get();
+    } catch (const std::bad_alloc& failure) {
+      if (upcast_status.ok()) upcast_status = AllocationFailureStatus(failure);
+    }
+  }
   RETURN_IF_ERROR(reduced);
+  RETURN_IF_ERROR(upcast_status);
   return context_.device->status();
 }
 

@@ -4,6 +4,9 @@
 #include <cstring>
 #include <new>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
 namespace shardwise {
 
 const char* MemoryCategoryName(MemoryCategory category) {
@@ -15,6 +18,18 @@ const char* MemoryCategoryName(MemoryCategory category) {
     case MemoryCategory::kCommunication: return "communication";
   }
   return "unknown";
+}
+
+AllocationFailure::AllocationFailure(size_t bytes, MemoryCategory category, const char* device)
+    : message_(absl::StrFormat("could not allocate %.1f MiB of %s on the %s",
+                               static_cast<double>(bytes) / (1 << 20),
+                               MemoryCategoryName(category), device)) {}
+
+absl::Status AllocationFailureStatus(const std::bad_alloc& failure, const std::string& activity) {
+  const bool ours = dynamic_cast<const AllocationFailure*>(&failure) != nullptr;
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "out of memory", activity.empty() ? "" : " while ", activity, ": ",
+      ours ? failure.what() : "the host could not allocate"));
 }
 
 CpuCachingAllocator::~CpuCachingAllocator() { ReleaseCache(); }
@@ -37,7 +52,11 @@ void* CpuCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
   if (ptr == nullptr) {
     // 64-byte alignment: whole cache lines, and what vectorised kernels want.
     ptr = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (ptr == nullptr) throw std::bad_alloc();
+    if (ptr == nullptr) {
+      absl::MutexLock lock(&mu_);
+      stats_.live_bytes[static_cast<int>(category)] -= static_cast<int64_t>(bytes);
+      throw AllocationFailure(bytes, category, "host");
+    }
   }
   return ptr;
 }

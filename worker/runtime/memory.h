@@ -13,8 +13,11 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <new>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "worker/runtime/scalar_type.h"
 
@@ -38,6 +41,24 @@ struct MemoryStats {
   int64_t live(MemoryCategory c) const { return live_bytes[static_cast<int>(c)]; }
   int64_t peak(MemoryCategory c) const { return peak_bytes[static_cast<int>(c)]; }
 };
+
+// What an allocator throws when it cannot allocate: how much, of what, where. The
+// runtime's allocations happen in constructors (Buffer), so failure is an exception; the
+// attempt runner and the communication threads turn it into a status
+// (AllocationFailureStatus), so a worker survives it and its attempt fails naming it.
+class AllocationFailure : public std::bad_alloc {
+ public:
+  AllocationFailure(size_t bytes, MemoryCategory category, const char* device);
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+
+// RESOURCE_EXHAUSTED saying what could not be allocated (any std::bad_alloc), and, when
+// given, what was being done ("loading the initial weights").
+absl::Status AllocationFailureStatus(const std::bad_alloc& failure,
+                                     const std::string& activity = "");
 
 // Device-neutral: the CPU implementation is below; a CUDA one adds the same counters.
 class Allocator {
