@@ -30,6 +30,7 @@ AttemptRunner::~AttemptRunner() {
 void AttemptRunner::Abort(const std::string& reason) {
   absl::MutexLock lock(&mu_);
   if (abort_reason_.empty()) abort_reason_ = reason;
+  if (!abort_) aborted_at_ = absl::Now();
   abort_ = true;
 }
 

@@ -44,6 +44,11 @@ class AttemptRunner {
   void Abort(const std::string& reason);
   bool done() const { return done_.load(); }
   bool aborting() const { return abort_.load(); }
+  // When Abort() was first called (InfinitePast() if never).
+  absl::Time aborted_at() {
+    absl::MutexLock lock(&mu_);
+    return aborted_at_;
+  }
   // Waits until the attempt has reported its end, at most `timeout`; whether it has.
   bool WaitUntilDone(absl::Duration timeout) {
     return finished_.WaitForNotificationWithTimeout(timeout);
@@ -79,6 +84,7 @@ class AttemptRunner {
 
   absl::Mutex mu_;
   std::string abort_reason_ ABSL_GUARDED_BY(mu_);
+  absl::Time aborted_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::atomic<bool> abort_{false};
   std::atomic<bool> done_{false};
   absl::Notification finished_;  // notified when done_ is set

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/coordinator_address.h"
 #include "common/daemon_signals.h"
+#include "common/self_restart.h"
 #include "worker/testing/training_faults.h"
 #include "worker/worker_daemon.h"
 
@@ -27,6 +28,11 @@ ABSL_FLAG(int, gpu, 0, "with --device=cuda: the CUDA device (ordinal) this worke
           "run one worker per GPU");
 ABSL_FLAG(std::string, data_address, "127.0.0.1",
           "address peers reach this worker's data plane at (Gloo/TCP)");
+
+ABSL_FLAG(int64_t, stuck_abort_restart_ms, 5000,
+          "an attempt told to abort that has not ended this long after (a collective blocked "
+          "on a frozen peer cannot be interrupted) makes the worker restart itself in place "
+          "(same pid, same flags), so that it is idle again at once; 0: never");
 
 ABSL_FLAG(std::string, fault_injection, "",
           "for tests only: unit_order_reversed or unit_order_reversed_from=STEP makes this "
@@ -82,6 +88,11 @@ int main(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_fault_injection).empty()) {
     options.faults = std::make_shared<shardwise::TrainingFaults>(std::move(*faults));
+  }
+
+  if (const int64_t grace = absl::GetFlag(FLAGS_stuck_abort_restart_ms); grace > 0) {
+    options.stuck_abort_grace = absl::Milliseconds(grace);
+    options.restart_process = [argv] { shardwise::RestartProcess(argv); };
   }
 
   shardwise::IgnoreBrokenPipes();

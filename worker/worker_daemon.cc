@@ -106,6 +106,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
         context.TryCancel();
         return;
       }
+      RestartIfAbortIsStuck();
       v1::WorkerMessage message;
       *message.mutable_heartbeat() = CurrentHeartbeat();
       Send(message);
@@ -210,6 +211,22 @@ void WorkerDaemon::OnHookDecision(const v1::HookDecision& decision) {
       runner_->attempt() == decision.attempt()) {
     runner_->OnHookDecision(decision);
   }
+}
+
+void WorkerDaemon::RestartIfAbortIsStuck() {
+  if (!options_.restart_process) return;
+  absl::Time aborted_at;
+  {
+    absl::MutexLock lock(&runner_mu_);
+    if (!runner_ || runner_->done() || !runner_->aborting()) return;
+    aborted_at = runner_->aborted_at();
+  }
+  if (!AbortIsStuck(aborted_at, absl::Now(), options_.stuck_abort_grace)) return;
+  std::fprintf(stderr,
+               "worker %s: the aborted attempt has not ended %s after the abort (a collective "
+               "is blocked on a peer); restarting this worker\n",
+               options_.name.c_str(), absl::FormatDuration(options_.stuck_abort_grace).c_str());
+  options_.restart_process();
 }
 
 void WorkerDaemon::OnAbort(const v1::Abort& abort) {

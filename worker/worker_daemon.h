@@ -8,6 +8,7 @@
 // Lifecycle: Run() blocks until `stop` becomes true. Not copyable.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,7 +35,18 @@ struct WorkerOptions {
   absl::Duration max_backoff = absl::Seconds(5);
   // --fault_injection, for tests of a real cluster; null otherwise.
   std::shared_ptr<TrainingHooks> faults;
+  // An attempt told to abort that has not ended this long after (a Gloo collective
+  // blocked on a frozen peer cannot be interrupted) makes the worker call
+  // `restart_process`, which does not return: the worker starts afresh and is IDLE again
+  // at once, rather than DRAINING until the collective timeout. Empty: never.
+  absl::Duration stuck_abort_grace = absl::Seconds(5);
+  std::function<void()> restart_process;
 };
+
+// Whether an attempt aborted at `aborted_at` and still running at `now` is stuck.
+inline bool AbortIsStuck(absl::Time aborted_at, absl::Time now, absl::Duration grace) {
+  return now - aborted_at > grace;
+}
 
 class WorkerDaemon {
  public:
@@ -57,6 +69,8 @@ class WorkerDaemon {
   // worker's attempt as lost anyway).
   void Send(const v1::WorkerMessage& message);
   v1::Heartbeat CurrentHeartbeat();
+  // Calls options_.restart_process when an aborted attempt is stuck (the heartbeat thread).
+  void RestartIfAbortIsStuck();
 
   const WorkerOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
