@@ -1,5 +1,7 @@
 #include "server/coordinator.h"
 
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -46,8 +48,23 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
 void Coordinator::DetectFailures() {
   const absl::Duration period =
       std::max(absl::Milliseconds(50), options_.controller.heartbeat_interval / 2);
+  bool serving = true;
   while (!stopping_.WaitForNotificationWithTimeout(period)) {
     controller_->CheckHeartbeats();
+    // Changes the state file refused (a full disk): retried here; until every one is
+    // written the coordinator reports NOT_SERVING, so probes and operators see it.
+    absl::Status error;
+    const int unsaved = jobs_->RetryUnsavedChanges(&error);
+    if ((unsaved == 0) != serving) {
+      serving = unsaved == 0;
+      server_->GetHealthCheckService()->SetServingStatus(serving);
+      std::fprintf(stderr, "shardwise-coordinator: %s\n",
+                   serving ? "every change is written to the state file again; SERVING"
+                           : absl::StrCat(unsaved, " job changes cannot be written to the state "
+                                          "file (", error.message(), "); NOT_SERVING until "
+                                          "they are")
+                                 .c_str());
+    }
   }
 }
 

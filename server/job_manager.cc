@@ -1,5 +1,7 @@
 #include "server/job_manager.h"
 
+#include <cstdio>
+
 #include <algorithm>
 
 #include "absl/strings/numbers.h"
@@ -49,7 +51,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(StateStore* store
           }
           return absl::OkStatus();
         },
-        reason);
+        reason, OnStoreFailure::kRefuse);
     if (!requeued.ok()) return requeued.status();
   }
   return manager;
@@ -65,25 +67,82 @@ absl::Status JobManager::CheckAttempt(const v1::Job& job, int32_t attempt) const
 
 absl::StatusOr<v1::Job> JobManager::Mutate(const std::string& job_id,
                                            absl::FunctionRef<absl::Status(v1::Job*)> mutate,
-                                           const std::string& event_message) {
+                                           const std::string& event_message,
+                                           OnStoreFailure on_failure) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
-  v1::Job updated = it->second.job;
+  Entry& entry = it->second;
+  v1::Job updated = entry.unsaved.value_or(entry.job);
   RETURN_IF_ERROR(mutate(&updated));
   updated.set_update_time_ms(NowMs());
-  v1::JobEvent event;
+  std::vector<v1::JobEvent> events = entry.unsaved_events;
   if (!event_message.empty()) {
+    v1::JobEvent event;
     event.set_time_ms(updated.update_time_ms());
     event.set_attempt(updated.attempt());
     event.set_state(updated.state());
     event.set_message(event_message);
     *updated.add_events() = event;
+    events.push_back(event);
   }
-  RETURN_IF_ERROR(store_->SaveJob(updated, event_message.empty() ? nullptr : &event));
-  it->second.job = std::move(updated);
-  ++it->second.version;
-  it->second.last_persisted_progress = absl::Now();
-  return it->second.job;
+  const absl::Status saved = store_->SaveJob(updated, events);
+  if (saved.ok()) {
+    entry.job = std::move(updated);
+    entry.unsaved.reset();
+    entry.unsaved_events.clear();
+    ++entry.version;
+    entry.last_persisted_progress = absl::Now();
+    return entry.job;
+  }
+  if (on_failure == OnStoreFailure::kRefuse) {
+    return absl::UnavailableError(
+        absl::StrCat("the coordinator cannot write its state file: ", saved.message()));
+  }
+  if (!entry.unsaved.has_value()) {
+    entry.unsaved_since = absl::Now();
+    entry.unsaved_error = std::string(saved.message());
+    std::fprintf(stderr, "shardwise-coordinator: cannot write job %s to the state file (%s); "
+                 "retrying\n", job_id.c_str(), entry.unsaved_error.c_str());
+  }
+  entry.unsaved = updated;
+  entry.unsaved_events = std::move(events);
+  return updated;
+}
+
+absl::Status JobManager::SaveUnsaved(Entry& entry) {
+  v1::Job job = *entry.unsaved;
+  // The record says what happened; the event goes to the store with the change.
+  v1::JobEvent note;
+  note.set_time_ms(NowMs());
+  note.set_attempt(job.attempt());
+  note.set_state(job.state());
+  note.set_message(absl::StrCat(
+      "this change reached the state file ",
+      absl::FormatDuration(absl::Trunc(absl::Now() - entry.unsaved_since, absl::Seconds(1))),
+      " late: the coordinator could not write it (", entry.unsaved_error, ")"));
+  std::vector<v1::JobEvent> events = entry.unsaved_events;
+  events.push_back(note);
+  *job.add_events() = note;
+  RETURN_IF_ERROR(store_->SaveJob(job, events));
+  entry.job = std::move(job);
+  entry.unsaved.reset();
+  entry.unsaved_events.clear();
+  ++entry.version;
+  entry.last_persisted_progress = absl::Now();
+  return absl::OkStatus();
+}
+
+int JobManager::RetryUnsavedChanges(absl::Status* last_error) {
+  absl::MutexLock lock(&mu_);
+  int left = 0;
+  for (auto& [id, entry] : jobs_) {
+    if (!entry.unsaved.has_value()) continue;
+    const absl::Status saved = SaveUnsaved(entry);
+    if (saved.ok()) continue;
+    ++left;
+    if (last_error != nullptr) *last_error = saved;
+  }
+  return left;
 }
 
 absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec) {
@@ -104,7 +163,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec) {
         *j = job;
         return absl::OkStatus();
       },
-      "submitted");
+      "submitted", OnStoreFailure::kRefuse);
   if (!saved.ok()) {
     jobs_.erase(id);
     return saved.status();
@@ -149,7 +208,9 @@ std::vector<v1::Job> JobManager::Pending() const {
   absl::MutexLock lock(&mu_);
   std::vector<v1::Job> jobs;
   for (const std::string& id : order_) {
-    const v1::Job& job = jobs_.at(id).job;
+    // As the job stands for the scheduler: with a change the store has not taken yet.
+    const Entry& entry = jobs_.at(id);
+    const v1::Job& job = entry.unsaved.has_value() ? *entry.unsaved : entry.job;
     if (job.state() == v1::PENDING) jobs.push_back(job);
   }
   return jobs;
@@ -293,17 +354,23 @@ absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attem
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
   Entry& entry = it->second;
-  RETURN_IF_ERROR(CheckAttempt(entry.job, attempt));
-  if (IsTerminal(entry.job.state())) {
+  const v1::Job& current = entry.unsaved.has_value() ? *entry.unsaved : entry.job;
+  RETURN_IF_ERROR(CheckAttempt(current, attempt));
+  if (IsTerminal(current.state())) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has ended"));
   }
   *entry.job.mutable_progress() = progress;
   ++entry.version;
+  // Progress is shown at once; an unsaved change takes it along when it is written.
+  if (entry.unsaved.has_value()) {
+    *entry.unsaved->mutable_progress() = progress;
+    return absl::OkStatus();
+  }
   if (absl::Now() - entry.last_persisted_progress < options_.progress_persist_interval) {
     return absl::OkStatus();
   }
   entry.last_persisted_progress = absl::Now();
-  return store_->SaveJob(entry.job, nullptr);
+  return store_->SaveJob(entry.job);
 }
 
 absl::StatusOr<v1::Job> JobManager::WaitForChange(const std::string& job_id,

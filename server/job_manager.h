@@ -6,10 +6,16 @@
 // it. A change is written to the store before it becomes visible in memory, so what a
 // client has seen survives a crash.
 //
+// A change the store cannot write (a full disk, an I/O error) is not lost: it stands for
+// the controller (later changes build on it) and waits, unseen by clients, while
+// RetryUnsavedChanges writes it; the coordinator reports NOT_SERVING until none is left.
+// Only a new submission is refused instead (UNAVAILABLE: the client may retry).
+//
 // Thread-safety: all methods may be called from any thread.
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +91,10 @@ class JobManager {
                                            const v1::HookSwitch& hook_switch,
                                            const std::string& event_message);
 
+  // Writes the changes the store refused earlier; how many are still unwritten, and the
+  // latest store error if any.
+  int RetryUnsavedChanges(absl::Status* last_error = nullptr);
+
   // Blocks until the job differs from the version in `*seen_version` (0: return the
   // current job at once) or `timeout` passes, then returns the job and updates
   // `*seen_version`. DEADLINE_EXCEEDED on timeout with no change.
@@ -93,19 +103,31 @@ class JobManager {
 
  private:
   struct Entry {
-    v1::Job job;
+    v1::Job job;  // as written to the store: what clients see
     uint64_t version = 1;
     absl::Time last_persisted_progress;
+    // A change the store refused: the job as it stands now, the events not yet written,
+    // when the first write failed and why.
+    std::optional<v1::Job> unsaved;
+    std::vector<v1::JobEvent> unsaved_events;
+    absl::Time unsaved_since;
+    std::string unsaved_error;
   };
+  enum class OnStoreFailure { kDefer, kRefuse };
 
   JobManager(StateStore* store, const Options& options) : store_(store), options_(options) {}
 
-  // Applies `mutate` to a copy of the job, stamps it, appends an event if `event_message`
-  // is not empty, saves it, and only then publishes it.
+  // Applies `mutate` to a copy of the job as it stands (its unsaved change, if any),
+  // stamps it, appends an event if `event_message` is not empty, saves it, and only then
+  // publishes it. If the store refuses: kDefer keeps the change for RetryUnsavedChanges
+  // and returns it; kRefuse returns UNAVAILABLE and changes nothing.
   absl::StatusOr<v1::Job> Mutate(const std::string& job_id,
                                  absl::FunctionRef<absl::Status(v1::Job*)> mutate,
-                                 const std::string& event_message)
+                                 const std::string& event_message,
+                                 OnStoreFailure on_failure = OnStoreFailure::kDefer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `entry`'s unsaved change; publishes it when written.
+  absl::Status SaveUnsaved(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckAttempt(const v1::Job& job, int32_t attempt) const;
 
   StateStore* const store_;

@@ -126,7 +126,7 @@ absl::Status StateStore::Exec(const std::string& sql) {
   return absl::OkStatus();
 }
 
-absl::Status StateStore::SaveJob(const v1::Job& job, const v1::JobEvent* new_event) {
+absl::Status StateStore::SaveJob(const v1::Job& job, const std::vector<v1::JobEvent>& new_events) {
   v1::Job record = job;
   record.clear_events();
   const std::string state = v1::JobState_Name(job.state());
@@ -165,15 +165,15 @@ absl::Status StateStore::SaveJob(const v1::Job& job, const v1::JobEvent* new_eve
       attempt.BindInt(6, job.update_time_ms());
       RETURN_IF_ERROR(attempt.Run(absl::StrCat("saving attempt ", job.attempt(), " of ", job.id())));
     }
-    if (new_event != nullptr) {
+    for (const v1::JobEvent& new_event : new_events) {
       Statement event(db_,
                       "INSERT INTO job_events (job_id, time_ms, attempt, state, message) "
                       "VALUES (?1, ?2, ?3, ?4, ?5);");
       event.BindText(1, job.id());
-      event.BindInt(2, new_event->time_ms());
-      event.BindInt(3, new_event->attempt());
-      event.BindText(4, v1::JobState_Name(new_event->state()));
-      event.BindText(5, new_event->message());
+      event.BindInt(2, new_event.time_ms());
+      event.BindInt(3, new_event.attempt());
+      event.BindText(4, v1::JobState_Name(new_event.state()));
+      event.BindText(5, new_event.message());
       RETURN_IF_ERROR(event.Run(absl::StrCat("saving an event of ", job.id())));
     }
     return absl::OkStatus();

@@ -31,8 +31,8 @@ class StateStore {
   StateStore& operator=(const StateStore&) = delete;
 
   // Writes the job (its events are not part of the row), its current attempt, and
-  // `new_event` if not null, in one transaction.
-  absl::Status SaveJob(const v1::Job& job, const v1::JobEvent* new_event);
+  // `new_events`, in one transaction: all of it or none.
+  absl::Status SaveJob(const v1::Job& job, const std::vector<v1::JobEvent>& new_events = {});
 
   // Every job, oldest first, with its events.
   absl::StatusOr<std::vector<v1::Job>> LoadJobs();

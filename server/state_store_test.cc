@@ -41,14 +41,14 @@ TEST(StateStore, SavedJobsAndEventsSurviveReopening) {
     event.set_attempt(2);
     event.set_state(v1::RUNNING);
     event.set_message("running");
-    ASSERT_TRUE((*store)->SaveJob(MakeJob("job-1", v1::RUNNING), &event).ok());
-    ASSERT_TRUE((*store)->SaveJob(MakeJob("job-2", v1::PENDING), nullptr).ok());
+    ASSERT_TRUE((*store)->SaveJob(MakeJob("job-1", v1::RUNNING), {event}).ok());
+    ASSERT_TRUE((*store)->SaveJob(MakeJob("job-2", v1::PENDING)).ok());
     // An update replaces the row and appends the event.
     v1::Job done = MakeJob("job-1", v1::FAILED);
     done.set_reason("rank 1 lost");
     event.set_state(v1::FAILED);
     event.set_message("rank 1 lost");
-    ASSERT_TRUE((*store)->SaveJob(done, &event).ok());
+    ASSERT_TRUE((*store)->SaveJob(done, {event}).ok());
   }
   auto store = StateStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
@@ -71,7 +71,7 @@ TEST(StateStore, UsesWalAndRecordsAttempts) {
   const std::string path = TempPath("wal.db");
   auto store = StateStore::Open(path);
   ASSERT_TRUE(store.ok());
-  ASSERT_TRUE((*store)->SaveJob(MakeJob("job-9", v1::SCHEDULED), nullptr).ok());
+  ASSERT_TRUE((*store)->SaveJob(MakeJob("job-9", v1::SCHEDULED)).ok());
   // Read it back with plain SQLite, as an operator would with the sqlite3 shell.
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);

@@ -92,7 +92,9 @@ void Cluster::StartCoordinator() {
           BinaryPath("server/shardwise-coordinator"),
           absl::StrCat("--address=127.0.0.1:", port_),
           absl::StrCat("--port_file=", port_file),
-          absl::StrCat("--state_file=", dir_, "/state.db"),
+          absl::StrCat("--state_file=", options_.state_file.empty()
+                                            ? absl::StrCat(dir_, "/state.db")
+                                            : options_.state_file),
           absl::StrCat("--heartbeat_interval_ms=", options_.heartbeat_interval_ms),
           absl::StrCat("--heartbeat_timeout_ms=", options_.heartbeat_timeout_ms),
           absl::StrCat("--collective_timeout_ms=", options_.collective_timeout_ms),

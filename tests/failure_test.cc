@@ -2,13 +2,21 @@
 // coordinator killed and restarted on its SQLite file, and a second coordinator on it.
 
 #include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
 
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "tests/cluster.h"
 
 namespace shardwise::testing {
@@ -122,6 +130,62 @@ TEST(Failure, AJobTooLargeForAWorkersMemoryFailsAndTheWorkerServesOn) {
   auto next = cluster.client().Submit(Cluster::Spec(1));
   ASSERT_TRUE(next.ok()) << next.status();
   cluster.WaitForState(*next, v1::SUCCEEDED);
+}
+
+// A state file that cannot be written (its file system full) loses nothing: the job that
+// finishes meanwhile is not left RUNNING for good. Clients keep seeing what was written,
+// the coordinator reports NOT_SERVING, and once space is back the change is written, with
+// an event saying it came late. Needs root (a small tmpfs holds the state file).
+TEST(Failure, AFullDiskDelaysChangesWithoutLosingThem) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs for the state file";
+  const std::string disk = absl::StrCat("/tmp/shardwise-full-disk-", getpid());
+  std::filesystem::create_directories(disk);
+  ASSERT_EQ(std::system(absl::StrCat("mount -t tmpfs -o size=4m tmpfs ", disk).c_str()), 0);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { std::system(absl::StrCat("umount ", path).c_str()); }
+  } unmount{disk};
+  ClusterOptions options;
+  options.state_file = disk + "/state.db";
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1");
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(cluster.address(), grpc::InsecureChannelCredentials()));
+  auto serving = [&] {
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::ClientContext context;
+    return health->Check(&context, request, &response).ok() &&
+           response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+  };
+  ASSERT_TRUE(serving());
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.set_steps(300);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  cluster.WaitForState(*job_id, v1::RUNNING);
+  // Fill the file system (dd stops with "No space left on device").
+  std::system(absl::StrCat("dd if=/dev/zero of=", disk, "/filler bs=64k 2>/dev/null").c_str());
+  EXPECT_TRUE(Cluster::WaitFor([&] { return !serving(); }, absl::Seconds(60)))
+      << "the coordinator never reported the unwritable state file";
+  // The job finished on the workers, but the change is not written: clients still see
+  // the written state, and the workers are free.
+  EXPECT_EQ(cluster.client().Get(*job_id)->state(), v1::RUNNING);
+  std::filesystem::remove(disk + "/filler");
+  const v1::Job done = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(10));
+  EXPECT_TRUE(Cluster::WaitFor(serving));
+  bool noted = false;
+  for (const v1::JobEvent& event : done.events()) {
+    noted |= absl::StrContains(event.message(), "reached the state file") &&
+             absl::StrContains(event.message(), "late");
+  }
+  EXPECT_TRUE(noted) << done.DebugString();
+  // And it survives a restart: it was really written.
+  cluster.KillCoordinator();
+  cluster.StartCoordinator();
+  EXPECT_EQ(cluster.client().Get(*job_id)->state(), v1::SUCCEEDED);
 }
 
 // Two coordinators on one state file would hand out the same job ids from their own views
