@@ -17,6 +17,7 @@ DEBIAN_PACKAGES=(
   libabsl-dev libgloo-dev libsqlite3-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libopenblas-dev
   python3-torch  # tests/pytorch_parity_test: PyTorch itself as the reference
+  clang-14 libclang-rt-14-dev make  # tests/fuzz/run.sh: libFuzzer with ASan and UBSan
 )
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
@@ -46,9 +47,10 @@ build() {
 # the targets that exist now, so results left from older runs are not counted), and
 # prints the closing line CI reads ("N passed, N failed, N skipped"). GPU tests (tag
 # "gpu") are read from the CUDA configuration's run when it was built ($1 = 1), and
-# otherwise count as one skipped case each.
+# otherwise count as one skipped case each. Each fuzz target's run (the lines
+# tests/fuzz/run.sh wrote to $2) counts as one case.
 summarize_tests() {
-  local cuda_built=${1:-0}
+  local cuda_built=${1:-0} fuzz_results=${2:-/dev/null}
   local testlogs cuda_testlogs
   testlogs=$(bazel info bazel-testlogs 2>/dev/null)
   cuda_testlogs=$(bazel info --config=cuda bazel-testlogs 2>/dev/null)
@@ -79,9 +81,19 @@ for label in sys.stdin.read().split():
             skipped += 1
         else:
             passed += 1
+for line in pathlib.Path(sys.argv[5]).read_text().splitlines():
+    if line.startswith("fuzz "):
+        if line.split()[2] == "passed":
+            passed += 1
+        else:
+            failed += 1
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
-' "$testlogs" "$cuda_testlogs" "$gpu_tests" "$cuda_built"
+' "$testlogs" "$cuda_testlogs" "$gpu_tests" "$cuda_built" "$fuzz_results"
 }
+
+# Seconds each fuzz target runs in ./dev.sh test (tests/fuzz/run.sh); its corpus replays
+# in the Bazel tests besides.
+FUZZ_SECONDS="${SHARDWISE_FUZZ_SECONDS:-30}"
 
 # The CUDA toolkit the --config=cuda build uses (third_party/cuda/cuda_configure.bzl).
 CUDA_PATH="${SHARDWISE_CUDA_PATH:-/usr/local/cuda}"
@@ -103,7 +115,12 @@ test_all() {
   else
     log "no CUDA toolkit at $CUDA_PATH: the CUDA configuration is not built; GPU tests skipped"
   fi
-  summarize_tests "$cuda_built"
+  log "fuzzing each input parser for ${FUZZ_SECONDS}s (libFuzzer, ASan, UBSan)"
+  local fuzz_results
+  fuzz_results=$(mktemp)
+  FUZZ_RESULTS="$fuzz_results" tests/fuzz/run.sh "$FUZZ_SECONDS" || status=$?
+  summarize_tests "$cuda_built" "$fuzz_results"
+  rm -f "$fuzz_results"
   return $status
 }
 

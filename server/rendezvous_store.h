@@ -29,7 +29,7 @@ class RendezvousStore {
     size_t max_keys_per_scope = 1 << 16;
   };
 
-  RendezvousStore() = default;
+  RendezvousStore() : RendezvousStore(Limits()) {}
   explicit RendezvousStore(const Limits& limits) : limits_(limits) {}
 
   void OpenScope(const std::string& job_id, int32_t attempt);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -88,7 +89,13 @@ void BFloat16ToFloatPortable(const uint16_t* in, float* out, size_t n) {
 #if defined(__x86_64__)
 
 bool HasVectorCasts() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  // F16C is read from CPUID leaf 1 directly: clang does not name it in
+  // __builtin_cpu_supports (GCC does), and the fuzz build uses clang.
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+    return f16c && __builtin_cpu_supports("avx2");
+  }();
   return has;
 }
 

@@ -143,6 +143,35 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const
     return absl::InvalidArgumentError(absl::StrCat(
         "checkpoint '", folder, "' holds another model or wrap policy than job.model / job.wrap"));
   }
+  // The manifest names its shard files; only the names this writer gives them are read,
+  // so a crafted manifest cannot make a worker read files outside the folder.
+  if (manifest.files_size() != manifest.shard_group_size() || manifest.shard_group_size() < 1) {
+    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': the manifest lists ",
+                                            manifest.files_size(), " shard files for a shard "
+                                            "group of ", manifest.shard_group_size()));
+  }
+  for (int s = 0; s < manifest.files_size(); ++s) {
+    if (manifest.files(s) != ShardFile(s)) {
+      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': shard file ", s,
+                                              " is named '", manifest.files(s), "', expected '",
+                                              ShardFile(s), "'"));
+    }
+  }
+  ASSIGN_OR_RETURN(const FlatLayout layout, BuildFlatLayout(spec.model(), spec.wrap()));
+  if (manifest.units_size() != static_cast<int>(layout.units.size())) {
+    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': the manifest lists ",
+                                            manifest.units_size(), " units, the model has ",
+                                            layout.units.size()));
+  }
+  for (int u = 0; u < manifest.units_size(); ++u) {
+    const int64_t numel = layout.units[u].numel;
+    if (manifest.units(u).numel() != numel ||
+        manifest.units(u).padded_numel() != PaddedNumel(numel, manifest.shard_group_size())) {
+      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': unit ", u, " is listed with ",
+                                              manifest.units(u).numel(), " parameters, the model's has ",
+                                              numel));
+    }
+  }
   std::vector<TensorMap> shards;
   for (const std::string& name : manifest.files()) {
     auto shard = ReadSafetensors(absl::StrCat(folder, "/", name));
@@ -151,21 +180,24 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const
     }
     shards.push_back(std::move(*shard));
   }
-  // Reassemble each unit's full flat vectors: shard-rank order, padding dropped.
+  // Reassemble each unit's full flat vectors: shard-rank order, padding dropped. Every
+  // shard is an F32 vector of padded_numel / shard_group_size elements.
   auto full_of = [&](int u, const std::string& what) -> absl::StatusOr<std::vector<float>> {
+    const int64_t shard_numel = manifest.units(u).padded_numel() / manifest.shard_group_size();
     std::vector<float> full;
     for (size_t s = 0; s < shards.size(); ++s) {
       auto it = shards[s].find(TensorName(u, what));
-      if (it == shards[s].end()) {
+      if (it == shards[s].end() || it->second.dtype != "F32" ||
+          it->second.numel() != shard_numel) {
         return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': ", manifest.files(s),
-                                                " lacks ", TensorName(u, what)));
+                                                " lacks ", TensorName(u, what), " as F32 [",
+                                                shard_numel, "]"));
       }
       full.insert(full.end(), it->second.f32(), it->second.f32() + it->second.numel());
     }
     full.resize(manifest.units(u).numel());
     return full;
   };
-  ASSIGN_OR_RETURN(const FlatLayout layout, BuildFlatLayout(spec.model(), spec.wrap()));
   loaded.optimizer_state.resize(manifest.units_size());
   for (int u = 0; u < manifest.units_size(); ++u) {
     if (manifest.units(u).numel() == 0) continue;

@@ -4,9 +4,12 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "common/safetensors.h"
 #include "worker/fsdp/checkpoint.h"
@@ -15,6 +18,13 @@
 
 namespace shardwise::fsdp {
 namespace {
+
+std::string ReadText(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
 
 std::string TempDir(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -199,6 +209,55 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("another model or wrap policy"), std::string::npos)
       << refused.status();
+}
+
+// A checkpoint folder is outside input: a manifest naming files outside the folder, units
+// the model does not have, or shards of the wrong size or type are DATA_LOSS, never read.
+TEST(Checkpoint, ATamperedCheckpointIsRefusedWithoutReadingOutsideIt) {
+  const std::string dir = TempDir("tampered");
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 2, true, 2);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  ASSERT_TRUE(TrainAll(spec, "job-t", 1).ok());
+  const std::string folder = dir + "/ckpt/step-00000002";
+  ASSERT_TRUE(LoadCheckpoint(folder, spec).ok());
+  v1::CheckpointManifest original;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadText(folder + "/manifest.json"),
+                                                          &original)
+                  .ok());
+
+  auto load_with = [&](const v1::CheckpointManifest& manifest) {
+    std::string json;
+    (void)google::protobuf::util::MessageToJsonString(manifest, &json);
+    std::ofstream(folder + "/manifest.json", std::ios::trunc) << json;
+    return LoadCheckpoint(folder, spec).status();
+  };
+  v1::CheckpointManifest traversal = original;
+  traversal.set_files(1, "../../secret.safetensors");
+  absl::Status status = load_with(traversal);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(status.message().find("is named '../../secret.safetensors'"), std::string::npos)
+      << status;
+  v1::CheckpointManifest wrong_size = original;
+  wrong_size.mutable_units(0)->set_numel(original.units(0).numel() + 1000);
+  status = load_with(wrong_size);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(status.message().find("unit 0 is listed with"), std::string::npos) << status;
+  v1::CheckpointManifest missing_file = original;
+  missing_file.mutable_files()->RemoveLast();
+  EXPECT_EQ(load_with(missing_file).code(), absl::StatusCode::kDataLoss);
+
+  // A shard whose unit tensor has another size than the manifest says.
+  ASSERT_TRUE(load_with(original).ok());
+  auto shard = ReadSafetensors(folder + "/rank-00001.safetensors");
+  ASSERT_TRUE(shard.ok());
+  HostTensor& first = shard->begin()->second;
+  first.bytes.resize(first.bytes.size() - 4);
+  first.shape = {static_cast<int64_t>(first.bytes.size() / 4)};
+  ASSERT_TRUE(WriteSafetensors(folder + "/rank-00001.safetensors", *shard).ok());
+  status = LoadCheckpoint(folder, spec).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find("as F32 ["), std::string::npos) << status;
 }
 
 TEST(Checkpoint, FoldersWithoutAManifestAreIgnored) {
