@@ -109,9 +109,13 @@ absl::StatusOr<int64_t> RendezvousStore::Add(const std::string& job_id, int32_t 
     return absl::FailedPreconditionError(
         absl::StrCat("rendezvous: key '", key, "' holds a non-numeric value"));
   }
-  current += delta;
-  value = absl::StrCat(current);
-  return current;
+  int64_t sum = 0;
+  if (__builtin_add_overflow(current, delta, &sum)) {
+    return absl::OutOfRangeError(absl::StrCat("rendezvous: adding ", delta, " to key '", key,
+                                              "' (", current, ") overflows 64 bits"));
+  }
+  value = absl::StrCat(sum);
+  return sum;
 }
 
 }  // namespace shardwise

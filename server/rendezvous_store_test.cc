@@ -1,5 +1,6 @@
 #include "server/rendezvous_store.h"
 
+#include <cstdint>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -17,6 +18,10 @@ TEST(RendezvousStore, SetGetAddWithinAScope) {
   EXPECT_EQ(store.Get("job-1", 1, "rank1").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(*store.Add("job-1", 1, "count", 2), 2);
   EXPECT_EQ(*store.Add("job-1", 1, "count", 3), 5);
+  // Found by tests/fuzz (corpus/coordinator/rpcs.bin): a sum past 64 bits is refused.
+  EXPECT_EQ(store.Add("job-1", 1, "count", INT64_MAX).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(*store.Add("job-1", 1, "count", 0), 5);
   EXPECT_EQ(store.Add("job-1", 1, "rank0", 1).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }

@@ -1,11 +1,13 @@
-// The coordinator's handling of what workers and clients send it: a real JobController
-// over a real SQLite file, two registered workers with open sessions and a job scheduled
-// on them, then the input as a sequence of messages, each
-//   [1 byte: bits 0-1 the kind (heartbeat, report, hook ack, submitted spec),
-//            bit 2 the worker (w0, w1)]
-//   [2 bytes little-endian: the length] [the serialized protobuf message]
-// Messages that do not parse are skipped. Nothing may crash; reports may end or re-queue
-// the job, but the controller must stay consistent enough to answer afterwards.
+// The coordinator's handling of every message a client or worker can send it: the unary
+// RPCs of JobService and RendezvousService through their gRPC service classes, and the
+// worker registration and session messages through the JobController (the session
+// stream only forwards them), over a real SQLite file, with two registered workers whose
+// sessions are open and a job scheduled on them. The input is a sequence of messages,
+//   [1 byte: bits 0-3 the kind (Kind below), bit 4 the worker (w0, w1)]
+//   [2 bytes little-endian: the length] [the serialized protobuf request]
+// Messages that do not parse are skipped. Nothing may crash; the coordinator must answer
+// afterwards. Left out: the calls that block by design (RendezvousService.Wait and the
+// JobService.WatchJob stream wait for changes).
 
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +18,8 @@
 #include "proto/worker_service.pb.h"
 #include "server/job_controller.h"
 #include "server/job_manager.h"
+#include "server/job_service.h"
+#include "server/rendezvous_service.h"
 #include "server/rendezvous_store.h"
 #include "server/state_store.h"
 #include "server/worker_registry.h"
@@ -24,6 +28,13 @@
 namespace {
 
 using namespace shardwise;
+
+enum Kind : uint8_t {
+  kHeartbeat, kReport, kHookAck, kRegisterWorker,
+  kSubmitJob, kGetJob, kListJobs, kSetCommHook, kGetTimeline, kCancelJob, kListWorkers,
+  kRendezvousSet, kRendezvousGet, kRendezvousAdd,
+  kCheckHeartbeats, kSchedule,  // the coordinator's own periodic calls, between messages
+};
 
 v1::JobSpec TwoRankJob() {
   v1::JobSpec spec;
@@ -36,70 +47,161 @@ v1::JobSpec TwoRankJob() {
   return spec;
 }
 
+// Parses `payload` as a Request and, if it parses, hands it to `call`.
+template <typename Request, typename Call>
+void IfParses(const uint8_t* payload, size_t size, Call call) {
+  Request request;
+  if (request.ParseFromArray(payload, static_cast<int>(size))) call(request);
+}
+
+// Everything a coordinator is made of, over a fresh state file.
+struct Coordinator {
+  std::unique_ptr<StateStore> store;
+  std::unique_ptr<JobManager> jobs;
+  WorkerRegistry workers;
+  RendezvousStore rendezvous;
+  std::unique_ptr<JobController> controller;
+  std::unique_ptr<JobServiceImpl> job_service;
+  std::unique_ptr<RendezvousServiceImpl> rendezvous_service;
+};
+
+std::unique_ptr<Coordinator> StartCoordinator() {
+  const std::string state_file = fuzz::ScratchDir() + "/coordinator-state.db";
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(state_file + suffix);
+  auto c = std::make_unique<Coordinator>();
+  auto store = StateStore::Open(state_file);
+  if (!store.ok()) __builtin_trap();
+  c->store = std::move(*store);
+  auto jobs = JobManager::Create(c->store.get(), {});
+  if (!jobs.ok()) __builtin_trap();
+  c->jobs = std::move(*jobs);
+  JobController::Options options;
+  options.check_paths = false;
+  c->controller =
+      std::make_unique<JobController>(c->jobs.get(), &c->workers, &c->rendezvous, options);
+  c->job_service =
+      std::make_unique<JobServiceImpl>(c->controller.get(), c->jobs.get(), &c->workers);
+  c->rendezvous_service = std::make_unique<RendezvousServiceImpl>(&c->rendezvous);
+  return c;
+}
+
+void Deliver(Coordinator& c, uint8_t kind, const std::string& worker, const uint8_t* payload,
+             size_t size) {
+  JobController& controller = *c.controller;
+  JobServiceImpl& jobs = *c.job_service;
+  RendezvousServiceImpl& rendezvous = *c.rendezvous_service;
+  grpc::ServerContext context;
+  switch (kind) {
+    case kHeartbeat:
+      IfParses<v1::Heartbeat>(payload, size, [&](auto& m) { controller.OnHeartbeat(worker, m); });
+      break;
+    case kReport:
+      IfParses<v1::AttemptReport>(payload, size, [&](auto& m) { controller.OnReport(worker, m); });
+      break;
+    case kHookAck:
+      IfParses<v1::HookChangeAck>(payload, size, [&](auto& m) { controller.OnHookAck(worker, m); });
+      break;
+    case kRegisterWorker:
+      IfParses<v1::RegisterWorkerRequest>(payload, size,
+                                          [&](auto& m) { (void)controller.RegisterWorker(m); });
+      break;
+    case kSubmitJob:
+      IfParses<v1::SubmitJobRequest>(payload, size, [&](auto& m) {
+        v1::SubmitJobResponse response;
+        (void)jobs.SubmitJob(&context, &m, &response);
+      });
+      break;
+    case kGetJob:
+      IfParses<v1::GetJobRequest>(payload, size, [&](auto& m) {
+        v1::Job response;
+        (void)jobs.GetJob(&context, &m, &response);
+      });
+      break;
+    case kListJobs:
+      IfParses<v1::ListJobsRequest>(payload, size, [&](auto& m) {
+        v1::ListJobsResponse response;
+        (void)jobs.ListJobs(&context, &m, &response);
+      });
+      break;
+    case kSetCommHook:
+      IfParses<v1::SetCommHookRequest>(payload, size, [&](auto& m) {
+        v1::HookSwitch response;
+        (void)jobs.SetCommHook(&context, &m, &response);
+      });
+      break;
+    case kGetTimeline:
+      IfParses<v1::GetTimelineRequest>(payload, size, [&](auto& m) {
+        v1::Timeline response;
+        (void)jobs.GetTimeline(&context, &m, &response);
+      });
+      break;
+    case kCancelJob:
+      IfParses<v1::CancelJobRequest>(payload, size, [&](auto& m) {
+        v1::Job response;
+        (void)jobs.CancelJob(&context, &m, &response);
+      });
+      break;
+    case kListWorkers:
+      IfParses<v1::ListWorkersRequest>(payload, size, [&](auto& m) {
+        v1::ListWorkersResponse response;
+        (void)jobs.ListWorkers(&context, &m, &response);
+      });
+      break;
+    case kRendezvousSet:
+      IfParses<v1::RendezvousSetRequest>(payload, size, [&](auto& m) {
+        v1::RendezvousSetResponse response;
+        (void)rendezvous.Set(&context, &m, &response);
+      });
+      break;
+    case kRendezvousGet:
+      IfParses<v1::RendezvousGetRequest>(payload, size, [&](auto& m) {
+        v1::RendezvousGetResponse response;
+        (void)rendezvous.Get(&context, &m, &response);
+      });
+      break;
+    case kRendezvousAdd:
+      IfParses<v1::RendezvousAddRequest>(payload, size, [&](auto& m) {
+        v1::RendezvousAddResponse response;
+        (void)rendezvous.Add(&context, &m, &response);
+      });
+      break;
+    case kCheckHeartbeats:
+      controller.CheckHeartbeats();
+      break;
+    default:
+      controller.Schedule();
+      break;
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string state_file = fuzz::ScratchDir() + "/coordinator-state.db";
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(state_file + suffix);
-  auto store = StateStore::Open(state_file);
-  if (!store.ok()) __builtin_trap();
-  auto jobs = JobManager::Create(store->get(), {});
-  if (!jobs.ok()) __builtin_trap();
-  WorkerRegistry workers;
-  RendezvousStore rendezvous;
-  JobController::Options options;
-  options.check_paths = false;
-  JobController controller(jobs->get(), &workers, &rendezvous, options);
-
+  std::unique_ptr<Coordinator> c = StartCoordinator();
   std::string ids[2];
   std::shared_ptr<SessionOutbox> sessions[2];
   for (int w = 0; w < 2; ++w) {
     v1::RegisterWorkerRequest request;
     request.set_name(w == 0 ? "w0" : "w1");
     request.set_device(v1::CPU);
-    ids[w] = controller.RegisterWorker(request).worker_id();
-    auto outbox = controller.OpenSession(ids[w]);
+    ids[w] = c->controller->RegisterWorker(request).worker_id();
+    auto outbox = c->controller->OpenSession(ids[w]);
     if (!outbox.ok()) __builtin_trap();
     sessions[w] = *outbox;
   }
-  if (!controller.Submit(TwoRankJob()).ok()) __builtin_trap();
+  if (!c->controller->Submit(TwoRankJob()).ok()) __builtin_trap();
 
   for (size_t at = 0; at + 3 <= size;) {
     const uint8_t tag = data[at];
     const size_t length = data[at + 1] | size_t{data[at + 2]} << 8;
     at += 3;
     const size_t take = std::min(length, size - at);
-    const uint8_t* payload = data + at;
+    Deliver(*c, tag & 15, ids[(tag >> 4) & 1], data + at, take);
     at += take;
-    const std::string& worker = ids[(tag >> 2) & 1];
-    switch (tag & 3) {
-      case 0: {
-        v1::Heartbeat heartbeat;
-        if (heartbeat.ParseFromArray(payload, static_cast<int>(take))) {
-          controller.OnHeartbeat(worker, heartbeat);
-        }
-        break;
-      }
-      case 1: {
-        v1::AttemptReport report;
-        if (report.ParseFromArray(payload, static_cast<int>(take))) controller.OnReport(worker, report);
-        break;
-      }
-      case 2: {
-        v1::HookChangeAck ack;
-        if (ack.ParseFromArray(payload, static_cast<int>(take))) controller.OnHookAck(worker, ack);
-        break;
-      }
-      default: {
-        v1::JobSpec spec;
-        if (spec.ParseFromArray(payload, static_cast<int>(take))) (void)controller.Submit(spec);
-        break;
-      }
-    }
   }
-  controller.CheckHeartbeats();
-  // Still answering, and consistent about the job it scheduled.
-  if (!(*jobs)->Get("job-1").ok()) __builtin_trap();
-  for (int w = 0; w < 2; ++w) controller.CloseSession(ids[w], sessions[w]);
+  c->controller->CheckHeartbeats();
+  // Still answering, and consistent about the job it scheduled first.
+  if (!c->jobs->Get("job-1").ok()) __builtin_trap();
+  for (int w = 0; w < 2; ++w) c->controller->CloseSession(ids[w], sessions[w]);
   return 0;
 }
