@@ -6,7 +6,8 @@
 #     (Debian's python3-torch, gloo) on the same model, data, optimizer and threads;
 #   - peak memory per rank (parameters, gradients, optimizer state, activations) for
 #     FULL_SHARD with and without prefetch, NO_SHARD, and FULL_SHARD with activation
-#     checkpointing, against what the sharding and the model's shapes predict.
+#     checkpointing, against common/memory_estimate.h's estimate (what the coordinator and
+#     the workers check before a job runs).
 # Usage: bench/gpt.sh [WARMUP_STEPS] [TIMED_STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,16 +31,16 @@ rows = [line.split() for line in sys.argv[2].splitlines()]
 for kind, name, *values in rows:
     if kind == "throughput":
         lines.append(f"| {name} | {float(values[0]):.0f} | {torch:.0f} | {float(values[0]) / torch:.2f} |")
-predicted = {name: [int(v) for v in values] for kind, name, *values in rows if kind == "predicted"}
-lines += ["", "| peak MiB per rank, measured / predicted | parameters | gradients (predicted range) | optimizer state | activations (predicted: the blocks') |",
+estimated = {name: [int(v) for v in values] for kind, name, *values in rows if kind == "estimated"}
+lines += ["", "| peak MiB per rank, measured / estimated | parameters | gradients | optimizer state | activations |",
           "| --- | --- | --- | --- | --- |"]
 mib = lambda b: f"{b / 2**20:.2f}"
 for kind, name, *values in rows:
     if kind != "memory":
         continue
     params, grads, optim, acts = [int(v) for v in values]
-    p_params, p_grads, p_grads_max, p_optim, p_acts = predicted[name]
-    lines.append(f"| {name} | {mib(params)} / {mib(p_params)} | {mib(grads)} / {mib(p_grads)}-{mib(p_grads_max)} "
+    p_params, p_grads, p_optim, p_acts = estimated[name]
+    lines.append(f"| {name} | {mib(params)} / {mib(p_params)} | {mib(grads)} / {mib(p_grads)} "
                  f"| {mib(optim)} / {mib(p_optim)} | {mib(acts)} / {mib(p_acts)} |")
 print("\n".join(lines))
 PY

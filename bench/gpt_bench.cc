@@ -3,8 +3,8 @@
 // Debian ships. Two measurements, printed one per line for bench/run.sh:
 //   throughput NAME TOKENS_PER_SECOND      world 2, timed steps after a warm-up
 //   memory NAME PARAMETERS GRADIENTS OPTIMIZER ACTIVATIONS   rank 0's peak bytes
-//   predicted NAME PARAMETERS GRADIENTS_MIN GRADIENTS_MAX OPTIMIZER BLOCK_ACTIVATIONS
-//                                         what the sharding and the model's shapes imply
+//   estimated NAME PARAMETERS GRADIENTS OPTIMIZER ACTIVATIONS
+//                                         common/memory_estimate.h's prediction
 // The memory runs compare FULL_SHARD (with and without prefetch), NO_SHARD and
 // FULL_SHARD with activation checkpointing.
 
@@ -17,7 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "bench/multiprocess.h"
 #include "bench/rank_training.h"
-#include "worker/fsdp/layout.h"
+#include "common/job_spec_defaults.h"
+#include "common/memory_estimate.h"
 #include "worker/trainer.h"
 
 namespace shardwise::bench {
@@ -92,47 +93,22 @@ bool Run(const std::string& name, const v1::JobSpec& spec, int warmup, bool memo
   });
 }
 
-// Bytes the sharding implies for rank 0: FP32 shards of every unit (parameters, their
-// reduced gradients, AdamW's two moments), plus the unsharded units alive at once. The
-// root stays gathered through the step; beside it one block computes (two with backward
-// prefetch, `gathered_blocks`). Gradients: at least the unsharded gradients of the root,
-// of the block computing and of the block whose reduction runs meanwhile on the
-// reduction thread; at most every unit's, when the reductions fall behind the backward.
-// Activations kept by the blocks for the backward: per block and row, the input, ln_1,
-// qkv (3C), the attention's output, the residual, ln_2, c_fc's output and GELU's (4C
-// each): 16 C floats, plus the attention probabilities (heads x T x T per sequence);
-// with checkpointing, each block's input only, plus one block's during its recompute.
-void PrintPredicted(const std::string& name, const v1::JobSpec& spec, int gathered_blocks) {
-  auto layout = fsdp::BuildFlatLayout(spec.model(), spec.wrap());
-  const bool sharded = spec.fsdp().sharding_strategy() != v1::ShardingStrategy::NO_SHARD;
-  const int shards = sharded ? kWorld : 1;
-  int64_t shard = 0, root = 0, block = 0, full = 0;
-  for (const fsdp::UnitLayout& unit : layout->units) {
-    const int64_t padded = fsdp::PaddedNumel(unit.numel, shards) * 4;
-    shard += padded / shards;
-    full += padded;
-    if (unit.is_root) {
-      root = padded;
-    } else {
-      block = std::max(block, padded);
-    }
+// What common/memory_estimate.h predicts for one rank: what the coordinator and the
+// workers check before a job runs.
+bool PrintEstimate(const std::string& name, v1::JobSpec spec) {
+  ApplyJobSpecDefaults(&spec);
+  auto estimate = EstimateRankMemory(spec);
+  if (!estimate.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), estimate.status().ToString().c_str());
+    return false;
   }
-  const int64_t parameters = sharded ? shard + root + gathered_blocks * block : full;
-  const int64_t gradients = shard + root + 2 * block;
-  const int64_t gradients_max = shard + full;
-  const v1::GptConfig& gpt = spec.model().gpt();
-  const int64_t sequences = spec.global_batch_size() / kWorld;
-  const int64_t rows = sequences * gpt.block_size();
-  const int64_t per_block =
-      4 * (16 * gpt.n_embd() * rows + gpt.n_head() * gpt.block_size() * gpt.block_size() * sequences);
-  const int64_t activations = spec.activation_checkpointing()
-                                  ? gpt.n_layer() * 4 * gpt.n_embd() * rows + per_block
-                                  : gpt.n_layer() * per_block;
-  std::printf("predicted %s %lld %lld %lld %lld %lld\n", name.c_str(),
-              static_cast<long long>(parameters), static_cast<long long>(gradients),
-              static_cast<long long>(gradients_max),
-              static_cast<long long>(2 * shard), static_cast<long long>(activations));
+  std::printf("estimated %s %lld %lld %lld %lld\n", name.c_str(),
+              static_cast<long long>(estimate->parameters),
+              static_cast<long long>(estimate->gradients),
+              static_cast<long long>(estimate->optimizer_state),
+              static_cast<long long>(estimate->activations));
   std::fflush(stdout);  // before the ranks fork, or they print it again
+  return true;
 }
 
 }  // namespace
@@ -154,12 +130,10 @@ int main(int argc, char** argv) {
   v1::JobSpec none = bench::Spec(v1::ShardingStrategy::NO_SHARD, 2);
   v1::JobSpec checkpointed = full;
   checkpointed.set_activation_checkpointing(true);
-  for (const auto& [name, spec, blocks] :
-       {std::make_tuple("FULL_SHARD", full, 1), std::make_tuple("FULL_SHARD+prefetch", prefetch, 2),
-        std::make_tuple("NO_SHARD", none, 0),
-        std::make_tuple("FULL_SHARD+checkpointing", checkpointed, 1)}) {
-    bench::PrintPredicted(name, spec, blocks);
-    if (!bench::Run(name, spec, 0, true)) return 1;
+  for (const auto& [name, spec] :
+       {std::make_pair("FULL_SHARD", full), std::make_pair("FULL_SHARD+prefetch", prefetch),
+        std::make_pair("NO_SHARD", none), std::make_pair("FULL_SHARD+checkpointing", checkpointed)}) {
+    if (!bench::PrintEstimate(name, spec) || !bench::Run(name, spec, 0, true)) return 1;
   }
   std::remove(bench::TokenFile().c_str());
   return 0;

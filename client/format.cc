@@ -10,6 +10,7 @@
 #include "common/comm_hook.h"
 #include "common/dtype_rules.h"
 #include "common/job_state.h"
+#include "common/memory_estimate.h"
 #include "common/prefetch_plan.h"
 
 namespace shardwise {
@@ -139,6 +140,10 @@ std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
   absl::StrAppend(&out, "Precision:  params ", v1::Dtype_Name(EffectiveParamDtype(mp)),
                   ", reduction ", v1::Dtype_Name(EffectiveReduceDtype(mp)), ", optimizer sees ",
                   v1::Dtype_Name(ReducedGradientDtype(mp)), " gradients\n");
+  if (job.memory_per_rank().total_bytes() > 0) {
+    absl::StrAppend(&out, "Memory:     about ", DescribeMemoryEstimate(job.memory_per_rank()),
+                    " per rank (estimated)\n");
+  }
   absl::StrAppend(&out, "Comm hook:  ", CommHookName(HookInEffect(job)));
   for (const v1::HookSwitch& s : job.hook_switches()) {
     if (s.state() == v1::HookSwitch::APPLIED) {

@@ -98,9 +98,13 @@ TEST(Format, DescriptionShowsPrecisionHookSwitchesAndLossScale) {
   abandoned->set_step(41);
   abandoned->set_state(v1::HookSwitch::ABANDONED);
   abandoned->set_reason("rank 1 (worker w1) had already started step 42");
+  job.mutable_memory_per_rank()->set_parameters_bytes(int64_t{3} << 20);
+  job.mutable_memory_per_rank()->set_total_bytes(int64_t{3} << 20);
   const std::string text = FormatJobDescription(job, 1'000'000);
   for (const char* line :
        {"Precision:  params FP16, reduction FP16, optimizer sees FP32 gradients\n",
+        "Memory:     about 3.0 MiB (parameters 3.0 MiB, gradients 0 B, optimizer state 0 B, "
+        "activations 0 B, data 0 B) per rank (estimated)\n",
         "Comm hook:  FP16_COMPRESS (from step 30, switch 1)\n",
         "Loss scale: 16384 (2 steps skipped for inf/NaN, 7 clean steps since the last change)\n",
         "  1  NO_HOOK -> FP16_COMPRESS at step 30  APPLIED\n",

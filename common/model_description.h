@@ -5,7 +5,7 @@
 // state_dict, the modules that own them (what a wrap policy matches), and the stages its
 // forward runs through, in order, with the parameters each reads. Nothing here computes:
 // the coordinator uses it to validate a spec (parameter counts, names, the wrap policy),
-// the workers to lay out flat parameters (worker/fsdp/layout.h) and to build the modules
+// the workers to lay out flat parameters (common/fsdp_layout.h) and to build the modules
 // that compute (worker/model/).
 //
 // Two kinds of model:

@@ -38,10 +38,30 @@ absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec) {
                                   options_.check_paths ? PathChecker(CheckReadableFile) : nullptr));
   v1::JobSpec effective = spec;
   ApplyJobSpecDefaults(&effective);
+  ASSIGN_OR_RETURN(const MemoryEstimate memory, EstimateRankMemory(effective));
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(v1::Job job, jobs_->Submit(effective));
+  RETURN_IF_ERROR(CheckSomeWorkerHasMemory(effective.device(), memory));
+  ASSIGN_OR_RETURN(v1::Job job, jobs_->Submit(effective, memory.ToProto()));
   ScheduleLocked();
   return jobs_->Get(job.id());
+}
+
+absl::Status JobController::CheckSomeWorkerHasMemory(v1::DeviceKind device,
+                                                     const MemoryEstimate& memory) const {
+  const std::vector<v1::WorkerInfo> workers = workers_->List();
+  const v1::WorkerInfo* largest = nullptr;
+  for (const v1::WorkerInfo& worker : workers) {
+    if (worker.device() != device) continue;
+    if (MemoryFits(memory.total(), RankMemory(worker))) return absl::OkStatus();
+    if (largest == nullptr || RankMemory(worker) > RankMemory(*largest)) largest = &worker;
+  }
+  if (largest == nullptr) return absl::OkStatus();  // none registered yet: the job waits
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the job needs about ", memory.ToString(), " per rank, but the largest ",
+      v1::DeviceKind_Name(device), " worker (", largest->name(), ") advertises ",
+      FormatBytes(RankMemory(*largest)),
+      "; use more ranks with a sharded strategy, a smaller global_batch_size or more "
+      "gradient_accumulation_steps, or activation_checkpointing"));
 }
 
 absl::StatusOr<v1::Job> JobController::Cancel(const std::string& job_id) {
@@ -580,27 +600,31 @@ void JobController::Schedule() {
 void JobController::ScheduleLocked() {
   std::vector<PendingJob> pending;
   for (const v1::Job& job : jobs_->Pending()) {
-    pending.push_back({job.id(), job.spec().world_size(), job.spec().device()});
+    pending.push_back({job.id(), job.spec().world_size(), job.spec().device(),
+                       job.memory_per_rank().total_bytes()});
   }
   if (pending.empty()) return;
   std::vector<IdleWorker> idle;
   for (v1::DeviceKind device : {v1::CPU, v1::CUDA}) {
     for (const v1::WorkerInfo& worker : workers_->Idle(device)) {
-      idle.push_back({worker.id(), worker.device()});
+      idle.push_back({worker.id(), worker.device(), RankMemory(worker)});
     }
   }
   const std::vector<Placement> placements = PlanGangPlacements(pending, idle);
   // Jobs left waiting say what for, counting the workers of their kind that exist.
-  std::map<v1::DeviceKind, int> registered;
-  for (const v1::WorkerInfo& worker : workers_->List()) {
-    if (worker.state() != v1::LOST) ++registered[worker.device()];
-  }
+  const std::vector<v1::WorkerInfo> workers = workers_->List();
   for (const PendingJob& job : pending) {
     const bool placed = std::any_of(placements.begin(), placements.end(),
                                     [&](const Placement& p) { return p.job_id == job.job_id; });
     if (placed) continue;
-    LogError(jobs_->SetPendingReason(
-                 job.job_id, PendingReason(job.world_size, job.device, registered[job.device])),
+    WorkerSupply supply{0, 0, job.memory_per_rank};
+    for (const v1::WorkerInfo& worker : workers) {
+      if (worker.state() == v1::LOST || worker.device() != job.device) continue;
+      ++supply.registered;
+      if (MemoryFits(job.memory_per_rank, RankMemory(worker))) ++supply.with_enough_memory;
+    }
+    LogError(jobs_->SetPendingReason(job.job_id,
+                                     PendingReason(job.world_size, job.device, supply)),
              "updating a pending reason");
   }
   for (const Placement& placement : placements) {

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/job_spec_validation.h"
+#include "common/memory_estimate.h"
 #include "proto/job.pb.h"
 #include "proto/worker_service.pb.h"
 #include "server/job_manager.h"
@@ -132,6 +133,10 @@ class JobController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION when workers of `device` are registered and none advertises
+  // `memory` per rank; OK when one does, or none is registered yet (the job waits).
+  absl::Status CheckSomeWorkerHasMemory(v1::DeviceKind device, const MemoryEstimate& memory) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoseWorkerLocked(const std::string& worker_id, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells every rank of the attempt to stop, except `skip_worker` (already gone).

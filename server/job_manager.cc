@@ -145,16 +145,18 @@ int JobManager::RetryUnsavedChanges(absl::Status* last_error) {
   return left;
 }
 
-absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec) {
+absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
+                                           const v1::MemoryEstimate& memory_per_rank) {
   absl::MutexLock lock(&mu_);
   const std::string id = absl::StrCat("job-", next_job_number_);
   v1::Job job;
   job.set_id(id);
   *job.mutable_spec() = spec;
   job.set_state(v1::PENDING);
-  job.set_reason(PendingReason(spec.world_size(), spec.device(), -1));
+  job.set_reason(PendingReason(spec.world_size(), spec.device()));
   job.set_create_time_ms(NowMs());
   job.mutable_progress()->set_total_steps(spec.steps());
+  *job.mutable_memory_per_rank() = memory_per_rank;
   // Saved through Mutate like every other change, from an empty placeholder.
   jobs_[id].job.set_id(id);
   auto saved = Mutate(

@@ -45,8 +45,10 @@ class JobManager {
   static absl::StatusOr<std::unique_ptr<JobManager>> Create(StateStore* store,
                                                             const Options& options);
 
-  // Stores a new PENDING job. `spec` must already be validated, with defaults applied.
-  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec);
+  // Stores a new PENDING job. `spec` must already be validated, with defaults applied;
+  // `memory_per_rank` is its estimate (common/memory_estimate.h).
+  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec,
+                                 const v1::MemoryEstimate& memory_per_rank = {});
 
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;  // NOT_FOUND
   std::vector<v1::Job> List() const;                             // oldest first

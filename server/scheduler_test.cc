@@ -44,13 +44,45 @@ TEST(PlanGangPlacements, DeviceKindsAreSeparateQueues) {
   EXPECT_EQ(gpu[0].worker_ids, (std::vector<std::string>{"g0"}));
 }
 
+TEST(PlanGangPlacements, RanksGoOnlyToWorkersWithEnoughMemory) {
+  const int64_t gib = int64_t{1} << 30;
+  std::vector<IdleWorker> idle = {{"small", v1::CUDA, 40 * gib},
+                                  {"big0", v1::CUDA, 80 * gib},
+                                  {"unknown", v1::CUDA, 0},
+                                  {"big1", v1::CUDA, 80 * gib}};
+  auto placements = PlanGangPlacements({{"large", 2, v1::CUDA, 60 * gib}}, idle);
+  ASSERT_EQ(placements.size(), 1u);
+  // A worker that advertises nothing is not refused: the worker checks again itself.
+  EXPECT_EQ(placements[0].worker_ids, (std::vector<std::string>{"big0", "unknown"}));
+  // The small worker is left for a small job behind it.
+  placements = PlanGangPlacements(
+      {{"large", 3, v1::CUDA, 60 * gib}, {"small", 1, v1::CUDA, gib}}, idle);
+  ASSERT_EQ(placements.size(), 2u);
+  EXPECT_EQ(placements[0].job_id, "large");
+  EXPECT_EQ(placements[0].worker_ids, (std::vector<std::string>{"big0", "unknown", "big1"}));
+  EXPECT_EQ(placements[1].job_id, "small");
+  EXPECT_EQ(placements[1].worker_ids, (std::vector<std::string>{"small"}));
+  placements = PlanGangPlacements({{"huge", 1, v1::CUDA, 100 * gib}}, idle);
+  ASSERT_EQ(placements.size(), 1u);
+  EXPECT_EQ(placements[0].worker_ids, (std::vector<std::string>{"unknown"}));
+  EXPECT_TRUE(PlanGangPlacements({{"huge", 2, v1::CUDA, 100 * gib}}, idle).empty());
+}
+
 TEST(PendingReason, SaysWhenTheClusterHasTooFewWorkersOfTheKind) {
-  EXPECT_EQ(PendingReason(4, v1::CPU, -1), "waiting for 4 idle CPU workers");
-  EXPECT_EQ(PendingReason(4, v1::CPU, 6), "waiting for 4 idle CPU workers");
-  EXPECT_EQ(PendingReason(4, v1::CUDA, 1),
+  EXPECT_EQ(PendingReason(4, v1::CPU), "waiting for 4 idle CPU workers");
+  EXPECT_EQ(PendingReason(4, v1::CPU, {6}), "waiting for 4 idle CPU workers");
+  EXPECT_EQ(PendingReason(4, v1::CUDA, {1}),
             "waiting for 4 CUDA workers (one per GPU), but only 1 is registered");
-  EXPECT_EQ(PendingReason(2, v1::CUDA, 0),
+  EXPECT_EQ(PendingReason(2, v1::CUDA, {0}),
             "waiting for 2 CUDA workers (one per GPU), but only 0 are registered");
+}
+
+TEST(PendingReason, SaysWhenTooFewWorkersHaveTheMemory) {
+  EXPECT_EQ(PendingReason(4, v1::CUDA, {6, 2, int64_t{60} << 30}),
+            "waiting for 4 CUDA workers with at least 60.0 GiB each (the estimated memory "
+            "per rank), but only 2 of the 6 registered advertise that much");
+  EXPECT_EQ(PendingReason(4, v1::CUDA, {6, 5, int64_t{60} << 30}),
+            "waiting for 4 idle CUDA workers");
 }
 
 }  // namespace

@@ -23,6 +23,12 @@
 
 namespace shardwise {
 
+// The memory a worker offers one rank: its GPU's for a CUDA worker, the host's otherwise;
+// 0 when it advertises none.
+inline int64_t RankMemory(const v1::WorkerInfo& worker) {
+  return worker.device() == v1::CUDA ? worker.gpu().memory_bytes() : worker.memory_bytes();
+}
+
 class WorkerRegistry {
  public:
   // Registers a worker, or re-registers one under the same name (a restarted or

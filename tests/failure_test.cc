@@ -111,25 +111,88 @@ TEST(Failure, ARestartedAttemptResumesFromTheJobsLatestCheckpoint) {
   EXPECT_EQ(job.progress().step(), 400);
 }
 
-// A job whose sizes pass validation but do not fit a worker's memory (here a worker
-// limited to 3 GiB of address space, and a 4 GiB layer) fails its attempt with a reason
-// that says so; the worker lives on and runs the next job.
-TEST(Failure, AJobTooLargeForAWorkersMemoryFailsAndTheWorkerServesOn) {
-  Cluster cluster;
-  cluster.StartCoordinator();
-  Process& worker = cluster.AddWorker("small", {}, {"/usr/bin/prlimit", "--as=3221225472"});
-  v1::JobSpec big = Cluster::Spec(1);
-  big.mutable_model()->clear_layer_widths();
-  for (int w : {65536, 16384, 10}) big.mutable_model()->add_layer_widths(w);
-  auto job = cluster.client().Submit(big);
-  ASSERT_TRUE(job.ok()) << job.status();
-  const v1::Job failed = cluster.WaitForState(*job, v1::FAILED);
-  EXPECT_TRUE(absl::StrContains(failed.reason(), "rank 0 (worker small) failed: out of memory while "))
-      << failed.reason();
+// The worker is up and runs the next job.
+void ExpectTheWorkerServesOn(Cluster& cluster, Process& worker) {
   EXPECT_TRUE(worker.Running());
   auto next = cluster.client().Submit(Cluster::Spec(1));
   ASSERT_TRUE(next.ok()) << next.status();
   cluster.WaitForState(*next, v1::SUCCEEDED);
+}
+
+// A one-rank MLP with a 4 GiB layer (1 G parameters).
+v1::JobSpec FourGibLayerSpec() {
+  v1::JobSpec big = Cluster::Spec(1);
+  big.mutable_model()->clear_layer_widths();
+  for (int w : {65536, 16384, 10}) big.mutable_model()->add_layer_widths(w);
+  return big;
+}
+
+// A job whose sizes pass validation but do not fit a worker's memory (here a worker
+// limited to 3 GiB of address space, and a 4 GiB layer) fails its attempt with a reason
+// that says so; the worker lives on and runs the next job. With its own check off, the
+// worker meets the failure where it happens, in an allocation.
+TEST(Failure, AJobTooLargeForAWorkersMemoryFailsAndTheWorkerServesOn) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  Process& worker = cluster.AddWorker("small", {"--check_memory=false"},
+                                      {"/usr/bin/prlimit", "--as=3221225472"});
+  auto job = cluster.client().Submit(FourGibLayerSpec());
+  ASSERT_TRUE(job.ok()) << job.status();
+  const v1::Job failed = cluster.WaitForState(*job, v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(failed.reason(), "rank 0 (worker small) failed: out of memory while "))
+      << failed.reason();
+  ExpectTheWorkerServesOn(cluster, worker);
+}
+
+// With its check on (the default), the same worker refuses the rank before allocating
+// anything, naming the estimate and what it has left.
+TEST(Failure, AWorkerRefusesARankItHasNoMemoryForBeforeItStarts) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  Process& worker = cluster.AddWorker("small", {}, {"/usr/bin/prlimit", "--as=3221225472"});
+  auto job = cluster.client().Submit(FourGibLayerSpec());
+  ASSERT_TRUE(job.ok()) << job.status();
+  const v1::Job failed = cluster.WaitForState(*job, v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(failed.reason(), "rank 0 needs about ")) << failed.reason();
+  EXPECT_TRUE(absl::StrContains(failed.reason(), "(parameters 4.0 GiB, ")) << failed.reason();
+  EXPECT_TRUE(absl::StrContains(failed.reason(), " of host memory available; the attempt did "
+                                                 "not start"))
+      << failed.reason();
+  ExpectTheWorkerServesOn(cluster, worker);
+}
+
+// A job whose estimated memory per rank exceeds what every registered worker of its
+// kind advertises (here: activations of twice this host's memory) is refused at
+// submission, naming the estimate and the largest worker; a job submitted before any
+// worker of its kind registers waits instead.
+TEST(Failure, AJobNoWorkerHasTheMemoryForIsRefusedAtSubmission) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  v1::JobSpec huge = FourGibLayerSpec();
+  const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  const double row_bytes = 4.0 * (65536 + 10 + 2 * (16384 + 10));
+  int64_t rows = 1;
+  while (rows * row_bytes < 2 * physical) rows *= 2;
+  huge.set_global_batch_size(rows);
+  auto queued = cluster.client().Submit(huge);
+  ASSERT_TRUE(queued.ok()) << "no worker registered yet: " << queued.status();
+  cluster.AddWorker("w0");
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    auto job = cluster.client().Get(*queued);
+    return job.ok() && absl::StrContains(job->reason(), "advertise that much");
+  })) << cluster.client().Get(*queued)->reason();
+  auto refused = cluster.client().Submit(huge);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "the job needs about "))
+      << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "but the largest CPU worker (w0) advertises "))
+      << refused.status();
+  // The queued job holds the CPU queue (no backfilling) until it is cancelled.
+  auto fits = cluster.client().Submit(Cluster::Spec(1));
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  ASSERT_TRUE(cluster.client().Cancel(*queued).ok());
+  cluster.WaitForState(*fits, v1::SUCCEEDED);
 }
 
 // A state file that cannot be written (its file system full) loses nothing: the job that

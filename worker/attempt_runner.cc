@@ -12,12 +12,13 @@ namespace shardwise {
 AttemptRunner::AttemptRunner(std::shared_ptr<grpc::Channel> channel,
                              const v1::Assignment& assignment, const DataPlaneOptions& data_plane,
                              std::shared_ptr<TrainingHooks> hooks, RankDeviceFactory make_device,
-                             Reporter report)
+                             MemoryProbe available_memory, Reporter report)
     : channel_(std::move(channel)),
       assignment_(assignment),
       data_plane_(data_plane),
       faults_(std::move(hooks)),
       make_device_(std::move(make_device)),
+      available_memory_(std::move(available_memory)),
       report_(std::move(report)),
       position_(assignment.rank()),
       thread_([this] { Run(); }) {}
@@ -84,6 +85,18 @@ void AttemptRunner::PublishProgress() {
   }
 }
 
+absl::Status AttemptRunner::CheckMemory() const {
+  if (!available_memory_) return absl::OkStatus();
+  absl::StatusOr<int64_t> available = available_memory_();
+  if (!available.ok()) {
+    std::fprintf(stderr, "worker: %s attempt %d: not checking memory: %s\n", job_id().c_str(),
+                 attempt(), std::string(available.status().message()).c_str());
+    return absl::OkStatus();
+  }
+  return CheckRankMemory(assignment_.spec(), assignment_.rank(), *available,
+                         DataFileBytes(assignment_.spec()));
+}
+
 void AttemptRunner::Run() {
   const int rank = assignment_.rank();
   const int size = assignment_.world_size();
@@ -111,6 +124,9 @@ void AttemptRunner::Run() {
     done_ = true;
     finished_.Notify();
   };
+
+  // Before joining: a rank that cannot fit fails at once, and its peers are aborted.
+  if (absl::Status memory = CheckMemory(); !memory.ok()) return fail(memory);
 
   GrpcRendezvousStore store(channel_, assignment_.job_id(), assignment_.attempt(),
                             options.timeout, &abort_);

@@ -21,6 +21,7 @@
 #include "proto/worker_service.pb.h"
 #include "worker/comm/data_plane.h"
 #include "worker/hook_schedule.h"
+#include "worker/memory_check.h"
 #include "worker/plan_mailbox.h"
 #include "worker/trainer.h"
 #include "worker/runtime/memory.h"
@@ -34,10 +35,11 @@ class AttemptRunner {
   using Reporter = std::function<void(const v1::AttemptReport&)>;
 
   // Starts the attempt at once. `channel` reaches the coordinator; `make_device` makes
-  // the device of accelerator jobs (empty on CPU-only workers).
+  // the device of accelerator jobs (empty on CPU-only workers); `available_memory`, when
+  // set, is checked against the job's estimated memory per rank before anything starts.
   AttemptRunner(std::shared_ptr<grpc::Channel> channel, const v1::Assignment& assignment,
                 const DataPlaneOptions& data_plane, std::shared_ptr<TrainingHooks> hooks,
-                RankDeviceFactory make_device, Reporter report);
+                RankDeviceFactory make_device, MemoryProbe available_memory, Reporter report);
   ~AttemptRunner();  // aborts and joins
 
   // Asks the attempt to stop; it reports ABORTED with `reason` if it had not finished.
@@ -68,6 +70,9 @@ class AttemptRunner {
 
  private:
   void Run();
+  // RESOURCE_EXHAUSTED when this worker lacks the memory the job's rank is estimated to
+  // need (memory_check.h); OK when it has it, or cannot tell.
+  absl::Status CheckMemory() const;
   // `permanent`: an ABORTED that every attempt would repeat (common/permanent_failure.h).
   void Report(v1::AttemptPhase phase, const std::string& message, v1::Progress progress,
               bool permanent = false);
@@ -80,6 +85,7 @@ class AttemptRunner {
   const DataPlaneOptions data_plane_;
   const std::shared_ptr<TrainingHooks> faults_;  // tests only; may be null
   const RankDeviceFactory make_device_;
+  const MemoryProbe available_memory_;
   const Reporter report_;
 
   absl::Mutex mu_;

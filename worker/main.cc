@@ -12,6 +12,7 @@
 #include "common/coordinator_address.h"
 #include "common/daemon_signals.h"
 #include "common/self_restart.h"
+#include "worker/runtime/host_memory.h"
 #include "worker/testing/training_faults.h"
 #include "worker/worker_daemon.h"
 
@@ -28,6 +29,12 @@ ABSL_FLAG(int, gpu, 0, "with --device=cuda: the CUDA device (ordinal) this worke
           "run one worker per GPU");
 ABSL_FLAG(std::string, data_address, "127.0.0.1",
           "address peers reach this worker's data plane at (Gloo/TCP)");
+
+ABSL_FLAG(bool, check_memory, true,
+          "before an attempt starts, compare the job's estimated memory per rank with what is "
+          "left (host memory for CPU workers: MemAvailable, the address-space and cgroup "
+          "limits; free GPU memory for CUDA workers) and fail the attempt at once if it does "
+          "not fit");
 
 ABSL_FLAG(int64_t, stuck_abort_restart_ms, 5000,
           "an attempt told to abort that has not ended this long after (a collective blocked "
@@ -64,6 +71,7 @@ int main(int argc, char** argv) {
     options.device = shardwise::v1::CUDA;
     options.gpu = *gpu;
     options.make_device = shardwise::cuda::CudaRankDevices(gpu->index());
+    options.available_memory = [index = gpu->index()] { return shardwise::cuda::FreeGpuMemory(index); };
     std::fprintf(stderr, "shardwise-worker: GPU %d: %s, %lld MiB, sm_%d%d, CUDA driver %s, NCCL %s\n",
                  gpu->index(), gpu->name().c_str(),
                  static_cast<long long>(gpu->memory_bytes() >> 20),
@@ -79,6 +87,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "shardwise-worker: --device: unknown value '%s' (expected cpu or cuda)\n",
                  device.c_str());
     return 2;
+  }
+  if (!absl::GetFlag(FLAGS_check_memory)) {
+    options.available_memory = nullptr;
+  } else if (options.device == shardwise::v1::CPU) {
+    options.available_memory = shardwise::HostMemoryAvailable;
   }
   options.data_plane.hostname = absl::GetFlag(FLAGS_data_address);
   auto faults = shardwise::ParseTrainingFaults(absl::GetFlag(FLAGS_fault_injection));

@@ -20,7 +20,7 @@
 #include "worker/comm/tracked_communicator.h"
 #include "worker/compute/cpu_device.h"
 #include "worker/fsdp/comm_hooks.h"
-#include "worker/fsdp/layout.h"
+#include "common/fsdp_layout.h"
 #include "worker/trainer.h"
 
 namespace shardwise {

@@ -170,6 +170,7 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
   runner_.reset();  // joins the finished runner
   runner_ = std::make_unique<AttemptRunner>(channel_, assignment, options_.data_plane,
                                             options_.faults, options_.make_device,
+                                            options_.available_memory,
                                             [this](const v1::AttemptReport& report) {
                                               v1::WorkerMessage message;
                                               *message.mutable_report() = report;

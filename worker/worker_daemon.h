@@ -30,6 +30,9 @@ struct WorkerOptions {
   v1::DeviceKind device = v1::CPU;
   v1::GpuInfo gpu;                // CUDA workers: what they advertise
   RankDeviceFactory make_device;  // CUDA workers: their GPU's device and communicators
+  // Checked against each job's estimated memory per rank before an attempt starts
+  // (memory_check.h); empty: not checked (--check_memory=false).
+  MemoryProbe available_memory;
   DataPlaneOptions data_plane;
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);

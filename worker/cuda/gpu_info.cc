@@ -37,4 +37,11 @@ absl::StatusOr<v1::GpuInfo> QueryGpu(int index) {
   return info;
 }
 
+absl::StatusOr<int64_t> FreeGpuMemory(int index) {
+  RETURN_IF_CUDA_ERROR(cudaSetDevice(index));
+  size_t free = 0, total = 0;
+  RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free, &total));
+  return static_cast<int64_t>(free);
+}
+
 }  // namespace shardwise::cuda

@@ -3,6 +3,8 @@
 
 // What a CUDA worker advertises about its GPU when it registers.
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "proto/job.pb.h"
 
@@ -12,6 +14,10 @@ namespace shardwise::cuda {
 // version and the NCCL version. FAILED_PRECONDITION when there is no such GPU (or no
 // driver), naming the GPUs that exist.
 absl::StatusOr<v1::GpuInfo> QueryGpu(int index);
+
+// The bytes free on GPU `index` now (cudaMemGetInfo): what a CUDA worker compares with a
+// job's estimated memory per rank before it starts an attempt.
+absl::StatusOr<int64_t> FreeGpuMemory(int index);
 
 }  // namespace shardwise::cuda
 

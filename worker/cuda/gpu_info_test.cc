@@ -17,6 +17,11 @@ TEST(GpuInfoTest, DescribesTheGpuAndRefusesAMissingOne) {
   EXPECT_NE(info->nccl_version(), "0.0.0");
   std::printf("GPU 0: %s\n", info->DebugString().c_str());
 
+  auto free = FreeGpuMemory(0);
+  ASSERT_TRUE(free.ok()) << free.status();
+  EXPECT_GT(*free, 0);
+  EXPECT_LE(*free, info->memory_bytes());
+
   auto missing = QueryGpu(64);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(missing.status().message().find("--gpu=64"), std::string::npos) << missing.status();

@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "worker/comm/comm_thread.h"
-#include "worker/fsdp/layout.h"
+#include "common/fsdp_layout.h"
 #include "worker/runtime/memory.h"
 
 namespace shardwise::fsdp {

@@ -59,7 +59,7 @@
 #include "worker/fsdp/comm_hooks.h"
 #include "worker/fsdp/flat_unit.h"
 #include "worker/fsdp/gradient_reducer.h"
-#include "worker/fsdp/layout.h"
+#include "common/fsdp_layout.h"
 #include "worker/fsdp/optimizer.h"
 #include "worker/fsdp/optimizer_ranges.h"
 #include "worker/model/batch.h"

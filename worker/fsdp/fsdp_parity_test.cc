@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "common/safetensors.h"
 #include "worker/data/weights.h"
-#include "worker/fsdp/layout.h"
+#include "common/fsdp_layout.h"
 #include "worker/fsdp/reference_training.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"

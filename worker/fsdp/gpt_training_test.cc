@@ -16,11 +16,13 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/job_spec_defaults.h"
+#include "common/memory_estimate.h"
 #include "common/model_description.h"
 #include "common/safetensors.h"
 #include "gtest/gtest.h"
 #include "worker/data/random.h"
-#include "worker/fsdp/layout.h"
+#include "common/fsdp_layout.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
 
@@ -247,6 +249,61 @@ TEST(GptTraining, FullShardHoldsItsShardsPlusAtMostTwoUnits) {
               shards + root + 2 * block) << r;
     EXPECT_EQ(whole_run.memory[r].peak(MemoryCategory::kParameters), total) << r;
     EXPECT_EQ(full_run.memory[r].live(MemoryCategory::kParameters), 0) << r;
+  }
+}
+
+// The estimate the coordinator and workers check before a job runs
+// (common/memory_estimate.h) against the allocator's peak counters of real ranks:
+// parameters and optimizer state exact, gradients and activations close.
+TEST(GptTraining, TheMemoryEstimateMatchesWhatTheRanksAllocate) {
+  const std::string dir = TempDir("gpt-estimate");
+  struct Case {
+    const char* name;
+    v1::JobSpec spec;
+  };
+  std::vector<Case> cases;
+  v1::JobSpec full = GptSpec(dir, v1::ShardingStrategy::FULL_SHARD, 2, 2);
+  full.mutable_model()->mutable_gpt()->set_n_embd(64);
+  full.mutable_model()->mutable_gpt()->set_block_size(64);
+  full.set_global_batch_size(16);
+  cases.push_back({"FULL_SHARD+prefetch", full});
+  v1::JobSpec one_at_a_time = full;
+  one_at_a_time.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
+  cases.push_back({"FULL_SHARD", one_at_a_time});
+  v1::JobSpec whole = full;
+  whole.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
+  cases.push_back({"NO_SHARD", whole});
+  v1::JobSpec checkpointed = one_at_a_time;
+  checkpointed.set_activation_checkpointing(true);
+  cases.push_back({"FULL_SHARD+checkpointing", checkpointed});
+  for (Case& c : cases) {
+    ApplyJobSpecDefaults(&c.spec);
+    auto estimate = EstimateRankMemory(c.spec);
+    ASSERT_TRUE(estimate.ok()) << estimate.status();
+    testing::ThreadedTraining run;
+    ASSERT_TRUE(TrainAndRead(c.spec, {}, &run).ok()) << c.name;
+    const MemoryStats& m = run.memory[0];
+    const double parameters = m.peak(MemoryCategory::kParameters);
+    const double gradients = m.peak(MemoryCategory::kGradients);
+    const double activations = m.peak(MemoryCategory::kActivations);
+    std::printf("%s: parameters %.0f / %lld, gradients %.0f / %lld, optimizer %lld / %lld, "
+                "activations %.0f / %lld (measured / estimated)\n",
+                c.name, parameters, static_cast<long long>(estimate->parameters), gradients,
+                static_cast<long long>(estimate->gradients),
+                static_cast<long long>(m.peak(MemoryCategory::kOptimizerState)),
+                static_cast<long long>(estimate->optimizer_state), activations,
+                static_cast<long long>(estimate->activations));
+    if (c.spec.fsdp().backward_prefetch() == v1::BackwardPrefetch::NONE ||
+        c.spec.fsdp().sharding_strategy() == v1::ShardingStrategy::NO_SHARD) {
+      EXPECT_EQ(parameters, estimate->parameters) << c.name;
+    } else {
+      EXPECT_LE(parameters, estimate->parameters) << c.name;  // prefetch is not always ahead
+    }
+    EXPECT_EQ(m.peak(MemoryCategory::kOptimizerState), estimate->optimizer_state) << c.name;
+    // Without prefetch a reduction may finish before the next unit's backward starts.
+    EXPECT_LE(gradients, estimate->gradients) << c.name;
+    EXPECT_GE(gradients, 0.6 * estimate->gradients) << c.name;
+    EXPECT_NEAR(activations / estimate->activations, 1.0, 0.1) << c.name;
   }
 }
 

@@ -1,5 +1,5 @@
-#ifndef SHARDWISE_WORKER_FSDP_LAYOUT_H_
-#define SHARDWISE_WORKER_FSDP_LAYOUT_H_
+#ifndef SHARDWISE_COMMON_FSDP_LAYOUT_H_
+#define SHARDWISE_COMMON_FSDP_LAYOUT_H_
 
 // Pure descriptions of how a job's model is split into FSDP units and sharded: which
 // parameters each unit holds, where each sits in the unit's flat buffer, and each rank's
@@ -86,4 +86,4 @@ int64_t PaddedNumel(int64_t numel, int shard_size);
 
 }  // namespace shardwise::fsdp
 
-#endif  // SHARDWISE_WORKER_FSDP_LAYOUT_H_
+#endif  // SHARDWISE_COMMON_FSDP_LAYOUT_H_

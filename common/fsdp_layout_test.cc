@@ -1,4 +1,4 @@
-#include "worker/fsdp/layout.h"
+#include "common/fsdp_layout.h"
 
 #include "gtest/gtest.h"
 

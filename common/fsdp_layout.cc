@@ -1,4 +1,4 @@
-#include "worker/fsdp/layout.h"
+#include "common/fsdp_layout.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,0 +1,86 @@
+#include "worker/runtime/host_memory.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace shardwise {
+namespace {
+
+std::string ReadSmallFile(const char* path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// memory.max less memory.current of this process's cgroup (v2), or -1 without a limit.
+int64_t CgroupMemoryLeft() {
+  // "0::/PATH" for the unified hierarchy.
+  const std::string membership = ReadSmallFile("/proc/self/cgroup");
+  const size_t at = membership.find("0::");
+  if (at == std::string::npos) return -1;
+  std::string path = membership.substr(at + 3);
+  path = path.substr(0, path.find('\n'));
+  const std::string dir = absl::StrCat("/sys/fs/cgroup", path == "/" ? "" : path);
+  int64_t limit = 0, current = 0;
+  std::string max_text = ReadSmallFile(absl::StrCat(dir, "/memory.max").c_str());
+  std::string current_text = ReadSmallFile(absl::StrCat(dir, "/memory.current").c_str());
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(max_text), &limit) ||
+      !absl::SimpleAtoi(absl::StripAsciiWhitespace(current_text), &current)) {
+    return -1;  // "max", or no memory controller
+  }
+  return std::max<int64_t>(limit - current, 0);
+}
+
+// RLIMIT_AS less the process's virtual size, or -1 without a limit.
+int64_t AddressSpaceLeft() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return -1;
+  auto size = ParseKilobyteField(ReadSmallFile("/proc/self/status"), "VmSize");
+  if (!size.ok()) return -1;
+  return std::max<int64_t>(static_cast<int64_t>(limit.rlim_cur) - *size, 0);
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ParseKilobyteField(absl::string_view text, absl::string_view name) {
+  const std::string key = absl::StrCat(name, ":");
+  for (size_t line = 0; line < text.size();) {
+    size_t end = text.find('\n', line);
+    if (end == absl::string_view::npos) end = text.size();
+    absl::string_view row = text.substr(line, end - line);
+    if (absl::ConsumePrefix(&row, key)) {
+      row = absl::StripAsciiWhitespace(row);
+      absl::ConsumeSuffix(&row, "kB");
+      int64_t kilobytes = 0;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(row), &kilobytes) && kilobytes >= 0 &&
+          kilobytes <= (int64_t{1} << 53)) {
+        return kilobytes * 1024;
+      }
+    }
+    line = end + 1;
+  }
+  return absl::NotFoundError(absl::StrCat("no '", name, ":' line"));
+}
+
+absl::StatusOr<int64_t> HostMemoryAvailable() {
+  auto available = ParseKilobyteField(ReadSmallFile("/proc/meminfo"), "MemAvailable");
+  if (!available.ok()) {
+    return absl::InternalError(absl::StrCat("reading /proc/meminfo: ", available.status().message()));
+  }
+  int64_t left = *available;
+  for (int64_t limit : {AddressSpaceLeft(), CgroupMemoryLeft()}) {
+    if (limit >= 0) left = std::min(left, limit);
+  }
+  return left;
+}
+
+}  // namespace shardwise

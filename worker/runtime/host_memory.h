@@ -1,0 +1,26 @@
+#ifndef SHARDWISE_WORKER_RUNTIME_HOST_MEMORY_H_
+#define SHARDWISE_WORKER_RUNTIME_HOST_MEMORY_H_
+
+// How much host memory this process may still allocate: the least of what the kernel
+// says is available (MemAvailable), what the address-space limit leaves (RLIMIT_AS less
+// the process's size; `prlimit --as`, `ulimit -v`) and what the cgroup's limit leaves
+// (memory.max less memory.current; a container's limit). A CPU worker compares it with a
+// job's estimated memory per rank before it starts an attempt.
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace shardwise {
+
+// The value in bytes of a "Name:   N kB" line of /proc/meminfo or /proc/self/status;
+// NOT_FOUND when there is no such line.
+absl::StatusOr<int64_t> ParseKilobyteField(absl::string_view text, absl::string_view name);
+
+// INTERNAL when /proc/meminfo cannot be read.
+absl::StatusOr<int64_t> HostMemoryAvailable();
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_RUNTIME_HOST_MEMORY_H_

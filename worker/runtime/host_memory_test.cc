@@ -1,0 +1,65 @@
+#include "worker/runtime/host_memory.h"
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+TEST(ParseKilobyteField, ReadsTheNamedLine) {
+  const char* meminfo =
+      "MemTotal:       24576000 kB\nMemFree:         1000 kB\nMemAvailable:   20000000 kB\n";
+  EXPECT_EQ(*ParseKilobyteField(meminfo, "MemAvailable"), int64_t{20000000} * 1024);
+  EXPECT_EQ(*ParseKilobyteField(meminfo, "MemFree"), 1000 * 1024);
+  EXPECT_EQ(ParseKilobyteField(meminfo, "Mem").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ParseKilobyteField("VmSize:\tgarbage kB\n", "VmSize").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(HostMemoryAvailable, IsPositiveAndAtMostThePhysicalMemory) {
+  auto available = HostMemoryAvailable();
+  ASSERT_TRUE(available.ok()) << available.status();
+  EXPECT_GT(*available, 0);
+  EXPECT_LE(*available, static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
+}
+
+// An address-space limit (prlimit --as) bounds what is available: in a child process,
+// limited to its current size plus 256 MiB.
+TEST(HostMemoryAvailable, AnAddressSpaceLimitBoundsIt) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto before = HostMemoryAvailable();
+    if (!before.ok()) _exit(10);
+    // VmSize from the same source the function reads, then the limit above it.
+    rlimit limit{};
+    auto size = ParseKilobyteField(
+        [] {
+          FILE* f = fopen("/proc/self/status", "r");
+          std::string text;
+          char buffer[4096];
+          size_t n;
+          while (f != nullptr && (n = fread(buffer, 1, sizeof(buffer), f)) > 0) text.append(buffer, n);
+          if (f != nullptr) fclose(f);
+          return text;
+        }(),
+        "VmSize");
+    if (!size.ok()) _exit(11);
+    limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(*size + (int64_t{256} << 20));
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(12);
+    auto after = HostMemoryAvailable();
+    if (!after.ok()) _exit(13);
+    // At most the 256 MiB left (less whatever the reads allocated), and not nothing.
+    _exit(*after <= (int64_t{256} << 20) && *after > (int64_t{200} << 20) ? 0 : 14);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace shardwise
