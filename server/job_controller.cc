@@ -14,24 +14,24 @@
 #include "server/scheduler.h"
 
 namespace shardwise {
-namespace {
 
-std::string RankName(const v1::Job& job, int32_t rank) {
+std::string JobController::RankName(const v1::Job& job, int32_t rank) {
   for (const auto& r : job.ranks()) {
     if (r.rank() == rank) return absl::StrCat("rank ", rank, " (worker ", r.worker_id(), ")");
   }
   return absl::StrCat("rank ", rank);
 }
 
-void LogError(const absl::Status& status, const char* what) {
+void JobController::LogError(const absl::Status& status, const char* what) {
   if (!status.ok()) std::fprintf(stderr, "coordinator: %s: %s\n", what, status.ToString().c_str());
 }
 
-}  // namespace
-
 JobController::JobController(JobManager* jobs, WorkerRegistry* workers,
                              RendezvousStore* rendezvous, const Options& options)
-    : jobs_(jobs), workers_(workers), rendezvous_(rendezvous), options_(options) {}
+    : jobs_(jobs), workers_(workers), rendezvous_(rendezvous), options_(options) {
+  absl::MutexLock lock(&mu_);
+  AwaitReattachments();
+}
 
 absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec) {
   RETURN_IF_ERROR(ValidateJobSpec(spec, options_.limits,
@@ -97,6 +97,11 @@ absl::StatusOr<v1::HookSwitch> JobController::SetCommHook(const std::string& job
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", job_id, " is ", v1::JobState_Name(job.state()),
         "; its communication hook can change only while it is RUNNING"));
+  }
+  if (live->second.awaiting_reattach) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, "'s ranks are re-attaching after a coordinator restart; try again "
+        "once they are back (describe shows it)"));
   }
   RETURN_IF_ERROR(ValidateCommHook(hook, job.spec()));
   const v1::CommHook current = HookInEffect(job);
@@ -194,27 +199,50 @@ void JobController::OnHookAck(const std::string& worker_id, const v1::HookChange
   }
 }
 
+// The decision is written before any rank hears it: a coordinator that crashes between
+// the two abandons the switch when it restarts (JobManager), which is right only if no
+// rank was told to commit. A commit the state file refuses becomes an abandon.
 void JobController::DecideHookSwitchLocked(const v1::Job& job, LiveAttempt& attempt, bool commit,
                                            const std::string& reason) {
   v1::HookSwitch decided = *attempt.proposal;
   attempt.proposal.reset();
   attempt.accepted.clear();
-  decided.set_state(commit ? v1::HookSwitch::APPLIED : v1::HookSwitch::ABANDONED);
-  decided.set_reason(reason);
+  std::string why = reason;
+  if (commit) {
+    decided.set_state(v1::HookSwitch::APPLIED);
+    const std::string event =
+        absl::StrCat("comm hook switched ", CommHookName(decided.old_hook()), " -> ",
+                     CommHookName(decided.new_hook()), " at step ", decided.step(), " (switch ",
+                     decided.version(), ", agreed by every rank)");
+    const absl::Status written = jobs_->RecordHookSwitch(job.id(), decided, event,
+                                                         /*durable=*/true).status();
+    if (!written.ok()) {
+      commit = false;
+      why = absl::StrCat("the decision could not be written: ", written.message());
+    }
+  }
+  if (!commit) {
+    decided.set_state(v1::HookSwitch::ABANDONED);
+    decided.set_reason(why);
+    LogError(jobs_->RecordHookSwitch(job.id(), decided,
+                                     absl::StrCat("comm hook switch ", decided.version(), " to ",
+                                                  CommHookName(decided.new_hook()),
+                                                  " abandoned: ", why))
+                 .status(),
+             "recording a hook switch");
+  }
+  SendToRanksLocked(job, HookDecisionMessage(job, decided.version(), commit));
+}
+
+v1::CoordinatorMessage JobController::HookDecisionMessage(const v1::Job& job, int32_t version,
+                                                         bool commit) {
   v1::CoordinatorMessage message;
   v1::HookDecision* decision = message.mutable_hook_decision();
   decision->set_job_id(job.id());
   decision->set_attempt(job.attempt());
-  decision->set_version(decided.version());
+  decision->set_version(version);
   decision->set_commit(commit);
-  SendToRanksLocked(job, message);
-  const std::string event =
-      commit ? absl::StrCat("comm hook switched ", CommHookName(decided.old_hook()), " -> ",
-                            CommHookName(decided.new_hook()), " at step ", decided.step(),
-                            " (switch ", decided.version(), ", agreed by every rank)")
-             : absl::StrCat("comm hook switch ", decided.version(), " to ",
-                            CommHookName(decided.new_hook()), " abandoned: ", reason);
-  LogError(jobs_->RecordHookSwitch(job.id(), decided, event).status(), "recording a hook switch");
+  return message;
 }
 
 void JobController::SendToRanksLocked(const v1::Job& job, const v1::CoordinatorMessage& message) {
@@ -240,7 +268,12 @@ v1::RegisterWorkerResponse JobController::RegisterWorker(
                         registration.worker_id);
     }
   }
+  // After a restart: the worker may run a rank of an attempt waiting for its ranks.
+  const bool reattached =
+      request.has_running() && ReattachLocked(registration.worker_id, request.running());
+  if (!reattached) RequeueIfRankCameBackWithoutItLocked(registration.worker_id);
   v1::RegisterWorkerResponse response;
+  response.set_reattached(reattached);
   response.set_worker_id(registration.worker_id);
   response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
   return response;
@@ -250,6 +283,7 @@ absl::StatusOr<std::shared_ptr<SessionOutbox>> JobController::OpenSession(
     const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(std::shared_ptr<SessionOutbox> outbox, workers_->AttachSession(worker_id));
+  ResyncReattachedLocked(worker_id);
   ScheduleLocked();
   return outbox;
 }
@@ -481,6 +515,7 @@ void JobController::CheckHeartbeats() {
                                              absl::FormatDuration(options_.heartbeat_timeout)));
   }
   CheckStallsLocked(absl::Now());
+  CheckReattachDeadlinesLocked(absl::Now());
 }
 
 namespace {

@@ -49,9 +49,14 @@ class JobController {
     // the attempt with that reason.
     absl::Duration stall_warning = absl::Seconds(60);
     absl::Duration stall_abort = absl::ZeroDuration();
+    // After a restart, how long the ranks of the attempts the previous coordinator was
+    // running have to re-attach (their workers register again naming the attempt);
+    // attempts missing a rank then are re-queued.
+    absl::Duration reattach_grace = absl::Seconds(30);
   };
 
-  // The managers are not owned and must outlive the controller.
+  // The managers are not owned and must outlive the controller. Jobs `jobs` holds as
+  // RUNNING (a previous coordinator ran them) wait for their ranks to re-attach.
   JobController(JobManager* jobs, WorkerRegistry* workers, RendezvousStore* rendezvous,
                 const Options& options);
 
@@ -62,7 +67,7 @@ class JobController {
   // proposes it to every rank; the switch applies once all accept (hook_schedule.h on the
   // worker). Returns the proposal. INVALID_ARGUMENT for a hook the job cannot use,
   // FAILED_PRECONDITION when the job is not running, already uses it, is agreeing
-  // another switch, or has too few steps left.
+  // another switch, has too few steps left, or its ranks are re-attaching after a restart.
   absl::StatusOr<v1::HookSwitch> SetCommHook(const std::string& job_id, const v1::CommHook& hook);
 
   // Worker operations.
@@ -76,8 +81,9 @@ class JobController {
   // The spans the job's ranks sent (TimelineStore); NOT_FOUND for an unknown job.
   absl::StatusOr<v1::Timeline> GetTimeline(const std::string& job_id) const;
 
-  // Marks workers silent for longer than the heartbeat timeout as lost, and reports (or
-  // aborts) stalled attempts. Called periodically by the coordinator.
+  // Marks workers silent for longer than the heartbeat timeout as lost, reports (or
+  // aborts) stalled attempts, and re-queues attempts whose ranks did not re-attach in
+  // time after a restart. Called periodically by the coordinator.
   void CheckHeartbeats();
 
   // Starts every pending job that fits on idle workers now.
@@ -109,7 +115,33 @@ class JobController {
     };
     std::map<int32_t, Seen> positions;
     int64_t stall_reported_at = -1;  // the collective (by count) last reported as stalled
+    // An attempt a previous coordinator ran, until every rank re-attached or the
+    // deadline passed (job_controller_reattach.cc).
+    bool awaiting_reattach = false;
+    absl::Time reattach_deadline;
+    std::set<int32_t> reattached;
   };
+
+  // job_controller_reattach.cc: adopting the attempts a previous coordinator ran.
+  // Every RUNNING job becomes a live attempt waiting for its ranks, with an event.
+  void AwaitReattachments() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `running`, which worker `worker_id` says it runs as it registers, is a rank
+  // of an attempt waiting for its ranks; if so the worker is BUSY with it again.
+  bool ReattachLocked(const std::string& worker_id, const v1::RunningAttempt& running)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker holding a rank of a waiting attempt registered without it (its daemon
+  // restarted): the attempt cannot go on.
+  void RequeueIfRankCameBackWithoutItLocked(const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Once its session is open: what the worker missed while the coordinator was down
+  // (hook-switch decisions, the newest prefetch plan).
+  void ResyncReattachedLocked(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Re-queues waiting attempts past their deadline.
+  void CheckReattachDeadlinesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a waiting attempt: aborts the ranks that came back, re-queues the job as a new
+  // attempt without counting a restart (the job did nothing wrong).
+  void RequeueUnattachedLocked(const v1::Job& job, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Names the ranks that keep others waiting in a collective, as an event once per
   // stalled collective, and fails the attempt past options_.stall_abort.
@@ -131,6 +163,11 @@ class JobController {
                               const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendToRanksLocked(const v1::Job& job, const v1::CoordinatorMessage& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static v1::CoordinatorMessage HookDecisionMessage(const v1::Job& job, int32_t version,
+                                                    bool commit);
+  // "rank 1 (worker w1)".
+  static std::string RankName(const v1::Job& job, int32_t rank);
+  static void LogError(const absl::Status& status, const char* what);
 
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION when workers of `device` are registered and none advertises
@@ -157,6 +194,8 @@ class JobController {
   TimelineStore timelines_;  // its own lock, a leaf like the managers'
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, LiveAttempt> live_ ABSL_GUARDED_BY(mu_);
+  // Workers re-attached whose session has not opened yet (ResyncReattachedLocked).
+  std::set<std::string> to_resync_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardwise

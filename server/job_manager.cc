@@ -27,34 +27,47 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(StateStore* store
     const std::string id = job.id();
     manager->jobs_[id].job = std::move(job);
   }
-  // The previous coordinator's workers may still run these attempts; a reconnecting
-  // worker that reports an attempt the coordinator no longer runs is told to abort.
   for (const std::string& id : manager->order_) {
-    const v1::Job& job = manager->jobs_[id].job;
-    if (job.state() != v1::SCHEDULED && job.state() != v1::RUNNING) continue;
-    const int32_t attempt = job.attempt();
-    const std::string reason = absl::StrCat(
-        "coordinator restarted while attempt ", attempt, " was ", v1::JobState_Name(job.state()),
-        "; re-queued as a new attempt");
-    auto requeued = manager->Mutate(
-        id,
-        [&](v1::Job* j) {
+    RETURN_IF_ERROR(manager->RecoverAttemptLocked(id));
+  }
+  return manager;
+}
+
+// An attempt the previous coordinator was running. SCHEDULED: its ranks were joining
+// through the rendezvous, which did not survive; re-queued (a worker still running it is
+// told to abort when it reconnects). RUNNING: its ranks train on without a coordinator
+// and re-attach (JobController), so it stays RUNNING. Either way a hook switch still
+// being agreed is abandoned: no rank was told to commit it (the decision is written
+// before it is sent), and re-attached ranks are told it was abandoned.
+absl::Status JobManager::RecoverAttemptLocked(const std::string& id) {
+  const v1::Job& job = jobs_[id].job;
+  const bool scheduled = job.state() == v1::SCHEDULED;
+  const bool proposing = std::any_of(
+      job.hook_switches().begin(), job.hook_switches().end(),
+      [](const v1::HookSwitch& s) { return s.state() == v1::HookSwitch::PROPOSED; });
+  if (!scheduled && !(job.state() == v1::RUNNING && proposing)) return absl::OkStatus();
+  const std::string reason =
+      scheduled ? absl::StrCat("coordinator restarted while attempt ", job.attempt(),
+                               " was SCHEDULED; re-queued as a new attempt")
+                : "the coordinator restarted before every rank answered the comm hook switch; "
+                  "abandoned";
+  auto recovered = Mutate(
+      id,
+      [&](v1::Job* j) {
+        if (scheduled) {
           j->set_state(v1::PENDING);
           j->set_reason(reason);
           j->clear_ranks();
-          // A switch still being agreed died with the coordinator; the ranks that had
-          // accepted it were aborted with their session.
-          for (v1::HookSwitch& pending : *j->mutable_hook_switches()) {
-            if (pending.state() != v1::HookSwitch::PROPOSED) continue;
-            pending.set_state(v1::HookSwitch::ABANDONED);
-            pending.set_reason("the coordinator restarted before every rank answered");
-          }
-          return absl::OkStatus();
-        },
-        reason, OnStoreFailure::kRefuse);
-    if (!requeued.ok()) return requeued.status();
-  }
-  return manager;
+        }
+        for (v1::HookSwitch& pending : *j->mutable_hook_switches()) {
+          if (pending.state() != v1::HookSwitch::PROPOSED) continue;
+          pending.set_state(v1::HookSwitch::ABANDONED);
+          pending.set_reason("the coordinator restarted before every rank answered");
+        }
+        return absl::OkStatus();
+      },
+      reason, OnStoreFailure::kRefuse);
+  return recovered.status();
 }
 
 absl::Status JobManager::CheckAttempt(const v1::Job& job, int32_t attempt) const {
@@ -330,7 +343,8 @@ absl::StatusOr<v1::Job> JobManager::RecordExecutionPlan(const std::string& job_i
 
 absl::StatusOr<v1::Job> JobManager::RecordHookSwitch(const std::string& job_id,
                                                      const v1::HookSwitch& hook_switch,
-                                                     const std::string& event_message) {
+                                                     const std::string& event_message,
+                                                     bool durable) {
   absl::MutexLock lock(&mu_);
   return Mutate(
       job_id,
@@ -347,7 +361,7 @@ absl::StatusOr<v1::Job> JobManager::RecordHookSwitch(const std::string& job_id,
         *j->add_hook_switches() = hook_switch;
         return absl::OkStatus();
       },
-      event_message);
+      event_message, durable ? OnStoreFailure::kRefuse : OnStoreFailure::kDefer);
 }
 
 absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attempt,

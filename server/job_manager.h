@@ -40,8 +40,9 @@ class JobManager {
   };
 
   // Loads every job from `store` (not owned; must outlive the manager). Jobs the previous
-  // coordinator had SCHEDULED or RUNNING are re-queued as PENDING with a new attempt to
-  // come, and an event that says why.
+  // coordinator had SCHEDULED are re-queued as PENDING with a new attempt to come, and an
+  // event that says why; RUNNING ones stay RUNNING for their ranks to re-attach
+  // (JobController); hook switches still being agreed are abandoned.
   static absl::StatusOr<std::unique_ptr<JobManager>> Create(StateStore* store,
                                                             const Options& options);
 
@@ -88,10 +89,13 @@ class JobManager {
                                               const std::string& event_message);
 
   // Adds a communication-hook switch to a live job, or replaces the one of the same
-  // version (its state changed), with an event saying what happened.
+  // version (its state changed), with an event saying what happened. `durable`: only
+  // once written (UNAVAILABLE, changing nothing, if the state file refuses it), for a
+  // decision that must survive a crash before the ranks hear it.
   absl::StatusOr<v1::Job> RecordHookSwitch(const std::string& job_id,
                                            const v1::HookSwitch& hook_switch,
-                                           const std::string& event_message);
+                                           const std::string& event_message,
+                                           bool durable = false);
 
   // Writes the changes the store refused earlier; how many are still unwritten, and the
   // latest store error if any.
@@ -128,6 +132,7 @@ class JobManager {
                                  const std::string& event_message,
                                  OnStoreFailure on_failure = OnStoreFailure::kDefer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RecoverAttemptLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `entry`'s unsaved change; publishes it when written.
   absl::Status SaveUnsaved(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckAttempt(const v1::Job& job, int32_t attempt) const;

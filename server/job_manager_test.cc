@@ -104,29 +104,36 @@ TEST_F(JobManagerTest, RequeueStartsANewAttemptAndCountsRestarts) {
   EXPECT_EQ(again->attempt(), 2);
 }
 
-TEST_F(JobManagerTest, RestartRecoversRunningJobsAsNewAttempts) {
-  ASSERT_TRUE(manager_->Submit(Spec(2)).ok());  // job-1: will be running
+// After a crash, SCHEDULED attempts (joining through the rendezvous, which is gone) are
+// re-queued; RUNNING ones stay RUNNING for their ranks to re-attach (JobController).
+TEST_F(JobManagerTest, RestartRequeuesScheduledJobsAndKeepsRunningOnes) {
+  ASSERT_TRUE(manager_->Submit(Spec(2)).ok());  // job-1: will be scheduled
   ASSERT_TRUE(manager_->Submit(Spec(2)).ok());  // job-2: stays pending
   ASSERT_TRUE(manager_->Submit(Spec(1)).ok());  // job-3: finished
+  ASSERT_TRUE(manager_->Submit(Spec(1)).ok());  // job-4: running
   ASSERT_TRUE(manager_->Schedule("job-1", Ranks(2)).ok());
-  ASSERT_TRUE(manager_->MarkRunning("job-1", 1).ok());
   ASSERT_TRUE(manager_->Schedule("job-3", Ranks(1)).ok());
   ASSERT_TRUE(manager_->Finish("job-3", 1, v1::SUCCEEDED, "done").ok());
+  ASSERT_TRUE(manager_->Schedule("job-4", Ranks(1)).ok());
+  ASSERT_TRUE(manager_->MarkRunning("job-4", 1).ok());
 
   Reopen();  // as after a crash: nothing but the file is kept
 
   auto jobs = manager_->List();
-  ASSERT_EQ(jobs.size(), 3u);
+  ASSERT_EQ(jobs.size(), 4u);
   EXPECT_EQ(jobs[0].state(), v1::PENDING);
   EXPECT_EQ(jobs[0].reason(),
-            "coordinator restarted while attempt 1 was RUNNING; re-queued as a new attempt");
+            "coordinator restarted while attempt 1 was SCHEDULED; re-queued as a new attempt");
   EXPECT_EQ(jobs[0].restarts(), 0);  // not the job's fault
   EXPECT_EQ(jobs[1].state(), v1::PENDING);
   EXPECT_EQ(jobs[2].state(), v1::SUCCEEDED);
+  EXPECT_EQ(jobs[3].state(), v1::RUNNING);
+  EXPECT_EQ(jobs[3].attempt(), 1);
+  EXPECT_EQ(jobs[3].ranks_size(), 1);
   // Ids continue after the highest one seen.
   auto next = manager_->Submit(Spec(1));
   ASSERT_TRUE(next.ok());
-  EXPECT_EQ(next->id(), "job-4");
+  EXPECT_EQ(next->id(), "job-5");
   auto rescheduled = manager_->Schedule("job-1", Ranks(2));
   ASSERT_TRUE(rescheduled.ok());
   EXPECT_EQ(rescheduled->attempt(), 2);
@@ -158,7 +165,7 @@ TEST_F(JobManagerTest, HookSwitchesPersistAndAPendingOneDiesWithTheCoordinator) 
   EXPECT_EQ(job->hook_switches(1).state(), v1::HookSwitch::ABANDONED);
   EXPECT_EQ(job->hook_switches(1).reason(),
             "the coordinator restarted before every rank answered");
-  EXPECT_EQ(job->state(), v1::PENDING);
+  EXPECT_EQ(job->state(), v1::RUNNING);  // its ranks re-attach, and are told
 }
 
 TEST_F(JobManagerTest, WaitForChangeWakesOnProgress) {

@@ -29,6 +29,10 @@ ABSL_FLAG(int64_t, stall_warning_ms, 60000,
           "reported as a stall in the job's events");
 ABSL_FLAG(int64_t, stall_abort_ms, 0,
           "if > 0, a stall this long fails the attempt with the stall as its reason");
+ABSL_FLAG(int64_t, reattach_grace_ms, 30000,
+          "after a restart, how long the ranks of the jobs that were RUNNING have to "
+          "re-attach (their workers train on meanwhile); a job missing a rank then is "
+          "re-queued from its newest checkpoint");
 ABSL_FLAG(int32_t, max_world_size, 1024, "largest world_size a job may ask for");
 ABSL_FLAG(int64_t, max_parameters, int64_t{8} << 30, "largest model, in parameters");
 ABSL_FLAG(int64_t, max_steps, int64_t{1} << 40, "most steps a job may ask for");
@@ -49,6 +53,7 @@ int main(int argc, char** argv) {
   controller.hook_switch_lead = absl::Milliseconds(absl::GetFlag(FLAGS_hook_switch_lead_ms));
   controller.stall_warning = absl::Milliseconds(absl::GetFlag(FLAGS_stall_warning_ms));
   controller.stall_abort = absl::Milliseconds(absl::GetFlag(FLAGS_stall_abort_ms));
+  controller.reattach_grace = absl::Milliseconds(absl::GetFlag(FLAGS_reattach_grace_ms));
   controller.limits.max_world_size = absl::GetFlag(FLAGS_max_world_size);
   controller.limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
   controller.limits.max_steps = absl::GetFlag(FLAGS_max_steps);

@@ -101,6 +101,7 @@ void Cluster::StartCoordinator() {
           absl::StrCat("--hook_switch_lead_ms=", options_.hook_switch_lead_ms),
           absl::StrCat("--stall_warning_ms=", options_.stall_warning_ms),
           absl::StrCat("--stall_abort_ms=", options_.stall_abort_ms),
+          absl::StrCat("--reattach_grace_ms=", options_.reattach_grace_ms),
       },
       absl::StrCat(dir_, "/coordinator-", coordinator_starts_, ".log"));
   ASSERT_TRUE(WaitFor([&] {

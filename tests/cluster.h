@@ -47,6 +47,7 @@ struct ClusterOptions {
   int64_t hook_switch_lead_ms = 2000;
   int64_t stall_warning_ms = 60000;
   int64_t stall_abort_ms = 0;
+  int64_t reattach_grace_ms = 30000;
   std::string state_file;  // default: DIR/state.db
 };
 

@@ -66,6 +66,7 @@ class AttemptRunner {
   // Where the rank is now, for the heartbeat.
   v1::RankPosition position() const { return position_.Snapshot(); }
   const std::string& job_id() const { return assignment_.job_id(); }
+  int32_t rank() const { return assignment_.rank(); }
   int32_t attempt() const { return assignment_.attempt(); }
 
  private:

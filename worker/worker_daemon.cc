@@ -76,6 +76,8 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   if (options_.device == v1::CUDA) *request.mutable_gpu() = options_.gpu;
   request.set_cpu_threads(static_cast<int32_t>(std::thread::hardware_concurrency()));
   request.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
+  const std::optional<v1::RunningAttempt> running = AttemptToReattach();
+  if (running.has_value()) *request.mutable_running() = *running;
   v1::RegisterWorkerResponse registration;
   {
     grpc::ClientContext context;
@@ -90,12 +92,14 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   v1::WorkerMessage hello;
   hello.mutable_hello()->set_worker_id(registration.worker_id());
   if (!stream->Write(hello)) return FromGrpcStatus(stream->Finish());
-  {
-    absl::MutexLock lock(&stream_mu_);
-    stream_ = stream.get();
-  }
-  std::fprintf(stderr, "worker %s: registered with %s\n", options_.name.c_str(),
-               options_.coordinator_address.c_str());
+  ReleaseHeldReports(stream.get(), registration.reattached(), running.has_value());
+  std::fprintf(stderr, "worker %s: registered with %s%s\n", options_.name.c_str(),
+               options_.coordinator_address.c_str(),
+               registration.reattached()
+                   ? absl::StrCat("; it re-attached ", running->job_id(), " attempt ",
+                                  running->attempt(), " (rank ", running->rank(), ")")
+                         .c_str()
+                   : "");
 
   absl::Notification session_over;
   std::thread heartbeats([&] {
@@ -127,18 +131,57 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
     absl::MutexLock lock(&stream_mu_);
     stream_ = nullptr;
   }
-  // The coordinator counts this worker's attempt as failed once the session is gone.
-  {
-    absl::MutexLock lock(&runner_mu_);
-    if (runner_ && !runner_->done()) runner_->Abort("lost the session with the coordinator");
-  }
+  // The attempt goes on without a session: the training step never calls the
+  // coordinator. A coordinator that restarted re-attaches it when this worker registers
+  // again; one that lived on has failed it (its peers are aborted, which ends it here
+  // too) and aborts it when this worker's heartbeat names it.
   return FromGrpcStatus(stream->Finish());
 }
 
-void WorkerDaemon::Send(const v1::WorkerMessage& message) {
+std::optional<v1::RunningAttempt> WorkerDaemon::AttemptToReattach() {
+  absl::MutexLock lock(&runner_mu_);
+  if (!runner_ || attempt_declined_) return std::nullopt;
+  v1::RunningAttempt running;
+  running.set_job_id(runner_->job_id());
+  running.set_attempt(runner_->attempt());
+  running.set_rank(runner_->rank());
+  running.set_step(runner_->position().step());
+  running.set_ended(outbox_.ended());
+  return running;
+}
+
+void WorkerDaemon::ReleaseHeldReports(Stream* stream, bool reattached, bool announced) {
+  if (announced && !reattached) {
+    absl::MutexLock lock(&runner_mu_);
+    if (runner_ && runner_->done()) attempt_declined_ = true;
+  }
+  // Under the stream's lock, so that a report the attempt sends meanwhile waits and goes
+  // after these, on this session.
+  absl::MutexLock lock(&stream_mu_);
+  const std::vector<v1::AttemptReport> reports = outbox_.Release(reattached);
+  for (const v1::AttemptReport& report : reports) {
+    v1::WorkerMessage message;
+    *message.mutable_report() = report;
+    CountCoordinatorCall();
+    if (!stream->Write(message)) break;  // the session broke again: the next one retries
+  }
+  stream_ = stream;
+}
+
+bool WorkerDaemon::Write(const v1::WorkerMessage& message) {
   CountCoordinatorCall();
   absl::MutexLock lock(&stream_mu_);
-  if (stream_ != nullptr) stream_->Write(message);
+  return stream_ != nullptr && stream_->Write(message);
+}
+
+void WorkerDaemon::SendReport(const v1::AttemptReport& report) {
+  v1::WorkerMessage message;
+  *message.mutable_report() = report;
+  if (Write(message)) {
+    outbox_.Sent(report);
+  } else {
+    outbox_.Hold(report);
+  }
 }
 
 void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
@@ -168,14 +211,11 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
     return;
   }
   runner_.reset();  // joins the finished runner
-  runner_ = std::make_unique<AttemptRunner>(channel_, assignment, options_.data_plane,
-                                            options_.faults, options_.make_device,
-                                            options_.available_memory,
-                                            [this](const v1::AttemptReport& report) {
-                                              v1::WorkerMessage message;
-                                              *message.mutable_report() = report;
-                                              Send(message);
-                                            });
+  outbox_.StartAttempt();
+  attempt_declined_ = false;
+  runner_ = std::make_unique<AttemptRunner>(
+      channel_, assignment, options_.data_plane, options_.faults, options_.make_device,
+      options_.available_memory, [this](const v1::AttemptReport& report) { SendReport(report); });
 }
 
 void WorkerDaemon::OnHookChange(const v1::HookChange& change) {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -19,6 +20,7 @@
 #include "grpcpp/channel.h"
 #include "proto/worker_service.grpc.pb.h"
 #include "worker/attempt_runner.h"
+#include "worker/report_outbox.h"
 #include "worker/trainer.h"
 #include "worker/comm/data_plane.h"
 
@@ -68,14 +70,25 @@ class WorkerDaemon {
   void OnHookChange(const v1::HookChange& change);
   void OnHookDecision(const v1::HookDecision& decision);
   void OnPlanUpdate(const v1::PlanUpdate& update);
-  // Sends on the live session; dropped without one (the coordinator then counts this
-  // worker's attempt as lost anyway).
-  void Send(const v1::WorkerMessage& message);
+  // Writes on the live session; false without one, or if the write failed.
+  bool Write(const v1::WorkerMessage& message);
+  // Heartbeats and answers: dropped without a session.
+  void Send(const v1::WorkerMessage& message) { (void)Write(message); }
+  // The attempt's reports: held without a session, for a coordinator that re-attaches
+  // the attempt (report_outbox.h).
+  void SendReport(const v1::AttemptReport& report);
+  // What the registration says this worker runs: the current attempt, unless it ended
+  // and a coordinator has since declined it.
+  std::optional<v1::RunningAttempt> AttemptToReattach();
+  // On a new session, before anything else is sent: the held reports (and the final one
+  // again) if the coordinator re-attached the attempt; otherwise they are dropped.
+  void ReleaseHeldReports(Stream* stream, bool reattached, bool announced);
   v1::Heartbeat CurrentHeartbeat();
   // Calls options_.restart_process when an aborted attempt is stuck (the heartbeat thread).
   void RestartIfAbortIsStuck();
 
   const WorkerOptions options_;
+  ReportOutbox outbox_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
 
@@ -84,6 +97,8 @@ class WorkerDaemon {
 
   absl::Mutex runner_mu_;
   std::unique_ptr<AttemptRunner> runner_ ABSL_GUARDED_BY(runner_mu_);
+  // A coordinator declined to re-attach the (ended) attempt: not announced again.
+  bool attempt_declined_ ABSL_GUARDED_BY(runner_mu_) = false;
 };
 
 }  // namespace shardwise

@@ -1,0 +1,164 @@
+// Adopting, after a coordinator restart, the attempts the previous coordinator ran.
+//
+// The training step never calls the coordinator, so ranks train on while it is down
+// (their workers hold the reports they cannot send). The jobs it was running are still
+// RUNNING in the state file. Each worker that registers again names the attempt it runs
+// (RegisterWorkerRequest.running); when that is a rank of such a job, on the worker the
+// job's ranks name, the worker is BUSY with it again and sends what it held. Once every
+// rank is back the attempt simply goes on; a rank that does not come back within
+// Options::reattach_grace (or comes back without the attempt: its daemon restarted)
+// ends the attempt, and the job is re-queued from its newest checkpoint without using up
+// its restart policy, as before re-attaching existed.
+
+#include <cstdio>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/job_controller.h"
+
+namespace shardwise {
+namespace {
+
+// The worker holding `rank` in the job's current ranks, or "".
+std::string WorkerOfRank(const v1::Job& job, int32_t rank) {
+  for (const v1::RankAssignment& assignment : job.ranks()) {
+    if (assignment.rank() == rank) return assignment.worker_id();
+  }
+  return "";
+}
+
+}  // namespace
+
+void JobController::AwaitReattachments() {
+  const absl::Time deadline = absl::Now() + options_.reattach_grace;
+  for (const v1::Job& job : jobs_->List()) {
+    if (job.state() != v1::RUNNING) continue;
+    LiveAttempt& live = live_[job.id()];
+    live = LiveAttempt{};
+    live.attempt = job.attempt();
+    for (const v1::RankAssignment& rank : job.ranks()) live.joined.insert(rank.rank());
+    live.order_recorded = job.has_execution_order();
+    live.awaiting_reattach = true;
+    live.reattach_deadline = deadline;
+    LogError(jobs_->RecordEvent(job.id(), job.attempt(),
+                                absl::StrCat("the coordinator restarted while attempt ",
+                                             job.attempt(), " was RUNNING; waiting up to ",
+                                             absl::FormatDuration(options_.reattach_grace),
+                                             " for its ", job.ranks_size(),
+                                             " ranks to re-attach"))
+                 .status(),
+             "recording an event");
+  }
+}
+
+bool JobController::ReattachLocked(const std::string& worker_id,
+                                   const v1::RunningAttempt& running) {
+  auto live = live_.find(running.job_id());
+  if (live == live_.end() || !live->second.awaiting_reattach ||
+      live->second.attempt != running.attempt()) {
+    return false;
+  }
+  auto job = jobs_->Get(running.job_id());
+  if (!job.ok() || job->state() != v1::RUNNING || job->attempt() != running.attempt() ||
+      WorkerOfRank(*job, running.rank()) != worker_id) {
+    return false;
+  }
+  LiveAttempt& attempt = live->second;
+  workers_->SetBusy(worker_id, job->id(), job->attempt(), running.rank());
+  attempt.reattached.insert(running.rank());
+  to_resync_.insert(worker_id);
+  std::fprintf(stderr, "coordinator: %s re-attached %s attempt %d rank %d at step %lld\n",
+               worker_id.c_str(), job->id().c_str(), job->attempt(), running.rank(),
+               static_cast<long long>(running.step()));
+  if (static_cast<int>(attempt.reattached.size()) == job->ranks_size()) {
+    attempt.awaiting_reattach = false;
+    LogError(jobs_->RecordEvent(job->id(), job->attempt(),
+                                absl::StrCat("all ", job->ranks_size(), " ranks of attempt ",
+                                             job->attempt(),
+                                             " re-attached after the coordinator restarted; "
+                                             "training went on without a restart"))
+                 .status(),
+             "recording an event");
+  }
+  return true;
+}
+
+void JobController::RequeueIfRankCameBackWithoutItLocked(const std::string& worker_id) {
+  std::vector<v1::Job> lost;
+  for (const auto& [job_id, live] : live_) {
+    if (!live.awaiting_reattach) continue;
+    auto job = jobs_->Get(job_id);
+    if (!job.ok()) continue;
+    for (const v1::RankAssignment& rank : job->ranks()) {
+      if (rank.worker_id() == worker_id && live.reattached.count(rank.rank()) == 0) {
+        lost.push_back(*job);
+      }
+    }
+  }
+  for (const v1::Job& job : lost) {
+    RequeueUnattachedLocked(job, absl::StrCat("worker ", worker_id,
+                                              " registered again without the attempt (its "
+                                              "daemon restarted) after the coordinator "
+                                              "restarted"));
+  }
+}
+
+void JobController::ResyncReattachedLocked(const std::string& worker_id) {
+  if (to_resync_.erase(worker_id) == 0) return;
+  auto worker = workers_->Get(worker_id);
+  if (!worker.ok()) return;
+  auto job = jobs_->Get(worker->job_id());
+  if (!job.ok() || job->attempt() != worker->attempt()) return;
+  // A rank may wait at a proposed step for the decision the previous coordinator never
+  // sent; decisions already heard are ignored (hook_schedule.h).
+  for (const v1::HookSwitch& decided : job->hook_switches()) {
+    if (decided.state() == v1::HookSwitch::PROPOSED) continue;
+    workers_->Send(worker_id, HookDecisionMessage(*job, decided.version(),
+                                                  decided.state() == v1::HookSwitch::APPLIED));
+  }
+  if (job->prefetch_plan().version() > 0) {
+    v1::CoordinatorMessage update;
+    update.mutable_plan_update()->set_job_id(job->id());
+    update.mutable_plan_update()->set_attempt(job->attempt());
+    *update.mutable_plan_update()->mutable_plan() = job->prefetch_plan();
+    workers_->Send(worker_id, update);
+  }
+}
+
+void JobController::CheckReattachDeadlinesLocked(absl::Time now) {
+  std::vector<std::pair<v1::Job, std::string>> expired;
+  for (const auto& [job_id, live] : live_) {
+    if (!live.awaiting_reattach || now < live.reattach_deadline) continue;
+    auto job = jobs_->Get(job_id);
+    if (!job.ok()) continue;
+    std::vector<std::string> missing;
+    for (const v1::RankAssignment& rank : job->ranks()) {
+      if (live.reattached.count(rank.rank()) == 0) {
+        missing.push_back(RankName(*job, rank.rank()));
+      }
+    }
+    expired.emplace_back(
+        *job, absl::StrCat("only ", live.reattached.size(), " of ", job->ranks_size(),
+                           " ranks re-attached within ",
+                           absl::FormatDuration(options_.reattach_grace),
+                           " after the coordinator restarted (missing: ",
+                           absl::StrJoin(missing, ", "), ")"));
+  }
+  for (const auto& [job, reason] : expired) RequeueUnattachedLocked(job, reason);
+}
+
+void JobController::RequeueUnattachedLocked(const v1::Job& job, const std::string& reason) {
+  AbortRanksLocked(job, absl::StrCat("attempt ", job.attempt(), " ended: ", reason),
+                   /*skip_worker=*/"");
+  EndAttemptLocked(job);
+  LogError(jobs_->Requeue(job.id(), job.attempt(),
+                          absl::StrCat("attempt ", job.attempt(), " ended: ", reason,
+                                       "; re-queued as a new attempt"),
+                          /*counts_as_restart=*/false)
+               .status(),
+           "re-queueing");
+  ScheduleLocked();
+}
+
+}  // namespace shardwise
