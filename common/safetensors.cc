@@ -1,8 +1,10 @@
 #include "common/safetensors.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -152,14 +154,19 @@ absl::StatusOr<SafetensorsIndex> ParseHeader(const std::string& path, const std:
       return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has dtype ",
                                               tensor.dtype, "; Shardwise reads F32, I64, I32 and U16"));
     }
-    // Sizes are checked against the file before anything is multiplied out.
-    uint64_t numel = 1;
+    // Sizes are checked against the file before anything is multiplied out, and every
+    // partial product must fit int64_t: shapes are multiplied as int64_t later (numel()),
+    // in any order, so [60000, 60000, 60000, 60000, 0] is refused although it holds none.
+    uint64_t numel = 1, magnitude = 1;  // magnitude: the product with zeros taken as ones
     for (const auto& d : shape->second.list_value().values()) {
       const double dim = d.number_value();
       if (!(dim >= 0 && dim <= static_cast<double>(data_size)) ||
-          __builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel)) {
+          __builtin_mul_overflow(magnitude, std::max<uint64_t>(static_cast<uint64_t>(dim), 1),
+                                 &magnitude) ||
+          magnitude > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
         return Corrupt(path, absl::StrCat("tensor '", name, "' has a dimension that does not fit the file"));
       }
+      numel *= static_cast<uint64_t>(dim);  // at most `magnitude`
       tensor.shape.push_back(static_cast<int64_t>(dim));
     }
     const double begin = offsets->second.list_value().values(0).number_value();

@@ -98,6 +98,22 @@ TEST(Training, ABadDataFileFailsTheJobNamingIt) {
   EXPECT_TRUE(absl::StrContains(job.reason(), "rank 0 (worker w0) failed: " + path +
                                                   ": not a valid safetensors file"))
       << job.reason();
+
+  // A header declaring sizes that overflow once multiplied: refused, the worker lives.
+  const std::string header =
+      R"({"x":{"dtype":"F32","shape":[60000,60000,60000,60000,0],"data_offsets":[0,0]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(uint64_t{header.size()} >> (8 * i));
+  const std::string overflowing = cluster.dir() + "/overflowing.safetensors";
+  std::ofstream(overflowing, std::ios::binary) << bytes << header << std::string(60000, '\0');
+  spec.mutable_data()->set_safetensors_path(overflowing);
+  job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  job = cluster.WaitForState(*job_id, v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(job.reason(), "tensor 'x' has a dimension that does not fit "
+                                              "the file"))
+      << job.reason();
+  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w0") == v1::IDLE; }));
 }
 
 // Failures every attempt would repeat are not re-queued, whatever the restart policy: a
