@@ -16,6 +16,7 @@ DEBIAN_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgloo-dev libsqlite3-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libopenblas-dev
+  libcpp-httplib-dev  # the Prometheus metrics endpoints
   python3-torch  # tests/pytorch_parity_test: PyTorch itself as the reference
   clang-14 libclang-rt-14-dev make  # tests/fuzz/run.sh: libFuzzer with ASan and UBSan
 )

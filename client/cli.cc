@@ -20,6 +20,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/byte_tokens.h"
 #include "client/client.h"
@@ -49,6 +50,11 @@ ABSL_FLAG(int64_t, tokens, 200, "with sample: how many tokens to generate");
 ABSL_FLAG(double, temperature, 0.8, "with sample: 0 for greedy, else softmax(logits / T)");
 ABSL_FLAG(int32_t, top_k, 0, "with sample: draw among the k most likely (0: all)");
 ABSL_FLAG(uint64_t, seed, 0, "with sample: the generator's seed");
+ABSL_FLAG(std::vector<std::string>, state, {},
+          "with get: only jobs or workers in these states (comma-separated, e.g. RUNNING,PENDING)");
+ABSL_FLAG(std::string, submitter, "", "with get jobs: only jobs this principal submitted");
+ABSL_FLAG(std::string, device, "", "with get workers: only workers of this device (cpu, cuda)");
+ABSL_FLAG(int64_t, limit, 0, "with get: list at most this many (0: all)");
 
 namespace shardwise {
 namespace {
@@ -57,8 +63,10 @@ constexpr char kUsage[] = R"(shardwise: submit and follow Shardwise training job
 
 Usage:
   shardwise submit JOB.yaml [--watch]   submit a job spec (YAML or JSON); prints the job id
-  shardwise get jobs                    list jobs
-  shardwise get workers                 list worker daemons
+  shardwise get jobs [--state=S,...] [--submitter=P] [--limit=N]
+                                        list jobs, oldest first
+  shardwise get workers [--state=S,...] [--device=D] [--limit=N]
+                                        list worker daemons
   shardwise describe JOB                a job's spec, state, ranks, progress and events
   shardwise watch JOB                   follow a job to its end (exit 0 only if SUCCEEDED)
   shardwise cancel JOB                  cancel a pending or running job
@@ -82,6 +90,48 @@ Usage:
 Flags:
   --coordinator=HOST:PORT   default $SHARDWISE_COORDINATOR, else 127.0.0.1:7070
 )";
+
+// The enum values named in --state, as `parse` reads them (upper case).
+template <typename Enum>
+absl::StatusOr<std::vector<Enum>> StatesFromFlag(bool (*parse)(const std::string&, Enum*),
+                                                 const char* expected) {
+  std::vector<Enum> states;
+  for (const std::string& name : absl::GetFlag(FLAGS_state)) {
+    Enum state;
+    if (!parse(absl::AsciiStrToUpper(name), &state)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--state: unknown state '", name, "' (expected ", expected, ")"));
+    }
+    states.push_back(state);
+  }
+  return states;
+}
+
+absl::StatusOr<Client::JobFilter> JobFilterFromFlags() {
+  Client::JobFilter filter;
+  auto states = StatesFromFlag<v1::JobState>(
+      v1::JobState_Parse, "PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED or CANCELLED");
+  if (!states.ok()) return states.status();
+  filter.states = *states;
+  filter.submitter = absl::GetFlag(FLAGS_submitter);
+  filter.limit = static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_limit)));
+  return filter;
+}
+
+absl::StatusOr<Client::WorkerFilter> WorkerFilterFromFlags() {
+  Client::WorkerFilter filter;
+  auto states = StatesFromFlag<v1::WorkerState>(v1::WorkerState_Parse,
+                                                "IDLE, BUSY, DRAINING or LOST");
+  if (!states.ok()) return states.status();
+  filter.states = *states;
+  const std::string device = absl::AsciiStrToUpper(absl::GetFlag(FLAGS_device));
+  if (!device.empty() && !v1::DeviceKind_Parse(device, &filter.device)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device: unknown device '", device, "' (expected cpu or cuda)"));
+  }
+  filter.limit = static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_limit)));
+  return filter;
+}
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "shardwise: %s\n", std::string(status.message()).c_str());
@@ -239,13 +289,17 @@ int Run(const std::vector<std::string>& args) {
   if (verb == "get") {
     if (auto problem = need(1, "jobs or workers"); !problem.empty()) return Usage(problem);
     if (args[1] == "jobs" || args[1] == "job") {
-      auto jobs = client.List();
+      auto filter = JobFilterFromFlags();
+      if (!filter.ok()) return Fail(filter.status());
+      auto jobs = client.ListJobs(*filter);
       if (!jobs.ok()) return Fail(jobs.status());
       std::printf("%s", FormatJobTable(*jobs, NowMs()).c_str());
       return 0;
     }
     if (args[1] == "workers" || args[1] == "worker") {
-      auto workers = client.ListWorkers();
+      auto filter = WorkerFilterFromFlags();
+      if (!filter.ok()) return Fail(filter.status());
+      auto workers = client.ListWorkers(*filter);
       if (!workers.ok()) return Fail(workers.status());
       std::printf("%s", FormatWorkerTable(*workers, NowMs()).c_str());
       return 0;

@@ -1,5 +1,6 @@
 #include "client/client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -108,10 +109,30 @@ absl::StatusOr<v1::Job> Client::Get(const std::string& job_id) {
   return Call(&v1::JobService::Stub::GetJob, request);
 }
 
-absl::StatusOr<std::vector<v1::Job>> Client::List() {
-  auto response = Call(&v1::JobService::Stub::ListJobs, v1::ListJobsRequest());
-  if (!response.ok()) return response.status();
-  return std::vector<v1::Job>(response->jobs().begin(), response->jobs().end());
+template <typename Request, typename Response, typename Item>
+absl::StatusOr<std::vector<Item>> Client::ReadPages(
+    grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    Request request,
+    const google::protobuf::RepeatedPtrField<Item>& (Response::*items)() const, size_t limit) {
+  constexpr size_t kPage = 500;
+  std::vector<Item> read;
+  do {
+    const size_t wanted = limit == 0 ? kPage : std::min(kPage, limit - read.size());
+    request.set_page_size(static_cast<int32_t>(wanted));
+    auto page = Call(method, request);
+    if (!page.ok()) return page.status();
+    read.insert(read.end(), ((*page).*items)().begin(), ((*page).*items)().end());
+    request.set_page_token(page->next_page_token());
+  } while (!request.page_token().empty() && (limit == 0 || read.size() < limit));
+  return read;
+}
+
+absl::StatusOr<std::vector<v1::JobSummary>> Client::ListJobs(const JobFilter& filter) {
+  v1::ListJobsRequest request;
+  for (v1::JobState state : filter.states) request.add_states(state);
+  request.set_submitter(filter.submitter);
+  return ReadPages(&v1::JobService::Stub::ListJobs, request, &v1::ListJobsResponse::jobs,
+                   filter.limit);
 }
 
 absl::StatusOr<v1::Job> Client::Cancel(const std::string& job_id) {
@@ -134,10 +155,12 @@ absl::StatusOr<v1::Timeline> Client::GetTimeline(const std::string& job_id) {
   return Call(&v1::JobService::Stub::GetTimeline, request);
 }
 
-absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers() {
-  auto response = Call(&v1::JobService::Stub::ListWorkers, v1::ListWorkersRequest());
-  if (!response.ok()) return response.status();
-  return std::vector<v1::WorkerInfo>(response->workers().begin(), response->workers().end());
+absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers(const WorkerFilter& filter) {
+  v1::ListWorkersRequest request;
+  for (v1::WorkerState state : filter.states) request.add_states(state);
+  request.set_device(filter.device);
+  return ReadPages(&v1::JobService::Stub::ListWorkers, request,
+                   &v1::ListWorkersResponse::workers, filter.limit);
 }
 
 absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id,

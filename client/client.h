@@ -27,12 +27,27 @@ class Client {
   // checks files), then submits it. Returns the job id.
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   absl::StatusOr<v1::Job> Get(const std::string& job_id);
-  absl::StatusOr<std::vector<v1::Job>> List();
+  // Job summaries, oldest first, following the coordinator's pages until `limit` (0: all)
+  // are read. Empty `states` and `submitter` match any.
+  struct JobFilter {
+    std::vector<v1::JobState> states;
+    std::string submitter;
+    size_t limit = 0;
+  };
+  absl::StatusOr<std::vector<v1::JobSummary>> ListJobs(const JobFilter& filter);
+  absl::StatusOr<std::vector<v1::JobSummary>> ListJobs() { return ListJobs(JobFilter()); }
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
   // Proposes a change of a running job's communication hook (JobService.SetCommHook).
   absl::StatusOr<v1::HookSwitch> SetCommHook(const std::string& job_id, const v1::CommHook& hook);
   absl::StatusOr<v1::Timeline> GetTimeline(const std::string& job_id);
-  absl::StatusOr<std::vector<v1::WorkerInfo>> ListWorkers();
+  // Workers sorted by id, following pages until `limit` (0: all) are read.
+  struct WorkerFilter {
+    std::vector<v1::WorkerState> states;
+    v1::DeviceKind device = v1::DEVICE_KIND_UNSPECIFIED;  // unspecified: any
+    size_t limit = 0;
+  };
+  absl::StatusOr<std::vector<v1::WorkerInfo>> ListWorkers(const WorkerFilter& filter);
+  absl::StatusOr<std::vector<v1::WorkerInfo>> ListWorkers() { return ListWorkers(WorkerFilter()); }
 
   // Calls `on_update` with the job now and after every change, until it ends; returns
   // the final job.
@@ -46,6 +61,14 @@ class Client {
   absl::StatusOr<Response> Call(
       grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
       const Request& request);
+
+  // Follows a listing's pages until `limit` (0: none) items are read.
+  template <typename Request, typename Response, typename Item>
+  absl::StatusOr<std::vector<Item>> ReadPages(
+      grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                   Response*),
+      Request request,
+      const google::protobuf::RepeatedPtrField<Item>& (Response::*items)() const, size_t limit);
 
   const std::string address_;
   std::unique_ptr<v1::JobService::Stub> stub_;

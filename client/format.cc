@@ -62,13 +62,15 @@ std::string FormatAge(int64_t then_ms, int64_t now_ms) {
   return absl::StrCat(s / 86400, "d");
 }
 
-std::string FormatJobTable(const std::vector<v1::Job>& jobs, int64_t now_ms) {
+std::string FormatJobTable(const std::vector<v1::JobSummary>& jobs, int64_t now_ms) {
   std::vector<std::vector<std::string>> rows = {
-      {"ID", "NAME", "STATE", "WORLD", "STEPS", "LOSS", "ATTEMPT", "AGE", "REASON"}};
-  for (const v1::Job& job : jobs) {
-    rows.push_back({job.id(), job.spec().name().empty() ? "-" : job.spec().name(),
-                    v1::JobState_Name(job.state()), absl::StrCat(job.spec().world_size()),
-                    Steps(job.progress()), Loss(job.progress()), absl::StrCat(job.attempt()),
+      {"ID", "NAME", "STATE", "WORLD", "STEPS", "LOSS", "ATTEMPT", "SUBMITTER", "AGE", "REASON"}};
+  for (const v1::JobSummary& job : jobs) {
+    rows.push_back({job.id(), job.name().empty() ? "-" : job.name(),
+                    v1::JobState_Name(job.state()), absl::StrCat(job.world_size()),
+                    absl::StrCat(job.step(), "/", job.total_steps()),
+                    job.step() > 0 ? absl::StrFormat("%.4f", job.loss()) : "-",
+                    absl::StrCat(job.attempt()), job.submitter().empty() ? "-" : job.submitter(),
                     FormatAge(job.create_time_ms(), now_ms), job.reason()});
   }
   return Table(rows);
@@ -111,7 +113,15 @@ std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
                   job.spec().restart_policy().max_restarts(), ")\n");
   absl::StrAppend(&out, "Created:    ", FormatTime(job.create_time_ms()), " (",
                   FormatAge(job.create_time_ms(), now_ms), " ago)\n");
+  if (!job.submitter().empty()) absl::StrAppend(&out, "Submitter:  ", job.submitter(), "\n");
   const v1::Progress& p = job.progress();
+  if (job.compacted()) {
+    absl::StrAppend(&out, "Progress:   ", Steps(p), " steps, loss ", Loss(p), "\n",
+                    "Compacted:  it ended longer ago than the coordinator's retention "
+                    "(--job_retention_hours); its spec, events and timeline are no longer "
+                    "kept\n");
+    return out;
+  }
   absl::StrAppend(&out, "Progress:   ", Steps(p), " steps",
                   p.step() > 0 ? absl::StrFormat(", loss %.4f (first %.4f), %.2f steps/s",
                                                  p.loss(), p.first_loss(), p.steps_per_second())

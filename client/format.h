@@ -12,7 +12,7 @@
 
 namespace shardwise {
 
-std::string FormatJobTable(const std::vector<v1::Job>& jobs, int64_t now_ms);
+std::string FormatJobTable(const std::vector<v1::JobSummary>& jobs, int64_t now_ms);
 std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_t now_ms);
 std::string FormatJobDescription(const v1::Job& job, int64_t now_ms);
 

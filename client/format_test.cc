@@ -1,6 +1,7 @@
 #include "client/format.h"
 
 #include "absl/strings/match.h"
+#include "common/job_summary.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -61,10 +62,29 @@ TEST(Format, GptJobsShowValidationLossLearningRateAndTokensPerSecond) {
 }
 
 TEST(Format, JobTableHasOneRowPerJob) {
-  const std::string table = FormatJobTable({RunningJob()}, 1'000'000 + 90'000);
+  v1::JobSummary mine = Summarize(RunningJob());
+  mine.set_submitter("alice");
+  const std::string table =
+      FormatJobTable({Summarize(RunningJob()), mine}, 1'000'000 + 90'000);
   EXPECT_TRUE(absl::StartsWith(table, "ID      NAME   STATE"));
-  EXPECT_TRUE(absl::StrContains(table, "job-7   mlp    RUNNING   4       50/100   0.4322   1         90s"))
+  EXPECT_TRUE(absl::StrContains(
+      table, "job-7   mlp    RUNNING   4       50/100   0.4322   1         -           90s"))
       << table;
+  EXPECT_TRUE(absl::StrContains(table, "1         alice       90s")) << table;
+}
+
+TEST(Format, ACompactedJobSaysSo) {
+  v1::Job job = RunningJob();  // as the state file keeps it once compacted: no spec
+  job.clear_spec();
+  job.set_state(v1::SUCCEEDED);
+  job.set_compacted(true);
+  job.set_submitter("alice");
+  const std::string description = FormatJobDescription(job, 1'000'000);
+  EXPECT_TRUE(absl::StrContains(description, "Submitter:  alice\n")) << description;
+  EXPECT_TRUE(absl::StrContains(description, "Progress:   50/100 steps, loss 0.4322\n"))
+      << description;
+  EXPECT_TRUE(absl::StrContains(description, "Compacted:  it ended longer ago")) << description;
+  EXPECT_FALSE(absl::StrContains(description, "Spec:")) << description;
 }
 
 TEST(Format, SummaryShowsLossFirstToLast) {

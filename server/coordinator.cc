@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 
@@ -16,41 +17,109 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   std::unique_ptr<Coordinator> c(new Coordinator(options));
   ASSIGN_OR_RETURN(c->state_lock_, StateFileLock::Acquire(options.state_file));
   ASSIGN_OR_RETURN(c->state_, StateStore::Open(options.state_file));
-  ASSIGN_OR_RETURN(c->jobs_, JobManager::Create(c->state_.get(), options.jobs));
+  c->state_->set_commit_histogram(&c->metrics_.state_commit_seconds);
+  JobManager::Options jobs;
+  jobs.clock = options.controller.clock;
+  ASSIGN_OR_RETURN(c->jobs_, JobManager::Create(c->state_.get(), jobs));
+  WorkerRegistry::Options workers = options.workers;
+  workers.clock = options.controller.clock;
+  c->workers_ = std::make_unique<WorkerRegistry>(workers);
   c->rendezvous_ = std::make_unique<RendezvousStore>(options.rendezvous);
-  c->controller_ = std::make_unique<JobController>(c->jobs_.get(), &c->workers_,
-                                                   c->rendezvous_.get(), options.controller);
+  c->executor_ = std::make_unique<SerialExecutor>();
+  JobController::Options controller = options.controller;
+  controller.executor = c->executor_.get();
+  controller.metrics = &c->metrics_;
+  c->controller_ = std::make_unique<JobController>(c->jobs_.get(), c->workers_.get(),
+                                                   c->rendezvous_.get(), controller);
+  c->watch_hub_ = std::make_unique<WatchHub>(c->jobs_.get());
   c->job_service_ = std::make_unique<JobServiceImpl>(c->controller_.get(), c->jobs_.get(),
-                                                     &c->workers_);
-  c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->controller_.get());
+                                                     c->workers_.get(), c->watch_hub_.get());
+  c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->controller_.get(),
+                                                           c->executor_.get(), &c->metrics_);
   c->rendezvous_service_ = std::make_unique<RendezvousServiceImpl>(c->rendezvous_.get());
+  RETURN_IF_ERROR(c->StartServing());
+  if (!options.metrics_address.empty()) {
+    c->AddCollectors();
+    ASSIGN_OR_RETURN(c->metrics_server_,
+                     MetricsHttpServer::Start(options.metrics_address, &c->metrics_registry_));
+  }
+  c->periodic_ = std::thread([raw = c.get()] { raw->RunPeriodicWork(); });
+  return c;
+}
 
+absl::Status Coordinator::StartServing() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &c->port_);
-  builder.RegisterService(c->job_service_.get());
-  builder.RegisterService(c->worker_service_.get());
-  builder.RegisterService(c->rendezvous_service_.get());
+  builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(job_service_.get());
+  builder.RegisterService(worker_service_.get());
+  builder.RegisterService(rendezvous_service_.get());
+  // Synchronous calls (JobService, rendezvous Set/Get/Add) run on a bounded pool; workers'
+  // sessions, registrations and rendezvous waits are callbacks and hold no thread.
+  grpc::ResourceQuota quota("shardwise-coordinator");
+  quota.SetMaxThreads(options_.max_sync_threads);
+  builder.SetResourceQuota(quota);
   // Workers keep their session open for days; let gRPC notice dead peers.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
-  c->server_ = builder.BuildAndStart();
-  if (c->server_ == nullptr || c->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address,
-                                                " (address in use, or not an address here)"));
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen_address,
+                                               " (address in use, or not an address here)"));
   }
-  c->failure_detector_ = std::thread([raw = c.get()] { raw->DetectFailures(); });
-  return c;
+  return absl::OkStatus();
 }
 
-void Coordinator::DetectFailures() {
+void Coordinator::AddCollectors() {
+  Family<Gauge>& jobs = metrics_registry_.AddGauge("shardwise_coordinator_jobs",
+                                                   "Jobs by state.", {"state"});
+  Family<Gauge>& workers = metrics_registry_.AddGauge(
+      "shardwise_coordinator_workers", "Registered workers by state and device.",
+      {"state", "device"});
+  Gauge& queued = metrics_registry_
+                      .AddGauge("shardwise_coordinator_executor_queued",
+                                "Worker messages waiting for the controller.")
+                      .With({});
+  metrics_registry_.AddCollector([this, &jobs, &workers, &queued] {
+    for (const auto& [state, count] : jobs_->CountByState()) {
+      jobs.With({v1::JobState_Name(state)}).Set(count);
+    }
+    for (const auto& [key, count] : workers_->CountByStateAndDevice()) {
+      workers.With({v1::WorkerState_Name(key.first), v1::DeviceKind_Name(key.second)}).Set(count);
+    }
+    queued.Set(static_cast<double>(executor_->queued()));
+  });
+}
+
+void Coordinator::RunPeriodicWork() {
   const absl::Duration period =
       std::max(absl::Milliseconds(50), options_.controller.heartbeat_interval / 2);
   bool serving = true;
+  absl::Time last_flush = absl::Now();
+  absl::Time last_compaction = absl::InfinitePast();
   while (!stopping_.WaitForNotificationWithTimeout(period)) {
     controller_->CheckHeartbeats();
+    if (absl::Now() - last_flush >= options_.progress_persist_interval) {
+      last_flush = absl::Now();
+      const absl::Status flushed = jobs_->FlushProgress();
+      if (!flushed.ok()) {
+        std::fprintf(stderr, "shardwise-coordinator: writing progress: %s\n",
+                     std::string(flushed.message()).c_str());
+      }
+    }
+    if (absl::Now() - last_compaction >= absl::Hours(1)) {
+      last_compaction = absl::Now();
+      auto compacted = jobs_->Compact(options_.job_retention);
+      if (!compacted.ok()) {
+        std::fprintf(stderr, "shardwise-coordinator: compacting old jobs: %s\n",
+                     std::string(compacted.status().message()).c_str());
+      } else if (*compacted > 0) {
+        std::fprintf(stderr, "shardwise-coordinator: compacted %d jobs that ended more than %s ago\n",
+                     *compacted, absl::FormatDuration(options_.job_retention).c_str());
+      }
+    }
     // Changes the state file refused (a full disk): retried here; until every one is
     // written the coordinator reports NOT_SERVING, so probes and operators see it.
     absl::Status error;
@@ -71,7 +140,7 @@ void Coordinator::DetectFailures() {
 void Coordinator::Shutdown() {
   if (shut_down_.exchange(true)) return;
   stopping_.Notify();
-  workers_.CloseAllSessions();
+  workers_->CloseAllSessions();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
@@ -82,7 +151,17 @@ Coordinator::~Coordinator() {
     Shutdown();
     server_->Wait();
   }
-  if (failure_detector_.joinable()) failure_detector_.join();
+  if (periodic_.joinable()) periodic_.join();
+  metrics_server_.reset();
+  // Every call is done: nothing posts to the executor any more. Its last tasks run
+  // before the controller they use goes.
+  executor_.reset();
+  if (watch_hub_ != nullptr) watch_hub_->Shutdown();
+  const absl::Status flushed = jobs_ != nullptr ? jobs_->FlushProgress() : absl::OkStatus();
+  if (!flushed.ok()) {
+    std::fprintf(stderr, "shardwise-coordinator: writing progress: %s\n",
+                 std::string(flushed.message()).c_str());
+  }
 }
 
 }  // namespace shardwise

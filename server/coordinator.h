@@ -2,7 +2,13 @@
 #define SHARDWISE_SERVER_COORDINATOR_H_
 
 // The coordinator process: owns the managers, serves the three services (plus gRPC's
-// health and reflection services) and runs the failure detector.
+// health and reflection services) and its metrics, and runs the periodic work (failure
+// detection, progress and unsaved changes to the state file, compaction).
+//
+// Threads (docs/architecture.md, "Threads"): gRPC's own (its pollers and callback
+// threads, and a bounded pool for the synchronous JobService and RendezvousService
+// calls), the executor (what worker messages ask of the JobController), the watch hub,
+// the periodic thread, and the metrics server's small pool. None is per worker.
 //
 // Lifecycle: Start() opens the state file, recovers jobs, binds and starts serving;
 // Wait() blocks until Shutdown() (from another thread or a signal handler's helper);
@@ -15,14 +21,19 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
+#include "common/metrics.h"
+#include "common/metrics_http_server.h"
 #include "grpcpp/server.h"
+#include "server/coordinator_metrics.h"
 #include "server/job_controller.h"
 #include "server/job_manager.h"
 #include "server/job_service.h"
 #include "server/rendezvous_service.h"
 #include "server/rendezvous_store.h"
+#include "server/serial_executor.h"
 #include "server/state_file_lock.h"
 #include "server/state_store.h"
+#include "server/watch_hub.h"
 #include "server/worker_registry.h"
 #include "server/worker_service.h"
 
@@ -31,9 +42,16 @@ namespace shardwise {
 struct CoordinatorOptions {
   std::string listen_address = "127.0.0.1:7070";  // port 0 picks a free port
   std::string state_file = "shardwise-state.db";
+  std::string metrics_address;  // host:port for /metrics; empty: not served
   JobController::Options controller;
-  JobManager::Options jobs;
+  WorkerRegistry::Options workers;
   RendezvousStore::Limits rendezvous;
+  // Progress reports reach the state file this often (all jobs in one transaction).
+  absl::Duration progress_persist_interval = absl::Seconds(1);
+  // Jobs that ended longer ago than this are compacted (StateStore); checked hourly.
+  absl::Duration job_retention = absl::Hours(24 * 30);
+  // Threads gRPC may use for the synchronous calls (JobService, rendezvous Set/Get/Add).
+  int max_sync_threads = 32;
 };
 
 class Coordinator {
@@ -42,27 +60,35 @@ class Coordinator {
   ~Coordinator();
 
   int port() const { return port_; }
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
   void Shutdown();
   void Wait();
 
  private:
   explicit Coordinator(const CoordinatorOptions& options) : options_(options) {}
-  void DetectFailures();
+  absl::Status StartServing();
+  void RunPeriodicWork();
+  void AddCollectors();
 
   const CoordinatorOptions options_;
+  MetricsRegistry metrics_registry_;
+  CoordinatorMetrics metrics_{&metrics_registry_};
   std::unique_ptr<StateFileLock> state_lock_;  // before the store: released last
   std::unique_ptr<StateStore> state_;
   std::unique_ptr<JobManager> jobs_;
-  WorkerRegistry workers_;
+  std::unique_ptr<WorkerRegistry> workers_;
   std::unique_ptr<RendezvousStore> rendezvous_;
+  std::unique_ptr<SerialExecutor> executor_;  // stopped before the controller goes
   std::unique_ptr<JobController> controller_;
+  std::unique_ptr<WatchHub> watch_hub_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<RendezvousServiceImpl> rendezvous_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::unique_ptr<MetricsHttpServer> metrics_server_;
   absl::Notification stopping_;
-  std::thread failure_detector_;
+  std::thread periodic_;
   std::atomic<bool> shut_down_{false};
 };
 

@@ -1,26 +1,44 @@
 #include "server/job_controller.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/comm_hook.h"
-#include "common/prefetch_plan.h"
 #include "common/job_spec_defaults.h"
+#include "common/job_state.h"
 #include "common/status_macros.h"
 #include "server/scheduler.h"
 
 namespace shardwise {
+namespace {
 
-std::string JobController::RankName(const v1::Job& job, int32_t rank) {
-  for (const auto& r : job.ranks()) {
-    if (r.rank() == rank) return absl::StrCat("rank ", rank, " (worker ", r.worker_id(), ")");
-  }
-  return absl::StrCat("rank ", rank);
+HookSwitchAgreement::Options HookSwitchOptions(const JobController::Options& options) {
+  HookSwitchAgreement::Options hook;
+  hook.lead = options.hook_switch_lead;
+  hook.min_lead_steps = options.hook_switch_min_lead_steps;
+  return hook;
 }
+
+StallDetector::Options StallOptions(const JobController::Options& options) {
+  StallDetector::Options stall;
+  stall.heartbeat_interval = options.heartbeat_interval;
+  stall.warning = options.stall_warning;
+  stall.abort = options.stall_abort;
+  return stall;
+}
+
+v1::CoordinatorMessage AbortMessage(const std::string& job_id, int32_t attempt,
+                                    const std::string& reason) {
+  v1::CoordinatorMessage message;
+  message.mutable_abort()->set_job_id(job_id);
+  message.mutable_abort()->set_attempt(attempt);
+  message.mutable_abort()->set_reason(reason);
+  return message;
+}
+
+}  // namespace
 
 void JobController::LogError(const absl::Status& status, const char* what) {
   if (!status.ok()) std::fprintf(stderr, "coordinator: %s: %s\n", what, status.ToString().c_str());
@@ -28,34 +46,46 @@ void JobController::LogError(const absl::Status& status, const char* what) {
 
 JobController::JobController(JobManager* jobs, WorkerRegistry* workers,
                              RendezvousStore* rendezvous, const Options& options)
-    : jobs_(jobs), workers_(workers), rendezvous_(rendezvous), options_(options) {
+    : jobs_(jobs),
+      workers_(workers),
+      rendezvous_(rendezvous),
+      options_(options),
+      clock_(*options.clock),
+      hook_switch_options_(HookSwitchOptions(options)),
+      stalls_(StallOptions(options)) {
   absl::MutexLock lock(&mu_);
   AwaitReattachments();
 }
 
+JobController::LiveAttempt& JobController::StartLiveAttemptLocked(const v1::Job& job,
+                                                                  bool order_recorded) {
+  live_.erase(job.id());
+  auto [it, inserted] = live_.try_emplace(job.id(), job.attempt(), job.spec().world_size(),
+                                          order_recorded, hook_switch_options_);
+  stalls_.Track(job.id(), job.attempt(), job.spec().world_size());
+  return it->second;
+}
+
+// The job is validated and written without the controller's lock (a commit must not hold
+// up the workers' reports); scheduling it is a pass like any other.
 absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec) {
   RETURN_IF_ERROR(ValidateJobSpec(spec, options_.limits,
                                   options_.check_paths ? PathChecker(CheckReadableFile) : nullptr));
   v1::JobSpec effective = spec;
   ApplyJobSpecDefaults(&effective);
   ASSIGN_OR_RETURN(const MemoryEstimate memory, EstimateRankMemory(effective));
-  absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckSomeWorkerHasMemory(effective.device(), memory));
   ASSIGN_OR_RETURN(v1::Job job, jobs_->Submit(effective, memory.ToProto()));
-  ScheduleLocked();
-  return jobs_->Get(job.id());
+  absl::MutexLock lock(&mu_);
+  RequestScheduleLocked();
+  return job;
 }
 
 absl::Status JobController::CheckSomeWorkerHasMemory(v1::DeviceKind device,
                                                      const MemoryEstimate& memory) const {
-  const std::vector<v1::WorkerInfo> workers = workers_->List();
-  const v1::WorkerInfo* largest = nullptr;
-  for (const v1::WorkerInfo& worker : workers) {
-    if (worker.device() != device) continue;
-    if (MemoryFits(memory.total(), RankMemory(worker))) return absl::OkStatus();
-    if (largest == nullptr || RankMemory(worker) > RankMemory(*largest)) largest = &worker;
-  }
-  if (largest == nullptr) return absl::OkStatus();  // none registered yet: the job waits
+  auto largest = workers_->Largest(device);
+  if (!largest.ok()) return absl::OkStatus();  // none registered yet: the job waits
+  if (MemoryFits(memory.total(), RankMemory(*largest))) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "the job needs about ", memory.ToString(), " per rank, but the largest ",
       v1::DeviceKind_Name(device), " worker (", largest->name(), ") advertises ",
@@ -78,14 +108,9 @@ absl::StatusOr<v1::Job> JobController::Cancel(const std::string& job_id) {
   }
   ASSIGN_OR_RETURN(v1::Job cancelled,
                    jobs_->Finish(job_id, JobManager::kAnyAttempt, v1::CANCELLED, reason));
-  ScheduleLocked();
+  RequestScheduleLocked();
   return cancelled;
 }
-
-// At most this many proposals per set-hook request: each retry starts after the newest
-// step a rank reported, so a second one fails only if the job keeps outrunning its
-// progress reports.
-constexpr int kMaxHookProposals = 3;
 
 absl::StatusOr<v1::HookSwitch> JobController::SetCommHook(const std::string& job_id,
                                                           const v1::CommHook& hook) {
@@ -104,60 +129,34 @@ absl::StatusOr<v1::HookSwitch> JobController::SetCommHook(const std::string& job
         "once they are back (describe shows it)"));
   }
   RETURN_IF_ERROR(ValidateCommHook(hook, job.spec()));
-  const v1::CommHook current = HookInEffect(job);
-  if (SameHook(current, hook)) {
+  if (SameHook(HookInEffect(job), hook)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job_id, " already uses ", CommHookName(hook)));
   }
   LiveAttempt& attempt = live->second;
-  if (attempt.proposal.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id, " is still agreeing switch ", attempt.proposal->version(), " to ",
-        CommHookName(attempt.proposal->new_hook()), " at step ", attempt.proposal->step()));
-  }
-  attempt.proposals_tried = 0;
-  return ProposeHookSwitchLocked(job, attempt, hook, /*not_before=*/0,
-                                 static_cast<int64_t>(absl::ToUnixMillis(absl::Now())));
+  RETURN_IF_ERROR(attempt.hook_switch.BeginRequest(job));
+  return ProposeHookSwitchLocked(job, attempt, hook, /*not_before=*/0, clock_.Now());
 }
 
 absl::StatusOr<v1::HookSwitch> JobController::ProposeHookSwitchLocked(
     const v1::Job& job, LiveAttempt& attempt, const v1::CommHook& hook, int64_t not_before,
-    int64_t request_time_ms) {
-  const v1::Progress& progress = job.progress();
-  const int64_t lead = std::max<int64_t>(
-      options_.hook_switch_min_lead_steps,
-      static_cast<int64_t>(std::ceil(progress.steps_per_second() *
-                                     absl::ToDoubleSeconds(options_.hook_switch_lead))));
-  const int64_t step = std::max(progress.step(), not_before) + lead;
-  if (step >= job.spec().steps()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job.id(), " is at step ", progress.step(), " of ", job.spec().steps(),
-        "; a switch needs step ", step, " (", lead,
-        " steps ahead, for every rank to agree before reaching it), which it will not run"));
-  }
-  v1::HookSwitch proposal;
-  proposal.set_version(job.hook_switches_size() + 1);
-  *proposal.mutable_old_hook() = HookInEffect(job);
-  *proposal.mutable_new_hook() = hook;
-  proposal.set_step(step);
-  proposal.set_state(v1::HookSwitch::PROPOSED);
-  proposal.set_request_time_ms(request_time_ms);
+    absl::Time request_time) {
+  ASSIGN_OR_RETURN(const v1::HookSwitch proposal,
+                   attempt.hook_switch.MakeProposal(job, hook, not_before, request_time));
   ASSIGN_OR_RETURN(v1::Job updated,
                    jobs_->RecordHookSwitch(
                        job.id(), proposal,
                        absl::StrCat("comm hook switch ", proposal.version(), " proposed: ",
                                     CommHookName(proposal.old_hook()), " -> ",
-                                    CommHookName(hook), " at step ", step)));
-  attempt.proposal = proposal;
-  attempt.accepted.clear();
-  ++attempt.proposals_tried;
+                                    CommHookName(hook), " at step ", proposal.step())));
+  attempt.hook_switch.Proposed(proposal);
   v1::CoordinatorMessage message;
   v1::HookChange* change = message.mutable_hook_change();
   change->set_job_id(job.id());
   change->set_attempt(job.attempt());
   change->set_version(proposal.version());
   *change->mutable_hook() = hook;
-  change->set_step(step);
+  change->set_step(proposal.step());
   SendToRanksLocked(updated, message);
   return proposal;
 }
@@ -166,36 +165,34 @@ void JobController::OnHookAck(const std::string& worker_id, const v1::HookChange
   absl::MutexLock lock(&mu_);
   auto job = jobs_->Get(ack.job_id());
   auto live = live_.find(ack.job_id());
-  if (!job.ok() || live == live_.end() || live->second.attempt != ack.attempt() ||
-      !live->second.proposal.has_value() ||
-      live->second.proposal->version() != ack.version()) {
-    return;  // for a proposal already decided, or an attempt that ended
+  if (!job.ok() || live == live_.end() || live->second.attempt != ack.attempt()) {
+    return;  // an attempt that ended
   }
   int32_t rank = -1;
   for (const v1::RankAssignment& r : job->ranks()) {
     if (r.worker_id() == worker_id) rank = r.rank();
   }
-  if (rank < 0) return;
   LiveAttempt& attempt = live->second;
-  if (!ack.accepted()) {
-    const v1::HookSwitch rejected = *attempt.proposal;
-    DecideHookSwitchLocked(
-        *job, attempt, /*commit=*/false,
-        absl::StrCat(RankName(*job, rank), " had already started step ", ack.started_step()));
-    if (attempt.proposals_tried < kMaxHookProposals) {
+  const HookSwitchAgreement::AckDecision decision = attempt.hook_switch.OnAck(*job, rank, ack);
+  switch (decision.kind) {
+    case HookSwitchAgreement::AckDecision::Kind::kNone:
+      return;
+    case HookSwitchAgreement::AckDecision::Kind::kCommit:
+      DecideHookSwitchLocked(*job, attempt, /*commit=*/true, "");
+      return;
+    case HookSwitchAgreement::AckDecision::Kind::kAbandon: {
+      const v1::HookSwitch rejected = *attempt.hook_switch.EndProposal();
+      DecideHookSwitchLocked(*job, attempt, /*commit=*/false, decision.reason, rejected);
+      if (!decision.retry_after.has_value()) return;
       auto again = jobs_->Get(ack.job_id());
-      if (again.ok()) {
-        LogError(ProposeHookSwitchLocked(*again, attempt, rejected.new_hook(),
-                                         ack.started_step() + 1, rejected.request_time_ms())
-                     .status(),
-                 "re-proposing a hook switch");
-      }
+      if (!again.ok()) return;
+      LogError(ProposeHookSwitchLocked(*again, attempt, rejected.new_hook(),
+                                       *decision.retry_after + 1,
+                                       absl::FromUnixMillis(rejected.request_time_ms()))
+                   .status(),
+               "re-proposing a hook switch");
+      return;
     }
-    return;
-  }
-  attempt.accepted.insert(rank);
-  if (static_cast<int32_t>(attempt.accepted.size()) == job->spec().world_size()) {
-    DecideHookSwitchLocked(*job, attempt, /*commit=*/true, "");
   }
 }
 
@@ -203,10 +200,11 @@ void JobController::OnHookAck(const std::string& worker_id, const v1::HookChange
 // the two abandons the switch when it restarts (JobManager), which is right only if no
 // rank was told to commit. A commit the state file refuses becomes an abandon.
 void JobController::DecideHookSwitchLocked(const v1::Job& job, LiveAttempt& attempt, bool commit,
-                                           const std::string& reason) {
-  v1::HookSwitch decided = *attempt.proposal;
-  attempt.proposal.reset();
-  attempt.accepted.clear();
+                                           const std::string& reason,
+                                           std::optional<v1::HookSwitch> proposal) {
+  if (!proposal.has_value()) proposal = attempt.hook_switch.EndProposal();
+  if (!proposal.has_value()) return;
+  v1::HookSwitch decided = *proposal;
   std::string why = reason;
   if (commit) {
     decided.set_state(v1::HookSwitch::APPLIED);
@@ -249,12 +247,12 @@ void JobController::SendToRanksLocked(const v1::Job& job, const v1::CoordinatorM
   for (const v1::RankAssignment& rank : job.ranks()) workers_->Send(rank.worker_id(), message);
 }
 
-v1::RegisterWorkerResponse JobController::RegisterWorker(
+absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
     const v1::RegisterWorkerRequest& request) {
   absl::MutexLock lock(&mu_);
   v1::RegisterWorkerRequest named = request;
   if (named.name().empty()) named.set_name("worker");
-  WorkerRegistry::Registration registration = workers_->Register(named);
+  ASSIGN_OR_RETURN(const WorkerRegistry::Registration registration, workers_->Register(named));
   // A daemon that registers again while we think it runs an attempt has restarted: the
   // attempt lost that rank.
   const v1::WorkerInfo& before = registration.previous;
@@ -279,58 +277,54 @@ v1::RegisterWorkerResponse JobController::RegisterWorker(
   return response;
 }
 
-absl::StatusOr<std::shared_ptr<SessionOutbox>> JobController::OpenSession(
-    const std::string& worker_id) {
+absl::Status JobController::OpenSession(const std::string& worker_id,
+                                        std::shared_ptr<SessionOutbox> outbox) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(std::shared_ptr<SessionOutbox> outbox, workers_->AttachSession(worker_id));
+  RETURN_IF_ERROR(workers_->AttachSession(worker_id, std::move(outbox)));
   ResyncReattachedLocked(worker_id);
-  ScheduleLocked();
-  return outbox;
+  RequestScheduleLocked();
+  return absl::OkStatus();
 }
 
 void JobController::CloseSession(const std::string& worker_id,
                                  const std::shared_ptr<SessionOutbox>& outbox) {
   absl::MutexLock lock(&mu_);
   if (workers_->DetachSession(worker_id, outbox)) {
-    LoseWorkerLocked(worker_id, "its session closed");
+    LoseWorkerLocked(worker_id, "its session closed", "session_closed");
   }
 }
 
 void JobController::OnHeartbeat(const std::string& worker_id, const v1::Heartbeat& heartbeat) {
-  absl::MutexLock lock(&mu_);
   auto worker = workers_->Heartbeat(worker_id);
   if (!worker.ok()) return;
-  const bool assigned = worker->state() == v1::BUSY || worker->state() == v1::DRAINING;
-  const bool same_attempt = assigned && heartbeat.job_id() == worker->job_id() &&
-                            heartbeat.attempt() == worker->attempt();
+  const bool assigned = worker->state == v1::BUSY || worker->state == v1::DRAINING;
+  const bool same_attempt = assigned && heartbeat.job_id() == worker->job_id &&
+                            heartbeat.attempt() == worker->attempt;
   if (!heartbeat.job_id().empty() && !same_attempt) {
     // A leftover from an attempt that ended (or from before a coordinator restart).
-    v1::CoordinatorMessage abort;
-    abort.mutable_abort()->set_job_id(heartbeat.job_id());
-    abort.mutable_abort()->set_attempt(heartbeat.attempt());
-    abort.mutable_abort()->set_reason("the coordinator is not running this attempt");
-    workers_->Send(worker_id, abort);
+    workers_->Send(worker_id, AbortMessage(heartbeat.job_id(), heartbeat.attempt(),
+                                           "the coordinator is not running this attempt"));
     return;
   }
   if (same_attempt && heartbeat.has_position()) {
-    auto live = live_.find(heartbeat.job_id());
-    if (live != live_.end() && live->second.attempt == heartbeat.attempt()) {
-      const v1::RankPosition& now_at = heartbeat.position();
-      auto [it, inserted] = live->second.positions.try_emplace(worker->rank());
-      LiveAttempt::Seen& seen = it->second;
-      const bool moved = inserted || seen.position.collectives() != now_at.collectives() ||
-                         seen.position.step() != now_at.step() ||
-                         seen.position.phase() != now_at.phase() ||
-                         seen.position.unit() != now_at.unit();
-      seen.position = now_at;
-      seen.received = absl::Now();
-      if (moved) seen.moved = seen.received;
+    stalls_.Record(heartbeat.job_id(), heartbeat.attempt(), worker->rank, heartbeat.position(),
+                   clock_.Now());
+  }
+  if (heartbeat.job_id().empty() && worker->state == v1::DRAINING) {
+    if (options_.executor == nullptr) {
+      ReturnToIdle(worker_id);
+    } else {
+      options_.executor->Post([this, worker_id] { ReturnToIdle(worker_id); });
     }
   }
-  if (heartbeat.job_id().empty() && worker->state() == v1::DRAINING) {
-    workers_->SetIdle(worker_id);
-    ScheduleLocked();
-  }
+}
+
+void JobController::ReturnToIdle(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  auto worker = workers_->Get(worker_id);
+  if (!worker.ok() || worker->state() != v1::DRAINING) return;  // something happened since
+  workers_->SetIdle(worker_id);
+  RequestScheduleLocked();
 }
 
 void JobController::OnReport(const std::string& worker_id, const v1::AttemptReport& report) {
@@ -386,12 +380,12 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
                                result)
                      .status(),
                  "finishing job");
-        ScheduleLocked();
       }
+      RequestScheduleLocked();
       break;
     case v1::ORDER_RECORDED:
     case v1::ORDER_CHANGED:
-      OnExecutionOrderLocked(*job, attempt, report);
+      ApplyOrderDecisionLocked(*job, attempt, attempt.order.OnReport(*job, report));
       break;
     case v1::ABORTED:
       workers_->SetIdle(worker_id);
@@ -404,226 +398,85 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
   }
 }
 
-namespace {
-
-int NumUnits(const v1::ExecutionOrder& order) {
-  int n = 0;
-  for (int unit : order.pre_forward()) n = std::max(n, unit + 1);
-  for (int unit : order.post_forward()) n = std::max(n, unit + 1);
-  return n;
-}
-
-}  // namespace
-
-// docs/semantics.md, "Validation": every rank must run its units in the same order, or the
-// ranks' collectives pair up wrongly (a hang, or tensors silently mixed). PyTorch checks
-// this only in its most verbose debug mode; here the coordinator compares the ranks'
-// first iterations and fails the job at once, naming the ranks and the first difference.
-void JobController::OnExecutionOrderLocked(const v1::Job& job, LiveAttempt& attempt,
-                                           const v1::AttemptReport& report) {
-  if (report.phase() == v1::ORDER_CHANGED) {
-    // Ranks report independently: a fast rank's change can arrive before a slow rank's
-    // first order. Compare it only once the reference order is recorded.
-    if (!attempt.order_recorded) {
-      if (!attempt.early_change.has_value()) attempt.early_change = report;
+void JobController::ApplyOrderDecisionLocked(const v1::Job& job, LiveAttempt& attempt,
+                                             const ExecutionOrderAgreement::Decision& decision) {
+  using Kind = ExecutionOrderAgreement::Decision::Kind;
+  switch (decision.kind) {
+    case Kind::kNone:
+      return;
+    case Kind::kFail:
+      AbortRanksLocked(job, decision.message, /*skip_worker=*/"");
+      EndAttemptLocked(job);
+      // Not re-queued: the same model runs in the same orders again.
+      LogError(jobs_->Finish(job.id(), job.attempt(), v1::FAILED, decision.message).status(),
+               "failing job");
+      RequestScheduleLocked();
+      return;
+    case Kind::kWarn:
+      LogError(jobs_->RecordEvent(job.id(), job.attempt(), decision.message).status(),
+               "recording an order change");
+      return;
+    case Kind::kRecord: {
+      auto recorded = jobs_->RecordExecutionPlan(job.id(), job.attempt(), decision.order,
+                                                 decision.plan, decision.message);
+      LogError(recorded.status(), "recording the execution order");
+      if (recorded.ok()) ApplyOrderDecisionLocked(*recorded, attempt, attempt.order.Recorded(*recorded));
       return;
     }
-    if (attempt.order_change_warned) return;
-    attempt.order_change_warned = true;
-    auto plan = PlanPrefetch(report.execution_order(), job.spec().fsdp(),
-                             NumUnits(report.execution_order()));
-    const std::string change = absl::StrCat(
-        "warning: ", RankName(job, report.rank()), "'s execution order changed at step ",
-        report.step(), ": ", FirstDifference(job.execution_order(), report.execution_order()),
-        " (warned once per attempt)");
-    // Re-planned from the new order; if it cannot be planned, the old plan stays.
-    v1::PrefetchPlan stored = job.prefetch_plan();
-    std::string event = absl::StrCat(change, "; ", plan.status().message());
-    if (plan.ok()) {
-      stored = *plan;
-      stored.set_version(job.prefetch_plan().version() + 1);
-      event = absl::StrCat(change, "; re-planned: prefetch plan ", FormatPrefetchPlan(stored));
-    }
-    auto recorded = jobs_->RecordExecutionPlan(job.id(), job.attempt(), job.execution_order(),
-                                               stored, event);
-    LogError(recorded.status(), "recording an order change");
-    if (recorded.ok() && plan.ok()) {
+    case Kind::kReplan: {
+      auto recorded = jobs_->RecordExecutionPlan(job.id(), job.attempt(), decision.order,
+                                                 decision.plan, decision.message);
+      LogError(recorded.status(), "recording an order change");
+      if (!recorded.ok()) return;
       // Every rank adopts the new version at the same step (PlanUpdate explains how).
       v1::CoordinatorMessage message;
       v1::PlanUpdate* update = message.mutable_plan_update();
       update->set_job_id(job.id());
       update->set_attempt(job.attempt());
-      *update->mutable_plan() = stored;
+      *update->mutable_plan() = decision.plan;
       SendToRanksLocked(*recorded, message);
+      return;
     }
-    return;
-  }
-  attempt.orders[report.rank()] = report.execution_order();
-  if (static_cast<int32_t>(attempt.orders.size()) < job.spec().world_size()) return;
-  const auto& [first_rank, reference] = *attempt.orders.begin();
-  std::vector<std::string> differences;
-  for (const auto& [rank, order] : attempt.orders) {
-    const std::string difference = FirstDifference(reference, order);
-    if (!difference.empty()) {
-      differences.push_back(absl::StrCat("rank ", rank, " differs from rank ", first_rank,
-                                         " at ", difference));
-    }
-  }
-  if (!differences.empty()) {
-    const std::string reason = absl::StrCat(
-        "the ranks ran their FSDP units in different orders in their first iteration: ",
-        absl::StrJoin(differences, "; "),
-        "; their collectives would pair up wrongly (a hang, or mixed tensors)");
-    AbortRanksLocked(job, reason, /*skip_worker=*/"");
-    EndAttemptLocked(job);
-    // Not re-queued: the same model runs in the same orders again.
-    LogError(jobs_->Finish(job.id(), job.attempt(), v1::FAILED, reason).status(), "failing job");
-    ScheduleLocked();
-    return;
-  }
-  auto plan = PlanPrefetch(reference, job.spec().fsdp(), NumUnits(reference));
-  if (!plan.ok()) {
-    LogError(plan.status(), "planning prefetch");
-    return;
-  }
-  plan->set_version(1);
-  auto recorded = jobs_->RecordExecutionPlan(
-      job.id(), job.attempt(), reference, *plan,
-      absl::StrCat("execution order recorded, the same on all ", job.spec().world_size(),
-                   " ranks: ", FormatExecutionOrder(reference), "; prefetch plan ",
-                   FormatPrefetchPlan(*plan)));
-  LogError(recorded.status(), "recording the execution order");
-  if (!recorded.ok()) return;
-  attempt.order_recorded = true;
-  if (attempt.early_change.has_value()) {
-    const v1::AttemptReport change = *attempt.early_change;
-    attempt.early_change.reset();
-    OnExecutionOrderLocked(*recorded, attempt, change);
   }
 }
 
 absl::StatusOr<v1::Timeline> JobController::GetTimeline(const std::string& job_id) const {
   RETURN_IF_ERROR(jobs_->Get(job_id).status());
-  return timelines_.Get(job_id);
+  v1::Timeline timeline = timelines_.Get(job_id);
+  if (timeline.ranks_size() > 0) return timeline;
+  auto kept = jobs_->LoadTimeline(job_id);
+  if (absl::IsNotFound(kept.status())) return timeline;  // none was sent
+  return kept;
 }
 
 void JobController::CheckHeartbeats() {
   absl::MutexLock lock(&mu_);
-  for (const std::string& worker_id :
-       workers_->Silent(absl::Now(), options_.heartbeat_timeout)) {
-    LoseWorkerLocked(worker_id, absl::StrCat("no heartbeat for more than ",
-                                             absl::FormatDuration(options_.heartbeat_timeout)));
+  for (const std::string& worker_id : workers_->Silent(options_.heartbeat_timeout)) {
+    LoseWorkerLocked(worker_id,
+                     absl::StrCat("no heartbeat for more than ",
+                                  absl::FormatDuration(options_.heartbeat_timeout)),
+                     "heartbeat_timeout");
   }
-  CheckStallsLocked(absl::Now());
-  CheckReattachDeadlinesLocked(absl::Now());
-}
-
-namespace {
-
-// "0-2", "0, 2, 5".
-std::string RankList(const std::vector<int32_t>& ranks) {
-  if (ranks.size() > 2 && ranks.back() - ranks.front() + 1 == static_cast<int32_t>(ranks.size())) {
-    return absl::StrCat(ranks.front(), "-", ranks.back());
+  const absl::Time now = clock_.Now();
+  HandleStallsLocked(now);
+  CheckReattachDeadlinesLocked(now);
+  for (const std::string& forgotten : workers_->RemoveLongLost()) {
+    std::fprintf(stderr, "coordinator: forgot worker %s, lost for longer than the retention\n",
+                 forgotten.c_str());
   }
-  return absl::StrJoin(ranks, ", ");
 }
 
-std::string Where(const v1::RankPosition& p) {
-  std::string where = p.collective();
-  if (p.unit() >= 0) absl::StrAppend(&where, " of unit ", p.unit());
-  absl::StrAppend(&where, " at step ", p.step(), " (", p.phase(), ")");
-  return where;
-}
-
-}  // namespace
-
-// Every rank runs the same sequence of collectives on each of its threads (lanes), so a
-// rank's count of collectives entered on a lane says which one it is in. Ranks that have
-// been inside collective N of a lane for longer than the warning time wait for the ranks
-// whose count on that lane is below N (they have not entered it) or whose heartbeats
-// stopped (a frozen process).
-void JobController::CheckStallsLocked(absl::Time now) {
-  // Workers from before lanes report only their total.
-  auto lane_count = [](const v1::RankPosition& p, int lane) {
-    return lane < p.lane_collectives_size() ? p.lane_collectives(lane) : p.collectives();
-  };
-  for (auto& [job_id, attempt] : live_) {
-    auto job = jobs_->Get(job_id);
-    if (!job.ok() || job->state() != v1::RUNNING || job->attempt() != attempt.attempt) continue;
-    // The waiters: ranks inside a collective for longer than the warning time. A rank
-    // whose heartbeats stopped is a suspect, not a waiter: its last position may be
-    // inside a collective it will never leave.
-    std::vector<std::pair<int32_t, absl::Duration>> waiters;
-    int lane = -1;  // the lane of the longest wait: the one examined
-    absl::Duration longest = absl::ZeroDuration();
-    for (const auto& [rank, seen] : attempt.positions) {
-      const v1::RankPosition& position = seen.position;
-      if (position.collective().empty() ||
-          now - seen.received > 3 * options_.heartbeat_interval) {
-        continue;
-      }
-      const absl::Duration in_collective =
-          absl::Milliseconds(position.collective_ms()) + (now - seen.received);
-      if (in_collective < options_.stall_warning) continue;
-      waiters.push_back({rank, in_collective});
-      if (in_collective > longest) {
-        longest = in_collective;
-        lane = position.lane();
-      }
+void JobController::HandleStallsLocked(absl::Time now) {
+  for (const StallDetector::Stall& stall : stalls_.Check(now)) {
+    auto job = jobs_->Get(stall.job_id);
+    if (!job.ok() || job->state() != v1::RUNNING || job->attempt() != stall.attempt) continue;
+    if (stall.abort) {
+      FailAttemptLocked(*job, stall.message, /*lost_worker=*/"");
+      continue;
     }
-    const v1::RankPosition* waiting_at = nullptr;
-    absl::Duration waited = absl::ZeroDuration();
-    std::vector<int32_t> waiting;
-    for (const auto& [rank, in_collective] : waiters) {
-      const v1::RankPosition& position = attempt.positions.at(rank).position;
-      if (position.lane() != lane) continue;
-      if (waiting_at == nullptr || lane_count(position, lane) > lane_count(*waiting_at, lane)) {
-        waiting_at = &position;
-        waiting.clear();
-      }
-      if (lane_count(position, lane) == lane_count(*waiting_at, lane)) {
-        waiting.push_back(rank);
-        waited = std::max(waited, in_collective);
-      }
-    }
-    if (waiting_at == nullptr) continue;
-    std::vector<std::string> missing;
-    for (int32_t rank = 0; rank < job->spec().world_size(); ++rank) {
-      auto it = attempt.positions.find(rank);
-      if (it == attempt.positions.end()) {
-        missing.push_back(absl::StrCat("rank ", rank, " has not reported its position"));
-        continue;
-      }
-      const v1::RankPosition& position = it->second.position;
-      const absl::Duration silent = now - it->second.received;
-      // Behind the waiters and not moving (a rank merely slower gets there soon).
-      if (lane_count(position, lane) < lane_count(*waiting_at, lane) &&
-          now - it->second.moved >= options_.stall_warning) {
-        missing.push_back(absl::StrCat("rank ", rank, " has not entered ", Where(*waiting_at),
-                                       "; it is in ", position.phase(),
-                                       position.unit() >= 0 ? absl::StrCat(" of unit ", position.unit()) : "",
-                                       " at step ", position.step()));
-      } else if (silent > 3 * options_.heartbeat_interval) {
-        missing.push_back(absl::StrCat("rank ", rank, " has sent no heartbeat for ",
-                                       absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100)))));
-      }
-    }
-    if (missing.empty()) continue;  // every rank is inside: a slow collective, not a stall
-    const std::string message = absl::StrCat(
-        "stall: ", absl::StrJoin(missing, "; "), "; rank", waiting.size() > 1 ? "s " : " ",
-        RankList(waiting), waiting.size() > 1 ? " are" : " is", " waiting in ",
-        Where(*waiting_at), " for ", absl::FormatDuration(absl::Trunc(waited, absl::Seconds(1))));
-    if (options_.stall_abort > absl::ZeroDuration() && waited >= options_.stall_abort) {
-      FailAttemptLocked(*job,
-                        absl::StrCat(message, " (longer than the stall timeout of ",
-                                     absl::FormatDuration(options_.stall_abort), ")"),
-                        /*lost_worker=*/"");
-      return;  // live_ changed
-    }
-    if (attempt.stall_reported_at == waiting_at->collectives()) continue;
-    attempt.stall_reported_at = waiting_at->collectives();  // the waiter's total: unique
-    std::fprintf(stderr, "coordinator: %s: %s\n", job_id.c_str(), message.c_str());
-    LogError(jobs_->RecordEvent(job_id, job->attempt(), message).status(), "recording a stall");
+    std::fprintf(stderr, "coordinator: %s: %s\n", stall.job_id.c_str(), stall.message.c_str());
+    LogError(jobs_->RecordEvent(stall.job_id, stall.attempt, stall.message).status(),
+             "recording a stall");
   }
 }
 
@@ -632,12 +485,22 @@ void JobController::Schedule() {
   ScheduleLocked();
 }
 
-void JobController::ScheduleLocked() {
-  std::vector<PendingJob> pending;
-  for (const v1::Job& job : jobs_->Pending()) {
-    pending.push_back({job.id(), job.spec().world_size(), job.spec().device(),
-                       job.memory_per_rank().total_bytes()});
+void JobController::RequestScheduleLocked() {
+  if (options_.executor == nullptr) {
+    ScheduleLocked();
+    return;
   }
+  if (schedule_posted_) return;
+  schedule_posted_ = true;
+  options_.executor->Post([this] {
+    absl::MutexLock lock(&mu_);
+    schedule_posted_ = false;
+    ScheduleLocked();
+  });
+}
+
+void JobController::ScheduleLocked() {
+  const std::vector<PendingJob> pending = jobs_->PendingJobs();
   if (pending.empty()) return;
   std::vector<IdleWorker> idle;
   for (v1::DeviceKind device : {v1::CPU, v1::CUDA}) {
@@ -646,61 +509,67 @@ void JobController::ScheduleLocked() {
     }
   }
   const std::vector<Placement> placements = PlanGangPlacements(pending, idle);
+  std::set<std::string> placed;
+  for (const Placement& placement : placements) placed.insert(placement.job_id);
   // Jobs left waiting say what for, counting the workers of their kind that exist.
-  const std::vector<v1::WorkerInfo> workers = workers_->List();
+  std::map<v1::DeviceKind, std::vector<int64_t>> memories;  // ascending, per device
   for (const PendingJob& job : pending) {
-    const bool placed = std::any_of(placements.begin(), placements.end(),
-                                    [&](const Placement& p) { return p.job_id == job.job_id; });
-    if (placed) continue;
-    WorkerSupply supply{0, 0, job.memory_per_rank};
-    for (const v1::WorkerInfo& worker : workers) {
-      if (worker.state() == v1::LOST || worker.device() != job.device) continue;
-      ++supply.registered;
-      if (MemoryFits(job.memory_per_rank, RankMemory(worker))) ++supply.with_enough_memory;
-    }
-    LogError(jobs_->SetPendingReason(job.job_id,
-                                     PendingReason(job.world_size, job.device, supply)),
-             "updating a pending reason");
+    if (placed.count(job.job_id) > 0) continue;
+    auto [it, fresh] = memories.try_emplace(job.device);
+    if (fresh) it->second = workers_->RankMemories(job.device);
+    const std::vector<int64_t>& memory = it->second;
+    WorkerSupply supply{static_cast<int>(memory.size()), 0, job.memory_per_rank};
+    // MemoryFits: a worker advertising nothing, or at least the job's memory.
+    supply.with_enough_memory = static_cast<int>(
+        (std::lower_bound(memory.begin(), memory.end(), 1) - memory.begin()) +
+        (memory.end() - std::lower_bound(memory.begin(), memory.end(),
+                                         std::max<int64_t>(1, job.memory_per_rank))));
+    if (job.memory_per_rank <= 0) supply.with_enough_memory = supply.registered;
+    jobs_->SetPendingReason(job.job_id, PendingReason(job.world_size, job.device, supply));
   }
   for (const Placement& placement : placements) {
-    std::vector<v1::RankAssignment> ranks;
-    for (size_t r = 0; r < placement.worker_ids.size(); ++r) {
-      v1::RankAssignment assignment;
-      assignment.set_rank(static_cast<int32_t>(r));
-      assignment.set_worker_id(placement.worker_ids[r]);
-      ranks.push_back(assignment);
-    }
-    auto job = jobs_->Schedule(placement.job_id, ranks);
-    if (!job.ok()) {
-      LogError(job.status(), "scheduling");
-      continue;
-    }
-    rendezvous_->OpenScope(job->id(), job->attempt());
-    LiveAttempt& live = live_[job->id()];
-    live = LiveAttempt{};
-    live.attempt = job->attempt();
-    for (const v1::RankAssignment& rank : job->ranks()) {
-      workers_->SetBusy(rank.worker_id(), job->id(), job->attempt(), rank.rank());
-      v1::CoordinatorMessage message;
-      v1::Assignment* assignment = message.mutable_assignment();
-      assignment->set_job_id(job->id());
-      assignment->set_attempt(job->attempt());
-      assignment->set_rank(rank.rank());
-      assignment->set_world_size(job->spec().world_size());
-      *assignment->mutable_spec() = job->spec();
-      *assignment->mutable_hook_switches() = job->hook_switches();
-      assignment->set_collective_timeout_ms(
-          absl::ToInt64Milliseconds(options_.collective_timeout));
-      // A worker whose session closed in between is lost through CloseSession, which
-      // then fails this attempt.
-      workers_->Send(rank.worker_id(), message);
-    }
+    StartAttemptLocked(placement.job_id, placement.worker_ids);
   }
 }
 
-void JobController::LoseWorkerLocked(const std::string& worker_id, const std::string& reason) {
+void JobController::StartAttemptLocked(const std::string& job_id,
+                                       const std::vector<std::string>& worker_ids) {
+  std::vector<v1::RankAssignment> ranks;
+  for (size_t r = 0; r < worker_ids.size(); ++r) {
+    v1::RankAssignment assignment;
+    assignment.set_rank(static_cast<int32_t>(r));
+    assignment.set_worker_id(worker_ids[r]);
+    ranks.push_back(assignment);
+  }
+  auto job = jobs_->Schedule(job_id, ranks);
+  if (!job.ok()) {
+    LogError(job.status(), "scheduling");
+    return;
+  }
+  rendezvous_->OpenScope(job->id(), job->attempt());
+  StartLiveAttemptLocked(*job, /*order_recorded=*/false);
+  for (const v1::RankAssignment& rank : job->ranks()) {
+    workers_->SetBusy(rank.worker_id(), job->id(), job->attempt(), rank.rank());
+    v1::CoordinatorMessage message;
+    v1::Assignment* assignment = message.mutable_assignment();
+    assignment->set_job_id(job->id());
+    assignment->set_attempt(job->attempt());
+    assignment->set_rank(rank.rank());
+    assignment->set_world_size(job->spec().world_size());
+    *assignment->mutable_spec() = job->spec();
+    *assignment->mutable_hook_switches() = job->hook_switches();
+    assignment->set_collective_timeout_ms(absl::ToInt64Milliseconds(options_.collective_timeout));
+    // A worker whose session closed in between is lost through CloseSession, which
+    // then fails this attempt.
+    workers_->Send(rank.worker_id(), message);
+  }
+}
+
+void JobController::LoseWorkerLocked(const std::string& worker_id, const std::string& reason,
+                                     const char* kind) {
   auto before = workers_->MarkLost(worker_id, reason);
   if (!before.ok()) return;
+  if (options_.metrics != nullptr) options_.metrics->failure_detections_total.With({kind}).Increment();
   std::fprintf(stderr, "coordinator: worker %s lost: %s\n", worker_id.c_str(), reason.c_str());
   if (before->state() != v1::BUSY || before->job_id().empty()) return;
   auto job = jobs_->Get(before->job_id());
@@ -721,24 +590,26 @@ void JobController::AbortRanksLocked(const v1::Job& job, const std::string& reas
     if (!worker.ok() || worker->job_id() != job.id() || worker->attempt() != job.attempt()) {
       continue;
     }
-    v1::CoordinatorMessage message;
-    message.mutable_abort()->set_job_id(job.id());
-    message.mutable_abort()->set_attempt(job.attempt());
-    message.mutable_abort()->set_reason(reason);
-    workers_->Send(rank.worker_id(), message);
+    workers_->Send(rank.worker_id(), AbortMessage(job.id(), job.attempt(), reason));
     workers_->SetDraining(rank.worker_id());
   }
 }
 
 void JobController::EndAttemptLocked(const v1::Job& job) {
   auto live = live_.find(job.id());
-  if (live != live_.end() && live->second.proposal.has_value()) {
+  if (live != live_.end() && live->second.hook_switch.proposing()) {
     DecideHookSwitchLocked(job, live->second, /*commit=*/false,
                            absl::StrCat("attempt ", job.attempt(),
                                         " ended before every rank answered"));
   }
   rendezvous_->CloseScope(job.id(), job.attempt());
+  stalls_.Forget(job.id());
   live_.erase(job.id());
+  // Kept in the state file: memory holds the timelines of the most recent jobs only.
+  const v1::Timeline timeline = timelines_.Get(job.id());
+  if (timeline.attempt() == job.attempt() && timeline.ranks_size() > 0) {
+    LogError(jobs_->SaveTimeline(timeline), "keeping a timeline");
+  }
 }
 
 void JobController::FailAttemptLocked(const v1::Job& job, const std::string& reason,
@@ -769,7 +640,7 @@ void JobController::FailAttemptLocked(const v1::Job& job, const std::string& rea
                  .status(),
              "failing job");
   }
-  ScheduleLocked();
+  RequestScheduleLocked();
 }
 
 }  // namespace shardwise

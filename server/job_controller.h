@@ -1,11 +1,21 @@
 #ifndef SHARDWISE_SERVER_JOB_CONTROLLER_H_
 #define SHARDWISE_SERVER_JOB_CONTROLLER_H_
 
-// The lifecycle of jobs across workers: validates and admits jobs, gang-schedules them
-// onto idle workers, follows every rank's reports, and ends, re-queues or cancels an
-// attempt when a rank finishes, fails or is lost. It is the only component that changes
-// more than one manager, and it does so under one mutex, so the managers' own locks are
-// always leaves and their states never disagree halfway through a decision.
+// The lifecycle of jobs across workers: admits jobs, gang-schedules them onto idle
+// workers, follows every rank's reports, and ends, re-queues or cancels an attempt when a
+// rank finishes, fails or is lost. It is the only component that changes more than one
+// manager, and it does so under one mutex, so the managers' own locks are always leaves
+// and their states never disagree halfway through a decision.
+//
+// What it decides about one attempt beyond its lifecycle lives in classes of their own,
+// each a pure function of what it is told and the time it is given: the execution-order
+// agreement (execution_order_agreement.h), the hook-switch agreement
+// (hook_switch_agreement.h) and stall detection (stall_detector.h).
+//
+// The heartbeat path never takes the controller's mutex: a heartbeat updates the worker
+// registry and the stall detector (each under its own short lock) and, only when the
+// worker went idle after an abort, posts the follow-up to Options::executor. Scheduling
+// passes are coalesced there too: however many events ask for one, one runs.
 //
 // Thread-safety: all methods may be called from any thread.
 
@@ -20,12 +30,18 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/job_spec_validation.h"
 #include "common/memory_estimate.h"
 #include "proto/job.pb.h"
 #include "proto/worker_service.pb.h"
+#include "server/coordinator_metrics.h"
+#include "server/execution_order_agreement.h"
+#include "server/hook_switch_agreement.h"
 #include "server/job_manager.h"
 #include "server/rendezvous_store.h"
+#include "server/serial_executor.h"
+#include "server/stall_detector.h"
 #include "server/timeline_store.h"
 #include "server/worker_registry.h"
 
@@ -36,17 +52,19 @@ class JobController {
   struct Options {
     JobLimits limits;
     bool check_paths = true;  // check that files named by specs exist, here
+    const Clock* clock = &Clock::Real();
+    // Where coalesced scheduling passes and a heartbeat's follow-ups run; null: at once,
+    // on the calling thread (tests and the fuzzer).
+    SerialExecutor* executor = nullptr;
+    CoordinatorMetrics* metrics = nullptr;  // null: nothing recorded
     absl::Duration heartbeat_interval = absl::Seconds(1);
     absl::Duration heartbeat_timeout = absl::Seconds(10);
     absl::Duration collective_timeout = absl::Seconds(60);
-    // A hook switch is proposed for the step the job should reach this long after its
-    // latest progress report (at its reported speed), and at least this many steps
-    // ahead: room for the proposal to reach every rank before any gets there.
+    // HookSwitchAgreement::Options: how far ahead a switch is proposed.
     absl::Duration hook_switch_lead = absl::Seconds(2);
     int64_t hook_switch_min_lead_steps = 3;
-    // Ranks waiting in a collective for longer than this for ranks that have not entered
-    // it are a stall: an event names both. With stall_abort > 0, a stall that long fails
-    // the attempt with that reason.
+    // StallDetector::Options: a stall is reported after `stall_warning`; with
+    // stall_abort > 0, a stall that long fails the attempt.
     absl::Duration stall_warning = absl::Seconds(60);
     absl::Duration stall_abort = absl::ZeroDuration();
     // After a restart, how long the ranks of the attempts the previous coordinator was
@@ -70,57 +88,54 @@ class JobController {
   // another switch, has too few steps left, or its ranks are re-attaching after a restart.
   absl::StatusOr<v1::HookSwitch> SetCommHook(const std::string& job_id, const v1::CommHook& hook);
 
-  // Worker operations.
-  v1::RegisterWorkerResponse RegisterWorker(const v1::RegisterWorkerRequest& request);
-  absl::StatusOr<std::shared_ptr<SessionOutbox>> OpenSession(const std::string& worker_id);
+  // Worker operations. RESOURCE_EXHAUSTED when the registry is full.
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request);
+  // Makes `outbox` the worker's session. NOT_FOUND for an unregistered worker.
+  absl::Status OpenSession(const std::string& worker_id, std::shared_ptr<SessionOutbox> outbox);
   void CloseSession(const std::string& worker_id, const std::shared_ptr<SessionOutbox>& outbox);
+  // The heartbeat path: see the file comment.
   void OnHeartbeat(const std::string& worker_id, const v1::Heartbeat& heartbeat);
   void OnReport(const std::string& worker_id, const v1::AttemptReport& report);
   void OnHookAck(const std::string& worker_id, const v1::HookChangeAck& ack);
 
-  // The spans the job's ranks sent (TimelineStore); NOT_FOUND for an unknown job.
+  // The spans the job's ranks sent: its latest attempt's, held in memory for recent jobs
+  // and in the state file once an attempt ended. NOT_FOUND for an unknown job.
   absl::StatusOr<v1::Timeline> GetTimeline(const std::string& job_id) const;
 
   // Marks workers silent for longer than the heartbeat timeout as lost, reports (or
-  // aborts) stalled attempts, and re-queues attempts whose ranks did not re-attach in
-  // time after a restart. Called periodically by the coordinator.
+  // aborts) stalled attempts, re-queues attempts whose ranks did not re-attach in time
+  // after a restart, and forgets workers lost long ago. Called periodically.
   void CheckHeartbeats();
 
   // Starts every pending job that fits on idle workers now.
   void Schedule();
 
  private:
-  // Ranks of a live attempt that have joined the data plane and finished their work.
+  // A live attempt: its ranks' progress through it, and the agreements about it.
   struct LiveAttempt {
+    LiveAttempt(int32_t attempt_number, int32_t world_size, bool order_recorded,
+                const HookSwitchAgreement::Options& hook_options)
+        : attempt(attempt_number),
+          order(world_size, order_recorded),
+          hook_switch(hook_options) {}
+
     int32_t attempt = 0;
     std::set<int32_t> joined;
     std::set<int32_t> completed;
     std::string result;  // rank 0's final message
-    // The hook switch being agreed, if any, and the ranks that accepted it.
-    std::optional<v1::HookSwitch> proposal;
-    std::set<int32_t> accepted;
-    int proposals_tried = 0;  // for this request: a rank already past the step re-proposes
-    // Each rank's first-iteration execution order, until all have reported.
-    std::map<int32_t, v1::ExecutionOrder> orders;
-    bool order_recorded = false;  // every rank's first order arrived, and they agree
-    bool order_change_warned = false;
-    // A change reported before every rank's first order arrived, handled after them.
-    std::optional<v1::AttemptReport> early_change;
-    // Each rank's latest position (from its heartbeat), when it arrived, and when the
-    // rank last moved (its step, phase, unit or collective changed).
-    struct Seen {
-      v1::RankPosition position;
-      absl::Time received;
-      absl::Time moved;
-    };
-    std::map<int32_t, Seen> positions;
-    int64_t stall_reported_at = -1;  // the collective (by count) last reported as stalled
+    ExecutionOrderAgreement order;
+    HookSwitchAgreement hook_switch;
     // An attempt a previous coordinator ran, until every rank re-attached or the
     // deadline passed (job_controller_reattach.cc).
     bool awaiting_reattach = false;
     absl::Time reattach_deadline;
     std::set<int32_t> reattached;
   };
+
+  // Starts following a new live attempt of `job` (replacing an earlier one).
+  LiveAttempt& StartLiveAttemptLocked(const v1::Job& job, bool order_recorded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // job_controller_reattach.cc: adopting the attempts a previous coordinator ran.
   // Every RUNNING job becomes a live attempt waiting for its ranks, with an event.
@@ -143,12 +158,14 @@ class JobController {
   void RequeueUnattachedLocked(const v1::Job& job, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Names the ranks that keep others waiting in a collective, as an event once per
-  // stalled collective, and fails the attempt past options_.stall_abort.
-  void CheckStallsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  void OnExecutionOrderLocked(const v1::Job& job, LiveAttempt& attempt,
-                              const v1::AttemptReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the stalls the detector finds as events; fails the attempts past the abort.
+  void HandleStallsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Carries out what the execution-order agreement decided.
+  void ApplyOrderDecisionLocked(const v1::Job& job, LiveAttempt& attempt,
+                                const ExecutionOrderAgreement::Decision& decision)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker whose heartbeat says it is idle again after an abort.
+  void ReturnToIdle(const std::string& worker_id);
 
   // Records and sends a proposal to switch `job` to `hook` at a step after both the
   // reported progress and `not_before`.
@@ -156,26 +173,33 @@ class JobController {
                                                          LiveAttempt& attempt,
                                                          const v1::CommHook& hook,
                                                          int64_t not_before,
-                                                         int64_t request_time_ms)
+                                                         absl::Time request_time)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the attempt's proposal: APPLIED (commit) or ABANDONED with `reason`.
+  // Ends `proposal` (by default the attempt's outstanding one), writes it APPLIED
+  // (commit) or ABANDONED with `reason`, and tells the ranks.
   void DecideHookSwitchLocked(const v1::Job& job, LiveAttempt& attempt, bool commit,
-                              const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                              const std::string& reason,
+                              std::optional<v1::HookSwitch> proposal = std::nullopt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendToRanksLocked(const v1::Job& job, const v1::CoordinatorMessage& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static v1::CoordinatorMessage HookDecisionMessage(const v1::Job& job, int32_t version,
                                                     bool commit);
-  // "rank 1 (worker w1)".
-  static std::string RankName(const v1::Job& job, int32_t rank);
   static void LogError(const absl::Status& status, const char* what);
 
+  // Asks for a scheduling pass: on the executor, once however often it is asked before
+  // it runs; at once without an executor.
+  void RequestScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartAttemptLocked(const std::string& job_id, const std::vector<std::string>& worker_ids)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION when workers of `device` are registered and none advertises
   // `memory` per rank; OK when one does, or none is registered yet (the job waits).
-  absl::Status CheckSomeWorkerHasMemory(v1::DeviceKind device, const MemoryEstimate& memory) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void LoseWorkerLocked(const std::string& worker_id, const std::string& reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckSomeWorkerHasMemory(v1::DeviceKind device,
+                                        const MemoryEstimate& memory) const;
+  // `kind` names how the loss was detected, for the metrics.
+  void LoseWorkerLocked(const std::string& worker_id, const std::string& reason,
+                        const char* kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells every rank of the attempt to stop, except `skip_worker` (already gone).
   void AbortRanksLocked(const v1::Job& job, const std::string& reason,
                         const std::string& skip_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -190,12 +214,16 @@ class JobController {
   WorkerRegistry* const workers_;
   RendezvousStore* const rendezvous_;
   const Options options_;
+  const Clock& clock_;
+  const HookSwitchAgreement::Options hook_switch_options_;
 
   TimelineStore timelines_;  // its own lock, a leaf like the managers'
+  StallDetector stalls_;     // its own lock: fed by the heartbeat path
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, LiveAttempt> live_ ABSL_GUARDED_BY(mu_);
   // Workers re-attached whose session has not opened yet (ResyncReattachedLocked).
   std::set<std::string> to_resync_ ABSL_GUARDED_BY(mu_);
+  bool schedule_posted_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace shardwise

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/job_state.h"
 #include "server/job_controller.h"
 
 namespace shardwise {
@@ -31,14 +32,11 @@ std::string WorkerOfRank(const v1::Job& job, int32_t rank) {
 }  // namespace
 
 void JobController::AwaitReattachments() {
-  const absl::Time deadline = absl::Now() + options_.reattach_grace;
-  for (const v1::Job& job : jobs_->List()) {
+  const absl::Time deadline = clock_.Now() + options_.reattach_grace;
+  for (const v1::Job& job : jobs_->Live()) {
     if (job.state() != v1::RUNNING) continue;
-    LiveAttempt& live = live_[job.id()];
-    live = LiveAttempt{};
-    live.attempt = job.attempt();
+    LiveAttempt& live = StartLiveAttemptLocked(job, job.has_execution_order());
     for (const v1::RankAssignment& rank : job.ranks()) live.joined.insert(rank.rank());
-    live.order_recorded = job.has_execution_order();
     live.awaiting_reattach = true;
     live.reattach_deadline = deadline;
     LogError(jobs_->RecordEvent(job.id(), job.attempt(),
@@ -158,7 +156,7 @@ void JobController::RequeueUnattachedLocked(const v1::Job& job, const std::strin
                           /*counts_as_restart=*/false)
                .status(),
            "re-queueing");
-  ScheduleLocked();
+  RequestScheduleLocked();
 }
 
 }  // namespace shardwise

@@ -1,36 +1,73 @@
 #include "server/job_manager.h"
 
-#include <cstdio>
-
 #include <algorithm>
+#include <cstdio>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "common/clock.h"
 #include "common/status_macros.h"
-#include "server/scheduler.h"
+#include "common/job_summary.h"
 
 namespace shardwise {
+namespace {
+
+// "job-12" -> 12; 0 for an id of another shape.
+int64_t JobNumber(const std::string& job_id) {
+  int64_t number = 0;
+  if (!absl::SimpleAtoi(absl::StripPrefix(job_id, "job-"), &number)) return 0;
+  return number;
+}
+
+// The job as it stands for the controller: with a change the store has not taken yet;
+// null once it ended and was written.
+template <typename Entry>
+const v1::Job* Current(const Entry& entry) {
+  if (entry.unsaved.has_value()) return &*entry.unsaved;
+  return entry.job.has_value() ? &*entry.job : nullptr;
+}
+
+absl::Status NoSuchJob(const std::string& job_id) {
+  return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+}
+
+bool Matches(const JobManager::ListFilter& filter, const v1::JobSummary& job) {
+  if (!filter.states.empty() &&
+      std::find(filter.states.begin(), filter.states.end(), job.state()) == filter.states.end()) {
+    return false;
+  }
+  return filter.submitter.empty() || filter.submitter == job.submitter();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(StateStore* store,
                                                                const Options& options) {
-  ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store->LoadJobs());
+  ASSIGN_OR_RETURN(StateStore::Loaded loaded, store->LoadJobs());
   std::unique_ptr<JobManager> manager(new JobManager(store, options));
   absl::MutexLock lock(&manager->mu_);
-  for (v1::Job& job : jobs) {
-    int64_t number = 0;
-    if (absl::SimpleAtoi(absl::StripPrefix(job.id(), "job-"), &number)) {
-      manager->next_job_number_ = std::max(manager->next_job_number_, number + 1);
-    }
-    manager->order_.push_back(job.id());
+  for (v1::JobSummary& summary : loaded.ended) {
+    const std::string id = summary.id();
+    manager->jobs_[id].summary = std::move(summary);
+    manager->AddJobLocked(id);
+  }
+  std::vector<std::string> live;
+  for (v1::Job& job : loaded.live) {
     const std::string id = job.id();
-    manager->jobs_[id].job = std::move(job);
+    Entry& entry = manager->jobs_[id];
+    entry.summary = Summarize(job);
+    entry.job = std::move(job);
+    manager->AddJobLocked(id);
+    live.push_back(id);
   }
-  for (const std::string& id : manager->order_) {
-    RETURN_IF_ERROR(manager->RecoverAttemptLocked(id));
-  }
+  for (const std::string& id : live) RETURN_IF_ERROR(manager->RecoverAttemptLocked(id));
   return manager;
+}
+
+void JobManager::AddJobLocked(const std::string& job_id) {
+  const int64_t number = JobNumber(job_id);
+  order_[number] = job_id;
+  next_job_number_ = std::max(next_job_number_, number + 1);
 }
 
 // An attempt the previous coordinator was running. SCHEDULED: its ranks were joining
@@ -40,7 +77,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(StateStore* store
 // being agreed is abandoned: no rank was told to commit it (the decision is written
 // before it is sent), and re-attached ranks are told it was abandoned.
 absl::Status JobManager::RecoverAttemptLocked(const std::string& id) {
-  const v1::Job& job = jobs_[id].job;
+  const v1::Job& job = *jobs_[id].job;
   const bool scheduled = job.state() == v1::SCHEDULED;
   const bool proposing = std::any_of(
       job.hook_switches().begin(), job.hook_switches().end(),
@@ -78,16 +115,35 @@ absl::Status JobManager::CheckAttempt(const v1::Job& job, int32_t attempt) const
   return absl::OkStatus();
 }
 
+void JobManager::Publish(Entry& entry, v1::Job job) {
+  entry.summary = Summarize(job);
+  entry.unsaved.reset();
+  entry.unsaved_events.clear();
+  entry.progress_unsaved = false;  // the record written carries the newest progress
+  ++entry.version;
+  changed_.insert(job.id());
+  // A job that ended lives on in the state file; memory keeps its summary.
+  if (IsTerminal(job.state())) {
+    entry.job.reset();
+  } else {
+    entry.job = std::move(job);
+  }
+}
+
 absl::StatusOr<v1::Job> JobManager::Mutate(const std::string& job_id,
                                            absl::FunctionRef<absl::Status(v1::Job*)> mutate,
                                            const std::string& event_message,
                                            OnStoreFailure on_failure) {
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+  if (it == jobs_.end()) return NoSuchJob(job_id);
   Entry& entry = it->second;
-  v1::Job updated = entry.unsaved.value_or(entry.job);
+  if (!entry.unsaved.has_value() && !entry.job.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, " already ended as ", v1::JobState_Name(entry.summary.state())));
+  }
+  v1::Job updated = entry.unsaved.value_or(*entry.job);
   RETURN_IF_ERROR(mutate(&updated));
-  updated.set_update_time_ms(NowMs());
+  updated.set_update_time_ms(clock_.NowMs());
   std::vector<v1::JobEvent> events = entry.unsaved_events;
   if (!event_message.empty()) {
     v1::JobEvent event;
@@ -100,19 +156,15 @@ absl::StatusOr<v1::Job> JobManager::Mutate(const std::string& job_id,
   }
   const absl::Status saved = store_->SaveJob(updated, events);
   if (saved.ok()) {
-    entry.job = std::move(updated);
-    entry.unsaved.reset();
-    entry.unsaved_events.clear();
-    ++entry.version;
-    entry.last_persisted_progress = absl::Now();
-    return entry.job;
+    Publish(entry, updated);
+    return updated;
   }
   if (on_failure == OnStoreFailure::kRefuse) {
     return absl::UnavailableError(
         absl::StrCat("the coordinator cannot write its state file: ", saved.message()));
   }
   if (!entry.unsaved.has_value()) {
-    entry.unsaved_since = absl::Now();
+    entry.unsaved_since = clock_.Now();
     entry.unsaved_error = std::string(saved.message());
     std::fprintf(stderr, "shardwise-coordinator: cannot write job %s to the state file (%s); "
                  "retrying\n", job_id.c_str(), entry.unsaved_error.c_str());
@@ -126,22 +178,18 @@ absl::Status JobManager::SaveUnsaved(Entry& entry) {
   v1::Job job = *entry.unsaved;
   // The record says what happened; the event goes to the store with the change.
   v1::JobEvent note;
-  note.set_time_ms(NowMs());
+  note.set_time_ms(clock_.NowMs());
   note.set_attempt(job.attempt());
   note.set_state(job.state());
   note.set_message(absl::StrCat(
       "this change reached the state file ",
-      absl::FormatDuration(absl::Trunc(absl::Now() - entry.unsaved_since, absl::Seconds(1))),
+      absl::FormatDuration(absl::Trunc(clock_.Now() - entry.unsaved_since, absl::Seconds(1))),
       " late: the coordinator could not write it (", entry.unsaved_error, ")"));
   std::vector<v1::JobEvent> events = entry.unsaved_events;
   events.push_back(note);
   *job.add_events() = note;
   RETURN_IF_ERROR(store_->SaveJob(job, events));
-  entry.job = std::move(job);
-  entry.unsaved.reset();
-  entry.unsaved_events.clear();
-  ++entry.version;
-  entry.last_persisted_progress = absl::Now();
+  Publish(entry, std::move(job));
   return absl::OkStatus();
 }
 
@@ -158,8 +206,35 @@ int JobManager::RetryUnsavedChanges(absl::Status* last_error) {
   return left;
 }
 
+absl::Status JobManager::FlushProgress() {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Job> moved;
+  for (const auto& [id, entry] : jobs_) {
+    // An unsaved change carries the progress along when it is written.
+    if (entry.progress_unsaved && entry.job.has_value() && !entry.unsaved.has_value()) {
+      moved.push_back(*entry.job);
+    }
+  }
+  if (moved.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(store_->SaveJobs(moved));
+  for (const v1::Job& job : moved) jobs_[job.id()].progress_unsaved = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> JobManager::Compact(absl::Duration retention) {
+  const int64_t cutoff = absl::ToUnixMillis(clock_.Now() - retention);
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(const std::vector<std::string> compacted, store_->CompactEndedBefore(cutoff));
+  for (const std::string& id : compacted) {
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) it->second.summary.set_compacted(true);
+  }
+  return static_cast<int>(compacted.size());
+}
+
 absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
-                                           const v1::MemoryEstimate& memory_per_rank) {
+                                           const v1::MemoryEstimate& memory_per_rank,
+                                           const std::string& submitter) {
   absl::MutexLock lock(&mu_);
   const std::string id = absl::StrCat("job-", next_job_number_);
   v1::Job job;
@@ -167,11 +242,12 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
   *job.mutable_spec() = spec;
   job.set_state(v1::PENDING);
   job.set_reason(PendingReason(spec.world_size(), spec.device()));
-  job.set_create_time_ms(NowMs());
+  job.set_create_time_ms(clock_.NowMs());
   job.mutable_progress()->set_total_steps(spec.steps());
   *job.mutable_memory_per_rank() = memory_per_rank;
+  job.set_submitter(submitter);
   // Saved through Mutate like every other change, from an empty placeholder.
-  jobs_[id].job.set_id(id);
+  jobs_[id].job.emplace().set_id(id);
   auto saved = Mutate(
       id,
       [&](v1::Job* j) {
@@ -183,60 +259,112 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
     jobs_.erase(id);
     return saved.status();
   }
-  ++next_job_number_;
-  order_.push_back(id);
+  AddJobLocked(id);
   return saved;
 }
 
-absl::Status JobManager::SetPendingReason(const std::string& job_id, const std::string& reason) {
+void JobManager::SetPendingReason(const std::string& job_id, const std::string& reason) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end() || it->second.job.state() != v1::PENDING ||
-      it->second.job.reason() == reason) {
-    return absl::OkStatus();
-  }
-  return Mutate(
-             job_id,
-             [&](v1::Job* j) {
-               j->set_reason(reason);
-               return absl::OkStatus();
-             },
-             "")
-      .status();
+  if (it == jobs_.end() || !it->second.job.has_value()) return;
+  Entry& entry = it->second;
+  if (entry.job->state() != v1::PENDING || entry.job->reason() == reason) return;
+  entry.job->set_reason(reason);
+  if (entry.unsaved.has_value()) entry.unsaved->set_reason(reason);
+  entry.summary.set_reason(reason);
+  ++entry.version;
+  changed_.insert(job_id);
 }
 
 absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
-  absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
-  return it->second.job;
+  uint64_t version = 0;
+  return Get(job_id, &version);
 }
 
-std::vector<v1::Job> JobManager::List() const {
-  absl::MutexLock lock(&mu_);
-  std::vector<v1::Job> jobs;
-  for (const std::string& id : order_) jobs.push_back(jobs_.at(id).job);
-  return jobs;
-}
-
-std::vector<v1::Job> JobManager::Pending() const {
-  absl::MutexLock lock(&mu_);
-  std::vector<v1::Job> jobs;
-  for (const std::string& id : order_) {
-    // As the job stands for the scheduler: with a change the store has not taken yet.
-    const Entry& entry = jobs_.at(id);
-    const v1::Job& job = entry.unsaved.has_value() ? *entry.unsaved : entry.job;
-    if (job.state() == v1::PENDING) jobs.push_back(job);
+absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id, uint64_t* version) const {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return NoSuchJob(job_id);
+    *version = it->second.version;
+    if (it->second.job.has_value()) return *it->second.job;
   }
-  return jobs;
+  // It ended: nothing changes it any more but compaction, so it is read without the lock.
+  return store_->LoadJob(job_id);
+}
+
+absl::StatusOr<JobManager::Page> JobManager::List(const ListFilter& filter,
+                                                  const std::string& page_token,
+                                                  size_t page_size) const {
+  int64_t after = 0;
+  if (!page_token.empty() && (!absl::SimpleAtoi(page_token, &after) || after < 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_token: '", page_token, "' is not a token from a previous page"));
+  }
+  absl::MutexLock lock(&mu_);
+  Page page;
+  for (auto it = order_.upper_bound(after); it != order_.end(); ++it) {
+    const v1::JobSummary& summary = jobs_.at(it->second).summary;
+    if (!Matches(filter, summary)) continue;
+    if (page.jobs.size() == page_size) {
+      // The number of the last job listed: the next page starts after it.
+      page.next_page_token = absl::StrCat(JobNumber(page.jobs.back().id()));
+      break;
+    }
+    page.jobs.push_back(summary);
+  }
+  return page;
+}
+
+std::vector<v1::Job> JobManager::Live() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Job> live;
+  for (const auto& [number, id] : order_) {
+    const Entry& entry = jobs_.at(id);
+    if (entry.job.has_value()) live.push_back(*entry.job);
+  }
+  return live;
+}
+
+std::map<v1::JobState, int64_t> JobManager::CountByState() const {
+  absl::MutexLock lock(&mu_);
+  std::map<v1::JobState, int64_t> counts;
+  for (v1::JobState state : {v1::PENDING, v1::SCHEDULED, v1::RUNNING, v1::SUCCEEDED, v1::FAILED,
+                             v1::CANCELLED}) {
+    counts[state] = 0;
+  }
+  for (const auto& [id, entry] : jobs_) ++counts[entry.summary.state()];
+  return counts;
+}
+
+absl::Status JobManager::SaveTimeline(const v1::Timeline& timeline) {
+  return store_->SaveTimeline(timeline);
+}
+
+absl::StatusOr<v1::Timeline> JobManager::LoadTimeline(const std::string& job_id) const {
+  return store_->LoadTimeline(job_id);
+}
+
+std::vector<PendingJob> JobManager::PendingJobs() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<PendingJob> pending;
+  for (const auto& [number, id] : order_) {
+    // As the job stands for the scheduler: with a change the store has not taken yet.
+    const v1::Job* job = Current(jobs_.at(id));
+    if (job == nullptr || job->state() != v1::PENDING) continue;
+    pending.push_back({job->id(), job->spec().world_size(), job->spec().device(),
+                       job->memory_per_rank().total_bytes()});
+  }
+  return pending;
 }
 
 absl::StatusOr<v1::Job> JobManager::Schedule(const std::string& job_id,
                                              const std::vector<v1::RankAssignment>& ranks) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
-  const int32_t attempt = it->second.job.attempt() + 1;
+  if (it == jobs_.end()) return NoSuchJob(job_id);
+  const v1::Job* current = Current(it->second);
+  const int32_t attempt = (current != nullptr ? current->attempt() : 0) + 1;
   std::string placement;
   for (const auto& r : ranks) {
     absl::StrAppend(&placement, placement.empty() ? "" : ", ", "rank ", r.rank(), " on ",
@@ -368,43 +496,53 @@ absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attem
                                         const v1::Progress& progress) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+  if (it == jobs_.end()) return NoSuchJob(job_id);
   Entry& entry = it->second;
-  const v1::Job& current = entry.unsaved.has_value() ? *entry.unsaved : entry.job;
+  if (!entry.job.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has ended"));
+  }
+  const v1::Job& current = entry.unsaved.has_value() ? *entry.unsaved : *entry.job;
   RETURN_IF_ERROR(CheckAttempt(current, attempt));
   if (IsTerminal(current.state())) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has ended"));
   }
-  *entry.job.mutable_progress() = progress;
+  *entry.job->mutable_progress() = progress;
+  if (entry.unsaved.has_value()) *entry.unsaved->mutable_progress() = progress;
+  entry.summary.set_step(progress.step());
+  entry.summary.set_total_steps(progress.total_steps());
+  entry.summary.set_loss(progress.loss());
+  entry.progress_unsaved = true;
   ++entry.version;
-  // Progress is shown at once; an unsaved change takes it along when it is written.
-  if (entry.unsaved.has_value()) {
-    *entry.unsaved->mutable_progress() = progress;
-    return absl::OkStatus();
-  }
-  if (absl::Now() - entry.last_persisted_progress < options_.progress_persist_interval) {
-    return absl::OkStatus();
-  }
-  entry.last_persisted_progress = absl::Now();
-  return store_->SaveJob(entry.job);
+  changed_.insert(job_id);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> JobManager::ChangedJobs(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto any = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !changed_.empty(); };
+  mu_.AwaitWithTimeout(absl::Condition(&any), timeout);
+  std::vector<std::string> changed(changed_.begin(), changed_.end());
+  changed_.clear();
+  return changed;
 }
 
 absl::StatusOr<v1::Job> JobManager::WaitForChange(const std::string& job_id,
                                                   uint64_t* seen_version,
                                                   absl::Duration timeout) const {
-  absl::MutexLock lock(&mu_);
-  auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      auto it = jobs_.find(job_id);
+      return it == jobs_.end() || it->second.version != *seen_version;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
     auto it = jobs_.find(job_id);
-    return it == jobs_.end() || it->second.version != *seen_version;
-  };
-  mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
-  if (it->second.version == *seen_version) {
-    return absl::DeadlineExceededError(absl::StrCat("job ", job_id, " did not change"));
+    if (it == jobs_.end()) return NoSuchJob(job_id);
+    if (it->second.version == *seen_version) {
+      return absl::DeadlineExceededError(absl::StrCat("job ", job_id, " did not change"));
+    }
   }
-  *seen_version = it->second.version;
-  return it->second.job;
+  return Get(job_id, seen_version);
 }
 
 }  // namespace shardwise

@@ -6,27 +6,38 @@
 // it. A change is written to the store before it becomes visible in memory, so what a
 // client has seen survives a crash.
 //
+// Memory stays bounded per job: a live job (PENDING, SCHEDULED, RUNNING) is held whole;
+// one that ended is held as its summary, and Get reads the rest from the state file.
+// Progress, which changes every step, is written by FlushProgress (all jobs in one
+// transaction, every second) rather than on every report.
+//
 // A change the store cannot write (a full disk, an I/O error) is not lost: it stands for
 // the controller (later changes build on it) and waits, unseen by clients, while
 // RetryUnsavedChanges writes it; the coordinator reports NOT_SERVING until none is left.
 // Only a new submission is refused instead (UNAVAILABLE: the client may retry).
 //
-// Thread-safety: all methods may be called from any thread.
+// Thread-safety: all methods may be called from any thread. The manager's lock is held
+// across state-file commits; nothing on the heartbeat path takes it.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/job_state.h"
 #include "proto/job.pb.h"
+#include "server/scheduler.h"
 #include "server/state_store.h"
 
 namespace shardwise {
@@ -34,9 +45,7 @@ namespace shardwise {
 class JobManager {
  public:
   struct Options {
-    // Progress reports arrive every step; they reach the store at most this often (and
-    // always with the job's final state).
-    absl::Duration progress_persist_interval = absl::Seconds(1);
+    const Clock* clock = &Clock::Real();
   };
 
   // Loads every job from `store` (not owned; must outlive the manager). Jobs the previous
@@ -47,16 +56,43 @@ class JobManager {
                                                             const Options& options);
 
   // Stores a new PENDING job. `spec` must already be validated, with defaults applied;
-  // `memory_per_rank` is its estimate (common/memory_estimate.h).
+  // `memory_per_rank` is its estimate (common/memory_estimate.h); `submitter` who sent it.
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec,
-                                 const v1::MemoryEstimate& memory_per_rank = {});
+                                 const v1::MemoryEstimate& memory_per_rank = {},
+                                 const std::string& submitter = "");
 
-  absl::StatusOr<v1::Job> Get(const std::string& job_id) const;  // NOT_FOUND
-  std::vector<v1::Job> List() const;                             // oldest first
-  std::vector<v1::Job> Pending() const;                          // oldest first
-  // Says why a PENDING job waits (no event: it is rewritten as the cluster changes); a
-  // no-op when the job is not pending or the reason is unchanged.
-  absl::Status SetPendingReason(const std::string& job_id, const std::string& reason);
+  // The job, whole; NOT_FOUND. A job that ended is read from the state file.
+  absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
+  // The same, with the version the job is at (see ChangedJobs).
+  absl::StatusOr<v1::Job> Get(const std::string& job_id, uint64_t* version) const;
+
+  struct ListFilter {
+    std::vector<v1::JobState> states;  // empty: any
+    std::string submitter;             // empty: anyone's
+  };
+  struct Page {
+    std::vector<v1::JobSummary> jobs;
+    std::string next_page_token;  // empty on the last page
+  };
+  // Summaries, oldest first, after `page_token` (empty: from the first); at most
+  // `page_size`. INVALID_ARGUMENT for a token this manager did not hand out.
+  absl::StatusOr<Page> List(const ListFilter& filter, const std::string& page_token,
+                            size_t page_size) const;
+  // Every live job, whole, oldest first.
+  std::vector<v1::Job> Live() const;
+  // How many jobs are in each state (for the metrics).
+  std::map<v1::JobState, int64_t> CountByState() const;
+
+  // The timeline of a job's attempt that ended, kept in the state file; NOT_FOUND when
+  // none was kept.
+  absl::Status SaveTimeline(const v1::Timeline& timeline);
+  absl::StatusOr<v1::Timeline> LoadTimeline(const std::string& job_id) const;
+  // The PENDING jobs as the scheduler sees them (with changes the store has not taken
+  // yet), oldest first.
+  std::vector<PendingJob> PendingJobs() const;
+  // Says why a PENDING job waits: in memory only (it is derived from the cluster and
+  // rewritten as it changes), no event; a no-op when the job is not pending.
+  void SetPendingReason(const std::string& job_id, const std::string& reason);
 
   // The lifecycle. Each checks the job's current state (FAILED_PRECONDITION otherwise)
   // and, where given, that `attempt` is the job's current one, so a late report from an
@@ -74,6 +110,7 @@ class JobManager {
   // SCHEDULED or RUNNING -> PENDING, to be scheduled again as a new attempt.
   absl::StatusOr<v1::Job> Requeue(const std::string& job_id, int32_t attempt,
                                   const std::string& reason, bool counts_as_restart);
+  // Shown at once; written by the next FlushProgress (or with the job's next change).
   absl::Status UpdateProgress(const std::string& job_id, int32_t attempt,
                               const v1::Progress& progress);
 
@@ -100,6 +137,14 @@ class JobManager {
   // Writes the changes the store refused earlier; how many are still unwritten, and the
   // latest store error if any.
   int RetryUnsavedChanges(absl::Status* last_error = nullptr);
+  // Writes the progress reported since the last flush, every job in one transaction.
+  absl::Status FlushProgress();
+  // Compacts the jobs that ended longer than `retention` ago (StateStore); how many.
+  absl::StatusOr<int> Compact(absl::Duration retention);
+
+  // The ids of the jobs that changed since the previous call, once some did or `timeout`
+  // passed (then possibly none). For one consumer: the coordinator's watch hub.
+  std::vector<std::string> ChangedJobs(absl::Duration timeout);
 
   // Blocks until the job differs from the version in `*seen_version` (0: return the
   // current job at once) or `timeout` passes, then returns the job and updates
@@ -109,9 +154,12 @@ class JobManager {
 
  private:
   struct Entry {
-    v1::Job job;  // as written to the store: what clients see
+    // The job as written to the store (what clients see) while it is live; empty once it
+    // ended and was written (the state file has it).
+    std::optional<v1::Job> job;
+    v1::JobSummary summary;
     uint64_t version = 1;
-    absl::Time last_persisted_progress;
+    bool progress_unsaved = false;  // progress reported since the last flush
     // A change the store refused: the job as it stands now, the events not yet written,
     // when the first write failed and why.
     std::optional<v1::Job> unsaved;
@@ -121,7 +169,8 @@ class JobManager {
   };
   enum class OnStoreFailure { kDefer, kRefuse };
 
-  JobManager(StateStore* store, const Options& options) : store_(store), options_(options) {}
+  JobManager(StateStore* store, const Options& options)
+      : store_(store), clock_(*options.clock) {}
 
   // Applies `mutate` to a copy of the job as it stands (its unsaved change, if any),
   // stamps it, appends an event if `event_message` is not empty, saves it, and only then
@@ -132,18 +181,22 @@ class JobManager {
                                  const std::string& event_message,
                                  OnStoreFailure on_failure = OnStoreFailure::kDefer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes `job` (just written) what clients see.
+  void Publish(Entry& entry, v1::Job job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RecoverAttemptLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `entry`'s unsaved change; publishes it when written.
   absl::Status SaveUnsaved(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckAttempt(const v1::Job& job, int32_t attempt) const;
+  void AddJobLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   StateStore* const store_;
-  const Options options_;
+  const Clock& clock_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> jobs_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // submission order
+  absl::btree_map<int64_t, std::string> order_ ABSL_GUARDED_BY(mu_);  // by job number
   int64_t next_job_number_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_set<std::string> changed_ ABSL_GUARDED_BY(mu_);  // since ChangedJobs
 };
 
 }  // namespace shardwise

@@ -119,7 +119,9 @@ TEST_F(JobManagerTest, RestartRequeuesScheduledJobsAndKeepsRunningOnes) {
 
   Reopen();  // as after a crash: nothing but the file is kept
 
-  auto jobs = manager_->List();
+  auto page = manager_->List({}, "", 100);
+  ASSERT_TRUE(page.ok());
+  const std::vector<v1::JobSummary>& jobs = page->jobs;
   ASSERT_EQ(jobs.size(), 4u);
   EXPECT_EQ(jobs[0].state(), v1::PENDING);
   EXPECT_EQ(jobs[0].reason(),
@@ -129,7 +131,8 @@ TEST_F(JobManagerTest, RestartRequeuesScheduledJobsAndKeepsRunningOnes) {
   EXPECT_EQ(jobs[2].state(), v1::SUCCEEDED);
   EXPECT_EQ(jobs[3].state(), v1::RUNNING);
   EXPECT_EQ(jobs[3].attempt(), 1);
-  EXPECT_EQ(jobs[3].ranks_size(), 1);
+  EXPECT_EQ(manager_->Get("job-4")->ranks_size(), 1);
+  EXPECT_EQ(manager_->Live().size(), 3u);  // job-3 ended: memory holds its summary only
   // Ids continue after the highest one seen.
   auto next = manager_->Submit(Spec(1));
   ASSERT_TRUE(next.ok());
@@ -189,6 +192,112 @@ TEST_F(JobManagerTest, WaitForChangeWakesOnProgress) {
   EXPECT_EQ(changed->progress().step(), 3);
   // Progress of another attempt is refused.
   EXPECT_FALSE(manager_->UpdateProgress("job-1", 9, v1::Progress()).ok());
+}
+
+TEST_F(JobManagerTest, AnEndedJobIsReadBackWholeFromTheStateFile) {
+  v1::JobSpec spec = Spec(1);
+  spec.set_name("kept");
+  ASSERT_TRUE(manager_->Submit(spec, {}, "alice").ok());
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(1)).ok());
+  ASSERT_TRUE(manager_->Finish("job-1", 1, v1::FAILED, "boom").ok());
+  EXPECT_TRUE(manager_->Live().empty());
+  for (int reopened = 0; reopened < 2; ++reopened) {
+    auto job = manager_->Get("job-1");
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->spec().name(), "kept");
+    EXPECT_EQ(job->submitter(), "alice");
+    EXPECT_EQ(job->state(), v1::FAILED);
+    EXPECT_EQ(job->events_size(), 3);  // submitted, scheduled, failed
+    Reopen();
+  }
+}
+
+TEST_F(JobManagerTest, ListsSummariesInPagesWithFilters) {
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(manager_->Submit(Spec(1), {}, i % 2 == 0 ? "alice" : "bob").ok());
+  }
+  ASSERT_TRUE(manager_->Schedule("job-2", Ranks(1)).ok());
+  ASSERT_TRUE(manager_->Finish("job-2", 1, v1::SUCCEEDED, "done").ok());
+
+  std::vector<std::string> ids;
+  std::string token;
+  int pages = 0;
+  do {
+    auto page = manager_->List({}, token, 2);
+    ASSERT_TRUE(page.ok());
+    for (const auto& job : page->jobs) ids.push_back(job.id());
+    token = page->next_page_token;
+    ++pages;
+  } while (!token.empty());
+  EXPECT_EQ(ids, (std::vector<std::string>{"job-1", "job-2", "job-3", "job-4", "job-5"}));
+  EXPECT_EQ(pages, 3);
+
+  auto alices = manager_->List({.submitter = "alice"}, "", 10);
+  ASSERT_TRUE(alices.ok());
+  ASSERT_EQ(alices->jobs.size(), 3u);
+  EXPECT_EQ(alices->jobs[1].id(), "job-3");
+  auto ended = manager_->List({.states = {v1::SUCCEEDED, v1::FAILED}}, "", 10);
+  ASSERT_TRUE(ended.ok());
+  ASSERT_EQ(ended->jobs.size(), 1u);
+  EXPECT_EQ(ended->jobs[0].id(), "job-2");
+  EXPECT_EQ(ended->jobs[0].submitter(), "bob");
+  // A page that ends exactly at the last match says there is no more.
+  auto exact = manager_->List({.submitter = "bob"}, "", 2);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_EQ(exact->jobs.size(), 2u);
+  EXPECT_TRUE(exact->next_page_token.empty());
+  EXPECT_EQ(manager_->List({}, "job-3", 2).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(JobManagerTest, ProgressReachesTheStateFileWhenFlushed) {
+  ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(1)).ok());
+  ASSERT_TRUE(manager_->MarkRunning("job-1", 1).ok());
+  manager_->ChangedJobs(absl::ZeroDuration());
+  v1::Progress progress;
+  progress.set_step(3);
+  ASSERT_TRUE(manager_->UpdateProgress("job-1", 1, progress).ok());
+  EXPECT_EQ(manager_->ChangedJobs(absl::ZeroDuration()), std::vector<std::string>{"job-1"});
+  EXPECT_EQ(manager_->Get("job-1")->progress().step(), 3);  // shown at once
+  Reopen();
+  EXPECT_EQ(manager_->Get("job-1")->progress().step(), 0);  // not written yet
+
+  ASSERT_TRUE(manager_->UpdateProgress("job-1", 1, progress).ok());
+  ASSERT_TRUE(manager_->FlushProgress().ok());
+  Reopen();
+  EXPECT_EQ(manager_->Get("job-1")->progress().step(), 3);
+}
+
+TEST_F(JobManagerTest, JobsEndedLongerAgoThanTheRetentionAreCompacted) {
+  SimulatedClock clock;
+  auto manager = JobManager::Create(store_.get(), {.clock = &clock});
+  ASSERT_TRUE(manager.ok());
+  manager_ = std::move(*manager);
+  ASSERT_TRUE(manager_->Submit(Spec(1), {}, "alice").ok());
+  ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(1)).ok());
+  ASSERT_TRUE(manager_->Finish("job-1", 1, v1::SUCCEEDED, "done").ok());
+  ASSERT_TRUE(store_->SaveTimeline([] {
+    v1::Timeline timeline;
+    timeline.set_job_id("job-1");
+    timeline.set_attempt(1);
+    timeline.add_ranks()->set_rank(0);
+    return timeline;
+  }()).ok());
+  clock.Advance(absl::Hours(24 * 29));
+  EXPECT_EQ(*manager_->Compact(absl::Hours(24 * 30)), 0);
+  clock.Advance(absl::Hours(48));
+  EXPECT_EQ(*manager_->Compact(absl::Hours(24 * 30)), 1);  // job-2 never ended
+  auto job = manager_->Get("job-1");
+  ASSERT_TRUE(job.ok());
+  EXPECT_TRUE(job->compacted());
+  EXPECT_EQ(job->state(), v1::SUCCEEDED);
+  EXPECT_EQ(job->submitter(), "alice");
+  EXPECT_FALSE(job->has_spec());
+  EXPECT_EQ(job->events_size(), 0);
+  EXPECT_EQ(store_->LoadTimeline("job-1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(manager_->List({}, "", 10)->jobs[0].compacted());
+  EXPECT_EQ(manager_->Get("job-2")->state(), v1::PENDING);
 }
 
 }  // namespace

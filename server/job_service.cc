@@ -1,5 +1,7 @@
 #include "server/job_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 
@@ -11,6 +13,33 @@ grpc::Status CheckJobId(const std::string& job_id) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: must not be empty");
   }
   return grpc::Status::OK;
+}
+
+absl::StatusOr<size_t> PageSize(int32_t requested) {
+  if (requested < 0 || requested > JobServiceImpl::kMaxPageSize) {
+    return absl::InvalidArgumentError(absl::StrCat("page_size: ", requested, " is not in [0, ",
+                                                   JobServiceImpl::kMaxPageSize,
+                                                   "] (0 means ",
+                                                   JobServiceImpl::kDefaultPageSize, ")"));
+  }
+  return requested == 0 ? JobServiceImpl::kDefaultPageSize : requested;
+}
+
+// A watch refused before it starts.
+class RefusedWatch final : public grpc::ServerWriteReactor<v1::Job> {
+ public:
+  explicit RefusedWatch(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+absl::Status CheckEnums(const char* field, const google::protobuf::RepeatedField<int>& values,
+                        bool (*is_valid)(int)) {
+  for (int value : values) {
+    if (!is_valid(value)) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": unknown value ", value));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -32,12 +61,20 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobReques
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
                                       v1::ListJobsResponse* response) {
-  for (v1::Job& job : jobs_->List()) {
-    job.clear_events();  // `describe` shows them; a listing stays small
-    *response->add_jobs() = std::move(job);
-  }
+  auto page_size = PageSize(request->page_size());
+  if (!page_size.ok()) return ToGrpcStatus(page_size.status());
+  const absl::Status states =
+      CheckEnums("states", request->states(), v1::JobState_IsValid);
+  if (!states.ok()) return ToGrpcStatus(states);
+  JobManager::ListFilter filter;
+  for (int state : request->states()) filter.states.push_back(static_cast<v1::JobState>(state));
+  filter.submitter = request->submitter();
+  auto page = jobs_->List(filter, request->page_token(), *page_size);
+  if (!page.ok()) return ToGrpcStatus(page.status());
+  for (v1::JobSummary& job : page->jobs) *response->add_jobs() = std::move(job);
+  response->set_next_page_token(page->next_page_token);
   return grpc::Status::OK;
 }
 
@@ -70,25 +107,40 @@ grpc::Status JobServiceImpl::GetTimeline(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
-                                      const v1::WatchJobRequest* request,
-                                      grpc::ServerWriter<v1::Job>* writer) {
-  if (auto status = CheckJobId(request->job_id()); !status.ok()) return status;
-  uint64_t seen_version = 0;
-  // Wakes regularly to notice a client that went away or a server shutting down.
-  while (!context->IsCancelled()) {
-    auto job = jobs_->WaitForChange(request->job_id(), &seen_version, absl::Milliseconds(500));
-    if (absl::IsDeadlineExceeded(job.status())) continue;
-    if (!job.ok()) return ToGrpcStatus(job.status());
-    if (!writer->Write(*job)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-    if (IsTerminal(job->state())) return grpc::Status::OK;
+grpc::ServerWriteReactor<v1::Job>* JobServiceImpl::WatchJob(grpc::CallbackServerContext*,
+                                                            const v1::WatchJobRequest* request) {
+  if (auto status = CheckJobId(request->job_id()); !status.ok() || watch_hub_ == nullptr) {
+    return new RefusedWatch(status.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                       "watching is not served here")
+                                        : status);
   }
-  return grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled");
+  return watch_hub_->Watch(request->job_id());
 }
 
-grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
+grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext*,
+                                         const v1::ListWorkersRequest* request,
                                          v1::ListWorkersResponse* response) {
-  for (v1::WorkerInfo& worker : workers_->List()) *response->add_workers() = std::move(worker);
+  auto page_size = PageSize(request->page_size());
+  if (!page_size.ok()) return ToGrpcStatus(page_size.status());
+  absl::Status valid =
+      CheckEnums("states", request->states(), v1::WorkerState_IsValid);
+  if (valid.ok() && !v1::DeviceKind_IsValid(request->device())) {
+    valid = absl::InvalidArgumentError(absl::StrCat("device: unknown value ", request->device()));
+  }
+  if (!valid.ok()) return ToGrpcStatus(valid);
+  const auto& states = request->states();
+  const v1::DeviceKind device = request->device();
+  bool more = false;
+  std::vector<v1::WorkerInfo> workers = workers_->List(
+      request->page_token(), *page_size,
+      [&](const v1::WorkerInfo& worker) {
+        if (device != v1::DEVICE_KIND_UNSPECIFIED && worker.device() != device) return false;
+        return states.empty() ||
+               std::find(states.begin(), states.end(), worker.state()) != states.end();
+      },
+      &more);
+  if (more) response->set_next_page_token(workers.back().id());
+  for (v1::WorkerInfo& worker : workers) *response->add_workers() = std::move(worker);
   return grpc::Status::OK;
 }
 

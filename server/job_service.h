@@ -2,19 +2,24 @@
 #define SHARDWISE_SERVER_JOB_SERVICE_H_
 
 // gRPC plumbing of the client-facing JobService; the logic is in JobController and
-// JobManager.
+// JobManager. The unary calls run on gRPC's bounded pool of synchronous threads;
+// WatchJob streams are served by the WatchHub, without a thread each.
 
 #include "proto/job_service.grpc.pb.h"
 #include "server/job_controller.h"
 #include "server/job_manager.h"
+#include "server/watch_hub.h"
 #include "server/worker_registry.h"
 
 namespace shardwise {
 
-class JobServiceImpl final : public v1::JobService::Service {
+class JobServiceImpl final
+    : public v1::JobService::WithCallbackMethod_WatchJob<v1::JobService::Service> {
  public:
-  JobServiceImpl(JobController* controller, const JobManager* jobs, const WorkerRegistry* workers)
-      : controller_(controller), jobs_(jobs), workers_(workers) {}
+  // `watch_hub` may be null (tests and the fuzzer, which do not watch).
+  JobServiceImpl(JobController* controller, const JobManager* jobs, const WorkerRegistry* workers,
+                 WatchHub* watch_hub)
+      : controller_(controller), jobs_(jobs), workers_(workers), watch_hub_(watch_hub) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                          v1::SubmitJobResponse* response) override;
@@ -28,15 +33,20 @@ class JobServiceImpl final : public v1::JobService::Service {
                            v1::Timeline* response) override;
   grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
                          v1::Job* response) override;
-  grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
-                        grpc::ServerWriter<v1::Job>* writer) override;
+  grpc::ServerWriteReactor<v1::Job>* WatchJob(grpc::CallbackServerContext* context,
+                                              const v1::WatchJobRequest* request) override;
   grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
                            v1::ListWorkersResponse* response) override;
+
+  // Pages hold at most this many entries; a request for more is INVALID_ARGUMENT.
+  static constexpr int kDefaultPageSize = 500;
+  static constexpr int kMaxPageSize = 1000;
 
  private:
   JobController* const controller_;
   const JobManager* const jobs_;
   const WorkerRegistry* const workers_;
+  WatchHub* const watch_hub_;
 };
 
 }  // namespace shardwise

@@ -1,5 +1,6 @@
 // shardwise-coordinator: the control plane. See docs/operations.md for every flag.
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -16,6 +17,8 @@ ABSL_FLAG(std::string, address, "127.0.0.1:7070",
           "port 0 picks a free port");
 ABSL_FLAG(std::string, state_file, "shardwise-state.db", "SQLite file holding every job");
 ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here once serving");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "if set (with --metrics_address), the metrics port is written here once serving");
 ABSL_FLAG(int64_t, heartbeat_interval_ms, 1000, "how often workers send a heartbeat");
 ABSL_FLAG(int64_t, heartbeat_timeout_ms, 10000,
           "a worker silent for longer is lost, and its job's attempt fails");
@@ -38,6 +41,18 @@ ABSL_FLAG(int64_t, max_parameters, int64_t{8} << 30, "largest model, in paramete
 ABSL_FLAG(int64_t, max_steps, int64_t{1} << 40, "most steps a job may ask for");
 ABSL_FLAG(bool, check_paths, true,
           "refuse jobs whose data or weight files this coordinator cannot read");
+ABSL_FLAG(std::string, metrics_address, "",
+          "host:port to serve Prometheus metrics on (GET /metrics); empty: not served");
+ABSL_FLAG(int32_t, max_workers, 10000,
+          "most workers registered at once; a new name beyond is refused (RESOURCE_EXHAUSTED)");
+ABSL_FLAG(int64_t, lost_worker_retention_ms, 3600000,
+          "a worker lost (disconnected) for longer is forgotten");
+ABSL_FLAG(int64_t, job_retention_hours, 720,
+          "jobs that ended longer ago are compacted: their specs, events, attempts and "
+          "timelines are deleted from the state file, their summaries kept");
+ABSL_FLAG(int32_t, max_sync_threads, 32,
+          "threads gRPC may use for client calls and rendezvous reads and writes (worker "
+          "sessions, registrations and rendezvous waits need none)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("The Shardwise coordinator. Usage: shardwise-coordinator [flags]");
@@ -46,6 +61,12 @@ int main(int argc, char** argv) {
   shardwise::CoordinatorOptions options;
   options.listen_address = absl::GetFlag(FLAGS_address);
   options.state_file = absl::GetFlag(FLAGS_state_file);
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.workers.max_workers = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_max_workers)));
+  options.workers.lost_retention =
+      absl::Milliseconds(absl::GetFlag(FLAGS_lost_worker_retention_ms));
+  options.job_retention = absl::Hours(absl::GetFlag(FLAGS_job_retention_hours));
+  options.max_sync_threads = std::max(4, absl::GetFlag(FLAGS_max_sync_threads));
   auto& controller = options.controller;
   controller.heartbeat_interval = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
   controller.heartbeat_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
@@ -70,14 +91,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int port = (*coordinator)->port();
-  std::fprintf(stderr, "shardwise-coordinator: serving on port %d, state in %s\n", port,
-               options.state_file.c_str());
-  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    // Written whole under a temporary name, so a reader never sees half a number.
-    const std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << port << "\n";
-    std::rename(tmp.c_str(), port_file.c_str());
-  }
+  std::fprintf(stderr, "shardwise-coordinator: serving on port %d, state in %s%s\n", port,
+               options.state_file.c_str(),
+               (*coordinator)->metrics_port() > 0
+                   ? absl::StrCat("; metrics on port ", (*coordinator)->metrics_port()).c_str()
+                   : "");
+  // Written whole under a temporary name, so a reader never sees half a number.
+  auto write_port = [](const std::string& path, int value) {
+    if (path.empty()) return;
+    const std::string tmp = path + ".tmp";
+    std::ofstream(tmp) << value << "\n";
+    std::rename(tmp.c_str(), path.c_str());
+  };
+  write_port(absl::GetFlag(FLAGS_metrics_port_file), (*coordinator)->metrics_port());
+  write_port(absl::GetFlag(FLAGS_port_file), port);
 
   shardwise::IgnoreBrokenPipes();
   const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();

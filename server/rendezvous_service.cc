@@ -1,11 +1,54 @@
 #include "server/rendezvous_service.h"
 
-#include <algorithm>
+#include <chrono>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "grpcpp/alarm.h"
 
 namespace shardwise {
+namespace {
+
+// One Wait: finished by the store's callback, which runs exactly once (every key set,
+// the scope closed, the deadline's alarm expired it, or the client cancelled).
+class WaitReactor final : public grpc::ServerUnaryReactor {
+ public:
+  WaitReactor(RendezvousStore* store, const v1::RendezvousWaitRequest& request,
+              absl::Duration timeout)
+      : wait_(std::make_shared<Wait>(store)) {
+    const std::vector<std::string> keys(request.keys().begin(), request.keys().end());
+    // The alarm and the cancellation reach the wait through `wait_`, which outlives this
+    // reactor: an alarm firing as the wait completes finds it already ended.
+    wait_->id = store->WaitAsync(request.scope().job_id(), request.scope().attempt(), keys,
+                                 [this, timeout](absl::Status status) {
+                                   if (absl::IsDeadlineExceeded(status)) {
+                                     status = absl::DeadlineExceededError(absl::StrCat(
+                                         "after ", absl::FormatDuration(timeout), ", ",
+                                         status.message()));
+                                   }
+                                   Finish(ToGrpcStatus(status));
+                                 });
+    alarm_.Set(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout),
+               [wait = wait_](bool fired) {
+                 if (fired) wait->store->ExpireWait(wait->id);
+               });
+  }
+
+  void OnCancel() override { wait_->store->CancelWait(wait_->id); }
+  void OnDone() override { delete this; }
+
+ private:
+  struct Wait {
+    explicit Wait(RendezvousStore* s) : store(s) {}
+    RendezvousStore* const store;
+    uint64_t id = 0;
+  };
+  std::shared_ptr<Wait> wait_;
+  grpc::Alarm alarm_;  // cancelled when the reactor goes; its callback then does nothing
+};
+
+}  // namespace
 
 grpc::Status RendezvousServiceImpl::Set(grpc::ServerContext*,
                                         const v1::RendezvousSetRequest* request,
@@ -23,31 +66,19 @@ grpc::Status RendezvousServiceImpl::Get(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status RendezvousServiceImpl::Wait(grpc::ServerContext* context,
-                                         const v1::RendezvousWaitRequest* request,
-                                         v1::RendezvousWaitResponse*) {
+grpc::ServerUnaryReactor* RendezvousServiceImpl::Wait(grpc::CallbackServerContext* context,
+                                                      const v1::RendezvousWaitRequest* request,
+                                                      v1::RendezvousWaitResponse*) {
   const absl::Duration timeout = absl::Milliseconds(request->timeout_ms());
   if (timeout <= absl::ZeroDuration() || timeout > kMaxWait) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("timeout_ms: must be in (0, ",
-                                     absl::ToInt64Milliseconds(kMaxWait), "], got ",
-                                     request->timeout_ms()));
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 absl::StrCat("timeout_ms: must be in (0, ",
+                                              absl::ToInt64Milliseconds(kMaxWait), "], got ",
+                                              request->timeout_ms())));
+    return reactor;
   }
-  const std::vector<std::string> keys(request->keys().begin(), request->keys().end());
-  const absl::Time deadline = absl::Now() + timeout;
-  // Waits in slices so that a client that gives up frees this thread.
-  while (true) {
-    const absl::Duration slice = std::min(deadline - absl::Now(), absl::Milliseconds(500));
-    absl::Status status =
-        store_->Wait(request->scope().job_id(), request->scope().attempt(), keys, slice);
-    if (!absl::IsDeadlineExceeded(status)) return ToGrpcStatus(status);
-    if (absl::Now() >= deadline) {
-      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                          absl::StrCat("after ", absl::FormatDuration(timeout), ", ",
-                                       status.message()));
-    }
-    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "wait cancelled");
-  }
+  return new WaitReactor(store_, *request, timeout);
 }
 
 grpc::Status RendezvousServiceImpl::Add(grpc::ServerContext*,

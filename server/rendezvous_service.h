@@ -1,14 +1,17 @@
 #ifndef SHARDWISE_SERVER_RENDEZVOUS_SERVICE_H_
 #define SHARDWISE_SERVER_RENDEZVOUS_SERVICE_H_
 
-// gRPC plumbing of the rendezvous service over a RendezvousStore.
+// gRPC plumbing of the rendezvous service over a RendezvousStore. Wait is on gRPC's
+// callback API and holds no thread while it waits (a bootstrap of N ranks has N waits
+// open at once); Set, Get and Add answer at once.
 
 #include "proto/rendezvous_service.grpc.pb.h"
 #include "server/rendezvous_store.h"
 
 namespace shardwise {
 
-class RendezvousServiceImpl final : public v1::RendezvousService::Service {
+class RendezvousServiceImpl final
+    : public v1::RendezvousService::WithCallbackMethod_Wait<v1::RendezvousService::Service> {
  public:
   explicit RendezvousServiceImpl(RendezvousStore* store) : store_(store) {}
 
@@ -16,8 +19,9 @@ class RendezvousServiceImpl final : public v1::RendezvousService::Service {
                    v1::RendezvousSetResponse* response) override;
   grpc::Status Get(grpc::ServerContext* context, const v1::RendezvousGetRequest* request,
                    v1::RendezvousGetResponse* response) override;
-  grpc::Status Wait(grpc::ServerContext* context, const v1::RendezvousWaitRequest* request,
-                    v1::RendezvousWaitResponse* response) override;
+  grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext* context,
+                                 const v1::RendezvousWaitRequest* request,
+                                 v1::RendezvousWaitResponse* response) override;
   grpc::Status Add(grpc::ServerContext* context, const v1::RendezvousAddRequest* request,
                    v1::RendezvousAddResponse* response) override;
 

@@ -1,7 +1,11 @@
 #include "server/rendezvous_store.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 
 namespace shardwise {
@@ -16,12 +20,26 @@ void RendezvousStore::OpenScope(const std::string& job_id, int32_t attempt) {
 }
 
 void RendezvousStore::CloseScope(const std::string& job_id, int32_t attempt) {
-  absl::MutexLock lock(&mu_);
-  scopes_.erase(ScopeName(job_id, attempt));
+  std::vector<WaitDone> aborted;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = scopes_.find(ScopeName(job_id, attempt));
+    if (it == scopes_.end()) return;
+    for (uint64_t id : it->second.waits) {
+      auto pending = pending_.find(id);
+      if (pending == pending_.end()) continue;
+      aborted.push_back(std::move(pending->second.done));
+      pending_.erase(pending);
+    }
+    scopes_.erase(it);
+  }
+  const absl::Status status = absl::AbortedError(absl::StrCat(
+      "rendezvous: attempt ", attempt, " of job '", job_id, "' ended while waiting"));
+  for (WaitDone& done : aborted) done(status);
 }
 
-absl::StatusOr<const RendezvousStore::Scope*> RendezvousStore::FindScope(
-    const std::string& job_id, int32_t attempt) const {
+absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(const std::string& job_id,
+                                                                   int32_t attempt) {
   auto it = scopes_.find(ScopeName(job_id, attempt));
   if (it == scopes_.end()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -42,80 +60,178 @@ absl::Status RendezvousStore::CheckWrite(const Scope& scope, const std::string& 
                                                      value_size, " bytes; the limit is ",
                                                      limits_.max_value_bytes));
   }
-  if (!scope.contains(key) && scope.size() >= limits_.max_keys_per_scope) {
+  if (!scope.values.contains(key) && scope.values.size() >= limits_.max_keys_per_scope) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "rendezvous: the attempt already holds ", scope.size(), " keys; the limit is ",
+        "rendezvous: the attempt already holds ", scope.values.size(), " keys; the limit is ",
         limits_.max_keys_per_scope));
   }
   return absl::OkStatus();
 }
 
+void RendezvousStore::StoreLocked(Scope& scope, const std::string& key, std::string value,
+                                  std::vector<WaitDone>* completed) {
+  scope.values[key] = std::move(value);
+  auto waiting = scope.waiting_on.find(key);
+  if (waiting == scope.waiting_on.end()) return;
+  for (uint64_t id : waiting->second) {
+    auto pending = pending_.find(id);
+    if (pending == pending_.end() || --pending->second.missing > 0) continue;
+    completed->push_back(std::move(pending->second.done));
+    scope.waits.erase(id);
+    pending_.erase(pending);
+  }
+  scope.waiting_on.erase(waiting);
+}
+
 absl::Status RendezvousStore::Set(const std::string& job_id, int32_t attempt,
                                   const std::string& key, const std::string& value) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(const Scope* scope, FindScope(job_id, attempt));
-  RETURN_IF_ERROR(CheckWrite(*scope, key, value.size()));
-  scopes_[ScopeName(job_id, attempt)][key] = value;
+  std::vector<WaitDone> completed;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Scope * scope, FindScope(job_id, attempt));
+    RETURN_IF_ERROR(CheckWrite(*scope, key, value.size()));
+    StoreLocked(*scope, key, value, &completed);
+  }
+  for (WaitDone& done : completed) done(absl::OkStatus());
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> RendezvousStore::Get(const std::string& job_id, int32_t attempt,
                                                  const std::string& key) const {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(const Scope* scope, FindScope(job_id, attempt));
-  auto it = scope->find(key);
-  if (it == scope->end()) return absl::NotFoundError(absl::StrCat("rendezvous: no key '", key, "'"));
+  auto scope = scopes_.find(ScopeName(job_id, attempt));
+  if (scope == scopes_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rendezvous: attempt ", attempt, " of job '", job_id, "' is not running"));
+  }
+  auto it = scope->second.values.find(key);
+  if (it == scope->second.values.end()) {
+    return absl::NotFoundError(absl::StrCat("rendezvous: no key '", key, "'"));
+  }
   return it->second;
-}
-
-absl::Status RendezvousStore::Wait(const std::string& job_id, int32_t attempt,
-                                   const std::vector<std::string>& keys,
-                                   absl::Duration timeout) const {
-  const std::string name = ScopeName(job_id, attempt);
-  absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(FindScope(job_id, attempt).status());
-  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = scopes_.find(name);
-    if (it == scopes_.end()) return true;
-    for (const std::string& key : keys) {
-      if (!it->second.contains(key)) return false;
-    }
-    return true;
-  };
-  const bool ready = mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
-  if (!scopes_.contains(name)) {
-    return absl::AbortedError(absl::StrCat("rendezvous: attempt ", attempt, " of job '", job_id,
-                                           "' ended while waiting"));
-  }
-  if (!ready) {
-    const Scope& scope = scopes_.at(name);
-    std::string missing;
-    for (const std::string& key : keys) {
-      if (!scope.contains(key)) absl::StrAppend(&missing, missing.empty() ? "" : ", ", key);
-    }
-    return absl::DeadlineExceededError(absl::StrCat("rendezvous: keys still unset: ", missing));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> RendezvousStore::Add(const std::string& job_id, int32_t attempt,
                                              const std::string& key, int64_t delta) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(const Scope* scope, FindScope(job_id, attempt));
-  RETURN_IF_ERROR(CheckWrite(*scope, key, 0));
-  std::string& value = scopes_[ScopeName(job_id, attempt)][key];
-  int64_t current = 0;
-  if (!value.empty() && !absl::SimpleAtoi(value, &current)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("rendezvous: key '", key, "' holds a non-numeric value"));
-  }
+  std::vector<WaitDone> completed;
   int64_t sum = 0;
-  if (__builtin_add_overflow(current, delta, &sum)) {
-    return absl::OutOfRangeError(absl::StrCat("rendezvous: adding ", delta, " to key '", key,
-                                              "' (", current, ") overflows 64 bits"));
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Scope * scope, FindScope(job_id, attempt));
+    RETURN_IF_ERROR(CheckWrite(*scope, key, 0));
+    int64_t current = 0;
+    auto it = scope->values.find(key);
+    if (it != scope->values.end() && !it->second.empty() &&
+        !absl::SimpleAtoi(it->second, &current)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("rendezvous: key '", key, "' holds a non-numeric value"));
+    }
+    if (__builtin_add_overflow(current, delta, &sum)) {
+      return absl::OutOfRangeError(absl::StrCat("rendezvous: adding ", delta, " to key '", key,
+                                                "' (", current, ") overflows 64 bits"));
+    }
+    StoreLocked(*scope, key, absl::StrCat(sum), &completed);
   }
-  value = absl::StrCat(sum);
+  for (WaitDone& done : completed) done(absl::OkStatus());
   return sum;
+}
+
+uint64_t RendezvousStore::WaitAsync(const std::string& job_id, int32_t attempt,
+                                    std::vector<std::string> keys, WaitDone done) {
+  absl::Status refused;
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_wait_id_++;
+    auto scope = FindScope(job_id, attempt);
+    if (!scope.ok()) {
+      refused = scope.status();
+    } else if (keys.size() > limits_.max_keys_per_wait) {
+      refused = absl::InvalidArgumentError(absl::StrCat(
+          "rendezvous: a wait names ", keys.size(), " keys; the limit is ",
+          limits_.max_keys_per_wait));
+    } else if ((*scope)->waits.size() >= limits_.max_waits_per_scope) {
+      refused = absl::ResourceExhaustedError(absl::StrCat(
+          "rendezvous: the attempt already has ", (*scope)->waits.size(),
+          " waits pending; the limit is ", limits_.max_waits_per_scope));
+    } else {
+      Pending pending;
+      pending.scope = ScopeName(job_id, attempt);
+      for (const std::string& key : keys) {
+        if ((*scope)->values.contains(key)) continue;
+        std::vector<uint64_t>& waits = (*scope)->waiting_on[key];
+        if (!waits.empty() && waits.back() == id) continue;  // a key named twice
+        waits.push_back(id);
+        ++pending.missing;
+      }
+      if (pending.missing > 0) {
+        pending.keys = std::move(keys);
+        pending.done = std::move(done);
+        (*scope)->waits.insert(id);
+        pending_.emplace(id, std::move(pending));
+        return id;
+      }
+    }
+  }
+  done(refused);  // OK when every key was already set
+  return id;
+}
+
+RendezvousStore::WaitDone RendezvousStore::TakeWaitLocked(uint64_t id, absl::Status* expired) {
+  auto pending = pending_.find(id);
+  if (pending == pending_.end()) return nullptr;
+  auto scope = scopes_.find(pending->second.scope);
+  std::string missing;
+  if (scope != scopes_.end()) {
+    scope->second.waits.erase(id);
+    for (const std::string& key : pending->second.keys) {
+      if (scope->second.values.contains(key)) continue;
+      absl::StrAppend(&missing, missing.empty() ? "" : ", ", key);
+      std::vector<uint64_t>& waits = scope->second.waiting_on[key];
+      waits.erase(std::remove(waits.begin(), waits.end(), id), waits.end());
+      if (waits.empty()) scope->second.waiting_on.erase(key);
+    }
+  }
+  *expired = absl::DeadlineExceededError(absl::StrCat("rendezvous: keys still unset: ", missing));
+  WaitDone done = std::move(pending->second.done);
+  pending_.erase(pending);
+  return done;
+}
+
+void RendezvousStore::ExpireWait(uint64_t id) {
+  absl::Status status;
+  WaitDone done;
+  {
+    absl::MutexLock lock(&mu_);
+    done = TakeWaitLocked(id, &status);
+  }
+  if (done) done(status);
+}
+
+void RendezvousStore::CancelWait(uint64_t id) {
+  absl::Status ignored;
+  WaitDone done;
+  {
+    absl::MutexLock lock(&mu_);
+    done = TakeWaitLocked(id, &ignored);
+  }
+  if (done) done(absl::CancelledError("rendezvous: wait cancelled"));
+}
+
+absl::Status RendezvousStore::Wait(const std::string& job_id, int32_t attempt,
+                                   const std::vector<std::string>& keys, absl::Duration timeout) {
+  struct Result {
+    absl::Notification done;
+    absl::Status status;
+  };
+  auto result = std::make_shared<Result>();
+  const uint64_t id = WaitAsync(job_id, attempt, keys, [result](absl::Status status) {
+    result->status = std::move(status);
+    result->done.Notify();
+  });
+  if (!result->done.WaitForNotificationWithTimeout(timeout)) ExpireWait(id);
+  result->done.WaitForNotification();
+  return result->status;
 }
 
 }  // namespace shardwise

@@ -4,17 +4,24 @@
 // The key-value store behind the rendezvous service, scoped to one attempt of one job.
 // The controller opens a scope when it schedules an attempt and closes it when the
 // attempt ends; calls on a scope that is not open fail with FAILED_PRECONDITION, and a
-// Wait blocked on a scope that closes returns ABORTED. Keys live in memory only: an
-// attempt does not outlive the coordinator (see JobManager's recovery).
+// wait on a scope that closes ends with ABORTED. Keys live in memory only: an attempt
+// does not outlive the coordinator (see JobManager's recovery).
 //
-// Thread-safety: all methods may be called from any thread.
+// Waits hold no thread: WaitAsync registers a callback that runs once every key is set,
+// the scope closes, or the waiter expires or is cancelled. Each key indexes the waits
+// still missing it, so a set costs the waits on that key, not every wait of the scope.
+//
+// Thread-safety: all methods may be called from any thread. Callbacks run without the
+// store's lock, on the thread whose call completed the wait.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -27,12 +34,15 @@ class RendezvousStore {
     size_t max_key_bytes = 1024;
     size_t max_value_bytes = 4 << 20;
     size_t max_keys_per_scope = 1 << 16;
+    size_t max_keys_per_wait = 1 << 16;
+    size_t max_waits_per_scope = 1 << 16;
   };
 
   RendezvousStore() : RendezvousStore(Limits()) {}
   explicit RendezvousStore(const Limits& limits) : limits_(limits) {}
 
   void OpenScope(const std::string& job_id, int32_t attempt);
+  // Closes the scope; its waits end with ABORTED.
   void CloseScope(const std::string& job_id, int32_t attempt);
 
   absl::Status Set(const std::string& job_id, int32_t attempt, const std::string& key,
@@ -40,24 +50,56 @@ class RendezvousStore {
   // NOT_FOUND if the key is not set.
   absl::StatusOr<std::string> Get(const std::string& job_id, int32_t attempt,
                                   const std::string& key) const;
-  // OK once every key is set; DEADLINE_EXCEEDED after `timeout`; ABORTED if the scope
-  // closes meanwhile.
-  absl::Status Wait(const std::string& job_id, int32_t attempt,
-                    const std::vector<std::string>& keys, absl::Duration timeout) const;
-  // Treats the value as a decimal counter (unset: 0) and adds `delta`.
+  // Treats the value as a decimal counter (unset: 0) and adds `delta`; OUT_OF_RANGE past
+  // 64 bits.
   absl::StatusOr<int64_t> Add(const std::string& job_id, int32_t attempt,
                               const std::string& key, int64_t delta);
 
+  // Calls `done` exactly once: OK once every key is set, ABORTED if the scope closes, or
+  // what ExpireWait/CancelWait say. A wait that cannot start (no such scope, too many
+  // keys or waits) calls `done` at once with the reason. Returns the wait's id.
+  using WaitDone = std::function<void(absl::Status)>;
+  uint64_t WaitAsync(const std::string& job_id, int32_t attempt, std::vector<std::string> keys,
+                     WaitDone done);
+  // Ends a wait still pending: DEADLINE_EXCEEDED naming the keys still unset.
+  void ExpireWait(uint64_t id);
+  // Ends a wait still pending with CANCELLED (the caller went away).
+  void CancelWait(uint64_t id);
+
+  // Blocks until every key is set: OK; DEADLINE_EXCEEDED after `timeout`; ABORTED if the
+  // scope closes meanwhile.
+  absl::Status Wait(const std::string& job_id, int32_t attempt,
+                    const std::vector<std::string>& keys, absl::Duration timeout);
+
  private:
-  using Scope = absl::flat_hash_map<std::string, std::string>;
+  struct Pending {
+    std::string scope;
+    std::vector<std::string> keys;
+    size_t missing = 0;
+    WaitDone done;
+  };
+  struct Scope {
+    absl::flat_hash_map<std::string, std::string> values;
+    // For each key not yet set, the waits missing it.
+    absl::flat_hash_map<std::string, std::vector<uint64_t>> waiting_on;
+    absl::flat_hash_set<uint64_t> waits;
+  };
   static std::string ScopeName(const std::string& job_id, int32_t attempt);
-  absl::StatusOr<const Scope*> FindScope(const std::string& job_id, int32_t attempt) const
+  absl::StatusOr<Scope*> FindScope(const std::string& job_id, int32_t attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckWrite(const Scope& scope, const std::string& key, size_t value_size) const;
+  // Stores the value and collects the waits it completes.
+  void StoreLocked(Scope& scope, const std::string& key, std::string value,
+                   std::vector<WaitDone>* completed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes a pending wait; its callback, or null if it was no longer pending.
+  WaitDone TakeWaitLocked(uint64_t id, absl::Status* status_if_expired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Limits limits_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Scope> scopes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace shardwise

@@ -84,5 +84,60 @@ TEST(RendezvousStore, EnforcesLimits) {
   EXPECT_TRUE(store.Set("j", 1, "a", "2").ok());  // overwriting is not a new key
 }
 
+// Waits hold no thread: each completes through its callback, exactly once, on the call
+// that completed it.
+TEST(RendezvousStore, AsyncWaitsCompleteOnceWhenTheirLastKeyIsSet) {
+  RendezvousStore store;
+  store.OpenScope("j", 1);
+  std::vector<absl::Status> results(3, absl::UnknownError("pending"));
+  int calls = 0;
+  auto record = [&](int i) {
+    return [&, i](absl::Status status) {
+      results[i] = std::move(status);
+      ++calls;
+    };
+  };
+  store.WaitAsync("j", 1, {"a", "b"}, record(0));
+  store.WaitAsync("j", 1, {"b", "b"}, record(1));  // a key named twice counts once
+  const uint64_t expiring = store.WaitAsync("j", 1, {"a", "c"}, record(2));
+  ASSERT_TRUE(store.Set("j", 1, "a", "1").ok());
+  EXPECT_EQ(calls, 0);
+  ASSERT_TRUE(store.Set("j", 1, "b", "1").ok());
+  EXPECT_EQ(calls, 2);
+  EXPECT_TRUE(results[0].ok());
+  EXPECT_TRUE(results[1].ok());
+  store.ExpireWait(expiring);
+  ASSERT_EQ(calls, 3);
+  EXPECT_EQ(results[2].code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(results[2].message(), "rendezvous: keys still unset: c");
+  // Setting the key later, or expiring again, calls nothing more.
+  ASSERT_TRUE(store.Set("j", 1, "c", "1").ok());
+  store.ExpireWait(expiring);
+  store.CancelWait(expiring);
+  EXPECT_EQ(calls, 3);
+  // Already set: at once.
+  absl::Status now = absl::UnknownError("pending");
+  store.WaitAsync("j", 1, {"a", "c"}, [&](absl::Status s) { now = s; });
+  EXPECT_TRUE(now.ok());
+}
+
+TEST(RendezvousStore, AsyncWaitsEndWithTheScopeOrTheCaller) {
+  RendezvousStore::Limits limits;
+  limits.max_waits_per_scope = 2;
+  RendezvousStore store(limits);
+  store.OpenScope("j", 1);
+  absl::Status first, second, third, closed_scope;
+  const uint64_t cancelled = store.WaitAsync("j", 1, {"x"}, [&](absl::Status s) { first = s; });
+  store.WaitAsync("j", 1, {"x"}, [&](absl::Status s) { second = s; });
+  store.WaitAsync("j", 1, {"x"}, [&](absl::Status s) { third = s; });
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted);
+  store.CancelWait(cancelled);
+  EXPECT_EQ(first.code(), absl::StatusCode::kCancelled);
+  store.CloseScope("j", 1);
+  EXPECT_EQ(second.code(), absl::StatusCode::kAborted);
+  store.WaitAsync("j", 1, {"x"}, [&](absl::Status s) { closed_scope = s; });
+  EXPECT_EQ(closed_scope.code(), absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace shardwise

@@ -1,10 +1,12 @@
 #ifndef SHARDWISE_SERVER_SESSION_OUTBOX_H_
 #define SHARDWISE_SERVER_SESSION_OUTBOX_H_
 
-// The downward half of one worker session: the controller queues messages without
-// blocking on the network, and the session's gRPC handler thread sends them.
+// The downward half of one worker session: where the controller queues messages for a
+// worker without waiting on the network. The coordinator's is the session stream itself
+// (server/session_stream.h, gRPC's callback API); QueuedOutbox keeps them for a test or a
+// fuzzer to read.
 //
-// Thread-safety: safe for any number of producers and one consumer.
+// Thread-safety: implementations are safe for any number of producers.
 
 #include <deque>
 #include <optional>
@@ -18,8 +20,18 @@ namespace shardwise {
 
 class SessionOutbox {
  public:
-  // False if the session has closed (the message is dropped).
-  bool Push(v1::CoordinatorMessage message) {
+  virtual ~SessionOutbox() = default;
+  // Queues `message`; false if the session has closed (the message is dropped).
+  virtual bool Push(v1::CoordinatorMessage message) = 0;
+  // Ends the session: nothing more is sent, and the worker sees its stream close.
+  virtual void Close() = 0;
+  virtual bool closed() const = 0;
+};
+
+// Keeps what is pushed for the reader's Pop().
+class QueuedOutbox final : public SessionOutbox {
+ public:
+  bool Push(v1::CoordinatorMessage message) override {
     absl::MutexLock lock(&mu_);
     if (closed_) return false;
     queue_.push_back(std::move(message));
@@ -27,22 +39,22 @@ class SessionOutbox {
   }
 
   // The next message, or nullopt after `timeout` or once closed.
-  std::optional<v1::CoordinatorMessage> Pop(absl::Duration timeout) {
+  std::optional<v1::CoordinatorMessage> Pop(absl::Duration timeout = absl::ZeroDuration()) {
     absl::MutexLock lock(&mu_);
     auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || !queue_.empty(); };
     mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
-    if (closed_ || queue_.empty()) return std::nullopt;
+    if (queue_.empty()) return std::nullopt;
     v1::CoordinatorMessage message = std::move(queue_.front());
     queue_.pop_front();
     return message;
   }
 
-  void Close() {
+  void Close() override {
     absl::MutexLock lock(&mu_);
     closed_ = true;
   }
 
-  bool closed() const {
+  bool closed() const override {
     absl::MutexLock lock(&mu_);
     return closed_;
   }

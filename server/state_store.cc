@@ -5,7 +5,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/job_state.h"
 #include "common/status_macros.h"
+#include "common/job_summary.h"
 
 namespace shardwise {
 namespace {
@@ -37,8 +39,9 @@ class Statement {
     return absl::OkStatus();
   }
   std::string ColumnBlob(int i) {
-    return std::string(static_cast<const char*>(sqlite3_column_blob(stmt_, i)),
-                       sqlite3_column_bytes(stmt_, i));
+    const void* blob = sqlite3_column_blob(stmt_, i);
+    if (blob == nullptr) return "";  // NULL, or empty
+    return std::string(static_cast<const char*>(blob), sqlite3_column_bytes(stmt_, i));
   }
   std::string ColumnText(int i) {
     const unsigned char* text = sqlite3_column_text(stmt_, i);
@@ -60,7 +63,9 @@ CREATE TABLE IF NOT EXISTS jobs (
   restarts INTEGER NOT NULL,
   create_time_ms INTEGER NOT NULL,
   update_time_ms INTEGER NOT NULL,
-  record BLOB NOT NULL
+  record BLOB NOT NULL,
+  spec BLOB,
+  summary BLOB
 );
 CREATE TABLE IF NOT EXISTS attempts (
   job_id TEXT NOT NULL,
@@ -79,7 +84,17 @@ CREATE TABLE IF NOT EXISTS job_events (
   message TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS job_events_by_job ON job_events (job_id);
+CREATE TABLE IF NOT EXISTS timelines (
+  job_id TEXT PRIMARY KEY,
+  attempt INTEGER NOT NULL,
+  record BLOB NOT NULL
+);
 )sql";
+
+bool IsTerminalName(const std::string& state) {
+  v1::JobState parsed;
+  return v1::JobState_Parse(state, &parsed) && IsTerminal(parsed);
+}
 
 }  // namespace
 
@@ -109,6 +124,7 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& 
         "state store '", path, "' has schema version ", found, "; this coordinator knows ",
         kSchemaVersion, ". Run the newer coordinator, or point --state_file elsewhere."));
   }
+  if (found == 1) RETURN_IF_ERROR(store->MigrateFromVersion1());
   RETURN_IF_ERROR(store->Exec(kSchema));
   RETURN_IF_ERROR(store->Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion, ";")));
   return store;
@@ -126,29 +142,83 @@ absl::Status StateStore::Exec(const std::string& sql) {
   return absl::OkStatus();
 }
 
-absl::Status StateStore::SaveJob(const v1::Job& job, const std::vector<v1::JobEvent>& new_events) {
+template <typename Write>
+absl::Status StateStore::InTransaction(Write write) {
+  const absl::Time started = absl::Now();
+  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
+  absl::Status status = write();
+  if (!status.ok()) {
+    (void)Exec("ROLLBACK;");
+    return status;
+  }
+  status = Exec("COMMIT;");
+  if (status.ok() && commit_histogram_ != nullptr) {
+    commit_histogram_->ObserveDuration(absl::Now() - started);
+  }
+  return status;
+}
+
+// Version 1 kept the spec inside the record and no summary: both move out, in one
+// transaction (a crash halfway leaves the file at version 1, to be moved again).
+absl::Status StateStore::MigrateFromVersion1() {
+  return InTransaction([&]() -> absl::Status {
+    RETURN_IF_ERROR(Exec("ALTER TABLE jobs ADD COLUMN spec BLOB; "
+                         "ALTER TABLE jobs ADD COLUMN summary BLOB;"));
+    std::vector<v1::Job> jobs;
+    {
+      Statement select(db_, "SELECT id, record FROM jobs;");
+      if (!select.ok()) return SqliteError(db_, "reading jobs to migrate");
+      while (sqlite3_step(select.get()) == SQLITE_ROW) {
+        v1::Job job;
+        if (!job.ParseFromString(select.ColumnBlob(1))) {
+          return absl::DataLossError(absl::StrCat("state store: the record of job ",
+                                                  select.ColumnText(0), " is corrupt"));
+        }
+        jobs.push_back(std::move(job));
+      }
+    }
+    for (const v1::Job& job : jobs) {
+      v1::Job record = job;
+      record.clear_spec();
+      Statement update(db_, "UPDATE jobs SET record=?2, spec=?3, summary=?4 WHERE id=?1;");
+      update.BindText(1, job.id());
+      update.BindBlob(2, record.SerializeAsString());
+      update.BindBlob(3, job.spec().SerializeAsString());
+      update.BindBlob(4, Summarize(job).SerializeAsString());
+      RETURN_IF_ERROR(update.Run(absl::StrCat("migrating job ", job.id())));
+    }
+    return Exec(absl::StrCat(kSchema, "PRAGMA user_version=2;"));
+  });
+}
+
+absl::Status StateStore::WriteJobRow(const v1::Job& job) {
   v1::Job record = job;
   record.clear_events();
+  record.clear_spec();
   const std::string state = v1::JobState_Name(job.state());
+  Statement upsert(db_,
+                   "INSERT INTO jobs (id, state, reason, attempt, restarts, create_time_ms, "
+                   "update_time_ms, record, spec, summary) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+                   "?8, ?9, ?10) ON CONFLICT (id) DO UPDATE SET state=?2, reason=?3, "
+                   "attempt=?4, restarts=?5, update_time_ms=?7, record=?8, summary=?10;");
+  upsert.BindText(1, job.id());
+  upsert.BindText(2, state);
+  upsert.BindText(3, job.reason());
+  upsert.BindInt(4, job.attempt());
+  upsert.BindInt(5, job.restarts());
+  upsert.BindInt(6, job.create_time_ms());
+  upsert.BindInt(7, job.update_time_ms());
+  upsert.BindBlob(8, record.SerializeAsString());
+  upsert.BindBlob(9, job.spec().SerializeAsString());
+  upsert.BindBlob(10, Summarize(job).SerializeAsString());
+  return upsert.Run(absl::StrCat("saving job ", job.id()));
+}
 
+absl::Status StateStore::SaveJob(const v1::Job& job, const std::vector<v1::JobEvent>& new_events) {
+  const std::string state = v1::JobState_Name(job.state());
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
-  auto write = [&]() -> absl::Status {
-    Statement upsert(db_,
-                     "INSERT INTO jobs (id, state, reason, attempt, restarts, create_time_ms, "
-                     "update_time_ms, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
-                     "ON CONFLICT (id) DO UPDATE SET state=?2, reason=?3, attempt=?4, "
-                     "restarts=?5, update_time_ms=?7, record=?8;");
-    upsert.BindText(1, job.id());
-    upsert.BindText(2, state);
-    upsert.BindText(3, job.reason());
-    upsert.BindInt(4, job.attempt());
-    upsert.BindInt(5, job.restarts());
-    upsert.BindInt(6, job.create_time_ms());
-    upsert.BindInt(7, job.update_time_ms());
-    upsert.BindBlob(8, record.SerializeAsString());
-    RETURN_IF_ERROR(upsert.Run(absl::StrCat("saving job ", job.id())));
-
+  return InTransaction([&]() -> absl::Status {
+    RETURN_IF_ERROR(WriteJobRow(job));
     if (job.attempt() > 0) {
       std::vector<std::string> ranks;
       for (const auto& r : job.ranks()) ranks.push_back(absl::StrCat(r.rank(), "=", r.worker_id()));
@@ -177,46 +247,161 @@ absl::Status StateStore::SaveJob(const v1::Job& job, const std::vector<v1::JobEv
       RETURN_IF_ERROR(event.Run(absl::StrCat("saving an event of ", job.id())));
     }
     return absl::OkStatus();
-  };
-  absl::Status status = write();
-  if (!status.ok()) {
-    (void)Exec("ROLLBACK;");
-    return status;
-  }
-  return Exec("COMMIT;");
+  });
 }
 
-absl::StatusOr<std::vector<v1::Job>> StateStore::LoadJobs() {
+absl::Status StateStore::SaveJobs(const std::vector<v1::Job>& jobs) {
+  if (jobs.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  std::vector<v1::Job> jobs;
-  absl::flat_hash_map<std::string, size_t> index;
-  Statement select(db_, "SELECT id, record FROM jobs ORDER BY create_time_ms, rowid;");
-  if (!select.ok()) return SqliteError(db_, "loading jobs");
-  while (sqlite3_step(select.get()) == SQLITE_ROW) {
-    v1::Job job;
-    if (!job.ParseFromString(select.ColumnBlob(1))) {
-      return absl::DataLossError(
-          absl::StrCat("state store: the record of job ", select.ColumnText(0), " is corrupt"));
-    }
-    index[job.id()] = jobs.size();
-    jobs.push_back(std::move(job));
-  }
+  return InTransaction([&]() -> absl::Status {
+    for (const v1::Job& job : jobs) RETURN_IF_ERROR(WriteJobRow(job));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status StateStore::LoadEvents(const std::string& job_id, v1::Job* job) {
   Statement events(db_,
-                   "SELECT job_id, time_ms, attempt, state, message FROM job_events "
+                   "SELECT time_ms, attempt, state, message FROM job_events WHERE job_id=?1 "
                    "ORDER BY rowid;");
   if (!events.ok()) return SqliteError(db_, "loading job events");
+  events.BindText(1, job_id);
   while (sqlite3_step(events.get()) == SQLITE_ROW) {
-    auto it = index.find(events.ColumnText(0));
-    if (it == index.end()) continue;
-    v1::JobEvent* event = jobs[it->second].add_events();
-    event->set_time_ms(sqlite3_column_int64(events.get(), 1));
-    event->set_attempt(static_cast<int32_t>(sqlite3_column_int64(events.get(), 2)));
+    v1::JobEvent* event = job->add_events();
+    event->set_time_ms(sqlite3_column_int64(events.get(), 0));
+    event->set_attempt(static_cast<int32_t>(sqlite3_column_int64(events.get(), 1)));
     v1::JobState state;
-    event->set_state(v1::JobState_Parse(events.ColumnText(3), &state) ? state
+    event->set_state(v1::JobState_Parse(events.ColumnText(2), &state) ? state
                                                                       : v1::JOB_STATE_UNSPECIFIED);
-    event->set_message(events.ColumnText(4));
+    event->set_message(events.ColumnText(3));
   }
-  return jobs;
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The job from its row's record and spec (NULL once compacted).
+absl::StatusOr<v1::Job> ParseJobRow(Statement& row, int id_column, int record_column,
+                                    int spec_column) {
+  v1::Job job;
+  if (!job.ParseFromString(row.ColumnBlob(record_column))) {
+    return absl::DataLossError(absl::StrCat("state store: the record of job ",
+                                            row.ColumnText(id_column), " is corrupt"));
+  }
+  if (sqlite3_column_type(row.get(), spec_column) != SQLITE_NULL &&
+      !job.mutable_spec()->ParseFromString(row.ColumnBlob(spec_column))) {
+    return absl::DataLossError(absl::StrCat("state store: the spec of job ",
+                                            row.ColumnText(id_column), " is corrupt"));
+  }
+  return job;
+}
+
+}  // namespace
+
+absl::StatusOr<StateStore::Loaded> StateStore::LoadJobs() {
+  absl::MutexLock lock(&mu_);
+  Loaded loaded;
+  Statement select(db_,
+                   "SELECT id, state, record, spec, summary FROM jobs "
+                   "ORDER BY create_time_ms, rowid;");
+  if (!select.ok()) return SqliteError(db_, "loading jobs");
+  while (sqlite3_step(select.get()) == SQLITE_ROW) {
+    if (IsTerminalName(select.ColumnText(1))) {
+      v1::JobSummary summary;
+      if (!summary.ParseFromString(select.ColumnBlob(4))) {
+        return absl::DataLossError(absl::StrCat("state store: the summary of job ",
+                                                select.ColumnText(0), " is corrupt"));
+      }
+      loaded.ended.push_back(std::move(summary));
+      continue;
+    }
+    ASSIGN_OR_RETURN(v1::Job job, ParseJobRow(select, 0, 2, 3));
+    loaded.live.push_back(std::move(job));
+  }
+  for (v1::Job& job : loaded.live) RETURN_IF_ERROR(LoadEvents(job.id(), &job));
+  return loaded;
+}
+
+absl::StatusOr<v1::Job> StateStore::LoadJob(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  Statement select(db_, "SELECT id, record, spec FROM jobs WHERE id=?1;");
+  if (!select.ok()) return SqliteError(db_, "loading a job");
+  select.BindText(1, job_id);
+  if (sqlite3_step(select.get()) != SQLITE_ROW) {
+    return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+  }
+  ASSIGN_OR_RETURN(v1::Job job, ParseJobRow(select, 0, 1, 2));
+  RETURN_IF_ERROR(LoadEvents(job_id, &job));
+  return job;
+}
+
+absl::Status StateStore::SaveTimeline(const v1::Timeline& timeline) {
+  absl::MutexLock lock(&mu_);
+  Statement upsert(db_,
+                   "INSERT INTO timelines (job_id, attempt, record) VALUES (?1, ?2, ?3) "
+                   "ON CONFLICT (job_id) DO UPDATE SET attempt=?2, record=?3;");
+  upsert.BindText(1, timeline.job_id());
+  upsert.BindInt(2, timeline.attempt());
+  upsert.BindBlob(3, timeline.SerializeAsString());
+  return upsert.Run(absl::StrCat("saving the timeline of ", timeline.job_id()));
+}
+
+absl::StatusOr<v1::Timeline> StateStore::LoadTimeline(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  Statement select(db_, "SELECT record FROM timelines WHERE job_id=?1;");
+  if (!select.ok()) return SqliteError(db_, "loading a timeline");
+  select.BindText(1, job_id);
+  if (sqlite3_step(select.get()) != SQLITE_ROW) {
+    return absl::NotFoundError(absl::StrCat("no timeline of job '", job_id, "' is stored"));
+  }
+  v1::Timeline timeline;
+  if (!timeline.ParseFromString(select.ColumnBlob(0))) {
+    return absl::DataLossError(absl::StrCat("state store: the timeline of ", job_id, " is corrupt"));
+  }
+  return timeline;
+}
+
+absl::StatusOr<std::vector<std::string>> StateStore::CompactEndedBefore(int64_t cutoff_ms) {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Job> ended;
+  {
+    Statement select(db_,
+                     "SELECT id, record, spec, state FROM jobs WHERE update_time_ms < ?1 AND "
+                     "spec IS NOT NULL;");
+    if (!select.ok()) return SqliteError(db_, "finding jobs to compact");
+    select.BindInt(1, cutoff_ms);
+    while (sqlite3_step(select.get()) == SQLITE_ROW) {
+      if (!IsTerminalName(select.ColumnText(3))) continue;
+      ASSIGN_OR_RETURN(v1::Job job, ParseJobRow(select, 0, 1, 2));
+      ended.push_back(std::move(job));
+    }
+  }
+  std::vector<std::string> ids;
+  RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
+    for (const v1::Job& job : ended) {
+      v1::Job record = job;
+      record.clear_spec();
+      record.clear_hook_switches();
+      record.clear_execution_order();
+      record.clear_prefetch_plan();
+      record.clear_ranks();
+      record.set_compacted(true);
+      v1::JobSummary summary = Summarize(job);
+      summary.set_compacted(true);
+      Statement update(db_, "UPDATE jobs SET record=?2, spec=NULL, summary=?3 WHERE id=?1;");
+      update.BindText(1, job.id());
+      update.BindBlob(2, record.SerializeAsString());
+      update.BindBlob(3, summary.SerializeAsString());
+      RETURN_IF_ERROR(update.Run(absl::StrCat("compacting job ", job.id())));
+      for (const char* table : {"job_events", "attempts", "timelines"}) {
+        Statement remove(db_, absl::StrCat("DELETE FROM ", table, " WHERE job_id=?1;").c_str());
+        remove.BindText(1, job.id());
+        RETURN_IF_ERROR(remove.Run(absl::StrCat("compacting job ", job.id())));
+      }
+      ids.push_back(job.id());
+    }
+    return absl::OkStatus();
+  }));
+  return ids;
 }
 
 }  // namespace shardwise

@@ -52,19 +52,77 @@ TEST(StateStore, SavedJobsAndEventsSurviveReopening) {
   }
   auto store = StateStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
-  auto jobs = (*store)->LoadJobs();
-  ASSERT_TRUE(jobs.ok()) << jobs.status();
-  ASSERT_EQ(jobs->size(), 2u);
-  const v1::Job& job = (*jobs)[0];
-  EXPECT_EQ(job.id(), "job-1");
-  EXPECT_EQ(job.state(), v1::FAILED);
-  EXPECT_EQ(job.reason(), "rank 1 lost");
-  EXPECT_EQ(job.spec().world_size(), 4);
-  EXPECT_EQ(job.ranks(0).worker_id(), "w0");
-  ASSERT_EQ(job.events_size(), 2);
-  EXPECT_EQ(job.events(0).state(), v1::RUNNING);
-  EXPECT_EQ(job.events(1).message(), "rank 1 lost");
-  EXPECT_EQ((*jobs)[1].events_size(), 0);
+  auto loaded = (*store)->LoadJobs();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  // The job that ended comes back as its summary; the live one whole.
+  ASSERT_EQ(loaded->ended.size(), 1u);
+  EXPECT_EQ(loaded->ended[0].id(), "job-1");
+  EXPECT_EQ(loaded->ended[0].state(), v1::FAILED);
+  EXPECT_EQ(loaded->ended[0].world_size(), 4);
+  ASSERT_EQ(loaded->live.size(), 1u);
+  EXPECT_EQ(loaded->live[0].id(), "job-2");
+  EXPECT_EQ(loaded->live[0].spec().world_size(), 4);
+  EXPECT_EQ(loaded->live[0].events_size(), 0);
+
+  auto job = (*store)->LoadJob("job-1");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state(), v1::FAILED);
+  EXPECT_EQ(job->reason(), "rank 1 lost");
+  EXPECT_EQ(job->spec().world_size(), 4);
+  EXPECT_EQ(job->ranks(0).worker_id(), "w0");
+  ASSERT_EQ(job->events_size(), 2);
+  EXPECT_EQ(job->events(0).state(), v1::RUNNING);
+  EXPECT_EQ(job->events(1).message(), "rank 1 lost");
+  EXPECT_EQ((*store)->LoadJob("job-3").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A file written by the schema before (the spec inside the record, no summary) is moved
+// to this one when opened, every job intact.
+TEST(StateStore, MovesAVersion1FileToThisSchema) {
+  const std::string path = TempPath("v1.db");
+  v1::Job running = MakeJob("job-1", v1::RUNNING);
+  running.mutable_spec()->set_name("old");
+  v1::Job done = MakeJob("job-2", v1::SUCCEEDED);
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* schema =
+        "CREATE TABLE jobs (id TEXT PRIMARY KEY, state TEXT NOT NULL, reason TEXT NOT NULL, "
+        "attempt INTEGER NOT NULL, restarts INTEGER NOT NULL, create_time_ms INTEGER NOT NULL, "
+        "update_time_ms INTEGER NOT NULL, record BLOB NOT NULL);"
+        "CREATE TABLE attempts (job_id TEXT NOT NULL, attempt INTEGER NOT NULL, ranks TEXT NOT "
+        "NULL, state TEXT NOT NULL, reason TEXT NOT NULL, update_time_ms INTEGER NOT NULL, "
+        "PRIMARY KEY (job_id, attempt));"
+        "CREATE TABLE job_events (job_id TEXT NOT NULL, time_ms INTEGER NOT NULL, attempt "
+        "INTEGER NOT NULL, state TEXT NOT NULL, message TEXT NOT NULL);"
+        "INSERT INTO job_events VALUES ('job-1', 5, 1, 'RUNNING', 'running');"
+        "PRAGMA user_version=1;";
+    ASSERT_EQ(sqlite3_exec(db, schema, nullptr, nullptr, nullptr), SQLITE_OK);
+    for (const v1::Job* job : {&running, &done}) {
+      sqlite3_stmt* insert = nullptr;
+      ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO jobs VALUES (?1, ?2, 'r', 2, 0, 1, 2, ?3);",
+                                   -1, &insert, nullptr),
+                SQLITE_OK);
+      const std::string record = job->SerializeAsString();
+      sqlite3_bind_text(insert, 1, job->id().c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(insert, 2, v1::JobState_Name(job->state()).c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_blob(insert, 3, record.data(), static_cast<int>(record.size()), SQLITE_TRANSIENT);
+      ASSERT_EQ(sqlite3_step(insert), SQLITE_DONE);
+      sqlite3_finalize(insert);
+    }
+    sqlite3_close(db);
+  }
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto loaded = (*store)->LoadJobs();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->live.size(), 1u);
+  EXPECT_EQ(loaded->live[0].spec().name(), "old");
+  EXPECT_EQ(loaded->live[0].events_size(), 1);
+  ASSERT_EQ(loaded->ended.size(), 1u);
+  EXPECT_EQ(loaded->ended[0].id(), "job-2");
+  EXPECT_EQ(loaded->ended[0].world_size(), 4);
+  EXPECT_EQ((*store)->LoadJob("job-2")->spec().world_size(), 4);
 }
 
 TEST(StateStore, UsesWalAndRecordsAttempts) {

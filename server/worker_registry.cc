@@ -13,12 +13,6 @@ void ClearAssignment(v1::WorkerInfo* info) {
   info->clear_rank();
 }
 
-std::vector<v1::WorkerInfo> SortedById(std::vector<v1::WorkerInfo> workers) {
-  std::sort(workers.begin(), workers.end(),
-            [](const v1::WorkerInfo& a, const v1::WorkerInfo& b) { return a.id() < b.id(); });
-  return workers;
-}
-
 }  // namespace
 
 WorkerRegistry::Worker* WorkerRegistry::Find(const std::string& worker_id) {
@@ -26,13 +20,35 @@ WorkerRegistry::Worker* WorkerRegistry::Find(const std::string& worker_id) {
   return it == workers_.end() ? nullptr : &it->second;
 }
 
-WorkerRegistry::Registration WorkerRegistry::Register(const v1::RegisterWorkerRequest& request) {
+void WorkerRegistry::Touch(Worker& worker) const {
+  worker.last_heartbeat = options_.clock->Now();
+  worker.info.set_last_heartbeat_ms(absl::ToUnixMillis(worker.last_heartbeat));
+}
+
+// A session replaced or ended here is closed by the caller after the lock is released:
+// closing a session stream talks to gRPC, which must never run under the registry's lock.
+absl::StatusOr<WorkerRegistry::Registration> WorkerRegistry::Register(
+    const v1::RegisterWorkerRequest& request) {
+  std::shared_ptr<SessionOutbox> replaced;
+  absl::StatusOr<Registration> registration = AddOrReplace(request, &replaced);
+  if (replaced) replaced->Close();
+  return registration;
+}
+
+absl::StatusOr<WorkerRegistry::Registration> WorkerRegistry::AddOrReplace(
+    const v1::RegisterWorkerRequest& request, std::shared_ptr<SessionOutbox>* replaced) {
   absl::MutexLock lock(&mu_);
   Registration registration;
   registration.worker_id = request.name();
+  if (workers_.size() >= options_.max_workers && Find(registration.worker_id) == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the coordinator holds ", workers_.size(), " workers, its limit (--max_workers); "
+        "worker '", registration.worker_id, "' is not registered. Lost workers are forgotten "
+        "after --lost_worker_retention_ms; raise --max_workers for a larger cluster"));
+  }
   Worker& worker = workers_[registration.worker_id];
   registration.previous = worker.info;
-  if (worker.outbox) worker.outbox->Close();
+  *replaced = std::move(worker.outbox);
   worker.outbox.reset();
   worker.info.set_id(registration.worker_id);
   worker.info.set_name(request.name());
@@ -49,29 +65,32 @@ WorkerRegistry::Registration WorkerRegistry::Register(const v1::RegisterWorkerRe
   worker.info.set_state(v1::LOST);
   worker.info.set_lost_reason("registered; no session yet");
   ClearAssignment(&worker.info);
-  worker.last_heartbeat = absl::Now();
-  worker.info.set_last_heartbeat_ms(absl::ToUnixMillis(worker.last_heartbeat));
+  Touch(worker);
+  worker.lost_since = worker.last_heartbeat;
   return registration;
 }
 
-absl::StatusOr<std::shared_ptr<SessionOutbox>> WorkerRegistry::AttachSession(
-    const std::string& worker_id) {
-  absl::MutexLock lock(&mu_);
-  Worker* worker = Find(worker_id);
-  if (worker == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no registered worker '", worker_id,
-                                            "'; call RegisterWorker first"));
+absl::Status WorkerRegistry::AttachSession(const std::string& worker_id,
+                                           std::shared_ptr<SessionOutbox> outbox) {
+  std::shared_ptr<SessionOutbox> replaced;
+  {
+    absl::MutexLock lock(&mu_);
+    Worker* worker = Find(worker_id);
+    if (worker == nullptr) {
+      return absl::NotFoundError(absl::StrCat("no registered worker '", worker_id,
+                                              "'; call RegisterWorker first"));
+    }
+    replaced = std::move(worker->outbox);
+    worker->outbox = std::move(outbox);
+    if (worker->info.state() == v1::LOST) {
+      worker->info.set_state(v1::IDLE);
+      worker->info.clear_lost_reason();
+      ClearAssignment(&worker->info);
+    }
+    Touch(*worker);
   }
-  if (worker->outbox) worker->outbox->Close();
-  worker->outbox = std::make_shared<SessionOutbox>();
-  if (worker->info.state() == v1::LOST) {
-    worker->info.set_state(v1::IDLE);
-    worker->info.clear_lost_reason();
-    ClearAssignment(&worker->info);
-  }
-  worker->last_heartbeat = absl::Now();
-  worker->info.set_last_heartbeat_ms(absl::ToUnixMillis(worker->last_heartbeat));
-  return worker->outbox;
+  if (replaced) replaced->Close();
+  return absl::OkStatus();
 }
 
 bool WorkerRegistry::DetachSession(const std::string& worker_id,
@@ -84,19 +103,30 @@ bool WorkerRegistry::DetachSession(const std::string& worker_id,
   return true;
 }
 
-absl::StatusOr<v1::WorkerInfo> WorkerRegistry::Heartbeat(const std::string& worker_id) {
+absl::StatusOr<WorkerRegistry::Assignment> WorkerRegistry::Heartbeat(
+    const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
   Worker* worker = Find(worker_id);
   if (worker == nullptr) return absl::NotFoundError(absl::StrCat("no worker '", worker_id, "'"));
-  worker->last_heartbeat = absl::Now();
-  worker->info.set_last_heartbeat_ms(absl::ToUnixMillis(worker->last_heartbeat));
-  return worker->info;
+  Touch(*worker);
+  Assignment assignment;
+  assignment.state = worker->info.state();
+  assignment.job_id = worker->info.job_id();
+  assignment.attempt = worker->info.attempt();
+  assignment.rank = worker->info.rank();
+  return assignment;
 }
 
 bool WorkerRegistry::Send(const std::string& worker_id, const v1::CoordinatorMessage& message) {
-  absl::MutexLock lock(&mu_);
-  Worker* worker = Find(worker_id);
-  return worker != nullptr && worker->outbox && worker->outbox->Push(message);
+  std::shared_ptr<SessionOutbox> outbox;
+  {
+    absl::MutexLock lock(&mu_);
+    Worker* worker = Find(worker_id);
+    if (worker == nullptr || !worker->outbox) return false;
+    outbox = worker->outbox;
+  }
+  // Outside the lock: a session stream starts its write here.
+  return outbox->Push(message);
 }
 
 void WorkerRegistry::SetBusy(const std::string& worker_id, const std::string& job_id,
@@ -127,19 +157,26 @@ void WorkerRegistry::SetIdle(const std::string& worker_id) {
 
 absl::StatusOr<v1::WorkerInfo> WorkerRegistry::MarkLost(const std::string& worker_id,
                                                         const std::string& reason) {
-  absl::MutexLock lock(&mu_);
-  Worker* worker = Find(worker_id);
-  if (worker == nullptr) return absl::NotFoundError(absl::StrCat("no worker '", worker_id, "'"));
-  v1::WorkerInfo before = worker->info;
-  if (worker->outbox) worker->outbox->Close();
-  worker->outbox.reset();
-  worker->info.set_state(v1::LOST);
-  worker->info.set_lost_reason(reason);
-  ClearAssignment(&worker->info);
+  std::shared_ptr<SessionOutbox> outbox;
+  v1::WorkerInfo before;
+  {
+    absl::MutexLock lock(&mu_);
+    Worker* worker = Find(worker_id);
+    if (worker == nullptr) return absl::NotFoundError(absl::StrCat("no worker '", worker_id, "'"));
+    before = worker->info;
+    outbox = std::move(worker->outbox);
+    worker->outbox.reset();
+    worker->info.set_state(v1::LOST);
+    worker->info.set_lost_reason(reason);
+    worker->lost_since = options_.clock->Now();
+    ClearAssignment(&worker->info);
+  }
+  if (outbox) outbox->Close();
   return before;
 }
 
-std::vector<std::string> WorkerRegistry::Silent(absl::Time now, absl::Duration timeout) const {
+std::vector<std::string> WorkerRegistry::Silent(absl::Duration timeout) const {
+  const absl::Time now = options_.clock->Now();
   absl::MutexLock lock(&mu_);
   std::vector<std::string> silent;
   for (const auto& [id, worker] : workers_) {
@@ -147,8 +184,24 @@ std::vector<std::string> WorkerRegistry::Silent(absl::Time now, absl::Duration t
       silent.push_back(id);
     }
   }
-  std::sort(silent.begin(), silent.end());
   return silent;
+}
+
+std::vector<std::string> WorkerRegistry::RemoveLongLost() {
+  const absl::Time now = options_.clock->Now();
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> removed;
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    const Worker& worker = it->second;
+    if (worker.info.state() == v1::LOST && !worker.outbox &&
+        now - worker.lost_since > options_.lost_retention) {
+      removed.push_back(it->first);
+      it = workers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return removed;
 }
 
 std::vector<v1::WorkerInfo> WorkerRegistry::Idle(v1::DeviceKind device) const {
@@ -159,14 +212,57 @@ std::vector<v1::WorkerInfo> WorkerRegistry::Idle(v1::DeviceKind device) const {
       idle.push_back(worker.info);
     }
   }
-  return SortedById(std::move(idle));
+  return idle;
+}
+
+std::vector<int64_t> WorkerRegistry::RankMemories(v1::DeviceKind device) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<int64_t> memories;
+  for (const auto& [id, worker] : workers_) {
+    if (worker.info.state() != v1::LOST && worker.info.device() == device) {
+      memories.push_back(RankMemory(worker.info));
+    }
+  }
+  std::sort(memories.begin(), memories.end());
+  return memories;
+}
+
+absl::StatusOr<v1::WorkerInfo> WorkerRegistry::Largest(v1::DeviceKind device) const {
+  absl::MutexLock lock(&mu_);
+  const Worker* largest = nullptr;
+  for (const auto& [id, worker] : workers_) {
+    if (worker.info.device() != device) continue;
+    if (largest == nullptr || RankMemory(worker.info) > RankMemory(largest->info)) {
+      largest = &worker;
+    }
+  }
+  if (largest == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no ", v1::DeviceKind_Name(device), " worker is registered"));
+  }
+  return largest->info;
+}
+
+std::vector<v1::WorkerInfo> WorkerRegistry::List(
+    const std::string& after_id, size_t limit,
+    absl::FunctionRef<bool(const v1::WorkerInfo&)> keep, bool* more) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::WorkerInfo> page;
+  *more = false;
+  for (auto it = workers_.upper_bound(after_id); it != workers_.end(); ++it) {
+    if (!keep(it->second.info)) continue;
+    if (page.size() == limit) {
+      *more = true;
+      break;
+    }
+    page.push_back(it->second.info);
+  }
+  return page;
 }
 
 std::vector<v1::WorkerInfo> WorkerRegistry::List() const {
-  absl::MutexLock lock(&mu_);
-  std::vector<v1::WorkerInfo> all;
-  for (const auto& [id, worker] : workers_) all.push_back(worker.info);
-  return SortedById(std::move(all));
+  bool more = false;
+  return List("", size(), [](const v1::WorkerInfo&) { return true; }, &more);
 }
 
 absl::StatusOr<v1::WorkerInfo> WorkerRegistry::Get(const std::string& worker_id) const {
@@ -176,11 +272,33 @@ absl::StatusOr<v1::WorkerInfo> WorkerRegistry::Get(const std::string& worker_id)
   return it->second.info;
 }
 
-void WorkerRegistry::CloseAllSessions() {
+std::map<std::pair<v1::WorkerState, v1::DeviceKind>, int64_t>
+WorkerRegistry::CountByStateAndDevice() const {
   absl::MutexLock lock(&mu_);
-  for (auto& [id, worker] : workers_) {
-    if (worker.outbox) worker.outbox->Close();
+  std::map<std::pair<v1::WorkerState, v1::DeviceKind>, int64_t> counts;
+  for (v1::WorkerState state : {v1::IDLE, v1::BUSY, v1::DRAINING, v1::LOST}) {
+    for (v1::DeviceKind device : {v1::CPU, v1::CUDA}) counts[{state, device}] = 0;
   }
+  for (const auto& [id, worker] : workers_) {
+    ++counts[{worker.info.state(), worker.info.device()}];
+  }
+  return counts;
+}
+
+size_t WorkerRegistry::size() const {
+  absl::MutexLock lock(&mu_);
+  return workers_.size();
+}
+
+void WorkerRegistry::CloseAllSessions() {
+  std::vector<std::shared_ptr<SessionOutbox>> outboxes;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, worker] : workers_) {
+      if (worker.outbox) outboxes.push_back(worker.outbox);
+    }
+  }
+  for (const auto& outbox : outboxes) outbox->Close();
 }
 
 }  // namespace shardwise

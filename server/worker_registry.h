@@ -6,17 +6,27 @@
 // reads it and tells it what changed. Workers are not persisted: after a coordinator
 // restart they register again (they retry with backoff).
 //
-// Thread-safety: all methods may be called from any thread.
+// The registry is bounded: at most Options::max_workers registrations (a new name beyond
+// that is RESOURCE_EXHAUSTED), and a worker lost for longer than Options::lost_retention
+// is forgotten (RemoveLongLost), so names that come and go cannot fill it.
+//
+// Thread-safety: all methods may be called from any thread. Heartbeat() runs on the
+// heartbeat path: it holds the registry's lock for a lookup, and nothing holds that lock
+// across I/O.
 
+#include <map>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/btree_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "proto/job.pb.h"
 #include "proto/worker_service.pb.h"
 #include "server/session_outbox.h"
@@ -31,23 +41,40 @@ inline int64_t RankMemory(const v1::WorkerInfo& worker) {
 
 class WorkerRegistry {
  public:
+  struct Options {
+    const Clock* clock = &Clock::Real();
+    size_t max_workers = 10000;
+    absl::Duration lost_retention = absl::Hours(1);
+  };
+
+  WorkerRegistry() : WorkerRegistry(Options()) {}
+  explicit WorkerRegistry(const Options& options) : options_(options) {}
+
   // Registers a worker, or re-registers one under the same name (a restarted or
-  // reconnecting daemon); returns its id and the state it had before (UNSPECIFIED if new).
+  // reconnecting daemon); returns its id and the state it had before (UNSPECIFIED if
+  // new). RESOURCE_EXHAUSTED for a new name when max_workers are registered.
   struct Registration {
     std::string worker_id;
     v1::WorkerInfo previous;
   };
-  Registration Register(const v1::RegisterWorkerRequest& request);
+  absl::StatusOr<Registration> Register(const v1::RegisterWorkerRequest& request);
 
-  // Makes a new session the worker's live one (closing any older one) and marks the worker
+  // Makes `outbox` the worker's live session (closing any older one) and marks the worker
   // alive. NOT_FOUND for an unregistered id.
-  absl::StatusOr<std::shared_ptr<SessionOutbox>> AttachSession(const std::string& worker_id);
+  absl::Status AttachSession(const std::string& worker_id, std::shared_ptr<SessionOutbox> outbox);
 
   // True if `outbox` was the worker's live session (so the worker is now unreachable).
   bool DetachSession(const std::string& worker_id, const std::shared_ptr<SessionOutbox>& outbox);
 
-  // Records a heartbeat; returns the worker as the registry knows it.
-  absl::StatusOr<v1::WorkerInfo> Heartbeat(const std::string& worker_id);
+  // What a worker is assigned, as the registry knows it.
+  struct Assignment {
+    v1::WorkerState state = v1::WORKER_STATE_UNSPECIFIED;
+    std::string job_id;
+    int32_t attempt = 0;
+    int32_t rank = 0;
+  };
+  // Records a heartbeat now; NOT_FOUND for an unregistered id.
+  absl::StatusOr<Assignment> Heartbeat(const std::string& worker_id);
 
   // Queues a message on the worker's live session; false if it has none.
   bool Send(const std::string& worker_id, const v1::CoordinatorMessage& message);
@@ -60,11 +87,26 @@ class WorkerRegistry {
   absl::StatusOr<v1::WorkerInfo> MarkLost(const std::string& worker_id, const std::string& reason);
 
   // Workers whose last heartbeat is older than `timeout` (and not yet lost).
-  std::vector<std::string> Silent(absl::Time now, absl::Duration timeout) const;
+  std::vector<std::string> Silent(absl::Duration timeout) const;
+  // Forgets workers lost for longer than Options::lost_retention; returns their ids.
+  std::vector<std::string> RemoveLongLost();
 
   std::vector<v1::WorkerInfo> Idle(v1::DeviceKind device) const;  // sorted by id
-  std::vector<v1::WorkerInfo> List() const;                       // sorted by id
+  // The rank memory of every worker of `device` that is not lost, ascending.
+  std::vector<int64_t> RankMemories(v1::DeviceKind device) const;
+  // The worker of `device` (not lost) advertising the most rank memory; NOT_FOUND if none.
+  absl::StatusOr<v1::WorkerInfo> Largest(v1::DeviceKind device) const;
+
+  // Workers sorted by id, after `after_id` (exclusive; "" from the first), at most
+  // `limit` of them, keeping those `keep` accepts. `*more` says whether any are left.
+  std::vector<v1::WorkerInfo> List(const std::string& after_id, size_t limit,
+                                   absl::FunctionRef<bool(const v1::WorkerInfo&)> keep,
+                                   bool* more) const;
+  std::vector<v1::WorkerInfo> List() const;  // every worker, sorted by id
   absl::StatusOr<v1::WorkerInfo> Get(const std::string& worker_id) const;
+  size_t size() const;
+  // How many workers are in each (state, device) (for the metrics).
+  std::map<std::pair<v1::WorkerState, v1::DeviceKind>, int64_t> CountByStateAndDevice() const;
 
   void CloseAllSessions();
 
@@ -72,12 +114,17 @@ class WorkerRegistry {
   struct Worker {
     v1::WorkerInfo info;
     absl::Time last_heartbeat;
+    absl::Time lost_since;
     std::shared_ptr<SessionOutbox> outbox;  // null without a live session
   };
+  absl::StatusOr<Registration> AddOrReplace(const v1::RegisterWorkerRequest& request,
+                                              std::shared_ptr<SessionOutbox>* replaced);
   Worker* Find(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Touch(Worker& worker) const;
 
+  const Options options_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  absl::btree_map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardwise

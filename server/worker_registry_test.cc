@@ -13,68 +13,88 @@ v1::RegisterWorkerRequest Request(const std::string& name) {
   return request;
 }
 
+std::string Register(WorkerRegistry& registry, const std::string& name) {
+  auto registration = registry.Register(Request(name));
+  EXPECT_TRUE(registration.ok()) << registration.status();
+  return registration.ok() ? registration->worker_id : "";
+}
+
+std::shared_ptr<QueuedOutbox> Attach(WorkerRegistry& registry, const std::string& id) {
+  auto outbox = std::make_shared<QueuedOutbox>();
+  EXPECT_TRUE(registry.AttachSession(id, outbox).ok());
+  return outbox;
+}
+
 TEST(WorkerRegistry, AWorkerIsSchedulableOnlyWithALiveSession) {
   WorkerRegistry registry;
-  const std::string id = registry.Register(Request("w0")).worker_id;
+  const std::string id = Register(registry, "w0");
   EXPECT_TRUE(registry.Idle(v1::CPU).empty());
-  auto outbox = registry.AttachSession(id);
-  ASSERT_TRUE(outbox.ok());
+  auto outbox = Attach(registry, id);
   ASSERT_EQ(registry.Idle(v1::CPU).size(), 1u);
   EXPECT_TRUE(registry.Idle(v1::CUDA).empty());
-  EXPECT_TRUE(registry.DetachSession(id, *outbox));
+  EXPECT_TRUE(registry.DetachSession(id, outbox));
   EXPECT_TRUE(registry.Idle(v1::CPU).empty());
-  EXPECT_EQ(registry.AttachSession("nobody").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.AttachSession("nobody", std::make_shared<QueuedOutbox>()).code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(WorkerRegistry, ANewSessionReplacesTheOldOne) {
   WorkerRegistry registry;
-  const std::string id = registry.Register(Request("w0")).worker_id;
-  auto first = registry.AttachSession(id);
-  auto second = registry.AttachSession(id);
-  ASSERT_TRUE(first.ok() && second.ok());
-  EXPECT_TRUE((*first)->closed());
+  const std::string id = Register(registry, "w0");
+  auto first = Attach(registry, id);
+  auto second = Attach(registry, id);
+  EXPECT_TRUE(first->closed());
   // The old session ending later must not take the worker down.
-  EXPECT_FALSE(registry.DetachSession(id, *first));
+  EXPECT_FALSE(registry.DetachSession(id, first));
   v1::CoordinatorMessage message;
   message.mutable_abort()->set_job_id("j");
   EXPECT_TRUE(registry.Send(id, message));
-  auto received = (*second)->Pop(absl::Milliseconds(10));
+  auto received = second->Pop();
   ASSERT_TRUE(received.has_value());
   EXPECT_EQ(received->abort().job_id(), "j");
 }
 
 TEST(WorkerRegistry, TracksAssignmentsAndSilence) {
-  WorkerRegistry registry;
-  const std::string id = registry.Register(Request("w0")).worker_id;
-  ASSERT_TRUE(registry.AttachSession(id).ok());
+  SimulatedClock clock;
+  WorkerRegistry registry({.clock = &clock});
+  const std::string id = Register(registry, "w0");
+  Attach(registry, id);
   registry.SetBusy(id, "job-1", 2, 3);
   auto worker = registry.Get(id);
   EXPECT_EQ(worker->state(), v1::BUSY);
   EXPECT_EQ(worker->job_id(), "job-1");
   EXPECT_EQ(worker->rank(), 3);
   EXPECT_TRUE(registry.Idle(v1::CPU).empty());
+  auto heartbeat = registry.Heartbeat(id);
+  ASSERT_TRUE(heartbeat.ok());
+  EXPECT_EQ(heartbeat->state, v1::BUSY);
+  EXPECT_EQ(heartbeat->job_id, "job-1");
+  EXPECT_EQ(heartbeat->attempt, 2);
 
-  EXPECT_TRUE(registry.Silent(absl::Now(), absl::Seconds(5)).empty());
-  EXPECT_EQ(registry.Silent(absl::Now() + absl::Seconds(6), absl::Seconds(5)),
-            std::vector<std::string>{id});
+  clock.Advance(absl::Seconds(5));
+  EXPECT_TRUE(registry.Silent(absl::Seconds(5)).empty());
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(registry.Silent(absl::Seconds(5)), std::vector<std::string>{id});
   auto before = registry.MarkLost(id, "no heartbeat");
   ASSERT_TRUE(before.ok());
   EXPECT_EQ(before->state(), v1::BUSY);
   EXPECT_EQ(registry.Get(id)->state(), v1::LOST);
   EXPECT_EQ(registry.Get(id)->lost_reason(), "no heartbeat");
   // Lost workers are not reported silent again.
-  EXPECT_TRUE(registry.Silent(absl::Now() + absl::Seconds(60), absl::Seconds(5)).empty());
+  clock.Advance(absl::Seconds(60));
+  EXPECT_TRUE(registry.Silent(absl::Seconds(5)).empty());
 }
 
 TEST(WorkerRegistry, ReRegistrationReportsThePreviousState) {
   WorkerRegistry registry;
-  const std::string id = registry.Register(Request("w0")).worker_id;
-  ASSERT_TRUE(registry.AttachSession(id).ok());
+  const std::string id = Register(registry, "w0");
+  Attach(registry, id);
   registry.SetBusy(id, "job-1", 1, 0);
   auto again = registry.Register(Request("w0"));
-  EXPECT_EQ(again.worker_id, id);
-  EXPECT_EQ(again.previous.state(), v1::BUSY);
-  EXPECT_EQ(again.previous.job_id(), "job-1");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->worker_id, id);
+  EXPECT_EQ(again->previous.state(), v1::BUSY);
+  EXPECT_EQ(again->previous.job_id(), "job-1");
   EXPECT_EQ(registry.List().size(), 1u);
 }
 
@@ -86,17 +106,63 @@ TEST(WorkerRegistry, KeepsTheGpuACudaWorkerAdvertises) {
   request.mutable_gpu()->set_memory_bytes(int64_t{85} << 30);
   request.mutable_gpu()->set_compute_capability_major(9);
   request.mutable_gpu()->set_nccl_version("2.28.3");
-  const std::string id = registry.Register(request).worker_id;
-  auto outbox = registry.AttachSession(id);
-  ASSERT_TRUE(outbox.ok());
+  auto registered = registry.Register(request);
+  ASSERT_TRUE(registered.ok());
+  Attach(registry, registered->worker_id);
   ASSERT_EQ(registry.Idle(v1::CUDA).size(), 1u);
   EXPECT_TRUE(registry.Idle(v1::CPU).empty());
   const v1::WorkerInfo info = registry.Idle(v1::CUDA)[0];
   EXPECT_EQ(info.gpu().name(), "NVIDIA H100 80GB HBM3");
   EXPECT_EQ(info.gpu().compute_capability_major(), 9);
+  EXPECT_EQ(registry.Largest(v1::CUDA)->name(), "gpu0");
+  EXPECT_EQ(registry.RankMemories(v1::CUDA), std::vector<int64_t>{int64_t{85} << 30});
   // Re-registered as a CPU worker: the GPU is gone.
-  registry.Register(Request("gpu0"));
+  Register(registry, "gpu0");
   EXPECT_FALSE(registry.List()[0].has_gpu());
+}
+
+TEST(WorkerRegistry, IsBoundedAndForgetsWorkersLostLongAgo) {
+  SimulatedClock clock;
+  WorkerRegistry registry({.clock = &clock, .max_workers = 2, .lost_retention = absl::Hours(1)});
+  const std::string w0 = Register(registry, "w0");
+  Attach(registry, w0);
+  Register(registry, "w1");
+  auto third = registry.Register(Request("w2"));
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(third.status().message().find("--max_workers"), std::string::npos)
+      << third.status();
+  // A name already registered may always come back.
+  EXPECT_TRUE(registry.Register(Request("w1")).ok());
+
+  // w1 never opened a session (it counts as lost); w0 is lost now.
+  ASSERT_TRUE(registry.MarkLost(w0, "its session closed").ok());
+  clock.Advance(absl::Minutes(59));
+  EXPECT_TRUE(registry.RemoveLongLost().empty());
+  clock.Advance(absl::Minutes(2));
+  EXPECT_EQ(registry.RemoveLongLost(), (std::vector<std::string>{"w0", "w1"}));
+  EXPECT_EQ(registry.size(), 0u);
+  EXPECT_TRUE(registry.Register(Request("w2")).ok());
+}
+
+TEST(WorkerRegistry, ListsInPagesSortedByIdWithAFilter) {
+  WorkerRegistry registry;
+  for (const char* name : {"c", "a", "e", "b", "d"}) Attach(registry, Register(registry, name));
+  registry.SetBusy("b", "job-1", 1, 0);
+  bool more = false;
+  auto all = [](const v1::WorkerInfo&) { return true; };
+  std::vector<v1::WorkerInfo> page = registry.List("", 2, all, &more);
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].id(), "a");
+  EXPECT_EQ(page[1].id(), "b");
+  EXPECT_TRUE(more);
+  page = registry.List("b", 10, all, &more);
+  ASSERT_EQ(page.size(), 3u);
+  EXPECT_EQ(page[0].id(), "c");
+  EXPECT_FALSE(more);
+  page = registry.List("", 10, [](const v1::WorkerInfo& w) { return w.state() == v1::BUSY; },
+                       &more);
+  ASSERT_EQ(page.size(), 1u);
+  EXPECT_EQ(page[0].id(), "b");
 }
 
 }  // namespace

@@ -1,77 +1,57 @@
 #include "server/worker_service.h"
 
-#include <thread>
-
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "server/session_stream.h"
 
 namespace shardwise {
 
-grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext*,
-                                               const v1::RegisterWorkerRequest* request,
-                                               v1::RegisterWorkerResponse* response) {
-  if (!v1::DeviceKind_IsValid(request->device())) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("device: unknown value ", request->device()));
+absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
+  if (!v1::DeviceKind_IsValid(request.device())) {
+    return absl::InvalidArgumentError(absl::StrCat("device: unknown value ", request.device()));
   }
-  if (request->device() == v1::CUDA && !request->has_gpu()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "gpu: required when device is CUDA (the worker's GPU: name, memory, "
-                        "compute capability, driver and NCCL versions)");
+  if (request.device() == v1::CUDA && !request.has_gpu()) {
+    return absl::InvalidArgumentError(
+        "gpu: required when device is CUDA (the worker's GPU: name, memory, compute "
+        "capability, driver and NCCL versions)");
   }
-  if (request->device() != v1::CUDA && request->has_gpu()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("gpu: set, but device is ",
-                                     v1::DeviceKind_Name(request->device())));
+  if (request.device() != v1::CUDA && request.has_gpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpu: set, but device is ", v1::DeviceKind_Name(request.device())));
   }
-  if (request->name().size() > 256) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("name: ", request->name().size(),
-                                     " characters; at most 256 are allowed"));
+  if (request.name().size() > 256) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "name: ", request.name().size(), " characters; at most 256 are allowed"));
   }
-  *response = controller_->RegisterWorker(*request);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status WorkerServiceImpl::Session(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>* stream) {
-  v1::WorkerMessage first;
-  if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no hello");
-  if (!first.has_hello() || first.hello().worker_id().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "the first session message must be a hello with a worker_id");
+grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
+    grpc::CallbackServerContext* context, const v1::RegisterWorkerRequest* request,
+    v1::RegisterWorkerResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Status valid = ValidateRegistration(*request);
+  if (!valid.ok()) {
+    reactor->Finish(ToGrpcStatus(valid));
+    return reactor;
   }
-  const std::string worker_id = first.hello().worker_id();
-  auto outbox = controller_->OpenSession(worker_id);
-  if (!outbox.ok()) return ToGrpcStatus(outbox.status());
-
-  std::thread reader([&] {
-    v1::WorkerMessage message;
-    while (stream->Read(&message)) {
-      if (message.has_heartbeat()) {
-        controller_->OnHeartbeat(worker_id, message.heartbeat());
-      } else if (message.has_report()) {
-        controller_->OnReport(worker_id, message.report());
-      } else if (message.has_hook_ack()) {
-        controller_->OnHookAck(worker_id, message.hook_ack());
-      }
+  const absl::Time arrived = absl::Now();
+  // The request and response live until Finish; the controller may commit, so it runs on
+  // the executor rather than on this gRPC thread.
+  executor_->Post([this, reactor, request, response, arrived] {
+    auto registered = controller_->RegisterWorker(*request);
+    if (registered.ok()) *response = std::move(*registered);
+    if (metrics_ != nullptr) {
+      metrics_->worker_message_seconds.With({"register"}).ObserveDuration(absl::Now() - arrived);
     }
-    (*outbox)->Close();
+    reactor->Finish(registered.ok() ? grpc::Status::OK : ToGrpcStatus(registered.status()));
   });
-  while (!context->IsCancelled()) {
-    std::optional<v1::CoordinatorMessage> message = (*outbox)->Pop(absl::Milliseconds(200));
-    if (message.has_value()) {
-      if (!stream->Write(*message)) break;
-    } else if ((*outbox)->closed()) {
-      break;
-    }
-  }
-  // Unblocks the reader if the stream is still open (the controller closed the session).
-  context->TryCancel();
-  reader.join();
-  controller_->CloseSession(worker_id, *outbox);
-  return grpc::Status::OK;
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Session(
+    grpc::CallbackServerContext*) {
+  return SessionStream::Start(controller_, executor_, metrics_);
 }
 
 }  // namespace shardwise

@@ -1,29 +1,38 @@
 #ifndef SHARDWISE_SERVER_WORKER_SERVICE_H_
 #define SHARDWISE_SERVER_WORKER_SERVICE_H_
 
-// gRPC plumbing of the worker-facing service. Each Session stream is served by its
-// handler thread (sending what the controller queues) and a reader thread (passing
-// heartbeats and reports to the controller).
+// gRPC plumbing of the worker-facing service, on the callback API so that no thread is
+// held per worker: sessions are SessionStreams, and a registration is checked on the
+// gRPC thread and handled on the executor.
 
 #include "proto/worker_service.grpc.pb.h"
+#include "server/coordinator_metrics.h"
 #include "server/job_controller.h"
+#include "server/serial_executor.h"
 
 namespace shardwise {
 
-class WorkerServiceImpl final : public v1::WorkerService::Service {
+class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  explicit WorkerServiceImpl(JobController* controller) : controller_(controller) {}
+  // `metrics` may be null.
+  WorkerServiceImpl(JobController* controller, SerialExecutor* executor,
+                    CoordinatorMetrics* metrics)
+      : controller_(controller), executor_(executor), metrics_(metrics) {}
 
-  grpc::Status RegisterWorker(grpc::ServerContext* context,
-                              const v1::RegisterWorkerRequest* request,
-                              v1::RegisterWorkerResponse* response) override;
-  grpc::Status Session(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>* stream) override;
+  grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
+                                           const v1::RegisterWorkerRequest* request,
+                                           v1::RegisterWorkerResponse* response) override;
+  grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Session(
+      grpc::CallbackServerContext* context) override;
 
  private:
   JobController* const controller_;
+  SerialExecutor* const executor_;
+  CoordinatorMetrics* const metrics_;
 };
+
+// INVALID_ARGUMENT naming the field when a registration is malformed.
+absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request);
 
 }  // namespace shardwise
 

@@ -81,7 +81,7 @@ TEST_F(ApiTest, EveryBadSpecIsInvalidArgumentNamingFieldAndValue) {
         << "expected '" << r.message << "', got '" << status.error_message() << "'";
   }
   // Nothing was stored, and the coordinator is still serving.
-  auto jobs = cluster_.client().List();
+  auto jobs = cluster_.client().ListJobs();
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   EXPECT_TRUE(jobs->empty());
 }
@@ -95,7 +95,7 @@ TEST_F(ApiTest, GarbageRequestsDoNotCrashTheCoordinator) {
   for (int i = 0; i < 10000; ++i) spec.mutable_model()->add_layer_widths(1);
   spec.clear_name();
   EXPECT_EQ(RawSubmit(spec).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_TRUE(cluster_.client().List().ok());
+  EXPECT_TRUE(cluster_.client().ListJobs().ok());
 }
 
 // A FIFO (which would block whoever opens it until a writer came) and a device (which
@@ -181,7 +181,7 @@ TEST(Cli, ADeadCoordinatorGetsAClearMessage) {
   EXPECT_EQ(code, 1);
   EXPECT_TRUE(absl::StrContains(output, "cannot reach the coordinator at 127.0.0.1:1")) << output;
   Client client("127.0.0.1:1");
-  EXPECT_EQ(client.List().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client.ListJobs().status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST(Cli, SubmitWatchDescribeAndCancel) {

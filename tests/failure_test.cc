@@ -297,7 +297,7 @@ TEST(Failure, ACoordinatorKilledAndRestartedKeepsEveryJob) {
   cluster.StartCoordinator();  // same port, same state file
   w1.Signal(SIGCONT);
 
-  auto jobs = cluster.client().List();
+  auto jobs = cluster.client().ListJobs();
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   ASSERT_EQ(jobs->size(), 4u);
   EXPECT_EQ(cluster.client().Get(*done)->state(), v1::SUCCEEDED);

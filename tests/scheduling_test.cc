@@ -3,6 +3,8 @@
 
 #include <signal.h>
 
+#include <set>
+
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
@@ -60,13 +62,19 @@ TEST(Scheduling, JobsCompetingForWorkersRunOneAfterTheOther) {
   Cluster cluster;
   cluster.StartCoordinator();
   for (const char* name : {"w0", "w1", "w2"}) cluster.AddWorker(name);
-  // Two jobs of world 2 on three workers: the second can only start when the first ends.
+  // Two jobs of world 2 on three workers: the second can only start once a rank of the
+  // first has completed and freed its worker.
   auto first = cluster.client().Submit(Cluster::Spec(2));
   auto second = cluster.client().Submit(Cluster::Spec(2));
   ASSERT_TRUE(first.ok() && second.ok());
   v1::Job a = cluster.WaitForState(*first, v1::SUCCEEDED);
   v1::Job b = cluster.WaitForState(*second, v1::SUCCEEDED);
-  EXPECT_GE(EventTime(b, v1::SCHEDULED), EventTime(a, v1::SUCCEEDED));
+  EXPECT_GE(EventTime(b, v1::SCHEDULED), EventTime(a, v1::RUNNING));
+  std::set<std::string> shared;
+  for (const auto& rank : a.ranks()) shared.insert(rank.worker_id());
+  bool reused = false;
+  for (const auto& rank : b.ranks()) reused |= shared.count(rank.worker_id()) > 0;
+  EXPECT_TRUE(reused) << "the second job ran on workers the first never held";
   EXPECT_EQ(b.attempt(), 1);
 }
 

@@ -80,7 +80,8 @@ std::unique_ptr<Coordinator> StartCoordinator() {
   c->controller =
       std::make_unique<JobController>(c->jobs.get(), &c->workers, &c->rendezvous, options);
   c->job_service =
-      std::make_unique<JobServiceImpl>(c->controller.get(), c->jobs.get(), &c->workers);
+      std::make_unique<JobServiceImpl>(c->controller.get(), c->jobs.get(), &c->workers,
+                                       /*watch_hub=*/nullptr);
   c->rendezvous_service = std::make_unique<RendezvousServiceImpl>(&c->rendezvous);
   return c;
 }
@@ -184,10 +185,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     v1::RegisterWorkerRequest request;
     request.set_name(w == 0 ? "w0" : "w1");
     request.set_device(v1::CPU);
-    ids[w] = c->controller->RegisterWorker(request).worker_id();
-    auto outbox = c->controller->OpenSession(ids[w]);
-    if (!outbox.ok()) __builtin_trap();
-    sessions[w] = *outbox;
+    auto registered = c->controller->RegisterWorker(request);
+    if (!registered.ok()) __builtin_trap();
+    ids[w] = registered->worker_id();
+    sessions[w] = std::make_shared<QueuedOutbox>();
+    if (!c->controller->OpenSession(ids[w], sessions[w]).ok()) __builtin_trap();
   }
   if (!c->controller->Submit(TwoRankJob()).ok()) __builtin_trap();
 

@@ -1,0 +1,83 @@
+#include "server/hook_switch_agreement.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/comm_hook.h"
+#include "common/job_state.h"
+
+namespace shardwise {
+
+absl::Status HookSwitchAgreement::BeginRequest(const v1::Job& job) {
+  if (proposal_.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id(), " is still agreeing switch ", proposal_->version(), " to ",
+        CommHookName(proposal_->new_hook()), " at step ", proposal_->step()));
+  }
+  proposals_ = 0;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::HookSwitch> HookSwitchAgreement::MakeProposal(const v1::Job& job,
+                                                                 const v1::CommHook& hook,
+                                                                 int64_t not_before,
+                                                                 absl::Time request_time) const {
+  const v1::Progress& progress = job.progress();
+  const int64_t lead = std::max<int64_t>(
+      options_.min_lead_steps,
+      static_cast<int64_t>(
+          std::ceil(progress.steps_per_second() * absl::ToDoubleSeconds(options_.lead))));
+  const int64_t step = std::max(progress.step(), not_before) + lead;
+  if (step >= job.spec().steps()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id(), " is at step ", progress.step(), " of ", job.spec().steps(),
+        "; a switch needs step ", step, " (", lead,
+        " steps ahead, for every rank to agree before reaching it), which it will not run"));
+  }
+  v1::HookSwitch proposal;
+  proposal.set_version(job.hook_switches_size() + 1);
+  *proposal.mutable_old_hook() = HookInEffect(job);
+  *proposal.mutable_new_hook() = hook;
+  proposal.set_step(step);
+  proposal.set_state(v1::HookSwitch::PROPOSED);
+  proposal.set_request_time_ms(absl::ToUnixMillis(request_time));
+  return proposal;
+}
+
+void HookSwitchAgreement::Proposed(const v1::HookSwitch& proposal) {
+  proposal_ = proposal;
+  accepted_.clear();
+  ++proposals_;
+}
+
+HookSwitchAgreement::AckDecision HookSwitchAgreement::OnAck(const v1::Job& job, int32_t rank,
+                                                            const v1::HookChangeAck& ack) {
+  AckDecision decision;
+  // For a proposal already decided, or a rank the job does not have.
+  if (!proposal_.has_value() || proposal_->version() != ack.version() || rank < 0 ||
+      rank >= job.spec().world_size()) {
+    return decision;
+  }
+  if (!ack.accepted()) {
+    decision.kind = AckDecision::Kind::kAbandon;
+    decision.reason =
+        absl::StrCat(RankName(job, rank), " had already started step ", ack.started_step());
+    if (proposals_ < options_.max_proposals) decision.retry_after = ack.started_step();
+    return decision;
+  }
+  accepted_.insert(rank);
+  if (static_cast<int32_t>(accepted_.size()) == job.spec().world_size()) {
+    decision.kind = AckDecision::Kind::kCommit;
+  }
+  return decision;
+}
+
+std::optional<v1::HookSwitch> HookSwitchAgreement::EndProposal() {
+  std::optional<v1::HookSwitch> ended = std::move(proposal_);
+  proposal_.reset();
+  accepted_.clear();
+  return ended;
+}
+
+}  // namespace shardwise

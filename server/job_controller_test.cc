@@ -1,0 +1,289 @@
+// The JobController over real managers and a real SQLite file, with time simulated (no
+// test here sleeps) and worker sessions that keep what the controller sends them.
+
+#include "server/job_controller.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+class JobControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* dir = std::getenv("TEST_TMPDIR");
+    path_ = std::string(dir ? dir : "/tmp") + "/controller-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+    unlink(path_.c_str());
+    options_.check_paths = false;
+    options_.clock = &clock_;
+    options_.heartbeat_interval = absl::Seconds(1);
+    options_.heartbeat_timeout = absl::Seconds(10);
+    options_.stall_warning = absl::Seconds(60);
+    options_.stall_abort = absl::Seconds(120);
+    options_.reattach_grace = absl::Seconds(30);
+    StartCoordinator();
+  }
+
+  // As a coordinator process would: over the state file as it is, with no worker known.
+  void StartCoordinator() {
+    controller_.reset();
+    jobs_.reset();
+    store_.reset();
+    outboxes_.clear();
+    auto store = StateStore::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    auto jobs = JobManager::Create(store_.get(), {.clock = &clock_});
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    jobs_ = std::move(*jobs);
+    workers_ = std::make_unique<WorkerRegistry>(WorkerRegistry::Options{.clock = &clock_});
+    rendezvous_ = std::make_unique<RendezvousStore>();
+    controller_ = std::make_unique<JobController>(jobs_.get(), workers_.get(), rendezvous_.get(),
+                                                  options_);
+  }
+
+  // Registers a worker (naming the attempt it runs, if any) and opens its session.
+  void AddWorker(const std::string& name, const v1::RunningAttempt* running = nullptr) {
+    v1::RegisterWorkerRequest request;
+    request.set_name(name);
+    request.set_device(v1::CPU);
+    request.set_memory_bytes(int64_t{16} << 30);
+    if (running != nullptr) *request.mutable_running() = *running;
+    ASSERT_TRUE(controller_->RegisterWorker(request).ok());
+    outboxes_[name] = std::make_shared<QueuedOutbox>();
+    ASSERT_TRUE(controller_->OpenSession(name, outboxes_[name]).ok());
+  }
+
+  // Everything sent to `worker` since the last call.
+  std::vector<v1::CoordinatorMessage> Received(const std::string& worker) {
+    std::vector<v1::CoordinatorMessage> messages;
+    while (auto message = outboxes_.at(worker)->Pop()) messages.push_back(std::move(*message));
+    return messages;
+  }
+
+  static v1::JobSpec Spec(int world_size) {
+    v1::JobSpec spec;
+    for (int w : {4, 8, 3}) spec.mutable_model()->add_layer_widths(w);
+    spec.mutable_optimizer()->mutable_sgd()->set_lr(0.1);
+    spec.mutable_data()->mutable_synthetic()->set_seed(1);
+    spec.set_global_batch_size(8);
+    spec.set_steps(100);
+    spec.set_world_size(world_size);
+    return spec;
+  }
+
+  void Report(const std::string& worker, int rank, v1::AttemptPhase phase, int attempt = 1) {
+    v1::AttemptReport report;
+    report.set_job_id("job-1");
+    report.set_attempt(attempt);
+    report.set_rank(rank);
+    report.set_phase(phase);
+    controller_->OnReport(worker, report);
+  }
+
+  void Heartbeat(const std::string& worker, const std::string& job_id = "", int attempt = 0) {
+    v1::Heartbeat heartbeat;
+    heartbeat.set_job_id(job_id);
+    heartbeat.set_attempt(attempt);
+    controller_->OnHeartbeat(worker, heartbeat);
+  }
+
+  // job-1 on w0 and w1, RUNNING.
+  void StartTwoRankJob() {
+    AddWorker("w0");
+    AddWorker("w1");
+    ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+    ASSERT_EQ(jobs_->Get("job-1")->state(), v1::SCHEDULED);
+    Report("w0", 0, v1::JOINED);
+    Report("w1", 1, v1::JOINED);
+    ASSERT_EQ(jobs_->Get("job-1")->state(), v1::RUNNING);
+  }
+
+  v1::JobState State() { return jobs_->Get("job-1")->state(); }
+
+  SimulatedClock clock_;
+  std::string path_;
+  JobController::Options options_;
+  std::unique_ptr<StateStore> store_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<WorkerRegistry> workers_;
+  std::unique_ptr<RendezvousStore> rendezvous_;
+  std::unique_ptr<JobController> controller_;
+  std::map<std::string, std::shared_ptr<QueuedOutbox>> outboxes_;
+};
+
+TEST_F(JobControllerTest, AJobRunsOnItsWorkersAndSucceedsWhenEveryRankCompletes) {
+  StartTwoRankJob();
+  std::vector<v1::CoordinatorMessage> sent = Received("w1");
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].assignment().job_id(), "job-1");
+  EXPECT_EQ(sent[0].assignment().rank(), 1);
+  EXPECT_EQ(sent[0].assignment().world_size(), 2);
+  EXPECT_EQ(workers_->Get("w0")->state(), v1::BUSY);
+
+  // Only the worker that holds a rank speaks for it.
+  Report("w0", 1, v1::COMPLETED);
+  Report("w0", 0, v1::COMPLETED);
+  EXPECT_EQ(State(), v1::RUNNING);
+  Report("w1", 1, v1::COMPLETED);
+  EXPECT_EQ(State(), v1::SUCCEEDED);
+  EXPECT_EQ(workers_->Get("w0")->state(), v1::IDLE);
+  EXPECT_EQ(workers_->Get("w1")->state(), v1::IDLE);
+}
+
+TEST_F(JobControllerTest, ASilentWorkerIsLostOnceTheHeartbeatTimeoutPasses) {
+  StartTwoRankJob();
+  Received("w0");
+  clock_.Advance(absl::Seconds(9));
+  Heartbeat("w0", "job-1", 1);
+  controller_->CheckHeartbeats();
+  EXPECT_EQ(State(), v1::RUNNING);  // w1 has been silent 9 s: not yet
+  clock_.Advance(absl::Seconds(2));
+  Heartbeat("w0", "job-1", 1);
+  controller_->CheckHeartbeats();
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_EQ(job.reason(),
+            "attempt 1 failed: rank 1 (worker w1) was lost: no heartbeat for more than 10s");
+  EXPECT_EQ(workers_->Get("w1")->state(), v1::LOST);
+  // The surviving rank is told to stop, and is idle again once it says so.
+  std::vector<v1::CoordinatorMessage> sent = Received("w0");
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].abort().job_id(), "job-1");
+  EXPECT_EQ(workers_->Get("w0")->state(), v1::DRAINING);
+  Heartbeat("w0");
+  EXPECT_EQ(workers_->Get("w0")->state(), v1::IDLE);
+}
+
+TEST_F(JobControllerTest, AHeartbeatNamingAnAttemptThatEndedIsToldToAbort) {
+  AddWorker("w0");
+  Heartbeat("w0", "job-7", 3);
+  std::vector<v1::CoordinatorMessage> sent = Received("w0");
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].abort().job_id(), "job-7");
+  EXPECT_EQ(sent[0].abort().attempt(), 3);
+  EXPECT_EQ(workers_->Get("w0")->state(), v1::IDLE);
+}
+
+TEST_F(JobControllerTest, AStallPastTheAbortTimeFailsTheAttemptNamingTheRank) {
+  StartTwoRankJob();
+  auto position = [](bool waiting, int64_t waited_ms) {
+    v1::Heartbeat heartbeat;
+    heartbeat.set_job_id("job-1");
+    heartbeat.set_attempt(1);
+    v1::RankPosition* p = heartbeat.mutable_position();
+    p->set_step(2);
+    p->set_phase("backward");
+    p->set_unit(1);
+    p->set_lane(2);
+    p->add_lane_collectives(4);
+    p->add_lane_collectives(4);
+    p->add_lane_collectives(waiting ? 9 : 8);
+    if (waiting) {
+      p->set_collective("reduce-scatter");
+      p->set_collective_ms(waited_ms);
+    }
+    return heartbeat;
+  };
+  for (int64_t second = 0; second <= 121; ++second) {
+    controller_->OnHeartbeat("w0", position(true, second * 1000));
+    controller_->OnHeartbeat("w1", position(false, 0));
+    controller_->CheckHeartbeats();
+    if (second == 61) {
+      const v1::Job job = *jobs_->Get("job-1");
+      EXPECT_EQ(job.state(), v1::RUNNING);
+      EXPECT_NE(job.events().rbegin()->message().find(
+                    "stall: rank 1 has not entered reduce-scatter of unit 1 at step 2"),
+                std::string::npos)
+          << job.events().rbegin()->message();
+    }
+    clock_.Advance(absl::Seconds(1));
+  }
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_NE(job.reason().find("longer than the stall timeout of 2m"), std::string::npos)
+      << job.reason();
+}
+
+TEST_F(JobControllerTest, AfterARestartARankMissingPastTheGraceRequeuesTheJob) {
+  StartTwoRankJob();
+  StartCoordinator();  // as after a crash: job-1 is RUNNING in the state file
+  EXPECT_EQ(State(), v1::RUNNING);
+  v1::RunningAttempt running;
+  running.set_job_id("job-1");
+  running.set_attempt(1);
+  running.set_rank(0);
+  AddWorker("w0", &running);
+  EXPECT_EQ(workers_->Get("w0")->state(), v1::BUSY);
+  EXPECT_EQ(controller_->SetCommHook("job-1", v1::CommHook()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  for (int second = 1; second <= 31; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w0", "job-1", 1);
+    controller_->CheckHeartbeats();
+    if (second == 29) EXPECT_EQ(State(), v1::RUNNING);
+  }
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.restarts(), 0);  // not the job's fault
+  EXPECT_NE(job.events().rbegin()->message().find(
+                "only 1 of 2 ranks re-attached within 30s after the coordinator restarted "
+                "(missing: rank 1 (worker w1))"),
+            std::string::npos)
+      << job.events().rbegin()->message();
+  // Re-queued, it waits for two idle workers: w0 drains first.
+  EXPECT_EQ(job.state(), v1::PENDING);
+  EXPECT_EQ(Received("w0").back().abort().job_id(), "job-1");
+}
+
+TEST_F(JobControllerTest, AHookSwitchCommitsWhenEveryRankAccepts) {
+  StartTwoRankJob();
+  Received("w0");
+  Received("w1");
+  v1::Progress progress;
+  progress.set_step(10);
+  progress.set_total_steps(100);
+  progress.set_steps_per_second(1);
+  ASSERT_TRUE(jobs_->UpdateProgress("job-1", 1, progress).ok());
+  v1::CommHook hook;
+  hook.set_hook(v1::CommHook::BF16_COMPRESS);
+  auto proposal = controller_->SetCommHook("job-1", hook);
+  ASSERT_TRUE(proposal.ok()) << proposal.status();
+  EXPECT_EQ(proposal->step(), 13);
+  for (const std::string worker : {"w0", "w1"}) {
+    std::vector<v1::CoordinatorMessage> sent = Received(worker);
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_EQ(sent[0].hook_change().step(), 13);
+    v1::HookChangeAck ack;
+    ack.set_job_id("job-1");
+    ack.set_attempt(1);
+    ack.set_version(proposal->version());
+    ack.set_accepted(true);
+    controller_->OnHookAck(worker, ack);
+  }
+  EXPECT_TRUE(Received("w1")[0].hook_decision().commit());
+  const v1::Job job = *jobs_->Get("job-1");
+  ASSERT_EQ(job.hook_switches_size(), 1);
+  EXPECT_EQ(job.hook_switches(0).state(), v1::HookSwitch::APPLIED);
+  EXPECT_EQ(job.hook_switches(0).request_time_ms(), absl::ToUnixMillis(clock_.Now()));
+}
+
+TEST_F(JobControllerTest, ARegistryAtItsLimitRefusesNewWorkers) {
+  workers_ = std::make_unique<WorkerRegistry>(
+      WorkerRegistry::Options{.clock = &clock_, .max_workers = 1});
+  controller_ = std::make_unique<JobController>(jobs_.get(), workers_.get(), rendezvous_.get(),
+                                                options_);
+  AddWorker("w0");
+  v1::RegisterWorkerRequest request;
+  request.set_name("w1");
+  EXPECT_EQ(controller_->RegisterWorker(request).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace shardwise

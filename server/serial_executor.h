@@ -1,0 +1,49 @@
+#ifndef SHARDWISE_SERVER_SERIAL_EXECUTOR_H_
+#define SHARDWISE_SERVER_SERIAL_EXECUTOR_H_
+
+// One thread that runs posted tasks one at a time, in the order they were posted. The
+// coordinator's gRPC callbacks must never wait on a lock held across a state-file commit
+// or on the commit itself, so what a worker's message asks of the JobController (a
+// report, a registration, a session opening or closing) is posted here instead, and the
+// callback returns at once. Each session has at most one task queued at a time (it reads
+// its next message only when its task has run), so the queue is bounded by the number of
+// sessions and registrations in flight.
+//
+// Thread-safety: Post() may be called from any thread, also from a running task.
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace shardwise {
+
+class SerialExecutor {
+ public:
+  SerialExecutor();
+  // Runs every task already posted, then stops the thread.
+  ~SerialExecutor();
+  SerialExecutor(const SerialExecutor&) = delete;
+  SerialExecutor& operator=(const SerialExecutor&) = delete;
+
+  // Queues `task`; after Shutdown() it is dropped (the coordinator is going away).
+  void Post(std::function<void()> task);
+  // Runs what is queued and stops accepting tasks.
+  void Shutdown();
+  size_t queued() const;
+
+ private:
+  void Run();
+
+  mutable absl::Mutex mu_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: started once the rest exists
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_SERVER_SERIAL_EXECUTOR_H_

@@ -1,0 +1,150 @@
+#include "server/session_stream.h"
+
+#include <utility>
+
+#include "common/grpc_status.h"
+
+namespace shardwise {
+
+grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* SessionStream::Start(
+    JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics) {
+  std::shared_ptr<SessionStream> stream(new SessionStream(controller, executor, metrics));
+  stream->self_ = stream;
+  absl::MutexLock lock(&stream->mu_);
+  stream->StartRead(&stream->incoming_);
+  return stream.get();
+}
+
+void SessionStream::Observe(const char* kind, absl::Time arrived) const {
+  if (metrics_ == nullptr) return;
+  metrics_->worker_message_seconds.With({kind}).ObserveDuration(absl::Now() - arrived);
+}
+
+bool SessionStream::Push(v1::CoordinatorMessage message) {
+  absl::MutexLock lock(&mu_);
+  if (closing_ || finished_) return false;
+  outgoing_.push_back(std::move(message));
+  if (!writing_) {
+    writing_ = true;
+    // A deque keeps references to its elements as others are added behind them.
+    StartWrite(&outgoing_.front());
+  }
+  return true;
+}
+
+void SessionStream::Close() {
+  absl::MutexLock lock(&mu_);
+  closing_ = true;
+  if (!writing_) FinishLocked(grpc::Status::OK);
+}
+
+bool SessionStream::closed() const {
+  absl::MutexLock lock(&mu_);
+  return closing_ || finished_;
+}
+
+void SessionStream::FinishLocked(const grpc::Status& status) {
+  if (finished_) return;
+  finished_ = true;
+  outgoing_.clear();
+  // Finish may run OnDone inline, which drops gRPC's reference: keep one until we return.
+  std::shared_ptr<SessionStream> keep = self_;
+  Finish(status);
+}
+
+void SessionStream::OnWriteDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  if (!outgoing_.empty()) outgoing_.pop_front();
+  if (!ok) closing_ = true;  // the stream broke: the read side sees it too
+  if (closing_ || outgoing_.empty()) {
+    writing_ = false;
+    if (closing_) FinishLocked(grpc::Status::OK);
+    return;
+  }
+  StartWrite(&outgoing_.front());
+}
+
+void SessionStream::ReadNext() {
+  absl::MutexLock lock(&mu_);
+  if (!finished_) StartRead(&incoming_);
+}
+
+void SessionStream::OnReadDone(bool ok) {
+  const absl::Time arrived = absl::Now();
+  if (!ok) {
+    // The worker went away, or the stream broke: finish; OnDone closes the session.
+    Close();
+    return;
+  }
+  if (!opened_.load()) {
+    OnHello(incoming_);
+    return;
+  }
+  switch (incoming_.kind_case()) {
+    case v1::WorkerMessage::kHeartbeat:
+      controller_->OnHeartbeat(worker_id_, incoming_.heartbeat());
+      Observe("heartbeat", arrived);
+      ReadNext();
+      return;
+    case v1::WorkerMessage::kReport:
+      HandleOnExecutor("report", arrived,
+                       [this, report = incoming_.report()](const std::string& worker_id) {
+                         controller_->OnReport(worker_id, report);
+                       });
+      return;
+    case v1::WorkerMessage::kHookAck:
+      HandleOnExecutor("hook_ack", arrived,
+                       [this, ack = incoming_.hook_ack()](const std::string& worker_id) {
+                         controller_->OnHookAck(worker_id, ack);
+                       });
+      return;
+    default:  // a second hello, or a kind this coordinator does not know: ignored
+      ReadNext();
+      return;
+  }
+}
+
+void SessionStream::HandleOnExecutor(const char* kind, absl::Time arrived,
+                                     std::function<void(const std::string&)> handle) {
+  executor_->Post([self = shared_from_this(), kind, arrived, handle = std::move(handle)] {
+    handle(self->worker_id_);
+    self->Observe(kind, arrived);
+    self->ReadNext();
+  });
+}
+
+void SessionStream::OnHello(const v1::WorkerMessage& hello) {
+  const absl::Time arrived = absl::Now();
+  if (!hello.has_hello() || hello.hello().worker_id().empty()) {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "the first session message must be a hello with a worker_id"));
+    return;
+  }
+  worker_id_ = hello.hello().worker_id();
+  executor_->Post([self = shared_from_this(), arrived] {
+    const absl::Status opened = self->controller_->OpenSession(self->worker_id_, self);
+    if (self->metrics_ != nullptr) {
+      self->metrics_->worker_sessions_total.With({opened.ok() ? "opened" : "refused"}).Increment();
+    }
+    self->Observe("session_open", arrived);
+    absl::MutexLock lock(&self->mu_);
+    if (!opened.ok()) {
+      self->FinishLocked(ToGrpcStatus(opened));
+      return;
+    }
+    self->opened_.store(true);
+    if (!self->finished_) self->StartRead(&self->incoming_);
+  });
+}
+
+// May run inline in Finish(), under mu_: takes no lock of its own.
+void SessionStream::OnDone() {
+  std::shared_ptr<SessionStream> self = std::move(self_);
+  if (!opened_.load()) return;
+  // The controller decides what a closed session means (a lost worker, or nothing if a
+  // newer session replaced it); `self` keeps the outbox alive until then.
+  executor_->Post([self] { self->controller_->CloseSession(self->worker_id_, self); });
+}
+
+}  // namespace shardwise

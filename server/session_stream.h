@@ -1,0 +1,88 @@
+#ifndef SHARDWISE_SERVER_SESSION_STREAM_H_
+#define SHARDWISE_SERVER_SESSION_STREAM_H_
+
+// One worker's session (WorkerService.Session) on gRPC's callback API: no thread is held
+// per worker. The stream reads one message at a time:
+//   - the hello opens the session (through the JobController, on the executor);
+//   - a heartbeat is handled at once, on the gRPC thread that read it (it takes no lock
+//     held across I/O: JobController::OnHeartbeat);
+//   - a report or a hook acknowledgement is posted to the executor, since handling it may
+//     commit to the state file; the next read starts only when it has been handled, so a
+//     worker's messages are handled in order and each session has at most one queued.
+// Downward, it is the worker's SessionOutbox: messages are written one after another,
+// the rest queued.
+//
+// Lifetime: owned by shared pointers (the registry's, the executor's tasks') and by
+// itself until gRPC calls OnDone; then the session is closed at the controller.
+//
+// Thread-safety: Push and Close may be called from any thread; gRPC calls the reactions.
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/support/server_callback.h"
+#include "proto/worker_service.pb.h"
+#include "server/coordinator_metrics.h"
+#include "server/job_controller.h"
+#include "server/serial_executor.h"
+#include "server/session_outbox.h"
+
+namespace shardwise {
+
+class SessionStream final
+    : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>,
+      public SessionOutbox,
+      public std::enable_shared_from_this<SessionStream> {
+ public:
+  // Starts reading the worker's hello; gRPC owns the reactor it returns until OnDone.
+  // `metrics` may be null.
+  static grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Start(
+      JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics);
+
+  // SessionOutbox.
+  bool Push(v1::CoordinatorMessage message) override;
+  void Close() override;
+  bool closed() const override;
+
+  // Reactions.
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnDone() override;
+
+ private:
+  SessionStream(JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics)
+      : controller_(controller), executor_(executor), metrics_(metrics) {}
+
+  void OnHello(const v1::WorkerMessage& hello);
+  // Posts `handle` to the executor and reads the next message once it has run.
+  void HandleOnExecutor(const char* kind, absl::Time arrived,
+                        std::function<void(const std::string& worker_id)> handle);
+  void ReadNext();
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Observe(const char* kind, absl::Time arrived) const;
+
+  JobController* const controller_;
+  SerialExecutor* const executor_;
+  CoordinatorMetrics* const metrics_;
+
+  v1::WorkerMessage incoming_;  // written by gRPC between StartRead and OnReadDone
+  std::string worker_id_;       // set by the hello, before any other message is read
+
+  // mu_ also serialises the calls into gRPC (StartRead, StartWrite, Finish): none of them
+  // runs a reaction inline except OnDone, which does not take it.
+  mutable absl::Mutex mu_;
+  std::deque<v1::CoordinatorMessage> outgoing_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;   // Close(): finish once the write in flight is done
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called: no more reads or writes
+  std::atomic<bool> opened_{false};             // the controller attached the session
+  std::shared_ptr<SessionStream> self_;         // gRPC's reference, dropped in OnDone
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_SERVER_SESSION_STREAM_H_

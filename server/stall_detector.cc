@@ -1,0 +1,162 @@
+#include "server/stall_detector.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace shardwise {
+namespace {
+
+// "0-2", "0, 2, 5".
+std::string RankList(const std::vector<int32_t>& ranks) {
+  if (ranks.size() > 2 && ranks.back() - ranks.front() + 1 == static_cast<int32_t>(ranks.size())) {
+    return absl::StrCat(ranks.front(), "-", ranks.back());
+  }
+  return absl::StrJoin(ranks, ", ");
+}
+
+std::string Where(const v1::RankPosition& p) {
+  std::string where = p.collective();
+  if (p.unit() >= 0) absl::StrAppend(&where, " of unit ", p.unit());
+  absl::StrAppend(&where, " at step ", p.step(), " (", p.phase(), ")");
+  return where;
+}
+
+// Collectives entered on `lane`; workers from before lanes report only their total.
+int64_t LaneCount(const v1::RankPosition& p, int lane) {
+  return lane >= 0 && lane < p.lane_collectives_size() ? p.lane_collectives(lane)
+                                                       : p.collectives();
+}
+
+bool Moved(const v1::RankPosition& before, const v1::RankPosition& now) {
+  return before.collectives() != now.collectives() || before.step() != now.step() ||
+         before.phase() != now.phase() || before.unit() != now.unit();
+}
+
+}  // namespace
+
+void StallDetector::Track(const std::string& job_id, int32_t attempt, int32_t world_size) {
+  absl::MutexLock lock(&mu_);
+  Attempt& tracked = attempts_[job_id];
+  tracked = Attempt{};
+  tracked.attempt = attempt;
+  tracked.world_size = world_size;
+}
+
+void StallDetector::Forget(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  attempts_.erase(job_id);
+}
+
+void StallDetector::Record(const std::string& job_id, int32_t attempt, int32_t rank,
+                           const v1::RankPosition& position, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = attempts_.find(job_id);
+  if (it == attempts_.end() || it->second.attempt != attempt || rank < 0 ||
+      rank >= it->second.world_size) {
+    return;
+  }
+  auto [seen, inserted] = it->second.positions.try_emplace(rank);
+  const bool moved = inserted || Moved(seen->second.position, position);
+  seen->second.position = position;
+  seen->second.received = now;
+  if (moved) seen->second.moved = now;
+}
+
+std::vector<StallDetector::Stall> StallDetector::Check(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  std::vector<Stall> stalls;
+  for (auto& [job_id, attempt] : attempts_) {
+    if (std::optional<Stall> stall = CheckAttempt(job_id, attempt, now)) {
+      stalls.push_back(std::move(*stall));
+    }
+  }
+  return stalls;
+}
+
+// Every rank runs the same sequence of collectives on each of its lanes, so a rank's
+// count of collectives entered on a lane says which one it is in. Ranks that have been
+// inside collective N of a lane for longer than the warning time wait for the ranks whose
+// count on that lane is below N (they have not entered it) or whose heartbeats stopped (a
+// frozen process).
+std::optional<StallDetector::Stall> StallDetector::CheckAttempt(const std::string& job_id,
+                                                                Attempt& attempt,
+                                                                absl::Time now) const {
+  const absl::Duration silent_after = 3 * options_.heartbeat_interval;
+  // The waiters: ranks inside a collective for longer than the warning time. A rank whose
+  // heartbeats stopped is a suspect, not a waiter: its last position may be inside a
+  // collective it will never leave.
+  std::vector<std::pair<int32_t, absl::Duration>> waiters;
+  int lane = -1;  // the lane of the longest wait: the one examined
+  absl::Duration longest = absl::ZeroDuration();
+  for (const auto& [rank, seen] : attempt.positions) {
+    const v1::RankPosition& position = seen.position;
+    if (position.collective().empty() || now - seen.received > silent_after) continue;
+    const absl::Duration in_collective =
+        absl::Milliseconds(position.collective_ms()) + (now - seen.received);
+    if (in_collective < options_.warning) continue;
+    waiters.push_back({rank, in_collective});
+    if (in_collective > longest) {
+      longest = in_collective;
+      lane = position.lane();
+    }
+  }
+  const v1::RankPosition* waiting_at = nullptr;
+  absl::Duration waited = absl::ZeroDuration();
+  std::vector<int32_t> waiting;
+  for (const auto& [rank, in_collective] : waiters) {
+    const v1::RankPosition& position = attempt.positions.at(rank).position;
+    if (position.lane() != lane) continue;
+    if (waiting_at == nullptr || LaneCount(position, lane) > LaneCount(*waiting_at, lane)) {
+      waiting_at = &position;
+      waiting.clear();
+    }
+    if (LaneCount(position, lane) == LaneCount(*waiting_at, lane)) {
+      waiting.push_back(rank);
+      waited = std::max(waited, in_collective);
+    }
+  }
+  if (waiting_at == nullptr) return std::nullopt;
+  std::vector<std::string> missing;
+  for (int32_t rank = 0; rank < attempt.world_size; ++rank) {
+    auto it = attempt.positions.find(rank);
+    if (it == attempt.positions.end()) {
+      missing.push_back(absl::StrCat("rank ", rank, " has not reported its position"));
+      continue;
+    }
+    const v1::RankPosition& position = it->second.position;
+    const absl::Duration silent = now - it->second.received;
+    // Behind the waiters and not moving (a rank merely slower gets there soon).
+    if (LaneCount(position, lane) < LaneCount(*waiting_at, lane) &&
+        now - it->second.moved >= options_.warning) {
+      missing.push_back(absl::StrCat(
+          "rank ", rank, " has not entered ", Where(*waiting_at), "; it is in ",
+          position.phase(), position.unit() >= 0 ? absl::StrCat(" of unit ", position.unit()) : "",
+          " at step ", position.step()));
+    } else if (silent > silent_after) {
+      missing.push_back(absl::StrCat("rank ", rank, " has sent no heartbeat for ",
+                                     absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100)))));
+    }
+  }
+  if (missing.empty()) return std::nullopt;  // every rank is inside: slow, not stalled
+  Stall stall;
+  stall.job_id = job_id;
+  stall.attempt = attempt.attempt;
+  stall.message = absl::StrCat(
+      "stall: ", absl::StrJoin(missing, "; "), "; rank", waiting.size() > 1 ? "s " : " ",
+      RankList(waiting), waiting.size() > 1 ? " are" : " is", " waiting in ", Where(*waiting_at),
+      " for ", absl::FormatDuration(absl::Trunc(waited, absl::Seconds(1))));
+  if (options_.abort > absl::ZeroDuration() && waited >= options_.abort) {
+    stall.abort = true;
+    absl::StrAppend(&stall.message, " (longer than the stall timeout of ",
+                    absl::FormatDuration(options_.abort), ")");
+    return stall;
+  }
+  if (attempt.reported_at == waiting_at->collectives()) return std::nullopt;
+  attempt.reported_at = waiting_at->collectives();  // the waiter's total: unique
+  return stall;
+}
+
+}  // namespace shardwise

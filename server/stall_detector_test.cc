@@ -1,0 +1,116 @@
+#include "server/stall_detector.h"
+
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
+
+// A rank at `step`, in `phase` of `unit`, inside `collective` (empty: none) on lane 1
+// for `collective_ms`, having entered `lane1` collectives on that lane.
+v1::RankPosition At(int64_t step, const std::string& phase, int unit,
+                    const std::string& collective, int64_t collective_ms, int64_t lane1) {
+  v1::RankPosition p;
+  p.set_step(step);
+  p.set_phase(phase);
+  p.set_unit(unit);
+  p.set_collective(collective);
+  p.set_collective_ms(collective_ms);
+  p.set_lane(1);
+  p.add_lane_collectives(10);
+  p.add_lane_collectives(lane1);
+  p.add_lane_collectives(3);
+  p.set_collectives(13 + lane1);
+  return p;
+}
+
+StallDetector Detector(absl::Duration abort = absl::ZeroDuration()) {
+  StallDetector::Options options;
+  options.heartbeat_interval = absl::Seconds(1);
+  options.warning = absl::Seconds(60);
+  options.abort = abort;
+  return StallDetector(options);
+}
+
+// Ranks 0 and 1 wait in all-gather #7 of lane 1 from kStart; rank 2 stays before it.
+void Stall(StallDetector& detector, absl::Duration waited) {
+  const int64_t ms = absl::ToInt64Milliseconds(waited);
+  const absl::Time now = kStart + waited;
+  detector.Record("job-1", 1, 0, At(4, "forward", 3, "all-gather", ms, 7), now);
+  detector.Record("job-1", 1, 1, At(4, "forward", 3, "all-gather", ms, 7), now);
+  detector.Record("job-1", 1, 2, At(4, "forward", 2, "", 0, 6), now);
+}
+
+TEST(StallDetector, NamesTheRankTheOthersWaitForOncePerCollective) {
+  StallDetector detector = Detector();
+  detector.Track("job-1", 1, 3);
+  Stall(detector, absl::ZeroDuration());
+  Stall(detector, absl::Seconds(59));
+  EXPECT_TRUE(detector.Check(kStart + absl::Seconds(59)).empty());
+  Stall(detector, absl::Seconds(61));
+  std::vector<StallDetector::Stall> stalls = detector.Check(kStart + absl::Seconds(61));
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].job_id, "job-1");
+  EXPECT_EQ(stalls[0].attempt, 1);
+  EXPECT_FALSE(stalls[0].abort);
+  EXPECT_EQ(stalls[0].message,
+            "stall: rank 2 has not entered all-gather of unit 3 at step 4 (forward); it is in "
+            "forward of unit 2 at step 4; ranks 0, 1 are waiting in all-gather of unit 3 at "
+            "step 4 (forward) for 1m1s");
+  // Reported once; without an abort time it never fails the attempt.
+  Stall(detector, absl::Seconds(500));
+  EXPECT_TRUE(detector.Check(kStart + absl::Seconds(500)).empty());
+}
+
+TEST(StallDetector, PastTheAbortTimeEveryCheckSaysAbort) {
+  StallDetector detector = Detector(absl::Seconds(120));
+  detector.Track("job-1", 1, 3);
+  Stall(detector, absl::ZeroDuration());
+  Stall(detector, absl::Seconds(61));
+  ASSERT_EQ(detector.Check(kStart + absl::Seconds(61)).size(), 1u);
+  Stall(detector, absl::Seconds(121));
+  for (int check = 0; check < 2; ++check) {
+    std::vector<StallDetector::Stall> stalls = detector.Check(kStart + absl::Seconds(121));
+    ASSERT_EQ(stalls.size(), 1u);
+    EXPECT_TRUE(stalls[0].abort);
+    EXPECT_NE(stalls[0].message.find("longer than the stall timeout of 2m"), std::string::npos);
+  }
+  detector.Forget("job-1");
+  EXPECT_TRUE(detector.Check(kStart + absl::Seconds(200)).empty());
+}
+
+TEST(StallDetector, ASlowRankThatMovesIsNoStallAndASilentOneIs) {
+  StallDetector detector = Detector();
+  detector.Track("job-1", 1, 2);
+  detector.Record("job-1", 1, 0, At(4, "forward", 3, "all-gather", 0, 7), kStart);
+  detector.Record("job-1", 1, 1, At(4, "backward", 5, "", 0, 5), kStart);
+  // Rank 1 keeps moving (its unit changes), behind rank 0 on the lane.
+  const absl::Time later = kStart + absl::Seconds(61);
+  detector.Record("job-1", 1, 0, At(4, "forward", 3, "all-gather", 61000, 7), later);
+  detector.Record("job-1", 1, 1, At(4, "backward", 4, "", 0, 6), later - absl::Seconds(1));
+  EXPECT_TRUE(detector.Check(later).empty());
+  // Then it falls silent: its last heartbeat grows old.
+  const absl::Time silent = later + absl::Seconds(5);
+  detector.Record("job-1", 1, 0, At(4, "forward", 3, "all-gather", 66000, 7), silent);
+  std::vector<StallDetector::Stall> stalls = detector.Check(silent);
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_NE(stalls[0].message.find("rank 1 has sent no heartbeat for 6s"), std::string::npos)
+      << stalls[0].message;
+}
+
+TEST(StallDetector, IgnoresPositionsOfAttemptsItDoesNotFollow) {
+  StallDetector detector = Detector();
+  detector.Track("job-1", 2, 2);
+  detector.Record("job-1", 1, 0, At(4, "forward", 3, "all-gather", 0, 7), kStart);  // old
+  detector.Record("job-1", 2, 5, At(4, "forward", 3, "all-gather", 0, 7), kStart);  // no rank 5
+  detector.Record("job-9", 1, 0, At(4, "forward", 3, "all-gather", 0, 7), kStart);
+  detector.Record("job-1", 2, 0, At(4, "forward", 3, "all-gather", 61000, 7), kStart);
+  // Rank 1 never reported: it is named as such.
+  std::vector<StallDetector::Stall> stalls = detector.Check(kStart);
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_NE(stalls[0].message.find("rank 1 has not reported its position"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardwise

@@ -1,0 +1,157 @@
+#include "server/watch_hub.h"
+
+#include <utility>
+#include <vector>
+
+#include "common/grpc_status.h"
+#include "common/job_state.h"
+
+namespace shardwise {
+
+// One watcher. gRPC calls its reactions; the hub's thread decides what it writes.
+class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
+                               public std::enable_shared_from_this<Stream> {
+ public:
+  Stream(WatchHub* hub, std::string job_id) : hub_(hub), job_id_(std::move(job_id)) {}
+
+  const std::string& job_id() const { return job_id_; }
+
+  // Called by the hub: writes `job` at `version` unless a write is in flight (then the
+  // hub is asked again once it is done) or the version was written already.
+  void Offer(v1::Job job, uint64_t version) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    if (writing_) {
+      again_ = true;
+      return;
+    }
+    if (version == written_version_) return;
+    written_version_ = version;
+    last_ = IsTerminal(job.state());
+    job_ = std::move(job);
+    writing_ = true;
+    StartWrite(&job_);
+  }
+
+  // Ends the stream with `status` once no write is in flight.
+  void End(const grpc::Status& status) {
+    absl::MutexLock lock(&mu_);
+    ending_ = status;
+    if (!writing_) FinishLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    bool again = false;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) ending_ = grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      if (last_ && ok) ending_ = grpc::Status::OK;  // the job ended: so does the watch
+      if (ending_.has_value()) {
+        FinishLocked();
+        return;
+      }
+      again = std::exchange(again_, false);
+    }
+    if (again) hub_->Ready(shared_from_this());
+  }
+
+  void OnCancel() override { End(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled")); }
+
+  // May run inline in Finish(), under mu_: takes no lock of its own.
+  void OnDone() override {
+    std::shared_ptr<Stream> self = std::move(self_);
+    hub_->Remove(self);
+  }
+
+  std::shared_ptr<Stream> self_;  // gRPC's reference, dropped in OnDone
+
+ private:
+  void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    std::shared_ptr<Stream> keep = self_;  // Finish may run OnDone inline
+    Finish(*ending_);
+  }
+
+  WatchHub* const hub_;
+  const std::string job_id_;
+  // mu_ also serialises the calls into gRPC (StartWrite, Finish).
+  absl::Mutex mu_;
+  v1::Job job_ ABSL_GUARDED_BY(mu_);  // the version being written
+  uint64_t written_version_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool again_ ABSL_GUARDED_BY(mu_) = false;  // the job changed during the write
+  bool last_ ABSL_GUARDED_BY(mu_) = false;   // the version being written is final
+  std::optional<grpc::Status> ending_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+WatchHub::WatchHub(JobManager* jobs) : jobs_(jobs), thread_([this] { Run(); }) {}
+
+WatchHub::~WatchHub() {
+  Shutdown();
+  if (thread_.joinable()) thread_.join();
+}
+
+void WatchHub::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+}
+
+grpc::ServerWriteReactor<v1::Job>* WatchHub::Watch(const std::string& job_id) {
+  auto stream = std::make_shared<Stream>(this, job_id);
+  stream->self_ = stream;
+  {
+    absl::MutexLock lock(&mu_);
+    watchers_[job_id].insert(stream);
+  }
+  Ready(stream);  // the job as it is now, first
+  return stream.get();
+}
+
+void WatchHub::Ready(std::shared_ptr<Stream> stream) {
+  absl::MutexLock lock(&mu_);
+  ready_.push_back(std::move(stream));
+}
+
+void WatchHub::Remove(const std::shared_ptr<Stream>& stream) {
+  absl::MutexLock lock(&mu_);
+  auto it = watchers_.find(stream->job_id());
+  if (it == watchers_.end()) return;
+  it->second.erase(stream);
+  if (it->second.empty()) watchers_.erase(it);
+}
+
+void WatchHub::Serve(const std::shared_ptr<Stream>& stream) {
+  uint64_t version = 0;
+  auto job = jobs_->Get(stream->job_id(), &version);
+  if (!job.ok()) {
+    stream->End(ToGrpcStatus(job.status()));
+    return;
+  }
+  stream->Offer(std::move(*job), version);
+}
+
+void WatchHub::Run() {
+  while (true) {
+    // Changes wake the hub; streams that finished a write and have a newer version to
+    // send wait at most this long.
+    const std::vector<std::string> changed = jobs_->ChangedJobs(absl::Milliseconds(20));
+    std::vector<std::shared_ptr<Stream>> to_serve;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      to_serve.assign(ready_.begin(), ready_.end());
+      ready_.clear();
+      for (const std::string& job_id : changed) {
+        auto it = watchers_.find(job_id);
+        if (it == watchers_.end()) continue;
+        to_serve.insert(to_serve.end(), it->second.begin(), it->second.end());
+      }
+    }
+    for (const auto& stream : to_serve) Serve(stream);
+  }
+}
+
+}  // namespace shardwise

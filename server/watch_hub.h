@@ -1,0 +1,62 @@
+#ifndef SHARDWISE_SERVER_WATCH_HUB_H_
+#define SHARDWISE_SERVER_WATCH_HUB_H_
+
+// The JobService.WatchJob streams, on gRPC's callback API: one thread (the hub's) serves
+// every watcher, however many there are. The hub takes the ids of the jobs that changed
+// from the JobManager and writes each changed job to its watchers: the job as it is now
+// (a watcher still writing the previous version gets only the newest once that write is
+// done), and, once the job has ended, the final version, then the end of the stream.
+//
+// Lifecycle: the hub's thread runs from construction to Shutdown() (or destruction);
+// every stream must be done (the gRPC server shut down) before the hub is destroyed.
+//
+// Thread-safety: Watch() is called on gRPC threads; everything else is internal.
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/support/server_callback.h"
+#include "proto/job.pb.h"
+#include "server/job_manager.h"
+
+namespace shardwise {
+
+class WatchHub {
+ public:
+  explicit WatchHub(JobManager* jobs);
+  ~WatchHub();
+  WatchHub(const WatchHub&) = delete;
+  WatchHub& operator=(const WatchHub&) = delete;
+
+  // A stream of `job_id`'s versions; gRPC owns it until its OnDone.
+  grpc::ServerWriteReactor<v1::Job>* Watch(const std::string& job_id);
+  void Shutdown();
+
+  class Stream;
+
+ private:
+  void Run();
+  // Writes the newest version of the job to `stream`, if it is not writing already.
+  void Serve(const std::shared_ptr<Stream>& stream);
+  void Ready(std::shared_ptr<Stream> stream);  // serve it at the hub's next turn
+  void Remove(const std::shared_ptr<Stream>& stream);
+
+  JobManager* const jobs_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::shared_ptr<Stream>>> watchers_
+      ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<Stream>> ready_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: started once the rest exists
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_SERVER_WATCH_HUB_H_

@@ -1,0 +1,46 @@
+// The coordinator under a simulated cluster of 200 workers (bench/load/: real gRPC
+// sessions, no training) and 100 queued jobs, for a few seconds: no worker may be
+// declared lost, no session may end, and every job must run and succeed. The large runs
+// (1,000 and 5,000 workers) are benchmarks: bench/coordinator_load.sh.
+
+#include <cstdlib>
+#include <string>
+
+#include "bench/load/load_generator.h"
+#include "gtest/gtest.h"
+#include "tests/cluster.h"
+
+namespace shardwise::testing {
+namespace {
+
+TEST(CoordinatorLoad, TwoHundredWorkersAndAQueueOfJobsWithoutAFalseFailure) {
+  load::LoadOptions options;
+  options.coordinator_binary = Cluster::BinaryPath("server/shardwise-coordinator");
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  options.dir = std::string(tmp != nullptr ? tmp : "/tmp");
+  options.workers = 200;
+  options.jobs = 100;
+  options.world_size = 4;
+  options.job_steps = 10;
+  options.probe_jobs = 5;
+  options.sim.step_time = absl::Milliseconds(50);
+  options.sim.heartbeat_interval = absl::Milliseconds(200);
+  options.heartbeat_timeout = absl::Seconds(5);
+  options.max_duration = absl::Minutes(2);
+  auto result = load::RunLoad(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::printf("%s", load::FormatLoadResult(options, *result).c_str());
+
+  EXPECT_EQ(result->failure_detections, 0);
+  EXPECT_EQ(result->workers_lost, 0);
+  EXPECT_EQ(result->sessions_ended, 0);
+  EXPECT_EQ(result->jobs_running, options.jobs);
+  EXPECT_EQ(result->jobs_succeeded, options.jobs);
+  EXPECT_EQ(result->idle_submit_to_running.count, options.probe_jobs);
+  // The coordinator measured its own handling of every heartbeat and report it got.
+  EXPECT_GT(result->heartbeat.count, 0);
+  EXPECT_GT(result->report.count, 2 * options.jobs * options.world_size);
+}
+
+}  // namespace
+}  // namespace shardwise::testing
