@@ -1,6 +1,7 @@
 // The coordinator under a simulated cluster of 200 workers (bench/load/: real gRPC
-// sessions, no training) and 100 queued jobs, for a few seconds: no worker may be
-// declared lost, no session may end, and every job must run and succeed. The large runs
+// sessions, no training) and 100 queued jobs, for a few seconds: every job must run and
+// succeed, no session may end, and the only workers declared lost are the three the
+// test freezes, each within the heartbeat timeout. The large runs
 // (1,000 and 5,000 workers) are benchmarks: bench/coordinator_load.sh.
 
 #include <cstdlib>
@@ -25,14 +26,19 @@ TEST(CoordinatorLoad, TwoHundredWorkersAndAQueueOfJobsWithoutAFalseFailure) {
   options.probe_jobs = 5;
   options.sim.step_time = absl::Milliseconds(50);
   options.sim.heartbeat_interval = absl::Milliseconds(200);
-  options.heartbeat_timeout = absl::Seconds(5);
+  options.heartbeat_timeout = absl::Seconds(2);
+  options.frozen_workers = 3;
   options.max_duration = absl::Minutes(2);
   auto result = load::RunLoad(options);
   ASSERT_TRUE(result.ok()) << result.status();
   std::printf("%s", load::FormatLoadResult(options, *result).c_str());
 
-  EXPECT_EQ(result->failure_detections, 0);
-  EXPECT_EQ(result->workers_lost, 0);
+  // Exactly the workers frozen on purpose are lost, each within the timeout plus the
+  // coordinator's check period (half a heartbeat interval) and the test's polling.
+  EXPECT_EQ(result->failure_detections, options.frozen_workers);
+  EXPECT_EQ(result->workers_lost, options.frozen_workers);
+  EXPECT_EQ(result->detection.count, options.frozen_workers);
+  EXPECT_LT(result->detection.max, 2.0 + 0.1 + 0.3);
   EXPECT_EQ(result->sessions_ended, 0);
   EXPECT_EQ(result->jobs_running, options.jobs);
   EXPECT_EQ(result->jobs_succeeded, options.jobs);

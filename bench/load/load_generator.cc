@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "absl/random/random.h"
@@ -68,6 +70,16 @@ class Fleet {
         for (auto& worker : workers_) worker->Tick(now);
       }
     });
+  }
+
+  // Freezes the last `count` workers; their last heartbeats, by name.
+  std::map<std::string, absl::Time> Freeze(int count) {
+    std::map<std::string, absl::Time> frozen;
+    for (int w = static_cast<int>(workers_.size()) - count; w < static_cast<int>(workers_.size());
+         ++w) {
+      if (w >= 0) frozen[workers_[w]->name()] = workers_[w]->Freeze();
+    }
+    return frozen;
   }
 
   ~Fleet() {
@@ -135,15 +147,22 @@ class JobWatch final : public grpc::ClientReadReactor<v1::Job> {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-absl::Status WaitForIdleWorkers(Client& client, int workers) {
-  const absl::Time deadline = absl::Now() + absl::Minutes(3);
+absl::Status WaitForIdleWorkers(Client& client, int workers, const SimCounters& counters) {
+  const absl::Time deadline = absl::Now() + absl::Minutes(1);
+  int idle_count = 0;
   while (absl::Now() < deadline) {
     auto idle = client.ListWorkers({.states = {v1::IDLE}});
-    if (idle.ok() && static_cast<int>(idle->size()) >= workers) return absl::OkStatus();
+    if (idle.ok()) idle_count = static_cast<int>(idle->size());
+    if (idle_count >= workers) return absl::OkStatus();
     absl::SleepFor(absl::Milliseconds(100));
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat("not every one of the ", workers, " workers was IDLE within 3 minutes"));
+  auto all = client.ListWorkers();
+  return absl::DeadlineExceededError(absl::StrCat(
+      "only ", idle_count, " of the ", workers, " workers were IDLE after a minute (",
+      all.ok() ? all->size() : 0, " registered at the coordinator; ",
+      counters.registered.load(), " registrations answered, ",
+      counters.registration_failures.load(), " failed, ", counters.sessions_ended.load(),
+      " sessions ended)"));
 }
 
 // Submit-to-RUNNING of jobs submitted one at a time while their workers are idle.
@@ -222,6 +241,27 @@ class PeakSampler {
   std::thread thread_;
 };
 
+// How long after their last heartbeat the coordinator lists the frozen workers LOST.
+std::vector<double> MeasureDetection(Client& client, const std::map<std::string, absl::Time>& frozen,
+                                     absl::Duration timeout) {
+  std::vector<double> seconds;
+  std::set<std::string> seen;
+  const absl::Time deadline = absl::Now() + 3 * timeout;
+  while (seen.size() < frozen.size() && absl::Now() < deadline) {
+    auto lost = client.ListWorkers({.states = {v1::LOST}});
+    const absl::Time now = absl::Now();
+    if (lost.ok()) {
+      for (const v1::WorkerInfo& worker : *lost) {
+        auto it = frozen.find(worker.id());
+        if (it == frozen.end() || !seen.insert(worker.id()).second) continue;
+        seconds.push_back(absl::ToDoubleSeconds(now - it->second));
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return seconds;
+}
+
 void ReadCoordinatorMetrics(const CoordinatorProcess& coordinator, LoadResult* result) {
   auto metrics = coordinator.ScrapeMetrics();
   if (!metrics.ok()) return;
@@ -275,7 +315,9 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options) {
   const absl::Time connect_start = absl::Now();
   auto fleet = std::make_unique<Fleet>((*coordinator)->address(), options, &counters);
   fleet->Start();
-  if (absl::Status idle = WaitForIdleWorkers(client, options.workers); !idle.ok()) return idle;
+  if (absl::Status idle = WaitForIdleWorkers(client, options.workers, counters); !idle.ok()) {
+    return idle;
+  }
   result.connect_seconds = absl::ToDoubleSeconds(absl::Now() - connect_start);
   if (auto stats = (*coordinator)->Stats(); stats.ok()) {
     result.threads_idle = stats->threads;
@@ -322,11 +364,14 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options) {
   result.list_jobs = Summarize(poller.list_seconds);
   result.get_job = Summarize(poller.get_seconds);
 
+  // Sessions that ended during the load (the frozen workers' are ended on purpose next).
+  result.sessions_ended = counters.sessions_ended.load();
+  result.detection = Summarize(MeasureDetection(
+      client, fleet->Freeze(options.frozen_workers), options.heartbeat_timeout));
   ReadCoordinatorMetrics(**coordinator, &result);
   if (auto lost = client.ListWorkers({.states = {v1::LOST}}); lost.ok()) {
     result.workers_lost = static_cast<int>(lost->size());
   }
-  result.sessions_ended = counters.sessions_ended.load();
   result.heartbeats_sent = counters.heartbeats.load();
   result.reports_sent = counters.reports.load();
   fleet.reset();
@@ -356,17 +401,20 @@ std::string FormatLoadResult(const LoadOptions& options, const LoadResult& resul
   absl::StrAppend(&out, "  SubmitJob call              ", ms(result.submit), "\n");
   absl::StrAppend(&out, "  get jobs (every page)       ", ms(result.list_jobs), "\n");
   absl::StrAppend(&out, "  get one job                 ", ms(result.get_job), "\n");
+  absl::StrAppend(&out, "  frozen worker to LOST       ", s(result.detection), "  (timeout ",
+                  absl::FormatDuration(options.heartbeat_timeout), ")\n");
   absl::StrAppend(
       &out,
       absl::StrFormat("  load phase %.1f s: %d/%d jobs RUNNING, %d SUCCEEDED\n"
                       "  coordinator: threads %d idle, %d peak; RSS %.1f MiB idle, %.1f MiB "
                       "peak; CPU %.0f%% of a core\n"
-                      "  failures: %.0f detections, %d workers LOST, %d sessions ended early\n",
+                      "  failures: %.0f detections, %d workers LOST (%d frozen on purpose), %d "
+                      "sessions ended early\n",
                       result.load_seconds, result.jobs_running, options.jobs,
                       result.jobs_succeeded, result.threads_idle, result.threads_peak,
                       result.rss_idle_bytes / 1048576.0, result.rss_peak_bytes / 1048576.0,
                       result.cpu_percent, result.failure_detections, result.workers_lost,
-                      result.sessions_ended));
+                      options.frozen_workers, result.sessions_ended));
   return out;
 }
 
@@ -374,13 +422,14 @@ std::string MarkdownRow(const LoadOptions& options, const LoadResult& result) {
   const auto& r = result;
   return absl::StrFormat(
       "| %d | %d (%d) | %.3f / %.3f / %.3f | %.3f / %.3f / %.3f | %.3f / %.3f | %.3f / %.3f | "
-      "%.2f / %.2f | %d / %d | %.1f / %.1f | %.0f | %d / %d |\n",
+      "%.2f / %.2f | %d / %d | %.1f / %.1f | %.0f | %.2f / %.2f | %d of %d / %d |\n",
       options.workers, options.jobs, options.world_size, 1e3 * r.heartbeat.p50,
       1e3 * r.heartbeat.p99, 1e3 * r.heartbeat.max, 1e3 * r.report.p50, 1e3 * r.report.p99,
       1e3 * r.report.max, r.idle_submit_to_running.p50, r.idle_submit_to_running.p99,
       r.queued_submit_to_running.p50, r.queued_submit_to_running.p99, 1e3 * r.list_jobs.p50,
       1e3 * r.list_jobs.p99, r.threads_idle, r.threads_peak, r.rss_idle_bytes / 1048576.0,
-      r.rss_peak_bytes / 1048576.0, r.cpu_percent, r.workers_lost, r.sessions_ended);
+      r.rss_peak_bytes / 1048576.0, r.cpu_percent, r.detection.p50, r.detection.max,
+      static_cast<int>(r.failure_detections), options.frozen_workers, r.sessions_ended);
 }
 
 }  // namespace shardwise::load

@@ -32,6 +32,9 @@ struct LoadOptions {
   int world_size = 4;
   int job_steps = 20;
   int probe_jobs = 10;
+  // Workers frozen after the load (their sessions open, no more heartbeats): the
+  // coordinator must declare exactly these lost, within its heartbeat timeout.
+  int frozen_workers = 10;
   int channels = 0;  // connections the workers share; 0: one per 250 workers
   SimOptions sim;
   absl::Duration heartbeat_timeout = absl::Seconds(10);
@@ -58,9 +61,12 @@ struct LoadResult {
   double load_seconds = 0;
   int jobs_running = 0;    // load-phase jobs seen RUNNING (or past it)
   int jobs_succeeded = 0;
-  double failure_detections = 0;  // the coordinator's count: none is expected
-  int workers_lost = 0;           // LOST at the end
-  int64_t sessions_ended = 0;     // sessions that ended before the run did
+  // From a frozen worker's last heartbeat to the coordinator listing it LOST (polled
+  // every 50 ms); the timeout plus at most half a heartbeat interval is expected.
+  Latency detection;
+  double failure_detections = 0;  // the coordinator's count: the frozen workers only
+  int workers_lost = 0;           // LOST at the end, the frozen ones included
+  int64_t sessions_ended = 0;     // sessions that ended during the load phase
   int64_t heartbeats_sent = 0, reports_sent = 0;
   int threads_idle = 0, threads_peak = 0;  // the coordinator's
   int64_t rss_idle_bytes = 0, rss_peak_bytes = 0;

@@ -38,9 +38,14 @@ void SimWorker::OpenSession() {
       done_ = true;
       return;
     }
+  }
+  // Binds the reactor to its stream: only then may anything be written (Tick writes once
+  // open_ is set).
+  stub_->async()->Session(&session_context_, this);
+  {
+    absl::MutexLock lock(&mu_);
     open_ = true;
   }
-  stub_->async()->Session(&session_context_, this);
   v1::WorkerMessage hello;
   hello.mutable_hello()->set_worker_id(register_response_.worker_id());
   Send(std::move(hello));
@@ -138,7 +143,7 @@ void SimWorker::Tick(absl::Time now) {
   std::vector<v1::WorkerMessage> due;
   {
     absl::MutexLock lock(&mu_);
-    if (!open_) return;
+    if (!open_ || frozen_) return;
     std::optional<int64_t> step;
     if (attempt_.has_value()) {
       step = std::min(attempt_->steps,
@@ -161,6 +166,7 @@ void SimWorker::Tick(absl::Time now) {
         for (int64_t lane : {*step * 4, *step * 3, *step * 3}) position->add_lane_collectives(lane);
       }
       due.push_back(std::move(heartbeat));
+      last_heartbeat_ = now;
       ++counters_->heartbeats;
     }
     if (attempt_.has_value()) {
@@ -183,6 +189,12 @@ void SimWorker::OnDone(const grpc::Status&) {
   if (open_) ++counters_->sessions_ended;
   open_ = false;
   done_ = true;
+}
+
+absl::Time SimWorker::Freeze() {
+  absl::MutexLock lock(&mu_);
+  frozen_ = true;
+  return last_heartbeat_;
 }
 
 void SimWorker::Stop() {

@@ -56,6 +56,10 @@ class SimWorker final
   void Tick(absl::Time now);
   // Ends the session; returns once gRPC is done with this worker.
   void Stop();
+  // Stops sending anything, as a frozen process would, with its session left open;
+  // returns when it sent its last heartbeat.
+  absl::Time Freeze();
+  const std::string& name() const { return name_; }
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -93,6 +97,8 @@ class SimWorker final
   bool open_ ABSL_GUARDED_BY(mu_) = false;  // the session started and has not ended
   bool done_ ABSL_GUARDED_BY(mu_) = false;  // OnDone ran (or the session never opened)
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool frozen_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_heartbeat_ ABSL_GUARDED_BY(mu_);
   absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_);
   std::optional<Attempt> attempt_ ABSL_GUARDED_BY(mu_);
 };
