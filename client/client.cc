@@ -60,6 +60,8 @@ constexpr char kRetryServiceConfig[] = R"json({
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetServiceConfigJSON(kRetryServiceConfig);
+  // A timeline (up to 2^18 spans of a job) is larger than gRPC's 4 MiB default.
+  args.SetMaxReceiveMessageSize(64 << 20);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 

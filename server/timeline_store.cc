@@ -21,15 +21,19 @@ void TimelineStore::Add(const std::string& job_id, int32_t attempt, int32_t rank
     jobs_.erase(recency_.front());
     recency_.pop_front();
   }
-  RankSpans& ranked = jobs_[job_id].ranks[rank];
+  JobSpans& kept = jobs_[job_id];
+  RankSpans& ranked = kept.ranks[rank];
   ranked.worker_id = worker_id;
   ranked.dropped += dropped;
+  // Each rank's share of the job's bound (ranks hold more only until they next report).
+  const size_t cap = std::max<size_t>(
+      1, std::min(spans_per_rank_, spans_per_job_ / std::max<size_t>(1, kept.ranks.size())));
   for (const v1::Span& span : spans) {
-    if (ranked.spans.size() == spans_per_rank_) {
-      ranked.spans.pop_front();
-      ++ranked.dropped;
-    }
     ranked.spans.push_back(span);
+  }
+  while (ranked.spans.size() > cap) {
+    ranked.spans.pop_front();
+    ++ranked.dropped;
   }
 }
 

@@ -2,10 +2,11 @@
 #define SHARDWISE_SERVER_TIMELINE_STORE_H_
 
 // The spans workers send with their reports, for `shardwise timeline`: per job, the
-// latest attempt's newest spans of each rank. Memory is bounded twice: at most
-// `spans_per_rank` spans per rank (older ones are dropped and counted) and at most
-// `jobs` jobs (the job whose spans arrived least recently is forgotten). In memory only:
-// a coordinator restart forgets every timeline.
+// latest attempt's newest spans of each rank. Memory is bounded three times: at most
+// `spans_per_rank` spans per rank and `spans_per_job` per job, shared by its ranks
+// (older ones are dropped and counted), and at most `jobs` jobs (the job whose spans
+// arrived least recently is forgotten). The controller keeps an attempt's timeline in
+// the state file when the attempt ends; what only memory holds, a restart forgets.
 //
 // Thread-safety: thread-safe.
 
@@ -24,8 +25,9 @@ namespace shardwise {
 
 class TimelineStore {
  public:
-  explicit TimelineStore(size_t spans_per_rank = 100000, size_t jobs = 16)
-      : spans_per_rank_(spans_per_rank), max_jobs_(jobs) {}
+  explicit TimelineStore(size_t spans_per_rank = 100000, size_t jobs = 16,
+                         size_t spans_per_job = size_t{1} << 18)
+      : spans_per_rank_(spans_per_rank), max_jobs_(jobs), spans_per_job_(spans_per_job) {}
 
   // Spans of `rank` (run by `worker_id`) of attempt `attempt`. A newer attempt replaces
   // the job's timeline; an older one's late spans are ignored.
@@ -48,6 +50,7 @@ class TimelineStore {
 
   const size_t spans_per_rank_;
   const size_t max_jobs_;
+  const size_t spans_per_job_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, JobSpans> jobs_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> recency_ ABSL_GUARDED_BY(mu_);  // least recently fed first

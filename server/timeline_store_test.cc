@@ -24,6 +24,19 @@ TEST(TimelineStore, KeepsTheNewestSpansPerRankAndCountsTheRest) {
   EXPECT_EQ(timeline.ranks(1).worker_id(), "w1");
 }
 
+TEST(TimelineStore, TheRanksOfAJobShareItsBound) {
+  TimelineStore store(/*spans_per_rank=*/100, /*jobs=*/4, /*spans_per_job=*/8);
+  store.Add("job-1", 1, 0, "w0", Spans(8, 0), 0);
+  EXPECT_EQ(store.Get("job-1").ranks(0).spans_size(), 8);
+  store.Add("job-1", 1, 1, "w1", Spans(8, 0), 0);  // two ranks: 4 each
+  store.Add("job-1", 1, 0, "w0", Spans(1, 100), 0);
+  const v1::Timeline timeline = store.Get("job-1");
+  EXPECT_EQ(timeline.ranks(0).spans_size(), 4);
+  EXPECT_EQ(timeline.ranks(0).spans(3).start_us(), 100);
+  EXPECT_EQ(timeline.ranks(0).dropped(), 5);
+  EXPECT_EQ(timeline.ranks(1).spans_size(), 4);
+}
+
 TEST(TimelineStore, ANewAttemptReplacesTheOldAndLateSpansAreIgnored) {
   TimelineStore store;
   store.Add("job-1", 1, 0, "w0", Spans(2, 0), 0);
