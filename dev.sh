@@ -148,8 +148,11 @@ demo() {
   trap stop_demo_processes EXIT
 
   log "starting a coordinator (state in $dir/state.db, logs in $dir)"
+  # Jobs read their tokens and write their model under $DEMO_DATA only (the path policy).
+  mkdir -p "$DEMO_DATA"
   "$bin/server/shardwise-coordinator" --address=127.0.0.1:0 --port_file="$dir/port" \
-    --state_file="$dir/state.db" 2>"$dir/coordinator.log" &
+    --state_file="$dir/state.db" --allowed_input_paths="$DEMO_DATA" \
+    --allowed_output_paths="$DEMO_DATA" 2>"$dir/coordinator.log" &
   DEMO_PIDS+=($!)
   for _ in $(seq 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
   [ -s "$dir/port" ] || { cat "$dir/coordinator.log" >&2; exit 1; }

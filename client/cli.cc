@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "common/coordinator_address.h"
 #include "common/job_spec_io.h"
 #include "common/job_state.h"
+#include "common/path_policy.h"
 #include "common/safetensors.h"
 #include "google/protobuf/util/json_util.h"
 #include "worker/model/sampler.h"
@@ -280,6 +282,12 @@ int Run(const std::vector<std::string>& args) {
     if (auto problem = need(1, "one job spec file"); !problem.empty()) return Usage(problem);
     auto spec = ReadJobSpecFile(args[1]);
     if (!spec.ok()) return Fail(spec.status());
+    // The coordinator takes absolute paths only: a relative one is this directory's.
+    const std::string cwd = std::filesystem::current_path().string();
+    (void)ForEachPathField(&*spec, [&](const PathField&, std::string* path) {
+      *path = LexicallyNormal(*path, cwd);
+      return absl::OkStatus();
+    });
     auto job_id = client.Submit(*spec);
     if (!job_id.ok()) return Fail(job_id.status());
     std::printf("%s\n", job_id->c_str());

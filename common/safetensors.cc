@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/safe_write.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -240,19 +241,8 @@ std::string EncodeSafetensors(const TensorMap& tensors, const Metadata& metadata
 }
 
 absl::Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
-                              const Metadata& metadata) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-    if (!file.is_open()) return absl::PermissionDeniedError(absl::StrCat("cannot write '", tmp, "'"));
-    const std::string bytes = EncodeSafetensors(tensors, metadata);
-    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!file.good()) return absl::DataLossError(absl::StrCat("writing '", tmp, "' failed"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot rename '", tmp, "' to '", path, "'"));
-  }
-  return absl::OkStatus();
+                              const Metadata& metadata, bool replace) {
+  return WriteFileAtomically(path, EncodeSafetensors(tensors, metadata), replace);
 }
 
 }  // namespace shardwise

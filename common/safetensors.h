@@ -63,9 +63,11 @@ absl::StatusOr<Metadata> ReadSafetensorsMetadata(const std::string& path);
 // "format": "pt" and `metadata`.
 std::string EncodeSafetensors(const TensorMap& tensors, const Metadata& metadata = {});
 
-// Writes atomically: to a temporary file, then renamed into place.
+// Writes atomically (common/safe_write.h: a temporary file created exclusively, then
+// renamed into place, never through a link); an existing file is replaced only if
+// `replace` (ALREADY_EXISTS otherwise).
 absl::Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
-                              const Metadata& metadata = {});
+                              const Metadata& metadata = {}, bool replace = true);
 
 HostTensor F32Tensor(std::vector<int64_t> shape, const float* data);
 

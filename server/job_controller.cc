@@ -69,9 +69,15 @@ JobController::LiveAttempt& JobController::StartLiveAttemptLocked(const v1::Job&
 // The job is validated and written without the controller's lock (a commit must not hold
 // up the workers' reports); scheduling it is a pass like any other.
 absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec) {
-  RETURN_IF_ERROR(ValidateJobSpec(spec, options_.limits,
-                                  options_.check_paths ? PathChecker(CheckReadableFile) : nullptr));
   v1::JobSpec effective = spec;
+  // Before anything reads a file the spec names: only paths inside the roots, canonical.
+  if (options_.path_policy.has_value()) {
+    RETURN_IF_ERROR(ApplyPathPolicy(
+        *options_.path_policy, options_.check_paths ? PathCheck::kOnDisk : PathCheck::kLexical,
+        &effective));
+  }
+  RETURN_IF_ERROR(ValidateJobSpec(effective, options_.limits,
+                                  options_.check_paths ? PathChecker(CheckReadableFile) : nullptr));
   ApplyJobSpecDefaults(&effective);
   ASSIGN_OR_RETURN(const MemoryEstimate memory, EstimateRankMemory(effective));
   RETURN_IF_ERROR(CheckSomeWorkerHasMemory(effective.device(), memory));
@@ -559,6 +565,9 @@ void JobController::StartAttemptLocked(const std::string& job_id,
     *assignment->mutable_spec() = job->spec();
     *assignment->mutable_hook_switches() = job->hook_switches();
     assignment->set_collective_timeout_ms(absl::ToInt64Milliseconds(options_.collective_timeout));
+    if (options_.path_policy.has_value()) {
+      *assignment->mutable_path_policy() = options_.path_policy->ToProto();
+    }
     // A worker whose session closed in between is lost through CloseSession, which
     // then fails this attempt.
     workers_->Send(rank.worker_id(), message);

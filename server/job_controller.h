@@ -31,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/path_policy.h"
 #include "common/job_spec_validation.h"
 #include "common/memory_estimate.h"
 #include "proto/job.pb.h"
@@ -52,6 +53,9 @@ class JobController {
   struct Options {
     JobLimits limits;
     bool check_paths = true;  // check that files named by specs exist, here
+    // Where jobs may read and write (common/path_policy.h); every path of a spec is
+    // checked against it at submission and again by the workers. None: not checked.
+    std::optional<PathPolicy> path_policy;
     const Clock* clock = &Clock::Real();
     // Where coalesced scheduling passes and a heartbeat's follow-ups run; null: at once,
     // on the calling thread (tests and the fuzzer).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -41,6 +42,12 @@ ABSL_FLAG(int64_t, max_parameters, int64_t{8} << 30, "largest model, in paramete
 ABSL_FLAG(int64_t, max_steps, int64_t{1} << 40, "most steps a job may ask for");
 ABSL_FLAG(bool, check_paths, true,
           "refuse jobs whose data or weight files this coordinator cannot read");
+ABSL_FLAG(std::vector<std::string>, allowed_input_paths, {},
+          "folders jobs may read under (comma-separated; default: this coordinator's "
+          "working directory)");
+ABSL_FLAG(std::vector<std::string>, allowed_output_paths, {},
+          "folders jobs may write under (comma-separated; default: this coordinator's "
+          "working directory)");
 ABSL_FLAG(std::string, metrics_address, "",
           "host:port to serve Prometheus metrics on (GET /metrics); empty: not served");
 ABSL_FLAG(int32_t, max_workers, 10000,
@@ -79,6 +86,21 @@ int main(int argc, char** argv) {
   controller.limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
   controller.limits.max_steps = absl::GetFlag(FLAGS_max_steps);
   controller.check_paths = absl::GetFlag(FLAGS_check_paths);
+  {
+    const std::string cwd = std::filesystem::current_path().string();
+    auto roots = [&](const std::vector<std::string>& flag) {
+      return flag.empty() ? std::vector<std::string>{cwd} : flag;
+    };
+    auto policy = shardwise::PathPolicy::Create(roots(absl::GetFlag(FLAGS_allowed_input_paths)),
+                                                roots(absl::GetFlag(FLAGS_allowed_output_paths)),
+                                                cwd);
+    if (!policy.ok()) {
+      std::fprintf(stderr, "shardwise-coordinator: --allowed_input_paths / "
+                   "--allowed_output_paths: %s\n", std::string(policy.status().message()).c_str());
+      return 2;
+    }
+    controller.path_policy = *policy;
+  }
   if (controller.heartbeat_timeout <= controller.heartbeat_interval) {
     std::fprintf(stderr, "--heartbeat_timeout_ms must exceed --heartbeat_interval_ms\n");
     return 2;

@@ -21,8 +21,18 @@
 namespace shardwise::testing {
 namespace {
 
+// Devices may be named (inside the allowed roots) to show they are refused as data anyway.
+ClusterOptions ApiClusterOptions() {
+  ClusterOptions options;
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  options.allowed_input_paths = {tmp != nullptr ? tmp : "/tmp", "/dev"};
+  return options;
+}
+
 class ApiTest : public ::testing::Test {
  protected:
+  ApiTest() : cluster_(ApiClusterOptions()) {}
+
   void SetUp() override {
     cluster_.StartCoordinator();
     stub_ = v1::JobService::NewStub(
@@ -41,6 +51,12 @@ class ApiTest : public ::testing::Test {
   Cluster cluster_;
   std::unique_ptr<v1::JobService::Stub> stub_;
 };
+
+// A file inside the allowed roots that does not exist.
+std::string MissingFile() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return std::string(tmp != nullptr ? tmp : "/tmp") + "/no/such/data.safetensors";
+}
 
 struct Rejection {
   std::function<void(v1::JobSpec*)> mutate;
@@ -63,8 +79,8 @@ TEST_F(ApiTest, EveryBadSpecIsInvalidArgumentNamingFieldAndValue) {
          s->mutable_fsdp()->set_shard_group_size(3);
        },
        "job.fsdp.shard_group_size: 3 does not divide job.world_size 2"},
-      {[](v1::JobSpec* s) { s->mutable_data()->set_safetensors_path("/no/such/data.safetensors"); },
-       "job.data.safetensors_path: '/no/such/data.safetensors': no readable file"},
+      {[](v1::JobSpec* s) { s->mutable_data()->set_safetensors_path(MissingFile()); },
+       "job.data.safetensors_path: '" + MissingFile() + "': no readable file"},
       {[](v1::JobSpec* s) { s->mutable_model()->set_layer_widths(0, -3); },
        "job.model.layer_widths[0]: must be positive, got -3"},
       {[](v1::JobSpec* s) { s->set_steps(-1); }, "job.steps: must be positive, got -1"},
@@ -124,7 +140,7 @@ TEST_F(ApiTest, FifosAndDevicesAsDataAreRefusedWithoutHanging) {
     status = RawSubmit(gpt);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << path;
     EXPECT_TRUE(absl::StrContains(status.error_message(),
-                                  "job.data.tokens.train_path '" + path + "': is not a regular file"))
+                                  "job.data.tokens.train_path: '" + path + "' is not a regular file"))
         << status.error_message();
   }
   EXPECT_TRUE(RawSubmit(Cluster::Spec(1)).ok());

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 
 namespace shardwise::testing {
@@ -83,6 +84,16 @@ Cluster::~Cluster() {
 
 std::string Cluster::address() const { return absl::StrCat("127.0.0.1:", port_); }
 
+namespace {
+
+std::string AllowedPaths(const std::vector<std::string>& paths) {
+  if (!paths.empty()) return absl::StrJoin(paths, ",");
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return tmp != nullptr ? tmp : "/tmp";
+}
+
+}  // namespace
+
 void Cluster::StartCoordinator() {
   const std::string port_file = absl::StrCat(dir_, "/port");
   unlink(port_file.c_str());
@@ -102,6 +113,8 @@ void Cluster::StartCoordinator() {
           absl::StrCat("--stall_warning_ms=", options_.stall_warning_ms),
           absl::StrCat("--stall_abort_ms=", options_.stall_abort_ms),
           absl::StrCat("--reattach_grace_ms=", options_.reattach_grace_ms),
+          absl::StrCat("--allowed_input_paths=", AllowedPaths(options_.allowed_input_paths)),
+          absl::StrCat("--allowed_output_paths=", AllowedPaths(options_.allowed_output_paths)),
       },
       absl::StrCat(dir_, "/coordinator-", coordinator_starts_, ".log"));
   ASSERT_TRUE(WaitFor([&] {
@@ -124,8 +137,11 @@ Process& Cluster::AddWorker(const std::string& name, const std::vector<std::stri
   auto process = std::make_unique<Process>(argv, absl::StrCat(dir_, "/worker-", name, ".log"));
   Process& ref = *process;
   workers_[name] = std::move(process);
-  EXPECT_TRUE(WaitFor([&] { return WorkerState(name) == v1::IDLE; }))
-      << "worker " << name << " did not register; see " << ref.log_path();
+  // Connected: IDLE, or already BUSY when a job was waiting for it.
+  EXPECT_TRUE(WaitFor([&] {
+    const v1::WorkerState state = WorkerState(name);
+    return state == v1::IDLE || state == v1::BUSY;
+  })) << "worker " << name << " did not register; see " << ref.log_path();
   return ref;
 }
 

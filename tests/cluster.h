@@ -49,6 +49,10 @@ struct ClusterOptions {
   int64_t stall_abort_ms = 0;
   int64_t reattach_grace_ms = 30000;
   std::string state_file;  // default: DIR/state.db
+  // The coordinator's --allowed_input_paths and --allowed_output_paths; empty: the test's
+  // scratch folder ($TEST_TMPDIR), where the tests keep their data and outputs.
+  std::vector<std::string> allowed_input_paths;
+  std::vector<std::string> allowed_output_paths;
 };
 
 class Cluster {
@@ -62,7 +66,8 @@ class Cluster {
   void KillCoordinator();  // SIGKILL: as a crash
   pid_t coordinator_pid() const { return coordinator_->pid(); }
 
-  // Starts a worker named `name` and waits until it is IDLE at the coordinator.
+  // Starts a worker named `name` and waits until it is connected (IDLE, or BUSY already
+  // with a job that was waiting) at the coordinator.
   // `flags` are added to its command line; `launcher` (e.g. prlimit and its options)
   // runs it.
   Process& AddWorker(const std::string& name, const std::vector<std::string>& flags = {},

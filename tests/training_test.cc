@@ -226,6 +226,7 @@ TEST(Training, AGptJobFromTextToSamples) {
   v1::JobSpec short_file = spec;
   std::ofstream(cluster.dir() + "/short.bin", std::ios::binary) << std::string(40, 'a');
   short_file.mutable_data()->mutable_tokens()->set_val_path(cluster.dir() + "/short.bin");
+  short_file.mutable_output()->set_final_model_path(cluster.dir() + "/never.safetensors");
   auto refused = cluster.client().Submit(short_file);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(refused.status().message(),

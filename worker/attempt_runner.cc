@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "common/path_policy.h"
 #include "common/permanent_failure.h"
 #include "worker/comm/grpc_rendezvous_store.h"
 #include "worker/trainer.h"
@@ -97,6 +98,13 @@ absl::Status AttemptRunner::CheckMemory() const {
                          DataFileBytes(assignment_.spec()));
 }
 
+absl::Status AttemptRunner::CheckPaths() const {
+  if (!assignment_.has_path_policy()) return absl::OkStatus();  // a coordinator without one
+  v1::JobSpec spec = assignment_.spec();
+  return MarkPermanent(ApplyPathPolicy(PathPolicy::FromProto(assignment_.path_policy()),
+                                       PathCheck::kOnDisk, &spec));
+}
+
 void AttemptRunner::Run() {
   const int rank = assignment_.rank();
   const int size = assignment_.world_size();
@@ -125,7 +133,9 @@ void AttemptRunner::Run() {
     finished_.Notify();
   };
 
-  // Before joining: a rank that cannot fit fails at once, and its peers are aborted.
+  // Before joining: a rank that cannot fit, or may not open the job's files, fails at
+  // once, and its peers are aborted.
+  if (absl::Status paths = CheckPaths(); !paths.ok()) return fail(paths);
   if (absl::Status memory = CheckMemory(); !memory.ok()) return fail(memory);
 
   GrpcRendezvousStore store(channel_, assignment_.job_id(), assignment_.attempt(),

@@ -74,6 +74,11 @@ class AttemptRunner {
   // RESOURCE_EXHAUSTED when this worker lacks the memory the job's rank is estimated to
   // need (memory_check.h); OK when it has it, or cannot tell.
   absl::Status CheckMemory() const;
+  // Every path of the spec against the assignment's path policy, on this worker's file
+  // system (common/path_policy.h): inputs exist under the input roots, outputs can be
+  // written under the output roots. A permanent failure otherwise: every attempt would
+  // fail the same way.
+  absl::Status CheckPaths() const;
   // `permanent`: an ABORTED that every attempt would repeat (common/permanent_failure.h).
   void Report(v1::AttemptPhase phase, const std::string& message, v1::Progress progress,
               bool permanent = false);

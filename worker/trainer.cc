@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "common/job_spec_defaults.h"
 #include "common/permanent_failure.h"
+#include "common/safe_write.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -395,11 +396,12 @@ absl::Status RankTrainer::WriteFinalModel() {
   ASSIGN_OR_RETURN(TensorMap final_model, model_->GatherFullModel());
   const std::string& path = spec_.output().final_model_path();
   if (context_.rank != 0 || path.empty()) return absl::OkStatus();
-  std::error_code ignored;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ignored);
+  RETURN_IF_ERROR(CreateFolders(std::filesystem::path(path).parent_path().string()));
   std::string model_json;
   (void)google::protobuf::util::MessageToJsonString(spec_.model(), &model_json);
-  RETURN_IF_ERROR(WriteSafetensors(path, final_model, {{"shardwise.model", model_json}}));
+  // A file there that the job did not write is replaced only when the spec says so.
+  RETURN_IF_ERROR(WriteSafetensors(path, final_model, {{"shardwise.model", model_json}},
+                                   /*replace=*/spec_.output().overwrite()));
   result_.model_path = path;
   return absl::OkStatus();
 }

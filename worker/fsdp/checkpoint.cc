@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/safe_write.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
@@ -39,11 +40,9 @@ absl::Status WriteCheckpointShard(const std::string& dir, int64_t step, const Fs
   const ShardingPlan& plan = model.plan();
   if (plan.replicate_rank != 0) return absl::OkStatus();
   const std::string folder = CheckpointFolder(dir, step);
-  std::error_code error;
-  fs::create_directories(folder, error);
-  if (error) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("output.checkpoint_dir: cannot create '", folder, "': ", error.message()));
+  if (absl::Status created = CreateFolders(folder); !created.ok()) {
+    return absl::Status(created.code(),
+                        absl::StrCat("output.checkpoint_dir: ", created.message()));
   }
   TensorMap tensors;
   for (int u = 0; u < model.num_units(); ++u) {
@@ -85,16 +84,9 @@ absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
   options.preserve_proto_field_names = true;
   std::string json;
   (void)google::protobuf::util::MessageToJsonString(manifest, &json, options);
-  const std::string path = absl::StrCat(CheckpointFolder(dir, step), "/", kManifest);
-  {
-    std::ofstream file(path + ".tmp", std::ios::trunc);
-    file << json;
-    if (!file.good()) return absl::DataLossError(absl::StrCat("cannot write '", path, ".tmp'"));
-  }
-  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
-    return absl::DataLossError(absl::StrCat("cannot rename '", path, ".tmp'"));
-  }
-  return absl::OkStatus();
+  // The job's own checkpoint: written again by an attempt that resumes before it.
+  return WriteFileAtomically(absl::StrCat(CheckpointFolder(dir, step), "/", kManifest), json,
+                             /*replace=*/true);
 }
 
 absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,

@@ -8,8 +8,12 @@
 
 namespace shardwise::testing {
 
-absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec,
+absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& job_spec,
                                                 const ThreadedOptions& options) {
+  // Tests train configuration after configuration, and run again, into the same files:
+  // these runs own their outputs (the refusal to replace is tested on its own).
+  v1::JobSpec spec = job_spec;
+  spec.mutable_output()->set_overwrite(true);
   gloo::rendezvous::HashStore store;
   const int world = spec.world_size();
   ThreadedTraining out;

@@ -1,0 +1,280 @@
+#include "common/path_policy.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace shardwise {
+namespace {
+
+namespace fs = std::filesystem;
+
+// `path` with every symlink resolved; NOT_FOUND if it does not exist.
+absl::StatusOr<std::string> RealPath(const std::string& path) {
+  char resolved[PATH_MAX];
+  if (::realpath(path.c_str(), resolved) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("'", path, "' does not exist"));
+  }
+  return std::string(resolved);
+}
+
+// Whether canonical `path` is `root` or lies under it.
+bool IsUnder(const std::string& path, const std::string& root) {
+  if (root == "/") return true;
+  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+                          path[root.size()] == '/');
+}
+
+bool UnderAny(const std::string& path, const std::vector<std::string>& roots) {
+  for (const std::string& root : roots) {
+    if (IsUnder(path, root)) return true;
+  }
+  return false;
+}
+
+std::string RootsText(const std::vector<std::string>& roots, const char* flag) {
+  if (roots.empty()) return absl::StrCat("no folder is allowed (", flag, ")");
+  return absl::StrCat("allowed: ", absl::StrJoin(roots, ", "), " (", flag, ")");
+}
+
+absl::Status Outside(const std::string& field, const std::string& path,
+                     const std::string& canonical, const std::vector<std::string>& roots,
+                     const char* flag) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      field, ": '", path, "'", canonical != path ? absl::StrCat(" (", canonical, ")") : "",
+      " is outside the folders this coordinator lets jobs ",
+      absl::string_view(flag).find("input") != absl::string_view::npos ? "read" : "write",
+      "; ", RootsText(roots, flag)));
+}
+
+// The canonical form of a path that may not exist yet: its longest existing ancestor
+// with symlinks resolved, then the rest. `*existing` is that ancestor.
+absl::StatusOr<std::string> CanonicalOutput(const std::string& absolute, std::string* existing) {
+  fs::path prefix = fs::path(absolute);
+  fs::path rest;
+  while (true) {
+    auto real = RealPath(prefix.string());
+    if (real.ok()) {
+      *existing = *real;
+      return (rest.empty() ? fs::path(*real) : fs::path(*real) / rest).lexically_normal().string();
+    }
+    if (!prefix.has_parent_path() || prefix.parent_path() == prefix) {
+      return absl::NotFoundError(absl::StrCat("no folder of '", absolute, "' exists"));
+    }
+    rest = rest.empty() ? prefix.filename() : prefix.filename() / rest;
+    prefix = prefix.parent_path();
+  }
+}
+
+}  // namespace
+
+std::string LexicallyNormal(const std::string& path, const std::string& cwd) {
+  fs::path absolute = fs::path(path).is_absolute() ? fs::path(path) : fs::path(cwd) / path;
+  std::string normal = absolute.lexically_normal().string();
+  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+  return normal;
+}
+
+void PathPolicy::Roots::Add(const std::string& root, const std::string& real) {
+  as_given.push_back(root);
+  resolved.push_back(real);
+}
+
+absl::StatusOr<PathPolicy> PathPolicy::Create(const std::vector<std::string>& input_roots,
+                                              const std::vector<std::string>& output_roots,
+                                              const std::string& cwd) {
+  PathPolicy policy;
+  for (auto [given, kept] : {std::pair{&input_roots, &policy.input_},
+                             std::pair{&output_roots, &policy.output_}}) {
+    for (const std::string& root : *given) {
+      if (root.empty()) continue;
+      const std::string normal = LexicallyNormal(root, cwd);
+      auto real = RealPath(normal);
+      struct stat info;
+      if (!real.ok() || ::stat(real->c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("allowed path '", root, "' is not a folder that exists"));
+      }
+      kept->Add(normal, *real);
+    }
+  }
+  return policy;
+}
+
+// On a worker, a root its file system lacks stays as written: nothing resolves under it.
+PathPolicy PathPolicy::FromProto(const v1::PathPolicy& proto) {
+  PathPolicy policy;
+  for (auto [given, kept] : {std::pair{&proto.input_roots(), &policy.input_},
+                             std::pair{&proto.output_roots(), &policy.output_}}) {
+    for (const std::string& root : *given) kept->Add(root, RealPath(root).value_or(root));
+  }
+  return policy;
+}
+
+v1::PathPolicy PathPolicy::ToProto() const {
+  v1::PathPolicy proto;
+  for (const std::string& root : input_.as_given) proto.add_input_roots(root);
+  for (const std::string& root : output_.as_given) proto.add_output_roots(root);
+  return proto;
+}
+
+absl::StatusOr<std::string> PathPolicy::CheckInput(const std::string& field,
+                                                   const std::string& path, Kind kind) const {
+  const std::string absolute = LexicallyNormal(path, "/");
+  if (!fs::path(path).is_absolute()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", path, "' is not an absolute path"));
+  }
+  // The lexical form first: '..' cannot climb out of a root even where no link is.
+  if (!UnderAny(absolute, input_.as_given) && !UnderAny(absolute, input_.resolved)) {
+    return Outside(field, path, absolute, input_.as_given, "--allowed_input_paths");
+  }
+  auto canonical = RealPath(absolute);
+  if (!canonical.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", path, "': no readable file at this path"));
+  }
+  if (!UnderAny(*canonical, input_.resolved)) {
+    return Outside(field, path, *canonical, input_.as_given, "--allowed_input_paths");
+  }
+  struct stat info;
+  if (::stat(canonical->c_str(), &info) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", path, "': no readable file at this path"));
+  }
+  if (kind == Kind::kFile && !S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", path, "' is not a regular file"));
+  }
+  if (kind == Kind::kFolder && !S_ISDIR(info.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", path, "' is not a folder"));
+  }
+  return *canonical;
+}
+
+absl::StatusOr<std::string> PathPolicy::CheckOutput(const std::string& field,
+                                                    const std::string& path, Kind kind,
+                                                    bool overwrite) const {
+  if (!fs::path(path).is_absolute()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", path, "' is not an absolute path"));
+  }
+  const std::string absolute = LexicallyNormal(path, "/");
+  if (!UnderAny(absolute, output_.as_given) && !UnderAny(absolute, output_.resolved)) {
+    return Outside(field, path, absolute, output_.as_given, "--allowed_output_paths");
+  }
+  std::string existing;
+  ASSIGN_OR_RETURN(const std::string canonical, CanonicalOutput(absolute, &existing));
+  if (!UnderAny(canonical, output_.resolved)) {
+    return Outside(field, path, canonical, output_.as_given, "--allowed_output_paths");
+  }
+  struct stat info;
+  if (::stat(existing.c_str(), &info) != 0) {
+    return absl::NotFoundError(absl::StrCat(field, ": '", existing, "' vanished"));
+  }
+  const bool whole_path_exists = existing == canonical;
+  if (whole_path_exists && kind == Kind::kFile) {
+    if (!S_ISREG(info.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": '", path, "' exists and is not a regular file"));
+    }
+    if (!overwrite) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          field, ": '", path, "' exists already; a job never replaces a file it did not "
+          "create unless its spec says output.overwrite: true"));
+    }
+  }
+  if (whole_path_exists && kind == Kind::kFolder && !S_ISDIR(info.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", path, "' is not a folder"));
+  }
+  // Where the first thing will be created: the nearest existing folder (for an existing
+  // file, the folder holding it).
+  const std::string parent =
+      whole_path_exists && kind == Kind::kFile ? fs::path(canonical).parent_path().string()
+                                               : existing;
+  if (::stat(parent.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", parent, "' is in the way and is not a folder"));
+  }
+  if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(field, ": '", parent, "' cannot be written (by this process)"));
+  }
+  return canonical;
+}
+
+absl::StatusOr<std::string> PathPolicy::CheckLexically(const std::string& field,
+                                                       const std::string& path,
+                                                       bool output) const {
+  if (!fs::path(path).is_absolute()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", path, "' is not an absolute path"));
+  }
+  const std::string absolute = LexicallyNormal(path, "/");
+  const Roots& roots = output ? output_ : input_;
+  if (!UnderAny(absolute, roots.as_given) && !UnderAny(absolute, roots.resolved)) {
+    return Outside(field, path, absolute, roots.as_given,
+                   output ? "--allowed_output_paths" : "--allowed_input_paths");
+  }
+  return absolute;
+}
+
+absl::Status ForEachPathField(
+    v1::JobSpec* spec,
+    const std::function<absl::Status(const PathField& field, std::string* path)>& visit) {
+  using Kind = PathPolicy::Kind;
+  auto each = [&](const char* name, std::string* path, Kind kind, bool output) {
+    if (path->empty()) return absl::OkStatus();
+    return visit(PathField{name, kind, output}, path);
+  };
+  v1::DataSpec* data = spec->mutable_data();
+  if (data->has_safetensors_path()) {
+    RETURN_IF_ERROR(each("job.data.safetensors_path", data->mutable_safetensors_path(),
+                         Kind::kFile, false));
+  }
+  if (data->has_tokens()) {
+    v1::TokenData* tokens = data->mutable_tokens();
+    RETURN_IF_ERROR(each("job.data.tokens.train_path", tokens->mutable_train_path(), Kind::kFile,
+                         false));
+    RETURN_IF_ERROR(each("job.data.tokens.val_path", tokens->mutable_val_path(), Kind::kFile,
+                         false));
+  }
+  v1::InitSpec* init = spec->mutable_init();
+  if (init->has_safetensors_path()) {
+    RETURN_IF_ERROR(each("job.init.safetensors_path", init->mutable_safetensors_path(),
+                         Kind::kFile, false));
+  }
+  if (init->has_checkpoint_dir()) {
+    RETURN_IF_ERROR(each("job.init.checkpoint_dir", init->mutable_checkpoint_dir(),
+                         Kind::kFolder, false));
+  }
+  v1::OutputSpec* output = spec->mutable_output();
+  RETURN_IF_ERROR(each("job.output.final_model_path", output->mutable_final_model_path(),
+                       Kind::kFile, true));
+  return each("job.output.checkpoint_dir", output->mutable_checkpoint_dir(), Kind::kFolder, true);
+}
+
+absl::Status ApplyPathPolicy(const PathPolicy& policy, PathCheck check, v1::JobSpec* spec) {
+  const bool on_disk = check == PathCheck::kOnDisk;
+  // The checkpoint folder is the job's own: an attempt that resumes writes it again.
+  const bool overwrite_model = spec->output().overwrite();
+  return ForEachPathField(spec, [&](const PathField& field, std::string* path) -> absl::Status {
+    const bool overwrite = field.kind == PathPolicy::Kind::kFolder || overwrite_model;
+    absl::StatusOr<std::string> checked =
+        !on_disk       ? policy.CheckLexically(field.name, *path, field.output)
+        : field.output ? policy.CheckOutput(field.name, *path, field.kind, overwrite)
+                       : policy.CheckInput(field.name, *path, field.kind);
+    if (!checked.ok()) return checked.status();
+    *path = *std::move(checked);
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace shardwise

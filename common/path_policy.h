@@ -1,0 +1,102 @@
+#ifndef SHARDWISE_COMMON_PATH_POLICY_H_
+#define SHARDWISE_COMMON_PATH_POLICY_H_
+
+// Where a job may read and write. A job spec names files and folders that every worker
+// opens with the worker's own permissions; without a policy, a spec could make workers
+// read or replace anything they can reach. The coordinator holds the allowed roots
+// (`--allowed_input_paths`, `--allowed_output_paths`), checks every path field of a spec
+// at submission and replaces it with its canonical form, and sends the roots with each
+// assignment so that workers check again, on their own file system, before they open
+// anything.
+//
+// Canonical: absolute, normalised, and with every symlink of the part that exists
+// resolved, so a path cannot leave its root through `..` or through a link. An input must
+// exist (a regular file, or a folder where a folder is expected); an output's nearest
+// existing folder must be writable, and a final model that exists already is refused
+// unless the spec allows overwriting it.
+//
+// Thread-safety: a PathPolicy is immutable once created.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/job_spec.pb.h"
+#include "proto/worker_service.pb.h"
+
+namespace shardwise {
+
+class PathPolicy {
+ public:
+  // `input_roots` and `output_roots` are folders, made absolute against `cwd`; each must
+  // exist as a folder (INVALID_ARGUMENT naming it otherwise). Empty lists allow nothing.
+  static absl::StatusOr<PathPolicy> Create(const std::vector<std::string>& input_roots,
+                                           const std::vector<std::string>& output_roots,
+                                           const std::string& cwd);
+  // The roots an assignment carries, already canonical (a worker checks against them).
+  static PathPolicy FromProto(const v1::PathPolicy& proto);
+  v1::PathPolicy ToProto() const;
+
+  enum class Kind { kFile, kFolder };
+
+  // The canonical form of input `path` (spec field `field`). PERMISSION_DENIED naming the
+  // field and the value when it lies outside every input root (also through `..` or a
+  // symlink); INVALID_ARGUMENT when it does not exist, is not a regular file (kFile) or
+  // not a folder (kFolder).
+  absl::StatusOr<std::string> CheckInput(const std::string& field, const std::string& path,
+                                         Kind kind) const;
+  // The canonical form of output `path`. PERMISSION_DENIED outside every output root or
+  // when its nearest existing folder is not writable; ALREADY_EXISTS for a file (kFile)
+  // that exists, unless `overwrite`; INVALID_ARGUMENT for a folder where a file is wanted
+  // or the reverse.
+  absl::StatusOr<std::string> CheckOutput(const std::string& field, const std::string& path,
+                                          Kind kind, bool overwrite) const;
+  // Only the lexical checks of CheckInput / CheckOutput: absolute, normal, under a root.
+  absl::StatusOr<std::string> CheckLexically(const std::string& field, const std::string& path,
+                                             bool output) const;
+
+  const std::vector<std::string>& input_roots() const { return input_.as_given; }
+  const std::vector<std::string>& output_roots() const { return output_.as_given; }
+
+ private:
+  // Each root twice: as given (absolute, normal), which a path as written is checked
+  // against, and with its symlinks resolved, which a canonical path is checked against.
+  struct Roots {
+    std::vector<std::string> as_given;
+    std::vector<std::string> resolved;
+    void Add(const std::string& root, const std::string& real);
+  };
+  Roots input_;
+  Roots output_;
+};
+
+// Checks every path field of `spec` against `policy` and writes back its canonical form:
+// the inputs (data.safetensors_path, data.tokens.train_path and val_path,
+// init.safetensors_path, init.checkpoint_dir) and the outputs (output.final_model_path,
+// output.checkpoint_dir, which also serves as an input when an attempt resumes).
+// kOnDisk checks as above; kLexical, for a coordinator that cannot see the workers'
+// files (--check_paths=false), only makes the paths absolute and normal and checks them
+// against the roots as written (the workers check on disk).
+enum class PathCheck { kOnDisk, kLexical };
+absl::Status ApplyPathPolicy(const PathPolicy& policy, PathCheck check, v1::JobSpec* spec);
+
+// Calls `visit` with every path field of `spec` that is set (its name as errors give it,
+// "job.data.tokens.train_path", whether it names a file or a folder, whether the job
+// writes it) and the path, which `visit` may rewrite; stops at the first error.
+struct PathField {
+  const char* name;
+  PathPolicy::Kind kind;
+  bool output;
+};
+absl::Status ForEachPathField(
+    v1::JobSpec* spec,
+    const std::function<absl::Status(const PathField& field, std::string* path)>& visit);
+
+// `path` made absolute against `cwd` and normalised lexically ("." and ".." removed); no
+// file system access.
+std::string LexicallyNormal(const std::string& path, const std::string& cwd);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_COMMON_PATH_POLICY_H_

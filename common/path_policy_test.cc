@@ -1,0 +1,157 @@
+#include "common/path_policy.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "common/safe_write.h"
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+namespace fs = std::filesystem;
+using Kind = PathPolicy::Kind;
+
+// A scratch tree: ROOT/in (readable), ROOT/out (writable), ROOT/secret (neither).
+class PathPolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    root_ = fs::path(tmp != nullptr ? tmp : "/tmp") /
+            ("paths-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    for (const char* dir : {"in", "out", "secret"}) fs::create_directories(root_ / dir);
+    Write(root_ / "in" / "data.bin");
+    Write(root_ / "secret" / "key");
+    auto policy = PathPolicy::Create({In()}, {Out()}, "/");
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    policy_ = *policy;
+  }
+
+  static void Write(const fs::path& path) { std::ofstream(path) << "x"; }
+  std::string In() const { return (root_ / "in").string(); }
+  std::string Out() const { return (root_ / "out").string(); }
+  std::string Secret() const { return (root_ / "secret").string(); }
+
+  fs::path root_;
+  PathPolicy policy_;
+};
+
+TEST_F(PathPolicyTest, InputsInsideTheRootsComeBackCanonical) {
+  auto path = policy_.CheckInput("job.data.safetensors_path", In() + "/./sub/../data.bin",
+                                 Kind::kFile);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, fs::canonical(root_ / "in" / "data.bin").string());
+  EXPECT_TRUE(policy_.CheckInput("job.init.checkpoint_dir", In(), Kind::kFolder).ok());
+}
+
+TEST_F(PathPolicyTest, InputsOutsideTheRootsAreRefusedNamingTheFieldAndTheValue) {
+  const std::string climbing = In() + "/../secret/key";
+  auto refused = policy_.CheckInput("job.data.tokens.train_path", climbing, Kind::kFile);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("job.data.tokens.train_path: '" + climbing + "'"),
+            std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("--allowed_input_paths"), std::string::npos);
+  // A link inside the root that leads out of it.
+  fs::create_symlink(root_ / "secret" / "key", root_ / "in" / "link");
+  refused = policy_.CheckInput("job.data.safetensors_path", In() + "/link", Kind::kFile);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_EQ(policy_.CheckInput("f", "relative/data.bin", Kind::kFile).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PathPolicyTest, InputsMustBeRegularFilesThatExist) {
+  ASSERT_EQ(mkfifo((root_ / "in" / "fifo").c_str(), 0600), 0);
+  EXPECT_EQ(policy_.CheckInput("f", In() + "/fifo", Kind::kFile).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(policy_.CheckInput("f", In() + "/missing", Kind::kFile).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(policy_.CheckInput("f", In(), Kind::kFile).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PathPolicyTest, OutputsStayInsideTheirRootsAndNeverReplaceUnasked) {
+  auto model = policy_.CheckOutput("job.output.final_model_path", Out() + "/new/dir/m.st",
+                                   Kind::kFile, false);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(*model, fs::canonical(root_ / "out").string() + "/new/dir/m.st");
+  EXPECT_EQ(policy_.CheckOutput("f", In() + "/m.st", Kind::kFile, false).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(policy_.CheckOutput("f", Out() + "/../secret/m.st", Kind::kFile, false).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // Through a link to a folder outside.
+  fs::create_directory_symlink(root_ / "secret", root_ / "out" / "escape");
+  EXPECT_EQ(policy_.CheckOutput("f", Out() + "/escape/m.st", Kind::kFile, false).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // Over an existing file.
+  Write(root_ / "out" / "old.st");
+  auto existing = policy_.CheckOutput("job.output.final_model_path", Out() + "/old.st",
+                                      Kind::kFile, false);
+  EXPECT_EQ(existing.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(existing.status().message().find("output.overwrite: true"), std::string::npos);
+  EXPECT_TRUE(policy_.CheckOutput("f", Out() + "/old.st", Kind::kFile, true).ok());
+  // A file where a folder would have to be made.
+  EXPECT_EQ(policy_.CheckOutput("f", Out() + "/old.st/m.st", Kind::kFile, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PathPolicyTest, ASpecIsRewrittenCanonicalOrRefusedAtItsFirstBadPath) {
+  v1::JobSpec spec;
+  spec.mutable_data()->mutable_tokens()->set_train_path(In() + "/../in/data.bin");
+  spec.mutable_output()->set_final_model_path(Out() + "/model.safetensors");
+  spec.mutable_output()->set_checkpoint_dir(Out() + "/checkpoints");
+  ASSERT_TRUE(ApplyPathPolicy(policy_, PathCheck::kOnDisk, &spec).ok());
+  EXPECT_EQ(spec.data().tokens().train_path(), fs::canonical(root_ / "in" / "data.bin").string());
+  spec.mutable_init()->set_checkpoint_dir(Secret());
+  const absl::Status refused = ApplyPathPolicy(policy_, PathCheck::kOnDisk, &spec);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.message().find("job.init.checkpoint_dir"), std::string::npos) << refused;
+  // Lexically (a coordinator that cannot see the files): missing files pass, escapes not.
+  v1::JobSpec unseen;
+  unseen.mutable_data()->set_safetensors_path(In() + "/not/here.safetensors");
+  EXPECT_TRUE(ApplyPathPolicy(policy_, PathCheck::kLexical, &unseen).ok());
+  unseen.mutable_data()->set_safetensors_path(In() + "/../secret/key");
+  EXPECT_EQ(ApplyPathPolicy(policy_, PathCheck::kLexical, &unseen).code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(PathPolicyTest, AWorkerChecksAgainstTheRootsItIsSent) {
+  const PathPolicy sent = PathPolicy::FromProto(policy_.ToProto());
+  EXPECT_TRUE(sent.CheckInput("f", In() + "/data.bin", Kind::kFile).ok());
+  EXPECT_EQ(sent.CheckInput("f", Secret() + "/key", Kind::kFile).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(PathPolicy::Create({In() + "/missing"}, {}, "/").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PathPolicyTest, WritesAreAtomicNeverThroughLinksAndReplaceOnlyWhenAsked) {
+  const std::string model = Out() + "/m.safetensors";
+  ASSERT_TRUE(WriteFileAtomically(model, "one", /*replace=*/false).ok());
+  EXPECT_EQ(WriteFileAtomically(model, "two", /*replace=*/false).code(),
+            absl::StatusCode::kAlreadyExists);
+  std::ifstream kept(model);
+  std::string contents((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(contents, "one");
+  ASSERT_TRUE(WriteFileAtomically(model, "three", /*replace=*/true).ok());
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(root_ / "out")) files += entry.is_regular_file();
+  EXPECT_EQ(files, 1);  // no temporary file left behind
+  // A link planted where a folder of the output should be: refused, nothing written.
+  fs::create_directory_symlink(root_ / "secret", root_ / "out" / "planted");
+  EXPECT_EQ(WriteFileAtomically(Out() + "/planted/m.safetensors", "x", true).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(CreateFolders(Out() + "/planted/deeper").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_FALSE(fs::exists(root_ / "secret" / "m.safetensors"));
+  EXPECT_FALSE(fs::exists(root_ / "secret" / "deeper"));
+  ASSERT_TRUE(CreateFolders(Out() + "/a/b/c").ok());
+  EXPECT_TRUE(fs::is_directory(root_ / "out" / "a" / "b" / "c"));
+}
+
+}  // namespace
+}  // namespace shardwise

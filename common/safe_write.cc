@@ -1,0 +1,136 @@
+#include "common/safe_write.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace shardwise {
+namespace {
+
+// A file descriptor closed when it goes out of scope.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(Fd&& other) : fd_(other.fd_) { other.fd_ = -1; }
+  Fd& operator=(Fd&& other) {
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+absl::Status Errno(const std::string& what) {
+  const int error = errno;
+  const std::string message = absl::StrCat(what, ": ", std::strerror(error));
+  if (error == EACCES || error == EPERM || error == ELOOP || error == ENOTDIR) {
+    return absl::PermissionDeniedError(message);
+  }
+  if (error == ENOSPC || error == EDQUOT || error == EIO) return absl::ResourceExhaustedError(message);
+  return absl::InternalError(message);
+}
+
+// Opens folder `path` from the root, one component at a time, refusing links; with
+// `create`, makes the components that are missing.
+absl::Status OpenFolder(const std::string& path, bool create, Fd* out) {
+  std::filesystem::path folder(path);
+  if (!folder.is_absolute()) return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not absolute"));
+  Fd fd(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return Errno("opening /");
+  std::string walked;
+  for (const auto& part : folder.relative_path()) {
+    const std::string name = part.string();
+    if (name.empty() || name == ".") continue;
+    walked += "/" + name;
+    if (create && ::mkdirat(fd.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Errno(absl::StrCat("creating '", walked, "'"));
+    }
+    Fd next(::openat(fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (next.get() < 0) {
+      if (errno == ELOOP || errno == ENOTDIR) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "'", walked, "' is a symlink or not a folder; outputs are never written through "
+            "links"));
+      }
+      return Errno(absl::StrCat("opening '", walked, "'"));
+    }
+    fd = std::move(next);
+  }
+  *out = std::move(fd);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CreateFolders(const std::string& folder) {
+  Fd fd;
+  return OpenFolder(folder, /*create=*/true, &fd);
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents,
+                                 bool replace) {
+  const std::filesystem::path target(path);
+  const std::string name = target.filename().string();
+  Fd folder;
+  if (absl::Status opened = OpenFolder(target.parent_path().string(), false, &folder);
+      !opened.ok()) {
+    return opened;
+  }
+  absl::BitGen random;
+  const std::string temporary =
+      absl::StrFormat(".%s.tmp-%016x", name, absl::Uniform<uint64_t>(random));
+  Fd file(::openat(folder.get(), temporary.c_str(),
+                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (file.get() < 0) return Errno(absl::StrCat("creating a temporary file beside '", path, "'"));
+  auto discard = [&](absl::Status status) {
+    ::unlinkat(folder.get(), temporary.c_str(), 0);
+    return status;
+  };
+  for (size_t written = 0; written < contents.size();) {
+    const ssize_t n = ::write(file.get(), contents.data() + written, contents.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return discard(Errno(absl::StrCat("writing '", path, "'")));
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(file.get()) != 0) return discard(Errno(absl::StrCat("syncing '", path, "'")));
+  if (replace) {
+    if (::renameat(folder.get(), temporary.c_str(), folder.get(), name.c_str()) != 0) {
+      return discard(Errno(absl::StrCat("renaming into '", path, "'")));
+    }
+    return absl::OkStatus();
+  }
+  // No replacing: an atomic rename that fails if `path` exists, or, on file systems
+  // without it, a hard link, which fails the same way.
+  if (::renameat2(folder.get(), temporary.c_str(), folder.get(), name.c_str(),
+                  RENAME_NOREPLACE) == 0) {
+    return absl::OkStatus();
+  }
+  if (errno == EINVAL || errno == ENOSYS) {
+    if (::linkat(folder.get(), temporary.c_str(), folder.get(), name.c_str(), 0) == 0) {
+      return discard(absl::OkStatus());
+    }
+  }
+  if (errno == EEXIST) {
+    return discard(absl::AlreadyExistsError(absl::StrCat(
+        "'", path, "' exists already; a job never replaces a file it did not create unless "
+        "its spec says output.overwrite: true")));
+  }
+  return discard(Errno(absl::StrCat("renaming into '", path, "'")));
+}
+
+}  // namespace shardwise

@@ -1,0 +1,28 @@
+#ifndef SHARDWISE_COMMON_SAFE_WRITE_H_
+#define SHARDWISE_COMMON_SAFE_WRITE_H_
+
+// Writing a job's outputs without following a link planted in the way and without
+// replacing a file the job did not create. Paths are canonical (common/path_policy.h:
+// no symlink in them when they were checked); each folder is opened component by
+// component with O_NOFOLLOW, so a link put there since is refused, not followed.
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace shardwise {
+
+// Creates `folder` and its missing parents, never through a symlink: PERMISSION_DENIED
+// naming the component that is a link or not a folder.
+absl::Status CreateFolders(const std::string& folder);
+
+// Writes `contents` to `path` whole or not at all: into a temporary file created
+// exclusively (O_EXCL, O_NOFOLLOW) in the same folder, synced, then renamed into place.
+// An existing `path` is replaced only if `replace`; otherwise ALREADY_EXISTS and nothing
+// is written.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents,
+                                 bool replace);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_COMMON_SAFE_WRITE_H_
