@@ -17,6 +17,7 @@ DEBIAN_PACKAGES=(
   libabsl-dev libgloo-dev libsqlite3-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libopenblas-dev
   libcpp-httplib-dev  # the Prometheus metrics endpoints
+  libssl-dev openssl  # token hashes; the security tests make their certificates
   python3-torch  # tests/pytorch_parity_test: PyTorch itself as the reference
   clang-14 libclang-rt-14-dev make  # tests/fuzz/run.sh: libFuzzer with ASan and UBSan
 )

@@ -19,7 +19,8 @@ pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
 
 "$bundle/bin/shardwise-coordinator" --address=127.0.0.1:0 --port_file="$work/port" \
-  --state_file="$work/state.db" 2>"$work/coordinator.log" &
+  --state_file="$work/state.db" --allowed_input_paths="$work" --allowed_output_paths="$work" \
+  2>"$work/coordinator.log" &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 export SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$work/port")"

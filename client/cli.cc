@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -23,6 +24,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "client/byte_tokens.h"
 #include "client/client.h"
 #include "client/format.h"
@@ -34,12 +36,22 @@
 #include "common/job_spec_io.h"
 #include "common/job_state.h"
 #include "common/path_policy.h"
+#include "common/random_token.h"
+#include "common/token_hash.h"
 #include "common/safetensors.h"
 #include "google/protobuf/util/json_util.h"
 #include "worker/model/sampler.h"
 
 ABSL_FLAG(std::string, coordinator, "",
           "coordinator host:port (default: $SHARDWISE_COORDINATOR, else 127.0.0.1:7070)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "the CA the coordinator's certificate chains to: talk TLS (default: $SHARDWISE_TLS_CA; "
+          "none: plaintext)");
+ABSL_FLAG(std::string, token_file, "",
+          "a file holding this client's token (default: the token in $SHARDWISE_TOKEN)");
+ABSL_FLAG(std::string, principal, "", "with token create: who the token is for");
+ABSL_FLAG(std::string, role, "submitter",
+          "with token create: viewer, submitter or admin");
 ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
 ABSL_FLAG(std::string, output, "",
           "with timeline: the file to write (default JOB-trace.json); with tokenize: the folder");
@@ -84,6 +96,9 @@ Usage:
   shardwise tokenize TEXT... -o DIR [--val_fraction=0.1]
                                         byte-level token files (vocabulary 256) for
                                         data.tokens: DIR/train.bin and DIR/val.bin
+  shardwise token create --principal=P [--role=submitter]
+                                        a new client token, and the entry for the
+                                        coordinator's --tokens_file (which holds its hash)
   shardwise sample MODEL.safetensors [--prompt=TEXT] [--tokens=200]
                    [--temperature=0.8] [--top_k=0] [--seed=0]
                                         continue a prompt with a GPT a job wrote
@@ -91,6 +106,8 @@ Usage:
 
 Flags:
   --coordinator=HOST:PORT   default $SHARDWISE_COORDINATOR, else 127.0.0.1:7070
+  --tls_ca=FILE             TLS, verifying the coordinator (default $SHARDWISE_TLS_CA)
+  --token_file=FILE         this client's token (default: $SHARDWISE_TOKEN)
 )";
 
 // The enum values named in --state, as `parse` reads them (upper case).
@@ -270,9 +287,53 @@ int Sample(const std::string& path) {
   return 0;
 }
 
+// A client token and the entry for the coordinator's tokens file. The token is printed
+// once, here; the coordinator keeps only its hash.
+int CreateToken() {
+  const std::string principal = absl::GetFlag(FLAGS_principal);
+  const std::string role = absl::GetFlag(FLAGS_role);
+  if (principal.empty()) return Usage("token create needs --principal");
+  if (role != "viewer" && role != "submitter" && role != "admin") {
+    return Usage(absl::StrCat("--role: '", role, "' (expected viewer, submitter or admin)"));
+  }
+  const std::string token = absl::StrCat("sw_", RandomToken(24));
+  std::printf("%s\n", token.c_str());
+  std::fprintf(stderr,
+               "give the token above to %s (keep it secret), and add this to the coordinator's "
+               "--tokens_file:\n  - principal: %s\n    role: %s\n    sha256: %s\n",
+               principal.c_str(), principal.c_str(), role.c_str(), TokenHash(token).c_str());
+  return 0;
+}
+
+// --tls_ca / $SHARDWISE_TLS_CA and --token_file / $SHARDWISE_TOKEN.
+absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
+  ClientOptions options;
+  options.security.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  if (options.security.ca_file.empty() && std::getenv("SHARDWISE_TLS_CA") != nullptr) {
+    options.security.ca_file = std::getenv("SHARDWISE_TLS_CA");
+  }
+  if (const std::string file = absl::GetFlag(FLAGS_token_file); !file.empty()) {
+    std::ifstream in(file);
+    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in && token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--token_file: cannot read '", file, "'"));
+    }
+    options.token = std::string(absl::StripAsciiWhitespace(token));
+  } else if (const char* token = std::getenv("SHARDWISE_TOKEN"); token != nullptr) {
+    options.token = std::string(absl::StripAsciiWhitespace(token));
+  }
+  return options;
+}
+
 int Run(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("no command given");
-  Client client(ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator)));
+  if (args[0] == "token") {
+    if (args.size() != 2 || args[1] != "create") return Usage("token takes create");
+    return CreateToken();
+  }
+  auto client_options = ClientOptionsFromFlags();
+  if (!client_options.ok()) return Fail(client_options.status());
+  Client client(ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator)), *client_options);
   const std::string& verb = args[0];
   auto need = [&](size_t n, const char* what) {
     return args.size() == n + 1 ? std::string() : absl::StrCat(verb, " takes ", what);

@@ -57,18 +57,29 @@ constexpr char kRetryServiceConfig[] = R"json({
   }]
 })json";
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments args;
   args.SetServiceConfigJSON(kRetryServiceConfig);
   // A timeline (up to 2^18 spans of a job) is larger than gRPC's 4 MiB default.
   args.SetMaxReceiveMessageSize(64 << 20);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, credentials, args);
 }
 
 }  // namespace
 
-Client::Client(const std::string& address)
-    : address_(address), stub_(v1::JobService::NewStub(MakeChannel(address))) {}
+Client::Client(const std::string& address, const ClientOptions& options)
+    : address_(address), token_(options.token) {
+  auto credentials = MakeChannelCredentials(options.security);
+  channel_status_ = credentials.status();
+  stub_ = v1::JobService::NewStub(MakeChannel(
+      address, credentials.ok() ? *credentials : grpc::InsecureChannelCredentials()));
+}
+
+void Client::Prepare(grpc::ClientContext* context) const {
+  SetDeadline(context);
+  if (!token_.empty()) context->AddMetadata("authorization", absl::StrCat("Bearer ", token_));
+}
 
 absl::Status Client::Convert(const grpc::Status& status) const {
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
@@ -87,9 +98,10 @@ template <typename Request, typename Response>
 absl::StatusOr<Response> Client::Call(
     grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
     const Request& request) {
+  if (!channel_status_.ok()) return channel_status_;
   Response response;
   grpc::ClientContext context;
-  SetDeadline(&context);
+  Prepare(&context);
   grpc::Status status = (stub_.get()->*method)(&context, request, &response);
   if (!status.ok()) return Convert(status);
   return response;
@@ -167,9 +179,11 @@ absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers(const WorkerFilt
 
 absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id,
                                       const std::function<void(const v1::Job&)>& on_update) {
+  if (!channel_status_.ok()) return channel_status_;
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   grpc::ClientContext context;
+  if (!token_.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", token_));
   std::unique_ptr<grpc::ClientReader<v1::Job>> reader = stub_->WatchJob(&context, request);
   v1::Job job;
   bool seen = false;

@@ -12,14 +12,21 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/channel_credentials.h"
 #include "proto/job_service.grpc.pb.h"
 
 namespace shardwise {
 
+struct ClientOptions {
+  ChannelSecurity security;  // TLS: the CA the coordinator's certificate chains to
+  std::string token;         // sent as "authorization: Bearer TOKEN" when not empty
+};
+
 class Client {
  public:
-  // Does not connect yet; the first call does. `address` is host:port.
-  explicit Client(const std::string& address);
+  // Does not connect yet; the first call does. `address` is host:port. A bad security
+  // option (an unreadable CA file) makes every call fail with INVALID_ARGUMENT.
+  explicit Client(const std::string& address, const ClientOptions& options = {});
 
   const std::string& address() const { return address_; }
 
@@ -70,7 +77,11 @@ class Client {
       Request request,
       const google::protobuf::RepeatedPtrField<Item>& (Response::*items)() const, size_t limit);
 
+  void Prepare(grpc::ClientContext* context) const;
+
   const std::string address_;
+  const std::string token_;
+  absl::Status channel_status_;
   std::unique_ptr<v1::JobService::Stub> stub_;
 };
 

@@ -1,20 +1,93 @@
 #include "server/coordinator.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 #include "grpcpp/server_builder.h"
 
 namespace shardwise {
 
+namespace {
+
+// Whether a listen address reaches only this machine: 127.0.0.0/8, ::1 or localhost.
+bool IsLoopback(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsOptions& tls) {
+  if (tls.cert_file.empty()) return grpc::InsecureServerCredentials();
+  // Watched files: a renewed certificate (or worker CA) serves the next handshake; the
+  // connections open keep theirs, so no session drops.
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      tls.key_file, tls.cert_file, tls.worker_ca_file, tls.reload_seconds);
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (!tls.worker_ca_file.empty()) {
+    options.watch_root_certs();
+    // Clients of JobService authenticate with tokens, not certificates: a certificate is
+    // asked for and verified when given; the worker services require one.
+    options.set_cert_request_type(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  }
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+}  // namespace
+
+absl::Status Coordinator::CheckExposure(const CoordinatorOptions& options) {
+  const TlsOptions& tls = options.tls;
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
+  if (!tls.worker_ca_file.empty() && tls.cert_file.empty()) {
+    return absl::InvalidArgumentError("--worker_ca needs --tls_cert and --tls_key");
+  }
+  for (const std::string* file : {&tls.cert_file, &tls.key_file, &tls.worker_ca_file,
+                                  &options.tokens_file}) {
+    if (!file->empty() && ::access(file->c_str(), R_OK) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read '", *file, "'"));
+    }
+  }
+  if (IsLoopback(options.listen_address) || options.insecure) return absl::OkStatus();
+  if (tls.cert_file.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to serve ", options.listen_address, " without TLS: anyone who reaches it "
+        "could read the tokens and specs sent to it and pose as the coordinator. Give "
+        "--tls_cert and --tls_key (and --worker_ca for workers), or --insecure on a network "
+        "you trust"));
+  }
+  if (options.tokens_file.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to serve ", options.listen_address, " without --tokens_file: anyone who "
+        "reaches it could submit and cancel jobs. Give --tokens_file, or --insecure on a "
+        "network you trust"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
     const CoordinatorOptions& options) {
+  RETURN_IF_ERROR(CheckExposure(options));
   std::unique_ptr<Coordinator> c(new Coordinator(options));
+  if (!options.tokens_file.empty()) {
+    ASSIGN_OR_RETURN(c->tokens_, TokenAuthenticator::Load(options.tokens_file,
+                                                          options.controller.clock));
+  }
   ASSIGN_OR_RETURN(c->state_lock_, StateFileLock::Acquire(options.state_file));
   ASSIGN_OR_RETURN(c->state_, StateStore::Open(options.state_file));
   c->state_->set_commit_histogram(&c->metrics_.state_commit_seconds);
@@ -32,11 +105,14 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   c->controller_ = std::make_unique<JobController>(c->jobs_.get(), c->workers_.get(),
                                                    c->rendezvous_.get(), controller);
   c->watch_hub_ = std::make_unique<WatchHub>(c->jobs_.get());
+  const bool worker_certificates = !options.tls.worker_ca_file.empty();
   c->job_service_ = std::make_unique<JobServiceImpl>(c->controller_.get(), c->jobs_.get(),
-                                                     c->workers_.get(), c->watch_hub_.get());
-  c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->controller_.get(),
-                                                           c->executor_.get(), &c->metrics_);
-  c->rendezvous_service_ = std::make_unique<RendezvousServiceImpl>(c->rendezvous_.get());
+                                                     c->workers_.get(), c->watch_hub_.get(),
+                                                     c->tokens_.get());
+  c->worker_service_ = std::make_unique<WorkerServiceImpl>(
+      c->controller_.get(), c->executor_.get(), &c->metrics_, worker_certificates);
+  c->rendezvous_service_ =
+      std::make_unique<RendezvousServiceImpl>(c->rendezvous_.get(), worker_certificates);
   RETURN_IF_ERROR(c->StartServing());
   if (!options.metrics_address.empty()) {
     c->AddCollectors();
@@ -51,7 +127,7 @@ absl::Status Coordinator::StartServing() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(options_.listen_address, ServerCredentials(options_.tls), &port_);
   builder.RegisterService(job_service_.get());
   builder.RegisterService(worker_service_.get());
   builder.RegisterService(rendezvous_service_.get());

@@ -24,6 +24,7 @@
 #include "common/metrics.h"
 #include "common/metrics_http_server.h"
 #include "grpcpp/server.h"
+#include "server/client_auth.h"
 #include "server/coordinator_metrics.h"
 #include "server/job_controller.h"
 #include "server/job_manager.h"
@@ -39,8 +40,21 @@
 
 namespace shardwise {
 
+// TLS on the coordinator's port (docs/operations.md, "Security").
+struct TlsOptions {
+  std::string cert_file;       // the coordinator's certificate chain (PEM); empty: plaintext
+  std::string key_file;        // its private key
+  std::string worker_ca_file;  // with it, workers must present a certificate it signed
+  unsigned reload_seconds = 60;  // how often the files are read again (rotation)
+};
+
 struct CoordinatorOptions {
   std::string listen_address = "127.0.0.1:7070";  // port 0 picks a free port
+  TlsOptions tls;
+  // Who may call JobService (server/client_auth.h); empty: anyone, as an admin.
+  std::string tokens_file;
+  // Serve a non-loopback address without TLS or tokens (a network trusted otherwise).
+  bool insecure = false;
   std::string state_file = "shardwise-state.db";
   std::string metrics_address;  // host:port for /metrics; empty: not served
   JobController::Options controller;
@@ -66,6 +80,8 @@ class Coordinator {
 
  private:
   explicit Coordinator(const CoordinatorOptions& options) : options_(options) {}
+  // Refuses what would expose the coordinator: plaintext or no tokens off loopback.
+  static absl::Status CheckExposure(const CoordinatorOptions& options);
   absl::Status StartServing();
   void RunPeriodicWork();
   void AddCollectors();
@@ -80,6 +96,7 @@ class Coordinator {
   std::unique_ptr<RendezvousStore> rendezvous_;
   std::unique_ptr<SerialExecutor> executor_;  // stopped before the controller goes
   std::unique_ptr<JobController> controller_;
+  std::unique_ptr<TokenAuthenticator> tokens_;
   std::unique_ptr<WatchHub> watch_hub_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;

@@ -8,6 +8,7 @@
 #include "common/comm_hook.h"
 #include "common/job_spec_defaults.h"
 #include "common/job_state.h"
+#include "common/random_token.h"
 #include "common/status_macros.h"
 #include "server/scheduler.h"
 
@@ -68,7 +69,8 @@ JobController::LiveAttempt& JobController::StartLiveAttemptLocked(const v1::Job&
 
 // The job is validated and written without the controller's lock (a commit must not hold
 // up the workers' reports); scheduling it is a pass like any other.
-absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec) {
+absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec,
+                                              const std::string& submitter) {
   v1::JobSpec effective = spec;
   // Before anything reads a file the spec names: only paths inside the roots, canonical.
   if (options_.path_policy.has_value()) {
@@ -81,7 +83,7 @@ absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec) {
   ApplyJobSpecDefaults(&effective);
   ASSIGN_OR_RETURN(const MemoryEstimate memory, EstimateRankMemory(effective));
   RETURN_IF_ERROR(CheckSomeWorkerHasMemory(effective.device(), memory));
-  ASSIGN_OR_RETURN(v1::Job job, jobs_->Submit(effective, memory.ToProto()));
+  ASSIGN_OR_RETURN(v1::Job job, jobs_->Submit(effective, memory.ToProto(), submitter));
   absl::MutexLock lock(&mu_);
   RequestScheduleLocked();
   return job;
@@ -552,7 +554,11 @@ void JobController::StartAttemptLocked(const std::string& job_id,
     LogError(job.status(), "scheduling");
     return;
   }
-  rendezvous_->OpenScope(job->id(), job->attempt());
+  // One secret per rank, sent only over that rank's session: the key to the attempt's
+  // rendezvous scope.
+  std::vector<std::string> tokens;
+  for (size_t r = 0; r < worker_ids.size(); ++r) tokens.push_back(RandomToken());
+  rendezvous_->OpenScope(job->id(), job->attempt(), tokens);
   StartLiveAttemptLocked(*job, /*order_recorded=*/false);
   for (const v1::RankAssignment& rank : job->ranks()) {
     workers_->SetBusy(rank.worker_id(), job->id(), job->attempt(), rank.rank());
@@ -568,6 +574,7 @@ void JobController::StartAttemptLocked(const std::string& job_id,
     if (options_.path_policy.has_value()) {
       *assignment->mutable_path_policy() = options_.path_policy->ToProto();
     }
+    assignment->set_rendezvous_token(tokens[rank.rank()]);
     // A worker whose session closed in between is lost through CloseSession, which
     // then fails this attempt.
     workers_->Send(rank.worker_id(), message);

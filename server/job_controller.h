@@ -82,8 +82,8 @@ class JobController {
   JobController(JobManager* jobs, WorkerRegistry* workers, RendezvousStore* rendezvous,
                 const Options& options);
 
-  // Client operations.
-  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec);
+  // Client operations. `submitter`: the principal submitting (recorded with the job).
+  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec, const std::string& submitter = "");
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
   // Changes a running job's communication hook: picks a step no rank has reached and
   // proposes it to every rank; the switch applies once all accept (hook_schedule.h on the

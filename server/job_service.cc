@@ -44,16 +44,41 @@ absl::Status CheckEnums(const char* field, const google::protobuf::RepeatedField
 
 }  // namespace
 
-grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* request,
+absl::StatusOr<Principal> JobServiceImpl::Caller(const grpc::ServerContextBase& context,
+                                                 Action action, const char* what) const {
+  if (tokens_ == nullptr) return Principal();
+  auto principal = tokens_->Authenticate(context);
+  if (!principal.ok()) return principal.status();
+  if (absl::Status allowed = Authorize(*principal, action, what); !allowed.ok()) return allowed;
+  return principal;
+}
+
+absl::Status JobServiceImpl::CallerMayChange(const grpc::ServerContextBase& context,
+                                             const std::string& job_id, const char* what) const {
+  if (tokens_ == nullptr) return absl::OkStatus();
+  auto principal = tokens_->Authenticate(context);
+  if (!principal.ok()) return principal.status();
+  auto job = jobs_->Get(job_id);
+  if (!job.ok()) return job.status();
+  return Authorize(*principal, Action::kChangeJob, what, job->submitter());
+}
+
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
+                                       const v1::SubmitJobRequest* request,
                                        v1::SubmitJobResponse* response) {
-  auto job = controller_->Submit(request->spec());
+  auto caller = Caller(*context, Action::kSubmit, "submit jobs");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  auto job = controller_->Submit(request->spec(), caller->name);
   if (!job.ok()) return ToGrpcStatus(job.status());
   response->set_job_id(job->id());
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                     v1::Job* response) {
+  if (auto caller = Caller(*context, Action::kRead, "read jobs"); !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   if (auto status = CheckJobId(request->job_id()); !status.ok()) return status;
   auto job = jobs_->Get(request->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
@@ -61,8 +86,12 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobReques
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
+                                      const v1::ListJobsRequest* request,
                                       v1::ListJobsResponse* response) {
+  if (auto caller = Caller(*context, Action::kRead, "list jobs"); !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   auto page_size = PageSize(request->page_size());
   if (!page_size.ok()) return ToGrpcStatus(page_size.status());
   const absl::Status states =
@@ -78,28 +107,40 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRe
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* request,
-                                       v1::Job* response) {
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
+                                       const v1::CancelJobRequest* request, v1::Job* response) {
   if (auto status = CheckJobId(request->job_id()); !status.ok()) return status;
+  if (absl::Status allowed = CallerMayChange(*context, request->job_id(), "cancel jobs");
+      !allowed.ok()) {
+    return ToGrpcStatus(allowed);
+  }
   auto job = controller_->Cancel(request->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response = std::move(*job);
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::SetCommHook(grpc::ServerContext*,
+grpc::Status JobServiceImpl::SetCommHook(grpc::ServerContext* context,
                                          const v1::SetCommHookRequest* request,
                                          v1::HookSwitch* response) {
   if (auto status = CheckJobId(request->job_id()); !status.ok()) return status;
+  if (absl::Status allowed = CallerMayChange(*context, request->job_id(),
+                                             "change the communication hook of jobs");
+      !allowed.ok()) {
+    return ToGrpcStatus(allowed);
+  }
   auto proposal = controller_->SetCommHook(request->job_id(), request->hook());
   if (!proposal.ok()) return ToGrpcStatus(proposal.status());
   *response = std::move(*proposal);
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::GetTimeline(grpc::ServerContext*,
+grpc::Status JobServiceImpl::GetTimeline(grpc::ServerContext* context,
                                          const v1::GetTimelineRequest* request,
                                          v1::Timeline* response) {
+  if (auto caller = Caller(*context, Action::kRead, "read timelines"); !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   if (auto status = CheckJobId(request->job_id()); !status.ok()) return status;
   auto timeline = controller_->GetTimeline(request->job_id());
   if (!timeline.ok()) return ToGrpcStatus(timeline.status());
@@ -107,8 +148,11 @@ grpc::Status JobServiceImpl::GetTimeline(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::ServerWriteReactor<v1::Job>* JobServiceImpl::WatchJob(grpc::CallbackServerContext*,
+grpc::ServerWriteReactor<v1::Job>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* context,
                                                             const v1::WatchJobRequest* request) {
+  if (auto caller = Caller(*context, Action::kRead, "watch jobs"); !caller.ok()) {
+    return new RefusedWatch(ToGrpcStatus(caller.status()));
+  }
   if (auto status = CheckJobId(request->job_id()); !status.ok() || watch_hub_ == nullptr) {
     return new RefusedWatch(status.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                                        "watching is not served here")
@@ -117,9 +161,12 @@ grpc::ServerWriteReactor<v1::Job>* JobServiceImpl::WatchJob(grpc::CallbackServer
   return watch_hub_->Watch(request->job_id());
 }
 
-grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext*,
+grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext* context,
                                          const v1::ListWorkersRequest* request,
                                          v1::ListWorkersResponse* response) {
+  if (auto caller = Caller(*context, Action::kRead, "list workers"); !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   auto page_size = PageSize(request->page_size());
   if (!page_size.ok()) return ToGrpcStatus(page_size.status());
   absl::Status valid =

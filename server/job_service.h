@@ -6,6 +6,7 @@
 // WatchJob streams are served by the WatchHub, without a thread each.
 
 #include "proto/job_service.grpc.pb.h"
+#include "server/client_auth.h"
 #include "server/job_controller.h"
 #include "server/job_manager.h"
 #include "server/watch_hub.h"
@@ -16,10 +17,16 @@ namespace shardwise {
 class JobServiceImpl final
     : public v1::JobService::WithCallbackMethod_WatchJob<v1::JobService::Service> {
  public:
-  // `watch_hub` may be null (tests and the fuzzer, which do not watch).
+  // `watch_hub` may be null (tests and the fuzzer, which do not watch). `tokens` may be
+  // null: then every caller is an anonymous admin (a coordinator that authenticates no
+  // one, which it allows only on loopback or with --insecure).
   JobServiceImpl(JobController* controller, const JobManager* jobs, const WorkerRegistry* workers,
-                 WatchHub* watch_hub)
-      : controller_(controller), jobs_(jobs), workers_(workers), watch_hub_(watch_hub) {}
+                 WatchHub* watch_hub, TokenAuthenticator* tokens = nullptr)
+      : controller_(controller),
+        jobs_(jobs),
+        workers_(workers),
+        watch_hub_(watch_hub),
+        tokens_(tokens) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                          v1::SubmitJobResponse* response) override;
@@ -43,10 +50,18 @@ class JobServiceImpl final
   static constexpr int kMaxPageSize = 1000;
 
  private:
+  // The caller, if it may do `action` (`what`, in words, for the refusal).
+  absl::StatusOr<Principal> Caller(const grpc::ServerContextBase& context, Action action,
+                                   const char* what) const;
+  // The same for a change of job `job_id`, which submitters may make to their own jobs.
+  absl::Status CallerMayChange(const grpc::ServerContextBase& context, const std::string& job_id,
+                               const char* what) const;
+
   JobController* const controller_;
   const JobManager* const jobs_;
   const WorkerRegistry* const workers_;
   WatchHub* const watch_hub_;
+  TokenAuthenticator* const tokens_;
 };
 
 }  // namespace shardwise

@@ -17,6 +17,20 @@ ABSL_FLAG(std::string, address, "127.0.0.1:7070",
           "host:port to listen on; 127.0.0.1 keeps the coordinator local, 0.0.0.0 exposes it; "
           "port 0 picks a free port");
 ABSL_FLAG(std::string, state_file, "shardwise-state.db", "SQLite file holding every job");
+ABSL_FLAG(std::string, tls_cert, "",
+          "the coordinator's certificate chain (PEM): serve TLS (with --tls_key)");
+ABSL_FLAG(std::string, tls_key, "", "the private key of --tls_cert");
+ABSL_FLAG(std::string, worker_ca, "",
+          "with TLS: workers must present a client certificate this CA signed, and work under "
+          "its name");
+ABSL_FLAG(int32_t, tls_reload_seconds, 60,
+          "how often the certificate, key and worker CA files are read again (rotation without "
+          "a restart)");
+ABSL_FLAG(std::string, tokens_file, "",
+          "who may call JobService: token hashes, principals and roles (docs/operations.md, "
+          "\"Security\"); empty: anyone, as an admin (allowed on loopback only)");
+ABSL_FLAG(bool, insecure, false,
+          "serve a non-loopback --address without TLS or tokens, on a network you trust");
 ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here once serving");
 ABSL_FLAG(std::string, metrics_port_file, "",
           "if set (with --metrics_address), the metrics port is written here once serving");
@@ -69,6 +83,13 @@ int main(int argc, char** argv) {
   options.listen_address = absl::GetFlag(FLAGS_address);
   options.state_file = absl::GetFlag(FLAGS_state_file);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls.worker_ca_file = absl::GetFlag(FLAGS_worker_ca);
+  options.tls.reload_seconds =
+      static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_tls_reload_seconds)));
+  options.tokens_file = absl::GetFlag(FLAGS_tokens_file);
+  options.insecure = absl::GetFlag(FLAGS_insecure);
   options.workers.max_workers = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_max_workers)));
   options.workers.lost_retention =
       absl::Milliseconds(absl::GetFlag(FLAGS_lost_worker_retention_ms));

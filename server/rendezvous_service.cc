@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "grpcpp/alarm.h"
+#include "server/peer_identity.h"
 
 namespace shardwise {
 namespace {
@@ -20,7 +21,7 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
     const std::vector<std::string> keys(request.keys().begin(), request.keys().end());
     // The alarm and the cancellation reach the wait through `wait_`, which outlives this
     // reactor: an alarm firing as the wait completes finds it already ended.
-    wait_->id = store->WaitAsync(request.scope().job_id(), request.scope().attempt(), keys,
+    wait_->id = store->WaitAsync(request.scope(), keys,
                                  [this, timeout](absl::Status status) {
                                    if (absl::IsDeadlineExceeded(status)) {
                                      status = absl::DeadlineExceededError(absl::StrCat(
@@ -50,17 +51,25 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
-grpc::Status RendezvousServiceImpl::Set(grpc::ServerContext*,
-                                        const v1::RendezvousSetRequest* request,
-                                        v1::RendezvousSetResponse*) {
-  return ToGrpcStatus(store_->Set(request->scope().job_id(), request->scope().attempt(),
-                                  request->key(), request->value()));
+grpc::Status RendezvousServiceImpl::CheckCaller(const grpc::ServerContextBase& context) const {
+  if (!require_certificate_ || CertificateName(context).has_value()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "the rendezvous serves workers only: present a client certificate signed "
+                      "by the coordinator's --worker_ca");
 }
 
-grpc::Status RendezvousServiceImpl::Get(grpc::ServerContext*,
+grpc::Status RendezvousServiceImpl::Set(grpc::ServerContext* context,
+                                        const v1::RendezvousSetRequest* request,
+                                        v1::RendezvousSetResponse*) {
+  if (grpc::Status caller = CheckCaller(*context); !caller.ok()) return caller;
+  return ToGrpcStatus(store_->Set(request->scope(), request->key(), request->value()));
+}
+
+grpc::Status RendezvousServiceImpl::Get(grpc::ServerContext* context,
                                         const v1::RendezvousGetRequest* request,
                                         v1::RendezvousGetResponse* response) {
-  auto value = store_->Get(request->scope().job_id(), request->scope().attempt(), request->key());
+  if (grpc::Status caller = CheckCaller(*context); !caller.ok()) return caller;
+  auto value = store_->Get(request->scope(), request->key());
   if (!value.ok()) return ToGrpcStatus(value.status());
   response->set_value(std::move(*value));
   return grpc::Status::OK;
@@ -70,22 +79,26 @@ grpc::ServerUnaryReactor* RendezvousServiceImpl::Wait(grpc::CallbackServerContex
                                                       const v1::RendezvousWaitRequest* request,
                                                       v1::RendezvousWaitResponse*) {
   const absl::Duration timeout = absl::Milliseconds(request->timeout_ms());
-  if (timeout <= absl::ZeroDuration() || timeout > kMaxWait) {
+  grpc::Status refused = CheckCaller(*context);
+  if (refused.ok() && (timeout <= absl::ZeroDuration() || timeout > kMaxWait)) {
+    refused = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           absl::StrCat("timeout_ms: must be in (0, ",
+                                        absl::ToInt64Milliseconds(kMaxWait), "], got ",
+                                        request->timeout_ms()));
+  }
+  if (!refused.ok()) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 absl::StrCat("timeout_ms: must be in (0, ",
-                                              absl::ToInt64Milliseconds(kMaxWait), "], got ",
-                                              request->timeout_ms())));
+    reactor->Finish(refused);
     return reactor;
   }
   return new WaitReactor(store_, *request, timeout);
 }
 
-grpc::Status RendezvousServiceImpl::Add(grpc::ServerContext*,
+grpc::Status RendezvousServiceImpl::Add(grpc::ServerContext* context,
                                         const v1::RendezvousAddRequest* request,
                                         v1::RendezvousAddResponse* response) {
-  auto value = store_->Add(request->scope().job_id(), request->scope().attempt(), request->key(),
-                           request->delta());
+  if (grpc::Status caller = CheckCaller(*context); !caller.ok()) return caller;
+  auto value = store_->Add(request->scope(), request->key(), request->delta());
   if (!value.ok()) return ToGrpcStatus(value.status());
   response->set_value(*value);
   return grpc::Status::OK;

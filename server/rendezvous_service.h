@@ -13,7 +13,10 @@ namespace shardwise {
 class RendezvousServiceImpl final
     : public v1::RendezvousService::WithCallbackMethod_Wait<v1::RendezvousService::Service> {
  public:
-  explicit RendezvousServiceImpl(RendezvousStore* store) : store_(store) {}
+  // With `require_certificate` (the coordinator's --worker_ca), only callers with a
+  // worker certificate are served; every call also needs a rank's token (the store).
+  explicit RendezvousServiceImpl(RendezvousStore* store, bool require_certificate = false)
+      : store_(store), require_certificate_(require_certificate) {}
 
   grpc::Status Set(grpc::ServerContext* context, const v1::RendezvousSetRequest* request,
                    v1::RendezvousSetResponse* response) override;
@@ -29,7 +32,11 @@ class RendezvousServiceImpl final
   static constexpr absl::Duration kMaxWait = absl::Minutes(30);
 
  private:
+  // UNAUTHENTICATED when a certificate is required and the caller has none.
+  grpc::Status CheckCaller(const grpc::ServerContextBase& context) const;
+
   RendezvousStore* const store_;
+  const bool require_certificate_;
 };
 
 }  // namespace shardwise

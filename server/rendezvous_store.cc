@@ -14,9 +14,13 @@ std::string RendezvousStore::ScopeName(const std::string& job_id, int32_t attemp
   return absl::StrCat(job_id, "#", attempt);
 }
 
-void RendezvousStore::OpenScope(const std::string& job_id, int32_t attempt) {
+void RendezvousStore::OpenScope(const std::string& job_id, int32_t attempt,
+                                const std::vector<std::string>& rank_tokens) {
   absl::MutexLock lock(&mu_);
-  scopes_[ScopeName(job_id, attempt)];
+  Scope& scope = scopes_[ScopeName(job_id, attempt)];
+  for (size_t rank = 0; rank < rank_tokens.size(); ++rank) {
+    scope.ranks[rank_tokens[rank]] = static_cast<int32_t>(rank);
+  }
 }
 
 void RendezvousStore::CloseScope(const std::string& job_id, int32_t attempt) {
@@ -38,13 +42,21 @@ void RendezvousStore::CloseScope(const std::string& job_id, int32_t attempt) {
   for (WaitDone& done : aborted) done(status);
 }
 
-absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(const std::string& job_id,
-                                                                   int32_t attempt) {
-  auto it = scopes_.find(ScopeName(job_id, attempt));
+absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(
+    const v1::RendezvousScope& scope, int32_t* rank) {
+  auto it = scopes_.find(ScopeName(scope.job_id(), scope.attempt()));
   if (it == scopes_.end()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "rendezvous: attempt ", attempt, " of job '", job_id, "' is not running"));
+        "rendezvous: attempt ", scope.attempt(), " of job '", scope.job_id(), "' is not running"));
   }
+  auto holder = it->second.ranks.find(scope.token());
+  if (scope.token().empty() || holder == it->second.ranks.end()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "rendezvous: the caller holds no rank of attempt ", scope.attempt(), " of job '",
+        scope.job_id(), "' (scope.token is not one of the attempt's rank tokens); only its "
+        "ranks may read or write its keys"));
+  }
+  if (rank != nullptr) *rank = holder->second;
   return &it->second;
 }
 
@@ -78,17 +90,18 @@ void RendezvousStore::StoreLocked(Scope& scope, const std::string& key, std::str
     if (pending == pending_.end() || --pending->second.missing > 0) continue;
     completed->push_back(std::move(pending->second.done));
     scope.waits.erase(id);
+    --scope.waits_of_rank[pending->second.rank];
     pending_.erase(pending);
   }
   scope.waiting_on.erase(waiting);
 }
 
-absl::Status RendezvousStore::Set(const std::string& job_id, int32_t attempt,
-                                  const std::string& key, const std::string& value) {
+absl::Status RendezvousStore::Set(const v1::RendezvousScope& name, const std::string& key,
+                                  const std::string& value) {
   std::vector<WaitDone> completed;
   {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(Scope * scope, FindScope(job_id, attempt));
+    ASSIGN_OR_RETURN(Scope * scope, FindScope(name));
     RETURN_IF_ERROR(CheckWrite(*scope, key, value.size()));
     StoreLocked(*scope, key, value, &completed);
   }
@@ -96,28 +109,24 @@ absl::Status RendezvousStore::Set(const std::string& job_id, int32_t attempt,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> RendezvousStore::Get(const std::string& job_id, int32_t attempt,
-                                                 const std::string& key) const {
+absl::StatusOr<std::string> RendezvousStore::Get(const v1::RendezvousScope& name,
+                                                 const std::string& key) {
   absl::MutexLock lock(&mu_);
-  auto scope = scopes_.find(ScopeName(job_id, attempt));
-  if (scope == scopes_.end()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rendezvous: attempt ", attempt, " of job '", job_id, "' is not running"));
-  }
-  auto it = scope->second.values.find(key);
-  if (it == scope->second.values.end()) {
+  ASSIGN_OR_RETURN(const Scope* scope, FindScope(name));
+  auto it = scope->values.find(key);
+  if (it == scope->values.end()) {
     return absl::NotFoundError(absl::StrCat("rendezvous: no key '", key, "'"));
   }
   return it->second;
 }
 
-absl::StatusOr<int64_t> RendezvousStore::Add(const std::string& job_id, int32_t attempt,
+absl::StatusOr<int64_t> RendezvousStore::Add(const v1::RendezvousScope& name,
                                              const std::string& key, int64_t delta) {
   std::vector<WaitDone> completed;
   int64_t sum = 0;
   {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(Scope * scope, FindScope(job_id, attempt));
+    ASSIGN_OR_RETURN(Scope * scope, FindScope(name));
     RETURN_IF_ERROR(CheckWrite(*scope, key, 0));
     int64_t current = 0;
     auto it = scope->values.find(key);
@@ -136,27 +145,32 @@ absl::StatusOr<int64_t> RendezvousStore::Add(const std::string& job_id, int32_t 
   return sum;
 }
 
-uint64_t RendezvousStore::WaitAsync(const std::string& job_id, int32_t attempt,
+uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name,
                                     std::vector<std::string> keys, WaitDone done) {
   absl::Status refused;
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
     id = next_wait_id_++;
-    auto scope = FindScope(job_id, attempt);
+    int32_t rank = 0;
+    auto scope = FindScope(name, &rank);
     if (!scope.ok()) {
       refused = scope.status();
     } else if (keys.size() > limits_.max_keys_per_wait) {
       refused = absl::InvalidArgumentError(absl::StrCat(
           "rendezvous: a wait names ", keys.size(), " keys; the limit is ",
           limits_.max_keys_per_wait));
-    } else if ((*scope)->waits.size() >= limits_.max_waits_per_scope) {
+    } else if ((*scope)->waits.size() >= limits_.max_waits_per_scope ||
+               (*scope)->waits_of_rank[rank] >= limits_.max_waits_per_rank) {
       refused = absl::ResourceExhaustedError(absl::StrCat(
-          "rendezvous: the attempt already has ", (*scope)->waits.size(),
-          " waits pending; the limit is ", limits_.max_waits_per_scope));
+          "rendezvous: rank ", rank, " already has ", (*scope)->waits_of_rank[rank],
+          " waits pending (the attempt ", (*scope)->waits.size(), "); the limits are ",
+          limits_.max_waits_per_rank, " per rank and ", limits_.max_waits_per_scope,
+          " per attempt"));
     } else {
       Pending pending;
-      pending.scope = ScopeName(job_id, attempt);
+      pending.scope = ScopeName(name.job_id(), name.attempt());
+      pending.rank = rank;
       for (const std::string& key : keys) {
         if ((*scope)->values.contains(key)) continue;
         std::vector<uint64_t>& waits = (*scope)->waiting_on[key];
@@ -168,6 +182,7 @@ uint64_t RendezvousStore::WaitAsync(const std::string& job_id, int32_t attempt,
         pending.keys = std::move(keys);
         pending.done = std::move(done);
         (*scope)->waits.insert(id);
+        ++(*scope)->waits_of_rank[rank];
         pending_.emplace(id, std::move(pending));
         return id;
       }
@@ -184,6 +199,7 @@ RendezvousStore::WaitDone RendezvousStore::TakeWaitLocked(uint64_t id, absl::Sta
   std::string missing;
   if (scope != scopes_.end()) {
     scope->second.waits.erase(id);
+    --scope->second.waits_of_rank[pending->second.rank];
     for (const std::string& key : pending->second.keys) {
       if (scope->second.values.contains(key)) continue;
       absl::StrAppend(&missing, missing.empty() ? "" : ", ", key);
@@ -218,14 +234,14 @@ void RendezvousStore::CancelWait(uint64_t id) {
   if (done) done(absl::CancelledError("rendezvous: wait cancelled"));
 }
 
-absl::Status RendezvousStore::Wait(const std::string& job_id, int32_t attempt,
+absl::Status RendezvousStore::Wait(const v1::RendezvousScope& scope,
                                    const std::vector<std::string>& keys, absl::Duration timeout) {
   struct Result {
     absl::Notification done;
     absl::Status status;
   };
   auto result = std::make_shared<Result>();
-  const uint64_t id = WaitAsync(job_id, attempt, keys, [result](absl::Status status) {
+  const uint64_t id = WaitAsync(scope, keys, [result](absl::Status status) {
     result->status = std::move(status);
     result->done.Notify();
   });

@@ -2,10 +2,13 @@
 #define SHARDWISE_SERVER_RENDEZVOUS_STORE_H_
 
 // The key-value store behind the rendezvous service, scoped to one attempt of one job.
-// The controller opens a scope when it schedules an attempt and closes it when the
-// attempt ends; calls on a scope that is not open fail with FAILED_PRECONDITION, and a
-// wait on a scope that closes ends with ABORTED. Keys live in memory only: an attempt
-// does not outlive the coordinator (see JobManager's recovery).
+// The controller opens a scope when it schedules an attempt, with one token per rank (the
+// rank's Assignment carries it), and closes it when the attempt ends. Every call names
+// its scope and carries a token: calls on a scope that is not open fail with
+// FAILED_PRECONDITION, calls without one of its rank tokens with PERMISSION_DENIED (only
+// the attempt's ranks may read or write its keys), and a wait on a scope that closes ends
+// with ABORTED. Keys live in memory only: an attempt does not outlive the coordinator
+// (see JobManager's recovery).
 //
 // Waits hold no thread: WaitAsync registers a callback that runs once every key is set,
 // the scope closes, or the waiter expires or is cancelled. Each key indexes the waits
@@ -25,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "proto/rendezvous_service.pb.h"
 
 namespace shardwise {
 
@@ -36,30 +40,33 @@ class RendezvousStore {
     size_t max_keys_per_scope = 1 << 16;
     size_t max_keys_per_wait = 1 << 16;
     size_t max_waits_per_scope = 1 << 16;
+    size_t max_waits_per_rank = 64;
   };
 
   RendezvousStore() : RendezvousStore(Limits()) {}
   explicit RendezvousStore(const Limits& limits) : limits_(limits) {}
 
-  void OpenScope(const std::string& job_id, int32_t attempt);
+  // Opens the attempt's scope; `rank_tokens[r]` is rank r's token.
+  void OpenScope(const std::string& job_id, int32_t attempt,
+                 const std::vector<std::string>& rank_tokens);
   // Closes the scope; its waits end with ABORTED.
   void CloseScope(const std::string& job_id, int32_t attempt);
 
-  absl::Status Set(const std::string& job_id, int32_t attempt, const std::string& key,
+  absl::Status Set(const v1::RendezvousScope& scope, const std::string& key,
                    const std::string& value);
   // NOT_FOUND if the key is not set.
-  absl::StatusOr<std::string> Get(const std::string& job_id, int32_t attempt,
-                                  const std::string& key) const;
+  absl::StatusOr<std::string> Get(const v1::RendezvousScope& scope, const std::string& key);
   // Treats the value as a decimal counter (unset: 0) and adds `delta`; OUT_OF_RANGE past
   // 64 bits.
-  absl::StatusOr<int64_t> Add(const std::string& job_id, int32_t attempt,
-                              const std::string& key, int64_t delta);
+  absl::StatusOr<int64_t> Add(const v1::RendezvousScope& scope, const std::string& key,
+                              int64_t delta);
 
   // Calls `done` exactly once: OK once every key is set, ABORTED if the scope closes, or
-  // what ExpireWait/CancelWait say. A wait that cannot start (no such scope, too many
-  // keys or waits) calls `done` at once with the reason. Returns the wait's id.
+  // what ExpireWait/CancelWait say. A wait that cannot start (no such scope, not a rank's
+  // token, too many keys or waits) calls `done` at once with the reason. Returns the
+  // wait's id.
   using WaitDone = std::function<void(absl::Status)>;
-  uint64_t WaitAsync(const std::string& job_id, int32_t attempt, std::vector<std::string> keys,
+  uint64_t WaitAsync(const v1::RendezvousScope& scope, std::vector<std::string> keys,
                      WaitDone done);
   // Ends a wait still pending: DEADLINE_EXCEEDED naming the keys still unset.
   void ExpireWait(uint64_t id);
@@ -68,24 +75,30 @@ class RendezvousStore {
 
   // Blocks until every key is set: OK; DEADLINE_EXCEEDED after `timeout`; ABORTED if the
   // scope closes meanwhile.
-  absl::Status Wait(const std::string& job_id, int32_t attempt,
-                    const std::vector<std::string>& keys, absl::Duration timeout);
+  absl::Status Wait(const v1::RendezvousScope& scope, const std::vector<std::string>& keys,
+                    absl::Duration timeout);
 
  private:
   struct Pending {
     std::string scope;
+    int32_t rank = 0;
     std::vector<std::string> keys;
     size_t missing = 0;
     WaitDone done;
   };
   struct Scope {
+    absl::flat_hash_map<std::string, int32_t> ranks;  // by token
     absl::flat_hash_map<std::string, std::string> values;
     // For each key not yet set, the waits missing it.
     absl::flat_hash_map<std::string, std::vector<uint64_t>> waiting_on;
     absl::flat_hash_set<uint64_t> waits;
+    absl::flat_hash_map<int32_t, size_t> waits_of_rank;
   };
   static std::string ScopeName(const std::string& job_id, int32_t attempt);
-  absl::StatusOr<Scope*> FindScope(const std::string& job_id, int32_t attempt)
+  // The open scope the call names, if the call carries one of its rank tokens (the rank
+  // in `*rank`): FAILED_PRECONDITION for a scope that is not open, PERMISSION_DENIED for
+  // a caller that holds none of its ranks.
+  absl::StatusOr<Scope*> FindScope(const v1::RendezvousScope& scope, int32_t* rank = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckWrite(const Scope& scope, const std::string& key, size_t value_size) const;
   // Stores the value and collects the waits it completes.

@@ -8,65 +8,76 @@
 namespace shardwise {
 namespace {
 
+// The scope a call names: job, attempt and the caller's token ("t0" is rank 0's, ...).
+v1::RendezvousScope As(const std::string& job, int32_t attempt, const std::string& token = "t0") {
+  v1::RendezvousScope scope;
+  scope.set_job_id(job);
+  scope.set_attempt(attempt);
+  scope.set_token(token);
+  return scope;
+}
+
+const std::vector<std::string> kTokens = {"t0", "t1", "t2"};
+
 TEST(RendezvousStore, SetGetAddWithinAScope) {
   RendezvousStore store;
-  store.OpenScope("job-1", 1);
-  ASSERT_TRUE(store.Set("job-1", 1, "rank0", "addr0").ok());
-  auto value = store.Get("job-1", 1, "rank0");
+  store.OpenScope("job-1", 1, kTokens);
+  ASSERT_TRUE(store.Set(As("job-1", 1), "rank0", "addr0").ok());
+  auto value = store.Get(As("job-1", 1), "rank0");
   ASSERT_TRUE(value.ok());
   EXPECT_EQ(*value, "addr0");
-  EXPECT_EQ(store.Get("job-1", 1, "rank1").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(*store.Add("job-1", 1, "count", 2), 2);
-  EXPECT_EQ(*store.Add("job-1", 1, "count", 3), 5);
+  EXPECT_EQ(store.Get(As("job-1", 1), "rank1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*store.Add(As("job-1", 1), "count", 2), 2);
+  EXPECT_EQ(*store.Add(As("job-1", 1), "count", 3), 5);
   // Found by tests/fuzz (corpus/coordinator/rpcs.bin): a sum past 64 bits is refused.
-  EXPECT_EQ(store.Add("job-1", 1, "count", INT64_MAX).status().code(),
+  EXPECT_EQ(store.Add(As("job-1", 1), "count", INT64_MAX).status().code(),
             absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(*store.Add("job-1", 1, "count", 0), 5);
-  EXPECT_EQ(store.Add("job-1", 1, "rank0", 1).status().code(),
+  EXPECT_EQ(*store.Add(As("job-1", 1), "count", 0), 5);
+  EXPECT_EQ(store.Add(As("job-1", 1), "rank0", 1).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(RendezvousStore, ScopesAreIsolatedPerAttempt) {
   RendezvousStore store;
-  store.OpenScope("job-1", 1);
-  store.OpenScope("job-1", 2);
-  ASSERT_TRUE(store.Set("job-1", 1, "k", "old").ok());
-  EXPECT_EQ(store.Get("job-1", 2, "k").status().code(), absl::StatusCode::kNotFound);
+  store.OpenScope("job-1", 1, kTokens);
+  store.OpenScope("job-1", 2, kTokens);
+  ASSERT_TRUE(store.Set(As("job-1", 1), "k", "old").ok());
+  EXPECT_EQ(store.Get(As("job-1", 2), "k").status().code(), absl::StatusCode::kNotFound);
   store.CloseScope("job-1", 1);
-  EXPECT_EQ(store.Set("job-1", 1, "k", "late").code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(store.Get("job-9", 1, "k").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.Set(As("job-1", 1), "k", "late").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.Get(As("job-9", 1), "k").status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(RendezvousStore, WaitReturnsWhenAllKeysAreSet) {
   RendezvousStore store;
-  store.OpenScope("j", 1);
+  store.OpenScope("j", 1, kTokens);
   std::thread setter([&] {
     absl::SleepFor(absl::Milliseconds(30));
-    EXPECT_TRUE(store.Set("j", 1, "a", "1").ok());
+    EXPECT_TRUE(store.Set(As("j", 1), "a", "1").ok());
     absl::SleepFor(absl::Milliseconds(30));
-    EXPECT_TRUE(store.Set("j", 1, "b", "2").ok());
+    EXPECT_TRUE(store.Set(As("j", 1), "b", "2").ok());
   });
-  EXPECT_TRUE(store.Wait("j", 1, {"a", "b"}, absl::Seconds(10)).ok());
+  EXPECT_TRUE(store.Wait(As("j", 1), {"a", "b"}, absl::Seconds(10)).ok());
   setter.join();
 }
 
 TEST(RendezvousStore, WaitTimesOutNamingMissingKeys) {
   RendezvousStore store;
-  store.OpenScope("j", 1);
-  ASSERT_TRUE(store.Set("j", 1, "a", "1").ok());
-  absl::Status status = store.Wait("j", 1, {"a", "b"}, absl::Milliseconds(30));
+  store.OpenScope("j", 1, kTokens);
+  ASSERT_TRUE(store.Set(As("j", 1), "a", "1").ok());
+  absl::Status status = store.Wait(As("j", 1), {"a", "b"}, absl::Milliseconds(30));
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(status.message().find("b"), std::string::npos);
 }
 
 TEST(RendezvousStore, WaitIsAbortedWhenTheAttemptEnds) {
   RendezvousStore store;
-  store.OpenScope("j", 1);
+  store.OpenScope("j", 1, kTokens);
   std::thread closer([&] {
     absl::SleepFor(absl::Milliseconds(30));
     store.CloseScope("j", 1);
   });
-  EXPECT_EQ(store.Wait("j", 1, {"never"}, absl::Seconds(10)).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(store.Wait(As("j", 1), {"never"}, absl::Seconds(10)).code(), absl::StatusCode::kAborted);
   closer.join();
 }
 
@@ -75,20 +86,20 @@ TEST(RendezvousStore, EnforcesLimits) {
   limits.max_value_bytes = 4;
   limits.max_keys_per_scope = 2;
   RendezvousStore store(limits);
-  store.OpenScope("j", 1);
-  EXPECT_EQ(store.Set("j", 1, "k", "12345").code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(store.Set("j", 1, "", "1").code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(store.Set("j", 1, "a", "1").ok());
-  ASSERT_TRUE(store.Set("j", 1, "b", "1").ok());
-  EXPECT_EQ(store.Set("j", 1, "c", "1").code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(store.Set("j", 1, "a", "2").ok());  // overwriting is not a new key
+  store.OpenScope("j", 1, kTokens);
+  EXPECT_EQ(store.Set(As("j", 1), "k", "12345").code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(store.Set(As("j", 1), "", "1").code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store.Set(As("j", 1), "a", "1").ok());
+  ASSERT_TRUE(store.Set(As("j", 1), "b", "1").ok());
+  EXPECT_EQ(store.Set(As("j", 1), "c", "1").code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(store.Set(As("j", 1), "a", "2").ok());  // overwriting is not a new key
 }
 
 // Waits hold no thread: each completes through its callback, exactly once, on the call
 // that completed it.
 TEST(RendezvousStore, AsyncWaitsCompleteOnceWhenTheirLastKeyIsSet) {
   RendezvousStore store;
-  store.OpenScope("j", 1);
+  store.OpenScope("j", 1, kTokens);
   std::vector<absl::Status> results(3, absl::UnknownError("pending"));
   int calls = 0;
   auto record = [&](int i) {
@@ -97,12 +108,12 @@ TEST(RendezvousStore, AsyncWaitsCompleteOnceWhenTheirLastKeyIsSet) {
       ++calls;
     };
   };
-  store.WaitAsync("j", 1, {"a", "b"}, record(0));
-  store.WaitAsync("j", 1, {"b", "b"}, record(1));  // a key named twice counts once
-  const uint64_t expiring = store.WaitAsync("j", 1, {"a", "c"}, record(2));
-  ASSERT_TRUE(store.Set("j", 1, "a", "1").ok());
+  store.WaitAsync(As("j", 1), {"a", "b"}, record(0));
+  store.WaitAsync(As("j", 1), {"b", "b"}, record(1));  // a key named twice counts once
+  const uint64_t expiring = store.WaitAsync(As("j", 1), {"a", "c"}, record(2));
+  ASSERT_TRUE(store.Set(As("j", 1), "a", "1").ok());
   EXPECT_EQ(calls, 0);
-  ASSERT_TRUE(store.Set("j", 1, "b", "1").ok());
+  ASSERT_TRUE(store.Set(As("j", 1), "b", "1").ok());
   EXPECT_EQ(calls, 2);
   EXPECT_TRUE(results[0].ok());
   EXPECT_TRUE(results[1].ok());
@@ -111,13 +122,13 @@ TEST(RendezvousStore, AsyncWaitsCompleteOnceWhenTheirLastKeyIsSet) {
   EXPECT_EQ(results[2].code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(results[2].message(), "rendezvous: keys still unset: c");
   // Setting the key later, or expiring again, calls nothing more.
-  ASSERT_TRUE(store.Set("j", 1, "c", "1").ok());
+  ASSERT_TRUE(store.Set(As("j", 1), "c", "1").ok());
   store.ExpireWait(expiring);
   store.CancelWait(expiring);
   EXPECT_EQ(calls, 3);
   // Already set: at once.
   absl::Status now = absl::UnknownError("pending");
-  store.WaitAsync("j", 1, {"a", "c"}, [&](absl::Status s) { now = s; });
+  store.WaitAsync(As("j", 1), {"a", "c"}, [&](absl::Status s) { now = s; });
   EXPECT_TRUE(now.ok());
 }
 
@@ -125,18 +136,65 @@ TEST(RendezvousStore, AsyncWaitsEndWithTheScopeOrTheCaller) {
   RendezvousStore::Limits limits;
   limits.max_waits_per_scope = 2;
   RendezvousStore store(limits);
-  store.OpenScope("j", 1);
+  store.OpenScope("j", 1, kTokens);
   absl::Status first, second, third, closed_scope;
-  const uint64_t cancelled = store.WaitAsync("j", 1, {"x"}, [&](absl::Status s) { first = s; });
-  store.WaitAsync("j", 1, {"x"}, [&](absl::Status s) { second = s; });
-  store.WaitAsync("j", 1, {"x"}, [&](absl::Status s) { third = s; });
+  const uint64_t cancelled =
+      store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { first = s; });
+  store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { second = s; });
+  store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { third = s; });
   EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted);
   store.CancelWait(cancelled);
   EXPECT_EQ(first.code(), absl::StatusCode::kCancelled);
   store.CloseScope("j", 1);
   EXPECT_EQ(second.code(), absl::StatusCode::kAborted);
-  store.WaitAsync("j", 1, {"x"}, [&](absl::Status s) { closed_scope = s; });
+  store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { closed_scope = s; });
   EXPECT_EQ(closed_scope.code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Only the attempt's ranks may read or write its keys: a caller without one of its
+// tokens (another attempt's rank, anyone) is refused, whatever it asks.
+TEST(RendezvousStore, OnlyTheAttemptsRanksMayUseItsScope) {
+  RendezvousStore store;
+  store.OpenScope("job-1", 1, {"a0", "a1"});
+  store.OpenScope("job-2", 1, {"b0"});
+  ASSERT_TRUE(store.Set(As("job-1", 1, "a1"), "gloo/rank1", "10.0.0.2:4000").ok());
+  for (const std::string& token : {"", "b0", "a0a1", "A0"}) {
+    const v1::RendezvousScope intruder = As("job-1", 1, token);
+    EXPECT_EQ(store.Get(intruder, "gloo/rank1").status().code(),
+              absl::StatusCode::kPermissionDenied) << token;
+    EXPECT_EQ(store.Set(intruder, "gloo/rank1", "evil").code(),
+              absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(store.Add(intruder, "n", 1).status().code(), absl::StatusCode::kPermissionDenied);
+    absl::Status waited;
+    store.WaitAsync(intruder, {"gloo/rank1"}, [&](absl::Status s) { waited = s; });
+    EXPECT_EQ(waited.code(), absl::StatusCode::kPermissionDenied);
+  }
+  const absl::Status refused = store.Set(As("job-1", 1, "b0"), "k", "v");
+  EXPECT_NE(refused.message().find("holds no rank of attempt 1 of job 'job-1'"),
+            std::string::npos)
+      << refused;
+  EXPECT_EQ(*store.Get(As("job-1", 1, "a0"), "gloo/rank1"), "10.0.0.2:4000");
+}
+
+TEST(RendezvousStore, EachRankHasABoundedNumberOfWaits) {
+  RendezvousStore::Limits limits;
+  limits.max_waits_per_rank = 2;
+  RendezvousStore store(limits);
+  store.OpenScope("j", 1, kTokens);
+  std::vector<absl::Status> statuses(4);
+  for (int i = 0; i < 3; ++i) {
+    store.WaitAsync(As("j", 1, "t0"), {"x"}, [&statuses, i](absl::Status s) { statuses[i] = s; });
+  }
+  EXPECT_EQ(statuses[2].code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(statuses[2].message().find("rank 0 already has 2 waits pending"), std::string::npos)
+      << statuses[2];
+  // Another rank still may wait; and rank 0 again once its waits are done.
+  store.WaitAsync(As("j", 1, "t1"), {"x"}, [&](absl::Status s) { statuses[3] = s; });
+  ASSERT_TRUE(store.Set(As("j", 1, "t2"), "x", "1").ok());
+  for (int i : {0, 1, 3}) EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i];
+  absl::Status again = absl::UnknownError("pending");
+  store.WaitAsync(As("j", 1, "t0"), {"y"}, [&](absl::Status s) { again = s; });
+  EXPECT_EQ(again.code(), absl::StatusCode::kUnknown);  // pending, not refused
 }
 
 }  // namespace

@@ -2,13 +2,32 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 
 namespace shardwise {
 
+namespace {
+
+class RefusedSession final
+    : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
+ public:
+  explicit RefusedSession(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* SessionStream::Refuse(
+    const grpc::Status& status) {
+  return new RefusedSession(status);
+}
+
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* SessionStream::Start(
-    JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics) {
-  std::shared_ptr<SessionStream> stream(new SessionStream(controller, executor, metrics));
+    JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics,
+    std::optional<std::string> certified) {
+  std::shared_ptr<SessionStream> stream(
+      new SessionStream(controller, executor, metrics, std::move(certified)));
   stream->self_ = stream;
   absl::MutexLock lock(&stream->mu_);
   stream->StartRead(&stream->incoming_);
@@ -119,6 +138,15 @@ void SessionStream::OnHello(const v1::WorkerMessage& hello) {
     absl::MutexLock lock(&mu_);
     FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                               "the first session message must be a hello with a worker_id"));
+    return;
+  }
+  if (certified_.has_value() && hello.hello().worker_id() != *certified_) {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat("a session for worker '", hello.hello().worker_id(),
+                     "' from a certificate of '", *certified_,
+                     "': a worker opens sessions under its certificate's name only")));
     return;
   }
   worker_id_ = hello.hello().worker_id();

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -39,9 +40,14 @@ class SessionStream final
       public std::enable_shared_from_this<SessionStream> {
  public:
   // Starts reading the worker's hello; gRPC owns the reactor it returns until OnDone.
-  // `metrics` may be null.
+  // `metrics` may be null. `certified`: the worker's certificate name, which the hello
+  // must name (PERMISSION_DENIED otherwise); nullopt when certificates are not required.
   static grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Start(
-      JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics);
+      JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics,
+      std::optional<std::string> certified = std::nullopt);
+  // A session refused before it starts.
+  static grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Refuse(
+      const grpc::Status& status);
 
   // SessionOutbox.
   bool Push(v1::CoordinatorMessage message) override;
@@ -54,8 +60,12 @@ class SessionStream final
   void OnDone() override;
 
  private:
-  SessionStream(JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics)
-      : controller_(controller), executor_(executor), metrics_(metrics) {}
+  SessionStream(JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics,
+                std::optional<std::string> certified)
+      : controller_(controller),
+        executor_(executor),
+        metrics_(metrics),
+        certified_(std::move(certified)) {}
 
   void OnHello(const v1::WorkerMessage& hello);
   // Posts `handle` to the executor and reads the next message once it has run.
@@ -68,6 +78,7 @@ class SessionStream final
   JobController* const controller_;
   SerialExecutor* const executor_;
   CoordinatorMetrics* const metrics_;
+  const std::optional<std::string> certified_;
 
   v1::WorkerMessage incoming_;  // written by gRPC between StartRead and OnReadDone
   std::string worker_id_;       // set by the hello, before any other message is read

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "server/peer_identity.h"
 #include "server/session_stream.h"
 
 namespace shardwise {
@@ -26,20 +27,41 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> WorkerIdentity(const grpc::ServerContextBase& context,
+                                           bool require_certificate, const std::string& claimed) {
+  if (!require_certificate) return claimed;
+  const std::optional<std::string> name = CertificateName(context);
+  if (!name.has_value()) {
+    return absl::UnauthenticatedError(
+        "workers must present a client certificate signed by the coordinator's --worker_ca "
+        "(the worker's --tls_cert and --tls_key)");
+  }
+  if (!claimed.empty() && claimed != *name) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "worker name '", claimed, "' is not the name in its certificate ('", *name,
+        "'): a worker works under its certificate's name"));
+  }
+  return *name;
+}
+
 grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
     grpc::CallbackServerContext* context, const v1::RegisterWorkerRequest* request,
     v1::RegisterWorkerResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Status valid = ValidateRegistration(*request);
+  absl::Status valid = ValidateRegistration(*request);
+  auto identity = WorkerIdentity(*context, require_certificate_, request->name());
+  if (valid.ok()) valid = identity.status();
   if (!valid.ok()) {
     reactor->Finish(ToGrpcStatus(valid));
     return reactor;
   }
   const absl::Time arrived = absl::Now();
-  // The request and response live until Finish; the controller may commit, so it runs on
-  // the executor rather than on this gRPC thread.
-  executor_->Post([this, reactor, request, response, arrived] {
-    auto registered = controller_->RegisterWorker(*request);
+  // The response lives until Finish; the controller may commit, so it runs on the
+  // executor rather than on this gRPC thread.
+  v1::RegisterWorkerRequest named = *request;
+  named.set_name(*identity);
+  executor_->Post([this, reactor, named = std::move(named), response, arrived] {
+    auto registered = controller_->RegisterWorker(named);
     if (registered.ok()) *response = std::move(*registered);
     if (metrics_ != nullptr) {
       metrics_->worker_message_seconds.With({"register"}).ObserveDuration(absl::Now() - arrived);
@@ -50,8 +72,14 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
 }
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Session(
-    grpc::CallbackServerContext*) {
-  return SessionStream::Start(controller_, executor_, metrics_);
+    grpc::CallbackServerContext* context) {
+  std::optional<std::string> certified;
+  if (require_certificate_) {
+    auto identity = WorkerIdentity(*context, true, "");
+    if (!identity.ok()) return SessionStream::Refuse(ToGrpcStatus(identity.status()));
+    certified = *identity;
+  }
+  return SessionStream::Start(controller_, executor_, metrics_, certified);
 }
 
 }  // namespace shardwise

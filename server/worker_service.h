@@ -14,10 +14,15 @@ namespace shardwise {
 
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  // `metrics` may be null.
+  // `metrics` may be null. With `require_certificate` (the coordinator's --worker_ca), a
+  // worker must present a client certificate, and its name is the certificate's: a
+  // registration or session under any other name is refused.
   WorkerServiceImpl(JobController* controller, SerialExecutor* executor,
-                    CoordinatorMetrics* metrics)
-      : controller_(controller), executor_(executor), metrics_(metrics) {}
+                    CoordinatorMetrics* metrics, bool require_certificate = false)
+      : controller_(controller),
+        executor_(executor),
+        metrics_(metrics),
+        require_certificate_(require_certificate) {}
 
   grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
                                            const v1::RegisterWorkerRequest* request,
@@ -29,7 +34,14 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   JobController* const controller_;
   SerialExecutor* const executor_;
   CoordinatorMetrics* const metrics_;
+  const bool require_certificate_;
 };
+
+// With a required certificate: the name a worker may use (its certificate's), or
+// UNAUTHENTICATED without a certificate, PERMISSION_DENIED when `claimed` (if not empty)
+// is another name. Without: `claimed` as it is.
+absl::StatusOr<std::string> WorkerIdentity(const grpc::ServerContextBase& context,
+                                           bool require_certificate, const std::string& claimed);
 
 // INVALID_ARGUMENT naming the field when a registration is malformed.
 absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request);

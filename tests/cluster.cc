@@ -98,8 +98,7 @@ void Cluster::StartCoordinator() {
   const std::string port_file = absl::StrCat(dir_, "/port");
   unlink(port_file.c_str());
   ++coordinator_starts_;
-  coordinator_ = std::make_unique<Process>(
-      std::vector<std::string>{
+  std::vector<std::string> argv = {
           BinaryPath("server/shardwise-coordinator"),
           absl::StrCat("--address=127.0.0.1:", port_),
           absl::StrCat("--port_file=", port_file),
@@ -115,28 +114,32 @@ void Cluster::StartCoordinator() {
           absl::StrCat("--reattach_grace_ms=", options_.reattach_grace_ms),
           absl::StrCat("--allowed_input_paths=", AllowedPaths(options_.allowed_input_paths)),
           absl::StrCat("--allowed_output_paths=", AllowedPaths(options_.allowed_output_paths)),
-      },
-      absl::StrCat(dir_, "/coordinator-", coordinator_starts_, ".log"));
+  };
+  argv.insert(argv.end(), options_.coordinator_flags.begin(), options_.coordinator_flags.end());
+  coordinator_ = std::make_unique<Process>(
+      argv, absl::StrCat(dir_, "/coordinator-", coordinator_starts_, ".log"));
   ASSERT_TRUE(WaitFor([&] {
     std::ifstream in(port_file);
     return static_cast<bool>(in >> port_) && port_ > 0;
   })) << "coordinator did not start; see " << coordinator_->log_path();
-  if (client_ == nullptr) client_ = std::make_unique<Client>(address());
+  if (client_ == nullptr) client_ = std::make_unique<Client>(address(), options_.client);
 }
 
 void Cluster::KillCoordinator() { coordinator_->Kill(); }
 
 Process& Cluster::AddWorker(const std::string& name, const std::vector<std::string>& flags,
-                           const std::vector<std::string>& launcher) {
+                           const std::vector<std::string>& launcher, bool wait) {
   std::vector<std::string> argv = launcher;
   for (std::string arg : {BinaryPath("worker/shardwise-worker"),
                           absl::StrCat("--coordinator=", address()), absl::StrCat("--name=", name)}) {
     argv.push_back(std::move(arg));
   }
+  argv.insert(argv.end(), options_.worker_flags.begin(), options_.worker_flags.end());
   argv.insert(argv.end(), flags.begin(), flags.end());
   auto process = std::make_unique<Process>(argv, absl::StrCat(dir_, "/worker-", name, ".log"));
   Process& ref = *process;
   workers_[name] = std::move(process);
+  if (!wait) return ref;
   // Connected: IDLE, or already BUSY when a job was waiting for it.
   EXPECT_TRUE(WaitFor([&] {
     const v1::WorkerState state = WorkerState(name);

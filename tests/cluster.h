@@ -53,6 +53,11 @@ struct ClusterOptions {
   // scratch folder ($TEST_TMPDIR), where the tests keep their data and outputs.
   std::vector<std::string> allowed_input_paths;
   std::vector<std::string> allowed_output_paths;
+  // Security (tests/security_test): flags added to the coordinator's command line and to
+  // every worker's, and how the cluster's own client connects (its CA, an admin token).
+  std::vector<std::string> coordinator_flags;
+  std::vector<std::string> worker_flags;
+  ClientOptions client;
 };
 
 class Cluster {
@@ -67,11 +72,11 @@ class Cluster {
   pid_t coordinator_pid() const { return coordinator_->pid(); }
 
   // Starts a worker named `name` and waits until it is connected (IDLE, or BUSY already
-  // with a job that was waiting) at the coordinator.
+  // with a job that was waiting) at the coordinator; with `wait` false, returns at once.
   // `flags` are added to its command line; `launcher` (e.g. prlimit and its options)
   // runs it.
   Process& AddWorker(const std::string& name, const std::vector<std::string>& flags = {},
-                     const std::vector<std::string>& launcher = {});
+                     const std::vector<std::string>& launcher = {}, bool wait = true);
   Process& worker(const std::string& name) { return *workers_.at(name); }
 
   Client& client() { return *client_; }

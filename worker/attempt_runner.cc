@@ -138,8 +138,11 @@ void AttemptRunner::Run() {
   if (absl::Status paths = CheckPaths(); !paths.ok()) return fail(paths);
   if (absl::Status memory = CheckMemory(); !memory.ok()) return fail(memory);
 
-  GrpcRendezvousStore store(channel_, assignment_.job_id(), assignment_.attempt(),
-                            options.timeout, &abort_);
+  v1::RendezvousScope scope;
+  scope.set_job_id(assignment_.job_id());
+  scope.set_attempt(assignment_.attempt());
+  scope.set_token(assignment_.rendezvous_token());
+  GrpcRendezvousStore store(channel_, scope, options.timeout, &abort_);
   auto context = ConnectGlooContext(store, rank, size, options);
   if (!context.ok()) return fail(context.status());
   auto sum = VerifyDataPlane(*context);

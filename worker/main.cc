@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/channel_credentials.h"
 #include "common/coordinator_address.h"
 #include "common/daemon_signals.h"
 #include "common/self_restart.h"
@@ -23,7 +24,14 @@
 
 ABSL_FLAG(std::string, coordinator, "",
           "coordinator host:port (default: $SHARDWISE_COORDINATOR, else 127.0.0.1:7070)");
-ABSL_FLAG(std::string, name, "", "stable worker name (default: hostname:pid)");
+ABSL_FLAG(std::string, name, "",
+          "stable worker name (default: the common name of --tls_cert, else hostname:pid)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "the CA the coordinator's certificate chains to: talk TLS (none: plaintext)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "this worker's certificate (PEM), for a coordinator with --worker_ca; its common "
+          "name is the worker's name");
+ABSL_FLAG(std::string, tls_key, "", "the private key of --tls_cert");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
 ABSL_FLAG(int, gpu, 0, "with --device=cuda: the CUDA device (ordinal) this worker drives; "
           "run one worker per GPU");
@@ -52,7 +60,27 @@ int main(int argc, char** argv) {
   shardwise::WorkerOptions options;
   options.coordinator_address =
       shardwise::ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator));
+  shardwise::ChannelSecurity security;
+  security.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  security.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  security.key_file = absl::GetFlag(FLAGS_tls_key);
+  auto credentials = shardwise::MakeChannelCredentials(security);
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "shardwise-worker: %s\n",
+                 std::string(credentials.status().message()).c_str());
+    return 2;
+  }
+  options.credentials = *credentials;
   options.name = absl::GetFlag(FLAGS_name);
+  if (options.name.empty() && !security.cert_file.empty()) {
+    auto certified = shardwise::CertificateCommonName(security.cert_file);
+    if (!certified.ok()) {
+      std::fprintf(stderr, "shardwise-worker: %s\n",
+                   std::string(certified.status().message()).c_str());
+      return 2;
+    }
+    options.name = *certified;
+  }
   if (options.name.empty()) {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);

@@ -27,8 +27,7 @@ WorkerDaemon::WorkerDaemon(const WorkerOptions& options) : options_(options) {
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Reconnect promptly after a coordinator restart; RunSession adds its own backoff.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  channel_ = grpc::CreateCustomChannel(options.coordinator_address,
-                                       grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(options.coordinator_address, options.credentials, args);
   stub_ = v1::WorkerService::NewStub(channel_);
 }
 

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/security/credentials.h"
 #include "proto/worker_service.grpc.pb.h"
 #include "worker/attempt_runner.h"
 #include "worker/report_outbox.h"
@@ -28,6 +29,9 @@ namespace shardwise {
 
 struct WorkerOptions {
   std::string coordinator_address = "127.0.0.1:7070";
+  // How to reach it: plaintext by default, TLS (with this worker's certificate when the
+  // coordinator requires one) from --tls_ca, --tls_cert, --tls_key.
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   std::string name;  // stable across reconnects
   v1::DeviceKind device = v1::CPU;
   v1::GpuInfo gpu;                // CUDA workers: what they advertise

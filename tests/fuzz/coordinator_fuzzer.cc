@@ -86,8 +86,13 @@ std::unique_ptr<Coordinator> StartCoordinator() {
   return c;
 }
 
-void Deliver(Coordinator& c, uint8_t kind, const std::string& worker, const uint8_t* payload,
-             size_t size) {
+// `token`: the worker's rendezvous token from its assignment, put into rendezvous calls
+// that carry none, so that the fuzzer reaches the store behind the token check too.
+void Deliver(Coordinator& c, uint8_t kind, const std::string& worker, const std::string& token,
+             const uint8_t* payload, size_t size) {
+  auto with_token = [&](auto& request) {
+    if (request.scope().token().empty()) request.mutable_scope()->set_token(token);
+  };
   JobController& controller = *c.controller;
   JobServiceImpl& jobs = *c.job_service;
   RendezvousServiceImpl& rendezvous = *c.rendezvous_service;
@@ -151,18 +156,21 @@ void Deliver(Coordinator& c, uint8_t kind, const std::string& worker, const uint
     case kRendezvousSet:
       IfParses<v1::RendezvousSetRequest>(payload, size, [&](auto& m) {
         v1::RendezvousSetResponse response;
+        with_token(m);
         (void)rendezvous.Set(&context, &m, &response);
       });
       break;
     case kRendezvousGet:
       IfParses<v1::RendezvousGetRequest>(payload, size, [&](auto& m) {
         v1::RendezvousGetResponse response;
+        with_token(m);
         (void)rendezvous.Get(&context, &m, &response);
       });
       break;
     case kRendezvousAdd:
       IfParses<v1::RendezvousAddRequest>(payload, size, [&](auto& m) {
         v1::RendezvousAddResponse response;
+        with_token(m);
         (void)rendezvous.Add(&context, &m, &response);
       });
       break;
@@ -180,7 +188,7 @@ void Deliver(Coordinator& c, uint8_t kind, const std::string& worker, const uint
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::unique_ptr<Coordinator> c = StartCoordinator();
   std::string ids[2];
-  std::shared_ptr<SessionOutbox> sessions[2];
+  std::shared_ptr<QueuedOutbox> sessions[2];
   for (int w = 0; w < 2; ++w) {
     v1::RegisterWorkerRequest request;
     request.set_name(w == 0 ? "w0" : "w1");
@@ -192,13 +200,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!c->controller->OpenSession(ids[w], sessions[w]).ok()) __builtin_trap();
   }
   if (!c->controller->Submit(TwoRankJob()).ok()) __builtin_trap();
+  std::string tokens[2];
+  for (int w = 0; w < 2; ++w) {
+    while (auto message = sessions[w]->Pop()) {
+      if (message->has_assignment()) tokens[w] = message->assignment().rendezvous_token();
+    }
+  }
 
   for (size_t at = 0; at + 3 <= size;) {
     const uint8_t tag = data[at];
     const size_t length = data[at + 1] | size_t{data[at + 2]} << 8;
     at += 3;
     const size_t take = std::min(length, size - at);
-    Deliver(*c, tag & 15, ids[(tag >> 4) & 1], data + at, take);
+    const int w = (tag >> 4) & 1;
+    Deliver(*c, tag & 15, ids[w], tokens[w], data + at, take);
     at += take;
   }
   c->controller->CheckHeartbeats();

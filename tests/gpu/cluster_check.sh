@@ -21,7 +21,8 @@ check() {  # check NAME CONDITION...
 }
 
 "$bundle/bin/shardwise-coordinator" --address=127.0.0.1:0 --port_file="$work/port" \
-  --state_file="$work/state.db" 2>"$work/coordinator.log" &
+  --state_file="$work/state.db" --allowed_input_paths="$work" --allowed_output_paths="$work" \
+  2>"$work/coordinator.log" &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 if [ ! -s "$work/port" ]; then

@@ -24,21 +24,13 @@ void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds budget)
 }  // namespace
 
 GrpcRendezvousStore::GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel,
-                                         std::string job_id, int32_t attempt,
+                                         v1::RendezvousScope scope,
                                          std::chrono::milliseconds timeout,
                                          const std::atomic<bool>* abort)
     : stub_(v1::RendezvousService::NewStub(channel)),
-      job_id_(std::move(job_id)),
-      attempt_(attempt),
+      scope_(std::move(scope)),
       timeout_(timeout),
       abort_(abort) {}
-
-v1::RendezvousScope GrpcRendezvousStore::Scope() const {
-  v1::RendezvousScope scope;
-  scope.set_job_id(job_id_);
-  scope.set_attempt(attempt_);
-  return scope;
-}
 
 void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& data) {
   CountCoordinatorCall();

@@ -21,10 +21,10 @@ namespace shardwise {
 
 class GrpcRendezvousStore : public gloo::rendezvous::Store {
  public:
+  // `scope` names the attempt and carries this rank's token (from its Assignment).
   // `abort` (not owned, may be null) stops a wait early when set.
-  GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::string job_id,
-                      int32_t attempt, std::chrono::milliseconds timeout,
-                      const std::atomic<bool>* abort);
+  GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, v1::RendezvousScope scope,
+                      std::chrono::milliseconds timeout, const std::atomic<bool>* abort);
 
   void set(const std::string& key, const std::vector<char>& data) override;
   // Waits for the key first, as Gloo expects of get().
@@ -37,11 +37,10 @@ class GrpcRendezvousStore : public gloo::rendezvous::Store {
   int64_t add(const std::string& key, int64_t delta);
 
  private:
-  v1::RendezvousScope Scope() const;
+  const v1::RendezvousScope& Scope() const { return scope_; }
 
   std::unique_ptr<v1::RendezvousService::Stub> stub_;
-  const std::string job_id_;
-  const int32_t attempt_;
+  const v1::RendezvousScope scope_;
   const std::chrono::milliseconds timeout_;
   const std::atomic<bool>* const abort_;
 };

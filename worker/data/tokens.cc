@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -63,6 +64,14 @@ absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& fi
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Invalid(field, path, absl::StrCat("cannot open: ", std::strerror(errno)));
   const size_t bytes = layout.offset + layout.count * layout.element;
+  // The file opened may not be the one inspected (replaced, or cut short, since): a map
+  // past its end would kill the worker (SIGBUS) at the first read there.
+  struct stat opened;
+  if (::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode) ||
+      static_cast<uint64_t>(opened.st_size) < bytes) {
+    ::close(fd);
+    return Invalid(field, path, "changed between its inspection and its opening");
+  }
   void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
   ::close(fd);
   if (map == MAP_FAILED) return Invalid(field, path, absl::StrCat("cannot map: ", std::strerror(errno)));

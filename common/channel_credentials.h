@@ -1,0 +1,34 @@
+#ifndef SHARDWISE_COMMON_CHANNEL_CREDENTIALS_H_
+#define SHARDWISE_COMMON_CHANNEL_CREDENTIALS_H_
+
+// How a worker, the CLI or the client library talks to the coordinator: plaintext, or
+// TLS verifying the coordinator against a CA, optionally presenting a client
+// certificate (workers, when the coordinator requires one: --worker_ca). The files are
+// watched: a renewed certificate is used for the next connection without a restart.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/security/credentials.h"
+
+namespace shardwise {
+
+struct ChannelSecurity {
+  std::string ca_file;    // the CA the coordinator's certificate chains to; empty: plaintext
+  std::string cert_file;  // this process's certificate (PEM), for mutual TLS; may be empty
+  std::string key_file;   // its private key
+  unsigned reload_seconds = 60;  // how often the files are read again
+};
+
+// INVALID_ARGUMENT naming the flag when a file is missing or only one of cert/key is set.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
+    const ChannelSecurity& security);
+
+// The common name of the first certificate in a PEM file: a worker's name when the
+// coordinator requires certificates. INVALID_ARGUMENT if it has none.
+absl::StatusOr<std::string> CertificateCommonName(const std::string& cert_file);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_COMMON_CHANNEL_CREDENTIALS_H_

@@ -1,0 +1,176 @@
+#include "server/client_auth.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/token_hash.h"
+#include "yaml-cpp/yaml.h"
+
+namespace shardwise {
+namespace {
+
+constexpr absl::string_view kBearer = "Bearer ";
+
+absl::StatusOr<Role> ParseRole(const std::string& name) {
+  if (name == "viewer") return Role::kViewer;
+  if (name == "submitter") return Role::kSubmitter;
+  if (name == "admin") return Role::kAdmin;
+  return absl::InvalidArgumentError(
+      absl::StrCat("role '", name, "' (expected viewer, submitter or admin)"));
+}
+
+bool IsSha256Hex(const std::string& text) {
+  if (text.size() != 64) return false;
+  for (char c : text) {
+    if (!absl::ascii_isxdigit(c) || absl::ascii_isupper(c)) return false;
+  }
+  return true;
+}
+
+int64_t MtimeNs(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) return -1;
+  return static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
+}
+
+}  // namespace
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kViewer:
+      return "viewer";
+    case Role::kSubmitter:
+      return "submitter";
+    case Role::kAdmin:
+      return "admin";
+  }
+  return "?";
+}
+
+std::string TokenAuthenticator::Hash(const std::string& token) { return TokenHash(token); }
+
+absl::StatusOr<TokenAuthenticator::Table> TokenAuthenticator::Parse(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat("tokens file '", path, "': ", error.what()));
+  }
+  const YAML::Node tokens = root["tokens"];
+  if (!tokens || !tokens.IsSequence()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokens file '", path, "': expected a list under 'tokens:'"));
+  }
+  Table table;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const YAML::Node entry = tokens[i];
+    auto field = [&](const char* name) -> std::string {
+      return entry.IsMap() && entry[name] && entry[name].IsScalar() ? entry[name].Scalar() : "";
+    };
+    const std::string where = absl::StrCat("tokens file '", path, "': entry ", i + 1);
+    const std::string principal = field("principal");
+    if (principal.empty() || principal.size() > 128) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": principal must be 1 to 128 characters"));
+    }
+    auto role = ParseRole(field("role"));
+    if (!role.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", role.status().message()));
+    const std::string hash = field("sha256");
+    if (!IsSha256Hex(hash)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": sha256 must be 64 lower-case hex digits (the token's hash, never the token)"));
+    }
+    if (!table.emplace(hash, Entry{principal, *role}).second) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": the same token twice"));
+    }
+  }
+  return table;
+}
+
+absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::Load(
+    const std::string& path, const Clock* clock) {
+  auto table = Parse(path);
+  if (!table.ok()) return table.status();
+  std::unique_ptr<TokenAuthenticator> authenticator(new TokenAuthenticator(path, clock));
+  absl::MutexLock lock(&authenticator->mu_);
+  authenticator->table_ = *std::move(table);
+  authenticator->loaded_mtime_ns_ = MtimeNs(path);
+  authenticator->checked_ = clock->Now();
+  return authenticator;
+}
+
+void TokenAuthenticator::ReloadIfChanged() {
+  const absl::Time now = clock_.Now();
+  if (now - checked_ < absl::Seconds(1)) return;
+  checked_ = now;
+  const int64_t mtime = MtimeNs(path_);
+  if (mtime == loaded_mtime_ns_) return;
+  loaded_mtime_ns_ = mtime;
+  auto table = Parse(path_);
+  if (!table.ok()) {
+    // A bad edit must not lock everyone out: the previous table stays.
+    std::fprintf(stderr, "shardwise-coordinator: keeping the previous tokens: %s\n",
+                 std::string(table.status().message()).c_str());
+    return;
+  }
+  table_ = *std::move(table);
+  std::fprintf(stderr, "shardwise-coordinator: tokens file '%s' read again: %zu tokens\n",
+               path_.c_str(), table_.size());
+}
+
+absl::StatusOr<Principal> TokenAuthenticator::Authenticate(const std::string& token) {
+  const std::string hash = Hash(token);
+  absl::MutexLock lock(&mu_);
+  ReloadIfChanged();
+  auto it = table_.find(hash);
+  if (it == table_.end()) {
+    return absl::UnauthenticatedError(
+        "the token is not one this coordinator knows (revoked, or for another coordinator)");
+  }
+  return Principal{it->second.principal, it->second.role};
+}
+
+absl::StatusOr<Principal> TokenAuthenticator::Authenticate(const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return absl::UnauthenticatedError(
+        "this coordinator needs a token (metadata 'authorization: Bearer TOKEN'); the CLI "
+        "sends the one in --token_file or $SHARDWISE_TOKEN");
+  }
+  const absl::string_view value(it->second.data(), it->second.size());
+  if (!absl::StartsWith(value, kBearer)) {
+    return absl::UnauthenticatedError("authorization: expected 'Bearer TOKEN'");
+  }
+  return Authenticate(std::string(absl::StripPrefix(value, kBearer)));
+}
+
+absl::Status Authorize(const Principal& principal, Action action, const std::string& what,
+                       const std::string& job_submitter) {
+  switch (action) {
+    case Action::kRead:
+      return absl::OkStatus();
+    case Action::kSubmit:
+      if (principal.role >= Role::kSubmitter) return absl::OkStatus();
+      break;
+    case Action::kChangeJob:
+      if (principal.role == Role::kAdmin) return absl::OkStatus();
+      if (principal.role == Role::kSubmitter) {
+        if (job_submitter == principal.name) return absl::OkStatus();
+        return absl::PermissionDeniedError(absl::StrCat(
+            principal.name, " (submitter) may ", what, " only jobs it submitted; this one was "
+            "submitted by ", job_submitter.empty() ? "no one known" : job_submitter));
+      }
+      break;
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      principal.name, " (", RoleName(principal.role), ") may not ", what, ": it takes the ",
+      action == Action::kSubmit ? "submitter or admin role" : "submitter role (for its own jobs) or admin"));
+}
+
+}  // namespace shardwise

@@ -1,0 +1,93 @@
+#ifndef SHARDWISE_SERVER_CLIENT_AUTH_H_
+#define SHARDWISE_SERVER_CLIENT_AUTH_H_
+
+// Who a JobService caller is, and what it may do. Clients send a bearer token
+// ("authorization: Bearer TOKEN"); the coordinator's tokens file (--tokens_file) maps
+// each token's SHA-256, never the token itself, to a principal and a role:
+//
+//   tokens:
+//     - principal: alice
+//       role: submitter     # viewer, submitter or admin
+//       sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+//
+// `shardwise token create --principal alice --role submitter` makes a token and the
+// entry. The file is read again when it changes (a bad edit keeps the previous table and
+// is logged), so tokens are added and revoked without a restart.
+//
+//   viewer     get, list and watch jobs, timelines and workers
+//   submitter  a viewer's calls; submit jobs; cancel and change the hook of its own jobs
+//   admin      everything, every job
+//
+// Thread-safety: all methods may be called from any thread.
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "grpcpp/server_context.h"
+
+namespace shardwise {
+
+enum class Role { kViewer = 1, kSubmitter = 2, kAdmin = 3 };
+const char* RoleName(Role role);
+
+struct Principal {
+  std::string name;  // empty: anonymous (the coordinator authenticates no one)
+  Role role = Role::kAdmin;
+};
+
+// What a call asks to do.
+enum class Action {
+  kRead,        // get, list, watch
+  kSubmit,      // submit a job
+  kChangeJob,   // cancel a job, change its hook: a submitter's own jobs only
+};
+
+class TokenAuthenticator {
+ public:
+  // Reads `path` now: INVALID_ARGUMENT naming the entry when it is malformed.
+  static absl::StatusOr<std::unique_ptr<TokenAuthenticator>> Load(
+      const std::string& path, const Clock* clock = &Clock::Real());
+
+  // The principal holding `token`; UNAUTHENTICATED when no entry has its hash.
+  absl::StatusOr<Principal> Authenticate(const std::string& token);
+
+  // The principal of a call, from its "authorization: Bearer TOKEN" metadata.
+  absl::StatusOr<Principal> Authenticate(const grpc::ServerContextBase& context);
+
+  // The SHA-256 of `token`, in hex: what the tokens file holds.
+  static std::string Hash(const std::string& token);
+
+ private:
+  struct Entry {
+    std::string principal;
+    Role role;
+  };
+  using Table = absl::flat_hash_map<std::string, Entry>;  // by hash
+
+  TokenAuthenticator(std::string path, const Clock* clock) : path_(std::move(path)), clock_(*clock) {}
+  static absl::StatusOr<Table> Parse(const std::string& path);
+  // Reads the file again if it changed since it was last read (checked once a second).
+  void ReloadIfChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string path_;
+  const Clock& clock_;
+  absl::Mutex mu_;
+  Table table_ ABSL_GUARDED_BY(mu_);
+  int64_t loaded_mtime_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time checked_ ABSL_GUARDED_BY(mu_);
+};
+
+// Whether `principal` may do `action`; for kChangeJob, to a job `job_submitter`
+// submitted. PERMISSION_DENIED saying what was missing.
+absl::Status Authorize(const Principal& principal, Action action, const std::string& what,
+                       const std::string& job_submitter = "");
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_SERVER_CLIENT_AUTH_H_

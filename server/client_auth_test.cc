@@ -1,0 +1,109 @@
+#include "server/client_auth.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+class TokenAuthenticatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* dir = std::getenv("TEST_TMPDIR");
+    path_ = std::string(dir ? dir : "/tmp") + "/tokens-" + std::to_string(getpid()) + ".yaml";
+  }
+
+  void WriteTokens(const std::string& body) {
+    const std::string tmp = path_ + ".tmp";
+    std::ofstream(tmp) << body;
+    std::rename(tmp.c_str(), path_.c_str());
+  }
+
+  static std::string Entry(const std::string& principal, const std::string& role,
+                           const std::string& token) {
+    return "  - principal: " + principal + "\n    role: " + role +
+           "\n    sha256: " + TokenAuthenticator::Hash(token) + "\n";
+  }
+
+  std::string path_;
+};
+
+TEST_F(TokenAuthenticatorTest, KnowsTheTokensByTheirHashOnly) {
+  // The well-known SHA-256 of "test".
+  EXPECT_EQ(TokenAuthenticator::Hash("test"),
+            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
+  WriteTokens("tokens:\n" + Entry("alice", "submitter", "a-secret") +
+              Entry("root", "admin", "r-secret"));
+  auto tokens = TokenAuthenticator::Load(path_);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  auto alice = (*tokens)->Authenticate("a-secret");
+  ASSERT_TRUE(alice.ok());
+  EXPECT_EQ(alice->name, "alice");
+  EXPECT_EQ(alice->role, Role::kSubmitter);
+  EXPECT_EQ((*tokens)->Authenticate("guess").status().code(), absl::StatusCode::kUnauthenticated);
+  // The file never holds a token, so a hash is no token either.
+  EXPECT_EQ((*tokens)->Authenticate(TokenAuthenticator::Hash("a-secret")).status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(TokenAuthenticatorTest, ReadsTheFileAgainWhenItChangesAndKeepsItOnABadEdit) {
+  SimulatedClock clock;
+  WriteTokens("tokens:\n" + Entry("alice", "viewer", "old"));
+  auto tokens = TokenAuthenticator::Load(path_, &clock);
+  ASSERT_TRUE(tokens.ok());
+  EXPECT_TRUE((*tokens)->Authenticate("old").ok());
+  usleep(20000);  // a modification time the file system can tell apart
+  WriteTokens("tokens:\n" + Entry("alice", "viewer", "new"));
+  clock.Advance(absl::Seconds(2));
+  EXPECT_EQ((*tokens)->Authenticate("old").status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE((*tokens)->Authenticate("new").ok());
+  usleep(20000);
+  WriteTokens("tokens: [ {principal: alice, role: king, sha256: 00} ]\n");
+  clock.Advance(absl::Seconds(2));
+  EXPECT_TRUE((*tokens)->Authenticate("new").ok());  // the previous table stays
+}
+
+TEST_F(TokenAuthenticatorTest, RefusesMalformedFilesNamingTheEntry) {
+  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
+           {"tokens:\n  - {principal: bob, role: king, sha256: " +
+                TokenAuthenticator::Hash("x") + "}\n",
+            "entry 1: role 'king'"},
+           {"tokens:\n" + Entry("a", "viewer", "x") + "  - {principal: b, role: viewer, "
+            "sha256: not-a-hash}\n",
+            "entry 2: sha256 must be 64 lower-case hex digits"},
+           {"tokens:\n" + Entry("a", "viewer", "x") + Entry("b", "admin", "x"),
+            "entry 2: the same token twice"},
+           {"users: []\n", "expected a list under 'tokens:'"},
+       }) {
+    WriteTokens(body);
+    auto tokens = TokenAuthenticator::Load(path_);
+    EXPECT_EQ(tokens.status().code(), absl::StatusCode::kInvalidArgument) << body;
+    EXPECT_NE(tokens.status().message().find(message), std::string::npos) << tokens.status();
+  }
+}
+
+TEST(Authorize, EachRoleMayDoWhatItsNameSays) {
+  const Principal viewer{"vic", Role::kViewer};
+  const Principal alice{"alice", Role::kSubmitter};
+  const Principal root{"root", Role::kAdmin};
+  EXPECT_TRUE(Authorize(viewer, Action::kRead, "list jobs").ok());
+  const absl::Status refused = Authorize(viewer, Action::kChangeJob, "cancel jobs", "vic");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.message().find("vic (viewer) may not cancel jobs"), std::string::npos)
+      << refused;
+  EXPECT_EQ(Authorize(viewer, Action::kSubmit, "submit jobs").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(Authorize(alice, Action::kSubmit, "submit jobs").ok());
+  EXPECT_TRUE(Authorize(alice, Action::kChangeJob, "cancel jobs", "alice").ok());
+  const absl::Status others = Authorize(alice, Action::kChangeJob, "cancel jobs", "bob");
+  EXPECT_EQ(others.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(others.message().find("submitted by bob"), std::string::npos) << others;
+  EXPECT_TRUE(Authorize(root, Action::kChangeJob, "cancel jobs", "bob").ok());
+}
+
+}  // namespace
+}  // namespace shardwise

@@ -1,0 +1,358 @@
+// The coordinator as an attacker on the network would meet it: TLS with worker
+// certificates (mTLS), client tokens with roles, worker identities bound to
+// certificates, rendezvous scoped to an attempt's ranks, and the path policy. Real
+// processes, real certificates (tests/certificates.h, openssl), real TLS.
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/channel_credentials.h"
+#include "common/token_hash.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "proto/rendezvous_service.grpc.pb.h"
+#include "proto/worker_service.grpc.pb.h"
+#include "tests/certificates.h"
+#include "tests/cluster.h"
+
+namespace shardwise::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    dir_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/security-", getpid(), "-",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    for (const char* sub : {"pki", "in", "out", "secret"}) fs::create_directories(dir_ + "/" + sub);
+    ca_ = std::make_unique<CertificateAuthority>(dir_ + "/pki", "ca");
+    rogue_ = std::make_unique<CertificateAuthority>(dir_ + "/pki", "rogue");
+    server_ = ca_->Issue("coordinator", "server");
+    for (const char* worker : {"w0", "w1", "w2"}) certificates_[worker] = ca_->Issue(worker, worker);
+    std::ofstream tokens(dir_ + "/tokens.yaml");
+    tokens << "tokens:\n";
+    for (const auto& [principal, role] : std::vector<std::pair<std::string, std::string>>{
+             {"root", "admin"}, {"alice", "submitter"}, {"bob", "submitter"}, {"vic", "viewer"}}) {
+      tokens_[principal] = absl::StrCat("sw_test_", principal, "_", getpid());
+      tokens << "  - principal: " << principal << "\n    role: " << role
+             << "\n    sha256: " << TokenHash(tokens_[principal]) << "\n";
+    }
+    tokens.close();
+    ClusterOptions options;
+    options.coordinator_flags = {
+        "--tls_cert=" + server_.cert, "--tls_key=" + server_.key,
+        "--worker_ca=" + ca_->ca_file(), "--tokens_file=" + dir_ + "/tokens.yaml",
+        "--tls_reload_seconds=1"};
+    options.worker_flags = {"--tls_ca=" + ca_->ca_file()};
+    options.client.security.ca_file = ca_->ca_file();
+    options.client.token = tokens_["root"];
+    options.allowed_input_paths = {dir_ + "/in"};
+    options.allowed_output_paths = {dir_ + "/out"};
+    cluster_ = std::make_unique<Cluster>(options);
+    cluster_->StartCoordinator();
+  }
+
+  Process& AddWorker(const std::string& name) {
+    const CertificateFiles& files = certificates_.at(name);
+    return cluster_->AddWorker(name, {"--tls_cert=" + files.cert, "--tls_key=" + files.key});
+  }
+
+  Client As(const std::string& principal) {
+    ClientOptions options;
+    options.security.ca_file = ca_->ca_file();
+    if (!principal.empty()) options.token = tokens_.at(principal);
+    return Client(cluster_->address(), options);
+  }
+
+  // A TLS channel presenting `files` (none: no client certificate).
+  std::shared_ptr<grpc::Channel> Channel(const CertificateFiles* files) {
+    ChannelSecurity security;
+    security.ca_file = ca_->ca_file();
+    if (files != nullptr) {
+      security.cert_file = files->cert;
+      security.key_file = files->key;
+    }
+    return grpc::CreateChannel(cluster_->address(), *MakeChannelCredentials(security));
+  }
+
+  grpc::Status Register(const std::shared_ptr<grpc::Channel>& channel, const std::string& name) {
+    v1::RegisterWorkerRequest request;
+    request.set_name(name);
+    request.set_device(v1::CPU);
+    v1::RegisterWorkerResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return v1::WorkerService::NewStub(channel)->RegisterWorker(&context, request, &response);
+  }
+
+  // A one-rank job of `steps` steps, writing its model under out/.
+  v1::JobSpec LongJob(const std::string& model, int64_t steps = 400) {
+    v1::JobSpec spec = Cluster::Spec(1);
+    spec.set_steps(steps);
+    spec.mutable_output()->set_final_model_path(dir_ + "/out/" + model);
+    return spec;
+  }
+
+  bool CoordinatorLogHas(const std::string& text) {
+    for (const auto& entry : fs::directory_iterator(cluster_->dir())) {
+      const std::string name = entry.path().filename().string();
+      if (absl::StartsWith(name, "coordinator-") && absl::StrContains(ReadFile(entry.path()), text)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  std::string dir_;
+  std::unique_ptr<CertificateAuthority> ca_;
+  std::unique_ptr<CertificateAuthority> rogue_;
+  CertificateFiles server_;
+  std::map<std::string, CertificateFiles> certificates_;
+  std::map<std::string, std::string> tokens_;
+  std::unique_ptr<Cluster> cluster_;
+};
+
+TEST_F(SecurityTest, ClientsNeedATokenAndTheRoleForEachCall) {
+  auto anonymous = As("").ListJobs();
+  EXPECT_EQ(anonymous.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(absl::StrContains(anonymous.status().message(), "needs a token")) << anonymous.status();
+  ClientOptions guessing;
+  guessing.security.ca_file = ca_->ca_file();
+  guessing.token = "sw_guess";
+  EXPECT_EQ(Client(cluster_->address(), guessing).ListJobs().status().code(),
+            absl::StatusCode::kUnauthenticated);
+  auto viewer_submits = As("vic").Submit(Cluster::Spec(1));
+  EXPECT_EQ(viewer_submits.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(absl::StrContains(viewer_submits.status().message(), "vic (viewer) may not submit"))
+      << viewer_submits.status();
+
+  auto job_id = As("alice").Submit(Cluster::Spec(1));  // no worker: it waits, PENDING
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  EXPECT_EQ(As("vic").Get(*job_id)->submitter(), "alice");
+  EXPECT_EQ(As("vic").Cancel(*job_id).status().code(), absl::StatusCode::kPermissionDenied);
+  auto other = As("bob").Cancel(*job_id);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(absl::StrContains(other.status().message(), "submitted by alice")) << other.status();
+  EXPECT_EQ(As("root").Get(*job_id)->state(), v1::PENDING);
+  auto mine = As("bob").ListJobs({.submitter = "alice"});
+  ASSERT_TRUE(mine.ok());
+  ASSERT_EQ(mine->size(), 1u);
+  EXPECT_EQ((*mine)[0].submitter(), "alice");
+  EXPECT_EQ(As("alice").Cancel(*job_id)->state(), v1::CANCELLED);
+
+  // The CLI takes the token from a file, and shows who submitted.
+  const std::string token_file = dir_ + "/alice.token";
+  std::ofstream(token_file) << tokens_["alice"] << "\n";
+  std::string output;
+  EXPECT_EQ(Cluster::RunCli({"--coordinator=" + cluster_->address(), "--tls_ca=" + ca_->ca_file(),
+                             "--token_file=" + token_file, "get", "jobs"},
+                            &output),
+            0)
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "alice")) << output;
+  EXPECT_EQ(Cluster::RunCli({"--coordinator=" + cluster_->address(), "--tls_ca=" + ca_->ca_file(),
+                             "describe", *job_id},
+                            &output),
+            1);
+  EXPECT_TRUE(absl::StrContains(output, "needs a token")) << output;
+  // No token reaches a log, an event or describe.
+  EXPECT_EQ(Cluster::RunCli({"--coordinator=" + cluster_->address(), "--tls_ca=" + ca_->ca_file(),
+                             "--token_file=" + token_file, "describe", *job_id},
+                            &output),
+            0);
+  for (const auto& [principal, token] : tokens_) {
+    EXPECT_FALSE(absl::StrContains(output, token)) << principal;
+    EXPECT_FALSE(CoordinatorLogHas(token)) << principal;
+  }
+}
+
+TEST_F(SecurityTest, WorkersNeedACertificateOfTheWorkerCaAndWorkUnderItsName) {
+  Process& w0 = AddWorker("w0");
+  const grpc::Status no_certificate = Register(Channel(nullptr), "w9");
+  EXPECT_EQ(no_certificate.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(absl::StrContains(no_certificate.error_message(), "--worker_ca"))
+      << no_certificate.error_message();
+  // Signed by another CA: the handshake itself fails.
+  const CertificateFiles rogue = rogue_->Issue("w0", "rogue-w0");
+  EXPECT_EQ(Register(Channel(&rogue), "w0").error_code(), grpc::StatusCode::UNAVAILABLE);
+  // A genuine worker's certificate, claiming another's name.
+  const grpc::Status taking_over = Register(Channel(&certificates_.at("w1")), "w0");
+  EXPECT_EQ(taking_over.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(absl::StrContains(taking_over.error_message(),
+                                "worker name 'w0' is not the name in its certificate ('w1')"))
+      << taking_over.error_message();
+  // A session under w0's name from w1's certificate is refused the same way.
+  {
+    grpc::ClientContext context;
+    auto stream = v1::WorkerService::NewStub(Channel(&certificates_.at("w1")))->Session(&context);
+    v1::WorkerMessage hello;
+    hello.mutable_hello()->set_worker_id("w0");
+    stream->Write(hello);
+    stream->WritesDone();
+    v1::CoordinatorMessage ignored;
+    while (stream->Read(&ignored)) {
+    }
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // Nothing changed for w0; and w0 restarting with its certificate is w0 again.
+  EXPECT_EQ(cluster_->WorkerState("w0"), v1::IDLE);
+  EXPECT_FALSE(CoordinatorLogHas("worker w0 lost"));
+  w0.Kill();
+  AddWorker("w0");
+  EXPECT_EQ(cluster_->WorkerState("w0"), v1::IDLE);
+}
+
+TEST_F(SecurityTest, AForgedReportOrAForeignRendezvousCallChangesNothing) {
+  AddWorker("w0");
+  auto job_id = As("alice").Submit(LongJob("long.safetensors", /*steps=*/int64_t{1} << 30));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  cluster_->WaitForState(*job_id, v1::RUNNING);
+  // w2, a genuine worker, reports job-1 done, for a rank it does not hold.
+  auto channel = Channel(&certificates_.at("w2"));
+  ASSERT_TRUE(Register(channel, "w2").ok());
+  grpc::ClientContext context;
+  auto session = v1::WorkerService::NewStub(channel)->Session(&context);
+  v1::WorkerMessage message;
+  message.mutable_hello()->set_worker_id("w2");
+  ASSERT_TRUE(session->Write(message));
+  message.Clear();
+  v1::AttemptReport* report = message.mutable_report();
+  report->set_job_id(*job_id);
+  report->set_attempt(1);
+  report->set_rank(0);
+  report->set_phase(v1::COMPLETED);
+  ASSERT_TRUE(session->Write(message));
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return CoordinatorLogHas(absl::StrCat("ignoring a report from w2 for rank 0 of ", *job_id));
+  }));
+  EXPECT_EQ(As("root").Get(*job_id)->state(), v1::RUNNING);
+  // And it reads the attempt's rendezvous keys without a rank's token.
+  for (const std::string& token : {std::string(), std::string("0123456789abcdef")}) {
+    v1::RendezvousGetRequest get;
+    get.mutable_scope()->set_job_id(*job_id);
+    get.mutable_scope()->set_attempt(1);
+    get.mutable_scope()->set_token(token);
+    get.set_key("rank_0");
+    v1::RendezvousGetResponse value;
+    grpc::ClientContext call;
+    const grpc::Status refused =
+        v1::RendezvousService::NewStub(channel)->Get(&call, get, &value);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.error_message();
+  }
+  context.TryCancel();
+  // The job ran on, untouched, until its owner stopped it.
+  const v1::Job job = *As("root").Get(*job_id);
+  EXPECT_EQ(job.state(), v1::RUNNING);
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_GT(job.progress().step(), 0);
+  EXPECT_EQ(As("alice").Cancel(*job_id)->state(), v1::CANCELLED);
+}
+
+TEST_F(SecurityTest, OutputsOutsideThePolicyAreRefusedAndNothingIsWritten) {
+  AddWorker("w0");
+  auto running = As("alice").Submit(LongJob("good.safetensors"));
+  ASSERT_TRUE(running.ok()) << running.status();
+  std::ofstream(dir_ + "/secret/precious") << "keep";
+  std::ofstream(dir_ + "/out/existing.safetensors") << "mine";
+  fs::create_directory_symlink(dir_ + "/secret", dir_ + "/out/escape");
+  const std::vector<std::pair<std::string, absl::StatusCode>> refused = {
+      {dir_ + "/out/../secret/m.safetensors", absl::StatusCode::kPermissionDenied},
+      {dir_ + "/out/escape/m.safetensors", absl::StatusCode::kPermissionDenied},
+      {dir_ + "/elsewhere/m.safetensors", absl::StatusCode::kPermissionDenied},
+      {dir_ + "/out/existing.safetensors", absl::StatusCode::kAlreadyExists},
+  };
+  for (const auto& [path, code] : refused) {
+    v1::JobSpec spec = Cluster::Spec(1);
+    spec.mutable_output()->set_final_model_path(path);
+    auto submitted = As("alice").Submit(spec);
+    EXPECT_EQ(submitted.status().code(), code) << path << ": " << submitted.status();
+    EXPECT_TRUE(absl::StrContains(submitted.status().message(),
+                                  "job.output.final_model_path: '" + path + "'"))
+        << submitted.status();
+  }
+  v1::JobSpec checkpoint_out = Cluster::Spec(1);
+  checkpoint_out.mutable_output()->set_checkpoint_dir(dir_ + "/secret");
+  EXPECT_EQ(As("alice").Submit(checkpoint_out).status().code(), absl::StatusCode::kPermissionDenied);
+  v1::JobSpec reading = Cluster::Spec(1);
+  reading.mutable_data()->set_safetensors_path(dir_ + "/in/../secret/precious");
+  EXPECT_EQ(As("alice").Submit(reading).status().code(), absl::StatusCode::kPermissionDenied);
+  // Nothing was written: the secret folder and the existing file are as they were.
+  int secret_files = 0;
+  for (const auto& entry : fs::directory_iterator(dir_ + "/secret")) secret_files += !entry.is_directory();
+  EXPECT_EQ(secret_files, 1);
+  EXPECT_EQ(ReadFile(dir_ + "/secret/precious"), "keep");
+  EXPECT_EQ(ReadFile(dir_ + "/out/existing.safetensors"), "mine");
+  EXPECT_FALSE(fs::exists(dir_ + "/elsewhere"));
+  // Asked to overwrite, the existing file may be the output.
+  v1::JobSpec overwriting = Cluster::Spec(1);
+  overwriting.mutable_output()->set_final_model_path(dir_ + "/out/existing.safetensors");
+  overwriting.mutable_output()->set_overwrite(true);
+  EXPECT_TRUE(As("alice").Submit(overwriting).ok());
+  // The job that was running went on and wrote where it was allowed to.
+  cluster_->WaitForState(*running, v1::SUCCEEDED, absl::Seconds(60));
+  EXPECT_TRUE(fs::exists(dir_ + "/out/good.safetensors"));
+}
+
+TEST_F(SecurityTest, CertificatesReloadWithoutDroppingSessions) {
+  AddWorker("w0");
+  const std::string before = ServedSerial(cluster_->address(), ca_->ca_file());
+  ASSERT_FALSE(before.empty());
+  // Rotation: a new certificate and key take the old ones' place.
+  const CertificateFiles renewed = ca_->Issue("coordinator", "server-renewed");
+  fs::rename(renewed.key, server_.key);
+  fs::rename(renewed.cert, server_.cert);
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return ServedSerial(cluster_->address(), ca_->ca_file()) != before;
+  }, absl::Seconds(15)));
+  // The worker's session, opened before, goes on: it takes a job.
+  auto job_id = As("alice").Submit(Cluster::Spec(1));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  cluster_->WaitForState(*job_id, v1::SUCCEEDED);
+  EXPECT_FALSE(CoordinatorLogHas("worker w0 lost"));
+}
+
+// Off loopback, the coordinator serves only with TLS and tokens, or with --insecure.
+TEST(Exposure, PlaintextOrNoTokensOffLoopbackIsRefused) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/exposure-", getpid());
+  fs::create_directories(dir);
+  CertificateAuthority ca(dir, "ca");
+  const CertificateFiles server = ca.Issue("coordinator", "server");
+  auto run = [&](const std::vector<std::string>& flags, const std::string& log) {
+    std::vector<std::string> argv = {Cluster::BinaryPath("server/shardwise-coordinator"),
+                                     "--address=0.0.0.0:0", "--state_file=" + dir + "/" + log + ".db",
+                                     "--port_file=" + dir + "/" + log + ".port"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return std::make_unique<Process>(argv, dir + "/" + log + ".log");
+  };
+  auto plaintext = run({}, "plaintext");
+  EXPECT_EQ(plaintext->Wait(), 1);
+  EXPECT_TRUE(absl::StrContains(ReadFile(dir + "/plaintext.log"),
+                                "refusing to serve 0.0.0.0:0 without TLS"))
+      << ReadFile(dir + "/plaintext.log");
+  auto untokened = run({"--tls_cert=" + server.cert, "--tls_key=" + server.key}, "untokened");
+  EXPECT_EQ(untokened->Wait(), 1);
+  EXPECT_TRUE(absl::StrContains(ReadFile(dir + "/untokened.log"), "without --tokens_file"));
+  auto insecure = run({"--insecure"}, "insecure");
+  EXPECT_TRUE(Cluster::WaitFor([&] { return fs::exists(dir + "/insecure.port"); }))
+      << ReadFile(dir + "/insecure.log");
+  EXPECT_TRUE(insecure->Running());
+}
+
+}  // namespace
+}  // namespace shardwise::testing
