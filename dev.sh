@@ -19,6 +19,7 @@ DEBIAN_PACKAGES=(
   libcpp-httplib-dev  # the Prometheus metrics endpoints
   libssl-dev openssl  # token hashes; the security tests make their certificates
   python3-torch  # tests/pytorch_parity_test: PyTorch itself as the reference
+  python3-grpcio python3-protobuf python3-yaml  # the Python client (client/python)
   clang-14 libclang-rt-14-dev make  # tests/fuzz/run.sh: libFuzzer with ASan and UBSan
 )
 

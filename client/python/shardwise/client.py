@@ -1,0 +1,165 @@
+"""The Client: every JobService call, with errors as exceptions."""
+
+import os
+
+import grpc
+import yaml
+from google.protobuf import json_format
+
+from shardwise.proto import job_pb2, job_service_pb2, job_service_pb2_grpc, job_spec_pb2
+
+DEFAULT_ADDRESS = "127.0.0.1:7070"
+_PAGE_SIZE = 500
+_TIMEOUT_SECONDS = 10
+
+# The spec fields that name files: made absolute against the caller's directory, as the
+# CLI does (the coordinator takes absolute paths only).
+_PATH_FIELDS = (("data", "safetensors_path"), ("data", "tokens", "train_path"),
+                ("data", "tokens", "val_path"), ("init", "safetensors_path"),
+                ("init", "checkpoint_dir"), ("output", "final_model_path"),
+                ("output", "checkpoint_dir"))
+
+
+class ShardwiseError(Exception):
+    """A failed call: `code` is the gRPC status code's name (e.g. "INVALID_ARGUMENT"),
+    `message` the coordinator's explanation, naming the field and value where it can."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _raise(error):
+    raise ShardwiseError(error.code().name, error.details()) from None
+
+
+def _absolute_paths(spec, cwd):
+    for path in _PATH_FIELDS:
+        holder = spec
+        for key in path[:-1]:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+            if holder is None:
+                break
+        if isinstance(holder, dict) and isinstance(holder.get(path[-1]), str):
+            value = holder[path[-1]]
+            if value and not os.path.isabs(value):
+                holder[path[-1]] = os.path.normpath(os.path.join(cwd, value))
+    return spec
+
+
+def _spec_message(spec):
+    """A JobSpec from a dict (the spec's JSON form) or a YAML/JSON file's path."""
+    if isinstance(spec, job_spec_pb2.JobSpec):
+        return spec
+    if isinstance(spec, (str, os.PathLike)):
+        with open(spec, encoding="utf-8") as file:
+            spec = yaml.safe_load(file)
+    if not isinstance(spec, dict):
+        raise ShardwiseError("INVALID_ARGUMENT", "a job spec is a mapping of its fields")
+    try:
+        return json_format.ParseDict(_absolute_paths(spec, os.getcwd()), job_spec_pb2.JobSpec())
+    except json_format.ParseError as error:
+        raise ShardwiseError("INVALID_ARGUMENT", f"job: {error}") from None
+
+
+def _comm_hook(hook, wrapper):
+    message = job_spec_pb2.CommHook()
+    name = "NO_HOOK" if hook.lower() == "none" else hook.upper()
+    if name not in job_spec_pb2.CommHook.Hook.keys():
+        raise ShardwiseError("INVALID_ARGUMENT", f"hook: unknown hook '{hook}' (expected none, "
+                             "allreduce, fp16_compress, bf16_compress or mixed_precision)")
+    message.hook = job_spec_pb2.CommHook.Hook.Value(name)
+    if wrapper:
+        if wrapper.upper() not in job_spec_pb2.CommHook.Wrapper.keys():
+            raise ShardwiseError("INVALID_ARGUMENT", f"wrapper: unknown wrapper '{wrapper}' "
+                                 "(expected fp16_wrapper or bf16_wrapper)")
+        message.wrapper = job_spec_pb2.CommHook.Wrapper.Value(wrapper.upper())
+    return message
+
+
+class Client:
+    """A connection to one coordinator. `address` defaults to $SHARDWISE_COORDINATOR, else
+    127.0.0.1:7070; `tls_ca` (a CA file, default $SHARDWISE_TLS_CA) makes it TLS; `token`
+    (default $SHARDWISE_TOKEN) is sent as a bearer token. Thread-safe, as gRPC channels are."""
+
+    def __init__(self, address=None, tls_ca=None, token=None):
+        self.address = address or os.environ.get("SHARDWISE_COORDINATOR") or DEFAULT_ADDRESS
+        tls_ca = tls_ca or os.environ.get("SHARDWISE_TLS_CA")
+        token = token or os.environ.get("SHARDWISE_TOKEN")
+        if tls_ca:
+            with open(tls_ca, "rb") as file:
+                credentials = grpc.ssl_channel_credentials(root_certificates=file.read())
+            self._channel = grpc.secure_channel(self.address, credentials)
+        else:
+            self._channel = grpc.insecure_channel(self.address)
+        self._metadata = (("authorization", f"Bearer {token.strip()}"),) if token else ()
+        self._stub = job_service_pb2_grpc.JobServiceStub(self._channel)
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *unused):
+        self.close()
+
+    def _call(self, method, request):
+        try:
+            return method(request, timeout=_TIMEOUT_SECONDS, metadata=self._metadata)
+        except grpc.RpcError as error:
+            _raise(error)
+
+    def submit(self, spec):
+        """Submits a spec (a dict, a YAML/JSON file's path, or a JobSpec); returns the job's id."""
+        request = job_service_pb2.SubmitJobRequest(spec=_spec_message(spec))
+        return self._call(self._stub.SubmitJob, request).job_id
+
+    def get(self, job_id):
+        """The job (shardwise.proto.job_pb2.Job), with its spec, progress and events."""
+        return self._call(self._stub.GetJob, job_service_pb2.GetJobRequest(job_id=job_id))
+
+    def list(self, states=(), submitter="", limit=None):
+        """Job summaries, oldest first, following the coordinator's pages; `states` are
+        names or values of shardwise.PENDING, RUNNING, ..."""
+        request = job_service_pb2.ListJobsRequest(submitter=submitter)
+        for state in states:
+            request.states.append(job_pb2.JobState.Value(state) if isinstance(state, str) else state)
+        jobs = []
+        while True:
+            request.page_size = _PAGE_SIZE if limit is None else min(_PAGE_SIZE, limit - len(jobs))
+            page = self._call(self._stub.ListJobs, request)
+            jobs.extend(page.jobs)
+            request.page_token = page.next_page_token
+            if not page.next_page_token or (limit is not None and len(jobs) >= limit):
+                return jobs
+
+    def watch(self, job_id):
+        """An iterator of the job: as it is now, then after every change, until it ends."""
+        try:
+            yield from self._stub.WatchJob(job_service_pb2.WatchJobRequest(job_id=job_id),
+                                           metadata=self._metadata)
+        except grpc.RpcError as error:
+            _raise(error)
+
+    def cancel(self, job_id):
+        """Cancels a pending or running job; returns it."""
+        return self._call(self._stub.CancelJob, job_service_pb2.CancelJobRequest(job_id=job_id))
+
+    def set_hook(self, job_id, hook, wrapper=None):
+        """Proposes a change of a running job's communication hook ("bf16_compress", ...);
+        returns the proposal (its step; the job's hook_switches say when it applied)."""
+        request = job_service_pb2.SetCommHookRequest(job_id=job_id, hook=_comm_hook(hook, wrapper))
+        return self._call(self._stub.SetCommHook, request)
+
+    def workers(self):
+        """Every registered worker."""
+        request = job_service_pb2.ListWorkersRequest(page_size=_PAGE_SIZE)
+        workers = []
+        while True:
+            page = self._call(self._stub.ListWorkers, request)
+            workers.extend(page.workers)
+            request.page_token = page.next_page_token
+            if not page.next_page_token:
+                return workers

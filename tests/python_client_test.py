@@ -1,0 +1,160 @@
+"""The Python client (client/python/shardwise) against a real coordinator and a real
+worker process: submit from a dict and from a YAML file, watch, get, list with filters,
+cancel, set_hook, and errors carrying the coordinator's code and message. Run by
+tests/python_client_test.sh with Debian's python3 and python3-grpcio."""
+
+import os
+import subprocess
+import tempfile
+import time
+import unittest
+
+import shardwise
+
+RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", "."), "shardwise")
+
+
+def binary(path):
+    return os.path.join(RUNFILES, path)
+
+
+def spec(world_size=1, steps=20, name="py"):
+    return {
+        "name": name,
+        "model": {"layer_widths": [4, 8, 3]},
+        "optimizer": {"sgd": {"lr": 0.1}},
+        "data": {"synthetic": {"seed": 1}},
+        "global_batch_size": 8,
+        "steps": steps,
+        "world_size": world_size,
+    }
+
+
+class ClusterForPython:
+    """A coordinator (with a tokens file: alice submits, vic views) and one worker."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.tokens = {"alice": "sw_py_alice", "vic": "sw_py_vic"}
+        with open(os.path.join(self.dir, "tokens.yaml"), "w") as tokens:
+            tokens.write("tokens:\n")
+            for principal, role in (("alice", "submitter"), ("vic", "viewer")):
+                digest = subprocess.run(["sha256sum"], input=self.tokens[principal].encode(),
+                                        capture_output=True, check=True).stdout.split()[0]
+                tokens.write(f"  - principal: {principal}\n    role: {role}\n"
+                             f"    sha256: {digest.decode()}\n")
+        port_file = os.path.join(self.dir, "port")
+        self.processes = [subprocess.Popen(
+            [binary("server/shardwise-coordinator"), "--address=127.0.0.1:0",
+             f"--port_file={port_file}", f"--state_file={self.dir}/state.db",
+             f"--tokens_file={self.dir}/tokens.yaml", "--heartbeat_interval_ms=200",
+             f"--allowed_input_paths={self.dir}", f"--allowed_output_paths={self.dir}"],
+            stderr=open(os.path.join(self.dir, "coordinator.log"), "w"))]
+        for _ in range(200):
+            if os.path.exists(port_file):
+                break
+            time.sleep(0.05)
+        with open(port_file) as file:
+            self.address = f"127.0.0.1:{file.read().strip()}"
+        self.processes.append(subprocess.Popen(
+            [binary("worker/shardwise-worker"), f"--coordinator={self.address}", "--name=w0"],
+            stderr=open(os.path.join(self.dir, "worker.log"), "w")))
+        client = self.client("vic")
+        for _ in range(400):
+            if any(w.state == shardwise.proto.job_pb2.IDLE for w in client.workers()):
+                break
+            time.sleep(0.05)
+
+    def client(self, principal):
+        return shardwise.Client(self.address, token=self.tokens.get(principal))
+
+    def stop(self):
+        for process in self.processes:
+            process.kill()
+            process.wait()
+
+
+class PythonClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = ClusterForPython()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+
+    def test_submit_a_dict_and_watch_it_to_its_end(self):
+        alice = self.cluster.client("alice")
+        job_id = alice.submit(spec(steps=30))
+        updates = list(alice.watch(job_id))
+        self.assertGreater(len(updates), 1)
+        self.assertEqual(updates[-1].state, shardwise.SUCCEEDED)
+        self.assertEqual(updates[-1].progress.step, 30)
+        job = alice.get(job_id)
+        self.assertEqual(job.submitter, "alice")
+        self.assertEqual(job.spec.name, "py")
+        self.assertTrue(any("every rank completed" in e.message for e in job.events))
+
+    def test_submit_a_yaml_file_whose_paths_are_relative(self):
+        alice = self.cluster.client("alice")
+        path = os.path.join(self.cluster.dir, "job.yaml")
+        with open(path, "w") as file:
+            file.write("name: from-yaml\nmodel: {layer_widths: [4, 8, 3]}\n"
+                       "optimizer: {sgd: {lr: 0.1}}\ndata: {synthetic: {seed: 1}}\n"
+                       "global_batch_size: 8\nsteps: 10\nworld_size: 1\n"
+                       "output: {final_model_path: model.safetensors}\n")
+        cwd = os.getcwd()
+        os.chdir(self.cluster.dir)
+        try:
+            job_id = alice.submit("job.yaml")
+        finally:
+            os.chdir(cwd)
+        final = list(alice.watch(job_id))[-1]
+        self.assertEqual(final.state, shardwise.SUCCEEDED, final.reason)
+        self.assertEqual(final.spec.output.final_model_path,
+                         os.path.realpath(os.path.join(self.cluster.dir, "model.safetensors")))
+        self.assertTrue(os.path.exists(os.path.join(self.cluster.dir, "model.safetensors")))
+
+    def test_list_filters_and_cancel(self):
+        alice = self.cluster.client("alice")
+        too_big = spec(world_size=4, name="too-big")  # one worker: it waits
+        waiting = alice.submit(too_big)
+        pending = alice.list(states=["PENDING"], submitter="alice")
+        self.assertIn(waiting, [job.id for job in pending])
+        self.assertTrue(all(job.state == shardwise.PENDING for job in pending))
+        self.assertEqual(alice.cancel(waiting).state, shardwise.CANCELLED)
+        self.assertEqual(len(alice.list(limit=1)), 1)
+
+    def test_errors_carry_the_coordinators_code_and_message(self):
+        alice = self.cluster.client("alice")
+        bad = spec()
+        bad["world_size"] = 0
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            alice.submit(bad)
+        self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("world_size", raised.exception.message)
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            alice.get("job-404")
+        self.assertEqual(raised.exception.code, "NOT_FOUND")
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            self.cluster.client("vic").submit(spec())
+        self.assertEqual(raised.exception.code, "PERMISSION_DENIED")
+        self.assertIn("vic (viewer) may not submit", raised.exception.message)
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            self.cluster.client(None).list()
+        self.assertEqual(raised.exception.code, "UNAUTHENTICATED")
+        done = alice.submit(spec(steps=5))
+        list(alice.watch(done))
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            alice.set_hook(done, "bf16_compress")
+        self.assertEqual(raised.exception.code, "FAILED_PRECONDITION")
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            alice.set_hook(done, "fp8_compress")
+        self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            alice.submit({"world_size": "four"})
+        self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+
+
+if __name__ == "__main__":
+    unittest.main()
