@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -211,6 +212,23 @@ std::string MetricsRegistry::Exposition() const {
     }
   }
   return out;
+}
+
+std::map<std::string, double> ParseExposition(const std::string& text) {
+  std::map<std::string, double> samples;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    double value = 0;
+    if (space == std::string::npos || !absl::SimpleAtod(line.substr(space + 1), &value)) continue;
+    samples[line.substr(0, space)] = value;
+  }
+  return samples;
 }
 
 }  // namespace shardwise

@@ -109,6 +109,12 @@ class Family {
     if (metric == nullptr) metric = make_();
     return *metric;
   }
+  // Drops every series: for a family a collector refills at each scrape (per running job,
+  // say), so series of what is gone do not linger.
+  void Clear() {
+    absl::MutexLock lock(&mu_);
+    series_.clear();
+  }
   const std::vector<std::string>& label_names() const { return label_names_; }
   // Calls `visit` for every series, ordered by label values.
   void ForEach(const std::function<void(const std::vector<std::string>&, const Metric&)>& visit) const {
@@ -156,6 +162,10 @@ class MetricsRegistry {
   std::vector<std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> collectors_ ABSL_GUARDED_BY(mu_);
 };
+
+// The samples of a text exposition, as "name{labels}" -> value (comments skipped): for
+// tests and the load generator, which read what a scrape returns.
+std::map<std::string, double> ParseExposition(const std::string& text);
 
 }  // namespace shardwise
 

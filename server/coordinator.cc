@@ -14,6 +14,7 @@
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
 #include "grpcpp/server_builder.h"
+#include "server/grpc_metrics.h"
 
 namespace shardwise {
 
@@ -133,6 +134,9 @@ absl::Status Coordinator::StartServing() {
   builder.RegisterService(rendezvous_service_.get());
   // Synchronous calls (JobService, rendezvous Set/Get/Add) run on a bounded pool; workers'
   // sessions, registrations and rendezvous waits are callbacks and hold no thread.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> metrics;
+  metrics.push_back(std::make_unique<GrpcMetricsFactory>(&metrics_registry_));
+  builder.experimental().SetInterceptorCreators(std::move(metrics));
   grpc::ResourceQuota quota("shardwise-coordinator");
   quota.SetMaxThreads(options_.max_sync_threads);
   builder.SetResourceQuota(quota);
@@ -158,6 +162,40 @@ void Coordinator::AddCollectors() {
                       .AddGauge("shardwise_coordinator_executor_queued",
                                 "Worker messages waiting for the controller.")
                       .With({});
+  Gauge& heartbeat_age = metrics_registry_
+                             .AddGauge("shardwise_coordinator_heartbeat_age_max_seconds",
+                                       "Age of the oldest last heartbeat of a worker not lost.")
+                             .With({});
+  // One series per RUNNING job: bounded by the jobs the cluster runs at once, and
+  // dropped when a job ends.
+  Family<Gauge>& step = metrics_registry_.AddGauge(
+      "shardwise_job_step", "Steps a RUNNING job has completed.", {"job"});
+  Family<Gauge>& total_steps = metrics_registry_.AddGauge(
+      "shardwise_job_total_steps", "Steps a RUNNING job will run.", {"job"});
+  Family<Gauge>& loss = metrics_registry_.AddGauge(
+      "shardwise_job_loss", "A RUNNING job's latest loss (its global batch's).", {"job"});
+  Family<Gauge>& steps_per_second = metrics_registry_.AddGauge(
+      "shardwise_job_steps_per_second", "A RUNNING job's speed.", {"job"});
+  Family<Gauge>& tokens_per_second = metrics_registry_.AddGauge(
+      "shardwise_job_tokens_per_second", "A RUNNING GPT job's tokens per second, all ranks.",
+      {"job"});
+  metrics_registry_.AddCollector([this, &step, &total_steps, &loss, &steps_per_second,
+                                  &tokens_per_second, &heartbeat_age] {
+    for (Family<Gauge>* family : {&step, &total_steps, &loss, &steps_per_second,
+                                  &tokens_per_second}) {
+      family->Clear();
+    }
+    for (const v1::Job& job : jobs_->Live()) {
+      if (job.state() != v1::RUNNING) continue;
+      const v1::Progress& p = job.progress();
+      step.With({job.id()}).Set(static_cast<double>(p.step()));
+      total_steps.With({job.id()}).Set(static_cast<double>(p.total_steps()));
+      loss.With({job.id()}).Set(p.loss());
+      steps_per_second.With({job.id()}).Set(p.steps_per_second());
+      tokens_per_second.With({job.id()}).Set(p.tokens_per_second());
+    }
+    heartbeat_age.Set(absl::ToDoubleSeconds(workers_->OldestHeartbeatAge()));
+  });
   metrics_registry_.AddCollector([this, &jobs, &workers, &queued] {
     for (const auto& [state, count] : jobs_->CountByState()) {
       jobs.With({v1::JobState_Name(state)}).Set(count);

@@ -18,6 +18,11 @@ CoordinatorMetrics::CoordinatorMetrics(MetricsRegistry* registry)
                                                  {"outcome"})),
       failure_detections_total(registry->AddCounter(
           "shardwise_coordinator_failure_detections_total",
-          "Workers declared lost, by how the loss was detected.", {"reason"})) {}
+          "Workers declared lost, by how the loss was detected.", {"reason"})),
+      stalls_total(registry->AddCounter(
+          "shardwise_coordinator_stalls_total",
+          "Collectives in which ranks waited past --stall_warning_ms for ranks that had not "
+          "entered them: reported, or past --stall_abort_ms and aborted.",
+          {"outcome"})) {}
 
 }  // namespace shardwise

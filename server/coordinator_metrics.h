@@ -22,6 +22,7 @@ struct CoordinatorMetrics {
   Histogram& state_commit_seconds;
   Family<Counter>& worker_sessions_total;     // opened, by outcome: opened, refused
   Family<Counter>& failure_detections_total;  // reason: session_closed, heartbeat_timeout, ...
+  Family<Counter>& stalls_total;              // outcome: reported, aborted
 };
 
 }  // namespace shardwise

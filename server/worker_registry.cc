@@ -285,6 +285,16 @@ WorkerRegistry::CountByStateAndDevice() const {
   return counts;
 }
 
+absl::Duration WorkerRegistry::OldestHeartbeatAge() const {
+  const absl::Time now = options_.clock->Now();
+  absl::MutexLock lock(&mu_);
+  absl::Duration oldest = absl::ZeroDuration();
+  for (const auto& [id, worker] : workers_) {
+    if (worker.info.state() != v1::LOST) oldest = std::max(oldest, now - worker.last_heartbeat);
+  }
+  return oldest;
+}
+
 size_t WorkerRegistry::size() const {
   absl::MutexLock lock(&mu_);
   return workers_.size();

@@ -105,6 +105,8 @@ class WorkerRegistry {
   std::vector<v1::WorkerInfo> List() const;  // every worker, sorted by id
   absl::StatusOr<v1::WorkerInfo> Get(const std::string& worker_id) const;
   size_t size() const;
+  // The oldest last heartbeat among workers not lost, as an age (zero without any).
+  absl::Duration OldestHeartbeatAge() const;
   // How many workers are in each (state, device) (for the metrics).
   std::map<std::pair<v1::WorkerState, v1::DeviceKind>, int64_t> CountByStateAndDevice() const;
 

@@ -115,6 +115,10 @@ void Cluster::StartCoordinator() {
           absl::StrCat("--allowed_input_paths=", AllowedPaths(options_.allowed_input_paths)),
           absl::StrCat("--allowed_output_paths=", AllowedPaths(options_.allowed_output_paths)),
   };
+  if (options_.coordinator_metrics) {
+    argv.push_back("--metrics_address=127.0.0.1:0");
+    argv.push_back(absl::StrCat("--metrics_port_file=", dir_, "/coordinator.metrics-port"));
+  }
   argv.insert(argv.end(), options_.coordinator_flags.begin(), options_.coordinator_flags.end());
   coordinator_ = std::make_unique<Process>(
       argv, absl::StrCat(dir_, "/coordinator-", coordinator_starts_, ".log"));
@@ -126,6 +130,13 @@ void Cluster::StartCoordinator() {
 }
 
 void Cluster::KillCoordinator() { coordinator_->Kill(); }
+
+int Cluster::coordinator_metrics_port() const {
+  int port = 0;
+  std::ifstream in(absl::StrCat(dir_, "/coordinator.metrics-port"));
+  in >> port;
+  return port;
+}
 
 Process& Cluster::AddWorker(const std::string& name, const std::vector<std::string>& flags,
                            const std::vector<std::string>& launcher, bool wait) {

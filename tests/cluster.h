@@ -58,6 +58,8 @@ struct ClusterOptions {
   std::vector<std::string> coordinator_flags;
   std::vector<std::string> worker_flags;
   ClientOptions client;
+  // The coordinator serves /metrics on a free port (Cluster::coordinator_metrics_port).
+  bool coordinator_metrics = false;
 };
 
 class Cluster {
@@ -69,6 +71,8 @@ class Cluster {
   // start) and waits until it serves.
   void StartCoordinator();
   void KillCoordinator();  // SIGKILL: as a crash
+  // With ClusterOptions::coordinator_metrics: the port of its /metrics (0 if none).
+  int coordinator_metrics_port() const;
   pid_t coordinator_pid() const { return coordinator_->pid(); }
 
   // Starts a worker named `name` and waits until it is connected (IDLE, or BUSY already

@@ -13,7 +13,8 @@ namespace shardwise {
 AttemptRunner::AttemptRunner(std::shared_ptr<grpc::Channel> channel,
                              const v1::Assignment& assignment, const DataPlaneOptions& data_plane,
                              std::shared_ptr<TrainingHooks> hooks, RankDeviceFactory make_device,
-                             MemoryProbe available_memory, Reporter report)
+                             MemoryProbe available_memory, Reporter report,
+                             CollectiveMetrics* collective_metrics)
     : channel_(std::move(channel)),
       assignment_(assignment),
       data_plane_(data_plane),
@@ -21,6 +22,7 @@ AttemptRunner::AttemptRunner(std::shared_ptr<grpc::Channel> channel,
       make_device_(std::move(make_device)),
       available_memory_(std::move(available_memory)),
       report_(std::move(report)),
+      collective_metrics_(collective_metrics),
       position_(assignment.rank()),
       thread_([this] { Run(); }) {}
 
@@ -169,6 +171,7 @@ void AttemptRunner::Run() {
   training.plans = &plans_;
   training.position = &position_;
   training.timeline = &timeline_;
+  training.collective_metrics = collective_metrics_;
   // Once per attempt (and once more on a change): off the steady-state critical path.
   training.on_execution_order = [&](const v1::ExecutionOrder& order, int64_t step, bool changed) {
     v1::AttemptReport report;

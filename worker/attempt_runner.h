@@ -39,7 +39,8 @@ class AttemptRunner {
   // set, is checked against the job's estimated memory per rank before anything starts.
   AttemptRunner(std::shared_ptr<grpc::Channel> channel, const v1::Assignment& assignment,
                 const DataPlaneOptions& data_plane, std::shared_ptr<TrainingHooks> hooks,
-                RankDeviceFactory make_device, MemoryProbe available_memory, Reporter report);
+                RankDeviceFactory make_device, MemoryProbe available_memory, Reporter report,
+                CollectiveMetrics* collective_metrics = nullptr);
   ~AttemptRunner();  // aborts and joins
 
   // Asks the attempt to stop; it reports ABORTED with `reason` if it had not finished.
@@ -93,6 +94,7 @@ class AttemptRunner {
   const RankDeviceFactory make_device_;
   const MemoryProbe available_memory_;
   const Reporter report_;
+  CollectiveMetrics* const collective_metrics_;  // not owned; may be null
 
   absl::Mutex mu_;
   std::string abort_reason_ ABSL_GUARDED_BY(mu_);

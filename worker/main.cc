@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <memory>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -12,6 +14,8 @@
 #include "common/channel_credentials.h"
 #include "common/coordinator_address.h"
 #include "common/daemon_signals.h"
+#include "common/metrics.h"
+#include "common/metrics_http_server.h"
 #include "common/self_restart.h"
 #include "worker/runtime/host_memory.h"
 #include "worker/testing/training_faults.h"
@@ -48,6 +52,11 @@ ABSL_FLAG(int64_t, stuck_abort_restart_ms, 5000,
           "an attempt told to abort that has not ended this long after (a collective blocked "
           "on a frozen peer cannot be interrupted) makes the worker restart itself in place "
           "(same pid, same flags), so that it is idle again at once; 0: never");
+
+ABSL_FLAG(std::string, metrics_address, "",
+          "host:port to serve Prometheus metrics on (GET /metrics); empty: not served");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "if set (with --metrics_address), the metrics port is written here once serving");
 
 ABSL_FLAG(std::string, fault_injection, "",
           "for tests only: unit_order_reversed or unit_order_reversed_from=STEP makes this "
@@ -138,6 +147,22 @@ int main(int argc, char** argv) {
 
   shardwise::IgnoreBrokenPipes();
   const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();
+  shardwise::MetricsRegistry metrics;
+  std::unique_ptr<shardwise::MetricsHttpServer> metrics_server;
+  if (const std::string address = absl::GetFlag(FLAGS_metrics_address); !address.empty()) {
+    auto server = shardwise::MetricsHttpServer::Start(address, &metrics);
+    if (!server.ok()) {
+      std::fprintf(stderr, "shardwise-worker: %s\n", std::string(server.status().message()).c_str());
+      return 1;
+    }
+    metrics_server = std::move(*server);
+    options.metrics = &metrics;
+    if (const std::string file = absl::GetFlag(FLAGS_metrics_port_file); !file.empty()) {
+      const std::string tmp = file + ".tmp";  // whole, or not at all
+      std::ofstream(tmp) << metrics_server->port() << "\n";
+      std::rename(tmp.c_str(), file.c_str());
+    }
+  }
   std::fprintf(stderr, "shardwise-worker %s: coordinator %s\n", options.name.c_str(),
                options.coordinator_address.c_str());
   shardwise::WorkerDaemon daemon(options);

@@ -84,11 +84,15 @@ absl::Status RankRuntime::MakeAccelerator(const v1::JobSpec& spec) {
 }
 
 Communicator* RankRuntime::Track(Communicator* group) {
-  if (context_.position == nullptr && context_.timeline == nullptr) return group;
+  if (context_.position == nullptr && context_.timeline == nullptr &&
+      context_.collective_metrics == nullptr) {
+    return group;
+  }
   // A group that is the world shares the world's recorder.
   if (group == &world_gloo_ && world_ != nullptr) return world_;
   tracked_.push_back(
-      std::make_unique<TrackedCommunicator>(group, context_.position, context_.timeline));
+      std::make_unique<TrackedCommunicator>(group, context_.position, context_.timeline,
+                                            context_.collective_metrics));
   return tracked_.back().get();
 }
 

@@ -18,6 +18,7 @@
 #include "gloo/rendezvous/store.h"
 #include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
+#include "worker/comm/collective_metrics.h"
 #include "worker/comm/data_plane.h"
 #include "worker/hook_schedule.h"
 #include "worker/plan_mailbox.h"
@@ -68,6 +69,8 @@ struct TrainingContext {
   RankPosition* position = nullptr;
   // Where to record the rank's spans (timeline.h); none if null.
   Timeline* timeline = nullptr;
+  // Where to count its collectives and their time (the worker's metrics); none if null.
+  CollectiveMetrics* collective_metrics = nullptr;
   // Makes the device and device communicators of jobs whose device is not the CPU; jobs
   // on such devices fail (FAILED_PRECONDITION) when it is empty.
   RankDeviceFactory make_device;

@@ -22,6 +22,7 @@ constexpr absl::Duration kAbortedAttemptGrace = absl::Seconds(5);
 }  // namespace
 
 WorkerDaemon::WorkerDaemon(const WorkerOptions& options) : options_(options) {
+  if (options.metrics != nullptr) metrics_ = std::make_unique<WorkerMetrics>(options.metrics);
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
@@ -92,6 +93,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   hello.mutable_hello()->set_worker_id(registration.worker_id());
   if (!stream->Write(hello)) return FromGrpcStatus(stream->Finish());
   ReleaseHeldReports(stream.get(), registration.reattached(), running.has_value());
+  if (metrics_) metrics_->OnSessionOpened();
   std::fprintf(stderr, "worker %s: registered with %s%s\n", options_.name.c_str(),
                options_.coordinator_address.c_str(),
                registration.reattached()
@@ -174,6 +176,7 @@ bool WorkerDaemon::Write(const v1::WorkerMessage& message) {
 }
 
 void WorkerDaemon::SendReport(const v1::AttemptReport& report) {
+  if (metrics_) metrics_->OnReport(report);
   v1::WorkerMessage message;
   *message.mutable_report() = report;
   if (Write(message)) {
@@ -212,9 +215,11 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
   runner_.reset();  // joins the finished runner
   outbox_.StartAttempt();
   attempt_declined_ = false;
+  if (metrics_) metrics_->OnAttemptStarted();
   runner_ = std::make_unique<AttemptRunner>(
       channel_, assignment, options_.data_plane, options_.faults, options_.make_device,
-      options_.available_memory, [this](const v1::AttemptReport& report) { SendReport(report); });
+      options_.available_memory, [this](const v1::AttemptReport& report) { SendReport(report); },
+      metrics_ ? metrics_->collectives() : nullptr);
 }
 
 void WorkerDaemon::OnHookChange(const v1::HookChange& change) {

@@ -17,10 +17,12 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/metrics.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/worker_service.grpc.pb.h"
 #include "worker/attempt_runner.h"
+#include "worker/worker_metrics.h"
 #include "worker/report_outbox.h"
 #include "worker/trainer.h"
 #include "worker/comm/data_plane.h"
@@ -32,6 +34,8 @@ struct WorkerOptions {
   // How to reach it: plaintext by default, TLS (with this worker's certificate when the
   // coordinator requires one) from --tls_ca, --tls_cert, --tls_key.
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  // Where to record the worker's metrics (worker_metrics.h); not owned; none if null.
+  MetricsRegistry* metrics = nullptr;
   std::string name;  // stable across reconnects
   v1::DeviceKind device = v1::CPU;
   v1::GpuInfo gpu;                // CUDA workers: what they advertise
@@ -92,6 +96,7 @@ class WorkerDaemon {
   void RestartIfAbortIsStuck();
 
   const WorkerOptions options_;
+  std::unique_ptr<WorkerMetrics> metrics_;  // null without options_.metrics
   ReportOutbox outbox_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;

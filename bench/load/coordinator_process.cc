@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/metrics.h"
 #include "httplib.h"
 
 namespace shardwise::load {
@@ -117,17 +118,7 @@ absl::StatusOr<std::map<std::string, double>> CoordinatorProcess::ScrapeMetrics(
   if (!response || response->status != 200) {
     return absl::UnavailableError("cannot scrape the coordinator's metrics");
   }
-  std::map<std::string, double> metrics;
-  std::istringstream lines(response->body);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t space = line.rfind(' ');
-    double value = 0;
-    if (space == std::string::npos || !absl::SimpleAtod(line.substr(space + 1), &value)) continue;
-    metrics[line.substr(0, space)] = value;
-  }
-  return metrics;
+  return ParseExposition(response->body);
 }
 
 namespace {

@@ -2,11 +2,14 @@
 #define SHARDWISE_WORKER_COMM_TRACKED_COMMUNICATOR_H_
 
 // A communicator that records in a RankPosition which collective its rank is inside, and
-// since when, and adds a span to a Timeline, around every call to the communicator it
-// wraps (not owned). The heartbeat carries that position, so the coordinator can tell
-// which ranks keep the others waiting. Traffic counters stay with the wrapped
-// communicator. Either recorder may be null.
+// since when, adds a span to a Timeline, and counts the call and its time in the
+// worker's CollectiveMetrics, around every call to the communicator it wraps (not owned).
+// The heartbeat carries that position, so the coordinator can tell which ranks keep the
+// others waiting. Traffic counters stay with the wrapped communicator. Any recorder may
+// be null.
 
+#include "absl/time/clock.h"
+#include "worker/comm/collective_metrics.h"
 #include "worker/comm/communicator.h"
 #include "worker/runtime/rank_position.h"
 #include "worker/runtime/timeline.h"
@@ -15,8 +18,9 @@ namespace shardwise {
 
 class TrackedCommunicator final : public Communicator {
  public:
-  TrackedCommunicator(Communicator* inner, RankPosition* position, Timeline* timeline)
-      : inner_(inner), position_(position), timeline_(timeline) {}
+  TrackedCommunicator(Communicator* inner, RankPosition* position, Timeline* timeline,
+                      CollectiveMetrics* metrics = nullptr)
+      : inner_(inner), position_(position), timeline_(timeline), metrics_(metrics) {}
 
   using Communicator::AllGather;
   using Communicator::AllReduce;
@@ -26,46 +30,57 @@ class TrackedCommunicator final : public Communicator {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   absl::Status AllGather(const void* shard, size_t numel, void* out, ScalarType type) override {
-    Scope scope(position_, timeline_, "all-gather");
+    Scope scope(position_, timeline_, metrics_, "all-gather");
     return inner_->AllGather(shard, numel, out, type);
   }
   absl::Status ReduceScatter(void* in, size_t numel, void* shard, ScalarType type) override {
-    Scope scope(position_, timeline_, "reduce-scatter");
+    Scope scope(position_, timeline_, metrics_, "reduce-scatter");
     return inner_->ReduceScatter(in, numel, shard, type);
   }
   absl::Status AllReduce(void* data, size_t numel, ScalarType type) override {
-    Scope scope(position_, timeline_, "all-reduce");
+    Scope scope(position_, timeline_, metrics_, "all-reduce");
     return inner_->AllReduce(data, numel, type);
   }
   absl::Status Broadcast(void* data, size_t numel, int root, ScalarType type) override {
-    Scope scope(position_, timeline_, "broadcast");
+    Scope scope(position_, timeline_, metrics_, "broadcast");
     return inner_->Broadcast(data, numel, root, type);
   }
   absl::Status Barrier() override {
-    Scope scope(position_, timeline_, "barrier");
+    Scope scope(position_, timeline_, metrics_, "barrier");
     return inner_->Barrier();
   }
 
  private:
   class Scope {
    public:
-    Scope(RankPosition* position, Timeline* timeline, const char* name)
-        : position_(position), span_(timeline, name), lane_(timeline_lane) {
+    Scope(RankPosition* position, Timeline* timeline, CollectiveMetrics* metrics,
+          const char* name)
+        : position_(position),
+          span_(timeline, name),
+          metrics_(metrics),
+          name_(name),
+          lane_(timeline_lane),
+          start_(metrics != nullptr ? absl::Now() : absl::InfinitePast()) {
       if (position_ != nullptr) position_->EnterCollective(name, lane_);
     }
     ~Scope() {
       if (position_ != nullptr) position_->ExitCollective(lane_);
+      if (metrics_ != nullptr) metrics_->Record(name_, absl::Now() - start_);
     }
 
    private:
     RankPosition* const position_;
     ScopedSpan span_;
+    CollectiveMetrics* const metrics_;
+    const char* const name_;
     const int lane_;  // the calling thread's
+    const absl::Time start_;
   };
 
   Communicator* const inner_;
   RankPosition* const position_;
   Timeline* const timeline_;
+  CollectiveMetrics* const metrics_;
 };
 
 }  // namespace shardwise
