@@ -33,6 +33,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   server->server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("Shardwise metrics: GET /metrics (Prometheus text format)\n", "text/plain");
   });
+  // Liveness for probes: the process runs and answers.
+  server->server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
   server->port_ = port == 0 ? server->server_->bind_to_any_port(host)
                             : (server->server_->bind_to_port(host, port) ? port : -1);
   if (server->port_ <= 0) {

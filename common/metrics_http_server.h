@@ -2,7 +2,8 @@
 #define SHARDWISE_COMMON_METRICS_HTTP_SERVER_H_
 
 // Serves a MetricsRegistry over HTTP for Prometheus to scrape: GET /metrics answers the
-// text exposition format; GET / says where the metrics are. Built on cpp-httplib
+// text exposition format; GET /healthz answers "ok" (a liveness probe's target); GET /
+// says where the metrics are. Built on cpp-httplib
 // (Debian's libcpp-httplib), with its own small thread pool.
 //
 // Lifecycle: Start() binds and serves; the destructor stops serving and joins.

@@ -115,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   c->rendezvous_service_ =
       std::make_unique<RendezvousServiceImpl>(c->rendezvous_.get(), worker_certificates);
   RETURN_IF_ERROR(c->StartServing());
+  if (!options.health_address.empty()) RETURN_IF_ERROR(c->StartHealthServer());
   if (!options.metrics_address.empty()) {
     c->AddCollectors();
     ASSIGN_OR_RETURN(c->metrics_server_,
@@ -150,6 +151,24 @@ absl::Status Coordinator::StartServing() {
                                                " (address in use, or not an address here)"));
   }
   return absl::OkStatus();
+}
+
+absl::Status Coordinator::StartHealthServer() {
+  grpc::ServerBuilder builder;
+  // Probes come from the node: plaintext, and nothing but the serving status.
+  builder.AddListeningPort(options_.health_address, grpc::InsecureServerCredentials(),
+                           &health_port_);
+  health_server_ = builder.BuildAndStart();
+  if (health_server_ == nullptr || health_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot serve health on ", options_.health_address,
+                                               " (address in use, or not an address here)"));
+  }
+  return absl::OkStatus();
+}
+
+void Coordinator::SetServing(bool serving) {
+  server_->GetHealthCheckService()->SetServingStatus(serving);
+  if (health_server_ != nullptr) health_server_->GetHealthCheckService()->SetServingStatus(serving);
 }
 
 void Coordinator::AddCollectors() {
@@ -240,7 +259,7 @@ void Coordinator::RunPeriodicWork() {
     const int unsaved = jobs_->RetryUnsavedChanges(&error);
     if ((unsaved == 0) != serving) {
       serving = unsaved == 0;
-      server_->GetHealthCheckService()->SetServingStatus(serving);
+      SetServing(serving);
       std::fprintf(stderr, "shardwise-coordinator: %s\n",
                    serving ? "every change is written to the state file again; SERVING"
                            : absl::StrCat(unsaved, " job changes cannot be written to the state "
@@ -255,6 +274,7 @@ void Coordinator::Shutdown() {
   if (shut_down_.exchange(true)) return;
   stopping_.Notify();
   workers_->CloseAllSessions();
+  if (health_server_ != nullptr) health_server_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 

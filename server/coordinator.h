@@ -57,6 +57,9 @@ struct CoordinatorOptions {
   bool insecure = false;
   std::string state_file = "shardwise-state.db";
   std::string metrics_address;  // host:port for /metrics; empty: not served
+  // host:port for a plaintext port serving only grpc.health.v1 (Kubernetes' gRPC probes
+  // cannot speak TLS); empty: not served. It tells whether the coordinator serves, no more.
+  std::string health_address;
   JobController::Options controller;
   WorkerRegistry::Options workers;
   RendezvousStore::Limits rendezvous;
@@ -75,6 +78,7 @@ class Coordinator {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+  int health_port() const { return health_port_; }
   void Shutdown();
   void Wait();
 
@@ -83,6 +87,9 @@ class Coordinator {
   // Refuses what would expose the coordinator: plaintext or no tokens off loopback.
   static absl::Status CheckExposure(const CoordinatorOptions& options);
   absl::Status StartServing();
+  absl::Status StartHealthServer();
+  // Both servers' health services answer `serving`.
+  void SetServing(bool serving);
   void RunPeriodicWork();
   void AddCollectors();
 
@@ -103,6 +110,8 @@ class Coordinator {
   std::unique_ptr<RendezvousServiceImpl> rendezvous_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::unique_ptr<grpc::Server> health_server_;  // --health_address: health only
+  int health_port_ = 0;
   std::unique_ptr<MetricsHttpServer> metrics_server_;
   absl::Notification stopping_;
   std::thread periodic_;

@@ -32,6 +32,9 @@ ABSL_FLAG(std::string, tokens_file, "",
 ABSL_FLAG(bool, insecure, false,
           "serve a non-loopback --address without TLS or tokens, on a network you trust");
 ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here once serving");
+ABSL_FLAG(std::string, health_address, "",
+          "host:port for a plaintext port serving only grpc.health.v1, for probes that cannot "
+          "speak TLS (Kubernetes' gRPC probes); empty: not served");
 ABSL_FLAG(std::string, metrics_port_file, "",
           "if set (with --metrics_address), the metrics port is written here once serving");
 ABSL_FLAG(int64_t, heartbeat_interval_ms, 1000, "how often workers send a heartbeat");
@@ -83,6 +86,7 @@ int main(int argc, char** argv) {
   options.listen_address = absl::GetFlag(FLAGS_address);
   options.state_file = absl::GetFlag(FLAGS_state_file);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.health_address = absl::GetFlag(FLAGS_health_address);
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls.worker_ca_file = absl::GetFlag(FLAGS_worker_ca);

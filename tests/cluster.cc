@@ -1,6 +1,9 @@
 #include "tests/cluster.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -86,6 +89,22 @@ std::string Cluster::address() const { return absl::StrCat("127.0.0.1:", port_);
 
 namespace {
 
+// A port free now (the kernel's choice); taken again by whoever binds it next.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
 std::string AllowedPaths(const std::vector<std::string>& paths) {
   if (!paths.empty()) return absl::StrJoin(paths, ",");
   const char* tmp = std::getenv("TEST_TMPDIR");
@@ -115,6 +134,10 @@ void Cluster::StartCoordinator() {
           absl::StrCat("--allowed_input_paths=", AllowedPaths(options_.allowed_input_paths)),
           absl::StrCat("--allowed_output_paths=", AllowedPaths(options_.allowed_output_paths)),
   };
+  if (options_.health_port && health_port_ == 0) health_port_ = FreePort();
+  if (options_.health_port) {
+    argv.push_back(absl::StrCat("--health_address=127.0.0.1:", health_port_));
+  }
   if (options_.coordinator_metrics) {
     argv.push_back("--metrics_address=127.0.0.1:0");
     argv.push_back(absl::StrCat("--metrics_port_file=", dir_, "/coordinator.metrics-port"));

@@ -60,6 +60,8 @@ struct ClusterOptions {
   ClientOptions client;
   // The coordinator serves /metrics on a free port (Cluster::coordinator_metrics_port).
   bool coordinator_metrics = false;
+  // The coordinator serves its plaintext health port (Cluster::health_port).
+  bool health_port = false;
 };
 
 class Cluster {
@@ -73,6 +75,8 @@ class Cluster {
   void KillCoordinator();  // SIGKILL: as a crash
   // With ClusterOptions::coordinator_metrics: the port of its /metrics (0 if none).
   int coordinator_metrics_port() const;
+  // With ClusterOptions::health_port: the port of the coordinator's plaintext health.
+  int health_port() const { return health_port_; }
   pid_t coordinator_pid() const { return coordinator_->pid(); }
 
   // Starts a worker named `name` and waits until it is connected (IDLE, or BUSY already
@@ -107,6 +111,7 @@ class Cluster {
   const ClusterOptions options_;
   std::string dir_;
   int port_ = 0;
+  int health_port_ = 0;
   int coordinator_starts_ = 0;
   std::unique_ptr<Process> coordinator_;
   std::map<std::string, std::unique_ptr<Process>> workers_;

@@ -38,6 +38,30 @@ TEST(Failure, AWorkerKilledMidJobFailsTheJobNamingItsRank) {
   EXPECT_EQ(cluster.WorkerState("w1"), v1::LOST);
 }
 
+// What Kubernetes does to a pod it moves: SIGTERM, then a grace period. The worker
+// aborts its attempt and says so before it leaves, so the job is re-queued at once,
+// naming why, rather than the worker being found gone.
+TEST(Failure, AWorkerToldToStopAbortsItsAttemptAndSaysSoBeforeLeaving) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  Process& w1 = cluster.AddWorker("w1");
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.set_steps(int64_t{1} << 30);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok());
+  cluster.WaitForState(*job_id, v1::RUNNING);
+  const absl::Time signalled = absl::Now();
+  w1.Signal(SIGTERM);
+  EXPECT_EQ(w1.Wait(), 0);
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(10));
+  v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(10));
+  EXPECT_TRUE(absl::StrContains(job.reason(), "rank 1 (worker w1) failed: aborted: the worker "
+                                              "is shutting down"))
+      << job.reason();
+  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w0") == v1::IDLE; }));
+}
+
 TEST(Failure, AFrozenWorkerIsLostAfterTheHeartbeatTimeout) {
   ClusterOptions options;
   options.heartbeat_timeout_ms = 1500;

@@ -17,6 +17,8 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
+#include "proto/job_service.grpc.pb.h"
 #include "proto/rendezvous_service.grpc.pb.h"
 #include "proto/worker_service.grpc.pb.h"
 #include "tests/certificates.h"
@@ -63,6 +65,7 @@ class SecurityTest : public ::testing::Test {
     options.client.token = tokens_["root"];
     options.allowed_input_paths = {dir_ + "/in"};
     options.allowed_output_paths = {dir_ + "/out"};
+    options.health_port = true;
     cluster_ = std::make_unique<Cluster>(options);
     cluster_->StartCoordinator();
   }
@@ -213,6 +216,8 @@ TEST_F(SecurityTest, WorkersNeedACertificateOfTheWorkerCaAndWorkUnderItsName) {
   EXPECT_EQ(cluster_->WorkerState("w0"), v1::IDLE);
   EXPECT_FALSE(CoordinatorLogHas("worker w0 lost"));
   w0.Kill();
+  // The coordinator sees the session end first; otherwise AddWorker would find the old w0.
+  ASSERT_TRUE(Cluster::WaitFor([&] { return cluster_->WorkerState("w0") == v1::LOST; }));
   AddWorker("w0");
   EXPECT_EQ(cluster_->WorkerState("w0"), v1::IDLE);
 }
@@ -306,6 +311,34 @@ TEST_F(SecurityTest, OutputsOutsideThePolicyAreRefusedAndNothingIsWritten) {
   // The job that was running went on and wrote where it was allowed to.
   cluster_->WaitForState(*running, v1::SUCCEEDED, absl::Seconds(60));
   EXPECT_TRUE(fs::exists(dir_ + "/out/good.safetensors"));
+}
+
+// Kubernetes' gRPC probes cannot speak TLS: the health service alone is served in
+// plaintext on its own port, and the TLS port refuses plaintext.
+TEST_F(SecurityTest, ProbesReachTheHealthServiceWithoutTls) {
+  const auto check = [](const std::string& address) {
+    auto health = grpc::health::v1::Health::NewStub(
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+    const grpc::Status status = health->Check(&context, request, &response);
+    return status.ok() && response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+  };
+  EXPECT_FALSE(check(cluster_->address()));
+  const int port = cluster_->health_port();
+  ASSERT_GT(port, 0);
+  EXPECT_TRUE(check(absl::StrCat("127.0.0.1:", port)));
+  // It serves nothing else.
+  grpc::ClientContext context;
+  v1::ListJobsRequest request;
+  v1::ListJobsResponse response;
+  EXPECT_EQ(v1::JobService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                        grpc::InsecureChannelCredentials()))
+                ->ListJobs(&context, request, &response)
+                .error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
 }
 
 TEST_F(SecurityTest, CertificatesReloadWithoutDroppingSessions) {

@@ -58,6 +58,18 @@ void WorkerDaemon::Run(const std::atomic<bool>& stop) {
   runner_.reset();
 }
 
+// While the session is still open: the coordinator hears the attempt's ABORTED report
+// and re-queues the job at once, rather than finding the worker gone. Bounded: an
+// attempt stuck in a collective does not hold up the shutdown past the stuck-abort grace.
+void WorkerDaemon::DrainForShutdown() {
+  absl::MutexLock lock(&runner_mu_);
+  if (!runner_ || runner_->done()) return;
+  std::fprintf(stderr, "worker %s: shutting down: aborting %s attempt %d\n", options_.name.c_str(),
+               runner_->job_id().c_str(), runner_->attempt());
+  runner_->Abort("the worker is shutting down (it was told to stop: SIGTERM or SIGINT)");
+  runner_->WaitUntilDone(std::max(options_.stuck_abort_grace, absl::Seconds(1)));
+}
+
 v1::Heartbeat WorkerDaemon::CurrentHeartbeat() {
   v1::Heartbeat heartbeat;
   absl::MutexLock lock(&runner_mu_);
@@ -108,6 +120,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
         absl::Milliseconds(std::max<int64_t>(50, registration.heartbeat_interval_ms()));
     while (!session_over.WaitForNotificationWithTimeout(interval)) {
       if (stop) {
+        DrainForShutdown();
         context.TryCancel();
         return;
       }

@@ -92,6 +92,8 @@ class WorkerDaemon {
   // again) if the coordinator re-attached the attempt; otherwise they are dropped.
   void ReleaseHeldReports(Stream* stream, bool reattached, bool announced);
   v1::Heartbeat CurrentHeartbeat();
+  // On shutdown: aborts the running attempt and waits (bounded) for its final report.
+  void DrainForShutdown();
   // Calls options_.restart_process when an aborted attempt is stuck (the heartbeat thread).
   void RestartIfAbortIsStuck();
 
