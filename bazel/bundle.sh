@@ -21,6 +21,7 @@ fi
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
+chmod 755 "$stage"  # the unpacked folder's mode: usable by any user, not only the packer
 mkdir -p "$stage/bin" "$stage/lib"
 
 # Always present on the target (glibc and the dynamic loader), or owned by the driver.

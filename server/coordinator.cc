@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
       std::make_unique<RendezvousServiceImpl>(c->rendezvous_.get(), worker_certificates);
   RETURN_IF_ERROR(c->StartServing());
   if (!options.health_address.empty()) RETURN_IF_ERROR(c->StartHealthServer());
+  c->SetServing(true);
   if (!options.metrics_address.empty()) {
     c->AddCollectors();
     ASSIGN_OR_RETURN(c->metrics_server_,
@@ -166,9 +167,16 @@ absl::Status Coordinator::StartHealthServer() {
   return absl::OkStatus();
 }
 
+// Readiness ("", the overall status) follows whether every change reached the state
+// file; liveness (kLivenessService) stays SERVING while the process answers, so that a
+// liveness probe does not restart a coordinator whose disk is full and lose the changes it
+// holds in memory.
 void Coordinator::SetServing(bool serving) {
-  server_->GetHealthCheckService()->SetServingStatus(serving);
-  if (health_server_ != nullptr) health_server_->GetHealthCheckService()->SetServingStatus(serving);
+  for (grpc::Server* server : {server_.get(), health_server_.get()}) {
+    if (server == nullptr) continue;
+    server->GetHealthCheckService()->SetServingStatus("", serving);
+    server->GetHealthCheckService()->SetServingStatus(kLivenessService, true);
+  }
 }
 
 void Coordinator::AddCollectors() {

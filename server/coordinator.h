@@ -71,6 +71,10 @@ struct CoordinatorOptions {
   int max_sync_threads = 32;
 };
 
+// The health service name a liveness probe asks for: SERVING while the process answers,
+// whatever the readiness ("") says.
+inline constexpr char kLivenessService[] = "liveness";
+
 class Coordinator {
  public:
   static absl::StatusOr<std::unique_ptr<Coordinator>> Start(const CoordinatorOptions& options);
@@ -88,7 +92,7 @@ class Coordinator {
   static absl::Status CheckExposure(const CoordinatorOptions& options);
   absl::Status StartServing();
   absl::Status StartHealthServer();
-  // Both servers' health services answer `serving`.
+  // Both servers' health services answer `serving` for readiness ("").
   void SetServing(bool serving);
   void RunPeriodicWork();
   void AddCollectors();

@@ -396,7 +396,7 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       ApplyOrderDecisionLocked(*job, attempt, attempt.order.OnReport(*job, report));
       break;
     case v1::ABORTED:
-      workers_->SetIdle(worker_id);
+      if (!report.worker_leaving()) workers_->SetIdle(worker_id);
       FailAttemptLocked(*job,
                         absl::StrCat(RankName(*job, report.rank()), " failed: ", report.message()),
                         worker_id, /*retryable=*/!report.permanent());

@@ -240,8 +240,9 @@ TEST(Failure, AFullDiskDelaysChangesWithoutLosingThem) {
   cluster.AddWorker("w1");
   auto health = grpc::health::v1::Health::NewStub(
       grpc::CreateChannel(cluster.address(), grpc::InsecureChannelCredentials()));
-  auto serving = [&] {
+  auto serving = [&](const std::string& service = "") {
     grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
     grpc::health::v1::HealthCheckResponse response;
     grpc::ClientContext context;
     return health->Check(&context, request, &response).ok() &&
@@ -257,12 +258,14 @@ TEST(Failure, AFullDiskDelaysChangesWithoutLosingThem) {
   std::system(absl::StrCat("dd if=/dev/zero of=", disk, "/filler bs=64k 2>/dev/null").c_str());
   EXPECT_TRUE(Cluster::WaitFor([&] { return !serving(); }, absl::Seconds(60)))
       << "the coordinator never reported the unwritable state file";
+  // Not ready, but alive: a liveness probe must not restart it and lose what it holds.
+  EXPECT_TRUE(serving("liveness"));
   // The job finished on the workers, but the change is not written: clients still see
   // the written state, and the workers are free.
   EXPECT_EQ(cluster.client().Get(*job_id)->state(), v1::RUNNING);
   std::filesystem::remove(disk + "/filler");
   const v1::Job done = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(10));
-  EXPECT_TRUE(Cluster::WaitFor(serving));
+  EXPECT_TRUE(Cluster::WaitFor([&] { return serving(); }));
   bool noted = false;
   for (const v1::JobEvent& event : done.events()) {
     noted |= absl::StrContains(event.message(), "reached the state file") &&

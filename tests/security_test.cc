@@ -316,10 +316,11 @@ TEST_F(SecurityTest, OutputsOutsideThePolicyAreRefusedAndNothingIsWritten) {
 // Kubernetes' gRPC probes cannot speak TLS: the health service alone is served in
 // plaintext on its own port, and the TLS port refuses plaintext.
 TEST_F(SecurityTest, ProbesReachTheHealthServiceWithoutTls) {
-  const auto check = [](const std::string& address) {
+  const auto check = [](const std::string& address, const std::string& service = "") {
     auto health = grpc::health::v1::Health::NewStub(
         grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
     grpc::health::v1::HealthCheckResponse response;
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
@@ -330,6 +331,8 @@ TEST_F(SecurityTest, ProbesReachTheHealthServiceWithoutTls) {
   const int port = cluster_->health_port();
   ASSERT_GT(port, 0);
   EXPECT_TRUE(check(absl::StrCat("127.0.0.1:", port)));
+  EXPECT_TRUE(check(absl::StrCat("127.0.0.1:", port), "liveness"));
+  EXPECT_FALSE(check(absl::StrCat("127.0.0.1:", port), "shardwise.v1.NoSuchService"));
   // It serves nothing else.
   grpc::ClientContext context;
   v1::ListJobsRequest request;

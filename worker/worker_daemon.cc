@@ -18,6 +18,9 @@ namespace {
 
 // How long a new assignment waits for an aborted attempt to end before it is refused.
 constexpr absl::Duration kAbortedAttemptGrace = absl::Seconds(5);
+// On shutdown, how long the coordinator has to end the session after the worker's
+// half-close before the worker cancels it.
+constexpr absl::Duration kSessionCloseGrace = absl::Seconds(2);
 
 }  // namespace
 
@@ -62,12 +65,34 @@ void WorkerDaemon::Run(const std::atomic<bool>& stop) {
 // and re-queues the job at once, rather than finding the worker gone. Bounded: an
 // attempt stuck in a collective does not hold up the shutdown past the stuck-abort grace.
 void WorkerDaemon::DrainForShutdown() {
+  constexpr char kReason[] = "the worker is shutting down (it was told to stop: SIGTERM or SIGINT)";
   absl::MutexLock lock(&runner_mu_);
   if (!runner_ || runner_->done()) return;
   std::fprintf(stderr, "worker %s: shutting down: aborting %s attempt %d\n", options_.name.c_str(),
                runner_->job_id().c_str(), runner_->attempt());
-  runner_->Abort("the worker is shutting down (it was told to stop: SIGTERM or SIGINT)");
+  // Said first: stopping the rank breaks its peers' connections, and their failures
+  // would otherwise reach the coordinator before this rank's own report.
+  v1::AttemptReport leaving;
+  leaving.set_job_id(runner_->job_id());
+  leaving.set_attempt(runner_->attempt());
+  leaving.set_rank(runner_->rank());
+  leaving.set_phase(v1::ABORTED);
+  leaving.set_message(absl::StrCat("aborted: ", kReason));
+  leaving.set_worker_leaving(true);
+  // Not through SendReport: the rank's own final report, which follows, is the one the
+  // metrics and the outbox keep.
+  v1::WorkerMessage message;
+  *message.mutable_report() = std::move(leaving);
+  Write(message);
+  runner_->Abort(kReason);
   runner_->WaitUntilDone(std::max(options_.stuck_abort_grace, absl::Seconds(1)));
+}
+
+void WorkerDaemon::CloseSessionForWrites() {
+  absl::MutexLock lock(&stream_mu_);
+  if (stream_ == nullptr) return;
+  stream_->WritesDone();
+  stream_ = nullptr;  // later reports are held, as between sessions
 }
 
 v1::Heartbeat WorkerDaemon::CurrentHeartbeat() {
@@ -121,7 +146,12 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
     while (!session_over.WaitForNotificationWithTimeout(interval)) {
       if (stop) {
         DrainForShutdown();
-        context.TryCancel();
+        // A half-close, not a cancel: the attempt's last report, written just now, is
+        // delivered before the coordinator sees the session end.
+        CloseSessionForWrites();
+        if (!session_over.WaitForNotificationWithTimeout(kSessionCloseGrace)) {
+          context.TryCancel();
+        }
         return;
       }
       RestartIfAbortIsStuck();

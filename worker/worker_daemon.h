@@ -94,6 +94,8 @@ class WorkerDaemon {
   v1::Heartbeat CurrentHeartbeat();
   // On shutdown: aborts the running attempt and waits (bounded) for its final report.
   void DrainForShutdown();
+  // Tells the coordinator this worker writes no more; it then ends the session.
+  void CloseSessionForWrites();
   // Calls options_.restart_process when an aborted attempt is stuck (the heartbeat thread).
   void RestartIfAbortIsStuck();
 

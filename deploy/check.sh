@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Renders every kustomization under deploy/k8s with `kubectl kustomize` and validates each
+# rendered object against the Kubernetes (and Prometheus Operator) schemas, offline
+# (deploy/validate: npm's kubernetes-models, installed from its package-lock.json). Also
+# checks that the validator refuses deploy/validate/testdata/invalid.yaml, and that the
+# Grafana dashboard is well-formed JSON.
+# Prints "manifests <name> passed|failed" lines (./dev.sh counts them); exits 1 on a failure.
+set -uo pipefail
+cd "$(dirname "$0")"
+
+failures=0
+result() {  # result NAME passed|failed [why]
+  echo "manifests $1 $2${3:+ ($3)}"
+  [ "$2" = failed ] && failures=$((failures + 1))
+  return 0
+}
+
+if [ ! -d validate/node_modules ] || [ validate/package-lock.json -nt validate/node_modules ]; then
+  (cd validate && npm ci --no-audit --no-fund --loglevel=error >&2) ||
+    { result npm-install failed "npm ci in deploy/validate"; exit 1; }
+fi
+
+rendered=$(mktemp -d)
+trap 'rm -rf "$rendered"' EXIT
+for kustomization in k8s/overlays/cpu k8s/overlays/gpu k8s/overlays/local k8s/monitoring; do
+  name=${kustomization#k8s/}
+  out="$rendered/${name//\//-}.yaml"
+  # kustomize's deprecation warnings (the syntax Debian's kubectl 1.20 reads) go to stderr.
+  if ! kubectl kustomize "$kustomization" >"$out" 2>"$out.err"; then
+    cat "$out.err" >&2
+    result "$name" failed "kubectl kustomize"
+  elif node validate/validate.mjs "$out" >"$out.log"; then
+    result "$name" passed "$(grep -c '^ok ' "$out.log") objects valid"
+  else
+    grep -v '^ok ' "$out.log" >&2
+    result "$name" failed "invalid objects"
+  fi
+done
+
+# The validator can fail: each object in the fixture is refused.
+expected=$(grep -c '^kind:' validate/testdata/invalid.yaml)
+refused=$(node validate/validate.mjs validate/testdata/invalid.yaml | grep -c '^invalid ')
+if [ "$refused" -eq "$expected" ]; then
+  result validator-refuses-invalid passed
+else
+  result validator-refuses-invalid failed "refused $refused of $expected invalid objects"
+fi
+
+# Its queries' metric names are checked against what the daemons export by
+# tests/metrics_test; here, that Grafana can load it.
+if python3 -m json.tool grafana/shardwise.json >/dev/null; then
+  result grafana-dashboard passed
+else
+  result grafana-dashboard failed "not JSON"
+fi
+exit $((failures > 0))

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Runs Shardwise's Kubernetes manifests (deploy/k8s/overlays/local) on this machine with
+# `podman kube play`, as close to a cluster as one machine gets, and checks them:
+#   1. the coordinator and 2 workers start from the image, as non-root, read-only, with
+#      TLS and a client token, and the workers register under their pods' names;
+#   2. a job (deploy/local/demo-job.yaml) trains over both workers on the shared volume;
+#   3. one worker's pod is stopped mid-training as a node drain would (SIGTERM, 30 s
+#      grace): the worker aborts its attempt, saying why, and exits well inside the grace;
+#   4. the pod starts again, the job resumes from its checkpoint and SUCCEEDS, and its
+#      model is on the shared volume.
+# Prints "kube <check> passed|failed|skipped" lines (./dev.sh counts them); exits 1 if
+# any failed. Needs root (podman's rootful networks) and the image ./dev.sh images built.
+#
+# usage: deploy/local/run.sh [IMAGE]   (default localhost/shardwise-cpu:dev)
+#   SHARDWISE_KUBE_KEEP=1 leaves the pods running afterwards, to look at.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+IMAGE=${1:-localhost/shardwise-cpu:dev}
+NETWORK=shardwise-local
+export CONTAINERS_CONF="$PWD/deploy/local/containers.conf"
+WORK=$(mktemp -d -t shardwise-kube.XXXXXX)
+PODS="$WORK/pods.yaml"
+failures=0
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+result() {  # result CHECK passed|failed|skipped [why]
+  echo "kube $1 $2${3:+ ($3)}"
+  [ "$2" = failed ] && failures=$((failures + 1))
+  return 0
+}
+
+# The image's CLI on the pods' network, as a client outside the cluster would be.
+cli() {
+  podman run --rm --network "$NETWORK" -v "$WORK/client:/client:ro" \
+    -v "$PWD/deploy/local:/jobs:ro" "$IMAGE" shardwise \
+    --coordinator=shardwise-coordinator-0:7070 --tls_ca=/client/ca.crt \
+    --token_file=/client/token "$@"
+}
+
+teardown() {
+  if [ -n "${SHARDWISE_KUBE_KEEP:-}" ]; then
+    echo "left running (SHARDWISE_KUBE_KEEP): CONTAINERS_CONF=$CONTAINERS_CONF podman kube down $PODS" >&2
+    return
+  fi
+  if [ -s "$PODS" ]; then
+    if [ "$failures" -gt 0 ]; then
+      for container in $(podman ps -a --format '{{.Names}}' | grep -v infra); do
+        echo "--- podman logs $container" >&2
+        podman logs "$container" 2>&1 | tail -30 >&2
+      done
+    fi
+    podman kube down "$PODS" >/dev/null 2>&1
+    podman volume rm -f shardwise-data state-shardwise-coordinator-0 >/dev/null 2>&1
+  fi
+  podman network rm -f "$NETWORK" >/dev/null 2>&1
+  rm -rf "$WORK"
+}
+trap teardown EXIT
+
+# The Secrets a cluster would hold: the coordinator's certificate (naming the name the
+# workers and clients dial) and CA, and a tokens file with one admin token.
+make_secrets() {
+  local tls="$WORK/secrets/shardwise-coordinator-tls" tokens="$WORK/secrets/shardwise-tokens"
+  mkdir -p "$tls" "$tokens" "$WORK/client"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+    -subj /CN=shardwise-local-ca -keyout "$WORK/ca.key" -out "$tls/ca.crt" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=coordinator \
+    -keyout "$tls/tls.key" -out "$WORK/coordinator.csr" 2>/dev/null
+  printf 'subjectAltName=DNS:shardwise-coordinator-0,DNS:localhost,IP:127.0.0.1\n' >"$WORK/san"
+  openssl x509 -req -days 1 -in "$WORK/coordinator.csr" -CA "$tls/ca.crt" -CAkey "$WORK/ca.key" \
+    -CAcreateserial -extfile "$WORK/san" -out "$tls/tls.crt" 2>/dev/null
+  # The token on stdout, the tokens file's entry on stderr.
+  podman run --rm --network none "$IMAGE" shardwise token create --principal=local \
+    --role=admin >"$WORK/client/token" 2>"$WORK/token-entry" || return 1
+  { echo "tokens:"; grep -E '^ +(- principal|role|sha256):' "$WORK/token-entry"; } >"$tokens/tokens"
+  cp "$tls/ca.crt" "$WORK/client/ca.crt"
+  # As a Secret volume would be: readable by the pods' user only.
+  chown -R 65532:65532 "$WORK/secrets" "$WORK/client"
+  chmod -R go-rwx "$WORK/secrets"
+}
+
+start_pods() {
+  kubectl kustomize deploy/k8s/overlays/local >"$WORK/rendered.yaml" &&
+    python3 deploy/local/to_podman.py "$WORK/rendered.yaml" "$WORK/secrets" >"$PODS" &&
+    podman network create "$NETWORK" >/dev/null &&
+    podman kube play --network "$NETWORK" "$PODS" >/dev/null
+}
+
+# What a cluster's fsGroup does for a new volume: the pods' group may write to it.
+# podman 4.3 does not apply fsGroup to named volumes.
+share_data_volume() {
+  local mountpoint
+  mountpoint=$(podman volume inspect shardwise-data --format '{{.Mountpoint}}') &&
+    chown 65532:65532 "$mountpoint"
+}
+
+tokenize() {
+  podman run --rm --network none -v shardwise-data:/data \
+    -v /usr/share/common-licenses:/licenses:ro "$IMAGE" \
+    shardwise tokenize /licenses/GPL-3 /licenses/Apache-2.0 /licenses/MPL-2.0 -o /data/tokens
+}
+
+idle_workers() { cli get workers 2>/dev/null | grep -c ' IDLE '; }
+
+wait_for() {  # wait_for SECONDS COMMAND...: until COMMAND succeeds
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    [ $SECONDS -ge $deadline ] && return 1
+    sleep 1
+  done
+}
+
+two_workers_idle() { [ "$(idle_workers)" -ge 2 ]; }
+job_step() { cli get jobs 2>/dev/null | awk -v id="$1" '$1 == id {split($5, s, "/"); print s[1]}'; }
+past_step() { [ "$(job_step "$1")" -ge "$2" ] 2>/dev/null; }
+job_says() { cli describe "$1" 2>&1 | grep -q "$2"; }
+
+main() {
+  if [ "$(id -u)" -ne 0 ]; then
+    result deploy skipped "needs root for podman's networks"
+    return 0
+  fi
+  if ! podman image exists "$IMAGE"; then
+    result deploy failed "no image $IMAGE: run ./dev.sh images"
+    return 1
+  fi
+  log "deploying overlays/local with podman kube play (work folder $WORK)"
+  if ! { make_secrets && start_pods && share_data_volume && tokenize; }; then
+    result deploy failed "could not start the pods"
+    return 1
+  fi
+  if wait_for 60 two_workers_idle; then
+    result deploy passed
+  else
+    result deploy failed "the workers did not register within 60 s"
+    return 1
+  fi
+  cli get workers >&2
+
+  log "submitting deploy/local/demo-job.yaml"
+  local job
+  job=$(cli submit /jobs/demo-job.yaml 2>&1 | tail -1)
+  if ! wait_for 120 past_step "$job" 20; then
+    result train failed "job '$job' did not pass step 20 within 120 s"
+    return 1
+  fi
+  result train passed
+
+  # The worker's container alone, as the kubelet does: the pod (its network) stays until
+  # the container has exited, so the worker can still tell the coordinator.
+  log "stopping shardwise-worker-1 as a drain would (SIGTERM, 30 s grace)"
+  local started=$SECONDS
+  podman stop --time 30 shardwise-worker-1-worker >/dev/null
+  local took=$((SECONDS - started))
+  if [ $took -lt 30 ] && podman logs shardwise-worker-1-worker 2>&1 |
+    grep -q "shutting down: aborting $job"; then
+    result drain passed "the worker aborted its attempt and left in ${took}s"
+  else
+    result drain failed "took ${took}s; the worker's log does not show the abort"
+  fi
+  if wait_for 10 job_says "$job" "the worker is shutting down"; then
+    result drain-reported passed "the job's failure names the shutdown"
+  else
+    result drain-reported failed "the job does not say the worker was shutting down"
+  fi
+  podman start shardwise-worker-1-worker >/dev/null
+
+  log "waiting for the job to resume from its checkpoint and finish"
+  if cli watch "$job" >&2 && cli describe "$job" >"$WORK/describe.txt" 2>&1 &&
+    grep -q "resumed from the checkpoint of step" "$WORK/describe.txt" &&
+    podman run --rm --network none -v shardwise-data:/data:ro "$IMAGE" \
+      shardwise sample /data/kube-demo/gpt.safetensors --tokens 40 >&2; then
+    result resume passed
+  else
+    cat "$WORK/describe.txt" >&2
+    result resume failed "the job did not succeed after the worker came back"
+  fi
+  cli get jobs >&2
+}
+
+main
+exit $((failures > 0))
