@@ -4,8 +4,12 @@
 #
 #   ./dev.sh demo     a local coordinator and 4 CPU workers train a small GPT
 #                     (examples/demo.yaml), then sample text from it
-#   ./dev.sh test     the whole test suite
+#   ./dev.sh test     the whole test suite, the Kubernetes manifests' checks, the
+#                     images and their local run (./dev.sh kube) included
 #   ./dev.sh build    build everything
+#   ./dev.sh images   the container images (deploy/images): localhost/shardwise-cpu:dev,
+#                     and localhost/shardwise-cuda:dev where the CUDA toolkit is
+#   ./dev.sh kube     the images, then deploy/k8s/overlays/local on podman (deploy/local)
 #   ./dev.sh deps     only install the Debian packages
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -23,21 +27,45 @@ DEBIAN_PACKAGES=(
   clang-14 libclang-rt-14-dev make  # tests/fuzz/run.sh: libFuzzer with ASan and UBSan
 )
 
+# What deploy/ needs besides: image building and running (buildah, podman and what it
+# runs with here), and the manifests' rendering and validation (kubectl, npm).
+DEPLOY_PACKAGES=(buildah podman runc netavark aardvark-dns catatonit)
+
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
-deps() {
-  local missing=()
-  for pkg in "${DEBIAN_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
-      missing+=("$pkg")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  log "installing Debian packages: ${missing[*]}"
+install_packages() {
+  [ $# -eq 0 ] && return 0
+  log "installing Debian packages: $*"
   local sudo=()
   [ "$(id -u)" -eq 0 ] || sudo=(sudo)
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
+    "$@" >/dev/null
+}
+
+missing_packages() {
+  local pkg
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
+      echo "$pkg"
+  done
+}
+
+deps() {
+  # shellcheck disable=SC2046
+  install_packages $(missing_packages "${DEBIAN_PACKAGES[@]}")
+}
+
+# kubectl and npm are taken from wherever the machine has them; where it has none,
+# Debian's (kubernetes-client's kubectl 1.20 renders deploy/k8s as well).
+deploy_deps() {
+  deps
+  local missing
+  missing=$(missing_packages "${DEPLOY_PACKAGES[@]}")
+  command -v kubectl >/dev/null || missing+=" kubernetes-client"
+  command -v npm >/dev/null || missing+=" npm"
+  # shellcheck disable=SC2086
+  install_packages $missing
 }
 
 build() {
@@ -50,10 +78,11 @@ build() {
 # the targets that exist now, so results left from older runs are not counted), and
 # prints the closing line CI reads ("N passed, N failed, N skipped"). GPU tests (tag
 # "gpu") are read from the CUDA configuration's run when it was built ($1 = 1), and
-# otherwise count as one skipped case each. Each fuzz target's run (the lines
-# tests/fuzz/run.sh wrote to $2) counts as one case.
+# otherwise count as one skipped case each. Each line "SUITE NAME passed|failed|skipped"
+# in $2 (from tests/fuzz/run.sh, deploy/check.sh and deploy/local/run.sh) counts as one
+# case.
 summarize_tests() {
-  local cuda_built=${1:-0} fuzz_results=${2:-/dev/null}
+  local cuda_built=${1:-0} other_results=${2:-/dev/null}
   local testlogs cuda_testlogs
   testlogs=$(bazel info bazel-testlogs 2>/dev/null)
   cuda_testlogs=$(bazel info --config=cuda bazel-testlogs 2>/dev/null)
@@ -85,13 +114,13 @@ for label in sys.stdin.read().split():
         else:
             passed += 1
 for line in pathlib.Path(sys.argv[5]).read_text().splitlines():
-    if line.startswith("fuzz "):
-        if line.split()[2] == "passed":
-            passed += 1
-        else:
-            failed += 1
+    fields = line.split()
+    if len(fields) >= 3 and fields[2] in ("passed", "failed", "skipped"):
+        passed += fields[2] == "passed"
+        failed += fields[2] == "failed"
+        skipped += fields[2] == "skipped"
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
-' "$testlogs" "$cuda_testlogs" "$gpu_tests" "$cuda_built" "$fuzz_results"
+' "$testlogs" "$cuda_testlogs" "$gpu_tests" "$cuda_built" "$other_results"
 }
 
 # Seconds each fuzz target runs in ./dev.sh test (tests/fuzz/run.sh); its corpus replays
@@ -119,12 +148,52 @@ test_all() {
     log "no CUDA toolkit at $CUDA_PATH: the CUDA configuration is not built; GPU tests skipped"
   fi
   log "fuzzing each input parser for ${FUZZ_SECONDS}s (libFuzzer, ASan, UBSan)"
-  local fuzz_results
+  local other_results fuzz_results
+  other_results=$(mktemp)
   fuzz_results=$(mktemp)
   FUZZ_RESULTS="$fuzz_results" tests/fuzz/run.sh "$FUZZ_SECONDS" || status=$?
-  summarize_tests "$cuda_built" "$fuzz_results"
-  rm -f "$fuzz_results"
+  cat "$fuzz_results" >>"$other_results"
+  log "rendering and validating the Kubernetes manifests (deploy/check.sh)"
+  deploy_deps
+  deploy/check.sh | tee -a "$other_results" || status=$?
+  if images; then
+    local cuda_image=()
+    [ -x "$CUDA_PATH/bin/nvcc" ] && cuda_image=(localhost/shardwise-cuda:dev)
+    deploy/images/smoke.sh localhost/shardwise-cpu:dev "${cuda_image[@]}" |
+      tee -a "$other_results" || status=$?
+    deploy/local/run.sh | tee -a "$other_results" || status=$?
+  else
+    echo "kube images failed" | tee -a "$other_results"
+    status=1
+  fi
+  summarize_tests "$cuda_built" "$other_results"
+  rm -f "$other_results" "$fuzz_results"
   return $status
+}
+
+# podman and buildah read deploy/local/containers.conf, not the machine's settings.
+export CONTAINERS_CONF="$PWD/deploy/local/containers.conf"
+
+# Builds the CPU image, and the CUDA image where the toolkit is (deploy/images/build.sh).
+images() {
+  deploy_deps
+  log "building the CPU image localhost/shardwise-cpu:dev"
+  bazel build //:bundle 2>&1 | grep -E 'ERROR|error:' >&2 || true
+  deploy/images/build.sh "$(bazel info bazel-bin 2>/dev/null)/shardwise-bundle.tar.gz" \
+    localhost/shardwise-cpu:dev || return 1
+  if [ -x "$CUDA_PATH/bin/nvcc" ]; then
+    log "building the CUDA image localhost/shardwise-cuda:dev (toolkit at $CUDA_PATH)"
+    bazel build --config=cuda //:bundle 2>&1 | grep -E 'ERROR|error:' >&2 || true
+    deploy/images/build.sh \
+      "$(bazel info --config=cuda bazel-bin 2>/dev/null)/shardwise-bundle.tar.gz" \
+      localhost/shardwise-cuda:dev || return 1
+  fi
+  podman image prune -f >/dev/null  # the images these names held before
+}
+
+kube() {
+  images
+  deploy/local/run.sh
 }
 
 # Where examples/demo.yaml reads its tokens and writes its model.
@@ -193,9 +262,11 @@ case "${1:-}" in
   demo) demo ;;
   test) test_all ;;
   build) build ;;
-  deps) deps ;;
+  images) images ;;
+  kube) kube ;;
+  deps) deps && deploy_deps ;;
   *)
-    echo "usage: ./dev.sh demo|test|build|deps" >&2
+    echo "usage: ./dev.sh demo|test|build|images|kube|deps" >&2
     exit 2
     ;;
 esac

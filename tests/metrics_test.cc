@@ -3,10 +3,15 @@
 
 #include <fstream>
 #include <map>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/metrics.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -151,6 +156,43 @@ TEST_F(MetricsTest, TheFiguresFollowTheJobAsDescribeShowsIt) {
   EXPECT_EQ(ended["shardwise_coordinator_jobs{state=\"CANCELLED\"}"], 1);
   EXPECT_FALSE(absl::StrContains(ended.text, absl::StrCat("job=\"", *short_job, "\"")))
       << "a job that ended keeps no series";
+}
+
+// Every metric the Grafana dashboard queries is one the coordinator or a worker exports:
+// a renamed metric would leave a panel empty, with no error anywhere.
+TEST_F(MetricsTest, TheDashboardQueriesOnlyMetricsTheDaemonsExport) {
+  std::map<std::string, std::string> exported;  // family -> type
+  for (int port : {coordinator_port_, worker_ports_["w0"]}) {
+    for (absl::string_view line : absl::StrSplit(Get(port).text, '\n')) {
+      if (!absl::ConsumePrefix(&line, "# TYPE ")) continue;
+      const std::vector<std::string> fields = absl::StrSplit(line, ' ');
+      exported[fields[0]] = fields[1];
+    }
+  }
+  ASSERT_GT(exported.size(), 20u);
+  std::ifstream in("deploy/grafana/shardwise.json");
+  ASSERT_TRUE(in) << "deploy/grafana/shardwise.json is not in the test's runfiles";
+  std::stringstream dashboard;
+  dashboard << in.rdbuf();
+  const std::string text = dashboard.str();
+  std::set<std::string> queried;
+  const std::regex metric("shardwise_[a-z_]+");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), metric);
+       it != std::sregex_iterator(); ++it) {
+    std::string name = it->str();
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      absl::string_view family = name;
+      if (absl::ConsumeSuffix(&family, suffix) && exported[std::string(family)] == "histogram") {
+        name = std::string(family);
+      }
+    }
+    queried.insert(name);
+  }
+  EXPECT_GE(queried.size(), 15u);
+  for (const std::string& name : queried) {
+    EXPECT_TRUE(exported.count(name) > 0) << "the dashboard queries " << name
+                                          << ", which no daemon exports";
+  }
 }
 
 }  // namespace
