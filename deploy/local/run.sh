@@ -38,6 +38,16 @@ cli() {
     --token_file=/client/token "$@"
 }
 
+# What a run that was killed may have left: this script's pods, volumes and network.
+remove_deployment() {
+  local pod
+  for pod in $(podman pod ls --format '{{.Name}}' | grep -E '^shardwise-(coordinator|worker)-[0-9]+$'); do
+    podman pod rm -f "$pod" >/dev/null 2>&1
+  done
+  podman volume rm -f shardwise-data state-shardwise-coordinator-0 >/dev/null 2>&1
+  podman network rm -f "$NETWORK" >/dev/null 2>&1
+}
+
 teardown() {
   if [ -n "${SHARDWISE_KUBE_KEEP:-}" ]; then
     echo "left running (SHARDWISE_KUBE_KEEP): CONTAINERS_CONF=$CONTAINERS_CONF podman kube down $PODS" >&2
@@ -50,10 +60,8 @@ teardown() {
         podman logs "$container" 2>&1 | tail -30 >&2
       done
     fi
-    podman kube down "$PODS" >/dev/null 2>&1
-    podman volume rm -f shardwise-data state-shardwise-coordinator-0 >/dev/null 2>&1
   fi
-  podman network rm -f "$NETWORK" >/dev/null 2>&1
+  remove_deployment
   rm -rf "$WORK"
 }
 trap teardown EXIT
@@ -98,7 +106,7 @@ share_data_volume() {
 tokenize() {
   podman run --rm --network none -v shardwise-data:/data \
     -v /usr/share/common-licenses:/licenses:ro "$IMAGE" \
-    shardwise tokenize /licenses/GPL-3 /licenses/Apache-2.0 /licenses/MPL-2.0 -o /data/tokens
+    shardwise tokenize /licenses/GPL-3 /licenses/Apache-2.0 /licenses/MPL-2.0 -o /data/tokens >&2
 }
 
 idle_workers() { cli get workers 2>/dev/null | grep -c ' IDLE '; }
@@ -127,6 +135,7 @@ main() {
     return 1
   fi
   log "deploying overlays/local with podman kube play (work folder $WORK)"
+  remove_deployment
   if ! { make_secrets && start_pods && share_data_volume && tokenize; }; then
     result deploy failed "could not start the pods"
     return 1
