@@ -108,10 +108,6 @@ absl::Status ValidateModel(const v1::JobSpec& spec, const JobLimits& limits) {
       return Invalid("loss", absl::StrCat("model.gpt trains with CROSS_ENTROPY, got ",
                                           v1::Loss_Name(spec.loss())));
     }
-    if (spec.device() == v1::CUDA) {
-      return Invalid("device", "CUDA workers cannot run model.gpt yet (its layers have no CUDA "
-                               "kernels); use CPU");
-    }
   }
   return absl::OkStatus();
 }

@@ -364,9 +364,6 @@ INSTANTIATE_TEST_SUITE_P(
                   s->mutable_wrap()->add_modules(v1::WrapModule::TOKEN_EMBEDDING);
                 },
                 "job.wrap: this policy puts transformer.wte.weight into its own FSDP unit"},
-        BadCase{"GPT on CUDA",
-                [](v1::JobSpec* s) { s->set_device(v1::CUDA); },
-                "job.device: CUDA workers cannot run model.gpt yet"},
         BadCase{"MSE on a GPT", [](v1::JobSpec* s) { s->set_loss(v1::MSE); },
                 "job.loss: model.gpt trains with CROSS_ENTROPY, got MSE"},
         BadCase{"evaluation without a validation file",

@@ -81,15 +81,25 @@ double MicroBatch(const v1::JobSpec& spec) {
 // the attention probabilities, heads x T x T per sequence; with checkpointing, only its
 // input, plus one block's during its recompute. Around the blocks: the embeddings' sum
 // and ln_f's output (C each), the logits, their softmax and its gradient (V each).
+// On CUDA an attention backward also holds the whole micro-batch's score gradients at once
+// (the CPU's go one head at a time) and, with 16-bit operands, 16-bit copies of them and
+// of the probabilities (cuda/attention.h).
 double GptActivationBytes(const v1::JobSpec& spec, double sequences) {
   const v1::GptConfig& gpt = spec.model().gpt();
   const double c = gpt.n_embd(), t = gpt.block_size(), v = gpt.vocab_size();
   const double rows = sequences * t;
-  const double per_block = 4 * (16 * c * rows + gpt.n_head() * t * t * sequences);
+  const double scores = gpt.n_head() * t * t * sequences;
+  const double per_block = 4 * (16 * c * rows + scores);
   const double blocks = spec.activation_checkpointing()
                             ? gpt.n_layer() * 4 * c * rows + per_block
                             : gpt.n_layer() * per_block;
-  return blocks + 4 * rows * (2 * c + 3 * v);
+  double attention_backward = 0;
+  if (spec.device() == v1::CUDA) {
+    const v1::Dtype low = spec.fsdp().mixed_precision().param_dtype();
+    const bool narrow = low == v1::BF16 || low == v1::FP16;
+    attention_backward = (4 + (narrow ? 2 + 2 : 0)) * scores;
+  }
+  return blocks + attention_backward + 4 * rows * (2 * c + 3 * v);
 }
 
 // An MLP keeps the input and, per Linear, its output before and after the activation,

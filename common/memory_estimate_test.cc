@@ -83,6 +83,22 @@ TEST(EstimateRankMemory, CheckpointingKeepsOnlyTheBlocksInputs) {
   EXPECT_LT(checkpointed->activations * 2, plain->activations);
 }
 
+// A CUDA attention backward holds one micro-batch's score gradients (4 heads x 128 x 128
+// per sequence, 8 sequences per rank) at once, plus 16-bit copies of them and of the
+// probabilities with BF16 operands.
+TEST(EstimateRankMemory, CudaAttentionAddsItsScoreGradients) {
+  v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
+  auto cpu = EstimateRankMemory(spec);
+  spec.set_device(v1::CUDA);
+  auto cuda = EstimateRankMemory(spec);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  auto cuda_bf16 = EstimateRankMemory(spec);
+  ASSERT_TRUE(cpu.ok() && cuda.ok() && cuda_bf16.ok());
+  const int64_t scores = 4 * 128 * 128 * 8;
+  EXPECT_EQ(cuda->activations - cpu->activations, 4 * scores);
+  EXPECT_EQ(cuda_bf16->activations - cpu->activations, 8 * scores);
+}
+
 TEST(EstimateRankMemory, BfloatParametersGatherHalfTheBytes) {
   v1::JobSpec spec = Gpt(v1::ShardingStrategy::SHARD_GRAD_OP);
   auto fp32 = EstimateRankMemory(spec);

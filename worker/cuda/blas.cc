@@ -31,10 +31,7 @@ absl::StatusOr<std::unique_ptr<Blas>> Blas::Create(cudaStream_t stream) {
 
 Blas::~Blas() { cublasDestroy(handle_); }
 
-absl::Status Blas::GemmColumnMajor(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m,
-                                   int64_t n, int64_t k, const void* a, int64_t lda,
-                                   const void* b, int64_t ldb, float beta, void* c, int64_t ldc,
-                                   Types types) {
+absl::StatusOr<cublasComputeType_t> Blas::ComputeType(Types types) const {
   if (types.operands == ScalarType::kInt64 || types.output == ScalarType::kInt64 ||
       (types.output != ScalarType::kFloat32 && types.output != types.operands)) {
     return absl::InvalidArgumentError(
@@ -42,8 +39,14 @@ absl::Status Blas::GemmColumnMajor(cublasOperation_t op_a, cublasOperation_t op_
                      ", output ", ScalarTypeName(types.output)));
   }
   const bool fp32 = types.operands == ScalarType::kFloat32;
-  const cublasComputeType_t compute =
-      fp32 && allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  return fp32 && allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+absl::Status Blas::GemmColumnMajor(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m,
+                                   int64_t n, int64_t k, const void* a, int64_t lda,
+                                   const void* b, int64_t ldb, float beta, void* c, int64_t ldc,
+                                   Types types) {
+  ASSIGN_OR_RETURN(const cublasComputeType_t compute, ComputeType(types));
   const float alpha = 1.0f;
   return CublasStatus(
       cublasGemmEx(handle_, op_a, op_b, static_cast<int>(m), static_cast<int>(n),
@@ -52,6 +55,22 @@ absl::Status Blas::GemmColumnMajor(cublasOperation_t op_a, cublasOperation_t op_
                    &beta, c, DataType(types.output), static_cast<int>(ldc), compute,
                    CUBLAS_GEMM_DEFAULT),
       "cublasGemmEx");
+}
+
+absl::Status Blas::GemmStridedBatched(cublasOperation_t op_a, cublasOperation_t op_b,
+                                      int64_t m, int64_t n, int64_t k, Strided a, Strided b,
+                                      float beta, void* c, int64_t ldc, int64_t stride_c,
+                                      int64_t count, Types types) {
+  ASSIGN_OR_RETURN(const cublasComputeType_t compute, ComputeType(types));
+  const float alpha = 1.0f;
+  return CublasStatus(
+      cublasGemmStridedBatchedEx(
+          handle_, op_a, op_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+          &alpha, a.data, DataType(types.operands), static_cast<int>(a.ld), a.stride, b.data,
+          DataType(types.operands), static_cast<int>(b.ld), b.stride, &beta, c,
+          DataType(types.output), static_cast<int>(ldc), stride_c, static_cast<int>(count),
+          compute, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmStridedBatchedEx");
 }
 
 // Row-major X[r, c] is column-major X^T[c, r] with the same leading dimension c, so each

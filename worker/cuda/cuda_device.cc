@@ -2,8 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/cuda/attention.h"
 #include "worker/cuda/cuda_status.h"
 #include "worker/cuda/kernels.h"
+#include "worker/cuda/transformer_kernels.h"
 
 namespace shardwise::cuda {
 namespace {
@@ -75,39 +77,6 @@ void CudaDevice::Check(const absl::Status& status) {
   if (status.ok()) return;
   absl::MutexLock lock(&mu_);
   if (error_.ok()) error_ = status;
-}
-
-void CudaDevice::Unimplemented(const char* what) {
-  Check(absl::UnimplementedError(absl::StrCat(
-      "CUDA: ", what, " has no kernel yet; models with it (model.gpt) run on CPU workers")));
-}
-
-void CudaDevice::EmbeddingForward(const float*, const int64_t*, int64_t, int64_t, float*) {
-  Unimplemented("EmbeddingForward");
-}
-
-void CudaDevice::EmbeddingBackward(const int64_t*, const float*, int64_t, int64_t, float*) {
-  Unimplemented("EmbeddingBackward");
-}
-
-void CudaDevice::LayerNormForward(const float*, const float*, const float*, int64_t, int64_t,
-                                  float, float*, float*, float*) {
-  Unimplemented("LayerNormForward");
-}
-
-void CudaDevice::LayerNormBackward(const float*, const float*, const float*, const float*,
-                                   const float*, int64_t, int64_t, float*, float*, float*) {
-  Unimplemented("LayerNormBackward");
-}
-
-void CudaDevice::AttentionForward(const float*, int64_t, int64_t, int64_t, int64_t, float*,
-                                  float*, ScalarType) {
-  Unimplemented("AttentionForward");
-}
-
-void CudaDevice::AttentionBackward(const float*, const float*, const float*, int64_t, int64_t,
-                                   int64_t, int64_t, float*, ScalarType) {
-  Unimplemented("AttentionBackward");
 }
 
 absl::Status CudaDevice::status() const {
@@ -259,6 +228,53 @@ void CudaDevice::ActivationBackward(v1::Activation act, const float* x, const fl
                                     size_t n, float* dx) {
   Check(cuda::ActivationBackward(KernelActivation(act), x, dy, n, dx, stream()),
         "ActivationBackward");
+}
+
+void CudaDevice::EmbeddingForward(const float* table, const int64_t* ids, int64_t n,
+                                  int64_t dim, float* out) {
+  Check(cuda::EmbeddingForward(table, ids, n, dim, out, stream()), "EmbeddingForward");
+}
+
+void CudaDevice::EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n,
+                                   int64_t dim, float* dtable) {
+  const size_t bytes = EmbeddingBackwardScratchBytes(n);
+  Buffer scratch(allocator(), (bytes + sizeof(int64_t) - 1) / sizeof(int64_t),
+                 MemoryCategory::kActivations, ScalarType::kInt64, false);
+  Check(cuda::EmbeddingBackward(ids, dout, n, dim, dtable, scratch.as<void>(), scratch.bytes(),
+                                stream()),
+        "EmbeddingBackward");
+}
+
+void CudaDevice::LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
+                                  int64_t dim, float eps, float* y, float* mean, float* rstd) {
+  Check(cuda::LayerNormForward(x, w, b, rows, dim, eps, y, mean, rstd, stream()),
+        "LayerNormForward");
+}
+
+void CudaDevice::LayerNormBackward(const float* x, const float* w, const float* mean,
+                                   const float* rstd, const float* dy, int64_t rows,
+                                   int64_t dim, float* dx, float* dw, float* db) {
+  Buffer partials(allocator(), LayerNormBackwardPartials(rows, dim),
+                  MemoryCategory::kActivations, ScalarType::kInt64, false);
+  Check(cuda::LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db,
+                                partials.as<double>(), stream()),
+        "LayerNormBackward");
+}
+
+// Attention's GEMMs use cuBLAS on the compute stream: like the Linear layers, they run on
+// the training thread.
+void CudaDevice::AttentionForward(const float* qkv, int64_t batch, int64_t seq, int64_t heads,
+                                  int64_t head_dim, float* out, float* probs,
+                                  ScalarType operands) {
+  Check(cuda::AttentionForward({blas_.get(), allocator(), stream(), operands},
+                               {batch, seq, heads, head_dim}, qkv, out, probs));
+}
+
+void CudaDevice::AttentionBackward(const float* qkv, const float* probs, const float* dout,
+                                   int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+                                   float* dqkv, ScalarType operands) {
+  Check(cuda::AttentionBackward({blas_.get(), allocator(), stream(), operands},
+                                {batch, seq, heads, head_dim}, qkv, probs, dout, dqkv));
 }
 
 absl::StatusOr<double> CudaDevice::CrossEntropy(const float* logits, const int64_t* labels,

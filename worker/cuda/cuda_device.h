@@ -81,8 +81,7 @@ class CudaDevice final : public Device {
   void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) override;
   void ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
                           float* dx) override;
-  // The GPT's layers have no CUDA kernels yet: each fails (UNIMPLEMENTED, sticky), and
-  // job validation keeps GPT jobs off CUDA workers.
+  // The GPT's layers: transformer_kernels.h and attention.h.
   void EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
                         float* out) override;
   void EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
@@ -115,7 +114,6 @@ class CudaDevice final : public Device {
   // Keeps the first error; later calls report it.
   void Check(cudaError_t error, const char* what);
   void Check(const absl::Status& status);
-  void Unimplemented(const char* what);
   // A 16-bit copy of FP32 `values` (in the caller's stream order).
   Buffer Narrowed(ScalarType type, const float* values, size_t n);
   // Copies `bytes` from the device to the host, waiting for the caller's stream.

@@ -1,12 +1,13 @@
 #ifndef SHARDWISE_WORKER_CUDA_GPU_TEST_SUPPORT_H_
 #define SHARDWISE_WORKER_CUDA_GPU_TEST_SUPPORT_H_
 
-// For GPU tests: skip (never pass) where there is no GPU, and move vectors to and from
-// device memory.
+// For GPU tests: skip (never pass) where there is no GPU, move vectors to and from
+// device memory, and compare with the CPU.
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,13 @@ class DeviceVector {
   T* data_ = nullptr;
   size_t n_ = 0;
 };
+
+// n normal values with standard deviation `scale`, from `seed`.
+std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f);
+
+// Every |got - want| <= atol + rtol * |want| (the first few misses are reported by index).
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, float rtol,
+                float atol, const char* what);
 
 }  // namespace shardwise::cuda::testing
 

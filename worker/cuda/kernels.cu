@@ -6,22 +6,16 @@
 #include <algorithm>
 
 #include "worker/compute/pointwise.h"
+#include "worker/cuda/kernel_support.cuh"
 
 namespace shardwise::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-// Enough blocks to fill any current GPU several times over; grid-stride loops do the rest.
-constexpr size_t kMaxBlocks = 4096;
+// The launch shapes and block reductions every kernel file uses.
+using namespace internal;  // NOLINT(build/namespaces)
+
 // Reductions: at most this many first-pass blocks (their partials are summed by one block).
 constexpr size_t kMaxPartials = 1024;
-
-unsigned Blocks(size_t work_items) {
-  return static_cast<unsigned>(std::max<size_t>(
-      1, std::min(kMaxBlocks, (work_items + kThreads - 1) / kThreads)));
-}
-
-cudaError_t Launched() { return cudaGetLastError(); }
 
 // ---- casts ----------------------------------------------------------------------------
 
@@ -194,35 +188,6 @@ __global__ void ScaleAndCheckFiniteKernel(float* x, size_t n, float scale, int* 
 }
 
 // ---- deterministic reductions ---------------------------------------------------------
-
-// Sums the block's values in a fixed tree; the result is valid in thread 0.
-__device__ double BlockSum(double value) {
-  __shared__ double shared[kThreads];
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int width = kThreads / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) shared[threadIdx.x] += shared[threadIdx.x + width];
-    __syncthreads();
-  }
-  const double total = shared[0];
-  __syncthreads();
-  return total;
-}
-
-__device__ float BlockMax(float value) {
-  __shared__ float shared[kThreads];
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int width = kThreads / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) {
-      shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + width]);
-    }
-    __syncthreads();
-  }
-  const float max = shared[0];
-  __syncthreads();
-  return max;
-}
 
 // partials[b] = the sum of squares of block b's grid-stride share.
 __global__ void SquaresPartialKernel(const float* x, size_t n, double* partials) {

@@ -23,19 +23,13 @@ namespace shardwise::cuda {
 namespace {
 
 using ::shardwise::cuda::testing::DeviceVector;
+using ::shardwise::cuda::testing::ExpectNear;
+using ::shardwise::cuda::testing::RandomFloats;
 
 class KernelsTest : public ::testing::Test {
  protected:
   void SetUp() override { SKIP_WITHOUT_GPU(); }
 };
-
-std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
 
 // Every float class a cast must get right: normals over the whole exponent range (random
 // bit patterns), halfway cases, subnormals of both targets, overflow to inf, inf, NaN.
@@ -116,18 +110,6 @@ TEST_F(KernelsTest, RoundToPrecisionEqualsNarrowThenWiden) {
     ASSERT_EQ(RoundToPrecision(type, d.get(), values.size(), nullptr), cudaSuccess);
     EXPECT_EQ(d.ToHost(), expected) << ScalarTypeName(type);
   }
-}
-
-void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, float rtol,
-                float atol, const char* what) {
-  ASSERT_EQ(got.size(), want.size());
-  int bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::fabs(got[i] - want[i]) > atol + rtol * std::fabs(want[i])) {
-      if (++bad <= 3) ADD_FAILURE() << what << "[" << i << "]: " << got[i] << " vs " << want[i];
-    }
-  }
-  EXPECT_EQ(bad, 0) << what;
 }
 
 TEST_F(KernelsTest, ActivationsMatchTheCpu) {

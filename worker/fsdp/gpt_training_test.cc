@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <thread>
 
@@ -21,10 +20,10 @@
 #include "common/model_description.h"
 #include "common/safetensors.h"
 #include "gtest/gtest.h"
-#include "worker/data/random.h"
 #include "common/fsdp_layout.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
+#include "worker/testing/token_corpus.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -36,23 +35,6 @@ std::string TempDir(const std::string& name) {
   const std::string dir = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid());
   std::filesystem::create_directories(dir);
   return dir;
-}
-
-// A learnable stream of ids below 32: short "words" from a few patterns, in a seeded order.
-std::string WriteTokens(const std::string& path, int count, uint64_t seed) {
-  Random random(seed);
-  std::vector<uint16_t> ids;
-  const std::vector<std::vector<uint16_t>> words = {
-      {1, 2, 3, 4}, {5, 6, 7}, {8, 9, 10, 11, 12}, {13, 14}, {15, 16, 17, 18}, {19, 20, 21}};
-  while (static_cast<int>(ids.size()) < count) {
-    const auto& word = words[random.Next() % words.size()];
-    ids.insert(ids.end(), word.begin(), word.end());
-    ids.push_back(0);  // a space
-  }
-  ids.resize(count);
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(ids.data()), ids.size() * 2);
-  return path;
 }
 
 v1::JobSpec GptSpec(const std::string& dir, Strategy strategy, int world, int steps) {
@@ -68,8 +50,8 @@ v1::JobSpec GptSpec(const std::string& dir, Strategy strategy, int world, int st
   spec.mutable_optimizer()->mutable_adamw()->set_lr(3e-3);
   spec.mutable_optimizer()->set_max_grad_norm(1.0);
   v1::TokenData* tokens = spec.mutable_data()->mutable_tokens();
-  tokens->set_train_path(WriteTokens(dir + "/train.bin", 4000, 1));
-  tokens->set_val_path(WriteTokens(dir + "/val.bin", 800, 2));
+  tokens->set_train_path(testing::WriteLearnableTokens(dir + "/train.bin", 4000, 1));
+  tokens->set_val_path(testing::WriteLearnableTokens(dir + "/val.bin", 800, 2));
   tokens->set_seed(7);
   spec.set_global_batch_size(8);
   spec.set_steps(steps);

@@ -1,0 +1,183 @@
+// The GPT's layers on the GPU (CudaDevice: transformer_kernels.h, attention.h) against the
+// CPU's implementations of the same formulas (compute/cpu/) run in FP64: embeddings exact
+// (the backward equal to the CPU's FP32 loop bit for bit, and the same bits on every run),
+// LayerNorm and attention within FP32 rounding with TF32 off, attention with BF16 operands
+// within BF16 rounding.
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "worker/compute/cpu/attention.h"
+#include "worker/compute/cpu/embedding.h"
+#include "worker/compute/cpu/layer_norm.h"
+#include "worker/cuda/cuda_device.h"
+#include "worker/cuda/gpu_test_support.h"
+#include "gtest/gtest.h"
+
+namespace shardwise::cuda {
+namespace {
+
+using ::shardwise::cuda::testing::DeviceVector;
+using ::shardwise::cuda::testing::ExpectNear;
+using ::shardwise::cuda::testing::RandomFloats;
+
+std::vector<double> Wide(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+std::vector<float> Narrow(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+class GptLayersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_GPU();
+    auto device = CudaDevice::Create({});
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = std::move(*device);
+  }
+  void TearDown() override {
+    if (device_ != nullptr) {
+      EXPECT_TRUE(device_->Synchronize().ok()) << device_->status();
+    }
+  }
+
+  std::unique_ptr<CudaDevice> device_;
+};
+
+// A skewed stream of ids: a few very frequent (long runs once sorted), most rare.
+std::vector<int64_t> SkewedIds(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::geometric_distribution<int64_t> geometric(0.05);
+  std::vector<int64_t> ids(n);
+  for (auto& id : ids) id = std::min(vocab - 1, geometric(rng));
+  return ids;
+}
+
+TEST_F(GptLayersTest, EmbeddingForwardCopiesTheRows) {
+  const int64_t vocab = 97, dim = 33, n = 1000;
+  const auto table = RandomFloats(vocab * dim, 1);
+  const auto ids = SkewedIds(n, vocab, 2);
+  std::vector<float> want(n * dim);
+  cpu::EmbeddingForward(table.data(), ids.data(), n, dim, want.data());
+  DeviceVector<float> d_table(table), d_out(n * dim);
+  DeviceVector<int64_t> d_ids(ids);
+  device_->EmbeddingForward(d_table.get(), d_ids.get(), n, dim, d_out.get());
+  EXPECT_EQ(d_out.ToHost(), want);
+}
+
+TEST_F(GptLayersTest, EmbeddingBackwardAddsInTheCpusOrderBitForBit) {
+  const int64_t vocab = 301, dim = 70;
+  for (int64_t n : {1, 255, 4096, 20000}) {
+    const auto ids = SkewedIds(n, vocab, static_cast<uint32_t>(n));
+    const auto dout = RandomFloats(n * dim, 3);
+    const auto table_grad = RandomFloats(vocab * dim, 4);  // accumulates onto what is there
+    std::vector<float> want(table_grad);
+    cpu::EmbeddingBackward(ids.data(), dout.data(), n, dim, want.data());
+    DeviceVector<int64_t> d_ids(ids);
+    DeviceVector<float> d_dout(dout);
+    for (int run = 0; run < 2; ++run) {
+      DeviceVector<float> d_grad(table_grad);
+      device_->EmbeddingBackward(d_ids.get(), d_dout.get(), n, dim, d_grad.get());
+      EXPECT_EQ(d_grad.ToHost(), want) << "n " << n << ", run " << run;
+    }
+  }
+}
+
+TEST_F(GptLayersTest, LayerNormMatchesTheCpuInFp64) {
+  const float eps = 1e-5f;
+  for (int64_t dim : {16, 768, 1031}) {
+    for (bool affine : {true, false}) {
+      const int64_t rows = 300;
+      auto x = RandomFloats(rows * dim, 5, 2.0f);
+      for (int64_t j = 0; j < dim; ++j) x[j] += 100.0f;  // a row far from zero mean
+      const auto w = RandomFloats(dim, 6), b = RandomFloats(dim, 7);
+      const auto dy = RandomFloats(rows * dim, 8);
+      const auto dw0 = RandomFloats(dim, 9), db0 = RandomFloats(dim, 10);
+
+      std::vector<double> y(rows * dim), mean(rows), rstd(rows), dx(rows * dim);
+      std::vector<double> dw = Wide(dw0), db = Wide(db0);
+      const auto x64 = Wide(x), w64 = Wide(w), b64 = Wide(b), dy64 = Wide(dy);
+      cpu::LayerNormForward(x64.data(), affine ? w64.data() : nullptr,
+                            affine ? b64.data() : nullptr, rows, dim, static_cast<double>(eps),
+                            y.data(), mean.data(), rstd.data());
+      cpu::LayerNormBackward(x64.data(), affine ? w64.data() : nullptr, mean.data(), rstd.data(),
+                             dy64.data(), rows, dim, dx.data(), affine ? dw.data() : nullptr,
+                             affine ? db.data() : nullptr);
+
+      DeviceVector<float> d_x(x), d_w(w), d_b(b), d_dy(dy), d_dw(dw0), d_db(db0);
+      DeviceVector<float> d_y(rows * dim), d_mean(rows), d_rstd(rows), d_dx(rows * dim);
+      device_->LayerNormForward(d_x.get(), affine ? d_w.get() : nullptr,
+                                affine ? d_b.get() : nullptr, rows, dim, eps, d_y.get(),
+                                d_mean.get(), d_rstd.get());
+      device_->LayerNormBackward(d_x.get(), affine ? d_w.get() : nullptr, d_mean.get(),
+                                 d_rstd.get(), d_dy.get(), rows, dim, d_dx.get(),
+                                 affine ? d_dw.get() : nullptr, affine ? d_db.get() : nullptr);
+      ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+      ExpectNear(d_y.ToHost(), Narrow(y), 1e-5f, 1e-5f, "layer norm y");
+      ExpectNear(d_mean.ToHost(), Narrow(mean), 1e-6f, 1e-6f, "layer norm mean");
+      ExpectNear(d_rstd.ToHost(), Narrow(rstd), 1e-6f, 0, "layer norm rstd");
+      ExpectNear(d_dx.ToHost(), Narrow(dx), 1e-4f, 1e-5f, "layer norm dx");
+      ExpectNear(d_dw.ToHost(), Narrow(affine ? dw : Wide(dw0)), 1e-5f, 1e-4f, "layer norm dw");
+      ExpectNear(d_db.ToHost(), Narrow(affine ? db : Wide(db0)), 1e-5f, 1e-4f, "layer norm db");
+    }
+  }
+}
+
+struct AttentionCase {
+  int64_t batch, seq, heads, head_dim;
+};
+
+// Runs attention forward and backward on the GPU with `operands` and in FP64 on the CPU.
+void CheckAttention(CudaDevice& device, const AttentionCase& c, ScalarType operands, float rtol,
+                    float atol) {
+  const int64_t width = c.heads * c.head_dim;
+  const int64_t qkv_n = c.batch * c.seq * 3 * width, out_n = c.batch * c.seq * width;
+  const int64_t probs_n = c.batch * c.heads * c.seq * c.seq;
+  auto qkv = RandomFloats(qkv_n, 11), dout = RandomFloats(out_n, 12);
+  if (operands != ScalarType::kFloat32) {
+    // Mixed precision's operands arrive rounded to their type, as the model keeps them.
+    DeviceVector<float> round_qkv(qkv), round_dout(dout);
+    device.RoundToPrecision(operands, round_qkv.get(), qkv_n);
+    device.RoundToPrecision(operands, round_dout.get(), out_n);
+    qkv = round_qkv.ToHost();
+    dout = round_dout.ToHost();
+  }
+  std::vector<double> out(out_n), probs(probs_n), dqkv(qkv_n);
+  const auto qkv64 = Wide(qkv), dout64 = Wide(dout);
+  cpu::AttentionForward(qkv64.data(), c.batch, c.seq, c.heads, c.head_dim, out.data(),
+                        probs.data());
+  cpu::AttentionBackward(qkv64.data(), probs.data(), dout64.data(), c.batch, c.seq, c.heads,
+                         c.head_dim, dqkv.data());
+
+  DeviceVector<float> d_qkv(qkv), d_dout(dout), d_out(out_n), d_probs(probs_n), d_dqkv(qkv_n);
+  device.AttentionForward(d_qkv.get(), c.batch, c.seq, c.heads, c.head_dim, d_out.get(),
+                          d_probs.get(), operands);
+  device.AttentionBackward(d_qkv.get(), d_probs.get(), d_dout.get(), c.batch, c.seq, c.heads,
+                           c.head_dim, d_dqkv.get(), operands);
+  ASSERT_TRUE(device.Synchronize().ok()) << device.status();
+  const auto got_probs = d_probs.ToHost();
+  // Above the diagonal the probabilities are exactly zero.
+  for (int64_t r = 0; r < c.batch * c.heads * c.seq; ++r) {
+    for (int64_t j = r % c.seq + 1; j < c.seq; ++j) ASSERT_EQ(got_probs[r * c.seq + j], 0.0f);
+  }
+  ExpectNear(got_probs, Narrow(probs), rtol, atol, "attention probs");
+  ExpectNear(d_out.ToHost(), Narrow(out), rtol, atol, "attention out");
+  ExpectNear(d_dqkv.ToHost(), Narrow(dqkv), rtol, atol, "attention dqkv");
+}
+
+TEST_F(GptLayersTest, AttentionMatchesTheCpuInFp64WithTf32Off) {
+  for (const AttentionCase& c :
+       {AttentionCase{1, 1, 1, 8}, AttentionCase{2, 37, 3, 16}, AttentionCase{3, 128, 4, 64}}) {
+    SCOPED_TRACE(::testing::Message() << "batch " << c.batch << " seq " << c.seq << " heads "
+                                      << c.heads << " head_dim " << c.head_dim);
+    CheckAttention(*device_, c, ScalarType::kFloat32, 1e-4f, 1e-5f);
+  }
+}
+
+TEST_F(GptLayersTest, AttentionWithBf16OperandsIsWithinBf16Rounding) {
+  // BF16 keeps 8 significant bits: the 16-bit copies of P and dS round by up to 2^-9.
+  CheckAttention(*device_, AttentionCase{2, 64, 2, 32}, ScalarType::kBFloat16, 2e-2f, 2e-2f);
+}
+
+}  // namespace
+}  // namespace shardwise::cuda

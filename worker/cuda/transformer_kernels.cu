@@ -1,0 +1,325 @@
+#include "worker/cuda/transformer_kernels.h"
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include <algorithm>
+
+#include "worker/cuda/kernel_support.cuh"
+
+namespace shardwise::cuda {
+namespace {
+
+// The launch shapes and block reductions every kernel file uses.
+using namespace internal;  // NOLINT(build/namespaces)
+
+// Row-per-block kernels loop over rows past the grid's size.
+constexpr int64_t kMaxRowBlocks = 1 << 20;
+// LayerNorm's parameter gradients: the rows are summed in at most this many chunks.
+constexpr int64_t kMaxRowChunks = 256;
+// Each part of the embedding backward's scratch starts on this boundary.
+constexpr size_t kScratchAlignment = 256;
+
+unsigned RowBlocks(int64_t rows) {
+  return static_cast<unsigned>(std::min(rows, kMaxRowBlocks));
+}
+
+size_t AlignUp(size_t bytes) {
+  return (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+}
+
+// ---- embedding --------------------------------------------------------------------------
+
+__global__ void EmbeddingForwardKernel(const float* table, const int64_t* ids, int64_t n,
+                                       int64_t dim, float* out) {
+  const size_t total = static_cast<size_t>(n) * dim;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t k = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
+       k += stride) {
+    const size_t i = k / dim, j = k % dim;
+    out[k] = table[ids[i] * dim + j];
+  }
+}
+
+__global__ void IotaKernel(int* values, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    values[i] = static_cast<int>(i);
+  }
+}
+
+// Block s owns the run of equal ids starting at sorted position s (blocks inside a run
+// return at once); its threads take the columns and add the run's rows in order.
+__global__ void EmbeddingRunSumKernel(const int64_t* sorted_ids, const int* positions,
+                                      const float* dout, int64_t n, int64_t dim,
+                                      float* dtable) {
+  for (int64_t s = blockIdx.x; s < n; s += gridDim.x) {
+    const int64_t id = sorted_ids[s];
+    if (s > 0 && sorted_ids[s - 1] == id) continue;
+    float* row = dtable + id * dim;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+      float sum = row[j];
+      for (int64_t t = s; t < n && sorted_ids[t] == id; ++t) {
+        sum += dout[static_cast<int64_t>(positions[t]) * dim + j];
+      }
+      row[j] = sum;
+    }
+  }
+}
+
+// The scratch's parts: the sorted ids, the positions before and after sorting, CUB's own.
+struct EmbeddingScratch {
+  int64_t* sorted_ids;
+  int* positions;
+  int* sorted_positions;
+  void* sort_storage;
+  size_t sort_bytes;
+};
+
+cudaError_t SortBytes(int64_t n, size_t* bytes) {
+  return cub::DeviceRadixSort::SortPairs(nullptr, *bytes, static_cast<const int64_t*>(nullptr),
+                                         static_cast<int64_t*>(nullptr),
+                                         static_cast<const int*>(nullptr),
+                                         static_cast<int*>(nullptr), static_cast<int>(n));
+}
+
+EmbeddingScratch CarveScratch(void* scratch, int64_t n, size_t sort_bytes) {
+  char* at = static_cast<char*>(scratch);
+  EmbeddingScratch parts;
+  parts.sorted_ids = reinterpret_cast<int64_t*>(at);
+  at += AlignUp(n * sizeof(int64_t));
+  parts.positions = reinterpret_cast<int*>(at);
+  at += AlignUp(n * sizeof(int));
+  parts.sorted_positions = reinterpret_cast<int*>(at);
+  at += AlignUp(n * sizeof(int));
+  parts.sort_storage = at;
+  parts.sort_bytes = sort_bytes;
+  return parts;
+}
+
+// ---- layer norm -------------------------------------------------------------------------
+
+// The CPU's float expression, (x * r + shift) * w + b, without FMA contraction.
+__device__ __forceinline__ float Normalized(float x, float r, float shift, float w, float b) {
+  return __fadd_rn(__fmul_rn(__fadd_rn(__fmul_rn(x, r), shift), w), b);
+}
+
+__global__ void LayerNormForwardKernel(const float* x, const float* w, const float* b,
+                                       int64_t rows, int64_t dim, float eps, float* y,
+                                       float* mean, float* rstd) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* in = x + row * dim;
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) sum += in[j];
+    const double mu = BlockSum(sum) / dim;
+    double squares = 0;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+      const double d = in[j] - mu;
+      squares += d * d;
+    }
+    squares = BlockSum(squares);
+    const float m = static_cast<float>(mu);
+    const float r = static_cast<float>(1.0 / sqrt(squares / dim + eps));
+    if (threadIdx.x == 0) {
+      mean[row] = m;
+      rstd[row] = r;
+    }
+    const float shift = -r * m;
+    float* out = y + row * dim;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+      out[j] = Normalized(in[j], r, shift, w != nullptr ? w[j] : 1.0f,
+                          b != nullptr ? b[j] : 0.0f);
+    }
+  }
+}
+
+__global__ void LayerNormInputGradKernel(const float* x, const float* w, const float* mean,
+                                         const float* rstd, const float* dy, int64_t rows,
+                                         int64_t dim, float* dx) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* in = x + row * dim;
+    const float* grad = dy + row * dim;
+    const double m = mean[row], r = rstd[row];
+    double g_sum = 0, g_xhat_sum = 0;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+      const double xhat = (in[j] - m) * r;
+      const double g = static_cast<double>(grad[j]) * (w != nullptr ? w[j] : 1.0);
+      g_sum += g;
+      g_xhat_sum += g * xhat;
+    }
+    const double g_mean = BlockSum(g_sum) / dim;
+    const double g_xhat_mean = BlockSum(g_xhat_sum) / dim;
+    float* out = dx + row * dim;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+      const double xhat = (in[j] - m) * r;
+      const double g = static_cast<double>(grad[j]) * (w != nullptr ? w[j] : 1.0);
+      out[j] = static_cast<float>(r * (g - g_mean - xhat * g_xhat_mean));
+    }
+  }
+}
+
+// Block (column tile, chunk): each thread sums one column over the chunk's rows;
+// partials [2][chunks][dim]: the weight's sums, then the bias's.
+__global__ void LayerNormParamPartialsKernel(const float* x, const float* mean,
+                                             const float* rstd, const float* dy, int64_t rows,
+                                             int64_t dim, int64_t rows_per_chunk,
+                                             double* partials) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= dim) return;
+  const int64_t chunk = blockIdx.y, chunks = gridDim.y;
+  const int64_t end = min(rows, (chunk + 1) * rows_per_chunk);
+  double w_sum = 0, b_sum = 0;
+  for (int64_t row = chunk * rows_per_chunk; row < end; ++row) {
+    const float grad = dy[row * dim + j];
+    const double xhat = (x[row * dim + j] - static_cast<double>(mean[row])) * rstd[row];
+    w_sum += grad * xhat;
+    b_sum += grad;
+  }
+  partials[chunk * dim + j] = w_sum;
+  partials[(chunks + chunk) * dim + j] = b_sum;
+}
+
+__global__ void LayerNormParamGradKernel(const double* partials, int64_t chunks, int64_t dim,
+                                         float* dw, float* db) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < dim;
+       j += stride) {
+    double w_sum = 0, b_sum = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      w_sum += partials[c * dim + j];
+      b_sum += partials[(chunks + c) * dim + j];
+    }
+    if (dw != nullptr) dw[j] += static_cast<float>(w_sum);
+    if (db != nullptr) db[j] += static_cast<float>(b_sum);
+  }
+}
+
+int64_t RowChunks(int64_t rows) { return std::max<int64_t>(1, std::min(rows, kMaxRowChunks)); }
+
+// ---- causal softmax ---------------------------------------------------------------------
+
+// As the CPU: s * scale, exp(s - max), times 1 / sum (the sum in double here).
+__global__ void CausalSoftmaxForwardKernel(float* scores, int64_t rows, int64_t seq,
+                                           float scale) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t i = r % seq;
+    float* row = scores + r * seq;
+    float max = -INFINITY;
+    for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
+      max = fmaxf(max, __fmul_rn(row[j], scale));
+    }
+    max = BlockMax(max);
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
+      const float e = expf(__fsub_rn(__fmul_rn(row[j], scale), max));
+      row[j] = e;
+      sum += e;
+    }
+    const float inverse = 1.0f / static_cast<float>(BlockSum(sum));
+    for (int64_t j = threadIdx.x; j < seq; j += blockDim.x) {
+      row[j] = j <= i ? __fmul_rn(row[j], inverse) : 0.0f;
+    }
+  }
+}
+
+__global__ void CausalSoftmaxBackwardKernel(const float* probs, float* grad, int64_t rows,
+                                            int64_t seq, float scale) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t i = r % seq;
+    const float* p = probs + r * seq;
+    float* d = grad + r * seq;
+    double dot = 0;
+    for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
+      dot += static_cast<double>(d[j]) * p[j];
+    }
+    const float row_dot = static_cast<float>(BlockSum(dot));
+    for (int64_t j = threadIdx.x; j < seq; j += blockDim.x) {
+      d[j] = j <= i ? __fmul_rn(__fmul_rn(p[j], __fsub_rn(d[j], row_dot)), scale) : 0.0f;
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
+                             float* out, cudaStream_t stream) {
+  if (n * dim == 0) return cudaSuccess;
+  EmbeddingForwardKernel<<<Blocks(n * dim), kThreads, 0, stream>>>(table, ids, n, dim, out);
+  return Launched();
+}
+
+size_t EmbeddingBackwardScratchBytes(int64_t n) {
+  size_t sort_bytes = 0;
+  if (SortBytes(n, &sort_bytes) != cudaSuccess) return 0;
+  return AlignUp(n * sizeof(int64_t)) + 2 * AlignUp(n * sizeof(int)) + sort_bytes;
+}
+
+cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
+                              float* dtable, void* scratch, size_t scratch_bytes,
+                              cudaStream_t stream) {
+  if (n * dim == 0) return cudaSuccess;
+  size_t sort_bytes = 0;
+  cudaError_t error = SortBytes(n, &sort_bytes);
+  if (error != cudaSuccess) return error;
+  if (scratch_bytes < EmbeddingBackwardScratchBytes(n)) return cudaErrorInvalidValue;
+  EmbeddingScratch parts = CarveScratch(scratch, n, sort_bytes);
+  IotaKernel<<<Blocks(n), kThreads, 0, stream>>>(parts.positions, n);
+  // Radix sort is stable: equal ids keep their positions in ascending order.
+  error = cub::DeviceRadixSort::SortPairs(parts.sort_storage, parts.sort_bytes, ids,
+                                          parts.sorted_ids, parts.positions,
+                                          parts.sorted_positions, static_cast<int>(n), 0,
+                                          static_cast<int>(sizeof(int64_t) * 8), stream);
+  if (error != cudaSuccess) return error;
+  EmbeddingRunSumKernel<<<RowBlocks(n), kThreads, 0, stream>>>(
+      parts.sorted_ids, parts.sorted_positions, dout, n, dim, dtable);
+  return Launched();
+}
+
+cudaError_t LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
+                             int64_t dim, float eps, float* y, float* mean, float* rstd,
+                             cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  LayerNormForwardKernel<<<RowBlocks(rows), kThreads, 0, stream>>>(x, w, b, rows, dim, eps, y,
+                                                                   mean, rstd);
+  return Launched();
+}
+
+size_t LayerNormBackwardPartials(int64_t rows, int64_t dim) {
+  return static_cast<size_t>(2 * RowChunks(rows) * dim);
+}
+
+cudaError_t LayerNormBackward(const float* x, const float* w, const float* mean,
+                              const float* rstd, const float* dy, int64_t rows, int64_t dim,
+                              float* dx, float* dw, float* db, double* partials,
+                              cudaStream_t stream) {
+  if (rows == 0 || dim == 0) return cudaSuccess;
+  LayerNormInputGradKernel<<<RowBlocks(rows), kThreads, 0, stream>>>(x, w, mean, rstd, dy,
+                                                                     rows, dim, dx);
+  if (dw == nullptr && db == nullptr) return Launched();
+  const int64_t chunks = RowChunks(rows);
+  const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+  const dim3 grid(static_cast<unsigned>((dim + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(chunks));
+  LayerNormParamPartialsKernel<<<grid, kThreads, 0, stream>>>(x, mean, rstd, dy, rows, dim,
+                                                              rows_per_chunk, partials);
+  LayerNormParamGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(partials, chunks, dim, dw, db);
+  return Launched();
+}
+
+cudaError_t CausalSoftmaxForward(float* scores, int64_t rows, int64_t seq, float scale,
+                                 cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  CausalSoftmaxForwardKernel<<<RowBlocks(rows), kThreads, 0, stream>>>(scores, rows, seq,
+                                                                       scale);
+  return Launched();
+}
+
+cudaError_t CausalSoftmaxBackward(const float* probs, float* grad, int64_t rows, int64_t seq,
+                                  float scale, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  CausalSoftmaxBackwardKernel<<<RowBlocks(rows), kThreads, 0, stream>>>(probs, grad, rows, seq,
+                                                                        scale);
+  return Launched();
+}
+
+}  // namespace shardwise::cuda

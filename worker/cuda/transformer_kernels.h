@@ -1,0 +1,55 @@
+#ifndef SHARDWISE_WORKER_CUDA_TRANSFORMER_KERNELS_H_
+#define SHARDWISE_WORKER_CUDA_TRANSFORMER_KERNELS_H_
+
+// The GPT's layers on CUDA, but their GEMMs (blas.h, attention.h): the GPU counterparts of
+// compute/cpu/embedding.h, layer_norm.h and attention.h's softmax, with the same formulas.
+// As in kernels.h, each function enqueues on `stream` and returns the launch's error;
+// pointers are device pointers; nothing uses float atomics, so every result has the same
+// bits on every run.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace shardwise::cuda {
+
+// out[i, :] = table[ids[i], :] for i < n.
+cudaError_t EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
+                             float* out, cudaStream_t stream);
+
+// dtable[ids[i], :] += dout[i, :], each row's contributions added in the order of i, as the
+// CPU loop adds them (so the sums are the CPU's bit for bit): the positions are sorted by
+// id with a stable radix sort, then one block per distinct id walks its run.
+// `scratch` holds EmbeddingBackwardScratchBytes(n) bytes; n < 2^31.
+size_t EmbeddingBackwardScratchBytes(int64_t n);
+cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
+                              float* dtable, void* scratch, size_t scratch_bytes,
+                              cudaStream_t stream);
+
+// LayerNorm over rows of `dim` (w, b may be null: 1 and 0), one block per row; the mean
+// and variance are summed in double, as on the CPU; keeps mean and rstd [rows].
+cudaError_t LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
+                             int64_t dim, float eps, float* y, float* mean, float* rstd,
+                             cudaStream_t stream);
+// Writes dx; adds to dw and db (null when w, b are). The parameter gradients are summed
+// over rows in fixed chunks (partial sums in double, then the chunks in order):
+// `partials` holds LayerNormBackwardPartials(rows, dim) doubles.
+size_t LayerNormBackwardPartials(int64_t rows, int64_t dim);
+cudaError_t LayerNormBackward(const float* x, const float* w, const float* mean,
+                              const float* rstd, const float* dy, int64_t rows, int64_t dim,
+                              float* dx, float* dw, float* db, double* partials,
+                              cudaStream_t stream);
+
+// Causal softmax in place over `rows` rows of `seq` scores, row r being query position
+// r % seq of its [seq, seq] matrix: p_j = softmax(s_j * scale) over j <= i, 0 above.
+cudaError_t CausalSoftmaxForward(float* scores, int64_t rows, int64_t seq, float scale,
+                                 cudaStream_t stream);
+// Its backward, in place: dS = P * (dP - rowsum(dP * P)) * scale below the diagonal, 0
+// above.
+cudaError_t CausalSoftmaxBackward(const float* probs, float* grad, int64_t rows, int64_t seq,
+                                  float scale, cudaStream_t stream);
+
+}  // namespace shardwise::cuda
+
+#endif  // SHARDWISE_WORKER_CUDA_TRANSFORMER_KERNELS_H_

@@ -1,0 +1,26 @@
+#include "worker/testing/token_corpus.h"
+
+#include <fstream>
+#include <vector>
+
+#include "worker/data/random.h"
+
+namespace shardwise::testing {
+
+std::string WriteLearnableTokens(const std::string& path, int count, uint64_t seed) {
+  Random random(seed);
+  std::vector<uint16_t> ids;
+  const std::vector<std::vector<uint16_t>> words = {
+      {1, 2, 3, 4}, {5, 6, 7}, {8, 9, 10, 11, 12}, {13, 14}, {15, 16, 17, 18}, {19, 20, 21}};
+  while (static_cast<int>(ids.size()) < count) {
+    const auto& word = words[random.Next() % words.size()];
+    ids.insert(ids.end(), word.begin(), word.end());
+    ids.push_back(0);  // a space
+  }
+  ids.resize(count);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(ids.data()), ids.size() * 2);
+  return path;
+}
+
+}  // namespace shardwise::testing
