@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# GPT-2 124M on one GPU: tokens/s, MFU and peak memory of a Shardwise CUDA job (a
+# coordinator and one CUDA worker from an unpacked bundle, FULL_SHARD at world size 1 over
+# NCCL, one FSDP unit per block) against PyTorch training the same model on the same GPU in
+# the same run (bench/pytorch_gpu_gpt.py: eager with the same manual attention, eager with
+# PyTorch's fused attention, torch.compile), appended with this command to
+# bench/RESULTS.md. For GPU hosts with PyTorch (see docs/operations.md, "GPU tests on a GPU
+# host"); the shape is nanoGPT's GPT-2 124M: 12 layers, 12 heads, 768 wide, context 1024,
+# vocabulary 50304.
+#
+# usage: bench/gpu_gpt.sh BUNDLE_DIR [STEPS] [bf16|fp32] [BATCH]
+set -euo pipefail
+bundle=$(cd "$1" && pwd)
+steps=${2:-30}
+precision=${3:-bf16}
+batch=${4:-8}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
+mixed=""
+peak_tflops=67        # H100 SXM, FP32 without tensor cores (TF32 is off)
+if [ "$precision" = bf16 ]; then
+  mixed="mixed_precision: {param_dtype: BF16}, "
+  peak_tflops=989.5   # H100 SXM, dense BF16 tensor cores
+fi
+
+# Random tokens: the throughput does not depend on what the text says.
+python3 -c "
+import numpy as np
+np.random.default_rng(0).integers(0, 50304, 20_000_000, dtype=np.uint16).tofile('$work/train.bin')"
+
+"$bundle/bin/shardwise-coordinator" --address=127.0.0.1:0 --port_file="$work/port" \
+  --state_file="$work/state.db" --allowed_input_paths="$work" --allowed_output_paths="$work" \
+  2>"$work/coordinator.log" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+export SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$work/port")"
+"$bundle/bin/shardwise-worker" --device=cuda --gpu=0 --name=bench-gpu0 2>"$work/worker.log" &
+pids+=($!)
+for _ in $(seq 100); do "$bundle/bin/shardwise" get workers | grep -q IDLE && break; sleep 0.1; done
+
+cat >"$work/job.yaml" <<YAML
+name: gpt2-124m-bench
+model:
+  gpt: {vocab_size: 50304, block_size: 1024, n_layer: 12, n_head: 12, n_embd: 768}
+wrap: {modules: [BLOCK]}
+fsdp: {${mixed}sharding_strategy: FULL_SHARD}
+optimizer:
+  adamw: {lr: 0.0006, weight_decay: 0.1}
+  weight_decay_params: MATRICES
+data: {tokens: {train_path: $work/train.bin}}
+init: {seed: 0}
+global_batch_size: $batch
+steps: $steps
+world_size: 1
+device: CUDA
+cuda: {collectives: NCCL}
+YAML
+# The device memory the worker holds (its CUDA context and the caching allocator's pools),
+# sampled while the job runs: the workers report no measured peak of their own.
+nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/memory" &
+pids+=($!)
+job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
+"$bundle/bin/shardwise" watch "$job" >/dev/null
+described=$("$bundle/bin/shardwise" describe "$job")
+steps_per_second=$(awk '/^Progress:/ {for (i = 1; i < NF; i++) if ($(i + 1) == "steps/s,") print $i}' <<<"$described")
+peak_mib="$(sort -n "$work/memory" | tail -1) MiB used (nvidia-smi)"
+theirs=$(python3 "$here/pytorch_gpu_gpt.py" --precision "$precision" --batch "$batch" \
+  --steps "$steps" --peak_tflops "$peak_tflops")
+
+report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_mib" <<'PY'
+import sys
+sps, batch, precision, peak, theirs, peak_mib = sys.argv[1:7]
+tokens = float(sps) * int(batch) * 1024
+# nanoGPT's estimate: 6 N + 12 L H Q T per token, N = 123.6M without the position table.
+flops_per_token = 6 * 123_689_472 + 12 * 12 * 768 * 1024
+mfu = tokens * flops_per_token / (float(peak) * 1e12)
+lines = [f"GPT-2 124M, batch {batch} x 1024, {precision}, one GPU (TF32 off)", "",
+         "| run | tokens/s | MFU | peak memory (PyTorch: max allocated) | Shardwise / this |", "| --- | --- | --- | --- | --- |",
+         f"| Shardwise FULL_SHARD world 1 (NCCL) | {tokens:.0f} | {mfu:.3f} | {peak_mib or 'n/a'} | 1.00 |"]
+for line in theirs.splitlines():
+    name, *rest = line.split()
+    if rest[0] == "unavailable":
+        lines.append(f"| PyTorch {name} | {' '.join(rest)} | | | |")
+    else:
+        t, m, p = float(rest[0]), float(rest[1]), rest[2]
+        lines.append(f"| PyTorch {name} | {t:.0f} | {m:.3f} | {p} MiB | {tokens / t:.2f} |")
+lines.append("")
+lines.append(f"llm.c's figure, about 460,000 tokens/s per H100 (8 GPUs, BF16): Shardwise at {tokens / 460000:.2f} of it.")
+print("\n".join(lines))
+PY
+)
+echo "$report"
+{
+  echo
+  echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): GPT-2 124M"
+  echo
+  echo "Command: \`bench/gpu_gpt.sh BUNDLE $steps $precision $batch\`"
+  echo
+  echo "$report"
+} >> "$here/RESULTS.md"
