@@ -237,11 +237,12 @@ void CudaDevice::EmbeddingForward(const float* table, const int64_t* ids, int64_
 
 void CudaDevice::EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n,
                                    int64_t dim, float* dtable) {
+  const cudaStream_t s = stream();  // binds this thread to the GPU CUB's size query asks
   const size_t bytes = EmbeddingBackwardScratchBytes(n);
   Buffer scratch(allocator(), (bytes + sizeof(int64_t) - 1) / sizeof(int64_t),
                  MemoryCategory::kActivations, ScalarType::kInt64, false);
   Check(cuda::EmbeddingBackward(ids, dout, n, dim, dtable, scratch.as<void>(), scratch.bytes(),
-                                stream()),
+                                s),
         "EmbeddingBackward");
 }
 

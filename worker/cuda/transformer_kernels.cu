@@ -3,6 +3,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
+#include <climits>
 
 #include "worker/cuda/kernel_support.cuh"
 
@@ -249,6 +250,7 @@ cudaError_t EmbeddingForward(const float* table, const int64_t* ids, int64_t n, 
 }
 
 size_t EmbeddingBackwardScratchBytes(int64_t n) {
+  if (n > INT_MAX) return 0;  // CUB sorts int counts; EmbeddingBackward refuses such n
   size_t sort_bytes = 0;
   if (SortBytes(n, &sort_bytes) != cudaSuccess) return 0;
   return AlignUp(n * sizeof(int64_t)) + 2 * AlignUp(n * sizeof(int)) + sort_bytes;
@@ -258,6 +260,7 @@ cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, 
                               float* dtable, void* scratch, size_t scratch_bytes,
                               cudaStream_t stream) {
   if (n * dim == 0) return cudaSuccess;
+  if (n > INT_MAX) return cudaErrorInvalidValue;
   size_t sort_bytes = 0;
   cudaError_t error = SortBytes(n, &sort_bytes);
   if (error != cudaSuccess) return error;

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -71,6 +73,25 @@ inline ::testing::AssertionResult TensorsCloseL2(const TensorMap& got, const Ten
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// A GPT's key biases (the middle third of each attn.c_attn.bias, `n_embd` wide) have an exact
+// gradient of zero (adding a constant to every key adds q.b to all of a row's scores, which
+// softmax ignores), so what they hold is rounding noise that Adam's normalisation
+// amplifies, differently in any two programs. Returns `model` with them zeroed for the
+// comparisons above, and sets `*largest` to their largest magnitude, to be held to what
+// the run's learning rate can reach.
+inline TensorMap WithoutGptKeyBiases(TensorMap model, int64_t n_embd, double* largest) {
+  *largest = 0;
+  for (auto& [name, tensor] : model) {
+    if (name.find("attn.c_attn.bias") == std::string::npos) continue;
+    for (int64_t i = n_embd; i < 2 * n_embd && i < tensor.numel(); ++i) {
+      *largest = std::max(*largest, static_cast<double>(std::abs(tensor.f32()[i])));
+      const float zero = 0;
+      std::memcpy(&tensor.bytes[i * sizeof(float)], &zero, sizeof(float));
+    }
+  }
+  return model;
 }
 
 }  // namespace shardwise::testing
