@@ -16,8 +16,6 @@ precision=${3:-bf16}
 batch=${4:-8}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
 mixed=""
 peak_tflops=67        # H100 SXM, FP32 without tensor cores (TF32 is off)
 if [ "$precision" = bf16 ]; then
@@ -30,15 +28,7 @@ python3 -c "
 import numpy as np
 np.random.default_rng(0).integers(0, 50304, 20_000_000, dtype=np.uint16).tofile('$work/train.bin')"
 
-"$bundle/bin/shardwise-coordinator" --address=127.0.0.1:0 --port_file="$work/port" \
-  --state_file="$work/state.db" --allowed_input_paths="$work" --allowed_output_paths="$work" \
-  2>"$work/coordinator.log" &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
-export SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$work/port")"
-"$bundle/bin/shardwise-worker" --device=cuda --gpu=0 --name=bench-gpu0 2>"$work/worker.log" &
-pids+=($!)
-for _ in $(seq 100); do "$bundle/bin/shardwise" get workers | grep -q IDLE && break; sleep 0.1; done
+. "$here/gpu_daemons.sh"
 
 cat >"$work/job.yaml" <<YAML
 name: gpt2-124m-bench
@@ -63,8 +53,7 @@ nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$wor
 pids+=($!)
 job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
 "$bundle/bin/shardwise" watch "$job" >/dev/null
-described=$("$bundle/bin/shardwise" describe "$job")
-steps_per_second=$(awk '/^Progress:/ {for (i = 1; i < NF; i++) if ($(i + 1) == "steps/s,") print $i}' <<<"$described")
+steps_per_second=$(job_steps_per_second "$job")
 peak_mib="$(sort -n "$work/memory" | tail -1) MiB used (nvidia-smi)"
 theirs=$(python3 "$here/pytorch_gpu_gpt.py" --precision "$precision" --batch "$batch" \
   --steps "$steps" --peak_tflops "$peak_tflops")

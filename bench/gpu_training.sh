@@ -15,18 +15,8 @@ mixed=""
 [ "$precision" = bf16 ] && mixed="mixed_precision: {param_dtype: BF16}, "
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
 
-"$bundle/bin/shardwise-coordinator" --address=127.0.0.1:0 --port_file="$work/port" \
-  --state_file="$work/state.db" --allowed_input_paths="$work" --allowed_output_paths="$work" \
-  2>"$work/coordinator.log" &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
-export SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$work/port")"
-"$bundle/bin/shardwise-worker" --device=cuda --gpu=0 --name=bench-gpu0 2>"$work/worker.log" &
-pids+=($!)
-for _ in $(seq 100); do "$bundle/bin/shardwise" get workers | grep -q IDLE && break; sleep 0.1; done
+. "$here/gpu_daemons.sh"
 
 cat >"$work/job.yaml" <<YAML
 name: gpu-bench
@@ -43,7 +33,7 @@ cuda: {collectives: NCCL}
 YAML
 job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
 "$bundle/bin/shardwise" watch "$job" >/dev/null
-ours=$("$bundle/bin/shardwise" describe "$job" | awk '/^Progress:/ {for (i = 1; i < NF; i++) if ($(i + 1) == "steps/s,") print $i}')
+ours=$(job_steps_per_second "$job")
 theirs=$(python3 "$here/pytorch_gpu_mlp.py" --steps "$steps" --precision "$precision" | awk '{print $2}')
 echo "model [1024, 4096, 4096, 1024], batch 64, $steps steps, $precision (TF32 off)"
 echo "Shardwise FULL_SHARD world 1 (NCCL): $ours steps/s"

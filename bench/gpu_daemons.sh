@@ -1,0 +1,23 @@
+# Sourced by the GPU benchmarks (gpu_training.sh, gpu_gpt.sh): a coordinator and one CUDA
+# worker on GPU 0 from the unpacked bundle in $bundle, on loopback, their state and logs in
+# $work, stopped when the script exits (with whatever else the script adds to pids).
+# Sets SHARDWISE_COORDINATOR for the CLI.
+
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
+
+"$bundle/bin/shardwise-coordinator" --address=127.0.0.1:0 --port_file="$work/port" \
+  --state_file="$work/state.db" --allowed_input_paths="$work" --allowed_output_paths="$work" \
+  2>"$work/coordinator.log" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+export SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$work/port")"
+"$bundle/bin/shardwise-worker" --device=cuda --gpu=0 --name=bench-gpu0 2>"$work/worker.log" &
+pids+=($!)
+for _ in $(seq 100); do "$bundle/bin/shardwise" get workers | grep -q IDLE && break; sleep 0.1; done
+
+# The steps/s `shardwise describe JOB` reports.
+job_steps_per_second() {
+  "$bundle/bin/shardwise" describe "$1" |
+    awk '/^Progress:/ {for (i = 1; i < NF; i++) if ($(i + 1) == "steps/s,") print $i}'
+}
