@@ -98,6 +98,11 @@ EmbeddingScratch CarveScratch(void* scratch, int64_t n, size_t sort_bytes) {
   return parts;
 }
 
+// The scratch's size: CarveScratch's parts, CUB's last.
+size_t ScratchBytes(int64_t n, size_t sort_bytes) {
+  return AlignUp(n * sizeof(int64_t)) + 2 * AlignUp(n * sizeof(int)) + sort_bytes;
+}
+
 // ---- layer norm -------------------------------------------------------------------------
 
 // The CPU's float expression, (x * r + shift) * w + b, without FMA contraction.
@@ -253,7 +258,7 @@ size_t EmbeddingBackwardScratchBytes(int64_t n) {
   if (n > INT_MAX) return 0;  // CUB sorts int counts; EmbeddingBackward refuses such n
   size_t sort_bytes = 0;
   if (SortBytes(n, &sort_bytes) != cudaSuccess) return 0;
-  return AlignUp(n * sizeof(int64_t)) + 2 * AlignUp(n * sizeof(int)) + sort_bytes;
+  return ScratchBytes(n, sort_bytes);
 }
 
 cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
@@ -264,7 +269,7 @@ cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, 
   size_t sort_bytes = 0;
   cudaError_t error = SortBytes(n, &sort_bytes);
   if (error != cudaSuccess) return error;
-  if (scratch_bytes < EmbeddingBackwardScratchBytes(n)) return cudaErrorInvalidValue;
+  if (scratch_bytes < ScratchBytes(n, sort_bytes)) return cudaErrorInvalidValue;
   EmbeddingScratch parts = CarveScratch(scratch, n, sort_bytes);
   IotaKernel<<<Blocks(n), kThreads, 0, stream>>>(parts.positions, n);
   // Radix sort is stable: equal ids keep their positions in ascending order.
