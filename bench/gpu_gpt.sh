@@ -43,6 +43,8 @@ data: {tokens: {train_path: $work/train.bin}}
 init: {seed: 0}
 global_batch_size: $batch
 steps: $steps
+# nanoGPT reads its loss when it logs (every 10 iterations); so does this job.
+loss_read_interval_steps: 10
 world_size: 1
 device: CUDA
 cuda: {collectives: NCCL}

@@ -37,8 +37,21 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
 
 std::string Steps(const v1::Progress& p) { return absl::StrCat(p.step(), "/", p.total_steps()); }
 
+// Whether a loss was read yet. loss_step counts the steps done at the latest read; records
+// older than that field carry only the first loss.
+bool HasLoss(const v1::Progress& p) {
+  return p.loss_step() > 0 || (p.step() > 0 && p.first_loss() != 0);
+}
+
+// "0.4322", or "0.4322 after step 48" when the job reads its losses every few steps
+// (loss_read_interval_steps) and the latest is older than the step.
 std::string Loss(const v1::Progress& p) {
-  return p.step() > 0 ? absl::StrFormat("%.4f", p.loss()) : "-";
+  if (!HasLoss(p)) return "-";
+  std::string text = absl::StrFormat("%.4f", p.loss());
+  if (p.loss_step() > 0 && p.loss_step() < p.step()) {
+    absl::StrAppend(&text, " after step ", p.loss_step());
+  }
+  return text;
 }
 
 // "12.3k" for 12345.
@@ -123,8 +136,8 @@ std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
     return out;
   }
   absl::StrAppend(&out, "Progress:   ", Steps(p), " steps",
-                  p.step() > 0 ? absl::StrFormat(", loss %.4f (first %.4f), %.2f steps/s",
-                                                 p.loss(), p.first_loss(), p.steps_per_second())
+                  p.step() > 0 ? absl::StrFormat(", loss %s (first %.4f), %.2f steps/s", Loss(p),
+                                                 p.first_loss(), p.steps_per_second())
                                : "",
                   p.phase().empty() ? "" : absl::StrCat(", phase ", p.phase()), "\n");
   if (p.step() > 0 && (p.tokens_per_second() > 0 || p.learning_rate() > 0)) {
@@ -212,7 +225,7 @@ std::string FormatProgressLine(const v1::Job& job, int width) {
   std::string line = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'),
                                   "] ", Steps(p), " steps");
   if (p.step() > 0) {
-    absl::StrAppend(&line, absl::StrFormat("  loss %.4f", p.loss()));
+    absl::StrAppend(&line, "  loss ", Loss(p));
     if (HasValidation(p)) absl::StrAppend(&line, absl::StrFormat("  val %.4f", p.val_loss()));
     if (p.learning_rate() > 0) absl::StrAppend(&line, absl::StrFormat("  lr %.2g", p.learning_rate()));
     absl::StrAppend(&line, p.tokens_per_second() > 0
@@ -230,7 +243,7 @@ std::string FormatJobSummary(const v1::Job& job) {
                                  job.reason(), "\n");
   absl::StrAppend(&out, "  steps:  ", Steps(p), "\n");
   if (p.step() > 0) {
-    absl::StrAppend(&out, absl::StrFormat("  loss:   %.4f -> %.4f\n", p.first_loss(), p.loss()));
+    absl::StrAppend(&out, absl::StrFormat("  loss:   %.4f -> %s\n", p.first_loss(), Loss(p)));
     absl::StrAppend(&out, absl::StrFormat("  speed:  %.2f steps/s", p.steps_per_second()),
                     p.tokens_per_second() > 0
                         ? absl::StrCat(", ", Thousands(p.tokens_per_second()), " tokens/s")

@@ -34,6 +34,25 @@ TEST(Format, ProgressLineShowsBarStepsLossAndSpeed) {
   EXPECT_EQ(FormatProgressLine(fresh, 4), "[....] 0/100 steps  SCHEDULED (bootstrap)");
 }
 
+TEST(Format, ALossReadEveryFewStepsSaysWhichStepItIs) {
+  v1::Job job = RunningJob();
+  job.mutable_progress()->set_loss_step(48);  // loss_read_interval_steps: 16
+  EXPECT_EQ(FormatProgressLine(job, 10),
+            "[#####.....] 50/100 steps  loss 0.4322 after step 48  12.50 steps/s  RUNNING");
+  EXPECT_TRUE(absl::StrContains(FormatJobDescription(job, 1'000'000),
+                                "Progress:   50/100 steps, loss 0.4322 after step 48 (first 2.5000)"));
+  job.mutable_progress()->set_loss_step(50);
+  EXPECT_EQ(FormatProgressLine(job, 10),
+            "[#####.....] 50/100 steps  loss 0.4322  12.50 steps/s  RUNNING");
+  // Steps done, none read yet.
+  v1::Job unread = RunningJob();
+  unread.mutable_progress()->set_step(3);
+  unread.mutable_progress()->clear_loss();
+  unread.mutable_progress()->clear_first_loss();
+  EXPECT_EQ(FormatProgressLine(unread, 10),
+            "[..........] 3/100 steps  loss -  12.50 steps/s  RUNNING");
+}
+
 v1::Job GptJob() {
   v1::Job job = RunningJob();
   v1::Progress* p = job.mutable_progress();

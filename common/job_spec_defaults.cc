@@ -54,6 +54,7 @@ void ApplyJobSpecDefaults(v1::JobSpec* spec) {
     spec->mutable_data()->mutable_synthetic()->set_num_samples(kDefaultSyntheticSamples);
   }
   if (spec->gradient_accumulation_steps() == 0) spec->set_gradient_accumulation_steps(1);
+  if (spec->loss_read_interval_steps() == 0) spec->set_loss_read_interval_steps(1);
   if (spec->device() == v1::DEVICE_KIND_UNSPECIFIED) spec->set_device(v1::CPU);
   if (spec->device() == v1::CUDA &&
       spec->cuda().collectives() == v1::CudaOptions::COLLECTIVES_UNSPECIFIED) {

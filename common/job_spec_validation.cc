@@ -447,6 +447,13 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
   RETURN_IF_ERROR(ValidateLrSchedule(spec));
   RETURN_IF_ERROR(CheckCount("gradient_accumulation_steps", spec.gradient_accumulation_steps(),
                              limits.max_steps, /*zero_means_default=*/true));
+  // The pending losses are interval x micro-steps doubles of device memory.
+  if (spec.loss_read_interval_steps() < 0 ||
+      spec.loss_read_interval_steps() > kMaxLossReadInterval) {
+    return Invalid("loss_read_interval_steps",
+                   absl::StrCat("must be 1 to ", kMaxLossReadInterval, " (0: every step), got ",
+                                spec.loss_read_interval_steps()));
+  }
   // Each rank splits its B / world rows evenly over the micro-steps.
   const int64_t micro_steps = std::max(1, spec.gradient_accumulation_steps());
   if (spec.global_batch_size() % (spec.world_size() * micro_steps) != 0) {

@@ -28,6 +28,10 @@ struct JobLimits {
   int32_t max_eval_batches = 10000;           // evaluation.batches
 };
 
+// The most steps a job may leave its losses on the device between reads
+// (loss_read_interval_steps): a bound on that buffer, not a limit operators tune.
+inline constexpr int32_t kMaxLossReadInterval = 10000;
+
 // Answers whether a path named by the spec exists and is readable. The coordinator checks
 // on its own filesystem: data, weights and outputs live on storage shared with workers.
 // Given one, validation also inspects token files (their size and header, never their

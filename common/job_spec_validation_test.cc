@@ -137,6 +137,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "job.steps: must be positive, got 0"},
         BadCase{"negative accumulation", [](v1::JobSpec* s) { s->set_gradient_accumulation_steps(-1); },
                 "job.gradient_accumulation_steps: must be positive, got -1"},
+        BadCase{"negative loss read interval", [](v1::JobSpec* s) { s->set_loss_read_interval_steps(-2); },
+                "job.loss_read_interval_steps: must be 1 to 10000 (0: every step), got -2"},
+        BadCase{"huge loss read interval", [](v1::JobSpec* s) { s->set_loss_read_interval_steps(10001); },
+                "job.loss_read_interval_steps: must be 1 to 10000 (0: every step), got 10001"},
         BadCase{"negative layers per unit", [](v1::JobSpec* s) { s->mutable_wrap()->set_layers_per_unit(-1); },
                 "job.wrap.layers_per_unit: must be positive, got -1"},
         BadCase{"checkpoint without dir", [](v1::JobSpec* s) { s->mutable_output()->set_checkpoint_interval_steps(5); },
@@ -235,6 +239,7 @@ TEST(Defaults, FillPyTorchDefaults) {
   EXPECT_EQ(spec.wrap().layers_per_unit(), 1);
   EXPECT_EQ(spec.loss(), v1::CROSS_ENTROPY);
   EXPECT_EQ(spec.gradient_accumulation_steps(), 1);
+  EXPECT_EQ(spec.loss_read_interval_steps(), 1);
   EXPECT_EQ(spec.device(), v1::CPU);
   EXPECT_EQ(spec.data().synthetic().num_samples(), kDefaultSyntheticSamples);
   EXPECT_DOUBLE_EQ(spec.optimizer().adamw().lr(), 1e-3);

@@ -24,6 +24,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "worker/data/weights.h"
+#include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
 
 namespace shardwise {
@@ -34,6 +35,7 @@ constexpr char kPython[] = "/usr/bin/python3";
 constexpr char kReference[] = "tests/pytorch/nano_gpt.py";
 constexpr char kText[] = "/usr/share/common-licenses/GPL-3";
 constexpr int kSteps = 24;
+constexpr int64_t kWidth = 64;  // n_embd
 
 std::string Dir() {
   static const std::string dir = [] {
@@ -52,7 +54,7 @@ v1::JobSpec BaseSpec() {
   gpt->set_block_size(32);
   gpt->set_n_layer(2);
   gpt->set_n_head(4);
-  gpt->set_n_embd(64);
+  gpt->set_n_embd(kWidth);
   v1::OptimizerSpec* optimizer = spec.mutable_optimizer();
   optimizer->mutable_adamw()->set_lr(2e-3);
   optimizer->mutable_adamw()->set_weight_decay(0.1);
@@ -137,14 +139,6 @@ const Reference& Fp32Reference() {
     return new Reference(r.ok() ? std::move(*r) : Reference());
   }();
   return *reference;
-}
-
-// The key third of each c_attn.bias (n_embd 64): its exact gradient is zero (adding a constant to
-// every key adds q.b to all of a row's scores, which softmax ignores), so what it holds is
-// rounding noise that Adam's normalisation amplifies, differently in any two programs.
-bool IsKeyBias(const std::string& name, int64_t i) {
-  constexpr int64_t kWidth = 64;
-  return name.find("attn.c_attn.bias") != std::string::npos && i >= kWidth && i < 2 * kWidth;
 }
 
 // The largest |got - want| / (atol + rtol |want|) over every element (1 is the bound),
@@ -249,27 +243,17 @@ TEST(Bf16Parity, LossesAndParametersWithinBf16Tolerance) {
   // within 5e-2 (measured: at most 3.3e-2): an element whose gradient is below BF16's
   // resolution moves by rounding noise that Adam's normalisation makes lr-sized,
   // differently in any two programs, so elementwise bounds mean little here. The key
-  // biases (IsKeyBias), noise only, are held to what 24 steps of lr can reach.
+  // biases (testing::WithoutGptKeyBiases), noise only, are held to what 24 steps of lr
+  // can reach.
   EXPECT_LE(worst_loss, 1.6e-2);
-  double worst_tensor = 0, key_bias = 0;
-  std::string worst_name;
-  for (const auto& [name, want] : reference->model) {
-    double diff = 0, norm = 0;
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      const double w = want.f32()[i], g = model->at(name).f32()[i];
-      if (IsKeyBias(name, i)) {
-        key_bias = std::max({key_bias, std::abs(g), std::abs(w)});
-        continue;
-      }
-      diff += (g - w) * (g - w);
-      norm += w * w;
-    }
-    const double relative = std::sqrt(diff / norm);
-    if (relative > worst_tensor) worst_tensor = relative, worst_name = name;
-  }
-  std::printf("BF16: losses within %.3g, tensors within %.3g (%s), key biases at most %.3g\n",
-              worst_loss, worst_tensor, worst_name.c_str(), key_bias);
-  EXPECT_LE(worst_tensor, 5e-2) << worst_name;
+  double got_keys = 0, want_keys = 0;
+  const TensorMap got = testing::WithoutGptKeyBiases(*model, kWidth, &got_keys);
+  const TensorMap want = testing::WithoutGptKeyBiases(reference->model, kWidth, &want_keys);
+  double worst_tensor = 0;
+  EXPECT_TRUE(testing::TensorsCloseL2(got, want, 5e-2, &worst_tensor));
+  const double key_bias = std::max(got_keys, want_keys);
+  std::printf("BF16: losses within %.3g, tensors within %.3g, key biases at most %.3g\n",
+              worst_loss, worst_tensor, key_bias);
   EXPECT_LE(key_bias, kSteps * 2e-3);
   // And it differs from FP32: the roundings were applied.
   EXPECT_GT(Compare(*model, Fp32Reference().model, 0, 1e-30).ratio, 1e20);

@@ -21,6 +21,7 @@
 #include "worker/fsdp/fsdp_model.h"
 #include "worker/fsdp/grad_scaler.h"
 #include "worker/fsdp/lr_schedule.h"
+#include "worker/pending_losses.h"
 #include "worker/rank_runtime.h"
 #include "worker/runtime/critical_path.h"
 
@@ -72,14 +73,16 @@ class RankTrainer {
   absl::Status Restore(const fsdp::LoadedCheckpoint& checkpoint);
   absl::Status Step(int64_t step);
   absl::Status BeginStep(int64_t step);
-  // The step's micro-steps (no sync, then sync); the rank's loss, unscaled.
-  absl::StatusOr<double> AccumulateGradients(int64_t step);
+  // The step's micro-steps (no sync, then sync), their losses left pending on the device.
+  absl::Status AccumulateGradients(int64_t step);
   void ObserveExecutionOrder(int64_t step);
   // The loss scaler's unscale and decision; whether the step is skipped.
   absl::StatusOr<bool> UnscaleGradients(int64_t step);
-  // The global batch's loss, and the adoption of a newer prefetch plan when every rank
-  // holds it: one all-reduce of both.
-  absl::StatusOr<double> AgreeOnLossAndPlan(int64_t step, double local_loss);
+  // The pending steps' losses over the global batch, and the adoption of a newer
+  // prefetch plan when every rank holds it: one all-reduce of both. A loss that is not
+  // finite fails the job naming its step.
+  absl::Status AgreeOnLossesAndPlan();
+  void MeasureSpeed();
   absl::Status MaybeCheckpoint();
   absl::Status MaybeEvaluate(int64_t steps_done);
   absl::StatusOr<double> Evaluate();
@@ -97,6 +100,7 @@ class RankTrainer {
   // Last: destroyed first, joining its threads (which use the device, the groups and the
   // optimizer).
   std::unique_ptr<fsdp::FsdpModel> model_;
+  std::unique_ptr<PendingLosses> losses_;  // on model_'s device
   fsdp::GradScaler scaler_;
   TrainingResult result_;
   int64_t first_step_ = 0;
@@ -108,6 +112,7 @@ class RankTrainer {
   int64_t calls_before_training_ = 0;
   int64_t calls_after_first_step_ = -1;  // the counter's value once the first step ended
   int64_t val_loss_step_ = -1;
+  int64_t loss_step_ = 0;  // steps done when result_.last_loss was measured
   absl::Time start_;
   std::string activity_ = "starting";  // what Body is doing, for an out-of-memory report
 };
@@ -144,6 +149,9 @@ absl::Status RankTrainer::Setup() {
   model_->set_delays(hooks_->ComputeDelay(), hooks_->CommunicationDelay());
   optimizer_ = fsdp::Optimizer::Create(spec_.optimizer(), model_->num_units(), runtime_->device());
   model_->EnableOptimizerOverlap(optimizer_.get());
+  losses_ = std::make_unique<PendingLosses>(
+      runtime_->device(), std::max(1, spec_.loss_read_interval_steps()),
+      std::max(1, spec_.gradient_accumulation_steps()));
   if (checkpoint.has_value()) RETURN_IF_ERROR(Restore(*checkpoint));
   return absl::OkStatus();
 }
@@ -203,7 +211,10 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
 
 absl::Status RankTrainer::Step(int64_t step) {
   RETURN_IF_ERROR(BeginStep(step));
-  ASSIGN_OR_RETURN(const double local_loss, AccumulateGradients(step));
+  // The scale the micro-steps ran with, before the scaler's update.
+  const double loss_scale = scaler_.scale();
+  RETURN_IF_ERROR(AccumulateGradients(step));
+  losses_->EndStep(step, loss_scale);
   if (context_.position != nullptr) context_.position->SetPhase("step end");
   ASSIGN_OR_RETURN(const bool skip, UnscaleGradients(step));
   if (skip) {
@@ -211,24 +222,20 @@ absl::Status RankTrainer::Step(int64_t step) {
   } else {
     RETURN_IF_ERROR(model_->OptimizerStep(*optimizer_, spec_.optimizer().max_grad_norm()).status());
   }
-  ASSIGN_OR_RETURN(const double loss, AgreeOnLossAndPlan(step, local_loss));
-  // Every rank sees the same reduced loss, so all fail at this step alike. With a loss
-  // scaler, an overflow is the scaler's to handle (it skipped the step).
-  if (!std::isfinite(loss) && !scaler_.enabled()) {
-    return MarkPermanent(absl::FailedPreconditionError(absl::StrFormat(
-        "training diverged: the loss of step %d is %g (not finite); lower the learning rate, "
-        "clip gradients (optimizer.max_grad_norm) or scale the loss (grad_scaler)",
-        step, loss)));
-  }
-  if (step == first_step_) result_.first_loss = loss;
-  result_.last_loss = loss;
   result_.steps = step + 1;
+  if (LossReadDue(spec_, result_.steps, losses_->size())) {
+    RETURN_IF_ERROR(AgreeOnLossesAndPlan());
+  }
+  MeasureSpeed();
+  return absl::OkStatus();
+}
+
+void RankTrainer::MeasureSpeed() {
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
   const int64_t trained = result_.steps - first_step_;
   result_.steps_per_second = elapsed > 0 ? trained / elapsed : 0;
   result_.tokens_per_second =
       elapsed > 0 ? static_cast<double>(trained * data_->tokens_per_step()) / elapsed : 0;
-  return absl::OkStatus();
 }
 
 absl::Status RankTrainer::BeginStep(int64_t step) {
@@ -249,20 +256,18 @@ absl::Status RankTrainer::BeginStep(int64_t step) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> RankTrainer::AccumulateGradients(int64_t step) {
+absl::Status RankTrainer::AccumulateGradients(int64_t step) {
   const int micro_steps = std::max(1, spec_.gradient_accumulation_steps());
   // The loss scaler multiplies the loss (and so every gradient) by its scale.
   const float loss_scale = (1.0f / micro_steps) * scaler_.scale();
-  double local_loss = 0;
   for (int micro = 0; micro < micro_steps; ++micro) {
     model::MicroBatch batch = data_->Train(step, micro);
     hooks_->OnMicroBatch(step, micro, &batch);
-    ASSIGN_OR_RETURN(const double loss,
-                     model_->ForwardBackward(batch, loss_scale, micro == micro_steps - 1));
-    local_loss += loss / scaler_.scale();
+    RETURN_IF_ERROR(model_->ForwardBackward(batch, loss_scale, micro == micro_steps - 1,
+                                            losses_->Slot(micro)));
     ObserveExecutionOrder(step);
   }
-  return local_loss;
+  return absl::OkStatus();
 }
 
 // Reports the first micro-step's order, and once a later one that differs from it.
@@ -291,18 +296,40 @@ absl::StatusOr<bool> RankTrainer::UnscaleGradients(int64_t step) {
   return skip || found_inf > 0;
 }
 
-absl::StatusOr<double> RankTrainer::AgreeOnLossAndPlan(int64_t step, double local_loss) {
+absl::Status RankTrainer::AgreeOnLossesAndPlan() {
+  ASSIGN_OR_RETURN(const std::vector<PendingLosses::StepLoss> losses, losses_->Take());
   const int32_t plan_version =
       model_->prefetch_plan().has_value() ? model_->prefetch_plan()->version() : 0;
   const std::optional<v1::PrefetchPlan> newer_plan =
       context_.plans != nullptr ? context_.plans->NewerThan(plan_version) : std::nullopt;
-  float reduced[2] = {static_cast<float>(local_loss), newer_plan.has_value() ? 1.0f : 0.0f};
-  RETURN_IF_ERROR(runtime_->world()->AllReduce(reduced, 2));
-  if (newer_plan.has_value() && reduced[1] == static_cast<float>(context_.world_size)) {
-    RETURN_IF_ERROR(model_->set_prefetch_plan(*newer_plan));
-    plan_since_step_ = step + 1;
+  // The steps' losses, then the plan's vote: each value is reduced on its own, as it
+  // would be by an all-reduce per step.
+  std::vector<float> reduced;
+  for (const PendingLosses::StepLoss& loss : losses) {
+    reduced.push_back(static_cast<float>(loss.local_loss));
   }
-  return reduced[0] / static_cast<float>(context_.world_size);
+  reduced.push_back(newer_plan.has_value() ? 1.0f : 0.0f);
+  RETURN_IF_ERROR(runtime_->world()->AllReduce(reduced.data(), reduced.size()));
+  if (newer_plan.has_value() && reduced.back() == static_cast<float>(context_.world_size)) {
+    RETURN_IF_ERROR(model_->set_prefetch_plan(*newer_plan));
+    plan_since_step_ = result_.steps;  // the next step's index
+  }
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const int64_t step = losses[i].step;
+    const double loss = reduced[i] / static_cast<float>(context_.world_size);
+    // Every rank sees the same reduced loss, so all fail at this step alike. With a loss
+    // scaler, an overflow is the scaler's to handle (it skipped the step).
+    if (!std::isfinite(loss) && !scaler_.enabled()) {
+      return MarkPermanent(absl::FailedPreconditionError(absl::StrFormat(
+          "training diverged: the loss of step %d is %g (not finite); lower the learning "
+          "rate, clip gradients (optimizer.max_grad_norm) or scale the loss (grad_scaler)",
+          step, loss)));
+    }
+    if (step == first_step_) result_.first_loss = loss;
+    result_.last_loss = loss;
+    loss_step_ = step + 1;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RankTrainer::MaybeCheckpoint() {
@@ -362,6 +389,7 @@ void RankTrainer::ReportProgress(double step_seconds) {
   progress.set_step(result_.steps);
   progress.set_total_steps(spec_.steps());
   progress.set_loss(result_.last_loss);
+  progress.set_loss_step(loss_step_);
   progress.set_first_loss(result_.first_loss);
   progress.set_steps_per_second(result_.steps_per_second);
   progress.set_tokens_per_second(result_.tokens_per_second);

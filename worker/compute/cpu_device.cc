@@ -125,16 +125,14 @@ void CpuDevice::AttentionBackward(const float* qkv, const float* probs, const fl
   cpu::AttentionBackward(qkv, probs, dout, batch, seq, heads, head_dim, dqkv);
 }
 
-absl::StatusOr<double> CpuDevice::CrossEntropy(const float* logits, const int64_t* labels,
-                                               int64_t batch, int64_t classes, float scale,
-                                               float* dlogits) {
-  return cpu::CrossEntropy(logits, labels, batch, classes, scale, dlogits);
+void CpuDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
+                             int64_t classes, float scale, float* dlogits, double* loss) {
+  *loss = cpu::CrossEntropy(logits, labels, batch, classes, scale, dlogits);
 }
 
-absl::StatusOr<double> CpuDevice::MeanSquaredError(const float* pred, const float* target,
-                                                   int64_t batch, int64_t out, float scale,
-                                                   float* dpred) {
-  return cpu::MeanSquaredError(pred, target, batch, out, scale, dpred);
+void CpuDevice::MeanSquaredError(const float* pred, const float* target, int64_t batch,
+                                 int64_t out, float scale, float* dpred, double* loss) {
+  *loss = cpu::MeanSquaredError(pred, target, batch, out, scale, dpred);
 }
 
 void CpuDevice::SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,

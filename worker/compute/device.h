@@ -12,8 +12,8 @@
 // UseCommunicationStream() on that lane's stream), and every operation of one
 // thread runs in the order it was issued. Work handed from one thread to another is
 // ordered by a fence: the producer records one (RecordFence), the consumer waits for it
-// (WaitForFence) before it touches the data. CopyToHost, the losses and the reductions
-// that return a host value wait for the calling thread's stream; Synchronize waits
+// (WaitForFence) before it touches the data. CopyToHost and the reductions that return a
+// host value wait for the calling thread's stream; Synchronize waits
 // without copying. On the CPU every operation completes before it returns.
 //
 // Errors. The operations return nothing: a device error (a failed launch, a fault) is kept
@@ -122,13 +122,13 @@ class Device {
   virtual void AttentionBackward(const float* qkv, const float* probs, const float* dout,
                                  int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
                                  float* dqkv, ScalarType operands) = 0;
-  // The losses take device logits/predictions and labels/targets; return the loss.
-  virtual absl::StatusOr<double> CrossEntropy(const float* logits, const int64_t* labels,
-                                              int64_t batch, int64_t classes, float scale,
-                                              float* dlogits) = 0;
-  virtual absl::StatusOr<double> MeanSquaredError(const float* pred, const float* target,
-                                                  int64_t batch, int64_t out, float scale,
-                                                  float* dpred) = 0;
+  // The losses take device logits/predictions and labels/targets and write the loss
+  // (the mean times `scale`) to `loss`, one device double: nothing waits for it, so a
+  // step runs on while its loss is still being computed (the trainer reads it later).
+  virtual void CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
+                            int64_t classes, float scale, float* dlogits, double* loss) = 0;
+  virtual void MeanSquaredError(const float* pred, const float* target, int64_t batch,
+                                int64_t out, float scale, float* dpred, double* loss) = 0;
 
   // ---- optimizers (fsdp/optimizer.h) on n elements, scalars from optimizer_scalars.h ----
   // `first`: the momentum buffer is uninitialised and becomes a copy of the gradient.

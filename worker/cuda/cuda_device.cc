@@ -278,33 +278,24 @@ void CudaDevice::AttentionBackward(const float* qkv, const float* probs, const f
                                 {batch, seq, heads, head_dim}, qkv, probs, dout, dqkv));
 }
 
-absl::StatusOr<double> CudaDevice::CrossEntropy(const float* logits, const int64_t* labels,
-                                                int64_t batch, int64_t classes, float scale,
-                                                float* dlogits) {
-  Buffer scratch(allocator(), batch + 1, MemoryCategory::kActivations, ScalarType::kInt64,
-                 false);
-  auto* rows = scratch.as<double>();
-  Check(cuda::CrossEntropy(logits, labels, batch, classes, scale, dlogits, rows, rows + batch,
-                           stream()),
+void CudaDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
+                              int64_t classes, float scale, float* dlogits, double* loss) {
+  // The scratch goes back to this stream's pool at once: the allocator hands it out again
+  // only to later work on the same stream (cuda_allocator.h).
+  Buffer rows(allocator(), batch, MemoryCategory::kActivations, ScalarType::kInt64, false);
+  Check(cuda::CrossEntropy(logits, labels, batch, classes, scale, dlogits, rows.as<double>(),
+                           loss, stream()),
         "CrossEntropy");
-  double loss = 0;
-  RETURN_IF_ERROR(Fetch(&loss, rows + batch, sizeof(loss)));
-  return loss;
 }
 
-absl::StatusOr<double> CudaDevice::MeanSquaredError(const float* pred, const float* target,
-                                                    int64_t batch, int64_t out, float scale,
-                                                    float* dpred) {
+void CudaDevice::MeanSquaredError(const float* pred, const float* target, int64_t batch,
+                                  int64_t out, float scale, float* dpred, double* loss) {
   const int64_t n = batch * out;
-  const size_t partials = ReductionPartials(n);
-  Buffer scratch(allocator(), partials + 1, MemoryCategory::kActivations, ScalarType::kInt64,
-                 false);
-  auto* slots = scratch.as<double>();
-  Check(cuda::MeanSquaredError(pred, target, n, scale, dpred, slots, slots + partials, stream()),
+  Buffer partials(allocator(), ReductionPartials(n), MemoryCategory::kActivations,
+                  ScalarType::kInt64, false);
+  Check(cuda::MeanSquaredError(pred, target, n, scale, dpred, partials.as<double>(), loss,
+                               stream()),
         "MeanSquaredError");
-  double loss = 0;
-  RETURN_IF_ERROR(Fetch(&loss, slots + partials, sizeof(loss)));
-  return loss;
 }
 
 void CudaDevice::SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,

@@ -96,10 +96,10 @@ class CudaDevice final : public Device {
   void AttentionBackward(const float* qkv, const float* probs, const float* dout, int64_t batch,
                          int64_t seq, int64_t heads, int64_t head_dim, float* dqkv,
                          ScalarType operands) override;
-  absl::StatusOr<double> CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
-                                      int64_t classes, float scale, float* dlogits) override;
-  absl::StatusOr<double> MeanSquaredError(const float* pred, const float* target, int64_t batch,
-                                          int64_t out, float scale, float* dpred) override;
+  void CrossEntropy(const float* logits, const int64_t* labels, int64_t batch, int64_t classes,
+                    float scale, float* dlogits, double* loss) override;
+  void MeanSquaredError(const float* pred, const float* target, int64_t batch, int64_t out,
+                        float scale, float* dpred, double* loss) override;
 
   void SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,
                  float* momentum, size_t n) override;

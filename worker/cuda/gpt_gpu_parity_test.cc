@@ -51,12 +51,7 @@ constexpr double kLr = 3e-3;
 v1::JobSpec GptSpec(const GptConfig& c, v1::DeviceKind device, const std::string& dir,
                     const std::string& model_name) {
   v1::JobSpec spec;
-  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
-  gpt->set_vocab_size(32);
-  gpt->set_block_size(24);
-  gpt->set_n_layer(2);
-  gpt->set_n_head(2);
-  gpt->set_n_embd(kWidth);
+  *spec.mutable_model()->mutable_gpt() = shardwise::testing::CorpusGpt(24, kWidth);
   spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::FULL_SHARD);
   spec.mutable_fsdp()->set_limit_all_gathers(true);
   if (c.bf16) spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);

@@ -260,21 +260,21 @@ void FsdpModel::Reshard(FlatUnit& unit) {
 
 // ---- the micro-step ----
 
-absl::StatusOr<double> FsdpModel::ForwardBackward(const model::MicroBatch& batch,
-                                                  float loss_scale, bool sync) {
+absl::Status FsdpModel::ForwardBackward(const model::MicroBatch& batch, float loss_scale,
+                                        bool sync, double* loss) {
   if (phase_ != Phase::kIdle) {
     return absl::InternalError("FSDP: a micro-step started before the last one finished");
   }
   phase_ = Phase::kForward;
   model_->Begin(batch, device_, param_type_);
   RETURN_IF_ERROR(Forward(/*record_order=*/true));
-  ASSIGN_OR_RETURN(const double loss, model_->Loss(loss_scale));
+  model_->Loss(loss_scale, loss);
   phase_ = Phase::kBackward;
   RETURN_IF_ERROR(Backward(sync));
   model_->End();
   RETURN_IF_ERROR(DeriveFirstPlan());
   phase_ = Phase::kIdle;
-  return loss;
+  return absl::OkStatus();
 }
 
 // The root wraps the whole model: its pre-forward (unshard) runs first, and it is not
@@ -391,7 +391,11 @@ absl::StatusOr<double> FsdpModel::Evaluate(const model::MicroBatch& batch) {
   phase_ = Phase::kForward;
   model_->Begin(batch, device_, param_type_);
   RETURN_IF_ERROR(Forward(/*record_order=*/false));
-  ASSIGN_OR_RETURN(const double loss, model_->Loss(1.0f));
+  // Evaluation is rare and its caller wants the value: it waits for it.
+  Buffer slot(allocator_, 1, MemoryCategory::kActivations, ScalarType::kInt64, false);
+  model_->Loss(1.0f, slot.as<double>());
+  double loss = 0;
+  RETURN_IF_ERROR(device_->CopyToHost(&loss, slot.as<double>(), sizeof(loss)));
   model_->End();
   // Nothing waits for a backward: every unit still gathered gives its full parameters
   // back (the root, and every unit of a strategy that keeps them after forward).

@@ -83,10 +83,11 @@ class FsdpModel {
 
   // One micro-step on `batch`: forward, loss (scaled by `loss_scale`, e.g. 1/A for A
   // accumulation micro-steps), backward. With `sync`, gradients are reduced into the
-  // gradient shards; without, they accumulate unsharded (no_sync). Returns the scaled
-  // local loss.
-  absl::StatusOr<double> ForwardBackward(const model::MicroBatch& batch, float loss_scale,
-                                         bool sync);
+  // gradient shards; without, they accumulate unsharded (no_sync). The scaled local loss
+  // goes to `loss`, one double of the device's memory, which nothing waits for: the caller
+  // reads it when it needs it (the trainer's PendingLosses).
+  absl::Status ForwardBackward(const model::MicroBatch& batch, float loss_scale, bool sync,
+                               double* loss);
   // The loss of `batch` without gradients (evaluation): units unshard as in a forward and
   // all reshard after it. Not recorded as an execution order. Between steps only.
   absl::StatusOr<double> Evaluate(const model::MicroBatch& batch);

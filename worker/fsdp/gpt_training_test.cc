@@ -39,12 +39,7 @@ std::string TempDir(const std::string& name) {
 
 v1::JobSpec GptSpec(const std::string& dir, Strategy strategy, int world, int steps) {
   v1::JobSpec spec;
-  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
-  gpt->set_vocab_size(32);
-  gpt->set_block_size(16);
-  gpt->set_n_layer(2);
-  gpt->set_n_head(2);
-  gpt->set_n_embd(16);
+  *spec.mutable_model()->mutable_gpt() = testing::CorpusGpt(16, 16);
   spec.mutable_fsdp()->set_sharding_strategy(strategy);
   if (strategy == v1::ShardingStrategy::HYBRID_SHARD) spec.mutable_fsdp()->set_shard_group_size(2);
   spec.mutable_optimizer()->mutable_adamw()->set_lr(3e-3);

@@ -7,19 +7,20 @@ class ModelLoss final : public Loss {
  public:
   explicit ModelLoss(v1::Loss kind) : kind_(kind) {}
 
-  absl::StatusOr<double> Compute(const StageContext& context, Flow& flow, float scale) override {
+  void Compute(const StageContext& context, Flow& flow, float scale, double* loss) override {
     const DeviceBatch& batch = *context.batch;
     // Classes (MLP), the vocabulary (GPT) or the outputs (MSE): the last dimension.
     const int64_t width = static_cast<int64_t>(flow.hidden.numel()) / batch.rows;
     flow.grad = context.Activations(flow.hidden.numel());
-    auto loss = kind_ == v1::MSE
-                    ? context.device->MeanSquaredError(flow.hidden.data(), batch.targets.data(),
-                                                       batch.rows, width, scale, flow.grad.data())
-                    : context.device->CrossEntropy(flow.hidden.data(), batch.labels.as<int64_t>(),
-                                                   batch.rows, width, scale, flow.grad.data());
+    if (kind_ == v1::MSE) {
+      context.device->MeanSquaredError(flow.hidden.data(), batch.targets.data(), batch.rows,
+                                       width, scale, flow.grad.data(), loss);
+    } else {
+      context.device->CrossEntropy(flow.hidden.data(), batch.labels.as<int64_t>(), batch.rows,
+                                   width, scale, flow.grad.data(), loss);
+    }
     flow.hidden.Reset();
     context.Round(flow.grad);
-    return loss;
   }
 
  private:

@@ -8,7 +8,6 @@
 
 #include <memory>
 
-#include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
 #include "worker/model/stage.h"
 
@@ -17,9 +16,9 @@ namespace shardwise::model {
 class Loss {
  public:
   virtual ~Loss() = default;
-  // The batch's loss times `scale`; flow.hidden (the output) becomes flow.grad, rounded.
-  virtual absl::StatusOr<double> Compute(const StageContext& context, Flow& flow,
-                                         float scale) = 0;
+  // Writes the batch's loss times `scale` to `loss` (one double of the device's memory,
+  // not waited for); flow.hidden (the output) becomes flow.grad, rounded.
+  virtual void Compute(const StageContext& context, Flow& flow, float scale, double* loss) = 0;
 };
 
 std::unique_ptr<Loss> MakeLoss(v1::Loss loss);

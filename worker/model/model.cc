@@ -134,9 +134,7 @@ void Model::Forward(int stage, const ParameterTable& params) {
   stages_[stage]->Forward(Context(&params), flow_);
 }
 
-absl::StatusOr<double> Model::Loss(float scale) {
-  return loss_->Compute(Context(nullptr), flow_, scale);
-}
+void Model::Loss(float scale, double* loss) { loss_->Compute(Context(nullptr), flow_, scale, loss); }
 
 void Model::Backward(int stage, const ParameterTable& params) {
   stages_[stage]->Backward(Context(&params), flow_);

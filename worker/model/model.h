@@ -38,9 +38,9 @@ class Model {
   void Begin(const MicroBatch& batch, Device* device, ScalarType compute);
   void Forward(int stage, const ParameterTable& params);
   void DropSaved(int stage) { stages_[stage]->DropSaved(); }
-  // The micro-batch's loss times `scale`, from the last stage's output; its gradient
-  // starts the backward.
-  absl::StatusOr<double> Loss(float scale);
+  // Writes the micro-batch's loss times `scale` to `loss` (a device double, not waited
+  // for), from the last stage's output; its gradient starts the backward.
+  void Loss(float scale, double* loss);
   void Backward(int stage, const ParameterTable& params);
   // The last stage's output (logits) after the forward, before Loss.
   const Buffer& output() const { return flow_.hidden; }

@@ -65,7 +65,8 @@ class GptHarness {
     params_->ZeroGrads();
     model_->Begin(Batch(), &device_, ScalarType::kFloat32);
     for (int s = 0; s < model_->num_stages(); ++s) model_->Forward(s, *params_);
-    const double loss = *model_->Loss(1.0f);
+    double loss = 0;  // the CPU device's memory is the host's
+    model_->Loss(1.0f, &loss);
     if (backward) {
       for (int s = model_->num_stages() - 1; s >= 0; --s) model_->Backward(s, *params_);
     }

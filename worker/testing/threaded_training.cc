@@ -49,6 +49,7 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& job_spec,
       if (r == 0) {
         training.on_progress = [&](const v1::Progress& p) {
           out.rank0_losses.push_back(p.loss());
+          out.rank0_loss_steps.push_back(p.loss_step());
           out.rank0_last_progress = p;
         };
         training.on_execution_order = [&](const v1::ExecutionOrder& order, int64_t, bool changed) {

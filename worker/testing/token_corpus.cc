@@ -23,4 +23,14 @@ std::string WriteLearnableTokens(const std::string& path, int count, uint64_t se
   return path;
 }
 
+v1::GptConfig CorpusGpt(int64_t block_size, int64_t n_embd) {
+  v1::GptConfig gpt;
+  gpt.set_vocab_size(32);
+  gpt.set_block_size(block_size);
+  gpt.set_n_layer(2);
+  gpt.set_n_head(2);
+  gpt.set_n_embd(n_embd);
+  return gpt;
+}
+
 }  // namespace shardwise::testing
