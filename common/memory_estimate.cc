@@ -51,16 +51,29 @@ int UnitsInFlight(const v1::FsdpConfig& fsdp) {
   return prefetch ? 2 : 1;
 }
 
+// The FP32 shards, and the units gathered at once. Gathered units are FP32 whatever
+// param_dtype is: with mixed precision the gathered 16-bit values are widened (exactly)
+// for the GEMMs, which read FP32 storage. While a unit's all-gather runs, the 16-bit copy
+// of its shard and the 16-bit gathered values live besides (one unit at a time: the
+// all-gathers run in order); NO_SHARD instead keeps an FP32 copy rounded to param_dtype.
 double ParameterBytes(const v1::JobSpec& spec, const fsdp::ShardingPlan& plan,
                       const UnitElements& e) {
-  const v1::Dtype dtype = spec.fsdp().mixed_precision().param_dtype();
-  const double low = IsLowPrecision(dtype) ? 2 : 0;  // the low-precision copy, when there is one
-  const double gathered_size = IsLowPrecision(dtype) ? 2 : 4;
-  if (!plan.sharded()) return (4 + low) * e.full;
-  const double gathered = plan.reshard_after_forward
-                              ? e.root + UnitsInFlight(spec.fsdp()) * e.largest_child
-                              : e.full;
-  return 4 * e.shard + low * e.shard + gathered_size * gathered;
+  const bool low = IsLowPrecision(spec.fsdp().mixed_precision().param_dtype());
+  if (!plan.sharded()) return (low ? 8 : 4) * e.full;
+  const double shard_size = std::max(1, plan.shard_size);
+  // The 16-bit shard and gathered copies of a unit of `padded` elements.
+  const auto in_gather = [&](double padded) { return low ? 2 * (padded + padded / shard_size) : 0; };
+  double gathered;
+  if (plan.reshard_after_forward) {
+    // The root is gathered first, alone; each block then gathers while the root and the
+    // blocks in flight before it are held.
+    const double in_flight = UnitsInFlight(spec.fsdp());
+    gathered = std::max(4 * e.root + in_gather(e.root),
+                        4 * (e.root + in_flight * e.largest_child) + in_gather(e.largest_child));
+  } else {
+    gathered = 4 * e.full + in_gather(std::max(e.root, e.largest_child));
+  }
+  return 4 * e.shard + gathered;
 }
 
 double OptimizerBytes(const v1::OptimizerSpec& optimizer, const UnitElements& e) {

@@ -47,12 +47,11 @@ void* CudaCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
       throw AllocationFailure(rounded, category, "GPU");
     }
     ++device_allocations_;
+    stats_.AddReserved(static_cast<int64_t>(rounded));
   }
   owner_[ptr] = stream;
   // Counters count what was asked for, as on the CPU, so both report the same numbers.
-  const int c = static_cast<int>(category);
-  stats_.live_bytes[c] += static_cast<int64_t>(bytes);
-  if (stats_.live_bytes[c] > stats_.peak_bytes[c]) stats_.peak_bytes[c] = stats_.live_bytes[c];
+  stats_.AddLive(category, static_cast<int64_t>(bytes));
   return ptr;
 }
 
@@ -63,7 +62,7 @@ void CudaCachingAllocator::Free(void* ptr, size_t bytes, MemoryCategory category
   auto owner = owner_.find(ptr);
   const cudaStream_t stream = owner == owner_.end() ? nullptr : owner->second;
   if (owner != owner_.end()) owner_.erase(owner);
-  stats_.live_bytes[static_cast<int>(category)] -= static_cast<int64_t>(bytes);
+  stats_.AddLive(category, -static_cast<int64_t>(bytes));
   stats_.cached_bytes += static_cast<int64_t>(rounded);
   cache_.emplace(std::make_pair(stream, rounded), ptr);
 }
@@ -80,7 +79,7 @@ MemoryStats CudaCachingAllocator::Stats() const {
 
 void CudaCachingAllocator::ResetPeaks() {
   absl::MutexLock lock(&mu_);
-  stats_.peak_bytes = stats_.live_bytes;
+  stats_.ResetPeaks();
 }
 
 void CudaCachingAllocator::ReleaseCache() {
@@ -91,7 +90,10 @@ void CudaCachingAllocator::ReleaseCache() {
 void CudaCachingAllocator::ReleaseCacheLocked() {
   // A cached block may still be in use by work queued before its Free.
   cudaDeviceSynchronize();
-  for (auto& [bytes, ptr] : cache_) cudaFree(ptr);
+  for (auto& [key, ptr] : cache_) {
+    cudaFree(ptr);
+    stats_.AddReserved(-static_cast<int64_t>(key.second));
+  }
   cache_.clear();
   stats_.cached_bytes = 0;
 }

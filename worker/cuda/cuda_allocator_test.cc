@@ -25,6 +25,9 @@ TEST(CudaCachingAllocatorTest, CountsLiveAndPeakBytesAndReusesFreedBlocks) {
   EXPECT_EQ(stats.peak(MemoryCategory::kGradients), 12000);
   EXPECT_GE(stats.cached_bytes, 16000);
   EXPECT_EQ(allocator.device_allocations(), 2);
+  // Held from the driver in 512-byte granules: 4096 + 12288.
+  EXPECT_EQ(stats.reserved_bytes, 4096 + 12288);
+  EXPECT_EQ(stats.peak_live_bytes, 16000);
 
   // The same sizes again, as every FSDP step asks: served from the cache.
   for (int step = 0; step < 10; ++step) {
@@ -48,6 +51,7 @@ TEST(CudaCachingAllocatorTest, CountsLiveAndPeakBytesAndReusesFreedBlocks) {
 
   allocator.ReleaseCache();
   EXPECT_EQ(allocator.Stats().cached_bytes, 0);
+  EXPECT_EQ(allocator.Stats().reserved_bytes, 4096);  // `zeroed`'s block, still in use
 }
 
 TEST(CudaCachingAllocatorTest, AnImpossibleAllocationThrowsBadAlloc) {

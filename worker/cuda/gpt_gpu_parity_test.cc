@@ -3,7 +3,7 @@
 // off ends with the same model within rtol 1e-4 (with and without activation
 // checkpointing); BF16 mixed precision follows the CPU's loss curve within BF16 tolerance;
 // two ranks on one GPU over host-staged Gloo equal one rank over NCCL on the same global
-// batch.
+// batch; the caching allocator's peaks are what the memory estimate says.
 
 #include <unistd.h>
 
@@ -12,9 +12,12 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/job_spec_defaults.h"
+#include "common/memory_estimate.h"
 #include "common/safetensors.h"
 #include "worker/cuda/cuda_rank_device.h"
 #include "worker/cuda/gpu_test_support.h"
+#include "worker/testing/memory_expectations.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
 #include "worker/testing/token_corpus.h"
@@ -148,6 +151,31 @@ TEST(GptGpuCollectives, TwoRanksOverHostStagedGlooEqualOneRankOverNccl) {
 
 constexpr auto kNccl = v1::CudaOptions::NCCL;
 constexpr auto kStaged = v1::CudaOptions::HOST_STAGED_GLOO;
+
+// The caching allocator on the GPU against the memory estimate (which counts the CUDA
+// attention backward's score gradients and their 16-bit copies): what the CPU's is held
+// to (testing::ExpectMemoryAsEstimated), in FP32, with checkpointing and in BF16.
+TEST(GptGpuMemory, TheAllocatorHoldsWhatTheEstimateSays) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = TempDir("gpt-gpu-memory");
+  for (const GptConfig& c :
+       {GptConfig{1, kNccl}, GptConfig{1, kNccl, false, true}, GptConfig{1, kNccl, true}}) {
+    v1::JobSpec spec = GptSpec(c, v1::CUDA, dir, "memory-" + Name(c));
+    spec.mutable_model()->mutable_gpt()->set_n_embd(64);
+    spec.mutable_model()->mutable_gpt()->set_block_size(64);
+    spec.set_global_batch_size(16);
+    spec.set_steps(3);
+    spec.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
+    ApplyJobSpecDefaults(&spec);
+    auto estimate = EstimateRankMemory(spec);
+    ASSERT_TRUE(estimate.ok()) << estimate.status();
+    shardwise::testing::ThreadedOptions options;
+    options.make_device = CudaRankDevices(0);
+    auto run = shardwise::testing::TrainInThreads(spec, options);
+    ASSERT_TRUE(run.ok()) << run.status();
+    shardwise::testing::ExpectMemoryAsEstimated(run->memory[0], *estimate, spec, Name(c));
+  }
+}
 
 INSTANTIATE_TEST_SUITE_P(Jobs, GptGpuParityTest,
                          ::testing::Values(GptConfig{1, kNccl}, GptConfig{1, kNccl, false, true},

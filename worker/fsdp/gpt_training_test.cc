@@ -21,6 +21,7 @@
 #include "common/safetensors.h"
 #include "gtest/gtest.h"
 #include "common/fsdp_layout.h"
+#include "worker/testing/memory_expectations.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
 #include "worker/testing/token_corpus.h"
@@ -253,35 +254,16 @@ TEST(GptTraining, TheMemoryEstimateMatchesWhatTheRanksAllocate) {
   v1::JobSpec checkpointed = one_at_a_time;
   checkpointed.set_activation_checkpointing(true);
   cases.push_back({"FULL_SHARD+checkpointing", checkpointed});
+  v1::JobSpec bf16 = one_at_a_time;
+  bf16.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  cases.push_back({"FULL_SHARD+BF16", bf16});
   for (Case& c : cases) {
     ApplyJobSpecDefaults(&c.spec);
     auto estimate = EstimateRankMemory(c.spec);
     ASSERT_TRUE(estimate.ok()) << estimate.status();
     testing::ThreadedTraining run;
     ASSERT_TRUE(TrainAndRead(c.spec, {}, &run).ok()) << c.name;
-    const MemoryStats& m = run.memory[0];
-    const double parameters = m.peak(MemoryCategory::kParameters);
-    const double gradients = m.peak(MemoryCategory::kGradients);
-    const double activations = m.peak(MemoryCategory::kActivations);
-    std::printf("%s: parameters %.0f / %lld, gradients %.0f / %lld, optimizer %lld / %lld, "
-                "activations %.0f / %lld (measured / estimated)\n",
-                c.name, parameters, static_cast<long long>(estimate->parameters), gradients,
-                static_cast<long long>(estimate->gradients),
-                static_cast<long long>(m.peak(MemoryCategory::kOptimizerState)),
-                static_cast<long long>(estimate->optimizer_state), activations,
-                static_cast<long long>(estimate->activations));
-    if (c.spec.fsdp().backward_prefetch() == v1::BackwardPrefetch::NONE ||
-        c.spec.fsdp().sharding_strategy() == v1::ShardingStrategy::NO_SHARD) {
-      EXPECT_EQ(parameters, estimate->parameters) << c.name;
-    } else {
-      EXPECT_LE(parameters, estimate->parameters) << c.name;  // prefetch is not always ahead
-    }
-    EXPECT_EQ(m.peak(MemoryCategory::kOptimizerState), estimate->optimizer_state) << c.name;
-    // Without prefetch a reduction may finish before the next unit's backward starts;
-    // under load reductions may fall behind the backward and hold more.
-    EXPECT_LE(gradients, 1.5 * estimate->gradients) << c.name;
-    EXPECT_GE(gradients, 0.6 * estimate->gradients) << c.name;
-    EXPECT_NEAR(activations / estimate->activations, 1.0, 0.1) << c.name;
+    testing::ExpectMemoryAsEstimated(run.memory[0], *estimate, c.spec, c.name);
   }
 }
 

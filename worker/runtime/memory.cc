@@ -1,5 +1,6 @@
 #include "worker/runtime/memory.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -8,6 +9,12 @@
 #include "absl/strings/str_format.h"
 
 namespace shardwise {
+namespace {
+
+// What aligned_alloc is asked for: whole 64-byte lines.
+size_t AlignedSize(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+}  // namespace
 
 const char* MemoryCategoryName(MemoryCategory category) {
   switch (category) {
@@ -32,6 +39,30 @@ absl::Status AllocationFailureStatus(const std::bad_alloc& failure, const std::s
       ours ? failure.what() : "the host could not allocate"));
 }
 
+int64_t MemoryStats::live_total() const {
+  int64_t total = 0;
+  for (int64_t bytes : live_bytes) total += bytes;
+  return total;
+}
+
+void MemoryStats::AddLive(MemoryCategory c, int64_t bytes) {
+  int64_t& live = live_bytes[static_cast<int>(c)];
+  live += bytes;
+  peak_bytes[static_cast<int>(c)] = std::max(peak_bytes[static_cast<int>(c)], live);
+  peak_live_bytes = std::max(peak_live_bytes, live_total());
+}
+
+void MemoryStats::AddReserved(int64_t bytes) {
+  reserved_bytes += bytes;
+  peak_reserved_bytes = std::max(peak_reserved_bytes, reserved_bytes);
+}
+
+void MemoryStats::ResetPeaks() {
+  peak_bytes = live_bytes;
+  peak_live_bytes = live_total();
+  peak_reserved_bytes = reserved_bytes;
+}
+
 CpuCachingAllocator::~CpuCachingAllocator() { ReleaseCache(); }
 
 void* CpuCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
@@ -45,18 +76,15 @@ void* CpuCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
       cache_.erase(it);
       stats_.cached_bytes -= static_cast<int64_t>(bytes);
     }
-    const int c = static_cast<int>(category);
-    stats_.live_bytes[c] += static_cast<int64_t>(bytes);
-    if (stats_.live_bytes[c] > stats_.peak_bytes[c]) stats_.peak_bytes[c] = stats_.live_bytes[c];
+    if (ptr != nullptr) stats_.AddLive(category, static_cast<int64_t>(bytes));
   }
   if (ptr == nullptr) {
     // 64-byte alignment: whole cache lines, and what vectorised kernels want.
-    ptr = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (ptr == nullptr) {
-      absl::MutexLock lock(&mu_);
-      stats_.live_bytes[static_cast<int>(category)] -= static_cast<int64_t>(bytes);
-      throw AllocationFailure(bytes, category, "host");
-    }
+    ptr = std::aligned_alloc(64, AlignedSize(bytes));
+    if (ptr == nullptr) throw AllocationFailure(bytes, category, "host");
+    absl::MutexLock lock(&mu_);
+    stats_.AddReserved(static_cast<int64_t>(AlignedSize(bytes)));
+    stats_.AddLive(category, static_cast<int64_t>(bytes));
   }
   return ptr;
 }
@@ -65,7 +93,7 @@ void CpuCachingAllocator::Free(void* ptr, size_t bytes, MemoryCategory category)
   if (ptr == nullptr) return;
   if (bytes == 0) bytes = 1;
   absl::MutexLock lock(&mu_);
-  stats_.live_bytes[static_cast<int>(category)] -= static_cast<int64_t>(bytes);
+  stats_.AddLive(category, -static_cast<int64_t>(bytes));
   stats_.cached_bytes += static_cast<int64_t>(bytes);
   cache_.emplace(bytes, ptr);
 }
@@ -77,12 +105,15 @@ MemoryStats CpuCachingAllocator::Stats() const {
 
 void CpuCachingAllocator::ResetPeaks() {
   absl::MutexLock lock(&mu_);
-  stats_.peak_bytes = stats_.live_bytes;
+  stats_.ResetPeaks();
 }
 
 void CpuCachingAllocator::ReleaseCache() {
   absl::MutexLock lock(&mu_);
-  for (auto& [bytes, ptr] : cache_) std::free(ptr);
+  for (auto& [bytes, ptr] : cache_) {
+    std::free(ptr);
+    stats_.AddReserved(-static_cast<int64_t>(AlignedSize(bytes)));
+  }
   cache_.clear();
   stats_.cached_bytes = 0;
 }

@@ -33,13 +33,26 @@ enum class MemoryCategory {
 inline constexpr int kMemoryCategories = 5;
 const char* MemoryCategoryName(MemoryCategory category);
 
+// An allocator's counters. Live bytes count what was asked for, per category; reserved
+// bytes what the allocator holds from the system or the driver (live blocks and its cache,
+// as allocated, rounding included): the memory the process really uses.
 struct MemoryStats {
   std::array<int64_t, kMemoryCategories> live_bytes{};
   std::array<int64_t, kMemoryCategories> peak_bytes{};
-  int64_t cached_bytes = 0;  // freed, held for reuse, counted in no category
+  int64_t peak_live_bytes = 0;  // the most live at once, all categories together
+  int64_t cached_bytes = 0;     // freed, held for reuse, counted in no category
+  int64_t reserved_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
 
   int64_t live(MemoryCategory c) const { return live_bytes[static_cast<int>(c)]; }
   int64_t peak(MemoryCategory c) const { return peak_bytes[static_cast<int>(c)]; }
+  int64_t live_total() const;
+
+  // The bookkeeping every allocator shares: `bytes` more live in `c` (negative: freed),
+  // `bytes` more held from the system (negative: given back); peaks restart from now.
+  void AddLive(MemoryCategory c, int64_t bytes);
+  void AddReserved(int64_t bytes);
+  void ResetPeaks();
 };
 
 // What an allocator throws when it cannot allocate: how much, of what, where. The

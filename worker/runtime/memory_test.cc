@@ -40,6 +40,31 @@ TEST(CpuCachingAllocator, ReusesFreedBlocksOfTheSameSize) {
   allocator.ReleaseCache();
 }
 
+// Reserved bytes are what the allocator holds (blocks in use and cached, 64-byte
+// lines): the cache keeps them up until it is released.
+TEST(CpuCachingAllocator, CountsWhatItHoldsAndTheLivePeakOfAllCategories) {
+  CpuCachingAllocator allocator;
+  {
+    Buffer params(&allocator, 1000, MemoryCategory::kParameters);  // 4000 -> 4032 held
+    {
+      Buffer acts(&allocator, 10, MemoryCategory::kActivations);  // 40 -> 64 held
+      EXPECT_EQ(allocator.Stats().reserved_bytes, 4032 + 64);
+    }
+    Buffer grads(&allocator, 5, MemoryCategory::kGradients);  // 20 -> 64 held
+    const MemoryStats stats = allocator.Stats();
+    EXPECT_EQ(stats.live_total(), 4020);
+    EXPECT_EQ(stats.peak_live_bytes, 4040);  // params and acts together
+    EXPECT_EQ(stats.reserved_bytes, 4032 + 64 + 64);
+  }
+  EXPECT_EQ(allocator.Stats().reserved_bytes, 4032 + 64 + 64);  // cached
+  allocator.ReleaseCache();
+  EXPECT_EQ(allocator.Stats().reserved_bytes, 0);
+  EXPECT_EQ(allocator.Stats().peak_reserved_bytes, 4032 + 64 + 64);
+  allocator.ResetPeaks();
+  EXPECT_EQ(allocator.Stats().peak_reserved_bytes, 0);
+  EXPECT_EQ(allocator.Stats().peak_live_bytes, 0);
+}
+
 TEST(Buffer, SizesByElementType) {
   CpuCachingAllocator allocator;
   Buffer half(&allocator, 10, MemoryCategory::kCommunication, ScalarType::kBFloat16);
