@@ -124,6 +124,9 @@ two_workers_idle() { [ "$(idle_workers)" -ge 2 ]; }
 job_step() { cli get jobs 2>/dev/null | awk -v id="$1" '$1 == id {split($5, s, "/"); print s[1]}'; }
 past_step() { [ "$(job_step "$1")" -ge "$2" ] 2>/dev/null; }
 job_says() { cli describe "$1" 2>&1 | grep -q "$2"; }
+# conmon writes a container's output to its log asynchronously: the last lines of a
+# container that just exited may reach `podman logs` a moment later.
+container_logged() { podman logs "$1" 2>&1 | grep -q "$2"; }
 
 main() {
   if [ "$(id -u)" -ne 0 ]; then
@@ -163,8 +166,8 @@ main() {
   local started=$SECONDS
   podman stop --time 30 shardwise-worker-1-worker >/dev/null
   local took=$((SECONDS - started))
-  if [ $took -lt 30 ] && podman logs shardwise-worker-1-worker 2>&1 |
-    grep -q "shutting down: aborting $job"; then
+  if [ $took -lt 30 ] &&
+    wait_for 10 container_logged shardwise-worker-1-worker "shutting down: aborting $job"; then
     result drain passed "the worker aborted its attempt and left in ${took}s"
   else
     result drain failed "took ${took}s; the worker's log does not show the abort"
