@@ -1,5 +1,7 @@
 #include "client/trace.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 
 namespace shardwise {
@@ -22,6 +24,20 @@ std::string Quote(const std::string& text) {
   return out + "\"";
 }
 
+// The host threads' lanes, then the GPU streams' (worker/runtime/stream_clock.h).
+std::string LaneName(int lane) {
+  switch (lane) {
+    case 0: return "training";
+    case 1: return "communication: all-gathers";
+    case 2: return "communication: reductions";
+    case 10: return "GPU: compute stream";
+    case 11: return "GPU: unshard stream";
+    case 12: return "GPU: post-backward stream";
+    case 13: return "GPU: all-reduce stream";
+  }
+  return absl::StrCat("lane ", lane);
+}
+
 }  // namespace
 
 std::string ChromeTraceJson(const v1::Timeline& timeline) {
@@ -38,11 +54,12 @@ std::string ChromeTraceJson(const v1::Timeline& timeline) {
                        "}}"));
     event(absl::StrCat("{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": ", rank.rank(),
                        ", \"args\": {\"sort_index\": ", rank.rank(), "}}"));
-    for (const auto& [tid, lane] :
-         {std::make_pair(0, "training"), std::make_pair(1, "communication: all-gathers"),
-          std::make_pair(2, "communication: reductions")}) {
+    std::set<int> lanes = {0, 1, 2};
+    for (const v1::Span& span : rank.spans()) lanes.insert(span.lane());
+    for (int lane : lanes) {
       event(absl::StrCat("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": ", rank.rank(),
-                         ", \"tid\": ", tid, ", \"args\": {\"name\": \"", lane, "\"}}"));
+                         ", \"tid\": ", lane, ", \"args\": {\"name\": ", Quote(LaneName(lane)),
+                         "}}"));
     }
     for (const v1::Span& span : rank.spans()) {
       std::string args;

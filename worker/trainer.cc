@@ -95,6 +95,9 @@ class RankTrainer {
   TrainingHooks* const hooks_;
   fsdp::ShardingPlan plan_;
   std::unique_ptr<RankRuntime> runtime_;
+  // The device's stream clock on the timeline; ends before runtime_ (the device) and after
+  // model_ (whose threads record spans).
+  std::unique_ptr<StreamClockAttachment> stream_clock_;
   std::unique_ptr<BatchSource> data_;
   std::unique_ptr<fsdp::Optimizer> optimizer_;
   // Last: destroyed first, joining its threads (which use the device, the groups and the
@@ -122,6 +125,10 @@ absl::Status RankTrainer::Setup() {
   ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), context_.world_size, context_.rank));
   activity_ = "connecting the rank's groups";
   ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, context_));
+  if (context_.timeline != nullptr && runtime_->device()->stream_clock() != nullptr) {
+    stream_clock_ = std::make_unique<StreamClockAttachment>(context_.timeline,
+                                                            runtime_->device()->stream_clock());
+  }
   activity_ = "opening the training data";
   auto data = OpenBatchSource(spec_, context_.rank, context_.world_size);
   // A data file that does not fit the job, or is corrupt, fails every attempt alike.

@@ -31,6 +31,7 @@
 #include "proto/job_spec.pb.h"
 #include "worker/compute/optimizer_scalars.h"
 #include "worker/runtime/memory.h"
+#include "worker/runtime/stream_clock.h"
 #include "worker/runtime/scalar_type.h"
 
 namespace shardwise {
@@ -63,6 +64,9 @@ class Device {
   // Waits for this thread's stream; returns the first device error.
   virtual absl::Status Synchronize() { return status(); }
   virtual absl::Status status() const { return absl::OkStatus(); }
+  // Times what the streams run, for the timeline's device spans; null where every
+  // operation completes as it is called (the CPU).
+  virtual StreamClock* stream_clock() { return nullptr; }
 
   // ---- data movement ----
   virtual void CopyFromHost(void* dst, const void* host_src, size_t bytes) = 0;

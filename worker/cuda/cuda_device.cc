@@ -42,6 +42,10 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceO
   device->allocator_ = std::make_unique<CudaCachingAllocator>([raw] { return raw->stream(); });
   ASSIGN_OR_RETURN(device->blas_, Blas::Create(device->compute_.get()));
   device->blas_->set_allow_tf32(options.allow_tf32);
+  device->clock_ = std::make_unique<CudaStreamClock>(options.gpu, [raw] {
+    const cudaStream_t stream = raw->stream();
+    return std::make_pair(stream, raw->StreamLane(stream));
+  });
   bound_device = raw;
   bound_stream = raw->compute_.get();
   return device;
@@ -61,6 +65,13 @@ cudaStream_t CudaDevice::stream() {
     bound_stream = compute_.get();
   }
   return bound_stream;
+}
+
+int CudaDevice::StreamLane(cudaStream_t stream) const {
+  if (stream == unshard_.get()) return kUnshardStreamLane;
+  if (stream == post_backward_.get()) return kPostBackwardStreamLane;
+  if (stream == all_reduce_.get()) return kAllReduceStreamLane;
+  return kComputeStreamLane;
 }
 
 void CudaDevice::UseCommunicationStream(CommLane lane) {

@@ -24,6 +24,7 @@
 #include "worker/cuda/blas.h"
 #include "worker/cuda/cuda_allocator.h"
 #include "worker/cuda/stream.h"
+#include "worker/cuda/stream_clock.h"
 
 namespace shardwise::cuda {
 
@@ -57,6 +58,7 @@ class CudaDevice final : public Device {
   absl::Status WaitForFenceOnHost(const Fence* fence) override;
   absl::Status Synchronize() override;
   absl::Status status() const override;
+  StreamClock* stream_clock() override { return clock_.get(); }
 
   void CopyFromHost(void* dst, const void* host_src, size_t bytes) override;
   absl::Status CopyToHost(void* host_dst, const void* src, size_t bytes) override;
@@ -111,6 +113,8 @@ class CudaDevice final : public Device {
   // The calling thread's stream (the compute stream unless it chose the communication
   // stream); selects this device's GPU for the thread on first use.
   cudaStream_t stream();
+  // The timeline lane of one of this device's streams (runtime/stream_clock.h).
+  int StreamLane(cudaStream_t stream) const;
   // Keeps the first error; later calls report it.
   void Check(cudaError_t error, const char* what);
   void Check(const absl::Status& status);
@@ -123,6 +127,7 @@ class CudaDevice final : public Device {
   Stream compute_, unshard_, post_backward_, all_reduce_;
   std::unique_ptr<CudaCachingAllocator> allocator_;
   std::unique_ptr<Blas> blas_;  // on the compute stream: GEMMs run on the training thread
+  std::unique_ptr<CudaStreamClock> clock_;
   mutable absl::Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,0 +1,72 @@
+#include "worker/cuda/stream_clock.h"
+
+#include <cmath>
+
+#include "absl/time/clock.h"
+
+namespace shardwise::cuda {
+namespace {
+
+constexpr absl::Duration kReferenceLifetime = absl::Seconds(10);
+
+}  // namespace
+
+struct CudaStreamClock::EventMark final : StreamClock::Mark {
+  Event event;
+  std::shared_ptr<const Reference> reference;
+};
+
+std::shared_ptr<const CudaStreamClock::Reference> CudaStreamClock::CurrentReference() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  if (reference_ != nullptr && now - reference_made_ < kReferenceLifetime) return reference_;
+  if (reference_stream_.get() == nullptr) {
+    auto stream = Stream::Create();
+    if (!stream.ok()) return reference_;
+    reference_stream_ = std::move(*stream);
+  }
+  auto event = Event::Create(/*timing=*/true);
+  if (!event.ok()) return reference_;
+  auto reference = std::make_shared<Reference>();
+  reference->event = std::move(*event);
+  // The stream is idle: the device passes the event as soon as it sees it, between the
+  // two host times.
+  const absl::Time before = absl::Now();
+  if (!reference->event.Record(reference_stream_.get()).ok() ||
+      !reference->event.Synchronize().ok()) {
+    return reference_;
+  }
+  const absl::Time after = absl::Now();
+  reference->host_us = absl::ToUnixMicros(before + (after - before) / 2);
+  reference_ = std::move(reference);
+  reference_made_ = now;
+  return reference_;
+}
+
+std::unique_ptr<StreamClock::Mark> CudaStreamClock::Record(int* lane) {
+  const auto [stream, stream_lane] = current_stream_();
+  *lane = stream_lane;
+  std::shared_ptr<const Reference> reference = CurrentReference();
+  if (reference == nullptr) return nullptr;
+  auto event = Event::Create(/*timing=*/true);
+  if (!event.ok() || !event->Record(stream).ok()) return nullptr;
+  auto mark = std::make_unique<EventMark>();
+  mark->event = std::move(*event);
+  mark->reference = std::move(reference);
+  return mark;
+}
+
+std::optional<int64_t> CudaStreamClock::PassedAt(const Mark& mark) {
+  const auto& event_mark = static_cast<const EventMark&>(mark);
+  cudaSetDevice(gpu_);  // the asking thread (the progress publisher) may not be bound yet
+  const cudaError_t state = cudaEventQuery(event_mark.event.get());
+  if (state != cudaSuccess) {
+    if (state != cudaErrorNotReady) cudaGetLastError();  // a failed device: never passed
+    return std::nullopt;
+  }
+  absl::StatusOr<float> ms = Event::ElapsedMs(event_mark.reference->event, event_mark.event);
+  if (!ms.ok()) return std::nullopt;
+  return event_mark.reference->host_us + std::llround(static_cast<double>(*ms) * 1000.0);
+}
+
+}  // namespace shardwise::cuda
