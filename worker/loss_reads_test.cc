@@ -25,8 +25,8 @@ std::string TempDir(const std::string& name) {
   return dir;
 }
 
-// A small GPT on two ranks with two micro-steps per step.
-v1::JobSpec GptSpec(const std::string& dir, int read_interval) {
+// A small GPT on `world` ranks with two micro-steps per step.
+v1::JobSpec GptSpec(const std::string& dir, int read_interval, int world = 2) {
   v1::JobSpec spec;
   *spec.mutable_model()->mutable_gpt() = testing::CorpusGpt(16, 16);
   spec.mutable_optimizer()->mutable_adamw()->set_lr(3e-3);
@@ -34,20 +34,26 @@ v1::JobSpec GptSpec(const std::string& dir, int read_interval) {
   v1::TokenData* tokens = spec.mutable_data()->mutable_tokens();
   tokens->set_train_path(testing::WriteLearnableTokens(dir + "/train.bin", 4000, 1));
   tokens->set_seed(7);
-  spec.set_global_batch_size(8);
+  spec.set_global_batch_size(4 * world);
   spec.set_gradient_accumulation_steps(2);
   spec.set_steps(10);
-  spec.set_world_size(2);
+  spec.set_world_size(world);
   spec.set_loss_read_interval_steps(read_interval);
   spec.mutable_output()->set_final_model_path(
-      absl::StrCat(dir, "/model-", read_interval, ".safetensors"));
+      absl::StrCat(dir, "/model-", world, "-", read_interval, ".safetensors"));
   return spec;
 }
 
-TEST(LossReads, EveryFourStepsGiveEveryStepsLossesLaterAndTheSameModel) {
-  const std::string dir = TempDir("loss-reads");
-  const v1::JobSpec every = GptSpec(dir, 1);
-  const v1::JobSpec fourth = GptSpec(dir, 4);
+// On two and three ranks: a sum of three floats depends on the order of its terms, which
+// the reads keep (each step's loss is reduced as the first element of its own
+// all-reduce, as a read every step does).
+class LossReadsTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LossReadsTest, EveryFourStepsGiveEveryStepsLossesLaterAndTheSameModel) {
+  const int world = GetParam();
+  const std::string dir = TempDir(absl::StrCat("loss-reads-", world));
+  const v1::JobSpec every = GptSpec(dir, 1, world);
+  const v1::JobSpec fourth = GptSpec(dir, 4, world);
   auto each_step = testing::TrainInThreads(every);
   ASSERT_TRUE(each_step.ok()) << each_step.status();
   auto batched = testing::TrainInThreads(fourth);
@@ -59,7 +65,7 @@ TEST(LossReads, EveryFourStepsGiveEveryStepsLossesLaterAndTheSameModel) {
   for (int s = 0; s < 10; ++s) EXPECT_EQ(each_step->rank0_loss_steps[s], s + 1);
   EXPECT_LT(losses.back(), losses.front()) << "the job did not train";
 
-  // Every fourth step and the last: the same values (two ranks' sums are order-free).
+  // Every fourth step and the last: the same values, bit for bit.
   const std::vector<int64_t> want_steps = {0, 0, 0, 4, 4, 4, 4, 8, 8, 10};
   ASSERT_EQ(batched->rank0_loss_steps, want_steps);
   for (int s = 0; s < 10; ++s) {
@@ -76,6 +82,8 @@ TEST(LossReads, EveryFourStepsGiveEveryStepsLossesLaterAndTheSameModel) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(testing::ModelsClose(*b, *a, 0, 0)) << "the reads changed the training";
 }
+
+INSTANTIATE_TEST_SUITE_P(Worlds, LossReadsTest, ::testing::Values(2, 3));
 
 TEST(LossReads, ACheckpointReadsTheLossesOfItsStepsFirst) {
   const std::string dir = TempDir("loss-reads-checkpoint");

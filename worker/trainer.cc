@@ -309,17 +309,20 @@ absl::Status RankTrainer::AgreeOnLossesAndPlan() {
       model_->prefetch_plan().has_value() ? model_->prefetch_plan()->version() : 0;
   const std::optional<v1::PrefetchPlan> newer_plan =
       context_.plans != nullptr ? context_.plans->NewerThan(plan_version) : std::nullopt;
-  // The steps' losses, then the plan's vote: each value is reduced on its own, as it
-  // would be by an all-reduce per step.
-  std::vector<float> reduced;
-  for (const PendingLosses::StepLoss& loss : losses) {
-    reduced.push_back(static_cast<float>(loss.local_loss));
-  }
-  reduced.push_back(newer_plan.has_value() ? 1.0f : 0.0f);
-  RETURN_IF_ERROR(runtime_->world()->AllReduce(reduced.data(), reduced.size()));
-  if (newer_plan.has_value() && reduced.back() == static_cast<float>(context_.world_size)) {
-    RETURN_IF_ERROR(model_->set_prefetch_plan(*newer_plan));
-    plan_since_step_ = result_.steps;  // the next step's index
+  // One all-reduce of {loss, vote} per step, the vote in the last: a ring all-reduce sums
+  // each element in a rank order that depends on its position, so each loss goes first,
+  // as it did when the ranks agreed after every step, and the sums are the same bits.
+  std::vector<float> reduced(losses.size());
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const bool last = i + 1 == losses.size();
+    float pair[2] = {static_cast<float>(losses[i].local_loss),
+                     last && newer_plan.has_value() ? 1.0f : 0.0f};
+    RETURN_IF_ERROR(runtime_->world()->AllReduce(pair, 2));
+    reduced[i] = pair[0];
+    if (last && newer_plan.has_value() && pair[1] == static_cast<float>(context_.world_size)) {
+      RETURN_IF_ERROR(model_->set_prefetch_plan(*newer_plan));
+      plan_since_step_ = result_.steps;  // the next step's index
+    }
   }
   for (size_t i = 0; i < losses.size(); ++i) {
     const int64_t step = losses[i].step;

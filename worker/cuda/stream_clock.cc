@@ -9,6 +9,15 @@ namespace {
 
 constexpr absl::Duration kReferenceLifetime = absl::Seconds(10);
 
+// A failed call leaves its error as the thread's last CUDA error, which the next kernel
+// launch would read as its own and fail the job with: a timeline's trouble is cleared
+// here, and only costs its spans.
+template <typename T>
+T Failed(T value) {
+  cudaGetLastError();
+  return value;
+}
+
 }  // namespace
 
 struct CudaStreamClock::EventMark final : StreamClock::Mark {
@@ -22,11 +31,11 @@ std::shared_ptr<const CudaStreamClock::Reference> CudaStreamClock::CurrentRefere
   if (reference_ != nullptr && now - reference_made_ < kReferenceLifetime) return reference_;
   if (reference_stream_.get() == nullptr) {
     auto stream = Stream::Create();
-    if (!stream.ok()) return reference_;
+    if (!stream.ok()) return Failed(reference_);
     reference_stream_ = std::move(*stream);
   }
   auto event = Event::Create(/*timing=*/true);
-  if (!event.ok()) return reference_;
+  if (!event.ok()) return Failed(reference_);
   auto reference = std::make_shared<Reference>();
   reference->event = std::move(*event);
   // The stream is idle: the device passes the event as soon as it sees it, between the
@@ -34,7 +43,7 @@ std::shared_ptr<const CudaStreamClock::Reference> CudaStreamClock::CurrentRefere
   const absl::Time before = absl::Now();
   if (!reference->event.Record(reference_stream_.get()).ok() ||
       !reference->event.Synchronize().ok()) {
-    return reference_;
+    return Failed(reference_);
   }
   const absl::Time after = absl::Now();
   reference->host_us = absl::ToUnixMicros(before + (after - before) / 2);
@@ -49,7 +58,7 @@ std::unique_ptr<StreamClock::Mark> CudaStreamClock::Record(int* lane) {
   std::shared_ptr<const Reference> reference = CurrentReference();
   if (reference == nullptr) return nullptr;
   auto event = Event::Create(/*timing=*/true);
-  if (!event.ok() || !event->Record(stream).ok()) return nullptr;
+  if (!event.ok() || !event->Record(stream).ok()) return Failed(nullptr);
   auto mark = std::make_unique<EventMark>();
   mark->event = std::move(*event);
   mark->reference = std::move(reference);

@@ -23,7 +23,7 @@ void Timeline::AddLocked(v1::Span span) {
 std::vector<v1::Span> Timeline::Drain(int64_t* dropped) {
   {
     absl::MutexLock clock_lock(&clock_mu_);
-    if (clock_ != nullptr) ResolveDeviceSpans();
+    if (stream_clock() != nullptr) ResolveDeviceSpans();
   }
   absl::MutexLock lock(&mu_);
   std::vector<v1::Span> out(std::make_move_iterator(spans_.begin()),
@@ -36,27 +36,26 @@ std::vector<v1::Span> Timeline::Drain(int64_t* dropped) {
 
 void Timeline::AttachStreamClock(StreamClock* clock) {
   absl::MutexLock lock(&clock_mu_);
-  clock_ = clock;
+  clock_.store(clock, std::memory_order_release);
 }
 
 void Timeline::DetachStreamClock() {
   absl::MutexLock clock_lock(&clock_mu_);
-  if (clock_ == nullptr) return;
+  if (stream_clock() == nullptr) return;
   ResolveDeviceSpans();
-  clock_ = nullptr;
+  clock_.store(nullptr, std::memory_order_release);
   absl::MutexLock lock(&mu_);
   dropped_ += static_cast<int64_t>(pending_.size());
   pending_.clear();
 }
 
-StreamClock* Timeline::stream_clock() const {
-  absl::MutexLock lock(&clock_mu_);
-  return clock_;
-}
-
 void Timeline::AddDeviceSpan(v1::Span span, std::unique_ptr<StreamClock::Mark> begin,
                              std::unique_ptr<StreamClock::Mark> end) {
   absl::MutexLock lock(&mu_);
+  if (begin == nullptr || end == nullptr) {
+    ++dropped_;
+    return;
+  }
   if (pending_.size() == capacity_) {
     pending_.pop_front();
     ++dropped_;
@@ -72,12 +71,13 @@ void Timeline::ResolveDeviceSpans() {
     absl::MutexLock lock(&mu_);
     pending.swap(pending_);
   }
+  StreamClock* const clock = stream_clock();
   std::vector<v1::Span> resolved;
   std::deque<PendingDeviceSpan> waiting;
   for (PendingDeviceSpan& p : pending) {
     // The end is passed after the begin on the same stream: asked first.
-    const std::optional<int64_t> end = clock_->PassedAt(*p.end);
-    const std::optional<int64_t> begin = end ? clock_->PassedAt(*p.begin) : std::nullopt;
+    const std::optional<int64_t> end = clock->PassedAt(*p.end);
+    const std::optional<int64_t> begin = end ? clock->PassedAt(*p.begin) : std::nullopt;
     if (!begin.has_value()) {
       waiting.push_back(std::move(p));
       continue;

@@ -15,6 +15,7 @@
 //
 // Thread-safety: thread-safe.
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -44,9 +45,11 @@ class Timeline {
   // Stops: keeps the device spans the device has finished, drops (and counts) the rest.
   // Call before the clock's device goes away, once no thread records spans.
   void DetachStreamClock();
-  StreamClock* stream_clock() const;
+  // Read without a lock: attaching and detaching happen while no thread records spans.
+  StreamClock* stream_clock() const { return clock_.load(std::memory_order_acquire); }
 
-  // A span of the device's: `span` (its lane the stream's), timed by the two marks.
+  // A span of the device's: `span` (its lane the stream's), timed by the two marks (a
+  // null mark, which a failing device gives, drops it, counted).
   void AddDeviceSpan(v1::Span span, std::unique_ptr<StreamClock::Mark> begin,
                      std::unique_ptr<StreamClock::Mark> end);
 
@@ -61,10 +64,10 @@ class Timeline {
   void ResolveDeviceSpans() ABSL_EXCLUSIVE_LOCKS_REQUIRED(clock_mu_);
 
   const size_t capacity_;
-  // Held while marks are queried, so the clock cannot be detached meanwhile; taken
-  // before mu_.
-  mutable absl::Mutex clock_mu_;
-  StreamClock* clock_ ABSL_GUARDED_BY(clock_mu_) = nullptr;
+  // Held while marks are queried (by the publisher), so the clock cannot be detached
+  // meanwhile; taken before mu_. The threads that record spans never take it.
+  absl::Mutex clock_mu_;
+  std::atomic<StreamClock*> clock_{nullptr};
   mutable absl::Mutex mu_;
   std::deque<v1::Span> spans_ ABSL_GUARDED_BY(mu_);
   std::deque<PendingDeviceSpan> pending_ ABSL_GUARDED_BY(mu_);
