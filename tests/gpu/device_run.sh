@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The GPU checks on a GPU host that has the CUDA toolkit (the device tool's machines), from
+# the tarballs tests/gpu/prepare_device_run.sh put in .device/:
+#   tests    every GPU test binary (worker/cuda/*_test)
+#   cluster  tests/gpu/cluster_check.sh: daemons, NCCL and host-staged jobs, cancel, kill
+#   bench    bench/gpu_gpt.sh: GPT-2 124M against PyTorch, BF16 then FP32
+# Each phase fits one 10-minute call. Logs go to $OUT (or /tmp/gpu-run) as one tarball,
+# the lines the benchmarks append to bench/RESULTS.md as results-appended.md, and the
+# summary, printed last, as summary.txt.
+#
+# usage: tests/gpu/device_run.sh tests|cluster|bench|all [STEPS] [BATCH]
+set -uo pipefail
+phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|all [STEPS] [BATCH]}
+steps=${2:-30}
+batch=${3:-8}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${OUT:-/tmp/gpu-run}
+logs=$(mktemp -d)
+unpacked=$(mktemp -d)
+mkdir -p "$out" "$unpacked/tests" "$unpacked/bundle"
+tar xzf "$root/.device/gpu-tests.tar.gz" -C "$unpacked/tests"
+tar xzf "$root/.device/shardwise-toolkit-host-bundle.tar.gz" -C "$unpacked/bundle"
+
+# The toolkit's libraries as PyTorch loads them (the NVIDIA wheels: cuBLAS, NCCL, cudart),
+# so both sides of a benchmark use the same ones; /usr/local/cuda after them.
+wheels=$(python3 -c 'import glob, os, nvidia
+print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' 2>/dev/null)
+export LD_LIBRARY_PATH="${wheels:+$wheels:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+summary=()
+nvidia-smi >"$logs/nvidia-smi.txt" 2>&1
+summary+=("GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1)")
+
+run_tests() {
+  local t name rc counts
+  for t in "$unpacked"/tests/bin/*_test; do
+    name=$(basename "$t")
+    LD_LIBRARY_PATH="$unpacked/tests/lib:$LD_LIBRARY_PATH" timeout 500 "$t" >"$logs/$name.log" 2>&1
+    rc=$?
+    counts=$(grep -oE '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$logs/$name.log" |
+      sed -E 's/^\[ +([A-Z]+) +\] /\1 /' | tr '\n' ' ')
+    summary+=("$name: rc $rc; $counts")
+  done
+}
+
+run_cluster() {
+  "$root/tests/gpu/cluster_check.sh" "$unpacked/bundle" >"$logs/cluster_check.log" 2>&1
+  summary+=("cluster_check: rc $?; $(grep -c '^PASS' "$logs/cluster_check.log") passed, $(grep -c '^FAIL' "$logs/cluster_check.log") failed")
+}
+
+run_bench() {
+  local lines precision
+  lines=$(wc -l <"$root/bench/RESULTS.md")
+  for precision in bf16 fp32; do
+    "$root/bench/gpu_gpt.sh" "$unpacked/bundle" "$steps" "$precision" "$batch" \
+      >"$logs/gpu_gpt_$precision.log" 2>&1
+    summary+=("gpu_gpt $precision: rc $?")
+  done
+  tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended.md"
+}
+
+case "$phase" in
+  tests) run_tests ;;
+  cluster) run_cluster ;;
+  bench) run_bench ;;
+  all) run_tests; run_cluster; run_bench ;;
+  *) echo "unknown phase $phase" >&2; exit 2 ;;
+esac
+
+tar czf "$out/logs-$phase.tar.gz" -C "$logs" .
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"

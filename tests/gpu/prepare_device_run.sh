@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds what a GPU host with the CUDA toolkit needs for every GPU check into .device/
+# (which git ignores): the GPU test binaries and the daemons, both without the toolkit's
+# libraries (about 50 MB together), and checks that it fits what the device tool carries
+# (64 MiB with the working tree). Then, on the GPU host: tests/gpu/device_run.sh.
+#
+# usage: tests/gpu/prepare_device_run.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bazel build --config=cuda //worker/cuda:gpu_tests_bundle //:toolkit_host_bundle
+mkdir -p .device
+bin=bazel-out/k8-fastbuildcuda/bin
+cp -f "$bin/worker/cuda/gpu-tests.tar.gz" "$bin/shardwise-toolkit-host-bundle.tar.gz" .device/
+chmod u+w .device/*.tar.gz
+bytes=$(du -cb .device/*.tar.gz | tail -1 | cut -f1)
+echo ".device/: $((bytes / 1048576)) MiB (carry it: carry [\".device\"])"
+if [ "$bytes" -ge $((60 * 1048576)) ]; then
+  echo "too large to carry beside the working tree" >&2
+  exit 1
+fi
