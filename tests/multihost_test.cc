@@ -139,8 +139,20 @@ class HostCluster {
           return job.ok() && job->state() == state;
         },
         timeout))
-        << job_id << " is " << v1::JobState_Name(last.state()) << ": " << last.reason();
+        << job_id << " is " << v1::JobState_Name(last.state()) << ": " << last.reason()
+        << "; workers: " << WorkerStates() << "; logs in " << dir_;
     return last;
+  }
+
+  // "w0 IDLE, w1 LOST, ...": what the coordinator thinks of each worker, for failures.
+  std::string WorkerStates() {
+    auto workers = client_->ListWorkers({});
+    if (!workers.ok()) return std::string(workers.status().message());
+    std::string out;
+    for (const auto& w : *workers) {
+      absl::StrAppend(&out, out.empty() ? "" : ", ", w.id(), " ", v1::WorkerState_Name(w.state()));
+    }
+    return out;
   }
 
   Client& client() { return *client_; }
