@@ -1,16 +1,20 @@
 #include "worker/pending_losses.h"
 
+#include <algorithm>
 #include <cassert>
 
 #include "common/status_macros.h"
 
 namespace shardwise {
 
+int LossReadInterval(const v1::JobSpec& spec) {
+  return std::max(1, spec.loss_read_interval_steps());
+}
+
 bool LossReadDue(const v1::JobSpec& spec, int64_t steps_done, int pending_steps) {
   if (pending_steps == 0) return false;
-  const int64_t interval = std::max<int64_t>(1, spec.loss_read_interval_steps());
   const int64_t checkpoints = spec.output().checkpoint_interval_steps();
-  return pending_steps >= interval || steps_done >= spec.steps() ||
+  return pending_steps >= LossReadInterval(spec) || steps_done >= spec.steps() ||
          (checkpoints > 0 && steps_done % checkpoints == 0);
 }
 

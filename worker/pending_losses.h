@@ -23,6 +23,9 @@
 
 namespace shardwise {
 
+// Steps between reads: job.loss_read_interval_steps, 1 when unset.
+int LossReadInterval(const v1::JobSpec& spec);
+
 // Whether the losses pending after `steps_done` steps must be read now: the interval is
 // full, or the step is the job's last, or a checkpoint follows (a checkpoint is written
 // only after its steps' losses were found finite).

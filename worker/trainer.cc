@@ -79,8 +79,8 @@ class RankTrainer {
   // The loss scaler's unscale and decision; whether the step is skipped.
   absl::StatusOr<bool> UnscaleGradients(int64_t step);
   // The pending steps' losses over the global batch, and the adoption of a newer
-  // prefetch plan when every rank holds it: one all-reduce of both. A loss that is not
-  // finite fails the job naming its step.
+  // prefetch plan when every rank holds it: one all-reduce per step, the plan's vote
+  // riding on the last. A loss that is not finite fails the job naming its step.
   absl::Status AgreeOnLossesAndPlan();
   void MeasureSpeed();
   absl::Status MaybeCheckpoint();
@@ -156,9 +156,8 @@ absl::Status RankTrainer::Setup() {
   model_->set_delays(hooks_->ComputeDelay(), hooks_->CommunicationDelay());
   optimizer_ = fsdp::Optimizer::Create(spec_.optimizer(), model_->num_units(), runtime_->device());
   model_->EnableOptimizerOverlap(optimizer_.get());
-  losses_ = std::make_unique<PendingLosses>(
-      runtime_->device(), std::max(1, spec_.loss_read_interval_steps()),
-      std::max(1, spec_.gradient_accumulation_steps()));
+  losses_ = std::make_unique<PendingLosses>(runtime_->device(), LossReadInterval(spec_),
+                                            std::max(1, spec_.gradient_accumulation_steps()));
   if (checkpoint.has_value()) RETURN_IF_ERROR(Restore(*checkpoint));
   return absl::OkStatus();
 }
@@ -309,26 +308,19 @@ absl::Status RankTrainer::AgreeOnLossesAndPlan() {
       model_->prefetch_plan().has_value() ? model_->prefetch_plan()->version() : 0;
   const std::optional<v1::PrefetchPlan> newer_plan =
       context_.plans != nullptr ? context_.plans->NewerThan(plan_version) : std::nullopt;
-  // One all-reduce of {loss, vote} per step, the vote in the last: a ring all-reduce sums
-  // each element in a rank order that depends on its position, so each loss goes first,
-  // as it did when the ranks agreed after every step, and the sums are the same bits.
-  std::vector<float> reduced(losses.size());
-  for (size_t i = 0; i < losses.size(); ++i) {
-    const bool last = i + 1 == losses.size();
-    float pair[2] = {static_cast<float>(losses[i].local_loss),
-                     last && newer_plan.has_value() ? 1.0f : 0.0f};
-    RETURN_IF_ERROR(runtime_->world()->AllReduce(pair, 2));
-    reduced[i] = pair[0];
-    if (last && newer_plan.has_value() && pair[1] == static_cast<float>(context_.world_size)) {
-      RETURN_IF_ERROR(model_->set_prefetch_plan(*newer_plan));
-      plan_since_step_ = result_.steps;  // the next step's index
-    }
-  }
+  // One all-reduce of {loss, vote} per step, the vote in the last: the order in which an
+  // all-reduce adds the ranks' values may depend on an element's position, so each loss
+  // goes first, as it did when the ranks agreed after every step: the same bits.
   for (size_t i = 0; i < losses.size(); ++i) {
     const int64_t step = losses[i].step;
-    const double loss = reduced[i] / static_cast<float>(context_.world_size);
-    // Every rank sees the same reduced loss, so all fail at this step alike. With a loss
-    // scaler, an overflow is the scaler's to handle (it skipped the step).
+    const bool last = i + 1 == losses.size();
+    float reduced[2] = {static_cast<float>(losses[i].local_loss),
+                        last && newer_plan.has_value() ? 1.0f : 0.0f};
+    RETURN_IF_ERROR(runtime_->world()->AllReduce(reduced, 2));
+    const double loss = reduced[0] / static_cast<float>(context_.world_size);
+    // Every rank sees the same reduced loss, so all fail at this step alike (and stop
+    // reducing at the same one). With a loss scaler, an overflow is the scaler's to handle
+    // (it skipped the step).
     if (!std::isfinite(loss) && !scaler_.enabled()) {
       return MarkPermanent(absl::FailedPreconditionError(absl::StrFormat(
           "training diverged: the loss of step %d is %g (not finite); lower the learning "
@@ -338,6 +330,10 @@ absl::Status RankTrainer::AgreeOnLossesAndPlan() {
     if (step == first_step_) result_.first_loss = loss;
     result_.last_loss = loss;
     loss_step_ = step + 1;
+    if (last && newer_plan.has_value() && reduced[1] == static_cast<float>(context_.world_size)) {
+      RETURN_IF_ERROR(model_->set_prefetch_plan(*newer_plan));
+      plan_since_step_ = result_.steps;  // the next step's index
+    }
   }
   return absl::OkStatus();
 }

@@ -13,11 +13,8 @@ void Timeline::Add(v1::Span span) {
 }
 
 void Timeline::AddLocked(v1::Span span) {
-  if (spans_.size() == capacity_) {
-    spans_.pop_front();
-    ++dropped_;
-  }
   spans_.push_back(std::move(span));
+  TrimLocked(spans_);
 }
 
 std::vector<v1::Span> Timeline::Drain(int64_t* dropped) {
@@ -56,11 +53,8 @@ void Timeline::AddDeviceSpan(v1::Span span, std::unique_ptr<StreamClock::Mark> b
     ++dropped_;
     return;
   }
-  if (pending_.size() == capacity_) {
-    pending_.pop_front();
-    ++dropped_;
-  }
   pending_.push_back({std::move(span), std::move(begin), std::move(end)});
+  TrimLocked(pending_);
 }
 
 void Timeline::ResolveDeviceSpans() {
@@ -90,10 +84,7 @@ void Timeline::ResolveDeviceSpans() {
   for (v1::Span& span : resolved) AddLocked(std::move(span));
   // Still waiting, ahead of those recorded meanwhile.
   for (auto it = waiting.rbegin(); it != waiting.rend(); ++it) pending_.push_front(std::move(*it));
-  while (pending_.size() > capacity_) {
-    pending_.pop_front();
-    ++dropped_;
-  }
+  TrimLocked(pending_);
 }
 
 ScopedSpan::ScopedSpan(Timeline* timeline, const char* name, int unit, int64_t step)

@@ -60,6 +60,14 @@ class Timeline {
   };
 
   void AddLocked(v1::Span span) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the oldest of `queue` beyond the capacity, counting them.
+  template <typename T>
+  void TrimLocked(std::deque<T>& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (queue.size() > capacity_) {
+      queue.pop_front();
+      ++dropped_;
+    }
+  }
   // Moves the device spans the device has finished into spans_.
   void ResolveDeviceSpans() ABSL_EXCLUSIVE_LOCKS_REQUIRED(clock_mu_);
 
