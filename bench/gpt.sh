@@ -2,12 +2,14 @@
 # The GPT benchmarks against their baselines, measured in the same run, appended with this
 # command to bench/RESULTS.md:
 #   - tokens/s of a small GPT (4 layers, 256 wide, 128 context, byte vocabulary, global
-#     batch 16 sequences) at world 2, FULL_SHARD and NO_SHARD, against PyTorch DDP
-#     (Debian's python3-torch, gloo) on the same model, data, optimizer and threads;
+#     batch 16 sequences) at world 2, FULL_SHARD and NO_SHARD, and FULL_SHARD with FUSED
+#     attention, against PyTorch DDP (Debian's python3-torch, gloo; its attention
+#     materialised, as torch 1.13 has no scaled_dot_product_attention) on the same model,
+#     data, optimizer and threads;
 #   - peak memory per rank (parameters, gradients, optimizer state, activations) for
-#     FULL_SHARD with and without prefetch, NO_SHARD, and FULL_SHARD with activation
-#     checkpointing, against common/memory_estimate.h's estimate (what the coordinator and
-#     the workers check before a job runs).
+#     FULL_SHARD with and without prefetch, NO_SHARD, FULL_SHARD with activation
+#     checkpointing and with FUSED attention, against common/memory_estimate.h's estimate
+#     (what the coordinator and the workers check before a job runs).
 # Usage: bench/gpt.sh [WARMUP_STEPS] [TIMED_STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."

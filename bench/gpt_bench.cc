@@ -124,15 +124,21 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  v1::JobSpec fused_timed = bench::Spec(v1::ShardingStrategy::FULL_SHARD, warmup + steps);
+  fused_timed.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+  if (!bench::Run("FULL_SHARD+fused_attention", fused_timed, warmup, false)) return 1;
   v1::JobSpec full = bench::Spec(v1::ShardingStrategy::FULL_SHARD, 2);
   full.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
   v1::JobSpec prefetch = bench::Spec(v1::ShardingStrategy::FULL_SHARD, 2);
   v1::JobSpec none = bench::Spec(v1::ShardingStrategy::NO_SHARD, 2);
   v1::JobSpec checkpointed = full;
   checkpointed.set_activation_checkpointing(true);
+  v1::JobSpec fused = full;
+  fused.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
   for (const auto& [name, spec] :
        {std::make_pair("FULL_SHARD", full), std::make_pair("FULL_SHARD+prefetch", prefetch),
-        std::make_pair("NO_SHARD", none), std::make_pair("FULL_SHARD+checkpointing", checkpointed)}) {
+        std::make_pair("NO_SHARD", none), std::make_pair("FULL_SHARD+checkpointing", checkpointed),
+        std::make_pair("FULL_SHARD+fused_attention", fused)}) {
     if (!bench::PrintEstimate(name, spec) || !bench::Run(name, spec, 0, true)) return 1;
   }
   std::remove(bench::TokenFile().c_str());

@@ -10,6 +10,9 @@ void ApplyJobSpecDefaults(v1::JobSpec* spec) {
     v1::GptConfig* gpt = model->mutable_gpt();
     if (gpt->activation() == v1::ACTIVATION_UNSPECIFIED) gpt->set_activation(v1::GELU);
     if (!gpt->has_bias()) gpt->set_bias(true);
+    if (gpt->attention() == v1::GptConfig::ATTENTION_UNSPECIFIED) {
+      gpt->set_attention(v1::GptConfig::MATERIALIZED);
+    }
     if (spec->wrap().modules().empty()) spec->mutable_wrap()->add_modules(v1::WrapModule::BLOCK);
   } else {
     if (model->activation() == v1::ACTIVATION_UNSPECIFIED) model->set_activation(v1::RELU);

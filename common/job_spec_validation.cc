@@ -79,6 +79,8 @@ absl::Status ValidateGpt(const v1::GptConfig& gpt, const JobLimits& limits) {
   RETURN_IF_ERROR(CheckCount("model.gpt.block_size", gpt.block_size(), limits.max_block_size, false));
   RETURN_IF_ERROR(CheckCount("model.gpt.n_layer", gpt.n_layer(), limits.max_layers, false));
   RETURN_IF_ERROR(CheckCount("model.gpt.n_embd", gpt.n_embd(), limits.max_layer_width, false));
+  RETURN_IF_ERROR(CheckEnum("model.gpt.attention", gpt.attention(),
+                            v1::GptConfig::Attention_IsValid, "MATERIALIZED or FUSED"));
   return CheckCount("model.gpt.n_head", gpt.n_head(), gpt.n_embd(), false);
 }
 

@@ -321,6 +321,7 @@ TEST(GptValidation, AcceptsAGptAndItsDefaults) {
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(spec.model().gpt().activation(), v1::GELU);
   EXPECT_TRUE(spec.model().gpt().bias());
+  EXPECT_EQ(spec.model().gpt().attention(), v1::GptConfig::MATERIALIZED);
   EXPECT_FALSE(spec.model().has_bias());  // the MLP's fields stay unset
   ASSERT_EQ(spec.wrap().modules_size(), 1);
   EXPECT_EQ(spec.wrap().modules(0), v1::WrapModule::BLOCK);
@@ -344,6 +345,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"heads do not divide the width",
                 [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_n_head(5); },
                 "job.model.gpt.n_embd: 32 is not divisible by model.gpt.n_head 5"},
+        BadCase{"unknown attention",
+                [](v1::JobSpec* s) {
+                  s->mutable_model()->mutable_gpt()->set_attention(
+                      static_cast<v1::GptConfig::Attention>(5));
+                },
+                "job.model.gpt.attention: unknown value 5 (expected MATERIALIZED or FUSED)"},
         BadCase{"zero vocabulary",
                 [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_vocab_size(0); },
                 "job.model.gpt.vocab_size: must be positive, got 0"},

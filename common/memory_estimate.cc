@@ -91,23 +91,29 @@ double MicroBatch(const v1::JobSpec& spec) {
 
 // A GPT block keeps, per row, 16 C floats for its backward (its input, ln_1, q/k/v, the
 // attention output, the residual, ln_2, the MLP's 4C hidden before and after GELU) and
-// the attention probabilities, heads x T x T per sequence; with checkpointing, only its
+// the softmax's record: with MATERIALIZED attention the probabilities, heads x T x T per
+// sequence, with FUSED each row's log-sum-exp, heads x T; with checkpointing, only its
 // input, plus one block's during its recompute. Around the blocks: the embeddings' sum
 // and ln_f's output (C each), the logits, their softmax and its gradient (V each).
-// On CUDA an attention backward also holds the whole micro-batch's score gradients at once
-// (the CPU's go one head at a time) and, with 16-bit operands, 16-bit copies of them and
-// of the probabilities (cuda/attention.h).
+// An attention backward holds working space beside them: the fused one each row's
+// dout . out (heads x T per sequence); on CUDA the materialised one the whole
+// micro-batch's score gradients at once (the CPU's go one head at a time) and, with
+// 16-bit operands, 16-bit copies of them and of the probabilities (cuda/attention.h).
 double GptActivationBytes(const v1::JobSpec& spec, double sequences) {
   const v1::GptConfig& gpt = spec.model().gpt();
   const double c = gpt.n_embd(), t = gpt.block_size(), v = gpt.vocab_size();
   const double rows = sequences * t;
-  const double scores = gpt.n_head() * t * t * sequences;
+  const bool fused = gpt.attention() == v1::GptConfig::FUSED;
+  const double row_stats = gpt.n_head() * t * sequences;
+  const double scores = fused ? row_stats : row_stats * t;
   const double per_block = 4 * (16 * c * rows + scores);
   const double blocks = spec.activation_checkpointing()
                             ? gpt.n_layer() * 4 * c * rows + per_block
                             : gpt.n_layer() * per_block;
   double attention_backward = 0;
-  if (spec.device() == v1::CUDA) {
+  if (fused) {
+    attention_backward = 4 * row_stats;
+  } else if (spec.device() == v1::CUDA) {
     const v1::Dtype low = spec.fsdp().mixed_precision().param_dtype();
     const bool narrow = low == v1::BF16 || low == v1::FP16;
     attention_backward = (4 + (narrow ? 2 + 2 : 0)) * scores;

@@ -99,6 +99,26 @@ TEST(EstimateRankMemory, CudaAttentionAddsItsScoreGradients) {
   EXPECT_EQ(cuda_bf16->activations - cpu->activations, 8 * scores);
 }
 
+// FUSED attention keeps each row's log-sum-exp (4 heads x 128 per sequence) where
+// MATERIALIZED keeps the probabilities (x 128 more), in each of the 4 blocks, and its
+// backward holds one such row statistic besides, on any device.
+TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities) {
+  v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
+  for (const v1::DeviceKind device : {v1::CPU, v1::CUDA}) {
+    spec.set_device(device);
+    spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::MATERIALIZED);
+    auto materialized = EstimateRankMemory(spec);
+    spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+    auto fused = EstimateRankMemory(spec);
+    ASSERT_TRUE(materialized.ok() && fused.ok());
+    const int64_t row_stats = 4 * 128 * 8, scores = row_stats * 128;
+    const int64_t cuda_backward = device == v1::CUDA ? 4 * scores : 0;
+    EXPECT_EQ(materialized->activations - fused->activations,
+              4 * 4 * (scores - row_stats) + cuda_backward - 4 * row_stats)
+        << v1::DeviceKind_Name(device);
+  }
+}
+
 // With mixed precision the gathered units stay FP32 (widened from the 16-bit values the
 // all-gather moved), and the 16-bit copies live besides while a unit gathers: more
 // parameter memory than FP32, not less (gpt_training_test checks the exact figure against

@@ -165,11 +165,13 @@ struct Case {
   Strategy strategy;
   int world;
   int accumulation = 1;
+  v1::GptConfig::Attention attention = v1::GptConfig::MATERIALIZED;
 };
 
 std::string Name(const Case& c) {
   return absl::StrCat(v1::ShardingStrategy::Value_Name(c.strategy), "_world", c.world,
-                      c.accumulation > 1 ? absl::StrCat("_accum", c.accumulation) : "");
+                      c.accumulation > 1 ? absl::StrCat("_accum", c.accumulation) : "",
+                      c.attention == v1::GptConfig::FUSED ? "_fused_attention" : "");
 }
 
 class Fp32Parity : public ::testing::TestWithParam<Case> {};
@@ -183,6 +185,7 @@ TEST_P(Fp32Parity, EveryParameterAndEveryLossMatchPytorch) {
   if (c.strategy == v1::ShardingStrategy::HYBRID_SHARD) spec.mutable_fsdp()->set_shard_group_size(2);
   spec.set_world_size(c.world);
   spec.set_gradient_accumulation_steps(c.accumulation);
+  spec.mutable_model()->mutable_gpt()->set_attention(c.attention);
   spec.mutable_output()->set_final_model_path(absl::StrCat(Dir(), "/", Name(c), ".safetensors"));
   auto run = testing::TrainInThreads(spec);
   ASSERT_TRUE(run.ok()) << run.status();
@@ -218,7 +221,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{v1::ShardingStrategy::SHARD_GRAD_OP, 4},
                       Case{v1::ShardingStrategy::NO_SHARD, 4},
                       Case{v1::ShardingStrategy::HYBRID_SHARD, 4},
-                      Case{v1::ShardingStrategy::FULL_SHARD, 2, /*accumulation=*/2}),
+                      Case{v1::ShardingStrategy::FULL_SHARD, 2, /*accumulation=*/2},
+                      // Flash-style attention against PyTorch's materialised softmax.
+                      Case{v1::ShardingStrategy::FULL_SHARD, 2, 1, v1::GptConfig::FUSED}),
     [](const auto& info) { return Name(info.param); });
 
 // FSDP's MixedPrecision(param_dtype=BF16) against PyTorch computing on a BF16 copy of

@@ -7,6 +7,7 @@
 #include "worker/compute/cpu/activation.h"
 #include "worker/compute/cpu/attention.h"
 #include "worker/compute/cpu/embedding.h"
+#include "worker/compute/cpu/fused_attention.h"
 #include "worker/compute/cpu/layer_norm.h"
 #include "worker/compute/cpu/linear.h"
 #include "worker/compute/cpu/losses.h"
@@ -123,6 +124,19 @@ void CpuDevice::AttentionBackward(const float* qkv, const float* probs, const fl
                                   int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
                                   float* dqkv, ScalarType) {
   cpu::AttentionBackward(qkv, probs, dout, batch, seq, heads, head_dim, dqkv);
+}
+
+void CpuDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
+                                      float* lse) {
+  cpu::FusedAttentionForward(qkv, shape, out, lse);
+}
+
+void CpuDevice::FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
+                                       const float* dout, const AttentionShape& shape,
+                                       float* dqkv) {
+  Buffer dots(allocator_, shape.batch * shape.heads * shape.seq, MemoryCategory::kActivations,
+              false);
+  cpu::FusedAttentionBackward(qkv, out, lse, dout, shape, dots.data(), dqkv);
 }
 
 void CpuDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,

@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
+#include "worker/compute/attention_shape.h"
 #include "worker/compute/optimizer_scalars.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/stream_clock.h"
@@ -126,6 +127,15 @@ class Device {
   virtual void AttentionBackward(const float* qkv, const float* probs, const float* dout,
                                  int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
                                  float* dqkv, ScalarType operands) = 0;
+  // The same function fused (compute/fused_attention_rows.h): instead of the
+  // probabilities it keeps each query row's log-sum-exp, lse [batch, heads, seq], and the
+  // backward recomputes the probabilities from it and from out. Computed in FP32.
+  virtual void FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
+                                     float* lse) = 0;
+  // Writes dqkv [batch, seq, 3 * heads * head_dim].
+  virtual void FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
+                                      const float* dout, const AttentionShape& shape,
+                                      float* dqkv) = 0;
   // The losses take device logits/predictions and labels/targets and write the loss
   // (the mean times `scale`) to `loss`, one device double: nothing waits for it, so a
   // step runs on while its loss is still being computed (the trainer reads it later).

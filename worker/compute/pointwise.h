@@ -9,13 +9,8 @@
 
 #include <cmath>
 
+#include "worker/compute/host_device.h"
 #include "worker/compute/optimizer_scalars.h"
-
-#ifdef __CUDACC__
-#define SHARDWISE_HOST_DEVICE __host__ __device__
-#else
-#define SHARDWISE_HOST_DEVICE
-#endif
 
 namespace shardwise::pointwise {
 

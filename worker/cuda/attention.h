@@ -18,16 +18,12 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "worker/compute/attention_shape.h"
 #include "worker/cuda/blas.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/scalar_type.h"
 
 namespace shardwise::cuda {
-
-struct AttentionShape {
-  int64_t batch, seq, heads, head_dim;
-  int64_t width() const { return heads * head_dim; }
-};
 
 // Where the products run: cuBLAS (on `stream`), and the allocator of their working space.
 struct AttentionContext {

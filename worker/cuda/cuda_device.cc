@@ -4,6 +4,7 @@
 #include "common/status_macros.h"
 #include "worker/cuda/attention.h"
 #include "worker/cuda/cuda_status.h"
+#include "worker/cuda/fused_attention.h"
 #include "worker/cuda/kernels.h"
 #include "worker/cuda/transformer_kernels.h"
 
@@ -287,6 +288,20 @@ void CudaDevice::AttentionBackward(const float* qkv, const float* probs, const f
                                    float* dqkv, ScalarType operands) {
   Check(cuda::AttentionBackward({blas_.get(), allocator(), stream(), operands},
                                 {batch, seq, heads, head_dim}, qkv, probs, dout, dqkv));
+}
+
+void CudaDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape,
+                                       float* out, float* lse) {
+  Check(cuda::FusedAttentionForward(qkv, shape, out, lse, stream()), "FusedAttentionForward");
+}
+
+void CudaDevice::FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
+                                        const float* dout, const AttentionShape& shape,
+                                        float* dqkv) {
+  Buffer dots(allocator(), shape.batch * shape.heads * shape.seq, MemoryCategory::kActivations,
+              false);
+  Check(cuda::FusedAttentionBackward(qkv, out, lse, dout, shape, dots.data(), dqkv, stream()),
+        "FusedAttentionBackward");
 }
 
 void CudaDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,

@@ -98,6 +98,11 @@ class CudaDevice final : public Device {
   void AttentionBackward(const float* qkv, const float* probs, const float* dout, int64_t batch,
                          int64_t seq, int64_t heads, int64_t head_dim, float* dqkv,
                          ScalarType operands) override;
+  void FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
+                             float* lse) override;
+  void FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
+                              const float* dout, const AttentionShape& shape,
+                              float* dqkv) override;
   void CrossEntropy(const float* logits, const int64_t* labels, int64_t batch, int64_t classes,
                     float scale, float* dlogits, double* loss) override;
   void MeanSquaredError(const float* pred, const float* target, int64_t batch, int64_t out,

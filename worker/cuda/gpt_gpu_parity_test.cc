@@ -1,7 +1,7 @@
 // A GPT trained by the FSDP runtime on the GPU against the same job on the CPU: the real
 // trainer, each rank a thread (testing::TrainInThreads), on a CudaDevice. FP32 with TF32
 // off ends with the same model within rtol 1e-4 (with and without activation
-// checkpointing); BF16 mixed precision follows the CPU's loss curve within BF16 tolerance;
+// checkpointing, with materialised and with fused attention); BF16 mixed precision follows the CPU's loss curve within BF16 tolerance;
 // two ranks on one GPU over host-staged Gloo equal one rank over NCCL on the same global
 // batch; the caching allocator's peaks are what the memory estimate says.
 
@@ -31,11 +31,13 @@ struct GptConfig {
   v1::CudaOptions::Collectives collectives;
   bool bf16 = false;
   bool checkpointing = false;
+  bool fused_attention = false;
 };
 
 std::string Name(const GptConfig& c) {
   return absl::StrCat("world", c.world, "_", v1::CudaOptions::Collectives_Name(c.collectives),
-                      c.bf16 ? "_bf16" : "", c.checkpointing ? "_checkpointing" : "");
+                      c.bf16 ? "_bf16" : "", c.checkpointing ? "_checkpointing" : "",
+                      c.fused_attention ? "_fused_attention" : "");
 }
 
 std::string TempDir(const std::string& name) {
@@ -59,6 +61,7 @@ v1::JobSpec GptSpec(const GptConfig& c, v1::DeviceKind device, const std::string
   spec.mutable_fsdp()->set_limit_all_gathers(true);
   if (c.bf16) spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
   spec.set_activation_checkpointing(c.checkpointing);
+  if (c.fused_attention) spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
   spec.mutable_optimizer()->mutable_adamw()->set_lr(kLr);
   spec.mutable_optimizer()->set_max_grad_norm(1.0);
   spec.mutable_optimizer()->mutable_lr_schedule()->set_warmup_steps(3);
@@ -154,12 +157,14 @@ constexpr auto kStaged = v1::CudaOptions::HOST_STAGED_GLOO;
 
 // The caching allocator on the GPU against the memory estimate (which counts the CUDA
 // attention backward's score gradients and their 16-bit copies): what the CPU's is held
-// to (testing::ExpectMemoryAsEstimated), in FP32, with checkpointing and in BF16.
+// to (testing::ExpectMemoryAsEstimated), in FP32, with checkpointing, in BF16 and with
+// fused attention.
 TEST(GptGpuMemory, TheAllocatorHoldsWhatTheEstimateSays) {
   SKIP_WITHOUT_GPU();
   const std::string dir = TempDir("gpt-gpu-memory");
   for (const GptConfig& c :
-       {GptConfig{1, kNccl}, GptConfig{1, kNccl, false, true}, GptConfig{1, kNccl, true}}) {
+       {GptConfig{1, kNccl}, GptConfig{1, kNccl, false, true}, GptConfig{1, kNccl, true},
+        GptConfig{1, kNccl, false, false, true}}) {
     v1::JobSpec spec = GptSpec(c, v1::CUDA, dir, "memory-" + Name(c));
     spec.mutable_model()->mutable_gpt()->set_n_embd(64);
     spec.mutable_model()->mutable_gpt()->set_block_size(64);
@@ -180,7 +185,9 @@ TEST(GptGpuMemory, TheAllocatorHoldsWhatTheEstimateSays) {
 INSTANTIATE_TEST_SUITE_P(Jobs, GptGpuParityTest,
                          ::testing::Values(GptConfig{1, kNccl}, GptConfig{1, kNccl, false, true},
                                            GptConfig{1, kNccl, true},
-                                           GptConfig{2, kStaged}),
+                                           GptConfig{2, kStaged},
+                                           GptConfig{1, kNccl, false, false, true},
+                                           GptConfig{1, kNccl, true, true, true}),
                          [](const ::testing::TestParamInfo<GptConfig>& info) {
                            return Name(info.param);
                          });

@@ -2,7 +2,8 @@
 // CPU's implementations of the same formulas (compute/cpu/) run in FP64: embeddings exact
 // (the backward equal to the CPU's FP32 loop bit for bit, and the same bits on every run),
 // LayerNorm and attention within FP32 rounding with TF32 off, attention with BF16 operands
-// within BF16 rounding.
+// within BF16 rounding; the fused attention kernels within FP32 rounding of the CPU's
+// fused loops in FP64, the same bits on every run.
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "worker/compute/cpu/attention.h"
 #include "worker/compute/cpu/embedding.h"
+#include "worker/compute/cpu/fused_attention.h"
 #include "worker/compute/cpu/layer_norm.h"
 #include "worker/cuda/cuda_device.h"
 #include "worker/cuda/gpu_test_support.h"
@@ -177,6 +179,52 @@ TEST_F(GptLayersTest, AttentionMatchesTheCpuInFp64WithTf32Off) {
 TEST_F(GptLayersTest, AttentionWithBf16OperandsIsWithinBf16Rounding) {
   // BF16 keeps 8 significant bits: the 16-bit copies of P and dS round by up to 2^-9.
   CheckAttention(*device_, AttentionCase{2, 64, 2, 32}, ScalarType::kBFloat16, 2e-2f, 2e-2f);
+}
+
+// The fused kernels (fused_attention.h) against the CPU running the same row routines in
+// FP64: out, each row's log-sum-exp and dqkv within FP32 rounding, and the backward twice
+// with the same bits.
+void CheckFusedAttention(CudaDevice& device, const AttentionCase& c) {
+  const AttentionShape shape{c.batch, c.seq, c.heads, c.head_dim};
+  const int64_t qkv_n = c.batch * c.seq * 3 * shape.width(), out_n = c.batch * c.seq * shape.width();
+  const int64_t stats_n = c.batch * c.heads * c.seq;
+  const auto qkv = RandomFloats(qkv_n, 13), dout = RandomFloats(out_n, 14);
+  std::vector<double> out(out_n), lse(stats_n), dots(stats_n), dqkv(qkv_n);
+  const auto qkv64 = Wide(qkv), dout64 = Wide(dout);
+  cpu::FusedAttentionForward(qkv64.data(), shape, out.data(), lse.data());
+  cpu::FusedAttentionBackward(qkv64.data(), out.data(), lse.data(), dout64.data(), shape,
+                              dots.data(), dqkv.data());
+
+  DeviceVector<float> d_qkv(qkv), d_dout(dout), d_out(out_n), d_lse(stats_n);
+  device.FusedAttentionForward(d_qkv.get(), shape, d_out.get(), d_lse.get());
+  std::vector<float> first_dqkv;
+  for (int run = 0; run < 2; ++run) {
+    DeviceVector<float> d_dqkv(qkv_n);
+    device.FusedAttentionBackward(d_qkv.get(), d_out.get(), d_lse.get(), d_dout.get(), shape,
+                                  d_dqkv.get());
+    ASSERT_TRUE(device.Synchronize().ok()) << device.status();
+    if (run == 0) {
+      first_dqkv = d_dqkv.ToHost();
+    } else {
+      EXPECT_EQ(d_dqkv.ToHost(), first_dqkv) << "the backward's bits changed between runs";
+    }
+  }
+  ExpectNear(d_out.ToHost(), Narrow(out), 1e-4f, 1e-5f, "fused attention out");
+  ExpectNear(d_lse.ToHost(), Narrow(lse), 1e-5f, 1e-5f, "fused attention lse");
+  ExpectNear(first_dqkv, Narrow(dqkv), 1e-4f, 1e-5f, "fused attention dqkv");
+}
+
+// Head sizes with register rows (32, 64, 128) and without (16, 12); sequences of one
+// token, of several key tiles and of several blocks of rows (a block's keys start their
+// query loop at its first key).
+TEST_F(GptLayersTest, FusedAttentionMatchesTheCpuInFp64) {
+  for (const AttentionCase& c :
+       {AttentionCase{1, 1, 1, 64}, AttentionCase{2, 37, 3, 16}, AttentionCase{3, 128, 4, 64},
+        AttentionCase{1, 300, 2, 32}, AttentionCase{2, 97, 2, 128}, AttentionCase{1, 70, 2, 12}}) {
+    SCOPED_TRACE(::testing::Message() << "batch " << c.batch << " seq " << c.seq << " heads "
+                                      << c.heads << " head_dim " << c.head_dim);
+    CheckFusedAttention(*device_, c);
+  }
 }
 
 }  // namespace

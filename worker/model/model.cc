@@ -42,7 +42,7 @@ std::unique_ptr<Stage> GptBlock(const v1::GptConfig& gpt, const Names& names) {
       LayerNorm(names("ln_2.weight"), names("ln_2.bias"), c),
       CausalSelfAttention(Linear(names("attn.c_attn.weight"), names("attn.c_attn.bias"), c, 3 * c),
                           Linear(names("attn.c_proj.weight"), names("attn.c_proj.bias"), c, c),
-                          gpt.n_head()),
+                          gpt.n_head(), gpt.attention()),
       Linear(names("mlp.c_fc.weight"), names("mlp.c_fc.bias"), c, 4 * c),
       Linear(names("mlp.c_proj.weight"), names("mlp.c_proj.bias"), 4 * c, c),
       gpt.activation() == v1::GELU_TANH ? v1::GELU_TANH : v1::GELU};

@@ -14,6 +14,7 @@
 #include "worker/compute/cpu/activation.h"
 #include "worker/compute/cpu/attention.h"
 #include "worker/compute/cpu/embedding.h"
+#include "worker/compute/cpu/fused_attention.h"
 #include "worker/compute/cpu/layer_norm.h"
 #include "worker/compute/cpu/linear.h"
 #include "worker/compute/cpu/losses.h"
@@ -139,6 +140,23 @@ TEST(GradientCheck, CausalAttention) {
   Vec out(batch * seq * width), probs(batch * heads * seq * seq), dqkv(qkv.size());
   AttentionForward(qkv.data(), batch, seq, heads, head_dim, out.data(), probs.data());
   AttentionBackward(qkv.data(), probs.data(), r.data(), batch, seq, heads, head_dim, dqkv.data());
+  ExpectGradient("qkv", qkv, dqkv, loss);
+}
+
+// Long enough for the online softmax to cross key tiles (fused_attention_rows.h).
+TEST(GradientCheck, FusedCausalAttention) {
+  const AttentionShape shape{2, 19, 2, 3};
+  Vec qkv = Random(shape.batch * shape.seq * 3 * shape.width(), 17);
+  const Vec r = Random(shape.batch * shape.seq * shape.width(), 18);
+  Vec out(r.size()), lse(shape.batch * shape.heads * shape.seq), dots(lse.size()),
+      dqkv(qkv.size());
+  auto loss = [&] {
+    FusedAttentionForward(qkv.data(), shape, out.data(), lse.data());
+    return Dot(out, r);
+  };
+  loss();
+  FusedAttentionBackward(qkv.data(), out.data(), lse.data(), r.data(), shape, dots.data(),
+                         dqkv.data());
   ExpectGradient("qkv", qkv, dqkv, loss);
 }
 

@@ -1,0 +1,19 @@
+#ifndef SHARDWISE_WORKER_COMPUTE_ATTENTION_SHAPE_H_
+#define SHARDWISE_WORKER_COMPUTE_ATTENTION_SHAPE_H_
+
+#include <cstdint>
+
+#include "worker/compute/host_device.h"
+
+namespace shardwise {
+
+// The shape of one causal self-attention call: `batch` sequences of `seq` tokens,
+// `heads` heads of `head_dim` each (the model's width is heads * head_dim).
+struct AttentionShape {
+  int64_t batch, seq, heads, head_dim;
+  SHARDWISE_HOST_DEVICE int64_t width() const { return heads * head_dim; }
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_COMPUTE_ATTENTION_SHAPE_H_

@@ -1,0 +1,169 @@
+// The fused attention (fused_attention.h) against the materialised softmax
+// (attention.h), whose function kernels_test checks against the formula and
+// gradient_check_test against finite differences: the same outputs and gradients in
+// float64 to rounding, across several key tiles, partial tiles and one-token sequences,
+// with scores large enough that an unshifted exponential would overflow.
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/compute/cpu/attention.h"
+#include "worker/compute/cpu/fused_attention.h"
+#include "worker/compute/fused_attention_rows.h"
+
+namespace shardwise::cpu {
+namespace {
+
+template <typename T>
+std::vector<T> Random(size_t n, int seed, double scale) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-scale, scale);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(dist(gen));
+  return v;
+}
+
+template <typename T>
+struct Results {
+  std::vector<T> out, dqkv;
+};
+
+template <typename T>
+Results<T> Materialised(const AttentionShape& s, const std::vector<T>& qkv,
+                        const std::vector<T>& dout) {
+  Results<T> r{std::vector<T>(dout.size()), std::vector<T>(qkv.size())};
+  std::vector<T> probs(s.batch * s.heads * s.seq * s.seq);
+  AttentionForward(qkv.data(), s.batch, s.seq, s.heads, s.head_dim, r.out.data(), probs.data());
+  AttentionBackward(qkv.data(), probs.data(), dout.data(), s.batch, s.seq, s.heads, s.head_dim,
+                    r.dqkv.data());
+  return r;
+}
+
+template <typename T>
+Results<T> Fused(const AttentionShape& s, const std::vector<T>& qkv, const std::vector<T>& dout,
+                 std::vector<T>* lse) {
+  Results<T> r{std::vector<T>(dout.size()), std::vector<T>(qkv.size())};
+  lse->assign(s.batch * s.heads * s.seq, T{0});
+  std::vector<T> dots(lse->size());
+  FusedAttentionForward(qkv.data(), s, r.out.data(), lse->data());
+  FusedAttentionBackward(qkv.data(), r.out.data(), lse->data(), dout.data(), s, dots.data(),
+                         r.dqkv.data());
+  return r;
+}
+
+template <typename T>
+void ExpectNear(const std::vector<T>& got, const std::vector<T>& want, double tolerance,
+                const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tolerance * std::max(1.0, std::abs(double{want[i]})))
+        << what << "[" << i << "]";
+  }
+}
+
+struct Case {
+  AttentionShape shape;
+  double magnitude;  // of the q, k, v entries
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "batch " << c.shape.batch << ", seq " << c.shape.seq << ", heads " << c.shape.heads
+      << ", head_dim " << c.shape.head_dim << ", entries up to " << c.magnitude;
+}
+
+// Runs both in T on random q, k, v with entries up to the case's magnitude; out and dqkv
+// within `out_tolerance` and `dqkv_tolerance` (relative, or absolute below 1), every lse finite.
+template <typename T>
+void ExpectFusedEqualsMaterialised(const Case& c, int seed, double out_tolerance,
+                                   double dqkv_tolerance) {
+  const AttentionShape s = c.shape;
+  const auto qkv = Random<T>(s.batch * s.seq * 3 * s.width(), seed, c.magnitude);
+  const auto dout = Random<T>(s.batch * s.seq * s.width(), seed + 1, 1.0);
+  std::vector<T> lse;
+  const Results<T> fused = Fused(s, qkv, dout, &lse);
+  const Results<T> want = Materialised(s, qkv, dout);
+  ExpectNear(fused.out, want.out, out_tolerance, "out");
+  ExpectNear(fused.dqkv, want.dqkv, dqkv_tolerance, "dqkv");
+  for (T value : lse) ASSERT_TRUE(std::isfinite(value));
+}
+
+class FusedAttentionTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FusedAttentionTest, EqualsTheMaterialisedSoftmaxInFloat64) {
+  ExpectFusedEqualsMaterialised<double>(GetParam(), 1, 1e-12, 1e-11);
+}
+
+TEST_P(FusedAttentionTest, EqualsTheMaterialisedSoftmaxInFloat32ToRounding) {
+  // Relative to the entries' scale: large-magnitude cases put scores in the hundreds,
+  // where one rounding of a score moves a probability by ~1e-5.
+  const double magnitude = GetParam().magnitude;
+  const double tolerance = 2e-5 * std::max(1.0, magnitude * magnitude);
+  ExpectFusedEqualsMaterialised<float>(GetParam(), 3, tolerance, tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, FusedAttentionTest,
+    ::testing::Values(
+        // Several key tiles and a partial last one.
+        Case{{2, 2 * fused_attention::kKeyTile + 5, 2, 3}, 1.0},
+        // One token: the softmax of one score is 1.
+        Case{{3, 1, 2, 4}, 1.0},
+        // Exactly one tile, one head.
+        Case{{1, fused_attention::kKeyTile, 1, 8}, 1.0},
+        // Scores of several hundred: e^s overflows unless shifted by the running max.
+        Case{{1, 3 * fused_attention::kKeyTile, 2, 4}, 12.0}));
+
+TEST(FusedAttention, KeepsEachRowsLogSumExp) {
+  const AttentionShape s{1, 20, 1, 2};
+  const auto qkv = Random<double>(s.seq * 3 * s.width(), 5, 1.0);
+  std::vector<double> out(s.seq * s.width()), lse(s.seq);
+  FusedAttentionForward(qkv.data(), s, out.data(), lse.data());
+  const fused_attention::HeadLayout at{s, 0, 0};
+  for (int64_t i = 0; i < s.seq; ++i) {
+    double sum = 0;
+    for (int64_t j = 0; j <= i; ++j) {
+      double score = 0;
+      for (int64_t d = 0; d < s.head_dim; ++d) {
+        score += qkv[at.qkv(i, fused_attention::kQuery) + d] * qkv[at.qkv(j, fused_attention::kKey) + d];
+      }
+      sum += std::exp(score / std::sqrt(2.0));
+    }
+    EXPECT_NEAR(lse[i], std::log(sum), 1e-12) << "row " << i;
+  }
+}
+
+// The key rows' loop may start early (a GPU warp starts its threads together): the
+// masked queries before the key add nothing.
+TEST(FusedAttention, KeyGradientsDoNotDependOnWhereTheQueryLoopStarts) {
+  const AttentionShape s{1, 2 * fused_attention::kKeyTile, 2, 3};
+  const auto qkv = Random<double>(s.seq * 3 * s.width(), 6, 1.0);
+  const auto dout = Random<double>(s.seq * s.width(), 7, 1.0);
+  std::vector<double> lse;
+  const Results<double> fused = Fused(s, qkv, dout, &lse);
+  std::vector<double> dots(s.heads * s.seq), unused(qkv.size());
+  for (int64_t h = 0; h < s.heads; ++h) {
+    const fused_attention::HeadLayout at{s, 0, h};
+    for (int64_t i = 0; i < s.seq; ++i) {
+      fused_attention::QueryGradientInMemory(at, qkv.data(), fused.out.data(), lse.data(),
+                                             dout.data(), i, dots.data(), unused.data());
+    }
+    for (int64_t j = 0; j < s.seq; ++j) {
+      std::vector<double> dqkv(qkv.size());
+      fused_attention::KeyValueGradientInMemory(at, qkv.data(), dout.data(), lse.data(),
+                                                dots.data(), j, /*first_query=*/0, dqkv.data());
+      for (auto part : {fused_attention::kKey, fused_attention::kValue}) {
+        for (int64_t d = 0; d < s.head_dim; ++d) {
+          EXPECT_EQ(dqkv[at.qkv(j, part) + d], fused.dqkv[at.qkv(j, part) + d])
+              << "head " << h << " key " << j;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardwise::cpu
