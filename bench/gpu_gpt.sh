@@ -8,12 +8,15 @@
 # host"); the shape is nanoGPT's GPT-2 124M: 12 layers, 12 heads, 768 wide, context 1024,
 # vocabulary 50304.
 #
-# usage: bench/gpu_gpt.sh BUNDLE_DIR [STEPS] [bf16|fp32] [BATCH]
+# ATTENTION is the job's model.gpt.attention (MATERIALIZED by default, or FUSED).
+#
+# usage: bench/gpu_gpt.sh BUNDLE_DIR [STEPS] [bf16|fp32] [BATCH] [ATTENTION]
 set -euo pipefail
 bundle=$(cd "$1" && pwd)
 steps=${2:-30}
 precision=${3:-bf16}
 batch=${4:-8}
+attention=${5:-MATERIALIZED}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 mixed=""
@@ -33,7 +36,7 @@ np.random.default_rng(0).integers(0, 50304, 20_000_000, dtype=np.uint16).tofile(
 cat >"$work/job.yaml" <<YAML
 name: gpt2-124m-bench
 model:
-  gpt: {vocab_size: 50304, block_size: 1024, n_layer: 12, n_head: 12, n_embd: 768}
+  gpt: {vocab_size: 50304, block_size: 1024, n_layer: 12, n_head: 12, n_embd: 768, attention: $attention}
 wrap: {modules: [BLOCK]}
 fsdp: {${mixed}sharding_strategy: FULL_SHARD}
 optimizer:
@@ -60,16 +63,16 @@ peak_mib="$(sort -n "$work/memory" | tail -1) MiB used (nvidia-smi)"
 theirs=$(python3 "$here/pytorch_gpu_gpt.py" --precision "$precision" --batch "$batch" \
   --steps "$steps" --peak_tflops "$peak_tflops")
 
-report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_mib" <<'PY'
+report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_mib" "$attention" <<'PY'
 import sys
-sps, batch, precision, peak, theirs, peak_mib = sys.argv[1:7]
+sps, batch, precision, peak, theirs, peak_mib, attention = sys.argv[1:8]
 tokens = float(sps) * int(batch) * 1024
 # nanoGPT's estimate: 6 N + 12 L H Q T per token, N = 123.6M without the position table.
 flops_per_token = 6 * 123_689_472 + 12 * 12 * 768 * 1024
 mfu = tokens * flops_per_token / (float(peak) * 1e12)
 lines = [f"GPT-2 124M, batch {batch} x 1024, {precision}, one GPU (TF32 off)", "",
          "| run | tokens/s | MFU | peak memory (PyTorch: max allocated) | Shardwise / this |", "| --- | --- | --- | --- | --- |",
-         f"| Shardwise FULL_SHARD world 1 (NCCL) | {tokens:.0f} | {mfu:.3f} | {peak_mib or 'n/a'} | 1.00 |"]
+         f"| Shardwise FULL_SHARD world 1 (NCCL), {attention} attention | {tokens:.0f} | {mfu:.3f} | {peak_mib or 'n/a'} | 1.00 |"]
 for line in theirs.splitlines():
     name, *rest = line.split()
     if rest[0] == "unavailable":
@@ -87,7 +90,7 @@ echo "$report"
   echo
   echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): GPT-2 124M"
   echo
-  echo "Command: \`bench/gpu_gpt.sh BUNDLE $steps $precision $batch\`"
+  echo "Command: \`bench/gpu_gpt.sh BUNDLE $steps $precision $batch $attention\`"
   echo
   echo "$report"
 } >> "$here/RESULTS.md"

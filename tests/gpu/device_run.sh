@@ -4,13 +4,15 @@
 #   tests    every GPU test binary (worker/cuda/*_test)
 #   cluster  tests/gpu/cluster_check.sh: daemons, NCCL and host-staged jobs, cancel, kill
 #   bench    bench/gpu_gpt.sh: GPT-2 124M against PyTorch, BF16 then FP32
+#   fused    bench/gpu_gpt.sh with FUSED attention, BF16, at the batch given and at 4x it
+#            (what MATERIALIZED attention's T x T probabilities may not fit)
 # Each phase fits one 10-minute call. Logs go to $OUT (or /tmp/gpu-run) as one tarball,
-# the lines the benchmarks append to bench/RESULTS.md as results-appended.md, and the
+# the lines the benchmarks append to bench/RESULTS.md as results-appended-PHASE.md, and the
 # summary, printed last, as summary.txt.
 #
-# usage: tests/gpu/device_run.sh tests|cluster|bench|all [STEPS] [BATCH]
+# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|all [STEPS] [BATCH]
 set -uo pipefail
-phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|all [STEPS] [BATCH]}
+phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|all [STEPS] [BATCH]}
 steps=${2:-30}
 batch=${3:-8}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -48,22 +50,29 @@ run_cluster() {
   summary+=("cluster_check: rc $?; $(grep -c '^PASS' "$logs/cluster_check.log") passed, $(grep -c '^FAIL' "$logs/cluster_check.log") failed")
 }
 
-run_bench() {
-  local lines precision
+# Runs bench/gpu_gpt.sh once per "PRECISION BATCH ATTENTION" argument; the lines it
+# appends to bench/RESULTS.md go to $out too.
+run_gpu_gpt() {
+  local lines run precision run_batch attention
   lines=$(wc -l <"$root/bench/RESULTS.md")
-  for precision in bf16 fp32; do
-    "$root/bench/gpu_gpt.sh" "$unpacked/bundle" "$steps" "$precision" "$batch" \
-      >"$logs/gpu_gpt_$precision.log" 2>&1
-    summary+=("gpu_gpt $precision: rc $?")
+  for run in "$@"; do
+    read -r precision run_batch attention <<<"$run"
+    "$root/bench/gpu_gpt.sh" "$unpacked/bundle" "$steps" "$precision" "$run_batch" "$attention" \
+      >"$logs/gpu_gpt_${precision}_${run_batch}_$attention.log" 2>&1
+    summary+=("gpu_gpt $run: rc $?")
   done
-  tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended.md"
+  tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
 }
+
+run_bench() { run_gpu_gpt "bf16 $batch MATERIALIZED" "fp32 $batch MATERIALIZED"; }
+run_fused() { run_gpu_gpt "bf16 $batch FUSED" "bf16 $((4 * batch)) FUSED"; }
 
 case "$phase" in
   tests) run_tests ;;
   cluster) run_cluster ;;
   bench) run_bench ;;
-  all) run_tests; run_cluster; run_bench ;;
+  fused) run_fused ;;
+  all) run_tests; run_cluster; run_bench; run_fused ;;
   *) echo "unknown phase $phase" >&2; exit 2 ;;
 esac
 
