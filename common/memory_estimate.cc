@@ -96,7 +96,8 @@ double MicroBatch(const v1::JobSpec& spec) {
 // input, plus one block's during its recompute. Around the blocks: the embeddings' sum
 // and ln_f's output (C each), the logits, their softmax and its gradient (V each).
 // An attention backward holds working space beside them: the fused one each row's
-// dout . out (heads x T per sequence); on CUDA the materialised one the whole
+// dout . out (heads x T per sequence) and the attention output (C per row), which the
+// materialised one frees before its backward and the fused one reads; on CUDA the materialised one the whole
 // micro-batch's score gradients at once (the CPU's go one head at a time) and, with
 // 16-bit operands, 16-bit copies of them and of the probabilities (cuda/attention.h).
 double GptActivationBytes(const v1::JobSpec& spec, double sequences) {
@@ -112,7 +113,7 @@ double GptActivationBytes(const v1::JobSpec& spec, double sequences) {
                             : gpt.n_layer() * per_block;
   double attention_backward = 0;
   if (fused) {
-    attention_backward = 4 * row_stats;
+    attention_backward = 4 * (row_stats + c * rows);
   } else if (spec.device() == v1::CUDA) {
     const v1::Dtype low = spec.fsdp().mixed_precision().param_dtype();
     const bool narrow = low == v1::BF16 || low == v1::FP16;

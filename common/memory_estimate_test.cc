@@ -101,7 +101,8 @@ TEST(EstimateRankMemory, CudaAttentionAddsItsScoreGradients) {
 
 // FUSED attention keeps each row's log-sum-exp (4 heads x 128 per sequence) where
 // MATERIALIZED keeps the probabilities (x 128 more), in each of the 4 blocks, and its
-// backward holds one such row statistic besides, on any device.
+// backward holds one such row statistic and the attention output (256 per row) besides,
+// on any device.
 TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities) {
   v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
   for (const v1::DeviceKind device : {v1::CPU, v1::CUDA}) {
@@ -111,10 +112,10 @@ TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities)
     spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
     auto fused = EstimateRankMemory(spec);
     ASSERT_TRUE(materialized.ok() && fused.ok());
-    const int64_t row_stats = 4 * 128 * 8, scores = row_stats * 128;
+    const int64_t row_stats = 4 * 128 * 8, scores = row_stats * 128, out = 256 * 128 * 8;
     const int64_t cuda_backward = device == v1::CUDA ? 4 * scores : 0;
     EXPECT_EQ(materialized->activations - fused->activations,
-              4 * 4 * (scores - row_stats) + cuda_backward - 4 * row_stats)
+              4 * 4 * (scores - row_stats) + cuda_backward - 4 * (row_stats + out))
         << v1::DeviceKind_Name(device);
   }
 }

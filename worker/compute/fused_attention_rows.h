@@ -85,13 +85,27 @@ SHARDWISE_HOST_DEVICE T Scale(int64_t head_dim) {
   return static_cast<T>(1.0 / sqrt(static_cast<double>(head_dim)));
 }
 
-// a . x for a row a and values x.
+// a . x for a row a and values x, in kDotLanes interleaved partial sums (element d into
+// lane d % kDotLanes, the tail into lane 0), added pairwise: independent chains a CPU
+// overlaps and vectorises, in one fixed order on every device.
+inline constexpr int kDotLanes = 8;
+
 template <typename T, typename Row>
 SHARDWISE_HOST_DEVICE T Dot(const Row& a, const T* x) {
-  T sum = 0;
+  T lanes[kDotLanes] = {};
+  const int64_t n = a.size(), whole = n - n % kDotLanes;
   SHARDWISE_UNROLL
-  for (int64_t d = 0; d < a.size(); ++d) sum += a[d] * x[d];
-  return sum;
+  for (int64_t d = 0; d < whole; d += kDotLanes) {
+    SHARDWISE_UNROLL
+    for (int l = 0; l < kDotLanes; ++l) lanes[l] += a[d + l] * x[d + l];
+  }
+  for (int64_t d = whole; d < n; ++d) lanes[0] += a[d] * x[d];
+  SHARDWISE_UNROLL
+  for (int width = kDotLanes / 2; width > 0; width /= 2) {
+    SHARDWISE_UNROLL
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
 }
 
 template <typename T, typename Row>
