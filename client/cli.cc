@@ -9,6 +9,7 @@
 //   shardwise timeline JOB -o F     every rank's spans as one Chrome trace / Perfetto file
 //   shardwise tokenize TEXT -o DIR  byte-level train/val token files from text
 //   shardwise sample MODEL          text from a trained GPT, on this machine's CPU
+//   shardwise estimate JOB.yaml     one rank's memory, and with --fit what fits a device
 
 #include <unistd.h>
 
@@ -33,8 +34,12 @@
 #include "common/clock.h"
 #include "common/comm_hook.h"
 #include "common/coordinator_address.h"
+#include "common/job_spec_defaults.h"
 #include "common/job_spec_io.h"
+#include "common/job_spec_validation.h"
 #include "common/job_state.h"
+#include "common/memory_estimate.h"
+#include "common/memory_fit.h"
 #include "common/path_policy.h"
 #include "common/random_token.h"
 #include "common/token_hash.h"
@@ -69,6 +74,9 @@ ABSL_FLAG(std::vector<std::string>, state, {},
 ABSL_FLAG(std::string, submitter, "", "with get jobs: only jobs this principal submitted");
 ABSL_FLAG(std::string, device, "", "with get workers: only workers of this device (cpu, cuda)");
 ABSL_FLAG(int64_t, limit, 0, "with get: list at most this many (0: all)");
+ABSL_FLAG(std::string, fit, "",
+          "with estimate: a device's memory (80GiB, 141Gi, ...): the largest micro-batch and "
+          "context whose estimate fits it");
 
 namespace shardwise {
 namespace {
@@ -103,6 +111,10 @@ Usage:
                    [--temperature=0.8] [--top_k=0] [--seed=0]
                                         continue a prompt with a GPT a job wrote
                                         (output.final_model_path), on this CPU
+  shardwise estimate JOB.yaml [--fit=80GiB]
+                                        one rank's memory as the coordinator estimates
+                                        it, offline; with --fit, the largest micro-batch
+                                        and context (block_size) that fit that memory
 
 Flags:
   --coordinator=HOST:PORT   default $SHARDWISE_COORDINATOR, else 127.0.0.1:7070
@@ -287,6 +299,56 @@ int Sample(const std::string& path) {
   return 0;
 }
 
+// "up to 22 sequences per rank (global_batch_size 22): 79.4 GiB".
+std::string DescribeFit(const Fit& fit, FitDimension dimension) {
+  const bool gpt = fit.spec.model().has_gpt();
+  if (dimension == FitDimension::kBlockSize) {
+    return absl::StrCat("up to block_size ", fit.value, ": ",
+                        FormatBytes(fit.estimate.total()));
+  }
+  return absl::StrCat("up to ", fit.value, gpt ? " sequences" : " rows",
+                      " per rank per micro-step (global_batch_size ",
+                      fit.spec.global_batch_size(), "): ", FormatBytes(fit.estimate.total()));
+}
+
+// The estimate the coordinator makes at submission, without one: data files are not read
+// (a safetensors dataset's bytes count as 0) nor required to exist here.
+int Estimate(const std::string& path) {
+  const std::string fit_flag = absl::GetFlag(FLAGS_fit);
+  absl::StatusOr<int64_t> budget = 0;
+  if (!fit_flag.empty()) budget = ParseByteSize(fit_flag);
+  if (!budget.ok()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--fit: ", budget.status().message())));
+  }
+  auto spec = ReadJobSpecFile(path);
+  if (!spec.ok()) return Fail(spec.status());
+  const JobLimits limits;
+  if (absl::Status valid = ValidateJobSpec(*spec, limits, nullptr); !valid.ok()) {
+    return Fail(valid);
+  }
+  ApplyJobSpecDefaults(&*spec);
+  auto estimate = EstimateRankMemory(*spec);
+  if (!estimate.ok()) return Fail(estimate.status());
+  std::printf("one rank: %s\n", estimate->ToString().c_str());
+  if (fit_flag.empty()) return 0;
+  std::printf("fitting %s:\n", FormatBytes(*budget).c_str());
+  const int64_t micro_steps =
+      int64_t{spec->world_size()} * std::max(1, spec->gradient_accumulation_steps());
+  std::vector<std::pair<FitDimension, int64_t>> dimensions = {
+      {FitDimension::kMicroBatch, limits.max_global_batch_size / micro_steps}};
+  if (spec->model().has_gpt()) {
+    dimensions.push_back({FitDimension::kBlockSize, limits.max_block_size});
+  }
+  for (const auto& [dimension, max_value] : dimensions) {
+    const char* what = dimension == FitDimension::kBlockSize ? "context" : "micro-batch";
+    auto fit = LargestFitting(*spec, dimension, *budget, max_value);
+    std::printf("  %s: %s\n", what,
+                fit.ok() ? DescribeFit(*fit, dimension).c_str()
+                         : std::string(fit.status().message()).c_str());
+  }
+  return 0;
+}
+
 // A client token and the entry for the coordinator's tokens file. The token is printed
 // once, here; the coordinator keeps only its hash.
 int CreateToken() {
@@ -330,6 +392,10 @@ int Run(const std::vector<std::string>& args) {
   if (args[0] == "token") {
     if (args.size() != 2 || args[1] != "create") return Usage("token takes create");
     return CreateToken();
+  }
+  if (args[0] == "estimate") {
+    if (args.size() != 2) return Usage("estimate takes one job spec file");
+    return Estimate(args[1]);
   }
   auto client_options = ClientOptionsFromFlags();
   if (!client_options.ok()) return Fail(client_options.status());
