@@ -135,10 +135,20 @@ int main(int argc, char** argv) {
   checkpointed.set_activation_checkpointing(true);
   v1::JobSpec fused = full;
   fused.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+  // A context of 1024 (two sequences per rank, one step): where the probabilities,
+  // quadratic in the context, outweigh the rest of the activations.
+  v1::JobSpec long_context = full;
+  long_context.mutable_model()->mutable_gpt()->set_block_size(1024);
+  long_context.set_global_batch_size(4);
+  long_context.set_steps(1);
+  v1::JobSpec long_fused = long_context;
+  long_fused.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
   for (const auto& [name, spec] :
        {std::make_pair("FULL_SHARD", full), std::make_pair("FULL_SHARD+prefetch", prefetch),
         std::make_pair("NO_SHARD", none), std::make_pair("FULL_SHARD+checkpointing", checkpointed),
-        std::make_pair("FULL_SHARD+fused_attention", fused)}) {
+        std::make_pair("FULL_SHARD+fused_attention", fused),
+        std::make_pair("FULL_SHARD,T=1024", long_context),
+        std::make_pair("FULL_SHARD+fused_attention,T=1024", long_fused)}) {
     if (!bench::PrintEstimate(name, spec) || !bench::Run(name, spec, 0, true)) return 1;
   }
   std::remove(bench::TokenFile().c_str());
