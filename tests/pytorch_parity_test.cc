@@ -6,7 +6,8 @@
 // groups, a warmup + cosine schedule and clipping. PyTorch trains one process on the
 // whole global batch, the computation FSDP's strategies are specified to equal (its FSDP
 // module does not import on Debian's Python 3.11); Shardwise trains every strategy at
-// world sizes 1, 2 and 4 over real Gloo. Every parameter after 24 steps, and the loss of
+// world sizes 1, 2 and 4 over real Gloo, and FUSED attention against PyTorch's
+// materialised softmax in FP32 and BF16. Every parameter after 24 steps, and the loss of
 // every step, are compared; the bounds are measured ones (docs/semantics.md).
 
 #include <unistd.h>
@@ -228,13 +229,24 @@ INSTANTIATE_TEST_SUITE_P(
 
 // FSDP's MixedPrecision(param_dtype=BF16) against PyTorch computing on a BF16 copy of
 // FP32 master weights: within BF16's tolerance.
-TEST(Bf16Parity, LossesAndParametersWithinBf16Tolerance) {
-  auto reference = TrainWithPytorch("bf16");
+// PyTorch's BF16 run, once for every case that compares with it.
+const absl::StatusOr<Reference>& Bf16Reference() {
+  static const auto* reference = new absl::StatusOr<Reference>(TrainWithPytorch("bf16"));
+  return *reference;
+}
+
+// Both attentions: FUSED computes the same function in another order of rounding.
+class Bf16Parity : public ::testing::TestWithParam<v1::GptConfig::Attention> {};
+
+TEST_P(Bf16Parity, LossesAndParametersWithinBf16Tolerance) {
+  const auto& reference = Bf16Reference();
   ASSERT_TRUE(reference.ok()) << reference.status();
   v1::JobSpec spec = BaseSpec();
   spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  spec.mutable_model()->mutable_gpt()->set_attention(GetParam());
   spec.set_world_size(2);
-  spec.mutable_output()->set_final_model_path(Dir() + "/bf16.safetensors");
+  spec.mutable_output()->set_final_model_path(
+      absl::StrCat(Dir(), "/bf16-", v1::GptConfig::Attention_Name(GetParam()), ".safetensors"));
   auto run = testing::TrainInThreads(spec);
   ASSERT_TRUE(run.ok()) << run.status();
   auto model = ReadSafetensors(spec.output().final_model_path());
@@ -257,12 +269,20 @@ TEST(Bf16Parity, LossesAndParametersWithinBf16Tolerance) {
   double worst_tensor = 0;
   EXPECT_TRUE(testing::TensorsCloseL2(got, want, 5e-2, &worst_tensor));
   const double key_bias = std::max(got_keys, want_keys);
-  std::printf("BF16: losses within %.3g, tensors within %.3g, key biases at most %.3g\n",
-              worst_loss, worst_tensor, key_bias);
+  std::printf("BF16, %s attention: losses within %.3g, tensors within %.3g, key biases at "
+              "most %.3g\n",
+              v1::GptConfig::Attention_Name(GetParam()).c_str(), worst_loss, worst_tensor,
+              key_bias);
   EXPECT_LE(key_bias, kSteps * 2e-3);
   // And it differs from FP32: the roundings were applied.
   EXPECT_GT(Compare(*model, Fp32Reference().model, 0, 1e-30).ratio, 1e20);
 }
+
+INSTANTIATE_TEST_SUITE_P(BothAttentions, Bf16Parity,
+                         ::testing::Values(v1::GptConfig::MATERIALIZED, v1::GptConfig::FUSED),
+                         [](const auto& info) {
+                           return v1::GptConfig::Attention_Name(info.param);
+                         });
 
 }  // namespace
 }  // namespace shardwise
