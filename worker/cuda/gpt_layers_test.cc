@@ -1,8 +1,8 @@
 // The GPT's layers on the GPU (CudaDevice: transformer_kernels.h, attention.h) against the
 // CPU's implementations of the same formulas (compute/cpu/) run in FP64: embeddings exact
 // (the backward equal to the CPU's FP32 loop bit for bit, and the same bits on every run),
-// LayerNorm and attention within FP32 rounding with TF32 off, attention with BF16 operands
-// within BF16 rounding; the fused attention kernels within FP32 rounding of the CPU's
+// LayerNorm and attention within FP32 rounding with TF32 off, attention with BF16 and FP16
+// operands within their rounding; the fused attention kernels within FP32 rounding of the CPU's
 // fused loops in FP64, the same bits on every run.
 
 #include <algorithm>
@@ -179,6 +179,12 @@ TEST_F(GptLayersTest, AttentionMatchesTheCpuInFp64WithTf32Off) {
 TEST_F(GptLayersTest, AttentionWithBf16OperandsIsWithinBf16Rounding) {
   // BF16 keeps 8 significant bits: the 16-bit copies of P and dS round by up to 2^-9.
   CheckAttention(*device_, AttentionCase{2, 64, 2, 32}, ScalarType::kBFloat16, 2e-2f, 2e-2f);
+}
+
+TEST_F(GptLayersTest, AttentionWithFp16OperandsIsWithinFp16Rounding) {
+  // FP16 keeps 11 bits: the 16-bit copies of P and dS round by up to 2^-12; the scores of
+  // entries in [-1, 1] stay far inside FP16's range.
+  CheckAttention(*device_, AttentionCase{2, 64, 2, 32}, ScalarType::kFloat16, 4e-3f, 4e-3f);
 }
 
 // The fused kernels (fused_attention.h) against the CPU running the same row routines in
