@@ -299,7 +299,8 @@ int Sample(const std::string& path) {
   return 0;
 }
 
-// "up to 22 sequences per rank (global_batch_size 22): 79.4 GiB".
+// "up to 43 sequences per rank per micro-step (global_batch_size 43): 79.9 GiB", or
+// "up to block_size 3140: 80.0 GiB".
 std::string DescribeFit(const Fit& fit, FitDimension dimension) {
   const bool gpt = fit.spec.model().has_gpt();
   if (dimension == FitDimension::kBlockSize) {
@@ -322,10 +323,12 @@ int Estimate(const std::string& path) {
   }
   auto spec = ReadJobSpecFile(path);
   if (!spec.ok()) return Fail(spec.status());
-  const JobLimits limits;
-  if (absl::Status valid = ValidateJobSpec(*spec, limits, nullptr); !valid.ok()) {
+  // As submit checks it: the coordinator's own limits are its business. Its default
+  // limits bound the search below.
+  if (absl::Status valid = ValidateJobSpec(*spec, LimitsLifted(), nullptr); !valid.ok()) {
     return Fail(valid);
   }
+  const JobLimits limits;
   ApplyJobSpecDefaults(&*spec);
   auto estimate = EstimateRankMemory(*spec);
   if (!estimate.ok()) return Fail(estimate.status());
@@ -339,14 +342,16 @@ int Estimate(const std::string& path) {
   if (spec->model().has_gpt()) {
     dimensions.push_back({FitDimension::kBlockSize, limits.max_block_size});
   }
+  int exit_code = 0;  // 1 when something does not fit even at 1
   for (const auto& [dimension, max_value] : dimensions) {
     const char* what = dimension == FitDimension::kBlockSize ? "context" : "micro-batch";
-    auto fit = LargestFitting(*spec, dimension, *budget, max_value);
+    auto fit = LargestFitting(*spec, dimension, *budget, std::max<int64_t>(1, max_value));
+    if (!fit.ok()) exit_code = 1;
     std::printf("  %s: %s\n", what,
                 fit.ok() ? DescribeFit(*fit, dimension).c_str()
                          : std::string(fit.status().message()).c_str());
   }
-  return 0;
+  return exit_code;
 }
 
 // A client token and the entry for the coordinator's tokens file. The token is printed

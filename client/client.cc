@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
@@ -20,19 +19,6 @@ void SetDeadline(grpc::ClientContext* context) {
   context->set_deadline(std::chrono::system_clock::now() + kCallTimeout);
 }
 
-// Limits are the coordinator's to enforce; the client checks structure only.
-JobLimits NoLimits() {
-  JobLimits limits;
-  limits.max_world_size = std::numeric_limits<int32_t>::max();
-  limits.max_layer_width = std::numeric_limits<int64_t>::max();
-  limits.max_layers = std::numeric_limits<int32_t>::max();
-  limits.max_parameters = std::numeric_limits<int64_t>::max();
-  limits.max_steps = std::numeric_limits<int64_t>::max();
-  limits.max_global_batch_size = std::numeric_limits<int64_t>::max();
-  limits.max_synthetic_samples = std::numeric_limits<int64_t>::max();
-  limits.max_restarts = std::numeric_limits<int32_t>::max();
-  return limits;
-}
 
 // Calls that change nothing (and Cancel, which is idempotent) are retried when the
 // connection drops, as it does once when a coordinator restarts. SubmitJob is not: a
@@ -108,7 +94,7 @@ absl::StatusOr<Response> Client::Call(
 }
 
 absl::StatusOr<std::string> Client::Submit(const v1::JobSpec& spec) {
-  absl::Status valid = ValidateJobSpec(spec, NoLimits(), /*check_path=*/nullptr);
+  absl::Status valid = ValidateJobSpec(spec, LimitsLifted(), /*check_path=*/nullptr);
   if (!valid.ok()) return valid;
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;

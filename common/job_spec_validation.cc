@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -488,6 +489,19 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                                 spec.restart_policy().max_restarts()));
   }
   return absl::OkStatus();
+}
+
+JobLimits LimitsLifted() {
+  JobLimits limits;
+  limits.max_world_size = std::numeric_limits<int32_t>::max();
+  limits.max_layer_width = std::numeric_limits<int64_t>::max();
+  limits.max_layers = std::numeric_limits<int32_t>::max();
+  limits.max_parameters = std::numeric_limits<int64_t>::max();
+  limits.max_steps = std::numeric_limits<int64_t>::max();
+  limits.max_global_batch_size = std::numeric_limits<int64_t>::max();
+  limits.max_synthetic_samples = std::numeric_limits<int64_t>::max();
+  limits.max_restarts = std::numeric_limits<int32_t>::max();
+  return limits;
 }
 
 }  // namespace shardwise

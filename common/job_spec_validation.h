@@ -28,6 +28,10 @@ struct JobLimits {
   int32_t max_eval_batches = 10000;           // evaluation.batches
 };
 
+// The limits an operator tunes (a coordinator's flags) lifted: what a client checks before
+// a coordinator applies its own, so that a client refuses only what no coordinator takes.
+JobLimits LimitsLifted();
+
 // The most steps a job may leave its losses on the device between reads
 // (loss_read_interval_steps): a bound on that buffer, not a limit operators tune.
 inline constexpr int32_t kMaxLossReadInterval = 10000;

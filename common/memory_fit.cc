@@ -3,6 +3,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -15,14 +16,17 @@
 namespace shardwise {
 namespace {
 
+// The micro-batches in one global batch: one per rank per accumulation step.
+int64_t MicroSteps(const v1::JobSpec& spec) {
+  return int64_t{std::max(1, spec.world_size())} * std::max(1, spec.gradient_accumulation_steps());
+}
+
 // `spec` with `dimension` set to `value`.
 v1::JobSpec WithValue(v1::JobSpec spec, FitDimension dimension, int64_t value) {
   if (dimension == FitDimension::kBlockSize) {
     spec.mutable_model()->mutable_gpt()->set_block_size(value);
   } else {
-    const int64_t ranks = std::max(1, spec.world_size());
-    const int64_t steps = std::max(1, spec.gradient_accumulation_steps());
-    spec.set_global_batch_size(value * ranks * steps);
+    spec.set_global_batch_size(value * MicroSteps(spec));
   }
   return spec;
 }
@@ -41,6 +45,14 @@ absl::StatusOr<Fit> LargestFitting(const v1::JobSpec& spec, FitDimension dimensi
   if (dimension == FitDimension::kBlockSize && !spec.model().has_gpt()) {
     return absl::InvalidArgumentError("the context (model.gpt.block_size) is a GPT's; this is an MLP");
   }
+  if (max_value < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the largest value to try must be positive, got ", max_value));
+  }
+  // Keep every probe, and a micro-batch's global_batch_size, within int64.
+  max_value = std::min(max_value, std::numeric_limits<int64_t>::max() - 1);
+  if (dimension == FitDimension::kMicroBatch) {
+    max_value = std::min(max_value, std::numeric_limits<int64_t>::max() / MicroSteps(spec));
+  }
   ASSIGN_OR_RETURN(Fit best, FitAt(spec, dimension, 1));
   if (best.estimate.total() > budget_bytes) {
     return absl::OutOfRangeError(absl::StrCat(
@@ -53,8 +65,9 @@ absl::StatusOr<Fit> LargestFitting(const v1::JobSpec& spec, FitDimension dimensi
   // until a value does not fit, then halve the gap.
   int64_t above = max_value + 1;
   while (above - best.value > 1) {
-    const int64_t probe = above > max_value ? std::min(above - 1, 2 * best.value)
-                                            : best.value + (above - best.value) / 2;
+    const int64_t probe = above <= max_value           ? best.value + (above - best.value) / 2
+                          : best.value > max_value / 2 ? max_value
+                                                       : 2 * best.value;
     ASSIGN_OR_RETURN(Fit fit, FitAt(spec, dimension, probe));
     if (fit.estimate.total() <= budget_bytes) {
       best = std::move(fit);
@@ -90,7 +103,10 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   if (!absl::SimpleAtod(absl::StripAsciiWhitespace(number), &value) || !std::isfinite(value)) {
     return invalid("expected a number and a unit such as 80GiB, 512Mi or 1.5TB");
   }
-  const double bytes = std::floor(value * scale);
+  // Whole bytes; a product within rounding of a whole number is that number ("4.1GB" is
+  // 4100000000, though 4.1 * 1e9 is a hair below it in binary).
+  const double product = value * scale, nearest = std::round(product);
+  const double bytes = std::abs(product - nearest) <= 1e-9 * product ? nearest : std::floor(product);
   if (bytes < 1) return invalid("must be at least one byte");
   if (bytes >= 9.2e18) return invalid("too large");
   return static_cast<int64_t>(bytes);

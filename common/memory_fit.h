@@ -29,11 +29,11 @@ struct Fit {
   MemoryEstimate estimate;
 };
 
-// The largest value of `dimension`, up to `max_value`, at which the estimate of one rank of
+// The largest value of `dimension`, up to `max_value` (>= 1), at which the estimate of one rank of
 // `spec` (its defaults applied) is at most `budget_bytes`, the rest of the spec as given. The
 // estimate grows with either dimension, so a binary search finds it. OUT_OF_RANGE when
-// even 1 does not fit; INVALID_ARGUMENT for kBlockSize on an MLP, or for a model that
-// cannot be laid out.
+// even 1 does not fit; INVALID_ARGUMENT for kBlockSize on an MLP, for max_value < 1, or for
+// a model that cannot be laid out.
 absl::StatusOr<Fit> LargestFitting(const v1::JobSpec& spec, FitDimension dimension,
                                    int64_t budget_bytes, int64_t max_value);
 

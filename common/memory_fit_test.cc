@@ -1,5 +1,7 @@
 #include "common/memory_fit.h"
 
+#include <limits>
+
 #include "common/job_spec_defaults.h"
 #include "common/job_spec_io.h"
 #include "absl/strings/str_cat.h"
@@ -84,11 +86,27 @@ TEST(LargestFitting, SaysWhenNothingFitsAndRefusesAContextForAnMlp) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// The search's bounds: a limit below 1 is refused; the largest one neither overflows a
+// probe nor global_batch_size (value x 4 micro-batches per step here).
+TEST(LargestFitting, RefusesAnEmptyRangeAndNeverOverflows) {
+  const v1::JobSpec spec = Gpt(v1::GptConfig::FUSED);
+  EXPECT_EQ(LargestFitting(spec, FitDimension::kMicroBatch, kBudget, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  auto fit = LargestFitting(spec, FitDimension::kMicroBatch, max - 1, max);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_GT(fit->spec.global_batch_size(), 0);
+  EXPECT_LE(fit->value, max / 4);
+  EXPECT_LE(fit->estimate.total(), max - 1);
+}
+
 TEST(ParseByteSize, TakesBinaryDecimalAndKubernetesUnits) {
   EXPECT_EQ(*ParseByteSize("80GiB"), int64_t{80} << 30);
   EXPECT_EQ(*ParseByteSize("80 Gi"), int64_t{80} << 30);
   EXPECT_EQ(*ParseByteSize("512mib"), int64_t{512} << 20);
   EXPECT_EQ(*ParseByteSize("1.5TB"), int64_t{1500000000000});
+  EXPECT_EQ(*ParseByteSize("4.1GB"), int64_t{4100000000});  // 4.1 * 1e9 is just below
+  EXPECT_EQ(*ParseByteSize("8.2MB"), 8200000);
   EXPECT_EQ(*ParseByteSize("2k"), 2000);
   EXPECT_EQ(*ParseByteSize("1000000"), 1000000);
   EXPECT_EQ(*ParseByteSize("12B"), 12);

@@ -64,6 +64,21 @@ TEST(EstimateCli, PrintsOneRanksMemoryAndWhatFitsADevice) {
       << output;
 }
 
+// A coordinator's limits are its own: a world beyond the default limit of 1024 is
+// estimated, as submit would send it. Nothing fitting exits 1.
+TEST(EstimateCli, TakesWhatSubmitTakesAndFailsWhenNothingFits) {
+  std::string large = kGpt2;
+  large.replace(large.find("world_size: 2"), 13, "world_size: 2048");
+  large.replace(large.find("global_batch_size: 16"), 21, "global_batch_size: 16384");
+  std::string output;
+  EXPECT_EQ(Cluster::RunCli({"estimate", WriteSpec("large", large)}, &output), 0) << output;
+  EXPECT_NE(output.find("one rank: "), std::string::npos) << output;
+  EXPECT_EQ(Cluster::RunCli({"estimate", WriteSpec("small", kGpt2), "--fit=1MiB"}, &output), 1);
+  EXPECT_NE(output.find("micro-batch: a micro-batch of one does not fit 1.0 MiB"),
+            std::string::npos)
+      << output;
+}
+
 TEST(EstimateCli, RefusesABadSizeAndABadSpecNamingThem) {
   std::string output;
   EXPECT_EQ(Cluster::RunCli({"estimate", WriteSpec("ok", kGpt2), "--fit=lots"}, &output), 2);
