@@ -80,11 +80,6 @@ SHARDWISE_HOST_DEVICE T MinusInfinity() {
   return -static_cast<T>(INFINITY);
 }
 
-template <typename T>
-SHARDWISE_HOST_DEVICE T Scale(int64_t head_dim) {
-  return static_cast<T>(1.0 / sqrt(static_cast<double>(head_dim)));
-}
-
 // a . x for a row a and values x, in kDotLanes interleaved partial sums (element d into
 // lane d % kDotLanes, the tail into lane 0), added pairwise: independent chains a CPU
 // overlaps and vectorises, in one fixed order on every device.
@@ -131,7 +126,7 @@ SHARDWISE_HOST_DEVICE void AddScaled(Row& a, T c, const T* x) {
 template <typename T, typename QRow, typename AccRow>
 SHARDWISE_HOST_DEVICE T ForwardRow(const HeadLayout& at, const T* qkv, int64_t i, const QRow& q,
                                    AccRow& acc) {
-  const T scale = Scale<T>(at.shape.head_dim);
+  const T scale = AttentionScale<T>(at.shape.head_dim);
   T max = MinusInfinity<T>(), sum = 0;
   Fill(acc, T{0});
   for (int64_t first = 0; first <= i; first += kKeyTile) {
@@ -169,7 +164,7 @@ template <typename T, typename QRow, typename AccRow>
 SHARDWISE_HOST_DEVICE void QueryGradientRow(const HeadLayout& at, const T* qkv, int64_t i,
                                             const QRow& q, const QRow& dout, T lse, T dot,
                                             AccRow& dq) {
-  const T scale = Scale<T>(at.shape.head_dim);
+  const T scale = AttentionScale<T>(at.shape.head_dim);
   Fill(dq, T{0});
   for (int64_t j = 0; j <= i; ++j) {
     const T* k = qkv + at.qkv(j, kKey);
@@ -188,7 +183,7 @@ SHARDWISE_HOST_DEVICE void KeyValueGradientRow(const HeadLayout& at, const T* qk
                                                const T* lse, const T* dots, int64_t j,
                                                int64_t first_query, const KRow& k,
                                                const KRow& v, AccRow& dk, AccRow& dv) {
-  const T scale = Scale<T>(at.shape.head_dim);
+  const T scale = AttentionScale<T>(at.shape.head_dim);
   Fill(dk, T{0});
   Fill(dv, T{0});
   for (int64_t i = first_query; i < at.shape.seq; ++i) {

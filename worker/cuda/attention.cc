@@ -1,7 +1,5 @@
 #include "worker/cuda/attention.h"
 
-#include <cmath>
-
 #include "common/status_macros.h"
 #include "worker/cuda/cuda_status.h"
 #include "worker/cuda/kernels.h"
@@ -47,10 +45,6 @@ struct Layout {
   int64_t square() const { return shape.seq * shape.seq; }
 };
 
-float Scale(int64_t head_dim) {
-  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-}
-
 Blas::Types Types(const AttentionContext& context) {
   return {context.operands, ScalarType::kFloat32};
 }
@@ -73,7 +67,7 @@ absl::Status AttentionForward(const AttentionContext& context, const AttentionSh
         shape.heads, Types(context)));
   }
   RETURN_IF_CUDA_ERROR(CausalSoftmaxForward(probs, shape.batch * shape.heads * t, t,
-                                            Scale(hd), context.stream));
+                                            AttentionScale<float>(hd), context.stream));
   const GemmOperand p(context, probs, shape.batch * shape.heads * at.square());
   RETURN_IF_ERROR(p.status());
   for (int64_t b = 0; b < shape.batch; ++b) {
@@ -113,7 +107,7 @@ absl::Status AttentionBackward(const AttentionContext& context, const AttentionS
   }
   // dS in dP's place; probs are FP32 here whatever the operands.
   RETURN_IF_CUDA_ERROR(CausalSoftmaxBackward(probs, ds.data(), shape.batch * shape.heads * t, t,
-                                             Scale(hd), context.stream));
+                                             AttentionScale<float>(hd), context.stream));
   const GemmOperand ds_in(context, ds.data(), scores);
   RETURN_IF_ERROR(ds_in.status());
   for (int64_t b = 0; b < shape.batch; ++b) {

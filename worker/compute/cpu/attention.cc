@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "worker/compute/attention_shape.h"
 #include "worker/compute/cpu/gemm.h"
 
 namespace shardwise::cpu {
@@ -34,11 +35,6 @@ void CausalSoftmaxRow(T* row, int64_t i, int64_t seq, T scale) {
   std::fill(row + i + 1, row + seq, T{0});
 }
 
-template <typename T>
-T Scale(int64_t head_dim) {
-  return static_cast<T>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-}
-
 }  // namespace
 
 template <typename T>
@@ -46,7 +42,7 @@ void AttentionForward(const T* qkv, int64_t batch, int64_t seq, int64_t heads, i
                       T* out, T* probs) {
   const HeadView view{seq, heads, head_dim};
   const int64_t ld = 3 * view.width();
-  const T scale = Scale<T>(head_dim);
+  const T scale = AttentionScale<T>(head_dim);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       T* p = probs + (b * heads + h) * seq * seq;
@@ -64,7 +60,7 @@ void AttentionBackward(const T* qkv, const T* probs, const T* dout, int64_t batc
                        int64_t heads, int64_t head_dim, T* dqkv) {
   const HeadView view{seq, heads, head_dim};
   const int64_t ld = 3 * view.width();
-  const T scale = Scale<T>(head_dim);
+  const T scale = AttentionScale<T>(head_dim);
   std::vector<T> ds(seq * seq);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
