@@ -115,15 +115,14 @@ void CpuDevice::LayerNormBackward(const float* x, const float* w, const float* m
 }
 
 // As for the GEMMs: operands already hold values of their type; the CPU computes in FP32.
-void CpuDevice::AttentionForward(const float* qkv, int64_t batch, int64_t seq, int64_t heads,
-                                 int64_t head_dim, float* out, float* probs, ScalarType) {
-  cpu::AttentionForward(qkv, batch, seq, heads, head_dim, out, probs);
+void CpuDevice::AttentionForward(const float* qkv, const AttentionShape& s, float* out,
+                                 float* probs, ScalarType) {
+  cpu::AttentionForward(qkv, s.batch, s.seq, s.heads, s.head_dim, out, probs);
 }
 
 void CpuDevice::AttentionBackward(const float* qkv, const float* probs, const float* dout,
-                                  int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-                                  float* dqkv, ScalarType) {
-  cpu::AttentionBackward(qkv, probs, dout, batch, seq, heads, head_dim, dqkv);
+                                  const AttentionShape& s, float* dqkv, ScalarType) {
+  cpu::AttentionBackward(qkv, probs, dout, s.batch, s.seq, s.heads, s.head_dim, dqkv);
 }
 
 void CpuDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,

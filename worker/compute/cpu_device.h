@@ -48,11 +48,10 @@ class CpuDevice final : public Device {
   void LayerNormBackward(const float* x, const float* w, const float* mean, const float* rstd,
                          const float* dy, int64_t rows, int64_t dim, float* dx, float* dw,
                          float* db) override;
-  void AttentionForward(const float* qkv, int64_t batch, int64_t seq, int64_t heads,
-                        int64_t head_dim, float* out, float* probs, ScalarType operands) override;
-  void AttentionBackward(const float* qkv, const float* probs, const float* dout, int64_t batch,
-                         int64_t seq, int64_t heads, int64_t head_dim, float* dqkv,
-                         ScalarType operands) override;
+  void AttentionForward(const float* qkv, const AttentionShape& shape, float* out, float* probs,
+                        ScalarType operands) override;
+  void AttentionBackward(const float* qkv, const float* probs, const float* dout,
+                         const AttentionShape& shape, float* dqkv, ScalarType operands) override;
   void FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
                              float* lse) override;
   void FusedAttentionBackward(const float* qkv, const float* out, const float* lse,

@@ -120,13 +120,12 @@ class Device {
   // Causal self-attention from the fused qkv [batch, seq, 3 * heads * head_dim] into out
   // [batch, seq, heads * head_dim], keeping the probabilities [batch, heads, seq, seq].
   // `operands` as for the GEMMs above.
-  virtual void AttentionForward(const float* qkv, int64_t batch, int64_t seq, int64_t heads,
-                                int64_t head_dim, float* out, float* probs,
-                                ScalarType operands) = 0;
+  virtual void AttentionForward(const float* qkv, const AttentionShape& shape, float* out,
+                                float* probs, ScalarType operands) = 0;
   // Writes dqkv [batch, seq, 3 * heads * head_dim].
   virtual void AttentionBackward(const float* qkv, const float* probs, const float* dout,
-                                 int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-                                 float* dqkv, ScalarType operands) = 0;
+                                 const AttentionShape& shape, float* dqkv,
+                                 ScalarType operands) = 0;
   // The same function fused (compute/fused_attention_rows.h): instead of the
   // probabilities it keeps each query row's log-sum-exp, lse [batch, heads, seq], and the
   // backward recomputes the probabilities from it and from out. Computed in FP32.

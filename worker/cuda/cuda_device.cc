@@ -276,18 +276,17 @@ void CudaDevice::LayerNormBackward(const float* x, const float* w, const float* 
 
 // Attention's GEMMs use cuBLAS on the compute stream: like the Linear layers, they run on
 // the training thread.
-void CudaDevice::AttentionForward(const float* qkv, int64_t batch, int64_t seq, int64_t heads,
-                                  int64_t head_dim, float* out, float* probs,
-                                  ScalarType operands) {
-  Check(cuda::AttentionForward({blas_.get(), allocator(), stream(), operands},
-                               {batch, seq, heads, head_dim}, qkv, out, probs));
+void CudaDevice::AttentionForward(const float* qkv, const AttentionShape& shape, float* out,
+                                  float* probs, ScalarType operands) {
+  Check(cuda::AttentionForward({blas_.get(), allocator(), stream(), operands}, shape, qkv, out,
+                               probs));
 }
 
 void CudaDevice::AttentionBackward(const float* qkv, const float* probs, const float* dout,
-                                   int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-                                   float* dqkv, ScalarType operands) {
-  Check(cuda::AttentionBackward({blas_.get(), allocator(), stream(), operands},
-                                {batch, seq, heads, head_dim}, qkv, probs, dout, dqkv));
+                                   const AttentionShape& shape, float* dqkv,
+                                   ScalarType operands) {
+  Check(cuda::AttentionBackward({blas_.get(), allocator(), stream(), operands}, shape, qkv,
+                                probs, dout, dqkv));
 }
 
 void CudaDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape,

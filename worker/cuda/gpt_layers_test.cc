@@ -9,6 +9,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "worker/compute/cpu/attention.h"
@@ -125,15 +126,15 @@ TEST_F(GptLayersTest, LayerNormMatchesTheCpuInFp64) {
   }
 }
 
-struct AttentionCase {
-  int64_t batch, seq, heads, head_dim;
-};
+std::string Describe(const AttentionShape& c) {
+  return ::testing::PrintToString(std::vector<int64_t>{c.batch, c.seq, c.heads, c.head_dim}) +
+         " (batch, seq, heads, head_dim)";
+}
 
 // Runs attention forward and backward on the GPU with `operands` and in FP64 on the CPU.
-void CheckAttention(CudaDevice& device, const AttentionCase& c, ScalarType operands, float rtol,
+void CheckAttention(CudaDevice& device, const AttentionShape& c, ScalarType operands, float rtol,
                     float atol) {
-  const int64_t width = c.heads * c.head_dim;
-  const int64_t qkv_n = c.batch * c.seq * 3 * width, out_n = c.batch * c.seq * width;
+  const int64_t qkv_n = c.batch * c.seq * 3 * c.width(), out_n = c.batch * c.seq * c.width();
   const int64_t probs_n = c.batch * c.heads * c.seq * c.seq;
   auto qkv = RandomFloats(qkv_n, 11), dout = RandomFloats(out_n, 12);
   if (operands != ScalarType::kFloat32) {
@@ -152,10 +153,8 @@ void CheckAttention(CudaDevice& device, const AttentionCase& c, ScalarType opera
                          c.head_dim, dqkv.data());
 
   DeviceVector<float> d_qkv(qkv), d_dout(dout), d_out(out_n), d_probs(probs_n), d_dqkv(qkv_n);
-  device.AttentionForward(d_qkv.get(), c.batch, c.seq, c.heads, c.head_dim, d_out.get(),
-                          d_probs.get(), operands);
-  device.AttentionBackward(d_qkv.get(), d_probs.get(), d_dout.get(), c.batch, c.seq, c.heads,
-                           c.head_dim, d_dqkv.get(), operands);
+  device.AttentionForward(d_qkv.get(), c, d_out.get(), d_probs.get(), operands);
+  device.AttentionBackward(d_qkv.get(), d_probs.get(), d_dout.get(), c, d_dqkv.get(), operands);
   ASSERT_TRUE(device.Synchronize().ok()) << device.status();
   const auto got_probs = d_probs.ToHost();
   // Above the diagonal the probabilities are exactly zero.
@@ -168,32 +167,31 @@ void CheckAttention(CudaDevice& device, const AttentionCase& c, ScalarType opera
 }
 
 TEST_F(GptLayersTest, AttentionMatchesTheCpuInFp64WithTf32Off) {
-  for (const AttentionCase& c :
-       {AttentionCase{1, 1, 1, 8}, AttentionCase{2, 37, 3, 16}, AttentionCase{3, 128, 4, 64}}) {
-    SCOPED_TRACE(::testing::Message() << "batch " << c.batch << " seq " << c.seq << " heads "
-                                      << c.heads << " head_dim " << c.head_dim);
+  for (const AttentionShape& c :
+       {AttentionShape{1, 1, 1, 8}, AttentionShape{2, 37, 3, 16}, AttentionShape{3, 128, 4, 64}}) {
+    SCOPED_TRACE(Describe(c));
     CheckAttention(*device_, c, ScalarType::kFloat32, 1e-4f, 1e-5f);
   }
 }
 
 TEST_F(GptLayersTest, AttentionWithBf16OperandsIsWithinBf16Rounding) {
   // BF16 keeps 8 significant bits: the 16-bit copies of P and dS round by up to 2^-9.
-  CheckAttention(*device_, AttentionCase{2, 64, 2, 32}, ScalarType::kBFloat16, 2e-2f, 2e-2f);
+  CheckAttention(*device_, AttentionShape{2, 64, 2, 32}, ScalarType::kBFloat16, 2e-2f, 2e-2f);
 }
 
 TEST_F(GptLayersTest, AttentionWithFp16OperandsIsWithinFp16Rounding) {
   // FP16 keeps 11 bits: the 16-bit copies of P and dS round by up to 2^-12; the scores of
   // entries in [-1, 1] stay far inside FP16's range.
-  CheckAttention(*device_, AttentionCase{2, 64, 2, 32}, ScalarType::kFloat16, 4e-3f, 4e-3f);
+  CheckAttention(*device_, AttentionShape{2, 64, 2, 32}, ScalarType::kFloat16, 4e-3f, 4e-3f);
 }
 
 // The fused kernels (fused_attention.h) against the CPU running the same row routines in
 // FP64: out, each row's log-sum-exp and dqkv within FP32 rounding, and the backward twice
 // with the same bits.
-void CheckFusedAttention(CudaDevice& device, const AttentionCase& c) {
-  const AttentionShape shape{c.batch, c.seq, c.heads, c.head_dim};
-  const int64_t qkv_n = c.batch * c.seq * 3 * shape.width(), out_n = c.batch * c.seq * shape.width();
-  const int64_t stats_n = c.batch * c.heads * c.seq;
+void CheckFusedAttention(CudaDevice& device, const AttentionShape& shape) {
+  const int64_t rows = shape.batch * shape.seq;
+  const int64_t qkv_n = rows * 3 * shape.width(), out_n = rows * shape.width();
+  const int64_t stats_n = shape.batch * shape.heads * shape.seq;
   const auto qkv = RandomFloats(qkv_n, 13), dout = RandomFloats(out_n, 14);
   std::vector<double> out(out_n), lse(stats_n), dots(stats_n), dqkv(qkv_n);
   const auto qkv64 = Wide(qkv), dout64 = Wide(dout);
@@ -224,11 +222,10 @@ void CheckFusedAttention(CudaDevice& device, const AttentionCase& c) {
 // token, of several key tiles and of several blocks of rows (a block's keys start their
 // query loop at its first key).
 TEST_F(GptLayersTest, FusedAttentionMatchesTheCpuInFp64) {
-  for (const AttentionCase& c :
-       {AttentionCase{1, 1, 1, 64}, AttentionCase{2, 37, 3, 16}, AttentionCase{3, 128, 4, 64},
-        AttentionCase{1, 300, 2, 32}, AttentionCase{2, 97, 2, 128}, AttentionCase{1, 70, 2, 12}}) {
-    SCOPED_TRACE(::testing::Message() << "batch " << c.batch << " seq " << c.seq << " heads "
-                                      << c.heads << " head_dim " << c.head_dim);
+  for (const AttentionShape& c :
+       {AttentionShape{1, 1, 1, 64}, AttentionShape{2, 37, 3, 16}, AttentionShape{3, 128, 4, 64},
+        AttentionShape{1, 300, 2, 32}, AttentionShape{2, 97, 2, 128}, AttentionShape{1, 70, 2, 12}}) {
+    SCOPED_TRACE(Describe(c));
     CheckFusedAttention(*device_, c);
   }
 }

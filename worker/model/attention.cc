@@ -30,9 +30,8 @@ void CausalSelfAttention::AttentionForward(const StageContext& context, Saved* s
                                           saved->lse.data());
   } else {
     saved->probs = context.Activations(shape.batch * shape.heads * shape.seq * shape.seq);
-    context.device->AttentionForward(saved->qkv.data(), shape.batch, shape.seq, shape.heads,
-                                     shape.head_dim, saved->out.data(), saved->probs.data(),
-                                     context.compute);
+    context.device->AttentionForward(saved->qkv.data(), shape, saved->out.data(),
+                                     saved->probs.data(), context.compute);
     context.Round(saved->probs);
   }
   context.Round(saved->out);
@@ -50,9 +49,8 @@ Buffer CausalSelfAttention::AttentionBackward(const StageContext& context, Saved
     context.device->FusedAttentionBackward(saved->qkv.data(), saved->out.data(),
                                            saved->lse.data(), dout, shape, dqkv.data());
   } else {
-    context.device->AttentionBackward(saved->qkv.data(), saved->probs.data(), dout, shape.batch,
-                                      shape.seq, shape.heads, shape.head_dim, dqkv.data(),
-                                      context.compute);
+    context.device->AttentionBackward(saved->qkv.data(), saved->probs.data(), dout, shape,
+                                      dqkv.data(), context.compute);
   }
   context.Round(dqkv);
   saved->out.Reset();
