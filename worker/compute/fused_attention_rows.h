@@ -158,17 +158,20 @@ SHARDWISE_HOST_DEVICE T ForwardRow(const HeadLayout& at, const T* qkv, int64_t i
   return max + Log(sum);
 }
 
-// Query row i's dq into `dq` (row `q` and `dout` its q and output gradient, `lse` and
-// `dot` its statistics).
+// Query row i's dq into `dq` (rows `q` and `dout` its q and output gradient), and its
+// D_i = dout_i . out_i into `dots`, which the key rows read.
 template <typename T, typename QRow, typename AccRow>
-SHARDWISE_HOST_DEVICE void QueryGradientRow(const HeadLayout& at, const T* qkv, int64_t i,
-                                            const QRow& q, const QRow& dout, T lse, T dot,
-                                            AccRow& dq) {
+SHARDWISE_HOST_DEVICE void QueryGradientRow(const HeadLayout& at, const T* qkv, const T* out,
+                                            const T* lse, int64_t i, const QRow& q,
+                                            const QRow& dout, AccRow& dq, T* dots) {
   const T scale = AttentionScale<T>(at.shape.head_dim);
+  const T dot = Dot(dout, out + at.row(i));
+  dots[at.stat(i)] = dot;
+  const T row_lse = lse[at.stat(i)];
   Fill(dq, T{0});
   for (int64_t j = 0; j <= i; ++j) {
     const T* k = qkv + at.qkv(j, kKey);
-    const T p = Exp(Dot(q, k) * scale - lse);
+    const T p = Exp(Dot(q, k) * scale - row_lse);
     const T ds = p * (Dot(dout, qkv + at.qkv(j, kValue)) - dot);
     AddScaled(dq, ds, k);
   }
@@ -218,10 +221,8 @@ SHARDWISE_HOST_DEVICE void QueryGradientInMemory(const HeadLayout& at, const T* 
                                                  T* dots, T* dqkv) {
   const int64_t n = at.shape.head_dim;
   const MemoryRow<const T> q{qkv + at.qkv(i, kQuery), n}, dout_i{dout + at.row(i), n};
-  const T dot = Dot(dout_i, out + at.row(i));
-  dots[at.stat(i)] = dot;
   MemoryRow<T> dq{dqkv + at.qkv(i, kQuery), n};
-  QueryGradientRow(at, qkv, i, q, dout_i, lse[at.stat(i)], dot, dq);
+  QueryGradientRow(at, qkv, out, lse, i, q, dout_i, dq, dots);
 }
 
 // Writes dk_j and dv_j into dqkv (`dots` as QueryGradientInMemory wrote them).

@@ -94,11 +94,8 @@ __global__ void QueryGradientKernel(const float* qkv, const float* out, const fl
     SharedRow<N> q = OwnSharedRow<N>(0), dout_row = OwnSharedRow<N>(1);
     Load(q, qkv + t.at.qkv(t.row, kQuery));
     Load(dout_row, dout + t.at.row(t.row));
-    const float dot = fused_attention::Dot(dout_row, out + t.at.row(t.row));
-    dots[t.at.stat(t.row)] = dot;
     RegisterRow<N> dq;
-    fused_attention::QueryGradientRow(t.at, qkv, t.row, q, dout_row, lse[t.at.stat(t.row)], dot,
-                                      dq);
+    fused_attention::QueryGradientRow(t.at, qkv, out, lse, t.row, q, dout_row, dq, dots);
     Store(dq, dqkv + t.at.qkv(t.row, kQuery));
   }
 }
