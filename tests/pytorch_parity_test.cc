@@ -16,7 +16,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -133,13 +135,13 @@ absl::StatusOr<Reference> TrainWithPytorch(const std::string& dtype) {
   return reference;
 }
 
-const Reference& Fp32Reference() {
-  static const Reference* reference = [] {
-    auto r = TrainWithPytorch("fp32");
-    EXPECT_TRUE(r.ok()) << r.status();
-    return new Reference(r.ok() ? std::move(*r) : Reference());
-  }();
-  return *reference;
+// PyTorch's run in `dtype` ("fp32", "bf16"), trained once for every case that compares
+// with it. Cases run one at a time (gtest), so the cache needs no lock.
+const absl::StatusOr<Reference>& PytorchRun(const std::string& dtype) {
+  static auto* runs = new std::map<std::string, absl::StatusOr<Reference>>();
+  auto it = runs->find(dtype);
+  if (it == runs->end()) it = runs->emplace(dtype, TrainWithPytorch(dtype)).first;
+  return it->second;
 }
 
 // The largest |got - want| / (atol + rtol |want|) over every element (1 is the bound),
@@ -178,7 +180,9 @@ std::string Name(const Case& c) {
 class Fp32Parity : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Fp32Parity, EveryParameterAndEveryLossMatchPytorch) {
-  const Reference& reference = Fp32Reference();
+  const absl::StatusOr<Reference>& run_of_pytorch = PytorchRun("fp32");
+  ASSERT_TRUE(run_of_pytorch.ok()) << run_of_pytorch.status();
+  const Reference& reference = *run_of_pytorch;
   ASSERT_EQ(reference.losses.size(), static_cast<size_t>(kSteps));
   const Case& c = GetParam();
   v1::JobSpec spec = BaseSpec();
@@ -228,18 +232,12 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return Name(info.param); });
 
 // FSDP's MixedPrecision(param_dtype=BF16) against PyTorch computing on a BF16 copy of
-// FP32 master weights: within BF16's tolerance.
-// PyTorch's BF16 run, once for every case that compares with it.
-const absl::StatusOr<Reference>& Bf16Reference() {
-  static const auto* reference = new absl::StatusOr<Reference>(TrainWithPytorch("bf16"));
-  return *reference;
-}
-
-// Both attentions: FUSED computes the same function in another order of rounding.
+// FP32 master weights: within BF16's tolerance, for both attentions (FUSED computes the
+// same function in another order of rounding).
 class Bf16Parity : public ::testing::TestWithParam<v1::GptConfig::Attention> {};
 
 TEST_P(Bf16Parity, LossesAndParametersWithinBf16Tolerance) {
-  const auto& reference = Bf16Reference();
+  const auto& reference = PytorchRun("bf16");
   ASSERT_TRUE(reference.ok()) << reference.status();
   v1::JobSpec spec = BaseSpec();
   spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
@@ -275,7 +273,9 @@ TEST_P(Bf16Parity, LossesAndParametersWithinBf16Tolerance) {
               key_bias);
   EXPECT_LE(key_bias, kSteps * 2e-3);
   // And it differs from FP32: the roundings were applied.
-  EXPECT_GT(Compare(*model, Fp32Reference().model, 0, 1e-30).ratio, 1e20);
+  const auto& fp32 = PytorchRun("fp32");
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_GT(Compare(*model, fp32->model, 0, 1e-30).ratio, 1e20);
 }
 
 INSTANTIATE_TEST_SUITE_P(BothAttentions, Bf16Parity,
