@@ -226,7 +226,7 @@ absl::Status RankTrainer::Step(int64_t step) {
   if (skip) {
     model_->DiscardGradients();
   } else {
-    RETURN_IF_ERROR(model_->OptimizerStep(*optimizer_, spec_.optimizer().max_grad_norm()).status());
+    RETURN_IF_ERROR(model_->OptimizerStep(*optimizer_, spec_.optimizer().max_grad_norm()));
   }
   result_.steps = step + 1;
   if (LossReadDue(spec_, result_.steps, losses_->size())) {

@@ -12,6 +12,7 @@
 #include "worker/compute/cpu/linear.h"
 #include "worker/compute/cpu/losses.h"
 #include "worker/compute/cpu/optimizers.h"
+#include "worker/compute/pointwise.h"
 
 namespace shardwise {
 
@@ -65,10 +66,21 @@ absl::StatusOr<bool> CpuDevice::MultiplyAndCheckFinite(float* data, size_t n, fl
   return found_inf;
 }
 
-absl::StatusOr<double> CpuDevice::SquaredNorm(const float* data, size_t n) {
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(data[i]) * data[i];
-  return sum;
+void CpuDevice::AddSquaredNorm(const float* data, size_t n, double* sum) {
+  double squares = 0;
+  for (size_t i = 0; i < n; ++i) squares += static_cast<double>(data[i]) * data[i];
+  *sum += squares;
+}
+
+void CpuDevice::DoubleToFloat(const double* in, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
+}
+
+void CpuDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm) {
+  const float coef =
+      pointwise::ClipCoefficient(std::sqrt(static_cast<double>(*squared_norm)), max_norm);
+  if (coef >= 1.0f) return;
+  for (size_t i = 0; i < n; ++i) data[i] *= coef;
 }
 
 // The operands' type changes nothing: they hold values of it already, and OpenBLAS

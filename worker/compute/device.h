@@ -86,8 +86,13 @@ class Device {
   virtual void Divide(float* data, size_t n, float divisor) = 0;       // data /= divisor
   // data *= factor; whether any result is inf or NaN.
   virtual absl::StatusOr<bool> MultiplyAndCheckFinite(float* data, size_t n, float factor) = 0;
-  // The sum of squares, in double.
-  virtual absl::StatusOr<double> SquaredNorm(const float* data, size_t n) = 0;
+  // Gradient clipping by global norm, without the host reading the norm: *sum (one device
+  // double) += the sum of squares of data[n]; out[i] = in[i] as FP32 (the sum, for the
+  // all-reduce); data[n] *= pointwise::ClipCoefficient(sqrt(*squared_norm), max_norm),
+  // computed on the device from one device float (unchanged when the coefficient is 1).
+  virtual void AddSquaredNorm(const float* data, size_t n, double* sum) = 0;
+  virtual void DoubleToFloat(const double* in, float* out, size_t n) = 0;
+  virtual void ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm) = 0;
 
   // ---- the model's layers (compute/cpu/ states each formula) ----
   // The GEMMs' operands (x, w, dy) hold values of `operands` (FP32 storage; BF16/FP16 with

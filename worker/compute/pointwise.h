@@ -37,6 +37,13 @@ SHARDWISE_HOST_DEVICE inline void AdamWStep(const AdamWScalars& s, float* p, flo
   *p -= s.step_size * (*m / denom);
 }
 
+// Global-norm clipping (torch.nn.utils.clip_grad_norm_): every gradient is multiplied by
+// min(max_norm / (total_norm + 1e-6), 1), computed in double and used in FP32. The device
+// computes it from the all-reduced sum of squares, so no host reads the norm.
+SHARDWISE_HOST_DEVICE inline float ClipCoefficient(double total_norm, double max_norm) {
+  return static_cast<float>(fmin(max_norm / (total_norm + 1e-6), 1.0));
+}
+
 // Activations in double, rounded once by the caller: GELU is x * Phi(x) (torch.nn.GELU())
 // and GELU_TANH its tanh approximation (approximate="tanh").
 constexpr double kInvSqrt2 = 0.70710678118654752440;

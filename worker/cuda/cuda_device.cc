@@ -186,15 +186,20 @@ absl::StatusOr<bool> CudaDevice::MultiplyAndCheckFinite(float* data, size_t n, f
   return host != 0;
 }
 
-absl::StatusOr<double> CudaDevice::SquaredNorm(const float* data, size_t n) {
-  Buffer partials(allocator(), ReductionPartials(n) + 1, MemoryCategory::kCommunication,
-                  ScalarType::kInt64, false);
-  auto* slots = partials.as<double>();  // 8-byte slots: the partials, then the result
-  Check(cuda::SquaredNorm(data, n, slots, slots + ReductionPartials(n), stream()),
-        "SquaredNorm");
-  double host = 0;
-  RETURN_IF_ERROR(Fetch(&host, slots + ReductionPartials(n), sizeof(host)));
-  return host;
+// The partials are freed as the kernels are enqueued: the caching allocator reuses them
+// only for later work on this stream.
+void CudaDevice::AddSquaredNorm(const float* data, size_t n, double* sum) {
+  Buffer partials(allocator(), ReductionPartials(n), MemoryCategory::kCommunication,
+                  ScalarType::kInt64, false);  // 8-byte slots
+  Check(cuda::AddSquaredNorm(data, n, partials.as<double>(), sum, stream()), "AddSquaredNorm");
+}
+
+void CudaDevice::DoubleToFloat(const double* in, float* out, size_t n) {
+  Check(cuda::DoubleToFloat(in, out, n, stream()), "DoubleToFloat");
+}
+
+void CudaDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm) {
+  Check(cuda::ClipToNorm(data, n, squared_norm, max_norm, stream()), "ClipToNorm");
 }
 
 Buffer CudaDevice::Narrowed(ScalarType type, const float* values, size_t n) {

@@ -73,7 +73,9 @@ class CudaDevice final : public Device {
   void Multiply(float* data, size_t n, float factor) override;
   void Divide(float* data, size_t n, float divisor) override;
   absl::StatusOr<bool> MultiplyAndCheckFinite(float* data, size_t n, float factor) override;
-  absl::StatusOr<double> SquaredNorm(const float* data, size_t n) override;
+  void AddSquaredNorm(const float* data, size_t n, double* sum) override;
+  void DoubleToFloat(const double* in, float* out, size_t n) override;
+  void ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm) override;
 
   void LinearForward(const float* x, const float* w, const float* b, int64_t batch, int64_t in,
                      int64_t out, float* y, ScalarType operands) override;

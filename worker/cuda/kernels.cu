@@ -201,12 +201,35 @@ __global__ void SquaresPartialKernel(const float* x, size_t n, double* partials)
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 
-// *out = factor * the sum of values[n], by one block.
-__global__ void FinalSumKernel(const double* values, size_t n, double factor, double* out) {
+// *out = factor * the sum of values[n] (added to *out with `add`), by one block.
+__global__ void FinalSumKernel(const double* values, size_t n, double factor, double* out,
+                               bool add = false) {
   double sum = 0;
   for (size_t i = threadIdx.x; i < n; i += blockDim.x) sum += values[i];
   sum = BlockSum(sum);
-  if (threadIdx.x == 0) *out = sum * factor;
+  if (threadIdx.x == 0) *out = (add ? *out : 0.0) + sum * factor;
+}
+
+__global__ void DoubleToFloatKernel(const double* in, float* out, size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    out[i] = static_cast<float>(in[i]);
+  }
+}
+
+// Every thread computes the coefficient from the one value: cheaper than a launch to
+// compute it once, and the same bits everywhere.
+__global__ void ClipToNormKernel(float* x, size_t n, const float* squared_norm,
+                                 double max_norm) {
+  const float coef =
+      pointwise::ClipCoefficient(sqrt(static_cast<double>(*squared_norm)), max_norm);
+  if (coef >= 1.0f) return;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    x[i] *= coef;
+  }
 }
 
 __global__ void MeanSquaredErrorKernel(const float* pred, const float* target, size_t n,
@@ -367,12 +390,25 @@ cudaError_t MeanSquaredError(const float* pred, const float* target, int64_t n, 
   return Launched();
 }
 
-cudaError_t SquaredNorm(const float* x, size_t n, double* partials, double* out,
-                        cudaStream_t stream) {
-  if (n == 0) return cudaMemsetAsync(out, 0, sizeof(double), stream);
+cudaError_t AddSquaredNorm(const float* x, size_t n, double* partials, double* sum,
+                           cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
   const size_t blocks = ReductionPartials(n);
   SquaresPartialKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, partials);
-  FinalSumKernel<<<1, kThreads, 0, stream>>>(partials, blocks, 1.0, out);
+  FinalSumKernel<<<1, kThreads, 0, stream>>>(partials, blocks, 1.0, sum, /*add=*/true);
+  return Launched();
+}
+
+cudaError_t DoubleToFloat(const double* in, float* out, size_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  DoubleToFloatKernel<<<Blocks(n), kThreads, 0, stream>>>(in, out, n);
+  return Launched();
+}
+
+cudaError_t ClipToNorm(float* x, size_t n, const float* squared_norm, double max_norm,
+                       cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  ClipToNormKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, squared_norm, max_norm);
   return Launched();
 }
 

@@ -56,11 +56,15 @@ cudaError_t MeanSquaredError(const float* pred, const float* target, int64_t n, 
                              float* dpred, double* partials, double* loss,
                              cudaStream_t stream);
 
-// Sum of squares of x[n] into *out (one double), for the gradient norm; `partials` as
-// above. Deterministic.
+// Gradient clipping, all on the device (compute/device.h): *sum (one double) += the sum
+// of squares of x[n], deterministically (`partials` as above); out[n] = in[n] as FP32;
+// x[n] *= pointwise::ClipCoefficient(sqrt(*squared_norm), max_norm) where that is below 1.
 size_t ReductionPartials(size_t n);
-cudaError_t SquaredNorm(const float* x, size_t n, double* partials, double* out,
-                        cudaStream_t stream);
+cudaError_t AddSquaredNorm(const float* x, size_t n, double* partials, double* sum,
+                           cudaStream_t stream);
+cudaError_t DoubleToFloat(const double* in, float* out, size_t n, cudaStream_t stream);
+cudaError_t ClipToNorm(float* x, size_t n, const float* squared_norm, double max_norm,
+                       cudaStream_t stream);
 
 // dst[i] += src[i] (accumulating a reduced gradient into the saved shard).
 cudaError_t Accumulate(float* dst, const float* src, size_t n, cudaStream_t stream);

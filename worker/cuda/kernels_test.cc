@@ -173,12 +173,15 @@ TEST_F(KernelsTest, LossesMatchTheCpuAndAreDeterministic) {
 TEST_F(KernelsTest, NormAccumulateAndUnscale) {
   const size_t n = 1000003;
   const std::vector<float> x = RandomFloats(n, 31);
-  double want = 0;
+  double want = 1.5;  // the sum adds to what the slot holds
   for (float v : x) want += static_cast<double>(v) * v;
   DeviceVector<float> dx(x);
-  DeviceVector<double> partials(ReductionPartials(n)), norm(1);
-  ASSERT_EQ(SquaredNorm(dx.get(), n, partials.get(), norm.get(), nullptr), cudaSuccess);
+  DeviceVector<double> partials(ReductionPartials(n)), norm(std::vector<double>{1.5});
+  ASSERT_EQ(AddSquaredNorm(dx.get(), n, partials.get(), norm.get(), nullptr), cudaSuccess);
   EXPECT_NEAR(norm.ToHost()[0], want, 1e-12 * want);
+  DeviceVector<float> squares(1);
+  ASSERT_EQ(DoubleToFloat(norm.get(), squares.get(), 1, nullptr), cudaSuccess);
+  EXPECT_EQ(squares.ToHost()[0], static_cast<float>(norm.ToHost()[0]));
 
   DeviceVector<float> acc(x);
   ASSERT_EQ(Accumulate(acc.get(), dx.get(), n, nullptr), cudaSuccess);
@@ -195,6 +198,23 @@ TEST_F(KernelsTest, NormAccumulateAndUnscale) {
   DeviceVector<float> bad(with_inf);
   ASSERT_EQ(ScaleAndCheckFinite(bad.get(), n, 0.5f, found.get(), nullptr), cudaSuccess);
   EXPECT_EQ(found.ToHost()[0], 1);
+}
+
+// The clipping kernel scales by the coefficient the CPU device computes, and leaves the
+// gradient alone when the norm is under the bound.
+TEST_F(KernelsTest, ClipToNormMatchesTheCpu) {
+  const size_t n = 100003;
+  const std::vector<float> x = RandomFloats(n, 37);
+  CpuCachingAllocator allocator;
+  CpuDevice cpu(&allocator);
+  for (const double max_norm : {0.25, 1e9}) {
+    const float squares = 16.0f;
+    std::vector<float> want(x);
+    cpu.ClipToNorm(want.data(), n, &squares, max_norm);
+    DeviceVector<float> dx(x), dsquares(std::vector<float>{squares});
+    ASSERT_EQ(ClipToNorm(dx.get(), n, dsquares.get(), max_norm, nullptr), cudaSuccess);
+    ExpectNear(dx.ToHost(), want, 0.0f, 0.0f, "clipped gradient");
+  }
 }
 
 // Steps a CPU optimizer and the kernel the same way for a few steps.

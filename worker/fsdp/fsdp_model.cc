@@ -1,7 +1,6 @@
 #include "worker/fsdp/fsdp_model.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -192,15 +191,6 @@ void FsdpModel::IssueUnshard(FlatUnit& unit) {
         device_->Widen(param_type_, low_full.as<uint16_t>(), full, unit.padded_numel);
         return absl::OkStatus();
       });
-}
-
-absl::Status FsdpModel::AllReduceHostValue(Communicator& group, float* value) {
-  Buffer scratch(allocator_, 1, MemoryCategory::kCommunication, false);
-  device_->CopyFromHost(scratch.data(), value, sizeof(float));
-  // The collective runs on the communicator's own stream: everything before it is done.
-  RETURN_IF_ERROR(device_->Synchronize());
-  RETURN_IF_ERROR(group.AllReduce(scratch.data(), 1));
-  return device_->CopyToHost(value, scratch.data(), sizeof(float));
 }
 
 absl::Status FsdpModel::Unshard(FlatUnit& unit) {
@@ -454,7 +444,29 @@ void FsdpModel::DiscardGradients() {
   }
 }
 
-absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max_grad_norm) {
+// Shards are disjoint within the shard group and identical across replicate groups: the
+// sum of squares (in double on each rank, as FP32 across ranks, as FSDP's
+// clip_grad_norm_ all-reduces it) is all-reduced over the shard group only. A group of one
+// rank needs no collective, so a single-GPU step never waits for the norm on the host.
+absl::Status FsdpModel::ClipGradients(double max_grad_norm) {
+  Buffer local(allocator_, 1, MemoryCategory::kCommunication, ScalarType::kInt64);  // a double
+  for (const FlatUnit& unit : units_) {
+    device_->AddSquaredNorm(unit.shard_grad.data(), unit.shard_numel, local.as<double>());
+  }
+  Buffer squares(allocator_, 1, MemoryCategory::kCommunication, false);
+  device_->DoubleToFloat(local.as<double>(), squares.data(), 1);
+  if (groups_.shard->size() > 1) {
+    // The collective runs on the communicator's own stream: everything before it is done.
+    RETURN_IF_ERROR(device_->Synchronize());
+    RETURN_IF_ERROR(groups_.shard->AllReduce(squares.data(), 1));
+  }
+  for (FlatUnit& unit : units_) {
+    device_->ClipToNorm(unit.shard_grad.data(), unit.shard_numel, squares.data(), max_grad_norm);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FsdpModel::OptimizerStep(Optimizer& optimizer, double max_grad_norm) {
   if (phase_ != Phase::kIdle) return absl::InternalError("FSDP: optimizer step inside a micro-step");
   SetPosition("optimizer", -1);
   ScopedSpan span(timeline_, "optimizer");
@@ -465,24 +477,7 @@ absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max
           "micro-step must sync)"));
     }
   }
-  double total_norm = 0;
-  if (max_grad_norm > 0) {
-    // Shards are disjoint within the shard group and identical across replicate groups:
-    // the sum of squares is all-reduced over the shard group only.
-    double local = 0;
-    for (const FlatUnit& unit : units_) {
-      ASSIGN_OR_RETURN(const double squares,
-                       device_->SquaredNorm(unit.shard_grad.data(), unit.shard_numel));
-      local += squares;
-    }
-    float sum = static_cast<float>(local);
-    RETURN_IF_ERROR(AllReduceHostValue(*groups_.shard, &sum));
-    total_norm = std::sqrt(static_cast<double>(sum));
-    const float coef = ClipCoefficient(total_norm, max_grad_norm);
-    if (coef < 1.0f) {
-      for (FlatUnit& unit : units_) device_->Multiply(unit.shard_grad.data(), unit.shard_numel, coef);
-    }
-  }
+  if (max_grad_norm > 0) RETURN_IF_ERROR(ClipGradients(max_grad_norm));
   if (!reducer_->TakeStepBegun()) optimizer.BeginStep();
   for (FlatUnit& unit : units_) {
     for (const ShardRange& range : optimizer_ranges_[unit.index]) {
@@ -492,8 +487,7 @@ absl::StatusOr<double> FsdpModel::OptimizerStep(Optimizer& optimizer, double max
     }
   }
   DiscardGradients();
-  RETURN_IF_ERROR(device_->status());
-  return total_norm;
+  return device_->status();
 }
 
 // ---- the whole model ----

@@ -93,9 +93,9 @@ class FsdpModel {
   absl::StatusOr<double> Evaluate(const model::MicroBatch& batch);
 
   // Clips by global norm (when max_grad_norm > 0), steps the optimizer on every shard
-  // (but the ranges already stepped in backward), and zeroes the gradient shards. Returns
-  // the total gradient norm (0 if not clipping).
-  absl::StatusOr<double> OptimizerStep(Optimizer& optimizer, double max_grad_norm);
+  // (but the ranges already stepped in backward), and zeroes the gradient shards. The
+  // norm stays on the device: nothing here waits for it.
+  absl::Status OptimizerStep(Optimizer& optimizer, double max_grad_norm);
 
   // The loss scaler's unscale: multiplies this rank's gradient shards by `inv_scale` and
   // returns whether any of them is inf or NaN (on this rank only).
@@ -172,8 +172,8 @@ class FsdpModel {
   absl::Status Unshard(FlatUnit& unit);
   // Issues the all-gather of `unit` on the all-gather thread without waiting.
   void IssueUnshard(FlatUnit& unit);
-  // Sums a host value over `group` (through device memory: NCCL needs it).
-  absl::Status AllReduceHostValue(Communicator& group, float* value);
+  // torch.nn.utils.clip_grad_norm_ over the gradient shards, on the device.
+  absl::Status ClipGradients(double max_grad_norm);
   // FSDP's prefetch: issues `target`'s unshard early if it still needs one (-1: none).
   void Prefetch(int target);
   // The plan's targets for `unit`: in its pre-forward (forward prefetch), and in its

@@ -1,6 +1,5 @@
 #include "worker/fsdp/optimizer.h"
 
-#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -151,10 +150,6 @@ std::unique_ptr<Optimizer> Optimizer::Create(const v1::OptimizerSpec& spec, int 
                                              Device* device) {
   if (spec.has_adamw()) return std::make_unique<AdamW>(spec.adamw(), segments, device);
   return std::make_unique<Sgd>(spec.sgd(), segments, device);
-}
-
-float ClipCoefficient(double total_norm, double max_norm) {
-  return static_cast<float>(std::min(max_norm / (total_norm + 1e-6), 1.0));
 }
 
 }  // namespace shardwise::fsdp

@@ -60,9 +60,6 @@ class Optimizer {
                                            const float* data, size_t n) = 0;
 };
 
-// A global-norm clipping coefficient: min(max_norm / (total_norm + 1e-6), 1).
-float ClipCoefficient(double total_norm, double max_norm);
-
 }  // namespace shardwise::fsdp
 
 #endif  // SHARDWISE_WORKER_FSDP_OPTIMIZER_H_

@@ -1,9 +1,11 @@
 #include "worker/fsdp/optimizer.h"
 
 #include <cmath>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "worker/compute/cpu_device.h"
+#include "worker/compute/pointwise.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -71,8 +73,30 @@ TEST(AdamW, TwoStepsByHand) {
 }
 
 TEST(ClipCoefficient, CapsAtOne) {
-  EXPECT_FLOAT_EQ(ClipCoefficient(10.0, 1.0), 1.0 / (10.0 + 1e-6));
-  EXPECT_FLOAT_EQ(ClipCoefficient(0.5, 1.0), 1.0f);
+  EXPECT_FLOAT_EQ(pointwise::ClipCoefficient(10.0, 1.0), 1.0 / (10.0 + 1e-6));
+  EXPECT_FLOAT_EQ(pointwise::ClipCoefficient(0.5, 1.0), 1.0f);
+}
+
+// The device's clipping ops as FsdpModel chains them: squares summed over two ranges into
+// one double, narrowed to FP32, then every element scaled only when the norm is over.
+TEST(ClipToNorm, ScalesByTheCoefficientOfTheAccumulatedNorm) {
+  CpuCachingAllocator allocator;
+  CpuDevice device(&allocator);
+  std::vector<float> a = {3.0f, 0.0f}, b = {4.0f};
+  double sum = 0.5;  // what an earlier range added
+  device.AddSquaredNorm(a.data(), a.size(), &sum);
+  device.AddSquaredNorm(b.data(), b.size(), &sum);
+  EXPECT_EQ(sum, 25.5);
+  float squares = 0;
+  device.DoubleToFloat(&sum, &squares, 1);
+  EXPECT_EQ(squares, 25.5f);
+  squares = 25.0f;  // a norm of 5
+  device.ClipToNorm(a.data(), a.size(), &squares, 1.0);
+  const float coef = static_cast<float>(1.0 / (5.0 + 1e-6));
+  EXPECT_EQ(a[0], 3.0f * coef);
+  EXPECT_EQ(a[1], 0.0f);
+  device.ClipToNorm(b.data(), b.size(), &squares, 10.0);  // under the bound: unchanged
+  EXPECT_EQ(b[0], 4.0f);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "worker/compute/cpu/activation.h"
 #include "worker/compute/cpu/linear.h"
 #include "worker/compute/cpu/losses.h"
+#include "worker/compute/pointwise.h"
 #include "worker/data/dataset.h"
 #include "worker/data/weights.h"
 #include "worker/fsdp/optimizer.h"
@@ -90,7 +91,7 @@ absl::StatusOr<ReferenceResult> TrainReference(const v1::JobSpec& spec) {
         for (float g : dw[l]) squares += static_cast<double>(g) * g;
         if (bias) for (float g : db[l]) squares += static_cast<double>(g) * g;
       }
-      const float coef = ClipCoefficient(std::sqrt(squares), spec.optimizer().max_grad_norm());
+      const float coef = pointwise::ClipCoefficient(std::sqrt(squares), spec.optimizer().max_grad_norm());
       if (coef < 1.0f) {
         for (int l = 0; l < layers; ++l) {
           for (float& g : dw[l]) g *= coef;
