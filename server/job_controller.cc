@@ -609,8 +609,7 @@ void JobController::AbortRanksLocked(const v1::Job& job, const std::string& reas
     if (!worker.ok() || worker->job_id() != job.id() || worker->attempt() != job.attempt()) {
       continue;
     }
-    workers_->Send(rank.worker_id(), AbortMessage(job.id(), job.attempt(), reason));
-    workers_->SetDraining(rank.worker_id());
+    workers_->Drain(rank.worker_id(), AbortMessage(job.id(), job.attempt(), reason));
   }
 }
 

@@ -50,12 +50,20 @@ class JobControllerTest : public ::testing::Test {
 
   // Registers a worker (naming the attempt it runs, if any) and opens its session.
   void AddWorker(const std::string& name, const v1::RunningAttempt* running = nullptr) {
+    Register(name, running);
+    OpenSession(name);
+  }
+
+  // The two halves of a daemon's start: RegisterWorker, then its Session stream.
+  void Register(const std::string& name, const v1::RunningAttempt* running = nullptr) {
     v1::RegisterWorkerRequest request;
     request.set_name(name);
     request.set_device(v1::CPU);
     request.set_memory_bytes(int64_t{16} << 30);
     if (running != nullptr) *request.mutable_running() = *running;
     ASSERT_TRUE(controller_->RegisterWorker(request).ok());
+  }
+  void OpenSession(const std::string& name) {
     outboxes_[name] = std::make_shared<QueuedOutbox>();
     ASSERT_TRUE(controller_->OpenSession(name, outboxes_[name]).ok());
   }
@@ -227,7 +235,9 @@ TEST_F(JobControllerTest, AfterARestartARankMissingPastTheGraceRequeuesTheJob) {
     clock_.Advance(absl::Seconds(1));
     Heartbeat("w0", "job-1", 1);
     controller_->CheckHeartbeats();
-    if (second == 29) EXPECT_EQ(State(), v1::RUNNING);
+    if (second == 29) {
+      EXPECT_EQ(State(), v1::RUNNING);
+    }
   }
   const v1::Job job = *jobs_->Get("job-1");
   EXPECT_EQ(job.restarts(), 0);  // not the job's fault
@@ -271,6 +281,45 @@ TEST_F(JobControllerTest, AHookSwitchCommitsWhenEveryRankAccepts) {
   ASSERT_EQ(job.hook_switches_size(), 1);
   EXPECT_EQ(job.hook_switches(0).state(), v1::HookSwitch::APPLIED);
   EXPECT_EQ(job.hook_switches(0).request_time_ms(), absl::ToUnixMillis(clock_.Now()));
+}
+
+// A worker that re-attached after a coordinator restart but had not opened its session
+// when the attempt was given up (its peer never came back) is still told to abort once
+// its session opens: otherwise it runs the dead attempt on, DRAINING, and the re-queued
+// job waits for it ("waiting for 2 idle CPU workers") until the attempt dies by itself.
+TEST_F(JobControllerTest, AnAbortOwedToAWorkerWithoutASessionIsSentWhenItsSessionOpens) {
+  StartTwoRankJob();
+  options_.reattach_grace = absl::Seconds(3);
+  StartCoordinator();
+  v1::RunningAttempt running;
+  running.set_job_id("job-1");
+  running.set_attempt(1);
+  running.set_rank(0);
+  Register("w0", &running);  // re-attached; its session not yet open
+  AddWorker("w2");           // w1 never comes back
+  clock_.Advance(absl::Seconds(3));
+  controller_->CheckHeartbeats();
+  EXPECT_EQ(State(), v1::PENDING);
+  EXPECT_EQ(workers_->Get("w0")->state(), v1::DRAINING);
+
+  OpenSession("w0");
+  const std::vector<v1::CoordinatorMessage> sent = Received("w0");
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].abort().job_id(), "job-1");
+  EXPECT_EQ(sent[0].abort().attempt(), 1);
+  EXPECT_NE(sent[0].abort().reason().find("only 1 of 2 ranks re-attached"), std::string::npos)
+      << sent[0].abort().reason();
+  // The worker ends the attempt and says so: idle, and the job runs on w0 and w2.
+  Heartbeat("w0");
+  EXPECT_EQ(State(), v1::SCHEDULED);
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.attempt(), 2);
+  ASSERT_EQ(job.ranks_size(), 2);
+  EXPECT_EQ(job.ranks(0).worker_id(), "w0");
+  EXPECT_EQ(job.ranks(1).worker_id(), "w2");
+  // Delivered once: a later session of the same worker is not told again.
+  OpenSession("w0");
+  EXPECT_TRUE(Received("w0").empty());
 }
 
 TEST_F(JobControllerTest, ARegistryAtItsLimitRefusesNewWorkers) {

@@ -7,13 +7,15 @@
 namespace shardwise {
 namespace {
 
-void ClearAssignment(v1::WorkerInfo* info) {
-  info->clear_job_id();
-  info->clear_attempt();
-  info->clear_rank();
-}
 
 }  // namespace
+
+void WorkerRegistry::Unassign(Worker& worker) {
+  worker.info.clear_job_id();
+  worker.info.clear_attempt();
+  worker.info.clear_rank();
+  worker.owed_abort.reset();
+}
 
 WorkerRegistry::Worker* WorkerRegistry::Find(const std::string& worker_id) {
   auto it = workers_.find(worker_id);
@@ -64,7 +66,7 @@ absl::StatusOr<WorkerRegistry::Registration> WorkerRegistry::AddOrReplace(
   // Not schedulable until its session is attached.
   worker.info.set_state(v1::LOST);
   worker.info.set_lost_reason("registered; no session yet");
-  ClearAssignment(&worker.info);
+  Unassign(worker);
   Touch(worker);
   worker.lost_since = worker.last_heartbeat;
   return registration;
@@ -73,6 +75,7 @@ absl::StatusOr<WorkerRegistry::Registration> WorkerRegistry::AddOrReplace(
 absl::Status WorkerRegistry::AttachSession(const std::string& worker_id,
                                            std::shared_ptr<SessionOutbox> outbox) {
   std::shared_ptr<SessionOutbox> replaced;
+  std::optional<v1::CoordinatorMessage> owed_abort;
   {
     absl::MutexLock lock(&mu_);
     Worker* worker = Find(worker_id);
@@ -81,15 +84,18 @@ absl::Status WorkerRegistry::AttachSession(const std::string& worker_id,
                                               "'; call RegisterWorker first"));
     }
     replaced = std::move(worker->outbox);
-    worker->outbox = std::move(outbox);
+    worker->outbox = outbox;
     if (worker->info.state() == v1::LOST) {
       worker->info.set_state(v1::IDLE);
       worker->info.clear_lost_reason();
-      ClearAssignment(&worker->info);
+      Unassign(*worker);
     }
+    owed_abort = std::move(worker->owed_abort);
+    worker->owed_abort.reset();
     Touch(*worker);
   }
   if (replaced) replaced->Close();
+  if (owed_abort.has_value()) outbox->Push(std::move(*owed_abort));
   return absl::OkStatus();
 }
 
@@ -140,10 +146,23 @@ void WorkerRegistry::SetBusy(const std::string& worker_id, const std::string& jo
   }
 }
 
-void WorkerRegistry::SetDraining(const std::string& worker_id) {
-  absl::MutexLock lock(&mu_);
-  Worker* worker = Find(worker_id);
-  if (worker != nullptr && worker->info.state() == v1::BUSY) worker->info.set_state(v1::DRAINING);
+void WorkerRegistry::Drain(const std::string& worker_id, const v1::CoordinatorMessage& abort) {
+  std::shared_ptr<SessionOutbox> outbox;
+  {
+    absl::MutexLock lock(&mu_);
+    Worker* worker = Find(worker_id);
+    if (worker == nullptr || worker->info.state() != v1::BUSY) return;
+    // DRAINING first: an idle heartbeat answering the abort finds the state to leave.
+    worker->info.set_state(v1::DRAINING);
+    if (!worker->outbox) {
+      worker->owed_abort = abort;
+      return;
+    }
+    outbox = worker->outbox;
+  }
+  // A push refused by a closing session needs no keeping: its close makes the worker
+  // LOST, and a worker that registers again naming the attempt is told to abort it then.
+  outbox->Push(abort);
 }
 
 void WorkerRegistry::SetIdle(const std::string& worker_id) {
@@ -151,7 +170,7 @@ void WorkerRegistry::SetIdle(const std::string& worker_id) {
   Worker* worker = Find(worker_id);
   if (worker != nullptr && worker->info.state() != v1::LOST) {
     worker->info.set_state(v1::IDLE);
-    ClearAssignment(&worker->info);
+    Unassign(*worker);
   }
 }
 
@@ -169,7 +188,7 @@ absl::StatusOr<v1::WorkerInfo> WorkerRegistry::MarkLost(const std::string& worke
     worker->info.set_state(v1::LOST);
     worker->info.set_lost_reason(reason);
     worker->lost_since = options_.clock->Now();
-    ClearAssignment(&worker->info);
+    Unassign(*worker);
   }
   if (outbox) outbox->Close();
   return before;

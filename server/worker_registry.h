@@ -16,6 +16,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <string>
 #include <vector>
@@ -81,7 +82,12 @@ class WorkerRegistry {
 
   void SetBusy(const std::string& worker_id, const std::string& job_id, int32_t attempt,
                int32_t rank);
-  void SetDraining(const std::string& worker_id);
+  // A BUSY worker's attempt was aborted: the worker is DRAINING until it reports idle,
+  // and `abort` (the message telling it so) is owed to it until a session takes it. A
+  // worker without a session (registered, its session not yet open) gets it when its
+  // session attaches: an abort is part of the worker's state, not a message that may be
+  // dropped, or the worker would run the dead attempt on and never come back idle.
+  void Drain(const std::string& worker_id, const v1::CoordinatorMessage& abort);
   void SetIdle(const std::string& worker_id);
   // Marks the worker lost and closes its session; returns it as it was before.
   absl::StatusOr<v1::WorkerInfo> MarkLost(const std::string& worker_id, const std::string& reason);
@@ -118,10 +124,14 @@ class WorkerRegistry {
     absl::Time last_heartbeat;
     absl::Time lost_since;
     std::shared_ptr<SessionOutbox> outbox;  // null without a live session
+    // DRAINING's abort, not yet queued on a session (Drain).
+    std::optional<v1::CoordinatorMessage> owed_abort;
   };
   absl::StatusOr<Registration> AddOrReplace(const v1::RegisterWorkerRequest& request,
                                               std::shared_ptr<SessionOutbox>* replaced);
   Worker* Find(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Clears the worker's job, attempt and rank, and any abort owed to it.
+  static void Unassign(Worker& worker);
   void Touch(Worker& worker) const;
 
   const Options options_;

@@ -111,17 +111,16 @@ TEST(Stall, TheAbortTimeoutFailsTheJobAndFreesTheOthers) {
   StartTraining(cluster, &job_id);
   cluster.worker("w2").Signal(SIGSTOP);
   v1::Job job = cluster.WaitForState(job_id, v1::FAILED, absl::Seconds(20));
-  const absl::Time failed_at = absl::Now();
   EXPECT_TRUE(absl::StrContains(job.reason(), "stall: rank ")) << job.reason();
   EXPECT_TRUE(absl::StrContains(job.reason(), "longer than the stall timeout of 3s"))
       << job.reason();
-  // The survivors, blocked in a collective with the frozen rank, restart themselves and
-  // are idle within seconds, long before the 60 s collective timeout.
+  // The survivors, blocked in a collective with the frozen rank, restart themselves (5 s
+  // after the abort) and are idle long before the 60 s collective timeout would free
+  // them: the wait's bound is half of it, room for a loaded machine.
   EXPECT_TRUE(Cluster::WaitFor(
       [&] { return cluster.WorkerState("w0") == v1::IDLE && cluster.WorkerState("w1") == v1::IDLE; },
-      absl::Seconds(20)))
+      absl::Seconds(30)))
       << ReadLog(cluster.worker("w0").log_path());
-  EXPECT_LT(absl::Now() - failed_at, absl::Seconds(20));
   EXPECT_TRUE(absl::StrContains(ReadLog(cluster.worker("w0").log_path()) +
                                     ReadLog(cluster.worker("w1").log_path()),
                                 "restarting this worker"));
