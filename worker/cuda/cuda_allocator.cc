@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <new>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 
 namespace shardwise::cuda {
 
@@ -34,6 +37,12 @@ void* CudaCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
     }
     if (error != cudaSuccess) {
       cudaGetLastError();
+      // Another error than memory (a device that faulted earlier) is named, not
+      // reported as the job being too large.
+      const std::string fault = error == cudaErrorMemoryAllocation
+                                    ? ""
+                                    : absl::StrCat(cudaGetErrorName(error), " (",
+                                                   cudaGetErrorString(error), ")");
       std::fprintf(stderr,
                    "CudaCachingAllocator: cudaMalloc(%zu bytes) for %s failed: %s; live "
                    "parameters %lld, gradients %lld, optimizer state %lld, activations %lld, "
@@ -44,7 +53,7 @@ void* CudaCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
                    static_cast<long long>(stats_.live(MemoryCategory::kOptimizerState)),
                    static_cast<long long>(stats_.live(MemoryCategory::kActivations)),
                    static_cast<long long>(stats_.live(MemoryCategory::kCommunication)));
-      throw AllocationFailure(rounded, category, "GPU");
+      throw AllocationFailure(rounded, category, "GPU", fault);
     }
     ++device_allocations_;
     stats_.AddReserved(static_cast<int64_t>(rounded));

@@ -53,6 +53,8 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceO
 }
 
 CudaDevice::~CudaDevice() {
+  // The destroying thread may never have used this GPU (or be bound to another).
+  cudaSetDevice(options_.gpu);
   cudaDeviceSynchronize();
   // The allocator's blocks go back to the driver before the streams they belong to.
   allocator_.reset();
@@ -83,6 +85,14 @@ void CudaDevice::UseCommunicationStream(CommLane lane) {
 void CudaDevice::Check(cudaError_t error, const char* what) {
   if (error == cudaSuccess) return;
   Check(CudaStatus(error, what));
+}
+
+Blas& CudaDevice::ComputeBlas() {
+  if (stream() != compute_.get()) {
+    Check(absl::InternalError("a GEMM was issued from a thread that is not computing on the "
+                              "compute stream (only the training thread runs layers)"));
+  }
+  return *blas_;
 }
 
 void CudaDevice::Check(const absl::Status& status) {
@@ -213,27 +223,28 @@ Buffer CudaDevice::Narrowed(ScalarType type, const float* values, size_t n) {
 void CudaDevice::LinearForward(const float* x, const float* w, const float* b, int64_t batch,
                                int64_t in, int64_t out, float* y, ScalarType operands) {
   if (operands == ScalarType::kFloat32) {
-    Check(blas_->LinearForward(x, w, b, batch, in, out, y));
+    Check(ComputeBlas().LinearForward(x, w, b, batch, in, out, y));
     return;
   }
   const Buffer x16 = Narrowed(operands, x, batch * in);
   const Buffer w16 = Narrowed(operands, w, out * in);
-  Check(blas_->LinearForward(x16.as<uint16_t>(), w16.as<uint16_t>(), b, batch, in, out, y,
-                             {operands, ScalarType::kFloat32}));
+  Check(ComputeBlas().LinearForward(x16.as<uint16_t>(), w16.as<uint16_t>(), b, batch, in,
+                                    out, y, {operands, ScalarType::kFloat32}));
 }
 
 void CudaDevice::LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
                                 int64_t in, int64_t out, float* dx, float* dw, float* db,
                                 ScalarType operands) {
   if (operands == ScalarType::kFloat32) {
-    Check(blas_->LinearBackward(x, w, dy, batch, in, out, dx, dw, db));
+    Check(ComputeBlas().LinearBackward(x, w, dy, batch, in, out, dx, dw, db));
     return;
   }
   const Buffer x16 = Narrowed(operands, x, batch * in);
   const Buffer w16 = Narrowed(operands, w, out * in);
   const Buffer dy16 = Narrowed(operands, dy, batch * out);
-  Check(blas_->LinearBackward(x16.as<uint16_t>(), w16.as<uint16_t>(), dy16.as<uint16_t>(), batch,
-                              in, out, dx, dw, nullptr, {operands, ScalarType::kFloat32}));
+  Check(ComputeBlas().LinearBackward(x16.as<uint16_t>(), w16.as<uint16_t>(),
+                                     dy16.as<uint16_t>(), batch, in, out, dx, dw, nullptr,
+                                     {operands, ScalarType::kFloat32}));
   if (db != nullptr) Check(AddColumnSums(dy, batch, out, db, stream()), "AddColumnSums");
 }
 
@@ -283,14 +294,14 @@ void CudaDevice::LayerNormBackward(const float* x, const float* w, const float* 
 // the training thread.
 void CudaDevice::AttentionForward(const float* qkv, const AttentionShape& shape, float* out,
                                   float* probs, ScalarType operands) {
-  Check(cuda::AttentionForward({blas_.get(), allocator(), stream(), operands}, shape, qkv, out,
+  Check(cuda::AttentionForward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv, out,
                                probs));
 }
 
 void CudaDevice::AttentionBackward(const float* qkv, const float* probs, const float* dout,
                                    const AttentionShape& shape, float* dqkv,
                                    ScalarType operands) {
-  Check(cuda::AttentionBackward({blas_.get(), allocator(), stream(), operands}, shape, qkv,
+  Check(cuda::AttentionBackward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv,
                                 probs, dout, dqkv));
 }
 

@@ -124,6 +124,10 @@ class CudaDevice final : public Device {
   // Keeps the first error; later calls report it.
   void Check(cudaError_t error, const char* what);
   void Check(const absl::Status& status);
+  // The GEMMs' handle, which runs on the compute stream: only a thread computing on it
+  // (the training thread) may use it, or the GEMM would race the caller's own work and
+  // its stream's blocks. Records an error otherwise; binds the thread to the GPU.
+  Blas& ComputeBlas();
   // A 16-bit copy of FP32 `values` (in the caller's stream order).
   Buffer Narrowed(ScalarType type, const float* values, size_t n);
   // Copies `bytes` from the device to the host, waiting for the caller's stream.

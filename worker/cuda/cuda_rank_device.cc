@@ -84,7 +84,8 @@ RankDeviceFactory CudaRankDevices(int gpu) {
     using Lane = Device::CommLane;
     ASSIGN_OR_RETURN(out->shard, Connect(request, request.shard, Lane::kReduction, *device, *out));
     // The replicate group's all-reduce on a stream of its own, as FSDP's HYBRID
-    // strategies have it (host staging copies on the caller's stream instead).
+    // strategies have it (host staging uses the reduction stream: each of its copies
+    // waits on the host, and callers from other streams synchronise first).
     const Lane replicate_lane =
         request.spec->cuda().collectives() == v1::CudaOptions::HOST_STAGED_GLOO
             ? Lane::kReduction

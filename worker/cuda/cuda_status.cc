@@ -16,6 +16,12 @@ absl::Status CudaStatus(cudaError_t error, const char* what) {
   return absl::InternalError(message);
 }
 
+cudaError_t QueryEvent(cudaEvent_t event) {
+  const cudaError_t state = cudaEventQuery(event);
+  if (state == cudaErrorNotReady) (void)cudaGetLastError();
+  return state;
+}
+
 absl::Status CublasStatus(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   const std::string message = absl::StrCat(what, ": ", cublasGetStatusName(status), " (",

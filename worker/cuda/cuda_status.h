@@ -17,6 +17,11 @@ absl::Status CudaStatus(cudaError_t error, const char* what);
 absl::Status CublasStatus(cublasStatus_t status, const char* what);
 absl::Status NcclStatus(ncclResult_t result, const char* what);
 
+// cudaEventQuery that leaves no trace: cudaErrorNotReady ("still running", not an error)
+// is also recorded as the thread's last error, which the next kernel launch's check
+// (cudaGetLastError) would report as its own failure; it is cleared here.
+cudaError_t QueryEvent(cudaEvent_t event);
+
 }  // namespace shardwise::cuda
 
 // Returns from the enclosing function when the CUDA call fails.

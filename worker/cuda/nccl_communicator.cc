@@ -158,21 +158,23 @@ absl::Status NcclCommunicator::Wait(const char* what, bool enqueued) {
       return AbortLocked(absl::AbortedError(
           absl::StrCat(what, " aborted: ", reason, "; the NCCL communicator was aborted")));
     }
-    if (!nccl_done) {
-      ncclResult_t state = ncclSuccess;
-      const ncclResult_t queried = ncclCommGetAsyncError(comm_, &state);
-      if (queried != ncclSuccess) state = queried;
-      if (state != ncclSuccess && state != ncclInProgress) {
-        return AbortLocked(NcclStatus(state, what));
-      }
-      nccl_done = state == ncclSuccess;
-      if (nccl_done && enqueued) RETURN_IF_CUDA_ERROR(cudaEventRecord(done_, stream_));
+    // NCCL's asynchronous error on every poll, not only until the call is enqueued: a
+    // peer lost while the collective's kernel runs is reported here, not at the deadline.
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t queried = ncclCommGetAsyncError(comm_, &state);
+    if (queried != ncclSuccess) state = queried;
+    if (state != ncclSuccess && state != ncclInProgress) {
+      return AbortLocked(NcclStatus(state, what));
+    }
+    if (!nccl_done && state == ncclSuccess) {
+      nccl_done = true;
+      if (enqueued) RETURN_IF_CUDA_ERROR(cudaEventRecord(done_, stream_));
     }
     if (nccl_done) {
       if (!enqueued) return absl::OkStatus();
-      const cudaError_t queried = cudaEventQuery(done_);
-      if (queried == cudaSuccess) return absl::OkStatus();
-      if (queried != cudaErrorNotReady) return AbortLocked(CudaStatus(queried, what));
+      const cudaError_t finished = QueryEvent(done_);
+      if (finished == cudaSuccess) return absl::OkStatus();
+      if (finished != cudaErrorNotReady) return AbortLocked(CudaStatus(finished, what));
     }
     if (absl::Now() > deadline) {
       return AbortLocked(absl::DeadlineExceededError(absl::StrCat(

@@ -30,7 +30,7 @@ absl::Status Event::Record(cudaStream_t stream) {
   return absl::OkStatus();
 }
 
-bool Event::Done() const { return cudaEventQuery(event_) != cudaErrorNotReady; }
+bool Event::Done() const { return QueryEvent(event_) != cudaErrorNotReady; }
 
 absl::Status Event::Synchronize() {
   RETURN_IF_CUDA_ERROR(cudaEventSynchronize(event_));

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/time/clock.h"
+#include "worker/cuda/cuda_status.h"
 
 namespace shardwise::cuda {
 namespace {
@@ -68,11 +69,9 @@ std::unique_ptr<StreamClock::Mark> CudaStreamClock::Record(int* lane) {
 std::optional<int64_t> CudaStreamClock::PassedAt(const Mark& mark) {
   const auto& event_mark = static_cast<const EventMark&>(mark);
   cudaSetDevice(gpu_);  // the asking thread (the progress publisher) may not be bound yet
-  const cudaError_t state = cudaEventQuery(event_mark.event.get());
-  if (state != cudaSuccess) {
-    if (state != cudaErrorNotReady) cudaGetLastError();  // a failed device: never passed
-    return std::nullopt;
-  }
+  const cudaError_t state = QueryEvent(event_mark.event.get());
+  if (state == cudaErrorNotReady) return std::nullopt;
+  if (state != cudaSuccess) return Failed(std::optional<int64_t>());  // never passes
   absl::StatusOr<float> ms = Event::ElapsedMs(event_mark.reference->event, event_mark.event);
   if (!ms.ok()) return std::nullopt;
   return event_mark.reference->host_us + std::llround(static_cast<double>(*ms) * 1000.0);

@@ -272,6 +272,7 @@ cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, 
   if (scratch_bytes < ScratchBytes(n, sort_bytes)) return cudaErrorInvalidValue;
   EmbeddingScratch parts = CarveScratch(scratch, n, sort_bytes);
   IotaKernel<<<Blocks(n), kThreads, 0, stream>>>(parts.positions, n);
+  if ((error = Launched()) != cudaSuccess) return error;
   // Radix sort is stable: equal ids keep their positions in ascending order.
   error = cub::DeviceRadixSort::SortPairs(parts.sort_storage, parts.sort_bytes, ids,
                                           parts.sorted_ids, parts.positions,

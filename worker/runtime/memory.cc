@@ -27,16 +27,23 @@ const char* MemoryCategoryName(MemoryCategory category) {
   return "unknown";
 }
 
-AllocationFailure::AllocationFailure(size_t bytes, MemoryCategory category, const char* device)
-    : message_(absl::StrFormat("could not allocate %.1f MiB of %s on the %s",
+AllocationFailure::AllocationFailure(size_t bytes, MemoryCategory category, const char* device,
+                                     const std::string& fault)
+    : message_(absl::StrFormat("could not allocate %.1f MiB of %s on the %s%s",
                                static_cast<double>(bytes) / (1 << 20),
-                               MemoryCategoryName(category), device)) {}
+                               MemoryCategoryName(category), device,
+                               fault.empty() ? "" : absl::StrCat(": ", fault))),
+      out_of_memory_(fault.empty()) {}
 
 absl::Status AllocationFailureStatus(const std::bad_alloc& failure, const std::string& activity) {
-  const bool ours = dynamic_cast<const AllocationFailure*>(&failure) != nullptr;
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "out of memory", activity.empty() ? "" : " while ", activity, ": ",
-      ours ? failure.what() : "the host could not allocate"));
+  const auto* ours = dynamic_cast<const AllocationFailure*>(&failure);
+  const std::string during = activity.empty() ? "" : absl::StrCat(" while ", activity);
+  if (ours != nullptr && !ours->out_of_memory()) {
+    return absl::InternalError(absl::StrCat("device failure", during, ": ", ours->what()));
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("out of memory", during, ": ",
+                   ours != nullptr ? ours->what() : "the host could not allocate"));
 }
 
 int64_t MemoryStats::live_total() const {

@@ -59,17 +59,23 @@ struct MemoryStats {
 // runtime's allocations happen in constructors (Buffer), so failure is an exception; the
 // attempt runner and the communication threads turn it into a status
 // (AllocationFailureStatus), so a worker survives it and its attempt fails naming it.
+// `fault`, when not empty, says the allocation failed for another reason than memory (a
+// device that faulted earlier).
 class AllocationFailure : public std::bad_alloc {
  public:
-  AllocationFailure(size_t bytes, MemoryCategory category, const char* device);
+  AllocationFailure(size_t bytes, MemoryCategory category, const char* device,
+                    const std::string& fault = "");
   const char* what() const noexcept override { return message_.c_str(); }
+  bool out_of_memory() const { return out_of_memory_; }
 
  private:
   std::string message_;
+  bool out_of_memory_;
 };
 
-// RESOURCE_EXHAUSTED saying what could not be allocated (any std::bad_alloc), and, when
-// given, what was being done ("loading the initial weights").
+// RESOURCE_EXHAUSTED saying what could not be allocated (any std::bad_alloc; INTERNAL for
+// an AllocationFailure with a fault), and, when given, what was being done ("loading the
+// initial weights").
 absl::Status AllocationFailureStatus(const std::bad_alloc& failure,
                                      const std::string& activity = "");
 

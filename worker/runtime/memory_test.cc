@@ -1,5 +1,7 @@
 #include "worker/runtime/memory.h"
 
+#include <new>
+
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -63,6 +65,24 @@ TEST(CpuCachingAllocator, CountsWhatItHoldsAndTheLivePeakOfAllCategories) {
   allocator.ResetPeaks();
   EXPECT_EQ(allocator.Stats().peak_reserved_bytes, 0);
   EXPECT_EQ(allocator.Stats().peak_live_bytes, 0);
+}
+
+// Out of memory is the job's size (RESOURCE_EXHAUSTED); an allocation refused by a device
+// that faulted is not, and says why (INTERNAL).
+TEST(AllocationFailure, IsOutOfMemoryUnlessAFaultIsNamed) {
+  const absl::Status oom = AllocationFailureStatus(
+      AllocationFailure(3 << 20, MemoryCategory::kActivations, "GPU"), "training");
+  EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(oom.message(),
+            "out of memory while training: could not allocate 3.0 MiB of activations on the GPU");
+  const absl::Status fault = AllocationFailureStatus(
+      AllocationFailure(1 << 20, MemoryCategory::kGradients, "GPU", "cudaErrorIllegalAddress"));
+  EXPECT_EQ(fault.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(fault.message(),
+            "device failure: could not allocate 1.0 MiB of gradients on the GPU: "
+            "cudaErrorIllegalAddress");
+  EXPECT_EQ(AllocationFailureStatus(std::bad_alloc()).code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 TEST(Buffer, SizesByElementType) {
