@@ -21,46 +21,59 @@ size_t CudaCachingAllocator::RoundUp(size_t bytes) {
 void* CudaCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
   const size_t rounded = RoundUp(bytes);
   const cudaStream_t stream = stream_of_caller_();
-  absl::MutexLock lock(&mu_);
   void* ptr = nullptr;
-  auto it = cache_.find({stream, rounded});
-  if (it != cache_.end()) {
-    ptr = it->second;
-    cache_.erase(it);
-    stats_.cached_bytes -= static_cast<int64_t>(rounded);
-  } else {
-    cudaError_t error = cudaMalloc(&ptr, rounded);
-    if (error == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // clear the sticky-free error before retrying
-      ReleaseCacheLocked();
-      error = cudaMalloc(&ptr, rounded);
-    }
-    if (error != cudaSuccess) {
-      cudaGetLastError();
-      // Another error than memory (a device that faulted earlier) is named, not
-      // reported as the job being too large.
-      const std::string fault = error == cudaErrorMemoryAllocation
-                                    ? ""
-                                    : absl::StrCat(cudaGetErrorName(error), " (",
-                                                   cudaGetErrorString(error), ")");
-      std::fprintf(stderr,
-                   "CudaCachingAllocator: cudaMalloc(%zu bytes) for %s failed: %s; live "
-                   "parameters %lld, gradients %lld, optimizer state %lld, activations %lld, "
-                   "communication %lld bytes\n",
-                   rounded, MemoryCategoryName(category), cudaGetErrorString(error),
-                   static_cast<long long>(stats_.live(MemoryCategory::kParameters)),
-                   static_cast<long long>(stats_.live(MemoryCategory::kGradients)),
-                   static_cast<long long>(stats_.live(MemoryCategory::kOptimizerState)),
-                   static_cast<long long>(stats_.live(MemoryCategory::kActivations)),
-                   static_cast<long long>(stats_.live(MemoryCategory::kCommunication)));
-      throw AllocationFailure(rounded, category, "GPU", fault);
-    }
-    ++device_allocations_;
-    stats_.AddReserved(static_cast<int64_t>(rounded));
+  {
+    absl::MutexLock lock(&mu_);
+    ptr = TakeCached(stream, rounded);
   }
+  if (ptr == nullptr) ptr = AllocateFromDevice(rounded, category);
+  absl::MutexLock lock(&mu_);
   owner_[ptr] = stream;
   // Counters count what was asked for, as on the CPU, so both report the same numbers.
   stats_.AddLive(category, static_cast<int64_t>(bytes));
+  return ptr;
+}
+
+void* CudaCachingAllocator::TakeCached(cudaStream_t stream, size_t rounded) {
+  auto it = cache_.find({stream, rounded});
+  if (it == cache_.end()) return nullptr;
+  void* ptr = it->second;
+  cache_.erase(it);
+  stats_.cached_bytes -= static_cast<int64_t>(rounded);
+  return ptr;
+}
+
+void* CudaCachingAllocator::AllocateFromDevice(size_t rounded, MemoryCategory category) {
+  void* ptr = nullptr;
+  cudaError_t error = cudaMalloc(&ptr, rounded);
+  if (error == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear the sticky-free error before retrying
+    ReleaseCacheUnlocked();
+    error = cudaMalloc(&ptr, rounded);
+  }
+  absl::MutexLock lock(&mu_);
+  if (error != cudaSuccess) {
+    cudaGetLastError();
+    // Another error than memory (a device that faulted earlier) is named, not
+    // reported as the job being too large.
+    const std::string fault = error == cudaErrorMemoryAllocation
+                                  ? ""
+                                  : absl::StrCat(cudaGetErrorName(error), " (",
+                                                 cudaGetErrorString(error), ")");
+    std::fprintf(stderr,
+                 "CudaCachingAllocator: cudaMalloc(%zu bytes) for %s failed: %s; live "
+                 "parameters %lld, gradients %lld, optimizer state %lld, activations %lld, "
+                 "communication %lld bytes\n",
+                 rounded, MemoryCategoryName(category), cudaGetErrorString(error),
+                 static_cast<long long>(stats_.live(MemoryCategory::kParameters)),
+                 static_cast<long long>(stats_.live(MemoryCategory::kGradients)),
+                 static_cast<long long>(stats_.live(MemoryCategory::kOptimizerState)),
+                 static_cast<long long>(stats_.live(MemoryCategory::kActivations)),
+                 static_cast<long long>(stats_.live(MemoryCategory::kCommunication)));
+    throw AllocationFailure(rounded, category, "GPU", fault);
+  }
+  ++device_allocations_;
+  stats_.AddReserved(static_cast<int64_t>(rounded));
   return ptr;
 }
 
@@ -91,20 +104,22 @@ void CudaCachingAllocator::ResetPeaks() {
   stats_.ResetPeaks();
 }
 
-void CudaCachingAllocator::ReleaseCache() {
-  absl::MutexLock lock(&mu_);
-  ReleaseCacheLocked();
-}
+void CudaCachingAllocator::ReleaseCache() { ReleaseCacheUnlocked(); }
 
-void CudaCachingAllocator::ReleaseCacheLocked() {
+void CudaCachingAllocator::ReleaseCacheUnlocked() {
+  std::vector<Block> blocks;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, ptr] : cache_) blocks.emplace_back(key.second, ptr);
+    cache_.clear();
+    stats_.cached_bytes = 0;
+  }
+  if (blocks.empty()) return;
   // A cached block may still be in use by work queued before its Free.
   cudaDeviceSynchronize();
-  for (auto& [key, ptr] : cache_) {
-    cudaFree(ptr);
-    stats_.AddReserved(-static_cast<int64_t>(key.second));
-  }
-  cache_.clear();
-  stats_.cached_bytes = 0;
+  for (const auto& [rounded, ptr] : blocks) cudaFree(ptr);
+  absl::MutexLock lock(&mu_);
+  for (const auto& [rounded, ptr] : blocks) stats_.AddReserved(-static_cast<int64_t>(rounded));
 }
 
 int64_t CudaCachingAllocator::device_allocations() const {

@@ -22,6 +22,7 @@
 #include <map>
 #include <utility>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -54,8 +55,17 @@ class CudaCachingAllocator final : public Allocator {
   int64_t device_allocations() const;
 
  private:
+  using Block = std::pair<size_t, void*>;  // rounded size, pointer
   static size_t RoundUp(size_t bytes);
-  void ReleaseCacheLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A cached block of `rounded` bytes of `stream`, or null.
+  void* TakeCached(cudaStream_t stream, size_t rounded) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // cudaMalloc, after releasing the cache once if the device is full; throws
+  // AllocationFailure. Called without the lock: the driver may wait for the device.
+  void* AllocateFromDevice(size_t rounded, MemoryCategory category) ABSL_LOCKS_EXCLUDED(mu_);
+  // Empties the cache under the lock, then synchronises and frees the blocks without it:
+  // a thread holding the lock while the device drains would stop this rank's other
+  // threads from issuing the collectives its in-flight NCCL kernels wait for.
+  void ReleaseCacheUnlocked() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::function<cudaStream_t()> stream_of_caller_;
   mutable absl::Mutex mu_;
