@@ -91,24 +91,15 @@ absl::Status Blas::LinearForward(const void* x, const void* w, const float* b, i
 }
 
 absl::Status Blas::LinearBackward(const void* x, const void* w, const void* dy, int64_t batch,
-                                  int64_t in, int64_t out, void* dx, void* dw, float* db,
-                                  Types types) {
+                                  int64_t in, int64_t out, void* dx, void* dw, Types types) {
   if (dx != nullptr) {
     // dx^T[in, batch] = W^T[in, out] dy^T[out, batch]
     RETURN_IF_ERROR(GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, w, in, dy, out,
                                     0.0f, dx, in, types));
   }
   // dw^T[in, out] += x^T[in, batch] dy[batch, out]
-  RETURN_IF_ERROR(GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, x, in, dy, out,
-                                  1.0f, dw, in, types));
-  if (db != nullptr) {
-    if (types.operands != ScalarType::kFloat32) {
-      return absl::InvalidArgumentError(
-          "Blas::LinearBackward: a bias gradient needs FP32 operands");
-    }
-    RETURN_IF_CUDA_ERROR(AddColumnSums(static_cast<const float*>(dy), batch, out, db, stream_));
-  }
-  return absl::OkStatus();
+  return GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, x, in, dy, out, 1.0f, dw,
+                         in, types);
 }
 
 absl::Status Blas::Gemm(const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k,

@@ -42,11 +42,10 @@ class Blas {
   // y[batch, out] = x[batch, in] W[out, in]^T (+ b[out], FP32 output only).
   absl::Status LinearForward(const void* x, const void* w, const float* b, int64_t batch,
                              int64_t in, int64_t out, void* y, Types types = {});
-  // dx[batch, in] = dy W (skipped when dx is null); dw[out, in] += dy^T x;
-  // db[out] += column sums of dy (FP32, when db is not null).
+  // dx[batch, in] = dy W (skipped when dx is null); dw[out, in] += dy^T x. The bias's
+  // gradient is a reduction, not a GEMM: the caller adds it (kernels.h AddColumnSums).
   absl::Status LinearBackward(const void* x, const void* w, const void* dy, int64_t batch,
-                              int64_t in, int64_t out, void* dx, void* dw, float* db,
-                              Types types = {});
+                              int64_t in, int64_t out, void* dx, void* dw, Types types = {});
 
   // C[m, n] = A[m, k] B[k, n] (+ beta C), row-major, no transposes: for benchmarks
   // against cublasGemmEx called directly.

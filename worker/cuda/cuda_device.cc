@@ -232,19 +232,20 @@ void CudaDevice::LinearForward(const float* x, const float* w, const float* b, i
                                     out, y, {operands, ScalarType::kFloat32}));
 }
 
+// The bias's gradient sums the FP32 dy (not its 16-bit copy) in both precisions.
 void CudaDevice::LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
                                 int64_t in, int64_t out, float* dx, float* dw, float* db,
                                 ScalarType operands) {
   if (operands == ScalarType::kFloat32) {
-    Check(ComputeBlas().LinearBackward(x, w, dy, batch, in, out, dx, dw, db));
-    return;
+    Check(ComputeBlas().LinearBackward(x, w, dy, batch, in, out, dx, dw));
+  } else {
+    const Buffer x16 = Narrowed(operands, x, batch * in);
+    const Buffer w16 = Narrowed(operands, w, out * in);
+    const Buffer dy16 = Narrowed(operands, dy, batch * out);
+    Check(ComputeBlas().LinearBackward(x16.as<uint16_t>(), w16.as<uint16_t>(),
+                                       dy16.as<uint16_t>(), batch, in, out, dx, dw,
+                                       {operands, ScalarType::kFloat32}));
   }
-  const Buffer x16 = Narrowed(operands, x, batch * in);
-  const Buffer w16 = Narrowed(operands, w, out * in);
-  const Buffer dy16 = Narrowed(operands, dy, batch * out);
-  Check(ComputeBlas().LinearBackward(x16.as<uint16_t>(), w16.as<uint16_t>(),
-                                     dy16.as<uint16_t>(), batch, in, out, dx, dw, nullptr,
-                                     {operands, ScalarType::kFloat32}));
   if (db != nullptr) Check(AddColumnSums(dy, batch, out, db, stream()), "AddColumnSums");
 }
 

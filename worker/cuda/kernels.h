@@ -32,7 +32,8 @@ cudaError_t RoundToPrecision(ScalarType type, float* data, size_t n, cudaStream_
 // y[i, :] = b for every row i of y[rows, cols] (a GEMM with beta = 1 then adds x W^T).
 cudaError_t BroadcastRows(const float* b, int64_t rows, int64_t cols, float* y,
                           cudaStream_t stream);
-// db[cols] += column sums of dy[rows, cols].
+// db[cols] += column sums of dy[rows, cols] (a Linear layer's bias gradient), summed in
+// double by 32 row lanes per column, deterministically.
 cudaError_t AddColumnSums(const float* dy, int64_t rows, int64_t cols, float* db,
                           cudaStream_t stream);
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <limits>
 #include <random>
 #include <vector>
@@ -168,6 +169,28 @@ TEST_F(KernelsTest, LossesMatchTheCpuAndAreDeterministic) {
             cudaSuccess);
   EXPECT_NEAR(mse.ToHost()[0], want_mse, 1e-12 * want_mse);
   ExpectNear(dpred.ToHost(), want_dpred, 0.0f, 0.0f, "mse gradient");  // same float ops
+}
+
+// A bias gradient at GPT-2's shape (8192 token rows, 768 columns) plus odd ones (fewer
+// rows than lanes, a partial column tile): each column sum (in double, by row lanes)
+// added to what db held, rounded once; the same bits on a second run.
+TEST_F(KernelsTest, ColumnSumsAddEveryRowDeterministically) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{8192, 768}, {1000, 3}, {1, 5}}) {
+    const std::vector<float> dy = RandomFloats(rows * cols, 41), db0 = RandomFloats(cols, 43);
+    std::vector<float> want(cols);
+    for (int64_t j = 0; j < cols; ++j) {
+      double sum = 0;
+      for (int64_t i = 0; i < rows; ++i) sum += dy[i * cols + j];
+      want[j] = db0[j] + static_cast<float>(sum);
+    }
+    DeviceVector<float> ddy(dy), first(db0), second(db0);
+    ASSERT_EQ(AddColumnSums(ddy.get(), rows, cols, first.get(), nullptr), cudaSuccess);
+    ASSERT_EQ(AddColumnSums(ddy.get(), rows, cols, second.get(), nullptr), cudaSuccess);
+    // The double sums differ from the loop's by their order only: far below the rounding.
+    ExpectNear(first.ToHost(), want, 2e-7f, 1e-4f, "column sums");
+    const std::vector<float> a = first.ToHost(), b = second.ToHost();
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << rows << "x" << cols;
+  }
 }
 
 TEST_F(KernelsTest, NormAccumulateAndUnscale) {
