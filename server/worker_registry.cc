@@ -1,14 +1,11 @@
 #include "server/worker_registry.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace shardwise {
-namespace {
-
-
-}  // namespace
 
 void WorkerRegistry::Unassign(Worker& worker) {
   worker.info.clear_job_id();
@@ -90,8 +87,7 @@ absl::Status WorkerRegistry::AttachSession(const std::string& worker_id,
       worker->info.clear_lost_reason();
       Unassign(*worker);
     }
-    owed_abort = std::move(worker->owed_abort);
-    worker->owed_abort.reset();
+    owed_abort = std::exchange(worker->owed_abort, std::nullopt);
     Touch(*worker);
   }
   if (replaced) replaced->Close();

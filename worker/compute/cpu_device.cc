@@ -79,8 +79,7 @@ void CpuDevice::DoubleToFloat(const double* in, float* out, size_t n) {
 void CpuDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm) {
   const float coef =
       pointwise::ClipCoefficient(std::sqrt(static_cast<double>(*squared_norm)), max_norm);
-  if (coef >= 1.0f) return;
-  for (size_t i = 0; i < n; ++i) data[i] *= coef;
+  if (coef < 1.0f) Multiply(data, n, coef);
 }
 
 // The operands' type changes nothing: they hold values of it already, and OpenBLAS

@@ -5,7 +5,7 @@
 #include <new>
 #include <string>
 
-#include "absl/strings/str_cat.h"
+#include "worker/cuda/cuda_status.h"
 
 namespace shardwise::cuda {
 
@@ -58,8 +58,7 @@ void* CudaCachingAllocator::AllocateFromDevice(size_t rounded, MemoryCategory ca
     // reported as the job being too large.
     const std::string fault = error == cudaErrorMemoryAllocation
                                   ? ""
-                                  : absl::StrCat(cudaGetErrorName(error), " (",
-                                                 cudaGetErrorString(error), ")");
+                                  : std::string(CudaStatus(error, "cudaMalloc").message());
     std::fprintf(stderr,
                  "CudaCachingAllocator: cudaMalloc(%zu bytes) for %s failed: %s; live "
                  "parameters %lld, gradients %lld, optimizer state %lld, activations %lld, "
