@@ -15,7 +15,8 @@ namespace shardwise {
 class CollectiveMetrics {
  public:
   explicit CollectiveMetrics(MetricsRegistry* registry);
-  // `kind`: "all-gather", "reduce-scatter", "all-reduce", "broadcast" or "barrier".
+  // `kind`: "all-gather", "reduce-scatter", "all-reduce", "broadcast", "barrier", or
+  // "completion" (waiting for stream-ordered collectives to complete: communicator.h).
   void Record(const char* kind, absl::Duration took);
 
  private:

@@ -8,7 +8,13 @@
 // Every rank enqueues the same collectives in the same order, so FIFO execution keeps
 // the ranks' collectives paired whatever the timing.
 //
-// Thread-safety: Enqueue, Handle::Wait and Drain may be called from any thread.
+// A task may come in two parts (EnqueueInTwoParts): on a device with streams, the first
+// enqueues the collective and returns a fence after it, and whoever waits for the task
+// can go on as soon as that fence exists, ordering its own stream after it, while the
+// second part waits on this thread for the collective to complete. That is how the
+// training thread follows an all-gather without waiting for it on the host.
+//
+// Thread-safety: Enqueue, the Handle's waits and Drain may be called from any thread.
 
 #include <deque>
 #include <functional>
@@ -16,23 +22,33 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "worker/compute/device.h"
 
 namespace shardwise {
 
 class CommThread {
  public:
+  using Fence = std::shared_ptr<Device::Fence>;
+
   class Handle {
    public:
     Handle() = default;
-    // Blocks until the task ran; its status.
+    // Blocks until the task ran (both parts); its status.
     absl::Status Wait() const;
+    // Blocks until the task's first part ran: the fence it returned (null: nothing to wait
+    // for on the device), or its error. A task in one part: until it ran, with a null
+    // fence.
+    absl::StatusOr<Fence> WaitStarted() const;
     bool valid() const { return state_ != nullptr; }
 
    private:
     friend class CommThread;
     struct State {
       absl::Mutex mu;
+      bool started ABSL_GUARDED_BY(mu) = false;  // the first part succeeded
+      Fence fence ABSL_GUARDED_BY(mu);
       bool done ABSL_GUARDED_BY(mu) = false;
       absl::Status status ABSL_GUARDED_BY(mu);
     };
@@ -49,6 +65,10 @@ class CommThread {
   CommThread& operator=(const CommThread&) = delete;
 
   Handle Enqueue(std::function<absl::Status()> task);
+  // `start` enqueues device work and returns a fence after it; `finish` runs next, unless
+  // `start` failed, and waits for that work to complete.
+  Handle EnqueueInTwoParts(std::function<absl::StatusOr<Fence>()> start,
+                           std::function<absl::Status()> finish);
 
   // Waits until every task enqueued so far has run; the first error of a task since the
   // last Drain, else OK.
@@ -56,10 +76,13 @@ class CommThread {
 
  private:
   struct Task {
-    std::function<absl::Status()> run;
+    std::function<absl::StatusOr<Fence>()> start;
+    std::function<absl::Status()> finish;  // may be empty
     Handle handle;
   };
   void Loop();
+  // Runs `task`, publishing its start to its handle; its status.
+  static absl::Status Run(Task& task);
 
   absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);

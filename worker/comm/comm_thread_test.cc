@@ -1,6 +1,8 @@
 // The communication thread runs tasks one at a time in the order they were enqueued
 // (what keeps ranks' collectives paired), reports each task's status to its handle and
-// the first failure to Drain, and runs what is still queued before it is destroyed.
+// the first failure to Drain, and runs what is still queued before it is destroyed. A
+// task in two parts lets its waiters go with its fence once the first part ran, while
+// the second still runs.
 
 #include "worker/comm/comm_thread.h"
 
@@ -81,7 +83,75 @@ TEST(CommThread, DestructionFinishesTheRunningTaskAndCancelsTheQueued) {
   releaser.join();
   EXPECT_TRUE(first_finished);
   EXPECT_EQ(later_ran, 0);
-  for (const auto& handle : queued) EXPECT_EQ(handle.Wait().code(), absl::StatusCode::kCancelled);
+  for (const auto& handle : queued) {
+    EXPECT_EQ(handle.Wait().code(), absl::StatusCode::kCancelled);
+    EXPECT_EQ(handle.WaitStarted().status().code(), absl::StatusCode::kCancelled);
+  }
+}
+
+struct TestFence : Device::Fence {};
+
+TEST(CommThread, WaitStartedReturnsTheFenceWhileTheSecondPartStillRuns) {
+  CommThread comm;
+  const auto fence = std::make_shared<TestFence>();
+  absl::Notification release;
+  bool released_in_time = false;
+  auto handle = comm.EnqueueInTwoParts(
+      [fence]() -> absl::StatusOr<CommThread::Fence> { return fence; },
+      [&] {
+        // Released only after WaitStarted returned: were WaitStarted to wait for this
+        // part, it would time out here, unreleased.
+        released_in_time = release.WaitForNotificationWithTimeout(absl::Seconds(30));
+        return absl::OkStatus();
+      });
+  const absl::StatusOr<CommThread::Fence> started = handle.WaitStarted();
+  release.Notify();
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->get(), fence.get());
+  EXPECT_TRUE(handle.Wait().ok());
+  EXPECT_TRUE(released_in_time);
+  EXPECT_TRUE(comm.Drain().ok());
+}
+
+TEST(CommThread, AFailedFirstPartReachesWaitStartedAndSkipsTheSecond) {
+  CommThread comm;
+  bool finished = false;
+  auto handle = comm.EnqueueInTwoParts(
+      []() -> absl::StatusOr<CommThread::Fence> { return absl::AbortedError("not enqueued"); },
+      [&finished] {
+        finished = true;
+        return absl::OkStatus();
+      });
+  EXPECT_EQ(handle.WaitStarted().status().message(), "not enqueued");
+  EXPECT_EQ(handle.Wait().code(), absl::StatusCode::kAborted);
+  EXPECT_FALSE(finished);
+  EXPECT_EQ(comm.Drain().message(), "not enqueued");
+}
+
+TEST(CommThread, AFailedSecondPartReachesWaitAndDrainNotWaitStarted) {
+  CommThread comm;
+  auto handle = comm.EnqueueInTwoParts(
+      []() -> absl::StatusOr<CommThread::Fence> { return CommThread::Fence(); },
+      [] { return absl::DeadlineExceededError("the peer never came"); });
+  EXPECT_TRUE(handle.WaitStarted().ok());
+  EXPECT_EQ(handle.Wait().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(comm.Drain().message(), "the peer never came");
+}
+
+TEST(CommThread, ATaskInOnePartHasStartedOnceItRan) {
+  CommThread comm;
+  bool ran = false;
+  auto handle = comm.Enqueue([&ran] {
+    ran = true;
+    return absl::OkStatus();
+  });
+  const absl::StatusOr<CommThread::Fence> started = handle.WaitStarted();
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(started->get(), nullptr);
+  EXPECT_TRUE(ran);
+  auto failed = comm.Enqueue([] { return absl::InternalError("bad"); });
+  EXPECT_EQ(failed.WaitStarted().status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(comm.Drain().code(), absl::StatusCode::kInternal);
 }
 
 TEST(CommThread, StartHookRunsOnTheThread) {

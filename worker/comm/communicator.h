@@ -2,8 +2,8 @@
 #define SHARDWISE_WORKER_COMM_COMMUNICATOR_H_
 
 // The collectives the FSDP runtime needs, over one group of ranks, in FP32, FP16, BF16 or
-// INT64. Device-neutral: Gloo implements it on CPUs (gloo_communicator.h); NCCL will on
-// GPUs. All reductions are SUM.
+// INT64. Device-neutral: Gloo implements it on CPUs (gloo_communicator.h), NCCL on GPUs
+// (cuda/nccl_communicator.h). All reductions are SUM.
 // Every rank of the group must call the same collectives in the same order.
 //
 // Thread-safety: one collective at a time per communicator.
@@ -42,6 +42,15 @@ class Communicator {
   virtual absl::Status AllReduce(void* data, size_t numel, ScalarType type) = 0;
   virtual absl::Status Broadcast(void* data, size_t numel, int root, ScalarType type) = 0;
   virtual absl::Status Barrier() = 0;
+
+  // Whether collectives return once they are ordered on the device's stream rather than
+  // once they completed (NCCL with NcclOptions::stream_ordered): the results are then
+  // there for work that follows on that stream, and WaitForCompletion() is where the
+  // host learns that they completed, or how they failed.
+  virtual bool stream_ordered() const { return false; }
+  // Waits until every collective called so far has completed; the first failure. At once
+  // where collectives complete before returning.
+  virtual absl::Status WaitForCompletion() { return absl::OkStatus(); }
 
   // FP32 conveniences.
   absl::Status AllGather(const float* shard, size_t shard_numel, float* out) {

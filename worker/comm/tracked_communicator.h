@@ -49,6 +49,14 @@ class TrackedCommunicator final : public Communicator {
     Scope scope(position_, timeline_, metrics_, "barrier");
     return inner_->Barrier();
   }
+  bool stream_ordered() const override { return inner_->stream_ordered(); }
+  // Where collectives return once enqueued, a rank waiting for a peer waits here: it is a
+  // position of its own ("completion"), so a stall names it.
+  absl::Status WaitForCompletion() override {
+    if (!inner_->stream_ordered()) return inner_->WaitForCompletion();
+    Scope scope(position_, timeline_, metrics_, "completion");
+    return inner_->WaitForCompletion();
+  }
 
  private:
   class Scope {

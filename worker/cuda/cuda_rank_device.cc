@@ -61,6 +61,10 @@ absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
   if (lane == Device::CommLane::kAllReduce) {
     options.stream_of_caller = [&device] { return device.CurrentStream(); };
   }
+  // The all-gathers: the training thread orders its compute after each on the device
+  // instead of waiting for it on the host (FsdpModel::Unshard), and the unshard thread
+  // watches its completion.
+  options.stream_ordered = lane == Device::CommLane::kUnshard;
   ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm,
                    NcclCommunicator::Connect(*request.store, absl::StrCat(group.name, "/nccl"),
                                              static_cast<int>(it - group.ranks.begin()),

@@ -140,50 +140,72 @@ absl::Status NcclCommunicator::AbortLocked(absl::Status why) {
   if (failed_.ok()) {
     ncclCommAbort(comm_);
     comm_ = nullptr;
+    pending_ = nullptr;  // nothing is waited for on an aborted communicator
     failed_ = why;
   }
   return failed_;
 }
 
-absl::Status NcclCommunicator::Wait(const char* what, bool enqueued) {
+absl::StatusOr<bool> NcclCommunicator::StillLaunching(const char* what) {
+  if (abort_requested_.load()) {
+    std::string reason;
+    {
+      absl::MutexLock lock(&mu_);
+      reason = abort_reason_;
+    }
+    return AbortLocked(absl::AbortedError(
+        absl::StrCat(what, " aborted: ", reason, "; the NCCL communicator was aborted")));
+  }
+  // NCCL's asynchronous error on every poll, not only until the call is enqueued: a peer
+  // lost while the collective's kernel runs is reported here, not at the deadline.
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t queried = ncclCommGetAsyncError(comm_, &state);
+  if (queried != ncclSuccess) state = queried;
+  if (state != ncclSuccess && state != ncclInProgress) return AbortLocked(NcclStatus(state, what));
+  return state == ncclInProgress;
+}
+
+absl::Status NcclCommunicator::Overdue(const char* what) {
+  return AbortLocked(absl::DeadlineExceededError(
+      absl::StrCat(what, " on rank ", rank_, " of ", size_, " did not finish in ",
+                   absl::FormatDuration(options_.timeout), "; the NCCL communicator was aborted")));
+}
+
+absl::Status NcclCommunicator::WaitEnqueued(const char* what) {
   const absl::Time deadline = absl::Now() + options_.timeout;
-  bool nccl_done = false;
   for (;;) {
-    if (abort_requested_.load()) {
-      std::string reason;
-      {
-        absl::MutexLock lock(&mu_);
-        reason = abort_reason_;
-      }
-      return AbortLocked(absl::AbortedError(
-          absl::StrCat(what, " aborted: ", reason, "; the NCCL communicator was aborted")));
+    ASSIGN_OR_RETURN(const bool launching, StillLaunching(what));
+    if (!launching) break;
+    if (absl::Now() > deadline) return Overdue(what);
+    absl::SleepFor(options_.poll_interval);
+  }
+  RETURN_IF_CUDA_ERROR(cudaEventRecord(done_, stream_));
+  if (pending_ == nullptr) pending_since_ = absl::Now();
+  pending_ = what;
+  return absl::OkStatus();
+}
+
+// The deadline runs from the oldest collective not yet seen completed, so a
+// stream-ordered collective gets the same time as one waited for at once.
+absl::Status NcclCommunicator::WaitCompleted() {
+  RETURN_IF_ERROR(failed_);
+  if (pending_ == nullptr) return absl::OkStatus();
+  const char* what = pending_;
+  const absl::Time deadline = pending_since_ + options_.timeout;
+  for (;;) {
+    RETURN_IF_ERROR(StillLaunching(what).status());
+    const cudaError_t finished = QueryEvent(done_);
+    if (finished == cudaSuccess) {
+      pending_ = nullptr;
+      return absl::OkStatus();
     }
-    // NCCL's asynchronous error on every poll, not only until the call is enqueued: a
-    // peer lost while the collective's kernel runs is reported here, not at the deadline.
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t queried = ncclCommGetAsyncError(comm_, &state);
-    if (queried != ncclSuccess) state = queried;
-    if (state != ncclSuccess && state != ncclInProgress) {
-      return AbortLocked(NcclStatus(state, what));
-    }
-    if (!nccl_done && state == ncclSuccess) {
-      nccl_done = true;
-      if (enqueued) RETURN_IF_CUDA_ERROR(cudaEventRecord(done_, stream_));
-    }
-    if (nccl_done) {
-      if (!enqueued) return absl::OkStatus();
-      const cudaError_t finished = QueryEvent(done_);
-      if (finished == cudaSuccess) return absl::OkStatus();
-      if (finished != cudaErrorNotReady) return AbortLocked(CudaStatus(finished, what));
-    }
-    if (absl::Now() > deadline) {
-      return AbortLocked(absl::DeadlineExceededError(absl::StrCat(
-          what, " on rank ", rank_, " of ", size_, " did not finish in ",
-          absl::FormatDuration(options_.timeout), "; the NCCL communicator was aborted")));
-    }
+    if (finished != cudaErrorNotReady) return AbortLocked(CudaStatus(finished, what));
+    if (absl::Now() > deadline) return Overdue(what);
     absl::SleepFor(options_.poll_interval);
   }
 }
+
+absl::Status NcclCommunicator::WaitForCompletion() { return WaitCompleted(); }
 
 absl::Status NcclCommunicator::FollowCaller() {
   RETURN_IF_ERROR(failed_);
@@ -200,7 +222,8 @@ absl::Status NcclCommunicator::Finish(ncclResult_t result, const char* what) {
     return AbortLocked(NcclStatus(result, what));
   }
   if (grouping_) return absl::OkStatus();
-  return Wait(what, /*enqueued=*/true);
+  RETURN_IF_ERROR(WaitEnqueued(what));
+  return options_.stream_ordered ? absl::OkStatus() : WaitCompleted();
 }
 
 absl::Status NcclCommunicator::BeginGroup() {
@@ -248,9 +271,10 @@ absl::Status NcclCommunicator::Broadcast(void* data, size_t numel, int root, Sca
 
 absl::Status NcclCommunicator::Barrier() {
   RETURN_IF_ERROR(FollowCaller());
-  return Finish(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_,
-                              stream_),
-                "barrier");
+  RETURN_IF_ERROR(Finish(
+      ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_, stream_),
+      "barrier"));
+  return WaitCompleted();
 }
 
 }  // namespace shardwise::cuda

@@ -44,6 +44,11 @@ struct NcclOptions {
   // communicator's: each collective's stream then first waits for the caller's work so
   // far (an event), so it reads what the caller produced. Empty: the same stream.
   std::function<cudaStream_t()> stream_of_caller;
+  // Collectives return once NCCL has enqueued them on the stream, not once they completed
+  // (Communicator::stream_ordered): the caller orders later work after them on the device,
+  // and WaitForCompletion() watches them (the same watchdog, from its call). Barrier()
+  // always waits: a barrier nobody waits for orders nothing.
+  bool stream_ordered = false;
 };
 
 class NcclCommunicator final : public Communicator {
@@ -68,6 +73,8 @@ class NcclCommunicator final : public Communicator {
   absl::Status AllReduce(void* data, size_t numel, ScalarType type) override;
   absl::Status Broadcast(void* data, size_t numel, int root, ScalarType type) override;
   absl::Status Barrier() override;
+  bool stream_ordered() const override { return options_.stream_ordered; }
+  absl::Status WaitForCompletion() override;
 
   // Runs `enqueue`, whose collectives on this communicator are launched as one NCCL group
   // (ncclGroupStart/End) and waited for together: what a step issuing several collectives
@@ -90,10 +97,18 @@ class NcclCommunicator final : public Communicator {
                    const NcclOptions& options);
   absl::Status BeginGroup();
   absl::Status EndGroup();
-  // Waits for the NCCL call just made (and, with `enqueued`, the stream's work) as the
-  // watchdog: completion, async errors, the deadline, aborts.
-  absl::Status Wait(const char* what, bool enqueued);
-  // Checks the result of an NCCL call, then waits unless a group is open.
+  // The watchdog, polling until the NCCL call just made is enqueued (a non-blocking
+  // communicator may still be launching it), then until the stream has run it
+  // (WaitCompleted): each poll checks for an abort, NCCL's asynchronous error and the
+  // deadline.
+  absl::Status WaitEnqueued(const char* what);
+  absl::Status WaitCompleted();
+  // One poll's checks: an error once the communicator must be aborted; else whether
+  // NCCL still works on its last call.
+  absl::StatusOr<bool> StillLaunching(const char* what);
+  absl::Status Overdue(const char* what);
+  // Checks the result of an NCCL call, then waits unless a group is open (only until it
+  // is enqueued, when stream-ordered).
   absl::Status Finish(ncclResult_t result, const char* what);
   absl::Status AbortLocked(absl::Status why);
 
@@ -104,7 +119,11 @@ class NcclCommunicator final : public Communicator {
   // Orders the collective after the caller's stream (NcclOptions::stream_of_caller).
   absl::Status FollowCaller();
 
-  cudaEvent_t done_ = nullptr;
+  cudaEvent_t done_ = nullptr;  // recorded after the last collective enqueued
+  // The last collective enqueued and not yet seen completed (WaitCompleted), and when it
+  // was enqueued; null when none.
+  const char* pending_ = nullptr;
+  absl::Time pending_since_;
   cudaEvent_t caller_ = nullptr;  // recorded on the caller's stream
   int* barrier_word_ = nullptr;  // device scratch for Barrier
   bool grouping_ = false;

@@ -1,7 +1,8 @@
 // NCCL on the one GPU of the test machine: every collective and type at world size 1
 // (NCCL refuses two ranks on one GPU; several ranks per GPU go through the host-staged
 // path), grouping, and the watchdog: a peer that never comes, and an abort from another
-// thread, both end in errors within their deadlines instead of hangs.
+// thread, both end in errors within their deadlines instead of hangs. Stream-ordered
+// collectives return while their stream is still held, and are watched to completion.
 
 #include "worker/cuda/nccl_communicator.h"
 
@@ -9,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "worker/cuda/gpu_test_support.h"
@@ -126,6 +128,64 @@ TEST_F(NcclCommunicatorTest, AbortFromAnotherThreadStopsTheCommunicator) {
   EXPECT_NE(first.message().find("job job-7 was cancelled"), std::string::npos) << first;
   // Sticky: later collectives fail the same way, at once.
   EXPECT_EQ((*comm)->Barrier().code(), absl::StatusCode::kAborted);
+}
+
+// Holds a stream in a host function until opened (at most 30 s), so a test can tell a
+// call that returns at once from one that waits for the stream.
+struct StreamGate {
+  absl::Notification open;
+  bool opened_in_time = false;
+  cudaError_t Hold(cudaStream_t stream) {
+    return cudaLaunchHostFunc(
+        stream,
+        [](void* gate) {
+          auto* self = static_cast<StreamGate*>(gate);
+          self->opened_in_time = self->open.WaitForNotificationWithTimeout(absl::Seconds(30));
+        },
+        this);
+  }
+};
+
+TEST_F(NcclCommunicatorTest, AStreamOrderedCollectiveReturnsOnceEnqueued) {
+  NcclOptions options;
+  options.stream_ordered = true;
+  auto comm = NcclCommunicator::Connect(store_, "ordered", 0, 1, stream_.get(), options);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_TRUE((*comm)->stream_ordered());
+  const size_t n = 4099;
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i) - 7.0f;
+  DeviceVector<float> in(values), out(n);  // before the gate: their copies are synchronous
+  StreamGate gate;
+  ASSERT_EQ(gate.Hold(stream_.get()), cudaSuccess);
+  // Returns while the gate holds the stream: were it to wait for the collective, the gate
+  // would time out unopened.
+  ASSERT_TRUE((*comm)->AllGather(in.get(), n, out.get()).ok());
+  gate.open.Notify();
+  ASSERT_TRUE((*comm)->WaitForCompletion().ok());
+  EXPECT_TRUE(gate.opened_in_time);
+  EXPECT_EQ(out.ToHost(), values);
+  EXPECT_TRUE((*comm)->WaitForCompletion().ok());  // nothing pending: at once
+}
+
+TEST_F(NcclCommunicatorTest, AnAbortReachesTheWaitForAStreamOrderedCollective) {
+  NcclOptions options;
+  options.stream_ordered = true;
+  auto comm = NcclCommunicator::Connect(store_, "ordered-abort", 0, 1, stream_.get(), options);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  DeviceVector<float> in(std::vector<float>(64, 1.0f)), out(64);
+  StreamGate gate;
+  ASSERT_EQ(gate.Hold(stream_.get()), cudaSuccess);
+  ASSERT_TRUE((*comm)->AllGather(in.get(), 64, out.get()).ok());
+  std::thread aborter([&] { (*comm)->Abort("job job-9 was cancelled"); });
+  aborter.join();
+  gate.open.Notify();
+  const absl::Status waited = (*comm)->WaitForCompletion();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
+  EXPECT_NE(waited.message().find("job job-9 was cancelled"), std::string::npos) << waited;
+  EXPECT_EQ((*comm)->WaitForCompletion().code(), absl::StatusCode::kAborted);  // sticky
+  EXPECT_EQ((*comm)->AllGather(in.get(), 64, out.get()).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(cudaStreamSynchronize(stream_.get()), cudaSuccess);
 }
 
 TEST_F(NcclCommunicatorTest, RejectsARankOutsideTheGroup) {

@@ -7,7 +7,8 @@
 // Ownership across threads: the training thread owns a unit, but for two hand-offs
 // that a handle orders. An all-gather task fills `full` (allocated by the training
 // thread at issue) and reports through `unsharding`; the training thread reads `full`
-// only after waiting on it. At post-backward the unsharded gradient moves to the
+// only after waiting on it: until the all-gather is enqueued, then on the device for the
+// fence it gives (CommThread::Handle::WaitStarted). At post-backward the unsharded gradient moves to the
 // reduction thread, which adds into `shard_grad`; the training thread reads
 // `shard_grad` again only after the end of backward has drained that thread.
 

@@ -170,8 +170,11 @@ void FsdpModel::IssueUnshard(FlatUnit& unit) {
   unit.full = Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, false);
   float* full = unit.full.data();
   Communicator* group = groups_.unshard != nullptr ? groups_.unshard : groups_.shard;
-  unit.unsharding =
-      EnqueueAfterFence(device_, unshard_lane(), [this, &unit, full, group]() -> absl::Status {
+  // In two parts: the all-gather enqueued (the training thread may go on, its stream
+  // ordered after it: Unshard), then its completion watched on the unshard thread.
+  unit.unsharding = EnqueueAfterFenceInTwoParts(
+      device_, unshard_lane(),
+      [this, &unit, full, group]() -> absl::Status {
         if (comm_delay_) comm_delay_();
         if (param_type_ == ScalarType::kFloat32) {
           return group->AllGather(unit.shard.data(), unit.shard_numel, full);
@@ -186,11 +189,14 @@ void FsdpModel::IssueUnshard(FlatUnit& unit) {
                         false);
         RETURN_IF_ERROR(group->AllGather(low_shard.as<uint16_t>(), unit.shard_numel,
                                          low_full.as<uint16_t>(), param_type_));
-        low_shard.Reset();  // the all-gather has read it (collectives complete before returning)
+        // Both 16-bit buffers go back to this thread's pool: whatever reuses them is
+        // ordered after the all-gather and the widening, on this thread's stream.
+        low_shard.Reset();
         // The GEMMs compute in FP32: widen the gathered values (exactly representable).
         device_->Widen(param_type_, low_full.as<uint16_t>(), full, unit.padded_numel);
         return absl::OkStatus();
-      });
+      },
+      [group] { return group->WaitForCompletion(); });
 }
 
 absl::Status FsdpModel::Unshard(FlatUnit& unit) {
@@ -207,9 +213,14 @@ absl::Status FsdpModel::Unshard(FlatUnit& unit) {
     return absl::OkStatus();
   }
   if (!unit.unsharding.valid()) IssueUnshard(unit);
-  const absl::Status gathered = unit.unsharding.Wait();
+  // Only until the all-gather is enqueued: this thread's stream waits for it on the device
+  // (FSDP's wait_stream on the unshard stream), so the host runs ahead. Its completion is
+  // watched on the unshard thread; a failure there surfaces when the lane drains at the
+  // end of the micro-step (FinishBackward, Evaluate).
+  const absl::StatusOr<CommThread::Fence> gathered = unit.unsharding.WaitStarted();
   unit.unsharding = CommThread::Handle();
-  RETURN_IF_ERROR(gathered);
+  RETURN_IF_ERROR(gathered.status());
+  device_->WaitForFence(gathered->get());
   unit.unsharded = true;
   return absl::OkStatus();
 }
@@ -236,7 +247,8 @@ void FsdpModel::Prefetch(int target) {
 
 void FsdpModel::Reshard(FlatUnit& unit) {
   if (!NeedsFullCopy()) return;
-  // A prefetch nobody used: wait for it before freeing its buffer.
+  // A prefetch nobody used: wait for it to complete before freeing its buffer (this
+  // thread's stream never waited for it).
   if (unit.unsharding.valid()) {
     unit.unsharding.Wait().IgnoreError();
     unit.unsharding = CommThread::Handle();
@@ -357,6 +369,7 @@ absl::Status FsdpModel::PostBackward(FlatUnit& unit, bool sync) {
 
 absl::Status FsdpModel::FinishBackward() {
   RETURN_IF_ERROR(reducer_->Finish());
+  RETURN_IF_ERROR(unshard_lane().Drain());  // every all-gather completed (or its failure)
   return device_->status();
 }
 
@@ -392,6 +405,7 @@ absl::StatusOr<double> FsdpModel::Evaluate(const model::MicroBatch& batch) {
   for (FlatUnit& unit : units_) {
     if (unit.unsharded || unit.unsharding.valid()) Reshard(unit);
   }
+  RETURN_IF_ERROR(unshard_lane().Drain());
   RETURN_IF_ERROR(device_->status());
   phase_ = Phase::kIdle;
   return loss;

@@ -18,6 +18,28 @@ CommThread::Handle EnqueueAfterFence(Device* device, CommThread& lane,
   });
 }
 
+CommThread::Handle EnqueueAfterFenceInTwoParts(Device* device, CommThread& lane,
+                                               std::function<absl::Status()> start,
+                                               std::function<absl::Status()> finish) {
+  return lane.EnqueueInTwoParts(
+      [device, fence = device->RecordFence(),
+       start = std::move(start)]() -> absl::StatusOr<CommThread::Fence> {
+        device->WaitForFence(fence.get());
+        const absl::Status status = start();
+        if (!status.ok()) {
+          // Nothing waits on the device for a part that failed: its work ends here.
+          device->Synchronize().IgnoreError();
+          return status;
+        }
+        return device->RecordFence();
+      },
+      [device, finish = std::move(finish)] {
+        const absl::Status status = finish();
+        const absl::Status synced = device->Synchronize();
+        return status.ok() ? synced : status;
+      });
+}
+
 void GradientReducer::Reduce(FlatUnit& unit, std::function<void()> release_parameters) {
   auto grad = std::make_shared<Buffer>(std::move(unit.full_grad));
   if (IsMixedPrecisionHook(hook_)) {

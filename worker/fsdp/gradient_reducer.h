@@ -33,6 +33,13 @@ namespace shardwise::fsdp {
 // reports (it synchronises its stream first).
 CommThread::Handle EnqueueAfterFence(Device* device, CommThread& lane,
                                      std::function<absl::Status()> task);
+// The same in two parts (CommThread::EnqueueInTwoParts): `start` enqueues work on the
+// lane's stream, and the handle's WaitStarted() gives a fence after it; `finish` then
+// waits for it to complete (stream-ordered collectives' WaitForCompletion), and the lane
+// synchronises its stream.
+CommThread::Handle EnqueueAfterFenceInTwoParts(Device* device, CommThread& lane,
+                                               std::function<absl::Status()> start,
+                                               std::function<absl::Status()> finish);
 
 class GradientReducer {
  public:
