@@ -15,8 +15,7 @@ namespace shardwise {
 class CollectiveMetrics {
  public:
   explicit CollectiveMetrics(MetricsRegistry* registry);
-  // `kind`: "all-gather", "reduce-scatter", "all-reduce", "broadcast", "barrier", or
-  // "completion" (waiting for stream-ordered collectives to complete: communicator.h).
+  // `kind`: "all-gather", "reduce-scatter", "all-reduce", "broadcast" or "barrier".
   void Record(const char* kind, absl::Duration took);
 
  private:

@@ -38,8 +38,8 @@ absl::StatusOr<CommThread::Fence> CommThread::Handle::WaitStarted() const {
   return state.status;
 }
 
-CommThread::CommThread(std::function<void()> on_start)
-    : thread_([this, on_start = std::move(on_start)] {
+CommThread::CommThread(std::function<void()> on_start, absl::Duration poll_interval)
+    : poll_interval_(poll_interval), thread_([this, on_start = std::move(on_start)] {
         if (on_start) on_start();
         Loop();
       }) {}
@@ -63,11 +63,11 @@ CommThread::Handle CommThread::Enqueue(std::function<absl::Status()> task) {
 }
 
 CommThread::Handle CommThread::EnqueueInTwoParts(std::function<absl::StatusOr<Fence>()> start,
-                                                 std::function<absl::Status()> finish) {
+                                                 CompletionPoll completed) {
   Handle handle;
   handle.state_ = std::make_shared<Handle::State>();
   absl::MutexLock lock(&mu_);
-  queue_.push_back({std::move(start), std::move(finish), handle});
+  queue_.push_back({std::move(start), std::move(completed), handle});
   ++enqueued_;
   return handle;
 }
@@ -83,49 +83,94 @@ absl::Status CommThread::Drain() {
 }
 
 void CommThread::Loop() {
-  while (true) {
-    Task task;
+  std::deque<Task> started;  // first part run, completion not yet seen; oldest first
+  for (;;) {
+    std::optional<Task> next = Next(/*polling=*/!started.empty());
+    if (next.has_value()) {
+      Start(*std::move(next), started);
+      continue;
+    }
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || !queue_.empty();
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (stop_) {
-        for (Task& cancelled : queue_) {
-          absl::MutexLock done(&cancelled.handle.state_->mu);
-          cancelled.handle.state_->done = true;
-          cancelled.handle.state_->status =
-              absl::CancelledError("the communication thread stopped before this collective");
-        }
-        finished_ += static_cast<int64_t>(queue_.size());
-        queue_.clear();
-        return;
-      }
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      if (stop_) break;
     }
-    const absl::Status status = Run(task);
-    {
-      absl::MutexLock lock(&task.handle.state_->mu);
-      task.handle.state_->done = true;
-      task.handle.state_->status = status;
-    }
-    absl::MutexLock lock(&mu_);
-    ++finished_;
-    if (!status.ok() && first_error_.ok()) first_error_ = status;
+    PollOldest(started);
+  }
+  // Stopping: what was started is seen through, as its device work may still use the
+  // buffers of whoever queued it (its poll's watchdog bounds the wait).
+  while (!started.empty()) {
+    PollOldest(started);
+    if (!started.empty()) absl::SleepFor(poll_interval_);
   }
 }
 
-absl::Status CommThread::Run(Task& task) {
-  absl::StatusOr<Fence> started = RunPart(task.start);
-  if (!started.ok()) return started.status();
+std::optional<CommThread::Task> CommThread::Next(bool polling) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
+  if (polling) {
+    mu_.AwaitWithTimeout(absl::Condition(&ready), poll_interval_);
+  } else {
+    mu_.Await(absl::Condition(&ready));
+  }
+  if (stop_) {
+    CancelQueuedLocked();
+    return std::nullopt;
+  }
+  if (queue_.empty()) return std::nullopt;
+  Task task = std::move(queue_.front());
+  queue_.pop_front();
+  return task;
+}
+
+void CommThread::Start(Task task, std::deque<Task>& started) {
+  absl::StatusOr<Fence> fence = RunPart(task.start);
+  if (!fence.ok()) {
+    Report(task, fence.status());
+    return;
+  }
   {
     absl::MutexLock lock(&task.handle.state_->mu);
     task.handle.state_->started = true;
-    task.handle.state_->fence = *std::move(started);
+    task.handle.state_->fence = *std::move(fence);
   }
-  return task.finish ? RunPart(task.finish) : absl::OkStatus();
+  if (!task.completed) {
+    Report(task, absl::OkStatus());
+    return;
+  }
+  started.push_back(std::move(task));
+  // Work that completes as it is called (a CPU's) is reported at once.
+  if (started.size() == 1) PollOldest(started);
+}
+
+void CommThread::PollOldest(std::deque<Task>& started) {
+  if (started.empty()) return;
+  Task& oldest = started.front();
+  const absl::StatusOr<bool> completed = RunPart(oldest.completed);
+  if (completed.ok() && !*completed) return;
+  Report(oldest, completed.status());
+  started.pop_front();
+}
+
+void CommThread::Report(Task& task, const absl::Status& status) {
+  {
+    absl::MutexLock lock(&task.handle.state_->mu);
+    task.handle.state_->done = true;
+    task.handle.state_->status = status;
+  }
+  absl::MutexLock lock(&mu_);
+  ++finished_;
+  if (!status.ok() && first_error_.ok()) first_error_ = status;
+}
+
+void CommThread::CancelQueuedLocked() {
+  for (Task& cancelled : queue_) {
+    absl::MutexLock done(&cancelled.handle.state_->mu);
+    cancelled.handle.state_->done = true;
+    cancelled.handle.state_->status =
+        absl::CancelledError("the communication thread stopped before this collective");
+  }
+  finished_ += static_cast<int64_t>(queue_.size());
+  queue_.clear();
 }
 
 }  // namespace shardwise

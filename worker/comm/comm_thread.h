@@ -10,20 +10,24 @@
 //
 // A task may come in two parts (EnqueueInTwoParts): on a device with streams, the first
 // enqueues the collective and returns a fence after it, and whoever waits for the task
-// can go on as soon as that fence exists, ordering its own stream after it, while the
-// second part waits on this thread for the collective to complete. That is how the
-// training thread follows an all-gather without waiting for it on the host.
+// can go on as soon as that fence exists, ordering its own stream after it. The second
+// part is a poll for the collective's completion (and its watchdog), which the thread
+// runs between later tasks and while it has nothing else to do: later collectives are
+// enqueued without waiting for earlier ones to complete. That is how the training thread
+// follows the all-gathers without waiting for them on the host.
 //
 // Thread-safety: Enqueue, the Handle's waits and Drain may be called from any thread.
 
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "worker/compute/device.h"
 
 namespace shardwise {
@@ -55,9 +59,12 @@ class CommThread {
     std::shared_ptr<State> state_;
   };
 
-  // `on_start` runs first on the new thread (e.g. to name its timeline lane).
-  explicit CommThread(std::function<void()> on_start = {});
-  // Lets the running task finish, cancels the queued ones (their handles answer
+  // `on_start` runs first on the new thread (e.g. to name its timeline lane); started
+  // tasks' completion is polled every `poll_interval` while nothing else is queued.
+  explicit CommThread(std::function<void()> on_start = {},
+                      absl::Duration poll_interval = absl::Microseconds(20));
+  // Lets the running task finish and every started one complete (its device work may
+  // still use the caller's buffers), cancels the queued ones (their handles answer
   // CANCELLED), and joins. A model is destroyed with tasks queued only after an error,
   // when running more collectives against failed peers would only wait for timeouts.
   ~CommThread();
@@ -65,10 +72,13 @@ class CommThread {
   CommThread& operator=(const CommThread&) = delete;
 
   Handle Enqueue(std::function<absl::Status()> task);
-  // `start` enqueues device work and returns a fence after it; `finish` runs next, unless
-  // `start` failed, and waits for that work to complete.
+  // Whether a started task's work has completed (true), not yet (false), or failed.
+  using CompletionPoll = std::function<absl::StatusOr<bool>()>;
+  // `start` enqueues device work and returns a fence after it; unless it failed,
+  // `completed` is then polled until it answers true or an error, which the handle's
+  // Wait() and Drain() report.
   Handle EnqueueInTwoParts(std::function<absl::StatusOr<Fence>()> start,
-                           std::function<absl::Status()> finish);
+                           CompletionPoll completed);
 
   // Waits until every task enqueued so far has run; the first error of a task since the
   // last Drain, else OK.
@@ -77,12 +87,19 @@ class CommThread {
  private:
   struct Task {
     std::function<absl::StatusOr<Fence>()> start;
-    std::function<absl::Status()> finish;  // may be empty
+    CompletionPoll completed;  // empty: done once started
     Handle handle;
   };
   void Loop();
-  // Runs `task`, publishing its start to its handle; its status.
-  static absl::Status Run(Task& task);
+  // The next queued task, once there is one (waiting at most a poll interval while
+  // `polling`); none when there is nothing to run or the thread stops.
+  std::optional<Task> Next(bool polling);
+  // Runs `task`'s first part and publishes it; a task left to complete goes to `started`.
+  void Start(Task task, std::deque<Task>& started);
+  // Polls the oldest started task once; reports it when it is done.
+  void PollOldest(std::deque<Task>& started);
+  void Report(Task& task, const absl::Status& status);
+  void CancelQueuedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
@@ -90,6 +107,7 @@ class CommThread {
   int64_t finished_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  const absl::Duration poll_interval_;
   std::thread thread_;  // last: starts after the rest is ready
 };
 

@@ -6,6 +6,7 @@
 
 #include "worker/comm/comm_thread.h"
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -91,51 +92,99 @@ TEST(CommThread, DestructionFinishesTheRunningTaskAndCancelsTheQueued) {
 
 struct TestFence : Device::Fence {};
 
-TEST(CommThread, WaitStartedReturnsTheFenceWhileTheSecondPartStillRuns) {
+CommThread::Handle EnqueueFenced(CommThread& comm, CommThread::Fence fence,
+                                 CommThread::CompletionPoll completed) {
+  return comm.EnqueueInTwoParts([fence]() -> absl::StatusOr<CommThread::Fence> { return fence; },
+                                std::move(completed));
+}
+
+TEST(CommThread, WaitStartedReturnsTheFenceWhileCompletionIsStillPolled) {
   CommThread comm;
   const auto fence = std::make_shared<TestFence>();
   absl::Notification release;
-  bool released_in_time = false;
-  auto handle = comm.EnqueueInTwoParts(
-      [fence]() -> absl::StatusOr<CommThread::Fence> { return fence; },
-      [&] {
-        // Released only after WaitStarted returned: were WaitStarted to wait for this
-        // part, it would time out here, unreleased.
-        released_in_time = release.WaitForNotificationWithTimeout(absl::Seconds(30));
-        return absl::OkStatus();
-      });
+  int polls = 0;
+  auto handle = EnqueueFenced(comm, fence, [&]() -> absl::StatusOr<bool> {
+    ++polls;
+    return release.HasBeenNotified();
+  });
   const absl::StatusOr<CommThread::Fence> started = handle.WaitStarted();
-  release.Notify();
   ASSERT_TRUE(started.ok()) << started.status();
   EXPECT_EQ(started->get(), fence.get());
+  release.Notify();
   EXPECT_TRUE(handle.Wait().ok());
-  EXPECT_TRUE(released_in_time);
+  EXPECT_GE(polls, 1);
   EXPECT_TRUE(comm.Drain().ok());
 }
 
-TEST(CommThread, AFailedFirstPartReachesWaitStartedAndSkipsTheSecond) {
+// Later tasks start while earlier ones wait for completion: the second task's first part
+// runs although the first's completion is withheld until after the second has started.
+TEST(CommThread, LaterTasksStartWhileEarlierOnesAwaitCompletion) {
   CommThread comm;
-  bool finished = false;
+  absl::Notification second_started;
+  std::vector<int> completed;
+  // Gives up after 10 s (-1): a thread that polled it to completion before starting the
+  // second task would get there.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  auto first = EnqueueFenced(comm, nullptr, [&]() -> absl::StatusOr<bool> {
+    const bool started = second_started.HasBeenNotified();
+    if (!started && absl::Now() < give_up) return false;
+    completed.push_back(started ? 1 : -1);
+    return true;
+  });
+  auto second = comm.EnqueueInTwoParts(
+      [&]() -> absl::StatusOr<CommThread::Fence> {
+        second_started.Notify();
+        return CommThread::Fence();
+      },
+      [&]() -> absl::StatusOr<bool> {
+        completed.push_back(2);
+        return true;
+      });
+  EXPECT_TRUE(second.WaitStarted().ok());
+  EXPECT_TRUE(first.Wait().ok());
+  EXPECT_TRUE(second.Wait().ok());
+  EXPECT_EQ(completed, (std::vector<int>{1, 2}));  // completions are seen oldest first
+  EXPECT_TRUE(comm.Drain().ok());
+}
+
+TEST(CommThread, AFailedFirstPartReachesWaitStartedAndIsNeverPolled) {
+  CommThread comm;
+  bool polled = false;
   auto handle = comm.EnqueueInTwoParts(
       []() -> absl::StatusOr<CommThread::Fence> { return absl::AbortedError("not enqueued"); },
-      [&finished] {
-        finished = true;
-        return absl::OkStatus();
+      [&polled]() -> absl::StatusOr<bool> {
+        polled = true;
+        return true;
       });
   EXPECT_EQ(handle.WaitStarted().status().message(), "not enqueued");
   EXPECT_EQ(handle.Wait().code(), absl::StatusCode::kAborted);
-  EXPECT_FALSE(finished);
+  EXPECT_FALSE(polled);
   EXPECT_EQ(comm.Drain().message(), "not enqueued");
 }
 
-TEST(CommThread, AFailedSecondPartReachesWaitAndDrainNotWaitStarted) {
+TEST(CommThread, AFailedCompletionReachesWaitAndDrainNotWaitStarted) {
   CommThread comm;
-  auto handle = comm.EnqueueInTwoParts(
-      []() -> absl::StatusOr<CommThread::Fence> { return CommThread::Fence(); },
-      [] { return absl::DeadlineExceededError("the peer never came"); });
+  auto handle = EnqueueFenced(comm, nullptr, []() -> absl::StatusOr<bool> {
+    return absl::DeadlineExceededError("the peer never came");
+  });
   EXPECT_TRUE(handle.WaitStarted().ok());
   EXPECT_EQ(handle.Wait().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(comm.Drain().message(), "the peer never came");
+}
+
+TEST(CommThread, DestructionSeesStartedTasksComplete) {
+  std::atomic<int> polls{0};
+  CommThread::Handle handle;
+  {
+    CommThread comm;
+    // Completes on its third poll: the destructor keeps polling until then.
+    handle = EnqueueFenced(comm, nullptr, [&polls]() -> absl::StatusOr<bool> {
+      return ++polls >= 3;
+    });
+    ASSERT_TRUE(handle.WaitStarted().ok());
+  }
+  ASSERT_GE(polls.load(), 3);
+  EXPECT_TRUE(handle.Wait().ok());
 }
 
 TEST(CommThread, ATaskInOnePartHasStartedOnceItRan) {

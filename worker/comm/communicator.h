@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "worker/runtime/scalar_type.h"
 
 namespace shardwise {
@@ -45,12 +46,13 @@ class Communicator {
 
   // Whether collectives return once they are ordered on the device's stream rather than
   // once they completed (NCCL with NcclOptions::stream_ordered): the results are then
-  // there for work that follows on that stream, and WaitForCompletion() is where the
+  // there for work that follows on that stream, and CollectivesCompleted() is where the
   // host learns that they completed, or how they failed.
   virtual bool stream_ordered() const { return false; }
-  // Waits until every collective called so far has completed; the first failure. At once
-  // where collectives complete before returning.
-  virtual absl::Status WaitForCompletion() { return absl::OkStatus(); }
+  // Without waiting: whether every collective called so far has completed; an error once
+  // one failed (a stream-ordered communicator runs its watchdog's checks here: aborts,
+  // peers' errors, the deadline). True where collectives complete before returning.
+  virtual absl::StatusOr<bool> CollectivesCompleted() { return true; }
 
   // FP32 conveniences.
   absl::Status AllGather(const float* shard, size_t shard_numel, float* out) {

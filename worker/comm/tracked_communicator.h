@@ -49,13 +49,20 @@ class TrackedCommunicator final : public Communicator {
     Scope scope(position_, timeline_, metrics_, "barrier");
     return inner_->Barrier();
   }
+  // A stream-ordered collective returns once enqueued; while its completion is polled
+  // and not there, the rank's position shows the lane waiting in "completion" (not
+  // counted as a collective of its own), so a peer that never joins is still named.
   bool stream_ordered() const override { return inner_->stream_ordered(); }
-  // Where collectives return once enqueued, a rank waiting for a peer waits here: it is a
-  // position of its own ("completion"), so a stall names it.
-  absl::Status WaitForCompletion() override {
-    if (!inner_->stream_ordered()) return inner_->WaitForCompletion();
-    Scope scope(position_, timeline_, metrics_, "completion");
-    return inner_->WaitForCompletion();
+  absl::StatusOr<bool> CollectivesCompleted() override {
+    absl::StatusOr<bool> completed = inner_->CollectivesCompleted();
+    if (position_ != nullptr) {
+      if (completed.ok() && !*completed) {
+        position_->AwaitCollectives("completion", timeline_lane);
+      } else {
+        position_->ExitCollective(timeline_lane);
+      }
+    }
+    return completed;
   }
 
  private:

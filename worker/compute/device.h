@@ -62,6 +62,9 @@ class Device {
   virtual void WaitForFence(const Fence* fence) {}
   // The host waits until the work before `fence` is done (null: returns at once).
   virtual absl::Status WaitForFenceOnHost(const Fence* fence) { return status(); }
+  // Without waiting: whether the work before `fence` is done (null: true). A device error
+  // found here is kept for status(), and the fence reads as passed.
+  virtual bool FencePassed(const Fence* fence) { return true; }
   // Waits for this thread's stream; returns the first device error.
   virtual absl::Status Synchronize() { return status(); }
   virtual absl::Status status() const { return absl::OkStatus(); }

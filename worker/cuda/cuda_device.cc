@@ -130,6 +130,14 @@ absl::Status CudaDevice::WaitForFenceOnHost(const Fence* fence) {
   return status();
 }
 
+bool CudaDevice::FencePassed(const Fence* fence) {
+  if (fence == nullptr) return true;
+  const cudaError_t queried = QueryEvent(static_cast<const EventFence*>(fence)->event.get());
+  if (queried == cudaErrorNotReady) return false;
+  Check(queried, "cudaEventQuery");
+  return true;
+}
+
 absl::Status CudaDevice::Synchronize() {
   Check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
   return status();

@@ -56,6 +56,7 @@ class CudaDevice final : public Device {
   std::shared_ptr<Fence> RecordFence() override;
   void WaitForFence(const Fence* fence) override;
   absl::Status WaitForFenceOnHost(const Fence* fence) override;
+  bool FencePassed(const Fence* fence) override;
   absl::Status Synchronize() override;
   absl::Status status() const override;
   StreamClock* stream_clock() override { return clock_.get(); }

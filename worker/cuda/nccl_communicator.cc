@@ -171,8 +171,8 @@ absl::Status NcclCommunicator::Overdue(const char* what) {
                    absl::FormatDuration(options_.timeout), "; the NCCL communicator was aborted")));
 }
 
-absl::Status NcclCommunicator::WaitEnqueued(const char* what) {
-  const absl::Time deadline = absl::Now() + options_.timeout;
+absl::Status NcclCommunicator::WaitEnqueued(const char* what, absl::Time called) {
+  const absl::Time deadline = called + options_.timeout;
   for (;;) {
     ASSIGN_OR_RETURN(const bool launching, StillLaunching(what));
     if (!launching) break;
@@ -180,32 +180,35 @@ absl::Status NcclCommunicator::WaitEnqueued(const char* what) {
     absl::SleepFor(options_.poll_interval);
   }
   RETURN_IF_CUDA_ERROR(cudaEventRecord(done_, stream_));
-  if (pending_ == nullptr) pending_since_ = absl::Now();
+  if (pending_ == nullptr) pending_since_ = called;
   pending_ = what;
   return absl::OkStatus();
 }
 
-// The deadline runs from the oldest collective not yet seen completed, so a
-// stream-ordered collective gets the same time as one waited for at once.
-absl::Status NcclCommunicator::WaitCompleted() {
+// The deadline runs from the call of the oldest collective not yet seen completed, so
+// a stream-ordered collective gets the same time as one waited for at once.
+absl::StatusOr<bool> NcclCommunicator::CollectivesCompleted() {
   RETURN_IF_ERROR(failed_);
-  if (pending_ == nullptr) return absl::OkStatus();
+  if (pending_ == nullptr) return true;
   const char* what = pending_;
-  const absl::Time deadline = pending_since_ + options_.timeout;
+  RETURN_IF_ERROR(StillLaunching(what).status());
+  const cudaError_t finished = QueryEvent(done_);
+  if (finished == cudaSuccess) {
+    pending_ = nullptr;
+    return true;
+  }
+  if (finished != cudaErrorNotReady) return AbortLocked(CudaStatus(finished, what));
+  if (absl::Now() > pending_since_ + options_.timeout) return Overdue(what);
+  return false;
+}
+
+absl::Status NcclCommunicator::WaitForCompletion() {
   for (;;) {
-    RETURN_IF_ERROR(StillLaunching(what).status());
-    const cudaError_t finished = QueryEvent(done_);
-    if (finished == cudaSuccess) {
-      pending_ = nullptr;
-      return absl::OkStatus();
-    }
-    if (finished != cudaErrorNotReady) return AbortLocked(CudaStatus(finished, what));
-    if (absl::Now() > deadline) return Overdue(what);
+    ASSIGN_OR_RETURN(const bool completed, CollectivesCompleted());
+    if (completed) return absl::OkStatus();
     absl::SleepFor(options_.poll_interval);
   }
 }
-
-absl::Status NcclCommunicator::WaitForCompletion() { return WaitCompleted(); }
 
 absl::Status NcclCommunicator::FollowCaller() {
   RETURN_IF_ERROR(failed_);
@@ -218,12 +221,13 @@ absl::Status NcclCommunicator::FollowCaller() {
 }
 
 absl::Status NcclCommunicator::Finish(ncclResult_t result, const char* what) {
+  const absl::Time called = absl::Now();
   if (result != ncclSuccess && result != ncclInProgress) {
     return AbortLocked(NcclStatus(result, what));
   }
   if (grouping_) return absl::OkStatus();
-  RETURN_IF_ERROR(WaitEnqueued(what));
-  return options_.stream_ordered ? absl::OkStatus() : WaitCompleted();
+  RETURN_IF_ERROR(WaitEnqueued(what, called));
+  return options_.stream_ordered ? absl::OkStatus() : WaitForCompletion();
 }
 
 absl::Status NcclCommunicator::BeginGroup() {
@@ -274,7 +278,7 @@ absl::Status NcclCommunicator::Barrier() {
   RETURN_IF_ERROR(Finish(
       ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_, stream_),
       "barrier"));
-  return WaitCompleted();
+  return WaitForCompletion();
 }
 
 }  // namespace shardwise::cuda

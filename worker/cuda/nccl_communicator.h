@@ -46,8 +46,9 @@ struct NcclOptions {
   std::function<cudaStream_t()> stream_of_caller;
   // Collectives return once NCCL has enqueued them on the stream, not once they completed
   // (Communicator::stream_ordered): the caller orders later work after them on the device,
-  // and WaitForCompletion() watches them (the same watchdog, from its call). Barrier()
-  // always waits: a barrier nobody waits for orders nothing.
+  // and CollectivesCompleted() (or WaitForCompletion()) watches them with the same
+  // watchdog, the deadline counted from the call. Barrier() always waits: a barrier
+  // nobody waits for orders nothing.
   bool stream_ordered = false;
 };
 
@@ -74,7 +75,9 @@ class NcclCommunicator final : public Communicator {
   absl::Status Broadcast(void* data, size_t numel, int root, ScalarType type) override;
   absl::Status Barrier() override;
   bool stream_ordered() const override { return options_.stream_ordered; }
-  absl::Status WaitForCompletion() override;
+  absl::StatusOr<bool> CollectivesCompleted() override;
+  // Polls CollectivesCompleted() until true or an error.
+  absl::Status WaitForCompletion();
 
   // Runs `enqueue`, whose collectives on this communicator are launched as one NCCL group
   // (ncclGroupStart/End) and waited for together: what a step issuing several collectives
@@ -99,10 +102,9 @@ class NcclCommunicator final : public Communicator {
   absl::Status EndGroup();
   // The watchdog, polling until the NCCL call just made is enqueued (a non-blocking
   // communicator may still be launching it), then until the stream has run it
-  // (WaitCompleted): each poll checks for an abort, NCCL's asynchronous error and the
-  // deadline.
-  absl::Status WaitEnqueued(const char* what);
-  absl::Status WaitCompleted();
+  // (CollectivesCompleted): each poll checks for an abort, NCCL's asynchronous error and
+  // the deadline.
+  absl::Status WaitEnqueued(const char* what, absl::Time called);
   // One poll's checks: an error once the communicator must be aborted; else whether
   // NCCL still works on its last call.
   absl::StatusOr<bool> StillLaunching(const char* what);
@@ -120,8 +122,8 @@ class NcclCommunicator final : public Communicator {
   absl::Status FollowCaller();
 
   cudaEvent_t done_ = nullptr;  // recorded after the last collective enqueued
-  // The last collective enqueued and not yet seen completed (WaitCompleted), and when it
-  // was enqueued; null when none.
+  // The last collective enqueued and not yet seen completed, and when the oldest such
+  // was called; null when none.
   const char* pending_ = nullptr;
   absl::Time pending_since_;
   cudaEvent_t caller_ = nullptr;  // recorded on the caller's stream

@@ -171,7 +171,8 @@ void FsdpModel::IssueUnshard(FlatUnit& unit) {
   float* full = unit.full.data();
   Communicator* group = groups_.unshard != nullptr ? groups_.unshard : groups_.shard;
   // In two parts: the all-gather enqueued (the training thread may go on, its stream
-  // ordered after it: Unshard), then its completion watched on the unshard thread.
+  // ordered after it: Unshard), then its completion polled on the unshard thread while
+  // later all-gathers are enqueued.
   unit.unsharding = EnqueueAfterFenceInTwoParts(
       device_, unshard_lane(),
       [this, &unit, full, group]() -> absl::Status {
@@ -196,7 +197,7 @@ void FsdpModel::IssueUnshard(FlatUnit& unit) {
         device_->Widen(param_type_, low_full.as<uint16_t>(), full, unit.padded_numel);
         return absl::OkStatus();
       },
-      [group] { return group->WaitForCompletion(); });
+      [group] { return group->CollectivesCompleted(); });
 }
 
 absl::Status FsdpModel::Unshard(FlatUnit& unit) {

@@ -20,23 +20,36 @@ CommThread::Handle EnqueueAfterFence(Device* device, CommThread& lane,
 
 CommThread::Handle EnqueueAfterFenceInTwoParts(Device* device, CommThread& lane,
                                                std::function<absl::Status()> start,
-                                               std::function<absl::Status()> finish) {
+                                               CommThread::CompletionPoll collectives_completed) {
+  // The fence after `start`'s work, which the poll watches too.
+  auto end = std::make_shared<CommThread::Fence>();
   return lane.EnqueueInTwoParts(
-      [device, fence = device->RecordFence(),
-       start = std::move(start)]() -> absl::StatusOr<CommThread::Fence> {
-        device->WaitForFence(fence.get());
-        const absl::Status status = start();
+      [device, issued = device->RecordFence(), start = std::move(start),
+       end]() -> absl::StatusOr<CommThread::Fence> {
+        // A fence that could not be recorded orders nothing: its error (kept by the
+        // device) fails the task before anything relies on it.
+        absl::Status status = device->status();
+        if (status.ok()) {
+          device->WaitForFence(issued.get());
+          status = start();
+        }
+        if (status.ok()) {
+          *end = device->RecordFence();
+          status = device->status();
+        }
         if (!status.ok()) {
           // Nothing waits on the device for a part that failed: its work ends here.
           device->Synchronize().IgnoreError();
           return status;
         }
-        return device->RecordFence();
+        return *end;
       },
-      [device, finish = std::move(finish)] {
-        const absl::Status status = finish();
-        const absl::Status synced = device->Synchronize();
-        return status.ok() ? synced : status;
+      [device, collectives_completed = std::move(collectives_completed),
+       end]() -> absl::StatusOr<bool> {
+        ASSIGN_OR_RETURN(const bool completed, collectives_completed());
+        if (!completed || !device->FencePassed(end->get())) return false;
+        RETURN_IF_ERROR(device->status());
+        return true;
       });
 }
 

@@ -34,12 +34,12 @@ namespace shardwise::fsdp {
 CommThread::Handle EnqueueAfterFence(Device* device, CommThread& lane,
                                      std::function<absl::Status()> task);
 // The same in two parts (CommThread::EnqueueInTwoParts): `start` enqueues work on the
-// lane's stream, and the handle's WaitStarted() gives a fence after it; `finish` then
-// waits for it to complete (stream-ordered collectives' WaitForCompletion), and the lane
-// synchronises its stream.
+// lane's stream, and the handle's WaitStarted() gives a fence after it; the task is done
+// once `collectives_completed` (the collectives' watchdog: Communicator::
+// CollectivesCompleted) answers true and the stream has passed that fence.
 CommThread::Handle EnqueueAfterFenceInTwoParts(Device* device, CommThread& lane,
                                                std::function<absl::Status()> start,
-                                               std::function<absl::Status()> finish);
+                                               CommThread::CompletionPoll collectives_completed);
 
 class GradientReducer {
  public:
