@@ -278,6 +278,12 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
   const bool reattached =
       request.has_running() && ReattachLocked(registration.worker_id, request.running());
   if (!reattached) RequeueIfRankCameBackWithoutItLocked(registration.worker_id);
+  if (request.has_running() && !reattached) {
+    workers_->DrainOnAttach(
+        registration.worker_id,
+        AbortMessage(request.running().job_id(), request.running().attempt(),
+                     "the coordinator is not running this attempt"));
+  }
   v1::RegisterWorkerResponse response;
   response.set_reattached(reattached);
   response.set_worker_id(registration.worker_id);

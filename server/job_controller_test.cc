@@ -103,10 +103,10 @@ class JobControllerTest : public ::testing::Test {
   }
 
   // job-1 on w0 and w1, RUNNING.
-  void StartTwoRankJob() {
+  void StartTwoRankJob(const v1::JobSpec& spec = Spec(2)) {
     AddWorker("w0");
     AddWorker("w1");
-    ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+    ASSERT_TRUE(controller_->Submit(spec).ok());
     ASSERT_EQ(jobs_->Get("job-1")->state(), v1::SCHEDULED);
     Report("w0", 0, v1::JOINED);
     Report("w1", 1, v1::JOINED);
@@ -320,6 +320,44 @@ TEST_F(JobControllerTest, AnAbortOwedToAWorkerWithoutASessionIsSentWhenItsSessio
   // Delivered once: a later session of the same worker is not told again.
   OpenSession("w0");
   EXPECT_TRUE(Received("w0").empty());
+}
+
+// A worker declared lost while in fact alive (its heartbeats late) registers again naming
+// the attempt that ended with it. It is told to abort it as its session opens and stays
+// DRAINING until it says it is idle: scheduled at once, its daemon (still running the old
+// attempt) would refuse the new assignment and cost the job its restart.
+TEST_F(JobControllerTest, AWorkerBackWithAnEndedAttemptDrainsBeforeItIsScheduled) {
+  v1::JobSpec spec = Spec(2);
+  spec.mutable_restart_policy()->set_max_restarts(1);
+  StartTwoRankJob(spec);
+  AddWorker("w2");
+  for (int second = 1; second <= 11; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w1", "job-1", 1);
+    Heartbeat("w2");
+    controller_->CheckHeartbeats();
+  }
+  ASSERT_EQ(workers_->Get("w0")->state(), v1::LOST);
+  ASSERT_EQ(State(), v1::PENDING);  // attempt 1 failed; w1 drains, only w2 is idle
+  v1::RunningAttempt running;
+  running.set_job_id("job-1");
+  running.set_attempt(1);
+  running.set_rank(0);
+  AddWorker("w0", &running);
+  const std::vector<v1::CoordinatorMessage> sent = Received("w0");
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_TRUE(sent[0].has_abort()) << sent[0].DebugString();
+  EXPECT_EQ(sent[0].abort().job_id(), "job-1");
+  EXPECT_EQ(sent[0].abort().attempt(), 1);
+  EXPECT_EQ(workers_->Get("w0")->state(), v1::DRAINING);
+  EXPECT_EQ(State(), v1::PENDING);
+  Heartbeat("w0");  // its attempt ended
+  EXPECT_EQ(State(), v1::SCHEDULED);
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.attempt(), 2);
+  ASSERT_EQ(job.ranks_size(), 2);
+  EXPECT_EQ(job.ranks(0).worker_id(), "w0");
+  EXPECT_EQ(job.ranks(1).worker_id(), "w2");
 }
 
 TEST_F(JobControllerTest, ARegistryAtItsLimitRefusesNewWorkers) {

@@ -82,12 +82,13 @@ absl::Status WorkerRegistry::AttachSession(const std::string& worker_id,
     }
     replaced = std::move(worker->outbox);
     worker->outbox = outbox;
-    if (worker->info.state() == v1::LOST) {
-      worker->info.set_state(v1::IDLE);
-      worker->info.clear_lost_reason();
-      Unassign(*worker);
-    }
     owed_abort = std::exchange(worker->owed_abort, std::nullopt);
+    if (worker->info.state() == v1::LOST) {
+      Unassign(*worker);
+      // Back while still running an ended attempt (DrainOnAttach): idle once it says so.
+      worker->info.set_state(owed_abort.has_value() ? v1::DRAINING : v1::IDLE);
+      worker->info.clear_lost_reason();
+    }
     Touch(*worker);
   }
   if (replaced) replaced->Close();
@@ -159,6 +160,15 @@ void WorkerRegistry::Drain(const std::string& worker_id, const v1::CoordinatorMe
   // A push refused by a closing session needs no keeping: its close makes the worker
   // LOST, and a worker that registers again naming the attempt is told to abort it then.
   outbox->Push(abort);
+}
+
+void WorkerRegistry::DrainOnAttach(const std::string& worker_id,
+                                   const v1::CoordinatorMessage& abort) {
+  absl::MutexLock lock(&mu_);
+  Worker* worker = Find(worker_id);
+  if (worker != nullptr && worker->info.state() == v1::LOST && !worker->outbox) {
+    worker->owed_abort = abort;
+  }
 }
 
 void WorkerRegistry::SetIdle(const std::string& worker_id) {

@@ -88,6 +88,11 @@ class WorkerRegistry {
   // session attaches: an abort is part of the worker's state, not a message that may be
   // dropped, or the worker would run the dead attempt on and never come back idle.
   void Drain(const std::string& worker_id, const v1::CoordinatorMessage& abort);
+  // A worker registering (no session yet) while it still runs an attempt the coordinator
+  // no longer runs: when its session attaches it is DRAINING, not IDLE, and gets `abort`
+  // first. Scheduled at once, it would refuse the assignment (its daemon still runs the
+  // old attempt) and cost that job a restart.
+  void DrainOnAttach(const std::string& worker_id, const v1::CoordinatorMessage& abort);
   void SetIdle(const std::string& worker_id);
   // Marks the worker lost and closes its session; returns it as it was before.
   absl::StatusOr<v1::WorkerInfo> MarkLost(const std::string& worker_id, const std::string& reason);
