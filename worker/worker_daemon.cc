@@ -16,8 +16,9 @@
 namespace shardwise {
 namespace {
 
-// How long a new assignment waits for an aborted attempt to end before it is refused.
-constexpr absl::Duration kAbortedAttemptGrace = absl::Seconds(5);
+// How long a new assignment waits for an ending attempt (aborted, or reported) before it
+// is refused.
+constexpr absl::Duration kEndingAttemptGrace = absl::Seconds(5);
 // On shutdown, how long the coordinator has to end the session after the worker's
 // half-close before the worker cancels it.
 constexpr absl::Duration kSessionCloseGrace = absl::Seconds(2);
@@ -230,18 +231,19 @@ void WorkerDaemon::SendReport(const v1::AttemptReport& report) {
 }
 
 void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
-  // An attempt already told to abort may still be winding down: a worker that was frozen
-  // can report idle from its heartbeat thread before this thread has even read the old
-  // assignment and its abort, so the coordinator may already assign it anew. Such an
-  // attempt ends within about a second (inside a Gloo collective, within its timeout):
-  // wait for it, rather than refuse the new assignment. runner_ changes only on this
-  // thread, so the pointer stays valid without the lock.
-  AttemptRunner* aborting = nullptr;
+  // The coordinator assigns only a worker it believes idle, so an attempt still here has
+  // almost always ended and is winding down: one that reported COMPLETED is assigned
+  // anew as soon as the report arrives, possibly before its thread has marked itself
+  // done; one told to abort may be frozen behind a heartbeat that already said idle.
+  // Such an attempt ends within about a second (inside a Gloo collective, within its
+  // timeout): wait for it, rather than refuse the new assignment and fail that attempt.
+  // runner_ changes only on this thread, so the pointer stays valid without the lock.
+  AttemptRunner* ending = nullptr;
   {
     absl::MutexLock lock(&runner_mu_);
-    if (runner_ && !runner_->done() && runner_->aborting()) aborting = runner_.get();
+    if (runner_ && !runner_->done()) ending = runner_.get();
   }
-  if (aborting != nullptr) aborting->WaitUntilDone(kAbortedAttemptGrace);
+  if (ending != nullptr) ending->WaitUntilDone(kEndingAttemptGrace);
   absl::MutexLock lock(&runner_mu_);
   if (runner_ && !runner_->done()) {
     v1::WorkerMessage refusal;

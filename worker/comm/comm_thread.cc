@@ -138,8 +138,9 @@ void CommThread::Start(Task task, std::deque<Task>& started) {
     return;
   }
   started.push_back(std::move(task));
-  // Work that completes as it is called (a CPU's) is reported at once.
-  if (started.size() == 1) PollOldest(started);
+  // Work that completes as it is called (a CPU's) is reported at once, and a lane kept
+  // busy still watches what it started.
+  PollOldest(started);
 }
 
 void CommThread::PollOldest(std::deque<Task>& started) {

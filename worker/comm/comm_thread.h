@@ -60,9 +60,12 @@ class CommThread {
   };
 
   // `on_start` runs first on the new thread (e.g. to name its timeline lane); started
-  // tasks' completion is polled every `poll_interval` while nothing else is queued.
+  // tasks' completion is polled after every start and every `poll_interval` while
+  // nothing else is queued. Nothing but the end of a step waits for a completion, so
+  // the interval trades a little of that wait for fewer queries (a GPU's host is
+  // usually ahead, with something in flight).
   explicit CommThread(std::function<void()> on_start = {},
-                      absl::Duration poll_interval = absl::Microseconds(20));
+                      absl::Duration poll_interval = absl::Microseconds(100));
   // Lets the running task finish and every started one complete (its device work may
   // still use the caller's buffers), cancels the queued ones (their handles answer
   // CANCELLED), and joins. A model is destroyed with tasks queued only after an error,

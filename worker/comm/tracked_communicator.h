@@ -53,14 +53,17 @@ class TrackedCommunicator final : public Communicator {
   // and not there, the rank's position shows the lane waiting in "completion" (not
   // counted as a collective of its own), so a peer that never joins is still named.
   bool stream_ordered() const override { return inner_->stream_ordered(); }
+  // One thread polls (the lane's), as it makes the calls.
   absl::StatusOr<bool> CollectivesCompleted() override {
     absl::StatusOr<bool> completed = inner_->CollectivesCompleted();
-    if (position_ != nullptr) {
-      if (completed.ok() && !*completed) {
-        position_->AwaitCollectives("completion", timeline_lane);
-      } else {
-        position_->ExitCollective(timeline_lane);
-      }
+    if (position_ == nullptr) return completed;
+    if (completed.ok() && !*completed) {
+      // From the first poll that found it waiting, across later collectives' calls.
+      if (awaiting_since_ == absl::InfinitePast()) awaiting_since_ = absl::Now();
+      position_->AwaitCollectives("completion", timeline_lane, awaiting_since_);
+    } else {
+      awaiting_since_ = absl::InfinitePast();
+      position_->ExitCollective(timeline_lane);
     }
     return completed;
   }
@@ -93,6 +96,7 @@ class TrackedCommunicator final : public Communicator {
   };
 
   Communicator* const inner_;
+  absl::Time awaiting_since_ = absl::InfinitePast();  // CollectivesCompleted's
   RankPosition* const position_;
   Timeline* const timeline_;
   CollectiveMetrics* const metrics_;

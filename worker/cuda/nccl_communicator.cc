@@ -92,7 +92,6 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
   }
   auto communicator =
       std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comm, rank, size, stream, options));
-  RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&communicator->done_, cudaEventDisableTiming));
   RETURN_IF_CUDA_ERROR(
       cudaEventCreateWithFlags(&communicator->caller_, cudaEventDisableTiming));
   RETURN_IF_CUDA_ERROR(cudaMalloc(reinterpret_cast<void**>(&communicator->barrier_word_), sizeof(int)));
@@ -123,7 +122,8 @@ NcclCommunicator::~NcclCommunicator() {
       ncclCommAbort(comm_);
     }
   }
-  if (done_ != nullptr) cudaEventDestroy(done_);
+  RecycleEvents();
+  for (cudaEvent_t event : spare_events_) cudaEventDestroy(event);
   if (caller_ != nullptr) cudaEventDestroy(caller_);
   if (barrier_word_ != nullptr) cudaFree(barrier_word_);
 }
@@ -140,7 +140,7 @@ absl::Status NcclCommunicator::AbortLocked(absl::Status why) {
   if (failed_.ok()) {
     ncclCommAbort(comm_);
     comm_ = nullptr;
-    pending_ = nullptr;  // nothing is waited for on an aborted communicator
+    RecycleEvents();  // nothing is waited for on an aborted communicator
     failed_ = why;
   }
   return failed_;
@@ -179,27 +179,50 @@ absl::Status NcclCommunicator::WaitEnqueued(const char* what, absl::Time called)
     if (absl::Now() > deadline) return Overdue(what);
     absl::SleepFor(options_.poll_interval);
   }
-  RETURN_IF_CUDA_ERROR(cudaEventRecord(done_, stream_));
-  if (pending_ == nullptr) pending_since_ = called;
-  pending_ = what;
+  ASSIGN_OR_RETURN(cudaEvent_t done, TakeEvent());
+  const cudaError_t recorded = cudaEventRecord(done, stream_);
+  if (recorded != cudaSuccess) {
+    spare_events_.push_back(done);
+    return CudaStatus(recorded, "cudaEventRecord");
+  }
+  pending_.push_back({done, called, what});
   return absl::OkStatus();
 }
 
-// The deadline runs from the call of the oldest collective not yet seen completed, so
-// a stream-ordered collective gets the same time as one waited for at once.
+absl::StatusOr<cudaEvent_t> NcclCommunicator::TakeEvent() {
+  if (!spare_events_.empty()) {
+    cudaEvent_t event = spare_events_.back();
+    spare_events_.pop_back();
+    return event;
+  }
+  cudaEvent_t event = nullptr;
+  RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+void NcclCommunicator::RecycleEvents() {
+  for (const Pending& pending : pending_) spare_events_.push_back(pending.done);
+  pending_.clear();
+}
+
+// Each collective's deadline runs from its call, so a stream-ordered collective gets the
+// same time as one waited for at once, however many are in flight.
 absl::StatusOr<bool> NcclCommunicator::CollectivesCompleted() {
   RETURN_IF_ERROR(failed_);
-  if (pending_ == nullptr) return true;
-  const char* what = pending_;
-  RETURN_IF_ERROR(StillLaunching(what).status());
-  const cudaError_t finished = QueryEvent(done_);
-  if (finished == cudaSuccess) {
-    pending_ = nullptr;
-    return true;
+  if (pending_.empty()) return true;
+  RETURN_IF_ERROR(StillLaunching(pending_.front().what).status());
+  while (!pending_.empty()) {
+    const Pending oldest = pending_.front();
+    const cudaError_t finished = QueryEvent(oldest.done);
+    if (finished == cudaErrorNotReady) {
+      if (absl::Now() > oldest.called + options_.timeout) return Overdue(oldest.what);
+      return false;
+    }
+    if (finished != cudaSuccess) return AbortLocked(CudaStatus(finished, oldest.what));
+    spare_events_.push_back(oldest.done);
+    pending_.pop_front();
   }
-  if (finished != cudaErrorNotReady) return AbortLocked(CudaStatus(finished, what));
-  if (absl::Now() > pending_since_ + options_.timeout) return Overdue(what);
-  return false;
+  return true;
 }
 
 absl::Status NcclCommunicator::WaitForCompletion() {

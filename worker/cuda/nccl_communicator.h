@@ -22,9 +22,11 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -121,11 +123,18 @@ class NcclCommunicator final : public Communicator {
   // Orders the collective after the caller's stream (NcclOptions::stream_of_caller).
   absl::Status FollowCaller();
 
-  cudaEvent_t done_ = nullptr;  // recorded after the last collective enqueued
-  // The last collective enqueued and not yet seen completed, and when the oldest such
-  // was called; null when none.
-  const char* pending_ = nullptr;
-  absl::Time pending_since_;
+  // The collectives enqueued and not yet seen completed, oldest first: each with an
+  // event recorded after it and its call time, so each has its own deadline however
+  // many are in flight (a stream-ordered communicator may have several).
+  struct Pending {
+    cudaEvent_t done;
+    absl::Time called;
+    const char* what;
+  };
+  std::deque<Pending> pending_;
+  std::vector<cudaEvent_t> spare_events_;  // of completed collectives, for reuse
+  absl::StatusOr<cudaEvent_t> TakeEvent();
+  void RecycleEvents();  // every pending event back to spare_events_
   cudaEvent_t caller_ = nullptr;  // recorded on the caller's stream
   int* barrier_word_ = nullptr;  // device scratch for Barrier
   bool grouping_ = false;

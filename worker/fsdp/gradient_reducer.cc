@@ -46,9 +46,18 @@ CommThread::Handle EnqueueAfterFenceInTwoParts(Device* device, CommThread& lane,
       },
       [device, collectives_completed = std::move(collectives_completed),
        end]() -> absl::StatusOr<bool> {
-        ASSIGN_OR_RETURN(const bool completed, collectives_completed());
-        if (!completed || !device->FencePassed(end->get())) return false;
-        RETURN_IF_ERROR(device->status());
+        const absl::StatusOr<bool> completed = collectives_completed();
+        absl::Status status = completed.status();
+        if (status.ok()) {
+          if (!*completed || !device->FencePassed(end->get())) return false;
+          status = device->status();
+        }
+        if (!status.ok()) {
+          // Reported failed, the task frees nothing of its own, but whoever waits on it
+          // may free the buffers its queued work still writes: let that work end first.
+          device->Synchronize().IgnoreError();
+          return status;
+        }
         return true;
       });
 }

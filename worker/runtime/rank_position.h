@@ -40,15 +40,15 @@ class RankPosition {
     ++l.collectives;
     ++collectives_;
   }
-  // Waiting on `lane` for collectives it already entered to complete (those that return
-  // once enqueued: communicator.h): shown as `name` from the first such wait, not counted
-  // as another collective, so ranks' counts still pair up.
-  void AwaitCollectives(const char* name, int lane) {
+  // Waiting on `lane`, since `since`, for collectives it already entered to complete
+  // (those that return once enqueued: communicator.h): shown as `name`, not counted as
+  // another collective, so ranks' counts still pair up.
+  void AwaitCollectives(const char* name, int lane, absl::Time since) {
     absl::MutexLock lock(&mu_);
     Lane& l = lanes_[Clamp(lane)];
     if (l.collective != nullptr) return;
     l.collective = name;
-    l.entered = absl::Now();
+    l.entered = since;
   }
   void ExitCollective(int lane) {
     absl::MutexLock lock(&mu_);
