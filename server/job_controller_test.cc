@@ -115,6 +115,25 @@ class JobControllerTest : public ::testing::Test {
 
   v1::JobState State() { return jobs_->Get("job-1")->state(); }
 
+  // What w0 says it runs when it registers again: job-1's rank 0 of attempt 1.
+  static v1::RunningAttempt RankZeroOfFirstAttempt() {
+    v1::RunningAttempt running;
+    running.set_job_id("job-1");
+    running.set_attempt(1);
+    running.set_rank(0);
+    return running;
+  }
+
+  // job-1 re-scheduled as attempt 2 on w0 (rank 0) and w2 (rank 1).
+  void ExpectSecondAttemptOnW0AndW2() {
+    EXPECT_EQ(State(), v1::SCHEDULED);
+    const v1::Job job = *jobs_->Get("job-1");
+    EXPECT_EQ(job.attempt(), 2);
+    ASSERT_EQ(job.ranks_size(), 2);
+    EXPECT_EQ(job.ranks(0).worker_id(), "w0");
+    EXPECT_EQ(job.ranks(1).worker_id(), "w2");
+  }
+
   SimulatedClock clock_;
   std::string path_;
   JobController::Options options_;
@@ -223,10 +242,7 @@ TEST_F(JobControllerTest, AfterARestartARankMissingPastTheGraceRequeuesTheJob) {
   StartTwoRankJob();
   StartCoordinator();  // as after a crash: job-1 is RUNNING in the state file
   EXPECT_EQ(State(), v1::RUNNING);
-  v1::RunningAttempt running;
-  running.set_job_id("job-1");
-  running.set_attempt(1);
-  running.set_rank(0);
+  const v1::RunningAttempt running = RankZeroOfFirstAttempt();
   AddWorker("w0", &running);
   EXPECT_EQ(workers_->Get("w0")->state(), v1::BUSY);
   EXPECT_EQ(controller_->SetCommHook("job-1", v1::CommHook()).status().code(),
@@ -291,10 +307,7 @@ TEST_F(JobControllerTest, AnAbortOwedToAWorkerWithoutASessionIsSentWhenItsSessio
   StartTwoRankJob();
   options_.reattach_grace = absl::Seconds(3);
   StartCoordinator();
-  v1::RunningAttempt running;
-  running.set_job_id("job-1");
-  running.set_attempt(1);
-  running.set_rank(0);
+  const v1::RunningAttempt running = RankZeroOfFirstAttempt();
   Register("w0", &running);  // re-attached; its session not yet open
   AddWorker("w2");           // w1 never comes back
   clock_.Advance(absl::Seconds(3));
@@ -311,12 +324,7 @@ TEST_F(JobControllerTest, AnAbortOwedToAWorkerWithoutASessionIsSentWhenItsSessio
       << sent[0].abort().reason();
   // The worker ends the attempt and says so: idle, and the job runs on w0 and w2.
   Heartbeat("w0");
-  EXPECT_EQ(State(), v1::SCHEDULED);
-  const v1::Job job = *jobs_->Get("job-1");
-  EXPECT_EQ(job.attempt(), 2);
-  ASSERT_EQ(job.ranks_size(), 2);
-  EXPECT_EQ(job.ranks(0).worker_id(), "w0");
-  EXPECT_EQ(job.ranks(1).worker_id(), "w2");
+  ExpectSecondAttemptOnW0AndW2();
   // Delivered once: a later session of the same worker is not told again.
   OpenSession("w0");
   EXPECT_TRUE(Received("w0").empty());
@@ -339,10 +347,7 @@ TEST_F(JobControllerTest, AWorkerBackWithAnEndedAttemptDrainsBeforeItIsScheduled
   }
   ASSERT_EQ(workers_->Get("w0")->state(), v1::LOST);
   ASSERT_EQ(State(), v1::PENDING);  // attempt 1 failed; w1 drains, only w2 is idle
-  v1::RunningAttempt running;
-  running.set_job_id("job-1");
-  running.set_attempt(1);
-  running.set_rank(0);
+  const v1::RunningAttempt running = RankZeroOfFirstAttempt();
   AddWorker("w0", &running);
   const std::vector<v1::CoordinatorMessage> sent = Received("w0");
   ASSERT_EQ(sent.size(), 1u);
@@ -352,12 +357,7 @@ TEST_F(JobControllerTest, AWorkerBackWithAnEndedAttemptDrainsBeforeItIsScheduled
   EXPECT_EQ(workers_->Get("w0")->state(), v1::DRAINING);
   EXPECT_EQ(State(), v1::PENDING);
   Heartbeat("w0");  // its attempt ended
-  EXPECT_EQ(State(), v1::SCHEDULED);
-  const v1::Job job = *jobs_->Get("job-1");
-  EXPECT_EQ(job.attempt(), 2);
-  ASSERT_EQ(job.ranks_size(), 2);
-  EXPECT_EQ(job.ranks(0).worker_id(), "w0");
-  EXPECT_EQ(job.ranks(1).worker_id(), "w2");
+  ExpectSecondAttemptOnW0AndW2();
 }
 
 TEST_F(JobControllerTest, ARegistryAtItsLimitRefusesNewWorkers) {

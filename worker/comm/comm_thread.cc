@@ -1,5 +1,7 @@
 #include "worker/comm/comm_thread.h"
 
+#include <utility>
+
 #include "worker/runtime/memory.h"
 
 namespace shardwise {
@@ -8,16 +10,28 @@ namespace {
 
 // A task's part, with an allocation failure turned into its status: the task fails, the
 // thread (and worker) live on.
-template <typename Part>
-auto RunPart(Part& part) -> decltype(part()) {
+template <typename Part, typename... Args>
+auto RunPart(Part& part, const Args&... args) -> decltype(part(args...)) {
   try {
-    return part();
+    return part(args...);
   } catch (const std::bad_alloc& failure) {
     return AllocationFailureStatus(failure);
   }
 }
 
 }  // namespace
+
+void CommThread::Handle::State::Start(Fence started_fence) {
+  absl::MutexLock lock(&mu);
+  started = true;
+  fence = std::move(started_fence);
+}
+
+void CommThread::Handle::State::Finish(absl::Status final_status) {
+  absl::MutexLock lock(&mu);
+  done = true;
+  status = std::move(final_status);
+}
 
 absl::Status CommThread::Handle::Wait() const {
   if (state_ == nullptr) return absl::OkStatus();
@@ -128,11 +142,8 @@ void CommThread::Start(Task task, std::deque<Task>& started) {
     Report(task, fence.status());
     return;
   }
-  {
-    absl::MutexLock lock(&task.handle.state_->mu);
-    task.handle.state_->started = true;
-    task.handle.state_->fence = *std::move(fence);
-  }
+  task.fence = *std::move(fence);
+  task.handle.state_->Start(task.fence);
   if (!task.completed) {
     Report(task, absl::OkStatus());
     return;
@@ -146,18 +157,14 @@ void CommThread::Start(Task task, std::deque<Task>& started) {
 void CommThread::PollOldest(std::deque<Task>& started) {
   if (started.empty()) return;
   Task& oldest = started.front();
-  const absl::StatusOr<bool> completed = RunPart(oldest.completed);
+  const absl::StatusOr<bool> completed = RunPart(oldest.completed, oldest.fence);
   if (completed.ok() && !*completed) return;
   Report(oldest, completed.status());
   started.pop_front();
 }
 
 void CommThread::Report(Task& task, const absl::Status& status) {
-  {
-    absl::MutexLock lock(&task.handle.state_->mu);
-    task.handle.state_->done = true;
-    task.handle.state_->status = status;
-  }
+  task.handle.state_->Finish(status);
   absl::MutexLock lock(&mu_);
   ++finished_;
   if (!status.ok() && first_error_.ok()) first_error_ = status;
@@ -165,10 +172,8 @@ void CommThread::Report(Task& task, const absl::Status& status) {
 
 void CommThread::CancelQueuedLocked() {
   for (Task& cancelled : queue_) {
-    absl::MutexLock done(&cancelled.handle.state_->mu);
-    cancelled.handle.state_->done = true;
-    cancelled.handle.state_->status =
-        absl::CancelledError("the communication thread stopped before this collective");
+    cancelled.handle.state_->Finish(
+        absl::CancelledError("the communication thread stopped before this collective"));
   }
   finished_ += static_cast<int64_t>(queue_.size());
   queue_.clear();

@@ -50,6 +50,9 @@ class CommThread {
    private:
     friend class CommThread;
     struct State {
+      void Start(Fence started_fence) ABSL_LOCKS_EXCLUDED(mu);
+      void Finish(absl::Status final_status) ABSL_LOCKS_EXCLUDED(mu);
+
       absl::Mutex mu;
       bool started ABSL_GUARDED_BY(mu) = false;  // the first part succeeded
       Fence fence ABSL_GUARDED_BY(mu);
@@ -75,8 +78,9 @@ class CommThread {
   CommThread& operator=(const CommThread&) = delete;
 
   Handle Enqueue(std::function<absl::Status()> task);
-  // Whether a started task's work has completed (true), not yet (false), or failed.
-  using CompletionPoll = std::function<absl::StatusOr<bool>()>;
+  // Whether a started task's work, before the fence its first part returned, has
+  // completed (true), not yet (false), or failed.
+  using CompletionPoll = std::function<absl::StatusOr<bool>(const Fence&)>;
   // `start` enqueues device work and returns a fence after it; unless it failed,
   // `completed` is then polled until it answers true or an error, which the handle's
   // Wait() and Drain() report.
@@ -92,6 +96,7 @@ class CommThread {
     std::function<absl::StatusOr<Fence>()> start;
     CompletionPoll completed;  // empty: done once started
     Handle handle;
+    Fence fence;  // what `start` returned
   };
   void Loop();
   // The next queued task, once there is one (waiting at most a poll interval while

@@ -90,6 +90,8 @@ TEST(CommThread, DestructionFinishesTheRunningTaskAndCancelsTheQueued) {
   }
 }
 
+using Fence = CommThread::Fence;
+
 struct TestFence : Device::Fence {};
 
 CommThread::Handle EnqueueFenced(CommThread& comm, CommThread::Fence fence,
@@ -103,8 +105,10 @@ TEST(CommThread, WaitStartedReturnsTheFenceWhileCompletionIsStillPolled) {
   const auto fence = std::make_shared<TestFence>();
   absl::Notification release;
   int polls = 0;
-  auto handle = EnqueueFenced(comm, fence, [&]() -> absl::StatusOr<bool> {
+  const Device::Fence* polled_after = nullptr;
+  auto handle = EnqueueFenced(comm, fence, [&](const Fence& after) -> absl::StatusOr<bool> {
     ++polls;
+    polled_after = after.get();
     return release.HasBeenNotified();
   });
   const absl::StatusOr<CommThread::Fence> started = handle.WaitStarted();
@@ -113,6 +117,7 @@ TEST(CommThread, WaitStartedReturnsTheFenceWhileCompletionIsStillPolled) {
   release.Notify();
   EXPECT_TRUE(handle.Wait().ok());
   EXPECT_GE(polls, 1);
+  EXPECT_EQ(polled_after, fence.get());  // the poll watches the fence its start returned
   EXPECT_TRUE(comm.Drain().ok());
 }
 
@@ -125,7 +130,7 @@ TEST(CommThread, LaterTasksStartWhileEarlierOnesAwaitCompletion) {
   // Gives up after 10 s (-1): a thread that polled it to completion before starting the
   // second task would get there.
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  auto first = EnqueueFenced(comm, nullptr, [&]() -> absl::StatusOr<bool> {
+  auto first = EnqueueFenced(comm, nullptr, [&](const Fence&) -> absl::StatusOr<bool> {
     const bool started = second_started.HasBeenNotified();
     if (!started && absl::Now() < give_up) return false;
     completed.push_back(started ? 1 : -1);
@@ -136,7 +141,7 @@ TEST(CommThread, LaterTasksStartWhileEarlierOnesAwaitCompletion) {
         second_started.Notify();
         return CommThread::Fence();
       },
-      [&]() -> absl::StatusOr<bool> {
+      [&](const Fence&) -> absl::StatusOr<bool> {
         completed.push_back(2);
         return true;
       });
@@ -152,7 +157,7 @@ TEST(CommThread, AFailedFirstPartReachesWaitStartedAndIsNeverPolled) {
   bool polled = false;
   auto handle = comm.EnqueueInTwoParts(
       []() -> absl::StatusOr<CommThread::Fence> { return absl::AbortedError("not enqueued"); },
-      [&polled]() -> absl::StatusOr<bool> {
+      [&polled](const Fence&) -> absl::StatusOr<bool> {
         polled = true;
         return true;
       });
@@ -164,7 +169,7 @@ TEST(CommThread, AFailedFirstPartReachesWaitStartedAndIsNeverPolled) {
 
 TEST(CommThread, AFailedCompletionReachesWaitAndDrainNotWaitStarted) {
   CommThread comm;
-  auto handle = EnqueueFenced(comm, nullptr, []() -> absl::StatusOr<bool> {
+  auto handle = EnqueueFenced(comm, nullptr, [](const Fence&) -> absl::StatusOr<bool> {
     return absl::DeadlineExceededError("the peer never came");
   });
   EXPECT_TRUE(handle.WaitStarted().ok());
@@ -178,7 +183,7 @@ TEST(CommThread, DestructionSeesStartedTasksComplete) {
   {
     CommThread comm;
     // Completes on its third poll: the destructor keeps polling until then.
-    handle = EnqueueFenced(comm, nullptr, [&polls]() -> absl::StatusOr<bool> {
+    handle = EnqueueFenced(comm, nullptr, [&polls](const Fence&) -> absl::StatusOr<bool> {
       return ++polls >= 3;
     });
     ASSERT_TRUE(handle.WaitStarted().ok());

@@ -7,6 +7,7 @@
 #include "common/dtype_rules.h"
 #include "common/prefetch_plan.h"
 #include "common/status_macros.h"
+#include "worker/fsdp/fenced_tasks.h"
 
 namespace shardwise::fsdp {
 namespace {

@@ -7,61 +7,6 @@
 
 namespace shardwise::fsdp {
 
-CommThread::Handle EnqueueAfterFence(Device* device, CommThread& lane,
-                                     std::function<absl::Status()> task) {
-  return lane.Enqueue([device, fence = device->RecordFence(),
-                       task = std::move(task)]() -> absl::Status {
-    device->WaitForFence(fence.get());
-    const absl::Status status = task();
-    const absl::Status synced = device->Synchronize();
-    return status.ok() ? synced : status;
-  });
-}
-
-CommThread::Handle EnqueueAfterFenceInTwoParts(Device* device, CommThread& lane,
-                                               std::function<absl::Status()> start,
-                                               CommThread::CompletionPoll collectives_completed) {
-  // The fence after `start`'s work, which the poll watches too.
-  auto end = std::make_shared<CommThread::Fence>();
-  return lane.EnqueueInTwoParts(
-      [device, issued = device->RecordFence(), start = std::move(start),
-       end]() -> absl::StatusOr<CommThread::Fence> {
-        // A fence that could not be recorded orders nothing: its error (kept by the
-        // device) fails the task before anything relies on it.
-        absl::Status status = device->status();
-        if (status.ok()) {
-          device->WaitForFence(issued.get());
-          status = start();
-        }
-        if (status.ok()) {
-          *end = device->RecordFence();
-          status = device->status();
-        }
-        if (!status.ok()) {
-          // Nothing waits on the device for a part that failed: its work ends here.
-          device->Synchronize().IgnoreError();
-          return status;
-        }
-        return *end;
-      },
-      [device, collectives_completed = std::move(collectives_completed),
-       end]() -> absl::StatusOr<bool> {
-        const absl::StatusOr<bool> completed = collectives_completed();
-        absl::Status status = completed.status();
-        if (status.ok()) {
-          if (!*completed || !device->FencePassed(end->get())) return false;
-          status = device->status();
-        }
-        if (!status.ok()) {
-          // Reported failed, the task frees nothing of its own, but whoever waits on it
-          // may free the buffers its queued work still writes: let that work end first.
-          device->Synchronize().IgnoreError();
-          return status;
-        }
-        return true;
-      });
-}
-
 void GradientReducer::Reduce(FlatUnit& unit, std::function<void()> release_parameters) {
   auto grad = std::make_shared<Buffer>(std::move(unit.full_grad));
   if (IsMixedPrecisionHook(hook_)) {

@@ -21,25 +21,13 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/job_spec.pb.h"
 #include "worker/comm/comm_thread.h"
+#include "worker/fsdp/fenced_tasks.h"
 #include "worker/fsdp/comm_hooks.h"
 #include "worker/fsdp/flat_unit.h"
 #include "worker/fsdp/optimizer.h"
 #include "worker/fsdp/optimizer_ranges.h"
 
 namespace shardwise::fsdp {
-
-// Queues `task` on `lane`, ordered after the work the calling thread has queued on
-// `device` so far (a fence); what it writes is complete on the device when its handle
-// reports (it synchronises its stream first).
-CommThread::Handle EnqueueAfterFence(Device* device, CommThread& lane,
-                                     std::function<absl::Status()> task);
-// The same in two parts (CommThread::EnqueueInTwoParts): `start` enqueues work on the
-// lane's stream, and the handle's WaitStarted() gives a fence after it; the task is done
-// once `collectives_completed` (the collectives' watchdog: Communicator::
-// CollectivesCompleted) answers true and the stream has passed that fence.
-CommThread::Handle EnqueueAfterFenceInTwoParts(Device* device, CommThread& lane,
-                                               std::function<absl::Status()> start,
-                                               CommThread::CompletionPoll collectives_completed);
 
 class GradientReducer {
  public:
