@@ -28,8 +28,13 @@ DEBIAN_PACKAGES=(
 )
 
 # What deploy/ needs besides: image building and running (buildah, podman and what it
-# runs with here), and the manifests' rendering and validation (kubectl, npm).
-DEPLOY_PACKAGES=(buildah podman runc netavark aardvark-dns catatonit)
+# runs with here), and the manifests' rendering and validation (kubectl, npm). netavark
+# sets up the pods' network with iptables, which it only suggests and a new machine lacks.
+DEPLOY_PACKAGES=(buildah podman runc netavark aardvark-dns catatonit iptables)
+
+# The programs each step runs and their packages: check_prerequisites STEP... names the
+# missing ones before a step starts.
+source tools/prerequisites.sh
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -70,6 +75,7 @@ deploy_deps() {
 
 build() {
   deps
+  check_prerequisites build
   log "building"
   bazel build //... 2>&1 | grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' >&2
 }
@@ -88,7 +94,7 @@ summarize_tests() {
   cuda_testlogs=$(bazel info --config=cuda bazel-testlogs 2>/dev/null)
   local gpu_tests
   gpu_tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null | tr '\n' ' ')
-  bazel query 'tests(//...)' 2>/dev/null | python3 -c '
+  bazel query 'tests(//...)' 2>/dev/null | /usr/bin/python3 -c '
 import sys, pathlib, xml.etree.ElementTree as ET
 testlogs, cuda_testlogs = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 gpu_tests, cuda_built = set(sys.argv[3].split()), sys.argv[4] == "1"
@@ -132,6 +138,7 @@ CUDA_PATH="${SHARDWISE_CUDA_PATH:-/usr/local/cuda}"
 
 test_all() {
   deps
+  check_prerequisites build test fuzz
   log "building and running every test"
   local status=0
   bazel test //... 2>&1 | grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
@@ -155,6 +162,7 @@ test_all() {
   cat "$fuzz_results" >>"$other_results"
   log "rendering and validating the Kubernetes manifests (deploy/check.sh)"
   deploy_deps
+  check_prerequisites manifests images kube
   deploy/check.sh | tee -a "$other_results" || status=$?
   if images; then
     local cuda_image=()
@@ -209,6 +217,7 @@ stop_demo_processes() {
 
 demo() {
   deps
+  check_prerequisites build
   log "building"
   bazel build //server:shardwise-coordinator //worker:shardwise-worker //client:shardwise \
     2>&1 | grep -E 'ERROR|error:' >&2 || true

@@ -48,7 +48,7 @@ fi
 
 # Its queries' metric names are checked against what the daemons export by
 # tests/metrics_test; here, that Grafana can load it.
-if python3 -m json.tool grafana/shardwise.json >/dev/null; then
+if /usr/bin/python3 -m json.tool grafana/shardwise.json >/dev/null; then
   result grafana-dashboard passed
 else
   result grafana-dashboard failed "not JSON"

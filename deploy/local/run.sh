@@ -19,6 +19,7 @@ cd "$(dirname "$0")/../.."
 IMAGE=${1:-localhost/shardwise-cpu:dev}
 NETWORK=shardwise-local
 export CONTAINERS_CONF="$PWD/deploy/local/containers.conf"
+source tools/prerequisites.sh
 WORK=$(mktemp -d -t shardwise-kube.XXXXXX)
 PODS="$WORK/pods.yaml"
 failures=0
@@ -90,7 +91,7 @@ make_secrets() {
 
 start_pods() {
   kubectl kustomize deploy/k8s/overlays/local >"$WORK/rendered.yaml" &&
-    python3 deploy/local/to_podman.py "$WORK/rendered.yaml" "$WORK/secrets" >"$PODS" &&
+    /usr/bin/python3 deploy/local/to_podman.py "$WORK/rendered.yaml" "$WORK/secrets" >"$PODS" &&
     podman network create "$NETWORK" >/dev/null &&
     podman kube play --network "$NETWORK" "$PODS" >/dev/null
 }
@@ -132,6 +133,15 @@ main() {
   if [ "$(id -u)" -ne 0 ]; then
     result deploy skipped "needs root for podman's networks"
     return 0
+  fi
+  # What podman runs the pods with (netavark's iptables among them): a missing one is
+  # named here with its Debian package, not by a failed container six layers down.
+  local missing
+  missing=$(missing_prerequisites kube)
+  if [ -n "$missing" ]; then
+    check_prerequisites kube
+    result deploy failed "missing Debian packages: $(packages_of "$missing")"
+    return 1
   fi
   if ! podman image exists "$IMAGE"; then
     result deploy failed "no image $IMAGE: run ./dev.sh images"
