@@ -25,6 +25,7 @@ DEBIAN_PACKAGES=(
   python3-torch  # tests/pytorch_parity_test: PyTorch itself as the reference
   python3-grpcio python3-protobuf python3-yaml  # the Python client (client/python)
   clang-14 libclang-rt-14-dev make  # tests/fuzz/run.sh: libFuzzer with ASan and UBSan
+  iproute2  # tests/multihost_test: hosts in network namespaces (ip netns, veth, bridge)
 )
 
 # What deploy/ needs besides: image building and running (buildah, podman and what it
@@ -43,9 +44,11 @@ install_packages() {
   log "installing Debian packages: $*"
   local sudo=()
   [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-  "${sudo[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
-    "$@" >/dev/null
+  # A new machine may be running its first unattended upgrade: wait for its lock.
+  local wait_for_lock=(-o DPkg::Lock::Timeout=600)
+  "${sudo[@]}" apt-get "${wait_for_lock[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get "${wait_for_lock[@]}" install -y -qq \
+    --no-install-recommends "$@" >/dev/null
 }
 
 missing_packages() {
