@@ -37,7 +37,8 @@ in_root() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/
 
 make_root() {
   command -v debootstrap >/dev/null ||
-    { apt-get update -qq && apt-get install -y -qq --no-install-recommends debootstrap >/dev/null; } ||
+    { apt-get -o DPkg::Lock::Timeout=600 update -qq &&
+      apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends debootstrap >/dev/null; } ||
     return 1
   echo "== debootstrap --variant=minbase bookworm $ROOT" >&2
   debootstrap --variant=minbase bookworm "$ROOT" "$MIRROR" >"$ROOT.debootstrap.log" 2>&1 ||
