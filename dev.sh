@@ -88,8 +88,8 @@ build() {
 # prints the closing line CI reads ("N passed, N failed, N skipped"). GPU tests (tag
 # "gpu") are read from the CUDA configuration's run when it was built ($1 = 1), and
 # otherwise count as one skipped case each. Each line "SUITE NAME passed|failed|skipped"
-# in $2 (from tests/fuzz/run.sh, deploy/check.sh and deploy/local/run.sh) counts as one
-# case.
+# in $2 (from tools/check_layers.sh, tools/check_docs.sh, tests/fuzz/run.sh,
+# deploy/check.sh and deploy/local/run.sh) counts as one case.
 summarize_tests() {
   local cuda_built=${1:-0} other_results=${2:-/dev/null}
   local testlogs cuda_testlogs
@@ -157,10 +157,14 @@ test_all() {
   else
     log "no CUDA toolkit at $CUDA_PATH: the CUDA configuration is not built; GPU tests skipped"
   fi
-  log "fuzzing each input parser for ${FUZZ_SECONDS}s (libFuzzer, ASan, UBSan)"
   local other_results fuzz_results
   other_results=$(mktemp)
   fuzz_results=$(mktemp)
+  log "checking the build graph's layers (tools/check_layers.sh)"
+  tools/check_layers.sh | tee -a "$other_results" || status=$?
+  log "checking that the docs cite only code that exists (tools/check_docs.sh)"
+  tools/check_docs.sh | tee -a "$other_results" || status=$?
+  log "fuzzing each input parser for ${FUZZ_SECONDS}s (libFuzzer, ASan, UBSan)"
   FUZZ_RESULTS="$fuzz_results" tests/fuzz/run.sh "$FUZZ_SECONDS" || status=$?
   cat "$fuzz_results" >>"$other_results"
   log "rendering and validating the Kubernetes manifests (deploy/check.sh)"

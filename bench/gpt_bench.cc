@@ -19,7 +19,7 @@
 #include "bench/rank_training.h"
 #include "common/job_spec_defaults.h"
 #include "common/memory_estimate.h"
-#include "worker/trainer.h"
+#include "worker/train/trainer.h"
 
 namespace shardwise::bench {
 namespace {

@@ -11,11 +11,23 @@
 
 #include "bench/multiprocess.h"
 #include "bench/rank_training.h"
-#include "worker/testing/training_faults.h"
-#include "worker/trainer.h"
+#include "worker/train/trainer.h"
+#include "worker/train/training_hooks.h"
 
 namespace shardwise::bench {
 namespace {
+
+// The injected link latency: a sleep before every collective on the communication threads.
+class LinkLatency final : public TrainingHooks {
+ public:
+  explicit LinkLatency(int64_t microseconds) : microseconds_(microseconds) {}
+  std::function<void()> CommunicationDelay() override {
+    return [us = microseconds_] { std::this_thread::sleep_for(std::chrono::microseconds(us)); };
+  }
+
+ private:
+  const int64_t microseconds_;
+};
 
 v1::JobSpec PrefetchSpec(v1::BackwardPrefetch::Value backward, bool forward, int steps) {
   v1::JobSpec spec;
@@ -53,10 +65,7 @@ int main(int argc, char** argv) {
     const v1::JobSpec spec = bench::PrefetchSpec(s.backward, s.forward, warmup + steps);
     const bool ok = bench::RunRanks(2, [&](int rank, gloo::rendezvous::Store& store) {
       double timed = 0;
-      TrainingFaults link;
-      link.communication_delay = [latency_us] {
-        std::this_thread::sleep_for(std::chrono::microseconds(latency_us));
-      };
+      bench::LinkLatency link(latency_us);
       auto result = bench::TrainRank(
           spec, rank, store,
           [&](const v1::Progress& p) {

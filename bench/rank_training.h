@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "gloo/rendezvous/store.h"
 #include "worker/comm/data_plane.h"
-#include "worker/trainer.h"
+#include "worker/train/trainer.h"
 
 namespace shardwise::bench {
 

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/multiprocess.h"
 #include "bench/rank_training.h"
-#include "worker/trainer.h"
+#include "worker/train/trainer.h"
 
 namespace shardwise::bench {
 namespace {

@@ -7,7 +7,7 @@
 // proposal to reach every rank first); each rank accepts, or refuses because it already
 // started that step. All accept: commit, and every rank switches at that step. One
 // refuses: abandon, and propose again after the step it reported, a bounded number of
-// times. (worker/hook_schedule.h is the ranks' half; docs/operations.md the protocol.)
+// times. (worker/train/hook_schedule.h is the ranks' half; docs/operations.md the protocol.)
 //
 // Pure decisions: the JobController writes each proposal and decision to the state file
 // before any rank hears it, and sends them.

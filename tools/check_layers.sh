@@ -2,8 +2,8 @@
 # Checks the build graph's architecture (docs/architecture.md, "Layout"):
 #   1. no cycle between Bazel packages among the production targets (every target but the
 #      tests: a test may use its package's test helpers, which use the package);
-#   2. the training engine (worker/{runtime,compute,comm,data,model,fsdp,cuda}) and
-#      worker/train depend on nothing of the daemon, the coordinator or the CLI;
+#   2. the worker's layers, bottom to top runtime, compute, comm, cuda, data, model, fsdp,
+#      train, daemon: none reaches a layer above it, the coordinator or the CLI;
 #   3. no binary links a test helper (worker/testing).
 # Prints "layers <check> passed|failed" lines (./dev.sh counts them); exits 1 on a failure.
 # Visibility in the BUILD files keeps these from breaking; this shows that they hold.
@@ -16,7 +16,18 @@ result() {  # result NAME passed|failed [why]
   [ "$2" = failed ] && failures=$((failures + 1))
   return 0
 }
-query() { bazel query --noshow_progress "$@" 2>/dev/null; }
+# A query that fails (a pattern naming no package, a broken BUILD file) fails its check:
+# its empty answer would otherwise read as "nothing reached".
+query() {
+  local errors
+  errors=$(mktemp)
+  if ! bazel query --noshow_progress "$@" 2>"$errors"; then
+    echo "bazel query $*: $(grep ERROR "$errors" | head -3)" >&2
+    rm -f "$errors"
+    return 1
+  fi
+  rm -f "$errors"
+}
 
 # 1. Every direct dependency between two production targets, as "FROM TO" labels; the
 # packages' strongly connected components of more than one package are the cycles.
@@ -66,21 +77,30 @@ for component in components:
   fi
 fi
 
-# 2. What each lower layer may never reach.
-upper='//worker/daemon/... + //worker:all + //server/... + //client/...'
-for layer in runtime compute comm data model fsdp cuda train; do
-  [ -d "worker/$layer" ] || { result "$layer-below-daemon" failed "no folder worker/$layer"; continue; }
-  reached=$(query "deps(//worker/$layer/... except tests(//worker/$layer/...)) intersect ($upper)")
-  if [ -z "$reached" ]; then
-    result "$layer-below-daemon" passed
+# 2. The layers, bottom to top: each reaches nothing above it (its tests aside), and none
+# reaches the coordinator or the CLI.
+layers=(runtime compute comm cuda data model fsdp train daemon)
+for ((i = 0; i < ${#layers[@]}; i++)); do
+  layer=${layers[$i]}
+  above='//server/... + //client/... + //worker:all'
+  for upper in "${layers[@]:i+1}"; do above+=" + //worker/$upper/..."; done
+  if [ ! -d "worker/$layer" ]; then
+    result "$layer-layer" failed "no folder worker/$layer"
+    continue
+  fi
+  if ! reached=$(query "deps(//worker/$layer/... except tests(//worker/$layer/...)) intersect ($above)"); then
+    result "$layer-layer" failed "bazel query failed"
+  elif [ -z "$reached" ]; then
+    result "$layer-layer" passed "reaches no layer above it"
   else
-    result "$layer-below-daemon" failed "reaches $(tr '\n' ' ' <<<"$reached")"
+    result "$layer-layer" failed "reaches $(tr '\n' ' ' <<<"$reached")"
   fi
 done
 
 # 3. Test helpers are testonly, so Bazel refuses them in a binary; this shows none is.
-linked=$(query 'deps(kind(cc_binary, //...)) intersect //worker/testing/...')
-if [ -z "$linked" ]; then
+if ! linked=$(query 'deps(kind(cc_binary, //...)) intersect //worker/testing/...'); then
+  result testing-not-in-binaries failed "bazel query failed"
+elif [ -z "$linked" ]; then
   result testing-not-in-binaries passed
 else
   result testing-not-in-binaries failed "$(tr '\n' ' ' <<<"$linked")"

@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                               safetensors ? v1::TokenData::SAFETENSORS : v1::TokenData::UINT16,
                               kVocab, kBlock);
   if (!file.ok()) return 0;
-  const model::MicroBatch batch = TokenMicroBatch(**file, size, 7, 3, kBlock);
+  const MicroBatch batch = TokenMicroBatch(**file, size, 7, 3, kBlock);
   for (int64_t id : batch.tokens) {
     if (id < 0 || id >= kVocab) __builtin_trap();
   }

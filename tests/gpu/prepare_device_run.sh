@@ -7,7 +7,7 @@
 # usage: tests/gpu/prepare_device_run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bazel build --config=cuda //worker/cuda:gpu_tests_bundle //:toolkit_host_bundle
+bazel build --config=cuda //tests/gpu:gpu_tests_bundle //:toolkit_host_bundle
 mkdir -p .device
 bin=bazel-out/k8-fastbuildcuda/bin
 cp -f "$bin/worker/cuda/gpu-tests.tar.gz" "$bin/shardwise-toolkit-host-bundle.tar.gz" .device/

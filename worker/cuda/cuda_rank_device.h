@@ -8,7 +8,7 @@
 // NCCL communicators as soon as the attempt is aborted, so no collective outlives its
 // job.
 
-#include "worker/rank_device.h"
+#include "worker/comm/rank_device.h"
 
 namespace shardwise::cuda {
 

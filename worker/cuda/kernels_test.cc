@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "worker/compute/casts.h"
-#include "worker/compute/cpu_device.h"
+#include "worker/compute/cpu/cpu_device.h"
 #include "worker/compute/cpu/activation.h"
 #include "worker/compute/cpu/losses.h"
 #include "worker/compute/cpu/optimizers.h"

@@ -24,11 +24,11 @@ class MlpBatches final : public BatchSource {
   MlpBatches(Dataset data, Slice slice, bool classification)
       : data_(std::move(data)), slice_(slice), classification_(classification) {}
 
-  model::MicroBatch Train(int64_t step, int micro) const override {
+  MicroBatch Train(int64_t step, int micro) const override {
     const std::vector<int64_t> rows =
         SampleRows(step, slice_.global_batch, slice_.world, slice_.rank, micro,
                    slice_.micro_steps, data_.num_samples);
-    model::MicroBatch batch;
+    MicroBatch batch;
     batch.rows = static_cast<int64_t>(rows.size());
     const int64_t in = data_.input_width, out = data_.target_width;
     batch.inputs.resize(batch.rows * in);
@@ -45,7 +45,7 @@ class MlpBatches final : public BatchSource {
     }
     return batch;
   }
-  model::MicroBatch Validation(int64_t, int) const override { return {}; }
+  MicroBatch Validation(int64_t, int) const override { return {}; }
   bool has_validation() const override { return false; }
   int64_t tokens_per_step() const override { return 0; }
 
@@ -62,11 +62,11 @@ class TokenBatches final : public BatchSource {
       : train_(std::move(train)), val_(std::move(val)), seed_(seed), block_size_(block_size),
         slice_(slice) {}
 
-  model::MicroBatch Train(int64_t step, int micro) const override {
+  MicroBatch Train(int64_t step, int micro) const override {
     return TokenMicroBatch(*train_, seed_, slice_.first(step, micro), slice_.per_micro(),
                            block_size_);
   }
-  model::MicroBatch Validation(int64_t batch, int micro) const override {
+  MicroBatch Validation(int64_t batch, int micro) const override {
     return TokenMicroBatch(*val_, seed_, slice_.first(batch, micro), slice_.per_micro(),
                            block_size_);
   }

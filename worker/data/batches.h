@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
-#include "worker/model/batch.h"
+#include "worker/data/batch.h"
 
 namespace shardwise {
 
@@ -21,9 +21,9 @@ class BatchSource {
  public:
   virtual ~BatchSource() = default;
   // Micro-step `micro` of optimizer step `step`.
-  virtual model::MicroBatch Train(int64_t step, int micro) const = 0;
+  virtual MicroBatch Train(int64_t step, int micro) const = 0;
   // Micro-step `micro` of evaluation batch `batch` (has_validation() only).
-  virtual model::MicroBatch Validation(int64_t batch, int micro) const = 0;
+  virtual MicroBatch Validation(int64_t batch, int micro) const = 0;
   virtual bool has_validation() const = 0;
   // Tokens in one step's global batch (0 for the MLP).
   virtual int64_t tokens_per_step() const = 0;

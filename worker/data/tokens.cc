@@ -93,9 +93,9 @@ TokenFile::~TokenFile() {
 
 int64_t TokenFile::at(int64_t i) const { return Load(tokens_ + i * element_, element_); }
 
-model::MicroBatch TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first,
+MicroBatch TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first,
                                   int64_t count, int64_t block_size) {
-  model::MicroBatch batch;
+  MicroBatch batch;
   batch.sequences = count;
   batch.sequence_length = block_size;
   batch.rows = count * block_size;

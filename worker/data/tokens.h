@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
-#include "worker/model/batch.h"
+#include "worker/data/batch.h"
 
 namespace shardwise {
 
@@ -59,7 +59,7 @@ class TokenFile {
 };
 
 // The micro-batch of `count` sequences from global index `first` on (see above).
-model::MicroBatch TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first,
+MicroBatch TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first,
                                   int64_t count, int64_t block_size);
 
 }  // namespace shardwise

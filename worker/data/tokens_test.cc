@@ -43,7 +43,7 @@ TEST(TokenFile, BatchesAreSequencesAndTheirNextTokens) {
                               v1::TokenData::FORMAT_UNSPECIFIED, 50, 8);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->size(), 200);
-  const model::MicroBatch batch = TokenMicroBatch(**file, 3, 10, 2, 8);
+  const MicroBatch batch = TokenMicroBatch(**file, 3, 10, 2, 8);
   EXPECT_EQ(batch.rows, 16);
   EXPECT_EQ(batch.sequences, 2);
   for (int j = 0; j < 2; ++j) {

@@ -114,7 +114,7 @@ TEST(Checkpoint, TheLossScaleSurvivesAResume) {
   inject.faults = [](int rank) {
     TrainingFaults faults;
     if (rank == 1) {
-      faults.corrupt_inputs = [](int64_t step, int, model::MicroBatch* batch) {
+      faults.corrupt_inputs = [](int64_t step, int, MicroBatch* batch) {
         if (step == 4) batch->inputs[0] = std::numeric_limits<float>::infinity();
       };
     }

@@ -15,7 +15,7 @@
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/solo_communicator.h"
 #include "worker/compute/casts.h"
-#include "worker/compute/cpu_device.h"
+#include "worker/compute/cpu/cpu_device.h"
 #include "worker/fsdp/comm_hooks.h"
 
 namespace shardwise::fsdp {

@@ -264,7 +264,7 @@ void FsdpModel::Reshard(FlatUnit& unit) {
 
 // ---- the micro-step ----
 
-absl::Status FsdpModel::ForwardBackward(const model::MicroBatch& batch, float loss_scale,
+absl::Status FsdpModel::ForwardBackward(const MicroBatch& batch, float loss_scale,
                                         bool sync, double* loss) {
   if (phase_ != Phase::kIdle) {
     return absl::InternalError("FSDP: a micro-step started before the last one finished");
@@ -385,7 +385,7 @@ absl::Status FsdpModel::DeriveFirstPlan() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> FsdpModel::Evaluate(const model::MicroBatch& batch) {
+absl::StatusOr<double> FsdpModel::Evaluate(const MicroBatch& batch) {
   if (phase_ != Phase::kIdle) return absl::InternalError("FSDP: evaluation inside a micro-step");
   for (const FlatUnit& unit : units_) {
     if (!unit.full_grad.empty()) {

@@ -62,7 +62,7 @@
 #include "common/fsdp_layout.h"
 #include "worker/fsdp/optimizer.h"
 #include "worker/fsdp/optimizer_ranges.h"
-#include "worker/model/batch.h"
+#include "worker/data/batch.h"
 #include "worker/model/model.h"
 #include "worker/runtime/all_gather_limiter.h"
 #include "worker/runtime/memory.h"
@@ -86,11 +86,11 @@ class FsdpModel {
   // gradient shards; without, they accumulate unsharded (no_sync). The scaled local loss
   // goes to `loss`, one double of the device's memory, which nothing waits for: the caller
   // reads it when it needs it (the trainer's PendingLosses).
-  absl::Status ForwardBackward(const model::MicroBatch& batch, float loss_scale, bool sync,
+  absl::Status ForwardBackward(const MicroBatch& batch, float loss_scale, bool sync,
                                double* loss);
   // The loss of `batch` without gradients (evaluation): units unshard as in a forward and
   // all reshard after it. Not recorded as an execution order. Between steps only.
-  absl::StatusOr<double> Evaluate(const model::MicroBatch& batch);
+  absl::StatusOr<double> Evaluate(const MicroBatch& batch);
 
   // Clips by global norm (when max_grad_norm > 0), steps the optimizer on every shard
   // (but the ranges already stepped in backward), and zeroes the gradient shards. The

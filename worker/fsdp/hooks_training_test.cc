@@ -177,7 +177,7 @@ TEST(GradScalerTraining, InjectedInfSkipsTheStepOnEveryRank) {
     inject.faults = [&](int rank) {
       TrainingFaults faults;
       if (rank == 1) {
-        faults.corrupt_inputs = [&](int64_t step, int, model::MicroBatch* batch) {
+        faults.corrupt_inputs = [&](int64_t step, int, MicroBatch* batch) {
           if (bad_steps.count(step) > 0) batch->inputs[0] = std::numeric_limits<float>::infinity();
         };
       }

@@ -10,7 +10,7 @@
 #include "worker/comm/data_plane.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/solo_communicator.h"
-#include "worker/compute/cpu_device.h"
+#include "worker/compute/cpu/cpu_device.h"
 #include "worker/data/weights.h"
 #include "worker/fsdp/fsdp_model.h"
 #include "worker/fsdp/reference_training.h"
@@ -85,7 +85,7 @@ TEST_P(DtypeProbe, AllGathersInParamDtypeReductionsInReduceDtype) {
       auto model = FsdpModel::Create(spec, *plan, {&shard_probe, &replicate_probe}, &device,
                                      SeededWeights(spec.model(), 0));
       ASSERT_TRUE(model.ok()) << model.status();
-      model::MicroBatch batch;
+      MicroBatch batch;
       batch.rows = 6;
       batch.inputs.assign(6 * 6, 0.25f);
       batch.labels.assign(6, 1);

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "worker/compute/cpu_device.h"
+#include "worker/compute/cpu/cpu_device.h"
 #include "worker/compute/cpu/activation.h"
 #include "worker/compute/cpu/linear.h"
 #include "worker/compute/cpu/losses.h"

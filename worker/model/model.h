@@ -18,7 +18,7 @@
 #include "common/model_description.h"
 #include "proto/job_spec.pb.h"
 #include "worker/compute/device.h"
-#include "worker/model/batch.h"
+#include "worker/data/batch.h"
 #include "worker/model/loss.h"
 #include "worker/model/stage.h"
 

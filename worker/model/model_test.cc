@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "gtest/gtest.h"
-#include "worker/compute/cpu_device.h"
+#include "worker/compute/cpu/cpu_device.h"
 #include "worker/data/random.h"
 #include "worker/data/weights.h"
 #include "worker/model/host_parameters.h"

@@ -7,7 +7,7 @@
 #include "common/model_description.h"
 #include "common/status_macros.h"
 #include "worker/compute/cpu/gemm.h"
-#include "worker/compute/cpu_device.h"
+#include "worker/compute/cpu/cpu_device.h"
 #include "worker/data/random.h"
 #include "worker/model/host_parameters.h"
 #include "worker/model/model.h"

@@ -16,7 +16,7 @@
 #include "proto/job_spec.pb.h"
 #include "worker/runtime/memory.h"
 #include "worker/testing/training_faults.h"
-#include "worker/trainer.h"
+#include "worker/train/trainer.h"
 
 namespace shardwise::testing {
 

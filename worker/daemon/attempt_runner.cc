@@ -1,0 +1,214 @@
+#include "worker/daemon/attempt_runner.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "common/path_policy.h"
+#include "common/permanent_failure.h"
+#include "worker/comm/grpc_rendezvous_store.h"
+#include "worker/train/trainer.h"
+
+namespace shardwise {
+
+AttemptRunner::AttemptRunner(std::shared_ptr<grpc::Channel> channel,
+                             const v1::Assignment& assignment, const DataPlaneOptions& data_plane,
+                             std::shared_ptr<TrainingHooks> hooks, RankDeviceFactory make_device,
+                             MemoryProbe available_memory, Reporter report,
+                             CollectiveMetrics* collective_metrics)
+    : channel_(std::move(channel)),
+      assignment_(assignment),
+      data_plane_(data_plane),
+      faults_(std::move(hooks)),
+      make_device_(std::move(make_device)),
+      available_memory_(std::move(available_memory)),
+      report_(std::move(report)),
+      collective_metrics_(collective_metrics),
+      position_(assignment.rank()),
+      thread_([this] { Run(); }) {}
+
+AttemptRunner::~AttemptRunner() {
+  Abort("worker shutting down");
+  thread_.join();
+}
+
+void AttemptRunner::Abort(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  if (abort_reason_.empty()) abort_reason_ = reason;
+  if (!abort_) aborted_at_ = absl::Now();
+  abort_ = true;
+}
+
+v1::HookChangeAck AttemptRunner::OnHookChange(const v1::HookChange& change) {
+  v1::HookChangeAck ack;
+  ack.set_job_id(change.job_id());
+  ack.set_attempt(change.attempt());
+  ack.set_rank(assignment_.rank());
+  ack.set_version(change.version());
+  ack.set_accepted(hooks_.Propose(change.version(), change.step(), change.hook()));
+  ack.set_started_step(hooks_.started_step());
+  return ack;
+}
+
+void AttemptRunner::OnHookDecision(const v1::HookDecision& decision) {
+  hooks_.Decide(decision.version(), decision.commit());
+}
+
+void AttemptRunner::Report(v1::AttemptPhase phase, const std::string& message,
+                           v1::Progress progress, bool permanent) {
+  v1::AttemptReport report;
+  report.set_permanent(permanent);
+  report.set_job_id(assignment_.job_id());
+  report.set_attempt(assignment_.attempt());
+  report.set_rank(assignment_.rank());
+  report.set_phase(phase);
+  report.set_message(message);
+  progress.set_total_steps(assignment_.spec().steps());
+  *report.mutable_progress() = std::move(progress);
+  // The spans ride on the reports the publisher sends anyway: batched, off the step.
+  int64_t dropped = 0;
+  for (v1::Span& span : timeline_.Drain(&dropped)) *report.add_spans() = std::move(span);
+  report.set_spans_dropped(dropped);
+  report_(report);
+}
+
+void AttemptRunner::PublishProgress() {
+  while (true) {
+    std::optional<v1::Progress> progress;
+    {
+      absl::MutexLock lock(&progress_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_) {
+        return training_over_ || pending_progress_.has_value();
+      };
+      progress_mu_.Await(absl::Condition(&ready));
+      if (!pending_progress_.has_value()) return;  // training over, nothing left
+      progress = std::move(pending_progress_);
+      pending_progress_.reset();
+    }
+    Report(v1::PROGRESS, "", *progress);
+  }
+}
+
+absl::Status AttemptRunner::CheckMemory() const {
+  if (!available_memory_) return absl::OkStatus();
+  absl::StatusOr<int64_t> available = available_memory_();
+  if (!available.ok()) {
+    std::fprintf(stderr, "worker: %s attempt %d: not checking memory: %s\n", job_id().c_str(),
+                 attempt(), std::string(available.status().message()).c_str());
+    return absl::OkStatus();
+  }
+  return CheckRankMemory(assignment_.spec(), assignment_.rank(), *available,
+                         DataFileBytes(assignment_.spec()));
+}
+
+absl::Status AttemptRunner::CheckPaths() const {
+  if (!assignment_.has_path_policy()) return absl::OkStatus();  // a coordinator without one
+  v1::JobSpec spec = assignment_.spec();
+  return MarkPermanent(ApplyPathPolicy(PathPolicy::FromProto(assignment_.path_policy()),
+                                       PathCheck::kOnDisk, &spec));
+}
+
+void AttemptRunner::Run() {
+  const int rank = assignment_.rank();
+  const int size = assignment_.world_size();
+  DataPlaneOptions options = data_plane_;
+  if (assignment_.collective_timeout_ms() > 0) {
+    options.timeout = std::chrono::milliseconds(assignment_.collective_timeout_ms());
+  }
+  std::fprintf(stderr, "worker: %s attempt %d: rank %d of %d joining the data plane\n",
+               job_id().c_str(), attempt(), rank, size);
+
+  auto phase = [](const char* name) {
+    v1::Progress progress;
+    progress.set_phase(name);
+    return progress;
+  };
+  auto fail = [&](const absl::Status& status) {
+    std::string message(status.message());
+    if (abort_) {
+      absl::MutexLock lock(&mu_);
+      message = absl::StrCat("aborted: ", abort_reason_);
+    }
+    std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(),
+                 rank, message.c_str());
+    Report(v1::ABORTED, message, phase("aborted"), !abort_ && IsPermanent(status));
+    done_ = true;
+    finished_.Notify();
+  };
+
+  // Before joining: a rank that cannot fit, or may not open the job's files, fails at
+  // once, and its peers are aborted.
+  if (absl::Status paths = CheckPaths(); !paths.ok()) return fail(paths);
+  if (absl::Status memory = CheckMemory(); !memory.ok()) return fail(memory);
+
+  v1::RendezvousScope scope;
+  scope.set_job_id(assignment_.job_id());
+  scope.set_attempt(assignment_.attempt());
+  scope.set_token(assignment_.rendezvous_token());
+  GrpcRendezvousStore store(channel_, scope, options.timeout, &abort_);
+  auto context = ConnectGlooContext(store, rank, size, options);
+  if (!context.ok()) return fail(context.status());
+  auto sum = VerifyDataPlane(*context);
+  if (!sum.ok()) return fail(sum.status());
+  if (abort_) return fail(absl::AbortedError("aborted"));
+  Report(v1::JOINED, absl::StrCat("all-reduce of ranks gave ", *sum), phase("bootstrap"));
+
+  TrainingContext training;
+  training.job_id = assignment_.job_id();
+  training.attempt = assignment_.attempt();
+  training.rank = rank;
+  training.world_size = size;
+  training.store = &store;
+  training.world = *context;
+  training.data_plane = options;
+  training.abort = &abort_;
+  training.allocator = &allocator_;
+  training.make_device = make_device_;
+  // Switches applied before this attempt (a restarted job replays them).
+  for (const v1::HookSwitch& done : assignment_.hook_switches()) {
+    if (done.state() == v1::HookSwitch::APPLIED) hooks_.AddCommitted(done.step(), done.new_hook());
+  }
+  training.hook_schedule = &hooks_;
+  training.plans = &plans_;
+  training.position = &position_;
+  training.timeline = &timeline_;
+  training.collective_metrics = collective_metrics_;
+  // Once per attempt (and once more on a change): off the steady-state critical path.
+  training.on_execution_order = [&](const v1::ExecutionOrder& order, int64_t step, bool changed) {
+    v1::AttemptReport report;
+    report.set_job_id(assignment_.job_id());
+    report.set_attempt(assignment_.attempt());
+    report.set_rank(rank);
+    report.set_phase(changed ? v1::ORDER_CHANGED : v1::ORDER_RECORDED);
+    *report.mutable_execution_order() = order;
+    report.set_step(step);
+    report_(report);
+  };
+  v1::Progress last_progress = phase("training");
+  training.on_progress = [&](const v1::Progress& progress) {
+    last_progress = progress;
+    absl::MutexLock lock(&progress_mu_);
+    pending_progress_ = progress;
+  };
+  std::thread publisher([this] { PublishProgress(); });
+  absl::StatusOr<TrainingResult> result = absl::UnknownError("not run");
+  try {
+    result = Train(assignment_.spec(), training, faults_.get());
+  } catch (const std::bad_alloc& failure) {
+    // A job too large for this worker fails its attempt; the worker serves on.
+    result = AllocationFailureStatus(failure);
+  }
+  {
+    absl::MutexLock lock(&progress_mu_);
+    training_over_ = true;
+  }
+  publisher.join();
+  if (!result.ok()) return fail(result.status());
+  last_progress.set_phase("completed");
+  std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(), rank,
+               result->Summary().c_str());
+  Report(v1::COMPLETED, result->Summary(), last_progress);
+  done_ = true;
+  finished_.Notify();
+}
+
+}  // namespace shardwise

@@ -1,0 +1,331 @@
+#include "worker/daemon/worker_daemon.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/grpc_status.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "worker/runtime/critical_path.h"
+
+namespace shardwise {
+namespace {
+
+// How long a new assignment waits for an ending attempt (aborted, or reported) before it
+// is refused.
+constexpr absl::Duration kEndingAttemptGrace = absl::Seconds(5);
+// On shutdown, how long the coordinator has to end the session after the worker's
+// half-close before the worker cancels it.
+constexpr absl::Duration kSessionCloseGrace = absl::Seconds(2);
+
+}  // namespace
+
+WorkerDaemon::WorkerDaemon(const WorkerOptions& options) : options_(options) {
+  if (options.metrics != nullptr) metrics_ = std::make_unique<WorkerMetrics>(options.metrics);
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Reconnect promptly after a coordinator restart; RunSession adds its own backoff.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  channel_ = grpc::CreateCustomChannel(options.coordinator_address, options.credentials, args);
+  stub_ = v1::WorkerService::NewStub(channel_);
+}
+
+WorkerDaemon::~WorkerDaemon() {
+  absl::MutexLock lock(&runner_mu_);
+  runner_.reset();
+}
+
+void WorkerDaemon::Run(const std::atomic<bool>& stop) {
+  absl::BitGen random;
+  absl::Duration backoff = options_.min_backoff;
+  while (!stop) {
+    const absl::Time started = absl::Now();
+    absl::Status status = RunSession(stop);
+    if (stop) break;
+    if (absl::Now() - started > absl::Seconds(10)) backoff = options_.min_backoff;
+    std::fprintf(stderr, "worker %s: session ended (%s); retrying in %s\n",
+                 options_.name.c_str(), status.ToString().c_str(),
+                 absl::FormatDuration(backoff).c_str());
+    // Jitter keeps a fleet of workers from reconnecting in lockstep.
+    const absl::Time until = absl::Now() + backoff * absl::Uniform(random, 0.5, 1.0);
+    while (!stop && absl::Now() < until) absl::SleepFor(absl::Milliseconds(50));
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_) runner_->Abort("worker stopped");
+  runner_.reset();
+}
+
+// While the session is still open: the coordinator hears the attempt's ABORTED report
+// and re-queues the job at once, rather than finding the worker gone. Bounded: an
+// attempt stuck in a collective does not hold up the shutdown past the stuck-abort grace.
+void WorkerDaemon::DrainForShutdown() {
+  constexpr char kReason[] = "the worker is shutting down (it was told to stop: SIGTERM or SIGINT)";
+  absl::MutexLock lock(&runner_mu_);
+  if (!runner_ || runner_->done()) return;
+  std::fprintf(stderr, "worker %s: shutting down: aborting %s attempt %d\n", options_.name.c_str(),
+               runner_->job_id().c_str(), runner_->attempt());
+  // Said first: stopping the rank breaks its peers' connections, and their failures
+  // would otherwise reach the coordinator before this rank's own report.
+  v1::AttemptReport leaving;
+  leaving.set_job_id(runner_->job_id());
+  leaving.set_attempt(runner_->attempt());
+  leaving.set_rank(runner_->rank());
+  leaving.set_phase(v1::ABORTED);
+  leaving.set_message(absl::StrCat("aborted: ", kReason));
+  leaving.set_worker_leaving(true);
+  // Not through SendReport: the rank's own final report, which follows, is the one the
+  // metrics and the outbox keep.
+  v1::WorkerMessage message;
+  *message.mutable_report() = std::move(leaving);
+  Write(message);
+  runner_->Abort(kReason);
+  runner_->WaitUntilDone(std::max(options_.stuck_abort_grace, absl::Seconds(1)));
+}
+
+void WorkerDaemon::CloseSessionForWrites() {
+  absl::MutexLock lock(&stream_mu_);
+  if (stream_ == nullptr) return;
+  stream_->WritesDone();
+  stream_ = nullptr;  // later reports are held, as between sessions
+}
+
+v1::Heartbeat WorkerDaemon::CurrentHeartbeat() {
+  v1::Heartbeat heartbeat;
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_ && !runner_->done()) {
+    heartbeat.set_job_id(runner_->job_id());
+    heartbeat.set_attempt(runner_->attempt());
+    *heartbeat.mutable_position() = runner_->position();
+  }
+  return heartbeat;
+}
+
+absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
+  v1::RegisterWorkerRequest request;
+  request.set_name(options_.name);
+  request.set_device(options_.device);
+  if (options_.device == v1::CUDA) *request.mutable_gpu() = options_.gpu;
+  request.set_cpu_threads(static_cast<int32_t>(std::thread::hardware_concurrency()));
+  request.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
+  const std::optional<v1::RunningAttempt> running = AttemptToReattach();
+  if (running.has_value()) *request.mutable_running() = *running;
+  v1::RegisterWorkerResponse registration;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    context.set_wait_for_ready(true);
+    grpc::Status status = stub_->RegisterWorker(&context, request, &registration);
+    if (!status.ok()) return FromGrpcStatus(status);
+  }
+
+  grpc::ClientContext context;
+  std::unique_ptr<Stream> stream = stub_->Session(&context);
+  v1::WorkerMessage hello;
+  hello.mutable_hello()->set_worker_id(registration.worker_id());
+  if (!stream->Write(hello)) return FromGrpcStatus(stream->Finish());
+  ReleaseHeldReports(stream.get(), registration.reattached(), running.has_value());
+  if (metrics_) metrics_->OnSessionOpened();
+  std::fprintf(stderr, "worker %s: registered with %s%s\n", options_.name.c_str(),
+               options_.coordinator_address.c_str(),
+               registration.reattached()
+                   ? absl::StrCat("; it re-attached ", running->job_id(), " attempt ",
+                                  running->attempt(), " (rank ", running->rank(), ")")
+                         .c_str()
+                   : "");
+
+  absl::Notification session_over;
+  std::thread heartbeats([&] {
+    const absl::Duration interval =
+        absl::Milliseconds(std::max<int64_t>(50, registration.heartbeat_interval_ms()));
+    while (!session_over.WaitForNotificationWithTimeout(interval)) {
+      if (stop) {
+        DrainForShutdown();
+        // A half-close, not a cancel: the attempt's last report, written just now, is
+        // delivered before the coordinator sees the session end.
+        CloseSessionForWrites();
+        if (!session_over.WaitForNotificationWithTimeout(kSessionCloseGrace)) {
+          context.TryCancel();
+        }
+        return;
+      }
+      RestartIfAbortIsStuck();
+      v1::WorkerMessage message;
+      *message.mutable_heartbeat() = CurrentHeartbeat();
+      Send(message);
+    }
+  });
+
+  v1::CoordinatorMessage message;
+  while (stream->Read(&message)) {
+    if (message.has_assignment()) OnAssignment(message.assignment());
+    if (message.has_abort()) OnAbort(message.abort());
+    if (message.has_hook_change()) OnHookChange(message.hook_change());
+    if (message.has_plan_update()) OnPlanUpdate(message.plan_update());
+    if (message.has_hook_decision()) OnHookDecision(message.hook_decision());
+  }
+  session_over.Notify();
+  heartbeats.join();
+  {
+    absl::MutexLock lock(&stream_mu_);
+    stream_ = nullptr;
+  }
+  // The attempt goes on without a session: the training step never calls the
+  // coordinator. A coordinator that restarted re-attaches it when this worker registers
+  // again; one that lived on has failed it (its peers are aborted, which ends it here
+  // too) and aborts it when this worker's heartbeat names it.
+  return FromGrpcStatus(stream->Finish());
+}
+
+std::optional<v1::RunningAttempt> WorkerDaemon::AttemptToReattach() {
+  absl::MutexLock lock(&runner_mu_);
+  if (!runner_ || attempt_declined_) return std::nullopt;
+  v1::RunningAttempt running;
+  running.set_job_id(runner_->job_id());
+  running.set_attempt(runner_->attempt());
+  running.set_rank(runner_->rank());
+  running.set_step(runner_->position().step());
+  running.set_ended(outbox_.ended());
+  return running;
+}
+
+void WorkerDaemon::ReleaseHeldReports(Stream* stream, bool reattached, bool announced) {
+  if (announced && !reattached) {
+    absl::MutexLock lock(&runner_mu_);
+    if (runner_ && runner_->done()) attempt_declined_ = true;
+  }
+  // Under the stream's lock, so that a report the attempt sends meanwhile waits and goes
+  // after these, on this session.
+  absl::MutexLock lock(&stream_mu_);
+  const std::vector<v1::AttemptReport> reports = outbox_.Release(reattached);
+  for (const v1::AttemptReport& report : reports) {
+    v1::WorkerMessage message;
+    *message.mutable_report() = report;
+    CountCoordinatorCall();
+    if (!stream->Write(message)) break;  // the session broke again: the next one retries
+  }
+  stream_ = stream;
+}
+
+bool WorkerDaemon::Write(const v1::WorkerMessage& message) {
+  CountCoordinatorCall();
+  absl::MutexLock lock(&stream_mu_);
+  return stream_ != nullptr && stream_->Write(message);
+}
+
+void WorkerDaemon::SendReport(const v1::AttemptReport& report) {
+  if (metrics_) metrics_->OnReport(report);
+  v1::WorkerMessage message;
+  *message.mutable_report() = report;
+  if (Write(message)) {
+    outbox_.Sent(report);
+  } else {
+    outbox_.Hold(report);
+  }
+}
+
+void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
+  // The coordinator assigns only a worker it believes idle, so an attempt still here has
+  // almost always ended and is winding down: one that reported COMPLETED is assigned
+  // anew as soon as the report arrives, possibly before its thread has marked itself
+  // done; one told to abort may be frozen behind a heartbeat that already said idle.
+  // Such an attempt ends within about a second (inside a Gloo collective, within its
+  // timeout): wait for it, rather than refuse the new assignment and fail that attempt.
+  // runner_ changes only on this thread, so the pointer stays valid without the lock.
+  AttemptRunner* ending = nullptr;
+  {
+    absl::MutexLock lock(&runner_mu_);
+    if (runner_ && !runner_->done()) ending = runner_.get();
+  }
+  if (ending != nullptr) ending->WaitUntilDone(kEndingAttemptGrace);
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_ && !runner_->done()) {
+    v1::WorkerMessage refusal;
+    v1::AttemptReport* report = refusal.mutable_report();
+    report->set_job_id(assignment.job_id());
+    report->set_attempt(assignment.attempt());
+    report->set_rank(assignment.rank());
+    report->set_phase(v1::ABORTED);
+    report->set_message(absl::StrCat("worker is still running ", runner_->job_id(),
+                                     " attempt ", runner_->attempt()));
+    Send(refusal);
+    return;
+  }
+  runner_.reset();  // joins the finished runner
+  outbox_.StartAttempt();
+  attempt_declined_ = false;
+  if (metrics_) metrics_->OnAttemptStarted();
+  runner_ = std::make_unique<AttemptRunner>(
+      channel_, assignment, options_.data_plane, options_.faults, options_.make_device,
+      options_.available_memory, [this](const v1::AttemptReport& report) { SendReport(report); },
+      metrics_ ? metrics_->collectives() : nullptr);
+}
+
+void WorkerDaemon::OnHookChange(const v1::HookChange& change) {
+  v1::WorkerMessage message;
+  {
+    absl::MutexLock lock(&runner_mu_);
+    if (runner_ && runner_->job_id() == change.job_id() &&
+        runner_->attempt() == change.attempt()) {
+      *message.mutable_hook_ack() = runner_->OnHookChange(change);
+    } else {
+      // Not running that attempt (any more): it cannot switch.
+      v1::HookChangeAck* ack = message.mutable_hook_ack();
+      ack->set_job_id(change.job_id());
+      ack->set_attempt(change.attempt());
+      ack->set_rank(-1);
+      ack->set_version(change.version());
+      ack->set_accepted(false);
+    }
+  }
+  Send(message);
+}
+
+void WorkerDaemon::OnPlanUpdate(const v1::PlanUpdate& update) {
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_ && runner_->job_id() == update.job_id() &&
+      runner_->attempt() == update.attempt()) {
+    runner_->OnPlanUpdate(update.plan());
+  }
+}
+
+void WorkerDaemon::OnHookDecision(const v1::HookDecision& decision) {
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_ && runner_->job_id() == decision.job_id() &&
+      runner_->attempt() == decision.attempt()) {
+    runner_->OnHookDecision(decision);
+  }
+}
+
+void WorkerDaemon::RestartIfAbortIsStuck() {
+  if (!options_.restart_process) return;
+  absl::Time aborted_at;
+  {
+    absl::MutexLock lock(&runner_mu_);
+    if (!runner_ || runner_->done() || !runner_->aborting()) return;
+    aborted_at = runner_->aborted_at();
+  }
+  if (!AbortIsStuck(aborted_at, absl::Now(), options_.stuck_abort_grace)) return;
+  std::fprintf(stderr,
+               "worker %s: the aborted attempt has not ended %s after the abort (a collective "
+               "is blocked on a peer); restarting this worker\n",
+               options_.name.c_str(), absl::FormatDuration(options_.stuck_abort_grace).c_str());
+  options_.restart_process();
+}
+
+void WorkerDaemon::OnAbort(const v1::Abort& abort) {
+  std::fprintf(stderr, "worker %s: abort %s attempt %d: %s\n", options_.name.c_str(),
+               abort.job_id().c_str(), abort.attempt(), abort.reason().c_str());
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_ && runner_->job_id() == abort.job_id() && runner_->attempt() == abort.attempt()) {
+    runner_->Abort(abort.reason());
+  }
+}
+
+}  // namespace shardwise

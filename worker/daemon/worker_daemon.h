@@ -1,0 +1,119 @@
+#ifndef SHARDWISE_WORKER_DAEMON_WORKER_DAEMON_H_
+#define SHARDWISE_WORKER_DAEMON_WORKER_DAEMON_H_
+
+// The worker daemon's control loop: register with the coordinator, hold one session
+// (heartbeats and reports up, assignments and aborts down), run at most one attempt at a
+// time, and reconnect with exponential backoff whenever the coordinator goes away.
+//
+// Lifecycle: Run() blocks until `stop` becomes true. Not copyable.
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/metrics.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/security/credentials.h"
+#include "proto/worker_service.grpc.pb.h"
+#include "worker/daemon/attempt_runner.h"
+#include "worker/daemon/worker_metrics.h"
+#include "worker/daemon/report_outbox.h"
+#include "worker/train/trainer.h"
+#include "worker/comm/data_plane.h"
+
+namespace shardwise {
+
+struct WorkerOptions {
+  std::string coordinator_address = "127.0.0.1:7070";
+  // How to reach it: plaintext by default, TLS (with this worker's certificate when the
+  // coordinator requires one) from --tls_ca, --tls_cert, --tls_key.
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  // Where to record the worker's metrics (worker_metrics.h); not owned; none if null.
+  MetricsRegistry* metrics = nullptr;
+  std::string name;  // stable across reconnects
+  v1::DeviceKind device = v1::CPU;
+  v1::GpuInfo gpu;                // CUDA workers: what they advertise
+  RankDeviceFactory make_device;  // CUDA workers: their GPU's device and communicators
+  // Checked against each job's estimated memory per rank before an attempt starts
+  // (memory_check.h); empty: not checked (--check_memory=false).
+  MemoryProbe available_memory;
+  DataPlaneOptions data_plane;
+  absl::Duration min_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+  // --fault_injection, for tests of a real cluster; null otherwise.
+  std::shared_ptr<TrainingHooks> faults;
+  // An attempt told to abort that has not ended this long after (a Gloo collective
+  // blocked on a frozen peer cannot be interrupted) makes the worker call
+  // `restart_process`, which does not return: the worker starts afresh and is IDLE again
+  // at once, rather than DRAINING until the collective timeout. Empty: never.
+  absl::Duration stuck_abort_grace = absl::Seconds(5);
+  std::function<void()> restart_process;
+};
+
+// Whether an attempt aborted at `aborted_at` and still running at `now` is stuck.
+inline bool AbortIsStuck(absl::Time aborted_at, absl::Time now, absl::Duration grace) {
+  return now - aborted_at > grace;
+}
+
+class WorkerDaemon {
+ public:
+  explicit WorkerDaemon(const WorkerOptions& options);
+  ~WorkerDaemon();
+
+  void Run(const std::atomic<bool>& stop);
+
+ private:
+  using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>;
+
+  // One registration and session; returns why it ended.
+  absl::Status RunSession(const std::atomic<bool>& stop);
+  void OnAssignment(const v1::Assignment& assignment);
+  void OnAbort(const v1::Abort& abort);
+  void OnHookChange(const v1::HookChange& change);
+  void OnHookDecision(const v1::HookDecision& decision);
+  void OnPlanUpdate(const v1::PlanUpdate& update);
+  // Writes on the live session; false without one, or if the write failed.
+  bool Write(const v1::WorkerMessage& message);
+  // Heartbeats and answers: dropped without a session.
+  void Send(const v1::WorkerMessage& message) { (void)Write(message); }
+  // The attempt's reports: held without a session, for a coordinator that re-attaches
+  // the attempt (report_outbox.h).
+  void SendReport(const v1::AttemptReport& report);
+  // What the registration says this worker runs: the current attempt, unless it ended
+  // and a coordinator has since declined it.
+  std::optional<v1::RunningAttempt> AttemptToReattach();
+  // On a new session, before anything else is sent: the held reports (and the final one
+  // again) if the coordinator re-attached the attempt; otherwise they are dropped.
+  void ReleaseHeldReports(Stream* stream, bool reattached, bool announced);
+  v1::Heartbeat CurrentHeartbeat();
+  // On shutdown: aborts the running attempt and waits (bounded) for its final report.
+  void DrainForShutdown();
+  // Tells the coordinator this worker writes no more; it then ends the session.
+  void CloseSessionForWrites();
+  // Calls options_.restart_process when an aborted attempt is stuck (the heartbeat thread).
+  void RestartIfAbortIsStuck();
+
+  const WorkerOptions options_;
+  std::unique_ptr<WorkerMetrics> metrics_;  // null without options_.metrics
+  ReportOutbox outbox_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+
+  absl::Mutex stream_mu_;  // one writer at a time on the stream
+  Stream* stream_ ABSL_GUARDED_BY(stream_mu_) = nullptr;
+
+  absl::Mutex runner_mu_;
+  std::unique_ptr<AttemptRunner> runner_ ABSL_GUARDED_BY(runner_mu_);
+  // A coordinator declined to re-attach the (ended) attempt: not announced again.
+  bool attempt_declined_ ABSL_GUARDED_BY(runner_mu_) = false;
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_DAEMON_WORKER_DAEMON_H_

@@ -1,0 +1,58 @@
+#include "worker/daemon/worker_metrics.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace shardwise {
+
+WorkerMetrics::WorkerMetrics(MetricsRegistry* registry)
+    : collectives_(registry),
+      busy_(registry->AddGauge("shardwise_worker_busy", "1 while the worker runs a rank.").With({})),
+      step_(registry->AddGauge("shardwise_worker_step", "Steps its rank has completed.").With({})),
+      loss_(registry->AddGauge("shardwise_worker_loss", "Its rank's latest loss.").With({})),
+      steps_per_second_(registry->AddGauge("shardwise_worker_steps_per_second",
+                                           "Its rank's training speed.")
+                            .With({})),
+      tokens_per_second_(registry->AddGauge("shardwise_worker_tokens_per_second",
+                                            "Tokens per second of its job, all ranks (GPT).")
+                             .With({})),
+      bytes_(registry->AddCounter(
+          "shardwise_worker_collective_bytes_total",
+          "Bytes through its ranks' collectives, by kind (full buffer sizes, as nccl-tests "
+          "count them).",
+          {"kind"})),
+      attempts_(registry->AddCounter("shardwise_worker_attempts_total",
+                                     "Attempts its ranks ended, by outcome.", {"outcome"})),
+      sessions_(registry->AddCounter("shardwise_worker_sessions_total",
+                                     "Sessions it opened with the coordinator.")
+                    .With({})) {}
+
+void WorkerMetrics::OnAttemptStarted() { busy_.Set(1); }
+
+void WorkerMetrics::OnSessionOpened() { sessions_.Increment(); }
+
+void WorkerMetrics::OnReport(const v1::AttemptReport& report) {
+  if (report.phase() == v1::COMPLETED || report.phase() == v1::ABORTED) {
+    attempts_.With({report.phase() == v1::COMPLETED ? "completed" : "aborted"}).Increment();
+    busy_.Set(0);
+  }
+  if (!report.has_progress() || report.progress().step() == 0) return;
+  const v1::Progress& progress = report.progress();
+  step_.Set(static_cast<double>(progress.step()));
+  loss_.Set(progress.loss());
+  steps_per_second_.Set(progress.steps_per_second());
+  tokens_per_second_.Set(progress.tokens_per_second());
+  absl::MutexLock lock(&mu_);
+  const std::string attempt = absl::StrCat(report.job_id(), "#", report.attempt());
+  if (attempt != attempt_) {
+    attempt_ = attempt;
+    counted_ = v1::Progress();
+  }
+  // The progress holds the attempt's totals: the counters take what is new.
+  bytes_.With({"all_gather"}).Increment(progress.all_gather_bytes() - counted_.all_gather_bytes());
+  bytes_.With({"reduce_scatter"})
+      .Increment(progress.reduce_scatter_bytes() - counted_.reduce_scatter_bytes());
+  bytes_.With({"all_reduce"}).Increment(progress.all_reduce_bytes() - counted_.all_reduce_bytes());
+  counted_ = progress;
+}
+
+}  // namespace shardwise

@@ -1,0 +1,23 @@
+#ifndef SHARDWISE_WORKER_TRAIN_INJECTED_FAULTS_H_
+#define SHARDWISE_WORKER_TRAIN_INJECTED_FAULTS_H_
+
+// The worker's --fault_injection flag (docs/operations.md): the faults that tests of a
+// real cluster ask worker processes for, as TrainingHooks. In-process tests fill the same
+// seam with functions instead (worker/testing/training_faults.h).
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/train/training_hooks.h"
+
+namespace shardwise {
+
+// "" gives null (no faults); "unit_order_reversed" makes the rank record its FSDP units in
+// reverse order at every step, "unit_order_reversed_from=STEP" from step STEP on.
+// INVALID_ARGUMENT naming the flag and the text for anything else.
+absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_TRAIN_INJECTED_FAULTS_H_

@@ -1,0 +1,51 @@
+#include "worker/train/injected_faults.h"
+
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+v1::ExecutionOrder Order() {
+  v1::ExecutionOrder order;
+  for (int unit : {0, 1, 2}) {
+    order.add_pre_forward(unit);
+    order.add_post_forward(unit);
+  }
+  return order;
+}
+
+TEST(InjectedFaults, NoneForAnEmptyFlag) {
+  auto faults = ParseInjectedFaults("");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  EXPECT_EQ(*faults, nullptr);
+}
+
+TEST(InjectedFaults, ReversesTheUnitOrderFromTheStepNamed) {
+  auto faults = ParseInjectedFaults("unit_order_reversed_from=3");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  v1::ExecutionOrder before = Order(), from = Order();
+  (*faults)->AlterExecutionOrder(2, &before);
+  (*faults)->AlterExecutionOrder(3, &from);
+  EXPECT_EQ(before.pre_forward(0), 0);
+  EXPECT_EQ(from.pre_forward(0), 2);
+  EXPECT_EQ(from.post_forward(2), 0);
+}
+
+TEST(InjectedFaults, ReversesEveryStepWithoutAStep) {
+  auto faults = ParseInjectedFaults("unit_order_reversed");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  v1::ExecutionOrder order = Order();
+  (*faults)->AlterExecutionOrder(0, &order);
+  EXPECT_EQ(order.pre_forward(0), 2);
+}
+
+TEST(InjectedFaults, RefusesAnUnknownFaultNamingIt) {
+  for (const char* text : {"drop_everything", "unit_order_reversed_from=", "unit_order_reversed_from=x"}) {
+    auto faults = ParseInjectedFaults(text);
+    EXPECT_EQ(faults.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(faults.status().message().find(text), std::string::npos) << faults.status();
+  }
+}
+
+}  // namespace
+}  // namespace shardwise

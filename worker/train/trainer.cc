@@ -1,0 +1,466 @@
+#include "worker/train/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/job_spec_defaults.h"
+#include "common/permanent_failure.h"
+#include "common/safe_write.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "worker/compute/cpu/gemm.h"
+#include "worker/data/batches.h"
+#include "worker/data/weights.h"
+#include "worker/fsdp/checkpoint.h"
+#include "worker/fsdp/fsdp_model.h"
+#include "worker/fsdp/grad_scaler.h"
+#include "worker/fsdp/lr_schedule.h"
+#include "worker/train/pending_losses.h"
+#include "worker/train/rank_runtime.h"
+#include "worker/runtime/critical_path.h"
+
+namespace shardwise {
+namespace {
+
+// Where this rank's parameters come from: the job's own newest checkpoint when a later
+// attempt resumes, else init.checkpoint_dir's newest, else none (seed or safetensors).
+absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> CheckpointToLoad(
+    const v1::JobSpec& spec, const TrainingContext& context) {
+  const std::string& own = spec.output().checkpoint_dir();
+  if (context.attempt > 1 && !own.empty()) {
+    auto folder = fsdp::FindLatestCheckpoint(own, context.job_id);
+    if (folder.ok()) return fsdp::LoadCheckpoint(*folder, spec);
+    if (!absl::IsNotFound(folder.status())) return folder.status();
+  }
+  if (spec.init().has_checkpoint_dir()) {
+    ASSIGN_OR_RETURN(std::string folder,
+                     fsdp::FindLatestCheckpoint(spec.init().checkpoint_dir(), ""));
+    return fsdp::LoadCheckpoint(folder, spec);
+  }
+  return std::nullopt;
+}
+
+// This thread is the step's critical path: calls to the coordinator from here count.
+class TrainingThreadMark {
+ public:
+  TrainingThreadMark() { on_training_thread = true; }
+  ~TrainingThreadMark() { on_training_thread = false; }
+};
+
+// One rank's training, a step at a time. Each method does one part of a step; Run()
+// strings them together.
+class RankTrainer {
+ public:
+  RankTrainer(const v1::JobSpec& spec, const TrainingContext& context, TrainingHooks* hooks)
+      : spec_(spec),
+        context_(context),
+        hooks_(hooks != nullptr ? hooks : &no_hooks_),
+        scaler_(spec.grad_scaler()) {}
+
+  absl::StatusOr<TrainingResult> Run();
+
+ private:
+  // Run's body; an allocation failure anywhere in it ends Run with a status naming
+  // `activity_`, so the worker survives a job too large for it.
+  absl::StatusOr<TrainingResult> Body();
+  absl::Status Setup();
+  absl::Status Restore(const fsdp::LoadedCheckpoint& checkpoint);
+  absl::Status Step(int64_t step);
+  absl::Status BeginStep(int64_t step);
+  // The step's micro-steps (no sync, then sync), their losses left pending on the device.
+  absl::Status AccumulateGradients(int64_t step);
+  void ObserveExecutionOrder(int64_t step);
+  // The loss scaler's unscale and decision; whether the step is skipped.
+  absl::StatusOr<bool> UnscaleGradients(int64_t step);
+  // The pending steps' losses over the global batch, and the adoption of a newer
+  // prefetch plan when every rank holds it: one all-reduce per step, the plan's vote
+  // riding on the last. A loss that is not finite fails the job naming its step.
+  absl::Status AgreeOnLossesAndPlan();
+  void MeasureSpeed();
+  absl::Status MaybeCheckpoint();
+  absl::Status MaybeEvaluate(int64_t steps_done);
+  absl::StatusOr<double> Evaluate();
+  void ReportProgress(double step_seconds);
+  absl::Status WriteFinalModel();
+
+  const v1::JobSpec& spec_;
+  const TrainingContext& context_;
+  TrainingHooks no_hooks_;
+  TrainingHooks* const hooks_;
+  fsdp::ShardingPlan plan_;
+  std::unique_ptr<RankRuntime> runtime_;
+  // The device's stream clock on the timeline; ends before runtime_ (the device) and after
+  // model_ (whose threads record spans).
+  std::unique_ptr<StreamClockAttachment> stream_clock_;
+  std::unique_ptr<BatchSource> data_;
+  std::unique_ptr<fsdp::Optimizer> optimizer_;
+  // Last: destroyed first, joining its threads (which use the device, the groups and the
+  // optimizer).
+  std::unique_ptr<fsdp::FsdpModel> model_;
+  std::unique_ptr<PendingLosses> losses_;  // on model_'s device
+  fsdp::GradScaler scaler_;
+  TrainingResult result_;
+  int64_t first_step_ = 0;
+  double lr_ = 0;
+  // The first micro-step's execution order, which later ones are compared with.
+  std::optional<v1::ExecutionOrder> first_order_;
+  bool order_change_reported_ = false;
+  int64_t plan_since_step_ = 1;  // a rank derives its first plan in the first step
+  int64_t calls_before_training_ = 0;
+  int64_t calls_after_first_step_ = -1;  // the counter's value once the first step ended
+  int64_t val_loss_step_ = -1;
+  int64_t loss_step_ = 0;  // steps done when result_.last_loss was measured
+  absl::Time start_;
+  std::string activity_ = "starting";  // what Body is doing, for an out-of-memory report
+};
+
+absl::Status RankTrainer::Setup() {
+  cpu::SetBlasThreads(1);
+  ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), context_.world_size, context_.rank));
+  activity_ = "connecting the rank's groups";
+  ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, context_));
+  if (context_.timeline != nullptr && runtime_->device()->stream_clock() != nullptr) {
+    stream_clock_ = std::make_unique<StreamClockAttachment>(context_.timeline,
+                                                            runtime_->device()->stream_clock());
+  }
+  activity_ = "opening the training data";
+  auto data = OpenBatchSource(spec_, context_.rank, context_.world_size);
+  // A data file that does not fit the job, or is corrupt, fails every attempt alike.
+  if (!data.ok()) {
+    const absl::Status& status = data.status();
+    return absl::IsInvalidArgument(status) || absl::IsDataLoss(status) ? MarkPermanent(status)
+                                                                       : status;
+  }
+  data_ = std::move(*data);
+  activity_ = "loading the initial weights";
+  ASSIGN_OR_RETURN(std::optional<fsdp::LoadedCheckpoint> checkpoint,
+                   CheckpointToLoad(spec_, context_));
+  TensorMap initial;
+  if (checkpoint.has_value()) {
+    initial = std::move(checkpoint->model);
+  } else {
+    ASSIGN_OR_RETURN(initial, InitialWeights(spec_));
+  }
+  activity_ = "building the sharded model";
+  ASSIGN_OR_RETURN(model_, fsdp::FsdpModel::Create(spec_, plan_, runtime_->model_groups(),
+                                                   runtime_->device(), initial));
+  initial.clear();
+  model_->set_position(context_.position);
+  model_->set_timeline(context_.timeline);
+  model_->set_delays(hooks_->ComputeDelay(), hooks_->CommunicationDelay());
+  optimizer_ = fsdp::Optimizer::Create(spec_.optimizer(), model_->num_units(), runtime_->device());
+  model_->EnableOptimizerOverlap(optimizer_.get());
+  losses_ = std::make_unique<PendingLosses>(runtime_->device(), LossReadInterval(spec_),
+                                            std::max(1, spec_.gradient_accumulation_steps()));
+  if (checkpoint.has_value()) RETURN_IF_ERROR(Restore(*checkpoint));
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
+  const bool resuming = checkpoint.manifest.job_id() == context_.job_id &&
+                        !context_.job_id.empty() && context_.attempt > 1;
+  if (resuming) {
+    first_step_ = checkpoint.manifest.step();
+    result_.resumed_from_step = first_step_;
+    // The loss scale goes on from where the job was (not from init_scale).
+    if (scaler_.enabled()) scaler_.Restore(checkpoint.manifest.grad_scaler());
+  }
+  // Optimizer state carries over only to an optimizer of the same kind.
+  if (checkpoint.manifest.optimizer() != fsdp::OptimizerKind(spec_.optimizer())) {
+    return absl::OkStatus();
+  }
+  optimizer_->set_steps(checkpoint.manifest.optimizer_steps());
+  for (int u = 0; u < static_cast<int>(checkpoint.optimizer_state.size()); ++u) {
+    for (const auto& [name, full] : checkpoint.optimizer_state[u]) {
+      const std::vector<float> shard = model_->ShardOf(u, full);
+      RETURN_IF_ERROR(optimizer_->RestoreSegmentState(u, name, shard.data(), shard.size()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainingResult> RankTrainer::Run() {
+  try {
+    return Body();
+  } catch (const std::bad_alloc& failure) {
+    return AllocationFailureStatus(failure, activity_);
+  }
+}
+
+absl::StatusOr<TrainingResult> RankTrainer::Body() {
+  RETURN_IF_ERROR(Setup());
+  TrainingThreadMark mark;
+  calls_before_training_ = training_thread_coordinator_calls.load();
+  start_ = absl::Now();
+  if (spec_.evaluation().interval_steps() > 0) RETURN_IF_ERROR(MaybeEvaluate(first_step_));
+  for (int64_t step = first_step_; step < spec_.steps(); ++step) {
+    activity_ = absl::StrCat("training step ", step);
+    const absl::Time step_start = absl::Now();
+    {
+      ScopedSpan step_span(context_.timeline, "step", -1, step);
+      RETURN_IF_ERROR(Step(step));
+    }
+    RETURN_IF_ERROR(MaybeCheckpoint());
+    RETURN_IF_ERROR(MaybeEvaluate(result_.steps));
+    ReportProgress(absl::ToDoubleSeconds(absl::Now() - step_start));
+  }
+  activity_ = "gathering the final model";
+  RETURN_IF_ERROR(WriteFinalModel());
+  return result_;
+}
+
+absl::Status RankTrainer::Step(int64_t step) {
+  RETURN_IF_ERROR(BeginStep(step));
+  // The scale the micro-steps ran with, before the scaler's update.
+  const double loss_scale = scaler_.scale();
+  RETURN_IF_ERROR(AccumulateGradients(step));
+  losses_->EndStep(step, loss_scale);
+  if (context_.position != nullptr) context_.position->SetPhase("step end");
+  ASSIGN_OR_RETURN(const bool skip, UnscaleGradients(step));
+  if (skip) {
+    model_->DiscardGradients();
+  } else {
+    RETURN_IF_ERROR(model_->OptimizerStep(*optimizer_, spec_.optimizer().max_grad_norm()));
+  }
+  result_.steps = step + 1;
+  if (LossReadDue(spec_, result_.steps, losses_->size())) {
+    RETURN_IF_ERROR(AgreeOnLossesAndPlan());
+  }
+  MeasureSpeed();
+  return absl::OkStatus();
+}
+
+void RankTrainer::MeasureSpeed() {
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
+  const int64_t trained = result_.steps - first_step_;
+  result_.steps_per_second = elapsed > 0 ? trained / elapsed : 0;
+  result_.tokens_per_second =
+      elapsed > 0 ? static_cast<double>(trained * data_->tokens_per_step()) / elapsed : 0;
+}
+
+absl::Status RankTrainer::BeginStep(int64_t step) {
+  if (context_.abort != nullptr && context_.abort->load()) {
+    return absl::AbortedError(absl::StrCat("aborted at step ", step));
+  }
+  if (context_.position != nullptr) {
+    context_.position->SetStep(step);
+    context_.position->SetPhase("step start");
+  }
+  if (context_.hook_schedule != nullptr) {
+    ASSIGN_OR_RETURN(std::optional<v1::CommHook> hook,
+                     context_.hook_schedule->HookForStep(step, context_.abort));
+    model_->set_comm_hook(hook.value_or(spec_.comm_hook()));
+  }
+  lr_ = fsdp::ScheduledLearningRate(spec_.optimizer(), step, spec_.steps());
+  optimizer_->set_lr(lr_);
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::AccumulateGradients(int64_t step) {
+  const int micro_steps = std::max(1, spec_.gradient_accumulation_steps());
+  // The loss scaler multiplies the loss (and so every gradient) by its scale.
+  const float loss_scale = (1.0f / micro_steps) * scaler_.scale();
+  for (int micro = 0; micro < micro_steps; ++micro) {
+    MicroBatch batch = data_->Train(step, micro);
+    hooks_->OnMicroBatch(step, micro, &batch);
+    RETURN_IF_ERROR(model_->ForwardBackward(batch, loss_scale, micro == micro_steps - 1,
+                                            losses_->Slot(micro)));
+    ObserveExecutionOrder(step);
+  }
+  return absl::OkStatus();
+}
+
+// Reports the first micro-step's order, and once a later one that differs from it.
+void RankTrainer::ObserveExecutionOrder(int64_t step) {
+  v1::ExecutionOrder order = model_->execution_order();
+  hooks_->AlterExecutionOrder(step, &order);
+  if (!first_order_.has_value()) {
+    first_order_ = order;
+    if (context_.on_execution_order) context_.on_execution_order(order, step, false);
+  } else if (!order_change_reported_ &&
+             !google::protobuf::util::MessageDifferencer::Equals(order, *first_order_)) {
+    order_change_reported_ = true;
+    if (context_.on_execution_order) context_.on_execution_order(order, step, true);
+  }
+}
+
+// Unscale before clipping; the found-inf flag is all-reduced so every rank skips the
+// same steps.
+absl::StatusOr<bool> RankTrainer::UnscaleGradients(int64_t step) {
+  const bool skip = hooks_->SkipStep(step);
+  if (!scaler_.enabled()) return skip;
+  ASSIGN_OR_RETURN(const bool overflow, model_->UnscaleGradients(scaler_.inverse_scale()));
+  float found_inf = overflow ? 1.0f : 0.0f;
+  RETURN_IF_ERROR(runtime_->world()->AllReduce(&found_inf, 1));
+  scaler_.Update(found_inf > 0);
+  return skip || found_inf > 0;
+}
+
+absl::Status RankTrainer::AgreeOnLossesAndPlan() {
+  ASSIGN_OR_RETURN(const std::vector<PendingLosses::StepLoss> losses, losses_->Take());
+  const int32_t plan_version =
+      model_->prefetch_plan().has_value() ? model_->prefetch_plan()->version() : 0;
+  const std::optional<v1::PrefetchPlan> newer_plan =
+      context_.plans != nullptr ? context_.plans->NewerThan(plan_version) : std::nullopt;
+  // One all-reduce of {loss, vote} per step, the vote in the last: the order in which an
+  // all-reduce adds the ranks' values may depend on an element's position, so each loss
+  // goes first, as it did when the ranks agreed after every step: the same bits.
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const int64_t step = losses[i].step;
+    const bool last = i + 1 == losses.size();
+    float reduced[2] = {static_cast<float>(losses[i].local_loss),
+                        last && newer_plan.has_value() ? 1.0f : 0.0f};
+    RETURN_IF_ERROR(runtime_->world()->AllReduce(reduced, 2));
+    const double loss = reduced[0] / static_cast<float>(context_.world_size);
+    // Every rank sees the same reduced loss, so all fail at this step alike (and stop
+    // reducing at the same one). With a loss scaler, an overflow is the scaler's to handle
+    // (it skipped the step).
+    if (!std::isfinite(loss) && !scaler_.enabled()) {
+      return MarkPermanent(absl::FailedPreconditionError(absl::StrFormat(
+          "training diverged: the loss of step %d is %g (not finite); lower the learning "
+          "rate, clip gradients (optimizer.max_grad_norm) or scale the loss (grad_scaler)",
+          step, loss)));
+    }
+    if (step == first_step_) result_.first_loss = loss;
+    result_.last_loss = loss;
+    loss_step_ = step + 1;
+    if (last && newer_plan.has_value() && reduced[1] == static_cast<float>(context_.world_size)) {
+      RETURN_IF_ERROR(model_->set_prefetch_plan(*newer_plan));
+      plan_since_step_ = result_.steps;  // the next step's index
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::MaybeCheckpoint() {
+  const int64_t interval = spec_.output().checkpoint_interval_steps();
+  if (interval <= 0 || result_.steps % interval != 0) return absl::OkStatus();
+  const std::string& dir = spec_.output().checkpoint_dir();
+  RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result_.steps, *model_, *optimizer_));
+  RETURN_IF_ERROR(runtime_->world()->Barrier());  // every shard is on disk before the manifest
+  if (context_.rank == 0) {
+    const v1::GradScalerState scaler_state = scaler_.State();
+    RETURN_IF_ERROR(fsdp::WriteCheckpointManifest(dir, result_.steps, context_.job_id, spec_,
+                                                  *model_, *optimizer_,
+                                                  scaler_.enabled() ? &scaler_state : nullptr));
+  }
+  ++result_.checkpoints_written;
+  return absl::OkStatus();
+}
+
+// Before the first step and every evaluation.interval_steps steps (when the interval is
+// set), and after the last.
+absl::Status RankTrainer::MaybeEvaluate(int64_t steps_done) {
+  if (!data_->has_validation()) return absl::OkStatus();
+  const int64_t interval = spec_.evaluation().interval_steps();
+  const bool due = steps_done == spec_.steps() ||
+                   (interval > 0 && (steps_done == first_step_ || steps_done % interval == 0));
+  if (!due) return absl::OkStatus();
+  if (context_.position != nullptr) context_.position->SetPhase("evaluation");
+  ScopedSpan span(context_.timeline, "evaluation", -1, steps_done);
+  ASSIGN_OR_RETURN(const double loss, Evaluate());
+  if (result_.first_val_loss < 0) result_.first_val_loss = loss;
+  result_.last_val_loss = loss;
+  val_loss_step_ = steps_done;
+  return absl::OkStatus();
+}
+
+// The mean loss over evaluation.batches global batches of the validation file: each rank
+// its part, micro-step by micro-step, then the ranks' means averaged.
+absl::StatusOr<double> RankTrainer::Evaluate() {
+  const int micro_steps = std::max(1, spec_.gradient_accumulation_steps());
+  const int batches = spec_.evaluation().batches() > 0 ? spec_.evaluation().batches()
+                                                     : kDefaultEvalBatches;
+  double sum = 0;
+  for (int k = 0; k < batches; ++k) {
+    for (int micro = 0; micro < micro_steps; ++micro) {
+      ASSIGN_OR_RETURN(const double loss, model_->Evaluate(data_->Validation(k, micro)));
+      sum += loss;
+    }
+  }
+  float mean = static_cast<float>(sum / (batches * micro_steps));
+  RETURN_IF_ERROR(runtime_->world()->AllReduce(&mean, 1));
+  return mean / context_.world_size;
+}
+
+void RankTrainer::ReportProgress(double step_seconds) {
+  if (!context_.on_progress) return;
+  v1::Progress progress;
+  progress.set_step(result_.steps);
+  progress.set_total_steps(spec_.steps());
+  progress.set_loss(result_.last_loss);
+  progress.set_loss_step(loss_step_);
+  progress.set_first_loss(result_.first_loss);
+  progress.set_steps_per_second(result_.steps_per_second);
+  progress.set_tokens_per_second(result_.tokens_per_second);
+  progress.set_learning_rate(lr_);
+  if (val_loss_step_ >= 0) {
+    progress.set_val_loss(result_.last_val_loss);
+    progress.set_first_val_loss(result_.first_val_loss);
+    progress.set_val_loss_step(val_loss_step_);
+  }
+  progress.set_phase("training");
+  progress.set_step_seconds(step_seconds);
+  const CommStats bytes = runtime_->Traffic();
+  progress.set_all_gather_bytes(bytes.all_gather_bytes);
+  progress.set_reduce_scatter_bytes(bytes.reduce_scatter_bytes);
+  progress.set_all_reduce_bytes(bytes.all_reduce_bytes);
+  if (scaler_.enabled()) *progress.mutable_grad_scaler() = scaler_.State();
+  *progress.mutable_comm_hook() = model_->comm_hook();
+  if (model_->prefetch_plan().has_value()) {
+    progress.set_prefetch_plan_version(model_->prefetch_plan()->version());
+    progress.set_prefetch_plan_since_step(plan_since_step_);
+  }
+  const int64_t calls = training_thread_coordinator_calls.load();
+  if (calls_after_first_step_ < 0) calls_after_first_step_ = calls;
+  progress.set_first_step_coordinator_calls(calls_after_first_step_ - calls_before_training_);
+  progress.set_critical_path_coordinator_calls(calls - calls_after_first_step_);
+  context_.on_progress(progress);
+}
+
+// Every rank gathers (it is a collective); rank 0 writes, with the model's spec in the
+// file's metadata ("shardwise.model", JSON), so the file alone can be sampled from.
+absl::Status RankTrainer::WriteFinalModel() {
+  ASSIGN_OR_RETURN(TensorMap final_model, model_->GatherFullModel());
+  const std::string& path = spec_.output().final_model_path();
+  if (context_.rank != 0 || path.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(CreateFolders(std::filesystem::path(path).parent_path().string()));
+  std::string model_json;
+  (void)google::protobuf::util::MessageToJsonString(spec_.model(), &model_json);
+  // A file there that the job did not write is replaced only when the spec says so.
+  RETURN_IF_ERROR(WriteSafetensors(path, final_model, {{"shardwise.model", model_json}},
+                                   /*replace=*/spec_.output().overwrite()));
+  result_.model_path = path;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string TrainingResult::Summary() const {
+  std::string summary = absl::StrFormat("trained %d steps: loss %.4f -> %.4f, %.2f steps/s", steps,
+                                        first_loss, last_loss, steps_per_second);
+  if (tokens_per_second > 0) absl::StrAppend(&summary, absl::StrFormat(", %.0f tokens/s", tokens_per_second));
+  if (last_val_loss >= 0) {
+    absl::StrAppend(&summary,
+                    absl::StrFormat("; validation loss %.4f -> %.4f", first_val_loss, last_val_loss));
+  }
+  if (resumed_from_step >= 0) {
+    absl::StrAppend(&summary, "; resumed from the checkpoint of step ", resumed_from_step);
+  }
+  if (checkpoints_written > 0) absl::StrAppend(&summary, "; ", checkpoints_written, " checkpoints");
+  if (!model_path.empty()) absl::StrAppend(&summary, "; model written to ", model_path);
+  return summary;
+}
+
+absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingContext& context,
+                                     TrainingHooks* hooks) {
+  return RankTrainer(spec, context, hooks).Run();
+}
+
+}  // namespace shardwise

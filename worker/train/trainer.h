@@ -1,0 +1,85 @@
+#ifndef SHARDWISE_WORKER_TRAIN_TRAINER_H_
+#define SHARDWISE_WORKER_TRAIN_TRAINER_H_
+
+// Trains one rank of a job: connects its groups and device, opens its data, loads the
+// initial weights (or a checkpoint: the job's own newest when this is a later attempt, or
+// init.checkpoint_dir's), runs the steps (micro-steps without sync, then one with),
+// evaluates, writes sharded checkpoints, reports progress, and at the end gathers the
+// model, which rank 0 writes.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gloo/context.h"
+#include "gloo/rendezvous/store.h"
+#include "proto/job.pb.h"
+#include "proto/job_spec.pb.h"
+#include "worker/comm/collective_metrics.h"
+#include "worker/comm/data_plane.h"
+#include "worker/train/hook_schedule.h"
+#include "worker/train/plan_mailbox.h"
+#include "worker/comm/rank_device.h"
+#include "worker/runtime/memory.h"
+#include "worker/runtime/rank_position.h"
+#include "worker/runtime/timeline.h"
+#include "worker/train/training_hooks.h"
+
+namespace shardwise {
+
+struct TrainingResult {
+  int64_t steps = 0;
+  double first_loss = 0;
+  double last_loss = 0;
+  double steps_per_second = 0;
+  double tokens_per_second = 0;    // GPT jobs
+  double first_val_loss = -1;      // -1: not evaluated
+  double last_val_loss = -1;
+  std::string model_path;  // where rank 0 wrote the final model; empty if not asked to
+  int64_t resumed_from_step = -1;  // the checkpoint's step, if the job resumed from one
+  int64_t checkpoints_written = 0;
+  std::string Summary() const;
+};
+
+struct TrainingContext {
+  std::string job_id;  // names this job's checkpoints
+  int attempt = 1;     // a later attempt resumes from the job's newest checkpoint
+  int rank = 0;
+  int world_size = 1;
+  gloo::rendezvous::Store* store = nullptr;     // the attempt's rendezvous, for sub-groups
+  std::shared_ptr<gloo::Context> world;         // the connected world group
+  DataPlaneOptions data_plane;
+  const std::atomic<bool>* abort = nullptr;     // checked between steps
+  // Called after every step with the job's progress; must not block for long.
+  std::function<void(const v1::Progress&)> on_progress;
+  Allocator* allocator = nullptr;
+  // Communication-hook switches agreed with the coordinator; none if null.
+  HookSchedule* hook_schedule = nullptr;
+  // Prefetch plans the coordinator re-derived, adopted by every rank at one step; none
+  // if null.
+  const PlanMailbox* plans = nullptr;
+  // Called with the execution order of this attempt's first micro-step, and once more
+  // (changed = true) if a later micro-step's order differs from it.
+  std::function<void(const v1::ExecutionOrder& order, int64_t step, bool changed)>
+      on_execution_order;
+  // Where the rank is (step, phase, unit, collective), for the heartbeat; none if null.
+  RankPosition* position = nullptr;
+  // Where to record the rank's spans (timeline.h); none if null.
+  Timeline* timeline = nullptr;
+  // Where to count its collectives and their time (the worker's metrics); none if null.
+  CollectiveMetrics* collective_metrics = nullptr;
+  // Makes the device and device communicators of jobs whose device is not the CPU; jobs
+  // on such devices fail (FAILED_PRECONDITION) when it is empty.
+  RankDeviceFactory make_device;
+};
+
+// `hooks` (tests only; may be null) faults or shakes the training.
+absl::StatusOr<TrainingResult> Train(const v1::JobSpec& spec, const TrainingContext& context,
+                                     TrainingHooks* hooks = nullptr);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_TRAIN_TRAINER_H_

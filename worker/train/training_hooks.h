@@ -1,0 +1,36 @@
+#ifndef SHARDWISE_WORKER_TRAIN_TRAINING_HOOKS_H_
+#define SHARDWISE_WORKER_TRAIN_TRAINING_HOOKS_H_
+
+// The seam through which tests fault or shake a rank's training (worker/testing/
+// implements it; the worker's --fault_injection flag builds one). Production runs none:
+// every method's default does nothing.
+//
+// Thread-safety: called from the rank's training thread, but the delays, which run on
+// its communication threads too.
+
+#include <cstdint>
+#include <functional>
+
+#include "proto/job.pb.h"
+#include "worker/data/batch.h"
+
+namespace shardwise {
+
+class TrainingHooks {
+ public:
+  virtual ~TrainingHooks() = default;
+  // Called on every micro-batch before its forward.
+  virtual void OnMicroBatch(int64_t step, int micro, MicroBatch* batch) {}
+  // Whether step `step`'s gradients are discarded without an optimizer step (as a loss
+  // scaler skips a step).
+  virtual bool SkipStep(int64_t step) { return false; }
+  // Alters the execution order the rank records at `step`.
+  virtual void AlterExecutionOrder(int64_t step, v1::ExecutionOrder* order) {}
+  // Called before each stage's compute, and before each collective.
+  virtual std::function<void()> ComputeDelay() { return nullptr; }
+  virtual std::function<void()> CommunicationDelay() { return nullptr; }
+};
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_TRAIN_TRAINING_HOOKS_H_
