@@ -9,7 +9,7 @@
 #   - peak memory per rank (parameters, gradients, optimizer state, activations) for
 #     FULL_SHARD with and without prefetch, NO_SHARD, FULL_SHARD with activation
 #     checkpointing and with FUSED attention, and both attentions at a context of 1024,
-#     against common/memory_estimate.h's estimate (what the coordinator and the workers
+#     against contracts/memory_estimate.h's estimate (what the coordinator and the workers
 #     check before a job runs).
 # Usage: bench/gpt.sh [WARMUP_STEPS] [TIMED_STEPS]
 set -euo pipefail

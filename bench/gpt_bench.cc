@@ -4,7 +4,7 @@
 //   throughput NAME TOKENS_PER_SECOND      world 2, timed steps after a warm-up
 //   memory NAME PARAMETERS GRADIENTS OPTIMIZER ACTIVATIONS   rank 0's peak bytes
 //   estimated NAME PARAMETERS GRADIENTS OPTIMIZER ACTIVATIONS
-//                                         common/memory_estimate.h's prediction
+//                                         contracts/memory_estimate.h's prediction
 // The memory runs compare FULL_SHARD (with and without prefetch), NO_SHARD and
 // FULL_SHARD with activation checkpointing.
 
@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "bench/multiprocess.h"
 #include "bench/rank_training.h"
-#include "common/job_spec_defaults.h"
-#include "common/memory_estimate.h"
+#include "contracts/job_spec_defaults.h"
+#include "contracts/memory_estimate.h"
 #include "worker/train/trainer.h"
 
 namespace shardwise::bench {
@@ -93,7 +93,7 @@ bool Run(const std::string& name, const v1::JobSpec& spec, int warmup, bool memo
   });
 }
 
-// What common/memory_estimate.h predicts for one rank: what the coordinator and the
+// What contracts/memory_estimate.h predicts for one rank: what the coordinator and the
 // workers check before a job runs.
 bool PrintEstimate(const std::string& name, v1::JobSpec spec) {
   ApplyJobSpecDefaults(&spec);

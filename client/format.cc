@@ -6,12 +6,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "common/job_spec_io.h"
-#include "common/comm_hook.h"
-#include "common/dtype_rules.h"
-#include "common/job_state.h"
-#include "common/memory_estimate.h"
-#include "common/prefetch_plan.h"
+#include "contracts/job_spec_io.h"
+#include "contracts/comm_hook.h"
+#include "contracts/dtype_rules.h"
+#include "contracts/job_state.h"
+#include "contracts/memory_estimate.h"
+#include "contracts/prefetch_plan.h"
 
 namespace shardwise {
 namespace {

@@ -1,7 +1,7 @@
 #include "client/format.h"
 
 #include "absl/strings/match.h"
-#include "common/job_summary.h"
+#include "contracts/job_summary.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/job_state.h"
-#include "common/prefetch_plan.h"
+#include "contracts/job_state.h"
+#include "contracts/prefetch_plan.h"
 
 namespace shardwise {
 namespace {

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "common/comm_hook.h"
-#include "common/job_state.h"
+#include "contracts/comm_hook.h"
+#include "contracts/job_state.h"
 
 namespace shardwise {
 

@@ -5,9 +5,9 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "common/comm_hook.h"
-#include "common/job_spec_defaults.h"
-#include "common/job_state.h"
+#include "contracts/comm_hook.h"
+#include "contracts/job_spec_defaults.h"
+#include "contracts/job_state.h"
 #include "common/random_token.h"
 #include "common/status_macros.h"
 #include "server/scheduler.h"

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/job_state.h"
+#include "contracts/job_state.h"
 #include "server/job_controller.h"
 
 namespace shardwise {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
-#include "common/job_summary.h"
+#include "contracts/job_summary.h"
 
 namespace shardwise {
 namespace {

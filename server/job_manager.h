@@ -35,7 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "common/job_state.h"
+#include "contracts/job_state.h"
 #include "proto/job.pb.h"
 #include "server/scheduler.h"
 #include "server/state_store.h"
@@ -56,7 +56,7 @@ class JobManager {
                                                             const Options& options);
 
   // Stores a new PENDING job. `spec` must already be validated, with defaults applied;
-  // `memory_per_rank` is its estimate (common/memory_estimate.h); `submitter` who sent it.
+  // `memory_per_rank` is its estimate (contracts/memory_estimate.h); `submitter` who sent it.
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec,
                                  const v1::MemoryEstimate& memory_per_rank = {},
                                  const std::string& submitter = "");

@@ -3,7 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "common/memory_estimate.h"
+#include "contracts/memory_estimate.h"
 
 namespace shardwise {
 

@@ -5,9 +5,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/job_state.h"
+#include "contracts/job_state.h"
 #include "common/status_macros.h"
-#include "common/job_summary.h"
+#include "contracts/job_summary.h"
 
 namespace shardwise {
 namespace {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "common/grpc_status.h"
-#include "common/job_state.h"
+#include "contracts/job_state.h"
 
 namespace shardwise {
 

@@ -1,6 +1,6 @@
 // `shardwise estimate`, the real CLI binary: one rank's memory for a job spec file, offline
 // (its data files need not exist here), and with --fit the largest micro-batch and context
-// that fit a device, as common/memory_fit.h computes them; bad input exits 2 naming it.
+// that fit a device, as contracts/memory_fit.h computes them; bad input exits 2 naming it.
 
 #include <unistd.h>
 
@@ -9,9 +9,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/job_spec_defaults.h"
-#include "common/job_spec_io.h"
-#include "common/memory_fit.h"
+#include "contracts/job_spec_defaults.h"
+#include "contracts/job_spec_io.h"
+#include "contracts/memory_fit.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
 

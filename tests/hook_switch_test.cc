@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "proto/job_service.grpc.pb.h"
 #include "tests/cluster.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
 

@@ -15,7 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
 

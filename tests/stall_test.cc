@@ -120,7 +120,9 @@ TEST(Stall, TheAbortTimeoutFailsTheJobAndFreesTheOthers) {
   EXPECT_TRUE(Cluster::WaitFor(
       [&] { return cluster.WorkerState("w0") == v1::IDLE && cluster.WorkerState("w1") == v1::IDLE; },
       absl::Seconds(30)))
-      << ReadLog(cluster.worker("w0").log_path());
+      << "w0:\n"
+      << ReadLog(cluster.worker("w0").log_path()) << "w1:\n"
+      << ReadLog(cluster.worker("w1").log_path());
   EXPECT_TRUE(absl::StrContains(ReadLog(cluster.worker("w0").log_path()) +
                                     ReadLog(cluster.worker("w1").log_path()),
                                 "restarting this worker"));

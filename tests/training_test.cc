@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 #include "worker/fsdp/reference_training.h"
 #include "worker/testing/model_compare.h"
 

@@ -16,7 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "bench/load/coordinator_process.h"
 #include "client/client.h"
-#include "common/job_state.h"
+#include "contracts/job_state.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/job_service.grpc.pb.h"

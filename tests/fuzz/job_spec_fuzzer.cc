@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
-#include "common/job_spec_defaults.h"
-#include "common/job_spec_io.h"
-#include "common/job_spec_validation.h"
+#include "contracts/job_spec_defaults.h"
+#include "contracts/job_spec_io.h"
+#include "contracts/job_spec_validation.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace shardwise;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace shardwise;

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/cuda/cuda_rank_device.h"
 #include "worker/cuda/gpu_test_support.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
 #include "gtest/gtest.h"

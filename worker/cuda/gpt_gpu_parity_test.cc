@@ -12,9 +12,9 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "common/job_spec_defaults.h"
-#include "common/memory_estimate.h"
-#include "common/safetensors.h"
+#include "contracts/job_spec_defaults.h"
+#include "contracts/memory_estimate.h"
+#include "contracts/safetensors.h"
 #include "worker/cuda/cuda_rank_device.h"
 #include "worker/cuda/gpu_test_support.h"
 #include "worker/testing/memory_expectations.h"

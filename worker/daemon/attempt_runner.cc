@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/path_policy.h"
-#include "common/permanent_failure.h"
+#include "contracts/permanent_failure.h"
 #include "worker/comm/grpc_rendezvous_store.h"
 #include "worker/train/trainer.h"
 

@@ -80,7 +80,7 @@ class AttemptRunner {
   // written under the output roots. A permanent failure otherwise: every attempt would
   // fail the same way.
   absl::Status CheckPaths() const;
-  // `permanent`: an ABORTED that every attempt would repeat (common/permanent_failure.h).
+  // `permanent`: an ABORTED that every attempt would repeat (contracts/permanent_failure.h).
   void Report(v1::AttemptPhase phase, const std::string& message, v1::Progress progress,
               bool permanent = false);
   // Sends the newest progress without ever blocking the training step: the step only

@@ -3,7 +3,7 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/memory_estimate.h"
+#include "contracts/memory_estimate.h"
 #include "common/status_macros.h"
 
 namespace shardwise {

@@ -19,7 +19,7 @@ namespace shardwise {
 using MemoryProbe = std::function<absl::StatusOr<int64_t>()>;
 
 // RESOURCE_EXHAUSTED naming the rank, the estimate part by part and `available` when
-// common/memory_estimate.h's estimate for `spec` is more than `available`.
+// contracts/memory_estimate.h's estimate for `spec` is more than `available`.
 // `data_file_bytes` is the size of data.safetensors_path (0 for other data).
 absl::Status CheckRankMemory(const v1::JobSpec& spec, int rank, int64_t available,
                              int64_t data_file_bytes);

@@ -3,8 +3,8 @@
 #include <fstream>
 #include <string>
 
-#include "common/job_spec_defaults.h"
-#include "common/memory_estimate.h"
+#include "contracts/job_spec_defaults.h"
+#include "contracts/memory_estimate.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {

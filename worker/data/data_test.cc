@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "worker/data/dataset.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 #include "worker/data/weights.h"
 
 namespace shardwise {

@@ -4,11 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/job_spec_defaults.h"
+#include "contracts/job_spec_defaults.h"
 #include "worker/compute/cpu/activation.h"
 #include "worker/compute/cpu/linear.h"
 #include "worker/data/random.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 #include "worker/data/weights.h"
 
 namespace shardwise {

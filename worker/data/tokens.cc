@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "common/token_files.h"
+#include "contracts/token_files.h"
 
 namespace shardwise {
 namespace {

@@ -5,7 +5,7 @@
 //
 // A token file is a flat sequence of ids: raw little-endian uint16 (nanoGPT's train.bin)
 // or a safetensors file with a 1-D tensor "tokens" of U16, I32 or I64
-// (common/token_files.h). It is mapped, not read: a file of billions of tokens costs address space, not memory. Opening checks it
+// (contracts/token_files.h). It is mapped, not read: a file of billions of tokens costs address space, not memory. Opening checks it
 // whole: a regular file, well formed, at least block_size + 1 tokens, every id below
 // vocab_size (a bad id is an INVALID_ARGUMENT naming the field, the file and the offset).
 //

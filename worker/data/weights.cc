@@ -5,7 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/model_description.h"
+#include "contracts/model_description.h"
 #include "worker/data/random.h"
 
 namespace shardwise {

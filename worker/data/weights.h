@@ -1,7 +1,7 @@
 #ifndef SHARDWISE_WORKER_DATA_WEIGHTS_H_
 #define SHARDWISE_WORKER_DATA_WEIGHTS_H_
 
-// A model's weights by their state-dict names (common/model_description.h): seeded with
+// A model's weights by their state-dict names (contracts/model_description.h): seeded with
 // PyTorch's (MLP) or nanoGPT's (GPT) initialisation, or read from a safetensors file and
 // checked against the model.
 
@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 
 namespace shardwise {
 

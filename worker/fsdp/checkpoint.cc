@@ -13,7 +13,7 @@
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 
 namespace shardwise::fsdp {
 namespace {

@@ -30,7 +30,7 @@
 #include "proto/job_spec.pb.h"
 #include "worker/comm/communicator.h"
 #include "worker/compute/device.h"
-#include "common/fsdp_layout.h"
+#include "contracts/fsdp_layout.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/scalar_type.h"
 

@@ -8,14 +8,17 @@
 // that a handle orders. An all-gather task fills `full` (allocated by the training
 // thread at issue) and reports through `unsharding`; the training thread reads `full`
 // only after waiting on it: until the all-gather is enqueued, then on the device for the
-// fence it gives (CommThread::Handle::WaitStarted). At post-backward the unsharded gradient moves to the
-// reduction thread, which adds into `shard_grad`; the training thread reads
-// `shard_grad` again only after the end of backward has drained that thread.
+// fence it gives (CommThread::Handle::WaitStarted). At post-backward the unsharded
+// gradient moves to the reduction thread, which adds into `shard_grad` and, with an
+// optimizer in backward, updates `shard`; with DDP's mixed-precision hook an upcast thread
+// adds into `shard_grad` and then reshards the unit (frees `full`, clears `unsharded`).
+// The training thread touches `shard`, `shard_grad`, `full` and `unsharded` again only
+// after the end of backward has drained those threads.
 
 #include <cstdint>
 
 #include "worker/comm/comm_thread.h"
-#include "common/fsdp_layout.h"
+#include "contracts/fsdp_layout.h"
 #include "worker/runtime/memory.h"
 
 namespace shardwise::fsdp {

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/dtype_rules.h"
-#include "common/prefetch_plan.h"
+#include "contracts/dtype_rules.h"
+#include "contracts/prefetch_plan.h"
 #include "common/status_macros.h"
 #include "worker/fsdp/fenced_tasks.h"
 

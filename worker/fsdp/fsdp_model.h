@@ -2,7 +2,7 @@
 #define SHARDWISE_WORKER_FSDP_FSDP_MODEL_H_
 
 // The FSDP runtime on one rank, for any model of the model layer (worker/model/): flat
-// parameters per unit (layout.h), sharded over the shard group; unshard (all-gather) and
+// parameters per unit (contracts/fsdp_layout.h), sharded over the shard group; unshard (all-gather) and
 // reshard (free) in FSDP's order around the model's stages; gradient reduction
 // (gradient_reducer.h) into the saved gradient shards; the optimizer on the FP32 shards.
 // It never knows which model it runs: it sees parameters, units and stages.
@@ -40,8 +40,12 @@
 // thread works on the compute stream, the communication threads on theirs.
 //
 // Thread-safety: an FsdpModel is used by one training thread. The threads it starts
-// (communication, upcasts) touch units only across the hand-offs flat_unit.h describes;
-// their shared bookkeeping is GradientReducer's, under its mutex.
+// touch units only across the hand-offs flat_unit.h describes: the unshard thread fills
+// `full`; the reduction thread adds into `shard_grad` and, with an optimizer in backward,
+// steps `shard`; an upcast thread (DDP's mixed-precision hook, NO_SHARD only) adds into
+// `shard_grad` and runs Reshard, which frees `full` (never the all-gather limiter: it
+// serves sharded strategies only). Their shared bookkeeping is GradientReducer's, under
+// its mutex.
 
 #include <cstdint>
 #include <functional>
@@ -55,11 +59,11 @@
 #include "worker/comm/comm_thread.h"
 #include "worker/comm/communicator.h"
 #include "worker/compute/device.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 #include "worker/fsdp/comm_hooks.h"
 #include "worker/fsdp/flat_unit.h"
 #include "worker/fsdp/gradient_reducer.h"
-#include "common/fsdp_layout.h"
+#include "contracts/fsdp_layout.h"
 #include "worker/fsdp/optimizer.h"
 #include "worker/fsdp/optimizer_ranges.h"
 #include "worker/data/batch.h"
@@ -119,7 +123,7 @@ class FsdpModel {
   // the timing (correctness must not depend on it).
   void set_delays(std::function<void()> compute, std::function<void()> communication);
 
-  // The prefetch plan this rank follows: derived (common/prefetch_plan.h) from its first
+  // The prefetch plan this rank follows: derived (contracts/prefetch_plan.h) from its first
   // micro-step's execution order (version 1), from the second micro-step on, until the
   // ranks adopt a newer version; unset before.
   const std::optional<v1::PrefetchPlan>& prefetch_plan() const { return prefetch_; }

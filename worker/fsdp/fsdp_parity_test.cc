@@ -13,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 #include "worker/data/weights.h"
-#include "common/fsdp_layout.h"
+#include "contracts/fsdp_layout.h"
 #include "worker/fsdp/reference_training.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"

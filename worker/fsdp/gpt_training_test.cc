@@ -16,12 +16,12 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/job_spec_defaults.h"
-#include "common/memory_estimate.h"
-#include "common/model_description.h"
-#include "common/safetensors.h"
+#include "contracts/job_spec_defaults.h"
+#include "contracts/memory_estimate.h"
+#include "contracts/model_description.h"
+#include "contracts/safetensors.h"
 #include "gtest/gtest.h"
-#include "common/fsdp_layout.h"
+#include "contracts/fsdp_layout.h"
 #include "worker/testing/memory_expectations.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
@@ -264,7 +264,7 @@ TEST(GptTraining, FullShardHoldsItsShardsPlusAtMostTwoUnits) {
 }
 
 // The estimate the coordinator and workers check before a job runs
-// (common/memory_estimate.h) against the allocator's peak counters of real ranks:
+// (contracts/memory_estimate.h) against the allocator's peak counters of real ranks:
 // parameters and optimizer state exact, gradients and activations close.
 TEST(GptTraining, TheMemoryEstimateMatchesWhatTheRanksAllocate) {
   const std::string dir = TempDir("gpt-estimate");

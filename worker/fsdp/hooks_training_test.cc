@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 #include "worker/data/weights.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
-#include "common/fsdp_layout.h"
+#include "contracts/fsdp_layout.h"
 
 namespace shardwise::fsdp {
 

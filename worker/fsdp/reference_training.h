@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 
 namespace shardwise::fsdp {
 

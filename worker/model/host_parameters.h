@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/model_description.h"
-#include "common/safetensors.h"
+#include "contracts/model_description.h"
+#include "contracts/safetensors.h"
 #include "worker/model/stage.h"
 
 namespace shardwise::model {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/model_description.h"
+#include "contracts/model_description.h"
 #include "proto/job_spec.pb.h"
 #include "worker/compute/device.h"
 #include "worker/data/batch.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "common/model_description.h"
+#include "contracts/model_description.h"
 #include "common/status_macros.h"
 #include "worker/compute/cpu/gemm.h"
 #include "worker/compute/cpu/cpu_device.h"

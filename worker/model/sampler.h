@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 #include "proto/job_spec.pb.h"
 
 namespace shardwise::model {

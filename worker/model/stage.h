@@ -3,7 +3,7 @@
 
 // A stage is one module's forward and backward as the runtime calls them: the MLP's
 // Linear layers, a GPT's embeddings, blocks, final LayerNorm and head
-// (common/model_description.h lists them). A model is its stages in order plus a loss.
+// (contracts/model_description.h lists them). A model is its stages in order plus a loss.
 //
 // Between stages flows one activation (Flow::hidden) forward and its gradient
 // (Flow::grad) backward; each stage replaces it with its own output. Parameters are not

@@ -8,10 +8,11 @@
 // the unshard stream could gather every unit before the compute stream freed any.
 //
 // On CPUs a reshard frees its buffer at once, so no free is ever pending and the limiter
-// is not used; `Event` is the device's event type (cuda/stream.h's Event), which needs
-// `absl::Status Synchronize()`.
+// is not used. `Event` is FsdpModel's FreeEvent (a device fence it waits for on the
+// host); any type with `absl::Status Synchronize()` does.
 //
-// Thread-safety: none; the training thread owns it.
+// Thread-safety: none; the training thread owns it (the reshards of upcast threads are
+// NO_SHARD's, which never use it).
 
 #include <deque>
 #include <utility>

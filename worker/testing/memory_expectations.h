@@ -2,7 +2,7 @@
 #define SHARDWISE_WORKER_TESTING_MEMORY_EXPECTATIONS_H_
 
 // What a rank's allocator counters must show against the memory estimate the coordinator
-// and workers check before a job runs (common/memory_estimate.h), on any device: the
+// and workers check before a job runs (contracts/memory_estimate.h), on any device: the
 // parameters and optimizer state as estimated, the gradients and activations close, and
 // the memory the allocator holds at its peak (its cache included) within a bound of the
 // estimate's total. For tests.
@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string>
 
-#include "common/memory_estimate.h"
+#include "contracts/memory_estimate.h"
 #include "gtest/gtest.h"
 #include "proto/job_spec.pb.h"
 #include "worker/runtime/memory.h"

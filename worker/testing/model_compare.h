@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 
 namespace shardwise::testing {
 

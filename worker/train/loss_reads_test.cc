@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/safetensors.h"
+#include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"

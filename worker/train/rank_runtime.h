@@ -20,7 +20,7 @@
 #include "worker/comm/tracked_communicator.h"
 #include "worker/compute/cpu/cpu_device.h"
 #include "worker/fsdp/comm_hooks.h"
-#include "common/fsdp_layout.h"
+#include "contracts/fsdp_layout.h"
 #include "worker/train/trainer.h"
 
 namespace shardwise {

@@ -1,0 +1,203 @@
+#include "contracts/job_spec_io.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "yaml-cpp/yaml.h"
+
+namespace shardwise {
+namespace {
+
+void AppendJsonString(const std::string& value, std::string* out) {
+  out->push_back('"');
+  for (unsigned char c : value) {
+    switch (c) {
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\t': *out += "\\t"; break;
+      case '\r': *out += "\\r"; break;
+      default:
+        if (c < 0x20) {
+          absl::StrAppend(out, "\\u00", absl::Hex(c, absl::kZeroPad2));
+        } else {
+          out->push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+bool IsJsonNumber(const std::string& s) {
+  std::istringstream in(s);
+  double value;
+  in >> value;
+  return !s.empty() && in.eof() && !in.fail();
+}
+
+// A job spec is a few KiB: these bound what a careless or hostile document can cost (a
+// few aliases can make a small YAML document expand exponentially).
+constexpr size_t kMaxSpecBytes = size_t{1} << 20;
+constexpr size_t kMaxJsonBytes = size_t{4} << 20;
+constexpr int kMaxDepth = 64;
+
+// The protobuf field a JSON key names: lowerCamelCase and snake_case name the same one.
+std::string FieldKey(const std::string& key) {
+  std::string field;
+  for (char c : key) {
+    if (c >= 'A' && c <= 'Z') {
+      field += '_';
+      field += static_cast<char>(c - 'A' + 'a');
+    } else {
+      field += c;
+    }
+  }
+  return field;
+}
+
+// YAML -> JSON text. Plain (unquoted) scalars that read as numbers, booleans or null keep
+// those types, since protobuf's JSON parser wants `true` for a bool, not "true"; quoted
+// scalars stay strings. Refuses a key given twice, nesting deeper than kMaxDepth, and
+// output beyond kMaxJsonBytes.
+absl::Status YamlToJson(const YAML::Node& node, int depth, std::string* out) {
+  if (depth > kMaxDepth) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec line ", node.Mark().line + 1,
+                                                   ": nested deeper than ", kMaxDepth, " levels"));
+  }
+  if (out->size() > kMaxJsonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job spec expands to more than ", kMaxJsonBytes >> 20, " MiB (aliases repeated?)"));
+  }
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      *out += "null";
+      return absl::OkStatus();
+    case YAML::NodeType::Scalar: {
+      const std::string& value = node.Scalar();
+      const bool plain = node.Tag() == "?";
+      if (plain && (value == "true" || value == "false")) {
+        *out += value;
+      } else if (plain && (value == "null" || value == "~")) {
+        *out += "null";
+      } else if (plain && IsJsonNumber(value)) {
+        *out += value;
+      } else {
+        AppendJsonString(value, out);
+      }
+      return absl::OkStatus();
+    }
+    case YAML::NodeType::Sequence: {
+      out->push_back('[');
+      for (size_t i = 0; i < node.size(); ++i) {
+        if (i > 0) out->push_back(',');
+        absl::Status status = YamlToJson(node[i], depth + 1, out);
+        if (!status.ok()) return status;
+      }
+      out->push_back(']');
+      return absl::OkStatus();
+    }
+    case YAML::NodeType::Map: {
+      out->push_back('{');
+      bool first = true;
+      std::set<std::string> fields;
+      for (const auto& entry : node) {
+        if (!entry.first.IsScalar()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("job spec line ", entry.first.Mark().line + 1,
+                           ": a mapping key must be a plain name"));
+        }
+        const std::string& key = entry.first.Scalar();
+        if (!fields.insert(FieldKey(key)).second) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "job spec line ", entry.first.Mark().line + 1, ": field '", key,
+              "' is given twice in the same mapping"));
+        }
+        if (!first) out->push_back(',');
+        first = false;
+        AppendJsonString(key, out);
+        out->push_back(':');
+        absl::Status status = YamlToJson(entry.second, depth + 1, out);
+        if (!status.ok()) return status;
+      }
+      out->push_back('}');
+      return absl::OkStatus();
+    }
+  }
+  return absl::InternalError("unhandled YAML node type");
+}
+
+}  // namespace
+
+absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
+  if (text.size() > kMaxSpecBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec is ", text.size(),
+                                                   " bytes; at most ", kMaxSpecBytes, " are allowed"));
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec is not valid YAML or JSON: ",
+                                                   e.what()));
+  }
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError("job spec must be a mapping of fields (see docs/job-spec.md)");
+  }
+  std::string json;
+  absl::Status status = YamlToJson(root, 0, &json);
+  if (!status.ok()) return status;
+
+  v1::JobSpec spec;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  auto parsed = google::protobuf::util::JsonStringToMessage(json, &spec, options);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec: ", parsed.message().as_string()));
+  }
+  return spec;
+}
+
+absl::StatusOr<v1::JobSpec> ReadJobSpecFile(const std::string& path) {
+  // A regular file of bounded size: a FIFO or a device would block or never end.
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    return absl::NotFoundError(absl::StrCat("cannot read job spec file '", path, "'",
+                                            std::filesystem::exists(path, error)
+                                                ? ": not a regular file"
+                                                : ""));
+  }
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  if (error || size > kMaxSpecBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": job spec is ", size,
+                                                   " bytes; at most ", kMaxSpecBytes,
+                                                   " are allowed"));
+  }
+  std::ifstream file(path);
+  if (!file.is_open()) {
+    return absl::NotFoundError(absl::StrCat("cannot read job spec file '", path, "'"));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  auto spec = ParseJobSpec(text.str());
+  if (!spec.ok()) {
+    return absl::Status(spec.status().code(),
+                        absl::StrCat(path, ": ", spec.status().message()));
+  }
+  return spec;
+}
+
+std::string JobSpecToJson(const v1::JobSpec& spec) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(spec, &json, options);
+  return json;
+}
+
+}  // namespace shardwise

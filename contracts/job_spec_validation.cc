@@ -1,0 +1,507 @@
+#include "contracts/job_spec_validation.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "contracts/model_description.h"
+#include "common/printable_text.h"
+#include "common/status_macros.h"
+#include "contracts/token_files.h"
+
+namespace shardwise {
+namespace {
+
+absl::Status Invalid(const std::string& field, const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat("job.", field, ": ", message));
+}
+
+// Proto3 keeps enum numbers it does not know (from a newer client, or a hand-made
+// request); `is_valid` is the generated *_IsValid for the enum.
+absl::Status CheckEnum(const std::string& field, int value, bool (*is_valid)(int),
+                       const std::string& expected) {
+  if (is_valid(value)) return absl::OkStatus();
+  return Invalid(field, absl::StrCat("unknown value ", value, " (expected ", expected, ")"));
+}
+
+absl::Status CheckCount(const std::string& field, int64_t value, int64_t max,
+                        bool zero_means_default) {
+  if (value < 0 || (value == 0 && !zero_means_default)) {
+    return Invalid(field, absl::StrCat("must be positive, got ", value));
+  }
+  if (value > max) {
+    return Invalid(field, absl::StrCat(value, " exceeds this coordinator's limit of ", max));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReal(const std::string& field, double value, double min, bool min_inclusive) {
+  if (!std::isfinite(value) || value < min || (!min_inclusive && value == min)) {
+    return Invalid(field, absl::StrCat("must be ", min_inclusive ? ">= " : "> ", min,
+                                       " and finite, got ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPath(const std::string& field, const std::string& path,
+                       const PathChecker& check_path) {
+  if (path.empty()) return Invalid(field, "must name a file, got an empty path");
+  if (!check_path) return absl::OkStatus();
+  absl::Status status = check_path(path);
+  if (status.ok()) return status;
+  return Invalid(field, absl::StrCat("'", path, "': ", status.message()));
+}
+
+absl::Status ValidateMlp(const v1::ModelSpec& model, const JobLimits& limits) {
+  const auto& widths = model.layer_widths();
+  if (widths.size() - 1 > static_cast<size_t>(limits.max_layers)) {
+    return Invalid("model.layer_widths",
+                   absl::StrCat(widths.size() - 1, " layers exceed this coordinator's limit of ",
+                                limits.max_layers));
+  }
+  for (int i = 0; i < widths.size(); ++i) {
+    RETURN_IF_ERROR(CheckCount(absl::StrCat("model.layer_widths[", i, "]"), widths[i],
+                               limits.max_layer_width, /*zero_means_default=*/false));
+  }
+  return CheckEnum("model.activation", model.activation(), v1::Activation_IsValid,
+                   "RELU, GELU or GELU_TANH");
+}
+
+absl::Status ValidateGpt(const v1::GptConfig& gpt, const JobLimits& limits) {
+  RETURN_IF_ERROR(CheckCount("model.gpt.vocab_size", gpt.vocab_size(), limits.max_vocab_size, false));
+  RETURN_IF_ERROR(CheckCount("model.gpt.block_size", gpt.block_size(), limits.max_block_size, false));
+  RETURN_IF_ERROR(CheckCount("model.gpt.n_layer", gpt.n_layer(), limits.max_layers, false));
+  RETURN_IF_ERROR(CheckCount("model.gpt.n_embd", gpt.n_embd(), limits.max_layer_width, false));
+  RETURN_IF_ERROR(CheckEnum("model.gpt.attention", gpt.attention(),
+                            v1::GptConfig::Attention_IsValid, "MATERIALIZED or FUSED"));
+  return CheckCount("model.gpt.n_head", gpt.n_head(), gpt.n_embd(), false);
+}
+
+// The model's sizes against the limits, then its description (which checks the rest:
+// n_embd divisible by n_head, the kinds not mixed) and the wrap policy over it.
+absl::Status ValidateModel(const v1::JobSpec& spec, const JobLimits& limits) {
+  const v1::ModelSpec& model = spec.model();
+  if (model.has_gpt()) {
+    RETURN_IF_ERROR(ValidateGpt(model.gpt(), limits));
+  } else if (model.layer_widths_size() >= 2) {
+    RETURN_IF_ERROR(ValidateMlp(model, limits));
+  }
+  ASSIGN_OR_RETURN(const ModelDescription description, DescribeModel(model));
+  const std::string field = model.has_gpt() ? "model.gpt" : "model.layer_widths";
+  if (description.num_parameters() > limits.max_parameters) {
+    return Invalid(field, absl::StrCat(description.num_parameters(),
+                                       " parameters exceed this coordinator's limit of ",
+                                       limits.max_parameters));
+  }
+  if (spec.wrap().layers_per_unit() < 0) {
+    return Invalid("wrap.layers_per_unit",
+                   absl::StrCat("must be positive, got ", spec.wrap().layers_per_unit()));
+  }
+  RETURN_IF_ERROR(AssignUnits(description, spec.wrap()).status());
+  if (model.has_gpt()) {
+    if (spec.loss() != v1::LOSS_UNSPECIFIED && spec.loss() != v1::CROSS_ENTROPY) {
+      return Invalid("loss", absl::StrCat("model.gpt trains with CROSS_ENTROPY, got ",
+                                          v1::Loss_Name(spec.loss())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateFsdp(const v1::JobSpec& spec) {
+  const v1::FsdpConfig& fsdp = spec.fsdp();
+  RETURN_IF_ERROR(CheckEnum("fsdp.sharding_strategy", fsdp.sharding_strategy(),
+                            v1::ShardingStrategy::Value_IsValid,
+                            "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or "
+                            "HYBRID_SHARD_ZERO2"));
+  const bool hybrid = fsdp.sharding_strategy() == v1::ShardingStrategy::HYBRID_SHARD ||
+                      fsdp.sharding_strategy() == v1::ShardingStrategy::HYBRID_SHARD_ZERO2;
+  if (hybrid) {
+    if (fsdp.shard_group_size() <= 0) {
+      return Invalid("fsdp.shard_group_size",
+                     absl::StrCat("must be positive for ",
+                                  v1::ShardingStrategy::Value_Name(fsdp.sharding_strategy()),
+                                  ", got ", fsdp.shard_group_size()));
+    }
+    if (spec.world_size() % fsdp.shard_group_size() != 0) {
+      return Invalid("fsdp.shard_group_size",
+                     absl::StrCat(fsdp.shard_group_size(), " does not divide job.world_size ",
+                                  spec.world_size()));
+    }
+  } else if (fsdp.shard_group_size() != 0) {
+    return Invalid("fsdp.shard_group_size",
+                   absl::StrCat("is only for HYBRID_SHARD and HYBRID_SHARD_ZERO2, got ",
+                                fsdp.shard_group_size()));
+  }
+  const char* kDtypes = "FP32, FP16 or BF16";
+  RETURN_IF_ERROR(CheckEnum("fsdp.mixed_precision.param_dtype",
+                            fsdp.mixed_precision().param_dtype(), v1::Dtype_IsValid, kDtypes));
+  RETURN_IF_ERROR(CheckEnum("fsdp.mixed_precision.reduce_dtype",
+                            fsdp.mixed_precision().reduce_dtype(), v1::Dtype_IsValid, kDtypes));
+  return CheckEnum("fsdp.backward_prefetch", fsdp.backward_prefetch(),
+                   v1::BackwardPrefetch::Value_IsValid, "BACKWARD_PRE, BACKWARD_POST or NONE");
+}
+
+absl::Status ValidateOptimizer(const v1::OptimizerSpec& optimizer) {
+  switch (optimizer.kind_case()) {
+    case v1::OptimizerSpec::kSgd: {
+      const v1::SgdOptions& sgd = optimizer.sgd();
+      RETURN_IF_ERROR(CheckReal("optimizer.sgd.lr", sgd.lr(), 0, /*min_inclusive=*/false));
+      RETURN_IF_ERROR(CheckReal("optimizer.sgd.momentum", sgd.momentum(), 0, true));
+      RETURN_IF_ERROR(CheckReal("optimizer.sgd.dampening", sgd.dampening(), 0, true));
+      RETURN_IF_ERROR(CheckReal("optimizer.sgd.weight_decay", sgd.weight_decay(), 0, true));
+      if (sgd.nesterov() && (sgd.momentum() <= 0 || sgd.dampening() != 0)) {
+        return Invalid("optimizer.sgd.nesterov",
+                       absl::StrCat("requires momentum > 0 and dampening == 0, got momentum ",
+                                    sgd.momentum(), " and dampening ", sgd.dampening()));
+      }
+      break;
+    }
+    case v1::OptimizerSpec::kAdamw: {
+      const v1::AdamWOptions& adamw = optimizer.adamw();
+      if (adamw.has_lr()) RETURN_IF_ERROR(CheckReal("optimizer.adamw.lr", adamw.lr(), 0, false));
+      for (auto [name, has, beta] : {std::make_tuple("beta1", adamw.has_beta1(), adamw.beta1()),
+                                     std::make_tuple("beta2", adamw.has_beta2(), adamw.beta2())}) {
+        if (has && !(beta >= 0 && beta < 1)) {
+          return Invalid(absl::StrCat("optimizer.adamw.", name),
+                         absl::StrCat("must be in [0, 1), got ", beta));
+        }
+      }
+      if (adamw.has_eps()) RETURN_IF_ERROR(CheckReal("optimizer.adamw.eps", adamw.eps(), 0, true));
+      if (adamw.has_weight_decay()) {
+        RETURN_IF_ERROR(
+            CheckReal("optimizer.adamw.weight_decay", adamw.weight_decay(), 0, true));
+      }
+      break;
+    }
+    case v1::OptimizerSpec::KIND_NOT_SET:
+      return Invalid("optimizer", "must set sgd or adamw");
+  }
+  RETURN_IF_ERROR(CheckEnum("optimizer.weight_decay_params", optimizer.weight_decay_params(),
+                            v1::WeightDecayParams::Value_IsValid, "ALL or MATRICES"));
+  return CheckReal("optimizer.max_grad_norm", optimizer.max_grad_norm(), 0, true);
+}
+
+absl::Status ValidateLrSchedule(const v1::JobSpec& spec) {
+  const v1::LrSchedule& schedule = spec.optimizer().lr_schedule();
+  RETURN_IF_ERROR(CheckEnum("optimizer.lr_schedule.decay", schedule.decay(),
+                            v1::LrSchedule::Decay_IsValid, "CONSTANT, COSINE or LINEAR"));
+  for (const auto& [field, value] :
+       {std::make_pair("warmup_steps", schedule.warmup_steps()),
+        std::make_pair("decay_steps", schedule.decay_steps())}) {
+    if (value < 0) {
+      return Invalid(absl::StrCat("optimizer.lr_schedule.", field),
+                     absl::StrCat("must be >= 0, got ", value));
+    }
+  }
+  const double lr = spec.optimizer().has_sgd()           ? spec.optimizer().sgd().lr()
+                    : spec.optimizer().adamw().has_lr() ? spec.optimizer().adamw().lr()
+                                                         : 1e-3;
+  if (!std::isfinite(schedule.min_lr()) || schedule.min_lr() < 0 || schedule.min_lr() > lr) {
+    return Invalid("optimizer.lr_schedule.min_lr",
+                   absl::StrCat("must be in [0, lr = ", lr, "], got ", schedule.min_lr()));
+  }
+  const int64_t end = schedule.decay_steps() > 0 ? schedule.decay_steps() : spec.steps();
+  if (schedule.decay() != v1::LrSchedule::CONSTANT && end <= schedule.warmup_steps()) {
+    return Invalid("optimizer.lr_schedule.decay_steps",
+                   absl::StrCat("the decay ends at step ", end,
+                                schedule.decay_steps() > 0 ? "" : " (job.steps)",
+                                ", not after the warmup's ", schedule.warmup_steps(), " steps"));
+  }
+  return absl::OkStatus();
+}
+
+// optimizer.overlap steps parameters as their gradients arrive, so nothing may need every
+// gradient first (clipping by global norm, the loss scaler's skip decision).
+absl::Status ValidateOverlap(const v1::JobSpec& spec) {
+  const v1::OptimizerOverlap& overlap = spec.optimizer().overlap();
+  RETURN_IF_ERROR(CheckEnum("optimizer.overlap.mode", overlap.mode(),
+                            v1::OptimizerOverlap::Mode_IsValid,
+                            "NONE, HOOK_THEN_OPTIMIZER or IN_BACKWARD"));
+  if (overlap.mode() != v1::OptimizerOverlap::HOOK_THEN_OPTIMIZER && overlap.params_size() > 0) {
+    return Invalid("optimizer.overlap.params",
+                   absl::StrCat("applies to mode HOOK_THEN_OPTIMIZER only, got mode ",
+                                v1::OptimizerOverlap::Mode_Name(overlap.mode())));
+  }
+  ASSIGN_OR_RETURN(const ModelDescription description, DescribeModel(spec.model()));
+  for (const std::string& param : overlap.params()) {
+    if (description.FindParameter(param) < 0) {
+      std::vector<std::string> names;
+      for (const ParameterDesc& p : description.params) names.push_back(p.name);
+      if (names.size() > 12) names.resize(12), names.push_back("...");
+      return Invalid("optimizer.overlap.params",
+                     absl::StrCat("'", param, "' is not a parameter of this model (",
+                                  absl::StrJoin(names, ", "), ")"));
+    }
+  }
+  if (overlap.mode() == v1::OptimizerOverlap::NONE) return absl::OkStatus();
+  if (spec.optimizer().max_grad_norm() > 0) {
+    return Invalid("optimizer.overlap.mode",
+                   absl::StrCat(v1::OptimizerOverlap::Mode_Name(overlap.mode()),
+                                " steps before every gradient exists, so it cannot be combined "
+                                "with optimizer.max_grad_norm ", spec.optimizer().max_grad_norm()));
+  }
+  if (spec.grad_scaler().enabled()) {
+    return Invalid("optimizer.overlap.mode",
+                   absl::StrCat(v1::OptimizerOverlap::Mode_Name(overlap.mode()),
+                                " steps before the loss scaler can check every gradient, so it "
+                                "cannot be combined with grad_scaler.enabled"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGradScaler(const v1::GradScaler& scaler) {
+  if (scaler.has_init_scale()) {
+    RETURN_IF_ERROR(CheckReal("grad_scaler.init_scale", scaler.init_scale(), 0, false));
+  }
+  if (scaler.has_growth_factor() &&
+      !(std::isfinite(scaler.growth_factor()) && scaler.growth_factor() > 1)) {
+    return Invalid("grad_scaler.growth_factor",
+                   absl::StrCat("must be > 1 and finite, got ", scaler.growth_factor()));
+  }
+  if (scaler.has_backoff_factor() &&
+      !(scaler.backoff_factor() > 0 && scaler.backoff_factor() < 1)) {
+    return Invalid("grad_scaler.backoff_factor",
+                   absl::StrCat("must be in (0, 1), got ", scaler.backoff_factor()));
+  }
+  if (scaler.has_growth_interval() && scaler.growth_interval() <= 0) {
+    return Invalid("grad_scaler.growth_interval",
+                   absl::StrCat("must be positive, got ", scaler.growth_interval()));
+  }
+  return absl::OkStatus();
+}
+
+// A token file's path; with file checks, its size and header too.
+absl::Status CheckTokenFile(const std::string& field, const std::string& path,
+                            const v1::JobSpec& spec, const PathChecker& check_path) {
+  if (path.empty()) return Invalid(field, "must name a token file, got an empty path");
+  if (!check_path) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const TokenFileLayout layout,
+                   InspectTokenFile(field, path, spec.data().tokens().format()));
+  const int64_t block_size = spec.model().gpt().block_size();
+  if (layout.count < block_size + 1) {
+    return Invalid(field, absl::StrCat("'", path, "' holds ", layout.count,
+                                       " tokens; a sequence of model.gpt.block_size ",
+                                       block_size, " needs at least ", block_size + 1));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTokens(const v1::JobSpec& spec, const PathChecker& check_path) {
+  const v1::TokenData& tokens = spec.data().tokens();
+  if (!spec.model().has_gpt()) {
+    return Invalid("data.tokens", "is data for model.gpt; the MLP reads data.safetensors_path "
+                                  "or data.synthetic");
+  }
+  RETURN_IF_ERROR(CheckEnum("data.tokens.format", tokens.format(),
+                            v1::TokenData::Format_IsValid, "UINT16 or SAFETENSORS"));
+  RETURN_IF_ERROR(CheckTokenFile("data.tokens.train_path", tokens.train_path(), spec, check_path));
+  if (!tokens.val_path().empty()) {
+    RETURN_IF_ERROR(CheckTokenFile("data.tokens.val_path", tokens.val_path(), spec, check_path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateEvaluation(const v1::JobSpec& spec, const JobLimits& limits) {
+  if (!spec.has_evaluation()) return absl::OkStatus();
+  if (!spec.data().has_tokens() || spec.data().tokens().val_path().empty()) {
+    return Invalid("evaluation", "needs a validation file, data.tokens.val_path");
+  }
+  if (spec.evaluation().interval_steps() < 0) {
+    return Invalid("evaluation.interval_steps",
+                   absl::StrCat("must be >= 0, got ", spec.evaluation().interval_steps()));
+  }
+  return CheckCount("evaluation.batches", spec.evaluation().batches(), limits.max_eval_batches,
+                    /*zero_means_default=*/true);
+}
+
+absl::Status ValidateData(const v1::JobSpec& spec, const JobLimits& limits,
+                          const PathChecker& check_path) {
+  if (spec.model().has_gpt() && !spec.data().has_tokens()) {
+    return Invalid("data", "model.gpt trains on token files: set data.tokens");
+  }
+  switch (spec.data().source_case()) {
+    case v1::DataSpec::kTokens:
+      return ValidateTokens(spec, check_path);
+    case v1::DataSpec::kSafetensorsPath:
+      return CheckPath("data.safetensors_path", spec.data().safetensors_path(), check_path);
+    case v1::DataSpec::kSynthetic:
+      return CheckCount("data.synthetic.num_samples", spec.data().synthetic().num_samples(),
+                        limits.max_synthetic_samples, /*zero_means_default=*/true);
+    case v1::DataSpec::SOURCE_NOT_SET:
+      break;
+  }
+  return Invalid("data", "must set safetensors_path, synthetic or tokens");
+}
+
+}  // namespace
+
+absl::Status CheckReadableFile(const std::string& path) {
+  // Stat before opening: opening a FIFO would block the caller (a coordinator handler)
+  // until some writer appears, and a device can be read forever.
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) return absl::NotFoundError("no readable file at this path");
+  if (S_ISDIR(info.st_mode)) {
+    if (::access(path.c_str(), R_OK | X_OK) != 0) {
+      return absl::PermissionDeniedError("a folder this coordinator cannot read");
+    }
+    return absl::OkStatus();
+  }
+  if (!S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError("not a regular file (a FIFO, a device or a socket)");
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError("no readable file at this path");
+  ::close(fd);
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec) {
+  RETURN_IF_ERROR(CheckEnum("comm_hook.hook", hook.hook(), v1::CommHook::Hook_IsValid,
+                            "NO_HOOK, ALLREDUCE, FP16_COMPRESS, BF16_COMPRESS or "
+                            "MIXED_PRECISION"));
+  RETURN_IF_ERROR(CheckEnum("comm_hook.wrapper", hook.wrapper(), v1::CommHook::Wrapper_IsValid,
+                            "NO_WRAPPER, FP16_WRAPPER or BF16_WRAPPER"));
+  const v1::ShardingStrategy::Value strategy = spec.fsdp().sharding_strategy();
+  const std::string strategy_name =
+      strategy == v1::ShardingStrategy::SHARDING_STRATEGY_UNSPECIFIED
+          ? "FULL_SHARD (the default)"
+          : v1::ShardingStrategy::Value_Name(strategy);
+  const std::string name = absl::StrCat(v1::CommHook::Hook_Name(hook.hook()), " with ",
+                                        v1::CommHook::Wrapper_Name(hook.wrapper()));
+  const bool any_hook =
+      hook.hook() != v1::CommHook::NO_HOOK || hook.wrapper() != v1::CommHook::NO_WRAPPER;
+  // As PyTorch: FSDP's hybrid strategies take no communication hook.
+  if (any_hook && (strategy == v1::ShardingStrategy::HYBRID_SHARD ||
+                   strategy == v1::ShardingStrategy::HYBRID_SHARD_ZERO2)) {
+    return Invalid("comm_hook", absl::StrCat(name, " is not supported with fsdp.sharding_strategy ",
+                                             strategy_name,
+                                             " (hybrid strategies take no communication hook)"));
+  }
+  const bool all_reduce_only = hook.hook() == v1::CommHook::ALLREDUCE ||
+                               hook.hook() == v1::CommHook::MIXED_PRECISION ||
+                               hook.wrapper() != v1::CommHook::NO_WRAPPER;
+  if (all_reduce_only && strategy != v1::ShardingStrategy::NO_SHARD) {
+    return Invalid("comm_hook", absl::StrCat(name,
+                                             " reduces by all-reduce and needs "
+                                             "fsdp.sharding_strategy NO_SHARD, got ",
+                                             strategy_name));
+  }
+  if (hook.wrapper() != v1::CommHook::NO_WRAPPER && hook.hook() != v1::CommHook::ALLREDUCE) {
+    return Invalid("comm_hook.wrapper",
+                   absl::StrCat(v1::CommHook::Wrapper_Name(hook.wrapper()),
+                                " wraps a full-precision hook (ALLREDUCE), got ",
+                                v1::CommHook::Hook_Name(hook.hook())));
+  }
+  if (hook.hook() == v1::CommHook::MIXED_PRECISION) {
+    if (spec.fsdp().mixed_precision().keep_low_precision_grads()) {
+      return Invalid("comm_hook", "MIXED_PRECISION upcasts gradients for the optimizer, so "
+                                  "fsdp.mixed_precision.keep_low_precision_grads must be false");
+    }
+    if (spec.optimizer().overlap().mode() != v1::OptimizerOverlap::NONE) {
+      return Invalid("comm_hook", "MIXED_PRECISION cannot be combined with optimizer.overlap "
+                                  "(the upcast runs after the reduction, on its own thread)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
+                             const PathChecker& check_path) {
+  auto name_length = CountPrintableCharacters(spec.name());
+  if (!name_length.ok()) return Invalid("name", std::string(name_length.status().message()));
+  if (*name_length > 128) {
+    return Invalid("name", absl::StrCat("is ", *name_length,
+                                        " characters long; at most 128 are allowed"));
+  }
+  RETURN_IF_ERROR(CheckCount("world_size", spec.world_size(), limits.max_world_size, false));
+  RETURN_IF_ERROR(CheckEnum("device", spec.device(), v1::DeviceKind_IsValid, "CPU or CUDA"));
+  if (spec.has_cuda()) {
+    if (spec.device() != v1::CUDA) {
+      return Invalid("cuda", "is set, but device is not CUDA");
+    }
+    RETURN_IF_ERROR(CheckEnum("cuda.collectives", spec.cuda().collectives(),
+                              v1::CudaOptions::Collectives_IsValid, "NCCL or HOST_STAGED_GLOO"));
+  }
+  RETURN_IF_ERROR(ValidateModel(spec, limits));
+  RETURN_IF_ERROR(ValidateFsdp(spec));
+  RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer()));
+  RETURN_IF_ERROR(ValidateOverlap(spec));
+  RETURN_IF_ERROR(ValidateGradScaler(spec.grad_scaler()));
+  RETURN_IF_ERROR(ValidateCommHook(spec.comm_hook(), spec));
+  RETURN_IF_ERROR(CheckEnum("loss", spec.loss(), v1::Loss_IsValid, "CROSS_ENTROPY or MSE"));
+  RETURN_IF_ERROR(ValidateData(spec, limits, check_path));
+  RETURN_IF_ERROR(ValidateEvaluation(spec, limits));
+  RETURN_IF_ERROR(CheckCount("global_batch_size", spec.global_batch_size(),
+                             limits.max_global_batch_size, false));
+  if (spec.global_batch_size() % spec.world_size() != 0) {
+    return Invalid("global_batch_size",
+                   absl::StrCat(spec.global_batch_size(), " is not divisible by job.world_size ",
+                                spec.world_size()));
+  }
+  RETURN_IF_ERROR(CheckCount("steps", spec.steps(), limits.max_steps, false));
+  RETURN_IF_ERROR(ValidateLrSchedule(spec));
+  RETURN_IF_ERROR(CheckCount("gradient_accumulation_steps", spec.gradient_accumulation_steps(),
+                             limits.max_steps, /*zero_means_default=*/true));
+  // The pending losses are interval x micro-steps doubles of device memory.
+  if (spec.loss_read_interval_steps() < 0 ||
+      spec.loss_read_interval_steps() > kMaxLossReadInterval) {
+    return Invalid("loss_read_interval_steps",
+                   absl::StrCat("must be 1 to ", kMaxLossReadInterval, " (0: every step), got ",
+                                spec.loss_read_interval_steps()));
+  }
+  // Each rank splits its B / world rows evenly over the micro-steps.
+  const int64_t micro_steps = std::max(1, spec.gradient_accumulation_steps());
+  if (spec.global_batch_size() % (spec.world_size() * micro_steps) != 0) {
+    return Invalid("global_batch_size",
+                   absl::StrCat(spec.global_batch_size(),
+                                " is not divisible by job.world_size x "
+                                "job.gradient_accumulation_steps = ",
+                                spec.world_size() * micro_steps));
+  }
+  if (spec.init().has_safetensors_path()) {
+    RETURN_IF_ERROR(CheckPath("init.safetensors_path", spec.init().safetensors_path(), check_path));
+  }
+  if (spec.init().has_checkpoint_dir()) {
+    RETURN_IF_ERROR(CheckPath("init.checkpoint_dir", spec.init().checkpoint_dir(), check_path));
+  }
+  const v1::OutputSpec& output = spec.output();
+  if (output.checkpoint_interval_steps() < 0) {
+    return Invalid("output.checkpoint_interval_steps",
+                   absl::StrCat("must be >= 0, got ", output.checkpoint_interval_steps()));
+  }
+  if (output.checkpoint_interval_steps() > 0 && output.checkpoint_dir().empty()) {
+    return Invalid("output.checkpoint_dir",
+                   absl::StrCat("must be set when output.checkpoint_interval_steps is ",
+                                output.checkpoint_interval_steps()));
+  }
+  if (spec.restart_policy().max_restarts() < 0 ||
+      spec.restart_policy().max_restarts() > limits.max_restarts) {
+    return Invalid("restart_policy.max_restarts",
+                   absl::StrCat("must be in [0, ", limits.max_restarts, "], got ",
+                                spec.restart_policy().max_restarts()));
+  }
+  return absl::OkStatus();
+}
+
+JobLimits LimitsLifted() {
+  JobLimits limits;
+  limits.max_world_size = std::numeric_limits<int32_t>::max();
+  limits.max_layer_width = std::numeric_limits<int64_t>::max();
+  limits.max_layers = std::numeric_limits<int32_t>::max();
+  limits.max_parameters = std::numeric_limits<int64_t>::max();
+  limits.max_steps = std::numeric_limits<int64_t>::max();
+  limits.max_global_batch_size = std::numeric_limits<int64_t>::max();
+  limits.max_synthetic_samples = std::numeric_limits<int64_t>::max();
+  limits.max_restarts = std::numeric_limits<int32_t>::max();
+  return limits;
+}
+
+}  // namespace shardwise

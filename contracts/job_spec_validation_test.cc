@@ -1,0 +1,415 @@
+#include "contracts/job_spec_validation.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "contracts/job_spec_defaults.h"
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+v1::JobSpec ValidSpec() {
+  v1::JobSpec spec;
+  spec.set_name("mlp");
+  for (int w : {8, 16, 4}) spec.mutable_model()->add_layer_widths(w);
+  spec.mutable_optimizer()->mutable_sgd()->set_lr(0.1);
+  spec.mutable_data()->mutable_synthetic()->set_seed(1);
+  spec.set_global_batch_size(8);
+  spec.set_steps(10);
+  spec.set_world_size(4);
+  return spec;
+}
+
+struct BadCase {
+  std::string what;
+  std::function<void(v1::JobSpec*)> mutate;
+  std::string expected_message;  // the field and the value must both appear
+};
+
+// Names the case in gtest's output instead of dumping its bytes.
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.what; }
+
+class ValidationTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST(Validation, AcceptsMinimalSpec) {
+  EXPECT_TRUE(ValidateJobSpec(ValidSpec(), JobLimits{}, nullptr).ok());
+}
+
+TEST(Validation, AcceptsSpecAfterDefaults) {
+  v1::JobSpec spec = ValidSpec();
+  ApplyJobSpecDefaults(&spec);
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, nullptr);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST_P(ValidationTest, RejectsWithFieldAndValue) {
+  v1::JobSpec spec = ValidSpec();
+  GetParam().mutate(&spec);
+  JobLimits limits;
+  limits.max_world_size = 64;
+  PathChecker no_files = [](const std::string&) {
+    return absl::NotFoundError("no readable file at this path");
+  };
+  absl::Status status = ValidateJobSpec(spec, limits, no_files);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << GetParam().what;
+  EXPECT_NE(status.message().find(GetParam().expected_message), std::string::npos)
+      << "got: " << status.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryRule, ValidationTest,
+    ::testing::Values(
+        BadCase{"zero world", [](v1::JobSpec* s) { s->set_world_size(0); },
+                "job.world_size: must be positive, got 0"},
+        BadCase{"negative world", [](v1::JobSpec* s) { s->set_world_size(-2); },
+                "job.world_size: must be positive, got -2"},
+        BadCase{"world over limit", [](v1::JobSpec* s) { s->set_world_size(65); },
+                "job.world_size: 65 exceeds this coordinator's limit of 64"},
+        BadCase{"unknown device", [](v1::JobSpec* s) { s->set_device(static_cast<v1::DeviceKind>(9)); },
+                "job.device: unknown value 9"},
+        BadCase{"cuda options on a CPU job",
+                [](v1::JobSpec* s) { s->mutable_cuda()->set_allow_tf32(true); },
+                "job.cuda: is set, but device is not CUDA"},
+        BadCase{"unknown CUDA collectives",
+                [](v1::JobSpec* s) {
+                  s->set_device(v1::CUDA);
+                  s->mutable_cuda()->set_collectives(static_cast<v1::CudaOptions::Collectives>(7));
+                },
+                "job.cuda.collectives: unknown value 7"},
+        BadCase{"one width", [](v1::JobSpec* s) { s->mutable_model()->mutable_layer_widths()->Truncate(1); },
+                "job.model.layer_widths: needs at least two widths"},
+        BadCase{"zero width", [](v1::JobSpec* s) { s->mutable_model()->set_layer_widths(1, 0); },
+                "job.model.layer_widths[1]: must be positive, got 0"},
+        BadCase{"huge model", [](v1::JobSpec* s) { s->mutable_model()->set_layer_widths(1, 1 << 20); s->mutable_model()->set_layer_widths(0, 1 << 20); },
+                "job.model.layer_widths: 1099516870660 parameters exceed this coordinator's limit of 8589934592"},
+        BadCase{"unknown activation", [](v1::JobSpec* s) { s->mutable_model()->set_activation(static_cast<v1::Activation>(7)); },
+                "job.model.activation: unknown value 7"},
+        BadCase{"unknown strategy", [](v1::JobSpec* s) { s->mutable_fsdp()->set_sharding_strategy(static_cast<v1::ShardingStrategy::Value>(42)); },
+                "job.fsdp.sharding_strategy: unknown value 42"},
+        BadCase{"hybrid without group", [](v1::JobSpec* s) { s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD); },
+                "job.fsdp.shard_group_size: must be positive for HYBRID_SHARD, got 0"},
+        BadCase{"hybrid group not dividing", [](v1::JobSpec* s) { s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD_ZERO2); s->mutable_fsdp()->set_shard_group_size(3); },
+                "job.fsdp.shard_group_size: 3 does not divide job.world_size 4"},
+        BadCase{"group without hybrid", [](v1::JobSpec* s) { s->mutable_fsdp()->set_shard_group_size(2); },
+                "job.fsdp.shard_group_size: is only for HYBRID_SHARD"},
+        BadCase{"unknown param dtype", [](v1::JobSpec* s) { s->mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(static_cast<v1::Dtype>(12)); },
+                "job.fsdp.mixed_precision.param_dtype: unknown value 12 (expected FP32, FP16 or BF16)"},
+        BadCase{"unknown prefetch", [](v1::JobSpec* s) { s->mutable_fsdp()->set_backward_prefetch(static_cast<v1::BackwardPrefetch::Value>(5)); },
+                "job.fsdp.backward_prefetch: unknown value 5"},
+        BadCase{"all-reduce hook on sharded", [](v1::JobSpec* s) { s->mutable_comm_hook()->set_hook(v1::CommHook::ALLREDUCE); },
+                "needs fsdp.sharding_strategy NO_SHARD, got FULL_SHARD (the default)"},
+        BadCase{"wrapper around compress", [](v1::JobSpec* s) { s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD); s->mutable_comm_hook()->set_hook(v1::CommHook::FP16_COMPRESS); s->mutable_comm_hook()->set_wrapper(v1::CommHook::BF16_WRAPPER); },
+                "job.comm_hook.wrapper: BF16_WRAPPER wraps a full-precision hook (ALLREDUCE), got FP16_COMPRESS"},
+        BadCase{"no optimizer", [](v1::JobSpec* s) { s->clear_optimizer(); },
+                "job.optimizer: must set sgd or adamw"},
+        BadCase{"zero lr", [](v1::JobSpec* s) { s->mutable_optimizer()->mutable_sgd()->set_lr(0); },
+                "job.optimizer.sgd.lr: must be > 0 and finite, got 0"},
+        BadCase{"nan momentum", [](v1::JobSpec* s) { s->mutable_optimizer()->mutable_sgd()->set_momentum(std::nan("")); },
+                "job.optimizer.sgd.momentum: must be >= 0 and finite, got nan"},
+        BadCase{"nesterov without momentum", [](v1::JobSpec* s) { s->mutable_optimizer()->mutable_sgd()->set_nesterov(true); },
+                "job.optimizer.sgd.nesterov: requires momentum > 0 and dampening == 0, got momentum 0"},
+        BadCase{"adamw beta", [](v1::JobSpec* s) { s->mutable_optimizer()->mutable_adamw()->set_beta2(1.0); },
+                "job.optimizer.adamw.beta2: must be in [0, 1), got 1"},
+        BadCase{"negative clip", [](v1::JobSpec* s) { s->mutable_optimizer()->set_max_grad_norm(-1); },
+                "job.optimizer.max_grad_norm: must be >= 0 and finite, got -1"},
+        BadCase{"unknown loss", [](v1::JobSpec* s) { s->set_loss(static_cast<v1::Loss>(3)); },
+                "job.loss: unknown value 3"},
+        BadCase{"no data", [](v1::JobSpec* s) { s->clear_data(); },
+                "job.data: must set safetensors_path, synthetic or tokens"},
+        BadCase{"missing data file", [](v1::JobSpec* s) { s->mutable_data()->set_safetensors_path("/nope/train.safetensors"); },
+                "job.data.safetensors_path: '/nope/train.safetensors': no readable file"},
+        BadCase{"missing init file", [](v1::JobSpec* s) { s->mutable_init()->set_safetensors_path("/nope/w.safetensors"); },
+                "job.init.safetensors_path: '/nope/w.safetensors'"},
+        BadCase{"negative samples", [](v1::JobSpec* s) { s->mutable_data()->mutable_synthetic()->set_num_samples(-5); },
+                "job.data.synthetic.num_samples: must be positive, got -5"},
+        BadCase{"zero batch", [](v1::JobSpec* s) { s->set_global_batch_size(0); },
+                "job.global_batch_size: must be positive, got 0"},
+        BadCase{"indivisible batch", [](v1::JobSpec* s) { s->set_global_batch_size(10); },
+                "job.global_batch_size: 10 is not divisible by job.world_size 4"},
+        BadCase{"batch not divisible by micro-steps", [](v1::JobSpec* s) { s->set_gradient_accumulation_steps(3); },
+                "job.global_batch_size: 8 is not divisible by job.world_size x job.gradient_accumulation_steps = 12"},
+        BadCase{"zero steps", [](v1::JobSpec* s) { s->set_steps(0); },
+                "job.steps: must be positive, got 0"},
+        BadCase{"negative accumulation", [](v1::JobSpec* s) { s->set_gradient_accumulation_steps(-1); },
+                "job.gradient_accumulation_steps: must be positive, got -1"},
+        BadCase{"negative loss read interval", [](v1::JobSpec* s) { s->set_loss_read_interval_steps(-2); },
+                "job.loss_read_interval_steps: must be 1 to 10000 (0: every step), got -2"},
+        BadCase{"huge loss read interval", [](v1::JobSpec* s) { s->set_loss_read_interval_steps(10001); },
+                "job.loss_read_interval_steps: must be 1 to 10000 (0: every step), got 10001"},
+        BadCase{"negative layers per unit", [](v1::JobSpec* s) { s->mutable_wrap()->set_layers_per_unit(-1); },
+                "job.wrap.layers_per_unit: must be positive, got -1"},
+        BadCase{"checkpoint without dir", [](v1::JobSpec* s) { s->mutable_output()->set_checkpoint_interval_steps(5); },
+                "job.output.checkpoint_dir: must be set when output.checkpoint_interval_steps is 5"},
+        BadCase{"negative restarts", [](v1::JobSpec* s) { s->mutable_restart_policy()->set_max_restarts(-1); },
+                "job.restart_policy.max_restarts: must be in [0, 100], got -1"},
+        BadCase{"long name", [](v1::JobSpec* s) { s->set_name(std::string(200, 'a')); },
+                "job.name: is 200 characters long"},
+        BadCase{"overlap of an unknown parameter",
+                [](v1::JobSpec* s) {
+                  auto* overlap = s->mutable_optimizer()->mutable_overlap();
+                  overlap->set_mode(v1::OptimizerOverlap::HOOK_THEN_OPTIMIZER);
+                  overlap->add_params("7.weight");
+                },
+                "job.optimizer.overlap.params: '7.weight' is not a parameter of this model"},
+        BadCase{"overlap with clipping",
+                [](v1::JobSpec* s) {
+                  s->mutable_optimizer()->mutable_overlap()->set_mode(
+                      v1::OptimizerOverlap::IN_BACKWARD);
+                  s->mutable_optimizer()->set_max_grad_norm(1.0);
+                },
+                "job.optimizer.overlap.mode: IN_BACKWARD steps before every gradient exists, so "
+                "it cannot be combined with optimizer.max_grad_norm 1"},
+        BadCase{"overlap with the loss scaler",
+                [](v1::JobSpec* s) {
+                  s->mutable_optimizer()->mutable_overlap()->set_mode(
+                      v1::OptimizerOverlap::IN_BACKWARD);
+                  s->mutable_grad_scaler()->set_enabled(true);
+                },
+                "job.optimizer.overlap.mode: IN_BACKWARD steps before the loss scaler"},
+        BadCase{"scaler backoff of 1",
+                [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_backoff_factor(1.0); },
+                "job.grad_scaler.backoff_factor: must be in (0, 1), got 1"},
+        BadCase{"scaler growth below 1",
+                [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_growth_factor(0.5); },
+                "job.grad_scaler.growth_factor: must be > 1 and finite, got 0.5"}));
+
+v1::JobSpec WithStrategy(v1::ShardingStrategy::Value strategy) {
+  v1::JobSpec spec = ValidSpec();
+  spec.mutable_fsdp()->set_sharding_strategy(strategy);
+  return spec;
+}
+
+TEST(CommHook, CompressHooksServeEveryNonHybridStrategy) {
+  v1::CommHook hook;
+  hook.set_hook(v1::CommHook::BF16_COMPRESS);
+  for (auto strategy : {v1::ShardingStrategy::FULL_SHARD, v1::ShardingStrategy::SHARD_GRAD_OP,
+                        v1::ShardingStrategy::NO_SHARD}) {
+    EXPECT_TRUE(ValidateCommHook(hook, WithStrategy(strategy)).ok()) << strategy;
+  }
+  absl::Status hybrid = ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::HYBRID_SHARD));
+  EXPECT_EQ(hybrid.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(hybrid.message(),
+            "job.comm_hook: BF16_COMPRESS with NO_WRAPPER is not supported with "
+            "fsdp.sharding_strategy HYBRID_SHARD (hybrid strategies take no communication hook)");
+}
+
+TEST(CommHook, AllReduceHooksNeedNoShard) {
+  v1::CommHook hook;
+  hook.set_hook(v1::CommHook::MIXED_PRECISION);
+  EXPECT_TRUE(ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::NO_SHARD)).ok());
+  absl::Status status = ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::SHARD_GRAD_OP));
+  EXPECT_EQ(status.message(),
+            "job.comm_hook: MIXED_PRECISION with NO_WRAPPER reduces by all-reduce and needs "
+            "fsdp.sharding_strategy NO_SHARD, got SHARD_GRAD_OP");
+  hook.set_hook(v1::CommHook::ALLREDUCE);
+  hook.set_wrapper(v1::CommHook::BF16_WRAPPER);
+  EXPECT_TRUE(ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::NO_SHARD)).ok());
+  hook.set_hook(v1::CommHook::FP16_COMPRESS);
+  EXPECT_EQ(ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::NO_SHARD)).message(),
+            "job.comm_hook.wrapper: BF16_WRAPPER wraps a full-precision hook (ALLREDUCE), got "
+            "FP16_COMPRESS");
+}
+
+TEST(CommHook, MixedPrecisionHookUpcastsGradients) {
+  v1::JobSpec spec = WithStrategy(v1::ShardingStrategy::NO_SHARD);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_keep_low_precision_grads(true);
+  v1::CommHook hook;
+  hook.set_hook(v1::CommHook::MIXED_PRECISION);
+  EXPECT_EQ(ValidateCommHook(hook, spec).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Defaults, FillPyTorchDefaults) {
+  v1::JobSpec spec = ValidSpec();
+  spec.mutable_optimizer()->mutable_adamw();
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  ApplyJobSpecDefaults(&spec);
+  EXPECT_EQ(spec.fsdp().sharding_strategy(), v1::ShardingStrategy::FULL_SHARD);
+  EXPECT_EQ(spec.fsdp().backward_prefetch(), v1::BackwardPrefetch::BACKWARD_PRE);
+  EXPECT_TRUE(spec.fsdp().limit_all_gathers());
+  EXPECT_FALSE(spec.fsdp().forward_prefetch());
+  EXPECT_EQ(spec.fsdp().mixed_precision().reduce_dtype(), v1::BF16);
+  EXPECT_EQ(spec.model().activation(), v1::RELU);
+  EXPECT_TRUE(spec.model().bias());
+  EXPECT_EQ(spec.wrap().layers_per_unit(), 1);
+  EXPECT_EQ(spec.loss(), v1::CROSS_ENTROPY);
+  EXPECT_EQ(spec.gradient_accumulation_steps(), 1);
+  EXPECT_EQ(spec.loss_read_interval_steps(), 1);
+  EXPECT_EQ(spec.device(), v1::CPU);
+  EXPECT_EQ(spec.data().synthetic().num_samples(), kDefaultSyntheticSamples);
+  EXPECT_DOUBLE_EQ(spec.optimizer().adamw().lr(), 1e-3);
+  EXPECT_DOUBLE_EQ(spec.optimizer().adamw().beta2(), 0.999);
+  EXPECT_DOUBLE_EQ(spec.optimizer().adamw().weight_decay(), 1e-2);
+  EXPECT_TRUE(spec.init().has_seed());
+}
+
+TEST(Defaults, KeepExplicitValues) {
+  v1::JobSpec spec = ValidSpec();
+  spec.mutable_fsdp()->set_limit_all_gathers(false);
+  spec.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
+  spec.mutable_model()->set_bias(false);
+  ApplyJobSpecDefaults(&spec);
+  EXPECT_FALSE(spec.fsdp().limit_all_gathers());
+  EXPECT_EQ(spec.fsdp().backward_prefetch(), v1::BackwardPrefetch::NONE);
+  EXPECT_FALSE(spec.model().bias());
+}
+
+// Names are printable text, counted in characters: control characters (which reach
+// terminals and break tables) and invalid UTF-8 are refused; 128 characters of any
+// script are allowed, though they take more bytes.
+TEST(Validation, NamesArePrintableTextCountedInCharacters) {
+  v1::JobSpec spec = ValidSpec();
+  spec.set_name("run\x1b[2J");
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, nullptr);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("job.name: contains the control character U+001B at character 4"),
+            std::string::npos)
+      << status;
+  spec.set_name("a\xc3(");
+  EXPECT_NE(ValidateJobSpec(spec, JobLimits{}, nullptr).message().find("not valid UTF-8"),
+            std::string::npos);
+  spec.set_name("x\xe2\x80\xae");  // U+202E, a right-to-left override
+  EXPECT_EQ(ValidateJobSpec(spec, JobLimits{}, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  std::string greek;
+  for (int i = 0; i < 128; ++i) greek += "\xce\xb1";  // alpha: 2 bytes, 1 character
+  spec.set_name(greek);
+  EXPECT_TRUE(ValidateJobSpec(spec, JobLimits{}, nullptr).ok());
+  spec.set_name(greek + "b");
+  EXPECT_NE(ValidateJobSpec(spec, JobLimits{}, nullptr).message().find("is 129 characters long"),
+            std::string::npos);
+}
+
+// ---- GPT jobs ----
+
+// A token file of `count` uint16 ids in the test's temporary folder.
+std::string TokenFile(const std::string& name, int count) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir ? dir : "/tmp") + "/" + name;
+  std::ofstream file(path, std::ios::binary);
+  const std::vector<uint16_t> ids(count, 1);
+  file.write(reinterpret_cast<const char*>(ids.data()), count * 2);
+  return path;
+}
+
+v1::JobSpec ValidGptSpec() {
+  v1::JobSpec spec;
+  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
+  gpt->set_vocab_size(256);
+  gpt->set_block_size(16);
+  gpt->set_n_layer(2);
+  gpt->set_n_head(4);
+  gpt->set_n_embd(32);
+  spec.mutable_optimizer()->mutable_adamw()->set_lr(1e-3);
+  spec.mutable_data()->mutable_tokens()->set_train_path(TokenFile("train.bin", 100));
+  spec.mutable_data()->mutable_tokens()->set_val_path(TokenFile("val.bin", 17));
+  spec.set_global_batch_size(8);
+  spec.set_steps(10);
+  spec.set_world_size(2);
+  return spec;
+}
+
+TEST(GptValidation, AcceptsAGptAndItsDefaults) {
+  v1::JobSpec spec = ValidGptSpec();
+  EXPECT_TRUE(ValidateJobSpec(spec, JobLimits{}, CheckReadableFile).ok());
+  ApplyJobSpecDefaults(&spec);
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(spec.model().gpt().activation(), v1::GELU);
+  EXPECT_TRUE(spec.model().gpt().bias());
+  EXPECT_EQ(spec.model().gpt().attention(), v1::GptConfig::MATERIALIZED);
+  EXPECT_FALSE(spec.model().has_bias());  // the MLP's fields stay unset
+  ASSERT_EQ(spec.wrap().modules_size(), 1);
+  EXPECT_EQ(spec.wrap().modules(0), v1::WrapModule::BLOCK);
+  EXPECT_EQ(spec.evaluation().batches(), kDefaultEvalBatches);
+}
+
+class GptValidationTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(GptValidationTest, RejectsWithFieldAndValue) {
+  v1::JobSpec spec = ValidGptSpec();
+  GetParam().mutate(&spec);
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << GetParam().what;
+  EXPECT_NE(status.message().find(GetParam().expected_message), std::string::npos)
+      << "got: " << status.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryRule, GptValidationTest,
+    ::testing::Values(
+        BadCase{"heads do not divide the width",
+                [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_n_head(5); },
+                "job.model.gpt.n_embd: 32 is not divisible by model.gpt.n_head 5"},
+        BadCase{"unknown attention",
+                [](v1::JobSpec* s) {
+                  s->mutable_model()->mutable_gpt()->set_attention(
+                      static_cast<v1::GptConfig::Attention>(5));
+                },
+                "job.model.gpt.attention: unknown value 5 (expected MATERIALIZED or FUSED)"},
+        BadCase{"zero vocabulary",
+                [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_vocab_size(0); },
+                "job.model.gpt.vocab_size: must be positive, got 0"},
+        BadCase{"MLP fields beside the GPT",
+                [](v1::JobSpec* s) { s->mutable_model()->add_layer_widths(4); },
+                "job.model: sets model.gpt and MLP fields"},
+        BadCase{"token file shorter than a sequence",
+                [](v1::JobSpec* s) {
+                  s->mutable_data()->mutable_tokens()->set_val_path(TokenFile("short.bin", 16));
+                },
+                "job.data.tokens.val_path: '"},
+        BadCase{"token file missing",
+                [](v1::JobSpec* s) {
+                  s->mutable_data()->mutable_tokens()->set_train_path("/nope/train.bin");
+                },
+                "job.data.tokens.train_path '/nope/train.bin': no such file"},
+        BadCase{"no token data",
+                [](v1::JobSpec* s) { s->mutable_data()->mutable_synthetic(); },
+                "job.data: model.gpt trains on token files"},
+        BadCase{"wrap splits the tied weight",
+                [](v1::JobSpec* s) {
+                  s->mutable_wrap()->add_modules(v1::WrapModule::BLOCK);
+                  s->mutable_wrap()->add_modules(v1::WrapModule::TOKEN_EMBEDDING);
+                },
+                "job.wrap: this policy puts transformer.wte.weight into its own FSDP unit"},
+        BadCase{"MSE on a GPT", [](v1::JobSpec* s) { s->set_loss(v1::MSE); },
+                "job.loss: model.gpt trains with CROSS_ENTROPY, got MSE"},
+        BadCase{"evaluation without a validation file",
+                [](v1::JobSpec* s) {
+                  s->mutable_data()->mutable_tokens()->clear_val_path();
+                  s->mutable_evaluation()->set_interval_steps(5);
+                },
+                "job.evaluation: needs a validation file, data.tokens.val_path"},
+        BadCase{"decay that ends before the warmup",
+                [](v1::JobSpec* s) {
+                  auto* schedule = s->mutable_optimizer()->mutable_lr_schedule();
+                  schedule->set_decay(v1::LrSchedule::COSINE);
+                  schedule->set_warmup_steps(20);
+                },
+                "job.optimizer.lr_schedule.decay_steps: the decay ends at step 10 (job.steps), "
+                "not after the warmup's 20 steps"},
+        BadCase{"min_lr above lr",
+                [](v1::JobSpec* s) { s->mutable_optimizer()->mutable_lr_schedule()->set_min_lr(1); },
+                "job.optimizer.lr_schedule.min_lr: must be in [0, lr = 0.001], got 1"},
+        BadCase{"unknown overlap parameter",
+                [](v1::JobSpec* s) {
+                  s->mutable_optimizer()->mutable_overlap()->set_mode(
+                      v1::OptimizerOverlap::HOOK_THEN_OPTIMIZER);
+                  s->mutable_optimizer()->mutable_overlap()->add_params("0.weight");
+                },
+                "job.optimizer.overlap.params: '0.weight' is not a parameter of this model "
+                "(transformer.wte.weight, transformer.wpe.weight,"}),
+    [](const auto& info) {
+      std::string name = info.param.what;
+      for (char& c : name) {
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name;
+    });
+
+}  // namespace
+}  // namespace shardwise

@@ -1,0 +1,205 @@
+#include "contracts/memory_estimate.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "contracts/fsdp_layout.h"
+#include "common/status_macros.h"
+
+namespace shardwise {
+namespace {
+
+// Sizes are computed in doubles (an estimate needs no more precision) and saturated, so
+// that no spec, however large, overflows.
+int64_t Saturate(double bytes) {
+  constexpr double kMax = static_cast<double>(std::numeric_limits<int64_t>::max());
+  if (!(bytes < kMax)) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(std::max(bytes, 0.0));
+}
+
+bool IsLowPrecision(v1::Dtype dtype) { return dtype == v1::FP16 || dtype == v1::BF16; }
+
+// Elements of the layout's units as this rank holds them: its shards, all units gathered,
+// the root gathered, and the largest child gathered.
+struct UnitElements {
+  double shard = 0, full = 0, root = 0, largest_child = 0;
+};
+
+UnitElements CountUnitElements(const fsdp::FlatLayout& layout, int shard_size) {
+  UnitElements e;
+  for (const fsdp::UnitLayout& unit : layout.units) {
+    const double padded = static_cast<double>(fsdp::PaddedNumel(unit.numel, shard_size));
+    e.shard += padded / shard_size;
+    e.full += padded;
+    if (unit.is_root) {
+      e.root = padded;
+    } else {
+      e.largest_child = std::max(e.largest_child, padded);
+    }
+  }
+  return e;
+}
+
+// Units gathered at once besides the root while a reshard-after-forward strategy
+// computes: the one computing, and with prefetch the next one.
+int UnitsInFlight(const v1::FsdpConfig& fsdp) {
+  const bool prefetch = fsdp.forward_prefetch() ||
+                        fsdp.backward_prefetch() != v1::BackwardPrefetch::NONE;
+  return prefetch ? 2 : 1;
+}
+
+// The FP32 shards, and the units gathered at once. Gathered units are FP32 whatever
+// param_dtype is: with mixed precision the gathered 16-bit values are widened (exactly)
+// for the GEMMs, which read FP32 storage. While a unit's all-gather runs, the 16-bit copy
+// of its shard and the 16-bit gathered values live besides (one unit at a time: the
+// all-gathers run in order); NO_SHARD instead keeps an FP32 copy rounded to param_dtype.
+double ParameterBytes(const v1::JobSpec& spec, const fsdp::ShardingPlan& plan,
+                      const UnitElements& e) {
+  const bool low = IsLowPrecision(spec.fsdp().mixed_precision().param_dtype());
+  if (!plan.sharded()) return (low ? 8 : 4) * e.full;
+  const double shard_size = std::max(1, plan.shard_size);
+  // The 16-bit shard and gathered copies of a unit of `padded` elements.
+  const auto in_gather = [&](double padded) { return low ? 2 * (padded + padded / shard_size) : 0; };
+  double gathered;
+  if (plan.reshard_after_forward) {
+    // The root is gathered first, alone; each block then gathers while the root and the
+    // blocks in flight before it are held.
+    const double in_flight = UnitsInFlight(spec.fsdp());
+    gathered = std::max(4 * e.root + in_gather(e.root),
+                        4 * (e.root + in_flight * e.largest_child) + in_gather(e.largest_child));
+  } else {
+    gathered = 4 * e.full + in_gather(std::max(e.root, e.largest_child));
+  }
+  return 4 * e.shard + gathered;
+}
+
+double OptimizerBytes(const v1::OptimizerSpec& optimizer, const UnitElements& e) {
+  if (optimizer.has_adamw()) return 8 * e.shard;  // exp_avg and exp_avg_sq
+  if (optimizer.sgd().momentum() != 0) return 4 * e.shard;
+  return 0;
+}
+
+// Per micro-batch: the rows (MLP) or sequences (GPT) one rank computes at once.
+double MicroBatch(const v1::JobSpec& spec) {
+  const double ranks = std::max(1, spec.world_size());
+  const double steps = std::max(1, spec.gradient_accumulation_steps());
+  return static_cast<double>(spec.global_batch_size()) / (ranks * steps);
+}
+
+// A GPT block keeps, per row, 16 C floats for its backward (its input, ln_1, q/k/v, the
+// attention output, the residual, ln_2, the MLP's 4C hidden before and after GELU) and
+// the softmax's record: with MATERIALIZED attention the probabilities, heads x T x T per
+// sequence, with FUSED each row's log-sum-exp, heads x T; with checkpointing, only its
+// input, plus one block's during its recompute. Around the blocks: the embeddings' sum
+// and ln_f's output (C each), the logits, their softmax and its gradient (V each).
+// An attention backward holds working space beside them: the fused one each row's
+// dout . out (heads x T per sequence) and the attention output (C per row), which the
+// materialised one frees before its backward and the fused one reads; on CUDA the materialised one the whole
+// micro-batch's score gradients at once (the CPU's go one head at a time) and, with
+// 16-bit operands, 16-bit copies of them and of the probabilities (cuda/attention.h).
+double GptActivationBytes(const v1::JobSpec& spec, double sequences) {
+  const v1::GptConfig& gpt = spec.model().gpt();
+  const double c = gpt.n_embd(), t = gpt.block_size(), v = gpt.vocab_size();
+  const double rows = sequences * t;
+  const bool fused = gpt.attention() == v1::GptConfig::FUSED;
+  const double row_stats = gpt.n_head() * t * sequences;
+  const double scores = fused ? row_stats : row_stats * t;
+  const double per_block = 4 * (16 * c * rows + scores);
+  const double blocks = spec.activation_checkpointing()
+                            ? gpt.n_layer() * 4 * c * rows + per_block
+                            : gpt.n_layer() * per_block;
+  double attention_backward = 0;
+  if (fused) {
+    attention_backward = 4 * (row_stats + c * rows);
+  } else if (spec.device() == v1::CUDA) {
+    const v1::Dtype low = spec.fsdp().mixed_precision().param_dtype();
+    const bool narrow = low == v1::BF16 || low == v1::FP16;
+    attention_backward = (4 + (narrow ? 2 + 2 : 0)) * scores;
+  }
+  return blocks + attention_backward + 4 * rows * (2 * c + 3 * v);
+}
+
+// An MLP keeps the input and, per Linear, its output before and after the activation,
+// plus the loss's gradient.
+double MlpActivationBytes(const v1::ModelSpec& model, double rows) {
+  const auto& widths = model.layer_widths();
+  double floats = widths.empty() ? 0 : widths[0] + widths[widths.size() - 1];
+  for (int k = 1; k < widths.size(); ++k) floats += 2.0 * widths[k];
+  return 4 * rows * floats;
+}
+
+double DataBytes(const v1::JobSpec& spec, double micro_batch, int64_t data_file_bytes) {
+  const v1::DataSpec& data = spec.data();
+  if (data.has_tokens()) return 2 * 8 * micro_batch * spec.model().gpt().block_size();
+  if (data.has_synthetic()) {
+    const auto& widths = spec.model().layer_widths();
+    const double row = widths.empty() ? 0 : widths[0] + widths[widths.size() - 1];
+    return 4 * row * static_cast<double>(data.synthetic().num_samples());
+  }
+  return static_cast<double>(data_file_bytes);
+}
+
+}  // namespace
+
+int64_t MemoryEstimate::total() const {
+  return Saturate(static_cast<double>(parameters) + gradients + optimizer_state + activations +
+                  data);
+}
+
+std::string MemoryEstimate::ToString() const { return DescribeMemoryEstimate(ToProto()); }
+
+v1::MemoryEstimate MemoryEstimate::ToProto() const {
+  v1::MemoryEstimate proto;
+  proto.set_parameters_bytes(parameters);
+  proto.set_gradients_bytes(gradients);
+  proto.set_optimizer_state_bytes(optimizer_state);
+  proto.set_activations_bytes(activations);
+  proto.set_data_bytes(data);
+  proto.set_total_bytes(total());
+  return proto;
+}
+
+std::string DescribeMemoryEstimate(const v1::MemoryEstimate& e) {
+  return absl::StrCat(FormatBytes(e.total_bytes()), " (parameters ",
+                      FormatBytes(e.parameters_bytes()), ", gradients ",
+                      FormatBytes(e.gradients_bytes()), ", optimizer state ",
+                      FormatBytes(e.optimizer_state_bytes()), ", activations ",
+                      FormatBytes(e.activations_bytes()), ", data ", FormatBytes(e.data_bytes()),
+                      ")");
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double value = static_cast<double>(bytes);
+  int unit = -1;
+  while (value >= 1024 && unit < 5) value /= 1024, ++unit;
+  return absl::StrFormat("%.1f %s", value, units[unit]);
+}
+
+absl::StatusOr<MemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec,
+                                                  int64_t data_file_bytes) {
+  ASSIGN_OR_RETURN(const fsdp::FlatLayout layout,
+                   fsdp::BuildFlatLayout(spec.model(), spec.wrap()));
+  ASSIGN_OR_RETURN(const fsdp::ShardingPlan plan,
+                   fsdp::PlanSharding(spec.fsdp(), std::max(1, spec.world_size()), 0));
+  const UnitElements e = CountUnitElements(layout, plan.shard_size);
+  const double micro_batch = MicroBatch(spec);
+
+  MemoryEstimate estimate;
+  estimate.parameters = Saturate(ParameterBytes(spec, plan, e));
+  // The reduced (sharded) gradients, and the unsharded ones of the root, of the unit
+  // computing its backward and of the one whose reduction runs meanwhile.
+  estimate.gradients = Saturate(4 * (e.shard + e.root + 2 * e.largest_child));
+  estimate.optimizer_state = Saturate(OptimizerBytes(spec.optimizer(), e));
+  estimate.activations = Saturate(spec.model().has_gpt()
+                                      ? GptActivationBytes(spec, micro_batch)
+                                      : MlpActivationBytes(spec.model(), micro_batch));
+  estimate.data = Saturate(DataBytes(spec, micro_batch, data_file_bytes));
+  return estimate;
+}
+
+}  // namespace shardwise

@@ -1,0 +1,185 @@
+#include "contracts/memory_estimate.h"
+
+#include <cstdint>
+#include <limits>
+
+#include "contracts/job_spec_defaults.h"
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+v1::JobSpec Mlp(int world, v1::ShardingStrategy::Value strategy) {
+  v1::JobSpec spec;
+  for (int w : {4, 8, 3}) spec.mutable_model()->add_layer_widths(w);
+  spec.mutable_optimizer()->mutable_sgd()->set_lr(0.1);
+  spec.mutable_data()->mutable_synthetic()->set_num_samples(100);
+  spec.set_global_batch_size(16);
+  spec.set_steps(1);
+  spec.set_world_size(world);
+  spec.mutable_fsdp()->set_sharding_strategy(strategy);
+  ApplyJobSpecDefaults(&spec);
+  return spec;
+}
+
+v1::JobSpec Gpt(v1::ShardingStrategy::Value strategy) {
+  v1::JobSpec spec;
+  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
+  gpt->set_vocab_size(256);
+  gpt->set_block_size(128);
+  gpt->set_n_layer(4);
+  gpt->set_n_head(4);
+  gpt->set_n_embd(256);
+  spec.mutable_optimizer()->mutable_adamw()->set_lr(1e-3);
+  spec.mutable_data()->mutable_tokens()->set_train_path("/data/train.bin");
+  spec.set_global_batch_size(16);
+  spec.set_steps(1);
+  spec.set_world_size(2);
+  spec.mutable_fsdp()->set_sharding_strategy(strategy);
+  ApplyJobSpecDefaults(&spec);
+  return spec;
+}
+
+// The MLP 4-8-3 has 67 parameters; the default wrap policy makes each Linear a unit (40
+// and 27 parameters) and leaves the root empty. On one rank that is NO_SHARD.
+TEST(EstimateRankMemory, CountsAnUnshardedMlpExactly) {
+  auto e = EstimateRankMemory(Mlp(1, v1::ShardingStrategy::FULL_SHARD));
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->parameters, 4 * 67);
+  // The accumulated gradients, and the unsharded ones of two units of the larger size.
+  EXPECT_EQ(e->gradients, 4 * (67 + 2 * 40));
+  EXPECT_EQ(e->optimizer_state, 0);        // SGD without momentum
+  EXPECT_EQ(e->activations, 4 * 16 * (4 + 3 + 2 * (8 + 3)));
+  EXPECT_EQ(e->data, 4 * (4 + 3) * 100);
+  EXPECT_EQ(e->total(), e->parameters + e->gradients + e->activations + e->data);
+}
+
+TEST(EstimateRankMemory, ShardingDividesWhatIsSharded) {
+  const v1::JobSpec none = Gpt(v1::ShardingStrategy::NO_SHARD);
+  v1::JobSpec full = Gpt(v1::ShardingStrategy::FULL_SHARD);
+  auto unsharded = EstimateRankMemory(none);
+  auto sharded = EstimateRankMemory(full);
+  ASSERT_TRUE(unsharded.ok() && sharded.ok());
+  // AdamW's two moments of a shard: half the unsharded ones at world 2 (padding aside).
+  EXPECT_NEAR(sharded->optimizer_state, unsharded->optimizer_state / 2, 64);
+  EXPECT_EQ(sharded->activations, unsharded->activations);
+  // A shard, the root and one block gathered hold less than the whole model; prefetching
+  // gathers one more block, which for this small model (4 blocks, world 2) is more than
+  // the whole model, as the allocator measures too (bench/RESULTS.md).
+  full.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
+  auto no_prefetch = EstimateRankMemory(full);
+  ASSERT_TRUE(no_prefetch.ok());
+  EXPECT_LT(no_prefetch->parameters, unsharded->parameters);
+  EXPECT_LT(no_prefetch->parameters, sharded->parameters);
+  EXPECT_GT(sharded->parameters, unsharded->parameters);
+}
+
+TEST(EstimateRankMemory, CheckpointingKeepsOnlyTheBlocksInputs) {
+  v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
+  auto plain = EstimateRankMemory(spec);
+  spec.set_activation_checkpointing(true);
+  auto checkpointed = EstimateRankMemory(spec);
+  ASSERT_TRUE(plain.ok() && checkpointed.ok());
+  EXPECT_LT(checkpointed->activations * 2, plain->activations);
+}
+
+// A CUDA attention backward holds one micro-batch's score gradients (4 heads x 128 x 128
+// per sequence, 8 sequences per rank) at once, plus 16-bit copies of them and of the
+// probabilities with BF16 operands.
+TEST(EstimateRankMemory, CudaAttentionAddsItsScoreGradients) {
+  v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
+  auto cpu = EstimateRankMemory(spec);
+  spec.set_device(v1::CUDA);
+  auto cuda = EstimateRankMemory(spec);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  auto cuda_bf16 = EstimateRankMemory(spec);
+  ASSERT_TRUE(cpu.ok() && cuda.ok() && cuda_bf16.ok());
+  const int64_t scores = 4 * 128 * 128 * 8;
+  EXPECT_EQ(cuda->activations - cpu->activations, 4 * scores);
+  EXPECT_EQ(cuda_bf16->activations - cpu->activations, 8 * scores);
+}
+
+// FUSED attention keeps each row's log-sum-exp (4 heads x 128 per sequence) where
+// MATERIALIZED keeps the probabilities (x 128 more), in each of the 4 blocks, and its
+// backward holds one such row statistic and the attention output (256 per row) besides,
+// on any device.
+TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities) {
+  v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
+  for (const v1::DeviceKind device : {v1::CPU, v1::CUDA}) {
+    spec.set_device(device);
+    spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::MATERIALIZED);
+    auto materialized = EstimateRankMemory(spec);
+    spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+    auto fused = EstimateRankMemory(spec);
+    ASSERT_TRUE(materialized.ok() && fused.ok());
+    const int64_t row_stats = 4 * 128 * 8, scores = row_stats * 128, out = 256 * 128 * 8;
+    const int64_t cuda_backward = device == v1::CUDA ? 4 * scores : 0;
+    EXPECT_EQ(materialized->activations - fused->activations,
+              4 * 4 * (scores - row_stats) + cuda_backward - 4 * (row_stats + out))
+        << v1::DeviceKind_Name(device);
+  }
+}
+
+// With mixed precision the gathered units stay FP32 (widened from the 16-bit values the
+// all-gather moved), and the 16-bit copies live besides while a unit gathers: more
+// parameter memory than FP32, not less (gpt_training_test checks the exact figure against
+// the allocator). NO_SHARD keeps a rounded FP32 copy of the whole model.
+TEST(EstimateRankMemory, MixedPrecisionGathersIntoFp32) {
+  for (auto strategy : {v1::ShardingStrategy::SHARD_GRAD_OP, v1::ShardingStrategy::FULL_SHARD}) {
+    v1::JobSpec spec = Gpt(strategy);
+    auto fp32 = EstimateRankMemory(spec);
+    spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+    auto bf16 = EstimateRankMemory(spec);
+    ASSERT_TRUE(fp32.ok() && bf16.ok());
+    EXPECT_GT(bf16->parameters, fp32->parameters) << strategy;
+    EXPECT_EQ(bf16->gradients, fp32->gradients) << strategy;
+  }
+  v1::JobSpec whole = Gpt(v1::ShardingStrategy::NO_SHARD);
+  auto fp32 = EstimateRankMemory(whole);
+  whole.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  auto bf16 = EstimateRankMemory(whole);
+  ASSERT_TRUE(fp32.ok() && bf16.ok());
+  EXPECT_EQ(bf16->parameters, 2 * fp32->parameters);
+}
+
+// The largest sizes the coordinator's limits allow saturate rather than overflow.
+TEST(EstimateRankMemory, SaturatesInsteadOfOverflowing) {
+  v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
+  spec.mutable_model()->mutable_gpt()->set_block_size(1 << 20);
+  spec.mutable_model()->mutable_gpt()->set_n_head(1 << 8);
+  spec.set_global_batch_size(int64_t{1} << 24);
+  spec.set_world_size(1);
+  auto e = EstimateRankMemory(spec);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->activations, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(e->total(), std::numeric_limits<int64_t>::max());
+}
+
+TEST(EstimateRankMemory, ModelsThatCannotBeLaidOutAreInvalid) {
+  v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
+  spec.mutable_model()->mutable_gpt()->set_n_head(3);  // 256 is not divisible by 3
+  EXPECT_EQ(EstimateRankMemory(spec).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EstimateRankMemory, DescribesItselfPartByPart) {
+  MemoryEstimate e;
+  e.parameters = 1 << 20;
+  e.gradients = 2 << 20;
+  e.optimizer_state = 0;
+  e.activations = int64_t{3} << 30;
+  e.data = 512;
+  EXPECT_EQ(e.ToProto().total_bytes(), e.total());
+  EXPECT_EQ(e.ToString(),
+            "3.0 GiB (parameters 1.0 MiB, gradients 2.0 MiB, optimizer state 0 B, "
+            "activations 3.0 GiB, data 512 B)");
+}
+
+TEST(FormatBytes, UsesBinaryUnits) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(3 << 20), "3.0 MiB");
+  EXPECT_EQ(FormatBytes(int64_t{5} << 29), "2.5 GiB");
+  EXPECT_EQ(FormatBytes(std::numeric_limits<int64_t>::max()), "8.0 EiB");
+}
+
+}  // namespace
+}  // namespace shardwise

@@ -1,0 +1,27 @@
+#ifndef SHARDWISE_CONTRACTS_PERMANENT_FAILURE_H_
+#define SHARDWISE_CONTRACTS_PERMANENT_FAILURE_H_
+
+// A failure that any attempt of the job would repeat: it comes from the job itself (its
+// data, its numbers), not from the cluster (a lost worker, a network error). The restart
+// policy does not re-queue such a failure. Marked with a payload on the status, so it
+// survives being passed up through layers that only propagate statuses.
+
+#include "absl/status/status.h"
+#include "absl/strings/cord.h"
+
+namespace shardwise {
+
+inline constexpr char kPermanentFailureUrl[] = "type.shardwise.dev/permanent-failure";
+
+inline absl::Status MarkPermanent(absl::Status status) {
+  if (!status.ok()) status.SetPayload(kPermanentFailureUrl, absl::Cord("1"));
+  return status;
+}
+
+inline bool IsPermanent(const absl::Status& status) {
+  return status.GetPayload(kPermanentFailureUrl).has_value();
+}
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_CONTRACTS_PERMANENT_FAILURE_H_

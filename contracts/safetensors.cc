@@ -1,0 +1,248 @@
+#include "contracts/safetensors.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/safe_write.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace shardwise {
+namespace {
+
+absl::Status Corrupt(const std::string& path, const std::string& what) {
+  return absl::DataLossError(absl::StrCat(path, ": not a valid safetensors file: ", what));
+}
+
+// Whole files up to this size (a model's or an MLP dataset's); token files are mapped
+// instead (worker/data/tokens.h).
+constexpr uint64_t kMaxFileBytes = uint64_t{64} << 30;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  // A regular file of bounded size: a FIFO would block, a device never end.
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    return absl::NotFoundError(absl::StrCat("cannot read '", path, "'",
+                                            std::filesystem::exists(path, error)
+                                                ? ": not a regular file"
+                                                : ""));
+  }
+  if (std::filesystem::file_size(path, error) > kMaxFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is over ", kMaxFileBytes >> 30, " GiB"));
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file.is_open()) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+// A JSON string with its quotes and escapes.
+std::string Quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+int SafetensorsDtypeSize(const std::string& dtype) {
+  if (dtype == "F32" || dtype == "I32") return 4;
+  if (dtype == "I64") return 8;
+  if (dtype == "U16") return 2;
+  return 0;
+}
+
+int64_t HostTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+HostTensor F32Tensor(std::vector<int64_t> shape, const float* data) {
+  HostTensor t;
+  t.dtype = "F32";
+  t.shape = std::move(shape);
+  t.bytes.assign(reinterpret_cast<const char*>(data), t.numel() * sizeof(float));
+  return t;
+}
+
+namespace {
+
+uint64_t HeaderSize(std::string_view first_eight) {
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | static_cast<uint8_t>(first_eight[i]);
+  return header_size;
+}
+
+// The entries of `header` (JSON) of a file of `file_size` bytes.
+absl::StatusOr<SafetensorsIndex> ParseHeader(const std::string& path, const std::string& header,
+                                             uint64_t file_size);
+
+}  // namespace
+
+absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
+                                                       std::string_view file) {
+  if (file.size() < 8) return Corrupt(path, "shorter than its 8-byte header length");
+  const uint64_t header_size = HeaderSize(file);
+  if (header_size > file.size() - 8) return Corrupt(path, "header length past the end");
+  return ParseHeader(path, std::string(file.substr(8, header_size)), file.size());
+}
+
+absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path) {
+  constexpr uint64_t kMaxHeader = uint64_t{100} << 20;
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    if (!std::filesystem::exists(path, error)) {
+      return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat("'", path, "' is not a regular file"));
+  }
+  std::ifstream file(path, std::ios::binary);
+  const uint64_t file_size = std::filesystem::file_size(path, error);
+  char first[8];
+  if (!file.read(first, 8)) return Corrupt(path, "shorter than its 8-byte header length");
+  const uint64_t header_size = HeaderSize(std::string_view(first, 8));
+  if (header_size > file_size - 8) return Corrupt(path, "header length past the end");
+  if (header_size > kMaxHeader) return Corrupt(path, "a header of over 100 MiB");
+  std::string header(header_size, '\0');
+  if (!file.read(header.data(), static_cast<std::streamsize>(header_size))) {
+    return Corrupt(path, "cannot read its header");
+  }
+  return ParseHeader(path, header, file_size);
+}
+
+namespace {
+
+absl::StatusOr<SafetensorsIndex> ParseHeader(const std::string& path, const std::string& header,
+                                             uint64_t file_size) {
+  const uint64_t data_start = 8 + header.size();
+  const uint64_t data_size = file_size - data_start;
+
+  google::protobuf::Struct json;
+  if (!google::protobuf::util::JsonStringToMessage(header, &json).ok()) {
+    return Corrupt(path, "its header is not JSON");
+  }
+  SafetensorsIndex index;
+  for (const auto& [name, entry] : json.fields()) {
+    if (name == "__metadata__") {
+      for (const auto& [key, value] : entry.struct_value().fields()) {
+        index.metadata[key] = value.string_value();
+      }
+      continue;
+    }
+    const auto& fields = entry.struct_value().fields();
+    auto dtype = fields.find("dtype");
+    auto shape = fields.find("shape");
+    auto offsets = fields.find("data_offsets");
+    if (dtype == fields.end() || shape == fields.end() || offsets == fields.end() ||
+        offsets->second.list_value().values_size() != 2) {
+      return Corrupt(path, absl::StrCat("tensor '", name, "' lacks dtype, shape or data_offsets"));
+    }
+    SafetensorsEntry tensor;
+    tensor.dtype = dtype->second.string_value();
+    const int element = SafetensorsDtypeSize(tensor.dtype);
+    if (element == 0) {
+      return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has dtype ",
+                                              tensor.dtype, "; Shardwise reads F32, I64, I32 and U16"));
+    }
+    // Sizes are checked against the file before anything is multiplied out, and every
+    // partial product must fit int64_t: shapes are multiplied as int64_t later (numel()),
+    // in any order, so [60000, 60000, 60000, 60000, 0] is refused although it holds none.
+    uint64_t numel = 1, magnitude = 1;  // magnitude: the product with zeros taken as ones
+    for (const auto& d : shape->second.list_value().values()) {
+      const double dim = d.number_value();
+      if (!(dim >= 0 && dim <= static_cast<double>(data_size)) ||
+          __builtin_mul_overflow(magnitude, std::max<uint64_t>(static_cast<uint64_t>(dim), 1),
+                                 &magnitude) ||
+          magnitude > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return Corrupt(path, absl::StrCat("tensor '", name, "' has a dimension that does not fit the file"));
+      }
+      numel *= static_cast<uint64_t>(dim);  // at most `magnitude`
+      tensor.shape.push_back(static_cast<int64_t>(dim));
+    }
+    const double begin = offsets->second.list_value().values(0).number_value();
+    const double end = offsets->second.list_value().values(1).number_value();
+    uint64_t bytes = 0;
+    if (!(begin >= 0 && begin <= end && end <= static_cast<double>(data_size)) ||
+        __builtin_mul_overflow(numel, static_cast<uint64_t>(element), &bytes) ||
+        static_cast<uint64_t>(end) - static_cast<uint64_t>(begin) != bytes) {
+      return Corrupt(path, absl::StrCat("tensor '", name, "' has offsets [", begin, ", ", end,
+                                        "] that do not fit its shape or the file"));
+    }
+    tensor.begin = data_start + static_cast<uint64_t>(begin);
+    tensor.end = data_start + static_cast<uint64_t>(end);
+    index.tensors[name] = std::move(tensor);
+  }
+  return index;
+}
+
+}  // namespace
+
+absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path) {
+  auto data = ReadFile(path);
+  if (!data.ok()) return data.status();
+  auto index = ParseSafetensorsIndex(path, *data);
+  if (!index.ok()) return index.status();
+  TensorMap tensors;
+  for (const auto& [name, entry] : index->tensors) {
+    if (entry.dtype != "F32" && entry.dtype != "I64") {
+      return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has dtype ",
+                                              entry.dtype, "; Shardwise reads F32 and I64 here"));
+    }
+    HostTensor tensor;
+    tensor.dtype = entry.dtype;
+    tensor.shape = entry.shape;
+    tensor.bytes = data->substr(entry.begin, entry.end - entry.begin);
+    tensors[name] = std::move(tensor);
+  }
+  return tensors;
+}
+
+absl::StatusOr<Metadata> ReadSafetensorsMetadata(const std::string& path) {
+  auto data = ReadFile(path);
+  if (!data.ok()) return data.status();
+  auto index = ParseSafetensorsIndex(path, *data);
+  if (!index.ok()) return index.status();
+  return index->metadata;
+}
+
+std::string EncodeSafetensors(const TensorMap& tensors, const Metadata& metadata) {
+  std::string header = "{\"__metadata__\":{\"format\":\"pt\"";
+  for (const auto& [key, value] : metadata) absl::StrAppend(&header, ",", Quoted(key), ":", Quoted(value));
+  header += "}";
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    absl::StrAppend(&header, ",", Quoted(name), ":{\"dtype\":\"", tensor.dtype, "\",\"shape\":[");
+    for (size_t i = 0; i < tensor.shape.size(); ++i) {
+      absl::StrAppend(&header, i ? "," : "", tensor.shape[i]);
+    }
+    absl::StrAppend(&header, "],\"data_offsets\":[", offset, ",", offset + tensor.bytes.size(),
+                    "]}");
+    offset += tensor.bytes.size();
+  }
+  header += "}";
+  // The data that follows starts 8-byte aligned, as the format's reference writer does.
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(header.size() >> (8 * i) & 0xff);
+  out += header;
+  for (const auto& [name, tensor] : tensors) out += tensor.bytes;
+  return out;
+}
+
+absl::Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
+                              const Metadata& metadata, bool replace) {
+  return WriteFileAtomically(path, EncodeSafetensors(tensors, metadata), replace);
+}
+
+}  // namespace shardwise

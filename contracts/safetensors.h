@@ -1,0 +1,76 @@
+#ifndef SHARDWISE_CONTRACTS_SAFETENSORS_H_
+#define SHARDWISE_CONTRACTS_SAFETENSORS_H_
+
+// The safetensors format: an 8-byte little-endian header length N, N bytes of JSON
+// ({"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}},
+// padded with spaces to a multiple of 8), then the tensors' bytes, little-endian,
+// row-major. Shardwise reads F32 and I64 tensors and writes F32 ones; its index of a
+// file's tensors also covers U16 and I32 (token ids).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace shardwise {
+
+struct HostTensor {
+  std::string dtype;  // "F32" or "I64"
+  std::vector<int64_t> shape;
+  std::string bytes;
+  int64_t numel() const;
+  const float* f32() const { return reinterpret_cast<const float*>(bytes.data()); }
+  const int64_t* i64() const { return reinterpret_cast<const int64_t*>(bytes.data()); }
+};
+
+using TensorMap = std::map<std::string, HostTensor>;
+// The header's "__metadata__": string keys and values.
+using Metadata = std::map<std::string, std::string>;
+
+// Where each tensor of a file lies, from its header alone.
+struct SafetensorsEntry {
+  std::string dtype;  // "F32", "I64", "I32" or "U16"
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte offsets in the file
+};
+struct SafetensorsIndex {
+  std::map<std::string, SafetensorsEntry> tensors;
+  Metadata metadata;
+};
+
+// The index of a file whose bytes are `file` (the whole file); DATA_LOSS naming `path`
+// and what is wrong when the header is malformed or an entry does not fit the file.
+absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
+                                                       std::string_view file);
+// The same from the file on disk, reading only its header (at most 100 MiB): NOT_FOUND if
+// it cannot be opened, FAILED_PRECONDITION if it is not a regular file.
+absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path);
+
+// The size of one element of `dtype`, 0 for a dtype Shardwise does not know.
+int SafetensorsDtypeSize(const std::string& dtype);
+
+// NOT_FOUND if the file cannot be read; DATA_LOSS naming what is wrong if it is not valid
+// safetensors (or holds a dtype other than F32 and I64).
+absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path);
+
+// A file's metadata (NOT_FOUND / DATA_LOSS as ReadSafetensors).
+absl::StatusOr<Metadata> ReadSafetensorsMetadata(const std::string& path);
+
+// The file's bytes for `tensors` (F32), in the map's (name) order; the metadata holds
+// "format": "pt" and `metadata`.
+std::string EncodeSafetensors(const TensorMap& tensors, const Metadata& metadata = {});
+
+// Writes atomically (common/safe_write.h: a temporary file created exclusively, then
+// renamed into place, never through a link); an existing file is replaced only if
+// `replace` (ALREADY_EXISTS otherwise).
+absl::Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
+                              const Metadata& metadata = {}, bool replace = true);
+
+HostTensor F32Tensor(std::vector<int64_t> shape, const float* data);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_CONTRACTS_SAFETENSORS_H_

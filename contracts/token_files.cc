@@ -1,0 +1,50 @@
+#include "contracts/token_files.h"
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "contracts/safetensors.h"
+
+namespace shardwise {
+namespace {
+
+absl::Status Invalid(const std::string& field, const std::string& path, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("job.", field, " '", path, "': ", what));
+}
+
+}  // namespace
+
+v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData::Format format) {
+  if (format != v1::TokenData::FORMAT_UNSPECIFIED) return format;
+  return absl::EndsWith(path, ".safetensors") ? v1::TokenData::SAFETENSORS
+                                              : v1::TokenData::UINT16;
+}
+
+absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field,
+                                                 const std::string& path,
+                                                 v1::TokenData::Format format) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::exists(status)) return Invalid(field, path, "no such file");
+  if (!std::filesystem::is_regular_file(status)) return Invalid(field, path, "is not a regular file");
+  if (ResolveTokenFormat(path, format) == v1::TokenData::UINT16) {
+    const uint64_t bytes = std::filesystem::file_size(path, error);
+    if (error) return Invalid(field, path, error.message());
+    if (bytes % 2 != 0) {
+      return Invalid(field, path,
+                     absl::StrCat("has ", bytes, " bytes, not a whole number of uint16 ids"));
+    }
+    return TokenFileLayout{0, 2, static_cast<int64_t>(bytes / 2)};
+  }
+  auto index = ReadSafetensorsIndex(path);
+  if (!index.ok()) return Invalid(field, path, std::string(index.status().message()));
+  auto it = index->tensors.find("tokens");
+  if (it == index->tensors.end() || it->second.shape.size() != 1 || it->second.dtype == "F32") {
+    return Invalid(field, path, "needs a 1-D tensor 'tokens' of U16, I32 or I64");
+  }
+  return TokenFileLayout{it->second.begin, SafetensorsDtypeSize(it->second.dtype),
+                         it->second.shape[0]};
+}
+
+}  // namespace shardwise

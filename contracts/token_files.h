@@ -1,0 +1,34 @@
+#ifndef SHARDWISE_CONTRACTS_TOKEN_FILES_H_
+#define SHARDWISE_CONTRACTS_TOKEN_FILES_H_
+
+// Where the ids of a token file lie (data.tokens): raw little-endian uint16 (nanoGPT's
+// train.bin), or the 1-D tensor "tokens" (U16, I32 or I64) of a safetensors file. The
+// coordinator inspects a file at submission (its size and header, never its ids); the
+// workers map it and check every id (worker/data/tokens.h).
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/job_spec.pb.h"
+
+namespace shardwise {
+
+struct TokenFileLayout {
+  uint64_t offset = 0;  // of the first id, in bytes
+  int element = 2;      // bytes per id: 2, 4 or 8
+  int64_t count = 0;
+};
+
+// The format a path is read in: `format`, or by its extension when unspecified.
+v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData::Format format);
+
+// Reads the file's size and header only. INVALID_ARGUMENT naming job.`field` and the path
+// when it is missing, not a regular file, or not a token file of that format.
+absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field,
+                                                 const std::string& path,
+                                                 v1::TokenData::Format format);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_CONTRACTS_TOKEN_FILES_H_
