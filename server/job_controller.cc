@@ -5,7 +5,6 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "contracts/comm_hook.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_state.h"
 #include "common/random_token.h"
@@ -118,137 +117,6 @@ absl::StatusOr<v1::Job> JobController::Cancel(const std::string& job_id) {
                    jobs_->Finish(job_id, JobManager::kAnyAttempt, v1::CANCELLED, reason));
   RequestScheduleLocked();
   return cancelled;
-}
-
-absl::StatusOr<v1::HookSwitch> JobController::SetCommHook(const std::string& job_id,
-                                                          const v1::CommHook& hook) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(v1::Job job, jobs_->Get(job_id));
-  auto live = live_.find(job_id);
-  if (job.state() != v1::RUNNING || live == live_.end() ||
-      live->second.attempt != job.attempt()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id, " is ", v1::JobState_Name(job.state()),
-        "; its communication hook can change only while it is RUNNING"));
-  }
-  if (live->second.awaiting_reattach) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id, "'s ranks are re-attaching after a coordinator restart; try again "
-        "once they are back (describe shows it)"));
-  }
-  RETURN_IF_ERROR(ValidateCommHook(hook, job.spec()));
-  if (SameHook(HookInEffect(job), hook)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", job_id, " already uses ", CommHookName(hook)));
-  }
-  LiveAttempt& attempt = live->second;
-  RETURN_IF_ERROR(attempt.hook_switch.BeginRequest(job));
-  return ProposeHookSwitchLocked(job, attempt, hook, /*not_before=*/0, clock_.Now());
-}
-
-absl::StatusOr<v1::HookSwitch> JobController::ProposeHookSwitchLocked(
-    const v1::Job& job, LiveAttempt& attempt, const v1::CommHook& hook, int64_t not_before,
-    absl::Time request_time) {
-  ASSIGN_OR_RETURN(const v1::HookSwitch proposal,
-                   attempt.hook_switch.MakeProposal(job, hook, not_before, request_time));
-  ASSIGN_OR_RETURN(v1::Job updated,
-                   jobs_->RecordHookSwitch(
-                       job.id(), proposal,
-                       absl::StrCat("comm hook switch ", proposal.version(), " proposed: ",
-                                    CommHookName(proposal.old_hook()), " -> ",
-                                    CommHookName(hook), " at step ", proposal.step())));
-  attempt.hook_switch.Proposed(proposal);
-  v1::CoordinatorMessage message;
-  v1::HookChange* change = message.mutable_hook_change();
-  change->set_job_id(job.id());
-  change->set_attempt(job.attempt());
-  change->set_version(proposal.version());
-  *change->mutable_hook() = hook;
-  change->set_step(proposal.step());
-  SendToRanksLocked(updated, message);
-  return proposal;
-}
-
-void JobController::OnHookAck(const std::string& worker_id, const v1::HookChangeAck& ack) {
-  absl::MutexLock lock(&mu_);
-  auto job = jobs_->Get(ack.job_id());
-  auto live = live_.find(ack.job_id());
-  if (!job.ok() || live == live_.end() || live->second.attempt != ack.attempt()) {
-    return;  // an attempt that ended
-  }
-  int32_t rank = -1;
-  for (const v1::RankAssignment& r : job->ranks()) {
-    if (r.worker_id() == worker_id) rank = r.rank();
-  }
-  LiveAttempt& attempt = live->second;
-  const HookSwitchAgreement::AckDecision decision = attempt.hook_switch.OnAck(*job, rank, ack);
-  switch (decision.kind) {
-    case HookSwitchAgreement::AckDecision::Kind::kNone:
-      return;
-    case HookSwitchAgreement::AckDecision::Kind::kCommit:
-      DecideHookSwitchLocked(*job, attempt, /*commit=*/true, "");
-      return;
-    case HookSwitchAgreement::AckDecision::Kind::kAbandon: {
-      const v1::HookSwitch rejected = *attempt.hook_switch.EndProposal();
-      DecideHookSwitchLocked(*job, attempt, /*commit=*/false, decision.reason, rejected);
-      if (!decision.retry_after.has_value()) return;
-      auto again = jobs_->Get(ack.job_id());
-      if (!again.ok()) return;
-      LogError(ProposeHookSwitchLocked(*again, attempt, rejected.new_hook(),
-                                       *decision.retry_after + 1,
-                                       absl::FromUnixMillis(rejected.request_time_ms()))
-                   .status(),
-               "re-proposing a hook switch");
-      return;
-    }
-  }
-}
-
-// The decision is written before any rank hears it: a coordinator that crashes between
-// the two abandons the switch when it restarts (JobManager), which is right only if no
-// rank was told to commit. A commit the state file refuses becomes an abandon.
-void JobController::DecideHookSwitchLocked(const v1::Job& job, LiveAttempt& attempt, bool commit,
-                                           const std::string& reason,
-                                           std::optional<v1::HookSwitch> proposal) {
-  if (!proposal.has_value()) proposal = attempt.hook_switch.EndProposal();
-  if (!proposal.has_value()) return;
-  v1::HookSwitch decided = *proposal;
-  std::string why = reason;
-  if (commit) {
-    decided.set_state(v1::HookSwitch::APPLIED);
-    const std::string event =
-        absl::StrCat("comm hook switched ", CommHookName(decided.old_hook()), " -> ",
-                     CommHookName(decided.new_hook()), " at step ", decided.step(), " (switch ",
-                     decided.version(), ", agreed by every rank)");
-    const absl::Status written = jobs_->RecordHookSwitch(job.id(), decided, event,
-                                                         /*durable=*/true).status();
-    if (!written.ok()) {
-      commit = false;
-      why = absl::StrCat("the decision could not be written: ", written.message());
-    }
-  }
-  if (!commit) {
-    decided.set_state(v1::HookSwitch::ABANDONED);
-    decided.set_reason(why);
-    LogError(jobs_->RecordHookSwitch(job.id(), decided,
-                                     absl::StrCat("comm hook switch ", decided.version(), " to ",
-                                                  CommHookName(decided.new_hook()),
-                                                  " abandoned: ", why))
-                 .status(),
-             "recording a hook switch");
-  }
-  SendToRanksLocked(job, HookDecisionMessage(job, decided.version(), commit));
-}
-
-v1::CoordinatorMessage JobController::HookDecisionMessage(const v1::Job& job, int32_t version,
-                                                         bool commit) {
-  v1::CoordinatorMessage message;
-  v1::HookDecision* decision = message.mutable_hook_decision();
-  decision->set_job_id(job.id());
-  decision->set_attempt(job.attempt());
-  decision->set_version(version);
-  decision->set_commit(commit);
-  return message;
 }
 
 void JobController::SendToRanksLocked(const v1::Job& job, const v1::CoordinatorMessage& message) {
@@ -412,48 +280,6 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
   }
 }
 
-void JobController::ApplyOrderDecisionLocked(const v1::Job& job, LiveAttempt& attempt,
-                                             const ExecutionOrderAgreement::Decision& decision) {
-  using Kind = ExecutionOrderAgreement::Decision::Kind;
-  switch (decision.kind) {
-    case Kind::kNone:
-      return;
-    case Kind::kFail:
-      AbortRanksLocked(job, decision.message, /*skip_worker=*/"");
-      EndAttemptLocked(job);
-      // Not re-queued: the same model runs in the same orders again.
-      LogError(jobs_->Finish(job.id(), job.attempt(), v1::FAILED, decision.message).status(),
-               "failing job");
-      RequestScheduleLocked();
-      return;
-    case Kind::kWarn:
-      LogError(jobs_->RecordEvent(job.id(), job.attempt(), decision.message).status(),
-               "recording an order change");
-      return;
-    case Kind::kRecord: {
-      auto recorded = jobs_->RecordExecutionPlan(job.id(), job.attempt(), decision.order,
-                                                 decision.plan, decision.message);
-      LogError(recorded.status(), "recording the execution order");
-      if (recorded.ok()) ApplyOrderDecisionLocked(*recorded, attempt, attempt.order.Recorded(*recorded));
-      return;
-    }
-    case Kind::kReplan: {
-      auto recorded = jobs_->RecordExecutionPlan(job.id(), job.attempt(), decision.order,
-                                                 decision.plan, decision.message);
-      LogError(recorded.status(), "recording an order change");
-      if (!recorded.ok()) return;
-      // Every rank adopts the new version at the same step (PlanUpdate explains how).
-      v1::CoordinatorMessage message;
-      v1::PlanUpdate* update = message.mutable_plan_update();
-      update->set_job_id(job.id());
-      update->set_attempt(job.attempt());
-      *update->mutable_plan() = decision.plan;
-      SendToRanksLocked(*recorded, message);
-      return;
-    }
-  }
-}
-
 absl::StatusOr<v1::Timeline> JobController::GetTimeline(const std::string& job_id) const {
   RETURN_IF_ERROR(jobs_->Get(job_id).status());
   v1::Timeline timeline = timelines_.Get(job_id);
@@ -477,23 +303,6 @@ void JobController::CheckHeartbeats() {
   for (const std::string& forgotten : workers_->RemoveLongLost()) {
     std::fprintf(stderr, "coordinator: forgot worker %s, lost for longer than the retention\n",
                  forgotten.c_str());
-  }
-}
-
-void JobController::HandleStallsLocked(absl::Time now) {
-  for (const StallDetector::Stall& stall : stalls_.Check(now)) {
-    auto job = jobs_->Get(stall.job_id);
-    if (!job.ok() || job->state() != v1::RUNNING || job->attempt() != stall.attempt) continue;
-    if (options_.metrics != nullptr) {
-      options_.metrics->stalls_total.With({stall.abort ? "aborted" : "reported"}).Increment();
-    }
-    if (stall.abort) {
-      FailAttemptLocked(*job, stall.message, /*lost_worker=*/"");
-      continue;
-    }
-    std::fprintf(stderr, "coordinator: %s: %s\n", stall.job_id.c_str(), stall.message.c_str());
-    LogError(jobs_->RecordEvent(stall.job_id, stall.attempt, stall.message).status(),
-             "recording a stall");
   }
 }
 
