@@ -26,6 +26,7 @@ DEBIAN_PACKAGES=(
   python3-grpcio python3-protobuf python3-yaml  # the Python client (client/python)
   clang-14 libclang-rt-14-dev make  # tests/fuzz/run.sh: libFuzzer with ASan and UBSan
   iproute2  # tests/multihost_test: hosts in network namespaces (ip netns, veth, bridge)
+  clang-format-14 git  # tools/check_format.sh; tools/check_docs.sh lists the tracked files
 )
 
 # What deploy/ needs besides: image building and running (buildah, podman and what it
@@ -88,8 +89,8 @@ build() {
 # prints the closing line CI reads ("N passed, N failed, N skipped"). GPU tests (tag
 # "gpu") are read from the CUDA configuration's run when it was built ($1 = 1), and
 # otherwise count as one skipped case each. Each line "SUITE NAME passed|failed|skipped"
-# in $2 (from tools/check_layers.sh, tools/check_docs.sh, tests/fuzz/run.sh,
-# deploy/check.sh and deploy/local/run.sh) counts as one case.
+# in $2 (from tools/check_layers.sh, check_docs.sh and check_format.sh,
+# tests/fuzz/run.sh, deploy/check.sh and deploy/local/run.sh) counts as one case.
 summarize_tests() {
   local cuda_built=${1:-0} other_results=${2:-/dev/null}
   local testlogs cuda_testlogs
@@ -141,7 +142,7 @@ CUDA_PATH="${SHARDWISE_CUDA_PATH:-/usr/local/cuda}"
 
 test_all() {
   deps
-  check_prerequisites build test fuzz
+  check_prerequisites build test checks fuzz
   log "building and running every test"
   local status=0
   bazel test //... 2>&1 | grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
@@ -164,6 +165,8 @@ test_all() {
   tools/check_layers.sh | tee -a "$other_results" || status=$?
   log "checking that the docs cite only code that exists (tools/check_docs.sh)"
   tools/check_docs.sh | tee -a "$other_results" || status=$?
+  log "checking the C++ formatting (tools/check_format.sh)"
+  tools/check_format.sh | tee -a "$other_results" || status=$?
   log "fuzzing each input parser for ${FUZZ_SECONDS}s (libFuzzer, ASan, UBSan)"
   FUZZ_RESULTS="$fuzz_results" tests/fuzz/run.sh "$FUZZ_SECONDS" || status=$?
   cat "$fuzz_results" >>"$other_results"

@@ -20,7 +20,8 @@ double BestSeconds(Fn&& fn) {
   for (int round = 0; round < 7; ++round) {
     const auto start = std::chrono::steady_clock::now();
     fn();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return best;
 }
@@ -42,13 +43,17 @@ int main() {
     double vector, portable;
   };
   const Case cases[] = {
-      {"fp32->fp16", BestSeconds([&] { cpu::internal::FloatToHalfVector(f32.data(), f16.data(), n); }),
+      {"fp32->fp16",
+       BestSeconds([&] { cpu::internal::FloatToHalfVector(f32.data(), f16.data(), n); }),
        BestSeconds([&] { cpu::internal::FloatToHalfPortable(f32.data(), f16.data(), n); })},
-      {"fp16->fp32", BestSeconds([&] { cpu::internal::HalfToFloatVector(f16.data(), back.data(), n); }),
+      {"fp16->fp32",
+       BestSeconds([&] { cpu::internal::HalfToFloatVector(f16.data(), back.data(), n); }),
        BestSeconds([&] { cpu::internal::HalfToFloatPortable(f16.data(), back.data(), n); })},
-      {"fp32->bf16", BestSeconds([&] { cpu::internal::FloatToBFloat16Vector(f32.data(), f16.data(), n); }),
+      {"fp32->bf16",
+       BestSeconds([&] { cpu::internal::FloatToBFloat16Vector(f32.data(), f16.data(), n); }),
        BestSeconds([&] { cpu::internal::FloatToBFloat16Portable(f32.data(), f16.data(), n); })},
-      {"bf16->fp32", BestSeconds([&] { cpu::internal::BFloat16ToFloatVector(f16.data(), back.data(), n); }),
+      {"bf16->fp32",
+       BestSeconds([&] { cpu::internal::BFloat16ToFloatVector(f16.data(), back.data(), n); }),
        BestSeconds([&] { cpu::internal::BFloat16ToFloatPortable(f16.data(), back.data(), n); })},
   };
   for (const Case& c : cases) {

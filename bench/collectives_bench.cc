@@ -56,8 +56,7 @@ int main() {
       auto busbw = [&](double seconds) { return bytes / seconds * factor / 1e9; };
 
       const auto [ours_ag, raw_ag] = BestOf(
-          5, iterations,
-          [&] { (void)comm.AllGather(in.data() + rank * shard, shard, out.data()); },
+          5, iterations, [&] { (void)comm.AllGather(in.data() + rank * shard, shard, out.data()); },
           [&] {
             gloo::AllgatherOptions opts(*context);
             opts.setInput(in.data() + rank * shard, shard);
@@ -66,8 +65,8 @@ int main() {
           });
       // Both reduce in place on the full buffer (Gloo's own is halving-doubling).
       std::vector<int> counts(world, static_cast<int>(shard));
-      gloo::ReduceScatterHalvingDoubling<float> raw(*context, {in.data()},
-                                                    static_cast<int>(full), counts);
+      gloo::ReduceScatterHalvingDoubling<float> raw(*context, {in.data()}, static_cast<int>(full),
+                                                    counts);
       const auto [ours_rs, raw_rs] = BestOf(
           5, iterations, [&] { (void)comm.ReduceScatter(in.data(), shard, part.data()); },
           [&] { raw.run(); });

@@ -119,8 +119,8 @@ int main(int argc, char** argv) {
   const int warmup = argc > 1 ? std::atoi(argv[1]) : 2;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 10;
   for (auto strategy : {v1::ShardingStrategy::FULL_SHARD, v1::ShardingStrategy::NO_SHARD}) {
-    if (!bench::Run(v1::ShardingStrategy::Value_Name(strategy), bench::Spec(strategy, warmup + steps),
-                    warmup, false)) {
+    if (!bench::Run(v1::ShardingStrategy::Value_Name(strategy),
+                    bench::Spec(strategy, warmup + steps), warmup, false)) {
       return 1;
     }
   }

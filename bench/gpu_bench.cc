@@ -122,16 +122,15 @@ void Gemms(cudaStream_t stream) {
     const double flops = 2.0 * m * n * k;
     for (const Case& test : cases) {
       (*blas)->set_allow_tf32(test.tf32);
-      const double ours_ms = MedianMs(stream, [&] {
-        Check((*blas)->Gemm(a, b, c, m, n, k, 0.0f, test.types), "Blas::Gemm");
-      });
+      const double ours_ms = MedianMs(
+          stream, [&] { Check((*blas)->Gemm(a, b, c, m, n, k, 0.0f, test.types), "Blas::Gemm"); });
       const float alpha = 1, beta = 0;
-      const cublasComputeType_t compute = test.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                    : CUBLAS_COMPUTE_32F;
+      const cublasComputeType_t compute =
+          test.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
       const double direct_ms = MedianMs(stream, [&] {
         cublasGemmEx(direct, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b,
-                     DataType(test.types.operands), n, a, DataType(test.types.operands), k,
-                     &beta, c, DataType(test.types.output), n, compute, CUBLAS_GEMM_DEFAULT);
+                     DataType(test.types.operands), n, a, DataType(test.types.operands), k, &beta,
+                     c, DataType(test.types.output), n, compute, CUBLAS_GEMM_DEFAULT);
       });
       std::printf("gemm %5lld^3 %-20s ours %7.1f TFLOP/s  cublas %7.1f TFLOP/s  ratio %.3f\n",
                   static_cast<long long>(size), test.name, flops / ours_ms / 1e9,

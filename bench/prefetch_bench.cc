@@ -58,10 +58,11 @@ int main(int argc, char** argv) {
     v1::BackwardPrefetch::Value backward;
     bool forward;
   };
-  for (const Setting& s : {Setting{"NONE", v1::BackwardPrefetch::NONE, false},
-                           Setting{"BACKWARD_PRE", v1::BackwardPrefetch::BACKWARD_PRE, false},
-                           Setting{"BACKWARD_POST", v1::BackwardPrefetch::BACKWARD_POST, false},
-                           Setting{"BACKWARD_PRE+forward", v1::BackwardPrefetch::BACKWARD_PRE, true}}) {
+  for (const Setting& s :
+       {Setting{"NONE", v1::BackwardPrefetch::NONE, false},
+        Setting{"BACKWARD_PRE", v1::BackwardPrefetch::BACKWARD_PRE, false},
+        Setting{"BACKWARD_POST", v1::BackwardPrefetch::BACKWARD_POST, false},
+        Setting{"BACKWARD_PRE+forward", v1::BackwardPrefetch::BACKWARD_PRE, true}}) {
     const v1::JobSpec spec = bench::PrefetchSpec(s.backward, s.forward, warmup + steps);
     const bool ok = bench::RunRanks(2, [&](int rank, gloo::rendezvous::Store& store) {
       double timed = 0;

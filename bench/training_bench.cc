@@ -60,10 +60,12 @@ bool RunAndReport(const std::string& name, const v1::JobSpec& spec, int world, i
       return 1;
     }
     if (rank == 0) {
-      std::printf("%s %.3f %lld %lld %lld\n", name.c_str(), steps / timed,
-                  static_cast<long long>((last.all_gather_bytes() - at_warmup.all_gather_bytes()) / steps),
-                  static_cast<long long>((last.reduce_scatter_bytes() - at_warmup.reduce_scatter_bytes()) / steps),
-                  static_cast<long long>((last.all_reduce_bytes() - at_warmup.all_reduce_bytes()) / steps));
+      std::printf(
+          "%s %.3f %lld %lld %lld\n", name.c_str(), steps / timed,
+          static_cast<long long>((last.all_gather_bytes() - at_warmup.all_gather_bytes()) / steps),
+          static_cast<long long>((last.reduce_scatter_bytes() - at_warmup.reduce_scatter_bytes()) /
+                                 steps),
+          static_cast<long long>((last.all_reduce_bytes() - at_warmup.all_reduce_bytes()) / steps));
       std::fflush(stdout);
     }
     return 0;

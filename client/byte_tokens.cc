@@ -50,7 +50,8 @@ absl::StatusOr<TokenizedText> TokenizeBytes(const std::vector<std::string>& inpu
   std::error_code error;
   std::filesystem::create_directories(out_dir, error);
   if (error) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot create '", out_dir, "': ", error.message()));
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create '", out_dir, "': ", error.message()));
   }
   TokenizedText out;
   out.val_tokens = static_cast<int64_t>(text.size() * val_fraction);
@@ -58,7 +59,8 @@ absl::StatusOr<TokenizedText> TokenizeBytes(const std::vector<std::string>& inpu
   out.train_path = out_dir + "/train.bin";
   out.val_path = out_dir + "/val.bin";
   if (absl::Status s = WriteIds(out.train_path, text, 0, out.train_tokens); !s.ok()) return s;
-  if (absl::Status s = WriteIds(out.val_path, text, out.train_tokens, text.size()); !s.ok()) return s;
+  if (absl::Status s = WriteIds(out.val_path, text, out.train_tokens, text.size()); !s.ok())
+    return s;
   return out;
 }
 

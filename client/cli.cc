@@ -26,23 +26,23 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "client/byte_tokens.h"
 #include "client/client.h"
 #include "client/format.h"
 #include "client/trace.h"
-#include "absl/time/clock.h"
 #include "common/clock.h"
-#include "contracts/comm_hook.h"
 #include "common/coordinator_address.h"
+#include "common/path_policy.h"
+#include "common/random_token.h"
+#include "common/token_hash.h"
+#include "contracts/comm_hook.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_spec_io.h"
 #include "contracts/job_spec_validation.h"
 #include "contracts/job_state.h"
 #include "contracts/memory_estimate.h"
 #include "contracts/memory_fit.h"
-#include "common/path_policy.h"
-#include "common/random_token.h"
-#include "common/token_hash.h"
 #include "contracts/safetensors.h"
 #include "google/protobuf/util/json_util.h"
 #include "worker/model/sampler.h"
@@ -55,8 +55,7 @@ ABSL_FLAG(std::string, tls_ca, "",
 ABSL_FLAG(std::string, token_file, "",
           "a file holding this client's token (default: the token in $SHARDWISE_TOKEN)");
 ABSL_FLAG(std::string, principal, "", "with token create: who the token is for");
-ABSL_FLAG(std::string, role, "submitter",
-          "with token create: viewer, submitter or admin");
+ABSL_FLAG(std::string, role, "submitter", "with token create: viewer, submitter or admin");
 ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
 ABSL_FLAG(std::string, output, "",
           "with timeline: the file to write (default JOB-trace.json); with tokenize: the folder");
@@ -151,8 +150,8 @@ absl::StatusOr<Client::JobFilter> JobFilterFromFlags() {
 
 absl::StatusOr<Client::WorkerFilter> WorkerFilterFromFlags() {
   Client::WorkerFilter filter;
-  auto states = StatesFromFlag<v1::WorkerState>(v1::WorkerState_Parse,
-                                                "IDLE, BUSY, DRAINING or LOST");
+  auto states =
+      StatesFromFlag<v1::WorkerState>(v1::WorkerState_Parse, "IDLE, BUSY, DRAINING or LOST");
   if (!states.ok()) return states.status();
   filter.states = *states;
   const std::string device = absl::AsciiStrToUpper(absl::GetFlag(FLAGS_device));
@@ -225,8 +224,7 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
   if (!proposal.ok()) return Fail(proposal.status());
   std::printf("%s: switch %d proposed: %s -> %s at step %lld\n", job_id.c_str(),
               proposal->version(), CommHookName(proposal->old_hook()).c_str(),
-              CommHookName(proposal->new_hook()).c_str(),
-              static_cast<long long>(proposal->step()));
+              CommHookName(proposal->new_hook()).c_str(), static_cast<long long>(proposal->step()));
   std::fflush(stdout);
   const absl::Time deadline = absl::Now() + absl::Minutes(2);
   while (absl::Now() < deadline) {
@@ -238,8 +236,7 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
     }
     if (newest != nullptr && newest->state() == v1::HookSwitch::APPLIED) {
       std::printf("%s: comm hook switched to %s at step %lld\n", job_id.c_str(),
-                  CommHookName(newest->new_hook()).c_str(),
-                  static_cast<long long>(newest->step()));
+                  CommHookName(newest->new_hook()).c_str(), static_cast<long long>(newest->step()));
       return 0;
     }
     if (newest != nullptr && newest->state() == v1::HookSwitch::ABANDONED) {
@@ -255,8 +252,10 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
     }
     absl::SleepFor(absl::Milliseconds(200));
   }
-  std::fprintf(stderr, "shardwise: no decision on the switch after 2 minutes; see "
-               "`shardwise describe %s`\n", job_id.c_str());
+  std::fprintf(stderr,
+               "shardwise: no decision on the switch after 2 minutes; see "
+               "`shardwise describe %s`\n",
+               job_id.c_str());
   return 1;
 }
 
@@ -282,8 +281,9 @@ int Sample(const std::string& path) {
   if (spec_json == metadata->end() ||
       !google::protobuf::util::JsonStringToMessage(spec_json->second, &model).ok()) {
     return Fail(absl::InvalidArgumentError(
-        absl::StrCat(path, ": no model spec in its metadata (\"shardwise.model\"); was it "
-                           "written by a Shardwise job?")));
+        absl::StrCat(path,
+                     ": no model spec in its metadata (\"shardwise.model\"); was it "
+                     "written by a Shardwise job?")));
   }
   auto weights = ReadSafetensors(path);
   if (!weights.ok()) return Fail(weights.status());
@@ -304,12 +304,11 @@ int Sample(const std::string& path) {
 std::string DescribeFit(const Fit& fit, FitDimension dimension) {
   const bool gpt = fit.spec.model().has_gpt();
   if (dimension == FitDimension::kBlockSize) {
-    return absl::StrCat("up to block_size ", fit.value, ": ",
-                        FormatBytes(fit.estimate.total()));
+    return absl::StrCat("up to block_size ", fit.value, ": ", FormatBytes(fit.estimate.total()));
   }
   return absl::StrCat("up to ", fit.value, gpt ? " sequences" : " rows",
-                      " per rank per micro-step (global_batch_size ",
-                      fit.spec.global_batch_size(), "): ", FormatBytes(fit.estimate.total()));
+                      " per rank per micro-step (global_batch_size ", fit.spec.global_batch_size(),
+                      "): ", FormatBytes(fit.estimate.total()));
 }
 
 // The estimate the coordinator makes at submission, without one: data files are not read
@@ -480,10 +479,10 @@ int Run(const std::vector<std::string>& args) {
       spans += rank.spans_size();
       dropped += rank.dropped();
     }
-    std::printf("%s: %lld spans of %d ranks (attempt %d) written to %s%s\n", args[1].c_str(),
-                static_cast<long long>(spans), timeline->ranks_size(), timeline->attempt(),
-                path.c_str(),
-                dropped > 0 ? absl::StrCat("; ", dropped, " older spans were dropped").c_str() : "");
+    std::printf(
+        "%s: %lld spans of %d ranks (attempt %d) written to %s%s\n", args[1].c_str(),
+        static_cast<long long>(spans), timeline->ranks_size(), timeline->attempt(), path.c_str(),
+        dropped > 0 ? absl::StrCat("; ", dropped, " older spans were dropped").c_str() : "");
     return 0;
   }
   if (verb == "tokenize") {

@@ -19,7 +19,6 @@ void SetDeadline(grpc::ClientContext* context) {
   context->set_deadline(std::chrono::system_clock::now() + kCallTimeout);
 }
 
-
 // Calls that change nothing (and Cancel, which is idempotent) are retried when the
 // connection drops, as it does once when a coordinator restarts. SubmitJob is not: a
 // retried submission could create the job twice.
@@ -58,8 +57,8 @@ Client::Client(const std::string& address, const ClientOptions& options)
     : address_(address), token_(options.token) {
   auto credentials = MakeChannelCredentials(options.security);
   channel_status_ = credentials.status();
-  stub_ = v1::JobService::NewStub(MakeChannel(
-      address, credentials.ok() ? *credentials : grpc::InsecureChannelCredentials()));
+  stub_ = v1::JobService::NewStub(
+      MakeChannel(address, credentials.ok() ? *credentials : grpc::InsecureChannelCredentials()));
 }
 
 void Client::Prepare(grpc::ClientContext* context) const {
@@ -71,11 +70,11 @@ absl::Status Client::Convert(const grpc::Status& status) const {
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
       (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
        status.error_message().find("Deadline") != std::string::npos)) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot reach the coordinator at ", address_,
-        " (is shardwise-coordinator running there? set --coordinator or "
-        "SHARDWISE_COORDINATOR): ",
-        status.error_message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach the coordinator at ", address_,
+                     " (is shardwise-coordinator running there? set --coordinator or "
+                     "SHARDWISE_COORDINATOR): ",
+                     status.error_message()));
   }
   return FromGrpcStatus(status);
 }
@@ -112,8 +111,8 @@ absl::StatusOr<v1::Job> Client::Get(const std::string& job_id) {
 template <typename Request, typename Response, typename Item>
 absl::StatusOr<std::vector<Item>> Client::ReadPages(
     grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
-    Request request,
-    const google::protobuf::RepeatedPtrField<Item>& (Response::*items)() const, size_t limit) {
+    Request request, const google::protobuf::RepeatedPtrField<Item>& (Response::*items)() const,
+    size_t limit) {
   constexpr size_t kPage = 500;
   std::vector<Item> read;
   do {
@@ -159,8 +158,8 @@ absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers(const WorkerFilt
   v1::ListWorkersRequest request;
   for (v1::WorkerState state : filter.states) request.add_states(state);
   request.set_device(filter.device);
-  return ReadPages(&v1::JobService::Stub::ListWorkers, request,
-                   &v1::ListWorkersResponse::workers, filter.limit);
+  return ReadPages(&v1::JobService::Stub::ListWorkers, request, &v1::ListWorkersResponse::workers,
+                   filter.limit);
 }
 
 absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id,

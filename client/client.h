@@ -65,17 +65,17 @@ class Client {
   absl::Status Convert(const grpc::Status& status) const;
   // One unary JobService call with the client's deadline and error conversion.
   template <typename Request, typename Response>
-  absl::StatusOr<Response> Call(
-      grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
-      const Request& request);
+  absl::StatusOr<Response> Call(grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*,
+                                                                             const Request&,
+                                                                             Response*),
+                                const Request& request);
 
   // Follows a listing's pages until `limit` (0: none) items are read.
   template <typename Request, typename Response, typename Item>
   absl::StatusOr<std::vector<Item>> ReadPages(
-      grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&,
-                                                   Response*),
-      Request request,
-      const google::protobuf::RepeatedPtrField<Item>& (Response::*items)() const, size_t limit);
+      grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+      Request request, const google::protobuf::RepeatedPtrField<Item>& (Response::*items)() const,
+      size_t limit);
 
   void Prepare(grpc::ClientContext* context) const;
 

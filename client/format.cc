@@ -6,9 +6,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "contracts/job_spec_io.h"
 #include "contracts/comm_hook.h"
 #include "contracts/dtype_rules.h"
+#include "contracts/job_spec_io.h"
 #include "contracts/job_state.h"
 #include "contracts/memory_estimate.h"
 #include "contracts/prefetch_plan.h"
@@ -59,7 +59,9 @@ std::string Thousands(double value) {
   return value >= 1e4 ? absl::StrFormat("%.1fk", value / 1e3) : absl::StrFormat("%.0f", value);
 }
 
-bool HasValidation(const v1::Progress& p) { return p.val_loss_step() > 0 || p.first_val_loss() > 0; }
+bool HasValidation(const v1::Progress& p) {
+  return p.val_loss_step() > 0 || p.first_val_loss() > 0;
+}
 
 std::string FormatTime(int64_t ms) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(ms), absl::LocalTimeZone());
@@ -79,8 +81,8 @@ std::string FormatJobTable(const std::vector<v1::JobSummary>& jobs, int64_t now_
   std::vector<std::vector<std::string>> rows = {
       {"ID", "NAME", "STATE", "WORLD", "STEPS", "LOSS", "ATTEMPT", "SUBMITTER", "AGE", "REASON"}};
   for (const v1::JobSummary& job : jobs) {
-    rows.push_back({job.id(), job.name().empty() ? "-" : job.name(),
-                    v1::JobState_Name(job.state()), absl::StrCat(job.world_size()),
+    rows.push_back({job.id(), job.name().empty() ? "-" : job.name(), v1::JobState_Name(job.state()),
+                    absl::StrCat(job.world_size()),
                     absl::StrCat(job.step(), "/", job.total_steps()),
                     job.step() > 0 ? absl::StrFormat("%.4f", job.loss()) : "-",
                     absl::StrCat(job.attempt()), job.submitter().empty() ? "-" : job.submitter(),
@@ -153,11 +155,11 @@ std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
   }
   if (p.step() > 0) {
     constexpr double kMiB = 1 << 20;
-    absl::StrAppend(&out, absl::StrFormat("Traffic:    rank 0: %.1f MiB all-gathered, %.1f MiB "
-                                          "reduce-scattered, %.1f MiB all-reduced; last step %.1f ms\n",
-                                          p.all_gather_bytes() / kMiB,
-                                          p.reduce_scatter_bytes() / kMiB,
-                                          p.all_reduce_bytes() / kMiB, p.step_seconds() * 1000));
+    absl::StrAppend(&out,
+                    absl::StrFormat("Traffic:    rank 0: %.1f MiB all-gathered, %.1f MiB "
+                                    "reduce-scattered, %.1f MiB all-reduced; last step %.1f ms\n",
+                                    p.all_gather_bytes() / kMiB, p.reduce_scatter_bytes() / kMiB,
+                                    p.all_reduce_bytes() / kMiB, p.step_seconds() * 1000));
   }
   const v1::MixedPrecision& mp = job.spec().fsdp().mixed_precision();
   absl::StrAppend(&out, "Precision:  params ", v1::Dtype_Name(EffectiveParamDtype(mp)),
@@ -227,7 +229,8 @@ std::string FormatProgressLine(const v1::Job& job, int width) {
   if (p.step() > 0) {
     absl::StrAppend(&line, "  loss ", Loss(p));
     if (HasValidation(p)) absl::StrAppend(&line, absl::StrFormat("  val %.4f", p.val_loss()));
-    if (p.learning_rate() > 0) absl::StrAppend(&line, absl::StrFormat("  lr %.2g", p.learning_rate()));
+    if (p.learning_rate() > 0)
+      absl::StrAppend(&line, absl::StrFormat("  lr %.2g", p.learning_rate()));
     absl::StrAppend(&line, p.tokens_per_second() > 0
                                ? absl::StrCat("  ", Thousands(p.tokens_per_second()), " tok/s")
                                : absl::StrFormat("  %.2f steps/s", p.steps_per_second()));
@@ -239,8 +242,8 @@ std::string FormatProgressLine(const v1::Job& job, int width) {
 
 std::string FormatJobSummary(const v1::Job& job) {
   const v1::Progress& p = job.progress();
-  std::string out = absl::StrCat(job.id(), " ", v1::JobState_Name(job.state()), ": ",
-                                 job.reason(), "\n");
+  std::string out =
+      absl::StrCat(job.id(), " ", v1::JobState_Name(job.state()), ": ", job.reason(), "\n");
   absl::StrAppend(&out, "  steps:  ", Steps(p), "\n");
   if (p.step() > 0) {
     absl::StrAppend(&out, absl::StrFormat("  loss:   %.4f -> %s\n", p.first_loss(), Loss(p)));

@@ -39,8 +39,9 @@ TEST(Format, ALossReadEveryFewStepsSaysWhichStepItIs) {
   job.mutable_progress()->set_loss_step(48);  // loss_read_interval_steps: 16
   EXPECT_EQ(FormatProgressLine(job, 10),
             "[#####.....] 50/100 steps  loss 0.4322 after step 48  12.50 steps/s  RUNNING");
-  EXPECT_TRUE(absl::StrContains(FormatJobDescription(job, 1'000'000),
-                                "Progress:   50/100 steps, loss 0.4322 after step 48 (first 2.5000)"));
+  EXPECT_TRUE(
+      absl::StrContains(FormatJobDescription(job, 1'000'000),
+                        "Progress:   50/100 steps, loss 0.4322 after step 48 (first 2.5000)"));
   job.mutable_progress()->set_loss_step(50);
   EXPECT_EQ(FormatProgressLine(job, 10),
             "[#####.....] 50/100 steps  loss 0.4322  12.50 steps/s  RUNNING");
@@ -70,8 +71,8 @@ TEST(Format, GptJobsShowValidationLossLearningRateAndTokensPerSecond) {
   const std::string description = FormatJobDescription(GptJob(), 1'000'000);
   EXPECT_TRUE(absl::StrContains(description, "Throughput: 12.3k tokens/s, learning rate 0.0006\n"))
       << description;
-  EXPECT_TRUE(absl::StrContains(description,
-                                "Validation: loss 2.2500 after step 40 (first 5.5000)\n"))
+  EXPECT_TRUE(
+      absl::StrContains(description, "Validation: loss 2.2500 after step 40 (first 5.5000)\n"))
       << description;
   v1::Job done = GptJob();
   done.set_state(v1::SUCCEEDED);
@@ -83,8 +84,7 @@ TEST(Format, GptJobsShowValidationLossLearningRateAndTokensPerSecond) {
 TEST(Format, JobTableHasOneRowPerJob) {
   v1::JobSummary mine = Summarize(RunningJob());
   mine.set_submitter("alice");
-  const std::string table =
-      FormatJobTable({Summarize(RunningJob()), mine}, 1'000'000 + 90'000);
+  const std::string table = FormatJobTable({Summarize(RunningJob()), mine}, 1'000'000 + 90'000);
   EXPECT_TRUE(absl::StartsWith(table, "ID      NAME   STATE"));
   EXPECT_TRUE(absl::StrContains(
       table, "job-7   mlp    RUNNING   4       50/100   0.4322   1         -           90s"))

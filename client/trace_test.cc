@@ -33,9 +33,10 @@ TEST(ChromeTrace, NamesEveryLaneItUsesTheGpuStreamsIncluded) {
   EXPECT_TRUE(absl::StrContains(json, "\"tid\": 10, \"args\": {\"name\": \"GPU: compute stream\"}"))
       << json;
   EXPECT_FALSE(absl::StrContains(json, "GPU: unshard stream")) << "a lane without spans";
-  EXPECT_TRUE(absl::StrContains(json, "{\"name\": \"forward unit 2\", \"cat\": \"shardwise\", "
-                                      "\"ph\": \"X\", \"ts\": 1010, \"dur\": 70, \"pid\": 1, "
-                                      "\"tid\": 10, \"args\": {\"unit\": 2, \"step\": 4}}"))
+  EXPECT_TRUE(absl::StrContains(json,
+                                "{\"name\": \"forward unit 2\", \"cat\": \"shardwise\", "
+                                "\"ph\": \"X\", \"ts\": 1010, \"dur\": 70, \"pid\": 1, "
+                                "\"tid\": 10, \"args\": {\"unit\": 2, \"step\": 4}}"))
       << json;
 }
 

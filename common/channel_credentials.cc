@@ -66,8 +66,8 @@ absl::StatusOr<std::string> CertificateCommonName(const std::string& cert_file) 
         absl::StrCat("--tls_cert: '", cert_file, "' holds no PEM certificate"));
   }
   char name[256] = {0};
-  const int length = X509_NAME_get_text_by_NID(X509_get_subject_name(certificate),
-                                               NID_commonName, name, sizeof(name));
+  const int length = X509_NAME_get_text_by_NID(X509_get_subject_name(certificate), NID_commonName,
+                                               name, sizeof(name));
   X509_free(certificate);
   if (length <= 0) {
     return absl::InvalidArgumentError(

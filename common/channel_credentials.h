@@ -15,9 +15,9 @@
 namespace shardwise {
 
 struct ChannelSecurity {
-  std::string ca_file;    // the CA the coordinator's certificate chains to; empty: plaintext
-  std::string cert_file;  // this process's certificate (PEM), for mutual TLS; may be empty
-  std::string key_file;   // its private key
+  std::string ca_file;           // the CA the coordinator's certificate chains to; empty: plaintext
+  std::string cert_file;         // this process's certificate (PEM), for mutual TLS; may be empty
+  std::string key_file;          // its private key
   unsigned reload_seconds = 60;  // how often the files are read again
 };
 

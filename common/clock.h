@@ -31,8 +31,7 @@ class Clock {
 // A clock that moves only when told to.
 class SimulatedClock final : public Clock {
  public:
-  explicit SimulatedClock(absl::Time start = absl::FromUnixSeconds(1'800'000'000))
-      : now_(start) {}
+  explicit SimulatedClock(absl::Time start = absl::FromUnixSeconds(1'800'000'000)) : now_(start) {}
   absl::Time Now() const override {
     absl::MutexLock lock(&mu_);
     return now_;

@@ -78,14 +78,12 @@ double AtomicDouble::FromBits(uint64_t bits) {
 }
 
 Histogram::Histogram(std::vector<double> bounds)
-    : bounds_(std::move(bounds)),
-      buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+    : bounds_(std::move(bounds)), buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
   for (size_t i = 0; i <= bounds_.size(); ++i) buckets_[i].store(0);
 }
 
 void Histogram::Observe(double value) {
-  const size_t bucket =
-      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  const size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
   buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
   count_.fetch_add(1, std::memory_order_relaxed);
   sum_.Add(value);
@@ -123,9 +121,7 @@ std::vector<double> ExponentialBuckets(double start, double factor, int count) {
   return bounds;
 }
 
-std::vector<double> LatencyBuckets() {
-  return ExponentialBuckets(50e-6, std::pow(2.0, 0.25), 80);
-}
+std::vector<double> LatencyBuckets() { return ExponentialBuckets(50e-6, std::pow(2.0, 0.25), 80); }
 
 MetricsRegistry::Entry& MetricsRegistry::Add(const std::string& name, const std::string& help,
                                              const std::string& type) {
@@ -141,8 +137,8 @@ Family<Counter>& MetricsRegistry::AddCounter(const std::string& name, const std:
                                              std::vector<std::string> label_names) {
   absl::MutexLock lock(&mu_);
   Entry& entry = Add(name, help, "counter");
-  entry.counters = std::make_unique<Family<Counter>>(
-      std::move(label_names), [] { return std::make_unique<Counter>(); });
+  entry.counters = std::make_unique<Family<Counter>>(std::move(label_names),
+                                                     [] { return std::make_unique<Counter>(); });
   return *entry.counters;
 }
 
@@ -155,8 +151,7 @@ Family<Gauge>& MetricsRegistry::AddGauge(const std::string& name, const std::str
   return *entry.gauges;
 }
 
-Family<Histogram>& MetricsRegistry::AddHistogram(const std::string& name,
-                                                 const std::string& help,
+Family<Histogram>& MetricsRegistry::AddHistogram(const std::string& name, const std::string& help,
                                                  std::vector<double> bounds,
                                                  std::vector<std::string> label_names) {
   absl::MutexLock lock(&mu_);
@@ -200,12 +195,14 @@ std::string MetricsRegistry::Exposition() const {
       const auto& names = entry->histograms->label_names();
       entry->histograms->ForEach([&](const std::vector<std::string>& labels, const Histogram& h) {
         for (size_t i = 0; i < h.bounds().size(); ++i) {
-          absl::StrAppend(&out, entry->name, "_bucket", Labels(names, labels, "le", Number(h.bounds()[i])),
-                          " ", h.CumulativeCount(i), "\n");
+          absl::StrAppend(&out, entry->name, "_bucket",
+                          Labels(names, labels, "le", Number(h.bounds()[i])), " ",
+                          h.CumulativeCount(i), "\n");
         }
         absl::StrAppend(&out, entry->name, "_bucket", Labels(names, labels, "le", "+Inf"), " ",
                         h.CumulativeCount(h.bounds().size()), "\n");
-        absl::StrAppend(&out, entry->name, "_sum", Labels(names, labels), " ", Number(h.sum()), "\n");
+        absl::StrAppend(&out, entry->name, "_sum", Labels(names, labels), " ", Number(h.sum()),
+                        "\n");
         absl::StrAppend(&out, entry->name, "_count", Labels(names, labels), " ",
                         h.CumulativeCount(h.bounds().size()), "\n");
       });

@@ -117,7 +117,8 @@ class Family {
   }
   const std::vector<std::string>& label_names() const { return label_names_; }
   // Calls `visit` for every series, ordered by label values.
-  void ForEach(const std::function<void(const std::vector<std::string>&, const Metric&)>& visit) const {
+  void ForEach(
+      const std::function<void(const std::vector<std::string>&, const Metric&)>& visit) const {
     absl::MutexLock lock(&mu_);
     for (const auto& [labels, metric] : series_) visit(labels, *metric);
   }

@@ -40,8 +40,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   server->port_ = port == 0 ? server->server_->bind_to_any_port(host)
                             : (server->server_->bind_to_port(host, port) ? port : -1);
   if (server->port_ <= 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot serve metrics on ", address, " (address in use, or not an address here)"));
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address,
+                                               " (address in use, or not an address here)"));
   }
   server->thread_ = std::thread([raw = server->server_.get()] { raw->listen_after_bind(); });
   // stop() is a no-op until the server runs: wait for it, so the destructor never hangs.

@@ -19,9 +19,9 @@ TEST(Metrics, WritesThePrometheusTextFormat) {
   requests.With({"bad \"quote\"\\"}).Increment();
   Gauge& depth = registry.AddGauge("shardwise_test_depth", "Queue depth.").With({});
   registry.AddCollector([&depth] { depth.Set(7.5); });
-  Histogram& latency = registry
-                           .AddHistogram("shardwise_test_seconds", "Latency.", {0.1, 1}, {"kind"})
-                           .With({"heartbeat"});
+  Histogram& latency =
+      registry.AddHistogram("shardwise_test_seconds", "Latency.", {0.1, 1}, {"kind"})
+          .With({"heartbeat"});
   latency.Observe(0.05);
   latency.Observe(0.1);  // a bound is inclusive
   latency.Observe(5);
@@ -51,7 +51,7 @@ TEST(Metrics, HistogramQuantilesInterpolateWithinTheirBucket) {
   EXPECT_DOUBLE_EQ(histogram.Quantile(0.75), 3.0);  // half way through (2, 4]
   EXPECT_DOUBLE_EQ(histogram.Quantile(1.0), 4.0);
   histogram.Observe(100);
-  EXPECT_DOUBLE_EQ(histogram.Quantile(1.0), 4.0);   // +Inf: the largest finite bound
+  EXPECT_DOUBLE_EQ(histogram.Quantile(1.0), 4.0);  // +Inf: the largest finite bound
 }
 
 TEST(Metrics, ManyThreadsRecordWithoutLosingCounts) {

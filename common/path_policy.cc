@@ -51,8 +51,8 @@ absl::Status Outside(const std::string& field, const std::string& path,
   return absl::PermissionDeniedError(absl::StrCat(
       field, ": '", path, "'", canonical != path ? absl::StrCat(" (", canonical, ")") : "",
       " is outside the folders this coordinator lets jobs ",
-      absl::string_view(flag).find("input") != absl::string_view::npos ? "read" : "write",
-      "; ", RootsText(roots, flag)));
+      absl::string_view(flag).find("input") != absl::string_view::npos ? "read" : "write", "; ",
+      RootsText(roots, flag)));
 }
 
 // The canonical form of a path that may not exist yet: its longest existing ancestor
@@ -92,8 +92,8 @@ absl::StatusOr<PathPolicy> PathPolicy::Create(const std::vector<std::string>& in
                                               const std::vector<std::string>& output_roots,
                                               const std::string& cwd) {
   PathPolicy policy;
-  for (auto [given, kept] : {std::pair{&input_roots, &policy.input_},
-                             std::pair{&output_roots, &policy.output_}}) {
+  for (auto [given, kept] :
+       {std::pair{&input_roots, &policy.input_}, std::pair{&output_roots, &policy.output_}}) {
     for (const std::string& root : *given) {
       if (root.empty()) continue;
       const std::string normal = LexicallyNormal(root, cwd);
@@ -186,9 +186,10 @@ absl::StatusOr<std::string> PathPolicy::CheckOutput(const std::string& field,
           absl::StrCat(field, ": '", path, "' exists and is not a regular file"));
     }
     if (!overwrite) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          field, ": '", path, "' exists already; a job never replaces a file it did not "
-          "create unless its spec says output.overwrite: true"));
+      return absl::AlreadyExistsError(
+          absl::StrCat(field, ": '", path,
+                       "' exists already; a job never replaces a file it did not "
+                       "create unless its spec says output.overwrite: true"));
     }
   }
   if (whole_path_exists && kind == Kind::kFolder && !S_ISDIR(info.st_mode)) {
@@ -196,9 +197,9 @@ absl::StatusOr<std::string> PathPolicy::CheckOutput(const std::string& field,
   }
   // Where the first thing will be created: the nearest existing folder (for an existing
   // file, the folder holding it).
-  const std::string parent =
-      whole_path_exists && kind == Kind::kFile ? fs::path(canonical).parent_path().string()
-                                               : existing;
+  const std::string parent = whole_path_exists && kind == Kind::kFile
+                                 ? fs::path(canonical).parent_path().string()
+                                 : existing;
   if (::stat(parent.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": '", parent, "' is in the way and is not a folder"));
@@ -211,8 +212,7 @@ absl::StatusOr<std::string> PathPolicy::CheckOutput(const std::string& field,
 }
 
 absl::StatusOr<std::string> PathPolicy::CheckLexically(const std::string& field,
-                                                       const std::string& path,
-                                                       bool output) const {
+                                                       const std::string& path, bool output) const {
   if (!fs::path(path).is_absolute()) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": '", path, "' is not an absolute path"));
@@ -236,28 +236,28 @@ absl::Status ForEachPathField(
   };
   v1::DataSpec* data = spec->mutable_data();
   if (data->has_safetensors_path()) {
-    RETURN_IF_ERROR(each("job.data.safetensors_path", data->mutable_safetensors_path(),
-                         Kind::kFile, false));
+    RETURN_IF_ERROR(
+        each("job.data.safetensors_path", data->mutable_safetensors_path(), Kind::kFile, false));
   }
   if (data->has_tokens()) {
     v1::TokenData* tokens = data->mutable_tokens();
-    RETURN_IF_ERROR(each("job.data.tokens.train_path", tokens->mutable_train_path(), Kind::kFile,
-                         false));
-    RETURN_IF_ERROR(each("job.data.tokens.val_path", tokens->mutable_val_path(), Kind::kFile,
-                         false));
+    RETURN_IF_ERROR(
+        each("job.data.tokens.train_path", tokens->mutable_train_path(), Kind::kFile, false));
+    RETURN_IF_ERROR(
+        each("job.data.tokens.val_path", tokens->mutable_val_path(), Kind::kFile, false));
   }
   v1::InitSpec* init = spec->mutable_init();
   if (init->has_safetensors_path()) {
-    RETURN_IF_ERROR(each("job.init.safetensors_path", init->mutable_safetensors_path(),
-                         Kind::kFile, false));
+    RETURN_IF_ERROR(
+        each("job.init.safetensors_path", init->mutable_safetensors_path(), Kind::kFile, false));
   }
   if (init->has_checkpoint_dir()) {
-    RETURN_IF_ERROR(each("job.init.checkpoint_dir", init->mutable_checkpoint_dir(),
-                         Kind::kFolder, false));
+    RETURN_IF_ERROR(
+        each("job.init.checkpoint_dir", init->mutable_checkpoint_dir(), Kind::kFolder, false));
   }
   v1::OutputSpec* output = spec->mutable_output();
-  RETURN_IF_ERROR(each("job.output.final_model_path", output->mutable_final_model_path(),
-                       Kind::kFile, true));
+  RETURN_IF_ERROR(
+      each("job.output.final_model_path", output->mutable_final_model_path(), Kind::kFile, true));
   return each("job.output.checkpoint_dir", output->mutable_checkpoint_dir(), Kind::kFolder, true);
 }
 

@@ -43,8 +43,8 @@ class PathPolicyTest : public ::testing::Test {
 };
 
 TEST_F(PathPolicyTest, InputsInsideTheRootsComeBackCanonical) {
-  auto path = policy_.CheckInput("job.data.safetensors_path", In() + "/./sub/../data.bin",
-                                 Kind::kFile);
+  auto path =
+      policy_.CheckInput("job.data.safetensors_path", In() + "/./sub/../data.bin", Kind::kFile);
   ASSERT_TRUE(path.ok()) << path.status();
   EXPECT_EQ(*path, fs::canonical(root_ / "in" / "data.bin").string());
   EXPECT_TRUE(policy_.CheckInput("job.init.checkpoint_dir", In(), Kind::kFolder).ok());
@@ -91,8 +91,8 @@ TEST_F(PathPolicyTest, OutputsStayInsideTheirRootsAndNeverReplaceUnasked) {
             absl::StatusCode::kPermissionDenied);
   // Over an existing file.
   Write(root_ / "out" / "old.st");
-  auto existing = policy_.CheckOutput("job.output.final_model_path", Out() + "/old.st",
-                                      Kind::kFile, false);
+  auto existing =
+      policy_.CheckOutput("job.output.final_model_path", Out() + "/old.st", Kind::kFile, false);
   EXPECT_EQ(existing.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_NE(existing.status().message().find("output.overwrite: true"), std::string::npos);
   EXPECT_TRUE(policy_.CheckOutput("f", Out() + "/old.st", Kind::kFile, true).ok());

@@ -41,7 +41,8 @@ absl::Status Errno(const std::string& what) {
   if (error == EACCES || error == EPERM || error == ELOOP || error == ENOTDIR) {
     return absl::PermissionDeniedError(message);
   }
-  if (error == ENOSPC || error == EDQUOT || error == EIO) return absl::ResourceExhaustedError(message);
+  if (error == ENOSPC || error == EDQUOT || error == EIO)
+    return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
 }
 
@@ -49,7 +50,8 @@ absl::Status Errno(const std::string& what) {
 // `create`, makes the components that are missing.
 absl::Status OpenFolder(const std::string& path, bool create, Fd* out) {
   std::filesystem::path folder(path);
-  if (!folder.is_absolute()) return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not absolute"));
+  if (!folder.is_absolute())
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not absolute"));
   Fd fd(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0) return Errno("opening /");
   std::string walked;
@@ -63,9 +65,10 @@ absl::Status OpenFolder(const std::string& path, bool create, Fd* out) {
     Fd next(::openat(fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (next.get() < 0) {
       if (errno == ELOOP || errno == ENOTDIR) {
-        return absl::PermissionDeniedError(absl::StrCat(
-            "'", walked, "' is a symlink or not a folder; outputs are never written through "
-            "links"));
+        return absl::PermissionDeniedError(
+            absl::StrCat("'", walked,
+                         "' is a symlink or not a folder; outputs are never written through "
+                         "links"));
       }
       return Errno(absl::StrCat("opening '", walked, "'"));
     }
@@ -116,8 +119,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
   }
   // No replacing: an atomic rename that fails if `path` exists, or, on file systems
   // without it, a hard link, which fails the same way.
-  if (::renameat2(folder.get(), temporary.c_str(), folder.get(), name.c_str(),
-                  RENAME_NOREPLACE) == 0) {
+  if (::renameat2(folder.get(), temporary.c_str(), folder.get(), name.c_str(), RENAME_NOREPLACE) ==
+      0) {
     return absl::OkStatus();
   }
   if (errno == EINVAL || errno == ENOSYS) {
@@ -126,9 +129,10 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
     }
   }
   if (errno == EEXIST) {
-    return discard(absl::AlreadyExistsError(absl::StrCat(
-        "'", path, "' exists already; a job never replaces a file it did not create unless "
-        "its spec says output.overwrite: true")));
+    return discard(absl::AlreadyExistsError(
+        absl::StrCat("'", path,
+                     "' exists already; a job never replaces a file it did not create unless "
+                     "its spec says output.overwrite: true")));
   }
   return discard(Errno(absl::StrCat("renaming into '", path, "'")));
 }

@@ -11,9 +11,9 @@
 #define SHARDWISE_CONCAT_(a, b) SHARDWISE_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define RETURN_IF_ERROR(expr)                        \
-  do {                                               \
-    ::absl::Status shardwise_status_ = (expr);       \
+#define RETURN_IF_ERROR(expr)                              \
+  do {                                                     \
+    ::absl::Status shardwise_status_ = (expr);             \
     if (!shardwise_status_.ok()) return shardwise_status_; \
   } while (0)
 

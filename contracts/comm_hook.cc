@@ -28,9 +28,9 @@ absl::StatusOr<v1::CommHook> ParseCommHook(const std::string& hook, const std::s
   if (!wrapper.empty()) {
     v1::CommHook::Wrapper wrapper_value;
     if (!v1::CommHook::Wrapper_Parse(absl::AsciiStrToUpper(wrapper), &wrapper_value)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("comm_hook.wrapper: unknown wrapper '", wrapper,
-                       "' (expected fp16_wrapper or bf16_wrapper)"));
+      return absl::InvalidArgumentError(absl::StrCat("comm_hook.wrapper: unknown wrapper '",
+                                                     wrapper,
+                                                     "' (expected fp16_wrapper or bf16_wrapper)"));
     }
     parsed.set_wrapper(wrapper_value);
   }

@@ -4,8 +4,7 @@
 
 namespace shardwise::fsdp {
 
-absl::StatusOr<FlatLayout> BuildFlatLayout(const v1::ModelSpec& model,
-                                           const v1::WrapPolicy& wrap) {
+absl::StatusOr<FlatLayout> BuildFlatLayout(const v1::ModelSpec& model, const v1::WrapPolicy& wrap) {
   FlatLayout layout;
   auto description = DescribeModel(model);
   if (!description.ok()) return description.status();
@@ -83,17 +82,16 @@ absl::StatusOr<ShardingPlan> PlanSharding(const v1::FsdpConfig& fsdp, int world_
     case v1::ShardingStrategy::HYBRID_SHARD:
     case v1::ShardingStrategy::HYBRID_SHARD_ZERO2:
       if (fsdp.shard_group_size() <= 0 || world_size % fsdp.shard_group_size() != 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("fsdp.shard_group_size ", fsdp.shard_group_size(),
-                         " does not divide world_size ", world_size));
+        return absl::InvalidArgumentError(absl::StrCat("fsdp.shard_group_size ",
+                                                       fsdp.shard_group_size(),
+                                                       " does not divide world_size ", world_size));
       }
       plan.shard_size = fsdp.shard_group_size();
-      plan.reshard_after_forward =
-          fsdp.sharding_strategy() == v1::ShardingStrategy::HYBRID_SHARD;
+      plan.reshard_after_forward = fsdp.sharding_strategy() == v1::ShardingStrategy::HYBRID_SHARD;
       break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat("fsdp.sharding_strategy: unknown value ",
-                                                     fsdp.sharding_strategy()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("fsdp.sharding_strategy: unknown value ", fsdp.sharding_strategy()));
   }
   plan.replicate_size = world_size / plan.shard_size;
   plan.shard_rank = rank % plan.shard_size;

@@ -12,8 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "contracts/model_description.h"
-#include "proto/job_spec.pb.h"
 #include "contracts/safetensors.h"
+#include "proto/job_spec.pb.h"
 
 namespace shardwise::fsdp {
 
@@ -61,12 +61,12 @@ void AddUnitTensors(const FlatLayout& layout, int unit, const float* flat, Tenso
 struct ShardingPlan {
   int world_size = 1;
   int rank = 0;
-  int shard_size = 1;       // ranks per shard group
-  int replicate_size = 1;   // shard groups
-  int shard_rank = 0;       // rank within the shard group
-  int replicate_rank = 0;   // which shard group
+  int shard_size = 1;      // ranks per shard group
+  int replicate_size = 1;  // shard groups
+  int shard_rank = 0;      // rank within the shard group
+  int replicate_rank = 0;  // which shard group
   bool reshard_after_forward = false;
-  double predivide = 1;     // gradients are divided by these before / after reduction
+  double predivide = 1;  // gradients are divided by these before / after reduction
   double postdivide = 1;
 
   bool sharded() const { return shard_size > 1; }

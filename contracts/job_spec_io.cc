@@ -16,11 +16,21 @@ void AppendJsonString(const std::string& value, std::string* out) {
   out->push_back('"');
   for (unsigned char c : value) {
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\t': *out += "\\t"; break;
-      case '\r': *out += "\\r"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
       default:
         if (c < 0x20) {
           absl::StrAppend(out, "\\u00", absl::Hex(c, absl::kZeroPad2));
@@ -107,15 +117,15 @@ absl::Status YamlToJson(const YAML::Node& node, int depth, std::string* out) {
       std::set<std::string> fields;
       for (const auto& entry : node) {
         if (!entry.first.IsScalar()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("job spec line ", entry.first.Mark().line + 1,
-                           ": a mapping key must be a plain name"));
+          return absl::InvalidArgumentError(absl::StrCat("job spec line ",
+                                                         entry.first.Mark().line + 1,
+                                                         ": a mapping key must be a plain name"));
         }
         const std::string& key = entry.first.Scalar();
         if (!fields.insert(FieldKey(key)).second) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "job spec line ", entry.first.Mark().line + 1, ": field '", key,
-              "' is given twice in the same mapping"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("job spec line ", entry.first.Mark().line + 1, ": field '", key,
+                           "' is given twice in the same mapping"));
         }
         if (!first) out->push_back(',');
         first = false;
@@ -135,18 +145,19 @@ absl::Status YamlToJson(const YAML::Node& node, int depth, std::string* out) {
 
 absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
   if (text.size() > kMaxSpecBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("job spec is ", text.size(),
-                                                   " bytes; at most ", kMaxSpecBytes, " are allowed"));
+    return absl::InvalidArgumentError(absl::StrCat("job spec is ", text.size(), " bytes; at most ",
+                                                   kMaxSpecBytes, " are allowed"));
   }
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("job spec is not valid YAML or JSON: ",
-                                                   e.what()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("job spec is not valid YAML or JSON: ", e.what()));
   }
   if (!root.IsMap()) {
-    return absl::InvalidArgumentError("job spec must be a mapping of fields (see docs/job-spec.md)");
+    return absl::InvalidArgumentError(
+        "job spec must be a mapping of fields (see docs/job-spec.md)");
   }
   std::string json;
   absl::Status status = YamlToJson(root, 0, &json);
@@ -166,16 +177,14 @@ absl::StatusOr<v1::JobSpec> ReadJobSpecFile(const std::string& path) {
   // A regular file of bounded size: a FIFO or a device would block or never end.
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
-    return absl::NotFoundError(absl::StrCat("cannot read job spec file '", path, "'",
-                                            std::filesystem::exists(path, error)
-                                                ? ": not a regular file"
-                                                : ""));
+    return absl::NotFoundError(
+        absl::StrCat("cannot read job spec file '", path, "'",
+                     std::filesystem::exists(path, error) ? ": not a regular file" : ""));
   }
   const uintmax_t size = std::filesystem::file_size(path, error);
   if (error || size > kMaxSpecBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": job spec is ", size,
-                                                   " bytes; at most ", kMaxSpecBytes,
-                                                   " are allowed"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": job spec is ", size, " bytes; at most ",
+                                                   kMaxSpecBytes, " are allowed"));
   }
   std::ifstream file(path);
   if (!file.is_open()) {
@@ -185,8 +194,7 @@ absl::StatusOr<v1::JobSpec> ReadJobSpecFile(const std::string& path) {
   text << file.rdbuf();
   auto spec = ParseJobSpec(text.str());
   if (!spec.ok()) {
-    return absl::Status(spec.status().code(),
-                        absl::StrCat(path, ": ", spec.status().message()));
+    return absl::Status(spec.status().code(), absl::StrCat(path, ": ", spec.status().message()));
   }
   return spec;
 }

@@ -45,7 +45,8 @@ output:
 }
 
 TEST(ParseJobSpec, ReadsJsonWithCamelCase) {
-  auto spec = ParseJobSpec(R"({"worldSize": 2, "globalBatchSize": 8, "model": {"layerWidths": [2, 2]}})");
+  auto spec =
+      ParseJobSpec(R"({"worldSize": 2, "globalBatchSize": 8, "model": {"layerWidths": [2, 2]}})");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->world_size(), 2);
   EXPECT_EQ(spec->global_batch_size(), 8);
@@ -112,8 +113,8 @@ TEST(ParseJobSpec, BoundsExpansionNestingAndSize) {
   for (char c = 'b'; c <= 'k'; ++c) {
     const char previous = static_cast<char>(c - 1);
     laughs += std::string(1, c) + ": &" + c + " [*" + previous + ", *" + previous + ", *" +
-              previous + ", *" + previous + ", *" + previous + ", *" + previous + ", *" +
-              previous + ", *" + previous + ", *" + previous + ", *" + previous + "]\n";
+              previous + ", *" + previous + ", *" + previous + ", *" + previous + ", *" + previous +
+              ", *" + previous + ", *" + previous + ", *" + previous + "]\n";
   }
   auto expanded = ParseJobSpec(laughs);
   EXPECT_EQ(expanded.status().code(), absl::StatusCode::kInvalidArgument);

@@ -12,9 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "contracts/model_description.h"
 #include "common/printable_text.h"
 #include "common/status_macros.h"
+#include "contracts/model_description.h"
 #include "contracts/token_files.h"
 
 namespace shardwise {
@@ -76,8 +76,10 @@ absl::Status ValidateMlp(const v1::ModelSpec& model, const JobLimits& limits) {
 }
 
 absl::Status ValidateGpt(const v1::GptConfig& gpt, const JobLimits& limits) {
-  RETURN_IF_ERROR(CheckCount("model.gpt.vocab_size", gpt.vocab_size(), limits.max_vocab_size, false));
-  RETURN_IF_ERROR(CheckCount("model.gpt.block_size", gpt.block_size(), limits.max_block_size, false));
+  RETURN_IF_ERROR(
+      CheckCount("model.gpt.vocab_size", gpt.vocab_size(), limits.max_vocab_size, false));
+  RETURN_IF_ERROR(
+      CheckCount("model.gpt.block_size", gpt.block_size(), limits.max_block_size, false));
   RETURN_IF_ERROR(CheckCount("model.gpt.n_layer", gpt.n_layer(), limits.max_layers, false));
   RETURN_IF_ERROR(CheckCount("model.gpt.n_embd", gpt.n_embd(), limits.max_layer_width, false));
   RETURN_IF_ERROR(CheckEnum("model.gpt.attention", gpt.attention(),
@@ -176,8 +178,7 @@ absl::Status ValidateOptimizer(const v1::OptimizerSpec& optimizer) {
       }
       if (adamw.has_eps()) RETURN_IF_ERROR(CheckReal("optimizer.adamw.eps", adamw.eps(), 0, true));
       if (adamw.has_weight_decay()) {
-        RETURN_IF_ERROR(
-            CheckReal("optimizer.adamw.weight_decay", adamw.weight_decay(), 0, true));
+        RETURN_IF_ERROR(CheckReal("optimizer.adamw.weight_decay", adamw.weight_decay(), 0, true));
       }
       break;
     }
@@ -193,17 +194,16 @@ absl::Status ValidateLrSchedule(const v1::JobSpec& spec) {
   const v1::LrSchedule& schedule = spec.optimizer().lr_schedule();
   RETURN_IF_ERROR(CheckEnum("optimizer.lr_schedule.decay", schedule.decay(),
                             v1::LrSchedule::Decay_IsValid, "CONSTANT, COSINE or LINEAR"));
-  for (const auto& [field, value] :
-       {std::make_pair("warmup_steps", schedule.warmup_steps()),
-        std::make_pair("decay_steps", schedule.decay_steps())}) {
+  for (const auto& [field, value] : {std::make_pair("warmup_steps", schedule.warmup_steps()),
+                                     std::make_pair("decay_steps", schedule.decay_steps())}) {
     if (value < 0) {
       return Invalid(absl::StrCat("optimizer.lr_schedule.", field),
                      absl::StrCat("must be >= 0, got ", value));
     }
   }
-  const double lr = spec.optimizer().has_sgd()           ? spec.optimizer().sgd().lr()
+  const double lr = spec.optimizer().has_sgd()          ? spec.optimizer().sgd().lr()
                     : spec.optimizer().adamw().has_lr() ? spec.optimizer().adamw().lr()
-                                                         : 1e-3;
+                                                        : 1e-3;
   if (!std::isfinite(schedule.min_lr()) || schedule.min_lr() < 0 || schedule.min_lr() > lr) {
     return Invalid("optimizer.lr_schedule.min_lr",
                    absl::StrCat("must be in [0, lr = ", lr, "], got ", schedule.min_lr()));
@@ -246,7 +246,8 @@ absl::Status ValidateOverlap(const v1::JobSpec& spec) {
     return Invalid("optimizer.overlap.mode",
                    absl::StrCat(v1::OptimizerOverlap::Mode_Name(overlap.mode()),
                                 " steps before every gradient exists, so it cannot be combined "
-                                "with optimizer.max_grad_norm ", spec.optimizer().max_grad_norm()));
+                                "with optimizer.max_grad_norm ",
+                                spec.optimizer().max_grad_norm()));
   }
   if (spec.grad_scaler().enabled()) {
     return Invalid("optimizer.overlap.mode",
@@ -288,8 +289,8 @@ absl::Status CheckTokenFile(const std::string& field, const std::string& path,
   const int64_t block_size = spec.model().gpt().block_size();
   if (layout.count < block_size + 1) {
     return Invalid(field, absl::StrCat("'", path, "' holds ", layout.count,
-                                       " tokens; a sequence of model.gpt.block_size ",
-                                       block_size, " needs at least ", block_size + 1));
+                                       " tokens; a sequence of model.gpt.block_size ", block_size,
+                                       " needs at least ", block_size + 1));
   }
   return absl::OkStatus();
 }
@@ -297,11 +298,12 @@ absl::Status CheckTokenFile(const std::string& field, const std::string& path,
 absl::Status ValidateTokens(const v1::JobSpec& spec, const PathChecker& check_path) {
   const v1::TokenData& tokens = spec.data().tokens();
   if (!spec.model().has_gpt()) {
-    return Invalid("data.tokens", "is data for model.gpt; the MLP reads data.safetensors_path "
-                                  "or data.synthetic");
+    return Invalid("data.tokens",
+                   "is data for model.gpt; the MLP reads data.safetensors_path "
+                   "or data.synthetic");
   }
-  RETURN_IF_ERROR(CheckEnum("data.tokens.format", tokens.format(),
-                            v1::TokenData::Format_IsValid, "UINT16 or SAFETENSORS"));
+  RETURN_IF_ERROR(CheckEnum("data.tokens.format", tokens.format(), v1::TokenData::Format_IsValid,
+                            "UINT16 or SAFETENSORS"));
   RETURN_IF_ERROR(CheckTokenFile("data.tokens.train_path", tokens.train_path(), spec, check_path));
   if (!tokens.val_path().empty()) {
     RETURN_IF_ERROR(CheckTokenFile("data.tokens.val_path", tokens.val_path(), spec, check_path));
@@ -370,10 +372,9 @@ absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec)
   RETURN_IF_ERROR(CheckEnum("comm_hook.wrapper", hook.wrapper(), v1::CommHook::Wrapper_IsValid,
                             "NO_WRAPPER, FP16_WRAPPER or BF16_WRAPPER"));
   const v1::ShardingStrategy::Value strategy = spec.fsdp().sharding_strategy();
-  const std::string strategy_name =
-      strategy == v1::ShardingStrategy::SHARDING_STRATEGY_UNSPECIFIED
-          ? "FULL_SHARD (the default)"
-          : v1::ShardingStrategy::Value_Name(strategy);
+  const std::string strategy_name = strategy == v1::ShardingStrategy::SHARDING_STRATEGY_UNSPECIFIED
+                                        ? "FULL_SHARD (the default)"
+                                        : v1::ShardingStrategy::Value_Name(strategy);
   const std::string name = absl::StrCat(v1::CommHook::Hook_Name(hook.hook()), " with ",
                                         v1::CommHook::Wrapper_Name(hook.wrapper()));
   const bool any_hook =
@@ -381,9 +382,9 @@ absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec)
   // As PyTorch: FSDP's hybrid strategies take no communication hook.
   if (any_hook && (strategy == v1::ShardingStrategy::HYBRID_SHARD ||
                    strategy == v1::ShardingStrategy::HYBRID_SHARD_ZERO2)) {
-    return Invalid("comm_hook", absl::StrCat(name, " is not supported with fsdp.sharding_strategy ",
-                                             strategy_name,
-                                             " (hybrid strategies take no communication hook)"));
+    return Invalid("comm_hook",
+                   absl::StrCat(name, " is not supported with fsdp.sharding_strategy ",
+                                strategy_name, " (hybrid strategies take no communication hook)"));
   }
   const bool all_reduce_only = hook.hook() == v1::CommHook::ALLREDUCE ||
                                hook.hook() == v1::CommHook::MIXED_PRECISION ||
@@ -402,12 +403,14 @@ absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec)
   }
   if (hook.hook() == v1::CommHook::MIXED_PRECISION) {
     if (spec.fsdp().mixed_precision().keep_low_precision_grads()) {
-      return Invalid("comm_hook", "MIXED_PRECISION upcasts gradients for the optimizer, so "
-                                  "fsdp.mixed_precision.keep_low_precision_grads must be false");
+      return Invalid("comm_hook",
+                     "MIXED_PRECISION upcasts gradients for the optimizer, so "
+                     "fsdp.mixed_precision.keep_low_precision_grads must be false");
     }
     if (spec.optimizer().overlap().mode() != v1::OptimizerOverlap::NONE) {
-      return Invalid("comm_hook", "MIXED_PRECISION cannot be combined with optimizer.overlap "
-                                  "(the upcast runs after the reduction, on its own thread)");
+      return Invalid("comm_hook",
+                     "MIXED_PRECISION cannot be combined with optimizer.overlap "
+                     "(the upcast runs after the reduction, on its own thread)");
     }
   }
   return absl::OkStatus();
@@ -418,8 +421,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
   auto name_length = CountPrintableCharacters(spec.name());
   if (!name_length.ok()) return Invalid("name", std::string(name_length.status().message()));
   if (*name_length > 128) {
-    return Invalid("name", absl::StrCat("is ", *name_length,
-                                        " characters long; at most 128 are allowed"));
+    return Invalid("name",
+                   absl::StrCat("is ", *name_length, " characters long; at most 128 are allowed"));
   }
   RETURN_IF_ERROR(CheckCount("world_size", spec.world_size(), limits.max_world_size, false));
   RETURN_IF_ERROR(CheckEnum("device", spec.device(), v1::DeviceKind_IsValid, "CPU or CUDA"));
@@ -460,11 +463,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
   // Each rank splits its B / world rows evenly over the micro-steps.
   const int64_t micro_steps = std::max(1, spec.gradient_accumulation_steps());
   if (spec.global_batch_size() % (spec.world_size() * micro_steps) != 0) {
-    return Invalid("global_batch_size",
-                   absl::StrCat(spec.global_batch_size(),
-                                " is not divisible by job.world_size x "
-                                "job.gradient_accumulation_steps = ",
-                                spec.world_size() * micro_steps));
+    return Invalid("global_batch_size", absl::StrCat(spec.global_batch_size(),
+                                                     " is not divisible by job.world_size x "
+                                                     "job.gradient_accumulation_steps = ",
+                                                     spec.world_size() * micro_steps));
   }
   if (spec.init().has_safetensors_path()) {
     RETURN_IF_ERROR(CheckPath("init.safetensors_path", spec.init().safetensors_path(), check_path));

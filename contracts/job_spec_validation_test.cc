@@ -367,8 +367,7 @@ INSTANTIATE_TEST_SUITE_P(
                   s->mutable_data()->mutable_tokens()->set_train_path("/nope/train.bin");
                 },
                 "job.data.tokens.train_path '/nope/train.bin': no such file"},
-        BadCase{"no token data",
-                [](v1::JobSpec* s) { s->mutable_data()->mutable_synthetic(); },
+        BadCase{"no token data", [](v1::JobSpec* s) { s->mutable_data()->mutable_synthetic(); },
                 "job.data: model.gpt trains on token files"},
         BadCase{"wrap splits the tied weight",
                 [](v1::JobSpec* s) {
@@ -392,9 +391,10 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "job.optimizer.lr_schedule.decay_steps: the decay ends at step 10 (job.steps), "
                 "not after the warmup's 20 steps"},
-        BadCase{"min_lr above lr",
-                [](v1::JobSpec* s) { s->mutable_optimizer()->mutable_lr_schedule()->set_min_lr(1); },
-                "job.optimizer.lr_schedule.min_lr: must be in [0, lr = 0.001], got 1"},
+        BadCase{
+            "min_lr above lr",
+            [](v1::JobSpec* s) { s->mutable_optimizer()->mutable_lr_schedule()->set_min_lr(1); },
+            "job.optimizer.lr_schedule.min_lr: must be in [0, lr = 0.001], got 1"},
         BadCase{"unknown overlap parameter",
                 [](v1::JobSpec* s) {
                   s->mutable_optimizer()->mutable_overlap()->set_mode(

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "contracts/fsdp_layout.h"
 #include "common/status_macros.h"
+#include "contracts/fsdp_layout.h"
 
 namespace shardwise {
 namespace {
@@ -46,8 +46,8 @@ UnitElements CountUnitElements(const fsdp::FlatLayout& layout, int shard_size) {
 // Units gathered at once besides the root while a reshard-after-forward strategy
 // computes: the one computing, and with prefetch the next one.
 int UnitsInFlight(const v1::FsdpConfig& fsdp) {
-  const bool prefetch = fsdp.forward_prefetch() ||
-                        fsdp.backward_prefetch() != v1::BackwardPrefetch::NONE;
+  const bool prefetch =
+      fsdp.forward_prefetch() || fsdp.backward_prefetch() != v1::BackwardPrefetch::NONE;
   return prefetch ? 2 : 1;
 }
 
@@ -62,7 +62,9 @@ double ParameterBytes(const v1::JobSpec& spec, const fsdp::ShardingPlan& plan,
   if (!plan.sharded()) return (low ? 8 : 4) * e.full;
   const double shard_size = std::max(1, plan.shard_size);
   // The 16-bit shard and gathered copies of a unit of `padded` elements.
-  const auto in_gather = [&](double padded) { return low ? 2 * (padded + padded / shard_size) : 0; };
+  const auto in_gather = [&](double padded) {
+    return low ? 2 * (padded + padded / shard_size) : 0;
+  };
   double gathered;
   if (plan.reshard_after_forward) {
     // The root is gathered first, alone; each block then gathers while the root and the
@@ -97,8 +99,8 @@ double MicroBatch(const v1::JobSpec& spec) {
 // and ln_f's output (C each), the logits, their softmax and its gradient (V each).
 // An attention backward holds working space beside them: the fused one each row's
 // dout . out (heads x T per sequence) and the attention output (C per row), which the
-// materialised one frees before its backward and the fused one reads; on CUDA the materialised one the whole
-// micro-batch's score gradients at once (the CPU's go one head at a time) and, with
+// materialised one frees before its backward and the fused one reads; on CUDA the materialised one
+// the whole micro-batch's score gradients at once (the CPU's go one head at a time) and, with
 // 16-bit operands, 16-bit copies of them and of the probabilities (cuda/attention.h).
 double GptActivationBytes(const v1::JobSpec& spec, double sequences) {
   const v1::GptConfig& gpt = spec.model().gpt();
@@ -108,9 +110,8 @@ double GptActivationBytes(const v1::JobSpec& spec, double sequences) {
   const double row_stats = gpt.n_head() * t * sequences;
   const double scores = fused ? row_stats : row_stats * t;
   const double per_block = 4 * (16 * c * rows + scores);
-  const double blocks = spec.activation_checkpointing()
-                            ? gpt.n_layer() * 4 * c * rows + per_block
-                            : gpt.n_layer() * per_block;
+  const double blocks = spec.activation_checkpointing() ? gpt.n_layer() * 4 * c * rows + per_block
+                                                        : gpt.n_layer() * per_block;
   double attention_backward = 0;
   if (fused) {
     attention_backward = 4 * (row_stats + c * rows);
@@ -163,12 +164,11 @@ v1::MemoryEstimate MemoryEstimate::ToProto() const {
 }
 
 std::string DescribeMemoryEstimate(const v1::MemoryEstimate& e) {
-  return absl::StrCat(FormatBytes(e.total_bytes()), " (parameters ",
-                      FormatBytes(e.parameters_bytes()), ", gradients ",
-                      FormatBytes(e.gradients_bytes()), ", optimizer state ",
-                      FormatBytes(e.optimizer_state_bytes()), ", activations ",
-                      FormatBytes(e.activations_bytes()), ", data ", FormatBytes(e.data_bytes()),
-                      ")");
+  return absl::StrCat(
+      FormatBytes(e.total_bytes()), " (parameters ", FormatBytes(e.parameters_bytes()),
+      ", gradients ", FormatBytes(e.gradients_bytes()), ", optimizer state ",
+      FormatBytes(e.optimizer_state_bytes()), ", activations ", FormatBytes(e.activations_bytes()),
+      ", data ", FormatBytes(e.data_bytes()), ")");
 }
 
 std::string FormatBytes(int64_t bytes) {
@@ -182,8 +182,7 @@ std::string FormatBytes(int64_t bytes) {
 
 absl::StatusOr<MemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec,
                                                   int64_t data_file_bytes) {
-  ASSIGN_OR_RETURN(const fsdp::FlatLayout layout,
-                   fsdp::BuildFlatLayout(spec.model(), spec.wrap()));
+  ASSIGN_OR_RETURN(const fsdp::FlatLayout layout, fsdp::BuildFlatLayout(spec.model(), spec.wrap()));
   ASSIGN_OR_RETURN(const fsdp::ShardingPlan plan,
                    fsdp::PlanSharding(spec.fsdp(), std::max(1, spec.world_size()), 0));
   const UnitElements e = CountUnitElements(layout, plan.shard_size);
@@ -195,8 +194,8 @@ absl::StatusOr<MemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec,
   // computing its backward and of the one whose reduction runs meanwhile.
   estimate.gradients = Saturate(4 * (e.shard + e.root + 2 * e.largest_child));
   estimate.optimizer_state = Saturate(OptimizerBytes(spec.optimizer(), e));
-  estimate.activations = Saturate(spec.model().has_gpt()
-                                      ? GptActivationBytes(spec, micro_batch)
+  estimate.activations =
+      Saturate(spec.model().has_gpt() ? GptActivationBytes(spec, micro_batch)
                                       : MlpActivationBytes(spec.model(), micro_batch));
   estimate.data = Saturate(DataBytes(spec, micro_batch, data_file_bytes));
   return estimate;

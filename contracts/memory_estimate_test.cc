@@ -48,7 +48,7 @@ TEST(EstimateRankMemory, CountsAnUnshardedMlpExactly) {
   EXPECT_EQ(e->parameters, 4 * 67);
   // The accumulated gradients, and the unsharded ones of two units of the larger size.
   EXPECT_EQ(e->gradients, 4 * (67 + 2 * 40));
-  EXPECT_EQ(e->optimizer_state, 0);        // SGD without momentum
+  EXPECT_EQ(e->optimizer_state, 0);  // SGD without momentum
   EXPECT_EQ(e->activations, 4 * 16 * (4 + 3 + 2 * (8 + 3)));
   EXPECT_EQ(e->data, 4 * (4 + 3) * 100);
   EXPECT_EQ(e->total(), e->parameters + e->gradients + e->activations + e->data);

@@ -1,7 +1,7 @@
 #include "contracts/memory_fit.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <utility>
@@ -43,10 +43,12 @@ absl::StatusOr<Fit> FitAt(const v1::JobSpec& spec, FitDimension dimension, int64
 absl::StatusOr<Fit> LargestFitting(const v1::JobSpec& spec, FitDimension dimension,
                                    int64_t budget_bytes, int64_t max_value) {
   if (dimension == FitDimension::kBlockSize && !spec.model().has_gpt()) {
-    return absl::InvalidArgumentError("the context (model.gpt.block_size) is a GPT's; this is an MLP");
+    return absl::InvalidArgumentError(
+        "the context (model.gpt.block_size) is a GPT's; this is an MLP");
   }
   if (max_value < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("the largest value to try must be positive, got ", max_value));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the largest value to try must be positive, got ", max_value));
   }
   // Keep every probe, and a micro-batch's global_batch_size, within int64.
   max_value = std::min(max_value, std::numeric_limits<int64_t>::max() - 1);
@@ -56,8 +58,7 @@ absl::StatusOr<Fit> LargestFitting(const v1::JobSpec& spec, FitDimension dimensi
   ASSIGN_OR_RETURN(Fit best, FitAt(spec, dimension, 1));
   if (best.estimate.total() > budget_bytes) {
     return absl::OutOfRangeError(absl::StrCat(
-        dimension == FitDimension::kBlockSize ? "a context of one token"
-                                              : "a micro-batch of one",
+        dimension == FitDimension::kBlockSize ? "a context of one token" : "a micro-batch of one",
         " does not fit ", FormatBytes(budget_bytes), ": one rank needs ",
         best.estimate.ToString()));
   }
@@ -79,14 +80,23 @@ absl::StatusOr<Fit> LargestFitting(const v1::JobSpec& spec, FitDimension dimensi
 }
 
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
-  static const std::vector<std::pair<const char*, double>> kUnits = {
-      {"kib", 1024.0},   {"mib", 1024.0 * 1024},   {"gib", 1024.0 * 1024 * 1024},
-      {"tib", 1099511627776.0},
-      {"ki", 1024.0},    {"mi", 1024.0 * 1024},    {"gi", 1024.0 * 1024 * 1024},
-      {"ti", 1099511627776.0},
-      {"kb", 1e3},       {"mb", 1e6},              {"gb", 1e9},   {"tb", 1e12},
-      {"k", 1e3},        {"m", 1e6},               {"g", 1e9},    {"t", 1e12},
-      {"b", 1.0}};
+  static const std::vector<std::pair<const char*, double>> kUnits = {{"kib", 1024.0},
+                                                                     {"mib", 1024.0 * 1024},
+                                                                     {"gib", 1024.0 * 1024 * 1024},
+                                                                     {"tib", 1099511627776.0},
+                                                                     {"ki", 1024.0},
+                                                                     {"mi", 1024.0 * 1024},
+                                                                     {"gi", 1024.0 * 1024 * 1024},
+                                                                     {"ti", 1099511627776.0},
+                                                                     {"kb", 1e3},
+                                                                     {"mb", 1e6},
+                                                                     {"gb", 1e9},
+                                                                     {"tb", 1e12},
+                                                                     {"k", 1e3},
+                                                                     {"m", 1e6},
+                                                                     {"g", 1e9},
+                                                                     {"t", 1e12},
+                                                                     {"b", 1.0}};
   const std::string lowered = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   absl::string_view number = lowered;
   double scale = 1;
@@ -106,7 +116,8 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   // Whole bytes; a product within rounding of a whole number is that number ("4.1GB" is
   // 4100000000, though 4.1 * 1e9 is a hair below it in binary).
   const double product = value * scale, nearest = std::round(product);
-  const double bytes = std::abs(product - nearest) <= 1e-9 * product ? nearest : std::floor(product);
+  const double bytes =
+      std::abs(product - nearest) <= 1e-9 * product ? nearest : std::floor(product);
   if (bytes < 1) return invalid("must be at least one byte");
   if (bytes >= 9.2e18) return invalid("too large");
   return static_cast<int64_t>(bytes);

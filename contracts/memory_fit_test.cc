@@ -2,9 +2,9 @@
 
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_spec_io.h"
-#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -14,7 +14,8 @@ namespace {
 v1::JobSpec Gpt(v1::GptConfig::Attention attention) {
   auto spec = ParseJobSpec(absl::StrCat(R"(
     model: {gpt: {vocab_size: 256, block_size: 128, n_layer: 4, n_head: 4, n_embd: 256,
-                  attention: )", v1::GptConfig::Attention_Name(attention), R"(}}
+                  attention: )",
+                                        v1::GptConfig::Attention_Name(attention), R"(}}
     optimizer: {adamw: {lr: 0.001}}
     data: {tokens: {train_path: /data/train.bin}}
     global_batch_size: 16
@@ -66,15 +67,15 @@ TEST(LargestFitting, FusedAttentionFitsALongerContext) {
 }
 
 TEST(LargestFitting, StopsAtTheLimit) {
-  auto fit = LargestFitting(Gpt(v1::GptConfig::FUSED), FitDimension::kMicroBatch,
-                            int64_t{1} << 50, 100);
+  auto fit =
+      LargestFitting(Gpt(v1::GptConfig::FUSED), FitDimension::kMicroBatch, int64_t{1} << 50, 100);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_EQ(fit->value, 100);
 }
 
 TEST(LargestFitting, SaysWhenNothingFitsAndRefusesAContextForAnMlp) {
-  auto none = LargestFitting(Gpt(v1::GptConfig::MATERIALIZED), FitDimension::kBlockSize,
-                             1 << 20, kMax);
+  auto none =
+      LargestFitting(Gpt(v1::GptConfig::MATERIALIZED), FitDimension::kBlockSize, 1 << 20, kMax);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_NE(none.status().message().find("a context of one token does not fit 1.0 MiB"),
             std::string::npos)

@@ -81,21 +81,26 @@ absl::StatusOr<ModelDescription> DescribeMlp(const v1::ModelSpec& model) {
 absl::Status CheckGptConfig(const v1::ModelSpec& model) {
   if (!model.layer_widths().empty() || model.activation() != v1::ACTIVATION_UNSPECIFIED ||
       model.has_bias()) {
-    return Invalid("model", "sets model.gpt and MLP fields (layer_widths, activation, bias); "
-                            "a model is one or the other");
+    return Invalid("model",
+                   "sets model.gpt and MLP fields (layer_widths, activation, bias); "
+                   "a model is one or the other");
   }
   const v1::GptConfig& gpt = model.gpt();
   for (const auto& [field, value] :
-       {std::make_pair("vocab_size", gpt.vocab_size()), std::make_pair("block_size", gpt.block_size()),
+       {std::make_pair("vocab_size", gpt.vocab_size()),
+        std::make_pair("block_size", gpt.block_size()),
         std::make_pair("n_layer", int64_t{gpt.n_layer()}),
         std::make_pair("n_head", int64_t{gpt.n_head()}), std::make_pair("n_embd", gpt.n_embd())}) {
     if (value <= 0) {
-      return Invalid(absl::StrCat("model.gpt.", field), absl::StrCat("must be positive, got ", value));
+      return Invalid(absl::StrCat("model.gpt.", field),
+                     absl::StrCat("must be positive, got ", value));
     }
   }
   if (gpt.n_embd() % gpt.n_head() != 0) {
-    return Invalid("model.gpt.n_embd", absl::StrCat(gpt.n_embd(), " is not divisible by "
-                                                    "model.gpt.n_head ", gpt.n_head()));
+    return Invalid("model.gpt.n_embd", absl::StrCat(gpt.n_embd(),
+                                                    " is not divisible by "
+                                                    "model.gpt.n_head ",
+                                                    gpt.n_head()));
   }
   if (!v1::Activation_IsValid(gpt.activation()) || gpt.activation() == v1::RELU) {
     return Invalid("model.gpt.activation",
@@ -175,13 +180,22 @@ absl::StatusOr<std::vector<int>> WrappedModules(const ModelDescription& model,
   std::vector<ModuleKind> kinds;
   for (int i = 0; i < wrap.modules_size(); ++i) {
     switch (wrap.modules(i)) {
-      case v1::WrapModule::BLOCK: kinds.push_back(ModuleKind::kBlock); break;
-      case v1::WrapModule::POSITION_EMBEDDING: kinds.push_back(ModuleKind::kPositionEmbedding); break;
-      case v1::WrapModule::TOKEN_EMBEDDING: kinds.push_back(ModuleKind::kTokenEmbedding); break;
-      case v1::WrapModule::LM_HEAD: kinds.push_back(ModuleKind::kLmHead); break;
+      case v1::WrapModule::BLOCK:
+        kinds.push_back(ModuleKind::kBlock);
+        break;
+      case v1::WrapModule::POSITION_EMBEDDING:
+        kinds.push_back(ModuleKind::kPositionEmbedding);
+        break;
+      case v1::WrapModule::TOKEN_EMBEDDING:
+        kinds.push_back(ModuleKind::kTokenEmbedding);
+        break;
+      case v1::WrapModule::LM_HEAD:
+        kinds.push_back(ModuleKind::kLmHead);
+        break;
       default:
         return Invalid(absl::StrCat("wrap.modules[", i, "]"),
-                       absl::StrCat("unknown value ", wrap.modules(i), " (expected BLOCK, "
+                       absl::StrCat("unknown value ", wrap.modules(i),
+                                    " (expected BLOCK, "
                                     "POSITION_EMBEDDING, TOKEN_EMBEDDING or LM_HEAD)"));
     }
   }
@@ -255,11 +269,13 @@ absl::StatusOr<UnitAssignment> AssignUnits(const ModelDescription& model,
       const int holder = units.unit_of_param[p];
       if (holder == unit || holder == units.root()) continue;
       const std::string& stage_module = model.modules[model.stages[s].module].name;
-      return Invalid("wrap", absl::StrCat(
-          "this policy puts ", model.params[p].name, " into its own FSDP unit, but ",
-          stage_module, " reads it too", unit == units.root() ? " from the root unit" : "",
-          " (a shared, tied weight must stay in one unit with every module that uses it); "
-          "leave TOKEN_EMBEDDING and LM_HEAD out of wrap.modules"));
+      return Invalid(
+          "wrap",
+          absl::StrCat(
+              "this policy puts ", model.params[p].name, " into its own FSDP unit, but ",
+              stage_module, " reads it too", unit == units.root() ? " from the root unit" : "",
+              " (a shared, tied weight must stay in one unit with every module that uses it); "
+              "leave TOKEN_EMBEDDING and LM_HEAD out of wrap.modules"));
     }
   }
   return units;

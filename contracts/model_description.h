@@ -38,7 +38,7 @@ enum class ModuleKind {
 struct ParameterDesc {
   std::string name;  // state-dict name: "0.weight", "transformer.h.0.ln_1.bias", ...
   std::vector<int64_t> shape;
-  int module = 0;    // the module that registers it
+  int module = 0;  // the module that registers it
   int64_t numel() const;
   // nanoGPT decays parameters of two or more dimensions (weights, embeddings) and not the
   // others (biases, LayerNorm weights): optimizer.weight_decay_params MATRICES.
@@ -48,19 +48,19 @@ struct ParameterDesc {
 struct ModuleDesc {
   std::string name;  // "2", "transformer.h.0", "lm_head"
   ModuleKind kind;
-  int index = 0;     // among modules of its kind: Linear k, block N
+  int index = 0;  // among modules of its kind: Linear k, block N
 };
 
 struct StageDesc {
-  int module = 0;           // the module whose forward the stage runs
-  std::vector<int> params;  // every parameter it reads (a tied one included)
+  int module = 0;               // the module whose forward the stage runs
+  std::vector<int> params;      // every parameter it reads (a tied one included)
   bool checkpointable = false;  // activation checkpointing recomputes it in backward
 };
 
 struct ModelDescription {
   std::vector<ParameterDesc> params;  // registration order (named_parameters(), tied once)
   std::vector<ModuleDesc> modules;
-  std::vector<StageDesc> stages;      // forward order
+  std::vector<StageDesc> stages;  // forward order
   int64_t num_parameters() const;
   // The index of the parameter named `name`, or -1.
   int FindParameter(const std::string& name) const;

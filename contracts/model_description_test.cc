@@ -59,7 +59,8 @@ TEST(DescribeModel, GptHasNanoGptsNamesInRegistrationOrder) {
 TEST(DescribeModel, GptWithoutBiasHasNone) {
   auto d = DescribeModel(Gpt(1, /*bias=*/false));
   ASSERT_TRUE(d.ok());
-  for (const ParameterDesc& p : d->params) EXPECT_EQ(p.name.find("bias"), std::string::npos) << p.name;
+  for (const ParameterDesc& p : d->params)
+    EXPECT_EQ(p.name.find("bias"), std::string::npos) << p.name;
   EXPECT_EQ(d->params.size(), 2 + 6 + 1u);
 }
 
@@ -68,8 +69,10 @@ TEST(DescribeModel, RefusesABadGpt) {
   model.mutable_gpt()->set_n_head(4);  // 6 is not divisible by 4
   auto d = DescribeModel(model);
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(d.status().message().find("job.model.gpt.n_embd: 6 is not divisible by model.gpt.n_head 4"),
-            std::string::npos) << d.status();
+  EXPECT_NE(
+      d.status().message().find("job.model.gpt.n_embd: 6 is not divisible by model.gpt.n_head 4"),
+      std::string::npos)
+      << d.status();
   model = Gpt(1);
   model.add_layer_widths(3);
   EXPECT_EQ(DescribeModel(model).status().code(), absl::StatusCode::kInvalidArgument);

@@ -37,7 +37,8 @@ absl::StatusOr<v1::PrefetchPlan> PlanPrefetch(const v1::ExecutionOrder& order,
   }
   if (std::set<int>(order.pre_forward().begin(), order.pre_forward().end()) !=
       std::set<int>(order.post_forward().begin(), order.post_forward().end())) {
-    return absl::InvalidArgumentError("the pre-forward and post-forward orders hold different units");
+    return absl::InvalidArgumentError(
+        "the pre-forward and post-forward orders hold different units");
   }
   v1::PrefetchPlan plan;
   plan.set_backward_prefetch(fsdp.backward_prefetch() ==
@@ -45,8 +46,8 @@ absl::StatusOr<v1::PrefetchPlan> PlanPrefetch(const v1::ExecutionOrder& order,
                                  ? v1::BackwardPrefetch::BACKWARD_PRE
                                  : fsdp.backward_prefetch());
   plan.set_forward_prefetch(fsdp.forward_prefetch());
-  plan.set_max_all_gathers_in_flight(
-      !fsdp.has_limit_all_gathers() || fsdp.limit_all_gathers() ? 2 : 0);
+  plan.set_max_all_gathers_in_flight(!fsdp.has_limit_all_gathers() || fsdp.limit_all_gathers() ? 2
+                                                                                               : 0);
   plan.mutable_forward_target()->Resize(num_units, -1);
   plan.mutable_backward_target()->Resize(num_units, -1);
   if (plan.forward_prefetch()) {
@@ -124,14 +125,16 @@ std::string FormatExecutionOrder(const v1::ExecutionOrder& order) {
 std::string FormatPrefetchPlan(const v1::PrefetchPlan& plan) {
   std::vector<std::string> forward, backward;
   for (int u = 0; u < plan.forward_target_size(); ++u) {
-    if (plan.forward_target(u) >= 0) forward.push_back(absl::StrCat(u, "->", plan.forward_target(u)));
+    if (plan.forward_target(u) >= 0)
+      forward.push_back(absl::StrCat(u, "->", plan.forward_target(u)));
     if (plan.backward_target(u) >= 0) {
       backward.push_back(absl::StrCat(u, "->", plan.backward_target(u)));
     }
   }
   return absl::StrCat(
-      "v", plan.version(), ": backward ", v1::BackwardPrefetch::Value_Name(plan.backward_prefetch()),
-      " [", absl::StrJoin(backward, ", "), "], forward ",
+      "v", plan.version(), ": backward ",
+      v1::BackwardPrefetch::Value_Name(plan.backward_prefetch()), " [",
+      absl::StrJoin(backward, ", "), "], forward ",
       plan.forward_prefetch() ? absl::StrCat("[", absl::StrJoin(forward, ", "), "]") : "off",
       ", all-gathers in flight ",
       plan.max_all_gathers_in_flight() > 0 ? absl::StrCat("<= ", plan.max_all_gathers_in_flight())

@@ -132,7 +132,7 @@ v1::ExecutionOrder TwoLayerGptOrder() {
 }
 
 const std::vector<HookEvent> kTwoLayerGptBackward = {
-    {HookPoint::kPreBackward, 2}, {HookPoint::kPreBackward, 1}, {HookPoint::kPostBackward, 1},
+    {HookPoint::kPreBackward, 2}, {HookPoint::kPreBackward, 1},  {HookPoint::kPostBackward, 1},
     {HookPoint::kPreBackward, 0}, {HookPoint::kPostBackward, 0}, {HookPoint::kPostBackward, 2}};
 
 TEST(PrefetchPlan, TwoLayerGpt) {

@@ -27,10 +27,9 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   // A regular file of bounded size: a FIFO would block, a device never end.
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
-    return absl::NotFoundError(absl::StrCat("cannot read '", path, "'",
-                                            std::filesystem::exists(path, error)
-                                                ? ": not a regular file"
-                                                : ""));
+    return absl::NotFoundError(
+        absl::StrCat("cannot read '", path, "'",
+                     std::filesystem::exists(path, error) ? ": not a regular file" : ""));
   }
   if (std::filesystem::file_size(path, error) > kMaxFileBytes) {
     return absl::InvalidArgumentError(
@@ -80,7 +79,8 @@ namespace {
 
 uint64_t HeaderSize(std::string_view first_eight) {
   uint64_t header_size = 0;
-  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | static_cast<uint8_t>(first_eight[i]);
+  for (int i = 7; i >= 0; --i)
+    header_size = header_size << 8 | static_cast<uint8_t>(first_eight[i]);
   return header_size;
 }
 
@@ -153,7 +153,8 @@ absl::StatusOr<SafetensorsIndex> ParseHeader(const std::string& path, const std:
     const int element = SafetensorsDtypeSize(tensor.dtype);
     if (element == 0) {
       return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has dtype ",
-                                              tensor.dtype, "; Shardwise reads F32, I64, I32 and U16"));
+                                              tensor.dtype,
+                                              "; Shardwise reads F32, I64, I32 and U16"));
     }
     // Sizes are checked against the file before anything is multiplied out, and every
     // partial product must fit int64_t: shapes are multiplied as int64_t later (numel()),
@@ -165,7 +166,8 @@ absl::StatusOr<SafetensorsIndex> ParseHeader(const std::string& path, const std:
           __builtin_mul_overflow(magnitude, std::max<uint64_t>(static_cast<uint64_t>(dim), 1),
                                  &magnitude) ||
           magnitude > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Corrupt(path, absl::StrCat("tensor '", name, "' has a dimension that does not fit the file"));
+        return Corrupt(
+            path, absl::StrCat("tensor '", name, "' has a dimension that does not fit the file"));
       }
       numel *= static_cast<uint64_t>(dim);  // at most `magnitude`
       tensor.shape.push_back(static_cast<int64_t>(dim));
@@ -196,8 +198,8 @@ absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path) {
   TensorMap tensors;
   for (const auto& [name, entry] : index->tensors) {
     if (entry.dtype != "F32" && entry.dtype != "I64") {
-      return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has dtype ",
-                                              entry.dtype, "; Shardwise reads F32 and I64 here"));
+      return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has dtype ", entry.dtype,
+                                              "; Shardwise reads F32 and I64 here"));
     }
     HostTensor tensor;
     tensor.dtype = entry.dtype;
@@ -218,7 +220,8 @@ absl::StatusOr<Metadata> ReadSafetensorsMetadata(const std::string& path) {
 
 std::string EncodeSafetensors(const TensorMap& tensors, const Metadata& metadata) {
   std::string header = "{\"__metadata__\":{\"format\":\"pt\"";
-  for (const auto& [key, value] : metadata) absl::StrAppend(&header, ",", Quoted(key), ":", Quoted(value));
+  for (const auto& [key, value] : metadata)
+    absl::StrAppend(&header, ",", Quoted(key), ":", Quoted(value));
   header += "}";
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {

@@ -83,8 +83,7 @@ TEST(Safetensors, RefusesDeclaredSizesThatOverflowOrDisagree) {
     return bytes + header + std::string(data_bytes, '\0');
   };
   const std::string overflow = file_with_header(
-      R"({"x":{"dtype":"F32","shape":[60000,60000,60000,60000,0],"data_offsets":[0,0]}})",
-      60000);
+      R"({"x":{"dtype":"F32","shape":[60000,60000,60000,60000,0],"data_offsets":[0,0]}})", 60000);
   auto index = ParseSafetensorsIndex("overflow.safetensors", overflow);
   EXPECT_EQ(index.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(index.status().message().find("has a dimension that does not fit the file"),
@@ -92,20 +91,19 @@ TEST(Safetensors, RefusesDeclaredSizesThatOverflowOrDisagree) {
       << index.status();
   // 2^62 elements of 4 bytes: the element count fits, the bytes overflow.
   const std::string bytes_overflow = file_with_header(
-      R"({"x":{"dtype":"F32","shape":[65536,65536,65536,16384],"data_offsets":[0,16]}})",
-      65536);
+      R"({"x":{"dtype":"F32","shape":[65536,65536,65536,16384],"data_offsets":[0,16]}})", 65536);
   EXPECT_EQ(ParseSafetensorsIndex("big.safetensors", bytes_overflow).status().code(),
             absl::StatusCode::kDataLoss);
-  const std::string disagree = file_with_header(
-      R"({"x":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})", 16);
+  const std::string disagree =
+      file_with_header(R"({"x":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})", 16);
   EXPECT_EQ(ParseSafetensorsIndex("short.safetensors", disagree).status().code(),
             absl::StatusCode::kDataLoss);
   const std::string path = TempPath("overflow.safetensors");
   std::ofstream(path, std::ios::binary) << overflow;
   EXPECT_EQ(ReadSafetensors(path).status().code(), absl::StatusCode::kDataLoss);
   // A real tensor of no elements is fine.
-  const std::string empty = file_with_header(
-      R"({"x":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})", 8);
+  const std::string empty =
+      file_with_header(R"({"x":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})", 8);
   auto fine = ParseSafetensorsIndex("empty.safetensors", empty);
   ASSERT_TRUE(fine.ok()) << fine.status();
   EXPECT_EQ(fine->tensors.at("x").shape, (std::vector<int64_t>{0, 4}));

@@ -17,17 +17,16 @@ absl::Status Invalid(const std::string& field, const std::string& path, const st
 
 v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData::Format format) {
   if (format != v1::TokenData::FORMAT_UNSPECIFIED) return format;
-  return absl::EndsWith(path, ".safetensors") ? v1::TokenData::SAFETENSORS
-                                              : v1::TokenData::UINT16;
+  return absl::EndsWith(path, ".safetensors") ? v1::TokenData::SAFETENSORS : v1::TokenData::UINT16;
 }
 
-absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field,
-                                                 const std::string& path,
+absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const std::string& path,
                                                  v1::TokenData::Format format) {
   std::error_code error;
   const auto status = std::filesystem::status(path, error);
   if (error || !std::filesystem::exists(status)) return Invalid(field, path, "no such file");
-  if (!std::filesystem::is_regular_file(status)) return Invalid(field, path, "is not a regular file");
+  if (!std::filesystem::is_regular_file(status))
+    return Invalid(field, path, "is not a regular file");
   if (ResolveTokenFormat(path, format) == v1::TokenData::UINT16) {
     const uint64_t bytes = std::filesystem::file_size(path, error);
     if (error) return Invalid(field, path, error.message());

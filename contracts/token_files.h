@@ -25,8 +25,7 @@ v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData:
 
 // Reads the file's size and header only. INVALID_ARGUMENT naming job.`field` and the path
 // when it is missing, not a regular file, or not a token file of that format.
-absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field,
-                                                 const std::string& path,
+absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const std::string& path,
                                                  v1::TokenData::Format format);
 
 }  // namespace shardwise

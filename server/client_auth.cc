@@ -76,10 +76,12 @@ absl::StatusOr<TokenAuthenticator::Table> TokenAuthenticator::Parse(const std::s
     const std::string where = absl::StrCat("tokens file '", path, "': entry ", i + 1);
     const std::string principal = field("principal");
     if (principal.empty() || principal.size() > 128) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": principal must be 1 to 128 characters"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": principal must be 1 to 128 characters"));
     }
     auto role = ParseRole(field("role"));
-    if (!role.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", role.status().message()));
+    if (!role.ok())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", role.status().message()));
     const std::string hash = field("sha256");
     if (!IsSha256Hex(hash)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -162,15 +164,18 @@ absl::Status Authorize(const Principal& principal, Action action, const std::str
       if (principal.role == Role::kAdmin) return absl::OkStatus();
       if (principal.role == Role::kSubmitter) {
         if (job_submitter == principal.name) return absl::OkStatus();
-        return absl::PermissionDeniedError(absl::StrCat(
-            principal.name, " (submitter) may ", what, " only jobs it submitted; this one was "
-            "submitted by ", job_submitter.empty() ? "no one known" : job_submitter));
+        return absl::PermissionDeniedError(
+            absl::StrCat(principal.name, " (submitter) may ", what,
+                         " only jobs it submitted; this one was "
+                         "submitted by ",
+                         job_submitter.empty() ? "no one known" : job_submitter));
       }
       break;
   }
   return absl::PermissionDeniedError(absl::StrCat(
       principal.name, " (", RoleName(principal.role), ") may not ", what, ": it takes the ",
-      action == Action::kSubmit ? "submitter or admin role" : "submitter role (for its own jobs) or admin"));
+      action == Action::kSubmit ? "submitter or admin role"
+                                : "submitter role (for its own jobs) or admin"));
 }
 
 }  // namespace shardwise

@@ -43,9 +43,9 @@ struct Principal {
 
 // What a call asks to do.
 enum class Action {
-  kRead,        // get, list, watch
-  kSubmit,      // submit a job
-  kChangeJob,   // cancel a job, change its hook: a submitter's own jobs only
+  kRead,       // get, list, watch
+  kSubmit,     // submit a job
+  kChangeJob,  // cancel a job, change its hook: a submitter's own jobs only
 };
 
 class TokenAuthenticator {
@@ -70,7 +70,8 @@ class TokenAuthenticator {
   };
   using Table = absl::flat_hash_map<std::string, Entry>;  // by hash
 
-  TokenAuthenticator(std::string path, const Clock* clock) : path_(std::move(path)), clock_(*clock) {}
+  TokenAuthenticator(std::string path, const Clock* clock)
+      : path_(std::move(path)), clock_(*clock) {}
   static absl::StatusOr<Table> Parse(const std::string& path);
   // Reads the file again if it changed since it was last read (checked once a second).
   void ReloadIfChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -69,11 +69,12 @@ TEST_F(TokenAuthenticatorTest, ReadsTheFileAgainWhenItChangesAndKeepsItOnABadEdi
 
 TEST_F(TokenAuthenticatorTest, RefusesMalformedFilesNamingTheEntry) {
   for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
-           {"tokens:\n  - {principal: bob, role: king, sha256: " +
-                TokenAuthenticator::Hash("x") + "}\n",
+           {"tokens:\n  - {principal: bob, role: king, sha256: " + TokenAuthenticator::Hash("x") +
+                "}\n",
             "entry 1: role 'king'"},
-           {"tokens:\n" + Entry("a", "viewer", "x") + "  - {principal: b, role: viewer, "
-            "sha256: not-a-hash}\n",
+           {"tokens:\n" + Entry("a", "viewer", "x") +
+                "  - {principal: b, role: viewer, "
+                "sha256: not-a-hash}\n",
             "entry 2: sha256 must be 64 lower-case hex digits"},
            {"tokens:\n" + Entry("a", "viewer", "x") + Entry("b", "admin", "x"),
             "entry 2: the same token twice"},

@@ -58,8 +58,8 @@ absl::Status Coordinator::CheckExposure(const CoordinatorOptions& options) {
   if (!tls.worker_ca_file.empty() && tls.cert_file.empty()) {
     return absl::InvalidArgumentError("--worker_ca needs --tls_cert and --tls_key");
   }
-  for (const std::string* file : {&tls.cert_file, &tls.key_file, &tls.worker_ca_file,
-                                  &options.tokens_file}) {
+  for (const std::string* file :
+       {&tls.cert_file, &tls.key_file, &tls.worker_ca_file, &options.tokens_file}) {
     if (!file->empty() && ::access(file->c_str(), R_OK) != 0) {
       return absl::InvalidArgumentError(absl::StrCat("cannot read '", *file, "'"));
     }
@@ -67,27 +67,28 @@ absl::Status Coordinator::CheckExposure(const CoordinatorOptions& options) {
   if (IsLoopback(options.listen_address) || options.insecure) return absl::OkStatus();
   if (tls.cert_file.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "refusing to serve ", options.listen_address, " without TLS: anyone who reaches it "
+        "refusing to serve ", options.listen_address,
+        " without TLS: anyone who reaches it "
         "could read the tokens and specs sent to it and pose as the coordinator. Give "
         "--tls_cert and --tls_key (and --worker_ca for workers), or --insecure on a network "
         "you trust"));
   }
   if (options.tokens_file.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "refusing to serve ", options.listen_address, " without --tokens_file: anyone who "
+        "refusing to serve ", options.listen_address,
+        " without --tokens_file: anyone who "
         "reaches it could submit and cancel jobs. Give --tokens_file, or --insecure on a "
         "network you trust"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
-    const CoordinatorOptions& options) {
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const CoordinatorOptions& options) {
   RETURN_IF_ERROR(CheckExposure(options));
   std::unique_ptr<Coordinator> c(new Coordinator(options));
   if (!options.tokens_file.empty()) {
-    ASSIGN_OR_RETURN(c->tokens_, TokenAuthenticator::Load(options.tokens_file,
-                                                          options.controller.clock));
+    ASSIGN_OR_RETURN(c->tokens_,
+                     TokenAuthenticator::Load(options.tokens_file, options.controller.clock));
   }
   ASSIGN_OR_RETURN(c->state_lock_, StateFileLock::Acquire(options.state_file));
   ASSIGN_OR_RETURN(c->state_, StateStore::Open(options.state_file));
@@ -107,11 +108,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
                                                    c->rendezvous_.get(), controller);
   c->watch_hub_ = std::make_unique<WatchHub>(c->jobs_.get());
   const bool worker_certificates = !options.tls.worker_ca_file.empty();
-  c->job_service_ = std::make_unique<JobServiceImpl>(c->controller_.get(), c->jobs_.get(),
-                                                     c->workers_.get(), c->watch_hub_.get(),
-                                                     c->tokens_.get());
-  c->worker_service_ = std::make_unique<WorkerServiceImpl>(
-      c->controller_.get(), c->executor_.get(), &c->metrics_, worker_certificates);
+  c->job_service_ =
+      std::make_unique<JobServiceImpl>(c->controller_.get(), c->jobs_.get(), c->workers_.get(),
+                                       c->watch_hub_.get(), c->tokens_.get());
+  c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->controller_.get(), c->executor_.get(),
+                                                           &c->metrics_, worker_certificates);
   c->rendezvous_service_ =
       std::make_unique<RendezvousServiceImpl>(c->rendezvous_.get(), worker_certificates);
   RETURN_IF_ERROR(c->StartServing());
@@ -180,11 +181,11 @@ void Coordinator::SetServing(bool serving) {
 }
 
 void Coordinator::AddCollectors() {
-  Family<Gauge>& jobs = metrics_registry_.AddGauge("shardwise_coordinator_jobs",
-                                                   "Jobs by state.", {"state"});
-  Family<Gauge>& workers = metrics_registry_.AddGauge(
-      "shardwise_coordinator_workers", "Registered workers by state and device.",
-      {"state", "device"});
+  Family<Gauge>& jobs =
+      metrics_registry_.AddGauge("shardwise_coordinator_jobs", "Jobs by state.", {"state"});
+  Family<Gauge>& workers =
+      metrics_registry_.AddGauge("shardwise_coordinator_workers",
+                                 "Registered workers by state and device.", {"state", "device"});
   Gauge& queued = metrics_registry_
                       .AddGauge("shardwise_coordinator_executor_queued",
                                 "Worker messages waiting for the controller.")
@@ -195,34 +196,34 @@ void Coordinator::AddCollectors() {
                              .With({});
   // One series per RUNNING job: bounded by the jobs the cluster runs at once, and
   // dropped when a job ends.
-  Family<Gauge>& step = metrics_registry_.AddGauge(
-      "shardwise_job_step", "Steps a RUNNING job has completed.", {"job"});
-  Family<Gauge>& total_steps = metrics_registry_.AddGauge(
-      "shardwise_job_total_steps", "Steps a RUNNING job will run.", {"job"});
+  Family<Gauge>& step = metrics_registry_.AddGauge("shardwise_job_step",
+                                                   "Steps a RUNNING job has completed.", {"job"});
+  Family<Gauge>& total_steps = metrics_registry_.AddGauge("shardwise_job_total_steps",
+                                                          "Steps a RUNNING job will run.", {"job"});
   Family<Gauge>& loss = metrics_registry_.AddGauge(
       "shardwise_job_loss", "A RUNNING job's latest loss (its global batch's).", {"job"});
-  Family<Gauge>& steps_per_second = metrics_registry_.AddGauge(
-      "shardwise_job_steps_per_second", "A RUNNING job's speed.", {"job"});
-  Family<Gauge>& tokens_per_second = metrics_registry_.AddGauge(
-      "shardwise_job_tokens_per_second", "A RUNNING GPT job's tokens per second, all ranks.",
-      {"job"});
-  metrics_registry_.AddCollector([this, &step, &total_steps, &loss, &steps_per_second,
-                                  &tokens_per_second, &heartbeat_age] {
-    for (Family<Gauge>* family : {&step, &total_steps, &loss, &steps_per_second,
-                                  &tokens_per_second}) {
-      family->Clear();
-    }
-    for (const v1::Job& job : jobs_->Live()) {
-      if (job.state() != v1::RUNNING) continue;
-      const v1::Progress& p = job.progress();
-      step.With({job.id()}).Set(static_cast<double>(p.step()));
-      total_steps.With({job.id()}).Set(static_cast<double>(p.total_steps()));
-      loss.With({job.id()}).Set(p.loss());
-      steps_per_second.With({job.id()}).Set(p.steps_per_second());
-      tokens_per_second.With({job.id()}).Set(p.tokens_per_second());
-    }
-    heartbeat_age.Set(absl::ToDoubleSeconds(workers_->OldestHeartbeatAge()));
-  });
+  Family<Gauge>& steps_per_second = metrics_registry_.AddGauge("shardwise_job_steps_per_second",
+                                                               "A RUNNING job's speed.", {"job"});
+  Family<Gauge>& tokens_per_second =
+      metrics_registry_.AddGauge("shardwise_job_tokens_per_second",
+                                 "A RUNNING GPT job's tokens per second, all ranks.", {"job"});
+  metrics_registry_.AddCollector(
+      [this, &step, &total_steps, &loss, &steps_per_second, &tokens_per_second, &heartbeat_age] {
+        for (Family<Gauge>* family :
+             {&step, &total_steps, &loss, &steps_per_second, &tokens_per_second}) {
+          family->Clear();
+        }
+        for (const v1::Job& job : jobs_->Live()) {
+          if (job.state() != v1::RUNNING) continue;
+          const v1::Progress& p = job.progress();
+          step.With({job.id()}).Set(static_cast<double>(p.step()));
+          total_steps.With({job.id()}).Set(static_cast<double>(p.total_steps()));
+          loss.With({job.id()}).Set(p.loss());
+          steps_per_second.With({job.id()}).Set(p.steps_per_second());
+          tokens_per_second.With({job.id()}).Set(p.tokens_per_second());
+        }
+        heartbeat_age.Set(absl::ToDoubleSeconds(workers_->OldestHeartbeatAge()));
+      });
   metrics_registry_.AddCollector([this, &jobs, &workers, &queued] {
     for (const auto& [state, count] : jobs_->CountByState()) {
       jobs.With({v1::JobState_Name(state)}).Set(count);
@@ -257,7 +258,8 @@ void Coordinator::RunPeriodicWork() {
         std::fprintf(stderr, "shardwise-coordinator: compacting old jobs: %s\n",
                      std::string(compacted.status().message()).c_str());
       } else if (*compacted > 0) {
-        std::fprintf(stderr, "shardwise-coordinator: compacted %d jobs that ended more than %s ago\n",
+        std::fprintf(stderr,
+                     "shardwise-coordinator: compacted %d jobs that ended more than %s ago\n",
                      *compacted, absl::FormatDuration(options_.job_retention).c_str());
       }
     }
@@ -270,8 +272,11 @@ void Coordinator::RunPeriodicWork() {
       SetServing(serving);
       std::fprintf(stderr, "shardwise-coordinator: %s\n",
                    serving ? "every change is written to the state file again; SERVING"
-                           : absl::StrCat(unsaved, " job changes cannot be written to the state "
-                                          "file (", error.message(), "); NOT_SERVING until "
+                           : absl::StrCat(unsaved,
+                                          " job changes cannot be written to the state "
+                                          "file (",
+                                          error.message(),
+                                          "); NOT_SERVING until "
                                           "they are")
                                  .c_str());
     }

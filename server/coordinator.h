@@ -42,9 +42,9 @@ namespace shardwise {
 
 // TLS on the coordinator's port (docs/operations.md, "Security").
 struct TlsOptions {
-  std::string cert_file;       // the coordinator's certificate chain (PEM); empty: plaintext
-  std::string key_file;        // its private key
-  std::string worker_ca_file;  // with it, workers must present a certificate it signed
+  std::string cert_file;         // the coordinator's certificate chain (PEM); empty: plaintext
+  std::string key_file;          // its private key
+  std::string worker_ca_file;    // with it, workers must present a certificate it signed
   unsigned reload_seconds = 60;  // how often the files are read again (rotation)
 };
 

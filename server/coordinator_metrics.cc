@@ -16,9 +16,9 @@ CoordinatorMetrics::CoordinatorMetrics(MetricsRegistry* registry)
       worker_sessions_total(registry->AddCounter("shardwise_coordinator_worker_sessions_total",
                                                  "Worker sessions asked for, by outcome.",
                                                  {"outcome"})),
-      failure_detections_total(registry->AddCounter(
-          "shardwise_coordinator_failure_detections_total",
-          "Workers declared lost, by how the loss was detected.", {"reason"})),
+      failure_detections_total(
+          registry->AddCounter("shardwise_coordinator_failure_detections_total",
+                               "Workers declared lost, by how the loss was detected.", {"reason"})),
       stalls_total(registry->AddCounter(
           "shardwise_coordinator_stalls_total",
           "Collectives in which ranks waited past --stall_warning_ms for ranks that had not "

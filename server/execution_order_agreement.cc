@@ -62,8 +62,8 @@ ExecutionOrderAgreement::Decision ExecutionOrderAgreement::OnFirstOrder(
   if (!plan.ok()) {
     // Nothing to follow: the ranks keep running without prefetch, as before an order.
     decision.kind = Decision::Kind::kWarn;
-    decision.message = absl::StrCat("the execution order cannot be planned: ",
-                                    plan.status().message());
+    decision.message =
+        absl::StrCat("the execution order cannot be planned: ", plan.status().message());
     return decision;
   }
   plan->set_version(1);
@@ -71,8 +71,8 @@ ExecutionOrderAgreement::Decision ExecutionOrderAgreement::OnFirstOrder(
   decision.order = reference;
   decision.plan = *plan;
   decision.message = absl::StrCat("execution order recorded, the same on all ", world_size_,
-                                  " ranks: ", FormatExecutionOrder(reference),
-                                  "; prefetch plan ", FormatPrefetchPlan(*plan));
+                                  " ranks: ", FormatExecutionOrder(reference), "; prefetch plan ",
+                                  FormatPrefetchPlan(*plan));
   return decision;
 }
 
@@ -94,8 +94,8 @@ ExecutionOrderAgreement::Decision ExecutionOrderAgreement::OnChange(
       report.step(), ": ", FirstDifference(job.execution_order(), report.execution_order()),
       " (warned once per attempt)");
   // Re-planned from the new order; if it cannot be planned, the old plan stays.
-  auto plan = PlanPrefetch(report.execution_order(), job.spec().fsdp(),
-                           NumUnits(report.execution_order()));
+  auto plan =
+      PlanPrefetch(report.execution_order(), job.spec().fsdp(), NumUnits(report.execution_order()));
   Decision decision;
   if (!plan.ok()) {
     decision.kind = Decision::Kind::kWarn;

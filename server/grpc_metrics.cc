@@ -23,11 +23,23 @@ std::set<std::string> ServedMethods() {
 }
 
 const char* CodeName(grpc::StatusCode code) {
-  static const char* const kNames[] = {
-      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
   const int index = static_cast<int>(code);
   return index >= 0 && index < 17 ? kNames[index] : "UNKNOWN";
 }
@@ -63,15 +75,15 @@ GrpcMetricsFactory::GrpcMetricsFactory(MetricsRegistry* registry)
                                      "RPCs answered, by method and status code.",
                                      {"method", "code"})),
       seconds_(registry->AddHistogram("shardwise_coordinator_grpc_request_seconds",
-                                      "Time to answer a unary RPC, by method.",
-                                      LatencyBuckets(), {"method"})) {}
+                                      "Time to answer a unary RPC, by method.", LatencyBuckets(),
+                                      {"method"})) {}
 
 grpc::experimental::Interceptor* GrpcMetricsFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
   const std::string method = methods_.count(info->method()) > 0 ? info->method() : "other";
-  return new MetricsInterceptor(
-      method, info->type() == grpc::experimental::ServerRpcInfo::Type::UNARY, &requests_,
-      &seconds_);
+  return new MetricsInterceptor(method,
+                                info->type() == grpc::experimental::ServerRpcInfo::Type::UNARY,
+                                &requests_, &seconds_);
 }
 
 }  // namespace shardwise

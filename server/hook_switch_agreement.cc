@@ -11,9 +11,9 @@ namespace shardwise {
 
 absl::Status HookSwitchAgreement::BeginRequest(const v1::Job& job) {
   if (proposal_.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job.id(), " is still agreeing switch ", proposal_->version(), " to ",
-        CommHookName(proposal_->new_hook()), " at step ", proposal_->step()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job.id(), " is still agreeing switch ", proposal_->version(), " to ",
+                     CommHookName(proposal_->new_hook()), " at step ", proposal_->step()));
   }
   proposals_ = 0;
   return absl::OkStatus();
@@ -24,10 +24,10 @@ absl::StatusOr<v1::HookSwitch> HookSwitchAgreement::MakeProposal(const v1::Job& 
                                                                  int64_t not_before,
                                                                  absl::Time request_time) const {
   const v1::Progress& progress = job.progress();
-  const int64_t lead = std::max<int64_t>(
-      options_.min_lead_steps,
-      static_cast<int64_t>(
-          std::ceil(progress.steps_per_second() * absl::ToDoubleSeconds(options_.lead))));
+  const int64_t lead =
+      std::max<int64_t>(options_.min_lead_steps,
+                        static_cast<int64_t>(std::ceil(progress.steps_per_second() *
+                                                       absl::ToDoubleSeconds(options_.lead))));
   const int64_t step = std::max(progress.step(), not_before) + lead;
   if (step >= job.spec().steps()) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -5,10 +5,10 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "contracts/job_spec_defaults.h"
-#include "contracts/job_state.h"
 #include "common/random_token.h"
 #include "common/status_macros.h"
+#include "contracts/job_spec_defaults.h"
+#include "contracts/job_state.h"
 #include "server/scheduler.h"
 
 namespace shardwise {
@@ -44,8 +44,8 @@ void JobController::LogError(const absl::Status& status, const char* what) {
   if (!status.ok()) std::fprintf(stderr, "coordinator: %s: %s\n", what, status.ToString().c_str());
 }
 
-JobController::JobController(JobManager* jobs, WorkerRegistry* workers,
-                             RendezvousStore* rendezvous, const Options& options)
+JobController::JobController(JobManager* jobs, WorkerRegistry* workers, RendezvousStore* rendezvous,
+                             const Options& options)
     : jobs_(jobs),
       workers_(workers),
       rendezvous_(rendezvous),
@@ -73,9 +73,9 @@ absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec,
   v1::JobSpec effective = spec;
   // Before anything reads a file the spec names: only paths inside the roots, canonical.
   if (options_.path_policy.has_value()) {
-    RETURN_IF_ERROR(ApplyPathPolicy(
-        *options_.path_policy, options_.check_paths ? PathCheck::kOnDisk : PathCheck::kLexical,
-        &effective));
+    RETURN_IF_ERROR(ApplyPathPolicy(*options_.path_policy,
+                                    options_.check_paths ? PathCheck::kOnDisk : PathCheck::kLexical,
+                                    &effective));
   }
   RETURN_IF_ERROR(ValidateJobSpec(effective, options_.limits,
                                   options_.check_paths ? PathChecker(CheckReadableFile) : nullptr));
@@ -93,20 +93,21 @@ absl::Status JobController::CheckSomeWorkerHasMemory(v1::DeviceKind device,
   auto largest = workers_->Largest(device);
   if (!largest.ok()) return absl::OkStatus();  // none registered yet: the job waits
   if (MemoryFits(memory.total(), RankMemory(*largest))) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "the job needs about ", memory.ToString(), " per rank, but the largest ",
-      v1::DeviceKind_Name(device), " worker (", largest->name(), ") advertises ",
-      FormatBytes(RankMemory(*largest)),
-      "; use more ranks with a sharded strategy, a smaller global_batch_size or more "
-      "gradient_accumulation_steps, or activation_checkpointing"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("the job needs about ", memory.ToString(), " per rank, but the largest ",
+                   v1::DeviceKind_Name(device), " worker (", largest->name(), ") advertises ",
+                   FormatBytes(RankMemory(*largest)),
+                   "; use more ranks with a sharded strategy, a smaller global_batch_size or more "
+                   "gradient_accumulation_steps, or activation_checkpointing"));
 }
 
 absl::StatusOr<v1::Job> JobController::Cancel(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(v1::Job job, jobs_->Get(job_id));
   if (IsTerminal(job.state())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id, " already ended as ", v1::JobState_Name(job.state()), "; nothing to cancel"));
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " already ended as ",
+                                                      v1::JobState_Name(job.state()),
+                                                      "; nothing to cancel"));
   }
   const std::string reason = "cancelled by request";
   if (job.state() != v1::PENDING) {
@@ -147,10 +148,9 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
       request.has_running() && ReattachLocked(registration.worker_id, request.running());
   if (!reattached) RequeueIfRankCameBackWithoutItLocked(registration.worker_id);
   if (request.has_running() && !reattached) {
-    workers_->DrainOnAttach(
-        registration.worker_id,
-        AbortMessage(request.running().job_id(), request.running().attempt(),
-                     "the coordinator is not running this attempt"));
+    workers_->DrainOnAttach(registration.worker_id,
+                            AbortMessage(request.running().job_id(), request.running().attempt(),
+                                         "the coordinator is not running this attempt"));
   }
   v1::RegisterWorkerResponse response;
   response.set_reattached(reattached);
@@ -180,8 +180,8 @@ void JobController::OnHeartbeat(const std::string& worker_id, const v1::Heartbea
   auto worker = workers_->Heartbeat(worker_id);
   if (!worker.ok()) return;
   const bool assigned = worker->state == v1::BUSY || worker->state == v1::DRAINING;
-  const bool same_attempt = assigned && heartbeat.job_id() == worker->job_id &&
-                            heartbeat.attempt() == worker->attempt;
+  const bool same_attempt =
+      assigned && heartbeat.job_id() == worker->job_id && heartbeat.attempt() == worker->attempt;
   if (!heartbeat.job_id().empty() && !same_attempt) {
     // A leftover from an attempt that ended (or from before a coordinator restart).
     workers_->Send(worker_id, AbortMessage(heartbeat.job_id(), heartbeat.attempt(),
@@ -223,8 +223,10 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
     holds_rank |= rank.rank() == report.rank() && rank.worker_id() == worker_id;
   }
   if (!holds_rank) {
-    std::fprintf(stderr, "coordinator: ignoring a report from %s for rank %d of %s, which it "
-                 "does not hold\n", worker_id.c_str(), report.rank(), report.job_id().c_str());
+    std::fprintf(stderr,
+                 "coordinator: ignoring a report from %s for rank %d of %s, which it "
+                 "does not hold\n",
+                 worker_id.c_str(), report.rank(), report.job_id().c_str());
     return;
   }
   LiveAttempt& attempt = live->second;
@@ -257,9 +259,10 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       if (static_cast<int32_t>(attempt.completed.size()) == job->spec().world_size()) {
         const std::string result = attempt.result;
         EndAttemptLocked(*job);
-        LogError(jobs_->Finish(job->id(), report.attempt(), v1::SUCCEEDED,
-                               absl::StrCat("attempt ", report.attempt(), ": every rank completed"),
-                               result)
+        LogError(jobs_
+                     ->Finish(job->id(), report.attempt(), v1::SUCCEEDED,
+                              absl::StrCat("attempt ", report.attempt(), ": every rank completed"),
+                              result)
                      .status(),
                  "finishing job");
       }
@@ -403,7 +406,8 @@ void JobController::LoseWorkerLocked(const std::string& worker_id, const std::st
                                      const char* kind) {
   auto before = workers_->MarkLost(worker_id, reason);
   if (!before.ok()) return;
-  if (options_.metrics != nullptr) options_.metrics->failure_detections_total.With({kind}).Increment();
+  if (options_.metrics != nullptr)
+    options_.metrics->failure_detections_total.With({kind}).Increment();
   std::fprintf(stderr, "coordinator: worker %s lost: %s\n", worker_id.c_str(), reason.c_str());
   if (before->state() != v1::BUSY || before->job_id().empty()) return;
   auto job = jobs_->Get(before->job_id());
@@ -431,9 +435,9 @@ void JobController::AbortRanksLocked(const v1::Job& job, const std::string& reas
 void JobController::EndAttemptLocked(const v1::Job& job) {
   auto live = live_.find(job.id());
   if (live != live_.end() && live->second.hook_switch.proposing()) {
-    DecideHookSwitchLocked(job, live->second, /*commit=*/false,
-                           absl::StrCat("attempt ", job.attempt(),
-                                        " ended before every rank answered"));
+    DecideHookSwitchLocked(
+        job, live->second, /*commit=*/false,
+        absl::StrCat("attempt ", job.attempt(), " ended before every rank answered"));
   }
   rendezvous_->CloseScope(job.id(), job.attempt());
   stalls_.Forget(job.id());
@@ -451,25 +455,28 @@ void JobController::FailAttemptLocked(const v1::Job& job, const std::string& rea
   EndAttemptLocked(job);
   const int32_t max_restarts = job.spec().restart_policy().max_restarts();
   if (!retryable) {
-    LogError(jobs_->Finish(job.id(), job.attempt(), v1::FAILED,
-                           absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
-                                        max_restarts > 0 ? "; not re-queued: every attempt "
-                                                           "would fail the same way"
-                                                         : ""))
+    LogError(jobs_
+                 ->Finish(job.id(), job.attempt(), v1::FAILED,
+                          absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
+                                       max_restarts > 0 ? "; not re-queued: every attempt "
+                                                          "would fail the same way"
+                                                        : ""))
                  .status(),
              "failing job");
   } else if (job.restarts() < max_restarts) {
-    LogError(jobs_->Requeue(job.id(), job.attempt(),
-                            absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
-                                         "; re-queued (restart ", job.restarts() + 1, " of ",
-                                         max_restarts, ")"),
-                            /*counts_as_restart=*/true)
+    LogError(jobs_
+                 ->Requeue(job.id(), job.attempt(),
+                           absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
+                                        "; re-queued (restart ", job.restarts() + 1, " of ",
+                                        max_restarts, ")"),
+                           /*counts_as_restart=*/true)
                  .status(),
              "re-queueing");
   } else {
-    LogError(jobs_->Finish(job.id(), job.attempt(), v1::FAILED,
-                           absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
-                                        max_restarts > 0 ? "; no restarts left" : ""))
+    LogError(jobs_
+                 ->Finish(job.id(), job.attempt(), v1::FAILED,
+                          absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
+                                       max_restarts > 0 ? "; no restarts left" : ""))
                  .status(),
              "failing job");
   }

@@ -120,9 +120,7 @@ class JobController {
   struct LiveAttempt {
     LiveAttempt(int32_t attempt_number, int32_t world_size, bool order_recorded,
                 const HookSwitchAgreement::Options& hook_options)
-        : attempt(attempt_number),
-          order(world_size, order_recorded),
-          hook_switch(hook_options) {}
+        : attempt(attempt_number), order(world_size, order_recorded), hook_switch(hook_options) {}
 
     int32_t attempt = 0;
     std::set<int32_t> joined;
@@ -173,8 +171,7 @@ class JobController {
 
   // Records and sends a proposal to switch `job` to `hook` at a step after both the
   // reported progress and `not_before`.
-  absl::StatusOr<v1::HookSwitch> ProposeHookSwitchLocked(const v1::Job& job,
-                                                         LiveAttempt& attempt,
+  absl::StatusOr<v1::HookSwitch> ProposeHookSwitchLocked(const v1::Job& job, LiveAttempt& attempt,
                                                          const v1::CommHook& hook,
                                                          int64_t not_before,
                                                          absl::Time request_time)
@@ -199,11 +196,10 @@ class JobController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION when workers of `device` are registered and none advertises
   // `memory` per rank; OK when one does, or none is registered yet (the job waits).
-  absl::Status CheckSomeWorkerHasMemory(v1::DeviceKind device,
-                                        const MemoryEstimate& memory) const;
+  absl::Status CheckSomeWorkerHasMemory(v1::DeviceKind device, const MemoryEstimate& memory) const;
   // `kind` names how the loss was detected, for the metrics.
-  void LoseWorkerLocked(const std::string& worker_id, const std::string& reason,
-                        const char* kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LoseWorkerLocked(const std::string& worker_id, const std::string& reason, const char* kind)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells every rank of the attempt to stop, except `skip_worker` (already gone).
   void AbortRanksLocked(const v1::Job& job, const std::string& reason,
                         const std::string& skip_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -19,16 +19,16 @@ absl::StatusOr<v1::HookSwitch> JobController::SetCommHook(const std::string& job
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(v1::Job job, jobs_->Get(job_id));
   auto live = live_.find(job_id);
-  if (job.state() != v1::RUNNING || live == live_.end() ||
-      live->second.attempt != job.attempt()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id, " is ", v1::JobState_Name(job.state()),
-        "; its communication hook can change only while it is RUNNING"));
+  if (job.state() != v1::RUNNING || live == live_.end() || live->second.attempt != job.attempt()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " is ", v1::JobState_Name(job.state()),
+                     "; its communication hook can change only while it is RUNNING"));
   }
   if (live->second.awaiting_reattach) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id, "'s ranks are re-attaching after a coordinator restart; try again "
-        "once they are back (describe shows it)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id,
+                     "'s ranks are re-attaching after a coordinator restart; try again "
+                     "once they are back (describe shows it)"));
   }
   RETURN_IF_ERROR(ValidateCommHook(hook, job.spec()));
   if (SameHook(HookInEffect(job), hook)) {
@@ -40,17 +40,19 @@ absl::StatusOr<v1::HookSwitch> JobController::SetCommHook(const std::string& job
   return ProposeHookSwitchLocked(job, attempt, hook, /*not_before=*/0, clock_.Now());
 }
 
-absl::StatusOr<v1::HookSwitch> JobController::ProposeHookSwitchLocked(
-    const v1::Job& job, LiveAttempt& attempt, const v1::CommHook& hook, int64_t not_before,
-    absl::Time request_time) {
+absl::StatusOr<v1::HookSwitch> JobController::ProposeHookSwitchLocked(const v1::Job& job,
+                                                                      LiveAttempt& attempt,
+                                                                      const v1::CommHook& hook,
+                                                                      int64_t not_before,
+                                                                      absl::Time request_time) {
   ASSIGN_OR_RETURN(const v1::HookSwitch proposal,
                    attempt.hook_switch.MakeProposal(job, hook, not_before, request_time));
-  ASSIGN_OR_RETURN(v1::Job updated,
-                   jobs_->RecordHookSwitch(
-                       job.id(), proposal,
-                       absl::StrCat("comm hook switch ", proposal.version(), " proposed: ",
-                                    CommHookName(proposal.old_hook()), " -> ",
-                                    CommHookName(hook), " at step ", proposal.step())));
+  ASSIGN_OR_RETURN(
+      v1::Job updated,
+      jobs_->RecordHookSwitch(job.id(), proposal,
+                              absl::StrCat("comm hook switch ", proposal.version(),
+                                           " proposed: ", CommHookName(proposal.old_hook()), " -> ",
+                                           CommHookName(hook), " at step ", proposal.step())));
   attempt.hook_switch.Proposed(proposal);
   v1::CoordinatorMessage message;
   v1::HookChange* change = message.mutable_hook_change();
@@ -88,11 +90,11 @@ void JobController::OnHookAck(const std::string& worker_id, const v1::HookChange
       if (!decision.retry_after.has_value()) return;
       auto again = jobs_->Get(ack.job_id());
       if (!again.ok()) return;
-      LogError(ProposeHookSwitchLocked(*again, attempt, rejected.new_hook(),
-                                       *decision.retry_after + 1,
-                                       absl::FromUnixMillis(rejected.request_time_ms()))
-                   .status(),
-               "re-proposing a hook switch");
+      LogError(
+          ProposeHookSwitchLocked(*again, attempt, rejected.new_hook(), *decision.retry_after + 1,
+                                  absl::FromUnixMillis(rejected.request_time_ms()))
+              .status(),
+          "re-proposing a hook switch");
       return;
     }
   }
@@ -114,8 +116,10 @@ void JobController::DecideHookSwitchLocked(const v1::Job& job, LiveAttempt& atte
         absl::StrCat("comm hook switched ", CommHookName(decided.old_hook()), " -> ",
                      CommHookName(decided.new_hook()), " at step ", decided.step(), " (switch ",
                      decided.version(), ", agreed by every rank)");
-    const absl::Status written = jobs_->RecordHookSwitch(job.id(), decided, event,
-                                                         /*durable=*/true).status();
+    const absl::Status written = jobs_
+                                     ->RecordHookSwitch(job.id(), decided, event,
+                                                        /*durable=*/true)
+                                     .status();
     if (!written.ok()) {
       commit = false;
       why = absl::StrCat("the decision could not be written: ", written.message());
@@ -124,18 +128,19 @@ void JobController::DecideHookSwitchLocked(const v1::Job& job, LiveAttempt& atte
   if (!commit) {
     decided.set_state(v1::HookSwitch::ABANDONED);
     decided.set_reason(why);
-    LogError(jobs_->RecordHookSwitch(job.id(), decided,
-                                     absl::StrCat("comm hook switch ", decided.version(), " to ",
-                                                  CommHookName(decided.new_hook()),
-                                                  " abandoned: ", why))
-                 .status(),
-             "recording a hook switch");
+    LogError(
+        jobs_
+            ->RecordHookSwitch(job.id(), decided,
+                               absl::StrCat("comm hook switch ", decided.version(), " to ",
+                                            CommHookName(decided.new_hook()), " abandoned: ", why))
+            .status(),
+        "recording a hook switch");
   }
   SendToRanksLocked(job, HookDecisionMessage(job, decided.version(), commit));
 }
 
 v1::CoordinatorMessage JobController::HookDecisionMessage(const v1::Job& job, int32_t version,
-                                                         bool commit) {
+                                                          bool commit) {
   v1::CoordinatorMessage message;
   v1::HookDecision* decision = message.mutable_hook_decision();
   decision->set_job_id(job.id());

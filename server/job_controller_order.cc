@@ -29,7 +29,8 @@ void JobController::ApplyOrderDecisionLocked(const v1::Job& job, LiveAttempt& at
       auto recorded = jobs_->RecordExecutionPlan(job.id(), job.attempt(), decision.order,
                                                  decision.plan, decision.message);
       LogError(recorded.status(), "recording the execution order");
-      if (recorded.ok()) ApplyOrderDecisionLocked(*recorded, attempt, attempt.order.Recorded(*recorded));
+      if (recorded.ok())
+        ApplyOrderDecisionLocked(*recorded, attempt, attempt.order.Recorded(*recorded));
       return;
     }
     case Kind::kReplan: {

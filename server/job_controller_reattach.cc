@@ -39,12 +39,12 @@ void JobController::AwaitReattachments() {
     for (const v1::RankAssignment& rank : job.ranks()) live.joined.insert(rank.rank());
     live.awaiting_reattach = true;
     live.reattach_deadline = deadline;
-    LogError(jobs_->RecordEvent(job.id(), job.attempt(),
-                                absl::StrCat("the coordinator restarted while attempt ",
-                                             job.attempt(), " was RUNNING; waiting up to ",
-                                             absl::FormatDuration(options_.reattach_grace),
-                                             " for its ", job.ranks_size(),
-                                             " ranks to re-attach"))
+    LogError(jobs_
+                 ->RecordEvent(job.id(), job.attempt(),
+                               absl::StrCat("the coordinator restarted while attempt ",
+                                            job.attempt(), " was RUNNING; waiting up to ",
+                                            absl::FormatDuration(options_.reattach_grace),
+                                            " for its ", job.ranks_size(), " ranks to re-attach"))
                  .status(),
              "recording an event");
   }
@@ -71,11 +71,12 @@ bool JobController::ReattachLocked(const std::string& worker_id,
                static_cast<long long>(running.step()));
   if (static_cast<int>(attempt.reattached.size()) == job->ranks_size()) {
     attempt.awaiting_reattach = false;
-    LogError(jobs_->RecordEvent(job->id(), job->attempt(),
-                                absl::StrCat("all ", job->ranks_size(), " ranks of attempt ",
-                                             job->attempt(),
-                                             " re-attached after the coordinator restarted; "
-                                             "training went on without a restart"))
+    LogError(jobs_
+                 ->RecordEvent(
+                     job->id(), job->attempt(),
+                     absl::StrCat("all ", job->ranks_size(), " ranks of attempt ", job->attempt(),
+                                  " re-attached after the coordinator restarted; "
+                                  "training went on without a restart"))
                  .status(),
              "recording an event");
   }
@@ -136,12 +137,11 @@ void JobController::CheckReattachDeadlinesLocked(absl::Time now) {
         missing.push_back(RankName(*job, rank.rank()));
       }
     }
-    expired.emplace_back(
-        *job, absl::StrCat("only ", live.reattached.size(), " of ", job->ranks_size(),
-                           " ranks re-attached within ",
-                           absl::FormatDuration(options_.reattach_grace),
-                           " after the coordinator restarted (missing: ",
-                           absl::StrJoin(missing, ", "), ")"));
+    expired.emplace_back(*job, absl::StrCat("only ", live.reattached.size(), " of ",
+                                            job->ranks_size(), " ranks re-attached within ",
+                                            absl::FormatDuration(options_.reattach_grace),
+                                            " after the coordinator restarted (missing: ",
+                                            absl::StrJoin(missing, ", "), ")"));
   }
   for (const auto& [job, reason] : expired) RequeueUnattachedLocked(job, reason);
 }
@@ -150,10 +150,11 @@ void JobController::RequeueUnattachedLocked(const v1::Job& job, const std::strin
   AbortRanksLocked(job, absl::StrCat("attempt ", job.attempt(), " ended: ", reason),
                    /*skip_worker=*/"");
   EndAttemptLocked(job);
-  LogError(jobs_->Requeue(job.id(), job.attempt(),
-                          absl::StrCat("attempt ", job.attempt(), " ended: ", reason,
-                                       "; re-queued as a new attempt"),
-                          /*counts_as_restart=*/false)
+  LogError(jobs_
+               ->Requeue(job.id(), job.attempt(),
+                         absl::StrCat("attempt ", job.attempt(), " ended: ", reason,
+                                      "; re-queued as a new attempt"),
+                         /*counts_as_restart=*/false)
                .status(),
            "re-queueing");
   RequestScheduleLocked();

@@ -44,8 +44,8 @@ class JobControllerTest : public ::testing::Test {
     jobs_ = std::move(*jobs);
     workers_ = std::make_unique<WorkerRegistry>(WorkerRegistry::Options{.clock = &clock_});
     rendezvous_ = std::make_unique<RendezvousStore>();
-    controller_ = std::make_unique<JobController>(jobs_.get(), workers_.get(), rendezvous_.get(),
-                                                  options_);
+    controller_ =
+        std::make_unique<JobController>(jobs_.get(), workers_.get(), rendezvous_.get(), options_);
   }
 
   // Registers a worker (naming the attempt it runs, if any) and opens its session.
@@ -361,10 +361,10 @@ TEST_F(JobControllerTest, AWorkerBackWithAnEndedAttemptDrainsBeforeItIsScheduled
 }
 
 TEST_F(JobControllerTest, ARegistryAtItsLimitRefusesNewWorkers) {
-  workers_ = std::make_unique<WorkerRegistry>(
-      WorkerRegistry::Options{.clock = &clock_, .max_workers = 1});
-  controller_ = std::make_unique<JobController>(jobs_.get(), workers_.get(), rendezvous_.get(),
-                                                options_);
+  workers_ =
+      std::make_unique<WorkerRegistry>(WorkerRegistry::Options{.clock = &clock_, .max_workers = 1});
+  controller_ =
+      std::make_unique<JobController>(jobs_.get(), workers_.get(), rendezvous_.get(), options_);
   AddWorker("w0");
   v1::RegisterWorkerRequest request;
   request.set_name("w1");

@@ -79,9 +79,9 @@ void JobManager::AddJobLocked(const std::string& job_id) {
 absl::Status JobManager::RecoverAttemptLocked(const std::string& id) {
   const v1::Job& job = *jobs_[id].job;
   const bool scheduled = job.state() == v1::SCHEDULED;
-  const bool proposing = std::any_of(
-      job.hook_switches().begin(), job.hook_switches().end(),
-      [](const v1::HookSwitch& s) { return s.state() == v1::HookSwitch::PROPOSED; });
+  const bool proposing =
+      std::any_of(job.hook_switches().begin(), job.hook_switches().end(),
+                  [](const v1::HookSwitch& s) { return s.state() == v1::HookSwitch::PROPOSED; });
   if (!scheduled && !(job.state() == v1::RUNNING && proposing)) return absl::OkStatus();
   const std::string reason =
       scheduled ? absl::StrCat("coordinator restarted while attempt ", job.attempt(),
@@ -109,8 +109,8 @@ absl::Status JobManager::RecoverAttemptLocked(const std::string& id) {
 
 absl::Status JobManager::CheckAttempt(const v1::Job& job, int32_t attempt) const {
   if (attempt != kAnyAttempt && attempt != job.attempt()) {
-    return absl::FailedPreconditionError(absl::StrCat("job ", job.id(), " is at attempt ",
-                                                      job.attempt(), ", not ", attempt));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job.id(), " is at attempt ", job.attempt(), ", not ", attempt));
   }
   return absl::OkStatus();
 }
@@ -138,8 +138,8 @@ absl::StatusOr<v1::Job> JobManager::Mutate(const std::string& job_id,
   if (it == jobs_.end()) return NoSuchJob(job_id);
   Entry& entry = it->second;
   if (!entry.unsaved.has_value() && !entry.job.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id, " already ended as ", v1::JobState_Name(entry.summary.state())));
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " already ended as ",
+                                                      v1::JobState_Name(entry.summary.state())));
   }
   v1::Job updated = entry.unsaved.value_or(*entry.job);
   RETURN_IF_ERROR(mutate(&updated));
@@ -166,8 +166,10 @@ absl::StatusOr<v1::Job> JobManager::Mutate(const std::string& job_id,
   if (!entry.unsaved.has_value()) {
     entry.unsaved_since = clock_.Now();
     entry.unsaved_error = std::string(saved.message());
-    std::fprintf(stderr, "shardwise-coordinator: cannot write job %s to the state file (%s); "
-                 "retrying\n", job_id.c_str(), entry.unsaved_error.c_str());
+    std::fprintf(stderr,
+                 "shardwise-coordinator: cannot write job %s to the state file (%s); "
+                 "retrying\n",
+                 job_id.c_str(), entry.unsaved_error.c_str());
   }
   entry.unsaved = updated;
   entry.unsaved_events = std::move(events);
@@ -329,8 +331,8 @@ std::vector<v1::Job> JobManager::Live() const {
 std::map<v1::JobState, int64_t> JobManager::CountByState() const {
   absl::MutexLock lock(&mu_);
   std::map<v1::JobState, int64_t> counts;
-  for (v1::JobState state : {v1::PENDING, v1::SCHEDULED, v1::RUNNING, v1::SUCCEEDED, v1::FAILED,
-                             v1::CANCELLED}) {
+  for (v1::JobState state :
+       {v1::PENDING, v1::SCHEDULED, v1::RUNNING, v1::SUCCEEDED, v1::FAILED, v1::CANCELLED}) {
     counts[state] = 0;
   }
   for (const auto& [id, entry] : jobs_) ++counts[entry.summary.state()];
@@ -374,8 +376,8 @@ absl::StatusOr<v1::Job> JobManager::Schedule(const std::string& job_id,
       job_id,
       [&](v1::Job* j) {
         if (j->state() != v1::PENDING) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "job ", job_id, " is ", v1::JobState_Name(j->state()), ", not PENDING"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("job ", job_id, " is ", v1::JobState_Name(j->state()), ", not PENDING"));
         }
         j->set_state(v1::SCHEDULED);
         j->set_attempt(attempt);
@@ -413,8 +415,8 @@ absl::StatusOr<v1::Job> JobManager::Finish(const std::string& job_id, int32_t at
       [&](v1::Job* j) {
         RETURN_IF_ERROR(CheckAttempt(*j, attempt));
         if (IsTerminal(j->state())) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "job ", job_id, " already ended as ", v1::JobState_Name(j->state())));
+          return absl::FailedPreconditionError(
+              absl::StrCat("job ", job_id, " already ended as ", v1::JobState_Name(j->state())));
         }
         j->set_state(final_state);
         j->set_reason(reason);
@@ -432,9 +434,10 @@ absl::StatusOr<v1::Job> JobManager::Requeue(const std::string& job_id, int32_t a
       [&](v1::Job* j) {
         RETURN_IF_ERROR(CheckAttempt(*j, attempt));
         if (j->state() != v1::SCHEDULED && j->state() != v1::RUNNING) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "job ", job_id, " is ", v1::JobState_Name(j->state()), "; only a scheduled or "
-              "running job can be re-queued"));
+          return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " is ",
+                                                            v1::JobState_Name(j->state()),
+                                                            "; only a scheduled or "
+                                                            "running job can be re-queued"));
         }
         j->set_state(v1::PENDING);
         j->set_reason(reason);
@@ -446,14 +449,13 @@ absl::StatusOr<v1::Job> JobManager::Requeue(const std::string& job_id, int32_t a
 }
 
 absl::StatusOr<v1::Job> JobManager::RecordEvent(const std::string& job_id, int32_t attempt,
-                                               const std::string& event_message) {
+                                                const std::string& event_message) {
   absl::MutexLock lock(&mu_);
   return Mutate(
       job_id, [&](v1::Job* j) { return CheckAttempt(*j, attempt); }, event_message);
 }
 
-absl::StatusOr<v1::Job> JobManager::RecordExecutionPlan(const std::string& job_id,
-                                                        int32_t attempt,
+absl::StatusOr<v1::Job> JobManager::RecordExecutionPlan(const std::string& job_id, int32_t attempt,
                                                         const v1::ExecutionOrder& order,
                                                         const v1::PrefetchPlan& plan,
                                                         const std::string& event_message) {
@@ -526,8 +528,7 @@ std::vector<std::string> JobManager::ChangedJobs(absl::Duration timeout) {
   return changed;
 }
 
-absl::StatusOr<v1::Job> JobManager::WaitForChange(const std::string& job_id,
-                                                  uint64_t* seen_version,
+absl::StatusOr<v1::Job> JobManager::WaitForChange(const std::string& job_id, uint64_t* seen_version,
                                                   absl::Duration timeout) const {
   {
     absl::MutexLock lock(&mu_);

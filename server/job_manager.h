@@ -131,8 +131,7 @@ class JobManager {
   // decision that must survive a crash before the ranks hear it.
   absl::StatusOr<v1::Job> RecordHookSwitch(const std::string& job_id,
                                            const v1::HookSwitch& hook_switch,
-                                           const std::string& event_message,
-                                           bool durable = false);
+                                           const std::string& event_message, bool durable = false);
 
   // Writes the changes the store refused earlier; how many are still unwritten, and the
   // latest store error if any.
@@ -169,8 +168,7 @@ class JobManager {
   };
   enum class OnStoreFailure { kDefer, kRefuse };
 
-  JobManager(StateStore* store, const Options& options)
-      : store_(store), clock_(*options.clock) {}
+  JobManager(StateStore* store, const Options& options) : store_(store), clock_(*options.clock) {}
 
   // Applies `mutate` to a copy of the job as it stands (its unsaved change, if any),
   // stamps it, appends an event if `event_message` is not empty, saves it, and only then

@@ -86,8 +86,9 @@ TEST_F(JobManagerTest, RefusesTransitionsOutOfOrder) {
   EXPECT_EQ(manager_->Finish("job-1", 7, v1::FAILED, "stale").status().code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(manager_->Finish("job-1", 1, v1::FAILED, "boom").ok());
-  EXPECT_EQ(manager_->Finish("job-1", JobManager::kAnyAttempt, v1::CANCELLED, "late").status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      manager_->Finish("job-1", JobManager::kAnyAttempt, v1::CANCELLED, "late").status().code(),
+      absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(manager_->Get("job-404").status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -166,8 +167,7 @@ TEST_F(JobManagerTest, HookSwitchesPersistAndAPendingOneDiesWithTheCoordinator) 
   ASSERT_EQ(job->hook_switches_size(), 2);  // the same version was updated, not added
   EXPECT_EQ(job->hook_switches(0).state(), v1::HookSwitch::APPLIED);
   EXPECT_EQ(job->hook_switches(1).state(), v1::HookSwitch::ABANDONED);
-  EXPECT_EQ(job->hook_switches(1).reason(),
-            "the coordinator restarted before every rank answered");
+  EXPECT_EQ(job->hook_switches(1).reason(), "the coordinator restarted before every rank answered");
   EXPECT_EQ(job->state(), v1::RUNNING);  // its ranks re-attach, and are told
 }
 
@@ -277,13 +277,15 @@ TEST_F(JobManagerTest, JobsEndedLongerAgoThanTheRetentionAreCompacted) {
   ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
   ASSERT_TRUE(manager_->Schedule("job-1", Ranks(1)).ok());
   ASSERT_TRUE(manager_->Finish("job-1", 1, v1::SUCCEEDED, "done").ok());
-  ASSERT_TRUE(store_->SaveTimeline([] {
-    v1::Timeline timeline;
-    timeline.set_job_id("job-1");
-    timeline.set_attempt(1);
-    timeline.add_ranks()->set_rank(0);
-    return timeline;
-  }()).ok());
+  ASSERT_TRUE(store_
+                  ->SaveTimeline([] {
+                    v1::Timeline timeline;
+                    timeline.set_job_id("job-1");
+                    timeline.set_attempt(1);
+                    timeline.add_ranks()->set_rank(0);
+                    return timeline;
+                  }())
+                  .ok());
   clock.Advance(absl::Hours(24 * 29));
   EXPECT_EQ(*manager_->Compact(absl::Hours(24 * 30)), 0);
   clock.Advance(absl::Hours(48));

@@ -18,8 +18,7 @@ grpc::Status CheckJobId(const std::string& job_id) {
 absl::StatusOr<size_t> PageSize(int32_t requested) {
   if (requested < 0 || requested > JobServiceImpl::kMaxPageSize) {
     return absl::InvalidArgumentError(absl::StrCat("page_size: ", requested, " is not in [0, ",
-                                                   JobServiceImpl::kMaxPageSize,
-                                                   "] (0 means ",
+                                                   JobServiceImpl::kMaxPageSize, "] (0 means ",
                                                    JobServiceImpl::kDefaultPageSize, ")"));
   }
   return requested == 0 ? JobServiceImpl::kDefaultPageSize : requested;
@@ -94,8 +93,7 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
   }
   auto page_size = PageSize(request->page_size());
   if (!page_size.ok()) return ToGrpcStatus(page_size.status());
-  const absl::Status states =
-      CheckEnums("states", request->states(), v1::JobState_IsValid);
+  const absl::Status states = CheckEnums("states", request->states(), v1::JobState_IsValid);
   if (!states.ok()) return ToGrpcStatus(states);
   JobManager::ListFilter filter;
   for (int state : request->states()) filter.states.push_back(static_cast<v1::JobState>(state));
@@ -124,8 +122,8 @@ grpc::Status JobServiceImpl::SetCommHook(grpc::ServerContext* context,
                                          const v1::SetCommHookRequest* request,
                                          v1::HookSwitch* response) {
   if (auto status = CheckJobId(request->job_id()); !status.ok()) return status;
-  if (absl::Status allowed = CallerMayChange(*context, request->job_id(),
-                                             "change the communication hook of jobs");
+  if (absl::Status allowed =
+          CallerMayChange(*context, request->job_id(), "change the communication hook of jobs");
       !allowed.ok()) {
     return ToGrpcStatus(allowed);
   }
@@ -154,9 +152,9 @@ grpc::ServerWriteReactor<v1::Job>* JobServiceImpl::WatchJob(grpc::CallbackServer
     return new RefusedWatch(ToGrpcStatus(caller.status()));
   }
   if (auto status = CheckJobId(request->job_id()); !status.ok() || watch_hub_ == nullptr) {
-    return new RefusedWatch(status.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                                       "watching is not served here")
-                                        : status);
+    return new RefusedWatch(
+        status.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "watching is not served here")
+                    : status);
   }
   return watch_hub_->Watch(request->job_id());
 }
@@ -169,8 +167,7 @@ grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext* context,
   }
   auto page_size = PageSize(request->page_size());
   if (!page_size.ok()) return ToGrpcStatus(page_size.status());
-  absl::Status valid =
-      CheckEnums("states", request->states(), v1::WorkerState_IsValid);
+  absl::Status valid = CheckEnums("states", request->states(), v1::WorkerState_IsValid);
   if (valid.ok() && !v1::DeviceKind_IsValid(request->device())) {
     valid = absl::InvalidArgumentError(absl::StrCat("device: unknown value ", request->device()));
   }

@@ -40,8 +40,7 @@ ABSL_FLAG(std::string, metrics_port_file, "",
 ABSL_FLAG(int64_t, heartbeat_interval_ms, 1000, "how often workers send a heartbeat");
 ABSL_FLAG(int64_t, heartbeat_timeout_ms, 10000,
           "a worker silent for longer is lost, and its job's attempt fails");
-ABSL_FLAG(int64_t, collective_timeout_ms, 60000,
-          "workers' timeout for rendezvous and collectives");
+ABSL_FLAG(int64_t, collective_timeout_ms, 60000, "workers' timeout for rendezvous and collectives");
 ABSL_FLAG(int64_t, hook_switch_lead_ms, 2000,
           "a comm hook switch is proposed for the step a job should reach this long after "
           "its latest progress report (and at least 3 steps ahead)");
@@ -116,12 +115,14 @@ int main(int argc, char** argv) {
     auto roots = [&](const std::vector<std::string>& flag) {
       return flag.empty() ? std::vector<std::string>{cwd} : flag;
     };
-    auto policy = shardwise::PathPolicy::Create(roots(absl::GetFlag(FLAGS_allowed_input_paths)),
-                                                roots(absl::GetFlag(FLAGS_allowed_output_paths)),
-                                                cwd);
+    auto policy =
+        shardwise::PathPolicy::Create(roots(absl::GetFlag(FLAGS_allowed_input_paths)),
+                                      roots(absl::GetFlag(FLAGS_allowed_output_paths)), cwd);
     if (!policy.ok()) {
-      std::fprintf(stderr, "shardwise-coordinator: --allowed_input_paths / "
-                   "--allowed_output_paths: %s\n", std::string(policy.status().message()).c_str());
+      std::fprintf(stderr,
+                   "shardwise-coordinator: --allowed_input_paths / "
+                   "--allowed_output_paths: %s\n",
+                   std::string(policy.status().message()).c_str());
       return 2;
     }
     controller.path_policy = *policy;

@@ -21,15 +21,13 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
     const std::vector<std::string> keys(request.keys().begin(), request.keys().end());
     // The alarm and the cancellation reach the wait through `wait_`, which outlives this
     // reactor: an alarm firing as the wait completes finds it already ended.
-    wait_->id = store->WaitAsync(request.scope(), keys,
-                                 [this, timeout](absl::Status status) {
-                                   if (absl::IsDeadlineExceeded(status)) {
-                                     status = absl::DeadlineExceededError(absl::StrCat(
-                                         "after ", absl::FormatDuration(timeout), ", ",
-                                         status.message()));
-                                   }
-                                   Finish(ToGrpcStatus(status));
-                                 });
+    wait_->id = store->WaitAsync(request.scope(), keys, [this, timeout](absl::Status status) {
+      if (absl::IsDeadlineExceeded(status)) {
+        status = absl::DeadlineExceededError(
+            absl::StrCat("after ", absl::FormatDuration(timeout), ", ", status.message()));
+      }
+      Finish(ToGrpcStatus(status));
+    });
     alarm_.Set(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout),
                [wait = wait_](bool fired) {
                  if (fired) wait->store->ExpireWait(wait->id);
@@ -81,10 +79,10 @@ grpc::ServerUnaryReactor* RendezvousServiceImpl::Wait(grpc::CallbackServerContex
   const absl::Duration timeout = absl::Milliseconds(request->timeout_ms());
   grpc::Status refused = CheckCaller(*context);
   if (refused.ok() && (timeout <= absl::ZeroDuration() || timeout > kMaxWait)) {
-    refused = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                           absl::StrCat("timeout_ms: must be in (0, ",
-                                        absl::ToInt64Milliseconds(kMaxWait), "], got ",
-                                        request->timeout_ms()));
+    refused = grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("timeout_ms: must be in (0, ", absl::ToInt64Milliseconds(kMaxWait), "], got ",
+                     request->timeout_ms()));
   }
   if (!refused.ok()) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

@@ -37,13 +37,13 @@ void RendezvousStore::CloseScope(const std::string& job_id, int32_t attempt) {
     }
     scopes_.erase(it);
   }
-  const absl::Status status = absl::AbortedError(absl::StrCat(
-      "rendezvous: attempt ", attempt, " of job '", job_id, "' ended while waiting"));
+  const absl::Status status = absl::AbortedError(
+      absl::StrCat("rendezvous: attempt ", attempt, " of job '", job_id, "' ended while waiting"));
   for (WaitDone& done : aborted) done(status);
 }
 
-absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(
-    const v1::RendezvousScope& scope, int32_t* rank) {
+absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(const v1::RendezvousScope& scope,
+                                                                   int32_t* rank) {
   auto it = scopes_.find(ScopeName(scope.job_id(), scope.attempt()));
   if (it == scopes_.end()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -51,10 +51,11 @@ absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(
   }
   auto holder = it->second.ranks.find(scope.token());
   if (scope.token().empty() || holder == it->second.ranks.end()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "rendezvous: the caller holds no rank of attempt ", scope.attempt(), " of job '",
-        scope.job_id(), "' (scope.token is not one of the attempt's rank tokens); only its "
-        "ranks may read or write its keys"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("rendezvous: the caller holds no rank of attempt ", scope.attempt(),
+                     " of job '", scope.job_id(),
+                     "' (scope.token is not one of the attempt's rank tokens); only its "
+                     "ranks may read or write its keys"));
   }
   if (rank != nullptr) *rank = holder->second;
   return &it->second;
@@ -63,9 +64,8 @@ absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(
 absl::Status RendezvousStore::CheckWrite(const Scope& scope, const std::string& key,
                                          size_t value_size) const {
   if (key.empty() || key.size() > limits_.max_key_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("rendezvous: key must have 1 to ",
-                                                   limits_.max_key_bytes, " bytes, got ",
-                                                   key.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous: key must have 1 to ", limits_.max_key_bytes, " bytes, got ", key.size()));
   }
   if (value_size > limits_.max_value_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("rendezvous: value of key '", key, "' has ",
@@ -73,9 +73,9 @@ absl::Status RendezvousStore::CheckWrite(const Scope& scope, const std::string& 
                                                      limits_.max_value_bytes));
   }
   if (!scope.values.contains(key) && scope.values.size() >= limits_.max_keys_per_scope) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "rendezvous: the attempt already holds ", scope.values.size(), " keys; the limit is ",
-        limits_.max_keys_per_scope));
+    return absl::ResourceExhaustedError(absl::StrCat("rendezvous: the attempt already holds ",
+                                                     scope.values.size(), " keys; the limit is ",
+                                                     limits_.max_keys_per_scope));
   }
   return absl::OkStatus();
 }
@@ -145,8 +145,8 @@ absl::StatusOr<int64_t> RendezvousStore::Add(const v1::RendezvousScope& name,
   return sum;
 }
 
-uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name,
-                                    std::vector<std::string> keys, WaitDone done) {
+uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name, std::vector<std::string> keys,
+                                    WaitDone done) {
   absl::Status refused;
   uint64_t id = 0;
   {
@@ -157,16 +157,16 @@ uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name,
     if (!scope.ok()) {
       refused = scope.status();
     } else if (keys.size() > limits_.max_keys_per_wait) {
-      refused = absl::InvalidArgumentError(absl::StrCat(
-          "rendezvous: a wait names ", keys.size(), " keys; the limit is ",
-          limits_.max_keys_per_wait));
+      refused = absl::InvalidArgumentError(absl::StrCat("rendezvous: a wait names ", keys.size(),
+                                                        " keys; the limit is ",
+                                                        limits_.max_keys_per_wait));
     } else if ((*scope)->waits.size() >= limits_.max_waits_per_scope ||
                (*scope)->waits_of_rank[rank] >= limits_.max_waits_per_rank) {
-      refused = absl::ResourceExhaustedError(absl::StrCat(
-          "rendezvous: rank ", rank, " already has ", (*scope)->waits_of_rank[rank],
-          " waits pending (the attempt ", (*scope)->waits.size(), "); the limits are ",
-          limits_.max_waits_per_rank, " per rank and ", limits_.max_waits_per_scope,
-          " per attempt"));
+      refused = absl::ResourceExhaustedError(
+          absl::StrCat("rendezvous: rank ", rank, " already has ", (*scope)->waits_of_rank[rank],
+                       " waits pending (the attempt ", (*scope)->waits.size(), "); the limits are ",
+                       limits_.max_waits_per_rank, " per rank and ", limits_.max_waits_per_scope,
+                       " per attempt"));
     } else {
       Pending pending;
       pending.scope = ScopeName(name.job_id(), name.attempt());

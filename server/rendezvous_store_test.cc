@@ -77,7 +77,8 @@ TEST(RendezvousStore, WaitIsAbortedWhenTheAttemptEnds) {
     absl::SleepFor(absl::Milliseconds(30));
     store.CloseScope("j", 1);
   });
-  EXPECT_EQ(store.Wait(As("j", 1), {"never"}, absl::Seconds(10)).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(store.Wait(As("j", 1), {"never"}, absl::Seconds(10)).code(),
+            absl::StatusCode::kAborted);
   closer.join();
 }
 
@@ -138,8 +139,7 @@ TEST(RendezvousStore, AsyncWaitsEndWithTheScopeOrTheCaller) {
   RendezvousStore store(limits);
   store.OpenScope("j", 1, kTokens);
   absl::Status first, second, third, closed_scope;
-  const uint64_t cancelled =
-      store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { first = s; });
+  const uint64_t cancelled = store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { first = s; });
   store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { second = s; });
   store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { third = s; });
   EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted);
@@ -161,7 +161,8 @@ TEST(RendezvousStore, OnlyTheAttemptsRanksMayUseItsScope) {
   for (const std::string& token : {"", "b0", "a0a1", "A0"}) {
     const v1::RendezvousScope intruder = As("job-1", 1, token);
     EXPECT_EQ(store.Get(intruder, "gloo/rank1").status().code(),
-              absl::StatusCode::kPermissionDenied) << token;
+              absl::StatusCode::kPermissionDenied)
+        << token;
     EXPECT_EQ(store.Set(intruder, "gloo/rank1", "evil").code(),
               absl::StatusCode::kPermissionDenied);
     EXPECT_EQ(store.Add(intruder, "n", 1).status().code(), absl::StatusCode::kPermissionDenied);
@@ -170,8 +171,7 @@ TEST(RendezvousStore, OnlyTheAttemptsRanksMayUseItsScope) {
     EXPECT_EQ(waited.code(), absl::StatusCode::kPermissionDenied);
   }
   const absl::Status refused = store.Set(As("job-1", 1, "b0"), "k", "v");
-  EXPECT_NE(refused.message().find("holds no rank of attempt 1 of job 'job-1'"),
-            std::string::npos)
+  EXPECT_NE(refused.message().find("holds no rank of attempt 1 of job 'job-1'"), std::string::npos)
       << refused;
   EXPECT_EQ(*store.Get(As("job-1", 1, "a0"), "gloo/rank1"), "10.0.0.2:4000");
 }

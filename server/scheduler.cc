@@ -48,8 +48,7 @@ std::string PendingReason(int32_t world_size, v1::DeviceKind device, const Worke
   if (supply.registered >= 0 && supply.registered < world_size) {
     return absl::StrCat("waiting for ", world_size, " ", kind, " workers",
                         device == v1::CUDA ? " (one per GPU)" : "", ", but only ",
-                        supply.registered, supply.registered == 1 ? " is" : " are",
-                        " registered");
+                        supply.registered, supply.registered == 1 ? " is" : " are", " registered");
   }
   if (supply.with_enough_memory >= 0 && supply.with_enough_memory < world_size) {
     return absl::StrCat("waiting for ", world_size, " ", kind, " workers with at least ",

@@ -3,9 +3,9 @@
 
 // Gang placement, as a pure function: which pending jobs start now, on which workers.
 // A job starts only when world_size idle workers of its device kind exist that advertise
-// at least the job's estimated memory per rank; all its ranks start together. Jobs are served first-come first-served per device kind, without
-// backfilling: a large job at the head of the queue is never starved by smaller ones
-// behind it.
+// at least the job's estimated memory per rank; all its ranks start together. Jobs are served
+// first-come first-served per device kind, without backfilling: a large job at the head of the
+// queue is never starved by smaller ones behind it.
 
 #include <string>
 #include <vector>

@@ -34,8 +34,7 @@ TEST(PlanGangPlacements, NoBackfillPastAWaitingJobOfTheSameDevice) {
 TEST(PlanGangPlacements, DeviceKindsAreSeparateQueues) {
   std::vector<IdleWorker> idle = Workers(1, v1::CPU);
   idle.push_back({"g0", v1::CUDA});
-  auto placements =
-      PlanGangPlacements({{"gpu-big", 2, v1::CUDA}, {"cpu", 1, v1::CPU}}, idle);
+  auto placements = PlanGangPlacements({{"gpu-big", 2, v1::CUDA}, {"cpu", 1, v1::CPU}}, idle);
   ASSERT_EQ(placements.size(), 1u);
   EXPECT_EQ(placements[0].job_id, "cpu");
   EXPECT_EQ(placements[0].worker_ids, (std::vector<std::string>{"w0"}));
@@ -55,8 +54,8 @@ TEST(PlanGangPlacements, RanksGoOnlyToWorkersWithEnoughMemory) {
   // A worker that advertises nothing is not refused: the worker checks again itself.
   EXPECT_EQ(placements[0].worker_ids, (std::vector<std::string>{"big0", "unknown"}));
   // The small worker is left for a small job behind it.
-  placements = PlanGangPlacements(
-      {{"large", 3, v1::CUDA, 60 * gib}, {"small", 1, v1::CUDA, gib}}, idle);
+  placements =
+      PlanGangPlacements({{"large", 3, v1::CUDA, 60 * gib}, {"small", 1, v1::CUDA, gib}}, idle);
   ASSERT_EQ(placements.size(), 2u);
   EXPECT_EQ(placements[0].job_id, "large");
   EXPECT_EQ(placements[0].worker_ids, (std::vector<std::string>{"big0", "unknown", "big1"}));

@@ -32,9 +32,8 @@ void SerialExecutor::Run() {
     std::function<void()> task;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !tasks_.empty();
-      };
+      auto ready = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !tasks_.empty(); };
       mu_.Await(absl::Condition(&ready));
       if (tasks_.empty()) return;  // stopping, and everything posted has run
       task = std::move(tasks_.front());

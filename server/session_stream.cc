@@ -142,11 +142,11 @@ void SessionStream::OnHello(const v1::WorkerMessage& hello) {
   }
   if (certified_.has_value() && hello.hello().worker_id() != *certified_) {
     absl::MutexLock lock(&mu_);
-    FinishLocked(grpc::Status(
-        grpc::StatusCode::PERMISSION_DENIED,
-        absl::StrCat("a session for worker '", hello.hello().worker_id(),
-                     "' from a certificate of '", *certified_,
-                     "': a worker opens sessions under its certificate's name only")));
+    FinishLocked(
+        grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                     absl::StrCat("a session for worker '", hello.hello().worker_id(),
+                                  "' from a certificate of '", *certified_,
+                                  "': a worker opens sessions under its certificate's name only")));
     return;
   }
   worker_id_ = hello.hello().worker_id();

@@ -26,8 +26,7 @@ std::string Where(const v1::RankPosition& p) {
 
 // Collectives entered on `lane`; workers from before lanes report only their total.
 int64_t LaneCount(const v1::RankPosition& p, int lane) {
-  return lane >= 0 && lane < p.lane_collectives_size() ? p.lane_collectives(lane)
-                                                       : p.collectives();
+  return lane >= 0 && lane < p.lane_collectives_size() ? p.lane_collectives(lane) : p.collectives();
 }
 
 bool Moved(const v1::RankPosition& before, const v1::RankPosition& now) {
@@ -132,12 +131,13 @@ std::optional<StallDetector::Stall> StallDetector::CheckAttempt(const std::strin
     if (LaneCount(position, lane) < LaneCount(*waiting_at, lane) &&
         now - it->second.moved >= options_.warning) {
       missing.push_back(absl::StrCat(
-          "rank ", rank, " has not entered ", Where(*waiting_at), "; it is in ",
-          position.phase(), position.unit() >= 0 ? absl::StrCat(" of unit ", position.unit()) : "",
-          " at step ", position.step()));
+          "rank ", rank, " has not entered ", Where(*waiting_at), "; it is in ", position.phase(),
+          position.unit() >= 0 ? absl::StrCat(" of unit ", position.unit()) : "", " at step ",
+          position.step()));
     } else if (silent > silent_after) {
-      missing.push_back(absl::StrCat("rank ", rank, " has sent no heartbeat for ",
-                                     absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100)))));
+      missing.push_back(
+          absl::StrCat("rank ", rank, " has sent no heartbeat for ",
+                       absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100)))));
     }
   }
   if (missing.empty()) return std::nullopt;  // every rank is inside: slow, not stalled

@@ -9,8 +9,8 @@ const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
 
 // A rank at `step`, in `phase` of `unit`, inside `collective` (empty: none) on lane 1
 // for `collective_ms`, having entered `lane1` collectives on that lane.
-v1::RankPosition At(int64_t step, const std::string& phase, int unit,
-                    const std::string& collective, int64_t collective_ms, int64_t lane1) {
+v1::RankPosition At(int64_t step, const std::string& phase, int unit, const std::string& collective,
+                    int64_t collective_ms, int64_t lane1) {
   v1::RankPosition p;
   p.set_step(step);
   p.set_phase(phase);

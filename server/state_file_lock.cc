@@ -25,9 +25,9 @@ absl::StatusOr<std::unique_ptr<StateFileLock>> StateFileLock::Acquire(
     const ssize_t n = ::pread(fd, holder, sizeof(holder) - 1, 0);
     ::close(fd);
     const std::string pid = n > 0 ? std::string(absl::StripAsciiWhitespace(holder)) : "unknown";
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the state file '", state_file, "' is in use by another coordinator (pid ", pid,
-        ", holding '", path, "'); one coordinator per state file"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the state file '", state_file, "' is in use by another coordinator (pid ",
+                     pid, ", holding '", path, "'); one coordinator per state file"));
   }
   const std::string pid = absl::StrCat(::getpid(), "\n");
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {

@@ -20,8 +20,7 @@ TEST(StateFileLock, OneHolderAtATimeAndTheSecondLearnsItsPid) {
   ASSERT_TRUE(first.ok()) << first.status();
   auto second = StateFileLock::Acquire(StateFile());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(second.status().message().find(absl::StrCat("(pid ", getpid(), ",")),
-            std::string::npos)
+  EXPECT_NE(second.status().message().find(absl::StrCat("(pid ", getpid(), ",")), std::string::npos)
       << second.status();
   first->reset();  // released
   EXPECT_TRUE(StateFileLock::Acquire(StateFile()).ok());

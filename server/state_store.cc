@@ -5,8 +5,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "contracts/job_state.h"
 #include "common/status_macros.h"
+#include "contracts/job_state.h"
 #include "contracts/job_summary.h"
 
 namespace shardwise {
@@ -100,8 +100,8 @@ bool IsTerminalName(const std::string& state) {
 
 absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                             SQLITE_OPEN_FULLMUTEX,
+  if (sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                       nullptr) != SQLITE_OK) {
     absl::Status status = absl::FailedPreconditionError(absl::StrCat(
         "state store: cannot open '", path, "': ", db ? sqlite3_errmsg(db) : "out of memory"));
@@ -162,8 +162,9 @@ absl::Status StateStore::InTransaction(Write write) {
 // transaction (a crash halfway leaves the file at version 1, to be moved again).
 absl::Status StateStore::MigrateFromVersion1() {
   return InTransaction([&]() -> absl::Status {
-    RETURN_IF_ERROR(Exec("ALTER TABLE jobs ADD COLUMN spec BLOB; "
-                         "ALTER TABLE jobs ADD COLUMN summary BLOB;"));
+    RETURN_IF_ERROR(
+        Exec("ALTER TABLE jobs ADD COLUMN spec BLOB; "
+             "ALTER TABLE jobs ADD COLUMN summary BLOB;"));
     std::vector<v1::Job> jobs;
     {
       Statement select(db_, "SELECT id, record FROM jobs;");
@@ -171,8 +172,8 @@ absl::Status StateStore::MigrateFromVersion1() {
       while (sqlite3_step(select.get()) == SQLITE_ROW) {
         v1::Job job;
         if (!job.ParseFromString(select.ColumnBlob(1))) {
-          return absl::DataLossError(absl::StrCat("state store: the record of job ",
-                                                  select.ColumnText(0), " is corrupt"));
+          return absl::DataLossError(
+              absl::StrCat("state store: the record of job ", select.ColumnText(0), " is corrupt"));
         }
         jobs.push_back(std::move(job));
       }
@@ -233,7 +234,8 @@ absl::Status StateStore::SaveJob(const v1::Job& job, const std::vector<v1::JobEv
       attempt.BindText(4, state);
       attempt.BindText(5, job.reason());
       attempt.BindInt(6, job.update_time_ms());
-      RETURN_IF_ERROR(attempt.Run(absl::StrCat("saving attempt ", job.attempt(), " of ", job.id())));
+      RETURN_IF_ERROR(
+          attempt.Run(absl::StrCat("saving attempt ", job.attempt(), " of ", job.id())));
     }
     for (const v1::JobEvent& new_event : new_events) {
       Statement event(db_,
@@ -284,13 +286,13 @@ absl::StatusOr<v1::Job> ParseJobRow(Statement& row, int id_column, int record_co
                                     int spec_column) {
   v1::Job job;
   if (!job.ParseFromString(row.ColumnBlob(record_column))) {
-    return absl::DataLossError(absl::StrCat("state store: the record of job ",
-                                            row.ColumnText(id_column), " is corrupt"));
+    return absl::DataLossError(
+        absl::StrCat("state store: the record of job ", row.ColumnText(id_column), " is corrupt"));
   }
   if (sqlite3_column_type(row.get(), spec_column) != SQLITE_NULL &&
       !job.mutable_spec()->ParseFromString(row.ColumnBlob(spec_column))) {
-    return absl::DataLossError(absl::StrCat("state store: the spec of job ",
-                                            row.ColumnText(id_column), " is corrupt"));
+    return absl::DataLossError(
+        absl::StrCat("state store: the spec of job ", row.ColumnText(id_column), " is corrupt"));
   }
   return job;
 }
@@ -308,8 +310,8 @@ absl::StatusOr<StateStore::Loaded> StateStore::LoadJobs() {
     if (IsTerminalName(select.ColumnText(1))) {
       v1::JobSummary summary;
       if (!summary.ParseFromString(select.ColumnBlob(4))) {
-        return absl::DataLossError(absl::StrCat("state store: the summary of job ",
-                                                select.ColumnText(0), " is corrupt"));
+        return absl::DataLossError(
+            absl::StrCat("state store: the summary of job ", select.ColumnText(0), " is corrupt"));
       }
       loaded.ended.push_back(std::move(summary));
       continue;
@@ -355,7 +357,8 @@ absl::StatusOr<v1::Timeline> StateStore::LoadTimeline(const std::string& job_id)
   }
   v1::Timeline timeline;
   if (!timeline.ParseFromString(select.ColumnBlob(0))) {
-    return absl::DataLossError(absl::StrCat("state store: the timeline of ", job_id, " is corrupt"));
+    return absl::DataLossError(
+        absl::StrCat("state store: the timeline of ", job_id, " is corrupt"));
   }
   return timeline;
 }

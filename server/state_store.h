@@ -45,8 +45,8 @@ class StateStore {
   absl::Status SaveJobs(const std::vector<v1::Job>& jobs);
 
   struct Loaded {
-    std::vector<v1::Job> live;              // whole, with their events
-    std::vector<v1::JobSummary> ended;      // SUCCEEDED, FAILED or CANCELLED
+    std::vector<v1::Job> live;          // whole, with their events
+    std::vector<v1::JobSummary> ended;  // SUCCEEDED, FAILED or CANCELLED
   };
   // Every job, oldest first: the ones still live whole, the ones that ended as summaries.
   absl::StatusOr<Loaded> LoadJobs();
@@ -75,7 +75,8 @@ class StateStore {
   template <typename Write>
   absl::Status InTransaction(Write write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteJobRow(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status LoadEvents(const std::string& job_id, v1::Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status LoadEvents(const std::string& job_id, v1::Job* job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status MigrateFromVersion1() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;

@@ -100,13 +100,14 @@ TEST(StateStore, MovesAVersion1FileToThisSchema) {
     ASSERT_EQ(sqlite3_exec(db, schema, nullptr, nullptr, nullptr), SQLITE_OK);
     for (const v1::Job* job : {&running, &done}) {
       sqlite3_stmt* insert = nullptr;
-      ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO jobs VALUES (?1, ?2, 'r', 2, 0, 1, 2, ?3);",
-                                   -1, &insert, nullptr),
+      ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO jobs VALUES (?1, ?2, 'r', 2, 0, 1, 2, ?3);", -1,
+                                   &insert, nullptr),
                 SQLITE_OK);
       const std::string record = job->SerializeAsString();
       sqlite3_bind_text(insert, 1, job->id().c_str(), -1, SQLITE_TRANSIENT);
       sqlite3_bind_text(insert, 2, v1::JobState_Name(job->state()).c_str(), -1, SQLITE_TRANSIENT);
-      sqlite3_bind_blob(insert, 3, record.data(), static_cast<int>(record.size()), SQLITE_TRANSIENT);
+      sqlite3_bind_blob(insert, 3, record.data(), static_cast<int>(record.size()),
+                        SQLITE_TRANSIENT);
       ASSERT_EQ(sqlite3_step(insert), SQLITE_DONE);
       sqlite3_finalize(insert);
     }
@@ -138,8 +139,9 @@ TEST(StateStore, UsesWalAndRecordsAttempts) {
   ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
   EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "wal");
   sqlite3_finalize(stmt);
-  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT ranks, state FROM attempts WHERE job_id='job-9' AND attempt=2;",
-                               -1, &stmt, nullptr),
+  ASSERT_EQ(sqlite3_prepare_v2(
+                db, "SELECT ranks, state FROM attempts WHERE job_id='job-9' AND attempt=2;", -1,
+                &stmt, nullptr),
             SQLITE_OK);
   ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
   EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "0=w0");

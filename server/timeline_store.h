@@ -31,8 +31,8 @@ class TimelineStore {
 
   // Spans of `rank` (run by `worker_id`) of attempt `attempt`. A newer attempt replaces
   // the job's timeline; an older one's late spans are ignored.
-  void Add(const std::string& job_id, int32_t attempt, int32_t rank,
-           const std::string& worker_id, const std::vector<v1::Span>& spans, int64_t dropped);
+  void Add(const std::string& job_id, int32_t attempt, int32_t rank, const std::string& worker_id,
+           const std::vector<v1::Span>& spans, int64_t dropped);
 
   // The job's timeline; empty (no ranks) if none is held.
   v1::Timeline Get(const std::string& job_id) const;

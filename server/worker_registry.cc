@@ -40,10 +40,13 @@ absl::StatusOr<WorkerRegistry::Registration> WorkerRegistry::AddOrReplace(
   Registration registration;
   registration.worker_id = request.name();
   if (workers_.size() >= options_.max_workers && Find(registration.worker_id) == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the coordinator holds ", workers_.size(), " workers, its limit (--max_workers); "
-        "worker '", registration.worker_id, "' is not registered. Lost workers are forgotten "
-        "after --lost_worker_retention_ms; raise --max_workers for a larger cluster"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the coordinator holds ", workers_.size(),
+                     " workers, its limit (--max_workers); "
+                     "worker '",
+                     registration.worker_id,
+                     "' is not registered. Lost workers are forgotten "
+                     "after --lost_worker_retention_ms; raise --max_workers for a larger cluster"));
   }
   Worker& worker = workers_[registration.worker_id];
   registration.previous = worker.info;
@@ -77,8 +80,8 @@ absl::Status WorkerRegistry::AttachSession(const std::string& worker_id,
     absl::MutexLock lock(&mu_);
     Worker* worker = Find(worker_id);
     if (worker == nullptr) {
-      return absl::NotFoundError(absl::StrCat("no registered worker '", worker_id,
-                                              "'; call RegisterWorker first"));
+      return absl::NotFoundError(
+          absl::StrCat("no registered worker '", worker_id, "'; call RegisterWorker first"));
     }
     replaced = std::move(worker->outbox);
     worker->outbox = outbox;
@@ -106,8 +109,7 @@ bool WorkerRegistry::DetachSession(const std::string& worker_id,
   return true;
 }
 
-absl::StatusOr<WorkerRegistry::Assignment> WorkerRegistry::Heartbeat(
-    const std::string& worker_id) {
+absl::StatusOr<WorkerRegistry::Assignment> WorkerRegistry::Heartbeat(const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
   Worker* worker = Find(worker_id);
   if (worker == nullptr) return absl::NotFoundError(absl::StrCat("no worker '", worker_id, "'"));
@@ -269,8 +271,8 @@ absl::StatusOr<v1::WorkerInfo> WorkerRegistry::Largest(v1::DeviceKind device) co
 }
 
 std::vector<v1::WorkerInfo> WorkerRegistry::List(
-    const std::string& after_id, size_t limit,
-    absl::FunctionRef<bool(const v1::WorkerInfo&)> keep, bool* more) const {
+    const std::string& after_id, size_t limit, absl::FunctionRef<bool(const v1::WorkerInfo&)> keep,
+    bool* more) const {
   absl::MutexLock lock(&mu_);
   std::vector<v1::WorkerInfo> page;
   *more = false;
@@ -287,7 +289,8 @@ std::vector<v1::WorkerInfo> WorkerRegistry::List(
 
 std::vector<v1::WorkerInfo> WorkerRegistry::List() const {
   bool more = false;
-  return List("", size(), [](const v1::WorkerInfo&) { return true; }, &more);
+  return List(
+      "", size(), [](const v1::WorkerInfo&) { return true; }, &more);
 }
 
 absl::StatusOr<v1::WorkerInfo> WorkerRegistry::Get(const std::string& worker_id) const {

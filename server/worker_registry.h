@@ -17,8 +17,8 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -133,7 +133,7 @@ class WorkerRegistry {
     std::optional<v1::CoordinatorMessage> owed_abort;
   };
   absl::StatusOr<Registration> AddOrReplace(const v1::RegisterWorkerRequest& request,
-                                              std::shared_ptr<SessionOutbox>* replaced);
+                                            std::shared_ptr<SessionOutbox>* replaced);
   Worker* Find(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Clears the worker's job, attempt and rank, and any abort owed to it.
   static void Unassign(Worker& worker);

@@ -129,8 +129,7 @@ TEST(WorkerRegistry, IsBoundedAndForgetsWorkersLostLongAgo) {
   Register(registry, "w1");
   auto third = registry.Register(Request("w2"));
   EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(third.status().message().find("--max_workers"), std::string::npos)
-      << third.status();
+  EXPECT_NE(third.status().message().find("--max_workers"), std::string::npos) << third.status();
   // A name already registered may always come back.
   EXPECT_TRUE(registry.Register(Request("w1")).ok());
 
@@ -159,8 +158,8 @@ TEST(WorkerRegistry, ListsInPagesSortedByIdWithAFilter) {
   ASSERT_EQ(page.size(), 3u);
   EXPECT_EQ(page[0].id(), "c");
   EXPECT_FALSE(more);
-  page = registry.List("", 10, [](const v1::WorkerInfo& w) { return w.state() == v1::BUSY; },
-                       &more);
+  page = registry.List(
+      "", 10, [](const v1::WorkerInfo& w) { return w.state() == v1::BUSY; }, &more);
   ASSERT_EQ(page.size(), 1u);
   EXPECT_EQ(page[0].id(), "b");
 }

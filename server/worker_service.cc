@@ -21,8 +21,8 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
         absl::StrCat("gpu: set, but device is ", v1::DeviceKind_Name(request.device())));
   }
   if (request.name().size() > 256) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "name: ", request.name().size(), " characters; at most 256 are allowed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("name: ", request.name().size(), " characters; at most 256 are allowed"));
   }
   return absl::OkStatus();
 }
@@ -37,9 +37,9 @@ absl::StatusOr<std::string> WorkerIdentity(const grpc::ServerContextBase& contex
         "(the worker's --tls_cert and --tls_key)");
   }
   if (!claimed.empty() && claimed != *name) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "worker name '", claimed, "' is not the name in its certificate ('", *name,
-        "'): a worker works under its certificate's name"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("worker name '", claimed, "' is not the name in its certificate ('", *name,
+                     "'): a worker works under its certificate's name"));
   }
   return *name;
 }

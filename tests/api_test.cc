@@ -139,8 +139,8 @@ TEST_F(ApiTest, FifosAndDevicesAsDataAreRefusedWithoutHanging) {
     gpt.mutable_data()->mutable_tokens()->set_train_path(path);
     status = RawSubmit(gpt);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << path;
-    EXPECT_TRUE(absl::StrContains(status.error_message(),
-                                  "job.data.tokens.train_path: '" + path + "' is not a regular file"))
+    EXPECT_TRUE(absl::StrContains(
+        status.error_message(), "job.data.tokens.train_path: '" + path + "' is not a regular file"))
         << status.error_message();
   }
   EXPECT_TRUE(RawSubmit(Cluster::Spec(1)).ok());

@@ -25,9 +25,12 @@ std::string Run(const std::string& command) {
 }  // namespace
 
 CertificateAuthority::CertificateAuthority(const std::string& dir, const std::string& name)
-    : dir_(dir), files_{absl::StrCat(dir, "/", name, ".pem"), absl::StrCat(dir, "/", name, ".key")} {
-  Run(absl::StrCat("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-                   "-days 1 -subj /CN=", name, " -keyout ", files_.key, " -out ", files_.cert));
+    : dir_(dir),
+      files_{absl::StrCat(dir, "/", name, ".pem"), absl::StrCat(dir, "/", name, ".key")} {
+  Run(
+      absl::StrCat("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                   "-days 1 -subj /CN=",
+                   name, " -keyout ", files_.key, " -out ", files_.cert));
 }
 
 CertificateFiles CertificateAuthority::Issue(const std::string& common_name,
@@ -36,11 +39,12 @@ CertificateFiles CertificateAuthority::Issue(const std::string& common_name,
   const CertificateFiles issued{base + ".pem", base + ".key"};
   std::ofstream(base + ".ext") << "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
                                << "extendedKeyUsage=serverAuth,clientAuth\n";
-  Run(absl::StrCat("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-                   "-subj /CN=", common_name, " -keyout ", issued.key, " -out ", base, ".csr"));
-  Run(absl::StrCat("openssl x509 -req -days 1 -in ", base, ".csr -CA ", files_.cert,
-                   " -CAkey ", files_.key, " -CAcreateserial -extfile ", base, ".ext -out ",
-                   issued.cert));
+  Run(
+      absl::StrCat("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                   "-subj /CN=",
+                   common_name, " -keyout ", issued.key, " -out ", base, ".csr"));
+  Run(absl::StrCat("openssl x509 -req -days 1 -in ", base, ".csr -CA ", files_.cert, " -CAkey ",
+                   files_.key, " -CAcreateserial -extfile ", base, ".ext -out ", issued.cert));
   return issued;
 }
 

@@ -3,9 +3,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -118,21 +118,20 @@ void Cluster::StartCoordinator() {
   unlink(port_file.c_str());
   ++coordinator_starts_;
   std::vector<std::string> argv = {
-          BinaryPath("server/shardwise-coordinator"),
-          absl::StrCat("--address=127.0.0.1:", port_),
-          absl::StrCat("--port_file=", port_file),
-          absl::StrCat("--state_file=", options_.state_file.empty()
-                                            ? absl::StrCat(dir_, "/state.db")
-                                            : options_.state_file),
-          absl::StrCat("--heartbeat_interval_ms=", options_.heartbeat_interval_ms),
-          absl::StrCat("--heartbeat_timeout_ms=", options_.heartbeat_timeout_ms),
-          absl::StrCat("--collective_timeout_ms=", options_.collective_timeout_ms),
-          absl::StrCat("--hook_switch_lead_ms=", options_.hook_switch_lead_ms),
-          absl::StrCat("--stall_warning_ms=", options_.stall_warning_ms),
-          absl::StrCat("--stall_abort_ms=", options_.stall_abort_ms),
-          absl::StrCat("--reattach_grace_ms=", options_.reattach_grace_ms),
-          absl::StrCat("--allowed_input_paths=", AllowedPaths(options_.allowed_input_paths)),
-          absl::StrCat("--allowed_output_paths=", AllowedPaths(options_.allowed_output_paths)),
+      BinaryPath("server/shardwise-coordinator"),
+      absl::StrCat("--address=127.0.0.1:", port_),
+      absl::StrCat("--port_file=", port_file),
+      absl::StrCat("--state_file=", options_.state_file.empty() ? absl::StrCat(dir_, "/state.db")
+                                                                : options_.state_file),
+      absl::StrCat("--heartbeat_interval_ms=", options_.heartbeat_interval_ms),
+      absl::StrCat("--heartbeat_timeout_ms=", options_.heartbeat_timeout_ms),
+      absl::StrCat("--collective_timeout_ms=", options_.collective_timeout_ms),
+      absl::StrCat("--hook_switch_lead_ms=", options_.hook_switch_lead_ms),
+      absl::StrCat("--stall_warning_ms=", options_.stall_warning_ms),
+      absl::StrCat("--stall_abort_ms=", options_.stall_abort_ms),
+      absl::StrCat("--reattach_grace_ms=", options_.reattach_grace_ms),
+      absl::StrCat("--allowed_input_paths=", AllowedPaths(options_.allowed_input_paths)),
+      absl::StrCat("--allowed_output_paths=", AllowedPaths(options_.allowed_output_paths)),
   };
   if (options_.health_port && health_port_ == 0) health_port_ = FreePort();
   if (options_.health_port) {
@@ -148,7 +147,8 @@ void Cluster::StartCoordinator() {
   ASSERT_TRUE(WaitFor([&] {
     std::ifstream in(port_file);
     return static_cast<bool>(in >> port_) && port_ > 0;
-  })) << "coordinator did not start; see " << coordinator_->log_path();
+  })) << "coordinator did not start; see "
+      << coordinator_->log_path();
   if (client_ == nullptr) client_ = std::make_unique<Client>(address(), options_.client);
 }
 
@@ -162,10 +162,11 @@ int Cluster::coordinator_metrics_port() const {
 }
 
 Process& Cluster::AddWorker(const std::string& name, const std::vector<std::string>& flags,
-                           const std::vector<std::string>& launcher, bool wait) {
+                            const std::vector<std::string>& launcher, bool wait) {
   std::vector<std::string> argv = launcher;
-  for (std::string arg : {BinaryPath("worker/shardwise-worker"),
-                          absl::StrCat("--coordinator=", address()), absl::StrCat("--name=", name)}) {
+  for (std::string arg :
+       {BinaryPath("worker/shardwise-worker"), absl::StrCat("--coordinator=", address()),
+        absl::StrCat("--name=", name)}) {
     argv.push_back(std::move(arg));
   }
   argv.insert(argv.end(), options_.worker_flags.begin(), options_.worker_flags.end());
@@ -178,7 +179,8 @@ Process& Cluster::AddWorker(const std::string& name, const std::vector<std::stri
   EXPECT_TRUE(WaitFor([&] {
     const v1::WorkerState state = WorkerState(name);
     return state == v1::IDLE || state == v1::BUSY;
-  })) << "worker " << name << " did not register; see " << ref.log_path();
+  })) << "worker "
+      << name << " did not register; see " << ref.log_path();
   return ref;
 }
 

@@ -40,8 +40,9 @@ TEST(ExecutionOrder, AgreeingRanksGetTheirOrderAndPlanRecorded) {
   EXPECT_EQ(job.execution_order().pre_forward_size(), 4);
   EXPECT_EQ(job.prefetch_plan().version(), 1);
   EXPECT_EQ(job.prefetch_plan().backward_prefetch(), v1::BackwardPrefetch::BACKWARD_PRE);
-  EXPECT_EQ(CountEvents(job, "execution order recorded, the same on all 2 ranks: "
-                             "pre-forward [0, 1, 2, 3], post-forward [0, 1, 2, 3]"),
+  EXPECT_EQ(CountEvents(job,
+                        "execution order recorded, the same on all 2 ranks: "
+                        "pre-forward [0, 1, 2, 3], post-forward [0, 1, 2, 3]"),
             1);
   std::string output;
   ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "describe", *job_id}, &output),
@@ -50,8 +51,9 @@ TEST(ExecutionOrder, AgreeingRanksGetTheirOrderAndPlanRecorded) {
       output, "Exec order: pre-forward [0, 1, 2, 3], post-forward [0, 1, 2, 3]\n"))
       << output;
   EXPECT_TRUE(absl::StrContains(
-      output, "Prefetch:   plan v1: backward BACKWARD_PRE [1->0, 2->1, 3->2], forward off, "
-              "all-gathers in flight <= 2\n"))
+      output,
+      "Prefetch:   plan v1: backward BACKWARD_PRE [1->0, 2->1, 3->2], forward off, "
+      "all-gathers in flight <= 2\n"))
       << output;
 }
 
@@ -71,9 +73,10 @@ TEST(ExecutionOrder, ARankWithAnotherOrderFailsTheJobAtOnce) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_TRUE(absl::StrContains(
-      job.reason(), "the ranks ran their FSDP units in different orders in their first "
-                    "iteration: rank 1 differs from rank 0 at pre-forward position 0 (unit 0 vs "
-                    "unit 3)"))
+      job.reason(),
+      "the ranks ran their FSDP units in different orders in their first "
+      "iteration: rank 1 differs from rank 0 at pre-forward position 0 (unit 0 vs "
+      "unit 3)"))
       << job.reason();
   // The other workers are released.
   EXPECT_TRUE(Cluster::WaitFor([&] {
@@ -91,8 +94,9 @@ TEST(ExecutionOrder, AnOrderThatChangesLaterIsWarnedAboutOnce) {
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(90));
   EXPECT_EQ(CountEvents(job, "execution order changed"), 1);
-  EXPECT_EQ(CountEvents(job, "execution order changed at step 3: pre-forward position 0 "
-                             "(unit 0 vs unit 3)"),
+  EXPECT_EQ(CountEvents(job,
+                        "execution order changed at step 3: pre-forward position 0 "
+                        "(unit 0 vs unit 3)"),
             1);
   EXPECT_EQ(job.prefetch_plan().version(), 2);  // re-planned from the new order
   EXPECT_EQ(job.prefetch_plan().backward_target(0), 1);

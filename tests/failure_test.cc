@@ -6,7 +6,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-
 #include <fstream>
 #include <sstream>
 
@@ -56,8 +55,9 @@ TEST(Failure, AWorkerToldToStopAbortsItsAttemptAndSaysSoBeforeLeaving) {
   EXPECT_EQ(w1.Wait(), 0);
   EXPECT_LT(absl::Now() - signalled, absl::Seconds(10));
   v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(10));
-  EXPECT_TRUE(absl::StrContains(job.reason(), "rank 1 (worker w1) failed: aborted: the worker "
-                                              "is shutting down"))
+  EXPECT_TRUE(absl::StrContains(job.reason(),
+                                "rank 1 (worker w1) failed: aborted: the worker "
+                                "is shutting down"))
       << job.reason();
   EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w0") == v1::IDLE; }));
 }
@@ -73,8 +73,9 @@ TEST(Failure, AFrozenWorkerIsLostAfterTheHeartbeatTimeout) {
   auto job_id = cluster.client().Submit(Cluster::Spec(2));
   ASSERT_TRUE(job_id.ok());
   v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(10));
-  EXPECT_TRUE(absl::StrContains(job.reason(), "rank 1 (worker w1) was lost: no heartbeat for "
-                                              "more than 1.5s"))
+  EXPECT_TRUE(absl::StrContains(job.reason(),
+                                "rank 1 (worker w1) was lost: no heartbeat for "
+                                "more than 1.5s"))
       << job.reason();
   w1.Signal(SIGCONT);
   // Once it runs again it reconnects and is schedulable.
@@ -158,12 +159,13 @@ v1::JobSpec FourGibLayerSpec() {
 TEST(Failure, AJobTooLargeForAWorkersMemoryFailsAndTheWorkerServesOn) {
   Cluster cluster;
   cluster.StartCoordinator();
-  Process& worker = cluster.AddWorker("small", {"--check_memory=false"},
-                                      {"/usr/bin/prlimit", "--as=3221225472"});
+  Process& worker =
+      cluster.AddWorker("small", {"--check_memory=false"}, {"/usr/bin/prlimit", "--as=3221225472"});
   auto job = cluster.client().Submit(FourGibLayerSpec());
   ASSERT_TRUE(job.ok()) << job.status();
   const v1::Job failed = cluster.WaitForState(*job, v1::FAILED);
-  EXPECT_TRUE(absl::StrContains(failed.reason(), "rank 0 (worker small) failed: out of memory while "))
+  EXPECT_TRUE(
+      absl::StrContains(failed.reason(), "rank 0 (worker small) failed: out of memory while "))
       << failed.reason();
   ExpectTheWorkerServesOn(cluster, worker);
 }
@@ -179,8 +181,9 @@ TEST(Failure, AWorkerRefusesARankItHasNoMemoryForBeforeItStarts) {
   const v1::Job failed = cluster.WaitForState(*job, v1::FAILED);
   EXPECT_TRUE(absl::StrContains(failed.reason(), "rank 0 needs about ")) << failed.reason();
   EXPECT_TRUE(absl::StrContains(failed.reason(), "(parameters 4.0 GiB, ")) << failed.reason();
-  EXPECT_TRUE(absl::StrContains(failed.reason(), " of host memory available; the attempt did "
-                                                 "not start"))
+  EXPECT_TRUE(absl::StrContains(failed.reason(),
+                                " of host memory available; the attempt did "
+                                "not start"))
       << failed.reason();
   ExpectTheWorkerServesOn(cluster, worker);
 }
@@ -209,8 +212,8 @@ TEST(Failure, AJobNoWorkerHasTheMemoryForIsRefusedAtSubmission) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "the job needs about "))
       << refused.status();
-  EXPECT_TRUE(absl::StrContains(refused.status().message(),
-                                "but the largest CPU worker (w0) advertises "))
+  EXPECT_TRUE(
+      absl::StrContains(refused.status().message(), "but the largest CPU worker (w0) advertises "))
       << refused.status();
   // The queued job holds the CPU queue (no backfilling) until it is cancelled.
   auto fits = cluster.client().Submit(Cluster::Spec(1));

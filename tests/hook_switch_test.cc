@@ -7,10 +7,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "proto/job_service.grpc.pb.h"
 #include "tests/cluster.h"
-#include "contracts/safetensors.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
 
@@ -91,13 +91,13 @@ TEST(HookSwitch, SetHookSwitchesEveryRankAtTheChosenStep) {
   EXPECT_EQ(job.progress().comm_hook().hook(), v1::CommHook::BF16_COMPRESS);
 
   ASSERT_EQ(Cluster::RunCli({coordinator, "describe", *job_id}, &output), 0) << output;
-  EXPECT_TRUE(absl::StrContains(
-      output, absl::StrCat("Comm hook:  BF16_COMPRESS (from step ", applied.step(), ", switch ",
-                           applied.version(), ")")))
+  EXPECT_TRUE(
+      absl::StrContains(output, absl::StrCat("Comm hook:  BF16_COMPRESS (from step ",
+                                             applied.step(), ", switch ", applied.version(), ")")))
       << output;
-  EXPECT_TRUE(absl::StrContains(output, absl::StrCat(applied.version(),
-                                                     "  NO_HOOK -> BF16_COMPRESS at step ",
-                                                     applied.step(), "  APPLIED")))
+  EXPECT_TRUE(absl::StrContains(
+      output, absl::StrCat(applied.version(), "  NO_HOOK -> BF16_COMPRESS at step ", applied.step(),
+                           "  APPLIED")))
       << output;
   // The job has ended: no more switches.
   refused = cluster.client().SetCommHook(*job_id, Hook(v1::CommHook::FP16_COMPRESS));

@@ -1,6 +1,8 @@
 // The Prometheus endpoints of a real coordinator and real workers, scraped over HTTP
 // while a job runs and after, checked against what `describe` (GetJob) says.
 
+#include "common/metrics.h"
+
 #include <fstream>
 #include <map>
 #include <regex>
@@ -12,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/metrics.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "tests/cluster.h"
@@ -58,8 +59,8 @@ class MetricsTest : public ::testing::Test {
     coordinator_port_ = cluster_->coordinator_metrics_port();
     for (const std::string worker : {"w0", "w1"}) {
       const std::string port_file = absl::StrCat(cluster_->dir(), "/", worker, ".metrics-port");
-      cluster_->AddWorker(worker, {"--metrics_address=127.0.0.1:0",
-                                   "--metrics_port_file=" + port_file});
+      cluster_->AddWorker(worker,
+                          {"--metrics_address=127.0.0.1:0", "--metrics_port_file=" + port_file});
       worker_ports_[worker] = ReadPort(port_file);
     }
   }
@@ -84,17 +85,18 @@ TEST_F(MetricsTest, TheFiguresFollowTheJobAsDescribeShowsIt) {
   cluster_->WaitForState(*running, v1::RUNNING);
   ASSERT_TRUE(Cluster::WaitFor([&] {
     return cluster_->client().Get(*running)->progress().step() > 5 &&
-           Get(coordinator_port_)["shardwise_coordinator_worker_message_seconds_count{kind=\"heartbeat\"}"] > 0;
+           Get(coordinator_port_)
+                   ["shardwise_coordinator_worker_message_seconds_count{kind=\"heartbeat\"}"] > 0;
   }));
 
   const Scrape coordinator = Get(coordinator_port_);
   const v1::Job described = *cluster_->client().Get(*running);
   // Every family has its HELP and TYPE.
-  for (const char* family : {"shardwise_coordinator_jobs", "shardwise_coordinator_workers",
-                             "shardwise_job_step", "shardwise_coordinator_grpc_requests_total",
-                             "shardwise_coordinator_worker_message_seconds",
-                             "shardwise_coordinator_state_commit_seconds",
-                             "shardwise_coordinator_heartbeat_age_max_seconds"}) {
+  for (const char* family :
+       {"shardwise_coordinator_jobs", "shardwise_coordinator_workers", "shardwise_job_step",
+        "shardwise_coordinator_grpc_requests_total", "shardwise_coordinator_worker_message_seconds",
+        "shardwise_coordinator_state_commit_seconds",
+        "shardwise_coordinator_heartbeat_age_max_seconds"}) {
     EXPECT_TRUE(absl::StrContains(coordinator.text, absl::StrCat("# HELP ", family, " ")))
         << family;
     EXPECT_TRUE(absl::StrContains(coordinator.text, absl::StrCat("# TYPE ", family, " ")))
@@ -107,27 +109,35 @@ TEST_F(MetricsTest, TheFiguresFollowTheJobAsDescribeShowsIt) {
   EXPECT_LE(step, described.progress().step());  // scraped first
   EXPECT_EQ(coordinator[absl::StrCat("shardwise_job_total_steps{job=\"", *running, "\"}")],
             static_cast<double>(described.progress().total_steps()));
-  EXPECT_GT(coordinator["shardwise_coordinator_worker_message_seconds_count{kind=\"heartbeat\"}"], 0);
+  EXPECT_GT(coordinator["shardwise_coordinator_worker_message_seconds_count{kind=\"heartbeat\"}"],
+            0);
   EXPECT_GT(coordinator["shardwise_coordinator_state_commit_seconds_count"], 0);
   EXPECT_LT(coordinator["shardwise_coordinator_heartbeat_age_max_seconds"], 5);
   for (const auto& [worker, port] : worker_ports_) {
     const Scrape scrape = Get(port);
     EXPECT_EQ(scrape["shardwise_worker_busy"], 1) << worker;
     EXPECT_GT(scrape["shardwise_worker_collectives_total{kind=\"all_reduce\"}"], 0) << worker;
-    EXPECT_GT(scrape["shardwise_worker_collective_seconds_total{kind=\"all_reduce\"}"], 0) << worker;
+    EXPECT_GT(scrape["shardwise_worker_collective_seconds_total{kind=\"all_reduce\"}"], 0)
+        << worker;
     EXPECT_GT(scrape["shardwise_worker_step"], 0) << worker;
   }
 
   // RPCs are counted by method and code.
-  const std::string get_ok = "shardwise_coordinator_grpc_requests_total{method=\"/shardwise.v1.JobService/GetJob\",code=\"OK\"}";
-  const std::string get_missing = "shardwise_coordinator_grpc_requests_total{method=\"/shardwise.v1.JobService/GetJob\",code=\"NOT_FOUND\"}";
+  const std::string get_ok =
+      "shardwise_coordinator_grpc_requests_total{method=\"/shardwise.v1.JobService/"
+      "GetJob\",code=\"OK\"}";
+  const std::string get_missing =
+      "shardwise_coordinator_grpc_requests_total{method=\"/shardwise.v1.JobService/"
+      "GetJob\",code=\"NOT_FOUND\"}";
   const double gets = Get(coordinator_port_)[get_ok];
   ASSERT_TRUE(cluster_->client().Get(*running).ok());
   EXPECT_FALSE(cluster_->client().Get("job-404").ok());
   const Scrape after_calls = Get(coordinator_port_);
   EXPECT_EQ(after_calls[get_ok], gets + 1);
   EXPECT_EQ(after_calls[get_missing], 1);
-  EXPECT_GT(after_calls["shardwise_coordinator_grpc_request_seconds_count{method=\"/shardwise.v1.JobService/GetJob\"}"], 0);
+  EXPECT_GT(after_calls["shardwise_coordinator_grpc_request_seconds_count{method=\"/"
+                        "shardwise.v1.JobService/GetJob\"}"],
+            0);
 
   // A job that completes: its rank 0's bytes on its worker are describe's.
   ASSERT_TRUE(cluster_->client().Cancel(*running).ok());
@@ -145,7 +155,8 @@ TEST_F(MetricsTest, TheFiguresFollowTheJobAsDescribeShowsIt) {
            {"all_gather", done.progress().all_gather_bytes()},
            {"reduce_scatter", done.progress().reduce_scatter_bytes()},
            {"all_reduce", done.progress().all_reduce_bytes()}}) {
-    const std::string series = absl::StrCat("shardwise_worker_collective_bytes_total{kind=\"", kind, "\"}");
+    const std::string series =
+        absl::StrCat("shardwise_worker_collective_bytes_total{kind=\"", kind, "\"}");
     EXPECT_EQ(worker[series] - std::max(0.0, before[rank0][series]), static_cast<double>(bytes))
         << kind;
   }
@@ -190,8 +201,8 @@ TEST_F(MetricsTest, TheDashboardQueriesOnlyMetricsTheDaemonsExport) {
   }
   EXPECT_GE(queried.size(), 15u);
   for (const std::string& name : queried) {
-    EXPECT_TRUE(exported.count(name) > 0) << "the dashboard queries " << name
-                                          << ", which no daemon exports";
+    EXPECT_TRUE(exported.count(name) > 0)
+        << "the dashboard queries " << name << ", which no daemon exports";
   }
 }
 

@@ -22,7 +22,9 @@
 namespace shardwise::testing {
 namespace {
 
-bool Sh(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
+bool Sh(const std::string& command) {
+  return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
+}
 
 // A bridge on this machine and one namespace per host, each with a veth whose far end is
 // the host's eth0 at 10.77.N.K/24.
@@ -50,12 +52,14 @@ class Network {
     const int index = static_cast<int>(hosts_.size()) + 1;
     Host host{absl::StrCat("sw", id_, "-", name), absl::StrCat("swv", id_, "-", index),
               absl::StrCat(subnet_, ".", index)};
-    ok_ = ok_ && Sh("ip netns add " + host.ns) &&
-          Sh(absl::StrCat("ip link add ", host.veth, " type veth peer name eth0 netns ", host.ns)) &&
-          Sh(absl::StrCat("ip link set ", host.veth, " master ", bridge_, " up")) &&
-          Sh(absl::StrCat("ip netns exec ", host.ns, " ip addr add ", host.address, "/24 dev eth0")) &&
-          Sh(absl::StrCat("ip netns exec ", host.ns, " ip link set eth0 up")) &&
-          Sh(absl::StrCat("ip netns exec ", host.ns, " ip link set lo up"));
+    ok_ =
+        ok_ && Sh("ip netns add " + host.ns) &&
+        Sh(absl::StrCat("ip link add ", host.veth, " type veth peer name eth0 netns ", host.ns)) &&
+        Sh(absl::StrCat("ip link set ", host.veth, " master ", bridge_, " up")) &&
+        Sh(absl::StrCat("ip netns exec ", host.ns, " ip addr add ", host.address,
+                        "/24 dev eth0")) &&
+        Sh(absl::StrCat("ip netns exec ", host.ns, " ip link set eth0 up")) &&
+        Sh(absl::StrCat("ip netns exec ", host.ns, " ip link set lo up"));
     EXPECT_TRUE(!was_ok || ok_) << "could not make host " << name;
     hosts_[name] = host;
     return host.address;
@@ -88,17 +92,16 @@ class HostCluster {
     dir_ = mkdtemp(pattern.data());
     const std::string address = network->AddHost("coordinator");
     std::vector<std::string> argv = network->On("coordinator");
-    for (std::string flag : {Cluster::BinaryPath("server/shardwise-coordinator"),
-                             absl::StrCat("--address=", address, ":0"),
-                             // A test network no one else reaches.
-                             std::string("--insecure"),
-                             absl::StrCat("--port_file=", dir_, "/port"),
-                             absl::StrCat("--state_file=", dir_, "/state.db"),
-                             std::string("--heartbeat_interval_ms=200"),
-                             std::string("--heartbeat_timeout_ms=2000"),
-                             std::string("--collective_timeout_ms=30000"),
-                             absl::StrCat("--allowed_input_paths=", dir_),
-                             absl::StrCat("--allowed_output_paths=", dir_)}) {
+    for (std::string flag :
+         {Cluster::BinaryPath("server/shardwise-coordinator"),
+          absl::StrCat("--address=", address, ":0"),
+          // A test network no one else reaches.
+          std::string("--insecure"), absl::StrCat("--port_file=", dir_, "/port"),
+          absl::StrCat("--state_file=", dir_, "/state.db"),
+          std::string("--heartbeat_interval_ms=200"), std::string("--heartbeat_timeout_ms=2000"),
+          std::string("--collective_timeout_ms=30000"),
+          absl::StrCat("--allowed_input_paths=", dir_),
+          absl::StrCat("--allowed_output_paths=", dir_)}) {
       argv.push_back(flag);
     }
     processes_.push_back(std::make_unique<Process>(argv, dir_ + "/coordinator.log"));
@@ -106,7 +109,8 @@ class HostCluster {
     EXPECT_TRUE(Cluster::WaitFor([&] {
       std::ifstream in(dir_ + "/port");
       return static_cast<bool>(in >> port) && port > 0;
-    })) << "see " << dir_ << "/coordinator.log";
+    })) << "see "
+        << dir_ << "/coordinator.log";
     address_ = absl::StrCat(address, ":", port);
     client_ = std::make_unique<Client>(address_);
   }
@@ -114,9 +118,9 @@ class HostCluster {
   void AddWorker(const std::string& name) {
     const std::string address = network_->AddHost(name);
     std::vector<std::string> argv = network_->On(name);
-    for (std::string flag : {Cluster::BinaryPath("worker/shardwise-worker"),
-                             absl::StrCat("--coordinator=", address_), "--name=" + name,
-                             "--data_address=" + address}) {
+    for (std::string flag :
+         {Cluster::BinaryPath("worker/shardwise-worker"), absl::StrCat("--coordinator=", address_),
+          "--name=" + name, "--data_address=" + address}) {
       argv.push_back(flag);
     }
     processes_.push_back(std::make_unique<Process>(argv, dir_ + "/" + name + ".log"));
@@ -127,7 +131,8 @@ class HostCluster {
         if (w.id() == name) return true;
       }
       return false;
-    })) << name << " did not register; see " << dir_ << "/" << name << ".log";
+    })) << name
+        << " did not register; see " << dir_ << "/" << name << ".log";
   }
 
   v1::Job WaitFor(const std::string& job_id, v1::JobState state, absl::Duration timeout) {

@@ -95,10 +95,12 @@ absl::StatusOr<Reference> TrainWithPytorch(const std::string& dtype) {
     std::ofstream(dir + "/train.bin", std::ios::binary)
         .write(reinterpret_cast<const char*>(ids.data()), ids.size() * 2);
     const v1::JobSpec spec = BaseSpec();
-    absl::Status written = WriteSafetensors(dir + "/init.safetensors", SeededWeights(spec.model(), 11));
+    absl::Status written =
+        WriteSafetensors(dir + "/init.safetensors", SeededWeights(spec.model(), 11));
     if (!written.ok()) return written;
   }
-  const std::string config = absl::StrFormat(R"({
+  const std::string config =
+      absl::StrFormat(R"({
     "model": {"vocab_size": 256, "block_size": 32, "n_layer": 2, "n_head": 4, "n_embd": 64,
               "bias": true, "gelu": "none"},
     "init": "%s/init.safetensors", "train": "%s/train.bin", "seed": 3,
@@ -107,11 +109,11 @@ absl::StatusOr<Reference> TrainWithPytorch(const std::string& dtype) {
     "decay_params": "MATRICES", "max_grad_norm": 1.0,
     "schedule": {"decay": "COSINE", "warmup_steps": 4, "decay_steps": %d, "min_lr": 2e-4},
     "out_model": "%s/torch-%s.safetensors", "out_losses": "%s/torch-%s.json"})",
-      dir, dir, kSteps, dtype, kSteps, dir, dtype, dir, dtype);
+                      dir, dir, kSteps, dtype, kSteps, dir, dtype, dir, dtype);
   const std::string config_path = absl::StrCat(dir, "/", dtype, ".json");
   std::ofstream(config_path) << config;
-  const std::string command =
-      absl::StrCat(kPython, " ", kReference, " ", config_path, " 2>", dir, "/torch-", dtype, ".log");
+  const std::string command = absl::StrCat(kPython, " ", kReference, " ", config_path, " 2>", dir,
+                                           "/torch-", dtype, ".log");
   if (std::system(command.c_str()) != 0) {
     std::ifstream log(absl::StrCat(dir, "/torch-", dtype, ".log"));
     std::stringstream text;
@@ -187,7 +189,8 @@ TEST_P(Fp32Parity, EveryParameterAndEveryLossMatchPytorch) {
   const Case& c = GetParam();
   v1::JobSpec spec = BaseSpec();
   spec.mutable_fsdp()->set_sharding_strategy(c.strategy);
-  if (c.strategy == v1::ShardingStrategy::HYBRID_SHARD) spec.mutable_fsdp()->set_shard_group_size(2);
+  if (c.strategy == v1::ShardingStrategy::HYBRID_SHARD)
+    spec.mutable_fsdp()->set_shard_group_size(2);
   spec.set_world_size(c.world);
   spec.set_gradient_accumulation_steps(c.accumulation);
   spec.mutable_model()->mutable_gpt()->set_attention(c.attention);
@@ -203,32 +206,30 @@ TEST_P(Fp32Parity, EveryParameterAndEveryLossMatchPytorch) {
   EXPECT_LE(worst.ratio, 1.0) << worst.where;
   double worst_loss = 0;
   for (int s = 0; s < kSteps; ++s) {
-    worst_loss = std::max(worst_loss, std::abs(run->rank0_losses[s] - reference.losses[s]) /
-                                          reference.losses[s]);
+    worst_loss = std::max(
+        worst_loss, std::abs(run->rank0_losses[s] - reference.losses[s]) / reference.losses[s]);
   }
   RecordProperty("worst_loss_ratio", absl::StrFormat("%.3g", worst_loss));
   EXPECT_LE(worst_loss, 1e-5);
-  std::printf("%s: parameters at %.3g of the bound (rtol 1e-5, atol 1e-5), losses within %.3g; "
-              "loss %.4f -> %.4f\n",
-              Name(c).c_str(), worst.ratio, worst_loss, run->rank0_losses.front(),
-              run->rank0_losses.back());
+  std::printf(
+      "%s: parameters at %.3g of the bound (rtol 1e-5, atol 1e-5), losses within %.3g; "
+      "loss %.4f -> %.4f\n",
+      Name(c).c_str(), worst.ratio, worst_loss, run->rank0_losses.front(),
+      run->rank0_losses.back());
   // It learned something: the reference's loss fell.
   EXPECT_LT(reference.losses.back(), reference.losses.front() - 0.5);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     EveryStrategy, Fp32Parity,
-    ::testing::Values(Case{v1::ShardingStrategy::FULL_SHARD, 1},
-                      Case{v1::ShardingStrategy::FULL_SHARD, 2},
-                      Case{v1::ShardingStrategy::SHARD_GRAD_OP, 2},
-                      Case{v1::ShardingStrategy::NO_SHARD, 2},
-                      Case{v1::ShardingStrategy::FULL_SHARD, 4},
-                      Case{v1::ShardingStrategy::SHARD_GRAD_OP, 4},
-                      Case{v1::ShardingStrategy::NO_SHARD, 4},
-                      Case{v1::ShardingStrategy::HYBRID_SHARD, 4},
-                      Case{v1::ShardingStrategy::FULL_SHARD, 2, /*accumulation=*/2},
-                      // Flash-style attention against PyTorch's materialised softmax.
-                      Case{v1::ShardingStrategy::FULL_SHARD, 2, 1, v1::GptConfig::FUSED}),
+    ::testing::Values(
+        Case{v1::ShardingStrategy::FULL_SHARD, 1}, Case{v1::ShardingStrategy::FULL_SHARD, 2},
+        Case{v1::ShardingStrategy::SHARD_GRAD_OP, 2}, Case{v1::ShardingStrategy::NO_SHARD, 2},
+        Case{v1::ShardingStrategy::FULL_SHARD, 4}, Case{v1::ShardingStrategy::SHARD_GRAD_OP, 4},
+        Case{v1::ShardingStrategy::NO_SHARD, 4}, Case{v1::ShardingStrategy::HYBRID_SHARD, 4},
+        Case{v1::ShardingStrategy::FULL_SHARD, 2, /*accumulation=*/2},
+        // Flash-style attention against PyTorch's materialised softmax.
+        Case{v1::ShardingStrategy::FULL_SHARD, 2, 1, v1::GptConfig::FUSED}),
     [](const auto& info) { return Name(info.param); });
 
 // FSDP's MixedPrecision(param_dtype=BF16) against PyTorch computing on a BF16 copy of
@@ -251,8 +252,8 @@ TEST_P(Bf16Parity, LossesAndParametersWithinBf16Tolerance) {
   ASSERT_TRUE(model.ok());
   double worst_loss = 0;
   for (int s = 0; s < kSteps; ++s) {
-    worst_loss = std::max(worst_loss, std::abs(run->rank0_losses[s] - reference->losses[s]) /
-                                          reference->losses[s]);
+    worst_loss = std::max(
+        worst_loss, std::abs(run->rank0_losses[s] - reference->losses[s]) / reference->losses[s]);
   }
   // The losses within PyTorch's BF16 rtol. Parameters by tensor, ||got - want|| / ||want||
   // within 5e-2 (measured: at most 3.3e-2): an element whose gradient is below BF16's
@@ -267,10 +268,10 @@ TEST_P(Bf16Parity, LossesAndParametersWithinBf16Tolerance) {
   double worst_tensor = 0;
   EXPECT_TRUE(testing::TensorsCloseL2(got, want, 5e-2, &worst_tensor));
   const double key_bias = std::max(got_keys, want_keys);
-  std::printf("BF16, %s attention: losses within %.3g, tensors within %.3g, key biases at "
-              "most %.3g\n",
-              v1::GptConfig::Attention_Name(GetParam()).c_str(), worst_loss, worst_tensor,
-              key_bias);
+  std::printf(
+      "BF16, %s attention: losses within %.3g, tensors within %.3g, key biases at "
+      "most %.3g\n",
+      v1::GptConfig::Attention_Name(GetParam()).c_str(), worst_loss, worst_tensor, key_bias);
   EXPECT_LE(key_bias, kSteps * 2e-3);
   // And it differs from FP32: the roundings were applied.
   const auto& fp32 = PytorchRun("fp32");

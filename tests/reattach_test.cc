@@ -82,8 +82,9 @@ TEST(Reattach, ACoordinatorKilledMidTrainingChangesNothingInTheRun) {
   EXPECT_EQ(job.restarts(), 0);
   EXPECT_EQ(job.progress().step(), 800);
   EXPECT_TRUE(HasEvent(job, "waiting up to 30s for its 2 ranks to re-attach"));
-  EXPECT_TRUE(HasEvent(job, "all 2 ranks of attempt 1 re-attached after the coordinator "
-                            "restarted; training went on without a restart"));
+  EXPECT_TRUE(HasEvent(job,
+                       "all 2 ranks of attempt 1 re-attached after the coordinator "
+                       "restarted; training went on without a restart"));
   const std::string expected = ReadFile(cluster.dir() + "/straight.safetensors");
   ASSERT_FALSE(expected.empty());
   EXPECT_TRUE(ReadFile(cluster.dir() + "/interrupted.safetensors") == expected)
@@ -141,8 +142,9 @@ TEST(Reattach, AnAttemptMissingARankAfterTheGraceIsRequeuedFromItsCheckpoint) {
   v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(job.attempt(), 2);
   EXPECT_EQ(job.restarts(), 0);
-  EXPECT_TRUE(HasEvent(job, "only 1 of 2 ranks re-attached within 3s after the coordinator "
-                            "restarted (missing: rank 1 (worker w1))"));
+  EXPECT_TRUE(HasEvent(job,
+                       "only 1 of 2 ranks re-attached within 3s after the coordinator "
+                       "restarted (missing: rank 1 (worker w1))"));
   EXPECT_TRUE(absl::StrContains(job.result(), "resumed from the checkpoint of step"))
       << job.result();
   w1.Signal(SIGCONT);

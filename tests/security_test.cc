@@ -45,7 +45,8 @@ class SecurityTest : public ::testing::Test {
     ca_ = std::make_unique<CertificateAuthority>(dir_ + "/pki", "ca");
     rogue_ = std::make_unique<CertificateAuthority>(dir_ + "/pki", "rogue");
     server_ = ca_->Issue("coordinator", "server");
-    for (const char* worker : {"w0", "w1", "w2"}) certificates_[worker] = ca_->Issue(worker, worker);
+    for (const char* worker : {"w0", "w1", "w2"})
+      certificates_[worker] = ca_->Issue(worker, worker);
     std::ofstream tokens(dir_ + "/tokens.yaml");
     tokens << "tokens:\n";
     for (const auto& [principal, role] : std::vector<std::pair<std::string, std::string>>{
@@ -57,9 +58,8 @@ class SecurityTest : public ::testing::Test {
     tokens.close();
     ClusterOptions options;
     options.coordinator_flags = {
-        "--tls_cert=" + server_.cert, "--tls_key=" + server_.key,
-        "--worker_ca=" + ca_->ca_file(), "--tokens_file=" + dir_ + "/tokens.yaml",
-        "--tls_reload_seconds=1"};
+        "--tls_cert=" + server_.cert, "--tls_key=" + server_.key, "--worker_ca=" + ca_->ca_file(),
+        "--tokens_file=" + dir_ + "/tokens.yaml", "--tls_reload_seconds=1"};
     options.worker_flags = {"--tls_ca=" + ca_->ca_file()};
     options.client.security.ca_file = ca_->ca_file();
     options.client.token = tokens_["root"];
@@ -114,7 +114,8 @@ class SecurityTest : public ::testing::Test {
   bool CoordinatorLogHas(const std::string& text) {
     for (const auto& entry : fs::directory_iterator(cluster_->dir())) {
       const std::string name = entry.path().filename().string();
-      if (absl::StartsWith(name, "coordinator-") && absl::StrContains(ReadFile(entry.path()), text)) {
+      if (absl::StartsWith(name, "coordinator-") &&
+          absl::StrContains(ReadFile(entry.path()), text)) {
         return true;
       }
     }
@@ -133,7 +134,8 @@ class SecurityTest : public ::testing::Test {
 TEST_F(SecurityTest, ClientsNeedATokenAndTheRoleForEachCall) {
   auto anonymous = As("").ListJobs();
   EXPECT_EQ(anonymous.status().code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_TRUE(absl::StrContains(anonymous.status().message(), "needs a token")) << anonymous.status();
+  EXPECT_TRUE(absl::StrContains(anonymous.status().message(), "needs a token"))
+      << anonymous.status();
   ClientOptions guessing;
   guessing.security.ca_file = ca_->ca_file();
   guessing.token = "sw_guess";
@@ -255,8 +257,7 @@ TEST_F(SecurityTest, AForgedReportOrAForeignRendezvousCallChangesNothing) {
     get.set_key("rank_0");
     v1::RendezvousGetResponse value;
     grpc::ClientContext call;
-    const grpc::Status refused =
-        v1::RendezvousService::NewStub(channel)->Get(&call, get, &value);
+    const grpc::Status refused = v1::RendezvousService::NewStub(channel)->Get(&call, get, &value);
     EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.error_message();
   }
   context.TryCancel();
@@ -292,13 +293,15 @@ TEST_F(SecurityTest, OutputsOutsideThePolicyAreRefusedAndNothingIsWritten) {
   }
   v1::JobSpec checkpoint_out = Cluster::Spec(1);
   checkpoint_out.mutable_output()->set_checkpoint_dir(dir_ + "/secret");
-  EXPECT_EQ(As("alice").Submit(checkpoint_out).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(As("alice").Submit(checkpoint_out).status().code(),
+            absl::StatusCode::kPermissionDenied);
   v1::JobSpec reading = Cluster::Spec(1);
   reading.mutable_data()->set_safetensors_path(dir_ + "/in/../secret/precious");
   EXPECT_EQ(As("alice").Submit(reading).status().code(), absl::StatusCode::kPermissionDenied);
   // Nothing was written: the secret folder and the existing file are as they were.
   int secret_files = 0;
-  for (const auto& entry : fs::directory_iterator(dir_ + "/secret")) secret_files += !entry.is_directory();
+  for (const auto& entry : fs::directory_iterator(dir_ + "/secret"))
+    secret_files += !entry.is_directory();
   EXPECT_EQ(secret_files, 1);
   EXPECT_EQ(ReadFile(dir_ + "/secret/precious"), "keep");
   EXPECT_EQ(ReadFile(dir_ + "/out/existing.safetensors"), "mine");
@@ -352,9 +355,9 @@ TEST_F(SecurityTest, CertificatesReloadWithoutDroppingSessions) {
   const CertificateFiles renewed = ca_->Issue("coordinator", "server-renewed");
   fs::rename(renewed.key, server_.key);
   fs::rename(renewed.cert, server_.cert);
-  ASSERT_TRUE(Cluster::WaitFor([&] {
-    return ServedSerial(cluster_->address(), ca_->ca_file()) != before;
-  }, absl::Seconds(15)));
+  ASSERT_TRUE(
+      Cluster::WaitFor([&] { return ServedSerial(cluster_->address(), ca_->ca_file()) != before; },
+                       absl::Seconds(15)));
   // The worker's session, opened before, goes on: it takes a job.
   auto job_id = As("alice").Submit(Cluster::Spec(1));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
@@ -370,9 +373,9 @@ TEST(Exposure, PlaintextOrNoTokensOffLoopbackIsRefused) {
   CertificateAuthority ca(dir, "ca");
   const CertificateFiles server = ca.Issue("coordinator", "server");
   auto run = [&](const std::vector<std::string>& flags, const std::string& log) {
-    std::vector<std::string> argv = {Cluster::BinaryPath("server/shardwise-coordinator"),
-                                     "--address=0.0.0.0:0", "--state_file=" + dir + "/" + log + ".db",
-                                     "--port_file=" + dir + "/" + log + ".port"};
+    std::vector<std::string> argv = {
+        Cluster::BinaryPath("server/shardwise-coordinator"), "--address=0.0.0.0:0",
+        "--state_file=" + dir + "/" + log + ".db", "--port_file=" + dir + "/" + log + ".port"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     return std::make_unique<Process>(argv, dir + "/" + log + ".log");
   };

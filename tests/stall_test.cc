@@ -40,7 +40,7 @@ std::string StallEvent(const v1::Job& job) {
 ClusterOptions StallOptions(int64_t abort_ms) {
   ClusterOptions options;
   options.heartbeat_interval_ms = 100;
-  options.heartbeat_timeout_ms = 60000;   // the frozen worker must not be lost first
+  options.heartbeat_timeout_ms = 60000;  // the frozen worker must not be lost first
   // Gloo cannot be interrupted inside a collective: ranks blocked there by a frozen peer
   // would wait for the collective timeout; after an abort, workers restart themselves
   // instead (--stuck_abort_restart_ms, 5 s by default).
@@ -93,12 +93,14 @@ TEST(Stall, AFrozenRankIsNamedWithWhereTheOthersWait) {
       << event;
   EXPECT_TRUE(absl::StrContains(event, " waiting in ")) << event;
   std::string output;
-  ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "describe", job_id}, &output), 0);
+  ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "describe", job_id}, &output),
+            0);
   EXPECT_TRUE(absl::StrContains(output, event)) << output;
   // Thawed, the rank catches up and the job goes on.
   cluster.worker("w1").Signal(SIGCONT);
   const int64_t step = cluster.client().Get(job_id)->progress().step();
-  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.client().Get(job_id)->progress().step() > step + 5; }));
+  EXPECT_TRUE(
+      Cluster::WaitFor([&] { return cluster.client().Get(job_id)->progress().step() > step + 5; }));
   EXPECT_EQ(cluster.client().Get(job_id)->state(), v1::RUNNING);
   ASSERT_TRUE(cluster.client().Cancel(job_id).ok());
 }
@@ -118,18 +120,20 @@ TEST(Stall, TheAbortTimeoutFailsTheJobAndFreesTheOthers) {
   // after the abort) and are idle long before the 60 s collective timeout would free
   // them: the wait's bound is half of it, room for a loaded machine.
   EXPECT_TRUE(Cluster::WaitFor(
-      [&] { return cluster.WorkerState("w0") == v1::IDLE && cluster.WorkerState("w1") == v1::IDLE; },
+      [&] {
+        return cluster.WorkerState("w0") == v1::IDLE && cluster.WorkerState("w1") == v1::IDLE;
+      },
       absl::Seconds(30)))
       << "w0:\n"
       << ReadLog(cluster.worker("w0").log_path()) << "w1:\n"
       << ReadLog(cluster.worker("w1").log_path());
-  EXPECT_TRUE(absl::StrContains(ReadLog(cluster.worker("w0").log_path()) +
-                                    ReadLog(cluster.worker("w1").log_path()),
-                                "restarting this worker"));
+  EXPECT_TRUE(absl::StrContains(
+      ReadLog(cluster.worker("w0").log_path()) + ReadLog(cluster.worker("w1").log_path()),
+      "restarting this worker"));
   // And they are usable: the frozen one thawed, a new job runs on all three.
   cluster.worker("w2").Signal(SIGCONT);
-  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w2") == v1::IDLE; },
-                               absl::Seconds(20)));
+  EXPECT_TRUE(
+      Cluster::WaitFor([&] { return cluster.WorkerState("w2") == v1::IDLE; }, absl::Seconds(20)));
   auto next = cluster.client().Submit(Cluster::Spec(3));
   ASSERT_TRUE(next.ok()) << next.status();
   cluster.WaitForState(*next, v1::SUCCEEDED, absl::Seconds(60));

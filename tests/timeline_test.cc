@@ -89,9 +89,9 @@ TEST(Timeline, MergesEveryRankIntoOneNestedChromeTrace) {
       while (!open.empty() && open.back().end <= e.start) open.pop_back();
       if (!open.empty()) {
         ASSERT_LE(e.end, open.back().end)
-            << "rank " << rank << " thread " << lane.second << ": " << e.name << " [" << e.start << ", " << e.end
-            << "] overlaps " << open.back().name << " [" << open.back().start << ", "
-            << open.back().end << "] without nesting";
+            << "rank " << rank << " thread " << lane.second << ": " << e.name << " [" << e.start
+            << ", " << e.end << "] overlaps " << open.back().name << " [" << open.back().start
+            << ", " << open.back().end << "] without nesting";
       }
       open.push_back(e);
       steps += e.name == "step";

@@ -6,9 +6,9 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
-#include "contracts/safetensors.h"
 #include "worker/fsdp/reference_training.h"
 #include "worker/testing/model_compare.h"
 
@@ -95,8 +95,8 @@ TEST(Training, ABadDataFileFailsTheJobNamingIt) {
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   v1::Job job = cluster.WaitForState(*job_id, v1::FAILED);
-  EXPECT_TRUE(absl::StrContains(job.reason(), "rank 0 (worker w0) failed: " + path +
-                                                  ": not a valid safetensors file"))
+  EXPECT_TRUE(absl::StrContains(
+      job.reason(), "rank 0 (worker w0) failed: " + path + ": not a valid safetensors file"))
       << job.reason();
 
   // A header declaring sizes that overflow once multiplied: refused, the worker lives.
@@ -110,8 +110,9 @@ TEST(Training, ABadDataFileFailsTheJobNamingIt) {
   job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   job = cluster.WaitForState(*job_id, v1::FAILED);
-  EXPECT_TRUE(absl::StrContains(job.reason(), "tensor 'x' has a dimension that does not fit "
-                                              "the file"))
+  EXPECT_TRUE(absl::StrContains(job.reason(),
+                                "tensor 'x' has a dimension that does not fit "
+                                "the file"))
       << job.reason();
   EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w0") == v1::IDLE; }));
 }
@@ -132,7 +133,8 @@ TEST(Training, DivergenceAndBadTokensFailTheJobWithoutRestarts) {
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(60));
   EXPECT_EQ(job.restarts(), 0);
-  EXPECT_TRUE(absl::StrContains(job.reason(), "training diverged: the loss of step ")) << job.reason();
+  EXPECT_TRUE(absl::StrContains(job.reason(), "training diverged: the loss of step "))
+      << job.reason();
   EXPECT_TRUE(absl::StrContains(job.reason(), "not re-queued")) << job.reason();
   EXPECT_LT(job.progress().step(), 50);
 
@@ -158,7 +160,8 @@ TEST(Training, DivergenceAndBadTokensFailTheJobWithoutRestarts) {
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(60));
   EXPECT_EQ(job.restarts(), 0);
-  EXPECT_TRUE(absl::StrContains(job.reason(), "token 123 (byte offset 246) is 300")) << job.reason();
+  EXPECT_TRUE(absl::StrContains(job.reason(), "token 123 (byte offset 246) is 300"))
+      << job.reason();
   EXPECT_TRUE(Cluster::WaitFor([&] {
     return cluster.WorkerState("w0") == v1::IDLE && cluster.WorkerState("w1") == v1::IDLE;
   }));
@@ -175,7 +178,8 @@ TEST(Training, AGptJobFromTextToSamples) {
   cluster.AddWorker("w1");
   std::string output;
   const std::string tokens = cluster.dir() + "/tokens";
-  ASSERT_EQ(Cluster::RunCli({"tokenize", "/usr/share/common-licenses/GPL-3", "-o", tokens}, &output), 0)
+  ASSERT_EQ(
+      Cluster::RunCli({"tokenize", "/usr/share/common-licenses/GPL-3", "-o", tokens}, &output), 0)
       << output;
 
   v1::JobSpec spec = Cluster::Spec(2);
@@ -212,13 +216,16 @@ TEST(Training, AGptJobFromTextToSamples) {
   EXPECT_EQ(std::vector<int>(job.prefetch_plan().backward_target().begin(),
                              job.prefetch_plan().backward_target().end()),
             (std::vector<int>{-1, 0, 1}));
-  ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "describe", *job_id}, &output), 0)
+  ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "describe", *job_id}, &output),
+            0)
       << output;
   EXPECT_TRUE(absl::StrContains(output, "tokens/s, learning rate")) << output;
   EXPECT_TRUE(absl::StrContains(output, "Validation: loss")) << output;
 
-  ASSERT_EQ(Cluster::RunCli({"sample", model_path, "--prompt=The ", "--tokens=20",
-                             "--temperature=0"}, &output), 0) << output;
+  ASSERT_EQ(Cluster::RunCli(
+                {"sample", model_path, "--prompt=The ", "--tokens=20", "--temperature=0"}, &output),
+            0)
+      << output;
   EXPECT_TRUE(absl::StartsWith(output, "The ")) << output;
   EXPECT_GE(output.size(), 24u) << output;
 
@@ -229,8 +236,9 @@ TEST(Training, AGptJobFromTextToSamples) {
   short_file.mutable_output()->set_final_model_path(cluster.dir() + "/never.safetensors");
   auto refused = cluster.client().Submit(short_file);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(refused.status().message(),
-                                "job.data.tokens.val_path: '" + cluster.dir() + "/short.bin' holds 20 tokens"))
+  EXPECT_TRUE(absl::StrContains(
+      refused.status().message(),
+      "job.data.tokens.val_path: '" + cluster.dir() + "/short.bin' holds 20 tokens"))
       << refused.status();
 }
 

@@ -33,6 +33,8 @@ test    python3:torch               python3-torch
 test    python3:grpc                python3-grpcio
 test    python3:google.protobuf     python3-protobuf
 test    python3:yaml                python3-yaml
+checks  clang-format-14             clang-format-14
+checks  git                         git
 fuzz    clang++-14                  clang-14
 fuzz    make                        make
 manifests kubectl                   kubernetes-client

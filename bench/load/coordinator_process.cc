@@ -125,11 +125,10 @@ namespace {
 
 // The buckets of one histogram series: (upper bound, cumulative count), ascending.
 std::vector<std::pair<double, double>> Buckets(const std::map<std::string, double>& metrics,
-                                               const std::string& name,
-                                               const std::string& labels) {
+                                               const std::string& name, const std::string& labels) {
   std::vector<std::pair<double, double>> buckets;
-  const std::string prefix = absl::StrCat(name, "_bucket{", labels, labels.empty() ? "" : ",",
-                                          "le=\"");
+  const std::string prefix =
+      absl::StrCat(name, "_bucket{", labels, labels.empty() ? "" : ",", "le=\"");
   for (auto it = metrics.lower_bound(prefix); it != metrics.end(); ++it) {
     if (!absl::StartsWith(it->first, prefix)) break;
     std::string bound(absl::StripSuffix(it->first.substr(prefix.size()), "\"}"));

@@ -57,8 +57,8 @@ class Fleet {
       const absl::Time first =
           start + absl::Uniform(random, 0.0, 1.0) * options.sim.heartbeat_interval;
       workers_.push_back(std::make_unique<SimWorker>(absl::StrFormat("sim-%05d", w),
-                                                     stubs_[w % stubs_.size()].get(),
-                                                     options.sim, counters, first));
+                                                     stubs_[w % stubs_.size()].get(), options.sim,
+                                                     counters, first));
     }
   }
 
@@ -159,10 +159,9 @@ absl::Status WaitForIdleWorkers(Client& client, int workers, const SimCounters& 
   auto all = client.ListWorkers();
   return absl::DeadlineExceededError(absl::StrCat(
       "only ", idle_count, " of the ", workers, " workers were IDLE after a minute (",
-      all.ok() ? all->size() : 0, " registered at the coordinator; ",
-      counters.registered.load(), " registrations answered, ",
-      counters.registration_failures.load(), " failed, ", counters.sessions_ended.load(),
-      " sessions ended)"));
+      all.ok() ? all->size() : 0, " registered at the coordinator; ", counters.registered.load(),
+      " registrations answered, ", counters.registration_failures.load(), " failed, ",
+      counters.sessions_ended.load(), " sessions ended)"));
 }
 
 // Submit-to-RUNNING of jobs submitted one at a time while their workers are idle.
@@ -242,7 +241,8 @@ class PeakSampler {
 };
 
 // How long after their last heartbeat the coordinator lists the frozen workers LOST.
-std::vector<double> MeasureDetection(Client& client, const std::map<std::string, absl::Time>& frozen,
+std::vector<double> MeasureDetection(Client& client,
+                                     const std::map<std::string, absl::Time>& frozen,
                                      absl::Duration timeout) {
   std::vector<double> seconds;
   std::set<std::string> seen;
@@ -303,7 +303,8 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options) {
       options.coordinator_binary, options.dir,
       {absl::StrCat("--heartbeat_interval_ms=",
                     absl::ToInt64Milliseconds(options.sim.heartbeat_interval)),
-       absl::StrCat("--heartbeat_timeout_ms=", absl::ToInt64Milliseconds(options.heartbeat_timeout)),
+       absl::StrCat("--heartbeat_timeout_ms=",
+                    absl::ToInt64Milliseconds(options.heartbeat_timeout)),
        absl::StrCat("--max_workers=", options.workers + 100), "--check_paths=false"});
   if (!coordinator.ok()) return coordinator.status();
   LoadResult result;
@@ -366,8 +367,8 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options) {
 
   // Sessions that ended during the load (the frozen workers' are ended on purpose next).
   result.sessions_ended = counters.sessions_ended.load();
-  result.detection = Summarize(MeasureDetection(
-      client, fleet->Freeze(options.frozen_workers), options.heartbeat_timeout));
+  result.detection = Summarize(
+      MeasureDetection(client, fleet->Freeze(options.frozen_workers), options.heartbeat_timeout));
   ReadCoordinatorMetrics(**coordinator, &result);
   if (auto lost = client.ListWorkers({.states = {v1::LOST}}); lost.ok()) {
     result.workers_lost = static_cast<int>(lost->size());
@@ -387,13 +388,13 @@ std::string FormatLoadResult(const LoadOptions& options, const LoadResult& resul
     return absl::StrFormat("p50 %8.3f  p99 %8.3f  max %8.3f s   (%d)", l.p50, l.p99, l.max,
                            l.count);
   };
-  std::string out = absl::StrFormat(
-      "workers %d, jobs %d (world %d, %d steps of %s), heartbeat every %s\n", options.workers,
-      options.jobs, options.world_size, options.job_steps,
-      absl::FormatDuration(options.sim.step_time),
-      absl::FormatDuration(options.sim.heartbeat_interval));
-  absl::StrAppend(&out, absl::StrFormat("  connect (all IDLE)          %.2f s\n",
-                                        result.connect_seconds));
+  std::string out =
+      absl::StrFormat("workers %d, jobs %d (world %d, %d steps of %s), heartbeat every %s\n",
+                      options.workers, options.jobs, options.world_size, options.job_steps,
+                      absl::FormatDuration(options.sim.step_time),
+                      absl::FormatDuration(options.sim.heartbeat_interval));
+  absl::StrAppend(
+      &out, absl::StrFormat("  connect (all IDLE)          %.2f s\n", result.connect_seconds));
   absl::StrAppend(&out, "  heartbeat handling          ", ms(result.heartbeat), "\n");
   absl::StrAppend(&out, "  report handling             ", ms(result.report), "\n");
   absl::StrAppend(&out, "  submit-to-RUNNING, idle     ", s(result.idle_submit_to_running), "\n");
@@ -404,17 +405,16 @@ std::string FormatLoadResult(const LoadOptions& options, const LoadResult& resul
   absl::StrAppend(&out, "  frozen worker to LOST       ", s(result.detection), "  (timeout ",
                   absl::FormatDuration(options.heartbeat_timeout), ")\n");
   absl::StrAppend(
-      &out,
-      absl::StrFormat("  load phase %.1f s: %d/%d jobs RUNNING, %d SUCCEEDED\n"
-                      "  coordinator: threads %d idle, %d peak; RSS %.1f MiB idle, %.1f MiB "
-                      "peak; CPU %.0f%% of a core\n"
-                      "  failures: %.0f detections, %d workers LOST (%d frozen on purpose), %d "
-                      "sessions ended early\n",
-                      result.load_seconds, result.jobs_running, options.jobs,
-                      result.jobs_succeeded, result.threads_idle, result.threads_peak,
-                      result.rss_idle_bytes / 1048576.0, result.rss_peak_bytes / 1048576.0,
-                      result.cpu_percent, result.failure_detections, result.workers_lost,
-                      options.frozen_workers, result.sessions_ended));
+      &out, absl::StrFormat(
+                "  load phase %.1f s: %d/%d jobs RUNNING, %d SUCCEEDED\n"
+                "  coordinator: threads %d idle, %d peak; RSS %.1f MiB idle, %.1f MiB "
+                "peak; CPU %.0f%% of a core\n"
+                "  failures: %.0f detections, %d workers LOST (%d frozen on purpose), %d "
+                "sessions ended early\n",
+                result.load_seconds, result.jobs_running, options.jobs, result.jobs_succeeded,
+                result.threads_idle, result.threads_peak, result.rss_idle_bytes / 1048576.0,
+                result.rss_peak_bytes / 1048576.0, result.cpu_percent, result.failure_detections,
+                result.workers_lost, options.frozen_workers, result.sessions_ended));
   return out;
 }
 

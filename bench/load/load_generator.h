@@ -59,7 +59,7 @@ struct LoadResult {
   Latency list_jobs;                 // every page of `get jobs`, load phase
   Latency get_job;
   double load_seconds = 0;
-  int jobs_running = 0;    // load-phase jobs seen RUNNING (or past it)
+  int jobs_running = 0;  // load-phase jobs seen RUNNING (or past it)
   int jobs_succeeded = 0;
   // From a frozen worker's last heartbeat to the coordinator listing it LOST (polled
   // every 50 ms); the timeout plus at most half a heartbeat interval is expected.

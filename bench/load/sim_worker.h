@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -44,8 +44,7 @@ struct SimCounters {
   std::atomic<int64_t> aborts{0};
 };
 
-class SimWorker final
-    : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
+class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
  public:
   SimWorker(std::string name, v1::WorkerService::Stub* stub, const SimOptions& options,
             SimCounters* counters, absl::Time first_heartbeat);

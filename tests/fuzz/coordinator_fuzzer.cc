@@ -30,10 +30,22 @@ namespace {
 using namespace shardwise;
 
 enum Kind : uint8_t {
-  kHeartbeat, kReport, kHookAck, kRegisterWorker,
-  kSubmitJob, kGetJob, kListJobs, kSetCommHook, kGetTimeline, kCancelJob, kListWorkers,
-  kRendezvousSet, kRendezvousGet, kRendezvousAdd,
-  kCheckHeartbeats, kSchedule,  // the coordinator's own periodic calls, between messages
+  kHeartbeat,
+  kReport,
+  kHookAck,
+  kRegisterWorker,
+  kSubmitJob,
+  kGetJob,
+  kListJobs,
+  kSetCommHook,
+  kGetTimeline,
+  kCancelJob,
+  kListWorkers,
+  kRendezvousSet,
+  kRendezvousGet,
+  kRendezvousAdd,
+  kCheckHeartbeats,
+  kSchedule,  // the coordinator's own periodic calls, between messages
 };
 
 v1::JobSpec TwoRankJob() {
@@ -79,9 +91,8 @@ std::unique_ptr<Coordinator> StartCoordinator() {
   options.check_paths = false;
   c->controller =
       std::make_unique<JobController>(c->jobs.get(), &c->workers, &c->rendezvous, options);
-  c->job_service =
-      std::make_unique<JobServiceImpl>(c->controller.get(), c->jobs.get(), &c->workers,
-                                       /*watch_hub=*/nullptr);
+  c->job_service = std::make_unique<JobServiceImpl>(c->controller.get(), c->jobs.get(), &c->workers,
+                                                    /*watch_hub=*/nullptr);
   c->rendezvous_service = std::make_unique<RendezvousServiceImpl>(&c->rendezvous);
   return c;
 }

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!spec.ok()) return 0;
   if (!ValidateJobSpec(*spec, JobLimits{}, nullptr).ok()) return 0;
   ApplyJobSpecDefaults(&*spec);
-  if (!ValidateJobSpec(*spec, JobLimits{}, nullptr).ok()) __builtin_trap();  // defaults keep it valid
+  if (!ValidateJobSpec(*spec, JobLimits{}, nullptr).ok())
+    __builtin_trap();  // defaults keep it valid
   (void)JobSpecToJson(*spec);
   return 0;
 }

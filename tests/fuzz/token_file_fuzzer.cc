@@ -12,8 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace shardwise;
   if (size == 0) return 0;
   const bool safetensors = data[0] & 1;
-  const std::string path = fuzz::WriteScratch(safetensors ? "tokens.safetensors" : "tokens.bin",
-                                              data + 1, size - 1);
+  const std::string path =
+      fuzz::WriteScratch(safetensors ? "tokens.safetensors" : "tokens.bin", data + 1, size - 1);
   constexpr int64_t kVocab = 300, kBlock = 4;
   auto file = TokenFile::Open("data.tokens.train_path", path,
                               safetensors ? v1::TokenData::SAFETENSORS : v1::TokenData::UINT16,

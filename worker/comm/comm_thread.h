@@ -84,8 +84,7 @@ class CommThread {
   // `start` enqueues device work and returns a fence after it; unless it failed,
   // `completed` is then polled until it answers true or an error, which the handle's
   // Wait() and Drain() report.
-  Handle EnqueueInTwoParts(std::function<absl::StatusOr<Fence>()> start,
-                           CompletionPoll completed);
+  Handle EnqueueInTwoParts(std::function<absl::StatusOr<Fence>()> start, CompletionPoll completed);
 
   // Waits until every task enqueued so far has run; the first error of a task since the
   // last Drain, else OK.

@@ -183,9 +183,8 @@ TEST(CommThread, DestructionSeesStartedTasksComplete) {
   {
     CommThread comm;
     // Completes on its third poll: the destructor keeps polling until then.
-    handle = EnqueueFenced(comm, nullptr, [&polls](const Fence&) -> absl::StatusOr<bool> {
-      return ++polls >= 3;
-    });
+    handle = EnqueueFenced(comm, nullptr,
+                           [&polls](const Fence&) -> absl::StatusOr<bool> { return ++polls >= 3; });
     ASSERT_TRUE(handle.WaitStarted().ok());
   }
   ASSERT_GE(polls.load(), 3);
@@ -213,9 +212,11 @@ TEST(CommThread, StartHookRunsOnTheThread) {
   CommThread comm([&started] { started = std::this_thread::get_id(); });
   std::thread::id ran;
   comm.Enqueue([&ran] {
-    ran = std::this_thread::get_id();
-    return absl::OkStatus();
-  }).Wait().IgnoreError();
+        ran = std::this_thread::get_id();
+        return absl::OkStatus();
+      })
+      .Wait()
+      .IgnoreError();
   EXPECT_EQ(started, ran);
 }
 

@@ -10,8 +10,9 @@
 
 namespace shardwise {
 
-absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(
-    gloo::rendezvous::Store& store, int rank, int size, const DataPlaneOptions& options) {
+absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(gloo::rendezvous::Store& store,
+                                                                  int rank, int size,
+                                                                  const DataPlaneOptions& options) {
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
@@ -21,8 +22,8 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(
     context->connectFullMesh(store, device);
     return std::shared_ptr<gloo::Context>(context);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("connecting rank ", rank, " of ", size,
-                                               " over Gloo/TCP: ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("connecting rank ", rank, " of ", size, " over Gloo/TCP: ", e.what()));
   }
 }
 
@@ -38,8 +39,8 @@ absl::StatusOr<int64_t> VerifyDataPlane(const std::shared_ptr<gloo::Context>& co
         static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<int64_t>));
     gloo::allreduce(allreduce);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("bootstrap collective on rank ", context->rank,
-                                               ": ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("bootstrap collective on rank ", context->rank, ": ", e.what()));
   }
   const int64_t expected = size * (size - 1) / 2;
   if (value != expected) {

@@ -21,8 +21,9 @@ struct DataPlaneOptions {
 };
 
 // Connects rank `rank` of `size` to every other rank (full mesh over TCP).
-absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(
-    gloo::rendezvous::Store& store, int rank, int size, const DataPlaneOptions& options);
+absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(gloo::rendezvous::Store& store,
+                                                                  int rank, int size,
+                                                                  const DataPlaneOptions& options);
 
 // A barrier, then an all-reduce (SUM) of each rank's number: every rank must see
 // 0 + 1 + ... + (size - 1). Returns that sum.

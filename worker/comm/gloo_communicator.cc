@@ -47,10 +47,14 @@ void Sum16(void* out, const void* a, const void* b, size_t n) {
 
 ReduceFn SumOf(ScalarType type) {
   switch (type) {
-    case ScalarType::kFloat32: return &Sum<float>;
-    case ScalarType::kFloat16: return &Sum16<cpu::HalfToFloat, cpu::FloatToHalf>;
-    case ScalarType::kBFloat16: return &Sum16<cpu::BFloat16ToFloat, cpu::FloatToBFloat16>;
-    case ScalarType::kInt64: return &Sum<int64_t>;
+    case ScalarType::kFloat32:
+      return &Sum<float>;
+    case ScalarType::kFloat16:
+      return &Sum16<cpu::HalfToFloat, cpu::FloatToHalf>;
+    case ScalarType::kBFloat16:
+      return &Sum16<cpu::BFloat16ToFloat, cpu::FloatToBFloat16>;
+    case ScalarType::kInt64:
+      return &Sum<int64_t>;
   }
   return nullptr;
 }
@@ -59,10 +63,16 @@ ReduceFn SumOf(ScalarType type) {
 template <typename Options>
 void SetOutput(Options& opts, void* data, size_t n, ScalarType type) {
   switch (type) {
-    case ScalarType::kFloat32: opts.setOutput(static_cast<float*>(data), n); break;
+    case ScalarType::kFloat32:
+      opts.setOutput(static_cast<float*>(data), n);
+      break;
     case ScalarType::kFloat16:
-    case ScalarType::kBFloat16: opts.setOutput(static_cast<uint16_t*>(data), n); break;
-    case ScalarType::kInt64: opts.setOutput(static_cast<int64_t*>(data), n); break;
+    case ScalarType::kBFloat16:
+      opts.setOutput(static_cast<uint16_t*>(data), n);
+      break;
+    case ScalarType::kInt64:
+      opts.setOutput(static_cast<int64_t*>(data), n);
+      break;
   }
 }
 
@@ -70,10 +80,16 @@ template <typename Options>
 void SetInput(Options& opts, const void* data, size_t n, ScalarType type) {
   void* mutable_data = const_cast<void*>(data);  // Gloo's API is not const-correct
   switch (type) {
-    case ScalarType::kFloat32: opts.setInput(static_cast<float*>(mutable_data), n); break;
+    case ScalarType::kFloat32:
+      opts.setInput(static_cast<float*>(mutable_data), n);
+      break;
     case ScalarType::kFloat16:
-    case ScalarType::kBFloat16: opts.setInput(static_cast<uint16_t*>(mutable_data), n); break;
-    case ScalarType::kInt64: opts.setInput(static_cast<int64_t*>(mutable_data), n); break;
+    case ScalarType::kBFloat16:
+      opts.setInput(static_cast<uint16_t*>(mutable_data), n);
+      break;
+    case ScalarType::kInt64:
+      opts.setInput(static_cast<int64_t*>(mutable_data), n);
+      break;
   }
 }
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "gloo/rendezvous/hash_store.h"
-#include "worker/compute/casts.h"
 #include "gtest/gtest.h"
+#include "worker/compute/casts.h"
 
 namespace shardwise {
 namespace {
@@ -71,8 +71,7 @@ TEST_P(CollectivesTest, MatchTheirDefinitions) {
 
 INSTANTIATE_TEST_SUITE_P(WorldsAndSizes, CollectivesTest,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                                            ::testing::Values(size_t{1}, size_t{7},
-                                                              size_t{4099})));
+                                            ::testing::Values(size_t{1}, size_t{7}, size_t{4099})));
 
 class TypedCollectivesTest : public ::testing::TestWithParam<std::tuple<int, ScalarType>> {};
 
@@ -91,12 +90,15 @@ TEST_P(TypedCollectivesTest, SixteenBitFloatsAndInt64) {
       if (type == ScalarType::kInt64) *static_cast<int64_t*>(slot) = static_cast<int64_t>(v * 2);
     };
     auto decode = [type = type](const void* slot) -> double {
-      if (type == ScalarType::kFloat16) return cpu::HalfToFloat(*static_cast<const uint16_t*>(slot));
-      if (type == ScalarType::kBFloat16) return cpu::BFloat16ToFloat(*static_cast<const uint16_t*>(slot));
+      if (type == ScalarType::kFloat16)
+        return cpu::HalfToFloat(*static_cast<const uint16_t*>(slot));
+      if (type == ScalarType::kBFloat16)
+        return cpu::BFloat16ToFloat(*static_cast<const uint16_t*>(slot));
       return *static_cast<const int64_t*>(slot) / 2.0;
     };
     const size_t size = ElementSize(type);
-    std::vector<char> full(numel * world * size), mine(numel * size), gathered(numel * world * size);
+    std::vector<char> full(numel * world * size), mine(numel * size),
+        gathered(numel * world * size);
     for (size_t i = 0; i < numel * world; ++i) encode(value(rank, i), full.data() + i * size);
     ASSERT_TRUE(c.ReduceScatter(full.data(), numel, mine.data(), type).ok());
     for (size_t i = 0; i < numel; ++i) {
@@ -114,11 +116,11 @@ TEST_P(TypedCollectivesTest, SixteenBitFloatsAndInt64) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Types, TypedCollectivesTest,
-    ::testing::Combine(::testing::Values(2, 3, 4),
-                       ::testing::Values(ScalarType::kFloat16, ScalarType::kBFloat16,
-                                         ScalarType::kInt64)));
+INSTANTIATE_TEST_SUITE_P(Types, TypedCollectivesTest,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values(ScalarType::kFloat16,
+                                                              ScalarType::kBFloat16,
+                                                              ScalarType::kInt64)));
 
 TEST(GlooCommunicator, SubGroupsOfAHybridLayout) {
   // 4 ranks as 2 shard groups of 2 ({0,1}, {2,3}) and 2 replicate groups ({0,2}, {1,3}).

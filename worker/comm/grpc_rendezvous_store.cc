@@ -1,12 +1,11 @@
 #include "worker/comm/grpc_rendezvous_store.h"
 
-#include "worker/runtime/critical_path.h"
-
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "gloo/common/error.h"
 #include "grpcpp/client_context.h"
+#include "worker/runtime/critical_path.h"
 
 namespace shardwise {
 namespace {
@@ -72,8 +71,8 @@ void GrpcRendezvousStore::wait(const std::vector<std::string>& keys,
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left <= std::chrono::milliseconds(0)) {
-      throw gloo::IoException(absl::StrCat("rendezvous: peers did not arrive within ",
-                                           timeout.count(), " ms"));
+      throw gloo::IoException(
+          absl::StrCat("rendezvous: peers did not arrive within ", timeout.count(), " ms"));
     }
     v1::RendezvousWaitRequest request;
     *request.mutable_scope() = Scope();

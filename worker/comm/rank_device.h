@@ -46,7 +46,7 @@ struct RankDeviceRequest {
   // `unshard` is the shard group again, over its own connection, for the all-gathers'
   // thread and stream (fsdp_model.h).
   Group shard, replicate, unshard;
-  gloo::rendezvous::Store* store = nullptr;  // the attempt's rendezvous (NCCL unique ids)
+  gloo::rendezvous::Store* store = nullptr;    // the attempt's rendezvous (NCCL unique ids)
   absl::Duration timeout = absl::Minutes(10);  // a collective running longer is aborted
   const std::atomic<bool>* abort = nullptr;    // set when the attempt is aborted
 };

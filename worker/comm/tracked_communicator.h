@@ -71,8 +71,7 @@ class TrackedCommunicator final : public Communicator {
  private:
   class Scope {
    public:
-    Scope(RankPosition* position, Timeline* timeline, CollectiveMetrics* metrics,
-          const char* name)
+    Scope(RankPosition* position, Timeline* timeline, CollectiveMetrics* metrics, const char* name)
         : position_(position),
           span_(timeline, name),
           metrics_(metrics),

@@ -101,7 +101,7 @@ bool HasVectorCasts() {
 
 // Eight lanes at a time; the tails go through the scalar code, which rounds the same way.
 __attribute__((target("avx2,f16c"))) void FloatToHalfVector(const float* in, uint16_t* out,
-                                                             size_t n) {
+                                                            size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 x = _mm256_loadu_ps(in + i);
@@ -121,7 +121,7 @@ __attribute__((target("avx2,f16c"))) void FloatToHalfVector(const float* in, uin
 }
 
 __attribute__((target("avx2,f16c"))) void HalfToFloatVector(const uint16_t* in, float* out,
-                                                             size_t n) {
+                                                            size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
@@ -168,8 +168,12 @@ __attribute__((target("avx2"))) void BFloat16ToFloatVector(const uint16_t* in, f
 #else  // not x86-64: the portable loops serve
 
 bool HasVectorCasts() { return false; }
-void FloatToHalfVector(const float* in, uint16_t* out, size_t n) { FloatToHalfPortable(in, out, n); }
-void HalfToFloatVector(const uint16_t* in, float* out, size_t n) { HalfToFloatPortable(in, out, n); }
+void FloatToHalfVector(const float* in, uint16_t* out, size_t n) {
+  FloatToHalfPortable(in, out, n);
+}
+void HalfToFloatVector(const uint16_t* in, float* out, size_t n) {
+  HalfToFloatPortable(in, out, n);
+}
 void FloatToBFloat16Vector(const float* in, uint16_t* out, size_t n) {
   FloatToBFloat16Portable(in, out, n);
 }

@@ -21,19 +21,19 @@ TEST(Half, KnownBitPatterns) {
   EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
   EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
-  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);             // largest finite
-  EXPECT_EQ(FloatToHalf(65519.99f), 0x7bff);            // just below the halfway point
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);             // halfway: to even, which is inf
-  EXPECT_EQ(FloatToHalf(1e6f), 0x7c00);                 // overflow is inf
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);   // largest finite
+  EXPECT_EQ(FloatToHalf(65519.99f), 0x7bff);  // just below the halfway point
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);   // halfway: to even, which is inf
+  EXPECT_EQ(FloatToHalf(1e6f), 0x7c00);       // overflow is inf
   EXPECT_EQ(FloatToHalf(-1e6f), 0xfc00);
   EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::infinity()), 0x7c00);
   EXPECT_EQ(FloatToHalf(std::nanf("")) & 0x7e00, 0x7e00);  // quiet NaN
-  EXPECT_EQ(FloatToHalf(6.103515625e-05f), 0x0400);     // smallest normal, 2^-14
-  EXPECT_EQ(FloatToHalf(5.9604645e-08f), 0x0001);       // smallest subnormal, 2^-24
-  EXPECT_EQ(FloatToHalf(2.98023224e-08f), 0x0000);      // 2^-25: a tie, to even (zero)
-  EXPECT_EQ(FloatToHalf(8.94069672e-08f), 0x0002);      // 1.5 * 2^-24: a tie, to even (2)
-  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 2048), 0x3c00);   // tie below: to even
-  EXPECT_EQ(FloatToHalf(1.0f + 3.0f / 2048), 0x3c02);   // tie above: to even
+  EXPECT_EQ(FloatToHalf(6.103515625e-05f), 0x0400);        // smallest normal, 2^-14
+  EXPECT_EQ(FloatToHalf(5.9604645e-08f), 0x0001);          // smallest subnormal, 2^-24
+  EXPECT_EQ(FloatToHalf(2.98023224e-08f), 0x0000);         // 2^-25: a tie, to even (zero)
+  EXPECT_EQ(FloatToHalf(8.94069672e-08f), 0x0002);         // 1.5 * 2^-24: a tie, to even (2)
+  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 2048), 0x3c00);      // tie below: to even
+  EXPECT_EQ(FloatToHalf(1.0f + 3.0f / 2048), 0x3c02);      // tie above: to even
   EXPECT_EQ(FloatToHalf(0.333333343f), 0x3555);
 }
 
@@ -68,9 +68,9 @@ TEST(Half, RoundsToNearestAgainstADoubleReference) {
 TEST(BFloat16, KnownBitPatterns) {
   EXPECT_EQ(FloatToBFloat16(1.0f), 0x3f80);
   EXPECT_EQ(FloatToBFloat16(-1.0f), 0xbf80);
-  EXPECT_EQ(FloatToBFloat16(FromBits(0x3f808000)), 0x3f80);  // tie, even below
-  EXPECT_EQ(FloatToBFloat16(FromBits(0x3f818000)), 0x3f82);  // tie, even above
-  EXPECT_EQ(FloatToBFloat16(FromBits(0x3f808001)), 0x3f81);  // above the tie
+  EXPECT_EQ(FloatToBFloat16(FromBits(0x3f808000)), 0x3f80);               // tie, even below
+  EXPECT_EQ(FloatToBFloat16(FromBits(0x3f818000)), 0x3f82);               // tie, even above
+  EXPECT_EQ(FloatToBFloat16(FromBits(0x3f808001)), 0x3f81);               // above the tie
   EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::max()), 0x7f80);  // rounds to inf
   EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::infinity()), 0x7f80);
   EXPECT_EQ(FloatToBFloat16(FromBits(0x00000001)), 0x0000);  // FP32 subnormal, tiny
@@ -100,13 +100,27 @@ namespace {
 // Inputs that exercise every rounding case: specials, both sides of the FP16 range and
 // its halfway point, subnormals of both formats, ties, and a sweep of bit patterns.
 std::vector<float> CastInputs() {
-  std::vector<float> in = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, 1e6f, -1e6f,
+  std::vector<float> in = {0.0f,
+                           -0.0f,
+                           1.0f,
+                           -1.0f,
+                           65504.0f,
+                           65519.99f,
+                           65520.0f,
+                           1e6f,
+                           -1e6f,
                            std::numeric_limits<float>::infinity(),
-                           -std::numeric_limits<float>::infinity(), std::nanf(""),
-                           -std::nanf(""), 5.9604645e-08f, 2.98023224e-08f, 8.94069672e-08f,
-                           6.103515625e-05f, std::numeric_limits<float>::max(),
+                           -std::numeric_limits<float>::infinity(),
+                           std::nanf(""),
+                           -std::nanf(""),
+                           5.9604645e-08f,
+                           2.98023224e-08f,
+                           8.94069672e-08f,
+                           6.103515625e-05f,
+                           std::numeric_limits<float>::max(),
                            std::numeric_limits<float>::denorm_min()};
-  for (uint32_t bits = 0; bits < 0xffffffffu - 0x7ffff; bits += 0x7ffff) in.push_back(FromBits(bits));
+  for (uint32_t bits = 0; bits < 0xffffffffu - 0x7ffff; bits += 0x7ffff)
+    in.push_back(FromBits(bits));
   in.push_back(FromBits(0x7fa00001));  // a signalling NaN
   return in;
 }

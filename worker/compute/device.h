@@ -32,8 +32,8 @@
 #include "worker/compute/attention_shape.h"
 #include "worker/compute/optimizer_scalars.h"
 #include "worker/runtime/memory.h"
-#include "worker/runtime/stream_clock.h"
 #include "worker/runtime/scalar_type.h"
+#include "worker/runtime/stream_clock.h"
 
 namespace shardwise {
 
@@ -85,8 +85,8 @@ class Device {
 
   // ---- elementwise and reductions ----
   virtual void Accumulate(float* dst, const float* src, size_t n) = 0;  // dst += src
-  virtual void Multiply(float* data, size_t n, float factor) = 0;      // data *= factor
-  virtual void Divide(float* data, size_t n, float divisor) = 0;       // data /= divisor
+  virtual void Multiply(float* data, size_t n, float factor) = 0;       // data *= factor
+  virtual void Divide(float* data, size_t n, float divisor) = 0;        // data /= divisor
   // data *= factor; whether any result is inf or NaN.
   virtual absl::StatusOr<bool> MultiplyAndCheckFinite(float* data, size_t n, float factor) = 0;
   // Gradient clipping by global norm, without the host reading the norm: *sum (one device
@@ -109,8 +109,8 @@ class Device {
                               int64_t in, int64_t out, float* dx, float* dw, float* db,
                               ScalarType operands) = 0;
   virtual void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) = 0;
-  virtual void ActivationBackward(v1::Activation act, const float* x, const float* dy,
-                                  size_t n, float* dx) = 0;
+  virtual void ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
+                                  float* dx) = 0;
   // out[i, :] = table[ids[i], :] for i < n (ids are device INT64 values below the rows).
   virtual void EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
                                 float* out) = 0;
@@ -132,8 +132,7 @@ class Device {
                                 float* probs, ScalarType operands) = 0;
   // Writes dqkv [batch, seq, 3 * heads * head_dim].
   virtual void AttentionBackward(const float* qkv, const float* probs, const float* dout,
-                                 const AttentionShape& shape, float* dqkv,
-                                 ScalarType operands) = 0;
+                                 const AttentionShape& shape, float* dqkv, ScalarType operands) = 0;
   // The same function fused (compute/fused_attention_rows.h): instead of the
   // probabilities it keeps each query row's log-sum-exp, lse [batch, heads, seq], and the
   // backward recomputes the probabilities from it and from out. Computed in FP32.
@@ -148,15 +147,15 @@ class Device {
   // step runs on while its loss is still being computed (the trainer reads it later).
   virtual void CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
                             int64_t classes, float scale, float* dlogits, double* loss) = 0;
-  virtual void MeanSquaredError(const float* pred, const float* target, int64_t batch,
-                                int64_t out, float scale, float* dpred, double* loss) = 0;
+  virtual void MeanSquaredError(const float* pred, const float* target, int64_t batch, int64_t out,
+                                float scale, float* dpred, double* loss) = 0;
 
   // ---- optimizers (fsdp/optimizer.h) on n elements, scalars from optimizer_scalars.h ----
   // `first`: the momentum buffer is uninitialised and becomes a copy of the gradient.
   virtual void SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,
                          float* momentum, size_t n) = 0;
-  virtual void AdamWUpdate(const AdamWScalars& s, float* param, const float* grad,
-                           float* exp_avg, float* exp_avg_sq, size_t n) = 0;
+  virtual void AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
+                           float* exp_avg_sq, size_t n) = 0;
 };
 
 }  // namespace shardwise

@@ -184,8 +184,8 @@ SHARDWISE_HOST_DEVICE void QueryGradientRow(const HeadLayout& at, const T* qkv, 
 template <typename T, typename KRow, typename AccRow>
 SHARDWISE_HOST_DEVICE void KeyValueGradientRow(const HeadLayout& at, const T* qkv, const T* dout,
                                                const T* lse, const T* dots, int64_t j,
-                                               int64_t first_query, const KRow& k,
-                                               const KRow& v, AccRow& dk, AccRow& dv) {
+                                               int64_t first_query, const KRow& k, const KRow& v,
+                                               AccRow& dk, AccRow& dv) {
   const T scale = AttentionScale<T>(at.shape.head_dim);
   Fill(dk, T{0});
   Fill(dv, T{0});
@@ -217,8 +217,8 @@ SHARDWISE_HOST_DEVICE void ForwardInMemory(const HeadLayout& at, const T* qkv, i
 // Writes D_i into `dots` and dq_i into dqkv.
 template <typename T>
 SHARDWISE_HOST_DEVICE void QueryGradientInMemory(const HeadLayout& at, const T* qkv, const T* out,
-                                                 const T* lse, const T* dout, int64_t i,
-                                                 T* dots, T* dqkv) {
+                                                 const T* lse, const T* dout, int64_t i, T* dots,
+                                                 T* dqkv) {
   const int64_t n = at.shape.head_dim;
   const MemoryRow<const T> q{qkv + at.qkv(i, kQuery), n}, dout_i{dout + at.row(i), n};
   MemoryRow<T> dq{dqkv + at.qkv(i, kQuery), n};

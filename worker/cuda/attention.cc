@@ -37,9 +37,7 @@ struct Layout {
   const AttentionShape& shape;
   int64_t qkv_ld() const { return 3 * shape.width(); }
   // part 0: q, 1: k, 2: v
-  int64_t qkv(int64_t b, int part) const {
-    return b * shape.seq * qkv_ld() + part * shape.width();
-  }
+  int64_t qkv(int64_t b, int part) const { return b * shape.seq * qkv_ld() + part * shape.width(); }
   int64_t out(int64_t b) const { return b * shape.seq * shape.width(); }
   int64_t scores(int64_t b) const { return b * shape.heads * square(); }
   int64_t square() const { return shape.seq * shape.seq; }
@@ -63,8 +61,8 @@ absl::Status AttentionForward(const AttentionContext& context, const AttentionSh
     // S^T[t, t] = k q^T
     RETURN_IF_ERROR(context.blas->GemmStridedBatched(
         CUBLAS_OP_T, CUBLAS_OP_N, t, t, hd, {qkv_in.at(at.qkv(b, 1)), ld, hd},
-        {qkv_in.at(at.qkv(b, 0)), ld, hd}, 0.0f, probs + at.scores(b), t, at.square(),
-        shape.heads, Types(context)));
+        {qkv_in.at(at.qkv(b, 0)), ld, hd}, 0.0f, probs + at.scores(b), t, at.square(), shape.heads,
+        Types(context)));
   }
   RETURN_IF_CUDA_ERROR(CausalSoftmaxForward(probs, shape.batch * shape.heads * t, t,
                                             AttentionScale<float>(hd), context.stream));
@@ -74,8 +72,8 @@ absl::Status AttentionForward(const AttentionContext& context, const AttentionSh
     // out^T[hd, t] = v^T P^T
     RETURN_IF_ERROR(context.blas->GemmStridedBatched(
         CUBLAS_OP_N, CUBLAS_OP_N, hd, t, t, {qkv_in.at(at.qkv(b, 2)), ld, hd},
-        {p.at(at.scores(b)), t, at.square()}, 0.0f, out + at.out(b), shape.width(), hd,
-        shape.heads, Types(context)));
+        {p.at(at.scores(b)), t, at.square()}, 0.0f, out + at.out(b), shape.width(), hd, shape.heads,
+        Types(context)));
   }
   return absl::OkStatus();
 }
@@ -97,8 +95,8 @@ absl::Status AttentionBackward(const AttentionContext& context, const AttentionS
     // dP^T[t, t] = v dout^T
     RETURN_IF_ERROR(context.blas->GemmStridedBatched(
         CUBLAS_OP_T, CUBLAS_OP_N, t, t, hd, {qkv_in.at(at.qkv(b, 2)), ld, hd},
-        {dout_in.at(at.out(b)), c, hd}, 0.0f, ds.data() + at.scores(b), t, at.square(),
-        shape.heads, Types(context)));
+        {dout_in.at(at.out(b)), c, hd}, 0.0f, ds.data() + at.scores(b), t, at.square(), shape.heads,
+        Types(context)));
     // dv^T[hd, t] = dout^T P
     RETURN_IF_ERROR(context.blas->GemmStridedBatched(
         CUBLAS_OP_N, CUBLAS_OP_T, hd, t, t, {dout_in.at(at.out(b)), c, hd},
@@ -114,13 +112,13 @@ absl::Status AttentionBackward(const AttentionContext& context, const AttentionS
     // dq^T[hd, t] = k^T dS^T
     RETURN_IF_ERROR(context.blas->GemmStridedBatched(
         CUBLAS_OP_N, CUBLAS_OP_N, hd, t, t, {qkv_in.at(at.qkv(b, 1)), ld, hd},
-        {ds_in.at(at.scores(b)), t, at.square()}, 0.0f, dqkv + at.qkv(b, 0), ld, hd,
-        shape.heads, Types(context)));
+        {ds_in.at(at.scores(b)), t, at.square()}, 0.0f, dqkv + at.qkv(b, 0), ld, hd, shape.heads,
+        Types(context)));
     // dk^T[hd, t] = q^T dS
     RETURN_IF_ERROR(context.blas->GemmStridedBatched(
         CUBLAS_OP_N, CUBLAS_OP_T, hd, t, t, {qkv_in.at(at.qkv(b, 0)), ld, hd},
-        {ds_in.at(at.scores(b)), t, at.square()}, 0.0f, dqkv + at.qkv(b, 1), ld, hd,
-        shape.heads, Types(context)));
+        {ds_in.at(at.scores(b)), t, at.square()}, 0.0f, dqkv + at.qkv(b, 1), ld, hd, shape.heads,
+        Types(context)));
   }
   return absl::OkStatus();
 }

@@ -10,9 +10,12 @@ namespace {
 
 cudaDataType_t DataType(ScalarType type) {
   switch (type) {
-    case ScalarType::kFloat16: return CUDA_R_16F;
-    case ScalarType::kBFloat16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
+    case ScalarType::kFloat16:
+      return CUDA_R_16F;
+    case ScalarType::kBFloat16:
+      return CUDA_R_16BF;
+    default:
+      return CUDA_R_32F;
   }
 }
 
@@ -34,42 +37,40 @@ Blas::~Blas() { cublasDestroy(handle_); }
 absl::StatusOr<cublasComputeType_t> Blas::ComputeType(Types types) const {
   if (types.operands == ScalarType::kInt64 || types.output == ScalarType::kInt64 ||
       (types.output != ScalarType::kFloat32 && types.output != types.operands)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Blas: unsupported types: operands ", ScalarTypeName(types.operands),
-                     ", output ", ScalarTypeName(types.output)));
+    return absl::InvalidArgumentError(absl::StrCat("Blas: unsupported types: operands ",
+                                                   ScalarTypeName(types.operands), ", output ",
+                                                   ScalarTypeName(types.output)));
   }
   const bool fp32 = types.operands == ScalarType::kFloat32;
   return fp32 && allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
 absl::Status Blas::GemmColumnMajor(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m,
-                                   int64_t n, int64_t k, const void* a, int64_t lda,
-                                   const void* b, int64_t ldb, float beta, void* c, int64_t ldc,
-                                   Types types) {
+                                   int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
+                                   int64_t ldb, float beta, void* c, int64_t ldc, Types types) {
   ASSIGN_OR_RETURN(const cublasComputeType_t compute, ComputeType(types));
   const float alpha = 1.0f;
   return CublasStatus(
       cublasGemmEx(handle_, op_a, op_b, static_cast<int>(m), static_cast<int>(n),
-                   static_cast<int>(k), &alpha, a, DataType(types.operands),
-                   static_cast<int>(lda), b, DataType(types.operands), static_cast<int>(ldb),
-                   &beta, c, DataType(types.output), static_cast<int>(ldc), compute,
-                   CUBLAS_GEMM_DEFAULT),
+                   static_cast<int>(k), &alpha, a, DataType(types.operands), static_cast<int>(lda),
+                   b, DataType(types.operands), static_cast<int>(ldb), &beta, c,
+                   DataType(types.output), static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT),
       "cublasGemmEx");
 }
 
-absl::Status Blas::GemmStridedBatched(cublasOperation_t op_a, cublasOperation_t op_b,
-                                      int64_t m, int64_t n, int64_t k, Strided a, Strided b,
-                                      float beta, void* c, int64_t ldc, int64_t stride_c,
-                                      int64_t count, Types types) {
+absl::Status Blas::GemmStridedBatched(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m,
+                                      int64_t n, int64_t k, Strided a, Strided b, float beta,
+                                      void* c, int64_t ldc, int64_t stride_c, int64_t count,
+                                      Types types) {
   ASSIGN_OR_RETURN(const cublasComputeType_t compute, ComputeType(types));
   const float alpha = 1.0f;
   return CublasStatus(
-      cublasGemmStridedBatchedEx(
-          handle_, op_a, op_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-          &alpha, a.data, DataType(types.operands), static_cast<int>(a.ld), a.stride, b.data,
-          DataType(types.operands), static_cast<int>(b.ld), b.stride, &beta, c,
-          DataType(types.output), static_cast<int>(ldc), stride_c, static_cast<int>(count),
-          compute, CUBLAS_GEMM_DEFAULT),
+      cublasGemmStridedBatchedEx(handle_, op_a, op_b, static_cast<int>(m), static_cast<int>(n),
+                                 static_cast<int>(k), &alpha, a.data, DataType(types.operands),
+                                 static_cast<int>(a.ld), a.stride, b.data, DataType(types.operands),
+                                 static_cast<int>(b.ld), b.stride, &beta, c, DataType(types.output),
+                                 static_cast<int>(ldc), stride_c, static_cast<int>(count), compute,
+                                 CUBLAS_GEMM_DEFAULT),
       "cublasGemmStridedBatchedEx");
 }
 
@@ -94,12 +95,12 @@ absl::Status Blas::LinearBackward(const void* x, const void* w, const void* dy, 
                                   int64_t in, int64_t out, void* dx, void* dw, Types types) {
   if (dx != nullptr) {
     // dx^T[in, batch] = W^T[in, out] dy^T[out, batch]
-    RETURN_IF_ERROR(GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, w, in, dy, out,
-                                    0.0f, dx, in, types));
+    RETURN_IF_ERROR(GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, w, in, dy, out, 0.0f,
+                                    dx, in, types));
   }
   // dw^T[in, out] += x^T[in, batch] dy[batch, out]
-  return GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, x, in, dy, out, 1.0f, dw,
-                         in, types);
+  return GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, x, in, dy, out, 1.0f, dw, in,
+                         types);
 }
 
 absl::Status Blas::Gemm(const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k,

@@ -61,18 +61,17 @@ class Blas {
   // Column-major (cuBLAS's convention) C_i = op(A_i) op(B_i) + beta C_i for i < count:
   // attention's per-head products (attention.h states them row-major).
   absl::Status GemmStridedBatched(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m,
-                                  int64_t n, int64_t k, Strided a, Strided b, float beta,
-                                  void* c, int64_t ldc, int64_t stride_c, int64_t count,
-                                  Types types);
+                                  int64_t n, int64_t k, Strided a, Strided b, float beta, void* c,
+                                  int64_t ldc, int64_t stride_c, int64_t count, Types types);
 
  private:
   Blas(cublasHandle_t handle, cudaStream_t stream) : handle_(handle), stream_(stream) {}
   // The cuBLAS compute type for `types`, or INVALID_ARGUMENT naming unsupported ones.
   absl::StatusOr<cublasComputeType_t> ComputeType(Types types) const;
   // Column-major C = op(A) op(B) + beta C (cuBLAS's own convention).
-  absl::Status GemmColumnMajor(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m,
-                               int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
-                               int64_t ldb, float beta, void* c, int64_t ldc, Types types);
+  absl::Status GemmColumnMajor(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m, int64_t n,
+                               int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb,
+                               float beta, void* c, int64_t ldc, Types types);
 
   cublasHandle_t handle_;
   cudaStream_t stream_;

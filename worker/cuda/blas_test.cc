@@ -7,12 +7,12 @@
 #include <random>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "worker/compute/casts.h"
 #include "worker/compute/cpu/linear.h"
 #include "worker/cuda/gpu_test_support.h"
 #include "worker/cuda/kernels.h"
 #include "worker/cuda/stream.h"
-#include "gtest/gtest.h"
 
 namespace shardwise::cuda {
 namespace {
@@ -67,9 +67,10 @@ TEST_F(BlasTest, Fp32LinearMatchesTheCpuWithTf32Off) {
       gdb(db0);
   ASSERT_TRUE(
       blas_->LinearForward(dx_.get(), dw_.get(), db_.get(), kBatch, kIn, kOut, gy.get()).ok());
-  ASSERT_TRUE(blas_->LinearBackward(dx_.get(), dw_.get(), ddy.get(), kBatch, kIn, kOut,
-                                    gdx.get(), gdw.get())
-                  .ok());
+  ASSERT_TRUE(
+      blas_
+          ->LinearBackward(dx_.get(), dw_.get(), ddy.get(), kBatch, kIn, kOut, gdx.get(), gdw.get())
+          .ok());
   // The bias's gradient is the caller's reduction (a CudaDevice adds it this way).
   ASSERT_EQ(AddColumnSums(ddy.get(), kBatch, kOut, gdb.get(), stream_.get()), cudaSuccess);
   // cuBLAS and OpenBLAS add the k products in different orders: each sum may differ by
@@ -104,15 +105,17 @@ TEST_F(BlasTest, LowPrecisionOperandsAccumulateInFp32) {
     cpu::Narrow(type, w.data(), w16.data(), w.size());
     DeviceVector<uint16_t> dx(x16), dw(w16), y16(y.size());
     DeviceVector<float> y32(y.size());
-    ASSERT_TRUE(blas_->LinearForward(dx.get(), dw.get(), nullptr, kBatch, kIn, kOut, y32.get(),
-                                     {type, ScalarType::kFloat32})
+    ASSERT_TRUE(blas_
+                    ->LinearForward(dx.get(), dw.get(), nullptr, kBatch, kIn, kOut, y32.get(),
+                                    {type, ScalarType::kFloat32})
                     .ok());
     EXPECT_LT(MaxError(y32.ToHost(), y), 1e-5) << ScalarTypeName(type);
 
     // Low-precision output: the FP32 result rounded once.
-    ASSERT_TRUE(blas_->LinearForward(dx.get(), dw.get(), nullptr, kBatch, kIn, kOut, y16.get(),
-                                     {type, type})
-                    .ok());
+    ASSERT_TRUE(
+        blas_
+            ->LinearForward(dx.get(), dw.get(), nullptr, kBatch, kIn, kOut, y16.get(), {type, type})
+            .ok());
     std::vector<uint16_t> got16 = y16.ToHost();
     std::vector<float> got(got16.size());
     cpu::Widen(type, got16.data(), got.data(), got.size());
@@ -123,13 +126,13 @@ TEST_F(BlasTest, LowPrecisionOperandsAccumulateInFp32) {
 
 TEST_F(BlasTest, RejectsMixedOutputTypesAndALowPrecisionBias) {
   DeviceVector<float> a(4), b(4), c(4);
-  const absl::Status status =
-      blas_->Gemm(a.get(), b.get(), c.get(), 2, 2, 1, 0.0f,
-                  {ScalarType::kBFloat16, ScalarType::kFloat16});
+  const absl::Status status = blas_->Gemm(a.get(), b.get(), c.get(), 2, 2, 1, 0.0f,
+                                          {ScalarType::kBFloat16, ScalarType::kFloat16});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("BF16"), std::string::npos) << status;
-  EXPECT_EQ(blas_->LinearForward(a.get(), b.get(), c.get(), 1, 2, 2, c.get(),
-                                 {ScalarType::kBFloat16, ScalarType::kBFloat16})
+  EXPECT_EQ(blas_
+                ->LinearForward(a.get(), b.get(), c.get(), 1, 2, 2, c.get(),
+                                {ScalarType::kBFloat16, ScalarType::kBFloat16})
                 .code(),
             absl::StatusCode::kInvalidArgument);
 }

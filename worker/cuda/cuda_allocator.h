@@ -20,8 +20,8 @@
 #include <cstddef>
 #include <functional>
 #include <map>
-#include <utility>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"

@@ -2,9 +2,9 @@
 
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "worker/cuda/gpu_test_support.h"
 #include "worker/cuda/stream.h"
-#include "gtest/gtest.h"
 
 namespace shardwise::cuda {
 namespace {

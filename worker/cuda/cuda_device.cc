@@ -23,9 +23,12 @@ class EventFence final : public Device::Fence {
 
 Activation KernelActivation(v1::Activation act) {
   switch (act) {
-    case v1::GELU: return Activation::kGelu;
-    case v1::GELU_TANH: return Activation::kGeluTanh;
-    default: return Activation::kRelu;
+    case v1::GELU:
+      return Activation::kGelu;
+    case v1::GELU_TANH:
+      return Activation::kGeluTanh;
+    default:
+      return Activation::kRelu;
   }
 }
 
@@ -89,8 +92,9 @@ void CudaDevice::Check(cudaError_t error, const char* what) {
 
 Blas& CudaDevice::ComputeBlas() {
   if (stream() != compute_.get()) {
-    Check(absl::InternalError("a GEMM was issued from a thread that is not computing on the "
-                              "compute stream (only the training thread runs layers)"));
+    Check(
+        absl::InternalError("a GEMM was issued from a thread that is not computing on the "
+                            "compute stream (only the training thread runs layers)"));
   }
   return *blas_;
 }
@@ -236,8 +240,8 @@ void CudaDevice::LinearForward(const float* x, const float* w, const float* b, i
   }
   const Buffer x16 = Narrowed(operands, x, batch * in);
   const Buffer w16 = Narrowed(operands, w, out * in);
-  Check(ComputeBlas().LinearForward(x16.as<uint16_t>(), w16.as<uint16_t>(), b, batch, in,
-                                    out, y, {operands, ScalarType::kFloat32}));
+  Check(ComputeBlas().LinearForward(x16.as<uint16_t>(), w16.as<uint16_t>(), b, batch, in, out, y,
+                                    {operands, ScalarType::kFloat32}));
 }
 
 // The bias's gradient sums the FP32 dy (not its 16-bit copy) in both precisions.
@@ -250,9 +254,8 @@ void CudaDevice::LinearBackward(const float* x, const float* w, const float* dy,
     const Buffer x16 = Narrowed(operands, x, batch * in);
     const Buffer w16 = Narrowed(operands, w, out * in);
     const Buffer dy16 = Narrowed(operands, dy, batch * out);
-    Check(ComputeBlas().LinearBackward(x16.as<uint16_t>(), w16.as<uint16_t>(),
-                                       dy16.as<uint16_t>(), batch, in, out, dx, dw,
-                                       {operands, ScalarType::kFloat32}));
+    Check(ComputeBlas().LinearBackward(x16.as<uint16_t>(), w16.as<uint16_t>(), dy16.as<uint16_t>(),
+                                       batch, in, out, dx, dw, {operands, ScalarType::kFloat32}));
   }
   if (db != nullptr) Check(AddColumnSums(dy, batch, out, db, stream()), "AddColumnSums");
 }
@@ -261,25 +264,24 @@ void CudaDevice::ActivationForward(v1::Activation act, const float* x, size_t n,
   Check(cuda::ActivationForward(KernelActivation(act), x, n, y, stream()), "ActivationForward");
 }
 
-void CudaDevice::ActivationBackward(v1::Activation act, const float* x, const float* dy,
-                                    size_t n, float* dx) {
+void CudaDevice::ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
+                                    float* dx) {
   Check(cuda::ActivationBackward(KernelActivation(act), x, dy, n, dx, stream()),
         "ActivationBackward");
 }
 
-void CudaDevice::EmbeddingForward(const float* table, const int64_t* ids, int64_t n,
-                                  int64_t dim, float* out) {
+void CudaDevice::EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
+                                  float* out) {
   Check(cuda::EmbeddingForward(table, ids, n, dim, out, stream()), "EmbeddingForward");
 }
 
-void CudaDevice::EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n,
-                                   int64_t dim, float* dtable) {
+void CudaDevice::EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
+                                   float* dtable) {
   const cudaStream_t s = stream();  // binds this thread to the GPU CUB's size query asks
   const size_t bytes = EmbeddingBackwardScratchBytes(n);
   Buffer scratch(allocator(), (bytes + sizeof(int64_t) - 1) / sizeof(int64_t),
                  MemoryCategory::kActivations, ScalarType::kInt64, false);
-  Check(cuda::EmbeddingBackward(ids, dout, n, dim, dtable, scratch.as<void>(), scratch.bytes(),
-                                s),
+  Check(cuda::EmbeddingBackward(ids, dout, n, dim, dtable, scratch.as<void>(), scratch.bytes(), s),
         "EmbeddingBackward");
 }
 
@@ -290,12 +292,12 @@ void CudaDevice::LayerNormForward(const float* x, const float* w, const float* b
 }
 
 void CudaDevice::LayerNormBackward(const float* x, const float* w, const float* mean,
-                                   const float* rstd, const float* dy, int64_t rows,
-                                   int64_t dim, float* dx, float* dw, float* db) {
-  Buffer partials(allocator(), LayerNormBackwardPartials(rows, dim),
-                  MemoryCategory::kActivations, ScalarType::kInt64, false);
-  Check(cuda::LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db,
-                                partials.as<double>(), stream()),
+                                   const float* rstd, const float* dy, int64_t rows, int64_t dim,
+                                   float* dx, float* dw, float* db) {
+  Buffer partials(allocator(), LayerNormBackwardPartials(rows, dim), MemoryCategory::kActivations,
+                  ScalarType::kInt64, false);
+  Check(cuda::LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db, partials.as<double>(),
+                                stream()),
         "LayerNormBackward");
 }
 
@@ -308,14 +310,13 @@ void CudaDevice::AttentionForward(const float* qkv, const AttentionShape& shape,
 }
 
 void CudaDevice::AttentionBackward(const float* qkv, const float* probs, const float* dout,
-                                   const AttentionShape& shape, float* dqkv,
-                                   ScalarType operands) {
+                                   const AttentionShape& shape, float* dqkv, ScalarType operands) {
   Check(cuda::AttentionBackward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv,
                                 probs, dout, dqkv));
 }
 
-void CudaDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape,
-                                       float* out, float* lse) {
+void CudaDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
+                                       float* lse) {
   Check(cuda::FusedAttentionForward(qkv, shape, out, lse, stream()), "FusedAttentionForward");
 }
 
@@ -333,8 +334,8 @@ void CudaDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_
   // The scratch goes back to this stream's pool at once: the allocator hands it out again
   // only to later work on the same stream (cuda_allocator.h).
   Buffer rows(allocator(), batch, MemoryCategory::kActivations, ScalarType::kInt64, false);
-  Check(cuda::CrossEntropy(logits, labels, batch, classes, scale, dlogits, rows.as<double>(),
-                           loss, stream()),
+  Check(cuda::CrossEntropy(logits, labels, batch, classes, scale, dlogits, rows.as<double>(), loss,
+                           stream()),
         "CrossEntropy");
 }
 
@@ -343,9 +344,9 @@ void CudaDevice::MeanSquaredError(const float* pred, const float* target, int64_
   const int64_t n = batch * out;
   Buffer partials(allocator(), ReductionPartials(n), MemoryCategory::kActivations,
                   ScalarType::kInt64, false);
-  Check(cuda::MeanSquaredError(pred, target, n, scale, dpred, partials.as<double>(), loss,
-                               stream()),
-        "MeanSquaredError");
+  Check(
+      cuda::MeanSquaredError(pred, target, n, scale, dpred, partials.as<double>(), loss, stream()),
+      "MeanSquaredError");
 }
 
 void CudaDevice::SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,
@@ -353,8 +354,8 @@ void CudaDevice::SgdUpdate(const SgdScalars& s, bool first, float* param, const 
   Check(cuda::SgdUpdate(s, first, param, grad, momentum, n, stream()), "SgdUpdate");
 }
 
-void CudaDevice::AdamWUpdate(const AdamWScalars& s, float* param, const float* grad,
-                             float* exp_avg, float* exp_avg_sq, size_t n) {
+void CudaDevice::AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
+                             float* exp_avg_sq, size_t n) {
   Check(cuda::AdamWUpdate(s, param, grad, exp_avg, exp_avg_sq, n, stream()), "AdamWUpdate");
 }
 

@@ -42,9 +42,8 @@ class CudaRankDevice final : public RankDevice {
 
 // The group's communicator for `lane`, on that lane's stream.
 absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
-                                      const RankDeviceRequest::Group& group,
-                                      Device::CommLane lane, CudaDevice& device,
-                                      CudaRankDevice& out) {
+                                      const RankDeviceRequest::Group& group, Device::CommLane lane,
+                                      CudaDevice& device, CudaRankDevice& out) {
   const cudaStream_t stream = device.communication_stream(lane);
   const v1::CudaOptions::Collectives kind = request.spec->cuda().collectives();
   if (kind == v1::CudaOptions::HOST_STAGED_GLOO) {
@@ -53,7 +52,8 @@ absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
   }
   const auto it = std::find(group.ranks.begin(), group.ranks.end(), request.rank);
   if (it == group.ranks.end()) {
-    return absl::InternalError(absl::StrCat("rank ", request.rank, " is not in group ", group.name));
+    return absl::InternalError(
+        absl::StrCat("rank ", request.rank, " is not in group ", group.name));
   }
   NcclOptions options;
   options.timeout = request.timeout;
@@ -65,11 +65,11 @@ absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
   // instead of waiting for it on the host (FsdpModel::Unshard), and the unshard thread
   // watches its completion.
   options.stream_ordered = lane == Device::CommLane::kUnshard;
-  ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm,
-                   NcclCommunicator::Connect(*request.store, absl::StrCat(group.name, "/nccl"),
-                                             static_cast<int>(it - group.ranks.begin()),
-                                             static_cast<int>(group.ranks.size()), stream,
-                                             options));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<NcclCommunicator> comm,
+      NcclCommunicator::Connect(*request.store, absl::StrCat(group.name, "/nccl"),
+                                static_cast<int>(it - group.ranks.begin()),
+                                static_cast<int>(group.ranks.size()), stream, options));
   out.nccl_.push_back(comm.get());
   out.owned.push_back(std::move(comm));
   return out.owned.back().get();
@@ -78,8 +78,7 @@ absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
 }  // namespace
 
 RankDeviceFactory CudaRankDevices(int gpu) {
-  return [gpu](const RankDeviceRequest& request)
-             -> absl::StatusOr<std::unique_ptr<RankDevice>> {
+  return [gpu](const RankDeviceRequest& request) -> absl::StatusOr<std::unique_ptr<RankDevice>> {
     CudaDeviceOptions options;
     options.gpu = gpu;
     options.allow_tf32 = request.spec->cuda().allow_tf32();
@@ -91,9 +90,8 @@ RankDeviceFactory CudaRankDevices(int gpu) {
     // strategies have it (host staging uses the reduction stream: each of its copies
     // waits on the host, and callers from other streams synchronise first).
     const Lane replicate_lane =
-        request.spec->cuda().collectives() == v1::CudaOptions::HOST_STAGED_GLOO
-            ? Lane::kReduction
-            : Lane::kAllReduce;
+        request.spec->cuda().collectives() == v1::CudaOptions::HOST_STAGED_GLOO ? Lane::kReduction
+                                                                                : Lane::kAllReduce;
     ASSIGN_OR_RETURN(out->replicate,
                      Connect(request, request.replicate, replicate_lane, *device, *out));
     if (request.unshard.host != nullptr) {

@@ -25,12 +25,12 @@ cudaError_t QueryEvent(cudaEvent_t event);
 }  // namespace shardwise::cuda
 
 // Returns from the enclosing function when the CUDA call fails.
-#define RETURN_IF_CUDA_ERROR(expr)                                                     \
-  do {                                                                                 \
-    const cudaError_t shardwise_cuda_error_ = (expr);                                  \
-    if (shardwise_cuda_error_ != cudaSuccess) {                                        \
-      return ::shardwise::cuda::CudaStatus(shardwise_cuda_error_, #expr);              \
-    }                                                                                  \
+#define RETURN_IF_CUDA_ERROR(expr)                                        \
+  do {                                                                    \
+    const cudaError_t shardwise_cuda_error_ = (expr);                     \
+    if (shardwise_cuda_error_ != cudaSuccess) {                           \
+      return ::shardwise::cuda::CudaStatus(shardwise_cuda_error_, #expr); \
+    }                                                                     \
   } while (false)
 
 #endif  // SHARDWISE_WORKER_CUDA_CUDA_STATUS_H_

@@ -10,12 +10,12 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "contracts/safetensors.h"
+#include "gtest/gtest.h"
 #include "worker/cuda/cuda_rank_device.h"
 #include "worker/cuda/gpu_test_support.h"
-#include "contracts/safetensors.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
-#include "gtest/gtest.h"
 
 namespace shardwise::cuda {
 namespace {
@@ -30,19 +30,17 @@ struct Config {
   int accumulation = 1;
   double max_grad_norm = 0;
   v1::Loss loss = v1::CROSS_ENTROPY;
-  v1::Dtype param_dtype = v1::DTYPE_UNSPECIFIED;  // BF16: mixed precision
+  v1::Dtype param_dtype = v1::DTYPE_UNSPECIFIED;    // BF16: mixed precision
   v1::CommHook::Hook hook = v1::CommHook::NO_HOOK;  // DDP's hooks on NO_SHARD
 };
 
 std::string Name(const Config& c) {
-  return absl::StrCat(v1::ShardingStrategy::Value_Name(c.strategy), "_world", c.world, "_",
-                      v1::CudaOptions::Collectives_Name(c.collectives),
-                      c.adamw ? "_adamw" : "_sgd", "_accum", c.accumulation,
-                      c.max_grad_norm > 0 ? "_clip" : "", c.loss == v1::MSE ? "_mse" : "",
-                      c.param_dtype == v1::BF16 ? "_bf16" : "",
-                      c.hook != v1::CommHook::NO_HOOK
-                          ? absl::StrCat("_", v1::CommHook::Hook_Name(c.hook))
-                          : "");
+  return absl::StrCat(
+      v1::ShardingStrategy::Value_Name(c.strategy), "_world", c.world, "_",
+      v1::CudaOptions::Collectives_Name(c.collectives), c.adamw ? "_adamw" : "_sgd", "_accum",
+      c.accumulation, c.max_grad_norm > 0 ? "_clip" : "", c.loss == v1::MSE ? "_mse" : "",
+      c.param_dtype == v1::BF16 ? "_bf16" : "",
+      c.hook != v1::CommHook::NO_HOOK ? absl::StrCat("_", v1::CommHook::Hook_Name(c.hook)) : "");
 }
 
 std::string TempPath(const std::string& name) {

@@ -1,9 +1,8 @@
-#include "worker/cuda/fused_attention.h"
-
 #include <cstdint>
 #include <type_traits>
 
 #include "worker/compute/fused_attention_rows.h"
+#include "worker/cuda/fused_attention.h"
 #include "worker/cuda/kernel_support.cuh"
 
 namespace shardwise::cuda {
@@ -115,8 +114,8 @@ __global__ void KeyValueGradientKernel(const float* qkv, const float* dout, cons
     Load(k, qkv + t.at.qkv(t.row, kKey));
     Load(v, qkv + t.at.qkv(t.row, kValue));
     RegisterRow<N> dk, dv;
-    fused_attention::KeyValueGradientRow(t.at, qkv, dout, lse, dots, t.row, t.block_first_row(),
-                                         k, v, dk, dv);
+    fused_attention::KeyValueGradientRow(t.at, qkv, dout, lse, dots, t.row, t.block_first_row(), k,
+                                         v, dk, dv);
     Store(dk, dqkv + t.at.qkv(t.row, kKey));
     Store(dv, dqkv + t.at.qkv(t.row, kValue));
   }
@@ -149,14 +148,13 @@ cudaError_t Forward(const float* qkv, const AttentionShape& shape, float* out, f
 
 template <int N>
 cudaError_t Backward(const float* qkv, const float* out, const float* lse, const float* dout,
-                     const AttentionShape& shape, float* dots, float* dqkv,
-                     cudaStream_t stream) {
+                     const AttentionShape& shape, float* dots, float* dqkv, cudaStream_t stream) {
   const Launch l = LaunchFor<N>(shape);
-  QueryGradientKernel<N><<<l.grid, l.block, 2 * l.shared_bytes, stream>>>(qkv, out, lse, dout,
-                                                                            shape, dots, dqkv);
+  QueryGradientKernel<N>
+      <<<l.grid, l.block, 2 * l.shared_bytes, stream>>>(qkv, out, lse, dout, shape, dots, dqkv);
   if (const cudaError_t error = internal::Launched(); error != cudaSuccess) return error;
-  KeyValueGradientKernel<N><<<l.grid, l.block, 2 * l.shared_bytes, stream>>>(qkv, dout, lse, dots,
-                                                                             shape, dqkv);
+  KeyValueGradientKernel<N>
+      <<<l.grid, l.block, 2 * l.shared_bytes, stream>>>(qkv, dout, lse, dots, shape, dqkv);
   return internal::Launched();
 }
 

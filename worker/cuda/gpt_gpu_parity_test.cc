@@ -1,9 +1,10 @@
 // A GPT trained by the FSDP runtime on the GPU against the same job on the CPU: the real
 // trainer, each rank a thread (testing::TrainInThreads), on a CudaDevice. FP32 with TF32
 // off ends with the same model within rtol 1e-4 (with and without activation
-// checkpointing, with materialised and with fused attention); BF16 mixed precision follows the CPU's loss curve within BF16 tolerance;
-// two ranks on one GPU over host-staged Gloo equal one rank over NCCL on the same global
-// batch; the caching allocator's peaks are what the memory estimate says.
+// checkpointing, with materialised and with fused attention); BF16 mixed precision follows the
+// CPU's loss curve within BF16 tolerance; two ranks on one GPU over host-staged Gloo equal one rank
+// over NCCL on the same global batch; the caching allocator's peaks are what the memory estimate
+// says.
 
 #include <unistd.h>
 
@@ -15,13 +16,13 @@
 #include "contracts/job_spec_defaults.h"
 #include "contracts/memory_estimate.h"
 #include "contracts/safetensors.h"
+#include "gtest/gtest.h"
 #include "worker/cuda/cuda_rank_device.h"
 #include "worker/cuda/gpu_test_support.h"
 #include "worker/testing/memory_expectations.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
 #include "worker/testing/token_corpus.h"
-#include "gtest/gtest.h"
 
 namespace shardwise::cuda {
 namespace {
@@ -106,8 +107,7 @@ void ExpectSameRun(const Trained& got, const Trained& want, double loss_rtol, do
         << "step " << i + 1;
   }
   double got_keys = 0, want_keys = 0;
-  const TensorMap got_model =
-      shardwise::testing::WithoutGptKeyBiases(got.model, kWidth, &got_keys);
+  const TensorMap got_model = shardwise::testing::WithoutGptKeyBiases(got.model, kWidth, &got_keys);
   const TensorMap want_model =
       shardwise::testing::WithoutGptKeyBiases(want.model, kWidth, &want_keys);
   if (l2 > 0) {
@@ -145,8 +145,7 @@ TEST(GptGpuCollectives, TwoRanksOverHostStagedGlooEqualOneRankOverNccl) {
   const std::string dir = TempDir("gpt-gpu-collectives");
   auto nccl = Train(GptSpec({1, v1::CudaOptions::NCCL}, v1::CUDA, dir, "nccl"));
   ASSERT_TRUE(nccl.ok()) << nccl.status();
-  auto staged =
-      Train(GptSpec({2, v1::CudaOptions::HOST_STAGED_GLOO}, v1::CUDA, dir, "staged"));
+  auto staged = Train(GptSpec({2, v1::CudaOptions::HOST_STAGED_GLOO}, v1::CUDA, dir, "staged"));
   ASSERT_TRUE(staged.ok()) << staged.status();
   // The same global batch split over two ranks: the gradients are summed in another order.
   ExpectSameRun(*staged, *nccl, 1e-4, 1e-4, 1e-5);
@@ -162,9 +161,8 @@ constexpr auto kStaged = v1::CudaOptions::HOST_STAGED_GLOO;
 TEST(GptGpuMemory, TheAllocatorHoldsWhatTheEstimateSays) {
   SKIP_WITHOUT_GPU();
   const std::string dir = TempDir("gpt-gpu-memory");
-  for (const GptConfig& c :
-       {GptConfig{1, kNccl}, GptConfig{1, kNccl, false, true}, GptConfig{1, kNccl, true},
-        GptConfig{1, kNccl, false, false, true}}) {
+  for (const GptConfig& c : {GptConfig{1, kNccl}, GptConfig{1, kNccl, false, true},
+                             GptConfig{1, kNccl, true}, GptConfig{1, kNccl, false, false, true}}) {
     v1::JobSpec spec = GptSpec(c, v1::CUDA, dir, "memory-" + Name(c));
     spec.mutable_model()->mutable_gpt()->set_n_embd(64);
     spec.mutable_model()->mutable_gpt()->set_block_size(64);
@@ -184,8 +182,7 @@ TEST(GptGpuMemory, TheAllocatorHoldsWhatTheEstimateSays) {
 
 INSTANTIATE_TEST_SUITE_P(Jobs, GptGpuParityTest,
                          ::testing::Values(GptConfig{1, kNccl}, GptConfig{1, kNccl, false, true},
-                                           GptConfig{1, kNccl, true},
-                                           GptConfig{2, kStaged},
+                                           GptConfig{1, kNccl, true}, GptConfig{2, kStaged},
                                            GptConfig{1, kNccl, false, false, true},
                                            GptConfig{1, kNccl, true, true, true}),
                          [](const ::testing::TestParamInfo<GptConfig>& info) {

@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "worker/compute/cpu/attention.h"
 #include "worker/compute/cpu/embedding.h"
 #include "worker/compute/cpu/fused_attention.h"
 #include "worker/compute/cpu/layer_norm.h"
 #include "worker/cuda/cuda_device.h"
 #include "worker/cuda/gpu_test_support.h"
-#include "gtest/gtest.h"
 
 namespace shardwise::cuda {
 namespace {
@@ -222,9 +222,9 @@ void CheckFusedAttention(CudaDevice& device, const AttentionShape& shape) {
 // token, of several key tiles and of several blocks of rows (a block's keys start their
 // query loop at its first key).
 TEST_F(GptLayersTest, FusedAttentionMatchesTheCpuInFp64) {
-  for (const AttentionShape& c :
-       {AttentionShape{1, 1, 1, 64}, AttentionShape{2, 37, 3, 16}, AttentionShape{3, 128, 4, 64},
-        AttentionShape{1, 300, 2, 32}, AttentionShape{2, 97, 2, 128}, AttentionShape{1, 70, 2, 12}}) {
+  for (const AttentionShape& c : {AttentionShape{1, 1, 1, 64}, AttentionShape{2, 37, 3, 16},
+                                  AttentionShape{3, 128, 4, 64}, AttentionShape{1, 300, 2, 32},
+                                  AttentionShape{2, 97, 2, 128}, AttentionShape{1, 70, 2, 12}}) {
     SCOPED_TRACE(Describe(c));
     CheckFusedAttention(*device_, c);
   }

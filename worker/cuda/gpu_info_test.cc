@@ -1,7 +1,7 @@
 #include "worker/cuda/gpu_info.h"
 
-#include "worker/cuda/gpu_test_support.h"
 #include "gtest/gtest.h"
+#include "worker/cuda/gpu_test_support.h"
 
 namespace shardwise::cuda {
 namespace {

@@ -30,12 +30,12 @@ template <typename T>
 class DeviceVector {
  public:
   explicit DeviceVector(size_t n) : n_(n) {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<size_t>(n, 1) * sizeof(T)),
+              cudaSuccess);
     EXPECT_EQ(cudaMemset(data_, 0, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
   }
   explicit DeviceVector(const std::vector<T>& host) : DeviceVector(host.size()) {
-    EXPECT_EQ(cudaMemcpy(data_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice),
-              cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(data_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
   }
   ~DeviceVector() { cudaFree(data_); }
   DeviceVector(const DeviceVector&) = delete;
@@ -47,8 +47,7 @@ class DeviceVector {
   std::vector<T> ToHost() const {
     std::vector<T> host(n_);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(host.data(), data_, n_ * sizeof(T), cudaMemcpyDeviceToHost),
-              cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(host.data(), data_, n_ * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
     return host;
   }
 

@@ -5,8 +5,7 @@
 
 namespace shardwise::cuda {
 
-HostStagedCommunicator::HostStagedCommunicator(Communicator* host,
-                                               cudaStream_t stream)
+HostStagedCommunicator::HostStagedCommunicator(Communicator* host, cudaStream_t stream)
     : host_(host), stream_(stream) {}
 
 HostStagedCommunicator::~HostStagedCommunicator() {

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "gloo/rendezvous/hash_store.h"
+#include "gtest/gtest.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/cuda/gpu_test_support.h"
 #include "worker/cuda/stream.h"
-#include "gtest/gtest.h"
 
 namespace shardwise::cuda {
 namespace {

@@ -17,8 +17,8 @@ inline constexpr int kThreads = 256;
 inline constexpr size_t kMaxBlocks = 4096;
 
 inline unsigned Blocks(size_t work_items) {
-  return static_cast<unsigned>(std::max<size_t>(
-      1, std::min(kMaxBlocks, (work_items + kThreads - 1) / kThreads)));
+  return static_cast<unsigned>(
+      std::max<size_t>(1, std::min(kMaxBlocks, (work_items + kThreads - 1) / kThreads)));
 }
 
 inline cudaError_t Launched() { return cudaGetLastError(); }

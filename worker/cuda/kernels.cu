@@ -1,5 +1,3 @@
-#include "worker/cuda/kernels.h"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -7,6 +5,7 @@
 
 #include "worker/compute/pointwise.h"
 #include "worker/cuda/kernel_support.cuh"
+#include "worker/cuda/kernels.h"
 
 namespace shardwise::cuda {
 namespace {
@@ -44,8 +43,8 @@ __device__ __forceinline__ float WidenOne(uint16_t bits) {
 // Four elements per thread: one 16-byte load and one 8-byte store (the pointers are
 // aligned when the caller's are: checked before launching), then the tail one by one.
 template <bool kBFloat16>
-__global__ void NarrowKernel(const float* __restrict__ in, uint16_t* __restrict__ out,
-                             size_t n, bool vector) {
+__global__ void NarrowKernel(const float* __restrict__ in, uint16_t* __restrict__ out, size_t n,
+                             bool vector) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   size_t done = 0;
@@ -76,8 +75,8 @@ __global__ void WidenKernel(const uint16_t* __restrict__ in, float* __restrict__
     for (size_t q = first; q < quads; q += stride) {
       const ushort4 v = reinterpret_cast<const ushort4*>(in)[q];
       reinterpret_cast<float4*>(out)[q] =
-          make_float4(WidenOne<kBFloat16>(v.x), WidenOne<kBFloat16>(v.y),
-                      WidenOne<kBFloat16>(v.z), WidenOne<kBFloat16>(v.w));
+          make_float4(WidenOne<kBFloat16>(v.x), WidenOne<kBFloat16>(v.y), WidenOne<kBFloat16>(v.z),
+                      WidenOne<kBFloat16>(v.w));
     }
     done = quads * 4;
   }
@@ -87,8 +86,7 @@ __global__ void WidenKernel(const uint16_t* __restrict__ in, float* __restrict__
 template <bool kBFloat16>
 __global__ void RoundKernel(float* data, size_t n) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     data[i] = WidenOne<kBFloat16>(NarrowOne<kBFloat16>(data[i]));
   }
 }
@@ -102,8 +100,7 @@ bool Aligned(const void* p, size_t alignment) {
 __global__ void BroadcastRowsKernel(const float* b, int64_t rows, int64_t cols, float* y) {
   const size_t n = static_cast<size_t>(rows) * cols;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     y[i] = b[i % cols];
   }
 }
@@ -135,21 +132,24 @@ __global__ void AddColumnSumsKernel(const float* dy, int64_t rows, int64_t cols,
 // the last bit but for the device's erf/exp/tanh (within an ulp of glibc's).
 __global__ void ActivationForwardKernel(Activation act, const float* x, size_t n, float* y) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     switch (act) {
-      case Activation::kGelu: y[i] = static_cast<float>(pointwise::Gelu(x[i])); break;
-      case Activation::kGeluTanh: y[i] = static_cast<float>(pointwise::GeluTanh(x[i])); break;
-      default: y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+      case Activation::kGelu:
+        y[i] = static_cast<float>(pointwise::Gelu(x[i]));
+        break;
+      case Activation::kGeluTanh:
+        y[i] = static_cast<float>(pointwise::GeluTanh(x[i]));
+        break;
+      default:
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
     }
   }
 }
 
-__global__ void ActivationBackwardKernel(Activation act, const float* x, const float* dy,
-                                         size_t n, float* dx) {
+__global__ void ActivationBackwardKernel(Activation act, const float* x, const float* dy, size_t n,
+                                         float* dx) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     switch (act) {
       case Activation::kGelu:
         dx[i] = static_cast<float>(dy[i] * pointwise::GeluGrad(x[i]));
@@ -157,31 +157,29 @@ __global__ void ActivationBackwardKernel(Activation act, const float* x, const f
       case Activation::kGeluTanh:
         dx[i] = static_cast<float>(dy[i] * pointwise::GeluTanhGrad(x[i]));
         break;
-      default: dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+      default:
+        dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
     }
   }
 }
 
 __global__ void AccumulateKernel(float* dst, const float* src, size_t n) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     dst[i] += src[i];
   }
 }
 
 __global__ void MultiplyKernel(float* data, size_t n, float factor) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     data[i] *= factor;
   }
 }
 
 __global__ void DivideKernel(float* data, size_t n, float divisor) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     data[i] /= divisor;  // IEEE division (nvcc's default -prec-div=true)
   }
 }
@@ -189,8 +187,7 @@ __global__ void DivideKernel(float* data, size_t n, float divisor) {
 __global__ void ScaleAndCheckFiniteKernel(float* x, size_t n, float scale, int* found_inf) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   bool bad = false;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float v = x[i] * scale;
     x[i] = v;
     bad |= !isfinite(v);
@@ -205,8 +202,7 @@ __global__ void ScaleAndCheckFiniteKernel(float* x, size_t n, float scale, int* 
 __global__ void SquaresPartialKernel(const float* x, size_t n, double* partials) {
   double sum = 0;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     sum += static_cast<double>(x[i]) * x[i];
   }
   sum = BlockSum(sum);
@@ -224,22 +220,18 @@ __global__ void FinalSumKernel(const double* values, size_t n, double factor, do
 
 __global__ void DoubleToFloatKernel(const double* in, float* out, size_t n) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     out[i] = static_cast<float>(in[i]);
   }
 }
 
 // Every thread computes the coefficient from the one value: cheaper than a launch to
 // compute it once, and the same bits everywhere.
-__global__ void ClipToNormKernel(float* x, size_t n, const float* squared_norm,
-                                 double max_norm) {
-  const float coef =
-      pointwise::ClipCoefficient(sqrt(static_cast<double>(*squared_norm)), max_norm);
+__global__ void ClipToNormKernel(float* x, size_t n, const float* squared_norm, double max_norm) {
+  const float coef = pointwise::ClipCoefficient(sqrt(static_cast<double>(*squared_norm)), max_norm);
   if (coef >= 1.0f) return;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     x[i] *= coef;
   }
 }
@@ -248,8 +240,7 @@ __global__ void MeanSquaredErrorKernel(const float* pred, const float* target, s
                                        float grad_scale, float* dpred, double* partials) {
   double sum = 0;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float diff = pred[i] - target[i];
     sum += static_cast<double>(diff) * diff;
     dpred[i] = diff * grad_scale;
@@ -286,8 +277,7 @@ __global__ void CrossEntropyKernel(const float* logits, const int64_t* labels, i
 __global__ void SgdKernel(SgdScalars o, bool first, float* p, const float* grad, float* buf,
                           size_t n) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     pointwise::SgdStep(o, first, p + i, grad[i], buf != nullptr ? buf + i : nullptr);
   }
 }
@@ -295,16 +285,14 @@ __global__ void SgdKernel(SgdScalars o, bool first, float* p, const float* grad,
 __global__ void AdamWKernel(AdamWScalars s, float* p, const float* grad, float* m, float* v,
                             size_t n) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     pointwise::AdamWStep(s, p + i, grad[i], m + i, v + i);
   }
 }
 
 }  // namespace
 
-cudaError_t Narrow(ScalarType type, const float* in, uint16_t* out, size_t n,
-                   cudaStream_t stream) {
+cudaError_t Narrow(ScalarType type, const float* in, uint16_t* out, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const bool vector = Aligned(in, 16) && Aligned(out, 8);
   const unsigned blocks = Blocks(vector ? (n + 3) / 4 : n);
@@ -318,8 +306,7 @@ cudaError_t Narrow(ScalarType type, const float* in, uint16_t* out, size_t n,
   return Launched();
 }
 
-cudaError_t Widen(ScalarType type, const uint16_t* in, float* out, size_t n,
-                  cudaStream_t stream) {
+cudaError_t Widen(ScalarType type, const uint16_t* in, float* out, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const bool vector = Aligned(in, 8) && Aligned(out, 16);
   const unsigned blocks = Blocks(vector ? (n + 3) / 4 : n);
@@ -367,22 +354,22 @@ cudaError_t ActivationForward(Activation act, const float* x, size_t n, float* y
   return Launched();
 }
 
-cudaError_t ActivationBackward(Activation act, const float* x, const float* dy, size_t n,
-                               float* dx, cudaStream_t stream) {
+cudaError_t ActivationBackward(Activation act, const float* x, const float* dy, size_t n, float* dx,
+                               cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   ActivationBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(act, x, dy, n, dx);
   return Launched();
 }
 
-cudaError_t CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
-                         int64_t classes, float scale, float* dlogits, double* row_loss,
-                         double* loss, cudaStream_t stream) {
+cudaError_t CrossEntropy(const float* logits, const int64_t* labels, int64_t batch, int64_t classes,
+                         float scale, float* dlogits, double* row_loss, double* loss,
+                         cudaStream_t stream) {
   if (batch == 0) return cudaMemsetAsync(loss, 0, sizeof(double), stream);
   const float grad_scale = scale / static_cast<float>(batch);
   CrossEntropyKernel<<<static_cast<unsigned>(batch), kThreads, 0, stream>>>(
       logits, labels, classes, grad_scale, dlogits, row_loss);
-  FinalSumKernel<<<1, kThreads, 0, stream>>>(row_loss, batch,
-                                             static_cast<double>(scale) / batch, loss);
+  FinalSumKernel<<<1, kThreads, 0, stream>>>(row_loss, batch, static_cast<double>(scale) / batch,
+                                             loss);
   return Launched();
 }
 
@@ -391,15 +378,14 @@ size_t ReductionPartials(size_t n) {
 }
 
 cudaError_t MeanSquaredError(const float* pred, const float* target, int64_t n, float scale,
-                             float* dpred, double* partials, double* loss,
-                             cudaStream_t stream) {
+                             float* dpred, double* partials, double* loss, cudaStream_t stream) {
   if (n == 0) return cudaMemsetAsync(loss, 0, sizeof(double), stream);
   const size_t blocks = ReductionPartials(n);
   const float grad_scale = 2.0f * scale / static_cast<float>(n);
   MeanSquaredErrorKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       pred, target, n, grad_scale, dpred, partials);
-  FinalSumKernel<<<1, kThreads, 0, stream>>>(partials, blocks,
-                                             static_cast<double>(scale) / n, loss);
+  FinalSumKernel<<<1, kThreads, 0, stream>>>(partials, blocks, static_cast<double>(scale) / n,
+                                             loss);
   return Launched();
 }
 
@@ -457,8 +443,8 @@ cudaError_t SgdUpdate(const SgdScalars& params, bool first, float* param, const 
   return Launched();
 }
 
-cudaError_t AdamWUpdate(const AdamWScalars& s, float* param, const float* grad,
-                        float* exp_avg, float* exp_avg_sq, size_t n, cudaStream_t stream) {
+cudaError_t AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
+                        float* exp_avg_sq, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   AdamWKernel<<<Blocks(n), kThreads, 0, stream>>>(s, param, grad, exp_avg, exp_avg_sq, n);
   return Launched();

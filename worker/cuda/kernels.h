@@ -22,10 +22,8 @@ namespace shardwise::cuda {
 
 // FP32 -> FP16/BF16 (round to nearest even, as PyTorch's .to()) and back (exact). FP32
 // copies. Vectorised: four elements per thread and load where the pointers allow.
-cudaError_t Narrow(ScalarType type, const float* in, uint16_t* out, size_t n,
-                   cudaStream_t stream);
-cudaError_t Widen(ScalarType type, const uint16_t* in, float* out, size_t n,
-                  cudaStream_t stream);
+cudaError_t Narrow(ScalarType type, const float* in, uint16_t* out, size_t n, cudaStream_t stream);
+cudaError_t Widen(ScalarType type, const uint16_t* in, float* out, size_t n, cudaStream_t stream);
 // Rounds FP32 values in place to the type's precision (FP32: nothing).
 cudaError_t RoundToPrecision(ScalarType type, float* data, size_t n, cudaStream_t stream);
 
@@ -42,20 +40,19 @@ enum class Activation { kRelu, kGelu, kGeluTanh };
 // y = act(x); dx = dy * act'(x) (dx may alias dy).
 cudaError_t ActivationForward(Activation act, const float* x, size_t n, float* y,
                               cudaStream_t stream);
-cudaError_t ActivationBackward(Activation act, const float* x, const float* dy, size_t n,
-                               float* dx, cudaStream_t stream);
+cudaError_t ActivationBackward(Activation act, const float* x, const float* dy, size_t n, float* dx,
+                               cudaStream_t stream);
 
 // Mean cross-entropy of logits[batch, classes] against labels[batch] (int64):
 // dlogits = (softmax - onehot) * scale / batch, and *loss = mean loss * scale (one double
 // on the device). `row_loss` is working space of `batch` doubles.
-cudaError_t CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
-                         int64_t classes, float scale, float* dlogits, double* row_loss,
-                         double* loss, cudaStream_t stream);
+cudaError_t CrossEntropy(const float* logits, const int64_t* labels, int64_t batch, int64_t classes,
+                         float scale, float* dlogits, double* row_loss, double* loss,
+                         cudaStream_t stream);
 // Mean squared error over batch*out elements: dpred = 2 (pred - target) * scale / n,
 // *loss = mean * scale. `partials` is working space of ReductionPartials(n) doubles.
 cudaError_t MeanSquaredError(const float* pred, const float* target, int64_t n, float scale,
-                             float* dpred, double* partials, double* loss,
-                             cudaStream_t stream);
+                             float* dpred, double* partials, double* loss, cudaStream_t stream);
 
 // Gradient clipping, all on the device (compute/device.h): *sum (one double) += the sum
 // of squares of x[n], deterministically (`partials` as above); out[n] = in[n] as FP32;
@@ -80,8 +77,8 @@ cudaError_t ScaleAndCheckFinite(float* x, size_t n, float scale, int* found_inf,
 cudaError_t SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,
                       float* momentum_buf, size_t n, cudaStream_t stream);
 // torch.optim.AdamW (single-tensor path).
-cudaError_t AdamWUpdate(const AdamWScalars& s, float* param, const float* grad,
-                        float* exp_avg, float* exp_avg_sq, size_t n, cudaStream_t stream);
+cudaError_t AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
+                        float* exp_avg_sq, size_t n, cudaStream_t stream);
 
 // data *= factor / data /= divisor (the divisions of gradient reduction are divisions,
 // as in PyTorch, not multiplications by a reciprocal).

@@ -6,19 +6,19 @@
 
 #include <cmath>
 #include <cstring>
-#include <utility>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "worker/compute/casts.h"
-#include "worker/compute/cpu/cpu_device.h"
 #include "worker/compute/cpu/activation.h"
+#include "worker/compute/cpu/cpu_device.h"
 #include "worker/compute/cpu/losses.h"
 #include "worker/compute/cpu/optimizers.h"
 #include "worker/cuda/gpu_test_support.h"
 #include "worker/fsdp/optimizer.h"
-#include "gtest/gtest.h"
 
 namespace shardwise::cuda {
 namespace {
@@ -43,8 +43,16 @@ std::vector<float> CastInputs() {
     std::memcpy(&f, &bits, sizeof(f));
     v.push_back(f);
   }
-  const float specials[] = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e30f, 5.96e-8f, 2.98e-8f,
-                            1e-40f, std::numeric_limits<float>::infinity(),
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            65504.0f,
+                            65520.0f,
+                            1e30f,
+                            5.96e-8f,
+                            2.98e-8f,
+                            1e-40f,
+                            std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(),
                             std::numeric_limits<float>::quiet_NaN()};
   v.insert(v.end(), std::begin(specials), std::end(specials));
@@ -86,8 +94,7 @@ TEST_F(KernelsTest, CastsMatchTheCpuBitForBitAlignedAndNot) {
 
       // Widening is exact: back to the CPU's widening of the same bits.
       DeviceVector<float> wide(n + 1);
-      ASSERT_EQ(Widen(type, narrow.get() + offset, wide.get() + offset, n, nullptr),
-                cudaSuccess);
+      ASSERT_EQ(Widen(type, narrow.get() + offset, wide.get() + offset, n, nullptr), cudaSuccess);
       std::vector<float> widened = wide.ToHost();
       std::vector<float> expected_wide(n);
       cpu::Widen(type, got.data() + offset, expected_wide.data(), n);
@@ -116,9 +123,9 @@ TEST_F(KernelsTest, RoundToPrecisionEqualsNarrowThenWiden) {
 TEST_F(KernelsTest, ActivationsMatchTheCpu) {
   const std::vector<float> x = RandomFloats(50001, 11, 3.0f);
   const std::vector<float> dy = RandomFloats(x.size(), 12);
-  for (auto [act, cpu_act] : {std::pair{Activation::kRelu, v1::RELU},
-                              std::pair{Activation::kGelu, v1::GELU},
-                              std::pair{Activation::kGeluTanh, v1::GELU_TANH}}) {
+  for (auto [act, cpu_act] :
+       {std::pair{Activation::kRelu, v1::RELU}, std::pair{Activation::kGelu, v1::GELU},
+        std::pair{Activation::kGeluTanh, v1::GELU_TANH}}) {
     std::vector<float> want_y(x.size()), want_dx(x.size());
     cpu::ActivationForward(cpu_act, x.data(), x.size(), want_y.data());
     cpu::ActivationBackward(cpu_act, x.data(), dy.data(), x.size(), want_dx.data());
@@ -146,14 +153,14 @@ TEST_F(KernelsTest, LossesMatchTheCpuAndAreDeterministic) {
   DeviceVector<float> dlogits(logits), grad(logits.size());
   DeviceVector<int64_t> dlabels(labels);
   DeviceVector<double> rows(batch), loss(1);
-  ASSERT_EQ(CrossEntropy(dlogits.get(), dlabels.get(), batch, classes, 0.5f, grad.get(),
-                         rows.get(), loss.get(), nullptr),
+  ASSERT_EQ(CrossEntropy(dlogits.get(), dlabels.get(), batch, classes, 0.5f, grad.get(), rows.get(),
+                         loss.get(), nullptr),
             cudaSuccess);
   const double got_loss = loss.ToHost()[0];
   EXPECT_NEAR(got_loss, want_loss, 1e-12 * std::fabs(want_loss));
   ExpectNear(grad.ToHost(), want_grad, 1e-6f, 1e-9f, "cross-entropy gradient");
-  ASSERT_EQ(CrossEntropy(dlogits.get(), dlabels.get(), batch, classes, 0.5f, grad.get(),
-                         rows.get(), loss.get(), nullptr),
+  ASSERT_EQ(CrossEntropy(dlogits.get(), dlabels.get(), batch, classes, 0.5f, grad.get(), rows.get(),
+                         loss.get(), nullptr),
             cudaSuccess);
   EXPECT_EQ(loss.ToHost()[0], got_loss) << "a second run gives other bits";
 
@@ -164,8 +171,8 @@ TEST_F(KernelsTest, LossesMatchTheCpuAndAreDeterministic) {
       cpu::MeanSquaredError(pred.data(), target.data(), 3, 100003, 2.0f, want_dpred.data());
   DeviceVector<float> dp(pred), dt(target), dpred(n);
   DeviceVector<double> partials(ReductionPartials(n)), mse(1);
-  ASSERT_EQ(MeanSquaredError(dp.get(), dt.get(), n, 2.0f, dpred.get(), partials.get(),
-                             mse.get(), nullptr),
+  ASSERT_EQ(MeanSquaredError(dp.get(), dt.get(), n, 2.0f, dpred.get(), partials.get(), mse.get(),
+                             nullptr),
             cudaSuccess);
   EXPECT_NEAR(mse.ToHost()[0], want_mse, 1e-12 * want_mse);
   ExpectNear(dpred.ToHost(), want_dpred, 0.0f, 0.0f, "mse gradient");  // same float ops
@@ -272,8 +279,7 @@ TEST_F(KernelsTest, OptimizersMatchTheCpuOptimizers) {
         s.decay = static_cast<float>(1 - lr * 0.1);
         s.step_size = static_cast<float>(lr / (1 - std::pow(beta1, step)));
         s.bias_correction2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(beta2, step)));
-        ASSERT_EQ(AdamWUpdate(s, dparam.get(), dgrad.get(), state1.get(), state2.get(), n,
-                              nullptr),
+        ASSERT_EQ(AdamWUpdate(s, dparam.get(), dgrad.get(), state1.get(), state2.get(), n, nullptr),
                   cudaSuccess);
       } else {
         SgdScalars p{0.05f, 0.9f, 0.1f, 0.01f, false};

@@ -13,18 +13,21 @@ namespace {
 
 ncclDataType_t NcclType(ScalarType type) {
   switch (type) {
-    case ScalarType::kFloat16: return ncclFloat16;
-    case ScalarType::kBFloat16: return ncclBfloat16;
-    case ScalarType::kInt64: return ncclInt64;
-    case ScalarType::kFloat32: break;
+    case ScalarType::kFloat16:
+      return ncclFloat16;
+    case ScalarType::kBFloat16:
+      return ncclBfloat16;
+    case ScalarType::kInt64:
+      return ncclInt64;
+    case ScalarType::kFloat32:
+      break;
   }
   return ncclFloat32;
 }
 
 // Waits, polling, until the non-blocking `comm` has finished its last call; the result is
 // that call's (or an error's).
-ncclResult_t PollAsync(ncclComm_t comm, absl::Time deadline, absl::Duration poll,
-                       bool* timed_out) {
+ncclResult_t PollAsync(ncclComm_t comm, absl::Time deadline, absl::Duration poll, bool* timed_out) {
   *timed_out = false;
   for (;;) {
     ncclResult_t state = ncclSuccess;
@@ -58,9 +61,10 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
       store.wait({key});
       const std::vector<char> bytes = store.get(key);
       if (bytes.size() != sizeof(id.internal)) {
-        return absl::InternalError(absl::StrCat("NCCL group '", name, "': the unique id in the "
-                                                "store has ", bytes.size(), " bytes, not ",
-                                                sizeof(id.internal)));
+        return absl::InternalError(absl::StrCat("NCCL group '", name,
+                                                "': the unique id in the "
+                                                "store has ",
+                                                bytes.size(), " bytes, not ", sizeof(id.internal)));
       }
       std::memcpy(id.internal, bytes.data(), bytes.size());
     } catch (const std::exception& e) {
@@ -84,17 +88,17 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
   if (ready != ncclSuccess) {
     ncclCommAbort(comm);
     if (timed_out) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "NCCL group '", name, "': rank ", rank, " of ", size, " waited ",
-          absl::FormatDuration(options.timeout), " for its peers to join"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("NCCL group '", name, "': rank ", rank, " of ", size, " waited ",
+                       absl::FormatDuration(options.timeout), " for its peers to join"));
     }
     return NcclStatus(ready, "ncclCommInitRankConfig");
   }
   auto communicator =
       std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comm, rank, size, stream, options));
+  RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&communicator->caller_, cudaEventDisableTiming));
   RETURN_IF_CUDA_ERROR(
-      cudaEventCreateWithFlags(&communicator->caller_, cudaEventDisableTiming));
-  RETURN_IF_CUDA_ERROR(cudaMalloc(reinterpret_cast<void**>(&communicator->barrier_word_), sizeof(int)));
+      cudaMalloc(reinterpret_cast<void**>(&communicator->barrier_word_), sizeof(int)));
   return communicator;
 }
 
@@ -112,8 +116,8 @@ NcclCommunicator::~NcclCommunicator() {
       result = ncclCommFinalize(comm_);
       bool timed_out = false;
       if (result == ncclSuccess || result == ncclInProgress) {
-        result = PollAsync(comm_, absl::Now() + options_.timeout, options_.poll_interval,
-                           &timed_out);
+        result =
+            PollAsync(comm_, absl::Now() + options_.timeout, options_.poll_interval, &timed_out);
       }
     }
     if (result == ncclSuccess) {
@@ -278,9 +282,8 @@ absl::Status NcclCommunicator::ReduceScatter(void* in, size_t shard_numel, void*
                                              ScalarType type) {
   RETURN_IF_ERROR(FollowCaller());
   stats_.reduce_scatter_bytes += static_cast<int64_t>(shard_numel * size_ * ElementSize(type));
-  return Finish(
-      ncclReduceScatter(in, shard, shard_numel, NcclType(type), ncclSum, comm_, stream_),
-      "reduce-scatter");
+  return Finish(ncclReduceScatter(in, shard, shard_numel, NcclType(type), ncclSum, comm_, stream_),
+                "reduce-scatter");
 }
 
 absl::Status NcclCommunicator::AllReduce(void* data, size_t numel, ScalarType type) {
@@ -298,9 +301,9 @@ absl::Status NcclCommunicator::Broadcast(void* data, size_t numel, int root, Sca
 
 absl::Status NcclCommunicator::Barrier() {
   RETURN_IF_ERROR(FollowCaller());
-  RETURN_IF_ERROR(Finish(
-      ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_, stream_),
-      "barrier"));
+  RETURN_IF_ERROR(
+      Finish(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_, stream_),
+             "barrier"));
   return WaitForCompletion();
 }
 

@@ -58,9 +58,11 @@ class NcclCommunicator final : public Communicator {
  public:
   // Joins the group of `size` ranks named `name` in `store` as `rank`, on the current
   // device, with collectives on `stream`.
-  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Connect(
-      gloo::rendezvous::Store& store, const std::string& name, int rank, int size,
-      cudaStream_t stream, const NcclOptions& options = {});
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Connect(gloo::rendezvous::Store& store,
+                                                                   const std::string& name,
+                                                                   int rank, int size,
+                                                                   cudaStream_t stream,
+                                                                   const NcclOptions& options = {});
   ~NcclCommunicator() override;
 
   using Communicator::AllGather;
@@ -134,9 +136,9 @@ class NcclCommunicator final : public Communicator {
   std::deque<Pending> pending_;
   std::vector<cudaEvent_t> spare_events_;  // of completed collectives, for reuse
   absl::StatusOr<cudaEvent_t> TakeEvent();
-  void RecycleEvents();  // every pending event back to spare_events_
+  void RecycleEvents();           // every pending event back to spare_events_
   cudaEvent_t caller_ = nullptr;  // recorded on the caller's stream
-  int* barrier_word_ = nullptr;  // device scratch for Barrier
+  int* barrier_word_ = nullptr;   // device scratch for Barrier
   bool grouping_ = false;
   std::atomic<bool> abort_requested_{false};
   absl::Mutex mu_;

@@ -13,9 +13,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gloo/rendezvous/hash_store.h"
+#include "gtest/gtest.h"
 #include "worker/cuda/gpu_test_support.h"
 #include "worker/cuda/stream.h"
-#include "gtest/gtest.h"
 
 namespace shardwise::cuda {
 namespace {

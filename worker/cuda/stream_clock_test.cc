@@ -24,7 +24,8 @@ TEST(CudaStreamClock, MarksAreDatedOnTheHostsClock) {
   const int64_t before = absl::ToUnixMicros(absl::Now());
   int lane = 0;
   std::unique_ptr<StreamClock::Mark> begin = clock.Record(&lane);
-  for (int i = 0; i < 20; ++i) ASSERT_EQ(cudaMemsetAsync(buffer, i, kBytes, stream->get()), cudaSuccess);
+  for (int i = 0; i < 20; ++i)
+    ASSERT_EQ(cudaMemsetAsync(buffer, i, kBytes, stream->get()), cudaSuccess);
   std::unique_ptr<StreamClock::Mark> end = clock.Record(&lane);
   ASSERT_TRUE(stream->Synchronize().ok());
   const int64_t after = absl::ToUnixMicros(absl::Now());

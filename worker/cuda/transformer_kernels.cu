@@ -1,11 +1,9 @@
-#include "worker/cuda/transformer_kernels.h"
-
-#include <cub/device/device_radix_sort.cuh>
-
 #include <algorithm>
 #include <climits>
+#include <cub/device/device_radix_sort.cuh>
 
 #include "worker/cuda/kernel_support.cuh"
+#include "worker/cuda/transformer_kernels.h"
 
 namespace shardwise::cuda {
 namespace {
@@ -20,9 +18,7 @@ constexpr int64_t kMaxRowChunks = 256;
 // Each part of the embedding backward's scratch starts on this boundary.
 constexpr size_t kScratchAlignment = 256;
 
-unsigned RowBlocks(int64_t rows) {
-  return static_cast<unsigned>(std::min(rows, kMaxRowBlocks));
-}
+unsigned RowBlocks(int64_t rows) { return static_cast<unsigned>(std::min(rows, kMaxRowBlocks)); }
 
 size_t AlignUp(size_t bytes) {
   return (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
@@ -52,8 +48,7 @@ __global__ void IotaKernel(int* values, int64_t n) {
 // Block s owns the run of equal ids starting at sorted position s (blocks inside a run
 // return at once); its threads take the columns and add the run's rows in order.
 __global__ void EmbeddingRunSumKernel(const int64_t* sorted_ids, const int* positions,
-                                      const float* dout, int64_t n, int64_t dim,
-                                      float* dtable) {
+                                      const float* dout, int64_t n, int64_t dim, float* dtable) {
   for (int64_t s = blockIdx.x; s < n; s += gridDim.x) {
     const int64_t id = sorted_ids[s];
     if (s > 0 && sorted_ids[s - 1] == id) continue;
@@ -78,10 +73,9 @@ struct EmbeddingScratch {
 };
 
 cudaError_t SortBytes(int64_t n, size_t* bytes) {
-  return cub::DeviceRadixSort::SortPairs(nullptr, *bytes, static_cast<const int64_t*>(nullptr),
-                                         static_cast<int64_t*>(nullptr),
-                                         static_cast<const int*>(nullptr),
-                                         static_cast<int*>(nullptr), static_cast<int>(n));
+  return cub::DeviceRadixSort::SortPairs(
+      nullptr, *bytes, static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr),
+      static_cast<const int*>(nullptr), static_cast<int*>(nullptr), static_cast<int>(n));
 }
 
 EmbeddingScratch CarveScratch(void* scratch, int64_t n, size_t sort_bytes) {
@@ -110,9 +104,8 @@ __device__ __forceinline__ float Normalized(float x, float r, float shift, float
   return __fadd_rn(__fmul_rn(__fadd_rn(__fmul_rn(x, r), shift), w), b);
 }
 
-__global__ void LayerNormForwardKernel(const float* x, const float* w, const float* b,
-                                       int64_t rows, int64_t dim, float eps, float* y,
-                                       float* mean, float* rstd) {
+__global__ void LayerNormForwardKernel(const float* x, const float* w, const float* b, int64_t rows,
+                                       int64_t dim, float eps, float* y, float* mean, float* rstd) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* in = x + row * dim;
     double sum = 0;
@@ -133,8 +126,7 @@ __global__ void LayerNormForwardKernel(const float* x, const float* w, const flo
     const float shift = -r * m;
     float* out = y + row * dim;
     for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
-      out[j] = Normalized(in[j], r, shift, w != nullptr ? w[j] : 1.0f,
-                          b != nullptr ? b[j] : 0.0f);
+      out[j] = Normalized(in[j], r, shift, w != nullptr ? w[j] : 1.0f, b != nullptr ? b[j] : 0.0f);
     }
   }
 }
@@ -166,10 +158,9 @@ __global__ void LayerNormInputGradKernel(const float* x, const float* w, const f
 
 // Block (column tile, chunk): each thread sums one column over the chunk's rows;
 // partials [2][chunks][dim]: the weight's sums, then the bias's.
-__global__ void LayerNormParamPartialsKernel(const float* x, const float* mean,
-                                             const float* rstd, const float* dy, int64_t rows,
-                                             int64_t dim, int64_t rows_per_chunk,
-                                             double* partials) {
+__global__ void LayerNormParamPartialsKernel(const float* x, const float* mean, const float* rstd,
+                                             const float* dy, int64_t rows, int64_t dim,
+                                             int64_t rows_per_chunk, double* partials) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= dim) return;
   const int64_t chunk = blockIdx.y, chunks = gridDim.y;
@@ -205,8 +196,7 @@ int64_t RowChunks(int64_t rows) { return std::max<int64_t>(1, std::min(rows, kMa
 // ---- causal softmax ---------------------------------------------------------------------
 
 // As the CPU: s * scale, exp(s - max), times 1 / sum (the sum in double here).
-__global__ void CausalSoftmaxForwardKernel(float* scores, int64_t rows, int64_t seq,
-                                           float scale) {
+__global__ void CausalSoftmaxForwardKernel(float* scores, int64_t rows, int64_t seq, float scale) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t i = r % seq;
     float* row = scores + r * seq;
@@ -274,10 +264,10 @@ cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, 
   IotaKernel<<<Blocks(n), kThreads, 0, stream>>>(parts.positions, n);
   if ((error = Launched()) != cudaSuccess) return error;
   // Radix sort is stable: equal ids keep their positions in ascending order.
-  error = cub::DeviceRadixSort::SortPairs(parts.sort_storage, parts.sort_bytes, ids,
-                                          parts.sorted_ids, parts.positions,
-                                          parts.sorted_positions, static_cast<int>(n), 0,
-                                          static_cast<int>(sizeof(int64_t) * 8), stream);
+  error =
+      cub::DeviceRadixSort::SortPairs(parts.sort_storage, parts.sort_bytes, ids, parts.sorted_ids,
+                                      parts.positions, parts.sorted_positions, static_cast<int>(n),
+                                      0, static_cast<int>(sizeof(int64_t) * 8), stream);
   if (error != cudaSuccess) return error;
   EmbeddingRunSumKernel<<<RowBlocks(n), kThreads, 0, stream>>>(
       parts.sorted_ids, parts.sorted_positions, dout, n, dim, dtable);
@@ -288,8 +278,8 @@ cudaError_t LayerNormForward(const float* x, const float* w, const float* b, int
                              int64_t dim, float eps, float* y, float* mean, float* rstd,
                              cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  LayerNormForwardKernel<<<RowBlocks(rows), kThreads, 0, stream>>>(x, w, b, rows, dim, eps, y,
-                                                                   mean, rstd);
+  LayerNormForwardKernel<<<RowBlocks(rows), kThreads, 0, stream>>>(x, w, b, rows, dim, eps, y, mean,
+                                                                   rstd);
   return Launched();
 }
 
@@ -297,13 +287,12 @@ size_t LayerNormBackwardPartials(int64_t rows, int64_t dim) {
   return static_cast<size_t>(2 * RowChunks(rows) * dim);
 }
 
-cudaError_t LayerNormBackward(const float* x, const float* w, const float* mean,
-                              const float* rstd, const float* dy, int64_t rows, int64_t dim,
-                              float* dx, float* dw, float* db, double* partials,
-                              cudaStream_t stream) {
+cudaError_t LayerNormBackward(const float* x, const float* w, const float* mean, const float* rstd,
+                              const float* dy, int64_t rows, int64_t dim, float* dx, float* dw,
+                              float* db, double* partials, cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
-  LayerNormInputGradKernel<<<RowBlocks(rows), kThreads, 0, stream>>>(x, w, mean, rstd, dy,
-                                                                     rows, dim, dx);
+  LayerNormInputGradKernel<<<RowBlocks(rows), kThreads, 0, stream>>>(x, w, mean, rstd, dy, rows,
+                                                                     dim, dx);
   if (dw == nullptr && db == nullptr) return Launched();
   const int64_t chunks = RowChunks(rows);
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
@@ -318,8 +307,7 @@ cudaError_t LayerNormBackward(const float* x, const float* w, const float* mean,
 cudaError_t CausalSoftmaxForward(float* scores, int64_t rows, int64_t seq, float scale,
                                  cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  CausalSoftmaxForwardKernel<<<RowBlocks(rows), kThreads, 0, stream>>>(scores, rows, seq,
-                                                                       scale);
+  CausalSoftmaxForwardKernel<<<RowBlocks(rows), kThreads, 0, stream>>>(scores, rows, seq, scale);
   return Launched();
 }
 

@@ -36,10 +36,9 @@ cudaError_t LayerNormForward(const float* x, const float* w, const float* b, int
 // over rows in fixed chunks (partial sums in double, then the chunks in order):
 // `partials` holds LayerNormBackwardPartials(rows, dim) doubles.
 size_t LayerNormBackwardPartials(int64_t rows, int64_t dim);
-cudaError_t LayerNormBackward(const float* x, const float* w, const float* mean,
-                              const float* rstd, const float* dy, int64_t rows, int64_t dim,
-                              float* dx, float* dw, float* db, double* partials,
-                              cudaStream_t stream);
+cudaError_t LayerNormBackward(const float* x, const float* w, const float* mean, const float* rstd,
+                              const float* dy, int64_t rows, int64_t dim, float* dx, float* dw,
+                              float* db, double* partials, cudaStream_t stream);
 
 // Causal softmax in place over `rows` rows of `seq` scores, row r being query position
 // r % seq of its [seq, seq] matrix: p_j = softmax(s_j * scale) over j <= i, 0 above.

@@ -103,8 +103,8 @@ absl::Status AttemptRunner::CheckMemory() const {
 absl::Status AttemptRunner::CheckPaths() const {
   if (!assignment_.has_path_policy()) return absl::OkStatus();  // a coordinator without one
   v1::JobSpec spec = assignment_.spec();
-  return MarkPermanent(ApplyPathPolicy(PathPolicy::FromProto(assignment_.path_policy()),
-                                       PathCheck::kOnDisk, &spec));
+  return MarkPermanent(
+      ApplyPathPolicy(PathPolicy::FromProto(assignment_.path_policy()), PathCheck::kOnDisk, &spec));
 }
 
 void AttemptRunner::Run() {
@@ -128,8 +128,8 @@ void AttemptRunner::Run() {
       absl::MutexLock lock(&mu_);
       message = absl::StrCat("aborted: ", abort_reason_);
     }
-    std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(),
-                 rank, message.c_str());
+    std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(), rank,
+                 message.c_str());
     Report(v1::ABORTED, message, phase("aborted"), !abort_ && IsPermanent(status));
     done_ = true;
     finished_.Notify();

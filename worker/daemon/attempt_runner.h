@@ -20,13 +20,13 @@
 #include "grpcpp/channel.h"
 #include "proto/worker_service.pb.h"
 #include "worker/comm/data_plane.h"
-#include "worker/train/hook_schedule.h"
 #include "worker/daemon/memory_check.h"
-#include "worker/train/plan_mailbox.h"
-#include "worker/train/trainer.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
 #include "worker/runtime/timeline.h"
+#include "worker/train/hook_schedule.h"
+#include "worker/train/plan_mailbox.h"
+#include "worker/train/trainer.h"
 
 namespace shardwise {
 

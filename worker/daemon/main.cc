@@ -17,9 +17,9 @@
 #include "common/metrics.h"
 #include "common/metrics_http_server.h"
 #include "common/self_restart.h"
+#include "worker/daemon/worker_daemon.h"
 #include "worker/runtime/host_memory.h"
 #include "worker/train/injected_faults.h"
-#include "worker/daemon/worker_daemon.h"
 
 #ifdef SHARDWISE_WITH_CUDA
 #include "worker/cuda/cuda_rank_device.h"
@@ -37,7 +37,8 @@ ABSL_FLAG(std::string, tls_cert, "",
           "name is the worker's name");
 ABSL_FLAG(std::string, tls_key, "", "the private key of --tls_cert");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
-ABSL_FLAG(int, gpu, 0, "with --device=cuda: the CUDA device (ordinal) this worker drives; "
+ABSL_FLAG(int, gpu, 0,
+          "with --device=cuda: the CUDA device (ordinal) this worker drives; "
           "run one worker per GPU");
 ABSL_FLAG(std::string, data_address, "127.0.0.1",
           "address peers reach this worker's data plane at (Gloo/TCP)");
@@ -108,12 +109,14 @@ int main(int argc, char** argv) {
     options.device = shardwise::v1::CUDA;
     options.gpu = *gpu;
     options.make_device = shardwise::cuda::CudaRankDevices(gpu->index());
-    options.available_memory = [index = gpu->index()] { return shardwise::cuda::FreeGpuMemory(index); };
-    std::fprintf(stderr, "shardwise-worker: GPU %d: %s, %lld MiB, sm_%d%d, CUDA driver %s, NCCL %s\n",
-                 gpu->index(), gpu->name().c_str(),
-                 static_cast<long long>(gpu->memory_bytes() >> 20),
-                 gpu->compute_capability_major(), gpu->compute_capability_minor(),
-                 gpu->driver_version().c_str(), gpu->nccl_version().c_str());
+    options.available_memory = [index = gpu->index()] {
+      return shardwise::cuda::FreeGpuMemory(index);
+    };
+    std::fprintf(
+        stderr, "shardwise-worker: GPU %d: %s, %lld MiB, sm_%d%d, CUDA driver %s, NCCL %s\n",
+        gpu->index(), gpu->name().c_str(), static_cast<long long>(gpu->memory_bytes() >> 20),
+        gpu->compute_capability_major(), gpu->compute_capability_minor(),
+        gpu->driver_version().c_str(), gpu->nccl_version().c_str());
 #else
     std::fprintf(stderr,
                  "shardwise-worker: --device=cuda: this build has no CUDA data plane (build "
@@ -150,7 +153,8 @@ int main(int argc, char** argv) {
   if (const std::string address = absl::GetFlag(FLAGS_metrics_address); !address.empty()) {
     auto server = shardwise::MetricsHttpServer::Start(address, &metrics);
     if (!server.ok()) {
-      std::fprintf(stderr, "shardwise-worker: %s\n", std::string(server.status().message()).c_str());
+      std::fprintf(stderr, "shardwise-worker: %s\n",
+                   std::string(server.status().message()).c_str());
       return 1;
     }
     metrics_server = std::move(*server);

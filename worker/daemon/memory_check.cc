@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
-#include "contracts/memory_estimate.h"
 #include "common/status_macros.h"
+#include "contracts/memory_estimate.h"
 
 namespace shardwise {
 
@@ -13,10 +13,10 @@ absl::Status CheckRankMemory(const v1::JobSpec& spec, int rank, int64_t availabl
   ASSIGN_OR_RETURN(const MemoryEstimate estimate, EstimateRankMemory(spec, data_file_bytes));
   if (estimate.total() <= available) return absl::OkStatus();
   const bool gpu = spec.device() == v1::CUDA;
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "rank ", rank, " needs about ", estimate.ToString(), ", but this worker has ",
-      FormatBytes(available), gpu ? " free on its GPU" : " of host memory available",
-      "; the attempt did not start"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("rank ", rank, " needs about ", estimate.ToString(), ", but this worker has ",
+                   FormatBytes(available), gpu ? " free on its GPU" : " of host memory available",
+                   "; the attempt did not start"));
 }
 
 int64_t DataFileBytes(const v1::JobSpec& spec) {

@@ -28,9 +28,8 @@ void ReportOutbox::Hold(const v1::AttemptReport& report) {
   }
   if (report.phase() == v1::PROGRESS) {
     // Only the newest progress matters; its spans are lost with the older ones.
-    auto older = std::find_if(held_.begin(), held_.end(), [](const v1::AttemptReport& r) {
-      return r.phase() == v1::PROGRESS;
-    });
+    auto older = std::find_if(held_.begin(), held_.end(),
+                              [](const v1::AttemptReport& r) { return r.phase() == v1::PROGRESS; });
     if (older != held_.end()) held_.erase(older);
   }
   if (held_.size() >= kMaxHeld) {

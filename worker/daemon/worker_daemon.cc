@@ -49,9 +49,8 @@ void WorkerDaemon::Run(const std::atomic<bool>& stop) {
     absl::Status status = RunSession(stop);
     if (stop) break;
     if (absl::Now() - started > absl::Seconds(10)) backoff = options_.min_backoff;
-    std::fprintf(stderr, "worker %s: session ended (%s); retrying in %s\n",
-                 options_.name.c_str(), status.ToString().c_str(),
-                 absl::FormatDuration(backoff).c_str());
+    std::fprintf(stderr, "worker %s: session ended (%s); retrying in %s\n", options_.name.c_str(),
+                 status.ToString().c_str(), absl::FormatDuration(backoff).c_str());
     // Jitter keeps a fleet of workers from reconnecting in lockstep.
     const absl::Time until = absl::Now() + backoff * absl::Uniform(random, 0.5, 1.0);
     while (!stop && absl::Now() < until) absl::SleepFor(absl::Milliseconds(50));
@@ -252,8 +251,8 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
     report->set_attempt(assignment.attempt());
     report->set_rank(assignment.rank());
     report->set_phase(v1::ABORTED);
-    report->set_message(absl::StrCat("worker is still running ", runner_->job_id(),
-                                     " attempt ", runner_->attempt()));
+    report->set_message(absl::StrCat("worker is still running ", runner_->job_id(), " attempt ",
+                                     runner_->attempt()));
     Send(refusal);
     return;
   }
@@ -271,8 +270,7 @@ void WorkerDaemon::OnHookChange(const v1::HookChange& change) {
   v1::WorkerMessage message;
   {
     absl::MutexLock lock(&runner_mu_);
-    if (runner_ && runner_->job_id() == change.job_id() &&
-        runner_->attempt() == change.attempt()) {
+    if (runner_ && runner_->job_id() == change.job_id() && runner_->attempt() == change.attempt()) {
       *message.mutable_hook_ack() = runner_->OnHookChange(change);
     } else {
       // Not running that attempt (any more): it cannot switch.
@@ -289,8 +287,7 @@ void WorkerDaemon::OnHookChange(const v1::HookChange& change) {
 
 void WorkerDaemon::OnPlanUpdate(const v1::PlanUpdate& update) {
   absl::MutexLock lock(&runner_mu_);
-  if (runner_ && runner_->job_id() == update.job_id() &&
-      runner_->attempt() == update.attempt()) {
+  if (runner_ && runner_->job_id() == update.job_id() && runner_->attempt() == update.attempt()) {
     runner_->OnPlanUpdate(update.plan());
   }
 }

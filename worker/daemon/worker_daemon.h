@@ -21,11 +21,11 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/worker_service.grpc.pb.h"
-#include "worker/daemon/attempt_runner.h"
-#include "worker/daemon/worker_metrics.h"
-#include "worker/daemon/report_outbox.h"
-#include "worker/train/trainer.h"
 #include "worker/comm/data_plane.h"
+#include "worker/daemon/attempt_runner.h"
+#include "worker/daemon/report_outbox.h"
+#include "worker/daemon/worker_metrics.h"
+#include "worker/train/trainer.h"
 
 namespace shardwise {
 

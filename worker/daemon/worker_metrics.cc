@@ -6,14 +6,16 @@ namespace shardwise {
 
 WorkerMetrics::WorkerMetrics(MetricsRegistry* registry)
     : collectives_(registry),
-      busy_(registry->AddGauge("shardwise_worker_busy", "1 while the worker runs a rank.").With({})),
+      busy_(
+          registry->AddGauge("shardwise_worker_busy", "1 while the worker runs a rank.").With({})),
       step_(registry->AddGauge("shardwise_worker_step", "Steps its rank has completed.").With({})),
       loss_(registry->AddGauge("shardwise_worker_loss", "Its rank's latest loss.").With({})),
-      steps_per_second_(registry->AddGauge("shardwise_worker_steps_per_second",
-                                           "Its rank's training speed.")
-                            .With({})),
-      tokens_per_second_(registry->AddGauge("shardwise_worker_tokens_per_second",
-                                            "Tokens per second of its job, all ranks (GPT).")
+      steps_per_second_(
+          registry->AddGauge("shardwise_worker_steps_per_second", "Its rank's training speed.")
+              .With({})),
+      tokens_per_second_(registry
+                             ->AddGauge("shardwise_worker_tokens_per_second",
+                                        "Tokens per second of its job, all ranks (GPT).")
                              .With({})),
       bytes_(registry->AddCounter(
           "shardwise_worker_collective_bytes_total",
@@ -22,8 +24,9 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* registry)
           {"kind"})),
       attempts_(registry->AddCounter("shardwise_worker_attempts_total",
                                      "Attempts its ranks ended, by outcome.", {"outcome"})),
-      sessions_(registry->AddCounter("shardwise_worker_sessions_total",
-                                     "Sessions it opened with the coordinator.")
+      sessions_(registry
+                    ->AddCounter("shardwise_worker_sessions_total",
+                                 "Sessions it opened with the coordinator.")
                     .With({})) {}
 
 void WorkerMetrics::OnAttemptStarted() { busy_.Set(1); }

@@ -26,8 +26,8 @@ class MlpBatches final : public BatchSource {
 
   MicroBatch Train(int64_t step, int micro) const override {
     const std::vector<int64_t> rows =
-        SampleRows(step, slice_.global_batch, slice_.world, slice_.rank, micro,
-                   slice_.micro_steps, data_.num_samples);
+        SampleRows(step, slice_.global_batch, slice_.world, slice_.rank, micro, slice_.micro_steps,
+                   data_.num_samples);
     MicroBatch batch;
     batch.rows = static_cast<int64_t>(rows.size());
     const int64_t in = data_.input_width, out = data_.target_width;
@@ -59,7 +59,10 @@ class TokenBatches final : public BatchSource {
  public:
   TokenBatches(std::unique_ptr<TokenFile> train, std::unique_ptr<TokenFile> val, uint64_t seed,
                int64_t block_size, Slice slice)
-      : train_(std::move(train)), val_(std::move(val)), seed_(seed), block_size_(block_size),
+      : train_(std::move(train)),
+        val_(std::move(val)),
+        seed_(seed),
+        block_size_(block_size),
         slice_(slice) {}
 
   MicroBatch Train(int64_t step, int micro) const override {

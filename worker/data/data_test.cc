@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "worker/data/dataset.h"
-#include "contracts/safetensors.h"
 #include "worker/data/weights.h"
 
 namespace shardwise {

@@ -5,10 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "contracts/job_spec_defaults.h"
+#include "contracts/safetensors.h"
 #include "worker/compute/cpu/activation.h"
 #include "worker/compute/cpu/linear.h"
 #include "worker/data/random.h"
-#include "contracts/safetensors.h"
 #include "worker/data/weights.h"
 
 namespace shardwise {
@@ -24,19 +24,18 @@ std::vector<float> TeacherOutputs(const v1::ModelSpec& model, const TensorMap& w
     std::vector<float> y(n * out);
     auto bias = weights.find(absl::StrCat(2 * l, ".bias"));
     cpu::LinearForward(activations.data(), weights.at(absl::StrCat(2 * l, ".weight")).f32(),
-                       bias == weights.end() ? nullptr : bias->second.f32(), n, in, out,
-                       y.data());
+                       bias == weights.end() ? nullptr : bias->second.f32(), n, in, out, y.data());
     if (l + 1 < layers) cpu::ActivationForward(model.activation(), y.data(), y.size(), y.data());
     activations = std::move(y);
   }
   return activations;
 }
 
-absl::Status WrongTensor(const std::string& path, const std::string& name,
-                         const HostTensor& tensor, const std::string& expected) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "data.safetensors_path '", path, "': tensor '", name, "' is ", tensor.dtype, " [",
-      absl::StrJoin(tensor.shape, ", "), "], expected ", expected));
+absl::Status WrongTensor(const std::string& path, const std::string& name, const HostTensor& tensor,
+                         const std::string& expected) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("data.safetensors_path '", path, "': tensor '", name, "' is ", tensor.dtype,
+                   " [", absl::StrJoin(tensor.shape, ", "), "], expected ", expected));
 }
 
 }  // namespace
@@ -50,13 +49,13 @@ absl::StatusOr<Dataset> LoadDataset(const v1::JobSpec& spec) {
 
   if (spec.data().has_synthetic()) {
     const v1::SyntheticData& synthetic = spec.data().synthetic();
-    data.num_samples = synthetic.num_samples() > 0 ? synthetic.num_samples()
-                                                   : kDefaultSyntheticSamples;
+    data.num_samples =
+        synthetic.num_samples() > 0 ? synthetic.num_samples() : kDefaultSyntheticSamples;
     Random random(synthetic.seed());
     data.x.resize(data.num_samples * data.input_width);
     for (float& v : data.x) v = static_cast<float>(random.Normal());
-    const std::vector<float> outputs = TeacherOutputs(
-        model, SeededWeights(model, synthetic.seed() + 1), data.x, data.num_samples);
+    const std::vector<float> outputs =
+        TeacherOutputs(model, SeededWeights(model, synthetic.seed() + 1), data.x, data.num_samples);
     if (classification) {
       data.labels.resize(data.num_samples);
       for (int64_t i = 0; i < data.num_samples; ++i) {
@@ -91,9 +90,9 @@ absl::StatusOr<Dataset> LoadDataset(const v1::JobSpec& spec) {
     data.labels.assign(y->second.i64(), y->second.i64() + data.num_samples);
     for (int64_t i = 0; i < data.num_samples; ++i) {
       if (data.labels[i] < 0 || data.labels[i] >= data.target_width) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "data.safetensors_path '", path, "': y[", i, "] = ", data.labels[i],
-            " is not a class in [0, ", data.target_width, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("data.safetensors_path '", path, "': y[", i, "] = ", data.labels[i],
+                         " is not a class in [0, ", data.target_width, ")"));
       }
     }
   } else {
@@ -107,8 +106,8 @@ absl::StatusOr<Dataset> LoadDataset(const v1::JobSpec& spec) {
   return data;
 }
 
-std::vector<int64_t> SampleRows(int64_t step, int64_t global_batch, int world, int rank,
-                                int micro, int micro_steps, int64_t num_samples) {
+std::vector<int64_t> SampleRows(int64_t step, int64_t global_batch, int world, int rank, int micro,
+                                int micro_steps, int64_t num_samples) {
   const int64_t per_rank = global_batch / world;
   const int64_t per_micro = per_rank / micro_steps;
   std::vector<int64_t> rows(per_micro);

@@ -15,10 +15,10 @@ namespace shardwise {
 struct Dataset {
   int64_t num_samples = 0;
   int64_t input_width = 0;
-  int64_t target_width = 0;        // classes (CROSS_ENTROPY) or outputs (MSE)
-  std::vector<float> x;            // [num_samples, input_width]
-  std::vector<int64_t> labels;     // [num_samples], CROSS_ENTROPY
-  std::vector<float> targets;      // [num_samples, target_width], MSE
+  int64_t target_width = 0;     // classes (CROSS_ENTROPY) or outputs (MSE)
+  std::vector<float> x;         // [num_samples, input_width]
+  std::vector<int64_t> labels;  // [num_samples], CROSS_ENTROPY
+  std::vector<float> targets;   // [num_samples, target_width], MSE
 };
 
 // From data.safetensors_path (x float32 [N, in]; y int64 [N] or float32 [N, out]) or
@@ -30,8 +30,8 @@ absl::StatusOr<Dataset> LoadDataset(const v1::JobSpec& spec);
 // The rows rank `rank` of `world` trains on in micro-step `micro` of `micro_steps` of
 // optimizer step `step`: of the global batch's rows (step * B + i) mod N, the rank takes
 // its contiguous B / world, and the micro-step its contiguous part of those.
-std::vector<int64_t> SampleRows(int64_t step, int64_t global_batch, int world, int rank,
-                                int micro, int micro_steps, int64_t num_samples);
+std::vector<int64_t> SampleRows(int64_t step, int64_t global_batch, int world, int rank, int micro,
+                                int micro_steps, int64_t num_samples);
 
 }  // namespace shardwise
 

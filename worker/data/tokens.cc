@@ -53,13 +53,14 @@ int64_t SequenceStart(uint64_t seed, int64_t index, int64_t num_tokens, int64_t 
 absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& field,
                                                            const std::string& path,
                                                            v1::TokenData::Format format,
-                                                           int64_t vocab_size,
-                                                           int64_t block_size) {
+                                                           int64_t vocab_size, int64_t block_size) {
   ASSIGN_OR_RETURN(const TokenFileLayout layout, InspectTokenFile(field, path, format));
   if (layout.count < block_size + 1) {
-    return Invalid(field, path, absl::StrCat("holds ", layout.count, " tokens; a sequence of "
-                                             "model.gpt.block_size ", block_size,
-                                             " needs at least ", block_size + 1));
+    return Invalid(field, path,
+                   absl::StrCat("holds ", layout.count,
+                                " tokens; a sequence of "
+                                "model.gpt.block_size ",
+                                block_size, " needs at least ", block_size + 1));
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Invalid(field, path, absl::StrCat("cannot open: ", std::strerror(errno)));
@@ -74,14 +75,17 @@ absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& fi
   }
   void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
   ::close(fd);
-  if (map == MAP_FAILED) return Invalid(field, path, absl::StrCat("cannot map: ", std::strerror(errno)));
-  std::unique_ptr<TokenFile> file(new TokenFile(map, bytes, static_cast<const char*>(map) + layout.offset,
-                                                layout.element, layout.count));
+  if (map == MAP_FAILED)
+    return Invalid(field, path, absl::StrCat("cannot map: ", std::strerror(errno)));
+  std::unique_ptr<TokenFile> file(new TokenFile(
+      map, bytes, static_cast<const char*>(map) + layout.offset, layout.element, layout.count));
   for (int64_t i = 0; i < file->size(); ++i) {
     const int64_t id = file->at(i);
     if (id < 0 || id >= vocab_size) {
-      return Invalid(field, path, absl::StrCat(
-          "token ", i, " (byte offset ", layout.offset + i * layout.element, ") is ", id, ", not an id below model.gpt.vocab_size ", vocab_size));
+      return Invalid(
+          field, path,
+          absl::StrCat("token ", i, " (byte offset ", layout.offset + i * layout.element, ") is ",
+                       id, ", not an id below model.gpt.vocab_size ", vocab_size));
     }
   }
   return file;
@@ -93,8 +97,8 @@ TokenFile::~TokenFile() {
 
 int64_t TokenFile::at(int64_t i) const { return Load(tokens_ + i * element_, element_); }
 
-MicroBatch TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first,
-                                  int64_t count, int64_t block_size) {
+MicroBatch TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first, int64_t count,
+                           int64_t block_size) {
   MicroBatch batch;
   batch.sequences = count;
   batch.sequence_length = block_size;

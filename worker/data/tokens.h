@@ -5,9 +5,10 @@
 //
 // A token file is a flat sequence of ids: raw little-endian uint16 (nanoGPT's train.bin)
 // or a safetensors file with a 1-D tensor "tokens" of U16, I32 or I64
-// (contracts/token_files.h). It is mapped, not read: a file of billions of tokens costs address space, not memory. Opening checks it
-// whole: a regular file, well formed, at least block_size + 1 tokens, every id below
-// vocab_size (a bad id is an INVALID_ARGUMENT naming the field, the file and the offset).
+// (contracts/token_files.h). It is mapped, not read: a file of billions of tokens costs address
+// space, not memory. Opening checks it whole: a regular file, well formed, at least block_size + 1
+// tokens, every id below vocab_size (a bad id is an INVALID_ARGUMENT naming the field, the file and
+// the offset).
 //
 // Batching (docs/job-spec.md, "Token batches", states it for anyone to reproduce):
 // sequence j (0 <= j < B) of step s starts at SequenceStart(seed, s * B + j, N, T), with
@@ -59,8 +60,8 @@ class TokenFile {
 };
 
 // The micro-batch of `count` sequences from global index `first` on (see above).
-MicroBatch TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first,
-                                  int64_t count, int64_t block_size);
+MicroBatch TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first, int64_t count,
+                           int64_t block_size);
 
 }  // namespace shardwise
 

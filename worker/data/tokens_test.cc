@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "contracts/safetensors.h"
+#include "gtest/gtest.h"
 
 namespace shardwise {
 namespace {
@@ -63,8 +63,8 @@ TEST(TokenFile, ReadsASafetensorsTensor) {
   tokens.bytes.assign(reinterpret_cast<const char*>(ids.data()), 20 * 8);
   const std::string path = TempPath("tokens") + ".safetensors";
   ASSERT_TRUE(WriteSafetensors(path, {{"tokens", tokens}}).ok());
-  auto file = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::FORMAT_UNSPECIFIED,
-                              8, 4);
+  auto file =
+      TokenFile::Open("data.tokens.train_path", path, v1::TokenData::FORMAT_UNSPECIFIED, 8, 4);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->size(), 20);
   EXPECT_EQ((*file)->at(19), 7);
@@ -89,8 +89,10 @@ TEST(TokenFile, RefusesShortOddAndIrregularFiles) {
   EXPECT_NE(short_file.status().message().find("holds 8 tokens"), std::string::npos);
   const std::string odd = TempPath("odd.bin");
   std::ofstream(odd, std::ios::binary) << "abc";
-  EXPECT_NE(TokenFile::Open("f", odd, v1::TokenData::UINT16, 50, 1).status().message().find(
-                "whole number"),
+  EXPECT_NE(TokenFile::Open("f", odd, v1::TokenData::UINT16, 50, 1)
+                .status()
+                .message()
+                .find("whole number"),
             std::string::npos);
   const char* dir = std::getenv("TEST_TMPDIR");
   EXPECT_NE(TokenFile::Open("f", dir ? dir : "/tmp", v1::TokenData::UINT16, 50, 1)

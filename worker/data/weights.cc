@@ -14,8 +14,7 @@ namespace {
 // nanoGPT's initial value of one GPT parameter.
 double GptInitial(const ParameterDesc& param, int n_layer, Random& random) {
   const std::string& name = param.name;
-  const bool layer_norm_weight =
-      absl::StrContains(name, ".ln_") && absl::EndsWith(name, ".weight");
+  const bool layer_norm_weight = absl::StrContains(name, ".ln_") && absl::EndsWith(name, ".weight");
   if (absl::EndsWith(name, ".bias")) return 0.0;
   if (layer_norm_weight) return 1.0;
   const double std = absl::EndsWith(name, "c_proj.weight") ? 0.02 / std::sqrt(2.0 * n_layer) : 0.02;
@@ -32,7 +31,8 @@ TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed) {
   for (const ParameterDesc& param : description->params) {
     std::vector<float> values(param.numel());
     if (model.has_gpt()) {
-      for (float& v : values) v = static_cast<float>(GptInitial(param, model.gpt().n_layer(), random));
+      for (float& v : values)
+        v = static_cast<float>(GptInitial(param, model.gpt().n_layer(), random));
     } else {
       // Linear k's fan-in is its weight's second dimension.
       const int64_t in = model.layer_widths(description->modules[param.module].index);
@@ -59,10 +59,10 @@ absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec) {
           absl::StrCat("init.safetensors_path '", path, "': no tensor '", want.name, "'"));
     }
     if (it->second.dtype != "F32" || it->second.shape != want.shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "init.safetensors_path '", path, "': tensor '", want.name, "' is ", it->second.dtype,
-          " [", absl::StrJoin(it->second.shape, ", "), "], expected F32 [",
-          absl::StrJoin(want.shape, ", "), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("init.safetensors_path '", path, "': tensor '", want.name, "' is ",
+                       it->second.dtype, " [", absl::StrJoin(it->second.shape, ", "),
+                       "], expected F32 [", absl::StrJoin(want.shape, ", "), "]"));
     }
     weights[want.name] = it->second;
   }

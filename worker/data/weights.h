@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "proto/job_spec.pb.h"
 #include "contracts/safetensors.h"
+#include "proto/job_spec.pb.h"
 
 namespace shardwise {
 

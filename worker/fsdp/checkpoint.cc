@@ -8,12 +8,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/safe_write.h"
 #include "absl/strings/str_format.h"
+#include "common/safe_write.h"
 #include "common/status_macros.h"
+#include "contracts/safetensors.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "contracts/safetensors.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -21,9 +21,13 @@ namespace {
 namespace fs = std::filesystem;
 constexpr char kManifest[] = "manifest.json";
 
-std::string ShardFile(int shard_rank) { return absl::StrFormat("rank-%05d.safetensors", shard_rank); }
+std::string ShardFile(int shard_rank) {
+  return absl::StrFormat("rank-%05d.safetensors", shard_rank);
+}
 
-std::string TensorName(int unit, const std::string& what) { return absl::StrCat("unit", unit, ".", what); }
+std::string TensorName(int unit, const std::string& what) {
+  return absl::StrCat("unit", unit, ".", what);
+}
 
 }  // namespace
 
@@ -41,8 +45,7 @@ absl::Status WriteCheckpointShard(const std::string& dir, int64_t step, const Fs
   if (plan.replicate_rank != 0) return absl::OkStatus();
   const std::string folder = CheckpointFolder(dir, step);
   if (absl::Status created = CreateFolders(folder); !created.ok()) {
-    return absl::Status(created.code(),
-                        absl::StrCat("output.checkpoint_dir: ", created.message()));
+    return absl::Status(created.code(), absl::StrCat("output.checkpoint_dir: ", created.message()));
   }
   TensorMap tensors;
   for (int u = 0; u < model.num_units(); ++u) {
@@ -117,7 +120,8 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
   return best;
 }
 
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const v1::JobSpec& spec) {
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder,
+                                                const v1::JobSpec& spec) {
   LoadedCheckpoint loaded;
   {
     std::ifstream file(absl::StrCat(folder, "/", kManifest));
@@ -139,8 +143,10 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const
   // so a crafted manifest cannot make a worker read files outside the folder.
   if (manifest.files_size() != manifest.shard_group_size() || manifest.shard_group_size() < 1) {
     return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': the manifest lists ",
-                                            manifest.files_size(), " shard files for a shard "
-                                            "group of ", manifest.shard_group_size()));
+                                            manifest.files_size(),
+                                            " shard files for a shard "
+                                            "group of ",
+                                            manifest.shard_group_size()));
   }
   for (int s = 0; s < manifest.files_size(); ++s) {
     if (manifest.files(s) != ShardFile(s)) {
@@ -159,16 +165,17 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const
     const int64_t numel = layout.units[u].numel;
     if (manifest.units(u).numel() != numel ||
         manifest.units(u).padded_numel() != PaddedNumel(numel, manifest.shard_group_size())) {
-      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': unit ", u, " is listed with ",
-                                              manifest.units(u).numel(), " parameters, the model's has ",
-                                              numel));
+      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': unit ", u,
+                                              " is listed with ", manifest.units(u).numel(),
+                                              " parameters, the model's has ", numel));
     }
   }
   std::vector<TensorMap> shards;
   for (const std::string& name : manifest.files()) {
     auto shard = ReadSafetensors(absl::StrCat(folder, "/", name));
     if (!shard.ok()) {
-      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': ", shard.status().message()));
+      return absl::DataLossError(
+          absl::StrCat("checkpoint '", folder, "': ", shard.status().message()));
     }
     shards.push_back(std::move(*shard));
   }
@@ -179,8 +186,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const
     std::vector<float> full;
     for (size_t s = 0; s < shards.size(); ++s) {
       auto it = shards[s].find(TensorName(u, what));
-      if (it == shards[s].end() || it->second.dtype != "F32" ||
-          it->second.numel() != shard_numel) {
+      if (it == shards[s].end() || it->second.dtype != "F32" || it->second.numel() != shard_numel) {
         return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': ", manifest.files(s),
                                                 " lacks ", TensorName(u, what), " as F32 [",
                                                 shard_numel, "]"));

@@ -36,8 +36,7 @@ absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
 
 // The newest complete checkpoint folder in `dir` (of job `job_id`, or of any job if
 // empty); NOT_FOUND if there is none.
-absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
-                                                 const std::string& job_id);
+absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir, const std::string& job_id);
 
 struct LoadedCheckpoint {
   v1::CheckpointManifest manifest;

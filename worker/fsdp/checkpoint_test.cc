@@ -1,18 +1,19 @@
 // Sharded checkpoints with real ranks (threads over Gloo/TCP) running the real trainer.
 
+#include "worker/fsdp/checkpoint.h"
+
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <limits>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "contracts/safetensors.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "contracts/safetensors.h"
-#include "worker/fsdp/checkpoint.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
 
@@ -222,9 +223,9 @@ TEST(Checkpoint, ATamperedCheckpointIsRefusedWithoutReadingOutsideIt) {
   const std::string folder = dir + "/ckpt/step-00000002";
   ASSERT_TRUE(LoadCheckpoint(folder, spec).ok());
   v1::CheckpointManifest original;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadText(folder + "/manifest.json"),
-                                                          &original)
-                  .ok());
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadText(folder + "/manifest.json"), &original)
+          .ok());
 
   auto load_with = [&](const v1::CheckpointManifest& manifest) {
     std::string json;

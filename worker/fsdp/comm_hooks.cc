@@ -74,8 +74,8 @@ absl::Status RunDdpHook(v1::CommHook::Hook hook, Communicator& group, Bucket& bu
 
 // fp16_compress_wrapper / bf16_compress_wrapper: the wrapped hook runs on a low-precision
 // copy of the bucket, and its result is copied back.
-absl::Status RunWrapped(v1::CommHook::Wrapper wrapper, v1::CommHook::Hook hook,
-                        Communicator& group, Bucket& bucket) {
+absl::Status RunWrapped(v1::CommHook::Wrapper wrapper, v1::CommHook::Hook hook, Communicator& group,
+                        Bucket& bucket) {
   if (wrapper == v1::CommHook::NO_WRAPPER) return RunDdpHook(hook, group, bucket);
   Bucket low = bucket.CastTo(WrapperType(wrapper));
   RETURN_IF_ERROR(RunDdpHook(hook, group, low));
@@ -85,8 +85,7 @@ absl::Status RunWrapped(v1::CommHook::Wrapper wrapper, v1::CommHook::Hook hook,
 
 }  // namespace
 
-Bucket Bucket::FromFloat(Device* device, const float* values, int64_t numel,
-                         ScalarType type) {
+Bucket Bucket::FromFloat(Device* device, const float* values, int64_t numel, ScalarType type) {
   Buffer data(device->allocator(), numel, MemoryCategory::kCommunication, type, false);
   if (type == ScalarType::kFloat32) {
     device->Copy(data.data(), values, numel * sizeof(float));
@@ -171,8 +170,8 @@ absl::Status ReduceUnitGradient(const v1::CommHook& hook, const ReductionContext
   return absl::OkStatus();
 }
 
-absl::StatusOr<Bucket> MixedPrecisionAllReduce(const ReductionContext& context,
-                                               const float* grad, int64_t numel) {
+absl::StatusOr<Bucket> MixedPrecisionAllReduce(const ReductionContext& context, const float* grad,
+                                               int64_t numel) {
   Bucket bucket = Bucket::FromFloat(context.device, grad, numel, context.reduce_type);
   RETURN_IF_ERROR(bucket.AllReduce(*context.groups.replicate));
   return bucket;

@@ -27,10 +27,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "contracts/fsdp_layout.h"
 #include "proto/job_spec.pb.h"
 #include "worker/comm/communicator.h"
 #include "worker/compute/device.h"
-#include "contracts/fsdp_layout.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/scalar_type.h"
 
@@ -59,12 +59,11 @@ struct ReductionContext {
 class Bucket {
  public:
   // A copy of `values` (FP32 storage) cast to `type`.
-  static Bucket FromFloat(Device* device, const float* values, int64_t numel,
-                          ScalarType type);
-  Bucket CastTo(ScalarType type) const;  // tensor.to(type)
-  void CopyFrom(const Bucket& other);    // tensor.copy_(other): casts into this dtype
-  void ToFloat(float* out) const;        // widens into FP32 storage
-  void DivideBy(double divisor);         // tensor.div_(divisor), rounded to this dtype
+  static Bucket FromFloat(Device* device, const float* values, int64_t numel, ScalarType type);
+  Bucket CastTo(ScalarType type) const;         // tensor.to(type)
+  void CopyFrom(const Bucket& other);           // tensor.copy_(other): casts into this dtype
+  void ToFloat(float* out) const;               // widens into FP32 storage
+  void DivideBy(double divisor);                // tensor.div_(divisor), rounded to this dtype
   absl::Status AllReduce(Communicator& group);  // SUM, in this dtype
   // Chunk `group.rank()` of the SUM over the group (this bucket is working space).
   absl::StatusOr<Bucket> ReduceScatter(Communicator& group);
@@ -88,8 +87,8 @@ absl::Status ReduceUnitGradient(const v1::CommHook& hook, const ReductionContext
 
 // DDP's mixed-precision hook, first half (the training thread): the bucket in
 // reduce_dtype, all-reduced without any division.
-absl::StatusOr<Bucket> MixedPrecisionAllReduce(const ReductionContext& context,
-                                               const float* grad, int64_t numel);
+absl::StatusOr<Bucket> MixedPrecisionAllReduce(const ReductionContext& context, const float* grad,
+                                               int64_t numel);
 // Second half (the upcast thread): divide by N in the bucket's dtype, copy into the
 // param_dtype gradient, and upcast it into `reduced` (FP32) for the optimizer.
 void MixedPrecisionFinish(const ReductionContext& context, Bucket& bucket, float* reduced);

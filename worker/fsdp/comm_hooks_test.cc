@@ -3,6 +3,8 @@
 // reference bounds that error rather than guessing the order), at world sizes 2, 3 and 4
 // over real Gloo; and fp16_compress == fp16_compress_wrapper(allreduce) bit for bit.
 
+#include "worker/fsdp/comm_hooks.h"
+
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -16,7 +18,6 @@
 #include "worker/comm/solo_communicator.h"
 #include "worker/compute/casts.h"
 #include "worker/compute/cpu/cpu_device.h"
-#include "worker/fsdp/comm_hooks.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -46,9 +47,12 @@ double Round(ScalarType type, double value) {
 
 double Epsilon(ScalarType type) {
   switch (type) {
-    case ScalarType::kFloat16: return std::ldexp(1.0, -10);
-    case ScalarType::kBFloat16: return std::ldexp(1.0, -7);
-    default: return std::ldexp(1.0, -23);
+    case ScalarType::kFloat16:
+      return std::ldexp(1.0, -10);
+    case ScalarType::kBFloat16:
+      return std::ldexp(1.0, -7);
+    default:
+      return std::ldexp(1.0, -23);
   }
 }
 
@@ -123,8 +127,8 @@ std::vector<RankResult> ReduceOnEveryRank(const HookCase& c, int world) {
         }
         MixedPrecisionFinish(context, *bucket, results[r].reduced.data());
       } else {
-        results[r].status = ReduceUnitGradient(hook, context, grad.data(), shard_numel,
-                                               results[r].reduced.data());
+        results[r].status =
+            ReduceUnitGradient(hook, context, grad.data(), shard_numel, results[r].reduced.data());
       }
     });
   }
@@ -187,11 +191,16 @@ std::string CaseName(const ::testing::TestParamInfo<std::tuple<HookCase, int>>& 
   return absl::StrCat(std::get<0>(info.param).name, "_world", std::get<1>(info.param));
 }
 
-
 // DDP's compress hook and wrapper: h(h(g) / N) summed in h, widened.
 HookCase Compress(std::string name, v1::CommHook::Hook hook, v1::CommHook::Wrapper wrapper,
                   ScalarType low) {
-  return {name, v1::ShardingStrategy::NO_SHARD, hook, wrapper, kF32, kF32, low,
+  return {name,
+          v1::ShardingStrategy::NO_SHARD,
+          hook,
+          wrapper,
+          kF32,
+          kF32,
+          low,
           [low](double g, int n, double) { return Round(low, Round(low, g) / n); },
           [low](double sum, int, double) { return Round(low, sum); }};
 }
@@ -200,7 +209,13 @@ HookCase Compress(std::string name, v1::CommHook::Hook hook, v1::CommHook::Wrapp
 // then h(sum / post).
 HookCase LowPrecisionSharded(std::string name, Strategy strategy, v1::CommHook::Hook hook,
                              ScalarType low) {
-  return {name, strategy, hook, v1::CommHook::NO_WRAPPER, kF32, kF32, low,
+  return {name,
+          strategy,
+          hook,
+          v1::CommHook::NO_WRAPPER,
+          kF32,
+          kF32,
+          low,
           [low](double g, int, double pre) { return Round(low, Round(low, g) / pre); },
           [low](double sum, int, double post) { return Round(low, Round(low, sum) / post); }};
 }
@@ -237,12 +252,11 @@ INSTANTIATE_TEST_SUITE_P(
                        return Round(kBF16, Round(kF32, Round(kF32, sum) / n));
                      }},
             // ... and with reduce_dtype = param_dtype: summed and divided in BF16.
-            HookCase{"MixedPrecisionBf16", v1::ShardingStrategy::NO_SHARD,
-                     v1::CommHook::MIXED_PRECISION, v1::CommHook::NO_WRAPPER, kBF16, kBF16, kBF16,
-                     [](double g, int, double) { return g; },
-                     [](double sum, int n, double) {
-                       return Round(kBF16, Round(kBF16, sum) / n);
-                     }}),
+            HookCase{
+                "MixedPrecisionBf16", v1::ShardingStrategy::NO_SHARD, v1::CommHook::MIXED_PRECISION,
+                v1::CommHook::NO_WRAPPER, kBF16, kBF16, kBF16,
+                [](double g, int, double) { return g; },
+                [](double sum, int n, double) { return Round(kBF16, Round(kBF16, sum) / n); }}),
         ::testing::Values(2, 3, 4)),
     CaseName);
 

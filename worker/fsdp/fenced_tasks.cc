@@ -15,13 +15,13 @@ absl::Status EndQueuedWork(Device* device, absl::Status failure) {
 
 CommThread::Handle EnqueueAfterFence(Device* device, CommThread& lane,
                                      std::function<absl::Status()> task) {
-  return lane.Enqueue([device, fence = device->RecordFence(),
-                       task = std::move(task)]() -> absl::Status {
-    device->WaitForFence(fence.get());
-    const absl::Status status = task();
-    const absl::Status synced = device->Synchronize();
-    return status.ok() ? synced : status;
-  });
+  return lane.Enqueue(
+      [device, fence = device->RecordFence(), task = std::move(task)]() -> absl::Status {
+        device->WaitForFence(fence.get());
+        const absl::Status status = task();
+        const absl::Status synced = device->Synchronize();
+        return status.ok() ? synced : status;
+      });
 }
 
 CommThread::Handle EnqueueAfterFenceInTwoParts(

@@ -17,8 +17,8 @@
 
 #include <cstdint>
 
-#include "worker/comm/comm_thread.h"
 #include "contracts/fsdp_layout.h"
+#include "worker/comm/comm_thread.h"
 #include "worker/runtime/memory.h"
 
 namespace shardwise::fsdp {

@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "contracts/dtype_rules.h"
 #include "contracts/prefetch_plan.h"
-#include "common/status_macros.h"
 #include "worker/fsdp/fenced_tasks.h"
 
 namespace shardwise::fsdp {
@@ -14,9 +14,12 @@ namespace {
 
 ScalarType TypeOf(v1::Dtype dtype) {
   switch (dtype) {
-    case v1::FP16: return ScalarType::kFloat16;
-    case v1::BF16: return ScalarType::kBFloat16;
-    default: return ScalarType::kFloat32;
+    case v1::FP16:
+      return ScalarType::kFloat16;
+    case v1::BF16:
+      return ScalarType::kBFloat16;
+    default:
+      return ScalarType::kFloat32;
   }
 }
 
@@ -65,8 +68,7 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& 
     return absl::InvalidArgumentError("communicator groups do not match the sharding plan");
   }
   ASSIGN_OR_RETURN(FlatLayout layout, BuildFlatLayout(spec.model(), spec.wrap()));
-  ASSIGN_OR_RETURN(std::unique_ptr<model::Model> compute,
-                   model::Model::Create(spec, layout.model));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Model> compute, model::Model::Create(spec, layout.model));
   ASSIGN_OR_RETURN(std::vector<std::vector<ShardRange>> ranges,
                    PlanOptimizerRanges(layout, plan, spec.optimizer()));
   std::unique_ptr<FsdpModel> model(
@@ -185,8 +187,7 @@ void FsdpModel::IssueUnshard(FlatUnit& unit) {
         // the all-gather moves half the bytes.
         Buffer low_shard(allocator_, unit.shard_numel, MemoryCategory::kParameters, param_type_,
                          false);
-        device_->Narrow(param_type_, unit.shard.data(), low_shard.as<uint16_t>(),
-                        unit.shard_numel);
+        device_->Narrow(param_type_, unit.shard.data(), low_shard.as<uint16_t>(), unit.shard_numel);
         Buffer low_full(allocator_, unit.padded_numel, MemoryCategory::kParameters, param_type_,
                         false);
         RETURN_IF_ERROR(group->AllGather(low_shard.as<uint16_t>(), unit.shard_numel,
@@ -240,8 +241,7 @@ int FsdpModel::BackwardTarget(const FlatUnit& unit, v1::BackwardPrefetch::Value 
 void FsdpModel::Prefetch(int target) {
   if (target < 0 || !plan_.sharded()) return;
   FlatUnit& unit = units_[target];
-  if (unit.unsharded || unit.unsharding.valid() || unit.layout.numel == 0 ||
-      unit.backward_done) {
+  if (unit.unsharded || unit.unsharding.valid() || unit.layout.numel == 0 || unit.backward_done) {
     return;
   }
   IssueUnshard(unit);
@@ -264,8 +264,8 @@ void FsdpModel::Reshard(FlatUnit& unit) {
 
 // ---- the micro-step ----
 
-absl::Status FsdpModel::ForwardBackward(const MicroBatch& batch, float loss_scale,
-                                        bool sync, double* loss) {
+absl::Status FsdpModel::ForwardBackward(const MicroBatch& batch, float loss_scale, bool sync,
+                                        double* loss) {
   if (phase_ != Phase::kIdle) {
     return absl::InternalError("FSDP: a micro-step started before the last one finished");
   }
@@ -417,10 +417,10 @@ absl::Status FsdpModel::set_prefetch_plan(const v1::PrefetchPlan& plan) {
   // The coordinator plans the units of the recorded order, which leaves out trailing
   // units without parameters (a root without layers): they prefetch nothing.
   if (plan.forward_target_size() > num_units() || plan.backward_target_size() > num_units()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prefetch plan version ", plan.version(), " has targets for ",
-        std::max(plan.forward_target_size(), plan.backward_target_size()),
-        " units; this model has ", num_units()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefetch plan version ", plan.version(), " has targets for ",
+                     std::max(plan.forward_target_size(), plan.backward_target_size()),
+                     " units; this model has ", num_units()));
   }
   v1::PrefetchPlan padded = plan;
   while (padded.forward_target_size() < num_units()) padded.add_forward_target(-1);
@@ -483,14 +483,16 @@ absl::Status FsdpModel::ClipGradients(double max_grad_norm) {
 }
 
 absl::Status FsdpModel::OptimizerStep(Optimizer& optimizer, double max_grad_norm) {
-  if (phase_ != Phase::kIdle) return absl::InternalError("FSDP: optimizer step inside a micro-step");
+  if (phase_ != Phase::kIdle)
+    return absl::InternalError("FSDP: optimizer step inside a micro-step");
   SetPosition("optimizer", -1);
   ScopedSpan span(timeline_, "optimizer");
   for (const FlatUnit& unit : units_) {
     if (!unit.full_grad.empty()) {
-      return absl::InternalError(absl::StrCat(
-          "FSDP unit ", unit.index, ": optimizer step with gradients not yet reduced (the last "
-          "micro-step must sync)"));
+      return absl::InternalError(
+          absl::StrCat("FSDP unit ", unit.index,
+                       ": optimizer step with gradients not yet reduced (the last "
+                       "micro-step must sync)"));
     }
   }
   if (max_grad_norm > 0) RETURN_IF_ERROR(ClipGradients(max_grad_norm));
@@ -498,8 +500,8 @@ absl::Status FsdpModel::OptimizerStep(Optimizer& optimizer, double max_grad_norm
   for (FlatUnit& unit : units_) {
     for (const ShardRange& range : optimizer_ranges_[unit.index]) {
       if (range.in_backward) continue;
-      optimizer.UpdateRange(unit.index, unit.shard_numel, range.begin, range.end,
-                            unit.shard.data(), unit.shard_grad.data(), range.decay);
+      optimizer.UpdateRange(unit.index, unit.shard_numel, range.begin, range.end, unit.shard.data(),
+                            unit.shard_grad.data(), range.decay);
     }
   }
   DiscardGradients();
@@ -515,8 +517,7 @@ absl::StatusOr<TensorMap> FsdpModel::GatherFullModel() {
   for (FlatUnit& unit : units_) {
     if (unit.layout.numel == 0) continue;
     Buffer gathered(allocator_, unit.padded_numel, MemoryCategory::kCommunication, false);
-    RETURN_IF_ERROR(
-        groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, gathered.data()));
+    RETURN_IF_ERROR(groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, gathered.data()));
     std::vector<float> full(unit.padded_numel);
     RETURN_IF_ERROR(device_->CopyToHost(full.data(), gathered.data(), gathered.bytes()));
     AddUnitTensors(layout_, unit.index, full.data(), &model);
@@ -526,8 +527,8 @@ absl::StatusOr<TensorMap> FsdpModel::GatherFullModel() {
 
 absl::StatusOr<std::vector<float>> FsdpModel::ShardToHost(int u) const {
   std::vector<float> shard(units_[u].shard_numel);
-  RETURN_IF_ERROR(device_->CopyToHost(shard.data(), units_[u].shard.data(),
-                                      shard.size() * sizeof(float)));
+  RETURN_IF_ERROR(
+      device_->CopyToHost(shard.data(), units_[u].shard.data(), shard.size() * sizeof(float)));
   return shard;
 }
 

@@ -2,8 +2,8 @@
 #define SHARDWISE_WORKER_FSDP_FSDP_MODEL_H_
 
 // The FSDP runtime on one rank, for any model of the model layer (worker/model/): flat
-// parameters per unit (contracts/fsdp_layout.h), sharded over the shard group; unshard (all-gather) and
-// reshard (free) in FSDP's order around the model's stages; gradient reduction
+// parameters per unit (contracts/fsdp_layout.h), sharded over the shard group; unshard (all-gather)
+// and reshard (free) in FSDP's order around the model's stages; gradient reduction
 // (gradient_reducer.h) into the saved gradient shards; the optimizer on the FP32 shards.
 // It never knows which model it runs: it sees parameters, units and stages.
 // docs/semantics.md states the orders; docs/architecture.md maps them here.
@@ -54,19 +54,19 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "contracts/fsdp_layout.h"
+#include "contracts/safetensors.h"
 #include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
 #include "worker/comm/comm_thread.h"
 #include "worker/comm/communicator.h"
 #include "worker/compute/device.h"
-#include "contracts/safetensors.h"
+#include "worker/data/batch.h"
 #include "worker/fsdp/comm_hooks.h"
 #include "worker/fsdp/flat_unit.h"
 #include "worker/fsdp/gradient_reducer.h"
-#include "contracts/fsdp_layout.h"
 #include "worker/fsdp/optimizer.h"
 #include "worker/fsdp/optimizer_ranges.h"
-#include "worker/data/batch.h"
 #include "worker/model/model.h"
 #include "worker/runtime/all_gather_limiter.h"
 #include "worker/runtime/memory.h"
@@ -80,8 +80,8 @@ class FsdpModel {
  public:
   // `initial` holds the full model by state-dict names; each rank keeps its shards.
   static absl::StatusOr<std::unique_ptr<FsdpModel>> Create(const v1::JobSpec& spec,
-                                                           const ShardingPlan& plan,
-                                                           Groups groups, Device* device,
+                                                           const ShardingPlan& plan, Groups groups,
+                                                           Device* device,
                                                            const TensorMap& initial);
   ~FsdpModel();
 
@@ -90,8 +90,7 @@ class FsdpModel {
   // gradient shards; without, they accumulate unsharded (no_sync). The scaled local loss
   // goes to `loss`, one double of the device's memory, which nothing waits for: the caller
   // reads it when it needs it (the trainer's PendingLosses).
-  absl::Status ForwardBackward(const MicroBatch& batch, float loss_scale, bool sync,
-                               double* loss);
+  absl::Status ForwardBackward(const MicroBatch& batch, float loss_scale, bool sync, double* loss);
   // The loss of `batch` without gradients (evaluation): units unshard as in a forward and
   // all reshard after it. Not recorded as an execution order. Between steps only.
   absl::StatusOr<double> Evaluate(const MicroBatch& batch);

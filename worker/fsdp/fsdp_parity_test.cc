@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
-#include "contracts/safetensors.h"
-#include "worker/data/weights.h"
 #include "contracts/fsdp_layout.h"
+#include "contracts/safetensors.h"
+#include "gtest/gtest.h"
+#include "worker/data/weights.h"
 #include "worker/fsdp/reference_training.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
@@ -175,7 +175,8 @@ INSTANTIATE_TEST_SUITE_P(
         PrefetchCase{v1::ShardingStrategy::FULL_SHARD, v1::BackwardPrefetch::BACKWARD_POST, false},
         PrefetchCase{v1::ShardingStrategy::FULL_SHARD, v1::BackwardPrefetch::BACKWARD_PRE, true},
         PrefetchCase{v1::ShardingStrategy::FULL_SHARD, v1::BackwardPrefetch::NONE, true},
-        PrefetchCase{v1::ShardingStrategy::SHARD_GRAD_OP, v1::BackwardPrefetch::BACKWARD_POST, true},
+        PrefetchCase{v1::ShardingStrategy::SHARD_GRAD_OP, v1::BackwardPrefetch::BACKWARD_POST,
+                     true},
         PrefetchCase{v1::ShardingStrategy::HYBRID_SHARD, v1::BackwardPrefetch::BACKWARD_PRE, true},
         PrefetchCase{v1::ShardingStrategy::HYBRID_SHARD_ZERO2, v1::BackwardPrefetch::BACKWARD_POST,
                      false}),

@@ -16,12 +16,12 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "contracts/fsdp_layout.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/memory_estimate.h"
 #include "contracts/model_description.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
-#include "contracts/fsdp_layout.h"
 #include "worker/testing/memory_expectations.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
@@ -82,9 +82,9 @@ TEST(GptTraining, TheLossAndTheValidationLossFall) {
   EXPECT_GT(last.tokens_per_second(), 0);
   EXPECT_DOUBLE_EQ(last.learning_rate(), 3e-3);
   // The order common/prefetch_plan_test plans for: the root (unit 2) first and last.
-  EXPECT_EQ(std::vector<int>(run.rank0_order.pre_forward().begin(),
-                             run.rank0_order.pre_forward().end()),
-            (std::vector<int>{2, 0, 1}));
+  EXPECT_EQ(
+      std::vector<int>(run.rank0_order.pre_forward().begin(), run.rank0_order.pre_forward().end()),
+      (std::vector<int>{2, 0, 1}));
   EXPECT_EQ(std::vector<int>(run.rank0_order.post_forward().begin(),
                              run.rank0_order.post_forward().end()),
             (std::vector<int>{0, 1, 2}));
@@ -141,7 +141,8 @@ INSTANTIATE_TEST_SUITE_P(
         PrefetchCase{v1::ShardingStrategy::FULL_SHARD, v1::BackwardPrefetch::BACKWARD_PRE, false},
         PrefetchCase{v1::ShardingStrategy::FULL_SHARD, v1::BackwardPrefetch::BACKWARD_POST, true},
         PrefetchCase{v1::ShardingStrategy::SHARD_GRAD_OP, v1::BackwardPrefetch::BACKWARD_PRE, true},
-        PrefetchCase{v1::ShardingStrategy::HYBRID_SHARD, v1::BackwardPrefetch::BACKWARD_POST, false}),
+        PrefetchCase{v1::ShardingStrategy::HYBRID_SHARD, v1::BackwardPrefetch::BACKWARD_POST,
+                     false}),
     [](const auto& info) {
       return absl::StrCat(v1::ShardingStrategy::Value_Name(info.param.strategy), "_",
                           v1::BackwardPrefetch::Value_Name(info.param.backward),
@@ -256,8 +257,8 @@ TEST(GptTraining, FullShardHoldsItsShardsPlusAtMostTwoUnits) {
   for (int r = 0; r < 4; ++r) {
     // The root stays gathered through the step; one block beside it at a time.
     EXPECT_EQ(full_run.memory[r].peak(MemoryCategory::kParameters), shards + root + block) << r;
-    EXPECT_LE(prefetch_run.memory[r].peak(MemoryCategory::kParameters),
-              shards + root + 2 * block) << r;
+    EXPECT_LE(prefetch_run.memory[r].peak(MemoryCategory::kParameters), shards + root + 2 * block)
+        << r;
     EXPECT_EQ(whole_run.memory[r].peak(MemoryCategory::kParameters), total) << r;
     EXPECT_EQ(full_run.memory[r].live(MemoryCategory::kParameters), 0) << r;
   }

@@ -5,8 +5,7 @@ namespace shardwise::fsdp {
 GradScaler::GradScaler(const v1::GradScaler& spec)
     : enabled_(spec.enabled()),
       growth_factor_(static_cast<float>(spec.has_growth_factor() ? spec.growth_factor() : 2.0)),
-      backoff_factor_(
-          static_cast<float>(spec.has_backoff_factor() ? spec.backoff_factor() : 0.5)),
+      backoff_factor_(static_cast<float>(spec.has_backoff_factor() ? spec.backoff_factor() : 0.5)),
       growth_interval_(spec.has_growth_interval() ? spec.growth_interval() : 2000),
       scale_(static_cast<float>(spec.has_init_scale() ? spec.init_scale() : 65536.0)) {}
 

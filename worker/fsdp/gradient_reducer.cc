@@ -27,7 +27,8 @@ absl::Status GradientReducer::ReduceAndAccumulate(FlatUnit& unit, Buffer& grad,
                                                   const v1::CommHook& hook) {
   Device* device = context_.device;
   Buffer reduced(device->allocator(), unit.shard_numel, MemoryCategory::kCommunication, false);
-  RETURN_IF_ERROR(ReduceUnitGradient(hook, context_, grad.data(), unit.shard_numel, reduced.data()));
+  RETURN_IF_ERROR(
+      ReduceUnitGradient(hook, context_, grad.data(), unit.shard_numel, reduced.data()));
   device->Accumulate(unit.shard_grad.data(), reduced.data(), unit.shard_numel);
   Step(unit);
   // The unsharded gradient and `reduced` go back to the allocator once the work that
@@ -74,8 +75,8 @@ void GradientReducer::Step(FlatUnit& unit) {
   float* grad = unit.shard_grad.data();
   for (const ShardRange& range : (*ranges_)[unit.index]) {
     if (!range.in_backward) continue;
-    optimizer_->UpdateRange(unit.index, unit.shard_numel, range.begin, range.end,
-                            unit.shard.data(), grad, range.decay);
+    optimizer_->UpdateRange(unit.index, unit.shard_numel, range.begin, range.end, unit.shard.data(),
+                            grad, range.decay);
     // Stepped: the gradient is consumed (IN_BACKWARD drops it; after HOOK_THEN_OPTIMIZER
     // nothing else reads it before the next zero_grad).
     context_.device->Zero(grad + range.begin, (range.end - range.begin) * sizeof(float));

@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "gtest/gtest.h"
 #include "contracts/safetensors.h"
+#include "gtest/gtest.h"
 #include "worker/data/weights.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
@@ -36,7 +36,8 @@ v1::JobSpec BaseSpec(Strategy strategy, int world, int steps) {
   return spec;
 }
 
-v1::CommHook Hook(v1::CommHook::Hook hook, v1::CommHook::Wrapper wrapper = v1::CommHook::NO_WRAPPER) {
+v1::CommHook Hook(v1::CommHook::Hook hook,
+                  v1::CommHook::Wrapper wrapper = v1::CommHook::NO_WRAPPER) {
   v1::CommHook h;
   h.set_hook(hook);
   h.set_wrapper(wrapper);
@@ -84,7 +85,8 @@ TEST(HookTraining, NoShardFp16CompressMatchesNoHookWithinFp16Tolerance) {
 }
 
 TEST(HookTraining, ShardedBf16CompressMatchesNoHookWithinBf16Tolerance) {
-  for (Strategy strategy : {v1::ShardingStrategy::FULL_SHARD, v1::ShardingStrategy::SHARD_GRAD_OP}) {
+  for (Strategy strategy :
+       {v1::ShardingStrategy::FULL_SHARD, v1::ShardingStrategy::SHARD_GRAD_OP}) {
     v1::JobSpec plain = BaseSpec(strategy, 3, 10);
     v1::JobSpec hooked = plain;
     *hooked.mutable_comm_hook() = Hook(v1::CommHook::BF16_COMPRESS);
@@ -139,7 +141,8 @@ TEST_P(OptimizerOverlapTest, SixIterationsEqualTheNormalStep) {
   if (c.adamw) normal.mutable_optimizer()->mutable_adamw()->set_lr(0.01);
   v1::JobSpec overlapped = normal;
   overlapped.mutable_optimizer()->mutable_overlap()->set_mode(c.mode);
-  for (const std::string& p : c.params) overlapped.mutable_optimizer()->mutable_overlap()->add_params(p);
+  for (const std::string& p : c.params)
+    overlapped.mutable_optimizer()->mutable_overlap()->add_params(p);
   auto a = TrainAndRead(normal);
   auto b = TrainAndRead(overlapped);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
@@ -155,14 +158,20 @@ TEST_P(OptimizerOverlapTest, SixIterationsEqualTheNormalStep) {
 INSTANTIATE_TEST_SUITE_P(
     ModesStrategiesOptimizers, OptimizerOverlapTest,
     ::testing::Values(
-        OverlapCase{v1::ShardingStrategy::NO_SHARD, false, v1::OptimizerOverlap::HOOK_THEN_OPTIMIZER, {}},
+        OverlapCase{
+            v1::ShardingStrategy::NO_SHARD, false, v1::OptimizerOverlap::HOOK_THEN_OPTIMIZER, {}},
         OverlapCase{v1::ShardingStrategy::NO_SHARD, true, v1::OptimizerOverlap::IN_BACKWARD, {}},
-        OverlapCase{v1::ShardingStrategy::NO_SHARD, false, v1::OptimizerOverlap::HOOK_THEN_OPTIMIZER,
+        OverlapCase{v1::ShardingStrategy::NO_SHARD,
+                    false,
+                    v1::OptimizerOverlap::HOOK_THEN_OPTIMIZER,
                     {"0.weight", "2.bias"}},
-        OverlapCase{v1::ShardingStrategy::FULL_SHARD, true, v1::OptimizerOverlap::HOOK_THEN_OPTIMIZER,
+        OverlapCase{v1::ShardingStrategy::FULL_SHARD,
+                    true,
+                    v1::OptimizerOverlap::HOOK_THEN_OPTIMIZER,
                     {"2.weight", "4.bias"}},
         OverlapCase{v1::ShardingStrategy::FULL_SHARD, false, v1::OptimizerOverlap::IN_BACKWARD, {}},
-        OverlapCase{v1::ShardingStrategy::SHARD_GRAD_OP, true, v1::OptimizerOverlap::IN_BACKWARD, {}}));
+        OverlapCase{
+            v1::ShardingStrategy::SHARD_GRAD_OP, true, v1::OptimizerOverlap::IN_BACKWARD, {}}));
 
 // An inf in one rank's inputs at chosen steps: the loss scaler finds it (on that rank),
 // the all-reduced flag makes every rank skip those steps and back off, and the model

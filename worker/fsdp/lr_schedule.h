@@ -21,8 +21,7 @@ namespace shardwise::fsdp {
 // The optimizer's own lr: sgd.lr, or adamw.lr (default 1e-3).
 double BaseLearningRate(const v1::OptimizerSpec& optimizer);
 
-double ScheduledLearningRate(const v1::OptimizerSpec& optimizer, int64_t step,
-                             int64_t total_steps);
+double ScheduledLearningRate(const v1::OptimizerSpec& optimizer, int64_t step, int64_t total_steps);
 
 }  // namespace shardwise::fsdp
 

@@ -43,8 +43,9 @@ v1::JobSpec Spec(Strategy strategy, int world, v1::Dtype param, v1::Dtype reduce
 }
 
 ScalarType TypeOf(v1::Dtype dtype) {
-  return dtype == v1::BF16 ? ScalarType::kBFloat16
-                           : dtype == v1::FP16 ? ScalarType::kFloat16 : ScalarType::kFloat32;
+  return dtype == v1::BF16   ? ScalarType::kBFloat16
+         : dtype == v1::FP16 ? ScalarType::kFloat16
+                             : ScalarType::kFloat32;
 }
 
 struct ProbeCase {
@@ -60,9 +61,9 @@ TEST_P(DtypeProbe, AllGathersInParamDtypeReductionsInReduceDtype) {
   const ProbeCase& c = GetParam();
   const v1::JobSpec spec = Spec(c.strategy, c.world, c.param, c.reduce, c.keep);
   const ScalarType param = TypeOf(c.param == v1::DTYPE_UNSPECIFIED ? v1::FP32 : c.param);
-  const ScalarType reduce =
-      TypeOf(c.reduce != v1::DTYPE_UNSPECIFIED ? c.reduce
-                                               : c.param != v1::DTYPE_UNSPECIFIED ? c.param : v1::FP32);
+  const ScalarType reduce = TypeOf(c.reduce != v1::DTYPE_UNSPECIFIED  ? c.reduce
+                                   : c.param != v1::DTYPE_UNSPECIFIED ? c.param
+                                                                      : v1::FP32);
   gloo::rendezvous::HashStore store;
   std::vector<std::thread> ranks;
   for (int r = 0; r < c.world; ++r) {
@@ -105,7 +106,8 @@ TEST_P(DtypeProbe, AllGathersInParamDtypeReductionsInReduceDtype) {
       for (const auto& [op, type] : replicate_probe.calls()) {
         ++reductions;
         EXPECT_EQ(op, "all-reduce");
-        EXPECT_EQ(type, reduce) << "rank " << r << ": replicate " << op << " in " << ScalarTypeName(type);
+        EXPECT_EQ(type, reduce) << "rank " << r << ": replicate " << op << " in "
+                                << ScalarTypeName(type);
       }
       EXPECT_EQ(gathers > 0, plan->sharded()) << "rank " << r;
       EXPECT_GT(reductions, 0) << "rank " << r;
@@ -162,7 +164,8 @@ TEST_P(LowPrecisionTraining, StaysWithinTheDtypesToleranceOfFp32AndHalvesTheGath
   std::printf("%s: worst tensor's relative L2 distance %.3g (bound %.3g)\n",
               v1::Dtype_Name(dtype).c_str(), worst, 2 * rtol);
   bool differs = false;
-  for (const auto& [name, want] : reference->model) differs |= trained->at(name).bytes != want.bytes;
+  for (const auto& [name, want] : reference->model)
+    differs |= trained->at(name).bytes != want.bytes;
   EXPECT_TRUE(differs) << "low precision left no trace: were the roundings applied?";
   EXPECT_NEAR(low_run->rank0_losses.back(), reference->losses.back(),
               rtol * reference->losses.back() + 1e-5);

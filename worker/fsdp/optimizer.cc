@@ -74,8 +74,8 @@ class Sgd final : public Optimizer {
   int64_t steps_ = 0;
   std::vector<Buffer> momentum_buffers_;
   struct Started {
-    bool all = false;            // the whole segment has its momentum
-    std::set<size_t> begins;     // else these ranges (by first element) have theirs
+    bool all = false;         // the whole segment has its momentum
+    std::set<size_t> begins;  // else these ranges (by first element) have theirs
   };
   std::vector<Started> started_;
 };

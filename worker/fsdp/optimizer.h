@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-
 #include "proto/job_spec.pb.h"
 #include "worker/compute/device.h"
 #include "worker/runtime/memory.h"
@@ -49,15 +48,15 @@ class Optimizer {
   }
 
   // State for checkpoints: the steps taken, and each segment's named state buffers
-  // ("momentum"; "exp_avg", "exp_avg_sq"; device memory), each as long as the segment. A segment whose
-  // state was never created (SGD before its first step) has none.
+  // ("momentum"; "exp_avg", "exp_avg_sq"; device memory), each as long as the segment. A segment
+  // whose state was never created (SGD before its first step) has none.
   virtual int64_t steps() const = 0;
   virtual void set_steps(int64_t steps) = 0;
   virtual std::vector<std::pair<std::string, const Buffer*>> SegmentState(int segment) const = 0;
   // Restores one named buffer of a segment from host memory (INVALID_ARGUMENT for an
   // unknown name).
-  virtual absl::Status RestoreSegmentState(int segment, const std::string& name,
-                                           const float* data, size_t n) = 0;
+  virtual absl::Status RestoreSegmentState(int segment, const std::string& name, const float* data,
+                                           size_t n) = 0;
 };
 
 }  // namespace shardwise::fsdp

@@ -49,8 +49,8 @@ absl::StatusOr<std::vector<std::vector<ShardRange>>> PlanOptimizerRanges(
     for (const std::string& name : optimizer.overlap().params()) {
       const int p = layout.model.FindParameter(name);
       if (p < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "job.optimizer.overlap.params: '", name, "' is not a parameter of this model"));
+        return absl::InvalidArgumentError(absl::StrCat("job.optimizer.overlap.params: '", name,
+                                                       "' is not a parameter of this model"));
       }
       stepped_in_backward.insert(p);
     }
@@ -64,7 +64,8 @@ absl::StatusOr<std::vector<std::vector<ShardRange>>> PlanOptimizerRanges(
     for (const ShardRange& r : FlatRanges(layout, unit, padded, optimizer, stepped_in_backward)) {
       const int64_t begin = std::max(r.begin, shard_begin);
       const int64_t end = std::min(r.end, shard_begin + shard_numel);
-      if (begin < end) shard.push_back({begin - shard_begin, end - shard_begin, r.decay, r.in_backward});
+      if (begin < end)
+        shard.push_back({begin - shard_begin, end - shard_begin, r.decay, r.in_backward});
     }
     shards.push_back(std::move(shard));
   }

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/job_spec.pb.h"
 #include "contracts/fsdp_layout.h"
+#include "proto/job_spec.pb.h"
 
 namespace shardwise::fsdp {
 

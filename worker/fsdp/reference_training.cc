@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "worker/compute/cpu/cpu_device.h"
 #include "worker/compute/cpu/activation.h"
+#include "worker/compute/cpu/cpu_device.h"
 #include "worker/compute/cpu/linear.h"
 #include "worker/compute/cpu/losses.h"
 #include "worker/compute/pointwise.h"
@@ -50,8 +50,8 @@ absl::StatusOr<ReferenceResult> TrainReference(const v1::JobSpec& spec) {
     for (int l = 0; l < layers; ++l) {
       const int64_t in = spec.model().layer_widths(l), out = spec.model().layer_widths(l + 1);
       std::vector<float> y(batch * out);
-      cpu::LinearForward(current.data(), w[l].data(), bias ? b[l].data() : nullptr, batch, in,
-                         out, y.data());
+      cpu::LinearForward(current.data(), w[l].data(), bias ? b[l].data() : nullptr, batch, in, out,
+                         y.data());
       inputs[l] = std::move(current);
       if (l + 1 < layers) {
         preacts[l] = y;
@@ -76,7 +76,8 @@ absl::StatusOr<ReferenceResult> TrainReference(const v1::JobSpec& spec) {
     result.losses.push_back(loss);
     for (int l = layers - 1; l >= 0; --l) {
       const int64_t in = spec.model().layer_widths(l), width = spec.model().layer_widths(l + 1);
-      if (l + 1 < layers) cpu::ActivationBackward(act, preacts[l].data(), grad.data(), grad.size(), grad.data());
+      if (l + 1 < layers)
+        cpu::ActivationBackward(act, preacts[l].data(), grad.data(), grad.size(), grad.data());
       dw[l].assign(in * width, 0.0f);
       db[l].assign(width, 0.0f);
       std::vector<float> grad_input(l > 0 ? batch * in : 0);
@@ -89,9 +90,11 @@ absl::StatusOr<ReferenceResult> TrainReference(const v1::JobSpec& spec) {
       double squares = 0;
       for (int l = 0; l < layers; ++l) {
         for (float g : dw[l]) squares += static_cast<double>(g) * g;
-        if (bias) for (float g : db[l]) squares += static_cast<double>(g) * g;
+        if (bias)
+          for (float g : db[l]) squares += static_cast<double>(g) * g;
       }
-      const float coef = pointwise::ClipCoefficient(std::sqrt(squares), spec.optimizer().max_grad_norm());
+      const float coef =
+          pointwise::ClipCoefficient(std::sqrt(squares), spec.optimizer().max_grad_norm());
       if (coef < 1.0f) {
         for (int l = 0; l < layers; ++l) {
           for (float& g : dw[l]) g *= coef;

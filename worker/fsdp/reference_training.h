@@ -6,8 +6,8 @@
 // buffers, written as plainly as possible. For tests.
 
 #include "absl/status/statusor.h"
-#include "proto/job_spec.pb.h"
 #include "contracts/safetensors.h"
+#include "proto/job_spec.pb.h"
 
 namespace shardwise::fsdp {
 

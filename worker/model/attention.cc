@@ -46,8 +46,8 @@ Buffer CausalSelfAttention::AttentionBackward(const StageContext& context, Saved
   if (!fused_) saved->out.Reset();
   Buffer dqkv = context.Activations(saved->qkv.numel());
   if (fused_) {
-    context.device->FusedAttentionBackward(saved->qkv.data(), saved->out.data(),
-                                           saved->lse.data(), dout, shape, dqkv.data());
+    context.device->FusedAttentionBackward(saved->qkv.data(), saved->out.data(), saved->lse.data(),
+                                           dout, shape, dqkv.data());
   } else {
     context.device->AttentionBackward(saved->qkv.data(), saved->probs.data(), dout, shape,
                                       dqkv.data(), context.compute);

@@ -17,8 +17,7 @@ namespace shardwise::model {
 
 class CausalSelfAttention {
  public:
-  CausalSelfAttention(Linear c_attn, Linear c_proj, int64_t heads,
-                      v1::GptConfig::Attention kind)
+  CausalSelfAttention(Linear c_attn, Linear c_proj, int64_t heads, v1::GptConfig::Attention kind)
       : c_attn_(c_attn), c_proj_(c_proj), heads_(heads), fused_(kind == v1::GptConfig::FUSED) {}
 
   struct Saved {
@@ -30,8 +29,7 @@ class CausalSelfAttention {
   // y [rows, C] from x [rows, C], rounded.
   Buffer Forward(const StageContext& context, const float* x, Saved* saved) const;
   // Adds the parameters' gradients; returns dx, rounded; frees `saved`.
-  Buffer Backward(const StageContext& context, const float* x, Saved* saved,
-                  const float* dy) const;
+  Buffer Backward(const StageContext& context, const float* x, Saved* saved, const float* dy) const;
 
  private:
   AttentionShape Shape(const DeviceBatch& batch) const {

@@ -11,8 +11,8 @@ void TokenEmbedding::Forward(const StageContext& context, Flow& flow) {
 
 void TokenEmbedding::Backward(const StageContext& context, Flow& flow) {
   const DeviceBatch& batch = *context.batch;
-  context.device->EmbeddingBackward(batch.tokens.as<int64_t>(), flow.grad.data(), batch.rows,
-                                    dim_, context.params->grad(weight_));
+  context.device->EmbeddingBackward(batch.tokens.as<int64_t>(), flow.grad.data(), batch.rows, dim_,
+                                    context.params->grad(weight_));
   flow.grad.Reset();
 }
 

@@ -16,10 +16,10 @@ absl::StatusOr<HostParameters> HostParameters::FromTensors(const ModelDescriptio
       return absl::InvalidArgumentError(absl::StrCat("no tensor '", param.name, "'"));
     }
     if (it->second.dtype != "F32" || it->second.shape != param.shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", param.name, "' is ", it->second.dtype, " [",
-          absl::StrJoin(it->second.shape, ", "), "], expected F32 [",
-          absl::StrJoin(param.shape, ", "), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", param.name, "' is ", it->second.dtype, " [",
+                       absl::StrJoin(it->second.shape, ", "), "], expected F32 [",
+                       absl::StrJoin(param.shape, ", "), "]"));
     }
     params.values_.emplace_back(it->second.f32(), it->second.f32() + param.numel());
     params.grads_.emplace_back(param.numel(), 0.0f);

@@ -19,9 +19,8 @@ Buffer LayerNorm::Backward(const StageContext& context, const float* x, const Sa
                            const float* dy, int64_t rows) const {
   Buffer dx = context.Activations(rows * dim_);
   const ParameterTable& params = *context.params;
-  context.device->LayerNormBackward(x, params.value(weight_), saved.mean.data(),
-                                    saved.rstd.data(), dy, rows, dim_, dx.data(),
-                                    params.grad(weight_),
+  context.device->LayerNormBackward(x, params.value(weight_), saved.mean.data(), saved.rstd.data(),
+                                    dy, rows, dim_, dx.data(), params.grad(weight_),
                                     bias_ >= 0 ? params.grad(bias_) : nullptr);
   context.Round(dx);
   return dx;
@@ -35,8 +34,7 @@ void LayerNormStage::Forward(const StageContext& context, Flow& flow) {
 }
 
 void LayerNormStage::Backward(const StageContext& context, Flow& flow) {
-  flow.grad = norm_.Backward(context, input_.data(), saved_, flow.grad.data(),
-                             context.batch->rows);
+  flow.grad = norm_.Backward(context, input_.data(), saved_, flow.grad.data(), context.batch->rows);
   DropSaved();
 }
 

@@ -22,8 +22,8 @@ class LayerNorm {
   // y [rows, dim], rounded; `saved` keeps the statistics for the backward.
   Buffer Forward(const StageContext& context, const float* x, int64_t rows, Saved* saved) const;
   // Adds dw, db to the parameters' gradients; returns dx, rounded.
-  Buffer Backward(const StageContext& context, const float* x, const Saved& saved,
-                  const float* dy, int64_t rows) const;
+  Buffer Backward(const StageContext& context, const float* x, const Saved& saved, const float* dy,
+                  int64_t rows) const;
 
  private:
   const int weight_, bias_;

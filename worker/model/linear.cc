@@ -12,8 +12,8 @@ Buffer Linear::Forward(const StageContext& context, const float* x, int64_t rows
   return y;
 }
 
-Buffer Linear::Backward(const StageContext& context, const float* x, const float* dy,
-                        int64_t rows, bool input_grad) const {
+Buffer Linear::Backward(const StageContext& context, const float* x, const float* dy, int64_t rows,
+                        bool input_grad) const {
   Buffer dx;
   if (input_grad) dx = context.Activations(rows * in_);
   const ParameterTable& params = *context.params;

@@ -13,8 +13,8 @@ class ModelLoss final : public Loss {
     const int64_t width = static_cast<int64_t>(flow.hidden.numel()) / batch.rows;
     flow.grad = context.Activations(flow.hidden.numel());
     if (kind_ == v1::MSE) {
-      context.device->MeanSquaredError(flow.hidden.data(), batch.targets.data(), batch.rows,
-                                       width, scale, flow.grad.data(), loss);
+      context.device->MeanSquaredError(flow.hidden.data(), batch.targets.data(), batch.rows, width,
+                                       scale, flow.grad.data(), loss);
     } else {
       context.device->CrossEntropy(flow.hidden.data(), batch.labels.as<int64_t>(), batch.rows,
                                    width, scale, flow.grad.data(), loss);

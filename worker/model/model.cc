@@ -134,7 +134,9 @@ void Model::Forward(int stage, const ParameterTable& params) {
   stages_[stage]->Forward(Context(&params), flow_);
 }
 
-void Model::Loss(float scale, double* loss) { loss_->Compute(Context(nullptr), flow_, scale, loss); }
+void Model::Loss(float scale, double* loss) {
+  loss_->Compute(Context(nullptr), flow_, scale, loss);
+}
 
 void Model::Backward(int stage, const ParameterTable& params) {
   stages_[stage]->Backward(Context(&params), flow_);

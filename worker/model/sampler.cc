@@ -4,10 +4,10 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "contracts/model_description.h"
 #include "common/status_macros.h"
-#include "worker/compute/cpu/gemm.h"
+#include "contracts/model_description.h"
 #include "worker/compute/cpu/cpu_device.h"
+#include "worker/compute/cpu/gemm.h"
 #include "worker/data/random.h"
 #include "worker/model/host_parameters.h"
 #include "worker/model/model.h"
@@ -20,7 +20,8 @@ int64_t Choose(const float* logits, int64_t vocab, const SampleOptions& options,
   if (options.temperature <= 0) return std::max_element(logits, logits + vocab) - logits;
   std::vector<int64_t> order(vocab);
   for (int64_t i = 0; i < vocab; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
   if (options.top_k > 0 && options.top_k < vocab) order.resize(options.top_k);
   std::vector<double> weights;
   double total = 0;
@@ -37,8 +38,7 @@ int64_t Choose(const float* logits, int64_t vocab, const SampleOptions& options,
 
 }  // namespace
 
-absl::StatusOr<std::vector<int64_t>> Generate(const v1::ModelSpec& model,
-                                              const TensorMap& weights,
+absl::StatusOr<std::vector<int64_t>> Generate(const v1::ModelSpec& model, const TensorMap& weights,
                                               const std::vector<int64_t>& prompt,
                                               const SampleOptions& options) {
   if (!model.has_gpt()) return absl::InvalidArgumentError("sampling needs a GPT (model.gpt)");
@@ -46,8 +46,8 @@ absl::StatusOr<std::vector<int64_t>> Generate(const v1::ModelSpec& model,
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
   for (int64_t id : prompt) {
     if (id < 0 || id >= gpt.vocab_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("prompt id ", id, " is outside the vocabulary of ",
-                                                     gpt.vocab_size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt id ", id, " is outside the vocabulary of ", gpt.vocab_size()));
     }
   }
   ASSIGN_OR_RETURN(const ModelDescription description, DescribeModel(model));

@@ -25,8 +25,7 @@ struct SampleOptions {
 
 // The `prompt` (at least one id) followed by the generated ids. INVALID_ARGUMENT when the
 // weights do not fit `model` (a GPT) or a prompt id is out of its vocabulary.
-absl::StatusOr<std::vector<int64_t>> Generate(const v1::ModelSpec& model,
-                                              const TensorMap& weights,
+absl::StatusOr<std::vector<int64_t>> Generate(const v1::ModelSpec& model, const TensorMap& weights,
                                               const std::vector<int64_t>& prompt,
                                               const SampleOptions& options);
 

@@ -39,11 +39,11 @@ struct DeviceBatch {
   int64_t rows = 0;             // samples (MLP) or token positions (GPT: sequences * length)
   int64_t sequences = 0;        // GPT
   int64_t sequence_length = 0;  // GPT
-  Buffer inputs;     // MLP: FP32 [rows, in]
-  Buffer tokens;     // GPT: INT64 [rows]
-  Buffer positions;  // GPT: INT64 [rows], the position of each token in its sequence
-  Buffer labels;     // INT64 [rows]: the class (MLP) or the next token (GPT)
-  Buffer targets;    // MLP with MSE: FP32 [rows, out]
+  Buffer inputs;                // MLP: FP32 [rows, in]
+  Buffer tokens;                // GPT: INT64 [rows]
+  Buffer positions;             // GPT: INT64 [rows], the position of each token in its sequence
+  Buffer labels;                // INT64 [rows]: the class (MLP) or the next token (GPT)
+  Buffer targets;               // MLP with MSE: FP32 [rows, out]
 };
 
 struct StageContext {
@@ -57,7 +57,9 @@ struct StageContext {
     return Buffer(allocator(), numel, MemoryCategory::kActivations, /*zero=*/false);
   }
   // Rounds `buffer` to the compute type.
-  void Round(Buffer& buffer) const { device->RoundToPrecision(compute, buffer.data(), buffer.numel()); }
+  void Round(Buffer& buffer) const {
+    device->RoundToPrecision(compute, buffer.data(), buffer.numel());
+  }
 };
 
 struct Flow {

@@ -74,7 +74,8 @@ absl::StatusOr<int64_t> ParseKilobyteField(absl::string_view text, absl::string_
 absl::StatusOr<int64_t> HostMemoryAvailable() {
   auto available = ParseKilobyteField(ReadSmallFile("/proc/meminfo"), "MemAvailable");
   if (!available.ok()) {
-    return absl::InternalError(absl::StrCat("reading /proc/meminfo: ", available.status().message()));
+    return absl::InternalError(
+        absl::StrCat("reading /proc/meminfo: ", available.status().message()));
   }
   int64_t left = *available;
   for (int64_t limit : {AddressSpaceLeft(), CgroupMemoryLeft()}) {

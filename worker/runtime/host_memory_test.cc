@@ -42,7 +42,8 @@ TEST(HostMemoryAvailable, AnAddressSpaceLimitBoundsIt) {
           std::string text;
           char buffer[4096];
           size_t n;
-          while (f != nullptr && (n = fread(buffer, 1, sizeof(buffer), f)) > 0) text.append(buffer, n);
+          while (f != nullptr && (n = fread(buffer, 1, sizeof(buffer), f)) > 0)
+            text.append(buffer, n);
           if (f != nullptr) fclose(f);
           return text;
         }(),

@@ -18,11 +18,16 @@ size_t AlignedSize(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 const char* MemoryCategoryName(MemoryCategory category) {
   switch (category) {
-    case MemoryCategory::kParameters: return "parameters";
-    case MemoryCategory::kGradients: return "gradients";
-    case MemoryCategory::kOptimizerState: return "optimizer_state";
-    case MemoryCategory::kActivations: return "activations";
-    case MemoryCategory::kCommunication: return "communication";
+    case MemoryCategory::kParameters:
+      return "parameters";
+    case MemoryCategory::kGradients:
+      return "gradients";
+    case MemoryCategory::kOptimizerState:
+      return "optimizer_state";
+    case MemoryCategory::kActivations:
+      return "activations";
+    case MemoryCategory::kCommunication:
+      return "communication";
   }
   return "unknown";
 }
@@ -30,9 +35,8 @@ const char* MemoryCategoryName(MemoryCategory category) {
 AllocationFailure::AllocationFailure(size_t bytes, MemoryCategory category, const char* device,
                                      const std::string& fault)
     : message_(absl::StrFormat("could not allocate %.1f MiB of %s on the %s%s",
-                               static_cast<double>(bytes) / (1 << 20),
-                               MemoryCategoryName(category), device,
-                               fault.empty() ? "" : absl::StrCat(": ", fault))),
+                               static_cast<double>(bytes) / (1 << 20), MemoryCategoryName(category),
+                               device, fault.empty() ? "" : absl::StrCat(": ", fault))),
       out_of_memory_(fault.empty()) {}
 
 absl::Status AllocationFailureStatus(const std::bad_alloc& failure, const std::string& activity) {

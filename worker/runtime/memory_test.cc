@@ -81,8 +81,7 @@ TEST(AllocationFailure, IsOutOfMemoryUnlessAFaultIsNamed) {
   EXPECT_EQ(fault.message(),
             "device failure: could not allocate 1.0 MiB of gradients on the GPU: "
             "cudaErrorIllegalAddress");
-  EXPECT_EQ(AllocationFailureStatus(std::bad_alloc()).code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(AllocationFailureStatus(std::bad_alloc()).code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST(Buffer, SizesByElementType) {

@@ -3,8 +3,8 @@
 
 // Where a rank is in its training step (step, phase, unit, the collectives it is inside and
 // for how long, per thread), written by the training and communication threads and read
-// by the heartbeat thread, which sends it to the coordinator. Writes are a few stores under an uncontended mutex, so
-// the step pays next to nothing for them.
+// by the heartbeat thread, which sends it to the coordinator. Writes are a few stores under an
+// uncontended mutex, so the step pays next to nothing for them.
 //
 // Thread-safety: thread-safe.
 

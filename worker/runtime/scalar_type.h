@@ -13,20 +13,27 @@ enum class ScalarType { kFloat32, kFloat16, kBFloat16, kInt64 };
 
 constexpr size_t ElementSize(ScalarType type) {
   switch (type) {
-    case ScalarType::kFloat32: return 4;
+    case ScalarType::kFloat32:
+      return 4;
     case ScalarType::kFloat16:
-    case ScalarType::kBFloat16: return 2;
-    case ScalarType::kInt64: return 8;
+    case ScalarType::kBFloat16:
+      return 2;
+    case ScalarType::kInt64:
+      return 8;
   }
   return 0;
 }
 
 constexpr const char* ScalarTypeName(ScalarType type) {
   switch (type) {
-    case ScalarType::kFloat32: return "FP32";
-    case ScalarType::kFloat16: return "FP16";
-    case ScalarType::kBFloat16: return "BF16";
-    case ScalarType::kInt64: return "INT64";
+    case ScalarType::kFloat32:
+      return "FP32";
+    case ScalarType::kFloat16:
+      return "FP16";
+    case ScalarType::kBFloat16:
+      return "BF16";
+    case ScalarType::kInt64:
+      return "INT64";
   }
   return "?";
 }

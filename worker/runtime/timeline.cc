@@ -88,7 +88,10 @@ void Timeline::ResolveDeviceSpans() {
 }
 
 ScopedSpan::ScopedSpan(Timeline* timeline, const char* name, int unit, int64_t step)
-    : timeline_(timeline), name_(name), unit_(unit), step_(step),
+    : timeline_(timeline),
+      name_(name),
+      unit_(unit),
+      step_(step),
       start_(timeline ? absl::Now() : absl::InfinitePast()) {
   if (timeline_ == nullptr) return;
   clock_ = timeline_->stream_clock();

@@ -29,17 +29,17 @@ inline void ExpectMemoryAsEstimated(const MemoryStats& m, const MemoryEstimate& 
   const double gradients = m.peak(MemoryCategory::kGradients);
   const double activations = m.peak(MemoryCategory::kActivations);
   const double total = static_cast<double>(estimate.total());
-  std::printf("%s: parameters %.0f / %lld, gradients %.0f / %lld, optimizer %lld / %lld, "
-              "activations %.0f / %lld (measured / estimated); peak live %lld, peak held "
-              "%lld = %.2fx the estimate's total %lld\n",
-              name.c_str(), parameters, static_cast<long long>(estimate.parameters), gradients,
-              static_cast<long long>(estimate.gradients),
-              static_cast<long long>(m.peak(MemoryCategory::kOptimizerState)),
-              static_cast<long long>(estimate.optimizer_state), activations,
-              static_cast<long long>(estimate.activations),
-              static_cast<long long>(m.peak_live_bytes),
-              static_cast<long long>(m.peak_reserved_bytes), m.peak_reserved_bytes / total,
-              static_cast<long long>(estimate.total()));
+  std::printf(
+      "%s: parameters %.0f / %lld, gradients %.0f / %lld, optimizer %lld / %lld, "
+      "activations %.0f / %lld (measured / estimated); peak live %lld, peak held "
+      "%lld = %.2fx the estimate's total %lld\n",
+      name.c_str(), parameters, static_cast<long long>(estimate.parameters), gradients,
+      static_cast<long long>(estimate.gradients),
+      static_cast<long long>(m.peak(MemoryCategory::kOptimizerState)),
+      static_cast<long long>(estimate.optimizer_state), activations,
+      static_cast<long long>(estimate.activations), static_cast<long long>(m.peak_live_bytes),
+      static_cast<long long>(m.peak_reserved_bytes), m.peak_reserved_bytes / total,
+      static_cast<long long>(estimate.total()));
   if (spec.fsdp().backward_prefetch() == v1::BackwardPrefetch::NONE ||
       spec.fsdp().sharding_strategy() == v1::ShardingStrategy::NO_SHARD) {
     EXPECT_EQ(parameters, estimate.parameters) << name;

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "contracts/safetensors.h"
+#include "gtest/gtest.h"
 
 namespace shardwise::testing {
 
@@ -33,9 +33,8 @@ inline ::testing::AssertionResult ModelsClose(const TensorMap& got, const Tensor
     for (int64_t i = 0; i < expected.numel(); ++i) {
       const double w = expected.f32()[i], g = actual.f32()[i];
       if (!(std::abs(g - w) <= atol + rtol * std::abs(w))) {
-        return ::testing::AssertionFailure()
-               << name << "[" << i << "] = " << g << ", expected " << w << " (rtol " << rtol
-               << ", atol " << atol << ")";
+        return ::testing::AssertionFailure() << name << "[" << i << "] = " << g << ", expected "
+                                             << w << " (rtol " << rtol << ", atol " << atol << ")";
       }
     }
   }

@@ -22,11 +22,11 @@ namespace shardwise::testing {
 
 struct ThreadedTraining {
   TrainingResult rank0;
-  std::vector<double> rank0_losses;  // the loss reported after every step
+  std::vector<double> rank0_losses;       // the loss reported after every step
   std::vector<int64_t> rank0_loss_steps;  // and the steps done when it was measured
   v1::Progress rank0_last_progress;
-  v1::ExecutionOrder rank0_order;    // the first micro-step's execution order
-  std::vector<MemoryStats> memory;   // per rank, at the end
+  v1::ExecutionOrder rank0_order;   // the first micro-step's execution order
+  std::vector<MemoryStats> memory;  // per rank, at the end
 };
 
 struct ThreadedOptions {

@@ -37,7 +37,6 @@ struct TrainingFaults final : public TrainingHooks {
   std::function<void()> CommunicationDelay() override { return communication_delay; }
 };
 
-
 }  // namespace shardwise
 
 #endif  // SHARDWISE_WORKER_TESTING_TRAINING_FAULTS_H_

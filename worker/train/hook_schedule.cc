@@ -36,12 +36,13 @@ absl::StatusOr<std::optional<v1::CommHook>> HookSchedule::HookForStep(
     if (abort != nullptr && abort->load()) {
       return absl::AbortedError(
           absl::StrCat("aborted while waiting for the coordinator's decision on the comm "
-                       "hook switch at step ", pending_->step));
+                       "hook switch at step ",
+                       pending_->step));
     }
-    mu_.AwaitWithTimeout(absl::Condition(
-                             +[](std::optional<Proposal>* p) { return !p->has_value(); },
-                             &pending_),
-                         absl::Milliseconds(100));
+    mu_.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::optional<Proposal>* p) { return !p->has_value(); }, &pending_),
+        absl::Milliseconds(100));
   }
   auto after = committed_.upper_bound(step);
   if (after == committed_.begin()) return std::nullopt;

@@ -37,8 +37,8 @@ class HookSchedule {
   void Decide(int32_t version, bool commit);
 
   // The training thread, before running `step`: the hook in effect from this step (the
-  // newest committed switch at or before it), or nullopt for the job's own. Waits while a proposal for this step is undecided; fails with ABORTED if `abort`
-  // becomes true meanwhile.
+  // newest committed switch at or before it), or nullopt for the job's own. Waits while a proposal
+  // for this step is undecided; fails with ABORTED if `abort` becomes true meanwhile.
   absl::StatusOr<std::optional<v1::CommHook>> HookForStep(int64_t step,
                                                           const std::atomic<bool>* abort);
 

@@ -40,7 +40,8 @@ TEST(InjectedFaults, ReversesEveryStepWithoutAStep) {
 }
 
 TEST(InjectedFaults, RefusesAnUnknownFaultNamingIt) {
-  for (const char* text : {"drop_everything", "unit_order_reversed_from=", "unit_order_reversed_from=x"}) {
+  for (const char* text :
+       {"drop_everything", "unit_order_reversed_from=", "unit_order_reversed_from=x"}) {
     auto faults = ParseInjectedFaults(text);
     EXPECT_EQ(faults.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_NE(faults.status().message().find(text), std::string::npos) << faults.status();

@@ -40,8 +40,8 @@ void PendingLosses::EndStep(int64_t step, double scale) {
 
 absl::StatusOr<std::vector<PendingLosses::StepLoss>> PendingLosses::Take() {
   std::vector<double> host(static_cast<size_t>(size()) * micro_steps_);
-  RETURN_IF_ERROR(device_->CopyToHost(host.data(), slots_.as<double>(),
-                                      host.size() * sizeof(double)));
+  RETURN_IF_ERROR(
+      device_->CopyToHost(host.data(), slots_.as<double>(), host.size() * sizeof(double)));
   std::vector<StepLoss> losses;
   losses.reserve(steps_.size());
   for (size_t s = 0; s < steps_.size(); ++s) {

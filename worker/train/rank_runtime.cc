@@ -8,8 +8,9 @@
 
 namespace shardwise {
 
-absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Connect(
-    const v1::JobSpec& spec, const fsdp::ShardingPlan& plan, const TrainingContext& context) {
+absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Connect(const v1::JobSpec& spec,
+                                                                  const fsdp::ShardingPlan& plan,
+                                                                  const TrainingContext& context) {
   std::unique_ptr<RankRuntime> runtime(new RankRuntime(context, context.allocator));
   RETURN_IF_ERROR(runtime->ConnectHostGroups(plan));
   if (spec.device() == v1::CUDA) {
@@ -75,8 +76,7 @@ absl::Status RankRuntime::MakeAccelerator(const v1::JobSpec& spec) {
                    accelerator_->unshard != nullptr ? Track(accelerator_->unshard) : nullptr};
   for (const Communicator* group :
        {accelerator_->shard, accelerator_->replicate, accelerator_->unshard}) {
-    if (group != nullptr &&
-        std::find(counted_.begin(), counted_.end(), group) == counted_.end()) {
+    if (group != nullptr && std::find(counted_.begin(), counted_.end(), group) == counted_.end()) {
       counted_.push_back(group);
     }
   }
@@ -90,9 +90,8 @@ Communicator* RankRuntime::Track(Communicator* group) {
   }
   // A group that is the world shares the world's recorder.
   if (group == &world_gloo_ && world_ != nullptr) return world_;
-  tracked_.push_back(
-      std::make_unique<TrackedCommunicator>(group, context_.position, context_.timeline,
-                                            context_.collective_metrics));
+  tracked_.push_back(std::make_unique<TrackedCommunicator>(
+      group, context_.position, context_.timeline, context_.collective_metrics));
   return tracked_.back().get();
 }
 

@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "contracts/fsdp_layout.h"
 #include "proto/job_spec.pb.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/tracked_communicator.h"
 #include "worker/compute/cpu/cpu_device.h"
 #include "worker/fsdp/comm_hooks.h"
-#include "contracts/fsdp_layout.h"
 #include "worker/train/trainer.h"
 
 namespace shardwise {

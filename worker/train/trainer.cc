@@ -8,10 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "contracts/job_spec_defaults.h"
-#include "contracts/permanent_failure.h"
 #include "common/safe_write.h"
 #include "common/status_macros.h"
+#include "contracts/job_spec_defaults.h"
+#include "contracts/permanent_failure.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "worker/compute/cpu/gemm.h"
@@ -21,9 +21,9 @@
 #include "worker/fsdp/fsdp_model.h"
 #include "worker/fsdp/grad_scaler.h"
 #include "worker/fsdp/lr_schedule.h"
+#include "worker/runtime/critical_path.h"
 #include "worker/train/pending_losses.h"
 #include "worker/train/rank_runtime.h"
-#include "worker/runtime/critical_path.h"
 
 namespace shardwise {
 namespace {
@@ -269,8 +269,8 @@ absl::Status RankTrainer::AccumulateGradients(int64_t step) {
   for (int micro = 0; micro < micro_steps; ++micro) {
     MicroBatch batch = data_->Train(step, micro);
     hooks_->OnMicroBatch(step, micro, &batch);
-    RETURN_IF_ERROR(model_->ForwardBackward(batch, loss_scale, micro == micro_steps - 1,
-                                            losses_->Slot(micro)));
+    RETURN_IF_ERROR(
+        model_->ForwardBackward(batch, loss_scale, micro == micro_steps - 1, losses_->Slot(micro)));
     ObserveExecutionOrder(step);
   }
   return absl::OkStatus();
@@ -375,8 +375,8 @@ absl::Status RankTrainer::MaybeEvaluate(int64_t steps_done) {
 // its part, micro-step by micro-step, then the ranks' means averaged.
 absl::StatusOr<double> RankTrainer::Evaluate() {
   const int micro_steps = std::max(1, spec_.gradient_accumulation_steps());
-  const int batches = spec_.evaluation().batches() > 0 ? spec_.evaluation().batches()
-                                                     : kDefaultEvalBatches;
+  const int batches =
+      spec_.evaluation().batches() > 0 ? spec_.evaluation().batches() : kDefaultEvalBatches;
   double sum = 0;
   for (int k = 0; k < batches; ++k) {
     for (int micro = 0; micro < micro_steps; ++micro) {
@@ -445,10 +445,11 @@ absl::Status RankTrainer::WriteFinalModel() {
 std::string TrainingResult::Summary() const {
   std::string summary = absl::StrFormat("trained %d steps: loss %.4f -> %.4f, %.2f steps/s", steps,
                                         first_loss, last_loss, steps_per_second);
-  if (tokens_per_second > 0) absl::StrAppend(&summary, absl::StrFormat(", %.0f tokens/s", tokens_per_second));
+  if (tokens_per_second > 0)
+    absl::StrAppend(&summary, absl::StrFormat(", %.0f tokens/s", tokens_per_second));
   if (last_val_loss >= 0) {
-    absl::StrAppend(&summary,
-                    absl::StrFormat("; validation loss %.4f -> %.4f", first_val_loss, last_val_loss));
+    absl::StrAppend(
+        &summary, absl::StrFormat("; validation loss %.4f -> %.4f", first_val_loss, last_val_loss));
   }
   if (resumed_from_step >= 0) {
     absl::StrAppend(&summary, "; resumed from the checkpoint of step ", resumed_from_step);

@@ -20,12 +20,12 @@
 #include "proto/job_spec.pb.h"
 #include "worker/comm/collective_metrics.h"
 #include "worker/comm/data_plane.h"
-#include "worker/train/hook_schedule.h"
-#include "worker/train/plan_mailbox.h"
 #include "worker/comm/rank_device.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
 #include "worker/runtime/timeline.h"
+#include "worker/train/hook_schedule.h"
+#include "worker/train/plan_mailbox.h"
 #include "worker/train/training_hooks.h"
 
 namespace shardwise {
@@ -35,10 +35,10 @@ struct TrainingResult {
   double first_loss = 0;
   double last_loss = 0;
   double steps_per_second = 0;
-  double tokens_per_second = 0;    // GPT jobs
-  double first_val_loss = -1;      // -1: not evaluated
+  double tokens_per_second = 0;  // GPT jobs
+  double first_val_loss = -1;    // -1: not evaluated
   double last_val_loss = -1;
-  std::string model_path;  // where rank 0 wrote the final model; empty if not asked to
+  std::string model_path;          // where rank 0 wrote the final model; empty if not asked to
   int64_t resumed_from_step = -1;  // the checkpoint's step, if the job resumed from one
   int64_t checkpoints_written = 0;
   std::string Summary() const;
@@ -49,10 +49,10 @@ struct TrainingContext {
   int attempt = 1;     // a later attempt resumes from the job's newest checkpoint
   int rank = 0;
   int world_size = 1;
-  gloo::rendezvous::Store* store = nullptr;     // the attempt's rendezvous, for sub-groups
-  std::shared_ptr<gloo::Context> world;         // the connected world group
+  gloo::rendezvous::Store* store = nullptr;  // the attempt's rendezvous, for sub-groups
+  std::shared_ptr<gloo::Context> world;      // the connected world group
   DataPlaneOptions data_plane;
-  const std::atomic<bool>* abort = nullptr;     // checked between steps
+  const std::atomic<bool>* abort = nullptr;  // checked between steps
   // Called after every step with the job's progress; must not block for long.
   std::function<void(const v1::Progress&)> on_progress;
   Allocator* allocator = nullptr;

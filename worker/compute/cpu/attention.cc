@@ -49,8 +49,8 @@ void AttentionForward(const T* qkv, int64_t batch, int64_t seq, int64_t heads, i
       Gemm(false, true, seq, seq, head_dim, T{1}, qkv + view.qkv_offset(b, h, 0), ld,
            qkv + view.qkv_offset(b, h, 1), ld, T{0}, p, seq);
       for (int64_t i = 0; i < seq; ++i) CausalSoftmaxRow(p + i * seq, i, seq, scale);
-      Gemm(false, false, seq, head_dim, seq, T{1}, p, seq, qkv + view.qkv_offset(b, h, 2), ld,
-           T{0}, out + view.out_offset(b, h), view.width());
+      Gemm(false, false, seq, head_dim, seq, T{1}, p, seq, qkv + view.qkv_offset(b, h, 2), ld, T{0},
+           out + view.out_offset(b, h), view.width());
     }
   }
 }
@@ -88,10 +88,9 @@ void AttentionBackward(const T* qkv, const T* probs, const T* dout, int64_t batc
 }
 
 template void AttentionForward(const float*, int64_t, int64_t, int64_t, int64_t, float*, float*);
-template void AttentionForward(const double*, int64_t, int64_t, int64_t, int64_t, double*,
-                               double*);
-template void AttentionBackward(const float*, const float*, const float*, int64_t, int64_t,
-                                int64_t, int64_t, float*);
+template void AttentionForward(const double*, int64_t, int64_t, int64_t, int64_t, double*, double*);
+template void AttentionBackward(const float*, const float*, const float*, int64_t, int64_t, int64_t,
+                                int64_t, float*);
 template void AttentionBackward(const double*, const double*, const double*, int64_t, int64_t,
                                 int64_t, int64_t, double*);
 

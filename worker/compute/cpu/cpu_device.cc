@@ -99,8 +99,8 @@ void CpuDevice::ActivationForward(v1::Activation act, const float* x, size_t n, 
   cpu::ActivationForward(act, x, n, y);
 }
 
-void CpuDevice::ActivationBackward(v1::Activation act, const float* x, const float* dy,
-                                   size_t n, float* dx) {
+void CpuDevice::ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
+                                   float* dx) {
   cpu::ActivationBackward(act, x, dy, n, dx);
 }
 
@@ -154,8 +154,8 @@ void CpuDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_t
   *loss = cpu::CrossEntropy(logits, labels, batch, classes, scale, dlogits);
 }
 
-void CpuDevice::MeanSquaredError(const float* pred, const float* target, int64_t batch,
-                                 int64_t out, float scale, float* dpred, double* loss) {
+void CpuDevice::MeanSquaredError(const float* pred, const float* target, int64_t batch, int64_t out,
+                                 float scale, float* dpred, double* loss) {
   *loss = cpu::MeanSquaredError(pred, target, batch, out, scale, dpred);
 }
 
@@ -164,8 +164,8 @@ void CpuDevice::SgdUpdate(const SgdScalars& s, bool first, float* param, const f
   cpu::SgdUpdate(s, first, param, grad, momentum, n);
 }
 
-void CpuDevice::AdamWUpdate(const AdamWScalars& s, float* param, const float* grad,
-                            float* exp_avg, float* exp_avg_sq, size_t n) {
+void CpuDevice::AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
+                            float* exp_avg_sq, size_t n) {
   cpu::AdamWUpdate(s, param, grad, exp_avg, exp_avg_sq, n);
 }
 

@@ -35,9 +35,8 @@ class CpuDevice final : public Device {
 
   void LinearForward(const float* x, const float* w, const float* b, int64_t batch, int64_t in,
                      int64_t out, float* y, ScalarType operands) override;
-  void LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
-                      int64_t in, int64_t out, float* dx, float* dw, float* db,
-                      ScalarType operands) override;
+  void LinearBackward(const float* x, const float* w, const float* dy, int64_t batch, int64_t in,
+                      int64_t out, float* dx, float* dw, float* db, ScalarType operands) override;
   void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) override;
   void ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
                           float* dx) override;
@@ -45,8 +44,8 @@ class CpuDevice final : public Device {
                         float* out) override;
   void EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
                          float* dtable) override;
-  void LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
-                        int64_t dim, float eps, float* y, float* mean, float* rstd) override;
+  void LayerNormForward(const float* x, const float* w, const float* b, int64_t rows, int64_t dim,
+                        float eps, float* y, float* mean, float* rstd) override;
   void LayerNormBackward(const float* x, const float* w, const float* mean, const float* rstd,
                          const float* dy, int64_t rows, int64_t dim, float* dx, float* dw,
                          float* db) override;
@@ -57,15 +56,14 @@ class CpuDevice final : public Device {
   void FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
                              float* lse) override;
   void FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
-                              const float* dout, const AttentionShape& shape,
-                              float* dqkv) override;
+                              const float* dout, const AttentionShape& shape, float* dqkv) override;
   void CrossEntropy(const float* logits, const int64_t* labels, int64_t batch, int64_t classes,
                     float scale, float* dlogits, double* loss) override;
   void MeanSquaredError(const float* pred, const float* target, int64_t batch, int64_t out,
                         float scale, float* dpred, double* loss) override;
 
-  void SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,
-                 float* momentum, size_t n) override;
+  void SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad, float* momentum,
+                 size_t n) override;
   void AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
                    float* exp_avg_sq, size_t n) override;
 

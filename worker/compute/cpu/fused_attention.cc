@@ -40,7 +40,7 @@ template void FusedAttentionForward(const float*, const AttentionShape&, float*,
 template void FusedAttentionForward(const double*, const AttentionShape&, double*, double*);
 template void FusedAttentionBackward(const float*, const float*, const float*, const float*,
                                      const AttentionShape&, float*, float*);
-template void FusedAttentionBackward(const double*, const double*, const double*,
-                                     const double*, const AttentionShape&, double*, double*);
+template void FusedAttentionBackward(const double*, const double*, const double*, const double*,
+                                     const AttentionShape&, double*, double*);
 
 }  // namespace shardwise::cpu

@@ -4,6 +4,8 @@
 // float64 to rounding, across several key tiles, partial tiles and one-token sequences,
 // with scores large enough that an unshifted exponential would overflow.
 
+#include "worker/compute/cpu/fused_attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <ostream>
@@ -12,7 +14,6 @@
 
 #include "gtest/gtest.h"
 #include "worker/compute/cpu/attention.h"
-#include "worker/compute/cpu/fused_attention.h"
 #include "worker/compute/fused_attention_rows.h"
 
 namespace shardwise::cpu {
@@ -128,7 +129,8 @@ TEST(FusedAttention, KeepsEachRowsLogSumExp) {
     for (int64_t j = 0; j <= i; ++j) {
       double score = 0;
       for (int64_t d = 0; d < s.head_dim; ++d) {
-        score += qkv[at.qkv(i, fused_attention::kQuery) + d] * qkv[at.qkv(j, fused_attention::kKey) + d];
+        score +=
+            qkv[at.qkv(i, fused_attention::kQuery) + d] * qkv[at.qkv(j, fused_attention::kKey) + d];
       }
       sum += std::exp(score / std::sqrt(2.0));
     }

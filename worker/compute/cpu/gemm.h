@@ -14,17 +14,17 @@ namespace shardwise::cpu {
 // BLAS threads for this process (one per worker by default: ranks are processes).
 void SetBlasThreads(int threads);
 
-inline void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
-                 float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                 float beta, float* c, int64_t ldc) {
+inline void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                 int64_t ldc) {
   cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
               transpose_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
               ldc);
 }
 
-inline void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
-                 double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
-                 double beta, double* c, int64_t ldc) {
+inline void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha,
+                 const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+                 int64_t ldc) {
   cblas_dgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
               transpose_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
               ldc);

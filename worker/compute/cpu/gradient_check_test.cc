@@ -148,8 +148,7 @@ TEST(GradientCheck, FusedCausalAttention) {
   const AttentionShape shape{2, 19, 2, 3};
   Vec qkv = Random(shape.batch * shape.seq * 3 * shape.width(), 17);
   const Vec r = Random(shape.batch * shape.seq * shape.width(), 18);
-  Vec out(r.size()), lse(shape.batch * shape.heads * shape.seq), dots(lse.size()),
-      dqkv(qkv.size());
+  Vec out(r.size()), lse(shape.batch * shape.heads * shape.seq), dots(lse.size()), dqkv(qkv.size());
   auto loss = [&] {
     FusedAttentionForward(qkv.data(), shape, out.data(), lse.data());
     return Dot(out, r);

@@ -53,8 +53,10 @@ void LayerNormBackward(const T* x, const T* w, const T* mean, const T* rstd, con
       out[j] = static_cast<T>(r * (g - g_mean - xhat * g_xhat_mean));
     }
   }
-  for (int64_t j = 0; j < static_cast<int64_t>(dw_sum.size()); ++j) dw[j] += static_cast<T>(dw_sum[j]);
-  for (int64_t j = 0; j < static_cast<int64_t>(db_sum.size()); ++j) db[j] += static_cast<T>(db_sum[j]);
+  for (int64_t j = 0; j < static_cast<int64_t>(dw_sum.size()); ++j)
+    dw[j] += static_cast<T>(dw_sum[j]);
+  for (int64_t j = 0; j < static_cast<int64_t>(db_sum.size()); ++j)
+    db[j] += static_cast<T>(db_sum[j]);
 }
 
 template void LayerNormForward(const float*, const float*, const float*, int64_t, int64_t, float,

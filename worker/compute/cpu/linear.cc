@@ -30,11 +30,11 @@ void LinearBackward(const T* x, const T* w, const T* dy, int64_t batch, int64_t 
 
 template void LinearForward(const float*, const float*, const float*, int64_t, int64_t, int64_t,
                             float*);
-template void LinearForward(const double*, const double*, const double*, int64_t, int64_t,
-                            int64_t, double*);
+template void LinearForward(const double*, const double*, const double*, int64_t, int64_t, int64_t,
+                            double*);
 template void LinearBackward(const float*, const float*, const float*, int64_t, int64_t, int64_t,
                              float*, float*, float*);
-template void LinearBackward(const double*, const double*, const double*, int64_t, int64_t,
-                             int64_t, double*, double*, double*);
+template void LinearBackward(const double*, const double*, const double*, int64_t, int64_t, int64_t,
+                             double*, double*, double*);
 
 }  // namespace shardwise::cpu

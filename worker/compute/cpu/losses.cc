@@ -6,8 +6,8 @@
 namespace shardwise::cpu {
 
 template <typename T>
-double CrossEntropy(const T* logits, const int64_t* labels, int64_t rows, int64_t classes,
-                    T scale, T* dlogits) {
+double CrossEntropy(const T* logits, const int64_t* labels, int64_t rows, int64_t classes, T scale,
+                    T* dlogits) {
   double total = 0;
   const T grad_scale = scale / static_cast<T>(rows);
   for (int64_t i = 0; i < rows; ++i) {
@@ -44,7 +44,6 @@ double MeanSquaredError(const T* pred, const T* target, int64_t rows, int64_t ou
 template double CrossEntropy(const float*, const int64_t*, int64_t, int64_t, float, float*);
 template double CrossEntropy(const double*, const int64_t*, int64_t, int64_t, double, double*);
 template double MeanSquaredError(const float*, const float*, int64_t, int64_t, float, float*);
-template double MeanSquaredError(const double*, const double*, int64_t, int64_t, double,
-                                 double*);
+template double MeanSquaredError(const double*, const double*, int64_t, int64_t, double, double*);
 
 }  // namespace shardwise::cpu

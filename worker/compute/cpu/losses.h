@@ -12,8 +12,8 @@ namespace shardwise::cpu {
 // (F.cross_entropy: log-softmax, then the mean negative log-likelihood); writes
 // dlogits = (softmax - onehot) * scale / rows. Returns the loss times scale.
 template <typename T>
-double CrossEntropy(const T* logits, const int64_t* labels, int64_t rows, int64_t classes,
-                    T scale, T* dlogits);
+double CrossEntropy(const T* logits, const int64_t* labels, int64_t rows, int64_t classes, T scale,
+                    T* dlogits);
 
 // Mean squared error over all rows*out elements (torch.nn.MSELoss's default), with
 // dpred = 2 (pred - target) * scale / (rows*out). Returns the loss times scale.
