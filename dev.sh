@@ -26,7 +26,7 @@ DEBIAN_PACKAGES=(
   python3-grpcio python3-protobuf python3-yaml  # the Python client (client/python)
   clang-14 libclang-rt-14-dev make  # tests/fuzz/run.sh: libFuzzer with ASan and UBSan
   iproute2  # tests/multihost_test: hosts in network namespaces (ip netns, veth, bridge)
-  clang-format-14 git  # tools/check_format.sh; tools/check_docs.sh lists the tracked files
+  clang-format-14 git universal-ctags  # tools/check_format.sh, check_docs.sh, function_lengths.sh
 )
 
 # What deploy/ needs besides: image building and running (buildah, podman and what it
@@ -89,7 +89,7 @@ build() {
 # prints the closing line CI reads ("N passed, N failed, N skipped"). GPU tests (tag
 # "gpu") are read from the CUDA configuration's run when it was built ($1 = 1), and
 # otherwise count as one skipped case each. Each line "SUITE NAME passed|failed|skipped"
-# in $2 (from tools/check_layers.sh, check_docs.sh and check_format.sh,
+# in $2 (from tools/check_layers.sh, check_docs.sh, check_format.sh, function_lengths.sh,
 # tests/fuzz/run.sh, deploy/check.sh and deploy/local/run.sh) counts as one case.
 summarize_tests() {
   local cuda_built=${1:-0} other_results=${2:-/dev/null}
@@ -167,6 +167,8 @@ test_all() {
   tools/check_docs.sh | tee -a "$other_results" || status=$?
   log "checking the C++ formatting (tools/check_format.sh)"
   tools/check_format.sh | tee -a "$other_results" || status=$?
+  log "checking that no function is over 80 lines (tools/function_lengths.sh)"
+  tools/function_lengths.sh 80 | tee -a "$other_results" || status=$?
   log "fuzzing each input parser for ${FUZZ_SECONDS}s (libFuzzer, ASan, UBSan)"
   FUZZ_RESULTS="$fuzz_results" tests/fuzz/run.sh "$FUZZ_SECONDS" || status=$?
   cat "$fuzz_results" >>"$other_results"

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -391,6 +392,107 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   return options;
 }
 
+int SubmitFile(Client& client, const std::string& file) {
+  auto spec = ReadJobSpecFile(file);
+  if (!spec.ok()) return Fail(spec.status());
+  // The coordinator takes absolute paths only: a relative one is this directory's.
+  const std::string cwd = std::filesystem::current_path().string();
+  (void)ForEachPathField(&*spec, [&](const PathField&, std::string* path) {
+    *path = LexicallyNormal(*path, cwd);
+    return absl::OkStatus();
+  });
+  auto job_id = client.Submit(*spec);
+  if (!job_id.ok()) return Fail(job_id.status());
+  std::printf("%s\n", job_id->c_str());
+  std::fflush(stdout);
+  return absl::GetFlag(FLAGS_watch) ? Watch(client, *job_id) : 0;
+}
+
+int List(Client& client, const std::string& resource) {
+  if (resource == "jobs" || resource == "job") {
+    auto filter = JobFilterFromFlags();
+    if (!filter.ok()) return Fail(filter.status());
+    auto jobs = client.ListJobs(*filter);
+    if (!jobs.ok()) return Fail(jobs.status());
+    std::printf("%s", FormatJobTable(*jobs, NowMs()).c_str());
+    return 0;
+  }
+  if (resource == "workers" || resource == "worker") {
+    auto filter = WorkerFilterFromFlags();
+    if (!filter.ok()) return Fail(filter.status());
+    auto workers = client.ListWorkers(*filter);
+    if (!workers.ok()) return Fail(workers.status());
+    std::printf("%s", FormatWorkerTable(*workers, NowMs()).c_str());
+    return 0;
+  }
+  return Usage(absl::StrCat("get: unknown resource '", resource, "' (expected jobs or workers)"));
+}
+
+int Describe(Client& client, const std::string& job_id) {
+  auto job = client.Get(job_id);
+  if (!job.ok()) return Fail(job.status());
+  std::printf("%s", FormatJobDescription(*job, NowMs()).c_str());
+  return 0;
+}
+
+int Cancel(Client& client, const std::string& job_id) {
+  auto job = client.Cancel(job_id);
+  if (!job.ok()) return Fail(job.status());
+  std::printf("%s %s\n", job->id().c_str(), v1::JobState_Name(job->state()).c_str());
+  return 0;
+}
+
+// Writes the job's timeline as a Chrome trace to --output (or -o, or JOB-trace.json).
+int WriteTimeline(Client& client, const std::string& job_id) {
+  auto timeline = client.GetTimeline(job_id);
+  if (!timeline.ok()) return Fail(timeline.status());
+  std::string path = absl::GetFlag(FLAGS_output);
+  if (path.empty()) path = absl::GetFlag(FLAGS_o);
+  if (path.empty()) path = absl::StrCat(job_id, "-trace.json");
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << ChromeTraceJson(*timeline);
+  file.close();
+  if (!file) return Fail(absl::UnavailableError(absl::StrCat("cannot write ", path)));
+  int64_t spans = 0, dropped = 0;
+  for (const v1::RankTimeline& rank : timeline->ranks()) {
+    spans += rank.spans_size();
+    dropped += rank.dropped();
+  }
+  std::printf("%s: %lld spans of %d ranks (attempt %d) written to %s%s\n", job_id.c_str(),
+              static_cast<long long>(spans), timeline->ranks_size(), timeline->attempt(),
+              path.c_str(),
+              dropped > 0 ? absl::StrCat("; ", dropped, " older spans were dropped").c_str() : "");
+  return 0;
+}
+
+// The commands that talk to a coordinator.
+int RunWithClient(Client& client, const std::vector<std::string>& args) {
+  const std::string& verb = args[0];
+  auto need = [&](size_t n, const char* what) {
+    return args.size() == n + 1 ? std::string() : absl::StrCat(verb, " takes ", what);
+  };
+  std::string problem;
+  if (verb == "submit") {
+    problem = need(1, "one job spec file");
+    return problem.empty() ? SubmitFile(client, args[1]) : Usage(problem);
+  }
+  if (verb == "get") {
+    problem = need(1, "jobs or workers");
+    return problem.empty() ? List(client, args[1]) : Usage(problem);
+  }
+  if (verb == "set-hook") {
+    problem = need(2, "a job id and a hook");
+    return problem.empty() ? SetHook(client, args[1], args[2]) : Usage(problem);
+  }
+  const std::map<std::string, int (*)(Client&, const std::string&)> by_job = {
+      {"describe", Describe}, {"watch", Watch}, {"cancel", Cancel}, {"timeline", WriteTimeline}};
+  if (auto command = by_job.find(verb); command != by_job.end()) {
+    problem = need(1, "one job id");
+    return problem.empty() ? command->second(client, args[1]) : Usage(problem);
+  }
+  return Usage(absl::StrCat("unknown command '", verb, "'"));
+}
+
 int Run(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("no command given");
   if (args[0] == "token") {
@@ -403,101 +505,16 @@ int Run(const std::vector<std::string>& args) {
   }
   auto client_options = ClientOptionsFromFlags();
   if (!client_options.ok()) return Fail(client_options.status());
-  Client client(ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator)), *client_options);
-  const std::string& verb = args[0];
-  auto need = [&](size_t n, const char* what) {
-    return args.size() == n + 1 ? std::string() : absl::StrCat(verb, " takes ", what);
-  };
-
-  if (verb == "submit") {
-    if (auto problem = need(1, "one job spec file"); !problem.empty()) return Usage(problem);
-    auto spec = ReadJobSpecFile(args[1]);
-    if (!spec.ok()) return Fail(spec.status());
-    // The coordinator takes absolute paths only: a relative one is this directory's.
-    const std::string cwd = std::filesystem::current_path().string();
-    (void)ForEachPathField(&*spec, [&](const PathField&, std::string* path) {
-      *path = LexicallyNormal(*path, cwd);
-      return absl::OkStatus();
-    });
-    auto job_id = client.Submit(*spec);
-    if (!job_id.ok()) return Fail(job_id.status());
-    std::printf("%s\n", job_id->c_str());
-    std::fflush(stdout);
-    return absl::GetFlag(FLAGS_watch) ? Watch(client, *job_id) : 0;
-  }
-  if (verb == "get") {
-    if (auto problem = need(1, "jobs or workers"); !problem.empty()) return Usage(problem);
-    if (args[1] == "jobs" || args[1] == "job") {
-      auto filter = JobFilterFromFlags();
-      if (!filter.ok()) return Fail(filter.status());
-      auto jobs = client.ListJobs(*filter);
-      if (!jobs.ok()) return Fail(jobs.status());
-      std::printf("%s", FormatJobTable(*jobs, NowMs()).c_str());
-      return 0;
-    }
-    if (args[1] == "workers" || args[1] == "worker") {
-      auto filter = WorkerFilterFromFlags();
-      if (!filter.ok()) return Fail(filter.status());
-      auto workers = client.ListWorkers(*filter);
-      if (!workers.ok()) return Fail(workers.status());
-      std::printf("%s", FormatWorkerTable(*workers, NowMs()).c_str());
-      return 0;
-    }
-    return Usage(absl::StrCat("get: unknown resource '", args[1], "' (expected jobs or workers)"));
-  }
-  if (verb == "describe") {
-    if (auto problem = need(1, "one job id"); !problem.empty()) return Usage(problem);
-    auto job = client.Get(args[1]);
-    if (!job.ok()) return Fail(job.status());
-    std::printf("%s", FormatJobDescription(*job, NowMs()).c_str());
-    return 0;
-  }
-  if (verb == "watch") {
-    if (auto problem = need(1, "one job id"); !problem.empty()) return Usage(problem);
-    return Watch(client, args[1]);
-  }
-  if (verb == "cancel") {
-    if (auto problem = need(1, "one job id"); !problem.empty()) return Usage(problem);
-    auto job = client.Cancel(args[1]);
-    if (!job.ok()) return Fail(job.status());
-    std::printf("%s %s\n", job->id().c_str(), v1::JobState_Name(job->state()).c_str());
-    return 0;
-  }
-  if (verb == "timeline") {
-    if (auto problem = need(1, "one job id"); !problem.empty()) return Usage(problem);
-    auto timeline = client.GetTimeline(args[1]);
-    if (!timeline.ok()) return Fail(timeline.status());
-    std::string path = absl::GetFlag(FLAGS_output);
-    if (path.empty()) path = absl::GetFlag(FLAGS_o);
-    if (path.empty()) path = absl::StrCat(args[1], "-trace.json");
-    std::ofstream file(path, std::ios::binary | std::ios::trunc);
-    file << ChromeTraceJson(*timeline);
-    file.close();
-    if (!file) return Fail(absl::UnavailableError(absl::StrCat("cannot write ", path)));
-    int64_t spans = 0, dropped = 0;
-    for (const v1::RankTimeline& rank : timeline->ranks()) {
-      spans += rank.spans_size();
-      dropped += rank.dropped();
-    }
-    std::printf(
-        "%s: %lld spans of %d ranks (attempt %d) written to %s%s\n", args[1].c_str(),
-        static_cast<long long>(spans), timeline->ranks_size(), timeline->attempt(), path.c_str(),
-        dropped > 0 ? absl::StrCat("; ", dropped, " older spans were dropped").c_str() : "");
-    return 0;
-  }
-  if (verb == "tokenize") {
+  if (args[0] == "tokenize") {
     if (args.size() < 2) return Usage("tokenize takes one or more text files and -o DIR");
     return Tokenize(std::vector<std::string>(args.begin() + 1, args.end()));
   }
-  if (verb == "sample") {
-    if (auto problem = need(1, "one model file"); !problem.empty()) return Usage(problem);
+  if (args[0] == "sample") {
+    if (args.size() != 2) return Usage("sample takes one model file");
     return Sample(args[1]);
   }
-  if (verb == "set-hook") {
-    if (auto problem = need(2, "a job id and a hook"); !problem.empty()) return Usage(problem);
-    return SetHook(client, args[1], args[2]);
-  }
-  return Usage(absl::StrCat("unknown command '", verb, "'"));
+  Client client(ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator)), *client_options);
+  return RunWithClient(client, args);
 }
 
 }  // namespace

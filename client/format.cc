@@ -118,17 +118,118 @@ std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_
   return Table(rows);
 }
 
+namespace {
+
+// describe's sections, each appended to `out`.
+void AppendIdentity(const v1::Job& job, int64_t now_ms, std::string* out) {
+  absl::StrAppend(out, "Job:        ", job.id(), "\n");
+  absl::StrAppend(out, "Name:       ", job.spec().name().empty() ? "-" : job.spec().name(), "\n");
+  absl::StrAppend(out, "State:      ", v1::JobState_Name(job.state()), "\n");
+  absl::StrAppend(out, "Reason:     ", job.reason(), "\n");
+  absl::StrAppend(out, "Attempt:    ", job.attempt(), " (restarts ", job.restarts(), " of ",
+                  job.spec().restart_policy().max_restarts(), ")\n");
+  absl::StrAppend(out, "Created:    ", FormatTime(job.create_time_ms()), " (",
+                  FormatAge(job.create_time_ms(), now_ms), " ago)\n");
+  if (!job.submitter().empty()) absl::StrAppend(out, "Submitter:  ", job.submitter(), "\n");
+}
+
+void AppendProgress(const v1::Progress& p, std::string* out) {
+  absl::StrAppend(out, "Progress:   ", Steps(p), " steps",
+                  p.step() > 0 ? absl::StrFormat(", loss %s (first %.4f), %.2f steps/s", Loss(p),
+                                                 p.first_loss(), p.steps_per_second())
+                               : "",
+                  p.phase().empty() ? "" : absl::StrCat(", phase ", p.phase()), "\n");
+  if (p.step() > 0 && (p.tokens_per_second() > 0 || p.learning_rate() > 0)) {
+    absl::StrAppend(out, "Throughput: ",
+                    p.tokens_per_second() > 0
+                        ? absl::StrCat(Thousands(p.tokens_per_second()), " tokens/s, ")
+                        : "",
+                    absl::StrFormat("learning rate %.3g\n", p.learning_rate()));
+  }
+  if (HasValidation(p)) {
+    absl::StrAppend(out, absl::StrFormat("Validation: loss %.4f after step %d (first %.4f)\n",
+                                         p.val_loss(), p.val_loss_step(), p.first_val_loss()));
+  }
+  if (p.step() > 0) {
+    constexpr double kMiB = 1 << 20;
+    absl::StrAppend(out,
+                    absl::StrFormat("Traffic:    rank 0: %.1f MiB all-gathered, %.1f MiB "
+                                    "reduce-scattered, %.1f MiB all-reduced; last step %.1f ms\n",
+                                    p.all_gather_bytes() / kMiB, p.reduce_scatter_bytes() / kMiB,
+                                    p.all_reduce_bytes() / kMiB, p.step_seconds() * 1000));
+  }
+}
+
+// Precision, memory, the hook in effect and the loss scale.
+void AppendNumerics(const v1::Job& job, std::string* out) {
+  const v1::MixedPrecision& mp = job.spec().fsdp().mixed_precision();
+  absl::StrAppend(out, "Precision:  params ", v1::Dtype_Name(EffectiveParamDtype(mp)),
+                  ", reduction ", v1::Dtype_Name(EffectiveReduceDtype(mp)), ", optimizer sees ",
+                  v1::Dtype_Name(ReducedGradientDtype(mp)), " gradients\n");
+  if (job.memory_per_rank().total_bytes() > 0) {
+    absl::StrAppend(out, "Memory:     about ", DescribeMemoryEstimate(job.memory_per_rank()),
+                    " per rank (estimated)\n");
+  }
+  absl::StrAppend(out, "Comm hook:  ", CommHookName(HookInEffect(job)));
+  for (const v1::HookSwitch& s : job.hook_switches()) {
+    if (s.state() == v1::HookSwitch::APPLIED) {
+      absl::StrAppend(out, " (from step ", s.step(), ", switch ", s.version(), ")");
+    }
+  }
+  absl::StrAppend(out, "\n");
+  if (job.spec().grad_scaler().enabled()) {
+    const v1::Progress& p = job.progress();
+    const v1::GradScalerState& scaler = p.grad_scaler();
+    absl::StrAppend(out, "Loss scale: ",
+                    p.step() > 0 ? absl::StrFormat("%g (%d steps skipped for inf/NaN, %d clean "
+                                                   "steps since the last change)",
+                                                   scaler.scale(), scaler.skipped_steps(),
+                                                   scaler.growth_tracker())
+                                 : std::string("not reported yet"),
+                    "\n");
+  }
+}
+
+// The execution order, its prefetch plan, and the hook switches.
+void AppendAgreements(const v1::Job& job, std::string* out) {
+  if (job.has_execution_order()) {
+    absl::StrAppend(out, "Exec order: ", FormatExecutionOrder(job.execution_order()), "\n");
+    absl::StrAppend(out, "Prefetch:   plan ", FormatPrefetchPlan(job.prefetch_plan()), "\n");
+    if (job.progress().prefetch_plan_version() > 0) {
+      absl::StrAppend(out, "            the ranks follow version ",
+                      job.progress().prefetch_plan_version(), " since step ",
+                      job.progress().prefetch_plan_since_step(), "\n");
+    }
+  }
+  if (!job.hook_switches().empty()) {
+    absl::StrAppend(out, "Hook switches:\n");
+    for (const v1::HookSwitch& s : job.hook_switches()) {
+      absl::StrAppend(out, "  ", s.version(), "  ", CommHookName(s.old_hook()), " -> ",
+                      CommHookName(s.new_hook()), " at step ", s.step(), "  ",
+                      v1::HookSwitch::State_Name(s.state()),
+                      s.reason().empty() ? "" : absl::StrCat(": ", s.reason()), "\n");
+    }
+  }
+}
+
+void AppendRanksAndEvents(const v1::Job& job, std::string* out) {
+  absl::StrAppend(out, "Ranks:\n");
+  if (job.ranks().empty()) absl::StrAppend(out, "  (none assigned)\n");
+  for (const auto& r : job.ranks()) {
+    absl::StrAppend(out, "  rank ", r.rank(), "  worker ", r.worker_id(), "\n");
+  }
+  absl::StrAppend(out, "Events:\n");
+  for (const auto& e : job.events()) {
+    absl::StrAppend(out, "  ", FormatTime(e.time_ms()), "  attempt ", e.attempt(), "  ",
+                    v1::JobState_Name(e.state()), "  ", e.message(), "\n");
+  }
+}
+
+}  // namespace
+
 std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
   std::string out;
-  absl::StrAppend(&out, "Job:        ", job.id(), "\n");
-  absl::StrAppend(&out, "Name:       ", job.spec().name().empty() ? "-" : job.spec().name(), "\n");
-  absl::StrAppend(&out, "State:      ", v1::JobState_Name(job.state()), "\n");
-  absl::StrAppend(&out, "Reason:     ", job.reason(), "\n");
-  absl::StrAppend(&out, "Attempt:    ", job.attempt(), " (restarts ", job.restarts(), " of ",
-                  job.spec().restart_policy().max_restarts(), ")\n");
-  absl::StrAppend(&out, "Created:    ", FormatTime(job.create_time_ms()), " (",
-                  FormatAge(job.create_time_ms(), now_ms), " ago)\n");
-  if (!job.submitter().empty()) absl::StrAppend(&out, "Submitter:  ", job.submitter(), "\n");
+  AppendIdentity(job, now_ms, &out);
   const v1::Progress& p = job.progress();
   if (job.compacted()) {
     absl::StrAppend(&out, "Progress:   ", Steps(p), " steps, loss ", Loss(p), "\n",
@@ -137,84 +238,11 @@ std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
                     "kept\n");
     return out;
   }
-  absl::StrAppend(&out, "Progress:   ", Steps(p), " steps",
-                  p.step() > 0 ? absl::StrFormat(", loss %s (first %.4f), %.2f steps/s", Loss(p),
-                                                 p.first_loss(), p.steps_per_second())
-                               : "",
-                  p.phase().empty() ? "" : absl::StrCat(", phase ", p.phase()), "\n");
-  if (p.step() > 0 && (p.tokens_per_second() > 0 || p.learning_rate() > 0)) {
-    absl::StrAppend(&out, "Throughput: ",
-                    p.tokens_per_second() > 0
-                        ? absl::StrCat(Thousands(p.tokens_per_second()), " tokens/s, ")
-                        : "",
-                    absl::StrFormat("learning rate %.3g\n", p.learning_rate()));
-  }
-  if (HasValidation(p)) {
-    absl::StrAppend(&out, absl::StrFormat("Validation: loss %.4f after step %d (first %.4f)\n",
-                                          p.val_loss(), p.val_loss_step(), p.first_val_loss()));
-  }
-  if (p.step() > 0) {
-    constexpr double kMiB = 1 << 20;
-    absl::StrAppend(&out,
-                    absl::StrFormat("Traffic:    rank 0: %.1f MiB all-gathered, %.1f MiB "
-                                    "reduce-scattered, %.1f MiB all-reduced; last step %.1f ms\n",
-                                    p.all_gather_bytes() / kMiB, p.reduce_scatter_bytes() / kMiB,
-                                    p.all_reduce_bytes() / kMiB, p.step_seconds() * 1000));
-  }
-  const v1::MixedPrecision& mp = job.spec().fsdp().mixed_precision();
-  absl::StrAppend(&out, "Precision:  params ", v1::Dtype_Name(EffectiveParamDtype(mp)),
-                  ", reduction ", v1::Dtype_Name(EffectiveReduceDtype(mp)), ", optimizer sees ",
-                  v1::Dtype_Name(ReducedGradientDtype(mp)), " gradients\n");
-  if (job.memory_per_rank().total_bytes() > 0) {
-    absl::StrAppend(&out, "Memory:     about ", DescribeMemoryEstimate(job.memory_per_rank()),
-                    " per rank (estimated)\n");
-  }
-  absl::StrAppend(&out, "Comm hook:  ", CommHookName(HookInEffect(job)));
-  for (const v1::HookSwitch& s : job.hook_switches()) {
-    if (s.state() == v1::HookSwitch::APPLIED) {
-      absl::StrAppend(&out, " (from step ", s.step(), ", switch ", s.version(), ")");
-    }
-  }
-  absl::StrAppend(&out, "\n");
-  if (job.spec().grad_scaler().enabled()) {
-    const v1::GradScalerState& scaler = p.grad_scaler();
-    absl::StrAppend(&out, "Loss scale: ",
-                    p.step() > 0 ? absl::StrFormat("%g (%d steps skipped for inf/NaN, %d clean "
-                                                   "steps since the last change)",
-                                                   scaler.scale(), scaler.skipped_steps(),
-                                                   scaler.growth_tracker())
-                                 : std::string("not reported yet"),
-                    "\n");
-  }
-  if (job.has_execution_order()) {
-    absl::StrAppend(&out, "Exec order: ", FormatExecutionOrder(job.execution_order()), "\n");
-    absl::StrAppend(&out, "Prefetch:   plan ", FormatPrefetchPlan(job.prefetch_plan()), "\n");
-    if (job.progress().prefetch_plan_version() > 0) {
-      absl::StrAppend(&out, "            the ranks follow version ",
-                      job.progress().prefetch_plan_version(), " since step ",
-                      job.progress().prefetch_plan_since_step(), "\n");
-    }
-  }
-  if (!job.hook_switches().empty()) {
-    absl::StrAppend(&out, "Hook switches:\n");
-    for (const v1::HookSwitch& s : job.hook_switches()) {
-      absl::StrAppend(&out, "  ", s.version(), "  ", CommHookName(s.old_hook()), " -> ",
-                      CommHookName(s.new_hook()), " at step ", s.step(), "  ",
-                      v1::HookSwitch::State_Name(s.state()),
-                      s.reason().empty() ? "" : absl::StrCat(": ", s.reason()), "\n");
-    }
-  }
+  AppendProgress(p, &out);
+  AppendNumerics(job, &out);
+  AppendAgreements(job, &out);
   if (!job.result().empty()) absl::StrAppend(&out, "Result:     ", job.result(), "\n");
-  absl::StrAppend(&out, "Ranks:\n");
-  if (job.ranks().empty()) absl::StrAppend(&out, "  (none assigned)\n");
-  for (const auto& r : job.ranks()) {
-    absl::StrAppend(&out, "  rank ", r.rank(), "  worker ", r.worker_id(), "\n");
-  }
-  absl::StrAppend(&out, "Events:\n");
-  for (const auto& e : job.events()) {
-    absl::StrAppend(&out, "  ", FormatTime(e.time_ms()), "  attempt ", e.attempt(), "  ",
-                    v1::JobState_Name(e.state()), "  ", e.message(), "\n");
-  }
+  AppendRanksAndEvents(job, &out);
   absl::StrAppend(&out, "Spec (with defaults):\n", JobSpecToJson(job.spec()));
   return out;
 }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -11,6 +10,8 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "common/daemon_signals.h"
+#include "common/port_file.h"
+#include "common/status_macros.h"
 #include "server/coordinator.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:7070",
@@ -77,11 +78,43 @@ ABSL_FLAG(int32_t, max_sync_threads, 32,
           "threads gRPC may use for client calls and rendezvous reads and writes (worker "
           "sessions, registrations and rendezvous waits need none)");
 
-int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("The Shardwise coordinator. Usage: shardwise-coordinator [flags]");
-  absl::ParseCommandLine(argc, argv);
+namespace shardwise {
+namespace {
 
-  shardwise::CoordinatorOptions options;
+// The controller's settings: timeouts, limits and the path policy.
+absl::Status ControllerOptionsFromFlags(JobController::Options* controller) {
+  controller->heartbeat_interval = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
+  controller->heartbeat_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
+  if (controller->heartbeat_timeout <= controller->heartbeat_interval) {
+    return absl::InvalidArgumentError("--heartbeat_timeout_ms must exceed --heartbeat_interval_ms");
+  }
+  controller->collective_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_collective_timeout_ms));
+  controller->hook_switch_lead = absl::Milliseconds(absl::GetFlag(FLAGS_hook_switch_lead_ms));
+  controller->stall_warning = absl::Milliseconds(absl::GetFlag(FLAGS_stall_warning_ms));
+  controller->stall_abort = absl::Milliseconds(absl::GetFlag(FLAGS_stall_abort_ms));
+  controller->reattach_grace = absl::Milliseconds(absl::GetFlag(FLAGS_reattach_grace_ms));
+  controller->limits.max_world_size = absl::GetFlag(FLAGS_max_world_size);
+  controller->limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
+  controller->limits.max_steps = absl::GetFlag(FLAGS_max_steps);
+  controller->check_paths = absl::GetFlag(FLAGS_check_paths);
+  // Without the flags, jobs read and write under the working directory only.
+  const std::string cwd = std::filesystem::current_path().string();
+  auto roots = [&](const std::vector<std::string>& flag) {
+    return flag.empty() ? std::vector<std::string>{cwd} : flag;
+  };
+  auto policy = PathPolicy::Create(roots(absl::GetFlag(FLAGS_allowed_input_paths)),
+                                   roots(absl::GetFlag(FLAGS_allowed_output_paths)), cwd);
+  if (!policy.ok()) {
+    return absl::Status(policy.status().code(),
+                        absl::StrCat("--allowed_input_paths / --allowed_output_paths: ",
+                                     policy.status().message()));
+  }
+  controller->path_policy = *policy;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
+  CoordinatorOptions options;
   options.listen_address = absl::GetFlag(FLAGS_address);
   options.state_file = absl::GetFlag(FLAGS_state_file);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
@@ -98,41 +131,24 @@ int main(int argc, char** argv) {
       absl::Milliseconds(absl::GetFlag(FLAGS_lost_worker_retention_ms));
   options.job_retention = absl::Hours(absl::GetFlag(FLAGS_job_retention_hours));
   options.max_sync_threads = std::max(4, absl::GetFlag(FLAGS_max_sync_threads));
-  auto& controller = options.controller;
-  controller.heartbeat_interval = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
-  controller.heartbeat_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
-  controller.collective_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_collective_timeout_ms));
-  controller.hook_switch_lead = absl::Milliseconds(absl::GetFlag(FLAGS_hook_switch_lead_ms));
-  controller.stall_warning = absl::Milliseconds(absl::GetFlag(FLAGS_stall_warning_ms));
-  controller.stall_abort = absl::Milliseconds(absl::GetFlag(FLAGS_stall_abort_ms));
-  controller.reattach_grace = absl::Milliseconds(absl::GetFlag(FLAGS_reattach_grace_ms));
-  controller.limits.max_world_size = absl::GetFlag(FLAGS_max_world_size);
-  controller.limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
-  controller.limits.max_steps = absl::GetFlag(FLAGS_max_steps);
-  controller.check_paths = absl::GetFlag(FLAGS_check_paths);
-  {
-    const std::string cwd = std::filesystem::current_path().string();
-    auto roots = [&](const std::vector<std::string>& flag) {
-      return flag.empty() ? std::vector<std::string>{cwd} : flag;
-    };
-    auto policy =
-        shardwise::PathPolicy::Create(roots(absl::GetFlag(FLAGS_allowed_input_paths)),
-                                      roots(absl::GetFlag(FLAGS_allowed_output_paths)), cwd);
-    if (!policy.ok()) {
-      std::fprintf(stderr,
-                   "shardwise-coordinator: --allowed_input_paths / "
-                   "--allowed_output_paths: %s\n",
-                   std::string(policy.status().message()).c_str());
-      return 2;
-    }
-    controller.path_policy = *policy;
-  }
-  if (controller.heartbeat_timeout <= controller.heartbeat_interval) {
-    std::fprintf(stderr, "--heartbeat_timeout_ms must exceed --heartbeat_interval_ms\n");
+  RETURN_IF_ERROR(ControllerOptionsFromFlags(&options.controller));
+  return options;
+}
+
+}  // namespace
+}  // namespace shardwise
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("The Shardwise coordinator. Usage: shardwise-coordinator [flags]");
+  absl::ParseCommandLine(argc, argv);
+
+  auto options = shardwise::OptionsFromFlags();
+  if (!options.ok()) {
+    std::fprintf(stderr, "shardwise-coordinator: %s\n",
+                 std::string(options.status().message()).c_str());
     return 2;
   }
-
-  auto coordinator = shardwise::Coordinator::Start(options);
+  auto coordinator = shardwise::Coordinator::Start(*options);
   if (!coordinator.ok()) {
     std::fprintf(stderr, "shardwise-coordinator: %s\n",
                  std::string(coordinator.status().message()).c_str());
@@ -140,19 +156,12 @@ int main(int argc, char** argv) {
   }
   const int port = (*coordinator)->port();
   std::fprintf(stderr, "shardwise-coordinator: serving on port %d, state in %s%s\n", port,
-               options.state_file.c_str(),
+               options->state_file.c_str(),
                (*coordinator)->metrics_port() > 0
                    ? absl::StrCat("; metrics on port ", (*coordinator)->metrics_port()).c_str()
                    : "");
-  // Written whole under a temporary name, so a reader never sees half a number.
-  auto write_port = [](const std::string& path, int value) {
-    if (path.empty()) return;
-    const std::string tmp = path + ".tmp";
-    std::ofstream(tmp) << value << "\n";
-    std::rename(tmp.c_str(), path.c_str());
-  };
-  write_port(absl::GetFlag(FLAGS_metrics_port_file), (*coordinator)->metrics_port());
-  write_port(absl::GetFlag(FLAGS_port_file), port);
+  shardwise::WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), (*coordinator)->metrics_port());
+  shardwise::WritePortFile(absl::GetFlag(FLAGS_port_file), port);
 
   shardwise::IgnoreBrokenPipes();
   const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();

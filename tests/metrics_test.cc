@@ -65,6 +65,93 @@ class MetricsTest : public ::testing::Test {
     }
   }
 
+  // The coordinator's and the workers' figures for the job `running`.
+  void ExpectRunningFigures(const std::string& running) {
+    const Scrape coordinator = Get(coordinator_port_);
+    const v1::Job described = *cluster_->client().Get(running);
+    // Every family has its HELP and TYPE.
+    for (const char* family : {"shardwise_coordinator_jobs", "shardwise_coordinator_workers",
+                               "shardwise_job_step", "shardwise_coordinator_grpc_requests_total",
+                               "shardwise_coordinator_worker_message_seconds",
+                               "shardwise_coordinator_state_commit_seconds",
+                               "shardwise_coordinator_heartbeat_age_max_seconds"}) {
+      EXPECT_TRUE(absl::StrContains(coordinator.text, absl::StrCat("# HELP ", family, " ")))
+          << family;
+      EXPECT_TRUE(absl::StrContains(coordinator.text, absl::StrCat("# TYPE ", family, " ")))
+          << family;
+    }
+    EXPECT_EQ(coordinator["shardwise_coordinator_jobs{state=\"RUNNING\"}"], 1);
+    EXPECT_EQ(coordinator["shardwise_coordinator_workers{state=\"BUSY\",device=\"CPU\"}"], 2);
+    const double step = coordinator[absl::StrCat("shardwise_job_step{job=\"", running, "\"}")];
+    EXPECT_GT(step, 0);
+    EXPECT_LE(step, described.progress().step());  // scraped first
+    EXPECT_EQ(coordinator[absl::StrCat("shardwise_job_total_steps{job=\"", running, "\"}")],
+              static_cast<double>(described.progress().total_steps()));
+    EXPECT_GT(coordinator["shardwise_coordinator_worker_message_seconds_count{kind=\"heartbeat\"}"],
+              0);
+    EXPECT_GT(coordinator["shardwise_coordinator_state_commit_seconds_count"], 0);
+    EXPECT_LT(coordinator["shardwise_coordinator_heartbeat_age_max_seconds"], 5);
+    for (const auto& [worker, port] : worker_ports_) {
+      const Scrape scrape = Get(port);
+      EXPECT_EQ(scrape["shardwise_worker_busy"], 1) << worker;
+      EXPECT_GT(scrape["shardwise_worker_collectives_total{kind=\"all_reduce\"}"], 0) << worker;
+      EXPECT_GT(scrape["shardwise_worker_collective_seconds_total{kind=\"all_reduce\"}"], 0)
+          << worker;
+      EXPECT_GT(scrape["shardwise_worker_step"], 0) << worker;
+    }
+  }
+
+  // RPCs are counted by method and code.
+  void ExpectRpcsCounted(const std::string& running) {
+    const std::string get_ok =
+        "shardwise_coordinator_grpc_requests_total{method=\"/shardwise.v1.JobService/"
+        "GetJob\",code=\"OK\"}";
+    const std::string get_missing =
+        "shardwise_coordinator_grpc_requests_total{method=\"/shardwise.v1.JobService/"
+        "GetJob\",code=\"NOT_FOUND\"}";
+    const double gets = Get(coordinator_port_)[get_ok];
+    ASSERT_TRUE(cluster_->client().Get(running).ok());
+    EXPECT_FALSE(cluster_->client().Get("job-404").ok());
+    const Scrape after_calls = Get(coordinator_port_);
+    EXPECT_EQ(after_calls[get_ok], gets + 1);
+    EXPECT_EQ(after_calls[get_missing], 1);
+    EXPECT_GT(after_calls["shardwise_coordinator_grpc_request_seconds_count{method=\"/"
+                          "shardwise.v1.JobService/GetJob\"}"],
+              0);
+  }
+
+  // A job that completes after `running` is cancelled: its rank 0's bytes on its worker
+  // are describe's, and the job's series are gone once it ended.
+  void ExpectCompletedFigures(const std::string& running) {
+    ASSERT_TRUE(cluster_->client().Cancel(running).ok());
+    ASSERT_TRUE(Cluster::WaitFor([&] {
+      return cluster_->WorkerState("w0") == v1::IDLE && cluster_->WorkerState("w1") == v1::IDLE;
+    }));
+    std::map<std::string, Scrape> before;
+    for (const auto& [worker, port] : worker_ports_) before[worker] = Get(port);
+    auto short_job = cluster_->client().Submit(Cluster::Spec(2));
+    ASSERT_TRUE(short_job.ok());
+    const v1::Job done = cluster_->WaitForState(*short_job, v1::SUCCEEDED);
+    const std::string rank0 = done.ranks(0).worker_id();
+    const Scrape worker = Get(worker_ports_[rank0]);
+    for (const auto& [kind, bytes] : std::vector<std::pair<std::string, int64_t>>{
+             {"all_gather", done.progress().all_gather_bytes()},
+             {"reduce_scatter", done.progress().reduce_scatter_bytes()},
+             {"all_reduce", done.progress().all_reduce_bytes()}}) {
+      const std::string series =
+          absl::StrCat("shardwise_worker_collective_bytes_total{kind=\"", kind, "\"}");
+      EXPECT_EQ(worker[series] - std::max(0.0, before[rank0][series]), static_cast<double>(bytes))
+          << kind;
+    }
+    EXPECT_EQ(worker["shardwise_worker_attempts_total{outcome=\"completed\"}"], 1);
+    EXPECT_EQ(worker["shardwise_worker_busy"], 0);
+    const Scrape ended = Get(coordinator_port_);
+    EXPECT_EQ(ended["shardwise_coordinator_jobs{state=\"SUCCEEDED\"}"], 1);
+    EXPECT_EQ(ended["shardwise_coordinator_jobs{state=\"CANCELLED\"}"], 1);
+    EXPECT_FALSE(absl::StrContains(ended.text, absl::StrCat("job=\"", *short_job, "\"")))
+        << "a job that ended keeps no series";
+  }
+
   static ClusterOptions Options() {
     ClusterOptions options;
     options.coordinator_metrics = true;
@@ -89,84 +176,9 @@ TEST_F(MetricsTest, TheFiguresFollowTheJobAsDescribeShowsIt) {
                    ["shardwise_coordinator_worker_message_seconds_count{kind=\"heartbeat\"}"] > 0;
   }));
 
-  const Scrape coordinator = Get(coordinator_port_);
-  const v1::Job described = *cluster_->client().Get(*running);
-  // Every family has its HELP and TYPE.
-  for (const char* family :
-       {"shardwise_coordinator_jobs", "shardwise_coordinator_workers", "shardwise_job_step",
-        "shardwise_coordinator_grpc_requests_total", "shardwise_coordinator_worker_message_seconds",
-        "shardwise_coordinator_state_commit_seconds",
-        "shardwise_coordinator_heartbeat_age_max_seconds"}) {
-    EXPECT_TRUE(absl::StrContains(coordinator.text, absl::StrCat("# HELP ", family, " ")))
-        << family;
-    EXPECT_TRUE(absl::StrContains(coordinator.text, absl::StrCat("# TYPE ", family, " ")))
-        << family;
-  }
-  EXPECT_EQ(coordinator["shardwise_coordinator_jobs{state=\"RUNNING\"}"], 1);
-  EXPECT_EQ(coordinator["shardwise_coordinator_workers{state=\"BUSY\",device=\"CPU\"}"], 2);
-  const double step = coordinator[absl::StrCat("shardwise_job_step{job=\"", *running, "\"}")];
-  EXPECT_GT(step, 0);
-  EXPECT_LE(step, described.progress().step());  // scraped first
-  EXPECT_EQ(coordinator[absl::StrCat("shardwise_job_total_steps{job=\"", *running, "\"}")],
-            static_cast<double>(described.progress().total_steps()));
-  EXPECT_GT(coordinator["shardwise_coordinator_worker_message_seconds_count{kind=\"heartbeat\"}"],
-            0);
-  EXPECT_GT(coordinator["shardwise_coordinator_state_commit_seconds_count"], 0);
-  EXPECT_LT(coordinator["shardwise_coordinator_heartbeat_age_max_seconds"], 5);
-  for (const auto& [worker, port] : worker_ports_) {
-    const Scrape scrape = Get(port);
-    EXPECT_EQ(scrape["shardwise_worker_busy"], 1) << worker;
-    EXPECT_GT(scrape["shardwise_worker_collectives_total{kind=\"all_reduce\"}"], 0) << worker;
-    EXPECT_GT(scrape["shardwise_worker_collective_seconds_total{kind=\"all_reduce\"}"], 0)
-        << worker;
-    EXPECT_GT(scrape["shardwise_worker_step"], 0) << worker;
-  }
-
-  // RPCs are counted by method and code.
-  const std::string get_ok =
-      "shardwise_coordinator_grpc_requests_total{method=\"/shardwise.v1.JobService/"
-      "GetJob\",code=\"OK\"}";
-  const std::string get_missing =
-      "shardwise_coordinator_grpc_requests_total{method=\"/shardwise.v1.JobService/"
-      "GetJob\",code=\"NOT_FOUND\"}";
-  const double gets = Get(coordinator_port_)[get_ok];
-  ASSERT_TRUE(cluster_->client().Get(*running).ok());
-  EXPECT_FALSE(cluster_->client().Get("job-404").ok());
-  const Scrape after_calls = Get(coordinator_port_);
-  EXPECT_EQ(after_calls[get_ok], gets + 1);
-  EXPECT_EQ(after_calls[get_missing], 1);
-  EXPECT_GT(after_calls["shardwise_coordinator_grpc_request_seconds_count{method=\"/"
-                        "shardwise.v1.JobService/GetJob\"}"],
-            0);
-
-  // A job that completes: its rank 0's bytes on its worker are describe's.
-  ASSERT_TRUE(cluster_->client().Cancel(*running).ok());
-  ASSERT_TRUE(Cluster::WaitFor([&] {
-    return cluster_->WorkerState("w0") == v1::IDLE && cluster_->WorkerState("w1") == v1::IDLE;
-  }));
-  std::map<std::string, Scrape> before;
-  for (const auto& [worker, port] : worker_ports_) before[worker] = Get(port);
-  auto short_job = cluster_->client().Submit(Cluster::Spec(2));
-  ASSERT_TRUE(short_job.ok());
-  const v1::Job done = cluster_->WaitForState(*short_job, v1::SUCCEEDED);
-  const std::string rank0 = done.ranks(0).worker_id();
-  const Scrape worker = Get(worker_ports_[rank0]);
-  for (const auto& [kind, bytes] : std::vector<std::pair<std::string, int64_t>>{
-           {"all_gather", done.progress().all_gather_bytes()},
-           {"reduce_scatter", done.progress().reduce_scatter_bytes()},
-           {"all_reduce", done.progress().all_reduce_bytes()}}) {
-    const std::string series =
-        absl::StrCat("shardwise_worker_collective_bytes_total{kind=\"", kind, "\"}");
-    EXPECT_EQ(worker[series] - std::max(0.0, before[rank0][series]), static_cast<double>(bytes))
-        << kind;
-  }
-  EXPECT_EQ(worker["shardwise_worker_attempts_total{outcome=\"completed\"}"], 1);
-  EXPECT_EQ(worker["shardwise_worker_busy"], 0);
-  const Scrape ended = Get(coordinator_port_);
-  EXPECT_EQ(ended["shardwise_coordinator_jobs{state=\"SUCCEEDED\"}"], 1);
-  EXPECT_EQ(ended["shardwise_coordinator_jobs{state=\"CANCELLED\"}"], 1);
-  EXPECT_FALSE(absl::StrContains(ended.text, absl::StrCat("job=\"", *short_job, "\"")))
-      << "a job that ended keeps no series";
+  ExpectRunningFigures(*running);
+  ExpectRpcsCounted(*running);
+  ExpectCompletedFigures(*running);
 }
 
 // Every metric the Grafana dashboard queries is one the coordinator or a worker exports:

@@ -35,6 +35,7 @@ test    python3:google.protobuf     python3-protobuf
 test    python3:yaml                python3-yaml
 checks  clang-format-14             clang-format-14
 checks  git                         git
+checks  ctags                       universal-ctags
 fuzz    clang++-14                  clang-14
 fuzz    make                        make
 manifests kubectl                   kubernetes-client

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -97,100 +98,103 @@ std::unique_ptr<Coordinator> StartCoordinator() {
   return c;
 }
 
-// `token`: the worker's rendezvous token from its assignment, put into rendezvous calls
-// that carry none, so that the fuzzer reaches the store behind the token check too.
-void Deliver(Coordinator& c, uint8_t kind, const std::string& worker, const std::string& token,
-             const uint8_t* payload, size_t size) {
-  auto with_token = [&](auto& request) {
-    if (request.scope().token().empty()) request.mutable_scope()->set_token(token);
-  };
-  JobController& controller = *c.controller;
-  JobServiceImpl& jobs = *c.job_service;
-  RendezvousServiceImpl& rendezvous = *c.rendezvous_service;
-  grpc::ServerContext context;
+// Parses the payload as the method's request and calls the service with it; the response
+// is dropped. `prepare` may change the request first.
+template <typename Service, typename Request, typename Response>
+void CallIfParses(Service& service,
+                  grpc::Status (Service::*method)(grpc::ServerContext*, const Request*, Response*),
+                  const uint8_t* payload, size_t size,
+                  const std::function<void(Request&)>& prepare = nullptr) {
+  IfParses<Request>(payload, size, [&](Request& request) {
+    if (prepare) prepare(request);
+    grpc::ServerContext context;
+    Response response;
+    (void)(service.*method)(&context, &request, &response);
+  });
+}
+
+// A message from worker `worker` on its session; false for a kind that is not one.
+bool DeliverWorkerMessage(JobController& controller, uint8_t kind, const std::string& worker,
+                          const uint8_t* payload, size_t size) {
   switch (kind) {
     case kHeartbeat:
       IfParses<v1::Heartbeat>(payload, size, [&](auto& m) { controller.OnHeartbeat(worker, m); });
-      break;
+      return true;
     case kReport:
       IfParses<v1::AttemptReport>(payload, size, [&](auto& m) { controller.OnReport(worker, m); });
-      break;
+      return true;
     case kHookAck:
       IfParses<v1::HookChangeAck>(payload, size, [&](auto& m) { controller.OnHookAck(worker, m); });
-      break;
+      return true;
     case kRegisterWorker:
       IfParses<v1::RegisterWorkerRequest>(payload, size,
                                           [&](auto& m) { (void)controller.RegisterWorker(m); });
-      break;
-    case kSubmitJob:
-      IfParses<v1::SubmitJobRequest>(payload, size, [&](auto& m) {
-        v1::SubmitJobResponse response;
-        (void)jobs.SubmitJob(&context, &m, &response);
-      });
-      break;
-    case kGetJob:
-      IfParses<v1::GetJobRequest>(payload, size, [&](auto& m) {
-        v1::Job response;
-        (void)jobs.GetJob(&context, &m, &response);
-      });
-      break;
-    case kListJobs:
-      IfParses<v1::ListJobsRequest>(payload, size, [&](auto& m) {
-        v1::ListJobsResponse response;
-        (void)jobs.ListJobs(&context, &m, &response);
-      });
-      break;
-    case kSetCommHook:
-      IfParses<v1::SetCommHookRequest>(payload, size, [&](auto& m) {
-        v1::HookSwitch response;
-        (void)jobs.SetCommHook(&context, &m, &response);
-      });
-      break;
-    case kGetTimeline:
-      IfParses<v1::GetTimelineRequest>(payload, size, [&](auto& m) {
-        v1::Timeline response;
-        (void)jobs.GetTimeline(&context, &m, &response);
-      });
-      break;
-    case kCancelJob:
-      IfParses<v1::CancelJobRequest>(payload, size, [&](auto& m) {
-        v1::Job response;
-        (void)jobs.CancelJob(&context, &m, &response);
-      });
-      break;
-    case kListWorkers:
-      IfParses<v1::ListWorkersRequest>(payload, size, [&](auto& m) {
-        v1::ListWorkersResponse response;
-        (void)jobs.ListWorkers(&context, &m, &response);
-      });
-      break;
-    case kRendezvousSet:
-      IfParses<v1::RendezvousSetRequest>(payload, size, [&](auto& m) {
-        v1::RendezvousSetResponse response;
-        with_token(m);
-        (void)rendezvous.Set(&context, &m, &response);
-      });
-      break;
-    case kRendezvousGet:
-      IfParses<v1::RendezvousGetRequest>(payload, size, [&](auto& m) {
-        v1::RendezvousGetResponse response;
-        with_token(m);
-        (void)rendezvous.Get(&context, &m, &response);
-      });
-      break;
-    case kRendezvousAdd:
-      IfParses<v1::RendezvousAddRequest>(payload, size, [&](auto& m) {
-        v1::RendezvousAddResponse response;
-        with_token(m);
-        (void)rendezvous.Add(&context, &m, &response);
-      });
-      break;
-    case kCheckHeartbeats:
-      controller.CheckHeartbeats();
-      break;
+      return true;
     default:
-      controller.Schedule();
-      break;
+      return false;
+  }
+}
+
+// A client's call of the job service; false for a kind that is not one.
+bool DeliverJobCall(JobServiceImpl& jobs, uint8_t kind, const uint8_t* payload, size_t size) {
+  using S = JobServiceImpl;
+  switch (kind) {
+    case kSubmitJob:
+      return CallIfParses(jobs, &S::SubmitJob, payload, size), true;
+    case kGetJob:
+      return CallIfParses(jobs, &S::GetJob, payload, size), true;
+    case kListJobs:
+      return CallIfParses(jobs, &S::ListJobs, payload, size), true;
+    case kSetCommHook:
+      return CallIfParses(jobs, &S::SetCommHook, payload, size), true;
+    case kGetTimeline:
+      return CallIfParses(jobs, &S::GetTimeline, payload, size), true;
+    case kCancelJob:
+      return CallIfParses(jobs, &S::CancelJob, payload, size), true;
+    case kListWorkers:
+      return CallIfParses(jobs, &S::ListWorkers, payload, size), true;
+    default:
+      return false;
+  }
+}
+
+// A rendezvous call. `token`: the worker's rendezvous token from its assignment, put into
+// calls that carry none, so that the fuzzer reaches the store behind the token check too.
+bool DeliverRendezvousCall(RendezvousServiceImpl& rendezvous, uint8_t kind,
+                           const std::string& token, const uint8_t* payload, size_t size) {
+  using S = RendezvousServiceImpl;
+  auto with_token = [&token](auto& request) {
+    if (request.scope().token().empty()) request.mutable_scope()->set_token(token);
+  };
+  switch (kind) {
+    case kRendezvousSet:
+      CallIfParses<S, v1::RendezvousSetRequest, v1::RendezvousSetResponse>(
+          rendezvous, &S::Set, payload, size, with_token);
+      return true;
+    case kRendezvousGet:
+      CallIfParses<S, v1::RendezvousGetRequest, v1::RendezvousGetResponse>(
+          rendezvous, &S::Get, payload, size, with_token);
+      return true;
+    case kRendezvousAdd:
+      CallIfParses<S, v1::RendezvousAddRequest, v1::RendezvousAddResponse>(
+          rendezvous, &S::Add, payload, size, with_token);
+      return true;
+    default:
+      return false;
+  }
+}
+
+void Deliver(Coordinator& c, uint8_t kind, const std::string& worker, const std::string& token,
+             const uint8_t* payload, size_t size) {
+  if (DeliverWorkerMessage(*c.controller, kind, worker, payload, size) ||
+      DeliverJobCall(*c.job_service, kind, payload, size) ||
+      DeliverRendezvousCall(*c.rendezvous_service, kind, token, payload, size)) {
+    return;
+  }
+  if (kind == kCheckHeartbeats) {
+    c.controller->CheckHeartbeats();
+  } else {
+    c.controller->Schedule();
   }
 }
 

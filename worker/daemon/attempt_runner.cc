@@ -107,6 +107,29 @@ absl::Status AttemptRunner::CheckPaths() const {
       ApplyPathPolicy(PathPolicy::FromProto(assignment_.path_policy()), PathCheck::kOnDisk, &spec));
 }
 
+namespace {
+
+v1::Progress Phase(const char* name) {
+  v1::Progress progress;
+  progress.set_phase(name);
+  return progress;
+}
+
+}  // namespace
+
+void AttemptRunner::Fail(const absl::Status& status) {
+  std::string message(status.message());
+  if (abort_) {
+    absl::MutexLock lock(&mu_);
+    message = absl::StrCat("aborted: ", abort_reason_);
+  }
+  std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(), rank(),
+               message.c_str());
+  Report(v1::ABORTED, message, Phase("aborted"), !abort_ && IsPermanent(status));
+  done_ = true;
+  finished_.Notify();
+}
+
 void AttemptRunner::Run() {
   const int rank = assignment_.rank();
   const int size = assignment_.world_size();
@@ -117,28 +140,10 @@ void AttemptRunner::Run() {
   std::fprintf(stderr, "worker: %s attempt %d: rank %d of %d joining the data plane\n",
                job_id().c_str(), attempt(), rank, size);
 
-  auto phase = [](const char* name) {
-    v1::Progress progress;
-    progress.set_phase(name);
-    return progress;
-  };
-  auto fail = [&](const absl::Status& status) {
-    std::string message(status.message());
-    if (abort_) {
-      absl::MutexLock lock(&mu_);
-      message = absl::StrCat("aborted: ", abort_reason_);
-    }
-    std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(), rank,
-                 message.c_str());
-    Report(v1::ABORTED, message, phase("aborted"), !abort_ && IsPermanent(status));
-    done_ = true;
-    finished_.Notify();
-  };
-
   // Before joining: a rank that cannot fit, or may not open the job's files, fails at
   // once, and its peers are aborted.
-  if (absl::Status paths = CheckPaths(); !paths.ok()) return fail(paths);
-  if (absl::Status memory = CheckMemory(); !memory.ok()) return fail(memory);
+  if (absl::Status paths = CheckPaths(); !paths.ok()) return Fail(paths);
+  if (absl::Status memory = CheckMemory(); !memory.ok()) return Fail(memory);
 
   v1::RendezvousScope scope;
   scope.set_job_id(assignment_.job_id());
@@ -146,19 +151,35 @@ void AttemptRunner::Run() {
   scope.set_token(assignment_.rendezvous_token());
   GrpcRendezvousStore store(channel_, scope, options.timeout, &abort_);
   auto context = ConnectGlooContext(store, rank, size, options);
-  if (!context.ok()) return fail(context.status());
+  if (!context.ok()) return Fail(context.status());
   auto sum = VerifyDataPlane(*context);
-  if (!sum.ok()) return fail(sum.status());
-  if (abort_) return fail(absl::AbortedError("aborted"));
-  Report(v1::JOINED, absl::StrCat("all-reduce of ranks gave ", *sum), phase("bootstrap"));
+  if (!sum.ok()) return Fail(sum.status());
+  if (abort_) return Fail(absl::AbortedError("aborted"));
+  Report(v1::JOINED, absl::StrCat("all-reduce of ranks gave ", *sum), Phase("bootstrap"));
 
+  v1::Progress last_progress = Phase("training");
+  const absl::StatusOr<TrainingResult> result =
+      TrainPublishingProgress(MakeTrainingContext(&store, *context, options, &last_progress));
+  if (!result.ok()) return Fail(result.status());
+  last_progress.set_phase("completed");
+  std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(), rank,
+               result->Summary().c_str());
+  Report(v1::COMPLETED, result->Summary(), last_progress);
+  done_ = true;
+  finished_.Notify();
+}
+
+TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
+                                                   std::shared_ptr<gloo::Context> world,
+                                                   const DataPlaneOptions& options,
+                                                   v1::Progress* last_progress) {
   TrainingContext training;
   training.job_id = assignment_.job_id();
   training.attempt = assignment_.attempt();
-  training.rank = rank;
-  training.world_size = size;
-  training.store = &store;
-  training.world = *context;
+  training.rank = assignment_.rank();
+  training.world_size = assignment_.world_size();
+  training.store = store;
+  training.world = std::move(world);
   training.data_plane = options;
   training.abort = &abort_;
   training.allocator = &allocator_;
@@ -173,22 +194,27 @@ void AttemptRunner::Run() {
   training.timeline = &timeline_;
   training.collective_metrics = collective_metrics_;
   // Once per attempt (and once more on a change): off the steady-state critical path.
-  training.on_execution_order = [&](const v1::ExecutionOrder& order, int64_t step, bool changed) {
+  training.on_execution_order = [this](const v1::ExecutionOrder& order, int64_t step,
+                                       bool changed) {
     v1::AttemptReport report;
     report.set_job_id(assignment_.job_id());
     report.set_attempt(assignment_.attempt());
-    report.set_rank(rank);
+    report.set_rank(assignment_.rank());
     report.set_phase(changed ? v1::ORDER_CHANGED : v1::ORDER_RECORDED);
     *report.mutable_execution_order() = order;
     report.set_step(step);
     report_(report);
   };
-  v1::Progress last_progress = phase("training");
-  training.on_progress = [&](const v1::Progress& progress) {
-    last_progress = progress;
+  training.on_progress = [this, last_progress](const v1::Progress& progress) {
+    *last_progress = progress;
     absl::MutexLock lock(&progress_mu_);
     pending_progress_ = progress;
   };
+  return training;
+}
+
+absl::StatusOr<TrainingResult> AttemptRunner::TrainPublishingProgress(
+    const TrainingContext& training) {
   std::thread publisher([this] { PublishProgress(); });
   absl::StatusOr<TrainingResult> result = absl::UnknownError("not run");
   try {
@@ -202,13 +228,7 @@ void AttemptRunner::Run() {
     training_over_ = true;
   }
   publisher.join();
-  if (!result.ok()) return fail(result.status());
-  last_progress.set_phase("completed");
-  std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(), rank,
-               result->Summary().c_str());
-  Report(v1::COMPLETED, result->Summary(), last_progress);
-  done_ = true;
-  finished_.Notify();
+  return result;
 }
 
 }  // namespace shardwise

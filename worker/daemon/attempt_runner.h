@@ -20,6 +20,7 @@
 #include "grpcpp/channel.h"
 #include "proto/worker_service.pb.h"
 #include "worker/comm/data_plane.h"
+#include "worker/comm/grpc_rendezvous_store.h"
 #include "worker/daemon/memory_check.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/rank_position.h"
@@ -71,7 +72,17 @@ class AttemptRunner {
   int32_t attempt() const { return assignment_.attempt(); }
 
  private:
+  // The attempt: checks, joining the data plane, training, the final report.
   void Run();
+  // Ends the attempt with an ABORTED report: `status`'s message, or the abort's reason
+  // when the coordinator aborted it.
+  void Fail(const absl::Status& status);
+  // What the rank trains with; `last_progress` is kept up to date with each step's.
+  TrainingContext MakeTrainingContext(GrpcRendezvousStore* store,
+                                      std::shared_ptr<gloo::Context> world,
+                                      const DataPlaneOptions& options, v1::Progress* last_progress);
+  // Trains, with a thread that publishes progress meanwhile (PublishProgress).
+  absl::StatusOr<TrainingResult> TrainPublishingProgress(const TrainingContext& training);
   // RESOURCE_EXHAUSTED when this worker lacks the memory the job's rank is estimated to
   // need (memory_check.h); OK when it has it, or cannot tell.
   absl::Status CheckMemory() const;

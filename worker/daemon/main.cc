@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 
 #include "absl/flags/flag.h"
@@ -16,7 +15,9 @@
 #include "common/daemon_signals.h"
 #include "common/metrics.h"
 #include "common/metrics_http_server.h"
+#include "common/port_file.h"
 #include "common/self_restart.h"
+#include "common/status_macros.h"
 #include "worker/daemon/worker_daemon.h"
 #include "worker/runtime/host_memory.h"
 #include "worker/train/injected_faults.h"
@@ -63,108 +64,115 @@ ABSL_FLAG(std::string, fault_injection, "",
           "for tests only: unit_order_reversed or unit_order_reversed_from=STEP makes this "
           "rank report its FSDP units in reverse order");
 
+namespace shardwise {
+namespace {
+
+// The coordinator's address, the channel's credentials and this worker's stable name.
+absl::Status ConfigureIdentity(WorkerOptions* options) {
+  options->coordinator_address = ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator));
+  ChannelSecurity security;
+  security.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  security.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  security.key_file = absl::GetFlag(FLAGS_tls_key);
+  ASSIGN_OR_RETURN(options->credentials, MakeChannelCredentials(security));
+  options->name = absl::GetFlag(FLAGS_name);
+  if (options->name.empty() && !security.cert_file.empty()) {
+    ASSIGN_OR_RETURN(options->name, CertificateCommonName(security.cert_file));
+  }
+  if (options->name.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    options->name = absl::StrCat(host, ":", getpid());
+  }
+  return absl::OkStatus();
+}
+
+// A CUDA worker: its GPU, the factory of its ranks' devices, its free memory.
+absl::Status ConfigureGpu(WorkerOptions* options) {
+#ifdef SHARDWISE_WITH_CUDA
+  ASSIGN_OR_RETURN(v1::GpuInfo gpu, cuda::QueryGpu(absl::GetFlag(FLAGS_gpu)));
+  options->device = v1::CUDA;
+  options->gpu = gpu;
+  options->make_device = cuda::CudaRankDevices(gpu.index());
+  options->available_memory = [index = gpu.index()] { return cuda::FreeGpuMemory(index); };
+  std::fprintf(stderr, "shardwise-worker: GPU %d: %s, %lld MiB, sm_%d%d, CUDA driver %s, NCCL %s\n",
+               gpu.index(), gpu.name().c_str(), static_cast<long long>(gpu.memory_bytes() >> 20),
+               gpu.compute_capability_major(), gpu.compute_capability_minor(),
+               gpu.driver_version().c_str(), gpu.nccl_version().c_str());
+  return absl::OkStatus();
+#else
+  return absl::InvalidArgumentError(
+      "--device=cuda: this build has no CUDA data plane (build with bazel build "
+      "--config=cuda)");
+#endif
+}
+
+// The device this worker offers, and how it measures the memory it has left.
+absl::Status ConfigureDevice(WorkerOptions* options) {
+  const std::string device = absl::AsciiStrToLower(absl::GetFlag(FLAGS_device));
+  if (device == "cpu") {
+    options->device = v1::CPU;
+    options->available_memory = HostMemoryAvailable;
+  } else if (device == "cuda") {
+    RETURN_IF_ERROR(ConfigureGpu(options));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device: unknown value '", device, "' (expected cpu or cuda)"));
+  }
+  if (!absl::GetFlag(FLAGS_check_memory)) options->available_memory = nullptr;
+  return absl::OkStatus();
+}
+
+// Fault injection for tests, the data-plane address, and the restart of a stuck abort.
+absl::Status ConfigureRuntime(char** argv, WorkerOptions* options) {
+  options->data_plane.hostname = absl::GetFlag(FLAGS_data_address);
+  ASSIGN_OR_RETURN(options->faults, ParseInjectedFaults(absl::GetFlag(FLAGS_fault_injection)));
+  if (const int64_t grace = absl::GetFlag(FLAGS_stuck_abort_restart_ms); grace > 0) {
+    options->stuck_abort_grace = absl::Milliseconds(grace);
+    options->restart_process = [argv] { RestartProcess(argv); };
+  }
+  return absl::OkStatus();
+}
+
+// With --metrics_address, serves `metrics` there (null without), and writes the port to
+// --metrics_port_file.
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetrics(MetricsRegistry* metrics) {
+  const std::string address = absl::GetFlag(FLAGS_metrics_address);
+  if (address.empty()) return nullptr;
+  ASSIGN_OR_RETURN(std::unique_ptr<MetricsHttpServer> server,
+                   MetricsHttpServer::Start(address, metrics));
+  WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), server->port());
+  return server;
+}
+
+absl::Status Configure(char** argv, WorkerOptions* options) {
+  RETURN_IF_ERROR(ConfigureIdentity(options));
+  RETURN_IF_ERROR(ConfigureDevice(options));
+  return ConfigureRuntime(argv, options);
+}
+
+}  // namespace
+}  // namespace shardwise
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("The Shardwise worker daemon. Usage: shardwise-worker [flags]");
   absl::ParseCommandLine(argc, argv);
 
   shardwise::WorkerOptions options;
-  options.coordinator_address =
-      shardwise::ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator));
-  shardwise::ChannelSecurity security;
-  security.ca_file = absl::GetFlag(FLAGS_tls_ca);
-  security.cert_file = absl::GetFlag(FLAGS_tls_cert);
-  security.key_file = absl::GetFlag(FLAGS_tls_key);
-  auto credentials = shardwise::MakeChannelCredentials(security);
-  if (!credentials.ok()) {
-    std::fprintf(stderr, "shardwise-worker: %s\n",
-                 std::string(credentials.status().message()).c_str());
+  if (const absl::Status configured = shardwise::Configure(argv, &options); !configured.ok()) {
+    std::fprintf(stderr, "shardwise-worker: %s\n", std::string(configured.message()).c_str());
     return 2;
   }
-  options.credentials = *credentials;
-  options.name = absl::GetFlag(FLAGS_name);
-  if (options.name.empty() && !security.cert_file.empty()) {
-    auto certified = shardwise::CertificateCommonName(security.cert_file);
-    if (!certified.ok()) {
-      std::fprintf(stderr, "shardwise-worker: %s\n",
-                   std::string(certified.status().message()).c_str());
-      return 2;
-    }
-    options.name = *certified;
-  }
-  if (options.name.empty()) {
-    char host[256] = {0};
-    gethostname(host, sizeof(host) - 1);
-    options.name = absl::StrCat(host, ":", getpid());
-  }
-  const std::string device = absl::AsciiStrToLower(absl::GetFlag(FLAGS_device));
-  if (device == "cpu") {
-    options.device = shardwise::v1::CPU;
-  } else if (device == "cuda") {
-#ifdef SHARDWISE_WITH_CUDA
-    auto gpu = shardwise::cuda::QueryGpu(absl::GetFlag(FLAGS_gpu));
-    if (!gpu.ok()) {
-      std::fprintf(stderr, "shardwise-worker: %s\n", std::string(gpu.status().message()).c_str());
-      return 2;
-    }
-    options.device = shardwise::v1::CUDA;
-    options.gpu = *gpu;
-    options.make_device = shardwise::cuda::CudaRankDevices(gpu->index());
-    options.available_memory = [index = gpu->index()] {
-      return shardwise::cuda::FreeGpuMemory(index);
-    };
-    std::fprintf(
-        stderr, "shardwise-worker: GPU %d: %s, %lld MiB, sm_%d%d, CUDA driver %s, NCCL %s\n",
-        gpu->index(), gpu->name().c_str(), static_cast<long long>(gpu->memory_bytes() >> 20),
-        gpu->compute_capability_major(), gpu->compute_capability_minor(),
-        gpu->driver_version().c_str(), gpu->nccl_version().c_str());
-#else
-    std::fprintf(stderr,
-                 "shardwise-worker: --device=cuda: this build has no CUDA data plane (build "
-                 "with bazel build --config=cuda)\n");
-    return 2;
-#endif
-  } else {
-    std::fprintf(stderr, "shardwise-worker: --device: unknown value '%s' (expected cpu or cuda)\n",
-                 device.c_str());
-    return 2;
-  }
-  if (!absl::GetFlag(FLAGS_check_memory)) {
-    options.available_memory = nullptr;
-  } else if (options.device == shardwise::v1::CPU) {
-    options.available_memory = shardwise::HostMemoryAvailable;
-  }
-  options.data_plane.hostname = absl::GetFlag(FLAGS_data_address);
-  auto faults = shardwise::ParseInjectedFaults(absl::GetFlag(FLAGS_fault_injection));
-  if (!faults.ok()) {
-    std::fprintf(stderr, "shardwise-worker: %s\n", std::string(faults.status().message()).c_str());
-    return 2;
-  }
-  options.faults = *std::move(faults);
-
-  if (const int64_t grace = absl::GetFlag(FLAGS_stuck_abort_restart_ms); grace > 0) {
-    options.stuck_abort_grace = absl::Milliseconds(grace);
-    options.restart_process = [argv] { shardwise::RestartProcess(argv); };
-  }
-
   shardwise::IgnoreBrokenPipes();
   const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();
   shardwise::MetricsRegistry metrics;
-  std::unique_ptr<shardwise::MetricsHttpServer> metrics_server;
-  if (const std::string address = absl::GetFlag(FLAGS_metrics_address); !address.empty()) {
-    auto server = shardwise::MetricsHttpServer::Start(address, &metrics);
-    if (!server.ok()) {
-      std::fprintf(stderr, "shardwise-worker: %s\n",
-                   std::string(server.status().message()).c_str());
-      return 1;
-    }
-    metrics_server = std::move(*server);
-    options.metrics = &metrics;
-    if (const std::string file = absl::GetFlag(FLAGS_metrics_port_file); !file.empty()) {
-      const std::string tmp = file + ".tmp";  // whole, or not at all
-      std::ofstream(tmp) << metrics_server->port() << "\n";
-      std::rename(tmp.c_str(), file.c_str());
-    }
+  auto metrics_server = shardwise::StartMetrics(&metrics);
+  if (!metrics_server.ok()) {
+    std::fprintf(stderr, "shardwise-worker: %s\n",
+                 std::string(metrics_server.status().message()).c_str());
+    return 1;
   }
+  if (*metrics_server != nullptr) options.metrics = &metrics;
   std::fprintf(stderr, "shardwise-worker %s: coordinator %s\n", options.name.c_str(),
                options.coordinator_address.c_str());
   shardwise::WorkerDaemon daemon(options);

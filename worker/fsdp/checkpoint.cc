@@ -120,33 +120,35 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
   return best;
 }
 
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder,
-                                                const v1::JobSpec& spec) {
-  LoadedCheckpoint loaded;
-  {
-    std::ifstream file(absl::StrCat(folder, "/", kManifest));
-    std::stringstream json;
-    json << file.rdbuf();
-    if (!file.is_open() ||
-        !google::protobuf::util::JsonStringToMessage(json.str(), &loaded.manifest).ok()) {
-      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': unreadable manifest"));
-    }
+namespace {
+
+absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& folder) {
+  v1::CheckpointManifest manifest;
+  std::ifstream file(absl::StrCat(folder, "/", kManifest));
+  std::stringstream json;
+  json << file.rdbuf();
+  if (!file.is_open() || !google::protobuf::util::JsonStringToMessage(json.str(), &manifest).ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': unreadable manifest"));
   }
-  const v1::CheckpointManifest& manifest = loaded.manifest;
+  return manifest;
+}
+
+// The manifest is of this job's model, names the shard files this writer names, and lists
+// the layout's units with their sizes.
+absl::Status CheckManifest(const std::string& folder, const v1::CheckpointManifest& manifest,
+                           const v1::JobSpec& spec, const FlatLayout& layout) {
   using google::protobuf::util::MessageDifferencer;
   if (!MessageDifferencer::Equals(manifest.model(), spec.model()) ||
       !MessageDifferencer::Equals(manifest.wrap(), spec.wrap())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "checkpoint '", folder, "' holds another model or wrap policy than job.model / job.wrap"));
   }
-  // The manifest names its shard files; only the names this writer gives them are read,
-  // so a crafted manifest cannot make a worker read files outside the folder.
+  // Only the names this writer gives its shard files are read, so a crafted manifest
+  // cannot make a worker read files outside the folder.
   if (manifest.files_size() != manifest.shard_group_size() || manifest.shard_group_size() < 1) {
     return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': the manifest lists ",
-                                            manifest.files_size(),
-                                            " shard files for a shard "
-                                            "group of ",
-                                            manifest.shard_group_size()));
+                                            manifest.files_size(), " shard files for a shard ",
+                                            "group of ", manifest.shard_group_size()));
   }
   for (int s = 0; s < manifest.files_size(); ++s) {
     if (manifest.files(s) != ShardFile(s)) {
@@ -155,7 +157,6 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder,
                                               ShardFile(s), "'"));
     }
   }
-  ASSIGN_OR_RETURN(const FlatLayout layout, BuildFlatLayout(spec.model(), spec.wrap()));
   if (manifest.units_size() != static_cast<int>(layout.units.size())) {
     return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': the manifest lists ",
                                             manifest.units_size(), " units, the model has ",
@@ -170,6 +171,11 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder,
                                               " parameters, the model's has ", numel));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TensorMap>> ReadShards(const std::string& folder,
+                                                  const v1::CheckpointManifest& manifest) {
   std::vector<TensorMap> shards;
   for (const std::string& name : manifest.files()) {
     auto shard = ReadSafetensors(absl::StrCat(folder, "/", name));
@@ -179,33 +185,52 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder,
     }
     shards.push_back(std::move(*shard));
   }
-  // Reassemble each unit's full flat vectors: shard-rank order, padding dropped. Every
-  // shard is an F32 vector of padded_numel / shard_group_size elements.
-  auto full_of = [&](int u, const std::string& what) -> absl::StatusOr<std::vector<float>> {
-    const int64_t shard_numel = manifest.units(u).padded_numel() / manifest.shard_group_size();
-    std::vector<float> full;
-    for (size_t s = 0; s < shards.size(); ++s) {
-      auto it = shards[s].find(TensorName(u, what));
-      if (it == shards[s].end() || it->second.dtype != "F32" || it->second.numel() != shard_numel) {
-        return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': ", manifest.files(s),
-                                                " lacks ", TensorName(u, what), " as F32 [",
-                                                shard_numel, "]"));
-      }
-      full.insert(full.end(), it->second.f32(), it->second.f32() + it->second.numel());
+  return shards;
+}
+
+// Unit `u`'s full flat vector of `what` (its parameters, or an optimizer state), from the
+// shards in shard-rank order, padding dropped. Every shard holds it as an F32 vector of
+// padded_numel / shard_group_size elements.
+absl::StatusOr<std::vector<float>> Reassemble(const std::string& folder,
+                                              const v1::CheckpointManifest& manifest,
+                                              const std::vector<TensorMap>& shards, int u,
+                                              const std::string& what) {
+  const int64_t shard_numel = manifest.units(u).padded_numel() / manifest.shard_group_size();
+  std::vector<float> full;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    auto it = shards[s].find(TensorName(u, what));
+    if (it == shards[s].end() || it->second.dtype != "F32" || it->second.numel() != shard_numel) {
+      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': ", manifest.files(s),
+                                              " lacks ", TensorName(u, what), " as F32 [",
+                                              shard_numel, "]"));
     }
-    full.resize(manifest.units(u).numel());
-    return full;
-  };
+    full.insert(full.end(), it->second.f32(), it->second.f32() + it->second.numel());
+  }
+  full.resize(manifest.units(u).numel());
+  return full;
+}
+
+}  // namespace
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder,
+                                                const v1::JobSpec& spec) {
+  LoadedCheckpoint loaded;
+  ASSIGN_OR_RETURN(loaded.manifest, ReadManifest(folder));
+  const v1::CheckpointManifest& manifest = loaded.manifest;
+  ASSIGN_OR_RETURN(const FlatLayout layout, BuildFlatLayout(spec.model(), spec.wrap()));
+  RETURN_IF_ERROR(CheckManifest(folder, manifest, spec, layout));
+  ASSIGN_OR_RETURN(const std::vector<TensorMap> shards, ReadShards(folder, manifest));
   loaded.optimizer_state.resize(manifest.units_size());
   for (int u = 0; u < manifest.units_size(); ++u) {
     if (manifest.units(u).numel() == 0) continue;
-    ASSIGN_OR_RETURN(std::vector<float> params, full_of(u, "param"));
+    ASSIGN_OR_RETURN(std::vector<float> params, Reassemble(folder, manifest, shards, u, "param"));
     AddUnitTensors(layout, u, params.data(), &loaded.model);
     for (const auto& [name, tensor] : shards[0]) {
       const std::string prefix = TensorName(u, "");
       if (!absl::StartsWith(name, prefix) || name == TensorName(u, "param")) continue;
       const std::string state = name.substr(prefix.size());
-      ASSIGN_OR_RETURN(loaded.optimizer_state[u][state], full_of(u, state));
+      ASSIGN_OR_RETURN(loaded.optimizer_state[u][state],
+                       Reassemble(folder, manifest, shards, u, state));
     }
   }
   return loaded;
