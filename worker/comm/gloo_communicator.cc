@@ -55,6 +55,8 @@ ReduceFn SumOf(ScalarType type) {
       return &Sum16<cpu::BFloat16ToFloat, cpu::FloatToBFloat16>;
     case ScalarType::kInt64:
       return &Sum<int64_t>;
+    case ScalarType::kFloat64:
+      return &Sum<double>;
   }
   return nullptr;
 }
@@ -73,6 +75,9 @@ void SetOutput(Options& opts, void* data, size_t n, ScalarType type) {
     case ScalarType::kInt64:
       opts.setOutput(static_cast<int64_t*>(data), n);
       break;
+    case ScalarType::kFloat64:
+      opts.setOutput(static_cast<double*>(data), n);
+      break;
   }
 }
 
@@ -89,6 +94,9 @@ void SetInput(Options& opts, const void* data, size_t n, ScalarType type) {
       break;
     case ScalarType::kInt64:
       opts.setInput(static_cast<int64_t*>(mutable_data), n);
+      break;
+    case ScalarType::kFloat64:
+      opts.setInput(static_cast<double*>(mutable_data), n);
       break;
   }
 }

@@ -76,7 +76,7 @@ INSTANTIATE_TEST_SUITE_P(WorldsAndSizes, CollectivesTest,
 class TypedCollectivesTest : public ::testing::TestWithParam<std::tuple<int, ScalarType>> {};
 
 // Values chosen so that every sum is exact in the type: the results are known bit for bit.
-TEST_P(TypedCollectivesTest, SixteenBitFloatsAndInt64) {
+TEST_P(TypedCollectivesTest, SixteenBitFloatsInt64AndFloat64) {
   const auto [world, type] = GetParam();
   const size_t numel = 33;
   RunRanks(world, [&, world = world, type = type](int rank, gloo::rendezvous::Store& store) {
@@ -88,12 +88,14 @@ TEST_P(TypedCollectivesTest, SixteenBitFloatsAndInt64) {
       if (type == ScalarType::kFloat16) *static_cast<uint16_t*>(slot) = cpu::FloatToHalf(v);
       if (type == ScalarType::kBFloat16) *static_cast<uint16_t*>(slot) = cpu::FloatToBFloat16(v);
       if (type == ScalarType::kInt64) *static_cast<int64_t*>(slot) = static_cast<int64_t>(v * 2);
+      if (type == ScalarType::kFloat64) *static_cast<double*>(slot) = v;
     };
     auto decode = [type = type](const void* slot) -> double {
       if (type == ScalarType::kFloat16)
         return cpu::HalfToFloat(*static_cast<const uint16_t*>(slot));
       if (type == ScalarType::kBFloat16)
         return cpu::BFloat16ToFloat(*static_cast<const uint16_t*>(slot));
+      if (type == ScalarType::kFloat64) return *static_cast<const double*>(slot);
       return *static_cast<const int64_t*>(slot) / 2.0;
     };
     const size_t size = ElementSize(type);
@@ -116,11 +118,11 @@ TEST_P(TypedCollectivesTest, SixteenBitFloatsAndInt64) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, TypedCollectivesTest,
-                         ::testing::Combine(::testing::Values(2, 3, 4),
-                                            ::testing::Values(ScalarType::kFloat16,
-                                                              ScalarType::kBFloat16,
-                                                              ScalarType::kInt64)));
+INSTANTIATE_TEST_SUITE_P(
+    Types, TypedCollectivesTest,
+    ::testing::Combine(::testing::Values(2, 3, 4),
+                       ::testing::Values(ScalarType::kFloat16, ScalarType::kBFloat16,
+                                         ScalarType::kInt64, ScalarType::kFloat64)));
 
 TEST(GlooCommunicator, SubGroupsOfAHybridLayout) {
   // 4 ranks as 2 shard groups of 2 ({0,1}, {2,3}) and 2 replicate groups ({0,2}, {1,3}).

@@ -35,7 +35,10 @@ absl::StatusOr<std::unique_ptr<Blas>> Blas::Create(cudaStream_t stream) {
 Blas::~Blas() { cublasDestroy(handle_); }
 
 absl::StatusOr<cublasComputeType_t> Blas::ComputeType(Types types) const {
-  if (types.operands == ScalarType::kInt64 || types.output == ScalarType::kInt64 ||
+  auto unsupported = [](ScalarType t) {
+    return t == ScalarType::kInt64 || t == ScalarType::kFloat64;
+  };
+  if (unsupported(types.operands) || unsupported(types.output) ||
       (types.output != ScalarType::kFloat32 && types.output != types.operands)) {
     return absl::InvalidArgumentError(absl::StrCat("Blas: unsupported types: operands ",
                                                    ScalarTypeName(types.operands), ", output ",

@@ -212,7 +212,7 @@ absl::StatusOr<bool> CudaDevice::MultiplyAndCheckFinite(float* data, size_t n, f
 // only for later work on this stream.
 void CudaDevice::AddSquaredNorm(const float* data, size_t n, double* sum) {
   Buffer partials(allocator(), ReductionPartials(n), MemoryCategory::kCommunication,
-                  ScalarType::kInt64, false);  // 8-byte slots
+                  ScalarType::kFloat64, false);
   Check(cuda::AddSquaredNorm(data, n, partials.as<double>(), sum, stream()), "AddSquaredNorm");
 }
 
@@ -295,7 +295,7 @@ void CudaDevice::LayerNormBackward(const float* x, const float* w, const float* 
                                    const float* rstd, const float* dy, int64_t rows, int64_t dim,
                                    float* dx, float* dw, float* db) {
   Buffer partials(allocator(), LayerNormBackwardPartials(rows, dim), MemoryCategory::kActivations,
-                  ScalarType::kInt64, false);
+                  ScalarType::kFloat64, false);
   Check(cuda::LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db, partials.as<double>(),
                                 stream()),
         "LayerNormBackward");
@@ -333,7 +333,7 @@ void CudaDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_
                               int64_t classes, float scale, float* dlogits, double* loss) {
   // The scratch goes back to this stream's pool at once: the allocator hands it out again
   // only to later work on the same stream (cuda_allocator.h).
-  Buffer rows(allocator(), batch, MemoryCategory::kActivations, ScalarType::kInt64, false);
+  Buffer rows(allocator(), batch, MemoryCategory::kActivations, ScalarType::kFloat64, false);
   Check(cuda::CrossEntropy(logits, labels, batch, classes, scale, dlogits, rows.as<double>(), loss,
                            stream()),
         "CrossEntropy");
@@ -343,7 +343,7 @@ void CudaDevice::MeanSquaredError(const float* pred, const float* target, int64_
                                   int64_t out, float scale, float* dpred, double* loss) {
   const int64_t n = batch * out;
   Buffer partials(allocator(), ReductionPartials(n), MemoryCategory::kActivations,
-                  ScalarType::kInt64, false);
+                  ScalarType::kFloat64, false);
   Check(
       cuda::MeanSquaredError(pred, target, n, scale, dpred, partials.as<double>(), loss, stream()),
       "MeanSquaredError");

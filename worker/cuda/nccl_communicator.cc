@@ -19,6 +19,8 @@ ncclDataType_t NcclType(ScalarType type) {
       return ncclBfloat16;
     case ScalarType::kInt64:
       return ncclInt64;
+    case ScalarType::kFloat64:
+      return ncclFloat64;
     case ScalarType::kFloat32:
       break;
   }

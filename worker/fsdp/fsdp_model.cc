@@ -397,7 +397,7 @@ absl::StatusOr<double> FsdpModel::Evaluate(const MicroBatch& batch) {
   model_->Begin(batch, device_, param_type_);
   RETURN_IF_ERROR(Forward(/*record_order=*/false));
   // Evaluation is rare and its caller wants the value: it waits for it.
-  Buffer slot(allocator_, 1, MemoryCategory::kActivations, ScalarType::kInt64, false);
+  Buffer slot(allocator_, 1, MemoryCategory::kActivations, ScalarType::kFloat64, false);
   model_->Loss(1.0f, slot.as<double>());
   double loss = 0;
   RETURN_IF_ERROR(device_->CopyToHost(&loss, slot.as<double>(), sizeof(loss)));
@@ -465,7 +465,7 @@ void FsdpModel::DiscardGradients() {
 // clip_grad_norm_ all-reduces it) is all-reduced over the shard group only. A group of one
 // rank needs no collective, so a single-GPU step never waits for the norm on the host.
 absl::Status FsdpModel::ClipGradients(double max_grad_norm) {
-  Buffer local(allocator_, 1, MemoryCategory::kCommunication, ScalarType::kInt64);  // a double
+  Buffer local(allocator_, 1, MemoryCategory::kCommunication, ScalarType::kFloat64);
   for (const FlatUnit& unit : units_) {
     device_->AddSquaredNorm(unit.shard_grad.data(), unit.shard_numel, local.as<double>());
   }

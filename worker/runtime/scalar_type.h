@@ -9,7 +9,7 @@
 
 namespace shardwise {
 
-enum class ScalarType { kFloat32, kFloat16, kBFloat16, kInt64 };
+enum class ScalarType { kFloat32, kFloat16, kBFloat16, kInt64, kFloat64 };
 
 constexpr size_t ElementSize(ScalarType type) {
   switch (type) {
@@ -19,6 +19,7 @@ constexpr size_t ElementSize(ScalarType type) {
     case ScalarType::kBFloat16:
       return 2;
     case ScalarType::kInt64:
+    case ScalarType::kFloat64:
       return 8;
   }
   return 0;
@@ -34,6 +35,8 @@ constexpr const char* ScalarTypeName(ScalarType type) {
       return "BF16";
     case ScalarType::kInt64:
       return "INT64";
+    case ScalarType::kFloat64:
+      return "FP64";
   }
   return "?";
 }

@@ -22,9 +22,8 @@ PendingLosses::PendingLosses(Device* device, int interval, int micro_steps)
     : device_(device),
       interval_(interval),
       micro_steps_(micro_steps),
-      // INT64 storage: doubles, which the allocator has no type for.
       slots_(device->allocator(), static_cast<size_t>(interval) * micro_steps,
-             MemoryCategory::kActivations, ScalarType::kInt64, /*zero=*/false) {
+             MemoryCategory::kActivations, ScalarType::kFloat64, /*zero=*/false) {
   steps_.reserve(interval);
 }
 
