@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 bazel build --config=cuda //tests/gpu:gpu_tests_bundle //:toolkit_host_bundle
 mkdir -p .device
 bin=bazel-out/k8-fastbuildcuda/bin
-cp -f "$bin/worker/cuda/gpu-tests.tar.gz" "$bin/shardwise-toolkit-host-bundle.tar.gz" .device/
+cp -f "$bin/tests/gpu/gpu-tests.tar.gz" "$bin/shardwise-toolkit-host-bundle.tar.gz" .device/
 chmod u+w .device/*.tar.gz
 bytes=$(du -cb .device/*.tar.gz | tail -1 | cut -f1)
 echo ".device/: $((bytes / 1048576)) MiB (carry it: carry [\".device\"])"
