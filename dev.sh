@@ -161,14 +161,14 @@ test_all() {
   local other_results fuzz_results
   other_results=$(mktemp)
   fuzz_results=$(mktemp)
-  log "checking the build graph's layers (tools/check_layers.sh)"
-  tools/check_layers.sh | tee -a "$other_results" || status=$?
-  log "checking that the docs cite only code that exists (tools/check_docs.sh)"
-  tools/check_docs.sh | tee -a "$other_results" || status=$?
-  log "checking the C++ formatting (tools/check_format.sh)"
-  tools/check_format.sh | tee -a "$other_results" || status=$?
-  log "checking that no function is over 80 lines (tools/function_lengths.sh)"
-  tools/function_lengths.sh 80 | tee -a "$other_results" || status=$?
+  # The tree's checks: the build graph's layers, the docs' code names, the C++ formatting,
+  # no function over 80 lines.
+  local check
+  for check in check_layers.sh check_docs.sh check_format.sh "function_lengths.sh 80"; do
+    log "checking: tools/$check"
+    # shellcheck disable=SC2086  # the check's name and its argument
+    tools/$check | tee -a "$other_results" || status=$?
+  done
   log "fuzzing each input parser for ${FUZZ_SECONDS}s (libFuzzer, ASan, UBSan)"
   FUZZ_RESULTS="$fuzz_results" tests/fuzz/run.sh "$FUZZ_SECONDS" || status=$?
   cat "$fuzz_results" >>"$other_results"

@@ -4,6 +4,7 @@
 #   check_prerequisites STEP...   prints one line per missing program, naming its Debian
 #                                 package and the step, and returns 1 if any is missing
 #   missing_prerequisites STEP... the missing ones as "STEP PROGRAM PACKAGE" lines
+#   report_missing LINES          what check_prerequisites says, for lines already found
 #   packages_of LINES             the packages those lines name, once each
 #
 # A step that calls a new program adds a line here, so that a fresh machine fails with
@@ -86,8 +87,13 @@ missing_prerequisites() {
 }
 
 check_prerequisites() {
-  local missing step program package
-  missing=$(missing_prerequisites "$@")
+  report_missing "$(missing_prerequisites "$@")"
+}
+
+# Says what the "STEP PROGRAM PACKAGE" lines of missing_prerequisites lack, on stderr;
+# returns 1 if they name anything.
+report_missing() {
+  local missing=$1 step program package
   [ -z "$missing" ] && return 0
   while read -r step program package; do
     case "$program" in

@@ -138,8 +138,7 @@ main() {
   # named here with its Debian package, not by a failed container six layers down.
   local missing
   missing=$(missing_prerequisites kube)
-  if [ -n "$missing" ]; then
-    check_prerequisites kube
+  if ! report_missing "$missing"; then
     result deploy failed "missing Debian packages: $(packages_of "$missing")"
     return 1
   fi
