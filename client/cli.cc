@@ -8,7 +8,8 @@
 //   shardwise set-hook JOB HOOK     change a running job's communication hook
 //   shardwise timeline JOB -o F     every rank's spans as one Chrome trace / Perfetto file
 //   shardwise tokenize TEXT -o DIR  byte-level train/val token files from text
-//   shardwise sample MODEL          text from a trained GPT, on this machine's CPU
+//   shardwise sample MODEL          text from a trained GPT, on this machine's CPU (runs
+//                                   worker/tools' shardwise-sample in this one's place)
 //   shardwise estimate JOB.yaml     one rank's memory, and with --fit what fits a device
 
 #include <unistd.h>
@@ -28,15 +29,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "client/byte_tokens.h"
 #include "client/client.h"
 #include "client/format.h"
 #include "client/trace.h"
 #include "common/clock.h"
+#include "common/companion_program.h"
 #include "common/coordinator_address.h"
 #include "common/path_policy.h"
 #include "common/random_token.h"
 #include "common/token_hash.h"
+#include "contracts/byte_tokens.h"
 #include "contracts/comm_hook.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_spec_io.h"
@@ -44,9 +46,6 @@
 #include "contracts/job_state.h"
 #include "contracts/memory_estimate.h"
 #include "contracts/memory_fit.h"
-#include "contracts/safetensors.h"
-#include "google/protobuf/util/json_util.h"
-#include "worker/model/sampler.h"
 
 ABSL_FLAG(std::string, coordinator, "",
           "coordinator host:port (default: $SHARDWISE_COORDINATOR, else 127.0.0.1:7070)");
@@ -64,11 +63,6 @@ ABSL_FLAG(std::string, o, "", "short for --output");
 ABSL_FLAG(std::string, wrapper, "",
           "with set-hook: fp16_wrapper or bf16_wrapper around the hook (NO_SHARD only)");
 ABSL_FLAG(double, val_fraction, 0.1, "with tokenize: the share of the text that goes to val.bin");
-ABSL_FLAG(std::string, prompt, "\n", "with sample: the text to continue");
-ABSL_FLAG(int64_t, tokens, 200, "with sample: how many tokens to generate");
-ABSL_FLAG(double, temperature, 0.8, "with sample: 0 for greedy, else softmax(logits / T)");
-ABSL_FLAG(int32_t, top_k, 0, "with sample: draw among the k most likely (0: all)");
-ABSL_FLAG(uint64_t, seed, 0, "with sample: the generator's seed");
 ABSL_FLAG(std::vector<std::string>, state, {},
           "with get: only jobs or workers in these states (comma-separated, e.g. RUNNING,PENDING)");
 ABSL_FLAG(std::string, submitter, "", "with get jobs: only jobs this principal submitted");
@@ -273,33 +267,6 @@ int Tokenize(const std::vector<std::string>& inputs) {
   return 0;
 }
 
-// The model's spec comes from the file's metadata, which every final model holds.
-int Sample(const std::string& path) {
-  auto metadata = ReadSafetensorsMetadata(path);
-  if (!metadata.ok()) return Fail(metadata.status());
-  auto spec_json = metadata->find("shardwise.model");
-  v1::ModelSpec model;
-  if (spec_json == metadata->end() ||
-      !google::protobuf::util::JsonStringToMessage(spec_json->second, &model).ok()) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat(path,
-                     ": no model spec in its metadata (\"shardwise.model\"); was it "
-                     "written by a Shardwise job?")));
-  }
-  auto weights = ReadSafetensors(path);
-  if (!weights.ok()) return Fail(weights.status());
-  model::SampleOptions options;
-  options.tokens = absl::GetFlag(FLAGS_tokens);
-  options.temperature = absl::GetFlag(FLAGS_temperature);
-  options.top_k = absl::GetFlag(FLAGS_top_k);
-  options.seed = absl::GetFlag(FLAGS_seed);
-  const std::vector<int64_t> prompt = BytesToIds(absl::GetFlag(FLAGS_prompt));
-  auto ids = model::Generate(model, *weights, prompt, options);
-  if (!ids.ok()) return Fail(ids.status());
-  std::printf("%s\n", IdsToPrintable(*ids).c_str());
-  return 0;
-}
-
 // "up to 43 sequences per rank per micro-step (global_batch_size 43): 79.9 GiB", or
 // "up to block_size 3140: 80.0 GiB".
 std::string DescribeFit(const Fit& fit, FitDimension dimension) {
@@ -493,6 +460,15 @@ int RunWithClient(Client& client, const std::vector<std::string>& args) {
   return Usage(absl::StrCat("unknown command '", verb, "'"));
 }
 
+// Runs the sampler (//worker/tools:shardwise-sample) with this command's arguments.
+int RunSampler(int argc, char** argv) {
+  auto sampler = FindCompanionProgram("shardwise-sample", "worker/tools/shardwise-sample");
+  if (!sampler.ok()) return Fail(sampler.status());
+  std::vector<std::string> args = {"shardwise sample"};
+  args.insert(args.end(), argv + 2, argv + argc);
+  return Fail(ExecProgram(*sampler, args));
+}
+
 int Run(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("no command given");
   if (args[0] == "token") {
@@ -509,10 +485,6 @@ int Run(const std::vector<std::string>& args) {
     if (args.size() < 2) return Usage("tokenize takes one or more text files and -o DIR");
     return Tokenize(std::vector<std::string>(args.begin() + 1, args.end()));
   }
-  if (args[0] == "sample") {
-    if (args.size() != 2) return Usage("sample takes one model file");
-    return Sample(args[1]);
-  }
   Client client(ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator)), *client_options);
   return RunWithClient(client, args);
 }
@@ -521,6 +493,8 @@ int Run(const std::vector<std::string>& args) {
 }  // namespace shardwise
 
 int main(int argc, char** argv) {
+  // `sample` is the worker's program (it runs the model), run in this one's place.
+  if (argc >= 2 && std::string(argv[1]) == "sample") return shardwise::RunSampler(argc, argv);
   absl::SetProgramUsageMessage(shardwise::kUsage);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());

@@ -4,7 +4,10 @@
 # name()) must occur as a whole word in some tracked file other than the docs. Names the
 # docs cite that live outside the repository (Kubernetes fields, Bazel repositories, test
 # names made from parameters) are listed in tools/docs_external_names.txt, with why.
-# Prints "docs identifiers passed|failed" (./dev.sh counts it); exits 1 on a failure.
+# Every backticked path into the tree (`common/clock.h`, `worker/tools/`, `contracts/fsdp_layout`,
+# `a/b.{h,cc}`) must exist as written, or with .h, .cc, .sh or .py added (a source, or a
+# test's target).
+# Prints "docs identifiers|paths passed|failed" (./dev.sh counts them); exits 1 on a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,10 +34,36 @@ while read -r name; do
   done
 done <<<"$cited"
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "docs identifiers passed ($(wc -l <<<"$cited") cited names exist)"
-else
-  printf 'cited in the docs but found nowhere in the code: %s\n' "${missing[@]}" >&2
-  echo "docs identifiers failed (${#missing[@]} names the code does not have, listed above)"
-  exit 1
-fi
+failures=0
+# report CHECK WHAT CITED PROBLEM MISSING...: CHECK's line, from the CITED list and the
+# MISSING ones (each printed to stderr after PROBLEM).
+report() {
+  local check=$1 what=$2 cited=$3 problem=$4
+  shift 4
+  if [ $# -eq 0 ]; then
+    echo "docs $check passed ($(wc -l <<<"$cited") cited $what exist)"
+  else
+    printf '%s: %s\n' "$problem" "$@" >&2
+    echo "docs $check failed ($# $what not in the tree, listed above)"
+    failures=1
+  fi
+}
+report identifiers names "$cited" "cited in the docs but found nowhere in the code" \
+  "${missing[@]}"
+
+# Paths: backticked words that start with one of the tree's top folders.
+tops=$(git ls-files | sed -n 's#^\([^/]*\)/.*#\1#p' | sort -u | paste -sd'|')
+paths=$(cat "${docs[@]}" | grep -oE '`[^` ]+`' | tr -d '`' |
+  grep -E "^($tops)/[A-Za-z0-9_./{},*-]*$" | grep -v '\*' | sort -u)
+missing_paths=()
+while read -r path; do
+  [ -n "$path" ] || continue
+  found=0
+  for expanded in $(eval "echo $path"); do  # a/b.{h,cc} -> a/b.h a/b.cc
+    for suffix in "" .h .cc .sh .py; do [ -e "$expanded$suffix" ] && found=1; done
+  done
+  [ "$found" = 1 ] || missing_paths+=("$path")
+done <<<"$paths"
+report paths paths "$paths" "a path the docs cite that the tree does not have" \
+  "${missing_paths[@]}"
+exit $failures

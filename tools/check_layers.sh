@@ -3,8 +3,9 @@
 #   1. no cycle between Bazel packages among the production targets (every target but the
 #      tests: a test may use its package's test helpers, which use the package);
 #   2. the worker's layers, bottom to top runtime, compute, comm, cuda, data, model, fsdp,
-#      train, daemon: none reaches a layer above it, the coordinator or the CLI;
-#   3. no binary links a test helper (worker/testing).
+#      train, then daemon and tools: none reaches a layer above it, the coordinator or the CLI;
+#   3. no binary links a test helper (worker/testing);
+#   4. the CLI links nothing from worker/ (its `sample` runs worker/tools' program instead).
 # Prints "layers <check> passed|failed" lines (./dev.sh counts them); exits 1 on a failure.
 # Visibility in the BUILD files keeps these from breaking; this shows that they hold.
 set -uo pipefail
@@ -27,6 +28,19 @@ query() {
     return 1
   fi
   rm -f "$errors"
+}
+
+# expect_none NAME QUERY: the check NAME passes when the query answers nothing, and
+# otherwise fails naming (the first 300 characters of) what it answered.
+expect_none() {
+  local answer
+  if ! answer=$(query "$2"); then
+    result "$1" failed "bazel query failed"
+  elif [ -z "$answer" ]; then
+    result "$1" passed "nothing reached"
+  else
+    result "$1" failed "reaches $(tr '\n' ' ' <<<"$answer" | cut -c1-300)"
+  fi
 }
 
 # 1. Every direct dependency between two production targets, as "FROM TO" labels; the
@@ -79,7 +93,7 @@ fi
 
 # 2. The layers, bottom to top: each reaches nothing above it (its tests aside), and none
 # reaches the coordinator or the CLI.
-layers=(runtime compute comm cuda data model fsdp train daemon)
+layers=(runtime compute comm cuda data model fsdp train daemon tools)
 for ((i = 0; i < ${#layers[@]}; i++)); do
   layer=${layers[$i]}
   above='//server/... + //client/... + //worker:all'
@@ -88,21 +102,13 @@ for ((i = 0; i < ${#layers[@]}; i++)); do
     result "$layer-layer" failed "no folder worker/$layer"
     continue
   fi
-  if ! reached=$(query "deps(//worker/$layer/... except tests(//worker/$layer/...)) intersect ($above)"); then
-    result "$layer-layer" failed "bazel query failed"
-  elif [ -z "$reached" ]; then
-    result "$layer-layer" passed "reaches no layer above it"
-  else
-    result "$layer-layer" failed "reaches $(tr '\n' ' ' <<<"$reached")"
-  fi
+  expect_none "$layer-layer" "deps(//worker/$layer/... except tests(//worker/$layer/...)) intersect ($above)"
 done
 
 # 3. Test helpers are testonly, so Bazel refuses them in a binary; this shows none is.
-if ! linked=$(query 'deps(kind(cc_binary, //...)) intersect //worker/testing/...'); then
-  result testing-not-in-binaries failed "bazel query failed"
-elif [ -z "$linked" ]; then
-  result testing-not-in-binaries passed
-else
-  result testing-not-in-binaries failed "$(tr '\n' ' ' <<<"$linked")"
-fi
+expect_none testing-not-in-binaries 'deps(kind(cc_binary, //...)) intersect //worker/testing/...'
+
+# 4. What the CLI's targets list in `deps` (not `data`, which carries the sampler program)
+# and all that those reach.
+expect_none cli-links-no-worker 'deps(labels(deps, //client/...)) intersect //worker/...'
 exit $((failures > 0))

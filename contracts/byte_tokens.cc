@@ -1,4 +1,4 @@
-#include "client/byte_tokens.h"
+#include "contracts/byte_tokens.h"
 
 #include <cstdio>
 #include <filesystem>

@@ -1,5 +1,5 @@
-#ifndef SHARDWISE_CLIENT_BYTE_TOKENS_H_
-#define SHARDWISE_CLIENT_BYTE_TOKENS_H_
+#ifndef SHARDWISE_CONTRACTS_BYTE_TOKENS_H_
+#define SHARDWISE_CONTRACTS_BYTE_TOKENS_H_
 
 // Byte-level tokens (vocabulary 256: each byte of the text is one id), for
 // `shardwise tokenize` and `shardwise sample`. Token files are raw little-endian uint16,
@@ -36,4 +36,4 @@ std::string IdsToPrintable(const std::vector<int64_t>& ids);
 
 }  // namespace shardwise
 
-#endif  // SHARDWISE_CLIENT_BYTE_TOKENS_H_
+#endif  // SHARDWISE_CONTRACTS_BYTE_TOKENS_H_

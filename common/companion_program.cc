@@ -1,0 +1,57 @@
+#include "common/companion_program.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace shardwise {
+namespace {
+
+bool IsExecutable(const std::filesystem::path& path) {
+  std::error_code error;
+  return std::filesystem::is_regular_file(path, error) && ::access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FindCompanionProgram(absl::string_view name,
+                                                 absl::string_view runfiles_path) {
+  std::vector<std::filesystem::path> candidates;
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    candidates.push_back(self.parent_path() / std::string(name));
+    candidates.push_back(std::filesystem::path(self.string() + ".runfiles") / "shardwise" /
+                         std::string(runfiles_path));
+  }
+  const char* path_variable = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path_variable ? path_variable : "", ':',
+                                              absl::SkipEmpty())) {
+    candidates.push_back(std::filesystem::path(std::string(dir)) / std::string(name));
+  }
+  std::vector<std::string> looked;
+  for (const std::filesystem::path& candidate : candidates) {
+    if (IsExecutable(candidate)) return candidate.string();
+    looked.push_back(candidate.string());
+  }
+  return absl::NotFoundError(absl::StrCat("the program ", name, " was not found (looked for ",
+                                          absl::StrJoin(looked, ", "), ")"));
+}
+
+absl::Status ExecProgram(const std::string& program, const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  ::execv(program.c_str(), argv.data());
+  return absl::InternalError(absl::StrCat("cannot run ", program, ": ", std::strerror(errno)));
+}
+
+}  // namespace shardwise
