@@ -26,7 +26,8 @@ DEBIAN_PACKAGES=(
   python3-grpcio python3-protobuf python3-yaml  # the Python client (client/python)
   clang-14 libclang-rt-14-dev make  # tests/fuzz/run.sh: libFuzzer with ASan and UBSan
   iproute2  # tests/multihost_test: hosts in network namespaces (ip netns, veth, bridge)
-  clang-format-14 git universal-ctags  # tools/check_format.sh, check_docs.sh, function_lengths.sh
+  clang-format-14 clang-tidy-14 git universal-ctags  # tools/check_format.sh, clang_tidy.sh,
+  # check_docs.sh, function_lengths.sh
 )
 
 # What deploy/ needs besides: image building and running (buildah, podman and what it
@@ -161,10 +162,11 @@ test_all() {
   local other_results fuzz_results
   other_results=$(mktemp)
   fuzz_results=$(mktemp)
-  # The tree's checks: the build graph's layers, the docs' code names, the C++ formatting,
-  # no function over 80 lines.
+  # The tree's checks: the build graph's layers, the docs' code names and paths, the C++
+  # formatting, clang-tidy, no function over 80 lines.
   local check
-  for check in check_layers.sh check_docs.sh check_format.sh "function_lengths.sh 80"; do
+  for check in check_layers.sh check_docs.sh check_format.sh clang_tidy.sh \
+    "function_lengths.sh 80"; do
     log "checking: tools/$check"
     # shellcheck disable=SC2086  # the check's name and its argument
     tools/$check | tee -a "$other_results" || status=$?

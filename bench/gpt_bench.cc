@@ -38,9 +38,10 @@ std::string TokenFile() {
     }
     std::vector<uint16_t> ids(text.begin(), text.end());
     for (uint16_t& id : ids) id &= 0xff;
-    const std::string out = absl::StrCat("/tmp/shardwise-gpt-bench-", getpid(), ".bin");
+    std::string out = absl::StrCat("/tmp/shardwise-gpt-bench-", getpid(), ".bin");
     std::ofstream(out, std::ios::binary)
-        .write(reinterpret_cast<const char*>(ids.data()), ids.size() * 2);
+        .write(reinterpret_cast<const char*>(ids.data()),
+               static_cast<std::streamsize>(ids.size() * 2));
     return out;
   }();
   return path;

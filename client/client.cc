@@ -42,8 +42,8 @@ constexpr char kRetryServiceConfig[] = R"json({
   }]
 })json";
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
-                                           std::shared_ptr<grpc::ChannelCredentials> credentials) {
+std::shared_ptr<grpc::Channel> MakeChannel(
+    const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
   grpc::ChannelArguments args;
   args.SetServiceConfigJSON(kRetryServiceConfig);
   // A timeline (up to 2^18 spans of a job) is larger than gRPC's 4 MiB default.

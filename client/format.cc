@@ -1,6 +1,7 @@
 #include "client/format.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -72,8 +73,8 @@ std::string FormatTime(int64_t ms) {
 std::string FormatAge(int64_t then_ms, int64_t now_ms) {
   const int64_t s = std::max<int64_t>(0, (now_ms - then_ms) / 1000);
   if (s < 120) return absl::StrCat(s, "s");
-  if (s < 2 * 3600) return absl::StrCat(s / 60, "m");
-  if (s < 2 * 86400) return absl::StrCat(s / 3600, "h");
+  if (s < int64_t{2} * 3600) return absl::StrCat(s / 60, "m");
+  if (s < int64_t{2} * 86400) return absl::StrCat(s / 3600, "h");
   return absl::StrCat(s / 86400, "d");
 }
 
@@ -251,7 +252,7 @@ std::string FormatProgressLine(const v1::Job& job, int width) {
   const v1::Progress& p = job.progress();
   const double fraction =
       p.total_steps() > 0 ? std::min(1.0, static_cast<double>(p.step()) / p.total_steps()) : 0.0;
-  const int filled = static_cast<int>(fraction * width + 0.5);
+  const int filled = static_cast<int>(std::lround(fraction * width));
   std::string line = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'),
                                   "] ", Steps(p), " steps");
   if (p.step() > 0) {

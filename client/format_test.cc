@@ -175,7 +175,7 @@ TEST(Format, WorkerTableShowsEachCudaWorkersGpu) {
 TEST(Format, Ages) {
   EXPECT_EQ(FormatAge(0, 59'000), "59s");
   EXPECT_EQ(FormatAge(0, 600'000), "10m");
-  EXPECT_EQ(FormatAge(0, 3 * 3600'000), "3h");
+  EXPECT_EQ(FormatAge(0, int64_t{3} * 3600'000), "3h");
   EXPECT_EQ(FormatAge(0, 3 * 86400'000LL), "3d");
   EXPECT_EQ(FormatAge(10, 0), "0s");
 }

@@ -33,8 +33,8 @@ absl::StatusOr<std::string> FindCompanionProgram(absl::string_view name,
                          std::string(runfiles_path));
   }
   const char* path_variable = std::getenv("PATH");
-  for (absl::string_view dir : absl::StrSplit(path_variable ? path_variable : "", ':',
-                                              absl::SkipEmpty())) {
+  for (absl::string_view dir :
+       absl::StrSplit(path_variable ? path_variable : "", ':', absl::SkipEmpty())) {
     candidates.push_back(std::filesystem::path(std::string(dir)) / std::string(name));
   }
   std::vector<std::string> looked;
@@ -48,6 +48,7 @@ absl::StatusOr<std::string> FindCompanionProgram(absl::string_view name,
 
 absl::Status ExecProgram(const std::string& program, const std::vector<std::string>& args) {
   std::vector<char*> argv;
+  argv.reserve(args.size());
   for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
   ::execv(program.c_str(), argv.data());

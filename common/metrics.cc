@@ -152,7 +152,7 @@ Family<Gauge>& MetricsRegistry::AddGauge(const std::string& name, const std::str
 }
 
 Family<Histogram>& MetricsRegistry::AddHistogram(const std::string& name, const std::string& help,
-                                                 std::vector<double> bounds,
+                                                 const std::vector<double>& bounds,
                                                  std::vector<std::string> label_names) {
   absl::MutexLock lock(&mu_);
   Entry& entry = Add(name, help, "histogram");

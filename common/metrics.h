@@ -139,7 +139,7 @@ class MetricsRegistry {
   Family<Gauge>& AddGauge(const std::string& name, const std::string& help,
                           std::vector<std::string> label_names = {});
   Family<Histogram>& AddHistogram(const std::string& name, const std::string& help,
-                                  std::vector<double> bounds,
+                                  const std::vector<double>& bounds,
                                   std::vector<std::string> label_names = {});
   // Runs before every scrape, to set gauges from state kept elsewhere.
   void AddCollector(std::function<void()> collect);

@@ -59,6 +59,7 @@ TEST(Metrics, ManyThreadsRecordWithoutLosingCounts) {
   Counter& counter = registry.AddCounter("c_total", "c").With({});
   Histogram& histogram = registry.AddHistogram("h_seconds", "h", LatencyBuckets()).With({});
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 10000; ++i) {

@@ -21,8 +21,8 @@ namespace {
 class Fd {
  public:
   explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& other) : fd_(other.fd_) { other.fd_ = -1; }
-  Fd& operator=(Fd&& other) {
+  Fd(Fd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  Fd& operator=(Fd&& other) noexcept {
     std::swap(fd_, other.fd_);
     return *this;
   }

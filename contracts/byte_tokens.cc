@@ -18,7 +18,8 @@ absl::Status WriteIds(const std::string& path, const std::string& bytes, size_t 
   const std::string tmp = path + ".tmp";
   {
     std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-    file.write(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint16_t));
+    file.write(reinterpret_cast<const char*>(ids.data()),
+               static_cast<std::streamsize>(ids.size() * sizeof(uint16_t)));
     if (!file.good()) return absl::PermissionDeniedError(absl::StrCat("cannot write '", tmp, "'"));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -49,12 +49,14 @@ int64_t PaddedNumel(int64_t numel, int shard_size) {
 
 std::vector<int> ShardingPlan::ShardGroupRanks() const {
   std::vector<int> ranks;
+  ranks.reserve(shard_size);
   for (int i = 0; i < shard_size; ++i) ranks.push_back(replicate_rank * shard_size + i);
   return ranks;
 }
 
 std::vector<int> ShardingPlan::ReplicateGroupRanks() const {
   std::vector<int> ranks;
+  ranks.reserve(replicate_size);
   for (int g = 0; g < replicate_size; ++g) ranks.push_back(g * shard_size + shard_rank);
   return ranks;
 }

@@ -5,7 +5,7 @@
 namespace shardwise::fsdp {
 namespace {
 
-v1::ModelSpec Model(std::vector<int> widths, bool bias = true) {
+v1::ModelSpec Model(const std::vector<int>& widths, bool bias = true) {
   v1::ModelSpec model;
   for (int w : widths) model.add_layer_widths(w);
   model.set_bias(bias);

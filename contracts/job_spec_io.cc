@@ -90,12 +90,10 @@ absl::Status YamlToJson(const YAML::Node& node, int depth, std::string* out) {
     case YAML::NodeType::Scalar: {
       const std::string& value = node.Scalar();
       const bool plain = node.Tag() == "?";
-      if (plain && (value == "true" || value == "false")) {
-        *out += value;
+      if (plain && (value == "true" || value == "false" || IsJsonNumber(value))) {
+        *out += value;  // the same in JSON
       } else if (plain && (value == "null" || value == "~")) {
         *out += "null";
-      } else if (plain && IsJsonNumber(value)) {
-        *out += value;
       } else {
         AppendJsonString(value, out);
       }

@@ -289,10 +289,10 @@ TEST(Validation, NamesArePrintableTextCountedInCharacters) {
 // A token file of `count` uint16 ids in the test's temporary folder.
 std::string TokenFile(const std::string& name, int count) {
   const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir ? dir : "/tmp") + "/" + name;
+  std::string path = std::string(dir ? dir : "/tmp") + "/" + name;
   std::ofstream file(path, std::ios::binary);
   const std::vector<uint16_t> ids(count, 1);
-  file.write(reinterpret_cast<const char*>(ids.data()), count * 2);
+  file.write(reinterpret_cast<const char*>(ids.data()), std::streamsize{2} * count);
   return path;
 }
 

@@ -61,7 +61,7 @@ TEST(EstimateRankMemory, ShardingDividesWhatIsSharded) {
   auto sharded = EstimateRankMemory(full);
   ASSERT_TRUE(unsharded.ok() && sharded.ok());
   // AdamW's two moments of a shard: half the unsharded ones at world 2 (padding aside).
-  EXPECT_NEAR(sharded->optimizer_state, unsharded->optimizer_state / 2, 64);
+  EXPECT_NEAR(sharded->optimizer_state, unsharded->optimizer_state / 2.0, 64);
   EXPECT_EQ(sharded->activations, unsharded->activations);
   // A shard, the root and one block gathered hold less than the whole model; prefetching
   // gathers one more block, which for this small model (4 blocks, world 2) is more than
@@ -94,7 +94,7 @@ TEST(EstimateRankMemory, CudaAttentionAddsItsScoreGradients) {
   spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
   auto cuda_bf16 = EstimateRankMemory(spec);
   ASSERT_TRUE(cpu.ok() && cuda.ok() && cuda_bf16.ok());
-  const int64_t scores = 4 * 128 * 128 * 8;
+  const int64_t scores = int64_t{4} * 128 * 128 * 8;
   EXPECT_EQ(cuda->activations - cpu->activations, 4 * scores);
   EXPECT_EQ(cuda_bf16->activations - cpu->activations, 8 * scores);
 }
@@ -112,10 +112,11 @@ TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities)
     spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
     auto fused = EstimateRankMemory(spec);
     ASSERT_TRUE(materialized.ok() && fused.ok());
-    const int64_t row_stats = 4 * 128 * 8, scores = row_stats * 128, out = 256 * 128 * 8;
+    const int64_t row_stats = int64_t{4} * 128 * 8, scores = row_stats * 128,
+                  out = int64_t{256} * 128 * 8;
     const int64_t cuda_backward = device == v1::CUDA ? 4 * scores : 0;
     EXPECT_EQ(materialized->activations - fused->activations,
-              4 * 4 * (scores - row_stats) + cuda_backward - 4 * (row_stats + out))
+              int64_t{4} * 4 * (scores - row_stats) + cuda_backward - 4 * (row_stats + out))
         << v1::DeviceKind_Name(device);
   }
 }

@@ -7,7 +7,7 @@ namespace {
 
 using Kind = ExecutionOrderAgreement::Decision::Kind;
 
-v1::ExecutionOrder Order(std::vector<int> pre, std::vector<int> post) {
+v1::ExecutionOrder Order(const std::vector<int>& pre, const std::vector<int>& post) {
   v1::ExecutionOrder order;
   for (int u : pre) order.add_pre_forward(u);
   for (int u : post) order.add_post_forward(u);

@@ -160,9 +160,9 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
 }
 
 absl::Status JobController::OpenSession(const std::string& worker_id,
-                                        std::shared_ptr<SessionOutbox> outbox) {
+                                        const std::shared_ptr<SessionOutbox>& outbox) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(workers_->AttachSession(worker_id, std::move(outbox)));
+  RETURN_IF_ERROR(workers_->AttachSession(worker_id, outbox));
   ResyncReattachedLocked(worker_id);
   RequestScheduleLocked();
   return absl::OkStatus();

@@ -96,7 +96,8 @@ class JobController {
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
       const v1::RegisterWorkerRequest& request);
   // Makes `outbox` the worker's session. NOT_FOUND for an unregistered worker.
-  absl::Status OpenSession(const std::string& worker_id, std::shared_ptr<SessionOutbox> outbox);
+  absl::Status OpenSession(const std::string& worker_id,
+                           const std::shared_ptr<SessionOutbox>& outbox);
   void CloseSession(const std::string& worker_id, const std::shared_ptr<SessionOutbox>& outbox);
   // The heartbeat path: see the file comment.
   void OnHeartbeat(const std::string& worker_id, const v1::Heartbeat& heartbeat);

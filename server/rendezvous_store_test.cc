@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <thread>
+#include <utility>
 
 #include "gtest/gtest.h"
 
@@ -129,7 +130,7 @@ TEST(RendezvousStore, AsyncWaitsCompleteOnceWhenTheirLastKeyIsSet) {
   EXPECT_EQ(calls, 3);
   // Already set: at once.
   absl::Status now = absl::UnknownError("pending");
-  store.WaitAsync(As("j", 1), {"a", "c"}, [&](absl::Status s) { now = s; });
+  store.WaitAsync(As("j", 1), {"a", "c"}, [&](absl::Status s) { now = std::move(s); });
   EXPECT_TRUE(now.ok());
 }
 
@@ -139,15 +140,16 @@ TEST(RendezvousStore, AsyncWaitsEndWithTheScopeOrTheCaller) {
   RendezvousStore store(limits);
   store.OpenScope("j", 1, kTokens);
   absl::Status first, second, third, closed_scope;
-  const uint64_t cancelled = store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { first = s; });
-  store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { second = s; });
-  store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { third = s; });
+  const uint64_t cancelled =
+      store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { first = std::move(s); });
+  store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { second = std::move(s); });
+  store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { third = std::move(s); });
   EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted);
   store.CancelWait(cancelled);
   EXPECT_EQ(first.code(), absl::StatusCode::kCancelled);
   store.CloseScope("j", 1);
   EXPECT_EQ(second.code(), absl::StatusCode::kAborted);
-  store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { closed_scope = s; });
+  store.WaitAsync(As("j", 1), {"x"}, [&](absl::Status s) { closed_scope = std::move(s); });
   EXPECT_EQ(closed_scope.code(), absl::StatusCode::kFailedPrecondition);
 }
 
@@ -167,7 +169,7 @@ TEST(RendezvousStore, OnlyTheAttemptsRanksMayUseItsScope) {
               absl::StatusCode::kPermissionDenied);
     EXPECT_EQ(store.Add(intruder, "n", 1).status().code(), absl::StatusCode::kPermissionDenied);
     absl::Status waited;
-    store.WaitAsync(intruder, {"gloo/rank1"}, [&](absl::Status s) { waited = s; });
+    store.WaitAsync(intruder, {"gloo/rank1"}, [&](const absl::Status& s) { waited = s; });
     EXPECT_EQ(waited.code(), absl::StatusCode::kPermissionDenied);
   }
   const absl::Status refused = store.Set(As("job-1", 1, "b0"), "k", "v");
@@ -183,17 +185,18 @@ TEST(RendezvousStore, EachRankHasABoundedNumberOfWaits) {
   store.OpenScope("j", 1, kTokens);
   std::vector<absl::Status> statuses(4);
   for (int i = 0; i < 3; ++i) {
-    store.WaitAsync(As("j", 1, "t0"), {"x"}, [&statuses, i](absl::Status s) { statuses[i] = s; });
+    store.WaitAsync(As("j", 1, "t0"), {"x"},
+                    [&statuses, i](const absl::Status& s) { statuses[i] = s; });
   }
   EXPECT_EQ(statuses[2].code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(statuses[2].message().find("rank 0 already has 2 waits pending"), std::string::npos)
       << statuses[2];
   // Another rank still may wait; and rank 0 again once its waits are done.
-  store.WaitAsync(As("j", 1, "t1"), {"x"}, [&](absl::Status s) { statuses[3] = s; });
+  store.WaitAsync(As("j", 1, "t1"), {"x"}, [&](absl::Status s) { statuses[3] = std::move(s); });
   ASSERT_TRUE(store.Set(As("j", 1, "t2"), "x", "1").ok());
   for (int i : {0, 1, 3}) EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i];
   absl::Status again = absl::UnknownError("pending");
-  store.WaitAsync(As("j", 1, "t0"), {"y"}, [&](absl::Status s) { again = s; });
+  store.WaitAsync(As("j", 1, "t0"), {"y"}, [&](absl::Status s) { again = std::move(s); });
   EXPECT_EQ(again.code(), absl::StatusCode::kUnknown);  // pending, not refused
 }
 

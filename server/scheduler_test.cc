@@ -7,6 +7,7 @@ namespace {
 
 std::vector<IdleWorker> Workers(int n, v1::DeviceKind device = v1::CPU) {
   std::vector<IdleWorker> workers;
+  workers.reserve(n);
   for (int i = 0; i < n; ++i) workers.push_back({"w" + std::to_string(i), device});
   return workers;
 }

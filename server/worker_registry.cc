@@ -73,7 +73,7 @@ absl::StatusOr<WorkerRegistry::Registration> WorkerRegistry::AddOrReplace(
 }
 
 absl::Status WorkerRegistry::AttachSession(const std::string& worker_id,
-                                           std::shared_ptr<SessionOutbox> outbox) {
+                                           const std::shared_ptr<SessionOutbox>& outbox) {
   std::shared_ptr<SessionOutbox> replaced;
   std::optional<v1::CoordinatorMessage> owed_abort;
   {

@@ -62,7 +62,8 @@ class WorkerRegistry {
 
   // Makes `outbox` the worker's live session (closing any older one) and marks the worker
   // alive. NOT_FOUND for an unregistered id.
-  absl::Status AttachSession(const std::string& worker_id, std::shared_ptr<SessionOutbox> outbox);
+  absl::Status AttachSession(const std::string& worker_id,
+                             const std::shared_ptr<SessionOutbox>& outbox);
 
   // True if `outbox` was the worker's live session (so the worker is now unreachable).
   bool DetachSession(const std::string& worker_id, const std::shared_ptr<SessionOutbox>& outbox);

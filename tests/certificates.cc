@@ -36,7 +36,7 @@ CertificateAuthority::CertificateAuthority(const std::string& dir, const std::st
 CertificateFiles CertificateAuthority::Issue(const std::string& common_name,
                                              const std::string& file_name) {
   const std::string base = absl::StrCat(dir_, "/", file_name);
-  const CertificateFiles issued{base + ".pem", base + ".key"};
+  CertificateFiles issued{base + ".pem", base + ".key"};
   std::ofstream(base + ".ext") << "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
                                << "extendedKeyUsage=serverAuth,clientAuth\n";
   Run(

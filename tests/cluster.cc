@@ -22,6 +22,7 @@ namespace shardwise::testing {
 Process::Process(const std::vector<std::string>& argv, const std::string& log_path)
     : log_path_(log_path) {
   std::vector<char*> args;
+  args.reserve(argv.size());
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_ = fork();
@@ -223,7 +224,7 @@ v1::JobSpec Cluster::Spec(int world_size) {
   for (int w : {8, 16, 4}) spec.mutable_model()->add_layer_widths(w);
   spec.mutable_optimizer()->mutable_sgd()->set_lr(0.1);
   spec.mutable_data()->mutable_synthetic()->set_seed(1);
-  spec.set_global_batch_size(4 * world_size);
+  spec.set_global_batch_size(int64_t{4} * world_size);
   spec.set_steps(5);
   spec.set_world_size(world_size);
   return spec;

@@ -35,7 +35,7 @@ device: CUDA
 
 std::string WriteSpec(const std::string& name, const std::string& text) {
   const char* root = std::getenv("TEST_TMPDIR");
-  const std::string path = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid(), ".yaml");
+  std::string path = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid(), ".yaml");
   std::ofstream(path) << text;
   return path;
 }

@@ -17,7 +17,7 @@ v1::JobSpec OrderSpec(int world, int steps) {
   v1::JobSpec spec = Cluster::Spec(world);
   spec.mutable_model()->clear_layer_widths();
   for (int w : {8, 16, 16, 12, 4}) spec.mutable_model()->add_layer_widths(w);  // 4 units
-  spec.set_global_batch_size(8 * world);
+  spec.set_global_batch_size(int64_t{8} * world);
   spec.set_steps(steps);
   return spec;
 }

@@ -92,7 +92,7 @@ class HostCluster {
     dir_ = mkdtemp(pattern.data());
     const std::string address = network->AddHost("coordinator");
     std::vector<std::string> argv = network->On("coordinator");
-    for (std::string flag :
+    for (const std::string& flag :
          {Cluster::BinaryPath("server/shardwise-coordinator"),
           absl::StrCat("--address=", address, ":0"),
           // A test network no one else reaches.
@@ -118,7 +118,7 @@ class HostCluster {
   void AddWorker(const std::string& name) {
     const std::string address = network_->AddHost(name);
     std::vector<std::string> argv = network_->On(name);
-    for (std::string flag :
+    for (const std::string& flag :
          {Cluster::BinaryPath("worker/shardwise-worker"), absl::StrCat("--coordinator=", address_),
           "--name=" + name, "--data_address=" + address}) {
       argv.push_back(flag);

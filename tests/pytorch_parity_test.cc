@@ -93,7 +93,8 @@ absl::StatusOr<Reference> TrainWithPytorch(const std::string& dtype) {
     for (unsigned char c : bytes.str()) ids.push_back(c);
     if (ids.size() < 1000) return absl::FailedPreconditionError(absl::StrCat("no text at ", kText));
     std::ofstream(dir + "/train.bin", std::ios::binary)
-        .write(reinterpret_cast<const char*>(ids.data()), ids.size() * 2);
+        .write(reinterpret_cast<const char*>(ids.data()),
+               static_cast<std::streamsize>(ids.size() * 2));
     const v1::JobSpec spec = BaseSpec();
     absl::Status written =
         WriteSafetensors(dir + "/init.safetensors", SeededWeights(spec.model(), 11));

@@ -27,7 +27,7 @@ v1::JobSpec TrainingSpec(int world, v1::ShardingStrategy::Value strategy, bool a
   } else {
     spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
   }
-  spec.set_global_batch_size(12 * world);
+  spec.set_global_batch_size(int64_t{12} * world);
   spec.set_steps(20);
   spec.mutable_output()->set_final_model_path(model_path);
   return spec;

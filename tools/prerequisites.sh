@@ -35,6 +35,9 @@ test    python3:grpc                python3-grpcio
 test    python3:google.protobuf     python3-protobuf
 test    python3:yaml                python3-yaml
 checks  clang-format-14             clang-format-14
+checks  clang-tidy-14               clang-tidy-14
+checks  run-clang-tidy-14           clang-tidy-14
+checks  clang-apply-replacements-14 clang-tools-14
 checks  git                         git
 checks  ctags                       universal-ctags
 fuzz    clang++-14                  clang-14

@@ -55,6 +55,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Start(
     dup2(log, 1);
     dup2(log, 2);
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (std::string& arg : argv) args.push_back(arg.data());
     args.push_back(nullptr);
     execv(args[0], args.data());

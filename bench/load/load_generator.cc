@@ -30,7 +30,7 @@ v1::JobSpec LoadJobSpec(const LoadOptions& options, const std::string& name) {
   for (int width : {4, 8, 3}) spec.mutable_model()->add_layer_widths(width);
   spec.mutable_optimizer()->mutable_sgd()->set_lr(0.1);
   spec.mutable_data()->mutable_synthetic()->set_seed(1);
-  spec.set_global_batch_size(2 * options.world_size);
+  spec.set_global_batch_size(int64_t{2} * options.world_size);
   spec.set_steps(options.job_steps);
   spec.set_world_size(options.world_size);
   return spec;

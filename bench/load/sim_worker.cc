@@ -19,7 +19,7 @@ void SimWorker::Start() {
   register_request_.set_memory_bytes(options_.memory_bytes);
   register_context_.set_wait_for_ready(true);
   stub_->async()->RegisterWorker(&register_context_, &register_request_, &register_response_,
-                                 [this](grpc::Status status) {
+                                 [this](const grpc::Status& status) {
                                    if (!status.ok()) {
                                      ++counters_->registration_failures;
                                      absl::MutexLock lock(&mu_);

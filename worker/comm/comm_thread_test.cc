@@ -94,7 +94,7 @@ using Fence = CommThread::Fence;
 
 struct TestFence : Device::Fence {};
 
-CommThread::Handle EnqueueFenced(CommThread& comm, CommThread::Fence fence,
+CommThread::Handle EnqueueFenced(CommThread& comm, const CommThread::Fence& fence,
                                  CommThread::CompletionPoll completed) {
   return comm.EnqueueInTwoParts([fence]() -> absl::StatusOr<CommThread::Fence> { return fence; },
                                 std::move(completed));

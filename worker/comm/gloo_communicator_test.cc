@@ -16,12 +16,14 @@ namespace {
 void RunRanks(int world, const std::function<void(int rank, gloo::rendezvous::Store&)>& body) {
   gloo::rendezvous::HashStore store;
   std::vector<std::thread> threads;
+  threads.reserve(world);
   for (int r = 0; r < world; ++r) threads.emplace_back([&, r] { body(r, store); });
   for (auto& t : threads) t.join();
 }
 
 std::vector<int> Iota(int n, int start = 0, int stride = 1) {
   std::vector<int> v;
+  v.reserve(n);
   for (int i = 0; i < n; ++i) v.push_back(start + i * stride);
   return v;
 }
@@ -35,7 +37,7 @@ TEST_P(CollectivesTest, MatchTheirDefinitions) {
     ASSERT_TRUE(comm.ok()) << comm.status();
     GlooCommunicator& c = **comm;
     // Rank r's element i is r * 1000 + i: every result below is known exactly.
-    auto value = [](int r, size_t i) { return static_cast<float>(r * 1000 + i); };
+    auto value = [](int r, size_t i) { return static_cast<float>(size_t{1000} * r + i); };
 
     std::vector<float> shard(numel), gathered(numel * world);
     for (size_t i = 0; i < numel; ++i) shard[i] = value(rank, i);
@@ -85,8 +87,10 @@ TEST_P(TypedCollectivesTest, SixteenBitFloatsInt64AndFloat64) {
     GlooCommunicator& c = **comm;
     auto value = [](int r, size_t i) { return static_cast<double>(r + 1) * 0.5 + i % 7; };
     auto encode = [type = type](double v, void* slot) {
-      if (type == ScalarType::kFloat16) *static_cast<uint16_t*>(slot) = cpu::FloatToHalf(v);
-      if (type == ScalarType::kBFloat16) *static_cast<uint16_t*>(slot) = cpu::FloatToBFloat16(v);
+      if (type == ScalarType::kFloat16)
+        *static_cast<uint16_t*>(slot) = cpu::FloatToHalf(static_cast<float>(v));
+      if (type == ScalarType::kBFloat16)
+        *static_cast<uint16_t*>(slot) = cpu::FloatToBFloat16(static_cast<float>(v));
       if (type == ScalarType::kInt64) *static_cast<int64_t*>(slot) = static_cast<int64_t>(v * 2);
       if (type == ScalarType::kFloat64) *static_cast<double*>(slot) = v;
     };

@@ -22,7 +22,7 @@ void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds budget)
 
 }  // namespace
 
-GrpcRendezvousStore::GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel,
+GrpcRendezvousStore::GrpcRendezvousStore(const std::shared_ptr<grpc::Channel>& channel,
                                          v1::RendezvousScope scope,
                                          std::chrono::milliseconds timeout,
                                          const std::atomic<bool>* abort)

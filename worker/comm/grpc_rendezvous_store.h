@@ -23,7 +23,7 @@ class GrpcRendezvousStore : public gloo::rendezvous::Store {
  public:
   // `scope` names the attempt and carries this rank's token (from its Assignment).
   // `abort` (not owned, may be null) stops a wait early when set.
-  GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, v1::RendezvousScope scope,
+  GrpcRendezvousStore(const std::shared_ptr<grpc::Channel>& channel, v1::RendezvousScope scope,
                       std::chrono::milliseconds timeout, const std::atomic<bool>* abort);
 
   void set(const std::string& key, const std::vector<char>& data) override;

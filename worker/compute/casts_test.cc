@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "absl/base/casts.h"
 #include "gtest/gtest.h"
 
 namespace shardwise::cpu {
@@ -166,7 +167,8 @@ TEST(VectorCasts, WideningMatchesForEveryPattern) {
       if (std::isnan(portable[i])) {
         EXPECT_TRUE(std::isnan(vector[i])) << i;
       } else {
-        ASSERT_EQ(std::memcmp(&portable[i], &vector[i], 4), 0) << (half ? "half " : "bf16 ") << i;
+        ASSERT_EQ(absl::bit_cast<uint32_t>(portable[i]), absl::bit_cast<uint32_t>(vector[i]))
+            << (half ? "half " : "bf16 ") << i;
       }
     }
   }

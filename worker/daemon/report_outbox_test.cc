@@ -16,6 +16,7 @@ v1::AttemptReport Report(v1::AttemptPhase phase, int64_t step = 0) {
 
 std::vector<v1::AttemptPhase> Phases(const std::vector<v1::AttemptReport>& reports) {
   std::vector<v1::AttemptPhase> phases;
+  phases.reserve(reports.size());
   for (const auto& r : reports) phases.push_back(r.phase());
   return phases;
 }

@@ -38,7 +38,7 @@ TEST(Dataset, SyntheticIsDeterministicAndLabelsAreClasses) {
 
 TEST(Dataset, ReadsAFileAndNamesWhatDoesNotFit) {
   const std::string path = TempPath("data.safetensors");
-  std::vector<float> x(6 * 4, 0.5f);
+  std::vector<float> x(size_t{6} * 4, 0.5f);
   std::vector<int64_t> y = {0, 1, 2, 0, 1, 2};
   TensorMap tensors;
   tensors["x"] = F32Tensor({6, 4}, x.data());

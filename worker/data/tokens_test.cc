@@ -19,9 +19,10 @@ std::string TempPath(const std::string& name) {
 }
 
 std::string WriteUint16(const std::string& name, const std::vector<uint16_t>& ids) {
-  const std::string path = TempPath(name);
+  std::string path = TempPath(name);
   std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(ids.data()), ids.size() * 2);
+      .write(reinterpret_cast<const char*>(ids.data()),
+             static_cast<std::streamsize>(ids.size() * 2));
   return path;
 }
 
@@ -60,7 +61,7 @@ TEST(TokenFile, ReadsASafetensorsTensor) {
   tokens.dtype = "I64";
   tokens.shape = {20};
   std::vector<int64_t> ids(20, 7);
-  tokens.bytes.assign(reinterpret_cast<const char*>(ids.data()), 20 * 8);
+  tokens.bytes.assign(reinterpret_cast<const char*>(ids.data()), size_t{20} * 8);
   const std::string path = TempPath("tokens") + ".safetensors";
   ASSERT_TRUE(WriteSafetensors(path, {{"tokens", tokens}}).ok());
   auto file =

@@ -197,7 +197,7 @@ absl::StatusOr<std::vector<float>> Reassemble(const std::string& folder,
                                               const std::string& what) {
   const int64_t shard_numel = manifest.units(u).padded_numel() / manifest.shard_group_size();
   std::vector<float> full;
-  for (size_t s = 0; s < shards.size(); ++s) {
+  for (int s = 0; s < static_cast<int>(shards.size()); ++s) {
     auto it = shards[s].find(TensorName(u, what));
     if (it == shards[s].end() || it->second.dtype != "F32" || it->second.numel() != shard_numel) {
       return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': ", manifest.files(s),

@@ -29,7 +29,7 @@ std::string ReadText(const std::string& path) {
 
 std::string TempDir(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid());
+  std::string path = absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid());
   std::filesystem::remove_all(path);
   std::filesystem::create_directories(path);
   return path;

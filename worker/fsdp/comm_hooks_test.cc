@@ -10,6 +10,7 @@
 #include <functional>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gloo/rendezvous/hash_store.h"
@@ -83,6 +84,7 @@ std::vector<RankResult> ReduceOnEveryRank(const HookCase& c, int world) {
   gloo::rendezvous::HashStore store;
   std::vector<RankResult> results(world);
   std::vector<std::thread> threads;
+  threads.reserve(world);
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       auto plan = PlanSharding(fsdp, world, r);
@@ -194,7 +196,7 @@ std::string CaseName(const ::testing::TestParamInfo<std::tuple<HookCase, int>>& 
 // DDP's compress hook and wrapper: h(h(g) / N) summed in h, widened.
 HookCase Compress(std::string name, v1::CommHook::Hook hook, v1::CommHook::Wrapper wrapper,
                   ScalarType low) {
-  return {name,
+  return {std::move(name),
           v1::ShardingStrategy::NO_SHARD,
           hook,
           wrapper,
@@ -209,7 +211,7 @@ HookCase Compress(std::string name, v1::CommHook::Hook hook, v1::CommHook::Wrapp
 // then h(sum / post).
 HookCase LowPrecisionSharded(std::string name, Strategy strategy, v1::CommHook::Hook hook,
                              ScalarType low) {
-  return {name,
+  return {std::move(name),
           strategy,
           hook,
           v1::CommHook::NO_WRAPPER,

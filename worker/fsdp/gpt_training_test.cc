@@ -34,7 +34,7 @@ using Strategy = v1::ShardingStrategy::Value;
 
 std::string TempDir(const std::string& name) {
   const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid());
+  std::string dir = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid());
   std::filesystem::create_directories(dir);
   return dir;
 }

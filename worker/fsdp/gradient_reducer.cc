@@ -42,7 +42,7 @@ absl::Status GradientReducer::ReduceAndAccumulate(FlatUnit& unit, Buffer& grad,
 // by N, the upcast into the gradient shard and the release of the unit's low-precision
 // parameters (the FP32 ones are used again from the next forward).
 absl::Status GradientReducer::StartMixedPrecision(FlatUnit& unit, Buffer& grad,
-                                                  std::function<void()> release_parameters) {
+                                                  const std::function<void()>& release_parameters) {
   ASSIGN_OR_RETURN(Bucket bucket, MixedPrecisionAllReduce(context_, grad.data(), unit.shard_numel));
   grad.Reset();
   auto shared = std::make_shared<Bucket>(std::move(bucket));

@@ -58,7 +58,7 @@ class GradientReducer {
  private:
   absl::Status ReduceAndAccumulate(FlatUnit& unit, Buffer& grad, const v1::CommHook& hook);
   absl::Status StartMixedPrecision(FlatUnit& unit, Buffer& grad,
-                                   std::function<void()> release_parameters);
+                                   const std::function<void()>& release_parameters);
   void Step(FlatUnit& unit);
 
   const ReductionContext context_;

@@ -66,6 +66,7 @@ TEST_P(DtypeProbe, AllGathersInParamDtypeReductionsInReduceDtype) {
                                                                       : v1::FP32);
   gloo::rendezvous::HashStore store;
   std::vector<std::thread> ranks;
+  ranks.reserve(c.world);
   for (int r = 0; r < c.world; ++r) {
     ranks.emplace_back([&, r] {
       auto plan = PlanSharding(spec.fsdp(), c.world, r);
@@ -88,7 +89,7 @@ TEST_P(DtypeProbe, AllGathersInParamDtypeReductionsInReduceDtype) {
       ASSERT_TRUE(model.ok()) << model.status();
       MicroBatch batch;
       batch.rows = 6;
-      batch.inputs.assign(6 * 6, 0.25f);
+      batch.inputs.assign(size_t{6} * 6, 0.25f);
       batch.labels.assign(6, 1);
       double loss = 0;  // the CPU device's memory is the host's
       const absl::Status step = (*model)->ForwardBackward(batch, 1.0f, true, &loss);

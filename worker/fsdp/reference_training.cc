@@ -136,7 +136,7 @@ std::vector<T> Gather(const std::vector<T>& source, const std::vector<int64_t>& 
 // The mean loss of `output` on the rows' targets; its gradient into `grad`.
 double Loss(const v1::JobSpec& spec, const Dataset& data, const std::vector<int64_t>& rows,
             const std::vector<float>& output, std::vector<float>* grad) {
-  const int64_t batch = rows.size(), out = data.target_width;
+  const int64_t batch = static_cast<int64_t>(rows.size()), out = data.target_width;
   grad->assign(batch * out, 0.0f);
   if (spec.loss() == v1::MSE) {
     const std::vector<float> targets = Gather(data.targets, rows, out);

@@ -99,6 +99,7 @@ TEST_P(GptGradients, MatchFiniteDifferencesOfTheLoss) {
   gpt.Run(/*backward=*/true);
   const ModelDescription& d = gpt.description();
   std::vector<std::vector<float>> grads;  // before the differences' runs reset them
+  grads.reserve(static_cast<int>(d.params.size()));
   for (int p = 0; p < static_cast<int>(d.params.size()); ++p)
     grads.push_back(gpt.params().grads(p));
   int checked = 0;

@@ -61,7 +61,7 @@ absl::StatusOr<std::vector<int64_t>> Generate(const v1::ModelSpec& model, const 
   Random random(options.seed);
   std::vector<int64_t> ids = prompt;
   for (int64_t n = 0; n < options.tokens; ++n) {
-    const int64_t length = std::min<int64_t>(ids.size(), gpt.block_size());
+    const int64_t length = std::min<int64_t>(static_cast<int64_t>(ids.size()), gpt.block_size());
     MicroBatch batch;
     batch.sequences = 1;
     batch.sequence_length = length;

@@ -20,6 +20,7 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& job_spec,
   out.memory.resize(world);
   std::vector<absl::StatusOr<TrainingResult>> results(world, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
+  threads.reserve(world);
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       auto context = ConnectGlooContext(store, r, world, {});

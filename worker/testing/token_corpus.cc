@@ -19,7 +19,8 @@ std::string WriteLearnableTokens(const std::string& path, int count, uint64_t se
   }
   ids.resize(count);
   std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(ids.data()), ids.size() * 2);
+      .write(reinterpret_cast<const char*>(ids.data()),
+             static_cast<std::streamsize>(ids.size() * 2));
   return path;
 }
 

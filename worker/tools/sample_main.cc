@@ -47,9 +47,10 @@ absl::StatusOr<v1::ModelSpec> ReadModelSpec(const std::string& path) {
   v1::ModelSpec model;
   if (spec_json == metadata->end() ||
       !google::protobuf::util::JsonStringToMessage(spec_json->second, &model).ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": no model spec in its metadata (\"shardwise.model\"); was it written by a "
-              "Shardwise job?"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": no model spec in its metadata (\"shardwise.model\"); was it written by a "
+                     "Shardwise job?"));
   }
   return model;
 }

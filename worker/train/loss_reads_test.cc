@@ -20,7 +20,7 @@ namespace {
 
 std::string TempDir(const std::string& name) {
   const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid());
+  std::string dir = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid());
   std::filesystem::create_directories(dir);
   return dir;
 }
@@ -34,7 +34,7 @@ v1::JobSpec GptSpec(const std::string& dir, int read_interval, int world = 2) {
   v1::TokenData* tokens = spec.mutable_data()->mutable_tokens();
   tokens->set_train_path(testing::WriteLearnableTokens(dir + "/train.bin", 4000, 1));
   tokens->set_seed(7);
-  spec.set_global_batch_size(4 * world);
+  spec.set_global_batch_size(int64_t{4} * world);
   spec.set_gradient_accumulation_steps(2);
   spec.set_steps(10);
   spec.set_world_size(world);

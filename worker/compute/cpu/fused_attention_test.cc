@@ -116,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(
         // Exactly one tile, one head.
         Case{{1, fused_attention::kKeyTile, 1, 8}, 1.0},
         // Scores of several hundred: e^s overflows unless shifted by the running max.
-        Case{{1, 3 * fused_attention::kKeyTile, 2, 4}, 12.0}));
+        Case{{1, int64_t{3} * fused_attention::kKeyTile, 2, 4}, 12.0}));
 
 TEST(FusedAttention, KeepsEachRowsLogSumExp) {
   const AttentionShape s{1, 20, 1, 2};
@@ -141,7 +141,7 @@ TEST(FusedAttention, KeepsEachRowsLogSumExp) {
 // The key rows' loop may start early (a GPU warp starts its threads together): the
 // masked queries before the key add nothing.
 TEST(FusedAttention, KeyGradientsDoNotDependOnWhereTheQueryLoopStarts) {
-  const AttentionShape s{1, 2 * fused_attention::kKeyTile, 2, 3};
+  const AttentionShape s{1, int64_t{2} * fused_attention::kKeyTile, 2, 3};
   const auto qkv = Random<double>(s.seq * 3 * s.width(), 6, 1.0);
   const auto dout = Random<double>(s.seq * s.width(), 7, 1.0);
   std::vector<double> lse;

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Runs clang-tidy (the checks in .clang-tidy: bugprone-*, performance-*) on every C++ file
+# the default (CPU) build compiles, with the flags Bazel compiles it with, and prints
+# "tidy cpp passed|failed" (./dev.sh counts it). Exits 1 on a warning.
+#   tools/clang_tidy.sh [--fix] [FILE...]   FILEs: only these (paths from the repository root)
+# The CUDA configuration's files (worker/cuda/, nvcc) are not covered: clang-tidy cannot
+# parse them with nvcc's flags.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+fix=()
+if [ "${1:-}" = "--fix" ]; then
+  fix=(-fix)
+  shift
+fi
+
+# Bazel's compile actions, as a compile_commands.json in the execution root (where their
+# relative paths resolve). The build first, so the generated headers (*.pb.h) exist and
+# the execution root links every source folder.
+bazel build --noshow_progress //... >/dev/null 2>&1 || {
+  echo "tidy cpp failed (bazel build //... failed)"
+  exit 1
+}
+execroot=$(bazel info execution_root 2>/dev/null)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+bazel aquery --noshow_progress 'mnemonic("CppCompile", //...)' --output=jsonproto \
+  >"$work/actions.json" 2>/dev/null || {
+  echo "tidy cpp failed (bazel aquery failed)"
+  exit 1
+}
+/usr/bin/python3 - "$work/actions.json" "$execroot" "$work/compile_commands.json" <<'PY'
+import json, sys
+actions, root, out = json.load(open(sys.argv[1]))["actions"], sys.argv[2], sys.argv[3]
+commands = []
+for action in actions:
+    args = action["arguments"]
+    source = args[args.index("-c") + 1]
+    if source.startswith(("external/", "bazel-out/", "third_party/")):
+        continue
+    # gcc's flags clang does not take, and the outputs, go; the rest is the build's.
+    kept, skip = ["/usr/bin/clang++-14"], False
+    for arg in args[1:]:
+        if skip:
+            skip = False
+        elif arg in ("-MF", "-o"):
+            skip = True
+        elif arg not in ("-MD", "-c", source, "-fno-canonical-system-headers") and \
+                not arg.startswith("-frandom-seed"):
+            kept.append(arg)
+    commands.append({"directory": root, "file": source, "arguments": kept + ["-c", source]})
+json.dump(commands, open(out, "w"))
+PY
+count=$(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' \
+  "$work/compile_commands.json")
+# run-clang-tidy takes regular expressions over the absolute paths; none: every file.
+patterns=()
+for file in "$@"; do patterns+=("^$execroot/$file\$"); done
+[ $# -gt 0 ] && count=$#
+
+# Each file's warnings; run-clang-tidy runs one clang-tidy per core.
+(cd "$execroot" && run-clang-tidy-14 -p "$work" -j "$(nproc)" -quiet "${fix[@]}" \
+  -clang-tidy-binary clang-tidy-14 -clang-apply-replacements-binary clang-apply-replacements-14 \
+  "${patterns[@]}" >"$work/output.txt" 2>&1)
+sed -e 's/\x1b\[[0-9;]*m//g' -e "s#^$execroot/##" "$work/output.txt" |
+  grep -E '(warning|error): ' | sort -u >"$work/findings.txt"
+if [ -s "$work/findings.txt" ]; then
+  cat "$work/findings.txt" >&2
+  echo "tidy cpp failed ($(wc -l <"$work/findings.txt") findings in $count files, listed above)"
+  exit 1
+fi
+echo "tidy cpp passed ($count files)"
