@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/path_policy.h"
 #include "common/printable_text.h"
 #include "common/status_macros.h"
 #include "contracts/model_description.h"
@@ -32,13 +33,15 @@ absl::Status CheckEnum(const std::string& field, int value, bool (*is_valid)(int
   return Invalid(field, absl::StrCat("unknown value ", value, " (expected ", expected, ")"));
 }
 
+// `limit` names whose limit `max` is: a fixed bound ("the limit") or a tunable one
+// (JobLimits::tunable).
 absl::Status CheckCount(const std::string& field, int64_t value, int64_t max,
-                        bool zero_means_default) {
+                        bool zero_means_default, const std::string& limit = "the limit") {
   if (value < 0 || (value == 0 && !zero_means_default)) {
     return Invalid(field, absl::StrCat("must be positive, got ", value));
   }
   if (value > max) {
-    return Invalid(field, absl::StrCat(value, " exceeds this coordinator's limit of ", max));
+    return Invalid(field, absl::StrCat(value, " exceeds ", limit, " of ", max));
   }
   return absl::OkStatus();
 }
@@ -60,12 +63,24 @@ absl::Status CheckPath(const std::string& field, const std::string& path,
   return Invalid(field, absl::StrCat("'", path, "': ", status.message()));
 }
 
+// Every path the spec names becomes a file name on the coordinator and the workers: it
+// must be printable text (a NUL would cut it short where the system reads it).
+absl::Status CheckPathTexts(const v1::JobSpec& spec) {
+  v1::JobSpec copy = spec;  // ForEachPathField visits mutable fields; these stay unchanged
+  return ForEachPathField(&copy, [](const PathField& field, std::string* path) {
+    auto length = CountPrintableCharacters(*path);
+    if (length.ok()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(field.name, ": the path ", length.status().message()));
+  });
+}
+
 absl::Status ValidateMlp(const v1::ModelSpec& model, const JobLimits& limits) {
   const auto& widths = model.layer_widths();
   if (widths.size() - 1 > static_cast<size_t>(limits.max_layers)) {
-    return Invalid("model.layer_widths",
-                   absl::StrCat(widths.size() - 1, " layers exceed this coordinator's limit of ",
-                                limits.max_layers));
+    return Invalid(
+        "model.layer_widths",
+        absl::StrCat(widths.size() - 1, " layers exceed the limit of ", limits.max_layers));
   }
   for (int i = 0; i < widths.size(); ++i) {
     RETURN_IF_ERROR(CheckCount(absl::StrCat("model.layer_widths[", i, "]"), widths[i],
@@ -84,7 +99,13 @@ absl::Status ValidateGpt(const v1::GptConfig& gpt, const JobLimits& limits) {
   RETURN_IF_ERROR(CheckCount("model.gpt.n_embd", gpt.n_embd(), limits.max_layer_width, false));
   RETURN_IF_ERROR(CheckEnum("model.gpt.attention", gpt.attention(),
                             v1::GptConfig::Attention_IsValid, "MATERIALIZED or FUSED"));
-  return CheckCount("model.gpt.n_head", gpt.n_head(), gpt.n_embd(), false);
+  // That n_head divides n_embd is the model description's rule (DescribeModel).
+  RETURN_IF_ERROR(CheckCount("model.gpt.n_head", gpt.n_head(), limits.max_layer_width, false));
+  if (gpt.n_head() > gpt.n_embd()) {
+    return Invalid("model.gpt.n_head", absl::StrCat(gpt.n_head(), " exceeds model.gpt.n_embd (",
+                                                    gpt.n_embd(), "), which it must divide"));
+  }
+  return absl::OkStatus();
 }
 
 // The model's sizes against the limits, then its description (which checks the rest:
@@ -99,9 +120,8 @@ absl::Status ValidateModel(const v1::JobSpec& spec, const JobLimits& limits) {
   ASSIGN_OR_RETURN(const ModelDescription description, DescribeModel(model));
   const std::string field = model.has_gpt() ? "model.gpt" : "model.layer_widths";
   if (description.num_parameters() > limits.max_parameters) {
-    return Invalid(field, absl::StrCat(description.num_parameters(),
-                                       " parameters exceed this coordinator's limit of ",
-                                       limits.max_parameters));
+    return Invalid(field, absl::StrCat(description.num_parameters(), " parameters exceed ",
+                                       limits.tunable, " of ", limits.max_parameters));
   }
   if (spec.wrap().layers_per_unit() < 0) {
     return Invalid("wrap.layers_per_unit",
@@ -424,7 +444,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
     return Invalid("name",
                    absl::StrCat("is ", *name_length, " characters long; at most 128 are allowed"));
   }
-  RETURN_IF_ERROR(CheckCount("world_size", spec.world_size(), limits.max_world_size, false));
+  RETURN_IF_ERROR(
+      CheckCount("world_size", spec.world_size(), limits.max_world_size, false, limits.tunable));
+  RETURN_IF_ERROR(CheckPathTexts(spec));
   RETURN_IF_ERROR(CheckEnum("device", spec.device(), v1::DeviceKind_IsValid, "CPU or CUDA"));
   if (spec.has_cuda()) {
     if (spec.device() != v1::CUDA) {
@@ -449,10 +471,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                    absl::StrCat(spec.global_batch_size(), " is not divisible by job.world_size ",
                                 spec.world_size()));
   }
-  RETURN_IF_ERROR(CheckCount("steps", spec.steps(), limits.max_steps, false));
+  RETURN_IF_ERROR(CheckCount("steps", spec.steps(), limits.max_steps, false, limits.tunable));
   RETURN_IF_ERROR(ValidateLrSchedule(spec));
   RETURN_IF_ERROR(CheckCount("gradient_accumulation_steps", spec.gradient_accumulation_steps(),
-                             limits.max_steps, /*zero_means_default=*/true));
+                             limits.max_steps, /*zero_means_default=*/true, limits.tunable));
   // The pending losses are interval x micro-steps doubles of device memory.
   if (spec.loss_read_interval_steps() < 0 ||
       spec.loss_read_interval_steps() > kMaxLossReadInterval) {
@@ -495,14 +517,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
 
 JobLimits LimitsLifted() {
   JobLimits limits;
-  limits.max_world_size = std::numeric_limits<int32_t>::max();
-  limits.max_layer_width = std::numeric_limits<int64_t>::max();
-  limits.max_layers = std::numeric_limits<int32_t>::max();
+  limits.tunable = "any coordinator's largest limit";
+  limits.max_world_size = kWorldSizeCeiling;
   limits.max_parameters = std::numeric_limits<int64_t>::max();
   limits.max_steps = std::numeric_limits<int64_t>::max();
-  limits.max_global_batch_size = std::numeric_limits<int64_t>::max();
-  limits.max_synthetic_samples = std::numeric_limits<int64_t>::max();
-  limits.max_restarts = std::numeric_limits<int32_t>::max();
   return limits;
 }
 

@@ -13,8 +13,17 @@
 
 namespace shardwise {
 
-// Sizes a coordinator accepts; operators raise them with flags (docs/operations.md).
+// The most ranks any coordinator takes: --max_world_size is at most this, so a client can
+// refuse a larger job by itself.
+inline constexpr int32_t kWorldSizeCeiling = 1 << 20;
+
+// Sizes a coordinator accepts. Operators tune world size, parameters and steps with flags
+// (docs/operations.md); the others are fixed bounds on what one job may ask of the
+// coordinator, the workers and the client (which describes the model before it submits).
 struct JobLimits {
+  // How a message names the tunable limits: the coordinator's own, or, for a client
+  // checking before it submits, the most any coordinator may be configured with.
+  std::string tunable = "this coordinator's limit";
   int32_t max_world_size = 1024;
   int64_t max_layer_width = 1 << 20;
   int32_t max_layers = 1024;
@@ -28,8 +37,10 @@ struct JobLimits {
   int32_t max_eval_batches = 10000;           // evaluation.batches
 };
 
-// The limits an operator tunes (a coordinator's flags) lifted: what a client checks before
-// a coordinator applies its own, so that a client refuses only what no coordinator takes.
+// The limits an operator tunes (a coordinator's flags) lifted to the most any coordinator
+// takes, the fixed ones as they are: what a client checks before a coordinator applies its
+// own, so that a client refuses only what no coordinator takes, and never builds a model
+// description larger than a coordinator would (a GPT of 2^31 layers).
 JobLimits LimitsLifted();
 
 // The most steps a job may leave its losses on the device between reads

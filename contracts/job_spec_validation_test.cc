@@ -40,6 +40,37 @@ TEST(Validation, AcceptsMinimalSpec) {
   EXPECT_TRUE(ValidateJobSpec(ValidSpec(), JobLimits{}, nullptr).ok());
 }
 
+// What a client checks before it submits: the tunable limits at the most any coordinator
+// takes, the fixed ones as they are, so that a model too large to describe is refused
+// before it is described (a GPT of 2^31 - 1 layers would take gigabytes).
+TEST(Validation, LiftedLimitsKeepTheFixedBoundsAndCapTheTunableOnes) {
+  v1::JobSpec layers = ValidSpec();
+  layers.mutable_model()->clear_layer_widths();
+  layers.mutable_data()->mutable_tokens()->set_train_path("/data/train.bin");
+  v1::GptConfig* gpt = layers.mutable_model()->mutable_gpt();
+  gpt->set_vocab_size(256), gpt->set_block_size(8), gpt->set_n_head(2), gpt->set_n_embd(8);
+  gpt->set_n_layer(2147483647);
+  absl::Status status = ValidateJobSpec(layers, LimitsLifted(), nullptr);
+  EXPECT_EQ(status.message(), "job.model.gpt.n_layer: 2147483647 exceeds the limit of 1024");
+
+  v1::JobSpec world = ValidSpec();
+  world.set_world_size(2147483647);
+  status = ValidateJobSpec(world, LimitsLifted(), nullptr);
+  EXPECT_EQ(status.message(),
+            "job.world_size: 2147483647 exceeds any coordinator's largest limit of 1048576");
+
+  v1::JobSpec restarts = ValidSpec();
+  restarts.mutable_restart_policy()->set_max_restarts(1000);
+  status = ValidateJobSpec(restarts, LimitsLifted(), nullptr);
+  EXPECT_EQ(status.message(), "job.restart_policy.max_restarts: must be in [0, 100], got 1000");
+
+  v1::JobSpec large = ValidSpec();  // what a coordinator may be configured to take
+  large.set_world_size(4096);
+  large.set_global_batch_size(4096);
+  status = ValidateJobSpec(large, LimitsLifted(), nullptr);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 TEST(Validation, AcceptsSpecAfterDefaults) {
   v1::JobSpec spec = ValidSpec();
   ApplyJobSpecDefaults(&spec);
@@ -345,6 +376,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"heads do not divide the width",
                 [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_n_head(5); },
                 "job.model.gpt.n_embd: 32 is not divisible by model.gpt.n_head 5"},
+        BadCase{"more heads than the width",
+                [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_n_head(64); },
+                "job.model.gpt.n_head: 64 exceeds model.gpt.n_embd (32), which it must divide"},
+        BadCase{"a NUL in a path",
+                [](v1::JobSpec* s) {
+                  s->mutable_output()->set_final_model_path(std::string("/tmp/model\0.st", 14));
+                },
+                "job.output.final_model_path: the path contains the control character U+0000 at "
+                "character 11"},
+        BadCase{"an escape sequence in a path",
+                [](v1::JobSpec* s) {
+                  s->mutable_data()->mutable_tokens()->set_val_path("/tmp/\x1b[2Jval.bin");
+                },
+                "job.data.tokens.val_path: the path contains the control character U+001B"},
         BadCase{"unknown attention",
                 [](v1::JobSpec* s) {
                   s->mutable_model()->mutable_gpt()->set_attention(

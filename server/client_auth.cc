@@ -165,10 +165,9 @@ absl::Status Authorize(const Principal& principal, Action action, const std::str
       if (principal.role == Role::kSubmitter) {
         if (job_submitter == principal.name) return absl::OkStatus();
         return absl::PermissionDeniedError(
-            absl::StrCat(principal.name, " (submitter) may ", what,
-                         " only jobs it submitted; this one was "
-                         "submitted by ",
-                         job_submitter.empty() ? "no one known" : job_submitter));
+            absl::StrCat(principal.name, " (submitter) may not ", what, " submitted by ",
+                         job_submitter.empty() ? "an unknown principal" : job_submitter,
+                         "; a submitter may change only the jobs it submitted"));
       }
       break;
   }

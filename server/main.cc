@@ -12,6 +12,7 @@
 #include "common/daemon_signals.h"
 #include "common/port_file.h"
 #include "common/status_macros.h"
+#include "contracts/job_spec_validation.h"
 #include "server/coordinator.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:7070",
@@ -94,6 +95,12 @@ absl::Status ControllerOptionsFromFlags(JobController::Options* controller) {
   controller->stall_abort = absl::Milliseconds(absl::GetFlag(FLAGS_stall_abort_ms));
   controller->reattach_grace = absl::Milliseconds(absl::GetFlag(FLAGS_reattach_grace_ms));
   controller->limits.max_world_size = absl::GetFlag(FLAGS_max_world_size);
+  if (controller->limits.max_world_size < 1 ||
+      controller->limits.max_world_size > kWorldSizeCeiling) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_world_size must be 1 to ",
+                                                   kWorldSizeCeiling, ", got ",
+                                                   controller->limits.max_world_size));
+  }
   controller->limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
   controller->limits.max_steps = absl::GetFlag(FLAGS_max_steps);
   controller->check_paths = absl::GetFlag(FLAGS_check_paths);

@@ -1,7 +1,8 @@
 #ifndef SHARDWISE_SERVER_STATE_FILE_LOCK_H_
 #define SHARDWISE_SERVER_STATE_FILE_LOCK_H_
 
-// One coordinator per state file: an exclusive lock (flock) on STATE_FILE.lock, held for
+// One coordinator per state file: an exclusive lock (flock) on STATE_FILE.lock (beside the
+// file the name resolves to, so a symlink to the file shares its lock), held for
 // the coordinator's life and released by the kernel if it dies. The lock file holds the
 // holder's pid, so a second coordinator can say who has the file. Two coordinators on one
 // file would each hand out job ids from their own view of it and lose submissions.

@@ -81,6 +81,11 @@ TEST_F(ApiTest, EveryBadSpecIsInvalidArgumentNamingFieldAndValue) {
        "job.fsdp.shard_group_size: 3 does not divide job.world_size 2"},
       {[](v1::JobSpec* s) { s->mutable_data()->set_safetensors_path(MissingFile()); },
        "job.data.safetensors_path: '" + MissingFile() + "': no readable file"},
+      // A NUL would cut the file name short where a worker opens it.
+      {[](v1::JobSpec* s) {
+         s->mutable_output()->set_final_model_path(MissingFile() + std::string("\0x", 2));
+       },
+       "job.output.final_model_path: the path contains the control character U+0000"},
       {[](v1::JobSpec* s) { s->mutable_model()->set_layer_widths(0, -3); },
        "job.model.layer_widths[0]: must be positive, got -3"},
       {[](v1::JobSpec* s) { s->set_steps(-1); }, "job.steps: must be positive, got -1"},

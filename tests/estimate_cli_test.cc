@@ -79,6 +79,30 @@ TEST(EstimateCli, TakesWhatSubmitTakesAndFailsWhenNothingFits) {
       << output;
 }
 
+// The bounds no coordinator lifts hold in the CLI too, before it describes the model: a
+// GPT of 2^31 - 1 layers is refused at once instead of filling the memory.
+TEST(EstimateCli, RefusesWhatNoCoordinatorTakesBeforeBuildingAnything) {
+  std::string layers = kGpt2;
+  layers.replace(layers.find("n_layer: 12"), 11, "n_layer: 2147483647");
+  std::string world = kGpt2;
+  world.replace(world.find("world_size: 2"), 13, "world_size: 2147483647");
+  std::string output;
+  for (const auto& [name, spec] : {std::pair{"layers", layers}, std::pair{"world", world}}) {
+    for (const char* verb : {"estimate", "submit"}) {
+      // submit refuses before it connects: no coordinator listens at this address.
+      EXPECT_EQ(
+          Cluster::RunCli({"--coordinator=127.0.0.1:1", verb, WriteSpec(name, spec)}, &output), 2)
+          << verb << " " << name << ": " << output;
+      EXPECT_NE(output.find(name == std::string("layers")
+                                ? "job.model.gpt.n_layer: 2147483647 exceeds the limit of 1024"
+                                : "job.world_size: 2147483647 exceeds any coordinator's largest "
+                                  "limit of 1048576"),
+                std::string::npos)
+          << verb << " " << name << ": " << output;
+    }
+  }
+}
+
 TEST(EstimateCli, RefusesABadSizeAndABadSpecNamingThem) {
   std::string output;
   EXPECT_EQ(Cluster::RunCli({"estimate", WriteSpec("ok", kGpt2), "--fit=lots"}, &output), 2);
