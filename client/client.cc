@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/random/distributions.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/random_token.h"
 #include "contracts/job_spec_validation.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -14,17 +18,22 @@ namespace shardwise {
 namespace {
 
 constexpr auto kCallTimeout = std::chrono::seconds(10);
+constexpr absl::Duration kBusyRetryTime = absl::Seconds(120);
 
 void SetDeadline(grpc::ClientContext* context) {
   context->set_deadline(std::chrono::system_clock::now() + kCallTimeout);
 }
 
-// Calls that change nothing (and Cancel, which is idempotent) are retried when the
-// connection drops, as it does once when a coordinator restarts. SubmitJob is not: a
-// retried submission could create the job twice.
+// Every call is retried (gRPC's retry policy: at most 5 attempts, exponential backoff
+// with full jitter) when the connection drops, as it does once when a coordinator
+// restarts, and when the coordinator is too busy to take it (RESOURCE_EXHAUSTED: every
+// thread it gives client calls is in use). Every call may be: all but SubmitJob change
+// nothing or are idempotent (CancelJob), and SubmitJob carries a request id, with which
+// a retried submission returns the job the first one made.
 constexpr char kRetryServiceConfig[] = R"json({
   "methodConfig": [{
     "name": [
+      {"service": "shardwise.v1.JobService", "method": "SubmitJob"},
       {"service": "shardwise.v1.JobService", "method": "GetJob"},
       {"service": "shardwise.v1.JobService", "method": "ListJobs"},
       {"service": "shardwise.v1.JobService", "method": "CancelJob"},
@@ -33,11 +42,11 @@ constexpr char kRetryServiceConfig[] = R"json({
       {"service": "shardwise.v1.JobService", "method": "ListWorkers"}
     ],
     "retryPolicy": {
-      "maxAttempts": 4,
+      "maxAttempts": 5,
       "initialBackoff": "0.1s",
       "maxBackoff": "1s",
       "backoffMultiplier": 2,
-      "retryableStatusCodes": ["UNAVAILABLE"]
+      "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]
     }
   }]
 })json";
@@ -84,12 +93,24 @@ absl::StatusOr<Response> Client::Call(
     grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
     const Request& request) {
   if (!channel_status_.ok()) return channel_status_;
-  Response response;
-  grpc::ClientContext context;
-  Prepare(&context);
-  grpc::Status status = (stub_.get()->*method)(&context, request, &response);
-  if (!status.ok()) return Convert(status);
-  return response;
+  // A coordinator that stays busy through gRPC's five attempts is asked again, with
+  // growing pauses drawn at random (so that many clients do not come back together),
+  // for up to kBusyRetryTime: under a flood a call waits its turn instead of failing.
+  const absl::Time give_up = absl::Now() + kBusyRetryTime;
+  absl::Duration pause = absl::Milliseconds(200);
+  while (true) {
+    Response response;
+    grpc::ClientContext context;
+    Prepare(&context);
+    grpc::Status status = (stub_.get()->*method)(&context, request, &response);
+    if (status.ok()) return response;
+    if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED || absl::Now() >= give_up) {
+      return Convert(status);
+    }
+    thread_local absl::BitGen random;
+    absl::SleepFor(pause * absl::Uniform(random, 0.0, 1.0));
+    pause = std::min(pause * 2, absl::Seconds(5));
+  }
 }
 
 absl::StatusOr<std::string> Client::Submit(const v1::JobSpec& spec) {
@@ -97,6 +118,7 @@ absl::StatusOr<std::string> Client::Submit(const v1::JobSpec& spec) {
   if (!valid.ok()) return valid;
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
+  request.set_request_id(RandomToken());  // the same for each retry of this submission
   auto response = Call(&v1::JobService::Stub::SubmitJob, request);
   if (!response.ok()) return response.status();
   return response->job_id();

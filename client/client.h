@@ -31,7 +31,10 @@ class Client {
   const std::string& address() const { return address_; }
 
   // Checks the spec locally (structure only: the coordinator applies its own limits and
-  // checks files), then submits it. Returns the job id.
+  // checks files), then submits it with a new request id, so that a retry (the call is
+  // retried when the coordinator is unreachable or busy) never makes a second job.
+  // Returns the job id. Every call waits its turn, up to two minutes, while the
+  // coordinator answers RESOURCE_EXHAUSTED.
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   absl::StatusOr<v1::Job> Get(const std::string& job_id);
   // Job summaries, oldest first, following the coordinator's pages until `limit` (0: all)

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/printable_text.h"
 #include "common/random_token.h"
 #include "common/status_macros.h"
 #include "contracts/job_spec_defaults.h"
@@ -68,8 +69,15 @@ JobController::LiveAttempt& JobController::StartLiveAttemptLocked(const v1::Job&
 
 // The job is validated and written without the controller's lock (a commit must not hold
 // up the workers' reports); scheduling it is a pass like any other.
-absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec,
-                                              const std::string& submitter) {
+absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec, const std::string& submitter,
+                                              const std::string& request_id) {
+  auto id_length = CountPrintableCharacters(request_id);
+  if (!id_length.ok() || *id_length > 128) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request_id: ", id_length.ok()
+                            ? absl::StrCat("is ", *id_length, " characters long; at most 128")
+                            : std::string(id_length.status().message())));
+  }
   v1::JobSpec effective = spec;
   // Before anything reads a file the spec names: only paths inside the roots, canonical.
   if (options_.path_policy.has_value()) {
@@ -82,7 +90,7 @@ absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec,
   ApplyJobSpecDefaults(&effective);
   ASSIGN_OR_RETURN(const MemoryEstimate memory, EstimateRankMemory(effective));
   RETURN_IF_ERROR(CheckSomeWorkerHasMemory(effective.device(), memory));
-  ASSIGN_OR_RETURN(v1::Job job, jobs_->Submit(effective, memory.ToProto(), submitter));
+  ASSIGN_OR_RETURN(v1::Job job, jobs_->Submit(effective, memory.ToProto(), submitter, request_id));
   absl::MutexLock lock(&mu_);
   RequestScheduleLocked();
   return job;

@@ -83,7 +83,10 @@ class JobController {
                 const Options& options);
 
   // Client operations. `submitter`: the principal submitting (recorded with the job).
-  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec, const std::string& submitter = "");
+  // `request_id`: the client's id for this submission (SubmitJobRequest.request_id); a
+  // retry with the same one returns the job the first made.
+  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec, const std::string& submitter = "",
+                                 const std::string& request_id = "");
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
   // Changes a running job's communication hook: picks a step no rank has reached and
   // proposes it to every rank; the switch applies once all accept (hook_schedule.h on the

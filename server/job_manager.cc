@@ -8,9 +8,15 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "contracts/job_summary.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace shardwise {
 namespace {
+
+// One key per submitter and request id (a NUL cannot occur in either: both are printable).
+std::string SubmitKey(const std::string& submitter, const std::string& request_id) {
+  return absl::StrCat(submitter, std::string(1, '\0'), request_id);
+}
 
 // "job-12" -> 12; 0 for an id of another shape.
 int64_t JobNumber(const std::string& job_id) {
@@ -65,6 +71,10 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(StateStore* store
 }
 
 void JobManager::AddJobLocked(const std::string& job_id) {
+  const v1::JobSummary& summary = jobs_[job_id].summary;
+  if (!summary.submit_request_id().empty()) {
+    by_request_[SubmitKey(summary.submitter(), summary.submit_request_id())] = job_id;
+  }
   const int64_t number = JobNumber(job_id);
   order_[number] = job_id;
   next_job_number_ = std::max(next_job_number_, number + 1);
@@ -236,8 +246,36 @@ absl::StatusOr<int> JobManager::Compact(absl::Duration retention) {
 
 absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
                                            const v1::MemoryEstimate& memory_per_rank,
-                                           const std::string& submitter) {
-  absl::MutexLock lock(&mu_);
+                                           const std::string& submitter,
+                                           const std::string& request_id) {
+  std::string earlier;
+  {
+    absl::MutexLock lock(&mu_);
+    auto found =
+        request_id.empty() ? by_request_.end() : by_request_.find(SubmitKey(submitter, request_id));
+    if (found == by_request_.end())
+      return SubmitLocked(spec, memory_per_rank, submitter, request_id);
+    earlier = found->second;
+  }
+  return EarlierSubmission(earlier, spec, request_id);
+}
+
+absl::StatusOr<v1::Job> JobManager::EarlierSubmission(const std::string& job_id,
+                                                      const v1::JobSpec& spec,
+                                                      const std::string& request_id) const {
+  ASSIGN_OR_RETURN(v1::Job job, Get(job_id));
+  if (!job.compacted() && !google::protobuf::util::MessageDifferencer::Equals(job.spec(), spec)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request_id '", request_id, "' already made ", job_id,
+                     ", with another spec; a new job needs a new request_id"));
+  }
+  return job;
+}
+
+absl::StatusOr<v1::Job> JobManager::SubmitLocked(const v1::JobSpec& spec,
+                                                 const v1::MemoryEstimate& memory_per_rank,
+                                                 const std::string& submitter,
+                                                 const std::string& request_id) {
   const std::string id = absl::StrCat("job-", next_job_number_);
   v1::Job job;
   job.set_id(id);
@@ -248,6 +286,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
   job.mutable_progress()->set_total_steps(spec.steps());
   *job.mutable_memory_per_rank() = memory_per_rank;
   job.set_submitter(submitter);
+  job.set_submit_request_id(request_id);
   // Saved through Mutate like every other change, from an empty placeholder.
   jobs_[id].job.emplace().set_id(id);
   auto saved = Mutate(
@@ -262,6 +301,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
     return saved.status();
   }
   AddJobLocked(id);
+  if (!request_id.empty()) by_request_[SubmitKey(submitter, request_id)] = id;
   return saved;
 }
 

@@ -57,9 +57,13 @@ class JobManager {
 
   // Stores a new PENDING job. `spec` must already be validated, with defaults applied;
   // `memory_per_rank` is its estimate (contracts/memory_estimate.h); `submitter` who sent it.
+  // With a `request_id` the submitter used before (a retried submission, also across
+  // restarts), returns the job that submission made instead; ALREADY_EXISTS when that job
+  // has another spec.
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec,
                                  const v1::MemoryEstimate& memory_per_rank = {},
-                                 const std::string& submitter = "");
+                                 const std::string& submitter = "",
+                                 const std::string& request_id = "");
 
   // The job, whole; NOT_FOUND. A job that ended is read from the state file.
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
@@ -186,6 +190,13 @@ class JobManager {
   absl::Status SaveUnsaved(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckAttempt(const v1::Job& job, int32_t attempt) const;
   void AddJobLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::Job> SubmitLocked(const v1::JobSpec& spec,
+                                       const v1::MemoryEstimate& memory_per_rank,
+                                       const std::string& submitter, const std::string& request_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job an earlier submission with `request_id` made, checked against `spec`.
+  absl::StatusOr<v1::Job> EarlierSubmission(const std::string& job_id, const v1::JobSpec& spec,
+                                            const std::string& request_id) const;
 
   StateStore* const store_;
   const Clock& clock_;
@@ -195,6 +206,8 @@ class JobManager {
   absl::btree_map<int64_t, std::string> order_ ABSL_GUARDED_BY(mu_);  // by job number
   int64_t next_job_number_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_set<std::string> changed_ ABSL_GUARDED_BY(mu_);  // since ChangedJobs
+  // The job each (submitter, request id) made: SubmitKey -> job id.
+  absl::flat_hash_map<std::string, std::string> by_request_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardwise

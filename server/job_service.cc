@@ -67,7 +67,7 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
                                        v1::SubmitJobResponse* response) {
   auto caller = Caller(*context, Action::kSubmit, "submit jobs");
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  auto job = controller_->Submit(request->spec(), caller->name);
+  auto job = controller_->Submit(request->spec(), caller->name, request->request_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   response->set_job_id(job->id());
   return grpc::Status::OK;

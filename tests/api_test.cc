@@ -6,6 +6,9 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -193,6 +196,72 @@ TEST_F(ApiTest, RendezvousRefusesAttemptsThatAreNotRunning) {
   status = rendezvous->Wait(&wait_context, wait, &wait_response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_TRUE(absl::StrContains(status.error_message(), "timeout_ms")) << status.error_message();
+}
+
+// A submission retried with its request id (after a timeout, or across a coordinator
+// restart) returns the job the first one made; reusing an id for another spec is refused.
+TEST_F(ApiTest, ASubmissionRetriedWithItsRequestIdMakesOneJob) {
+  auto submit = [&](const v1::JobSpec& spec, const std::string& request_id, std::string* job_id) {
+    v1::SubmitJobRequest request;
+    *request.mutable_spec() = spec;
+    request.set_request_id(request_id);
+    v1::SubmitJobResponse response;
+    grpc::ClientContext context;
+    grpc::Status status = stub_->SubmitJob(&context, request, &response);
+    *job_id = response.job_id();
+    return status.error_code();
+  };
+  const v1::JobSpec spec = Cluster::Spec(2);
+  std::string first, again, other, after_restart;
+  ASSERT_EQ(submit(spec, "retry-1", &first), grpc::StatusCode::OK);
+  ASSERT_EQ(submit(spec, "retry-1", &again), grpc::StatusCode::OK);
+  EXPECT_EQ(again, first);
+  v1::JobSpec changed = spec;
+  changed.set_steps(spec.steps() + 1);
+  EXPECT_EQ(submit(changed, "retry-1", &other), grpc::StatusCode::ALREADY_EXISTS);
+  ASSERT_EQ(submit(spec, "retry-2", &other), grpc::StatusCode::OK);
+  EXPECT_NE(other, first);
+  EXPECT_EQ(submit(spec, std::string("bad\nid"), &other), grpc::StatusCode::INVALID_ARGUMENT);
+
+  cluster_.KillCoordinator();
+  cluster_.StartCoordinator();
+  stub_ = v1::JobService::NewStub(
+      grpc::CreateChannel(cluster_.address(), grpc::InsecureChannelCredentials()));
+  ASSERT_EQ(submit(spec, "retry-1", &after_restart), grpc::StatusCode::OK);
+  EXPECT_EQ(after_restart, first);
+  auto jobs = cluster_.client().ListJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(jobs->size(), 2u);
+}
+
+// 200 clients submit at once to a coordinator that gives client calls 4 threads: gRPC
+// answers the overflow RESOURCE_EXHAUSTED, and the clients wait their turn (retries with
+// jittered backoff) instead of failing; each submission makes exactly one job.
+TEST(Flood, EveryConcurrentSubmissionSucceedsOnce) {
+  ClusterOptions options;
+  options.coordinator_flags = {"--max_sync_threads=4"};
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  constexpr int kClients = 200;
+  std::vector<absl::StatusOr<std::string>> ids(kClients, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  threads.reserve(kClients);
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      Client client(cluster.address());
+      ids[i] = client.Submit(Cluster::Spec(2));
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::set<std::string> distinct;
+  for (const auto& id : ids) {
+    ASSERT_TRUE(id.ok()) << id.status();
+    distinct.insert(*id);
+  }
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(kClients));
+  auto jobs = cluster.client().ListJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(jobs->size(), static_cast<size_t>(kClients));
 }
 
 TEST(Cli, ADeadCoordinatorGetsAClearMessage) {

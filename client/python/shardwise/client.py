@@ -1,6 +1,9 @@
 """The Client: every JobService call, with errors as exceptions."""
 
 import os
+import random
+import secrets
+import time
 
 import grpc
 import yaml
@@ -11,6 +14,13 @@ from shardwise.proto import job_pb2, job_service_pb2, job_service_pb2_grpc, job_
 DEFAULT_ADDRESS = "127.0.0.1:7070"
 _PAGE_SIZE = 500
 _TIMEOUT_SECONDS = 10
+# A call the coordinator refuses as busy (RESOURCE_EXHAUSTED) is asked again for up to
+# this long, and one that finds it unreachable (UNAVAILABLE, as once while it restarts)
+# up to _UNAVAILABLE_ATTEMPTS times: with pauses that double, drawn at random below the
+# bound so that many clients do not come back together. Every call may be retried:
+# submit carries a request id, with which a retry returns the job the first one made.
+_BUSY_RETRY_SECONDS = 120
+_UNAVAILABLE_ATTEMPTS = 5
 
 # The spec fields that name files: made absolute against the caller's directory, as the
 # CLI does (the coordinator takes absolute paths only).
@@ -106,14 +116,25 @@ class Client:
         self.close()
 
     def _call(self, method, request):
-        try:
-            return method(request, timeout=_TIMEOUT_SECONDS, metadata=self._metadata)
-        except grpc.RpcError as error:
-            _raise(error)
+        give_up = time.monotonic() + _BUSY_RETRY_SECONDS
+        pause, attempt = 0.1, 0
+        while True:
+            attempt += 1
+            try:
+                return method(request, timeout=_TIMEOUT_SECONDS, metadata=self._metadata)
+            except grpc.RpcError as error:
+                code = error.code()
+                busy = code == grpc.StatusCode.RESOURCE_EXHAUSTED and time.monotonic() < give_up
+                away = code == grpc.StatusCode.UNAVAILABLE and attempt < _UNAVAILABLE_ATTEMPTS
+                if not (busy or away):
+                    _raise(error)
+            time.sleep(random.uniform(0, pause))
+            pause = min(pause * 2, 5.0)
 
     def submit(self, spec):
         """Submits a spec (a dict, a YAML/JSON file's path, or a JobSpec); returns the job's id."""
-        request = job_service_pb2.SubmitJobRequest(spec=_spec_message(spec))
+        request = job_service_pb2.SubmitJobRequest(spec=_spec_message(spec),
+                                                   request_id=secrets.token_hex(16))
         return self._call(self._stub.SubmitJob, request).job_id
 
     def get(self, job_id):
