@@ -286,6 +286,7 @@ void Coordinator::RunPeriodicWork() {
 void Coordinator::Shutdown() {
   if (shut_down_.exchange(true)) return;
   stopping_.Notify();
+  controller_->Stop();  // the sessions close below: not the workers' failure
   workers_->CloseAllSessions();
   if (health_server_ != nullptr) health_server_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -176,10 +176,15 @@ absl::Status JobController::OpenSession(const std::string& worker_id,
   return absl::OkStatus();
 }
 
+void JobController::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+}
+
 void JobController::CloseSession(const std::string& worker_id,
                                  const std::shared_ptr<SessionOutbox>& outbox) {
   absl::MutexLock lock(&mu_);
-  if (workers_->DetachSession(worker_id, outbox)) {
+  if (workers_->DetachSession(worker_id, outbox) && !stopping_) {
     LoseWorkerLocked(worker_id, "its session closed", "session_closed");
   }
 }

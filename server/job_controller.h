@@ -119,6 +119,12 @@ class JobController {
   // Starts every pending job that fits on idle workers now.
   void Schedule();
 
+  // The coordinator is stopping (SIGTERM: a rolling update, an eviction): from now on a
+  // closing session is the coordinator's doing, not the worker's, so no worker is lost
+  // and no attempt fails or is re-queued for it. The ranks train on and re-attach to the
+  // next coordinator, as after a crash; a graceful stop is never worse than one.
+  void Stop();
+
  private:
   // A live attempt: its ranks' progress through it, and the agreements about it.
   struct LiveAttempt {
@@ -228,6 +234,7 @@ class JobController {
   // Workers re-attached whose session has not opened yet (ResyncReattachedLocked).
   std::set<std::string> to_resync_ ABSL_GUARDED_BY(mu_);
   bool schedule_posted_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace shardwise

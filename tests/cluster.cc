@@ -155,6 +155,11 @@ void Cluster::StartCoordinator() {
 
 void Cluster::KillCoordinator() { coordinator_->Kill(); }
 
+void Cluster::StopCoordinator() {
+  coordinator_->Signal(SIGTERM);
+  coordinator_->Wait();
+}
+
 int Cluster::coordinator_metrics_port() const {
   int port = 0;
   std::ifstream in(absl::StrCat(dir_, "/coordinator.metrics-port"));

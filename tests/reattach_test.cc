@@ -55,11 +55,14 @@ int64_t StepOf(Cluster& cluster, const std::string& job_id) {
   return job.ok() ? job->progress().step() : -1;
 }
 
-// A coordinator SIGKILLed mid-training and restarted on its state file: the ranks train
-// on meanwhile and re-attach; the job ends with the model of an uninterrupted run, bit
-// for bit, in its first attempt (no step ran again: a step runs only in an attempt, and
-// without checkpoints a second attempt would start from step 0).
-TEST(Reattach, ACoordinatorKilledMidTrainingChangesNothingInTheRun) {
+// A coordinator stopped mid-training, by SIGKILL (a crash) or SIGTERM (a rolling update,
+// an eviction: never worse than a crash), and restarted on its state file: the ranks
+// train on meanwhile and re-attach; the job ends with the model of an uninterrupted run,
+// bit for bit, in its first attempt (no step ran again: a step runs only in an attempt,
+// and without checkpoints a second attempt would start from step 0).
+class CoordinatorStopTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CoordinatorStopTest, ChangesNothingInTheRun) {
   Cluster cluster;
   cluster.StartCoordinator();
   cluster.AddWorker("w0");
@@ -72,7 +75,11 @@ TEST(Reattach, ACoordinatorKilledMidTrainingChangesNothingInTheRun) {
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   ASSERT_TRUE(Cluster::WaitFor([&] { return StepOf(cluster, *job_id) >= 100; }))
       << "training did not get going";
-  cluster.KillCoordinator();
+  if (GetParam() == SIGKILL) {
+    cluster.KillCoordinator();
+  } else {
+    cluster.StopCoordinator();
+  }
   const int64_t killed_at = StepOf(cluster, *job_id);
   EXPECT_EQ(killed_at, -1);  // it is down
   cluster.StartCoordinator();
@@ -97,6 +104,11 @@ TEST(Reattach, ACoordinatorKilledMidTrainingChangesNothingInTheRun) {
   EXPECT_EQ(cluster.WorkerState("w0"), v1::IDLE);
   EXPECT_EQ(cluster.WorkerState("w1"), v1::IDLE);
 }
+
+INSTANTIATE_TEST_SUITE_P(Reattach, CoordinatorStopTest, ::testing::Values(SIGKILL, SIGTERM),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == SIGKILL ? "Killed" : "Terminated";
+                         });
 
 // A job that finishes while the coordinator is down: the ranks' final reports wait on
 // their workers and reach the restarted coordinator, which records the job SUCCEEDED
