@@ -150,14 +150,6 @@ absl::StatusOr<ModelDescription> DescribeGpt(const v1::ModelSpec& model) {
   return builder.Finish("model.gpt");
 }
 
-std::vector<int> StagesOfModule(const ModelDescription& model, int module) {
-  std::vector<int> stages;
-  for (int s = 0; s < static_cast<int>(model.stages.size()); ++s) {
-    if (model.stages[s].module == module) stages.push_back(s);
-  }
-  return stages;
-}
-
 // Per module, the child unit it starts (-1: none) by job.wrap; children not yet numbered
 // in forward order (the caller renumbers).
 absl::StatusOr<std::vector<int>> WrappedModules(const ModelDescription& model,

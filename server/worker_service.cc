@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/printable_text.h"
 #include "server/peer_identity.h"
 #include "server/session_stream.h"
 
@@ -23,6 +24,10 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
   if (request.name().size() > 256) {
     return absl::InvalidArgumentError(
         absl::StrCat("name: ", request.name().size(), " characters; at most 256 are allowed"));
+  }
+  // The name becomes a metric label, a line of `get workers` and of the logs.
+  if (auto printable = CountPrintableCharacters(request.name()); !printable.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("name: ", printable.status().message()));
   }
   return absl::OkStatus();
 }

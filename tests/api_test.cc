@@ -19,6 +19,7 @@
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "proto/job_service.grpc.pb.h"
 #include "proto/rendezvous_service.grpc.pb.h"
+#include "proto/worker_service.grpc.pb.h"
 #include "tests/cluster.h"
 
 namespace shardwise::testing {
@@ -152,6 +153,29 @@ TEST_F(ApiTest, FifosAndDevicesAsDataAreRefusedWithoutHanging) {
         << status.error_message();
   }
   EXPECT_TRUE(RawSubmit(Cluster::Spec(1)).ok());
+}
+
+// A worker's name becomes a metric label and a line of `get workers` and of the logs: a
+// control character in it (an escape sequence, a newline) is refused at registration.
+TEST_F(ApiTest, AWorkerNameWithControlCharactersIsRefused) {
+  auto stub = v1::WorkerService::NewStub(
+      grpc::CreateChannel(cluster_.address(), grpc::InsecureChannelCredentials()));
+  for (const std::string& name : {std::string("w\nfake-line"), std::string("w\x1b[2J")}) {
+    v1::RegisterWorkerRequest request;
+    request.set_name(name);
+    request.set_device(v1::CPU);
+    request.set_cpu_threads(1);
+    request.set_memory_bytes(int64_t{1} << 30);
+    v1::RegisterWorkerResponse response;
+    grpc::ClientContext context;
+    grpc::Status status = stub->RegisterWorker(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_TRUE(absl::StartsWith(status.error_message(), "name: contains the control character"))
+        << status.error_message();
+  }
+  auto workers = cluster_.client().ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  EXPECT_TRUE(workers->empty());
 }
 
 TEST_F(ApiTest, UnknownJobIdsAreNotFound) {

@@ -13,22 +13,31 @@ if [ "${1:-}" = "--fix" ]; then
   shift
 fi
 
-# Bazel's compile actions, as a compile_commands.json in the execution root (where their
-# relative paths resolve). The build first, so the generated headers (*.pb.h) exist and
-# the execution root links every source folder.
+# Bazel's compile actions, as a compile_commands.json. Their relative paths resolve in a
+# folder of our own that links the tree's folders, bazel-out and external/ (as Bazel's
+# execution root does, but which every bazel command re-plants with the folders it
+# needs). The build first, so the generated headers (*.pb.h) exist.
 bazel build --noshow_progress //... >/dev/null 2>&1 || {
   echo "tidy cpp failed (bazel build //... failed)"
   exit 1
 }
 execroot=$(bazel info execution_root 2>/dev/null)
+output_base=$(bazel info output_base 2>/dev/null)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+root="$work/root"
+mkdir "$root"
+for folder in $(git ls-files | sed -n 's#^\([^/]*\)/.*#\1#p' | sort -u); do
+  ln -s "$PWD/$folder" "$root/$folder"
+done
+ln -s "$execroot/bazel-out" "$root/bazel-out"
+ln -s "$output_base/external" "$root/external"
 bazel aquery --noshow_progress 'mnemonic("CppCompile", //...)' --output=jsonproto \
   >"$work/actions.json" 2>/dev/null || {
   echo "tidy cpp failed (bazel aquery failed)"
   exit 1
 }
-/usr/bin/python3 - "$work/actions.json" "$execroot" "$work/compile_commands.json" <<'PY'
+/usr/bin/python3 - "$work/actions.json" "$root" "$work/compile_commands.json" <<'PY'
 import json, sys
 actions, root, out = json.load(open(sys.argv[1]))["actions"], sys.argv[2], sys.argv[3]
 commands = []
@@ -54,14 +63,14 @@ count=$(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[
   "$work/compile_commands.json")
 # run-clang-tidy takes regular expressions over the absolute paths; none: every file.
 patterns=()
-for file in "$@"; do patterns+=("^$execroot/$file\$"); done
+for file in "$@"; do patterns+=("^$root/$file\$"); done
 [ $# -gt 0 ] && count=$#
 
 # Each file's warnings; run-clang-tidy runs one clang-tidy per core.
-(cd "$execroot" && run-clang-tidy-14 -p "$work" -j "$(nproc)" -quiet "${fix[@]}" \
+(cd "$root" && run-clang-tidy-14 -p "$work" -j "$(nproc)" -quiet "${fix[@]}" \
   -clang-tidy-binary clang-tidy-14 -clang-apply-replacements-binary clang-apply-replacements-14 \
   "${patterns[@]}" >"$work/output.txt" 2>&1)
-sed -e 's/\x1b\[[0-9;]*m//g' -e "s#^$execroot/##" "$work/output.txt" |
+sed -e 's/\x1b\[[0-9;]*m//g' -e "s#^$root/##" "$work/output.txt" |
   grep -E '(warning|error): ' | sort -u >"$work/findings.txt"
 if [ -s "$work/findings.txt" ]; then
   cat "$work/findings.txt" >&2
