@@ -30,6 +30,8 @@ mkdir "$root"
 for folder in $(git ls-files | sed -n 's#^\([^/]*\)/.*#\1#p' | sort -u); do
   ln -s "$PWD/$folder" "$root/$folder"
 done
+# clang-tidy finds its configuration above each file, as the files are named here.
+ln -s "$PWD/.clang-tidy" "$root/.clang-tidy"
 ln -s "$execroot/bazel-out" "$root/bazel-out"
 ln -s "$output_base/external" "$root/external"
 bazel aquery --noshow_progress 'mnemonic("CppCompile", //...)' --output=jsonproto \
