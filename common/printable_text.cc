@@ -60,4 +60,17 @@ absl::StatusOr<int64_t> CountPrintableCharacters(const std::string& text) {
   return count;
 }
 
+absl::Status CheckPrintableField(const std::string& field, const std::string& text,
+                                 int64_t max_characters) {
+  auto length = CountPrintableCharacters(text);
+  if (!length.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", length.status().message()));
+  }
+  if (*length > max_characters) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": is ", *length, " characters long; at most ", max_characters, " are allowed"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace shardwise

@@ -17,6 +17,11 @@ namespace shardwise {
 // and at which character when it is not printable text as above.
 absl::StatusOr<int64_t> CountPrintableCharacters(const std::string& text);
 
+// OK when `text` is printable text of at most `max_characters` characters; otherwise
+// INVALID_ARGUMENT "FIELD: what is wrong".
+absl::Status CheckPrintableField(const std::string& field, const std::string& text,
+                                 int64_t max_characters);
+
 }  // namespace shardwise
 
 #endif  // SHARDWISE_COMMON_PRINTABLE_TEXT_H_

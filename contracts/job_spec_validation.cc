@@ -438,12 +438,7 @@ absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec)
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                              const PathChecker& check_path) {
-  auto name_length = CountPrintableCharacters(spec.name());
-  if (!name_length.ok()) return Invalid("name", std::string(name_length.status().message()));
-  if (*name_length > 128) {
-    return Invalid("name",
-                   absl::StrCat("is ", *name_length, " characters long; at most 128 are allowed"));
-  }
+  RETURN_IF_ERROR(CheckPrintableField("job.name", spec.name(), 128));
   RETURN_IF_ERROR(
       CheckCount("world_size", spec.world_size(), limits.max_world_size, false, limits.tunable));
   RETURN_IF_ERROR(CheckPathTexts(spec));

@@ -71,13 +71,7 @@ JobController::LiveAttempt& JobController::StartLiveAttemptLocked(const v1::Job&
 // up the workers' reports); scheduling it is a pass like any other.
 absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec, const std::string& submitter,
                                               const std::string& request_id) {
-  auto id_length = CountPrintableCharacters(request_id);
-  if (!id_length.ok() || *id_length > 128) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request_id: ", id_length.ok()
-                            ? absl::StrCat("is ", *id_length, " characters long; at most 128")
-                            : std::string(id_length.status().message())));
-  }
+  RETURN_IF_ERROR(CheckPrintableField("request_id", request_id, 128));
   v1::JobSpec effective = spec;
   // Before anything reads a file the spec names: only paths inside the roots, canonical.
   if (options_.path_policy.has_value()) {

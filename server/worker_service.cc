@@ -26,8 +26,8 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
         absl::StrCat("name: ", request.name().size(), " characters; at most 256 are allowed"));
   }
   // The name becomes a metric label, a line of `get workers` and of the logs.
-  if (auto printable = CountPrintableCharacters(request.name()); !printable.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("name: ", printable.status().message()));
+  if (absl::Status printable = CheckPrintableField("name", request.name(), 256); !printable.ok()) {
+    return printable;
   }
   return absl::OkStatus();
 }
