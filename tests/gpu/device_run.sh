@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The GPU checks on a GPU host that has the CUDA toolkit (the device tool's machines), from
 # the tarballs tests/gpu/prepare_device_run.sh put in .device/:
-#   tests    every GPU test binary (worker/cuda/*_test)
+#   tests    every GPU test binary (worker/cuda/*_test), then the GPT's parity test again
+#            in synchronous mode (SHARDWISE_CUDA_SYNCHRONOUS=1: the GPU finishes its work
+#            after every operation), so a result that depends on stream timing shows as a
+#            difference between the two runs
 #   cluster  tests/gpu/cluster_check.sh: daemons, NCCL and host-staged jobs, cancel, kill
 #   bench    bench/gpu_gpt.sh: GPT-2 124M against PyTorch, BF16 then FP32
 #   fused    bench/gpu_gpt.sh with FUSED attention, BF16, at the batch given and at 4x it
 #            (what MATERIALIZED attention's T x T probabilities may not fit)
 # Each phase fits one 10-minute call. Logs go to $OUT (or /tmp/gpu-run) as one tarball,
 # the lines the benchmarks append to bench/RESULTS.md as results-appended-PHASE.md, and the
-# summary, printed last, as summary.txt.
+# summary, line by line as each check ends, as summary-PHASE.txt. GPU_TEST_TIMEOUT
+# (seconds, 500 by default) bounds each test binary's run.
 #
 # usage: tests/gpu/device_run.sh tests|cluster|bench|fused|all [STEPS] [BATCH]
 set -uo pipefail
@@ -29,25 +33,39 @@ wheels=$(python3 -c 'import glob, os, nvidia
 print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' 2>/dev/null)
 export LD_LIBRARY_PATH="${wheels:+$wheels:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-summary=()
+# Each result line goes to the summary file as it comes, so a phase cut short by a
+# deadline still reports what it finished.
+record() { printf '%s\n' "$1" | tee -a "$out/summary-$phase.txt"; }
+: >"$out/summary-$phase.txt"
 nvidia-smi >"$logs/nvidia-smi.txt" 2>&1
-summary+=("GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1)")
+record "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1)"
+
+# Runs one test binary (its log: LOG_NAME.log) and adds its counts to the summary.
+run_test() {
+  local binary=$1 log_name=$2 rc counts
+  LD_LIBRARY_PATH="$unpacked/tests/lib:$LD_LIBRARY_PATH" timeout "${GPU_TEST_TIMEOUT:-500}" \
+    "$binary" >"$logs/$log_name.log" 2>&1
+  rc=$?
+  counts=$(grep -oE '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$logs/$log_name.log" |
+    sed -E 's/^\[ +([A-Z]+) +\] /\1 /' | tr '\n' ' ')
+  record "$log_name: rc $rc; $counts"
+  # A failure's own words, in the output that comes back even when the logs do not.
+  [ "$rc" -eq 0 ] || grep -E '^\[  FAILED  \]|Failure|error|Expected|Which is|actual' \
+    "$logs/$log_name.log" | head -40
+}
 
 run_tests() {
-  local t name rc counts
+  local t
   for t in "$unpacked"/tests/bin/*_test; do
-    name=$(basename "$t")
-    LD_LIBRARY_PATH="$unpacked/tests/lib:$LD_LIBRARY_PATH" timeout 500 "$t" >"$logs/$name.log" 2>&1
-    rc=$?
-    counts=$(grep -oE '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$logs/$name.log" |
-      sed -E 's/^\[ +([A-Z]+) +\] /\1 /' | tr '\n' ' ')
-    summary+=("$name: rc $rc; $counts")
+    run_test "$t" "$(basename "$t")"
   done
+  SHARDWISE_CUDA_SYNCHRONOUS=1 run_test "$unpacked/tests/bin/gpt_gpu_parity_test" \
+    gpt_gpu_parity_test_synchronous
 }
 
 run_cluster() {
   "$root/tests/gpu/cluster_check.sh" "$unpacked/bundle" >"$logs/cluster_check.log" 2>&1
-  summary+=("cluster_check: rc $?; $(grep -c '^PASS' "$logs/cluster_check.log") passed, $(grep -c '^FAIL' "$logs/cluster_check.log") failed")
+  record "cluster_check: rc $?; $(grep -c '^PASS' "$logs/cluster_check.log") passed, $(grep -c '^FAIL' "$logs/cluster_check.log") failed"
 }
 
 # Runs bench/gpu_gpt.sh once per "PRECISION BATCH ATTENTION" argument; the lines it
@@ -59,7 +77,7 @@ run_gpu_gpt() {
     read -r precision run_batch attention <<<"$run"
     "$root/bench/gpu_gpt.sh" "$unpacked/bundle" "$steps" "$precision" "$run_batch" "$attention" \
       >"$logs/gpu_gpt_${precision}_${run_batch}_$attention.log" 2>&1
-    summary+=("gpu_gpt $run: rc $?")
+    record "gpu_gpt $run: rc $?"
   done
   tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
 }
@@ -77,4 +95,3 @@ case "$phase" in
 esac
 
 tar czf "$out/logs-$phase.tar.gz" -C "$logs" .
-printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"

@@ -1,5 +1,8 @@
 #include "worker/cuda/cuda_device.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/cuda/attention.h"
@@ -33,6 +36,11 @@ Activation KernelActivation(v1::Activation act) {
 }
 
 }  // namespace
+
+bool SynchronousModeRequested() {
+  const char* value = std::getenv(kSynchronousModeVariable);
+  return value != nullptr && std::string_view(value) == "1";
+}
 
 absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceOptions& options) {
   RETURN_IF_CUDA_ERROR(cudaSetDevice(options.gpu));
@@ -86,8 +94,7 @@ void CudaDevice::UseCommunicationStream(CommLane lane) {
 }
 
 void CudaDevice::Check(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return;
-  Check(CudaStatus(error, what));
+  Check(error == cudaSuccess ? absl::OkStatus() : CudaStatus(error, what));
 }
 
 Blas& CudaDevice::ComputeBlas() {
@@ -100,7 +107,17 @@ Blas& CudaDevice::ComputeBlas() {
 }
 
 void CudaDevice::Check(const absl::Status& status) {
-  if (status.ok()) return;
+  if (!status.ok()) {
+    KeepFirstError(status);
+  } else if (options_.synchronous) {
+    const cudaError_t synchronized = cudaDeviceSynchronize();
+    if (synchronized != cudaSuccess) {
+      KeepFirstError(CudaStatus(synchronized, "cudaDeviceSynchronize (synchronous mode)"));
+    }
+  }
+}
+
+void CudaDevice::KeepFirstError(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
   if (error_.ok()) error_ = status;
 }

@@ -31,7 +31,18 @@ namespace shardwise::cuda {
 struct CudaDeviceOptions {
   int gpu = 0;              // CUDA device ordinal
   bool allow_tf32 = false;  // FP32 GEMMs on TF32 tensor cores (job: cuda.allow_tf32)
+  // A debugging mode: the GPU finishes all its work after every operation, as
+  // CUDA_LAUNCH_BLOCKING=1 has kernel launches do, so that a run can be compared with
+  // itself serialised. A result that changes with it points at a missing stream
+  // dependency. Slow; see SynchronousModeRequested().
+  bool synchronous = false;
 };
+
+// The environment variable that turns synchronous mode on for every CUDA rank of a process
+// (the worker daemon, the GPU tests): SHARDWISE_CUDA_SYNCHRONOUS=1.
+inline constexpr char kSynchronousModeVariable[] = "SHARDWISE_CUDA_SYNCHRONOUS";
+// True when kSynchronousModeVariable is "1".
+bool SynchronousModeRequested();
 
 class CudaDevice final : public Device {
  public:
@@ -54,6 +65,7 @@ class CudaDevice final : public Device {
   }
   // The calling thread's stream (binding the thread to this device's GPU).
   cudaStream_t CurrentStream() { return stream(); }
+  bool synchronous() const { return options_.synchronous; }
 
   void UseCommunicationStream(CommLane lane) override;
   std::shared_ptr<Fence> RecordFence() override;
@@ -75,9 +87,11 @@ class CudaDevice final : public Device {
   cudaStream_t stream();
   // The timeline lane of one of this device's streams (runtime/stream_clock.h).
   int StreamLane(cudaStream_t stream) const;
-  // Keeps the first error; later calls report it.
+  // Each operation's outcome: keeps the first error (later calls report it) and, in
+  // synchronous mode, waits for the whole GPU after an operation that succeeded.
   void Check(cudaError_t error, const char* what);
   void Check(const absl::Status& status);
+  void KeepFirstError(const absl::Status& status);
   // The GEMMs' handle, which runs on the compute stream: only a thread computing on it
   // (the training thread) may use it, or the GEMM would race the caller's own work and
   // its stream's blocks. Records an error otherwise; binds the thread to the GPU.

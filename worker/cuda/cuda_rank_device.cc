@@ -65,6 +65,7 @@ absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
   // instead of waiting for it on the host (FsdpModel::Unshard), and the unshard thread
   // watches its completion.
   options.stream_ordered = lane == Device::CommLane::kUnshard;
+  options.synchronous = device.synchronous();
   ASSIGN_OR_RETURN(
       std::unique_ptr<NcclCommunicator> comm,
       NcclCommunicator::Connect(*request.store, absl::StrCat(group.name, "/nccl"),
@@ -82,6 +83,7 @@ RankDeviceFactory CudaRankDevices(int gpu) {
     CudaDeviceOptions options;
     options.gpu = gpu;
     options.allow_tf32 = request.spec->cuda().allow_tf32();
+    options.synchronous = SynchronousModeRequested();
     auto out = std::make_unique<CudaRankDevice>();
     ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::Create(options));
     using Lane = Device::CommLane;

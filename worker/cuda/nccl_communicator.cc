@@ -256,7 +256,8 @@ absl::Status NcclCommunicator::Finish(ncclResult_t result, const char* what) {
   }
   if (grouping_) return absl::OkStatus();
   RETURN_IF_ERROR(WaitEnqueued(what, called));
-  return options_.stream_ordered ? absl::OkStatus() : WaitForCompletion();
+  const bool may_return_enqueued = options_.stream_ordered && !options_.synchronous;
+  return may_return_enqueued ? absl::OkStatus() : WaitForCompletion();
 }
 
 absl::Status NcclCommunicator::BeginGroup() {

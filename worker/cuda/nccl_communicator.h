@@ -52,6 +52,9 @@ struct NcclOptions {
   // watchdog, the deadline counted from the call. Barrier() always waits: a barrier
   // nobody waits for orders nothing.
   bool stream_ordered = false;
+  // Synchronous mode (CudaDeviceOptions::synchronous): every collective returns once it
+  // completed, stream_ordered or not.
+  bool synchronous = false;
 };
 
 class NcclCommunicator final : public Communicator {

@@ -23,6 +23,7 @@
 #include "worker/train/injected_faults.h"
 
 #ifdef SHARDWISE_WITH_CUDA
+#include "worker/cuda/cuda_device.h"
 #include "worker/cuda/cuda_rank_device.h"
 #include "worker/cuda/gpu_info.h"
 #endif
@@ -99,6 +100,12 @@ absl::Status ConfigureGpu(WorkerOptions* options) {
                gpu.index(), gpu.name().c_str(), static_cast<long long>(gpu.memory_bytes() >> 20),
                gpu.compute_capability_major(), gpu.compute_capability_minor(),
                gpu.driver_version().c_str(), gpu.nccl_version().c_str());
+  if (cuda::SynchronousModeRequested()) {
+    std::fprintf(stderr,
+                 "shardwise-worker: %s=1: the GPU finishes its work after every operation "
+                 "(a debugging mode; slow)\n",
+                 cuda::kSynchronousModeVariable);
+  }
   return absl::OkStatus();
 #else
   return absl::InvalidArgumentError(

@@ -59,7 +59,7 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& job_spec,
       }
       TrainingFaults faults = options.faults ? options.faults(r) : TrainingFaults{};
       results[r] = Train(spec, training, &faults);
-      out.memory[r] = allocator.Stats();
+      if (results[r].ok()) out.memory[r] = results[r]->device_memory;
     });
   }
   for (auto& t : threads) t.join();

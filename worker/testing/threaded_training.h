@@ -26,7 +26,7 @@ struct ThreadedTraining {
   std::vector<int64_t> rank0_loss_steps;  // and the steps done when it was measured
   v1::Progress rank0_last_progress;
   v1::ExecutionOrder rank0_order;   // the first micro-step's execution order
-  std::vector<MemoryStats> memory;  // per rank, at the end
+  std::vector<MemoryStats> memory;  // per rank: its device allocator's, at the end
 };
 
 struct ThreadedOptions {

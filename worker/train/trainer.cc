@@ -88,6 +88,10 @@ class RankTrainer {
   absl::StatusOr<double> Evaluate();
   void ReportProgress(double step_seconds);
   absl::Status WriteFinalModel();
+  // Ends the model's life (its threads, buffers and shards) in the destructor's order and
+  // returns the device allocator's counters then: the run's peaks, and what is still live
+  // (nothing, unless a buffer leaked).
+  MemoryStats ReleaseModel();
 
   const v1::JobSpec& spec_;
   const TrainingContext& context_;
@@ -186,11 +190,23 @@ absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
 }
 
 absl::StatusOr<TrainingResult> RankTrainer::Run() {
+  absl::StatusOr<TrainingResult> result;
   try {
-    return Body();
+    result = Body();
   } catch (const std::bad_alloc& failure) {
     return AllocationFailureStatus(failure, activity_);
   }
+  if (result.ok()) result->device_memory = ReleaseModel();
+  return result;
+}
+
+MemoryStats RankTrainer::ReleaseModel() {
+  losses_.reset();
+  model_.reset();
+  optimizer_.reset();
+  data_.reset();
+  stream_clock_.reset();
+  return runtime_->device()->allocator()->Stats();
 }
 
 absl::StatusOr<TrainingResult> RankTrainer::Body() {

@@ -41,6 +41,9 @@ struct TrainingResult {
   std::string model_path;          // where rank 0 wrote the final model; empty if not asked to
   int64_t resumed_from_step = -1;  // the checkpoint's step, if the job resumed from one
   int64_t checkpoints_written = 0;
+  // The rank's device allocator (the GPU's on CUDA, context.allocator on the CPU) once
+  // the model is released: the run's peaks, and what leaked.
+  MemoryStats device_memory;
   std::string Summary() const;
 };
 
