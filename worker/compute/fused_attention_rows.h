@@ -67,6 +67,29 @@ struct HeadLayout {
   }
 };
 
+// The GPU kernels' blocks of query rows: one per (sequence, head, `rows_per_block`
+// consecutive rows), numbered in one grid dimension with the row blocks varying fastest,
+// then the heads, then the sequences. One dimension because a grid's x holds 2^31 - 1
+// blocks where y and z hold 65,535 each, fewer than a micro-batch of sequences (or heads)
+// may need.
+struct RowBlock {
+  int64_t b, h, first_row;
+};
+SHARDWISE_HOST_DEVICE inline int64_t RowBlocksPerHead(const AttentionShape& shape,
+                                                      int64_t rows_per_block) {
+  return (shape.seq + rows_per_block - 1) / rows_per_block;
+}
+SHARDWISE_HOST_DEVICE inline int64_t RowBlockCount(const AttentionShape& shape,
+                                                   int64_t rows_per_block) {
+  return RowBlocksPerHead(shape, rows_per_block) * shape.heads * shape.batch;
+}
+SHARDWISE_HOST_DEVICE inline RowBlock RowBlockAt(const AttentionShape& shape,
+                                                 int64_t rows_per_block, int64_t index) {
+  const int64_t per_head = RowBlocksPerHead(shape, rows_per_block);
+  const int64_t head = index / per_head;  // b * heads + h
+  return {head / shape.heads, head % shape.heads, (index % per_head) * rows_per_block};
+}
+
 SHARDWISE_HOST_DEVICE inline float Exp(float x) { return expf(x); }
 SHARDWISE_HOST_DEVICE inline double Exp(double x) { return exp(x); }
 SHARDWISE_HOST_DEVICE inline float Log(float x) { return logf(x); }

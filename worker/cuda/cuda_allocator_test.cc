@@ -87,7 +87,9 @@ TEST(CudaStreamTest, EventsOrderWorkAcrossStreams) {
                             streams->compute.get()),
             cudaSuccess);
   ASSERT_TRUE(streams->compute.Synchronize().ok());
-  EXPECT_TRUE(event->Done());
+  const absl::StatusOr<bool> done = event->Done();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(*done);
   std::vector<uint32_t> host(16);
   ASSERT_EQ(cudaMemcpy(host.data(), copy + n - 16, 64, cudaMemcpyDeviceToHost), cudaSuccess);
   for (uint32_t v : host) EXPECT_EQ(v, 0x3f3f3f3fu);

@@ -1,5 +1,7 @@
 #include "worker/cuda/cuda_device.h"
 
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
@@ -14,9 +16,16 @@
 namespace shardwise::cuda {
 namespace {
 
-// The stream each thread chose, per device (a thread serves one device at a time).
-thread_local const CudaDevice* bound_device = nullptr;
+// The stream each thread chose, per device (a thread serves one device at a time). The
+// device is named by its id, not its address: a device destroyed and a new one made at
+// the same address must not inherit the old one's stream.
+thread_local uint64_t bound_device = 0;
 thread_local cudaStream_t bound_stream = nullptr;
+
+uint64_t NextDeviceId() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
 
 class EventFence final : public Device::Fence {
  public:
@@ -58,10 +67,12 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceO
     const cudaStream_t stream = raw->stream();
     return std::make_pair(stream, raw->StreamLane(stream));
   });
-  bound_device = raw;
+  bound_device = raw->id_;
   bound_stream = raw->compute_.get();
   return device;
 }
+
+CudaDevice::CudaDevice(const CudaDeviceOptions& options) : options_(options), id_(NextDeviceId()) {}
 
 CudaDevice::~CudaDevice() {
   // The destroying thread may never have used this GPU (or be bound to another).
@@ -69,13 +80,13 @@ CudaDevice::~CudaDevice() {
   cudaDeviceSynchronize();
   // The allocator's blocks go back to the driver before the streams they belong to.
   allocator_.reset();
-  if (bound_device == this) bound_device = nullptr;
+  if (bound_device == id_) bound_device = 0;
 }
 
 cudaStream_t CudaDevice::stream() {
-  if (bound_device != this) {
+  if (bound_device != id_) {
     cudaSetDevice(options_.gpu);
-    bound_device = this;
+    bound_device = id_;
     bound_stream = compute_.get();
   }
   return bound_stream;

@@ -17,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/synchronization/mutex.h"
@@ -81,7 +82,7 @@ class CudaDevice final : public Device {
 #include "worker/compute/device_overrides.inc"
 
  private:
-  explicit CudaDevice(const CudaDeviceOptions& options) : options_(options) {}
+  explicit CudaDevice(const CudaDeviceOptions& options);
   // The calling thread's stream (the compute stream unless it chose the communication
   // stream); selects this device's GPU for the thread on first use.
   cudaStream_t stream();
@@ -102,6 +103,7 @@ class CudaDevice final : public Device {
   absl::Status Fetch(void* host_dst, const void* src, size_t bytes);
 
   const CudaDeviceOptions options_;
+  const uint64_t id_;  // unique in the process: which device a thread is bound to
   Stream compute_, unshard_, post_backward_, all_reduce_;
   std::unique_ptr<CudaCachingAllocator> allocator_;
   std::unique_ptr<Blas> blas_;  // on the compute stream: GEMMs run on the training thread

@@ -12,6 +12,7 @@ using fused_attention::HeadLayout;
 using fused_attention::kKey;
 using fused_attention::kQuery;
 using fused_attention::kValue;
+using fused_attention::RowBlock;
 
 // A row in registers: its size is known at compile time, so every loop over it unrolls
 // and indexes it with constants.
@@ -52,17 +53,18 @@ __device__ void Store(const Row& row, float* to) {
   for (int64_t d = 0; d < row.size(); ++d) to[d] = row[d];
 }
 
-// Grid (row blocks, heads, sequences): the thread's head and row; row >= seq: none.
+// The thread's head and row: its block is fused_attention::RowBlockAt(blockIdx.x), its
+// row the block's first plus threadIdx.x; row >= seq: none.
 struct ThreadRow {
+  RowBlock block;
   HeadLayout at;
   int64_t row;
   __device__ explicit ThreadRow(const AttentionShape& shape)
-      : at{shape, blockIdx.z, blockIdx.y},
-        row(static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) {}
+      : block(fused_attention::RowBlockAt(shape, blockDim.x, blockIdx.x)),
+        at{shape, block.b, block.h},
+        row(block.first_row + threadIdx.x) {}
   __device__ bool valid() const { return row < at.shape.seq; }
-  __device__ int64_t block_first_row() const {
-    return static_cast<int64_t>(blockIdx.x) * blockDim.x;
-  }
+  __device__ int64_t block_first_row() const { return block.first_row; }
 };
 
 // N: the head size the registers are shaped for; 0 runs the in-memory routines.
@@ -130,17 +132,27 @@ struct Launch {
   size_t shared_bytes;  // per shared row
 };
 
+// The most blocks a grid's x dimension holds.
+constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
+
 template <int N>
 Launch LaunchFor(const AttentionShape& shape) {
   const int rows = RowsPerBlock(N);
-  return {dim3(static_cast<unsigned>((shape.seq + rows - 1) / rows),
-               static_cast<unsigned>(shape.heads), static_cast<unsigned>(shape.batch)),
-          dim3(rows), N * rows * sizeof(float)};
+  return {dim3(static_cast<unsigned>(fused_attention::RowBlockCount(shape, rows))), dim3(rows),
+          N * rows * sizeof(float)};
+}
+
+// More row blocks than one grid holds (2^31 - 1: at 32 rows each, 2^36 query rows) is
+// refused as CUDA refuses a grid too large, before a launch could silently wrap.
+template <int N>
+bool FitsOneGrid(const AttentionShape& shape) {
+  return fused_attention::RowBlockCount(shape, RowsPerBlock(N)) <= kMaxGridX;
 }
 
 template <int N>
 cudaError_t Forward(const float* qkv, const AttentionShape& shape, float* out, float* lse,
                     cudaStream_t stream) {
+  if (!FitsOneGrid<N>(shape)) return cudaErrorInvalidConfiguration;
   const Launch l = LaunchFor<N>(shape);
   ForwardKernel<N><<<l.grid, l.block, l.shared_bytes, stream>>>(qkv, shape, out, lse);
   return internal::Launched();
@@ -149,6 +161,7 @@ cudaError_t Forward(const float* qkv, const AttentionShape& shape, float* out, f
 template <int N>
 cudaError_t Backward(const float* qkv, const float* out, const float* lse, const float* dout,
                      const AttentionShape& shape, float* dots, float* dqkv, cudaStream_t stream) {
+  if (!FitsOneGrid<N>(shape)) return cudaErrorInvalidConfiguration;
   const Launch l = LaunchFor<N>(shape);
   QueryGradientKernel<N>
       <<<l.grid, l.block, 2 * l.shared_bytes, stream>>>(qkv, out, lse, dout, shape, dots, dqkv);

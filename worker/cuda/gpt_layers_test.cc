@@ -220,11 +220,12 @@ void CheckFusedAttention(CudaDevice& device, const AttentionShape& shape) {
 
 // Head sizes with register rows (32, 64, 128) and without (16, 12); sequences of one
 // token, of several key tiles and of several blocks of rows (a block's keys start their
-// query loop at its first key).
+// query loop at its first key); more sequences than a grid's y or z dimension holds.
 TEST_F(GptLayersTest, FusedAttentionMatchesTheCpuInFp64) {
-  for (const AttentionShape& c : {AttentionShape{1, 1, 1, 64}, AttentionShape{2, 37, 3, 16},
-                                  AttentionShape{3, 128, 4, 64}, AttentionShape{1, 300, 2, 32},
-                                  AttentionShape{2, 97, 2, 128}, AttentionShape{1, 70, 2, 12}}) {
+  for (const AttentionShape& c :
+       {AttentionShape{1, 1, 1, 64}, AttentionShape{2, 37, 3, 16}, AttentionShape{3, 128, 4, 64},
+        AttentionShape{1, 300, 2, 32}, AttentionShape{2, 97, 2, 128}, AttentionShape{1, 70, 2, 12},
+        AttentionShape{66000, 2, 1, 32}}) {
     SCOPED_TRACE(Describe(c));
     CheckFusedAttention(*device_, c);
   }

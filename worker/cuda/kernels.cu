@@ -269,7 +269,11 @@ __global__ void CrossEntropyKernel(const float* logits, const int64_t* labels, i
     const double p = exp(row[j] - log_sum);
     grad[j] = static_cast<float>(p - (j == label ? 1.0 : 0.0)) * grad_scale;
   }
-  if (threadIdx.x == 0) row_loss[blockIdx.x] = log_sum - row[label];
+  // As the CPU's (cpu/losses.cc): a label outside [0, classes) gives NaN, never a read
+  // outside the row.
+  if (threadIdx.x == 0) {
+    row_loss[blockIdx.x] = label >= 0 && label < classes ? log_sum - row[label] : NAN;
+  }
 }
 
 // ---- optimizers -----------------------------------------------------------------------

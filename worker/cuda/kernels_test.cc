@@ -163,6 +163,13 @@ TEST_F(KernelsTest, LossesMatchTheCpuAndAreDeterministic) {
                          loss.get(), nullptr),
             cudaSuccess);
   EXPECT_EQ(loss.ToHost()[0], got_loss) << "a second run gives other bits";
+  // A label outside the classes: NaN, as on the CPU, not a read outside the row.
+  labels[batch - 1] = classes;
+  DeviceVector<int64_t> bad_labels(labels);
+  ASSERT_EQ(CrossEntropy(dlogits.get(), bad_labels.get(), batch, classes, 0.5f, grad.get(),
+                         rows.get(), loss.get(), nullptr),
+            cudaSuccess);
+  EXPECT_TRUE(std::isnan(loss.ToHost()[0]));
 
   const int64_t n = 3 * 100003;
   const std::vector<float> pred = RandomFloats(n, 22), target = RandomFloats(n, 23);

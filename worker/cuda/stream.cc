@@ -30,7 +30,12 @@ absl::Status Event::Record(cudaStream_t stream) {
   return absl::OkStatus();
 }
 
-bool Event::Done() const { return QueryEvent(event_) != cudaErrorNotReady; }
+absl::StatusOr<bool> Event::Done() const {
+  const cudaError_t state = QueryEvent(event_);
+  if (state == cudaErrorNotReady) return false;
+  RETURN_IF_CUDA_ERROR(state);
+  return true;
+}
 
 absl::Status Event::Synchronize() {
   RETURN_IF_CUDA_ERROR(cudaEventSynchronize(event_));

@@ -27,9 +27,9 @@ class Event {
   Event& operator=(const Event&) = delete;
 
   absl::Status Record(cudaStream_t stream);
-  // Whether everything recorded before it has run (an error reads as done: Synchronize
-  // reports it).
-  bool Done() const;
+  // Whether everything recorded before it has run; an error the query reports (a failed
+  // kernel before it, say) is returned, not read as done.
+  absl::StatusOr<bool> Done() const;
   absl::Status Synchronize();
   // Milliseconds between two timing events, both completed.
   static absl::StatusOr<float> ElapsedMs(const Event& start, const Event& end);

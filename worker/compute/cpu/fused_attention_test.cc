@@ -167,5 +167,29 @@ TEST(FusedAttention, KeyGradientsDoNotDependOnWhereTheQueryLoopStarts) {
   }
 }
 
+// The GPU kernels' row blocks (fused_attention::RowBlockAt) cover every query row of every
+// head of every sequence once, with more sequences than a grid's y or z dimension holds
+// (65,535) and partial last blocks.
+TEST(FusedAttentionRowBlocks, CoverEveryRowOnce) {
+  for (const auto& [shape, rows_per_block] :
+       {std::pair{AttentionShape{70000, 3, 1, 32}, int64_t{64}},
+        std::pair{AttentionShape{2, 130, 3, 64}, int64_t{64}},
+        std::pair{AttentionShape{3, 32, 70000, 16}, int64_t{32}}}) {
+    std::vector<int> seen(shape.batch * shape.heads * shape.seq, 0);
+    const int64_t blocks = fused_attention::RowBlockCount(shape, rows_per_block);
+    for (int64_t index = 0; index < blocks; ++index) {
+      const fused_attention::RowBlock block =
+          fused_attention::RowBlockAt(shape, rows_per_block, index);
+      ASSERT_LT(block.b, shape.batch);
+      ASSERT_LT(block.h, shape.heads);
+      const fused_attention::HeadLayout at{shape, block.b, block.h};
+      const int64_t end = std::min(block.first_row + rows_per_block, shape.seq);
+      for (int64_t row = block.first_row; row < end; ++row) ++seen[at.stat(row)];
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<int64_t>(seen.size()))
+        << "batch " << shape.batch << ", seq " << shape.seq << ", heads " << shape.heads;
+  }
+}
+
 }  // namespace
 }  // namespace shardwise::cpu

@@ -65,6 +65,17 @@ TEST(Losses, AreMeans) {
   EXPECT_NEAR(dpred[3], 2 * -2.0f / 4, 1e-7);
 }
 
+// A label outside [0, classes) (which the loaders refuse first) makes the loss NaN instead
+// of reading outside its row.
+TEST(Losses, ALabelOutsideTheClassesGivesNaN) {
+  const float logits[] = {0, 0, 0, 0};
+  float grad[4];
+  for (const int64_t bad : {int64_t{2}, int64_t{-1}, int64_t{1} << 40}) {
+    const int64_t labels[] = {0, bad};
+    EXPECT_TRUE(std::isnan(CrossEntropy(logits, labels, 2, 2, 1.0f, grad))) << bad;
+  }
+}
+
 TEST(LayerNorm, NormalisesEachRowThenScalesAndShifts) {
   // (x - mean) / sqrt(var + 1e-5) * w + b for x = [1, 2, 4], w = [1, 2, .5], b = [0, 1, -1].
   const float x[] = {1, 2, 4}, w[] = {1, 2, 0.5f}, b[] = {0, 1, -1};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace shardwise::cpu {
 
@@ -18,7 +19,11 @@ double CrossEntropy(const T* logits, const int64_t* labels, int64_t rows, int64_
     for (int64_t j = 0; j < classes; ++j) sum += std::exp(static_cast<double>(row[j] - max));
     const double log_sum = std::log(sum) + max;
     const int64_t label = labels[i];
-    total += log_sum - row[label];
+    // The loaders refuse a label outside [0, classes), naming its file and position; one
+    // that got past them makes the loss NaN (the step then fails), never a read outside
+    // the row.
+    const bool in_range = label >= 0 && label < classes;
+    total += in_range ? log_sum - row[label] : std::numeric_limits<double>::quiet_NaN();
     for (int64_t j = 0; j < classes; ++j) {
       const double p = std::exp(row[j] - log_sum);
       grad[j] = static_cast<T>(p - (j == label ? 1.0 : 0.0)) * grad_scale;
