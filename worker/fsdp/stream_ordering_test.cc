@@ -1,0 +1,221 @@
+// The FSDP runtime's stream ordering, checked without a GPU: each job runs once on the CPU
+// device, where every operation completes before it returns, and again, for several seeds,
+// on the stream-ordering checker (testing::AsyncCpuRankDevices: the CPU's arithmetic run
+// later on emulated compute, unshard, post-backward and all-reduce streams with random
+// pauses, per-stream memory pools poisoned on reuse, collectives in NCCL's and the
+// host-staged path's modes). The runtime is the one a CUDA job runs, so a consumer that
+// does not wait for its producer, or a buffer reused while another stream still uses it,
+// changes the result: every run must equal the CPU's bit for bit, losses and model.
+// STREAM_ORDERING_SEEDS sets how many seeds each job runs with (10 by default).
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "contracts/safetensors.h"
+#include "gtest/gtest.h"
+#include "worker/testing/async_cpu_rank_device.h"
+#include "worker/testing/model_compare.h"
+#include "worker/testing/threaded_training.h"
+#include "worker/testing/token_corpus.h"
+
+namespace shardwise::fsdp {
+namespace {
+
+using Strategy = v1::ShardingStrategy::Value;
+using Collectives = v1::CudaOptions::Collectives;
+
+struct Job {
+  std::string name;
+  bool gpt = true;
+  Strategy strategy = v1::ShardingStrategy::FULL_SHARD;
+  int world = 2;
+  Collectives collectives = v1::CudaOptions::NCCL;
+  v1::BackwardPrefetch::Value prefetch = v1::BackwardPrefetch::BACKWARD_PRE;
+  bool forward_prefetch = false;
+  bool limit_all_gathers = true;
+  int accumulation = 1;
+  bool checkpointing = false;
+  bool fused_attention = false;
+  bool bf16 = false;
+  v1::CommHook::Hook hook = v1::CommHook::NO_HOOK;
+  v1::Loss loss = v1::CROSS_ENTROPY;  // the MLP's
+};
+
+std::ostream& operator<<(std::ostream& os, const Job& job) { return os << job.name; }
+
+std::string TempDir(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+int Seeds() {
+  const char* seeds = std::getenv("STREAM_ORDERING_SEEDS");
+  return seeds != nullptr ? std::max(1, std::atoi(seeds)) : 10;
+}
+
+void SetModel(const Job& job, const std::string& dir, v1::JobSpec* spec) {
+  if (job.gpt) {
+    *spec->mutable_model()->mutable_gpt() = testing::CorpusGpt(16, 16);
+    if (job.fused_attention)
+      spec->mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+    spec->mutable_optimizer()->mutable_adamw()->set_lr(3e-3);
+    v1::TokenData* tokens = spec->mutable_data()->mutable_tokens();
+    tokens->set_train_path(testing::WriteLearnableTokens(dir + "/train.bin", 4000, 1));
+    tokens->set_seed(7);
+    return;
+  }
+  for (int width : {24, 64, 48, 10}) spec->mutable_model()->add_layer_widths(width);
+  spec->mutable_model()->set_activation(v1::GELU);
+  spec->mutable_wrap()->set_layers_per_unit(1);
+  spec->mutable_optimizer()->mutable_sgd()->set_lr(0.1);
+  spec->mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
+  spec->mutable_data()->mutable_synthetic()->set_seed(11);
+  spec->mutable_data()->mutable_synthetic()->set_num_samples(256);
+  spec->set_loss(job.loss);
+}
+
+v1::JobSpec SpecFor(const Job& job, const std::string& dir) {
+  v1::JobSpec spec;
+  SetModel(job, dir, &spec);
+  v1::FsdpConfig* fsdp = spec.mutable_fsdp();
+  fsdp->set_sharding_strategy(job.strategy);
+  if (job.strategy == v1::ShardingStrategy::HYBRID_SHARD ||
+      job.strategy == v1::ShardingStrategy::HYBRID_SHARD_ZERO2) {
+    fsdp->set_shard_group_size(2);
+  }
+  fsdp->set_backward_prefetch(job.prefetch);
+  fsdp->set_forward_prefetch(job.forward_prefetch);
+  fsdp->set_limit_all_gathers(job.limit_all_gathers);
+  if (job.bf16) fsdp->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  spec.mutable_comm_hook()->set_hook(job.hook);
+  spec.mutable_optimizer()->set_max_grad_norm(1.0);
+  spec.set_activation_checkpointing(job.checkpointing);
+  spec.set_gradient_accumulation_steps(job.accumulation);
+  spec.set_global_batch_size(int64_t{8} * job.accumulation);
+  spec.set_steps(6);
+  spec.mutable_init()->set_seed(3);
+  spec.set_world_size(job.world);
+  spec.mutable_cuda()->set_collectives(job.collectives);
+  return spec;
+}
+
+struct Run {
+  std::vector<double> losses;
+  TensorMap model;
+};
+
+absl::StatusOr<Run> Train(v1::JobSpec spec, v1::DeviceKind device, uint64_t seed,
+                          const std::string& path) {
+  spec.set_device(device);
+  spec.mutable_output()->set_final_model_path(path);
+  testing::ThreadedOptions options;
+  if (device == v1::CUDA) {
+    testing::StreamTiming timing;
+    timing.seed = seed;
+    options.make_device = testing::AsyncCpuRankDevices(timing);
+  }
+  auto run = testing::TrainInThreads(spec, options);
+  if (!run.ok()) return run.status();
+  auto model = ReadSafetensors(path);
+  if (!model.ok()) return model.status();
+  return Run{run->rank0_losses, std::move(*model)};
+}
+
+class StreamOrderingTest : public ::testing::TestWithParam<Job> {};
+
+TEST_P(StreamOrderingTest, EveryInterleavingEqualsTheSynchronousRunBitForBit) {
+  const Job& job = GetParam();
+  const std::string dir = TempDir("stream-ordering-" + job.name);
+  const v1::JobSpec spec = SpecFor(job, dir);
+  auto synchronous = Train(spec, v1::CPU, 0, dir + "/cpu.safetensors");
+  ASSERT_TRUE(synchronous.ok()) << synchronous.status();
+  ASSERT_FALSE(synchronous->losses.empty());
+  for (int seed = 1; seed <= Seeds(); ++seed) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    auto streamed =
+        Train(spec, v1::CUDA, seed, absl::StrCat(dir, "/streams-", seed, ".safetensors"));
+    ASSERT_TRUE(streamed.ok()) << streamed.status();
+    EXPECT_EQ(streamed->losses, synchronous->losses);
+    EXPECT_TRUE(testing::ModelsClose(streamed->model, synchronous->model, 0, 0));
+  }
+}
+
+Job Gpt(std::string name) {
+  Job job;
+  job.name = std::move(name);
+  return job;
+}
+
+Job Mlp(std::string name) {
+  Job job = Gpt(std::move(name));
+  job.gpt = false;
+  return job;
+}
+
+std::vector<Job> Jobs() {
+  std::vector<Job> jobs;
+  jobs.push_back(Gpt("gpt_full_shard"));
+  Job staged = Gpt("gpt_full_shard_host_staged");
+  staged.collectives = v1::CudaOptions::HOST_STAGED_GLOO;
+  jobs.push_back(staged);
+  Job post = Gpt("gpt_backward_post_forward_prefetch");
+  post.prefetch = v1::BackwardPrefetch::BACKWARD_POST;
+  post.forward_prefetch = true;
+  jobs.push_back(post);
+  Job unlimited = Gpt("gpt_no_prefetch_no_rate_limit_world1");
+  unlimited.prefetch = v1::BackwardPrefetch::NONE;
+  unlimited.limit_all_gathers = false;
+  unlimited.world = 1;
+  jobs.push_back(unlimited);
+  Job zero2 = Gpt("gpt_shard_grad_op_accumulation");
+  zero2.strategy = v1::ShardingStrategy::SHARD_GRAD_OP;
+  zero2.accumulation = 2;
+  jobs.push_back(zero2);
+  Job hybrid = Gpt("gpt_hybrid_shard_world4");
+  hybrid.strategy = v1::ShardingStrategy::HYBRID_SHARD;
+  hybrid.world = 4;
+  jobs.push_back(hybrid);
+  Job checkpointed = Gpt("gpt_checkpointing_fused_attention");
+  checkpointed.checkpointing = true;
+  checkpointed.fused_attention = true;
+  jobs.push_back(checkpointed);
+  Job bf16 = Gpt("gpt_bf16_accumulation");
+  bf16.bf16 = true;
+  bf16.accumulation = 2;
+  jobs.push_back(bf16);
+  jobs.push_back(Mlp("mlp_full_shard"));
+  Job ddp = Mlp("mlp_no_shard_bf16_compress_hook");
+  ddp.strategy = v1::ShardingStrategy::NO_SHARD;
+  ddp.hook = v1::CommHook::BF16_COMPRESS;
+  jobs.push_back(ddp);
+  Job mixed_hook = Mlp("mlp_no_shard_mixed_precision_hook_accumulation");
+  mixed_hook.strategy = v1::ShardingStrategy::NO_SHARD;
+  mixed_hook.hook = v1::CommHook::MIXED_PRECISION;
+  mixed_hook.accumulation = 2;
+  jobs.push_back(mixed_hook);
+  Job mlp_hybrid = Mlp("mlp_hybrid_shard_world4_bf16");
+  mlp_hybrid.strategy = v1::ShardingStrategy::HYBRID_SHARD;
+  mlp_hybrid.world = 4;
+  mlp_hybrid.bf16 = true;
+  jobs.push_back(mlp_hybrid);
+  Job zero2_hybrid = Mlp("mlp_hybrid_zero2_world4_accumulation_mse");
+  zero2_hybrid.strategy = v1::ShardingStrategy::HYBRID_SHARD_ZERO2;
+  zero2_hybrid.world = 4;
+  zero2_hybrid.accumulation = 2;
+  zero2_hybrid.loss = v1::MSE;
+  jobs.push_back(zero2_hybrid);
+  return jobs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Jobs, StreamOrderingTest, ::testing::ValuesIn(Jobs()),
+                         [](const ::testing::TestParamInfo<Job>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace shardwise::fsdp

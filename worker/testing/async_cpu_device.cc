@@ -1,0 +1,268 @@
+#include "worker/testing/async_cpu_device.h"
+
+#include <atomic>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
+
+namespace shardwise::testing {
+namespace {
+
+// The stream each thread issues on, per device (a thread serves one device at a time),
+// named by the device's id as cuda_device.cc does.
+thread_local uint64_t bound_device = 0;
+thread_local EmulatedStream* bound_stream = nullptr;
+
+uint64_t NextDeviceId() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
+
+StreamTiming Seeded(const StreamTiming& timing, uint64_t lane) {
+  StreamTiming seeded = timing;
+  seeded.seed = timing.seed * 4 + lane;
+  return seeded;
+}
+
+// A fence is a point in a stream: passed once the stream's task for it ran.
+class PointPassed final : public Device::Fence, public std::enable_shared_from_this<PointPassed> {
+ public:
+  absl::Notification passed;
+};
+
+const PointPassed* AsPoint(const Device::Fence* fence) {
+  return static_cast<const PointPassed*>(fence);
+}
+
+}  // namespace
+
+AsyncCpuDevice::AsyncCpuDevice(const StreamTiming& timing)
+    : id_(NextDeviceId()),
+      allocator_([this] { return &CurrentStream(); }),
+      compute_("compute", Seeded(timing, 0)),
+      unshard_("unshard", Seeded(timing, 1)),
+      post_backward_("post-backward", Seeded(timing, 2)),
+      all_reduce_("all-reduce", Seeded(timing, 3)) {}
+
+AsyncCpuDevice::~AsyncCpuDevice() {
+  DrainAll();
+  if (bound_device == id_) bound_device = 0;
+}
+
+EmulatedStream& AsyncCpuDevice::CurrentStream() {
+  if (bound_device != id_) {
+    bound_device = id_;
+    bound_stream = &compute_;
+  }
+  return *bound_stream;
+}
+
+EmulatedStream& AsyncCpuDevice::LaneStream(CommLane lane) {
+  switch (lane) {
+    case CommLane::kUnshard:
+      return unshard_;
+    case CommLane::kAllReduce:
+      return all_reduce_;
+    case CommLane::kReduction:
+      break;
+  }
+  return post_backward_;
+}
+
+void AsyncCpuDevice::DrainAll() {
+  for (EmulatedStream* stream : {&compute_, &unshard_, &post_backward_, &all_reduce_}) {
+    stream->Drain();
+  }
+}
+
+void AsyncCpuDevice::OrderAfterCaller(EmulatedStream& stream) {
+  if (&stream == &CurrentStream()) return;
+  auto point = std::make_shared<PointPassed>();
+  Later([point] { point->passed.Notify(); });
+  stream.Enqueue([point] { point->passed.WaitForNotification(); });
+}
+
+void AsyncCpuDevice::UseCommunicationStream(CommLane lane) {
+  CurrentStream();  // binds the thread to this device
+  bound_stream = &LaneStream(lane);
+}
+
+std::shared_ptr<Device::Fence> AsyncCpuDevice::RecordFence() {
+  auto point = std::make_shared<PointPassed>();
+  Later([point] { point->passed.Notify(); });
+  return point;
+}
+
+void AsyncCpuDevice::WaitForFence(const Fence* fence) {
+  if (fence == nullptr) return;
+  // The caller keeps its fence until the wait is issued, not until it runs: as a CUDA
+  // event, the point outlives its owner's reference.
+  std::shared_ptr<const PointPassed> point = AsPoint(fence)->shared_from_this();
+  Later([point] { point->passed.WaitForNotification(); });
+}
+
+absl::Status AsyncCpuDevice::WaitForFenceOnHost(const Fence* fence) {
+  if (fence != nullptr) AsPoint(fence)->passed.WaitForNotification();
+  return status();
+}
+
+bool AsyncCpuDevice::FencePassed(const Fence* fence) {
+  return fence == nullptr || AsPoint(fence)->passed.HasBeenNotified();
+}
+
+absl::Status AsyncCpuDevice::Synchronize() {
+  CurrentStream().Drain();
+  return status();
+}
+
+void AsyncCpuDevice::CopyFromHost(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  auto taken = std::make_shared<std::vector<unsigned char>>(
+      static_cast<const unsigned char*>(host_src),
+      static_cast<const unsigned char*>(host_src) + bytes);
+  Later([dst, taken] { std::memcpy(dst, taken->data(), taken->size()); });
+}
+
+absl::Status AsyncCpuDevice::CopyToHost(void* host_dst, const void* src, size_t bytes) {
+  Later([this, host_dst, src, bytes] { (void)cpu_.CopyToHost(host_dst, src, bytes); });
+  return Synchronize();
+}
+
+void AsyncCpuDevice::Copy(void* dst, const void* src, size_t bytes) {
+  Later([this, dst, src, bytes] { cpu_.Copy(dst, src, bytes); });
+}
+
+void AsyncCpuDevice::Zero(void* dst, size_t bytes) {
+  Later([this, dst, bytes] { cpu_.Zero(dst, bytes); });
+}
+
+void AsyncCpuDevice::Narrow(ScalarType type, const float* in, uint16_t* out, size_t n) {
+  Later([=] { cpu_.Narrow(type, in, out, n); });
+}
+
+void AsyncCpuDevice::Widen(ScalarType type, const uint16_t* in, float* out, size_t n) {
+  Later([=] { cpu_.Widen(type, in, out, n); });
+}
+
+void AsyncCpuDevice::RoundToPrecision(ScalarType type, float* data, size_t n) {
+  Later([=] { cpu_.RoundToPrecision(type, data, n); });
+}
+
+void AsyncCpuDevice::Accumulate(float* dst, const float* src, size_t n) {
+  Later([=] { cpu_.Accumulate(dst, src, n); });
+}
+
+void AsyncCpuDevice::Multiply(float* data, size_t n, float factor) {
+  Later([=] { cpu_.Multiply(data, n, factor); });
+}
+
+void AsyncCpuDevice::Divide(float* data, size_t n, float divisor) {
+  Later([=] { cpu_.Divide(data, n, divisor); });
+}
+
+absl::StatusOr<bool> AsyncCpuDevice::MultiplyAndCheckFinite(float* data, size_t n, float factor) {
+  auto found = std::make_shared<bool>(false);
+  Later([=] { *found = *cpu_.MultiplyAndCheckFinite(data, n, factor); });
+  RETURN_IF_ERROR(Synchronize());
+  return *found;
+}
+
+void AsyncCpuDevice::AddSquaredNorm(const float* data, size_t n, double* sum) {
+  Later([=] { cpu_.AddSquaredNorm(data, n, sum); });
+}
+
+void AsyncCpuDevice::DoubleToFloat(const double* in, float* out, size_t n) {
+  Later([=] { cpu_.DoubleToFloat(in, out, n); });
+}
+
+void AsyncCpuDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm) {
+  Later([=] { cpu_.ClipToNorm(data, n, squared_norm, max_norm); });
+}
+
+void AsyncCpuDevice::LinearForward(const float* x, const float* w, const float* b, int64_t batch,
+                                   int64_t in, int64_t out, float* y, ScalarType operands) {
+  Later([=] { cpu_.LinearForward(x, w, b, batch, in, out, y, operands); });
+}
+
+void AsyncCpuDevice::LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
+                                    int64_t in, int64_t out, float* dx, float* dw, float* db,
+                                    ScalarType operands) {
+  Later([=] { cpu_.LinearBackward(x, w, dy, batch, in, out, dx, dw, db, operands); });
+}
+
+void AsyncCpuDevice::ActivationForward(v1::Activation act, const float* x, size_t n, float* y) {
+  Later([=] { cpu_.ActivationForward(act, x, n, y); });
+}
+
+void AsyncCpuDevice::ActivationBackward(v1::Activation act, const float* x, const float* dy,
+                                        size_t n, float* dx) {
+  Later([=] { cpu_.ActivationBackward(act, x, dy, n, dx); });
+}
+
+void AsyncCpuDevice::EmbeddingForward(const float* table, const int64_t* ids, int64_t n,
+                                      int64_t dim, float* out) {
+  Later([=] { cpu_.EmbeddingForward(table, ids, n, dim, out); });
+}
+
+void AsyncCpuDevice::EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n,
+                                       int64_t dim, float* dtable) {
+  Later([=] { cpu_.EmbeddingBackward(ids, dout, n, dim, dtable); });
+}
+
+void AsyncCpuDevice::LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
+                                      int64_t dim, float eps, float* y, float* mean, float* rstd) {
+  Later([=] { cpu_.LayerNormForward(x, w, b, rows, dim, eps, y, mean, rstd); });
+}
+
+void AsyncCpuDevice::LayerNormBackward(const float* x, const float* w, const float* mean,
+                                       const float* rstd, const float* dy, int64_t rows,
+                                       int64_t dim, float* dx, float* dw, float* db) {
+  Later([=] { cpu_.LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db); });
+}
+
+void AsyncCpuDevice::AttentionForward(const float* qkv, const AttentionShape& shape, float* out,
+                                      float* probs, ScalarType operands) {
+  Later([=] { cpu_.AttentionForward(qkv, shape, out, probs, operands); });
+}
+
+void AsyncCpuDevice::AttentionBackward(const float* qkv, const float* probs, const float* dout,
+                                       const AttentionShape& shape, float* dqkv,
+                                       ScalarType operands) {
+  Later([=] { cpu_.AttentionBackward(qkv, probs, dout, shape, dqkv, operands); });
+}
+
+void AsyncCpuDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape,
+                                           float* out, float* lse) {
+  Later([=] { cpu_.FusedAttentionForward(qkv, shape, out, lse); });
+}
+
+void AsyncCpuDevice::FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
+                                            const float* dout, const AttentionShape& shape,
+                                            float* dqkv) {
+  Later([=] { cpu_.FusedAttentionBackward(qkv, out, lse, dout, shape, dqkv); });
+}
+
+void AsyncCpuDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
+                                  int64_t classes, float scale, float* dlogits, double* loss) {
+  Later([=] { cpu_.CrossEntropy(logits, labels, batch, classes, scale, dlogits, loss); });
+}
+
+void AsyncCpuDevice::MeanSquaredError(const float* pred, const float* target, int64_t batch,
+                                      int64_t out, float scale, float* dpred, double* loss) {
+  Later([=] { cpu_.MeanSquaredError(pred, target, batch, out, scale, dpred, loss); });
+}
+
+void AsyncCpuDevice::SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,
+                               float* momentum, size_t n) {
+  Later([=] { cpu_.SgdUpdate(s, first, param, grad, momentum, n); });
+}
+
+void AsyncCpuDevice::AdamWUpdate(const AdamWScalars& s, float* param, const float* grad,
+                                 float* exp_avg, float* exp_avg_sq, size_t n) {
+  Later([=] { cpu_.AdamWUpdate(s, param, grad, exp_avg, exp_avg_sq, n); });
+}
+
+}  // namespace shardwise::testing

@@ -1,0 +1,78 @@
+#ifndef SHARDWISE_WORKER_TESTING_ASYNC_CPU_DEVICE_H_
+#define SHARDWISE_WORKER_TESTING_ASYNC_CPU_DEVICE_H_
+
+// The stream-ordering checker: a Device that computes what the CPU device computes, but
+// runs each operation later, on an emulated stream (emulated_stream.h), as a GPU does,
+// so that code written for the CUDA device can be checked for missing stream dependencies
+// on any machine. It keeps the CUDA device's streams and rules (device.h, "Ordering";
+// cuda/cuda_device.h):
+// - four streams, compute, unshard, post-backward (kReduction) and all-reduce, each a
+//   thread that runs its operations in the order they were issued, with seeded random
+//   pauses between them; a host thread issues on the compute stream until it calls
+//   UseCommunicationStream;
+// - only what the code declares orders work across streams: a fence (RecordFence) is a
+//   task that marks its point passed, WaitForFence a task that waits for that mark, and
+//   the host waits only in Synchronize, WaitForFenceOnHost, CopyToHost and
+//   MultiplyAndCheckFinite (for the caller's stream, as cudaStreamSynchronize);
+// - CopyFromHost takes its source at the call, as a copy from pageable memory does;
+// - memory from StreamPoolAllocator: per-stream pools, poisoned on reuse.
+// A run on it must equal the same run on the CPU device bit for bit; a result that differs,
+// or changes with the seed, names an ordering bug the GPU would have
+// (fsdp/stream_ordering_test.cc). It reports itself as a CUDA device, since it stands in
+// for one (AsyncCpuRankDevices makes the rest of a rank).
+//
+// Thread-safety: as Device.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "worker/compute/cpu/cpu_device.h"
+#include "worker/compute/device.h"
+#include "worker/testing/emulated_stream.h"
+#include "worker/testing/stream_pool_allocator.h"
+
+namespace shardwise::testing {
+
+class AsyncCpuDevice final : public Device {
+ public:
+  explicit AsyncCpuDevice(const StreamTiming& timing);
+  // Runs every stream's work to its end first.
+  ~AsyncCpuDevice() override;
+
+  v1::DeviceKind kind() const override { return v1::CUDA; }
+  Allocator* allocator() override { return &allocator_; }
+
+  // The calling thread's stream, and a communication lane's.
+  EmulatedStream& CurrentStream();
+  EmulatedStream& LaneStream(CommLane lane);
+  // Every stream has run what was issued on it so far.
+  void DrainAll();
+  // What `stream` runs from now on waits for what the calling thread's stream was issued
+  // so far (an event recorded there and waited for on `stream`).
+  void OrderAfterCaller(EmulatedStream& stream);
+
+  void UseCommunicationStream(CommLane lane) override;
+  std::shared_ptr<Fence> RecordFence() override;
+  void WaitForFence(const Fence* fence) override;
+  absl::Status WaitForFenceOnHost(const Fence* fence) override;
+  bool FencePassed(const Fence* fence) override;
+  absl::Status Synchronize() override;
+
+#include "worker/compute/device_overrides.inc"
+
+ private:
+  // Runs `operation` on the calling thread's stream, after what it issued before.
+  void Later(std::function<void()> operation) { CurrentStream().Enqueue(std::move(operation)); }
+
+  const uint64_t id_;            // which device a thread's stream binding names
+  CpuCachingAllocator scratch_;  // the CPU operations' own temporary buffers
+  CpuDevice cpu_{&scratch_};
+  StreamPoolAllocator allocator_;
+  // Last: destroyed first, each running what it holds (which uses cpu_ and allocator_).
+  EmulatedStream compute_, unshard_, post_backward_, all_reduce_;
+};
+
+}  // namespace shardwise::testing
+
+#endif  // SHARDWISE_WORKER_TESTING_ASYNC_CPU_DEVICE_H_

@@ -1,0 +1,162 @@
+// The stream-ordering checker's own rules: streams run later and in order, fences order
+// streams, and what a GPU would leave unordered shows as poison.
+
+#include "worker/testing/async_cpu_device.h"
+
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace shardwise::testing {
+namespace {
+
+using Lane = Device::CommLane;
+
+constexpr size_t kN = 1024;
+
+StreamTiming NoPauses() {
+  StreamTiming timing;
+  timing.max_pause = absl::ZeroDuration();
+  return timing;
+}
+
+std::vector<float> Read(AsyncCpuDevice& device, const float* data, size_t n = kN) {
+  std::vector<float> host(n);
+  EXPECT_TRUE(device.CopyToHost(host.data(), data, n * sizeof(float)).ok());
+  return host;
+}
+
+// Holds a stream at its current point until released: the stream's later tasks wait.
+class StreamHold {
+ public:
+  explicit StreamHold(EmulatedStream& stream) {
+    stream.Enqueue([this] { release_.WaitForNotification(); });
+  }
+  ~StreamHold() { Release(); }
+  void Release() {
+    if (!release_.HasBeenNotified()) release_.Notify();
+  }
+
+ private:
+  absl::Notification release_;
+};
+
+TEST(EmulatedStream, RunsTasksLaterAndInTheirOrder) {
+  EmulatedStream stream("test", StreamTiming{});
+  absl::Notification go;
+  std::vector<int> ran;
+  stream.Enqueue([&] { go.WaitForNotification(); });
+  for (int i = 0; i < 50; ++i) stream.Enqueue([&ran, i] { ran.push_back(i); });
+  EXPECT_TRUE(ran.empty());  // the host went on: the first task still waits
+  go.Notify();
+  stream.Drain();
+  ASSERT_EQ(ran.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(ran[i], i);
+}
+
+TEST(AsyncCpuDevice, ANewBlockIsPoisonUntilWritten) {
+  AsyncCpuDevice device(NoPauses());
+  Buffer buffer(device.allocator(), kN, MemoryCategory::kActivations, /*zero=*/false);
+  for (float v : Read(device, buffer.data())) ASSERT_TRUE(std::isnan(v));
+  Buffer zeroed(device.allocator(), kN, MemoryCategory::kActivations, /*zero=*/true);
+  for (float v : Read(device, zeroed.data())) ASSERT_EQ(v, 0.0f);
+}
+
+TEST(AsyncCpuDevice, OperationsOfOneStreamRunInTheirOrder) {
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    StreamTiming timing;
+    timing.seed = seed;
+    AsyncCpuDevice device(timing);
+    Buffer data(device.allocator(), kN, MemoryCategory::kActivations);
+    const std::vector<float> ones(kN, 1.0f);
+    device.CopyFromHost(data.data(), ones.data(), kN * sizeof(float));
+    device.Multiply(data.data(), kN, 3.0f);
+    device.Accumulate(data.data(), data.data(), kN);
+    device.Divide(data.data(), kN, 2.0f);
+    for (float v : Read(device, data.data())) ASSERT_EQ(v, 3.0f) << "seed " << seed;
+  }
+}
+
+// One thread produces on the unshard stream, another consumes on the compute stream. With
+// the fence the consumer reads what was produced; without it, it reads the block before
+// the producer ran: the poison of a new block.
+TEST(AsyncCpuDevice, AFenceOrdersStreamsAndAMissingWaitReadsPoison) {
+  for (const bool wait : {true, false}) {
+    AsyncCpuDevice device(NoPauses());
+    Buffer produced(device.allocator(), kN, MemoryCategory::kParameters, /*zero=*/false);
+    Buffer consumed(device.allocator(), kN, MemoryCategory::kParameters, /*zero=*/false);
+    StreamHold hold(device.LaneStream(Lane::kUnshard));  // the producer runs late
+    std::shared_ptr<Device::Fence> fence;
+    const std::vector<float> twos(kN, 2.0f);
+    std::thread([&] {
+      device.UseCommunicationStream(Lane::kUnshard);
+      device.CopyFromHost(produced.data(), twos.data(), kN * sizeof(float));
+      fence = device.RecordFence();
+    }).join();
+    if (wait) device.WaitForFence(fence.get());
+    device.Copy(consumed.data(), produced.data(), kN * sizeof(float));
+    if (wait) {
+      EXPECT_FALSE(device.FencePassed(fence.get()));
+      hold.Release();
+    } else {
+      ASSERT_TRUE(device.Synchronize().ok());  // the consumer ran; the producer did not
+      hold.Release();
+    }
+    const std::vector<float> got = Read(device, consumed.data());
+    if (wait) {
+      EXPECT_EQ(got, twos);
+    } else {
+      for (float v : got) ASSERT_TRUE(std::isnan(v));
+    }
+    device.DrainAll();
+  }
+}
+
+// A block freed by the compute stream's thread while the unshard stream still reads it,
+// unordered, then handed out again on the compute stream: the reader sees the poison the
+// new allocation puts there first, as it would see the new owner's data on a GPU.
+TEST(AsyncCpuDevice, ABlockReusedWhileAnotherStreamReadsItIsPoisonThere) {
+  AsyncCpuDevice device(NoPauses());
+  Buffer copy(device.allocator(), kN, MemoryCategory::kActivations, /*zero=*/false);
+  auto source = std::make_unique<Buffer>(device.allocator(), kN, MemoryCategory::kActivations,
+                                         /*zero=*/false);
+  const std::vector<float> ones(kN, 1.0f);
+  device.CopyFromHost(source->data(), ones.data(), kN * sizeof(float));
+  ASSERT_TRUE(device.Synchronize().ok());
+  float* const source_block = source->data();
+  StreamHold hold(device.LaneStream(Lane::kUnshard));
+  std::thread([&] {
+    device.UseCommunicationStream(Lane::kUnshard);
+    device.Copy(copy.data(), source_block, kN * sizeof(float));  // runs after the hold
+  }).join();
+  source.reset();  // freed to the compute stream's pool, no wait for the reader
+  Buffer reused(device.allocator(), kN, MemoryCategory::kActivations, /*zero=*/false);
+  ASSERT_EQ(reused.data(), source_block);  // the same stream gets the same block back
+  ASSERT_TRUE(device.Synchronize().ok());  // the compute stream poisoned it
+  hold.Release();
+  device.DrainAll();
+  for (float v : Read(device, copy.data())) ASSERT_TRUE(std::isnan(v));
+}
+
+TEST(StreamPoolAllocator, AFreedBlockGoesOnlyToItsOwnStream) {
+  AsyncCpuDevice device(NoPauses());
+  auto block = std::make_unique<Buffer>(device.allocator(), kN, MemoryCategory::kGradients);
+  const float* freed = block->data();
+  block.reset();
+  std::thread([&] {
+    device.UseCommunicationStream(Lane::kReduction);
+    Buffer other(device.allocator(), kN, MemoryCategory::kGradients);
+    EXPECT_NE(other.data(), freed);
+  }).join();
+  Buffer again(device.allocator(), kN, MemoryCategory::kGradients);
+  EXPECT_EQ(again.data(), freed);
+  EXPECT_EQ(device.allocator()->Stats().live(MemoryCategory::kGradients),
+            static_cast<int64_t>(kN * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace shardwise::testing

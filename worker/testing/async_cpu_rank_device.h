@@ -1,0 +1,24 @@
+#ifndef SHARDWISE_WORKER_TESTING_ASYNC_CPU_RANK_DEVICE_H_
+#define SHARDWISE_WORKER_TESTING_ASYNC_CPU_RANK_DEVICE_H_
+
+// The stream-ordering checker for a whole rank: a RankDeviceFactory, in place of
+// cuda::CudaRankDevices, whose ranks compute on an AsyncCpuDevice and communicate over
+// their groups' Gloo connections through StreamCommunicators placed on the streams and in
+// the modes the CUDA factory uses (cuda/cuda_rank_device.cc): the shard group on the
+// post-backward stream; the unshard group on the unshard stream, stream-ordered under
+// NCCL; the replicate group on the all-reduce stream following its caller under NCCL,
+// on the post-backward stream with host-staged Gloo. A job given it runs as `device:
+// CUDA` (with the job's cuda.collectives) and must equal the same job on the CPU bit for
+// bit.
+
+#include "worker/comm/rank_device.h"
+#include "worker/testing/emulated_stream.h"
+
+namespace shardwise::testing {
+
+// Each rank's streams are seeded with `timing.seed` plus the rank.
+RankDeviceFactory AsyncCpuRankDevices(const StreamTiming& timing);
+
+}  // namespace shardwise::testing
+
+#endif  // SHARDWISE_WORKER_TESTING_ASYNC_CPU_RANK_DEVICE_H_
