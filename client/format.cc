@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "contracts/comm_hook.h"
 #include "contracts/dtype_rules.h"
+#include "contracts/job_spec_defaults.h"
 #include "contracts/job_spec_io.h"
 #include "contracts/job_state.h"
 #include "contracts/memory_estimate.h"
@@ -103,6 +104,15 @@ std::string FormatGpu(const v1::WorkerInfo& w) {
                       gpu.nccl_version().empty() ? "" : ", NCCL ", gpu.nccl_version());
 }
 
+// Why a worker is lost, or, while it lasts, why it is quarantined.
+std::string WorkerNote(const v1::WorkerInfo& w, int64_t now_ms) {
+  if (w.quarantined_until_ms() > now_ms) {
+    return absl::StrCat("quarantined for ", FormatAge(now_ms, w.quarantined_until_ms()),
+                        " more: ", w.quarantine_reason());
+  }
+  return w.lost_reason();
+}
+
 }  // namespace
 
 std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_t now_ms) {
@@ -114,7 +124,7 @@ std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_
                     assigned ? absl::StrCat(w.job_id(), "#", w.attempt()) : "-",
                     assigned ? absl::StrCat(w.rank()) : "-", absl::StrCat(w.cpu_threads()),
                     FormatGpu(w), absl::StrCat(FormatAge(w.last_heartbeat_ms(), now_ms), " ago"),
-                    w.lost_reason()});
+                    WorkerNote(w, now_ms)});
   }
   return Table(rows);
 }
@@ -129,6 +139,8 @@ void AppendIdentity(const v1::Job& job, int64_t now_ms, std::string* out) {
   absl::StrAppend(out, "Reason:     ", job.reason(), "\n");
   absl::StrAppend(out, "Attempt:    ", job.attempt(), " (restarts ", job.restarts(), " of ",
                   job.spec().restart_policy().max_restarts(), ")\n");
+  absl::StrAppend(out, "Joining:    every rank within ", JoinTimeoutSeconds(job.spec()),
+                  " s of scheduling (rendezvous.join_timeout_seconds)\n");
   absl::StrAppend(out, "Created:    ", FormatTime(job.create_time_ms()), " (",
                   FormatAge(job.create_time_ms(), now_ms), " ago)\n");
   if (!job.submitter().empty()) absl::StrAppend(out, "Submitter:  ", job.submitter(), "\n");

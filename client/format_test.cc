@@ -172,6 +172,25 @@ TEST(Format, WorkerTableShowsEachCudaWorkersGpu) {
   EXPECT_NE(table.find("GPU"), std::string::npos) << table;
 }
 
+TEST(Format, WorkerTableSaysWhyAndHowLongAWorkerIsQuarantined) {
+  v1::WorkerInfo w;
+  w.set_id("w1");
+  w.set_state(v1::IDLE);
+  w.set_quarantined_until_ms(600'000);
+  w.set_quarantine_reason("rank 1 of job-1 attempt 1 did not reach the rendezvous");
+  EXPECT_TRUE(absl::StrContains(
+      FormatWorkerTable({w}, 0),
+      "quarantined for 10m more: rank 1 of job-1 attempt 1 did not reach the rendezvous"));
+  EXPECT_FALSE(absl::StrContains(FormatWorkerTable({w}, 600'000), "quarantined"));
+}
+
+TEST(Format, DescribeShowsTheJoinTimeout) {
+  v1::Job job = RunningJob();
+  job.mutable_spec()->mutable_rendezvous()->set_join_timeout_seconds(45);
+  EXPECT_TRUE(absl::StrContains(FormatJobDescription(job, 1'000'000),
+                                "Joining:    every rank within 45 s of scheduling"));
+}
+
 TEST(Format, Ages) {
   EXPECT_EQ(FormatAge(0, 59'000), "59s");
   EXPECT_EQ(FormatAge(0, 600'000), "10m");

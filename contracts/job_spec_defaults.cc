@@ -58,6 +58,9 @@ void ApplyJobSpecDefaults(v1::JobSpec* spec) {
   }
   if (spec->gradient_accumulation_steps() == 0) spec->set_gradient_accumulation_steps(1);
   if (spec->loss_read_interval_steps() == 0) spec->set_loss_read_interval_steps(1);
+  if (spec->rendezvous().join_timeout_seconds() == 0) {
+    spec->mutable_rendezvous()->set_join_timeout_seconds(kDefaultJoinTimeoutSeconds);
+  }
   if (spec->device() == v1::DEVICE_KIND_UNSPECIFIED) spec->set_device(v1::CPU);
   if (spec->device() == v1::CUDA &&
       spec->cuda().collectives() == v1::CudaOptions::COLLECTIVES_UNSPECIFIED) {

@@ -15,6 +15,7 @@
 #include "common/path_policy.h"
 #include "common/printable_text.h"
 #include "common/status_macros.h"
+#include "contracts/job_spec_defaults.h"
 #include "contracts/model_description.h"
 #include "contracts/token_files.h"
 
@@ -500,6 +501,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
     return Invalid("output.checkpoint_dir",
                    absl::StrCat("must be set when output.checkpoint_interval_steps is ",
                                 output.checkpoint_interval_steps()));
+  }
+  const int32_t join_timeout = spec.rendezvous().join_timeout_seconds();
+  if (join_timeout < 0 || join_timeout > kMaxJoinTimeoutSeconds) {
+    return Invalid("rendezvous.join_timeout_seconds",
+                   absl::StrCat("must be 1 to ", kMaxJoinTimeoutSeconds,
+                                " (0: ", kDefaultJoinTimeoutSeconds, "), got ", join_timeout));
   }
   if (spec.restart_policy().max_restarts() < 0 ||
       spec.restart_policy().max_restarts() > limits.max_restarts) {

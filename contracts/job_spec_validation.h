@@ -47,6 +47,9 @@ JobLimits LimitsLifted();
 // (loss_read_interval_steps): a bound on that buffer, not a limit operators tune.
 inline constexpr int32_t kMaxLossReadInterval = 10000;
 
+// The longest rendezvous.join_timeout_seconds: an hour.
+inline constexpr int32_t kMaxJoinTimeoutSeconds = 3600;
+
 // Answers whether a path named by the spec exists and is readable. The coordinator checks
 // on its own filesystem: data, weights and outputs live on storage shared with workers.
 // Given one, validation also inspects token files (their size and header, never their

@@ -310,6 +310,7 @@ void JobController::CheckHeartbeats() {
   const absl::Time now = clock_.Now();
   HandleStallsLocked(now);
   CheckReattachDeadlinesLocked(now);
+  CheckJoinDeadlinesLocked(now);
   for (const std::string& forgotten : workers_->RemoveLongLost()) {
     std::fprintf(stderr, "coordinator: forgot worker %s, lost for longer than the retention\n",
                  forgotten.c_str());
@@ -387,7 +388,8 @@ void JobController::StartAttemptLocked(const std::string& job_id,
   std::vector<std::string> tokens;
   for (size_t r = 0; r < worker_ids.size(); ++r) tokens.push_back(RandomToken());
   rendezvous_->OpenScope(job->id(), job->attempt(), tokens);
-  StartLiveAttemptLocked(*job, /*order_recorded=*/false);
+  LiveAttempt& live = StartLiveAttemptLocked(*job, /*order_recorded=*/false);
+  live.join_deadline = clock_.Now() + absl::Seconds(JoinTimeoutSeconds(job->spec()));
   for (const v1::RankAssignment& rank : job->ranks()) {
     workers_->SetBusy(rank.worker_id(), job->id(), job->attempt(), rank.rank());
     v1::CoordinatorMessage message;

@@ -75,6 +75,9 @@ class JobController {
     // running have to re-attach (their workers register again naming the attempt);
     // attempts missing a rank then are re-queued.
     absl::Duration reattach_grace = absl::Seconds(30);
+    // How long a worker whose rank never reached its attempt's rendezvous (within the
+    // job's rendezvous.join_timeout_seconds) is kept out of scheduling.
+    absl::Duration quarantine = absl::Minutes(10);
   };
 
   // The managers are not owned and must outlive the controller. Jobs `jobs` holds as
@@ -134,6 +137,9 @@ class JobController {
 
     int32_t attempt = 0;
     std::set<int32_t> joined;
+    // Every rank must have joined by then (job_controller_joins.cc); InfiniteFuture for
+    // an attempt a previous coordinator started.
+    absl::Time join_deadline = absl::InfiniteFuture();
     std::set<int32_t> completed;
     std::string result;  // rank 0's final message
     ExecutionOrderAgreement order;
@@ -165,9 +171,19 @@ class JobController {
   void ResyncReattachedLocked(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Re-queues waiting attempts past their deadline.
   void CheckReattachDeadlinesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends a waiting attempt: aborts the ranks that came back, re-queues the job as a new
-  // attempt without counting a restart (the job did nothing wrong).
-  void RequeueUnattachedLocked(const v1::Job& job, const std::string& reason)
+  // Ends an attempt that failed for no fault of the job (ranks that did not re-attach,
+  // a worker that never joined): aborts its ranks and re-queues the job as a new attempt
+  // without counting a restart.
+  void RequeueWithoutRestartLocked(const v1::Job& job, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // job_controller_joins.cc: the rendezvous join deadline. Ends the attempts whose ranks
+  // have not all joined by it: a rank that never reached the rendezvous is blamed and its
+  // worker quarantined, and the job re-queued without a restart; ranks that all reached
+  // it but did not connect fail the attempt.
+  void CheckJoinDeadlinesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndLateJoinLocked(const v1::Job& job, const std::set<int32_t>& joined,
+                         const std::vector<int32_t>& never_reached, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Records the stalls the detector finds as events; fails the attempts past the abort.

@@ -96,10 +96,10 @@ void JobController::RequeueIfRankCameBackWithoutItLocked(const std::string& work
     }
   }
   for (const v1::Job& job : lost) {
-    RequeueUnattachedLocked(job, absl::StrCat("worker ", worker_id,
-                                              " registered again without the attempt (its "
-                                              "daemon restarted) after the coordinator "
-                                              "restarted"));
+    RequeueWithoutRestartLocked(job, absl::StrCat("worker ", worker_id,
+                                                  " registered again without the attempt (its "
+                                                  "daemon restarted) after the coordinator "
+                                                  "restarted"));
   }
 }
 
@@ -143,10 +143,10 @@ void JobController::CheckReattachDeadlinesLocked(absl::Time now) {
                                             " after the coordinator restarted (missing: ",
                                             absl::StrJoin(missing, ", "), ")"));
   }
-  for (const auto& [job, reason] : expired) RequeueUnattachedLocked(job, reason);
+  for (const auto& [job, reason] : expired) RequeueWithoutRestartLocked(job, reason);
 }
 
-void JobController::RequeueUnattachedLocked(const v1::Job& job, const std::string& reason) {
+void JobController::RequeueWithoutRestartLocked(const v1::Job& job, const std::string& reason) {
   AbortRanksLocked(job, absl::StrCat("attempt ", job.attempt(), " ended: ", reason),
                    /*skip_worker=*/"");
   EndAttemptLocked(job);

@@ -372,5 +372,72 @@ TEST_F(JobControllerTest, ARegistryAtItsLimitRefusesNewWorkers) {
             absl::StatusCode::kResourceExhausted);
 }
 
+// The rendezvous token job-1's assignment gave `worker`, as a rendezvous scope.
+v1::RendezvousScope ScopeOf(const std::vector<v1::CoordinatorMessage>& received, int attempt) {
+  v1::RendezvousScope scope;
+  scope.set_job_id("job-1");
+  scope.set_attempt(attempt);
+  for (const v1::CoordinatorMessage& message : received) {
+    if (message.has_assignment()) scope.set_token(message.assignment().rendezvous_token());
+  }
+  return scope;
+}
+
+TEST_F(JobControllerTest, ARankThatNeverReachesTheRendezvousIsBlamedAndItsWorkerQuarantined) {
+  AddWorker("w0");
+  AddWorker("w1");
+  AddWorker("w2");
+  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  ASSERT_EQ(jobs_->Get("job-1")->ranks(1).worker_id(), "w1");
+  // Rank 0 reaches the rendezvous; rank 1's worker took its assignment and went quiet.
+  ASSERT_TRUE(rendezvous_->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
+  for (int second = 0; second < 29; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w0", "job-1", 1);
+    Heartbeat("w1", "job-1", 1);
+    Heartbeat("w2");
+    controller_->CheckHeartbeats();
+  }
+  EXPECT_EQ(State(), v1::SCHEDULED);
+  clock_.Advance(absl::Seconds(1));
+  controller_->CheckHeartbeats();
+
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.restarts(), 0);  // the worker's fault, not the job's
+  bool blamed = false;
+  for (const v1::JobEvent& event : job.events()) {
+    blamed |= event.message().find(
+                  "rank 1 (worker w1) did not reach the rendezvous within 30 s "
+                  "(rendezvous.join_timeout_seconds); quarantined for 10m") != std::string::npos;
+  }
+  EXPECT_TRUE(blamed) << job.DebugString();
+  EXPECT_NE(workers_->Get("w1")->quarantine_reason().find("did not reach the rendezvous"),
+            std::string::npos);
+  // Both come back idle, w1 first: the second attempt still goes to w0 and w2.
+  Heartbeat("w1");
+  Heartbeat("w0");
+  ExpectSecondAttemptOnW0AndW2();
+}
+
+TEST_F(JobControllerTest, RanksThatReachTheRendezvousButNeverConnectFailTheAttempt) {
+  AddWorker("w0");
+  AddWorker("w1");
+  v1::JobSpec spec = Spec(2);
+  spec.mutable_rendezvous()->set_join_timeout_seconds(5);
+  ASSERT_TRUE(controller_->Submit(spec).ok());
+  ASSERT_TRUE(rendezvous_->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
+  ASSERT_TRUE(rendezvous_->Set(ScopeOf(Received("w1"), 1), "rank1", "addr").ok());
+  Report("w0", 0, v1::JOINED);  // (a mesh joins whole; the rule does not rely on it)
+  clock_.Advance(absl::Seconds(5));
+  controller_->CheckHeartbeats();
+  EXPECT_EQ(State(), v1::FAILED);
+  EXPECT_NE(jobs_->Get("job-1")->reason().find(
+                "every rank reached the rendezvous, but rank 1 (worker w1) did not connect to "
+                "its peers within 5 s"),
+            std::string::npos)
+      << jobs_->Get("job-1")->reason();
+  EXPECT_TRUE(workers_->Get("w1")->quarantine_reason().empty());
+}
+
 }  // namespace
 }  // namespace shardwise

@@ -55,6 +55,9 @@ ABSL_FLAG(int64_t, reattach_grace_ms, 30000,
           "after a restart, how long the ranks of the jobs that were RUNNING have to "
           "re-attach (their workers train on meanwhile); a job missing a rank then is "
           "re-queued from its newest checkpoint");
+ABSL_FLAG(int64_t, quarantine_ms, 600000,
+          "a worker whose rank did not reach its attempt's rendezvous within the job's "
+          "rendezvous.join_timeout_seconds is not scheduled for this long");
 ABSL_FLAG(int32_t, max_world_size, 1024, "largest world_size a job may ask for");
 ABSL_FLAG(int64_t, max_parameters, int64_t{8} << 30, "largest model, in parameters");
 ABSL_FLAG(int64_t, max_steps, int64_t{1} << 40, "most steps a job may ask for");
@@ -94,6 +97,11 @@ absl::Status ControllerOptionsFromFlags(JobController::Options* controller) {
   controller->stall_warning = absl::Milliseconds(absl::GetFlag(FLAGS_stall_warning_ms));
   controller->stall_abort = absl::Milliseconds(absl::GetFlag(FLAGS_stall_abort_ms));
   controller->reattach_grace = absl::Milliseconds(absl::GetFlag(FLAGS_reattach_grace_ms));
+  controller->quarantine = absl::Milliseconds(absl::GetFlag(FLAGS_quarantine_ms));
+  if (controller->quarantine < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quarantine_ms must be >= 0, got ", absl::GetFlag(FLAGS_quarantine_ms)));
+  }
   controller->limits.max_world_size = absl::GetFlag(FLAGS_max_world_size);
   if (controller->limits.max_world_size < 1 ||
       controller->limits.max_world_size > kWorldSizeCeiling) {

@@ -42,6 +42,19 @@ void RendezvousStore::CloseScope(const std::string& job_id, int32_t attempt) {
   for (WaitDone& done : aborted) done(status);
 }
 
+std::vector<int32_t> RendezvousStore::RanksNotReached(const std::string& job_id,
+                                                      int32_t attempt) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<int32_t> missing;
+  auto it = scopes_.find(ScopeName(job_id, attempt));
+  if (it == scopes_.end()) return missing;
+  const int32_t ranks = static_cast<int32_t>(it->second.ranks.size());
+  for (int32_t rank = 0; rank < ranks; ++rank) {
+    if (!it->second.reached.contains(rank)) missing.push_back(rank);
+  }
+  return missing;
+}
+
 absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(const v1::RendezvousScope& scope,
                                                                    int32_t* rank) {
   auto it = scopes_.find(ScopeName(scope.job_id(), scope.attempt()));
@@ -57,6 +70,7 @@ absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(const v1::Ren
                      "' (scope.token is not one of the attempt's rank tokens); only its "
                      "ranks may read or write its keys"));
   }
+  it->second.reached.insert(holder->second);
   if (rank != nullptr) *rank = holder->second;
   return &it->second;
 }

@@ -51,6 +51,10 @@ class RendezvousStore {
                  const std::vector<std::string>& rank_tokens);
   // Closes the scope; its waits end with ABORTED.
   void CloseScope(const std::string& job_id, int32_t attempt);
+  // The attempt's ranks that have made no call on its scope yet, ascending (how the
+  // join deadline tells a rank that never came from ranks that could not connect); empty
+  // when the scope is not open.
+  std::vector<int32_t> RanksNotReached(const std::string& job_id, int32_t attempt) const;
 
   absl::Status Set(const v1::RendezvousScope& scope, const std::string& key,
                    const std::string& value);
@@ -93,6 +97,7 @@ class RendezvousStore {
     absl::flat_hash_map<std::string, std::vector<uint64_t>> waiting_on;
     absl::flat_hash_set<uint64_t> waits;
     absl::flat_hash_map<int32_t, size_t> waits_of_rank;
+    absl::flat_hash_set<int32_t> reached;  // ranks that made a call
   };
   static std::string ScopeName(const std::string& job_id, int32_t attempt);
   // The open scope the call names, if the call carries one of its rank tokens (the rank

@@ -49,6 +49,22 @@ TEST(RendezvousStore, ScopesAreIsolatedPerAttempt) {
   EXPECT_EQ(store.Get(As("job-9", 1), "k").status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// Any call with a rank's token counts as that rank reaching the rendezvous, a refused
+// one too (it came); a caller without a token is nobody's.
+TEST(RendezvousStore, KnowsWhichRanksNeverCame) {
+  RendezvousStore store;
+  EXPECT_TRUE(store.RanksNotReached("job-1", 1).empty());  // no such scope
+  store.OpenScope("job-1", 1, kTokens);
+  EXPECT_EQ(store.RanksNotReached("job-1", 1), (std::vector<int32_t>{0, 1, 2}));
+  ASSERT_TRUE(store.Set(As("job-1", 1, "t2"), "rank2", "addr2").ok());
+  EXPECT_EQ(store.Get(As("job-1", 1, "t0"), "rank1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store.Get(As("job-1", 1, "stranger"), "rank1").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(store.RanksNotReached("job-1", 1), (std::vector<int32_t>{1}));
+  store.CloseScope("job-1", 1);
+  EXPECT_TRUE(store.RanksNotReached("job-1", 1).empty());
+}
+
 TEST(RendezvousStore, WaitReturnsWhenAllKeysAreSet) {
   RendezvousStore store;
   store.OpenScope("j", 1, kTokens);

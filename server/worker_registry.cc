@@ -182,6 +182,15 @@ void WorkerRegistry::SetIdle(const std::string& worker_id) {
   }
 }
 
+void WorkerRegistry::Quarantine(const std::string& worker_id, const std::string& reason,
+                                absl::Time until) {
+  absl::MutexLock lock(&mu_);
+  Worker* worker = Find(worker_id);
+  if (worker == nullptr) return;
+  worker->info.set_quarantined_until_ms(absl::ToUnixMillis(until));
+  worker->info.set_quarantine_reason(reason);
+}
+
 absl::StatusOr<v1::WorkerInfo> WorkerRegistry::MarkLost(const std::string& worker_id,
                                                         const std::string& reason) {
   std::shared_ptr<SessionOutbox> outbox;
@@ -232,10 +241,12 @@ std::vector<std::string> WorkerRegistry::RemoveLongLost() {
 }
 
 std::vector<v1::WorkerInfo> WorkerRegistry::Idle(v1::DeviceKind device) const {
+  const int64_t now_ms = absl::ToUnixMillis(options_.clock->Now());
   absl::MutexLock lock(&mu_);
   std::vector<v1::WorkerInfo> idle;
   for (const auto& [id, worker] : workers_) {
-    if (worker.info.state() == v1::IDLE && worker.info.device() == device && worker.outbox) {
+    if (worker.info.state() == v1::IDLE && worker.info.device() == device && worker.outbox &&
+        worker.info.quarantined_until_ms() <= now_ms) {
       idle.push_back(worker.info);
     }
   }

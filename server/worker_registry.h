@@ -95,6 +95,9 @@ class WorkerRegistry {
   // old attempt) and cost that job a restart.
   void DrainOnAttach(const std::string& worker_id, const v1::CoordinatorMessage& abort);
   void SetIdle(const std::string& worker_id);
+  // Keeps the worker out of Idle() (so out of scheduling) until `until`, saying why in
+  // its WorkerInfo; it keeps the quarantine when it registers again.
+  void Quarantine(const std::string& worker_id, const std::string& reason, absl::Time until);
   // Marks the worker lost and closes its session; returns it as it was before.
   absl::StatusOr<v1::WorkerInfo> MarkLost(const std::string& worker_id, const std::string& reason);
 
@@ -103,7 +106,8 @@ class WorkerRegistry {
   // Forgets workers lost for longer than Options::lost_retention; returns their ids.
   std::vector<std::string> RemoveLongLost();
 
-  std::vector<v1::WorkerInfo> Idle(v1::DeviceKind device) const;  // sorted by id
+  // Idle workers of `device` with a session, not quarantined; sorted by id.
+  std::vector<v1::WorkerInfo> Idle(v1::DeviceKind device) const;
   // The rank memory of every worker of `device` that is not lost, ascending.
   std::vector<int64_t> RankMemories(v1::DeviceKind device) const;
   // The worker of `device` (not lost) advertising the most rank memory; NOT_FOUND if none.

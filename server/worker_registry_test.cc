@@ -143,6 +143,22 @@ TEST(WorkerRegistry, IsBoundedAndForgetsWorkersLostLongAgo) {
   EXPECT_TRUE(registry.Register(Request("w2")).ok());
 }
 
+TEST(WorkerRegistry, AQuarantinedWorkerIsNotIdleUntilItEnds) {
+  SimulatedClock clock;
+  WorkerRegistry registry({.clock = &clock});
+  const std::string id = Register(registry, "w0");
+  Attach(registry, id);
+  registry.Quarantine(id, "rank 1 never reached the rendezvous", clock.Now() + absl::Minutes(10));
+  EXPECT_TRUE(registry.Idle(v1::CPU).empty());
+  EXPECT_EQ(registry.List()[0].quarantine_reason(), "rank 1 never reached the rendezvous");
+  // Registering again (a restarted daemon) does not lift it.
+  ASSERT_TRUE(registry.Register(Request("w0")).ok());
+  Attach(registry, id);
+  EXPECT_TRUE(registry.Idle(v1::CPU).empty());
+  clock.Advance(absl::Minutes(10));
+  EXPECT_EQ(registry.Idle(v1::CPU).size(), 1u);
+}
+
 TEST(WorkerRegistry, ListsInPagesSortedByIdWithAFilter) {
   WorkerRegistry registry;
   for (const char* name : {"c", "a", "e", "b", "d"}) Attach(registry, Register(registry, name));

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -107,6 +108,39 @@ TEST(Failure, ARestartPolicyReQueuesTheJobOnOtherWorkers) {
                 absl::StrContains(e.message(), "re-queued (restart 1 of 1)");
   }
   EXPECT_TRUE(requeued) << "no re-queue event";
+}
+
+// A worker that takes its rank and never joins the rendezvous (hung, or unable to reach
+// it): found by the job's join deadline, not the data plane's minute-long timeout; blamed
+// by rank and worker; quarantined, so the job's next attempt (not counted as a restart)
+// runs on another worker and completes.
+TEST(Failure, AWorkerThatNeverJoinsIsBlamedQuarantinedAndTheJobRunsElsewhere) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1", {"--fault_injection=never_join_rendezvous"});
+  cluster.AddWorker("w2");
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.mutable_rendezvous()->set_join_timeout_seconds(3);
+  const absl::Time start = absl::Now();
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  ASSERT_EQ(cluster.WaitForState(*job_id, v1::SCHEDULED).ranks(1).worker_id(), "w1");
+  v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(40));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(40));  // the data plane's own timeout: 60 s
+  EXPECT_EQ(job.attempt(), 2);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(job.ranks(1).worker_id(), "w2");
+  bool blamed = false;
+  for (const auto& e : job.events()) {
+    blamed |= absl::StrContains(e.message(),
+                                "rank 1 (worker w1) did not reach the rendezvous within 3 s "
+                                "(rendezvous.join_timeout_seconds); quarantined for 10m");
+  }
+  EXPECT_TRUE(blamed) << "no event blames rank 1 (worker w1)";
+  std::string workers;
+  ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "get", "workers"}, &workers), 0);
+  EXPECT_TRUE(absl::StrContains(workers, "quarantined for")) << workers;
 }
 
 TEST(Failure, ARestartedAttemptResumesFromTheJobsLatestCheckpoint) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/path_policy.h"
 #include "contracts/permanent_failure.h"
 #include "worker/comm/grpc_rendezvous_store.h"
@@ -145,6 +146,10 @@ void AttemptRunner::Run() {
   if (absl::Status paths = CheckPaths(); !paths.ok()) return Fail(paths);
   if (absl::Status memory = CheckMemory(); !memory.ok()) return Fail(memory);
 
+  if (faults_ != nullptr && faults_->StayOutOfRendezvous()) {
+    while (!abort_) absl::SleepFor(absl::Milliseconds(50));  // an injected fault: tests only
+    return Fail(absl::AbortedError("aborted before joining the rendezvous"));
+  }
   v1::RendezvousScope scope;
   scope.set_job_id(assignment_.job_id());
   scope.set_attempt(assignment_.attempt());

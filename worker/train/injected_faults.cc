@@ -26,11 +26,19 @@ class UnitOrderReversed final : public TrainingHooks {
   const int64_t from_;
 };
 
+// Takes its assignments and never joins their rendezvous: the coordinator's join
+// deadline must blame it and keep it out of scheduling.
+class NeverJoinsRendezvous final : public TrainingHooks {
+ public:
+  bool StayOutOfRendezvous() override { return true; }
+};
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text) {
   if (text.empty()) return nullptr;
   if (text == "unit_order_reversed") return std::make_shared<UnitOrderReversed>(0);
+  if (text == "never_join_rendezvous") return std::make_shared<NeverJoinsRendezvous>();
   int64_t from = 0;
   absl::string_view rest = text;
   if (absl::ConsumePrefix(&rest, "unit_order_reversed_from=") && absl::SimpleAtoi(rest, &from)) {
@@ -38,7 +46,8 @@ absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::st
   }
   return absl::InvalidArgumentError(
       absl::StrCat("--fault_injection: unknown fault '", text,
-                   "' (expected unit_order_reversed or unit_order_reversed_from=STEP)"));
+                   "' (expected unit_order_reversed, unit_order_reversed_from=STEP or "
+                   "never_join_rendezvous)"));
 }
 
 }  // namespace shardwise

@@ -14,7 +14,9 @@
 namespace shardwise {
 
 // "" gives null (no faults); "unit_order_reversed" makes the rank record its FSDP units in
-// reverse order at every step, "unit_order_reversed_from=STEP" from step STEP on.
+// reverse order at every step, "unit_order_reversed_from=STEP" from step STEP on;
+// "never_join_rendezvous" makes the worker take its assignments and never join their
+// rendezvous.
 // INVALID_ARGUMENT naming the flag and the text for anything else.
 absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text);
 

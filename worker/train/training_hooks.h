@@ -29,6 +29,9 @@ class TrainingHooks {
   // Called before each stage's compute, and before each collective.
   virtual std::function<void()> ComputeDelay() { return nullptr; }
   virtual std::function<void()> CommunicationDelay() { return nullptr; }
+  // Whether the rank stays out of its attempt's rendezvous until the attempt is aborted,
+  // as a hung worker or one that cannot reach the coordinator's rendezvous would.
+  virtual bool StayOutOfRendezvous() { return false; }
 };
 
 }  // namespace shardwise
