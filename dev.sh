@@ -109,11 +109,16 @@ for label in sys.stdin.read().split():
         skipped += 1  # not built: no CUDA toolkit on this machine
         continue
     package, name = label.lstrip("/").split(":")
-    xml = (cuda_testlogs if label in gpu_tests else testlogs) / package / name / "test.xml"
-    try:
-        cases = list(ET.parse(xml).getroot().iter("testcase"))
-    except (OSError, ET.ParseError):
-        cases = []
+    folder = (cuda_testlogs if label in gpu_tests else testlogs) / package / name
+    # A sharded test (shard_count) writes one file per shard instead.
+    xmls = [folder / "test.xml"] if (folder / "test.xml").exists() else sorted(
+        folder.glob("shard_*_of_*/test.xml"))
+    cases = []
+    for xml in xmls:
+        try:
+            cases += list(ET.parse(xml).getroot().iter("testcase"))
+        except (OSError, ET.ParseError):
+            pass
     if not cases:  # never ran, or crashed before writing its cases
         failed += 1
         continue

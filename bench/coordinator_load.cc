@@ -26,6 +26,12 @@ ABSL_FLAG(int32_t, heartbeat_interval_ms, 1000, "the workers' heartbeat interval
 ABSL_FLAG(int32_t, heartbeat_timeout_ms, 10000, "the coordinator's heartbeat timeout");
 ABSL_FLAG(int32_t, progress_interval_ms, 200, "how often rank 0 of a job reports progress");
 ABSL_FLAG(int32_t, max_seconds, 600, "the longest the load phase may run");
+ABSL_FLAG(int32_t, clients, 0,
+          "after the load phase, this many clients call the coordinator at once (submit, "
+          "get, list, cancel, watch); 0: none");
+ABSL_FLAG(int32_t, client_rounds, 2, "rounds of calls per client");
+ABSL_FLAG(bool, markdown_flood_row, false,
+          "print one row of the client flood's table on stdout (the report goes to stderr)");
 ABSL_FLAG(bool, markdown_row, false,
           "print one row of bench/RESULTS.md's table on stdout (the report goes to stderr)");
 
@@ -49,6 +55,8 @@ int main(int argc, char** argv) {
   options.sim.progress_interval = absl::Milliseconds(absl::GetFlag(FLAGS_progress_interval_ms));
   options.heartbeat_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
   options.max_duration = absl::Seconds(absl::GetFlag(FLAGS_max_seconds));
+  options.clients = absl::GetFlag(FLAGS_clients);
+  options.client_rounds = absl::GetFlag(FLAGS_client_rounds);
   auto result = shardwise::load::RunLoad(options);
   if (!result.ok()) {
     std::fprintf(stderr, "coordinator_load: %s (coordinator log: %s/coordinator.log)\n",
@@ -56,7 +64,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string report = shardwise::load::FormatLoadResult(options, *result);
-  if (absl::GetFlag(FLAGS_markdown_row)) {
+  if (absl::GetFlag(FLAGS_markdown_flood_row)) {
+    std::fprintf(stderr, "%s", report.c_str());
+    std::printf("%s", shardwise::load::FloodMarkdownRow(options, *result).c_str());
+  } else if (absl::GetFlag(FLAGS_markdown_row)) {
     std::fprintf(stderr, "%s", report.c_str());
     std::printf("%s", shardwise::load::MarkdownRow(options, *result).c_str());
   } else {

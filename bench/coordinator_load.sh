@@ -10,14 +10,42 @@
 # 10 s heartbeat timeout).
 # The load generator shares the machine with the coordinator: on 2 cores the figures
 # include its own CPU use.
+# `flood` instead: CLIENTS clients (500 by default) at once, each submitting, getting,
+# listing, cancelling and watching jobs for two rounds, against a coordinator with WORKERS
+# simulated workers (1,000) that are running a queue of jobs meanwhile: every call must
+# succeed (the client library waits and retries); per call kind p50 / p99, and the
+# coordinator's peak threads and memory.
 # Usage: bench/coordinator_load.sh [JOBS]
+#        bench/coordinator_load.sh flood [CLIENTS] [WORKERS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-jobs=${1:-1000}
 
 ./dev.sh deps
 bazel build //bench:coordinator_load //server:shardwise-coordinator >/dev/null 2>&1
 bin=$(bazel info bazel-bin 2>/dev/null)
+
+if [ "${1:-}" = flood ]; then
+  clients=${2:-500}
+  workers=${3:-1000}
+  echo "== $clients clients against $workers workers" >&2
+  row=$("$bin/bench/coordinator_load" --coordinator_binary="$bin/server/shardwise-coordinator" \
+    --workers="$workers" --jobs=100 --world_size=8 --job_steps=20 --step_ms=100 --probe_jobs=5 \
+    --clients="$clients" --client_rounds=2 --markdown_flood_row)
+  echo "$row"
+  {
+    echo
+    echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): the coordinator under a client flood"
+    echo
+    echo "Command: \`bench/coordinator_load.sh flood $clients $workers\`"
+    echo
+    echo "| clients x rounds | workers | calls | failed | submit ms p50 / p99 | get ms | list ms (100) | cancel ms | watch to the end ms | threads peak | RSS MiB peak |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    echo "$row"
+  } >>bench/RESULTS.md
+  exit 0
+fi
+
+jobs=${1:-1000}
 run() {  # WORKERS WORLD STEPS
   echo "== $1 workers, $jobs jobs of world $2" >&2
   "$bin/bench/coordinator_load" --coordinator_binary="$bin/server/shardwise-coordinator" \

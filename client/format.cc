@@ -104,13 +104,12 @@ std::string FormatGpu(const v1::WorkerInfo& w) {
                       gpu.nccl_version().empty() ? "" : ", NCCL ", gpu.nccl_version());
 }
 
-// Why a worker is lost, or, while it lasts, why it is quarantined.
+// Why a worker is lost, and, while it lasts, why it is quarantined.
 std::string WorkerNote(const v1::WorkerInfo& w, int64_t now_ms) {
-  if (w.quarantined_until_ms() > now_ms) {
-    return absl::StrCat("quarantined for ", FormatAge(now_ms, w.quarantined_until_ms()),
-                        " more: ", w.quarantine_reason());
-  }
-  return w.lost_reason();
+  if (w.quarantined_until_ms() <= now_ms) return w.lost_reason();
+  return absl::StrCat(w.lost_reason(), w.lost_reason().empty() ? "" : "; ", "quarantined for ",
+                      FormatAge(now_ms, w.quarantined_until_ms()),
+                      " more: ", w.quarantine_reason());
 }
 
 }  // namespace

@@ -177,14 +177,17 @@ class JobController {
   void RequeueWithoutRestartLocked(const v1::Job& job, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // job_controller_joins.cc: the rendezvous join deadline. Ends the attempts whose ranks
-  // have not all joined by it: a rank that never reached the rendezvous is blamed and its
-  // worker quarantined, and the job re-queued without a restart; ranks that all reached
-  // it but did not connect fail the attempt.
+  // job_controller_joins.cc: the rendezvous join deadline, once per attempt. Ranks that
+  // never reached the rendezvous while others did are blamed and their workers
+  // quarantined, and the job re-queued without a restart; if no rank reached it, the
+  // attempt fails; if every rank reached it, an event says which have not connected. A
+  // scheduling pass follows each quarantine's end.
   void CheckJoinDeadlinesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndLateJoinLocked(const v1::Job& job, const std::set<int32_t>& joined,
                          const std::vector<int32_t>& never_reached, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& never_reached,
+                        absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Records the stalls the detector finds as events; fails the attempts past the abort.
   void HandleStallsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -251,6 +254,7 @@ class JobController {
   std::set<std::string> to_resync_ ABSL_GUARDED_BY(mu_);
   bool schedule_posted_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::multiset<absl::Time> quarantine_ends_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardwise

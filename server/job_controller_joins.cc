@@ -1,8 +1,12 @@
 // The rendezvous join deadline: every rank of a new attempt must have joined (reported
 // JOINED: reached the rendezvous and connected to its peers) within the job's
-// rendezvous.join_timeout_seconds. The rendezvous store knows which ranks made a call;
-// a rank that never did is the one to blame, and its worker, which took the assignment
-// but never came, is quarantined, so the job's next attempt lands elsewhere.
+// rendezvous.join_timeout_seconds. The rendezvous store knows which ranks made a call.
+// When some ranks did and others never came, the ones that never came are to blame: their
+// workers took the assignment and did not do it, and are quarantined, so the job's next
+// attempt lands elsewhere. When no rank came, the fault is more likely the job's or the
+// network's than every worker's: the attempt fails as any failure does. When every rank
+// came but some have not connected yet, the data plane's own timeout decides; the
+// coordinator records what it sees.
 
 #include <cstdio>
 #include <set>
@@ -34,6 +38,11 @@ std::string RanksAndWorkers(const v1::Job& job, const std::vector<int32_t>& rank
                       named.empty() ? "" : " and ", last);
 }
 
+std::string Within(const v1::Job& job) {
+  return absl::StrCat(" within ", JoinTimeoutSeconds(job.spec()),
+                      " s (rendezvous.join_timeout_seconds)");
+}
+
 }  // namespace
 
 void JobController::CheckJoinDeadlinesLocked(absl::Time now) {
@@ -43,8 +52,9 @@ void JobController::CheckJoinDeadlinesLocked(absl::Time now) {
     std::vector<int32_t> never_reached;
   };
   std::vector<Late> late;
-  for (const auto& [job_id, live] : live_) {
+  for (auto& [job_id, live] : live_) {
     if (live.awaiting_reattach || now < live.join_deadline) continue;
+    live.join_deadline = absl::InfiniteFuture();  // decided once per attempt
     auto job = jobs_->Get(job_id);
     if (!job.ok() || job->attempt() != live.attempt) continue;
     if (static_cast<int32_t>(live.joined.size()) >= job->spec().world_size()) continue;
@@ -52,34 +62,60 @@ void JobController::CheckJoinDeadlinesLocked(absl::Time now) {
   }
   // Ending an attempt (and the scheduling pass it may run) changes live_: after the scan.
   for (const Late& l : late) EndLateJoinLocked(l.job, l.joined, l.never_reached, now);
+  // A quarantine that ended frees a worker no event announces.
+  bool freed = false;
+  while (!quarantine_ends_.empty() && *quarantine_ends_.begin() <= now) {
+    quarantine_ends_.erase(quarantine_ends_.begin());
+    freed = true;
+  }
+  if (freed) RequestScheduleLocked();
 }
 
 void JobController::EndLateJoinLocked(const v1::Job& job, const std::set<int32_t>& joined,
                                       const std::vector<int32_t>& never_reached, absl::Time now) {
-  const std::string within = absl::StrCat(" within ", JoinTimeoutSeconds(job.spec()),
-                                          " s (rendezvous.join_timeout_seconds)");
+  const int32_t world = job.spec().world_size();
   if (never_reached.empty()) {
     std::vector<int32_t> unjoined;
-    for (int32_t rank = 0; rank < job.spec().world_size(); ++rank) {
+    for (int32_t rank = 0; rank < world; ++rank) {
       if (joined.count(rank) == 0) unjoined.push_back(rank);
     }
+    LogError(jobs_
+                 ->RecordEvent(job.id(), job.attempt(),
+                               absl::StrCat("every rank reached the rendezvous, but ",
+                                            RanksAndWorkers(job, unjoined),
+                                            " had not connected to its peers", Within(job),
+                                            " (a data-plane port blocked between workers?); "
+                                            "the data plane's own timeout decides"))
+                 .status(),
+             "recording a late join");
+    return;
+  }
+  if (static_cast<int32_t>(never_reached.size()) == world) {
     FailAttemptLocked(job,
-                      absl::StrCat("every rank reached the rendezvous, but ",
-                                   RanksAndWorkers(job, unjoined), " did not connect to its peers",
-                                   within, ": a data-plane port blocked between workers?"),
+                      absl::StrCat("no rank reached the rendezvous", Within(job),
+                                   ": can the workers reach the coordinator, and do they need "
+                                   "longer to start a rank?"),
                       /*lost_worker=*/"");
     return;
   }
-  const std::string reason =
-      absl::StrCat(RanksAndWorkers(job, never_reached), " did not reach the rendezvous", within,
-                   "; quarantined for ", absl::FormatDuration(options_.quarantine));
+  QuarantineLocked(job, never_reached, now);
+}
+
+void JobController::QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& never_reached,
+                                     absl::Time now) {
+  const bool quarantining = options_.quarantine > absl::ZeroDuration();
+  const std::string reason = absl::StrCat(
+      RanksAndWorkers(job, never_reached), " did not reach the rendezvous", Within(job),
+      quarantining ? absl::StrCat("; quarantined for ", absl::FormatDuration(options_.quarantine))
+                   : "");
   for (int32_t rank : never_reached) {
     for (const v1::RankAssignment& assigned : job.ranks()) {
-      if (assigned.rank() != rank) continue;
+      if (assigned.rank() != rank || !quarantining) continue;
       workers_->Quarantine(assigned.worker_id(),
                            absl::StrCat("rank ", rank, " of ", job.id(), " attempt ", job.attempt(),
-                                        " did not reach the rendezvous", within),
+                                        " did not reach the rendezvous", Within(job)),
                            now + options_.quarantine);
+      quarantine_ends_.insert(now + options_.quarantine);
     }
   }
   std::fprintf(stderr, "coordinator: %s: %s\n", job.id().c_str(), reason.c_str());

@@ -417,9 +417,24 @@ TEST_F(JobControllerTest, ARankThatNeverReachesTheRendezvousIsBlamedAndItsWorker
   Heartbeat("w1");
   Heartbeat("w0");
   ExpectSecondAttemptOnW0AndW2();
+  // A job that needs w1 waits for its quarantine to end, then runs without another event.
+  auto second = controller_->Submit(Spec(1));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(jobs_->Get(second->id())->state(), v1::PENDING);
+  for (int tick = 0; tick < 120; ++tick) {
+    clock_.Advance(absl::Seconds(5));
+    Heartbeat("w0", "job-1", 2);
+    Heartbeat("w1");
+    Heartbeat("w2", "job-1", 2);
+    Report("w0", 0, v1::JOINED, 2);
+    Report("w2", 1, v1::JOINED, 2);
+    controller_->CheckHeartbeats();
+  }
+  EXPECT_EQ(jobs_->Get(second->id())->state(), v1::SCHEDULED);
+  EXPECT_EQ(jobs_->Get(second->id())->ranks(0).worker_id(), "w1");
 }
 
-TEST_F(JobControllerTest, RanksThatReachTheRendezvousButNeverConnectFailTheAttempt) {
+TEST_F(JobControllerTest, RanksThatReachTheRendezvousButDoNotConnectAreReportedNotFailed) {
   AddWorker("w0");
   AddWorker("w1");
   v1::JobSpec spec = Spec(2);
@@ -427,15 +442,39 @@ TEST_F(JobControllerTest, RanksThatReachTheRendezvousButNeverConnectFailTheAttem
   ASSERT_TRUE(controller_->Submit(spec).ok());
   ASSERT_TRUE(rendezvous_->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
   ASSERT_TRUE(rendezvous_->Set(ScopeOf(Received("w1"), 1), "rank1", "addr").ok());
-  Report("w0", 0, v1::JOINED);  // (a mesh joins whole; the rule does not rely on it)
   clock_.Advance(absl::Seconds(5));
   controller_->CheckHeartbeats();
+  controller_->CheckHeartbeats();  // once per attempt
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.state(), v1::SCHEDULED);  // the data plane's own timeout decides
+  int reported = 0;
+  for (const v1::JobEvent& event : job.events()) {
+    reported += event.message().find(
+                    "every rank reached the rendezvous, but ranks 0 (worker "
+                    "w0) and 1 (worker w1) had not connected to its peers "
+                    "within 5 s") != std::string::npos;
+  }
+  EXPECT_EQ(reported, 1) << job.DebugString();
+  EXPECT_TRUE(workers_->Get("w1")->quarantine_reason().empty());
+}
+
+// When no rank came, the job or the network is the likelier cause than every worker: the
+// attempt fails (under the restart policy) and nobody is quarantined.
+TEST_F(JobControllerTest, WhenNoRankReachesTheRendezvousTheAttemptFailsAndNobodyIsQuarantined) {
+  AddWorker("w0");
+  AddWorker("w1");
+  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  for (int second = 0; second < 30; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w0", "job-1", 1);
+    Heartbeat("w1", "job-1", 1);
+    controller_->CheckHeartbeats();
+  }
   EXPECT_EQ(State(), v1::FAILED);
-  EXPECT_NE(jobs_->Get("job-1")->reason().find(
-                "every rank reached the rendezvous, but rank 1 (worker w1) did not connect to "
-                "its peers within 5 s"),
+  EXPECT_NE(jobs_->Get("job-1")->reason().find("no rank reached the rendezvous within 30 s"),
             std::string::npos)
       << jobs_->Get("job-1")->reason();
+  EXPECT_TRUE(workers_->Get("w0")->quarantine_reason().empty());
   EXPECT_TRUE(workers_->Get("w1")->quarantine_reason().empty());
 }
 

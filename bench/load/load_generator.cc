@@ -16,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "bench/load/coordinator_process.h"
 #include "client/client.h"
+#include "common/status_macros.h"
 #include "contracts/job_state.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -281,22 +282,63 @@ void ReadCoordinatorMetrics(const CoordinatorProcess& coordinator, LoadResult* r
   }
 }
 
-}  // namespace
-
-Latency Summarize(std::vector<double> seconds) {
-  Latency latency;
-  latency.count = static_cast<int64_t>(seconds.size());
-  if (seconds.empty()) return latency;
-  std::sort(seconds.begin(), seconds.end());
-  auto at = [&](double q) {
-    return seconds[std::min(seconds.size() - 1,
-                            static_cast<size_t>(std::ceil(q * seconds.size())) - 1)];
-  };
-  latency.p50 = at(0.5);
-  latency.p99 = at(0.99);
-  latency.max = seconds.back();
-  return latency;
+// The load phase: `jobs` jobs submitted at once and watched to their ends, while a
+// client lists and gets jobs; the coordinator's threads, memory and CPU meanwhile.
+absl::Status RunLoadPhase(const LoadOptions& options, const CoordinatorProcess& coordinator,
+                          Client& client, v1::JobService::Stub* job_stub, LoadResult* result) {
+  PeakSampler peak(&coordinator);
+  const double cpu_before = coordinator.Stats().value_or(ProcessStats()).cpu_seconds;
+  const absl::Time load_start = absl::Now();
+  Poller poller(&client);
+  std::vector<std::unique_ptr<JobWatch>> watches;
+  std::vector<double> submits;
+  for (int j = 0; j < options.jobs; ++j) {
+    const absl::Time submitted = absl::Now();
+    auto job_id = client.Submit(LoadJobSpec(options, absl::StrCat("load-", j)));
+    if (!job_id.ok()) return job_id.status();
+    submits.push_back(absl::ToDoubleSeconds(absl::Now() - submitted));
+    watches.push_back(std::make_unique<JobWatch>(job_stub, *job_id, submitted));
+  }
+  const absl::Time deadline = load_start + options.max_duration;
+  std::vector<double> running;
+  for (auto& watch : watches) {
+    if (!watch->WaitDone(deadline)) watch->Cancel();
+    watch->WaitDone(absl::InfiniteFuture());
+    if (auto seconds = watch->running()) {
+      running.push_back(*seconds);
+      ++result->jobs_running;
+    }
+    if (watch->succeeded()) ++result->jobs_succeeded;
+  }
+  result->load_seconds = absl::ToDoubleSeconds(absl::Now() - load_start);
+  poller.Stop();
+  peak.Stop();
+  const double cpu_after = coordinator.Stats().value_or(ProcessStats()).cpu_seconds;
+  result->cpu_percent = 100 * (cpu_after - cpu_before) / std::max(1e-9, result->load_seconds);
+  result->threads_peak = peak.threads;
+  result->rss_peak_bytes = peak.rss;
+  result->queued_submit_to_running = Summarize(running);
+  result->submit = Summarize(submits);
+  result->list_jobs = Summarize(poller.list_seconds);
+  result->get_job = Summarize(poller.get_seconds);
+  return absl::OkStatus();
 }
+
+// The client flood, with the coordinator's threads and memory at their peak meanwhile.
+void RunFlood(const LoadOptions& options, const CoordinatorProcess& coordinator,
+              LoadResult* result) {
+  PeakSampler peak(&coordinator);
+  FloodOptions flood;
+  flood.clients = options.clients;
+  flood.rounds = options.client_rounds;
+  flood.spec = LoadJobSpec(options, "flood");
+  result->flood = RunClientFlood(coordinator.address(), flood);
+  peak.Stop();
+  result->flood_threads_peak = peak.threads;
+  result->flood_rss_peak_bytes = peak.rss;
+}
+
+}  // namespace
 
 absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options) {
   auto coordinator = CoordinatorProcess::Start(
@@ -329,41 +371,8 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options) {
   if (!probe.ok()) return probe.status();
   result.idle_submit_to_running = Summarize(*probe);
 
-  PeakSampler peak(coordinator->get());
-  const double cpu_before = (*coordinator)->Stats().value_or(ProcessStats()).cpu_seconds;
-  const absl::Time load_start = absl::Now();
-  Poller poller(&client);
-  std::vector<std::unique_ptr<JobWatch>> watches;
-  std::vector<double> submits;
-  for (int j = 0; j < options.jobs; ++j) {
-    const absl::Time submitted = absl::Now();
-    auto job_id = client.Submit(LoadJobSpec(options, absl::StrCat("load-", j)));
-    if (!job_id.ok()) return job_id.status();
-    submits.push_back(absl::ToDoubleSeconds(absl::Now() - submitted));
-    watches.push_back(std::make_unique<JobWatch>(job_stub.get(), *job_id, submitted));
-  }
-  const absl::Time deadline = load_start + options.max_duration;
-  std::vector<double> running;
-  for (auto& watch : watches) {
-    if (!watch->WaitDone(deadline)) watch->Cancel();
-    watch->WaitDone(absl::InfiniteFuture());
-    if (auto seconds = watch->running()) {
-      running.push_back(*seconds);
-      ++result.jobs_running;
-    }
-    if (watch->succeeded()) ++result.jobs_succeeded;
-  }
-  result.load_seconds = absl::ToDoubleSeconds(absl::Now() - load_start);
-  poller.Stop();
-  peak.Stop();
-  const double cpu_after = (*coordinator)->Stats().value_or(ProcessStats()).cpu_seconds;
-  result.cpu_percent = 100 * (cpu_after - cpu_before) / std::max(1e-9, result.load_seconds);
-  result.threads_peak = peak.threads;
-  result.rss_peak_bytes = peak.rss;
-  result.queued_submit_to_running = Summarize(running);
-  result.submit = Summarize(submits);
-  result.list_jobs = Summarize(poller.list_seconds);
-  result.get_job = Summarize(poller.get_seconds);
+  RETURN_IF_ERROR(RunLoadPhase(options, **coordinator, client, job_stub.get(), &result));
+  if (options.clients > 0) RunFlood(options, **coordinator, &result);
 
   // Sessions that ended during the load (the frozen workers' are ended on purpose next).
   result.sessions_ended = counters.sessions_ended.load();
@@ -415,6 +424,22 @@ std::string FormatLoadResult(const LoadOptions& options, const LoadResult& resul
                 result.threads_idle, result.threads_peak, result.rss_idle_bytes / 1048576.0,
                 result.rss_peak_bytes / 1048576.0, result.cpu_percent, result.failure_detections,
                 result.workers_lost, options.frozen_workers, result.sessions_ended));
+  if (options.clients > 0) {
+    const FloodResult& f = result.flood;
+    absl::StrAppend(
+        &out, absl::StrFormat("  client flood: %d clients x %d rounds, %.1f s, %d calls, "
+                              "%d failed%s\n",
+                              options.clients, options.client_rounds, f.seconds, f.calls, f.failed,
+                              f.failed > 0 ? " (" + f.first_failure + ")" : ""));
+    absl::StrAppend(&out, "    submit                    ", ms(f.submit), "\n");
+    absl::StrAppend(&out, "    get                       ", ms(f.get), "\n");
+    absl::StrAppend(&out, "    list (one page of 100)    ", ms(f.list), "\n");
+    absl::StrAppend(&out, "    cancel                    ", ms(f.cancel), "\n");
+    absl::StrAppend(&out, "    watch to the end          ", ms(f.watch), "\n");
+    absl::StrAppend(
+        &out, absl::StrFormat("    coordinator: threads %d peak, RSS %.1f MiB peak\n",
+                              result.flood_threads_peak, result.flood_rss_peak_bytes / 1048576.0));
+  }
   return out;
 }
 
@@ -430,6 +455,17 @@ std::string MarkdownRow(const LoadOptions& options, const LoadResult& result) {
       1e3 * r.list_jobs.p99, r.threads_idle, r.threads_peak, r.rss_idle_bytes / 1048576.0,
       r.rss_peak_bytes / 1048576.0, r.cpu_percent, r.detection.p50, r.detection.max,
       static_cast<int>(r.failure_detections), options.frozen_workers, r.sessions_ended);
+}
+
+std::string FloodMarkdownRow(const LoadOptions& options, const LoadResult& result) {
+  const FloodResult& f = result.flood;
+  auto ms = [](const Latency& l) {
+    return absl::StrFormat("%.1f / %.1f", 1e3 * l.p50, 1e3 * l.p99);
+  };
+  return absl::StrFormat("| %d x %d | %d | %d | %d | %s | %s | %s | %s | %s | %d | %.1f |\n",
+                         options.clients, options.client_rounds, options.workers, f.calls, f.failed,
+                         ms(f.submit), ms(f.get), ms(f.list), ms(f.cancel), ms(f.watch),
+                         result.flood_threads_peak, result.flood_rss_peak_bytes / 1048576.0);
 }
 
 }  // namespace shardwise::load

@@ -20,6 +20,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "bench/load/client_flood.h"
+#include "bench/load/latency.h"
 #include "bench/load/sim_worker.h"
 
 namespace shardwise::load {
@@ -39,14 +41,11 @@ struct LoadOptions {
   SimOptions sim;
   absl::Duration heartbeat_timeout = absl::Seconds(10);
   absl::Duration max_duration = absl::Minutes(10);  // for the load phase
+  // After the load phase: this many clients at once (client_flood.h), `client_rounds`
+  // rounds each; 0: none.
+  int clients = 0;
+  int client_rounds = 2;
 };
-
-// p50, p99 and the maximum of some samples, in seconds.
-struct Latency {
-  double p50 = 0, p99 = 0, max = 0;
-  int64_t count = 0;
-};
-Latency Summarize(std::vector<double> seconds);
 
 struct LoadResult {
   double connect_seconds = 0;  // until every worker was IDLE at the coordinator
@@ -71,6 +70,9 @@ struct LoadResult {
   int threads_idle = 0, threads_peak = 0;  // the coordinator's
   int64_t rss_idle_bytes = 0, rss_peak_bytes = 0;
   double cpu_percent = 0;  // the coordinator's, over the load phase (100 = one core)
+  FloodResult flood;       // with LoadOptions::clients
+  int flood_threads_peak = 0;
+  int64_t flood_rss_peak_bytes = 0;
 };
 
 absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options);
@@ -79,6 +81,8 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options);
 std::string FormatLoadResult(const LoadOptions& options, const LoadResult& result);
 // One row of bench/RESULTS.md's table (bench/coordinator_load.sh writes its header).
 std::string MarkdownRow(const LoadOptions& options, const LoadResult& result);
+// One row of the client flood's table (bench/coordinator_load.sh flood).
+std::string FloodMarkdownRow(const LoadOptions& options, const LoadResult& result);
 
 }  // namespace shardwise::load
 

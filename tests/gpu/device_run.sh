@@ -2,9 +2,9 @@
 # The GPU checks on a GPU host that has the CUDA toolkit (the device tool's machines), from
 # the tarballs tests/gpu/prepare_device_run.sh put in .device/:
 #   tests    every GPU test binary (worker/cuda/*_test), then the GPT's parity test again
-#            in synchronous mode (SHARDWISE_CUDA_SYNCHRONOUS=1: the GPU finishes its work
-#            after every operation), so a result that depends on stream timing shows as a
-#            difference between the two runs
+#            in synchronous mode (SHARDWISE_CUDA_SYNCHRONOUS=1: every operation finishes on
+#            its stream before the next is issued), so a result that depends on stream
+#            timing shows as a difference between the two runs
 #   cluster  tests/gpu/cluster_check.sh: daemons, NCCL and host-staged jobs, cancel, kill
 #   bench    bench/gpu_gpt.sh: GPT-2 124M against PyTorch, BF16 then FP32
 #   fused    bench/gpu_gpt.sh with FUSED attention, BF16, at the batch given and at 4x it

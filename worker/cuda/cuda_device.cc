@@ -75,12 +75,16 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceO
 CudaDevice::CudaDevice(const CudaDeviceOptions& options) : options_(options), id_(NextDeviceId()) {}
 
 CudaDevice::~CudaDevice() {
-  // The destroying thread may never have used this GPU (or be bound to another).
+  // The destroying thread may never have used this GPU, or be bound to another device:
+  // it gets its own GPU back afterwards.
+  int previous_gpu = options_.gpu;
+  cudaGetDevice(&previous_gpu);
   cudaSetDevice(options_.gpu);
   cudaDeviceSynchronize();
   // The allocator's blocks go back to the driver before the streams they belong to.
   allocator_.reset();
   if (bound_device == id_) bound_device = 0;
+  cudaSetDevice(previous_gpu);
 }
 
 cudaStream_t CudaDevice::stream() {
@@ -121,9 +125,11 @@ void CudaDevice::Check(const absl::Status& status) {
   if (!status.ok()) {
     KeepFirstError(status);
   } else if (options_.synchronous) {
-    const cudaError_t synchronized = cudaDeviceSynchronize();
+    // The caller's stream only: a device-wide wait on a thread while another thread's
+    // collective is in flight could wait for a peer rank that waits for this one.
+    const cudaError_t synchronized = cudaStreamSynchronize(stream());
     if (synchronized != cudaSuccess) {
-      KeepFirstError(CudaStatus(synchronized, "cudaDeviceSynchronize (synchronous mode)"));
+      KeepFirstError(CudaStatus(synchronized, "cudaStreamSynchronize (synchronous mode)"));
     }
   }
 }

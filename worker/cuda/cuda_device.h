@@ -32,10 +32,13 @@ namespace shardwise::cuda {
 struct CudaDeviceOptions {
   int gpu = 0;              // CUDA device ordinal
   bool allow_tf32 = false;  // FP32 GEMMs on TF32 tensor cores (job: cuda.allow_tf32)
-  // A debugging mode: the GPU finishes all its work after every operation, as
-  // CUDA_LAUNCH_BLOCKING=1 has kernel launches do, so that a run can be compared with
-  // itself serialised. A result that changes with it points at a missing stream
-  // dependency. Slow; see SynchronousModeRequested().
+  // A debugging mode: every operation has finished on its stream when it returns (and
+  // every NCCL collective has completed), as CUDA_LAUNCH_BLOCKING=1 makes kernel launches
+  // wait, so that a run can be compared with a much less overlapped one. A result that
+  // changes with it points at a missing stream dependency; one that does not proves
+  // little, since other threads' streams still overlap (the CPU's stream-ordering checker,
+  // worker/testing/async_cpu_device.h, is the systematic check). Slow; see
+  // SynchronousModeRequested().
   bool synchronous = false;
 };
 

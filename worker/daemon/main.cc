@@ -102,7 +102,7 @@ absl::Status ConfigureGpu(WorkerOptions* options) {
                gpu.driver_version().c_str(), gpu.nccl_version().c_str());
   if (cuda::SynchronousModeRequested()) {
     std::fprintf(stderr,
-                 "shardwise-worker: %s=1: the GPU finishes its work after every operation "
+                 "shardwise-worker: %s=1: every operation finishes on its stream before the next "
                  "(a debugging mode; slow)\n",
                  cuda::kSynchronousModeVariable);
   }

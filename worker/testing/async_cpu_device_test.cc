@@ -134,12 +134,33 @@ TEST(AsyncCpuDevice, ABlockReusedWhileAnotherStreamReadsItIsPoisonThere) {
     device.Copy(copy.data(), source_block, kN * sizeof(float));  // runs after the hold
   }).join();
   source.reset();  // freed to the compute stream's pool, no wait for the reader
+  // Handed out again on the compute stream, idle: poisoned at once, on the host.
   Buffer reused(device.allocator(), kN, MemoryCategory::kActivations, /*zero=*/false);
   ASSERT_EQ(reused.data(), source_block);  // the same stream gets the same block back
-  ASSERT_TRUE(device.Synchronize().ok());  // the compute stream poisoned it
   hold.Release();
   device.DrainAll();
   for (float v : Read(device, copy.data())) ASSERT_TRUE(std::isnan(v));
+}
+
+// A block handed out again on a busy stream is poisoned where that stream stands: a
+// write by another stream that is not ordered after that point is lost to the poison.
+TEST(AsyncCpuDevice, ABlockReusedOnABusyStreamIsPoisonedInThatStreamsOrder) {
+  AsyncCpuDevice device(NoPauses());
+  auto first = std::make_unique<Buffer>(device.allocator(), kN, MemoryCategory::kActivations,
+                                        /*zero=*/false);
+  float* const block = first->data();
+  first.reset();
+  StreamHold busy(device.CurrentStream());  // the compute stream has work pending
+  Buffer reused(device.allocator(), kN, MemoryCategory::kActivations, /*zero=*/false);
+  ASSERT_EQ(reused.data(), block);
+  const std::vector<float> twos(kN, 2.0f);
+  std::thread([&] {
+    device.UseCommunicationStream(Lane::kReduction);
+    device.CopyFromHost(reused.data(), twos.data(), kN * sizeof(float));  // unordered
+    ASSERT_TRUE(device.Synchronize().ok());  // written before the compute stream's poison
+  }).join();
+  busy.Release();
+  for (float v : Read(device, reused.data())) ASSERT_TRUE(std::isnan(v));
 }
 
 TEST(StreamPoolAllocator, AFreedBlockGoesOnlyToItsOwnStream) {

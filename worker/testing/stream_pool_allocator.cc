@@ -1,12 +1,18 @@
 #include "worker/testing/stream_pool_allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 namespace shardwise::testing {
 namespace {
 
-size_t AlignedSize(size_t bytes) { return (bytes + 63) / 64 * 64; }
+// Block sizes as the CUDA allocator rounds them (CudaCachingAllocator::RoundUp), so that
+// buffers of nearby sizes share blocks here as they do on a GPU.
+size_t RoundUp(size_t bytes) {
+  constexpr size_t kGranule = 512;
+  return (std::max<size_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
+}
 
 }  // namespace
 
@@ -26,21 +32,22 @@ void* StreamPoolAllocator::TakeCached(EmulatedStream* stream, size_t bytes) {
 
 void* StreamPoolAllocator::Allocate(size_t bytes, MemoryCategory category) {
   if (bytes == 0) bytes = 1;
+  const size_t rounded = RoundUp(bytes);
   EmulatedStream* const stream = stream_of_caller_();
   {
     absl::MutexLock lock(&mu_);
-    if (void* reused = TakeCached(stream, bytes); reused != nullptr) {
+    if (void* reused = TakeCached(stream, rounded); reused != nullptr) {
       stats_.AddLive(category, static_cast<int64_t>(bytes));
-      Poison(stream, reused, bytes);
+      Poison(stream, reused, rounded);
       return reused;
     }
   }
-  void* fresh = std::aligned_alloc(64, AlignedSize(bytes));
+  void* fresh = std::aligned_alloc(64, rounded);
   if (fresh == nullptr) throw AllocationFailure(bytes, category, "emulated GPU");
-  std::memset(fresh, kPoison, bytes);  // nobody else can see it yet
+  std::memset(fresh, kPoison, rounded);  // nobody else can see it yet
   absl::MutexLock lock(&mu_);
   blocks_[fresh] = stream;
-  stats_.AddReserved(static_cast<int64_t>(AlignedSize(bytes)));
+  stats_.AddReserved(static_cast<int64_t>(rounded));
   stats_.AddLive(category, static_cast<int64_t>(bytes));
   return fresh;
 }
@@ -62,8 +69,8 @@ void StreamPoolAllocator::Free(void* ptr, size_t bytes, MemoryCategory category)
   absl::MutexLock lock(&mu_);
   EmulatedStream* const owner = blocks_.at(ptr);
   stats_.AddLive(category, -static_cast<int64_t>(bytes));
-  stats_.cached_bytes += static_cast<int64_t>(bytes);
-  cache_.emplace(std::make_pair(owner, bytes), ptr);
+  stats_.cached_bytes += static_cast<int64_t>(RoundUp(bytes));
+  cache_.emplace(std::make_pair(owner, RoundUp(bytes)), ptr);
 }
 
 void StreamPoolAllocator::ZeroFill(void* ptr, size_t bytes) {

@@ -5,6 +5,8 @@
 // the CUDA caching allocator hands out device memory (cuda/cuda_allocator.h), with every
 // use that a GPU would not order made visible.
 //
+// - Blocks are sized as the CUDA allocator rounds them (512-byte granules), so nearby
+//   sizes share blocks as they do on a GPU.
 // - Each block belongs to the stream of the thread that allocated it and goes back, when
 //   freed, to that stream's pool at once (the host does not wait), to be handed out again
 //   only to an allocation on the same stream: as CUDA's allocator (and PyTorch's) keeps
@@ -54,7 +56,7 @@ class StreamPoolAllocator final : public Allocator {
  private:
   // Fills a block handed out again with poison, in `stream`'s order.
   static void Poison(EmulatedStream* stream, void* block, size_t bytes);
-  // A cached block of `bytes` in `stream`'s pool, or null.
+  // A cached block of `bytes` (rounded) in `stream`'s pool, or null.
   void* TakeCached(EmulatedStream* stream, size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::function<EmulatedStream*()> stream_of_caller_;
