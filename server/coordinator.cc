@@ -287,7 +287,9 @@ void Coordinator::Shutdown() {
   if (shut_down_.exchange(true)) return;
   stopping_.Notify();
   controller_->Stop();  // the sessions close below: not the workers' failure
-  workers_->CloseAllSessions();
+  v1::CoordinatorMessage going_away;
+  going_away.mutable_going_away()->set_reason("the coordinator is stopping (SIGTERM)");
+  workers_->CloseAllSessions(going_away);
   if (health_server_ != nullptr) health_server_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }

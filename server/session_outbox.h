@@ -25,6 +25,12 @@ class SessionOutbox {
   virtual bool Push(v1::CoordinatorMessage message) = 0;
   // Ends the session: nothing more is sent, and the worker sees its stream close.
   virtual void Close() = 0;
+  // Queues `last` and ends the session once it and everything queued before it are
+  // sent.
+  virtual void CloseAfter(v1::CoordinatorMessage last) {
+    Push(std::move(last));
+    Close();
+  }
   virtual bool closed() const = 0;
 };
 

@@ -41,7 +41,7 @@ void SessionStream::Observe(const char* kind, absl::Time arrived) const {
 
 bool SessionStream::Push(v1::CoordinatorMessage message) {
   absl::MutexLock lock(&mu_);
-  if (closing_ || finished_) return false;
+  if (closing_ || finished_ || closing_after_sent_) return false;
   outgoing_.push_back(std::move(message));
   if (!writing_) {
     writing_ = true;
@@ -57,9 +57,20 @@ void SessionStream::Close() {
   if (!writing_) FinishLocked(grpc::Status::OK);
 }
 
+void SessionStream::CloseAfter(v1::CoordinatorMessage last) {
+  absl::MutexLock lock(&mu_);
+  if (closing_ || finished_ || closing_after_sent_) return;
+  outgoing_.push_back(std::move(last));
+  closing_after_sent_ = true;
+  if (!writing_) {
+    writing_ = true;
+    StartWrite(&outgoing_.front());
+  }
+}
+
 bool SessionStream::closed() const {
   absl::MutexLock lock(&mu_);
-  return closing_ || finished_;
+  return closing_ || finished_ || closing_after_sent_;
 }
 
 void SessionStream::FinishLocked(const grpc::Status& status) {
@@ -77,7 +88,7 @@ void SessionStream::OnWriteDone(bool ok) {
   if (!ok) closing_ = true;  // the stream broke: the read side sees it too
   if (closing_ || outgoing_.empty()) {
     writing_ = false;
-    if (closing_) FinishLocked(grpc::Status::OK);
+    if (closing_ || closing_after_sent_) FinishLocked(grpc::Status::OK);
     return;
   }
   StartWrite(&outgoing_.front());

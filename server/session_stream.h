@@ -52,6 +52,7 @@ class SessionStream final
   // SessionOutbox.
   bool Push(v1::CoordinatorMessage message) override;
   void Close() override;
+  void CloseAfter(v1::CoordinatorMessage last) override;
   bool closed() const override;
 
   // Reactions.
@@ -90,8 +91,10 @@ class SessionStream final
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;   // Close(): finish once the write in flight is done
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called: no more reads or writes
-  std::atomic<bool> opened_{false};             // the controller attached the session
-  std::shared_ptr<SessionStream> self_;         // gRPC's reference, dropped in OnDone
+  // CloseAfter(): finish once the queue is written.
+  bool closing_after_sent_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> opened_{false};      // the controller attached the session
+  std::shared_ptr<SessionStream> self_;  // gRPC's reference, dropped in OnDone
 };
 
 }  // namespace shardwise

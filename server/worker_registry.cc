@@ -339,7 +339,7 @@ size_t WorkerRegistry::size() const {
   return workers_.size();
 }
 
-void WorkerRegistry::CloseAllSessions() {
+void WorkerRegistry::CloseAllSessions(const std::optional<v1::CoordinatorMessage>& last) {
   std::vector<std::shared_ptr<SessionOutbox>> outboxes;
   {
     absl::MutexLock lock(&mu_);
@@ -347,7 +347,13 @@ void WorkerRegistry::CloseAllSessions() {
       if (worker.outbox) outboxes.push_back(worker.outbox);
     }
   }
-  for (const auto& outbox : outboxes) outbox->Close();
+  for (const auto& outbox : outboxes) {
+    if (last.has_value()) {
+      outbox->CloseAfter(*last);
+    } else {
+      outbox->Close();
+    }
+  }
 }
 
 }  // namespace shardwise

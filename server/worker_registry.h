@@ -126,7 +126,9 @@ class WorkerRegistry {
   // How many workers are in each (state, device) (for the metrics).
   std::map<std::pair<v1::WorkerState, v1::DeviceKind>, int64_t> CountByStateAndDevice() const;
 
-  void CloseAllSessions();
+  // Ends every session; with `last`, once that message (the coordinator's farewell) is
+  // sent on it.
+  void CloseAllSessions(const std::optional<v1::CoordinatorMessage>& last = std::nullopt);
 
  private:
   struct Worker {

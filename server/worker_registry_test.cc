@@ -159,6 +159,18 @@ TEST(WorkerRegistry, AQuarantinedWorkerIsNotIdleUntilItEnds) {
   EXPECT_EQ(registry.Idle(v1::CPU).size(), 1u);
 }
 
+TEST(WorkerRegistry, ClosingEverySessionCanSayGoodbyeFirst) {
+  WorkerRegistry registry;
+  auto outbox = Attach(registry, Register(registry, "w0"));
+  v1::CoordinatorMessage going_away;
+  going_away.mutable_going_away()->set_reason("stopping");
+  registry.CloseAllSessions(going_away);
+  EXPECT_TRUE(outbox->closed());
+  auto last = outbox->Pop();
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->going_away().reason(), "stopping");
+}
+
 TEST(WorkerRegistry, ListsInPagesSortedByIdWithAFilter) {
   WorkerRegistry registry;
   for (const char* name : {"c", "a", "e", "b", "d"}) Attach(registry, Register(registry, name));

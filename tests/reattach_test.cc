@@ -103,6 +103,15 @@ TEST_P(CoordinatorStopTest, ChangesNothingInTheRun) {
   EXPECT_EQ(timeline->ranks_size(), 2);
   EXPECT_EQ(cluster.WorkerState("w0"), v1::IDLE);
   EXPECT_EQ(cluster.WorkerState("w1"), v1::IDLE);
+  // A stopping coordinator says so on every session before it closes them; a killed
+  // one cannot.
+  for (const char* worker : {"w0", "w1"}) {
+    const std::string log = ReadFile(cluster.worker(worker).log_path());
+    const bool told =
+        log.find("the coordinator is going away (the coordinator is stopping (SIGTERM))") !=
+        std::string::npos;
+    EXPECT_EQ(told, GetParam() == SIGTERM) << worker << "'s log:\n" << log;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Reattach, CoordinatorStopTest, ::testing::Values(SIGKILL, SIGTERM),

@@ -41,6 +41,21 @@ WorkerDaemon::~WorkerDaemon() {
   runner_.reset();
 }
 
+void WorkerDaemon::Dispatch(const v1::CoordinatorMessage& message) {
+  if (message.has_assignment()) OnAssignment(message.assignment());
+  if (message.has_abort()) OnAbort(message.abort());
+  if (message.has_hook_change()) OnHookChange(message.hook_change());
+  if (message.has_plan_update()) OnPlanUpdate(message.plan_update());
+  if (message.has_hook_decision()) OnHookDecision(message.hook_decision());
+  if (message.has_going_away()) {
+    std::fprintf(stderr,
+                 "worker %s: the coordinator is going away (%s); training goes on, and the "
+                 "worker reconnects at once to re-attach to the next one\n",
+                 options_.name.c_str(), message.going_away().reason().c_str());
+    coordinator_going_away_ = true;
+  }
+}
+
 void WorkerDaemon::Run(const std::atomic<bool>& stop) {
   absl::BitGen random;
   absl::Duration backoff = options_.min_backoff;
@@ -48,7 +63,9 @@ void WorkerDaemon::Run(const std::atomic<bool>& stop) {
     const absl::Time started = absl::Now();
     absl::Status status = RunSession(stop);
     if (stop) break;
-    if (absl::Now() - started > absl::Seconds(10)) backoff = options_.min_backoff;
+    if (absl::Now() - started > absl::Seconds(10) || coordinator_going_away_.exchange(false)) {
+      backoff = options_.min_backoff;
+    }
     std::fprintf(stderr, "worker %s: session ended (%s); retrying in %s\n", options_.name.c_str(),
                  status.ToString().c_str(), absl::FormatDuration(backoff).c_str());
     // Jitter keeps a fleet of workers from reconnecting in lockstep.
@@ -163,11 +180,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
 
   v1::CoordinatorMessage message;
   while (stream->Read(&message)) {
-    if (message.has_assignment()) OnAssignment(message.assignment());
-    if (message.has_abort()) OnAbort(message.abort());
-    if (message.has_hook_change()) OnHookChange(message.hook_change());
-    if (message.has_plan_update()) OnPlanUpdate(message.plan_update());
-    if (message.has_hook_decision()) OnHookDecision(message.hook_decision());
+    Dispatch(message);
   }
   session_over.Notify();
   heartbeats.join();

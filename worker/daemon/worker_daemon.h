@@ -73,6 +73,8 @@ class WorkerDaemon {
 
   // One registration and session; returns why it ended.
   absl::Status RunSession(const std::atomic<bool>& stop);
+  // Acts on one message of the session.
+  void Dispatch(const v1::CoordinatorMessage& message);
   void OnAssignment(const v1::Assignment& assignment);
   void OnAbort(const v1::Abort& abort);
   void OnHookChange(const v1::HookChange& change);
@@ -105,6 +107,9 @@ class WorkerDaemon {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
 
+  // The coordinator said it is going away (GoingAway): the next reconnect waits no
+  // backoff.
+  std::atomic<bool> coordinator_going_away_{false};
   absl::Mutex stream_mu_;  // one writer at a time on the stream
   Stream* stream_ ABSL_GUARDED_BY(stream_mu_) = nullptr;
 
