@@ -13,13 +13,8 @@ CudaCachingAllocator::~CudaCachingAllocator() { ReleaseCache(); }
 
 // 512-byte granules, as PyTorch's allocator rounds small blocks: every block starts
 // aligned for vector loads, and nearby sizes share cached blocks.
-size_t CudaCachingAllocator::RoundUp(size_t bytes) {
-  constexpr size_t kGranule = 512;
-  return (std::max<size_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
-}
-
 void* CudaCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
-  const size_t rounded = RoundUp(bytes);
+  const size_t rounded = DeviceBlockBytes(bytes);
   const cudaStream_t stream = stream_of_caller_();
   void* ptr = nullptr;
   {
@@ -78,7 +73,7 @@ void* CudaCachingAllocator::AllocateFromDevice(size_t rounded, MemoryCategory ca
 
 void CudaCachingAllocator::Free(void* ptr, size_t bytes, MemoryCategory category) {
   if (ptr == nullptr) return;
-  const size_t rounded = RoundUp(bytes);
+  const size_t rounded = DeviceBlockBytes(bytes);
   absl::MutexLock lock(&mu_);
   auto owner = owner_.find(ptr);
   const cudaStream_t stream = owner == owner_.end() ? nullptr : owner->second;

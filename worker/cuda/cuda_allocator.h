@@ -56,7 +56,6 @@ class CudaCachingAllocator final : public Allocator {
 
  private:
   using Block = std::pair<size_t, void*>;  // rounded size, pointer
-  static size_t RoundUp(size_t bytes);
   // A cached block of `rounded` bytes of `stream`, or null.
   void* TakeCached(cudaStream_t stream, size_t rounded) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // cudaMalloc, after releasing the cache once if the device is full; throws

@@ -8,6 +8,7 @@
 //
 // Thread-safety: an allocator may be used from any thread.
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -78,6 +79,14 @@ class AllocationFailure : public std::bad_alloc {
 // initial weights").
 absl::Status AllocationFailureStatus(const std::bad_alloc& failure,
                                      const std::string& activity = "");
+
+// The size of the block a device's caching allocator hands out for `bytes` (at least 1):
+// whole 512-byte granules. The CUDA allocator and the CPU's stream-ordering checker,
+// which must share blocks between the same sizes, both round by it.
+inline size_t DeviceBlockBytes(size_t bytes) {
+  constexpr size_t kGranule = 512;
+  return (std::max<size_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
+}
 
 // Device-neutral: the CPU implementation is below; a CUDA one adds the same counters.
 class Allocator {

@@ -1,20 +1,9 @@
 #include "worker/testing/stream_pool_allocator.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 namespace shardwise::testing {
-namespace {
-
-// Block sizes as the CUDA allocator rounds them (CudaCachingAllocator::RoundUp), so that
-// buffers of nearby sizes share blocks here as they do on a GPU.
-size_t RoundUp(size_t bytes) {
-  constexpr size_t kGranule = 512;
-  return (std::max<size_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
-}
-
-}  // namespace
 
 StreamPoolAllocator::~StreamPoolAllocator() {
   absl::MutexLock lock(&mu_);
@@ -32,7 +21,7 @@ void* StreamPoolAllocator::TakeCached(EmulatedStream* stream, size_t bytes) {
 
 void* StreamPoolAllocator::Allocate(size_t bytes, MemoryCategory category) {
   if (bytes == 0) bytes = 1;
-  const size_t rounded = RoundUp(bytes);
+  const size_t rounded = DeviceBlockBytes(bytes);
   EmulatedStream* const stream = stream_of_caller_();
   {
     absl::MutexLock lock(&mu_);
@@ -69,8 +58,9 @@ void StreamPoolAllocator::Free(void* ptr, size_t bytes, MemoryCategory category)
   absl::MutexLock lock(&mu_);
   EmulatedStream* const owner = blocks_.at(ptr);
   stats_.AddLive(category, -static_cast<int64_t>(bytes));
-  stats_.cached_bytes += static_cast<int64_t>(RoundUp(bytes));
-  cache_.emplace(std::make_pair(owner, RoundUp(bytes)), ptr);
+  const size_t rounded = DeviceBlockBytes(bytes);
+  stats_.cached_bytes += static_cast<int64_t>(rounded);
+  cache_.emplace(std::make_pair(owner, rounded), ptr);
 }
 
 void StreamPoolAllocator::ZeroFill(void* ptr, size_t bytes) {

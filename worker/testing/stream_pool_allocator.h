@@ -5,7 +5,7 @@
 // the CUDA caching allocator hands out device memory (cuda/cuda_allocator.h), with every
 // use that a GPU would not order made visible.
 //
-// - Blocks are sized as the CUDA allocator rounds them (512-byte granules), so nearby
+// - Blocks are sized as the CUDA allocator sizes them (DeviceBlockBytes), so nearby
 //   sizes share blocks as they do on a GPU.
 // - Each block belongs to the stream of the thread that allocated it and goes back, when
 //   freed, to that stream's pool at once (the host does not wait), to be handed out again
