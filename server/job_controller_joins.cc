@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "contracts/job_spec_defaults.h"
+#include "contracts/job_state.h"
 #include "server/job_controller.h"
 
 namespace shardwise {
@@ -26,11 +27,8 @@ namespace {
 std::string RanksAndWorkers(const v1::Job& job, const std::vector<int32_t>& ranks) {
   std::vector<std::string> named;
   for (int32_t rank : ranks) {
-    std::string worker = "?";
-    for (const v1::RankAssignment& assigned : job.ranks()) {
-      if (assigned.rank() == rank) worker = assigned.worker_id();
-    }
-    named.push_back(absl::StrCat(rank, " (worker ", worker, ")"));
+    const std::string worker = WorkerOfRank(job, rank);
+    named.push_back(absl::StrCat(rank, " (worker ", worker.empty() ? "?" : worker, ")"));
   }
   const std::string last = named.back();
   named.pop_back();
@@ -109,14 +107,13 @@ void JobController::QuarantineLocked(const v1::Job& job, const std::vector<int32
       quarantining ? absl::StrCat("; quarantined for ", absl::FormatDuration(options_.quarantine))
                    : "");
   for (int32_t rank : never_reached) {
-    for (const v1::RankAssignment& assigned : job.ranks()) {
-      if (assigned.rank() != rank || !quarantining) continue;
-      workers_->Quarantine(assigned.worker_id(),
-                           absl::StrCat("rank ", rank, " of ", job.id(), " attempt ", job.attempt(),
-                                        " did not reach the rendezvous", Within(job)),
-                           now + options_.quarantine);
-      quarantine_ends_.insert(now + options_.quarantine);
-    }
+    const std::string worker = WorkerOfRank(job, rank);
+    if (!quarantining || worker.empty()) continue;
+    workers_->Quarantine(worker,
+                         absl::StrCat("rank ", rank, " of ", job.id(), " attempt ", job.attempt(),
+                                      " did not reach the rendezvous", Within(job)),
+                         now + options_.quarantine);
+    quarantine_ends_.insert(now + options_.quarantine);
   }
   std::fprintf(stderr, "coordinator: %s: %s\n", job.id().c_str(), reason.c_str());
   RequeueWithoutRestartLocked(job, reason);

@@ -19,17 +19,6 @@
 #include "server/job_controller.h"
 
 namespace shardwise {
-namespace {
-
-// The worker holding `rank` in the job's current ranks, or "".
-std::string WorkerOfRank(const v1::Job& job, int32_t rank) {
-  for (const v1::RankAssignment& assignment : job.ranks()) {
-    if (assignment.rank() == rank) return assignment.worker_id();
-  }
-  return "";
-}
-
-}  // namespace
 
 void JobController::AwaitReattachments() {
   const absl::Time deadline = clock_.Now() + options_.reattach_grace;
