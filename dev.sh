@@ -22,6 +22,7 @@ DEBIAN_PACKAGES=(
   libgtest-dev libgmock-dev libopenblas-dev
   libcpp-httplib-dev  # the Prometheus metrics endpoints
   libssl-dev openssl  # token hashes; the security tests make their certificates
+  libsentencepiece-dev sentencepiece libpcre2-dev nlohmann-json3-dev  # shardwise tokenize
   python3-torch  # tests/pytorch_parity_test: PyTorch itself as the reference
   python3-grpcio python3-protobuf python3-yaml  # the Python client (client/python)
   clang-14 libclang-rt-14-dev make  # tests/fuzz/run.sh: libFuzzer with ASan and UBSan

@@ -7,7 +7,8 @@
 //   shardwise cancel JOB            cancel a pending or running job
 //   shardwise set-hook JOB HOOK     change a running job's communication hook
 //   shardwise timeline JOB -o F     every rank's spans as one Chrome trace / Perfetto file
-//   shardwise tokenize TEXT -o DIR  byte-level train/val token files from text
+//   shardwise tokenize TEXT -o DIR  train/val token files and their tokenizer (runs
+//                                   //tokenizer's shardwise-tokenize in this one's place)
 //   shardwise sample MODEL          text from a trained GPT, on this machine's CPU (runs
 //                                   worker/tools' shardwise-sample in this one's place)
 //   shardwise estimate JOB.yaml     one rank's memory, and with --fit what fits a device
@@ -38,7 +39,6 @@
 #include "common/path_policy.h"
 #include "common/random_token.h"
 #include "common/token_hash.h"
-#include "contracts/byte_tokens.h"
 #include "contracts/comm_hook.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_spec_io.h"
@@ -57,12 +57,10 @@ ABSL_FLAG(std::string, token_file, "",
 ABSL_FLAG(std::string, principal, "", "with token create: who the token is for");
 ABSL_FLAG(std::string, role, "submitter", "with token create: viewer, submitter or admin");
 ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
-ABSL_FLAG(std::string, output, "",
-          "with timeline: the file to write (default JOB-trace.json); with tokenize: the folder");
+ABSL_FLAG(std::string, output, "", "with timeline: the file to write (default JOB-trace.json)");
 ABSL_FLAG(std::string, o, "", "short for --output");
 ABSL_FLAG(std::string, wrapper, "",
           "with set-hook: fp16_wrapper or bf16_wrapper around the hook (NO_SHARD only)");
-ABSL_FLAG(double, val_fraction, 0.1, "with tokenize: the share of the text that goes to val.bin");
 ABSL_FLAG(std::vector<std::string>, state, {},
           "with get: only jobs or workers in these states (comma-separated, e.g. RUNNING,PENDING)");
 ABSL_FLAG(std::string, submitter, "", "with get jobs: only jobs this principal submitted");
@@ -95,9 +93,9 @@ Usage:
                                         every rank's spans (steps, forward/backward per
                                         unit, collectives, optimizer) as one Chrome trace,
                                         one process per rank; open it in ui.perfetto.dev
-  shardwise tokenize TEXT... -o DIR [--val_fraction=0.1]
-                                        byte-level token files (vocabulary 256) for
-                                        data.tokens: DIR/train.bin and DIR/val.bin
+  shardwise tokenize TEXT... -o DIR [--tokenizer=bytes|sentencepiece|gpt2|tiktoken]
+                                        token files for data.tokens and the tokenizer
+                                        beside them (`shardwise tokenize --help`)
   shardwise token create --principal=P [--role=submitter]
                                         a new client token, and the entry for the
                                         coordinator's --tokens_file (which holds its hash)
@@ -252,19 +250,6 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
                "`shardwise describe %s`\n",
                job_id.c_str());
   return 1;
-}
-
-int Tokenize(const std::vector<std::string>& inputs) {
-  std::string dir = absl::GetFlag(FLAGS_output);
-  if (dir.empty()) dir = absl::GetFlag(FLAGS_o);
-  if (dir.empty()) return Usage("tokenize needs -o DIR");
-  auto out = TokenizeBytes(inputs, dir, absl::GetFlag(FLAGS_val_fraction));
-  if (!out.ok()) return Fail(out.status());
-  std::printf("%s: %lld tokens\n%s: %lld tokens\nvocabulary: %lld (bytes)\n",
-              out->train_path.c_str(), static_cast<long long>(out->train_tokens),
-              out->val_path.c_str(), static_cast<long long>(out->val_tokens),
-              static_cast<long long>(kByteVocabulary));
-  return 0;
 }
 
 // "up to 43 sequences per rank per micro-step (global_batch_size 43): 79.9 GiB", or
@@ -460,13 +445,18 @@ int RunWithClient(Client& client, const std::vector<std::string>& args) {
   return Usage(absl::StrCat("unknown command '", verb, "'"));
 }
 
-// Runs the sampler (//worker/tools:shardwise-sample) with this command's arguments.
-int RunSampler(int argc, char** argv) {
-  auto sampler = FindCompanionProgram("shardwise-sample", "worker/tools/shardwise-sample");
-  if (!sampler.ok()) return Fail(sampler.status());
-  std::vector<std::string> args = {"shardwise sample"};
+// Runs a companion program in this one's place with this command's arguments: `sample`
+// the sampler (//worker/tools:shardwise-sample), `tokenize` the tokenizer
+// (//tokenizer:shardwise-tokenize).
+int RunCompanion(const std::string& verb, int argc, char** argv) {
+  const bool sample = verb == "sample";
+  auto program = sample
+                     ? FindCompanionProgram("shardwise-sample", "worker/tools/shardwise-sample")
+                     : FindCompanionProgram("shardwise-tokenize", "tokenizer/shardwise-tokenize");
+  if (!program.ok()) return Fail(program.status());
+  std::vector<std::string> args = {"shardwise " + verb};
   args.insert(args.end(), argv + 2, argv + argc);
-  return Fail(ExecProgram(*sampler, args));
+  return Fail(ExecProgram(*program, args));
 }
 
 int Run(const std::vector<std::string>& args) {
@@ -481,10 +471,6 @@ int Run(const std::vector<std::string>& args) {
   }
   auto client_options = ClientOptionsFromFlags();
   if (!client_options.ok()) return Fail(client_options.status());
-  if (args[0] == "tokenize") {
-    if (args.size() < 2) return Usage("tokenize takes one or more text files and -o DIR");
-    return Tokenize(std::vector<std::string>(args.begin() + 1, args.end()));
-  }
   Client client(ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator)), *client_options);
   return RunWithClient(client, args);
 }
@@ -493,8 +479,11 @@ int Run(const std::vector<std::string>& args) {
 }  // namespace shardwise
 
 int main(int argc, char** argv) {
-  // `sample` is the worker's program (it runs the model), run in this one's place.
-  if (argc >= 2 && std::string(argv[1]) == "sample") return shardwise::RunSampler(argc, argv);
+  // `sample` is the worker's program (it runs the model) and `tokenize` the tokenizer's
+  // (its SentencePiece cannot share a process with this one's protobuf).
+  if (argc >= 2 && (std::string(argv[1]) == "sample" || std::string(argv[1]) == "tokenize")) {
+    return shardwise::RunCompanion(argv[1], argc, argv);
+  }
   absl::SetProgramUsageMessage(shardwise::kUsage);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());

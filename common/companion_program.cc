@@ -1,5 +1,6 @@
 #include "common/companion_program.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,6 +54,41 @@ absl::Status ExecProgram(const std::string& program, const std::vector<std::stri
   argv.push_back(nullptr);
   ::execv(program.c_str(), argv.data());
   return absl::InternalError(absl::StrCat("cannot run ", program, ": ", std::strerror(errno)));
+}
+
+absl::StatusOr<std::string> RunAndCapture(const std::string& program,
+                                          const std::vector<std::string>& args) {
+  int out[2];
+  if (::pipe(out) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  const pid_t pid = ::fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    ::close(out[0]);
+    ::close(out[1]);
+    (void)ExecProgram(program, args);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string output;
+  char block[4096];
+  ssize_t n;
+  while ((n = ::read(out[0], block, sizeof(block))) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    output.append(block, static_cast<size_t>(n));
+  }
+  ::close(out[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return output;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {  // our programs' "invalid argument"
+    return absl::InvalidArgumentError(absl::StrCat(program, " refused its arguments"));
+  }
+  return absl::InternalError(absl::StrCat(
+      program, WIFEXITED(status) ? absl::StrCat(" exited with status ", WEXITSTATUS(status))
+                                 : absl::StrCat(" was killed by signal ", WTERMSIG(status))));
 }
 
 }  // namespace shardwise

@@ -3,7 +3,8 @@
 
 // Programs shipped with the calling one, run in its place, as git runs `git-foo` for
 // `git foo`: the CLI's `sample` runs the worker's `shardwise-sample`, so the CLI links no
-// training code.
+// training code, and its `tokenize` runs `shardwise-tokenize`, whose SentencePiece cannot
+// share a process with the CLI's protobuf.
 
 #include <string>
 #include <vector>
@@ -24,6 +25,12 @@ absl::StatusOr<std::string> FindCompanionProgram(absl::string_view name,
 // Replaces this process with `program` run with `args` (args[0] is its name, as argv[0]).
 // Returns only on failure.
 absl::Status ExecProgram(const std::string& program, const std::vector<std::string>& args);
+
+// Runs `program` with `args` (args[0] as argv[0]) and returns what it printed on its
+// standard output; its standard error passes through. An exit status other than 0 is an
+// error naming the program and the status (its own message is on standard error).
+absl::StatusOr<std::string> RunAndCapture(const std::string& program,
+                                          const std::vector<std::string>& args);
 
 }  // namespace shardwise
 

@@ -245,6 +245,8 @@ absl::Status ForEachPathField(
         each("job.data.tokens.train_path", tokens->mutable_train_path(), Kind::kFile, false));
     RETURN_IF_ERROR(
         each("job.data.tokens.val_path", tokens->mutable_val_path(), Kind::kFile, false));
+    RETURN_IF_ERROR(
+        each("job.data.tokens.tokenizer", tokens->mutable_tokenizer(), Kind::kFolder, false));
   }
   v1::InitSpec* init = spec->mutable_init();
   if (init->has_safetensors_path()) {

@@ -72,7 +72,7 @@ class PathPolicy {
 };
 
 // Checks every path field of `spec` against `policy` and writes back its canonical form:
-// the inputs (data.safetensors_path, data.tokens.train_path and val_path,
+// the inputs (data.safetensors_path, data.tokens.train_path, val_path and tokenizer,
 // init.safetensors_path, init.checkpoint_dir) and the outputs (output.final_model_path,
 // output.checkpoint_dir, which also serves as an input when an attempt resumes).
 // kOnDisk checks as above; kLexical, for a coordinator that cannot see the workers'

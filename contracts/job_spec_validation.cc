@@ -18,6 +18,7 @@
 #include "contracts/job_spec_defaults.h"
 #include "contracts/model_description.h"
 #include "contracts/token_files.h"
+#include "tokenizer/manifest.h"
 
 namespace shardwise {
 namespace {
@@ -316,6 +317,25 @@ absl::Status CheckTokenFile(const std::string& field, const std::string& path,
   return absl::OkStatus();
 }
 
+// The tokenizer's folder; with file checks, its vocabulary against the model's.
+absl::Status CheckTokenizer(const v1::JobSpec& spec, const PathChecker& check_path) {
+  const std::string& dir = spec.data().tokens().tokenizer();
+  if (dir.empty() || !check_path) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPath("data.tokens.tokenizer", dir, check_path));
+  auto manifest = tokenizer::ReadManifest(dir);
+  if (!manifest.ok()) {
+    return Invalid("data.tokens.tokenizer", std::string(manifest.status().message()));
+  }
+  const int64_t model_vocabulary = spec.model().gpt().vocab_size();
+  if (manifest->vocab_size > model_vocabulary) {
+    return Invalid("data.tokens.tokenizer",
+                   absl::StrCat("'", dir, "' has a vocabulary of ", manifest->vocab_size,
+                                " ids, more than model.gpt.vocab_size ", model_vocabulary,
+                                ": set vocab_size to at least ", manifest->vocab_size));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateTokens(const v1::JobSpec& spec, const PathChecker& check_path) {
   const v1::TokenData& tokens = spec.data().tokens();
   if (!spec.model().has_gpt()) {
@@ -329,7 +349,7 @@ absl::Status ValidateTokens(const v1::JobSpec& spec, const PathChecker& check_pa
   if (!tokens.val_path().empty()) {
     RETURN_IF_ERROR(CheckTokenFile("data.tokens.val_path", tokens.val_path(), spec, check_path));
   }
-  return absl::OkStatus();
+  return CheckTokenizer(spec, check_path);
 }
 
 absl::Status ValidateEvaluation(const v1::JobSpec& spec, const JobLimits& limits) {

@@ -3,6 +3,7 @@
 // single-process reference (rtol 1e-5 / atol 1e-6, fp32).
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -167,6 +168,21 @@ TEST(Training, DivergenceAndBadTokensFailTheJobWithoutRestarts) {
   }));
 }
 
+// A two-layer GPT over two ranks that trains on `train_path`.
+v1::JobSpec SmallGptSpec(int64_t vocab_size, const std::string& train_path) {
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.mutable_model()->Clear();
+  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
+  gpt->set_vocab_size(vocab_size);
+  gpt->set_block_size(32);
+  gpt->set_n_layer(2);
+  gpt->set_n_head(2);
+  gpt->set_n_embd(32);
+  spec.clear_data();
+  spec.mutable_data()->mutable_tokens()->set_train_path(train_path);
+  return spec;
+}
+
 // A GPT from text to samples with real processes and the real CLI: tokenize a text the
 // machine ships, submit a job that the coordinator validates (the token files included),
 // train on two worker processes, read the order and plan the coordinator recorded and
@@ -182,16 +198,7 @@ TEST(Training, AGptJobFromTextToSamples) {
       Cluster::RunCli({"tokenize", "/usr/share/common-licenses/GPL-3", "-o", tokens}, &output), 0)
       << output;
 
-  v1::JobSpec spec = Cluster::Spec(2);
-  spec.mutable_model()->Clear();
-  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
-  gpt->set_vocab_size(256);
-  gpt->set_block_size(32);
-  gpt->set_n_layer(2);
-  gpt->set_n_head(2);
-  gpt->set_n_embd(32);
-  spec.clear_data();
-  spec.mutable_data()->mutable_tokens()->set_train_path(tokens + "/train.bin");
+  v1::JobSpec spec = SmallGptSpec(256, tokens + "/train.bin");
   spec.mutable_data()->mutable_tokens()->set_val_path(tokens + "/val.bin");
   spec.mutable_evaluation()->set_interval_steps(10);
   spec.mutable_optimizer()->Clear();
@@ -240,6 +247,50 @@ TEST(Training, AGptJobFromTextToSamples) {
       refused.status().message(),
       "job.data.tokens.val_path: '" + cluster.dir() + "/short.bin' holds 20 tokens"))
       << refused.status();
+}
+
+// The same with a SentencePiece tokenizer trained on the text: the job names the folder
+// `tokenize` wrote, a model whose vocabulary is smaller is refused naming both, the final
+// model gets the tokenizer beside it, and `sample` takes and prints text through it.
+TEST(Training, AGptJobWithASentencePieceTokenizer) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1");
+  std::string output;
+  const std::string tokens = cluster.dir() + "/tokens";
+  ASSERT_EQ(Cluster::RunCli({"tokenize", "/usr/share/common-licenses/GPL-3", "-o", tokens,
+                             "--tokenizer=sentencepiece", "--vocab_size=512"},
+                            &output),
+            0)
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "sentencepiece, vocabulary 512")) << output;
+
+  v1::JobSpec spec = SmallGptSpec(300, tokens + "/train.bin");
+  spec.mutable_data()->mutable_tokens()->set_tokenizer(tokens + "/tokenizer");
+  spec.set_global_batch_size(8);
+  spec.set_steps(10);
+  const std::string model_path = cluster.dir() + "/gpt.safetensors";
+  spec.mutable_output()->set_final_model_path(model_path);
+  auto refused = cluster.client().Submit(spec);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "data.tokens.tokenizer"))
+      << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "model.gpt.vocab_size 300"))
+      << refused.status();
+
+  spec.mutable_model()->mutable_gpt()->set_vocab_size(512);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(90));
+  EXPECT_TRUE(std::filesystem::exists(cluster.dir() + "/gpt.tokenizer/tokenizer.model"));
+  ASSERT_EQ(Cluster::RunCli(
+                {"sample", model_path, "--prompt=The Program", "--tokens=20", "--temperature=0"},
+                &output),
+            0)
+      << output;
+  EXPECT_TRUE(absl::StartsWith(output, "The Program")) << output;
+  EXPECT_GE(output.size(), 24u) << output;
 }
 
 }  // namespace

@@ -3,9 +3,15 @@
 // links no training code; it can also be run on its own.
 //
 //   shardwise-sample MODEL.safetensors [--prompt=TEXT] [--tokens=200] [--temperature=0.8]
-//                    [--top_k=0] [--seed=0]
+//                    [--top_k=0] [--seed=0] [--tokenizer_dir=DIR]
+//
+// Text goes in and out through the model's tokenizer: the folder beside it
+// (MODEL.tokenizer, which a job trained with data.tokens.tokenizer writes), run through
+// `shardwise-tokenize encode|decode` (SentencePiece cannot share this process's
+// protobuf); without one, bytes as tokens.
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -13,11 +19,17 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "contracts/byte_tokens.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/companion_program.h"
 #include "contracts/safetensors.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/job_spec.pb.h"
+#include "tokenizer/byte_tokenizer.h"
+#include "tokenizer/manifest.h"
+#include "tokenizer/terminal_text.h"
 #include "worker/model/sampler.h"
 
 ABSL_FLAG(std::string, prompt, "\n", "the text to continue");
@@ -25,6 +37,8 @@ ABSL_FLAG(int64_t, tokens, 200, "how many tokens to generate");
 ABSL_FLAG(double, temperature, 0.8, "0 for greedy, else softmax(logits / T)");
 ABSL_FLAG(int32_t, top_k, 0, "draw among the k most likely (0: all)");
 ABSL_FLAG(uint64_t, seed, 0, "the generator's seed");
+ABSL_FLAG(std::string, tokenizer_dir, "",
+          "the model's tokenizer folder (default: MODEL.tokenizer beside the model, if there)");
 
 namespace shardwise {
 namespace {
@@ -33,10 +47,12 @@ constexpr char kUsage[] = R"(shardwise sample: continue a prompt with a GPT a jo
 
 Usage:
   shardwise sample MODEL.safetensors [--prompt=TEXT] [--tokens=200]
-                   [--temperature=0.8] [--top_k=0] [--seed=0]
+                   [--temperature=0.8] [--top_k=0] [--seed=0] [--tokenizer_dir=DIR]
 
 The model's spec comes from the file's metadata ("shardwise.model"), which every final
-model (output.final_model_path) holds; it runs on this machine's CPU.
+model (output.final_model_path) holds; it runs on this machine's CPU. The prompt and
+the output go through the model's tokenizer (MODEL.tokenizer, written beside it by a job
+with data.tokens.tokenizer); without one, each byte is a token.
 )";
 
 // The model's spec, from the file's metadata.
@@ -55,6 +71,54 @@ absl::StatusOr<v1::ModelSpec> ReadModelSpec(const std::string& path) {
   return model;
 }
 
+// Encodes and decodes through `shardwise-tokenize` with a tokenizer folder, or as bytes.
+class TextCodec {
+ public:
+  explicit TextCodec(std::string tokenizer_dir) : dir_(std::move(tokenizer_dir)) {}
+
+  absl::StatusOr<std::vector<int64_t>> Encode(const std::string& text) const {
+    if (dir_.empty()) {
+      std::vector<int32_t> ids;
+      tokenizer::ByteTokenizer().Encode(text, true, &ids);
+      return std::vector<int64_t>(ids.begin(), ids.end());
+    }
+    auto printed = Run({"encode", "--text=" + text});
+    if (!printed.ok()) return printed.status();
+    std::vector<int64_t> ids;
+    for (absl::string_view field :
+         absl::StrSplit(*printed, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+      int64_t id = 0;
+      if (!absl::SimpleAtoi(field, &id))
+        return absl::InternalError("shardwise-tokenize printed no ids");
+      ids.push_back(id);
+    }
+    return ids;
+  }
+
+  absl::StatusOr<std::string> Decode(const std::vector<int64_t>& ids) const {
+    if (dir_.empty()) return tokenizer::ByteTokenizer().Decode({ids.begin(), ids.end()});
+    return Run({"decode", "--ids=" + absl::StrJoin(ids, ",")});
+  }
+
+ private:
+  absl::StatusOr<std::string> Run(std::vector<std::string> args) const {
+    auto program = FindCompanionProgram("shardwise-tokenize", "tokenizer/shardwise-tokenize");
+    if (!program.ok()) return program.status();
+    args.insert(args.begin(), {"shardwise-tokenize", "--tokenizer_dir=" + dir_});
+    return RunAndCapture(*program, args);
+  }
+  std::string dir_;
+};
+
+// --tokenizer_dir, else MODEL.tokenizer when it is there, else none (bytes).
+std::string TokenizerDir(const std::string& model_path) {
+  std::string dir = absl::GetFlag(FLAGS_tokenizer_dir);
+  if (!dir.empty()) return dir;
+  dir = tokenizer::ModelTokenizerFolder(model_path);
+  std::error_code error;
+  return std::filesystem::is_directory(dir, error) ? dir : "";
+}
+
 absl::StatusOr<std::string> Sample(const std::string& path) {
   auto model = ReadModelSpec(path);
   if (!model.ok()) return model.status();
@@ -65,9 +129,14 @@ absl::StatusOr<std::string> Sample(const std::string& path) {
   options.temperature = absl::GetFlag(FLAGS_temperature);
   options.top_k = absl::GetFlag(FLAGS_top_k);
   options.seed = absl::GetFlag(FLAGS_seed);
-  auto ids = model::Generate(*model, *weights, BytesToIds(absl::GetFlag(FLAGS_prompt)), options);
+  const TextCodec codec(TokenizerDir(path));
+  auto prompt = codec.Encode(absl::GetFlag(FLAGS_prompt));
+  if (!prompt.ok()) return prompt.status();
+  auto ids = model::Generate(*model, *weights, *prompt, options);
   if (!ids.ok()) return ids.status();
-  return IdsToPrintable(*ids);
+  auto text = codec.Decode(*ids);
+  if (!text.ok()) return text.status();
+  return tokenizer::ForTerminal(*text);
 }
 
 }  // namespace

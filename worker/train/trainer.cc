@@ -14,6 +14,7 @@
 #include "contracts/permanent_failure.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "tokenizer/manifest.h"
 #include "worker/compute/cpu/gemm.h"
 #include "worker/data/batches.h"
 #include "worker/data/weights.h"
@@ -452,6 +453,12 @@ absl::Status RankTrainer::WriteFinalModel() {
   // A file there that the job did not write is replaced only when the spec says so.
   RETURN_IF_ERROR(WriteSafetensors(path, final_model, {{"shardwise.model", model_json}},
                                    /*replace=*/spec_.output().overwrite()));
+  // The tokenizer goes with the model, so that the pair alone can be sampled from.
+  const std::string& tokenizer = spec_.data().tokens().tokenizer();
+  if (!tokenizer.empty()) {
+    RETURN_IF_ERROR(
+        tokenizer::CopyTokenizerFolder(tokenizer, tokenizer::ModelTokenizerFolder(path)));
+  }
   result_.model_path = path;
   return absl::OkStatus();
 }

@@ -1,0 +1,173 @@
+#include "tokenizer/byte_level_bpe.h"
+
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tokenizer/encodings.h"
+#include "tokenizer/pre_split.h"
+#include "tokenizer/utf8.h"
+#include "tokenizer/vocabulary_files.h"
+
+namespace shardwise {
+namespace tokenizer {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
+}
+
+// A small vocabulary: every byte, then these merges in order (ids 256 on).
+const std::vector<std::string> kMerges = {" t", "he",  " the", "in", " a",  "an",   " an",
+                                          "er", "ing", " in",  "re", "and", " and", "\n\n"};
+
+// The vocabulary as a tiktoken rank file.
+std::string WriteTiktoken() {
+  const std::string path = TempPath("small.tiktoken");
+  std::ofstream out(path);
+  for (int byte = 0; byte < 256; ++byte) {
+    out << absl::Base64Escape(std::string(1, char(byte))) << " " << byte << "\n";
+  }
+  for (size_t i = 0; i < kMerges.size(); ++i) {
+    out << absl::Base64Escape(kMerges[i]) << " " << 256 + i << "\n";
+  }
+  return path;
+}
+
+std::string Spelt(const std::string& bytes) {
+  std::string spelt;
+  for (unsigned char c : bytes) spelt += Gpt2CharacterOfByte(c);
+  return spelt;
+}
+
+// GPT-2's spelling has no control characters: only quotes and backslashes need escapes.
+std::string JsonEscaped(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+// The same vocabulary as GPT-2's encoder.json and vocab.bpe, each merge split in two
+// tokens that exist before it.
+std::pair<std::string, std::string> WriteGpt2Files() {
+  const std::string encoder = TempPath("encoder.json"), merges = TempPath("vocab.bpe");
+  std::ofstream json(encoder), bpe(merges);
+  bpe << "#version: 0.2\n";
+  json << "{";
+  for (int byte = 0; byte < 256; ++byte) {
+    json << "\"" << JsonEscaped(Spelt(std::string(1, char(byte)))) << "\": " << byte << ", ";
+  }
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {" ", "t"}, {"h", "e"},  {" t", "he"}, {"i", "n"}, {" ", "a"},  {"a", "n"},   {" a", "n"},
+      {"e", "r"}, {"in", "g"}, {" ", "in"},  {"r", "e"}, {"an", "d"}, {" an", "d"}, {"\n", "\n"}};
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    bpe << Spelt(pairs[i].first) << " " << Spelt(pairs[i].second) << "\n";
+    json << "\"" << Spelt(kMerges[i]) << "\": " << 256 + i << ", ";
+  }
+  json << "\"<|endoftext|>\": 270}";
+  return {encoder, merges};
+}
+
+std::vector<int32_t> Encode(const Tokenizer& tokenizer, const std::string& text) {
+  std::vector<int32_t> ids;
+  tokenizer.Encode(text, true, &ids);
+  return ids;
+}
+
+TEST(PreSplitTest, CutsAsGpt2Does) {
+  auto splitter = PreSplitter::Create(FindEncoding("gpt2")->pattern);
+  ASSERT_TRUE(splitter.ok()) << splitter.status();
+  std::vector<std::string> pieces;
+  splitter->Split("Hello world's 42 ok!!   \n\nend  ",
+                  [&](absl::string_view piece) { pieces.emplace_back(piece); });
+  EXPECT_EQ(pieces, (std::vector<std::string>{"Hello", " world", "'s", " 42", " ok", "!!", "   \n",
+                                              "\n", "end", "  "}));
+}
+
+TEST(PreSplitTest, EveryEncodingsPatternCompilesAndCoversTheText) {
+  const std::string text = "Don't STOP me now: 12345 ünïcödé 東京\r\n\tdone/ x  \xff tail";
+  for (const std::string name : {"gpt2", "p50k_base", "cl100k_base", "o200k_base", "llama3"}) {
+    auto splitter = PreSplitter::Create(FindEncoding(name)->pattern);
+    ASSERT_TRUE(splitter.ok()) << name << ": " << splitter.status();
+    std::string joined;
+    splitter->Split(text, [&](absl::string_view piece) {
+      EXPECT_FALSE(piece.empty()) << name;
+      joined += std::string(piece);
+    });
+    EXPECT_EQ(joined, text) << name;
+  }
+  EXPECT_EQ(PreSplitter::Create("(unclosed").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PreSplitTest, FindsTheValidUtf8Prefix) {
+  EXPECT_EQ(ValidUtf8Prefix("abc"), 3u);
+  EXPECT_EQ(ValidUtf8Prefix("a\xc3\xa9z"), 4u);
+  EXPECT_EQ(ValidUtf8Prefix("a\xc0\xafz"), 1u);          // overlong
+  EXPECT_EQ(ValidUtf8Prefix("a\xed\xa0\x80"), 1u);       // a surrogate
+  EXPECT_EQ(ValidUtf8Prefix("ab\xf4\x90\x80\x80"), 2u);  // past U+10FFFF
+  EXPECT_EQ(ValidUtf8Prefix("ab\xe6\x9d"), 2u);          // cut short
+}
+
+TEST(ByteLevelBpeTest, TiktokenAndGpt2FilesOfOneVocabularyEncodeAlike) {
+  auto tiktoken = ByteLevelBpe::FromTiktoken(WriteTiktoken(), "gpt2");
+  ASSERT_TRUE(tiktoken.ok()) << tiktoken.status();
+  const auto [encoder, merges] = WriteGpt2Files();
+  auto gpt2 = ByteLevelBpe::FromGpt2Files(encoder, merges);
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status();
+  const std::string text = "the thing and the ring\n\nin an answer, then the end";
+  const std::vector<int32_t> ids = Encode(**tiktoken, text);
+  EXPECT_EQ(Encode(**gpt2, text), ids);
+  // "the": h+e (257), and t+he is no token; " thing": " t" (256) first, so never " the".
+  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + 3),
+            (std::vector<int32_t>{'t', 257, 256}));
+  EXPECT_EQ((*gpt2)->Decode(ids), text);
+  EXPECT_EQ((*gpt2)->DocumentSuffix(), (std::vector<int32_t>{270}));
+  EXPECT_EQ((*gpt2)->Decode({270, 99999}), "<|endoftext|><99999>");
+  EXPECT_EQ((*tiktoken)->vocab_size(), 50257);  // GPT-2's encoding: its special id is 50256
+}
+
+TEST(ByteLevelBpeTest, DecodesWhatItEncodesAndCutsWhereItMay) {
+  auto tokenizer = ByteLevelBpe::FromTiktoken(WriteTiktoken(), "cl100k_base");
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  std::mt19937 random(7);
+  const std::string alphabet = "ab \n\t.,'sAZ09\xc3\xa9\xff";
+  for (int round = 0; round < 200; ++round) {
+    std::string text;
+    for (int i = 0; i < 60; ++i) text += alphabet[random() % alphabet.size()];
+    const std::vector<int32_t> whole = Encode(**tokenizer, text);
+    EXPECT_EQ((*tokenizer)->Decode(whole), text);
+    std::vector<int32_t> pieces;
+    size_t start = 0;
+    for (size_t i = 1; i <= text.size(); ++i) {
+      if (i == text.size() || CanCutAt(text, i)) {
+        (*tokenizer)->Encode(std::string_view(text).substr(start, i - start), start == 0, &pieces);
+        start = i;
+      }
+    }
+    EXPECT_EQ(pieces, whole) << absl::CEscape(text);
+  }
+}
+
+TEST(ByteLevelBpeTest, RefusesFilesThatDoNotFit) {
+  auto unknown = ByteLevelBpe::FromTiktoken(WriteTiktoken(), "r99k");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("cl100k_base"), std::string::npos);
+  EXPECT_EQ(ByteLevelBpe::FromTiktoken(TempPath("none.tiktoken"), "gpt2").status().code(),
+            absl::StatusCode::kNotFound);
+  const std::string bad = TempPath("bad.tiktoken");
+  std::ofstream(bad) << "IQ== 0\nnot-base64! 1\n";
+  auto parsed = ByteLevelBpe::FromTiktoken(bad, "gpt2");
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("bad.tiktoken:2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tokenizer
+}  // namespace shardwise

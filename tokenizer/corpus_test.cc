@@ -1,0 +1,131 @@
+#include "tokenizer/corpus.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tokenizer/byte_tokenizer.h"
+#include "tokenizer/corpus_chunker.h"
+
+namespace shardwise {
+namespace tokenizer {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
+}
+
+std::string Write(const std::string& name, const std::string& text) {
+  const std::string path = TempPath(name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// Bytes as ids, with a marker id around each document, to see documents' edges.
+class MarkedBytes : public ByteTokenizer {
+ public:
+  int64_t vocab_size() const override { return 258; }
+  std::vector<int32_t> DocumentPrefix() const override { return {256}; }
+  std::vector<int32_t> DocumentSuffix() const override { return {257}; }
+};
+
+std::vector<uint16_t> Ids(const std::string& path) {
+  const std::string bytes = Read(path);
+  std::vector<uint16_t> ids(bytes.size() / 2);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<uint16_t>(static_cast<unsigned char>(bytes[2 * i]) |
+                                   static_cast<unsigned char>(bytes[2 * i + 1]) << 8);
+  }
+  return ids;
+}
+
+TEST(CorpusChunkerTest, CutsAfterANewlineBeforeALetterAndAtTheSplit) {
+  const std::string text = "one two\nthree\n four\nfive six\nseven\n";
+  const std::string path = Write("doc.txt", text);
+  CorpusChunker chunker({path}, /*split_offset=*/22, /*chunk_bytes=*/4);
+  std::vector<Chunk> chunks;
+  Chunk chunk;
+  while (*chunker.Next(&chunk)) chunks.push_back(chunk);
+  ASSERT_EQ(chunks.size(), 4u);
+  EXPECT_EQ(chunks[0].text, "one two\n");
+  EXPECT_TRUE(chunks[0].document_start);
+  EXPECT_EQ(chunks[1].text, "three\n four\n");  // no cut before a space
+  EXPECT_EQ(chunks[2].text, "five six\n");      // the split (byte 22) falls here
+  EXPECT_FALSE(chunks[2].val);
+  EXPECT_EQ(chunks[3].text, "seven\n");
+  EXPECT_TRUE(chunks[3].val);
+  EXPECT_TRUE(chunks[3].document_end);
+  EXPECT_FALSE(chunks[1].document_start || chunks[1].document_end);
+}
+
+TEST(CorpusChunkerTest, CutsAnUncuttableLineAtAUtf8Boundary) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "\xc3\xa9";  // é, no newline
+  CorpusChunker chunker({Write("line.txt", text)}, 1000, 5, /*max_chunk_bytes=*/16);
+  Chunk chunk;
+  std::string joined;
+  while (*chunker.Next(&chunk)) {
+    EXPECT_EQ(chunk.text.size() % 2, 0u) << chunk.text.size();
+    joined += chunk.text;
+  }
+  EXPECT_EQ(joined, text);
+}
+
+TEST(CorpusTest, WritesEachDocumentWithItsMarkersAndSplitsTrainFromVal) {
+  const std::string a = Write("a.txt", "Alpha beta\ngamma\n");
+  const std::string b = Write("b.txt", "Delta\nepsilon\n");
+  const std::string empty = Write("empty.txt", "");
+  CorpusOptions options;
+  options.val_fraction = 0.4;
+  options.chunk_bytes = 3;
+  int progress_calls = 0;
+  options.on_progress = [&](const CorpusProgress& progress) {
+    ++progress_calls;
+    EXPECT_EQ(progress.bytes_total, 31);
+  };
+  auto out = TokenizeCorpus(MarkedBytes(), {a, empty, b}, TempPath("out"), options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_GT(progress_calls, 1);
+  EXPECT_EQ(out->bytes, 31);
+  std::vector<uint16_t> all = Ids(out->train_path);
+  const std::vector<uint16_t> val = Ids(out->val_path);
+  all.insert(all.end(), val.begin(), val.end());
+  std::vector<uint16_t> expected = {256};
+  for (char c : std::string("Alpha beta\ngamma\n")) expected.push_back(c);
+  expected.push_back(257);
+  expected.push_back(256);
+  for (char c : std::string("Delta\nepsilon\n")) expected.push_back(c);
+  expected.push_back(257);
+  EXPECT_EQ(all, expected);
+  // The split: byte 18 of 31 falls in b.txt, whose first cut at or after it is "epsilon".
+  EXPECT_EQ(val.size(), std::string("epsilon\n").size() + 1);
+  EXPECT_EQ(out->train_tokens + out->val_tokens, static_cast<int64_t>(expected.size()));
+}
+
+TEST(CorpusTest, RefusesBadInput) {
+  CorpusOptions options;
+  EXPECT_EQ(TokenizeCorpus(ByteTokenizer(), {TempPath("missing.txt")}, TempPath("o"), options)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      TokenizeCorpus(ByteTokenizer(), {Write("e.txt", "")}, TempPath("o"), options).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  options.val_fraction = 1;
+  auto refused = TokenizeCorpus(ByteTokenizer(), {Write("x.txt", "x")}, TempPath("o"), options);
+  EXPECT_NE(refused.status().message().find("--val_fraction"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tokenizer
+}  // namespace shardwise

@@ -1,0 +1,42 @@
+#ifndef SHARDWISE_TOKENIZER_LOAD_H_
+#define SHARDWISE_TOKENIZER_LOAD_H_
+
+// Making a tokenizer from the user's files, saving it as a tokenizer folder (manifest.h)
+// and loading it from one.
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "tokenizer/manifest.h"
+#include "tokenizer/tokenizer.h"
+
+namespace shardwise {
+namespace tokenizer {
+
+// Which tokenizer, from which files: kind "bytes" (no files), "sentencepiece" (role
+// "model": a tokenizer.model), "gpt2" ("encoder_json" and "vocab_bpe") or "tiktoken"
+// ("ranks": a .tiktoken file, with `encoding`).
+struct TokenizerFiles {
+  std::string kind;
+  std::string encoding;
+  std::map<std::string, std::string> paths;  // role -> path
+};
+
+// INVALID_ARGUMENT naming a missing role or an unknown kind; the loaders' errors.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromFiles(const TokenizerFiles& files);
+
+// Copies the files into DIR (made if missing) under their roles' names and writes its
+// tokenizer.json with their hashes and `vocab_size`.
+absl::StatusOr<Manifest> SaveTokenizerFolder(const std::string& dir, const TokenizerFiles& files,
+                                             int64_t vocab_size);
+
+// The tokenizer of a folder SaveTokenizerFolder wrote. DATA_LOSS when a file's hash is not
+// the one its manifest names; INVALID_ARGUMENT when the vocabulary's size is not.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& dir);
+
+}  // namespace tokenizer
+}  // namespace shardwise
+
+#endif  // SHARDWISE_TOKENIZER_LOAD_H_

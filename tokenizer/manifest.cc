@@ -1,0 +1,167 @@
+#include "tokenizer/manifest.h"
+
+#include <openssl/evp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace shardwise {
+namespace tokenizer {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr char kFormat[] = "shardwise-tokenizer/1";
+
+absl::Status CheckFileName(const std::string& manifest, const std::string& role,
+                           const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || absl::StrContains(name, "/") ||
+      name == kManifestName) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(manifest, ": files.", role, ".name \"", name, "\" is not a file name"));
+  }
+  return absl::OkStatus();
+}
+
+// json[key] when it is a string, else "" (nlohmann's value() throws on another type).
+std::string StringField(const nlohmann::json& json, const char* key) {
+  if (!json.is_object()) return "";
+  auto it = json.find(key);
+  return it != json.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+absl::StatusOr<Manifest> ParseManifest(const std::string& path, const std::string& text) {
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto field_error = [&](const std::string& field, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", field, " ", why));
+  };
+  if (!json.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not JSON"));
+  if (StringField(json, "format") != kFormat) {
+    return field_error("format", absl::StrCat("is not \"", kFormat, "\""));
+  }
+  Manifest manifest;
+  manifest.kind = StringField(json, "kind");
+  if (manifest.kind != "bytes" && manifest.kind != "sentencepiece" && manifest.kind != "gpt2" &&
+      manifest.kind != "tiktoken") {
+    return field_error("kind", absl::StrCat("\"", manifest.kind,
+                                            "\" is not bytes, sentencepiece, gpt2 or tiktoken"));
+  }
+  manifest.encoding = StringField(json, "encoding");
+  const auto size = json.find("vocab_size");
+  if (size == json.end() || !size->is_number_integer() || size->get<int64_t>() < 1) {
+    return field_error("vocab_size", "is not a positive integer");
+  }
+  manifest.vocab_size = size->get<int64_t>();
+  const auto files = json.find("files");
+  if (files == json.end()) return manifest;
+  if (!files->is_object()) return field_error("files", "is not an object");
+  for (const auto& [role, file] : files->items()) {
+    Manifest::File entry{StringField(file, "name"), StringField(file, "sha256")};
+    if (absl::Status s = CheckFileName(path, role, entry.name); !s.ok()) return s;
+    if (entry.sha256.size() != 64) {
+      return field_error(absl::StrCat("files.", role, ".sha256"), "is not a SHA-256 in hex");
+    }
+    manifest.files[role] = entry;
+  }
+  return manifest;
+}
+
+}  // namespace
+
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
+  const std::string path = (fs::path(dir) / kManifestName).string();
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot be read (is ", dir, " a folder `shardwise tokenize` wrote?)"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseManifest(path, text.str());
+}
+
+absl::Status WriteManifest(const std::string& dir, const Manifest& manifest) {
+  nlohmann::json json = {
+      {"format", kFormat}, {"kind", manifest.kind}, {"vocab_size", manifest.vocab_size}};
+  if (!manifest.encoding.empty()) json["encoding"] = manifest.encoding;
+  json["files"] = nlohmann::json::object();
+  for (const auto& [role, file] : manifest.files) {
+    json["files"][role] = {{"name", file.name}, {"sha256", file.sha256}};
+  }
+  const fs::path path = fs::path(dir) / kManifestName;
+  const std::string tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << json.dump(2) << "\n";
+    if (!out.good()) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
+  }
+  std::error_code error;
+  fs::rename(tmp, path, error);
+  if (error) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path.string()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> FileSha256(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
+                                                                  EVP_MD_CTX_free);
+  EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr);
+  std::string block(1 << 16, '\0');
+  while (in) {
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    EVP_DigestUpdate(context.get(), block.data(), static_cast<size_t>(in.gcount()));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(context.get(), digest, &length);
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), length));
+}
+
+absl::StatusOr<std::string> CheckedFilePath(const std::string& dir, const Manifest::File& file) {
+  const std::string path = (fs::path(dir) / file.name).string();
+  auto sha256 = FileSha256(path);
+  if (!sha256.ok()) return sha256.status();
+  if (*sha256 != file.sha256) {
+    return absl::DataLossError(absl::StrCat(path, ": its SHA-256 is ", *sha256, ", not the ",
+                                            file.sha256, " its tokenizer.json names"));
+  }
+  return path;
+}
+
+std::string ModelTokenizerFolder(const std::string& model_path) {
+  fs::path path(model_path);
+  if (path.extension() == ".safetensors") path.replace_extension();
+  return path.string() + ".tokenizer";
+}
+
+absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to) {
+  auto manifest = ReadManifest(from);
+  if (!manifest.ok()) return manifest.status();
+  const std::string staging = to + ".tmp";
+  std::error_code error;
+  fs::remove_all(staging, error);
+  fs::create_directories(staging, error);
+  if (error) return absl::PermissionDeniedError(absl::StrCat("cannot create ", staging));
+  for (const auto& [role, file] : manifest->files) {
+    auto source = CheckedFilePath(from, file);
+    if (!source.ok()) return source.status();
+    fs::copy_file(*source, fs::path(staging) / file.name, fs::copy_options::overwrite_existing,
+                  error);
+    if (error) return absl::PermissionDeniedError(absl::StrCat("cannot copy ", *source));
+  }
+  if (absl::Status s = WriteManifest(staging, *manifest); !s.ok()) return s;
+  fs::remove_all(to, error);
+  fs::rename(staging, to, error);
+  if (error) return absl::PermissionDeniedError(absl::StrCat("cannot write ", to));
+  return absl::OkStatus();
+}
+
+}  // namespace tokenizer
+}  // namespace shardwise

@@ -1,0 +1,91 @@
+#include "tokenizer/manifest.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tokenizer/load.h"
+
+namespace shardwise {
+namespace tokenizer {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempPath(const std::string& name) {
+  return absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
+}
+
+// A tiktoken rank file of every byte (ids 0..255): the smallest real vocabulary.
+std::string WriteByteRanks() {
+  const std::string path = TempPath("bytes.tiktoken");
+  std::ofstream out(path);
+  const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  for (int byte = 0; byte < 256; ++byte) {
+    out << digits[byte >> 2] << digits[(byte & 3) << 4] << "== " << byte << "\n";
+  }
+  return path;
+}
+
+TEST(ManifestTest, SavesLoadsAndCopiesAFolder) {
+  const TokenizerFiles files{"tiktoken", "cl100k_base", {{"ranks", WriteByteRanks()}}};
+  auto tokenizer = LoadFromFiles(files);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const std::string dir = TempPath("tok");
+  auto saved = SaveTokenizerFolder(dir, files, (*tokenizer)->vocab_size());
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  auto read = ReadManifest(dir);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->kind, "tiktoken");
+  EXPECT_EQ(read->encoding, "cl100k_base");
+  EXPECT_EQ(read->vocab_size, 100277);
+  EXPECT_EQ(read->files.at("ranks").name, "ranks.tiktoken");
+  auto loaded = LoadTokenizer(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::vector<int32_t> ids;
+  (*loaded)->Encode("hi", true, &ids);
+  EXPECT_EQ(ids, (std::vector<int32_t>{'h', 'i'}));
+
+  const std::string model = TempPath("gpt.safetensors");
+  EXPECT_EQ(ModelTokenizerFolder(model), TempPath("gpt.tokenizer"));
+  ASSERT_TRUE(CopyTokenizerFolder(dir, ModelTokenizerFolder(model)).ok());
+  EXPECT_TRUE(LoadTokenizer(ModelTokenizerFolder(model)).ok());
+  EXPECT_FALSE(fs::exists(ModelTokenizerFolder(model) + ".tmp"));
+}
+
+TEST(ManifestTest, ACorruptFileIsDataLoss) {
+  const TokenizerFiles files{"tiktoken", "gpt2", {{"ranks", WriteByteRanks()}}};
+  const std::string dir = TempPath("corrupt");
+  ASSERT_TRUE(SaveTokenizerFolder(dir, files, 50257).ok());
+  std::ofstream(dir + "/ranks.tiktoken", std::ios::app) << "IQ== 300\n";
+  EXPECT_EQ(LoadTokenizer(dir).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(CopyTokenizerFolder(dir, TempPath("copy")).code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(ManifestTest, NamesWhatIsWrong) {
+  EXPECT_EQ(ReadManifest(TempPath("nowhere")).status().code(), absl::StatusCode::kNotFound);
+  const std::string dir = TempPath("bad");
+  fs::create_directories(dir);
+  const auto with = [&](const std::string& json) {
+    std::ofstream(dir + "/tokenizer.json") << json;
+    return std::string(ReadManifest(dir).status().message());
+  };
+  EXPECT_NE(with("[1]").find("not JSON"), std::string::npos);
+  EXPECT_NE(with(R"({"format": 3})").find("format"), std::string::npos);
+  EXPECT_NE(with(R"({"format": "shardwise-tokenizer/1", "kind": "wordpiece"})").find("wordpiece"),
+            std::string::npos);
+  EXPECT_NE(with(R"({"format": "shardwise-tokenizer/1", "kind": "bytes", "vocab_size": "x"})")
+                .find("vocab_size"),
+            std::string::npos);
+  EXPECT_NE(with(R"({"format": "shardwise-tokenizer/1", "kind": "bytes", "vocab_size": 256,
+                     "files": {"model": {"name": "../x", "sha256": "00"}}})")
+                .find("files.model.name"),
+            std::string::npos);
+  EXPECT_TRUE(ReadManifest(dir).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tokenizer
+}  // namespace shardwise

@@ -1,0 +1,98 @@
+#include "tokenizer/pre_split.h"
+
+#include <pcre2.h>
+
+#include "absl/strings/str_cat.h"
+#include "tokenizer/utf8.h"
+
+namespace shardwise {
+namespace tokenizer {
+
+struct PreSplitter::Code {
+  ~Code() { pcre2_code_free(code); }
+  pcre2_code* code = nullptr;
+};
+
+namespace {
+
+// Match data and a JIT stack for each thread (pcre2_match's scratch space, which a
+// compiled pattern shared between threads cannot hold). Up to 8 MB of JIT stack serves
+// the longest runs the patterns match (a possessive \p{L}++ over a huge word).
+struct MatchScratch {
+  MatchScratch() {
+    data = pcre2_match_data_create(16, nullptr);
+    stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+    context = pcre2_match_context_create(nullptr);
+    pcre2_jit_stack_assign(context, nullptr, stack);
+  }
+  ~MatchScratch() {
+    pcre2_match_context_free(context);
+    pcre2_jit_stack_free(stack);
+    pcre2_match_data_free(data);
+  }
+  pcre2_match_data* data;
+  pcre2_jit_stack* stack;
+  pcre2_match_context* context;
+};
+
+MatchScratch& Scratch() {
+  thread_local MatchScratch scratch;
+  return scratch;
+}
+
+}  // namespace
+
+absl::StatusOr<PreSplitter> PreSplitter::Create(absl::string_view pattern) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  auto code = std::make_shared<Code>();
+  code->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                             PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  if (code->code == nullptr) {
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(error, message, sizeof(message));
+    return absl::InvalidArgumentError(absl::StrCat("the pre-split pattern does not compile at ",
+                                                   offset, ": ",
+                                                   reinterpret_cast<const char*>(message)));
+  }
+  // Without the JIT (a platform that has none) pcre2_match interprets: slower, same pieces.
+  (void)pcre2_jit_compile(code->code, PCRE2_JIT_COMPLETE);
+  return PreSplitter(std::move(code));
+}
+
+void PreSplitter::Split(absl::string_view text,
+                        absl::FunctionRef<void(absl::string_view)> piece) const {
+  while (!text.empty()) {
+    const size_t valid = ValidUtf8Prefix(text);
+    SplitValid(text.substr(0, valid), piece);
+    if (valid == text.size()) return;
+    piece(text.substr(valid, 1));
+    text.remove_prefix(valid + 1);
+  }
+}
+
+void PreSplitter::SplitValid(absl::string_view text,
+                             absl::FunctionRef<void(absl::string_view)> piece) const {
+  MatchScratch& scratch = Scratch();
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t position = 0;
+  while (position < text.size()) {
+    const int rc = pcre2_match(code_->code, subject, text.size(), position, PCRE2_NO_UTF_CHECK,
+                               scratch.data, scratch.context);
+    if (rc < 0) {  // no match (no pattern here leaves a character unmatched) or a limit
+      piece(text.substr(position));
+      return;
+    }
+    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data);
+    size_t start = ovector[0], end = ovector[1];
+    if (start > position) piece(text.substr(position, start - position));
+    if (end == start) {  // an empty match: take the character there as a piece
+      end = start + Utf8CharLength(text.substr(start));
+    }
+    piece(text.substr(start, end - start));
+    position = end;
+  }
+}
+
+}  // namespace tokenizer
+}  // namespace shardwise

@@ -1,0 +1,116 @@
+#include "tokenizer/sentencepiece_tokenizer.h"
+
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace tokenizer {
+namespace {
+
+// Lines of words drawn from a small list, with the odd double space and tab.
+std::string WriteCorpus(const std::string& name, int lines) {
+  const std::vector<std::string> words = {"the",     "program",    "license", "free",  "software",
+                                          "copy",    "modify",     "Debian",  "1984,", "GNU",
+                                          "éternel", "distribute", "work",    "terms"};
+  std::mt19937 random(3);
+  const std::string path = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
+  std::ofstream out(path);
+  for (int line = 0; line < lines; ++line) {
+    for (int i = 0; i < 8; ++i) {
+      out << words[random() % words.size()] << (random() % 9 == 0 ? "  " : " ");
+    }
+    out << (line % 5 == 0 ? "\t\n" : "\n");
+  }
+  return path;
+}
+
+class SentencePieceTokenizerTest : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    SentencePieceTraining training;
+    training.vocab_size = 440;
+    corpus_ = new std::string(WriteCorpus("corpus.txt", 2000));
+    auto model = TrainSentencePiece(training, {*corpus_});
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto tokenizer = SentencePieceTokenizer::FromSerialized(*model, "trained");
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    tokenizer_ = tokenizer->release();
+  }
+  static std::string* corpus_;
+  static SentencePieceTokenizer* tokenizer_;
+};
+std::string* SentencePieceTokenizerTest::corpus_ = nullptr;
+SentencePieceTokenizer* SentencePieceTokenizerTest::tokenizer_ = nullptr;
+
+TEST_F(SentencePieceTokenizerTest, TrainsAModelOfTheSizeAskedWithBosAndEos) {
+  EXPECT_EQ(tokenizer_->vocab_size(), 440);
+  EXPECT_EQ(tokenizer_->DocumentPrefix(), (std::vector<int32_t>{1}));
+  EXPECT_EQ(tokenizer_->DocumentSuffix(), (std::vector<int32_t>{2}));
+  std::vector<int32_t> ids;
+  tokenizer_->Encode("the program", true, &ids);
+  EXPECT_LE(ids.size(), 4u);  // whole words are pieces
+}
+
+TEST_F(SentencePieceTokenizerTest, DecodesWhatItEncodesWholeOrCut) {
+  std::ifstream in(*corpus_);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text += "unseen ☃ characters\x01 come back as bytes\n";
+  std::vector<int32_t> whole;
+  tokenizer_->Encode(text, true, &whole);
+  EXPECT_EQ(tokenizer_->Decode(whole), text);
+  std::vector<int32_t> pieces;
+  size_t start = 0;
+  for (size_t i = 1; i <= text.size(); ++i) {
+    if (i == text.size() || CanCutAt(text, i)) {
+      tokenizer_->Encode(std::string_view(text).substr(start, i - start), start == 0, &pieces);
+      start = i;
+    }
+  }
+  EXPECT_EQ(pieces, whole);
+}
+
+TEST(SentencePieceTrainingTest, PresetsAndOverrides) {
+  SentencePieceTraining llama2;
+  llama2.preset = "llama2";
+  auto options = TrainerOptions(llama2);
+  ASSERT_TRUE(options.ok());
+  EXPECT_EQ(options->at("vocab_size"), "32000");
+  EXPECT_EQ(options->at("byte_fallback"), "true");
+  EXPECT_EQ(options->at("normalization_rule_name"), "identity");
+  SentencePieceTraining small;
+  small.model_type = "unigram";
+  small.vocab_size = 1000;
+  options = TrainerOptions(small);
+  ASSERT_TRUE(options.ok());
+  EXPECT_EQ(options->at("model_type"), "unigram");
+  EXPECT_EQ(options->at("vocab_size"), "1000");
+  EXPECT_EQ(options->at("character_coverage"), "1.0");
+}
+
+TEST(SentencePieceTrainingTest, NamesTheFieldThatIsWrong) {
+  SentencePieceTraining training;
+  training.preset = "llama9";
+  EXPECT_NE(TrainerOptions(training).status().message().find("llama9"), std::string::npos);
+  training = {};
+  training.model_type = "char";
+  EXPECT_NE(TrainerOptions(training).status().message().find("model_type"), std::string::npos);
+  training = {};
+  training.vocab_size = 100;
+  EXPECT_NE(TrainerOptions(training).status().message().find("vocab_size 100"), std::string::npos);
+  training = {};
+  training.character_coverage = 0.5;
+  EXPECT_EQ(TrainerOptions(training).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SentencePieceTokenizer::Load("/nonexistent.model").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(SentencePieceTokenizer::FromSerialized("not a model", "x").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tokenizer
+}  // namespace shardwise

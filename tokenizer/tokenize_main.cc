@@ -1,0 +1,189 @@
+// shardwise-tokenize: text to token files with a tokenizer of the user's choice, and the
+// encode/decode the sampler asks of a tokenizer folder. The CLI's `shardwise tokenize`
+// runs this program in its place: it links libsentencepiece, whose bundled protobuf
+// clashes with the one the CLI links (//tokenizer:tokenizer).
+//
+//   shardwise-tokenize TEXT... -o DIR [--tokenizer=bytes|sentencepiece|gpt2|tiktoken] ...
+//   shardwise-tokenize encode --tokenizer_dir=DIR --text=TEXT     ids, space-separated
+//   shardwise-tokenize decode --tokenizer_dir=DIR --ids=1,2,3     the text
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "tokenizer/corpus.h"
+#include "tokenizer/load.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
+
+ABSL_FLAG(std::string, o, "", "the folder for the token files and the tokenizer");
+ABSL_FLAG(std::string, output, "", "the same as -o");
+ABSL_FLAG(std::string, tokenizer, "bytes", "bytes, sentencepiece, gpt2 or tiktoken");
+ABSL_FLAG(double, val_fraction, 0.1, "the share of the text that goes to the val file");
+ABSL_FLAG(int32_t, threads, 2, "threads that encode");
+ABSL_FLAG(std::string, sentencepiece_model, "",
+          "sentencepiece: an existing tokenizer.model (Llama 2's) instead of training one");
+ABSL_FLAG(std::string, preset, "small", "sentencepiece training: small or llama2");
+ABSL_FLAG(int32_t, vocab_size, 0, "sentencepiece training: pieces (default: the preset's)");
+ABSL_FLAG(std::string, model_type, "", "sentencepiece training: bpe or unigram");
+ABSL_FLAG(double, character_coverage, 0, "sentencepiece training: default the preset's");
+ABSL_FLAG(std::string, byte_fallback, "", "sentencepiece training: true or false");
+ABSL_FLAG(std::string, encoder_json, "", "gpt2: GPT-2's encoder.json");
+ABSL_FLAG(std::string, vocab_bpe, "", "gpt2: GPT-2's vocab.bpe");
+ABSL_FLAG(std::string, tiktoken, "", "tiktoken: a .tiktoken rank file");
+ABSL_FLAG(std::string, encoding, "",
+          "tiktoken: the file's encoding (gpt2, r50k_base, p50k_base, cl100k_base, o200k_base, "
+          "llama3; default: from the file's name)");
+ABSL_FLAG(std::string, tokenizer_dir, "", "encode/decode: a folder `tokenize` wrote");
+ABSL_FLAG(std::string, text, "", "encode: the text");
+ABSL_FLAG(std::string, ids, "", "decode: the ids, comma-separated");
+
+namespace shardwise {
+namespace tokenizer {
+namespace {
+
+constexpr char kUsage[] = R"(shardwise tokenize: token files for data.tokens, with a tokenizer.
+
+Usage:
+  shardwise tokenize TEXT... -o DIR [--val_fraction=0.1] [--threads=2]
+      --tokenizer=bytes                 each byte one id (vocabulary 256; the default)
+      --tokenizer=sentencepiece         train a model on the text: [--preset=small|llama2]
+                                        [--vocab_size=N] [--model_type=bpe|unigram]
+                                        [--character_coverage=X] [--byte_fallback=true]
+                                        or load one: --sentencepiece_model=tokenizer.model
+      --tokenizer=gpt2                  --encoder_json=FILE --vocab_bpe=FILE
+      --tokenizer=tiktoken              --tiktoken=FILE [--encoding=cl100k_base]
+
+Each TEXT file is a document. Writes DIR/train.bin and DIR/val.bin (uint16 ids), or
+DIR/train.safetensors and DIR/val.safetensors (I32) for a vocabulary above 65,536, and
+the tokenizer in DIR/tokenizer (name it in data.tokens.tokenizer).
+)";
+
+// The tokenizer the flags ask for, and its files; a SentencePiece model is trained first.
+absl::StatusOr<TokenizerFiles> ChosenFiles(const std::vector<std::string>& inputs,
+                                           const std::string& dir) {
+  TokenizerFiles files{absl::GetFlag(FLAGS_tokenizer), "", {}};
+  if (files.kind == "gpt2") {
+    files.paths = {{"encoder_json", absl::GetFlag(FLAGS_encoder_json)},
+                   {"vocab_bpe", absl::GetFlag(FLAGS_vocab_bpe)}};
+  } else if (files.kind == "tiktoken") {
+    files.paths = {{"ranks", absl::GetFlag(FLAGS_tiktoken)}};
+    files.encoding = absl::GetFlag(FLAGS_encoding);
+    if (files.encoding.empty()) {
+      files.encoding = std::filesystem::path(files.paths["ranks"]).stem().string();
+    }
+  } else if (files.kind == "sentencepiece") {
+    std::string model = absl::GetFlag(FLAGS_sentencepiece_model);
+    if (model.empty()) {
+      SentencePieceTraining training;
+      training.preset = absl::GetFlag(FLAGS_preset);
+      training.vocab_size = absl::GetFlag(FLAGS_vocab_size);
+      training.model_type = absl::GetFlag(FLAGS_model_type);
+      training.character_coverage = absl::GetFlag(FLAGS_character_coverage);
+      training.byte_fallback = absl::GetFlag(FLAGS_byte_fallback);
+      training.threads = absl::GetFlag(FLAGS_threads);
+      std::fprintf(stderr, "training a SentencePiece model (preset %s)\n", training.preset.c_str());
+      auto trained = TrainSentencePiece(training, inputs);
+      if (!trained.ok()) return trained.status();
+      std::filesystem::create_directories(dir);
+      model = dir + "/trained.model";
+      std::FILE* out = std::fopen(model.c_str(), "wb");
+      if (out == nullptr) return absl::PermissionDeniedError(absl::StrCat("cannot write ", model));
+      std::fwrite(trained->data(), 1, trained->size(), out);
+      std::fclose(out);
+    }
+    files.paths = {{"model", model}};
+  }
+  return files;
+}
+
+void PrintProgress(const CorpusProgress& progress) {
+  std::fprintf(stderr, "\rtokenized %.1f of %.1f MB (%.1f MB/s), %lld tokens",
+               progress.bytes_done / 1e6, progress.bytes_total / 1e6,
+               progress.bytes_done / 1e6 / std::max(progress.seconds, 1e-9),
+               static_cast<long long>(progress.tokens));
+}
+
+absl::Status TokenizeText(const std::vector<std::string>& inputs, const std::string& dir) {
+  auto files = ChosenFiles(inputs, dir);
+  if (!files.ok()) return files.status();
+  auto tokenizer = LoadFromFiles(*files);
+  if (!tokenizer.ok()) return tokenizer.status();
+  const std::string tokenizer_dir = dir + "/tokenizer";
+  auto manifest = SaveTokenizerFolder(tokenizer_dir, *files, (*tokenizer)->vocab_size());
+  if (!manifest.ok()) return manifest.status();
+  if (files->paths.count("model") && absl::GetFlag(FLAGS_sentencepiece_model).empty()) {
+    std::filesystem::remove(files->paths["model"]);  // the trained model, now in the folder
+  }
+  CorpusOptions options;
+  options.val_fraction = absl::GetFlag(FLAGS_val_fraction);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.on_progress = PrintProgress;
+  auto out = TokenizeCorpus(**tokenizer, inputs, dir, options);
+  std::fprintf(stderr, "\n");
+  if (!out.ok()) return out.status();
+  std::printf(
+      "%s: %lld tokens\n%s: %lld tokens\n%.1f MB in %.2f s (%.1f MB/s)\n"
+      "tokenizer: %s (%s, vocabulary %lld): name it in data.tokens.tokenizer\n",
+      out->train_path.c_str(), static_cast<long long>(out->train_tokens), out->val_path.c_str(),
+      static_cast<long long>(out->val_tokens), out->bytes / 1e6, out->seconds,
+      out->bytes / 1e6 / std::max(out->seconds, 1e-9), tokenizer_dir.c_str(),
+      manifest->kind.c_str(), static_cast<long long>(manifest->vocab_size));
+  return absl::OkStatus();
+}
+
+absl::Status EncodeOrDecode(const std::string& verb) {
+  auto tokenizer = LoadTokenizer(absl::GetFlag(FLAGS_tokenizer_dir));
+  if (!tokenizer.ok()) return tokenizer.status();
+  if (verb == "encode") {
+    std::vector<int32_t> ids;
+    (*tokenizer)->Encode(absl::GetFlag(FLAGS_text), /*document_start=*/true, &ids);
+    std::printf("%s\n", absl::StrJoin(ids, " ").c_str());
+    return absl::OkStatus();
+  }
+  std::vector<int32_t> ids;
+  for (absl::string_view field : absl::StrSplit(absl::GetFlag(FLAGS_ids), ',', absl::SkipEmpty())) {
+    int32_t id = 0;
+    if (!absl::SimpleAtoi(field, &id)) {
+      return absl::InvalidArgumentError(absl::StrCat("--ids: \"", field, "\" is not an id"));
+    }
+    ids.push_back(id);
+  }
+  const std::string text = (*tokenizer)->Decode(ids);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace tokenizer
+}  // namespace shardwise
+
+// Exit codes as the CLI's: 0 done, 2 bad usage or an invalid argument, 1 any other failure.
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(shardwise::tokenizer::kUsage);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> args(positional.begin() + 1, positional.end());
+  std::string dir = absl::GetFlag(FLAGS_output);
+  if (dir.empty()) dir = absl::GetFlag(FLAGS_o);
+  absl::Status status;
+  if (args.size() == 1 && (args[0] == "encode" || args[0] == "decode")) {
+    status = shardwise::tokenizer::EncodeOrDecode(args[0]);
+  } else if (args.empty() || dir.empty()) {
+    std::fprintf(stderr, "shardwise tokenize: takes text files and -o DIR\n\n%s",
+                 shardwise::tokenizer::kUsage);
+    return 2;
+  } else {
+    status = shardwise::tokenizer::TokenizeText(args, dir);
+  }
+  if (status.ok()) return 0;
+  std::fprintf(stderr, "shardwise tokenize: %s\n", std::string(status.message()).c_str());
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
