@@ -3,7 +3,8 @@
 # what is missing (Debian packages, through apt-get), builds with Bazel and runs.
 #
 #   ./dev.sh demo     a local coordinator and 4 CPU workers train a small GPT
-#                     (examples/demo.yaml), then sample text from it
+#                     (examples/demo.yaml) on text through a SentencePiece tokenizer
+#                     trained on it, then sample text from it
 #   ./dev.sh test     the whole test suite, the Kubernetes manifests' checks, the
 #                     images and their local run (./dev.sh kube) included
 #   ./dev.sh build    build everything
@@ -92,7 +93,8 @@ build() {
 # "gpu") are read from the CUDA configuration's run when it was built ($1 = 1), and
 # otherwise count as one skipped case each. Each line "SUITE NAME passed|failed|skipped"
 # in $2 (from tools/check_layers.sh, check_docs.sh, check_format.sh, function_lengths.sh,
-# tests/fuzz/run.sh, deploy/check.sh and deploy/local/run.sh) counts as one case.
+# tests/fuzz/run.sh, deploy/check.sh, tests/tokenizers/check.sh and deploy/local/run.sh)
+# counts as one case.
 summarize_tests() {
   local cuda_built=${1:-0} other_results=${2:-/dev/null}
   local testlogs cuda_testlogs
@@ -184,6 +186,8 @@ test_all() {
   deploy_deps
   check_prerequisites manifests images kube
   deploy/check.sh | tee -a "$other_results" || status=$?
+  log "checking the byte-level BPE tokenizers against npm's reference encoders"
+  tests/tokenizers/check.sh | tee -a "$other_results" || status=$?
   if images; then
     local cuda_image=()
     [ -x "$CUDA_PATH/bin/nvcc" ] && cuda_image=(localhost/shardwise-cuda:dev)
@@ -269,10 +273,11 @@ demo() {
   done
   "$bin/client/shardwise" get workers
 
-  # The text: the licenses every Debian system ships (base-files), bytes as tokens.
-  log "tokenizing /usr/share/common-licenses into $DEMO_DATA/tokens"
+  # The text: the licenses every Debian system ships (base-files), through a SentencePiece
+  # BPE tokenizer trained on them (1,024 pieces), so the samples are made of words.
+  log "training a tokenizer on /usr/share/common-licenses and tokenizing it into $DEMO_DATA/tokens"
   "$bin/client/shardwise" tokenize $(find /usr/share/common-licenses -maxdepth 1 -type f | sort) \
-    -o "$DEMO_DATA/tokens"
+    -o "$DEMO_DATA/tokens" --tokenizer=sentencepiece --vocab_size=1024
 
   log "submitting examples/demo.yaml (a 4-layer GPT, FULL_SHARD over the 4 workers)"
   local status=0

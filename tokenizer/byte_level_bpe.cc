@@ -65,11 +65,10 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromTiktoken(
   if (!encoder.ok())
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", encoder.status().message()));
   for (const SpecialToken& special : encoding->specials) {
-    if (special.id < encoder->size()) {
+    if (encoder->Bytes(special.id) != nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": has ", encoder->size(), " ranks, which overlap ", encoding_name,
-                       "'s special token ", special.text, " (id ", special.id, "): is it ",
-                       encoding_name, "'s file?"));
+          absl::StrCat(path, ": has a rank with id ", special.id, ", which is ", encoding_name,
+                       "'s special token ", special.text, ": is it ", encoding_name, "'s file?"));
     }
   }
   auto splitter = PreSplitter::Create(encoding->pattern);

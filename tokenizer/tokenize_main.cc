@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
 #include "tokenizer/corpus.h"
 #include "tokenizer/load.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
@@ -44,6 +46,8 @@ ABSL_FLAG(std::string, encoding, "",
           "llama3; default: from the file's name)");
 ABSL_FLAG(std::string, tokenizer_dir, "", "encode/decode: a folder `tokenize` wrote");
 ABSL_FLAG(std::string, text, "", "encode: the text");
+ABSL_FLAG(std::string, texts_json, "",
+          "encode: a file holding a JSON array of texts, each encoded on a line of its own");
 ABSL_FLAG(std::string, ids, "", "decode: the ids, comma-separated");
 
 namespace shardwise {
@@ -140,13 +144,37 @@ absl::Status TokenizeText(const std::vector<std::string>& inputs, const std::str
   return absl::OkStatus();
 }
 
+// --text, or each text of --texts_json (how tests/tokenizers/check.sh compares encoders).
+absl::StatusOr<std::vector<std::string>> TextsToEncode() {
+  const std::string path = absl::GetFlag(FLAGS_texts_json);
+  if (path.empty()) return std::vector<std::string>{absl::GetFlag(FLAGS_text)};
+  std::ifstream in(path);
+  nlohmann::json texts = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!texts.is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat("--texts_json: ", path, " is not a JSON array"));
+  }
+  std::vector<std::string> out;
+  for (const nlohmann::json& text : texts) {
+    if (!text.is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--texts_json: ", path, " holds a non-string"));
+    }
+    out.push_back(text.get<std::string>());
+  }
+  return out;
+}
+
 absl::Status EncodeOrDecode(const std::string& verb) {
   auto tokenizer = LoadTokenizer(absl::GetFlag(FLAGS_tokenizer_dir));
   if (!tokenizer.ok()) return tokenizer.status();
   if (verb == "encode") {
-    std::vector<int32_t> ids;
-    (*tokenizer)->Encode(absl::GetFlag(FLAGS_text), /*document_start=*/true, &ids);
-    std::printf("%s\n", absl::StrJoin(ids, " ").c_str());
+    auto texts = TextsToEncode();
+    if (!texts.ok()) return texts.status();
+    for (const std::string& text : *texts) {
+      std::vector<int32_t> ids;
+      (*tokenizer)->Encode(text, /*document_start=*/true, &ids);
+      std::printf("%s\n", absl::StrJoin(ids, " ").c_str());
+    }
     return absl::OkStatus();
   }
   std::vector<int32_t> ids;

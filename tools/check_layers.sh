@@ -5,7 +5,9 @@
 #   2. the worker's layers, bottom to top runtime, compute, comm, cuda, data, model, fsdp,
 #      train, then daemon and tools: none reaches a layer above it, the coordinator or the CLI;
 #   3. no binary links a test helper (worker/testing);
-#   4. the CLI links nothing from worker/ (its `sample` runs worker/tools' program instead).
+#   4. the CLI links nothing from worker/ (its `sample` runs worker/tools' program instead);
+#   5. no program or test that links SentencePiece links protobuf (Debian's
+#      libsentencepiece carries its own copy, whose symbols clash: tokenizer/BUILD).
 # Prints "layers <check> passed|failed" lines (./dev.sh counts them); exits 1 on a failure.
 # Visibility in the BUILD files keeps these from breaking; this shows that they hold.
 set -uo pipefail
@@ -111,4 +113,9 @@ expect_none testing-not-in-binaries 'deps(kind(cc_binary, //...)) intersect //wo
 # 4. What the CLI's targets list in `deps` (not `data`, which carries the sampler program)
 # and all that those reach.
 expect_none cli-links-no-worker 'deps(labels(deps, //client/...)) intersect //worker/...'
+
+# 5. The tokenizer's programs and tests that link SentencePiece link no protobuf (the CLI
+# and the sampler carry shardwise-tokenize as `data`, and run it).
+expect_none sentencepiece-without-protobuf \
+  'deps(kind("cc_(binary|test)", rdeps(//tokenizer:*, //tokenizer:sentencepiece_api))) intersect //third_party/system:protobuf'
 exit $((failures > 0))
