@@ -23,9 +23,9 @@ class PieceCache {
     auto it = ids_.find(piece);
     return it == ids_.end() ? nullptr : &it->second;
   }
-  void Add(absl::string_view piece, std::vector<int32_t> ids) {
+  void Add(absl::string_view piece, const std::vector<int32_t>& ids) {
     if (ids_.size() >= kCapacity) ids_.clear();
-    ids_.emplace(piece, std::move(ids));
+    ids_.emplace(piece, ids);
   }
 
  private:
@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromTiktoken(
   }
   auto tokens = ReadTiktokenFile(path);
   if (!tokens.ok()) return tokens.status();
-  auto encoder = BytePairEncoder::Create(std::move(*tokens));
+  auto encoder = BytePairEncoder::Create(*tokens);
   if (!encoder.ok())
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", encoder.status().message()));
   for (const SpecialToken& special : encoding->specials) {
@@ -81,7 +81,7 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromGpt2Files(
     const std::string& encoder_json_path, const std::string& vocab_bpe_path) {
   auto vocabulary = ReadGpt2Files(encoder_json_path, vocab_bpe_path);
   if (!vocabulary.ok()) return vocabulary.status();
-  auto encoder = BytePairEncoder::Create(std::move(vocabulary->tokens));
+  auto encoder = BytePairEncoder::Create(vocabulary->tokens);
   if (!encoder.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(encoder_json_path, ": ", encoder.status().message()));
@@ -110,7 +110,7 @@ void ByteLevelBpe::Encode(std::string_view text, bool /*document_start*/,
     std::vector<int32_t> piece_ids;
     encoder_.Encode(piece, &piece_ids);
     ids->insert(ids->end(), piece_ids.begin(), piece_ids.end());
-    cache.Add(piece, std::move(piece_ids));
+    cache.Add(piece, piece_ids);
   });
 }
 

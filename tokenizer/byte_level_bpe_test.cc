@@ -27,7 +27,7 @@ const std::vector<std::string> kMerges = {" t", "he",  " the", "in", " a",  "an"
 
 // The vocabulary as a tiktoken rank file.
 std::string WriteTiktoken() {
-  const std::string path = TempPath("small.tiktoken");
+  std::string path = TempPath("small.tiktoken");
   std::ofstream out(path);
   for (int byte = 0; byte < 256; ++byte) {
     out << absl::Base64Escape(std::string(1, char(byte))) << " " << byte << "\n";

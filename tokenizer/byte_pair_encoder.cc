@@ -8,7 +8,7 @@
 namespace shardwise {
 namespace tokenizer {
 
-absl::StatusOr<BytePairEncoder> BytePairEncoder::Create(std::vector<BpeToken> tokens) {
+absl::StatusOr<BytePairEncoder> BytePairEncoder::Create(const std::vector<BpeToken>& tokens) {
   BytePairEncoder encoder;
   int32_t largest = -1;
   for (const BpeToken& token : tokens) {
@@ -18,13 +18,13 @@ absl::StatusOr<BytePairEncoder> BytePairEncoder::Create(std::vector<BpeToken> to
   encoder.bytes_of_id_.resize(largest + 1);
   encoder.has_id_.assign(largest + 1, false);
   encoder.tokens_.reserve(tokens.size());
-  for (BpeToken& token : tokens) {
+  for (const BpeToken& token : tokens) {
     if (encoder.has_id_[token.id]) {
       return absl::InvalidArgumentError(absl::StrCat("two tokens have id ", token.id));
     }
     encoder.has_id_[token.id] = true;
     encoder.bytes_of_id_[token.id] = token.bytes;
-    if (!encoder.tokens_.emplace(std::move(token.bytes), Entry{token.id, token.priority}).second) {
+    if (!encoder.tokens_.emplace(token.bytes, Entry{token.id, token.priority}).second) {
       return absl::InvalidArgumentError(absl::StrCat("two tokens have the bytes of id ", token.id));
     }
   }

@@ -28,7 +28,7 @@ class BytePairEncoder {
  public:
   // INVALID_ARGUMENT when a byte value has no token of its own, two tokens have the same
   // bytes or id, or an id is negative.
-  static absl::StatusOr<BytePairEncoder> Create(std::vector<BpeToken> tokens);
+  static absl::StatusOr<BytePairEncoder> Create(const std::vector<BpeToken>& tokens);
 
   // Appends the ids of `piece` to `ids`.
   void Encode(absl::string_view piece, std::vector<int32_t>* ids) const;

@@ -12,10 +12,11 @@ namespace {
 // Every byte as itself (id = byte), then the merges given, ids from 256 on.
 BytePairEncoder Encoder(const std::vector<std::pair<std::string, int32_t>>& merges) {
   std::vector<BpeToken> tokens;
+  tokens.reserve(256 + merges.size());
   for (int byte = 0; byte < 256; ++byte) tokens.push_back({std::string(1, char(byte)), byte, 0});
   int32_t id = 256;
   for (const auto& [bytes, priority] : merges) tokens.push_back({bytes, id++, priority});
-  return *BytePairEncoder::Create(std::move(tokens));
+  return *BytePairEncoder::Create(tokens);
 }
 
 std::vector<int32_t> Ids(const BytePairEncoder& encoder, const std::string& piece) {
@@ -53,6 +54,7 @@ TEST(BytePairEncoderTest, ALongPieceMergesToItsTokens) {
 
 TEST(BytePairEncoderTest, RefusesAVocabularyWithoutEveryByte) {
   std::vector<BpeToken> tokens;
+  tokens.reserve(256);
   for (int byte = 0; byte < 255; ++byte) tokens.push_back({std::string(1, char(byte)), byte, 0});
   auto encoder = BytePairEncoder::Create(tokens);
   ASSERT_FALSE(encoder.ok());

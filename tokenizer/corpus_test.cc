@@ -19,7 +19,7 @@ std::string TempPath(const std::string& name) {
 }
 
 std::string Write(const std::string& name, const std::string& text) {
-  const std::string path = TempPath(name);
+  std::string path = TempPath(name);
   std::ofstream(path, std::ios::binary) << text;
   return path;
 }
@@ -51,7 +51,7 @@ std::vector<uint16_t> Ids(const std::string& path) {
 
 TEST(CorpusChunkerTest, CutsAfterANewlineBeforeALetterAndAtTheSplit) {
   const std::string text = "one two\nthree\n four\nfive six\nseven\n";
-  const std::string path = Write("doc.txt", text);
+  std::string path = Write("doc.txt", text);
   CorpusChunker chunker({path}, /*split_offset=*/22, /*chunk_bytes=*/4);
   std::vector<Chunk> chunks;
   Chunk chunk;

@@ -20,7 +20,7 @@ std::string TempPath(const std::string& name) {
 
 // A tiktoken rank file of every byte (ids 0..255): the smallest real vocabulary.
 std::string WriteByteRanks() {
-  const std::string path = TempPath("bytes.tiktoken");
+  std::string path = TempPath("bytes.tiktoken");
   std::ofstream out(path);
   const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   for (int byte = 0; byte < 256; ++byte) {

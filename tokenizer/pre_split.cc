@@ -21,7 +21,7 @@ namespace {
 struct MatchScratch {
   MatchScratch() {
     data = pcre2_match_data_create(16, nullptr);
-    stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+    stack = pcre2_jit_stack_create(size_t{32} << 10, size_t{8} << 20, nullptr);
     context = pcre2_match_context_create(nullptr);
     pcre2_jit_stack_assign(context, nullptr, stack);
   }

@@ -18,7 +18,7 @@ std::string WriteCorpus(const std::string& name, int lines) {
                                           "copy",    "modify",     "Debian",  "1984,", "GNU",
                                           "éternel", "distribute", "work",    "terms"};
   std::mt19937 random(3);
-  const std::string path = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
+  std::string path = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
   std::ofstream out(path);
   for (int line = 0; line < lines; ++line) {
     for (int i = 0; i < 8; ++i) {
