@@ -28,9 +28,17 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
   return std::unique_ptr<SentencePieceTokenizer>(new SentencePieceTokenizer(std::move(model)));
 }
 
+// Line by line (at the places CanCutAt allows, so the ids are the same): the library's
+// BPE is twice as fast on lines as on a megabyte at once.
 void SentencePieceTokenizer::Encode(std::string_view text, bool document_start,
                                     std::vector<int32_t>* ids) const {
-  model_->Encode(text, document_start, ids);
+  size_t start = 0;
+  for (size_t i = 1; i <= text.size(); ++i) {
+    if (i == text.size() || CanCutAt(text, i)) {
+      model_->Encode(text.substr(start, i - start), document_start && start == 0, ids);
+      start = i;
+    }
+  }
 }
 
 std::string SentencePieceTokenizer::Decode(const std::vector<int32_t>& ids) const {
