@@ -144,13 +144,9 @@ TEST(ByteLevelBpeTest, DecodesWhatItEncodesAndCutsWhereItMay) {
     const std::vector<int32_t> whole = Encode(**tokenizer, text);
     EXPECT_EQ((*tokenizer)->Decode(whole), text);
     std::vector<int32_t> pieces;
-    size_t start = 0;
-    for (size_t i = 1; i <= text.size(); ++i) {
-      if (i == text.size() || CanCutAt(text, i)) {
-        (*tokenizer)->Encode(std::string_view(text).substr(start, i - start), start == 0, &pieces);
-        start = i;
-      }
-    }
+    ForEachCutPiece(text, [&](std::string_view piece, bool first) {
+      (*tokenizer)->Encode(piece, first, &pieces);
+    });
     EXPECT_EQ(pieces, whole) << absl::CEscape(text);
   }
 }

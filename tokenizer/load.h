@@ -27,7 +27,8 @@ struct TokenizerFiles {
 // INVALID_ARGUMENT naming a missing role or an unknown kind; the loaders' errors.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromFiles(const TokenizerFiles& files);
 
-// Copies the files into DIR (made if missing) under their roles' names and writes its
+// Copies the files into DIR (made if missing) under their roles' names (a file that is
+// already that one is kept) and writes its
 // tokenizer.json with their hashes and `vocab_size`.
 absl::StatusOr<Manifest> SaveTokenizerFolder(const std::string& dir, const TokenizerFiles& files,
                                              int64_t vocab_size);

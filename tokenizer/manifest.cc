@@ -10,6 +10,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/safe_write.h"
+#include "common/token_hash.h"
 #include "nlohmann/json.hpp"
 
 namespace shardwise {
@@ -72,21 +74,7 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& path, const std::strin
   return manifest;
 }
 
-}  // namespace
-
-absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
-  const std::string path = (fs::path(dir) / kManifestName).string();
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot be read (is ", dir, " a folder `shardwise tokenize` wrote?)"));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseManifest(path, text.str());
-}
-
-absl::Status WriteManifest(const std::string& dir, const Manifest& manifest) {
+std::string ManifestText(const Manifest& manifest) {
   nlohmann::json json = {
       {"format", kFormat}, {"kind", manifest.kind}, {"vocab_size", manifest.vocab_size}};
   if (!manifest.encoding.empty()) json["encoding"] = manifest.encoding;
@@ -94,11 +82,35 @@ absl::Status WriteManifest(const std::string& dir, const Manifest& manifest) {
   for (const auto& [role, file] : manifest.files) {
     json["files"][role] = {{"name", file.name}, {"sha256", file.sha256}};
   }
+  return json.dump(2) + "\n";
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
+  const std::string path = (fs::path(dir) / kManifestName).string();
+  auto text = ReadFileBytes(path);
+  if (!text.ok()) {
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot be read (is ", dir, " a folder `shardwise tokenize` wrote?)"));
+  }
+  return ParseManifest(path, *text);
+}
+
+absl::Status WriteManifest(const std::string& dir, const Manifest& manifest) {
   const fs::path path = fs::path(dir) / kManifestName;
   const std::string tmp = path.string() + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << json.dump(2) << "\n";
+    out << ManifestText(manifest);
     if (!out.good()) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
   }
   std::error_code error;
@@ -141,26 +153,25 @@ std::string ModelTokenizerFolder(const std::string& model_path) {
   return path.string() + ".tokenizer";
 }
 
-absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to) {
+absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to, bool replace) {
   auto manifest = ReadManifest(from);
   if (!manifest.ok()) return manifest.status();
-  const std::string staging = to + ".tmp";
-  std::error_code error;
-  fs::remove_all(staging, error);
-  fs::create_directories(staging, error);
-  if (error) return absl::PermissionDeniedError(absl::StrCat("cannot create ", staging));
+  if (absl::Status s = CreateFolders(to); !s.ok()) return s;
   for (const auto& [role, file] : manifest->files) {
-    auto source = CheckedFilePath(from, file);
-    if (!source.ok()) return source.status();
-    fs::copy_file(*source, fs::path(staging) / file.name, fs::copy_options::overwrite_existing,
-                  error);
-    if (error) return absl::PermissionDeniedError(absl::StrCat("cannot copy ", *source));
+    const std::string source = (fs::path(from) / file.name).string();
+    auto bytes = ReadFileBytes(source);  // once: hashed, then written
+    if (!bytes.ok()) return bytes.status();
+    if (TokenHash(*bytes) != file.sha256) {
+      return absl::DataLossError(absl::StrCat(source, ": its SHA-256 is ", TokenHash(*bytes),
+                                              ", not the ", file.sha256,
+                                              " its tokenizer.json names"));
+    }
+    absl::Status written =
+        WriteFileAtomically((fs::path(to) / file.name).string(), *bytes, replace);
+    if (!written.ok()) return written;
   }
-  if (absl::Status s = WriteManifest(staging, *manifest); !s.ok()) return s;
-  fs::remove_all(to, error);
-  fs::rename(staging, to, error);
-  if (error) return absl::PermissionDeniedError(absl::StrCat("cannot write ", to));
-  return absl::OkStatus();
+  return WriteFileAtomically((fs::path(to) / kManifestName).string(), ManifestText(*manifest),
+                             replace);
 }
 
 }  // namespace tokenizer

@@ -34,8 +34,11 @@ struct Manifest {
 // the field that is wrong (an unknown kind, a file name with a '/', a size below 1).
 absl::StatusOr<Manifest> ReadManifest(const std::string& dir);
 
-// Writes DIR/tokenizer.json (whole, then renamed into place).
+// Writes DIR/tokenizer.json (whole, then renamed into place), replacing one there.
 absl::Status WriteManifest(const std::string& dir, const Manifest& manifest);
+
+// A file's bytes; NOT_FOUND naming the path when it cannot be read.
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
 
 // The SHA-256 of a file's bytes, in hex; NOT_FOUND when it cannot be read.
 absl::StatusOr<std::string> FileSha256(const std::string& path);
@@ -49,8 +52,10 @@ absl::StatusOr<std::string> CheckedFilePath(const std::string& dir, const Manife
 std::string ModelTokenizerFolder(const std::string& model_path);
 
 // Copies the folder `from` (its manifest and its files, each checked against its hash) to
-// `to`, which is made or replaced; a reader of `to` never sees half of it.
-absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to);
+// `to`, made if missing, as a job writes its outputs (common/safe_write.h: no symlink
+// followed, each file whole or not at all, the manifest last). Files there are replaced
+// only if `replace`, else ALREADY_EXISTS.
+absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to, bool replace);
 
 }  // namespace tokenizer
 }  // namespace shardwise

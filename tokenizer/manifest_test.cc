@@ -1,5 +1,6 @@
 #include "tokenizer/manifest.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -50,9 +51,18 @@ TEST(ManifestTest, SavesLoadsAndCopiesAFolder) {
 
   const std::string model = TempPath("gpt.safetensors");
   EXPECT_EQ(ModelTokenizerFolder(model), TempPath("gpt.tokenizer"));
-  ASSERT_TRUE(CopyTokenizerFolder(dir, ModelTokenizerFolder(model)).ok());
+  ASSERT_TRUE(CopyTokenizerFolder(dir, ModelTokenizerFolder(model), /*replace=*/false).ok());
   EXPECT_TRUE(LoadTokenizer(ModelTokenizerFolder(model)).ok());
-  EXPECT_FALSE(fs::exists(ModelTokenizerFolder(model) + ".tmp"));
+  std::vector<std::string> copied;  // the two files, and no temporary left beside them
+  for (const auto& entry : fs::directory_iterator(ModelTokenizerFolder(model))) {
+    copied.push_back(entry.path().filename().string());
+  }
+  std::sort(copied.begin(), copied.end());
+  EXPECT_EQ(copied, (std::vector<std::string>{"ranks.tiktoken", "tokenizer.json"}));
+  // A folder there is replaced only when told to, as a job's final model is.
+  EXPECT_EQ(CopyTokenizerFolder(dir, ModelTokenizerFolder(model), /*replace=*/false).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(CopyTokenizerFolder(dir, ModelTokenizerFolder(model), /*replace=*/true).ok());
 }
 
 TEST(ManifestTest, ACorruptFileIsDataLoss) {
@@ -61,7 +71,8 @@ TEST(ManifestTest, ACorruptFileIsDataLoss) {
   ASSERT_TRUE(SaveTokenizerFolder(dir, files, 50257).ok());
   std::ofstream(dir + "/ranks.tiktoken", std::ios::app) << "IQ== 300\n";
   EXPECT_EQ(LoadTokenizer(dir).status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(CopyTokenizerFolder(dir, TempPath("copy")).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(CopyTokenizerFolder(dir, TempPath("copy"), /*replace=*/true).code(),
+            absl::StatusCode::kDataLoss);
 }
 
 TEST(ManifestTest, NamesWhatIsWrong) {

@@ -1,20 +1,16 @@
 #include "tokenizer/sentencepiece_tokenizer.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
+#include "tokenizer/manifest.h"
 
 namespace shardwise {
 namespace tokenizer {
 
 absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(
     const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return FromSerialized(bytes.str(), path);
+  auto bytes = ReadFileBytes(path);
+  if (!bytes.ok()) return bytes.status();
+  return FromSerialized(*bytes, path);
 }
 
 absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::FromSerialized(
@@ -32,13 +28,9 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
 // BPE is twice as fast on lines as on a megabyte at once.
 void SentencePieceTokenizer::Encode(std::string_view text, bool document_start,
                                     std::vector<int32_t>* ids) const {
-  size_t start = 0;
-  for (size_t i = 1; i <= text.size(); ++i) {
-    if (i == text.size() || CanCutAt(text, i)) {
-      model_->Encode(text.substr(start, i - start), document_start && start == 0, ids);
-      start = i;
-    }
-  }
+  ForEachCutPiece(text, [&](std::string_view piece, bool first) {
+    model_->Encode(piece, document_start && first, ids);
+  });
 }
 
 std::string SentencePieceTokenizer::Decode(const std::vector<int32_t>& ids) const {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tokenizer/sentencepiece_api.h"
 
 namespace shardwise {
 namespace tokenizer {
@@ -37,14 +38,17 @@ class SentencePieceTokenizerTest : public testing::Test {
     corpus_ = new std::string(WriteCorpus("corpus.txt", 2000));
     auto model = TrainSentencePiece(training, {*corpus_});
     ASSERT_TRUE(model.ok()) << model.status();
+    serialized_ = new std::string(*model);
     auto tokenizer = SentencePieceTokenizer::FromSerialized(*model, "trained");
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
     tokenizer_ = tokenizer->release();
   }
   static std::string* corpus_;
+  static std::string* serialized_;
   static SentencePieceTokenizer* tokenizer_;
 };
 std::string* SentencePieceTokenizerTest::corpus_ = nullptr;
+std::string* SentencePieceTokenizerTest::serialized_ = nullptr;
 SentencePieceTokenizer* SentencePieceTokenizerTest::tokenizer_ = nullptr;
 
 TEST_F(SentencePieceTokenizerTest, TrainsAModelOfTheSizeAskedWithBosAndEos) {
@@ -60,17 +64,20 @@ TEST_F(SentencePieceTokenizerTest, DecodesWhatItEncodesWholeOrCut) {
   std::ifstream in(*corpus_);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   text += "unseen ☃ characters\x01 come back as bytes\n";
+  // The library itself on the whole text, against the tokenizer (which encodes line by
+  // line) on the whole text and on pieces cut where the corpus tokenizer cuts.
+  std::string error;
+  const auto library = spm::Model::Load(*serialized_, &error);
+  ASSERT_NE(library, nullptr) << error;
   std::vector<int32_t> whole;
-  tokenizer_->Encode(text, true, &whole);
+  library->Encode(text, /*dummy_prefix=*/true, &whole);
+  std::vector<int32_t> encoded;
+  tokenizer_->Encode(text, true, &encoded);
+  EXPECT_EQ(encoded, whole);
   EXPECT_EQ(tokenizer_->Decode(whole), text);
   std::vector<int32_t> pieces;
-  size_t start = 0;
-  for (size_t i = 1; i <= text.size(); ++i) {
-    if (i == text.size() || CanCutAt(text, i)) {
-      tokenizer_->Encode(std::string_view(text).substr(start, i - start), start == 0, &pieces);
-      start = i;
-    }
-  }
+  ForEachCutPiece(
+      text, [&](std::string_view piece, bool first) { tokenizer_->Encode(piece, first, &pieces); });
   EXPECT_EQ(pieces, whole);
 }
 

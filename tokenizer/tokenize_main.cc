@@ -72,8 +72,9 @@ the tokenizer in DIR/tokenizer (name it in data.tokens.tokenizer).
 )";
 
 // The tokenizer the flags ask for, and its files; a SentencePiece model is trained first.
+// A trained model is written straight into `tokenizer_dir`, where the folder keeps it.
 absl::StatusOr<TokenizerFiles> ChosenFiles(const std::vector<std::string>& inputs,
-                                           const std::string& dir) {
+                                           const std::string& tokenizer_dir) {
   TokenizerFiles files{absl::GetFlag(FLAGS_tokenizer), "", {}};
   if (files.kind == "gpt2") {
     files.paths = {{"encoder_json", absl::GetFlag(FLAGS_encoder_json)},
@@ -97,12 +98,12 @@ absl::StatusOr<TokenizerFiles> ChosenFiles(const std::vector<std::string>& input
       std::fprintf(stderr, "training a SentencePiece model (preset %s)\n", training.preset.c_str());
       auto trained = TrainSentencePiece(training, inputs);
       if (!trained.ok()) return trained.status();
-      std::filesystem::create_directories(dir);
-      model = dir + "/trained.model";
-      std::FILE* out = std::fopen(model.c_str(), "wb");
-      if (out == nullptr) return absl::PermissionDeniedError(absl::StrCat("cannot write ", model));
-      std::fwrite(trained->data(), 1, trained->size(), out);
-      std::fclose(out);
+      std::error_code error;
+      std::filesystem::create_directories(tokenizer_dir, error);
+      model = tokenizer_dir + "/tokenizer.model";
+      std::ofstream out(model, std::ios::binary | std::ios::trunc);
+      out << *trained;
+      if (!out.good()) return absl::PermissionDeniedError(absl::StrCat("cannot write ", model));
     }
     files.paths = {{"model", model}};
   }
@@ -117,16 +118,13 @@ void PrintProgress(const CorpusProgress& progress) {
 }
 
 absl::Status TokenizeText(const std::vector<std::string>& inputs, const std::string& dir) {
-  auto files = ChosenFiles(inputs, dir);
+  const std::string tokenizer_dir = dir + "/tokenizer";
+  auto files = ChosenFiles(inputs, tokenizer_dir);
   if (!files.ok()) return files.status();
   auto tokenizer = LoadFromFiles(*files);
   if (!tokenizer.ok()) return tokenizer.status();
-  const std::string tokenizer_dir = dir + "/tokenizer";
   auto manifest = SaveTokenizerFolder(tokenizer_dir, *files, (*tokenizer)->vocab_size());
   if (!manifest.ok()) return manifest.status();
-  if (files->paths.count("model") && absl::GetFlag(FLAGS_sentencepiece_model).empty()) {
-    std::filesystem::remove(files->paths["model"]);  // the trained model, now in the folder
-  }
   CorpusOptions options;
   options.val_fraction = absl::GetFlag(FLAGS_val_fraction);
   options.threads = absl::GetFlag(FLAGS_threads);

@@ -49,6 +49,19 @@ inline bool CanCutAt(std::string_view text, size_t i) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
+// Calls `piece(text_of_piece, is_first)` for each piece of `text` cut at every place
+// CanCutAt allows, in order; together the pieces are `text`.
+template <typename PieceFunction>
+void ForEachCutPiece(std::string_view text, PieceFunction&& piece) {
+  size_t start = 0;
+  for (size_t i = 1; i <= text.size(); ++i) {
+    if (i == text.size() || CanCutAt(text, i)) {
+      piece(text.substr(start, i - start), start == 0);
+      start = i;
+    }
+  }
+}
+
 }  // namespace tokenizer
 }  // namespace shardwise
 

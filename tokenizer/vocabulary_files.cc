@@ -1,8 +1,5 @@
 #include "tokenizer/vocabulary_files.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -10,18 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/manifest.h"
 
 namespace shardwise {
 namespace tokenizer {
 namespace {
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 void AppendUtf8(uint32_t code, std::string* out) {
   if (code < 0x80) {
@@ -79,7 +69,7 @@ std::string Gpt2CharacterOfByte(unsigned char byte) {
 }
 
 absl::StatusOr<std::vector<BpeToken>> ReadTiktokenFile(const std::string& path) {
-  auto text = ReadWholeFile(path);
+  auto text = ReadFileBytes(path);
   if (!text.ok()) return text.status();
   std::vector<BpeToken> tokens;
   int line_number = 0;
@@ -101,9 +91,9 @@ absl::StatusOr<std::vector<BpeToken>> ReadTiktokenFile(const std::string& path) 
 
 absl::StatusOr<Gpt2Vocabulary> ReadGpt2Files(const std::string& encoder_json_path,
                                              const std::string& vocab_bpe_path) {
-  auto encoder_text = ReadWholeFile(encoder_json_path);
+  auto encoder_text = ReadFileBytes(encoder_json_path);
   if (!encoder_text.ok()) return encoder_text.status();
-  auto merges_text = ReadWholeFile(vocab_bpe_path);
+  auto merges_text = ReadFileBytes(vocab_bpe_path);
   if (!merges_text.ok()) return merges_text.status();
   nlohmann::json encoder =
       nlohmann::json::parse(*encoder_text, nullptr, /*allow_exceptions=*/false);

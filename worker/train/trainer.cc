@@ -454,10 +454,10 @@ absl::Status RankTrainer::WriteFinalModel() {
   RETURN_IF_ERROR(WriteSafetensors(path, final_model, {{"shardwise.model", model_json}},
                                    /*replace=*/spec_.output().overwrite()));
   // The tokenizer goes with the model, so that the pair alone can be sampled from.
-  const std::string& tokenizer = spec_.data().tokens().tokenizer();
-  if (!tokenizer.empty()) {
-    RETURN_IF_ERROR(
-        tokenizer::CopyTokenizerFolder(tokenizer, tokenizer::ModelTokenizerFolder(path)));
+  const std::string& tokenizer_dir = spec_.data().tokens().tokenizer();
+  if (!tokenizer_dir.empty()) {
+    RETURN_IF_ERROR(tokenizer::CopyTokenizerFolder(
+        tokenizer_dir, tokenizer::ModelTokenizerFolder(path), spec_.output().overwrite()));
   }
   result_.model_path = path;
   return absl::OkStatus();
