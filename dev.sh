@@ -186,7 +186,7 @@ test_all() {
   deploy_deps
   check_prerequisites manifests images kube
   deploy/check.sh | tee -a "$other_results" || status=$?
-  log "checking the byte-level BPE tokenizers against npm's reference encoders"
+  log "checking the tokenizers against published ids (npm's encoders, llama.cpp's vectors)"
   tests/tokenizers/check.sh | tee -a "$other_results" || status=$?
   if images; then
     local cuda_image=()

@@ -1,5 +1,8 @@
 #include "tokenizer/pre_split.h"
 
+// 8-bit code units: the text is UTF-8 bytes. Defined here, not in the build graph, so the
+// fuzz build (tests/fuzz/run.sh), which compiles the sources alone, sees it too.
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
 #include "absl/strings/str_cat.h"

@@ -7,6 +7,7 @@
 //   shardwise-tokenize encode --tokenizer_dir=DIR --text=TEXT     ids, space-separated
 //   shardwise-tokenize decode --tokenizer_dir=DIR --ids=1,2,3     the text
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "tokenizer/corpus.h"
 #include "tokenizer/load.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/terminal_text.h"
 
 ABSL_FLAG(std::string, o, "", "the folder for the token files and the tokenizer");
 ABSL_FLAG(std::string, output, "", "the same as -o");
@@ -48,6 +50,8 @@ ABSL_FLAG(std::string, tokenizer_dir, "", "encode/decode: a folder `tokenize` wr
 ABSL_FLAG(std::string, text, "", "encode: the text");
 ABSL_FLAG(std::string, texts_json, "",
           "encode: a file holding a JSON array of texts, each encoded on a line of its own");
+ABSL_FLAG(bool, check_round_trip, false,
+          "encode: fail unless each text's ids decode back to the text");
 ABSL_FLAG(std::string, ids, "", "decode: the ids, comma-separated");
 
 namespace shardwise {
@@ -162,19 +166,36 @@ absl::StatusOr<std::vector<std::string>> TextsToEncode() {
   return out;
 }
 
-absl::Status EncodeOrDecode(const std::string& verb) {
-  auto tokenizer = LoadTokenizer(absl::GetFlag(FLAGS_tokenizer_dir));
-  if (!tokenizer.ok()) return tokenizer.status();
-  if (verb == "encode") {
-    auto texts = TextsToEncode();
-    if (!texts.ok()) return texts.status();
-    for (const std::string& text : *texts) {
-      std::vector<int32_t> ids;
-      (*tokenizer)->Encode(text, /*document_start=*/true, &ids);
-      std::printf("%s\n", absl::StrJoin(ids, " ").c_str());
+// DATA_LOSS when `decoded`, what text number `index`'s ids decode to, is not `text`,
+// naming the first byte that differs.
+absl::Status SameText(size_t index, const std::string& text, const std::string& decoded) {
+  if (decoded == text) return absl::OkStatus();
+  const size_t at = static_cast<size_t>(
+      std::mismatch(text.begin(), text.end(), decoded.begin(), decoded.end()).first - text.begin());
+  return absl::DataLossError(absl::StrCat("round trip: text ", index,
+                                          " decodes to a different text from byte ", at, ": \"",
+                                          ForTerminal(decoded.substr(at, 20)), "\" where it has \"",
+                                          ForTerminal(text.substr(at, 20)), "\""));
+}
+
+// Prints each text's ids on a line of its own.
+absl::Status EncodeTexts(const Tokenizer& tokenizer) {
+  auto texts = TextsToEncode();
+  if (!texts.ok()) return texts.status();
+  for (size_t i = 0; i < texts->size(); ++i) {
+    std::vector<int32_t> ids;
+    tokenizer.Encode((*texts)[i], /*document_start=*/true, &ids);
+    std::printf("%s\n", absl::StrJoin(ids, " ").c_str());
+    if (absl::GetFlag(FLAGS_check_round_trip)) {
+      absl::Status same = SameText(i, (*texts)[i], tokenizer.Decode(ids));
+      if (!same.ok()) return same;
     }
-    return absl::OkStatus();
   }
+  return absl::OkStatus();
+}
+
+// Prints the text of --ids.
+absl::Status DecodeIds(const Tokenizer& tokenizer) {
   std::vector<int32_t> ids;
   for (absl::string_view field : absl::StrSplit(absl::GetFlag(FLAGS_ids), ',', absl::SkipEmpty())) {
     int32_t id = 0;
@@ -183,9 +204,15 @@ absl::Status EncodeOrDecode(const std::string& verb) {
     }
     ids.push_back(id);
   }
-  const std::string text = (*tokenizer)->Decode(ids);
+  const std::string text = tokenizer.Decode(ids);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return absl::OkStatus();
+}
+
+absl::Status EncodeOrDecode(const std::string& verb) {
+  auto tokenizer = LoadTokenizer(absl::GetFlag(FLAGS_tokenizer_dir));
+  if (!tokenizer.ok()) return tokenizer.status();
+  return verb == "encode" ? EncodeTexts(**tokenizer) : DecodeIds(**tokenizer);
 }
 
 }  // namespace

