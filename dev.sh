@@ -274,10 +274,10 @@ demo() {
   "$bin/client/shardwise" get workers
 
   # The text: the licenses every Debian system ships (base-files), through a SentencePiece
-  # BPE tokenizer trained on them (1,024 pieces), so the samples are made of words.
+  # BPE tokenizer trained on them (2,048 pieces), so the samples are made of words.
   log "training a tokenizer on /usr/share/common-licenses and tokenizing it into $DEMO_DATA/tokens"
   "$bin/client/shardwise" tokenize $(find /usr/share/common-licenses -maxdepth 1 -type f | sort) \
-    -o "$DEMO_DATA/tokens" --tokenizer=sentencepiece --vocab_size=1024
+    -o "$DEMO_DATA/tokens" --tokenizer=sentencepiece --vocab_size=2048
 
   log "submitting examples/demo.yaml (a 4-layer GPT, FULL_SHARD over the 4 workers)"
   local status=0
