@@ -33,6 +33,15 @@ absl::StatusOr<std::string> FindCompanionProgram(absl::string_view name,
     candidates.push_back(std::filesystem::path(self.string() + ".runfiles") / "shardwise" /
                          std::string(runfiles_path));
   }
+  // A Bazel test's runfiles, which a program the test runs inherits: its own runfiles
+  // tree beside its file exists only once Bazel has built it as a target of its own.
+  for (const char* variable : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    const char* runfiles = std::getenv(variable);
+    if (runfiles != nullptr && *runfiles != '\0') {
+      candidates.push_back(std::filesystem::path(runfiles) / "shardwise" /
+                           std::string(runfiles_path));
+    }
+  }
   const char* path_variable = std::getenv("PATH");
   for (absl::string_view dir :
        absl::StrSplit(path_variable ? path_variable : "", ':', absl::SkipEmpty())) {

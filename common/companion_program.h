@@ -16,9 +16,9 @@
 namespace shardwise {
 
 // Where the program `name` is, looked for in order: beside this program's own file (the
-// bundle's bin/), in this program's Bazel runfiles at `runfiles_path` (relative to the
-// workspace: how bazel-bin and the tests run it), then on PATH. NOT_FOUND names every
-// place looked in.
+// bundle's bin/), at `runfiles_path` (relative to the workspace) in this program's Bazel
+// runfiles (how bazel-bin runs it) and in those of the Bazel test that runs it
+// ($RUNFILES_DIR, $TEST_SRCDIR), then on PATH. NOT_FOUND names every place looked in.
 absl::StatusOr<std::string> FindCompanionProgram(absl::string_view name,
                                                  absl::string_view runfiles_path);
 

@@ -37,6 +37,22 @@ TEST(CompanionProgramTest, FindsAnExecutableOnPathAndSkipsAFileThatIsNotOne) {
   EXPECT_EQ(*found, executable + "/shardwise-companion");
 }
 
+// How a test finds the programs its data brings: in its own runfiles, which the programs
+// it runs inherit through the environment.
+TEST(CompanionProgramTest, FindsAProgramInTheRunfilesOfTheTestThatRunsIt) {
+  const std::string runfiles = MakeDir("runfiles");
+  MakeDir("runfiles/shardwise");
+  MakeDir("runfiles/shardwise/tools");
+  WriteFile(runfiles + "/shardwise/tools/shardwise-companion", 0755);
+  ::setenv("PATH", MakeDir("elsewhere").c_str(), 1);
+  ::setenv("RUNFILES_DIR", runfiles.c_str(), 1);
+
+  auto found = FindCompanionProgram("shardwise-companion", "tools/shardwise-companion");
+  ::unsetenv("RUNFILES_DIR");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, runfiles + "/shardwise/tools/shardwise-companion");
+}
+
 TEST(CompanionProgramTest, NotFoundNamesEveryPlaceLookedIn) {
   const std::string empty = MakeDir("empty");
   ::setenv("PATH", empty.c_str(), 1);
