@@ -22,6 +22,7 @@ DEBIAN_PACKAGES=(
   libabsl-dev libgloo-dev libsqlite3-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libopenblas-dev
   libcpp-httplib-dev  # the Prometheus metrics endpoints
+  libspdlog-dev  # the daemons' logs (common/log.h): time, level, text or JSON lines
   libssl-dev openssl  # token hashes; the security tests make their certificates
   libsentencepiece-dev sentencepiece libpcre2-dev nlohmann-json3-dev  # shardwise tokenize
   python3-torch  # tests/pytorch_parity_test: PyTorch itself as the reference

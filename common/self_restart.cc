@@ -1,6 +1,7 @@
 #include "common/self_restart.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,8 +13,7 @@ namespace shardwise {
 void RestartProcess(char** argv) {
   std::fflush(stderr);
   std::fflush(stdout);
-  // Collect first, close after: closing while iterating would close the directory's own
-  // descriptor under it.
+  // Collect first, mark after: the directory's own descriptor is among those listed.
   std::vector<int> open;
   if (DIR* dir = ::opendir("/proc/self/fd")) {
     const int own = ::dirfd(dir);
@@ -23,7 +23,10 @@ void RestartProcess(char** argv) {
     }
     ::closedir(dir);
   }
-  for (int fd : open) ::close(fd);
+  for (int fd : open) {
+    const int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
   ::execv("/proc/self/exe", argv);
   std::perror("restarting: execv /proc/self/exe");
   std::_Exit(3);

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/log.h"
 #include "common/token_hash.h"
 #include "yaml-cpp/yaml.h"
 
@@ -116,13 +117,12 @@ void TokenAuthenticator::ReloadIfChanged() {
   auto table = Parse(path_);
   if (!table.ok()) {
     // A bad edit must not lock everyone out: the previous table stays.
-    std::fprintf(stderr, "shardwise-coordinator: keeping the previous tokens: %s\n",
-                 std::string(table.status().message()).c_str());
+    LogError(LogContext(), absl::StrCat("keeping the previous tokens: ", table.status().message()));
     return;
   }
   table_ = *std::move(table);
-  std::fprintf(stderr, "shardwise-coordinator: tokens file '%s' read again: %zu tokens\n",
-               path_.c_str(), table_.size());
+  LogInfo(LogContext(),
+          absl::StrCat("tokens file '", path_, "' read again: ", table_.size(), " tokens"));
 }
 
 absl::StatusOr<Principal> TokenAuthenticator::Authenticate(const std::string& token) {

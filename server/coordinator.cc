@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -247,20 +248,17 @@ void Coordinator::RunPeriodicWork() {
       last_flush = absl::Now();
       const absl::Status flushed = jobs_->FlushProgress();
       if (!flushed.ok()) {
-        std::fprintf(stderr, "shardwise-coordinator: writing progress: %s\n",
-                     std::string(flushed.message()).c_str());
+        LogError(LogContext(), absl::StrCat("writing progress: ", flushed.message()));
       }
     }
     if (absl::Now() - last_compaction >= absl::Hours(1)) {
       last_compaction = absl::Now();
       auto compacted = jobs_->Compact(options_.job_retention);
       if (!compacted.ok()) {
-        std::fprintf(stderr, "shardwise-coordinator: compacting old jobs: %s\n",
-                     std::string(compacted.status().message()).c_str());
+        LogError(LogContext(), absl::StrCat("compacting old jobs: ", compacted.status().message()));
       } else if (*compacted > 0) {
-        std::fprintf(stderr,
-                     "shardwise-coordinator: compacted %d jobs that ended more than %s ago\n",
-                     *compacted, absl::FormatDuration(options_.job_retention).c_str());
+        LogInfo(LogContext(), absl::StrCat("compacted ", *compacted, " jobs that ended more than ",
+                                           absl::FormatDuration(options_.job_retention), " ago"));
       }
     }
     // Changes the state file refused (a full disk): retried here; until every one is
@@ -270,15 +268,14 @@ void Coordinator::RunPeriodicWork() {
     if ((unsaved == 0) != serving) {
       serving = unsaved == 0;
       SetServing(serving);
-      std::fprintf(stderr, "shardwise-coordinator: %s\n",
-                   serving ? "every change is written to the state file again; SERVING"
-                           : absl::StrCat(unsaved,
-                                          " job changes cannot be written to the state "
-                                          "file (",
-                                          error.message(),
-                                          "); NOT_SERVING until "
-                                          "they are")
-                                 .c_str());
+      if (serving) {
+        LogInfo(LogContext(), "every change is written to the state file again; SERVING");
+      } else {
+        LogError(LogContext(), absl::StrCat(unsaved,
+                                            " job changes cannot be written to the state "
+                                            "file (",
+                                            error.message(), "); NOT_SERVING until they are"));
+      }
     }
   }
 }
@@ -309,8 +306,7 @@ Coordinator::~Coordinator() {
   if (watch_hub_ != nullptr) watch_hub_->Shutdown();
   const absl::Status flushed = jobs_ != nullptr ? jobs_->FlushProgress() : absl::OkStatus();
   if (!flushed.ok()) {
-    std::fprintf(stderr, "shardwise-coordinator: writing progress: %s\n",
-                 std::string(flushed.message()).c_str());
+    LogError(LogContext(), absl::StrCat("writing progress: ", flushed.message()));
   }
 }
 

@@ -41,8 +41,9 @@ v1::CoordinatorMessage AbortMessage(const std::string& job_id, int32_t attempt,
 
 }  // namespace
 
-void JobController::LogError(const absl::Status& status, const char* what) {
-  if (!status.ok()) std::fprintf(stderr, "coordinator: %s: %s\n", what, status.ToString().c_str());
+void JobController::LogIfFailed(const absl::Status& status, const char* what,
+                                const LogContext& context) {
+  if (!status.ok()) shardwise::LogError(context, absl::StrCat(what, ": ", status.ToString()));
 }
 
 JobController::JobController(JobManager* jobs, WorkerRegistry* workers, RendezvousStore* rendezvous,
@@ -230,10 +231,9 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
     holds_rank |= rank.rank() == report.rank() && rank.worker_id() == worker_id;
   }
   if (!holds_rank) {
-    std::fprintf(stderr,
-                 "coordinator: ignoring a report from %s for rank %d of %s, which it "
-                 "does not hold\n",
-                 worker_id.c_str(), report.rank(), report.job_id().c_str());
+    LogWarning(LogContext().Job(report.job_id()).Attempt(report.attempt()).Worker(worker_id),
+               absl::StrCat("ignoring a report for rank ", report.rank(),
+                            ", which the worker does not hold"));
     return;
   }
   LiveAttempt& attempt = live->second;
@@ -246,13 +246,13 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       attempt.joined.insert(report.rank());
       if (static_cast<int32_t>(attempt.joined.size()) == job->spec().world_size() &&
           job->state() == v1::SCHEDULED) {
-        LogError(jobs_->MarkRunning(job->id(), report.attempt()).status(), "marking running");
+        LogIfFailed(jobs_->MarkRunning(job->id(), report.attempt()).status(), "marking running");
       }
       break;
     case v1::PROGRESS:
       if (report.rank() == 0) {
-        LogError(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
-                 "recording progress");
+        LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
+                    "recording progress");
       }
       break;
     case v1::COMPLETED:
@@ -260,18 +260,19 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       workers_->SetIdle(worker_id);
       if (report.rank() == 0) {
         attempt.result = report.message();
-        LogError(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
-                 "recording progress");
+        LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
+                    "recording progress");
       }
       if (static_cast<int32_t>(attempt.completed.size()) == job->spec().world_size()) {
         const std::string result = attempt.result;
         EndAttemptLocked(*job);
-        LogError(jobs_
-                     ->Finish(job->id(), report.attempt(), v1::SUCCEEDED,
-                              absl::StrCat("attempt ", report.attempt(), ": every rank completed"),
-                              result)
-                     .status(),
-                 "finishing job");
+        LogIfFailed(
+            jobs_
+                ->Finish(job->id(), report.attempt(), v1::SUCCEEDED,
+                         absl::StrCat("attempt ", report.attempt(), ": every rank completed"),
+                         result)
+                .status(),
+            "finishing job");
       }
       RequestScheduleLocked();
       break;
@@ -312,8 +313,7 @@ void JobController::CheckHeartbeats() {
   CheckReattachDeadlinesLocked(now);
   CheckJoinDeadlinesLocked(now);
   for (const std::string& forgotten : workers_->RemoveLongLost()) {
-    std::fprintf(stderr, "coordinator: forgot worker %s, lost for longer than the retention\n",
-                 forgotten.c_str());
+    LogInfo(LogContext().Worker(forgotten), "forgotten: lost for longer than the retention");
   }
 }
 
@@ -380,7 +380,7 @@ void JobController::StartAttemptLocked(const std::string& job_id,
   }
   auto job = jobs_->Schedule(job_id, ranks);
   if (!job.ok()) {
-    LogError(job.status(), "scheduling");
+    LogIfFailed(job.status(), "scheduling");
     return;
   }
   // One secret per rank, sent only over that rank's session: the key to the attempt's
@@ -417,7 +417,8 @@ void JobController::LoseWorkerLocked(const std::string& worker_id, const std::st
   if (!before.ok()) return;
   if (options_.metrics != nullptr)
     options_.metrics->failure_detections_total.With({kind}).Increment();
-  std::fprintf(stderr, "coordinator: worker %s lost: %s\n", worker_id.c_str(), reason.c_str());
+  LogWarning(LogContext().Job(before->job_id()).Attempt(before->attempt()).Worker(worker_id),
+             absl::StrCat("worker lost: ", reason));
   if (before->state() != v1::BUSY || before->job_id().empty()) return;
   auto job = jobs_->Get(before->job_id());
   if (!job.ok() || job->attempt() != before->attempt() || IsTerminal(job->state()) ||
@@ -454,7 +455,7 @@ void JobController::EndAttemptLocked(const v1::Job& job) {
   // Kept in the state file: memory holds the timelines of the most recent jobs only.
   const v1::Timeline timeline = timelines_.Get(job.id());
   if (timeline.attempt() == job.attempt() && timeline.ranks_size() > 0) {
-    LogError(jobs_->SaveTimeline(timeline), "keeping a timeline");
+    LogIfFailed(jobs_->SaveTimeline(timeline), "keeping a timeline");
   }
 }
 
@@ -464,30 +465,30 @@ void JobController::FailAttemptLocked(const v1::Job& job, const std::string& rea
   EndAttemptLocked(job);
   const int32_t max_restarts = job.spec().restart_policy().max_restarts();
   if (!retryable) {
-    LogError(jobs_
-                 ->Finish(job.id(), job.attempt(), v1::FAILED,
-                          absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
-                                       max_restarts > 0 ? "; not re-queued: every attempt "
-                                                          "would fail the same way"
-                                                        : ""))
-                 .status(),
-             "failing job");
+    LogIfFailed(jobs_
+                    ->Finish(job.id(), job.attempt(), v1::FAILED,
+                             absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
+                                          max_restarts > 0 ? "; not re-queued: every attempt "
+                                                             "would fail the same way"
+                                                           : ""))
+                    .status(),
+                "failing job");
   } else if (job.restarts() < max_restarts) {
-    LogError(jobs_
-                 ->Requeue(job.id(), job.attempt(),
-                           absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
-                                        "; re-queued (restart ", job.restarts() + 1, " of ",
-                                        max_restarts, ")"),
-                           /*counts_as_restart=*/true)
-                 .status(),
-             "re-queueing");
+    LogIfFailed(jobs_
+                    ->Requeue(job.id(), job.attempt(),
+                              absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
+                                           "; re-queued (restart ", job.restarts() + 1, " of ",
+                                           max_restarts, ")"),
+                              /*counts_as_restart=*/true)
+                    .status(),
+                "re-queueing");
   } else {
-    LogError(jobs_
-                 ->Finish(job.id(), job.attempt(), v1::FAILED,
-                          absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
-                                       max_restarts > 0 ? "; no restarts left" : ""))
-                 .status(),
-             "failing job");
+    LogIfFailed(jobs_
+                    ->Finish(job.id(), job.attempt(), v1::FAILED,
+                             absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
+                                          max_restarts > 0 ? "; no restarts left" : ""))
+                    .status(),
+                "failing job");
   }
   RequestScheduleLocked();
 }

@@ -31,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/path_policy.h"
 #include "contracts/job_spec_validation.h"
 #include "contracts/memory_estimate.h"
@@ -215,7 +216,9 @@ class JobController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static v1::CoordinatorMessage HookDecisionMessage(const v1::Job& job, int32_t version,
                                                     bool commit);
-  static void LogError(const absl::Status& status, const char* what);
+  // Logs a failed `status` as an error: what the coordinator was doing, about `context`.
+  static void LogIfFailed(const absl::Status& status, const char* what,
+                          const LogContext& context = LogContext());
 
   // Asks for a scheduling pass: on the executor, once however often it is asked before
   // it runs; at once without an executor.

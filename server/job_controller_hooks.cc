@@ -90,7 +90,7 @@ void JobController::OnHookAck(const std::string& worker_id, const v1::HookChange
       if (!decision.retry_after.has_value()) return;
       auto again = jobs_->Get(ack.job_id());
       if (!again.ok()) return;
-      LogError(
+      LogIfFailed(
           ProposeHookSwitchLocked(*again, attempt, rejected.new_hook(), *decision.retry_after + 1,
                                   absl::FromUnixMillis(rejected.request_time_ms()))
               .status(),
@@ -128,7 +128,7 @@ void JobController::DecideHookSwitchLocked(const v1::Job& job, LiveAttempt& atte
   if (!commit) {
     decided.set_state(v1::HookSwitch::ABANDONED);
     decided.set_reason(why);
-    LogError(
+    LogIfFailed(
         jobs_
             ->RecordHookSwitch(job.id(), decided,
                                absl::StrCat("comm hook switch ", decided.version(), " to ",

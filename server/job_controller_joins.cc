@@ -77,15 +77,15 @@ void JobController::EndLateJoinLocked(const v1::Job& job, const std::set<int32_t
     for (int32_t rank = 0; rank < world; ++rank) {
       if (joined.count(rank) == 0) unjoined.push_back(rank);
     }
-    LogError(jobs_
-                 ->RecordEvent(job.id(), job.attempt(),
-                               absl::StrCat("every rank reached the rendezvous, but ",
-                                            RanksAndWorkers(job, unjoined),
-                                            " had not connected to its peers", Within(job),
-                                            " (a data-plane port blocked between workers?); "
-                                            "the data plane's own timeout decides"))
-                 .status(),
-             "recording a late join");
+    LogIfFailed(jobs_
+                    ->RecordEvent(job.id(), job.attempt(),
+                                  absl::StrCat("every rank reached the rendezvous, but ",
+                                               RanksAndWorkers(job, unjoined),
+                                               " had not connected to its peers", Within(job),
+                                               " (a data-plane port blocked between workers?); "
+                                               "the data plane's own timeout decides"))
+                    .status(),
+                "recording a late join");
     return;
   }
   if (static_cast<int32_t>(never_reached.size()) == world) {
@@ -115,7 +115,7 @@ void JobController::QuarantineLocked(const v1::Job& job, const std::vector<int32
                          now + options_.quarantine);
     quarantine_ends_.insert(now + options_.quarantine);
   }
-  std::fprintf(stderr, "coordinator: %s: %s\n", job.id().c_str(), reason.c_str());
+  LogWarning(LogContext().Job(job.id()).Attempt(job.attempt()), reason);
   RequeueWithoutRestartLocked(job, reason);
 }
 

@@ -28,14 +28,15 @@ void JobController::AwaitReattachments() {
     for (const v1::RankAssignment& rank : job.ranks()) live.joined.insert(rank.rank());
     live.awaiting_reattach = true;
     live.reattach_deadline = deadline;
-    LogError(jobs_
-                 ->RecordEvent(job.id(), job.attempt(),
-                               absl::StrCat("the coordinator restarted while attempt ",
-                                            job.attempt(), " was RUNNING; waiting up to ",
-                                            absl::FormatDuration(options_.reattach_grace),
-                                            " for its ", job.ranks_size(), " ranks to re-attach"))
-                 .status(),
-             "recording an event");
+    LogIfFailed(
+        jobs_
+            ->RecordEvent(job.id(), job.attempt(),
+                          absl::StrCat("the coordinator restarted while attempt ", job.attempt(),
+                                       " was RUNNING; waiting up to ",
+                                       absl::FormatDuration(options_.reattach_grace), " for its ",
+                                       job.ranks_size(), " ranks to re-attach"))
+            .status(),
+        "recording an event");
   }
 }
 
@@ -55,19 +56,19 @@ bool JobController::ReattachLocked(const std::string& worker_id,
   workers_->SetBusy(worker_id, job->id(), job->attempt(), running.rank());
   attempt.reattached.insert(running.rank());
   to_resync_.insert(worker_id);
-  std::fprintf(stderr, "coordinator: %s re-attached %s attempt %d rank %d at step %lld\n",
-               worker_id.c_str(), job->id().c_str(), job->attempt(), running.rank(),
-               static_cast<long long>(running.step()));
+  LogInfo(
+      LogContext().Job(job->id()).Attempt(job->attempt()).Rank(running.rank()).Worker(worker_id),
+      absl::StrCat("re-attached at step ", running.step()));
   if (static_cast<int>(attempt.reattached.size()) == job->ranks_size()) {
     attempt.awaiting_reattach = false;
-    LogError(jobs_
-                 ->RecordEvent(
-                     job->id(), job->attempt(),
-                     absl::StrCat("all ", job->ranks_size(), " ranks of attempt ", job->attempt(),
-                                  " re-attached after the coordinator restarted; "
-                                  "training went on without a restart"))
-                 .status(),
-             "recording an event");
+    LogIfFailed(jobs_
+                    ->RecordEvent(job->id(), job->attempt(),
+                                  absl::StrCat("all ", job->ranks_size(), " ranks of attempt ",
+                                               job->attempt(),
+                                               " re-attached after the coordinator restarted; "
+                                               "training went on without a restart"))
+                    .status(),
+                "recording an event");
   }
   return true;
 }
@@ -139,13 +140,13 @@ void JobController::RequeueWithoutRestartLocked(const v1::Job& job, const std::s
   AbortRanksLocked(job, absl::StrCat("attempt ", job.attempt(), " ended: ", reason),
                    /*skip_worker=*/"");
   EndAttemptLocked(job);
-  LogError(jobs_
-               ->Requeue(job.id(), job.attempt(),
-                         absl::StrCat("attempt ", job.attempt(), " ended: ", reason,
-                                      "; re-queued as a new attempt"),
-                         /*counts_as_restart=*/false)
-               .status(),
-           "re-queueing");
+  LogIfFailed(jobs_
+                  ->Requeue(job.id(), job.attempt(),
+                            absl::StrCat("attempt ", job.attempt(), " ended: ", reason,
+                                         "; re-queued as a new attempt"),
+                            /*counts_as_restart=*/false)
+                  .status(),
+              "re-queueing");
   RequestScheduleLocked();
 }
 

@@ -19,9 +19,9 @@ void JobController::HandleStallsLocked(absl::Time now) {
       FailAttemptLocked(*job, stall.message, /*lost_worker=*/"");
       continue;
     }
-    std::fprintf(stderr, "coordinator: %s: %s\n", stall.job_id.c_str(), stall.message.c_str());
-    LogError(jobs_->RecordEvent(stall.job_id, stall.attempt, stall.message).status(),
-             "recording a stall");
+    LogWarning(LogContext().Job(stall.job_id).Attempt(stall.attempt), stall.message);
+    LogIfFailed(jobs_->RecordEvent(stall.job_id, stall.attempt, stall.message).status(),
+                "recording a stall");
   }
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "contracts/job_summary.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -176,10 +177,8 @@ absl::StatusOr<v1::Job> JobManager::Mutate(const std::string& job_id,
   if (!entry.unsaved.has_value()) {
     entry.unsaved_since = clock_.Now();
     entry.unsaved_error = std::string(saved.message());
-    std::fprintf(stderr,
-                 "shardwise-coordinator: cannot write job %s to the state file (%s); "
-                 "retrying\n",
-                 job_id.c_str(), entry.unsaved_error.c_str());
+    LogError(LogContext().Job(job_id), absl::StrCat("cannot write the job to the state file (",
+                                                    entry.unsaved_error, "); retrying"));
   }
   entry.unsaved = updated;
   entry.unsaved_events = std::move(events);

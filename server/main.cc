@@ -10,6 +10,8 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "common/daemon_signals.h"
+#include "common/log.h"
+#include "common/log_flags.h"
 #include "common/port_file.h"
 #include "common/status_macros.h"
 #include "contracts/job_spec_validation.h"
@@ -156,25 +158,30 @@ absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("The Shardwise coordinator. Usage: shardwise-coordinator [flags]");
   absl::ParseCommandLine(argc, argv);
+  const absl::Status logging = shardwise::ConfigureLoggingFromFlags("coordinator");
+  if (!logging.ok()) {
+    std::fprintf(stderr, "shardwise-coordinator: %s\n", std::string(logging.message()).c_str());
+    return 2;
+  }
+  using shardwise::LogContext;
 
   auto options = shardwise::OptionsFromFlags();
   if (!options.ok()) {
-    std::fprintf(stderr, "shardwise-coordinator: %s\n",
-                 std::string(options.status().message()).c_str());
+    shardwise::LogError(LogContext(), options.status().message());
     return 2;
   }
   auto coordinator = shardwise::Coordinator::Start(*options);
   if (!coordinator.ok()) {
-    std::fprintf(stderr, "shardwise-coordinator: %s\n",
-                 std::string(coordinator.status().message()).c_str());
+    shardwise::LogError(LogContext(), coordinator.status().message());
     return 1;
   }
   const int port = (*coordinator)->port();
-  std::fprintf(stderr, "shardwise-coordinator: serving on port %d, state in %s%s\n", port,
-               options->state_file.c_str(),
-               (*coordinator)->metrics_port() > 0
-                   ? absl::StrCat("; metrics on port ", (*coordinator)->metrics_port()).c_str()
-                   : "");
+  shardwise::LogInfo(
+      LogContext(),
+      absl::StrCat("serving on port ", port, ", state in ", options->state_file,
+                   (*coordinator)->metrics_port() > 0
+                       ? absl::StrCat("; metrics on port ", (*coordinator)->metrics_port())
+                       : ""));
   shardwise::WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), (*coordinator)->metrics_port());
   shardwise::WritePortFile(absl::GetFlag(FLAGS_port_file), port);
 
@@ -182,7 +189,7 @@ int main(int argc, char** argv) {
   const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();
   std::thread waiter([&] { (*coordinator)->Wait(); });
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::fprintf(stderr, "shardwise-coordinator: shutting down\n");
+  shardwise::LogInfo(LogContext(), "shutting down");
   (*coordinator)->Shutdown();
   waiter.join();
   return 0;

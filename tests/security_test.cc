@@ -216,7 +216,7 @@ TEST_F(SecurityTest, WorkersNeedACertificateOfTheWorkerCaAndWorkUnderItsName) {
   }
   // Nothing changed for w0; and w0 restarting with its certificate is w0 again.
   EXPECT_EQ(cluster_->WorkerState("w0"), v1::IDLE);
-  EXPECT_FALSE(CoordinatorLogHas("worker w0 lost"));
+  EXPECT_FALSE(CoordinatorLogHas("worker=w0: worker lost"));
   w0.Kill();
   // The coordinator sees the session end first; otherwise AddWorker would find the old w0.
   ASSERT_TRUE(Cluster::WaitFor([&] { return cluster_->WorkerState("w0") == v1::LOST; }));
@@ -245,7 +245,9 @@ TEST_F(SecurityTest, AForgedReportOrAForeignRendezvousCallChangesNothing) {
   report->set_phase(v1::COMPLETED);
   ASSERT_TRUE(session->Write(message));
   ASSERT_TRUE(Cluster::WaitFor([&] {
-    return CoordinatorLogHas(absl::StrCat("ignoring a report from w2 for rank 0 of ", *job_id));
+    return CoordinatorLogHas(absl::StrCat("job=", *job_id,
+                                          " attempt=1 worker=w2: ignoring a "
+                                          "report for rank 0, which the worker does not hold"));
   }));
   EXPECT_EQ(As("root").Get(*job_id)->state(), v1::RUNNING);
   // And it reads the attempt's rendezvous keys without a rank's token.
@@ -362,7 +364,7 @@ TEST_F(SecurityTest, CertificatesReloadWithoutDroppingSessions) {
   auto job_id = As("alice").Submit(Cluster::Spec(1));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   cluster_->WaitForState(*job_id, v1::SUCCEEDED);
-  EXPECT_FALSE(CoordinatorLogHas("worker w0 lost"));
+  EXPECT_FALSE(CoordinatorLogHas("worker=w0: worker lost"));
 }
 
 // Off loopback, the coordinator serves only with TLS and tokens, or with --insecure.

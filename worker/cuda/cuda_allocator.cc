@@ -5,6 +5,8 @@
 #include <new>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "worker/cuda/cuda_status.h"
 
 namespace shardwise::cuda {
@@ -54,16 +56,15 @@ void* CudaCachingAllocator::AllocateFromDevice(size_t rounded, MemoryCategory ca
     const std::string fault = error == cudaErrorMemoryAllocation
                                   ? ""
                                   : std::string(CudaStatus(error, "cudaMalloc").message());
-    std::fprintf(stderr,
-                 "CudaCachingAllocator: cudaMalloc(%zu bytes) for %s failed: %s; live "
-                 "parameters %lld, gradients %lld, optimizer state %lld, activations %lld, "
-                 "communication %lld bytes\n",
-                 rounded, MemoryCategoryName(category), cudaGetErrorString(error),
-                 static_cast<long long>(stats_.live(MemoryCategory::kParameters)),
-                 static_cast<long long>(stats_.live(MemoryCategory::kGradients)),
-                 static_cast<long long>(stats_.live(MemoryCategory::kOptimizerState)),
-                 static_cast<long long>(stats_.live(MemoryCategory::kActivations)),
-                 static_cast<long long>(stats_.live(MemoryCategory::kCommunication)));
+    LogError(
+        LogContext(),
+        absl::StrCat("CudaCachingAllocator: cudaMalloc(", rounded, " bytes) for ",
+                     MemoryCategoryName(category), " failed: ", cudaGetErrorString(error),
+                     "; live parameters ", stats_.live(MemoryCategory::kParameters), ", gradients ",
+                     stats_.live(MemoryCategory::kGradients), ", optimizer state ",
+                     stats_.live(MemoryCategory::kOptimizerState), ", activations ",
+                     stats_.live(MemoryCategory::kActivations), ", communication ",
+                     stats_.live(MemoryCategory::kCommunication), " bytes"));
     throw AllocationFailure(rounded, category, "GPU", fault);
   }
   ++device_allocations_;

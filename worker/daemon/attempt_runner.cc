@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
 #include "common/path_policy.h"
 #include "contracts/permanent_failure.h"
 #include "worker/comm/grpc_rendezvous_store.h"
@@ -93,8 +94,8 @@ absl::Status AttemptRunner::CheckMemory() const {
   if (!available_memory_) return absl::OkStatus();
   absl::StatusOr<int64_t> available = available_memory_();
   if (!available.ok()) {
-    std::fprintf(stderr, "worker: %s attempt %d: not checking memory: %s\n", job_id().c_str(),
-                 attempt(), std::string(available.status().message()).c_str());
+    LogWarning(LogContext().Job(job_id()).Attempt(attempt()),
+               absl::StrCat("not checking memory: ", available.status().message()));
     return absl::OkStatus();
   }
   return CheckRankMemory(assignment_.spec(), assignment_.rank(), *available,
@@ -124,8 +125,7 @@ void AttemptRunner::Fail(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
     message = absl::StrCat("aborted: ", abort_reason_);
   }
-  std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(), rank(),
-               message.c_str());
+  LogError(LogContext().Job(job_id()).Attempt(attempt()).Rank(rank()), message);
   Report(v1::ABORTED, message, Phase("aborted"), !abort_ && IsPermanent(status));
   done_ = true;
   finished_.Notify();
@@ -138,8 +138,8 @@ void AttemptRunner::Run() {
   if (assignment_.collective_timeout_ms() > 0) {
     options.timeout = std::chrono::milliseconds(assignment_.collective_timeout_ms());
   }
-  std::fprintf(stderr, "worker: %s attempt %d: rank %d of %d joining the data plane\n",
-               job_id().c_str(), attempt(), rank, size);
+  LogInfo(LogContext().Job(job_id()).Attempt(attempt()).Rank(rank),
+          absl::StrCat("rank ", rank, " of ", size, " joining the data plane"));
 
   // Before joining: a rank that cannot fit, or may not open the job's files, fails at
   // once, and its peers are aborted.
@@ -167,8 +167,7 @@ void AttemptRunner::Run() {
       TrainPublishingProgress(MakeTrainingContext(&store, *context, options, &last_progress));
   if (!result.ok()) return Fail(result.status());
   last_progress.set_phase("completed");
-  std::fprintf(stderr, "worker: %s attempt %d rank %d: %s\n", job_id().c_str(), attempt(), rank,
-               result->Summary().c_str());
+  LogInfo(LogContext().Job(job_id()).Attempt(attempt()).Rank(rank), result->Summary());
   Report(v1::COMPLETED, result->Summary(), last_progress);
   done_ = true;
   finished_.Notify();

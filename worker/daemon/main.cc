@@ -13,6 +13,8 @@
 #include "common/channel_credentials.h"
 #include "common/coordinator_address.h"
 #include "common/daemon_signals.h"
+#include "common/log.h"
+#include "common/log_flags.h"
 #include "common/metrics.h"
 #include "common/metrics_http_server.h"
 #include "common/port_file.h"
@@ -96,15 +98,14 @@ absl::Status ConfigureGpu(WorkerOptions* options) {
   options->gpu = gpu;
   options->make_device = cuda::CudaRankDevices(gpu.index());
   options->available_memory = [index = gpu.index()] { return cuda::FreeGpuMemory(index); };
-  std::fprintf(stderr, "shardwise-worker: GPU %d: %s, %lld MiB, sm_%d%d, CUDA driver %s, NCCL %s\n",
-               gpu.index(), gpu.name().c_str(), static_cast<long long>(gpu.memory_bytes() >> 20),
-               gpu.compute_capability_major(), gpu.compute_capability_minor(),
-               gpu.driver_version().c_str(), gpu.nccl_version().c_str());
+  LogInfo(LogContext(),
+          absl::StrCat("GPU ", gpu.index(), ": ", gpu.name(), ", ", gpu.memory_bytes() >> 20,
+                       " MiB, sm_", gpu.compute_capability_major(), gpu.compute_capability_minor(),
+                       ", CUDA driver ", gpu.driver_version(), ", NCCL ", gpu.nccl_version()));
   if (cuda::SynchronousModeRequested()) {
-    std::fprintf(stderr,
-                 "shardwise-worker: %s=1: every operation finishes on its stream before the next "
-                 "(a debugging mode; slow)\n",
-                 cuda::kSynchronousModeVariable);
+    LogWarning(LogContext(), absl::StrCat(cuda::kSynchronousModeVariable,
+                                          "=1: every operation finishes on its stream before the "
+                                          "next (a debugging mode; slow)"));
   }
   return absl::OkStatus();
 #else
@@ -164,24 +165,29 @@ absl::Status Configure(char** argv, WorkerOptions* options) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("The Shardwise worker daemon. Usage: shardwise-worker [flags]");
   absl::ParseCommandLine(argc, argv);
+  const absl::Status logging = shardwise::ConfigureLoggingFromFlags("worker");
+  if (!logging.ok()) {
+    std::fprintf(stderr, "shardwise-worker: %s\n", std::string(logging.message()).c_str());
+    return 2;
+  }
+  using shardwise::LogContext;
 
   shardwise::WorkerOptions options;
   if (const absl::Status configured = shardwise::Configure(argv, &options); !configured.ok()) {
-    std::fprintf(stderr, "shardwise-worker: %s\n", std::string(configured.message()).c_str());
+    shardwise::LogError(LogContext(), configured.message());
     return 2;
   }
+  shardwise::SetProcessLogContext(LogContext().Worker(options.name));
   shardwise::IgnoreBrokenPipes();
   const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();
   shardwise::MetricsRegistry metrics;
   auto metrics_server = shardwise::StartMetrics(&metrics);
   if (!metrics_server.ok()) {
-    std::fprintf(stderr, "shardwise-worker: %s\n",
-                 std::string(metrics_server.status().message()).c_str());
+    shardwise::LogError(LogContext(), metrics_server.status().message());
     return 1;
   }
   if (*metrics_server != nullptr) options.metrics = &metrics;
-  std::fprintf(stderr, "shardwise-worker %s: coordinator %s\n", options.name.c_str(),
-               options.coordinator_address.c_str());
+  shardwise::LogInfo(LogContext(), absl::StrCat("coordinator ", options.coordinator_address));
   shardwise::WorkerDaemon daemon(options);
   daemon.Run(stop);
   return 0;

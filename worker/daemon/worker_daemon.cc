@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
+#include "common/log.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "worker/runtime/critical_path.h"
@@ -48,10 +49,10 @@ void WorkerDaemon::Dispatch(const v1::CoordinatorMessage& message) {
   if (message.has_plan_update()) OnPlanUpdate(message.plan_update());
   if (message.has_hook_decision()) OnHookDecision(message.hook_decision());
   if (message.has_going_away()) {
-    std::fprintf(stderr,
-                 "worker %s: the coordinator is going away (%s); training goes on, and the "
-                 "worker reconnects at once to re-attach to the next one\n",
-                 options_.name.c_str(), message.going_away().reason().c_str());
+    LogWarning(LogContext(),
+               absl::StrCat("the coordinator is going away (", message.going_away().reason(),
+                            "); training goes on, and the worker reconnects at "
+                            "once to re-attach to the next one"));
     coordinator_going_away_ = true;
   }
 }
@@ -66,8 +67,8 @@ void WorkerDaemon::Run(const std::atomic<bool>& stop) {
     if (absl::Now() - started > absl::Seconds(10) || coordinator_going_away_.exchange(false)) {
       backoff = options_.min_backoff;
     }
-    std::fprintf(stderr, "worker %s: session ended (%s); retrying in %s\n", options_.name.c_str(),
-                 status.ToString().c_str(), absl::FormatDuration(backoff).c_str());
+    LogWarning(LogContext(), absl::StrCat("session ended (", status.ToString(), "); retrying in ",
+                                          absl::FormatDuration(backoff)));
     // Jitter keeps a fleet of workers from reconnecting in lockstep.
     const absl::Time until = absl::Now() + backoff * absl::Uniform(random, 0.5, 1.0);
     while (!stop && absl::Now() < until) absl::SleepFor(absl::Milliseconds(50));
@@ -85,8 +86,9 @@ void WorkerDaemon::DrainForShutdown() {
   constexpr char kReason[] = "the worker is shutting down (it was told to stop: SIGTERM or SIGINT)";
   absl::MutexLock lock(&runner_mu_);
   if (!runner_ || runner_->done()) return;
-  std::fprintf(stderr, "worker %s: shutting down: aborting %s attempt %d\n", options_.name.c_str(),
-               runner_->job_id().c_str(), runner_->attempt());
+  LogInfo(
+      LogContext().Job(runner_->job_id()).Attempt(runner_->attempt()),
+      absl::StrCat("shutting down: aborting ", runner_->job_id(), " attempt ", runner_->attempt()));
   // Said first: stopping the rank breaks its peers' connections, and their failures
   // would otherwise reach the coordinator before this rank's own report.
   v1::AttemptReport leaving;
@@ -148,13 +150,12 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   if (!stream->Write(hello)) return FromGrpcStatus(stream->Finish());
   ReleaseHeldReports(stream.get(), registration.reattached(), running.has_value());
   if (metrics_) metrics_->OnSessionOpened();
-  std::fprintf(stderr, "worker %s: registered with %s%s\n", options_.name.c_str(),
-               options_.coordinator_address.c_str(),
-               registration.reattached()
-                   ? absl::StrCat("; it re-attached ", running->job_id(), " attempt ",
-                                  running->attempt(), " (rank ", running->rank(), ")")
-                         .c_str()
-                   : "");
+  LogInfo(LogContext(),
+          absl::StrCat("registered with ", options_.coordinator_address,
+                       registration.reattached()
+                           ? absl::StrCat("; it re-attached ", running->job_id(), " attempt ",
+                                          running->attempt(), " (rank ", running->rank(), ")")
+                           : ""));
 
   absl::Notification session_over;
   std::thread heartbeats([&] {
@@ -322,16 +323,16 @@ void WorkerDaemon::RestartIfAbortIsStuck() {
     aborted_at = runner_->aborted_at();
   }
   if (!AbortIsStuck(aborted_at, absl::Now(), options_.stuck_abort_grace)) return;
-  std::fprintf(stderr,
-               "worker %s: the aborted attempt has not ended %s after the abort (a collective "
-               "is blocked on a peer); restarting this worker\n",
-               options_.name.c_str(), absl::FormatDuration(options_.stuck_abort_grace).c_str());
+  LogError(LogContext(), absl::StrCat("the aborted attempt has not ended ",
+                                      absl::FormatDuration(options_.stuck_abort_grace),
+                                      " after the abort (a collective is blocked on a peer); "
+                                      "restarting this worker"));
   options_.restart_process();
 }
 
 void WorkerDaemon::OnAbort(const v1::Abort& abort) {
-  std::fprintf(stderr, "worker %s: abort %s attempt %d: %s\n", options_.name.c_str(),
-               abort.job_id().c_str(), abort.attempt(), abort.reason().c_str());
+  LogWarning(LogContext().Job(abort.job_id()).Attempt(abort.attempt()),
+             absl::StrCat("abort: ", abort.reason()));
   absl::MutexLock lock(&runner_mu_);
   if (runner_ && runner_->job_id() == abort.job_id() && runner_->attempt() == abort.attempt()) {
     runner_->Abort(abort.reason());

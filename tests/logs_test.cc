@@ -1,0 +1,100 @@
+// The daemons' logs as an operator's pipeline reads them (docs/operations.md, "Logs"): real
+// coordinator and worker processes with --log_format=json run a job and lose a worker,
+// and every line of every log is a JSON object with its time, level and component; the
+// lines about the job name it, its attempt and the rank, and each worker's lines name the
+// worker.
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/cluster.h"
+
+namespace shardwise::testing {
+namespace {
+
+std::vector<nlohmann::json> JsonLines(const std::string& path) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json parsed = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    EXPECT_TRUE(parsed.is_object()) << path << ": not a JSON object: " << line;
+    if (!parsed.is_object()) continue;
+    for (const char* member : {"time", "level", "component", "message"}) {
+      EXPECT_TRUE(parsed.contains(member)) << path << ": no " << member << ": " << line;
+    }
+    lines.push_back(std::move(parsed));
+  }
+  return lines;
+}
+
+// The first line whose message contains `text`, or null.
+nlohmann::json LineSaying(const std::vector<nlohmann::json>& lines, const std::string& text) {
+  for (const nlohmann::json& line : lines) {
+    if (line.contains("message") && line["message"].is_string() &&
+        absl::StrContains(line["message"].get<std::string>(), text)) {
+      return line;
+    }
+  }
+  return nullptr;
+}
+
+TEST(Logs, JsonLinesFromRealDaemonsNameTheJobAttemptRankAndWorker) {
+  ClusterOptions options;
+  options.coordinator_flags = {"--log_format=json"};
+  options.worker_flags = {"--log_format=json"};
+  options.heartbeat_timeout_ms = 1000;
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1");
+  auto job_id = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(60));
+  cluster.worker("w1").Kill();
+  ASSERT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w1") == v1::LOST; }));
+
+  const std::vector<nlohmann::json> coordinator = JsonLines(cluster.dir() + "/coordinator-1.log");
+  const nlohmann::json serving = LineSaying(coordinator, "serving on port");
+  ASSERT_FALSE(serving.is_null()) << "no \"serving on port\" line";
+  EXPECT_EQ(serving["level"], "info");
+  EXPECT_EQ(serving["component"], "coordinator");
+  const nlohmann::json lost = LineSaying(coordinator, "worker lost");
+  ASSERT_FALSE(lost.is_null()) << "no \"worker lost\" line";
+  EXPECT_EQ(lost["level"], "warning");
+  EXPECT_EQ(lost["worker"], "w1");
+
+  for (const std::string name : {"w0", "w1"}) {
+    const std::vector<nlohmann::json> worker = JsonLines(cluster.worker(name).log_path());
+    ASSERT_FALSE(worker.empty()) << name;
+    for (const nlohmann::json& line : worker) {
+      EXPECT_EQ(line["component"], "worker") << line.dump();
+      EXPECT_EQ(line["worker"], name) << line.dump();
+    }
+    const nlohmann::json joining = LineSaying(worker, "joining the data plane");
+    ASSERT_FALSE(joining.is_null()) << name;
+    EXPECT_EQ(joining["job"], *job_id);
+    EXPECT_EQ(joining["attempt"], 1);
+    EXPECT_TRUE(joining["rank"] == 0 || joining["rank"] == 1) << joining.dump();
+  }
+}
+
+TEST(Logs, AnUnknownLogFormatStopsTheDaemonNamingTheFlag) {
+  for (const std::string target : {"server/shardwise-coordinator", "worker/shardwise-worker"}) {
+    const std::string log = ::testing::TempDir() + "/bad-format.log";
+    Process process({Cluster::BinaryPath(target), "--log_format=xml", "--log_level=info"}, log);
+    EXPECT_EQ(process.Wait(), 2) << target;
+    std::ifstream in(log);
+    const std::string output((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+    EXPECT_TRUE(absl::StrContains(output, "--log_format: \"xml\" is neither text nor json"))
+        << target << ": " << output;
+  }
+}
+
+}  // namespace
+}  // namespace shardwise::testing
