@@ -5,8 +5,9 @@
 // descriptor but stdin, stdout and stderr marked close-on-exec first (so peers see its
 // sockets close at once, and the new image inherits none of them). Marked, not closed:
 // other threads (a Gloo transport's event loop) still use them until the exec ends them,
-// and one that found its descriptor closed under it would abort the process instead. The pid, and so a worker's default name,
-// stays the same. Does not return; exits with 3 if the program cannot be executed.
+// and one that found its descriptor closed under it would abort the process instead.
+// The pid, and so a worker's default name, stays the same. Does not return; exits with
+// 3 if the program cannot be executed.
 
 namespace shardwise {
 

@@ -109,9 +109,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
                                                    c->rendezvous_.get(), controller);
   c->watch_hub_ = std::make_unique<WatchHub>(c->jobs_.get());
   const bool worker_certificates = !options.tls.worker_ca_file.empty();
-  c->job_service_ =
-      std::make_unique<JobServiceImpl>(c->controller_.get(), c->jobs_.get(), c->workers_.get(),
-                                       c->watch_hub_.get(), c->tokens_.get());
+  c->job_calls_ = std::make_unique<JobCalls>(c->controller_.get(), c->jobs_.get(),
+                                             c->workers_.get(), c->tokens_.get());
+  c->job_service_ = std::make_unique<JobServiceImpl>(c->job_calls_.get(), c->watch_hub_.get());
   c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->controller_.get(), c->executor_.get(),
                                                            &c->metrics_, worker_certificates);
   c->rendezvous_service_ =

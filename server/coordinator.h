@@ -26,6 +26,7 @@
 #include "grpcpp/server.h"
 #include "server/client_auth.h"
 #include "server/coordinator_metrics.h"
+#include "server/job_calls.h"
 #include "server/job_controller.h"
 #include "server/job_manager.h"
 #include "server/job_service.h"
@@ -109,6 +110,7 @@ class Coordinator {
   std::unique_ptr<JobController> controller_;
   std::unique_ptr<TokenAuthenticator> tokens_;
   std::unique_ptr<WatchHub> watch_hub_;
+  std::unique_ptr<JobCalls> job_calls_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<RendezvousServiceImpl> rendezvous_service_;

@@ -1,27 +1,14 @@
 #include "server/job_service.h"
 
-#include <algorithm>
-
-#include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
-
 namespace shardwise {
 namespace {
 
-grpc::Status CheckJobId(const std::string& job_id) {
-  if (job_id.empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: must not be empty");
-  }
-  return grpc::Status::OK;
-}
-
-absl::StatusOr<size_t> PageSize(int32_t requested) {
-  if (requested < 0 || requested > JobServiceImpl::kMaxPageSize) {
-    return absl::InvalidArgumentError(absl::StrCat("page_size: ", requested, " is not in [0, ",
-                                                   JobServiceImpl::kMaxPageSize, "] (0 means ",
-                                                   JobServiceImpl::kDefaultPageSize, ")"));
-  }
-  return requested == 0 ? JobServiceImpl::kDefaultPageSize : requested;
+// Answers a unary call with `status` (the response is filled already).
+grpc::ServerUnaryReactor* Answered(grpc::CallbackServerContext* context,
+                                   const grpc::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
 }
 
 // A watch refused before it starts.
@@ -31,161 +18,59 @@ class RefusedWatch final : public grpc::ServerWriteReactor<v1::Job> {
   void OnDone() override { delete this; }
 };
 
-absl::Status CheckEnums(const char* field, const google::protobuf::RepeatedField<int>& values,
-                        bool (*is_valid)(int)) {
-  for (int value : values) {
-    if (!is_valid(value)) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": unknown value ", value));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
-absl::StatusOr<Principal> JobServiceImpl::Caller(const grpc::ServerContextBase& context,
-                                                 Action action, const char* what) const {
-  if (tokens_ == nullptr) return Principal();
-  auto principal = tokens_->Authenticate(context);
-  if (!principal.ok()) return principal.status();
-  if (absl::Status allowed = Authorize(*principal, action, what); !allowed.ok()) return allowed;
-  return principal;
+grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
+                                                    const v1::SubmitJobRequest* request,
+                                                    v1::SubmitJobResponse* response) {
+  return Answered(context, calls_->SubmitJob(*context, *request, response));
 }
 
-absl::Status JobServiceImpl::CallerMayChange(const grpc::ServerContextBase& context,
-                                             const std::string& job_id, const char* what) const {
-  if (tokens_ == nullptr) return absl::OkStatus();
-  auto principal = tokens_->Authenticate(context);
-  if (!principal.ok()) return principal.status();
-  auto job = jobs_->Get(job_id);
-  if (!job.ok()) return job.status();
-  return Authorize(*principal, Action::kChangeJob, what, job->submitter());
+grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
+                                                 const v1::GetJobRequest* request,
+                                                 v1::Job* response) {
+  return Answered(context, calls_->GetJob(*context, *request, response));
 }
 
-grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
-                                       const v1::SubmitJobRequest* request,
-                                       v1::SubmitJobResponse* response) {
-  auto caller = Caller(*context, Action::kSubmit, "submit jobs");
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
-  auto job = controller_->Submit(request->spec(), caller->name, request->request_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  response->set_job_id(job->id());
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
+                                                   const v1::ListJobsRequest* request,
+                                                   v1::ListJobsResponse* response) {
+  return Answered(context, calls_->ListJobs(*context, *request, response));
 }
 
-grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
-                                    v1::Job* response) {
-  if (auto caller = Caller(*context, Action::kRead, "read jobs"); !caller.ok()) {
-    return ToGrpcStatus(caller.status());
-  }
-  if (auto status = CheckJobId(request->job_id()); !status.ok()) return status;
-  auto job = jobs_->Get(request->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *response = std::move(*job);
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* JobServiceImpl::SetCommHook(grpc::CallbackServerContext* context,
+                                                      const v1::SetCommHookRequest* request,
+                                                      v1::HookSwitch* response) {
+  return Answered(context, calls_->SetCommHook(*context, *request, response));
 }
 
-grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
-                                      const v1::ListJobsRequest* request,
-                                      v1::ListJobsResponse* response) {
-  if (auto caller = Caller(*context, Action::kRead, "list jobs"); !caller.ok()) {
-    return ToGrpcStatus(caller.status());
-  }
-  auto page_size = PageSize(request->page_size());
-  if (!page_size.ok()) return ToGrpcStatus(page_size.status());
-  const absl::Status states = CheckEnums("states", request->states(), v1::JobState_IsValid);
-  if (!states.ok()) return ToGrpcStatus(states);
-  JobManager::ListFilter filter;
-  for (int state : request->states()) filter.states.push_back(static_cast<v1::JobState>(state));
-  filter.submitter = request->submitter();
-  auto page = jobs_->List(filter, request->page_token(), *page_size);
-  if (!page.ok()) return ToGrpcStatus(page.status());
-  for (v1::JobSummary& job : page->jobs) *response->add_jobs() = std::move(job);
-  response->set_next_page_token(page->next_page_token);
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* JobServiceImpl::GetTimeline(grpc::CallbackServerContext* context,
+                                                      const v1::GetTimelineRequest* request,
+                                                      v1::Timeline* response) {
+  return Answered(context, calls_->GetTimeline(*context, *request, response));
 }
 
-grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
-                                       const v1::CancelJobRequest* request, v1::Job* response) {
-  if (auto status = CheckJobId(request->job_id()); !status.ok()) return status;
-  if (absl::Status allowed = CallerMayChange(*context, request->job_id(), "cancel jobs");
-      !allowed.ok()) {
-    return ToGrpcStatus(allowed);
-  }
-  auto job = controller_->Cancel(request->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *response = std::move(*job);
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
+                                                    const v1::CancelJobRequest* request,
+                                                    v1::Job* response) {
+  return Answered(context, calls_->CancelJob(*context, *request, response));
 }
 
-grpc::Status JobServiceImpl::SetCommHook(grpc::ServerContext* context,
-                                         const v1::SetCommHookRequest* request,
-                                         v1::HookSwitch* response) {
-  if (auto status = CheckJobId(request->job_id()); !status.ok()) return status;
-  if (absl::Status allowed =
-          CallerMayChange(*context, request->job_id(), "change the communication hook of jobs");
-      !allowed.ok()) {
-    return ToGrpcStatus(allowed);
-  }
-  auto proposal = controller_->SetCommHook(request->job_id(), request->hook());
-  if (!proposal.ok()) return ToGrpcStatus(proposal.status());
-  *response = std::move(*proposal);
-  return grpc::Status::OK;
-}
-
-grpc::Status JobServiceImpl::GetTimeline(grpc::ServerContext* context,
-                                         const v1::GetTimelineRequest* request,
-                                         v1::Timeline* response) {
-  if (auto caller = Caller(*context, Action::kRead, "read timelines"); !caller.ok()) {
-    return ToGrpcStatus(caller.status());
-  }
-  if (auto status = CheckJobId(request->job_id()); !status.ok()) return status;
-  auto timeline = controller_->GetTimeline(request->job_id());
-  if (!timeline.ok()) return ToGrpcStatus(timeline.status());
-  *response = std::move(*timeline);
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
+                                                      const v1::ListWorkersRequest* request,
+                                                      v1::ListWorkersResponse* response) {
+  return Answered(context, calls_->ListWorkers(*context, *request, response));
 }
 
 grpc::ServerWriteReactor<v1::Job>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* context,
                                                             const v1::WatchJobRequest* request) {
-  if (auto caller = Caller(*context, Action::kRead, "watch jobs"); !caller.ok()) {
-    return new RefusedWatch(ToGrpcStatus(caller.status()));
-  }
-  if (auto status = CheckJobId(request->job_id()); !status.ok() || watch_hub_ == nullptr) {
+  const grpc::Status allowed = calls_->WatchAllowed(*context, *request);
+  if (!allowed.ok()) return new RefusedWatch(allowed);
+  if (watch_hub_ == nullptr) {
     return new RefusedWatch(
-        status.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "watching is not served here")
-                    : status);
+        grpc::Status(grpc::StatusCode::UNAVAILABLE, "watching is not served here"));
   }
   return watch_hub_->Watch(request->job_id());
-}
-
-grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext* context,
-                                         const v1::ListWorkersRequest* request,
-                                         v1::ListWorkersResponse* response) {
-  if (auto caller = Caller(*context, Action::kRead, "list workers"); !caller.ok()) {
-    return ToGrpcStatus(caller.status());
-  }
-  auto page_size = PageSize(request->page_size());
-  if (!page_size.ok()) return ToGrpcStatus(page_size.status());
-  absl::Status valid = CheckEnums("states", request->states(), v1::WorkerState_IsValid);
-  if (valid.ok() && !v1::DeviceKind_IsValid(request->device())) {
-    valid = absl::InvalidArgumentError(absl::StrCat("device: unknown value ", request->device()));
-  }
-  if (!valid.ok()) return ToGrpcStatus(valid);
-  const auto& states = request->states();
-  const v1::DeviceKind device = request->device();
-  bool more = false;
-  std::vector<v1::WorkerInfo> workers = workers_->List(
-      request->page_token(), *page_size,
-      [&](const v1::WorkerInfo& worker) {
-        if (device != v1::DEVICE_KIND_UNSPECIFIED && worker.device() != device) return false;
-        return states.empty() ||
-               std::find(states.begin(), states.end(), worker.state()) != states.end();
-      },
-      &more);
-  if (more) response->set_next_page_token(workers.back().id());
-  for (v1::WorkerInfo& worker : workers) *response->add_workers() = std::move(worker);
-  return grpc::Status::OK;
 }
 
 }  // namespace shardwise

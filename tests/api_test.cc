@@ -258,25 +258,31 @@ TEST_F(ApiTest, ASubmissionRetriedWithItsRequestIdMakesOneJob) {
   EXPECT_EQ(jobs->size(), 2u);
 }
 
-// 200 clients submit at once to a coordinator that gives client calls 4 threads: gRPC
-// answers the overflow RESOURCE_EXHAUSTED, and the clients wait their turn (retries with
-// jittered backoff) instead of failing; each submission makes exactly one job.
-TEST(Flood, EveryConcurrentSubmissionSucceedsOnce) {
-  ClusterOptions options;
-  options.coordinator_flags = {"--max_sync_threads=4"};
-  Cluster cluster(options);
-  cluster.StartCoordinator();
-  constexpr int kClients = 200;
-  std::vector<absl::StatusOr<std::string>> ids(kClients, absl::UnknownError("not run"));
+// Submits from `clients` clients at once, each with its own connection; their results.
+std::vector<absl::StatusOr<std::string>> SubmitAtOnce(const Cluster& cluster, int clients) {
+  std::vector<absl::StatusOr<std::string>> ids(clients, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
-  threads.reserve(kClients);
-  for (int i = 0; i < kClients; ++i) {
+  threads.reserve(clients);
+  for (int i = 0; i < clients; ++i) {
     threads.emplace_back([&, i] {
       Client client(cluster.address());
       ids[i] = client.Submit(Cluster::Spec(2));
     });
   }
   for (std::thread& thread : threads) thread.join();
+  return ids;
+}
+
+// 200 clients submit at once, to a coordinator whose synchronous pool has 4 threads (which
+// used to answer the overflow RESOURCE_EXHAUSTED): client calls hold no thread of that
+// pool, so each waits its turn in the coordinator; each submission makes exactly one job.
+TEST(Flood, EveryConcurrentSubmissionSucceedsOnce) {
+  ClusterOptions options;
+  options.coordinator_flags = {"--max_sync_threads=4"};
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  constexpr int kClients = 200;
+  const std::vector<absl::StatusOr<std::string>> ids = SubmitAtOnce(cluster, kClients);
   std::set<std::string> distinct;
   for (const auto& id : ids) {
     ASSERT_TRUE(id.ok()) << id.status();

@@ -17,9 +17,9 @@
 #include <string>
 
 #include "proto/worker_service.pb.h"
+#include "server/job_calls.h"
 #include "server/job_controller.h"
 #include "server/job_manager.h"
-#include "server/job_service.h"
 #include "server/rendezvous_service.h"
 #include "server/rendezvous_store.h"
 #include "server/state_store.h"
@@ -74,7 +74,7 @@ struct Coordinator {
   WorkerRegistry workers;
   RendezvousStore rendezvous;
   std::unique_ptr<JobController> controller;
-  std::unique_ptr<JobServiceImpl> job_service;
+  std::unique_ptr<JobCalls> job_calls;
   std::unique_ptr<RendezvousServiceImpl> rendezvous_service;
 };
 
@@ -92,8 +92,7 @@ std::unique_ptr<Coordinator> StartCoordinator() {
   options.check_paths = false;
   c->controller =
       std::make_unique<JobController>(c->jobs.get(), &c->workers, &c->rendezvous, options);
-  c->job_service = std::make_unique<JobServiceImpl>(c->controller.get(), c->jobs.get(), &c->workers,
-                                                    /*watch_hub=*/nullptr);
+  c->job_calls = std::make_unique<JobCalls>(c->controller.get(), c->jobs.get(), &c->workers);
   c->rendezvous_service = std::make_unique<RendezvousServiceImpl>(&c->rendezvous);
   return c;
 }
@@ -110,6 +109,19 @@ void CallIfParses(Service& service,
     grpc::ServerContext context;
     Response response;
     (void)(service.*method)(&context, &request, &response);
+  });
+}
+
+// The same for a JobCalls call (which takes the request by reference).
+template <typename Request, typename Response>
+void CallIfParses(JobCalls& calls,
+                  grpc::Status (JobCalls::*method)(const grpc::ServerContextBase&, const Request&,
+                                                   Response*),
+                  const uint8_t* payload, size_t size) {
+  IfParses<Request>(payload, size, [&](Request& request) {
+    grpc::ServerContext context;
+    Response response;
+    (void)(calls.*method)(context, request, &response);
   });
 }
 
@@ -136,8 +148,8 @@ bool DeliverWorkerMessage(JobController& controller, uint8_t kind, const std::st
 }
 
 // A client's call of the job service; false for a kind that is not one.
-bool DeliverJobCall(JobServiceImpl& jobs, uint8_t kind, const uint8_t* payload, size_t size) {
-  using S = JobServiceImpl;
+bool DeliverJobCall(JobCalls& jobs, uint8_t kind, const uint8_t* payload, size_t size) {
+  using S = JobCalls;
   switch (kind) {
     case kSubmitJob:
       return CallIfParses(jobs, &S::SubmitJob, payload, size), true;
@@ -187,7 +199,7 @@ bool DeliverRendezvousCall(RendezvousServiceImpl& rendezvous, uint8_t kind,
 void Deliver(Coordinator& c, uint8_t kind, const std::string& worker, const std::string& token,
              const uint8_t* payload, size_t size) {
   if (DeliverWorkerMessage(*c.controller, kind, worker, payload, size) ||
-      DeliverJobCall(*c.job_service, kind, payload, size) ||
+      DeliverJobCall(*c.job_calls, kind, payload, size) ||
       DeliverRendezvousCall(*c.rendezvous_service, kind, token, payload, size)) {
     return;
   }
