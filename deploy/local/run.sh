@@ -7,7 +7,11 @@
 #   3. one worker's pod is stopped mid-training as a node drain would (SIGTERM, 30 s
 #      grace): the worker aborts its attempt, saying why, and exits well inside the grace;
 #   4. the pod starts again, the job resumes from its checkpoint and SUCCEEDS, and its
-#      model is on the shared volume.
+#      model is on the shared volume;
+#   5. the coordinator is replaced while a second job (no restarts allowed) trains, as a
+#      rolling update does: its container stopped (SIGTERM, its 30 s grace) and started
+#      again on the same state volume; the ranks train on, re-attach, and the job
+#      SUCCEEDS in attempt 1 with nothing redone.
 # Prints "kube <check> passed|failed|skipped" lines (./dev.sh counts them); exits 1 if
 # any failed. Needs root (podman's rootful networks) and the image ./dev.sh images built.
 #
@@ -199,6 +203,42 @@ main() {
     result resume failed "the job did not succeed after the worker came back"
   fi
   cli get jobs >&2
+  replace_coordinator
+}
+
+# Step 5: a rolling update's replacement of the coordinator, as the StatefulSet does it
+# (the same pod name and state claim; here the same pod, its container stopped and
+# started): the job must not notice beyond a pause in its reports.
+replace_coordinator() {
+  local job
+  sed -e 's/^name: kube-demo/name: kube-upgrade/' -e 's/max_restarts: 2/max_restarts: 0/' \
+    -e 's#/data/kube-demo#/data/kube-upgrade#g' deploy/local/demo-job.yaml \
+    >"$WORK/client/upgrade-job.yaml"
+  job=$(cli submit /client/upgrade-job.yaml 2>&1 | tail -1)
+  if ! wait_for 120 past_step "$job" 20; then
+    result coordinator-replaced failed "job '$job' did not pass step 20 within 120 s"
+    return
+  fi
+  log "replacing the coordinator while $job trains (SIGTERM, 30 s grace, then a new start)"
+  local started=$SECONDS
+  podman stop --time 30 shardwise-coordinator-0-coordinator >/dev/null
+  local took=$((SECONDS - started))
+  podman start shardwise-coordinator-0-coordinator >/dev/null
+  if cli watch "$job" >&2 && cli describe "$job" >"$WORK/upgrade.txt" 2>&1 &&
+    grep -q "^State: *SUCCEEDED" "$WORK/upgrade.txt" &&
+    grep -q "^Attempt: *1 (restarts 0 of 0)" "$WORK/upgrade.txt" &&
+    grep -q "re-attached after the coordinator restarted" "$WORK/upgrade.txt" &&
+    ! grep -q "resumed from the checkpoint" "$WORK/upgrade.txt"; then
+    result coordinator-replaced passed "stopped in ${took}s; the job finished in attempt 1"
+  else
+    cat "$WORK/upgrade.txt" >&2
+    local pod
+    for pod in shardwise-worker-0 shardwise-worker-1; do
+      echo "== the last lines of $pod's log" >&2
+      podman logs --tail 15 "$pod-worker" >&2 2>&1 || true
+    done
+    result coordinator-replaced failed "the job did not finish in its first attempt"
+  fi
 }
 
 main

@@ -33,6 +33,12 @@ WorkerDaemon::WorkerDaemon(const WorkerOptions& options) : options_(options) {
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Reconnect promptly after a coordinator restart; RunSession adds its own backoff.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // gRPC also gives each connection attempt at least this long (by default 20 s): an
+  // attempt to an address that drops packets (a replaced pod's old IP) would otherwise
+  // hold the channel for 20 s while the new coordinator is up, past the re-attach grace.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
+  // And a name resolved again at most every second, not 30 s: the replacement's address.
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);
   channel_ = grpc::CreateCustomChannel(options.coordinator_address, options.credentials, args);
   stub_ = v1::WorkerService::NewStub(channel_);
 }
