@@ -57,6 +57,7 @@ JobController::JobController(JobManager* jobs, WorkerRegistry* workers, Rendezvo
       stalls_(StallOptions(options)) {
   absl::MutexLock lock(&mu_);
   AwaitReattachments();
+  RestoreQuarantinesLocked();
 }
 
 JobController::LiveAttempt& JobController::StartLiveAttemptLocked(const v1::Job& job,

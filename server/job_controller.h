@@ -187,6 +187,8 @@ class JobController {
   void EndLateJoinLocked(const v1::Job& job, const std::set<int32_t>& joined,
                          const std::vector<int32_t>& never_reached, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The quarantines the state file holds (a restart keeps them), back in the registry.
+  void RestoreQuarantinesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& never_reached,
                         absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

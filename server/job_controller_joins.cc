@@ -99,6 +99,17 @@ void JobController::EndLateJoinLocked(const v1::Job& job, const std::set<int32_t
   QuarantineLocked(job, never_reached, now);
 }
 
+void JobController::RestoreQuarantinesLocked() {
+  auto quarantines = jobs_->LoadQuarantines();
+  LogIfFailed(quarantines.status(), "loading the quarantines from the state file");
+  if (!quarantines.ok()) return;
+  for (const StoredQuarantine& quarantine : *quarantines) {
+    workers_->Quarantine(quarantine.worker, quarantine.reason,
+                         absl::FromUnixMillis(quarantine.until_ms));
+    quarantine_ends_.insert(absl::FromUnixMillis(quarantine.until_ms));
+  }
+}
+
 void JobController::QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& never_reached,
                                      absl::Time now) {
   const bool quarantining = options_.quarantine > absl::ZeroDuration();
@@ -109,11 +120,14 @@ void JobController::QuarantineLocked(const v1::Job& job, const std::vector<int32
   for (int32_t rank : never_reached) {
     const std::string worker = WorkerOfRank(job, rank);
     if (!quarantining || worker.empty()) continue;
-    workers_->Quarantine(worker,
-                         absl::StrCat("rank ", rank, " of ", job.id(), " attempt ", job.attempt(),
-                                      " did not reach the rendezvous", Within(job)),
-                         now + options_.quarantine);
-    quarantine_ends_.insert(now + options_.quarantine);
+    const StoredQuarantine quarantine{
+        worker, absl::ToUnixMillis(now + options_.quarantine),
+        absl::StrCat("rank ", rank, " of ", job.id(), " attempt ", job.attempt(),
+                     " did not reach the rendezvous", Within(job))};
+    workers_->Quarantine(worker, quarantine.reason, absl::FromUnixMillis(quarantine.until_ms));
+    quarantine_ends_.insert(absl::FromUnixMillis(quarantine.until_ms));
+    LogIfFailed(jobs_->SaveQuarantine(quarantine), "keeping a quarantine in the state file",
+                LogContext().Worker(worker));
   }
   LogWarning(LogContext().Job(job.id()).Attempt(job.attempt()), reason);
   RequeueWithoutRestartLocked(job, reason);

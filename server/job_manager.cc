@@ -386,6 +386,14 @@ absl::StatusOr<v1::Timeline> JobManager::LoadTimeline(const std::string& job_id)
   return store_->LoadTimeline(job_id);
 }
 
+absl::Status JobManager::SaveQuarantine(const StoredQuarantine& quarantine) {
+  return store_->SaveQuarantine(quarantine);
+}
+
+absl::StatusOr<std::vector<StoredQuarantine>> JobManager::LoadQuarantines() const {
+  return store_->LoadQuarantines(absl::ToUnixMillis(clock_.Now()));
+}
+
 std::vector<PendingJob> JobManager::PendingJobs() const {
   absl::MutexLock lock(&mu_);
   std::vector<PendingJob> pending;

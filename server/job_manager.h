@@ -91,6 +91,9 @@ class JobManager {
   // none was kept.
   absl::Status SaveTimeline(const v1::Timeline& timeline);
   absl::StatusOr<v1::Timeline> LoadTimeline(const std::string& job_id) const;
+  // Workers' quarantines, kept in the state file beside the jobs (StateStore).
+  absl::Status SaveQuarantine(const StoredQuarantine& quarantine);
+  absl::StatusOr<std::vector<StoredQuarantine>> LoadQuarantines() const;
   // The PENDING jobs as the scheduler sees them (with changes the store has not taken
   // yet), oldest first.
   std::vector<PendingJob> PendingJobs() const;

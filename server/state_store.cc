@@ -89,6 +89,11 @@ CREATE TABLE IF NOT EXISTS timelines (
   attempt INTEGER NOT NULL,
   record BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS quarantines (
+  worker TEXT PRIMARY KEY,
+  until_ms INTEGER NOT NULL,
+  reason TEXT NOT NULL
+);
 )sql";
 
 bool IsTerminalName(const std::string& state) {
@@ -361,6 +366,34 @@ absl::StatusOr<v1::Timeline> StateStore::LoadTimeline(const std::string& job_id)
         absl::StrCat("state store: the timeline of ", job_id, " is corrupt"));
   }
   return timeline;
+}
+
+absl::Status StateStore::SaveQuarantine(const StoredQuarantine& quarantine) {
+  absl::MutexLock lock(&mu_);
+  Statement upsert(db_,
+                   "INSERT INTO quarantines (worker, until_ms, reason) VALUES (?1, ?2, ?3) "
+                   "ON CONFLICT (worker) DO UPDATE SET until_ms=?2, reason=?3;");
+  upsert.BindText(1, quarantine.worker);
+  upsert.BindInt(2, quarantine.until_ms);
+  upsert.BindText(3, quarantine.reason);
+  return upsert.Run(absl::StrCat("saving the quarantine of worker ", quarantine.worker));
+}
+
+absl::StatusOr<std::vector<StoredQuarantine>> StateStore::LoadQuarantines(int64_t now_ms) {
+  absl::MutexLock lock(&mu_);
+  Statement ended(db_, "DELETE FROM quarantines WHERE until_ms <= ?1;");
+  ended.BindInt(1, now_ms);
+  RETURN_IF_ERROR(ended.Run("forgetting ended quarantines"));
+  Statement select(db_, "SELECT worker, until_ms, reason FROM quarantines ORDER BY worker;");
+  if (!select.ok()) return SqliteError(db_, "loading quarantines");
+  std::vector<StoredQuarantine> quarantines;
+  int step;
+  while ((step = sqlite3_step(select.get())) == SQLITE_ROW) {
+    quarantines.push_back(
+        {select.ColumnText(0), sqlite3_column_int64(select.get(), 1), select.ColumnText(2)});
+  }
+  if (step != SQLITE_DONE) return SqliteError(db_, "loading quarantines");
+  return quarantines;
 }
 
 absl::StatusOr<std::vector<std::string>> StateStore::CompactEndedBefore(int64_t cutoff_ms) {

@@ -27,6 +27,14 @@ struct sqlite3;
 
 namespace shardwise {
 
+// A worker kept out of scheduling until `until_ms` (Unix ms), and why (the rendezvous
+// join deadline's quarantine: docs/operations.md).
+struct StoredQuarantine {
+  std::string worker;
+  int64_t until_ms = 0;
+  std::string reason;
+};
+
 class StateStore {
  public:
   // Opens (creating if needed) the database at `path`, moving a file of an older schema
@@ -57,6 +65,11 @@ class StateStore {
   absl::Status SaveTimeline(const v1::Timeline& timeline);
   // NOT_FOUND when none was saved for the job.
   absl::StatusOr<v1::Timeline> LoadTimeline(const std::string& job_id);
+
+  // Keeps a worker's quarantine (replacing one it had), so that a restart keeps it too.
+  absl::Status SaveQuarantine(const StoredQuarantine& quarantine);
+  // The quarantines that end after `now_ms`; forgets those that ended.
+  absl::StatusOr<std::vector<StoredQuarantine>> LoadQuarantines(int64_t now_ms);
 
   // Compacts the jobs that ended before `cutoff_ms`: deletes their specs, events,
   // attempts and timelines, keeping their summaries (marked compacted). Returns their ids.

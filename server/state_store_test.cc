@@ -78,6 +78,34 @@ TEST(StateStore, SavedJobsAndEventsSurviveReopening) {
 
 // A file written by the schema before (the spec inside the record, no summary) is moved
 // to this one when opened, every job intact.
+TEST(StateStore, QuarantinesSurviveReopeningUntilTheyEnd) {
+  const std::string path = TempPath("quarantines.db");
+  {
+    auto store = StateStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->SaveQuarantine({"w1", 5000, "rank 1 did not come"}).ok());
+    ASSERT_TRUE((*store)->SaveQuarantine({"w2", 3000, "first"}).ok());
+    ASSERT_TRUE((*store)->SaveQuarantine({"w2", 9000, "again"}).ok());  // replaces the first
+    ASSERT_TRUE((*store)->SaveQuarantine({"w3", 1000, "long over"}).ok());
+  }
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto held = (*store)->LoadQuarantines(/*now_ms=*/2000);
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_EQ(held->size(), 2u);
+  EXPECT_EQ((*held)[0].worker, "w1");
+  EXPECT_EQ((*held)[0].until_ms, 5000);
+  EXPECT_EQ((*held)[0].reason, "rank 1 did not come");
+  EXPECT_EQ((*held)[1].worker, "w2");
+  EXPECT_EQ((*held)[1].until_ms, 9000);
+  EXPECT_EQ((*held)[1].reason, "again");
+  // Ended ones are forgotten as they are found ended.
+  auto later = (*store)->LoadQuarantines(/*now_ms=*/6000);
+  ASSERT_TRUE(later.ok()) << later.status();
+  ASSERT_EQ(later->size(), 1u);
+  EXPECT_EQ((*later)[0].worker, "w2");
+}
+
 TEST(StateStore, MovesAVersion1FileToThisSchema) {
   const std::string path = TempPath("v1.db");
   v1::Job running = MakeJob("job-1", v1::RUNNING);

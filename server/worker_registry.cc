@@ -56,6 +56,12 @@ absl::StatusOr<WorkerRegistry::Registration> WorkerRegistry::AddOrReplace(
   worker.info.set_name(request.name());
   worker.info.set_device(request.device() == v1::DEVICE_KIND_UNSPECIFIED ? v1::CPU
                                                                          : request.device());
+  if (auto awaited = awaited_quarantines_.find(registration.worker_id);
+      awaited != awaited_quarantines_.end()) {
+    worker.info.set_quarantined_until_ms(absl::ToUnixMillis(awaited->second.first));
+    worker.info.set_quarantine_reason(awaited->second.second);
+    awaited_quarantines_.erase(awaited);
+  }
   worker.info.set_cpu_threads(request.cpu_threads());
   worker.info.set_memory_bytes(request.memory_bytes());
   if (request.has_gpu()) {
@@ -186,7 +192,10 @@ void WorkerRegistry::Quarantine(const std::string& worker_id, const std::string&
                                 absl::Time until) {
   absl::MutexLock lock(&mu_);
   Worker* worker = Find(worker_id);
-  if (worker == nullptr) return;
+  if (worker == nullptr) {
+    awaited_quarantines_[worker_id] = {until, reason};
+    return;
+  }
   worker->info.set_quarantined_until_ms(absl::ToUnixMillis(until));
   worker->info.set_quarantine_reason(reason);
 }

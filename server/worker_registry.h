@@ -96,7 +96,8 @@ class WorkerRegistry {
   void DrainOnAttach(const std::string& worker_id, const v1::CoordinatorMessage& abort);
   void SetIdle(const std::string& worker_id);
   // Keeps the worker out of Idle() (so out of scheduling) until `until`, saying why in
-  // its WorkerInfo; it keeps the quarantine when it registers again.
+  // its WorkerInfo; it keeps the quarantine when it registers again. A worker not
+  // registered yet (a quarantine restored at start) gets it when it registers.
   void Quarantine(const std::string& worker_id, const std::string& reason, absl::Time until);
   // Marks the worker lost and closes its session; returns it as it was before.
   absl::StatusOr<v1::WorkerInfo> MarkLost(const std::string& worker_id, const std::string& reason);
@@ -149,6 +150,9 @@ class WorkerRegistry {
   const Options options_;
   mutable absl::Mutex mu_;
   absl::btree_map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  // Quarantines of workers not registered yet (Quarantine): until and reason.
+  absl::btree_map<std::string, std::pair<absl::Time, std::string>> awaited_quarantines_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardwise

@@ -141,6 +141,23 @@ TEST(Failure, AWorkerThatNeverJoinsIsBlamedQuarantinedAndTheJobRunsElsewhere) {
   std::string workers;
   ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "get", "workers"}, &workers), 0);
   EXPECT_TRUE(absl::StrContains(workers, "quarantined for")) << workers;
+
+  // A coordinator that crashes and starts again keeps the quarantine (the state file
+  // holds it): w1 registers again, is shown quarantined, and the next job runs without it.
+  cluster.KillCoordinator();
+  cluster.StartCoordinator();
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return cluster.WorkerState("w0") == v1::IDLE && cluster.WorkerState("w1") == v1::IDLE &&
+           cluster.WorkerState("w2") == v1::IDLE;
+  })) << "the workers did not come back";
+  ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "get", "workers"}, &workers), 0);
+  EXPECT_TRUE(absl::StrContains(workers, "quarantined for")) << workers;
+  auto next = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(next.ok()) << next.status();
+  const v1::Job after_restart = cluster.WaitForState(*next, v1::SUCCEEDED, absl::Seconds(40));
+  for (const v1::RankAssignment& rank : after_restart.ranks()) {
+    EXPECT_NE(rank.worker_id(), "w1") << "the quarantined worker was scheduled after a restart";
+  }
 }
 
 TEST(Failure, ARestartedAttemptResumesFromTheJobsLatestCheckpoint) {
