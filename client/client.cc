@@ -26,10 +26,10 @@ void SetDeadline(grpc::ClientContext* context) {
 
 // Every call is retried (gRPC's retry policy: at most 5 attempts, exponential backoff
 // with full jitter) when the connection drops, as it does once when a coordinator
-// restarts, and when the coordinator is too busy to take it (RESOURCE_EXHAUSTED: every
-// thread it gives client calls is in use). Every call may be: all but SubmitJob change
-// nothing or are idempotent (CancelJob), and SubmitJob carries a request id, with which
-// a retried submission returns the job the first one made.
+// restarts, and when the coordinator is too busy to take it (RESOURCE_EXHAUSTED: its
+// queue of client calls is full, --max_queued_client_calls). Every call may be: all but SubmitJob
+// change nothing or are idempotent (CancelJob), and SubmitJob carries a request id, with which a
+// retried submission returns the job the first one made.
 constexpr char kRetryServiceConfig[] = R"json({
   "methodConfig": [{
     "name": [

@@ -10,10 +10,12 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <functional>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 
 namespace shardwise {
@@ -50,10 +52,29 @@ Logging Make(absl::string_view component, LogFormat format, spdlog::level::level
   return {std::move(logger), format, LogContext()};
 }
 
-Logging& Current() {
-  static Logging* logging =
-      new Logging(Make("shardwise", LogFormat::kText, spdlog::level::info, nullptr));
-  return *logging;
+// How this process logs. Log() takes a snapshot, and a change (ConfigureLogging,
+// SetProcessLogContext) replaces it whole, so a thread logging meanwhile uses the old one.
+absl::Mutex& LoggingMutex() {
+  static absl::Mutex* mu = new absl::Mutex;
+  return *mu;
+}
+
+std::shared_ptr<const Logging>& CurrentLocked() {
+  static auto* current = new std::shared_ptr<const Logging>(std::make_shared<const Logging>(
+      Make("shardwise", LogFormat::kText, spdlog::level::info, nullptr)));
+  return *current;
+}
+
+std::shared_ptr<const Logging> Current() {
+  absl::MutexLock lock(&LoggingMutex());
+  return CurrentLocked();
+}
+
+void Replace(const std::function<void(Logging&)>& change) {
+  absl::MutexLock lock(&LoggingMutex());
+  auto next = std::make_shared<Logging>(*CurrentLocked());
+  change(*next);
+  CurrentLocked() = std::move(next);
 }
 
 spdlog::level::level_enum SpdlogLevel(LogLevel level) {
@@ -121,24 +142,25 @@ absl::Status ConfigureLogging(absl::string_view component, absl::string_view for
     return absl::InvalidArgumentError(
         absl::StrCat("--log_level: \"", level, "\" is none of debug, info, warning and error"));
   }
-  // spdlog spells warning "warn" when it reads a level (and "warning" when it prints one).
-  const spdlog::level::level_enum log_level =
-      spdlog::level::from_str(level == "warning" ? "warn" : std::string(level));
-  const LogContext process = Current().process;
-  Current() = Make(component, log_format, log_level, out);
-  Current().process = process;
+  Logging made = Make(component, log_format, spdlog::level::from_str(std::string(level)), out);
+  Replace([&made](Logging& logging) {
+    logging.logger = std::move(made.logger);
+    logging.format = made.format;
+  });
   return absl::OkStatus();
 }
 
-void SetProcessLogContext(const LogContext& context) { Current().process = context; }
+void SetProcessLogContext(const LogContext& context) {
+  Replace([&context](Logging& logging) { logging.process = context; });
+}
 
 void Log(LogLevel level, const LogContext& context, absl::string_view message) {
-  const Logging& logging = Current();
+  const std::shared_ptr<const Logging> logging = Current();
   const spdlog::level::level_enum spdlog_level = SpdlogLevel(level);
-  if (!logging.logger->should_log(spdlog_level)) return;
+  if (!logging->logger->should_log(spdlog_level)) return;
   const std::string payload =
-      context.WithDefaults(logging.process).Payload(logging.format, message);
-  logging.logger->log(spdlog_level, spdlog::string_view_t(payload.data(), payload.size()));
+      context.WithDefaults(logging->process).Payload(logging->format, message);
+  logging->logger->log(spdlog_level, spdlog::string_view_t(payload.data(), payload.size()));
 }
 
 }  // namespace shardwise

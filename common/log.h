@@ -59,10 +59,12 @@ class LogContext {
   std::string worker_;
 };
 
-// How this process logs, set once at start (before other threads log): `component` names
-// the daemon in every line; `format` is "text" or "json"; `level` the least level written:
-// "debug", "info", "warning" or "error". INVALID_ARGUMENT naming the flag (--log_format,
-// --log_level) and the value. Lines go to `out` when given (tests), else standard error.
+// How this process logs, set at start: `component` names the daemon in every line;
+// `format` is "text" or "json"; `level` the least level written: "debug", "info",
+// "warning" or "error". INVALID_ARGUMENT naming the flag (--log_format, --log_level) and
+// the value. Lines go to `out` when given (tests; it must outlive every line logged until
+// the next ConfigureLogging), else standard error. Thread-safe: a line logged meanwhile
+// goes out as before or as after.
 absl::Status ConfigureLogging(absl::string_view component, absl::string_view format,
                               absl::string_view level, std::ostream* out = nullptr);
 

@@ -31,7 +31,13 @@ absl::Time ParsedTime(const std::string& stamp) {
   return time;
 }
 
-TEST(LogTest, TextLinesCarryTheTimeInUtcTheLevelTheComponentAndTheSubject) {
+// Each test logs to a stream of its own; afterwards, lines go to stderr again.
+class LogTest : public ::testing::Test {
+ protected:
+  void TearDown() override { ASSERT_TRUE(ConfigureLogging("test", "text", "info").ok()); }
+};
+
+TEST_F(LogTest, TextLinesCarryTheTimeInUtcTheLevelTheComponentAndTheSubject) {
   // Another zone for the process: the line's time must still be UTC.
   ::setenv("TZ", "Asia/Tokyo", 1);
   ::tzset();
@@ -54,7 +60,7 @@ TEST(LogTest, TextLinesCarryTheTimeInUtcTheLevelTheComponentAndTheSubject) {
   EXPECT_THAT(lines[1], MatchesRegex(".*Z info coordinator serving on port 5000\\\\nand more"));
 }
 
-TEST(LogTest, JsonLinesAreObjectsWithEveryFieldSetAndOnlyThose) {
+TEST_F(LogTest, JsonLinesAreObjectsWithEveryFieldSetAndOnlyThose) {
   std::ostringstream out;
   ASSERT_TRUE(ConfigureLogging("worker", "json", "debug", &out).ok());
   LogError(LogContext().Job("job-\"7\"").Attempt(1).Worker("w1"),
@@ -80,7 +86,7 @@ TEST(LogTest, JsonLinesAreObjectsWithEveryFieldSetAndOnlyThose) {
   EXPECT_FALSE(second.contains("job"));
 }
 
-TEST(LogTest, LinesBelowTheLevelAreNotWritten) {
+TEST_F(LogTest, LinesBelowTheLevelAreNotWritten) {
   std::ostringstream out;
   ASSERT_TRUE(ConfigureLogging("coordinator", "text", "warning", &out).ok());
   LogDebug(LogContext(), "debug");
@@ -93,7 +99,7 @@ TEST(LogTest, LinesBelowTheLevelAreNotWritten) {
   EXPECT_THAT(lines[1], MatchesRegex(".* error coordinator error"));
 }
 
-TEST(LogTest, AnUnknownFormatOrLevelIsRefusedNamingTheFlagAndTheValue) {
+TEST_F(LogTest, AnUnknownFormatOrLevelIsRefusedNamingTheFlagAndTheValue) {
   absl::Status format = ConfigureLogging("coordinator", "xml", "info");
   EXPECT_EQ(format.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(format.message(), "--log_format: \"xml\" is neither text nor json");

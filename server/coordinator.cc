@@ -111,7 +111,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   const bool worker_certificates = !options.tls.worker_ca_file.empty();
   c->job_calls_ = std::make_unique<JobCalls>(c->controller_.get(), c->jobs_.get(),
                                              c->workers_.get(), c->tokens_.get());
-  c->job_service_ = std::make_unique<JobServiceImpl>(c->job_calls_.get(), c->watch_hub_.get());
+  c->call_pool_ = std::make_unique<CallPool>(options.client_call_threads,
+                                             static_cast<size_t>(options.max_queued_client_calls));
+  c->job_service_ = std::make_unique<JobServiceImpl>(c->job_calls_.get(), c->call_pool_.get(),
+                                                     c->watch_hub_.get());
   c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->controller_.get(), c->executor_.get(),
                                                            &c->metrics_, worker_certificates);
   c->rendezvous_service_ =
@@ -136,8 +139,9 @@ absl::Status Coordinator::StartServing() {
   builder.RegisterService(job_service_.get());
   builder.RegisterService(worker_service_.get());
   builder.RegisterService(rendezvous_service_.get());
-  // Synchronous calls (JobService, rendezvous Set/Get/Add) run on a bounded pool; workers'
-  // sessions, registrations and rendezvous waits are callbacks and hold no thread.
+  // Synchronous calls (rendezvous Set/Get/Add) run on a bounded pool; client calls are
+  // answered on the CallPool, and workers' sessions, registrations and rendezvous waits
+  // are callbacks that hold no thread.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> metrics;
   metrics.push_back(std::make_unique<GrpcMetricsFactory>(&metrics_registry_));
   builder.experimental().SetInterceptorCreators(std::move(metrics));
@@ -300,6 +304,7 @@ Coordinator::~Coordinator() {
   }
   if (periodic_.joinable()) periodic_.join();
   metrics_server_.reset();
+  call_pool_.reset();  // every client call was answered before the server's Wait returned
   // Every call is done: nothing posts to the executor any more. Its last tasks run
   // before the controller they use goes.
   executor_.reset();

@@ -24,6 +24,7 @@
 #include "common/metrics.h"
 #include "common/metrics_http_server.h"
 #include "grpcpp/server.h"
+#include "server/call_pool.h"
 #include "server/client_auth.h"
 #include "server/coordinator_metrics.h"
 #include "server/job_calls.h"
@@ -68,8 +69,11 @@ struct CoordinatorOptions {
   absl::Duration progress_persist_interval = absl::Seconds(1);
   // Jobs that ended longer ago than this are compacted (StateStore); checked hourly.
   absl::Duration job_retention = absl::Hours(24 * 30);
-  // Threads gRPC may use for the synchronous calls (JobService, rendezvous Set/Get/Add).
+  // Threads gRPC may use for the synchronous calls (rendezvous Set/Get/Add).
   int max_sync_threads = 32;
+  // The JobService's calls: the threads that answer them, and how many may wait (CallPool).
+  int client_call_threads = 4;
+  int max_queued_client_calls = 10000;
 };
 
 // The health service name a liveness probe asks for: SERVING while the process answers,
@@ -111,6 +115,7 @@ class Coordinator {
   std::unique_ptr<TokenAuthenticator> tokens_;
   std::unique_ptr<WatchHub> watch_hub_;
   std::unique_ptr<JobCalls> job_calls_;
+  std::unique_ptr<CallPool> call_pool_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<RendezvousServiceImpl> rendezvous_service_;

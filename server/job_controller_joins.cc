@@ -100,6 +100,7 @@ void JobController::EndLateJoinLocked(const v1::Job& job, const std::set<int32_t
 }
 
 void JobController::RestoreQuarantinesLocked() {
+  if (options_.quarantine <= absl::ZeroDuration()) return;  // quarantining is off now
   auto quarantines = jobs_->LoadQuarantines();
   LogIfFailed(quarantines.status(), "loading the quarantines from the state file");
   if (!quarantines.ok()) return;

@@ -1,15 +1,11 @@
 #include "server/job_service.h"
 
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
 namespace shardwise {
 namespace {
-
-// Answers a unary call with `status` (the response is filled already).
-grpc::ServerUnaryReactor* Answered(grpc::CallbackServerContext* context,
-                                   const grpc::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(status);
-  return reactor;
-}
 
 // A watch refused before it starts.
 class RefusedWatch final : public grpc::ServerWriteReactor<v1::Job> {
@@ -20,46 +16,59 @@ class RefusedWatch final : public grpc::ServerWriteReactor<v1::Job> {
 
 }  // namespace
 
+grpc::ServerUnaryReactor* JobServiceImpl::Queued(grpc::CallbackServerContext* context,
+                                                 std::function<grpc::Status()> call) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The request and response stay valid until the reactor is finished.
+  if (!pool_->TryPost([reactor, call = std::move(call)] { reactor->Finish(call()); })) {
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("the coordinator has ", pool_->max_queued(),
+                     " client calls waiting (--max_queued_client_calls); try again shortly")));
+  }
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
                                                     const v1::SubmitJobRequest* request,
                                                     v1::SubmitJobResponse* response) {
-  return Answered(context, calls_->SubmitJob(*context, *request, response));
+  return Queued(context, [=] { return calls_->SubmitJob(*context, *request, response); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
                                                  const v1::GetJobRequest* request,
                                                  v1::Job* response) {
-  return Answered(context, calls_->GetJob(*context, *request, response));
+  return Queued(context, [=] { return calls_->GetJob(*context, *request, response); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
                                                    const v1::ListJobsRequest* request,
                                                    v1::ListJobsResponse* response) {
-  return Answered(context, calls_->ListJobs(*context, *request, response));
+  return Queued(context, [=] { return calls_->ListJobs(*context, *request, response); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::SetCommHook(grpc::CallbackServerContext* context,
                                                       const v1::SetCommHookRequest* request,
                                                       v1::HookSwitch* response) {
-  return Answered(context, calls_->SetCommHook(*context, *request, response));
+  return Queued(context, [=] { return calls_->SetCommHook(*context, *request, response); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetTimeline(grpc::CallbackServerContext* context,
                                                       const v1::GetTimelineRequest* request,
                                                       v1::Timeline* response) {
-  return Answered(context, calls_->GetTimeline(*context, *request, response));
+  return Queued(context, [=] { return calls_->GetTimeline(*context, *request, response); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* request,
                                                     v1::Job* response) {
-  return Answered(context, calls_->CancelJob(*context, *request, response));
+  return Queued(context, [=] { return calls_->CancelJob(*context, *request, response); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
                                                       const v1::ListWorkersRequest* request,
                                                       v1::ListWorkersResponse* response) {
-  return Answered(context, calls_->ListWorkers(*context, *request, response));
+  return Queued(context, [=] { return calls_->ListWorkers(*context, *request, response); });
 }
 
 grpc::ServerWriteReactor<v1::Job>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* context,

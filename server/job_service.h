@@ -1,13 +1,17 @@
 #ifndef SHARDWISE_SERVER_JOB_SERVICE_H_
 #define SHARDWISE_SERVER_JOB_SERVICE_H_
 
-// gRPC plumbing of the client-facing JobService, on gRPC's callback API: no call holds a
-// thread of its own while it waits to run or to be answered, so a flood of clients queues
-// in gRPC (each call waits its turn) instead of being refused for want of a thread, as
-// a synchronous service's bounded pool refuses them (RESOURCE_EXHAUSTED). Each unary call
-// is answered by JobCalls as it arrives; WatchJob streams are served by the WatchHub.
+// gRPC plumbing of the client-facing JobService, on gRPC's callback API: each unary call
+// is queued on the CallPool, whose threads answer it with JobCalls, and the callback
+// returns at once, so gRPC's threads (which also carry the workers' heartbeats) never
+// wait on a client's call. A flood of clients waits its turn in the pool's queue; beyond
+// its bound a call is answered RESOURCE_EXHAUSTED, which clients retry with backoff.
+// WatchJob streams are served by the WatchHub.
+
+#include <functional>
 
 #include "proto/job_service.grpc.pb.h"
+#include "server/call_pool.h"
 #include "server/job_calls.h"
 #include "server/watch_hub.h"
 
@@ -15,8 +19,9 @@ namespace shardwise {
 
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
-  // `watch_hub` may be null (tests, which do not watch).
-  JobServiceImpl(JobCalls* calls, WatchHub* watch_hub) : calls_(calls), watch_hub_(watch_hub) {}
+  // `watch_hub` may be null (tests, which do not watch). `pool` answers the unary calls.
+  JobServiceImpl(JobCalls* calls, CallPool* pool, WatchHub* watch_hub)
+      : calls_(calls), pool_(pool), watch_hub_(watch_hub) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
                                       const v1::SubmitJobRequest* request,
@@ -42,7 +47,13 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
                                               const v1::WatchJobRequest* request) override;
 
  private:
+  // Queues `call` on the pool, which finishes the call with its status; refused there,
+  // the call is answered RESOURCE_EXHAUSTED at once.
+  grpc::ServerUnaryReactor* Queued(grpc::CallbackServerContext* context,
+                                   std::function<grpc::Status()> call);
+
   JobCalls* const calls_;
+  CallPool* const pool_;
   WatchHub* const watch_hub_;
 };
 

@@ -81,8 +81,12 @@ ABSL_FLAG(int64_t, job_retention_hours, 720,
           "jobs that ended longer ago are compacted: their specs, events, attempts and "
           "timelines are deleted from the state file, their summaries kept");
 ABSL_FLAG(int32_t, max_sync_threads, 32,
-          "threads gRPC may use for client calls and rendezvous reads and writes (worker "
+          "threads gRPC may use for rendezvous reads and writes (client calls, worker "
           "sessions, registrations and rendezvous waits need none)");
+ABSL_FLAG(int32_t, client_call_threads, 4, "threads that answer client calls (JobService)");
+ABSL_FLAG(int32_t, max_queued_client_calls, 10000,
+          "client calls that may wait for those threads; beyond, RESOURCE_EXHAUSTED (clients "
+          "retry)");
 
 namespace shardwise {
 namespace {
@@ -148,6 +152,8 @@ absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
       absl::Milliseconds(absl::GetFlag(FLAGS_lost_worker_retention_ms));
   options.job_retention = absl::Hours(absl::GetFlag(FLAGS_job_retention_hours));
   options.max_sync_threads = std::max(4, absl::GetFlag(FLAGS_max_sync_threads));
+  options.client_call_threads = std::max(1, absl::GetFlag(FLAGS_client_call_threads));
+  options.max_queued_client_calls = std::max(1, absl::GetFlag(FLAGS_max_queued_client_calls));
   RETURN_IF_ERROR(ControllerOptionsFromFlags(&options.controller));
   return options;
 }

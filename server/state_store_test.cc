@@ -76,8 +76,6 @@ TEST(StateStore, SavedJobsAndEventsSurviveReopening) {
   EXPECT_EQ((*store)->LoadJob("job-3").status().code(), absl::StatusCode::kNotFound);
 }
 
-// A file written by the schema before (the spec inside the record, no summary) is moved
-// to this one when opened, every job intact.
 TEST(StateStore, QuarantinesSurviveReopeningUntilTheyEnd) {
   const std::string path = TempPath("quarantines.db");
   {
@@ -106,6 +104,8 @@ TEST(StateStore, QuarantinesSurviveReopeningUntilTheyEnd) {
   EXPECT_EQ((*later)[0].worker, "w2");
 }
 
+// A file written by the schema before (the spec inside the record, no summary) is moved
+// to this one when opened, every job intact.
 TEST(StateStore, MovesAVersion1FileToThisSchema) {
   const std::string path = TempPath("v1.db");
   v1::Job running = MakeJob("job-1", v1::RUNNING);

@@ -58,8 +58,10 @@ absl::StatusOr<WorkerRegistry::Registration> WorkerRegistry::AddOrReplace(
                                                                          : request.device());
   if (auto awaited = awaited_quarantines_.find(registration.worker_id);
       awaited != awaited_quarantines_.end()) {
-    worker.info.set_quarantined_until_ms(absl::ToUnixMillis(awaited->second.first));
-    worker.info.set_quarantine_reason(awaited->second.second);
+    if (awaited->second.first > options_.clock->Now()) {  // not ended while it was away
+      worker.info.set_quarantined_until_ms(absl::ToUnixMillis(awaited->second.first));
+      worker.info.set_quarantine_reason(awaited->second.second);
+    }
     awaited_quarantines_.erase(awaited);
   }
   worker.info.set_cpu_threads(request.cpu_threads());

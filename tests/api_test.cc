@@ -12,10 +12,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "proto/job_service.grpc.pb.h"
 #include "proto/rendezvous_service.grpc.pb.h"
@@ -273,12 +275,14 @@ std::vector<absl::StatusOr<std::string>> SubmitAtOnce(const Cluster& cluster, in
   return ids;
 }
 
-// 200 clients submit at once, to a coordinator whose synchronous pool has 4 threads (which
-// used to answer the overflow RESOURCE_EXHAUSTED): client calls hold no thread of that
-// pool, so each waits its turn in the coordinator; each submission makes exactly one job.
+// 200 clients submit at once to a coordinator that lets 8 client calls wait for its one
+// client thread: it answers the overflow RESOURCE_EXHAUSTED, and the clients wait their
+// turn (retries with jittered backoff) instead of failing; each submission makes exactly
+// one job.
 TEST(Flood, EveryConcurrentSubmissionSucceedsOnce) {
   ClusterOptions options;
-  options.coordinator_flags = {"--max_sync_threads=4"};
+  options.coordinator_flags = {"--client_call_threads=1", "--max_queued_client_calls=8"};
+  options.coordinator_metrics = true;
   Cluster cluster(options);
   cluster.StartCoordinator();
   constexpr int kClients = 200;
@@ -292,6 +296,17 @@ TEST(Flood, EveryConcurrentSubmissionSucceedsOnce) {
   auto jobs = cluster.client().ListJobs();
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   EXPECT_EQ(jobs->size(), static_cast<size_t>(kClients));
+  // The bound was reached: some submissions were answered RESOURCE_EXHAUSTED and retried.
+  httplib::Client metrics("127.0.0.1", cluster.coordinator_metrics_port());
+  auto scrape = metrics.Get("/metrics");
+  ASSERT_TRUE(scrape && scrape->status == 200);
+  bool refused = false;
+  for (absl::string_view line : absl::StrSplit(scrape->body, '\n')) {
+    refused |= absl::StrContains(line, "SubmitJob") &&
+               absl::StrContains(line, "code=\"RESOURCE_EXHAUSTED\"") &&
+               !absl::EndsWith(line, " 0");
+  }
+  EXPECT_TRUE(refused) << scrape->body;
 }
 
 TEST(Cli, ADeadCoordinatorGetsAClearMessage) {

@@ -155,8 +155,13 @@ TEST(Failure, AWorkerThatNeverJoinsIsBlamedQuarantinedAndTheJobRunsElsewhere) {
   auto next = cluster.client().Submit(Cluster::Spec(2));
   ASSERT_TRUE(next.ok()) << next.status();
   const v1::Job after_restart = cluster.WaitForState(*next, v1::SUCCEEDED, absl::Seconds(40));
+  // Had w1 been scheduled, the join deadline would have re-queued the job (attempt 2).
+  EXPECT_EQ(after_restart.attempt(), 1);
   for (const v1::RankAssignment& rank : after_restart.ranks()) {
     EXPECT_NE(rank.worker_id(), "w1") << "the quarantined worker was scheduled after a restart";
+  }
+  for (const auto& e : after_restart.events()) {
+    EXPECT_FALSE(absl::StrContains(e.message(), "did not reach the rendezvous")) << e.message();
   }
 }
 

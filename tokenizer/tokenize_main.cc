@@ -5,6 +5,8 @@
 //
 //   shardwise-tokenize TEXT... -o DIR [--tokenizer=bytes|sentencepiece|gpt2|tiktoken] ...
 //   shardwise-tokenize encode --tokenizer_dir=DIR --text=TEXT     ids, space-separated
+//   shardwise-tokenize encode --tokenizer_dir=DIR --texts_json=F [--check_round_trip]
+//                                             a line of ids per text (tests/tokenizers)
 //   shardwise-tokenize decode --tokenizer_dir=DIR --ids=1,2,3     the text
 
 #include <algorithm>

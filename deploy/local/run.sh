@@ -206,6 +206,8 @@ main() {
   replace_coordinator
 }
 
+coordinator_serves() { cli get jobs >/dev/null 2>&1; }
+
 # Step 5: a rolling update's replacement of the coordinator, as the StatefulSet does it
 # (the same pod name and state claim; here the same pod, its container stopped and
 # started): the job must not notice beyond a pause in its reports.
@@ -224,6 +226,11 @@ replace_coordinator() {
   podman stop --time 30 shardwise-coordinator-0-coordinator >/dev/null
   local took=$((SECONDS - started))
   podman start shardwise-coordinator-0-coordinator >/dev/null
+  # The client retries an unreachable coordinator for a second or two only: wait for it.
+  if ! wait_for 60 coordinator_serves; then
+    result coordinator-replaced failed "the coordinator did not serve within 60 s of its start"
+    return
+  fi
   if cli watch "$job" >&2 && cli describe "$job" >"$WORK/upgrade.txt" 2>&1 &&
     grep -q "^State: *SUCCEEDED" "$WORK/upgrade.txt" &&
     grep -q "^Attempt: *1 (restarts 0 of 0)" "$WORK/upgrade.txt" &&

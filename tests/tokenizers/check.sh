@@ -135,7 +135,8 @@ check_tokenizer() {
     echo "encode: $(tail -1 "$work/err")"
     return
   }
-  [ -z "$expected" ] || differences "$expected" "$work/$name.ids" "$texts"
+  [ -z "$expected" ] || differences "$expected" "$work/$name.ids" "$texts" ||
+    echo "comparing the ids failed"
 }
 summary() {  # the ids a check compared
   echo "$(wc -l <"$work/$1.ids") texts, $(wc -w <"$work/$1.ids") ids equal to the reference's"

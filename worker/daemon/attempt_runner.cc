@@ -125,7 +125,9 @@ void AttemptRunner::Fail(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
     message = absl::StrCat("aborted: ", abort_reason_);
   }
-  LogError(LogContext().Job(job_id()).Attempt(attempt()).Rank(rank()), message);
+  // An abort the coordinator asked for (a cancel, a lost peer) is not this rank's error.
+  Log(abort_ ? LogLevel::kWarning : LogLevel::kError,
+      LogContext().Job(job_id()).Attempt(attempt()).Rank(rank()), message);
   Report(v1::ABORTED, message, Phase("aborted"), !abort_ && IsPermanent(status));
   done_ = true;
   finished_.Notify();

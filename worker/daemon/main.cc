@@ -171,6 +171,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   using shardwise::LogContext;
+  // Named from the start where --name says it (else once Configure finds the name).
+  shardwise::SetProcessLogContext(LogContext().Worker(absl::GetFlag(FLAGS_name)));
 
   shardwise::WorkerOptions options;
   if (const absl::Status configured = shardwise::Configure(argv, &options); !configured.ok()) {

@@ -28,6 +28,10 @@ constexpr absl::Duration kSessionCloseGrace = absl::Seconds(2);
 
 WorkerDaemon::WorkerDaemon(const WorkerOptions& options) : options_(options) {
   if (options.metrics != nullptr) metrics_ = std::make_unique<WorkerMetrics>(options.metrics);
+  Connect();
+}
+
+void WorkerDaemon::Connect() {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
@@ -39,7 +43,7 @@ WorkerDaemon::WorkerDaemon(const WorkerOptions& options) : options_(options) {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   // And a name resolved again at most every second, not 30 s: the replacement's address.
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);
-  channel_ = grpc::CreateCustomChannel(options.coordinator_address, options.credentials, args);
+  channel_ = grpc::CreateCustomChannel(options_.coordinator_address, options_.credentials, args);
   stub_ = v1::WorkerService::NewStub(channel_);
 }
 
@@ -79,6 +83,11 @@ void WorkerDaemon::Run(const std::atomic<bool>& stop) {
     const absl::Time until = absl::Now() + backoff * absl::Uniform(random, 0.5, 1.0);
     while (!stop && absl::Now() < until) absl::SleepFor(absl::Milliseconds(50));
     backoff = std::min(backoff * 2, options_.max_backoff);
+    // A new channel for each new session: one whose name lookup failed (the coordinator's
+    // pod gone from DNS while it is replaced) retries the lookup only after a backoff of
+    // its own that grows to minutes, and was seen to keep a worker away for 30 s after
+    // the new coordinator served. A running attempt keeps the channel it was given.
+    Connect();
   }
   absl::MutexLock lock(&runner_mu_);
   if (runner_) runner_->Abort("worker stopped");
@@ -92,6 +101,8 @@ void WorkerDaemon::DrainForShutdown() {
   constexpr char kReason[] = "the worker is shutting down (it was told to stop: SIGTERM or SIGINT)";
   absl::MutexLock lock(&runner_mu_);
   if (!runner_ || runner_->done()) return;
+  // The message names the job although the context does: deploy/local/run.sh's drain
+  // check looks for "shutting down: aborting JOB" in the container's log.
   LogInfo(
       LogContext().Job(runner_->job_id()).Attempt(runner_->attempt()),
       absl::StrCat("shutting down: aborting ", runner_->job_id(), " attempt ", runner_->attempt()));

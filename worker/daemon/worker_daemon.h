@@ -69,6 +69,8 @@ class WorkerDaemon {
   void Run(const std::atomic<bool>& stop);
 
  private:
+  // A new channel (and stub) to the coordinator.
+  void Connect();
   using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>;
 
   // One registration and session; returns why it ended.
