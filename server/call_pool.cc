@@ -10,11 +10,18 @@ CallPool::CallPool(int threads, size_t max_queued) : max_queued_(max_queued) {
 }
 
 CallPool::~CallPool() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
+  Stop();
   for (std::thread& thread : threads_) thread.join();
+}
+
+void CallPool::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+}
+
+size_t CallPool::queued() const {
+  absl::MutexLock lock(&mu_);
+  return calls_.size();
 }
 
 bool CallPool::TryPost(std::function<void()> call) {

@@ -1,12 +1,14 @@
 #ifndef SHARDWISE_SERVER_CALL_POOL_H_
 #define SHARDWISE_SERVER_CALL_POOL_H_
 
-// A few threads that answer the JobService's calls, off gRPC's callback threads: a call
+// Threads that run queued calls in the order queued. The JobService's calls are answered
+// on a few of them, off gRPC's callback threads: a call
 // may wait on a state-file commit (a submission, a cancel) or read the state file (an
 // ended job), and gRPC's threads also carry every worker's heartbeats, which must not
 // queue behind a flood of clients. The queue is bounded: beyond `max_queued` calls
 // waiting, TryPost refuses and the caller answers RESOURCE_EXHAUSTED, which clients retry
 // with backoff (docs/operations.md), so a flood costs the coordinator bounded memory.
+// With one thread and no bound it is the coordinator's SerialExecutor.
 //
 // Thread-safety: TryPost() may be called from any thread.
 
@@ -30,15 +32,18 @@ class CallPool {
   CallPool& operator=(const CallPool&) = delete;
 
   // Queues `call` for a pool thread; false, and `call` dropped, when `max_queued` calls
-  // already wait.
+  // already wait or after Stop().
   bool TryPost(std::function<void()> call);
+  // Takes no more calls; the threads run what is queued, then end.
+  void Stop();
+  size_t queued() const;
   size_t max_queued() const { return max_queued_; }
 
  private:
   void Run();
 
   const size_t max_queued_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::deque<std::function<void()>> calls_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;  // last: started once the rest exists

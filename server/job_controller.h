@@ -189,6 +189,8 @@ class JobController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The quarantines the state file holds (a restart keeps them), back in the registry.
   void RestoreQuarantinesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps the worker out of scheduling until the quarantine ends, and a pass then.
+  void HoldQuarantineLocked(const StoredQuarantine& quarantine) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& never_reached,
                         absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

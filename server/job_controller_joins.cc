@@ -104,11 +104,13 @@ void JobController::RestoreQuarantinesLocked() {
   auto quarantines = jobs_->LoadQuarantines();
   LogIfFailed(quarantines.status(), "loading the quarantines from the state file");
   if (!quarantines.ok()) return;
-  for (const StoredQuarantine& quarantine : *quarantines) {
-    workers_->Quarantine(quarantine.worker, quarantine.reason,
-                         absl::FromUnixMillis(quarantine.until_ms));
-    quarantine_ends_.insert(absl::FromUnixMillis(quarantine.until_ms));
-  }
+  for (const StoredQuarantine& quarantine : *quarantines) HoldQuarantineLocked(quarantine);
+}
+
+void JobController::HoldQuarantineLocked(const StoredQuarantine& quarantine) {
+  const absl::Time until = absl::FromUnixMillis(quarantine.until_ms);
+  workers_->Quarantine(quarantine.worker, quarantine.reason, until);
+  quarantine_ends_.insert(until);  // a scheduling pass when it ends
 }
 
 void JobController::QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& never_reached,
@@ -125,8 +127,7 @@ void JobController::QuarantineLocked(const v1::Job& job, const std::vector<int32
         worker, absl::ToUnixMillis(now + options_.quarantine),
         absl::StrCat("rank ", rank, " of ", job.id(), " attempt ", job.attempt(),
                      " did not reach the rendezvous", Within(job))};
-    workers_->Quarantine(worker, quarantine.reason, absl::FromUnixMillis(quarantine.until_ms));
-    quarantine_ends_.insert(absl::FromUnixMillis(quarantine.until_ms));
+    HoldQuarantineLocked(quarantine);
     LogIfFailed(jobs_->SaveQuarantine(quarantine), "keeping a quarantine in the state file",
                 LogContext().Worker(worker));
   }

@@ -7,25 +7,21 @@
 // report, a registration, a session opening or closing) is posted here instead, and the
 // callback returns at once. Each session has at most one task queued at a time (it reads
 // its next message only when its task has run), so the queue is bounded by the number of
-// sessions and registrations in flight.
+// sessions and registrations in flight. It is a CallPool of one thread and no bound;
+// destroyed, it runs every task already posted, then stops the thread.
 //
 // Thread-safety: Post() may be called from any thread, also from a running task.
 
 #include <cstddef>
-#include <deque>
 #include <functional>
-#include <thread>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "server/call_pool.h"
 
 namespace shardwise {
 
 class SerialExecutor {
  public:
   SerialExecutor();
-  // Runs every task already posted, then stops the thread.
-  ~SerialExecutor();
   SerialExecutor(const SerialExecutor&) = delete;
   SerialExecutor& operator=(const SerialExecutor&) = delete;
 
@@ -36,12 +32,7 @@ class SerialExecutor {
   size_t queued() const;
 
  private:
-  void Run();
-
-  mutable absl::Mutex mu_;
-  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: started once the rest exists
+  CallPool pool_;
 };
 
 }  // namespace shardwise
