@@ -36,8 +36,8 @@ std::string Pattern(LogFormat format, absl::string_view component) {
                       nlohmann::json(std::string(component)).dump(), ",%v}");
 }
 
-Logging Make(absl::string_view component, LogFormat format, spdlog::level::level_enum level,
-             std::ostream* out) {
+std::shared_ptr<spdlog::logger> MakeLogger(absl::string_view component, LogFormat format,
+                                           spdlog::level::level_enum level, std::ostream* out) {
   spdlog::sink_ptr sink;
   if (out != nullptr) {
     sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*out, /*force_flush=*/true);
@@ -49,7 +49,7 @@ Logging Make(absl::string_view component, LogFormat format, spdlog::level::level
       Pattern(format, component), spdlog::pattern_time_type::utc));
   logger->set_level(level);
   logger->flush_on(spdlog::level::trace);  // every line, so that a crash loses none
-  return {std::move(logger), format, LogContext()};
+  return logger;
 }
 
 // How this process logs. Log() takes a snapshot, and a change (ConfigureLogging,
@@ -61,7 +61,8 @@ absl::Mutex& LoggingMutex() {
 
 std::shared_ptr<const Logging>& CurrentLocked() {
   static auto* current = new std::shared_ptr<const Logging>(std::make_shared<const Logging>(
-      Make("shardwise", LogFormat::kText, spdlog::level::info, nullptr)));
+      Logging{MakeLogger("shardwise", LogFormat::kText, spdlog::level::info, nullptr),
+              LogFormat::kText, LogContext()}));
   return *current;
 }
 
@@ -142,10 +143,10 @@ absl::Status ConfigureLogging(absl::string_view component, absl::string_view for
     return absl::InvalidArgumentError(
         absl::StrCat("--log_level: \"", level, "\" is none of debug, info, warning and error"));
   }
-  Logging made = Make(component, log_format, spdlog::level::from_str(std::string(level)), out);
-  Replace([&made](Logging& logging) {
-    logging.logger = std::move(made.logger);
-    logging.format = made.format;
+  auto logger = MakeLogger(component, log_format, spdlog::level::from_str(std::string(level)), out);
+  Replace([&](Logging& logging) {
+    logging.logger = std::move(logger);
+    logging.format = log_format;
   });
   return absl::OkStatus();
 }
