@@ -38,6 +38,9 @@ DEBIAN_PACKAGES=(
 # sets up the pods' network with iptables, which it only suggests and a new machine lacks.
 DEPLOY_PACKAGES=(buildah podman runc netavark aardvark-dns catatonit iptables)
 
+# What the profiles under bench/ need besides (bench/gpt_profile.sh: perf).
+BENCH_PACKAGES=(linux-perf)
+
 # The programs each step runs and their packages: check_prerequisites STEP... names the
 # missing ones before a step starts.
 source tools/prerequisites.sh
@@ -300,8 +303,10 @@ case "${1:-}" in
   images) images ;;
   kube) kube ;;
   deps) deps && deploy_deps ;;
+  # shellcheck disable=SC2046
+  bench-deps) deps && install_packages $(missing_packages "${BENCH_PACKAGES[@]}") ;;
   *)
-    echo "usage: ./dev.sh demo|test|build|images|kube|deps" >&2
+    echo "usage: ./dev.sh demo|test|build|images|kube|deps|bench-deps" >&2
     exit 2
     ;;
 esac

@@ -21,11 +21,19 @@ def _rank(rank, world, setup, warmup, steps, port, out):
     torch.manual_seed(0)
     step = setup(rank, world)
     timed = 0.0
-    for index in range(warmup + steps):
-        start = time.perf_counter()
+    for index in range(warmup):
         step(index)
-        if index >= warmup:
+    # SHARDWISE_TORCH_PROFILE=FILE: rank 0's timed steps under the autograd profiler, its
+    # table of operators by self CPU time written to FILE (bench/gpt_profile.sh).
+    profile_to = os.environ.get("SHARDWISE_TORCH_PROFILE") if rank == 0 else None
+    with torch.autograd.profiler.profile(enabled=bool(profile_to)) as profile:
+        for index in range(warmup, warmup + steps):
+            start = time.perf_counter()
+            step(index)
             timed += time.perf_counter() - start
+    if profile_to:
+        with open(profile_to, "w") as f:
+            f.write(profile.key_averages().table(sort_by="self_cpu_time_total", row_limit=40))
     if rank == 0:
         with open(out, "w") as f:
             f.write(f"{timed / steps}\n")

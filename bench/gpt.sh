@@ -2,49 +2,82 @@
 # The GPT benchmarks against their baselines, measured in the same run, appended with this
 # command to bench/RESULTS.md:
 #   - tokens/s of a small GPT (4 layers, 256 wide, 128 context, byte vocabulary, global
-#     batch 16 sequences) at world 2, FULL_SHARD and NO_SHARD, and FULL_SHARD with FUSED
-#     attention, against PyTorch DDP (Debian's python3-torch, gloo; its attention
-#     materialised, as torch 1.13 has no scaled_dot_product_attention) on the same model,
-#     data, optimizer and threads;
+#     batch 16 sequences), FULL_SHARD and NO_SHARD, and FULL_SHARD with FUSED attention,
+#     against PyTorch DDP (Debian's python3-torch, gloo; its attention materialised, as
+#     torch 1.13 has no scaled_dot_product_attention) on the same model, data, optimizer
+#     and threads (one per rank): at world 2 RUNS times, the two sides taking turns, with
+#     the median and the spread of the ratios (this machine moves by +-10% from run to
+#     run); at worlds 1 and 4 once;
 #   - peak memory per rank (parameters, gradients, optimizer state, activations) for
 #     FULL_SHARD with and without prefetch, NO_SHARD, FULL_SHARD with activation
 #     checkpointing and with FUSED attention, and both attentions at a context of 1024,
 #     against contracts/memory_estimate.h's estimate (what the coordinator and the workers
 #     check before a job runs).
-# Usage: bench/gpt.sh [WARMUP_STEPS] [TIMED_STEPS]
+# Usage: bench/gpt.sh [WARMUP_STEPS] [TIMED_STEPS] [RUNS]   (defaults 3 30 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-warmup=${1:-2}
-steps=${2:-10}
+warmup=${1:-3}
+steps=${2:-30}
+runs=${3:-3}
 
 ./dev.sh deps
 bazel build //bench:gpt_bench >/dev/null 2>&1
 bin=$(bazel info bazel-bin 2>/dev/null)
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
 
-echo "== Shardwise GPT ($warmup warm-up + $steps timed steps)" >&2
-ours=$("$bin/bench/gpt_bench" "$warmup" "$steps")
-echo "== PyTorch DDP GPT" >&2
-torch=$(OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_gpt_ddp.py "$warmup" "$steps")
+# One round at WORLD: Shardwise's three configurations, then PyTorch's, as "RUN WORLD
+# NAME OURS TORCH" lines.
+round() {  # round RUN WORLD
+  local ours torch
+  echo "== run $1, world $2: Shardwise GPT ($warmup warm-up + $steps timed steps)" >&2
+  ours=$(SHARDWISE_BENCH_WORLD=$2 "$bin/bench/gpt_bench" "$warmup" "$steps" throughput)
+  echo "== run $1, world $2: PyTorch DDP GPT" >&2
+  torch=$(OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_gpt_ddp.py \
+    "$warmup" "$steps" "$2")
+  awk -v run="$1" -v world="$2" -v torch="$torch" \
+    '$1 == "throughput" {print run, world, $2, $3, torch}' <<<"$ours" >>"$rows"
+}
 
-report=$(python3 - "$torch" "$ours" <<'PY'
+for ((run = 1; run <= runs; run++)); do round "$run" 2; done
+round 1 1
+round 1 4
+echo "== memory per rank against the estimate (world 2)" >&2
+memory=$("$bin/bench/gpt_bench" 0 0 memory)
+
+report=$(/usr/bin/python3 - "$rows" "$memory" "$runs" <<'PY'
+import statistics
 import sys
-torch = float(sys.argv[1])
-lines = ["| GPT, world 2 | Shardwise tokens/s | PyTorch DDP tokens/s | ratio |", "| --- | --- | --- | --- |"]
-rows = [line.split() for line in sys.argv[2].splitlines()]
-for kind, name, *values in rows:
-    if kind == "throughput":
-        lines.append(f"| {name} | {float(values[0]):.0f} | {torch:.0f} | {float(values[0]) / torch:.2f} |")
-estimated = {name: [int(v) for v in values] for kind, name, *values in rows if kind == "estimated"}
-lines += ["", "| peak MiB per rank, measured / estimated | parameters | gradients | optimizer state | activations |",
+
+rows = [line.split() for line in open(sys.argv[1])]
+runs = int(sys.argv[3])
+lines = [f"| GPT, world 2, {runs} runs | Shardwise tokens/s, median | PyTorch DDP tokens/s, median "
+         "| ratio, median | ratio, lowest-highest |", "| --- | --- | --- | --- | --- |"]
+names = list(dict.fromkeys(name for _, world, name, _, _ in rows if world == "2"))
+for name in names:
+    mine = [(float(o), float(t)) for _, world, n, o, t in rows if world == "2" and n == name]
+    ratios = sorted(o / t for o, t in mine)
+    lines.append(f"| {name} | {statistics.median(o for o, _ in mine):.0f} "
+                 f"| {statistics.median(t for _, t in mine):.0f} | {statistics.median(ratios):.2f} "
+                 f"| {ratios[0]:.2f}-{ratios[-1]:.2f} |")
+lines += ["", "| GPT, one run each | world | Shardwise tokens/s | PyTorch DDP tokens/s | ratio |",
           "| --- | --- | --- | --- | --- |"]
+for _, world, name, ours, torch in rows:
+    if world != "2":
+        lines.append(f"| {name} | {world} | {float(ours):.0f} | {float(torch):.0f} "
+                     f"| {float(ours) / float(torch):.2f} |")
+memory = [line.split() for line in sys.argv[2].splitlines()]
+estimated = {name: [int(v) for v in values] for kind, name, *values in memory if kind == "estimated"}
+lines += ["", "| peak MiB per rank, measured / estimated | parameters | gradients | optimizer state "
+          "| activations |", "| --- | --- | --- | --- | --- |"]
 mib = lambda b: f"{b / 2**20:.2f}"
-for kind, name, *values in rows:
+for kind, name, *values in memory:
     if kind != "memory":
         continue
-    params, grads, optim, acts = [int(v) for v in values]
-    p_params, p_grads, p_optim, p_acts = estimated[name]
-    lines.append(f"| {name} | {mib(params)} / {mib(p_params)} | {mib(grads)} / {mib(p_grads)} "
-                 f"| {mib(optim)} / {mib(p_optim)} | {mib(acts)} / {mib(p_acts)} |")
+    measured = [int(v) for v in values]
+    cells = " | ".join(f"{mib(m)} / {mib(e)}{' **over**' if m > e else ''}"
+                       for m, e in zip(measured, estimated[name]))
+    lines.append(f"| {name} | {cells} |")
 print("\n".join(lines))
 PY
 )
@@ -53,7 +86,7 @@ echo "$report"
   echo
   echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): GPT"
   echo
-  echo "Command: \`bench/gpt.sh $warmup $steps\`"
+  echo "Command: \`bench/gpt.sh $warmup $steps $runs\`"
   echo
   echo "$report"
-} >> bench/RESULTS.md
+} >>bench/RESULTS.md

@@ -1,12 +1,14 @@
 // A small GPT (4 layers, 256 wide, 128 context, byte vocabulary, global batch 16
 // sequences) on CPU, one process per rank, one BLAS thread each, on the license texts
-// Debian ships. Two measurements, printed one per line for bench/run.sh:
-//   throughput NAME TOKENS_PER_SECOND      world 2, timed steps after a warm-up
+// Debian ships (bench/gpt.sh runs it; bench/gpt_profile.sh one configuration alone).
+// Two measurements, printed one per line:
+//   throughput NAME TOKENS_PER_SECOND      timed steps after a warm-up
 //   memory NAME PARAMETERS GRADIENTS OPTIMIZER ACTIVATIONS   rank 0's peak bytes
 //   estimated NAME PARAMETERS GRADIENTS OPTIMIZER ACTIVATIONS
 //                                         contracts/memory_estimate.h's prediction
-// The memory runs compare FULL_SHARD (with and without prefetch), NO_SHARD and
-// FULL_SHARD with activation checkpointing.
+// The memory runs compare FULL_SHARD (with and without prefetch), NO_SHARD, FULL_SHARD
+// with activation checkpointing and with FUSED attention, and both attentions at a
+// context of 1024.
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +26,11 @@
 namespace shardwise::bench {
 namespace {
 
-constexpr int kWorld = 2;
+// The ranks: $SHARDWISE_BENCH_WORLD, 2 by default (bench/gpt.sh also measures 1 and 4).
+int World() {
+  const char* world = std::getenv("SHARDWISE_BENCH_WORLD");
+  return world != nullptr && std::atoi(world) > 0 ? std::atoi(world) : 2;
+}
 
 // The concatenated license texts as byte tokens, once per run.
 std::string TokenFile() {
@@ -60,13 +66,13 @@ v1::JobSpec Spec(v1::ShardingStrategy::Value strategy, int steps) {
   spec.mutable_data()->mutable_tokens()->set_train_path(TokenFile());
   spec.set_global_batch_size(16);
   spec.set_steps(steps);
-  spec.set_world_size(kWorld);
+  spec.set_world_size(World());
   return spec;
 }
 
 // Trains `spec`; rank 0 prints its line. False if a rank failed.
 bool Run(const std::string& name, const v1::JobSpec& spec, int warmup, bool memory) {
-  return RunRanks(kWorld, [&](int rank, gloo::rendezvous::Store& store) {
+  return RunRanks(World(), [&](int rank, gloo::rendezvous::Store& store) {
     double timed = 0;
     int64_t timed_steps = 0;
     auto result = TrainRank(spec, rank, store, [&](const v1::Progress& p) {
@@ -112,26 +118,31 @@ bool PrintEstimate(const std::string& name, v1::JobSpec spec) {
   return true;
 }
 
-}  // namespace
-}  // namespace shardwise::bench
-
-int main(int argc, char** argv) {
-  using namespace shardwise;
-  const int warmup = argc > 1 ? std::atoi(argv[1]) : 2;
-  const int steps = argc > 2 ? std::atoi(argv[2]) : 10;
-  for (auto strategy : {v1::ShardingStrategy::FULL_SHARD, v1::ShardingStrategy::NO_SHARD}) {
-    if (!bench::Run(v1::ShardingStrategy::Value_Name(strategy),
-                    bench::Spec(strategy, warmup + steps), warmup, false)) {
-      return 1;
-    }
+// The three timed configurations, or the one named ("FULL_SHARD", "NO_SHARD", "FUSED").
+bool RunThroughput(int warmup, int steps, const std::string& only) {
+  const std::pair<const char*, v1::JobSpec> timed[] = {
+      {"FULL_SHARD", Spec(v1::ShardingStrategy::FULL_SHARD, warmup + steps)},
+      {"NO_SHARD", Spec(v1::ShardingStrategy::NO_SHARD, warmup + steps)},
+      {"FULL_SHARD+fused_attention", [&] {
+         v1::JobSpec fused = Spec(v1::ShardingStrategy::FULL_SHARD, warmup + steps);
+         fused.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+         return fused;
+       }()}};
+  for (const auto& [name, spec] : timed) {
+    const std::string short_name =
+        std::string(name) == "FULL_SHARD+fused_attention" ? "FUSED" : name;
+    if (!only.empty() && only != short_name) continue;
+    if (!Run(name, spec, warmup, false)) return false;
   }
-  v1::JobSpec fused_timed = bench::Spec(v1::ShardingStrategy::FULL_SHARD, warmup + steps);
-  fused_timed.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
-  if (!bench::Run("FULL_SHARD+fused_attention", fused_timed, warmup, false)) return 1;
-  v1::JobSpec full = bench::Spec(v1::ShardingStrategy::FULL_SHARD, 2);
+  return true;
+}
+
+// Peak memory per rank against the estimate, two steps each.
+bool RunMemory() {
+  v1::JobSpec full = Spec(v1::ShardingStrategy::FULL_SHARD, 2);
   full.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
-  v1::JobSpec prefetch = bench::Spec(v1::ShardingStrategy::FULL_SHARD, 2);
-  v1::JobSpec none = bench::Spec(v1::ShardingStrategy::NO_SHARD, 2);
+  v1::JobSpec prefetch = Spec(v1::ShardingStrategy::FULL_SHARD, 2);
+  v1::JobSpec none = Spec(v1::ShardingStrategy::NO_SHARD, 2);
   v1::JobSpec checkpointed = full;
   checkpointed.set_activation_checkpointing(true);
   v1::JobSpec fused = full;
@@ -140,7 +151,7 @@ int main(int argc, char** argv) {
   // quadratic in the context, outweigh the rest of the activations.
   v1::JobSpec long_context = full;
   long_context.mutable_model()->mutable_gpt()->set_block_size(1024);
-  long_context.set_global_batch_size(4);
+  long_context.set_global_batch_size(int64_t{2} * World());
   long_context.set_steps(1);
   v1::JobSpec long_fused = long_context;
   long_fused.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
@@ -150,8 +161,35 @@ int main(int argc, char** argv) {
         std::make_pair("FULL_SHARD+fused_attention", fused),
         std::make_pair("FULL_SHARD,T=1024", long_context),
         std::make_pair("FULL_SHARD+fused_attention,T=1024", long_fused)}) {
-    if (!bench::PrintEstimate(name, spec) || !bench::Run(name, spec, 0, true)) return 1;
+    if (!PrintEstimate(name, spec) || !Run(name, spec, 0, true)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+}  // namespace shardwise::bench
+
+// usage: gpt_bench [WARMUP_STEPS] [TIMED_STEPS] [all|throughput|memory|FULL_SHARD|NO_SHARD|FUSED]
+// ($SHARDWISE_BENCH_WORLD ranks, 2 by default)
+int main(int argc, char** argv) {
+  using namespace shardwise;
+  const int warmup = argc > 1 ? std::atoi(argv[1]) : 2;
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 10;
+  const std::string what = argc > 3 ? argv[3] : "all";
+  bool ok;
+  if (what == "all") {
+    ok = bench::RunThroughput(warmup, steps, "") && bench::RunMemory();
+  } else if (what == "throughput") {
+    ok = bench::RunThroughput(warmup, steps, "");
+  } else if (what == "memory") {
+    ok = bench::RunMemory();
+  } else if (what == "FULL_SHARD" || what == "NO_SHARD" || what == "FUSED") {
+    ok = bench::RunThroughput(warmup, steps, what);
+  } else {
+    std::fprintf(stderr, "unknown '%s': all, throughput, memory, FULL_SHARD, NO_SHARD or FUSED\n",
+                 what.c_str());
+    return 2;
   }
   std::remove(bench::TokenFile().c_str());
-  return 0;
+  return ok ? 0 : 1;
 }

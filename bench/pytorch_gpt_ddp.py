@@ -1,7 +1,8 @@
 """PyTorch DDP on CPU (gloo), the peer of bench/gpt_bench.cc: the same GPT (the module of
 tests/pytorch/nano_gpt.py), data (the license texts as bytes, the same batch formula),
-AdamW, global batch and world size 2, one process per rank, one thread each.
+AdamW, global batch and world size (2 unless given), one process per rank, one thread each.
 
+usage: pytorch_gpt_ddp.py [WARMUP_STEPS] [TIMED_STEPS] [WORLD]
 Prints "tokens_per_second". Run with Debian's python3-torch: /usr/bin/python3.
 """
 import os
@@ -47,5 +48,6 @@ def setup(rank, world):
 if __name__ == "__main__":
     warmup = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
-    seconds = timed_seconds_per_step(setup, warmup, steps)
+    world = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    seconds = timed_seconds_per_step(setup, warmup, steps, world)
     print(f"{BATCH * CONFIG['block_size'] / seconds:.1f}")

@@ -263,11 +263,15 @@ TEST_F(SecurityTest, AForgedReportOrAForeignRendezvousCallChangesNothing) {
     EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.error_message();
   }
   context.TryCancel();
-  // The job ran on, untouched, until its owner stopped it.
+  // The job ran on, untouched, until its owner stopped it. Its first progress report
+  // may come after all of the above: waited for, not assumed.
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    const auto running = As("root").Get(*job_id);
+    return running.ok() && running->progress().step() > 0;
+  }));
   const v1::Job job = *As("root").Get(*job_id);
   EXPECT_EQ(job.state(), v1::RUNNING);
   EXPECT_EQ(job.attempt(), 1);
-  EXPECT_GT(job.progress().step(), 0);
   EXPECT_EQ(As("alice").Cancel(*job_id)->state(), v1::CANCELLED);
 }
 

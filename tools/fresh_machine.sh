@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks that ./dev.sh installs everything its steps run, on a Debian 12 root made from
 # nothing: `debootstrap --variant=minbase bookworm` (about 85 s), this repository's HEAD
-# cloned into it, `./dev.sh deps` run there, then every step's programs checked
+# cloned into it, `./dev.sh deps` and `./dev.sh bench-deps` run there, then every step's
+# programs checked
 # (tools/prerequisites.sh). A minbase root has less than a new machine (no g++, python3,
 # node or openssl), so a package list that passes here passes on a new machine too.
 # Prints "fresh-machine deps|programs passed|failed" lines; exits 1 on a failure.
@@ -52,8 +53,8 @@ make_root() {
 
 main() {
   make_root || { echo "fresh-machine deps failed (could not make the root)"; return 1; }
-  echo "== ./dev.sh deps in the new root" >&2
-  if in_root 'cd /root/shardwise && ./dev.sh deps' >"$ROOT/root/deps.log" 2>&1; then
+  echo "== ./dev.sh deps and bench-deps in the new root" >&2
+  if in_root 'cd /root/shardwise && ./dev.sh deps && ./dev.sh bench-deps' >"$ROOT/root/deps.log" 2>&1; then
     echo "fresh-machine deps passed ($(in_root 'dpkg-query -W | wc -l') packages installed)"
   else
     tail -30 "$ROOT/root/deps.log" >&2

@@ -59,6 +59,7 @@ kube    ip6tables                   iptables
 kube    kubectl                     kubernetes-client
 kube    openssl                     openssl
 kube    python3:yaml                python3-yaml
+bench   perf                        linux-perf
 "
 
 # True if PROGRAM (in the table's forms) can be run or imported.

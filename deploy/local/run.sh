@@ -93,11 +93,27 @@ make_secrets() {
   chmod -R go-rwx "$WORK/secrets"
 }
 
+# Each pod keeps its IP and MAC addresses across restarts (podman gives a restarted pod
+# new ones). On a cluster the workers reach the coordinator through its Service, whose
+# virtual IP stays when the pod behind it is replaced; here, without Services, they reach
+# it at its pod's name. Measured on a loaded machine before: with a new IP, and then with
+# the same IP but a new MAC, 3 of 10 runs failed step 5, the workers' registrations
+# staying CONNECTING or TRANSIENT_FAILURE for 26 to 34 s after the new coordinator
+# served (past the re-attach grace): their neighbour (ARP) entries, kept fresh by the old
+# sessions' traffic, still named the old pod for up to 30 s. That checks podman's
+# network, not the coordinator's replacement.
+SUBNET_PREFIX=10.89.231
 start_pods() {
   kubectl kustomize deploy/k8s/overlays/local >"$WORK/rendered.yaml" &&
     /usr/bin/python3 deploy/local/to_podman.py "$WORK/rendered.yaml" "$WORK/secrets" >"$PODS" &&
-    podman network create "$NETWORK" >/dev/null &&
-    podman kube play --network "$NETWORK" "$PODS" >/dev/null
+    podman network create --subnet "$SUBNET_PREFIX.0/24" "$NETWORK" >/dev/null || return 1
+  local addresses=() count i
+  # podman kube play gives its --ip and --mac-address values to the pods in file order.
+  count=$(grep -c '^kind: Pod$' "$PODS")
+  for ((i = 0; i < count; i++)); do
+    addresses+=(--ip "$SUBNET_PREFIX.$((10 + i))" --mac-address "$(printf '02:5a:00:00:00:%02x' $((10 + i)))")
+  done
+  podman kube play --network "$NETWORK" "${addresses[@]}" "$PODS" >/dev/null
 }
 
 # What a cluster's fsGroup does for a new volume: the pods' group may write to it.
@@ -239,6 +255,8 @@ replace_coordinator() {
     result coordinator-replaced passed "stopped in ${took}s; the job finished in attempt 1"
   else
     cat "$WORK/upgrade.txt" >&2
+    echo "== the coordinator was stopped in ${took}s; the last lines of its log" >&2
+    podman logs --tail 40 shardwise-coordinator-0-coordinator >&2 2>&1 || true
     local pod
     for pod in shardwise-worker-0 shardwise-worker-1; do
       echo "== the last lines of $pod's log" >&2

@@ -24,6 +24,25 @@ constexpr absl::Duration kEndingAttemptGrace = absl::Seconds(5);
 // half-close before the worker cancels it.
 constexpr absl::Duration kSessionCloseGrace = absl::Seconds(2);
 
+// Where a registration that failed got to: a name not resolved or a handshake not done
+// (CONNECTING), connections refused or dropped (TRANSIENT_FAILURE), or a connection that
+// was up (READY: the coordinator itself did not answer).
+const char* ChannelStateName(grpc_connectivity_state state) {
+  switch (state) {
+    case GRPC_CHANNEL_IDLE:
+      return "IDLE";
+    case GRPC_CHANNEL_CONNECTING:
+      return "CONNECTING";
+    case GRPC_CHANNEL_READY:
+      return "READY";
+    case GRPC_CHANNEL_TRANSIENT_FAILURE:
+      return "TRANSIENT_FAILURE";
+    case GRPC_CHANNEL_SHUTDOWN:
+      return "SHUTDOWN";
+  }
+  return "in an unknown state";
+}
+
 }  // namespace
 
 WorkerDaemon::WorkerDaemon(const WorkerOptions& options) : options_(options) {
@@ -43,6 +62,11 @@ void WorkerDaemon::Connect() {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   // And a name resolved again at most every second, not 30 s: the replacement's address.
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);
+  // Its own connections: gRPC otherwise shares one connection (a subchannel, with its
+  // reconnect backoff) among all channels of a process with the same target and
+  // arguments, so the new channel of each session (Run) would inherit the state of the
+  // one the running attempt keeps, failed connection attempts and backoff included.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   channel_ = grpc::CreateCustomChannel(options_.coordinator_address, options_.credentials, args);
   stub_ = v1::WorkerService::NewStub(channel_);
 }
@@ -157,7 +181,11 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     context.set_wait_for_ready(true);
     grpc::Status status = stub_->RegisterWorker(&context, request, &registration);
-    if (!status.ok()) return FromGrpcStatus(status);
+    if (!status.ok()) {
+      return absl::Status(FromGrpcStatus(status).code(),
+                          absl::StrCat("registering: ", status.error_message(), " (the channel is ",
+                                       ChannelStateName(channel_->GetState(false)), ")"));
+    }
   }
 
   grpc::ClientContext context;

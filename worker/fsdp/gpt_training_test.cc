@@ -304,5 +304,32 @@ TEST(GptTraining, TheMemoryEstimateMatchesWhatTheRanksAllocate) {
   }
 }
 
+// A reduction that falls behind the backward (each one 20 ms late here) makes the next
+// unit's wait: the gradients held stay within the estimate (two units' unsharded ones
+// besides the root's), where without the wait every unit's would pile up.
+TEST(GptTraining, SlowReductionsHoldNoMoreGradientsThanEstimated) {
+  const std::string dir = TempDir("gpt-slow-reductions");
+  for (auto strategy : {v1::ShardingStrategy::NO_SHARD, v1::ShardingStrategy::FULL_SHARD}) {
+    v1::JobSpec spec = GptSpec(dir, strategy, 2, 2);
+    spec.mutable_model()->mutable_gpt()->set_n_layer(4);
+    ApplyJobSpecDefaults(&spec);
+    auto estimate = EstimateRankMemory(spec);
+    ASSERT_TRUE(estimate.ok()) << estimate.status();
+    testing::ThreadedOptions slow;
+    slow.faults = [](int) {
+      TrainingFaults faults;
+      faults.communication_delay = [] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      };
+      return faults;
+    };
+    testing::ThreadedTraining run;
+    ASSERT_TRUE(TrainAndRead(spec, slow, &run).ok());
+    const std::string name = v1::ShardingStrategy::Value_Name(strategy);
+    EXPECT_LE(run.memory[0].peak(MemoryCategory::kGradients), estimate->gradients) << name;
+    EXPECT_LE(run.memory[1].peak(MemoryCategory::kGradients), estimate->gradients) << name;
+  }
+}
+
 }  // namespace
 }  // namespace shardwise::fsdp

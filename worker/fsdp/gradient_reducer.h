@@ -3,7 +3,8 @@
 
 // FSDP's post-backward reduction of each unit (docs/semantics.md "Gradient reduction"), on the
 // reduction thread (FSDP's post-backward stream): queued at the unit's post-backward, it
-// overlaps the backward of the units before it. Each task reduces the unit's unsharded
+// overlaps the backward of the unit before it (one reduction at a time: Reduce waits
+// for the previous one, which bounds the gradients held). Each task reduces the unit's unsharded
 // gradient as the communication hook says (comm_hooks.h), adds it into the gradient
 // shard, and with optimizer overlap steps the unit's ranges that step in backward. DDP's
 // mixed-precision hook finishes on a thread per unit (divide, upcast, free the
@@ -67,6 +68,8 @@ class GradientReducer {
   std::function<void()> delay_;
   Optimizer* optimizer_ = nullptr;
   const std::vector<std::vector<ShardRange>>* ranges_ = nullptr;
+
+  CommThread::Handle previous_;  // the last reduction queued (Reduce waits for it)
 
   absl::Mutex mu_;
   std::vector<std::future<void>> upcasts_ ABSL_GUARDED_BY(mu_);

@@ -2,7 +2,10 @@
 #define SHARDWISE_WORKER_COMPUTE_CPU_ACTIVATION_H_
 
 // Elementwise activations on the CPU: ReLU, GELU (erf) and GELU (tanh), with the
-// formulas of compute/pointwise.h (computed in double, rounded once to T).
+// formulas of compute/pointwise.h (computed in double, rounded once to T), except GELU
+// (erf) in float: compute/float_math.h's vectorised approximation (within 2e-7 of the
+// exact function times max(1, |x|), 3e-7 for its gradient; PyTorch's CPU kernel approximates erf
+// the same way).
 
 #include <cstddef>
 
@@ -13,10 +16,14 @@ namespace shardwise::cpu {
 // y = act(x).
 template <typename T>
 void ActivationForward(v1::Activation act, const T* x, size_t n, T* y);
+template <>
+void ActivationForward(v1::Activation act, const float* x, size_t n, float* y);
 
 // dx = dy * act'(x) (in place allowed: dx == dy).
 template <typename T>
 void ActivationBackward(v1::Activation act, const T* x, const T* dy, size_t n, T* dx);
+template <>
+void ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n, float* dx);
 
 }  // namespace shardwise::cpu
 
