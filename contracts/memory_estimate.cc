@@ -92,16 +92,17 @@ double MicroBatch(const v1::JobSpec& spec) {
 }
 
 // A GPT block keeps, per row, 16 C floats for its backward (its input, ln_1, q/k/v, the
-// attention output, the residual, ln_2, the MLP's 4C hidden before and after GELU) and
-// the softmax's record: with MATERIALIZED attention the probabilities, heads x T x T per
-// sequence, with FUSED each row's log-sum-exp, heads x T; with checkpointing, only its
-// input, plus one block's during its recompute. Around the blocks: the embeddings' sum
-// and ln_f's output (C each), the logits, their softmax and its gradient (V each).
-// An attention backward holds working space beside them: the fused one each row's
-// dout . out (heads x T per sequence) and the attention output (C per row), which the
-// materialised one frees before its backward and the fused one reads; on CUDA the materialised one
-// the whole micro-batch's score gradients at once (the CPU's go one head at a time) and, with
-// 16-bit operands, 16-bit copies of them and of the probabilities (cuda/attention.h).
+// attention output, the residual, ln_2, the MLP's 4C hidden before and after GELU), its
+// two LayerNorms' mean and 1/std (4 floats), and the softmax's record: with MATERIALIZED attention
+// the probabilities, heads x T x T per sequence, with FUSED each row's log-sum-exp, heads x T; with
+// checkpointing, only its input, plus one block's during its recompute. Around the blocks: the
+// embeddings' sum and ln_f's output (C each) and statistics, the logits, their softmax and its
+// gradient (V each), and the batch's tokens, positions and labels (INT64 each). An attention
+// backward holds working space beside them: the fused one each row's dout . out (heads x T per
+// sequence) and the attention output (C per row), which the materialised one frees before its
+// backward and the fused one reads; on CUDA the materialised one the whole micro-batch's score
+// gradients at once (the CPU's go one head at a time) and, with 16-bit operands, 16-bit copies of
+// them and of the probabilities (cuda/attention.h).
 double GptActivationBytes(const v1::JobSpec& spec, double sequences) {
   const v1::GptConfig& gpt = spec.model().gpt();
   const double c = gpt.n_embd(), t = gpt.block_size(), v = gpt.vocab_size();
@@ -109,7 +110,9 @@ double GptActivationBytes(const v1::JobSpec& spec, double sequences) {
   const bool fused = gpt.attention() == v1::GptConfig::FUSED;
   const double row_stats = gpt.n_head() * t * sequences;
   const double scores = fused ? row_stats : row_stats * t;
-  const double per_block = 4 * (16 * c * rows + scores);
+  // Each LayerNorm also keeps its rows' mean and 1/std: two per block, and ln_f's.
+  const double layer_norm_stats = 2 * rows;
+  const double per_block = 4 * (16 * c * rows + 2 * layer_norm_stats + scores);
   const double blocks = spec.activation_checkpointing() ? gpt.n_layer() * 4 * c * rows + per_block
                                                         : gpt.n_layer() * per_block;
   double attention_backward = 0;
@@ -120,16 +123,32 @@ double GptActivationBytes(const v1::JobSpec& spec, double sequences) {
     const bool narrow = low == v1::BF16 || low == v1::FP16;
     attention_backward = (4 + (narrow ? 2 + 2 : 0)) * scores;
   }
-  return blocks + attention_backward + 4 * rows * (2 * c + 3 * v);
+  // Beside the blocks' records, the most held at once is the head's at the end of the
+  // forward, or a block's backward working set: the gradient coming in (C) and the MLP's
+  // hidden gradient (4C), which outweighs the head's when V is small.
+  const double head = 4 * (rows * (2 * c + 3 * v) + layer_norm_stats);
+  const double block_backward = 4 * rows * 5 * c;
+  // The batch on the device (tokens, positions and labels, INT64) counts here too.
+  const double batch = 3 * 8 * rows;
+  return blocks + attention_backward + std::max(head, block_backward) + batch;
 }
 
 // An MLP keeps the input and, per Linear, its output before and after the activation,
-// plus the loss's gradient.
-double MlpActivationBytes(const v1::ModelSpec& model, double rows) {
-  const auto& widths = model.layer_widths();
-  double floats = widths.empty() ? 0 : widths[0] + widths[widths.size() - 1];
+// plus the loss's gradient and the batch's labels (INT64) or, with MSE, targets.
+double MlpActivationBytes(const v1::JobSpec& spec, double rows) {
+  const auto& widths = spec.model().layer_widths();
+  const double out = widths.empty() ? 0 : widths[widths.size() - 1];
+  double floats = widths.empty() ? 0 : widths[0] + out;
   for (int k = 1; k < widths.size(); ++k) floats += 2.0 * widths[k];
+  floats += spec.loss() == v1::MSE ? out : 2;
   return 4 * rows * floats;
+}
+
+// The losses that wait on the device to be read (one FP64 per micro-step, for up to
+// loss_read_interval_steps steps).
+double PendingLossBytes(const v1::JobSpec& spec) {
+  return 8.0 * std::max(1, spec.loss_read_interval_steps()) *
+         std::max(1, spec.gradient_accumulation_steps());
 }
 
 double DataBytes(const v1::JobSpec& spec, double micro_batch, int64_t data_file_bytes) {
@@ -194,9 +213,9 @@ absl::StatusOr<MemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec,
   // computing its backward and of the one whose reduction runs meanwhile.
   estimate.gradients = Saturate(4 * (e.shard + e.root + 2 * e.largest_child));
   estimate.optimizer_state = Saturate(OptimizerBytes(spec.optimizer(), e));
-  estimate.activations =
-      Saturate(spec.model().has_gpt() ? GptActivationBytes(spec, micro_batch)
-                                      : MlpActivationBytes(spec.model(), micro_batch));
+  estimate.activations = Saturate((spec.model().has_gpt() ? GptActivationBytes(spec, micro_batch)
+                                                          : MlpActivationBytes(spec, micro_batch)) +
+                                  PendingLossBytes(spec));
   estimate.data = Saturate(DataBytes(spec, micro_batch, data_file_bytes));
   return estimate;
 }

@@ -49,7 +49,9 @@ TEST(EstimateRankMemory, CountsAnUnshardedMlpExactly) {
   // The accumulated gradients, and the unsharded ones of two units of the larger size.
   EXPECT_EQ(e->gradients, 4 * (67 + 2 * 40));
   EXPECT_EQ(e->optimizer_state, 0);  // SGD without momentum
-  EXPECT_EQ(e->activations, 4 * 16 * (4 + 3 + 2 * (8 + 3)));
+  // Input, loss gradient, each Linear's output before and after its activation, the
+  // INT64 labels; and the step's loss waiting to be read (FP64).
+  EXPECT_EQ(e->activations, 4 * 16 * (4 + 3 + 2 * (8 + 3) + 2) + 8);
   EXPECT_EQ(e->data, 4 * (4 + 3) * 100);
   EXPECT_EQ(e->total(), e->parameters + e->gradients + e->activations + e->data);
 }

@@ -301,6 +301,8 @@ TEST(GptTraining, TheMemoryEstimateMatchesWhatTheRanksAllocate) {
     testing::ThreadedTraining run;
     ASSERT_TRUE(TrainAndRead(c.spec, {}, &run).ok()) << c.name;
     testing::ExpectMemoryAsEstimated(run.memory[0], *estimate, c.spec, c.name);
+    // On the CPU the estimate is an upper bound, category by category.
+    EXPECT_LE(run.memory[0].peak(MemoryCategory::kActivations), estimate->activations) << c.name;
   }
 }
 
