@@ -7,7 +7,7 @@
 #     torch 1.13 has no scaled_dot_product_attention) on the same model, data, optimizer
 #     and threads (one per rank): at world 2 RUNS times, the two sides taking turns, with
 #     the median and the spread of the ratios (this machine moves by +-10% from run to
-#     run); at worlds 1 and 4 once;
+#     run); at worlds 1 and 4 once; and both attentions at a context of 1024;
 #   - peak memory per rank (parameters, gradients, optimizer state, activations) for
 #     FULL_SHARD with and without prefetch, NO_SHARD, FULL_SHARD with activation
 #     checkpointing and with FUSED attention, and both attentions at a context of 1024,
@@ -42,15 +42,18 @@ round() {  # round RUN WORLD
 for ((run = 1; run <= runs; run++)); do round "$run" 2; done
 round 1 1
 round 1 4
+echo "== both attentions at a context of 1024 (world 2)" >&2
+long=$("$bin/bench/gpt_bench" 1 5 long)
 echo "== memory per rank against the estimate (world 2)" >&2
 memory=$("$bin/bench/gpt_bench" 0 0 memory)
 
-report=$(/usr/bin/python3 - "$rows" "$memory" "$runs" <<'PY'
+report=$(/usr/bin/python3 - "$rows" "$memory" "$runs" "$long" <<'PY'
 import statistics
 import sys
 
 rows = [line.split() for line in open(sys.argv[1])]
 runs = int(sys.argv[3])
+long = {name: float(value) for _, name, value in (line.split() for line in sys.argv[4].splitlines())}
 lines = [f"| GPT, world 2, {runs} runs | Shardwise tokens/s, median | PyTorch DDP tokens/s, median "
          "| ratio, median | ratio, lowest-highest |", "| --- | --- | --- | --- | --- |"]
 names = list(dict.fromkeys(name for _, world, name, _, _ in rows if world == "2"))
@@ -66,6 +69,10 @@ for _, world, name, ours, torch in rows:
     if world != "2":
         lines.append(f"| {name} | {world} | {float(ours):.0f} | {float(torch):.0f} "
                      f"| {float(ours) / float(torch):.2f} |")
+material, fused = long["MATERIALIZED,T=1024"], long["FUSED,T=1024"]
+lines += ["", "| GPT, T = 1024, world 2, FULL_SHARD, one run (5 timed steps) | MATERIALIZED tokens/s "
+          "| FUSED tokens/s | FUSED / MATERIALIZED |", "| --- | --- | --- | --- |",
+          f"| 2 sequences per rank | {material:.0f} | {fused:.0f} | {fused / material:.2f} |"]
 memory = [line.split() for line in sys.argv[2].splitlines()]
 estimated = {name: [int(v) for v in values] for kind, name, *values in memory if kind == "estimated"}
 lines += ["", "| peak MiB per rank, measured / estimated | parameters | gradients | optimizer state "

@@ -137,6 +137,20 @@ bool RunThroughput(int warmup, int steps, const std::string& only) {
   return true;
 }
 
+// Both attentions at a context of 1024 (two sequences per rank), `steps` timed.
+bool RunLongContext(int warmup, int steps) {
+  for (const auto attention : {v1::GptConfig::MATERIALIZED, v1::GptConfig::FUSED}) {
+    v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, warmup + steps);
+    spec.mutable_model()->mutable_gpt()->set_block_size(1024);
+    spec.mutable_model()->mutable_gpt()->set_attention(attention);
+    spec.set_global_batch_size(int64_t{2} * World());
+    const std::string name =
+        attention == v1::GptConfig::FUSED ? "FUSED,T=1024" : "MATERIALIZED,T=1024";
+    if (!Run(name, spec, warmup, false)) return false;
+  }
+  return true;
+}
+
 // Peak memory per rank against the estimate, two steps each.
 bool RunMemory() {
   v1::JobSpec full = Spec(v1::ShardingStrategy::FULL_SHARD, 2);
@@ -169,7 +183,8 @@ bool RunMemory() {
 }  // namespace
 }  // namespace shardwise::bench
 
-// usage: gpt_bench [WARMUP_STEPS] [TIMED_STEPS] [all|throughput|memory|FULL_SHARD|NO_SHARD|FUSED]
+// usage: gpt_bench [WARMUP_STEPS] [TIMED_STEPS]
+//                  [all|throughput|long|memory|FULL_SHARD|NO_SHARD|FUSED]
 // ($SHARDWISE_BENCH_WORLD ranks, 2 by default)
 int main(int argc, char** argv) {
   using namespace shardwise;
@@ -183,10 +198,13 @@ int main(int argc, char** argv) {
     ok = bench::RunThroughput(warmup, steps, "");
   } else if (what == "memory") {
     ok = bench::RunMemory();
+  } else if (what == "long") {
+    ok = bench::RunLongContext(warmup, steps);
   } else if (what == "FULL_SHARD" || what == "NO_SHARD" || what == "FUSED") {
     ok = bench::RunThroughput(warmup, steps, what);
   } else {
-    std::fprintf(stderr, "unknown '%s': all, throughput, memory, FULL_SHARD, NO_SHARD or FUSED\n",
+    std::fprintf(stderr,
+                 "unknown '%s': all, throughput, long, memory, FULL_SHARD, NO_SHARD or FUSED\n",
                  what.c_str());
     return 2;
   }

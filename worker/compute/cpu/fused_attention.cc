@@ -1,17 +1,149 @@
 #include "worker/compute/cpu/fused_attention.h"
 
-#include "worker/compute/fused_attention_rows.h"
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "worker/compute/cpu/gemm.h"
+#include "worker/compute/float_math.h"
 
 namespace shardwise::cpu {
 namespace {
 
-// Calls row(layout, i) for every row i of every head of every sequence.
-template <typename RowFn>
-void ForEachRow(const AttentionShape& shape, const RowFn& row) {
-  for (int64_t b = 0; b < shape.batch; ++b) {
-    for (int64_t h = 0; h < shape.heads; ++h) {
-      const fused_attention::HeadLayout at{shape, b, h};
-      for (int64_t i = 0; i < shape.seq; ++i) row(at, i);
+constexpr int64_t kTile = kFusedAttentionTile;
+
+float ExpOf(float x) { return float_math::ExpF(x); }
+double ExpOf(double x) { return std::exp(x); }
+
+// One head of one sequence: its q, k, v rows (stride 3C), out and dout rows (stride C),
+// and its statistics (one per query row).
+template <typename T>
+struct Head {
+  int64_t seq, dim, stride, out_stride;
+  const T *q, *k, *v;
+  T scale;
+  // Keys [j0, j0 + keys) that query i may see: those <= i.
+  static int64_t Visible(int64_t i, int64_t j0, int64_t keys) {
+    return std::clamp<int64_t>(i - j0 + 1, 0, keys);
+  }
+};
+
+template <typename T>
+Head<T> HeadOf(const T* qkv, const AttentionShape& shape, int64_t b, int64_t h) {
+  const int64_t width = shape.width(), stride = 3 * width;
+  const T* base = qkv + b * shape.seq * stride + h * shape.head_dim;
+  return {shape.seq, shape.head_dim, stride,           width,
+          base,      base + width,   base + 2 * width, AttentionScale<T>(shape.head_dim)};
+}
+
+// The forward of one query tile [i0, i0 + rows) over its key tiles: per tile the scores
+// by a GEMM, each row's running max and sum rescaled (the online softmax), the
+// probabilities' product with the values added by a GEMM; then out /= sum and
+// lse = max + log(sum).
+template <typename T>
+struct ForwardWork {
+  std::vector<T> scores = std::vector<T>(kTile * kTile), max = std::vector<T>(kTile),
+                 sum = std::vector<T>(kTile);
+};
+
+template <typename T>
+void ForwardQueryTile(const Head<T>& at, int64_t i0, int64_t rows, T* out, T* lse,
+                      ForwardWork<T>& work) {
+  T* scores = work.scores.data();
+  T* max = work.max.data();
+  T* sum = work.sum.data();
+  std::fill_n(max, rows, -std::numeric_limits<T>::infinity());
+  std::fill_n(sum, rows, T{0});
+  for (int64_t r = 0; r < rows; ++r) std::fill_n(out + (i0 + r) * at.out_stride, at.dim, T{0});
+  for (int64_t j0 = 0; j0 < i0 + rows; j0 += kTile) {
+    const int64_t keys = std::min(kTile, at.seq - j0);
+    Gemm(false, true, rows, keys, at.dim, at.scale, at.q + i0 * at.stride, at.stride,
+         at.k + j0 * at.stride, at.stride, T{0}, scores, kTile);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* s = scores + r * kTile;
+      const int64_t visible = Head<T>::Visible(i0 + r, j0, keys);
+      if (visible == 0) {
+        std::fill_n(s, keys, T{0});
+        continue;
+      }
+      const T new_max = std::max(max[r], *std::max_element(s, s + visible));
+      const T correction = ExpOf(max[r] - new_max);  // 0 for the first tile (max = -inf)
+      T tile_sum = 0;
+      for (int64_t c = 0; c < visible; ++c) tile_sum += s[c] = ExpOf(s[c] - new_max);
+      std::fill(s + visible, s + keys, T{0});
+      sum[r] = sum[r] * correction + tile_sum;
+      max[r] = new_max;
+      T* o = out + (i0 + r) * at.out_stride;
+      for (int64_t d = 0; d < at.dim; ++d) o[d] *= correction;
+    }
+    Gemm(false, false, rows, at.dim, keys, T{1}, scores, kTile, at.v + j0 * at.stride, at.stride,
+         T{1}, out + i0 * at.out_stride, at.out_stride);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const T inverse = T{1} / sum[r];
+    T* o = out + (i0 + r) * at.out_stride;
+    for (int64_t d = 0; d < at.dim; ++d) o[d] *= inverse;
+    lse[i0 + r] = max[r] + std::log(sum[r]);
+  }
+}
+
+// The working space of one (query tile, key tile) pair of the backward.
+template <typename T>
+struct Tiles {
+  std::vector<T> probs = std::vector<T>(kTile * kTile), grads = std::vector<T>(kTile * kTile);
+};
+
+// The backward of one (query tile, key tile) pair: P again from the scores and each
+// row's lse, dP = dout v^T, dS = P (dP - D), then dv += P^T dout, dk += scale dS^T q,
+// dq += scale dS k, each by a GEMM.
+template <typename T>
+void BackwardTilePair(const Head<T>& at, const T* dout, const T* lse, const T* dots, int64_t i0,
+                      int64_t rows, int64_t j0, int64_t keys, Tiles<T>& work, T* dq, T* dk, T* dv) {
+  T* p = work.probs.data();
+  T* ds = work.grads.data();
+  Gemm(false, true, rows, keys, at.dim, at.scale, at.q + i0 * at.stride, at.stride,
+       at.k + j0 * at.stride, at.stride, T{0}, p, kTile);
+  Gemm(false, true, rows, keys, at.dim, T{1}, dout + i0 * at.out_stride, at.out_stride,
+       at.v + j0 * at.stride, at.stride, T{0}, ds, kTile);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t visible = Head<T>::Visible(i0 + r, j0, keys);
+    T* p_row = p + r * kTile;
+    T* ds_row = ds + r * kTile;
+    for (int64_t c = 0; c < visible; ++c) {
+      p_row[c] = ExpOf(p_row[c] - lse[i0 + r]);
+      ds_row[c] = p_row[c] * (ds_row[c] - dots[i0 + r]);
+    }
+    std::fill(p_row + visible, p_row + keys, T{0});
+    std::fill(ds_row + visible, ds_row + keys, T{0});
+  }
+  Gemm(true, false, keys, at.dim, rows, T{1}, p, kTile, dout + i0 * at.out_stride, at.out_stride,
+       T{1}, dv + j0 * at.stride, at.stride);
+  Gemm(true, false, keys, at.dim, rows, at.scale, ds, kTile, at.q + i0 * at.stride, at.stride, T{1},
+       dk + j0 * at.stride, at.stride);
+  Gemm(false, false, rows, at.dim, keys, at.scale, ds, kTile, at.k + j0 * at.stride, at.stride,
+       T{1}, dq + i0 * at.stride, at.stride);
+}
+
+template <typename T>
+void BackwardHead(const Head<T>& at, const T* out, const T* dout, const T* lse, T* dots,
+                  T* dqkv_head, Tiles<T>& work) {
+  T* dq = dqkv_head;
+  T* dk = dq + at.out_stride;
+  T* dv = dk + at.out_stride;
+  for (int64_t i = 0; i < at.seq; ++i) {
+    const T* o = out + i * at.out_stride;
+    const T* g = dout + i * at.out_stride;
+    T dot = 0;
+    for (int64_t d = 0; d < at.dim; ++d) dot += g[d] * o[d];
+    dots[i] = dot;
+    for (T* row : {dq, dk, dv}) std::fill_n(row + i * at.stride, at.dim, T{0});
+  }
+  for (int64_t j0 = 0; j0 < at.seq; j0 += kTile) {
+    const int64_t keys = std::min(kTile, at.seq - j0);
+    for (int64_t i0 = j0; i0 < at.seq; i0 += kTile) {  // the query tiles that see key j0
+      BackwardTilePair(at, dout, lse, dots, i0, std::min(kTile, at.seq - i0), j0, keys, work, dq,
+                       dk, dv);
     }
   }
 }
@@ -20,20 +152,32 @@ void ForEachRow(const AttentionShape& shape, const RowFn& row) {
 
 template <typename T>
 void FusedAttentionForward(const T* qkv, const AttentionShape& shape, T* out, T* lse) {
-  ForEachRow(shape, [&](const fused_attention::HeadLayout& at, int64_t i) {
-    fused_attention::ForwardInMemory(at, qkv, i, out, lse);
-  });
+  ForwardWork<T> work;
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    for (int64_t h = 0; h < shape.heads; ++h) {
+      const Head<T> at = HeadOf(qkv, shape, b, h);
+      T* head_out = out + b * shape.seq * shape.width() + h * shape.head_dim;
+      T* head_lse = lse + (b * shape.heads + h) * shape.seq;
+      for (int64_t i0 = 0; i0 < shape.seq; i0 += kTile) {
+        ForwardQueryTile(at, i0, std::min(kTile, shape.seq - i0), head_out, head_lse, work);
+      }
+    }
+  }
 }
 
 template <typename T>
 void FusedAttentionBackward(const T* qkv, const T* out, const T* lse, const T* dout,
                             const AttentionShape& shape, T* dots, T* dqkv) {
-  ForEachRow(shape, [&](const fused_attention::HeadLayout& at, int64_t i) {
-    fused_attention::QueryGradientInMemory(at, qkv, out, lse, dout, i, dots, dqkv);
-  });
-  ForEachRow(shape, [&](const fused_attention::HeadLayout& at, int64_t j) {
-    fused_attention::KeyValueGradientInMemory(at, qkv, dout, lse, dots, j, j, dqkv);
-  });
+  Tiles<T> work;
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    for (int64_t h = 0; h < shape.heads; ++h) {
+      const Head<T> at = HeadOf(qkv, shape, b, h);
+      const int64_t rows = b * shape.seq * shape.width() + h * shape.head_dim;
+      const int64_t stats = (b * shape.heads + h) * shape.seq;
+      BackwardHead(at, out + rows, dout + rows, lse + stats, dots + stats,
+                   dqkv + b * shape.seq * 3 * shape.width() + h * shape.head_dim, work);
+    }
+  }
 }
 
 template void FusedAttentionForward(const float*, const AttentionShape&, float*, float*);

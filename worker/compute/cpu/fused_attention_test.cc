@@ -116,7 +116,10 @@ INSTANTIATE_TEST_SUITE_P(
         // Exactly one tile, one head.
         Case{{1, fused_attention::kKeyTile, 1, 8}, 1.0},
         // Scores of several hundred: e^s overflows unless shifted by the running max.
-        Case{{1, int64_t{3} * fused_attention::kKeyTile, 2, 4}, 12.0}));
+        Case{{1, int64_t{3} * fused_attention::kKeyTile, 2, 4}, 12.0},
+        // Several of the CPU's tiles, a partial last one, large scores across tiles.
+        Case{{2, 2 * kFusedAttentionTile + 7, 2, 5}, 1.0},
+        Case{{1, 3 * kFusedAttentionTile, 1, 4}, 12.0}));
 
 TEST(FusedAttention, KeepsEachRowsLogSumExp) {
   const AttentionShape s{1, 20, 1, 2};
@@ -138,8 +141,9 @@ TEST(FusedAttention, KeepsEachRowsLogSumExp) {
   }
 }
 
-// The key rows' loop may start early (a GPU warp starts its threads together): the
-// masked queries before the key add nothing.
+// The key rows' loop of compute/fused_attention_rows.h (the GPU's) may start early (a GPU
+// warp starts its threads together): the masked queries before the key add nothing. And
+// the rows, started at the key, give the CPU's tiles' gradients to rounding.
 TEST(FusedAttention, KeyGradientsDoNotDependOnWhereTheQueryLoopStarts) {
   const AttentionShape s{1, int64_t{2} * fused_attention::kKeyTile, 2, 3};
   const auto qkv = Random<double>(s.seq * 3 * s.width(), 6, 1.0);
@@ -154,13 +158,16 @@ TEST(FusedAttention, KeyGradientsDoNotDependOnWhereTheQueryLoopStarts) {
                                              dout.data(), i, dots.data(), unused.data());
     }
     for (int64_t j = 0; j < s.seq; ++j) {
-      std::vector<double> dqkv(qkv.size());
+      std::vector<double> early(qkv.size()), at_key(qkv.size());
       fused_attention::KeyValueGradientInMemory(at, qkv.data(), dout.data(), lse.data(),
-                                                dots.data(), j, /*first_query=*/0, dqkv.data());
+                                                dots.data(), j, /*first_query=*/0, early.data());
+      fused_attention::KeyValueGradientInMemory(at, qkv.data(), dout.data(), lse.data(),
+                                                dots.data(), j, /*first_query=*/j, at_key.data());
       for (auto part : {fused_attention::kKey, fused_attention::kValue}) {
         for (int64_t d = 0; d < s.head_dim; ++d) {
-          EXPECT_EQ(dqkv[at.qkv(j, part) + d], fused.dqkv[at.qkv(j, part) + d])
-              << "head " << h << " key " << j;
+          const int64_t index = at.qkv(j, part) + d;
+          EXPECT_EQ(early[index], at_key[index]) << "head " << h << " key " << j;
+          EXPECT_NEAR(at_key[index], fused.dqkv[index], 1e-12) << "head " << h << " key " << j;
         }
       }
     }
