@@ -13,6 +13,7 @@
 // erf uses the same formula); GeluF within 2e-7 and GeluGradF within 3e-7 of the exact
 // functions, times max(1, |x|) (docs/semantics.md).
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -45,6 +46,11 @@ SHARDWISE_HOST_DEVICE inline float ExpF(float x) {
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
 }
+
+// For templates over float (training) and double (the gradient checks): ExpF in float,
+// libm's exp in double.
+SHARDWISE_HOST_DEVICE inline float Exp(float x) { return ExpF(x); }
+SHARDWISE_HOST_DEVICE inline double Exp(double x) { return exp(x); }
 
 // erf(x) = 1 - (a1 t + ... + a5 t^5) e^(-x^2), t = 1 / (1 + p |x|), odd in x.
 SHARDWISE_HOST_DEVICE inline float ErfFromExp(float x, float exp_minus_x_squared) {

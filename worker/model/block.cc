@@ -11,21 +11,18 @@ void Block::Forward(const StageContext& context, Flow& flow) {
   const int64_t rows = context.batch->rows;
   x_ = std::move(flow.hidden);
   ln_1_out_ = m_.ln_1.Forward(context, x_.data(), rows, &ln_1_);
-  Buffer attn = m_.attn.Forward(context, ln_1_out_.data(), &attn_);
-  x2_ = context.Activations(x_.numel());
-  context.device->Copy(x2_.data(), x_.data(), x_.bytes());
-  AddResidual(context, x2_, attn);
-  attn.Reset();
+  // x2 = attn + x in the branch's buffer: no copy of x (addition commutes, so the sum is
+  // x + attn to the bit).
+  x2_ = m_.attn.Forward(context, ln_1_out_.data(), &attn_);
+  AddResidual(context, x2_, x_);
   ln_2_out_ = m_.ln_2.Forward(context, x2_.data(), rows, &ln_2_);
   fc_out_ = m_.c_fc.Forward(context, ln_2_out_.data(), rows);
   act_out_ = context.Activations(fc_out_.numel());
   context.device->ActivationForward(m_.activation, fc_out_.data(), fc_out_.numel(),
                                     act_out_.data());
   context.Round(act_out_);
-  Buffer mlp = m_.c_proj.Forward(context, act_out_.data(), rows);
-  flow.hidden = context.Activations(x2_.numel());
-  context.device->Copy(flow.hidden.data(), x2_.data(), x2_.bytes());
-  AddResidual(context, flow.hidden, mlp);
+  flow.hidden = m_.c_proj.Forward(context, act_out_.data(), rows);
+  AddResidual(context, flow.hidden, x2_);
 }
 
 void Block::Backward(const StageContext& context, Flow& flow) {

@@ -6,6 +6,7 @@
 
 #include "worker/compute/attention_shape.h"
 #include "worker/compute/cpu/gemm.h"
+#include "worker/compute/float_math.h"
 
 namespace shardwise::cpu {
 namespace {
@@ -25,11 +26,11 @@ template <typename T>
 void CausalSoftmaxRow(T* row, int64_t i, int64_t seq, T scale) {
   for (int64_t j = 0; j <= i; ++j) row[j] *= scale;
   const T max = *std::max_element(row, row + i + 1);
+  // The exponentials in a loop of their own, which vectorises (float_math.h); the sum
+  // then in order.
+  for (int64_t j = 0; j <= i; ++j) row[j] = float_math::Exp(row[j] - max);
   T sum = 0;
-  for (int64_t j = 0; j <= i; ++j) {
-    row[j] = std::exp(row[j] - max);
-    sum += row[j];
-  }
+  for (int64_t j = 0; j <= i; ++j) sum += row[j];
   const T inverse = T{1} / sum;
   for (int64_t j = 0; j <= i; ++j) row[j] *= inverse;
   std::fill(row + i + 1, row + seq, T{0});

@@ -13,9 +13,6 @@ namespace {
 
 constexpr int64_t kTile = kFusedAttentionTile;
 
-float ExpOf(float x) { return float_math::ExpF(x); }
-double ExpOf(double x) { return std::exp(x); }
-
 // One head of one sequence: its q, k, v rows (stride 3C), out and dout rows (stride C),
 // and its statistics (one per query row).
 template <typename T>
@@ -68,9 +65,12 @@ void ForwardQueryTile(const Head<T>& at, int64_t i0, int64_t rows, T* out, T* ls
         continue;
       }
       const T new_max = std::max(max[r], *std::max_element(s, s + visible));
-      const T correction = ExpOf(max[r] - new_max);  // 0 for the first tile (max = -inf)
+      // For the first tile (max = -inf) the correction is 0 or, in float, ExpF's floor of
+      // 1.6e-38: either way it multiplies a sum and an output of 0.
+      const T correction = float_math::Exp(max[r] - new_max);
+      for (int64_t c = 0; c < visible; ++c) s[c] = float_math::Exp(s[c] - new_max);
       T tile_sum = 0;
-      for (int64_t c = 0; c < visible; ++c) tile_sum += s[c] = ExpOf(s[c] - new_max);
+      for (int64_t c = 0; c < visible; ++c) tile_sum += s[c];
       std::fill(s + visible, s + keys, T{0});
       sum[r] = sum[r] * correction + tile_sum;
       max[r] = new_max;
@@ -111,7 +111,7 @@ void BackwardTilePair(const Head<T>& at, const T* dout, const T* lse, const T* d
     T* p_row = p + r * kTile;
     T* ds_row = ds + r * kTile;
     for (int64_t c = 0; c < visible; ++c) {
-      p_row[c] = ExpOf(p_row[c] - lse[i0 + r]);
+      p_row[c] = float_math::Exp(p_row[c] - lse[i0 + r]);
       ds_row[c] = p_row[c] * (ds_row[c] - dots[i0 + r]);
     }
     std::fill(p_row + visible, p_row + keys, T{0});

@@ -4,17 +4,36 @@
 #include <vector>
 
 namespace shardwise::cpu {
+namespace {
+
+// Sums in double over four interleaved lanes (element j into lane j % 4, added pairwise
+// at the end): independent chains the compiler vectorises, in one fixed order. In double,
+// the order moves a float result by a rounding at most.
+constexpr int kLanes = 4;
+
+template <typename F>
+double LaneSum(int64_t n, const F& term) {
+  double lanes[kLanes] = {};
+  const int64_t whole = n - n % kLanes;
+  for (int64_t j = 0; j < whole; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += term(j + l);
+  }
+  for (int64_t j = whole; j < n; ++j) lanes[0] += term(j);
+  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+}  // namespace
 
 template <typename T>
 void LayerNormForward(const T* x, const T* w, const T* b, int64_t rows, int64_t dim, T eps, T* y,
                       T* mean, T* rstd) {
   for (int64_t i = 0; i < rows; ++i) {
     const T* row = x + i * dim;
-    double sum = 0;
-    for (int64_t j = 0; j < dim; ++j) sum += row[j];
-    const double mu = sum / dim;
-    double squares = 0;
-    for (int64_t j = 0; j < dim; ++j) squares += (row[j] - mu) * (row[j] - mu);
+    const double mu = LaneSum(dim, [&](int64_t j) { return double{row[j]}; }) / dim;
+    const double squares = LaneSum(dim, [&](int64_t j) {
+      const double centred = row[j] - mu;
+      return centred * centred;
+    });
     const T m = static_cast<T>(mu);
     const T r = static_cast<T>(1.0 / std::sqrt(squares / dim + eps));
     mean[i] = m;
@@ -35,22 +54,22 @@ void LayerNormBackward(const T* x, const T* w, const T* mean, const T* rstd, con
     const T* row = x + i * dim;
     const T* grad = dy + i * dim;
     const double m = mean[i], r = rstd[i];
+    const auto xhat = [&](int64_t j) { return (row[j] - m) * r; };
+    const auto g = [&](int64_t j) {
+      return static_cast<double>(grad[j]) * (w != nullptr ? w[j] : 1.0);
+    };
     // The means of g and g * xhat over the row.
-    double g_sum = 0, g_xhat_sum = 0;
-    for (int64_t j = 0; j < dim; ++j) {
-      const double xhat = (row[j] - m) * r;
-      const double g = static_cast<double>(grad[j]) * (w != nullptr ? w[j] : 1.0);
-      g_sum += g;
-      g_xhat_sum += g * xhat;
-      if (dw != nullptr) dw_sum[j] += grad[j] * xhat;
-      if (db != nullptr) db_sum[j] += grad[j];
+    const double g_mean = LaneSum(dim, g) / dim;
+    const double g_xhat_mean = LaneSum(dim, [&](int64_t j) { return g(j) * xhat(j); }) / dim;
+    if (dw != nullptr) {
+      for (int64_t j = 0; j < dim; ++j) dw_sum[j] += grad[j] * xhat(j);
     }
-    const double g_mean = g_sum / dim, g_xhat_mean = g_xhat_sum / dim;
+    if (db != nullptr) {
+      for (int64_t j = 0; j < dim; ++j) db_sum[j] += grad[j];
+    }
     T* out = dx + i * dim;
     for (int64_t j = 0; j < dim; ++j) {
-      const double xhat = (row[j] - m) * r;
-      const double g = static_cast<double>(grad[j]) * (w != nullptr ? w[j] : 1.0);
-      out[j] = static_cast<T>(r * (g - g_mean - xhat * g_xhat_mean));
+      out[j] = static_cast<T>(r * (g(j) - g_mean - xhat(j) * g_xhat_mean));
     }
   }
   for (int64_t j = 0; j < static_cast<int64_t>(dw_sum.size()); ++j)
