@@ -18,7 +18,7 @@ GROUPS = [
     ("LayerNorm", r"LayerNorm", r"layer_norm"),
     ("GELU", r"Gelu|Activation", r"gelu"),
     ("attention (softmax, mask, fused rows)", r"Attention|Softmax|softmax|Causal|__expf",
-     r"softmax(?!.*nll)|masked_fill|aten::tril|where"),
+     r"aten::(_softmax|softmax|_softmax_backward_data|masked_fill_?|tril|where)$"),
     ("cross-entropy", r"CrossEntropy|Loss|__ieee754_log|__log|__ieee754_exp|exp@",
      r"nll_loss|log_softmax|cross_entropy"),
     ("AdamW", r"AdamW|Sgd|Optimizer", r"adamw|Optimizer|addcdiv|addcmul|lerp|sqrt|_foreach"),
