@@ -41,6 +41,12 @@ v1::CoordinatorMessage AbortMessage(const std::string& job_id, int32_t attempt,
 
 }  // namespace
 
+LogContext JobController::JobContext(const v1::Job& job) {
+  LogContext context;
+  context.Job(job.id()).Attempt(job.attempt());
+  return context;
+}
+
 void JobController::LogIfFailed(const absl::Status& status, const char* what,
                                 const LogContext& context) {
   if (!status.ok()) shardwise::LogError(context, absl::StrCat(what, ": ", status.ToString()));
@@ -247,13 +253,14 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       attempt.joined.insert(report.rank());
       if (static_cast<int32_t>(attempt.joined.size()) == job->spec().world_size() &&
           job->state() == v1::SCHEDULED) {
-        LogIfFailed(jobs_->MarkRunning(job->id(), report.attempt()).status(), "marking running");
+        LogIfFailed(jobs_->MarkRunning(job->id(), report.attempt()).status(), "marking running",
+                    JobContext(*job));
       }
       break;
     case v1::PROGRESS:
       if (report.rank() == 0) {
         LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
-                    "recording progress");
+                    "recording progress", JobContext(*job));
       }
       break;
     case v1::COMPLETED:
@@ -262,7 +269,7 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       if (report.rank() == 0) {
         attempt.result = report.message();
         LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
-                    "recording progress");
+                    "recording progress", JobContext(*job));
       }
       if (static_cast<int32_t>(attempt.completed.size()) == job->spec().world_size()) {
         const std::string result = attempt.result;
@@ -273,7 +280,7 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
                          absl::StrCat("attempt ", report.attempt(), ": every rank completed"),
                          result)
                 .status(),
-            "finishing job");
+            "finishing job", JobContext(*job));
       }
       RequestScheduleLocked();
       break;
@@ -456,7 +463,7 @@ void JobController::EndAttemptLocked(const v1::Job& job) {
   // Kept in the state file: memory holds the timelines of the most recent jobs only.
   const v1::Timeline timeline = timelines_.Get(job.id());
   if (timeline.attempt() == job.attempt() && timeline.ranks_size() > 0) {
-    LogIfFailed(jobs_->SaveTimeline(timeline), "keeping a timeline");
+    LogIfFailed(jobs_->SaveTimeline(timeline), "keeping a timeline", JobContext(job));
   }
 }
 
@@ -473,7 +480,7 @@ void JobController::FailAttemptLocked(const v1::Job& job, const std::string& rea
                                                              "would fail the same way"
                                                            : ""))
                     .status(),
-                "failing job");
+                "failing job", JobContext(job));
   } else if (job.restarts() < max_restarts) {
     LogIfFailed(jobs_
                     ->Requeue(job.id(), job.attempt(),
@@ -482,14 +489,14 @@ void JobController::FailAttemptLocked(const v1::Job& job, const std::string& rea
                                            max_restarts, ")"),
                               /*counts_as_restart=*/true)
                     .status(),
-                "re-queueing");
+                "re-queueing", JobContext(job));
   } else {
     LogIfFailed(jobs_
                     ->Finish(job.id(), job.attempt(), v1::FAILED,
                              absl::StrCat("attempt ", job.attempt(), " failed: ", reason,
                                           max_restarts > 0 ? "; no restarts left" : ""))
                     .status(),
-                "failing job");
+                "failing job", JobContext(job));
   }
   RequestScheduleLocked();
 }

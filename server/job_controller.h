@@ -223,6 +223,8 @@ class JobController {
   // Logs a failed `status` as an error: what the coordinator was doing, about `context`.
   static void LogIfFailed(const absl::Status& status, const char* what,
                           const LogContext& context = LogContext());
+  // The log context of `job`'s current attempt, for LogIfFailed.
+  static LogContext JobContext(const v1::Job& job);
 
   // Asks for a scheduling pass: on the executor, once however often it is asked before
   // it runs; at once without an executor.

@@ -94,7 +94,7 @@ void JobController::OnHookAck(const std::string& worker_id, const v1::HookChange
           ProposeHookSwitchLocked(*again, attempt, rejected.new_hook(), *decision.retry_after + 1,
                                   absl::FromUnixMillis(rejected.request_time_ms()))
               .status(),
-          "re-proposing a hook switch");
+          "re-proposing a hook switch", JobContext(*again));
       return;
     }
   }
@@ -134,7 +134,7 @@ void JobController::DecideHookSwitchLocked(const v1::Job& job, LiveAttempt& atte
                                absl::StrCat("comm hook switch ", decided.version(), " to ",
                                             CommHookName(decided.new_hook()), " abandoned: ", why))
             .status(),
-        "recording a hook switch");
+        "recording a hook switch", JobContext(job));
   }
   SendToRanksLocked(job, HookDecisionMessage(job, decided.version(), commit));
 }

@@ -85,7 +85,7 @@ void JobController::EndLateJoinLocked(const v1::Job& job, const std::set<int32_t
                                                " (a data-plane port blocked between workers?); "
                                                "the data plane's own timeout decides"))
                     .status(),
-                "recording a late join");
+                "recording a late join", JobContext(job));
     return;
   }
   if (static_cast<int32_t>(never_reached.size()) == world) {

@@ -18,17 +18,17 @@ void JobController::ApplyOrderDecisionLocked(const v1::Job& job, LiveAttempt& at
       EndAttemptLocked(job);
       // Not re-queued: the same model runs in the same orders again.
       LogIfFailed(jobs_->Finish(job.id(), job.attempt(), v1::FAILED, decision.message).status(),
-                  "failing job");
+                  "failing job", JobContext(job));
       RequestScheduleLocked();
       return;
     case Kind::kWarn:
       LogIfFailed(jobs_->RecordEvent(job.id(), job.attempt(), decision.message).status(),
-                  "recording an order change");
+                  "recording an order change", JobContext(job));
       return;
     case Kind::kRecord: {
       auto recorded = jobs_->RecordExecutionPlan(job.id(), job.attempt(), decision.order,
                                                  decision.plan, decision.message);
-      LogIfFailed(recorded.status(), "recording the execution order");
+      LogIfFailed(recorded.status(), "recording the execution order", JobContext(job));
       if (recorded.ok())
         ApplyOrderDecisionLocked(*recorded, attempt, attempt.order.Recorded(*recorded));
       return;
@@ -36,7 +36,7 @@ void JobController::ApplyOrderDecisionLocked(const v1::Job& job, LiveAttempt& at
     case Kind::kReplan: {
       auto recorded = jobs_->RecordExecutionPlan(job.id(), job.attempt(), decision.order,
                                                  decision.plan, decision.message);
-      LogIfFailed(recorded.status(), "recording an order change");
+      LogIfFailed(recorded.status(), "recording an order change", JobContext(job));
       if (!recorded.ok()) return;
       // Every rank adopts the new version at the same step (PlanUpdate explains how).
       v1::CoordinatorMessage message;

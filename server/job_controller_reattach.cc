@@ -36,7 +36,7 @@ void JobController::AwaitReattachments() {
                                        absl::FormatDuration(options_.reattach_grace), " for its ",
                                        job.ranks_size(), " ranks to re-attach"))
             .status(),
-        "recording an event");
+        "recording an event", JobContext(job));
   }
 }
 
@@ -68,7 +68,7 @@ bool JobController::ReattachLocked(const std::string& worker_id,
                                                " re-attached after the coordinator restarted; "
                                                "training went on without a restart"))
                     .status(),
-                "recording an event");
+                "recording an event", JobContext(*job));
   }
   return true;
 }
@@ -146,7 +146,7 @@ void JobController::RequeueWithoutRestartLocked(const v1::Job& job, const std::s
                                          "; re-queued as a new attempt"),
                             /*counts_as_restart=*/false)
                   .status(),
-              "re-queueing");
+              "re-queueing", JobContext(job));
   RequestScheduleLocked();
 }
 

@@ -21,7 +21,7 @@ void JobController::HandleStallsLocked(absl::Time now) {
     }
     LogWarning(LogContext().Job(stall.job_id).Attempt(stall.attempt), stall.message);
     LogIfFailed(jobs_->RecordEvent(stall.job_id, stall.attempt, stall.message).status(),
-                "recording a stall");
+                "recording a stall", LogContext().Job(stall.job_id).Attempt(stall.attempt));
   }
 }
 

@@ -8,6 +8,7 @@
 #include "common/path_policy.h"
 #include "contracts/permanent_failure.h"
 #include "worker/comm/grpc_rendezvous_store.h"
+#include "worker/train/final_model_owner.h"
 #include "worker/train/trainer.h"
 
 namespace shardwise {
@@ -105,6 +106,14 @@ absl::Status AttemptRunner::CheckMemory() const {
 absl::Status AttemptRunner::CheckPaths() const {
   if (!assignment_.has_path_policy()) return absl::OkStatus();  // a coordinator without one
   v1::JobSpec spec = assignment_.spec();
+  // A final model an earlier attempt of this job wrote is the job's own to replace
+  // (final_model_owner.h), not a file that "exists already".
+  if (!spec.output().overwrite() && WrittenByJob(spec.output().final_model_path(), job_id())) {
+    LogInfo(LogContext().Job(job_id()).Attempt(attempt()),
+            absl::StrCat("'", spec.output().final_model_path(),
+                         "' was written by an earlier attempt of this job; this one replaces it"));
+    spec.mutable_output()->set_overwrite(true);
+  }
   return MarkPermanent(
       ApplyPathPolicy(PathPolicy::FromProto(assignment_.path_policy()), PathCheck::kOnDisk, &spec));
 }

@@ -11,9 +11,9 @@ namespace shardwise::testing {
 absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& job_spec,
                                                 const ThreadedOptions& options) {
   // Tests train configuration after configuration, and run again, into the same files:
-  // these runs own their outputs (the refusal to replace is tested on its own).
+  // these runs own their outputs unless told otherwise (final_model_owner_test).
   v1::JobSpec spec = job_spec;
-  spec.mutable_output()->set_overwrite(true);
+  if (options.owns_outputs) spec.mutable_output()->set_overwrite(true);
   gloo::rendezvous::HashStore store;
   const int world = spec.world_size();
   ThreadedTraining out;

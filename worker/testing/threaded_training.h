@@ -38,6 +38,9 @@ struct ThreadedOptions {
   std::vector<std::pair<int64_t, v1::CommHook>> hook_switches;
   // For jobs on an accelerator (spec.device): each rank's device and communicators.
   RankDeviceFactory make_device;
+  // Whether the run replaces whatever is at the spec's output paths (tests train into the
+  // same files again and again); false keeps the spec's output.overwrite as written.
+  bool owns_outputs = true;
 };
 
 // The first rank's error, if any rank failed.

@@ -23,6 +23,7 @@
 #include "worker/fsdp/grad_scaler.h"
 #include "worker/fsdp/lr_schedule.h"
 #include "worker/runtime/critical_path.h"
+#include "worker/train/final_model_owner.h"
 #include "worker/train/pending_losses.h"
 #include "worker/train/rank_runtime.h"
 
@@ -442,7 +443,8 @@ void RankTrainer::ReportProgress(double step_seconds) {
 }
 
 // Every rank gathers (it is a collective); rank 0 writes, with the model's spec in the
-// file's metadata ("shardwise.model", JSON), so the file alone can be sampled from.
+// file's metadata ("shardwise.model", JSON), so the file alone can be sampled from, and
+// the job's id ("shardwise.job", final_model_owner.h).
 absl::Status RankTrainer::WriteFinalModel() {
   ASSIGN_OR_RETURN(TensorMap final_model, model_->GatherFullModel());
   const std::string& path = spec_.output().final_model_path();
@@ -450,14 +452,17 @@ absl::Status RankTrainer::WriteFinalModel() {
   RETURN_IF_ERROR(CreateFolders(std::filesystem::path(path).parent_path().string()));
   std::string model_json;
   (void)google::protobuf::util::MessageToJsonString(spec_.model(), &model_json);
-  // A file there that the job did not write is replaced only when the spec says so.
-  RETURN_IF_ERROR(WriteSafetensors(path, final_model, {{"shardwise.model", model_json}},
-                                   /*replace=*/spec_.output().overwrite()));
+  Metadata metadata = {{"shardwise.model", model_json}};
+  if (!context_.job_id.empty()) metadata[kFinalModelJobKey] = context_.job_id;
+  // A file there that the job did not write is replaced only when the spec says so; one
+  // an earlier attempt of this job wrote is its own (final_model_owner.h).
+  const bool replace = spec_.output().overwrite() || WrittenByJob(path, context_.job_id);
+  RETURN_IF_ERROR(WriteSafetensors(path, final_model, metadata, replace));
   // The tokenizer goes with the model, so that the pair alone can be sampled from.
   const std::string& tokenizer_dir = spec_.data().tokens().tokenizer();
   if (!tokenizer_dir.empty()) {
-    RETURN_IF_ERROR(tokenizer::CopyTokenizerFolder(
-        tokenizer_dir, tokenizer::ModelTokenizerFolder(path), spec_.output().overwrite()));
+    RETURN_IF_ERROR(tokenizer::CopyTokenizerFolder(tokenizer_dir,
+                                                   tokenizer::ModelTokenizerFolder(path), replace));
   }
   result_.model_path = path;
   return absl::OkStatus();

@@ -1,0 +1,61 @@
+// final_model_owner.h with the real trainer (ranks as threads over Gloo): a later
+// attempt of the job that wrote the final model replaces it; another job is refused.
+
+#include "worker/train/final_model_owner.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "worker/testing/threaded_training.h"
+#include "worker/testing/token_corpus.h"
+
+namespace shardwise {
+namespace {
+
+v1::JobSpec GptSpec(const std::string& dir) {
+  v1::JobSpec spec;
+  *spec.mutable_model()->mutable_gpt() = testing::CorpusGpt(16, 16);
+  spec.mutable_optimizer()->mutable_adamw()->set_lr(3e-3);
+  spec.mutable_data()->mutable_tokens()->set_train_path(
+      testing::WriteLearnableTokens(dir + "/train.bin", 4000, 1));
+  spec.set_global_batch_size(8);
+  spec.set_steps(2);
+  spec.set_world_size(2);
+  spec.mutable_output()->set_final_model_path(dir + "/model.safetensors");
+  return spec;
+}
+
+// An attempt re-queued after it finished while the coordinator was away replaces the
+// model its job's earlier attempt wrote; another job's attempt is refused
+// (ALREADY_EXISTS, as the coordinator refuses such a spec) and leaves the file alone.
+TEST(FinalModelOwner, AJobReplacesOnlyTheFinalModelItWrote) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(root ? root : "/tmp", "/final-model-owner-", getpid());
+  std::filesystem::create_directories(dir);
+  const v1::JobSpec spec = GptSpec(dir);
+  const std::string& path = spec.output().final_model_path();
+  testing::ThreadedOptions first;
+  first.job_id = "job-7";
+  first.owns_outputs = false;
+  ASSERT_TRUE(testing::TrainInThreads(spec, first).ok());
+  EXPECT_TRUE(WrittenByJob(path, "job-7"));
+  EXPECT_FALSE(WrittenByJob(path, "job-8"));
+  EXPECT_FALSE(WrittenByJob(path, ""));
+  testing::ThreadedOptions again = first;
+  again.attempt = 2;
+  const auto replaced = testing::TrainInThreads(spec, again);
+  EXPECT_TRUE(replaced.ok()) << replaced.status();
+  testing::ThreadedOptions other = first;
+  other.job_id = "job-8";
+  const auto refused = testing::TrainInThreads(spec, other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists) << refused.status();
+  EXPECT_TRUE(WrittenByJob(path, "job-7"));
+  EXPECT_FALSE(WrittenByJob(dir + "/missing.safetensors", "job-7"));
+}
+
+}  // namespace
+}  // namespace shardwise
