@@ -21,10 +21,11 @@ steps=${2:-30}
 runs=${3:-3}
 
 ./dev.sh deps
-bazel build //bench:gpt_bench >/dev/null 2>&1
-bin=$(bazel info bazel-bin 2>/dev/null)
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
+bazel build //bench:gpt_bench >"$rows" 2>&1 || { cat "$rows" >&2; exit 1; }
+: >"$rows"
+bin=$(bazel info bazel-bin 2>/dev/null)
 
 # One round at WORLD: Shardwise's three configurations, then PyTorch's, as "RUN WORLD
 # NAME OURS TORCH" lines.

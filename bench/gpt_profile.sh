@@ -18,10 +18,10 @@ steps=${3:-10}
 ./dev.sh bench-deps
 source tools/prerequisites.sh
 check_prerequisites bench
-bazel build //bench:gpt_bench >/dev/null 2>&1
-bin=$(bazel info bazel-bin 2>/dev/null)
 work=$(mktemp -d -t shardwise-profile.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+bazel build //bench:gpt_bench >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 1; }
+bin=$(bazel info bazel-bin 2>/dev/null)
 
 echo "== Shardwise GPT $config under perf ($warmup warm-up + $steps timed steps)" >&2
 perf record -q -F 499 -o "$work/perf.data" -- "$bin/bench/gpt_bench" "$warmup" "$steps" "$config" \

@@ -17,7 +17,8 @@ GROUPS = [
      r"TokenFile|Load", r"^$"),
     ("LayerNorm", r"LayerNorm", r"layer_norm"),
     ("GELU", r"Gelu|Activation", r"gelu"),
-    ("attention (softmax, mask, fused rows)", r"Attention|Softmax|softmax|Causal|__expf",
+    ("attention (softmax, mask, fused tiles)", r"Attention|Softmax|softmax|Causal|__expf|QueryTile|"
+     r"TilePair|BackwardHead",
      r"aten::(_softmax|softmax|_softmax_backward_data|masked_fill_?|tril|where)$"),
     ("cross-entropy", r"CrossEntropy|Loss|__ieee754_log|__log|__ieee754_exp|exp@",
      r"nll_loss|log_softmax|cross_entropy"),

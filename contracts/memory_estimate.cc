@@ -210,8 +210,12 @@ absl::StatusOr<MemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec,
   MemoryEstimate estimate;
   estimate.parameters = Saturate(ParameterBytes(spec, plan, e));
   // The reduced (sharded) gradients, and the unsharded ones of the root, of the unit
-  // computing its backward and of the one whose reduction runs meanwhile.
-  estimate.gradients = Saturate(4 * (e.shard + e.root + 2 * e.largest_child));
+  // computing its backward and of the one whose reduction runs meanwhile. With gradient
+  // accumulation every unit's unsharded gradients live from the first micro-step to the
+  // last one's reduction (no_sync, as PyTorch's).
+  const bool accumulates = spec.gradient_accumulation_steps() > 1;
+  estimate.gradients =
+      Saturate(4 * (e.shard + (accumulates ? e.full : e.root + 2 * e.largest_child)));
   estimate.optimizer_state = Saturate(OptimizerBytes(spec.optimizer(), e));
   estimate.activations = Saturate((spec.model().has_gpt() ? GptActivationBytes(spec, micro_batch)
                                                           : MlpActivationBytes(spec, micro_batch)) +

@@ -153,6 +153,23 @@ std::string ModelTokenizerFolder(const std::string& model_path) {
   return path.string() + ".tokenizer";
 }
 
+namespace {
+
+// Writes `bytes` to `path` as WriteFileAtomically does; without `replace`, a regular file
+// already there holding exactly these bytes (an earlier attempt of the job copied it) is
+// left as it is instead of refused. A link or anything but a regular file is refused.
+absl::Status WriteUnlessThere(const std::string& path, const std::string& bytes, bool replace) {
+  std::error_code error;
+  if (!replace && fs::is_regular_file(fs::symlink_status(path, error)) && !error &&
+      fs::file_size(path, error) == bytes.size() && !error) {
+    const auto existing = ReadFileBytes(path);
+    if (existing.ok() && *existing == bytes) return absl::OkStatus();
+  }
+  return WriteFileAtomically(path, bytes, replace);
+}
+
+}  // namespace
+
 absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to, bool replace) {
   auto manifest = ReadManifest(from);
   if (!manifest.ok()) return manifest.status();
@@ -166,12 +183,11 @@ absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to,
                                               ", not the ", file.sha256,
                                               " its tokenizer.json names"));
     }
-    absl::Status written =
-        WriteFileAtomically((fs::path(to) / file.name).string(), *bytes, replace);
+    absl::Status written = WriteUnlessThere((fs::path(to) / file.name).string(), *bytes, replace);
     if (!written.ok()) return written;
   }
-  return WriteFileAtomically((fs::path(to) / kManifestName).string(), ManifestText(*manifest),
-                             replace);
+  return WriteUnlessThere((fs::path(to) / kManifestName).string(), ManifestText(*manifest),
+                          replace);
 }
 
 }  // namespace tokenizer

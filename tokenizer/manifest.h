@@ -54,7 +54,8 @@ std::string ModelTokenizerFolder(const std::string& model_path);
 // Copies the folder `from` (its manifest and its files, each checked against its hash) to
 // `to`, made if missing, as a job writes its outputs (common/safe_write.h: no symlink
 // followed, each file whole or not at all, the manifest last). Files there are replaced
-// only if `replace`, else ALREADY_EXISTS.
+// only if `replace`, else ALREADY_EXISTS, except a regular file already holding the same
+// bytes, which is left as it is (a re-queued attempt of the job that copied it).
 absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to, bool replace);
 
 }  // namespace tokenizer

@@ -59,10 +59,14 @@ TEST(ManifestTest, SavesLoadsAndCopiesAFolder) {
   }
   std::sort(copied.begin(), copied.end());
   EXPECT_EQ(copied, (std::vector<std::string>{"ranks.tiktoken", "tokenizer.json"}));
-  // A folder there is replaced only when told to, as a job's final model is.
+  // The same copy again (a re-queued attempt's) leaves the files as they are; a file
+  // there with other bytes is replaced only when told to, as a job's final model is.
+  EXPECT_TRUE(CopyTokenizerFolder(dir, ModelTokenizerFolder(model), /*replace=*/false).ok());
+  std::ofstream(ModelTokenizerFolder(model) + "/ranks.tiktoken", std::ios::app) << "mine\n";
   EXPECT_EQ(CopyTokenizerFolder(dir, ModelTokenizerFolder(model), /*replace=*/false).code(),
             absl::StatusCode::kAlreadyExists);
   EXPECT_TRUE(CopyTokenizerFolder(dir, ModelTokenizerFolder(model), /*replace=*/true).ok());
+  EXPECT_TRUE(LoadTokenizer(ModelTokenizerFolder(model)).ok());
 }
 
 TEST(ManifestTest, ACorruptFileIsDataLoss) {

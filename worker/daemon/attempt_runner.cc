@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/path_policy.h"
+#include "common/status_macros.h"
 #include "contracts/permanent_failure.h"
 #include "worker/comm/grpc_rendezvous_store.h"
 #include "worker/train/final_model_owner.h"
@@ -105,17 +106,25 @@ absl::Status AttemptRunner::CheckMemory() const {
 
 absl::Status AttemptRunner::CheckPaths() const {
   if (!assignment_.has_path_policy()) return absl::OkStatus();  // a coordinator without one
+  const PathPolicy policy = PathPolicy::FromProto(assignment_.path_policy());
   v1::JobSpec spec = assignment_.spec();
-  // A final model an earlier attempt of this job wrote is the job's own to replace
-  // (final_model_owner.h), not a file that "exists already".
-  if (!spec.output().overwrite() && WrittenByJob(spec.output().final_model_path(), job_id())) {
-    LogInfo(LogContext().Job(job_id()).Attempt(attempt()),
-            absl::StrCat("'", spec.output().final_model_path(),
-                         "' was written by an earlier attempt of this job; this one replaces it"));
-    spec.mutable_output()->set_overwrite(true);
+  if (!spec.output().overwrite()) {
+    // A final model an earlier attempt of this job wrote is the job's own to replace
+    // (final_model_owner.h), not a file that "exists already". Looked at only once the
+    // paths are canonical and inside the roots.
+    v1::JobSpec owned = spec;
+    owned.mutable_output()->set_overwrite(true);
+    RETURN_IF_ERROR(MarkPermanent(ApplyPathPolicy(policy, PathCheck::kOnDisk, &owned)));
+    const std::string& model = owned.output().final_model_path();
+    if (WrittenByJob(model, job_id())) {
+      LogInfo(
+          LogContext().Job(job_id()).Attempt(attempt()),
+          absl::StrCat("'", model,
+                       "' was written by an earlier attempt of this job; this one replaces it"));
+      return absl::OkStatus();
+    }
   }
-  return MarkPermanent(
-      ApplyPathPolicy(PathPolicy::FromProto(assignment_.path_policy()), PathCheck::kOnDisk, &spec));
+  return MarkPermanent(ApplyPathPolicy(policy, PathCheck::kOnDisk, &spec));
 }
 
 namespace {

@@ -294,6 +294,9 @@ TEST(GptTraining, TheMemoryEstimateMatchesWhatTheRanksAllocate) {
   v1::JobSpec fused = one_at_a_time;
   fused.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
   cases.push_back({"FULL_SHARD+FUSED", fused});
+  v1::JobSpec accumulated = one_at_a_time;  // every unit's unsharded gradients held
+  accumulated.set_gradient_accumulation_steps(2);
+  cases.push_back({"FULL_SHARD+accumulation", accumulated});
   for (Case& c : cases) {
     ApplyJobSpecDefaults(&c.spec);
     auto estimate = EstimateRankMemory(c.spec);

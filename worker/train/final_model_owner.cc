@@ -6,10 +6,11 @@ namespace shardwise {
 
 bool WrittenByJob(const std::string& path, const std::string& job_id) {
   if (job_id.empty() || path.empty()) return false;
-  const absl::StatusOr<Metadata> metadata = ReadSafetensorsMetadata(path);
-  if (!metadata.ok()) return false;
-  const auto writer = metadata->find(kFinalModelJobKey);
-  return writer != metadata->end() && writer->second == job_id;
+  // The header only (at most 100 MiB), and only of a regular file.
+  const absl::StatusOr<SafetensorsIndex> index = ReadSafetensorsIndex(path);
+  if (!index.ok()) return false;
+  const auto writer = index->metadata.find(kFinalModelJobKey);
+  return writer != index->metadata.end() && writer->second == job_id;
 }
 
 }  // namespace shardwise

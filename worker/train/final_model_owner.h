@@ -15,7 +15,8 @@ namespace shardwise {
 inline constexpr char kFinalModelJobKey[] = "shardwise.job";
 
 // Whether `path` is a safetensors file whose metadata names `job_id` as its writer
-// (false for an empty id, a missing or unreadable file, or another writer).
+// (false for an empty id, a missing, unreadable or irregular file, or another writer).
+// Reads the file's header only. Callers pass a path the path policy has checked.
 bool WrittenByJob(const std::string& path, const std::string& job_id);
 
 }  // namespace shardwise

@@ -452,18 +452,21 @@ absl::Status RankTrainer::WriteFinalModel() {
   RETURN_IF_ERROR(CreateFolders(std::filesystem::path(path).parent_path().string()));
   std::string model_json;
   (void)google::protobuf::util::MessageToJsonString(spec_.model(), &model_json);
+  // The tokenizer goes with the model, so that the pair alone can be sampled from; first,
+  // so that a model naming this job exists only once its tokenizer does. Files a person
+  // put there are replaced only when the spec says so (identical ones, an earlier
+  // attempt's, are left as they are).
+  const std::string& tokenizer_dir = spec_.data().tokens().tokenizer();
+  if (!tokenizer_dir.empty()) {
+    RETURN_IF_ERROR(tokenizer::CopyTokenizerFolder(
+        tokenizer_dir, tokenizer::ModelTokenizerFolder(path), spec_.output().overwrite()));
+  }
   Metadata metadata = {{"shardwise.model", model_json}};
   if (!context_.job_id.empty()) metadata[kFinalModelJobKey] = context_.job_id;
   // A file there that the job did not write is replaced only when the spec says so; one
   // an earlier attempt of this job wrote is its own (final_model_owner.h).
   const bool replace = spec_.output().overwrite() || WrittenByJob(path, context_.job_id);
   RETURN_IF_ERROR(WriteSafetensors(path, final_model, metadata, replace));
-  // The tokenizer goes with the model, so that the pair alone can be sampled from.
-  const std::string& tokenizer_dir = spec_.data().tokens().tokenizer();
-  if (!tokenizer_dir.empty()) {
-    RETURN_IF_ERROR(tokenizer::CopyTokenizerFolder(tokenizer_dir,
-                                                   tokenizer::ModelTokenizerFolder(path), replace));
-  }
   result_.model_path = path;
   return absl::OkStatus();
 }
