@@ -120,19 +120,20 @@ bool PrintEstimate(const std::string& name, v1::JobSpec spec) {
 
 // The three timed configurations, or the one named ("FULL_SHARD", "NO_SHARD", "FUSED").
 bool RunThroughput(int warmup, int steps, const std::string& only) {
-  const std::pair<const char*, v1::JobSpec> timed[] = {
-      {"FULL_SHARD", Spec(v1::ShardingStrategy::FULL_SHARD, warmup + steps)},
-      {"NO_SHARD", Spec(v1::ShardingStrategy::NO_SHARD, warmup + steps)},
-      {"FULL_SHARD+fused_attention", [&] {
-         v1::JobSpec fused = Spec(v1::ShardingStrategy::FULL_SHARD, warmup + steps);
-         fused.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
-         return fused;
-       }()}};
-  for (const auto& [name, spec] : timed) {
-    const std::string short_name =
-        std::string(name) == "FULL_SHARD+fused_attention" ? "FUSED" : name;
-    if (!only.empty() && only != short_name) continue;
-    if (!Run(name, spec, warmup, false)) return false;
+  struct Timed {
+    const char* name;        // as printed
+    const char* short_name;  // as `only` names it
+    v1::JobSpec spec;
+  };
+  v1::JobSpec fused = Spec(v1::ShardingStrategy::FULL_SHARD, warmup + steps);
+  fused.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+  const Timed timed[] = {
+      {"FULL_SHARD", "FULL_SHARD", Spec(v1::ShardingStrategy::FULL_SHARD, warmup + steps)},
+      {"NO_SHARD", "NO_SHARD", Spec(v1::ShardingStrategy::NO_SHARD, warmup + steps)},
+      {"FULL_SHARD+fused_attention", "FUSED", fused}};
+  for (const Timed& t : timed) {
+    if (!only.empty() && only != t.short_name) continue;
+    if (!Run(t.name, t.spec, warmup, false)) return false;
   }
   return true;
 }

@@ -1,6 +1,7 @@
 #include "server/job_calls.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
@@ -12,6 +13,14 @@ grpc::Status CheckJobId(const std::string& job_id) {
   if (job_id.empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: must not be empty");
   }
+  return grpc::Status::OK;
+}
+
+// A call's answer: its result moved into `response`, or its error.
+template <typename T>
+grpc::Status Answer(absl::StatusOr<T> result, T* response) {
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  *response = std::move(*result);
   return grpc::Status::OK;
 }
 
@@ -72,10 +81,7 @@ grpc::Status JobCalls::GetJob(const grpc::ServerContextBase& context,
     return ToGrpcStatus(caller.status());
   }
   if (auto status = CheckJobId(request.job_id()); !status.ok()) return status;
-  auto job = jobs_->Get(request.job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *response = std::move(*job);
-  return grpc::Status::OK;
+  return Answer(jobs_->Get(request.job_id()), response);
 }
 
 grpc::Status JobCalls::ListJobs(const grpc::ServerContextBase& context,
@@ -105,10 +111,7 @@ grpc::Status JobCalls::CancelJob(const grpc::ServerContextBase& context,
       !allowed.ok()) {
     return ToGrpcStatus(allowed);
   }
-  auto job = controller_->Cancel(request.job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *response = std::move(*job);
-  return grpc::Status::OK;
+  return Answer(controller_->Cancel(request.job_id()), response);
 }
 
 grpc::Status JobCalls::SetCommHook(const grpc::ServerContextBase& context,
@@ -120,10 +123,7 @@ grpc::Status JobCalls::SetCommHook(const grpc::ServerContextBase& context,
       !allowed.ok()) {
     return ToGrpcStatus(allowed);
   }
-  auto proposal = controller_->SetCommHook(request.job_id(), request.hook());
-  if (!proposal.ok()) return ToGrpcStatus(proposal.status());
-  *response = std::move(*proposal);
-  return grpc::Status::OK;
+  return Answer(controller_->SetCommHook(request.job_id(), request.hook()), response);
 }
 
 grpc::Status JobCalls::GetTimeline(const grpc::ServerContextBase& context,
@@ -132,10 +132,7 @@ grpc::Status JobCalls::GetTimeline(const grpc::ServerContextBase& context,
     return ToGrpcStatus(caller.status());
   }
   if (auto status = CheckJobId(request.job_id()); !status.ok()) return status;
-  auto timeline = controller_->GetTimeline(request.job_id());
-  if (!timeline.ok()) return ToGrpcStatus(timeline.status());
-  *response = std::move(*timeline);
-  return grpc::Status::OK;
+  return Answer(controller_->GetTimeline(request.job_id()), response);
 }
 
 grpc::Status JobCalls::WatchAllowed(const grpc::ServerContextBase& context,
