@@ -1,6 +1,7 @@
 #include "contracts/job_spec_defaults.h"
 
 #include "contracts/dtype_rules.h"
+#include "contracts/transformer_config.h"
 
 namespace shardwise {
 
@@ -13,6 +14,9 @@ void ApplyJobSpecDefaults(v1::JobSpec* spec) {
     if (gpt->attention() == v1::GptConfig::ATTENTION_UNSPECIFIED) {
       gpt->set_attention(v1::GptConfig::MATERIALIZED);
     }
+    if (spec->wrap().modules().empty()) spec->mutable_wrap()->add_modules(v1::WrapModule::BLOCK);
+  } else if (model->has_llama()) {
+    *model->mutable_llama() = WithLlamaDefaults(model->llama());
     if (spec->wrap().modules().empty()) spec->mutable_wrap()->add_modules(v1::WrapModule::BLOCK);
   } else {
     if (model->activation() == v1::ACTIVATION_UNSPECIFIED) model->set_activation(v1::RELU);

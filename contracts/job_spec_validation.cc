@@ -18,6 +18,7 @@
 #include "contracts/job_spec_defaults.h"
 #include "contracts/model_description.h"
 #include "contracts/token_files.h"
+#include "contracts/transformer_config.h"
 #include "tokenizer/manifest.h"
 
 namespace shardwise {
@@ -110,17 +111,50 @@ absl::Status ValidateGpt(const v1::GptConfig& gpt, const JobLimits& limits) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateLlama(const v1::LlamaConfig& given, const JobLimits& limits) {
+  const v1::LlamaConfig llama = WithLlamaDefaults(given);
+  RETURN_IF_ERROR(
+      CheckCount("model.llama.vocab_size", llama.vocab_size(), limits.max_vocab_size, false));
+  RETURN_IF_ERROR(
+      CheckCount("model.llama.block_size", llama.block_size(), limits.max_block_size, false));
+  RETURN_IF_ERROR(CheckCount("model.llama.num_hidden_layers", llama.num_hidden_layers(),
+                             limits.max_layers, false));
+  for (const auto& [field, value] :
+       {std::make_pair("hidden_size", llama.hidden_size()),
+        std::make_pair("intermediate_size", llama.intermediate_size()),
+        std::make_pair("num_attention_heads", int64_t{llama.num_attention_heads()}),
+        std::make_pair("num_key_value_heads", int64_t{llama.num_key_value_heads()}),
+        std::make_pair("head_dim", llama.head_dim())}) {
+    RETURN_IF_ERROR(
+        CheckCount(absl::StrCat("model.llama.", field), value, limits.max_layer_width, false));
+  }
+  // Query heads of head_dim each: their width is the attention's.
+  if (llama.num_attention_heads() * llama.head_dim() > limits.max_layer_width) {
+    return Invalid(
+        "model.llama.num_attention_heads",
+        absl::StrCat(llama.num_attention_heads(), " heads of head_dim ", llama.head_dim(),
+                     " exceed the width limit of ", limits.max_layer_width));
+  }
+  return CheckEnum("model.llama.attention", llama.attention(), v1::GptConfig::Attention_IsValid,
+                   "MATERIALIZED or FUSED");
+}
+
 // The model's sizes against the limits, then its description (which checks the rest:
 // n_embd divisible by n_head, the kinds not mixed) and the wrap policy over it.
 absl::Status ValidateModel(const v1::JobSpec& spec, const JobLimits& limits) {
   const v1::ModelSpec& model = spec.model();
+  if (model.has_gpt() && model.has_llama()) {
+    return Invalid("model", "sets both model.gpt and model.llama; a model is one kind");
+  }
   if (model.has_gpt()) {
     RETURN_IF_ERROR(ValidateGpt(model.gpt(), limits));
+  } else if (model.has_llama()) {
+    RETURN_IF_ERROR(ValidateLlama(model.llama(), limits));
   } else if (model.layer_widths_size() >= 2) {
     RETURN_IF_ERROR(ValidateMlp(model, limits));
   }
   ASSIGN_OR_RETURN(const ModelDescription description, DescribeModel(model));
-  const std::string field = model.has_gpt() ? "model.gpt" : "model.layer_widths";
+  const std::string field = ModelField(model);
   if (description.num_parameters() > limits.max_parameters) {
     return Invalid(field, absl::StrCat(description.num_parameters(), " parameters exceed ",
                                        limits.tunable, " of ", limits.max_parameters));
@@ -130,9 +164,9 @@ absl::Status ValidateModel(const v1::JobSpec& spec, const JobLimits& limits) {
                    absl::StrCat("must be positive, got ", spec.wrap().layers_per_unit()));
   }
   RETURN_IF_ERROR(AssignUnits(description, spec.wrap()).status());
-  if (model.has_gpt()) {
+  if (IsTransformer(model)) {
     if (spec.loss() != v1::LOSS_UNSPECIFIED && spec.loss() != v1::CROSS_ENTROPY) {
-      return Invalid("loss", absl::StrCat("model.gpt trains with CROSS_ENTROPY, got ",
+      return Invalid("loss", absl::StrCat(field, " trains with CROSS_ENTROPY, got ",
                                           v1::Loss_Name(spec.loss())));
     }
   }
@@ -308,11 +342,12 @@ absl::Status CheckTokenFile(const std::string& field, const std::string& path,
   if (!check_path) return absl::OkStatus();
   ASSIGN_OR_RETURN(const TokenFileLayout layout,
                    InspectTokenFile(field, path, spec.data().tokens().format()));
-  const int64_t block_size = spec.model().gpt().block_size();
+  const int64_t block_size = BlockSize(spec.model());
   if (layout.count < block_size + 1) {
-    return Invalid(field, absl::StrCat("'", path, "' holds ", layout.count,
-                                       " tokens; a sequence of model.gpt.block_size ", block_size,
-                                       " needs at least ", block_size + 1));
+    return Invalid(field,
+                   absl::StrCat("'", path, "' holds ", layout.count, " tokens; a sequence of ",
+                                ModelField(spec.model()), ".block_size ", block_size,
+                                " needs at least ", block_size + 1));
   }
   return absl::OkStatus();
 }
@@ -326,21 +361,22 @@ absl::Status CheckTokenizer(const v1::JobSpec& spec, const PathChecker& check_pa
   if (!manifest.ok()) {
     return Invalid("data.tokens.tokenizer", std::string(manifest.status().message()));
   }
-  const int64_t model_vocabulary = spec.model().gpt().vocab_size();
+  const int64_t model_vocabulary = VocabSize(spec.model());
   if (manifest->vocab_size > model_vocabulary) {
-    return Invalid("data.tokens.tokenizer",
-                   absl::StrCat("'", dir, "' has a vocabulary of ", manifest->vocab_size,
-                                " ids, more than model.gpt.vocab_size ", model_vocabulary,
-                                ": set vocab_size to at least ", manifest->vocab_size));
+    return Invalid(
+        "data.tokens.tokenizer",
+        absl::StrCat("'", dir, "' has a vocabulary of ", manifest->vocab_size, " ids, more than ",
+                     ModelField(spec.model()), ".vocab_size ", model_vocabulary,
+                     ": set vocab_size to at least ", manifest->vocab_size));
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateTokens(const v1::JobSpec& spec, const PathChecker& check_path) {
   const v1::TokenData& tokens = spec.data().tokens();
-  if (!spec.model().has_gpt()) {
+  if (!IsTransformer(spec.model())) {
     return Invalid("data.tokens",
-                   "is data for model.gpt; the MLP reads data.safetensors_path "
+                   "is data for model.gpt and model.llama; the MLP reads data.safetensors_path "
                    "or data.synthetic");
   }
   RETURN_IF_ERROR(CheckEnum("data.tokens.format", tokens.format(), v1::TokenData::Format_IsValid,
@@ -367,8 +403,9 @@ absl::Status ValidateEvaluation(const v1::JobSpec& spec, const JobLimits& limits
 
 absl::Status ValidateData(const v1::JobSpec& spec, const JobLimits& limits,
                           const PathChecker& check_path) {
-  if (spec.model().has_gpt() && !spec.data().has_tokens()) {
-    return Invalid("data", "model.gpt trains on token files: set data.tokens");
+  if (IsTransformer(spec.model()) && !spec.data().has_tokens()) {
+    return Invalid(
+        "data", absl::StrCat(ModelField(spec.model()), " trains on token files: set data.tokens"));
   }
   switch (spec.data().source_case()) {
     case v1::DataSpec::kTokens:

@@ -405,7 +405,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "job.model.gpt.vocab_size: must be positive, got 0"},
         BadCase{"MLP fields beside the GPT",
                 [](v1::JobSpec* s) { s->mutable_model()->add_layer_widths(4); },
-                "job.model: sets model.gpt and MLP fields"},
+                "job.model: sets model.gpt and other kinds' fields"},
         BadCase{"token file shorter than a sequence",
                 [](v1::JobSpec* s) {
                   s->mutable_data()->mutable_tokens()->set_val_path(TokenFile("short.bin", 16));
@@ -452,6 +452,119 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "job.optimizer.overlap.params: '0.weight' is not a parameter of this model "
                 "(transformer.wte.weight, transformer.wpe.weight,"}),
+    [](const auto& info) {
+      std::string name = info.param.what;
+      for (char& c : name) {
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name;
+    });
+
+// A Llama as a user pastes it from a config.json: the fields HF's LlamaConfig defaults
+// are left out.
+v1::JobSpec ValidLlamaSpec() {
+  v1::JobSpec spec = ValidGptSpec();
+  spec.mutable_model()->clear_gpt();
+  v1::LlamaConfig* llama = spec.mutable_model()->mutable_llama();
+  llama->set_vocab_size(256);
+  llama->set_hidden_size(32);
+  llama->set_intermediate_size(64);
+  llama->set_num_hidden_layers(2);
+  llama->set_num_attention_heads(4);
+  llama->set_num_key_value_heads(2);
+  llama->set_max_position_embeddings(16);
+  return spec;
+}
+
+TEST(LlamaValidation, AcceptsALlamaAndFillsInHuggingFacesDefaults) {
+  v1::JobSpec spec = ValidLlamaSpec();
+  ASSERT_FALSE(spec.model().has_gpt());
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_TRUE(status.ok()) << status;
+  ApplyJobSpecDefaults(&spec);
+  status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_TRUE(status.ok()) << status;
+  const v1::LlamaConfig& llama = spec.model().llama();
+  EXPECT_EQ(llama.head_dim(), 8);
+  EXPECT_EQ(llama.block_size(), 16);  // max_position_embeddings
+  EXPECT_DOUBLE_EQ(llama.rms_norm_eps(), 1e-6);
+  EXPECT_DOUBLE_EQ(llama.rope_theta(), 10000);
+  EXPECT_FALSE(llama.tie_word_embeddings());
+  EXPECT_DOUBLE_EQ(llama.initializer_range(), 0.02);
+  EXPECT_EQ(llama.hidden_act(), "silu");
+  EXPECT_EQ(llama.attention(), v1::GptConfig::MATERIALIZED);
+  ASSERT_EQ(spec.wrap().modules_size(), 1);
+  EXPECT_EQ(spec.wrap().modules(0), v1::WrapModule::BLOCK);
+}
+
+TEST(LlamaValidation, AnUntiedHeadMayBeAUnitOfItsOwn) {
+  v1::JobSpec spec = ValidLlamaSpec();
+  spec.mutable_wrap()->add_modules(v1::WrapModule::BLOCK);
+  spec.mutable_wrap()->add_modules(v1::WrapModule::LM_HEAD);
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_TRUE(status.ok()) << status;
+  spec.mutable_model()->mutable_llama()->set_tie_word_embeddings(true);
+  EXPECT_EQ(ValidateJobSpec(spec, JobLimits{}, CheckReadableFile).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+class LlamaValidationTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(LlamaValidationTest, RejectsWithFieldAndValue) {
+  v1::JobSpec spec = ValidLlamaSpec();
+  GetParam().mutate(&spec);
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << GetParam().what;
+  EXPECT_NE(status.message().find(GetParam().expected_message), std::string::npos)
+      << "got: " << status.message();
+}
+
+v1::LlamaConfig* Llama(v1::JobSpec* spec) { return spec->mutable_model()->mutable_llama(); }
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryRule, LlamaValidationTest,
+    ::testing::Values(
+        BadCase{"K/V heads do not divide the heads",
+                [](v1::JobSpec* s) { Llama(s)->set_num_key_value_heads(3); },
+                "job.model.llama.num_key_value_heads: 3 does not divide "
+                "model.llama.num_attention_heads 4"},
+        BadCase{"odd head_dim", [](v1::JobSpec* s) { Llama(s)->set_head_dim(7); },
+                "job.model.llama.head_dim: must be even (rotary embeddings rotate pairs), got 7"},
+        BadCase{"sequences longer than the positions",
+                [](v1::JobSpec* s) { Llama(s)->set_block_size(32); },
+                "job.model.llama.block_size: 32 exceeds model.llama.max_position_embeddings 16"},
+        BadCase{"zero hidden size", [](v1::JobSpec* s) { Llama(s)->set_hidden_size(0); },
+                "job.model.llama.hidden_size: must be positive, got 0"},
+        BadCase{"an activation other than SiLU",
+                [](v1::JobSpec* s) { Llama(s)->set_hidden_act("gelu"); },
+                "job.model.llama.hidden_act: 'gelu' is not taken (\"silu\")"},
+        BadCase{"an unknown rope scaling",
+                [](v1::JobSpec* s) { Llama(s)->mutable_rope_scaling()->set_rope_type("yarn"); },
+                "job.model.llama.rope_scaling.rope_type: 'yarn' is not taken"},
+        BadCase{"llama3 scaling without its factors",
+                [](v1::JobSpec* s) {
+                  Llama(s)->mutable_rope_scaling()->set_rope_type("llama3");
+                  Llama(s)->mutable_rope_scaling()->set_factor(8);
+                },
+                "job.model.llama.rope_scaling: llama3 needs factor > 0, 0 < low_freq_factor < "
+                "high_freq_factor and original_max_position_embeddings > 0, got factor 8, "
+                "low_freq_factor 0"},
+        BadCase{"a GPT beside the Llama",
+                [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_n_layer(1); },
+                "job.model: sets both model.gpt and model.llama; a model is one kind"},
+        BadCase{"heads wider than the limit",
+                [](v1::JobSpec* s) { Llama(s)->set_head_dim(1 << 20); },
+                "job.model.llama.num_attention_heads: 4 heads of head_dim 1048576 exceed the "
+                "width limit"},
+        BadCase{"MSE on a Llama", [](v1::JobSpec* s) { s->set_loss(v1::MSE); },
+                "job.loss: model.llama trains with CROSS_ENTROPY, got MSE"},
+        BadCase{"no token data", [](v1::JobSpec* s) { s->mutable_data()->mutable_synthetic(); },
+                "job.data: model.llama trains on token files"},
+        BadCase{"token file shorter than a sequence",
+                [](v1::JobSpec* s) {
+                  s->mutable_data()->mutable_tokens()->set_val_path(TokenFile("short.bin", 16));
+                },
+                "a sequence of model.llama.block_size 16 needs at least 17"}),
     [](const auto& info) {
       std::string name = info.param.what;
       for (char& c : name) {

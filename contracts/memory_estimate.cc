@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "contracts/fsdp_layout.h"
+#include "contracts/transformer_config.h"
 
 namespace shardwise {
 namespace {
@@ -91,46 +92,90 @@ double MicroBatch(const v1::JobSpec& spec) {
   return static_cast<double>(spec.global_batch_size()) / (ranks * steps);
 }
 
+// What a transformer's activations are made of, per row (token position) of a block and
+// around the blocks, for TransformerActivationBytes.
+struct TransformerShape {
+  double c = 0, t = 0, v = 0, layers = 0, heads = 0, attention_width = 0;
+  bool fused = false;
+  double block_floats = 0;     // kept per row by a block for its backward
+  double norm_stats = 0;       // per row: the block's norms' statistics
+  double backward_floats = 0;  // per row: a block backward's working set beside them
+  double tables = 0;           // floats held for the whole step (rotary tables)
+};
+
 // A GPT block keeps, per row, 16 C floats for its backward (its input, ln_1, q/k/v, the
-// attention output, the residual, ln_2, the MLP's 4C hidden before and after GELU), its
-// two LayerNorms' mean and 1/std (4 floats), and the softmax's record: with MATERIALIZED attention
-// the probabilities, heads x T x T per sequence, with FUSED each row's log-sum-exp, heads x T; with
-// checkpointing, only its input, plus one block's during its recompute. Around the blocks: the
-// embeddings' sum and ln_f's output (C each) and statistics, the logits, their softmax and its
-// gradient (V each), and the batch's tokens, positions and labels (INT64 each). An attention
-// backward holds working space beside them: the fused one each row's dout . out (heads x T per
-// sequence) and the attention output (C per row), which the materialised one frees before its
-// backward and the fused one reads; on CUDA the materialised one the whole micro-batch's score
-// gradients at once (the CPU's go one head at a time) and, with 16-bit operands, 16-bit copies of
-// them and of the probabilities (cuda/attention.h).
-double GptActivationBytes(const v1::JobSpec& spec, double sequences) {
-  const v1::GptConfig& gpt = spec.model().gpt();
-  const double c = gpt.n_embd(), t = gpt.block_size(), v = gpt.vocab_size();
-  const double rows = sequences * t;
-  const bool fused = gpt.attention() == v1::GptConfig::FUSED;
-  const double row_stats = gpt.n_head() * t * sequences;
-  const double scores = fused ? row_stats : row_stats * t;
-  // Each LayerNorm also keeps its rows' mean and 1/std: two per block, and ln_f's.
-  const double layer_norm_stats = 2 * rows;
-  const double per_block = 4 * (16 * c * rows + 2 * layer_norm_stats + scores);
-  const double blocks = spec.activation_checkpointing() ? gpt.n_layer() * 4 * c * rows + per_block
-                                                        : gpt.n_layer() * per_block;
+// attention output, the residual, ln_2, the MLP's 4C hidden before and after GELU) and its two
+// LayerNorms' mean and 1/std (4 floats). Its backward's working set: the gradient coming in
+// (C) and the MLP's hidden gradient (4C).
+TransformerShape GptShape(const v1::GptConfig& gpt) {
+  TransformerShape shape;
+  shape.c = gpt.n_embd(), shape.t = gpt.block_size(), shape.v = gpt.vocab_size();
+  shape.layers = gpt.n_layer(), shape.heads = gpt.n_head(), shape.attention_width = gpt.n_embd();
+  shape.fused = gpt.attention() == v1::GptConfig::FUSED;
+  shape.block_floats = 16 * shape.c;
+  shape.norm_stats = 4;
+  shape.backward_floats = 5 * shape.c;
+  return shape;
+}
+
+// A Llama block (worker/model/llama_block.h) keeps, per row, its input, both RMSNorms'
+// outputs and the residual (4 C), the fused q/k/v with K and V repeated to the query heads
+// (3 A, A = heads x head_dim) and the attention output (A), the MLP's gate, up, SiLU(gate)
+// and their product (4 F), and the norms' 1/rms (2). Its backward's working set is the
+// larger of the MLP's (the gradient coming in, two F-wide gradients, two C-wide input
+// gradients) and the attention's (dqkv 3A, dq A, dk and dv, two C-wide input gradients and
+// the incoming one). The rotary tables (cos and sin, block_size x head_dim / 2 each) live
+// beside.
+TransformerShape LlamaShape(const v1::LlamaConfig& given) {
+  const v1::LlamaConfig llama = WithLlamaDefaults(given);
+  TransformerShape shape;
+  shape.c = llama.hidden_size(), shape.t = llama.block_size(), shape.v = llama.vocab_size();
+  shape.layers = llama.num_hidden_layers(), shape.heads = llama.num_attention_heads();
+  shape.attention_width = shape.heads * llama.head_dim();
+  shape.fused = llama.attention() == v1::GptConfig::FUSED;
+  const double a = shape.attention_width, f = llama.intermediate_size();
+  const double kv = 2.0 * llama.num_key_value_heads() * llama.head_dim();
+  shape.block_floats = 4 * shape.c + 4 * a + 4 * f;
+  shape.norm_stats = 2;
+  shape.backward_floats = std::max(3 * shape.c + 2 * f, 3 * shape.c + 4 * a + kv);
+  shape.tables = shape.t * llama.head_dim();
+  return shape;
+}
+
+// Every block's record (with checkpointing, only its input, plus one block's during its
+// recompute) and the softmax's: with MATERIALIZED attention the probabilities, heads x T x T
+// per sequence, with FUSED each row's log-sum-exp, heads x T. Around the blocks: the
+// embeddings' output and the final norm's output (C each) and statistics, the logits, their
+// softmax and its gradient (V each), and the batch's tokens, positions and labels (INT64
+// each). An attention backward holds working space beside them: the fused one each row's
+// dout . out (heads x T per sequence) and the attention output, which the materialised one
+// frees before its backward and the fused one reads; on CUDA the materialised one the whole
+// micro-batch's score gradients at once (the CPU's go one head at a time) and, with 16-bit
+// operands, 16-bit copies of them and of the probabilities (cuda/attention.h).
+double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShape& shape,
+                                  double sequences) {
+  const double rows = sequences * shape.t;
+  const double row_stats = shape.heads * shape.t * sequences;
+  const double scores = shape.fused ? row_stats : row_stats * shape.t;
+  const double per_block = 4 * ((shape.block_floats + shape.norm_stats) * rows + scores);
+  const double blocks = spec.activation_checkpointing()
+                            ? shape.layers * 4 * shape.c * rows + per_block
+                            : shape.layers * per_block;
   double attention_backward = 0;
-  if (fused) {
-    attention_backward = 4 * (row_stats + c * rows);
+  if (shape.fused) {
+    attention_backward = 4 * (row_stats + shape.attention_width * rows);
   } else if (spec.device() == v1::CUDA) {
     const v1::Dtype low = spec.fsdp().mixed_precision().param_dtype();
     const bool narrow = low == v1::BF16 || low == v1::FP16;
     attention_backward = (4 + (narrow ? 2 + 2 : 0)) * scores;
   }
   // Beside the blocks' records, the most held at once is the head's at the end of the
-  // forward, or a block's backward working set: the gradient coming in (C) and the MLP's
-  // hidden gradient (4C), which outweighs the head's when V is small.
-  const double head = 4 * (rows * (2 * c + 3 * v) + layer_norm_stats);
-  const double block_backward = 4 * rows * 5 * c;
+  // forward, or a block's backward working set, which outweighs the head's when V is small.
+  const double head = 4 * rows * (2 * shape.c + 3 * shape.v + shape.norm_stats / 2);
+  const double block_backward = 4 * rows * shape.backward_floats;
   // The batch on the device (tokens, positions and labels, INT64) counts here too.
   const double batch = 3 * 8 * rows;
-  return blocks + attention_backward + std::max(head, block_backward) + batch;
+  return blocks + attention_backward + std::max(head, block_backward) + batch + 4 * shape.tables;
 }
 
 // An MLP keeps the input and, per Linear, its output before and after the activation,
@@ -144,6 +189,15 @@ double MlpActivationBytes(const v1::JobSpec& spec, double rows) {
   return 4 * rows * floats;
 }
 
+double ActivationBytes(const v1::JobSpec& spec, double micro_batch) {
+  const v1::ModelSpec& model = spec.model();
+  if (model.has_gpt()) return TransformerActivationBytes(spec, GptShape(model.gpt()), micro_batch);
+  if (model.has_llama()) {
+    return TransformerActivationBytes(spec, LlamaShape(model.llama()), micro_batch);
+  }
+  return MlpActivationBytes(spec, micro_batch);
+}
+
 // The losses that wait on the device to be read (one FP64 per micro-step, for up to
 // loss_read_interval_steps steps).
 double PendingLossBytes(const v1::JobSpec& spec) {
@@ -153,7 +207,7 @@ double PendingLossBytes(const v1::JobSpec& spec) {
 
 double DataBytes(const v1::JobSpec& spec, double micro_batch, int64_t data_file_bytes) {
   const v1::DataSpec& data = spec.data();
-  if (data.has_tokens()) return 2 * 8 * micro_batch * spec.model().gpt().block_size();
+  if (data.has_tokens()) return 2 * 8 * micro_batch * BlockSize(spec.model());
   if (data.has_synthetic()) {
     const auto& widths = spec.model().layer_widths();
     const double row = widths.empty() ? 0 : widths[0] + widths[widths.size() - 1];
@@ -217,9 +271,7 @@ absl::StatusOr<MemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec,
   estimate.gradients =
       Saturate(4 * (e.shard + (accumulates ? e.full : e.root + 2 * e.largest_child)));
   estimate.optimizer_state = Saturate(OptimizerBytes(spec.optimizer(), e));
-  estimate.activations = Saturate((spec.model().has_gpt() ? GptActivationBytes(spec, micro_batch)
-                                                          : MlpActivationBytes(spec, micro_batch)) +
-                                  PendingLossBytes(spec));
+  estimate.activations = Saturate(ActivationBytes(spec, micro_batch) + PendingLossBytes(spec));
   estimate.data = Saturate(DataBytes(spec, micro_batch, data_file_bytes));
   return estimate;
 }

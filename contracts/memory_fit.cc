@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "contracts/transformer_config.h"
 
 namespace shardwise {
 namespace {
@@ -24,7 +25,11 @@ int64_t MicroSteps(const v1::JobSpec& spec) {
 // `spec` with `dimension` set to `value`.
 v1::JobSpec WithValue(v1::JobSpec spec, FitDimension dimension, int64_t value) {
   if (dimension == FitDimension::kBlockSize) {
-    spec.mutable_model()->mutable_gpt()->set_block_size(value);
+    if (spec.model().has_llama()) {
+      spec.mutable_model()->mutable_llama()->set_block_size(value);
+    } else {
+      spec.mutable_model()->mutable_gpt()->set_block_size(value);
+    }
   } else {
     spec.set_global_batch_size(value * MicroSteps(spec));
   }
@@ -42,9 +47,10 @@ absl::StatusOr<Fit> FitAt(const v1::JobSpec& spec, FitDimension dimension, int64
 
 absl::StatusOr<Fit> LargestFitting(const v1::JobSpec& spec, FitDimension dimension,
                                    int64_t budget_bytes, int64_t max_value) {
-  if (dimension == FitDimension::kBlockSize && !spec.model().has_gpt()) {
+  if (dimension == FitDimension::kBlockSize && !IsTransformer(spec.model())) {
     return absl::InvalidArgumentError(
-        "the context (model.gpt.block_size) is a GPT's; this is an MLP");
+        "the context (model.gpt.block_size, model.llama.block_size) is a transformer's; this is "
+        "an MLP");
   }
   if (max_value < 1) {
     return absl::InvalidArgumentError(

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "contracts/transformer_config.h"
 
 namespace shardwise {
 namespace {
@@ -80,10 +82,10 @@ absl::StatusOr<ModelDescription> DescribeMlp(const v1::ModelSpec& model) {
 
 absl::Status CheckGptConfig(const v1::ModelSpec& model) {
   if (!model.layer_widths().empty() || model.activation() != v1::ACTIVATION_UNSPECIFIED ||
-      model.has_bias()) {
+      model.has_bias() || model.has_llama()) {
     return Invalid("model",
-                   "sets model.gpt and MLP fields (layer_widths, activation, bias); "
-                   "a model is one or the other");
+                   "sets model.gpt and other kinds' fields (llama, layer_widths, activation, "
+                   "bias); a model is one kind");
   }
   const v1::GptConfig& gpt = model.gpt();
   for (const auto& [field, value] :
@@ -150,6 +152,134 @@ absl::StatusOr<ModelDescription> DescribeGpt(const v1::ModelSpec& model) {
   return builder.Finish("model.gpt");
 }
 
+absl::Status CheckPositive(const std::string& field, int64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return Invalid(field, absl::StrCat("must be positive, got ", value));
+}
+
+// The Llama's sizes and options, defaults filled in (the sizes' limits are validation's).
+absl::Status CheckLlamaSizes(const v1::LlamaConfig& llama) {
+  for (const auto& [field, value] :
+       {std::make_pair("vocab_size", llama.vocab_size()),
+        std::make_pair("hidden_size", llama.hidden_size()),
+        std::make_pair("intermediate_size", llama.intermediate_size()),
+        std::make_pair("num_hidden_layers", int64_t{llama.num_hidden_layers()}),
+        std::make_pair("num_attention_heads", int64_t{llama.num_attention_heads()}),
+        std::make_pair("num_key_value_heads", int64_t{llama.num_key_value_heads()}),
+        std::make_pair("head_dim", llama.head_dim()),
+        std::make_pair("max_position_embeddings", llama.max_position_embeddings()),
+        std::make_pair("block_size", llama.block_size())}) {
+    RETURN_IF_ERROR(CheckPositive(absl::StrCat("model.llama.", field), value));
+  }
+  if (llama.num_attention_heads() % llama.num_key_value_heads() != 0) {
+    return Invalid("model.llama.num_key_value_heads",
+                   absl::StrCat(llama.num_key_value_heads(),
+                                " does not divide model.llama.num_attention_heads ",
+                                llama.num_attention_heads()));
+  }
+  if (llama.head_dim() % 2 != 0) {
+    return Invalid(
+        "model.llama.head_dim",
+        absl::StrCat("must be even (rotary embeddings rotate pairs), got ", llama.head_dim()));
+  }
+  if (llama.block_size() > llama.max_position_embeddings()) {
+    return Invalid("model.llama.block_size",
+                   absl::StrCat(llama.block_size(), " exceeds model.llama.max_position_embeddings ",
+                                llama.max_position_embeddings()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRopeScaling(const v1::LlamaConfig& llama) {
+  if (!llama.has_rope_scaling()) return absl::OkStatus();
+  const v1::RopeScaling& scaling = llama.rope_scaling();
+  if (scaling.rope_type() != "llama3") {
+    return Invalid("model.llama.rope_scaling.rope_type",
+                   absl::StrCat("'", scaling.rope_type(), "' is not taken (\"llama3\" or none)"));
+  }
+  if (!(scaling.factor() > 0) || !(scaling.low_freq_factor() > 0) ||
+      !(scaling.high_freq_factor() > scaling.low_freq_factor()) ||
+      scaling.original_max_position_embeddings() <= 0) {
+    return Invalid("model.llama.rope_scaling",
+                   absl::StrCat("llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor "
+                                "and original_max_position_embeddings > 0, got factor ",
+                                scaling.factor(), ", low_freq_factor ", scaling.low_freq_factor(),
+                                ", high_freq_factor ", scaling.high_freq_factor(),
+                                ", original_max_position_embeddings ",
+                                scaling.original_max_position_embeddings()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLlamaConfig(const v1::ModelSpec& model) {
+  if (!model.layer_widths().empty() || model.activation() != v1::ACTIVATION_UNSPECIFIED ||
+      model.has_bias() || model.has_gpt()) {
+    return Invalid("model",
+                   "sets model.llama and other kinds' fields (gpt, layer_widths, activation, "
+                   "bias); a model is one kind");
+  }
+  const v1::LlamaConfig llama = WithLlamaDefaults(model.llama());
+  RETURN_IF_ERROR(CheckLlamaSizes(llama));
+  if (llama.hidden_act() != "silu") {
+    return Invalid("model.llama.hidden_act",
+                   absl::StrCat("'", llama.hidden_act(), "' is not taken (\"silu\")"));
+  }
+  if (!(llama.rms_norm_eps() > 0) || !(llama.rope_theta() > 0) ||
+      !(llama.initializer_range() >= 0)) {
+    return Invalid("model.llama", absl::StrCat("rms_norm_eps and rope_theta must be positive and "
+                                               "initializer_range not negative, got ",
+                                               llama.rms_norm_eps(), ", ", llama.rope_theta(), ", ",
+                                               llama.initializer_range()));
+  }
+  return CheckRopeScaling(llama);
+}
+
+// One Llama decoder layer's parameters in HF's registration order (self_attn, mlp,
+// input_layernorm, post_attention_layernorm).
+std::vector<int> AddLlamaLayer(Builder& builder, int layer, const v1::LlamaConfig& llama) {
+  const int64_t c = llama.hidden_size(), q = llama.num_attention_heads() * llama.head_dim();
+  const int64_t kv = llama.num_key_value_heads() * llama.head_dim(), f = llama.intermediate_size();
+  std::vector<int> params;
+  auto linear = [&](const std::string& name, int64_t in, int64_t out, bool bias) {
+    params.push_back(builder.AddParameter(layer, name + ".weight", {out, in}));
+    if (bias) params.push_back(builder.AddParameter(layer, name + ".bias", {out}));
+  };
+  linear("self_attn.q_proj", c, q, llama.attention_bias());
+  linear("self_attn.k_proj", c, kv, llama.attention_bias());
+  linear("self_attn.v_proj", c, kv, llama.attention_bias());
+  linear("self_attn.o_proj", q, c, llama.attention_bias());
+  linear("mlp.gate_proj", c, f, llama.mlp_bias());
+  linear("mlp.up_proj", c, f, llama.mlp_bias());
+  linear("mlp.down_proj", f, c, llama.mlp_bias());
+  params.push_back(builder.AddParameter(layer, "input_layernorm.weight", {c}));
+  params.push_back(builder.AddParameter(layer, "post_attention_layernorm.weight", {c}));
+  return params;
+}
+
+// HF LlamaForCausalLM's parameters in named_parameters() order; a tied lm_head.weight is
+// model.embed_tokens.weight.
+absl::StatusOr<ModelDescription> DescribeLlama(const v1::ModelSpec& model) {
+  RETURN_IF_ERROR(CheckLlamaConfig(model));
+  const v1::LlamaConfig llama = WithLlamaDefaults(model.llama());
+  const int64_t c = llama.hidden_size();
+  Builder builder;
+  const int embed = builder.AddModule("model.embed_tokens", ModuleKind::kTokenEmbedding, 0);
+  const int embed_weight = builder.AddParameter(embed, "weight", {llama.vocab_size(), c});
+  builder.AddStage(embed, {embed_weight}, false);
+  for (int n = 0; n < llama.num_hidden_layers(); ++n) {
+    const int layer = builder.AddModule(absl::StrCat("model.layers.", n), ModuleKind::kBlock, n);
+    builder.AddStage(layer, AddLlamaLayer(builder, layer, llama), /*checkpointable=*/true);
+  }
+  const int norm = builder.AddModule("model.norm", ModuleKind::kFinalNorm, 0);
+  builder.AddStage(norm, {builder.AddParameter(norm, "weight", {c})}, false);
+  const int head = builder.AddModule("lm_head", ModuleKind::kLmHead, 0);
+  const int head_weight = llama.tie_word_embeddings()
+                              ? embed_weight
+                              : builder.AddParameter(head, "weight", {llama.vocab_size(), c});
+  builder.AddStage(head, {head_weight}, false);
+  return builder.Finish("model.llama");
+}
+
 // Per module, the child unit it starts (-1: none) by job.wrap; children not yet numbered
 // in forward order (the caller renumbers).
 absl::StatusOr<std::vector<int>> WrappedModules(const ModelDescription& model,
@@ -158,7 +288,8 @@ absl::StatusOr<std::vector<int>> WrappedModules(const ModelDescription& model,
   const bool mlp = !model.modules.empty() && model.modules[0].kind == ModuleKind::kLinearLayer;
   if (mlp) {
     if (wrap.modules_size() > 0) {
-      return Invalid("wrap.modules", "applies to model.gpt; the MLP takes wrap.layers_per_unit");
+      return Invalid("wrap.modules",
+                     "applies to model.gpt and model.llama; the MLP takes wrap.layers_per_unit");
     }
     const int per_unit = std::max(1, wrap.layers_per_unit());
     const int layers = static_cast<int>(model.modules.size());
@@ -167,7 +298,8 @@ absl::StatusOr<std::vector<int>> WrappedModules(const ModelDescription& model,
     return unit_of_module;
   }
   if (wrap.layers_per_unit() > 1) {
-    return Invalid("wrap.layers_per_unit", "applies to the MLP; model.gpt takes wrap.modules");
+    return Invalid("wrap.layers_per_unit",
+                   "applies to the MLP; model.gpt and model.llama take wrap.modules");
   }
   std::vector<ModuleKind> kinds;
   for (int i = 0; i < wrap.modules_size(); ++i) {
@@ -223,7 +355,9 @@ int ModelDescription::FindParameter(const std::string& name) const {
 }
 
 absl::StatusOr<ModelDescription> DescribeModel(const v1::ModelSpec& model) {
-  return model.has_gpt() ? DescribeGpt(model) : DescribeMlp(model);
+  if (model.has_gpt()) return DescribeGpt(model);
+  if (model.has_llama()) return DescribeLlama(model);
+  return DescribeMlp(model);
 }
 
 absl::StatusOr<UnitAssignment> AssignUnits(const ModelDescription& model,

@@ -10,22 +10,14 @@
 // materialised softmax in FP32 and BF16. Every parameter after 24 steps, and the loss of
 // every step, are compared; the bounds are measured ones (docs/semantics.md).
 
-#include <unistd.h>
-
-#include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "contracts/safetensors.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/pytorch_reference.h"
 #include "worker/data/weights.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
@@ -34,137 +26,44 @@ namespace shardwise {
 namespace {
 
 using Strategy = v1::ShardingStrategy::Value;
-constexpr char kPython[] = "/usr/bin/python3";
 constexpr char kReference[] = "tests/pytorch/nano_gpt.py";
-constexpr char kText[] = "/usr/share/common-licenses/GPL-3";
 constexpr int kSteps = 24;
 constexpr int64_t kWidth = 64;  // n_embd
 
-std::string Dir() {
-  static const std::string dir = [] {
-    const char* root = std::getenv("TEST_TMPDIR");
-    std::string d = absl::StrCat(root ? root : "/tmp", "/pytorch-parity-", getpid());
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
+std::string Dir() { return testing::ScratchDir(); }
 
 v1::JobSpec BaseSpec() {
-  v1::JobSpec spec;
+  v1::JobSpec spec = testing::ReferenceJob(kSteps, Dir() + "/init.safetensors");
   v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
   gpt->set_vocab_size(256);
   gpt->set_block_size(32);
   gpt->set_n_layer(2);
   gpt->set_n_head(4);
   gpt->set_n_embd(kWidth);
-  v1::OptimizerSpec* optimizer = spec.mutable_optimizer();
-  optimizer->mutable_adamw()->set_lr(2e-3);
-  optimizer->mutable_adamw()->set_weight_decay(0.1);
-  optimizer->mutable_adamw()->set_beta2(0.95);
-  optimizer->set_weight_decay_params(v1::WeightDecayParams::MATRICES);
-  optimizer->set_max_grad_norm(1.0);
-  v1::LrSchedule* schedule = optimizer->mutable_lr_schedule();
-  schedule->set_decay(v1::LrSchedule::COSINE);
-  schedule->set_warmup_steps(4);
-  schedule->set_decay_steps(kSteps);
-  schedule->set_min_lr(2e-4);
-  spec.mutable_data()->mutable_tokens()->set_train_path(Dir() + "/train.bin");
-  spec.mutable_data()->mutable_tokens()->set_seed(3);
-  spec.mutable_init()->set_safetensors_path(Dir() + "/init.safetensors");
-  spec.set_global_batch_size(8);
-  spec.set_steps(kSteps);
   return spec;
 }
 
-struct Reference {
-  TensorMap model;
-  std::vector<double> losses;
-};
+using Reference = testing::PytorchRun;
 
 // Writes the token file and the initial weights, then trains with PyTorch.
 absl::StatusOr<Reference> TrainWithPytorch(const std::string& dtype) {
   const std::string dir = Dir();
-  if (!std::filesystem::exists(dir + "/train.bin")) {
-    std::ifstream text(kText, std::ios::binary);
-    std::stringstream bytes;
-    bytes << text.rdbuf();
-    std::vector<uint16_t> ids;
-    for (unsigned char c : bytes.str()) ids.push_back(c);
-    if (ids.size() < 1000) return absl::FailedPreconditionError(absl::StrCat("no text at ", kText));
-    std::ofstream(dir + "/train.bin", std::ios::binary)
-        .write(reinterpret_cast<const char*>(ids.data()),
-               static_cast<std::streamsize>(ids.size() * 2));
-    const v1::JobSpec spec = BaseSpec();
+  if (absl::Status s = testing::WriteTextTokens(dir + "/train.bin"); !s.ok()) return s;
+  const v1::JobSpec spec = BaseSpec();
+  if (!std::filesystem::exists(spec.init().safetensors_path())) {
     absl::Status written =
-        WriteSafetensors(dir + "/init.safetensors", SeededWeights(spec.model(), 11));
+        WriteSafetensors(spec.init().safetensors_path(), SeededWeights(spec.model(), 11));
     if (!written.ok()) return written;
   }
-  const std::string config =
-      absl::StrFormat(R"({
-    "model": {"vocab_size": 256, "block_size": 32, "n_layer": 2, "n_head": 4, "n_embd": 64,
-              "bias": true, "gelu": "none"},
-    "init": "%s/init.safetensors", "train": "%s/train.bin", "seed": 3,
-    "global_batch": 8, "accumulation": 1, "steps": %d, "dtype": "%s",
-    "lr": 2e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
-    "decay_params": "MATRICES", "max_grad_norm": 1.0,
-    "schedule": {"decay": "COSINE", "warmup_steps": 4, "decay_steps": %d, "min_lr": 2e-4},
-    "out_model": "%s/torch-%s.safetensors", "out_losses": "%s/torch-%s.json"})",
-                      dir, dir, kSteps, dtype, kSteps, dir, dtype, dir, dtype);
-  const std::string config_path = absl::StrCat(dir, "/", dtype, ".json");
-  std::ofstream(config_path) << config;
-  const std::string command = absl::StrCat(kPython, " ", kReference, " ", config_path, " 2>", dir,
-                                           "/torch-", dtype, ".log");
-  if (std::system(command.c_str()) != 0) {
-    std::ifstream log(absl::StrCat(dir, "/torch-", dtype, ".log"));
-    std::stringstream text;
-    text << log.rdbuf();
-    return absl::InternalError(absl::StrCat("PyTorch failed (", command, "): ", text.str()));
-  }
-  Reference reference;
-  auto model = ReadSafetensors(absl::StrCat(dir, "/torch-", dtype, ".safetensors"));
-  if (!model.ok()) return model.status();
-  reference.model = std::move(*model);
-  std::ifstream losses_file(absl::StrCat(dir, "/torch-", dtype, ".json"));
-  std::stringstream json;
-  json << losses_file.rdbuf();
-  google::protobuf::Struct parsed;
-  if (!google::protobuf::util::JsonStringToMessage(json.str(), &parsed).ok()) {
-    return absl::InternalError("unreadable losses");
-  }
-  for (const auto& v : parsed.fields().at("losses").list_value().values()) {
-    reference.losses.push_back(v.number_value());
-  }
-  return reference;
+  const std::string name = absl::StrCat("torch-", dtype);
+  const std::string model = R"({"vocab_size": 256, "block_size": 32, "n_layer": 2,
+    "n_head": 4, "n_embd": 64, "bias": true, "gelu": "none"})";
+  return testing::RunPytorch(kReference, name, testing::ReferenceConfig(spec, model, dtype, name));
 }
 
-// PyTorch's run in `dtype` ("fp32", "bf16"), trained once for every case that compares
-// with it. Cases run one at a time (gtest), so the cache needs no lock.
+// PyTorch's run in `dtype` ("fp32", "bf16").
 const absl::StatusOr<Reference>& PytorchRun(const std::string& dtype) {
-  static auto* runs = new std::map<std::string, absl::StatusOr<Reference>>();
-  auto it = runs->find(dtype);
-  if (it == runs->end()) it = runs->emplace(dtype, TrainWithPytorch(dtype)).first;
-  return it->second;
-}
-
-// The largest |got - want| / (atol + rtol |want|) over every element (1 is the bound),
-// and where.
-struct Worst {
-  double ratio = 0;
-  std::string where;
-};
-Worst Compare(const TensorMap& got, const TensorMap& want, double rtol, double atol) {
-  Worst worst;
-  for (const auto& [name, expected] : want) {
-    auto it = got.find(name);
-    if (it == got.end()) return {1e30, absl::StrCat("no tensor ", name)};
-    for (int64_t i = 0; i < expected.numel(); ++i) {
-      const double w = expected.f32()[i], g = it->second.f32()[i];
-      const double ratio = std::abs(g - w) / (atol + rtol * std::abs(w));
-      if (ratio > worst.ratio) worst = {ratio, absl::StrCat(name, "[", i, "]: ", g, " vs ", w)};
-    }
-  }
-  return worst;
+  return testing::RunOncePerKey(dtype, TrainWithPytorch);
 }
 
 struct Case {
@@ -202,14 +101,10 @@ TEST_P(Fp32Parity, EveryParameterAndEveryLossMatchPytorch) {
   ASSERT_TRUE(model.ok());
   // Every parameter within rtol 1e-5 and PyTorch's FP32 atol 1e-5 (docs/semantics.md); the
   // losses within 1e-5 relative. The measured margins are printed and in docs/semantics.md.
-  const Worst worst = Compare(*model, reference.model, 1e-5, 1e-5);
+  const testing::Worst worst = testing::CompareElementwise(*model, reference.model, 1e-5, 1e-5);
   RecordProperty("worst_parameter_ratio", absl::StrFormat("%.3g", worst.ratio));
   EXPECT_LE(worst.ratio, 1.0) << worst.where;
-  double worst_loss = 0;
-  for (int s = 0; s < kSteps; ++s) {
-    worst_loss = std::max(
-        worst_loss, std::abs(run->rank0_losses[s] - reference.losses[s]) / reference.losses[s]);
-  }
+  const double worst_loss = testing::WorstLossRatio(run->rank0_losses, reference.losses);
   RecordProperty("worst_loss_ratio", absl::StrFormat("%.3g", worst_loss));
   EXPECT_LE(worst_loss, 1e-5);
   std::printf(
@@ -251,11 +146,7 @@ TEST_P(Bf16Parity, LossesAndParametersWithinBf16Tolerance) {
   ASSERT_TRUE(run.ok()) << run.status();
   auto model = ReadSafetensors(spec.output().final_model_path());
   ASSERT_TRUE(model.ok());
-  double worst_loss = 0;
-  for (int s = 0; s < kSteps; ++s) {
-    worst_loss = std::max(
-        worst_loss, std::abs(run->rank0_losses[s] - reference->losses[s]) / reference->losses[s]);
-  }
+  const double worst_loss = testing::WorstLossRatio(run->rank0_losses, reference->losses);
   // The losses within PyTorch's BF16 rtol. Parameters by tensor, ||got - want|| / ||want||
   // within 5e-2 (measured: at most 3.3e-2): an element whose gradient is below BF16's
   // resolution moves by rounding noise that Adam's normalisation makes lr-sized,
@@ -277,7 +168,7 @@ TEST_P(Bf16Parity, LossesAndParametersWithinBf16Tolerance) {
   // And it differs from FP32: the roundings were applied.
   const auto& fp32 = PytorchRun("fp32");
   ASSERT_TRUE(fp32.ok()) << fp32.status();
-  EXPECT_GT(Compare(*model, fp32->model, 0, 1e-30).ratio, 1e20);
+  EXPECT_GT(testing::CompareElementwise(*model, fp32->model, 0, 1e-30).ratio, 1e20);
 }
 
 INSTANTIATE_TEST_SUITE_P(BothAttentions, Bf16Parity,

@@ -125,6 +125,32 @@ class Device {
   virtual void LayerNormBackward(const float* x, const float* w, const float* mean,
                                  const float* rstd, const float* dy, int64_t rows, int64_t dim,
                                  float* dx, float* dw, float* db) = 0;
+  // RMSNorm over rows of `dim` (the Llama's, HF LlamaRMSNorm): rstd = 1 / sqrt(mean(x^2) +
+  // eps), summed in double and kept [rows]; y = w * (x * rstd).
+  virtual void RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
+                              float* y, float* rstd) = 0;
+  // Writes dx; adds to dw.
+  virtual void RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
+                               int64_t rows, int64_t dim, float* dx, float* dw) = 0;
+  // Rotary position embeddings in HF's rotate-half layout, in place on x [rows, heads *
+  // head_dim], row r at position r % seq: in each head, element i < head_dim / 2 and its
+  // partner i + head_dim / 2, (a, b), become (a cos - b sin, b cos + a sin), cos and sin
+  // read from the tables [positions, head_dim / 2] at (position, i). `inverse` rotates back
+  // (the transpose: the backward).
+  virtual void Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
+                      int64_t heads, int64_t head_dim, bool inverse) = 0;
+  // Grouped-query attention into the fused layout the attentions take: qkv [rows, 3 * heads
+  // * head_dim] from q [rows, heads * head_dim] and k, v [rows, kv_heads * head_dim], query
+  // head h reading K/V head h / (heads / kv_heads) (HF's repeat_kv).
+  virtual void PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
+                              int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv) = 0;
+  // Its transpose for the gradients: dq, and dk, dv each K/V head's sum over its query
+  // heads in head order.
+  virtual void UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads,
+                                    int64_t kv_heads, int64_t head_dim, float* dq, float* dk,
+                                    float* dv) = 0;
+  // out[i] = a[i] * b[i] (the SwiGLU's product and its gradients).
+  virtual void MultiplyElementwise(const float* a, const float* b, size_t n, float* out) = 0;
   // Causal self-attention from the fused qkv [batch, seq, 3 * heads * head_dim] into out
   // [batch, seq, heads * head_dim], keeping the probabilities [batch, heads, seq, seq].
   // `operands` as for the GEMMs above.

@@ -45,7 +45,7 @@ SHARDWISE_HOST_DEVICE inline float ClipCoefficient(double total_norm, double max
 }
 
 // Activations in double, rounded once by the caller: GELU is x * Phi(x) (torch.nn.GELU())
-// and GELU_TANH its tanh approximation (approximate="tanh").
+// and GELU_TANH its tanh approximation (approximate="tanh"); SILU below.
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
@@ -67,6 +67,15 @@ SHARDWISE_HOST_DEVICE inline double GeluTanhGrad(double x) {
   const double t = tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x));
   const double inner_grad = kSqrt2OverPi * (1.0 + 3.0 * kGeluTanhCubic * x * x);
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * inner_grad;
+}
+
+// SILU, x * sigmoid(x), as torch computes it (x / (1 + e^-x)), and its derivative
+// sigmoid(x) (1 + x (1 - sigmoid(x))).
+SHARDWISE_HOST_DEVICE inline double Silu(double x) { return x / (1.0 + exp(-x)); }
+
+SHARDWISE_HOST_DEVICE inline double SiluGrad(double x) {
+  const double sigmoid = 1.0 / (1.0 + exp(-x));
+  return sigmoid * (1.0 + x * (1.0 - sigmoid));
 }
 
 }  // namespace shardwise::pointwise

@@ -11,6 +11,7 @@
 #include "worker/cuda/cuda_status.h"
 #include "worker/cuda/fused_attention.h"
 #include "worker/cuda/kernels.h"
+#include "worker/cuda/llama_kernels.h"
 #include "worker/cuda/transformer_kernels.h"
 
 namespace shardwise::cuda {
@@ -39,6 +40,8 @@ Activation KernelActivation(v1::Activation act) {
       return Activation::kGelu;
     case v1::GELU_TANH:
       return Activation::kGeluTanh;
+    case v1::SILU:
+      return Activation::kSilu;
     default:
       return Activation::kRelu;
   }
@@ -333,6 +336,38 @@ void CudaDevice::LayerNormBackward(const float* x, const float* w, const float* 
   Check(cuda::LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db, partials.as<double>(),
                                 stream()),
         "LayerNormBackward");
+}
+
+void CudaDevice::RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim,
+                                float eps, float* y, float* rstd) {
+  Check(cuda::RmsNormForward(x, w, rows, dim, eps, y, rstd, stream()), "RmsNormForward");
+}
+
+void CudaDevice::RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
+                                 int64_t rows, int64_t dim, float* dx, float* dw) {
+  Check(cuda::RmsNormBackward(x, w, rstd, dy, rows, dim, dx, dw, stream()), "RmsNormBackward");
+}
+
+void CudaDevice::Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
+                        int64_t heads, int64_t head_dim, bool inverse) {
+  Check(cuda::Rotary(x, cos, sin, rows, seq, heads, head_dim, inverse, stream()), "Rotary");
+}
+
+void CudaDevice::PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
+                                int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv) {
+  Check(cuda::PackGroupedQkv(q, k, v, rows, heads, kv_heads, head_dim, qkv, stream()),
+        "PackGroupedQkv");
+}
+
+void CudaDevice::UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads,
+                                      int64_t kv_heads, int64_t head_dim, float* dq, float* dk,
+                                      float* dv) {
+  Check(cuda::UnpackGroupedQkvGrad(dqkv, rows, heads, kv_heads, head_dim, dq, dk, dv, stream()),
+        "UnpackGroupedQkvGrad");
+}
+
+void CudaDevice::MultiplyElementwise(const float* a, const float* b, size_t n, float* out) {
+  Check(cuda::MultiplyElementwise(a, b, n, out, stream()), "MultiplyElementwise");
 }
 
 // Attention's GEMMs use cuBLAS on the compute stream: like the Linear layers, they run on

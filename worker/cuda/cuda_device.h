@@ -81,7 +81,7 @@ class CudaDevice final : public Device {
   StreamClock* stream_clock() override { return clock_.get(); }
 
   // Everything else the Device interface asks for (the GPT's layers: transformer_kernels.h
-  // and attention.h).
+  // and attention.h; the Llama's: llama_kernels.h).
 #include "worker/compute/device_overrides.inc"
 
  private:

@@ -18,6 +18,7 @@
 #include "worker/compute/cpu/fused_attention.h"
 #include "worker/compute/cpu/layer_norm.h"
 #include "worker/cuda/cuda_device.h"
+#include "worker/cuda/cuda_device_fixture.h"
 #include "worker/cuda/gpu_test_support.h"
 
 namespace shardwise::cuda {
@@ -30,22 +31,7 @@ using ::shardwise::cuda::testing::RandomFloats;
 std::vector<double> Wide(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 std::vector<float> Narrow(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
-class GptLayersTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    SKIP_WITHOUT_GPU();
-    auto device = CudaDevice::Create({});
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = std::move(*device);
-  }
-  void TearDown() override {
-    if (device_ != nullptr) {
-      EXPECT_TRUE(device_->Synchronize().ok()) << device_->status();
-    }
-  }
-
-  std::unique_ptr<CudaDevice> device_;
-};
+using GptLayersTest = ::shardwise::cuda::testing::CudaDeviceTest;
 
 // A skewed stream of ids: a few very frequent (long runs once sorted), most rare.
 std::vector<int64_t> SkewedIds(int64_t n, int64_t vocab, uint32_t seed) {

@@ -140,6 +140,9 @@ __global__ void ActivationForwardKernel(Activation act, const float* x, size_t n
       case Activation::kGeluTanh:
         y[i] = static_cast<float>(pointwise::GeluTanh(x[i]));
         break;
+      case Activation::kSilu:
+        y[i] = static_cast<float>(pointwise::Silu(x[i]));
+        break;
       default:
         y[i] = x[i] > 0.0f ? x[i] : 0.0f;
     }
@@ -156,6 +159,9 @@ __global__ void ActivationBackwardKernel(Activation act, const float* x, const f
         break;
       case Activation::kGeluTanh:
         dx[i] = static_cast<float>(dy[i] * pointwise::GeluTanhGrad(x[i]));
+        break;
+      case Activation::kSilu:
+        dx[i] = static_cast<float>(dy[i] * pointwise::SiluGrad(x[i]));
         break;
       default:
         dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;

@@ -35,8 +35,9 @@ cudaError_t BroadcastRows(const float* b, int64_t rows, int64_t cols, float* y,
 cudaError_t AddColumnSums(const float* dy, int64_t rows, int64_t cols, float* db,
                           cudaStream_t stream);
 
-// GELU: the exact (erf) form, torch's default; GELU_TANH its tanh approximation.
-enum class Activation { kRelu, kGelu, kGeluTanh };
+// GELU: the exact (erf) form, torch's default; GELU_TANH its tanh approximation; SILU
+// x * sigmoid(x) (the Llama MLP's gate).
+enum class Activation { kRelu, kGelu, kGeluTanh, kSilu };
 // y = act(x); dx = dy * act'(x) (dx may alias dy).
 cudaError_t ActivationForward(Activation act, const float* x, size_t n, float* y,
                               cudaStream_t stream);

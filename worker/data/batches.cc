@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "contracts/transformer_config.h"
 #include "worker/data/dataset.h"
 #include "worker/data/tokens.h"
 
@@ -85,19 +86,19 @@ class TokenBatches final : public BatchSource {
 
 absl::StatusOr<std::unique_ptr<BatchSource>> OpenTokens(const v1::JobSpec& spec, Slice slice) {
   const v1::TokenData& tokens = spec.data().tokens();
-  const v1::GptConfig& gpt = spec.model().gpt();
+  const int64_t vocab_size = VocabSize(spec.model()), block_size = BlockSize(spec.model());
   auto train = TokenFile::Open("data.tokens.train_path", tokens.train_path(), tokens.format(),
-                               gpt.vocab_size(), gpt.block_size());
+                               vocab_size, block_size);
   if (!train.ok()) return train.status();
   std::unique_ptr<TokenFile> val;
   if (!tokens.val_path().empty()) {
     auto opened = TokenFile::Open("data.tokens.val_path", tokens.val_path(), tokens.format(),
-                                  gpt.vocab_size(), gpt.block_size());
+                                  vocab_size, block_size);
     if (!opened.ok()) return opened.status();
     val = std::move(*opened);
   }
   return std::unique_ptr<BatchSource>(std::make_unique<TokenBatches>(
-      std::move(*train), std::move(val), tokens.seed(), gpt.block_size(), slice));
+      std::move(*train), std::move(val), tokens.seed(), block_size, slice));
 }
 
 }  // namespace

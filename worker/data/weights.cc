@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "contracts/model_description.h"
+#include "contracts/transformer_config.h"
 #include "worker/data/random.h"
 
 namespace shardwise {
@@ -21,6 +22,14 @@ double GptInitial(const ParameterDesc& param, int n_layer, Random& random) {
   return std * random.Normal();
 }
 
+// HF LlamaPreTrainedModel._init_weights: Linear weights and embeddings normal(0,
+// initializer_range), biases 0, RMSNorm weights 1.
+double LlamaInitial(const ParameterDesc& param, double initializer_range, Random& random) {
+  if (absl::EndsWith(param.name, ".bias")) return 0.0;
+  if (absl::EndsWith(param.name, "norm.weight")) return 1.0;
+  return initializer_range * random.Normal();
+}
+
 }  // namespace
 
 TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed) {
@@ -33,6 +42,9 @@ TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed) {
     if (model.has_gpt()) {
       for (float& v : values)
         v = static_cast<float>(GptInitial(param, model.gpt().n_layer(), random));
+    } else if (model.has_llama()) {
+      const double range = WithLlamaDefaults(model.llama()).initializer_range();
+      for (float& v : values) v = static_cast<float>(LlamaInitial(param, range, random));
     } else {
       // Linear k's fan-in is its weight's second dimension.
       const int64_t in = model.layer_widths(description->modules[param.module].index);

@@ -2,8 +2,8 @@
 #define SHARDWISE_WORKER_DATA_WEIGHTS_H_
 
 // A model's weights by their state-dict names (contracts/model_description.h): seeded with
-// PyTorch's (MLP) or nanoGPT's (GPT) initialisation, or read from a safetensors file and
-// checked against the model.
+// PyTorch's (MLP), nanoGPT's (GPT) or Hugging Face's (Llama) initialisation, or read from a
+// safetensors file and checked against the model.
 
 #include <cstdint>
 
@@ -17,7 +17,9 @@ namespace shardwise {
 // - MLP: every weight and bias uniform in ±1/sqrt(in) (nn.Linear's default);
 // - GPT (nanoGPT's _init_weights): Linear weights and embeddings normal(0, 0.02), the
 //   residual projections (c_proj.weight) normal(0, 0.02 / sqrt(2 * n_layer)), biases 0,
-//   LayerNorm weights 1.
+//   LayerNorm weights 1;
+// - Llama (HF's _init_weights): Linear weights and embeddings normal(0, initializer_range),
+//   biases 0, RMSNorm weights 1.
 // The model must be valid (DescribeModel succeeds).
 TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed);
 

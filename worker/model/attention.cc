@@ -2,26 +2,7 @@
 
 namespace shardwise::model {
 
-Buffer CausalSelfAttention::Forward(const StageContext& context, const float* x,
-                                    Saved* saved) const {
-  const DeviceBatch& batch = *context.batch;
-  saved->qkv = c_attn_.Forward(context, x, batch.rows);
-  AttentionForward(context, saved);
-  return c_proj_.Forward(context, saved->out.data(), batch.rows);
-}
-
-Buffer CausalSelfAttention::Backward(const StageContext& context, const float* x, Saved* saved,
-                                     const float* dy) const {
-  const DeviceBatch& batch = *context.batch;
-  Buffer dout = c_proj_.Backward(context, saved->out.data(), dy, batch.rows, true);
-  Buffer dqkv = AttentionBackward(context, saved, dout.data());
-  dout.Reset();
-  Buffer dx = c_attn_.Backward(context, x, dqkv.data(), batch.rows, true);
-  saved->qkv.Reset();
-  return dx;
-}
-
-void CausalSelfAttention::AttentionForward(const StageContext& context, Saved* saved) const {
+void AttentionCore::Forward(const StageContext& context, Saved* saved) const {
   const AttentionShape shape = Shape(*context.batch);
   saved->out = context.Activations(shape.batch * shape.seq * shape.width());
   if (fused_) {
@@ -37,9 +18,7 @@ void CausalSelfAttention::AttentionForward(const StageContext& context, Saved* s
   context.Round(saved->out);
 }
 
-// Frees out, probs and lse; returns dqkv, rounded.
-Buffer CausalSelfAttention::AttentionBackward(const StageContext& context, Saved* saved,
-                                              const float* dout) const {
+Buffer AttentionCore::Backward(const StageContext& context, Saved* saved, const float* dout) const {
   const AttentionShape shape = Shape(*context.batch);
   // The materialised backward no longer needs out; the fused one reads it (each row's
   // dout . out), so the fused path holds it until here.
@@ -57,6 +36,25 @@ Buffer CausalSelfAttention::AttentionBackward(const StageContext& context, Saved
   saved->probs.Reset();
   saved->lse.Reset();
   return dqkv;
+}
+
+Buffer CausalSelfAttention::Forward(const StageContext& context, const float* x,
+                                    Saved* saved) const {
+  const DeviceBatch& batch = *context.batch;
+  saved->qkv = c_attn_.Forward(context, x, batch.rows);
+  core_.Forward(context, saved);
+  return c_proj_.Forward(context, saved->out.data(), batch.rows);
+}
+
+Buffer CausalSelfAttention::Backward(const StageContext& context, const float* x, Saved* saved,
+                                     const float* dy) const {
+  const DeviceBatch& batch = *context.batch;
+  Buffer dout = c_proj_.Backward(context, saved->out.data(), dy, batch.rows, true);
+  Buffer dqkv = core_.Backward(context, saved, dout.data());
+  dout.Reset();
+  Buffer dx = c_attn_.Backward(context, x, dqkv.data(), batch.rows, true);
+  saved->qkv.Reset();
+  return dx;
 }
 
 }  // namespace shardwise::model

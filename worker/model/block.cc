@@ -2,11 +2,6 @@
 
 namespace shardwise::model {
 
-void Block::AddResidual(const StageContext& context, Buffer& x, const Buffer& branch) {
-  context.device->Accumulate(x.data(), branch.data(), x.numel());
-  context.Round(x);
-}
-
 void Block::Forward(const StageContext& context, Flow& flow) {
   const int64_t rows = context.batch->rows;
   x_ = std::move(flow.hidden);
@@ -14,7 +9,7 @@ void Block::Forward(const StageContext& context, Flow& flow) {
   // x2 = attn + x in the branch's buffer: no copy of x (addition commutes, so the sum is
   // x + attn to the bit).
   x2_ = m_.attn.Forward(context, ln_1_out_.data(), &attn_);
-  AddResidual(context, x2_, x_);
+  context.AddRounded(x2_, x_);
   ln_2_out_ = m_.ln_2.Forward(context, x2_.data(), rows, &ln_2_);
   fc_out_ = m_.c_fc.Forward(context, ln_2_out_.data(), rows);
   act_out_ = context.Activations(fc_out_.numel());
@@ -22,7 +17,7 @@ void Block::Forward(const StageContext& context, Flow& flow) {
                                     act_out_.data());
   context.Round(act_out_);
   flow.hidden = m_.c_proj.Forward(context, act_out_.data(), rows);
-  AddResidual(context, flow.hidden, x2_);
+  context.AddRounded(flow.hidden, x2_);
 }
 
 void Block::Backward(const StageContext& context, Flow& flow) {
@@ -38,14 +33,14 @@ void Block::Backward(const StageContext& context, Flow& flow) {
   ln_2_out_.Reset();
   grad = m_.ln_2.Backward(context, x2_.data(), ln_2_, grad.data(), rows);
   Buffer residual = std::move(flow.grad);  // the gradient of x2: the output's, plus the branch's
-  AddResidual(context, residual, grad);
+  context.AddRounded(residual, grad);
   x2_.Reset();
   ln_2_ = {};
   // The attention branch.
   grad = m_.attn.Backward(context, ln_1_out_.data(), &attn_, residual.data());
   ln_1_out_.Reset();
   grad = m_.ln_1.Backward(context, x_.data(), ln_1_, grad.data(), rows);
-  AddResidual(context, residual, grad);
+  context.AddRounded(residual, grad);
   DropSaved();
   flow.grad = std::move(residual);
 }

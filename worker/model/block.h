@@ -30,9 +30,6 @@ class Block final : public Stage {
   void DropSaved() override;
 
  private:
-  // x + branch, rounded, into `x`'s place.
-  static void AddResidual(const StageContext& context, Buffer& x, const Buffer& branch);
-
   const BlockModules m_;
   // Kept from the forward: the block's input and the attention branch's tensors, the
   // residual after attention and the MLP branch's tensors.

@@ -26,21 +26,4 @@ Buffer LayerNorm::Backward(const StageContext& context, const float* x, const Sa
   return dx;
 }
 
-void LayerNormStage::Forward(const StageContext& context, Flow& flow) {
-  const int64_t rows = context.batch->rows;
-  Buffer y = norm_.Forward(context, flow.hidden.data(), rows, &saved_);
-  input_ = std::move(flow.hidden);
-  flow.hidden = std::move(y);
-}
-
-void LayerNormStage::Backward(const StageContext& context, Flow& flow) {
-  flow.grad = norm_.Backward(context, input_.data(), saved_, flow.grad.data(), context.batch->rows);
-  DropSaved();
-}
-
-void LayerNormStage::DropSaved() {
-  input_.Reset();
-  saved_ = {};
-}
-
 }  // namespace shardwise::model

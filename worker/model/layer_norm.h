@@ -1,8 +1,8 @@
 #ifndef SHARDWISE_WORKER_MODEL_LAYER_NORM_H_
 #define SHARDWISE_WORKER_MODEL_LAYER_NORM_H_
 
-// nn.LayerNorm (nanoGPT's, with an optional bias; eps 1e-5) over a stage's parameters,
-// and the GPT's final LayerNorm (transformer.ln_f) as a stage of its own.
+// nn.LayerNorm (nanoGPT's, with an optional bias; eps 1e-5) over a stage's parameters
+// (the GPT's final LayerNorm, transformer.ln_f, is a NormStage of it: norm_stage.h).
 
 #include <cstdint>
 
@@ -28,19 +28,6 @@ class LayerNorm {
  private:
   const int weight_, bias_;
   const int64_t dim_;
-};
-
-class LayerNormStage final : public Stage {
- public:
-  explicit LayerNormStage(LayerNorm norm) : norm_(norm) {}
-  void Forward(const StageContext& context, Flow& flow) override;
-  void Backward(const StageContext& context, Flow& flow) override;
-  void DropSaved() override;
-
- private:
-  const LayerNorm norm_;
-  Buffer input_;
-  LayerNorm::Saved saved_;
 };
 
 }  // namespace shardwise::model

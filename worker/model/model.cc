@@ -1,12 +1,17 @@
 #include "worker/model/model.h"
 
 #include "absl/strings/str_cat.h"
+#include "contracts/transformer_config.h"
 #include "worker/model/block.h"
 #include "worker/model/checkpointed_stage.h"
 #include "worker/model/embeddings.h"
 #include "worker/model/layer_norm.h"
+#include "worker/model/llama_block.h"
 #include "worker/model/lm_head.h"
 #include "worker/model/mlp.h"
+#include "worker/model/norm_stage.h"
+#include "worker/model/rms_norm.h"
+#include "worker/model/rotary.h"
 
 namespace shardwise::model {
 namespace {
@@ -49,38 +54,90 @@ std::unique_ptr<Stage> GptBlock(const v1::GptConfig& gpt, const Names& names) {
   return std::make_unique<Block>(modules);
 }
 
-absl::StatusOr<std::unique_ptr<Stage>> MakeStage(const v1::ModelSpec& spec,
-                                                 const ModelDescription& description,
-                                                 const StageDesc& stage) {
-  const ModuleDesc& module = description.modules[stage.module];
-  const Names names(description, module);
-  const int64_t c = spec.gpt().n_embd();
-  switch (module.kind) {
-    case ModuleKind::kLinearLayer:
-      return MlpStage(spec, module, names);
-    case ModuleKind::kTokenEmbedding:
-      return std::unique_ptr<Stage>(std::make_unique<TokenEmbedding>(names("weight"), c));
-    case ModuleKind::kPositionEmbedding:
-      return std::unique_ptr<Stage>(std::make_unique<PositionEmbedding>(names("weight"), c));
-    case ModuleKind::kBlock:
-      return GptBlock(spec.gpt(), names);
-    case ModuleKind::kFinalNorm:
-      return std::unique_ptr<Stage>(
-          std::make_unique<LayerNormStage>(LayerNorm(names("weight"), names("bias"), c)));
-    case ModuleKind::kLmHead:
-      return std::unique_ptr<Stage>(std::make_unique<LmHead>(
-          description.FindParameter("transformer.wte.weight"), c, spec.gpt().vocab_size()));
-  }
-  return absl::InternalError(absl::StrCat("no stage for module ", module.name));
+std::unique_ptr<Stage> LlamaLayer(const v1::LlamaConfig& llama, const Names& names,
+                                  std::shared_ptr<RotaryTables> rotary) {
+  const int64_t c = llama.hidden_size(), f = llama.intermediate_size();
+  const int64_t q = llama.num_attention_heads() * llama.head_dim();
+  const int64_t kv = llama.num_key_value_heads() * llama.head_dim();
+  const auto linear = [&](const std::string& name, int64_t in, int64_t out) {
+    return Linear(names(name + ".weight"), names(name + ".bias"), in, out);
+  };
+  const auto eps = static_cast<float>(llama.rms_norm_eps());
+  LlamaAttentionModules attention{linear("self_attn.q_proj", c, q),
+                                  linear("self_attn.k_proj", c, kv),
+                                  linear("self_attn.v_proj", c, kv),
+                                  linear("self_attn.o_proj", q, c),
+                                  llama.num_attention_heads(),
+                                  llama.num_key_value_heads(),
+                                  llama.head_dim(),
+                                  llama.attention()};
+  return std::make_unique<LlamaBlock>(
+      LlamaBlockModules{RmsNorm(names("input_layernorm.weight"), c, eps),
+                        RmsNorm(names("post_attention_layernorm.weight"), c, eps),
+                        LlamaAttention(attention, std::move(rotary)),
+                        SwiGlu(linear("mlp.gate_proj", c, f), linear("mlp.up_proj", c, f),
+                               linear("mlp.down_proj", f, c))});
 }
+
+// Builds each stage of one model; the Llama's attention layers share one set of rotary
+// tables.
+class StageFactory {
+ public:
+  StageFactory(const v1::ModelSpec& spec, const ModelDescription& description)
+      : spec_(spec), description_(description) {
+    if (spec.has_llama()) {
+      llama_ = WithLlamaDefaults(spec.llama());
+      rotary_ = std::make_shared<RotaryTables>(llama_);
+    }
+  }
+
+  absl::StatusOr<std::unique_ptr<Stage>> Make(const StageDesc& stage) const {
+    const ModuleDesc& module = description_.modules[stage.module];
+    const Names names(description_, module);
+    const int64_t c = HiddenSize(spec_);
+    switch (module.kind) {
+      case ModuleKind::kLinearLayer:
+        return MlpStage(spec_, module, names);
+      case ModuleKind::kTokenEmbedding:
+        return std::unique_ptr<Stage>(std::make_unique<TokenEmbedding>(names("weight"), c));
+      case ModuleKind::kPositionEmbedding:
+        return std::unique_ptr<Stage>(std::make_unique<PositionEmbedding>(names("weight"), c));
+      case ModuleKind::kBlock:
+        return spec_.has_llama() ? LlamaLayer(llama_, names, rotary_)
+                                 : GptBlock(spec_.gpt(), names);
+      case ModuleKind::kFinalNorm:
+        return FinalNorm(names, c);
+      case ModuleKind::kLmHead:
+        // The stage reads one weight: lm_head.weight, or the embedding's when tied.
+        return std::unique_ptr<Stage>(
+            std::make_unique<LmHead>(stage.params.at(0), c, VocabSize(spec_)));
+    }
+    return absl::InternalError(absl::StrCat("no stage for module ", module.name));
+  }
+
+ private:
+  std::unique_ptr<Stage> FinalNorm(const Names& names, int64_t c) const {
+    if (spec_.has_llama()) {
+      return std::make_unique<NormStage<RmsNorm>>(
+          RmsNorm(names("weight"), c, static_cast<float>(llama_.rms_norm_eps())));
+    }
+    return std::make_unique<NormStage<LayerNorm>>(LayerNorm(names("weight"), names("bias"), c));
+  }
+
+  const v1::ModelSpec& spec_;
+  const ModelDescription& description_;
+  v1::LlamaConfig llama_;
+  std::shared_ptr<RotaryTables> rotary_;
+};
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::JobSpec& spec,
                                                      const ModelDescription& description) {
   std::vector<std::unique_ptr<Stage>> stages;
+  const StageFactory factory(spec.model(), description);
   for (const StageDesc& desc : description.stages) {
-    auto stage = MakeStage(spec.model(), description, desc);
+    auto stage = factory.Make(desc);
     if (!stage.ok()) return stage.status();
     if (spec.activation_checkpointing() && desc.checkpointable) {
       *stage = std::make_unique<CheckpointedStage>(std::move(*stage));

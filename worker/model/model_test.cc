@@ -1,6 +1,6 @@
-// The model layer without FSDP: a small GPT's gradients against finite differences of its
-// own loss (float32, so the tolerance is loose; the layers' arithmetic is checked in
-// float64 by compute/cpu/gradient_check_test), activation checkpointing, and sampling.
+// The model layer without FSDP: a small GPT's and a small Llama's gradients against finite
+// differences of their own loss (float32, so the tolerance is loose; the layers' arithmetic is
+// checked in float64 by compute/cpu/gradient_check_test), activation checkpointing, and sampling.
 
 #include "worker/model/model.h"
 
@@ -32,6 +32,33 @@ v1::JobSpec GptSpec(bool checkpointing = false, bool bias = true,
   return spec;
 }
 
+// A Llama with every option a config can turn on: grouped-query attention, biases, an
+// untied head (or a tied one), llama3 rotary scaling with bands that each frequency falls in.
+v1::JobSpec LlamaSpec(bool tied = false, bool checkpointing = false) {
+  v1::JobSpec spec;
+  v1::LlamaConfig* llama = spec.mutable_model()->mutable_llama();
+  llama->set_vocab_size(7);
+  llama->set_hidden_size(8);
+  llama->set_intermediate_size(12);
+  llama->set_num_hidden_layers(2);
+  llama->set_num_attention_heads(4);
+  llama->set_num_key_value_heads(2);
+  llama->set_head_dim(4);
+  llama->set_max_position_embeddings(5);
+  llama->set_attention_bias(true);
+  llama->set_mlp_bias(true);
+  llama->set_tie_word_embeddings(tied);
+  llama->set_rope_theta(100);
+  v1::RopeScaling* scaling = llama->mutable_rope_scaling();
+  scaling->set_rope_type("llama3");
+  scaling->set_factor(4);
+  scaling->set_low_freq_factor(1);
+  scaling->set_high_freq_factor(4);
+  scaling->set_original_max_position_embeddings(16);
+  spec.set_activation_checkpointing(checkpointing);
+  return spec;
+}
+
 MicroBatch Batch() {
   MicroBatch batch;
   batch.sequences = 2;
@@ -42,9 +69,9 @@ MicroBatch Batch() {
   return batch;
 }
 
-class GptHarness {
+class ModelHarness {
  public:
-  explicit GptHarness(const v1::JobSpec& spec)
+  explicit ModelHarness(const v1::JobSpec& spec)
       : spec_(spec), description_(*DescribeModel(spec.model())), device_(&allocator_) {
     // Larger than nanoGPT's 0.02 so every path carries a gradient well above float noise.
     TensorMap weights = SeededWeights(spec.model(), 3);
@@ -88,14 +115,14 @@ class GptHarness {
 };
 
 struct Variant {
-  bool bias;
-  v1::Activation activation;
+  std::string name;
+  v1::JobSpec spec;
 };
 
-class GptGradients : public ::testing::TestWithParam<Variant> {};
+class Gradients : public ::testing::TestWithParam<Variant> {};
 
-TEST_P(GptGradients, MatchFiniteDifferencesOfTheLoss) {
-  GptHarness gpt(GptSpec(false, GetParam().bias, GetParam().activation));
+TEST_P(Gradients, MatchFiniteDifferencesOfTheLoss) {
+  ModelHarness gpt(GetParam().spec);
   gpt.Run(/*backward=*/true);
   const ModelDescription& d = gpt.description();
   std::vector<std::vector<float>> grads;  // before the differences' runs reset them
@@ -125,17 +152,18 @@ TEST_P(GptGradients, MatchFiniteDifferencesOfTheLoss) {
   EXPECT_GT(checked, 150);
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, GptGradients,
-                         ::testing::Values(Variant{true, v1::GELU}, Variant{false, v1::GELU_TANH}),
-                         [](const auto& info) {
-                           return std::string(info.param.bias ? "Bias" : "NoBias") + "_" +
-                                  v1::Activation_Name(info.param.activation);
-                         });
+INSTANTIATE_TEST_SUITE_P(Variants, Gradients,
+                         ::testing::Values(Variant{"GptBias_GELU", GptSpec(false, true, v1::GELU)},
+                                           Variant{"GptNoBias_GELU_TANH",
+                                                   GptSpec(false, false, v1::GELU_TANH)},
+                                           Variant{"LlamaUntied", LlamaSpec(false)},
+                                           Variant{"LlamaTied", LlamaSpec(true)}),
+                         [](const auto& info) { return info.param.name; });
 
 // The LM head's weight is the token embedding's: its gradient sums both uses. Row 4 is a
 // label but never an input, so only the head reaches it; row 1 is both.
 TEST(GptModel, TheTiedWeightsGradientSumsTheHeadAndTheEmbedding) {
-  GptHarness gpt(GptSpec());
+  ModelHarness gpt(GptSpec());
   gpt.Run(true);
   const int wte = gpt.description().FindParameter("transformer.wte.weight");
   const std::vector<float> both = gpt.params().grads(wte);
@@ -144,8 +172,12 @@ TEST(GptModel, TheTiedWeightsGradientSumsTheHeadAndTheEmbedding) {
   EXPECT_TRUE(row4_nonzero) << "the head's contribution is missing";
 }
 
-TEST(GptModel, ActivationCheckpointingGivesTheSameGradientsWithLessMemory) {
-  GptHarness plain(GptSpec(false)), checkpointed(GptSpec(true));
+class Checkpointing : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Checkpointing, GivesTheSameGradientsWithLessMemory) {
+  const bool llama = GetParam();
+  ModelHarness plain(llama ? LlamaSpec(false, false) : GptSpec(false));
+  ModelHarness checkpointed(llama ? LlamaSpec(false, true) : GptSpec(true));
   EXPECT_EQ(plain.Run(true), checkpointed.Run(true));
   for (int p = 0; p < static_cast<int>(plain.description().params.size()); ++p) {
     EXPECT_EQ(plain.params().grads(p), checkpointed.params().grads(p))
@@ -155,8 +187,13 @@ TEST(GptModel, ActivationCheckpointingGivesTheSameGradientsWithLessMemory) {
             plain.memory().peak(MemoryCategory::kActivations));
 }
 
-TEST(Sampler, GreedyAndSeededSamplingAreDeterministic) {
-  const v1::JobSpec spec = GptSpec();
+INSTANTIATE_TEST_SUITE_P(BothTransformers, Checkpointing, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Llama" : "Gpt"; });
+
+class Sampler : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Sampler, GreedyAndSeededSamplingAreDeterministic) {
+  const v1::JobSpec spec = GetParam() ? LlamaSpec() : GptSpec();
   const TensorMap weights = SeededWeights(spec.model(), 1);
   SampleOptions greedy;
   greedy.tokens = 9;  // past block_size: the context slides
@@ -179,6 +216,9 @@ TEST(Sampler, GreedyAndSeededSamplingAreDeterministic) {
   EXPECT_EQ(Generate(spec.model(), weights, {9}, greedy).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
+
+INSTANTIATE_TEST_SUITE_P(BothTransformers, Sampler, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Llama" : "Gpt"; });
 
 }  // namespace
 }  // namespace shardwise::model

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "contracts/model_description.h"
+#include "contracts/transformer_config.h"
 #include "worker/compute/cpu/cpu_device.h"
 #include "worker/compute/cpu/gemm.h"
 #include "worker/data/random.h"
@@ -41,40 +42,42 @@ int64_t Choose(const float* logits, int64_t vocab, const SampleOptions& options,
 absl::StatusOr<std::vector<int64_t>> Generate(const v1::ModelSpec& model, const TensorMap& weights,
                                               const std::vector<int64_t>& prompt,
                                               const SampleOptions& options) {
-  if (!model.has_gpt()) return absl::InvalidArgumentError("sampling needs a GPT (model.gpt)");
-  const v1::GptConfig& gpt = model.gpt();
+  if (!IsTransformer(model)) {
+    return absl::InvalidArgumentError("sampling needs a transformer (model.gpt or model.llama)");
+  }
+  const int64_t vocab_size = VocabSize(model), block_size = BlockSize(model);
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
   for (int64_t id : prompt) {
-    if (id < 0 || id >= gpt.vocab_size()) {
+    if (id < 0 || id >= vocab_size) {
       return absl::InvalidArgumentError(
-          absl::StrCat("prompt id ", id, " is outside the vocabulary of ", gpt.vocab_size()));
+          absl::StrCat("prompt id ", id, " is outside the vocabulary of ", vocab_size));
     }
   }
   ASSIGN_OR_RETURN(const ModelDescription description, DescribeModel(model));
   ASSIGN_OR_RETURN(HostParameters params, HostParameters::FromTensors(description, weights));
   v1::JobSpec spec;
   *spec.mutable_model() = model;
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> gpt_model, Model::Create(spec, description));
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> lm, Model::Create(spec, description));
   cpu::SetBlasThreads(1);
   CpuCachingAllocator allocator;
   CpuDevice device(&allocator);
   Random random(options.seed);
   std::vector<int64_t> ids = prompt;
   for (int64_t n = 0; n < options.tokens; ++n) {
-    const int64_t length = std::min<int64_t>(static_cast<int64_t>(ids.size()), gpt.block_size());
+    const int64_t length = std::min<int64_t>(static_cast<int64_t>(ids.size()), block_size);
     MicroBatch batch;
     batch.sequences = 1;
     batch.sequence_length = length;
     batch.rows = length;
     batch.tokens.assign(ids.end() - length, ids.end());
-    gpt_model->Begin(batch, &device, ScalarType::kFloat32);
-    for (int s = 0; s < gpt_model->num_stages(); ++s) {
-      gpt_model->Forward(s, params);
-      gpt_model->DropSaved(s);
+    lm->Begin(batch, &device, ScalarType::kFloat32);
+    for (int s = 0; s < lm->num_stages(); ++s) {
+      lm->Forward(s, params);
+      lm->DropSaved(s);
     }
-    const float* logits = gpt_model->output().data() + (length - 1) * gpt.vocab_size();
-    ids.push_back(Choose(logits, gpt.vocab_size(), options, random));
-    gpt_model->End();
+    const float* logits = lm->output().data() + (length - 1) * vocab_size;
+    ids.push_back(Choose(logits, vocab_size, options, random));
+    lm->End();
   }
   return ids;
 }

@@ -60,6 +60,11 @@ struct StageContext {
   void Round(Buffer& buffer) const {
     device->RoundToPrecision(compute, buffer.data(), buffer.numel());
   }
+  // x += y, rounded: a residual's sum, or the gradient of an input that fed two branches.
+  void AddRounded(Buffer& x, const Buffer& y) const {
+    device->Accumulate(x.data(), y.data(), x.numel());
+    Round(x);
+  }
 };
 
 struct Flow {

@@ -223,6 +223,37 @@ void AsyncCpuDevice::LayerNormBackward(const float* x, const float* w, const flo
   Later([=] { cpu_.LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db); });
 }
 
+void AsyncCpuDevice::RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim,
+                                    float eps, float* y, float* rstd) {
+  Later([=] { cpu_.RmsNormForward(x, w, rows, dim, eps, y, rstd); });
+}
+
+void AsyncCpuDevice::RmsNormBackward(const float* x, const float* w, const float* rstd,
+                                     const float* dy, int64_t rows, int64_t dim, float* dx,
+                                     float* dw) {
+  Later([=] { cpu_.RmsNormBackward(x, w, rstd, dy, rows, dim, dx, dw); });
+}
+
+void AsyncCpuDevice::Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
+                            int64_t heads, int64_t head_dim, bool inverse) {
+  Later([=] { cpu_.Rotary(x, cos, sin, rows, seq, heads, head_dim, inverse); });
+}
+
+void AsyncCpuDevice::PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
+                                    int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv) {
+  Later([=] { cpu_.PackGroupedQkv(q, k, v, rows, heads, kv_heads, head_dim, qkv); });
+}
+
+void AsyncCpuDevice::UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads,
+                                          int64_t kv_heads, int64_t head_dim, float* dq, float* dk,
+                                          float* dv) {
+  Later([=] { cpu_.UnpackGroupedQkvGrad(dqkv, rows, heads, kv_heads, head_dim, dq, dk, dv); });
+}
+
+void AsyncCpuDevice::MultiplyElementwise(const float* a, const float* b, size_t n, float* out) {
+  Later([=] { cpu_.MultiplyElementwise(a, b, n, out); });
+}
+
 void AsyncCpuDevice::AttentionForward(const float* qkv, const AttentionShape& shape, float* out,
                                       float* probs, ScalarType operands) {
   Later([=] { cpu_.AttentionForward(qkv, shape, out, probs, operands); });

@@ -16,6 +16,9 @@ void ExactForward(v1::Activation act, const T* x, size_t n, T* y) {
     case v1::GELU_TANH:
       for (size_t i = 0; i < n; ++i) y[i] = static_cast<T>(pointwise::GeluTanh(x[i]));
       return;
+    case v1::SILU:
+      for (size_t i = 0; i < n; ++i) y[i] = static_cast<T>(pointwise::Silu(x[i]));
+      return;
     default:
       for (size_t i = 0; i < n; ++i) y[i] = x[i] > T{0} ? x[i] : T{0};
   }
@@ -31,6 +34,9 @@ void ExactBackward(v1::Activation act, const T* x, const T* dy, size_t n, T* dx)
       for (size_t i = 0; i < n; ++i) {
         dx[i] = static_cast<T>(dy[i] * pointwise::GeluTanhGrad(x[i]));
       }
+      return;
+    case v1::SILU:
+      for (size_t i = 0; i < n; ++i) dx[i] = static_cast<T>(dy[i] * pointwise::SiluGrad(x[i]));
       return;
     default:
       for (size_t i = 0; i < n; ++i) dx[i] = x[i] > T{0} ? dy[i] : T{0};

@@ -1,7 +1,7 @@
 #ifndef SHARDWISE_WORKER_COMPUTE_CPU_ACTIVATION_H_
 #define SHARDWISE_WORKER_COMPUTE_CPU_ACTIVATION_H_
 
-// Elementwise activations on the CPU: ReLU, GELU (erf) and GELU (tanh), with the
+// Elementwise activations on the CPU: ReLU, GELU (erf), GELU (tanh) and SiLU, with the
 // formulas of compute/pointwise.h (computed in double, rounded once to T), except GELU
 // (erf) in float: compute/float_math.h's vectorised approximation (within 2e-7 of the
 // exact function times max(1, |x|), 3e-7 for its gradient; PyTorch's CPU kernel approximates erf

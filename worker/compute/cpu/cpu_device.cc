@@ -10,6 +10,7 @@
 #include "worker/compute/cpu/fused_attention.h"
 #include "worker/compute/cpu/layer_norm.h"
 #include "worker/compute/cpu/linear.h"
+#include "worker/compute/cpu/llama_layers.h"
 #include "worker/compute/cpu/losses.h"
 #include "worker/compute/cpu/optimizers.h"
 #include "worker/compute/pointwise.h"
@@ -47,6 +48,10 @@ void CpuDevice::RoundToPrecision(ScalarType type, float* data, size_t n) {
 
 void CpuDevice::Accumulate(float* dst, const float* src, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+void CpuDevice::MultiplyElementwise(const float* a, const float* b, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
 }
 
 void CpuDevice::Multiply(float* data, size_t n, float factor) {
@@ -123,6 +128,32 @@ void CpuDevice::LayerNormBackward(const float* x, const float* w, const float* m
                                   const float* rstd, const float* dy, int64_t rows, int64_t dim,
                                   float* dx, float* dw, float* db) {
   cpu::LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db);
+}
+
+void CpuDevice::RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
+                               float* y, float* rstd) {
+  cpu::RmsNormForward(x, w, rows, dim, eps, y, rstd);
+}
+
+void CpuDevice::RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
+                                int64_t rows, int64_t dim, float* dx, float* dw) {
+  cpu::RmsNormBackward(x, w, rstd, dy, rows, dim, dx, dw);
+}
+
+void CpuDevice::Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
+                       int64_t heads, int64_t head_dim, bool inverse) {
+  cpu::Rotary(x, cos, sin, rows, seq, heads, head_dim, inverse);
+}
+
+void CpuDevice::PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
+                               int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv) {
+  cpu::PackGroupedQkv(q, k, v, rows, heads, kv_heads, head_dim, qkv);
+}
+
+void CpuDevice::UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads,
+                                     int64_t kv_heads, int64_t head_dim, float* dq, float* dk,
+                                     float* dv) {
+  cpu::UnpackGroupedQkvGrad(dqkv, rows, heads, kv_heads, head_dim, dq, dk, dv);
 }
 
 // As for the GEMMs: operands already hold values of their type; the CPU computes in FP32.

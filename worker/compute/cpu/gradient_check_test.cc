@@ -17,6 +17,7 @@
 #include "worker/compute/cpu/fused_attention.h"
 #include "worker/compute/cpu/layer_norm.h"
 #include "worker/compute/cpu/linear.h"
+#include "worker/compute/cpu/llama_layers.h"
 #include "worker/compute/cpu/losses.h"
 
 namespace shardwise::cpu {
@@ -89,7 +90,7 @@ TEST_P(ActivationCheck, MatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Every, ActivationCheck,
-                         ::testing::Values(v1::RELU, v1::GELU, v1::GELU_TANH),
+                         ::testing::Values(v1::RELU, v1::GELU, v1::GELU_TANH, v1::SILU),
                          [](const auto& info) { return v1::Activation_Name(info.param); });
 
 TEST(GradientCheck, LayerNorm) {
@@ -110,6 +111,46 @@ TEST(GradientCheck, LayerNorm) {
   ExpectGradient("x", x, dx, loss);
   ExpectGradient("w", w, dw, loss);
   ExpectGradient("b", b, db, loss);
+}
+
+TEST(GradientCheck, RmsNorm) {
+  const int64_t rows = 3, dim = 6;
+  Vec x = Random(rows * dim, 16, 2.0), w = Random(dim, 17);
+  const Vec r = Random(rows * dim, 18);
+  auto loss = [&] {
+    Vec y(rows * dim), rstd(rows);
+    RmsNormForward(x.data(), w.data(), rows, dim, 1e-6, y.data(), rstd.data());
+    return Dot(y, r);
+  };
+  Vec y(rows * dim), rstd(rows), dx(rows * dim), dw(dim, 0.0);
+  RmsNormForward(x.data(), w.data(), rows, dim, 1e-6, y.data(), rstd.data());
+  RmsNormBackward(x.data(), w.data(), rstd.data(), r.data(), rows, dim, dx.data(), dw.data());
+  ExpectGradient("x", x, dx, loss);
+  ExpectGradient("w", w, dw, loss);
+}
+
+// Rotary embeddings then grouped-query packing, as the Llama's attention runs them on q and
+// k: the backward (unpack, then the inverse rotation) is their transpose.
+TEST(GradientCheck, RotaryAndGroupedQkvPacking) {
+  const int64_t rows = 6, seq = 3, heads = 4, kv_heads = 2, head_dim = 4, half = head_dim / 2;
+  Vec q = Random(rows * heads * head_dim, 19), k = Random(rows * kv_heads * head_dim, 20);
+  Vec v = Random(rows * kv_heads * head_dim, 21);
+  const Vec cos = Random(seq * half, 22), sin = Random(seq * half, 23);
+  const Vec r = Random(rows * 3 * heads * head_dim, 24);
+  auto loss = [&] {
+    Vec rq = q, rk = k, qkv(r.size());
+    Rotary(rq.data(), cos.data(), sin.data(), rows, seq, heads, head_dim, false);
+    Rotary(rk.data(), cos.data(), sin.data(), rows, seq, kv_heads, head_dim, false);
+    PackGroupedQkv(rq.data(), rk.data(), v.data(), rows, heads, kv_heads, head_dim, qkv.data());
+    return Dot(qkv, r);
+  };
+  Vec dq(q.size()), dk(k.size()), dv(v.size());
+  UnpackGroupedQkvGrad(r.data(), rows, heads, kv_heads, head_dim, dq.data(), dk.data(), dv.data());
+  Rotary(dq.data(), cos.data(), sin.data(), rows, seq, heads, head_dim, true);
+  Rotary(dk.data(), cos.data(), sin.data(), rows, seq, kv_heads, head_dim, true);
+  ExpectGradient("q", q, dq, loss);
+  ExpectGradient("k", k, dk, loss);
+  ExpectGradient("v", v, dv, loss);
 }
 
 TEST(GradientCheck, Embedding) {

@@ -1,0 +1,159 @@
+// Shardwise's Llama jobs against PyTorch itself: tests/pytorch/llama.py (written for this
+// project from Hugging Face's LlamaForCausalLM formulas) on the same model, initial weights
+// (Shardwise's seeded HF init, handed to both as safetensors), token file and batches as
+// the GPT's parity test (pytorch_parity_test.cc). The model has every option a config can
+// turn on: grouped-query attention (4 query heads on 2 K/V heads), head_dim given apart
+// from hidden_size, biases on the attention and MLP projections, llama3 rotary scaling whose
+// bands each hold some of the frequencies, an untied head (and a tied one). Every strategy
+// at world sizes 1, 2 and 4 over real Gloo, with accumulation, clipping, FUSED attention and
+// activation checkpointing; every parameter after 24 steps and the loss of every step are
+// compared.
+
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "contracts/safetensors.h"
+#include "gtest/gtest.h"
+#include "tests/pytorch_reference.h"
+#include "worker/data/weights.h"
+#include "worker/testing/threaded_training.h"
+
+namespace shardwise {
+namespace {
+
+using Strategy = v1::ShardingStrategy::Value;
+constexpr char kReference[] = "tests/pytorch/llama.py";
+constexpr int kSteps = 24;
+
+v1::JobSpec BaseSpec(bool tied) {
+  const std::string init =
+      absl::StrCat(testing::ScratchDir(), "/llama-init", tied ? "-tied" : "", ".safetensors");
+  v1::JobSpec spec = testing::ReferenceJob(kSteps, init);
+  v1::LlamaConfig* llama = spec.mutable_model()->mutable_llama();
+  llama->set_vocab_size(256);
+  llama->set_hidden_size(64);
+  llama->set_intermediate_size(96);
+  llama->set_num_hidden_layers(2);
+  llama->set_num_attention_heads(4);
+  llama->set_num_key_value_heads(2);
+  llama->set_head_dim(24);
+  llama->set_max_position_embeddings(64);
+  llama->set_block_size(32);
+  llama->set_rms_norm_eps(1e-5);
+  llama->set_rope_theta(100);
+  // Wavelengths 2 pi 100^(2i / 24): i <= 2 below 32 / 2 (kept), i = 3, 4 between (blended),
+  // the rest above 32 (divided by the factor).
+  v1::RopeScaling* scaling = llama->mutable_rope_scaling();
+  scaling->set_rope_type("llama3");
+  scaling->set_factor(4);
+  scaling->set_low_freq_factor(1);
+  scaling->set_high_freq_factor(2);
+  scaling->set_original_max_position_embeddings(32);
+  llama->set_attention_bias(true);
+  llama->set_mlp_bias(true);
+  llama->set_tie_word_embeddings(tied);
+  return spec;
+}
+
+// The model's part of the reference's configuration: BaseSpec's, as HF config.json keys.
+std::string ModelJson(bool tied) {
+  return absl::StrFormat(R"({"vocab_size": 256, "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24,
+    "max_position_embeddings": 64, "block_size": 32, "rms_norm_eps": 1e-5, "rope_theta": 100,
+    "rope_scaling": {"rope_type": "llama3", "factor": 4, "low_freq_factor": 1,
+                     "high_freq_factor": 2, "original_max_position_embeddings": 32},
+    "attention_bias": true, "mlp_bias": true, "tie_word_embeddings": %s})",
+                         tied ? "true" : "false");
+}
+
+// Writes the token file and the initial weights, then trains with PyTorch.
+absl::StatusOr<testing::PytorchRun> TrainWithPytorch(bool tied) {
+  const std::string dir = testing::ScratchDir();
+  if (absl::Status s = testing::WriteTextTokens(dir + "/train.bin"); !s.ok()) return s;
+  const v1::JobSpec spec = BaseSpec(tied);
+  absl::Status written =
+      WriteSafetensors(spec.init().safetensors_path(), SeededWeights(spec.model(), 11));
+  if (!written.ok()) return written;
+  const std::string name = tied ? "llama-tied" : "llama";
+  return testing::RunPytorch(kReference, name,
+                             testing::ReferenceConfig(spec, ModelJson(tied), "fp32", name));
+}
+
+const absl::StatusOr<testing::PytorchRun>& PytorchRun(bool tied) {
+  return testing::RunOncePerKey(tied, TrainWithPytorch);
+}
+
+struct Case {
+  Strategy strategy;
+  int world;
+  int accumulation = 1;
+  v1::GptConfig::Attention attention = v1::GptConfig::MATERIALIZED;
+  bool tied = false;
+  bool checkpointing = false;
+};
+
+std::string Name(const Case& c) {
+  return absl::StrCat(v1::ShardingStrategy::Value_Name(c.strategy), "_world", c.world,
+                      c.accumulation > 1 ? absl::StrCat("_accum", c.accumulation) : "",
+                      c.attention == v1::GptConfig::FUSED ? "_fused_attention" : "",
+                      c.tied ? "_tied" : "", c.checkpointing ? "_checkpointing" : "");
+}
+
+class LlamaFp32Parity : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LlamaFp32Parity, EveryParameterAndEveryLossMatchPytorch) {
+  const Case& c = GetParam();
+  const absl::StatusOr<testing::PytorchRun>& reference = PytorchRun(c.tied);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  ASSERT_EQ(reference->losses.size(), static_cast<size_t>(kSteps));
+  v1::JobSpec spec = BaseSpec(c.tied);
+  spec.mutable_fsdp()->set_sharding_strategy(c.strategy);
+  if (c.strategy == v1::ShardingStrategy::HYBRID_SHARD) {
+    spec.mutable_fsdp()->set_shard_group_size(2);
+  }
+  spec.set_world_size(c.world);
+  spec.set_gradient_accumulation_steps(c.accumulation);
+  spec.set_activation_checkpointing(c.checkpointing);
+  spec.mutable_model()->mutable_llama()->set_attention(c.attention);
+  spec.mutable_output()->set_final_model_path(
+      absl::StrCat(testing::ScratchDir(), "/", Name(c), ".safetensors"));
+  auto run = testing::TrainInThreads(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  auto model = ReadSafetensors(spec.output().final_model_path());
+  ASSERT_TRUE(model.ok()) << model.status();
+  // Every parameter within rtol 1e-5 and atol 1e-5, the losses within 1e-6 relative
+  // (docs/semantics.md gives the measured margins).
+  const testing::Worst worst = testing::CompareElementwise(*model, reference->model, 1e-5, 1e-5);
+  EXPECT_LE(worst.ratio, 1.0) << worst.where;
+  EXPECT_EQ(model->size(), reference->model.size());
+  const double worst_loss = testing::WorstLossRatio(run->rank0_losses, reference->losses);
+  EXPECT_LE(worst_loss, 1e-6);
+  RecordProperty("worst_parameter_ratio", absl::StrFormat("%.3g", worst.ratio));
+  RecordProperty("worst_loss_ratio", absl::StrFormat("%.3g", worst_loss));
+  std::printf(
+      "%s: parameters at %.3g of the bound (rtol 1e-5, atol 1e-5), losses within %.3g; "
+      "loss %.4f -> %.4f\n",
+      Name(c).c_str(), worst.ratio, worst_loss, run->rank0_losses.front(),
+      run->rank0_losses.back());
+  // It learned something: the reference's loss fell.
+  EXPECT_LT(reference->losses.back(), reference->losses.front() - 0.5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryStrategy, LlamaFp32Parity,
+    ::testing::Values(
+        Case{v1::ShardingStrategy::FULL_SHARD, 1}, Case{v1::ShardingStrategy::FULL_SHARD, 2},
+        Case{v1::ShardingStrategy::SHARD_GRAD_OP, 2}, Case{v1::ShardingStrategy::NO_SHARD, 2},
+        Case{v1::ShardingStrategy::FULL_SHARD, 4}, Case{v1::ShardingStrategy::SHARD_GRAD_OP, 4},
+        Case{v1::ShardingStrategy::NO_SHARD, 4}, Case{v1::ShardingStrategy::HYBRID_SHARD, 4},
+        Case{v1::ShardingStrategy::FULL_SHARD, 2, /*accumulation=*/2},
+        Case{v1::ShardingStrategy::FULL_SHARD, 2, 1, v1::GptConfig::FUSED},
+        Case{v1::ShardingStrategy::FULL_SHARD, 2, 1, v1::GptConfig::MATERIALIZED, /*tied=*/true},
+        Case{v1::ShardingStrategy::FULL_SHARD, 4, 2, v1::GptConfig::FUSED, false,
+             /*checkpointing=*/true}),
+    [](const auto& info) { return Name(info.param); });
+
+}  // namespace
+}  // namespace shardwise

@@ -1,0 +1,66 @@
+#ifndef SHARDWISE_WORKER_COMPUTE_LLAMA_ROWS_H_
+#define SHARDWISE_WORKER_COMPUTE_LLAMA_ROWS_H_
+
+// The Llama's layers one row (or one element) at a time: the arithmetic that the CPU's
+// loops (cpu/llama_layers.cc) and the CUDA kernels (cuda/llama_kernels.cu) share, so a GPU
+// runs exactly what the CPU tests check. Formulas (HF transformers' modeling_llama.py):
+//
+// RMSNorm over a row of `dim`:  rstd = 1 / sqrt(sum(x^2) / dim + eps) (the sum in double),
+//   y = w * (x * rstd). Backward, g = dy * w:
+//   dx = rstd * g - x * rstd^3 * sum(g * x) / dim,   dw += dy * x * rstd (over rows).
+// Rotary (rotate-half): per head, for i < half = head_dim / 2, the pair (a, b) = (x[i],
+//   x[i + half]) becomes (a c - b s, b c + a s); its transpose (the backward) is the same
+//   with -s.
+// Grouped-query packing: fused qkv row = [q | k repeated | v repeated], query head h
+//   reading K/V head h / (heads / kv_heads).
+
+#include <cmath>
+#include <cstdint>
+
+#include "worker/compute/host_device.h"
+
+namespace shardwise::llama_rows {
+
+// 1 / sqrt(mean(x^2) + eps) of one row, the squares summed in double.
+template <typename T>
+SHARDWISE_HOST_DEVICE inline T RmsNormRstd(const T* x, int64_t dim, T eps) {
+  double sum = 0;
+  for (int64_t i = 0; i < dim; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return static_cast<T>(1.0 / sqrt(sum / static_cast<double>(dim) + static_cast<double>(eps)));
+}
+
+template <typename T>
+SHARDWISE_HOST_DEVICE inline void RmsNormForwardRow(const T* x, const T* w, int64_t dim, T rstd,
+                                                    T* y) {
+  for (int64_t i = 0; i < dim; ++i) y[i] = w[i] * (x[i] * rstd);
+}
+
+// dx of one row (dw is a sum over rows: the callers add dy * x * rstd column by column).
+template <typename T>
+SHARDWISE_HOST_DEVICE inline void RmsNormBackwardRow(const T* x, const T* w, T rstd, const T* dy,
+                                                     int64_t dim, T* dx) {
+  double dot = 0;  // sum(g * x)
+  for (int64_t i = 0; i < dim; ++i) dot += static_cast<double>(dy[i]) * w[i] * x[i];
+  const double r = rstd;
+  const T coefficient = static_cast<T>(r * r * r * dot / static_cast<double>(dim));
+  for (int64_t i = 0; i < dim; ++i) dx[i] = rstd * (dy[i] * w[i]) - x[i] * coefficient;
+}
+
+// One rotary pair in place; `inverse`: the transpose.
+template <typename T>
+SHARDWISE_HOST_DEVICE inline void RotatePair(T* a, T* b, T c, T s, bool inverse) {
+  if (inverse) s = -s;
+  const T first = *a * c - *b * s;
+  const T second = *b * c + *a * s;
+  *a = first;
+  *b = second;
+}
+
+// The K/V head a query head reads.
+SHARDWISE_HOST_DEVICE inline int64_t KvHeadOf(int64_t head, int64_t heads, int64_t kv_heads) {
+  return head / (heads / kv_heads);
+}
+
+}  // namespace shardwise::llama_rows
+
+#endif  // SHARDWISE_WORKER_COMPUTE_LLAMA_ROWS_H_

@@ -1,0 +1,192 @@
+#include "worker/compute/llama_rows.h"
+#include "worker/cuda/kernel_support.cuh"
+#include "worker/cuda/llama_kernels.h"
+
+namespace shardwise::cuda {
+namespace {
+
+// The launch shapes every kernel file uses.
+using namespace internal;  // NOLINT(build/namespaces)
+
+// ---- RMSNorm ----------------------------------------------------------------------------
+
+// A thread per row runs the CPU's row functions, so rstd and y are summed in the CPU's
+// order. Simple rather than fast: each thread walks its row alone (a block per row would
+// reduce in a tree, in another order).
+__global__ void RmsNormForwardKernel(const float* x, const float* w, int64_t rows, int64_t dim,
+                                     float eps, float* y, float* rstd) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
+       r += stride) {
+    const float row_rstd = llama_rows::RmsNormRstd(x + r * dim, dim, eps);
+    rstd[r] = row_rstd;
+    llama_rows::RmsNormForwardRow(x + r * dim, w, dim, row_rstd, y + r * dim);
+  }
+}
+
+__global__ void RmsNormInputGradKernel(const float* x, const float* w, const float* rstd,
+                                       const float* dy, int64_t rows, int64_t dim, float* dx) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
+       r += stride) {
+    llama_rows::RmsNormBackwardRow(x + r * dim, w, rstd[r], dy + r * dim, dim, dx + r * dim);
+  }
+}
+
+// dw[j] += dy * (x * rstd) row after row, rounded as the CPU's float loop rounds it
+// (explicit roundings: no FMA contraction), so dw is the CPU's bit for bit.
+__global__ void RmsNormWeightGradKernel(const float* x, const float* rstd, const float* dy,
+                                        int64_t rows, int64_t dim, float* dw) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < dim;
+       j += stride) {
+    float sum = dw[j];
+    for (int64_t r = 0; r < rows; ++r) {
+      sum = __fadd_rn(sum, __fmul_rn(dy[r * dim + j], __fmul_rn(x[r * dim + j], rstd[r])));
+    }
+    dw[j] = sum;
+  }
+}
+
+// ---- rotary embeddings ------------------------------------------------------------------
+
+// Thread k rotates pair i = k % half of head k / half (heads counted over all rows).
+__global__ void RotaryKernel(float* x, const float* cos, const float* sin, int64_t rows,
+                             int64_t seq, int64_t heads, int64_t head_dim, bool inverse) {
+  const int64_t half = head_dim / 2;
+  const int64_t pairs = rows * heads * half;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < pairs;
+       k += stride) {
+    const int64_t i = k % half, head = k / half;
+    const int64_t table = (head / heads % seq) * half + i;
+    float* h = x + head * head_dim;
+    llama_rows::RotatePair(h + i, h + i + half, cos[table], sin[table], inverse);
+  }
+}
+
+// ---- grouped-query packing --------------------------------------------------------------
+
+// Thread e writes element e of qkv [rows, 3 * width]: from q, or from the K/V head its
+// query head reads.
+__global__ void PackGroupedQkvKernel(const float* q, const float* k, const float* v, int64_t rows,
+                                     int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                     float* qkv) {
+  const int64_t width = heads * head_dim, kv_width = kv_heads * head_dim;
+  const int64_t total = rows * 3 * width;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += stride) {
+    const int64_t r = e / (3 * width), column = e % (3 * width);
+    const int64_t part = column / width, c = column % width;
+    if (part == 0) {
+      qkv[e] = q[r * width + c];
+      continue;
+    }
+    const int64_t h = c / head_dim, d = c % head_dim;
+    const int64_t from = r * kv_width + llama_rows::KvHeadOf(h, heads, kv_heads) * head_dim + d;
+    qkv[e] = part == 1 ? k[from] : v[from];
+  }
+}
+
+__global__ void UnpackQueryGradKernel(const float* dqkv, int64_t rows, int64_t width, float* dq) {
+  const int64_t total = rows * width;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += stride) {
+    dq[e] = dqkv[e / width * 3 * width + e % width];
+  }
+}
+
+// Thread e sums element e of dk and dv [rows, kv_width] over the query heads that read its
+// K/V head, in head order from zero: the CPU's additions, so the same bits.
+__global__ void UnpackKeyValueGradKernel(const float* dqkv, int64_t rows, int64_t heads,
+                                         int64_t kv_heads, int64_t head_dim, float* dk, float* dv) {
+  const int64_t width = heads * head_dim, kv_width = kv_heads * head_dim;
+  const int64_t total = rows * kv_width;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += stride) {
+    const int64_t r = e / kv_width, c = e % kv_width;
+    const int64_t kv_head = c / head_dim, d = c % head_dim;
+    const float* in = dqkv + r * 3 * width;
+    float k_sum = 0.0f, v_sum = 0.0f;
+    for (int64_t h = 0; h < heads; ++h) {
+      if (llama_rows::KvHeadOf(h, heads, kv_heads) != kv_head) continue;
+      k_sum += in[width + h * head_dim + d];
+      v_sum += in[2 * width + h * head_dim + d];
+    }
+    dk[e] = k_sum;
+    dv[e] = v_sum;
+  }
+}
+
+// ---- elementwise ------------------------------------------------------------------------
+
+__global__ void MultiplyElementwiseKernel(const float* a, const float* b, size_t n, float* out) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    out[i] = a[i] * b[i];
+  }
+}
+
+}  // namespace
+
+cudaError_t RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
+                           float* y, float* rstd, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  RmsNormForwardKernel<<<Blocks(rows), kThreads, 0, stream>>>(x, w, rows, dim, eps, y, rstd);
+  return Launched();
+}
+
+cudaError_t RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
+                            int64_t rows, int64_t dim, float* dx, float* dw, cudaStream_t stream) {
+  if (rows == 0 || dim == 0) return cudaSuccess;
+  RmsNormInputGradKernel<<<Blocks(rows), kThreads, 0, stream>>>(x, w, rstd, dy, rows, dim, dx);
+  const cudaError_t error = Launched();
+  if (error != cudaSuccess) return error;
+  RmsNormWeightGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(x, rstd, dy, rows, dim, dw);
+  return Launched();
+}
+
+cudaError_t Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
+                   int64_t heads, int64_t head_dim, bool inverse, cudaStream_t stream) {
+  const int64_t pairs = rows * heads * (head_dim / 2);
+  if (pairs == 0) return cudaSuccess;
+  RotaryKernel<<<Blocks(pairs), kThreads, 0, stream>>>(x, cos, sin, rows, seq, heads, head_dim,
+                                                       inverse);
+  return Launched();
+}
+
+cudaError_t PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
+                           int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv,
+                           cudaStream_t stream) {
+  const int64_t total = rows * 3 * heads * head_dim;
+  if (total == 0) return cudaSuccess;
+  PackGroupedQkvKernel<<<Blocks(total), kThreads, 0, stream>>>(q, k, v, rows, heads, kv_heads,
+                                                               head_dim, qkv);
+  return Launched();
+}
+
+cudaError_t UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads, int64_t kv_heads,
+                                 int64_t head_dim, float* dq, float* dk, float* dv,
+                                 cudaStream_t stream) {
+  const int64_t width = heads * head_dim;
+  if (rows * width == 0) return cudaSuccess;
+  UnpackQueryGradKernel<<<Blocks(rows * width), kThreads, 0, stream>>>(dqkv, rows, width, dq);
+  const cudaError_t error = Launched();
+  if (error != cudaSuccess) return error;
+  const int64_t kv_total = rows * kv_heads * head_dim;
+  UnpackKeyValueGradKernel<<<Blocks(kv_total), kThreads, 0, stream>>>(dqkv, rows, heads, kv_heads,
+                                                                      head_dim, dk, dv);
+  return Launched();
+}
+
+cudaError_t MultiplyElementwise(const float* a, const float* b, size_t n, float* out,
+                                cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  MultiplyElementwiseKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, n, out);
+  return Launched();
+}
+
+}  // namespace shardwise::cuda

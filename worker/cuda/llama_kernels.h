@@ -1,0 +1,51 @@
+#ifndef SHARDWISE_WORKER_CUDA_LLAMA_KERNELS_H_
+#define SHARDWISE_WORKER_CUDA_LLAMA_KERNELS_H_
+
+// The Llama's own layers on CUDA (RMSNorm, rotary embeddings, grouped-query K/V packing,
+// the SwiGLU's product): the GPU counterparts of compute/cpu/llama_layers.h, running the
+// same per-row functions (compute/llama_rows.h). As in kernels.h, each function enqueues
+// on `stream` and returns the launch's error; pointers are device pointers; nothing uses
+// float atomics, and every sum is taken in the CPU's order, so every result has the same
+// bits on every run.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace shardwise::cuda {
+
+// RMSNorm over rows of `dim`, one thread per row (llama_rows::RmsNormRstd and
+// RmsNormForwardRow, the squares summed in double in column order, as on the CPU);
+// keeps rstd [rows].
+cudaError_t RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
+                           float* y, float* rstd, cudaStream_t stream);
+// Writes dx (one thread per row: llama_rows::RmsNormBackwardRow); adds to dw, one thread
+// per column adding dy * (x * rstd) over the rows in row order, as the CPU loop does.
+cudaError_t RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
+                            int64_t rows, int64_t dim, float* dx, float* dw, cudaStream_t stream);
+
+// Rotary embeddings in place on x [rows, heads * head_dim], one thread per rotated pair
+// (llama_rows::RotatePair); row r is at position r % seq of the tables [positions,
+// head_dim / 2]. `inverse`: the transpose (the backward).
+cudaError_t Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
+                   int64_t heads, int64_t head_dim, bool inverse, cudaStream_t stream);
+
+// qkv [rows, 3 * heads * head_dim] from q [rows, heads * head_dim] and k, v [rows, kv_heads *
+// head_dim], query head h reading K/V head llama_rows::KvHeadOf(h).
+cudaError_t PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
+                           int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv,
+                           cudaStream_t stream);
+// Its transpose: dq copied; dk, dv written (not added to), each element the sum of its
+// query heads' gradients in head order, from zero, as the CPU adds them.
+cudaError_t UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads, int64_t kv_heads,
+                                 int64_t head_dim, float* dq, float* dk, float* dv,
+                                 cudaStream_t stream);
+
+// out[i] = a[i] * b[i].
+cudaError_t MultiplyElementwise(const float* a, const float* b, size_t n, float* out,
+                                cudaStream_t stream);
+
+}  // namespace shardwise::cuda
+
+#endif  // SHARDWISE_WORKER_CUDA_LLAMA_KERNELS_H_

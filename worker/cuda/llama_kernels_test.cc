@@ -1,0 +1,175 @@
+// The Llama's layers on the GPU (CudaDevice: llama_kernels.h, and SILU in kernels.h)
+// against the CPU's FP32 loops (compute/cpu/llama_layers.h, activation.h), which run the
+// same row functions (compute/llama_rows.h) in the same order: within FP32 rounding (the
+// device contracts some products into FMAs), the copies and the grouped K/V gradients'
+// sums (no products to contract) exact, and the same bits on every run.
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/compute/cpu/activation.h"
+#include "worker/compute/cpu/llama_layers.h"
+#include "worker/cuda/cuda_device.h"
+#include "worker/cuda/cuda_device_fixture.h"
+#include "worker/cuda/gpu_test_support.h"
+
+namespace shardwise::cuda {
+namespace {
+
+using ::shardwise::cuda::testing::DeviceVector;
+using ::shardwise::cuda::testing::ExpectNear;
+using ::shardwise::cuda::testing::RandomFloats;
+
+using LlamaKernelsTest = ::shardwise::cuda::testing::CudaDeviceTest;
+
+// The grouped-query shapes: more query heads than K/V heads (2 and 4 per group), one K/V
+// head per query head, and one K/V head for all.
+struct HeadShape {
+  int64_t heads, kv_heads, head_dim, rows, seq;
+};
+constexpr HeadShape kHeadShapes[] = {
+    {4, 2, 8, 12, 6},
+    {8, 2, 16, 10, 5},
+    {4, 4, 8, 12, 6},
+    {6, 1, 4, 7, 7},
+};
+
+TEST_F(LlamaKernelsTest, RmsNormMatchesTheCpu) {
+  const float eps = 1e-6f;
+  for (int64_t dim : {8, 64, 1031}) {
+    const int64_t rows = 300;
+    auto x = RandomFloats(rows * dim, 21, 2.0f);
+    for (int64_t j = 0; j < dim; ++j) x[j] += 50.0f;  // a row far from zero
+    const auto w = RandomFloats(dim, 22), dy = RandomFloats(rows * dim, 23);
+    const auto dw0 = RandomFloats(dim, 24);
+
+    std::vector<float> y(rows * dim), rstd(rows), dx(rows * dim), dw = dw0;
+    cpu::RmsNormForward(x.data(), w.data(), rows, dim, eps, y.data(), rstd.data());
+    cpu::RmsNormBackward(x.data(), w.data(), rstd.data(), dy.data(), rows, dim, dx.data(),
+                         dw.data());
+
+    DeviceVector<float> d_x(x), d_w(w), d_dy(dy), d_dw(dw0);
+    DeviceVector<float> d_y(rows * dim), d_rstd(rows), d_dx(rows * dim);
+    device_->RmsNormForward(d_x.get(), d_w.get(), rows, dim, eps, d_y.get(), d_rstd.get());
+    device_->RmsNormBackward(d_x.get(), d_w.get(), d_rstd.get(), d_dy.get(), rows, dim, d_dx.get(),
+                             d_dw.get());
+    ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+    ExpectNear(d_rstd.ToHost(), rstd, 1e-6f, 0, "rms norm rstd");
+    ExpectNear(d_y.ToHost(), y, 1e-5f, 1e-6f, "rms norm y");
+    ExpectNear(d_dx.ToHost(), dx, 1e-5f, 1e-6f, "rms norm dx");
+    // Added column by column in row order with the CPU's roundings (equal unless the host
+    // compiler contracts the CPU loop into FMAs).
+    ExpectNear(d_dw.ToHost(), dw, 1e-5f, 1e-6f, "rms norm dw");
+
+    // The same bits on every run.
+    DeviceVector<float> again_dx(rows * dim), again_dw(dw0);
+    device_->RmsNormBackward(d_x.get(), d_w.get(), d_rstd.get(), d_dy.get(), rows, dim,
+                             again_dx.get(), again_dw.get());
+    ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+    EXPECT_EQ(again_dx.ToHost(), d_dx.ToHost());
+    EXPECT_EQ(again_dw.ToHost(), d_dw.ToHost());
+  }
+}
+
+// Real rotary tables: angle pos * 10000^(-2i / head_dim).
+void RotaryTables(int64_t seq, int64_t head_dim, std::vector<float>* cos, std::vector<float>* sin) {
+  const int64_t half = head_dim / 2;
+  cos->resize(seq * half);
+  sin->resize(seq * half);
+  for (int64_t p = 0; p < seq; ++p) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = p * std::pow(10000.0, -2.0 * i / static_cast<double>(head_dim));
+      (*cos)[p * half + i] = static_cast<float>(std::cos(angle));
+      (*sin)[p * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+TEST_F(LlamaKernelsTest, RotaryMatchesTheCpuAndItsInverseRotatesBack) {
+  for (const HeadShape& s : kHeadShapes) {
+    const int64_t n = s.rows * s.heads * s.head_dim;
+    const auto x = RandomFloats(n, 31);
+    std::vector<float> cos, sin;
+    RotaryTables(s.seq, s.head_dim, &cos, &sin);
+
+    std::vector<float> forward = x;
+    cpu::Rotary(forward.data(), cos.data(), sin.data(), s.rows, s.seq, s.heads, s.head_dim,
+                /*inverse=*/false);
+    std::vector<float> backward = forward;
+    cpu::Rotary(backward.data(), cos.data(), sin.data(), s.rows, s.seq, s.heads, s.head_dim,
+                /*inverse=*/true);
+
+    DeviceVector<float> d_x(x), d_cos(cos), d_sin(sin);
+    device_->Rotary(d_x.get(), d_cos.get(), d_sin.get(), s.rows, s.seq, s.heads, s.head_dim,
+                    /*inverse=*/false);
+    ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+    ExpectNear(d_x.ToHost(), forward, 1e-5f, 1e-6f, "rotary");
+    device_->Rotary(d_x.get(), d_cos.get(), d_sin.get(), s.rows, s.seq, s.heads, s.head_dim,
+                    /*inverse=*/true);
+    ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+    ExpectNear(d_x.ToHost(), backward, 1e-5f, 1e-6f, "rotary inverse");
+    ExpectNear(d_x.ToHost(), x, 1e-5f, 1e-6f, "rotary round trip");
+  }
+}
+
+TEST_F(LlamaKernelsTest, GroupedQkvPackingMatchesTheCpu) {
+  for (const HeadShape& s : kHeadShapes) {
+    const int64_t width = s.heads * s.head_dim, kv_width = s.kv_heads * s.head_dim;
+    const auto q = RandomFloats(s.rows * width, 41);
+    const auto k = RandomFloats(s.rows * kv_width, 42);
+    const auto v = RandomFloats(s.rows * kv_width, 43);
+    const auto dqkv = RandomFloats(s.rows * 3 * width, 44);
+
+    std::vector<float> qkv(s.rows * 3 * width);
+    cpu::PackGroupedQkv(q.data(), k.data(), v.data(), s.rows, s.heads, s.kv_heads, s.head_dim,
+                        qkv.data());
+    std::vector<float> dq(s.rows * width), dk(s.rows * kv_width), dv(s.rows * kv_width);
+    cpu::UnpackGroupedQkvGrad(dqkv.data(), s.rows, s.heads, s.kv_heads, s.head_dim, dq.data(),
+                              dk.data(), dv.data());
+
+    DeviceVector<float> d_q(q), d_k(k), d_v(v), d_dqkv(dqkv), d_qkv(qkv.size());
+    // dk, dv start as garbage: the unpacking writes them, it does not add to them.
+    DeviceVector<float> d_dq(dq.size()), d_dk(RandomFloats(dk.size(), 45)),
+        d_dv(RandomFloats(dv.size(), 46));
+    device_->PackGroupedQkv(d_q.get(), d_k.get(), d_v.get(), s.rows, s.heads, s.kv_heads,
+                            s.head_dim, d_qkv.get());
+    device_->UnpackGroupedQkvGrad(d_dqkv.get(), s.rows, s.heads, s.kv_heads, s.head_dim, d_dq.get(),
+                                  d_dk.get(), d_dv.get());
+    ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+    // Copies, and sums in the CPU's order: equal.
+    EXPECT_EQ(d_qkv.ToHost(), qkv);
+    EXPECT_EQ(d_dq.ToHost(), dq);
+    EXPECT_EQ(d_dk.ToHost(), dk);
+    EXPECT_EQ(d_dv.ToHost(), dv);
+  }
+}
+
+TEST_F(LlamaKernelsTest, MultiplyElementwiseMatchesTheCpu) {
+  const auto a = RandomFloats(10007, 51), b = RandomFloats(a.size(), 52);
+  std::vector<float> want(a.size());
+  for (size_t i = 0; i < a.size(); ++i) want[i] = a[i] * b[i];
+  DeviceVector<float> d_a(a), d_b(b), d_out(a.size());
+  device_->MultiplyElementwise(d_a.get(), d_b.get(), a.size(), d_out.get());
+  ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+  EXPECT_EQ(d_out.ToHost(), want);
+}
+
+TEST_F(LlamaKernelsTest, SiluMatchesTheCpu) {
+  const std::vector<float> x = RandomFloats(50001, 61, 4.0f);
+  const std::vector<float> dy = RandomFloats(x.size(), 62);
+  std::vector<float> want_y(x.size()), want_dx(x.size());
+  cpu::ActivationForward(v1::SILU, x.data(), x.size(), want_y.data());
+  cpu::ActivationBackward(v1::SILU, x.data(), dy.data(), x.size(), want_dx.data());
+  DeviceVector<float> d_x(x), d_dy(dy), d_y(x.size()), d_dx(x.size());
+  device_->ActivationForward(v1::SILU, d_x.get(), x.size(), d_y.get());
+  device_->ActivationBackward(v1::SILU, d_x.get(), d_dy.get(), x.size(), d_dx.get());
+  ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+  // Both in double, rounded once; the device's exp differs from glibc's in the last bits.
+  ExpectNear(d_y.ToHost(), want_y, 1e-6f, 1e-9f, "silu forward");
+  ExpectNear(d_dx.ToHost(), want_dx, 1e-6f, 1e-9f, "silu backward");
+}
+
+}  // namespace
+}  // namespace shardwise::cuda
