@@ -46,6 +46,7 @@
 #include "contracts/job_state.h"
 #include "contracts/memory_estimate.h"
 #include "contracts/memory_fit.h"
+#include "contracts/transformer_config.h"
 
 ABSL_FLAG(std::string, coordinator, "",
           "coordinator host:port (default: $SHARDWISE_COORDINATOR, else 127.0.0.1:7070)");
@@ -255,11 +256,11 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
 // "up to 43 sequences per rank per micro-step (global_batch_size 43): 79.9 GiB", or
 // "up to block_size 3140: 80.0 GiB".
 std::string DescribeFit(const Fit& fit, FitDimension dimension) {
-  const bool gpt = fit.spec.model().has_gpt();
+  const bool transformer = IsTransformer(fit.spec.model());
   if (dimension == FitDimension::kBlockSize) {
     return absl::StrCat("up to block_size ", fit.value, ": ", FormatBytes(fit.estimate.total()));
   }
-  return absl::StrCat("up to ", fit.value, gpt ? " sequences" : " rows",
+  return absl::StrCat("up to ", fit.value, transformer ? " sequences" : " rows",
                       " per rank per micro-step (global_batch_size ", fit.spec.global_batch_size(),
                       "): ", FormatBytes(fit.estimate.total()));
 }
@@ -291,7 +292,7 @@ int Estimate(const std::string& path) {
       int64_t{spec->world_size()} * std::max(1, spec->gradient_accumulation_steps());
   std::vector<std::pair<FitDimension, int64_t>> dimensions = {
       {FitDimension::kMicroBatch, limits.max_global_batch_size / micro_steps}};
-  if (spec->model().has_gpt()) {
+  if (IsTransformer(spec->model())) {
     dimensions.push_back({FitDimension::kBlockSize, limits.max_block_size});
   }
   int exit_code = 0;  // 1 when something does not fit even at 1

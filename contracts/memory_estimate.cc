@@ -121,11 +121,10 @@ TransformerShape GptShape(const v1::GptConfig& gpt) {
 // A Llama block (worker/model/llama_block.h) keeps, per row, its input, both RMSNorms'
 // outputs and the residual (4 C), the fused q/k/v with K and V repeated to the query heads
 // (3 A, A = heads x head_dim) and the attention output (A), the MLP's gate, up, SiLU(gate)
-// and their product (4 F), and the norms' 1/rms (2). Its backward's working set is the
-// larger of the MLP's (the gradient coming in, two F-wide gradients, two C-wide input
-// gradients) and the attention's (dqkv 3A, dq A, dk and dv, two C-wide input gradients and
-// the incoming one). The rotary tables (cos and sin, block_size x head_dim / 2 each) live
-// beside.
+// and their product (4 F), and the norms' 1/rms (2). Its backward holds the most at its
+// start, beside every record: the gradient coming in (C) and the MLP's hidden gradient (F);
+// by the attention's backward the MLP's records are freed. The rotary tables (cos and sin,
+// block_size x head_dim / 2 each) live beside.
 TransformerShape LlamaShape(const v1::LlamaConfig& given) {
   const v1::LlamaConfig llama = WithLlamaDefaults(given);
   TransformerShape shape;
@@ -134,10 +133,9 @@ TransformerShape LlamaShape(const v1::LlamaConfig& given) {
   shape.attention_width = shape.heads * llama.head_dim();
   shape.fused = llama.attention() == v1::GptConfig::FUSED;
   const double a = shape.attention_width, f = llama.intermediate_size();
-  const double kv = 2.0 * llama.num_key_value_heads() * llama.head_dim();
   shape.block_floats = 4 * shape.c + 4 * a + 4 * f;
   shape.norm_stats = 2;
-  shape.backward_floats = std::max(3 * shape.c + 2 * f, 3 * shape.c + 4 * a + kv);
+  shape.backward_floats = shape.c + f;
   shape.tables = shape.t * llama.head_dim();
   return shape;
 }

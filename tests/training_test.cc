@@ -183,11 +183,29 @@ v1::JobSpec SmallGptSpec(int64_t vocab_size, const std::string& train_path) {
   return spec;
 }
 
-// A GPT from text to samples with real processes and the real CLI: tokenize a text the
-// machine ships, submit a job that the coordinator validates (the token files included),
-// train on two worker processes, read the order and plan the coordinator recorded and
-// what describe shows, then sample from the model the job wrote.
-TEST(Training, AGptJobFromTextToSamples) {
+// The same shape as a Llama (grouped-query attention, untied head).
+v1::JobSpec SmallLlamaSpec(int64_t vocab_size, const std::string& train_path) {
+  v1::JobSpec spec = SmallGptSpec(vocab_size, train_path);
+  spec.mutable_model()->Clear();
+  v1::LlamaConfig* llama = spec.mutable_model()->mutable_llama();
+  llama->set_vocab_size(vocab_size);
+  llama->set_hidden_size(32);
+  llama->set_intermediate_size(64);
+  llama->set_num_hidden_layers(2);
+  llama->set_num_attention_heads(4);
+  llama->set_num_key_value_heads(2);
+  llama->set_max_position_embeddings(32);
+  return spec;
+}
+
+// A transformer (GPT, or Llama when the parameter is true) from text to samples with real
+// processes and the real CLI: tokenize a text the machine ships, submit a job that the
+// coordinator validates (the token files included), train on two worker processes, read
+// the order and plan the coordinator recorded and what describe shows, then sample from
+// the model the job wrote.
+class TransformerJob : public ::testing::TestWithParam<bool> {};
+
+TEST_P(TransformerJob, FromTextToSamples) {
   Cluster cluster;
   cluster.StartCoordinator();
   cluster.AddWorker("w0");
@@ -198,14 +216,16 @@ TEST(Training, AGptJobFromTextToSamples) {
       Cluster::RunCli({"tokenize", "/usr/share/common-licenses/GPL-3", "-o", tokens}, &output), 0)
       << output;
 
-  v1::JobSpec spec = SmallGptSpec(256, tokens + "/train.bin");
+  const bool llama = GetParam();
+  v1::JobSpec spec =
+      llama ? SmallLlamaSpec(256, tokens + "/train.bin") : SmallGptSpec(256, tokens + "/train.bin");
   spec.mutable_data()->mutable_tokens()->set_val_path(tokens + "/val.bin");
   spec.mutable_evaluation()->set_interval_steps(10);
   spec.mutable_optimizer()->Clear();
   spec.mutable_optimizer()->mutable_adamw()->set_lr(3e-3);
   spec.set_global_batch_size(8);
   spec.set_steps(30);
-  const std::string model_path = cluster.dir() + "/gpt.safetensors";
+  const std::string model_path = cluster.dir() + (llama ? "/llama" : "/gpt") + ".safetensors";
   spec.mutable_output()->set_final_model_path(model_path);
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
@@ -248,6 +268,9 @@ TEST(Training, AGptJobFromTextToSamples) {
       "job.data.tokens.val_path: '" + cluster.dir() + "/short.bin' holds 20 tokens"))
       << refused.status();
 }
+
+INSTANTIATE_TEST_SUITE_P(GptAndLlama, TransformerJob, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Llama" : "Gpt"; });
 
 // The same with a SentencePiece tokenizer trained on the text: the job names the folder
 // `tokenize` wrote, a model whose vocabulary is smaller is refused naming both, the final

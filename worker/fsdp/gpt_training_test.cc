@@ -309,6 +309,45 @@ TEST(GptTraining, TheMemoryEstimateMatchesWhatTheRanksAllocate) {
   }
 }
 
+// The same for the Llama: a block keeps its own tensors (the fused q/k/v with K/V
+// repeated, the SwiGLU's four, 1/rms), so its estimate is its own.
+TEST(LlamaTraining, TheMemoryEstimateMatchesWhatTheRanksAllocate) {
+  const std::string dir = TempDir("llama-estimate");
+  v1::JobSpec base = GptSpec(dir, v1::ShardingStrategy::FULL_SHARD, 2, 2);
+  base.mutable_model()->Clear();
+  v1::LlamaConfig* llama = base.mutable_model()->mutable_llama();
+  llama->set_vocab_size(32);  // the token files' (testing::CorpusGpt)
+  llama->set_hidden_size(64);
+  llama->set_intermediate_size(160);
+  llama->set_num_hidden_layers(2);
+  llama->set_num_attention_heads(4);
+  llama->set_num_key_value_heads(2);
+  llama->set_max_position_embeddings(64);
+  base.set_global_batch_size(16);
+  base.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
+  std::vector<std::pair<std::string, v1::JobSpec>> cases = {{"FULL_SHARD", base}};
+  v1::JobSpec fused = base;
+  fused.mutable_model()->mutable_llama()->set_attention(v1::GptConfig::FUSED);
+  cases.emplace_back("FULL_SHARD+FUSED", fused);
+  v1::JobSpec checkpointed = base;
+  checkpointed.set_activation_checkpointing(true);
+  cases.emplace_back("FULL_SHARD+checkpointing", checkpointed);
+  v1::JobSpec tied = base;
+  tied.mutable_model()->mutable_llama()->set_tie_word_embeddings(true);
+  tied.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
+  cases.emplace_back("NO_SHARD+tied", tied);
+  for (auto& [name, spec] : cases) {
+    ApplyJobSpecDefaults(&spec);
+    auto estimate = EstimateRankMemory(spec);
+    ASSERT_TRUE(estimate.ok()) << estimate.status();
+    testing::ThreadedTraining run;
+    const auto trained = TrainAndRead(spec, {}, &run);
+    ASSERT_TRUE(trained.ok()) << name << ": " << trained.status();
+    testing::ExpectMemoryAsEstimated(run.memory[0], *estimate, spec, name);
+    EXPECT_LE(run.memory[0].peak(MemoryCategory::kActivations), estimate->activations) << name;
+  }
+}
+
 // A reduction that falls behind the backward (each one 20 ms late here) makes the next
 // unit's wait: the gradients held stay within the estimate (two units' unsharded ones
 // besides the root's), where without the wait every unit's would pile up.
