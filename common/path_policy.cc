@@ -257,9 +257,15 @@ absl::Status ForEachPathField(
     RETURN_IF_ERROR(
         each("job.init.checkpoint_dir", init->mutable_checkpoint_dir(), Kind::kFolder, false));
   }
+  if (init->has_huggingface()) {
+    RETURN_IF_ERROR(each("job.init.huggingface.dir", init->mutable_huggingface()->mutable_dir(),
+                         Kind::kFolder, false));
+  }
   v1::OutputSpec* output = spec->mutable_output();
   RETURN_IF_ERROR(
       each("job.output.final_model_path", output->mutable_final_model_path(), Kind::kFile, true));
+  RETURN_IF_ERROR(
+      each("job.output.huggingface_dir", output->mutable_huggingface_dir(), Kind::kFolder, true));
   return each("job.output.checkpoint_dir", output->mutable_checkpoint_dir(), Kind::kFolder, true);
 }
 

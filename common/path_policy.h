@@ -73,8 +73,9 @@ class PathPolicy {
 
 // Checks every path field of `spec` against `policy` and writes back its canonical form:
 // the inputs (data.safetensors_path, data.tokens.train_path, val_path and tokenizer,
-// init.safetensors_path, init.checkpoint_dir) and the outputs (output.final_model_path,
-// output.checkpoint_dir, which also serves as an input when an attempt resumes).
+// init.safetensors_path, init.checkpoint_dir, init.huggingface.dir) and the outputs
+// (output.final_model_path, output.huggingface_dir, output.checkpoint_dir, which also
+// serves as an input when an attempt resumes).
 // kOnDisk checks as above; kLexical, for a coordinator that cannot see the workers'
 // files (--check_paths=false), only makes the paths absolute and normal and checks them
 // against the roots as written (the workers check on disk).

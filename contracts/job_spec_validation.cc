@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -15,6 +16,7 @@
 #include "common/path_policy.h"
 #include "common/printable_text.h"
 #include "common/status_macros.h"
+#include "contracts/huggingface_layout.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/model_description.h"
 #include "contracts/token_files.h"
@@ -388,6 +390,37 @@ absl::Status ValidateTokens(const v1::JobSpec& spec, const PathChecker& check_pa
   return CheckTokenizer(spec, check_path);
 }
 
+// Hugging Face checkpoints in and out; with file checks, the one read from is checked
+// whole from its headers and config.json (contracts/huggingface_layout.h).
+absl::Status ValidateHuggingFace(const v1::JobSpec& spec, const PathChecker& check_path) {
+  if (spec.init().has_huggingface()) {
+    const v1::HuggingFaceCheckpoint& checkpoint = spec.init().huggingface();
+    RETURN_IF_ERROR(CheckEnum("init.huggingface.layout", checkpoint.layout(),
+                              v1::HuggingFaceCheckpoint::Layout_IsValid, "HUGGING_FACE or META"));
+    RETURN_IF_ERROR(CheckPath("init.huggingface.dir", checkpoint.dir(), check_path));
+    RETURN_IF_ERROR(
+        HuggingFaceTensors(spec.model(), checkpoint.layout(), "job.init.huggingface").status());
+    if (check_path) {
+      RETURN_IF_ERROR(
+          LocateHuggingFaceTensors(spec.model(), checkpoint, "job.init.huggingface").status());
+    }
+  }
+  const v1::OutputSpec& output = spec.output();
+  if (output.huggingface_dir().empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(HuggingFaceTensors(spec.model(), v1::HuggingFaceCheckpoint::HUGGING_FACE,
+                                     "job.output.huggingface_dir")
+                      .status());
+  // As for final_model_path: a model someone else wrote is refused now, not after training.
+  const std::string model = output.huggingface_dir() + "/model.safetensors";
+  if (check_path && !output.overwrite() && std::filesystem::exists(model)) {
+    return Invalid("output.huggingface_dir",
+                   absl::StrCat("'", model,
+                                "' exists already; a job never replaces a file it did not create "
+                                "unless output.overwrite is set"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateEvaluation(const v1::JobSpec& spec, const JobLimits& limits) {
   if (!spec.has_evaluation()) return absl::OkStatus();
   if (!spec.data().has_tokens() || spec.data().tokens().val_path().empty()) {
@@ -549,6 +582,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
   if (spec.init().has_checkpoint_dir()) {
     RETURN_IF_ERROR(CheckPath("init.checkpoint_dir", spec.init().checkpoint_dir(), check_path));
   }
+  RETURN_IF_ERROR(ValidateHuggingFace(spec, check_path));
   const v1::OutputSpec& output = spec.output();
   if (output.checkpoint_interval_steps() < 0) {
     return Invalid("output.checkpoint_interval_steps",

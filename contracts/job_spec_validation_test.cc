@@ -2,12 +2,16 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "contracts/huggingface_layout.h"
 #include "contracts/job_spec_defaults.h"
+#include "contracts/model_description.h"
+#include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -506,6 +510,44 @@ TEST(LlamaValidation, AnUntiedHeadMayBeAUnitOfItsOwn) {
   spec.mutable_model()->mutable_llama()->set_tie_word_embeddings(true);
   EXPECT_EQ(ValidateJobSpec(spec, JobLimits{}, CheckReadableFile).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A Hugging Face checkpoint is read at submission from its headers and config.json: a
+// tensor it lacks is named there, not after the workers start; an export folder holding
+// someone's model is refused unless output.overwrite.
+TEST(LlamaValidation, HuggingFaceCheckpointsAreCheckedAtSubmission) {
+  v1::JobSpec spec = ValidLlamaSpec();
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(root ? root : "/tmp") + "/hf-submission";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.json") << HuggingFaceConfigJson(spec.model());
+  auto description = DescribeModel(spec.model());
+  ASSERT_TRUE(description.ok());
+  TensorMap weights;
+  for (const ParameterDesc& param : description->params) {
+    if (param.name == "lm_head.weight") continue;
+    weights[param.name] = F32Tensor(param.shape, std::vector<float>(param.numel()).data());
+  }
+  ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", weights).ok());
+  spec.mutable_init()->mutable_huggingface()->set_dir(dir);
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("job.init.huggingface.dir: '" + dir +
+                                  "' has no tensor 'lm_head.weight'"),
+            std::string::npos)
+      << status;
+  spec.mutable_model()->mutable_llama()->set_tie_word_embeddings(true);  // then it needs none
+  std::ofstream(dir + "/config.json") << HuggingFaceConfigJson(spec.model());
+  status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_TRUE(status.ok()) << status;
+  spec.mutable_output()->set_huggingface_dir(dir);
+  status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_NE(status.message().find("job.output.huggingface_dir: '" + dir +
+                                  "/model.safetensors' exists already"),
+            std::string::npos)
+      << status;
+  spec.mutable_output()->set_overwrite(true);
+  EXPECT_TRUE(ValidateJobSpec(spec, JobLimits{}, CheckReadableFile).ok());
 }
 
 class LlamaValidationTest : public ::testing::TestWithParam<BadCase> {};

@@ -57,7 +57,7 @@ std::string Quoted(const std::string& text) {
 int SafetensorsDtypeSize(const std::string& dtype) {
   if (dtype == "F32" || dtype == "I32") return 4;
   if (dtype == "I64") return 8;
-  if (dtype == "U16") return 2;
+  if (dtype == "U16" || dtype == "BF16" || dtype == "F16") return 2;
   return 0;
 }
 
@@ -152,9 +152,9 @@ absl::StatusOr<SafetensorsIndex> ParseHeader(const std::string& path, const std:
     tensor.dtype = dtype->second.string_value();
     const int element = SafetensorsDtypeSize(tensor.dtype);
     if (element == 0) {
-      return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has dtype ",
-                                              tensor.dtype,
-                                              "; Shardwise reads F32, I64, I32 and U16"));
+      return absl::DataLossError(
+          absl::StrCat(path, ": tensor '", name, "' has dtype ", tensor.dtype,
+                       "; Shardwise reads F32, BF16, F16, I64, I32 and U16"));
     }
     // Sizes are checked against the file before anything is multiplied out, and every
     // partial product must fit int64_t: shapes are multiplied as int64_t later (numel()),
@@ -190,16 +190,18 @@ absl::StatusOr<SafetensorsIndex> ParseHeader(const std::string& path, const std:
 
 }  // namespace
 
-absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path) {
+absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path, bool with_16_bit_floats) {
   auto data = ReadFile(path);
   if (!data.ok()) return data.status();
   auto index = ParseSafetensorsIndex(path, *data);
   if (!index.ok()) return index.status();
   TensorMap tensors;
   for (const auto& [name, entry] : index->tensors) {
-    if (entry.dtype != "F32" && entry.dtype != "I64") {
-      return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has dtype ", entry.dtype,
-                                              "; Shardwise reads F32 and I64 here"));
+    const bool narrow = entry.dtype == "BF16" || entry.dtype == "F16";
+    if (entry.dtype != "F32" && entry.dtype != "I64" && !(narrow && with_16_bit_floats)) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": tensor '", name, "' has dtype ", entry.dtype, "; Shardwise reads ",
+                       with_16_bit_floats ? "F32, BF16, F16 and I64" : "F32 and I64", " here"));
     }
     HostTensor tensor;
     tensor.dtype = entry.dtype;

@@ -4,8 +4,9 @@
 // The safetensors format: an 8-byte little-endian header length N, N bytes of JSON
 // ({"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}},
 // padded with spaces to a multiple of 8), then the tensors' bytes, little-endian,
-// row-major. Shardwise reads F32 and I64 tensors and writes F32 ones; its index of a
-// file's tensors also covers U16 and I32 (token ids).
+// row-major. Shardwise reads F32 and I64 tensors (and BF16 and F16 weights of Hugging
+// Face checkpoints) and writes F32 ones; its index of a file's tensors also covers U16 and
+// I32 (token ids).
 
 #include <cstdint>
 #include <map>
@@ -18,7 +19,7 @@
 namespace shardwise {
 
 struct HostTensor {
-  std::string dtype;  // "F32" or "I64"
+  std::string dtype;  // "F32" or "I64"; "BF16" or "F16" where asked for
   std::vector<int64_t> shape;
   std::string bytes;
   int64_t numel() const;
@@ -32,7 +33,7 @@ using Metadata = std::map<std::string, std::string>;
 
 // Where each tensor of a file lies, from its header alone.
 struct SafetensorsEntry {
-  std::string dtype;  // "F32", "I64", "I32" or "U16"
+  std::string dtype;  // "F32", "BF16", "F16", "I64", "I32" or "U16"
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // byte offsets in the file
 };
@@ -53,8 +54,9 @@ absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path);
 int SafetensorsDtypeSize(const std::string& dtype);
 
 // NOT_FOUND if the file cannot be read; DATA_LOSS naming what is wrong if it is not valid
-// safetensors (or holds a dtype other than F32 and I64).
-absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path);
+// safetensors (or holds a dtype other than F32 and I64, and BF16 and F16 if
+// `with_16_bit_floats`: their bytes as stored).
+absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path, bool with_16_bit_floats = false);
 
 // A file's metadata (NOT_FOUND / DATA_LOSS as ReadSafetensors).
 absl::StatusOr<Metadata> ReadSafetensorsMetadata(const std::string& path);

@@ -155,5 +155,68 @@ INSTANTIATE_TEST_SUITE_P(
              /*checkpointing=*/true}),
     [](const auto& info) { return Name(info.param); });
 
+// Hugging Face checkpoints in and out. PyTorch trains and writes its result as an HF
+// checkpoint (BF16, two shards and an index, a config.json of its own); a second PyTorch
+// run starts from that checkpoint, as from_pretrained would (the model from its
+// config.json); Shardwise starts from it too (init.huggingface), trains the same steps and
+// exports (output.huggingface_dir); then PyTorch loads the export, model from its
+// config.json, and holds exactly its tensors.
+TEST(LlamaHuggingFace, ImportTrainExportAndPytorchLoadsTheExport) {
+  const std::string dir = testing::ScratchDir();
+  ASSERT_TRUE(PytorchRun(false).ok());  // the token file and initial weights
+  const std::string checkpoint = dir + "/hf-checkpoint", exported = dir + "/hf-export";
+  const std::string hf_config = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "vocab_size": 256, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24,
+    "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 100.0,
+    "rope_scaling": {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 2.0, "original_max_position_embeddings": 32},
+    "attention_bias": true, "mlp_bias": true, "hidden_act": "silu",
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16"})";
+  const v1::JobSpec base = BaseSpec(false);
+  auto written = testing::RunPytorch(
+      kReference, "hf-write",
+      testing::ReferenceConfig(base, ModelJson(false), "fp32", "hf-write",
+                               absl::StrFormat(R"("out_hf_dir": {"dir": "%s", "config": %s,
+                               "dtype": "BF16", "shards": 2})",
+                                               checkpoint, hf_config)));
+  ASSERT_TRUE(written.ok()) << written.status();
+  const std::string from_checkpoint =
+      absl::StrFormat(R"("init_hf_dir": "%s", "block_size": 32)", checkpoint);
+  auto reference = testing::RunPytorch(
+      kReference, "hf-continue",
+      testing::ReferenceConfig(base, "", "fp32", "hf-continue", from_checkpoint));
+  ASSERT_TRUE(reference.ok()) << reference.status();
+
+  v1::JobSpec spec = base;
+  spec.mutable_init()->mutable_huggingface()->set_dir(checkpoint);
+  spec.set_world_size(2);
+  spec.mutable_output()->set_huggingface_dir(exported);
+  auto run = testing::TrainInThreads(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  auto model = ReadSafetensors(exported + "/model.safetensors");
+  ASSERT_TRUE(model.ok()) << model.status();
+  const testing::Worst worst = testing::CompareElementwise(*model, reference->model, 1e-5, 1e-5);
+  EXPECT_LE(worst.ratio, 1.0) << worst.where;
+  const double worst_loss = testing::WorstLossRatio(run->rank0_losses, reference->losses);
+  EXPECT_LE(worst_loss, 1e-6);
+  std::printf(
+      "from an HF checkpoint (BF16, 2 shards): parameters at %.3g of the bound, losses "
+      "within %.3g\n",
+      worst.ratio, worst_loss);
+
+  // PyTorch loads the export (model from its config.json, no step): exactly its tensors.
+  v1::JobSpec load = base;
+  load.set_steps(0);
+  auto loaded = testing::RunPytorch(
+      kReference, "hf-load",
+      testing::ReferenceConfig(
+          load, "", "fp32", "hf-load",
+          absl::StrFormat(R"("init_hf_dir": "%s", "block_size": 32)", exported)));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->model.size(), model->size());
+  EXPECT_EQ(testing::CompareElementwise(loaded->model, *model, 0, 1e-30).ratio, 0.0);
+}
+
 }  // namespace
 }  // namespace shardwise

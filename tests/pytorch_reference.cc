@@ -73,25 +73,27 @@ v1::JobSpec ReferenceJob(int steps, const std::string& init) {
 }
 
 std::string ReferenceConfig(const v1::JobSpec& job, const std::string& model_json,
-                            const std::string& dtype, const std::string& name) {
+                            const std::string& dtype, const std::string& name,
+                            const std::string& extra) {
   const v1::AdamWOptions& adamw = job.optimizer().adamw();
   const v1::LrSchedule& schedule = job.optimizer().lr_schedule();
   const std::string base = absl::StrCat(ScratchDir(), "/", name);
   return absl::StrFormat(
-      R"({"model": %s, "init": "%s", "train": "%s", "seed": %d, "global_batch": %d,
+      R"({%s"init": "%s", "train": "%s", "seed": %d, "global_batch": %d,
     "accumulation": %d, "steps": %d, "dtype": "%s", "lr": %.17g, "beta1": %.17g,
     "beta2": %.17g, "eps": %.17g, "weight_decay": %.17g, "decay_params": "%s",
     "max_grad_norm": %.17g, "schedule": {"decay": "%s", "warmup_steps": %d,
     "decay_steps": %d, "min_lr": %.17g},
-    "out_model": "%s.safetensors", "out_losses": "%s.losses.json"})",
-      model_json, job.init().safetensors_path(), job.data().tokens().train_path(),
-      job.data().tokens().seed(), job.global_batch_size(),
-      std::max(1, job.gradient_accumulation_steps()), job.steps(), dtype, adamw.lr(),
-      adamw.has_beta1() ? adamw.beta1() : 0.9, adamw.beta2(), adamw.has_eps() ? adamw.eps() : 1e-8,
-      adamw.weight_decay(),
+    "out_model": "%s.safetensors", "out_losses": "%s.losses.json"%s})",
+      model_json.empty() ? "" : absl::StrCat("\"model\": ", model_json, ", "),
+      job.init().safetensors_path(), job.data().tokens().train_path(), job.data().tokens().seed(),
+      job.global_batch_size(), std::max(1, job.gradient_accumulation_steps()), job.steps(), dtype,
+      adamw.lr(), adamw.has_beta1() ? adamw.beta1() : 0.9, adamw.beta2(),
+      adamw.has_eps() ? adamw.eps() : 1e-8, adamw.weight_decay(),
       v1::WeightDecayParams::Value_Name(job.optimizer().weight_decay_params()),
       job.optimizer().max_grad_norm(), v1::LrSchedule::Decay_Name(schedule.decay()),
-      schedule.warmup_steps(), schedule.decay_steps(), schedule.min_lr(), base, base);
+      schedule.warmup_steps(), schedule.decay_steps(), schedule.min_lr(), base, base,
+      extra.empty() ? "" : absl::StrCat(", ", extra));
 }
 
 absl::StatusOr<PytorchRun> RunPytorch(const std::string& script, const std::string& name,

@@ -29,10 +29,12 @@ absl::Status WriteTextTokens(const std::string& path);
 v1::JobSpec ReferenceJob(int steps, const std::string& init);
 
 // The reference's configuration for `job` (its training fields), with the model's
-// configuration `model_json` (a JSON object), in `dtype` ("fp32", "bf16"), writing NAME's
-// outputs (RunPytorch).
+// configuration `model_json` (a JSON object; empty: none, the reference takes a checkpoint's),
+// in `dtype` ("fp32", "bf16"), writing NAME's outputs (RunPytorch); `extra` adds keys
+// ("\"key\": value, ..."), e.g. init_hf_dir and out_hf_dir.
 std::string ReferenceConfig(const v1::JobSpec& job, const std::string& model_json,
-                            const std::string& dtype, const std::string& name);
+                            const std::string& dtype, const std::string& name,
+                            const std::string& extra = "");
 
 struct PytorchRun {
   TensorMap model;

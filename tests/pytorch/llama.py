@@ -27,6 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_checkpoint  # noqa: E402
 import reference_training  # noqa: E402
 
 
@@ -229,9 +230,23 @@ def tied_names(c):
     return {"lm_head.weight": "model.embed_tokens.weight"} if c["tie_word_embeddings"] else {}
 
 
+def model_of_checkpoint(cfg):
+    """A config without "model" takes init_hf_dir's config.json, as from_pretrained does
+    (with "block_size", the training sequence length, from the config's top level)."""
+    config = hf_checkpoint.read_dir(cfg["init_hf_dir"])[0]
+    assert config.get("architectures") == ["LlamaForCausalLM"], config.get("architectures")
+    assert config.get("model_type") == "llama", config.get("model_type")
+    defaults = {"num_key_value_heads": config["num_attention_heads"], "max_position_embeddings": 2048,
+                "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "rope_scaling": None,
+                "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False}
+    return {**defaults, **config, "block_size": cfg["block_size"]}
+
+
 def main():
     """Trains the Llama of the config named on the command line."""
     cfg = json.load(open(sys.argv[1]))
+    if "model" not in cfg:
+        cfg["model"] = model_of_checkpoint(cfg)
     reference_training.train(cfg, LlamaForCausalLM, tied_names(cfg["model"]))
 
 

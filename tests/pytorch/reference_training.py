@@ -13,6 +13,7 @@ The configuration (one JSON object) has these keys:
   model         handed as is to the model's constructor; its "block_size" is also the
                 training sequence length T (each batch row holds T + 1 tokens)
   init          safetensors file of the initial FP32 weights (tied aliases absent)
+  init_hf_dir   instead of init: a Hugging Face checkpoint folder (hf_checkpoint.py)
   train         token file, little-endian uint16 ids
   seed          the batch formula's seed
   global_batch  sequences per step; accumulation: micro-batches per step (divides it)
@@ -26,6 +27,9 @@ The configuration (one JSON object) has these keys:
   schedule      {"decay": "COSINE" | "LINEAR" | "CONSTANT", "warmup_steps",
                  "decay_steps", "min_lr"}
   out_model     safetensors file the trained FP32 weights go to (tied aliases absent)
+  out_hf_dir    optional: {"dir", "config" (config.json's contents), "dtype" ("F32",
+                "BF16", "F16"), "shards"}: the trained weights also as a Hugging Face
+                checkpoint
   out_losses    JSON file: {"losses": [the mean loss of each step], "torch": version}
 """
 import json
@@ -33,6 +37,8 @@ import math
 import struct
 
 import torch
+
+import hf_checkpoint
 
 MASK64 = (1 << 64) - 1
 
@@ -122,10 +128,15 @@ def micro_batch(cfg, tokens, step, m, t):
     return torch.stack(rows)
 
 
-def load_initial(model, path, tied):
-    """Loads the initial weights into model; each tied alias (absent from the file) takes
-    its source's tensor."""
-    initial = read_safetensors(path)
+def load_initial(model, cfg, tied):
+    """Loads the initial weights into model, from cfg's "init" file or "init_hf_dir"
+    checkpoint (Hugging Face's layout, read as HF names); each tied alias (absent from the
+    file, or ignored there as from_pretrained ignores it) takes its source's tensor."""
+    if "init_hf_dir" in cfg:
+        initial = hf_checkpoint.read_dir(cfg["init_hf_dir"])[1]
+        initial = {k: v for k, v in initial.items() if not k.endswith("rotary_emb.inv_freq")}
+    else:
+        initial = read_safetensors(cfg["init"])
     for alias, source in tied.items():
         initial[alias] = initial[source]
     model.load_state_dict(initial, strict=True)
@@ -142,7 +153,7 @@ def train(cfg, make_model, tied):
     torch.set_num_threads(1)
     model_cfg = cfg["model"]
     model = make_model(model_cfg)
-    load_initial(model, cfg["init"], tied)
+    load_initial(model, cfg, tied)
     bf16 = cfg.get("dtype") == "bf16"
     # FSDP's MixedPrecision at BF16: forward and backward on a BF16 copy of the FP32
     # master parameters; the gradients, cast back to FP32, step the master.
@@ -177,4 +188,9 @@ def train(cfg, make_model, tied):
         losses.append(step_loss)
     state = {k: v for k, v in model.state_dict().items() if k not in tied}
     write_safetensors(cfg["out_model"], state)
+    if "out_hf_dir" in cfg:
+        out = cfg["out_hf_dir"]
+        hf_checkpoint.write_dir(out["dir"], state, out["config"],
+                                hf_checkpoint.DTYPES[out.get("dtype", "F32")],
+                                out.get("shards", 1))
     json.dump({"losses": losses, "torch": torch.__version__}, open(cfg["out_losses"], "w"))

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "contracts/model_description.h"
 #include "contracts/transformer_config.h"
+#include "worker/data/huggingface_weights.h"
 #include "worker/data/random.h"
 
 namespace shardwise {
@@ -57,6 +58,9 @@ TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed) {
 }
 
 absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec) {
+  if (spec.init().has_huggingface()) {
+    return ReadHuggingFaceWeights(spec.model(), spec.init().huggingface());
+  }
   if (!spec.init().has_safetensors_path()) return SeededWeights(spec.model(), spec.init().seed());
   const std::string& path = spec.init().safetensors_path();
   auto file = ReadSafetensors(path);

@@ -24,6 +24,7 @@
 #include "worker/fsdp/lr_schedule.h"
 #include "worker/runtime/critical_path.h"
 #include "worker/train/final_model_owner.h"
+#include "worker/train/huggingface_export.h"
 #include "worker/train/pending_losses.h"
 #include "worker/train/rank_runtime.h"
 
@@ -447,8 +448,10 @@ void RankTrainer::ReportProgress(double step_seconds) {
 // the job's id ("shardwise.job", final_model_owner.h).
 absl::Status RankTrainer::WriteFinalModel() {
   ASSIGN_OR_RETURN(TensorMap final_model, model_->GatherFullModel());
+  if (context_.rank != 0) return absl::OkStatus();
+  RETURN_IF_ERROR(ExportHuggingFace(spec_, final_model, context_.job_id));
   const std::string& path = spec_.output().final_model_path();
-  if (context_.rank != 0 || path.empty()) return absl::OkStatus();
+  if (path.empty()) return absl::OkStatus();
   RETURN_IF_ERROR(CreateFolders(std::filesystem::path(path).parent_path().string()));
   std::string model_json;
   (void)google::protobuf::util::MessageToJsonString(spec_.model(), &model_json);

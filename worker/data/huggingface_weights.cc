@@ -1,0 +1,108 @@
+#include "worker/data/huggingface_weights.h"
+
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "contracts/huggingface_layout.h"
+#include "worker/compute/casts.h"
+
+namespace shardwise {
+namespace {
+
+constexpr char kField[] = "job.init.huggingface";
+
+// The tensor's values as FP32 (F32 as stored, BF16 and F16 widened exactly).
+std::vector<float> Widened(const HostTensor& tensor) {
+  std::vector<float> values(tensor.numel());
+  const auto* bits = reinterpret_cast<const uint16_t*>(tensor.bytes.data());
+  if (tensor.dtype == "BF16") {
+    cpu::BFloat16ToFloat(bits, values.data(), values.size());
+  } else if (tensor.dtype == "F16") {
+    cpu::HalfToFloat(bits, values.data(), values.size());
+  } else {
+    std::copy(tensor.f32(), tensor.f32() + values.size(), values.begin());
+  }
+  return values;
+}
+
+// values [rows, cols] -> [cols, rows].
+std::vector<float> Transposed(const std::vector<float>& values, int64_t rows, int64_t cols) {
+  std::vector<float> out(values.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = values[r * cols + c];
+  }
+  return out;
+}
+
+// Meta's q or k weight [heads * head_dim, in] to HF's row order: within each head, Meta's
+// row 2i + p is HF's row p * head_dim / 2 + i (convert_llama_weights_to_hf.py's permute).
+std::vector<float> Deinterleaved(const std::vector<float>& values, int64_t heads, int64_t rows,
+                                 int64_t cols) {
+  const int64_t head_dim = rows / heads, half = head_dim / 2;
+  std::vector<float> out(values.size());
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < half; ++i) {
+      for (int64_t p = 0; p < 2; ++p) {
+        const float* from = &values[(h * head_dim + 2 * i + p) * cols];
+        std::copy(from, from + cols, &out[(h * head_dim + p * half + i) * cols]);
+      }
+    }
+  }
+  return out;
+}
+
+HostTensor ToModelLayout(const HuggingFaceTensor& t, const HostTensor& stored) {
+  std::vector<float> values = Widened(stored);
+  std::vector<int64_t> shape = stored.shape;
+  if (t.transposed) {
+    values = Transposed(values, shape[0], shape[1]);
+    shape = {shape[1], shape[0]};
+  }
+  if (t.interleaved_heads > 0) {
+    values = Deinterleaved(values, t.interleaved_heads, shape[0], shape[1]);
+  }
+  return F32Tensor(shape, values.data());
+}
+
+}  // namespace
+
+absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
+                                                 const v1::HuggingFaceCheckpoint& checkpoint) {
+  ASSIGN_OR_RETURN(const std::vector<LocatedTensor> located,
+                   LocateHuggingFaceTensors(model, checkpoint, kField));
+  std::map<std::string, std::vector<const LocatedTensor*>> by_file;
+  for (const LocatedTensor& l : located) by_file[l.file].push_back(&l);
+  TensorMap weights;
+  for (const auto& [file, tensors] : by_file) {  // one shard in memory at a time
+    ASSIGN_OR_RETURN(const TensorMap stored, ReadSafetensors(file, /*with_16_bit_floats=*/true));
+    for (const LocatedTensor* l : tensors) {
+      weights[l->tensor.param] = ToModelLayout(l->tensor, stored.at(l->tensor.key));
+    }
+  }
+  return weights;
+}
+
+absl::StatusOr<TensorMap> ToHuggingFaceLayout(const v1::ModelSpec& model,
+                                              const TensorMap& weights) {
+  ASSIGN_OR_RETURN(
+      const std::vector<HuggingFaceTensor> layout,
+      HuggingFaceTensors(model, v1::HuggingFaceCheckpoint::HUGGING_FACE, "output.huggingface_dir"));
+  TensorMap out;
+  for (const HuggingFaceTensor& t : layout) {
+    const auto it = weights.find(t.param);
+    if (it == weights.end()) {
+      return absl::InternalError(absl::StrCat("the final model lacks ", t.param));
+    }
+    if (!t.transposed) {
+      out[t.key] = it->second;
+      continue;
+    }
+    const std::vector<float> values(it->second.f32(), it->second.f32() + it->second.numel());
+    out[t.key] = F32Tensor(t.shape, Transposed(values, t.shape[1], t.shape[0]).data());
+  }
+  return out;
+}
+
+}  // namespace shardwise

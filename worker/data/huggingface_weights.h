@@ -1,0 +1,28 @@
+#ifndef SHARDWISE_WORKER_DATA_HUGGINGFACE_WEIGHTS_H_
+#define SHARDWISE_WORKER_DATA_HUGGINGFACE_WEIGHTS_H_
+
+// A transformer's weights from and to Hugging Face's layout (contracts/huggingface_layout.h
+// has the names): read from a checkpoint (init.huggingface), each tensor widened to FP32
+// (BF16 and F16 exactly), GPT-2's Conv1D weights transposed and Meta's interleaved q and k
+// rows put in HF's rotate-half order; and written for from_pretrained
+// (output.huggingface_dir).
+
+#include "absl/status/statusor.h"
+#include "contracts/safetensors.h"
+#include "proto/job_spec.pb.h"
+
+namespace shardwise {
+
+// The model's parameters by its own state-dict names; INVALID_ARGUMENT naming the field and
+// the key as LocateHuggingFaceTensors does, NOT_FOUND or DATA_LOSS for a file that cannot be
+// read.
+absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
+                                                 const v1::HuggingFaceCheckpoint& checkpoint);
+
+// `weights` (the model's, FP32) as HF's layout holds them: keyed by HF's names, GPT-2's
+// Conv1D weights transposed; the tied head is the embedding's (not repeated).
+absl::StatusOr<TensorMap> ToHuggingFaceLayout(const v1::ModelSpec& model, const TensorMap& weights);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_DATA_HUGGINGFACE_WEIGHTS_H_

@@ -1,0 +1,208 @@
+// Hugging Face checkpoints read and written (huggingface_weights.h, with the layout of
+// contracts/huggingface_layout.h) on real files: the errors a user sees for a checkpoint
+// that does not fit, GPT-2's transposed Conv1D weights and unprefixed names, HF's ignored
+// buffers, 16-bit weights, sharded folders, and Meta's interleaved rotary rows.
+
+#include "worker/data/huggingface_weights.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "contracts/huggingface_layout.h"
+#include "gtest/gtest.h"
+#include "worker/compute/casts.h"
+#include "worker/data/weights.h"
+
+namespace shardwise {
+namespace {
+
+std::string Dir(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(root ? root : "/tmp", "/hf-", getpid(), "-", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+v1::ModelSpec Llama(bool tied = false) {
+  v1::ModelSpec model;
+  v1::LlamaConfig* llama = model.mutable_llama();
+  llama->set_vocab_size(11);
+  llama->set_hidden_size(8);
+  llama->set_intermediate_size(12);
+  llama->set_num_hidden_layers(2);
+  llama->set_num_attention_heads(4);
+  llama->set_num_key_value_heads(2);
+  llama->set_max_position_embeddings(16);
+  llama->set_tie_word_embeddings(tied);
+  return model;
+}
+
+v1::ModelSpec Gpt() {
+  v1::ModelSpec model;
+  v1::GptConfig* gpt = model.mutable_gpt();
+  gpt->set_vocab_size(11);
+  gpt->set_block_size(8);
+  gpt->set_n_layer(2);
+  gpt->set_n_head(2);
+  gpt->set_n_embd(8);
+  gpt->set_activation(v1::GELU_TANH);
+  return model;
+}
+
+// Writes `weights` (HF's names) and the model's config.json as a checkpoint folder.
+v1::HuggingFaceCheckpoint Write(const std::string& dir, const v1::ModelSpec& model,
+                                const TensorMap& weights) {
+  EXPECT_TRUE(WriteSafetensors(dir + "/model.safetensors", weights).ok());
+  std::ofstream(dir + "/config.json") << HuggingFaceConfigJson(model);
+  v1::HuggingFaceCheckpoint checkpoint;
+  checkpoint.set_dir(dir);
+  return checkpoint;
+}
+
+absl::Status Check(const v1::ModelSpec& model, const v1::HuggingFaceCheckpoint& checkpoint) {
+  return LocateHuggingFaceTensors(model, checkpoint, "job.init.huggingface").status();
+}
+
+TEST(HuggingFaceWeights, AGptRoundTripsThroughGpt2sLayout) {
+  const v1::ModelSpec model = Gpt();
+  const TensorMap weights = SeededWeights(model, 4);
+  auto hf = ToHuggingFaceLayout(model, weights);
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  // Conv1D: c_fc's weight is [in, out] = [8, 32], element (i, o) our (o, i).
+  const HostTensor& ours = weights.at("transformer.h.0.mlp.c_fc.weight");
+  const HostTensor& theirs = hf->at("transformer.h.0.mlp.c_fc.weight");
+  ASSERT_EQ(theirs.shape, (std::vector<int64_t>{8, 32}));
+  EXPECT_EQ(theirs.f32()[3 * 32 + 5], ours.f32()[5 * 8 + 3]);
+  // GPT2Model's names (no "transformer."), with its attention buffers: read back exactly.
+  TensorMap unprefixed;
+  for (const auto& [name, tensor] : *hf) {
+    unprefixed[absl::StrReplaceAll(name, {{"transformer.", ""}})] = tensor;
+  }
+  unprefixed["h.0.attn.bias"] = F32Tensor({1}, std::vector<float>{1}.data());
+  const auto read = ReadHuggingFaceWeights(model, Write(Dir("gpt"), model, unprefixed));
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), weights.size());
+  for (const auto& [name, tensor] : weights) EXPECT_EQ(read->at(name).bytes, tensor.bytes) << name;
+}
+
+TEST(HuggingFaceWeights, BFloat16ShardsAreWidenedExactly) {
+  const v1::ModelSpec model = Llama();
+  const std::string dir = Dir("bf16");
+  TensorMap bf16[2];
+  TensorMap expected;
+  int k = 0;
+  for (const auto& [name, tensor] : SeededWeights(model, 5)) {
+    HostTensor narrow{"BF16", tensor.shape, std::string(2 * tensor.numel(), '\0')};
+    auto* bits = reinterpret_cast<uint16_t*>(narrow.bytes.data());
+    cpu::FloatToBFloat16(tensor.f32(), bits, tensor.numel());
+    std::vector<float> widened(tensor.numel());
+    cpu::BFloat16ToFloat(bits, widened.data(), widened.size());
+    expected[name] = F32Tensor(tensor.shape, widened.data());
+    bf16[k++ % 2][name] = narrow;
+  }
+  std::string weight_map;
+  for (int s = 0; s < 2; ++s) {
+    const std::string shard = absl::StrCat("model-0000", s + 1, "-of-00002.safetensors");
+    ASSERT_TRUE(WriteSafetensors(absl::StrCat(dir, "/", shard), bf16[s]).ok());
+    for (const auto& [name, unused] : bf16[s]) {
+      absl::StrAppend(&weight_map, weight_map.empty() ? "" : ",", "\"", name, "\":\"", shard, "\"");
+    }
+  }
+  std::ofstream(dir + "/model.safetensors.index.json") << "{\"weight_map\":{" << weight_map << "}}";
+  std::ofstream(dir + "/config.json") << HuggingFaceConfigJson(model);
+  v1::HuggingFaceCheckpoint checkpoint;
+  checkpoint.set_dir(dir);
+  auto read = ReadHuggingFaceWeights(model, checkpoint);
+  ASSERT_TRUE(read.ok()) << read.status();
+  for (const auto& [name, tensor] : expected) EXPECT_EQ(read->at(name).bytes, tensor.bytes) << name;
+}
+
+// Meta's q and k rows: head h's row 2i + p is HF's row p * head_dim / 2 + i.
+TEST(HuggingFaceWeights, MetasInterleavedRotaryRowsBecomeHfsOrder) {
+  const v1::ModelSpec model = Llama(/*tied=*/true);
+  const TensorMap weights = SeededWeights(model, 6);
+  TensorMap meta;
+  const auto layout = HuggingFaceTensors(model, v1::HuggingFaceCheckpoint::META, "f");
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  for (const HuggingFaceTensor& t : *layout) {
+    const HostTensor& hf = weights.at(t.param);
+    std::vector<float> values(hf.f32(), hf.f32() + hf.numel());
+    if (t.interleaved_heads > 0) {
+      const int64_t cols = hf.shape[1], head_dim = hf.shape[0] / t.interleaved_heads;
+      for (int64_t h = 0; h < t.interleaved_heads; ++h) {
+        for (int64_t i = 0; i < head_dim / 2; ++i) {
+          for (int64_t p = 0; p < 2; ++p) {
+            std::copy_n(hf.f32() + (h * head_dim + p * head_dim / 2 + i) * cols, cols,
+                        values.data() + (h * head_dim + 2 * i + p) * cols);
+          }
+        }
+      }
+    }
+    meta[t.key] = F32Tensor(hf.shape, values.data());
+  }
+  ASSERT_TRUE(meta.count("layers.1.feed_forward.w3.weight"));  // up_proj
+  ASSERT_TRUE(meta.count("tok_embeddings.weight"));
+  v1::HuggingFaceCheckpoint checkpoint = Write(Dir("meta"), model, meta);
+  checkpoint.set_layout(v1::HuggingFaceCheckpoint::META);
+  auto read = ReadHuggingFaceWeights(model, checkpoint);
+  ASSERT_TRUE(read.ok()) << read.status();
+  for (const auto& [name, tensor] : weights) EXPECT_EQ(read->at(name).bytes, tensor.bytes) << name;
+}
+
+TEST(HuggingFaceWeights, ACheckpointThatDoesNotFitIsRefusedNamingTheKey) {
+  const v1::ModelSpec model = Llama();
+  const TensorMap weights = SeededWeights(model, 7);
+  struct Case {
+    std::string what;
+    std::function<void(TensorMap&, v1::ModelSpec&)> change;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"missing",
+       [](TensorMap& w, v1::ModelSpec&) { w.erase("model.layers.1.mlp.up_proj.weight"); },
+       "has no tensor 'model.layers.1.mlp.up_proj.weight'"},
+      {"shape",
+       [](TensorMap& w, v1::ModelSpec&) {
+         w["model.norm.weight"] = F32Tensor({4}, std::vector<float>(4).data());
+       },
+       "tensor 'model.norm.weight' is [4], the model's model.norm.weight needs [8]"},
+      {"unknown",
+       [](TensorMap& w, v1::ModelSpec&) {
+         w["model.layers.2.mlp.up_proj.weight"] = F32Tensor({1}, std::vector<float>(1).data());
+       },
+       "tensor 'model.layers.2.mlp.up_proj.weight' is not one of the model's"},
+      {"config", [](TensorMap&, v1::ModelSpec& m) { m.mutable_llama()->set_rope_theta(500000); },
+       "config.json has rope_theta 500000, model.llama.rope_theta is 10000"},
+  };
+  for (const Case& c : cases) {
+    TensorMap changed = weights;
+    v1::ModelSpec written = model;
+    c.change(changed, written);
+    const absl::Status status = Check(model, Write(Dir(c.what), written, changed));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.what;
+    EXPECT_TRUE(absl::StrContains(status.message(), c.message)) << c.what << ": " << status;
+    EXPECT_TRUE(absl::StartsWith(status.message(), "job.init.huggingface.dir: ")) << status;
+  }
+  // HF's own buffers are ignored; a folder without config.json is refused, one without
+  // weights is NOT_FOUND.
+  TensorMap with_buffer = weights;
+  with_buffer["model.layers.0.self_attn.rotary_emb.inv_freq"] =
+      F32Tensor({2}, std::vector<float>(2).data());
+  EXPECT_TRUE(Check(model, Write(Dir("buffer"), model, with_buffer)).ok());
+  v1::HuggingFaceCheckpoint empty;
+  empty.set_dir(Dir("empty"));
+  const absl::Status no_config = Check(model, empty);
+  EXPECT_TRUE(absl::StrContains(no_config.message(), "has no config.json")) << no_config;
+  std::ofstream(empty.dir() + "/config.json") << HuggingFaceConfigJson(model);
+  EXPECT_EQ(Check(model, empty).code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace shardwise

@@ -1,0 +1,25 @@
+#ifndef SHARDWISE_WORKER_TRAIN_HUGGINGFACE_EXPORT_H_
+#define SHARDWISE_WORKER_TRAIN_HUGGINGFACE_EXPORT_H_
+
+// The final model in Hugging Face's layout (output.huggingface_dir): model.safetensors
+// (FP32, HF's names; contracts/huggingface_layout.h) and config.json, for
+// LlamaForCausalLM / GPT2LMHeadModel.from_pretrained(dir). Files there are replaced only
+// when the spec says output.overwrite or the model there names this job
+// (final_model_owner.h), as for the final model itself.
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "contracts/safetensors.h"
+#include "proto/job_spec.pb.h"
+
+namespace shardwise {
+
+// Writes `model` (the job's final weights) into spec.output().huggingface_dir(), a path the
+// path policy has checked; nothing when it is empty.
+absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
+                               const std::string& job_id);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_TRAIN_HUGGINGFACE_EXPORT_H_
