@@ -12,7 +12,11 @@
 //   original layout maps tok_embeddings.weight, layers.N.attention.w{q,k,v,o}.weight,
 //   layers.N.feed_forward.w{1,3,2}.weight (gate, up, down), layers.N.attention_norm and
 //   ffn_norm, norm.weight and output.weight, with each head's q and k rows in Meta's
-//   interleaved rotary order: row 2i + p of a head is HF's row p * head_dim / 2 + i.
+//   interleaved rotary order: row 2i + p of a head is HF's row p * head_dim / 2 + i. No
+//   config.json is read: the spec gives the model, from Meta's params.json (dim =
+//   hidden_size, n_layers = num_hidden_layers, n_heads = num_attention_heads, n_kv_heads =
+//   num_key_value_heads, norm_eps = rms_norm_eps, rope_theta, use_scaled_rope = llama3
+//   rope_scaling).
 // - GPT: GPT2LMHeadModel's names are nanoGPT's ("transformer.h.N.attn.c_attn.weight"),
 //   with or without the "transformer." prefix (GPT2Model saves without), and the weights
 //   of c_attn, c_proj and c_fc stored transposed ([in, out], GPT-2's Conv1D).
