@@ -14,11 +14,16 @@
 #     against contracts/memory_estimate.h's estimate (what the coordinator and the workers
 #     check before a job runs).
 # Usage: bench/gpt.sh [WARMUP_STEPS] [TIMED_STEPS] [RUNS]   (defaults 3 30 3)
+# With SHARDWISE_BENCH_MODEL=llama (bench/llama.sh), the same for a Llama of the same size
+# (gpt_bench.cc), against tests/pytorch/llama.py's module under DDP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 warmup=${1:-3}
 steps=${2:-30}
 runs=${3:-3}
+model=${SHARDWISE_BENCH_MODEL:-gpt}
+export SHARDWISE_BENCH_MODEL=$model
+kind=$([[ $model == llama ]] && echo Llama || echo GPT)
 
 ./dev.sh deps
 rows=$(mktemp)
@@ -31,11 +36,11 @@ bin=$(bazel info bazel-bin 2>/dev/null)
 # NAME OURS TORCH" lines.
 round() {  # round RUN WORLD
   local ours torch
-  echo "== run $1, world $2: Shardwise GPT ($warmup warm-up + $steps timed steps)" >&2
+  echo "== run $1, world $2: Shardwise $kind ($warmup warm-up + $steps timed steps)" >&2
   ours=$(SHARDWISE_BENCH_WORLD=$2 "$bin/bench/gpt_bench" "$warmup" "$steps" throughput)
-  echo "== run $1, world $2: PyTorch DDP GPT" >&2
+  echo "== run $1, world $2: PyTorch DDP $kind" >&2
   torch=$(OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_gpt_ddp.py \
-    "$warmup" "$steps" "$2")
+    "$warmup" "$steps" "$2" "$model")
   awk -v run="$1" -v world="$2" -v torch="$torch" \
     '$1 == "throughput" {print run, world, $2, $3, torch}' <<<"$ours" >>"$rows"
 }
@@ -48,14 +53,16 @@ long=$("$bin/bench/gpt_bench" 1 5 long)
 echo "== memory per rank against the estimate (world 2)" >&2
 memory=$("$bin/bench/gpt_bench" 0 0 memory)
 
-report=$(/usr/bin/python3 - "$rows" "$memory" "$runs" "$long" <<'PY'
+report=$(/usr/bin/python3 - "$rows" "$memory" "$runs" "$long" "$kind" <<'PY'
 import statistics
 import sys
+
+kind = sys.argv[5]
 
 rows = [line.split() for line in open(sys.argv[1])]
 runs = int(sys.argv[3])
 long = {name: float(value) for _, name, value in (line.split() for line in sys.argv[4].splitlines())}
-lines = [f"| GPT, world 2, {runs} runs | Shardwise tokens/s, median | PyTorch DDP tokens/s, median "
+lines = [f"| {kind}, world 2, {runs} runs | Shardwise tokens/s, median | PyTorch DDP tokens/s, median "
          "| ratio, median | ratio, lowest-highest |", "| --- | --- | --- | --- | --- |"]
 names = list(dict.fromkeys(name for _, world, name, _, _ in rows if world == "2"))
 for name in names:
@@ -64,14 +71,14 @@ for name in names:
     lines.append(f"| {name} | {statistics.median(o for o, _ in mine):.0f} "
                  f"| {statistics.median(t for _, t in mine):.0f} | {statistics.median(ratios):.2f} "
                  f"| {ratios[0]:.2f}-{ratios[-1]:.2f} |")
-lines += ["", "| GPT, one run each | world | Shardwise tokens/s | PyTorch DDP tokens/s | ratio |",
+lines += ["", f"| {kind}, one run each | world | Shardwise tokens/s | PyTorch DDP tokens/s | ratio |",
           "| --- | --- | --- | --- | --- |"]
 for _, world, name, ours, torch in rows:
     if world != "2":
         lines.append(f"| {name} | {world} | {float(ours):.0f} | {float(torch):.0f} "
                      f"| {float(ours) / float(torch):.2f} |")
 material, fused = long["MATERIALIZED,T=1024"], long["FUSED,T=1024"]
-lines += ["", "| GPT, T = 1024, world 2, FULL_SHARD, one run (5 timed steps) | MATERIALIZED tokens/s "
+lines += ["", f"| {kind}, T = 1024, world 2, FULL_SHARD, one run (5 timed steps) | MATERIALIZED tokens/s "
           "| FUSED tokens/s | FUSED / MATERIALIZED |", "| --- | --- | --- | --- |",
           f"| 2 sequences per rank | {material:.0f} | {fused:.0f} | {fused / material:.2f} |"]
 memory = [line.split() for line in sys.argv[2].splitlines()]
@@ -92,9 +99,9 @@ PY
 echo "$report"
 {
   echo
-  echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): GPT"
+  echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): $kind"
   echo
-  echo "Command: \`bench/gpt.sh $warmup $steps $runs\`"
+  echo "Command: \`$([[ $model == llama ]] && echo bench/llama.sh || echo bench/gpt.sh) $warmup $steps $runs\`"
   echo
   echo "$report"
 } >>bench/RESULTS.md

@@ -1,6 +1,8 @@
 // A small GPT (4 layers, 256 wide, 128 context, byte vocabulary, global batch 16
 // sequences) on CPU, one process per rank, one BLAS thread each, on the license texts
-// Debian ships (bench/gpt.sh runs it; bench/gpt_profile.sh one configuration alone).
+// Debian ships (bench/gpt.sh runs it; bench/gpt_profile.sh one configuration alone). With
+// $SHARDWISE_BENCH_MODEL=llama, a Llama of the same size instead (bench/llama.sh):
+// grouped-query attention (4 heads on 2 K/V heads), a SwiGLU MLP of width 688, a tied head.
 // Two measurements, printed one per line:
 //   throughput NAME TOKENS_PER_SECOND      timed steps after a warm-up
 //   memory NAME PARAMETERS GRADIENTS OPTIMIZER ACTIVATIONS   rank 0's peak bytes
@@ -21,6 +23,7 @@
 #include "bench/rank_training.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/memory_estimate.h"
+#include "contracts/transformer_config.h"
 #include "worker/train/trainer.h"
 
 namespace shardwise::bench {
@@ -53,14 +56,49 @@ std::string TokenFile() {
   return path;
 }
 
-v1::JobSpec Spec(v1::ShardingStrategy::Value strategy, int steps) {
-  v1::JobSpec spec;
-  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
+bool Llama() {
+  const char* model = std::getenv("SHARDWISE_BENCH_MODEL");
+  return model != nullptr && std::string(model) == "llama";
+}
+
+// The model: the GPT, or the Llama of the same width, depth and context.
+v1::ModelSpec Model() {
+  v1::ModelSpec model;
+  if (Llama()) {
+    v1::LlamaConfig* llama = model.mutable_llama();
+    llama->set_vocab_size(256);
+    llama->set_hidden_size(256);
+    llama->set_intermediate_size(688);
+    llama->set_num_hidden_layers(4);
+    llama->set_num_attention_heads(4);
+    llama->set_num_key_value_heads(2);
+    llama->set_max_position_embeddings(1024);
+    llama->set_block_size(128);
+    llama->set_tie_word_embeddings(true);
+    return model;
+  }
+  v1::GptConfig* gpt = model.mutable_gpt();
   gpt->set_vocab_size(256);
   gpt->set_block_size(128);
   gpt->set_n_layer(4);
   gpt->set_n_head(4);
   gpt->set_n_embd(256);
+  return model;
+}
+
+void SetBlockSize(v1::JobSpec& spec, int64_t block_size) {
+  if (Llama()) return spec.mutable_model()->mutable_llama()->set_block_size(block_size);
+  spec.mutable_model()->mutable_gpt()->set_block_size(block_size);
+}
+
+void SetAttention(v1::JobSpec& spec, v1::GptConfig::Attention attention) {
+  if (Llama()) return spec.mutable_model()->mutable_llama()->set_attention(attention);
+  spec.mutable_model()->mutable_gpt()->set_attention(attention);
+}
+
+v1::JobSpec Spec(v1::ShardingStrategy::Value strategy, int steps) {
+  v1::JobSpec spec;
+  *spec.mutable_model() = Model();
   spec.mutable_fsdp()->set_sharding_strategy(strategy);
   spec.mutable_optimizer()->mutable_adamw()->set_lr(1e-3);
   spec.mutable_data()->mutable_tokens()->set_train_path(TokenFile());
@@ -91,8 +129,8 @@ bool Run(const std::string& name, const v1::JobSpec& spec, int warmup, bool memo
                   static_cast<long long>(m.peak(MemoryCategory::kOptimizerState)),
                   static_cast<long long>(m.peak(MemoryCategory::kActivations)));
     } else {
-      const double tokens = static_cast<double>(timed_steps) * spec.global_batch_size() *
-                            spec.model().gpt().block_size();
+      const double tokens =
+          static_cast<double>(timed_steps) * spec.global_batch_size() * BlockSize(spec.model());
       std::printf("throughput %s %.1f\n", name.c_str(), tokens / timed);
     }
     std::fflush(stdout);
@@ -126,7 +164,7 @@ bool RunThroughput(int warmup, int steps, const std::string& only) {
     v1::JobSpec spec;
   };
   v1::JobSpec fused = Spec(v1::ShardingStrategy::FULL_SHARD, warmup + steps);
-  fused.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+  SetAttention(fused, v1::GptConfig::FUSED);
   const Timed timed[] = {
       {"FULL_SHARD", "FULL_SHARD", Spec(v1::ShardingStrategy::FULL_SHARD, warmup + steps)},
       {"NO_SHARD", "NO_SHARD", Spec(v1::ShardingStrategy::NO_SHARD, warmup + steps)},
@@ -142,8 +180,8 @@ bool RunThroughput(int warmup, int steps, const std::string& only) {
 bool RunLongContext(int warmup, int steps) {
   for (const auto attention : {v1::GptConfig::MATERIALIZED, v1::GptConfig::FUSED}) {
     v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, warmup + steps);
-    spec.mutable_model()->mutable_gpt()->set_block_size(1024);
-    spec.mutable_model()->mutable_gpt()->set_attention(attention);
+    SetBlockSize(spec, 1024);
+    SetAttention(spec, attention);
     spec.set_global_batch_size(int64_t{2} * World());
     const std::string name =
         attention == v1::GptConfig::FUSED ? "FUSED,T=1024" : "MATERIALIZED,T=1024";
@@ -161,15 +199,15 @@ bool RunMemory() {
   v1::JobSpec checkpointed = full;
   checkpointed.set_activation_checkpointing(true);
   v1::JobSpec fused = full;
-  fused.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+  SetAttention(fused, v1::GptConfig::FUSED);
   // A context of 1024 (two sequences per rank, one step): where the probabilities,
   // quadratic in the context, outweigh the rest of the activations.
   v1::JobSpec long_context = full;
-  long_context.mutable_model()->mutable_gpt()->set_block_size(1024);
+  SetBlockSize(long_context, 1024);
   long_context.set_global_batch_size(int64_t{2} * World());
   long_context.set_steps(1);
   v1::JobSpec long_fused = long_context;
-  long_fused.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+  SetAttention(long_fused, v1::GptConfig::FUSED);
   for (const auto& [name, spec] :
        {std::make_pair("FULL_SHARD", full), std::make_pair("FULL_SHARD+prefetch", prefetch),
         std::make_pair("NO_SHARD", none), std::make_pair("FULL_SHARD+checkpointing", checkpointed),

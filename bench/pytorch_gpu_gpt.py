@@ -10,7 +10,6 @@ token (N without the position embedding) over the device's dense peak (--peak_tf
 Usage: python3 pytorch_gpu_gpt.py [--device cuda] [--precision bf16] [--batch 8] ...
 """
 import argparse
-import math
 import os
 import sys
 import time

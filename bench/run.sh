@@ -10,7 +10,8 @@
 #     the same bytes;
 #   - FULL_SHARD step time with each prefetch setting against no prefetch, with an
 #     injected link latency of 3 ms per collective;
-#   - the GPT benchmarks of bench/gpt.sh (tokens/s against PyTorch DDP, memory per rank).
+#   - the GPT benchmarks of bench/gpt.sh and the Llama's of bench/llama.sh (tokens/s against
+#     PyTorch DDP, memory per rank).
 # Usage: bench/run.sh [WARMUP_STEPS] [TIMED_STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,3 +92,4 @@ echo "$report"
 
 # The GPT's throughput against PyTorch DDP and its memory against the prediction.
 bench/gpt.sh
+bench/llama.sh

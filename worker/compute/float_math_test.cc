@@ -53,5 +53,21 @@ TEST(FloatMath, GeluAndItsGradientAreCloseToTheExactOnes) {
   EXPECT_EQ(GeluF(-20.0f), -0.0f);
 }
 
+// SiLU within 4 ulp relative; its gradient (in [-0.1, 1.1], crossing 0 at -1.28) within
+// 4 ulp of 1, absolute.
+TEST(FloatMath, SiluAndItsGradientAreWithinFourUlpsOfTheExactOnes) {
+  double worst_silu = 0, worst_grad = 0;
+  for (float x = -80.0f; x <= 80.0f; x += 0.0009765625f) {
+    const double silu = pointwise::Silu(x), grad = pointwise::SiluGrad(x);
+    if (std::abs(silu) > 1e-30)
+      worst_silu = std::max(worst_silu, std::abs(SiluF(x) - silu) / std::abs(silu));
+    worst_grad = std::max(worst_grad, std::abs(SiluGradF(x) - grad));  // it crosses 0
+  }
+  EXPECT_LE(worst_silu, 4 * 6e-8);
+  EXPECT_LE(worst_grad, 4 * 6e-8);
+  EXPECT_EQ(SiluF(0.0f), 0.0f);
+  EXPECT_EQ(SiluF(100.0f), 100.0f);
+}
+
 }  // namespace
 }  // namespace shardwise::float_math

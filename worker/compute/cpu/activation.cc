@@ -56,6 +56,17 @@ __attribute__((target_clones("avx2", "default"))) void GeluBackwardF(const float
   for (size_t i = 0; i < n; ++i) dx[i] = dy[i] * float_math::GeluGradF(x[i]);
 }
 
+__attribute__((target_clones("avx2", "default"))) void SiluForwardF(const float* x, size_t n,
+                                                                    float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] = float_math::SiluF(x[i]);
+}
+
+__attribute__((target_clones("avx2", "default"))) void SiluBackwardF(const float* x,
+                                                                     const float* dy, size_t n,
+                                                                     float* dx) {
+  for (size_t i = 0; i < n; ++i) dx[i] = dy[i] * float_math::SiluGradF(x[i]);
+}
+
 }  // namespace
 
 template <typename T>
@@ -66,6 +77,7 @@ void ActivationForward(v1::Activation act, const T* x, size_t n, T* y) {
 template <>
 void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) {
   if (act == v1::GELU) return GeluForwardF(x, n, y);
+  if (act == v1::SILU) return SiluForwardF(x, n, y);
   ExactForward(act, x, n, y);
 }
 
@@ -77,6 +89,7 @@ void ActivationBackward(v1::Activation act, const T* x, const T* dy, size_t n, T
 template <>
 void ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n, float* dx) {
   if (act == v1::GELU) return GeluBackwardF(x, dy, n, dx);
+  if (act == v1::SILU) return SiluBackwardF(x, dy, n, dx);
   ExactBackward(act, x, dy, n, dx);
 }
 
