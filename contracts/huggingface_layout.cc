@@ -72,7 +72,8 @@ absl::StatusOr<HuggingFaceTensor> LlamaTensor(const ParameterDesc& param,
 
 // Keys HF's from_pretrained ignores for this model.
 bool Ignored(const v1::ModelSpec& model, const std::string& key) {
-  if (absl::EndsWith(key, "rotary_emb.inv_freq")) return true;
+  // The rotary buffers: HF's, and Meta's consolidated checkpoints' rope.freqs.
+  if (absl::EndsWith(key, "rotary_emb.inv_freq") || key == "rope.freqs") return true;
   if (model.has_gpt()) {
     return absl::EndsWith(key, ".attn.bias") || absl::EndsWith(key, ".attn.masked_bias") ||
            key == "lm_head.weight";
@@ -81,16 +82,50 @@ bool Ignored(const v1::ModelSpec& model, const std::string& key) {
          (key == "lm_head.weight" || key == "output.weight");
 }
 
-absl::StatusOr<std::string> ReadText(const std::string& path) {
+// Whether `path` names something in the folder at all (no exception on a folder that
+// cannot be searched: that reads as absent, and opening it says why).
+bool Present(const std::string& path) {
+  std::error_code error;
+  return std::filesystem::symlink_status(path, error).type() !=
+         std::filesystem::file_type::not_found;
+}
+
+// The checkpoint's files are read as they are, never through a link (which could lead
+// outside the folder the path policy checked) or from a device or pipe (which could block
+// or never end): NOT_FOUND for a missing one, INVALID_ARGUMENT for one that is not a
+// regular file.
+absl::Status CheckPlainFile(const std::string& path, const std::string& field) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::symlink_status(path, error);
+  if (status.type() == std::filesystem::file_type::not_found) {
+    return absl::NotFoundError(absl::StrCat(field, ": '", path, "' does not exist"));
+  }
+  if (error || status.type() != std::filesystem::file_type::regular) {
+    return Invalid(field, absl::StrCat("'", path,
+                                       "' is not a regular file (links are not followed: copy "
+                                       "a Hugging Face cache's snapshot out first)"));
+  }
+  return absl::OkStatus();
+}
+
+// config.json and the index are small; this bounds what a hostile one can make us hold.
+constexpr uintmax_t kMaxJsonBytes = uintmax_t{64} << 20;
+
+absl::StatusOr<std::string> ReadText(const std::string& path, const std::string& field) {
+  RETURN_IF_ERROR(CheckPlainFile(path, field));
+  std::error_code error;
+  if (std::filesystem::file_size(path, error) > kMaxJsonBytes || error) {
+    return Invalid(field, absl::StrCat("'", path, "' is over 64 MiB or unreadable"));
+  }
   std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
+  if (!file) return absl::NotFoundError(absl::StrCat(field, ": '", path, "' cannot be read"));
   std::stringstream text;
   text << file.rdbuf();
   return text.str();
 }
 
 absl::StatusOr<Json> ReadJson(const std::string& path, const std::string& field) {
-  ASSIGN_OR_RETURN(const std::string text, ReadText(path));
+  ASSIGN_OR_RETURN(const std::string text, ReadText(path, field));
   Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
     return Invalid(field, absl::StrCat("'", path, "' is not a JSON object"));
@@ -125,16 +160,19 @@ absl::StatusOr<std::map<std::string, std::pair<std::string, SafetensorsEntry>>> 
     const std::string& dir, const std::string& field) {
   std::map<std::string, std::pair<std::string, SafetensorsEntry>> tensors;
   std::map<std::string, std::string> shard_of;
-  if (std::filesystem::exists(dir + "/model.safetensors.index.json")) {
+  // As from_pretrained: a single model.safetensors first, else the sharded index.
+  if (!Present(dir + "/model.safetensors")) {
+    if (!Present(dir + "/model.safetensors.index.json")) {
+      return absl::NotFoundError(absl::StrCat(
+          field, ": '", dir, "' holds neither model.safetensors nor model.safetensors.index.json"));
+    }
     ASSIGN_OR_RETURN(shard_of, ShardOfTensor(dir, field));
-  } else if (!std::filesystem::exists(dir + "/model.safetensors")) {
-    return absl::NotFoundError(absl::StrCat(
-        field, ": '", dir, "' holds neither model.safetensors nor model.safetensors.index.json"));
   }
   std::set<std::string> files;
   for (const auto& [key, file] : shard_of) files.insert(file);
   if (shard_of.empty()) files.insert(dir + "/model.safetensors");
   for (const std::string& file : files) {
+    RETURN_IF_ERROR(CheckPlainFile(file, field));
     auto index = ReadSafetensorsIndex(file);
     if (!index.ok()) return Invalid(field, std::string(index.status().message()));
     for (const auto& [name, entry] : index->tensors) {
@@ -152,6 +190,18 @@ absl::StatusOr<std::map<std::string, std::pair<std::string, SafetensorsEntry>>> 
 }
 
 // ---- config.json against the model ----
+
+// config.json's `key` if it holds a value of the type asked for, else `fallback` (a key
+// of another type, null among them, reads as absent instead of throwing).
+int64_t IntOr(const Json& json, const std::string& key, int64_t fallback) {
+  const auto it = json.find(key);
+  return it != json.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+
+std::string StringOr(const Json& json, const std::string& key, const std::string& fallback) {
+  const auto it = json.find(key);
+  return it != json.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
 
 class ConfigCheck {
  public:
@@ -183,8 +233,7 @@ class ConfigCheck {
     }
   }
   std::string String(const std::string& key, const std::string& fallback) const {
-    const auto it = config_.find(key);
-    return it != config_.end() && it->is_string() ? it->get<std::string>() : fallback;
+    return StringOr(config_, key, fallback);
   }
   void Fail(const std::string& message) {
     if (status_.ok()) status_ = Invalid(field_, message);
@@ -208,7 +257,7 @@ void CheckRopeScaling(const v1::LlamaConfig& llama, ConfigCheck& check) {
   const auto it = check.config().find("rope_scaling");
   std::string type;
   if (it != check.config().end() && it->is_object()) {
-    type = it->value("rope_type", it->value("type", std::string()));
+    type = StringOr(*it, "rope_type", StringOr(*it, "type", ""));
   }
   if (type == "default") type.clear();
   const std::string ours = llama.has_rope_scaling() ? llama.rope_scaling().rope_type() : "";
@@ -237,11 +286,11 @@ absl::Status CheckLlamaConfigJson(const v1::LlamaConfig& given, const Json& json
   check.Int("hidden_size", 4096, "hidden_size", llama.hidden_size());
   check.Int("intermediate_size", 11008, "intermediate_size", llama.intermediate_size());
   check.Int("num_hidden_layers", 32, "num_hidden_layers", llama.num_hidden_layers());
-  const int64_t heads = json.value("num_attention_heads", int64_t{32});
+  const int64_t heads = IntOr(json, "num_attention_heads", 32);
   check.Int("num_attention_heads", 32, "num_attention_heads", llama.num_attention_heads());
   check.Int("num_key_value_heads", heads, "num_key_value_heads", llama.num_key_value_heads());
-  check.Int("head_dim", json.value("hidden_size", int64_t{4096}) / std::max<int64_t>(1, heads),
-            "head_dim", llama.head_dim());
+  check.Int("head_dim", IntOr(json, "hidden_size", 4096) / std::max<int64_t>(1, heads), "head_dim",
+            llama.head_dim());
   check.Int("max_position_embeddings", 2048, "max_position_embeddings",
             llama.max_position_embeddings());
   check.Real("rms_norm_eps", 1e-6, "rms_norm_eps", llama.rms_norm_eps());

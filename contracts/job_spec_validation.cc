@@ -92,7 +92,7 @@ absl::Status ValidateMlp(const v1::ModelSpec& model, const JobLimits& limits) {
                                limits.max_layer_width, /*zero_means_default=*/false));
   }
   return CheckEnum("model.activation", model.activation(), v1::Activation_IsValid,
-                   "RELU, GELU or GELU_TANH");
+                   "RELU, GELU, GELU_TANH or SILU");
 }
 
 absl::Status ValidateGpt(const v1::GptConfig& gpt, const JobLimits& limits) {
@@ -410,13 +410,29 @@ absl::Status ValidateHuggingFace(const v1::JobSpec& spec, const PathChecker& che
   RETURN_IF_ERROR(HuggingFaceTensors(spec.model(), v1::HuggingFaceCheckpoint::HUGGING_FACE,
                                      "job.output.huggingface_dir")
                       .status());
-  // As for final_model_path: a model someone else wrote is refused now, not after training.
-  const std::string model = output.huggingface_dir() + "/model.safetensors";
-  if (check_path && !output.overwrite() && std::filesystem::exists(model)) {
-    return Invalid("output.huggingface_dir",
-                   absl::StrCat("'", model,
-                                "' exists already; a job never replaces a file it did not create "
-                                "unless output.overwrite is set"));
+  const std::filesystem::path dir =
+      std::filesystem::path(output.huggingface_dir()).lexically_normal();
+  if (!output.final_model_path().empty() &&
+      std::filesystem::path(output.final_model_path()).lexically_normal() ==
+          dir / "model.safetensors") {
+    return Invalid(
+        "output.final_model_path",
+        absl::StrCat("'", output.final_model_path(),
+                     "' is output.huggingface_dir's model.safetensors: name another file"));
+  }
+  if (!check_path || output.overwrite()) return absl::OkStatus();
+  // As for final_model_path: files someone else wrote are refused now, not after training
+  // (an index too: it would sit beside the export, naming other weights).
+  for (const char* name : {"model.safetensors", "config.json", "model.safetensors.index.json"}) {
+    const std::string path = (dir / name).string();
+    std::error_code error;
+    if (std::filesystem::symlink_status(path, error).type() !=
+        std::filesystem::file_type::not_found) {
+      return Invalid("output.huggingface_dir",
+                     absl::StrCat("'", path,
+                                  "' exists already; a job never replaces a file it did not create "
+                                  "unless output.overwrite is set"));
+    }
   }
   return absl::OkStatus();
 }

@@ -404,6 +404,9 @@ INSTANTIATE_TEST_SUITE_P(
                       static_cast<v1::GptConfig::Attention>(5));
                 },
                 "job.model.gpt.attention: unknown value 5 (expected MATERIALIZED or FUSED)"},
+        BadCase{"a SiLU GPT",
+                [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_activation(v1::SILU); },
+                "job.model.gpt.activation: must be GELU or GELU_TANH, got SILU"},
         BadCase{"zero vocabulary",
                 [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_vocab_size(0); },
                 "job.model.gpt.vocab_size: must be positive, got 0"},
@@ -548,6 +551,20 @@ TEST(LlamaValidation, HuggingFaceCheckpointsAreCheckedAtSubmission) {
       << status;
   spec.mutable_output()->set_overwrite(true);
   EXPECT_TRUE(ValidateJobSpec(spec, JobLimits{}, CheckReadableFile).ok());
+  // A config.json alone is someone's too; and the final model may not be the export's.
+  const std::string export_dir = dir + "-export";
+  std::filesystem::create_directories(export_dir);
+  std::ofstream(export_dir + "/config.json") << "{}";
+  spec.mutable_output()->set_huggingface_dir(export_dir);
+  spec.mutable_output()->set_overwrite(false);
+  status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_NE(status.message().find("/config.json' exists already"), std::string::npos) << status;
+  spec.mutable_output()->set_final_model_path(export_dir + "/./model.safetensors");
+  status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_NE(status.message().find("job.output.final_model_path: '" + export_dir +
+                                  "/./model.safetensors' is output.huggingface_dir's"),
+            std::string::npos)
+      << status;
 }
 
 class LlamaValidationTest : public ::testing::TestWithParam<BadCase> {};

@@ -56,6 +56,11 @@ absl::StatusOr<Fit> LargestFitting(const v1::JobSpec& spec, FitDimension dimensi
     return absl::InvalidArgumentError(
         absl::StrCat("the largest value to try must be positive, got ", max_value));
   }
+  // A Llama's context is bounded by the positions it is made for.
+  if (dimension == FitDimension::kBlockSize && spec.model().has_llama()) {
+    max_value =
+        std::min(max_value, WithLlamaDefaults(spec.model().llama()).max_position_embeddings());
+  }
   // Keep every probe, and a micro-batch's global_batch_size, within int64.
   max_value = std::min(max_value, std::numeric_limits<int64_t>::max() - 1);
   if (dimension == FitDimension::kMicroBatch) {

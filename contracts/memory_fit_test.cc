@@ -66,6 +66,23 @@ TEST(LargestFitting, FusedAttentionFitsALongerContext) {
   EXPECT_GT(longest[1], longest[0] * 5 / 4) << longest[0] << " vs " << longest[1];
 }
 
+// A Llama's context stops at the positions it is made for, however much memory there is.
+TEST(LargestFitting, ALlamasContextStopsAtItsPositions) {
+  auto spec = ParseJobSpec(R"(
+    model: {llama: {vocab_size: 256, hidden_size: 64, intermediate_size: 128,
+                    num_hidden_layers: 2, num_attention_heads: 4, max_position_embeddings: 300}}
+    optimizer: {adamw: {lr: 0.001}}
+    data: {tokens: {train_path: /data/train.bin}}
+    global_batch_size: 2
+    steps: 1
+    world_size: 1)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ApplyJobSpecDefaults(&*spec);
+  auto fit = LargestFitting(*spec, FitDimension::kBlockSize, int64_t{1} << 40, kMax);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->value, 300);
+}
+
 TEST(LargestFitting, StopsAtTheLimit) {
   auto fit =
       LargestFitting(Gpt(v1::GptConfig::FUSED), FitDimension::kMicroBatch, int64_t{1} << 50, 100);

@@ -104,9 +104,12 @@ absl::Status CheckGptConfig(const v1::ModelSpec& model) {
                                                     "model.gpt.n_head ",
                                                     gpt.n_head()));
   }
-  if (!v1::Activation_IsValid(gpt.activation()) || gpt.activation() == v1::RELU) {
-    return Invalid("model.gpt.activation",
-                   absl::StrCat("must be GELU or GELU_TANH, got ", gpt.activation()));
+  if (gpt.activation() != v1::ACTIVATION_UNSPECIFIED && gpt.activation() != v1::GELU &&
+      gpt.activation() != v1::GELU_TANH) {
+    return Invalid("model.gpt.activation", absl::StrCat("must be GELU or GELU_TANH, got ",
+                                                        v1::Activation_IsValid(gpt.activation())
+                                                            ? v1::Activation_Name(gpt.activation())
+                                                            : absl::StrCat(gpt.activation())));
   }
   return absl::OkStatus();
 }

@@ -177,5 +177,71 @@ INSTANTIATE_TEST_SUITE_P(BothAttentions, Bf16Parity,
                            return v1::GptConfig::Attention_Name(info.param);
                          });
 
+// GPT-2 checkpoints in and out: PyTorch writes its GPT as GPT2Model saves one (Conv1D
+// weights transposed, no "transformer." prefix, a config.json of its own); PyTorch
+// and Shardwise both continue from it; PyTorch loads Shardwise's export (GPT2LMHeadModel's
+// layout, model from its config.json) and holds exactly its tensors.
+TEST(GptHuggingFace, ImportTrainExportAndPytorchLoadsTheExport) {
+  const std::string dir = Dir();
+  ASSERT_TRUE(PytorchRun("fp32").ok());  // the token file and initial weights
+  const std::string checkpoint = dir + "/gpt2-checkpoint", exported = dir + "/gpt2-export";
+  const std::string hf_config = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+    "vocab_size": 256, "n_positions": 32, "n_embd": 64, "n_layer": 2, "n_head": 4,
+    "n_inner": null, "activation_function": "gelu", "layer_norm_epsilon": 1e-5,
+    "tie_word_embeddings": true})";
+  const std::string model = R"({"vocab_size": 256, "block_size": 32, "n_layer": 2,
+    "n_head": 4, "n_embd": 64, "bias": true, "gelu": "none"})";
+  const v1::JobSpec base = BaseSpec();
+  // The initial weights, in FP32: from trained or 16-bit-rounded weights, Adam turns the
+  // rounding noise of gradients that are zero or nearly so (the key bias's, a dead GELU
+  // unit's; see the BF16 test above) into lr-sized steps, in any two programs, past an
+  // elementwise bound. 16-bit checkpoints are widened exactly (huggingface_weights_test).
+  v1::JobSpec write = base;
+  write.set_steps(0);
+  auto written = testing::RunPytorch(
+      kReference, "gpt2-write",
+      testing::ReferenceConfig(write, model, "fp32", "gpt2-write",
+                               absl::StrFormat(R"("hf_prefix": false, "out_hf_dir": {"dir": "%s",
+                               "config": %s, "dtype": "F32"})",
+                                               checkpoint, hf_config)));
+  ASSERT_TRUE(written.ok()) << written.status();
+  auto reference = testing::RunPytorch(
+      kReference, "gpt2-continue",
+      testing::ReferenceConfig(base, "", "fp32", "gpt2-continue",
+                               absl::StrFormat(R"("init_hf_dir": "%s")", checkpoint)));
+  ASSERT_TRUE(reference.ok()) << reference.status();
+
+  v1::JobSpec spec = base;
+  spec.mutable_init()->mutable_huggingface()->set_dir(checkpoint);
+  spec.set_world_size(2);
+  spec.mutable_output()->set_huggingface_dir(exported);
+  spec.mutable_output()->set_final_model_path(dir + "/gpt2-final.safetensors");
+  auto run = testing::TrainInThreads(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  auto final_model = ReadSafetensors(spec.output().final_model_path());
+  ASSERT_TRUE(final_model.ok()) << final_model.status();
+  const testing::Worst worst =
+      testing::CompareElementwise(*final_model, reference->model, 1e-5, 1e-5);
+  EXPECT_LE(worst.ratio, 1.0) << worst.where;
+  const double worst_loss = testing::WorstLossRatio(run->rank0_losses, reference->losses);
+  EXPECT_LE(worst_loss, 1e-5);
+  std::printf(
+      "from a GPT-2 checkpoint (unprefixed names): parameters at %.3g of the bound, "
+      "losses within %.3g\n",
+      worst.ratio, worst_loss);
+
+  // PyTorch loads the export (GPT2LMHeadModel's layout, model from its config.json):
+  // exactly the final model's tensors, transposed back where GPT-2 stores them so.
+  v1::JobSpec load = base;
+  load.set_steps(0);
+  auto loaded = testing::RunPytorch(
+      kReference, "gpt2-load",
+      testing::ReferenceConfig(load, "", "fp32", "gpt2-load",
+                               absl::StrFormat(R"("init_hf_dir": "%s")", exported)));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->model.size(), final_model->size());
+  EXPECT_EQ(testing::CompareElementwise(loaded->model, *final_model, 0, 1e-30).ratio, 0.0);
+}
+
 }  // namespace
 }  // namespace shardwise

@@ -2,7 +2,9 @@
 for the PyTorch references (written for this project; transformers itself is not
 installable here): config.json, and model.safetensors or model.safetensors.index.json
 naming shards model-0000K-of-0000N.safetensors. Tensors may be F32, BF16 or F16; they are
-read back as F32.
+read back as F32. The name mappings between a reference's state dict and HF's layout:
+LlamaForCausalLM's names are the Llama reference's own; GPT2LMHeadModel's are nanoGPT's
+with the Conv1D weights transposed ([in, out]) and a tied lm_head.
 """
 import json
 import os
@@ -83,3 +85,39 @@ def write_dir(folder, tensors, config, dtype=torch.float32, shards=1):
     index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
              "weight_map": weight_map}
     json.dump(index, open(os.path.join(folder, "model.safetensors.index.json"), "w"), indent=2)
+
+
+def llama_from_hf(tensors):
+    """A LlamaForCausalLM checkpoint's tensors as the Llama reference's state dict: the same
+    names, less the rotary buffers from_pretrained ignores."""
+    return {k: v for k, v in tensors.items() if not k.endswith("rotary_emb.inv_freq")}
+
+
+def llama_to_hf(state):
+    """The Llama reference's state dict as LlamaForCausalLM's: the same."""
+    return dict(state)
+
+
+GPT2_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def gpt2_to_hf(state, prefix=True):
+    """nanoGPT's state dict as GPT2LMHeadModel stores it: Conv1D weights transposed to
+    [in, out]; without prefix, GPT2Model's names (no "transformer.")."""
+    out = {}
+    for name, tensor in state.items():
+        key = name if prefix else name.replace("transformer.", "", 1)
+        out[key] = tensor.t().contiguous() if name.endswith(GPT2_CONV1D) else tensor
+    return out
+
+
+def gpt2_from_hf(tensors):
+    """A GPT-2 checkpoint's tensors (with or without "transformer.") as nanoGPT's names:
+    Conv1D weights transposed back; the attention buffers and a tied lm_head dropped."""
+    state = {}
+    for key, tensor in tensors.items():
+        if key.endswith((".attn.bias", ".attn.masked_bias")) or key == "lm_head.weight":
+            continue
+        name = key if key.startswith("transformer.") else "transformer." + key
+        state[name] = tensor.t().contiguous() if name.endswith(GPT2_CONV1D) else tensor
+    return state

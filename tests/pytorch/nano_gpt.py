@@ -10,9 +10,14 @@ parameter groups (or one), and a warmup + cosine or linear schedule. Written for
 project; it runs one process on the whole global batch (the computation every FSDP
 strategy and world size is specified to equal).
 
+A config may start from, or also write, a GPT2LMHeadModel checkpoint ("init_hf_dir",
+"out_hf_dir": reference_training.py; the model from its config.json when "model" is
+absent); "hf_prefix": false writes GPT2Model's names, without "transformer.".
+
 Usage: python3 nano_gpt.py CONFIG.json   (the keys: reference_training.py; "model" holds
 vocab_size, block_size, n_layer, n_head, n_embd, bias, gelu)
 """
+import functools
 import json
 import math
 import os
@@ -23,6 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_checkpoint  # noqa: E402
 import reference_training  # noqa: E402
 
 # The LM head is the token embedding: absent from the initial and the trained weights.
@@ -110,9 +116,25 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1))
 
 
+def model_of_checkpoint(cfg):
+    """A config without "model" takes init_hf_dir's config.json (GPT2LMHeadModel's), as
+    from_pretrained does."""
+    config = hf_checkpoint.read_dir(cfg["init_hf_dir"])[0]
+    assert config.get("architectures") == ["GPT2LMHeadModel"], config.get("architectures")
+    assert config.get("n_inner") in (None, 4 * config["n_embd"]), config.get("n_inner")
+    gelu = {"gelu": "none", "gelu_new": "tanh"}[config["activation_function"]]
+    return {"vocab_size": config["vocab_size"], "block_size": config["n_positions"],
+            "n_layer": config["n_layer"], "n_head": config["n_head"], "n_embd": config["n_embd"],
+            "bias": True, "gelu": gelu}
+
+
 def main():
     """Trains the GPT of the config named on the command line."""
-    reference_training.train(json.load(open(sys.argv[1])), GPT, TIED)
+    cfg = json.load(open(sys.argv[1]))
+    if "model" not in cfg:
+        cfg["model"] = model_of_checkpoint(cfg)
+    to_hf = functools.partial(hf_checkpoint.gpt2_to_hf, prefix=cfg.get("hf_prefix", True))
+    reference_training.train(cfg, GPT, TIED, hf_checkpoint.gpt2_from_hf, to_hf)
 
 
 if __name__ == "__main__":

@@ -128,13 +128,12 @@ def micro_batch(cfg, tokens, step, m, t):
     return torch.stack(rows)
 
 
-def load_initial(model, cfg, tied):
+def load_initial(model, cfg, tied, from_hf):
     """Loads the initial weights into model, from cfg's "init" file or "init_hf_dir"
-    checkpoint (Hugging Face's layout, read as HF names); each tied alias (absent from the
+    checkpoint (Hugging Face's layout, mapped by from_hf); each tied alias (absent from the
     file, or ignored there as from_pretrained ignores it) takes its source's tensor."""
     if "init_hf_dir" in cfg:
-        initial = hf_checkpoint.read_dir(cfg["init_hf_dir"])[1]
-        initial = {k: v for k, v in initial.items() if not k.endswith("rotary_emb.inv_freq")}
+        initial = from_hf(hf_checkpoint.read_dir(cfg["init_hf_dir"])[1])
     else:
         initial = read_safetensors(cfg["init"])
     for alias, source in tied.items():
@@ -142,18 +141,20 @@ def load_initial(model, cfg, tied):
     model.load_state_dict(initial, strict=True)
 
 
-def train(cfg, make_model, tied):
+def train(cfg, make_model, tied, from_hf=hf_checkpoint.llama_from_hf,
+          to_hf=hf_checkpoint.llama_to_hf):
     """Trains make_model(cfg["model"]) as cfg says and writes the trained weights (less the
     tied aliases) and the loss of every step.
 
     make_model builds a fresh module whose forward(inputs, targets) returns the mean loss;
     tied maps each state-dict name that is the same parameter as another (a tied LM head)
-    to that other name, e.g. {"lm_head.weight": "transformer.wte.weight"}.
+    to that other name, e.g. {"lm_head.weight": "transformer.wte.weight"}; from_hf and
+    to_hf map a Hugging Face checkpoint's tensors to the state dict and back (hf_checkpoint).
     """
     torch.set_num_threads(1)
     model_cfg = cfg["model"]
     model = make_model(model_cfg)
-    load_initial(model, cfg, tied)
+    load_initial(model, cfg, tied, from_hf)
     bf16 = cfg.get("dtype") == "bf16"
     # FSDP's MixedPrecision at BF16: forward and backward on a BF16 copy of the FP32
     # master parameters; the gradients, cast back to FP32, step the master.
@@ -190,7 +191,7 @@ def train(cfg, make_model, tied):
     write_safetensors(cfg["out_model"], state)
     if "out_hf_dir" in cfg:
         out = cfg["out_hf_dir"]
-        hf_checkpoint.write_dir(out["dir"], state, out["config"],
+        hf_checkpoint.write_dir(out["dir"], to_hf(state), out["config"],
                                 hf_checkpoint.DTYPES[out.get("dtype", "F32")],
                                 out.get("shards", 1))
     json.dump({"losses": losses, "torch": torch.__version__}, open(cfg["out_losses"], "w"))

@@ -3,7 +3,8 @@
 
 // The Llama's layers one row (or one element) at a time: the arithmetic that the CPU's
 // loops (cpu/llama_layers.cc) and the CUDA kernels (cuda/llama_kernels.cu) share, so a GPU
-// runs exactly what the CPU tests check. Formulas (HF transformers' modeling_llama.py):
+// runs the formulas the CPU tests check (up to rounding: nvcc may fuse a multiply and an
+// add, the CPU build does not). Formulas (HF transformers' modeling_llama.py):
 //
 // RMSNorm over a row of `dim`:  rstd = 1 / sqrt(sum(x^2) / dim + eps) (the sum in double),
 //   y = w * (x * rstd). Backward, g = dy * w:

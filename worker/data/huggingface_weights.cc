@@ -78,7 +78,14 @@ absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
   for (const auto& [file, tensors] : by_file) {  // one shard in memory at a time
     ASSIGN_OR_RETURN(const TensorMap stored, ReadSafetensors(file, /*with_16_bit_floats=*/true));
     for (const LocatedTensor* l : tensors) {
-      weights[l->tensor.param] = ToModelLayout(l->tensor, stored.at(l->tensor.key));
+      // The file was checked from its header; one changed since is refused, not trusted.
+      const auto it = stored.find(l->tensor.key);
+      if (it == stored.end() || it->second.shape != l->entry.shape ||
+          it->second.dtype != l->entry.dtype) {
+        return absl::DataLossError(absl::StrCat(kField, ".dir: '", file, "' changed while read: ",
+                                                "tensor '", l->tensor.key, "' is not as checked"));
+      }
+      weights[l->tensor.param] = ToModelLayout(l->tensor, it->second);
     }
   }
   return weights;

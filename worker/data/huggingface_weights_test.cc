@@ -5,6 +5,7 @@
 
 #include "worker/data/huggingface_weights.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -92,18 +93,22 @@ TEST(HuggingFaceWeights, AGptRoundTripsThroughGpt2sLayout) {
   for (const auto& [name, tensor] : weights) EXPECT_EQ(read->at(name).bytes, tensor.bytes) << name;
 }
 
-TEST(HuggingFaceWeights, BFloat16ShardsAreWidenedExactly) {
+class SixteenBitShards : public ::testing::TestWithParam<ScalarType> {};
+
+TEST_P(SixteenBitShards, AreWidenedExactly) {
   const v1::ModelSpec model = Llama();
-  const std::string dir = Dir("bf16");
+  const bool bf16_type = GetParam() == ScalarType::kBFloat16;
+  const std::string dir = Dir(bf16_type ? "bf16" : "f16");
   TensorMap bf16[2];
   TensorMap expected;
   int k = 0;
   for (const auto& [name, tensor] : SeededWeights(model, 5)) {
-    HostTensor narrow{"BF16", tensor.shape, std::string(2 * tensor.numel(), '\0')};
+    HostTensor narrow{bf16_type ? "BF16" : "F16", tensor.shape,
+                      std::string(2 * tensor.numel(), '\0')};
     auto* bits = reinterpret_cast<uint16_t*>(narrow.bytes.data());
-    cpu::FloatToBFloat16(tensor.f32(), bits, tensor.numel());
+    cpu::Narrow(GetParam(), tensor.f32(), bits, tensor.numel());
     std::vector<float> widened(tensor.numel());
-    cpu::BFloat16ToFloat(bits, widened.data(), widened.size());
+    cpu::Widen(GetParam(), bits, widened.data(), widened.size());
     expected[name] = F32Tensor(tensor.shape, widened.data());
     bf16[k++ % 2][name] = narrow;
   }
@@ -123,6 +128,12 @@ TEST(HuggingFaceWeights, BFloat16ShardsAreWidenedExactly) {
   ASSERT_TRUE(read.ok()) << read.status();
   for (const auto& [name, tensor] : expected) EXPECT_EQ(read->at(name).bytes, tensor.bytes) << name;
 }
+
+INSTANTIATE_TEST_SUITE_P(BFloat16AndFloat16, SixteenBitShards,
+                         ::testing::Values(ScalarType::kBFloat16, ScalarType::kFloat16),
+                         [](const auto& info) {
+                           return info.param == ScalarType::kBFloat16 ? "BF16" : "F16";
+                         });
 
 // Meta's q and k rows: head h's row 2i + p is HF's row p * head_dim / 2 + i.
 TEST(HuggingFaceWeights, MetasInterleavedRotaryRowsBecomeHfsOrder) {
@@ -202,6 +213,49 @@ TEST(HuggingFaceWeights, ACheckpointThatDoesNotFitIsRefusedNamingTheKey) {
   EXPECT_TRUE(absl::StrContains(no_config.message(), "has no config.json")) << no_config;
   std::ofstream(empty.dir() + "/config.json") << HuggingFaceConfigJson(model);
   EXPECT_EQ(Check(model, empty).code(), absl::StatusCode::kNotFound);
+}
+
+// A folder someone prepared to hurt the coordinator: a weights file that is a link (it
+// could lead outside the allowed roots), a config.json whose keys hold nulls (HF's parser
+// would take them; ours must not throw), a pipe in place of the index.
+TEST(HuggingFaceWeights, AHostileFolderIsRefusedNotFollowedOrCrashedOn) {
+  const v1::ModelSpec model = Llama();
+  const TensorMap weights = SeededWeights(model, 8);
+  const std::string linked = Dir("link");
+  ASSERT_TRUE(WriteSafetensors(linked + "/real.safetensors", weights).ok());
+  std::filesystem::create_symlink(linked + "/real.safetensors", linked + "/model.safetensors");
+  std::ofstream(linked + "/config.json") << HuggingFaceConfigJson(model);
+  v1::HuggingFaceCheckpoint checkpoint;
+  checkpoint.set_dir(linked);
+  absl::Status status = Check(model, checkpoint);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(status.message(), "is not a regular file")) << status;
+
+  const std::string nulls = Dir("nulls");
+  checkpoint = Write(nulls, model, weights);
+  std::ofstream(nulls + "/config.json")
+      << R"({"num_attention_heads": null, "hidden_size": "64", "rope_scaling": {"rope_type": null}})";
+  status = Check(model, checkpoint);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(status.message(), "config.json has")) << status;
+
+  const std::string piped = Dir("pipe");
+  std::ofstream(piped + "/config.json") << HuggingFaceConfigJson(model);
+  ASSERT_EQ(mkfifo((piped + "/model.safetensors.index.json").c_str(), 0600), 0);
+  checkpoint.set_dir(piped);
+  status = Check(model, checkpoint);
+  EXPECT_TRUE(absl::StrContains(status.message(), "is not a regular file")) << status;
+}
+
+// As from_pretrained: a model.safetensors is read before an index beside it.
+TEST(HuggingFaceWeights, ASingleFileIsPreferredToAnIndex) {
+  const v1::ModelSpec model = Llama();
+  const std::string dir = Dir("both");
+  v1::HuggingFaceCheckpoint checkpoint = Write(dir, model, SeededWeights(model, 9));
+  std::ofstream(dir + "/model.safetensors.index.json")
+      << R"({"weight_map": {"model.norm.weight": "gone.safetensors"}})";
+  const auto read = ReadHuggingFaceWeights(model, checkpoint);
+  EXPECT_TRUE(read.ok()) << read.status();
 }
 
 }  // namespace

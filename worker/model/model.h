@@ -9,6 +9,10 @@
 // Backward(s) in reverse, End(). An evaluation: Begin, Forward and DropSaved per stage,
 // Loss, End. The caller may run its own work (unshard, reduce) between the calls.
 //
+// What a model keeps between micro-steps (the Llama's rotary tables) is allocated on the
+// device of its first Begin and freed when the model goes: that device's allocator must
+// outlive the model.
+//
 // Thread-safety: none; one rank's training thread.
 
 #include <memory>

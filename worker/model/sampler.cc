@@ -57,10 +57,12 @@ absl::StatusOr<std::vector<int64_t>> Generate(const v1::ModelSpec& model, const 
   ASSIGN_OR_RETURN(HostParameters params, HostParameters::FromTensors(description, weights));
   v1::JobSpec spec;
   *spec.mutable_model() = model;
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> lm, Model::Create(spec, description));
   cpu::SetBlasThreads(1);
+  // Before the model: what the model keeps on the device (the Llama's rotary tables) is
+  // freed into this allocator when the model goes.
   CpuCachingAllocator allocator;
   CpuDevice device(&allocator);
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> lm, Model::Create(spec, description));
   Random random(options.seed);
   std::vector<int64_t> ids = prompt;
   for (int64_t n = 0; n < options.tokens; ++n) {

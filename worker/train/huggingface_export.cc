@@ -18,10 +18,11 @@ absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
   const bool replace = spec.output().overwrite() || WrittenByJob(model_path, job_id);
   Metadata metadata;
   if (!job_id.empty()) metadata[kFinalModelJobKey] = job_id;
-  // The weights first: a config.json there names a model whose weights are in place.
+  // The weights first: a config.json there names a model whose weights are in place. The
+  // config is replaced on the same terms as the weights (an earlier attempt's, or with
+  // overwrite).
   RETURN_IF_ERROR(WriteSafetensors(model_path, weights, metadata, replace));
-  return WriteFileAtomically(dir + "/config.json", HuggingFaceConfigJson(spec.model()),
-                             /*replace=*/true);
+  return WriteFileAtomically(dir + "/config.json", HuggingFaceConfigJson(spec.model()), replace);
 }
 
 }  // namespace shardwise
