@@ -224,6 +224,21 @@ void AppendAgreements(const v1::Job& job, std::string* out) {
   }
 }
 
+// A fault-tolerant job's replicas: who trains and who left (docs/operations.md).
+void AppendMembership(const v1::Job& job, std::string* out) {
+  if (!job.spec().has_fault_tolerance()) return;
+  const v1::Membership& m = job.membership();
+  if (m.epoch() == 0 || m.attempt() != job.attempt()) {
+    absl::StrAppend(out, "Replicas:   all ", job.spec().world_size(),
+                    " ranks train (fault tolerance: min_replicas ",
+                    std::max(1, job.spec().fault_tolerance().min_replicas()), ")\n");
+    return;
+  }
+  absl::StrAppend(out, "Replicas:   epoch ", m.epoch(), ": ranks ",
+                  absl::StrJoin(m.live_ranks(), ", "), " train; ranks ",
+                  absl::StrJoin(m.left_ranks(), ", "), " left\n");
+}
+
 void AppendRanksAndEvents(const v1::Job& job, std::string* out) {
   absl::StrAppend(out, "Ranks:\n");
   if (job.ranks().empty()) absl::StrAppend(out, "  (none assigned)\n");
@@ -253,6 +268,7 @@ std::string FormatJobDescription(const v1::Job& job, int64_t now_ms) {
   AppendProgress(p, &out);
   AppendNumerics(job, &out);
   AppendAgreements(job, &out);
+  AppendMembership(job, &out);
   if (!job.result().empty()) absl::StrAppend(&out, "Result:     ", job.result(), "\n");
   AppendRanksAndEvents(job, &out);
   absl::StrAppend(&out, "Spec (with defaults):\n", JobSpecToJson(job.spec()));

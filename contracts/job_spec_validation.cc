@@ -390,6 +390,53 @@ absl::Status ValidateTokens(const v1::JobSpec& spec, const PathChecker& check_pa
   return CheckTokenizer(spec, check_path);
 }
 
+// What fault tolerance covers today (docs/operations.md, "Fault-tolerant jobs").
+absl::Status ValidateFaultTolerance(const v1::JobSpec& spec) {
+  if (!spec.has_fault_tolerance()) return absl::OkStatus();
+  const v1::FaultTolerance& tolerance = spec.fault_tolerance();
+  auto strategy = spec.fsdp().sharding_strategy();
+  if (strategy == v1::ShardingStrategy::SHARDING_STRATEGY_UNSPECIFIED) {
+    strategy = v1::ShardingStrategy::FULL_SHARD;  // the default, applied after validation
+  }
+  if (strategy != v1::ShardingStrategy::NO_SHARD) {
+    return Invalid("fault_tolerance",
+                   absl::StrCat("needs fsdp.sharding_strategy NO_SHARD (each rank a replica), got ",
+                                v1::ShardingStrategy::Value_Name(strategy),
+                                strategy == v1::ShardingStrategy::HYBRID_SHARD ||
+                                        strategy == v1::ShardingStrategy::HYBRID_SHARD_ZERO2
+                                    ? ": the HYBRID strategies are not covered yet"
+                                    : ": no other rank holds a lost rank's shard; a checkpoint "
+                                      "restart (restart_policy) covers it"));
+  }
+  if (tolerance.min_replicas() < 0 || tolerance.min_replicas() > spec.world_size()) {
+    return Invalid("fault_tolerance.min_replicas",
+                   absl::StrCat("must be 1 to job.world_size ", spec.world_size(), " (0: 1), got ",
+                                tolerance.min_replicas()));
+  }
+  if (tolerance.peer_timeout_seconds() < 0 || tolerance.peer_timeout_seconds() > 3600) {
+    return Invalid(
+        "fault_tolerance.peer_timeout_seconds",
+        absl::StrCat("must be 1 to 3600 (0: 10), got ", tolerance.peer_timeout_seconds()));
+  }
+  RETURN_IF_ERROR(CheckEnum("fault_tolerance.batch", tolerance.batch(),
+                            v1::FaultTolerance::Batch_IsValid, "DROP or KEEP_GLOBAL"));
+  if (tolerance.batch() == v1::FaultTolerance::KEEP_GLOBAL) {
+    return Invalid("fault_tolerance.batch", "KEEP_GLOBAL is not implemented yet; use DROP");
+  }
+  if (spec.device() == v1::CUDA) {
+    return Invalid("fault_tolerance", "covers CPU jobs (Gloo) for now, got device CUDA");
+  }
+  if (spec.optimizer().overlap().mode() != v1::OptimizerOverlap::NONE) {
+    return Invalid("fault_tolerance",
+                   "needs optimizer.overlap off: an overlapped optimizer steps before the "
+                   "step is committed");
+  }
+  if (spec.grad_scaler().enabled()) {
+    return Invalid("fault_tolerance", "does not cover grad_scaler yet");
+  }
+  return absl::OkStatus();
+}
+
 // Hugging Face checkpoints in and out; with file checks, the one read from is checked
 // whole from its headers and config.json (contracts/huggingface_layout.h).
 absl::Status ValidateHuggingFace(const v1::JobSpec& spec, const PathChecker& check_path) {
@@ -468,6 +515,28 @@ absl::Status ValidateData(const v1::JobSpec& spec, const JobLimits& limits,
       break;
   }
   return Invalid("data", "must set safetensors_path, synthetic or tokens");
+}
+
+// Where the weights come from and where the results go.
+absl::Status ValidateInitAndOutput(const v1::JobSpec& spec, const PathChecker& check_path) {
+  if (spec.init().has_safetensors_path()) {
+    RETURN_IF_ERROR(CheckPath("init.safetensors_path", spec.init().safetensors_path(), check_path));
+  }
+  if (spec.init().has_checkpoint_dir()) {
+    RETURN_IF_ERROR(CheckPath("init.checkpoint_dir", spec.init().checkpoint_dir(), check_path));
+  }
+  RETURN_IF_ERROR(ValidateHuggingFace(spec, check_path));
+  const v1::OutputSpec& output = spec.output();
+  if (output.checkpoint_interval_steps() < 0) {
+    return Invalid("output.checkpoint_interval_steps",
+                   absl::StrCat("must be >= 0, got ", output.checkpoint_interval_steps()));
+  }
+  if (output.checkpoint_interval_steps() > 0 && output.checkpoint_dir().empty()) {
+    return Invalid("output.checkpoint_dir",
+                   absl::StrCat("must be set when output.checkpoint_interval_steps is ",
+                                output.checkpoint_interval_steps()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -592,23 +661,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                                                      "job.gradient_accumulation_steps = ",
                                                      spec.world_size() * micro_steps));
   }
-  if (spec.init().has_safetensors_path()) {
-    RETURN_IF_ERROR(CheckPath("init.safetensors_path", spec.init().safetensors_path(), check_path));
-  }
-  if (spec.init().has_checkpoint_dir()) {
-    RETURN_IF_ERROR(CheckPath("init.checkpoint_dir", spec.init().checkpoint_dir(), check_path));
-  }
-  RETURN_IF_ERROR(ValidateHuggingFace(spec, check_path));
-  const v1::OutputSpec& output = spec.output();
-  if (output.checkpoint_interval_steps() < 0) {
-    return Invalid("output.checkpoint_interval_steps",
-                   absl::StrCat("must be >= 0, got ", output.checkpoint_interval_steps()));
-  }
-  if (output.checkpoint_interval_steps() > 0 && output.checkpoint_dir().empty()) {
-    return Invalid("output.checkpoint_dir",
-                   absl::StrCat("must be set when output.checkpoint_interval_steps is ",
-                                output.checkpoint_interval_steps()));
-  }
+  RETURN_IF_ERROR(ValidateInitAndOutput(spec, check_path));
+  RETURN_IF_ERROR(ValidateFaultTolerance(spec));
   const int32_t join_timeout = spec.rendezvous().join_timeout_seconds();
   if (join_timeout < 0 || join_timeout > kMaxJoinTimeoutSeconds) {
     return Invalid("rendezvous.join_timeout_seconds",

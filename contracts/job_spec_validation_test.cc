@@ -101,6 +101,22 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadCase{"zero world", [](v1::JobSpec* s) { s->set_world_size(0); },
                 "job.world_size: must be positive, got 0"},
+        BadCase{"fault tolerance with sharded parameters",
+                [](v1::JobSpec* s) { s->mutable_fault_tolerance()->set_min_replicas(2); },
+                "job.fault_tolerance: needs fsdp.sharding_strategy NO_SHARD (each rank a "
+                "replica), got FULL_SHARD: no other rank holds a lost rank's shard"},
+        BadCase{"more replicas than ranks",
+                [](v1::JobSpec* s) {
+                  s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
+                  s->mutable_fault_tolerance()->set_min_replicas(5);
+                },
+                "job.fault_tolerance.min_replicas: must be 1 to job.world_size 4 (0: 1), got 5"},
+        BadCase{"KEEP_GLOBAL",
+                [](v1::JobSpec* s) {
+                  s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
+                  s->mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
+                },
+                "job.fault_tolerance.batch: KEEP_GLOBAL is not implemented yet; use DROP"},
         BadCase{"negative world", [](v1::JobSpec* s) { s->set_world_size(-2); },
                 "job.world_size: must be positive, got -2"},
         BadCase{"world over limit", [](v1::JobSpec* s) { s->set_world_size(65); },

@@ -30,16 +30,16 @@ StallDetector::Options StallOptions(const JobController::Options& options) {
   return stall;
 }
 
-v1::CoordinatorMessage AbortMessage(const std::string& job_id, int32_t attempt,
-                                    const std::string& reason) {
+}  // namespace
+
+v1::CoordinatorMessage JobController::AbortMessage(const std::string& job_id, int32_t attempt,
+                                                   const std::string& reason) {
   v1::CoordinatorMessage message;
   message.mutable_abort()->set_job_id(job_id);
   message.mutable_abort()->set_attempt(attempt);
   message.mutable_abort()->set_reason(reason);
   return message;
 }
-
-}  // namespace
 
 LogContext JobController::JobContext(const v1::Job& job) {
   LogContext context;
@@ -147,10 +147,10 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
     auto job = jobs_->Get(before.job_id());
     if (job.ok() && job->attempt() == before.attempt() && !IsTerminal(job->state()) &&
         job->state() != v1::PENDING) {
-      FailAttemptLocked(*job,
-                        absl::StrCat(RankName(*job, before.rank()),
-                                     " was lost: the worker restarted and registered again"),
-                        registration.worker_id);
+      LoseRankLocked(*job, before.rank(),
+                     absl::StrCat(RankName(*job, before.rank()),
+                                  " was lost: the worker restarted and registered again"),
+                     registration.worker_id);
     }
   }
   // After a restart: the worker may run a rank of an attempt waiting for its ranks.
@@ -258,45 +258,55 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       }
       break;
     case v1::PROGRESS:
-      if (report.rank() == 0) {
+      if (report.rank() == LiveRanksOf(*job).front()) {  // the leader speaks for the job
         LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
                     "recording progress", JobContext(*job));
       }
       break;
-    case v1::COMPLETED:
+    case v1::COMPLETED: {
       attempt.completed.insert(report.rank());
       workers_->SetIdle(worker_id);
-      if (report.rank() == 0) {
+      const std::vector<int32_t> live_ranks = LiveRanksOf(*job);
+      if (report.rank() == live_ranks.front()) {
         attempt.result = report.message();
         LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
                     "recording progress", JobContext(*job));
       }
-      if (static_cast<int32_t>(attempt.completed.size()) == job->spec().world_size()) {
-        const std::string result = attempt.result;
-        EndAttemptLocked(*job);
-        LogIfFailed(
-            jobs_
-                ->Finish(job->id(), report.attempt(), v1::SUCCEEDED,
-                         absl::StrCat("attempt ", report.attempt(), ": every rank completed"),
-                         result)
-                .status(),
-            "finishing job", JobContext(*job));
-      }
+      FinishIfCompletedLocked(*job);
       RequestScheduleLocked();
       break;
+    }
     case v1::ORDER_RECORDED:
     case v1::ORDER_CHANGED:
       ApplyOrderDecisionLocked(*job, attempt, attempt.order.OnReport(*job, report));
       break;
     case v1::ABORTED:
       if (!report.worker_leaving()) workers_->SetIdle(worker_id);
-      FailAttemptLocked(*job,
-                        absl::StrCat(RankName(*job, report.rank()), " failed: ", report.message()),
-                        worker_id, /*retryable=*/!report.permanent());
+      LoseRankLocked(*job, report.rank(),
+                     absl::StrCat(RankName(*job, report.rank()), " failed: ", report.message()),
+                     worker_id, /*retryable=*/!report.permanent());
       break;
     default:
       break;
   }
+}
+
+void JobController::FinishIfCompletedLocked(const v1::Job& job) {
+  auto live = live_.find(job.id());
+  if (live == live_.end() || live->second.attempt != job.attempt()) return;
+  const std::vector<int32_t> live_ranks = LiveRanksOf(job);
+  if (!std::all_of(live_ranks.begin(), live_ranks.end(),
+                   [&](int32_t rank) { return live->second.completed.count(rank) > 0; })) {
+    return;
+  }
+  const std::string result = live->second.result;
+  EndAttemptLocked(job);
+  LogIfFailed(
+      jobs_
+          ->Finish(job.id(), job.attempt(), v1::SUCCEEDED,
+                   absl::StrCat("attempt ", job.attempt(), ": every rank completed"), result)
+          .status(),
+      "finishing job", JobContext(job));
 }
 
 absl::StatusOr<v1::Timeline> JobController::GetTimeline(const std::string& job_id) const {
@@ -433,8 +443,8 @@ void JobController::LoseWorkerLocked(const std::string& worker_id, const std::st
       job->state() == v1::PENDING) {
     return;
   }
-  FailAttemptLocked(*job, absl::StrCat(RankName(*job, before->rank()), " was lost: ", reason),
-                    worker_id);
+  LoseRankLocked(*job, before->rank(),
+                 absl::StrCat(RankName(*job, before->rank()), " was lost: ", reason), worker_id);
 }
 
 void JobController::AbortRanksLocked(const v1::Job& job, const std::string& reason,

@@ -220,6 +220,8 @@ class JobController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static v1::CoordinatorMessage HookDecisionMessage(const v1::Job& job, int32_t version,
                                                     bool commit);
+  static v1::CoordinatorMessage AbortMessage(const std::string& job_id, int32_t attempt,
+                                             const std::string& reason);
   // Logs a failed `status` as an error: what the coordinator was doing, about `context`.
   static void LogIfFailed(const absl::Status& status, const char* what,
                           const LogContext& context = LogContext());
@@ -241,6 +243,21 @@ class JobController {
   // Tells every rank of the attempt to stop, except `skip_worker` (already gone).
   void AbortRanksLocked(const v1::Job& job, const std::string& reason,
                         const std::string& skip_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // job_controller_membership.cc: fault-tolerant attempts (spec.fault_tolerance). Whether
+  // the loss of `lost_rank` (`reason`) left the attempt training without its replica group:
+  // the new membership written, the group's other ranks told to stop, the live ranks told
+  // the new epoch. False: the caller fails the attempt as without fault tolerance.
+  bool LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank, const std::string& reason,
+                             const std::string& lost_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ranks of the job's current attempt that still train, ascending (every rank unless
+  // some left); the first leads (its progress and result are the job's).
+  static std::vector<int32_t> LiveRanksOf(const v1::Job& job);
+  // A loss the attempt takes (LeaveIfTolerantLocked), else FailAttemptLocked.
+  void LoseRankLocked(const v1::Job& job, int32_t rank, const std::string& reason,
+                      const std::string& lost_worker, bool retryable = true)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the attempt with SUCCEEDED when every live rank has completed.
+  void FinishIfCompletedLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An attempt failed: re-queue the job if it is `retryable` and its restart policy
   // allows, else fail it.
   void FailAttemptLocked(const v1::Job& job, const std::string& reason,

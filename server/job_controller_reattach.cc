@@ -10,6 +10,7 @@
 // ends the attempt, and the job is re-queued from its newest checkpoint without using up
 // its restart policy, as before re-attaching existed.
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -34,7 +35,7 @@ void JobController::AwaitReattachments() {
                           absl::StrCat("the coordinator restarted while attempt ", job.attempt(),
                                        " was RUNNING; waiting up to ",
                                        absl::FormatDuration(options_.reattach_grace), " for its ",
-                                       job.ranks_size(), " ranks to re-attach"))
+                                       LiveRanksOf(job).size(), " ranks to re-attach"))
             .status(),
         "recording an event", JobContext(job));
   }
@@ -59,16 +60,17 @@ bool JobController::ReattachLocked(const std::string& worker_id,
   LogInfo(
       LogContext().Job(job->id()).Attempt(job->attempt()).Rank(running.rank()).Worker(worker_id),
       absl::StrCat("re-attached at step ", running.step()));
-  if (static_cast<int>(attempt.reattached.size()) == job->ranks_size()) {
+  const size_t live_ranks = LiveRanksOf(*job).size();  // a fault-tolerant job's may be fewer
+  if (attempt.reattached.size() == live_ranks) {
     attempt.awaiting_reattach = false;
-    LogIfFailed(jobs_
-                    ->RecordEvent(job->id(), job->attempt(),
-                                  absl::StrCat("all ", job->ranks_size(), " ranks of attempt ",
-                                               job->attempt(),
-                                               " re-attached after the coordinator restarted; "
-                                               "training went on without a restart"))
-                    .status(),
-                "recording an event", JobContext(*job));
+    LogIfFailed(
+        jobs_
+            ->RecordEvent(job->id(), job->attempt(),
+                          absl::StrCat("all ", live_ranks, " ranks of attempt ", job->attempt(),
+                                       " re-attached after the coordinator restarted; "
+                                       "training went on without a restart"))
+            .status(),
+        "recording an event", JobContext(*job));
   }
   return true;
 }
@@ -79,8 +81,11 @@ void JobController::RequeueIfRankCameBackWithoutItLocked(const std::string& work
     if (!live.awaiting_reattach) continue;
     auto job = jobs_->Get(job_id);
     if (!job.ok()) continue;
+    const std::vector<int32_t> live_ranks = LiveRanksOf(*job);  // one that left is not awaited
     for (const v1::RankAssignment& rank : job->ranks()) {
-      if (rank.worker_id() == worker_id && live.reattached.count(rank.rank()) == 0) {
+      const bool awaited =
+          std::find(live_ranks.begin(), live_ranks.end(), rank.rank()) != live_ranks.end();
+      if (rank.worker_id() == worker_id && awaited && live.reattached.count(rank.rank()) == 0) {
         lost.push_back(*job);
       }
     }
@@ -122,13 +127,12 @@ void JobController::CheckReattachDeadlinesLocked(absl::Time now) {
     auto job = jobs_->Get(job_id);
     if (!job.ok()) continue;
     std::vector<std::string> missing;
-    for (const v1::RankAssignment& rank : job->ranks()) {
-      if (live.reattached.count(rank.rank()) == 0) {
-        missing.push_back(RankName(*job, rank.rank()));
-      }
+    const std::vector<int32_t> live_ranks = LiveRanksOf(*job);
+    for (int32_t rank : live_ranks) {
+      if (live.reattached.count(rank) == 0) missing.push_back(RankName(*job, rank));
     }
     expired.emplace_back(*job, absl::StrCat("only ", live.reattached.size(), " of ",
-                                            job->ranks_size(), " ranks re-attached within ",
+                                            live_ranks.size(), " ranks re-attached within ",
                                             absl::FormatDuration(options_.reattach_grace),
                                             " after the coordinator restarted (missing: ",
                                             absl::StrJoin(missing, ", "), ")"));

@@ -541,6 +541,20 @@ absl::StatusOr<v1::Job> JobManager::RecordHookSwitch(const std::string& job_id,
       event_message, durable ? OnStoreFailure::kRefuse : OnStoreFailure::kDefer);
 }
 
+absl::StatusOr<v1::Job> JobManager::RecordMembership(const std::string& job_id,
+                                                     const v1::Membership& membership,
+                                                     const std::string& event_message) {
+  absl::MutexLock lock(&mu_);
+  return Mutate(
+      job_id,
+      [&](v1::Job* j) {
+        RETURN_IF_ERROR(CheckAttempt(*j, membership.attempt()));
+        *j->mutable_membership() = membership;
+        return absl::OkStatus();
+      },
+      event_message, OnStoreFailure::kRefuse);
+}
+
 absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attempt,
                                         const v1::Progress& progress) {
   absl::MutexLock lock(&mu_);

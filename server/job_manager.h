@@ -140,6 +140,13 @@ class JobManager {
                                            const v1::HookSwitch& hook_switch,
                                            const std::string& event_message, bool durable = false);
 
+  // Stores a fault-tolerant attempt's new membership, with an event, once written
+  // (UNAVAILABLE, changing nothing, if the state file refuses it): the ranks hear of it
+  // only after, so a coordinator restarted at any point agrees with them.
+  absl::StatusOr<v1::Job> RecordMembership(const std::string& job_id,
+                                           const v1::Membership& membership,
+                                           const std::string& event_message);
+
   // Writes the changes the store refused earlier; how many are still unwritten, and the
   // latest store error if any.
   int RetryUnsavedChanges(absl::Status* last_error = nullptr);

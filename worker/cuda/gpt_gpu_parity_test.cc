@@ -1,4 +1,5 @@
-// A GPT trained by the FSDP runtime on the GPU against the same job on the CPU: the real
+// A GPT (and a Llama: grouped-query attention, llama3 rotary scaling, SwiGLU, an untied
+// head) trained by the FSDP runtime on the GPU against the same job on the CPU: the real
 // trainer, each rank a thread (testing::TrainInThreads), on a CudaDevice. FP32 with TF32
 // off ends with the same model within rtol 1e-4 (with and without activation
 // checkpointing, with materialised and with fused attention); BF16 mixed precision follows the
@@ -33,12 +34,13 @@ struct GptConfig {
   bool bf16 = false;
   bool checkpointing = false;
   bool fused_attention = false;
+  bool llama = false;
 };
 
 std::string Name(const GptConfig& c) {
   return absl::StrCat("world", c.world, "_", v1::CudaOptions::Collectives_Name(c.collectives),
                       c.bf16 ? "_bf16" : "", c.checkpointing ? "_checkpointing" : "",
-                      c.fused_attention ? "_fused_attention" : "");
+                      c.fused_attention ? "_fused_attention" : "", c.llama ? "_llama" : "");
 }
 
 std::string TempDir(const std::string& name) {
@@ -54,15 +56,43 @@ constexpr double kLr = 3e-3;
 
 // nanoGPT's shape, scaled down: 2 blocks of 2 heads, 32 wide, a context of 24 (not a
 // multiple of a warp), AdamW with clipping, warmup and cosine decay.
+// The Llama of the same size: 4 heads on 2 K/V heads, llama3 scaling whose three bands each
+// hold frequencies, no biases.
+v1::LlamaConfig Llama(v1::GptConfig::Attention attention) {
+  v1::LlamaConfig llama;
+  llama.set_vocab_size(shardwise::testing::CorpusGpt(24, kWidth).vocab_size());
+  llama.set_hidden_size(kWidth);
+  llama.set_intermediate_size(88);
+  llama.set_num_hidden_layers(2);
+  llama.set_num_attention_heads(4);
+  llama.set_num_key_value_heads(2);
+  llama.set_max_position_embeddings(32);
+  llama.set_block_size(24);
+  llama.set_rope_theta(100);
+  v1::RopeScaling* scaling = llama.mutable_rope_scaling();
+  scaling->set_rope_type("llama3");
+  scaling->set_factor(4);
+  scaling->set_low_freq_factor(1);
+  scaling->set_high_freq_factor(2);
+  scaling->set_original_max_position_embeddings(16);
+  llama.set_attention(attention);
+  return llama;
+}
+
 v1::JobSpec GptSpec(const GptConfig& c, v1::DeviceKind device, const std::string& dir,
                     const std::string& model_name) {
   v1::JobSpec spec;
-  *spec.mutable_model()->mutable_gpt() = shardwise::testing::CorpusGpt(24, kWidth);
+  const auto attention = c.fused_attention ? v1::GptConfig::FUSED : v1::GptConfig::MATERIALIZED;
+  if (c.llama) {
+    *spec.mutable_model()->mutable_llama() = Llama(attention);
+  } else {
+    *spec.mutable_model()->mutable_gpt() = shardwise::testing::CorpusGpt(24, kWidth);
+    spec.mutable_model()->mutable_gpt()->set_attention(attention);
+  }
   spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::FULL_SHARD);
   spec.mutable_fsdp()->set_limit_all_gathers(true);
   if (c.bf16) spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
   spec.set_activation_checkpointing(c.checkpointing);
-  if (c.fused_attention) spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
   spec.mutable_optimizer()->mutable_adamw()->set_lr(kLr);
   spec.mutable_optimizer()->set_max_grad_norm(1.0);
   spec.mutable_optimizer()->mutable_lr_schedule()->set_warmup_steps(3);
@@ -184,7 +214,10 @@ INSTANTIATE_TEST_SUITE_P(Jobs, GptGpuParityTest,
                          ::testing::Values(GptConfig{1, kNccl}, GptConfig{1, kNccl, false, true},
                                            GptConfig{1, kNccl, true}, GptConfig{2, kStaged},
                                            GptConfig{1, kNccl, false, false, true},
-                                           GptConfig{1, kNccl, true, true, true}),
+                                           GptConfig{1, kNccl, true, true, true},
+                                           GptConfig{1, kNccl, false, false, false, true},
+                                           GptConfig{2, kStaged, false, true, true, true},
+                                           GptConfig{1, kNccl, true, false, false, true}),
                          [](const ::testing::TestParamInfo<GptConfig>& info) {
                            return Name(info.param);
                          });

@@ -214,6 +214,7 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
   }
   training.hook_schedule = &hooks_;
   training.plans = &plans_;
+  if (assignment_.spec().has_fault_tolerance()) training.membership = &membership_;
   training.position = &position_;
   training.timeline = &timeline_;
   training.collective_metrics = collective_metrics_;

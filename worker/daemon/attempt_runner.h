@@ -64,6 +64,8 @@ class AttemptRunner {
   void OnHookDecision(const v1::HookDecision& decision);
   // A prefetch plan re-derived by the coordinator, for the ranks to adopt together.
   void OnPlanUpdate(const v1::PrefetchPlan& plan) { plans_.Deliver(plan); }
+  // A fault-tolerant attempt's new membership (membership_mailbox.h).
+  void OnMembershipChange(const v1::MembershipChange& change) { membership_.Deliver(change); }
 
   // Where the rank is now, for the heartbeat.
   v1::RankPosition position() const { return position_.Snapshot(); }
@@ -116,6 +118,7 @@ class AttemptRunner {
   CpuCachingAllocator allocator_;
   HookSchedule hooks_;
   PlanMailbox plans_;
+  MembershipMailbox membership_;
   RankPosition position_;
   Timeline timeline_;
 

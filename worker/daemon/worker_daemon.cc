@@ -81,6 +81,7 @@ void WorkerDaemon::Dispatch(const v1::CoordinatorMessage& message) {
   if (message.has_abort()) OnAbort(message.abort());
   if (message.has_hook_change()) OnHookChange(message.hook_change());
   if (message.has_plan_update()) OnPlanUpdate(message.plan_update());
+  if (message.has_membership_change()) OnMembershipChange(message.membership_change());
   if (message.has_hook_decision()) OnHookDecision(message.hook_decision());
   if (message.has_going_away()) {
     LogWarning(LogContext(),
@@ -348,6 +349,16 @@ void WorkerDaemon::OnPlanUpdate(const v1::PlanUpdate& update) {
   absl::MutexLock lock(&runner_mu_);
   if (runner_ && runner_->job_id() == update.job_id() && runner_->attempt() == update.attempt()) {
     runner_->OnPlanUpdate(update.plan());
+  }
+}
+
+void WorkerDaemon::OnMembershipChange(const v1::MembershipChange& change) {
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_ && runner_->job_id() == change.job_id() && runner_->attempt() == change.attempt()) {
+    LogInfo(LogContext().Job(change.job_id()).Attempt(change.attempt()),
+            absl::StrCat("membership epoch ", change.epoch(), ": ", change.live_ranks_size(),
+                         " ranks train on"));
+    runner_->OnMembershipChange(change);
   }
 }
 

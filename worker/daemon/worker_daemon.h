@@ -82,6 +82,7 @@ class WorkerDaemon {
   void OnHookChange(const v1::HookChange& change);
   void OnHookDecision(const v1::HookDecision& decision);
   void OnPlanUpdate(const v1::PlanUpdate& update);
+  void OnMembershipChange(const v1::MembershipChange& change);
   // Writes on the live session; false without one, or if the write failed.
   bool Write(const v1::WorkerMessage& message);
   // Heartbeats and answers: dropped without a session.

@@ -8,10 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
 #include "common/safe_write.h"
 #include "common/status_macros.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/permanent_failure.h"
+#include "gloo/rendezvous/prefix_store.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "tokenizer/manifest.h"
@@ -73,6 +75,8 @@ class RankTrainer {
   // `activity_`, so the worker survives a job too large for it.
   absl::StatusOr<TrainingResult> Body();
   absl::Status Setup();
+  // The model, its optimizer and pending losses over runtime_, from `initial` weights.
+  absl::Status BuildModel(const TensorMap& initial);
   absl::Status Restore(const fsdp::LoadedCheckpoint& checkpoint);
   absl::Status Step(int64_t step);
   absl::Status BeginStep(int64_t step);
@@ -91,6 +95,41 @@ class RankTrainer {
   absl::StatusOr<double> Evaluate();
   void ReportProgress(double step_seconds);
   absl::Status WriteFinalModel();
+
+  // ---- fault tolerance (spec.fault_tolerance; context.membership set) ----
+  bool FaultTolerant() const { return context_.membership != nullptr; }
+  // A failure the attempt may survive: a collective that failed (a peer lost or cut out).
+  bool Recoverable(const absl::Status& status) const {
+    return FaultTolerant() && (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status));
+  }
+  // The world's wait for a peer inside a collective: fault_tolerance.peer_timeout_seconds
+  // (default 10 s), or the data plane's timeout without fault tolerance.
+  std::chrono::milliseconds PeerTimeout() const {
+    if (!FaultTolerant()) return context_.data_plane.timeout;
+    const int32_t seconds = spec_.fault_tolerance().peer_timeout_seconds();
+    return std::chrono::milliseconds(int64_t{1000} * (seconds > 0 ? seconds : 10));
+  }
+  // Every live rank finished the step's backward: one small all-reduce before the
+  // optimizer step, so that no rank applies a step another could not finish.
+  absl::Status CommitVote();
+  // The coordinator's next membership, the epoch's connections, the state every live rank
+  // agrees on (the most steps any committed, copied from a rank that has it); the model
+  // rebuilt over the new world. `failure` is returned if no membership change comes.
+  absl::Status Recover(const absl::Status& failure);
+  struct RankState {
+    TensorMap model;
+    // Per unit: each optimizer state buffer (exp_avg, ...) of the unit's shard.
+    std::vector<std::vector<std::pair<std::string, std::vector<float>>>> optimizer;
+    double optimizer_steps = 0;
+    double steps = 0;  // result_.steps: the steps this rank committed
+  };
+  absl::StatusOr<RankState> CaptureState();
+  absl::Status HealFromPeers(RankState* state);
+  absl::Status RestoreState(const RankState& state);
+  // The live ranks of the current epoch, and whether this rank leads them (the lowest:
+  // it writes the manifest and the final model, and its progress is the job's).
+  int LiveRanks() const { return runtime_->world()->size(); }
+  bool Leads() const { return runtime_->world()->rank() == 0; }
   // Ends the model's life (its threads, buffers and shards) in the destructor's order and
   // returns the device allocator's counters then: the run's peaks, and what is still live
   // (nothing, unless a buffer leaked).
@@ -125,6 +164,11 @@ class RankTrainer {
   int64_t loss_step_ = 0;  // steps done when result_.last_loss was measured
   absl::Time start_;
   std::string activity_ = "starting";  // what Body is doing, for an out-of-memory report
+  // Fault tolerance: the membership epoch this rank trains in, the context its runtime was
+  // connected with (context_ with the epoch's world) and that world.
+  int32_t epoch_ = 0;
+  TrainingContext epoch_context_;
+  std::shared_ptr<gloo::Context> world_;
 };
 
 absl::Status RankTrainer::Setup() {
@@ -155,9 +199,17 @@ absl::Status RankTrainer::Setup() {
     ASSIGN_OR_RETURN(initial, InitialWeights(spec_));
   }
   activity_ = "building the sharded model";
+  RETURN_IF_ERROR(BuildModel(initial));
+  initial.clear();
+  if (checkpoint.has_value()) RETURN_IF_ERROR(Restore(*checkpoint));
+  world_ = context_.world;
+  world_->setTimeout(PeerTimeout());
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::BuildModel(const TensorMap& initial) {
   ASSIGN_OR_RETURN(model_, fsdp::FsdpModel::Create(spec_, plan_, runtime_->model_groups(),
                                                    runtime_->device(), initial));
-  initial.clear();
   model_->set_position(context_.position);
   model_->set_timeline(context_.timeline);
   model_->set_delays(hooks_->ComputeDelay(), hooks_->CommunicationDelay());
@@ -165,7 +217,6 @@ absl::Status RankTrainer::Setup() {
   model_->EnableOptimizerOverlap(optimizer_.get());
   losses_ = std::make_unique<PendingLosses>(runtime_->device(), LossReadInterval(spec_),
                                             std::max(1, spec_.gradient_accumulation_steps()));
-  if (checkpoint.has_value()) RETURN_IF_ERROR(Restore(*checkpoint));
   return absl::OkStatus();
 }
 
@@ -218,16 +269,31 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
   calls_before_training_ = training_thread_coordinator_calls.load();
   start_ = absl::Now();
   if (spec_.evaluation().interval_steps() > 0) RETURN_IF_ERROR(MaybeEvaluate(first_step_));
-  for (int64_t step = first_step_; step < spec_.steps(); ++step) {
+  int64_t step = first_step_;
+  while (step < spec_.steps()) {
     activity_ = absl::StrCat("training step ", step);
     const absl::Time step_start = absl::Now();
+    absl::Status stepped;
     {
       ScopedSpan step_span(context_.timeline, "step", -1, step);
-      RETURN_IF_ERROR(Step(step));
+      stepped = Step(step);
     }
-    RETURN_IF_ERROR(MaybeCheckpoint());
+    if (stepped.ok()) stepped = MaybeCheckpoint();
+    if (!stepped.ok()) {
+      if (!Recoverable(stepped)) return stepped;
+      const absl::Time failed_at = absl::Now();
+      RETURN_IF_ERROR(Recover(stepped));
+      LogWarning(
+          LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
+          absl::StrCat("step ", step, " failed (", stepped.message(), "); membership epoch ",
+                       epoch_, ": ", LiveRanks(), " ranks train on from step ", result_.steps,
+                       " after ", absl::FormatDuration(absl::Now() - failed_at)));
+      step = result_.steps;  // the step in flight again, or the next if it was committed
+      continue;
+    }
     RETURN_IF_ERROR(MaybeEvaluate(result_.steps));
     ReportProgress(absl::ToDoubleSeconds(absl::Now() - step_start));
+    ++step;
   }
   activity_ = "gathering the final model";
   RETURN_IF_ERROR(WriteFinalModel());
@@ -242,6 +308,7 @@ absl::Status RankTrainer::Step(int64_t step) {
   losses_->EndStep(step, loss_scale);
   if (context_.position != nullptr) context_.position->SetPhase("step end");
   ASSIGN_OR_RETURN(const bool skip, UnscaleGradients(step));
+  if (FaultTolerant()) RETURN_IF_ERROR(CommitVote());
   if (skip) {
     model_->DiscardGradients();
   } else {
@@ -253,6 +320,126 @@ absl::Status RankTrainer::Step(int64_t step) {
   }
   MeasureSpeed();
   return absl::OkStatus();
+}
+
+absl::Status RankTrainer::CommitVote() {
+  float ready = 1.0f;
+  if (context_.position != nullptr) context_.position->SetPhase("commit vote");
+  return runtime_->world()->AllReduce(&ready, 1);
+}
+
+absl::StatusOr<RankTrainer::RankState> RankTrainer::CaptureState() {
+  RankState state;
+  // Under NO_SHARD a rank holds its whole replica: nothing here communicates.
+  ASSIGN_OR_RETURN(state.model, model_->GatherFullModel());
+  for (int u = 0; u < model_->num_units(); ++u) {
+    state.optimizer.emplace_back();
+    for (const auto& [name, buffer] : optimizer_->SegmentState(u)) {
+      std::vector<float> values(buffer->numel());
+      RETURN_IF_ERROR(runtime_->device()->CopyToHost(values.data(), buffer->data(),
+                                                     values.size() * sizeof(float)));
+      state.optimizer.back().emplace_back(name, std::move(values));
+    }
+  }
+  state.optimizer_steps = static_cast<double>(optimizer_->steps());
+  state.steps = static_cast<double>(result_.steps);
+  return state;
+}
+
+// A rank that committed the step in flight (its vote completed) while another's failed is
+// one step ahead: every rank takes the state of the first rank with the most steps.
+absl::Status RankTrainer::HealFromPeers(RankState* state) {
+  Communicator& world = *runtime_->world();
+  std::vector<double> steps(world.size(), 0.0);
+  steps[world.rank()] = state->steps;
+  RETURN_IF_ERROR(world.AllReduce(steps.data(), steps.size(), ScalarType::kFloat64));
+  const auto most = std::max_element(steps.begin(), steps.end());
+  if (std::all_of(steps.begin(), steps.end(), [&](double s) { return s == *most; })) {
+    return absl::OkStatus();
+  }
+  const int source = static_cast<int>(most - steps.begin());
+  for (auto& [name, tensor] : state->model) {
+    RETURN_IF_ERROR(
+        world.Broadcast(tensor.bytes.data(), tensor.numel(), source, ScalarType::kFloat32));
+  }
+  for (auto& unit : state->optimizer) {
+    for (auto& [name, values] : unit) {
+      RETURN_IF_ERROR(world.Broadcast(values.data(), values.size(), source, ScalarType::kFloat32));
+    }
+  }
+  double counters[2] = {state->optimizer_steps, state->steps};
+  RETURN_IF_ERROR(world.Broadcast(counters, 2, source, ScalarType::kFloat64));
+  state->optimizer_steps = counters[0];
+  state->steps = counters[1];
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::RestoreState(const RankState& state) {
+  RETURN_IF_ERROR(BuildModel(state.model));
+  optimizer_->set_steps(static_cast<int64_t>(state.optimizer_steps));
+  for (int u = 0; u < static_cast<int>(state.optimizer.size()); ++u) {
+    for (const auto& [name, full] : state.optimizer[u]) {
+      const std::vector<float> shard = model_->ShardOf(u, full);
+      RETURN_IF_ERROR(optimizer_->RestoreSegmentState(u, name, shard.data(), shard.size()));
+    }
+  }
+  result_.steps = static_cast<int64_t>(state.steps);
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::Recover(const absl::Status& failure) {
+  activity_ = "recovering from a lost peer";
+  if (context_.position != nullptr) context_.position->SetPhase("membership change");
+  auto change = context_.membership->WaitForEpochAbove(
+      epoch_, absl::FromChrono(context_.data_plane.timeout), context_.abort);
+  if (!change.ok()) {
+    return absl::Status(failure.code(),
+                        absl::StrCat(failure.message(), "; ", change.status().message()));
+  }
+  // The epoch's connections close first: a live peer still waiting on this rank in one of
+  // its collectives fails at once (closing a connection only fails the other side's
+  // waits, so each rank closes its own once it knows the change, not before).
+  world_->closeConnections();
+  ASSIGN_OR_RETURN(RankState state, CaptureState());
+  // The model's threads end (their collectives failed), then the groups.
+  losses_.reset();
+  model_.reset();
+  optimizer_.reset();
+  stream_clock_.reset();
+  runtime_.reset();
+  int index = 0, size = 0;
+  while (true) {
+    const auto& live = change->live_ranks();
+    const auto me = std::find(live.begin(), live.end(), context_.rank);
+    if (me == live.end()) {
+      return absl::AbortedError(
+          absl::StrCat("rank ", context_.rank, " left the attempt in epoch ", change->epoch()));
+    }
+    index = static_cast<int>(me - live.begin());
+    size = static_cast<int>(live.size());
+    gloo::rendezvous::PrefixStore epoch_store(absl::StrCat("epoch", change->epoch()),
+                                              *context_.store);
+    auto world = ConnectGlooContext(epoch_store, index, size, context_.data_plane);
+    if (world.ok()) {
+      world_ = *std::move(world);
+      world_->setTimeout(PeerTimeout());
+      break;
+    }
+    // Another rank lost while this epoch connected: the next epoch, if one came.
+    auto newer = context_.membership->WaitForEpochAbove(change->epoch(), absl::ZeroDuration(),
+                                                        context_.abort);
+    if (!newer.ok()) return world.status();
+    change = std::move(newer);
+  }
+  epoch_ = change->epoch();
+  epoch_context_ = context_;
+  epoch_context_.world = world_;
+  epoch_context_.rank = index;
+  epoch_context_.world_size = size;
+  ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), size, index));
+  ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, epoch_context_));
+  RETURN_IF_ERROR(HealFromPeers(&state));
+  return RestoreState(state);
 }
 
 void RankTrainer::MeasureSpeed() {
@@ -336,7 +523,7 @@ absl::Status RankTrainer::AgreeOnLossesAndPlan() {
     float reduced[2] = {static_cast<float>(losses[i].local_loss),
                         last && newer_plan.has_value() ? 1.0f : 0.0f};
     RETURN_IF_ERROR(runtime_->world()->AllReduce(reduced, 2));
-    const double loss = reduced[0] / static_cast<float>(context_.world_size);
+    const double loss = reduced[0] / static_cast<float>(LiveRanks());
     // Every rank sees the same reduced loss, so all fail at this step alike (and stop
     // reducing at the same one). With a loss scaler, an overflow is the scaler's to handle
     // (it skipped the step).
@@ -349,7 +536,7 @@ absl::Status RankTrainer::AgreeOnLossesAndPlan() {
     if (step == first_step_) result_.first_loss = loss;
     result_.last_loss = loss;
     loss_step_ = step + 1;
-    if (last && newer_plan.has_value() && reduced[1] == static_cast<float>(context_.world_size)) {
+    if (last && newer_plan.has_value() && reduced[1] == static_cast<float>(LiveRanks())) {
       RETURN_IF_ERROR(model_->set_prefetch_plan(*newer_plan));
       plan_since_step_ = result_.steps;  // the next step's index
     }
@@ -362,8 +549,13 @@ absl::Status RankTrainer::MaybeCheckpoint() {
   if (interval <= 0 || result_.steps % interval != 0) return absl::OkStatus();
   const std::string& dir = spec_.output().checkpoint_dir();
   RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result_.steps, *model_, *optimizer_));
-  RETURN_IF_ERROR(runtime_->world()->Barrier());  // every shard is on disk before the manifest
-  if (context_.rank == 0) {
+  // Every shard is on disk before the manifest; writing one may take longer than a peer
+  // is waited for inside a step.
+  world_->setTimeout(context_.data_plane.timeout);
+  const absl::Status written = runtime_->world()->Barrier();
+  world_->setTimeout(PeerTimeout());
+  RETURN_IF_ERROR(written);
+  if (Leads()) {
     const v1::GradScalerState scaler_state = scaler_.State();
     RETURN_IF_ERROR(fsdp::WriteCheckpointManifest(dir, result_.steps, context_.job_id, spec_,
                                                   *model_, *optimizer_,
@@ -405,7 +597,7 @@ absl::StatusOr<double> RankTrainer::Evaluate() {
   }
   float mean = static_cast<float>(sum / (batches * micro_steps));
   RETURN_IF_ERROR(runtime_->world()->AllReduce(&mean, 1));
-  return mean / context_.world_size;
+  return mean / LiveRanks();
 }
 
 void RankTrainer::ReportProgress(double step_seconds) {
@@ -448,7 +640,7 @@ void RankTrainer::ReportProgress(double step_seconds) {
 // the job's id ("shardwise.job", final_model_owner.h).
 absl::Status RankTrainer::WriteFinalModel() {
   ASSIGN_OR_RETURN(TensorMap final_model, model_->GatherFullModel());
-  if (context_.rank != 0) return absl::OkStatus();
+  if (!Leads()) return absl::OkStatus();
   RETURN_IF_ERROR(ExportHuggingFace(spec_, final_model, context_.job_id));
   const std::string& path = spec_.output().final_model_path();
   if (path.empty()) return absl::OkStatus();

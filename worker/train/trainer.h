@@ -25,6 +25,7 @@
 #include "worker/runtime/rank_position.h"
 #include "worker/runtime/timeline.h"
 #include "worker/train/hook_schedule.h"
+#include "worker/train/membership_mailbox.h"
 #include "worker/train/plan_mailbox.h"
 #include "worker/train/training_hooks.h"
 
@@ -64,6 +65,9 @@ struct TrainingContext {
   // Prefetch plans the coordinator re-derived, adopted by every rank at one step; none
   // if null.
   const PlanMailbox* plans = nullptr;
+  // Fault-tolerant jobs (spec.fault_tolerance): the coordinator's membership changes. Null:
+  // a failed collective fails the attempt, as without fault tolerance.
+  MembershipMailbox* membership = nullptr;
   // Called with the execution order of this attempt's first micro-step, and once more
   // (changed = true) if a later micro-step's order differs from it.
   std::function<void(const v1::ExecutionOrder& order, int64_t step, bool changed)>

@@ -1,0 +1,87 @@
+#include "contracts/membership.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace shardwise {
+namespace {
+
+bool Hybrid(const v1::JobSpec& spec) {
+  const auto strategy = spec.fsdp().sharding_strategy();
+  return strategy == v1::ShardingStrategy::HYBRID_SHARD ||
+         strategy == v1::ShardingStrategy::HYBRID_SHARD_ZERO2;
+}
+
+// Ranks per replica group: the shard group's size under HYBRID, 1 under NO_SHARD, the
+// world otherwise (no rank holds a replica of its own).
+int32_t GroupSize(const v1::JobSpec& spec) {
+  if (Hybrid(spec)) return std::max(1, spec.fsdp().shard_group_size());
+  if (spec.fsdp().sharding_strategy() == v1::ShardingStrategy::NO_SHARD) return 1;
+  return std::max(1, spec.world_size());
+}
+
+std::string Ranks(const std::vector<int32_t>& ranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
+}
+
+}  // namespace
+
+std::vector<int32_t> ReplicaGroupOf(const v1::JobSpec& spec, int32_t rank) {
+  const int32_t size = GroupSize(spec);
+  std::vector<int32_t> group;
+  group.reserve(size);
+  for (int32_t r = rank / size * size; r < (rank / size + 1) * size; ++r) group.push_back(r);
+  return group;
+}
+
+std::vector<int32_t> LiveRanks(const v1::JobSpec& spec, const v1::Membership& membership,
+                               int32_t attempt) {
+  if (membership.attempt() == attempt && membership.epoch() > 0) {
+    return {membership.live_ranks().begin(), membership.live_ranks().end()};
+  }
+  std::vector<int32_t> all(std::max(0, spec.world_size()));
+  std::iota(all.begin(), all.end(), 0);
+  return all;
+}
+
+MembershipDecision DecideAfterLoss(const v1::JobSpec& spec, const v1::Membership& current,
+                                   int32_t attempt, const std::vector<int32_t>& lost) {
+  MembershipDecision decision;
+  const std::vector<int32_t> live = LiveRanks(spec, current, attempt);
+  std::set<int32_t> leaving;
+  for (int32_t rank : lost) {
+    for (int32_t r : ReplicaGroupOf(spec, rank)) leaving.insert(r);
+  }
+  std::vector<int32_t> staying;
+  for (int32_t r : live) {
+    if (leaving.count(r) == 0) staying.push_back(r);
+  }
+  const int32_t groups = static_cast<int32_t>(staying.size()) / GroupSize(spec);
+  const int32_t needed = std::max(1, spec.fault_tolerance().min_replicas());
+  const std::vector<int32_t> left(leaving.begin(), leaving.end());
+  if (!spec.has_fault_tolerance() || groups < needed) {
+    decision.summary =
+        absl::StrCat(Ranks(left), " left: ", groups, " replica", groups == 1 ? "" : "s",
+                     " would be left, fewer than fault_tolerance.min_replicas ", needed);
+    return decision;
+  }
+  decision.train_on = true;
+  v1::Membership& next = decision.next;
+  next.set_attempt(attempt);
+  next.set_epoch(current.attempt() == attempt ? current.epoch() + 1 : 1);
+  for (int32_t r : staying) next.add_live_ranks(r);
+  if (current.attempt() == attempt) *next.mutable_left_ranks() = current.left_ranks();
+  for (int32_t r : left) {
+    if (std::find(live.begin(), live.end(), r) != live.end()) next.add_left_ranks(r);
+  }
+  decision.summary =
+      absl::StrCat(Ranks(left), " left; ", Ranks(staying), " train on (epoch ", next.epoch(), ", ",
+                   groups, " replica", groups == 1 ? "" : "s", ")");
+  return decision;
+}
+
+}  // namespace shardwise

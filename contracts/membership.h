@@ -1,0 +1,41 @@
+#ifndef SHARDWISE_CONTRACTS_MEMBERSHIP_H_
+#define SHARDWISE_CONTRACTS_MEMBERSHIP_H_
+
+// Fault-tolerant jobs' membership (spec.fault_tolerance), as pure decisions: a lost rank
+// takes its replica group out of the job (the ranks that hold the replica's parameters
+// between them: the rank alone under NO_SHARD, its shard group under the HYBRID
+// strategies), and the attempt trains on while at least fault_tolerance.min_replicas
+// groups are live. The coordinator decides and persists (server/job_controller_membership.cc);
+// the ranks follow (worker/train/membership_mailbox.h).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "proto/job.pb.h"
+#include "proto/job_spec.pb.h"
+
+namespace shardwise {
+
+// The ranks of `rank`'s replica group, ascending.
+std::vector<int32_t> ReplicaGroupOf(const v1::JobSpec& spec, int32_t rank);
+
+// The live ranks of `membership` for an attempt of `spec.world_size()` ranks: every rank
+// while nothing left (`membership` unset, or of another attempt).
+std::vector<int32_t> LiveRanks(const v1::JobSpec& spec, const v1::Membership& membership,
+                               int32_t attempt);
+
+struct MembershipDecision {
+  bool train_on = false;
+  v1::Membership next;  // when train_on: the next epoch
+  // In words: who leaves and who goes on, or why the attempt cannot.
+  std::string summary;
+};
+
+// What follows the loss of `lost` (ranks of `attempt`) in `current`.
+MembershipDecision DecideAfterLoss(const v1::JobSpec& spec, const v1::Membership& current,
+                                   int32_t attempt, const std::vector<int32_t>& lost);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_CONTRACTS_MEMBERSHIP_H_

@@ -1,0 +1,64 @@
+#include "contracts/membership.h"
+
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+v1::JobSpec Spec(v1::ShardingStrategy::Value strategy, int world, int min_replicas, int group = 0) {
+  v1::JobSpec spec;
+  spec.set_world_size(world);
+  spec.mutable_fsdp()->set_sharding_strategy(strategy);
+  spec.mutable_fsdp()->set_shard_group_size(group);
+  spec.mutable_fault_tolerance()->set_min_replicas(min_replicas);
+  return spec;
+}
+
+std::vector<int32_t> Live(const v1::Membership& m) {
+  return {m.live_ranks().begin(), m.live_ranks().end()};
+}
+
+TEST(Membership, UnderNoShardEachRankIsAReplica) {
+  const v1::JobSpec spec = Spec(v1::ShardingStrategy::NO_SHARD, 3, 1);
+  EXPECT_EQ(ReplicaGroupOf(spec, 2), std::vector<int32_t>{2});
+  MembershipDecision first = DecideAfterLoss(spec, {}, /*attempt=*/1, {2});
+  ASSERT_TRUE(first.train_on) << first.summary;
+  EXPECT_EQ(first.next.epoch(), 1);
+  EXPECT_EQ(Live(first.next), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(first.summary, "rank 2 left; ranks 0, 1 train on (epoch 1, 2 replicas)");
+  MembershipDecision second = DecideAfterLoss(spec, first.next, 1, {0});
+  ASSERT_TRUE(second.train_on);
+  EXPECT_EQ(second.next.epoch(), 2);
+  EXPECT_EQ(Live(second.next), std::vector<int32_t>{1});
+  EXPECT_EQ(std::vector<int32_t>(second.next.left_ranks().begin(), second.next.left_ranks().end()),
+            (std::vector<int32_t>{2, 0}));
+  // The last replica cannot leave: the attempt fails.
+  EXPECT_FALSE(DecideAfterLoss(spec, second.next, 1, {1}).train_on);
+}
+
+TEST(Membership, AHybridGroupLeavesAsAUnitAndMinReplicasHolds) {
+  const v1::JobSpec spec = Spec(v1::ShardingStrategy::HYBRID_SHARD, 6, 2, /*group=*/2);
+  EXPECT_EQ(ReplicaGroupOf(spec, 3), (std::vector<int32_t>{2, 3}));
+  MembershipDecision decision = DecideAfterLoss(spec, {}, 1, {3});
+  ASSERT_TRUE(decision.train_on);
+  EXPECT_EQ(Live(decision.next), (std::vector<int32_t>{0, 1, 4, 5}));
+  MembershipDecision below = DecideAfterLoss(spec, decision.next, 1, {4});
+  EXPECT_FALSE(below.train_on);
+  EXPECT_EQ(below.summary,
+            "ranks 4, 5 left: 1 replica would be left, fewer than fault_tolerance.min_replicas 2");
+}
+
+TEST(Membership, AMembershipOfAnEarlierAttemptCountsForNothing) {
+  const v1::JobSpec spec = Spec(v1::ShardingStrategy::NO_SHARD, 3, 1);
+  const MembershipDecision earlier = DecideAfterLoss(spec, {}, 1, {2});
+  EXPECT_EQ(LiveRanks(spec, earlier.next, 2), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(DecideAfterLoss(spec, earlier.next, 2, {1}).next.epoch(), 1);
+  // A sharded strategy has one group (the world): a lost rank ends the attempt.
+  EXPECT_FALSE(DecideAfterLoss(Spec(v1::ShardingStrategy::FULL_SHARD, 4, 1), {}, 1, {0}).train_on);
+  v1::JobSpec without = spec;
+  without.clear_fault_tolerance();
+  EXPECT_FALSE(DecideAfterLoss(without, {}, 1, {2}).train_on);
+}
+
+}  // namespace
+}  // namespace shardwise

@@ -1,0 +1,81 @@
+// Fault-tolerant attempts (spec.fault_tolerance): a lost rank takes its replica group out
+// of the attempt and the other groups train on (contracts/membership.h decides). The
+// coordinator writes the new membership first, then tells the live ranks, which cut the
+// connections of the epoch before and connect among themselves (worker/train/trainer.cc,
+// "Recover"): a coordinator restarted in between holds what the ranks will be told.
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "contracts/job_state.h"
+#include "contracts/membership.h"
+#include "server/job_controller.h"
+
+namespace shardwise {
+
+std::vector<int32_t> JobController::LiveRanksOf(const v1::Job& job) {
+  return LiveRanks(job.spec(), job.membership(), job.attempt());
+}
+
+void JobController::LoseRankLocked(const v1::Job& job, int32_t rank, const std::string& reason,
+                                   const std::string& lost_worker, bool retryable) {
+  if (retryable && LeaveIfTolerantLocked(job, rank, reason, lost_worker)) return;
+  FailAttemptLocked(job, reason, lost_worker, retryable);
+}
+
+bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
+                                          const std::string& reason,
+                                          const std::string& lost_worker) {
+  auto live = live_.find(job.id());
+  // Only an attempt whose ranks all trained: one still joining fails as any does.
+  if (!job.spec().has_fault_tolerance() || job.state() != v1::RUNNING || live == live_.end() ||
+      live->second.attempt != job.attempt() || live->second.awaiting_reattach) {
+    return false;
+  }
+  const std::vector<int32_t> before = LiveRanksOf(job);
+  if (std::find(before.begin(), before.end(), lost_rank) == before.end()) return true;  // gone
+  const MembershipDecision decision =
+      DecideAfterLoss(job.spec(), job.membership(), job.attempt(), {lost_rank});
+  if (!decision.train_on) {
+    LogIfFailed(jobs_->RecordEvent(job.id(), job.attempt(), decision.summary).status(),
+                "recording an event", JobContext(job));
+    return false;
+  }
+  auto recorded = jobs_->RecordMembership(job.id(), decision.next,
+                                          absl::StrCat(reason, "; ", decision.summary));
+  if (!recorded.ok()) {
+    LogIfFailed(recorded.status(), "writing a membership change", JobContext(job));
+    return false;  // unwritten, it must not be acted on: the attempt fails instead
+  }
+  const std::vector<int32_t> after(decision.next.live_ranks().begin(),
+                                   decision.next.live_ranks().end());
+  v1::CoordinatorMessage stop = AbortMessage(
+      job.id(), job.attempt(), absl::StrCat("rank left the attempt with its group: ", reason));
+  v1::CoordinatorMessage change;
+  v1::MembershipChange* membership = change.mutable_membership_change();
+  membership->set_job_id(job.id());
+  membership->set_attempt(job.attempt());
+  membership->set_epoch(decision.next.epoch());
+  *membership->mutable_live_ranks() = decision.next.live_ranks();
+  for (const v1::RankAssignment& rank : job.ranks()) {
+    const bool staying = std::find(after.begin(), after.end(), rank.rank()) != after.end();
+    const bool was_live = std::find(before.begin(), before.end(), rank.rank()) != before.end();
+    if (staying) {
+      workers_->Send(rank.worker_id(), change);
+    } else if (was_live && rank.worker_id() != lost_worker) {
+      workers_->Drain(rank.worker_id(), stop);  // a group mate of the lost rank
+    }
+  }
+  // Positions restart with the epoch (the lost ranks' would read as stalls).
+  stalls_.Forget(job.id());
+  stalls_.Track(job.id(), job.attempt(), job.spec().world_size());
+  LogWarning(JobContext(job), absl::StrCat(reason, "; ", decision.summary));
+  // The live ranks may all have finished already (the loss came at the very end).
+  FinishIfCompletedLocked(*recorded);
+  RequestScheduleLocked();  // the leaving group's workers may be idle now
+  return true;
+}
+
+}  // namespace shardwise

@@ -1,0 +1,110 @@
+// Fault-tolerant jobs (spec.fault_tolerance) on real processes: a coordinator, worker
+// daemons and Gloo over loopback. A replica's worker is killed (SIGKILL) while the job
+// trains; the others go on in the same attempt, at the same step, without a restart, and
+// the job succeeds with every step reported; the leader (the lowest live rank) may be the
+// one lost; below fault_tolerance.min_replicas the attempt fails as without fault
+// tolerance.
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/cluster.h"
+
+namespace shardwise::testing {
+namespace {
+
+// NO_SHARD over `world` ranks (each a replica), long enough to kill a rank mid-run.
+v1::JobSpec TolerantSpec(int world, int min_replicas, const std::string& model_path) {
+  v1::JobSpec spec = Cluster::Spec(world);
+  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
+  spec.mutable_fault_tolerance()->set_min_replicas(min_replicas);
+  spec.set_steps(300);
+  spec.mutable_output()->set_final_model_path(model_path);
+  return spec;
+}
+
+void WaitForStep(Cluster& cluster, const std::string& job_id, int64_t step) {
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    auto job = cluster.client().Get(job_id);
+    return job.ok() && job->progress().step() >= step;
+  })) << "training did not get going";
+}
+
+std::string Events(const v1::Job& job) {
+  std::string events;
+  for (const auto& e : job.events()) absl::StrAppend(&events, e.message(), "\n");
+  return events;
+}
+
+std::vector<int32_t> Live(const v1::Job& job) {
+  return {job.membership().live_ranks().begin(), job.membership().live_ranks().end()};
+}
+
+// Which rank's worker is killed: a follower (rank 2), or the leader (rank 0), whose
+// duties (progress, the final model) pass to rank 1.
+class LostReplica : public ::testing::TestWithParam<int> {};
+
+TEST_P(LostReplica, LeavesAndTheOthersTrainOnInTheSameAttempt) {
+  const int lost = GetParam();
+  Cluster cluster;
+  cluster.StartCoordinator();
+  std::vector<Process*> workers;
+  workers.reserve(3);
+  for (int w = 0; w < 3; ++w) workers.push_back(&cluster.AddWorker(absl::StrCat("w", w)));
+  const std::string model_path = cluster.dir() + "/model.safetensors";
+  auto job_id = cluster.client().Submit(TolerantSpec(3, 1, model_path));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  WaitForStep(cluster, *job_id, 40);
+  auto running = cluster.client().Get(*job_id);
+  ASSERT_TRUE(running.ok());
+  const std::string victim = running->ranks(lost).worker_id();
+  for (Process* worker : workers) {
+    if (absl::EndsWith(worker->log_path(), victim + ".log")) worker->Kill();
+  }
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(job.progress().step(), 300);
+  EXPECT_EQ(job.membership().epoch(), 1);
+  std::vector<int32_t> survivors = {0, 1, 2};
+  survivors.erase(std::find(survivors.begin(), survivors.end(), lost));
+  EXPECT_EQ(Live(job), survivors);
+  EXPECT_TRUE(absl::StrContains(Events(job), absl::StrCat("rank ", lost, " left; ranks ")))
+      << Events(job);
+  EXPECT_TRUE(std::filesystem::exists(model_path)) << "the leader wrote no model";
+  EXPECT_TRUE(absl::StrContains(job.result(), "model written to")) << job.result();
+  std::string description;
+  ASSERT_EQ(
+      Cluster::RunCli({"--coordinator=" + cluster.address(), "describe", *job_id}, &description),
+      0);
+  EXPECT_TRUE(
+      absl::StrContains(description, absl::StrCat("Replicas:   epoch 1: ranks ", survivors[0], ", ",
+                                                  survivors[1], " train; ranks ", lost, " left")))
+      << description;
+}
+
+INSTANTIATE_TEST_SUITE_P(FollowerAndLeader, LostReplica, ::testing::Values(2, 0),
+                         [](const auto& info) { return info.param == 0 ? "Leader" : "Follower"; });
+
+TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  Process& w1 = cluster.AddWorker("w1");
+  auto job_id = cluster.client().Submit(TolerantSpec(2, 2, cluster.dir() + "/m.safetensors"));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  WaitForStep(cluster, *job_id, 20);
+  w1.Kill();
+  const v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(60));
+  EXPECT_TRUE(absl::StrContains(Events(job), "fewer than fault_tolerance.min_replicas 2"))
+      << Events(job);
+  EXPECT_EQ(job.membership().epoch(), 0);
+}
+
+}  // namespace
+}  // namespace shardwise::testing
