@@ -219,11 +219,26 @@ bool RunMemory() {
   return true;
 }
 
+// The fault-tolerant job's commit vote (one 1-float all-reduce before each optimizer
+// step): NO_SHARD with and without fault_tolerance, taking turns `runs` times.
+bool RunCommitVote(int warmup, int steps, int runs) {
+  const v1::JobSpec plain = Spec(v1::ShardingStrategy::NO_SHARD, warmup + steps);
+  v1::JobSpec tolerant = plain;
+  tolerant.mutable_fault_tolerance()->set_min_replicas(1);
+  for (int run = 0; run < runs; ++run) {
+    if (!Run("NO_SHARD", plain, warmup, false) ||
+        !Run("NO_SHARD+fault_tolerance", tolerant, warmup, false)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 }  // namespace shardwise::bench
 
 // usage: gpt_bench [WARMUP_STEPS] [TIMED_STEPS]
-//                  [all|throughput|long|memory|FULL_SHARD|NO_SHARD|FUSED]
+//                  [all|throughput|long|memory|vote|FULL_SHARD|NO_SHARD|FUSED]
 // ($SHARDWISE_BENCH_WORLD ranks, 2 by default)
 int main(int argc, char** argv) {
   using namespace shardwise;
@@ -239,11 +254,14 @@ int main(int argc, char** argv) {
     ok = bench::RunMemory();
   } else if (what == "long") {
     ok = bench::RunLongContext(warmup, steps);
+  } else if (what == "vote") {
+    ok = bench::RunCommitVote(warmup, steps, /*runs=*/3);
   } else if (what == "FULL_SHARD" || what == "NO_SHARD" || what == "FUSED") {
     ok = bench::RunThroughput(warmup, steps, what);
   } else {
     std::fprintf(stderr,
-                 "unknown '%s': all, throughput, long, memory, FULL_SHARD, NO_SHARD or FUSED\n",
+                 "unknown '%s': all, throughput, long, memory, vote, FULL_SHARD, NO_SHARD or "
+                 "FUSED\n",
                  what.c_str());
     return 2;
   }
