@@ -5,6 +5,8 @@
 // one lost; below fault_tolerance.min_replicas the attempt fails as without fault
 // tolerance.
 
+#include <signal.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
 
@@ -90,6 +93,34 @@ TEST_P(LostReplica, LeavesAndTheOthersTrainOnInTheSameAttempt) {
 
 INSTANTIATE_TEST_SUITE_P(FollowerAndLeader, LostReplica, ::testing::Values(2, 0),
                          [](const auto& info) { return info.param == 0 ? "Leader" : "Follower"; });
+
+// A frozen replica (SIGSTOP: its connections stay open, only its heartbeats stop): the
+// others' collective fails after fault_tolerance.peer_timeout_seconds, the coordinator
+// declares the worker lost after its heartbeat timeout, and the others train on, well
+// before the collective timeout (30 s here).
+TEST(FaultTolerance, AFrozenReplicaIsLeftBehindWithinThePeerTimeout) {
+  ClusterOptions options;
+  options.heartbeat_timeout_ms = 1500;
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1");
+  Process& w2 = cluster.AddWorker("w2");
+  v1::JobSpec spec = TolerantSpec(3, 1, cluster.dir() + "/frozen.safetensors");
+  spec.mutable_fault_tolerance()->set_peer_timeout_seconds(5);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  WaitForStep(cluster, *job_id, 40);
+  const absl::Time frozen_at = absl::Now();
+  w2.Signal(SIGSTOP);
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(60));
+  const absl::Duration took = absl::Now() - frozen_at;
+  w2.Kill();
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1}));
+  EXPECT_TRUE(absl::StrContains(Events(job), "no heartbeat for more than 1.5s")) << Events(job);
+  EXPECT_LT(took, absl::Seconds(25)) << "the survivors waited for the collective timeout";
+}
 
 TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {
   Cluster cluster;
