@@ -129,18 +129,8 @@ TEST_P(LlamaFp32Parity, EveryParameterAndEveryLossMatchPytorch) {
   ASSERT_TRUE(model.ok()) << model.status();
   // Every parameter within rtol 1e-5 and atol 1e-5, the losses within 1e-6 relative
   // (docs/semantics.md gives the measured margins).
-  const testing::Worst worst = testing::CompareElementwise(*model, reference->model, 1e-5, 1e-5);
-  EXPECT_LE(worst.ratio, 1.0) << worst.where;
+  testing::ExpectMatchesPytorch(Name(c), *model, run->rank0_losses, *reference, 1e-6);
   EXPECT_EQ(model->size(), reference->model.size());
-  const double worst_loss = testing::WorstLossRatio(run->rank0_losses, reference->losses);
-  EXPECT_LE(worst_loss, 1e-6);
-  RecordProperty("worst_parameter_ratio", absl::StrFormat("%.3g", worst.ratio));
-  RecordProperty("worst_loss_ratio", absl::StrFormat("%.3g", worst_loss));
-  std::printf(
-      "%s: parameters at %.3g of the bound (rtol 1e-5, atol 1e-5), losses within %.3g; "
-      "loss %.4f -> %.4f\n",
-      Name(c).c_str(), worst.ratio, worst_loss, run->rank0_losses.front(),
-      run->rank0_losses.back());
   // It learned something: the reference's loss fell.
   EXPECT_LT(reference->losses.back(), reference->losses.front() - 0.5);
 }
@@ -243,26 +233,12 @@ TEST(LlamaHuggingFace, ImportTrainExportAndPytorchLoadsTheExport) {
   ASSERT_TRUE(run.ok()) << run.status();
   auto model = ReadSafetensors(exported + "/model.safetensors");
   ASSERT_TRUE(model.ok()) << model.status();
-  const testing::Worst worst = testing::CompareElementwise(*model, reference->model, 1e-5, 1e-5);
-  EXPECT_LE(worst.ratio, 1.0) << worst.where;
-  const double worst_loss = testing::WorstLossRatio(run->rank0_losses, reference->losses);
-  EXPECT_LE(worst_loss, 1e-6);
-  std::printf(
-      "from an HF checkpoint (BF16, 2 shards): parameters at %.3g of the bound, losses "
-      "within %.3g\n",
-      worst.ratio, worst_loss);
-
+  testing::ExpectMatchesPytorch("from an HF checkpoint (BF16, 2 shards)", *model, run->rank0_losses,
+                                *reference, 1e-6);
   // PyTorch loads the export (model from its config.json, no step): exactly its tensors.
-  v1::JobSpec load = base;
-  load.set_steps(0);
-  auto loaded = testing::RunPytorch(
-      kReference, "hf-load",
-      testing::ReferenceConfig(
-          load, "", "fp32", "hf-load",
-          absl::StrFormat(R"("init_hf_dir": "%s", "block_size": 32)", exported)));
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->model.size(), model->size());
-  EXPECT_EQ(testing::CompareElementwise(loaded->model, *model, 0, 1e-30).ratio, 0.0);
+  testing::ExpectPytorchHoldsExactly(
+      kReference, "hf-load", base,
+      absl::StrFormat(R"("init_hf_dir": "%s", "block_size": 32)", exported), *model);
 }
 
 }  // namespace

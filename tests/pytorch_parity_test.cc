@@ -101,17 +101,7 @@ TEST_P(Fp32Parity, EveryParameterAndEveryLossMatchPytorch) {
   ASSERT_TRUE(model.ok());
   // Every parameter within rtol 1e-5 and PyTorch's FP32 atol 1e-5 (docs/semantics.md); the
   // losses within 1e-5 relative. The measured margins are printed and in docs/semantics.md.
-  const testing::Worst worst = testing::CompareElementwise(*model, reference.model, 1e-5, 1e-5);
-  RecordProperty("worst_parameter_ratio", absl::StrFormat("%.3g", worst.ratio));
-  EXPECT_LE(worst.ratio, 1.0) << worst.where;
-  const double worst_loss = testing::WorstLossRatio(run->rank0_losses, reference.losses);
-  RecordProperty("worst_loss_ratio", absl::StrFormat("%.3g", worst_loss));
-  EXPECT_LE(worst_loss, 1e-5);
-  std::printf(
-      "%s: parameters at %.3g of the bound (rtol 1e-5, atol 1e-5), losses within %.3g; "
-      "loss %.4f -> %.4f\n",
-      Name(c).c_str(), worst.ratio, worst_loss, run->rank0_losses.front(),
-      run->rank0_losses.back());
+  testing::ExpectMatchesPytorch(Name(c), *model, run->rank0_losses, reference, 1e-5);
   // It learned something: the reference's loss fell.
   EXPECT_LT(reference.losses.back(), reference.losses.front() - 0.5);
 }
@@ -220,27 +210,13 @@ TEST(GptHuggingFace, ImportTrainExportAndPytorchLoadsTheExport) {
   ASSERT_TRUE(run.ok()) << run.status();
   auto final_model = ReadSafetensors(spec.output().final_model_path());
   ASSERT_TRUE(final_model.ok()) << final_model.status();
-  const testing::Worst worst =
-      testing::CompareElementwise(*final_model, reference->model, 1e-5, 1e-5);
-  EXPECT_LE(worst.ratio, 1.0) << worst.where;
-  const double worst_loss = testing::WorstLossRatio(run->rank0_losses, reference->losses);
-  EXPECT_LE(worst_loss, 1e-5);
-  std::printf(
-      "from a GPT-2 checkpoint (unprefixed names): parameters at %.3g of the bound, "
-      "losses within %.3g\n",
-      worst.ratio, worst_loss);
-
+  testing::ExpectMatchesPytorch("from a GPT-2 checkpoint (unprefixed names)", *final_model,
+                                run->rank0_losses, *reference, 1e-5);
   // PyTorch loads the export (GPT2LMHeadModel's layout, model from its config.json):
   // exactly the final model's tensors, transposed back where GPT-2 stores them so.
-  v1::JobSpec load = base;
-  load.set_steps(0);
-  auto loaded = testing::RunPytorch(
-      kReference, "gpt2-load",
-      testing::ReferenceConfig(load, "", "fp32", "gpt2-load",
-                               absl::StrFormat(R"("init_hf_dir": "%s")", exported)));
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->model.size(), final_model->size());
-  EXPECT_EQ(testing::CompareElementwise(loaded->model, *final_model, 0, 1e-30).ratio, 0.0);
+  testing::ExpectPytorchHoldsExactly(kReference, "gpt2-load", base,
+                                     absl::StrFormat(R"("init_hf_dir": "%s")", exported),
+                                     *final_model);
 }
 
 }  // namespace

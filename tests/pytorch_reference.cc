@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
 
 namespace shardwise::testing {
 namespace {
@@ -141,6 +143,31 @@ double WorstLossRatio(const std::vector<double>& got, const std::vector<double>&
     worst = std::max(worst, std::abs(got[s] - want[s]) / want[s]);
   }
   return got.size() == want.size() ? worst : 1e30;
+}
+
+void ExpectMatchesPytorch(const std::string& label, const TensorMap& model,
+                          const std::vector<double>& losses, const PytorchRun& reference,
+                          double loss_rtol) {
+  const Worst worst = CompareElementwise(model, reference.model, 1e-5, 1e-5);
+  EXPECT_LE(worst.ratio, 1.0) << label << ": " << worst.where;
+  const double worst_loss = WorstLossRatio(losses, reference.losses);
+  EXPECT_LE(worst_loss, loss_rtol) << label;
+  ::testing::Test::RecordProperty("worst_parameter_ratio", absl::StrFormat("%.3g", worst.ratio));
+  ::testing::Test::RecordProperty("worst_loss_ratio", absl::StrFormat("%.3g", worst_loss));
+  std::printf(
+      "%s: parameters at %.3g of the bound (rtol 1e-5, atol 1e-5), losses within %.3g; "
+      "loss %.4f -> %.4f\n",
+      label.c_str(), worst.ratio, worst_loss, losses.empty() ? 0.0 : losses.front(),
+      losses.empty() ? 0.0 : losses.back());
+}
+
+void ExpectPytorchHoldsExactly(const std::string& script, const std::string& name, v1::JobSpec job,
+                               const std::string& extra, const TensorMap& model) {
+  job.set_steps(0);
+  auto loaded = RunPytorch(script, name, ReferenceConfig(job, "", "fp32", name, extra));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->model.size(), model.size());
+  EXPECT_EQ(CompareElementwise(loaded->model, model, 0, 1e-30).ratio, 0.0);
 }
 
 }  // namespace shardwise::testing

@@ -68,6 +68,19 @@ Worst CompareElementwise(const TensorMap& got, const TensorMap& want, double rto
 // The largest |got - want| / want over the steps (`got` must have want's length).
 double WorstLossRatio(const std::vector<double>& got, const std::vector<double>& want);
 
+// Shardwise's run (its final `model` and each step's `losses`) against the reference's, as
+// gtest expectations: every parameter within rtol 1e-5 / atol 1e-5, every loss within
+// `loss_rtol` relative. The margins are recorded as the test's properties and printed
+// under `label`.
+void ExpectMatchesPytorch(const std::string& label, const TensorMap& model,
+                          const std::vector<double>& losses, const PytorchRun& reference,
+                          double loss_rtol);
+
+// The reference `script`, given `job` with no step and `extra` keys (init_hf_dir naming an
+// export, ...), holds exactly `model`'s tensors (a gtest expectation).
+void ExpectPytorchHoldsExactly(const std::string& script, const std::string& name, v1::JobSpec job,
+                               const std::string& extra, const TensorMap& model);
+
 }  // namespace shardwise::testing
 
 #endif  // SHARDWISE_TESTS_PYTORCH_REFERENCE_H_

@@ -16,8 +16,8 @@ DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
 NAMES = {v: k for k, v in DTYPES.items()}
 
 
-def read_file(path):
-    """The tensors of one safetensors file, widened to F32."""
+def read_file(path, dtypes=tuple(DTYPES)):
+    """The tensors of one safetensors file, widened to F32; each must be of `dtypes`."""
     with open(path, "rb") as f:
         data = f.read()
     (size,) = struct.unpack("<Q", data[:8])
@@ -26,6 +26,7 @@ def read_file(path):
     for name, entry in header.items():
         if name == "__metadata__":
             continue
+        assert entry["dtype"] in dtypes, (name, entry["dtype"])
         begin, end = entry["data_offsets"]
         buf = bytearray(data[8 + size + begin:8 + size + end])
         raw = torch.frombuffer(buf, dtype=DTYPES[entry["dtype"]]).reshape(entry["shape"])

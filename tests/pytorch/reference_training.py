@@ -34,7 +34,6 @@ The configuration (one JSON object) has these keys:
 """
 import json
 import math
-import struct
 
 import torch
 
@@ -54,34 +53,13 @@ def sequence_start(seed, index, num_tokens, block_size):
 
 def read_safetensors(path):
     """The F32 tensors of a safetensors file, by name."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (size,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + size])
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        assert entry["dtype"] == "F32", (name, entry["dtype"])
-        begin, end = entry["data_offsets"]
-        buf = bytearray(data[8 + size + begin:8 + size + end])
-        tensors[name] = torch.frombuffer(buf, dtype=torch.float32).reshape(entry["shape"]).clone()
-    return tensors
+    return hf_checkpoint.read_file(path, dtypes=("F32",))
 
 
 def write_safetensors(path, tensors):
     """Writes tensors (cast to F32) as a safetensors file, names sorted."""
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        blob = tensors[name].detach().to(torch.float32).contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
     with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+        f.write(hf_checkpoint.encode(tensors, torch.float32))
 
 
 def learning_rate(cfg, step):

@@ -164,10 +164,8 @@ class RankTrainer {
   int64_t loss_step_ = 0;  // steps done when result_.last_loss was measured
   absl::Time start_;
   std::string activity_ = "starting";  // what Body is doing, for an out-of-memory report
-  // Fault tolerance: the membership epoch this rank trains in, the context its runtime was
-  // connected with (context_ with the epoch's world) and that world.
+  // The membership epoch this rank trains in (fault tolerance), and that epoch's world.
   int32_t epoch_ = 0;
-  TrainingContext epoch_context_;
   std::shared_ptr<gloo::Context> world_;
 };
 
@@ -432,12 +430,13 @@ absl::Status RankTrainer::Recover(const absl::Status& failure) {
     change = std::move(newer);
   }
   epoch_ = change->epoch();
-  epoch_context_ = context_;
-  epoch_context_.world = world_;
-  epoch_context_.rank = index;
-  epoch_context_.world_size = size;
+  // The runtime keeps its own copy of the context it connects with.
+  TrainingContext epoch_context = context_;
+  epoch_context.world = world_;
+  epoch_context.rank = index;
+  epoch_context.world_size = size;
   ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), size, index));
-  ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, epoch_context_));
+  ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, epoch_context));
   RETURN_IF_ERROR(HealFromPeers(&state));
   return RestoreState(state);
 }
