@@ -398,19 +398,29 @@ absl::Status ValidateFaultTolerance(const v1::JobSpec& spec) {
   if (strategy == v1::ShardingStrategy::SHARDING_STRATEGY_UNSPECIFIED) {
     strategy = v1::ShardingStrategy::FULL_SHARD;  // the default, applied after validation
   }
-  if (strategy != v1::ShardingStrategy::NO_SHARD) {
+  const bool hybrid = strategy == v1::ShardingStrategy::HYBRID_SHARD ||
+                      strategy == v1::ShardingStrategy::HYBRID_SHARD_ZERO2;
+  if (strategy != v1::ShardingStrategy::NO_SHARD && !hybrid) {
     return Invalid("fault_tolerance",
-                   absl::StrCat("needs fsdp.sharding_strategy NO_SHARD (each rank a replica), got ",
+                   absl::StrCat("needs fsdp.sharding_strategy NO_SHARD or a HYBRID strategy (a "
+                                "replica of the model per group), got ",
                                 v1::ShardingStrategy::Value_Name(strategy),
-                                strategy == v1::ShardingStrategy::HYBRID_SHARD ||
-                                        strategy == v1::ShardingStrategy::HYBRID_SHARD_ZERO2
-                                    ? ": the HYBRID strategies are not covered yet"
-                                    : ": no other rank holds a lost rank's shard; a checkpoint "
-                                      "restart (restart_policy) covers it"));
+                                ": no other rank holds a lost rank's shard; a checkpoint restart "
+                                "(restart_policy) covers it"));
   }
-  if (tolerance.min_replicas() < 0 || tolerance.min_replicas() > spec.world_size()) {
+  // Replicas: shard groups under HYBRID (fsdp.shard_group_size is checked before this).
+  const int32_t group_size = hybrid ? std::max(1, spec.fsdp().shard_group_size()) : 1;
+  const int32_t replicas = spec.world_size() / group_size;
+  if (replicas < 2) {
+    return Invalid(
+        "fault_tolerance",
+        absl::StrCat("needs two or more replicas to train on after a loss, got ", replicas,
+                     " (job.world_size ", spec.world_size(),
+                     hybrid ? absl::StrCat(" in shard groups of ", group_size) : "", ")"));
+  }
+  if (tolerance.min_replicas() < 0 || tolerance.min_replicas() > replicas) {
     return Invalid("fault_tolerance.min_replicas",
-                   absl::StrCat("must be 1 to job.world_size ", spec.world_size(), " (0: 1), got ",
+                   absl::StrCat("must be 1 to the job's ", replicas, " replicas (0: 1), got ",
                                 tolerance.min_replicas()));
   }
   if (tolerance.peer_timeout_seconds() < 0 || tolerance.peer_timeout_seconds() > 3600) {

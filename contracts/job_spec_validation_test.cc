@@ -103,14 +103,33 @@ INSTANTIATE_TEST_SUITE_P(
                 "job.world_size: must be positive, got 0"},
         BadCase{"fault tolerance with sharded parameters",
                 [](v1::JobSpec* s) { s->mutable_fault_tolerance()->set_min_replicas(2); },
-                "job.fault_tolerance: needs fsdp.sharding_strategy NO_SHARD (each rank a "
-                "replica), got FULL_SHARD: no other rank holds a lost rank's shard"},
+                "job.fault_tolerance: needs fsdp.sharding_strategy NO_SHARD or a HYBRID "
+                "strategy (a replica of the model per group), got FULL_SHARD: no other rank "
+                "holds a lost rank's shard"},
         BadCase{"more replicas than ranks",
                 [](v1::JobSpec* s) {
                   s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
                   s->mutable_fault_tolerance()->set_min_replicas(5);
                 },
-                "job.fault_tolerance.min_replicas: must be 1 to job.world_size 4 (0: 1), got 5"},
+                "job.fault_tolerance.min_replicas: must be 1 to the job's 4 replicas (0: 1), "
+                "got 5"},
+        BadCase{"more replicas than shard groups",
+                [](v1::JobSpec* s) {
+                  s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+                  s->mutable_fsdp()->set_shard_group_size(2);
+                  s->mutable_fault_tolerance()->set_min_replicas(3);
+                },
+                "job.fault_tolerance.min_replicas: must be 1 to the job's 2 replicas (0: 1), "
+                "got 3"},
+        BadCase{"one shard group",
+                [](v1::JobSpec* s) {
+                  s->mutable_fsdp()->set_sharding_strategy(
+                      v1::ShardingStrategy::HYBRID_SHARD_ZERO2);
+                  s->mutable_fsdp()->set_shard_group_size(4);
+                  s->mutable_fault_tolerance();
+                },
+                "job.fault_tolerance: needs two or more replicas to train on after a loss, got "
+                "1 (job.world_size 4 in shard groups of 4)"},
         BadCase{"KEEP_GLOBAL",
                 [](v1::JobSpec* s) {
                   s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);

@@ -56,19 +56,14 @@ TEST_P(LostReplica, LeavesAndTheOthersTrainOnInTheSameAttempt) {
   const int lost = GetParam();
   Cluster cluster;
   cluster.StartCoordinator();
-  std::vector<Process*> workers;
-  workers.reserve(3);
-  for (int w = 0; w < 3; ++w) workers.push_back(&cluster.AddWorker(absl::StrCat("w", w)));
+  for (int w = 0; w < 3; ++w) cluster.AddWorker(absl::StrCat("w", w));
   const std::string model_path = cluster.dir() + "/model.safetensors";
   auto job_id = cluster.client().Submit(TolerantSpec(3, 1, model_path));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   WaitForStep(cluster, *job_id, 40);
   auto running = cluster.client().Get(*job_id);
   ASSERT_TRUE(running.ok());
-  const std::string victim = running->ranks(lost).worker_id();
-  for (Process* worker : workers) {
-    if (absl::EndsWith(worker->log_path(), victim + ".log")) worker->Kill();
-  }
+  cluster.worker(running->ranks(lost).worker_id()).Kill();
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.restarts(), 0);
@@ -121,6 +116,53 @@ TEST(FaultTolerance, AFrozenReplicaIsLeftBehindWithinThePeerTimeout) {
   EXPECT_TRUE(absl::StrContains(Events(job), "no heartbeat for more than 1.5s")) << Events(job);
   EXPECT_LT(took, absl::Seconds(25)) << "the survivors waited for the collective timeout";
 }
+
+// HYBRID_SHARD over 4 ranks: two shard groups of 2, each a replica. A rank lost inside a
+// group takes its group out whole: its mate's worker is drained back to IDLE while the
+// other group trains on; the lost rank is the follower group's second (rank 3) or the
+// leader itself (rank 0), whose group mate leaves with it and whose duties pass to rank 2.
+class LostShardGroup : public ::testing::TestWithParam<int> {};
+
+TEST_P(LostShardGroup, LeavesWholeAndTheOtherGroupTrainsOn) {
+  const int lost = GetParam();
+  const int mate = lost ^ 1;
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (int w = 0; w < 4; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  const std::string model_path = cluster.dir() + "/hybrid.safetensors";
+  v1::JobSpec spec = TolerantSpec(4, 1, model_path);
+  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+  spec.mutable_fsdp()->set_shard_group_size(2);
+  spec.set_steps(400);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  WaitForStep(cluster, *job_id, 40);
+  auto running = cluster.client().Get(*job_id);
+  ASSERT_TRUE(running.ok());
+  const std::string victim = running->ranks(lost).worker_id();
+  const std::string mate_worker = running->ranks(mate).worker_id();
+  cluster.worker(victim).Kill();
+  // The mate is IDLE again while the job still trains (it reports every step).
+  ASSERT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState(mate_worker) == v1::IDLE; }))
+      << "the lost rank's group mate was not drained";
+  auto meanwhile = cluster.client().Get(*job_id);
+  ASSERT_TRUE(meanwhile.ok());
+  EXPECT_EQ(meanwhile->state(), v1::RUNNING) << "the job ended before the mate was seen IDLE";
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(job.progress().step(), 400);
+  const std::vector<int32_t> survivors =
+      lost < 2 ? std::vector<int32_t>{2, 3} : std::vector<int32_t>{0, 1};
+  EXPECT_EQ(Live(job), survivors);
+  EXPECT_TRUE(absl::StrContains(Events(job), absl::StrCat("ranks ", std::min(lost, mate), ", ",
+                                                          std::max(lost, mate), " left; ranks ")))
+      << Events(job);
+  EXPECT_TRUE(std::filesystem::exists(model_path)) << "the leader wrote no model";
+}
+
+INSTANTIATE_TEST_SUITE_P(FollowerAndLeader, LostShardGroup, ::testing::Values(3, 0),
+                         [](const auto& info) { return info.param == 0 ? "Leader" : "Follower"; });
 
 TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {
   Cluster cluster;

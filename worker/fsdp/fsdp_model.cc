@@ -63,6 +63,22 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& 
                                                              const ShardingPlan& plan,
                                                              Groups groups, Device* device,
                                                              const TensorMap& initial) {
+  ASSIGN_OR_RETURN(std::unique_ptr<FsdpModel> model, Construct(spec, plan, groups, device));
+  RETURN_IF_ERROR(model->LoadShards(initial));
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::CreateFromShards(
+    const v1::JobSpec& spec, const ShardingPlan& plan, Groups groups, Device* device,
+    const std::vector<std::vector<float>>& shards) {
+  ASSIGN_OR_RETURN(std::unique_ptr<FsdpModel> model, Construct(spec, plan, groups, device));
+  RETURN_IF_ERROR(model->LoadOwnShards(shards));
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Construct(const v1::JobSpec& spec,
+                                                                const ShardingPlan& plan,
+                                                                Groups groups, Device* device) {
   if (groups.shard == nullptr || groups.shard->size() != plan.shard_size ||
       groups.replicate == nullptr || groups.replicate->size() != plan.replicate_size) {
     return absl::InvalidArgumentError("communicator groups do not match the sharding plan");
@@ -95,7 +111,6 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& 
   context.keep_low_precision_grads = model->keep_low_precision_grads_;
   model->reducer_ =
       std::make_unique<GradientReducer>(context, spec.comm_hook(), model->comm_.get());
-  RETURN_IF_ERROR(model->LoadShards(initial));
   return model;
 }
 
@@ -103,13 +118,9 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& 
 // `shard_rank`.
 absl::Status FsdpModel::LoadShards(const TensorMap& initial) {
   for (size_t u = 0; u < layout_.units.size(); ++u) {
-    FlatUnit unit;
-    unit.layout = layout_.units[u];
-    unit.index = static_cast<int>(u);
-    unit.padded_numel = PaddedNumel(unit.layout.numel, plan_.shard_size);
-    unit.shard_numel = unit.padded_numel / plan_.shard_size;
-    std::vector<float> flat(unit.padded_numel, 0.0f);
-    for (int p : unit.layout.params) {
+    const UnitLayout& unit = layout_.units[u];
+    std::vector<float> flat(PaddedNumel(unit.numel, plan_.shard_size), 0.0f);
+    for (int p : unit.params) {
       const ParameterDesc& param = layout_.model.params[p];
       auto it = initial.find(param.name);
       if (it == initial.end() || it->second.numel() != param.numel() || it->second.dtype != "F32") {
@@ -119,13 +130,39 @@ absl::Status FsdpModel::LoadShards(const TensorMap& initial) {
       std::memcpy(flat.data() + layout_.slots[p].offset, it->second.f32(),
                   param.numel() * sizeof(float));
     }
-    unit.shard = Buffer(allocator_, unit.shard_numel, MemoryCategory::kParameters, false);
-    device_->CopyFromHost(unit.shard.data(), flat.data() + plan_.shard_rank * unit.shard_numel,
-                          unit.shard_numel * sizeof(float));
-    unit.shard_grad = Buffer(allocator_, unit.shard_numel, MemoryCategory::kGradients);
-    units_.push_back(std::move(unit));
+    AddUnit(static_cast<int>(u), flat.data() + plan_.shard_rank * (flat.size() / plan_.shard_size));
   }
   return absl::OkStatus();
+}
+
+absl::Status FsdpModel::LoadOwnShards(const std::vector<std::vector<float>>& shards) {
+  if (shards.size() != layout_.units.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shards: ", shards.size(), " units, the model has ", layout_.units.size()));
+  }
+  for (size_t u = 0; u < shards.size(); ++u) {
+    const int64_t expected =
+        PaddedNumel(layout_.units[u].numel, plan_.shard_size) / plan_.shard_size;
+    if (static_cast<int64_t>(shards[u].size()) != expected) {
+      return absl::InvalidArgumentError(absl::StrCat("shards[", u, "]: ", shards[u].size(),
+                                                     " elements, this rank's shard of unit ", u,
+                                                     " has ", expected));
+    }
+    AddUnit(static_cast<int>(u), shards[u].data());
+  }
+  return absl::OkStatus();
+}
+
+void FsdpModel::AddUnit(int u, const float* shard) {
+  FlatUnit unit;
+  unit.layout = layout_.units[u];
+  unit.index = u;
+  unit.padded_numel = PaddedNumel(unit.layout.numel, plan_.shard_size);
+  unit.shard_numel = unit.padded_numel / plan_.shard_size;
+  unit.shard = Buffer(allocator_, unit.shard_numel, MemoryCategory::kParameters, false);
+  device_->CopyFromHost(unit.shard.data(), shard, unit.shard_numel * sizeof(float));
+  unit.shard_grad = Buffer(allocator_, unit.shard_numel, MemoryCategory::kGradients);
+  units_.push_back(std::move(unit));
 }
 
 void FsdpModel::set_delays(std::function<void()> compute, std::function<void()> communication) {

@@ -83,6 +83,12 @@ class FsdpModel {
                                                            const ShardingPlan& plan, Groups groups,
                                                            Device* device,
                                                            const TensorMap& initial);
+  // As Create, from this rank's own shards instead of the full model: `shards[u]` is unit
+  // u's shard as ShardToHost returned it, on a rank whose shard layout (shard group size
+  // and position) is the same. A rank rebuilding over new groups keeps its shards so.
+  static absl::StatusOr<std::unique_ptr<FsdpModel>> CreateFromShards(
+      const v1::JobSpec& spec, const ShardingPlan& plan, Groups groups, Device* device,
+      const std::vector<std::vector<float>>& shards);
   ~FsdpModel();
 
   // One micro-step on `batch`: forward, loss (scaled by `loss_scale`, e.g. 1/A for A
@@ -156,7 +162,14 @@ class FsdpModel {
 
   FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups groups, Device* device,
             FlatLayout layout, std::unique_ptr<model::Model> model);
+  // The model before its shards: groups checked, compute model, threads, reducer.
+  static absl::StatusOr<std::unique_ptr<FsdpModel>> Construct(const v1::JobSpec& spec,
+                                                              const ShardingPlan& plan,
+                                                              Groups groups, Device* device);
   absl::Status LoadShards(const TensorMap& initial);
+  absl::Status LoadOwnShards(const std::vector<std::vector<float>>& shards);
+  // Unit u's sizes and buffers, its shard filled from `shard` (shard_numel floats).
+  void AddUnit(int u, const float* shard);
 
   // The phases of a micro-step.
   absl::Status Forward(bool record_order);

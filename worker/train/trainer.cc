@@ -77,6 +77,8 @@ class RankTrainer {
   absl::Status Setup();
   // The model, its optimizer and pending losses over runtime_, from `initial` weights.
   absl::Status BuildModel(const TensorMap& initial);
+  // The optimizer and pending losses around a newly built `model`.
+  void AdoptModel(std::unique_ptr<fsdp::FsdpModel> model);
   absl::Status Restore(const fsdp::LoadedCheckpoint& checkpoint);
   absl::Status Step(int64_t step);
   absl::Status BeginStep(int64_t step);
@@ -110,14 +112,19 @@ class RankTrainer {
     return std::chrono::milliseconds(int64_t{1000} * (seconds > 0 ? seconds : 10));
   }
   // Every live rank finished the step's backward: one small all-reduce before the
-  // optimizer step, so that no rank applies a step another could not finish.
+  // optimizer step, so that no rank applies a step another could not finish. A rank whose
+  // vote completed while another's failed (a peer lost in the middle) is a step ahead;
+  // the shard group's second vote keeps its members together, so that a group is ahead
+  // or behind as a whole and each shard of the step ahead is held by some live rank.
   absl::Status CommitVote();
   // The coordinator's next membership, the epoch's connections, the state every live rank
   // agrees on (the most steps any committed, copied from a rank that has it); the model
   // rebuilt over the new world. `failure` is returned if no membership change comes.
   absl::Status Recover(const absl::Status& failure);
+  // What a rank carries across a membership change: its own shards (its shard layout
+  // stays, as groups leave whole), their optimizer state, and its counters.
   struct RankState {
-    TensorMap model;
+    std::vector<std::vector<float>> shards;  // per unit, as ShardToHost gives it
     // Per unit: each optimizer state buffer (exp_avg, ...) of the unit's shard.
     std::vector<std::vector<std::pair<std::string, std::vector<float>>>> optimizer;
     double optimizer_steps = 0;
@@ -206,8 +213,14 @@ absl::Status RankTrainer::Setup() {
 }
 
 absl::Status RankTrainer::BuildModel(const TensorMap& initial) {
-  ASSIGN_OR_RETURN(model_, fsdp::FsdpModel::Create(spec_, plan_, runtime_->model_groups(),
-                                                   runtime_->device(), initial));
+  ASSIGN_OR_RETURN(auto model, fsdp::FsdpModel::Create(spec_, plan_, runtime_->model_groups(),
+                                                       runtime_->device(), initial));
+  AdoptModel(std::move(model));
+  return absl::OkStatus();
+}
+
+void RankTrainer::AdoptModel(std::unique_ptr<fsdp::FsdpModel> model) {
+  model_ = std::move(model);
   model_->set_position(context_.position);
   model_->set_timeline(context_.timeline);
   model_->set_delays(hooks_->ComputeDelay(), hooks_->CommunicationDelay());
@@ -215,7 +228,6 @@ absl::Status RankTrainer::BuildModel(const TensorMap& initial) {
   model_->EnableOptimizerOverlap(optimizer_.get());
   losses_ = std::make_unique<PendingLosses>(runtime_->device(), LossReadInterval(spec_),
                                             std::max(1, spec_.gradient_accumulation_steps()));
-  return absl::OkStatus();
 }
 
 absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
@@ -323,14 +335,18 @@ absl::Status RankTrainer::Step(int64_t step) {
 absl::Status RankTrainer::CommitVote() {
   float ready = 1.0f;
   if (context_.position != nullptr) context_.position->SetPhase("commit vote");
-  return runtime_->world()->AllReduce(&ready, 1);
+  RETURN_IF_ERROR(runtime_->world()->AllReduce(&ready, 1));
+  // Idle now: the step's reductions are done, the next all-gathers not begun.
+  Communicator* shard_group = runtime_->model_groups().shard;
+  if (shard_group->size() == 1) return absl::OkStatus();
+  return shard_group->AllReduce(&ready, 1);
 }
 
 absl::StatusOr<RankTrainer::RankState> RankTrainer::CaptureState() {
   RankState state;
-  // Under NO_SHARD a rank holds its whole replica: nothing here communicates.
-  ASSIGN_OR_RETURN(state.model, model_->GatherFullModel());
   for (int u = 0; u < model_->num_units(); ++u) {
+    ASSIGN_OR_RETURN(std::vector<float> shard, model_->ShardToHost(u));
+    state.shards.push_back(std::move(shard));
     state.optimizer.emplace_back();
     for (const auto& [name, buffer] : optimizer_->SegmentState(u)) {
       std::vector<float> values(buffer->numel());
@@ -344,40 +360,54 @@ absl::StatusOr<RankTrainer::RankState> RankTrainer::CaptureState() {
   return state;
 }
 
-// A rank that committed the step in flight (its vote completed) while another's failed is
-// one step ahead: every rank takes the state of the first rank with the most steps.
+// A rank that committed the step in flight (its votes completed) while another's failed is
+// one step ahead, and with it its whole shard group (CommitVote). Every rank takes the
+// state of the step ahead: each shard from the first rank of its replicate group (the
+// ranks that hold the same shard) that has the most steps.
 absl::Status RankTrainer::HealFromPeers(RankState* state) {
   Communicator& world = *runtime_->world();
   std::vector<double> steps(world.size(), 0.0);
   steps[world.rank()] = state->steps;
   RETURN_IF_ERROR(world.AllReduce(steps.data(), steps.size(), ScalarType::kFloat64));
-  const auto most = std::max_element(steps.begin(), steps.end());
-  if (std::all_of(steps.begin(), steps.end(), [&](double s) { return s == *most; })) {
+  const double most = *std::max_element(steps.begin(), steps.end());
+  if (std::all_of(steps.begin(), steps.end(), [&](double s) { return s == most; })) {
     return absl::OkStatus();
   }
-  const int source = static_cast<int>(most - steps.begin());
-  for (auto& [name, tensor] : state->model) {
+  const std::vector<int> holders = plan_.ReplicateGroupRanks();
+  const auto ahead =
+      std::find_if(holders.begin(), holders.end(), [&](int rank) { return steps[rank] == most; });
+  if (ahead == holders.end()) {
+    return absl::InternalError(absl::StrCat(
+        "no live rank holds shard ", plan_.shard_rank, " at step ", most,
+        ", which another shard's ranks committed: the shard group's commit vote split"));
+  }
+  const int source = static_cast<int>(ahead - holders.begin());
+  Communicator& holders_group = *runtime_->model_groups().replicate;
+  for (std::vector<float>& shard : state->shards) {
     RETURN_IF_ERROR(
-        world.Broadcast(tensor.bytes.data(), tensor.numel(), source, ScalarType::kFloat32));
+        holders_group.Broadcast(shard.data(), shard.size(), source, ScalarType::kFloat32));
   }
   for (auto& unit : state->optimizer) {
     for (auto& [name, values] : unit) {
-      RETURN_IF_ERROR(world.Broadcast(values.data(), values.size(), source, ScalarType::kFloat32));
+      RETURN_IF_ERROR(
+          holders_group.Broadcast(values.data(), values.size(), source, ScalarType::kFloat32));
     }
   }
   double counters[2] = {state->optimizer_steps, state->steps};
-  RETURN_IF_ERROR(world.Broadcast(counters, 2, source, ScalarType::kFloat64));
+  RETURN_IF_ERROR(holders_group.Broadcast(counters, 2, source, ScalarType::kFloat64));
   state->optimizer_steps = counters[0];
   state->steps = counters[1];
   return absl::OkStatus();
 }
 
 absl::Status RankTrainer::RestoreState(const RankState& state) {
-  RETURN_IF_ERROR(BuildModel(state.model));
+  ASSIGN_OR_RETURN(auto model,
+                   fsdp::FsdpModel::CreateFromShards(spec_, plan_, runtime_->model_groups(),
+                                                     runtime_->device(), state.shards));
+  AdoptModel(std::move(model));
   optimizer_->set_steps(static_cast<int64_t>(state.optimizer_steps));
   for (int u = 0; u < static_cast<int>(state.optimizer.size()); ++u) {
-    for (const auto& [name, full] : state.optimizer[u]) {
-      const std::vector<float> shard = model_->ShardOf(u, full);
+    for (const auto& [name, shard] : state.optimizer[u]) {
       RETURN_IF_ERROR(optimizer_->RestoreSegmentState(u, name, shard.data(), shard.size()));
     }
   }
@@ -435,7 +465,14 @@ absl::Status RankTrainer::Recover(const absl::Status& failure) {
   epoch_context.world = world_;
   epoch_context.rank = index;
   epoch_context.world_size = size;
-  ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), size, index));
+  ASSIGN_OR_RETURN(fsdp::ShardingPlan plan, fsdp::PlanSharding(spec_.fsdp(), size, index));
+  // Groups leave whole, so every rank keeps its place in its shard group, and its shards.
+  if (plan.shard_size != plan_.shard_size || plan.shard_rank != plan_.shard_rank) {
+    return absl::InternalError(absl::StrCat(
+        "epoch ", epoch_, " moves rank ", context_.rank, " from shard ", plan_.shard_rank, " of ",
+        plan_.shard_size, " to shard ", plan.shard_rank, " of ", plan.shard_size));
+  }
+  plan_ = plan;
   ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, epoch_context));
   RETURN_IF_ERROR(HealFromPeers(&state));
   return RestoreState(state);
