@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
@@ -163,6 +164,49 @@ TEST_P(LostShardGroup, LeavesWholeAndTheOtherGroupTrainsOn) {
 
 INSTANTIATE_TEST_SUITE_P(FollowerAndLeader, LostShardGroup, ::testing::Values(3, 0),
                          [](const auto& info) { return info.param == 0 ? "Leader" : "Follower"; });
+
+// A worker killed (SIGKILL, by --fault_injection) as its rank enters each phase of step 39
+// of a HYBRID job (2 shard groups of 2), whatever rank it holds: the other group trains
+// on in the same attempt, every step is done once (the job's step count is the spec's,
+// the checkpoint every 10 steps all written, the one due after step 39 too).
+class KilledAtPhase : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(KilledAtPhase, TheOtherGroupCompletesTheJobWithoutARestart) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (int w = 0; w < 3; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  cluster.AddWorker("w3", {absl::StrCat("--fault_injection=sigkill_at=39:", GetParam())});
+  const std::string checkpoints = cluster.dir() + "/checkpoints";
+  v1::JobSpec spec = TolerantSpec(4, 1, cluster.dir() + "/phase.safetensors");
+  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+  spec.mutable_fsdp()->set_shard_group_size(2);
+  spec.set_steps(100);
+  spec.mutable_output()->set_checkpoint_dir(checkpoints);
+  spec.mutable_output()->set_checkpoint_interval_steps(10);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(job.progress().step(), 100);
+  EXPECT_EQ(job.membership().epoch(), 1) << Events(job);
+  EXPECT_EQ(Live(job).size(), 2u) << Events(job);
+  for (int step = 10; step <= 100; step += 10) {
+    EXPECT_TRUE(
+        std::filesystem::exists(absl::StrFormat("%s/step-%08d/manifest.json", checkpoints, step)))
+        << "no checkpoint after step " << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPhase, KilledAtPhase,
+                         ::testing::Values("forward", "backward", "reduce-scatter", "all-reduce",
+                                           "commit vote", "optimizer", "checkpoint"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), ' ', '_');
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {
   Cluster cluster;

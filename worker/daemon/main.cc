@@ -65,7 +65,9 @@ ABSL_FLAG(std::string, metrics_port_file, "",
 
 ABSL_FLAG(std::string, fault_injection, "",
           "for tests only: unit_order_reversed or unit_order_reversed_from=STEP makes this "
-          "rank report its FSDP units in reverse order");
+          "rank report its FSDP units in reverse order; never_join_rendezvous keeps it out "
+          "of its rendezvous; sigkill_at=STEP:POINT kills this worker as its rank enters "
+          "phase or collective POINT of step STEP");
 
 namespace shardwise {
 namespace {

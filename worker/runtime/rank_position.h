@@ -9,7 +9,9 @@
 // Thread-safety: thread-safe.
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -21,24 +23,39 @@ class RankPosition {
  public:
   explicit RankPosition(int rank = 0) : rank_(rank) {}
 
+  // Told the step and the name of every phase the rank enters and every collective it
+  // enters, on the thread that enters it (tests' fault injection). Set before training.
+  using Observer = std::function<void(int64_t step, const char* point)>;
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
+
   void SetStep(int64_t step) {
     absl::MutexLock lock(&mu_);
     step_ = step;
   }
   void SetPhase(const char* phase, int unit = -1) {
-    absl::MutexLock lock(&mu_);
-    phase_ = phase;
-    unit_ = unit;
+    int64_t step;
+    {
+      absl::MutexLock lock(&mu_);
+      phase_ = phase;
+      unit_ = unit;
+      step = step_;
+    }
+    if (observer_) observer_(step, phase);
   }
   // A collective entered and left on `lane` (the calling thread's timeline lane); a rank
   // may be inside one collective per lane at once.
   void EnterCollective(const char* name, int lane) {
-    absl::MutexLock lock(&mu_);
-    Lane& l = lanes_[Clamp(lane)];
-    l.collective = name;
-    l.entered = absl::Now();
-    ++l.collectives;
-    ++collectives_;
+    int64_t step;
+    {
+      absl::MutexLock lock(&mu_);
+      Lane& l = lanes_[Clamp(lane)];
+      l.collective = name;
+      l.entered = absl::Now();
+      ++l.collectives;
+      ++collectives_;
+      step = step_;
+    }
+    if (observer_) observer_(step, name);
   }
   // Waiting on `lane`, since `since`, for collectives it already entered to complete
   // (those that return once enqueued: communicator.h): shown as `name`, not counted as
@@ -82,6 +99,7 @@ class RankPosition {
 
  private:
   const int rank_;
+  Observer observer_;
   mutable absl::Mutex mu_;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   const char* phase_ ABSL_GUARDED_BY(mu_) = "bootstrap";  // string literals only

@@ -1,7 +1,11 @@
 #include "worker/train/injected_faults.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -33,6 +37,21 @@ class NeverJoinsRendezvous final : public TrainingHooks {
   bool StayOutOfRendezvous() override { return true; }
 };
 
+// Dies by SIGKILL where it is told (a step, and a phase or collective of it), as a worker
+// whose host fails there: fault tolerance must carry the other replicas past it.
+class KilledAt final : public TrainingHooks {
+ public:
+  KilledAt(int64_t step, std::string point) : step_(step), point_(std::move(point)) {}
+
+  void AtPoint(int64_t step, const char* point) override {
+    if (step == step_ && point_ == point) raise(SIGKILL);
+  }
+
+ private:
+  const int64_t step_;
+  const std::string point_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text) {
@@ -44,10 +63,18 @@ absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::st
   if (absl::ConsumePrefix(&rest, "unit_order_reversed_from=") && absl::SimpleAtoi(rest, &from)) {
     return std::make_shared<UnitOrderReversed>(from);
   }
+  rest = text;
+  if (absl::ConsumePrefix(&rest, "sigkill_at=")) {
+    const size_t colon = rest.find(':');
+    if (colon != absl::string_view::npos && colon + 1 < rest.size() &&
+        absl::SimpleAtoi(rest.substr(0, colon), &from) && from >= 0) {
+      return std::make_shared<KilledAt>(from, std::string(rest.substr(colon + 1)));
+    }
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("--fault_injection: unknown fault '", text,
-                   "' (expected unit_order_reversed, unit_order_reversed_from=STEP or "
-                   "never_join_rendezvous)"));
+                   "' (expected unit_order_reversed, unit_order_reversed_from=STEP, "
+                   "never_join_rendezvous or sigkill_at=STEP:POINT)"));
 }
 
 }  // namespace shardwise

@@ -16,7 +16,9 @@ namespace shardwise {
 // "" gives null (no faults); "unit_order_reversed" makes the rank record its FSDP units in
 // reverse order at every step, "unit_order_reversed_from=STEP" from step STEP on;
 // "never_join_rendezvous" makes the worker take its assignments and never join their
-// rendezvous.
+// rendezvous; "sigkill_at=STEP:POINT" kills the worker's process (SIGKILL) as its rank
+// enters POINT of step STEP: a phase ("forward", "backward", "commit vote", "optimizer",
+// "checkpoint", ...) or a collective ("reduce-scatter", "all-reduce", ...).
 // INVALID_ARGUMENT naming the flag and the text for anything else.
 absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text);
 

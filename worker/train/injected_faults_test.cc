@@ -1,5 +1,7 @@
 #include "worker/train/injected_faults.h"
 
+#include <signal.h>
+
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -39,9 +41,21 @@ TEST(InjectedFaults, ReversesEveryStepWithoutAStep) {
   EXPECT_EQ(order.pre_forward(0), 2);
 }
 
+// The kill itself is exercised by tests/fault_tolerance_test on real processes; here, a
+// forked child takes it at the named point only.
+TEST(InjectedFaults, KillsTheProcessAtTheNamedStepAndPointOnly) {
+  auto faults = ParseInjectedFaults("sigkill_at=7:commit vote");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  (*faults)->AtPoint(6, "commit vote");
+  (*faults)->AtPoint(7, "optimizer");
+  (*faults)->AtPoint(8, "commit vote");
+  EXPECT_EXIT((*faults)->AtPoint(7, "commit vote"), ::testing::KilledBySignal(SIGKILL), "");
+}
+
 TEST(InjectedFaults, RefusesAnUnknownFaultNamingIt) {
   for (const char* text :
-       {"drop_everything", "unit_order_reversed_from=", "unit_order_reversed_from=x"}) {
+       {"drop_everything", "unit_order_reversed_from=", "unit_order_reversed_from=x", "sigkill_at=",
+        "sigkill_at=3", "sigkill_at=3:", "sigkill_at=-1:forward", "sigkill_at=x:forward"}) {
     auto faults = ParseInjectedFaults(text);
     EXPECT_EQ(faults.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_NE(faults.status().message().find(text), std::string::npos) << faults.status();

@@ -121,6 +121,9 @@ class RankTrainer {
   // agrees on (the most steps any committed, copied from a rank that has it); the model
   // rebuilt over the new world. `failure` is returned if no membership change comes.
   absl::Status Recover(const absl::Status& failure);
+  // Connects the world of `change`'s epoch (or of a later one, if a rank is lost while it
+  // connects): the context the epoch's runtime connects its groups with.
+  absl::StatusOr<TrainingContext> ConnectEpoch(v1::MembershipChange change);
   // What a rank carries across a membership change: its own shards (its shard layout
   // stays, as groups leave whole), their optimizer state, and its counters.
   struct RankState {
@@ -174,10 +177,17 @@ class RankTrainer {
   // The membership epoch this rank trains in (fault tolerance), and that epoch's world.
   int32_t epoch_ = 0;
   std::shared_ptr<gloo::Context> world_;
+  // The rendezvous under the epoch's prefix, which the runtime's groups connect through.
+  std::unique_ptr<gloo::rendezvous::PrefixStore> epoch_store_;
 };
 
 absl::Status RankTrainer::Setup() {
   cpu::SetBlasThreads(1);
+  // Before any thread of the model reports a position.
+  if (context_.position != nullptr && hooks_ != &no_hooks_) {
+    context_.position->set_observer(
+        [hooks = hooks_](int64_t step, const char* point) { hooks->AtPoint(step, point); });
+  }
   ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), context_.world_size, context_.rank));
   activity_ = "connecting the rank's groups";
   ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, context_));
@@ -284,11 +294,13 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
     activity_ = absl::StrCat("training step ", step);
     const absl::Time step_start = absl::Now();
     absl::Status stepped;
-    {
+    // After a recovery that found the step committed, only what follows it is redone.
+    if (result_.steps <= step) {
       ScopedSpan step_span(context_.timeline, "step", -1, step);
       stepped = Step(step);
     }
     if (stepped.ok()) stepped = MaybeCheckpoint();
+    if (stepped.ok()) stepped = MaybeEvaluate(result_.steps);
     if (!stepped.ok()) {
       if (!Recoverable(stepped)) return stepped;
       const absl::Time failed_at = absl::Now();
@@ -298,10 +310,8 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
           absl::StrCat("step ", step, " failed (", stepped.message(), "); membership epoch ",
                        epoch_, ": ", LiveRanks(), " ranks train on from step ", result_.steps,
                        " after ", absl::FormatDuration(absl::Now() - failed_at)));
-      step = result_.steps;  // the step in flight again, or the next if it was committed
-      continue;
+      continue;  // the step in flight again, or what follows it if it was committed
     }
-    RETURN_IF_ERROR(MaybeEvaluate(result_.steps));
     ReportProgress(absl::ToDoubleSeconds(absl::Now() - step_start));
     ++step;
   }
@@ -415,6 +425,39 @@ absl::Status RankTrainer::RestoreState(const RankState& state) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<TrainingContext> RankTrainer::ConnectEpoch(v1::MembershipChange change) {
+  while (true) {
+    const auto& live = change.live_ranks();
+    const auto me = std::find(live.begin(), live.end(), context_.rank);
+    if (me == live.end()) {
+      return absl::AbortedError(
+          absl::StrCat("rank ", context_.rank, " left the attempt in epoch ", change.epoch()));
+    }
+    // Every group of the epoch, the world and those the runtime connects, under keys of
+    // its own: an earlier epoch's group of the same name left its peers' addresses behind.
+    epoch_store_ = std::make_unique<gloo::rendezvous::PrefixStore>(
+        absl::StrCat("epoch", change.epoch()), *context_.store);
+    TrainingContext epoch_context = context_;
+    epoch_context.store = epoch_store_.get();
+    epoch_context.rank = static_cast<int>(me - live.begin());
+    epoch_context.world_size = static_cast<int>(live.size());
+    auto world = ConnectGlooContext(*epoch_store_, epoch_context.rank, epoch_context.world_size,
+                                    context_.data_plane);
+    if (world.ok()) {
+      world_ = *std::move(world);
+      world_->setTimeout(PeerTimeout());
+      epoch_ = change.epoch();
+      epoch_context.world = world_;
+      return epoch_context;
+    }
+    // Another rank lost while this epoch connected: the next epoch, if one came.
+    auto newer = context_.membership->WaitForEpochAbove(change.epoch(), absl::ZeroDuration(),
+                                                        context_.abort);
+    if (!newer.ok()) return world.status();
+    change = *std::move(newer);
+  }
+}
+
 absl::Status RankTrainer::Recover(const absl::Status& failure) {
   activity_ = "recovering from a lost peer";
   if (context_.position != nullptr) context_.position->SetPhase("membership change");
@@ -435,37 +478,9 @@ absl::Status RankTrainer::Recover(const absl::Status& failure) {
   optimizer_.reset();
   stream_clock_.reset();
   runtime_.reset();
-  int index = 0, size = 0;
-  while (true) {
-    const auto& live = change->live_ranks();
-    const auto me = std::find(live.begin(), live.end(), context_.rank);
-    if (me == live.end()) {
-      return absl::AbortedError(
-          absl::StrCat("rank ", context_.rank, " left the attempt in epoch ", change->epoch()));
-    }
-    index = static_cast<int>(me - live.begin());
-    size = static_cast<int>(live.size());
-    gloo::rendezvous::PrefixStore epoch_store(absl::StrCat("epoch", change->epoch()),
-                                              *context_.store);
-    auto world = ConnectGlooContext(epoch_store, index, size, context_.data_plane);
-    if (world.ok()) {
-      world_ = *std::move(world);
-      world_->setTimeout(PeerTimeout());
-      break;
-    }
-    // Another rank lost while this epoch connected: the next epoch, if one came.
-    auto newer = context_.membership->WaitForEpochAbove(change->epoch(), absl::ZeroDuration(),
-                                                        context_.abort);
-    if (!newer.ok()) return world.status();
-    change = std::move(newer);
-  }
-  epoch_ = change->epoch();
-  // The runtime keeps its own copy of the context it connects with.
-  TrainingContext epoch_context = context_;
-  epoch_context.world = world_;
-  epoch_context.rank = index;
-  epoch_context.world_size = size;
-  ASSIGN_OR_RETURN(fsdp::ShardingPlan plan, fsdp::PlanSharding(spec_.fsdp(), size, index));
+  ASSIGN_OR_RETURN(TrainingContext epoch_context, ConnectEpoch(*std::move(change)));
+  ASSIGN_OR_RETURN(fsdp::ShardingPlan plan,
+                   fsdp::PlanSharding(spec_.fsdp(), epoch_context.world_size, epoch_context.rank));
   // Groups leave whole, so every rank keeps its place in its shard group, and its shards.
   if (plan.shard_size != plan_.shard_size || plan.shard_rank != plan_.shard_rank) {
     return absl::InternalError(absl::StrCat(
@@ -583,6 +598,7 @@ absl::Status RankTrainer::AgreeOnLossesAndPlan() {
 absl::Status RankTrainer::MaybeCheckpoint() {
   const int64_t interval = spec_.output().checkpoint_interval_steps();
   if (interval <= 0 || result_.steps % interval != 0) return absl::OkStatus();
+  if (context_.position != nullptr) context_.position->SetPhase("checkpoint");
   const std::string& dir = spec_.output().checkpoint_dir();
   RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result_.steps, *model_, *optimizer_));
   // Every shard is on disk before the manifest; writing one may take longer than a peer

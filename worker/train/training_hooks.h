@@ -5,8 +5,8 @@
 // implements it; the worker's --fault_injection flag builds one). Production runs none:
 // every method's default does nothing.
 //
-// Thread-safety: called from the rank's training thread, but the delays, which run on
-// its communication threads too.
+// Thread-safety: called from the rank's training thread, but the delays and AtPoint,
+// which run on its communication threads too.
 
 #include <cstdint>
 #include <functional>
@@ -29,6 +29,9 @@ class TrainingHooks {
   // Called before each stage's compute, and before each collective.
   virtual std::function<void()> ComputeDelay() { return nullptr; }
   virtual std::function<void()> CommunicationDelay() { return nullptr; }
+  // Called as the rank enters each phase of step `step` ("forward", "commit vote", ...)
+  // and each collective ("reduce-scatter", "all-reduce", ...), on the entering thread.
+  virtual void AtPoint(int64_t step, const char* point) {}
   // Whether the rank stays out of its attempt's rendezvous until the attempt is aborted,
   // as a hung worker or one that cannot reach the coordinator's rendezvous would.
   virtual bool StayOutOfRendezvous() { return false; }
