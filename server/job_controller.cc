@@ -280,6 +280,11 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
     case v1::ORDER_CHANGED:
       ApplyOrderDecisionLocked(*job, attempt, attempt.order.OnReport(*job, report));
       break;
+    case v1::LEAVING:
+      LeaveLocked(*job, report.rank(),
+                  absl::StrCat(RankName(*job, report.rank()), " is leaving: ", report.message()),
+                  worker_id);
+      break;
     case v1::ABORTED:
       if (!report.worker_leaving()) workers_->SetIdle(worker_id);
       LoseRankLocked(*job, report.rank(),

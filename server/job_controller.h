@@ -245,13 +245,20 @@ class JobController {
                         const std::string& skip_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // job_controller_membership.cc: fault-tolerant attempts (spec.fault_tolerance). Whether
   // the loss of `lost_rank` (`reason`) left the attempt training without its replica group:
-  // the new membership written, the group's other ranks told to stop, the live ranks told
-  // the new epoch. False: the caller fails the attempt as without fault tolerance.
+  // the new membership written, the group's other ranks told to stop (unless `graceful`:
+  // the group leaves by itself after its step), the live ranks told the new epoch. False:
+  // the caller fails the attempt as without fault tolerance.
   bool LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank, const std::string& reason,
-                             const std::string& lost_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                             const std::string& lost_worker, bool graceful)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ranks of the job's current attempt that still train, ascending (every rank unless
   // some left); the first leads (its progress and result are the job's).
   static std::vector<int32_t> LiveRanksOf(const v1::Job& job);
+  // A rank that asks to leave with its group (its worker shutting down: LEAVING): the
+  // group leaves after its step if the attempt can train on without it (nothing redone),
+  // else the attempt fails as without fault tolerance.
+  void LeaveLocked(const v1::Job& job, int32_t rank, const std::string& reason,
+                   const std::string& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A loss the attempt takes (LeaveIfTolerantLocked), else FailAttemptLocked.
   void LoseRankLocked(const v1::Job& job, int32_t rank, const std::string& reason,
                       const std::string& lost_worker, bool retryable = true)

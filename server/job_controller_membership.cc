@@ -21,13 +21,21 @@ std::vector<int32_t> JobController::LiveRanksOf(const v1::Job& job) {
 
 void JobController::LoseRankLocked(const v1::Job& job, int32_t rank, const std::string& reason,
                                    const std::string& lost_worker, bool retryable) {
-  if (retryable && LeaveIfTolerantLocked(job, rank, reason, lost_worker)) return;
+  if (retryable && LeaveIfTolerantLocked(job, rank, reason, lost_worker, /*graceful=*/false)) {
+    return;
+  }
   FailAttemptLocked(job, reason, lost_worker, retryable);
 }
 
+void JobController::LeaveLocked(const v1::Job& job, int32_t rank, const std::string& reason,
+                                const std::string& worker) {
+  if (LeaveIfTolerantLocked(job, rank, reason, worker, /*graceful=*/true)) return;
+  FailAttemptLocked(job, reason, worker, /*retryable=*/true);
+}
+
 bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
-                                          const std::string& reason,
-                                          const std::string& lost_worker) {
+                                          const std::string& reason, const std::string& lost_worker,
+                                          bool graceful) {
   auto live = live_.find(job.id());
   // Only an attempt whose ranks all trained: one still joining fails as any does.
   if (!job.spec().has_fault_tolerance() || job.state() != v1::RUNNING || live == live_.end() ||
@@ -64,7 +72,7 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
     const bool was_live = std::find(before.begin(), before.end(), rank.rank()) != before.end();
     if (staying) {
       workers_->Send(rank.worker_id(), change);
-    } else if (was_live && rank.worker_id() != lost_worker) {
+    } else if (was_live && rank.worker_id() != lost_worker && !graceful) {
       workers_->Drain(rank.worker_id(), stop);  // a group mate of the lost rank
     }
   }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -476,6 +477,111 @@ TEST_F(JobControllerTest, WhenNoRankReachesTheRendezvousTheAttemptFailsAndNobody
       << jobs_->Get("job-1")->reason();
   EXPECT_TRUE(workers_->Get("w0")->quarantine_reason().empty());
   EXPECT_TRUE(workers_->Get("w1")->quarantine_reason().empty());
+}
+
+// ---- fault-tolerant jobs: a HYBRID job of two shard groups, {0, 1} and {2, 3} ----
+
+class FaultTolerantJobTest : public JobControllerTest {
+ protected:
+  // job-1 RUNNING on w0..w3, rank r on worker wr.
+  void StartHybridJob() {
+    v1::JobSpec spec = Spec(4);
+    spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+    spec.mutable_fsdp()->set_shard_group_size(2);
+    spec.mutable_fault_tolerance()->set_min_replicas(1);
+    for (int w = 0; w < 4; ++w) AddWorker(absl::StrCat("w", w));
+    ASSERT_TRUE(controller_->Submit(spec).ok());
+    for (int r = 0; r < 4; ++r) Report(absl::StrCat("w", r), r, v1::JOINED);
+    ASSERT_EQ(State(), v1::RUNNING);
+    for (int w = 0; w < 4; ++w) Received(absl::StrCat("w", w));
+  }
+  bool GotMembershipChange(const std::string& worker) {
+    for (const auto& message : Received(worker)) {
+      if (message.has_membership_change()) return message.membership_change().epoch() == 1;
+    }
+    return false;
+  }
+  bool GotAbort(const std::string& worker) {
+    for (const auto& message : Received(worker)) {
+      if (message.has_abort()) return true;
+    }
+    return false;
+  }
+  static v1::AttemptReport Said(int rank, v1::AttemptPhase phase, const std::string& message) {
+    v1::AttemptReport report;
+    report.set_job_id("job-1");
+    report.set_attempt(1);
+    report.set_rank(rank);
+    report.set_phase(phase);
+    report.set_message(message);
+    return report;
+  }
+  std::vector<int32_t> Live() {
+    const v1::Membership m = jobs_->Get("job-1")->membership();
+    return {m.live_ranks().begin(), m.live_ranks().end()};
+  }
+};
+
+// A rank lost: its group leaves at once, its mate told to stop (DRAINING), the other
+// group told the new epoch; the attempt goes on.
+TEST_F(FaultTolerantJobTest, ALostRankTakesItsGroupOutAndItsMateIsStopped) {
+  StartHybridJob();
+  v1::AttemptReport lost = Said(3, v1::ABORTED, "a collective failed");
+  controller_->OnReport("w3", lost);
+  EXPECT_EQ(State(), v1::RUNNING);
+  EXPECT_EQ(jobs_->Get("job-1")->attempt(), 1);
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  EXPECT_TRUE(GotMembershipChange("w0"));
+  EXPECT_TRUE(GotMembershipChange("w1"));
+  EXPECT_TRUE(GotAbort("w2"));
+  EXPECT_EQ(workers_->Get("w2")->state(), v1::DRAINING);
+}
+
+// A rank leaving (its worker drained): the group's ranks are not stopped, as they finish
+// the step and leave by themselves; the other group is told the new epoch; the mate is
+// IDLE once it reports its end, the leaving worker is not (it is shutting down).
+TEST_F(FaultTolerantJobTest, ALeavingRanksGroupFinishesItsStepAndLeavesByItself) {
+  StartHybridJob();
+  v1::AttemptReport leaving =
+      Said(3, v1::LEAVING, "its worker is shutting down; it leaves with its group after step 7");
+  controller_->OnReport("w3", leaving);
+  EXPECT_EQ(State(), v1::RUNNING);
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  EXPECT_TRUE(GotMembershipChange("w0"));
+  EXPECT_TRUE(GotMembershipChange("w1"));
+  EXPECT_FALSE(GotAbort("w2"));
+  EXPECT_FALSE(GotAbort("w3"));
+  EXPECT_EQ(workers_->Get("w2")->state(), v1::BUSY);
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_NE(job.events(job.events_size() - 1)
+                .message()
+                .find("rank 3 (worker w3) is leaving: its worker is shutting down"),
+            std::string::npos)
+      << job.events(job.events_size() - 1).message();
+  // Their ends, once they have left.
+  v1::AttemptReport left = leaving;
+  left.set_phase(v1::ABORTED);
+  left.set_message("rank 3 left the attempt with its group");
+  left.set_worker_leaving(true);
+  controller_->OnReport("w3", left);
+  left.set_rank(2);
+  left.set_worker_leaving(false);
+  controller_->OnReport("w2", left);
+  EXPECT_EQ(State(), v1::RUNNING);
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(workers_->Get("w2")->state(), v1::IDLE);
+  EXPECT_NE(workers_->Get("w3")->state(), v1::IDLE);
+}
+
+// Leaving below min_replicas: the attempt fails as it would without fault tolerance.
+TEST_F(FaultTolerantJobTest, LeavingBelowMinReplicasFailsTheAttempt) {
+  StartHybridJob();
+  v1::AttemptReport leaving = Said(0, v1::LEAVING, "its worker is shutting down");
+  controller_->OnReport("w0", leaving);
+  ASSERT_EQ(Live(), (std::vector<int32_t>{2, 3}));
+  leaving.set_rank(2);
+  controller_->OnReport("w2", leaving);
+  EXPECT_EQ(State(), v1::FAILED);
 }
 
 }  // namespace

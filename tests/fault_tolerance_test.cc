@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
 
@@ -43,6 +46,19 @@ std::string Events(const v1::Job& job) {
   std::string events;
   for (const auto& e : job.events()) absl::StrAppend(&events, e.message(), "\n");
   return events;
+}
+
+// A safetensors file's tensors, without its metadata (which names the job).
+std::string TensorBytes(const std::string& path) {
+  auto tensors = ReadSafetensors(path);
+  return tensors.ok() ? EncodeSafetensors(*tensors) : "";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
 }
 
 std::vector<int32_t> Live(const v1::Job& job) {
@@ -207,6 +223,75 @@ INSTANTIATE_TEST_SUITE_P(EveryPhase, KilledAtPhase,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+// Determinism: a job whose rank 3 is killed in step 39's backward (its group {2, 3}
+// leaves; ranks 0 and 1 compute step 39 again in epoch 1) ends with the model, bit for
+// bit, of a job given that membership history up front: rank 3 leaves with its group
+// after step 38 (--fault_injection=leave_after=38, as a drained worker does), and ranks 0
+// and 1 train on from step 39, with nothing redone.
+TEST(FaultTolerance, ALossEndsWithTheModelOfItsMembershipHistoryScheduled) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (int w = 0; w < 3; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  cluster.AddWorker("w3", {"--fault_injection=sigkill_at=39:backward"});
+  cluster.AddWorker("w4", {"--fault_injection=leave_after=38"});
+  auto run = [&](const std::string& name, const std::string& rank3_worker) {
+    v1::JobSpec spec = TolerantSpec(4, 1, absl::StrCat(cluster.dir(), "/", name, ".safetensors"));
+    spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+    spec.mutable_fsdp()->set_shard_group_size(2);
+    spec.set_steps(100);
+    auto job_id = cluster.client().Submit(spec);
+    EXPECT_TRUE(job_id.ok()) << job_id.status();
+    if (!job_id.ok()) return;
+    const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+    // Ranks go to idle workers in the order of their names.
+    ASSERT_EQ(job.ranks_size(), 4);
+    EXPECT_EQ(job.ranks(3).worker_id(), rank3_worker);
+    EXPECT_EQ(job.attempt(), 1);
+    EXPECT_EQ(job.progress().step(), 100);
+    EXPECT_EQ(job.membership().epoch(), 1) << Events(job);
+    EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << Events(job);
+  };
+  run("lost", "w3");
+  // w3 is gone; w4 takes rank 3, and w2, drained from the first job, rank 2.
+  run("scheduled", "w4");
+  const std::string lost = TensorBytes(cluster.dir() + "/lost.safetensors");
+  ASSERT_FALSE(lost.empty());
+  EXPECT_TRUE(TensorBytes(cluster.dir() + "/scheduled.safetensors") == lost)
+      << "the run with a loss ended with another model than its membership history scheduled";
+}
+
+// A drained worker (SIGTERM: a pod evicted, a node drained) takes its group out
+// gracefully: its rank finishes the step it is in, says so in the step's commit vote, and
+// leaves with its group mate; the other group trains on from the next step, with nothing
+// computed again, and the worker exits 0.
+TEST(FaultTolerance, ADrainedWorkerTakesItsGroupOutAfterItsStep) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (int w = 0; w < 3; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  Process& w3 = cluster.AddWorker("w3");
+  v1::JobSpec spec = TolerantSpec(4, 1, cluster.dir() + "/drained.safetensors");
+  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+  spec.mutable_fsdp()->set_shard_group_size(2);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  WaitForStep(cluster, *job_id, 40);
+  w3.Signal(SIGTERM);
+  EXPECT_EQ(w3.Wait(), 0);
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.progress().step(), 300);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << Events(job);
+  EXPECT_TRUE(absl::StrContains(Events(job),
+                                "rank 3 (worker w3) is leaving: its worker is "
+                                "shutting down; it leaves with its group after step"))
+      << Events(job);
+  EXPECT_EQ(cluster.WorkerState("w2"), v1::IDLE);
+  // The survivors regrouped after a step every rank committed: none failed, none redid.
+  const std::string log = ReadFile(cluster.dir() + "/worker-w0.log");
+  EXPECT_TRUE(absl::StrContains(log, "rank 3 asked to leave after step ")) << log;
+  EXPECT_FALSE(absl::StrContains(log, " failed (")) << log;
+}
 
 TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {
   Cluster cluster;

@@ -57,6 +57,12 @@ void AttemptRunner::OnHookDecision(const v1::HookDecision& decision) {
   hooks_.Decide(decision.version(), decision.commit());
 }
 
+bool AttemptRunner::Leave() {
+  if (!assignment_.spec().has_fault_tolerance()) return false;
+  leave_ = true;
+  return true;
+}
+
 void AttemptRunner::Report(v1::AttemptPhase phase, const std::string& message,
                            v1::Progress progress, bool permanent) {
   v1::AttemptReport report;
@@ -66,6 +72,8 @@ void AttemptRunner::Report(v1::AttemptPhase phase, const std::string& message,
   report.set_rank(assignment_.rank());
   report.set_phase(phase);
   report.set_message(message);
+  // A rank that left because its worker is shutting down: the worker is not free again.
+  report.set_worker_leaving(phase == v1::ABORTED && leave_.load());
   progress.set_total_steps(assignment_.spec().steps());
   *report.mutable_progress() = std::move(progress);
   // The spans ride on the reports the publisher sends anyway: batched, off the step.
@@ -143,8 +151,10 @@ void AttemptRunner::Fail(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
     message = absl::StrCat("aborted: ", abort_reason_);
   }
-  // An abort the coordinator asked for (a cancel, a lost peer) is not this rank's error.
-  Log(abort_ ? LogLevel::kWarning : LogLevel::kError,
+  // An abort the coordinator asked for (a cancel, a lost peer) is not this rank's error,
+  // nor is leaving with its group (a fault-tolerant job's membership).
+  const bool own_error = !abort_ && !absl::IsAborted(status);
+  Log(own_error ? LogLevel::kError : LogLevel::kWarning,
       LogContext().Job(job_id()).Attempt(attempt()).Rank(rank()), message);
   Report(v1::ABORTED, message, Phase("aborted"), !abort_ && IsPermanent(status));
   done_ = true;
@@ -214,7 +224,18 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
   }
   training.hook_schedule = &hooks_;
   training.plans = &plans_;
-  if (assignment_.spec().has_fault_tolerance()) training.membership = &membership_;
+  if (assignment_.spec().has_fault_tolerance()) {
+    training.membership = &membership_;
+    training.leave = &leave_;
+    training.on_leaving = [this](int64_t step) {
+      v1::Progress progress;
+      progress.set_step(step);
+      Report(v1::LEAVING,
+             absl::StrCat(leave_ ? "its worker is shutting down" : "--fault_injection asks it",
+                          "; it leaves with its group after step ", step),
+             std::move(progress));
+    };
+  }
   training.position = &position_;
   training.timeline = &timeline_;
   training.collective_metrics = collective_metrics_;

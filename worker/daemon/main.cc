@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -57,6 +58,9 @@ ABSL_FLAG(int64_t, stuck_abort_restart_ms, 5000,
           "an attempt told to abort that has not ended this long after (a collective blocked "
           "on a frozen peer cannot be interrupted) makes the worker restart itself in place "
           "(same pid, same flags), so that it is idle again at once; 0: never");
+ABSL_FLAG(int64_t, leave_grace_ms, 20000,
+          "on SIGTERM, how long the rank of a fault-tolerant job has to finish its step and "
+          "leave with its group before it is stopped as any other");
 
 ABSL_FLAG(std::string, metrics_address, "",
           "host:port to serve Prometheus metrics on (GET /metrics); empty: not served");
@@ -137,6 +141,8 @@ absl::Status ConfigureDevice(WorkerOptions* options) {
 absl::Status ConfigureRuntime(char** argv, WorkerOptions* options) {
   options->data_plane.hostname = absl::GetFlag(FLAGS_data_address);
   ASSIGN_OR_RETURN(options->faults, ParseInjectedFaults(absl::GetFlag(FLAGS_fault_injection)));
+  options->leave_grace =
+      absl::Milliseconds(std::max<int64_t>(0, absl::GetFlag(FLAGS_leave_grace_ms)));
   if (const int64_t grace = absl::GetFlag(FLAGS_stuck_abort_restart_ms); grace > 0) {
     options->stuck_abort_grace = absl::Milliseconds(grace);
     options->restart_process = [argv] { RestartProcess(argv); };

@@ -126,6 +126,15 @@ void WorkerDaemon::DrainForShutdown() {
   constexpr char kReason[] = "the worker is shutting down (it was told to stop: SIGTERM or SIGINT)";
   absl::MutexLock lock(&runner_mu_);
   if (!runner_ || runner_->done()) return;
+  // A fault-tolerant attempt trains on without this rank's group: the group finishes its
+  // step and leaves, and nothing is redone. Bounded: a rank that does not get there in
+  // time is stopped as any other.
+  if (runner_->Leave()) {
+    LogInfo(LogContext().Job(runner_->job_id()).Attempt(runner_->attempt()),
+            absl::StrCat("shutting down: leaving ", runner_->job_id(), " attempt ",
+                         runner_->attempt(), " with its group after the step in flight"));
+    if (runner_->WaitUntilDone(options_.leave_grace)) return;
+  }
   // The message names the job although the context does: deploy/local/run.sh's drain
   // check looks for "shutting down: aborting JOB" in the container's log.
   LogInfo(

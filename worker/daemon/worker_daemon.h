@@ -53,6 +53,9 @@ struct WorkerOptions {
   // `restart_process`, which does not return: the worker starts afresh and is IDLE again
   // at once, rather than DRAINING until the collective timeout. Empty: never.
   absl::Duration stuck_abort_grace = absl::Seconds(5);
+  // On SIGTERM, how long a fault-tolerant attempt's rank has to finish its step and leave
+  // with its group before it is stopped as any other (--leave_grace_ms).
+  absl::Duration leave_grace = absl::Seconds(20);
   std::function<void()> restart_process;
 };
 

@@ -52,6 +52,17 @@ class KilledAt final : public TrainingHooks {
   const std::string point_;
 };
 
+// Leaves with its group after a step, as a rank whose worker is shutting down: a
+// membership history fixed up front, which a run with a loss must reproduce.
+class LeavesAfter final : public TrainingHooks {
+ public:
+  explicit LeavesAfter(int64_t step) : step_(step) {}
+  bool LeaveAfter(int64_t step) override { return step >= step_; }
+
+ private:
+  const int64_t step_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text) {
@@ -64,6 +75,10 @@ absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::st
     return std::make_shared<UnitOrderReversed>(from);
   }
   rest = text;
+  if (absl::ConsumePrefix(&rest, "leave_after=") && absl::SimpleAtoi(rest, &from) && from >= 0) {
+    return std::make_shared<LeavesAfter>(from);
+  }
+  rest = text;
   if (absl::ConsumePrefix(&rest, "sigkill_at=")) {
     const size_t colon = rest.find(':');
     if (colon != absl::string_view::npos && colon + 1 < rest.size() &&
@@ -74,7 +89,7 @@ absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::st
   return absl::InvalidArgumentError(
       absl::StrCat("--fault_injection: unknown fault '", text,
                    "' (expected unit_order_reversed, unit_order_reversed_from=STEP, "
-                   "never_join_rendezvous or sigkill_at=STEP:POINT)"));
+                   "never_join_rendezvous, sigkill_at=STEP:POINT or leave_after=STEP)"));
 }
 
 }  // namespace shardwise

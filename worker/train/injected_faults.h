@@ -18,7 +18,9 @@ namespace shardwise {
 // "never_join_rendezvous" makes the worker take its assignments and never join their
 // rendezvous; "sigkill_at=STEP:POINT" kills the worker's process (SIGKILL) as its rank
 // enters POINT of step STEP: a phase ("forward", "backward", "commit vote", "optimizer",
-// "checkpoint", ...) or a collective ("reduce-scatter", "all-reduce", ...).
+// "checkpoint", ...) or a collective ("reduce-scatter", "all-reduce", ...);
+// "leave_after=STEP" makes a fault-tolerant rank leave with its group after step STEP,
+// as one whose worker is shutting down does.
 // INVALID_ARGUMENT naming the flag and the text for anything else.
 absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text);
 

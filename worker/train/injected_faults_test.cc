@@ -52,10 +52,19 @@ TEST(InjectedFaults, KillsTheProcessAtTheNamedStepAndPointOnly) {
   EXPECT_EXIT((*faults)->AtPoint(7, "commit vote"), ::testing::KilledBySignal(SIGKILL), "");
 }
 
+TEST(InjectedFaults, LeavesFromTheStepNamed) {
+  auto faults = ParseInjectedFaults("leave_after=38");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  EXPECT_FALSE((*faults)->LeaveAfter(37));
+  EXPECT_TRUE((*faults)->LeaveAfter(38));
+  EXPECT_TRUE((*faults)->LeaveAfter(39));
+}
+
 TEST(InjectedFaults, RefusesAnUnknownFaultNamingIt) {
   for (const char* text :
-       {"drop_everything", "unit_order_reversed_from=", "unit_order_reversed_from=x", "sigkill_at=",
-        "sigkill_at=3", "sigkill_at=3:", "sigkill_at=-1:forward", "sigkill_at=x:forward"}) {
+       {"drop_everything", "unit_order_reversed_from=", "unit_order_reversed_from=x",
+        "sigkill_at=", "sigkill_at=3", "sigkill_at=3:", "sigkill_at=-1:forward",
+        "sigkill_at=x:forward", "leave_after=", "leave_after=-2"}) {
     auto faults = ParseInjectedFaults(text);
     EXPECT_EQ(faults.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_NE(faults.status().message().find(text), std::string::npos) << faults.status();

@@ -3,15 +3,19 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/safe_write.h"
 #include "common/status_macros.h"
 #include "contracts/job_spec_defaults.h"
+#include "contracts/membership.h"
 #include "contracts/permanent_failure.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "google/protobuf/util/json_util.h"
@@ -116,7 +120,16 @@ class RankTrainer {
   // vote completed while another's failed (a peer lost in the middle) is a step ahead;
   // the shard group's second vote keeps its members together, so that a group is ahead
   // or behind as a whole and each shard of the step ahead is held by some live rank.
-  absl::Status CommitVote();
+  //
+  // The world's vote also says which ranks leave with their groups after this step
+  // (AsksToLeave), so that every rank learns it at the same step.
+  absl::Status CommitVote(int64_t step);
+  // Whether this rank asks to leave with its group after `step` (its worker shutting
+  // down, or a test's schedule); the first time, it tells the coordinator so.
+  bool AsksToLeave(int64_t step);
+  // After a step whose vote named ranks leaving: this rank's group leaves with them
+  // (ABORTED, naming the step), or the rank trains on in the coordinator's next epoch.
+  absl::Status Regroup();
   // The coordinator's next membership, the epoch's connections, the state every live rank
   // agrees on (the most steps any committed, copied from a rank that has it); the model
   // rebuilt over the new world. `failure` is returned if no membership change comes.
@@ -177,6 +190,9 @@ class RankTrainer {
   // The membership epoch this rank trains in (fault tolerance), and that epoch's world.
   int32_t epoch_ = 0;
   std::shared_ptr<gloo::Context> world_;
+  std::vector<int32_t> live_ranks_;  // the epoch's ranks (the job's numbering), in order
+  std::vector<int32_t> leaving_;     // ranks whose groups leave after the step just voted
+  bool said_leaving_ = false;
   // The rendezvous under the epoch's prefix, which the runtime's groups connect through.
   std::unique_ptr<gloo::rendezvous::PrefixStore> epoch_store_;
 };
@@ -219,6 +235,8 @@ absl::Status RankTrainer::Setup() {
   if (checkpoint.has_value()) RETURN_IF_ERROR(Restore(*checkpoint));
   world_ = context_.world;
   world_->setTimeout(PeerTimeout());
+  live_ranks_.resize(context_.world_size);
+  std::iota(live_ranks_.begin(), live_ranks_.end(), 0);
   return absl::OkStatus();
 }
 
@@ -314,6 +332,7 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
     }
     ReportProgress(absl::ToDoubleSeconds(absl::Now() - step_start));
     ++step;
+    if (!leaving_.empty()) RETURN_IF_ERROR(Regroup());
   }
   activity_ = "gathering the final model";
   RETURN_IF_ERROR(WriteFinalModel());
@@ -328,28 +347,69 @@ absl::Status RankTrainer::Step(int64_t step) {
   losses_->EndStep(step, loss_scale);
   if (context_.position != nullptr) context_.position->SetPhase("step end");
   ASSIGN_OR_RETURN(const bool skip, UnscaleGradients(step));
-  if (FaultTolerant()) RETURN_IF_ERROR(CommitVote());
+  if (FaultTolerant()) RETURN_IF_ERROR(CommitVote(step));
   if (skip) {
     model_->DiscardGradients();
   } else {
     RETURN_IF_ERROR(model_->OptimizerStep(*optimizer_, spec_.optimizer().max_grad_norm()));
   }
   result_.steps = step + 1;
-  if (LossReadDue(spec_, result_.steps, losses_->size())) {
+  // Ranks leaving read their losses with the others before they go.
+  if (LossReadDue(spec_, result_.steps, losses_->size()) || !leaving_.empty()) {
     RETURN_IF_ERROR(AgreeOnLossesAndPlan());
   }
   MeasureSpeed();
   return absl::OkStatus();
 }
 
-absl::Status RankTrainer::CommitVote() {
-  float ready = 1.0f;
+absl::Status RankTrainer::CommitVote(int64_t step) {
+  // A slot per live rank: 1 ready, 2 ready and leaving with its group after this step.
+  Communicator& world = *runtime_->world();
+  std::vector<float> votes(world.size(), 0.0f);
+  votes[world.rank()] = AsksToLeave(step) ? 2.0f : 1.0f;
   if (context_.position != nullptr) context_.position->SetPhase("commit vote");
-  RETURN_IF_ERROR(runtime_->world()->AllReduce(&ready, 1));
+  RETURN_IF_ERROR(world.AllReduce(votes.data(), votes.size()));
+  leaving_.clear();
+  for (size_t i = 0; i < votes.size(); ++i) {
+    if (votes[i] == 2.0f) leaving_.push_back(live_ranks_[i]);
+  }
   // Idle now: the step's reductions are done, the next all-gathers not begun.
   Communicator* shard_group = runtime_->model_groups().shard;
   if (shard_group->size() == 1) return absl::OkStatus();
+  float ready = 1.0f;
   return shard_group->AllReduce(&ready, 1);
+}
+
+bool RankTrainer::AsksToLeave(int64_t step) {
+  const bool asks =
+      (context_.leave != nullptr && context_.leave->load()) || hooks_->LeaveAfter(step);
+  if (asks && !said_leaving_) {
+    said_leaving_ = true;
+    if (context_.on_leaving) context_.on_leaving(step);
+  }
+  return asks;
+}
+
+absl::Status RankTrainer::Regroup() {
+  const std::vector<int32_t> leaving = std::exchange(leaving_, {});
+  const std::string who =
+      absl::StrCat(leaving.size() == 1 ? "rank " : "ranks ", absl::StrJoin(leaving, ", "),
+                   " asked to leave after step ", result_.steps - 1);
+  for (int32_t rank : leaving) {
+    const std::vector<int32_t> group = ReplicaGroupOf(spec_, rank);
+    if (std::find(group.begin(), group.end(), context_.rank) != group.end()) {
+      return absl::AbortedError(
+          absl::StrCat("rank ", context_.rank, " left the attempt with its group: ", who));
+    }
+  }
+  const absl::Time start = absl::Now();
+  RETURN_IF_ERROR(Recover(absl::UnavailableError(
+      absl::StrCat(who, ", but no membership change came from the coordinator"))));
+  LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
+          absl::StrCat(who, "; membership epoch ", epoch_, ": ", LiveRanks(),
+                       " ranks train on from step ", result_.steps, " after ",
+                       absl::FormatDuration(absl::Now() - start)));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RankTrainer::RankState> RankTrainer::CaptureState() {
@@ -447,6 +507,7 @@ absl::StatusOr<TrainingContext> RankTrainer::ConnectEpoch(v1::MembershipChange c
       world_ = *std::move(world);
       world_->setTimeout(PeerTimeout());
       epoch_ = change.epoch();
+      live_ranks_.assign(live.begin(), live.end());
       epoch_context.world = world_;
       return epoch_context;
     }
@@ -460,6 +521,7 @@ absl::StatusOr<TrainingContext> RankTrainer::ConnectEpoch(v1::MembershipChange c
 
 absl::Status RankTrainer::Recover(const absl::Status& failure) {
   activity_ = "recovering from a lost peer";
+  leaving_.clear();  // a vote's leavers are in the coordinator's next epoch as well
   if (context_.position != nullptr) context_.position->SetPhase("membership change");
   auto change = context_.membership->WaitForEpochAbove(
       epoch_, absl::FromChrono(context_.data_plane.timeout), context_.abort);

@@ -68,6 +68,11 @@ struct TrainingContext {
   // Fault-tolerant jobs (spec.fault_tolerance): the coordinator's membership changes. Null:
   // a failed collective fails the attempt, as without fault tolerance.
   MembershipMailbox* membership = nullptr;
+  // Fault-tolerant jobs: set when this rank's worker is shutting down, so that the rank
+  // leaves with its group after the step it is in (none if null); `on_leaving` is called
+  // once then, with that step, before the rank's commit vote tells its peers.
+  const std::atomic<bool>* leave = nullptr;
+  std::function<void(int64_t step)> on_leaving;
   // Called with the execution order of this attempt's first micro-step, and once more
   // (changed = true) if a later micro-step's order differs from it.
   std::function<void(const v1::ExecutionOrder& order, int64_t step, bool changed)>

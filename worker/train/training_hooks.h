@@ -32,6 +32,9 @@ class TrainingHooks {
   // Called as the rank enters each phase of step `step` ("forward", "commit vote", ...)
   // and each collective ("reduce-scatter", "all-reduce", ...), on the entering thread.
   virtual void AtPoint(int64_t step, const char* point) {}
+  // Whether a fault-tolerant rank asks to leave with its group after `step`, as a rank
+  // whose worker is shutting down does.
+  virtual bool LeaveAfter(int64_t step) { return false; }
   // Whether the rank stays out of its attempt's rendezvous until the attempt is aborted,
   // as a hung worker or one that cannot reach the coordinator's rendezvous would.
   virtual bool StayOutOfRendezvous() { return false; }
