@@ -430,9 +430,6 @@ absl::Status ValidateFaultTolerance(const v1::JobSpec& spec) {
   }
   RETURN_IF_ERROR(CheckEnum("fault_tolerance.batch", tolerance.batch(),
                             v1::FaultTolerance::Batch_IsValid, "DROP or KEEP_GLOBAL"));
-  if (tolerance.batch() == v1::FaultTolerance::KEEP_GLOBAL) {
-    return Invalid("fault_tolerance.batch", "KEEP_GLOBAL is not implemented yet; use DROP");
-  }
   if (spec.device() == v1::CUDA) {
     return Invalid("fault_tolerance", "covers CPU jobs (Gloo) for now, got device CUDA");
   }

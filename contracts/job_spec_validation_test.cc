@@ -130,12 +130,13 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "job.fault_tolerance: needs two or more replicas to train on after a loss, got "
                 "1 (job.world_size 4 in shard groups of 4)"},
-        BadCase{"KEEP_GLOBAL",
+        BadCase{"unknown batch rule",
                 [](v1::JobSpec* s) {
                   s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
-                  s->mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
+                  s->mutable_fault_tolerance()->set_batch(
+                      static_cast<v1::FaultTolerance::Batch>(9));
                 },
-                "job.fault_tolerance.batch: KEEP_GLOBAL is not implemented yet; use DROP"},
+                "job.fault_tolerance.batch: unknown value 9"},
         BadCase{"negative world", [](v1::JobSpec* s) { s->set_world_size(-2); },
                 "job.world_size: must be positive, got -2"},
         BadCase{"world over limit", [](v1::JobSpec* s) { s->set_world_size(65); },

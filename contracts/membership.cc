@@ -48,6 +48,28 @@ std::vector<int32_t> LiveRanks(const v1::JobSpec& spec, const v1::Membership& me
   return all;
 }
 
+std::vector<int32_t> CoveredRanks(const v1::JobSpec& spec, const std::vector<int32_t>& live,
+                                  int32_t rank) {
+  std::vector<int32_t> covered;
+  if (spec.fault_tolerance().batch() != v1::FaultTolerance::KEEP_GLOBAL) return covered;
+  const int32_t size = GroupSize(spec);
+  const std::set<int32_t> is_live(live.begin(), live.end());
+  std::vector<int32_t> left_groups;  // each group's first rank
+  for (int32_t first = 0; first < spec.world_size(); first += size) {
+    if (is_live.count(first) == 0) left_groups.push_back(first);
+  }
+  const auto me = std::find(live.begin(), live.end(), rank);
+  if (left_groups.empty() || me == live.end()) return covered;
+  const int32_t index = static_cast<int32_t>(me - live.begin());
+  const int32_t live_groups = static_cast<int32_t>(live.size()) / size;
+  for (size_t k = 0; k < left_groups.size(); ++k) {
+    if (static_cast<int32_t>(k) % live_groups == index / size) {
+      covered.push_back(left_groups[k] + index % size);
+    }
+  }
+  return covered;
+}
+
 MembershipDecision DecideAfterLoss(const v1::JobSpec& spec, const v1::Membership& current,
                                    int32_t attempt, const std::vector<int32_t>& lost) {
   MembershipDecision decision;

@@ -25,6 +25,14 @@ std::vector<int32_t> ReplicaGroupOf(const v1::JobSpec& spec, int32_t rank);
 std::vector<int32_t> LiveRanks(const v1::JobSpec& spec, const v1::Membership& membership,
                                int32_t attempt);
 
+// fault_tolerance.batch KEEP_GLOBAL: the ranks that left whose rows `rank` (live in
+// `live`) trains on as well, ascending; none under DROP or while every rank is live.
+// The left groups, in ascending order, go round the live groups in ascending order (the
+// k-th left group to live group k mod G'), each left rank to the live rank at its place
+// in its group (docs/semantics.md, "Batches").
+std::vector<int32_t> CoveredRanks(const v1::JobSpec& spec, const std::vector<int32_t>& live,
+                                  int32_t rank);
+
 struct MembershipDecision {
   bool train_on = false;
   v1::Membership next;  // when train_on: the next epoch

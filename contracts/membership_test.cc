@@ -48,6 +48,30 @@ TEST(Membership, AHybridGroupLeavesAsAUnitAndMinReplicasHolds) {
             "ranks 4, 5 left: 1 replica would be left, fewer than fault_tolerance.min_replicas 2");
 }
 
+TEST(Membership, UnderKeepGlobalTheLeftGroupsRowsGoRoundTheLiveGroups) {
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::HYBRID_SHARD, 8, 1, /*group=*/2);
+  spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
+  // Groups {0,1} and {4,5} left: the first's rows to live group {2,3}, the second's to
+  // {6,7}, each rank to the one at its place.
+  const std::vector<int32_t> live = {2, 3, 6, 7};
+  EXPECT_EQ(CoveredRanks(spec, live, 2), std::vector<int32_t>{0});
+  EXPECT_EQ(CoveredRanks(spec, live, 3), std::vector<int32_t>{1});
+  EXPECT_EQ(CoveredRanks(spec, live, 6), std::vector<int32_t>{4});
+  EXPECT_EQ(CoveredRanks(spec, live, 7), std::vector<int32_t>{5});
+  EXPECT_TRUE(CoveredRanks(spec, live, 0).empty()) << "a rank that left covers nothing";
+  // Three left, one live group: it takes them all, in order.
+  EXPECT_EQ(CoveredRanks(spec, {4, 5}, 5), (std::vector<int32_t>{1, 3, 7}));
+  // Nothing left, or DROP: nothing to cover.
+  EXPECT_TRUE(CoveredRanks(spec, {0, 1, 2, 3, 4, 5, 6, 7}, 3).empty());
+  spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::DROP);
+  EXPECT_TRUE(CoveredRanks(spec, live, 2).empty());
+  // NO_SHARD: rank by rank, round the live ranks.
+  v1::JobSpec replicas = Spec(v1::ShardingStrategy::NO_SHARD, 5, 1);
+  replicas.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
+  EXPECT_EQ(CoveredRanks(replicas, {1, 3}, 1), (std::vector<int32_t>{0, 4}));
+  EXPECT_EQ(CoveredRanks(replicas, {1, 3}, 3), std::vector<int32_t>{2});
+}
+
 TEST(Membership, AMembershipOfAnEarlierAttemptCountsForNothing) {
   const v1::JobSpec spec = Spec(v1::ShardingStrategy::NO_SHARD, 3, 1);
   const MembershipDecision earlier = DecideAfterLoss(spec, {}, 1, {2});

@@ -147,6 +147,25 @@ class RankTrainer {
     double steps = 0;  // result_.steps: the steps this rank committed
   };
   absl::StatusOr<RankState> CaptureState();
+  // fault_tolerance.batch KEEP_GLOBAL: opens the rows of the ranks that left which this
+  // rank trains on as well (contracts/membership.h, CoveredRanks).
+  absl::Status OpenCoveredData();
+  // Micro-steps per step: the rank's own A, and A more for each rank it covers.
+  int MicroStepsPerStep() const {
+    return std::max(1, spec_.gradient_accumulation_steps()) *
+           (1 + static_cast<int>(covered_data_.size()));
+  }
+  // Whether the live ranks train on the rows of ranks that left (KEEP_GLOBAL, once some
+  // left): the same on every rank, whether or not it covers one itself.
+  bool KeepsGlobalBatch() const {
+    return spec_.fault_tolerance().batch() == v1::FaultTolerance::KEEP_GLOBAL &&
+           static_cast<int>(live_ranks_.size()) < context_.world_size;
+  }
+  // What a micro-batch's loss weighs against a rank's share of an intact step: live /
+  // world while KeepsGlobalBatch, 1 otherwise.
+  float BatchWeight() const {
+    return KeepsGlobalBatch() ? static_cast<float>(LiveRanks()) / context_.world_size : 1.0f;
+  }
   absl::Status HealFromPeers(RankState* state);
   absl::Status RestoreState(const RankState& state);
   // The live ranks of the current epoch, and whether this rank leads them (the lowest:
@@ -168,6 +187,7 @@ class RankTrainer {
   // model_ (whose threads record spans).
   std::unique_ptr<StreamClockAttachment> stream_clock_;
   std::unique_ptr<BatchSource> data_;
+  std::vector<std::unique_ptr<BatchSource>> covered_data_;  // KEEP_GLOBAL, ranks left
   std::unique_ptr<fsdp::Optimizer> optimizer_;
   // Last: destroyed first, joining its threads (which use the device, the groups and the
   // optimizer).
@@ -255,7 +275,7 @@ void RankTrainer::AdoptModel(std::unique_ptr<fsdp::FsdpModel> model) {
   optimizer_ = fsdp::Optimizer::Create(spec_.optimizer(), model_->num_units(), runtime_->device());
   model_->EnableOptimizerOverlap(optimizer_.get());
   losses_ = std::make_unique<PendingLosses>(runtime_->device(), LossReadInterval(spec_),
-                                            std::max(1, spec_.gradient_accumulation_steps()));
+                                            MicroStepsPerStep());
 }
 
 absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
@@ -412,6 +432,15 @@ absl::Status RankTrainer::Regroup() {
   return absl::OkStatus();
 }
 
+absl::Status RankTrainer::OpenCoveredData() {
+  covered_data_.clear();
+  for (int32_t rank : CoveredRanks(spec_, live_ranks_, context_.rank)) {
+    ASSIGN_OR_RETURN(auto source, OpenBatchSource(spec_, rank, context_.world_size));
+    covered_data_.push_back(std::move(source));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RankTrainer::RankState> RankTrainer::CaptureState() {
   RankState state;
   for (int u = 0; u < model_->num_units(); ++u) {
@@ -550,6 +579,7 @@ absl::Status RankTrainer::Recover(const absl::Status& failure) {
         plan_.shard_size, " to shard ", plan.shard_rank, " of ", plan.shard_size));
   }
   plan_ = plan;
+  RETURN_IF_ERROR(OpenCoveredData());
   ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, epoch_context));
   RETURN_IF_ERROR(HealFromPeers(&state));
   return RestoreState(state);
@@ -582,11 +612,18 @@ absl::Status RankTrainer::BeginStep(int64_t step) {
 }
 
 absl::Status RankTrainer::AccumulateGradients(int64_t step) {
-  const int micro_steps = std::max(1, spec_.gradient_accumulation_steps());
-  // The loss scaler multiplies the loss (and so every gradient) by its scale.
-  const float loss_scale = (1.0f / micro_steps) * scaler_.scale();
+  const int per_source = std::max(1, spec_.gradient_accumulation_steps());
+  const int micro_steps = MicroStepsPerStep();
+  // Each micro-batch weighs 1/A of its rows' rank; the loss scaler multiplies the loss
+  // (and so every gradient) by its scale. Under KEEP_GLOBAL the live ranks' mean is over
+  // every rank's rows: the reduction divides by the live ranks, each batch weighs
+  // live/world more so that the sum is divided by the world (docs/semantics.md).
+  const float loss_scale = (1.0f / per_source) * BatchWeight() * scaler_.scale();
   for (int micro = 0; micro < micro_steps; ++micro) {
-    MicroBatch batch = data_->Train(step, micro);
+    // The rank's own micro-batches, then those of the ranks it covers, rank by rank.
+    const BatchSource& source =
+        micro < per_source ? *data_ : *covered_data_[micro / per_source - 1];
+    MicroBatch batch = source.Train(step, micro % per_source);
     hooks_->OnMicroBatch(step, micro, &batch);
     RETURN_IF_ERROR(
         model_->ForwardBackward(batch, loss_scale, micro == micro_steps - 1, losses_->Slot(micro)));
@@ -702,16 +739,21 @@ absl::StatusOr<double> RankTrainer::Evaluate() {
   const int micro_steps = std::max(1, spec_.gradient_accumulation_steps());
   const int batches =
       spec_.evaluation().batches() > 0 ? spec_.evaluation().batches() : kDefaultEvalBatches;
+  std::vector<const BatchSource*> sources = {data_.get()};
+  for (const auto& covered : covered_data_) sources.push_back(covered.get());
   double sum = 0;
-  for (int k = 0; k < batches; ++k) {
-    for (int micro = 0; micro < micro_steps; ++micro) {
-      ASSIGN_OR_RETURN(const double loss, model_->Evaluate(data_->Validation(k, micro)));
-      sum += loss;
+  for (const BatchSource* source : sources) {
+    for (int k = 0; k < batches; ++k) {
+      for (int micro = 0; micro < micro_steps; ++micro) {
+        ASSIGN_OR_RETURN(const double loss, model_->Evaluate(source->Validation(k, micro)));
+        sum += loss;
+      }
     }
   }
+  // Each rank's rows once: the live ranks', and under KEEP_GLOBAL those they cover.
   float mean = static_cast<float>(sum / (batches * micro_steps));
   RETURN_IF_ERROR(runtime_->world()->AllReduce(&mean, 1));
-  return mean / LiveRanks();
+  return mean / (KeepsGlobalBatch() ? context_.world_size : LiveRanks());
 }
 
 void RankTrainer::ReportProgress(double step_seconds) {
