@@ -254,6 +254,13 @@ class JobController {
   // The ranks of the job's current attempt that still train, ascending (every rank unless
   // some left); the first leads (its progress and result are the job's).
   static std::vector<int32_t> LiveRanksOf(const v1::Job& job);
+  // The job's current membership, for its live ranks.
+  static v1::CoordinatorMessage MembershipChangeMessage(const v1::Job& job);
+  // job_controller_reattach.cc: at the re-attach deadline, a fault-tolerant attempt's
+  // ranks that never came back leave as lost ranks would (`reason`), if enough replicas
+  // are left; false (nothing done) otherwise.
+  bool LeaveWithoutMissingRanksLocked(const v1::Job& job, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank that asks to leave with its group (its worker shutting down: LEAVING): the
   // group leaves after its step if the attempt can train on without it (nothing redone),
   // else the attempt fails as without fault tolerance.

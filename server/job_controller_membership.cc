@@ -15,6 +15,16 @@
 
 namespace shardwise {
 
+v1::CoordinatorMessage JobController::MembershipChangeMessage(const v1::Job& job) {
+  v1::CoordinatorMessage message;
+  v1::MembershipChange* change = message.mutable_membership_change();
+  change->set_job_id(job.id());
+  change->set_attempt(job.attempt());
+  change->set_epoch(job.membership().epoch());
+  *change->mutable_live_ranks() = job.membership().live_ranks();
+  return message;
+}
+
 std::vector<int32_t> JobController::LiveRanksOf(const v1::Job& job) {
   return LiveRanks(job.spec(), job.membership(), job.attempt());
 }
@@ -61,12 +71,7 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
                                    decision.next.live_ranks().end());
   v1::CoordinatorMessage stop = AbortMessage(
       job.id(), job.attempt(), absl::StrCat("rank left the attempt with its group: ", reason));
-  v1::CoordinatorMessage change;
-  v1::MembershipChange* membership = change.mutable_membership_change();
-  membership->set_job_id(job.id());
-  membership->set_attempt(job.attempt());
-  membership->set_epoch(decision.next.epoch());
-  *membership->mutable_live_ranks() = decision.next.live_ranks();
+  const v1::CoordinatorMessage change = MembershipChangeMessage(*recorded);
   for (const v1::RankAssignment& rank : job.ranks()) {
     const bool staying = std::find(after.begin(), after.end(), rank.rank()) != after.end();
     const bool was_live = std::find(before.begin(), before.end(), rank.rank()) != before.end();

@@ -12,11 +12,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "contracts/job_state.h"
+#include "contracts/membership.h"
 #include "server/job_controller.h"
 
 namespace shardwise {
@@ -55,6 +57,9 @@ bool JobController::ReattachLocked(const std::string& worker_id,
   }
   LiveAttempt& attempt = live->second;
   workers_->SetBusy(worker_id, job->id(), job->attempt(), running.rank());
+  // The scope lived in the previous coordinator's memory; a fault-tolerant attempt's
+  // ranks connect each new membership epoch through it.
+  rendezvous_->AdmitRank(job->id(), job->attempt(), running.rank(), running.rendezvous_token());
   attempt.reattached.insert(running.rank());
   to_resync_.insert(worker_id);
   LogInfo(
@@ -111,6 +116,13 @@ void JobController::ResyncReattachedLocked(const std::string& worker_id) {
     workers_->Send(worker_id, HookDecisionMessage(*job, decided.version(),
                                                   decided.state() == v1::HookSwitch::APPLIED));
   }
+  // A membership the previous coordinator wrote but may not have sent (it was killed in
+  // between): a live rank waiting for it goes on; one that has it ignores it.
+  const std::vector<int32_t> live_ranks = LiveRanksOf(*job);
+  if (job->membership().attempt() == job->attempt() && job->membership().epoch() > 0 &&
+      std::find(live_ranks.begin(), live_ranks.end(), worker->rank()) != live_ranks.end()) {
+    workers_->Send(worker_id, MembershipChangeMessage(*job));
+  }
   if (job->prefetch_plan().version() > 0) {
     v1::CoordinatorMessage update;
     update.mutable_plan_update()->set_job_id(job->id());
@@ -137,7 +149,39 @@ void JobController::CheckReattachDeadlinesLocked(absl::Time now) {
                                             " after the coordinator restarted (missing: ",
                                             absl::StrJoin(missing, ", "), ")"));
   }
-  for (const auto& [job, reason] : expired) RequeueWithoutRestartLocked(job, reason);
+  for (const auto& [job, reason] : expired) {
+    if (!LeaveWithoutMissingRanksLocked(job, reason)) RequeueWithoutRestartLocked(job, reason);
+  }
+}
+
+bool JobController::LeaveWithoutMissingRanksLocked(const v1::Job& job, const std::string& reason) {
+  if (!job.spec().has_fault_tolerance()) return false;
+  auto live = live_.find(job.id());
+  if (live == live_.end()) return false;
+  const std::set<int32_t> reattached = live->second.reattached;
+  const std::vector<int32_t> awaited = LiveRanksOf(job);
+  std::vector<int32_t> missing;
+  for (int32_t rank : awaited) {
+    if (reattached.count(rank) == 0) missing.push_back(rank);
+  }
+  // Dry run first: the whole loss must leave enough replicas, or nothing changes.
+  if (missing.empty() ||
+      !DecideAfterLoss(job.spec(), job.membership(), job.attempt(), missing).train_on) {
+    return false;
+  }
+  live->second.awaiting_reattach = false;  // the re-attached ranks train on without them
+  for (int32_t rank : missing) {
+    auto current = jobs_->Get(job.id());
+    if (!current.ok()) return true;
+    const std::vector<int32_t> still = LiveRanksOf(*current);
+    if (std::find(still.begin(), still.end(), rank) == still.end()) continue;  // its group left
+    if (!LeaveIfTolerantLocked(*current, rank, reason, WorkerOfRank(*current, rank),
+                               /*graceful=*/false)) {
+      FailAttemptLocked(*current, reason, WorkerOfRank(*current, rank), /*retryable=*/true);
+      return true;
+    }
+  }
+  return true;
 }
 
 void JobController::RequeueWithoutRestartLocked(const v1::Job& job, const std::string& reason) {

@@ -584,5 +584,76 @@ TEST_F(FaultTolerantJobTest, LeavingBelowMinReplicasFailsTheAttempt) {
   EXPECT_EQ(State(), v1::FAILED);
 }
 
+// What a worker of the hybrid job says when it registers again after a coordinator
+// restart: it runs rank `rank` of job-1's attempt 1, and holds its rendezvous token.
+v1::RunningAttempt RunningRank(int rank) {
+  v1::RunningAttempt running;
+  running.set_job_id("job-1");
+  running.set_attempt(1);
+  running.set_rank(rank);
+  running.set_rendezvous_token(absl::StrCat("token-", rank));
+  return running;
+}
+
+v1::RendezvousScope ScopeOf(int rank) {
+  v1::RendezvousScope scope;
+  scope.set_job_id("job-1");
+  scope.set_attempt(1);
+  scope.set_token(absl::StrCat("token-", rank));
+  return scope;
+}
+
+// Killed between writing a membership and sending it: after the restart, the live ranks
+// that re-attach get it, and may connect its epoch through the attempt's rendezvous,
+// which re-admits them by the tokens they hold.
+TEST_F(FaultTolerantJobTest, AMembershipWrittenButNotSentReachesTheRanksAfterARestart) {
+  StartHybridJob();
+  controller_->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
+  ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  StartCoordinator();  // the change's messages died with the coordinator
+  for (int rank : {0, 1}) {
+    const v1::RunningAttempt running = RunningRank(rank);
+    AddWorker(absl::StrCat("w", rank), &running);
+  }
+  EXPECT_TRUE(GotMembershipChange("w0"));
+  EXPECT_TRUE(GotMembershipChange("w1"));
+  ASSERT_TRUE(rendezvous_->Set(ScopeOf(0), "epoch1/rank0", "address").ok());
+  EXPECT_EQ(*rendezvous_->Get(ScopeOf(1), "epoch1/rank0"), "address");
+  EXPECT_EQ(rendezvous_->Get(ScopeOf(3), "epoch1/rank0").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // Every live rank is back: nothing more is awaited past the grace.
+  clock_.Advance(absl::Seconds(31));
+  for (const char* worker : {"w0", "w1"}) Heartbeat(worker, "job-1", 1);
+  controller_->CheckHeartbeats();
+  EXPECT_EQ(State(), v1::RUNNING);
+  EXPECT_EQ(jobs_->Get("job-1")->attempt(), 1);
+}
+
+// Killed with a rank (its worker never comes back): past the re-attach grace, the rank's
+// group leaves as it would have had the coordinator seen the loss, instead of a re-queue.
+TEST_F(FaultTolerantJobTest, AfterARestartARankThatNeverComesBackLeavesWithItsGroup) {
+  StartHybridJob();
+  StartCoordinator();
+  for (int rank : {0, 1, 2}) {
+    const v1::RunningAttempt running = RunningRank(rank);
+    AddWorker(absl::StrCat("w", rank), &running);
+  }
+  for (int second = 1; second <= 31; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    for (const char* worker : {"w0", "w1", "w2"}) Heartbeat(worker, "job-1", 1);
+    controller_->CheckHeartbeats();
+  }
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.state(), v1::RUNNING);
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  EXPECT_NE(job.events().rbegin()->message().find("only 3 of 4 ranks re-attached"),
+            std::string::npos)
+      << job.events().rbegin()->message();
+  EXPECT_TRUE(GotMembershipChange("w0"));
+  EXPECT_TRUE(GotAbort("w2"));
+}
+
 }  // namespace
 }  // namespace shardwise

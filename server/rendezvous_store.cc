@@ -23,6 +23,13 @@ void RendezvousStore::OpenScope(const std::string& job_id, int32_t attempt,
   }
 }
 
+void RendezvousStore::AdmitRank(const std::string& job_id, int32_t attempt, int32_t rank,
+                                const std::string& token) {
+  if (token.empty()) return;  // no rank may use an empty token
+  absl::MutexLock lock(&mu_);
+  scopes_[ScopeName(job_id, attempt)].ranks[token] = rank;
+}
+
 void RendezvousStore::CloseScope(const std::string& job_id, int32_t attempt) {
   std::vector<WaitDone> aborted;
   {

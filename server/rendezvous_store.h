@@ -49,6 +49,11 @@ class RendezvousStore {
   // Opens the attempt's scope; `rank_tokens[r]` is rank r's token.
   void OpenScope(const std::string& job_id, int32_t attempt,
                  const std::vector<std::string>& rank_tokens);
+  // Admits `rank` with `token` to the attempt's scope, opening it if it is not open: a
+  // rank re-attached after a coordinator restart (whose scopes lived in memory only),
+  // for the rendezvous of a later membership epoch. Keys set before are gone.
+  void AdmitRank(const std::string& job_id, int32_t attempt, int32_t rank,
+                 const std::string& token);
   // Closes the scope; its waits end with ABORTED.
   void CloseScope(const std::string& job_id, int32_t attempt);
   // The attempt's ranks that have made no call on its scope yet, ascending (how the

@@ -49,6 +49,24 @@ TEST(RendezvousStore, ScopesAreIsolatedPerAttempt) {
   EXPECT_EQ(store.Get(As("job-9", 1), "k").status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A restarted coordinator re-admits re-attached ranks one by one: each may use the scope
+// once admitted, with its own token only.
+TEST(RendezvousStore, ReadmitsRanksOfAnAttemptOneByOne) {
+  RendezvousStore store;
+  store.AdmitRank("job-1", 1, 0, "t0");
+  ASSERT_TRUE(store.Set(As("job-1", 1, "t0"), "epoch1/rank0", "addr0").ok());
+  EXPECT_EQ(store.Get(As("job-1", 1, "t1"), "epoch1/rank0").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  store.AdmitRank("job-1", 1, 1, "t1");
+  store.AdmitRank("job-1", 1, 2, "");  // an empty token admits nobody
+  EXPECT_EQ(*store.Get(As("job-1", 1, "t1"), "epoch1/rank0"), "addr0");
+  EXPECT_EQ(store.Get(As("job-1", 1, ""), "epoch1/rank0").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  store.CloseScope("job-1", 1);
+  EXPECT_EQ(store.Get(As("job-1", 1, "t1"), "epoch1/rank0").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 // Any call with a rank's token counts as that rank reaching the rendezvous, a refused
 // one too (it came); a caller without a token is nobody's.
 TEST(RendezvousStore, KnowsWhichRanksNeverCame) {

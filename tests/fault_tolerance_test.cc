@@ -37,6 +37,15 @@ v1::JobSpec TolerantSpec(int world, int min_replicas, const std::string& model_p
   return spec;
 }
 
+// HYBRID_SHARD over 4 ranks: two shard groups of 2, {0, 1} and {2, 3}, each a replica.
+v1::JobSpec HybridSpec(const std::string& model_path, int64_t steps) {
+  v1::JobSpec spec = TolerantSpec(4, 1, model_path);
+  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+  spec.mutable_fsdp()->set_shard_group_size(2);
+  spec.set_steps(steps);
+  return spec;
+}
+
 void WaitForStep(Cluster& cluster, const std::string& job_id, int64_t step) {
   ASSERT_TRUE(Cluster::WaitFor([&] {
     auto job = cluster.client().Get(job_id);
@@ -172,10 +181,7 @@ TEST_P(LostShardGroup, LeavesWholeAndTheOtherGroupTrainsOn) {
   cluster.StartCoordinator();
   for (int w = 0; w < 4; ++w) cluster.AddWorker(absl::StrCat("w", w));
   const std::string model_path = cluster.dir() + "/hybrid.safetensors";
-  v1::JobSpec spec = TolerantSpec(4, 1, model_path);
-  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
-  spec.mutable_fsdp()->set_shard_group_size(2);
-  spec.set_steps(400);
+  v1::JobSpec spec = HybridSpec(model_path, 400);
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   WaitForStep(cluster, *job_id, 40);
@@ -218,10 +224,7 @@ TEST_P(KilledAtPhase, TheOtherGroupCompletesTheJobWithoutARestart) {
   for (int w = 0; w < 3; ++w) cluster.AddWorker(absl::StrCat("w", w));
   cluster.AddWorker("w3", {absl::StrCat("--fault_injection=sigkill_at=39:", GetParam())});
   const std::string checkpoints = cluster.dir() + "/checkpoints";
-  v1::JobSpec spec = TolerantSpec(4, 1, cluster.dir() + "/phase.safetensors");
-  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
-  spec.mutable_fsdp()->set_shard_group_size(2);
-  spec.set_steps(100);
+  v1::JobSpec spec = HybridSpec(cluster.dir() + "/phase.safetensors", 100);
   spec.mutable_output()->set_checkpoint_dir(checkpoints);
   spec.mutable_output()->set_checkpoint_interval_steps(10);
   auto job_id = cluster.client().Submit(spec);
@@ -263,11 +266,8 @@ TEST_P(MembershipHistory, ALossEndsWithTheModelOfItsHistoryScheduled) {
   cluster.StartCoordinator();
   for (const char* name : {"w0", "w1", "w2", "w9"}) cluster.AddWorker(name);
   auto run = [&](const std::string& name, const std::string& rank3_worker, int epoch) {
-    v1::JobSpec spec = TolerantSpec(4, 1, absl::StrCat(cluster.dir(), "/", name, ".safetensors"));
-    spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
-    spec.mutable_fsdp()->set_shard_group_size(2);
+    v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 100);
     spec.mutable_fault_tolerance()->set_batch(GetParam());
-    spec.set_steps(100);
     auto job_id = cluster.client().Submit(spec);
     ASSERT_TRUE(job_id.ok()) << job_id.status();
     const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
@@ -316,9 +316,7 @@ TEST(FaultTolerance, ADrainedWorkerTakesItsGroupOutAfterItsStep) {
   cluster.StartCoordinator();
   for (int w = 0; w < 3; ++w) cluster.AddWorker(absl::StrCat("w", w));
   Process& w3 = cluster.AddWorker("w3");
-  v1::JobSpec spec = TolerantSpec(4, 1, cluster.dir() + "/drained.safetensors");
-  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
-  spec.mutable_fsdp()->set_shard_group_size(2);
+  v1::JobSpec spec = HybridSpec(cluster.dir() + "/drained.safetensors", 300);
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   WaitForStep(cluster, *job_id, 40);
@@ -337,6 +335,31 @@ TEST(FaultTolerance, ADrainedWorkerTakesItsGroupOutAfterItsStep) {
   const std::string log = ReadFile(cluster.dir() + "/worker-w0.log");
   EXPECT_TRUE(absl::StrContains(log, "rank 3 asked to leave after step ")) << log;
   EXPECT_FALSE(absl::StrContains(log, " failed (")) << log;
+}
+
+// The coordinator killed (SIGKILL) together with a worker, and restarted: whether it
+// had written the membership change (then the re-attached ranks get it again) or had
+// not seen the loss (then the rank that never re-attaches leaves at the re-attach
+// deadline), the other group connects the next epoch through the restarted coordinator's
+// rendezvous and completes the job in its first attempt.
+TEST(FaultTolerance, ACoordinatorKilledWithAWorkerLeavesTheJobInItsFirstAttempt) {
+  ClusterOptions options;
+  options.reattach_grace_ms = 3000;
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  for (int w = 0; w < 4; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  v1::JobSpec spec = HybridSpec(cluster.dir() + "/restarted.safetensors", 400);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  WaitForStep(cluster, *job_id, 40);
+  cluster.worker("w3").Kill();
+  cluster.KillCoordinator();
+  cluster.StartCoordinator();
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(job.progress().step(), 400);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << Events(job);
 }
 
 TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {

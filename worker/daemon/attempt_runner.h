@@ -76,6 +76,7 @@ class AttemptRunner {
   const std::string& job_id() const { return assignment_.job_id(); }
   int32_t rank() const { return assignment_.rank(); }
   int32_t attempt() const { return assignment_.attempt(); }
+  const std::string& rendezvous_token() const { return assignment_.rendezvous_token(); }
 
  private:
   // The attempt: checks, joining the data plane, training, the final report.

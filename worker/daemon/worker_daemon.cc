@@ -260,6 +260,7 @@ std::optional<v1::RunningAttempt> WorkerDaemon::AttemptToReattach() {
   running.set_rank(runner_->rank());
   running.set_step(runner_->position().step());
   running.set_ended(outbox_.ended());
+  running.set_rendezvous_token(runner_->rendezvous_token());
   return running;
 }
 
