@@ -3,18 +3,47 @@
 # bench/RESULTS.md: the commit vote (one 1-float all-reduce before each optimizer step)
 # as a share of the step of the GPT benchmark model (bench/gpt_bench.cc: 4 layers, 256
 # wide, 128 context), NO_SHARD at world 2 with and without fault_tolerance, taking turns
-# three times in one run. (The recovery itself, from a killed rank to the survivors
-# training on, is measured by tests/fault_tolerance_test, whose workers log "step S
-# failed (...); membership epoch E: N ranks train on from step S after T".)
+# three times in one run.
+# `recovery` instead: a worker killed (SIGKILL) mid-job on real daemons, handled by fault
+# tolerance and, in the same run, by today's checkpoint restart (bench/recovery_bench.cc):
+# detection, rebuild, time until training is past the step of the kill, steps computed
+# again, and the throughput while degraded.
 # Usage: bench/fault_tolerance.sh [WARMUP_STEPS] [TIMED_STEPS]   (defaults 3 30)
+#        bench/fault_tolerance.sh recovery [KILL_AT_STEP]         (default 80)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-warmup=${1:-3}
-steps=${2:-30}
 
 ./dev.sh deps
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+
+if [ "${1:-}" = recovery ]; then
+  kill_at=${2:-80}
+  bazel build //bench:recovery_bench //server:shardwise-coordinator //worker:shardwise-worker \
+    >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+  bin=$(bazel info bazel-bin 2>/dev/null)
+  dir=$(mktemp -d -t shardwise-recovery.XXXXXX)
+  echo "== a worker killed past step $kill_at: fault tolerance, then a checkpoint restart (logs in $dir)" >&2
+  rows=$("$bin/bench/recovery_bench" --coordinator_binary="$bin/server/shardwise-coordinator" \
+    --worker_binary="$bin/worker/shardwise-worker" --dir="$dir" --kill_at="$kill_at")
+  header="| GPT bench model, NO_SHARD, world 2 | killed past step | detection | rebuild | kill to past its step | steps computed again | tokens/s degraded / before |
+| --- | --- | --- | --- | --- | --- | --- |"
+  echo "$header"
+  echo "$rows"
+  {
+    echo
+    echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): a lost worker, fault tolerance against a checkpoint restart"
+    echo
+    echo "Command: \`bench/fault_tolerance.sh recovery $kill_at\`"
+    echo
+    echo "$header"
+    echo "$rows"
+  } >>bench/RESULTS.md
+  exit 0
+fi
+
+warmup=${1:-3}
+steps=${2:-30}
 bazel build //bench:gpt_bench >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 bin=$(bazel info bazel-bin 2>/dev/null)
 echo "== NO_SHARD with and without fault_tolerance, 3 turns ($warmup warm-up + $steps timed steps)" >&2

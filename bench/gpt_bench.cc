@@ -12,13 +12,14 @@
 // with activation checkpointing and with FUSED attention, and both attentions at a
 // context of 1024.
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "bench/bench_model.h"
 #include "bench/multiprocess.h"
 #include "bench/rank_training.h"
 #include "contracts/job_spec_defaults.h"
@@ -37,22 +38,8 @@ int World() {
 
 // The concatenated license texts as byte tokens, once per run.
 std::string TokenFile() {
-  static const std::string path = [] {
-    std::string text;
-    for (const char* name : {"GPL-3", "GPL-2", "LGPL-2.1", "Apache-2.0", "GFDL-1.3", "MPL-2.0"}) {
-      std::ifstream file(absl::StrCat("/usr/share/common-licenses/", name), std::ios::binary);
-      std::stringstream bytes;
-      bytes << file.rdbuf();
-      text += bytes.str();
-    }
-    std::vector<uint16_t> ids(text.begin(), text.end());
-    for (uint16_t& id : ids) id &= 0xff;
-    std::string out = absl::StrCat("/tmp/shardwise-gpt-bench-", getpid(), ".bin");
-    std::ofstream(out, std::ios::binary)
-        .write(reinterpret_cast<const char*>(ids.data()),
-               static_cast<std::streamsize>(ids.size() * 2));
-    return out;
-  }();
+  static const std::string path =
+      WriteLicenseTokens(absl::StrCat("/tmp/shardwise-gpt-bench-", getpid(), ".bin"));
   return path;
 }
 
@@ -77,12 +64,7 @@ v1::ModelSpec Model() {
     llama->set_tie_word_embeddings(true);
     return model;
   }
-  v1::GptConfig* gpt = model.mutable_gpt();
-  gpt->set_vocab_size(256);
-  gpt->set_block_size(128);
-  gpt->set_n_layer(4);
-  gpt->set_n_head(4);
-  gpt->set_n_embd(256);
+  *model.mutable_gpt() = BenchGpt();
   return model;
 }
 

@@ -224,11 +224,25 @@ void AppendAgreements(const v1::Job& job, std::string* out) {
   }
 }
 
-// A fault-tolerant job's replicas: who trains and who left (docs/operations.md).
+// Whether the job's current attempt trains without some of its ranks (fault tolerance).
+bool Degraded(const v1::Job& job) {
+  return job.membership().epoch() > 0 && job.membership().attempt() == job.attempt();
+}
+
+// A fault-tolerant job's replicas: who trains and who left; for any other job, what a
+// lost rank does to it (docs/operations.md).
 void AppendMembership(const v1::Job& job, std::string* out) {
-  if (!job.spec().has_fault_tolerance()) return;
+  if (!job.spec().has_fault_tolerance()) {
+    const auto strategy = job.spec().fsdp().sharding_strategy();
+    const bool sharded = strategy == v1::ShardingStrategy::FULL_SHARD ||
+                         strategy == v1::ShardingStrategy::SHARD_GRAD_OP;
+    absl::StrAppend(out, "Replicas:   no fault tolerance: a lost rank fails the attempt",
+                    sharded ? " (no other rank holds its shard)" : "",
+                    "; restart_policy re-queues it from its newest checkpoint\n");
+    return;
+  }
   const v1::Membership& m = job.membership();
-  if (m.epoch() == 0 || m.attempt() != job.attempt()) {
+  if (!Degraded(job)) {
     absl::StrAppend(out, "Replicas:   all ", job.spec().world_size(),
                     " ranks train (fault tolerance: min_replicas ",
                     std::max(1, job.spec().fault_tolerance().min_replicas()), ")\n");
@@ -293,6 +307,10 @@ std::string FormatProgressLine(const v1::Job& job, int width) {
   }
   absl::StrAppend(&line, "  ", v1::JobState_Name(job.state()));
   if (!p.phase().empty() && !IsTerminal(job.state())) absl::StrAppend(&line, " (", p.phase(), ")");
+  if (Degraded(job)) {
+    absl::StrAppend(&line, "  ", job.membership().live_ranks_size(), "/", job.spec().world_size(),
+                    " ranks (epoch ", job.membership().epoch(), ")");
+  }
   return line;
 }
 
@@ -314,6 +332,12 @@ std::string FormatJobSummary(const v1::Job& job) {
                                           p.val_loss()));
   }
   if (!job.result().empty()) absl::StrAppend(&out, "  result: ", job.result(), "\n");
+  if (Degraded(job)) {
+    absl::StrAppend(&out, "  replicas: ranks ", absl::StrJoin(job.membership().live_ranks(), ", "),
+                    " trained to the end; ranks ",
+                    absl::StrJoin(job.membership().left_ranks(), ", "), " left (epoch ",
+                    job.membership().epoch(), ")\n");
+  }
   if (!job.spec().output().final_model_path().empty() && job.state() == v1::SUCCEEDED &&
       p.step() > 0) {
     absl::StrAppend(&out, "  model:  ", job.spec().output().final_model_path(), "\n");

@@ -153,6 +153,39 @@ TEST(Format, DescriptionShowsPrecisionHookSwitchesAndLossScale) {
   }
 }
 
+// A fault-tolerant job that lost a group trains on with fewer ranks: the progress line,
+// the description and the closing summary say how many and which; a job without fault
+// tolerance says what a lost rank does to it.
+TEST(Format, ADegradedJobShowsItsLiveRanksEverywhere) {
+  v1::Job job = RunningJob();
+  job.mutable_spec()->mutable_fault_tolerance()->set_min_replicas(1);
+  v1::Membership* membership = job.mutable_membership();
+  membership->set_attempt(1);
+  membership->set_epoch(1);
+  for (int rank : {0, 1}) membership->add_live_ranks(rank);
+  for (int rank : {2, 3}) membership->add_left_ranks(rank);
+  EXPECT_EQ(FormatProgressLine(job, 10),
+            "[#####.....] 50/100 steps  loss 0.4322  12.50 steps/s  RUNNING  2/4 ranks (epoch 1)");
+  const std::string description = FormatJobDescription(job, 1'000'000);
+  EXPECT_TRUE(
+      absl::StrContains(description, "Replicas:   epoch 1: ranks 0, 1 train; ranks 2, 3 left\n"))
+      << description;
+  job.set_state(v1::SUCCEEDED);
+  EXPECT_TRUE(absl::StrContains(FormatJobSummary(job),
+                                "replicas: ranks 0, 1 trained to the end; ranks 2, 3 left "
+                                "(epoch 1)\n"))
+      << FormatJobSummary(job);
+  // A membership of an earlier attempt: the current one trains whole.
+  job.set_attempt(2);
+  EXPECT_FALSE(absl::StrContains(FormatProgressLine(job, 10), "ranks (epoch"));
+  v1::Job plain = RunningJob();
+  plain.mutable_spec()->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::FULL_SHARD);
+  EXPECT_TRUE(absl::StrContains(FormatJobDescription(plain, 1'000'000),
+                                "Replicas:   no fault tolerance: a lost rank fails the attempt "
+                                "(no other rank holds its shard); restart_policy re-queues it "
+                                "from its newest checkpoint\n"));
+}
+
 TEST(Format, WorkerTableShowsEachCudaWorkersGpu) {
   v1::WorkerInfo cpu;
   cpu.set_id("cpu-0");

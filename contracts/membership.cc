@@ -70,6 +70,26 @@ std::vector<int32_t> CoveredRanks(const v1::JobSpec& spec, const std::vector<int
   return covered;
 }
 
+std::vector<int32_t> GroupToHeal(const v1::JobSpec& spec, const v1::Membership& current) {
+  if (current.left_ranks().empty()) return {};
+  const int32_t lowest =
+      *std::min_element(current.left_ranks().begin(), current.left_ranks().end());
+  return ReplicaGroupOf(spec, lowest);
+}
+
+v1::Membership Rejoined(const v1::Membership& current, const std::vector<int32_t>& group) {
+  v1::Membership next;
+  next.set_attempt(current.attempt());
+  next.set_epoch(current.epoch() + 1);
+  std::set<int32_t> live(current.live_ranks().begin(), current.live_ranks().end());
+  live.insert(group.begin(), group.end());
+  for (int32_t r : live) next.add_live_ranks(r);
+  for (int32_t r : current.left_ranks()) {
+    if (std::find(group.begin(), group.end(), r) == group.end()) next.add_left_ranks(r);
+  }
+  return next;
+}
+
 MembershipDecision DecideAfterLoss(const v1::JobSpec& spec, const v1::Membership& current,
                                    int32_t attempt, const std::vector<int32_t>& lost) {
   MembershipDecision decision;

@@ -40,6 +40,11 @@ struct MembershipDecision {
   std::string summary;
 };
 
+// fault_tolerance.heal: the first replica group that left `current` (by its lowest rank;
+// empty if none left) and the membership with it live again, the next epoch.
+std::vector<int32_t> GroupToHeal(const v1::JobSpec& spec, const v1::Membership& current);
+v1::Membership Rejoined(const v1::Membership& current, const std::vector<int32_t>& group);
+
 // What follows the loss of `lost` (ranks of `attempt`) in `current`.
 MembershipDecision DecideAfterLoss(const v1::JobSpec& spec, const v1::Membership& current,
                                    int32_t attempt, const std::vector<int32_t>& lost);

@@ -72,6 +72,22 @@ TEST(Membership, UnderKeepGlobalTheLeftGroupsRowsGoRoundTheLiveGroups) {
   EXPECT_EQ(CoveredRanks(replicas, {1, 3}, 3), std::vector<int32_t>{2});
 }
 
+TEST(Membership, TheFirstGroupThatLeftRejoinsInTheNextEpoch) {
+  const v1::JobSpec spec = Spec(v1::ShardingStrategy::HYBRID_SHARD, 6, 1, /*group=*/2);
+  EXPECT_TRUE(GroupToHeal(spec, {}).empty());
+  MembershipDecision first = DecideAfterLoss(spec, {}, 1, {5});
+  MembershipDecision second = DecideAfterLoss(spec, first.next, 1, {0});
+  ASSERT_TRUE(second.train_on);
+  EXPECT_EQ(GroupToHeal(spec, second.next), (std::vector<int32_t>{0, 1}));
+  const v1::Membership healed = Rejoined(second.next, {0, 1});
+  EXPECT_EQ(healed.epoch(), 3);
+  EXPECT_EQ(healed.attempt(), 1);
+  EXPECT_EQ(Live(healed), (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(std::vector<int32_t>(healed.left_ranks().begin(), healed.left_ranks().end()),
+            (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(GroupToHeal(spec, healed), (std::vector<int32_t>{4, 5}));
+}
+
 TEST(Membership, AMembershipOfAnEarlierAttemptCountsForNothing) {
   const v1::JobSpec spec = Spec(v1::ShardingStrategy::NO_SHARD, 3, 1);
   const MembershipDecision earlier = DecideAfterLoss(spec, {}, 1, {2});

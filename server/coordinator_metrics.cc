@@ -23,6 +23,12 @@ CoordinatorMetrics::CoordinatorMetrics(MetricsRegistry* registry)
           "shardwise_coordinator_stalls_total",
           "Collectives in which ranks waited past --stall_warning_ms for ranks that had not "
           "entered them: reported, or past --stall_abort_ms and aborted.",
-          {"outcome"})) {}
+          {"outcome"})),
+      membership_changes_total(registry->AddCounter(
+          "shardwise_coordinator_membership_changes_total",
+          "Membership epochs of fault-tolerant attempts: replica groups that left after a "
+          "loss (lost) or a drained worker's leave (left), or a replacement that joined "
+          "(healed).",
+          {"cause"})) {}
 
 }  // namespace shardwise

@@ -23,6 +23,8 @@ struct CoordinatorMetrics {
   Family<Counter>& worker_sessions_total;     // opened, by outcome: opened, refused
   Family<Counter>& failure_detections_total;  // reason: session_closed, heartbeat_timeout, ...
   Family<Counter>& stalls_total;              // outcome: reported, aborted
+  // Fault-tolerant attempts' membership epochs, by cause: lost, left (drained), healed.
+  Family<Counter>& membership_changes_total;
 };
 
 }  // namespace shardwise

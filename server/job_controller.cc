@@ -258,6 +258,7 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       }
       break;
     case v1::PROGRESS:
+      attempt.joining.erase(report.rank());
       if (report.rank() == LiveRanksOf(*job).front()) {  // the leader speaks for the job
         LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
                     "recording progress", JobContext(*job));
@@ -265,6 +266,7 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       break;
     case v1::COMPLETED: {
       attempt.completed.insert(report.rank());
+      attempt.joining.erase(report.rank());
       workers_->SetIdle(worker_id);
       const std::vector<int32_t> live_ranks = LiveRanksOf(*job);
       if (report.rank() == live_ranks.front()) {
@@ -290,6 +292,7 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       LoseRankLocked(*job, report.rank(),
                      absl::StrCat(RankName(*job, report.rank()), " failed: ", report.message()),
                      worker_id, /*retryable=*/!report.permanent());
+      RequestScheduleLocked();  // the worker may be idle for a job, or a replacement group
       break;
     default:
       break;
@@ -299,12 +302,20 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
 void JobController::FinishIfCompletedLocked(const v1::Job& job) {
   auto live = live_.find(job.id());
   if (live == live_.end() || live->second.attempt != job.attempt()) return;
+  // A replacement that has not trained yet is not waited for: the others are done.
+  const LiveAttempt& attempt = live->second;
   const std::vector<int32_t> live_ranks = LiveRanksOf(job);
-  if (!std::all_of(live_ranks.begin(), live_ranks.end(),
-                   [&](int32_t rank) { return live->second.completed.count(rank) > 0; })) {
+  if (!std::all_of(live_ranks.begin(), live_ranks.end(), [&](int32_t rank) {
+        return attempt.completed.count(rank) > 0 || attempt.joining.count(rank) > 0;
+      })) {
     return;
   }
-  const std::string result = live->second.result;
+  for (int32_t rank : attempt.joining) {
+    workers_->Drain(WorkerOfRank(job, rank),
+                    AbortMessage(job.id(), job.attempt(),
+                                 "the job completed before this replacement joined it"));
+  }
+  const std::string result = attempt.result;
   EndAttemptLocked(job);
   LogIfFailed(
       jobs_
@@ -360,6 +371,11 @@ void JobController::RequestScheduleLocked() {
 }
 
 void JobController::ScheduleLocked() {
+  PlacePendingJobsLocked();
+  HealDegradedAttemptsLocked();  // with the workers pending jobs left idle
+}
+
+void JobController::PlacePendingJobsLocked() {
   const std::vector<PendingJob> pending = jobs_->PendingJobs();
   if (pending.empty()) return;
   std::vector<IdleWorker> idle;
@@ -415,23 +431,28 @@ void JobController::StartAttemptLocked(const std::string& job_id,
   live.join_deadline = clock_.Now() + absl::Seconds(JoinTimeoutSeconds(job->spec()));
   for (const v1::RankAssignment& rank : job->ranks()) {
     workers_->SetBusy(rank.worker_id(), job->id(), job->attempt(), rank.rank());
-    v1::CoordinatorMessage message;
-    v1::Assignment* assignment = message.mutable_assignment();
-    assignment->set_job_id(job->id());
-    assignment->set_attempt(job->attempt());
-    assignment->set_rank(rank.rank());
-    assignment->set_world_size(job->spec().world_size());
-    *assignment->mutable_spec() = job->spec();
-    *assignment->mutable_hook_switches() = job->hook_switches();
-    assignment->set_collective_timeout_ms(absl::ToInt64Milliseconds(options_.collective_timeout));
-    if (options_.path_policy.has_value()) {
-      *assignment->mutable_path_policy() = options_.path_policy->ToProto();
-    }
-    assignment->set_rendezvous_token(tokens[rank.rank()]);
     // A worker whose session closed in between is lost through CloseSession, which
     // then fails this attempt.
-    workers_->Send(rank.worker_id(), message);
+    workers_->Send(rank.worker_id(), AssignmentMessage(*job, rank.rank(), tokens[rank.rank()]));
   }
+}
+
+v1::CoordinatorMessage JobController::AssignmentMessage(const v1::Job& job, int32_t rank,
+                                                        const std::string& token) const {
+  v1::CoordinatorMessage message;
+  v1::Assignment* assignment = message.mutable_assignment();
+  assignment->set_job_id(job.id());
+  assignment->set_attempt(job.attempt());
+  assignment->set_rank(rank);
+  assignment->set_world_size(job.spec().world_size());
+  *assignment->mutable_spec() = job.spec();
+  *assignment->mutable_hook_switches() = job.hook_switches();
+  assignment->set_collective_timeout_ms(absl::ToInt64Milliseconds(options_.collective_timeout));
+  if (options_.path_policy.has_value()) {
+    *assignment->mutable_path_policy() = options_.path_policy->ToProto();
+  }
+  assignment->set_rendezvous_token(token);
+  return message;
 }
 
 void JobController::LoseWorkerLocked(const std::string& worker_id, const std::string& reason,

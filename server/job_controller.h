@@ -150,6 +150,9 @@ class JobController {
     bool awaiting_reattach = false;
     absl::Time reattach_deadline;
     std::set<int32_t> reattached;
+    // Ranks of a replacement group placed on new workers that have not trained a step
+    // yet (job_controller_heal.cc): the attempt may end without them.
+    std::set<int32_t> joining;
   };
 
   // Starts following a new live attempt of `job` (replacing an earlier one).
@@ -231,7 +234,9 @@ class JobController {
   // Asks for a scheduling pass: on the executor, once however often it is asked before
   // it runs; at once without an executor.
   void RequestScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places pending jobs on idle workers, then replacement groups with what they leave.
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PlacePendingJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartAttemptLocked(const std::string& job_id, const std::vector<std::string>& worker_ids)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION when workers of `device` are registered and none advertises
@@ -256,6 +261,16 @@ class JobController {
   static std::vector<int32_t> LiveRanksOf(const v1::Job& job);
   // The job's current membership, for its live ranks.
   static v1::CoordinatorMessage MembershipChangeMessage(const v1::Job& job);
+  // The Assignment of `rank` of the job's current attempt, with its rendezvous token.
+  v1::CoordinatorMessage AssignmentMessage(const v1::Job& job, int32_t rank,
+                                           const std::string& token) const;
+  // job_controller_heal.cc: places a replacement for the first replica group that left
+  // each degraded fault-tolerant attempt (fault_tolerance.heal), on idle workers.
+  void HealDegradedAttemptsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `job`'s group `group` was placed on `workers` (in the group's order) and
+  // told, with the live ranks, to join the next epoch.
+  bool HealLocked(const v1::Job& job, const std::vector<int32_t>& group,
+                  const std::vector<std::string>& workers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // job_controller_reattach.cc: at the re-attach deadline, a fault-tolerant attempt's
   // ranks that never came back leave as lost ranks would (`reason`), if enough replicas
   // are left; false (nothing done) otherwise.

@@ -72,6 +72,9 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
   v1::CoordinatorMessage stop = AbortMessage(
       job.id(), job.attempt(), absl::StrCat("rank left the attempt with its group: ", reason));
   const v1::CoordinatorMessage change = MembershipChangeMessage(*recorded);
+  if (options_.metrics != nullptr) {
+    options_.metrics->membership_changes_total.With({graceful ? "left" : "lost"}).Increment();
+  }
   for (const v1::RankAssignment& rank : job.ranks()) {
     const bool staying = std::find(after.begin(), after.end(), rank.rank()) != after.end();
     const bool was_live = std::find(before.begin(), before.end(), rank.rank()) != before.end();

@@ -9,7 +9,9 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/metrics.h"
 #include "gtest/gtest.h"
+#include "server/coordinator_metrics.h"
 
 namespace shardwise {
 namespace {
@@ -483,6 +485,16 @@ TEST_F(JobControllerTest, WhenNoRankReachesTheRendezvousTheAttemptFailsAndNobody
 
 class FaultTolerantJobTest : public JobControllerTest {
  protected:
+  void SetUp() override {
+    JobControllerTest::SetUp();
+    options_.metrics = &metrics_;
+    StartCoordinator();
+  }
+  void TearDown() override { controller_.reset(); }  // before the metrics it records into
+  double MembershipChanges(const std::string& cause) {
+    return metrics_.membership_changes_total.With({cause}).value();
+  }
+
   // job-1 RUNNING on w0..w3, rank r on worker wr.
   void StartHybridJob() {
     v1::JobSpec spec = Spec(4);
@@ -495,9 +507,11 @@ class FaultTolerantJobTest : public JobControllerTest {
     ASSERT_EQ(State(), v1::RUNNING);
     for (int w = 0; w < 4; ++w) Received(absl::StrCat("w", w));
   }
-  bool GotMembershipChange(const std::string& worker) {
+  bool GotMembershipChange(const std::string& worker, int epoch = 1) {
     for (const auto& message : Received(worker)) {
-      if (message.has_membership_change()) return message.membership_change().epoch() == 1;
+      if (message.has_membership_change() && message.membership_change().epoch() == epoch) {
+        return true;
+      }
     }
     return false;
   }
@@ -516,6 +530,8 @@ class FaultTolerantJobTest : public JobControllerTest {
     report.set_message(message);
     return report;
   }
+  MetricsRegistry registry_;
+  CoordinatorMetrics metrics_{&registry_};
   std::vector<int32_t> Live() {
     const v1::Membership m = jobs_->Get("job-1")->membership();
     return {m.live_ranks().begin(), m.live_ranks().end()};
@@ -535,6 +551,8 @@ TEST_F(FaultTolerantJobTest, ALostRankTakesItsGroupOutAndItsMateIsStopped) {
   EXPECT_TRUE(GotMembershipChange("w1"));
   EXPECT_TRUE(GotAbort("w2"));
   EXPECT_EQ(workers_->Get("w2")->state(), v1::DRAINING);
+  EXPECT_EQ(MembershipChanges("lost"), 1);
+  EXPECT_EQ(MembershipChanges("left"), 0);
 }
 
 // A rank leaving (its worker drained): the group's ranks are not stopped, as they finish
@@ -552,6 +570,7 @@ TEST_F(FaultTolerantJobTest, ALeavingRanksGroupFinishesItsStepAndLeavesByItself)
   EXPECT_FALSE(GotAbort("w2"));
   EXPECT_FALSE(GotAbort("w3"));
   EXPECT_EQ(workers_->Get("w2")->state(), v1::BUSY);
+  EXPECT_EQ(MembershipChanges("left"), 1);
   const v1::Job job = *jobs_->Get("job-1");
   EXPECT_NE(job.events(job.events_size() - 1)
                 .message()
@@ -653,6 +672,50 @@ TEST_F(FaultTolerantJobTest, AfterARestartARankThatNeverComesBackLeavesWithItsGr
       << job.events().rbegin()->message();
   EXPECT_TRUE(GotMembershipChange("w0"));
   EXPECT_TRUE(GotAbort("w2"));
+}
+
+// Healing: a group lost, two idle workers (its drained mate, once it reports its end,
+// and a spare): the group's ranks are placed there, told to join the next epoch, and the
+// live ranks told it; the job's ranks name the new workers.
+TEST_F(FaultTolerantJobTest, AGroupThatLeftIsReplacedOnIdleWorkers) {
+  StartHybridJob();
+  controller_->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
+  ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  Received("w0");
+  Received("w1");
+  AddWorker("w9");  // a spare: one idle worker is not enough for a group of two
+  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 1);
+  controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.membership().epoch(), 2);
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(job.ranks(2).worker_id(), "w2");
+  EXPECT_EQ(job.ranks(3).worker_id(), "w9");
+  for (const char* joiner : {"w2", "w9"}) {
+    const std::vector<v1::CoordinatorMessage> sent = Received(joiner);
+    ASSERT_FALSE(sent.empty()) << joiner;
+    EXPECT_EQ(sent.back().assignment().join().epoch(), 2) << joiner;
+    EXPECT_EQ(workers_->Get(joiner)->state(), v1::BUSY);
+  }
+  EXPECT_TRUE(GotMembershipChange("w0", 2));
+  EXPECT_EQ(MembershipChanges("healed"), 1);
+  // The live ranks finish before the replacement trained a step: the job ends without
+  // it, and it is told to stop.
+  Report("w0", 0, v1::COMPLETED);
+  Report("w1", 1, v1::COMPLETED);
+  EXPECT_EQ(State(), v1::SUCCEEDED);
+  EXPECT_TRUE(GotAbort("w9"));
+}
+
+// A degraded job whose live ranks are finishing takes no replacement: none would join.
+TEST_F(FaultTolerantJobTest, NoReplacementOnceALiveRankCompleted) {
+  StartHybridJob();
+  controller_->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
+  Report("w1", 1, v1::COMPLETED);
+  AddWorker("w9");
+  controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 1);
+  EXPECT_EQ(workers_->Get("w9")->state(), v1::IDLE);
 }
 
 }  // namespace

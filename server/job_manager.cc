@@ -541,14 +541,21 @@ absl::StatusOr<v1::Job> JobManager::RecordHookSwitch(const std::string& job_id,
       event_message, durable ? OnStoreFailure::kRefuse : OnStoreFailure::kDefer);
 }
 
-absl::StatusOr<v1::Job> JobManager::RecordMembership(const std::string& job_id,
-                                                     const v1::Membership& membership,
-                                                     const std::string& event_message) {
+absl::StatusOr<v1::Job> JobManager::RecordMembership(
+    const std::string& job_id, const v1::Membership& membership, const std::string& event_message,
+    const std::vector<v1::RankAssignment>& reassigned) {
   absl::MutexLock lock(&mu_);
   return Mutate(
       job_id,
       [&](v1::Job* j) {
         RETURN_IF_ERROR(CheckAttempt(*j, membership.attempt()));
+        for (const v1::RankAssignment& rank : reassigned) {
+          if (rank.rank() < 0 || rank.rank() >= j->ranks_size()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("job ", job_id, " has no rank ", rank.rank()));
+          }
+        }
+        for (const v1::RankAssignment& rank : reassigned) *j->mutable_ranks(rank.rank()) = rank;
         *j->mutable_membership() = membership;
         return absl::OkStatus();
       },

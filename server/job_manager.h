@@ -142,10 +142,12 @@ class JobManager {
 
   // Stores a fault-tolerant attempt's new membership, with an event, once written
   // (UNAVAILABLE, changing nothing, if the state file refuses it): the ranks hear of it
-  // only after, so a coordinator restarted at any point agrees with them.
+  // only after, so a coordinator restarted at any point agrees with them. `reassigned`:
+  // ranks that rejoin on other workers (a replacement group), by rank.
   absl::StatusOr<v1::Job> RecordMembership(const std::string& job_id,
                                            const v1::Membership& membership,
-                                           const std::string& event_message);
+                                           const std::string& event_message,
+                                           const std::vector<v1::RankAssignment>& reassigned = {});
 
   // Writes the changes the store refused earlier; how many are still unwritten, and the
   // latest store error if any.

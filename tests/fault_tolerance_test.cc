@@ -268,6 +268,7 @@ TEST_P(MembershipHistory, ALossEndsWithTheModelOfItsHistoryScheduled) {
   auto run = [&](const std::string& name, const std::string& rank3_worker, int epoch) {
     v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 100);
     spec.mutable_fault_tolerance()->set_batch(GetParam());
+    spec.mutable_fault_tolerance()->set_heal(false);  // the history is the loss alone
     auto job_id = cluster.client().Submit(spec);
     ASSERT_TRUE(job_id.ok()) << job_id.status();
     const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
@@ -360,6 +361,48 @@ TEST(FaultTolerance, ACoordinatorKilledWithAWorkerLeavesTheJobInItsFirstAttempt)
   EXPECT_EQ(job.restarts(), 0);
   EXPECT_EQ(job.progress().step(), 400);
   EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << Events(job);
+}
+
+// Healing: a group lost at step 39 is replaced on idle workers (its drained mate and a
+// spare), its ranks take each shard from a live rank that holds it at a step the live
+// ranks agree on, and the job ends whole, in its first attempt, with the model of a run
+// that lost nothing (KEEP_GLOBAL kept every step's batch meanwhile), within
+// docs/semantics.md's tolerance: a wrong shard would show far beyond it.
+TEST(FaultTolerance, AReplacementGroupHealsFromTheLiveRanksAndTheJobEndsWhole) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (const char* name : {"w0", "w1", "w2", "w9"}) cluster.AddWorker(name);
+  auto run = [&](const std::string& name) {
+    v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 100);
+    spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
+    auto job_id = cluster.client().Submit(spec);
+    EXPECT_TRUE(job_id.ok()) << job_id.status();
+    return job_id.ok() ? cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120))
+                       : v1::Job();
+  };
+  const v1::Job intact = run("intact");
+  EXPECT_EQ(intact.membership().epoch(), 0);
+  cluster.AddWorker("w3", {"--fault_injection=sigkill_at=39:backward"});
+  const v1::Job healed = run("healed");
+  ASSERT_EQ(healed.ranks_size(), 4);
+  EXPECT_EQ(healed.attempt(), 1);
+  EXPECT_EQ(healed.progress().step(), 100);
+  EXPECT_EQ(healed.membership().epoch(), 2) << Events(healed);
+  EXPECT_EQ(Live(healed), (std::vector<int32_t>{0, 1, 2, 3})) << Events(healed);
+  EXPECT_EQ(healed.ranks(2).worker_id(), "w2");
+  EXPECT_EQ(healed.ranks(3).worker_id(), "w9");
+  EXPECT_TRUE(absl::StrContains(Events(healed),
+                                "a replacement for ranks 2, 3 joins (rank 2 on w2, rank 3 on w9)"))
+      << Events(healed);
+  const std::string joiner_log = ReadFile(cluster.dir() + "/worker-w9.log");
+  EXPECT_TRUE(absl::StrContains(joiner_log, "joined membership epoch 2 at step ")) << joiner_log;
+  // Rank 3 holds shard 1 of its group: it took it from rank 1, which holds the same.
+  EXPECT_TRUE(absl::StrContains(joiner_log, "took shard 1 of step ")) << joiner_log;
+  EXPECT_TRUE(absl::StrContains(joiner_log, " from rank 1: ")) << joiner_log;
+  const double worst = WorstOfTolerance(cluster.dir() + "/intact.safetensors",
+                                        cluster.dir() + "/healed.safetensors");
+  std::cout << "healed against the intact run: " << worst << " of the tolerance\n";
+  EXPECT_LE(worst, 1.0);
 }
 
 TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {

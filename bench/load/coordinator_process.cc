@@ -1,8 +1,6 @@
 #include "bench/load/coordinator_process.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +15,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "bench/load/spawn.h"
 #include "common/metrics.h"
+#include "common/status_macros.h"
 #include "httplib.h"
 
 namespace shardwise::load {
@@ -45,22 +45,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Start(
                                    "--port_file=" + port_file,
                                    "--metrics_port_file=" + metrics_port_file};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError("fork failed");
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the load generator
-    if (getppid() != parent) _exit(1);
-    const int log = open(process->log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(log, 1);
-    dup2(log, 2);
-    std::vector<char*> args;
-    args.reserve(argv.size() + 1);
-    for (std::string& arg : argv) args.push_back(arg.data());
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
+  ASSIGN_OR_RETURN(const pid_t pid, SpawnLogged(std::move(argv), process->log_path_));
   process->pid_ = pid;
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {

@@ -185,16 +185,24 @@ void AttemptRunner::Run() {
   scope.set_attempt(assignment_.attempt());
   scope.set_token(assignment_.rendezvous_token());
   GrpcRendezvousStore store(channel_, scope, options.timeout, &abort_);
-  auto context = ConnectGlooContext(store, rank, size, options);
-  if (!context.ok()) return Fail(context.status());
-  auto sum = VerifyDataPlane(*context);
-  if (!sum.ok()) return Fail(sum.status());
-  if (abort_) return Fail(absl::AbortedError("aborted"));
-  Report(v1::JOINED, absl::StrCat("all-reduce of ranks gave ", *sum), Phase("bootstrap"));
+  // A replacement connects the epoch it joins inside training, with the live ranks.
+  std::shared_ptr<gloo::Context> context;
+  if (assignment_.has_join()) {
+    Report(v1::JOINED, absl::StrCat("joining membership epoch ", assignment_.join().epoch()),
+           Phase("bootstrap"));
+  } else {
+    auto connected = ConnectGlooContext(store, rank, size, options);
+    if (!connected.ok()) return Fail(connected.status());
+    auto sum = VerifyDataPlane(*connected);
+    if (!sum.ok()) return Fail(sum.status());
+    if (abort_) return Fail(absl::AbortedError("aborted"));
+    Report(v1::JOINED, absl::StrCat("all-reduce of ranks gave ", *sum), Phase("bootstrap"));
+    context = *std::move(connected);
+  }
 
   v1::Progress last_progress = Phase("training");
   const absl::StatusOr<TrainingResult> result =
-      TrainPublishingProgress(MakeTrainingContext(&store, *context, options, &last_progress));
+      TrainPublishingProgress(MakeTrainingContext(&store, context, options, &last_progress));
   if (!result.ok()) return Fail(result.status());
   last_progress.set_phase("completed");
   LogInfo(LogContext().Job(job_id()).Attempt(attempt()).Rank(rank), result->Summary());
@@ -226,6 +234,10 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
   training.plans = &plans_;
   if (assignment_.spec().has_fault_tolerance()) {
     training.membership = &membership_;
+    if (assignment_.has_join()) {
+      training.join = &assignment_.join();
+      membership_.Deliver(assignment_.join());  // the epoch it trains in, as the others hold it
+    }
     training.leave = &leave_;
     training.on_leaving = [this](int64_t step) {
       v1::Progress progress;

@@ -124,17 +124,9 @@ void WorkerDaemon::Run(const std::atomic<bool>& stop) {
 // attempt stuck in a collective does not hold up the shutdown past the stuck-abort grace.
 void WorkerDaemon::DrainForShutdown() {
   constexpr char kReason[] = "the worker is shutting down (it was told to stop: SIGTERM or SIGINT)";
+  if (LeftWithItsGroup()) return;
   absl::MutexLock lock(&runner_mu_);
   if (!runner_ || runner_->done()) return;
-  // A fault-tolerant attempt trains on without this rank's group: the group finishes its
-  // step and leaves, and nothing is redone. Bounded: a rank that does not get there in
-  // time is stopped as any other.
-  if (runner_->Leave()) {
-    LogInfo(LogContext().Job(runner_->job_id()).Attempt(runner_->attempt()),
-            absl::StrCat("shutting down: leaving ", runner_->job_id(), " attempt ",
-                         runner_->attempt(), " with its group after the step in flight"));
-    if (runner_->WaitUntilDone(options_.leave_grace)) return;
-  }
   // The message names the job although the context does: deploy/local/run.sh's drain
   // check looks for "shutting down: aborting JOB" in the container's log.
   LogInfo(
@@ -156,6 +148,30 @@ void WorkerDaemon::DrainForShutdown() {
   Write(message);
   runner_->Abort(kReason);
   runner_->WaitUntilDone(std::max(options_.stuck_abort_grace, absl::Seconds(1)));
+}
+
+// A fault-tolerant attempt trains on without this rank's group: the group finishes its
+// step and leaves, and nothing is redone. Bounded: a rank that has not left in time is
+// stopped as any other. Watched without holding the runner's lock, which the session's
+// messages for the attempt (an abort, a membership) need meanwhile.
+bool WorkerDaemon::LeftWithItsGroup() {
+  {
+    absl::MutexLock lock(&runner_mu_);
+    if (!runner_ || runner_->done()) return true;
+    if (!runner_->Leave()) return false;
+    LogInfo(LogContext().Job(runner_->job_id()).Attempt(runner_->attempt()),
+            absl::StrCat("shutting down: leaving ", runner_->job_id(), " attempt ",
+                         runner_->attempt(), " with its group after the step in flight"));
+  }
+  const absl::Time deadline = absl::Now() + options_.leave_grace;
+  while (absl::Now() < deadline) {
+    {
+      absl::MutexLock lock(&runner_mu_);
+      if (!runner_ || runner_->done()) return true;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
 }
 
 void WorkerDaemon::CloseSessionForWrites() {

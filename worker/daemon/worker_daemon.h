@@ -100,8 +100,13 @@ class WorkerDaemon {
   // again) if the coordinator re-attached the attempt; otherwise they are dropped.
   void ReleaseHeldReports(Stream* stream, bool reattached, bool announced);
   v1::Heartbeat CurrentHeartbeat();
-  // On shutdown: aborts the running attempt and waits (bounded) for its final report.
+  // On shutdown: a fault-tolerant attempt's rank leaves with its group after its step
+  // (LeftWithItsGroup); else, or if it has not left within options.leave_grace, aborts
+  // the running attempt and waits (bounded) for its final report.
   void DrainForShutdown();
+  // Whether the running attempt has ended, or its rank left with its group in time; false
+  // at once for an attempt without fault tolerance.
+  bool LeftWithItsGroup();
   // Tells the coordinator this worker writes no more; it then ends the session.
   void CloseSessionForWrites();
   // Calls options_.restart_process when an aborted attempt is stuck (the heartbeat thread).

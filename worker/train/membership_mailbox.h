@@ -2,16 +2,17 @@
 #define SHARDWISE_WORKER_TRAIN_MEMBERSHIP_MAILBOX_H_
 
 // A fault-tolerant attempt's membership changes (MembershipChange), delivered from the
-// session thread while the rank trains; the newest epoch is kept. A rank whose collective
-// failed waits here for the change that says who trains on (worker/train/trainer.cc,
-// Recover).
+// session thread while the rank trains; every epoch is kept (a few). A rank whose
+// collective failed waits here for the change that says who trains on
+// (worker/train/trainer.cc, Recover); the ranks move to a change that adds ranks (a
+// replacement joining) once each holds it, and each then takes that very epoch.
 //
 // Thread-safety: Deliver from the session thread, WaitForEpochAbove from the training
 // thread.
 
 #include <atomic>
 #include <cstdint>
-#include <optional>
+#include <map>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -23,11 +24,25 @@ namespace shardwise {
 
 class MembershipMailbox {
  public:
-  // Keeps `change` if its epoch is the newest.
   void Deliver(const v1::MembershipChange& change) {
     absl::MutexLock lock(&mu_);
-    if (latest_.has_value() && latest_->epoch() >= change.epoch()) return;
-    latest_ = change;
+    changes_.emplace(change.epoch(), change);
+  }
+
+  // The newest epoch delivered; 0 if none.
+  int32_t Newest() {
+    absl::MutexLock lock(&mu_);
+    return changes_.empty() ? 0 : changes_.rbegin()->first;
+  }
+
+  // The change of `epoch`; NOT_FOUND if it was not delivered.
+  absl::StatusOr<v1::MembershipChange> Epoch(int32_t epoch) {
+    absl::MutexLock lock(&mu_);
+    auto it = changes_.find(epoch);
+    if (it == changes_.end()) {
+      return absl::NotFoundError(absl::StrCat("membership epoch ", epoch, " was not delivered"));
+    }
+    return it->second;
   }
 
   // Waits for a change newer than `epoch`; DEADLINE_EXCEEDED after `timeout`, ABORTED if
@@ -47,17 +62,17 @@ class MembershipMailbox {
                                                         absl::FormatDuration(timeout)));
       }
     }
-    return *latest_;
+    return changes_.rbegin()->second;
   }
 
  private:
   bool Arrived() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return latest_.has_value() && latest_->epoch() > waiting_above_;
+    return !changes_.empty() && changes_.rbegin()->first > waiting_above_;
   }
 
   absl::Mutex mu_;
   int32_t waiting_above_ ABSL_GUARDED_BY(mu_) = 0;
-  std::optional<v1::MembershipChange> latest_ ABSL_GUARDED_BY(mu_);
+  std::map<int32_t, v1::MembershipChange> changes_ ABSL_GUARDED_BY(mu_);  // by epoch
 };
 
 }  // namespace shardwise

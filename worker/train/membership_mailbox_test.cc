@@ -31,6 +31,20 @@ TEST(MembershipMailbox, ANewerEpochWakesTheWaiter) {
             absl::StatusCode::kDeadlineExceeded);
 }
 
+// Every epoch stays: ranks that agreed on epoch 2 take epoch 2, though 3 came since.
+TEST(MembershipMailbox, KeepsEveryEpochForRanksThatAgreedOnOne) {
+  MembershipMailbox mailbox;
+  EXPECT_EQ(mailbox.Newest(), 0);
+  mailbox.Deliver(Change(2));
+  mailbox.Deliver(Change(3));
+  mailbox.Deliver(Change(2));  // again, after a coordinator restart
+  EXPECT_EQ(mailbox.Newest(), 3);
+  auto agreed = mailbox.Epoch(2);
+  ASSERT_TRUE(agreed.ok()) << agreed.status();
+  EXPECT_EQ(agreed->epoch(), 2);
+  EXPECT_EQ(mailbox.Epoch(1).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST(MembershipMailbox, AWaitEndsAtItsDeadlineOrAnAbort) {
   MembershipMailbox mailbox;
   EXPECT_EQ(mailbox.WaitForEpochAbove(0, absl::Milliseconds(1), nullptr).status().code(),

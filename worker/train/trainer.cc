@@ -133,7 +133,8 @@ class RankTrainer {
   // The coordinator's next membership, the epoch's connections, the state every live rank
   // agrees on (the most steps any committed, copied from a rank that has it); the model
   // rebuilt over the new world. `failure` is returned if no membership change comes.
-  absl::Status Recover(const absl::Status& failure);
+  // `agreed`: the epoch to move to, which every rank holds (0: the newest that comes).
+  absl::Status Recover(const absl::Status& failure, int32_t agreed = 0);
   // Connects the world of `change`'s epoch (or of a later one, if a rank is lost while it
   // connects): the context the epoch's runtime connects its groups with.
   absl::StatusOr<TrainingContext> ConnectEpoch(v1::MembershipChange change);
@@ -167,6 +168,9 @@ class RankTrainer {
     return KeepsGlobalBatch() ? static_cast<float>(LiveRanks()) / context_.world_size : 1.0f;
   }
   absl::Status HealFromPeers(RankState* state);
+  // A replacement rank, its model built: the state of the live ranks' step, each shard from
+  // a live rank that holds it; it trains on from their step.
+  absl::Status TakeStateOfTheLiveRanks();
   absl::Status RestoreState(const RankState& state);
   // The live ranks of the current epoch, and whether this rank leads them (the lowest:
   // it writes the manifest and the final model, and its progress is the job's).
@@ -213,6 +217,7 @@ class RankTrainer {
   std::vector<int32_t> live_ranks_;  // the epoch's ranks (the job's numbering), in order
   std::vector<int32_t> leaving_;     // ranks whose groups leave after the step just voted
   bool said_leaving_ = false;
+  int32_t agreed_epoch_ = 0;  // the epoch every rank moves to after the step just voted
   // The rendezvous under the epoch's prefix, which the runtime's groups connect through.
   std::unique_ptr<gloo::rendezvous::PrefixStore> epoch_store_;
 };
@@ -224,9 +229,21 @@ absl::Status RankTrainer::Setup() {
     context_.position->set_observer(
         [hooks = hooks_](int64_t step, const char* point) { hooks->AtPoint(step, point); });
   }
-  ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), context_.world_size, context_.rank));
+  live_ranks_.resize(context_.world_size);
+  std::iota(live_ranks_.begin(), live_ranks_.end(), 0);
   activity_ = "connecting the rank's groups";
-  ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, context_));
+  if (context_.join != nullptr) {
+    ASSIGN_OR_RETURN(TrainingContext epoch_context, ConnectEpoch(*context_.join));
+    ASSIGN_OR_RETURN(
+        plan_, fsdp::PlanSharding(spec_.fsdp(), epoch_context.world_size, epoch_context.rank));
+    RETURN_IF_ERROR(OpenCoveredData());
+    ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, epoch_context));
+  } else {
+    ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), context_.world_size, context_.rank));
+    ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, context_));
+    world_ = context_.world;
+    world_->setTimeout(PeerTimeout());
+  }
   if (context_.timeline != nullptr && runtime_->device()->stream_clock() != nullptr) {
     stream_clock_ = std::make_unique<StreamClockAttachment>(context_.timeline,
                                                             runtime_->device()->stream_clock());
@@ -241,8 +258,11 @@ absl::Status RankTrainer::Setup() {
   }
   data_ = std::move(*data);
   activity_ = "loading the initial weights";
-  ASSIGN_OR_RETURN(std::optional<fsdp::LoadedCheckpoint> checkpoint,
-                   CheckpointToLoad(spec_, context_));
+  std::optional<fsdp::LoadedCheckpoint> checkpoint;
+  // A replacement's weights only give the model its shapes: the live ranks' replace them.
+  if (context_.join == nullptr) {
+    ASSIGN_OR_RETURN(checkpoint, CheckpointToLoad(spec_, context_));
+  }
   TensorMap initial;
   if (checkpoint.has_value()) {
     initial = std::move(checkpoint->model);
@@ -253,10 +273,7 @@ absl::Status RankTrainer::Setup() {
   RETURN_IF_ERROR(BuildModel(initial));
   initial.clear();
   if (checkpoint.has_value()) RETURN_IF_ERROR(Restore(*checkpoint));
-  world_ = context_.world;
-  world_->setTimeout(PeerTimeout());
-  live_ranks_.resize(context_.world_size);
-  std::iota(live_ranks_.begin(), live_ranks_.end(), 0);
+  if (context_.join != nullptr) RETURN_IF_ERROR(TakeStateOfTheLiveRanks());
   return absl::OkStatus();
 }
 
@@ -326,7 +343,10 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
   TrainingThreadMark mark;
   calls_before_training_ = training_thread_coordinator_calls.load();
   start_ = absl::Now();
-  if (spec_.evaluation().interval_steps() > 0) RETURN_IF_ERROR(MaybeEvaluate(first_step_));
+  // A replacement joins ranks that evaluated at the start long ago.
+  if (spec_.evaluation().interval_steps() > 0 && context_.join == nullptr) {
+    RETURN_IF_ERROR(MaybeEvaluate(first_step_));
+  }
   int64_t step = first_step_;
   while (step < spec_.steps()) {
     activity_ = absl::StrCat("training step ", step);
@@ -352,7 +372,7 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
     }
     ReportProgress(absl::ToDoubleSeconds(absl::Now() - step_start));
     ++step;
-    if (!leaving_.empty()) RETURN_IF_ERROR(Regroup());
+    if (!leaving_.empty() || agreed_epoch_ > 0) RETURN_IF_ERROR(Regroup());
   }
   activity_ = "gathering the final model";
   RETURN_IF_ERROR(WriteFinalModel());
@@ -375,7 +395,8 @@ absl::Status RankTrainer::Step(int64_t step) {
   }
   result_.steps = step + 1;
   // Ranks leaving read their losses with the others before they go.
-  if (LossReadDue(spec_, result_.steps, losses_->size()) || !leaving_.empty()) {
+  if (LossReadDue(spec_, result_.steps, losses_->size()) || !leaving_.empty() ||
+      agreed_epoch_ > 0) {
     RETURN_IF_ERROR(AgreeOnLossesAndPlan());
   }
   MeasureSpeed();
@@ -383,16 +404,23 @@ absl::Status RankTrainer::Step(int64_t step) {
 }
 
 absl::Status RankTrainer::CommitVote(int64_t step) {
-  // A slot per live rank: 1 ready, 2 ready and leaving with its group after this step.
+  // Two slots per live rank: 1 ready (2: and leaving with its group after this step), and
+  // the newest membership epoch it holds.
   Communicator& world = *runtime_->world();
-  std::vector<float> votes(world.size(), 0.0f);
+  const int size = world.size();
+  std::vector<float> votes(static_cast<size_t>(2) * size, 0.0f);
   votes[world.rank()] = AsksToLeave(step) ? 2.0f : 1.0f;
+  votes[size + world.rank()] = static_cast<float>(context_.membership->Newest());
   if (context_.position != nullptr) context_.position->SetPhase("commit vote");
   RETURN_IF_ERROR(world.AllReduce(votes.data(), votes.size()));
   leaving_.clear();
-  for (size_t i = 0; i < votes.size(); ++i) {
+  for (int i = 0; i < size; ++i) {
     if (votes[i] == 2.0f) leaving_.push_back(live_ranks_[i]);
   }
+  // Every rank holds the same newer epoch (one that adds ranks: a loss would have failed
+  // a collective first): all move to it after this step.
+  const auto [fewest, most] = std::minmax_element(votes.begin() + size, votes.end());
+  agreed_epoch_ = *fewest == *most && *most > epoch_ ? static_cast<int32_t>(*most) : 0;
   // Idle now: the step's reductions are done, the next all-gathers not begun.
   Communicator* shard_group = runtime_->model_groups().shard;
   if (shard_group->size() == 1) return absl::OkStatus();
@@ -412,9 +440,14 @@ bool RankTrainer::AsksToLeave(int64_t step) {
 
 absl::Status RankTrainer::Regroup() {
   const std::vector<int32_t> leaving = std::exchange(leaving_, {});
+  // Ranks leaving go first: the coordinator's epoch without them comes after any other.
+  const int32_t agreed = leaving.empty() ? std::exchange(agreed_epoch_, 0) : 0;
+  agreed_epoch_ = 0;
   const std::string who =
-      absl::StrCat(leaving.size() == 1 ? "rank " : "ranks ", absl::StrJoin(leaving, ", "),
-                   " asked to leave after step ", result_.steps - 1);
+      agreed > 0
+          ? absl::StrCat("every rank holds membership epoch ", agreed)
+          : absl::StrCat(leaving.size() == 1 ? "rank " : "ranks ", absl::StrJoin(leaving, ", "),
+                         " asked to leave after step ", result_.steps - 1);
   for (int32_t rank : leaving) {
     const std::vector<int32_t> group = ReplicaGroupOf(spec_, rank);
     if (std::find(group.begin(), group.end(), context_.rank) != group.end()) {
@@ -423,8 +456,9 @@ absl::Status RankTrainer::Regroup() {
     }
   }
   const absl::Time start = absl::Now();
-  RETURN_IF_ERROR(Recover(absl::UnavailableError(
-      absl::StrCat(who, ", but no membership change came from the coordinator"))));
+  RETURN_IF_ERROR(Recover(absl::UnavailableError(absl::StrCat(
+                              who, ", but no membership change came from the coordinator")),
+                          agreed));
   LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
           absl::StrCat(who, "; membership epoch ", epoch_, ": ", LiveRanks(),
                        " ranks train on from step ", result_.steps, " after ",
@@ -472,15 +506,19 @@ absl::Status RankTrainer::HealFromPeers(RankState* state) {
   if (std::all_of(steps.begin(), steps.end(), [&](double s) { return s == most; })) {
     return absl::OkStatus();
   }
+  // The holders of this shard that are ahead, by their place in the replicate group; the
+  // shards take them in turn, so that the donors spread over the groups ahead.
   const std::vector<int> holders = plan_.ReplicateGroupRanks();
-  const auto ahead =
-      std::find_if(holders.begin(), holders.end(), [&](int rank) { return steps[rank] == most; });
-  if (ahead == holders.end()) {
+  std::vector<int> ahead;
+  for (size_t i = 0; i < holders.size(); ++i) {
+    if (steps[holders[i]] == most) ahead.push_back(static_cast<int>(i));
+  }
+  if (ahead.empty()) {
     return absl::InternalError(absl::StrCat(
         "no live rank holds shard ", plan_.shard_rank, " at step ", most,
         ", which another shard's ranks committed: the shard group's commit vote split"));
   }
-  const int source = static_cast<int>(ahead - holders.begin());
+  const int source = ahead[plan_.shard_rank % ahead.size()];
   Communicator& holders_group = *runtime_->model_groups().replicate;
   for (std::vector<float>& shard : state->shards) {
     RETURN_IF_ERROR(
@@ -494,8 +532,35 @@ absl::Status RankTrainer::HealFromPeers(RankState* state) {
   }
   double counters[2] = {state->optimizer_steps, state->steps};
   RETURN_IF_ERROR(holders_group.Broadcast(counters, 2, source, ScalarType::kFloat64));
+  if (state->steps < most) {  // this rank was behind: say what it took from whom
+    size_t floats = 0;
+    for (const std::vector<float>& shard : state->shards) floats += shard.size();
+    for (const auto& unit : state->optimizer) {
+      for (const auto& [name, values] : unit) floats += values.size();
+    }
+    LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
+            absl::StrCat("took shard ", plan_.shard_rank, " of step ", most, " from rank ",
+                         live_ranks_[holders[source]], ": ", floats * sizeof(float),
+                         " bytes of parameters and optimizer state"));
+  }
   state->optimizer_steps = counters[0];
   state->steps = counters[1];
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::TakeStateOfTheLiveRanks() {
+  activity_ = "taking its state from the live ranks";
+  ASSIGN_OR_RETURN(RankState state, CaptureState());
+  state.steps = -1;  // behind every live rank: the heal sends this rank everything
+  RETURN_IF_ERROR(HealFromPeers(&state));
+  losses_.reset();
+  model_.reset();
+  optimizer_.reset();
+  RETURN_IF_ERROR(RestoreState(state));
+  first_step_ = result_.steps;
+  LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
+          absl::StrCat("joined membership epoch ", epoch_, " at step ", first_step_, " (",
+                       LiveRanks(), " ranks), its shards from the live ranks"));
   return absl::OkStatus();
 }
 
@@ -540,20 +605,22 @@ absl::StatusOr<TrainingContext> RankTrainer::ConnectEpoch(v1::MembershipChange c
       epoch_context.world = world_;
       return epoch_context;
     }
-    // Another rank lost while this epoch connected: the next epoch, if one came.
-    auto newer = context_.membership->WaitForEpochAbove(change.epoch(), absl::ZeroDuration(),
-                                                        context_.abort);
+    // Another rank lost while this epoch connected: the next epoch, if one comes soon.
+    auto newer = context_.membership->WaitForEpochAbove(
+        change.epoch(), absl::FromChrono(PeerTimeout()), context_.abort);
     if (!newer.ok()) return world.status();
     change = *std::move(newer);
   }
 }
 
-absl::Status RankTrainer::Recover(const absl::Status& failure) {
+absl::Status RankTrainer::Recover(const absl::Status& failure, int32_t agreed) {
   activity_ = "recovering from a lost peer";
   leaving_.clear();  // a vote's leavers are in the coordinator's next epoch as well
   if (context_.position != nullptr) context_.position->SetPhase("membership change");
-  auto change = context_.membership->WaitForEpochAbove(
-      epoch_, absl::FromChrono(context_.data_plane.timeout), context_.abort);
+  auto change = agreed > 0
+                    ? context_.membership->Epoch(agreed)
+                    : context_.membership->WaitForEpochAbove(
+                          epoch_, absl::FromChrono(context_.data_plane.timeout), context_.abort);
   if (!change.ok()) {
     return absl::Status(failure.code(),
                         absl::StrCat(failure.message(), "; ", change.status().message()));

@@ -73,6 +73,9 @@ struct TrainingContext {
   // once then, with that step, before the rank's commit vote tells its peers.
   const std::atomic<bool>* leave = nullptr;
   std::function<void(int64_t step)> on_leaving;
+  // Set: this rank replaces one that left (Assignment.join): it connects this epoch's
+  // world instead of `world`, and takes its state from the live ranks.
+  const v1::MembershipChange* join = nullptr;
   // Called with the execution order of this attempt's first micro-step, and once more
   // (changed = true) if a later micro-step's order differs from it.
   std::function<void(const v1::ExecutionOrder& order, int64_t step, bool changed)>
