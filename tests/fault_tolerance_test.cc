@@ -363,17 +363,20 @@ TEST(FaultTolerance, ACoordinatorKilledWithAWorkerLeavesTheJobInItsFirstAttempt)
   EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << Events(job);
 }
 
-// Healing: a group lost at step 39 is replaced on idle workers (its drained mate and a
-// spare), its ranks take each shard from a live rank that holds it at a step the live
-// ranks agree on, and the job ends whole, in its first attempt, with the model of a run
-// that lost nothing (KEEP_GLOBAL kept every step's batch meanwhile), within
-// docs/semantics.md's tolerance: a wrong shard would show far beyond it.
-TEST(FaultTolerance, AReplacementGroupHealsFromTheLiveRanksAndTheJobEndsWhole) {
+// Healing, under each HYBRID strategy: a group lost at step 39 is replaced on idle
+// workers (its drained mate and a spare), its ranks take each shard from a live rank that
+// holds it at a step the live ranks agree on, and the job ends whole, in its first
+// attempt, with the model of a run that lost nothing (KEEP_GLOBAL kept every step's batch
+// meanwhile), within docs/semantics.md's tolerance: a wrong shard would show far beyond.
+class Healing : public ::testing::TestWithParam<v1::ShardingStrategy::Value> {};
+
+TEST_P(Healing, AReplacementGroupTakesItsShardsFromTheLiveRanksAndTheJobEndsWhole) {
   Cluster cluster;
   cluster.StartCoordinator();
   for (const char* name : {"w0", "w1", "w2", "w9"}) cluster.AddWorker(name);
   auto run = [&](const std::string& name) {
     v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 100);
+    spec.mutable_fsdp()->set_sharding_strategy(GetParam());
     spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
     auto job_id = cluster.client().Submit(spec);
     EXPECT_TRUE(job_id.ok()) << job_id.status();
@@ -404,6 +407,13 @@ TEST(FaultTolerance, AReplacementGroupHealsFromTheLiveRanksAndTheJobEndsWhole) {
   std::cout << "healed against the intact run: " << worst << " of the tolerance\n";
   EXPECT_LE(worst, 1.0);
 }
+
+INSTANTIATE_TEST_SUITE_P(EachHybridStrategy, Healing,
+                         ::testing::Values(v1::ShardingStrategy::HYBRID_SHARD,
+                                           v1::ShardingStrategy::HYBRID_SHARD_ZERO2),
+                         [](const auto& info) {
+                           return v1::ShardingStrategy::Value_Name(info.param);
+                         });
 
 TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {
   Cluster cluster;
