@@ -415,6 +415,41 @@ INSTANTIATE_TEST_SUITE_P(EachHybridStrategy, Healing,
                            return v1::ShardingStrategy::Value_Name(info.param);
                          });
 
+// A joiner killed while it takes its shard (in the heal's broadcast): the live ranks'
+// move fails, the replacement group leaves in turn, the live ranks train on in the epoch
+// after, and a second replacement (on the idle workers then) heals the job, which ends
+// whole in its first attempt, within tolerance of a run that lost nothing.
+TEST(FaultTolerance, AJoinerKilledMidTransferIsReplacedInTurn) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (const char* name : {"w0", "w1", "w2", "w9"}) cluster.AddWorker(name);
+  auto run = [&](const std::string& name) {
+    v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 100);
+    spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
+    spec.mutable_fault_tolerance()->set_peer_timeout_seconds(3);
+    auto job_id = cluster.client().Submit(spec);
+    EXPECT_TRUE(job_id.ok()) << job_id.status();
+    return job_id.ok() ? cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120))
+                       : v1::Job();
+  };
+  run("intact");
+  cluster.AddWorker("w3", {"--fault_injection=sigkill_at=39:backward"});
+  // Idle until it joins; it dies in its first broadcast, the heal's.
+  cluster.AddWorker("w8", {"--fault_injection=sigkill_at=0:broadcast"});
+  const v1::Job job = run("healed");
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.progress().step(), 100);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2, 3})) << Events(job);
+  // The first replacement takes the spares (idle before the lost rank's mate), w8 first.
+  EXPECT_TRUE(absl::StrContains(Events(job), "(rank 2 on w8, rank 3 on w9)")) << Events(job);
+  EXPECT_TRUE(absl::StrContains(Events(job), "rank 2 (worker w8) was lost")) << Events(job);
+  EXPECT_EQ(job.membership().epoch(), 4) << Events(job);  // lost, healed, lost, healed
+  for (const v1::RankAssignment& rank : job.ranks()) EXPECT_NE(rank.worker_id(), "w8");
+  EXPECT_LE(WorstOfTolerance(cluster.dir() + "/intact.safetensors",
+                             cluster.dir() + "/healed.safetensors"),
+            1.0);
+}
+
 TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {
   Cluster cluster;
   cluster.StartCoordinator();

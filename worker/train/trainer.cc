@@ -168,6 +168,9 @@ class RankTrainer {
     return KeepsGlobalBatch() ? static_cast<float>(LiveRanks()) / context_.world_size : 1.0f;
   }
   absl::Status HealFromPeers(RankState* state);
+  // Recover's part after the teardown: `change`'s world and groups, the agreement on the
+  // state, the model rebuilt from it.
+  absl::Status MoveToEpoch(const v1::MembershipChange& change, RankState* state);
   // A replacement rank, its model built: the state of the live ranks' step, each shard from
   // a live rank that holds it; it trains on from their step.
   absl::Status TakeStateOfTheLiveRanks();
@@ -636,7 +639,26 @@ absl::Status RankTrainer::Recover(const absl::Status& failure, int32_t agreed) {
   optimizer_.reset();
   stream_clock_.reset();
   runtime_.reset();
-  ASSIGN_OR_RETURN(TrainingContext epoch_context, ConnectEpoch(*std::move(change)));
+  while (true) {
+    const absl::Status moved = MoveToEpoch(*change, &state);
+    if (moved.ok() || !Recoverable(moved)) return moved;
+    // Another rank lost while this one moved (a donor, a joiner): the epoch after, with
+    // the state kept (a rank behind had its step count unchanged: it is healed again).
+    losses_.reset();
+    model_.reset();
+    optimizer_.reset();
+    runtime_.reset();
+    change = context_.membership->WaitForEpochAbove(
+        change->epoch(), absl::FromChrono(context_.data_plane.timeout), context_.abort);
+    if (!change.ok()) {
+      return absl::Status(moved.code(),
+                          absl::StrCat(moved.message(), "; ", change.status().message()));
+    }
+  }
+}
+
+absl::Status RankTrainer::MoveToEpoch(const v1::MembershipChange& change, RankState* state) {
+  ASSIGN_OR_RETURN(TrainingContext epoch_context, ConnectEpoch(change));
   ASSIGN_OR_RETURN(fsdp::ShardingPlan plan,
                    fsdp::PlanSharding(spec_.fsdp(), epoch_context.world_size, epoch_context.rank));
   // Groups leave whole, so every rank keeps its place in its shard group, and its shards.
@@ -648,8 +670,8 @@ absl::Status RankTrainer::Recover(const absl::Status& failure, int32_t agreed) {
   plan_ = plan;
   RETURN_IF_ERROR(OpenCoveredData());
   ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, epoch_context));
-  RETURN_IF_ERROR(HealFromPeers(&state));
-  return RestoreState(state);
+  RETURN_IF_ERROR(HealFromPeers(state));
+  return RestoreState(*state);
 }
 
 void RankTrainer::MeasureSpeed() {
