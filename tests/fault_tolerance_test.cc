@@ -46,6 +46,14 @@ v1::JobSpec HybridSpec(const std::string& model_path, int64_t steps) {
   return spec;
 }
 
+// Runs `spec` under KEEP_GLOBAL (a degraded step keeps the job's batch) to SUCCEEDED.
+v1::Job RunToSuccess(Cluster& cluster, v1::JobSpec spec) {
+  spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
+  auto job_id = cluster.client().Submit(spec);
+  EXPECT_TRUE(job_id.ok()) << job_id.status();
+  return job_id.ok() ? cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120)) : v1::Job();
+}
+
 void WaitForStep(Cluster& cluster, const std::string& job_id, int64_t step) {
   ASSERT_TRUE(Cluster::WaitFor([&] {
     auto job = cluster.client().Get(job_id);
@@ -377,11 +385,7 @@ TEST_P(Healing, AReplacementGroupTakesItsShardsFromTheLiveRanksAndTheJobEndsWhol
   auto run = [&](const std::string& name) {
     v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 100);
     spec.mutable_fsdp()->set_sharding_strategy(GetParam());
-    spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
-    auto job_id = cluster.client().Submit(spec);
-    EXPECT_TRUE(job_id.ok()) << job_id.status();
-    return job_id.ok() ? cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120))
-                       : v1::Job();
+    return RunToSuccess(cluster, spec);
   };
   const v1::Job intact = run("intact");
   EXPECT_EQ(intact.membership().epoch(), 0);
@@ -425,12 +429,8 @@ TEST(FaultTolerance, AJoinerKilledMidTransferIsReplacedInTurn) {
   for (const char* name : {"w0", "w1", "w2", "w9"}) cluster.AddWorker(name);
   auto run = [&](const std::string& name) {
     v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 100);
-    spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
     spec.mutable_fault_tolerance()->set_peer_timeout_seconds(3);
-    auto job_id = cluster.client().Submit(spec);
-    EXPECT_TRUE(job_id.ok()) << job_id.status();
-    return job_id.ok() ? cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120))
-                       : v1::Job();
+    return RunToSuccess(cluster, spec);
   };
   run("intact");
   cluster.AddWorker("w3", {"--fault_injection=sigkill_at=39:backward"});

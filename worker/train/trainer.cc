@@ -640,7 +640,7 @@ absl::Status RankTrainer::Recover(const absl::Status& failure, int32_t agreed) {
   stream_clock_.reset();
   runtime_.reset();
   while (true) {
-    const absl::Status moved = MoveToEpoch(*change, &state);
+    absl::Status moved = MoveToEpoch(*change, &state);
     if (moved.ok() || !Recoverable(moved)) return moved;
     // Another rank lost while this one moved (a donor, a joiner): the epoch after, with
     // the state kept (a rank behind had its step count unchanged: it is healed again).
