@@ -198,6 +198,8 @@ absl::Status MeasureFaultTolerance(RecoveryBench& bench) {
   v1::JobSpec spec = Spec(absl::GetFlag(FLAGS_dir), "tolerant");
   spec.mutable_fault_tolerance()->set_min_replicas(1);
   spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
+  // Degraded to the end, on one rank: the spare stays for the restart run.
+  spec.mutable_fault_tolerance()->set_heal(false);
   std::vector<Sample> samples;
   absl::Time killed_at;
   int64_t killed_step = 0;

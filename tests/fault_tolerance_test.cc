@@ -46,9 +46,11 @@ v1::JobSpec HybridSpec(const std::string& model_path, int64_t steps) {
   return spec;
 }
 
-// Runs `spec` under KEEP_GLOBAL (a degraded step keeps the job's batch) to SUCCEEDED.
+// Runs `spec` under KEEP_GLOBAL (a degraded step keeps the job's batch) with AdamW (state a
+// replacement must take too) to SUCCEEDED.
 v1::Job RunToSuccess(Cluster& cluster, v1::JobSpec spec) {
   spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
+  spec.mutable_optimizer()->mutable_adamw()->set_lr(0.01);
   auto job_id = cluster.client().Submit(spec);
   EXPECT_TRUE(job_id.ok()) << job_id.status();
   return job_id.ok() ? cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120)) : v1::Job();

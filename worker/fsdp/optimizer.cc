@@ -146,6 +146,11 @@ class AdamW final : public Optimizer {
 
 }  // namespace
 
+std::vector<std::string> Optimizer::StateNames(const v1::OptimizerSpec& spec) {
+  if (spec.has_adamw()) return {"exp_avg", "exp_avg_sq"};
+  return {"momentum"};
+}
+
 std::unique_ptr<Optimizer> Optimizer::Create(const v1::OptimizerSpec& spec, int segments,
                                              Device* device) {
   if (spec.has_adamw()) return std::make_unique<AdamW>(spec.adamw(), segments, device);

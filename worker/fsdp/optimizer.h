@@ -29,6 +29,9 @@ class Optimizer {
   static std::unique_ptr<Optimizer> Create(const v1::OptimizerSpec& spec, int segments,
                                            Device* device);
   virtual ~Optimizer() = default;
+  // The names of the state buffers a segment of `spec`'s optimizer has once created
+  // (SegmentState's, in its order).
+  static std::vector<std::string> StateNames(const v1::OptimizerSpec& spec);
 
   // The learning rate of the steps from now on (optimizer.lr_schedule sets it each step;
   // the spec's lr until then).

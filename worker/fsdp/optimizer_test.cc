@@ -34,6 +34,29 @@ TEST(Sgd, MomentumBufferStartsAsTheFirstGradient) {
   EXPECT_GT(allocator.Stats().live(MemoryCategory::kOptimizerState), 0);
 }
 
+// What a fault-tolerant heal gives a rank without state (worker/train/trainer.cc,
+// MatchOptimizerLayout): the names its optimizer's segments have once stepped.
+TEST(Optimizer, StateNamesAreThoseOfASteppedSegment) {
+  CpuCachingAllocator allocator;
+  CpuDevice device(&allocator);
+  v1::OptimizerSpec sgd;
+  sgd.mutable_sgd()->set_lr(0.1);
+  sgd.mutable_sgd()->set_momentum(0.9);
+  v1::OptimizerSpec adamw;
+  adamw.mutable_adamw()->set_lr(0.1);
+  for (const v1::OptimizerSpec& spec : {sgd, adamw}) {
+    auto optimizer = Optimizer::Create(spec, 1, &device);
+    EXPECT_TRUE(optimizer->SegmentState(0).empty());  // none before the first step
+    float p = 1.0f;
+    const float g = 0.5f;
+    optimizer->BeginStep();
+    optimizer->Update(0, &p, &g, 1);
+    std::vector<std::string> stepped;
+    for (const auto& [name, buffer] : optimizer->SegmentState(0)) stepped.push_back(name);
+    EXPECT_EQ(Optimizer::StateNames(spec), stepped) << spec.DebugString();
+  }
+}
+
 TEST(Sgd, Nesterov) {
   v1::OptimizerSpec spec;
   spec.mutable_sgd()->set_lr(1.0);

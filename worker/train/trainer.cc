@@ -168,6 +168,7 @@ class RankTrainer {
     return KeepsGlobalBatch() ? static_cast<float>(LiveRanks()) / context_.world_size : 1.0f;
   }
   absl::Status HealFromPeers(RankState* state);
+  absl::Status MatchOptimizerLayout(Communicator& holders, int source, RankState* state);
   // Recover's part after the teardown: `change`'s world and groups, the agreement on the
   // state, the model rebuilt from it.
   absl::Status MoveToEpoch(const v1::MembershipChange& change, RankState* state);
@@ -523,6 +524,7 @@ absl::Status RankTrainer::HealFromPeers(RankState* state) {
   }
   const int source = ahead[plan_.shard_rank % ahead.size()];
   Communicator& holders_group = *runtime_->model_groups().replicate;
+  RETURN_IF_ERROR(MatchOptimizerLayout(holders_group, source, state));
   for (std::vector<float>& shard : state->shards) {
     RETURN_IF_ERROR(
         holders_group.Broadcast(shard.data(), shard.size(), source, ScalarType::kFloat32));
@@ -548,6 +550,31 @@ absl::Status RankTrainer::HealFromPeers(RankState* state) {
   }
   state->optimizer_steps = counters[0];
   state->steps = counters[1];
+  return absl::OkStatus();
+}
+
+// A rank that never stepped (a replacement) has no optimizer state yet: the source's
+// layout (how many buffers each unit has) comes first, and such a rank makes room.
+absl::Status RankTrainer::MatchOptimizerLayout(Communicator& holders, int source,
+                                               RankState* state) {
+  std::vector<int64_t> buffers(state->optimizer.size());
+  for (size_t u = 0; u < buffers.size(); ++u) {
+    buffers[u] = static_cast<int64_t>(state->optimizer[u].size());
+  }
+  RETURN_IF_ERROR(holders.Broadcast(buffers.data(), buffers.size(), source, ScalarType::kInt64));
+  const std::vector<std::string> names = fsdp::Optimizer::StateNames(spec_.optimizer());
+  for (size_t u = 0; u < buffers.size(); ++u) {
+    auto& unit = state->optimizer[u];
+    if (static_cast<int64_t>(unit.size()) == buffers[u]) continue;
+    if (!unit.empty() || buffers[u] != static_cast<int64_t>(names.size())) {
+      return absl::InternalError(absl::StrCat("unit ", u, " has ", unit.size(),
+                                              " optimizer state buffers here, ", buffers[u],
+                                              " on the rank it heals from"));
+    }
+    for (const std::string& name : names) {
+      unit.emplace_back(name, std::vector<float>(state->shards[u].size()));
+    }
+  }
   return absl::OkStatus();
 }
 
