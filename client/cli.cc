@@ -6,6 +6,7 @@
 //   shardwise watch JOB             progress bar until the job ends (exit 0 iff SUCCEEDED)
 //   shardwise cancel JOB            cancel a pending or running job
 //   shardwise set-hook JOB HOOK     change a running job's communication hook
+//   shardwise scale JOB --replicas=N  the replica groups a fault-tolerant job trains with
 //   shardwise timeline JOB -o F     every rank's spans as one Chrome trace / Perfetto file
 //   shardwise tokenize TEXT -o DIR  train/val token files and their tokenizer (runs
 //                                   //tokenizer's shardwise-tokenize in this one's place)
@@ -62,6 +63,7 @@ ABSL_FLAG(std::string, output, "", "with timeline: the file to write (default JO
 ABSL_FLAG(std::string, o, "", "short for --output");
 ABSL_FLAG(std::string, wrapper, "",
           "with set-hook: fp16_wrapper or bf16_wrapper around the hook (NO_SHARD only)");
+ABSL_FLAG(int32_t, replicas, 0, "with scale: the replica groups the job is to train with");
 ABSL_FLAG(std::vector<std::string>, state, {},
           "with get: only jobs or workers in these states (comma-separated, e.g. RUNNING,PENDING)");
 ABSL_FLAG(std::string, submitter, "", "with get jobs: only jobs this principal submitted");
@@ -90,6 +92,9 @@ Usage:
                                         allreduce, fp16_compress, bf16_compress,
                                         mixed_precision) at a step every rank agrees on;
                                         waits until it is applied (exit 0) or abandoned
+  shardwise scale JOB --replicas=N      the replica groups a running fault-tolerant job
+                                        trains with: groups above N leave after their
+                                        step; replacements join on idle workers below it
   shardwise timeline JOB [-o trace.json]
                                         every rank's spans (steps, forward/backward per
                                         unit, collectives, optimizer) as one Chrome trace,
@@ -207,6 +212,14 @@ int Watch(Client& client, const std::string& job_id) {
   if (!job.ok()) return Fail(job.status());
   std::printf("%s", FormatJobSummary(*job).c_str());
   return job->state() == v1::SUCCEEDED ? 0 : 1;
+}
+
+int Scale(Client& client, const std::string& job_id, int32_t replicas) {
+  auto job = client.Scale(job_id, replicas);
+  if (!job.ok()) return Fail(job.status());
+  std::printf("%s: scaled to %d replica group%s; %s\n", job_id.c_str(), replicas,
+              replicas == 1 ? "" : "s", FormatProgressLine(*job).c_str());
+  return 0;
 }
 
 // Proposes the switch, then follows the job until the coordinator has applied or
@@ -436,6 +449,11 @@ int RunWithClient(Client& client, const std::vector<std::string>& args) {
   if (verb == "set-hook") {
     problem = need(2, "a job id and a hook");
     return problem.empty() ? SetHook(client, args[1], args[2]) : Usage(problem);
+  }
+  if (verb == "scale") {
+    problem = need(1, "one job id");
+    if (problem.empty() && absl::GetFlag(FLAGS_replicas) <= 0) problem = "needs --replicas=N";
+    return problem.empty() ? Scale(client, args[1], absl::GetFlag(FLAGS_replicas)) : Usage(problem);
   }
   const std::map<std::string, int (*)(Client&, const std::string&)> by_job = {
       {"describe", Describe}, {"watch", Watch}, {"cancel", Cancel}, {"timeline", WriteTimeline}};

@@ -170,6 +170,13 @@ absl::StatusOr<v1::HookSwitch> Client::SetCommHook(const std::string& job_id,
   return Call(&v1::JobService::Stub::SetCommHook, request);
 }
 
+absl::StatusOr<v1::Job> Client::Scale(const std::string& job_id, int32_t replicas) {
+  v1::ScaleJobRequest request;
+  request.set_job_id(job_id);
+  request.set_replicas(replicas);
+  return Call(&v1::JobService::Stub::ScaleJob, request);
+}
+
 absl::StatusOr<v1::Timeline> Client::GetTimeline(const std::string& job_id) {
   v1::GetTimelineRequest request;
   request.set_job_id(job_id);

@@ -49,6 +49,9 @@ class Client {
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
   // Proposes a change of a running job's communication hook (JobService.SetCommHook).
   absl::StatusOr<v1::HookSwitch> SetCommHook(const std::string& job_id, const v1::CommHook& hook);
+  // Sets how many replica groups a running fault-tolerant job trains with
+  // (JobService.ScaleJob); returns the job.
+  absl::StatusOr<v1::Job> Scale(const std::string& job_id, int32_t replicas);
   absl::StatusOr<v1::Timeline> GetTimeline(const std::string& job_id);
   // Workers sorted by id, following pages until `limit` (0: all) are read.
   struct WorkerFilter {

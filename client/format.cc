@@ -251,6 +251,10 @@ void AppendMembership(const v1::Job& job, std::string* out) {
   absl::StrAppend(out, "Replicas:   epoch ", m.epoch(), ": ranks ",
                   absl::StrJoin(m.live_ranks(), ", "), " train; ranks ",
                   absl::StrJoin(m.left_ranks(), ", "), " left\n");
+  if (job.target_replicas() > 0) {
+    absl::StrAppend(out, "            scaled to ", job.target_replicas(), " replica group",
+                    job.target_replicas() == 1 ? "" : "s", " (shardwise scale)\n");
+  }
 }
 
 void AppendRanksAndEvents(const v1::Job& job, std::string* out) {

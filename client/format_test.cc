@@ -170,6 +170,9 @@ TEST(Format, ADegradedJobShowsItsLiveRanksEverywhere) {
   EXPECT_TRUE(
       absl::StrContains(description, "Replicas:   epoch 1: ranks 0, 1 train; ranks 2, 3 left\n"))
       << description;
+  job.set_target_replicas(1);
+  EXPECT_TRUE(absl::StrContains(FormatJobDescription(job, 1'000'000),
+                                "            scaled to 1 replica group (shardwise scale)\n"));
   job.set_state(v1::SUCCEEDED);
   EXPECT_TRUE(absl::StrContains(FormatJobSummary(job),
                                 "replicas: ranks 0, 1 trained to the end; ranks 2, 3 left "

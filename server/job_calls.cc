@@ -126,6 +126,16 @@ grpc::Status JobCalls::SetCommHook(const grpc::ServerContextBase& context,
   return Answer(controller_->SetCommHook(request.job_id(), request.hook()), response);
 }
 
+grpc::Status JobCalls::ScaleJob(const grpc::ServerContextBase& context,
+                                const v1::ScaleJobRequest& request, v1::Job* response) {
+  if (auto status = CheckJobId(request.job_id()); !status.ok()) return status;
+  if (absl::Status allowed = CallerMayChange(context, request.job_id(), "scale jobs");
+      !allowed.ok()) {
+    return ToGrpcStatus(allowed);
+  }
+  return Answer(controller_->Scale(request.job_id(), request.replicas()), response);
+}
+
 grpc::Status JobCalls::GetTimeline(const grpc::ServerContextBase& context,
                                    const v1::GetTimelineRequest& request, v1::Timeline* response) {
   if (auto caller = Caller(context, Action::kRead, "read timelines"); !caller.ok()) {

@@ -34,6 +34,8 @@ class JobCalls {
                            const v1::SetCommHookRequest& request, v1::HookSwitch* response);
   grpc::Status GetTimeline(const grpc::ServerContextBase& context,
                            const v1::GetTimelineRequest& request, v1::Timeline* response);
+  grpc::Status ScaleJob(const grpc::ServerContextBase& context, const v1::ScaleJobRequest& request,
+                        v1::Job* response);
   grpc::Status CancelJob(const grpc::ServerContextBase& context,
                          const v1::CancelJobRequest& request, v1::Job* response);
   grpc::Status ListWorkers(const grpc::ServerContextBase& context,

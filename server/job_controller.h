@@ -98,6 +98,10 @@ class JobController {
   // FAILED_PRECONDITION when the job is not running, already uses it, is agreeing
   // another switch, has too few steps left, or its ranks are re-attaching after a restart.
   absl::StatusOr<v1::HookSwitch> SetCommHook(const std::string& job_id, const v1::CommHook& hook);
+  // JobService.ScaleJob (job_controller_heal.cc): the replica groups a running
+  // fault-tolerant job trains with; the groups above `replicas` are asked to leave after
+  // their step (the highest first), replacements join below it as idle workers allow.
+  absl::StatusOr<v1::Job> Scale(const std::string& job_id, int32_t replicas);
 
   // Worker operations. RESOURCE_EXHAUSTED when the registry is full.
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
@@ -267,6 +271,9 @@ class JobController {
   // job_controller_heal.cc: places a replacement for the first replica group that left
   // each degraded fault-tolerant attempt (fault_tolerance.heal), on idle workers.
   void HealDegradedAttemptsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Asks the ranks of the live groups above the job's target_replicas (the highest) to
+  // leave after their step.
+  void AskGroupsAboveTargetToLeaveLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `job`'s group `group` was placed on `workers` (in the group's order) and
   // told, with the live ranks, to join the next epoch.
   bool HealLocked(const v1::Job& job, const std::vector<int32_t>& group,

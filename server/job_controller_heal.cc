@@ -5,6 +5,10 @@
 // ranks move to the epoch after a step at which every one of them holds it (their commit
 // vote says so), and the joiners take each shard from a live rank that holds it
 // (worker/train/trainer.cc): no checkpoint is read, no step is redone.
+//
+// Scaling (`shardwise scale`, Job.target_replicas) goes through the same two paths: down,
+// the groups above the target are asked to leave after their step (as a drained
+// worker's); up, replacements are placed until the target is met.
 
 #include <algorithm>
 #include <string>
@@ -13,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/random_token.h"
+#include "common/status_macros.h"
 #include "contracts/membership.h"
 #include "server/job_controller.h"
 #include "server/scheduler.h"
@@ -25,7 +30,60 @@ bool HealEnabled(const v1::JobSpec& spec) {
          (!spec.fault_tolerance().has_heal() || spec.fault_tolerance().heal());
 }
 
+int32_t GroupSize(const v1::JobSpec& spec) {
+  return static_cast<int32_t>(ReplicaGroupOf(spec, 0).size());
+}
+
+// The replica groups the job keeps: its target_replicas, or every group of the spec.
+int32_t TargetGroups(const v1::Job& job) {
+  const int32_t all = job.spec().world_size() / GroupSize(job.spec());
+  return job.target_replicas() > 0 ? std::min(job.target_replicas(), all) : all;
+}
+
 }  // namespace
+
+absl::StatusOr<v1::Job> JobController::Scale(const std::string& job_id, int32_t replicas) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(const v1::Job job, jobs_->Get(job_id));
+  if (!job.spec().has_fault_tolerance() || job.state() != v1::RUNNING) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " is ", v1::JobState_Name(job.state()),
+                     job.spec().has_fault_tolerance() ? "" : " and has no fault_tolerance",
+                     ": only a running job with fault_tolerance can be scaled"));
+  }
+  const int32_t all = job.spec().world_size() / GroupSize(job.spec());
+  const int32_t least = std::max(1, job.spec().fault_tolerance().min_replicas());
+  if (replicas < least || replicas > all) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replicas must be ", least, " (fault_tolerance.min_replicas) to ", all,
+                     " (the groups of world_size ", job.spec().world_size(), "), got ", replicas));
+  }
+  ASSIGN_OR_RETURN(
+      v1::Job scaled,
+      jobs_->SetTargetReplicas(job_id, replicas,
+                               absl::StrCat("scaled to ", replicas, " replica group",
+                                            replicas == 1 ? "" : "s", " (shardwise scale)")));
+  AskGroupsAboveTargetToLeaveLocked(scaled);
+  RequestScheduleLocked();  // below it: replacements, as idle workers allow
+  return scaled;
+}
+
+void JobController::AskGroupsAboveTargetToLeaveLocked(const v1::Job& job) {
+  const std::vector<int32_t> live = LiveRanksOf(job);
+  const int32_t size = GroupSize(job.spec());
+  const int32_t surplus = static_cast<int32_t>(live.size()) / size - TargetGroups(job);
+  if (surplus <= 0) return;
+  v1::CoordinatorMessage message;
+  v1::LeaveRequest* leave = message.mutable_leave();
+  leave->set_job_id(job.id());
+  leave->set_attempt(job.attempt());
+  leave->set_reason(absl::StrCat("the job is scaled to ", TargetGroups(job), " replica group",
+                                 TargetGroups(job) == 1 ? "" : "s"));
+  // The highest groups leave: each rank of them is asked, and one asking takes its group.
+  for (size_t i = live.size() - static_cast<size_t>(surplus * size); i < live.size(); ++i) {
+    workers_->Send(WorkerOfRank(job, live[i]), message);
+  }
+}
 
 void JobController::HealDegradedAttemptsLocked() {
   std::vector<v1::Job> degraded;
@@ -33,10 +91,13 @@ void JobController::HealDegradedAttemptsLocked() {
     // A rank already done: the live ranks are past their last step, none will move.
     if (live.awaiting_reattach || !live.completed.empty()) continue;
     auto job = jobs_->Get(job_id);
+    // Scaled explicitly, a job is grown to its target even with heal off.
     if (!job.ok() || job->state() != v1::RUNNING || job->attempt() != live.attempt ||
-        !HealEnabled(job->spec()) || job->membership().attempt() != job->attempt() ||
-        job->membership().left_ranks().empty() ||
-        job->progress().step() + 1 >= job->spec().steps()) {
+        !(HealEnabled(job->spec()) || job->target_replicas() > 0) ||
+        job->membership().attempt() != job->attempt() || job->membership().left_ranks().empty() ||
+        job->progress().step() + 1 >= job->spec().steps() ||
+        static_cast<int32_t>(LiveRanksOf(*job).size()) / GroupSize(job->spec()) >=
+            TargetGroups(*job)) {
       continue;
     }
     degraded.push_back(*job);

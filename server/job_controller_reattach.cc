@@ -55,6 +55,12 @@ bool JobController::ReattachLocked(const std::string& worker_id,
       WorkerOfRank(*job, running.rank()) != worker_id) {
     return false;
   }
+  // A rank whose group left (a membership the previous coordinator wrote) is not awaited:
+  // counted, it would stand in for a live rank still to come. It is told to stop.
+  const std::vector<int32_t> live_ranks = LiveRanksOf(*job);
+  if (std::find(live_ranks.begin(), live_ranks.end(), running.rank()) == live_ranks.end()) {
+    return false;
+  }
   LiveAttempt& attempt = live->second;
   workers_->SetBusy(worker_id, job->id(), job->attempt(), running.rank());
   // The scope lived in the previous coordinator's memory; a fault-tolerant attempt's
@@ -65,17 +71,16 @@ bool JobController::ReattachLocked(const std::string& worker_id,
   LogInfo(
       LogContext().Job(job->id()).Attempt(job->attempt()).Rank(running.rank()).Worker(worker_id),
       absl::StrCat("re-attached at step ", running.step()));
-  const size_t live_ranks = LiveRanksOf(*job).size();  // a fault-tolerant job's may be fewer
-  if (attempt.reattached.size() == live_ranks) {
+  if (attempt.reattached.size() == live_ranks.size()) {  // a fault-tolerant job's may be fewer
     attempt.awaiting_reattach = false;
-    LogIfFailed(
-        jobs_
-            ->RecordEvent(job->id(), job->attempt(),
-                          absl::StrCat("all ", live_ranks, " ranks of attempt ", job->attempt(),
-                                       " re-attached after the coordinator restarted; "
-                                       "training went on without a restart"))
-            .status(),
-        "recording an event", JobContext(*job));
+    LogIfFailed(jobs_
+                    ->RecordEvent(job->id(), job->attempt(),
+                                  absl::StrCat("all ", live_ranks.size(), " ranks of attempt ",
+                                               job->attempt(),
+                                               " re-attached after the coordinator restarted; "
+                                               "training went on without a restart"))
+                    .status(),
+                "recording an event", JobContext(*job));
   }
   return true;
 }

@@ -630,7 +630,11 @@ TEST_F(FaultTolerantJobTest, AMembershipWrittenButNotSentReachesTheRanksAfterARe
   controller_->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
   ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1}));
   StartCoordinator();  // the change's messages died with the coordinator
-  for (int rank : {0, 1}) {
+  // The left group's rank 2 comes back first: it is not counted for a live rank.
+  const v1::RunningAttempt left = RunningRank(2);
+  AddWorker("w2", &left);
+  EXPECT_TRUE(GotAbort("w2"));
+  for (int rank : {1, 0}) {
     const v1::RunningAttempt running = RunningRank(rank);
     AddWorker(absl::StrCat("w", rank), &running);
   }
@@ -716,6 +720,47 @@ TEST_F(FaultTolerantJobTest, NoReplacementOnceALiveRankCompleted) {
   controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
   EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 1);
   EXPECT_EQ(workers_->Get("w9")->state(), v1::IDLE);
+}
+
+// Scaling: down, the ranks of the highest live group are asked to leave (and leave when
+// one says LEAVING); up, a replacement joins on idle workers; out of range or on a job
+// without fault tolerance, refused naming the field and the value.
+TEST_F(FaultTolerantJobTest, ScalingAsksTheHighestGroupToLeaveAndHealsBackUp) {
+  StartHybridJob();
+  EXPECT_EQ(controller_->Scale("job-1", 3).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(controller_->Scale("job-1", 0).status().message())
+                .find("replicas must be 1 (fault_tolerance.min_replicas) to 2 (the groups of "
+                      "world_size 4), got 0"),
+            std::string::npos);
+  auto scaled = controller_->Scale("job-1", 1);
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  EXPECT_EQ(scaled->target_replicas(), 1);
+  for (const char* worker : {"w2", "w3"}) {
+    const std::vector<v1::CoordinatorMessage> sent = Received(worker);
+    ASSERT_FALSE(sent.empty()) << worker;
+    EXPECT_EQ(sent.back().leave().job_id(), "job-1") << worker;
+  }
+  EXPECT_TRUE(Received("w0").empty());
+  controller_->OnReport("w3", Said(3, v1::LEAVING, "the job is scaled to 1 replica groups"));
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  // Its ranks end by themselves, their workers idle: no replacement below the target.
+  controller_->OnReport("w2", Said(2, v1::ABORTED, "rank 2 left the attempt with its group"));
+  controller_->OnReport("w3", Said(3, v1::ABORTED, "rank 3 left the attempt with its group"));
+  EXPECT_EQ(workers_->Get("w3")->state(), v1::IDLE);
+  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 1);
+  // Up again: the idle workers take the group back.
+  ASSERT_TRUE(controller_->Scale("job-1", 2).ok());
+  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 2);
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3}));
+}
+
+TEST_F(JobControllerTest, OnlyARunningFaultTolerantJobScales) {
+  StartTwoRankJob();
+  const absl::Status refused = controller_->Scale("job-1", 1).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(refused.message()).find("has no fault_tolerance"), std::string::npos)
+      << refused;
+  EXPECT_EQ(controller_->Scale("job-9", 1).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -562,6 +562,18 @@ absl::StatusOr<v1::Job> JobManager::RecordMembership(
       event_message, OnStoreFailure::kRefuse);
 }
 
+absl::StatusOr<v1::Job> JobManager::SetTargetReplicas(const std::string& job_id, int32_t replicas,
+                                                      const std::string& event_message) {
+  absl::MutexLock lock(&mu_);
+  return Mutate(
+      job_id,
+      [&](v1::Job* j) {
+        j->set_target_replicas(replicas);
+        return absl::OkStatus();
+      },
+      event_message, OnStoreFailure::kRefuse);
+}
+
 absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attempt,
                                         const v1::Progress& progress) {
   absl::MutexLock lock(&mu_);

@@ -149,6 +149,11 @@ class JobManager {
                                            const std::string& event_message,
                                            const std::vector<v1::RankAssignment>& reassigned = {});
 
+  // Stores a fault-tolerant job's target replica groups (Job.target_replicas), with an
+  // event, once written (UNAVAILABLE, changing nothing, if the state file refuses it).
+  absl::StatusOr<v1::Job> SetTargetReplicas(const std::string& job_id, int32_t replicas,
+                                            const std::string& event_message);
+
   // Writes the changes the store refused earlier; how many are still unwritten, and the
   // latest store error if any.
   int RetryUnsavedChanges(absl::Status* last_error = nullptr);

@@ -53,6 +53,12 @@ grpc::ServerUnaryReactor* JobServiceImpl::SetCommHook(grpc::CallbackServerContex
   return Queued(context, [=] { return calls_->SetCommHook(*context, *request, response); });
 }
 
+grpc::ServerUnaryReactor* JobServiceImpl::ScaleJob(grpc::CallbackServerContext* context,
+                                                   const v1::ScaleJobRequest* request,
+                                                   v1::Job* response) {
+  return Queued(context, [=] { return calls_->ScaleJob(*context, *request, response); });
+}
+
 grpc::ServerUnaryReactor* JobServiceImpl::GetTimeline(grpc::CallbackServerContext* context,
                                                       const v1::GetTimelineRequest* request,
                                                       v1::Timeline* response) {

@@ -37,6 +37,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* GetTimeline(grpc::CallbackServerContext* context,
                                         const v1::GetTimelineRequest* request,
                                         v1::Timeline* response) override;
+  grpc::ServerUnaryReactor* ScaleJob(grpc::CallbackServerContext* context,
+                                     const v1::ScaleJobRequest* request,
+                                     v1::Job* response) override;
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
                                       const v1::CancelJobRequest* request,
                                       v1::Job* response) override;

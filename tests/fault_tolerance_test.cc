@@ -46,12 +46,17 @@ v1::JobSpec HybridSpec(const std::string& model_path, int64_t steps) {
   return spec;
 }
 
-// Runs `spec` under KEEP_GLOBAL (a degraded step keeps the job's batch) with AdamW (state a
-// replacement must take too) to SUCCEEDED.
-v1::Job RunToSuccess(Cluster& cluster, v1::JobSpec spec) {
+// `spec` under KEEP_GLOBAL (a degraded step keeps the job's batch) with AdamW (state a
+// replacement must take too).
+v1::JobSpec KeepingTheBatch(v1::JobSpec spec) {
   spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
   spec.mutable_optimizer()->mutable_adamw()->set_lr(0.01);
-  auto job_id = cluster.client().Submit(spec);
+  return spec;
+}
+
+// Runs KeepingTheBatch(spec) to SUCCEEDED.
+v1::Job RunToSuccess(Cluster& cluster, const v1::JobSpec& spec) {
+  auto job_id = cluster.client().Submit(KeepingTheBatch(spec));
   EXPECT_TRUE(job_id.ok()) << job_id.status();
   return job_id.ok() ? cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120)) : v1::Job();
 }
@@ -355,7 +360,7 @@ TEST(FaultTolerance, ADrainedWorkerTakesItsGroupOutAfterItsStep) {
 // rendezvous and completes the job in its first attempt.
 TEST(FaultTolerance, ACoordinatorKilledWithAWorkerLeavesTheJobInItsFirstAttempt) {
   ClusterOptions options;
-  options.reattach_grace_ms = 3000;
+  options.reattach_grace_ms = 10000;  // workers reconnect with backoff: ample on a loaded machine
   Cluster cluster(options);
   cluster.StartCoordinator();
   for (int w = 0; w < 4; ++w) cluster.AddWorker(absl::StrCat("w", w));
@@ -450,6 +455,48 @@ TEST(FaultTolerance, AJoinerKilledMidTransferIsReplacedInTurn) {
   EXPECT_LE(WorstOfTolerance(cluster.dir() + "/intact.safetensors",
                              cluster.dir() + "/healed.safetensors"),
             1.0);
+}
+
+// `shardwise scale`: a running job scaled from 2 replica groups to 1 and back to 2. Down,
+// the highest group leaves after its step (nothing redone; its workers idle); up, it
+// joins again on them, healed from the live ranks; the job ends whole in its first
+// attempt, within tolerance of a run that was never scaled (KEEP_GLOBAL).
+TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (int w = 0; w < 4; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  const v1::Job intact =
+      RunToSuccess(cluster, HybridSpec(cluster.dir() + "/unscaled.safetensors", 300));
+  auto job_id = cluster.client().Submit(
+      KeepingTheBatch(HybridSpec(cluster.dir() + "/scaled.safetensors", 300)));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  WaitForStep(cluster, *job_id, 40);
+  std::string out;
+  ASSERT_EQ(Cluster::RunCli(
+                {"--coordinator=" + cluster.address(), "scale", *job_id, "--replicas=1"}, &out),
+            0)
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "scaled to 1 replica group")) << out;
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return cluster.WorkerState("w2") == v1::IDLE && cluster.WorkerState("w3") == v1::IDLE;
+  })) << "the group above the target did not leave";
+  auto down = cluster.client().Get(*job_id);
+  ASSERT_TRUE(down.ok());
+  EXPECT_EQ(Live(*down), (std::vector<int32_t>{0, 1}));
+  auto up = cluster.client().Scale(*job_id, 2);
+  ASSERT_TRUE(up.ok()) << up.status();
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.progress().step(), 300);
+  EXPECT_EQ(job.membership().epoch(), 2) << Events(job);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2, 3})) << Events(job);
+  const std::string log = ReadFile(cluster.dir() + "/worker-w0.log");
+  EXPECT_TRUE(absl::StrContains(log, "asked to leave after step ")) << log;
+  EXPECT_FALSE(absl::StrContains(log, " failed (")) << "a step was redone:\n" << log;
+  EXPECT_LE(WorstOfTolerance(cluster.dir() + "/unscaled.safetensors",
+                             cluster.dir() + "/scaled.safetensors"),
+            1.0);
+  EXPECT_EQ(intact.membership().epoch(), 0);
 }
 
 TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {

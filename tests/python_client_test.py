@@ -1,6 +1,6 @@
 """The Python client (client/python/shardwise) against a real coordinator and a real
 worker process: submit from a dict and from a YAML file, watch, get, list with filters,
-cancel, set_hook, and errors carrying the coordinator's code and message. Run by
+cancel, set_hook, scale, and errors carrying the coordinator's code and message. Run by
 tests/python_client_test.sh with Debian's python3 and python3-grpcio."""
 
 import os
@@ -151,6 +151,11 @@ class PythonClientTest(unittest.TestCase):
         with self.assertRaises(shardwise.ShardwiseError) as raised:
             alice.set_hook(done, "fp8_compress")
         self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            alice.scale(done, 1)
+        self.assertEqual(raised.exception.code, "FAILED_PRECONDITION")
+        self.assertIn("only a running job with fault_tolerance can be scaled",
+                      raised.exception.message)
         with self.assertRaises(shardwise.ShardwiseError) as raised:
             alice.submit({"world_size": "four"})
         self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")

@@ -47,6 +47,7 @@ enum Kind : uint8_t {
   kRendezvousAdd,
   kCheckHeartbeats,
   kSchedule,  // the coordinator's own periodic calls, between messages
+  kScaleJob,  // after the others: the corpus's tags keep their meaning
 };
 
 v1::JobSpec TwoRankJob() {
@@ -165,6 +166,8 @@ bool DeliverJobCall(JobCalls& jobs, uint8_t kind, const uint8_t* payload, size_t
       return CallIfParses(jobs, &S::CancelJob, payload, size), true;
     case kListWorkers:
       return CallIfParses(jobs, &S::ListWorkers, payload, size), true;
+    case kScaleJob:
+      return CallIfParses(jobs, &S::ScaleJob, payload, size), true;
     default:
       return false;
   }

@@ -57,8 +57,13 @@ void AttemptRunner::OnHookDecision(const v1::HookDecision& decision) {
   hooks_.Decide(decision.version(), decision.commit());
 }
 
-bool AttemptRunner::Leave() {
+bool AttemptRunner::Leave(const std::string& reason, bool worker_stops) {
   if (!assignment_.spec().has_fault_tolerance()) return false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (leave_reason_.empty()) leave_reason_ = reason;
+  }
+  if (worker_stops) worker_stops_ = true;
   leave_ = true;
   return true;
 }
@@ -73,7 +78,7 @@ void AttemptRunner::Report(v1::AttemptPhase phase, const std::string& message,
   report.set_phase(phase);
   report.set_message(message);
   // A rank that left because its worker is shutting down: the worker is not free again.
-  report.set_worker_leaving(phase == v1::ABORTED && leave_.load());
+  report.set_worker_leaving(phase == v1::ABORTED && worker_stops_.load());
   progress.set_total_steps(assignment_.spec().steps());
   *report.mutable_progress() = std::move(progress);
   // The spans ride on the reports the publisher sends anyway: batched, off the step.
@@ -240,11 +245,14 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
     }
     training.leave = &leave_;
     training.on_leaving = [this](int64_t step) {
+      std::string reason;
+      {
+        absl::MutexLock lock(&mu_);
+        reason = leave_ ? leave_reason_ : "--fault_injection asks it";
+      }
       v1::Progress progress;
       progress.set_step(step);
-      Report(v1::LEAVING,
-             absl::StrCat(leave_ ? "its worker is shutting down" : "--fault_injection asks it",
-                          "; it leaves with its group after step ", step),
+      Report(v1::LEAVING, absl::StrCat(reason, "; it leaves with its group after step ", step),
              std::move(progress));
     };
   }

@@ -46,10 +46,11 @@ class AttemptRunner {
 
   // Asks the attempt to stop; it reports ABORTED with `reason` if it had not finished.
   void Abort(const std::string& reason);
-  // Asks a fault-tolerant attempt's rank to leave with its group after the step it is in
-  // (its worker shutting down: it reports LEAVING, then ABORTED marked worker_leaving);
-  // false, asking nothing, for an attempt without fault tolerance.
-  bool Leave();
+  // Asks a fault-tolerant attempt's rank to leave with its group after the step it is in,
+  // for `reason`: it reports LEAVING, then ABORTED (marked worker_leaving when
+  // `worker_stops`: its worker is shutting down); false, asking nothing, for an attempt
+  // without fault tolerance.
+  bool Leave(const std::string& reason, bool worker_stops);
   bool done() const { return done_.load(); }
   bool aborting() const { return abort_.load(); }
   // When Abort() was first called (InfinitePast() if never).
@@ -119,6 +120,8 @@ class AttemptRunner {
   absl::Time aborted_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::atomic<bool> abort_{false};
   std::atomic<bool> leave_{false};
+  std::atomic<bool> worker_stops_{false};
+  std::string leave_reason_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> done_{false};
   absl::Notification finished_;  // notified when done_ is set
   CpuCachingAllocator allocator_;

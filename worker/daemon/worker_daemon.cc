@@ -82,6 +82,7 @@ void WorkerDaemon::Dispatch(const v1::CoordinatorMessage& message) {
   if (message.has_hook_change()) OnHookChange(message.hook_change());
   if (message.has_plan_update()) OnPlanUpdate(message.plan_update());
   if (message.has_membership_change()) OnMembershipChange(message.membership_change());
+  if (message.has_leave()) OnLeaveRequest(message.leave());
   if (message.has_hook_decision()) OnHookDecision(message.hook_decision());
   if (message.has_going_away()) {
     LogWarning(LogContext(),
@@ -158,7 +159,7 @@ bool WorkerDaemon::LeftWithItsGroup() {
   {
     absl::MutexLock lock(&runner_mu_);
     if (!runner_ || runner_->done()) return true;
-    if (!runner_->Leave()) return false;
+    if (!runner_->Leave("its worker is shutting down", /*worker_stops=*/true)) return false;
     LogInfo(LogContext().Job(runner_->job_id()).Attempt(runner_->attempt()),
             absl::StrCat("shutting down: leaving ", runner_->job_id(), " attempt ",
                          runner_->attempt(), " with its group after the step in flight"));
@@ -375,6 +376,15 @@ void WorkerDaemon::OnPlanUpdate(const v1::PlanUpdate& update) {
   absl::MutexLock lock(&runner_mu_);
   if (runner_ && runner_->job_id() == update.job_id() && runner_->attempt() == update.attempt()) {
     runner_->OnPlanUpdate(update.plan());
+  }
+}
+
+void WorkerDaemon::OnLeaveRequest(const v1::LeaveRequest& leave) {
+  absl::MutexLock lock(&runner_mu_);
+  if (runner_ && runner_->job_id() == leave.job_id() && runner_->attempt() == leave.attempt() &&
+      runner_->Leave(leave.reason(), /*worker_stops=*/false)) {
+    LogInfo(LogContext().Job(leave.job_id()).Attempt(leave.attempt()),
+            absl::StrCat("leaving with its group after the step in flight: ", leave.reason()));
   }
 }
 

@@ -86,6 +86,7 @@ class WorkerDaemon {
   void OnHookDecision(const v1::HookDecision& decision);
   void OnPlanUpdate(const v1::PlanUpdate& update);
   void OnMembershipChange(const v1::MembershipChange& change);
+  void OnLeaveRequest(const v1::LeaveRequest& leave);
   // Writes on the live session; false without one, or if the write failed.
   bool Write(const v1::WorkerMessage& message);
   // Heartbeats and answers: dropped without a session.

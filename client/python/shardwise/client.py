@@ -174,6 +174,12 @@ class Client:
         request = job_service_pb2.SetCommHookRequest(job_id=job_id, hook=_comm_hook(hook, wrapper))
         return self._call(self._stub.SetCommHook, request)
 
+    def scale(self, job_id, replicas):
+        """Sets how many replica groups a running fault-tolerant job trains with (groups
+        above it leave after their step; replacements join below it); returns the job."""
+        request = job_service_pb2.ScaleJobRequest(job_id=job_id, replicas=replicas)
+        return self._call(self._stub.ScaleJob, request)
+
     def workers(self):
         """Every registered worker."""
         request = job_service_pb2.ListWorkersRequest(page_size=_PAGE_SIZE)
