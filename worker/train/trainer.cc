@@ -645,7 +645,10 @@ absl::StatusOr<TrainingContext> RankTrainer::ConnectEpoch(v1::MembershipChange c
 
 absl::Status RankTrainer::Recover(const absl::Status& failure, int32_t agreed) {
   activity_ = "recovering from a lost peer";
-  leaving_.clear();  // a vote's leavers are in the coordinator's next epoch as well
+  // A vote's leavers are in the coordinator's next epoch as well; the epoch a vote agreed
+  // on is this move's, or older than it.
+  leaving_.clear();
+  agreed_epoch_ = 0;
   if (context_.position != nullptr) context_.position->SetPhase("membership change");
   auto change = agreed > 0
                     ? context_.membership->Epoch(agreed)
