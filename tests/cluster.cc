@@ -12,12 +12,20 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 
 namespace shardwise::testing {
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << file.rdbuf();
+  return bytes.str();
+}
 
 Process::Process(const std::vector<std::string>& argv, const std::string& log_path)
     : log_path_(log_path) {

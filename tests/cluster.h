@@ -19,6 +19,9 @@
 
 namespace shardwise::testing {
 
+// A file's whole contents ("" if it cannot be read): logs, models.
+std::string ReadWholeFile(const std::string& path);
+
 // A child process whose output goes to a log file. Killed (SIGKILL) when destroyed.
 class Process {
  public:

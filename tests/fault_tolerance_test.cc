@@ -10,9 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -97,13 +95,6 @@ double WorstOfTolerance(const std::string& expected_path, const std::string& act
     }
   }
   return worst;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
 }
 
 std::vector<int32_t> Live(const v1::Job& job) {
@@ -348,7 +339,7 @@ TEST(FaultTolerance, ADrainedWorkerTakesItsGroupOutAfterItsStep) {
       << Events(job);
   EXPECT_EQ(cluster.WorkerState("w2"), v1::IDLE);
   // The survivors regrouped after a step every rank committed: none failed, none redid.
-  const std::string log = ReadFile(cluster.dir() + "/worker-w0.log");
+  const std::string log = ReadWholeFile(cluster.dir() + "/worker-w0.log");
   EXPECT_TRUE(absl::StrContains(log, "rank 3 asked to leave after step ")) << log;
   EXPECT_FALSE(absl::StrContains(log, " failed (")) << log;
 }
@@ -408,7 +399,7 @@ TEST_P(Healing, AReplacementGroupTakesItsShardsFromTheLiveRanksAndTheJobEndsWhol
   EXPECT_TRUE(absl::StrContains(Events(healed),
                                 "a replacement for ranks 2, 3 joins (rank 2 on w2, rank 3 on w9)"))
       << Events(healed);
-  const std::string joiner_log = ReadFile(cluster.dir() + "/worker-w9.log");
+  const std::string joiner_log = ReadWholeFile(cluster.dir() + "/worker-w9.log");
   EXPECT_TRUE(absl::StrContains(joiner_log, "joined membership epoch 2 at step ")) << joiner_log;
   // Rank 3 holds shard 1 of its group: it took it from rank 1, which holds the same.
   EXPECT_TRUE(absl::StrContains(joiner_log, "took shard 1 of step ")) << joiner_log;
@@ -490,7 +481,7 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
   EXPECT_EQ(job.progress().step(), 300);
   EXPECT_EQ(job.membership().epoch(), 2) << Events(job);
   EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2, 3})) << Events(job);
-  const std::string log = ReadFile(cluster.dir() + "/worker-w0.log");
+  const std::string log = ReadWholeFile(cluster.dir() + "/worker-w0.log");
   EXPECT_TRUE(absl::StrContains(log, "asked to leave after step ")) << log;
   EXPECT_FALSE(absl::StrContains(log, " failed (")) << "a step was redone:\n" << log;
   EXPECT_LE(WorstOfTolerance(cluster.dir() + "/unscaled.safetensors",

@@ -4,8 +4,6 @@
 
 #include <signal.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -21,13 +19,6 @@ namespace {
 std::string TensorBytes(const std::string& path) {
   auto tensors = ReadSafetensors(path);
   return tensors.ok() ? EncodeSafetensors(*tensors) : "";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << file.rdbuf();
-  return bytes.str();
 }
 
 // Long enough (a few seconds on 2 cores) for a coordinator to die and come back mid-run.
@@ -114,7 +105,7 @@ TEST_P(CoordinatorStopTest, ChangesNothingInTheRun) {
   // A stopping coordinator says so on every session before it closes them; a killed
   // one cannot.
   for (const char* worker : {"w0", "w1"}) {
-    const std::string log = ReadFile(cluster.worker(worker).log_path());
+    const std::string log = ReadWholeFile(cluster.worker(worker).log_path());
     const bool told =
         log.find("the coordinator is going away (the coordinator is stopping (SIGTERM))") !=
         std::string::npos;
@@ -141,7 +132,7 @@ TEST(Reattach, AJobThatFinishedWhileTheCoordinatorWasDownSucceeds) {
   ASSERT_TRUE(Cluster::WaitFor([&] { return StepOf(cluster, *job_id) >= 100; }));
   cluster.KillCoordinator();
   // Rank 0 writes the final model as the last thing it does.
-  ASSERT_TRUE(Cluster::WaitFor([&] { return !ReadFile(model).empty(); }, absl::Seconds(60)));
+  ASSERT_TRUE(Cluster::WaitFor([&] { return !ReadWholeFile(model).empty(); }, absl::Seconds(60)));
   cluster.StartCoordinator();
   v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(60));
   EXPECT_EQ(job.attempt(), 1);

@@ -5,9 +5,6 @@
 
 #include <signal.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -21,13 +18,6 @@ v1::JobSpec LongSpec() {
   spec.set_global_batch_size(24);
   spec.set_steps(10000000);  // only a cancel or the stall abort ends it
   return spec;
-}
-
-std::string ReadLog(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
 }
 
 std::string StallEvent(const v1::Job& job) {
@@ -125,11 +115,11 @@ TEST(Stall, TheAbortTimeoutFailsTheJobAndFreesTheOthers) {
       },
       absl::Seconds(30)))
       << "w0:\n"
-      << ReadLog(cluster.worker("w0").log_path()) << "w1:\n"
-      << ReadLog(cluster.worker("w1").log_path());
-  EXPECT_TRUE(absl::StrContains(
-      ReadLog(cluster.worker("w0").log_path()) + ReadLog(cluster.worker("w1").log_path()),
-      "restarting this worker"));
+      << ReadWholeFile(cluster.worker("w0").log_path()) << "w1:\n"
+      << ReadWholeFile(cluster.worker("w1").log_path());
+  EXPECT_TRUE(absl::StrContains(ReadWholeFile(cluster.worker("w0").log_path()) +
+                                    ReadWholeFile(cluster.worker("w1").log_path()),
+                                "restarting this worker"));
   // And they are usable: the frozen one thawed, a new job runs on all three.
   cluster.worker("w2").Signal(SIGCONT);
   EXPECT_TRUE(
