@@ -287,6 +287,9 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
                   absl::StrCat(RankName(*job, report.rank()), " is leaving: ", report.message()),
                   worker_id);
       break;
+    case v1::STATE_RECEIVED:
+      RecordStateReceivedLocked(*job, report);
+      break;
     case v1::ABORTED:
       if (!report.worker_leaving()) workers_->SetIdle(worker_id);
       LoseRankLocked(*job, report.rank(),

@@ -278,6 +278,10 @@ class JobController {
   // told, with the live ranks, to join the next epoch.
   bool HealLocked(const v1::Job& job, const std::vector<int32_t>& group,
                   const std::vector<std::string>& workers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank's STATE_RECEIVED: an event naming the donor -> receiver pair, the bytes, the
+  // rate and the state's SHA-256.
+  void RecordStateReceivedLocked(const v1::Job& job, const v1::AttemptReport& report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // job_controller_reattach.cc: at the re-attach deadline, a fault-tolerant attempt's
   // ranks that never came back leave as lost ranks would (`reason`), if enough replicas
   // are left; false (nothing done) otherwise.

@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/random_token.h"
 #include "common/status_macros.h"
+#include "contracts/job_state.h"
 #include "contracts/membership.h"
 #include "server/job_controller.h"
 #include "server/scheduler.h"
@@ -168,6 +170,20 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
   stalls_.Track(job.id(), job.attempt(), job.spec().world_size());
   LogInfo(JobContext(job), summary);
   return true;
+}
+
+void JobController::RecordStateReceivedLocked(const v1::Job& job, const v1::AttemptReport& report) {
+  const v1::StateTransfer& transfer = report.transfer();
+  const double seconds = transfer.micros() / 1e6;
+  const std::string event =
+      absl::StrCat(RankName(job, report.rank()), " took shard ", transfer.shard(), " of step ",
+                   transfer.step(), " from ", RankName(job, transfer.donor_rank()), " in epoch ",
+                   transfer.epoch(), ": ", transfer.bytes(), " bytes in ",
+                   absl::StrFormat("%.1f ms (%.1f MB/s)", seconds * 1e3,
+                                   seconds > 0 ? transfer.bytes() / seconds / 1e6 : 0.0),
+                   ", SHA-256 ", transfer.sha256());
+  LogIfFailed(jobs_->RecordEvent(job.id(), job.attempt(), event).status(),
+              "recording a state transfer", JobContext(job));
 }
 
 }  // namespace shardwise

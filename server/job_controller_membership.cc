@@ -49,11 +49,13 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
   auto live = live_.find(job.id());
   // Only an attempt whose ranks all trained: one still joining fails as any does.
   if (!job.spec().has_fault_tolerance() || job.state() != v1::RUNNING || live == live_.end() ||
-      live->second.attempt != job.attempt() || live->second.awaiting_reattach) {
+      live->second.attempt != job.attempt()) {
     return false;
   }
   const std::vector<int32_t> before = LiveRanksOf(job);
-  if (std::find(before.begin(), before.end(), lost_rank) == before.end()) return true;  // gone
+  // Gone already (its group left; its end may reach a coordinator restarted since).
+  if (std::find(before.begin(), before.end(), lost_rank) == before.end()) return true;
+  if (live->second.awaiting_reattach) return false;
   const MembershipDecision decision =
       DecideAfterLoss(job.spec(), job.membership(), job.attempt(), {lost_rank});
   if (!decision.train_on) {

@@ -652,6 +652,29 @@ TEST_F(FaultTolerantJobTest, AMembershipWrittenButNotSentReachesTheRanksAfterARe
   EXPECT_EQ(jobs_->Get("job-1")->attempt(), 1);
 }
 
+// A rank of the group that left reports its abort to a coordinator restarted after the
+// loss, before the live ranks re-attach: it had already left, so the attempt goes on.
+TEST_F(FaultTolerantJobTest, ALeftRanksAbortAfterARestartChangesNothing) {
+  StartHybridJob();
+  controller_->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
+  ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  StartCoordinator();
+  const v1::RunningAttempt left = RunningRank(2);
+  AddWorker("w2", &left);
+  controller_->OnReport("w2", Said(2, v1::ABORTED, "rank left the attempt with its group"));
+  EXPECT_EQ(State(), v1::RUNNING);
+  for (int rank : {1, 0}) {
+    const v1::RunningAttempt running = RunningRank(rank);
+    AddWorker(absl::StrCat("w", rank), &running);
+  }
+  clock_.Advance(absl::Seconds(31));
+  for (const char* worker : {"w0", "w1"}) Heartbeat(worker, "job-1", 1);
+  controller_->CheckHeartbeats();
+  EXPECT_EQ(State(), v1::RUNNING);
+  EXPECT_EQ(jobs_->Get("job-1")->attempt(), 1);
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+}
+
 // Killed with a rank (its worker never comes back): past the re-attach grace, the rank's
 // group leaves as it would have had the coordinator seen the loss, instead of a re-queue.
 TEST_F(FaultTolerantJobTest, AfterARestartARankThatNeverComesBackLeavesWithItsGroup) {

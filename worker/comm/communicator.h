@@ -54,6 +54,17 @@ class Communicator {
   // peers' errors, the deadline). True where collectives complete before returning.
   virtual absl::StatusOr<bool> CollectivesCompleted() { return true; }
 
+  // Point to point, in host memory: `bytes` to or from rank `peer` of the group, which
+  // makes the matching call; the other ranks take no part. A pair's messages arrive in the
+  // order sent. UNIMPLEMENTED where the group's transport has no such calls (the device
+  // groups: a membership change's state moves over the host world group).
+  virtual absl::Status Send(const void* data, size_t bytes, int peer) {
+    return absl::UnimplementedError("this communicator has no point-to-point sends");
+  }
+  virtual absl::Status Recv(void* data, size_t bytes, int peer) {
+    return absl::UnimplementedError("this communicator has no point-to-point receives");
+  }
+
   // FP32 conveniences.
   absl::Status AllGather(const float* shard, size_t shard_numel, float* out) {
     return AllGather(shard, shard_numel, out, ScalarType::kFloat32);

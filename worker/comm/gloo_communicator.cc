@@ -10,6 +10,7 @@
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/rendezvous/prefix_store.h"
+#include "gloo/types.h"
 #include "worker/compute/casts.h"
 
 namespace shardwise {
@@ -100,6 +101,11 @@ void SetInput(Options& opts, const void* data, size_t n, ScalarType type) {
       break;
   }
 }
+
+// The slot of point-to-point messages: a prefix Gloo's collectives do not use, and no
+// context slot (nextSlot), whose sequence must stay the same on every rank of the group
+// while only a pair of them send.
+constexpr uint8_t kPointToPointSlotPrefix = 0x70;
 
 }  // namespace
 
@@ -192,6 +198,24 @@ absl::Status GlooCommunicator::Broadcast(void* data, size_t numel, int root, Sca
     SetOutput(opts, data, numel, type);
     opts.setRoot(root);
     gloo::broadcast(opts);
+  });
+}
+
+absl::Status GlooCommunicator::Send(const void* data, size_t bytes, int peer) {
+  if (bytes == 0) return absl::OkStatus();
+  return Guard("send", rank(), [&] {
+    auto buffer = context_->createUnboundBuffer(const_cast<void*>(data), bytes);
+    buffer->send(peer, gloo::Slot::build(kPointToPointSlotPrefix, 0));
+    buffer->waitSend(context_->getTimeout());
+  });
+}
+
+absl::Status GlooCommunicator::Recv(void* data, size_t bytes, int peer) {
+  if (bytes == 0) return absl::OkStatus();
+  return Guard("receive", rank(), [&] {
+    auto buffer = context_->createUnboundBuffer(data, bytes);
+    buffer->recv(peer, gloo::Slot::build(kPointToPointSlotPrefix, 0));
+    buffer->waitRecv(context_->getTimeout());
   });
 }
 

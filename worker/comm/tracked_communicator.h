@@ -49,6 +49,13 @@ class TrackedCommunicator final : public Communicator {
     Scope scope(position_, timeline_, metrics_, "barrier");
     return inner_->Barrier();
   }
+  // Not counted as collectives: the ranks' counts must pair up, and only a pair sends.
+  absl::Status Send(const void* data, size_t bytes, int peer) override {
+    return inner_->Send(data, bytes, peer);
+  }
+  absl::Status Recv(void* data, size_t bytes, int peer) override {
+    return inner_->Recv(data, bytes, peer);
+  }
   // A stream-ordered collective returns once enqueued; while its completion is polled
   // and not there, the rank's position shows the lane waiting in "completion" (not
   // counted as a collective of its own), so a peer that never joins is still named.

@@ -68,14 +68,19 @@ bool AttemptRunner::Leave(const std::string& reason, bool worker_stops) {
   return true;
 }
 
-void AttemptRunner::Report(v1::AttemptPhase phase, const std::string& message,
-                           v1::Progress progress, bool permanent) {
+v1::AttemptReport AttemptRunner::NewReport(v1::AttemptPhase phase) const {
   v1::AttemptReport report;
-  report.set_permanent(permanent);
   report.set_job_id(assignment_.job_id());
   report.set_attempt(assignment_.attempt());
   report.set_rank(assignment_.rank());
   report.set_phase(phase);
+  return report;
+}
+
+void AttemptRunner::Report(v1::AttemptPhase phase, const std::string& message,
+                           v1::Progress progress, bool permanent) {
+  v1::AttemptReport report = NewReport(phase);
+  report.set_permanent(permanent);
   report.set_message(message);
   // A rank that left because its worker is shutting down: the worker is not free again.
   report.set_worker_leaving(phase == v1::ABORTED && worker_stops_.load());
@@ -244,6 +249,11 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
       membership_.Deliver(assignment_.join());  // the epoch it trains in, as the others hold it
     }
     training.leave = &leave_;
+    training.on_state_received = [this](const v1::StateTransfer& transfer) {
+      v1::AttemptReport report = NewReport(v1::STATE_RECEIVED);
+      *report.mutable_transfer() = transfer;
+      report_(report);
+    };
     training.on_leaving = [this](int64_t step) {
       std::string reason;
       {
@@ -262,11 +272,7 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
   // Once per attempt (and once more on a change): off the steady-state critical path.
   training.on_execution_order = [this](const v1::ExecutionOrder& order, int64_t step,
                                        bool changed) {
-    v1::AttemptReport report;
-    report.set_job_id(assignment_.job_id());
-    report.set_attempt(assignment_.attempt());
-    report.set_rank(assignment_.rank());
-    report.set_phase(changed ? v1::ORDER_CHANGED : v1::ORDER_RECORDED);
+    v1::AttemptReport report = NewReport(changed ? v1::ORDER_CHANGED : v1::ORDER_RECORDED);
     *report.mutable_execution_order() = order;
     report.set_step(step);
     report_(report);

@@ -99,6 +99,8 @@ class AttemptRunner {
   // written under the output roots. A permanent failure otherwise: every attempt would
   // fail the same way.
   absl::Status CheckPaths() const;
+  // A report of this rank's attempt in `phase`, with nothing else yet.
+  v1::AttemptReport NewReport(v1::AttemptPhase phase) const;
   // `permanent`: an ABORTED that every attempt would repeat (contracts/permanent_failure.h).
   void Report(v1::AttemptPhase phase, const std::string& message, v1::Progress progress,
               bool permanent = false);

@@ -71,7 +71,9 @@ ABSL_FLAG(std::string, fault_injection, "",
           "for tests only: unit_order_reversed or unit_order_reversed_from=STEP makes this "
           "rank report its FSDP units in reverse order; never_join_rendezvous keeps it out "
           "of its rendezvous; sigkill_at=STEP:POINT kills this worker as its rank enters "
-          "phase or collective POINT of step STEP");
+          "phase or collective POINT of step STEP (STEP any: of any step); "
+          "pause_at=STEP:POINT:MS stops it there for MS milliseconds; leave_after=STEP "
+          "makes its rank leave with its group after step STEP");
 
 namespace shardwise {
 namespace {

@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 
 namespace shardwise {
 namespace {
@@ -37,19 +39,44 @@ class NeverJoinsRendezvous final : public TrainingHooks {
   bool StayOutOfRendezvous() override { return true; }
 };
 
-// Dies by SIGKILL where it is told (a step, and a phase or collective of it), as a worker
-// whose host fails there: fault tolerance must carry the other replicas past it.
+// Dies by SIGKILL where it is told (a step, or any, and a phase or collective of it), as
+// a worker whose host fails there: fault tolerance must carry the other replicas past it.
 class KilledAt final : public TrainingHooks {
  public:
+  static constexpr int64_t kAnyStep = -1;
   KilledAt(int64_t step, std::string point) : step_(step), point_(std::move(point)) {}
 
   void AtPoint(int64_t step, const char* point) override {
-    if (step == step_ && point_ == point) raise(SIGKILL);
+    if ((step_ == kAnyStep || step == step_) && point_ == point) raise(SIGKILL);
   }
 
  private:
   const int64_t step_;
   const std::string point_;
+};
+
+// Stops for a while where it is told, as a rank on a host that stalls there (or a slow
+// link): a window in which a test can fail something else (the coordinator mid-heal).
+class PausedAt final : public TrainingHooks {
+ public:
+  PausedAt(int64_t step, std::string point, absl::Duration pause)
+      : step_(step), point_(std::move(point)), pause_(pause) {}
+
+  void AtPoint(int64_t step, const char* point) override {
+    if (!paused_ && (step_ == KilledAt::kAnyStep || step == step_) && point_ == point) {
+      paused_ = true;
+      // In the worker's log, for the test that acts in the window.
+      std::cerr << "fault injection: paused at " << point << " of step " << step << " for "
+                << absl::FormatDuration(pause_) << std::endl;
+      absl::SleepFor(pause_);
+    }
+  }
+
+ private:
+  const int64_t step_;
+  const std::string point_;
+  const absl::Duration pause_;
+  bool paused_ = false;  // once
 };
 
 // Leaves with its group after a step, as a rank whose worker is shutting down: a
@@ -62,6 +89,20 @@ class LeavesAfter final : public TrainingHooks {
  private:
   const int64_t step_;
 };
+
+// "STEP:POINT" or "any:POINT" (KilledAt::kAnyStep).
+bool ParseStepAndPoint(absl::string_view text, int64_t* step, std::string* point) {
+  const size_t colon = text.find(':');
+  if (colon == absl::string_view::npos || colon + 1 >= text.size()) return false;
+  const absl::string_view step_text = text.substr(0, colon);
+  if (step_text == "any") {
+    *step = KilledAt::kAnyStep;
+  } else if (!absl::SimpleAtoi(step_text, step) || *step < 0) {
+    return false;
+  }
+  *point = std::string(text.substr(colon + 1));
+  return true;
+}
 
 }  // namespace
 
@@ -79,17 +120,24 @@ absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::st
     return std::make_shared<LeavesAfter>(from);
   }
   rest = text;
-  if (absl::ConsumePrefix(&rest, "sigkill_at=")) {
-    const size_t colon = rest.find(':');
-    if (colon != absl::string_view::npos && colon + 1 < rest.size() &&
-        absl::SimpleAtoi(rest.substr(0, colon), &from) && from >= 0) {
-      return std::make_shared<KilledAt>(from, std::string(rest.substr(colon + 1)));
+  std::string point;
+  if (absl::ConsumePrefix(&rest, "sigkill_at=") && ParseStepAndPoint(rest, &from, &point)) {
+    return std::make_shared<KilledAt>(from, point);
+  }
+  rest = text;
+  int64_t pause_ms = 0;
+  if (absl::ConsumePrefix(&rest, "pause_at=")) {
+    const size_t colon = rest.rfind(':');
+    if (colon != absl::string_view::npos && absl::SimpleAtoi(rest.substr(colon + 1), &pause_ms) &&
+        pause_ms > 0 && ParseStepAndPoint(rest.substr(0, colon), &from, &point)) {
+      return std::make_shared<PausedAt>(from, point, absl::Milliseconds(pause_ms));
     }
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--fault_injection: unknown fault '", text,
-                   "' (expected unit_order_reversed, unit_order_reversed_from=STEP, "
-                   "never_join_rendezvous, sigkill_at=STEP:POINT or leave_after=STEP)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--fault_injection: unknown fault '", text,
+      "' (expected unit_order_reversed, unit_order_reversed_from=STEP, "
+      "never_join_rendezvous, sigkill_at=STEP|any:POINT, pause_at=STEP|any:POINT:MS or "
+      "leave_after=STEP)"));
 }
 
 }  // namespace shardwise

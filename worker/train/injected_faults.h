@@ -17,8 +17,10 @@ namespace shardwise {
 // reverse order at every step, "unit_order_reversed_from=STEP" from step STEP on;
 // "never_join_rendezvous" makes the worker take its assignments and never join their
 // rendezvous; "sigkill_at=STEP:POINT" kills the worker's process (SIGKILL) as its rank
-// enters POINT of step STEP: a phase ("forward", "backward", "commit vote", "optimizer",
-// "checkpoint", ...) or a collective ("reduce-scatter", "all-reduce", ...);
+// enters POINT of step STEP (or of any step: "any"): a phase ("forward", "backward",
+// "commit vote", "optimizer", "checkpoint", "sending optimizer state", ...) or a
+// collective ("reduce-scatter", "all-reduce", ...); "pause_at=STEP:POINT:MS" stops the
+// rank there for MS milliseconds, once;
 // "leave_after=STEP" makes a fault-tolerant rank leave with its group after step STEP,
 // as one whose worker is shutting down does.
 // INVALID_ARGUMENT naming the flag and the text for anything else.

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -52,6 +53,25 @@ TEST(InjectedFaults, KillsTheProcessAtTheNamedStepAndPointOnly) {
   EXPECT_EXIT((*faults)->AtPoint(7, "commit vote"), ::testing::KilledBySignal(SIGKILL), "");
 }
 
+TEST(InjectedFaults, AnyStepKillsAtTheFirstEntryOfThePoint) {
+  auto faults = ParseInjectedFaults("sigkill_at=any:sending optimizer state");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  (*faults)->AtPoint(41, "sending parameters");
+  EXPECT_EXIT((*faults)->AtPoint(41, "sending optimizer state"), ::testing::KilledBySignal(SIGKILL),
+              "");
+}
+
+TEST(InjectedFaults, PausesOnceAtThePointNamed) {
+  auto faults = ParseInjectedFaults("pause_at=any:receiving parameters:200");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  const absl::Time start = absl::Now();
+  (*faults)->AtPoint(0, "receiving optimizer state");
+  (*faults)->AtPoint(0, "receiving parameters");
+  const absl::Duration first = absl::Now() - start;
+  (*faults)->AtPoint(0, "receiving parameters");
+  EXPECT_GE(first, absl::Milliseconds(200));
+}
+
 TEST(InjectedFaults, LeavesFromTheStepNamed) {
   auto faults = ParseInjectedFaults("leave_after=38");
   ASSERT_TRUE(faults.ok()) << faults.status();
@@ -64,7 +84,8 @@ TEST(InjectedFaults, RefusesAnUnknownFaultNamingIt) {
   for (const char* text :
        {"drop_everything", "unit_order_reversed_from=", "unit_order_reversed_from=x",
         "sigkill_at=", "sigkill_at=3", "sigkill_at=3:", "sigkill_at=-1:forward",
-        "sigkill_at=x:forward", "leave_after=", "leave_after=-2"}) {
+        "sigkill_at=x:forward", "sigkill_at=any:", "pause_at=any:x", "pause_at=any:x:0",
+        "pause_at=x:y:5", "leave_after=", "leave_after=-2"}) {
     auto faults = ParseInjectedFaults(text);
     EXPECT_EQ(faults.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_NE(faults.status().message().find(text), std::string::npos) << faults.status();

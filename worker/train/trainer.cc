@@ -33,6 +33,8 @@
 #include "worker/train/huggingface_export.h"
 #include "worker/train/pending_losses.h"
 #include "worker/train/rank_runtime.h"
+#include "worker/train/rank_state.h"
+#include "worker/train/state_transfer.h"
 
 namespace shardwise {
 namespace {
@@ -135,18 +137,16 @@ class RankTrainer {
   // rebuilt over the new world. `failure` is returned if no membership change comes.
   // `agreed`: the epoch to move to, which every rank holds (0: the newest that comes).
   absl::Status Recover(const absl::Status& failure, int32_t agreed = 0);
+  // After a move that failed recoverably (`failure`): the epochs after `epoch` in turn,
+  // with `state` kept (a rank behind keeps its step count: it is healed again), until a
+  // move succeeds or no newer epoch comes.
+  absl::Status MoveOnFrom(int32_t epoch, absl::Status failure, RankState* state);
+  // Ends the model (its threads first), then the rank's groups and device.
+  void ReleaseRuntime();
   // Connects the world of `change`'s epoch (or of a later one, if a rank is lost while it
   // connects): the context the epoch's runtime connects its groups with.
   absl::StatusOr<TrainingContext> ConnectEpoch(v1::MembershipChange change);
-  // What a rank carries across a membership change: its own shards (its shard layout
-  // stays, as groups leave whole), their optimizer state, and its counters.
-  struct RankState {
-    std::vector<std::vector<float>> shards;  // per unit, as ShardToHost gives it
-    // Per unit: each optimizer state buffer (exp_avg, ...) of the unit's shard.
-    std::vector<std::vector<std::pair<std::string, std::vector<float>>>> optimizer;
-    double optimizer_steps = 0;
-    double steps = 0;  // result_.steps: the steps this rank committed
-  };
+  // What a rank carries across a membership change (rank_state.h).
   absl::StatusOr<RankState> CaptureState();
   // fault_tolerance.batch KEEP_GLOBAL: opens the rows of the ranks that left which this
   // rank trains on as well (contracts/membership.h, CoveredRanks).
@@ -167,8 +167,9 @@ class RankTrainer {
   float BatchWeight() const {
     return KeepsGlobalBatch() ? static_cast<float>(LiveRanks()) / context_.world_size : 1.0f;
   }
+  // Every live rank agrees on the state of the step ahead (state_transfer.h): the ranks
+  // behind take their shard's from a rank at it.
   absl::Status HealFromPeers(RankState* state);
-  absl::Status MatchOptimizerLayout(Communicator& holders, int source, RankState* state);
   // Recover's part after the teardown: `change`'s world and groups, the agreement on the
   // state, the model rebuilt from it.
   absl::Status MoveToEpoch(const v1::MembershipChange& change, RankState* state);
@@ -176,6 +177,8 @@ class RankTrainer {
   // a live rank that holds it; it trains on from their step.
   absl::Status TakeStateOfTheLiveRanks();
   absl::Status RestoreState(const RankState& state);
+  // Logs what a heal brought this rank, and tells the coordinator (context.on_state_received).
+  void ReportStateReceived(const StateReceipt& receipt, int32_t donor, double steps);
   // The live ranks of the current epoch, and whether this rank leads them (the lowest:
   // it writes the manifest and the final model, and its progress is the job's).
   int LiveRanks() const { return runtime_->world()->size(); }
@@ -479,7 +482,7 @@ absl::Status RankTrainer::OpenCoveredData() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RankTrainer::RankState> RankTrainer::CaptureState() {
+absl::StatusOr<RankState> RankTrainer::CaptureState() {
   RankState state;
   for (int u = 0; u < model_->num_units(); ++u) {
     ASSIGN_OR_RETURN(std::vector<float> shard, model_->ShardToHost(u));
@@ -494,99 +497,74 @@ absl::StatusOr<RankTrainer::RankState> RankTrainer::CaptureState() {
   }
   state.optimizer_steps = static_cast<double>(optimizer_->steps());
   state.steps = static_cast<double>(result_.steps);
+  state.scaler = scaler_.State();
   return state;
 }
 
 // A rank that committed the step in flight (its votes completed) while another's failed is
-// one step ahead, and with it its whole shard group (CommitVote). Every rank takes the
-// state of the step ahead: each shard from the first rank of its replicate group (the
-// ranks that hold the same shard) that has the most steps.
+// one step ahead, and with it its whole shard group (CommitVote); a replacement is behind
+// every live rank. Every rank takes the state of the step ahead.
 absl::Status RankTrainer::HealFromPeers(RankState* state) {
   Communicator& world = *runtime_->world();
   std::vector<double> steps(world.size(), 0.0);
   steps[world.rank()] = state->steps;
   RETURN_IF_ERROR(world.AllReduce(steps.data(), steps.size(), ScalarType::kFloat64));
-  const double most = *std::max_element(steps.begin(), steps.end());
-  if (std::all_of(steps.begin(), steps.end(), [&](double s) { return s == most; })) {
-    return absl::OkStatus();
-  }
-  // The holders of this shard that are ahead, by their place in the replicate group; the
-  // shards take them in turn, so that the donors spread over the groups ahead.
-  const std::vector<int> holders = plan_.ReplicateGroupRanks();
-  std::vector<int> ahead;
-  for (size_t i = 0; i < holders.size(); ++i) {
-    if (steps[holders[i]] == most) ahead.push_back(static_cast<int>(i));
-  }
-  if (ahead.empty()) {
-    return absl::InternalError(absl::StrCat(
-        "no live rank holds shard ", plan_.shard_rank, " at step ", most,
-        ", which another shard's ranks committed: the shard group's commit vote split"));
-  }
-  const int source = ahead[plan_.shard_rank % ahead.size()];
-  Communicator& holders_group = *runtime_->model_groups().replicate;
-  RETURN_IF_ERROR(MatchOptimizerLayout(holders_group, source, state));
-  for (std::vector<float>& shard : state->shards) {
-    RETURN_IF_ERROR(
-        holders_group.Broadcast(shard.data(), shard.size(), source, ScalarType::kFloat32));
-  }
-  for (auto& unit : state->optimizer) {
-    for (auto& [name, values] : unit) {
-      RETURN_IF_ERROR(
-          holders_group.Broadcast(values.data(), values.size(), source, ScalarType::kFloat32));
+  ASSIGN_OR_RETURN(const std::vector<StateMove> moves,
+                   PlanStateMoves(steps, plan_.ReplicateGroupRanks(), plan_.shard_rank));
+  const LogContext log =
+      LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank);
+  std::string digest;  // this rank's, once it gives
+  for (const StateMove& move : moves) {
+    if (move.donor == world.rank()) {
+      if (digest.empty()) digest = StateDigest(*state);
+      RETURN_IF_ERROR(SendState(world, move.receiver, *state, digest, context_.position));
+      LogInfo(log, absl::StrCat("gave shard ", plan_.shard_rank, " of step ", state->steps,
+                                " to rank ", live_ranks_[move.receiver], ": SHA-256 ", digest));
+    } else if (move.receiver == world.rank()) {
+      ASSIGN_OR_RETURN(
+          const StateReceipt receipt,
+          ReceiveState(world, move.donor, fsdp::Optimizer::StateNames(spec_.optimizer()), state,
+                       context_.position));
+      ReportStateReceived(receipt, live_ranks_[move.donor], state->steps);
     }
   }
-  double counters[2] = {state->optimizer_steps, state->steps};
-  RETURN_IF_ERROR(holders_group.Broadcast(counters, 2, source, ScalarType::kFloat64));
-  if (state->steps < most) {  // this rank was behind: say what it took from whom
-    size_t floats = 0;
-    for (const std::vector<float>& shard : state->shards) floats += shard.size();
-    for (const auto& unit : state->optimizer) {
-      for (const auto& [name, values] : unit) floats += values.size();
-    }
-    LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
-            absl::StrCat("took shard ", plan_.shard_rank, " of step ", most, " from rank ",
-                         live_ranks_[holders[source]], ": ", floats * sizeof(float),
-                         " bytes of parameters and optimizer state"));
-  }
-  state->optimizer_steps = counters[0];
-  state->steps = counters[1];
   return absl::OkStatus();
 }
 
-// A rank that never stepped (a replacement) has no optimizer state yet: the source's
-// layout (how many buffers each unit has) comes first, and such a rank makes room.
-absl::Status RankTrainer::MatchOptimizerLayout(Communicator& holders, int source,
-                                               RankState* state) {
-  std::vector<int64_t> buffers(state->optimizer.size());
-  for (size_t u = 0; u < buffers.size(); ++u) {
-    buffers[u] = static_cast<int64_t>(state->optimizer[u].size());
-  }
-  RETURN_IF_ERROR(holders.Broadcast(buffers.data(), buffers.size(), source, ScalarType::kInt64));
-  const std::vector<std::string> names = fsdp::Optimizer::StateNames(spec_.optimizer());
-  for (size_t u = 0; u < buffers.size(); ++u) {
-    auto& unit = state->optimizer[u];
-    if (static_cast<int64_t>(unit.size()) == buffers[u]) continue;
-    if (!unit.empty() || buffers[u] != static_cast<int64_t>(names.size())) {
-      return absl::InternalError(absl::StrCat("unit ", u, " has ", unit.size(),
-                                              " optimizer state buffers here, ", buffers[u],
-                                              " on the rank it heals from"));
-    }
-    for (const std::string& name : names) {
-      unit.emplace_back(name, std::vector<float>(state->shards[u].size()));
-    }
-  }
-  return absl::OkStatus();
+void RankTrainer::ReportStateReceived(const StateReceipt& receipt, int32_t donor, double steps) {
+  LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
+          absl::StrCat("took shard ", plan_.shard_rank, " of step ", steps, " from rank ", donor,
+                       ": ", receipt.bytes, " bytes of parameters and optimizer state in ",
+                       absl::FormatDuration(receipt.took), ", SHA-256 ", receipt.digest));
+  if (!context_.on_state_received) return;
+  v1::StateTransfer transfer;
+  transfer.set_epoch(epoch_);
+  transfer.set_donor_rank(donor);
+  transfer.set_shard(plan_.shard_rank);
+  transfer.set_step(static_cast<int64_t>(steps));
+  transfer.set_bytes(receipt.bytes);
+  transfer.set_micros(absl::ToInt64Microseconds(receipt.took));
+  transfer.set_sha256(receipt.digest);
+  context_.on_state_received(transfer);
 }
 
 absl::Status RankTrainer::TakeStateOfTheLiveRanks() {
   activity_ = "taking its state from the live ranks";
   ASSIGN_OR_RETURN(RankState state, CaptureState());
   state.steps = -1;  // behind every live rank: the heal sends this rank everything
-  RETURN_IF_ERROR(HealFromPeers(&state));
-  losses_.reset();
-  model_.reset();
-  optimizer_.reset();
-  RETURN_IF_ERROR(RestoreState(state));
+  absl::Status healed = HealFromPeers(&state);
+  if (healed.ok()) {
+    losses_.reset();
+    model_.reset();
+    optimizer_.reset();
+    RETURN_IF_ERROR(RestoreState(state));
+  } else {
+    if (!Recoverable(healed)) return healed;
+    // A donor lost while it gave: in the coordinator's next epoch, without its group,
+    // another live rank that holds the shard gives it (this rank is still behind them).
+    world_->closeConnections();
+    RETURN_IF_ERROR(MoveOnFrom(epoch_, std::move(healed), &state));
+  }
   first_step_ = result_.steps;
   LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
           absl::StrCat("joined membership epoch ", epoch_, " at step ", first_step_, " (",
@@ -606,6 +584,7 @@ absl::Status RankTrainer::RestoreState(const RankState& state) {
     }
   }
   result_.steps = static_cast<int64_t>(state.steps);
+  if (scaler_.enabled()) scaler_.Restore(state.scaler);
   return absl::OkStatus();
 }
 
@@ -663,27 +642,33 @@ absl::Status RankTrainer::Recover(const absl::Status& failure, int32_t agreed) {
   // waits, so each rank closes its own once it knows the change, not before).
   world_->closeConnections();
   ASSIGN_OR_RETURN(RankState state, CaptureState());
+  ReleaseRuntime();
+  absl::Status moved = MoveToEpoch(*change, &state);
+  if (moved.ok() || !Recoverable(moved)) return moved;
+  return MoveOnFrom(change->epoch(), std::move(moved), &state);
+}
+
+void RankTrainer::ReleaseRuntime() {
   // The model's threads end (their collectives failed), then the groups.
   losses_.reset();
   model_.reset();
   optimizer_.reset();
   stream_clock_.reset();
   runtime_.reset();
+}
+
+absl::Status RankTrainer::MoveOnFrom(int32_t epoch, absl::Status failure, RankState* state) {
   while (true) {
-    absl::Status moved = MoveToEpoch(*change, &state);
-    if (moved.ok() || !Recoverable(moved)) return moved;
-    // Another rank lost while this one moved (a donor, a joiner): the epoch after, with
-    // the state kept (a rank behind had its step count unchanged: it is healed again).
-    losses_.reset();
-    model_.reset();
-    optimizer_.reset();
-    runtime_.reset();
-    change = context_.membership->WaitForEpochAbove(
-        change->epoch(), absl::FromChrono(context_.data_plane.timeout), context_.abort);
+    ReleaseRuntime();
+    auto change = context_.membership->WaitForEpochAbove(
+        epoch, absl::FromChrono(context_.data_plane.timeout), context_.abort);
     if (!change.ok()) {
-      return absl::Status(moved.code(),
-                          absl::StrCat(moved.message(), "; ", change.status().message()));
+      return absl::Status(failure.code(),
+                          absl::StrCat(failure.message(), "; ", change.status().message()));
     }
+    failure = MoveToEpoch(*change, state);
+    if (failure.ok() || !Recoverable(failure)) return failure;
+    epoch = change->epoch();
   }
 }
 

@@ -18,6 +18,7 @@
 #include "gloo/rendezvous/store.h"
 #include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
+#include "proto/worker_service.pb.h"
 #include "worker/comm/collective_metrics.h"
 #include "worker/comm/data_plane.h"
 #include "worker/comm/rank_device.h"
@@ -76,6 +77,9 @@ struct TrainingContext {
   // Set: this rank replaces one that left (Assignment.join): it connects this epoch's
   // world instead of `world`, and takes its state from the live ranks.
   const v1::MembershipChange* join = nullptr;
+  // Fault-tolerant jobs: called when this rank took its shard's state from a live rank
+  // (a replacement's heal, or a rank a step behind); none if empty.
+  std::function<void(const v1::StateTransfer&)> on_state_received;
   // Called with the execution order of this attempt's first micro-step, and once more
   // (changed = true) if a later micro-step's order differs from it.
   std::function<void(const v1::ExecutionOrder& order, int64_t step, bool changed)>

@@ -1,0 +1,37 @@
+#ifndef SHARDWISE_WORKER_TRAIN_RANK_STATE_H_
+#define SHARDWISE_WORKER_TRAIN_RANK_STATE_H_
+
+// What a fault-tolerant rank carries across a membership change, in host memory: its own
+// shards (its shard layout stays, as groups leave whole), their optimizer state, its
+// counters and its loss scaler. A replacement rank takes all of it from a live rank that
+// holds the same shard (state_transfer.h).
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "proto/job.pb.h"
+
+namespace shardwise {
+
+struct RankState {
+  std::vector<std::vector<float>> shards;  // per unit, as FsdpModel::ShardToHost gives it
+  // Per unit: each optimizer state buffer (exp_avg, ...) of the unit's shard, in the
+  // optimizer's order (Optimizer::StateNames).
+  std::vector<std::vector<std::pair<std::string, std::vector<float>>>> optimizer;
+  double optimizer_steps = 0;
+  double steps = 0;  // the steps this rank committed
+  v1::GradScalerState scaler;
+
+  // Bytes of floats: the shards and their optimizer state.
+  int64_t FloatBytes() const;
+};
+
+// SHA-256, in hex, of everything in `state`: the same on two ranks exactly when their
+// states are bit for bit the same (a replacement's against its donor's).
+std::string StateDigest(const RankState& state);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_WORKER_TRAIN_RANK_STATE_H_

@@ -1,0 +1,155 @@
+#include "worker/train/state_transfer.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+
+namespace shardwise {
+namespace {
+
+constexpr size_t kDigestChars = 64;  // SHA-256 in hex
+
+void Phase(RankPosition* position, const char* phase) {
+  if (position != nullptr) position->SetPhase(phase);
+}
+
+// The layout a receiver checks before any float crosses: units, the scaler's bytes, then
+// per unit its shard's floats and its optimizer buffers.
+std::vector<int64_t> Layout(const RankState& state, size_t scaler_bytes) {
+  std::vector<int64_t> layout = {static_cast<int64_t>(state.shards.size()),
+                                 static_cast<int64_t>(scaler_bytes)};
+  for (size_t u = 0; u < state.shards.size(); ++u) {
+    layout.push_back(static_cast<int64_t>(state.shards[u].size()));
+    layout.push_back(u < state.optimizer.size() ? static_cast<int64_t>(state.optimizer[u].size())
+                                                : 0);
+  }
+  return layout;
+}
+
+// Checks the donor's `layout` against this rank's state and makes room for optimizer
+// buffers it has none of yet.
+absl::Status AdoptLayout(const std::vector<int64_t>& layout,
+                         const std::vector<std::string>& optimizer_names, RankState* state) {
+  state->optimizer.resize(state->shards.size());
+  for (size_t u = 0; u < state->shards.size(); ++u) {
+    const int64_t numel = layout[2 + 2 * u], buffers = layout[3 + 2 * u];
+    if (numel != static_cast<int64_t>(state->shards[u].size())) {
+      return absl::InternalError(absl::StrCat("unit ", u, "'s shard has ", numel,
+                                              " floats on the donor, ", state->shards[u].size(),
+                                              " here"));
+    }
+    auto& unit = state->optimizer[u];
+    if (static_cast<int64_t>(unit.size()) == buffers) continue;
+    if (!unit.empty() || buffers != static_cast<int64_t>(optimizer_names.size())) {
+      return absl::InternalError(absl::StrCat("unit ", u, " has ", unit.size(),
+                                              " optimizer state buffers here, ", buffers,
+                                              " on the donor"));
+    }
+    for (const std::string& name : optimizer_names) {
+      unit.emplace_back(name, std::vector<float>(state->shards[u].size()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status SendVector(Communicator& world, const std::vector<T>& values, int peer) {
+  return world.Send(values.data(), values.size() * sizeof(T), peer);
+}
+
+template <typename T>
+absl::Status RecvVector(Communicator& world, std::vector<T>& values, int peer) {
+  return world.Recv(values.data(), values.size() * sizeof(T), peer);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<StateMove>> PlanStateMoves(const std::vector<double>& steps,
+                                                      const std::vector<int>& holders,
+                                                      int shard_rank) {
+  double most = 0;
+  for (double s : steps) most = std::max(most, s);
+  std::vector<int> donors, receivers;
+  for (int holder : holders) {
+    (steps[holder] == most ? donors : receivers).push_back(holder);
+  }
+  if (receivers.empty()) return std::vector<StateMove>();
+  if (donors.empty()) {
+    return absl::InternalError(absl::StrCat(
+        "no live rank holds shard ", shard_rank, " at step ", most,
+        ", which another shard's ranks committed: the shard group's commit vote split"));
+  }
+  std::vector<StateMove> moves;
+  moves.reserve(receivers.size());
+  for (size_t j = 0; j < receivers.size(); ++j) {
+    moves.push_back({donors[(shard_rank + j) % donors.size()], receivers[j]});
+  }
+  return moves;
+}
+
+absl::Status SendState(Communicator& world, int receiver, const RankState& state,
+                       const std::string& digest, RankPosition* position) {
+  const std::string scaler = state.scaler.SerializeAsString();
+  const std::vector<int64_t> layout = Layout(state, scaler.size());
+  RETURN_IF_ERROR(world.Send(layout.data(), 2 * sizeof(int64_t), receiver));
+  RETURN_IF_ERROR(world.Send(layout.data() + 2, (layout.size() - 2) * sizeof(int64_t), receiver));
+  Phase(position, "sending parameters");
+  for (const std::vector<float>& shard : state.shards) {
+    RETURN_IF_ERROR(SendVector(world, shard, receiver));
+  }
+  Phase(position, "sending optimizer state");
+  for (const auto& unit : state.optimizer) {
+    for (const auto& [name, values] : unit) RETURN_IF_ERROR(SendVector(world, values, receiver));
+  }
+  const double counters[2] = {state.optimizer_steps, state.steps};
+  RETURN_IF_ERROR(world.Send(counters, sizeof(counters), receiver));
+  RETURN_IF_ERROR(world.Send(scaler.data(), scaler.size(), receiver));
+  return world.Send(digest.data(), std::min(digest.size(), kDigestChars), receiver);
+}
+
+absl::StatusOr<StateReceipt> ReceiveState(Communicator& world, int donor,
+                                          const std::vector<std::string>& optimizer_names,
+                                          RankState* state, RankPosition* position) {
+  std::vector<int64_t> layout(2);
+  RETURN_IF_ERROR(RecvVector(world, layout, donor));
+  const absl::Time start = absl::Now();  // the donor is sending: its rate from here
+  if (layout[0] != static_cast<int64_t>(state->shards.size())) {
+    return absl::InternalError(absl::StrCat("the donor's model has ", layout[0],
+                                            " units, this rank's ", state->shards.size()));
+  }
+  layout.resize(2 + 2 * state->shards.size());
+  RETURN_IF_ERROR(world.Recv(layout.data() + 2, (layout.size() - 2) * sizeof(int64_t), donor));
+  RETURN_IF_ERROR(AdoptLayout(layout, optimizer_names, state));
+  Phase(position, "receiving parameters");
+  for (std::vector<float>& shard : state->shards) RETURN_IF_ERROR(RecvVector(world, shard, donor));
+  Phase(position, "receiving optimizer state");
+  for (auto& unit : state->optimizer) {
+    for (auto& [name, values] : unit) RETURN_IF_ERROR(RecvVector(world, values, donor));
+  }
+  double counters[2] = {0, 0};
+  RETURN_IF_ERROR(world.Recv(counters, sizeof(counters), donor));
+  state->optimizer_steps = counters[0];
+  state->steps = counters[1];
+  std::string scaler(static_cast<size_t>(layout[1]), '\0');
+  RETURN_IF_ERROR(world.Recv(scaler.data(), scaler.size(), donor));
+  if (!state->scaler.ParseFromString(scaler)) {
+    return absl::DataLossError("the donor's loss scaler state does not parse");
+  }
+  std::string sent(kDigestChars, '\0');
+  RETURN_IF_ERROR(world.Recv(sent.data(), sent.size(), donor));
+  StateReceipt receipt;
+  receipt.took = absl::Now() - start;
+  receipt.digest = StateDigest(*state);
+  if (receipt.digest != sent) {
+    return absl::DataLossError(absl::StrCat("the state from rank ", donor, " hashes to ",
+                                            receipt.digest, " here, ", sent, " on the donor"));
+  }
+  receipt.bytes =
+      state->FloatBytes() + static_cast<int64_t>(layout.size() * sizeof(int64_t) +
+                                                 sizeof(counters) + scaler.size() + kDigestChars);
+  return receipt;
+}
+
+}  // namespace shardwise
