@@ -24,6 +24,7 @@ DEBIAN_PACKAGES=(
   libcpp-httplib-dev  # the Prometheus metrics endpoints
   libspdlog-dev  # the daemons' logs (common/log.h): time, level, text or JSON lines
   libssl-dev openssl  # token hashes; the security tests make their certificates
+  libxxhash-dev  # the checksum of a state healed from a live rank (XXH3-128)
   libsentencepiece-dev sentencepiece libpcre2-dev nlohmann-json3-dev  # shardwise tokenize
   python3-torch  # tests/pytorch_parity_test: PyTorch itself as the reference
   python3-grpcio python3-protobuf python3-yaml  # the Python client (client/python)

@@ -8,8 +8,12 @@
 # tolerance and, in the same run, by today's checkpoint restart (bench/recovery_bench.cc):
 # detection, rebuild, time until training is past the step of the kill, steps computed
 # again, and the throughput while degraded.
+# `heal`: a replica group lost and healed live from the live ranks' shards
+# (bench/heal_bench.cc): detection, placement, connect, each shard's transfer against raw
+# Gloo and memcpy of the same bytes, catch-up, and what the heal costs the live groups.
 # Usage: bench/fault_tolerance.sh [WARMUP_STEPS] [TIMED_STEPS]   (defaults 3 30)
 #        bench/fault_tolerance.sh recovery [KILL_AT_STEP]         (default 80)
+#        bench/fault_tolerance.sh heal [KILL_AT_STEP]             (default 80)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +39,31 @@ if [ "${1:-}" = recovery ]; then
     echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): a lost worker, fault tolerance against a checkpoint restart"
     echo
     echo "Command: \`bench/fault_tolerance.sh recovery $kill_at\`"
+    echo
+    echo "$header"
+    echo "$rows"
+  } >>bench/RESULTS.md
+  exit 0
+fi
+
+if [ "${1:-}" = heal ]; then
+  kill_at=${2:-80}
+  bazel build //bench:heal_bench //server:shardwise-coordinator //worker:shardwise-worker \
+    >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+  bin=$(bazel info bazel-bin 2>/dev/null)
+  dir=$(mktemp -d -t shardwise-heal.XXXXXX)
+  echo "== rank 3 of HYBRID_SHARD 2x2 killed past step $kill_at, healed live (logs in $dir)" >&2
+  rows=$("$bin/bench/heal_bench" --coordinator_binary="$bin/server/shardwise-coordinator" \
+    --worker_binary="$bin/worker/shardwise-worker" --dir="$dir" --kill_at="$kill_at")
+  header="| GPT bench model, HYBRID_SHARD 2 groups x 2, AdamW | killed past step | detection | placement | connect | transfer per stream | all streams | raw Gloo, the same streams at once | memcpy, one stream | catch-up | the live groups: move; heal step; steps/s around it vs before | kill to whole again |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  echo "$header"
+  echo "$rows"
+  {
+    echo
+    echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): a lost replica group healed live"
+    echo
+    echo "Command: \`bench/fault_tolerance.sh heal $kill_at\`"
     echo
     echo "$header"
     echo "$rows"

@@ -13,12 +13,7 @@
 //    the second attempt is past the kill's step, and the steps computed again.
 // bench/fault_tolerance.sh recovery runs it and records its table in bench/RESULTS.md.
 
-#include <signal.h>
-#include <sys/wait.h>
-
 #include <cstdio>
-#include <fstream>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,9 +26,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bench/bench_model.h"
-#include "bench/load/coordinator_process.h"
-#include "bench/load/spawn.h"
-#include "client/client.h"
+#include "bench/load/job_samples.h"
+#include "bench/load/local_cluster.h"
 #include "common/status_macros.h"
 
 ABSL_FLAG(std::string, coordinator_binary, "", "the shardwise-coordinator to run");
@@ -46,26 +40,9 @@ ABSL_FLAG(int64_t, checkpoint_interval, 25, "the restarted job's checkpoint inte
 namespace shardwise::bench {
 namespace {
 
-// The job's progress as the client saw it, polled every few milliseconds.
-struct Sample {
-  absl::Time at;
-  int32_t attempt = 0;
-  int64_t step = 0;
-};
-
-// When the job (in `attempt`, or any with 0) was first seen at `step` or beyond.
-absl::Time FirstAt(const std::vector<Sample>& samples, int64_t step, int32_t attempt = 0) {
-  for (const Sample& s : samples) {
-    if (s.step >= step && (attempt == 0 || s.attempt == attempt)) return s.at;
-  }
-  return absl::InfiniteFuture();
-}
-
-// Steps per second between steps `from` and `to` (of one attempt).
-double Rate(const std::vector<Sample>& samples, int64_t from, int64_t to, int32_t attempt) {
-  const absl::Duration took = FirstAt(samples, to, attempt) - FirstAt(samples, from, attempt);
-  return static_cast<double>(to - from) / absl::ToDoubleSeconds(took);
-}
+using load::FirstAt;
+using load::Rate;
+using load::Sample;
 
 v1::JobSpec Spec(const std::string& dir, const std::string& name) {
   v1::JobSpec spec;
@@ -91,61 +68,35 @@ struct Recovery {
 };
 
 absl::StatusOr<Recovery> ReadRecovery(const std::string& log_path) {
-  std::ifstream log(log_path);
-  std::string line;
-  while (std::getline(log, line)) {
-    const size_t failed = line.find(" failed (");
-    const size_t from = line.find(" train on from step ");
-    const size_t after = line.rfind(" after ");
-    if (failed == std::string::npos || from == std::string::npos || after == std::string::npos) {
-      continue;
-    }
-    Recovery recovery;
-    std::string error;
-    const size_t step_at = line.rfind("step ", failed) + 5;
-    if (!absl::ParseTime("%Y-%m-%dT%H:%M:%E*SZ", line.substr(0, line.find(' ')),
-                         &recovery.logged_at, &error) ||
-        !absl::SimpleAtoi(line.substr(step_at, failed - step_at), &recovery.failed_step) ||
-        !absl::SimpleAtoi(line.substr(from + 20, after - from - 20), &recovery.resumed_step) ||
-        !absl::ParseDuration(line.substr(after + 7), &recovery.rebuild)) {
-      return absl::DataLossError(absl::StrCat("cannot read the recovery line: ", line));
-    }
-    return recovery;
+  ASSIGN_OR_RETURN(const load::LogLine line, load::FindLogLine(log_path, " train on from step "));
+  const std::string& text = line.text;
+  const size_t failed = text.find(" failed (");
+  const size_t from = text.find(" train on from step ");
+  const size_t after = text.rfind(" after ");
+  Recovery recovery;
+  recovery.logged_at = line.at;
+  if (failed == std::string::npos || after == std::string::npos) {
+    return absl::DataLossError(absl::StrCat("not a recovery line: ", text));
   }
-  return absl::NotFoundError(absl::StrCat("no recovery line in ", log_path));
+  const size_t step_at = text.rfind("step ", failed) + 5;
+  if (!absl::SimpleAtoi(text.substr(step_at, failed - step_at), &recovery.failed_step) ||
+      !absl::SimpleAtoi(text.substr(from + 20, after - from - 20), &recovery.resumed_step) ||
+      !absl::ParseDuration(text.substr(after + 7), &recovery.rebuild)) {
+    return absl::DataLossError(absl::StrCat("cannot read the recovery line: ", text));
+  }
+  return recovery;
 }
 
 class RecoveryBench {
  public:
   absl::Status Start() {
-    const std::string dir = absl::GetFlag(FLAGS_dir);
-    ASSIGN_OR_RETURN(coordinator_,
-                     load::CoordinatorProcess::Start(
-                         absl::GetFlag(FLAGS_coordinator_binary), dir,
-                         {"--allowed_input_paths=" + dir, "--allowed_output_paths=" + dir}));
-    client_ = std::make_unique<Client>(coordinator_->address());
-    for (const char* name : {"w0", "w1", "w2"}) RETURN_IF_ERROR(AddWorker(name));
+    ASSIGN_OR_RETURN(cluster_,
+                     load::LocalCluster::Start(absl::GetFlag(FLAGS_coordinator_binary),
+                                               absl::GetFlag(FLAGS_worker_binary),
+                                               absl::GetFlag(FLAGS_dir), {"w0", "w1", "w2"}));
     return absl::OkStatus();
   }
-
-  absl::Status AddWorker(const std::string& name) {
-    ASSIGN_OR_RETURN(
-        workers_[name],
-        load::SpawnLogged({absl::GetFlag(FLAGS_worker_binary),
-                           "--coordinator=" + coordinator_->address(), "--name=" + name},
-                          absl::StrCat(absl::GetFlag(FLAGS_dir), "/worker-", name, ".log")));
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (absl::Now() < deadline) {
-      auto workers = client_->ListWorkers();
-      if (workers.ok()) {
-        for (const v1::WorkerInfo& w : *workers) {
-          if (w.id() == name && w.state() == v1::IDLE) return absl::OkStatus();
-        }
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return absl::DeadlineExceededError(absl::StrCat("worker ", name, " did not register"));
-  }
+  absl::Status AddWorker(const std::string& name) { return cluster_->AddWorker(name); }
 
   // Submits `spec`, kills rank 1's worker past --kill_at (and calls `after_kill`), and
   // follows the job to SUCCEEDED; its samples, and when and at which step the kill came.
@@ -153,11 +104,11 @@ class RecoveryBench {
                                       absl::Time* killed_at, int64_t* killed_step,
                                       std::string* survivor_log,
                                       const std::function<absl::Status()>& after_kill) {
-    ASSIGN_OR_RETURN(const std::string job_id, client_->Submit(spec));
+    ASSIGN_OR_RETURN(const std::string job_id, cluster_->client().Submit(spec));
     bool killed = false;
     const absl::Time deadline = absl::Now() + absl::Minutes(10);
     while (absl::Now() < deadline) {
-      ASSIGN_OR_RETURN(const v1::Job job, client_->Get(job_id));
+      ASSIGN_OR_RETURN(const v1::Job job, cluster_->client().Get(job_id));
       samples->push_back({absl::Now(), job.attempt(), job.progress().step()});
       if (job.state() == v1::SUCCEEDED) return job;
       if (job.state() == v1::FAILED || job.state() == v1::CANCELLED) {
@@ -166,13 +117,10 @@ class RecoveryBench {
       }
       if (!killed && job.progress().step() > absl::GetFlag(FLAGS_kill_at)) {
         const std::string victim = job.ranks(1).worker_id();
-        *survivor_log =
-            absl::StrCat(absl::GetFlag(FLAGS_dir), "/worker-", job.ranks(0).worker_id(), ".log");
+        *survivor_log = cluster_->LogPath(job.ranks(0).worker_id());
         *killed_step = job.progress().step();
         *killed_at = absl::Now();
-        kill(workers_.at(victim), SIGKILL);
-        waitpid(workers_.at(victim), nullptr, 0);
-        workers_.erase(victim);
+        cluster_->Kill(victim);
         killed = true;
         RETURN_IF_ERROR(after_kill());
       }
@@ -181,17 +129,8 @@ class RecoveryBench {
     return absl::DeadlineExceededError(absl::StrCat(job_id, " did not end within 10 minutes"));
   }
 
-  ~RecoveryBench() {
-    for (const auto& [name, pid] : workers_) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-
  private:
-  std::unique_ptr<load::CoordinatorProcess> coordinator_;
-  std::unique_ptr<Client> client_;
-  std::map<std::string, pid_t> workers_;
+  std::unique_ptr<load::LocalCluster> cluster_;
 };
 
 absl::Status MeasureFaultTolerance(RecoveryBench& bench) {

@@ -181,7 +181,7 @@ void JobController::RecordStateReceivedLocked(const v1::Job& job, const v1::Atte
                    transfer.epoch(), ": ", transfer.bytes(), " bytes in ",
                    absl::StrFormat("%.1f ms (%.1f MB/s)", seconds * 1e3,
                                    seconds > 0 ? transfer.bytes() / seconds / 1e6 : 0.0),
-                   ", SHA-256 ", transfer.sha256());
+                   ", checksum ", transfer.checksum());
   LogIfFailed(jobs_->RecordEvent(job.id(), job.attempt(), event).status(),
               "recording a state transfer", JobContext(job));
 }

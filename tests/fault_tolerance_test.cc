@@ -101,7 +101,7 @@ double WorstOfTolerance(const std::string& expected_path, const std::string& act
 // A heal's transfer, as the job's event names it.
 struct Transfer {
   int receiver = 0, shard = 0, donor = 0, epoch = 0;
-  std::string receiver_worker, donor_worker, sha256;
+  std::string receiver_worker, donor_worker, checksum;
   int64_t step = 0, bytes = 0;
   std::string Pair() const {
     return absl::StrCat("rank ", donor, " (worker ", donor_worker, ") -> rank ", receiver,
@@ -113,7 +113,7 @@ std::vector<Transfer> Transfers(const v1::Job& job) {
   static const std::regex kTransfer(
       R"(rank (\d+) \(worker (\w+)\) took shard (\d+) of step (\d+) from rank (\d+) )"
       R"(\(worker (\w+)\) in epoch (\d+): (\d+) bytes in [0-9.]+ ms \([0-9.]+ MB/s\), )"
-      R"(SHA-256 ([0-9a-f]{64}))");
+      R"(checksum ([0-9a-f]{32}))");
   std::vector<Transfer> transfers;
   for (const auto& event : job.events()) {
     std::smatch m;
@@ -127,7 +127,7 @@ std::vector<Transfer> Transfers(const v1::Job& job) {
     t.donor_worker = m[6];
     t.epoch = std::stoi(m[7]);
     t.bytes = std::stoll(m[8]);
-    t.sha256 = m[9];
+    t.checksum = m[9];
     transfers.push_back(t);
   }
   return transfers;
@@ -450,7 +450,7 @@ TEST_P(Healing, AReplacementGroupTakesItsShardsFromTheLiveRanksAndTheJobEndsWhol
   EXPECT_TRUE(absl::StrContains(joiner_log, "joined membership epoch 2 at step ")) << joiner_log;
   // Each joiner took its shard from the live rank that holds the same (rank 3, shard 1 of
   // its group, from rank 1), both at one step, the two streams the same size: the
-  // state's half, and its SHA-256 the one its donor computed of what it gave.
+  // state's half, and its checksum the one its donor computed of what it gave.
   const std::vector<Transfer> transfers = Transfers(healed);
   ASSERT_EQ(transfers.size(), 2u) << Events(healed);
   const Transfer& first = transfers[0].shard == 0 ? transfers[0] : transfers[1];
@@ -470,7 +470,7 @@ TEST_P(Healing, AReplacementGroupTakesItsShardsFromTheLiveRanksAndTheJobEndsWhol
         ReadWholeFile(absl::StrCat(cluster.dir(), "/worker-", transfer.donor_worker, ".log"));
     EXPECT_TRUE(absl::StrContains(
         donor_log, absl::StrCat("gave shard ", transfer.shard, " of step ", transfer.step,
-                                " to rank ", transfer.receiver, ": SHA-256 ", transfer.sha256)))
+                                " to rank ", transfer.receiver, ": checksum ", transfer.checksum)))
         << donor_log;
   }
   const double worst = WorstOfTolerance(cluster.dir() + "/intact.safetensors",

@@ -1,6 +1,6 @@
 #include "worker/train/rank_state.h"
 
-#include <openssl/evp.h>
+#include <xxhash.h>
 
 #include <memory>
 
@@ -19,10 +19,9 @@ int64_t RankState::FloatBytes() const {
 }
 
 std::string StateDigest(const RankState& state) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
-                                                                  EVP_MD_CTX_free);
-  EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr);
-  auto add = [&](const void* data, size_t bytes) { EVP_DigestUpdate(context.get(), data, bytes); };
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), XXH3_freeState);
+  XXH3_128bits_reset(hash.get());
+  auto add = [&](const void* data, size_t bytes) { XXH3_128bits_update(hash.get(), data, bytes); };
   // Each buffer's length first, so that the same floats split differently differ.
   auto add_floats = [&](const std::vector<float>& values) {
     const uint64_t count = values.size();
@@ -40,10 +39,10 @@ std::string StateDigest(const RankState& state) {
   add(&state.steps, sizeof(state.steps));
   const std::string scaler = state.scaler.SerializeAsString();
   add(scaler.data(), scaler.size());
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(context.get(), digest, &length);
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), length));
+  XXH128_canonical_t canonical;  // big-endian: the same text on every host
+  XXH128_canonicalFromHash(&canonical, XXH3_128bits_digest(hash.get()));
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(canonical.digest), sizeof(canonical)));
 }
 
 }  // namespace shardwise

@@ -9,7 +9,7 @@
 namespace shardwise {
 namespace {
 
-constexpr size_t kDigestChars = 64;  // SHA-256 in hex
+constexpr size_t kDigestChars = 32;  // XXH3-128 in hex
 
 void Phase(RankPosition* position, const char* phase) {
   if (position != nullptr) position->SetPhase(phase);

@@ -6,8 +6,8 @@
 // replacement group, or a group one step behind after a split vote), point to point over
 // the host world group. Every shard moves at once, each over its own pair of ranks, and
 // the shards take their donors in turn from the groups ahead, so that the transfer
-// spreads over them. The donor sends the state's SHA-256 after it; the receiver checks
-// it, so a state that arrives different is an error, never a model trained on.
+// spreads over them. The donor sends the state's checksum (StateDigest) after it; the receiver
+// checks it, so a state that arrives different is an error, never a model trained on.
 //
 // The plan (PlanStateMoves) is pure and the same on every rank, given the steps each
 // rank committed (which the ranks all-reduce first).

@@ -107,7 +107,7 @@ TEST(StateTransfer, AReplacementTakesTheDonorsStateBitForBit) {
   // 4 floats of shards and 8 of optimizer state, the layout (2 + 2 per unit int64s), the
   // counters, the scaler's bytes and the digest.
   EXPECT_EQ(receipt->bytes,
-            12 * 4 + 6 * 8 + 16 + static_cast<int64_t>(sent.scaler.ByteSizeLong()) + 64);
+            12 * 4 + 6 * 8 + 16 + static_cast<int64_t>(sent.scaler.ByteSizeLong()) + 32);
   EXPECT_EQ(position.Snapshot().phase(), "receiving optimizer state");
 }
 
@@ -117,7 +117,7 @@ TEST(StateTransfer, AStateThatDoesNotHashToTheDonorsDigestIsDataLoss) {
   absl::StatusOr<StateReceipt> receipt;
   RunPair(
       [&](Communicator& world) {
-        EXPECT_TRUE(SendState(world, 1, sent, std::string(64, '0'), nullptr).ok());
+        EXPECT_TRUE(SendState(world, 1, sent, std::string(32, '0'), nullptr).ok());
       },
       [&](Communicator& world) {
         receipt = ReceiveState(world, 0, {"exp_avg", "exp_avg_sq"}, &received, nullptr);

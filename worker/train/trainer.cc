@@ -519,7 +519,7 @@ absl::Status RankTrainer::HealFromPeers(RankState* state) {
       if (digest.empty()) digest = StateDigest(*state);
       RETURN_IF_ERROR(SendState(world, move.receiver, *state, digest, context_.position));
       LogInfo(log, absl::StrCat("gave shard ", plan_.shard_rank, " of step ", state->steps,
-                                " to rank ", live_ranks_[move.receiver], ": SHA-256 ", digest));
+                                " to rank ", live_ranks_[move.receiver], ": checksum ", digest));
     } else if (move.receiver == world.rank()) {
       ASSIGN_OR_RETURN(
           const StateReceipt receipt,
@@ -535,7 +535,7 @@ void RankTrainer::ReportStateReceived(const StateReceipt& receipt, int32_t donor
   LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
           absl::StrCat("took shard ", plan_.shard_rank, " of step ", steps, " from rank ", donor,
                        ": ", receipt.bytes, " bytes of parameters and optimizer state in ",
-                       absl::FormatDuration(receipt.took), ", SHA-256 ", receipt.digest));
+                       absl::FormatDuration(receipt.took), ", checksum ", receipt.digest));
   if (!context_.on_state_received) return;
   v1::StateTransfer transfer;
   transfer.set_epoch(epoch_);
@@ -544,7 +544,7 @@ void RankTrainer::ReportStateReceived(const StateReceipt& receipt, int32_t donor
   transfer.set_step(static_cast<int64_t>(steps));
   transfer.set_bytes(receipt.bytes);
   transfer.set_micros(absl::ToInt64Microseconds(receipt.took));
-  transfer.set_sha256(receipt.digest);
+  transfer.set_checksum(receipt.digest);
   context_.on_state_received(transfer);
 }
 
