@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "contracts/comm_hook.h"
 #include "contracts/job_state.h"
+#include "contracts/membership.h"
 
 namespace shardwise {
 
@@ -54,9 +55,10 @@ void HookSwitchAgreement::Proposed(const v1::HookSwitch& proposal) {
 HookSwitchAgreement::AckDecision HookSwitchAgreement::OnAck(const v1::Job& job, int32_t rank,
                                                             const v1::HookChangeAck& ack) {
   AckDecision decision;
-  // For a proposal already decided, or a rank the job does not have.
-  if (!proposal_.has_value() || proposal_->version() != ack.version() || rank < 0 ||
-      rank >= job.spec().world_size()) {
+  // For a proposal already decided, or a rank the job does not train with (any more).
+  const std::vector<int32_t> live = LiveRanks(job.spec(), job.membership(), job.attempt());
+  if (!proposal_.has_value() || proposal_->version() != ack.version() ||
+      std::find(live.begin(), live.end(), rank) == live.end()) {
     return decision;
   }
   if (!ack.accepted()) {
@@ -67,7 +69,18 @@ HookSwitchAgreement::AckDecision HookSwitchAgreement::OnAck(const v1::Job& job, 
     return decision;
   }
   accepted_.insert(rank);
-  if (static_cast<int32_t>(accepted_.size()) == job.spec().world_size()) {
+  return Reconsider(job);
+}
+
+HookSwitchAgreement::AckDecision HookSwitchAgreement::Reconsider(const v1::Job& job) {
+  AckDecision decision;
+  if (!proposal_.has_value()) return decision;
+  const std::vector<int32_t> live = LiveRanks(job.spec(), job.membership(), job.attempt());
+  // A rank that left answers no more; one that takes its number must answer for itself.
+  for (auto it = accepted_.begin(); it != accepted_.end();) {
+    it = std::find(live.begin(), live.end(), *it) == live.end() ? accepted_.erase(it) : ++it;
+  }
+  if (std::all_of(live.begin(), live.end(), [&](int32_t rank) { return accepted_.count(rank); })) {
     decision.kind = AckDecision::Kind::kCommit;
   }
   return decision;

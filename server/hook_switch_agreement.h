@@ -7,7 +7,8 @@
 // proposal to reach every rank first); each rank accepts, or refuses because it already
 // started that step. All accept: commit, and every rank switches at that step. One
 // refuses: abandon, and propose again after the step it reported, a bounded number of
-// times. (worker/train/hook_schedule.h is the ranks' half; docs/operations.md the protocol.)
+// times. In a fault-tolerant job "every rank" is every live rank of its membership.
+// (worker/train/hook_schedule.h is the ranks' half; docs/operations.md the protocol.)
 //
 // Pure decisions: the JobController writes each proposal and decision to the state file
 // before any rank hears it, and sends them.
@@ -61,13 +62,20 @@ class HookSwitchAgreement {
     std::string reason;
     std::optional<int64_t> retry_after;  // the step the refusing rank had started
   };
-  // Rank `rank`'s answer; `job` is the job as it stands (its world size, ranks).
+  // Rank `rank`'s answer; `job` is the job as it stands (its ranks and, for a
+  // fault-tolerant job, its live ranks: every one of them must accept, and the answers of
+  // ranks that left no longer count).
   AckDecision OnAck(const v1::Job& job, int32_t rank, const v1::HookChangeAck& ack);
+  // After `job`'s membership changed (and after each answer): kCommit if every live rank
+  // has accepted, else kNone. The answers of ranks that left are forgotten, so a
+  // replacement that takes a rank's number answers for itself.
+  AckDecision Reconsider(const v1::Job& job);
 
   // The outstanding proposal, now decided or ended with its attempt; nullopt if none.
   std::optional<v1::HookSwitch> EndProposal();
 
   bool proposing() const { return proposal_.has_value(); }
+  const std::optional<v1::HookSwitch>& proposal() const { return proposal_; }
 
  private:
   const Options options_;

@@ -1,5 +1,7 @@
 #include "server/hook_switch_agreement.h"
 
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -73,6 +75,49 @@ TEST(HookSwitchAgreement, CommitsWhenEveryRankAccepts) {
   ASSERT_TRUE(agreement.EndProposal().has_value());
   EXPECT_FALSE(agreement.proposing());
   EXPECT_TRUE(agreement.BeginRequest(job).ok());
+}
+
+// A HYBRID fault-tolerant job of groups {0, 1} and {2, 3}, at `epoch` with `live` ranks.
+v1::Job TolerantJob(int32_t epoch, const std::vector<int32_t>& live) {
+  v1::Job job = Job(4, 100);
+  job.set_attempt(1);
+  job.mutable_spec()->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+  job.mutable_spec()->mutable_fsdp()->set_shard_group_size(2);
+  job.mutable_spec()->mutable_fault_tolerance()->set_min_replicas(1);
+  if (epoch > 0) {
+    job.mutable_membership()->set_attempt(1);
+    job.mutable_membership()->set_epoch(epoch);
+    for (int32_t rank : live) job.mutable_membership()->add_live_ranks(rank);
+  }
+  return job;
+}
+
+// Group {2, 3} left while a switch was being agreed, after ranks 0 and 1 accepted: the
+// live ranks have all accepted, and the switch commits.
+TEST(HookSwitchAgreement, ALossAfterTheLiveRanksAcceptedCommits) {
+  HookSwitchAgreement agreement({});
+  ASSERT_TRUE(agreement.BeginRequest(TolerantJob(0, {})).ok());
+  agreement.Proposed(*agreement.MakeProposal(TolerantJob(0, {}), Bf16(), 0, kNow));
+  EXPECT_EQ(agreement.OnAck(TolerantJob(0, {}), 0, Ack(1, true)).kind, Kind::kNone);
+  EXPECT_EQ(agreement.OnAck(TolerantJob(0, {}), 1, Ack(1, true)).kind, Kind::kNone);
+  EXPECT_EQ(agreement.Reconsider(TolerantJob(1, {0, 1})).kind, Kind::kCommit);
+}
+
+// Rank 3 accepted, then its group left and a replacement took its number: the
+// replacement answers for itself; a rank that left is not counted.
+TEST(HookSwitchAgreement, AReplacementAnswersForItself) {
+  HookSwitchAgreement agreement({});
+  ASSERT_TRUE(agreement.BeginRequest(TolerantJob(0, {})).ok());
+  agreement.Proposed(*agreement.MakeProposal(TolerantJob(0, {}), Bf16(), 0, kNow));
+  EXPECT_EQ(agreement.OnAck(TolerantJob(0, {}), 0, Ack(1, true)).kind, Kind::kNone);
+  EXPECT_EQ(agreement.OnAck(TolerantJob(0, {}), 3, Ack(1, true)).kind, Kind::kNone);
+  EXPECT_EQ(agreement.Reconsider(TolerantJob(1, {0, 1})).kind, Kind::kNone);  // rank 1 to come
+  EXPECT_EQ(agreement.OnAck(TolerantJob(1, {0, 1}), 2, Ack(1, true)).kind, Kind::kNone);
+  const v1::Job healed = TolerantJob(2, {0, 1, 2, 3});
+  EXPECT_EQ(agreement.Reconsider(healed).kind, Kind::kNone);
+  EXPECT_EQ(agreement.OnAck(healed, 1, Ack(1, true)).kind, Kind::kNone);
+  EXPECT_EQ(agreement.OnAck(healed, 2, Ack(1, true)).kind, Kind::kNone);  // rank 3's is gone
+  EXPECT_EQ(agreement.OnAck(healed, 3, Ack(1, true)).kind, Kind::kCommit);
 }
 
 TEST(HookSwitchAgreement, ARefusalAbandonsAndRetriesABoundedNumberOfTimes) {

@@ -223,8 +223,15 @@ class JobController {
                               const std::string& reason,
                               std::optional<v1::HookSwitch> proposal = std::nullopt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a fault-tolerant job's membership changed: a hook switch being agreed is sent
+  // to `joiners` (workers of a replacement group) and commits if every live rank has now
+  // accepted it.
+  void ReconsiderHookSwitchLocked(const v1::Job& job, const std::vector<std::string>& joiners)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendToRanksLocked(const v1::Job& job, const v1::CoordinatorMessage& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static v1::CoordinatorMessage HookChangeMessage(const v1::Job& job,
+                                                  const v1::HookSwitch& proposal);
   static v1::CoordinatorMessage HookDecisionMessage(const v1::Job& job, int32_t version,
                                                     bool commit);
   static v1::CoordinatorMessage AbortMessage(const std::string& job_id, int32_t attempt,

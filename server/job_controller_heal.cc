@@ -169,6 +169,7 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
   stalls_.Forget(job.id());
   stalls_.Track(job.id(), job.attempt(), job.spec().world_size());
   LogInfo(JobContext(job), summary);
+  ReconsiderHookSwitchLocked(*recorded, workers);
   return true;
 }
 

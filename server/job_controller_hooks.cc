@@ -54,15 +54,35 @@ absl::StatusOr<v1::HookSwitch> JobController::ProposeHookSwitchLocked(const v1::
                                            " proposed: ", CommHookName(proposal.old_hook()), " -> ",
                                            CommHookName(hook), " at step ", proposal.step())));
   attempt.hook_switch.Proposed(proposal);
+  SendToRanksLocked(updated, HookChangeMessage(job, proposal));
+  return proposal;
+}
+
+v1::CoordinatorMessage JobController::HookChangeMessage(const v1::Job& job,
+                                                        const v1::HookSwitch& proposal) {
   v1::CoordinatorMessage message;
   v1::HookChange* change = message.mutable_hook_change();
   change->set_job_id(job.id());
   change->set_attempt(job.attempt());
   change->set_version(proposal.version());
-  *change->mutable_hook() = hook;
+  *change->mutable_hook() = proposal.new_hook();
   change->set_step(proposal.step());
-  SendToRanksLocked(updated, message);
-  return proposal;
+  return message;
+}
+
+void JobController::ReconsiderHookSwitchLocked(const v1::Job& job,
+                                               const std::vector<std::string>& joiners) {
+  auto live = live_.find(job.id());
+  if (live == live_.end() || live->second.attempt != job.attempt()) return;
+  LiveAttempt& attempt = live->second;
+  const std::optional<v1::HookSwitch>& proposal = attempt.hook_switch.proposal();
+  if (!proposal.has_value()) return;
+  // A replacement never heard the proposal: it answers as the others did.
+  for (const std::string& worker : joiners)
+    workers_->Send(worker, HookChangeMessage(job, *proposal));
+  if (attempt.hook_switch.Reconsider(job).kind == HookSwitchAgreement::AckDecision::Kind::kCommit) {
+    DecideHookSwitchLocked(job, attempt, /*commit=*/true, "");
+  }
 }
 
 void JobController::OnHookAck(const std::string& worker_id, const v1::HookChangeAck& ack) {

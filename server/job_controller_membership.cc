@@ -90,6 +90,7 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
   stalls_.Forget(job.id());
   stalls_.Track(job.id(), job.attempt(), job.spec().world_size());
   LogWarning(JobContext(job), absl::StrCat(reason, "; ", decision.summary));
+  ReconsiderHookSwitchLocked(*recorded, /*joiners=*/{});
   // The live ranks may all have finished already (the loss came at the very end).
   FinishIfCompletedLocked(*recorded);
   RequestScheduleLocked();  // the leaving group's workers may be idle now

@@ -652,6 +652,90 @@ TEST_F(FaultTolerantJobTest, AMembershipWrittenButNotSentReachesTheRanksAfterARe
   EXPECT_EQ(jobs_->Get("job-1")->attempt(), 1);
 }
 
+// A hook switch being agreed when a replica is lost (NO_SHARD over 3 ranks: hybrid
+// strategies take no hook): the live ranks had accepted, so the switch commits with the
+// membership change instead of waiting for the rank that left.
+TEST_F(FaultTolerantJobTest, AHookSwitchAcceptedByTheLiveRanksCommitsWhenTheOthersLeave) {
+  v1::JobSpec spec = Spec(3);
+  spec.set_global_batch_size(6);
+  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
+  spec.mutable_fault_tolerance()->set_min_replicas(1);
+  spec.mutable_fault_tolerance()->set_heal(false);  // w2, idle again, would take rank 2 back
+  for (int w = 0; w < 3; ++w) AddWorker(absl::StrCat("w", w));
+  auto submitted = controller_->Submit(spec);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  for (int r = 0; r < 3; ++r) Report(absl::StrCat("w", r), r, v1::JOINED);
+  ASSERT_EQ(State(), v1::RUNNING);
+  v1::Progress progress;
+  progress.set_step(10);
+  progress.set_steps_per_second(1);
+  ASSERT_TRUE(jobs_->UpdateProgress("job-1", 1, progress).ok());
+  v1::CommHook hook;
+  hook.set_hook(v1::CommHook::BF16_COMPRESS);
+  auto proposal = controller_->SetCommHook("job-1", hook);
+  ASSERT_TRUE(proposal.ok()) << proposal.status();
+  for (const std::string worker : {"w0", "w1"}) {
+    v1::HookChangeAck ack;
+    ack.set_job_id("job-1");
+    ack.set_attempt(1);
+    ack.set_version(proposal->version());
+    ack.set_accepted(true);
+    controller_->OnHookAck(worker, ack);
+  }
+  EXPECT_EQ(jobs_->Get("job-1")->hook_switches(0).state(), v1::HookSwitch::PROPOSED);
+  controller_->OnReport("w2", Said(2, v1::ABORTED, "a collective failed"));
+  ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(jobs_->Get("job-1")->hook_switches(0).state(), v1::HookSwitch::APPLIED);
+  bool committed = false;
+  for (const auto& message : Received("w0")) {
+    committed |= message.has_hook_decision() && message.hook_decision().commit();
+  }
+  EXPECT_TRUE(committed);
+}
+
+// A replica lost and replaced while a hook switch is being agreed (only rank 0 had
+// accepted): the replacement is sent the proposal after its assignment, and the switch
+// commits once it and rank 1 accept too.
+TEST_F(FaultTolerantJobTest, AReplacementIsAskedAboutTheHookSwitchBeingAgreed) {
+  v1::JobSpec spec = Spec(3);
+  spec.set_global_batch_size(6);
+  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
+  spec.mutable_fault_tolerance()->set_min_replicas(1);
+  for (int w = 0; w < 3; ++w) AddWorker(absl::StrCat("w", w));
+  auto submitted = controller_->Submit(spec);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  for (int r = 0; r < 3; ++r) Report(absl::StrCat("w", r), r, v1::JOINED);
+  v1::Progress progress;
+  progress.set_step(10);
+  progress.set_steps_per_second(1);
+  ASSERT_TRUE(jobs_->UpdateProgress("job-1", 1, progress).ok());
+  v1::CommHook hook;
+  hook.set_hook(v1::CommHook::BF16_COMPRESS);
+  auto proposal = controller_->SetCommHook("job-1", hook);
+  ASSERT_TRUE(proposal.ok()) << proposal.status();
+  auto accept = [&](const std::string& worker) {
+    v1::HookChangeAck ack;
+    ack.set_job_id("job-1");
+    ack.set_attempt(1);
+    ack.set_version(proposal->version());
+    ack.set_accepted(true);
+    controller_->OnHookAck(worker, ack);
+  };
+  accept("w0");
+  accept("w2");  // its rank is lost next: this answer does not count for its replacement
+  Received("w2");
+  controller_->OnReport("w2", Said(2, v1::ABORTED, "a collective failed"));
+  ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1, 2}));  // healed on w2, idle again
+  const std::vector<v1::CoordinatorMessage> sent = Received("w2");
+  ASSERT_GE(sent.size(), 2u);
+  EXPECT_TRUE(sent[0].has_assignment());
+  EXPECT_EQ(sent.back().hook_change().version(), proposal->version());
+  accept("w1");
+  EXPECT_EQ(jobs_->Get("job-1")->hook_switches(0).state(), v1::HookSwitch::PROPOSED);
+  accept("w2");
+  EXPECT_EQ(jobs_->Get("job-1")->hook_switches(0).state(), v1::HookSwitch::APPLIED);
+}
+
 // A rank of the group that left reports its abort to a coordinator restarted after the
 // loss, before the live ranks re-attach: it had already left, so the attempt goes on.
 TEST_F(FaultTolerantJobTest, ALeftRanksAbortAfterARestartChangesNothing) {
