@@ -117,6 +117,18 @@ class JobControllerTest : public ::testing::Test {
   }
 
   v1::JobState State() { return jobs_->Get("job-1")->state(); }
+  // job-1 at step 10 of 100, a step a second, asked to switch to BF16_COMPRESS.
+  absl::StatusOr<v1::HookSwitch> ProposeBf16AtStep10() {
+    v1::Progress progress;
+    progress.set_step(10);
+    progress.set_total_steps(100);
+    progress.set_steps_per_second(1);
+    const absl::Status updated = jobs_->UpdateProgress("job-1", 1, progress);
+    if (!updated.ok()) return updated;
+    v1::CommHook hook;
+    hook.set_hook(v1::CommHook::BF16_COMPRESS);
+    return controller_->SetCommHook("job-1", hook);
+  }
 
   // What w0 says it runs when it registers again: job-1's rank 0 of attempt 1.
   static v1::RunningAttempt RankZeroOfFirstAttempt() {
@@ -274,14 +286,7 @@ TEST_F(JobControllerTest, AHookSwitchCommitsWhenEveryRankAccepts) {
   StartTwoRankJob();
   Received("w0");
   Received("w1");
-  v1::Progress progress;
-  progress.set_step(10);
-  progress.set_total_steps(100);
-  progress.set_steps_per_second(1);
-  ASSERT_TRUE(jobs_->UpdateProgress("job-1", 1, progress).ok());
-  v1::CommHook hook;
-  hook.set_hook(v1::CommHook::BF16_COMPRESS);
-  auto proposal = controller_->SetCommHook("job-1", hook);
+  auto proposal = ProposeBf16AtStep10();
   ASSERT_TRUE(proposal.ok()) << proposal.status();
   EXPECT_EQ(proposal->step(), 13);
   for (const std::string worker : {"w0", "w1"}) {
@@ -652,40 +657,48 @@ TEST_F(FaultTolerantJobTest, AMembershipWrittenButNotSentReachesTheRanksAfterARe
   EXPECT_EQ(jobs_->Get("job-1")->attempt(), 1);
 }
 
-// A hook switch being agreed when a replica is lost (NO_SHARD over 3 ranks: hybrid
-// strategies take no hook): the live ranks had accepted, so the switch commits with the
-// membership change instead of waiting for the rank that left.
-TEST_F(FaultTolerantJobTest, AHookSwitchAcceptedByTheLiveRanksCommitsWhenTheOthersLeave) {
-  v1::JobSpec spec = Spec(3);
-  spec.set_global_batch_size(6);
-  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
-  spec.mutable_fault_tolerance()->set_min_replicas(1);
-  spec.mutable_fault_tolerance()->set_heal(false);  // w2, idle again, would take rank 2 back
-  for (int w = 0; w < 3; ++w) AddWorker(absl::StrCat("w", w));
-  auto submitted = controller_->Submit(spec);
-  ASSERT_TRUE(submitted.ok()) << submitted.status();
-  for (int r = 0; r < 3; ++r) Report(absl::StrCat("w", r), r, v1::JOINED);
-  ASSERT_EQ(State(), v1::RUNNING);
-  v1::Progress progress;
-  progress.set_step(10);
-  progress.set_steps_per_second(1);
-  ASSERT_TRUE(jobs_->UpdateProgress("job-1", 1, progress).ok());
-  v1::CommHook hook;
-  hook.set_hook(v1::CommHook::BF16_COMPRESS);
-  auto proposal = controller_->SetCommHook("job-1", hook);
-  ASSERT_TRUE(proposal.ok()) << proposal.status();
-  for (const std::string worker : {"w0", "w1"}) {
+// ---- hook switches in a fault-tolerant job: NO_SHARD over 3 ranks (hybrid strategies
+// take no hook), a switch to BF16_COMPRESS proposed at step 10 ----
+
+class FaultTolerantHookTest : public FaultTolerantJobTest {
+ protected:
+  void StartWithProposal(bool heal) {
+    v1::JobSpec spec = Spec(3);
+    spec.set_global_batch_size(6);
+    spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
+    spec.mutable_fault_tolerance()->set_min_replicas(1);
+    spec.mutable_fault_tolerance()->set_heal(heal);
+    for (int w = 0; w < 3; ++w) AddWorker(absl::StrCat("w", w));
+    auto submitted = controller_->Submit(spec);
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    for (int r = 0; r < 3; ++r) Report(absl::StrCat("w", r), r, v1::JOINED);
+    ASSERT_EQ(State(), v1::RUNNING);
+    auto proposal = ProposeBf16AtStep10();
+    ASSERT_TRUE(proposal.ok()) << proposal.status();
+    version_ = proposal->version();
+  }
+  void Accept(const std::string& worker) {
     v1::HookChangeAck ack;
     ack.set_job_id("job-1");
     ack.set_attempt(1);
-    ack.set_version(proposal->version());
+    ack.set_version(version_);
     ack.set_accepted(true);
     controller_->OnHookAck(worker, ack);
   }
-  EXPECT_EQ(jobs_->Get("job-1")->hook_switches(0).state(), v1::HookSwitch::PROPOSED);
+  v1::HookSwitch::State SwitchState() { return jobs_->Get("job-1")->hook_switches(0).state(); }
+  int32_t version_ = 0;
+};
+
+// A replica lost while the switch is agreed, after the live ranks accepted: the switch
+// commits with the membership change instead of waiting for the rank that left.
+TEST_F(FaultTolerantHookTest, ASwitchTheLiveRanksAcceptedCommitsWhenTheOthersLeave) {
+  StartWithProposal(/*heal=*/false);  // with heal, w2, idle again, would take rank 2 back
+  Accept("w0");
+  Accept("w1");
+  EXPECT_EQ(SwitchState(), v1::HookSwitch::PROPOSED);
   controller_->OnReport("w2", Said(2, v1::ABORTED, "a collective failed"));
   ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1}));
-  EXPECT_EQ(jobs_->Get("job-1")->hook_switches(0).state(), v1::HookSwitch::APPLIED);
+  EXPECT_EQ(SwitchState(), v1::HookSwitch::APPLIED);
   bool committed = false;
   for (const auto& message : Received("w0")) {
     committed |= message.has_hook_decision() && message.hook_decision().commit();
@@ -693,47 +706,24 @@ TEST_F(FaultTolerantJobTest, AHookSwitchAcceptedByTheLiveRanksCommitsWhenTheOthe
   EXPECT_TRUE(committed);
 }
 
-// A replica lost and replaced while a hook switch is being agreed (only rank 0 had
-// accepted): the replacement is sent the proposal after its assignment, and the switch
-// commits once it and rank 1 accept too.
-TEST_F(FaultTolerantJobTest, AReplacementIsAskedAboutTheHookSwitchBeingAgreed) {
-  v1::JobSpec spec = Spec(3);
-  spec.set_global_batch_size(6);
-  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
-  spec.mutable_fault_tolerance()->set_min_replicas(1);
-  for (int w = 0; w < 3; ++w) AddWorker(absl::StrCat("w", w));
-  auto submitted = controller_->Submit(spec);
-  ASSERT_TRUE(submitted.ok()) << submitted.status();
-  for (int r = 0; r < 3; ++r) Report(absl::StrCat("w", r), r, v1::JOINED);
-  v1::Progress progress;
-  progress.set_step(10);
-  progress.set_steps_per_second(1);
-  ASSERT_TRUE(jobs_->UpdateProgress("job-1", 1, progress).ok());
-  v1::CommHook hook;
-  hook.set_hook(v1::CommHook::BF16_COMPRESS);
-  auto proposal = controller_->SetCommHook("job-1", hook);
-  ASSERT_TRUE(proposal.ok()) << proposal.status();
-  auto accept = [&](const std::string& worker) {
-    v1::HookChangeAck ack;
-    ack.set_job_id("job-1");
-    ack.set_attempt(1);
-    ack.set_version(proposal->version());
-    ack.set_accepted(true);
-    controller_->OnHookAck(worker, ack);
-  };
-  accept("w0");
-  accept("w2");  // its rank is lost next: this answer does not count for its replacement
+// A replica lost and replaced while the switch is agreed (only rank 0 had accepted, and
+// the lost rank): the replacement is sent the proposal after its assignment, and the
+// switch commits once it and rank 1 accept too.
+TEST_F(FaultTolerantHookTest, AReplacementIsAskedAboutTheSwitchBeingAgreed) {
+  StartWithProposal(/*heal=*/true);
+  Accept("w0");
+  Accept("w2");  // its rank is lost next: this answer does not count for its replacement
   Received("w2");
   controller_->OnReport("w2", Said(2, v1::ABORTED, "a collective failed"));
   ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1, 2}));  // healed on w2, idle again
   const std::vector<v1::CoordinatorMessage> sent = Received("w2");
   ASSERT_GE(sent.size(), 2u);
   EXPECT_TRUE(sent[0].has_assignment());
-  EXPECT_EQ(sent.back().hook_change().version(), proposal->version());
-  accept("w1");
-  EXPECT_EQ(jobs_->Get("job-1")->hook_switches(0).state(), v1::HookSwitch::PROPOSED);
-  accept("w2");
-  EXPECT_EQ(jobs_->Get("job-1")->hook_switches(0).state(), v1::HookSwitch::APPLIED);
+  EXPECT_EQ(sent.back().hook_change().version(), version_);
+  Accept("w1");
+  EXPECT_EQ(SwitchState(), v1::HookSwitch::PROPOSED);
+  Accept("w2");
+  EXPECT_EQ(SwitchState(), v1::HookSwitch::APPLIED);
 }
 
 // A rank of the group that left reports its abort to a coordinator restarted after the
