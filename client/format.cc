@@ -248,12 +248,24 @@ void AppendMembership(const v1::Job& job, std::string* out) {
                     std::max(1, job.spec().fault_tolerance().min_replicas()), ")\n");
     return;
   }
-  absl::StrAppend(out, "Replicas:   epoch ", m.epoch(), ": ranks ",
-                  absl::StrJoin(m.live_ranks(), ", "), " train; ranks ",
-                  absl::StrJoin(m.left_ranks(), ", "), " left\n");
+  absl::StrAppend(out, "Replicas:   epoch ", m.epoch(), ": ", m.live_ranks_size(), " of ",
+                  job.spec().world_size(), " ranks train (", absl::StrJoin(m.live_ranks(), ", "),
+                  ")");
+  if (m.left_ranks_size() > 0) {
+    absl::StrAppend(out, "; ranks ", absl::StrJoin(m.left_ranks(), ", "), " left");
+  }
+  absl::StrAppend(out, "\n");
   if (job.target_replicas() > 0) {
     absl::StrAppend(out, "            scaled to ", job.target_replicas(), " replica group",
                     job.target_replicas() == 1 ? "" : "s", " (shardwise scale)\n");
+  }
+  // The history a run is reproduced from: each epoch, when and at which step it was
+  // decided, and why.
+  absl::StrAppend(out, "Membership history:\n");
+  for (const v1::MembershipEpoch& epoch : job.membership_history()) {
+    absl::StrAppend(out, "  ", FormatTime(epoch.time_ms()), "  attempt ", epoch.attempt(),
+                    "  epoch ", epoch.epoch(), " from step ", epoch.decided_at_step(), ": ranks ",
+                    absl::StrJoin(epoch.live_ranks(), ", "), "  (", epoch.cause(), ")\n");
   }
 }
 
@@ -338,9 +350,13 @@ std::string FormatJobSummary(const v1::Job& job) {
   if (!job.result().empty()) absl::StrAppend(&out, "  result: ", job.result(), "\n");
   if (Degraded(job)) {
     absl::StrAppend(&out, "  replicas: ranks ", absl::StrJoin(job.membership().live_ranks(), ", "),
-                    " trained to the end; ranks ",
-                    absl::StrJoin(job.membership().left_ranks(), ", "), " left (epoch ",
-                    job.membership().epoch(), ")\n");
+                    " trained to the end");
+    if (job.membership().left_ranks_size() > 0) {
+      absl::StrAppend(&out, "; ranks ", absl::StrJoin(job.membership().left_ranks(), ", "),
+                      " left");
+    }
+    absl::StrAppend(&out, " (epoch ", job.membership().epoch(), ", ", job.membership_history_size(),
+                    " membership change", job.membership_history_size() == 1 ? "" : "s", ")\n");
   }
   if (!job.spec().output().final_model_path().empty() && job.state() == v1::SUCCEEDED &&
       p.step() > 0) {

@@ -164,11 +164,22 @@ TEST(Format, ADegradedJobShowsItsLiveRanksEverywhere) {
   membership->set_epoch(1);
   for (int rank : {0, 1}) membership->add_live_ranks(rank);
   for (int rank : {2, 3}) membership->add_left_ranks(rank);
+  v1::MembershipEpoch* lost = job.add_membership_history();
+  lost->set_attempt(1);
+  lost->set_epoch(1);
+  lost->add_live_ranks(0);
+  lost->add_live_ranks(1);
+  lost->set_decided_at_step(39);
+  lost->set_cause("rank 3 (worker w3) was lost");
   EXPECT_EQ(FormatProgressLine(job, 10),
             "[#####.....] 50/100 steps  loss 0.4322  12.50 steps/s  RUNNING  2/4 ranks (epoch 1)");
   const std::string description = FormatJobDescription(job, 1'000'000);
-  EXPECT_TRUE(
-      absl::StrContains(description, "Replicas:   epoch 1: ranks 0, 1 train; ranks 2, 3 left\n"))
+  EXPECT_TRUE(absl::StrContains(
+      description, "Replicas:   epoch 1: 2 of 4 ranks train (0, 1); ranks 2, 3 left\n"))
+      << description;
+  EXPECT_TRUE(absl::StrContains(description,
+                                "  attempt 1  epoch 1 from step 39: ranks 0, 1  "
+                                "(rank 3 (worker w3) was lost)\n"))
       << description;
   job.set_target_replicas(1);
   EXPECT_TRUE(absl::StrContains(FormatJobDescription(job, 1'000'000),
@@ -176,7 +187,22 @@ TEST(Format, ADegradedJobShowsItsLiveRanksEverywhere) {
   job.set_state(v1::SUCCEEDED);
   EXPECT_TRUE(absl::StrContains(FormatJobSummary(job),
                                 "replicas: ranks 0, 1 trained to the end; ranks 2, 3 left "
-                                "(epoch 1)\n"))
+                                "(epoch 1, 1 membership change)\n"))
+      << FormatJobSummary(job);
+  // Healed: every rank trains again, the history says how it came to.
+  membership->set_epoch(2);
+  membership->add_live_ranks(2);
+  membership->add_live_ranks(3);
+  membership->clear_left_ranks();
+  *job.add_membership_history() = *lost;
+  job.mutable_membership_history(1)->set_epoch(2);
+  job.mutable_membership_history(1)->set_cause("a replacement for ranks 2, 3 joins");
+  EXPECT_TRUE(absl::StrContains(FormatJobDescription(job, 1'000'000),
+                                "Replicas:   epoch 2: 4 of 4 ranks train (0, 1, 2, 3)\n"))
+      << FormatJobDescription(job, 1'000'000);
+  EXPECT_TRUE(absl::StrContains(FormatJobSummary(job),
+                                "replicas: ranks 0, 1, 2, 3 trained to the end (epoch 2, 2 "
+                                "membership changes)\n"))
       << FormatJobSummary(job);
   // A membership of an earlier attempt: the current one trains whole.
   job.set_attempt(2);

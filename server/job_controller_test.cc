@@ -800,6 +800,16 @@ TEST_F(FaultTolerantJobTest, AGroupThatLeftIsReplacedOnIdleWorkers) {
   }
   EXPECT_TRUE(GotMembershipChange("w0", 2));
   EXPECT_EQ(MembershipChanges("healed"), 1);
+  // Both epochs are in the job's history, with what decided each.
+  ASSERT_EQ(job.membership_history_size(), 2);
+  EXPECT_EQ(job.membership_history(0).live_ranks_size(), 2);
+  EXPECT_NE(job.membership_history(0).cause().find("rank 3 (worker w3) was lost"),
+            std::string::npos)
+      << job.membership_history(0).cause();
+  EXPECT_EQ(job.membership_history(1).epoch(), 2);
+  EXPECT_EQ(job.membership_history(1).live_ranks_size(), 4);
+  EXPECT_NE(job.membership_history(1).cause().find("a replacement for ranks 2, 3 joins"),
+            std::string::npos);
   // The live ranks finish before the replacement trained a step: the job ends without
   // it, and it is told to stop.
   Report("w0", 0, v1::COMPLETED);

@@ -557,6 +557,13 @@ absl::StatusOr<v1::Job> JobManager::RecordMembership(
         }
         for (const v1::RankAssignment& rank : reassigned) *j->mutable_ranks(rank.rank()) = rank;
         *j->mutable_membership() = membership;
+        v1::MembershipEpoch* epoch = j->add_membership_history();
+        epoch->set_attempt(membership.attempt());
+        epoch->set_epoch(membership.epoch());
+        *epoch->mutable_live_ranks() = membership.live_ranks();
+        epoch->set_decided_at_step(j->progress().step());
+        epoch->set_time_ms(clock_.NowMs());
+        epoch->set_cause(event_message);
         return absl::OkStatus();
       },
       event_message, OnStoreFailure::kRefuse);
