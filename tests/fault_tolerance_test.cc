@@ -184,10 +184,11 @@ TEST_P(LostReplica, LeavesAndTheOthersTrainOnInTheSameAttempt) {
   ASSERT_EQ(
       Cluster::RunCli({"--coordinator=" + cluster.address(), "describe", *job_id}, &description),
       0);
-  EXPECT_TRUE(
-      absl::StrContains(description, absl::StrCat("Replicas:   epoch 1: ranks ", survivors[0], ", ",
-                                                  survivors[1], " train; ranks ", lost, " left")))
+  EXPECT_TRUE(absl::StrContains(
+      description, absl::StrCat("Replicas:   epoch 1: 2 of 3 ranks train (", survivors[0], ", ",
+                                survivors[1], "); ranks ", lost, " left")))
       << description;
+  EXPECT_TRUE(absl::StrContains(description, absl::StrCat("  epoch 1 from step "))) << description;
 }
 
 INSTANTIATE_TEST_SUITE_P(FollowerAndLeader, LostReplica, ::testing::Values(2, 0),

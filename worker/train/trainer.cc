@@ -14,10 +14,10 @@
 #include "common/log.h"
 #include "common/safe_write.h"
 #include "common/status_macros.h"
+#include "contracts/fsdp_layout.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/membership.h"
 #include "contracts/permanent_failure.h"
-#include "gloo/rendezvous/prefix_store.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "tokenizer/manifest.h"
@@ -29,6 +29,7 @@
 #include "worker/fsdp/grad_scaler.h"
 #include "worker/fsdp/lr_schedule.h"
 #include "worker/runtime/critical_path.h"
+#include "worker/train/epoch_store.h"
 #include "worker/train/final_model_owner.h"
 #include "worker/train/huggingface_export.h"
 #include "worker/train/pending_losses.h"
@@ -176,6 +177,10 @@ class RankTrainer {
   // A replacement rank, its model built: the state of the live ranks' step, each shard from
   // a live rank that holds it; it trains on from their step.
   absl::Status TakeStateOfTheLiveRanks();
+  // A replacement's state before its heal: shards of its sizes (the model's flat layout
+  // over its shard group), no optimizer state, behind every live rank. No weights are
+  // read and no model is built: the live ranks' state is what it is built from.
+  absl::StatusOr<RankState> EmptyState() const;
   absl::Status RestoreState(const RankState& state);
   // Logs what a heal brought this rank, and tells the coordinator (context.on_state_received).
   void ReportStateReceived(const StateReceipt& receipt, int32_t donor, double steps);
@@ -225,8 +230,8 @@ class RankTrainer {
   std::vector<int32_t> leaving_;     // ranks whose groups leave after the step just voted
   bool said_leaving_ = false;
   int32_t agreed_epoch_ = 0;  // the epoch every rank moves to after the step just voted
-  // The rendezvous under the epoch's prefix, which the runtime's groups connect through.
-  std::unique_ptr<gloo::rendezvous::PrefixStore> epoch_store_;
+  // The epoch's rendezvous, which the runtime's groups connect through.
+  std::unique_ptr<EpochStore> epoch_store_;
 };
 
 absl::Status RankTrainer::Setup() {
@@ -264,12 +269,11 @@ absl::Status RankTrainer::Setup() {
                                                                        : status;
   }
   data_ = std::move(*data);
+  // A replacement reads no weights: its model is built from the live ranks' shards.
+  if (context_.join != nullptr) return TakeStateOfTheLiveRanks();
   activity_ = "loading the initial weights";
-  std::optional<fsdp::LoadedCheckpoint> checkpoint;
-  // A replacement's weights only give the model its shapes: the live ranks' replace them.
-  if (context_.join == nullptr) {
-    ASSIGN_OR_RETURN(checkpoint, CheckpointToLoad(spec_, context_));
-  }
+  ASSIGN_OR_RETURN(std::optional<fsdp::LoadedCheckpoint> checkpoint,
+                   CheckpointToLoad(spec_, context_));
   TensorMap initial;
   if (checkpoint.has_value()) {
     initial = std::move(checkpoint->model);
@@ -280,7 +284,6 @@ absl::Status RankTrainer::Setup() {
   RETURN_IF_ERROR(BuildModel(initial));
   initial.clear();
   if (checkpoint.has_value()) RETURN_IF_ERROR(Restore(*checkpoint));
-  if (context_.join != nullptr) RETURN_IF_ERROR(TakeStateOfTheLiveRanks());
   return absl::OkStatus();
 }
 
@@ -548,15 +551,24 @@ void RankTrainer::ReportStateReceived(const StateReceipt& receipt, int32_t donor
   context_.on_state_received(transfer);
 }
 
+absl::StatusOr<RankState> RankTrainer::EmptyState() const {
+  ASSIGN_OR_RETURN(const fsdp::FlatLayout layout,
+                   fsdp::BuildFlatLayout(spec_.model(), spec_.wrap()));
+  RankState state;
+  for (const fsdp::UnitLayout& unit : layout.units) {
+    state.shards.emplace_back(fsdp::PaddedNumel(unit.numel, plan_.shard_size) / plan_.shard_size);
+  }
+  state.optimizer.resize(state.shards.size());
+  state.steps = -1;  // behind every live rank: the heal sends this rank everything
+  state.scaler = scaler_.State();
+  return state;
+}
+
 absl::Status RankTrainer::TakeStateOfTheLiveRanks() {
   activity_ = "taking its state from the live ranks";
-  ASSIGN_OR_RETURN(RankState state, CaptureState());
-  state.steps = -1;  // behind every live rank: the heal sends this rank everything
+  ASSIGN_OR_RETURN(RankState state, EmptyState());
   absl::Status healed = HealFromPeers(&state);
   if (healed.ok()) {
-    losses_.reset();
-    model_.reset();
-    optimizer_.reset();
     RETURN_IF_ERROR(RestoreState(state));
   } else {
     if (!Recoverable(healed)) return healed;
@@ -597,9 +609,13 @@ absl::StatusOr<TrainingContext> RankTrainer::ConnectEpoch(v1::MembershipChange c
           absl::StrCat("rank ", context_.rank, " left the attempt in epoch ", change.epoch()));
     }
     // Every group of the epoch, the world and those the runtime connects, under keys of
-    // its own: an earlier epoch's group of the same name left its peers' addresses behind.
-    epoch_store_ = std::make_unique<gloo::rendezvous::PrefixStore>(
-        absl::StrCat("epoch", change.epoch()), *context_.store);
+    // its own, given up once a newer epoch comes (epoch_store.h).
+    epoch_store_ = std::make_unique<EpochStore>(
+        change.epoch(), *context_.store,
+        [membership = context_.membership, epoch = change.epoch()] {
+          return membership->Newest() > epoch;
+        },
+        context_.data_plane.timeout);
     TrainingContext epoch_context = context_;
     epoch_context.store = epoch_store_.get();
     epoch_context.rank = static_cast<int>(me - live.begin());
@@ -618,6 +634,9 @@ absl::StatusOr<TrainingContext> RankTrainer::ConnectEpoch(v1::MembershipChange c
     auto newer = context_.membership->WaitForEpochAbove(
         change.epoch(), absl::FromChrono(PeerTimeout()), context_.abort);
     if (!newer.ok()) return world.status();
+    LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
+            absl::StrCat("membership epoch ", change.epoch(), " did not connect (",
+                         world.status().message(), "): epoch ", newer->epoch(), " instead"));
     change = *std::move(newer);
   }
 }
