@@ -10,9 +10,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "worker/runtime/scalar_type.h"
 
 namespace shardwise {
@@ -54,15 +56,23 @@ class Communicator {
   // peers' errors, the deadline). True where collectives complete before returning.
   virtual absl::StatusOr<bool> CollectivesCompleted() { return true; }
 
-  // Point to point, in host memory: `bytes` to or from rank `peer` of the group, which
-  // makes the matching call; the other ranks take no part. A pair's messages arrive in the
-  // order sent. UNIMPLEMENTED where the group's transport has no such calls (the device
-  // groups: a membership change's state moves over the host world group).
-  virtual absl::Status Send(const void* data, size_t bytes, int peer) {
+  // Point to point, in host memory: `buffers`, in order, to or from rank `peer` of the
+  // group, which makes the matching call with buffers of the same sizes; the other ranks
+  // take no part. Every buffer is posted before any is waited for, so the pair's
+  // per-message handshakes overlap. UNIMPLEMENTED where the group's transport has no such
+  // calls (the device groups: a membership change's state moves over the host world
+  // group).
+  virtual absl::Status SendBuffers(const std::vector<absl::Span<const char>>& buffers, int peer) {
     return absl::UnimplementedError("this communicator has no point-to-point sends");
   }
-  virtual absl::Status Recv(void* data, size_t bytes, int peer) {
+  virtual absl::Status RecvBuffers(const std::vector<absl::Span<char>>& buffers, int peer) {
     return absl::UnimplementedError("this communicator has no point-to-point receives");
+  }
+  absl::Status Send(const void* data, size_t bytes, int peer) {
+    return SendBuffers({absl::Span<const char>(static_cast<const char*>(data), bytes)}, peer);
+  }
+  absl::Status Recv(void* data, size_t bytes, int peer) {
+    return RecvBuffers({absl::Span<char>(static_cast<char*>(data), bytes)}, peer);
   }
 
   // FP32 conveniences.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gloo/allgather.h"
@@ -10,6 +12,7 @@
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/rendezvous/prefix_store.h"
+#include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
 #include "worker/compute/casts.h"
 
@@ -201,21 +204,29 @@ absl::Status GlooCommunicator::Broadcast(void* data, size_t numel, int root, Sca
   });
 }
 
-absl::Status GlooCommunicator::Send(const void* data, size_t bytes, int peer) {
-  if (bytes == 0) return absl::OkStatus();
+absl::Status GlooCommunicator::SendBuffers(const std::vector<absl::Span<const char>>& buffers,
+                                           int peer) {
   return Guard("send", rank(), [&] {
-    auto buffer = context_->createUnboundBuffer(const_cast<void*>(data), bytes);
-    buffer->send(peer, gloo::Slot::build(kPointToPointSlotPrefix, 0));
-    buffer->waitSend(context_->getTimeout());
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> posted;
+    for (absl::Span<const char> buffer : buffers) {
+      if (buffer.empty()) continue;  // the receiver skips it too
+      posted.push_back(
+          context_->createUnboundBuffer(const_cast<char*>(buffer.data()), buffer.size()));
+      posted.back()->send(peer, gloo::Slot::build(kPointToPointSlotPrefix, 0));
+    }
+    for (auto& buffer : posted) buffer->waitSend(context_->getTimeout());
   });
 }
 
-absl::Status GlooCommunicator::Recv(void* data, size_t bytes, int peer) {
-  if (bytes == 0) return absl::OkStatus();
+absl::Status GlooCommunicator::RecvBuffers(const std::vector<absl::Span<char>>& buffers, int peer) {
   return Guard("receive", rank(), [&] {
-    auto buffer = context_->createUnboundBuffer(data, bytes);
-    buffer->recv(peer, gloo::Slot::build(kPointToPointSlotPrefix, 0));
-    buffer->waitRecv(context_->getTimeout());
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> posted;
+    for (absl::Span<char> buffer : buffers) {
+      if (buffer.empty()) continue;
+      posted.push_back(context_->createUnboundBuffer(buffer.data(), buffer.size()));
+      posted.back()->recv(peer, gloo::Slot::build(kPointToPointSlotPrefix, 0));
+    }
+    for (auto& buffer : posted) buffer->waitRecv(context_->getTimeout());
   });
 }
 

@@ -40,8 +40,8 @@ class GlooCommunicator final : public Communicator {
   absl::Status AllReduce(void* data, size_t numel, ScalarType type) override;
   absl::Status Broadcast(void* data, size_t numel, int root, ScalarType type) override;
   absl::Status Barrier() override;
-  absl::Status Send(const void* data, size_t bytes, int peer) override;
-  absl::Status Recv(void* data, size_t bytes, int peer) override;
+  absl::Status SendBuffers(const std::vector<absl::Span<const char>>& buffers, int peer) override;
+  absl::Status RecvBuffers(const std::vector<absl::Span<char>>& buffers, int peer) override;
 
  private:
   std::shared_ptr<gloo::Context> context_;

@@ -148,7 +148,7 @@ TEST(GlooCommunicator, SubGroupsOfAHybridLayout) {
   });
 }
 
-// Rank 0 sends two messages to rank 2, which gets them in order, while ranks 1 and 3 take
+// Rank 0 sends three messages to rank 2, which gets them in order, while ranks 1 and 3 take
 // no part; then a reduce-scatter of all four (which draws on the context's slot sequence)
 // still pairs up.
 TEST(GlooCommunicator, PointToPointLeavesTheOtherRanksOut) {
@@ -158,17 +158,23 @@ TEST(GlooCommunicator, PointToPointLeavesTheOtherRanksOut) {
     auto comm = GlooCommunicator::ConnectGroup(store, "world", Iota(4), rank, options);
     ASSERT_TRUE(comm.ok()) << comm.status();
     GlooCommunicator& c = **comm;
-    std::vector<int64_t> first(1000), second(3);
+    std::vector<int64_t> first(1000), second(3), third(5);
+    auto bytes = [](std::vector<int64_t>& v) {
+      return absl::Span<char>(reinterpret_cast<char*>(v.data()), v.size() * sizeof(int64_t));
+    };
     if (rank == 0) {
       for (size_t i = 0; i < first.size(); ++i) first[i] = static_cast<int64_t>(i) * 7;
       second = {1, 2, 3};
-      ASSERT_TRUE(c.Send(first.data(), first.size() * sizeof(int64_t), 2).ok());
-      ASSERT_TRUE(c.Send(second.data(), second.size() * sizeof(int64_t), 2).ok());
+      third = {9, 8, 7, 6, 5};
+      // Two posted at once (and an empty one, skipped), then one alone.
+      ASSERT_TRUE(c.SendBuffers({bytes(first), absl::Span<const char>(), bytes(second)}, 2).ok());
+      ASSERT_TRUE(c.Send(third.data(), third.size() * sizeof(int64_t), 2).ok());
     } else if (rank == 2) {
-      ASSERT_TRUE(c.Recv(first.data(), first.size() * sizeof(int64_t), 0).ok());
-      ASSERT_TRUE(c.Recv(second.data(), second.size() * sizeof(int64_t), 0).ok());
+      ASSERT_TRUE(c.RecvBuffers({bytes(first), absl::Span<char>(), bytes(second)}, 0).ok());
+      ASSERT_TRUE(c.Recv(third.data(), third.size() * sizeof(int64_t), 0).ok());
       for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(first[i], static_cast<int64_t>(i) * 7);
       EXPECT_EQ(second, (std::vector<int64_t>{1, 2, 3}));
+      EXPECT_EQ(third, (std::vector<int64_t>{9, 8, 7, 6, 5}));
     }
     std::vector<float> full(4, static_cast<float>(rank)), mine(1);
     ASSERT_TRUE(c.ReduceScatter(full.data(), 1, mine.data()).ok());

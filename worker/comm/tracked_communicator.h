@@ -50,11 +50,11 @@ class TrackedCommunicator final : public Communicator {
     return inner_->Barrier();
   }
   // Not counted as collectives: the ranks' counts must pair up, and only a pair sends.
-  absl::Status Send(const void* data, size_t bytes, int peer) override {
-    return inner_->Send(data, bytes, peer);
+  absl::Status SendBuffers(const std::vector<absl::Span<const char>>& buffers, int peer) override {
+    return inner_->SendBuffers(buffers, peer);
   }
-  absl::Status Recv(void* data, size_t bytes, int peer) override {
-    return inner_->Recv(data, bytes, peer);
+  absl::Status RecvBuffers(const std::vector<absl::Span<char>>& buffers, int peer) override {
+    return inner_->RecvBuffers(buffers, peer);
   }
   // A stream-ordered collective returns once enqueued; while its completion is polled
   // and not there, the rank's position shows the lane waiting in "completion" (not

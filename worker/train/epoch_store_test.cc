@@ -69,5 +69,40 @@ TEST(EpochStore, AWaitGivesUpOnceANewerEpochCame) {
   delivery.join();
 }
 
+// An attempt store whose waits end a millisecond early, as the coordinator-backed store's
+// can (it rounds what is left of a wait down to milliseconds), or fail at once.
+class EarlyStore final : public gloo::rendezvous::Store {
+ public:
+  explicit EarlyStore(bool broken) : broken_(broken) {}
+  void set(const std::string&, const std::vector<char>&) override {}
+  std::vector<char> get(const std::string&) override { return {}; }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, kLong); }
+  void wait(const std::vector<std::string>&, const std::chrono::milliseconds& timeout) override {
+    if (broken_) throw gloo::IoException("rendezvous wait: permission denied");
+    std::this_thread::sleep_for(timeout - std::chrono::milliseconds(1));
+    if (++waits_ < 4) throw gloo::IoException("rendezvous: peers did not arrive");
+  }
+  int waits() const { return waits_; }
+
+ private:
+  const bool broken_;
+  int waits_ = 0;
+};
+
+TEST(EpochStore, ASliceThatEndsAMillisecondEarlyIsNoFailure) {
+  EarlyStore attempt(/*broken=*/false);
+  EpochStore mine(
+      2, attempt, [] { return false; }, kLong);
+  EXPECT_EQ(WaitError(mine, "rank1", kLong), "");
+  EXPECT_EQ(attempt.waits(), 4);  // three slices ran out, the fourth found the key
+}
+
+TEST(EpochStore, AnErrorOfTheAttemptStoreEndsTheWaitAtOnce) {
+  EarlyStore attempt(/*broken=*/true);
+  EpochStore mine(
+      2, attempt, [] { return false; }, kLong);
+  EXPECT_EQ(WaitError(mine, "rank1", kLong), "rendezvous wait: permission denied");
+}
+
 }  // namespace
 }  // namespace shardwise

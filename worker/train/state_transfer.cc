@@ -54,14 +54,12 @@ absl::Status AdoptLayout(const std::vector<int64_t>& layout,
   return absl::OkStatus();
 }
 
-template <typename T>
-absl::Status SendVector(Communicator& world, const std::vector<T>& values, int peer) {
-  return world.Send(values.data(), values.size() * sizeof(T), peer);
+absl::Span<const char> Bytes(const std::vector<float>& values) {
+  return {reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)};
 }
 
-template <typename T>
-absl::Status RecvVector(Communicator& world, std::vector<T>& values, int peer) {
-  return world.Recv(values.data(), values.size() * sizeof(T), peer);
+absl::Span<char> MutableBytes(std::vector<float>& values) {
+  return {reinterpret_cast<char*>(values.data()), values.size() * sizeof(float)};
 }
 
 }  // namespace
@@ -96,24 +94,26 @@ absl::Status SendState(Communicator& world, int receiver, const RankState& state
   RETURN_IF_ERROR(world.Send(layout.data(), 2 * sizeof(int64_t), receiver));
   RETURN_IF_ERROR(world.Send(layout.data() + 2, (layout.size() - 2) * sizeof(int64_t), receiver));
   Phase(position, "sending parameters");
-  for (const std::vector<float>& shard : state.shards) {
-    RETURN_IF_ERROR(SendVector(world, shard, receiver));
-  }
+  std::vector<absl::Span<const char>> parameters;
+  for (const std::vector<float>& shard : state.shards) parameters.push_back(Bytes(shard));
+  RETURN_IF_ERROR(world.SendBuffers(parameters, receiver));
   Phase(position, "sending optimizer state");
+  std::vector<absl::Span<const char>> rest;
   for (const auto& unit : state.optimizer) {
-    for (const auto& [name, values] : unit) RETURN_IF_ERROR(SendVector(world, values, receiver));
+    for (const auto& [name, values] : unit) rest.push_back(Bytes(values));
   }
   const double counters[2] = {state.optimizer_steps, state.steps};
-  RETURN_IF_ERROR(world.Send(counters, sizeof(counters), receiver));
-  RETURN_IF_ERROR(world.Send(scaler.data(), scaler.size(), receiver));
-  return world.Send(digest.data(), std::min(digest.size(), kDigestChars), receiver);
+  rest.emplace_back(reinterpret_cast<const char*>(counters), sizeof(counters));
+  rest.emplace_back(scaler.data(), scaler.size());
+  rest.emplace_back(digest.data(), std::min(digest.size(), kDigestChars));
+  return world.SendBuffers(rest, receiver);
 }
 
 absl::StatusOr<StateReceipt> ReceiveState(Communicator& world, int donor,
                                           const std::vector<std::string>& optimizer_names,
                                           RankState* state, RankPosition* position) {
   std::vector<int64_t> layout(2);
-  RETURN_IF_ERROR(RecvVector(world, layout, donor));
+  RETURN_IF_ERROR(world.Recv(layout.data(), 2 * sizeof(int64_t), donor));
   const absl::Time start = absl::Now();  // the donor is sending: its rate from here
   if (layout[0] != static_cast<int64_t>(state->shards.size())) {
     return absl::InternalError(absl::StrCat("the donor's model has ", layout[0],
@@ -123,22 +123,26 @@ absl::StatusOr<StateReceipt> ReceiveState(Communicator& world, int donor,
   RETURN_IF_ERROR(world.Recv(layout.data() + 2, (layout.size() - 2) * sizeof(int64_t), donor));
   RETURN_IF_ERROR(AdoptLayout(layout, optimizer_names, state));
   Phase(position, "receiving parameters");
-  for (std::vector<float>& shard : state->shards) RETURN_IF_ERROR(RecvVector(world, shard, donor));
+  std::vector<absl::Span<char>> parameters;
+  for (std::vector<float>& shard : state->shards) parameters.push_back(MutableBytes(shard));
+  RETURN_IF_ERROR(world.RecvBuffers(parameters, donor));
   Phase(position, "receiving optimizer state");
+  std::vector<absl::Span<char>> rest;
   for (auto& unit : state->optimizer) {
-    for (auto& [name, values] : unit) RETURN_IF_ERROR(RecvVector(world, values, donor));
+    for (auto& [name, values] : unit) rest.push_back(MutableBytes(values));
   }
   double counters[2] = {0, 0};
-  RETURN_IF_ERROR(world.Recv(counters, sizeof(counters), donor));
+  std::string scaler(static_cast<size_t>(layout[1]), '\0');
+  std::string sent(kDigestChars, '\0');
+  rest.emplace_back(reinterpret_cast<char*>(counters), sizeof(counters));
+  rest.emplace_back(scaler.data(), scaler.size());
+  rest.emplace_back(sent.data(), sent.size());
+  RETURN_IF_ERROR(world.RecvBuffers(rest, donor));
   state->optimizer_steps = counters[0];
   state->steps = counters[1];
-  std::string scaler(static_cast<size_t>(layout[1]), '\0');
-  RETURN_IF_ERROR(world.Recv(scaler.data(), scaler.size(), donor));
   if (!state->scaler.ParseFromString(scaler)) {
     return absl::DataLossError("the donor's loss scaler state does not parse");
   }
-  std::string sent(kDigestChars, '\0');
-  RETURN_IF_ERROR(world.Recv(sent.data(), sent.size(), donor));
   StateReceipt receipt;
   receipt.took = absl::Now() - start;
   receipt.digest = StateDigest(*state);
