@@ -286,7 +286,7 @@ class JobController {
   bool HealLocked(const v1::Job& job, const std::vector<int32_t>& group,
                   const std::vector<std::string>& workers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank's STATE_RECEIVED: an event naming the donor -> receiver pair, the bytes, the
-  // rate and the state's SHA-256.
+  // rate and the state's checksum.
   void RecordStateReceivedLocked(const v1::Job& job, const v1::AttemptReport& report)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // job_controller_reattach.cc: at the re-attach deadline, a fault-tolerant attempt's

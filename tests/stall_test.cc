@@ -74,12 +74,15 @@ TEST(Stall, AFrozenRankIsNamedWithWhereTheOthersWait) {
       absl::Seconds(15)))
       << "no stall reported";
   EXPECT_LT(absl::Now() - frozen_at, absl::Seconds(10));
-  // The frozen rank is named (behind the others, or silent). Which ranks wait where
-  // depends on how far each got: a ring collective can complete on one rank and not on
-  // another when a peer stops in the middle of it.
+  // The frozen rank is named (behind the others, silent, or, frozen before its first
+  // heartbeat with a position reached the coordinator, without one). Which ranks wait
+  // where depends on how far each got: a ring collective can complete on one rank and not
+  // on another when a peer stops in the middle of it.
   EXPECT_TRUE(
       absl::StrContains(event, absl::StrCat("rank ", frozen_rank, " has not entered ")) ||
-      absl::StrContains(event, absl::StrCat("rank ", frozen_rank, " has sent no heartbeat")))
+      absl::StrContains(event, absl::StrCat("rank ", frozen_rank, " has sent no heartbeat")) ||
+      absl::StrContains(event,
+                        absl::StrCat("rank ", frozen_rank, " has not reported its position")))
       << event;
   EXPECT_TRUE(absl::StrContains(event, " waiting in ")) << event;
   std::string output;

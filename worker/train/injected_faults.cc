@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <iostream>
@@ -63,8 +64,8 @@ class PausedAt final : public TrainingHooks {
       : step_(step), point_(std::move(point)), pause_(pause) {}
 
   void AtPoint(int64_t step, const char* point) override {
-    if (!paused_ && (step_ == KilledAt::kAnyStep || step == step_) && point_ == point) {
-      paused_ = true;
+    if ((step_ == KilledAt::kAnyStep || step == step_) && point_ == point &&
+        !paused_.exchange(true)) {
       // In the worker's log, for the test that acts in the window.
       std::cerr << "fault injection: paused at " << point << " of step " << step << " for "
                 << absl::FormatDuration(pause_) << std::endl;
@@ -76,7 +77,7 @@ class PausedAt final : public TrainingHooks {
   const int64_t step_;
   const std::string point_;
   const absl::Duration pause_;
-  bool paused_ = false;  // once
+  std::atomic<bool> paused_{false};  // once (AtPoint runs on several threads)
 };
 
 // Leaves with its group after a step, as a rank whose worker is shutting down: a

@@ -9,7 +9,8 @@
 namespace shardwise {
 namespace {
 
-constexpr size_t kDigestChars = 32;  // XXH3-128 in hex
+constexpr size_t kDigestChars = 32;        // XXH3-128 in hex
+constexpr int64_t kMaxScalerBytes = 1024;  // a GradScalerState is a few numbers
 
 void Phase(RankPosition* position, const char* phase) {
   if (position != nullptr) position->SetPhase(phase);
@@ -67,11 +68,16 @@ absl::Span<char> MutableBytes(std::vector<float>& values) {
 absl::StatusOr<std::vector<StateMove>> PlanStateMoves(const std::vector<double>& steps,
                                                       const std::vector<int>& holders,
                                                       int shard_rank) {
-  double most = 0;
+  double most = -1;
   for (double s : steps) most = std::max(most, s);
   std::vector<int> donors, receivers;
   for (int holder : holders) {
     (steps[holder] == most ? donors : receivers).push_back(holder);
+  }
+  if (most < 0) {
+    return absl::InternalError(
+        absl::StrCat("no live rank holds a state to give: every rank of shard ", shard_rank,
+                     "'s replicate group, and every other, is a replacement that has none"));
   }
   if (receivers.empty()) return std::vector<StateMove>();
   if (donors.empty()) {
@@ -112,12 +118,19 @@ absl::Status SendState(Communicator& world, int receiver, const RankState& state
 absl::StatusOr<StateReceipt> ReceiveState(Communicator& world, int donor,
                                           const std::vector<std::string>& optimizer_names,
                                           RankState* state, RankPosition* position) {
+  // Until the whole state has arrived and checked, this rank holds none it may give or
+  // train on: a transfer cut short leaves it behind every live rank, to be healed whole.
+  state->steps = -1;
   std::vector<int64_t> layout(2);
   RETURN_IF_ERROR(world.Recv(layout.data(), 2 * sizeof(int64_t), donor));
   const absl::Time start = absl::Now();  // the donor is sending: its rate from here
   if (layout[0] != static_cast<int64_t>(state->shards.size())) {
     return absl::InternalError(absl::StrCat("the donor's model has ", layout[0],
                                             " units, this rank's ", state->shards.size()));
+  }
+  if (layout[1] < 0 || layout[1] > kMaxScalerBytes) {
+    return absl::InternalError(
+        absl::StrCat("the donor's loss scaler state is ", layout[1], " bytes: not a scaler's"));
   }
   layout.resize(2 + 2 * state->shards.size());
   RETURN_IF_ERROR(world.Recv(layout.data() + 2, (layout.size() - 2) * sizeof(int64_t), donor));
@@ -139,14 +152,15 @@ absl::StatusOr<StateReceipt> ReceiveState(Communicator& world, int donor,
   rest.emplace_back(sent.data(), sent.size());
   RETURN_IF_ERROR(world.RecvBuffers(rest, donor));
   state->optimizer_steps = counters[0];
-  state->steps = counters[1];
   if (!state->scaler.ParseFromString(scaler)) {
     return absl::DataLossError("the donor's loss scaler state does not parse");
   }
   StateReceipt receipt;
   receipt.took = absl::Now() - start;
+  state->steps = counters[1];  // the checksum covers it
   receipt.digest = StateDigest(*state);
   if (receipt.digest != sent) {
+    state->steps = -1;
     return absl::DataLossError(absl::StrCat("the state from rank ", donor, " hashes to ",
                                             receipt.digest, " here, ", sent, " on the donor"));
   }

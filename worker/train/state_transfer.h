@@ -4,10 +4,11 @@
 // How the ranks of a new membership epoch come to agree on the state: each shard's live
 // holders that committed the most steps give it to its holders that are behind (a
 // replacement group, or a group one step behind after a split vote), point to point over
-// the host world group. Every shard moves at once, each over its own pair of ranks, and
-// the shards take their donors in turn from the groups ahead, so that the transfer
-// spreads over them. The donor sends the state's checksum (StateDigest) after it; the receiver
-// checks it, so a state that arrives different is an error, never a model trained on.
+// the host world group. Every shard moves at once, each over its own pair of ranks (a
+// donor with several receivers serves them in turn), and the shards take their donors in
+// turn from the groups ahead, so that the transfer spreads over them. The donor sends the state's
+// checksum (StateDigest) after it; the receiver checks it, so a state that arrives different is an
+// error, never a model trained on.
 //
 // The plan (PlanStateMoves) is pure and the same on every rank, given the steps each
 // rank committed (which the ranks all-reduce first).
@@ -35,8 +36,10 @@ struct StateMove {
 
 // The moves of shard `shard_rank`, whose holders (world ranks, in replicate-group order)
 // committed steps[holder] steps: the holders behind the most take it from the holders at
-// the most, receiver j from donor (shard_rank + j) mod donors. INTERNAL when no holder is
-// at the most (the shard group's commit vote split: docs/semantics.md).
+// the most, receiver j from donor (shard_rank + j) mod donors (a donor with several
+// receivers serves them in turn). INTERNAL when no holder is at the most (the shard
+// group's commit vote split: docs/semantics.md), or when no rank holds a state at all
+// (steps -1 everywhere: replacements, or ranks whose transfer was cut short).
 absl::StatusOr<std::vector<StateMove>> PlanStateMoves(const std::vector<double>& steps,
                                                       const std::vector<int>& holders,
                                                       int shard_rank);
@@ -57,7 +60,8 @@ absl::Status SendState(Communicator& world, int receiver, const RankState& state
 // The receiver's side: `state` replaced by world rank `donor`'s, which must have the same
 // layout (units and shard sizes); buffers of optimizer state it has none of yet are made
 // under `optimizer_names` (a replacement that never stepped). DATA_LOSS if the state
-// that arrived does not hash to the donor's digest; `state` is then not to be used.
+// that arrived does not hash to the donor's digest. On any failure `state` holds part of
+// the donor's and its steps are -1: behind every rank, to be healed whole again.
 absl::StatusOr<StateReceipt> ReceiveState(Communicator& world, int donor,
                                           const std::vector<std::string>& optimizer_names,
                                           RankState* state, RankPosition* position);

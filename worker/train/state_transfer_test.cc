@@ -40,6 +40,14 @@ TEST(PlanStateMoves, SeveralReceiversShareTheOnlyDonor) {
   EXPECT_EQ(*moves, (std::vector<StateMove>{{0, 1}, {0, 2}}));
 }
 
+// Every rank is a replacement, or was cut short in its transfer: nobody may give.
+TEST(PlanStateMoves, NoRankWithAStateIsAnError) {
+  auto moves = PlanStateMoves({-1, -1}, {0, 1}, 0);
+  EXPECT_EQ(moves.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(moves.status().message().find("no live rank holds a state to give"), std::string::npos)
+      << moves.status();
+}
+
 TEST(PlanStateMoves, AShardThatNoHolderHasAtTheMostStepsIsAnError) {
   // Shard 1's holders (ranks 1, 3) are both behind rank 0's step.
   auto moves = PlanStateMoves({9, 8, 9, 8}, {1, 3}, 1);
@@ -123,6 +131,7 @@ TEST(StateTransfer, AStateThatDoesNotHashToTheDonorsDigestIsDataLoss) {
         receipt = ReceiveState(world, 0, {"exp_avg", "exp_avg_sq"}, &received, nullptr);
       });
   EXPECT_EQ(receipt.status().code(), absl::StatusCode::kDataLoss) << receipt.status();
+  EXPECT_EQ(received.steps, -1);  // to be healed whole again, never given or trained on
 }
 
 TEST(StateTransfer, ADonorOfAnotherShardLayoutIsRefusedBeforeAnyFloatCrosses) {

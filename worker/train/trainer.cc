@@ -171,6 +171,9 @@ class RankTrainer {
   // Every live rank agrees on the state of the step ahead (state_transfer.h): the ranks
   // behind take their shard's from a rank at it.
   absl::Status HealFromPeers(RankState* state);
+  // This rank's part of `moves`: what it gives, what it takes.
+  absl::Status GiveAndTake(Communicator& world, const std::vector<StateMove>& moves,
+                           RankState* state);
   // Recover's part after the teardown: `change`'s world and groups, the agreement on the
   // state, the model rebuilt from it.
   absl::Status MoveToEpoch(const v1::MembershipChange& change, RankState* state);
@@ -514,6 +517,22 @@ absl::Status RankTrainer::HealFromPeers(RankState* state) {
   RETURN_IF_ERROR(world.AllReduce(steps.data(), steps.size(), ScalarType::kFloat64));
   ASSIGN_OR_RETURN(const std::vector<StateMove> moves,
                    PlanStateMoves(steps, plan_.ReplicateGroupRanks(), plan_.shard_rank));
+  if (std::all_of(steps.begin(), steps.end(), [&](double s) { return s == steps[0]; })) {
+    return absl::OkStatus();  // nothing moves anywhere
+  }
+  // A transfer takes as long as its bytes do, not the peer timeout a step's collectives
+  // wait (a donor with several receivers serves them in turn): every rank waits for the
+  // heal with the data plane's timeout, all of them at the barrier after it, then goes
+  // back to the peer timeout.
+  world_->setTimeout(context_.data_plane.timeout);
+  RETURN_IF_ERROR(GiveAndTake(world, moves, state));
+  RETURN_IF_ERROR(world.Barrier());
+  world_->setTimeout(PeerTimeout());
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::GiveAndTake(Communicator& world, const std::vector<StateMove>& moves,
+                                      RankState* state) {
   const LogContext log =
       LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank);
   std::string digest;  // this rank's, once it gives
@@ -678,6 +697,8 @@ void RankTrainer::ReleaseRuntime() {
 
 absl::Status RankTrainer::MoveOnFrom(int32_t epoch, absl::Status failure, RankState* state) {
   while (true) {
+    // Peers still waiting on this rank in the failed epoch fail at once.
+    if (world_ != nullptr) world_->closeConnections();
     ReleaseRuntime();
     auto change = context_.membership->WaitForEpochAbove(
         epoch, absl::FromChrono(context_.data_plane.timeout), context_.abort);
