@@ -144,6 +144,8 @@ class RankTrainer {
   absl::Status MoveOnFrom(int32_t epoch, absl::Status failure, RankState* state);
   // Ends the model (its threads first), then the rank's groups and device.
   void ReleaseRuntime();
+  // Puts the device's stream clock (an accelerator's) on the rank's timeline.
+  void AttachStreamClock();
   // Connects the world of `change`'s epoch (or of a later one, if a rank is lost while it
   // connects): the context the epoch's runtime connects its groups with.
   absl::StatusOr<TrainingContext> ConnectEpoch(v1::MembershipChange change);
@@ -246,22 +248,14 @@ absl::Status RankTrainer::Setup() {
   }
   live_ranks_.resize(context_.world_size);
   std::iota(live_ranks_.begin(), live_ranks_.end(), 0);
-  activity_ = "connecting the rank's groups";
-  if (context_.join != nullptr) {
-    ASSIGN_OR_RETURN(TrainingContext epoch_context, ConnectEpoch(*context_.join));
-    ASSIGN_OR_RETURN(
-        plan_, fsdp::PlanSharding(spec_.fsdp(), epoch_context.world_size, epoch_context.rank));
-    RETURN_IF_ERROR(OpenCoveredData());
-    ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, epoch_context));
-  } else {
+  // A replacement connects its epoch's groups as it takes its state (below).
+  if (context_.join == nullptr) {
+    activity_ = "connecting the rank's groups";
     ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), context_.world_size, context_.rank));
     ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, context_));
     world_ = context_.world;
     world_->setTimeout(PeerTimeout());
-  }
-  if (context_.timeline != nullptr && runtime_->device()->stream_clock() != nullptr) {
-    stream_clock_ = std::make_unique<StreamClockAttachment>(context_.timeline,
-                                                            runtime_->device()->stream_clock());
+    AttachStreamClock();
   }
   activity_ = "opening the training data";
   auto data = OpenBatchSource(spec_, context_.rank, context_.world_size);
@@ -585,17 +579,19 @@ absl::StatusOr<RankState> RankTrainer::EmptyState() const {
 
 absl::Status RankTrainer::TakeStateOfTheLiveRanks() {
   activity_ = "taking its state from the live ranks";
+  // Its place in its shard group is the one it has in the job's whole world: groups leave
+  // and join whole, so every epoch keeps it.
+  ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), context_.world_size, context_.rank));
   ASSIGN_OR_RETURN(RankState state, EmptyState());
-  absl::Status healed = HealFromPeers(&state);
-  if (healed.ok()) {
-    RETURN_IF_ERROR(RestoreState(state));
-  } else {
-    if (!Recoverable(healed)) return healed;
-    // A donor lost while it gave: in the coordinator's next epoch, without its group,
-    // another live rank that holds the shard gives it (this rank is still behind them).
-    world_->closeConnections();
-    RETURN_IF_ERROR(MoveOnFrom(epoch_, std::move(healed), &state));
+  absl::Status moved = MoveToEpoch(*context_.join, &state);
+  if (!moved.ok()) {
+    if (!Recoverable(moved)) return moved;
+    // A donor lost while it gave, or a newer epoch while the groups connected: the
+    // coordinator's next epoch, where a live rank that holds the shard gives it (this
+    // rank is still behind them).
+    RETURN_IF_ERROR(MoveOnFrom(context_.join->epoch(), std::move(moved), &state));
   }
+  AttachStreamClock();
   first_step_ = result_.steps;
   LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
           absl::StrCat("joined membership epoch ", epoch_, " at step ", first_step_, " (",
@@ -684,6 +680,13 @@ absl::Status RankTrainer::Recover(const absl::Status& failure, int32_t agreed) {
   absl::Status moved = MoveToEpoch(*change, &state);
   if (moved.ok() || !Recoverable(moved)) return moved;
   return MoveOnFrom(change->epoch(), std::move(moved), &state);
+}
+
+void RankTrainer::AttachStreamClock() {
+  if (context_.timeline != nullptr && runtime_->device()->stream_clock() != nullptr) {
+    stream_clock_ = std::make_unique<StreamClockAttachment>(context_.timeline,
+                                                            runtime_->device()->stream_clock());
+  }
 }
 
 void RankTrainer::ReleaseRuntime() {
