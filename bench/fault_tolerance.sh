@@ -21,53 +21,44 @@ cd "$(dirname "$0")/.."
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-if [ "${1:-}" = recovery ]; then
-  kill_at=${2:-80}
-  bazel build //bench:recovery_bench //server:shardwise-coordinator //worker:shardwise-worker \
+# Runs bench/$1 (a binary that starts a coordinator and workers and kills one past step
+# $2) and appends its table, under $3 (the section's title) and $4 (the table's header),
+# to bench/RESULTS.md.
+run_kill_bench() {
+  local binary=$1 kill_at=$2 title=$3 header=$4 mode=$5
+  bazel build "//bench:$binary" //server:shardwise-coordinator //worker:shardwise-worker \
     >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+  local bin dir rows
   bin=$(bazel info bazel-bin 2>/dev/null)
-  dir=$(mktemp -d -t shardwise-recovery.XXXXXX)
-  echo "== a worker killed past step $kill_at: fault tolerance, then a checkpoint restart (logs in $dir)" >&2
-  rows=$("$bin/bench/recovery_bench" --coordinator_binary="$bin/server/shardwise-coordinator" \
+  dir=$(mktemp -d -t "shardwise-$mode.XXXXXX")
+  echo "== $title, killed past step $kill_at (logs in $dir)" >&2
+  rows=$("$bin/bench/$binary" --coordinator_binary="$bin/server/shardwise-coordinator" \
     --worker_binary="$bin/worker/shardwise-worker" --dir="$dir" --kill_at="$kill_at")
-  header="| GPT bench model, NO_SHARD, world 2 | killed past step | detection | rebuild | kill to past its step | steps computed again | tokens/s degraded / before |
-| --- | --- | --- | --- | --- | --- | --- |"
   echo "$header"
   echo "$rows"
   {
     echo
-    echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): a lost worker, fault tolerance against a checkpoint restart"
+    echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): $title"
     echo
-    echo "Command: \`bench/fault_tolerance.sh recovery $kill_at\`"
+    echo "Command: \`bench/fault_tolerance.sh $mode $kill_at\`"
     echo
     echo "$header"
     echo "$rows"
   } >>bench/RESULTS.md
+}
+
+if [ "${1:-}" = recovery ]; then
+  run_kill_bench recovery_bench "${2:-80}" \
+    "a lost worker, fault tolerance against a checkpoint restart" \
+    "| GPT bench model, NO_SHARD, world 2 | killed past step | detection | rebuild | kill to past its step | steps computed again | tokens/s degraded / before |
+| --- | --- | --- | --- | --- | --- | --- |" recovery
   exit 0
 fi
 
 if [ "${1:-}" = heal ]; then
-  kill_at=${2:-80}
-  bazel build //bench:heal_bench //server:shardwise-coordinator //worker:shardwise-worker \
-    >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
-  bin=$(bazel info bazel-bin 2>/dev/null)
-  dir=$(mktemp -d -t shardwise-heal.XXXXXX)
-  echo "== rank 3 of HYBRID_SHARD 2x2 killed past step $kill_at, healed live (logs in $dir)" >&2
-  rows=$("$bin/bench/heal_bench" --coordinator_binary="$bin/server/shardwise-coordinator" \
-    --worker_binary="$bin/worker/shardwise-worker" --dir="$dir" --kill_at="$kill_at")
-  header="| GPT bench model, HYBRID_SHARD 2 groups x 2, AdamW | killed past step | detection | placement | connect | transfer per stream | all streams | raw Gloo, the same streams at once | memcpy, one stream | catch-up | the live groups: move; heal step; steps/s around it vs before | kill to whole again |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-  echo "$header"
-  echo "$rows"
-  {
-    echo
-    echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): a lost replica group healed live"
-    echo
-    echo "Command: \`bench/fault_tolerance.sh heal $kill_at\`"
-    echo
-    echo "$header"
-    echo "$rows"
-  } >>bench/RESULTS.md
+  run_kill_bench heal_bench "${2:-80}" "a lost replica group healed live" \
+    "| GPT bench model, HYBRID_SHARD 2 groups x 2, AdamW | killed past step | detection | placement | connect | transfer per stream | all streams | raw Gloo, the same streams at once | memcpy, one stream | catch-up | the live groups: move; heal step; steps/s around it vs before | kill to whole again |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |" heal
   exit 0
 fi
 

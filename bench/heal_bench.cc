@@ -147,30 +147,6 @@ double MemcpyMegabytesPerSecond(int64_t bytes) {
   return static_cast<double>(bytes) / absl::ToDoubleSeconds(absl::Now() - start) / 1e6;
 }
 
-// Submits the job, kills rank 3's worker past --kill_at, follows it to SUCCEEDED.
-absl::StatusOr<v1::Job> RunWithKill(load::LocalCluster& cluster, std::vector<Sample>* samples,
-                                    absl::Time* killed_at, int64_t* killed_step) {
-  ASSIGN_OR_RETURN(const std::string job_id,
-                   cluster.client().Submit(HealSpec(absl::GetFlag(FLAGS_dir))));
-  const absl::Time deadline = absl::Now() + absl::Minutes(10);
-  while (absl::Now() < deadline) {
-    ASSIGN_OR_RETURN(const v1::Job job, cluster.client().Get(job_id));
-    samples->push_back({absl::Now(), job.attempt(), job.progress().step()});
-    if (job.state() == v1::SUCCEEDED) return job;
-    if (job.state() == v1::FAILED || job.state() == v1::CANCELLED) {
-      return absl::AbortedError(
-          absl::StrCat(job_id, " ended ", v1::JobState_Name(job.state()), ": ", job.reason()));
-    }
-    if (*killed_step < 0 && job.progress().step() > absl::GetFlag(FLAGS_kill_at)) {
-      *killed_step = job.progress().step();
-      *killed_at = absl::Now();
-      cluster.Kill(job.ranks(3).worker_id());
-    }
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return absl::DeadlineExceededError(absl::StrCat(job_id, " did not end within 10 minutes"));
-}
-
 // The median time between consecutive steps seen in [from, to).
 absl::Duration MedianStep(const std::vector<Sample>& samples, int64_t from, int64_t to) {
   std::vector<absl::Duration> steps;
@@ -185,10 +161,13 @@ absl::Status MeasureHeal() {
   ASSIGN_OR_RETURN(auto cluster, load::LocalCluster::Start(absl::GetFlag(FLAGS_coordinator_binary),
                                                            absl::GetFlag(FLAGS_worker_binary), dir,
                                                            {"w0", "w1", "w2", "w3", "w9"}));
-  std::vector<Sample> samples;
-  absl::Time killed_at;
-  int64_t killed_step = -1;
-  ASSIGN_OR_RETURN(const v1::Job job, RunWithKill(*cluster, &samples, &killed_at, &killed_step));
+  ASSIGN_OR_RETURN(const load::LocalCluster::KilledRun run,
+                   cluster->RunWithKill(HealSpec(dir), absl::GetFlag(FLAGS_kill_at), /*victim=*/3,
+                                        [](const v1::Job&) { return absl::OkStatus(); }));
+  const v1::Job& job = run.job;
+  const std::vector<Sample>& samples = run.samples;
+  const absl::Time killed_at = run.killed_at;
+  const int64_t killed_step = run.killed_step;
   ASSIGN_OR_RETURN(const absl::Time lost_at, EventTime(job, " was lost"));
   ASSIGN_OR_RETURN(const absl::Time placed_at, EventTime(job, " joins (rank 2 on "));
   ASSIGN_OR_RETURN(const std::vector<Stream> streams, Streams(job));

@@ -87,66 +87,22 @@ absl::StatusOr<Recovery> ReadRecovery(const std::string& log_path) {
   return recovery;
 }
 
-class RecoveryBench {
- public:
-  absl::Status Start() {
-    ASSIGN_OR_RETURN(cluster_,
-                     load::LocalCluster::Start(absl::GetFlag(FLAGS_coordinator_binary),
-                                               absl::GetFlag(FLAGS_worker_binary),
-                                               absl::GetFlag(FLAGS_dir), {"w0", "w1", "w2"}));
-    return absl::OkStatus();
-  }
-  absl::Status AddWorker(const std::string& name) { return cluster_->AddWorker(name); }
-
-  // Submits `spec`, kills rank 1's worker past --kill_at (and calls `after_kill`), and
-  // follows the job to SUCCEEDED; its samples, and when and at which step the kill came.
-  absl::StatusOr<v1::Job> RunWithKill(const v1::JobSpec& spec, std::vector<Sample>* samples,
-                                      absl::Time* killed_at, int64_t* killed_step,
-                                      std::string* survivor_log,
-                                      const std::function<absl::Status()>& after_kill) {
-    ASSIGN_OR_RETURN(const std::string job_id, cluster_->client().Submit(spec));
-    bool killed = false;
-    const absl::Time deadline = absl::Now() + absl::Minutes(10);
-    while (absl::Now() < deadline) {
-      ASSIGN_OR_RETURN(const v1::Job job, cluster_->client().Get(job_id));
-      samples->push_back({absl::Now(), job.attempt(), job.progress().step()});
-      if (job.state() == v1::SUCCEEDED) return job;
-      if (job.state() == v1::FAILED || job.state() == v1::CANCELLED) {
-        return absl::AbortedError(
-            absl::StrCat(job_id, " ended ", v1::JobState_Name(job.state()), ": ", job.reason()));
-      }
-      if (!killed && job.progress().step() > absl::GetFlag(FLAGS_kill_at)) {
-        const std::string victim = job.ranks(1).worker_id();
-        *survivor_log = cluster_->LogPath(job.ranks(0).worker_id());
-        *killed_step = job.progress().step();
-        *killed_at = absl::Now();
-        cluster_->Kill(victim);
-        killed = true;
-        RETURN_IF_ERROR(after_kill());
-      }
-      absl::SleepFor(absl::Milliseconds(2));
-    }
-    return absl::DeadlineExceededError(absl::StrCat(job_id, " did not end within 10 minutes"));
-  }
-
- private:
-  std::unique_ptr<load::LocalCluster> cluster_;
-};
-
-absl::Status MeasureFaultTolerance(RecoveryBench& bench) {
+absl::Status MeasureFaultTolerance(load::LocalCluster& cluster) {
   v1::JobSpec spec = Spec(absl::GetFlag(FLAGS_dir), "tolerant");
   spec.mutable_fault_tolerance()->set_min_replicas(1);
   spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
   // Degraded to the end, on one rank: the spare stays for the restart run.
   spec.mutable_fault_tolerance()->set_heal(false);
-  std::vector<Sample> samples;
-  absl::Time killed_at;
-  int64_t killed_step = 0;
   std::string survivor_log;
-  RETURN_IF_ERROR(bench
-                      .RunWithKill(spec, &samples, &killed_at, &killed_step, &survivor_log,
-                                   [] { return absl::OkStatus(); })
-                      .status());
+  ASSIGN_OR_RETURN(const load::LocalCluster::KilledRun run,
+                   cluster.RunWithKill(spec, absl::GetFlag(FLAGS_kill_at), /*victim=*/1,
+                                       [&](const v1::Job& job) {
+                                         survivor_log = cluster.LogPath(job.ranks(0).worker_id());
+                                         return absl::OkStatus();
+                                       }));
+  const std::vector<Sample>& samples = run.samples;
+  const absl::Time killed_at = run.killed_at;
+  const int64_t killed_step = run.killed_step;
   ASSIGN_OR_RETURN(const Recovery recovery, ReadRecovery(survivor_log));
   const absl::Time failed_at = recovery.logged_at - recovery.rebuild;
   const int64_t kill_at = absl::GetFlag(FLAGS_kill_at);
@@ -169,18 +125,18 @@ absl::Status MeasureFaultTolerance(RecoveryBench& bench) {
   return absl::OkStatus();
 }
 
-absl::Status MeasureRestart(RecoveryBench& bench) {
+absl::Status MeasureRestart(load::LocalCluster& cluster) {
   v1::JobSpec spec = Spec(absl::GetFlag(FLAGS_dir), "restarted");
   spec.mutable_restart_policy()->set_max_restarts(1);
   spec.mutable_output()->set_checkpoint_dir(absl::GetFlag(FLAGS_dir) + "/checkpoints");
   spec.mutable_output()->set_checkpoint_interval_steps(absl::GetFlag(FLAGS_checkpoint_interval));
-  std::vector<Sample> samples;
-  absl::Time killed_at;
-  int64_t killed_step = 0;
-  std::string survivor_log;
-  ASSIGN_OR_RETURN(const v1::Job job,
-                   bench.RunWithKill(spec, &samples, &killed_at, &killed_step, &survivor_log,
-                                     [&] { return bench.AddWorker("w3"); }));
+  ASSIGN_OR_RETURN(const load::LocalCluster::KilledRun run,
+                   cluster.RunWithKill(spec, absl::GetFlag(FLAGS_kill_at), /*victim=*/1,
+                                       [&](const v1::Job&) { return cluster.AddWorker("w3"); }));
+  const v1::Job& job = run.job;
+  const std::vector<Sample>& samples = run.samples;
+  const absl::Time killed_at = run.killed_at;
+  const int64_t killed_step = run.killed_step;
   // The second attempt resumes from its newest checkpoint: the steps after it ran twice.
   const size_t at = job.result().find("resumed from the checkpoint of step ");
   int64_t resumed = -1;
@@ -202,10 +158,12 @@ absl::Status MeasureRestart(RecoveryBench& bench) {
 }
 
 int Main() {
-  RecoveryBench bench;
-  absl::Status status = bench.Start();
-  if (status.ok()) status = MeasureFaultTolerance(bench);
-  if (status.ok()) status = MeasureRestart(bench);
+  auto cluster = load::LocalCluster::Start(absl::GetFlag(FLAGS_coordinator_binary),
+                                           absl::GetFlag(FLAGS_worker_binary),
+                                           absl::GetFlag(FLAGS_dir), {"w0", "w1", "w2"});
+  absl::Status status = cluster.status();
+  if (status.ok()) status = MeasureFaultTolerance(**cluster);
+  if (status.ok()) status = MeasureRestart(**cluster);
   if (!status.ok()) {
     std::fprintf(stderr, "recovery_bench: %s\n", status.ToString().c_str());
     return 1;

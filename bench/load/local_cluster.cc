@@ -59,6 +59,32 @@ void LocalCluster::Kill(const std::string& name) {
   workers_.erase(it);
 }
 
+absl::StatusOr<LocalCluster::KilledRun> LocalCluster::RunWithKill(
+    const v1::JobSpec& spec, int64_t kill_at, int32_t victim,
+    const std::function<absl::Status(const v1::Job&)>& after_kill) {
+  ASSIGN_OR_RETURN(const std::string job_id, client_->Submit(spec));
+  KilledRun run;
+  const absl::Time deadline = absl::Now() + absl::Minutes(10);
+  while (absl::Now() < deadline) {
+    ASSIGN_OR_RETURN(run.job, client_->Get(job_id));
+    const v1::Job& job = run.job;
+    run.samples.push_back({absl::Now(), job.attempt(), job.progress().step()});
+    if (job.state() == v1::SUCCEEDED) return run;
+    if (job.state() == v1::FAILED || job.state() == v1::CANCELLED) {
+      return absl::AbortedError(
+          absl::StrCat(job_id, " ended ", v1::JobState_Name(job.state()), ": ", job.reason()));
+    }
+    if (run.killed_step < 0 && job.progress().step() > kill_at) {
+      run.killed_step = job.progress().step();
+      run.killed_at = absl::Now();
+      Kill(job.ranks(victim).worker_id());
+      RETURN_IF_ERROR(after_kill(job));
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(job_id, " did not end within 10 minutes"));
+}
+
 std::string LocalCluster::LogPath(const std::string& worker) const {
   return absl::StrCat(dir_, "/worker-", worker, ".log");
 }

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "bench/load/coordinator_process.h"
+#include "bench/load/job_samples.h"
 #include "client/client.h"
 
 namespace shardwise::load {
@@ -34,6 +36,21 @@ class LocalCluster {
   void Kill(const std::string& name);
   std::string LogPath(const std::string& worker) const;
   Client& client() { return *client_; }
+
+  // What RunWithKill saw: the job at its end, its progress polled every few milliseconds,
+  // and when and past which step the kill came.
+  struct KilledRun {
+    v1::Job job;
+    std::vector<Sample> samples;
+    absl::Time killed_at;
+    int64_t killed_step = -1;
+  };
+  // Submits `spec`, kills rank `victim`'s worker once the job is past step `kill_at`
+  // (then calls `after_kill` with the job as it was), and follows the job to SUCCEEDED:
+  // ABORTED if it ends otherwise, DEADLINE_EXCEEDED after 10 minutes.
+  absl::StatusOr<KilledRun> RunWithKill(
+      const v1::JobSpec& spec, int64_t kill_at, int32_t victim,
+      const std::function<absl::Status(const v1::Job&)>& after_kill);
 
  private:
   LocalCluster(std::string worker_binary, std::string dir)
