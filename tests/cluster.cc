@@ -231,6 +231,20 @@ v1::WorkerState Cluster::WorkerState(const std::string& name) {
   return v1::WORKER_STATE_UNSPECIFIED;
 }
 
+v1::JobSpec Cluster::WithSmallGpt(v1::JobSpec spec, int64_t vocab_size,
+                                  const std::string& train_path) {
+  spec.mutable_model()->Clear();
+  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
+  gpt->set_vocab_size(vocab_size);
+  gpt->set_block_size(32);
+  gpt->set_n_layer(2);
+  gpt->set_n_head(2);
+  gpt->set_n_embd(32);
+  spec.clear_data();
+  spec.mutable_data()->mutable_tokens()->set_train_path(train_path);
+  return spec;
+}
+
 v1::JobSpec Cluster::Spec(int world_size) {
   v1::JobSpec spec;
   spec.set_name("test");

@@ -107,6 +107,10 @@ class Cluster {
 
   // A valid spec for the bootstrap: synthetic data, SGD.
   static v1::JobSpec Spec(int world_size);
+  // `spec` with its model replaced by a two-layer GPT (32 wide, 2 heads, a context of 32)
+  // over `vocab_size` tokens, trained on the token file `train_path`.
+  static v1::JobSpec WithSmallGpt(v1::JobSpec spec, int64_t vocab_size,
+                                  const std::string& train_path);
 
   // Runs the `shardwise` CLI with `args`; returns its exit code and puts stdout and
   // stderr together in `output`.

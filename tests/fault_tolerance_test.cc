@@ -14,6 +14,7 @@
 #include <iostream>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -434,23 +435,14 @@ class Healing : public ::testing::TestWithParam<HealingCase> {};
 
 // `spec` training a 2-layer GPT on the bytes of /usr/share/common-licenses/GPL-3, as
 // token ids, written under `dir`.
-v1::JobSpec WithSmallGpt(v1::JobSpec spec, const std::string& dir) {
+v1::JobSpec WithSmallGptOnLicenseBytes(v1::JobSpec spec, const std::string& dir) {
   const std::string text = ReadWholeFile("/usr/share/common-licenses/GPL-3");
   const std::vector<uint16_t> ids(text.begin(), text.end());
   const std::string tokens = dir + "/tokens.bin";
   std::ofstream(tokens, std::ios::binary)
       .write(reinterpret_cast<const char*>(ids.data()),
              static_cast<std::streamsize>(ids.size() * sizeof(uint16_t)));
-  spec.mutable_model()->Clear();
-  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
-  gpt->set_vocab_size(256);
-  gpt->set_block_size(32);
-  gpt->set_n_layer(2);
-  gpt->set_n_head(2);
-  gpt->set_n_embd(32);
-  spec.clear_data();
-  spec.mutable_data()->mutable_tokens()->set_train_path(tokens);
-  return spec;
+  return Cluster::WithSmallGpt(std::move(spec), 256, tokens);
 }
 
 TEST_P(Healing, AReplacementGroupTakesItsShardsFromTheLiveRanksAndTheJobEndsWhole) {
@@ -460,7 +452,7 @@ TEST_P(Healing, AReplacementGroupTakesItsShardsFromTheLiveRanksAndTheJobEndsWhol
   auto run = [&](const std::string& name) {
     v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 100);
     spec.mutable_fsdp()->set_sharding_strategy(GetParam().strategy);
-    if (GetParam().gpt) spec = WithSmallGpt(spec, cluster.dir());
+    if (GetParam().gpt) spec = WithSmallGptOnLicenseBytes(spec, cluster.dir());
     return RunToSuccess(cluster, spec);
   };
   const v1::Job intact = run("intact");

@@ -170,17 +170,7 @@ TEST(Training, DivergenceAndBadTokensFailTheJobWithoutRestarts) {
 
 // A two-layer GPT over two ranks that trains on `train_path`.
 v1::JobSpec SmallGptSpec(int64_t vocab_size, const std::string& train_path) {
-  v1::JobSpec spec = Cluster::Spec(2);
-  spec.mutable_model()->Clear();
-  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
-  gpt->set_vocab_size(vocab_size);
-  gpt->set_block_size(32);
-  gpt->set_n_layer(2);
-  gpt->set_n_head(2);
-  gpt->set_n_embd(32);
-  spec.clear_data();
-  spec.mutable_data()->mutable_tokens()->set_train_path(train_path);
-  return spec;
+  return Cluster::WithSmallGpt(Cluster::Spec(2), vocab_size, train_path);
 }
 
 // The same shape as a Llama (grouped-query attention, untied head).
