@@ -41,6 +41,7 @@
 #include "common/random_token.h"
 #include "common/token_hash.h"
 #include "contracts/comm_hook.h"
+#include "contracts/job_ranks.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_spec_io.h"
 #include "contracts/job_spec_validation.h"
@@ -302,7 +303,7 @@ int Estimate(const std::string& path) {
   if (fit_flag.empty()) return 0;
   std::printf("fitting %s:\n", FormatBytes(*budget).c_str());
   const int64_t micro_steps =
-      int64_t{spec->world_size()} * std::max(1, spec->gradient_accumulation_steps());
+      int64_t{JobRanks(*spec)} * std::max(1, spec->gradient_accumulation_steps());
   std::vector<std::pair<FitDimension, int64_t>> dimensions = {
       {FitDimension::kMicroBatch, limits.max_global_batch_size / micro_steps}};
   if (IsTransformer(spec->model())) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -9,6 +10,7 @@
 #include "absl/time/time.h"
 #include "contracts/comm_hook.h"
 #include "contracts/dtype_rules.h"
+#include "contracts/job_ranks.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_spec_io.h"
 #include "contracts/job_state.h"
@@ -242,25 +244,38 @@ void AppendMembership(const v1::Job& job, std::string* out) {
     return;
   }
   const v1::Membership& m = job.membership();
-  if (!Degraded(job)) {
+  const int32_t ranks = JobRanks(job.spec());
+  if (!Degraded(job) && ranks == job.spec().world_size()) {
     absl::StrAppend(out, "Replicas:   all ", job.spec().world_size(),
                     " ranks train (fault tolerance: min_replicas ",
                     std::max(1, job.spec().fault_tolerance().min_replicas()), ")\n");
     return;
   }
-  absl::StrAppend(out, "Replicas:   epoch ", m.epoch(), ": ", m.live_ranks_size(), " of ",
-                  job.spec().world_size(), " ranks train (", absl::StrJoin(m.live_ranks(), ", "),
-                  ")");
-  if (m.left_ranks_size() > 0) {
+  // A job that may grow starts with ranks 0 to world_size - 1 of its ranks (epoch 0).
+  std::vector<int32_t> live(m.live_ranks().begin(), m.live_ranks().end());
+  if (!Degraded(job)) {
+    live.resize(job.spec().world_size());
+    std::iota(live.begin(), live.end(), 0);
+  }
+  absl::StrAppend(out, "Replicas:   epoch ", Degraded(job) ? m.epoch() : 0, ": ", live.size(),
+                  " of ", ranks, " ranks train (", absl::StrJoin(live, ", "), ")");
+  if (Degraded(job) && m.left_ranks_size() > 0) {
     absl::StrAppend(out, "; ranks ", absl::StrJoin(m.left_ranks(), ", "), " left");
   }
   absl::StrAppend(out, "\n");
+  if (ranks != job.spec().world_size()) {
+    absl::StrAppend(out, "            started with ", InitialReplicas(job.spec()), " replica group",
+                    InitialReplicas(job.spec()) == 1 ? "" : "s", " (world_size ",
+                    job.spec().world_size(), "), grows to at most ", MaxReplicas(job.spec()),
+                    " (fault_tolerance.max_replicas)\n");
+  }
   if (job.target_replicas() > 0) {
     absl::StrAppend(out, "            scaled to ", job.target_replicas(), " replica group",
                     job.target_replicas() == 1 ? "" : "s", " (shardwise scale)\n");
   }
   // The history a run is reproduced from: each epoch, when and at which step it was
   // decided, and why.
+  if (job.membership_history().empty()) return;
   absl::StrAppend(out, "Membership history:\n");
   for (const v1::MembershipEpoch& epoch : job.membership_history()) {
     absl::StrAppend(out, "  ", FormatTime(epoch.time_ms()), "  attempt ", epoch.attempt(),
@@ -324,7 +339,7 @@ std::string FormatProgressLine(const v1::Job& job, int width) {
   absl::StrAppend(&line, "  ", v1::JobState_Name(job.state()));
   if (!p.phase().empty() && !IsTerminal(job.state())) absl::StrAppend(&line, " (", p.phase(), ")");
   if (Degraded(job)) {
-    absl::StrAppend(&line, "  ", job.membership().live_ranks_size(), "/", job.spec().world_size(),
+    absl::StrAppend(&line, "  ", job.membership().live_ranks_size(), "/", JobRanks(job.spec()),
                     " ranks (epoch ", job.membership().epoch(), ")");
   }
   return line;

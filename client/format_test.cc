@@ -213,6 +213,20 @@ TEST(Format, ADegradedJobShowsItsLiveRanksEverywhere) {
                                 "Replicas:   no fault tolerance: a lost rank fails the attempt "
                                 "(no other rank holds its shard); restart_policy re-queues it "
                                 "from its newest checkpoint\n"));
+  // A job that may grow, at the start of an attempt: the first world_size of its ranks
+  // train, and nothing has changed yet.
+  v1::Job growing = RunningJob();
+  growing.mutable_spec()->set_world_size(2);
+  growing.mutable_spec()->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+  growing.mutable_spec()->mutable_fsdp()->set_shard_group_size(2);
+  growing.mutable_spec()->mutable_fault_tolerance()->set_max_replicas(3);
+  const std::string grows = FormatJobDescription(growing, 1'000'000);
+  EXPECT_TRUE(absl::StrContains(grows,
+                                "Replicas:   epoch 0: 2 of 6 ranks train (0, 1)\n"
+                                "            started with 1 replica group (world_size 2), grows "
+                                "to at most 3 (fault_tolerance.max_replicas)\n"))
+      << grows;
+  EXPECT_FALSE(absl::StrContains(grows, "Membership history:")) << grows;
 }
 
 TEST(Format, WorkerTableShowsEachCudaWorkersGpu) {

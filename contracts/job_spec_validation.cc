@@ -17,6 +17,7 @@
 #include "common/printable_text.h"
 #include "common/status_macros.h"
 #include "contracts/huggingface_layout.h"
+#include "contracts/job_ranks.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/model_description.h"
 #include "contracts/token_files.h"
@@ -390,8 +391,15 @@ absl::Status ValidateTokens(const v1::JobSpec& spec, const PathChecker& check_pa
   return CheckTokenizer(spec, check_path);
 }
 
+// What the batch's rows are split over, as the user set it.
+std::string RanksNamed(const v1::JobSpec& spec) {
+  return JobRanks(spec) == spec.world_size()
+             ? "job.world_size"
+             : "the job's ranks (fault_tolerance.max_replicas x ranks per group)";
+}
+
 // What fault tolerance covers today (docs/operations.md, "Fault-tolerant jobs").
-absl::Status ValidateFaultTolerance(const v1::JobSpec& spec) {
+absl::Status ValidateFaultTolerance(const v1::JobSpec& spec, const JobLimits& limits) {
   if (!spec.has_fault_tolerance()) return absl::OkStatus();
   const v1::FaultTolerance& tolerance = spec.fault_tolerance();
   auto strategy = spec.fsdp().sharding_strategy();
@@ -411,12 +419,20 @@ absl::Status ValidateFaultTolerance(const v1::JobSpec& spec) {
   // Replicas: shard groups under HYBRID (fsdp.shard_group_size is checked before this).
   const int32_t group_size = hybrid ? std::max(1, spec.fsdp().shard_group_size()) : 1;
   const int32_t replicas = spec.world_size() / group_size;
-  if (replicas < 2) {
+  const int32_t most = limits.max_world_size / group_size;
+  if (tolerance.max_replicas() != 0 &&
+      (tolerance.max_replicas() < replicas || tolerance.max_replicas() > most)) {
     return Invalid(
-        "fault_tolerance",
-        absl::StrCat("needs two or more replicas to train on after a loss, got ", replicas,
-                     " (job.world_size ", spec.world_size(),
-                     hybrid ? absl::StrCat(" in shard groups of ", group_size) : "", ")"));
+        "fault_tolerance.max_replicas",
+        absl::StrCat("must be the job's ", replicas, " initial replicas (0) to ", most, " (",
+                     limits.max_world_size, " ranks), got ", tolerance.max_replicas()));
+  }
+  if (std::max(replicas, tolerance.max_replicas()) < 2) {
+    return Invalid("fault_tolerance",
+                   absl::StrCat("needs two or more replicas to train on after a loss, got ",
+                                replicas, " (job.world_size ", spec.world_size(),
+                                hybrid ? absl::StrCat(" in shard groups of ", group_size) : "",
+                                ") and fault_tolerance.max_replicas ", tolerance.max_replicas()));
   }
   if (tolerance.min_replicas() < 0 || tolerance.min_replicas() > replicas) {
     return Invalid("fault_tolerance.min_replicas",
@@ -642,12 +658,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
   RETURN_IF_ERROR(CheckEnum("loss", spec.loss(), v1::Loss_IsValid, "CROSS_ENTROPY or MSE"));
   RETURN_IF_ERROR(ValidateData(spec, limits, check_path));
   RETURN_IF_ERROR(ValidateEvaluation(spec, limits));
+  // Before the batch: its rows are laid out over the ranks max_replicas gives.
+  RETURN_IF_ERROR(ValidateFaultTolerance(spec, limits));
   RETURN_IF_ERROR(CheckCount("global_batch_size", spec.global_batch_size(),
                              limits.max_global_batch_size, false));
-  if (spec.global_batch_size() % spec.world_size() != 0) {
+  if (spec.global_batch_size() % JobRanks(spec) != 0) {
     return Invalid("global_batch_size",
-                   absl::StrCat(spec.global_batch_size(), " is not divisible by job.world_size ",
-                                spec.world_size()));
+                   absl::StrCat(spec.global_batch_size(), " is not divisible by ", RanksNamed(spec),
+                                " ", JobRanks(spec)));
   }
   RETURN_IF_ERROR(CheckCount("steps", spec.steps(), limits.max_steps, false, limits.tunable));
   RETURN_IF_ERROR(ValidateLrSchedule(spec));
@@ -660,16 +678,15 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                    absl::StrCat("must be 1 to ", kMaxLossReadInterval, " (0: every step), got ",
                                 spec.loss_read_interval_steps()));
   }
-  // Each rank splits its B / world rows evenly over the micro-steps.
+  // Each rank splits its B / ranks rows evenly over the micro-steps.
   const int64_t micro_steps = std::max(1, spec.gradient_accumulation_steps());
-  if (spec.global_batch_size() % (spec.world_size() * micro_steps) != 0) {
-    return Invalid("global_batch_size", absl::StrCat(spec.global_batch_size(),
-                                                     " is not divisible by job.world_size x "
-                                                     "job.gradient_accumulation_steps = ",
-                                                     spec.world_size() * micro_steps));
+  if (spec.global_batch_size() % (JobRanks(spec) * micro_steps) != 0) {
+    return Invalid(
+        "global_batch_size",
+        absl::StrCat(spec.global_batch_size(), " is not divisible by ", RanksNamed(spec),
+                     " x job.gradient_accumulation_steps = ", JobRanks(spec) * micro_steps));
   }
   RETURN_IF_ERROR(ValidateInitAndOutput(spec, check_path));
-  RETURN_IF_ERROR(ValidateFaultTolerance(spec));
   const int32_t join_timeout = spec.rendezvous().join_timeout_seconds();
   if (join_timeout < 0 || join_timeout > kMaxJoinTimeoutSeconds) {
     return Invalid("rendezvous.join_timeout_seconds",

@@ -75,6 +75,24 @@ TEST(Validation, LiftedLimitsKeepTheFixedBoundsAndCapTheTunableOnes) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// One replica group to start may do with fault tolerance when it may grow: its ranks and
+// rows are laid out over max_replicas groups.
+TEST(Validation, AcceptsOneGroupThatMayGrow) {
+  v1::JobSpec spec = ValidSpec();
+  spec.set_world_size(2);
+  spec.set_global_batch_size(12);
+  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+  spec.mutable_fsdp()->set_shard_group_size(2);
+  spec.mutable_fault_tolerance()->set_max_replicas(3);
+  absl::Status status = ValidateJobSpec(spec, JobLimits(), nullptr);
+  EXPECT_TRUE(status.ok()) << status;
+  spec.mutable_fault_tolerance()->set_max_replicas(0);
+  status = ValidateJobSpec(spec, JobLimits(), nullptr);
+  EXPECT_NE(status.message().find("needs two or more replicas to train on after a loss, got 1"),
+            std::string::npos)
+      << status;
+}
+
 TEST(Validation, AcceptsSpecAfterDefaults) {
   v1::JobSpec spec = ValidSpec();
   ApplyJobSpecDefaults(&spec);
@@ -130,6 +148,30 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "job.fault_tolerance: needs two or more replicas to train on after a loss, got "
                 "1 (job.world_size 4 in shard groups of 4)"},
+        BadCase{"max_replicas below the initial replicas",
+                [](v1::JobSpec* s) {
+                  s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+                  s->mutable_fsdp()->set_shard_group_size(2);
+                  s->mutable_fault_tolerance()->set_max_replicas(1);
+                },
+                "job.fault_tolerance.max_replicas: must be the job's 2 initial replicas (0) to "
+                "32 (64 ranks), got 1"},
+        BadCase{"max_replicas past the coordinator's ranks",
+                [](v1::JobSpec* s) {
+                  s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+                  s->mutable_fsdp()->set_shard_group_size(2);
+                  s->mutable_fault_tolerance()->set_max_replicas(2147483647);
+                },
+                "job.fault_tolerance.max_replicas: must be the job's 2 initial replicas (0) to "
+                "32 (64 ranks), got 2147483647"},
+        BadCase{"a batch the grown job's ranks cannot split",
+                [](v1::JobSpec* s) {
+                  s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+                  s->mutable_fsdp()->set_shard_group_size(2);
+                  s->mutable_fault_tolerance()->set_max_replicas(3);
+                },
+                "job.global_batch_size: 8 is not divisible by the job's ranks "
+                "(fault_tolerance.max_replicas x ranks per group) 6"},
         BadCase{"unknown batch rule",
                 [](v1::JobSpec* s) {
                   s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);

@@ -6,23 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "contracts/job_ranks.h"
 
 namespace shardwise {
 namespace {
-
-bool Hybrid(const v1::JobSpec& spec) {
-  const auto strategy = spec.fsdp().sharding_strategy();
-  return strategy == v1::ShardingStrategy::HYBRID_SHARD ||
-         strategy == v1::ShardingStrategy::HYBRID_SHARD_ZERO2;
-}
-
-// Ranks per replica group: the shard group's size under HYBRID, 1 under NO_SHARD, the
-// world otherwise (no rank holds a replica of its own).
-int32_t GroupSize(const v1::JobSpec& spec) {
-  if (Hybrid(spec)) return std::max(1, spec.fsdp().shard_group_size());
-  if (spec.fsdp().sharding_strategy() == v1::ShardingStrategy::NO_SHARD) return 1;
-  return std::max(1, spec.world_size());
-}
 
 std::string Ranks(const std::vector<int32_t>& ranks) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
@@ -31,7 +18,7 @@ std::string Ranks(const std::vector<int32_t>& ranks) {
 }  // namespace
 
 std::vector<int32_t> ReplicaGroupOf(const v1::JobSpec& spec, int32_t rank) {
-  const int32_t size = GroupSize(spec);
+  const int32_t size = ReplicaGroupSize(spec);
   std::vector<int32_t> group;
   group.reserve(size);
   for (int32_t r = rank / size * size; r < (rank / size + 1) * size; ++r) group.push_back(r);
@@ -52,10 +39,10 @@ std::vector<int32_t> CoveredRanks(const v1::JobSpec& spec, const std::vector<int
                                   int32_t rank) {
   std::vector<int32_t> covered;
   if (spec.fault_tolerance().batch() != v1::FaultTolerance::KEEP_GLOBAL) return covered;
-  const int32_t size = GroupSize(spec);
+  const int32_t size = ReplicaGroupSize(spec);
   const std::set<int32_t> is_live(live.begin(), live.end());
   std::vector<int32_t> left_groups;  // each group's first rank
-  for (int32_t first = 0; first < spec.world_size(); first += size) {
+  for (int32_t first = 0; first < JobRanks(spec); first += size) {
     if (is_live.count(first) == 0) left_groups.push_back(first);
   }
   const auto me = std::find(live.begin(), live.end(), rank);
@@ -70,22 +57,32 @@ std::vector<int32_t> CoveredRanks(const v1::JobSpec& spec, const std::vector<int
   return covered;
 }
 
-std::vector<int32_t> GroupToHeal(const v1::JobSpec& spec, const v1::Membership& current) {
-  if (current.left_ranks().empty()) return {};
-  const int32_t lowest =
-      *std::min_element(current.left_ranks().begin(), current.left_ranks().end());
-  return ReplicaGroupOf(spec, lowest);
+std::vector<int32_t> GroupsToHeal(const v1::JobSpec& spec, const v1::Membership& current,
+                                  int32_t attempt, int32_t groups) {
+  const std::vector<int32_t> live = LiveRanks(spec, current, attempt);
+  const std::set<int32_t> is_live(live.begin(), live.end());
+  const int32_t size = ReplicaGroupSize(spec);
+  std::vector<int32_t> ranks;
+  for (int32_t first = 0; first < JobRanks(spec) && groups > 0; first += size) {
+    if (is_live.count(first) > 0) continue;
+    for (int32_t r : ReplicaGroupOf(spec, first)) ranks.push_back(r);
+    --groups;
+  }
+  return ranks;
 }
 
-v1::Membership Rejoined(const v1::Membership& current, const std::vector<int32_t>& group) {
+v1::Membership Rejoined(const v1::JobSpec& spec, const v1::Membership& current, int32_t attempt,
+                        const std::vector<int32_t>& ranks) {
   v1::Membership next;
-  next.set_attempt(current.attempt());
-  next.set_epoch(current.epoch() + 1);
-  std::set<int32_t> live(current.live_ranks().begin(), current.live_ranks().end());
-  live.insert(group.begin(), group.end());
+  next.set_attempt(attempt);
+  next.set_epoch(current.attempt() == attempt ? current.epoch() + 1 : 1);
+  const std::vector<int32_t> before = LiveRanks(spec, current, attempt);
+  std::set<int32_t> live(before.begin(), before.end());
+  live.insert(ranks.begin(), ranks.end());
   for (int32_t r : live) next.add_live_ranks(r);
+  if (current.attempt() != attempt) return next;
   for (int32_t r : current.left_ranks()) {
-    if (std::find(group.begin(), group.end(), r) == group.end()) next.add_left_ranks(r);
+    if (std::find(ranks.begin(), ranks.end(), r) == ranks.end()) next.add_left_ranks(r);
   }
   return next;
 }
@@ -102,7 +99,7 @@ MembershipDecision DecideAfterLoss(const v1::JobSpec& spec, const v1::Membership
   for (int32_t r : live) {
     if (leaving.count(r) == 0) staying.push_back(r);
   }
-  const int32_t groups = static_cast<int32_t>(staying.size()) / GroupSize(spec);
+  const int32_t groups = static_cast<int32_t>(staying.size()) / ReplicaGroupSize(spec);
   const int32_t needed = std::max(1, spec.fault_tolerance().min_replicas());
   const std::vector<int32_t> left(leaving.begin(), leaving.end());
   if (!spec.has_fault_tolerance() || groups < needed) {

@@ -20,8 +20,9 @@ namespace shardwise {
 // The ranks of `rank`'s replica group, ascending.
 std::vector<int32_t> ReplicaGroupOf(const v1::JobSpec& spec, int32_t rank);
 
-// The live ranks of `membership` for an attempt of `spec.world_size()` ranks: every rank
-// while nothing left (`membership` unset, or of another attempt).
+// The live ranks of `membership` for `attempt`: ranks 0 to world_size - 1 (the job's
+// initial size) while its membership has not changed (`membership` unset, or of another
+// attempt).
 std::vector<int32_t> LiveRanks(const v1::JobSpec& spec, const v1::Membership& membership,
                                int32_t attempt);
 
@@ -40,10 +41,14 @@ struct MembershipDecision {
   std::string summary;
 };
 
-// fault_tolerance.heal: the first replica group that left `current` (by its lowest rank;
-// empty if none left) and the membership with it live again, the next epoch.
-std::vector<int32_t> GroupToHeal(const v1::JobSpec& spec, const v1::Membership& current);
-v1::Membership Rejoined(const v1::Membership& current, const std::vector<int32_t>& group);
+// fault_tolerance.heal and growth (`shardwise scale`): the ranks, ascending, of the lowest
+// `groups` replica groups of the job's ranks (JobRanks) not live in `current` for
+// `attempt` (groups that left, or groups never placed yet), fewer if fewer are not live;
+// and the membership with `ranks` live again, the next epoch.
+std::vector<int32_t> GroupsToHeal(const v1::JobSpec& spec, const v1::Membership& current,
+                                  int32_t attempt, int32_t groups);
+v1::Membership Rejoined(const v1::JobSpec& spec, const v1::Membership& current, int32_t attempt,
+                        const std::vector<int32_t>& ranks);
 
 // What follows the loss of `lost` (ranks of `attempt`) in `current`.
 MembershipDecision DecideAfterLoss(const v1::JobSpec& spec, const v1::Membership& current,

@@ -1,5 +1,6 @@
 #include "contracts/membership.h"
 
+#include "contracts/job_ranks.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -74,18 +75,52 @@ TEST(Membership, UnderKeepGlobalTheLeftGroupsRowsGoRoundTheLiveGroups) {
 
 TEST(Membership, TheFirstGroupThatLeftRejoinsInTheNextEpoch) {
   const v1::JobSpec spec = Spec(v1::ShardingStrategy::HYBRID_SHARD, 6, 1, /*group=*/2);
-  EXPECT_TRUE(GroupToHeal(spec, {}).empty());
+  EXPECT_TRUE(GroupsToHeal(spec, {}, 1, 1).empty());
   MembershipDecision first = DecideAfterLoss(spec, {}, 1, {5});
   MembershipDecision second = DecideAfterLoss(spec, first.next, 1, {0});
   ASSERT_TRUE(second.train_on);
-  EXPECT_EQ(GroupToHeal(spec, second.next), (std::vector<int32_t>{0, 1}));
-  const v1::Membership healed = Rejoined(second.next, {0, 1});
+  EXPECT_EQ(GroupsToHeal(spec, second.next, 1, 1), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(GroupsToHeal(spec, second.next, 1, 3), (std::vector<int32_t>{0, 1, 4, 5}));
+  const v1::Membership healed = Rejoined(spec, second.next, 1, {0, 1});
   EXPECT_EQ(healed.epoch(), 3);
   EXPECT_EQ(healed.attempt(), 1);
   EXPECT_EQ(Live(healed), (std::vector<int32_t>{0, 1, 2, 3}));
   EXPECT_EQ(std::vector<int32_t>(healed.left_ranks().begin(), healed.left_ranks().end()),
             (std::vector<int32_t>{4, 5}));
-  EXPECT_EQ(GroupToHeal(spec, healed), (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(GroupsToHeal(spec, healed, 1, 1), (std::vector<int32_t>{4, 5}));
+}
+
+// A job that may grow (fault_tolerance.max_replicas 3, world_size 2 in groups of 2): its
+// ranks are numbered over 3 groups; the groups never placed are grown into in order, the
+// first from the attempt's initial membership (epoch 0, ranks 0 and 1).
+TEST(Membership, AJobThatMayGrowPlacesItsGroupsBeyondWorldSizeInOrder) {
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::HYBRID_SHARD, 2, 1, /*group=*/2);
+  EXPECT_EQ(JobRanks(spec), 2);
+  spec.mutable_fault_tolerance()->set_max_replicas(3);
+  EXPECT_EQ(InitialReplicas(spec), 1);
+  EXPECT_EQ(MaxReplicas(spec), 3);
+  EXPECT_EQ(JobRanks(spec), 6);
+  EXPECT_EQ(LiveRanks(spec, {}, 1), (std::vector<int32_t>{0, 1}));
+  ASSERT_EQ(GroupsToHeal(spec, {}, 1, 1), (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(GroupsToHeal(spec, {}, 1, 2), (std::vector<int32_t>{2, 3, 4, 5}));
+  const v1::Membership grown = Rejoined(spec, {}, 1, {2, 3});
+  EXPECT_EQ(grown.attempt(), 1);
+  EXPECT_EQ(grown.epoch(), 1);
+  EXPECT_EQ(Live(grown), (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(grown.left_ranks().empty());
+  ASSERT_EQ(GroupsToHeal(spec, grown, 1, 1), (std::vector<int32_t>{4, 5}));
+  const v1::Membership whole = Rejoined(spec, grown, 1, {4, 5});
+  EXPECT_EQ(whole.epoch(), 2);
+  EXPECT_TRUE(GroupsToHeal(spec, whole, 1, 1).empty());
+  // Of another attempt, the membership counts for nothing: that attempt starts at epoch 1.
+  EXPECT_EQ(Rejoined(spec, whole, 2, {2, 3}).epoch(), 1);
+  EXPECT_EQ(Live(Rejoined(spec, whole, 2, {2, 3})), (std::vector<int32_t>{0, 1, 2, 3}));
+  // KEEP_GLOBAL: the groups not placed yet have rows too, which the live groups cover.
+  spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
+  EXPECT_EQ(CoveredRanks(spec, {0, 1}, 1), (std::vector<int32_t>{3, 5}));
+  EXPECT_EQ(CoveredRanks(spec, Live(grown), 0), std::vector<int32_t>{4});
+  EXPECT_EQ(CoveredRanks(spec, Live(grown), 1), std::vector<int32_t>{5});
+  EXPECT_TRUE(CoveredRanks(spec, Live(grown), 2).empty());
 }
 
 TEST(Membership, AMembershipOfAnEarlierAttemptCountsForNothing) {

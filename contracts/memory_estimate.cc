@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "contracts/fsdp_layout.h"
+#include "contracts/job_ranks.h"
 #include "contracts/transformer_config.h"
 
 namespace shardwise {
@@ -87,7 +88,7 @@ double OptimizerBytes(const v1::OptimizerSpec& optimizer, const UnitElements& e)
 
 // Per micro-batch: the rows (MLP) or sequences (GPT) one rank computes at once.
 double MicroBatch(const v1::JobSpec& spec) {
-  const double ranks = std::max(1, spec.world_size());
+  const double ranks = JobRanks(spec);
   const double steps = std::max(1, spec.gradient_accumulation_steps());
   return static_cast<double>(spec.global_batch_size()) / (ranks * steps);
 }

@@ -12,14 +12,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "contracts/job_ranks.h"
 #include "contracts/transformer_config.h"
 
 namespace shardwise {
 namespace {
 
-// The micro-batches in one global batch: one per rank per accumulation step.
+// The micro-batches in one global batch: one per rank of the job per accumulation step.
 int64_t MicroSteps(const v1::JobSpec& spec) {
-  return int64_t{std::max(1, spec.world_size())} * std::max(1, spec.gradient_accumulation_steps());
+  return int64_t{JobRanks(spec)} * std::max(1, spec.gradient_accumulation_steps());
 }
 
 // `spec` with `dimension` set to `value`.

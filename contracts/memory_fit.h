@@ -18,7 +18,7 @@ namespace shardwise {
 
 enum class FitDimension {
   // Sequences (GPT) or rows (MLP) per rank per micro-step: global_batch_size =
-  // value * world_size * gradient_accumulation_steps.
+  // value * JobRanks (job_ranks.h) * gradient_accumulation_steps.
   kMicroBatch,
   kBlockSize,  // the GPT's context, model.gpt.block_size
 };

@@ -71,7 +71,7 @@ JobController::LiveAttempt& JobController::StartLiveAttemptLocked(const v1::Job&
   live_.erase(job.id());
   auto [it, inserted] = live_.try_emplace(job.id(), job.attempt(), job.spec().world_size(),
                                           order_recorded, hook_switch_options_);
-  stalls_.Track(job.id(), job.attempt(), job.spec().world_size());
+  stalls_.Track(job.id(), job.attempt(), LiveRanksOf(job));
   return it->second;
 }
 

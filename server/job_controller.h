@@ -275,14 +275,16 @@ class JobController {
   // The Assignment of `rank` of the job's current attempt, with its rendezvous token.
   v1::CoordinatorMessage AssignmentMessage(const v1::Job& job, int32_t rank,
                                            const std::string& token) const;
-  // job_controller_heal.cc: places a replacement for the first replica group that left
-  // each degraded fault-tolerant attempt (fault_tolerance.heal), on idle workers.
+  // job_controller_heal.cc: places, on idle workers, the replica groups each
+  // fault-tolerant attempt lacks against its target (those that left, under
+  // fault_tolerance.heal; those a job scaled past its initial size has not placed yet),
+  // the lowest first, all a pass can place in one epoch.
   void HealDegradedAttemptsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Asks the ranks of the live groups above the job's target_replicas (the highest) to
   // leave after their step.
   void AskGroupsAboveTargetToLeaveLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `job`'s group `group` was placed on `workers` (in the group's order) and
-  // told, with the live ranks, to join the next epoch.
+  // Whether `job`'s ranks `group` (one or more whole replica groups) were placed on
+  // `workers` (in the ranks' order) and told, with the live ranks, to join the next epoch.
   bool HealLocked(const v1::Job& job, const std::vector<int32_t>& group,
                   const std::vector<std::string>& workers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank's STATE_RECEIVED: an event naming the donor -> receiver pair, the bytes, the

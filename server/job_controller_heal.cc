@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "common/random_token.h"
 #include "common/status_macros.h"
+#include "contracts/job_ranks.h"
 #include "contracts/job_state.h"
 #include "contracts/membership.h"
 #include "server/job_controller.h"
@@ -32,14 +33,11 @@ bool HealEnabled(const v1::JobSpec& spec) {
          (!spec.fault_tolerance().has_heal() || spec.fault_tolerance().heal());
 }
 
-int32_t GroupSize(const v1::JobSpec& spec) {
-  return static_cast<int32_t>(ReplicaGroupOf(spec, 0).size());
-}
-
-// The replica groups the job keeps: its target_replicas, or every group of the spec.
+// The replica groups the job keeps: its target_replicas (at most MaxReplicas), or the
+// groups it started with.
 int32_t TargetGroups(const v1::Job& job) {
-  const int32_t all = job.spec().world_size() / GroupSize(job.spec());
-  return job.target_replicas() > 0 ? std::min(job.target_replicas(), all) : all;
+  return job.target_replicas() > 0 ? std::min(job.target_replicas(), MaxReplicas(job.spec()))
+                                   : InitialReplicas(job.spec());
 }
 
 }  // namespace
@@ -53,12 +51,16 @@ absl::StatusOr<v1::Job> JobController::Scale(const std::string& job_id, int32_t 
                      job.spec().has_fault_tolerance() ? "" : " and has no fault_tolerance",
                      ": only a running job with fault_tolerance can be scaled"));
   }
-  const int32_t all = job.spec().world_size() / GroupSize(job.spec());
+  const int32_t most = MaxReplicas(job.spec());
   const int32_t least = std::max(1, job.spec().fault_tolerance().min_replicas());
-  if (replicas < least || replicas > all) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("replicas must be ", least, " (fault_tolerance.min_replicas) to ", all,
-                     " (the groups of world_size ", job.spec().world_size(), "), got ", replicas));
+  if (replicas < least || replicas > most) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replicas must be ", least, " (fault_tolerance.min_replicas) to ", most,
+        job.spec().fault_tolerance().max_replicas() > 0
+            ? " (fault_tolerance.max_replicas)"
+            : absl::StrCat(" (the groups of world_size ", job.spec().world_size(),
+                           "; fault_tolerance.max_replicas lets a job grow past them)"),
+        ", got ", replicas));
   }
   ASSIGN_OR_RETURN(
       v1::Job scaled,
@@ -72,7 +74,7 @@ absl::StatusOr<v1::Job> JobController::Scale(const std::string& job_id, int32_t 
 
 void JobController::AskGroupsAboveTargetToLeaveLocked(const v1::Job& job) {
   const std::vector<int32_t> live = LiveRanksOf(job);
-  const int32_t size = GroupSize(job.spec());
+  const int32_t size = ReplicaGroupSize(job.spec());
   const int32_t surplus = static_cast<int32_t>(live.size()) / size - TargetGroups(job);
   if (surplus <= 0) return;
   v1::CoordinatorMessage message;
@@ -96,25 +98,30 @@ void JobController::HealDegradedAttemptsLocked() {
     // Scaled explicitly, a job is grown to its target even with heal off.
     if (!job.ok() || job->state() != v1::RUNNING || job->attempt() != live.attempt ||
         !(HealEnabled(job->spec()) || job->target_replicas() > 0) ||
-        job->membership().attempt() != job->attempt() || job->membership().left_ranks().empty() ||
         job->progress().step() + 1 >= job->spec().steps() ||
-        static_cast<int32_t>(LiveRanksOf(*job).size()) / GroupSize(job->spec()) >=
+        static_cast<int32_t>(LiveRanksOf(*job).size()) / ReplicaGroupSize(job->spec()) >=
             TargetGroups(*job)) {
       continue;
     }
     degraded.push_back(*job);
   }
   for (const v1::Job& job : degraded) {
-    const std::vector<int32_t> group = GroupToHeal(job.spec(), job.membership());
+    const int32_t size = ReplicaGroupSize(job.spec());
+    const int32_t wanted = TargetGroups(job) - static_cast<int32_t>(LiveRanksOf(job).size()) / size;
     std::vector<std::string> workers;
     for (const v1::WorkerInfo& worker : workers_->Idle(job.spec().device())) {
-      if (workers.size() == group.size()) break;
+      if (static_cast<int32_t>(workers.size()) == wanted * size) break;
       if (MemoryFits(job.memory_per_rank().total_bytes(), RankMemory(worker))) {
         workers.push_back(worker.id());
       }
     }
-    if (workers.size() < group.size()) continue;  // not yet: a later pass, when some are idle
-    HealLocked(job, group, workers);
+    // Groups that left, or those of a job grown past its initial size not placed yet: as
+    // many as the idle workers hold, in one epoch (the rest in a later pass).
+    const std::vector<int32_t> ranks = GroupsToHeal(job.spec(), job.membership(), job.attempt(),
+                                                    static_cast<int32_t>(workers.size()) / size);
+    if (ranks.empty()) continue;
+    workers.resize(ranks.size());
+    HealLocked(job, ranks, workers);
   }
 }
 
@@ -128,14 +135,22 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
     rank.set_worker_id(workers[i]);
     placed.push_back(rank);
   }
-  const v1::Membership next = Rejoined(job.membership(), group);
+  const std::vector<int32_t> before = LiveRanksOf(job);
+  const v1::Membership next = Rejoined(job.spec(), job.membership(), job.attempt(), group);
   std::vector<std::string> where;
   where.reserve(placed.size());
   for (const v1::RankAssignment& rank : placed) {
     where.push_back(absl::StrCat(rank.rank(), " on ", rank.worker_id()));
   }
+  // Ranks that left come back as a replacement; the others grow the job.
+  const bool replacing = std::all_of(group.begin(), group.end(), [&](int32_t rank) {
+    return std::find(job.membership().left_ranks().begin(), job.membership().left_ranks().end(),
+                     rank) != job.membership().left_ranks().end() &&
+           job.membership().attempt() == job.attempt();
+  });
   const std::string summary =
-      absl::StrCat("a replacement for ranks ", absl::StrJoin(group, ", "), " joins (rank ",
+      absl::StrCat(replacing ? "a replacement for ranks " : "ranks ", absl::StrJoin(group, ", "),
+                   replacing ? " joins (rank " : " join, growing the job (rank ",
                    absl::StrJoin(where, ", rank "), "), healed from the live ranks' shards; ranks ",
                    absl::StrJoin(next.live_ranks(), ", "), " train from epoch ", next.epoch());
   // Written first, as every membership: a coordinator restarted after this holds it.
@@ -147,9 +162,7 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
   const v1::CoordinatorMessage change = MembershipChangeMessage(*recorded);
   for (const v1::RankAssignment& rank : recorded->ranks()) {
     const bool joining = std::find(group.begin(), group.end(), rank.rank()) != group.end();
-    const bool live =
-        std::find(job.membership().live_ranks().begin(), job.membership().live_ranks().end(),
-                  rank.rank()) != job.membership().live_ranks().end();
+    const bool live = std::find(before.begin(), before.end(), rank.rank()) != before.end();
     if (joining) {
       const std::string token = RandomToken();
       rendezvous_->AdmitRank(job.id(), job.attempt(), rank.rank(), token);
@@ -167,7 +180,7 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
     options_.metrics->membership_changes_total.With({"healed"}).Increment();
   }
   stalls_.Forget(job.id());
-  stalls_.Track(job.id(), job.attempt(), job.spec().world_size());
+  stalls_.Track(job.id(), job.attempt(), LiveRanksOf(*recorded));
   LogInfo(JobContext(job), summary);
   ReconsiderHookSwitchLocked(*recorded, workers);
   return true;

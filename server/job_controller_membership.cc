@@ -88,7 +88,7 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
   }
   // Positions restart with the epoch (the lost ranks' would read as stalls).
   stalls_.Forget(job.id());
-  stalls_.Track(job.id(), job.attempt(), job.spec().world_size());
+  stalls_.Track(job.id(), job.attempt(), after);
   LogWarning(JobContext(job), absl::StrCat(reason, "; ", decision.summary));
   ReconsiderHookSwitchLocked(*recorded, /*joiners=*/{});
   // The live ranks may all have finished already (the loss came at the very end).

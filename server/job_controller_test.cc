@@ -501,16 +501,20 @@ class FaultTolerantJobTest : public JobControllerTest {
   }
 
   // job-1 RUNNING on w0..w3, rank r on worker wr.
-  void StartHybridJob() {
-    v1::JobSpec spec = Spec(4);
+  // HYBRID_SHARD in groups of 2 over `world` ranks on workers w0, w1, ..., running; with
+  // `max_replicas`, a job that may grow to that many groups.
+  void StartHybridJob(int world = 4, int max_replicas = 0) {
+    v1::JobSpec spec = Spec(world);
+    spec.set_global_batch_size(24);
     spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
     spec.mutable_fsdp()->set_shard_group_size(2);
     spec.mutable_fault_tolerance()->set_min_replicas(1);
-    for (int w = 0; w < 4; ++w) AddWorker(absl::StrCat("w", w));
+    spec.mutable_fault_tolerance()->set_max_replicas(max_replicas);
+    for (int w = 0; w < world; ++w) AddWorker(absl::StrCat("w", w));
     ASSERT_TRUE(controller_->Submit(spec).ok());
-    for (int r = 0; r < 4; ++r) Report(absl::StrCat("w", r), r, v1::JOINED);
+    for (int r = 0; r < world; ++r) Report(absl::StrCat("w", r), r, v1::JOINED);
     ASSERT_EQ(State(), v1::RUNNING);
-    for (int w = 0; w < 4; ++w) Received(absl::StrCat("w", w));
+    for (int w = 0; w < world; ++w) Received(absl::StrCat("w", w));
   }
   bool GotMembershipChange(const std::string& worker, int epoch = 1) {
     for (const auto& message : Received(worker)) {
@@ -540,6 +544,14 @@ class FaultTolerantJobTest : public JobControllerTest {
   std::vector<int32_t> Live() {
     const v1::Membership m = jobs_->Get("job-1")->membership();
     return {m.live_ranks().begin(), m.live_ranks().end()};
+  }
+  std::string Events() {
+    const v1::Job job = *jobs_->Get("job-1");
+    std::string events;
+    for (const v1::JobEvent& event : job.events()) {
+      absl::StrAppend(&events, event.message(), "\n");
+    }
+    return events;
   }
 };
 
@@ -837,7 +849,8 @@ TEST_F(FaultTolerantJobTest, ScalingAsksTheHighestGroupToLeaveAndHealsBackUp) {
   EXPECT_EQ(controller_->Scale("job-1", 3).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(controller_->Scale("job-1", 0).status().message())
                 .find("replicas must be 1 (fault_tolerance.min_replicas) to 2 (the groups of "
-                      "world_size 4), got 0"),
+                      "world_size 4; fault_tolerance.max_replicas lets a job grow past them), "
+                      "got 0"),
             std::string::npos);
   auto scaled = controller_->Scale("job-1", 1);
   ASSERT_TRUE(scaled.ok()) << scaled.status();
@@ -859,6 +872,42 @@ TEST_F(FaultTolerantJobTest, ScalingAsksTheHighestGroupToLeaveAndHealsBackUp) {
   ASSERT_TRUE(controller_->Scale("job-1", 2).ok());
   EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 2);
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3}));
+}
+
+// Growth past world_size (fault_tolerance.max_replicas 3, one group of 2 to start):
+// scaled to 3, both groups not placed yet join in one epoch on the idle workers, as ranks
+// 2 to 5, the job's list of ranks growing with them; above max_replicas, refused.
+TEST_F(FaultTolerantJobTest, AJobGrowsPastItsWorldSizeUpToMaxReplicas) {
+  StartHybridJob(/*world=*/2, /*max_replicas=*/3);
+  // Spare workers: the job stays at its initial size until scaled.
+  for (int w = 2; w < 6; ++w) AddWorker(absl::StrCat("w", w));
+  EXPECT_EQ(workers_->Get("w2")->state(), v1::IDLE);
+  const absl::Status above = controller_->Scale("job-1", 4).status();
+  EXPECT_NE(std::string(above.message())
+                .find("replicas must be 1 (fault_tolerance.min_replicas) to 3 "
+                      "(fault_tolerance.max_replicas), got 4"),
+            std::string::npos)
+      << above;
+  ASSERT_TRUE(controller_->Scale("job-1", 3).ok());
+  const v1::Job grown = *jobs_->Get("job-1");
+  EXPECT_EQ(grown.membership().epoch(), 1);
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+  ASSERT_EQ(grown.ranks_size(), 6);
+  for (int r = 0; r < 6; ++r) {
+    EXPECT_EQ(grown.ranks(r).rank(), r);
+    EXPECT_EQ(grown.ranks(r).worker_id(), absl::StrCat("w", r));
+  }
+  EXPECT_NE(Events().find("ranks 2, 3, 4, 5 join, growing the job (rank 2 on w2, rank 3 on w3, "
+                          "rank 4 on w4, rank 5 on w5)"),
+            std::string::npos)
+      << Events();
+  for (int w = 2; w < 6; ++w) {
+    const std::vector<v1::CoordinatorMessage> sent = Received(absl::StrCat("w", w));
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_EQ(sent[0].assignment().rank(), w);
+    EXPECT_EQ(sent[0].assignment().join().epoch(), 1);
+  }
+  EXPECT_TRUE(GotMembershipChange("w0"));
 }
 
 TEST_F(JobControllerTest, OnlyARunningFaultTolerantJobScales) {

@@ -8,6 +8,7 @@
 #include "absl/strings/strip.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "contracts/job_ranks.h"
 #include "contracts/job_summary.h"
 #include "google/protobuf/util/message_differencer.h"
 
@@ -550,12 +551,16 @@ absl::StatusOr<v1::Job> JobManager::RecordMembership(
       [&](v1::Job* j) {
         RETURN_IF_ERROR(CheckAttempt(*j, membership.attempt()));
         for (const v1::RankAssignment& rank : reassigned) {
-          if (rank.rank() < 0 || rank.rank() >= j->ranks_size()) {
+          if (rank.rank() < 0 || rank.rank() >= JobRanks(j->spec())) {
             return absl::InvalidArgumentError(
                 absl::StrCat("job ", job_id, " has no rank ", rank.rank()));
           }
         }
-        for (const v1::RankAssignment& rank : reassigned) *j->mutable_ranks(rank.rank()) = rank;
+        for (const v1::RankAssignment& rank : reassigned) {
+          // A job grown past its initial size: its list of ranks grows with it.
+          while (j->ranks_size() <= rank.rank()) j->add_ranks()->set_rank(j->ranks_size() - 1);
+          *j->mutable_ranks(rank.rank()) = rank;
+        }
         *j->mutable_membership() = membership;
         v1::MembershipEpoch* epoch = j->add_membership_history();
         epoch->set_attempt(membership.attempt());

@@ -36,12 +36,13 @@ bool Moved(const v1::RankPosition& before, const v1::RankPosition& now) {
 
 }  // namespace
 
-void StallDetector::Track(const std::string& job_id, int32_t attempt, int32_t world_size) {
+void StallDetector::Track(const std::string& job_id, int32_t attempt, std::vector<int32_t> ranks) {
+  std::sort(ranks.begin(), ranks.end());
   absl::MutexLock lock(&mu_);
   Attempt& tracked = attempts_[job_id];
   tracked = Attempt{};
   tracked.attempt = attempt;
-  tracked.world_size = world_size;
+  tracked.ranks = std::move(ranks);
 }
 
 void StallDetector::Forget(const std::string& job_id) {
@@ -53,8 +54,8 @@ void StallDetector::Record(const std::string& job_id, int32_t attempt, int32_t r
                            const v1::RankPosition& position, absl::Time now) {
   absl::MutexLock lock(&mu_);
   auto it = attempts_.find(job_id);
-  if (it == attempts_.end() || it->second.attempt != attempt || rank < 0 ||
-      rank >= it->second.world_size) {
+  if (it == attempts_.end() || it->second.attempt != attempt ||
+      !std::binary_search(it->second.ranks.begin(), it->second.ranks.end(), rank)) {
     return;
   }
   auto [seen, inserted] = it->second.positions.try_emplace(rank);
@@ -119,7 +120,7 @@ std::optional<StallDetector::Stall> StallDetector::CheckAttempt(const std::strin
   }
   if (waiting_at == nullptr) return std::nullopt;
   std::vector<std::string> missing;
-  for (int32_t rank = 0; rank < attempt.world_size; ++rank) {
+  for (int32_t rank : attempt.ranks) {
     auto it = attempt.positions.find(rank);
     if (it == attempt.positions.end()) {
       missing.push_back(absl::StrCat("rank ", rank, " has not reported its position"));

@@ -39,8 +39,9 @@ class StallDetector {
 
   explicit StallDetector(const Options& options) : options_(options) {}
 
-  // Starts following an attempt of `world_size` ranks (replacing the job's earlier one).
-  void Track(const std::string& job_id, int32_t attempt, int32_t world_size);
+  // Starts following the live `ranks` of an attempt (replacing the job's earlier ones):
+  // after a membership change, the ranks that left are not waited for.
+  void Track(const std::string& job_id, int32_t attempt, std::vector<int32_t> ranks);
   // Stops following the job's attempt.
   void Forget(const std::string& job_id);
 
@@ -67,7 +68,7 @@ class StallDetector {
   };
   struct Attempt {
     int32_t attempt = 0;
-    int32_t world_size = 0;
+    std::vector<int32_t> ranks;  // ascending
     std::map<int32_t, Seen> positions;
     int64_t reported_at = -1;  // the collective (by count) last reported as stalled
   };

@@ -44,7 +44,7 @@ void Stall(StallDetector& detector, absl::Duration waited) {
 
 TEST(StallDetector, NamesTheRankTheOthersWaitForOncePerCollective) {
   StallDetector detector = Detector();
-  detector.Track("job-1", 1, 3);
+  detector.Track("job-1", 1, {0, 1, 2});
   Stall(detector, absl::ZeroDuration());
   Stall(detector, absl::Seconds(59));
   EXPECT_TRUE(detector.Check(kStart + absl::Seconds(59)).empty());
@@ -65,7 +65,7 @@ TEST(StallDetector, NamesTheRankTheOthersWaitForOncePerCollective) {
 
 TEST(StallDetector, PastTheAbortTimeEveryCheckSaysAbort) {
   StallDetector detector = Detector(absl::Seconds(120));
-  detector.Track("job-1", 1, 3);
+  detector.Track("job-1", 1, {0, 1, 2});
   Stall(detector, absl::ZeroDuration());
   Stall(detector, absl::Seconds(61));
   ASSERT_EQ(detector.Check(kStart + absl::Seconds(61)).size(), 1u);
@@ -82,7 +82,7 @@ TEST(StallDetector, PastTheAbortTimeEveryCheckSaysAbort) {
 
 TEST(StallDetector, ASlowRankThatMovesIsNoStallAndASilentOneIs) {
   StallDetector detector = Detector();
-  detector.Track("job-1", 1, 2);
+  detector.Track("job-1", 1, {0, 1});
   detector.Record("job-1", 1, 0, At(4, "forward", 3, "all-gather", 0, 7), kStart);
   detector.Record("job-1", 1, 1, At(4, "backward", 5, "", 0, 5), kStart);
   // Rank 1 keeps moving (its unit changes), behind rank 0 on the lane.
@@ -101,7 +101,7 @@ TEST(StallDetector, ASlowRankThatMovesIsNoStallAndASilentOneIs) {
 
 TEST(StallDetector, IgnoresPositionsOfAttemptsItDoesNotFollow) {
   StallDetector detector = Detector();
-  detector.Track("job-1", 2, 2);
+  detector.Track("job-1", 2, {0, 1});
   detector.Record("job-1", 1, 0, At(4, "forward", 3, "all-gather", 0, 7), kStart);  // old
   detector.Record("job-1", 2, 5, At(4, "forward", 3, "all-gather", 0, 7), kStart);  // no rank 5
   detector.Record("job-9", 1, 0, At(4, "forward", 3, "all-gather", 0, 7), kStart);
@@ -110,6 +110,22 @@ TEST(StallDetector, IgnoresPositionsOfAttemptsItDoesNotFollow) {
   std::vector<StallDetector::Stall> stalls = detector.Check(kStart);
   ASSERT_EQ(stalls.size(), 1u);
   EXPECT_NE(stalls[0].message.find("rank 1 has not reported its position"), std::string::npos);
+}
+
+// After a membership change only the live ranks are followed: a rank that left is not
+// waited for, and its late heartbeat is ignored.
+TEST(StallDetector, FollowsTheLiveRanksOnly) {
+  StallDetector detector = Detector();
+  detector.Track("job-1", 1, {2, 0});
+  detector.Record("job-1", 1, 1, At(4, "forward", 2, "", 0, 6), kStart);  // left
+  Stall(detector, absl::ZeroDuration());
+  Stall(detector, absl::Seconds(61));
+  std::vector<StallDetector::Stall> stalls = detector.Check(kStart + absl::Seconds(61));
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].message,
+            "stall: rank 2 has not entered all-gather of unit 3 at step 4 (forward); it is in "
+            "forward of unit 2 at step 4; rank 0 is waiting in all-gather of unit 3 at step 4 "
+            "(forward) for 1m1s");
 }
 
 }  // namespace

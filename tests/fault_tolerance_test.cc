@@ -673,6 +673,82 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
   EXPECT_EQ(intact.membership().epoch(), 0);
 }
 
+// Growth past world_size: a job submitted with one replica group of 2 ranks (world_size
+// 2) and fault_tolerance.max_replicas 3 is scaled to 2 groups, then 3, then back to 1
+// while it trains. Each growth places the groups not placed yet (ranks 2 and 3, then 4
+// and 5) on idle workers, healed from the live ranks; the shrink takes the two highest
+// groups out after their step; no step is redone. Under KEEP_GLOBAL every membership
+// trains on the batch of the job's 6 ranks (the groups not live covered by the live
+// ones), so the job ends within tolerance of one that trained with all 3 groups
+// throughout.
+TEST(FaultTolerance, AJobGrownFromOneGroupToThreeAndBackEndsAsOneAtFullSize) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (int w = 0; w < 6; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  // SGD with momentum: state a joiner must take, and an update linear in the gradient
+  // (AdamW's m / sqrt(v) turns the changed order of sums on gradients near its eps into
+  // lr-sized differences, up to 2 of the tolerance here after one step).
+  auto spec = [&](const std::string& name, int world) {
+    v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 400);
+    spec.set_world_size(world);
+    spec.set_global_batch_size(24);
+    spec.mutable_optimizer()->mutable_sgd()->set_lr(0.05);
+    spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
+    spec.mutable_fault_tolerance()->set_max_replicas(3);
+    spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
+    return spec;
+  };
+  auto full_id = cluster.client().Submit(spec("full", 6));
+  ASSERT_TRUE(full_id.ok()) << full_id.status();
+  const v1::Job full = cluster.WaitForState(*full_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(full.membership().epoch(), 0);
+  auto job_id = cluster.client().Submit(spec("grown", 2));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  auto scale_to = [&](int replicas, const std::vector<int32_t>& live, int64_t from_step) {
+    WaitForStep(cluster, *job_id, from_step);
+    auto scaled = cluster.client().Scale(*job_id, replicas);
+    ASSERT_TRUE(scaled.ok()) << scaled.status();
+    ASSERT_TRUE(Cluster::WaitFor([&] {
+      auto job = cluster.client().Get(*job_id);
+      return job.ok() && Live(*job) == live;
+    })) << "the job did not reach "
+        << replicas << " replica groups";
+  };
+  scale_to(2, {0, 1, 2, 3}, 30);
+  auto job = cluster.client().Get(*job_id);
+  ASSERT_TRUE(job.ok());
+  scale_to(3, {0, 1, 2, 3, 4, 5}, job->progress().step() + 30);
+  job = cluster.client().Get(*job_id);
+  ASSERT_TRUE(job.ok());
+  scale_to(1, {0, 1}, job->progress().step() + 30);
+  const v1::Job grown = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(180));
+  EXPECT_EQ(grown.attempt(), 1);
+  EXPECT_EQ(grown.progress().step(), 400);
+  ASSERT_EQ(grown.ranks_size(), 6);
+  EXPECT_EQ(grown.ranks(5).worker_id(), "w5");
+  const std::string events = Events(grown);
+  EXPECT_TRUE(absl::StrContains(events, "ranks 2, 3 join, growing the job")) << events;
+  EXPECT_TRUE(absl::StrContains(events, "ranks 4, 5 join, growing the job")) << events;
+  // Each joiner took its shard from the live rank at its place in its group.
+  for (const Transfer& transfer : Transfers(grown)) {
+    EXPECT_EQ(transfer.shard, transfer.receiver % 2) << transfer.Pair();
+    EXPECT_EQ(transfer.donor % 2, transfer.receiver % 2) << transfer.Pair();
+  }
+  EXPECT_EQ(Transfers(grown).size(), 4u) << events;
+  const std::string log = ReadWholeFile(cluster.dir() + "/worker-w0.log");
+  EXPECT_TRUE(absl::StrContains(log, "asked to leave after step ")) << log;
+  EXPECT_FALSE(absl::StrContains(log, " failed (")) << "a step was redone:\n" << log;
+  std::string out;
+  ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "describe", *job_id}, &out), 0);
+  EXPECT_TRUE(absl::StrContains(out, "2 of 6 ranks train (0, 1)")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "grows to at most 3 (fault_tolerance.max_replicas)")) << out;
+  const double worst =
+      WorstOfTolerance(cluster.dir() + "/full.safetensors", cluster.dir() + "/grown.safetensors");
+  std::cout << "grown 1 -> 2 -> 3 -> 1 against the full-size run: " << worst
+            << " of the tolerance\n";
+  EXPECT_LE(worst, 1.0);
+}
+
 TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {
   Cluster cluster;
   cluster.StartCoordinator();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "contracts/job_ranks.h"
 #include "contracts/transformer_config.h"
 #include "worker/data/dataset.h"
 #include "worker/data/tokens.h"
@@ -103,9 +104,8 @@ absl::StatusOr<std::unique_ptr<BatchSource>> OpenTokens(const v1::JobSpec& spec,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BatchSource>> OpenBatchSource(const v1::JobSpec& spec, int rank,
-                                                             int world) {
-  const Slice slice{spec.global_batch_size(), rank, world,
+absl::StatusOr<std::unique_ptr<BatchSource>> OpenBatchSource(const v1::JobSpec& spec, int rank) {
+  const Slice slice{spec.global_batch_size(), rank, JobRanks(spec),
                     std::max(1, spec.gradient_accumulation_steps())};
   if (spec.data().has_tokens()) return OpenTokens(spec, slice);
   auto data = LoadDataset(spec);

@@ -29,10 +29,10 @@ class BatchSource {
   virtual int64_t tokens_per_step() const = 0;
 };
 
-// The job's data for rank `rank` of `world`. INVALID_ARGUMENT naming the field when a
-// file does not fit the model.
-absl::StatusOr<std::unique_ptr<BatchSource>> OpenBatchSource(const v1::JobSpec& spec, int rank,
-                                                             int world);
+// The job's data for its rank `rank`: its share of each global batch, laid out over the
+// job's ranks (contracts/job_ranks.h, JobRanks: world_size, or more when the job may
+// grow). INVALID_ARGUMENT naming the field when a file does not fit the model.
+absl::StatusOr<std::unique_ptr<BatchSource>> OpenBatchSource(const v1::JobSpec& spec, int rank);
 
 }  // namespace shardwise
 

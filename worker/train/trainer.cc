@@ -15,6 +15,7 @@
 #include "common/safe_write.h"
 #include "common/status_macros.h"
 #include "contracts/fsdp_layout.h"
+#include "contracts/job_ranks.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/membership.h"
 #include "contracts/permanent_failure.h"
@@ -163,12 +164,12 @@ class RankTrainer {
   // left): the same on every rank, whether or not it covers one itself.
   bool KeepsGlobalBatch() const {
     return spec_.fault_tolerance().batch() == v1::FaultTolerance::KEEP_GLOBAL &&
-           static_cast<int>(live_ranks_.size()) < context_.world_size;
+           static_cast<int>(live_ranks_.size()) < JobRanks(spec_);
   }
   // What a micro-batch's loss weighs against a rank's share of an intact step: live /
-  // world while KeepsGlobalBatch, 1 otherwise.
+  // the job's ranks while KeepsGlobalBatch, 1 otherwise.
   float BatchWeight() const {
-    return KeepsGlobalBatch() ? static_cast<float>(LiveRanks()) / context_.world_size : 1.0f;
+    return KeepsGlobalBatch() ? static_cast<float>(LiveRanks()) / JobRanks(spec_) : 1.0f;
   }
   // Every live rank agrees on the state of the step ahead (state_transfer.h): the ranks
   // behind take their shard's from a rank at it.
@@ -258,7 +259,7 @@ absl::Status RankTrainer::Setup() {
     AttachStreamClock();
   }
   activity_ = "opening the training data";
-  auto data = OpenBatchSource(spec_, context_.rank, context_.world_size);
+  auto data = OpenBatchSource(spec_, context_.rank);
   // A data file that does not fit the job, or is corrupt, fails every attempt alike.
   if (!data.ok()) {
     const absl::Status& status = data.status();
@@ -268,6 +269,8 @@ absl::Status RankTrainer::Setup() {
   data_ = std::move(*data);
   // A replacement reads no weights: its model is built from the live ranks' shards.
   if (context_.join != nullptr) return TakeStateOfTheLiveRanks();
+  // A job that may grow starts with some of its groups not placed yet (KEEP_GLOBAL).
+  RETURN_IF_ERROR(OpenCoveredData());
   activity_ = "loading the initial weights";
   ASSIGN_OR_RETURN(std::optional<fsdp::LoadedCheckpoint> checkpoint,
                    CheckpointToLoad(spec_, context_));
@@ -476,7 +479,7 @@ absl::Status RankTrainer::Regroup() {
 absl::Status RankTrainer::OpenCoveredData() {
   covered_data_.clear();
   for (int32_t rank : CoveredRanks(spec_, live_ranks_, context_.rank)) {
-    ASSIGN_OR_RETURN(auto source, OpenBatchSource(spec_, rank, context_.world_size));
+    ASSIGN_OR_RETURN(auto source, OpenBatchSource(spec_, rank));
     covered_data_.push_back(std::move(source));
   }
   return absl::OkStatus();
@@ -581,7 +584,7 @@ absl::Status RankTrainer::TakeStateOfTheLiveRanks() {
   activity_ = "taking its state from the live ranks";
   // Its place in its shard group is the one it has in the job's whole world: groups leave
   // and join whole, so every epoch keeps it.
-  ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), context_.world_size, context_.rank));
+  ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), JobRanks(spec_), context_.rank));
   ASSIGN_OR_RETURN(RankState state, EmptyState());
   absl::Status moved = MoveToEpoch(*context_.join, &state);
   if (!moved.ok()) {
@@ -900,7 +903,7 @@ absl::StatusOr<double> RankTrainer::Evaluate() {
   // Each rank's rows once: the live ranks', and under KEEP_GLOBAL those they cover.
   float mean = static_cast<float>(sum / (batches * micro_steps));
   RETURN_IF_ERROR(runtime_->world()->AllReduce(&mean, 1));
-  return mean / (KeepsGlobalBatch() ? context_.world_size : LiveRanks());
+  return mean / (KeepsGlobalBatch() ? JobRanks(spec_) : LiveRanks());
 }
 
 void RankTrainer::ReportProgress(double step_seconds) {
