@@ -29,7 +29,8 @@ DEBIAN_PACKAGES=(
   python3-torch  # tests/pytorch_parity_test: PyTorch itself as the reference
   python3-grpcio python3-protobuf python3-yaml  # the Python client (client/python)
   clang-14 libclang-rt-14-dev make  # tests/fuzz/run.sh: libFuzzer with ASan and UBSan
-  iproute2  # tests/multihost_test: hosts in network namespaces (ip netns, veth, bridge)
+  iproute2 iptables  # tests/multihost_test: hosts in network namespaces (ip netns, veth,
+  # bridge), one whose firewall drops its data-plane connections
   clang-format-14 clang-tidy-14 git universal-ctags  # tools/check_format.sh, clang_tidy.sh,
   # check_docs.sh, function_lengths.sh
 )
@@ -265,7 +266,8 @@ demo() {
   DEMO_PIDS+=($!)
   for _ in $(seq 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
   [ -s "$dir/port" ] || { cat "$dir/coordinator.log" >&2; exit 1; }
-  export SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$dir/port")"
+  SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$dir/port")"
+  export SHARDWISE_COORDINATOR
 
   log "starting 4 CPU workers"
   for rank in 0 1 2 3; do
@@ -281,6 +283,7 @@ demo() {
   # The text: the licenses every Debian system ships (base-files), through a SentencePiece
   # BPE tokenizer trained on them (2,048 pieces), so the samples are made of words.
   log "training a tokenizer on /usr/share/common-licenses and tokenizing it into $DEMO_DATA/tokens"
+  # shellcheck disable=SC2046  # one argument per file; Debian's names have no spaces
   "$bin/client/shardwise" tokenize $(find /usr/share/common-licenses -maxdepth 1 -type f | sort) \
     -o "$DEMO_DATA/tokens" --tokenizer=sentencepiece --vocab_size=2048
 
@@ -304,8 +307,10 @@ case "${1:-}" in
   images) images ;;
   kube) kube ;;
   deps) deps && deploy_deps ;;
-  # shellcheck disable=SC2046
-  bench-deps) deps && install_packages $(missing_packages "${BENCH_PACKAGES[@]}") ;;
+  bench-deps)
+    # shellcheck disable=SC2046
+    deps && install_packages $(missing_packages "${BENCH_PACKAGES[@]}")
+    ;;
   *)
     echo "usage: ./dev.sh demo|test|build|images|kube|deps|bench-deps" >&2
     exit 2

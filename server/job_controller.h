@@ -114,6 +114,8 @@ class JobController {
   void OnHeartbeat(const std::string& worker_id, const v1::Heartbeat& heartbeat);
   void OnReport(const std::string& worker_id, const v1::AttemptReport& report);
   void OnHookAck(const std::string& worker_id, const v1::HookChangeAck& ack);
+  // A rank's answer to a DataPlaneProbe (job_controller_probes.cc).
+  void OnProbeResult(const std::string& worker_id, const v1::DataPlaneProbeResult& result);
 
   // The spans the job's ranks sent: its latest attempt's, held in memory for recent jobs
   // and in the state file once an attempt ended. NOT_FOUND for an unknown job.
@@ -157,6 +159,11 @@ class JobController {
     // Ranks of a replacement group placed on new workers that have not trained a step
     // yet (job_controller_heal.cc): the attempt may end without them.
     std::set<int32_t> joining;
+    // The data-plane probe the join deadline started (every rank reached the rendezvous,
+    // some did not connect): the answers by prober rank, judged once every rank answered
+    // or at the deadline (job_controller_probes.cc).
+    absl::Time probe_deadline = absl::InfiniteFuture();
+    std::map<int32_t, v1::DataPlaneProbeResult> probes;
   };
 
   // Starts following a new live attempt of `job` (replacing an earlier one).
@@ -188,8 +195,8 @@ class JobController {
   // job_controller_joins.cc: the rendezvous join deadline, once per attempt. Ranks that
   // never reached the rendezvous while others did are blamed and their workers
   // quarantined, and the job re-queued without a restart; if no rank reached it, the
-  // attempt fails; if every rank reached it, an event says which have not connected. A
-  // scheduling pass follows each quarantine's end.
+  // attempt fails; if every rank reached it, an event says which have not connected and
+  // the data plane is probed (below). A scheduling pass follows each quarantine's end.
   void CheckJoinDeadlinesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndLateJoinLocked(const v1::Job& job, const std::set<int32_t>& joined,
                          const std::vector<int32_t>& never_reached, absl::Time now)
@@ -198,8 +205,21 @@ class JobController {
   void RestoreQuarantinesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps the worker out of scheduling until the quarantine ends, and a pass then.
   void HoldQuarantineLocked(const StoredQuarantine& quarantine) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& never_reached,
-                        absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Quarantines the workers of `ranks`, which `what` ("did not reach the rendezvous
+  // within 30 s ..."), and re-queues the job without counting a restart.
+  void QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& ranks,
+                        const std::string& what, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // job_controller_probes.cc: whose data plane is at fault when every rank reached the
+  // rendezvous but some did not connect. Asks each rank's worker to probe its peers
+  // (false when a worker has no probe listener, an older one); the answers are judged
+  // (server/data_plane_blame.h) once all came or at the probe deadline: the ranks no
+  // other rank reached are quarantined as those that never reached the rendezvous are.
+  bool ProbeDataPlaneLocked(const v1::Job& job, LiveAttempt& live, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckProbeDeadlinesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void JudgeProbesLocked(const v1::Job& job, LiveAttempt& live, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Records the stalls the detector finds as events; fails the attempts past the abort.
   void HandleStallsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

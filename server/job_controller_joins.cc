@@ -5,8 +5,9 @@
 // workers took the assignment and did not do it, and are quarantined, so the job's next
 // attempt lands elsewhere. When no rank came, the fault is more likely the job's or the
 // network's than every worker's: the attempt fails as any failure does. When every rank
-// came but some have not connected yet, the data plane's own timeout decides; the
-// coordinator records what it sees.
+// came but some have not connected yet, the coordinator probes the data plane between
+// the ranks' workers (job_controller_probes.cc): a rank no other can reach is blamed and
+// quarantined as one that never came; otherwise the data plane's own timeout decides.
 
 #include <cstdio>
 #include <set>
@@ -60,13 +61,17 @@ void JobController::CheckJoinDeadlinesLocked(absl::Time now) {
   }
   // Ending an attempt (and the scheduling pass it may run) changes live_: after the scan.
   for (const Late& l : late) EndLateJoinLocked(l.job, l.joined, l.never_reached, now);
+  CheckProbeDeadlinesLocked(now);
   // A quarantine that ended frees a worker no event announces.
   bool freed = false;
   while (!quarantine_ends_.empty() && *quarantine_ends_.begin() <= now) {
     quarantine_ends_.erase(quarantine_ends_.begin());
     freed = true;
   }
-  if (freed) RequestScheduleLocked();
+  if (!freed) return;
+  // Not only when the state file is next loaded: a row is a live quarantine.
+  LogIfFailed(jobs_->ForgetEndedQuarantines(), "forgetting ended quarantines");
+  RequestScheduleLocked();
 }
 
 void JobController::EndLateJoinLocked(const v1::Job& job, const std::set<int32_t>& joined,
@@ -77,13 +82,18 @@ void JobController::EndLateJoinLocked(const v1::Job& job, const std::set<int32_t
     for (int32_t rank = 0; rank < world; ++rank) {
       if (joined.count(rank) == 0) unjoined.push_back(rank);
     }
+    auto live = live_.find(job.id());
+    const bool probing = live != live_.end() && ProbeDataPlaneLocked(job, live->second, now);
     LogIfFailed(jobs_
                     ->RecordEvent(job.id(), job.attempt(),
                                   absl::StrCat("every rank reached the rendezvous, but ",
                                                RanksAndWorkers(job, unjoined),
                                                " had not connected to its peers", Within(job),
-                                               " (a data-plane port blocked between workers?); "
-                                               "the data plane's own timeout decides"))
+                                               probing ? "; probing the data plane between the "
+                                                         "ranks' workers"
+                                                       : " (a data-plane port blocked between "
+                                                         "workers?); the data plane's own "
+                                                         "timeout decides"))
                     .status(),
                 "recording a late join", JobContext(job));
     return;
@@ -96,7 +106,8 @@ void JobController::EndLateJoinLocked(const v1::Job& job, const std::set<int32_t
                       /*lost_worker=*/"");
     return;
   }
-  QuarantineLocked(job, never_reached, now);
+  QuarantineLocked(job, never_reached, absl::StrCat("did not reach the rendezvous", Within(job)),
+                   now);
 }
 
 void JobController::RestoreQuarantinesLocked() {
@@ -113,20 +124,19 @@ void JobController::HoldQuarantineLocked(const StoredQuarantine& quarantine) {
   quarantine_ends_.insert(until);  // a scheduling pass when it ends
 }
 
-void JobController::QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& never_reached,
-                                     absl::Time now) {
+void JobController::QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& ranks,
+                                     const std::string& what, absl::Time now) {
   const bool quarantining = options_.quarantine > absl::ZeroDuration();
   const std::string reason = absl::StrCat(
-      RanksAndWorkers(job, never_reached), " did not reach the rendezvous", Within(job),
+      RanksAndWorkers(job, ranks), " ", what,
       quarantining ? absl::StrCat("; quarantined for ", absl::FormatDuration(options_.quarantine))
                    : "");
-  for (int32_t rank : never_reached) {
+  for (int32_t rank : ranks) {
     const std::string worker = WorkerOfRank(job, rank);
     if (!quarantining || worker.empty()) continue;
     const StoredQuarantine quarantine{
         worker, absl::ToUnixMillis(now + options_.quarantine),
-        absl::StrCat("rank ", rank, " of ", job.id(), " attempt ", job.attempt(),
-                     " did not reach the rendezvous", Within(job))};
+        absl::StrCat("rank ", rank, " of ", job.id(), " attempt ", job.attempt(), " ", what)};
     HoldQuarantineLocked(quarantine);
     LogIfFailed(jobs_->SaveQuarantine(quarantine), "keeping a quarantine in the state file",
                 LogContext().Worker(worker));

@@ -63,6 +63,9 @@ class JobControllerTest : public ::testing::Test {
     request.set_name(name);
     request.set_device(v1::CPU);
     request.set_memory_bytes(int64_t{16} << 30);
+    if (auto probe = probe_addresses_.find(name); probe != probe_addresses_.end()) {
+      request.set_data_probe_address(probe->second);
+    }
     if (running != nullptr) *request.mutable_running() = *running;
     ASSERT_TRUE(controller_->RegisterWorker(request).ok());
   }
@@ -150,6 +153,8 @@ class JobControllerTest : public ::testing::Test {
   }
 
   SimulatedClock clock_;
+  // The data-plane probe listener each worker registers with (none if absent).
+  std::map<std::string, std::string> probe_addresses_;
   std::string path_;
   JobController::Options options_;
   std::unique_ptr<StateStore> store_;
@@ -464,6 +469,136 @@ TEST_F(JobControllerTest, RanksThatReachTheRendezvousButDoNotConnectAreReportedN
   }
   EXPECT_EQ(reported, 1) << job.DebugString();
   EXPECT_TRUE(workers_->Get("w1")->quarantine_reason().empty());
+}
+
+// Every rank reached the rendezvous, none connected: each worker is asked to probe its
+// peers' data plane; the one no other reaches (rank 2 on w2, its port dropped) is blamed
+// and quarantined, and the job re-queued without a restart counted.
+class DataPlaneProbeTest : public JobControllerTest {
+ protected:
+  // A job of 3 ranks on w0, w1 and w2, each with a probe listener, at its join deadline:
+  // returns the probe each worker was sent.
+  std::map<std::string, v1::DataPlaneProbe> StartProbe() {
+    for (int w = 0; w < 4; ++w) {
+      probe_addresses_[absl::StrCat("w", w)] = absl::StrCat("10.0.0.", w, ":700", w);
+      AddWorker(absl::StrCat("w", w));
+    }
+    v1::JobSpec spec = Spec(3);
+    spec.set_global_batch_size(6);
+    spec.mutable_rendezvous()->set_join_timeout_seconds(5);
+    EXPECT_TRUE(controller_->Submit(spec).ok());
+    for (int r = 0; r < 3; ++r) {
+      const std::string worker = absl::StrCat("w", r);
+      EXPECT_TRUE(
+          rendezvous_->Set(ScopeOf(Received(worker), 1), absl::StrCat("rank", r), "addr").ok());
+    }
+    clock_.Advance(absl::Seconds(5));
+    controller_->CheckHeartbeats();
+    std::map<std::string, v1::DataPlaneProbe> probes;
+    for (int r = 0; r < 3; ++r) {
+      const std::string worker = absl::StrCat("w", r);
+      for (const v1::CoordinatorMessage& message : Received(worker)) {
+        if (message.has_probe()) probes[worker] = message.probe();
+      }
+    }
+    return probes;
+  }
+  // Rank `rank`'s answer: the ranks it reached, and those it did not.
+  void Answer(int rank, const std::vector<int>& reached, const std::vector<int>& missed,
+              const std::string& worker = "") {
+    v1::DataPlaneProbeResult result;
+    result.set_job_id("job-1");
+    result.set_attempt(1);
+    result.set_rank(rank);
+    for (int r : reached) {
+      auto* outcome = result.add_outcomes();
+      outcome->set_rank(r);
+      outcome->set_reached(true);
+    }
+    for (int r : missed) {
+      auto* outcome = result.add_outcomes();
+      outcome->set_rank(r);
+      outcome->set_error("timed out after 2s");
+    }
+    controller_->OnProbeResult(worker.empty() ? absl::StrCat("w", rank) : worker, result);
+  }
+  std::string Events() {
+    const v1::Job job = *jobs_->Get("job-1");
+    std::string events;
+    for (const v1::JobEvent& event : job.events()) absl::StrAppend(&events, event.message(), "\n");
+    return events;
+  }
+};
+
+TEST_F(DataPlaneProbeTest, TheRankNoPeerReachesIsBlamedAndItsWorkerQuarantined) {
+  std::map<std::string, v1::DataPlaneProbe> probes = StartProbe();
+  ASSERT_EQ(probes.size(), 3u);
+  const v1::DataPlaneProbe& of_w0 = probes["w0"];
+  EXPECT_EQ(of_w0.rank(), 0);
+  ASSERT_EQ(of_w0.targets_size(), 2);
+  EXPECT_EQ(of_w0.targets(0).rank(), 1);
+  EXPECT_EQ(of_w0.targets(0).address(), "10.0.0.1:7001");
+  EXPECT_EQ(of_w0.targets(1).address(), "10.0.0.2:7002");
+  EXPECT_NE(Events().find("had not connected to its peers within 5 s "
+                          "(rendezvous.join_timeout_seconds); probing the data plane"),
+            std::string::npos)
+      << Events();
+  Answer(0, {1}, {2});
+  Answer(2, {0}, {}, "w1");  // not w1's rank: ignored
+  Answer(1, {0}, {2});
+  EXPECT_EQ(State(), v1::SCHEDULED) << "judged before every rank answered";
+  Answer(2, {0, 1}, {});
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_NE(Events().find("rank 2 (worker w2) could not be reached over the data plane by any "
+                          "other rank (rank 2 at 10.0.0.2:7002 tried by rank 0 (timed out after "
+                          "2s), rank 1 (timed out after 2s)): is a firewall dropping its "
+                          "data-plane ports"),
+            std::string::npos)
+      << Events();
+  EXPECT_NE(workers_->Get("w2")->quarantine_reason().find(
+                "rank 2 of job-1 attempt 1 could not be reached over the data plane"),
+            std::string::npos)
+      << workers_->Get("w2")->quarantine_reason();
+  EXPECT_TRUE(workers_->Get("w0")->quarantine_reason().empty());
+  EXPECT_TRUE(workers_->Get("w1")->quarantine_reason().empty());
+}
+
+// Probes that find everyone reachable blame no one: the data plane's own timeout decides,
+// as without probes.
+TEST_F(DataPlaneProbeTest, WithEveryoneReachedNobodyIsBlamed) {
+  StartProbe();
+  Answer(0, {1, 2}, {});
+  Answer(1, {0, 2}, {});
+  Answer(2, {0, 1}, {});
+  EXPECT_NE(Events().find("the data-plane probes of 3 of 3 ranks found no rank that the others "
+                          "cannot reach; the data plane's own timeout decides"),
+            std::string::npos)
+      << Events();
+  EXPECT_EQ(State(), v1::SCHEDULED);
+  for (const char* worker : {"w0", "w1", "w2"}) {
+    EXPECT_TRUE(workers_->Get(worker)->quarantine_reason().empty()) << worker;
+  }
+}
+
+// Answers that do not all come are judged at the probe deadline with those that did: one
+// rank that could not reach another is not enough to blame it.
+TEST_F(DataPlaneProbeTest, AProbeIsJudgedAtItsDeadlineWithTheAnswersThatCame) {
+  StartProbe();
+  Answer(0, {1}, {2});
+  clock_.Advance(absl::Seconds(4));
+  for (int w = 0; w < 3; ++w) Heartbeat(absl::StrCat("w", w), "job-1", 1);
+  controller_->CheckHeartbeats();
+  EXPECT_EQ(Events().find("the data-plane probes of"), std::string::npos) << "judged early";
+  clock_.Advance(absl::Seconds(1));
+  for (int w = 0; w < 3; ++w) Heartbeat(absl::StrCat("w", w), "job-1", 1);
+  controller_->CheckHeartbeats();
+  EXPECT_NE(Events().find("the data-plane probes of 1 of 3 ranks found no rank"), std::string::npos)
+      << Events();
+  EXPECT_EQ(State(), v1::SCHEDULED);
+  EXPECT_TRUE(workers_->Get("w2")->quarantine_reason().empty());
+  Answer(1, {0}, {2});  // late: the probe was judged
+  EXPECT_TRUE(workers_->Get("w2")->quarantine_reason().empty());
 }
 
 // When no rank came, the job or the network is the likelier cause than every worker: the

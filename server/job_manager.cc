@@ -395,6 +395,10 @@ absl::StatusOr<std::vector<StoredQuarantine>> JobManager::LoadQuarantines() cons
   return store_->LoadQuarantines(absl::ToUnixMillis(clock_.Now()));
 }
 
+absl::Status JobManager::ForgetEndedQuarantines() {
+  return store_->ForgetEndedQuarantines(absl::ToUnixMillis(clock_.Now()));
+}
+
 std::vector<PendingJob> JobManager::PendingJobs() const {
   absl::MutexLock lock(&mu_);
   std::vector<PendingJob> pending;

@@ -94,6 +94,8 @@ class JobManager {
   // Workers' quarantines, kept in the state file beside the jobs (StateStore).
   absl::Status SaveQuarantine(const StoredQuarantine& quarantine);
   absl::StatusOr<std::vector<StoredQuarantine>> LoadQuarantines() const;
+  // Deletes the quarantines that have ended from the state file.
+  absl::Status ForgetEndedQuarantines();
   // The PENDING jobs as the scheduler sees them (with changes the store has not taken
   // yet), oldest first.
   std::vector<PendingJob> PendingJobs() const;

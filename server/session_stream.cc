@@ -128,6 +128,12 @@ void SessionStream::OnReadDone(bool ok) {
                          controller_->OnHookAck(worker_id, ack);
                        });
       return;
+    case v1::WorkerMessage::kProbeResult:
+      HandleOnExecutor("probe_result", arrived,
+                       [this, result = incoming_.probe_result()](const std::string& worker_id) {
+                         controller_->OnProbeResult(worker_id, result);
+                       });
+      return;
     default:  // a second hello, or a kind this coordinator does not know: ignored
       ReadNext();
       return;

@@ -379,11 +379,20 @@ absl::Status StateStore::SaveQuarantine(const StoredQuarantine& quarantine) {
   return upsert.Run(absl::StrCat("saving the quarantine of worker ", quarantine.worker));
 }
 
-absl::StatusOr<std::vector<StoredQuarantine>> StateStore::LoadQuarantines(int64_t now_ms) {
+absl::Status StateStore::ForgetEndedQuarantines(int64_t now_ms) {
   absl::MutexLock lock(&mu_);
+  return ForgetEndedQuarantinesLocked(now_ms);
+}
+
+absl::Status StateStore::ForgetEndedQuarantinesLocked(int64_t now_ms) {
   Statement ended(db_, "DELETE FROM quarantines WHERE until_ms <= ?1;");
   ended.BindInt(1, now_ms);
-  RETURN_IF_ERROR(ended.Run("forgetting ended quarantines"));
+  return ended.Run("forgetting ended quarantines");
+}
+
+absl::StatusOr<std::vector<StoredQuarantine>> StateStore::LoadQuarantines(int64_t now_ms) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(ForgetEndedQuarantinesLocked(now_ms));
   Statement select(db_, "SELECT worker, until_ms, reason FROM quarantines ORDER BY worker;");
   if (!select.ok()) return SqliteError(db_, "loading quarantines");
   std::vector<StoredQuarantine> quarantines;

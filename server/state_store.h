@@ -70,6 +70,8 @@ class StateStore {
   absl::Status SaveQuarantine(const StoredQuarantine& quarantine);
   // The quarantines that end after `now_ms`; forgets those that ended.
   absl::StatusOr<std::vector<StoredQuarantine>> LoadQuarantines(int64_t now_ms);
+  // Deletes the quarantines that ended at or before `now_ms`.
+  absl::Status ForgetEndedQuarantines(int64_t now_ms);
 
   // Compacts the jobs that ended before `cutoff_ms`: deletes their specs, events,
   // attempts and timelines, keeping their summaries (marked compacted). Returns their ids.
@@ -91,6 +93,7 @@ class StateStore {
   absl::Status LoadEvents(const std::string& job_id, v1::Job* job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status MigrateFromVersion1() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ForgetEndedQuarantinesLocked(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   sqlite3* const db_;  // owned; closed in the destructor

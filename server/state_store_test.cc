@@ -102,6 +102,11 @@ TEST(StateStore, QuarantinesSurviveReopeningUntilTheyEnd) {
   ASSERT_TRUE(later.ok()) << later.status();
   ASSERT_EQ(later->size(), 1u);
   EXPECT_EQ((*later)[0].worker, "w2");
+  // And as the coordinator sees them end, without loading: w2's row goes at 9000.
+  ASSERT_TRUE((*store)->ForgetEndedQuarantines(/*now_ms=*/8999).ok());
+  EXPECT_EQ((*store)->LoadQuarantines(/*now_ms=*/0)->size(), 1u);
+  ASSERT_TRUE((*store)->ForgetEndedQuarantines(/*now_ms=*/9000).ok());
+  EXPECT_TRUE((*store)->LoadQuarantines(/*now_ms=*/0)->empty());
 }
 
 // A file written by the schema before (the spec inside the record, no summary) is moved

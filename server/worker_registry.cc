@@ -66,6 +66,7 @@ absl::StatusOr<WorkerRegistry::Registration> WorkerRegistry::AddOrReplace(
   }
   worker.info.set_cpu_threads(request.cpu_threads());
   worker.info.set_memory_bytes(request.memory_bytes());
+  worker.info.set_data_probe_address(request.data_probe_address());
   if (request.has_gpu()) {
     *worker.info.mutable_gpu() = request.gpu();
   } else {

@@ -29,7 +29,8 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
   if (absl::Status printable = CheckPrintableField("name", request.name(), 256); !printable.ok()) {
     return printable;
   }
-  return absl::OkStatus();
+  // Sent to the worker's peers as a probe target, and shown in events.
+  return CheckPrintableField("data_probe_address", request.data_probe_address(), 300);
 }
 
 absl::StatusOr<std::string> WorkerIdentity(const grpc::ServerContextBase& context,

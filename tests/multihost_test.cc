@@ -2,7 +2,8 @@
 // own ("host"), joined by a bridge, every daemon bound to its namespace's address, Gloo
 // between the hosts' addresses. A job trained across them equals the same job on
 // loopback bit for bit; a host whose link is cut mid-training is detected, its attempt
-// fails naming its rank, and the job resumes from its checkpoint on the hosts left.
+// fails naming its rank, and the job resumes from its checkpoint on the hosts left; a
+// host whose firewall drops its data-plane connections is blamed and quarantined.
 // Needs root (ip netns, veth, a bridge); reported as skipped otherwise.
 
 #include <unistd.h>
@@ -70,6 +71,10 @@ class Network {
   }
   // Cuts host `name` off the network (its side of the link goes down).
   bool Cut(const std::string& name) { return Sh("ip link set " + hosts_.at(name).veth + " down"); }
+  // Runs `command` on host `name`.
+  bool Exec(const std::string& name, const std::string& command) {
+    return Sh(absl::StrCat("ip netns exec ", hosts_.at(name).ns, " ", command));
+  }
 
  private:
   struct Host {
@@ -243,6 +248,42 @@ TEST_F(MultiHostTest, AHostCutOffIsDetectedAndTheJobResumesOnTheHostsLeft) {
   std::vector<std::string> workers;
   for (const auto& rank : done.ranks()) workers.push_back(rank.worker_id());
   EXPECT_EQ(workers, (std::vector<std::string>{"w0", "w2"}));
+}
+
+// A host whose firewall drops every connection made to it (its data-plane ports among
+// them) while its own connections, to the coordinator too, go out: its rank reaches the
+// rendezvous, but the ranks that must connect to it cannot. At the join deadline the
+// coordinator has each worker probe its peers over the data plane, blames the host no
+// one reaches, quarantines it, and the job runs on the others without a restart counted.
+TEST_F(MultiHostTest, AHostWhoseDataPlaneIsBlockedIsBlamedAndTheJobRunsElsewhere) {
+  HostCluster hosts(network_.get());
+  for (const char* worker : {"w0", "w1", "w2", "w3"}) hosts.AddWorker(worker);
+  ASSERT_TRUE(network_->Exec("w1", "iptables -A INPUT -p tcp --syn -j DROP"))
+      << "iptables in a network namespace";
+  v1::JobSpec spec = Cluster::Spec(3);
+  spec.set_steps(40);
+  spec.mutable_rendezvous()->set_join_timeout_seconds(10);
+  spec.mutable_output()->set_final_model_path(hosts.dir() + "/elsewhere.safetensors");
+  auto job_id = hosts.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  const v1::Job done = hosts.WaitFor(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(done.restarts(), 0);
+  EXPECT_EQ(done.attempt(), 2);
+  std::string events;
+  for (const auto& event : done.events()) absl::StrAppend(&events, event.message(), "\n");
+  EXPECT_TRUE(absl::StrContains(events, "probing the data plane between the ranks' workers"))
+      << events;
+  EXPECT_TRUE(absl::StrContains(
+      events, "rank 1 (worker w1) could not be reached over the data plane by any other rank"))
+      << events;
+  std::vector<std::string> workers;
+  for (const auto& rank : done.ranks()) workers.push_back(rank.worker_id());
+  EXPECT_EQ(workers, (std::vector<std::string>{"w0", "w2", "w3"}));
+  auto listed = hosts.client().ListWorkers({});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  for (const v1::WorkerInfo& worker : *listed) {
+    EXPECT_EQ(worker.quarantine_reason().empty(), worker.id() != "w1") << worker.DebugString();
+  }
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The programs each step of ./dev.sh runs that are not the project's own, each with the
 # Debian package it comes from. Sourced by dev.sh and deploy/local/run.sh; not a program.
 #
@@ -26,6 +27,7 @@ build   tar                         tar
 build   gzip                        gzip
 build   ldd                         libc-bin
 test    ip                          iproute2
+test    iptables                    iptables
 test    mount                       mount
 test    umount                      mount
 test    dd                          coreutils

@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
@@ -47,6 +49,14 @@ const char* ChannelStateName(grpc_connectivity_state state) {
 
 WorkerDaemon::WorkerDaemon(const WorkerOptions& options) : options_(options) {
   if (options.metrics != nullptr) metrics_ = std::make_unique<WorkerMetrics>(options.metrics);
+  auto listener = DataPlaneProbeListener::Start(options.data_plane.hostname);
+  if (listener.ok()) {
+    probe_listener_ = *std::move(listener);
+  } else {
+    LogWarning(LogContext(), absl::StrCat(listener.status().message(),
+                                          "; the coordinator cannot tell whether peers reach "
+                                          "this worker's data plane"));
+  }
   Connect();
 }
 
@@ -72,6 +82,10 @@ void WorkerDaemon::Connect() {
 }
 
 WorkerDaemon::~WorkerDaemon() {
+  {
+    absl::MutexLock lock(&probe_mu_);
+    if (probe_thread_.joinable()) probe_thread_.join();
+  }
   absl::MutexLock lock(&runner_mu_);
   runner_.reset();
 }
@@ -84,6 +98,7 @@ void WorkerDaemon::Dispatch(const v1::CoordinatorMessage& message) {
   if (message.has_membership_change()) OnMembershipChange(message.membership_change());
   if (message.has_leave()) OnLeaveRequest(message.leave());
   if (message.has_hook_decision()) OnHookDecision(message.hook_decision());
+  if (message.has_probe()) OnDataPlaneProbe(message.probe());
   if (message.has_going_away()) {
     LogWarning(LogContext(),
                absl::StrCat("the coordinator is going away (", message.going_away().reason(),
@@ -200,6 +215,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   if (options_.device == v1::CUDA) *request.mutable_gpu() = options_.gpu;
   request.set_cpu_threads(static_cast<int32_t>(std::thread::hardware_concurrency()));
   request.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
+  if (probe_listener_) request.set_data_probe_address(probe_listener_->address());
   const std::optional<v1::RunningAttempt> running = AttemptToReattach();
   if (running.has_value()) *request.mutable_running() = *running;
   v1::RegisterWorkerResponse registration;
@@ -314,6 +330,42 @@ void WorkerDaemon::SendReport(const v1::AttemptReport& report) {
   } else {
     outbox_.Hold(report);
   }
+}
+
+void WorkerDaemon::OnDataPlaneProbe(const v1::DataPlaneProbe& probe) {
+  absl::MutexLock lock(&probe_mu_);
+  // The one before ended within its timeout, or is about to.
+  if (probe_thread_.joinable()) probe_thread_.join();
+  probe_thread_ = std::thread([this, probe] { AnswerDataPlaneProbe(probe); });
+}
+
+void WorkerDaemon::AnswerDataPlaneProbe(const v1::DataPlaneProbe& probe) {
+  std::vector<ProbeTarget> targets;
+  for (const v1::DataPlaneProbe::Target& target : probe.targets()) {
+    targets.push_back({target.rank(), target.address()});
+  }
+  const absl::Duration timeout =
+      absl::Milliseconds(std::clamp<int64_t>(probe.timeout_ms(), 100, 10000));
+  v1::WorkerMessage message;
+  v1::DataPlaneProbeResult* result = message.mutable_probe_result();
+  result->set_job_id(probe.job_id());
+  result->set_attempt(probe.attempt());
+  result->set_rank(probe.rank());
+  std::vector<std::string> missed;
+  for (const ProbeOutcome& outcome : ProbePeers(targets, timeout)) {
+    v1::DataPlaneProbeResult::Outcome* answer = result->add_outcomes();
+    answer->set_rank(outcome.rank);
+    answer->set_reached(outcome.reached);
+    answer->set_error(outcome.error);
+    if (!outcome.reached)
+      missed.push_back(absl::StrCat("rank ", outcome.rank, " (", outcome.error, ")"));
+  }
+  LogInfo(
+      LogContext().Job(probe.job_id()).Attempt(probe.attempt()).Rank(probe.rank()),
+      absl::StrCat("probed the data plane of ", targets.size(), " peers: ",
+                   missed.empty() ? "reached every one"
+                                  : absl::StrCat("did not reach ", absl::StrJoin(missed, ", "))));
+  Send(message);
 }
 
 void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {

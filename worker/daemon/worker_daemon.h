@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -22,6 +23,7 @@
 #include "grpcpp/security/credentials.h"
 #include "proto/worker_service.grpc.pb.h"
 #include "worker/comm/data_plane.h"
+#include "worker/comm/data_plane_probe.h"
 #include "worker/daemon/attempt_runner.h"
 #include "worker/daemon/report_outbox.h"
 #include "worker/daemon/worker_metrics.h"
@@ -87,6 +89,10 @@ class WorkerDaemon {
   void OnPlanUpdate(const v1::PlanUpdate& update);
   void OnMembershipChange(const v1::MembershipChange& change);
   void OnLeaveRequest(const v1::LeaveRequest& leave);
+  // Probes the peers a DataPlaneProbe names on a thread of its own (connections take up
+  // to its timeout) and answers with a DataPlaneProbeResult.
+  void OnDataPlaneProbe(const v1::DataPlaneProbe& probe);
+  void AnswerDataPlaneProbe(const v1::DataPlaneProbe& probe);
   // Writes on the live session; false without one, or if the write failed.
   bool Write(const v1::WorkerMessage& message);
   // Heartbeats and answers: dropped without a session.
@@ -124,6 +130,12 @@ class WorkerDaemon {
   std::atomic<bool> coordinator_going_away_{false};
   absl::Mutex stream_mu_;  // one writer at a time on the stream
   Stream* stream_ ABSL_GUARDED_BY(stream_mu_) = nullptr;
+
+  // Peers connect to it when the coordinator asks them to probe this worker's data plane
+  // (data_plane_probe.h); null when it could not listen on the data address.
+  std::unique_ptr<DataPlaneProbeListener> probe_listener_;
+  absl::Mutex probe_mu_;
+  std::thread probe_thread_ ABSL_GUARDED_BY(probe_mu_);
 
   absl::Mutex runner_mu_;
   std::unique_ptr<AttemptRunner> runner_ ABSL_GUARDED_BY(runner_mu_);

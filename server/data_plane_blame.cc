@@ -1,0 +1,41 @@
+#include "server/data_plane_blame.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace shardwise {
+
+std::vector<UnreachableRank> BlameUnreachableRanks(
+    int32_t world, const std::map<int32_t, v1::DataPlaneProbeResult>& probes) {
+  std::vector<UnreachableRank> blamed;
+  for (int32_t rank = 0; rank < world; ++rank) {
+    UnreachableRank unreachable{rank, {}};
+    bool reached = false;
+    for (const auto& [prober, probe] : probes) {
+      if (prober == rank) continue;
+      for (const auto& outcome : probe.outcomes()) {
+        if (outcome.rank() != rank) continue;
+        reached = reached || outcome.reached();
+        if (!outcome.reached()) unreachable.tried_by.emplace_back(prober, outcome.error());
+      }
+    }
+    // One prober's failure may be its own: two are needed, where there are two others.
+    const size_t needed = world > 2 ? 2 : 1;
+    if (!reached && unreachable.tried_by.size() >= needed) {
+      blamed.push_back(std::move(unreachable));
+    }
+  }
+  if (static_cast<int32_t>(blamed.size()) >= world) blamed.clear();
+  return blamed;
+}
+
+std::string TriedBy(const UnreachableRank& unreachable) {
+  std::vector<std::string> parts;
+  parts.reserve(unreachable.tried_by.size());
+  for (const auto& [prober, error] : unreachable.tried_by) {
+    parts.push_back(absl::StrCat("rank ", prober, " (", error, ")"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+}  // namespace shardwise
