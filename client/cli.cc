@@ -95,7 +95,8 @@ Usage:
                                         waits until it is applied (exit 0) or abandoned
   shardwise scale JOB --replicas=N      the replica groups a running fault-tolerant job
                                         trains with: groups above N leave after their
-                                        step; replacements join on idle workers below it
+                                        step; groups join on idle workers below it, up
+                                        to fault_tolerance.max_replicas
   shardwise timeline JOB [-o trace.json]
                                         every rank's spans (steps, forward/backward per
                                         unit, collectives, optimizer) as one Chrome trace,

@@ -176,7 +176,8 @@ class Client:
 
     def scale(self, job_id, replicas):
         """Sets how many replica groups a running fault-tolerant job trains with (groups
-        above it leave after their step; replacements join below it); returns the job."""
+        above it leave after their step; groups join below it, up to the spec's
+        fault_tolerance.max_replicas); returns the job."""
         request = job_service_pb2.ScaleJobRequest(job_id=job_id, replicas=replicas)
         return self._call(self._stub.ScaleJob, request)
 
