@@ -258,7 +258,7 @@ TEST_F(MultiHostTest, AHostCutOffIsDetectedAndTheJobResumesOnTheHostsLeft) {
 TEST_F(MultiHostTest, AHostWhoseDataPlaneIsBlockedIsBlamedAndTheJobRunsElsewhere) {
   HostCluster hosts(network_.get());
   for (const char* worker : {"w0", "w1", "w2", "w3"}) hosts.AddWorker(worker);
-  ASSERT_TRUE(network_->Exec("w1", "iptables -A INPUT -p tcp --syn -j DROP"))
+  ASSERT_TRUE(network_->Exec("w1", "/usr/sbin/iptables -A INPUT -p tcp --syn -j DROP"))
       << "iptables in a network namespace";
   v1::JobSpec spec = Cluster::Spec(3);
   spec.set_steps(40);
