@@ -334,7 +334,9 @@ TEST_P(MembershipHistory, ALossEndsWithTheModelOfItsHistoryScheduled) {
     EXPECT_EQ(job.attempt(), 1);
     EXPECT_EQ(job.progress().step(), 100);
     EXPECT_EQ(job.membership().epoch(), epoch) << Events(job);
-    if (epoch > 0) EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << Events(job);
+    if (epoch > 0) {
+      EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << Events(job);
+    }
   };
   run("intact", "w9", 0);
   cluster.AddWorker("w3", {"--fault_injection=sigkill_at=39:backward"});
