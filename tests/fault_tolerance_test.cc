@@ -691,7 +691,7 @@ TEST(FaultTolerance, AJobGrownFromOneGroupToThreeAndBackEndsAsOneAtFullSize) {
   // (AdamW's m / sqrt(v) turns the changed order of sums on gradients near its eps into
   // lr-sized differences, up to 2 of the tolerance here after one step).
   auto spec = [&](const std::string& name, int world) {
-    v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 400);
+    v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 600);
     spec.set_world_size(world);
     spec.set_global_batch_size(24);
     spec.mutable_optimizer()->mutable_sgd()->set_lr(0.05);
@@ -725,7 +725,7 @@ TEST(FaultTolerance, AJobGrownFromOneGroupToThreeAndBackEndsAsOneAtFullSize) {
   scale_to(1, {0, 1}, job->progress().step() + 30);
   const v1::Job grown = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(180));
   EXPECT_EQ(grown.attempt(), 1);
-  EXPECT_EQ(grown.progress().step(), 400);
+  EXPECT_EQ(grown.progress().step(), 600);
   ASSERT_EQ(grown.ranks_size(), 6);
   EXPECT_EQ(grown.ranks(5).worker_id(), "w5");
   const std::string events = Events(grown);
