@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,6 +13,7 @@
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_spec_io.h"
 #include "contracts/job_state.h"
+#include "contracts/membership.h"
 #include "contracts/memory_estimate.h"
 #include "contracts/prefetch_plan.h"
 
@@ -252,11 +252,7 @@ void AppendMembership(const v1::Job& job, std::string* out) {
     return;
   }
   // A job that may grow starts with ranks 0 to world_size - 1 of its ranks (epoch 0).
-  std::vector<int32_t> live(m.live_ranks().begin(), m.live_ranks().end());
-  if (!Degraded(job)) {
-    live.resize(job.spec().world_size());
-    std::iota(live.begin(), live.end(), 0);
-  }
+  const std::vector<int32_t> live = LiveRanks(job.spec(), m, job.attempt());
   absl::StrAppend(out, "Replicas:   epoch ", Degraded(job) ? m.epoch() : 0, ": ", live.size(),
                   " of ", ranks, " ranks train (", absl::StrJoin(live, ", "), ")");
   if (Degraded(job) && m.left_ranks_size() > 0) {

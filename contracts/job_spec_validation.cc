@@ -417,7 +417,7 @@ absl::Status ValidateFaultTolerance(const v1::JobSpec& spec, const JobLimits& li
                                 "(restart_policy) covers it"));
   }
   // Replicas: shard groups under HYBRID (fsdp.shard_group_size is checked before this).
-  const int32_t group_size = hybrid ? std::max(1, spec.fsdp().shard_group_size()) : 1;
+  const int32_t group_size = ReplicaGroupSize(spec);
   const int32_t replicas = spec.world_size() / group_size;
   const int32_t most = limits.max_world_size / group_size;
   if (tolerance.max_replicas() != 0 &&

@@ -15,6 +15,17 @@ std::string Ranks(const std::vector<int32_t>& ranks) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
 }
 
+// The first rank of each replica group of the job's ranks (JobRanks) that is not in
+// `live`, ascending: groups that left, or that were never placed.
+std::vector<int32_t> GroupsNotLive(const v1::JobSpec& spec, const std::vector<int32_t>& live) {
+  const std::set<int32_t> is_live(live.begin(), live.end());
+  std::vector<int32_t> firsts;
+  for (int32_t first = 0; first < JobRanks(spec); first += ReplicaGroupSize(spec)) {
+    if (is_live.count(first) == 0) firsts.push_back(first);
+  }
+  return firsts;
+}
+
 }  // namespace
 
 std::vector<int32_t> ReplicaGroupOf(const v1::JobSpec& spec, int32_t rank) {
@@ -40,11 +51,7 @@ std::vector<int32_t> CoveredRanks(const v1::JobSpec& spec, const std::vector<int
   std::vector<int32_t> covered;
   if (spec.fault_tolerance().batch() != v1::FaultTolerance::KEEP_GLOBAL) return covered;
   const int32_t size = ReplicaGroupSize(spec);
-  const std::set<int32_t> is_live(live.begin(), live.end());
-  std::vector<int32_t> left_groups;  // each group's first rank
-  for (int32_t first = 0; first < JobRanks(spec); first += size) {
-    if (is_live.count(first) == 0) left_groups.push_back(first);
-  }
+  const std::vector<int32_t> left_groups = GroupsNotLive(spec, live);
   const auto me = std::find(live.begin(), live.end(), rank);
   if (left_groups.empty() || me == live.end()) return covered;
   const int32_t index = static_cast<int32_t>(me - live.begin());
@@ -59,14 +66,10 @@ std::vector<int32_t> CoveredRanks(const v1::JobSpec& spec, const std::vector<int
 
 std::vector<int32_t> GroupsToHeal(const v1::JobSpec& spec, const v1::Membership& current,
                                   int32_t attempt, int32_t groups) {
-  const std::vector<int32_t> live = LiveRanks(spec, current, attempt);
-  const std::set<int32_t> is_live(live.begin(), live.end());
-  const int32_t size = ReplicaGroupSize(spec);
+  const std::vector<int32_t> firsts = GroupsNotLive(spec, LiveRanks(spec, current, attempt));
   std::vector<int32_t> ranks;
-  for (int32_t first = 0; first < JobRanks(spec) && groups > 0; first += size) {
-    if (is_live.count(first) > 0) continue;
-    for (int32_t r : ReplicaGroupOf(spec, first)) ranks.push_back(r);
-    --groups;
+  for (size_t g = 0; g < firsts.size() && static_cast<int32_t>(g) < groups; ++g) {
+    for (int32_t r : ReplicaGroupOf(spec, firsts[g])) ranks.push_back(r);
   }
   return ranks;
 }

@@ -142,12 +142,12 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
   for (const v1::RankAssignment& rank : placed) {
     where.push_back(absl::StrCat(rank.rank(), " on ", rank.worker_id()));
   }
-  // Ranks that left come back as a replacement; the others grow the job.
-  const bool replacing = std::all_of(group.begin(), group.end(), [&](int32_t rank) {
-    return std::find(job.membership().left_ranks().begin(), job.membership().left_ranks().end(),
-                     rank) != job.membership().left_ranks().end() &&
-           job.membership().attempt() == job.attempt();
-  });
+  // Ranks that left this attempt come back as a replacement; the others grow the job.
+  const auto& left = job.membership().left_ranks();
+  const bool replacing = job.membership().attempt() == job.attempt() &&
+                         std::all_of(group.begin(), group.end(), [&](int32_t rank) {
+                           return std::find(left.begin(), left.end(), rank) != left.end();
+                         });
   const std::string summary =
       absl::StrCat(replacing ? "a replacement for ranks " : "ranks ", absl::StrJoin(group, ", "),
                    replacing ? " joins (rank " : " join, growing the job (rank ",
