@@ -1,24 +1,22 @@
 #include "common/metrics_http_server.h"
 
-#include "absl/strings/numbers.h"
+#include <optional>
+
 #include "absl/strings/str_cat.h"
+#include "common/host_port.h"
 #include "httplib.h"
 
 namespace shardwise {
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& address, const MetricsRegistry* registry) {
-  const size_t colon = address.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
+  const std::optional<HostPort> split = SplitHostPort(address);  // [::1]:9090 too
+  if (!split.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("metrics address '", address, "' is not host:port"));
   }
-  std::string host = address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);  // [::1]:9090
-  }
+  const std::string& host = split->host;
+  const int port = split->port;
   std::unique_ptr<MetricsHttpServer> server(new MetricsHttpServer());
   server->server_ = std::make_unique<httplib::Server>();
   // cpp-httplib's default also sets SO_REUSEPORT, which would let a second process

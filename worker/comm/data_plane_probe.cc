@@ -9,10 +9,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/host_port.h"
 
 namespace shardwise {
 namespace {
@@ -38,25 +39,6 @@ absl::StatusOr<AddrInfoPtr> Resolve(const std::string& host, const std::string& 
   return AddrInfoPtr(found);
 }
 
-// "host:port", bracketing an IPv6 host.
-std::string JoinHostPort(const std::string& host, int port) {
-  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
-                                             : absl::StrCat(host, ":", port);
-}
-
-// The host and port of "host:port" or "[host]:port"; false when it is neither.
-bool SplitHostPort(const std::string& address, std::string* host, std::string* port) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  *host = address.substr(0, colon);
-  *port = address.substr(colon + 1);
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
-  }
-  int number = 0;
-  return absl::SimpleAtoi(*port, &number) && number > 0 && number < 65536;
-}
-
 // A non-blocking connect to `address` under way: its socket (-1 when it could not start,
 // with `error` set), or connected already.
 struct Attempt {
@@ -67,12 +49,12 @@ struct Attempt {
 
 Attempt StartConnect(const std::string& address) {
   Attempt attempt;
-  std::string host, port;
-  if (!SplitHostPort(address, &host, &port)) {
+  const std::optional<HostPort> split = SplitHostPort(address);
+  if (!split.has_value() || split->port == 0) {
     attempt.error = absl::StrCat("no probe address (\"", address, "\")");
     return attempt;
   }
-  auto resolved = Resolve(host, port, /*passive=*/false);
+  auto resolved = Resolve(split->host, absl::StrCat(split->port), /*passive=*/false);
   if (!resolved.ok()) {
     attempt.error = std::string(resolved.status().message());
     return attempt;
