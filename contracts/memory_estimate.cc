@@ -141,16 +141,16 @@ TransformerShape LlamaShape(const v1::LlamaConfig& given) {
   return shape;
 }
 
-// Every block's record (with checkpointing, only its input, plus one block's during its
-// recompute) and the softmax's: with MATERIALIZED attention the probabilities, heads x T x T
-// per sequence, with FUSED each row's log-sum-exp, heads x T. Around the blocks: the
-// embeddings' output and the final norm's output (C each) and statistics, the logits, their
-// softmax and its gradient (V each), and the batch's tokens, positions and labels (INT64
-// each). An attention backward holds working space beside them: the fused one each row's
-// dout . out (heads x T per sequence) and the attention output, which the materialised one
-// frees before its backward and the fused one reads; on CUDA the materialised one the whole
-// micro-batch's score gradients at once (the CPU's go one head at a time) and, with 16-bit
-// operands, 16-bit copies of them and of the probabilities (cuda/attention.h).
+// Every block's record (with checkpointing, only its input, plus the rest of one block's
+// during its recompute, whose record holds that same input) and the softmax's: with MATERIALIZED
+// attention the probabilities, heads x T x T per sequence, with FUSED each row's log-sum-exp, heads
+// x T. Around the blocks: the embeddings' output and the final norm's output (C each) and
+// statistics, the logits, their softmax and its gradient (V each), and the batch's tokens,
+// positions and labels (INT64 each). An attention backward holds working space beside them: the
+// fused one each row's dout . out (heads x T per sequence) and the attention output, which the
+// materialised one frees before its backward and the fused one reads; on CUDA the materialised one
+// the whole micro-batch's score gradients at once (the CPU's go one head at a time) and, with
+// 16-bit operands, 16-bit copies of them and of the probabilities (cuda/attention.h).
 double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShape& shape,
                                   double sequences) {
   const double rows = sequences * shape.t;
@@ -158,7 +158,7 @@ double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShap
   const double scores = shape.fused ? row_stats : row_stats * shape.t;
   const double per_block = 4 * ((shape.block_floats + shape.norm_stats) * rows + scores);
   const double blocks = spec.activation_checkpointing()
-                            ? shape.layers * 4 * shape.c * rows + per_block
+                            ? (shape.layers - 1) * 4 * shape.c * rows + per_block
                             : shape.layers * per_block;
   double attention_backward = 0;
   if (shape.fused) {

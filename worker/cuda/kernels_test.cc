@@ -120,22 +120,27 @@ TEST_F(KernelsTest, RoundToPrecisionEqualsNarrowThenWiden) {
   }
 }
 
-TEST_F(KernelsTest, ActivationsMatchTheCpu) {
+// The device computes the exact formulas in double (as PyTorch's CUDA kernels use the
+// accurate erf): against the CPU runtime's double instantiation, which computes the same
+// formulas, not its float GELU and SiLU, which approximate erf and exp (float_math.h).
+TEST_F(KernelsTest, ActivationsMatchTheExactFormulas) {
   const std::vector<float> x = RandomFloats(50001, 11, 3.0f);
   const std::vector<float> dy = RandomFloats(x.size(), 12);
+  const std::vector<double> x64(x.begin(), x.end()), dy64(dy.begin(), dy.end());
   for (auto [act, cpu_act] :
        {std::pair{Activation::kRelu, v1::RELU}, std::pair{Activation::kGelu, v1::GELU},
-        std::pair{Activation::kGeluTanh, v1::GELU_TANH}}) {
-    std::vector<float> want_y(x.size()), want_dx(x.size());
-    cpu::ActivationForward(cpu_act, x.data(), x.size(), want_y.data());
-    cpu::ActivationBackward(cpu_act, x.data(), dy.data(), x.size(), want_dx.data());
+        std::pair{Activation::kGeluTanh, v1::GELU_TANH}, std::pair{Activation::kSilu, v1::SILU}}) {
+    std::vector<double> y64(x.size()), dx64(x.size());
+    cpu::ActivationForward(cpu_act, x64.data(), x.size(), y64.data());
+    cpu::ActivationBackward(cpu_act, x64.data(), dy64.data(), x.size(), dx64.data());
+    const std::vector<float> want_y(y64.begin(), y64.end()), want_dx(dx64.begin(), dx64.end());
     DeviceVector<float> dx_in(x), ddy(dy), y(x.size()), dx(x.size());
     ASSERT_EQ(ActivationForward(act, dx_in.get(), x.size(), y.get(), nullptr), cudaSuccess);
     ASSERT_EQ(ActivationBackward(act, dx_in.get(), ddy.get(), x.size(), dx.get(), nullptr),
               cudaSuccess);
-    // GELU uses the device's erf/exp in double, which differ from glibc's in the last
-    // bits; 1 + erf(x) cancels for very negative x, so results far below 1 (1e-11 at
-    // x = -7) keep fewer good bits: relative 1e-6, or absolute 1e-9.
+    // The device's erf/exp/tanh differ from glibc's in the last bits; 1 + erf(x) cancels
+    // for very negative x, so results far below 1 (1e-11 at x = -7) keep fewer good bits:
+    // relative 1e-6, or absolute 1e-9.
     ExpectNear(y.ToHost(), want_y, 1e-6f, 1e-9f, "activation forward");
     ExpectNear(dx.ToHost(), want_dx, 1e-6f, 1e-9f, "activation backward");
   }
