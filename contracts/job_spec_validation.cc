@@ -446,8 +446,13 @@ absl::Status ValidateFaultTolerance(const v1::JobSpec& spec, const JobLimits& li
   }
   RETURN_IF_ERROR(CheckEnum("fault_tolerance.batch", tolerance.batch(),
                             v1::FaultTolerance::Batch_IsValid, "DROP or KEEP_GLOBAL"));
-  if (spec.device() == v1::CUDA) {
-    return Invalid("fault_tolerance", "covers CPU jobs (Gloo) for now, got device CUDA");
+  // NCCL would need its communicators aborted and rebuilt around the survivors; Gloo's
+  // connections, which the host-staged path runs on, close and reconnect as on the CPU.
+  if (spec.device() == v1::CUDA && spec.cuda().collectives() != v1::CudaOptions::HOST_STAGED_GLOO) {
+    return Invalid("fault_tolerance",
+                   absl::StrCat("covers CUDA jobs with cuda.collectives HOST_STAGED_GLOO for "
+                                "now, got ",
+                                v1::CudaOptions::Collectives_Name(v1::CudaOptions::NCCL)));
   }
   if (spec.optimizer().overlap().mode() != v1::OptimizerOverlap::NONE) {
     return Invalid("fault_tolerance",

@@ -93,6 +93,18 @@ TEST(Validation, AcceptsOneGroupThatMayGrow) {
       << status;
 }
 
+// A CUDA job whose groups run on Gloo through host memory survives a loss as a CPU job
+// does; over NCCL it is refused (the rule list above).
+TEST(Validation, AcceptsFaultToleranceOnCudaOverHostStagedGloo) {
+  v1::JobSpec spec = ValidSpec();
+  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
+  spec.set_device(v1::CUDA);
+  spec.mutable_cuda()->set_collectives(v1::CudaOptions::HOST_STAGED_GLOO);
+  spec.mutable_fault_tolerance();
+  absl::Status status = ValidateJobSpec(spec, JobLimits(), nullptr);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 TEST(Validation, AcceptsSpecAfterDefaults) {
   v1::JobSpec spec = ValidSpec();
   ApplyJobSpecDefaults(&spec);
@@ -172,6 +184,14 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "job.global_batch_size: 8 is not divisible by the job's ranks "
                 "(fault_tolerance.max_replicas x ranks per group) 6"},
+        BadCase{"fault tolerance over NCCL",
+                [](v1::JobSpec* s) {
+                  s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
+                  s->set_device(v1::CUDA);
+                  s->mutable_fault_tolerance();
+                },
+                "job.fault_tolerance: covers CUDA jobs with cuda.collectives HOST_STAGED_GLOO "
+                "for now, got NCCL"},
         BadCase{"unknown batch rule",
                 [](v1::JobSpec* s) {
                   s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);

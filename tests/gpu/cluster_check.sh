@@ -2,7 +2,7 @@
 # The daemons from a relocatable bundle (//:bundle, built with --config=cuda) on a GPU
 # host: a coordinator and two CUDA workers sharing GPU 0 run real CUDA jobs, then a job is
 # cancelled mid-collective and a worker is killed mid-collective, and no worker may stay
-# stuck. For GPU hosts (no GPU in CI); see docs/operations.md, "GPU checks".
+# stuck; last, a fault-tolerant job (host-staged Gloo) loses a worker and ends whole. For GPU hosts (no GPU in CI); see docs/operations.md, "GPU checks".
 #
 # usage: tests/gpu/cluster_check.sh BUNDLE_DIR   (the unpacked bundle: bin/, lib/)
 set -uo pipefail
@@ -30,15 +30,15 @@ if [ ! -s "$work/port" ]; then
   cat "$work/coordinator.log"
   exit 1
 fi
-export SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$work/port")"
+SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$work/port")"
+export SHARDWISE_COORDINATOR
 
 start_worker() {  # start_worker NAME: a CUDA worker on GPU 0; its pid in $worker_pid
   "$bundle/bin/shardwise-worker" --device=cuda --gpu=0 --name="$1" 2>"$work/$1.log" &
   worker_pid=$!
-  pids+=($worker_pid)
+  pids+=("$worker_pid")
 }
 start_worker gpu-a
-pid_a=$worker_pid
 start_worker gpu-b
 pid_b=$worker_pid
 idle_workers() { "$cli" get workers 2>/dev/null | grep -c IDLE; }
@@ -93,6 +93,28 @@ kill -9 "$pid_b"
 check "a worker killed mid-collective: the other is idle within 90 s" wait_idle 1 90
 "$cli" describe "$killed" | grep -E "^(State|Reason)"
 "$cli" get workers
+
+# Fault tolerance over host-staged Gloo: HYBRID_SHARD in two groups of two on four
+# workers and a spare; a worker of a group killed mid-training takes its group out, the
+# other trains on, a replacement heals in from it, and the job ends in its first attempt.
+for name in gpu-c gpu-d gpu-e gpu-f; do
+  start_worker "$name"
+  [ "$name" = gpu-c ] && pid_c=$worker_pid
+done
+check "five CUDA workers idle" wait_idle 5 60
+spec tolerant 4 HOST_STAGED_GLOO 4000 >/dev/null
+sed -i -e 's/sharding_strategy: FULL_SHARD/sharding_strategy: HYBRID_SHARD\n  shard_group_size: 2/' \
+  "$work/tolerant.yaml"
+echo "fault_tolerance: {peer_timeout_seconds: 5}" >>"$work/tolerant.yaml"
+tolerant=$("$cli" submit "$work/tolerant.yaml")
+check "a fault-tolerant job runs" wait_step "$tolerant" 100 120
+kill -9 "$pid_c"
+check "a worker killed: the job succeeds" wait_state "$tolerant" SUCCEEDED 300
+"$cli" describe "$tolerant" | grep -E "^(State|Progress|Attempt|Replicas)|epoch"
+attempt_one() { "$cli" describe "$tolerant" | grep -qE '^Attempt: +1 '; }
+check "... in its first attempt" attempt_one
+healed() { "$cli" describe "$tolerant" | grep -qE 'epoch 2 from step [0-9]+: ranks 0, 1, 2, 3'; }
+check "... whole again after a replacement healed in" healed
 
 echo "$failures failed"
 [ "$failures" -eq 0 ]

@@ -32,6 +32,12 @@ class GlooCommunicator final : public Communicator {
   using Communicator::Broadcast;
   using Communicator::ReduceScatter;
 
+  // How long an operation waits for a peer (the connection's timeout until set).
+  void SetTimeout(std::chrono::milliseconds timeout) { context_->setTimeout(timeout); }
+  // Closes this rank's connections: peers waiting on it in an operation fail at once, and
+  // so does its own next operation.
+  void CloseConnections() { context_->closeConnections(); }
+
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
   absl::Status AllGather(const void* shard, size_t shard_numel, void* out,

@@ -34,6 +34,7 @@ absl::Status RankRuntime::ConnectHostGroups(const fsdp::ShardingPlan& plan) {
   replicate_ = {plan.ReplicateGroupRanks(), absl::StrCat("replicate", plan.shard_rank)};
   unshard_ = {shard_.ranks, absl::StrCat("unshard", plan.replicate_rank)};
   counted_.push_back(&world_gloo_);
+  gloo_groups_.push_back(&world_gloo_);
   for (auto* group : {&shard_, &replicate_, &unshard_}) {
     const bool may_share_world = group != &unshard_;
     if (may_share_world && static_cast<int>(group->ranks.size()) == context_.world_size) {
@@ -46,6 +47,7 @@ absl::Status RankRuntime::ConnectHostGroups(const fsdp::ShardingPlan& plan) {
       ASSIGN_OR_RETURN(auto connected,
                        GlooCommunicator::ConnectGroup(*context_.store, group->name, group->ranks,
                                                       context_.rank, context_.data_plane));
+      gloo_groups_.push_back(connected.get());
       owned_.push_back(std::move(connected));
     }
     group->host = owned_.back().get();
@@ -93,6 +95,14 @@ Communicator* RankRuntime::Track(Communicator* group) {
   tracked_.push_back(std::make_unique<TrackedCommunicator>(
       group, context_.position, context_.timeline, context_.collective_metrics));
   return tracked_.back().get();
+}
+
+void RankRuntime::SetPeerTimeout(std::chrono::milliseconds timeout) {
+  for (GlooCommunicator* group : gloo_groups_) group->SetTimeout(timeout);
+}
+
+void RankRuntime::CloseConnections() {
+  for (GlooCommunicator* group : gloo_groups_) group->CloseConnections();
 }
 
 CommStats RankRuntime::Traffic() const {

@@ -10,6 +10,7 @@
 // Thread-safety: built and used by the rank's training thread; the model's communication
 // threads use the groups it hands them.
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -38,6 +39,14 @@ class RankRuntime {
   Communicator* world() { return world_; }
   // The model's groups, over the device's memory.
   const fsdp::Groups& model_groups() const { return model_groups_; }
+  // The shard group over host memory, whatever the device: for small host collectives
+  // among the group (the commit vote's second round).
+  Communicator* host_shard_group() { return shard_.host; }
+  // Every host Gloo group of the rank (the world included): how long an operation waits
+  // for a peer, and closing this rank's connections so that peers waiting on it in any
+  // group fail at once (a membership change).
+  void SetPeerTimeout(std::chrono::milliseconds timeout);
+  void CloseConnections();
   // Bytes through every group so far (a group that is the world counted once).
   CommStats Traffic() const;
 
@@ -52,6 +61,7 @@ class RankRuntime {
   const TrainingContext context_;
   GlooCommunicator world_gloo_;
   std::vector<std::unique_ptr<Communicator>> owned_;
+  std::vector<GlooCommunicator*> gloo_groups_;  // the world and every group connected here
   std::vector<std::unique_ptr<TrackedCommunicator>> tracked_;
   RankDeviceRequest::Group shard_, replicate_, unshard_;
   Communicator* world_ = nullptr;

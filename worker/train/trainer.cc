@@ -147,6 +147,9 @@ class RankTrainer {
   void ReleaseRuntime();
   // Puts the device's stream clock (an accelerator's) on the rank's timeline.
   void AttachStreamClock();
+  // This rank's connections in the failed epoch, every group's: peers still waiting on it
+  // in a collective fail at once.
+  void CloseConnections();
   // Connects the world of `change`'s epoch (or of a later one, if a rank is lost while it
   // connects): the context the epoch's runtime connects its groups with.
   absl::StatusOr<TrainingContext> ConnectEpoch(v1::MembershipChange change);
@@ -255,7 +258,7 @@ absl::Status RankTrainer::Setup() {
     ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), context_.world_size, context_.rank));
     ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, context_));
     world_ = context_.world;
-    world_->setTimeout(PeerTimeout());
+    runtime_->SetPeerTimeout(PeerTimeout());
     AttachStreamClock();
   }
   activity_ = "opening the training data";
@@ -431,8 +434,9 @@ absl::Status RankTrainer::CommitVote(int64_t step) {
   // a collective first): all move to it after this step.
   const auto [fewest, most] = std::minmax_element(votes.begin() + size, votes.end());
   agreed_epoch_ = *fewest == *most && *most > epoch_ ? static_cast<int32_t>(*most) : 0;
-  // Idle now: the step's reductions are done, the next all-gathers not begun.
-  Communicator* shard_group = runtime_->model_groups().shard;
+  // Idle now: the step's reductions are done, the next all-gathers not begun. Over host
+  // memory: the vote is a host float, whatever the device.
+  Communicator* shard_group = runtime_->host_shard_group();
   if (shard_group->size() == 1) return absl::OkStatus();
   float ready = 1.0f;
   return shard_group->AllReduce(&ready, 1);
@@ -594,7 +598,6 @@ absl::Status RankTrainer::TakeStateOfTheLiveRanks() {
     // rank is still behind them).
     RETURN_IF_ERROR(MoveOnFrom(context_.join->epoch(), std::move(moved), &state));
   }
-  AttachStreamClock();
   first_step_ = result_.steps;
   LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
           absl::StrCat("joined membership epoch ", epoch_, " at step ", first_step_, " (",
@@ -677,12 +680,20 @@ absl::Status RankTrainer::Recover(const absl::Status& failure, int32_t agreed) {
   // The epoch's connections close first: a live peer still waiting on this rank in one of
   // its collectives fails at once (closing a connection only fails the other side's
   // waits, so each rank closes its own once it knows the change, not before).
-  world_->closeConnections();
+  CloseConnections();
   ASSIGN_OR_RETURN(RankState state, CaptureState());
   ReleaseRuntime();
   absl::Status moved = MoveToEpoch(*change, &state);
   if (moved.ok() || !Recoverable(moved)) return moved;
   return MoveOnFrom(change->epoch(), std::move(moved), &state);
+}
+
+void RankTrainer::CloseConnections() {
+  if (runtime_ != nullptr) {
+    runtime_->CloseConnections();  // the world's and every group's
+  } else if (world_ != nullptr) {
+    world_->closeConnections();
+  }
 }
 
 void RankTrainer::AttachStreamClock() {
@@ -704,7 +715,7 @@ void RankTrainer::ReleaseRuntime() {
 absl::Status RankTrainer::MoveOnFrom(int32_t epoch, absl::Status failure, RankState* state) {
   while (true) {
     // Peers still waiting on this rank in the failed epoch fail at once.
-    if (world_ != nullptr) world_->closeConnections();
+    CloseConnections();
     ReleaseRuntime();
     auto change = context_.membership->WaitForEpochAbove(
         epoch, absl::FromChrono(context_.data_plane.timeout), context_.abort);
@@ -731,8 +742,11 @@ absl::Status RankTrainer::MoveToEpoch(const v1::MembershipChange& change, RankSt
   plan_ = plan;
   RETURN_IF_ERROR(OpenCoveredData());
   ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, epoch_context));
+  runtime_->SetPeerTimeout(PeerTimeout());
   RETURN_IF_ERROR(HealFromPeers(state));
-  return RestoreState(*state);
+  RETURN_IF_ERROR(RestoreState(*state));
+  AttachStreamClock();  // the new device's streams
+  return absl::OkStatus();
 }
 
 void RankTrainer::MeasureSpeed() {
