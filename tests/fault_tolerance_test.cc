@@ -197,32 +197,41 @@ INSTANTIATE_TEST_SUITE_P(FollowerAndLeader, LostReplica, ::testing::Values(2, 0)
                          [](const auto& info) { return info.param == 0 ? "Leader" : "Follower"; });
 
 // A frozen replica (SIGSTOP: its connections stay open, only its heartbeats stop): the
-// others' collective fails after fault_tolerance.peer_timeout_seconds, the coordinator
-// declares the worker lost after its heartbeat timeout, and the others train on, well
-// before the collective timeout (30 s here).
-TEST(FaultTolerance, AFrozenReplicaIsLeftBehindWithinThePeerTimeout) {
+// others' collectives fail after fault_tolerance.peer_timeout_seconds in every group they
+// wait in (under HYBRID the replicate and shard groups, not only the world), the
+// coordinator declares the worker lost after its heartbeat timeout, and the others train
+// on, well before the collective timeout (30 s here). NO_SHARD over 3 ranks with rank 2
+// frozen, or HYBRID_SHARD's two groups of 2 with rank 3 frozen.
+class FrozenReplica : public ::testing::TestWithParam<bool> {};
+
+TEST_P(FrozenReplica, IsLeftBehindWithinThePeerTimeout) {
+  const bool hybrid = GetParam();
   ClusterOptions options;
   options.heartbeat_timeout_ms = 1500;
   Cluster cluster(options);
   cluster.StartCoordinator();
-  cluster.AddWorker("w0");
-  cluster.AddWorker("w1");
-  Process& w2 = cluster.AddWorker("w2");
-  v1::JobSpec spec = TolerantSpec(3, 1, cluster.dir() + "/frozen.safetensors");
+  const int world = hybrid ? 4 : 3;
+  Process* frozen = nullptr;
+  for (int i = 0; i < world; ++i) frozen = &cluster.AddWorker(absl::StrCat("w", i));
+  const std::string model = cluster.dir() + "/frozen.safetensors";
+  v1::JobSpec spec = hybrid ? HybridSpec(model, 300) : TolerantSpec(world, 1, model);
   spec.mutable_fault_tolerance()->set_peer_timeout_seconds(5);
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   WaitForStep(cluster, *job_id, 40);
   const absl::Time frozen_at = absl::Now();
-  w2.Signal(SIGSTOP);
+  frozen->Signal(SIGSTOP);
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(60));
   const absl::Duration took = absl::Now() - frozen_at;
-  w2.Kill();
+  frozen->Kill();
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1}));
   EXPECT_TRUE(absl::StrContains(Events(job), "no heartbeat for more than 1.5s")) << Events(job);
   EXPECT_LT(took, absl::Seconds(25)) << "the survivors waited for the collective timeout";
 }
+
+INSTANTIATE_TEST_SUITE_P(NoShardAndHybrid, FrozenReplica, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Hybrid" : "NoShard"; });
 
 // HYBRID_SHARD over 4 ranks: two shard groups of 2, each a replica. A rank lost inside a
 // group takes its group out whole: its mate's worker is drained back to IDLE while the
