@@ -1,9 +1,11 @@
 # Sourced by the GPU benchmarks (gpu_training.sh, gpu_gpt.sh): a coordinator and one CUDA
 # worker on GPU 0 from the unpacked bundle in $bundle, on loopback, their state and logs in
 # $work, stopped when the script exits (with whatever else the script adds to pids).
-# Sets SHARDWISE_COORDINATOR for the CLI.
+# Sets SHARDWISE_COORDINATOR for the CLI. A script may set the array worker_wrapper first
+# to start the worker under another program (gpu_gpt_profile.sh: Nsight Compute).
 
 pids=()
+[ -n "${worker_wrapper+set}" ] || worker_wrapper=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
 
 "$bundle/bin/shardwise-coordinator" --address=127.0.0.1:0 --port_file="$work/port" \
@@ -12,9 +14,10 @@ trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
 pids+=($!)
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 export SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$work/port")"
-"$bundle/bin/shardwise-worker" --device=cuda --gpu=0 --name=bench-gpu0 2>"$work/worker.log" &
+"${worker_wrapper[@]}" "$bundle/bin/shardwise-worker" --device=cuda --gpu=0 --name=bench-gpu0 \
+  2>"$work/worker.log" &
 pids+=($!)
-for _ in $(seq 100); do "$bundle/bin/shardwise" get workers | grep -q IDLE && break; sleep 0.1; done
+for _ in $(seq 600); do "$bundle/bin/shardwise" get workers | grep -q IDLE && break; sleep 0.1; done
 
 # The steps/s `shardwise describe JOB` reports.
 job_steps_per_second() {

@@ -19,39 +19,17 @@ batch=${4:-8}
 attention=${5:-MATERIALIZED}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
-mixed=""
 peak_tflops=67        # H100 SXM, FP32 without tensor cores (TF32 is off)
 if [ "$precision" = bf16 ]; then
-  mixed="mixed_precision: {param_dtype: BF16}, "
   peak_tflops=989.5   # H100 SXM, dense BF16 tensor cores
 fi
 
-# Random tokens: the throughput does not depend on what the text says.
-python3 -c "
-import numpy as np
-np.random.default_rng(0).integers(0, 50304, 20_000_000, dtype=np.uint16).tofile('$work/train.bin')"
+. "$here/gpu_gpt2_job.sh"
+gpt2_tokens "$work/train.bin"
 
 . "$here/gpu_daemons.sh"
 
-cat >"$work/job.yaml" <<YAML
-name: gpt2-124m-bench
-model:
-  gpt: {vocab_size: 50304, block_size: 1024, n_layer: 12, n_head: 12, n_embd: 768, attention: $attention}
-wrap: {modules: [BLOCK]}
-fsdp: {${mixed}sharding_strategy: FULL_SHARD}
-optimizer:
-  adamw: {lr: 0.0006, weight_decay: 0.1}
-  weight_decay_params: MATRICES
-data: {tokens: {train_path: $work/train.bin}}
-init: {seed: 0}
-global_batch_size: $batch
-steps: $steps
-# nanoGPT reads its loss when it logs (every 10 iterations); so does this job.
-loss_read_interval_steps: 10
-world_size: 1
-device: CUDA
-cuda: {collectives: NCCL}
-YAML
+gpt2_job "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batch" "$attention"
 # The device memory the worker holds (its CUDA context and the caching allocator's pools),
 # sampled while the job runs: the workers report no measured peak of their own.
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/memory" &

@@ -37,6 +37,25 @@ def flops_per_token(cfg):
     return 6 * n + 12 * layers * c * t
 
 
+def profile_kernels(step, steps, path):
+    """Writes each GPU kernel's device time over `steps` steps, one line per kernel name:
+    "name<TAB>total microseconds<TAB>launches" (bench/gpu_kernel_groups.py reads it)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    with open(path, "w") as out:
+        for event in prof.key_averages():
+            # self_device_time_total since PyTorch 2.4; self_cuda_time_total before it.
+            micros = getattr(event, "self_device_time_total", None)
+            if micros is None:
+                micros = event.self_cuda_time_total
+            if micros > 0:
+                name = event.key.replace("\t", " ").replace("\n", " ")
+                out.write(f"{name}\t{micros}\t{event.count}\n")
+
+
 def run(cfg, args, variant):
     torch.manual_seed(0)
     device = torch.device(args.device)
@@ -71,6 +90,8 @@ def run(cfg, args, variant):
         for _ in range(args.warmup):
             step()
         sync()
+        if args.kernel_profile:
+            profile_kernels(step, args.steps, args.kernel_profile)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
@@ -102,6 +123,8 @@ def main():
     # H100 SXM dense BF16; FP32 jobs should pass the FP32 peak (67).
     parser.add_argument("--peak_tflops", type=float, default=989.5)
     parser.add_argument("--variants", default="eager,fused-attention,compile")
+    # Writes the GPU kernels of --steps steps to this file (profile_kernels) before timing.
+    parser.add_argument("--kernel_profile", default="")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

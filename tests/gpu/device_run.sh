@@ -9,14 +9,17 @@
 #   bench    bench/gpu_gpt.sh: GPT-2 124M against PyTorch, BF16 then FP32
 #   fused    bench/gpu_gpt.sh with FUSED attention, BF16, at the batch given and at 4x it
 #            (what MATERIALIZED attention's T x T probabilities may not fit)
+#   profile  bench/gpu_gpt_profile.sh: the BF16 step's GPU time per kernel group (Nsight
+#            Compute) against PyTorch eager's (its profiler), over STEPS steps (2 if not
+#            given: every kernel runs alone under Nsight Compute)
 # Each phase fits one 10-minute call. Logs go to $OUT (or /tmp/gpu-run) as one tarball,
 # the lines the benchmarks append to bench/RESULTS.md as results-appended-PHASE.md, and the
 # summary, line by line as each check ends, as summary-PHASE.txt. GPU_TEST_TIMEOUT
 # (seconds, 500 by default) bounds each test binary's run.
 #
-# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|all [STEPS] [BATCH]
+# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|profile|all [STEPS] [BATCH]
 set -uo pipefail
-phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|all [STEPS] [BATCH]}
+phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|profile|all [STEPS] [BATCH]}
 steps=${2:-30}
 batch=${3:-8}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -83,6 +86,17 @@ run_gpu_gpt() {
 }
 
 run_bench() { run_gpu_gpt "bf16 $batch MATERIALIZED" "fp32 $batch MATERIALIZED"; }
+
+run_profile() {
+  local lines rc
+  lines=$(wc -l <"$root/bench/RESULTS.md")
+  "$root/bench/gpu_gpt_profile.sh" "$unpacked/bundle" "${2:-2}" bf16 "$batch" MATERIALIZED \
+    >"$logs/gpu_gpt_profile.log" 2>&1
+  rc=$?
+  record "gpu_gpt_profile bf16 $batch MATERIALIZED: rc $rc"
+  [ "$rc" -eq 0 ] || tail -n 30 "$logs/gpu_gpt_profile.log"
+  tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
+}
 run_fused() { run_gpu_gpt "bf16 $batch FUSED" "bf16 $((4 * batch)) FUSED"; }
 
 case "$phase" in
@@ -90,6 +104,7 @@ case "$phase" in
   cluster) run_cluster ;;
   bench) run_bench ;;
   fused) run_fused ;;
+  profile) run_profile "$@" ;;
   all) run_tests; run_cluster; run_bench; run_fused ;;
   *) echo "unknown phase $phase" >&2; exit 2 ;;
 esac
