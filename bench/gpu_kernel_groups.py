@@ -74,8 +74,10 @@ def by_group(kernels, steps):
 
 
 def main():
-    ours = by_group(read_ncu(sys.argv[1]), int(sys.argv[2]))
-    theirs = by_group(read_tsv(sys.argv[3]), int(sys.argv[4]))
+    our_kernels, our_steps = read_ncu(sys.argv[1]), int(sys.argv[2])
+    their_kernels, their_steps = read_tsv(sys.argv[3]), int(sys.argv[4])
+    ours = by_group(our_kernels, our_steps)
+    theirs = by_group(their_kernels, their_steps)
     names = [g for g, _ in GROUPS] + ["other"]
     print("| kernels | Shardwise ms per step | launches | PyTorch eager ms per step | launches |")
     print("| --- | --- | --- | --- | --- |")
@@ -89,8 +91,8 @@ def main():
     print(f"| all kernels | {total_ours:.2f} | {sum(v[1] for v in ours.values()):.0f} | "
           f"{total_theirs:.2f} | {sum(v[1] for v in theirs.values()):.0f} |")
     # The slowest kernels on each side, for the reading.
-    for side, kernels, steps in (("Shardwise", read_ncu(sys.argv[1]), int(sys.argv[2])),
-                                 ("PyTorch", read_tsv(sys.argv[3]), int(sys.argv[4]))):
+    for side, kernels, steps in (("Shardwise", our_kernels, our_steps),
+                                 ("PyTorch", their_kernels, their_steps)):
         top = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:8]
         print(f"\n{side}'s 8 longest kernels, ms per step: " + "; ".join(
             f"{name[:70]} {micros / 1000 / steps:.2f} ({launches / steps:.0f}x)"

@@ -448,11 +448,15 @@ absl::Status ValidateFaultTolerance(const v1::JobSpec& spec, const JobLimits& li
                             v1::FaultTolerance::Batch_IsValid, "DROP or KEEP_GLOBAL"));
   // NCCL would need its communicators aborted and rebuilt around the survivors; Gloo's
   // connections, which the host-staged path runs on, close and reconnect as on the CPU.
-  if (spec.device() == v1::CUDA && spec.cuda().collectives() != v1::CudaOptions::HOST_STAGED_GLOO) {
+  // (cuda.collectives is checked before this: here it is NCCL, named or by default.)
+  const auto collectives = spec.cuda().collectives();
+  if (spec.device() == v1::CUDA && collectives != v1::CudaOptions::HOST_STAGED_GLOO) {
     return Invalid("fault_tolerance",
                    absl::StrCat("covers CUDA jobs with cuda.collectives HOST_STAGED_GLOO for "
                                 "now, got ",
-                                v1::CudaOptions::Collectives_Name(v1::CudaOptions::NCCL)));
+                                collectives == v1::CudaOptions::COLLECTIVES_UNSPECIFIED
+                                    ? "NCCL (the default)"
+                                    : v1::CudaOptions::Collectives_Name(collectives)));
   }
   if (spec.optimizer().overlap().mode() != v1::OptimizerOverlap::NONE) {
     return Invalid("fault_tolerance",

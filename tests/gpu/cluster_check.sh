@@ -2,7 +2,8 @@
 # The daemons from a relocatable bundle (//:bundle, built with --config=cuda) on a GPU
 # host: a coordinator and two CUDA workers sharing GPU 0 run real CUDA jobs, then a job is
 # cancelled mid-collective and a worker is killed mid-collective, and no worker may stay
-# stuck; last, a fault-tolerant job (host-staged Gloo) loses a worker and ends whole. For GPU hosts (no GPU in CI); see docs/operations.md, "GPU checks".
+# stuck; last, a fault-tolerant job (host-staged Gloo) loses a worker and ends whole. For
+# GPU hosts (no GPU in CI); see docs/operations.md, "GPU checks".
 #
 # usage: tests/gpu/cluster_check.sh BUNDLE_DIR   (the unpacked bundle: bin/, lib/)
 set -uo pipefail

@@ -644,8 +644,7 @@ absl::StatusOr<TrainingContext> RankTrainer::ConnectEpoch(v1::MembershipChange c
     auto world = ConnectGlooContext(*epoch_store_, epoch_context.rank, epoch_context.world_size,
                                     context_.data_plane);
     if (world.ok()) {
-      world_ = *std::move(world);
-      world_->setTimeout(PeerTimeout());
+      world_ = *std::move(world);  // its peer timeout is set with the runtime's groups
       epoch_ = change.epoch();
       live_ranks_.assign(live.begin(), live.end());
       epoch_context.world = world_;
