@@ -7,7 +7,9 @@
 #     torch 1.13 has no scaled_dot_product_attention) on the same model, data, optimizer
 #     and threads (one per rank): at world 2 RUNS times, the two sides taking turns, with
 #     the median and the spread of the ratios (this machine moves by +-10% from run to
-#     run); at worlds 1 and 4 once; and both attentions at a context of 1024;
+#     run); at worlds 1 and 4 once; and both attentions at a context of 1024. PyTorch
+#     runs on Shardwise's OpenBLAS kernels (bench/blas_cores.sh); where OpenBLAS alone
+#     would pick narrower ones for it, PyTorch as installed is measured beside it;
 #   - peak memory per rank (parameters, gradients, optimizer state, activations) for
 #     FULL_SHARD with and without prefetch, NO_SHARD, FULL_SHARD with activation
 #     checkpointing and with FUSED attention, and both attentions at a context of 1024,
@@ -31,18 +33,30 @@ trap 'rm -f "$rows"' EXIT
 bazel build //bench:gpt_bench >"$rows" 2>&1 || { cat "$rows" >&2; exit 1; }
 : >"$rows"
 bin=$(bazel info bazel-bin 2>/dev/null)
+source bench/blas_cores.sh
+blas=$(blas_ours "$bin")
+installed=$(blas_installed)
 
-# One round at WORLD: Shardwise's three configurations, then PyTorch's, as "RUN WORLD
-# NAME OURS TORCH" lines.
+torch_ddp() {  # torch_ddp WORLD [ENV...]: PyTorch DDP's tokens/s
+  env "${@:2}" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_gpt_ddp.py \
+    "$warmup" "$steps" "$1" "$model"
+}
+
+# One round at WORLD: Shardwise's three configurations, then PyTorch's on the same
+# kernels and as installed, as "RUN WORLD NAME OURS TORCH INSTALLED" lines.
 round() {  # round RUN WORLD
-  local ours torch
+  local ours torch as_installed
   echo "== run $1, world $2: Shardwise $kind ($warmup warm-up + $steps timed steps)" >&2
   ours=$(SHARDWISE_BENCH_WORLD=$2 "$bin/bench/gpt_bench" "$warmup" "$steps" throughput)
-  echo "== run $1, world $2: PyTorch DDP $kind" >&2
-  torch=$(OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_gpt_ddp.py \
-    "$warmup" "$steps" "$2" "$model")
-  awk -v run="$1" -v world="$2" -v torch="$torch" \
-    '$1 == "throughput" {print run, world, $2, $3, torch}' <<<"$ours" >>"$rows"
+  echo "== run $1, world $2: PyTorch DDP $kind (OpenBLAS $blas)" >&2
+  torch=$(torch_ddp "$2" OPENBLAS_CORETYPE="$blas")
+  as_installed=$torch
+  if [[ $installed != "$blas" ]]; then
+    echo "== run $1, world $2: PyTorch DDP $kind as installed (OpenBLAS $installed)" >&2
+    as_installed=$(torch_ddp "$2" -u OPENBLAS_CORETYPE)
+  fi
+  awk -v run="$1" -v world="$2" -v torch="$torch" -v installed="$as_installed" \
+    '$1 == "throughput" {print run, world, $2, $3, torch, installed}' <<<"$ours" >>"$rows"
 }
 
 for ((run = 1; run <= runs; run++)); do round "$run" 2; done
@@ -53,30 +67,43 @@ long=$("$bin/bench/gpt_bench" 1 5 long)
 echo "== memory per rank against the estimate (world 2)" >&2
 memory=$("$bin/bench/gpt_bench" 0 0 memory)
 
-report=$(/usr/bin/python3 - "$rows" "$memory" "$runs" "$long" "$kind" <<'PY'
+report=$(/usr/bin/python3 - "$rows" "$memory" "$runs" "$long" "$kind" "$blas" "$installed" <<'PY'
 import statistics
 import sys
 
-kind = sys.argv[5]
+kind, blas, installed = sys.argv[5:8]
 
 rows = [line.split() for line in open(sys.argv[1])]
 runs = int(sys.argv[3])
 long = {name: float(value) for _, name, value in (line.split() for line in sys.argv[4].splitlines())}
-lines = [f"| {kind}, world 2, {runs} runs | Shardwise tokens/s, median | PyTorch DDP tokens/s, median "
-         "| ratio, median | ratio, lowest-highest |", "| --- | --- | --- | --- | --- |"]
-names = list(dict.fromkeys(name for _, world, name, _, _ in rows if world == "2"))
+same = installed == blas
+lines = [f"OpenBLAS kernels: {blas} on both sides" +
+         ("" if same else f"; PyTorch as installed gets OpenBLAS's own pick, {installed}"), ""]
+extra = "" if same else f" | PyTorch as installed ({installed}), median | ratio to it, median"
+lines += [f"| {kind}, world 2, {runs} runs | Shardwise tokens/s, median | PyTorch DDP tokens/s, median "
+          f"| ratio, median | ratio, lowest-highest{extra} |",
+          "| --- | --- | --- | --- | --- |" + ("" if same else " --- | --- |")]
+names = list(dict.fromkeys(row[2] for row in rows if row[1] == "2"))
 for name in names:
-    mine = [(float(o), float(t)) for _, world, n, o, t in rows if world == "2" and n == name]
-    ratios = sorted(o / t for o, t in mine)
-    lines.append(f"| {name} | {statistics.median(o for o, _ in mine):.0f} "
-                 f"| {statistics.median(t for _, t in mine):.0f} | {statistics.median(ratios):.2f} "
-                 f"| {ratios[0]:.2f}-{ratios[-1]:.2f} |")
-lines += ["", f"| {kind}, one run each | world | Shardwise tokens/s | PyTorch DDP tokens/s | ratio |",
-          "| --- | --- | --- | --- | --- |"]
-for _, world, name, ours, torch in rows:
+    mine = [tuple(map(float, row[3:6])) for row in rows if row[1] == "2" and row[2] == name]
+    ratios = sorted(o / t for o, t, _ in mine)
+    line = (f"| {name} | {statistics.median(o for o, _, _ in mine):.0f} "
+            f"| {statistics.median(t for _, t, _ in mine):.0f} | {statistics.median(ratios):.2f} "
+            f"| {ratios[0]:.2f}-{ratios[-1]:.2f} |")
+    if not same:
+        line += (f" {statistics.median(i for _, _, i in mine):.0f} "
+                 f"| {statistics.median(o / i for o, _, i in mine):.2f} |")
+    lines.append(line)
+extra = "" if same else " PyTorch as installed | ratio to it |"
+lines += ["", f"| {kind}, one run each | world | Shardwise tokens/s | PyTorch DDP tokens/s | ratio |{extra}",
+          "| --- | --- | --- | --- | --- |" + ("" if same else " --- | --- |")]
+for _, world, name, ours, torch, as_installed in rows:
     if world != "2":
-        lines.append(f"| {name} | {world} | {float(ours):.0f} | {float(torch):.0f} "
-                     f"| {float(ours) / float(torch):.2f} |")
+        line = (f"| {name} | {world} | {float(ours):.0f} | {float(torch):.0f} "
+                f"| {float(ours) / float(torch):.2f} |")
+        if not same:
+            line += f" {float(as_installed):.0f} | {float(ours) / float(as_installed):.2f} |"
+        lines.append(line)
 material, fused = long["MATERIALIZED,T=1024"], long["FUSED,T=1024"]
 lines += ["", f"| {kind}, T = 1024, world 2, FULL_SHARD, one run (5 timed steps) | MATERIALIZED tokens/s "
           "| FUSED tokens/s | FUSED / MATERIALIZED |", "| --- | --- | --- | --- |",

@@ -8,6 +8,8 @@
 //   memory NAME PARAMETERS GRADIENTS OPTIMIZER ACTIVATIONS   rank 0's peak bytes
 //   estimated NAME PARAMETERS GRADIENTS OPTIMIZER ACTIVATIONS
 //                                         contracts/memory_estimate.h's prediction
+// and, asked for alone, "blas CORE": the OpenBLAS kernels the ranks run (the library's
+// pick, or the wider ones worker/compute/cpu/blas_kernels.h restarts onto).
 // The memory runs compare FULL_SHARD (with and without prefetch), NO_SHARD, FULL_SHARD
 // with activation checkpointing and with FUSED attention, and both attentions at a
 // context of 1024.
@@ -25,6 +27,7 @@
 #include "contracts/job_spec_defaults.h"
 #include "contracts/memory_estimate.h"
 #include "contracts/transformer_config.h"
+#include "worker/compute/cpu/blas_kernels.h"
 #include "worker/train/trainer.h"
 
 namespace shardwise::bench {
@@ -220,10 +223,11 @@ bool RunCommitVote(int warmup, int steps, int runs) {
 }  // namespace shardwise::bench
 
 // usage: gpt_bench [WARMUP_STEPS] [TIMED_STEPS]
-//                  [all|throughput|long|memory|vote|FULL_SHARD|NO_SHARD|FUSED]
+//                  [all|throughput|long|memory|vote|blas|FULL_SHARD|NO_SHARD|FUSED]
 // ($SHARDWISE_BENCH_WORLD ranks, 2 by default)
 int main(int argc, char** argv) {
   using namespace shardwise;
+  cpu::RestartOnBetterBlasKernels(argv);
   const int warmup = argc > 1 ? std::atoi(argv[1]) : 2;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 10;
   const std::string what = argc > 3 ? argv[3] : "all";
@@ -236,14 +240,18 @@ int main(int argc, char** argv) {
     ok = bench::RunMemory();
   } else if (what == "long") {
     ok = bench::RunLongContext(warmup, steps);
+  } else if (what == "blas") {
+    // The OpenBLAS kernels the ranks run (bench/blas_cores.sh gives PyTorch the same).
+    std::printf("blas %s\n", cpu::BlasCoreName().c_str());
+    ok = true;
   } else if (what == "vote") {
     ok = bench::RunCommitVote(warmup, steps, /*runs=*/3);
   } else if (what == "FULL_SHARD" || what == "NO_SHARD" || what == "FUSED") {
     ok = bench::RunThroughput(warmup, steps, what);
   } else {
     std::fprintf(stderr,
-                 "unknown '%s': all, throughput, long, memory, vote, FULL_SHARD, NO_SHARD or "
-                 "FUSED\n",
+                 "unknown '%s': all, throughput, long, memory, vote, blas, FULL_SHARD, NO_SHARD "
+                 "or FUSED\n",
                  what.c_str());
     return 2;
   }

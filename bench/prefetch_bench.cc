@@ -11,6 +11,7 @@
 
 #include "bench/multiprocess.h"
 #include "bench/rank_training.h"
+#include "worker/compute/cpu/blas_kernels.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_hooks.h"
 
@@ -50,6 +51,7 @@ v1::JobSpec PrefetchSpec(v1::BackwardPrefetch::Value backward, bool forward, int
 
 int main(int argc, char** argv) {
   using namespace shardwise;
+  cpu::RestartOnBetterBlasKernels(argv);
   const int warmup = argc > 1 ? std::atoi(argv[1]) : 3;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 20;
   const int latency_us = argc > 3 ? std::atoi(argv[3]) : 3000;

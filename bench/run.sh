@@ -2,7 +2,8 @@
 # Runs Shardwise's CPU benchmarks against their baselines, measured in the same run, and
 # appends the results, with this command, to bench/RESULTS.md:
 #   - steps/s of the FSDP runtime (every strategy) against PyTorch DDP (Debian's
-#     python3-torch, gloo, CPU, with Debian's OpenBLAS), one process and one thread per rank;
+#     python3-torch, gloo, CPU, with Debian's OpenBLAS on Shardwise's kernels: see
+#     bench/blas_cores.sh), one process and one thread per rank;
 #   - all-gather / reduce-scatter bus bandwidth against raw Gloo calls;
 #   - bytes per step through the collectives with BF16 parameters and compressing hooks,
 #     against the FP32 run, from the runtime's counters;
@@ -29,6 +30,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 bazel build //bench:all >/dev/null 2>&1
 bin=$(bazel info bazel-bin 2>/dev/null)
+source bench/blas_cores.sh
+blas=$(blas_ours "$bin")
 
 echo "== collectives (2 ranks, loopback)" >&2
 collectives=$("$bin/bench/collectives_bench")
@@ -38,13 +41,14 @@ echo "== Shardwise training ($warmup warm-up + $steps timed steps per strategy)"
 ours=$("$bin/bench/training_bench" "$warmup" "$steps")
 echo "== prefetch (3 ms injected link latency)" >&2
 prefetch=$("$bin/bench/prefetch_bench" "$warmup" "$steps" 3000)
-echo "== PyTorch DDP" >&2
-torch=$(OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_ddp.py "$warmup" "$steps")
+echo "== PyTorch DDP (OpenBLAS $blas)" >&2
+torch=$(OPENBLAS_CORETYPE=$blas OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 \
+  bench/pytorch_ddp.py "$warmup" "$steps")
 
-report=$(python3 - "$torch" "$ours" "$collectives" "$casts" "$prefetch" <<'PY'
+report=$(python3 - "$torch" "$ours" "$collectives" "$casts" "$prefetch" "$blas" <<'PY'
 import sys
 torch = float(sys.argv[1])
-lines = ["| strategy | Shardwise steps/s | PyTorch DDP steps/s | ratio |", "| --- | --- | --- | --- |"]
+lines = [f"OpenBLAS kernels: {sys.argv[6]} on both sides", "", "| strategy | Shardwise steps/s | PyTorch DDP steps/s | ratio |", "| --- | --- | --- | --- |"]
 runs = [line.split() for line in sys.argv[2].splitlines()]
 for name, value, *_ in runs:
     if "+" in name:

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/multiprocess.h"
 #include "bench/rank_training.h"
+#include "worker/compute/cpu/blas_kernels.h"
 #include "worker/train/trainer.h"
 
 namespace shardwise::bench {
@@ -77,6 +78,7 @@ bool RunAndReport(const std::string& name, const v1::JobSpec& spec, int world, i
 
 int main(int argc, char** argv) {
   using namespace shardwise;
+  cpu::RestartOnBetterBlasKernels(argv);
   const int world = 2;
   const int warmup = argc > 1 ? std::atoi(argv[1]) : 3;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 20;

@@ -21,6 +21,7 @@
 #include "common/port_file.h"
 #include "common/self_restart.h"
 #include "common/status_macros.h"
+#include "worker/compute/cpu/blas_kernels.h"
 #include "worker/daemon/worker_daemon.h"
 #include "worker/runtime/host_memory.h"
 #include "worker/train/injected_faults.h"
@@ -183,6 +184,11 @@ int main(int argc, char** argv) {
   using shardwise::LogContext;
   // Named from the start where --name says it (else once Configure finds the name).
   shardwise::SetProcessLogContext(LogContext().Worker(absl::GetFlag(FLAGS_name)));
+  // Before any thread or socket exists: OpenBLAS fixes its kernels as it loads.
+  if (const auto upgrade = shardwise::cpu::BlasCoreUpgradeHere()) {
+    shardwise::LogInfo(LogContext(), upgrade->Describe());
+    shardwise::cpu::RestartWithBlasCore(*upgrade, argv);
+  }
 
   shardwise::WorkerOptions options;
   if (const absl::Status configured = shardwise::Configure(argv, &options); !configured.ok()) {

@@ -30,6 +30,7 @@
 #include "tokenizer/byte_tokenizer.h"
 #include "tokenizer/manifest.h"
 #include "tokenizer/terminal_text.h"
+#include "worker/compute/cpu/blas_kernels.h"
 #include "worker/model/sampler.h"
 
 ABSL_FLAG(std::string, prompt, "\n", "the text to continue");
@@ -144,6 +145,7 @@ absl::StatusOr<std::string> Sample(const std::string& path) {
 
 // Exit codes as the CLI's: 0 done, 2 bad usage or an invalid argument, 1 any other failure.
 int main(int argc, char** argv) {
+  shardwise::cpu::RestartOnBetterBlasKernels(argv);
   absl::SetProgramUsageMessage(shardwise::kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
