@@ -9,7 +9,10 @@
 //   estimated NAME PARAMETERS GRADIENTS OPTIMIZER ACTIVATIONS
 //                                         contracts/memory_estimate.h's prediction
 // and, asked for alone, "blas CORE": the OpenBLAS kernels the ranks run (the library's
-// pick, or the wider ones worker/compute/cpu/blas_kernels.h restarts onto).
+// pick, or the wider ones worker/compute/cpu/blas_kernels.h restarts onto); and
+// "loss NAME STEP LOSS" for every step of the three timed configurations, LOSS in
+// hexadecimal, to show that a change to the kernels leaves the training bit for bit as
+// it was (with $OPENBLAS_CORETYPE fixed: each OpenBLAS core rounds its own way).
 // The memory runs compare FULL_SHARD (with and without prefetch), NO_SHARD, FULL_SHARD
 // with activation checkpointing and with FUSED attention, and both attentions at a
 // context of 1024.
@@ -19,6 +22,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench_model.h"
@@ -93,20 +98,30 @@ v1::JobSpec Spec(v1::ShardingStrategy::Value strategy, int steps) {
   return spec;
 }
 
-// Trains `spec`; rank 0 prints its line. False if a rank failed.
-bool Run(const std::string& name, const v1::JobSpec& spec, int warmup, bool memory) {
+// What rank 0 prints of a run.
+enum class Report { kThroughput, kMemory, kLosses };
+
+// Trains `spec`; rank 0 prints its lines. False if a rank failed.
+bool Run(const std::string& name, const v1::JobSpec& spec, int warmup, Report report) {
   return RunRanks(World(), [&](int rank, gloo::rendezvous::Store& store) {
     double timed = 0;
     int64_t timed_steps = 0;
+    std::vector<std::pair<int64_t, double>> losses;
     auto result = TrainRank(spec, rank, store, [&](const v1::Progress& p) {
       if (p.step() > warmup) timed += p.step_seconds(), ++timed_steps;
+      losses.emplace_back(p.step(), p.loss());
     });
     if (!result.ok()) {
       std::fprintf(stderr, "rank %d: %s\n", rank, result.status().ToString().c_str());
       return 1;
     }
     if (rank != 0) return 0;
-    if (memory) {
+    if (report == Report::kLosses) {
+      // Exact (hexadecimal floating point): two builds agree bit for bit or not at all.
+      for (const auto& [step, loss] : losses) {
+        std::printf("loss %s %lld %a\n", name.c_str(), static_cast<long long>(step), loss);
+      }
+    } else if (report == Report::kMemory) {
       const MemoryStats& m = result->memory;
       std::printf("memory %s %lld %lld %lld %lld\n", name.c_str(),
                   static_cast<long long>(m.peak(MemoryCategory::kParameters)),
@@ -142,7 +157,8 @@ bool PrintEstimate(const std::string& name, v1::JobSpec spec) {
 }
 
 // The three timed configurations, or the one named ("FULL_SHARD", "NO_SHARD", "FUSED").
-bool RunThroughput(int warmup, int steps, const std::string& only) {
+bool RunThroughput(int warmup, int steps, const std::string& only,
+                   Report report = Report::kThroughput) {
   struct Timed {
     const char* name;        // as printed
     const char* short_name;  // as `only` names it
@@ -156,7 +172,7 @@ bool RunThroughput(int warmup, int steps, const std::string& only) {
       {"FULL_SHARD+fused_attention", "FUSED", fused}};
   for (const Timed& t : timed) {
     if (!only.empty() && only != t.short_name) continue;
-    if (!Run(t.name, t.spec, warmup, false)) return false;
+    if (!Run(t.name, t.spec, warmup, report)) return false;
   }
   return true;
 }
@@ -170,7 +186,7 @@ bool RunLongContext(int warmup, int steps) {
     spec.set_global_batch_size(int64_t{2} * World());
     const std::string name =
         attention == v1::GptConfig::FUSED ? "FUSED,T=1024" : "MATERIALIZED,T=1024";
-    if (!Run(name, spec, warmup, false)) return false;
+    if (!Run(name, spec, warmup, Report::kThroughput)) return false;
   }
   return true;
 }
@@ -199,7 +215,7 @@ bool RunMemory() {
         std::make_pair("FULL_SHARD+fused_attention", fused),
         std::make_pair("FULL_SHARD,T=1024", long_context),
         std::make_pair("FULL_SHARD+fused_attention,T=1024", long_fused)}) {
-    if (!PrintEstimate(name, spec) || !Run(name, spec, 0, true)) return false;
+    if (!PrintEstimate(name, spec) || !Run(name, spec, 0, Report::kMemory)) return false;
   }
   return true;
 }
@@ -211,8 +227,8 @@ bool RunCommitVote(int warmup, int steps, int runs) {
   v1::JobSpec tolerant = plain;
   tolerant.mutable_fault_tolerance()->set_min_replicas(1);
   for (int run = 0; run < runs; ++run) {
-    if (!Run("NO_SHARD", plain, warmup, false) ||
-        !Run("NO_SHARD+fault_tolerance", tolerant, warmup, false)) {
+    if (!Run("NO_SHARD", plain, warmup, Report::kThroughput) ||
+        !Run("NO_SHARD+fault_tolerance", tolerant, warmup, Report::kThroughput)) {
       return false;
     }
   }
@@ -223,7 +239,7 @@ bool RunCommitVote(int warmup, int steps, int runs) {
 }  // namespace shardwise::bench
 
 // usage: gpt_bench [WARMUP_STEPS] [TIMED_STEPS]
-//                  [all|throughput|long|memory|vote|blas|FULL_SHARD|NO_SHARD|FUSED]
+//                  [all|throughput|long|memory|vote|losses|blas|FULL_SHARD|NO_SHARD|FUSED]
 // ($SHARDWISE_BENCH_WORLD ranks, 2 by default)
 int main(int argc, char** argv) {
   using namespace shardwise;
@@ -240,6 +256,8 @@ int main(int argc, char** argv) {
     ok = bench::RunMemory();
   } else if (what == "long") {
     ok = bench::RunLongContext(warmup, steps);
+  } else if (what == "losses") {
+    ok = bench::RunThroughput(0, steps, "", bench::Report::kLosses);
   } else if (what == "blas") {
     // The OpenBLAS kernels the ranks run (bench/blas_cores.sh gives PyTorch the same).
     std::printf("blas %s\n", cpu::BlasCoreName().c_str());
@@ -250,8 +268,8 @@ int main(int argc, char** argv) {
     ok = bench::RunThroughput(warmup, steps, what);
   } else {
     std::fprintf(stderr,
-                 "unknown '%s': all, throughput, long, memory, vote, blas, FULL_SHARD, NO_SHARD "
-                 "or FUSED\n",
+                 "unknown '%s': all, throughput, long, memory, vote, losses, blas, FULL_SHARD, "
+                 "NO_SHARD or FUSED\n",
                  what.c_str());
     return 2;
   }

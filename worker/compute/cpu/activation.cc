@@ -1,5 +1,6 @@
 #include "worker/compute/cpu/activation.h"
 
+#include "worker/compute/cpu/vector_clones.h"
 #include "worker/compute/float_math.h"
 #include "worker/compute/pointwise.h"
 
@@ -43,27 +44,21 @@ void ExactBackward(v1::Activation act, const T* x, const T* dy, size_t n, T* dx)
   }
 }
 
-// GELU in float (compute/float_math.h): loops GCC vectorises, with an AVX2 clone picked
-// at load time where the CPU has it (the same results: no FMA, see float_math.h).
-__attribute__((target_clones("avx2", "default"))) void GeluForwardF(const float* x, size_t n,
-                                                                    float* y) {
+// GELU and SiLU in float (compute/float_math.h): loops GCC vectorises, cloned for the
+// widest vectors the CPU has (vector_clones.h; the same results on each).
+SHARDWISE_VECTOR_CLONES void GeluForwardF(const float* x, size_t n, float* y) {
   for (size_t i = 0; i < n; ++i) y[i] = float_math::GeluF(x[i]);
 }
 
-__attribute__((target_clones("avx2", "default"))) void GeluBackwardF(const float* x,
-                                                                     const float* dy, size_t n,
-                                                                     float* dx) {
+SHARDWISE_VECTOR_CLONES void GeluBackwardF(const float* x, const float* dy, size_t n, float* dx) {
   for (size_t i = 0; i < n; ++i) dx[i] = dy[i] * float_math::GeluGradF(x[i]);
 }
 
-__attribute__((target_clones("avx2", "default"))) void SiluForwardF(const float* x, size_t n,
-                                                                    float* y) {
+SHARDWISE_VECTOR_CLONES void SiluForwardF(const float* x, size_t n, float* y) {
   for (size_t i = 0; i < n; ++i) y[i] = float_math::SiluF(x[i]);
 }
 
-__attribute__((target_clones("avx2", "default"))) void SiluBackwardF(const float* x,
-                                                                     const float* dy, size_t n,
-                                                                     float* dx) {
+SHARDWISE_VECTOR_CLONES void SiluBackwardF(const float* x, const float* dy, size_t n, float* dx) {
   for (size_t i = 0; i < n; ++i) dx[i] = dy[i] * float_math::SiluGradF(x[i]);
 }
 

@@ -6,6 +6,7 @@
 
 #include "worker/compute/attention_shape.h"
 #include "worker/compute/cpu/gemm.h"
+#include "worker/compute/cpu/vector_clones.h"
 #include "worker/compute/float_math.h"
 
 namespace shardwise::cpu {
@@ -23,7 +24,8 @@ struct HeadView {
 
 // Row i of the scaled scores: softmax over its first i + 1 entries, zeros after.
 template <typename T>
-void CausalSoftmaxRow(T* row, int64_t i, int64_t seq, T scale) {
+__attribute__((always_inline)) inline void CausalSoftmaxRow(T* row, int64_t i, int64_t seq,
+                                                            T scale) {
   for (int64_t j = 0; j <= i; ++j) row[j] *= scale;
   const T max = *std::max_element(row, row + i + 1);
   // The exponentials in a loop of their own, which vectorises (float_math.h); the sum
@@ -34,6 +36,47 @@ void CausalSoftmaxRow(T* row, int64_t i, int64_t seq, T scale) {
   const T inverse = T{1} / sum;
   for (int64_t j = 0; j <= i; ++j) row[j] *= inverse;
   std::fill(row + i + 1, row + seq, T{0});
+}
+
+// Every row of one head's [seq, seq] scores.
+template <typename T>
+__attribute__((always_inline)) inline void CausalSoftmax(T* scores, int64_t seq, T scale) {
+  for (int64_t i = 0; i < seq; ++i) CausalSoftmaxRow(scores + i * seq, i, seq, scale);
+}
+
+// dS = P * (dP - rowsum(dP * P)) * scale in dP's place, row by row, zeros above the
+// diagonal.
+template <typename T>
+__attribute__((always_inline)) inline void CausalSoftmaxBackward(const T* probs, T* grad,
+                                                                 int64_t seq, T scale) {
+  for (int64_t i = 0; i < seq; ++i) {
+    const T* p_row = probs + i * seq;
+    T* d_row = grad + i * seq;
+    T dot = 0;
+    for (int64_t j = 0; j <= i; ++j) dot += d_row[j] * p_row[j];
+    for (int64_t j = 0; j <= i; ++j) d_row[j] = p_row[j] * (d_row[j] - dot) * scale;
+    std::fill(d_row + i + 1, d_row + seq, T{0});
+  }
+}
+
+// Training's float forms cloned for the widest vectors the CPU has (vector_clones.h).
+SHARDWISE_VECTOR_CLONES void CausalSoftmaxF(float* scores, int64_t seq, float scale) {
+  CausalSoftmax(scores, seq, scale);
+}
+
+SHARDWISE_VECTOR_CLONES void CausalSoftmaxBackwardF(const float* probs, float* grad, int64_t seq,
+                                                    float scale) {
+  CausalSoftmaxBackward(probs, grad, seq, scale);
+}
+
+void SoftmaxOfHead(float* scores, int64_t seq, float scale) { CausalSoftmaxF(scores, seq, scale); }
+void SoftmaxOfHead(double* scores, int64_t seq, double scale) { CausalSoftmax(scores, seq, scale); }
+
+void SoftmaxBackwardOfHead(const float* probs, float* grad, int64_t seq, float scale) {
+  CausalSoftmaxBackwardF(probs, grad, seq, scale);
+}
+void SoftmaxBackwardOfHead(const double* probs, double* grad, int64_t seq, double scale) {
+  CausalSoftmaxBackward(probs, grad, seq, scale);
 }
 
 }  // namespace
@@ -49,7 +92,7 @@ void AttentionForward(const T* qkv, int64_t batch, int64_t seq, int64_t heads, i
       T* p = probs + (b * heads + h) * seq * seq;
       Gemm(false, true, seq, seq, head_dim, T{1}, qkv + view.qkv_offset(b, h, 0), ld,
            qkv + view.qkv_offset(b, h, 1), ld, T{0}, p, seq);
-      for (int64_t i = 0; i < seq; ++i) CausalSoftmaxRow(p + i * seq, i, seq, scale);
+      SoftmaxOfHead(p, seq, scale);
       Gemm(false, false, seq, head_dim, seq, T{1}, p, seq, qkv + view.qkv_offset(b, h, 2), ld, T{0},
            out + view.out_offset(b, h), view.width());
     }
@@ -72,14 +115,7 @@ void AttentionBackward(const T* qkv, const T* probs, const T* dout, int64_t batc
            qkv + view.qkv_offset(b, h, 2), ld, T{0}, ds.data(), seq);
       Gemm(true, false, seq, head_dim, seq, T{1}, p, seq, dout_h, view.width(), T{0},
            dqkv + view.qkv_offset(b, h, 2), ld);
-      for (int64_t i = 0; i < seq; ++i) {
-        const T* p_row = p + i * seq;
-        T* d_row = ds.data() + i * seq;
-        T dot = 0;
-        for (int64_t j = 0; j <= i; ++j) dot += d_row[j] * p_row[j];
-        for (int64_t j = 0; j <= i; ++j) d_row[j] = p_row[j] * (d_row[j] - dot) * scale;
-        std::fill(d_row + i + 1, d_row + seq, T{0});
-      }
+      SoftmaxBackwardOfHead(p, ds.data(), seq, scale);
       Gemm(false, false, seq, head_dim, seq, T{1}, ds.data(), seq, qkv + view.qkv_offset(b, h, 1),
            ld, T{0}, dqkv + view.qkv_offset(b, h, 0), ld);
       Gemm(true, false, seq, head_dim, seq, T{1}, ds.data(), seq, qkv + view.qkv_offset(b, h, 0),

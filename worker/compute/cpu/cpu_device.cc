@@ -13,9 +13,31 @@
 #include "worker/compute/cpu/llama_layers.h"
 #include "worker/compute/cpu/losses.h"
 #include "worker/compute/cpu/optimizers.h"
+#include "worker/compute/cpu/vector_clones.h"
 #include "worker/compute/pointwise.h"
 
 namespace shardwise {
+namespace {
+
+// The elementwise loops, cloned for the widest vectors the CPU has (vector_clones.h).
+SHARDWISE_VECTOR_CLONES void AccumulateF(float* dst, const float* src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+SHARDWISE_VECTOR_CLONES void MultiplyElementwiseF(const float* a, const float* b, size_t n,
+                                                  float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
+
+SHARDWISE_VECTOR_CLONES void MultiplyF(float* data, size_t n, float factor) {
+  for (size_t i = 0; i < n; ++i) data[i] *= factor;
+}
+
+SHARDWISE_VECTOR_CLONES void DivideF(float* data, size_t n, float divisor) {
+  for (size_t i = 0; i < n; ++i) data[i] /= divisor;
+}
+
+}  // namespace
 
 void CpuDevice::CopyFromHost(void* dst, const void* host_src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, host_src, bytes);
@@ -46,21 +68,15 @@ void CpuDevice::RoundToPrecision(ScalarType type, float* data, size_t n) {
   cpu::RoundToPrecision(type, data, n);
 }
 
-void CpuDevice::Accumulate(float* dst, const float* src, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
-}
+void CpuDevice::Accumulate(float* dst, const float* src, size_t n) { AccumulateF(dst, src, n); }
 
 void CpuDevice::MultiplyElementwise(const float* a, const float* b, size_t n, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+  MultiplyElementwiseF(a, b, n, out);
 }
 
-void CpuDevice::Multiply(float* data, size_t n, float factor) {
-  for (size_t i = 0; i < n; ++i) data[i] *= factor;
-}
+void CpuDevice::Multiply(float* data, size_t n, float factor) { MultiplyF(data, n, factor); }
 
-void CpuDevice::Divide(float* data, size_t n, float divisor) {
-  for (size_t i = 0; i < n; ++i) data[i] /= divisor;
-}
+void CpuDevice::Divide(float* data, size_t n, float divisor) { DivideF(data, n, divisor); }
 
 absl::StatusOr<bool> CpuDevice::MultiplyAndCheckFinite(float* data, size_t n, float factor) {
   bool found_inf = false;

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "worker/compute/cpu/gemm.h"
+#include "worker/compute/cpu/vector_clones.h"
 #include "worker/compute/float_math.h"
 
 namespace shardwise::cpu {
@@ -44,6 +46,68 @@ struct ForwardWork {
                  sum = std::vector<T>(kTile);
 };
 
+// One key tile's online-softmax step for the query tile's rows: each row's scores turned
+// into e^(s - new max) in place (zeros past what the row sees), its sum and max updated,
+// its output rescaled for the new max.
+template <typename T>
+__attribute__((always_inline)) inline void OnlineSoftmaxStep(const Head<T>& at, int64_t i0,
+                                                             int64_t rows, int64_t j0, int64_t keys,
+                                                             T* scores, T* max, T* sum, T* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* s = scores + r * kTile;
+    const int64_t visible = Head<T>::Visible(i0 + r, j0, keys);
+    if (visible == 0) {
+      std::fill_n(s, keys, T{0});
+      continue;
+    }
+    const T new_max = std::max(max[r], *std::max_element(s, s + visible));
+    // For the first tile (max = -inf) the correction is 0 or, in float, ExpF's floor of
+    // 1.6e-38: either way it multiplies a sum and an output of 0.
+    const T correction = float_math::Exp(max[r] - new_max);
+    for (int64_t c = 0; c < visible; ++c) s[c] = float_math::Exp(s[c] - new_max);
+    T tile_sum = 0;
+    for (int64_t c = 0; c < visible; ++c) tile_sum += s[c];
+    std::fill(s + visible, s + keys, T{0});
+    sum[r] = sum[r] * correction + tile_sum;
+    max[r] = new_max;
+    T* o = out + (i0 + r) * at.out_stride;
+    for (int64_t d = 0; d < at.dim; ++d) o[d] *= correction;
+  }
+}
+
+// The backward's rows of one tile pair: P = e^(s - lse) in place of the scores and
+// dS = P (dP - D) in place of dP, zeros past what each row sees.
+template <typename T>
+__attribute__((always_inline)) inline void ProbabilitiesAndGrads(const T* lse, const T* dots,
+                                                                 int64_t i0, int64_t rows,
+                                                                 int64_t j0, int64_t keys, T* p,
+                                                                 T* ds) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t visible = Head<T>::Visible(i0 + r, j0, keys);
+    T* p_row = p + r * kTile;
+    T* ds_row = ds + r * kTile;
+    for (int64_t c = 0; c < visible; ++c) {
+      p_row[c] = float_math::Exp(p_row[c] - lse[i0 + r]);
+      ds_row[c] = p_row[c] * (ds_row[c] - dots[i0 + r]);
+    }
+    std::fill(p_row + visible, p_row + keys, T{0});
+    std::fill(ds_row + visible, ds_row + keys, T{0});
+  }
+}
+
+// Training's float forms cloned for the widest vectors the CPU has (vector_clones.h).
+SHARDWISE_VECTOR_CLONES void OnlineSoftmaxStepF(const Head<float>& at, int64_t i0, int64_t rows,
+                                                int64_t j0, int64_t keys, float* scores, float* max,
+                                                float* sum, float* out) {
+  OnlineSoftmaxStep(at, i0, rows, j0, keys, scores, max, sum, out);
+}
+
+SHARDWISE_VECTOR_CLONES void ProbabilitiesAndGradsF(const float* lse, const float* dots, int64_t i0,
+                                                    int64_t rows, int64_t j0, int64_t keys,
+                                                    float* p, float* ds) {
+  ProbabilitiesAndGrads(lse, dots, i0, rows, j0, keys, p, ds);
+}
+
 template <typename T>
 void ForwardQueryTile(const Head<T>& at, int64_t i0, int64_t rows, T* out, T* lse,
                       ForwardWork<T>& work) {
@@ -57,25 +121,10 @@ void ForwardQueryTile(const Head<T>& at, int64_t i0, int64_t rows, T* out, T* ls
     const int64_t keys = std::min(kTile, at.seq - j0);
     Gemm(false, true, rows, keys, at.dim, at.scale, at.q + i0 * at.stride, at.stride,
          at.k + j0 * at.stride, at.stride, T{0}, scores, kTile);
-    for (int64_t r = 0; r < rows; ++r) {
-      T* s = scores + r * kTile;
-      const int64_t visible = Head<T>::Visible(i0 + r, j0, keys);
-      if (visible == 0) {
-        std::fill_n(s, keys, T{0});
-        continue;
-      }
-      const T new_max = std::max(max[r], *std::max_element(s, s + visible));
-      // For the first tile (max = -inf) the correction is 0 or, in float, ExpF's floor of
-      // 1.6e-38: either way it multiplies a sum and an output of 0.
-      const T correction = float_math::Exp(max[r] - new_max);
-      for (int64_t c = 0; c < visible; ++c) s[c] = float_math::Exp(s[c] - new_max);
-      T tile_sum = 0;
-      for (int64_t c = 0; c < visible; ++c) tile_sum += s[c];
-      std::fill(s + visible, s + keys, T{0});
-      sum[r] = sum[r] * correction + tile_sum;
-      max[r] = new_max;
-      T* o = out + (i0 + r) * at.out_stride;
-      for (int64_t d = 0; d < at.dim; ++d) o[d] *= correction;
+    if constexpr (std::is_same_v<T, float>) {
+      OnlineSoftmaxStepF(at, i0, rows, j0, keys, scores, max, sum, out);
+    } else {
+      OnlineSoftmaxStep(at, i0, rows, j0, keys, scores, max, sum, out);
     }
     Gemm(false, false, rows, at.dim, keys, T{1}, scores, kTile, at.v + j0 * at.stride, at.stride,
          T{1}, out + i0 * at.out_stride, at.out_stride);
@@ -106,16 +155,10 @@ void BackwardTilePair(const Head<T>& at, const T* dout, const T* lse, const T* d
        at.k + j0 * at.stride, at.stride, T{0}, p, kTile);
   Gemm(false, true, rows, keys, at.dim, T{1}, dout + i0 * at.out_stride, at.out_stride,
        at.v + j0 * at.stride, at.stride, T{0}, ds, kTile);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t visible = Head<T>::Visible(i0 + r, j0, keys);
-    T* p_row = p + r * kTile;
-    T* ds_row = ds + r * kTile;
-    for (int64_t c = 0; c < visible; ++c) {
-      p_row[c] = float_math::Exp(p_row[c] - lse[i0 + r]);
-      ds_row[c] = p_row[c] * (ds_row[c] - dots[i0 + r]);
-    }
-    std::fill(p_row + visible, p_row + keys, T{0});
-    std::fill(ds_row + visible, ds_row + keys, T{0});
+  if constexpr (std::is_same_v<T, float>) {
+    ProbabilitiesAndGradsF(lse, dots, i0, rows, j0, keys, p, ds);
+  } else {
+    ProbabilitiesAndGrads(lse, dots, i0, rows, j0, keys, p, ds);
   }
   Gemm(true, false, keys, at.dim, rows, T{1}, p, kTile, dout + i0 * at.out_stride, at.out_stride,
        T{1}, dv + j0 * at.stride, at.stride);

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "worker/compute/cpu/vector_clones.h"
+
 namespace shardwise::cpu {
 namespace {
 
@@ -12,7 +14,7 @@ namespace {
 constexpr int kLanes = 4;
 
 template <typename F>
-double LaneSum(int64_t n, const F& term) {
+__attribute__((always_inline)) inline double LaneSum(int64_t n, const F& term) {
   double lanes[kLanes] = {};
   const int64_t whole = n - n % kLanes;
   for (int64_t j = 0; j < whole; j += kLanes) {
@@ -22,11 +24,9 @@ double LaneSum(int64_t n, const F& term) {
   return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
 }
 
-}  // namespace
-
 template <typename T>
-void LayerNormForward(const T* x, const T* w, const T* b, int64_t rows, int64_t dim, T eps, T* y,
-                      T* mean, T* rstd) {
+__attribute__((always_inline)) inline void Forward(const T* x, const T* w, const T* b, int64_t rows,
+                                                   int64_t dim, T eps, T* y, T* mean, T* rstd) {
   for (int64_t i = 0; i < rows; ++i) {
     const T* row = x + i * dim;
     const double mu = LaneSum(dim, [&](int64_t j) { return double{row[j]}; }) / dim;
@@ -47,8 +47,9 @@ void LayerNormForward(const T* x, const T* w, const T* b, int64_t rows, int64_t 
 }
 
 template <typename T>
-void LayerNormBackward(const T* x, const T* w, const T* mean, const T* rstd, const T* dy,
-                       int64_t rows, int64_t dim, T* dx, T* dw, T* db) {
+__attribute__((always_inline)) inline void Backward(const T* x, const T* w, const T* mean,
+                                                    const T* rstd, const T* dy, int64_t rows,
+                                                    int64_t dim, T* dx, T* dw, T* db) {
   std::vector<double> dw_sum(dw != nullptr ? dim : 0), db_sum(db != nullptr ? dim : 0);
   for (int64_t i = 0; i < rows; ++i) {
     const T* row = x + i * dim;
@@ -78,13 +79,45 @@ void LayerNormBackward(const T* x, const T* w, const T* mean, const T* rstd, con
     db[j] += static_cast<T>(db_sum[j]);
 }
 
-template void LayerNormForward(const float*, const float*, const float*, int64_t, int64_t, float,
-                               float*, float*, float*);
-template void LayerNormForward(const double*, const double*, const double*, int64_t, int64_t,
-                               double, double*, double*, double*);
-template void LayerNormBackward(const float*, const float*, const float*, const float*,
-                                const float*, int64_t, int64_t, float*, float*, float*);
-template void LayerNormBackward(const double*, const double*, const double*, const double*,
-                                const double*, int64_t, int64_t, double*, double*, double*);
+// Training's float forms cloned for the widest vectors the CPU has (vector_clones.h);
+// the gradient checks' double ones as they are.
+SHARDWISE_VECTOR_CLONES void ForwardF(const float* x, const float* w, const float* b, int64_t rows,
+                                      int64_t dim, float eps, float* y, float* mean, float* rstd) {
+  Forward(x, w, b, rows, dim, eps, y, mean, rstd);
+}
+
+SHARDWISE_VECTOR_CLONES void BackwardF(const float* x, const float* w, const float* mean,
+                                       const float* rstd, const float* dy, int64_t rows,
+                                       int64_t dim, float* dx, float* dw, float* db) {
+  Backward(x, w, mean, rstd, dy, rows, dim, dx, dw, db);
+}
+
+}  // namespace
+
+template <>
+void LayerNormForward(const float* x, const float* w, const float* b, int64_t rows, int64_t dim,
+                      float eps, float* y, float* mean, float* rstd) {
+  ForwardF(x, w, b, rows, dim, eps, y, mean, rstd);
+}
+
+template <>
+void LayerNormForward(const double* x, const double* w, const double* b, int64_t rows, int64_t dim,
+                      double eps, double* y, double* mean, double* rstd) {
+  Forward(x, w, b, rows, dim, eps, y, mean, rstd);
+}
+
+template <>
+void LayerNormBackward(const float* x, const float* w, const float* mean, const float* rstd,
+                       const float* dy, int64_t rows, int64_t dim, float* dx, float* dw,
+                       float* db) {
+  BackwardF(x, w, mean, rstd, dy, rows, dim, dx, dw, db);
+}
+
+template <>
+void LayerNormBackward(const double* x, const double* w, const double* mean, const double* rstd,
+                       const double* dy, int64_t rows, int64_t dim, double* dx, double* dw,
+                       double* db) {
+  Backward(x, w, mean, rstd, dy, rows, dim, dx, dw, db);
+}
 
 }  // namespace shardwise::cpu
