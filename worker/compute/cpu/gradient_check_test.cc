@@ -169,8 +169,8 @@ TEST(GradientCheck, Embedding) {
   ExpectGradient("table", table, dtable, loss);
 }
 
-TEST(GradientCheck, CausalAttention) {
-  const int64_t batch = 2, seq = 4, heads = 2, head_dim = 3, width = heads * head_dim;
+void CheckCausalAttention(int64_t batch, int64_t seq) {
+  const int64_t heads = 2, head_dim = 3, width = heads * head_dim;
   Vec qkv = Random(batch * seq * 3 * width, 12);
   const Vec r = Random(batch * seq * width, 13);
   auto loss = [&] {
@@ -183,6 +183,11 @@ TEST(GradientCheck, CausalAttention) {
   AttentionBackward(qkv.data(), probs.data(), r.data(), batch, seq, heads, head_dim, dqkv.data());
   ExpectGradient("qkv", qkv, dqkv, loss);
 }
+
+TEST(GradientCheck, CausalAttention) { CheckCausalAttention(2, 4); }
+
+// Across attention.cc's blocks of 64 rows, a partial last one included.
+TEST(GradientCheck, CausalAttentionAcrossBlocks) { CheckCausalAttention(1, 2 * 64 + 7); }
 
 // Long enough for the online softmax to cross key tiles (fused_attention_rows.h).
 TEST(GradientCheck, FusedCausalAttention) {

@@ -100,8 +100,8 @@ TEST(Embedding, LooksUpRowsAndAddsGradientsInOrder) {
 }
 
 // Attention against the formula written out with loops, in double.
-TEST(Attention, ForwardMatchesTheFormulaAndIsCausal) {
-  const int64_t batch = 2, seq = 5, heads = 2, head_dim = 3, width = heads * head_dim;
+void CheckAttentionForward(int64_t seq) {
+  const int64_t batch = 2, heads = 2, head_dim = 3, width = heads * head_dim;
   const std::vector<float> qkv = Random(batch * seq * 3 * width, 7);
   std::vector<float> out(batch * seq * width), probs(batch * heads * seq * seq);
   AttentionForward(qkv.data(), batch, seq, heads, head_dim, out.data(), probs.data());
@@ -132,6 +132,11 @@ TEST(Attention, ForwardMatchesTheFormulaAndIsCausal) {
     }
   }
 }
+
+TEST(Attention, ForwardMatchesTheFormulaAndIsCausal) { CheckAttentionForward(5); }
+
+// Across attention.cc's blocks of 64 rows, a partial last one included.
+TEST(Attention, ForwardMatchesTheFormulaAcrossBlocks) { CheckAttentionForward(2 * 64 + 7); }
 
 }  // namespace
 }  // namespace shardwise::cpu
