@@ -3,8 +3,33 @@
 #include <algorithm>
 
 #include "worker/compute/cpu/gemm.h"
+#include "worker/compute/cpu/vector_clones.h"
 
 namespace shardwise::cpu {
+namespace {
+
+// db += the rows of dy, in row order.
+template <typename T>
+__attribute__((always_inline)) inline void AddRows(const T* dy, int64_t batch, int64_t out, T* db) {
+  for (int64_t i = 0; i < batch; ++i) {
+    const T* row = dy + i * out;
+    for (int64_t j = 0; j < out; ++j) db[j] += row[j];
+  }
+}
+
+// Training's float form cloned for the widest vectors the CPU has (vector_clones.h).
+SHARDWISE_VECTOR_CLONES void AddRowsF(const float* dy, int64_t batch, int64_t out, float* db) {
+  AddRows(dy, batch, out, db);
+}
+
+void BiasGradient(const float* dy, int64_t batch, int64_t out, float* db) {
+  AddRowsF(dy, batch, out, db);
+}
+void BiasGradient(const double* dy, int64_t batch, int64_t out, double* db) {
+  AddRows(dy, batch, out, db);
+}
+
+}  // namespace
 
 template <typename T>
 void LinearForward(const T* x, const T* w, const T* b, int64_t batch, int64_t in, int64_t out,
@@ -20,12 +45,7 @@ void LinearBackward(const T* x, const T* w, const T* dy, int64_t batch, int64_t 
                     T* dx, T* dw, T* db) {
   if (dx != nullptr) Gemm(false, false, batch, in, out, T{1}, dy, out, w, in, T{0}, dx, in);
   Gemm(true, false, out, in, batch, T{1}, dy, out, x, in, T{1}, dw, in);
-  if (db != nullptr) {
-    for (int64_t i = 0; i < batch; ++i) {
-      const T* row = dy + i * out;
-      for (int64_t j = 0; j < out; ++j) db[j] += row[j];
-    }
-  }
+  if (db != nullptr) BiasGradient(dy, batch, out, db);
 }
 
 template void LinearForward(const float*, const float*, const float*, int64_t, int64_t, int64_t,
