@@ -18,13 +18,13 @@ GROUPS = [
     ("LayerNorm", r"LayerNorm", r"layer_norm"),
     ("GELU", r"Gelu|Activation", r"gelu"),
     ("attention (softmax, mask, fused tiles)", r"Attention|Softmax|softmax|Causal|__expf|QueryTile|"
-     r"TilePair|BackwardHead",
+     r"TilePair|BackwardHead|ProbabilitiesAndGrads",
      r"aten::(_softmax|softmax|_softmax_backward_data|masked_fill_?|tril|where)$"),
     ("cross-entropy", r"CrossEntropy|Loss|__ieee754_log|__log|__ieee754_exp|exp@",
      r"nll_loss|log_softmax|cross_entropy"),
     ("AdamW", r"AdamW|Sgd|Optimizer", r"adamw|Optimizer|addcdiv|addcmul|lerp|sqrt|_foreach"),
     ("embedding", r"Embedding", r"embedding"),
-    ("gradient sums and scaling", r"Accumulate|Divide|Sum<|Scale", r"^$"),
+    ("gradient sums and scaling", r"Accumulate|Divide|Multiply|Sum<|Scale", r"^$"),
     ("copies and casts", r"memcpy|memmove|Cast|Copy",
      r"copy_|aten::to$|_to_copy|contiguous|clone|aten::cat|aten::stack|index|slice|select|view|"
      r"reshape|transpose|permute|split|chunk|expand|unsqueeze|narrow|aten::t$"),

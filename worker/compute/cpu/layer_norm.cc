@@ -81,14 +81,15 @@ __attribute__((always_inline)) inline void Backward(const T* x, const T* w, cons
 
 // Training's float forms cloned for the widest vectors the CPU has (vector_clones.h);
 // the gradient checks' double ones as they are.
-SHARDWISE_VECTOR_CLONES void ForwardF(const float* x, const float* w, const float* b, int64_t rows,
-                                      int64_t dim, float eps, float* y, float* mean, float* rstd) {
+SHARDWISE_VECTOR_CLONES void LayerNormForwardF(const float* x, const float* w, const float* b,
+                                               int64_t rows, int64_t dim, float eps, float* y,
+                                               float* mean, float* rstd) {
   Forward(x, w, b, rows, dim, eps, y, mean, rstd);
 }
 
-SHARDWISE_VECTOR_CLONES void BackwardF(const float* x, const float* w, const float* mean,
-                                       const float* rstd, const float* dy, int64_t rows,
-                                       int64_t dim, float* dx, float* dw, float* db) {
+SHARDWISE_VECTOR_CLONES void LayerNormBackwardF(const float* x, const float* w, const float* mean,
+                                                const float* rstd, const float* dy, int64_t rows,
+                                                int64_t dim, float* dx, float* dw, float* db) {
   Backward(x, w, mean, rstd, dy, rows, dim, dx, dw, db);
 }
 
@@ -97,7 +98,7 @@ SHARDWISE_VECTOR_CLONES void BackwardF(const float* x, const float* w, const flo
 template <>
 void LayerNormForward(const float* x, const float* w, const float* b, int64_t rows, int64_t dim,
                       float eps, float* y, float* mean, float* rstd) {
-  ForwardF(x, w, b, rows, dim, eps, y, mean, rstd);
+  LayerNormForwardF(x, w, b, rows, dim, eps, y, mean, rstd);
 }
 
 template <>
@@ -110,7 +111,7 @@ template <>
 void LayerNormBackward(const float* x, const float* w, const float* mean, const float* rstd,
                        const float* dy, int64_t rows, int64_t dim, float* dx, float* dw,
                        float* db) {
-  BackwardF(x, w, mean, rstd, dy, rows, dim, dx, dw, db);
+  LayerNormBackwardF(x, w, mean, rstd, dy, rows, dim, dx, dw, db);
 }
 
 template <>
