@@ -6,6 +6,7 @@
 
 #include "worker/compute/attention_shape.h"
 #include "worker/compute/cpu/gemm.h"
+#include "worker/compute/cpu/row_max.h"
 #include "worker/compute/cpu/vector_clones.h"
 #include "worker/compute/float_math.h"
 
@@ -27,7 +28,7 @@ template <typename T>
 __attribute__((always_inline)) inline void CausalSoftmaxRow(T* row, int64_t i, int64_t seq,
                                                             T scale) {
   for (int64_t j = 0; j <= i; ++j) row[j] *= scale;
-  const T max = *std::max_element(row, row + i + 1);
+  const T max = RowMax(row, i + 1);
   // The exponentials in a loop of their own, which vectorises (float_math.h); the sum
   // then in order.
   for (int64_t j = 0; j <= i; ++j) row[j] = float_math::Exp(row[j] - max);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "worker/compute/cpu/gemm.h"
+#include "worker/compute/cpu/row_max.h"
 #include "worker/compute/cpu/vector_clones.h"
 #include "worker/compute/float_math.h"
 
@@ -60,7 +61,7 @@ __attribute__((always_inline)) inline void OnlineSoftmaxStep(const Head<T>& at, 
       std::fill_n(s, keys, T{0});
       continue;
     }
-    const T new_max = std::max(max[r], *std::max_element(s, s + visible));
+    const T new_max = std::max(max[r], RowMax(s, visible));
     // For the first tile (max = -inf) the correction is 0 or, in float, ExpF's floor of
     // 1.6e-38: either way it multiplies a sum and an output of 0.
     const T correction = float_math::Exp(max[r] - new_max);

@@ -51,26 +51,28 @@ __attribute__((always_inline)) inline void Backward(const T* x, const T* w, cons
                                                     const T* rstd, const T* dy, int64_t rows,
                                                     int64_t dim, T* dx, T* dw, T* db) {
   std::vector<double> dw_sum(dw != nullptr ? dim : 0), db_sum(db != nullptr ? dim : 0);
+  // Each row's xhat and g, computed once for the loops below (which read them each).
+  std::vector<double> xhat(dim), g(dim);
   for (int64_t i = 0; i < rows; ++i) {
     const T* row = x + i * dim;
     const T* grad = dy + i * dim;
     const double m = mean[i], r = rstd[i];
-    const auto xhat = [&](int64_t j) { return (row[j] - m) * r; };
-    const auto g = [&](int64_t j) {
-      return static_cast<double>(grad[j]) * (w != nullptr ? w[j] : 1.0);
-    };
+    for (int64_t j = 0; j < dim; ++j) {
+      xhat[j] = (row[j] - m) * r;
+      g[j] = static_cast<double>(grad[j]) * (w != nullptr ? w[j] : 1.0);
+    }
     // The means of g and g * xhat over the row.
-    const double g_mean = LaneSum(dim, g) / dim;
-    const double g_xhat_mean = LaneSum(dim, [&](int64_t j) { return g(j) * xhat(j); }) / dim;
+    const double g_mean = LaneSum(dim, [&](int64_t j) { return g[j]; }) / dim;
+    const double g_xhat_mean = LaneSum(dim, [&](int64_t j) { return g[j] * xhat[j]; }) / dim;
     if (dw != nullptr) {
-      for (int64_t j = 0; j < dim; ++j) dw_sum[j] += grad[j] * xhat(j);
+      for (int64_t j = 0; j < dim; ++j) dw_sum[j] += grad[j] * xhat[j];
     }
     if (db != nullptr) {
       for (int64_t j = 0; j < dim; ++j) db_sum[j] += grad[j];
     }
     T* out = dx + i * dim;
     for (int64_t j = 0; j < dim; ++j) {
-      out[j] = static_cast<T>(r * (g(j) - g_mean - xhat(j) * g_xhat_mean));
+      out[j] = static_cast<T>(r * (g[j] - g_mean - xhat[j] * g_xhat_mean));
     }
   }
   for (int64_t j = 0; j < static_cast<int64_t>(dw_sum.size()); ++j)

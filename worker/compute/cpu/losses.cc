@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "worker/compute/cpu/row_max.h"
 #include "worker/compute/cpu/vector_clones.h"
 #include "worker/compute/float_math.h"
 
@@ -29,8 +30,7 @@ double RowLoss(double log_sum, const T* row, int64_t label, int64_t classes) {
 __attribute__((always_inline)) inline double CrossEntropyRow(const float* row, int64_t label,
                                                              int64_t classes, float grad_scale,
                                                              float* grad) {
-  float max = row[0];
-  for (int64_t j = 1; j < classes; ++j) max = row[j] > max ? row[j] : max;
+  const float max = RowMax(row, classes);
   for (int64_t j = 0; j < classes; ++j) grad[j] = float_math::ExpF(row[j] - max);
   double lanes[kLanes] = {};
   const int64_t whole = classes - classes % kLanes;
