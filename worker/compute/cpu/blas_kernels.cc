@@ -1,5 +1,7 @@
 #include "worker/compute/cpu/blas_kernels.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -113,6 +115,8 @@ std::string BlasCoreUpgrade::Describe() const {
 
 std::optional<BlasCoreUpgrade> BlasCoreUpgradeHere() {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return std::nullopt;
+  // Without /proc the program cannot run itself again: slower kernels, not a failed start.
+  if (::access("/proc/self/exe", X_OK) != 0) return std::nullopt;
   BlasCoreUpgrade upgrade;
   upgrade.chosen = BlasCoreName();
   upgrade.cpu = DetectVectorIsa();

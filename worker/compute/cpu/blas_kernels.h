@@ -45,8 +45,8 @@ std::optional<VectorIsa> BlasCoreIsa(absl::string_view core);
 // written for `cpu` where `chosen` is written for less; nullopt to keep `chosen`.
 std::optional<std::string> BlasCoreToForce(absl::string_view chosen, VectorIsa cpu);
 
-// What this process would change: nullopt where $OPENBLAS_CORETYPE is set or the library
-// chose kernels as wide as the CPU's.
+// What this process would change: nullopt where $OPENBLAS_CORETYPE is set, the library
+// chose kernels as wide as the CPU's, or the program cannot run itself again (no /proc).
 struct BlasCoreUpgrade {
   std::string chosen;
   std::string forced;
