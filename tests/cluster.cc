@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "worker/compute/cpu/blas_kernels.h"
 
 namespace shardwise::testing {
 
@@ -27,12 +28,38 @@ std::string ReadWholeFile(const std::string& path) {
   return bytes.str();
 }
 
+namespace {
+
+// This process's environment for the processes it starts, with OPENBLAS_CORETYPE pinned
+// to the OpenBLAS kernels this test runs (where it is not set already): a worker then
+// computes what the test computes in process, bit for bit, instead of restarting onto
+// wider kernels that round otherwise (worker/compute/cpu/blas_kernels.h).
+const std::vector<std::string>& ChildEnvironment() {
+  static const std::vector<std::string> environment = [] {
+    std::vector<std::string> variables;
+    for (char** variable = environ; *variable != nullptr; ++variable) {
+      variables.emplace_back(*variable);
+    }
+    if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+      variables.push_back("OPENBLAS_CORETYPE=" + cpu::BlasCoreName());
+    }
+    return variables;
+  }();
+  return environment;
+}
+
+}  // namespace
+
 Process::Process(const std::vector<std::string>& argv, const std::string& log_path)
     : log_path_(log_path) {
   std::vector<char*> args;
   args.reserve(argv.size());
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> environment;
+  for (const std::string& v : ChildEnvironment())
+    environment.push_back(const_cast<char*>(v.c_str()));
+  environment.push_back(nullptr);
   pid_ = fork();
   if (pid_ == 0) {
     int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -40,8 +67,8 @@ Process::Process(const std::vector<std::string>& argv, const std::string& log_pa
       dup2(fd, 1);
       dup2(fd, 2);
     }
-    execv(args[0], args.data());
-    std::perror("execv");
+    execve(args[0], args.data(), environment.data());
+    std::perror("execve");
     _exit(127);
   }
 }

@@ -145,7 +145,10 @@ absl::StatusOr<std::string> Sample(const std::string& path) {
 
 // Exit codes as the CLI's: 0 done, 2 bad usage or an invalid argument, 1 any other failure.
 int main(int argc, char** argv) {
-  shardwise::cpu::RestartOnBetterBlasKernels(argv);
+  // Silently: what the sampler prints is the text.
+  if (const auto upgrade = shardwise::cpu::BlasCoreUpgradeHere()) {
+    shardwise::cpu::RestartWithBlasCore(*upgrade, argv);
+  }
   absl::SetProgramUsageMessage(shardwise::kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
