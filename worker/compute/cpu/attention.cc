@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "worker/compute/attention_shape.h"
@@ -70,16 +71,6 @@ SHARDWISE_VECTOR_CLONES void CausalSoftmaxBackwardF(const float* probs, float* g
   CausalSoftmaxBackward(probs, grad, seq, scale);
 }
 
-void SoftmaxOfHead(float* scores, int64_t seq, float scale) { CausalSoftmaxF(scores, seq, scale); }
-void SoftmaxOfHead(double* scores, int64_t seq, double scale) { CausalSoftmax(scores, seq, scale); }
-
-void SoftmaxBackwardOfHead(const float* probs, float* grad, int64_t seq, float scale) {
-  CausalSoftmaxBackwardF(probs, grad, seq, scale);
-}
-void SoftmaxBackwardOfHead(const double* probs, double* grad, int64_t seq, double scale) {
-  CausalSoftmaxBackward(probs, grad, seq, scale);
-}
-
 // The products in blocks of kCausalBlock rows, skipping the blocks above the diagonal,
 // whose probabilities and gradients are zeros: query rows [i0, i0 + rows) see keys
 // [0, i0 + rows) only, key rows [j0, j0 + keys) are seen by queries [j0, seq) only. That
@@ -115,7 +106,11 @@ void AttentionForward(const T* qkv, int64_t batch, int64_t seq, int64_t heads, i
         Gemm(false, true, rows, i0 + rows, head_dim, T{1}, q + i0 * ld, ld, k, ld, T{0},
              p + i0 * seq, seq);
       });
-      SoftmaxOfHead(p, seq, scale);
+      if constexpr (std::is_same_v<T, float>) {
+        CausalSoftmaxF(p, seq, scale);
+      } else {
+        CausalSoftmax(p, seq, scale);
+      }
       ForEachBlock(seq, [&](int64_t i0, int64_t rows) {
         Gemm(false, false, rows, head_dim, i0 + rows, T{1}, p + i0 * seq, seq, v, ld, T{0},
              o + i0 * view.width(), view.width());
@@ -153,7 +148,11 @@ void AttentionBackward(const T* qkv, const T* probs, const T* dout, int64_t batc
         Gemm(true, false, keys, head_dim, seq - j0, T{1}, p + j0 * seq + j0, seq,
              dout_h + j0 * width, width, T{0}, dv + j0 * ld, ld);
       });
-      SoftmaxBackwardOfHead(p, g, seq, scale);
+      if constexpr (std::is_same_v<T, float>) {
+        CausalSoftmaxBackwardF(p, g, seq, scale);
+      } else {
+        CausalSoftmaxBackward(p, g, seq, scale);
+      }
       ForEachBlock(seq, [&](int64_t i0, int64_t rows) {
         Gemm(false, false, rows, head_dim, i0 + rows, T{1}, g + i0 * seq, seq, k, ld, T{0},
              dq + i0 * ld, ld);

@@ -1,6 +1,7 @@
 #include "worker/compute/cpu/linear.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "worker/compute/cpu/gemm.h"
 #include "worker/compute/cpu/vector_clones.h"
@@ -22,13 +23,6 @@ SHARDWISE_VECTOR_CLONES void AddRowsF(const float* dy, int64_t batch, int64_t ou
   AddRows(dy, batch, out, db);
 }
 
-void BiasGradient(const float* dy, int64_t batch, int64_t out, float* db) {
-  AddRowsF(dy, batch, out, db);
-}
-void BiasGradient(const double* dy, int64_t batch, int64_t out, double* db) {
-  AddRows(dy, batch, out, db);
-}
-
 }  // namespace
 
 template <typename T>
@@ -45,7 +39,12 @@ void LinearBackward(const T* x, const T* w, const T* dy, int64_t batch, int64_t 
                     T* dx, T* dw, T* db) {
   if (dx != nullptr) Gemm(false, false, batch, in, out, T{1}, dy, out, w, in, T{0}, dx, in);
   Gemm(true, false, out, in, batch, T{1}, dy, out, x, in, T{1}, dw, in);
-  if (db != nullptr) BiasGradient(dy, batch, out, db);
+  if (db == nullptr) return;
+  if constexpr (std::is_same_v<T, float>) {
+    AddRowsF(dy, batch, out, db);
+  } else {
+    AddRows(dy, batch, out, db);
+  }
 }
 
 template void LinearForward(const float*, const float*, const float*, int64_t, int64_t, int64_t,
