@@ -5,31 +5,16 @@
 // read plus written.
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "bench/best_seconds.h"
 #include "worker/compute/casts.h"
-
-namespace {
-
-template <typename Fn>
-double BestSeconds(Fn&& fn) {
-  double best = 1e30;
-  for (int round = 0; round < 7; ++round) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(
-        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
-}
-
-}  // namespace
 
 int main() {
   namespace cpu = shardwise::cpu;
+  using shardwise::bench::BestSeconds;
   const size_t n = size_t{16} << 20;  // 16 Mi elements: 64 MiB of FP32, beyond the caches
   std::vector<float> f32(n), back(n);
   std::vector<uint16_t> f16(n);
@@ -37,24 +22,24 @@ int main() {
   for (size_t i = 0; i < n; ++i) f32[i] = static_cast<float>(i % 4099) * 0.37f - 700.0f;
   if (!cpu::internal::HasVectorCasts()) std::fprintf(stderr, "no F16C/AVX2: vector = portable\n");
   const double traffic_gb = 6.0 * n / 1e9;
-  const double copy = BestSeconds([&] { std::memcpy(copy_to.data(), copy_from.data(), 3 * n); });
+  const double copy = BestSeconds(7, [&] { std::memcpy(copy_to.data(), copy_from.data(), 3 * n); });
   struct Case {
     const char* name;
     double vector, portable;
   };
   const Case cases[] = {
       {"fp32->fp16",
-       BestSeconds([&] { cpu::internal::FloatToHalfVector(f32.data(), f16.data(), n); }),
-       BestSeconds([&] { cpu::internal::FloatToHalfPortable(f32.data(), f16.data(), n); })},
+       BestSeconds(7, [&] { cpu::internal::FloatToHalfVector(f32.data(), f16.data(), n); }),
+       BestSeconds(7, [&] { cpu::internal::FloatToHalfPortable(f32.data(), f16.data(), n); })},
       {"fp16->fp32",
-       BestSeconds([&] { cpu::internal::HalfToFloatVector(f16.data(), back.data(), n); }),
-       BestSeconds([&] { cpu::internal::HalfToFloatPortable(f16.data(), back.data(), n); })},
+       BestSeconds(7, [&] { cpu::internal::HalfToFloatVector(f16.data(), back.data(), n); }),
+       BestSeconds(7, [&] { cpu::internal::HalfToFloatPortable(f16.data(), back.data(), n); })},
       {"fp32->bf16",
-       BestSeconds([&] { cpu::internal::FloatToBFloat16Vector(f32.data(), f16.data(), n); }),
-       BestSeconds([&] { cpu::internal::FloatToBFloat16Portable(f32.data(), f16.data(), n); })},
+       BestSeconds(7, [&] { cpu::internal::FloatToBFloat16Vector(f32.data(), f16.data(), n); }),
+       BestSeconds(7, [&] { cpu::internal::FloatToBFloat16Portable(f32.data(), f16.data(), n); })},
       {"bf16->fp32",
-       BestSeconds([&] { cpu::internal::BFloat16ToFloatVector(f16.data(), back.data(), n); }),
-       BestSeconds([&] { cpu::internal::BFloat16ToFloatPortable(f16.data(), back.data(), n); })},
+       BestSeconds(7, [&] { cpu::internal::BFloat16ToFloatVector(f16.data(), back.data(), n); }),
+       BestSeconds(7, [&] { cpu::internal::BFloat16ToFloatPortable(f16.data(), back.data(), n); })},
   };
   for (const Case& c : cases) {
     std::printf("%s %.2f %.2f %.2f\n", c.name, traffic_gb / c.vector, traffic_gb / c.portable,

@@ -10,6 +10,8 @@
 #     run); at worlds 1 and 4 once; and both attentions at a context of 1024. PyTorch
 #     runs on Shardwise's OpenBLAS kernels (bench/blas_cores.sh); where OpenBLAS alone
 #     would pick narrower ones for it, PyTorch as installed is measured beside it;
+#   - the two attentions' kernels alone, forward and backward on one core, at contexts
+#     of 128 and 1024 (bench/attention_bench.cc), the materialised one the baseline;
 #   - peak memory per rank (parameters, gradients, optimizer state, activations) for
 #     FULL_SHARD with and without prefetch, NO_SHARD, FULL_SHARD with activation
 #     checkpointing and with FUSED attention, and both attentions at a context of 1024,
@@ -30,7 +32,7 @@ kind=$([[ $model == llama ]] && echo Llama || echo GPT)
 ./dev.sh deps
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
-bazel build //bench:gpt_bench >"$rows" 2>&1 || { cat "$rows" >&2; exit 1; }
+bazel build //bench:gpt_bench //bench:attention_bench >"$rows" 2>&1 || { cat "$rows" >&2; exit 1; }
 : >"$rows"
 bin=$(bazel info bazel-bin 2>/dev/null)
 source bench/blas_cores.sh
@@ -64,10 +66,12 @@ round 1 1
 round 1 4
 echo "== both attentions at a context of 1024 (world 2)" >&2
 long=$("$bin/bench/gpt_bench" 1 5 long)
+echo "== the attention kernels alone (one core)" >&2
+kernels=$("$bin/bench/attention_bench" 128 1024 | grep '^ATTENTION')
 echo "== memory per rank against the estimate (world 2)" >&2
 memory=$("$bin/bench/gpt_bench" 0 0 memory)
 
-report=$(/usr/bin/python3 - "$rows" "$memory" "$runs" "$long" "$kind" "$blas" "$installed" <<'PY'
+report=$(/usr/bin/python3 - "$rows" "$memory" "$runs" "$long" "$kind" "$blas" "$installed" "$kernels" <<'PY'
 import statistics
 import sys
 
@@ -108,6 +112,13 @@ material, fused = long["MATERIALIZED,T=1024"], long["FUSED,T=1024"]
 lines += ["", f"| {kind}, T = 1024, world 2, FULL_SHARD, one run (5 timed steps) | MATERIALIZED tokens/s "
           "| FUSED tokens/s | FUSED / MATERIALIZED |", "| --- | --- | --- | --- |",
           f"| 2 sequences per rank | {material:.0f} | {fused:.0f} | {fused / material:.2f} |"]
+lines += ["", "| attention kernels alone, forward + backward, 2 x 4 heads of 64, one core, best of 6 "
+          "| MATERIALIZED ms | FUSED ms | FUSED speed / MATERIALIZED | GFLOP/s, MATERIALIZED / FUSED |",
+          "| --- | --- | --- | --- | --- |"]
+for _, seq, material_ms, fused_ms, speedup, material_gflops, fused_gflops in (
+        line.split() for line in sys.argv[8].splitlines()):
+    lines.append(f"| T = {seq} | {material_ms} | {fused_ms} | {speedup} "
+                 f"| {material_gflops} / {fused_gflops} |")
 memory = [line.split() for line in sys.argv[2].splitlines()]
 estimated = {name: [int(v) for v in values] for kind, name, *values in memory if kind == "estimated"}
 lines += ["", "| peak MiB per rank, measured / estimated | parameters | gradients | optimizer state "

@@ -160,10 +160,17 @@ double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShap
   const double blocks = spec.activation_checkpointing()
                             ? (shape.layers - 1) * 4 * shape.c * rows + per_block
                             : shape.layers * per_block;
+  // The CPU kernels' own scratch, outside the device's tensors: the fused one's blocks per
+  // thread (3 x 64 x 512 floats, worker/compute/cpu/fused_attention.h), the materialised
+  // backward's score gradients of one head (T x T floats, cpu/attention.cc).
+  const bool cpu = spec.device() != v1::CUDA;
   double attention_backward = 0;
   if (shape.fused) {
-    attention_backward = 4 * (row_stats + shape.attention_width * rows);
-  } else if (spec.device() == v1::CUDA) {
+    attention_backward =
+        4 * (row_stats + shape.attention_width * rows) + (cpu ? 4 * 3 * 64 * 512 : 0);
+  } else if (cpu) {
+    attention_backward = 4 * shape.t * shape.t;
+  } else {
     const v1::Dtype low = spec.fsdp().mixed_precision().param_dtype();
     const bool narrow = low == v1::BF16 || low == v1::FP16;
     attention_backward = (4 + (narrow ? 2 + 2 : 0)) * scores;

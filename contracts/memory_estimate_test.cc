@@ -97,14 +97,17 @@ TEST(EstimateRankMemory, CudaAttentionAddsItsScoreGradients) {
   auto cuda_bf16 = EstimateRankMemory(spec);
   ASSERT_TRUE(cpu.ok() && cuda.ok() && cuda_bf16.ok());
   const int64_t scores = int64_t{4} * 128 * 128 * 8;
-  EXPECT_EQ(cuda->activations - cpu->activations, 4 * scores);
-  EXPECT_EQ(cuda_bf16->activations - cpu->activations, 8 * scores);
+  // The CPU's backward holds one head's score gradients at a time.
+  const int64_t cpu_head = int64_t{4} * 128 * 128;
+  EXPECT_EQ(cuda->activations - cpu->activations, 4 * scores - cpu_head);
+  EXPECT_EQ(cuda_bf16->activations - cpu->activations, 8 * scores - cpu_head);
 }
 
 // FUSED attention keeps each row's log-sum-exp (4 heads x 128 per sequence) where
 // MATERIALIZED keeps the probabilities (x 128 more), in each of the 4 blocks, and its
 // backward holds one such row statistic and the attention output (256 per row) besides,
-// on any device.
+// on any device. On the CPU the materialised backward's scratch is one head's score
+// gradients, the fused one's its blocks (3 x 64 x 512 floats).
 TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities) {
   v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
   for (const v1::DeviceKind device : {v1::CPU, v1::CUDA}) {
@@ -116,9 +119,11 @@ TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities)
     ASSERT_TRUE(materialized.ok() && fused.ok());
     const int64_t row_stats = int64_t{4} * 128 * 8, scores = row_stats * 128,
                   out = int64_t{256} * 128 * 8;
-    const int64_t cuda_backward = device == v1::CUDA ? 4 * scores : 0;
+    const bool cuda = device == v1::CUDA;
+    const int64_t materialized_backward = cuda ? 4 * scores : int64_t{4} * 128 * 128;
+    const int64_t fused_backward = 4 * (row_stats + out) + (cuda ? 0 : int64_t{4} * 3 * 64 * 512);
     EXPECT_EQ(materialized->activations - fused->activations,
-              int64_t{4} * 4 * (scores - row_stats) + cuda_backward - 4 * (row_stats + out))
+              int64_t{4} * 4 * (scores - row_stats) + materialized_backward - fused_backward)
         << v1::DeviceKind_Name(device);
   }
 }

@@ -7,7 +7,8 @@
 //   S = (q_h k_h^T) * (1 / sqrt(head_dim)),  P = softmax over j <= i (j > i masked),
 //   out_h = P v_h,   out [batch, seq, C] with head h at columns h * head_dim.
 // P [batch, heads, seq, seq] is kept for the backward (zeros above the diagonal).
-// Softmax as PyTorch's CPU kernel: exp(s - max) * (1 / sum). Backward:
+// Softmax as PyTorch's CPU kernel: exp(s - max) * (1 / sum), the sums over 16 lanes
+// (lane_sum.h). Backward:
 //   dP = dout_h v_h^T, dv_h = P^T dout_h,
 //   dS = P * (dP - rowsum(dP * P)) * scale, dq_h = dS k_h, dk_h = dS^T q_h.
 

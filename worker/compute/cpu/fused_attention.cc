@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "worker/compute/cpu/gemm.h"
+#include "worker/compute/cpu/lane_sum.h"
 #include "worker/compute/cpu/row_max.h"
 #include "worker/compute/cpu/vector_clones.h"
 #include "worker/compute/float_math.h"
@@ -15,6 +16,7 @@ namespace shardwise::cpu {
 namespace {
 
 constexpr int64_t kTile = kFusedAttentionTile;
+constexpr int64_t kBlock = kFusedAttentionBlock;
 
 // One head of one sequence: its q, k, v rows (stride 3C), out and dout rows (stride C),
 // and its statistics (one per query row).
@@ -37,37 +39,39 @@ Head<T> HeadOf(const T* qkv, const AttentionShape& shape, int64_t b, int64_t h) 
           base,      base + width,   base + 2 * width, AttentionScale<T>(shape.head_dim)};
 }
 
-// The forward of one query tile [i0, i0 + rows) over its key tiles: per tile the scores
-// by a GEMM, each row's running max and sum rescaled (the online softmax), the
+// The forward of one query tile [i0, i0 + rows) over its key blocks: per block the
+// scores by a GEMM, each row's running max and sum rescaled (the online softmax), the
 // probabilities' product with the values added by a GEMM; then out /= sum and
 // lse = max + log(sum).
 template <typename T>
 struct ForwardWork {
-  std::vector<T> scores = std::vector<T>(kTile * kTile), max = std::vector<T>(kTile),
+  std::vector<T> scores = std::vector<T>(kTile * kBlock), max = std::vector<T>(kTile),
                  sum = std::vector<T>(kTile);
 };
 
-// One key tile's online-softmax step for the query tile's rows: each row's scores turned
-// into e^(s - new max) in place (zeros past what the row sees), its sum and max updated,
-// its output rescaled for the new max.
+// One key block's online-softmax step for the query tile's rows (scores kBlock apart):
+// each row's scores turned into e^(s - new max) in place (zeros past what the row sees)
+// and summed over 16 lanes (lane_sum.h), its sum and max updated, its output rescaled for
+// the new max.
 template <typename T>
 __attribute__((always_inline)) inline void OnlineSoftmaxStep(const Head<T>& at, int64_t i0,
                                                              int64_t rows, int64_t j0, int64_t keys,
                                                              T* scores, T* max, T* sum, T* out) {
   for (int64_t r = 0; r < rows; ++r) {
-    T* s = scores + r * kTile;
+    T* s = scores + r * kBlock;
     const int64_t visible = Head<T>::Visible(i0 + r, j0, keys);
     if (visible == 0) {
       std::fill_n(s, keys, T{0});
       continue;
     }
     const T new_max = std::max(max[r], RowMax(s, visible));
-    // For the first tile (max = -inf) the correction is 0 or, in float, ExpF's floor of
+    // For the first block (max = -inf) the correction is 0 or, in float, ExpF's floor of
     // 1.6e-38: either way it multiplies a sum and an output of 0.
     const T correction = float_math::Exp(max[r] - new_max);
-    for (int64_t c = 0; c < visible; ++c) s[c] = float_math::Exp(s[c] - new_max);
-    T tile_sum = 0;
-    for (int64_t c = 0; c < visible; ++c) tile_sum += s[c];
+    const T tile_sum = LaneSum<T, 16>(visible, [&](int64_t c) {
+      s[c] = float_math::Exp(s[c] - new_max);
+      return s[c];
+    });
     std::fill(s + visible, s + keys, T{0});
     sum[r] = sum[r] * correction + tile_sum;
     max[r] = new_max;
@@ -76,8 +80,9 @@ __attribute__((always_inline)) inline void OnlineSoftmaxStep(const Head<T>& at, 
   }
 }
 
-// The backward's rows of one tile pair: P = e^(s - lse) in place of the scores and
-// dS = P (dP - D) in place of dP, zeros past what each row sees.
+// The backward's rows of one (query block, key tile) pair, kTile apart: P = e^(s - lse)
+// in place of the scores and dS = P (dP - D) in place of dP, zeros past what each row
+// sees.
 template <typename T>
 __attribute__((always_inline)) inline void ProbabilitiesAndGrads(const T* lse, const T* dots,
                                                                  int64_t i0, int64_t rows,
@@ -118,16 +123,17 @@ void ForwardQueryTile(const Head<T>& at, int64_t i0, int64_t rows, T* out, T* ls
   std::fill_n(max, rows, -std::numeric_limits<T>::infinity());
   std::fill_n(sum, rows, T{0});
   for (int64_t r = 0; r < rows; ++r) std::fill_n(out + (i0 + r) * at.out_stride, at.dim, T{0});
-  for (int64_t j0 = 0; j0 < i0 + rows; j0 += kTile) {
-    const int64_t keys = std::min(kTile, at.seq - j0);
+  // Keys up to the tile's last row, so only the diagonal's 64 x 64 is part waste.
+  for (int64_t j0 = 0; j0 < i0 + rows; j0 += kBlock) {
+    const int64_t keys = std::min(kBlock, i0 + rows - j0);
     Gemm(false, true, rows, keys, at.dim, at.scale, at.q + i0 * at.stride, at.stride,
-         at.k + j0 * at.stride, at.stride, T{0}, scores, kTile);
+         at.k + j0 * at.stride, at.stride, T{0}, scores, kBlock);
     if constexpr (std::is_same_v<T, float>) {
       OnlineSoftmaxStepF(at, i0, rows, j0, keys, scores, max, sum, out);
     } else {
       OnlineSoftmaxStep(at, i0, rows, j0, keys, scores, max, sum, out);
     }
-    Gemm(false, false, rows, at.dim, keys, T{1}, scores, kTile, at.v + j0 * at.stride, at.stride,
+    Gemm(false, false, rows, at.dim, keys, T{1}, scores, kBlock, at.v + j0 * at.stride, at.stride,
          T{1}, out + i0 * at.out_stride, at.out_stride);
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -138,13 +144,13 @@ void ForwardQueryTile(const Head<T>& at, int64_t i0, int64_t rows, T* out, T* ls
   }
 }
 
-// The working space of one (query tile, key tile) pair of the backward.
+// The working space of one (query block, key tile) pair of the backward.
 template <typename T>
 struct Tiles {
-  std::vector<T> probs = std::vector<T>(kTile * kTile), grads = std::vector<T>(kTile * kTile);
+  std::vector<T> probs = std::vector<T>(kBlock * kTile), grads = std::vector<T>(kBlock * kTile);
 };
 
-// The backward of one (query tile, key tile) pair: P again from the scores and each
+// The backward of one (query block, key tile) pair: P again from the scores and each
 // row's lse, dP = dout v^T, dS = P (dP - D), then dv += P^T dout, dk += scale dS^T q,
 // dq += scale dS k, each by a GEMM.
 template <typename T>
@@ -185,8 +191,8 @@ void BackwardHead(const Head<T>& at, const T* out, const T* dout, const T* lse, 
   }
   for (int64_t j0 = 0; j0 < at.seq; j0 += kTile) {
     const int64_t keys = std::min(kTile, at.seq - j0);
-    for (int64_t i0 = j0; i0 < at.seq; i0 += kTile) {  // the query tiles that see key j0
-      BackwardTilePair(at, dout, lse, dots, i0, std::min(kTile, at.seq - i0), j0, keys, work, dq,
+    for (int64_t i0 = j0; i0 < at.seq; i0 += kBlock) {  // the queries that see key j0
+      BackwardTilePair(at, dout, lse, dots, i0, std::min(kBlock, at.seq - i0), j0, keys, work, dq,
                        dk, dv);
     }
   }
@@ -196,7 +202,8 @@ void BackwardHead(const Head<T>& at, const T* out, const T* dout, const T* lse, 
 
 template <typename T>
 void FusedAttentionForward(const T* qkv, const AttentionShape& shape, T* out, T* lse) {
-  ForwardWork<T> work;
+  // Kept per thread: a fresh 128 KiB each call costs page faults.
+  thread_local ForwardWork<T> work;
   for (int64_t b = 0; b < shape.batch; ++b) {
     for (int64_t h = 0; h < shape.heads; ++h) {
       const Head<T> at = HeadOf(qkv, shape, b, h);
@@ -212,7 +219,7 @@ void FusedAttentionForward(const T* qkv, const AttentionShape& shape, T* out, T*
 template <typename T>
 void FusedAttentionBackward(const T* qkv, const T* out, const T* lse, const T* dout,
                             const AttentionShape& shape, T* dots, T* dqkv) {
-  Tiles<T> work;
+  thread_local Tiles<T> work;  // as the forward's
   for (int64_t b = 0; b < shape.batch; ++b) {
     for (int64_t h = 0; h < shape.heads; ++h) {
       const Head<T> at = HeadOf(qkv, shape, b, h);

@@ -3,14 +3,17 @@
 
 // Fused (flash-style) causal self-attention on the CPU: the same function as attention.h
 // with memory linear in seq (each query row's log-sum-exp instead of the probabilities).
-// FlashAttention's algorithm (Dao et al. 2022) in tiles of kFusedAttentionTile query and
-// key rows whose products are BLAS GEMMs: per query tile, for each key tile up to the
-// diagonal, the scores, the online softmax's running max and sum, out += P v; the
-// backward recomputes each tile's P from the lse and forms dv, dk and dq by GEMMs.
-// Tiles above the diagonal are skipped, so it does half the materialised attention's
-// score work. The GPU's kernels run compute/fused_attention_rows.h (one thread per row),
-// the same function in another order of sums; fused_attention_test checks the two agree
-// to rounding in float64.
+// FlashAttention's algorithm (Dao et al. 2022) with BLAS GEMMs for its products: per tile
+// of query rows, for each block of keys up to the diagonal, the scores, the online
+// softmax's running max and sum, out += P v; the backward per tile of keys, for each
+// block of the queries that see it, P again from the lse, dP, dS, and dv, dk and dq by
+// GEMMs. A block ends at the diagonal, so only the diagonal's tiles are part waste. It
+// does one product more than the materialised attention (the scores again in the
+// backward) and keeps its blocks in the core's cache where the materialised one writes
+// and reads [seq, seq] per head: bench/attention_bench measures the two. The GPU's
+// kernels run compute/fused_attention_rows.h (one thread per row), the same function in
+// another order of sums; fused_attention_test checks the two agree to rounding in
+// float64.
 
 #include <cstdint>
 
@@ -18,9 +21,15 @@
 
 namespace shardwise::cpu {
 
-// Query and key rows per tile: a tile's scores and their gradients (64 x 64 floats each)
-// stay in cache, and the GEMMs on them are large enough for BLAS.
+// The forward takes kFusedAttentionTile query rows at a time against up to
+// kFusedAttentionBlock keys, the backward kFusedAttentionTile keys against up to
+// kFusedAttentionBlock queries: a block's scores and their gradients (64 x 512 floats,
+// 128 KiB each) stay in the core's cache, and the GEMMs on them are long enough for BLAS
+// to run near its speed on large products (64 x 64 blocks ran the attention at a
+// context of 1024 a fifth slower; 128-row tiles gain a few percent there and lose a
+// sixth at 128).
 inline constexpr int64_t kFusedAttentionTile = 64;
+inline constexpr int64_t kFusedAttentionBlock = 512;
 
 // qkv [batch, seq, 3C] -> out [batch, seq, C], lse [batch, heads, seq].
 template <typename T>

@@ -1,8 +1,8 @@
 // The fused attention (fused_attention.h) against the materialised softmax
 // (attention.h), whose function kernels_test checks against the formula and
 // gradient_check_test against finite differences: the same outputs and gradients in
-// float64 to rounding, across several key tiles, partial tiles and one-token sequences,
-// with scores large enough that an unshifted exponential would overflow.
+// float64 to rounding, across several key tiles and blocks, partial tiles and one-token
+// sequences, with scores large enough that an unshifted exponential would overflow.
 
 #include "worker/compute/cpu/fused_attention.h"
 
@@ -119,7 +119,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{{1, int64_t{3} * fused_attention::kKeyTile, 2, 4}, 12.0},
         // Several of the CPU's tiles, a partial last one, large scores across tiles.
         Case{{2, 2 * kFusedAttentionTile + 7, 2, 5}, 1.0},
-        Case{{1, 3 * kFusedAttentionTile, 1, 4}, 12.0}));
+        Case{{1, 3 * kFusedAttentionTile, 1, 4}, 12.0},
+        // Past one of the CPU's blocks: two key blocks per late query tile (the online
+        // softmax across them), two query blocks per early key tile, large scores.
+        Case{{1, kFusedAttentionBlock + kFusedAttentionTile + 3, 2, 4}, 12.0},
+        Case{{2, 2 * kFusedAttentionBlock + 1, 1, 3}, 1.0}));
 
 TEST(FusedAttention, KeepsEachRowsLogSumExp) {
   const AttentionShape s{1, 20, 1, 2};

@@ -3,25 +3,17 @@
 #include <cmath>
 #include <vector>
 
+#include "worker/compute/cpu/lane_sum.h"
 #include "worker/compute/cpu/vector_clones.h"
 
 namespace shardwise::cpu {
 namespace {
 
-// Sums in double over four interleaved lanes (element j into lane j % 4, added pairwise
-// at the end): independent chains the compiler vectorises, in one fixed order. In double,
-// the order moves a float result by a rounding at most.
-constexpr int kLanes = 4;
-
+// Sums in double over four lanes (lane_sum.h). In double, the order moves a float result
+// by a rounding at most.
 template <typename F>
 __attribute__((always_inline)) inline double LaneSum(int64_t n, const F& term) {
-  double lanes[kLanes] = {};
-  const int64_t whole = n - n % kLanes;
-  for (int64_t j = 0; j < whole; j += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] += term(j + l);
-  }
-  for (int64_t j = whole; j < n; ++j) lanes[0] += term(j);
-  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  return cpu::LaneSum<double, 4>(n, term);
 }
 
 template <typename T>

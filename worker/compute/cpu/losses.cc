@@ -4,14 +4,13 @@
 #include <cmath>
 #include <limits>
 
+#include "worker/compute/cpu/lane_sum.h"
 #include "worker/compute/cpu/row_max.h"
 #include "worker/compute/cpu/vector_clones.h"
 #include "worker/compute/float_math.h"
 
 namespace shardwise::cpu {
 namespace {
-
-constexpr int kLanes = 8;
 
 // The loss of one row whose label is `label`: log(sum) + max - row[label], NaN for a label
 // outside [0, classes). The loaders refuse such a label, naming its file and position; one
@@ -24,7 +23,7 @@ double RowLoss(double log_sum, const T* row, int64_t label, int64_t classes) {
 }
 
 // One row in float: e_j = ExpF(x_j - max) into grad (float_math.h, vectorised), their sum
-// in double over kLanes interleaved lanes, then grad = e_j / sum * grad_scale, less
+// in double over 8 lanes (lane_sum.h), then grad = e_j / sum * grad_scale, less
 // grad_scale at the label. Returns the row's loss. ExpF's floor (e^-87) leaves a logit
 // more than 87 below the row's max a probability of about 1e-38 / sum, not 0.
 __attribute__((always_inline)) inline double CrossEntropyRow(const float* row, int64_t label,
@@ -32,14 +31,7 @@ __attribute__((always_inline)) inline double CrossEntropyRow(const float* row, i
                                                              float* grad) {
   const float max = RowMax(row, classes);
   for (int64_t j = 0; j < classes; ++j) grad[j] = float_math::ExpF(row[j] - max);
-  double lanes[kLanes] = {};
-  const int64_t whole = classes - classes % kLanes;
-  for (int64_t j = 0; j < whole; j += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] += grad[j + l];
-  }
-  for (int64_t j = whole; j < classes; ++j) lanes[0] += grad[j];
-  double sum = 0;
-  for (double lane : lanes) sum += lane;
+  const double sum = LaneSum<double, 8>(classes, [&](int64_t j) { return double{grad[j]}; });
   const double log_sum = std::log(sum) + max;
   const float inverse = static_cast<float>(1.0 / sum);
   const bool in_range = label >= 0 && label < classes;
