@@ -160,14 +160,19 @@ double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShap
   const double blocks = spec.activation_checkpointing()
                             ? (shape.layers - 1) * 4 * shape.c * rows + per_block
                             : shape.layers * per_block;
-  // The CPU kernels' own scratch, outside the device's tensors: the fused one's blocks per
-  // thread (3 x 64 x 512 floats, worker/compute/cpu/fused_attention.h), the materialised
-  // backward's score gradients of one head (T x T floats, cpu/attention.cc).
+  // The CPU kernels' own scratch, outside the device's tensors: the materialised backward's
+  // score gradients of one head (T x T floats, cpu/attention.cc); the fused one's, kept per
+  // thread for the forward and for the backward (cpu/fused_attention.cc): their blocks
+  // (3 x 64 x 512 floats, and a tile's output, 64 x head_dim) and each pass's copies of
+  // one head's operands (4 T x head_dim, and two transposes of head_dim x (T + 32)).
   const bool cpu = spec.device() != v1::CUDA;
+  const double head_dim = shape.attention_width / shape.heads;
   double attention_backward = 0;
   if (shape.fused) {
+    const double fused_scratch =
+        3 * 64 * 512 + 64 * head_dim + 2 * (4 * shape.t + 2 * (shape.t + 32)) * head_dim;
     attention_backward =
-        4 * (row_stats + shape.attention_width * rows) + (cpu ? 4 * 3 * 64 * 512 : 0);
+        4 * (row_stats + shape.attention_width * rows) + (cpu ? 4 * fused_scratch : 0);
   } else if (cpu) {
     attention_backward = 4 * shape.t * shape.t;
   } else {

@@ -6,9 +6,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "worker/compute/cpu/gemm.h"
 #include "worker/compute/cpu/lane_sum.h"
 #include "worker/compute/cpu/row_max.h"
+#include "worker/compute/cpu/tile_product.h"
 #include "worker/compute/cpu/vector_clones.h"
 #include "worker/compute/float_math.h"
 
@@ -18,45 +18,106 @@ namespace {
 constexpr int64_t kTile = kFusedAttentionTile;
 constexpr int64_t kBlock = kFusedAttentionBlock;
 
-// One head of one sequence: its q, k, v rows (stride 3C), out and dout rows (stride C),
-// and its statistics (one per query row).
+// One head of one sequence. The tile products read their left-hand operand A in place,
+// from rows `stride` apart (q, k and v rows are 3C apart, out and dout rows C), and their
+// right-hand one B from copies (HeadPanels below): [seq, dim] rows one after another, or
+// transposed ([dim, seq], rows t_stride apart). Null where a pass needs no such copy.
 template <typename T>
 struct Head {
-  int64_t seq, dim, stride, out_stride;
-  const T *q, *k, *v;
-  T scale;
+  int64_t seq = 0, dim = 0, stride = 0, out_stride = 0;
+  T scale = 0;
+  const T *q_rows = nullptr, *dout_rows = nullptr;                    // in place
+  const T *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;  // copies
+  const T *k_t = nullptr, *v_t = nullptr;
+  T* dq = nullptr;  // the backward's dq sums, [seq, dim], zeroed
+  int64_t t_stride = 0;
   // Keys [j0, j0 + keys) that query i may see: those <= i.
   static int64_t Visible(int64_t i, int64_t j0, int64_t keys) {
     return std::clamp<int64_t>(i - j0 + 1, 0, keys);
   }
 };
 
+// A thread's copies of one head's right-hand operands at a time, kept between calls (they
+// grow to the longest context seen). A product reads all of B's rows for each block of
+// six rows of A; in place, B's rows lie 3C (or C) floats apart, which at the GPT's widths
+// is a multiple of 1 KiB, so a tile's rows share a few of the L1 cache's sets and evict
+// each other (the products ran a quarter slower). The copies cost O(seq x dim) per head
+// against the products' O(seq^2 x dim).
 template <typename T>
-Head<T> HeadOf(const T* qkv, const AttentionShape& shape, int64_t b, int64_t h) {
-  const int64_t width = shape.width(), stride = 3 * width;
-  const T* base = qkv + b * shape.seq * stride + h * shape.head_dim;
-  return {shape.seq, shape.head_dim, stride,           width,
-          base,      base + width,   base + 2 * width, AttentionScale<T>(shape.head_dim)};
-}
+class HeadPanels {
+ public:
+  // Head h of sequence b: for the forward (`dout` null), v and k transposed; for the
+  // backward, q, k and dout, k and v transposed, and dq's sums (which every key tile adds
+  // to: in place, those rows too would evict each other).
+  Head<T> Load(const T* qkv, const T* dout, const AttentionShape& shape, int64_t b, int64_t h) {
+    const int64_t width = shape.width(), seq = shape.seq, dim = shape.head_dim;
+    const T* rows = qkv + b * seq * 3 * width + h * dim;
+    Head<T> at;
+    at.seq = seq;
+    at.dim = dim;
+    at.stride = 3 * width;
+    at.out_stride = width;
+    at.scale = AttentionScale<T>(dim);
+    at.q_rows = rows;
+    at.t_stride = (seq + 15) / 16 * 16 + 16;
+    // (Transposed rows of whole cache lines and one more: rows a power of two apart, a
+    // context of 1024 floats, would share the cache's sets too.)
+    const int64_t panel = seq * dim, transposed = dim * at.t_stride;
+    if (static_cast<int64_t>(storage_.size()) < 4 * panel + 2 * transposed) {
+      storage_.resize(4 * panel + 2 * transposed);
+    }
+    T* next = storage_.data();
+    const auto copy = [&](const T* from, int64_t stride) {
+      T* to = next;
+      for (int64_t i = 0; i < seq; ++i) std::copy_n(from + i * stride, dim, to + i * dim);
+      next += panel;
+      return to;
+    };
+    const auto transpose = [&](const T* from) {
+      T* to = next;
+      for (int64_t i = 0; i < seq; ++i) {
+        for (int64_t d = 0; d < dim; ++d) to[d * at.t_stride + i] = from[i * at.stride + d];
+      }
+      next += transposed;
+      return to;
+    };
+    at.k_t = transpose(rows + width);
+    if (dout == nullptr) {
+      at.v = copy(rows + 2 * width, at.stride);
+      return at;
+    }
+    at.dout_rows = dout + b * seq * width + h * dim;
+    at.v_t = transpose(rows + 2 * width);
+    at.q = copy(rows, at.stride);
+    at.k = copy(rows + width, at.stride);
+    at.dout = copy(at.dout_rows, at.out_stride);
+    at.dq = next;
+    std::fill_n(at.dq, panel, T{0});
+    return at;
+  }
+
+ private:
+  std::vector<T> storage_;
+};
 
 // The forward of one query tile [i0, i0 + rows) over its key blocks: per block the
-// scores by a GEMM, each row's running max and sum rescaled (the online softmax), the
-// probabilities' product with the values added by a GEMM; then out /= sum and
-// lse = max + log(sum).
+// scores by a tile product, each row's running max and sum rescaled (the online
+// softmax), the probabilities' product with the values added into the tile's output;
+// then out = that / sum and lse = max + log(sum).
 template <typename T>
 struct ForwardWork {
   std::vector<T> scores = std::vector<T>(kTile * kBlock), max = std::vector<T>(kTile),
-                 sum = std::vector<T>(kTile);
+                 sum = std::vector<T>(kTile), out;  // out: kTile x dim, as the head needs
 };
 
-// One key block's online-softmax step for the query tile's rows (scores kBlock apart):
-// each row's scores turned into e^(s - new max) in place (zeros past what the row sees)
-// and summed over 16 lanes (lane_sum.h), its sum and max updated, its output rescaled for
-// the new max.
+// One key block's online-softmax step for the query tile's rows (scores kBlock apart,
+// output rows dim apart): each row's scores turned into e^(s - new max) in place (zeros
+// past what the row sees) and summed over 16 lanes (lane_sum.h), its sum and max
+// updated, its output rescaled for the new max.
 template <typename T>
-__attribute__((always_inline)) inline void OnlineSoftmaxStep(const Head<T>& at, int64_t i0,
-                                                             int64_t rows, int64_t j0, int64_t keys,
-                                                             T* scores, T* max, T* sum, T* out) {
+__attribute__((always_inline)) inline void OnlineSoftmaxStep(int64_t dim, int64_t i0, int64_t rows,
+                                                             int64_t j0, int64_t keys, T* scores,
+                                                             T* max, T* sum, T* out) {
   for (int64_t r = 0; r < rows; ++r) {
     T* s = scores + r * kBlock;
     const int64_t visible = Head<T>::Visible(i0 + r, j0, keys);
@@ -75,8 +136,8 @@ __attribute__((always_inline)) inline void OnlineSoftmaxStep(const Head<T>& at, 
     std::fill(s + visible, s + keys, T{0});
     sum[r] = sum[r] * correction + tile_sum;
     max[r] = new_max;
-    T* o = out + (i0 + r) * at.out_stride;
-    for (int64_t d = 0; d < at.dim; ++d) o[d] *= correction;
+    T* o = out + r * dim;
+    for (int64_t d = 0; d < dim; ++d) o[d] *= correction;
   }
 }
 
@@ -102,10 +163,10 @@ __attribute__((always_inline)) inline void ProbabilitiesAndGrads(const T* lse, c
 }
 
 // Training's float forms cloned for the widest vectors the CPU has (vector_clones.h).
-SHARDWISE_VECTOR_CLONES void OnlineSoftmaxStepF(const Head<float>& at, int64_t i0, int64_t rows,
-                                                int64_t j0, int64_t keys, float* scores, float* max,
-                                                float* sum, float* out) {
-  OnlineSoftmaxStep(at, i0, rows, j0, keys, scores, max, sum, out);
+SHARDWISE_VECTOR_CLONES void OnlineSoftmaxStepF(int64_t dim, int64_t i0, int64_t rows, int64_t j0,
+                                                int64_t keys, float* scores, float* max, float* sum,
+                                                float* out) {
+  OnlineSoftmaxStep(dim, i0, rows, j0, keys, scores, max, sum, out);
 }
 
 SHARDWISE_VECTOR_CLONES void ProbabilitiesAndGradsF(const float* lse, const float* dots, int64_t i0,
@@ -114,32 +175,36 @@ SHARDWISE_VECTOR_CLONES void ProbabilitiesAndGradsF(const float* lse, const floa
   ProbabilitiesAndGrads(lse, dots, i0, rows, j0, keys, p, ds);
 }
 
+// `out`: the head's output rows, `out_stride` apart.
 template <typename T>
-void ForwardQueryTile(const Head<T>& at, int64_t i0, int64_t rows, T* out, T* lse,
-                      ForwardWork<T>& work) {
+void ForwardQueryTile(const Head<T>& at, int64_t i0, int64_t rows, T* out, int64_t out_stride,
+                      T* lse, ForwardWork<T>& work) {
+  const int64_t dim = at.dim;
+  work.out.assign(rows * dim, T{0});
   T* scores = work.scores.data();
   T* max = work.max.data();
   T* sum = work.sum.data();
+  T* tile_out = work.out.data();
   std::fill_n(max, rows, -std::numeric_limits<T>::infinity());
   std::fill_n(sum, rows, T{0});
-  for (int64_t r = 0; r < rows; ++r) std::fill_n(out + (i0 + r) * at.out_stride, at.dim, T{0});
   // Keys up to the tile's last row, so only the diagonal's 64 x 64 is part waste.
   for (int64_t j0 = 0; j0 < i0 + rows; j0 += kBlock) {
     const int64_t keys = std::min(kBlock, i0 + rows - j0);
-    Gemm(false, true, rows, keys, at.dim, at.scale, at.q + i0 * at.stride, at.stride,
-         at.k + j0 * at.stride, at.stride, T{0}, scores, kBlock);
+    const Triangle needed{Triangle::kLowerC, i0 - j0}, causal{Triangle::kLowerA, i0 - j0};
+    TileProduct<T>(rows, keys, dim, at.scale, {at.q_rows + i0 * at.stride, at.stride, 1},
+                   at.k_t + j0, at.t_stride, false, scores, kBlock, needed);
     if constexpr (std::is_same_v<T, float>) {
-      OnlineSoftmaxStepF(at, i0, rows, j0, keys, scores, max, sum, out);
+      OnlineSoftmaxStepF(dim, i0, rows, j0, keys, scores, max, sum, tile_out);
     } else {
-      OnlineSoftmaxStep(at, i0, rows, j0, keys, scores, max, sum, out);
+      OnlineSoftmaxStep(dim, i0, rows, j0, keys, scores, max, sum, tile_out);
     }
-    Gemm(false, false, rows, at.dim, keys, T{1}, scores, kBlock, at.v + j0 * at.stride, at.stride,
-         T{1}, out + i0 * at.out_stride, at.out_stride);
+    TileProduct<T>(rows, dim, keys, T{1}, {scores, kBlock, 1}, at.v + j0 * dim, dim, true, tile_out,
+                   dim, causal);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const T inverse = T{1} / sum[r];
-    T* o = out + (i0 + r) * at.out_stride;
-    for (int64_t d = 0; d < at.dim; ++d) o[d] *= inverse;
+    T* o = out + (i0 + r) * out_stride;
+    for (int64_t d = 0; d < dim; ++d) o[d] = tile_out[r * dim + d] * inverse;
     lse[i0 + r] = max[r] + std::log(sum[r]);
   }
 }
@@ -152,65 +217,75 @@ struct Tiles {
 
 // The backward of one (query block, key tile) pair: P again from the scores and each
 // row's lse, dP = dout v^T, dS = P (dP - D), then dv += P^T dout, dk += scale dS^T q,
-// dq += scale dS k, each by a GEMM.
+// dq += scale dS k, each a tile product, into the head's gradients ([seq, dim] each).
 template <typename T>
-void BackwardTilePair(const Head<T>& at, const T* dout, const T* lse, const T* dots, int64_t i0,
-                      int64_t rows, int64_t j0, int64_t keys, Tiles<T>& work, T* dq, T* dk, T* dv) {
+void BackwardTilePair(const Head<T>& at, const T* lse, const T* dots, int64_t i0, int64_t rows,
+                      int64_t j0, int64_t keys, Tiles<T>& work, T* dk, T* dv) {
+  const int64_t dim = at.dim;
   T* p = work.probs.data();
   T* ds = work.grads.data();
-  Gemm(false, true, rows, keys, at.dim, at.scale, at.q + i0 * at.stride, at.stride,
-       at.k + j0 * at.stride, at.stride, T{0}, p, kTile);
-  Gemm(false, true, rows, keys, at.dim, T{1}, dout + i0 * at.out_stride, at.out_stride,
-       at.v + j0 * at.stride, at.stride, T{0}, ds, kTile);
+  // Query i0 + r sees key j0 + c where c <= r + i0 - j0: P and dS are zero right of that.
+  const int64_t diagonal = i0 - j0;
+  const Triangle needed{Triangle::kLowerC, diagonal}, causal{Triangle::kLowerA, diagonal},
+      causal_transposed{Triangle::kLowerATransposed, diagonal};
+  TileProduct<T>(rows, keys, dim, at.scale, {at.q_rows + i0 * at.stride, at.stride, 1}, at.k_t + j0,
+                 at.t_stride, false, p, kTile, needed);
+  TileProduct<T>(rows, keys, dim, T{1}, {at.dout_rows + i0 * at.out_stride, at.out_stride, 1},
+                 at.v_t + j0, at.t_stride, false, ds, kTile, needed);
   if constexpr (std::is_same_v<T, float>) {
     ProbabilitiesAndGradsF(lse, dots, i0, rows, j0, keys, p, ds);
   } else {
     ProbabilitiesAndGrads(lse, dots, i0, rows, j0, keys, p, ds);
   }
-  Gemm(true, false, keys, at.dim, rows, T{1}, p, kTile, dout + i0 * at.out_stride, at.out_stride,
-       T{1}, dv + j0 * at.stride, at.stride);
-  Gemm(true, false, keys, at.dim, rows, at.scale, ds, kTile, at.q + i0 * at.stride, at.stride, T{1},
-       dk + j0 * at.stride, at.stride);
-  Gemm(false, false, rows, at.dim, keys, at.scale, ds, kTile, at.k + j0 * at.stride, at.stride,
-       T{1}, dq + i0 * at.stride, at.stride);
+  TileProduct<T>(keys, dim, rows, T{1}, {p, 1, kTile}, at.dout + i0 * dim, dim, true,
+                 dv + j0 * at.stride, at.stride, causal_transposed);
+  TileProduct<T>(keys, dim, rows, at.scale, {ds, 1, kTile}, at.q + i0 * dim, dim, true,
+                 dk + j0 * at.stride, at.stride, causal_transposed);
+  TileProduct<T>(rows, dim, keys, at.scale, {ds, kTile, 1}, at.k + j0 * dim, dim, true,
+                 at.dq + i0 * dim, dim, causal);
 }
 
+// One head's backward: each row's D = dout . out, then the tile pairs' gradients added
+// into dqkv's rows (`dqkv_head`; dk and dv zeroed first, dq copied from its sums).
 template <typename T>
-void BackwardHead(const Head<T>& at, const T* out, const T* dout, const T* lse, T* dots,
-                  T* dqkv_head, Tiles<T>& work) {
+void BackwardHead(const Head<T>& at, const T* out, const T* lse, T* dots, T* dqkv_head,
+                  Tiles<T>& work) {
+  const int64_t width = at.out_stride;
   T* dq = dqkv_head;
-  T* dk = dq + at.out_stride;
-  T* dv = dk + at.out_stride;
+  T* dk = dq + width;
+  T* dv = dk + width;
   for (int64_t i = 0; i < at.seq; ++i) {
     const T* o = out + i * at.out_stride;
-    const T* g = dout + i * at.out_stride;
+    const T* g = at.dout_rows + i * at.out_stride;
     T dot = 0;
     for (int64_t d = 0; d < at.dim; ++d) dot += g[d] * o[d];
     dots[i] = dot;
-    for (T* row : {dq, dk, dv}) std::fill_n(row + i * at.stride, at.dim, T{0});
+    for (T* row : {dk, dv}) std::fill_n(row + i * at.stride, at.dim, T{0});
   }
   for (int64_t j0 = 0; j0 < at.seq; j0 += kTile) {
     const int64_t keys = std::min(kTile, at.seq - j0);
     for (int64_t i0 = j0; i0 < at.seq; i0 += kBlock) {  // the queries that see key j0
-      BackwardTilePair(at, dout, lse, dots, i0, std::min(kBlock, at.seq - i0), j0, keys, work, dq,
-                       dk, dv);
+      BackwardTilePair(at, lse, dots, i0, std::min(kBlock, at.seq - i0), j0, keys, work, dk, dv);
     }
   }
+  for (int64_t i = 0; i < at.seq; ++i) std::copy_n(at.dq + i * at.dim, at.dim, dq + i * at.stride);
 }
 
 }  // namespace
 
 template <typename T>
 void FusedAttentionForward(const T* qkv, const AttentionShape& shape, T* out, T* lse) {
-  // Kept per thread: a fresh 128 KiB each call costs page faults.
+  // Kept per thread: fresh blocks each call cost page faults.
   thread_local ForwardWork<T> work;
+  thread_local HeadPanels<T> panels;
+  const int64_t width = shape.width();
   for (int64_t b = 0; b < shape.batch; ++b) {
     for (int64_t h = 0; h < shape.heads; ++h) {
-      const Head<T> at = HeadOf(qkv, shape, b, h);
-      T* head_out = out + b * shape.seq * shape.width() + h * shape.head_dim;
+      const Head<T> at = panels.Load(qkv, nullptr, shape, b, h);
+      T* head_out = out + b * shape.seq * width + h * shape.head_dim;
       T* head_lse = lse + (b * shape.heads + h) * shape.seq;
       for (int64_t i0 = 0; i0 < shape.seq; i0 += kTile) {
-        ForwardQueryTile(at, i0, std::min(kTile, shape.seq - i0), head_out, head_lse, work);
+        ForwardQueryTile(at, i0, std::min(kTile, shape.seq - i0), head_out, width, head_lse, work);
       }
     }
   }
@@ -220,13 +295,14 @@ template <typename T>
 void FusedAttentionBackward(const T* qkv, const T* out, const T* lse, const T* dout,
                             const AttentionShape& shape, T* dots, T* dqkv) {
   thread_local Tiles<T> work;  // as the forward's
+  thread_local HeadPanels<T> panels;
+  const int64_t width = shape.width();
   for (int64_t b = 0; b < shape.batch; ++b) {
     for (int64_t h = 0; h < shape.heads; ++h) {
-      const Head<T> at = HeadOf(qkv, shape, b, h);
-      const int64_t rows = b * shape.seq * shape.width() + h * shape.head_dim;
+      const Head<T> at = panels.Load(qkv, dout, shape, b, h);
       const int64_t stats = (b * shape.heads + h) * shape.seq;
-      BackwardHead(at, out + rows, dout + rows, lse + stats, dots + stats,
-                   dqkv + b * shape.seq * 3 * shape.width() + h * shape.head_dim, work);
+      BackwardHead(at, out + b * shape.seq * width + h * shape.head_dim, lse + stats, dots + stats,
+                   dqkv + b * shape.seq * 3 * width + h * shape.head_dim, work);
     }
   }
 }

@@ -3,17 +3,17 @@
 
 // Fused (flash-style) causal self-attention on the CPU: the same function as attention.h
 // with memory linear in seq (each query row's log-sum-exp instead of the probabilities).
-// FlashAttention's algorithm (Dao et al. 2022) with BLAS GEMMs for its products: per tile
-// of query rows, for each block of keys up to the diagonal, the scores, the online
-// softmax's running max and sum, out += P v; the backward per tile of keys, for each
-// block of the queries that see it, P again from the lse, dP, dS, and dv, dk and dq by
-// GEMMs. A block ends at the diagonal, so only the diagonal's tiles are part waste. It
-// does one product more than the materialised attention (the scores again in the
-// backward) and keeps its blocks in the core's cache where the materialised one writes
-// and reads [seq, seq] per head: bench/attention_bench measures the two. The GPU's
-// kernels run compute/fused_attention_rows.h (one thread per row), the same function in
-// another order of sums; fused_attention_test checks the two agree to rounding in
-// float64.
+// FlashAttention's algorithm (Dao et al. 2022): per tile of query rows, for each block of
+// keys up to the diagonal, the scores, the online softmax's running max and sum,
+// out += P v; the backward per tile of keys, for each block of the queries that see it,
+// P again from the lse, dP, dS, and dv, dk and dq. The products are tile_product.h's
+// (AVX-512 register blocks that skip what lies above the diagonal, reading copies of the
+// head's operands laid out for them; BLAS without AVX-512 and in double). It does one
+// product more than the materialised attention (the scores again in the backward) and
+// keeps its blocks in the core's cache where the materialised one writes and reads
+// [seq, seq] per head: bench/attention_bench measures the two. The GPU's kernels run
+// compute/fused_attention_rows.h (one thread per row), the same function in another
+// order of sums; fused_attention_test checks the two agree to rounding in float64.
 
 #include <cstdint>
 
@@ -24,10 +24,8 @@ namespace shardwise::cpu {
 // The forward takes kFusedAttentionTile query rows at a time against up to
 // kFusedAttentionBlock keys, the backward kFusedAttentionTile keys against up to
 // kFusedAttentionBlock queries: a block's scores and their gradients (64 x 512 floats,
-// 128 KiB each) stay in the core's cache, and the GEMMs on them are long enough for BLAS
-// to run near its speed on large products (64 x 64 blocks ran the attention at a
-// context of 1024 a fifth slower; 128-row tiles gain a few percent there and lose a
-// sixth at 128).
+// 128 KiB each) stay in the core's cache. (Blocks of 256 or 1024, or tiles of 128 rows,
+// ran within a few percent of these at contexts of 128 to 2048.)
 inline constexpr int64_t kFusedAttentionTile = 64;
 inline constexpr int64_t kFusedAttentionBlock = 512;
 

@@ -9,24 +9,15 @@
 #include <algorithm>
 #include <cmath>
 #include <ostream>
-#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "worker/compute/cpu/attention.h"
+#include "worker/compute/cpu/test_values.h"
 #include "worker/compute/fused_attention_rows.h"
 
 namespace shardwise::cpu {
 namespace {
-
-template <typename T>
-std::vector<T> Random(size_t n, int seed, double scale) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(-scale, scale);
-  std::vector<T> v(n);
-  for (T& x : v) x = static_cast<T>(dist(gen));
-  return v;
-}
 
 template <typename T>
 struct Results {
@@ -82,8 +73,8 @@ template <typename T>
 void ExpectFusedEqualsMaterialised(const Case& c, int seed, double out_tolerance,
                                    double dqkv_tolerance) {
   const AttentionShape s = c.shape;
-  const auto qkv = Random<T>(s.batch * s.seq * 3 * s.width(), seed, c.magnitude);
-  const auto dout = Random<T>(s.batch * s.seq * s.width(), seed + 1, 1.0);
+  const auto qkv = RandomValues<T>(s.batch * s.seq * 3 * s.width(), seed, c.magnitude);
+  const auto dout = RandomValues<T>(s.batch * s.seq * s.width(), seed + 1, 1.0);
   std::vector<T> lse;
   const Results<T> fused = Fused(s, qkv, dout, &lse);
   const Results<T> want = Materialised(s, qkv, dout);
@@ -127,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(FusedAttention, KeepsEachRowsLogSumExp) {
   const AttentionShape s{1, 20, 1, 2};
-  const auto qkv = Random<double>(s.seq * 3 * s.width(), 5, 1.0);
+  const auto qkv = RandomValues<double>(s.seq * 3 * s.width(), 5, 1.0);
   std::vector<double> out(s.seq * s.width()), lse(s.seq);
   FusedAttentionForward(qkv.data(), s, out.data(), lse.data());
   const fused_attention::HeadLayout at{s, 0, 0};
@@ -150,8 +141,8 @@ TEST(FusedAttention, KeepsEachRowsLogSumExp) {
 // the rows, started at the key, give the CPU's tiles' gradients to rounding.
 TEST(FusedAttention, KeyGradientsDoNotDependOnWhereTheQueryLoopStarts) {
   const AttentionShape s{1, int64_t{2} * fused_attention::kKeyTile, 2, 3};
-  const auto qkv = Random<double>(s.seq * 3 * s.width(), 6, 1.0);
-  const auto dout = Random<double>(s.seq * s.width(), 7, 1.0);
+  const auto qkv = RandomValues<double>(s.seq * 3 * s.width(), 6, 1.0);
+  const auto dout = RandomValues<double>(s.seq * s.width(), 7, 1.0);
   std::vector<double> lse;
   const Results<double> fused = Fused(s, qkv, dout, &lse);
   std::vector<double> dots(s.heads * s.seq), unused(qkv.size());

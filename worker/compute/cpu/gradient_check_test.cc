@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -19,19 +18,14 @@
 #include "worker/compute/cpu/linear.h"
 #include "worker/compute/cpu/llama_layers.h"
 #include "worker/compute/cpu/losses.h"
+#include "worker/compute/cpu/test_values.h"
 
 namespace shardwise::cpu {
 namespace {
 
 using Vec = std::vector<double>;
 
-Vec Random(size_t n, int seed, double scale = 1.0) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(-scale, scale);
-  Vec v(n);
-  for (double& x : v) x = dist(gen);
-  return v;
-}
+Vec Random(size_t n, int seed, double scale = 1.0) { return RandomValues<double>(n, seed, scale); }
 
 double Dot(const Vec& a, const Vec& b) {
   double sum = 0;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -13,21 +12,14 @@
 #include "worker/compute/cpu/linear.h"
 #include "worker/compute/cpu/losses.h"
 #include "worker/compute/cpu/row_max.h"
+#include "worker/compute/cpu/test_values.h"
 
 namespace shardwise::cpu {
 namespace {
 
-std::vector<float> Random(size_t n, int seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
 TEST(Linear, ForwardMatchesLoops) {
   const int64_t batch = 3, in = 5, out = 4;
-  auto x = Random(batch * in, 1), w = Random(out * in, 2), b = Random(out, 3);
+  auto x = RandomValues(batch * in, 1), w = RandomValues(out * in, 2), b = RandomValues(out, 3);
   std::vector<float> y(batch * out);
   LinearForward(x.data(), w.data(), b.data(), batch, in, out, y.data());
   for (int64_t i = 0; i < batch; ++i) {
@@ -72,7 +64,7 @@ TEST(Losses, AreMeans) {
 // 1e-6 relative, each gradient within float roundings of the double one.
 TEST(Losses, TheFloatCrossEntropyMatchesTheDoubleOneToFloatRounding) {
   const int64_t rows = 6, classes = 1003;
-  std::vector<float> logits = Random(rows * classes, 21);
+  std::vector<float> logits = RandomValues(rows * classes, 21);
   for (float& v : logits) v *= 16;
   const int64_t labels[] = {0, 1002, 17, 500, 3, 999};
   std::vector<float> grad(rows * classes);
@@ -88,7 +80,7 @@ TEST(Losses, TheFloatCrossEntropyMatchesTheDoubleOneToFloatRounding) {
 }
 
 TEST(RowMax, IsTheLargestAtEveryLengthAroundItsLanes) {
-  const std::vector<float> x = Random(1003, 31);
+  const std::vector<float> x = RandomValues(1003, 31);
   for (const int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 100, 1003}) {
     EXPECT_EQ(RowMax(x.data(), n), *std::max_element(x.begin(), x.begin() + n)) << n;
   }
@@ -137,7 +129,7 @@ TEST(Embedding, LooksUpRowsAndAddsGradientsInOrder) {
 // Attention against the formula written out with loops, in double.
 void CheckAttentionForward(int64_t seq) {
   const int64_t batch = 2, heads = 2, head_dim = 3, width = heads * head_dim;
-  const std::vector<float> qkv = Random(batch * seq * 3 * width, 7);
+  const std::vector<float> qkv = RandomValues(batch * seq * 3 * width, 7);
   std::vector<float> out(batch * seq * width), probs(batch * heads * seq * seq);
   AttentionForward(qkv.data(), batch, seq, heads, head_dim, out.data(), probs.data());
   auto at = [&](int64_t b, int64_t t, int part, int64_t h, int64_t d) {
