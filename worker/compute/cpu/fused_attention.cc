@@ -75,9 +75,7 @@ class HeadPanels {
     };
     const auto transpose = [&](const T* from) {
       T* to = next;
-      for (int64_t i = 0; i < seq; ++i) {
-        for (int64_t d = 0; d < dim; ++d) to[d * at.t_stride + i] = from[i * at.stride + d];
-      }
+      Transpose(from, at.stride, seq, dim, to, at.t_stride);
       next += transposed;
       return to;
     };
@@ -125,17 +123,21 @@ __attribute__((always_inline)) inline void OnlineSoftmaxStep(int64_t dim, int64_
       std::fill_n(s, keys, T{0});
       continue;
     }
+    const bool first = max[r] == -std::numeric_limits<T>::infinity();
     const T new_max = std::max(max[r], RowMax(s, visible));
-    // For the first block (max = -inf) the correction is 0 or, in float, ExpF's floor of
-    // 1.6e-38: either way it multiplies a sum and an output of 0.
-    const T correction = float_math::Exp(max[r] - new_max);
     const T tile_sum = LaneSum<T, 16>(visible, [&](int64_t c) {
       s[c] = float_math::Exp(s[c] - new_max);
       return s[c];
     });
     std::fill(s + visible, s + keys, T{0});
-    sum[r] = sum[r] * correction + tile_sum;
+    const T old_max = max[r];
     max[r] = new_max;
+    if (first) {  // the sum and the output are 0 yet: nothing to rescale
+      sum[r] = tile_sum;
+      continue;
+    }
+    const T correction = float_math::Exp(old_max - new_max);
+    sum[r] = sum[r] * correction + tile_sum;
     T* o = out + r * dim;
     for (int64_t d = 0; d < dim; ++d) o[d] *= correction;
   }
@@ -257,9 +259,7 @@ void BackwardHead(const Head<T>& at, const T* out, const T* lse, T* dots, T* dqk
   for (int64_t i = 0; i < at.seq; ++i) {
     const T* o = out + i * at.out_stride;
     const T* g = at.dout_rows + i * at.out_stride;
-    T dot = 0;
-    for (int64_t d = 0; d < at.dim; ++d) dot += g[d] * o[d];
-    dots[i] = dot;
+    dots[i] = LaneSum<T, 16>(at.dim, [&](int64_t d) { return g[d] * o[d]; });
     for (T* row : {dk, dv}) std::fill_n(row + i * at.stride, at.dim, T{0});
   }
   for (int64_t j0 = 0; j0 < at.seq; j0 += kTile) {

@@ -180,6 +180,40 @@ __attribute__((target("avx512f"))) void VectorTileProduct(int64_t m, int64_t n, 
   }
 }
 
+__attribute__((target("avx512f"), always_inline)) inline __m512d as_pd(__m512 x) {
+  return _mm512_castps_pd(x);
+}
+
+// 16 rows by 16 columns transposed in registers: pairs of rows
+// interleaved by 32 bits, then by 64 (each 128-bit lane then holds one column of four
+// rows), then the lanes gathered by two shuffles.
+__attribute__((target("avx512f"))) void TransposeBlock16(const float* from, int64_t from_stride,
+                                                         float* to, int64_t to_stride) {
+  __m512 rows[16], pairs[16], quads[16];
+  for (int r = 0; r < 16; ++r) rows[r] = _mm512_loadu_ps(from + r * from_stride);
+  for (int r = 0; r < 16; r += 2) {
+    pairs[r] = _mm512_unpacklo_ps(rows[r], rows[r + 1]);
+    pairs[r + 1] = _mm512_unpackhi_ps(rows[r], rows[r + 1]);
+  }
+  for (int r = 0; r < 16; r += 4) {
+    quads[r] = _mm512_castpd_ps(_mm512_unpacklo_pd(as_pd(pairs[r]), as_pd(pairs[r + 2])));
+    quads[r + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(as_pd(pairs[r]), as_pd(pairs[r + 2])));
+    quads[r + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(as_pd(pairs[r + 1]), as_pd(pairs[r + 3])));
+    quads[r + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(as_pd(pairs[r + 1]), as_pd(pairs[r + 3])));
+  }
+  // quads[4 g + j]'s lane L holds column 4 L + j of rows 4 g .. 4 g + 3.
+  for (int j = 0; j < 4; ++j) {
+    const __m512 even_low = _mm512_shuffle_f32x4(quads[j], quads[4 + j], 0x88);
+    const __m512 odd_low = _mm512_shuffle_f32x4(quads[j], quads[4 + j], 0xdd);
+    const __m512 even_high = _mm512_shuffle_f32x4(quads[8 + j], quads[12 + j], 0x88);
+    const __m512 odd_high = _mm512_shuffle_f32x4(quads[8 + j], quads[12 + j], 0xdd);
+    _mm512_storeu_ps(to + j * to_stride, _mm512_shuffle_f32x4(even_low, even_high, 0x88));
+    _mm512_storeu_ps(to + (8 + j) * to_stride, _mm512_shuffle_f32x4(even_low, even_high, 0xdd));
+    _mm512_storeu_ps(to + (4 + j) * to_stride, _mm512_shuffle_f32x4(odd_low, odd_high, 0x88));
+    _mm512_storeu_ps(to + (12 + j) * to_stride, _mm512_shuffle_f32x4(odd_low, odd_high, 0xdd));
+  }
+}
+
 }  // namespace
 
 bool HasVectorTileProducts() {
@@ -208,6 +242,47 @@ void TileProduct(int64_t m, int64_t n, int64_t k, float alpha, StridedTile<float
 }
 
 #endif
+
+namespace {
+
+template <typename T>
+void TransposeScalar(const T* from, int64_t from_stride, int64_t rows, int64_t columns, T* to,
+                     int64_t to_stride) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < columns; ++c) to[c * to_stride + r] = from[r * from_stride + c];
+  }
+}
+
+}  // namespace
+
+template <>
+void Transpose(const double* from, int64_t from_stride, int64_t rows, int64_t columns, double* to,
+               int64_t to_stride) {
+  TransposeScalar(from, from_stride, rows, columns, to, to_stride);
+}
+
+template <>
+void Transpose(const float* from, int64_t from_stride, int64_t rows, int64_t columns, float* to,
+               int64_t to_stride) {
+  int64_t whole_rows = 0, whole_columns = 0;
+#if defined(__x86_64__)
+  if (HasVectorTileProducts()) {
+    whole_rows = rows / 16 * 16;
+    whole_columns = columns / 16 * 16;
+    for (int64_t r = 0; r < whole_rows; r += 16) {
+      for (int64_t c = 0; c < whole_columns; c += 16) {
+        TransposeBlock16(from + r * from_stride + c, from_stride, to + c * to_stride + r,
+                         to_stride);
+      }
+    }
+  }
+#endif
+  // The edges: columns past the whole blocks for every row, rows past them for the rest.
+  TransposeScalar(from + whole_columns, from_stride, rows, columns - whole_columns,
+                  to + whole_columns * to_stride, to_stride);
+  TransposeScalar(from + whole_rows * from_stride, from_stride, rows - whole_rows, whole_columns,
+                  to + whole_rows, to_stride);
+}
 
 template <>
 void TileProduct(int64_t m, int64_t n, int64_t k, double alpha, StridedTile<double> a,

@@ -40,6 +40,13 @@ template <typename T>
 void TileProduct(int64_t m, int64_t n, int64_t k, T alpha, StridedTile<T> a, const T* b,
                  int64_t ldb, bool accumulate, T* c, int64_t ldc, Triangle triangle = {});
 
+// to[c * to_stride + r] = from[r * from_stride + c] for r < rows, c < columns: the
+// transposed operands the products read B from (16 x 16 blocks in AVX-512 registers
+// where the CPU has them).
+template <typename T>
+void Transpose(const T* from, int64_t from_stride, int64_t rows, int64_t columns, T* to,
+               int64_t to_stride);
+
 namespace internal {
 // The BLAS form, whatever the CPU (for tests and benchmarks).
 template <typename T>

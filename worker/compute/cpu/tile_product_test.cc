@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <ostream>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -119,6 +120,24 @@ TEST(TileProduct, SkipsOnlyWhatTheTriangleLeavesOut) {
           ASSERT_NEAR(c[r * ld + col], want[r * ld + col], 1e-6 * (k + 2))
               << "kind " << kind << ", diagonal " << diagonal << ", row " << r << " column " << col;
         }
+      }
+    }
+  }
+}
+
+// Whole 16 x 16 blocks (in registers with AVX-512) and the edges past them, from and to
+// strided rows.
+TEST(Transpose, WritesEachEntryAcross) {
+  for (const auto& [rows, columns] :
+       {std::pair<int64_t, int64_t>{48, 64}, {37, 21}, {5, 70}, {16, 16}, {1, 1}, {0, 9}}) {
+    const int64_t from_stride = columns + 3, to_stride = rows + 5;
+    const std::vector<float> from = RandomValues(rows * from_stride + 1, 7);
+    std::vector<float> to(columns * to_stride + 1, -7.0f);
+    Transpose(from.data(), from_stride, rows, columns, to.data(), to_stride);
+    for (int64_t c = 0; c < columns; ++c) {
+      for (int64_t r = 0; r < to_stride; ++r) {
+        ASSERT_EQ(to[c * to_stride + r], r < rows ? from[r * from_stride + c] : -7.0f)
+            << rows << " x " << columns << ": row " << r << ", column " << c;
       }
     }
   }
