@@ -7,7 +7,8 @@
 #     torch 1.13 has no scaled_dot_product_attention) on the same model, data, optimizer
 #     and threads (one per rank): at world 2 RUNS times, the two sides taking turns, with
 #     the median and the spread of the ratios (this machine moves by +-10% from run to
-#     run); at worlds 1 and 4 once; and both attentions at a context of 1024. PyTorch
+#     run); at worlds 1 and 4 once; and both attentions at a context of 1024 RUNS times
+#     (median and spread). PyTorch
 #     runs on Shardwise's OpenBLAS kernels (bench/blas_cores.sh); where OpenBLAS alone
 #     would pick narrower ones for it, PyTorch as installed is measured beside it;
 #   - the two attentions' kernels alone, forward and backward on one core, at contexts
@@ -65,7 +66,7 @@ for ((run = 1; run <= runs; run++)); do round "$run" 2; done
 round 1 1
 round 1 4
 echo "== both attentions at a context of 1024 (world 2)" >&2
-long=$("$bin/bench/gpt_bench" 1 5 long)
+long=$(for ((run = 1; run <= runs; run++)); do "$bin/bench/gpt_bench" 1 5 long; done)
 echo "== the attention kernels alone (one core)" >&2
 kernels=$("$bin/bench/attention_bench" 128 1024 | grep '^ATTENTION')
 echo "== memory per rank against the estimate (world 2)" >&2
@@ -79,7 +80,9 @@ kind, blas, installed = sys.argv[5:8]
 
 rows = [line.split() for line in open(sys.argv[1])]
 runs = int(sys.argv[3])
-long = {name: float(value) for _, name, value in (line.split() for line in sys.argv[4].splitlines())}
+long = {}
+for _, name, value in (line.split() for line in sys.argv[4].splitlines()):
+    long.setdefault(name, []).append(float(value))
 same = installed == blas
 lines = [f"OpenBLAS kernels: {blas} on both sides" +
          ("" if same else f"; PyTorch as installed gets OpenBLAS's own pick, {installed}"), ""]
@@ -109,9 +112,12 @@ for _, world, name, ours, torch, as_installed in rows:
             line += f" {float(as_installed):.0f} | {float(ours) / float(as_installed):.2f} |"
         lines.append(line)
 material, fused = long["MATERIALIZED,T=1024"], long["FUSED,T=1024"]
-lines += ["", f"| {kind}, T = 1024, world 2, FULL_SHARD, one run (5 timed steps) | MATERIALIZED tokens/s "
-          "| FUSED tokens/s | FUSED / MATERIALIZED |", "| --- | --- | --- | --- |",
-          f"| 2 sequences per rank | {material:.0f} | {fused:.0f} | {fused / material:.2f} |"]
+long_ratios = sorted(f / m for m, f in zip(material, fused))
+lines += ["", f"| {kind}, T = 1024, world 2, FULL_SHARD, {runs} runs (5 timed steps each) "
+          "| MATERIALIZED tokens/s, median | FUSED tokens/s, median | FUSED / MATERIALIZED, median "
+          "| lowest-highest |", "| --- | --- | --- | --- | --- |",
+          f"| 2 sequences per rank | {statistics.median(material):.0f} | {statistics.median(fused):.0f} "
+          f"| {statistics.median(long_ratios):.2f} | {long_ratios[0]:.2f}-{long_ratios[-1]:.2f} |"]
 lines += ["", "| attention kernels alone, forward + backward, 2 x 4 heads of 64, one core, best of 6 "
           "| MATERIALIZED ms | FUSED ms | FUSED speed / MATERIALIZED | GFLOP/s, MATERIALIZED / FUSED |",
           "| --- | --- | --- | --- | --- |"]
