@@ -160,22 +160,10 @@ double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShap
   const double blocks = spec.activation_checkpointing()
                             ? (shape.layers - 1) * 4 * shape.c * rows + per_block
                             : shape.layers * per_block;
-  // The CPU kernels' own scratch, outside the device's tensors: the materialised backward's
-  // score gradients of one head (T x T floats, cpu/attention.cc); the fused one's, kept per
-  // thread for the forward and for the backward (cpu/fused_attention.cc): their blocks
-  // (3 x 64 x 512 floats, and a tile's output, 64 x head_dim) and each pass's copies of
-  // one head's operands (4 T x head_dim, and two transposes of head_dim x (T + 32)).
-  const bool cpu = spec.device() != v1::CUDA;
-  const double head_dim = shape.attention_width / shape.heads;
   double attention_backward = 0;
   if (shape.fused) {
-    const double fused_scratch =
-        3 * 64 * 512 + 64 * head_dim + 2 * (4 * shape.t + 2 * (shape.t + 32)) * head_dim;
-    attention_backward =
-        4 * (row_stats + shape.attention_width * rows) + (cpu ? 4 * fused_scratch : 0);
-  } else if (cpu) {
-    attention_backward = 4 * shape.t * shape.t;
-  } else {
+    attention_backward = 4 * (row_stats + shape.attention_width * rows);
+  } else if (spec.device() == v1::CUDA) {
     const v1::Dtype low = spec.fsdp().mixed_precision().param_dtype();
     const bool narrow = low == v1::BF16 || low == v1::FP16;
     attention_backward = (4 + (narrow ? 2 + 2 : 0)) * scores;
@@ -198,6 +186,19 @@ double MlpActivationBytes(const v1::JobSpec& spec, double rows) {
   for (int k = 1; k < widths.size(); ++k) floats += 2.0 * widths[k];
   floats += spec.loss() == v1::MSE ? out : 2;
   return 4 * rows * floats;
+}
+
+// The CPU attention kernels' own working space, outside the device's tensors: the
+// materialised backward's score gradients of one head (T x T floats, cpu/attention.cc);
+// the fused one's, kept per thread for the forward and for the backward
+// (cpu/fused_attention.cc): its blocks (3 x 64 x 512 floats, and a tile's output,
+// 64 x head_dim) and each pass's copies of one head's operands (4 T x head_dim, and two
+// transposes of head_dim x (T + 32)).
+double TransformerScratchBytes(const v1::JobSpec& spec, const TransformerShape& shape) {
+  if (spec.device() == v1::CUDA) return 0;
+  if (!shape.fused) return 4 * shape.t * shape.t;
+  const double head_dim = shape.attention_width / shape.heads;
+  return 4 * (3 * 64 * 512 + 64 * head_dim + 2 * (4 * shape.t + 2 * (shape.t + 32)) * head_dim);
 }
 
 double ActivationBytes(const v1::JobSpec& spec, double micro_batch) {
@@ -255,6 +256,15 @@ std::string DescribeMemoryEstimate(const v1::MemoryEstimate& e) {
       ", data ", FormatBytes(e.data_bytes()), ")");
 }
 
+int64_t KernelScratchBytes(const v1::JobSpec& spec) {
+  const v1::ModelSpec& model = spec.model();
+  if (model.has_gpt()) return Saturate(TransformerScratchBytes(spec, GptShape(model.gpt())));
+  if (model.has_llama()) {
+    return Saturate(TransformerScratchBytes(spec, LlamaShape(model.llama())));
+  }
+  return 0;
+}
+
 std::string FormatBytes(int64_t bytes) {
   if (bytes < 1024) return absl::StrCat(bytes, " B");
   const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -282,7 +292,8 @@ absl::StatusOr<MemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec,
   estimate.gradients =
       Saturate(4 * (e.shard + (accumulates ? e.full : e.root + 2 * e.largest_child)));
   estimate.optimizer_state = Saturate(OptimizerBytes(spec.optimizer(), e));
-  estimate.activations = Saturate(ActivationBytes(spec, micro_batch) + PendingLossBytes(spec));
+  estimate.activations = Saturate(ActivationBytes(spec, micro_batch) + PendingLossBytes(spec) +
+                                  static_cast<double>(KernelScratchBytes(spec)));
   estimate.data = Saturate(DataBytes(spec, micro_batch, data_file_bytes));
   return estimate;
 }

@@ -48,6 +48,11 @@ std::string DescribeMemoryEstimate(const v1::MemoryEstimate& estimate);
 absl::StatusOr<MemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec,
                                                   int64_t data_file_bytes = 0);
 
+// The part of EstimateRankMemory's activations that the CPU's kernels hold outside the
+// device's tensors (the attention's working space), which the allocator's counters do not
+// see; 0 on CUDA and for an MLP.
+int64_t KernelScratchBytes(const v1::JobSpec& spec);
+
 // "512 B", "3.0 MiB", "2.5 GiB".
 std::string FormatBytes(int64_t bytes);
 

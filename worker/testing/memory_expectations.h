@@ -51,7 +51,9 @@ inline void ExpectMemoryAsEstimated(const MemoryStats& m, const MemoryEstimate& 
   // prefetch a reduction may finish before the next unit's backward starts.
   EXPECT_LE(gradients, estimate.gradients) << name;
   EXPECT_GE(gradients, 0.6 * estimate.gradients) << name;
-  EXPECT_NEAR(activations / estimate.activations, 1.0, 0.1) << name;
+  // The kernels' scratch is in the estimate but not in the allocator's counters.
+  const double tracked = static_cast<double>(estimate.activations - KernelScratchBytes(spec));
+  EXPECT_NEAR(activations / tracked, 1.0, 0.1) << name;
   EXPECT_LE(m.peak_reserved_bytes, kReservedOverEstimate * total) << name;
 }
 

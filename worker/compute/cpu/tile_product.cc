@@ -7,7 +7,13 @@
 #include "worker/compute/cpu/gemm.h"
 
 #if defined(__x86_64__)
+// GCC 12 warns that its own AVX-512 intrinsics read an uninitialised value (their
+// _mm512_undefined_ps operand, GCC bug 105593, fixed in GCC 13): a false alarm, silenced
+// for the header's code alone.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #endif
 
 namespace shardwise::cpu {
@@ -32,10 +38,12 @@ template void TileProductBlas(int64_t, int64_t, int64_t, double, StridedTile<dou
 #if defined(__x86_64__)
 namespace {
 
-// A register block: kRows rows of C by up to 64 columns (four 16-float vectors, the last
-// ones masked to the block's columns), its sums over k in 4 x kRows registers: per k, B's
-// row loaded once and each of A's kRows entries broadcast against it. 6 rows: 24 sums, 4
-// of B and one broadcast, 29 of AVX-512's 32 registers.
+// A register block: up to 6 rows of C by up to 64 columns (four 16-float vectors), its
+// sums over k in registers: per k, B's row loaded once and each of A's entries broadcast
+// against it. 6 rows by 4 vectors: 24 sums, 4 of B and one broadcast, 29 of AVX-512's 32
+// registers. A block's rows and vectors are template arguments (Block below), so that
+// nothing but the sums lives in the loop; only a last vector of fewer than 16 columns
+// takes a mask.
 constexpr int kBlockRows = 6;
 constexpr int kVectors = 4;
 constexpr int64_t kBlockColumns = int64_t{16} * kVectors;

@@ -5,6 +5,8 @@
 
 #include "worker/compute/cpu/tile_product.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <ostream>
 #include <utility>
@@ -88,38 +90,46 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{5, 80, 3, true, false}, Shape{7, 129, 1, false, false},
                       Shape{1, 1, 1, false, true}, Shape{6, 16, 0, false, true}));
 
-// A causal product's triangles (Triangle): with A zero right of its diagonal (or its
+// One product under `kind` at `diagonal`: with A zero right of its diagonal (or its
 // transpose's), the blocks that skip those terms give the full product's result; with C
-// needed only left of it, those entries are the full product's. Diagonals before the
-// first column, inside the tile and past it.
+// needed only left of it, those entries are the full product's.
+void ExpectTriangleSkipsOnlyWhatItLeavesOut(int64_t m, int64_t n, int64_t k, int64_t diagonal,
+                                            Triangle::Kind kind) {
+  const int64_t ld = std::max({m, n, k}) + 10;
+  const bool transposed = kind == Triangle::kLowerATransposed;
+  std::vector<float> a = RandomValues(ld * ld, 4);
+  const StridedTile<float> tile =
+      transposed ? StridedTile<float>{a.data(), 1, ld} : StridedTile<float>{a.data(), ld, 1};
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const bool zero = kind == Triangle::kLowerA             ? kk > r + diagonal
+                        : kind == Triangle::kLowerATransposed ? r > kk + diagonal
+                                                              : false;
+      if (zero) a[r * tile.row_stride + kk * tile.k_stride] = 0.0f;
+    }
+  }
+  const std::vector<float> b = RandomValues(k * ld, 5), c0 = RandomValues(m * ld, 6);
+  const std::vector<double> want = Expected({m, n, k, transposed, true}, 0.5f, tile, b, ld, c0, ld);
+  std::vector<float> c = c0;
+  TileProduct(m, n, k, 0.5f, tile, b.data(), ld, true, c.data(), ld, {kind, diagonal});
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t col = 0; col < n; ++col) {
+      if (kind == Triangle::kLowerC && col > r + diagonal) continue;  // not needed
+      ASSERT_NEAR(c[r * ld + col], want[r * ld + col], 1e-6 * (k + 2))
+          << m << " x " << n << " x " << k << ", kind " << kind << ", diagonal " << diagonal
+          << ", row " << r << " column " << col;
+    }
+  }
+}
+
+// Diagonals before the first column, inside the tile and past it; a depth past one chunk
+// of k (128), so a row block's part starts or ends in a later chunk.
 TEST(TileProduct, SkipsOnlyWhatTheTriangleLeavesOut) {
-  const int64_t m = 29, n = 70, k = 45, ld = 80;
-  for (const int64_t diagonal : {int64_t{-9}, int64_t{0}, int64_t{7}, int64_t{33}, int64_t{90}}) {
-    for (const Triangle::Kind kind :
-         {Triangle::kLowerC, Triangle::kLowerA, Triangle::kLowerATransposed}) {
-      const bool transposed = kind == Triangle::kLowerATransposed;
-      std::vector<float> a = RandomValues(ld * ld, 4);
-      const StridedTile<float> tile =
-          transposed ? StridedTile<float>{a.data(), 1, ld} : StridedTile<float>{a.data(), ld, 1};
-      for (int64_t r = 0; r < m; ++r) {
-        for (int64_t kk = 0; kk < k; ++kk) {
-          const bool zero = kind == Triangle::kLowerA             ? kk > r + diagonal
-                            : kind == Triangle::kLowerATransposed ? r > kk + diagonal
-                                                                  : false;
-          if (zero) a[r * tile.row_stride + kk * tile.k_stride] = 0.0f;
-        }
-      }
-      const std::vector<float> b = RandomValues(k * ld, 5), c0 = RandomValues(m * ld, 6);
-      const Shape shape{m, n, k, transposed, true};
-      const std::vector<double> want = Expected(shape, 0.5f, tile, b, ld, c0, ld);
-      std::vector<float> c = c0;
-      TileProduct(m, n, k, 0.5f, tile, b.data(), ld, true, c.data(), ld, {kind, diagonal});
-      for (int64_t r = 0; r < m; ++r) {
-        for (int64_t col = 0; col < n; ++col) {
-          if (kind == Triangle::kLowerC && col > r + diagonal) continue;  // not needed
-          ASSERT_NEAR(c[r * ld + col], want[r * ld + col], 1e-6 * (k + 2))
-              << "kind " << kind << ", diagonal " << diagonal << ", row " << r << " column " << col;
-        }
+  for (const auto& [m, n, k] : {std::array<int64_t, 3>{29, 70, 45}, {150, 40, 300}}) {
+    for (const int64_t diagonal : {int64_t{-9}, int64_t{0}, int64_t{7}, int64_t{33}, int64_t{90}}) {
+      for (const Triangle::Kind kind :
+           {Triangle::kLowerC, Triangle::kLowerA, Triangle::kLowerATransposed}) {
+        ExpectTriangleSkipsOnlyWhatItLeavesOut(m, n, k, diagonal, kind);
       }
     }
   }
