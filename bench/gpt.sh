@@ -8,9 +8,9 @@
 #     and threads (one per rank): at world 2 RUNS times, the two sides taking turns, with
 #     the median and the spread of the ratios (this machine moves by +-10% from run to
 #     run); at worlds 1 and 4 once; and both attentions at a context of 1024 RUNS times
-#     (median and spread). PyTorch
-#     runs on Shardwise's OpenBLAS kernels (bench/blas_cores.sh); where OpenBLAS alone
-#     would pick narrower ones for it, PyTorch as installed is measured beside it;
+#     (median and spread). PyTorch runs on Shardwise's OpenBLAS kernels
+#     (bench/blas_cores.sh); where OpenBLAS alone would pick narrower ones for it,
+#     PyTorch as installed is measured beside it;
 #   - the two attentions' kernels alone, forward and backward on one core, at contexts
 #     of 128 and 1024 (bench/attention_bench.cc), the materialised one the baseline;
 #   - peak memory per rank (parameters, gradients, optimizer state, activations) for

@@ -107,8 +107,9 @@ TEST(EstimateRankMemory, CudaAttentionAddsItsScoreGradients) {
 // MATERIALIZED keeps the probabilities (x 128 more), in each of the 4 blocks, and its
 // backward holds one such row statistic and the attention output (256 per row) besides,
 // on any device. On the CPU the materialised backward's scratch is one head's score
-// gradients, the fused one's its blocks (3 x 64 x 512 floats and a 64 x 64 tile) and, for
-// each pass, one head's copies (4 x 128 x 64 floats and two 64 x 160 transposes).
+// gradients, the fused one's its blocks (3 x 64 x 512 floats, a tile's 2 x 64 statistics
+// and its 64 x 64 output) and, for each pass, one head's copies (4 x 128 x 64 floats and
+// two 64 x 160 transposes).
 TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities) {
   v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
   for (const v1::DeviceKind device : {v1::CPU, v1::CUDA}) {
@@ -122,7 +123,8 @@ TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities)
                   out = int64_t{256} * 128 * 8;
     const bool cuda = device == v1::CUDA;
     const int64_t materialized_backward = cuda ? 4 * scores : int64_t{4} * 128 * 128;
-    const int64_t fused_scratch = 3 * 64 * 512 + 64 * 64 + 2 * (4 * 128 * 64 + 2 * 64 * 160);
+    const int64_t fused_scratch =
+        3 * 64 * 512 + 2 * 64 + 64 * 64 + 2 * (4 * 128 * 64 + 2 * 64 * 160);
     const int64_t fused_backward = 4 * (row_stats + out) + (cuda ? 0 : 4 * fused_scratch);
     EXPECT_EQ(materialized->activations - fused->activations,
               int64_t{4} * 4 * (scores - row_stats) + materialized_backward - fused_backward)

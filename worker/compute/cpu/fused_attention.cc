@@ -18,6 +18,16 @@ namespace {
 constexpr int64_t kTile = kFusedAttentionTile;
 constexpr int64_t kBlock = kFusedAttentionBlock;
 
+// The distance between the transposes' rows: whole cache lines and one line more (rows a
+// power of two apart, a context of 1024 floats, would share the cache's sets too).
+int64_t TransposedStride(int64_t seq) { return (seq + 15) / 16 * 16 + 16; }
+
+// What a HeadPanels holds at a context of `seq`: four [seq, dim] panels and two
+// transposes.
+int64_t PanelFloats(int64_t seq, int64_t dim) {
+  return 4 * seq * dim + 2 * dim * TransposedStride(seq);
+}
+
 // One head of one sequence. The tile products read their left-hand operand A in place,
 // from rows `stride` apart (q, k and v rows are 3C apart, out and dout rows C), and their
 // right-hand one B from copies (HeadPanels below): [seq, dim] rows one after another, or
@@ -59,12 +69,10 @@ class HeadPanels {
     at.out_stride = width;
     at.scale = AttentionScale<T>(dim);
     at.q_rows = rows;
-    at.t_stride = (seq + 15) / 16 * 16 + 16;
-    // (Transposed rows of whole cache lines and one more: rows a power of two apart, a
-    // context of 1024 floats, would share the cache's sets too.)
+    at.t_stride = TransposedStride(seq);
     const int64_t panel = seq * dim, transposed = dim * at.t_stride;
-    if (static_cast<int64_t>(storage_.size()) < 4 * panel + 2 * transposed) {
-      storage_.resize(4 * panel + 2 * transposed);
+    if (static_cast<int64_t>(storage_.size()) < PanelFloats(seq, dim)) {
+      storage_.resize(PanelFloats(seq, dim));
     }
     T* next = storage_.data();
     const auto copy = [&](const T* from, int64_t stride) {
@@ -272,6 +280,12 @@ void BackwardHead(const Head<T>& at, const T* out, const T* lse, T* dots, T* dqk
 }
 
 }  // namespace
+
+int64_t FusedAttentionScratchFloats(int64_t seq, int64_t head_dim) {
+  const int64_t forward_work = kTile * kBlock + 2 * kTile + kTile * head_dim;  // ForwardWork
+  const int64_t backward_work = 2 * kBlock * kTile;                            // Tiles
+  return forward_work + backward_work + 2 * PanelFloats(seq, head_dim);
+}
 
 template <typename T>
 void FusedAttentionForward(const T* qkv, const AttentionShape& shape, T* out, T* lse) {

@@ -29,6 +29,13 @@ namespace shardwise::cpu {
 inline constexpr int64_t kFusedAttentionTile = 64;
 inline constexpr int64_t kFusedAttentionBlock = 512;
 
+// The floats a thread keeps between calls for the float forward and backward at a
+// context of `seq` and head size `head_dim`, outside the device's tensors: their blocks
+// and each pass's copies of one head's operands. The memory estimate counts them
+// (contracts/memory_estimate.h's KernelScratchBytes; fused_attention_test checks it
+// holds at least this).
+int64_t FusedAttentionScratchFloats(int64_t seq, int64_t head_dim);
+
 // qkv [batch, seq, 3C] -> out [batch, seq, C], lse [batch, heads, seq].
 template <typename T>
 void FusedAttentionForward(const T* qkv, const AttentionShape& shape, T* out, T* lse);

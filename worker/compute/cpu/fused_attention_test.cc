@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <ostream>
+#include <utility>
 #include <vector>
 
+#include "contracts/memory_estimate.h"
 #include "gtest/gtest.h"
+#include "proto/job_spec.pb.h"
 #include "worker/compute/cpu/attention.h"
 #include "worker/compute/cpu/test_values.h"
 #include "worker/compute/fused_attention_rows.h"
@@ -133,6 +136,27 @@ TEST(FusedAttention, KeepsEachRowsLogSumExp) {
       sum += std::exp(score / std::sqrt(2.0));
     }
     EXPECT_NEAR(lse[i], std::log(sum), 1e-12) << "row " << i;
+  }
+}
+
+// The memory estimate (contracts/memory_estimate.h) counts at least the scratch a thread
+// keeps for the fused attention, and at most the transposes' padding more (it takes each
+// transposed row as T + 32 floats): contexts below, at and past a block, head sizes small
+// and large.
+TEST(FusedAttention, TheMemoryEstimateCountsItsScratch) {
+  for (const auto& [seq, head_dim] :
+       {std::pair<int64_t, int64_t>{1, 4}, {100, 8}, {128, 64}, {1024, 64}, {2048, 128}}) {
+    v1::JobSpec spec;
+    v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
+    gpt->set_block_size(seq);
+    gpt->set_n_head(2);
+    gpt->set_n_embd(2 * head_dim);
+    gpt->set_attention(v1::GptConfig::FUSED);
+    const int64_t scratch = 4 * FusedAttentionScratchFloats(seq, head_dim);
+    const int64_t estimated = KernelScratchBytes(spec);
+    EXPECT_GE(estimated, scratch) << "context " << seq << ", head size " << head_dim;
+    EXPECT_LE(estimated - scratch, int64_t{4} * 2 * 2 * head_dim * 32)
+        << "context " << seq << ", head size " << head_dim;
   }
 }
 

@@ -188,7 +188,8 @@ __attribute__((target("avx512f"))) void VectorTileProduct(int64_t m, int64_t n, 
   }
 }
 
-__attribute__((target("avx512f"), always_inline)) inline __m512d as_pd(__m512 x) {
+// The same bits seen as 8 doubles, for the 64-bit interleaves.
+__attribute__((target("avx512f"), always_inline)) inline __m512d AsDoubles(__m512 x) {
   return _mm512_castps_pd(x);
 }
 
@@ -204,10 +205,13 @@ __attribute__((target("avx512f"))) void TransposeBlock16(const float* from, int6
     pairs[r + 1] = _mm512_unpackhi_ps(rows[r], rows[r + 1]);
   }
   for (int r = 0; r < 16; r += 4) {
-    quads[r] = _mm512_castpd_ps(_mm512_unpacklo_pd(as_pd(pairs[r]), as_pd(pairs[r + 2])));
-    quads[r + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(as_pd(pairs[r]), as_pd(pairs[r + 2])));
-    quads[r + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(as_pd(pairs[r + 1]), as_pd(pairs[r + 3])));
-    quads[r + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(as_pd(pairs[r + 1]), as_pd(pairs[r + 3])));
+    quads[r] = _mm512_castpd_ps(_mm512_unpacklo_pd(AsDoubles(pairs[r]), AsDoubles(pairs[r + 2])));
+    quads[r + 1] =
+        _mm512_castpd_ps(_mm512_unpackhi_pd(AsDoubles(pairs[r]), AsDoubles(pairs[r + 2])));
+    quads[r + 2] =
+        _mm512_castpd_ps(_mm512_unpacklo_pd(AsDoubles(pairs[r + 1]), AsDoubles(pairs[r + 3])));
+    quads[r + 3] =
+        _mm512_castpd_ps(_mm512_unpackhi_pd(AsDoubles(pairs[r + 1]), AsDoubles(pairs[r + 3])));
   }
   // quads[4 g + j]'s lane L holds column 4 L + j of rows 4 g .. 4 g + 3.
   for (int j = 0; j < 4; ++j) {
