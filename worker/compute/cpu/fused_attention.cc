@@ -28,10 +28,33 @@ int64_t PanelFloats(int64_t seq, int64_t dim) {
   return 4 * seq * dim + 2 * dim * TransposedStride(seq);
 }
 
-// One head of one sequence. The tile products read their left-hand operand A in place,
-// from rows `stride` apart (q, k and v rows are 3C apart, out and dout rows C), and their
-// right-hand one B from copies (HeadPanels below): [seq, dim] rows one after another, or
-// transposed ([dim, seq], rows t_stride apart). Null where a pass needs no such copy.
+// `rows` rows of `columns` from rows `from_stride` apart to rows `to_stride` apart: a loop
+// the compiler vectorises, where std::copy_n's call into memmove per row of a head (64
+// floats) cost as much as the copy.
+template <typename T>
+__attribute__((always_inline)) inline void CopyRowsOf(const T* from, int64_t from_stride,
+                                                      int64_t rows, int64_t columns, T* to,
+                                                      int64_t to_stride) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t c = 0; c < columns; ++c) to[i * to_stride + c] = from[i * from_stride + c];
+  }
+}
+
+SHARDWISE_VECTOR_CLONES void CopyRows(const float* from, int64_t from_stride, int64_t rows,
+                                      int64_t columns, float* to, int64_t to_stride) {
+  CopyRowsOf(from, from_stride, rows, columns, to, to_stride);
+}
+
+void CopyRows(const double* from, int64_t from_stride, int64_t rows, int64_t columns, double* to,
+              int64_t to_stride) {
+  CopyRowsOf(from, from_stride, rows, columns, to, to_stride);
+}
+
+// One head of one sequence. The tile products read their right-hand operand B from
+// copies (HeadPanels below): [seq, dim] rows one after another, or transposed ([dim,
+// seq], rows t_stride apart); their left-hand one A from the copies too where the pass
+// has them (the backward's q and dout), else in place, from rows `stride` apart (q, k and
+// v rows are 3C apart, out and dout rows C). Null where a pass needs no such copy.
 template <typename T>
 struct Head {
   int64_t seq = 0, dim = 0, stride = 0, out_stride = 0;
@@ -47,12 +70,13 @@ struct Head {
   }
 };
 
-// A thread's copies of one head's right-hand operands at a time, kept between calls (they
-// grow to the longest context seen). A product reads all of B's rows for each block of
-// six rows of A; in place, B's rows lie 3C (or C) floats apart, which at the GPT's widths
-// is a multiple of 1 KiB, so a tile's rows share a few of the L1 cache's sets and evict
-// each other (the products ran a quarter slower). The copies cost O(seq x dim) per head
-// against the products' O(seq^2 x dim).
+// A thread's copies of one head's operands at a time, kept between calls (they grow to
+// the longest context seen). A product reads all of B's rows for each block of six rows
+// of A; in place, B's rows lie 3C (or C) floats apart, which at the GPT's widths is a
+// multiple of 1 KiB, so a tile's rows share a few of the L1 cache's sets and evict each
+// other (the products ran a quarter slower; the backward's A from its copies rather
+// than in place, 5% faster again). The copies cost O(seq x dim) per head against the
+// products' O(seq^2 x dim).
 template <typename T>
 class HeadPanels {
  public:
@@ -77,7 +101,7 @@ class HeadPanels {
     T* next = storage_.data();
     const auto copy = [&](const T* from, int64_t stride) {
       T* to = next;
-      for (int64_t i = 0; i < seq; ++i) std::copy_n(from + i * stride, dim, to + i * dim);
+      CopyRows(from, stride, seq, dim, to, dim);
       next += panel;
       return to;
     };
@@ -163,9 +187,15 @@ __attribute__((always_inline)) inline void ProbabilitiesAndGrads(const T* lse, c
     const int64_t visible = Head<T>::Visible(i0 + r, j0, keys);
     T* p_row = p + r * kTile;
     T* ds_row = ds + r * kTile;
-    for (int64_t c = 0; c < visible; ++c) {
-      p_row[c] = float_math::Exp(p_row[c] - lse[i0 + r]);
-      ds_row[c] = p_row[c] * (ds_row[c] - dots[i0 + r]);
+    const T row_lse = lse[i0 + r], row_dot = dots[i0 + r];
+    const auto row = [&](int64_t c) {
+      p_row[c] = float_math::Exp(p_row[c] - row_lse);
+      ds_row[c] = p_row[c] * (ds_row[c] - row_dot);
+    };
+    if (visible == kTile) {  // every row off the diagonal: a loop of a known length
+      for (int64_t c = 0; c < kTile; ++c) row(c);
+    } else {
+      for (int64_t c = 0; c < visible; ++c) row(c);
     }
     std::fill(p_row + visible, p_row + keys, T{0});
     std::fill(ds_row + visible, ds_row + keys, T{0});
@@ -238,10 +268,10 @@ void BackwardTilePair(const Head<T>& at, const T* lse, const T* dots, int64_t i0
   const int64_t diagonal = i0 - j0;
   const Triangle needed{Triangle::kLowerC, diagonal}, causal{Triangle::kLowerA, diagonal},
       causal_transposed{Triangle::kLowerATransposed, diagonal};
-  TileProduct<T>(rows, keys, dim, at.scale, {at.q_rows + i0 * at.stride, at.stride, 1}, at.k_t + j0,
-                 at.t_stride, false, p, kTile, needed);
-  TileProduct<T>(rows, keys, dim, T{1}, {at.dout_rows + i0 * at.out_stride, at.out_stride, 1},
-                 at.v_t + j0, at.t_stride, false, ds, kTile, needed);
+  TileProduct<T>(rows, keys, dim, at.scale, {at.q + i0 * dim, dim, 1}, at.k_t + j0, at.t_stride,
+                 false, p, kTile, needed);
+  TileProduct<T>(rows, keys, dim, T{1}, {at.dout + i0 * dim, dim, 1}, at.v_t + j0, at.t_stride,
+                 false, ds, kTile, needed);
   if constexpr (std::is_same_v<T, float>) {
     ProbabilitiesAndGradsF(lse, dots, i0, rows, j0, keys, p, ds);
   } else {
@@ -276,7 +306,7 @@ void BackwardHead(const Head<T>& at, const T* out, const T* lse, T* dots, T* dqk
       BackwardTilePair(at, lse, dots, i0, std::min(kBlock, at.seq - i0), j0, keys, work, dk, dv);
     }
   }
-  for (int64_t i = 0; i < at.seq; ++i) std::copy_n(at.dq + i * at.dim, at.dim, dq + i * at.stride);
+  CopyRows(at.dq, at.dim, at.seq, at.dim, dq, at.stride);
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 #ifndef SHARDWISE_WORKER_COMPUTE_CPU_ROW_MAX_H_
 #define SHARDWISE_WORKER_COMPUTE_CPU_ROW_MAX_H_
 
-// The largest of x[0, n), n >= 1, over 16 interleaved lanes: independent chains the
-// compiler vectorises (std::max_element's, which tracks a position, does not), with the
-// same answer as a scan in order, since the maximum of numbers does not depend on their
-// order (NaN aside: a row holding one is lost either way).
+// The largest of x[0, n), n >= 1, over 16 interleaved lanes (the last group too, under a
+// mask): independent chains the compiler vectorises (std::max_element's, which tracks a
+// position, does not), with the same answer as a scan in order, since the maximum of
+// numbers does not depend on their order (NaN aside: a row holding one is lost either
+// way).
 
 #include <cstdint>
 
@@ -24,9 +25,13 @@ __attribute__((always_inline)) inline T RowMax(const T* x, int64_t n) {
   for (int64_t j = kLanes; j < whole; j += kLanes) {
     for (int l = 0; l < kLanes; ++l) lanes[l] = x[j + l] > lanes[l] ? x[j + l] : lanes[l];
   }
+  if (whole < n) {
+    for (int l = 0; l < kLanes; ++l) {
+      lanes[l] = whole + l < n && x[whole + l] > lanes[l] ? x[whole + l] : lanes[l];
+    }
+  }
   T max = lanes[0];
   for (int l = 1; l < kLanes; ++l) max = lanes[l] > max ? lanes[l] : max;
-  for (int64_t j = whole; j < n; ++j) max = x[j] > max ? x[j] : max;
   return max;
 }
 
