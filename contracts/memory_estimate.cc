@@ -193,14 +193,15 @@ double MlpActivationBytes(const v1::JobSpec& spec, double rows) {
 // the fused one's, kept per thread for the forward and for the backward
 // (cpu/fused_attention.cc): its blocks (3 x 64 x 512 floats, a tile's running max and
 // sum, 2 x 64, and its output, 64 x head_dim) and each pass's copies of one head's
-// operands (4 T x head_dim, and two transposes of head_dim x (T + 32)).
+// operands (T x head_dim panels, 1 for the forward and 4 for the backward, and transposes
+// of head_dim x (T + 32), 1 and 2).
 // fused_attention_test checks this against FusedAttentionScratchFloats.
 double TransformerScratchBytes(const v1::JobSpec& spec, const TransformerShape& shape) {
   if (spec.device() == v1::CUDA) return 0;
   if (!shape.fused) return 4 * shape.t * shape.t;
   const double head_dim = shape.attention_width / shape.heads;
-  return 4 * (3 * 64 * 512 + 2 * 64 + 64 * head_dim +
-              2 * (4 * shape.t + 2 * (shape.t + 32)) * head_dim);
+  return 4 *
+         (3 * 64 * 512 + 2 * 64 + 64 * head_dim + (5 * shape.t + 3 * (shape.t + 32)) * head_dim);
 }
 
 double ActivationBytes(const v1::JobSpec& spec, double micro_batch) {

@@ -123,8 +123,7 @@ TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities)
                   out = int64_t{256} * 128 * 8;
     const bool cuda = device == v1::CUDA;
     const int64_t materialized_backward = cuda ? 4 * scores : int64_t{4} * 128 * 128;
-    const int64_t fused_scratch =
-        3 * 64 * 512 + 2 * 64 + 64 * 64 + 2 * (4 * 128 * 64 + 2 * 64 * 160);
+    const int64_t fused_scratch = 3 * 64 * 512 + 2 * 64 + 64 * 64 + 5 * 128 * 64 + 3 * 64 * 160;
     const int64_t fused_backward = 4 * (row_stats + out) + (cuda ? 0 : 4 * fused_scratch);
     EXPECT_EQ(materialized->activations - fused->activations,
               int64_t{4} * 4 * (scores - row_stats) + materialized_backward - fused_backward)

@@ -22,10 +22,11 @@ constexpr int64_t kBlock = kFusedAttentionBlock;
 // power of two apart, a context of 1024 floats, would share the cache's sets too).
 int64_t TransposedStride(int64_t seq) { return (seq + 15) / 16 * 16 + 16; }
 
-// What a HeadPanels holds at a context of `seq`: four [seq, dim] panels and two
-// transposes.
-int64_t PanelFloats(int64_t seq, int64_t dim) {
-  return 4 * seq * dim + 2 * dim * TransposedStride(seq);
+// What a HeadPanels holds at a context of `seq`: for the forward one [seq, dim] panel (v)
+// and one transpose (k's); for the backward four panels (q, k, dout and dq's sums) and
+// two transposes (k's and v's).
+int64_t PanelFloats(int64_t seq, int64_t dim, bool backward) {
+  return (backward ? 4 : 1) * seq * dim + (backward ? 2 : 1) * dim * TransposedStride(seq);
 }
 
 // `rows` rows of `columns` from rows `from_stride` apart to rows `to_stride` apart: a loop
@@ -95,9 +96,8 @@ class HeadPanels {
     at.q_rows = rows;
     at.t_stride = TransposedStride(seq);
     const int64_t panel = seq * dim, transposed = dim * at.t_stride;
-    if (static_cast<int64_t>(storage_.size()) < PanelFloats(seq, dim)) {
-      storage_.resize(PanelFloats(seq, dim));
-    }
+    const int64_t needed = PanelFloats(seq, dim, dout != nullptr);
+    if (static_cast<int64_t>(storage_.size()) < needed) storage_.resize(needed);
     T* next = storage_.data();
     const auto copy = [&](const T* from, int64_t stride) {
       T* to = next;
@@ -314,7 +314,8 @@ void BackwardHead(const Head<T>& at, const T* out, const T* lse, T* dots, T* dqk
 int64_t FusedAttentionScratchFloats(int64_t seq, int64_t head_dim) {
   const int64_t forward_work = kTile * kBlock + 2 * kTile + kTile * head_dim;  // ForwardWork
   const int64_t backward_work = 2 * kBlock * kTile;                            // Tiles
-  return forward_work + backward_work + 2 * PanelFloats(seq, head_dim);
+  return forward_work + backward_work + PanelFloats(seq, head_dim, false) +
+         PanelFloats(seq, head_dim, true);
 }
 
 template <typename T>

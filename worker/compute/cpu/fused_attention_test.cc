@@ -155,7 +155,8 @@ TEST(FusedAttention, TheMemoryEstimateCountsItsScratch) {
     const int64_t scratch = 4 * FusedAttentionScratchFloats(seq, head_dim);
     const int64_t estimated = KernelScratchBytes(spec);
     EXPECT_GE(estimated, scratch) << "context " << seq << ", head size " << head_dim;
-    EXPECT_LE(estimated - scratch, int64_t{4} * 2 * 2 * head_dim * 32)
+    // Three transposes, each of head_dim rows at most 16 floats longer than the kernel's.
+    EXPECT_LE(estimated - scratch, int64_t{4} * 3 * head_dim * 16)
         << "context " << seq << ", head size " << head_dim;
   }
 }
