@@ -11,7 +11,6 @@
 #include "worker/compute/cpu/layer_norm.h"
 #include "worker/compute/cpu/linear.h"
 #include "worker/compute/cpu/losses.h"
-#include "worker/compute/cpu/row_max.h"
 #include "worker/compute/cpu/test_values.h"
 
 namespace shardwise::cpu {
@@ -77,19 +76,6 @@ TEST(Losses, TheFloatCrossEntropyMatchesTheDoubleOneToFloatRounding) {
   for (size_t i = 0; i < grad.size(); ++i) {
     ASSERT_NEAR(grad[i], want[i], 5e-7 * (std::abs(want[i]) + grad_scale)) << i;
   }
-}
-
-TEST(RowMax, IsTheLargestAtEveryLengthAroundItsLanes) {
-  const std::vector<float> x = RandomValues(1003, 31);
-  for (const int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 100, 1003}) {
-    EXPECT_EQ(RowMax(x.data(), n), *std::max_element(x.begin(), x.begin() + n)) << n;
-  }
-  // The largest last, and first.
-  std::vector<float> rising(40);
-  for (int i = 0; i < 40; ++i) rising[i] = static_cast<float>(i) - 100;
-  EXPECT_EQ(RowMax(rising.data(), 40), -61.0f);
-  std::reverse(rising.begin(), rising.end());
-  EXPECT_EQ(RowMax(rising.data(), 40), -61.0f);
 }
 
 // A label outside [0, classes) (which the loaders refuse first) makes the loss NaN instead

@@ -4,11 +4,10 @@
 // The sum of term(0) ... term(n - 1) in `Acc` over `kLanes` interleaved lanes: term j
 // into lane j % kLanes (the last group's missing terms count as zeros, so that group
 // vectorises too, under a mask), the lanes then added pairwise ((l0 + l1) + (l2 + l3)
-// for four). Independent chains, which the compiler
-// vectorises where one running sum is a chain of dependent adds, in one fixed order, so
-// a result does not depend on the vector width the CPU has. The row kernels' reductions
-// (LayerNorm's moments, cross-entropy's and the fused attention's sums of exponentials)
-// all come through here.
+// for four). Independent chains, which the compiler vectorises where one running sum is
+// a chain of dependent adds, in one fixed order, so a result does not depend on the
+// vector width the CPU has. The row kernels' reductions (LayerNorm's moments,
+// cross-entropy's and the fused attention's sums of exponentials) all come through here.
 
 #include <cstdint>
 
