@@ -9,6 +9,27 @@
 #include "gloo/transport/tcp/device.h"
 
 namespace shardwise {
+namespace {
+
+// The store as Gloo's connect sees it when the context's timeout is the short connect
+// timeout: its waits keep the store's own bound (Gloo passes its context's).
+class OwnTimeoutStore final : public gloo::rendezvous::Store {
+ public:
+  explicit OwnTimeoutStore(gloo::rendezvous::Store& store) : store_(store) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(key, data);
+  }
+  std::vector<char> get(const std::string& key) override { return store_.get(key); }
+  void wait(const std::vector<std::string>& keys) override { store_.wait(keys); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override {
+    store_.wait(keys);
+  }
+
+ private:
+  gloo::rendezvous::Store& store_;
+};
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(gloo::rendezvous::Store& store,
                                                                   int rank, int size,
@@ -18,8 +39,15 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(gloo::rendezvo
     attr.hostname = options.hostname;
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    if (options.connect_timeout.count() > 0) {
+      context->setTimeout(options.connect_timeout);
+      OwnTimeoutStore own(store);
+      context->connectFullMesh(own, device);
+    } else {
+      context->setTimeout(options.timeout);
+      context->connectFullMesh(store, device);
+    }
     context->setTimeout(options.timeout);
-    context->connectFullMesh(store, device);
     return std::shared_ptr<gloo::Context>(context);
   } catch (const std::exception& e) {
     return absl::UnavailableError(

@@ -18,6 +18,12 @@ namespace shardwise {
 struct DataPlaneOptions {
   std::string hostname = "127.0.0.1";  // the address peers connect to
   std::chrono::milliseconds timeout{60000};
+  // The context's timeout while its pairs connect (0: `timeout`). Gloo's TCP pair waits
+  // 5 times its context's timeout for its peer's first connection, and nothing else ends
+  // that wait: a peer that published its address and then gave the rendezvous up (a
+  // membership epoch superseded, epoch_store.h) holds this rank there that long. Set, the
+  // store's waits inside the connect keep the store's own bound (its wait(keys)).
+  std::chrono::milliseconds connect_timeout{0};
 };
 
 // Connects rank `rank` of `size` to every other rank (full mesh over TCP).

@@ -641,8 +641,13 @@ absl::StatusOr<TrainingContext> RankTrainer::ConnectEpoch(v1::MembershipChange c
     epoch_context.store = epoch_store_.get();
     epoch_context.rank = static_cast<int>(me - live.begin());
     epoch_context.world_size = static_cast<int>(live.size());
+    // Each pair's first connection waits at most the peer timeout (Gloo waits 5 times its
+    // context's timeout), the world's and the groups' the runtime connects: a peer that
+    // gave this epoch up after this rank read its address cannot hold it for minutes.
+    epoch_context.data_plane.connect_timeout =
+        std::max(std::chrono::milliseconds(1), PeerTimeout() / 5);
     auto world = ConnectGlooContext(*epoch_store_, epoch_context.rank, epoch_context.world_size,
-                                    context_.data_plane);
+                                    epoch_context.data_plane);
     if (world.ok()) {
       world_ = *std::move(world);  // its peer timeout is set with the runtime's groups
       epoch_ = change.epoch();
