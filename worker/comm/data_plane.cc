@@ -39,14 +39,10 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(gloo::rendezvo
     attr.hostname = options.hostname;
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    if (options.connect_timeout.count() > 0) {
-      context->setTimeout(options.connect_timeout);
-      OwnTimeoutStore own(store);
-      context->connectFullMesh(own, device);
-    } else {
-      context->setTimeout(options.timeout);
-      context->connectFullMesh(store, device);
-    }
+    const bool bounded = options.connect_timeout.count() > 0;
+    OwnTimeoutStore own(store);
+    context->setTimeout(bounded ? options.connect_timeout : options.timeout);
+    context->connectFullMesh(bounded ? own : store, device);
     context->setTimeout(options.timeout);
     return std::shared_ptr<gloo::Context>(context);
   } catch (const std::exception& e) {

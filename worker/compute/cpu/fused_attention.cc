@@ -187,15 +187,9 @@ __attribute__((always_inline)) inline void ProbabilitiesAndGrads(const T* lse, c
     const int64_t visible = Head<T>::Visible(i0 + r, j0, keys);
     T* p_row = p + r * kTile;
     T* ds_row = ds + r * kTile;
-    const T row_lse = lse[i0 + r], row_dot = dots[i0 + r];
-    const auto row = [&](int64_t c) {
-      p_row[c] = float_math::Exp(p_row[c] - row_lse);
-      ds_row[c] = p_row[c] * (ds_row[c] - row_dot);
-    };
-    if (visible == kTile) {  // every row off the diagonal: a loop of a known length
-      for (int64_t c = 0; c < kTile; ++c) row(c);
-    } else {
-      for (int64_t c = 0; c < visible; ++c) row(c);
+    for (int64_t c = 0; c < visible; ++c) {
+      p_row[c] = float_math::Exp(p_row[c] - lse[i0 + r]);
+      ds_row[c] = p_row[c] * (ds_row[c] - dots[i0 + r]);
     }
     std::fill(p_row + visible, p_row + keys, T{0});
     std::fill(ds_row + visible, ds_row + keys, T{0});

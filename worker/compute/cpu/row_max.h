@@ -14,15 +14,12 @@ namespace shardwise::cpu {
 template <typename T>
 __attribute__((always_inline)) inline T RowMax(const T* x, int64_t n) {
   constexpr int kLanes = 16;
-  if (n < kLanes) {
-    T max = x[0];
-    for (int64_t j = 1; j < n; ++j) max = x[j] > max ? x[j] : max;
-    return max;
-  }
   T lanes[kLanes];
-  for (int l = 0; l < kLanes; ++l) lanes[l] = x[l];
+  // Every lane starts at a value of the row, so that a lane no group reaches (a row
+  // shorter than the lanes) cannot win.
+  for (int l = 0; l < kLanes; ++l) lanes[l] = x[0];
   const int64_t whole = n - n % kLanes;
-  for (int64_t j = kLanes; j < whole; j += kLanes) {
+  for (int64_t j = 0; j < whole; j += kLanes) {
     for (int l = 0; l < kLanes; ++l) lanes[l] = x[j + l] > lanes[l] ? x[j + l] : lanes[l];
   }
   if (whole < n) {

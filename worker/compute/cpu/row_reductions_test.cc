@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -26,16 +27,21 @@ SHARDWISE_VECTOR_CLONES float SumIn4Lanes(const float* x, int64_t n) {
 
 SHARDWISE_VECTOR_CLONES float MaxOfRow(const float* x, int64_t n) { return RowMax(x, n); }
 
+// Lanes combined pairwise, level by level: (l0 + l1) + (l2 + l3) for four.
+float CombinePairwise(std::vector<float> lanes) {
+  for (size_t width = lanes.size(); width > 1; width /= 2) {
+    for (size_t l = 0; l < width / 2; ++l) lanes[l] = lanes[2 * l] + lanes[2 * l + 1];
+  }
+  return lanes[0];
+}
+
 // The order LaneSum promises, written out plainly: lane l holds terms l, l + kLanes, ...
-// in turn, then the lanes are combined pairwise, level by level.
+// in turn.
 template <size_t kLanes>
 float ReferenceLaneSum(const std::vector<float>& x) {
   std::vector<float> lanes(kLanes, 0.0f);
   for (size_t j = 0; j < x.size(); ++j) lanes[j % kLanes] += x[j];
-  for (size_t width = kLanes; width > 1; width /= 2) {
-    for (size_t l = 0; l < width / 2; ++l) lanes[l] = lanes[2 * l] + lanes[2 * l + 1];
-  }
-  return lanes[0];
+  return CombinePairwise(std::move(lanes));
 }
 
 // Another order a lane sum could take: the terms past the last whole group into lane 0.
@@ -44,10 +50,7 @@ float TailIntoLaneZero(const std::vector<float>& x) {
   std::vector<float> lanes(kLanes, 0.0f);
   const size_t whole = x.size() - x.size() % kLanes;
   for (size_t j = 0; j < x.size(); ++j) lanes[j < whole ? j % kLanes : 0] += x[j];
-  for (size_t width = kLanes; width > 1; width /= 2) {
-    for (size_t l = 0; l < width / 2; ++l) lanes[l] = lanes[2 * l] + lanes[2 * l + 1];
-  }
-  return lanes[0];
+  return CombinePairwise(std::move(lanes));
 }
 
 // Terms of mixed magnitudes, so that another order rounds differently.
