@@ -293,8 +293,15 @@ demo() {
   "$bin/client/shardwise" get jobs
   if [ $status -eq 0 ]; then
     log "sampling from the trained model ($DEMO_DATA/gpt.safetensors)"
-    "$bin/client/shardwise" sample "$DEMO_DATA/gpt.safetensors" --prompt "The Program" \
-      --tokens 300 --temperature 0.8 --seed 1
+    local sample
+    sample=$("$bin/client/shardwise" sample "$DEMO_DATA/gpt.safetensors" --prompt "The Program" \
+      --tokens 300 --temperature 0.8 --seed 1) || status=$?
+    printf '%s\n' "$sample"
+    # A sample is more than the prompt; CI (.ci/run) fails the demo without one.
+    if [ $status -eq 0 ] && [ -z "$(tr -d '[:space:]' <<<"${sample#The Program}")" ]; then
+      echo "the sample has no text beyond its prompt" >&2
+      status=1
+    fi
   fi
   log "done; logs and state in $dir"
   return $status

@@ -34,6 +34,7 @@
 #include "client/client.h"
 #include "client/format.h"
 #include "client/trace.h"
+#include "common/bazel_run.h"
 #include "common/clock.h"
 #include "common/companion_program.h"
 #include "common/coordinator_address.h"
@@ -500,6 +501,11 @@ int Run(const std::vector<std::string>& args) {
 }  // namespace shardwise
 
 int main(int argc, char** argv) {
+  // Paths the user typed are relative to where `bazel run` was typed, when it was.
+  if (const absl::Status entered = shardwise::EnterBazelRunWorkingDirectory(); !entered.ok()) {
+    std::fprintf(stderr, "%s: %s\n", "shardwise", std::string(entered.message()).c_str());
+    return 1;
+  }
   // `sample` is the worker's program (it runs the model) and `tokenize` the tokenizer's
   // (its SentencePiece cannot share a process with this one's protobuf).
   if (argc >= 2 && (std::string(argv[1]) == "sample" || std::string(argv[1]) == "tokenize")) {

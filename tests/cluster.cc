@@ -287,8 +287,11 @@ v1::JobSpec Cluster::Spec(int world_size) {
 int Cluster::RunCli(const std::vector<std::string>& args, std::string* output) {
   std::string command = BinaryPath("client/shardwise");
   for (const std::string& a : args) absl::StrAppend(&command, " '", a, "'");
-  absl::StrAppend(&command, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
+  return RunShell(command, output);
+}
+
+int RunShell(const std::string& command, std::string* output) {
+  FILE* pipe = popen(absl::StrCat(command, " 2>&1").c_str(), "r");
   std::array<char, 4096> buffer;
   output->clear();
   size_t n;

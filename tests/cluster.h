@@ -22,6 +22,10 @@ namespace shardwise::testing {
 // A file's whole contents ("" if it cannot be read): logs, models.
 std::string ReadWholeFile(const std::string& path);
 
+// Runs `command` with /bin/sh; returns its exit code and puts its stdout and stderr
+// together in `output`.
+int RunShell(const std::string& command, std::string* output);
+
 // A child process whose output goes to a log file. Killed (SIGKILL) when destroyed.
 class Process {
  public:

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/bazel_run.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/corpus.h"
 #include "tokenizer/load.h"
@@ -223,6 +224,11 @@ absl::Status EncodeOrDecode(const std::string& verb) {
 
 // Exit codes as the CLI's: 0 done, 2 bad usage or an invalid argument, 1 any other failure.
 int main(int argc, char** argv) {
+  // Paths the user typed are relative to where `bazel run` was typed, when it was.
+  if (const absl::Status entered = shardwise::EnterBazelRunWorkingDirectory(); !entered.ok()) {
+    std::fprintf(stderr, "%s: %s\n", "shardwise tokenize", std::string(entered.message()).c_str());
+    return 1;
+  }
   absl::SetProgramUsageMessage(shardwise::tokenizer::kUsage);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/bazel_run.h"
 #include "common/companion_program.h"
 #include "contracts/safetensors.h"
 #include "google/protobuf/util/json_util.h"
@@ -145,6 +146,11 @@ absl::StatusOr<std::string> Sample(const std::string& path) {
 
 // Exit codes as the CLI's: 0 done, 2 bad usage or an invalid argument, 1 any other failure.
 int main(int argc, char** argv) {
+  // Paths the user typed are relative to where `bazel run` was typed, when it was.
+  if (const absl::Status entered = shardwise::EnterBazelRunWorkingDirectory(); !entered.ok()) {
+    std::fprintf(stderr, "%s: %s\n", "shardwise sample", std::string(entered.message()).c_str());
+    return 1;
+  }
   // Silently: what the sampler prints is the text.
   if (const auto upgrade = shardwise::cpu::BlasCoreUpgradeHere()) {
     shardwise::cpu::RestartWithBlasCore(*upgrade, argv);
