@@ -325,10 +325,23 @@ int Estimate(const std::string& path) {
 
 // A client token and the entry for the coordinator's tokens file. The token is printed
 // once, here; the coordinator keeps only its hash.
+// A YAML double-quoted scalar: a name with ": " or "#" in it stays one name.
+std::string YamlQuoted(const std::string& text) {
+  std::string quoted = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
 int CreateToken() {
   const std::string principal = absl::GetFlag(FLAGS_principal);
   const std::string role = absl::GetFlag(FLAGS_role);
   if (principal.empty()) return Usage("token create needs --principal");
+  if (absl::Status name = CheckPrincipalName(principal); !name.ok()) {
+    return Usage(absl::StrCat("--", name.message()));
+  }
   if (role != "viewer" && role != "submitter" && role != "admin") {
     return Usage(absl::StrCat("--role: '", role, "' (expected viewer, submitter or admin)"));
   }
@@ -337,7 +350,8 @@ int CreateToken() {
   std::fprintf(stderr,
                "give the token above to %s (keep it secret), and add this to the coordinator's "
                "--tokens_file:\n  - principal: %s\n    role: %s\n    sha256: %s\n",
-               principal.c_str(), principal.c_str(), role.c_str(), TokenHash(token).c_str());
+               principal.c_str(), YamlQuoted(principal).c_str(), role.c_str(),
+               TokenHash(token).c_str());
   return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/printable_text.h"
 #include "common/status_macros.h"
 
 namespace shardwise {
@@ -269,11 +270,21 @@ absl::Status ForEachPathField(
   return each("job.output.checkpoint_dir", output->mutable_checkpoint_dir(), Kind::kFolder, true);
 }
 
+absl::Status CheckPathText(const std::string& field, const std::string& path) {
+  auto length = CountPrintableCharacters(path);
+  if (length.ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": the path '", ShownValue(path), "' ", length.status().message()));
+}
+
 absl::Status ApplyPathPolicy(const PathPolicy& policy, PathCheck check, v1::JobSpec* spec) {
   const bool on_disk = check == PathCheck::kOnDisk;
   // The checkpoint folder is the job's own: an attempt that resumes writes it again.
   const bool overwrite_model = spec->output().overwrite();
   return ForEachPathField(spec, [&](const PathField& field, std::string* path) -> absl::Status {
+    // First: the file system reads a path only up to a NUL, so a path checked as it is
+    // would be another path than the one written in the spec.
+    RETURN_IF_ERROR(CheckPathText(field.name, *path));
     const bool overwrite = field.kind == PathPolicy::Kind::kFolder || overwrite_model;
     absl::StatusOr<std::string> checked =
         !on_disk       ? policy.CheckLexically(field.name, *path, field.output)

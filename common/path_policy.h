@@ -94,6 +94,11 @@ absl::Status ForEachPathField(
     v1::JobSpec* spec,
     const std::function<absl::Status(const PathField& field, std::string* path)>& visit);
 
+// OK when `path` is printable text (common/printable_text.h): no NUL, which would cut it
+// short where the system reads it, and no control character; else INVALID_ARGUMENT
+// naming `field` and showing the path escaped. ApplyPathPolicy checks every path so first.
+absl::Status CheckPathText(const std::string& field, const std::string& path);
+
 // `path` made absolute against `cwd` and normalised lexically ("." and ".." removed); no
 // file system access.
 std::string LexicallyNormal(const std::string& path, const std::string& cwd);

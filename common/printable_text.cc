@@ -8,7 +8,7 @@ namespace {
 
 // The code point starting at text[*i] (advancing *i past it), or -1 for a byte sequence
 // that is not UTF-8 (overlong forms and surrogates included).
-int32_t DecodeUtf8(const std::string& text, size_t* i) {
+int32_t DecodeUtf8(absl::string_view text, size_t* i) {
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
   const unsigned char lead = byte(*i);
   int length = 0;
@@ -71,6 +71,25 @@ absl::Status CheckPrintableField(const std::string& field, const std::string& te
         field, ": is ", *length, " characters long; at most ", max_characters, " are allowed"));
   }
   return absl::OkStatus();
+}
+
+std::string ShownValue(absl::string_view value, size_t max_bytes) {
+  const absl::string_view shown = value.substr(0, max_bytes);
+  std::string out;
+  for (size_t i = 0; i < shown.size();) {
+    const size_t start = i;
+    const int32_t code = DecodeUtf8(shown, &i);
+    if (code < 0) {
+      absl::StrAppend(&out, absl::StrFormat("\\x%02X", static_cast<unsigned char>(shown[start])));
+      i = start + 1;
+    } else if (IsUnprintable(code)) {
+      absl::StrAppend(&out, absl::StrFormat("\\u{%04X}", code));
+    } else {
+      out.append(shown.data() + start, i - start);
+    }
+  }
+  if (shown.size() < value.size()) absl::StrAppend(&out, "... (", value.size(), " bytes)");
+  return out;
 }
 
 }  // namespace shardwise

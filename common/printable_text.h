@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace shardwise {
 
@@ -21,6 +22,16 @@ absl::StatusOr<int64_t> CountPrintableCharacters(const std::string& text);
 // INVALID_ARGUMENT "FIELD: what is wrong".
 absl::Status CheckPrintableField(const std::string& field, const std::string& text,
                                  int64_t max_characters);
+
+// A value someone gave (a path, a name, a key of a file), as a message may echo it: its
+// unprintable characters (as above) and any byte that is not UTF-8 escaped as \xHH or
+// \u{HHHH}, and cut after `max_bytes` bytes of the original with "... (N bytes)" after
+// it. An error message echoes its values this way: a whole megabyte of a value would
+// exceed gRPC's 8 KiB limit on a status's message (the call would fail as
+// RESOURCE_EXHAUSTED and be retried), and control characters could forge lines on the
+// terminal or in the logs that show it.
+inline constexpr size_t kShownValueBytes = 200;
+std::string ShownValue(absl::string_view value, size_t max_bytes = kShownValueBytes);
 
 }  // namespace shardwise
 

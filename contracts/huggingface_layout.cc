@@ -11,8 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/printable_text.h"
 #include "common/status_macros.h"
+#include "common/untrusted_file.h"
 #include "contracts/model_description.h"
+#include "contracts/safetensors_header.h"
 #include "contracts/transformer_config.h"
 #include "nlohmann/json.hpp"
 
@@ -90,42 +93,56 @@ bool Present(const std::string& path) {
          std::filesystem::file_type::not_found;
 }
 
-// The checkpoint's files are read as they are, never through a link (which could lead
-// outside the folder the path policy checked) or from a device or pipe (which could block
-// or never end): NOT_FOUND for a missing one, INVALID_ARGUMENT for one that is not a
-// regular file.
-absl::Status CheckPlainFile(const std::string& path, const std::string& field) {
-  std::error_code error;
-  const std::filesystem::file_status status = std::filesystem::symlink_status(path, error);
-  if (status.type() == std::filesystem::file_type::not_found) {
-    return absl::NotFoundError(absl::StrCat(field, ": '", path, "' does not exist"));
+// config.json is a few KB and the largest index (DeepSeek V3's, 91,000 tensors) 9 MB;
+// this bounds what a hostile one can make the coordinator parse and hold.
+constexpr uint64_t kMaxJsonBytes = uint64_t{16} << 20;
+// Deeper than any config.json: each level of a parsed JSON value costs memory, and a file
+// of nothing but '[' would otherwise take gigabytes.
+constexpr int kMaxJsonDepth = 64;
+
+// The deepest nesting of `text`'s arrays and objects, counted outside strings, stopping
+// once past `limit`.
+int JsonDepth(absl::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size() && deepest <= limit; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
   }
-  if (error || status.type() != std::filesystem::file_type::regular) {
-    return Invalid(field, absl::StrCat("'", path,
-                                       "' is not a regular file (links are not followed: copy "
-                                       "a Hugging Face cache's snapshot out first)"));
-  }
-  return absl::OkStatus();
+  return deepest;
 }
 
-// config.json and the index are small; this bounds what a hostile one can make us hold.
-constexpr uintmax_t kMaxJsonBytes = uintmax_t{64} << 20;
-
 absl::StatusOr<std::string> ReadText(const std::string& path, const std::string& field) {
-  RETURN_IF_ERROR(CheckPlainFile(path, field));
-  std::error_code error;
-  if (std::filesystem::file_size(path, error) > kMaxJsonBytes || error) {
-    return Invalid(field, absl::StrCat("'", path, "' is over 64 MiB or unreadable"));
+  auto text = ReadUntrustedFile(path, kMaxJsonBytes, Links::kRefuse);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat(field, ": ", text.status().message(),
+                                     absl::IsInvalidArgument(text.status())
+                                         ? " (copy a Hugging Face cache's snapshot out first: "
+                                           "links are not followed)"
+                                         : ""));
   }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat(field, ": '", path, "' cannot be read"));
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
+  return text;
 }
 
 absl::StatusOr<Json> ReadJson(const std::string& path, const std::string& field) {
   ASSIGN_OR_RETURN(const std::string text, ReadText(path, field));
+  if (JsonDepth(text, kMaxJsonDepth) > kMaxJsonDepth) {
+    return Invalid(field,
+                   absl::StrCat("'", path, "' nests deeper than ", kMaxJsonDepth, " levels"));
+  }
   Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
     return Invalid(field, absl::StrCat("'", path, "' is not a JSON object"));
@@ -143,11 +160,16 @@ absl::StatusOr<std::map<std::string, std::string>> ShardOfTensor(const std::stri
   if (map == index.end() || !map->is_object()) {
     return Invalid(field, absl::StrCat("'", path, "' has no weight_map object"));
   }
+  if (map->size() > kMaxSafetensorsEntries) {
+    return Invalid(field,
+                   absl::StrCat("'", path, "' maps ", map->size(), " tensors, more than the ",
+                                kMaxSafetensorsEntries, " a checkpoint may hold"));
+  }
   std::map<std::string, std::string> shards;
   for (const auto& [key, file] : map->items()) {
     const std::string name = file.is_string() ? file.get<std::string>() : "";
     if (name.empty() || absl::StrContains(name, "/") || name == "." || name == "..") {
-      return Invalid(field, absl::StrCat("'", path, "' maps '", key,
+      return Invalid(field, absl::StrCat("'", path, "' maps '", ShownValue(key),
                                          "' to a file that is not a name in its folder"));
     }
     shards[key] = absl::StrCat(dir, "/", name);
@@ -172,8 +194,7 @@ absl::StatusOr<std::map<std::string, std::pair<std::string, SafetensorsEntry>>> 
   for (const auto& [key, file] : shard_of) files.insert(file);
   if (shard_of.empty()) files.insert(dir + "/model.safetensors");
   for (const std::string& file : files) {
-    RETURN_IF_ERROR(CheckPlainFile(file, field));
-    auto index = ReadSafetensorsIndex(file);
+    auto index = ReadSafetensorsIndex(file, Links::kRefuse);
     if (!index.ok()) return Invalid(field, std::string(index.status().message()));
     for (const auto& [name, entry] : index->tensors) {
       if (!shard_of.empty() && shard_of.count(name) && shard_of[name] != file) continue;
@@ -182,7 +203,7 @@ absl::StatusOr<std::map<std::string, std::pair<std::string, SafetensorsEntry>>> 
   }
   for (const auto& [key, file] : shard_of) {
     if (!tensors.count(key)) {
-      return Invalid(field, absl::StrCat("the index names '", key, "' in '", file,
+      return Invalid(field, absl::StrCat("the index names '", ShownValue(key), "' in '", file,
                                          "', which does not hold it"));
     }
   }
@@ -191,11 +212,16 @@ absl::StatusOr<std::map<std::string, std::pair<std::string, SafetensorsEntry>>> 
 
 // ---- config.json against the model ----
 
-// config.json's `key` if it holds a value of the type asked for, else `fallback` (a key
-// of another type, null among them, reads as absent instead of throwing).
+// config.json's `key` if it holds an integer, else `fallback` (for defaults that follow
+// another key; a value of the wrong type is refused by ConfigCheck).
 int64_t IntOr(const Json& json, const std::string& key, int64_t fallback) {
   const auto it = json.find(key);
-  return it != json.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+  return it != json.end() && it->is_number_integer() && !it->is_number_unsigned()
+             ? it->get<int64_t>()
+         : it != json.end() && it->is_number_unsigned() &&
+                 it->get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
+             ? static_cast<int64_t>(it->get<uint64_t>())
+             : fallback;
 }
 
 std::string StringOr(const Json& json, const std::string& key, const std::string& fallback) {
@@ -203,6 +229,12 @@ std::string StringOr(const Json& json, const std::string& key, const std::string
   return it != json.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
+// A value as config.json gives it, for messages.
+std::string ShownJson(const Json& value) { return ShownValue(value.dump()); }
+
+// config.json against the model's spec, key by key, as Hugging Face's config classes read
+// it: a key left out (or null) takes the class's default; a key of the wrong type is
+// refused, naming the value given (HF would fail later, or build another model).
 class ConfigCheck {
  public:
   ConfigCheck(const Json& config, std::string field, std::string kind)
@@ -210,30 +242,37 @@ class ConfigCheck {
 
   // config.json's `key` (or `fallback` where it lacks one) against the spec's `ours`.
   void Int(const std::string& key, int64_t fallback, const std::string& our_field, int64_t ours) {
+    const Json* value = Given(key, "an integer", [](const Json& v) {
+      return v.is_number_integer() &&
+             (!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX));
+    });
     if (!status_.ok()) return;
-    const auto it = config_.find(key);
-    const bool given = it != config_.end() && it->is_number_integer();
-    const int64_t theirs = given ? it->get<int64_t>() : fallback;
+    const int64_t theirs = value != nullptr ? IntOr(config_, key, fallback) : fallback;
     if (theirs != ours) Mismatch(key, absl::StrCat(theirs), our_field, absl::StrCat(ours));
   }
   void Real(const std::string& key, double fallback, const std::string& our_field, double ours) {
+    const Json* value = Given(key, "a number", [](const Json& v) { return v.is_number(); });
     if (!status_.ok()) return;
-    const auto it = config_.find(key);
-    const double theirs = it != config_.end() && it->is_number() ? it->get<double>() : fallback;
+    const double theirs = value != nullptr ? value->get<double>() : fallback;
     if (std::abs(theirs - ours) > 1e-12 * std::max(std::abs(theirs), std::abs(ours))) {
       Mismatch(key, absl::StrCat(theirs), our_field, absl::StrCat(ours));
     }
   }
   void Bool(const std::string& key, bool fallback, const std::string& our_field, bool ours) {
+    const Json* value = Given(key, "true or false", [](const Json& v) { return v.is_boolean(); });
     if (!status_.ok()) return;
-    const auto it = config_.find(key);
-    const bool theirs = it != config_.end() && it->is_boolean() ? it->get<bool>() : fallback;
+    const bool theirs = value != nullptr ? value->get<bool>() : fallback;
     if (theirs != ours) {
       Mismatch(key, theirs ? "true" : "false", our_field, ours ? "true" : "false");
     }
   }
-  std::string String(const std::string& key, const std::string& fallback) const {
-    return StringOr(config_, key, fallback);
+  std::string String(const std::string& key, const std::string& fallback) {
+    const Json* value = Given(key, "a string", [](const Json& v) { return v.is_string(); });
+    return value != nullptr ? value->get<std::string>() : fallback;
+  }
+  // The object at `key`, or nullptr where it is absent or null.
+  const Json* Object(const std::string& key) {
+    return Given(key, "an object", [](const Json& v) { return v.is_object(); });
   }
   void Fail(const std::string& message) {
     if (status_.ok()) status_ = Invalid(field_, message);
@@ -242,6 +281,16 @@ class ConfigCheck {
   absl::Status status() const { return status_; }
 
  private:
+  // The value at `key` when it has the type `is` checks; nullptr when it is absent or
+  // null; a failure naming the value when it is of another type.
+  template <typename Check>
+  const Json* Given(const std::string& key, const char* type, Check is) {
+    const auto it = config_.find(key);
+    if (it == config_.end() || it->is_null()) return nullptr;
+    if (is(*it)) return &*it;
+    Fail(absl::StrCat("config.json has ", key, " ", ShownJson(*it), ", not ", type));
+    return nullptr;
+  }
   void Mismatch(const std::string& key, const std::string& theirs, const std::string& our_field,
                 const std::string& ours) {
     Fail(absl::StrCat("config.json has ", key, " ", theirs, ", ", kind_, ".", our_field, " is ",
@@ -254,19 +303,22 @@ class ConfigCheck {
 };
 
 void CheckRopeScaling(const v1::LlamaConfig& llama, ConfigCheck& check) {
-  const auto it = check.config().find("rope_scaling");
+  const Json* given = check.Object("rope_scaling");
   std::string type;
-  if (it != check.config().end() && it->is_object()) {
-    type = StringOr(*it, "rope_type", StringOr(*it, "type", ""));
+  if (given != nullptr) {
+    ConfigCheck scaling_type(*given, "", "");
+    type = scaling_type.String("rope_type", scaling_type.String("type", ""));
+    if (!scaling_type.status().ok())
+      return check.Fail(absl::StrCat("rope_scaling", scaling_type.status().message()));
   }
   if (type == "default") type.clear();
   const std::string ours = llama.has_rope_scaling() ? llama.rope_scaling().rope_type() : "";
   if (type != ours) {
-    return check.Fail(absl::StrCat("config.json has rope_scaling type '", type,
-                                   "', model.llama.rope_scaling is '", ours, "'"));
+    return check.Fail(absl::StrCat("config.json has rope_scaling type '", ShownValue(type),
+                                   "', model.llama.rope_scaling is '", ShownValue(ours), "'"));
   }
   if (type.empty()) return;
-  ConfigCheck scaling(*it, "", "model.llama");
+  ConfigCheck scaling(*given, "", "model.llama");
   const v1::RopeScaling& s = llama.rope_scaling();
   scaling.Real("factor", 0, "rope_scaling.factor", s.factor());
   scaling.Real("low_freq_factor", 0, "rope_scaling.low_freq_factor", s.low_freq_factor());
@@ -275,6 +327,34 @@ void CheckRopeScaling(const v1::LlamaConfig& llama, ConfigCheck& check) {
               "rope_scaling.original_max_position_embeddings",
               s.original_max_position_embeddings());
   if (!scaling.status().ok()) check.Fail(absl::StrCat("rope_scaling", scaling.status().message()));
+}
+
+// The model_type a config.json of this kind may name (a key left out names none).
+void CheckModelType(ConfigCheck& check, std::initializer_list<const char*> accepted,
+                    const std::string& kind) {
+  const std::string type = check.String("model_type", "");
+  if (type.empty()) return;
+  for (const char* name : accepted) {
+    if (type == name) return;
+  }
+  check.Fail(absl::StrCat("config.json has model_type '", ShownValue(type), "', not a ", kind,
+                          "'s: the checkpoint is of another model"));
+}
+
+// Mistral's configs (model_type "mistral") are Llama's but for a sliding window, which
+// the llama kind does not compute: one that covers the whole context changes nothing.
+void CheckSlidingWindow(const v1::LlamaConfig& llama, ConfigCheck& check) {
+  const auto use = check.config().find("use_sliding_window");
+  if (use != check.config().end() && use->is_boolean() && !use->get<bool>()) return;
+  const auto window = check.config().find("sliding_window");
+  if (window == check.config().end() || window->is_null()) return;
+  if (!window->is_number_integer() ||
+      IntOr(check.config(), "sliding_window", 0) < llama.max_position_embeddings()) {
+    check.Fail(absl::StrCat("config.json has sliding_window ", ShownJson(*window),
+                            ", less than the whole context (model.llama.max_position_embeddings ",
+                            llama.max_position_embeddings(),
+                            "): the llama kind attends to the whole context"));
+  }
 }
 
 // HF LlamaConfig's defaults where config.json leaves a key out.
@@ -298,10 +378,13 @@ absl::Status CheckLlamaConfigJson(const v1::LlamaConfig& given, const Json& json
   check.Bool("attention_bias", false, "attention_bias", llama.attention_bias());
   check.Bool("mlp_bias", false, "mlp_bias", llama.mlp_bias());
   check.Bool("tie_word_embeddings", false, "tie_word_embeddings", llama.tie_word_embeddings());
-  if (check.String("hidden_act", "silu") != "silu") {
-    check.Fail(absl::StrCat("config.json has hidden_act '", check.String("hidden_act", ""),
+  const std::string act = check.String("hidden_act", "silu");
+  if (act != "silu") {
+    check.Fail(absl::StrCat("config.json has hidden_act '", ShownValue(act),
                             "'; the llama kind computes silu"));
   }
+  CheckModelType(check, {"llama", "mistral"}, "Llama");
+  CheckSlidingWindow(llama, check);
   CheckRopeScaling(llama, check);
   return check.status();
 }
@@ -320,8 +403,9 @@ absl::Status CheckGpt2ConfigJson(const v1::GptConfig& gpt, const Json& json,
   check.Bool("tie_word_embeddings", true, "lm_head tied to wte", true);
   const std::string act = check.String("activation_function", "gelu_new");
   const bool tanh = gpt.activation() == v1::GELU_TANH;
+  CheckModelType(check, {"gpt2"}, "GPT-2");
   if (act != (tanh ? "gelu_new" : "gelu")) {
-    check.Fail(absl::StrCat("config.json has activation_function '", act,
+    check.Fail(absl::StrCat("config.json has activation_function '", ShownValue(act),
                             "', model.gpt.activation is ", v1::Activation_Name(gpt.activation()),
                             " (\"gelu\" is GELU, \"gelu_new\" GELU_TANH)"));
   }

@@ -74,10 +74,7 @@ absl::Status CheckPath(const std::string& field, const std::string& path,
 absl::Status CheckPathTexts(const v1::JobSpec& spec) {
   v1::JobSpec copy = spec;  // ForEachPathField visits mutable fields; these stay unchanged
   return ForEachPathField(&copy, [](const PathField& field, std::string* path) {
-    auto length = CountPrintableCharacters(*path);
-    if (length.ok()) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat(field.name, ": the path ", length.status().message()));
+    return CheckPathText(field.name, *path);
   });
 }
 
@@ -360,7 +357,9 @@ absl::Status CheckTokenizer(const v1::JobSpec& spec, const PathChecker& check_pa
   const std::string& dir = spec.data().tokens().tokenizer();
   if (dir.empty() || !check_path) return absl::OkStatus();
   RETURN_IF_ERROR(CheckPath("data.tokens.tokenizer", dir, check_path));
-  auto manifest = tokenizer::ReadManifest(dir);
+  // Every file of the folder, not only its manifest: what a worker copies beside the model
+  // and the sampler loads (no link, no FIFO or device, bounded, its hash the manifest's).
+  auto manifest = tokenizer::CheckTokenizerFolder(dir);
   if (!manifest.ok()) {
     return Invalid("data.tokens.tokenizer", std::string(manifest.status().message()));
   }

@@ -489,13 +489,15 @@ INSTANTIATE_TEST_SUITE_P(
                 [](v1::JobSpec* s) {
                   s->mutable_output()->set_final_model_path(std::string("/tmp/model\0.st", 14));
                 },
-                "job.output.final_model_path: the path contains the control character U+0000 at "
+                "job.output.final_model_path: the path '/tmp/model\\u{0000}.st' contains the "
+                "control character U+0000 at "
                 "character 11"},
         BadCase{"an escape sequence in a path",
                 [](v1::JobSpec* s) {
                   s->mutable_data()->mutable_tokens()->set_val_path("/tmp/\x1b[2Jval.bin");
                 },
-                "job.data.tokens.val_path: the path contains the control character U+001B"},
+                "job.data.tokens.val_path: the path '/tmp/\\u{001B}[2Jval.bin' contains the "
+                "control character U+001B"},
         BadCase{"unknown attention",
                 [](v1::JobSpec* s) {
                   s->mutable_model()->mutable_gpt()->set_attention(

@@ -2,15 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/safe_write.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
+#include "common/untrusted_file.h"
+#include "contracts/safetensors_header.h"
 
 namespace shardwise {
 namespace {
@@ -25,21 +22,7 @@ constexpr uint64_t kMaxFileBytes = uint64_t{64} << 30;
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   // A regular file of bounded size: a FIFO would block, a device never end.
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read '", path, "'",
-                     std::filesystem::exists(path, error) ? ": not a regular file" : ""));
-  }
-  if (std::filesystem::file_size(path, error) > kMaxFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", path, "' is over ", kMaxFileBytes >> 30, " GiB"));
-  }
-  std::ifstream file(path, std::ios::binary);
-  if (!file.is_open()) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
-  std::stringstream contents;
-  contents << file.rdbuf();
-  return contents.str();
+  return ReadUntrustedFile(path, kMaxFileBytes, Links::kFollow);
 }
 
 // A JSON string with its quotes and escapes.
@@ -98,27 +81,22 @@ absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
   return ParseHeader(path, std::string(file.substr(8, header_size)), file.size());
 }
 
-absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path) {
+absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path, Links links) {
   constexpr uint64_t kMaxHeader = uint64_t{100} << 20;
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    if (!std::filesystem::exists(path, error)) {
-      return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
-    }
-    return absl::FailedPreconditionError(absl::StrCat("'", path, "' is not a regular file"));
-  }
-  std::ifstream file(path, std::ios::binary);
-  const uint64_t file_size = std::filesystem::file_size(path, error);
+  auto file = UntrustedFile::Open(path, kMaxFileBytes, links);
+  if (!file.ok()) return file.status();
   char first[8];
-  if (!file.read(first, 8)) return Corrupt(path, "shorter than its 8-byte header length");
+  if (file->size() < 8 || !file->ReadAt(0, 8, first).ok()) {
+    return Corrupt(path, "shorter than its 8-byte header length");
+  }
   const uint64_t header_size = HeaderSize(std::string_view(first, 8));
-  if (header_size > file_size - 8) return Corrupt(path, "header length past the end");
+  if (header_size > file->size() - 8) return Corrupt(path, "header length past the end");
   if (header_size > kMaxHeader) return Corrupt(path, "a header of over 100 MiB");
   std::string header(header_size, '\0');
-  if (!file.read(header.data(), static_cast<std::streamsize>(header_size))) {
+  if (!file->ReadAt(8, header_size, header.data()).ok()) {
     return Corrupt(path, "cannot read its header");
   }
-  return ParseHeader(path, header, file_size);
+  return ParseHeader(path, header, file->size());
 }
 
 namespace {
@@ -126,64 +104,13 @@ namespace {
 absl::StatusOr<SafetensorsIndex> ParseHeader(const std::string& path, const std::string& header,
                                              uint64_t file_size) {
   const uint64_t data_start = 8 + header.size();
-  const uint64_t data_size = file_size - data_start;
-
-  google::protobuf::Struct json;
-  if (!google::protobuf::util::JsonStringToMessage(header, &json).ok()) {
-    return Corrupt(path, "its header is not JSON");
-  }
+  auto parsed = ParseSafetensorsHeader(header, file_size - data_start, SafetensorsDtypeSize);
+  if (!parsed.ok()) return Corrupt(path, std::string(parsed.status().message()));
   SafetensorsIndex index;
-  for (const auto& [name, entry] : json.fields()) {
-    if (name == "__metadata__") {
-      for (const auto& [key, value] : entry.struct_value().fields()) {
-        index.metadata[key] = value.string_value();
-      }
-      continue;
-    }
-    const auto& fields = entry.struct_value().fields();
-    auto dtype = fields.find("dtype");
-    auto shape = fields.find("shape");
-    auto offsets = fields.find("data_offsets");
-    if (dtype == fields.end() || shape == fields.end() || offsets == fields.end() ||
-        offsets->second.list_value().values_size() != 2) {
-      return Corrupt(path, absl::StrCat("tensor '", name, "' lacks dtype, shape or data_offsets"));
-    }
-    SafetensorsEntry tensor;
-    tensor.dtype = dtype->second.string_value();
-    const int element = SafetensorsDtypeSize(tensor.dtype);
-    if (element == 0) {
-      return absl::DataLossError(
-          absl::StrCat(path, ": tensor '", name, "' has dtype ", tensor.dtype,
-                       "; Shardwise reads F32, BF16, F16, I64, I32 and U16"));
-    }
-    // Sizes are checked against the file before anything is multiplied out, and every
-    // partial product must fit int64_t: shapes are multiplied as int64_t later (numel()),
-    // in any order, so [60000, 60000, 60000, 60000, 0] is refused although it holds none.
-    uint64_t numel = 1, magnitude = 1;  // magnitude: the product with zeros taken as ones
-    for (const auto& d : shape->second.list_value().values()) {
-      const double dim = d.number_value();
-      if (!(dim >= 0 && dim <= static_cast<double>(data_size)) ||
-          __builtin_mul_overflow(magnitude, std::max<uint64_t>(static_cast<uint64_t>(dim), 1),
-                                 &magnitude) ||
-          magnitude > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Corrupt(
-            path, absl::StrCat("tensor '", name, "' has a dimension that does not fit the file"));
-      }
-      numel *= static_cast<uint64_t>(dim);  // at most `magnitude`
-      tensor.shape.push_back(static_cast<int64_t>(dim));
-    }
-    const double begin = offsets->second.list_value().values(0).number_value();
-    const double end = offsets->second.list_value().values(1).number_value();
-    uint64_t bytes = 0;
-    if (!(begin >= 0 && begin <= end && end <= static_cast<double>(data_size)) ||
-        __builtin_mul_overflow(numel, static_cast<uint64_t>(element), &bytes) ||
-        static_cast<uint64_t>(end) - static_cast<uint64_t>(begin) != bytes) {
-      return Corrupt(path, absl::StrCat("tensor '", name, "' has offsets [", begin, ", ", end,
-                                        "] that do not fit its shape or the file"));
-    }
-    tensor.begin = data_start + static_cast<uint64_t>(begin);
-    tensor.end = data_start + static_cast<uint64_t>(end);
-    index.tensors[name] = std::move(tensor);
+  index.metadata = std::move(parsed->metadata);
+  for (auto& [name, entry] : parsed->tensors) {
+    index.tensors[name] = {std::move(entry.dtype), std::move(entry.shape), data_start + entry.begin,
+                           data_start + entry.end};
   }
   return index;
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/untrusted_file.h"
 
 namespace shardwise {
 
@@ -46,9 +47,11 @@ struct SafetensorsIndex {
 // and what is wrong when the header is malformed or an entry does not fit the file.
 absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
                                                        std::string_view file);
-// The same from the file on disk, reading only its header (at most 100 MiB): NOT_FOUND if
-// it cannot be opened, FAILED_PRECONDITION if it is not a regular file.
-absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path);
+// The same from the file on disk, reading only its header (at most 100 MiB), the file
+// opened as common/untrusted_file.h opens it (`links`: whether a link at its name is
+// followed): NOT_FOUND if it is missing, INVALID_ARGUMENT if it is not a regular file.
+absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path,
+                                                      Links links = Links::kFollow);
 
 // The size of one element of `dtype`, 0 for a dtype Shardwise does not know.
 int SafetensorsDtypeSize(const std::string& dtype);

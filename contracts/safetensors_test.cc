@@ -86,7 +86,7 @@ TEST(Safetensors, RefusesDeclaredSizesThatOverflowOrDisagree) {
       R"({"x":{"dtype":"F32","shape":[60000,60000,60000,60000,0],"data_offsets":[0,0]}})", 60000);
   auto index = ParseSafetensorsIndex("overflow.safetensors", overflow);
   EXPECT_EQ(index.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(index.status().message().find("has a dimension that does not fit the file"),
+  EXPECT_NE(index.status().message().find("has a dimension of 60000 that does not fit the file"),
             std::string::npos)
       << index.status();
   // 2^62 elements of 4 bytes: the element count fits, the bytes overflow.
@@ -103,7 +103,7 @@ TEST(Safetensors, RefusesDeclaredSizesThatOverflowOrDisagree) {
   EXPECT_EQ(ReadSafetensors(path).status().code(), absl::StatusCode::kDataLoss);
   // A real tensor of no elements is fine.
   const std::string empty =
-      file_with_header(R"({"x":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})", 8);
+      file_with_header(R"({"x":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})", 0);
   auto fine = ParseSafetensorsIndex("empty.safetensors", empty);
   ASSERT_TRUE(fine.ok()) << fine.status();
   EXPECT_EQ(fine->tensors.at("x").shape, (std::vector<int64_t>{0, 4}));
@@ -132,7 +132,7 @@ TEST(Safetensors, RefusesWhatIsNotARegularFileWithoutOpeningIt) {
   EXPECT_NE(ReadSafetensors(fifo).status().message().find("not a regular file"), std::string::npos);
   EXPECT_NE(ReadSafetensors("/dev/zero").status().message().find("not a regular file"),
             std::string::npos);
-  EXPECT_EQ(ReadSafetensorsIndex(fifo).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReadSafetensorsIndex(fifo).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -76,9 +76,8 @@ absl::StatusOr<TokenAuthenticator::Table> TokenAuthenticator::Parse(const std::s
     };
     const std::string where = absl::StrCat("tokens file '", path, "': entry ", i + 1);
     const std::string principal = field("principal");
-    if (principal.empty() || principal.size() > 128) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": principal must be 1 to 128 characters"));
+    if (absl::Status name = CheckPrincipalName(principal); !name.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", name.message()));
     }
     auto role = ParseRole(field("role"));
     if (!role.ok())

@@ -113,8 +113,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
                                              c->workers_.get(), c->tokens_.get());
   c->call_pool_ = std::make_unique<CallPool>(options.client_call_threads,
                                              static_cast<size_t>(options.max_queued_client_calls));
-  c->job_service_ = std::make_unique<JobServiceImpl>(c->job_calls_.get(), c->call_pool_.get(),
-                                                     c->watch_hub_.get());
+  c->submission_pool_ = std::make_unique<CallPool>(
+      options.submission_threads, static_cast<size_t>(options.max_queued_submissions));
+  c->job_service_ = std::make_unique<JobServiceImpl>(
+      c->job_calls_.get(), c->call_pool_.get(), c->submission_pool_.get(), c->watch_hub_.get());
   c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->controller_.get(), c->executor_.get(),
                                                            &c->metrics_, worker_certificates);
   c->rendezvous_service_ =
@@ -305,6 +307,7 @@ Coordinator::~Coordinator() {
   if (periodic_.joinable()) periodic_.join();
   metrics_server_.reset();
   call_pool_.reset();  // every client call was answered before the server's Wait returned
+  submission_pool_.reset();
   // Every call is done: nothing posts to the executor any more. Its last tasks run
   // before the controller they use goes.
   executor_.reset();

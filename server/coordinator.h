@@ -74,6 +74,9 @@ struct CoordinatorOptions {
   // The JobService's calls: the threads that answer them, and how many may wait (CallPool).
   int client_call_threads = 4;
   int max_queued_client_calls = 10000;
+  // SubmitJob's own: admitting a job reads the files it names.
+  int submission_threads = 2;
+  int max_queued_submissions = 1000;
 };
 
 // The health service name a liveness probe asks for: SERVING while the process answers,
@@ -116,6 +119,7 @@ class Coordinator {
   std::unique_ptr<WatchHub> watch_hub_;
   std::unique_ptr<JobCalls> job_calls_;
   std::unique_ptr<CallPool> call_pool_;
+  std::unique_ptr<CallPool> submission_pool_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<RendezvousServiceImpl> rendezvous_service_;

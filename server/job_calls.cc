@@ -1,17 +1,29 @@
 #include "server/job_calls.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/printable_text.h"
 
 namespace shardwise {
 namespace {
 
+// Job ids are the coordinator's ("job-17"); anything much longer, or unprintable, is no
+// job's, and is refused showing only a cut, escaped form of it.
+constexpr int64_t kMaxJobIdCharacters = 64;
+
 grpc::Status CheckJobId(const std::string& job_id) {
   if (job_id.empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: must not be empty");
+  }
+  const absl::StatusOr<int64_t> length = CountPrintableCharacters(job_id);
+  if (!length.ok() || *length > kMaxJobIdCharacters) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("job_id: '", ShownValue(job_id, 64), "' is not a job id"));
   }
   return grpc::Status::OK;
 }
@@ -69,7 +81,11 @@ grpc::Status JobCalls::SubmitJob(const grpc::ServerContextBase& context,
                                  v1::SubmitJobResponse* response) {
   auto caller = Caller(context, Action::kSubmit, "submit jobs");
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  auto job = controller_->Submit(request.spec(), caller->name, request.request_id());
+  auto job = controller_->Submit(request.spec(), caller->name, request.request_id(),
+                                 [&context] { return context.IsCancelled(); });
+  // Checking the files a job names can take a few hundred megabytes for a moment (a
+  // checkpoint's headers); glibc keeps freed memory in its arenas unless asked to return it.
+  ::malloc_trim(0);
   if (!job.ok()) return ToGrpcStatus(job.status());
   response->set_job_id(job->id());
   return grpc::Status::OK;

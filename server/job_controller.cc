@@ -78,7 +78,15 @@ JobController::LiveAttempt& JobController::StartLiveAttemptLocked(const v1::Job&
 // The job is validated and written without the controller's lock (a commit must not hold
 // up the workers' reports); scheduling it is a pass like any other.
 absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec, const std::string& submitter,
-                                              const std::string& request_id) {
+                                              const std::string& request_id,
+                                              const std::function<bool()>& abandoned) {
+  const auto gone = [&] {
+    return abandoned && abandoned() ? absl::CancelledError(
+                                          "the client went away before its job was admitted; no "
+                                          "job was created")
+                                    : absl::OkStatus();
+  };
+  RETURN_IF_ERROR(gone());  // it waited in the queue past its deadline: no work for it
   RETURN_IF_ERROR(CheckPrintableField("request_id", request_id, 128));
   v1::JobSpec effective = spec;
   // Before anything reads a file the spec names: only paths inside the roots, canonical.
@@ -92,6 +100,7 @@ absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec, const std
   ApplyJobSpecDefaults(&effective);
   ASSIGN_OR_RETURN(const MemoryEstimate memory, EstimateRankMemory(effective));
   RETURN_IF_ERROR(CheckSomeWorkerHasMemory(effective.device(), memory));
+  RETURN_IF_ERROR(gone());
   ASSIGN_OR_RETURN(v1::Job job, jobs_->Submit(effective, memory.ToProto(), submitter, request_id));
   absl::MutexLock lock(&mu_);
   RequestScheduleLocked();

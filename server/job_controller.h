@@ -19,6 +19,7 @@
 //
 // Thread-safety: all methods may be called from any thread.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,9 +89,13 @@ class JobController {
 
   // Client operations. `submitter`: the principal submitting (recorded with the job).
   // `request_id`: the client's id for this submission (SubmitJobRequest.request_id); a
-  // retry with the same one returns the job the first made.
+  // retry with the same one returns the job the first made. `abandoned`, where given, says
+  // whether the client has gone (its call's deadline passed while the job was checked):
+  // then no job is created, CANCELLED instead, so that a client that gave up finds no job
+  // it was told failed.
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec, const std::string& submitter = "",
-                                 const std::string& request_id = "");
+                                 const std::string& request_id = "",
+                                 const std::function<bool()>& abandoned = nullptr);
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
   // Changes a running job's communication hook: picks a step no rank has reached and
   // proposes it to every rank; the switch applies once all accept (hook_schedule.h on the

@@ -385,6 +385,20 @@ TEST_F(JobControllerTest, ARegistryAtItsLimitRefusesNewWorkers) {
             absl::StatusCode::kResourceExhausted);
 }
 
+// A client whose call's deadline passed while its job was checked finds no job created
+// (it was told the call failed); a retry with the same request id creates it once.
+TEST_F(JobControllerTest, ASubmissionTheClientAbandonedCreatesNoJob) {
+  const auto abandoned = [] { return true; };
+  auto gone = controller_->Submit(Spec(1), "alice", "request-1", abandoned);
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kCancelled);
+  auto listed = jobs_->List({}, "", 10);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_TRUE(listed->jobs.empty());
+  auto retried = controller_->Submit(Spec(1), "alice", "request-1", [] { return false; });
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->id(), "job-1");
+}
+
 // The rendezvous token job-1's assignment gave `worker`, as a rendezvous scope.
 v1::RendezvousScope ScopeOf(const std::vector<v1::CoordinatorMessage>& received, int attempt) {
   v1::RendezvousScope scope;

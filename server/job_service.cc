@@ -18,13 +18,22 @@ class RefusedWatch final : public grpc::ServerWriteReactor<v1::Job> {
 
 grpc::ServerUnaryReactor* JobServiceImpl::Queued(grpc::CallbackServerContext* context,
                                                  std::function<grpc::Status()> call) {
+  return QueuedOn(pool_, context, std::move(call));
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::QueuedOn(CallPool* pool,
+                                                   grpc::CallbackServerContext* context,
+                                                   std::function<grpc::Status()> call) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The request and response stay valid until the reactor is finished.
-  if (!pool_->TryPost([reactor, call = std::move(call)] { reactor->Finish(call()); })) {
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("the coordinator has ", pool_->max_queued(),
-                     " client calls waiting (--max_queued_client_calls); try again shortly")));
+  if (!pool->TryPost([reactor, call = std::move(call)] { reactor->Finish(call()); })) {
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     absl::StrCat("the coordinator has ", pool->max_queued(), " ",
+                                  pool == submissions_ && submissions_ != pool_
+                                      ? "submissions waiting (--max_queued_submissions)"
+                                      : "client calls waiting (--max_queued_client_calls)",
+                                  "; try again shortly")));
   }
   return reactor;
 }
@@ -32,7 +41,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::Queued(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
                                                     const v1::SubmitJobRequest* request,
                                                     v1::SubmitJobResponse* response) {
-  return Queued(context, [=] { return calls_->SubmitJob(*context, *request, response); });
+  return QueuedOn(submissions_, context,
+                  [=] { return calls_->SubmitJob(*context, *request, response); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,

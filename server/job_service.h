@@ -6,6 +6,9 @@
 // returns at once, so gRPC's threads (which also carry the workers' heartbeats) never
 // wait on a client's call. A flood of clients waits its turn in the pool's queue; beyond
 // its bound a call is answered RESOURCE_EXHAUSTED, which clients retry with backoff.
+// Submissions have a pool of their own: admitting a job reads the files it names (a
+// checkpoint's headers, a tokenizer folder), bounded but not instant, and a burst of them
+// must not hold up the reads of every other client.
 // WatchJob streams are served by the WatchHub.
 
 #include <functional>
@@ -19,9 +22,13 @@ namespace shardwise {
 
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
-  // `watch_hub` may be null (tests, which do not watch). `pool` answers the unary calls.
-  JobServiceImpl(JobCalls* calls, CallPool* pool, WatchHub* watch_hub)
-      : calls_(calls), pool_(pool), watch_hub_(watch_hub) {}
+  // `watch_hub` may be null (tests, which do not watch). `submissions` answers SubmitJob
+  // (null: `pool` does), `pool` the other unary calls.
+  JobServiceImpl(JobCalls* calls, CallPool* pool, CallPool* submissions, WatchHub* watch_hub)
+      : calls_(calls),
+        pool_(pool),
+        submissions_(submissions != nullptr ? submissions : pool),
+        watch_hub_(watch_hub) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
                                       const v1::SubmitJobRequest* request,
@@ -54,9 +61,12 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   // the call is answered RESOURCE_EXHAUSTED at once.
   grpc::ServerUnaryReactor* Queued(grpc::CallbackServerContext* context,
                                    std::function<grpc::Status()> call);
+  grpc::ServerUnaryReactor* QueuedOn(CallPool* pool, grpc::CallbackServerContext* context,
+                                     std::function<grpc::Status()> call);
 
   JobCalls* const calls_;
   CallPool* const pool_;
+  CallPool* const submissions_;
   WatchHub* const watch_hub_;
 };
 

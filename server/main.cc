@@ -87,6 +87,12 @@ ABSL_FLAG(int32_t, client_call_threads, 4, "threads that answer client calls (Jo
 ABSL_FLAG(int32_t, max_queued_client_calls, 10000,
           "client calls that may wait for those threads; beyond, RESOURCE_EXHAUSTED (clients "
           "retry)");
+ABSL_FLAG(int32_t, submission_threads, 2,
+          "threads that admit submitted jobs, reading the files they name (apart from the "
+          "other client calls' threads, which a burst of submissions does not hold up)");
+ABSL_FLAG(int32_t, max_queued_submissions, 1000,
+          "submissions that may wait for those threads; beyond, RESOURCE_EXHAUSTED (clients "
+          "retry)");
 
 namespace shardwise {
 namespace {
@@ -154,6 +160,8 @@ absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
   options.max_sync_threads = std::max(4, absl::GetFlag(FLAGS_max_sync_threads));
   options.client_call_threads = std::max(1, absl::GetFlag(FLAGS_client_call_threads));
   options.max_queued_client_calls = std::max(1, absl::GetFlag(FLAGS_max_queued_client_calls));
+  options.submission_threads = std::max(1, absl::GetFlag(FLAGS_submission_threads));
+  options.max_queued_submissions = std::max(1, absl::GetFlag(FLAGS_max_queued_submissions));
   RETURN_IF_ERROR(ControllerOptionsFromFlags(&options.controller));
   return options;
 }

@@ -4,7 +4,9 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/printable_text.h"
 #include "tokenizer/vocabulary_files.h"
 
 namespace shardwise {
@@ -54,20 +56,26 @@ ByteLevelBpe::ByteLevelBpe(Encoding encoding, BytePairEncoder encoder, PreSplitt
 
 absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromTiktoken(
     const std::string& path, const std::string& encoding_name) {
-  const Encoding* encoding = FindEncoding(encoding_name);
-  if (encoding == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown encoding \"", encoding_name, "\"; known: ", EncodingNames()));
-  }
   auto tokens = ReadTiktokenFile(path);
   if (!tokens.ok()) return tokens.status();
-  auto encoder = BytePairEncoder::Create(*tokens);
+  return FromTiktokenRanks(*tokens, path, encoding_name);
+}
+
+absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromTiktokenRanks(
+    const std::vector<BpeToken>& tokens, const std::string& name,
+    const std::string& encoding_name) {
+  const Encoding* encoding = FindEncoding(encoding_name);
+  if (encoding == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown encoding \"", ShownValue(encoding_name),
+                                                   "\"; known: ", EncodingNames()));
+  }
+  auto encoder = BytePairEncoder::Create(tokens);
   if (!encoder.ok())
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", encoder.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", encoder.status().message()));
   for (const SpecialToken& special : encoding->specials) {
     if (encoder->Bytes(special.id) != nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": has a rank with id ", special.id, ", which is ", encoding_name,
+          absl::StrCat(name, ": has a rank with id ", special.id, ", which is ", encoding_name,
                        "'s special token ", special.text, ": is it ", encoding_name, "'s file?"));
     }
   }
@@ -81,16 +89,29 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromGpt2Files(
     const std::string& encoder_json_path, const std::string& vocab_bpe_path) {
   auto vocabulary = ReadGpt2Files(encoder_json_path, vocab_bpe_path);
   if (!vocabulary.ok()) return vocabulary.status();
-  auto encoder = BytePairEncoder::Create(vocabulary->tokens);
+  return FromGpt2Vocabulary(*vocabulary, encoder_json_path);
+}
+
+absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromGpt2Vocabulary(
+    const Gpt2Vocabulary& vocabulary, const std::string& name) {
+  auto encoder = BytePairEncoder::Create(vocabulary.tokens);
   if (!encoder.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(encoder_json_path, ": ", encoder.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", encoder.status().message()));
   }
   Encoding encoding = *FindEncoding("gpt2");
-  encoding.specials = vocabulary->specials;
+  encoding.specials = vocabulary.specials;
   encoding.vocab_size = 0;
   encoding.after_document.clear();
+  absl::flat_hash_map<int32_t, std::string> special_of_id;
   for (const SpecialToken& special : encoding.specials) {
+    // A special token shares no id with a token or another special: the decoder would
+    // write one for the other (an id of 65 is the byte "A").
+    if (encoder->Bytes(special.id) != nullptr ||
+        !special_of_id.emplace(special.id, special.text).second) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": the special token \"",
+                                                     ShownValue(special.text), "\" has id ",
+                                                     special.id, ", which another token has"));
+    }
     if (special.text == "<|endoftext|>") encoding.after_document = {special.id};
   }
   auto splitter = PreSplitter::Create(encoding.pattern);

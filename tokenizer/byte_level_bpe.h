@@ -15,6 +15,7 @@
 #include "tokenizer/encodings.h"
 #include "tokenizer/pre_split.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/vocabulary_files.h"
 
 namespace shardwise {
 namespace tokenizer {
@@ -26,9 +27,17 @@ class ByteLevelBpe : public Tokenizer {
   static absl::StatusOr<std::unique_ptr<ByteLevelBpe>> FromTiktoken(
       const std::string& path, const std::string& encoding_name);
 
-  // GPT-2's encoder.json and vocab.bpe, with GPT-2's pattern.
+  // The same from the file's ranks (ParseTiktoken); `name` names the file in errors.
+  static absl::StatusOr<std::unique_ptr<ByteLevelBpe>> FromTiktokenRanks(
+      const std::vector<BpeToken>& tokens, const std::string& name,
+      const std::string& encoding_name);
+
+  // GPT-2's encoder.json and vocab.bpe, with GPT-2's pattern. INVALID_ARGUMENT also for a
+  // special token (an entry of encoder.json that is no token) whose id another token has.
   static absl::StatusOr<std::unique_ptr<ByteLevelBpe>> FromGpt2Files(
       const std::string& encoder_json_path, const std::string& vocab_bpe_path);
+  static absl::StatusOr<std::unique_ptr<ByteLevelBpe>> FromGpt2Vocabulary(
+      const Gpt2Vocabulary& vocabulary, const std::string& name);
 
   void Encode(std::string_view text, bool document_start, std::vector<int32_t>* ids) const override;
   std::string Decode(const std::vector<int32_t>& ids) const override;

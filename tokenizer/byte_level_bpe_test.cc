@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "tokenizer/encodings.h"
 #include "tokenizer/pre_split.h"
@@ -162,6 +164,38 @@ TEST(ByteLevelBpeTest, RefusesFilesThatDoNotFit) {
   auto parsed = ByteLevelBpe::FromTiktoken(bad, "gpt2");
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(parsed.status().message().find("bad.tiktoken:2"), std::string::npos);
+}
+
+// Ids past any vocabulary (an id of 2^31 - 1 asked for gigabytes of tables) and a special
+// token's id that is another token's (65 would have made "<|endoftext|>" the byte "A").
+TEST(ByteLevelBpeTest, RefusesIdsPastAnyVocabularyOrSharedWithAToken) {
+  const std::string huge = TempPath("huge.tiktoken");
+  std::string ranks;
+  for (int byte = 0; byte < 256; ++byte) {
+    absl::StrAppend(&ranks, absl::Base64Escape(std::string(1, char(byte))), " ", byte, "\n");
+  }
+  for (const char* rank : {"2147483647", "300000000", "99999999999999999999", "-3"}) {
+    std::ofstream(huge) << ranks << absl::Base64Escape("ab") << " " << rank << "\n";
+    auto parsed = ByteLevelBpe::FromTiktoken(huge, "gpt2");
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << rank;
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(),
+                                  absl::StrCat("huge.tiktoken:257: the rank \"", rank,
+                                               "\" is not an id in 0..", kMaxTokenId)))
+        << parsed.status();
+  }
+  const auto [encoder, merges] = WriteGpt2Files();
+  std::ifstream in(encoder);
+  const std::string json((std::istreambuf_iterator<char>(in)), {});
+  for (const auto& [id, message] : std::vector<std::pair<std::string, std::string>>{
+           {"4294967303", "the id of \"<|endoftext|>\" is 4294967303, not an integer id"},
+           {"-1", "the id of \"<|endoftext|>\" is -1, not an integer id"},
+           {"65", "the special token \"<|endoftext|>\" has id 65, which another token has"}}) {
+    std::ofstream(encoder) << absl::StrReplaceAll(
+        json, {{"\"<|endoftext|>\": 270", "\"<|endoftext|>\": " + id}});
+    auto parsed = ByteLevelBpe::FromGpt2Files(encoder, merges);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << id;
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(), message)) << parsed.status();
+  }
 }
 
 }  // namespace

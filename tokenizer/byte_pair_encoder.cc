@@ -12,7 +12,10 @@ absl::StatusOr<BytePairEncoder> BytePairEncoder::Create(const std::vector<BpeTok
   BytePairEncoder encoder;
   int32_t largest = -1;
   for (const BpeToken& token : tokens) {
-    if (token.id < 0) return absl::InvalidArgumentError(absl::StrCat("negative id ", token.id));
+    if (token.id < 0 || token.id > kMaxTokenId) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("id ", token.id, " is not in 0..", kMaxTokenId));
+    }
     largest = std::max(largest, token.id);
   }
   encoder.bytes_of_id_.resize(largest + 1);

@@ -18,6 +18,11 @@
 namespace shardwise {
 namespace tokenizer {
 
+// The largest id a vocabulary file may give a token. Ids index tables as long as the
+// largest of them, so an id of 2^31 - 1 would ask for gigabytes; the largest published
+// vocabularies hold about 262,144 tokens (Gemma 3), far below this.
+inline constexpr int32_t kMaxTokenId = (1 << 24) - 1;
+
 struct BpeToken {
   std::string bytes;
   int32_t id = 0;
@@ -27,7 +32,7 @@ struct BpeToken {
 class BytePairEncoder {
  public:
   // INVALID_ARGUMENT when a byte value has no token of its own, two tokens have the same
-  // bytes or id, or an id is negative.
+  // bytes or id, or an id is negative or over kMaxTokenId.
   static absl::StatusOr<BytePairEncoder> Create(const std::vector<BpeToken>& tokens);
 
   // Appends the ids of `piece` to `ids`.

@@ -130,6 +130,14 @@ absl::StatusOr<TokenizedCorpus> TokenizeCorpus(const Tokenizer& tokenizer,
   }
   auto out = writer.Finish();
   if (!out.ok()) return out.status();
+  // The split falls at a place the text may be cut (a line's end): a corpus with none after
+  // it leaves the validation file empty, which no job can evaluate on.
+  if (options.val_fraction > 0 && out->val_tokens == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--val_fraction ", options.val_fraction, " left no validation text: the split at byte ",
+        split, " of ", *total, " found no line break after it to cut at (", out->val_path,
+        " is empty); give more lines of text, or --val_fraction=0 for no validation file"));
+  }
   out->bytes = progress.bytes_done;
   out->seconds = progress.seconds;
   return out;

@@ -3,9 +3,11 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/printable_text.h"
 #include "tokenizer/byte_level_bpe.h"
 #include "tokenizer/byte_tokenizer.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/vocabulary_files.h"
 
 namespace shardwise {
 namespace tokenizer {
@@ -21,38 +23,59 @@ std::string FolderName(const std::string& role) {
   return "ranks.tiktoken";
 }
 
-absl::StatusOr<std::string> PathOf(const TokenizerFiles& files, const std::string& role) {
-  auto it = files.paths.find(role);
-  if (it == files.paths.end() || it->second.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a ", files.kind, " tokenizer needs its ", role, " file"));
+const FileBytes* RoleOf(const std::string& kind, const std::map<std::string, FileBytes>& files,
+                        const std::string& role, absl::Status* missing) {
+  auto it = files.find(role);
+  if (it == files.end()) {
+    *missing = absl::InvalidArgumentError(
+        absl::StrCat("a ", kind, " tokenizer needs its ", role, " file"));
+    return nullptr;
   }
-  return it->second;
+  return &it->second;
 }
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromBytes(
+    const std::string& kind, const std::string& encoding,
+    const std::map<std::string, FileBytes>& files) {
+  absl::Status missing;
+  if (kind == "bytes") return std::unique_ptr<Tokenizer>(new ByteTokenizer());
+  if (kind == "sentencepiece") {
+    const FileBytes* model = RoleOf(kind, files, "model", &missing);
+    if (model == nullptr) return missing;
+    return SentencePieceTokenizer::FromSerialized(model->bytes, model->name);
+  }
+  if (kind == "gpt2") {
+    const FileBytes* encoder_json = RoleOf(kind, files, "encoder_json", &missing);
+    const FileBytes* vocab_bpe = RoleOf(kind, files, "vocab_bpe", &missing);
+    if (encoder_json == nullptr || vocab_bpe == nullptr) return missing;
+    auto vocabulary =
+        ParseGpt2Files(encoder_json->name, encoder_json->bytes, vocab_bpe->name, vocab_bpe->bytes);
+    if (!vocabulary.ok()) return vocabulary.status();
+    return ByteLevelBpe::FromGpt2Vocabulary(*vocabulary, encoder_json->name);
+  }
+  if (kind == "tiktoken") {
+    const FileBytes* ranks = RoleOf(kind, files, "ranks", &missing);
+    if (ranks == nullptr) return missing;
+    auto tokens = ParseTiktoken(ranks->name, ranks->bytes);
+    if (!tokens.ok()) return tokens.status();
+    return ByteLevelBpe::FromTiktokenRanks(*tokens, ranks->name, encoding);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("tokenizer \"", ShownValue(kind),
+                   "\" is unknown; known: bytes, sentencepiece, gpt2, tiktoken"));
+}
+
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromFiles(const TokenizerFiles& files) {
-  if (files.kind == "bytes") return std::unique_ptr<Tokenizer>(new ByteTokenizer());
-  if (files.kind == "sentencepiece") {
-    auto model = PathOf(files, "model");
-    if (!model.ok()) return model.status();
-    return SentencePieceTokenizer::Load(*model);
+  std::map<std::string, FileBytes> bytes;
+  for (const auto& [role, path] : files.paths) {
+    if (path.empty()) continue;
+    auto read = ReadFileBytes(path);
+    if (!read.ok()) return read.status();
+    bytes[role] = {path, std::move(*read)};
   }
-  if (files.kind == "gpt2") {
-    auto encoder_json = PathOf(files, "encoder_json");
-    if (!encoder_json.ok()) return encoder_json.status();
-    auto vocab_bpe = PathOf(files, "vocab_bpe");
-    if (!vocab_bpe.ok()) return vocab_bpe.status();
-    return ByteLevelBpe::FromGpt2Files(*encoder_json, *vocab_bpe);
-  }
-  if (files.kind == "tiktoken") {
-    auto ranks = PathOf(files, "ranks");
-    if (!ranks.ok()) return ranks.status();
-    return ByteLevelBpe::FromTiktoken(*ranks, files.encoding);
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "tokenizer \"", files.kind, "\" is unknown; known: bytes, sentencepiece, gpt2, tiktoken"));
+  return LoadFromBytes(files.kind, files.encoding, bytes);
 }
 
 absl::StatusOr<Manifest> SaveTokenizerFolder(const std::string& dir, const TokenizerFiles& files,
@@ -80,13 +103,13 @@ absl::StatusOr<Manifest> SaveTokenizerFolder(const std::string& dir, const Token
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& dir) {
   auto manifest = ReadManifest(dir);
   if (!manifest.ok()) return manifest.status();
-  TokenizerFiles files{manifest->kind, manifest->encoding, {}};
+  std::map<std::string, FileBytes> files;
   for (const auto& [role, file] : manifest->files) {
-    auto path = CheckedFilePath(dir, file);
-    if (!path.ok()) return path.status();
-    files.paths[role] = *path;
+    auto bytes = ReadCheckedFile(dir, file);
+    if (!bytes.ok()) return bytes.status();
+    files[role] = {(fs::path(dir) / file.name).string(), std::move(*bytes)};
   }
-  auto loaded = LoadFromFiles(files);
+  auto loaded = LoadFromBytes(manifest->kind, manifest->encoding, files);
   if (!loaded.ok()) return loaded.status();
   if ((*loaded)->vocab_size() != manifest->vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(dir, "/", kManifestName, ": vocab_size is ",

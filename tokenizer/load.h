@@ -24,8 +24,19 @@ struct TokenizerFiles {
   std::map<std::string, std::string> paths;  // role -> path
 };
 
-// INVALID_ARGUMENT naming a missing role or an unknown kind; the loaders' errors.
+// INVALID_ARGUMENT naming a missing role or an unknown kind; the loaders' errors. Each
+// file is read as ReadFileBytes does (manifest.h).
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromFiles(const TokenizerFiles& files);
+
+// The same from the files' bytes, each read once by the caller (a tokenizer folder's
+// after their hashes were checked); `name` names a file in errors.
+struct FileBytes {
+  std::string name;
+  std::string bytes;
+};
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromBytes(
+    const std::string& kind, const std::string& encoding,
+    const std::map<std::string, FileBytes>& files);
 
 // Copies the files into DIR (made if missing) under their roles' names (a file that is
 // already that one is kept) and writes its

@@ -1,7 +1,5 @@
 #include "tokenizer/manifest.h"
 
-#include <openssl/evp.h>
-
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -12,7 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/safe_write.h"
 #include "common/token_hash.h"
+#include "common/untrusted_file.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/sentencepiece_model_check.h"
 
 namespace shardwise {
 namespace tokenizer {
@@ -88,20 +88,17 @@ std::string ManifestText(const Manifest& manifest) {
 }  // namespace
 
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+  return ReadUntrustedFile(path, kMaxTokenizerFileBytes, Links::kFollow);
 }
 
 absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
   const std::string path = (fs::path(dir) / kManifestName).string();
-  auto text = ReadFileBytes(path);
-  if (!text.ok()) {
+  auto text = ReadUntrustedFile(path, kMaxManifestBytes, Links::kRefuse);
+  if (absl::IsNotFound(text.status())) {
     return absl::NotFoundError(
         absl::StrCat(path, ": cannot be read (is ", dir, " a folder `shardwise tokenize` wrote?)"));
   }
+  if (!text.ok()) return text.status();
   return ParseManifest(path, *text);
 }
 
@@ -120,31 +117,35 @@ absl::Status WriteManifest(const std::string& dir, const Manifest& manifest) {
 }
 
 absl::StatusOr<std::string> FileSha256(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
-                                                                  EVP_MD_CTX_free);
-  EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr);
-  std::string block(1 << 16, '\0');
-  while (in) {
-    in.read(block.data(), static_cast<std::streamsize>(block.size()));
-    EVP_DigestUpdate(context.get(), block.data(), static_cast<size_t>(in.gcount()));
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(context.get(), digest, &length);
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), length));
+  auto bytes = ReadFileBytes(path);
+  if (!bytes.ok()) return bytes.status();
+  return TokenHash(*bytes);
 }
 
-absl::StatusOr<std::string> CheckedFilePath(const std::string& dir, const Manifest::File& file) {
+absl::StatusOr<std::string> ReadCheckedFile(const std::string& dir, const Manifest::File& file) {
   const std::string path = (fs::path(dir) / file.name).string();
-  auto sha256 = FileSha256(path);
-  if (!sha256.ok()) return sha256.status();
-  if (*sha256 != file.sha256) {
-    return absl::DataLossError(absl::StrCat(path, ": its SHA-256 is ", *sha256, ", not the ",
-                                            file.sha256, " its tokenizer.json names"));
+  auto bytes = ReadUntrustedFile(path, kMaxTokenizerFileBytes, Links::kRefuse);
+  if (!bytes.ok()) return bytes.status();
+  const std::string sha256 = TokenHash(*bytes);
+  if (sha256 != file.sha256) {
+    return absl::DataLossError(absl::StrCat(path, ": its SHA-256 is ", sha256, ", not the ",
+                                            file.sha256, " its ", kManifestName, " names"));
   }
-  return path;
+  return bytes;
+}
+
+absl::StatusOr<Manifest> CheckTokenizerFolder(const std::string& dir) {
+  auto manifest = ReadManifest(dir);
+  if (!manifest.ok()) return manifest.status();
+  for (const auto& [role, file] : manifest->files) {
+    auto bytes = ReadCheckedFile(dir, file);
+    if (!bytes.ok()) return bytes.status();
+    if (manifest->kind == "sentencepiece" && role == "model") {
+      absl::Status model = CheckSentencePieceModel(*bytes, (fs::path(dir) / file.name).string());
+      if (!model.ok()) return model;
+    }
+  }
+  return manifest;
 }
 
 std::string ModelTokenizerFolder(const std::string& model_path) {
@@ -175,14 +176,8 @@ absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to,
   if (!manifest.ok()) return manifest.status();
   if (absl::Status s = CreateFolders(to); !s.ok()) return s;
   for (const auto& [role, file] : manifest->files) {
-    const std::string source = (fs::path(from) / file.name).string();
-    auto bytes = ReadFileBytes(source);  // once: hashed, then written
+    auto bytes = ReadCheckedFile(from, file);  // once: hashed, then written
     if (!bytes.ok()) return bytes.status();
-    if (TokenHash(*bytes) != file.sha256) {
-      return absl::DataLossError(absl::StrCat(source, ": its SHA-256 is ", TokenHash(*bytes),
-                                              ", not the ", file.sha256,
-                                              " its tokenizer.json names"));
-    }
     absl::Status written = WriteUnlessThere((fs::path(to) / file.name).string(), *bytes, replace);
     if (!written.ok()) return written;
   }

@@ -30,22 +30,38 @@ struct Manifest {
   std::map<std::string, File> files;
 };
 
-// DIR/tokenizer.json. NOT_FOUND when it is missing, INVALID_ARGUMENT naming the file and
+// DIR/tokenizer.json, read as ReadCheckedFile reads (no link, a regular file of at most
+// kMaxManifestBytes). NOT_FOUND when it is missing, INVALID_ARGUMENT naming the file and
 // the field that is wrong (an unknown kind, a file name with a '/', a size below 1).
 absl::StatusOr<Manifest> ReadManifest(const std::string& dir);
 
 // Writes DIR/tokenizer.json (whole, then renamed into place), replacing one there.
 absl::Status WriteManifest(const std::string& dir, const Manifest& manifest);
 
-// A file's bytes; NOT_FOUND naming the path when it cannot be read.
+// What a tokenizer file and a manifest may weigh: the largest published tokenizers are
+// far below (Gemma 3's tokenizer.json 33 MB, its tokenizer.model 4.7 MB, o200k's ranks
+// 3.6 MB), and the coordinator reads a job's whole folder at submission.
+inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{64} << 20;
+inline constexpr uint64_t kMaxManifestBytes = uint64_t{1} << 20;
+
+// A file the user names (`shardwise tokenize`'s vocabulary files): a regular file of at
+// most kMaxTokenizerFileBytes (common/untrusted_file.h: a FIFO or a device is refused,
+// never waited on); NOT_FOUND naming the path when it is missing.
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
 
-// The SHA-256 of a file's bytes, in hex; NOT_FOUND when it cannot be read.
+// The SHA-256 of a file's bytes (read as ReadFileBytes does), in hex.
 absl::StatusOr<std::string> FileSha256(const std::string& path);
 
-// DIR/FILE.name, once its bytes are checked against FILE.sha256: DATA_LOSS when they
-// differ, NOT_FOUND when it cannot be read.
-absl::StatusOr<std::string> CheckedFilePath(const std::string& dir, const Manifest::File& file);
+// The bytes of DIR/FILE.name, a file of a tokenizer folder, read once: never through a
+// link (the path policy checked the folder, not the names in it), a regular file of at
+// most kMaxTokenizerFileBytes, its SHA-256 FILE.sha256 (DATA_LOSS when not).
+absl::StatusOr<std::string> ReadCheckedFile(const std::string& dir, const Manifest::File& file);
+
+// A job's tokenizer folder as the coordinator checks it at submission and a worker at the
+// start of an attempt: its manifest, every file it names read as ReadCheckedFile does, and
+// what can be checked of their contents without loading them (a SentencePiece model's
+// normaliser, sentencepiece_model_check.h).
+absl::StatusOr<Manifest> CheckTokenizerFolder(const std::string& dir);
 
 // Where a final model's copy of its job's tokenizer lies: MODEL.safetensors ->
 // MODEL.tokenizer (beside it, so the pair moves together).

@@ -1,7 +1,9 @@
 #include "tokenizer/sentencepiece_tokenizer.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/printable_text.h"
 #include "tokenizer/manifest.h"
+#include "tokenizer/sentencepiece_model_check.h"
 
 namespace shardwise {
 namespace tokenizer {
@@ -15,11 +17,13 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
 
 absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::FromSerialized(
     const std::string& serialized, const std::string& name) {
+  // The library trusts the model's normaliser; a corrupt one would crash this program.
+  if (absl::Status safe = CheckSentencePieceModel(serialized, name); !safe.ok()) return safe;
   std::string error;
   auto model = spm::Model::Load(serialized, &error);
   if (model == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat(name, ": not a SentencePiece model (", error, ")"));
+        absl::StrCat(name, ": not a SentencePiece model (", ShownValue(error), ")"));
   }
   return std::unique_ptr<SentencePieceTokenizer>(new SentencePieceTokenizer(std::move(model)));
 }
@@ -127,7 +131,8 @@ absl::StatusOr<std::string> TrainSentencePiece(const SentencePieceTraining& trai
   std::string model;
   const std::string error = spm::Train(*options, inputs, &model);
   if (!error.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("training the SentencePiece model: ", error));
+    return absl::InvalidArgumentError(
+        absl::StrCat("training the SentencePiece model: ", ShownValue(error)));
   }
   return model;
 }

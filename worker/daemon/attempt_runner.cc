@@ -8,6 +8,7 @@
 #include "common/path_policy.h"
 #include "common/status_macros.h"
 #include "contracts/permanent_failure.h"
+#include "tokenizer/manifest.h"
 #include "worker/comm/grpc_rendezvous_store.h"
 #include "worker/train/final_model_owner.h"
 #include "worker/train/trainer.h"
@@ -145,6 +146,17 @@ absl::Status AttemptRunner::CheckPaths() const {
   return MarkPermanent(ApplyPathPolicy(policy, PathCheck::kOnDisk, &spec));
 }
 
+absl::Status AttemptRunner::CheckTokenizer() const {
+  // As the coordinator checked it at submission: it may have changed since, and a FIFO put
+  // there would hold the copy beside the final model, after the last step, forever.
+  const std::string& dir = assignment_.spec().data().tokens().tokenizer();
+  if (dir.empty()) return absl::OkStatus();
+  absl::StatusOr<tokenizer::Manifest> folder = tokenizer::CheckTokenizerFolder(dir);
+  if (folder.ok()) return absl::OkStatus();
+  return MarkPermanent(absl::InvalidArgumentError(
+      absl::StrCat("job.data.tokens.tokenizer: ", folder.status().message())));
+}
+
 namespace {
 
 v1::Progress Phase(const char* name) {
@@ -184,6 +196,7 @@ void AttemptRunner::Run() {
   // Before joining: a rank that cannot fit, or may not open the job's files, fails at
   // once, and its peers are aborted.
   if (absl::Status paths = CheckPaths(); !paths.ok()) return Fail(paths);
+  if (absl::Status tokenizer = CheckTokenizer(); !tokenizer.ok()) return Fail(tokenizer);
   if (absl::Status memory = CheckMemory(); !memory.ok()) return Fail(memory);
 
   if (faults_ != nullptr && faults_->StayOutOfRendezvous()) {

@@ -99,6 +99,8 @@ class AttemptRunner {
   // written under the output roots. A permanent failure otherwise: every attempt would
   // fail the same way.
   absl::Status CheckPaths() const;
+  // The job's tokenizer folder, every file of it (tokenizer::CheckTokenizerFolder).
+  absl::Status CheckTokenizer() const;
   // A report of this rank's attempt in `phase`, with nothing else yet.
   v1::AttemptReport NewReport(v1::AttemptPhase phase) const;
   // `permanent`: an ABORTED that every attempt would repeat (contracts/permanent_failure.h).

@@ -207,6 +207,9 @@ int main(int argc, char** argv) {
   if (*metrics_server != nullptr) options.metrics = &metrics;
   shardwise::LogInfo(LogContext(), absl::StrCat("coordinator ", options.coordinator_address));
   shardwise::WorkerDaemon daemon(options);
-  daemon.Run(stop);
+  if (const absl::Status refused = daemon.Run(stop); !refused.ok()) {
+    shardwise::LogError(LogContext(), std::string(refused.message()));
+    return 2;
+  }
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "contracts/permanent_failure.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "worker/runtime/critical_path.h"
@@ -108,13 +109,18 @@ void WorkerDaemon::Dispatch(const v1::CoordinatorMessage& message) {
   }
 }
 
-void WorkerDaemon::Run(const std::atomic<bool>& stop) {
+absl::Status WorkerDaemon::Run(const std::atomic<bool>& stop) {
   absl::BitGen random;
   absl::Duration backoff = options_.min_backoff;
+  absl::Status refused;
   while (!stop) {
     const absl::Time started = absl::Now();
     absl::Status status = RunSession(stop);
     if (stop) break;
+    if (IsPermanent(status)) {
+      refused = status;
+      break;
+    }
     if (absl::Now() - started > absl::Seconds(10) || coordinator_going_away_.exchange(false)) {
       backoff = options_.min_backoff;
     }
@@ -133,6 +139,7 @@ void WorkerDaemon::Run(const std::atomic<bool>& stop) {
   absl::MutexLock lock(&runner_mu_);
   if (runner_) runner_->Abort("worker stopped");
   runner_.reset();
+  return refused;
 }
 
 // While the session is still open: the coordinator hears the attempt's ABORTED report
@@ -224,6 +231,10 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     context.set_wait_for_ready(true);
     grpc::Status status = stub_->RegisterWorker(&context, request, &registration);
+    if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      return MarkPermanent(absl::InvalidArgumentError(
+          absl::StrCat("the coordinator refused this worker: ", status.error_message())));
+    }
     if (!status.ok()) {
       return absl::Status(FromGrpcStatus(status).code(),
                           absl::StrCat("registering: ", status.error_message(), " (the channel is ",

@@ -71,7 +71,10 @@ class WorkerDaemon {
   explicit WorkerDaemon(const WorkerOptions& options);
   ~WorkerDaemon();
 
-  void Run(const std::atomic<bool>& stop);
+  // OK once `stop` is set; the coordinator's refusal when it refused this worker's
+  // registration as invalid (its name, device or GPU: what its flags say, which no retry
+  // changes).
+  absl::Status Run(const std::atomic<bool>& stop);
 
  private:
   // A new channel (and stub) to the coordinator.

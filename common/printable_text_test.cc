@@ -1,0 +1,37 @@
+#include "common/printable_text.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+TEST(ShownValueTest, PrintableTextIsShownAsItIs) {
+  EXPECT_EQ(ShownValue("job-1"), "job-1");
+  EXPECT_EQ(ShownValue("caf\xC3\xA9 \xF0\x9F\x99\x82"), "caf\xC3\xA9 \xF0\x9F\x99\x82");
+}
+
+TEST(ShownValueTest, ControlCharactersAndBrokenUtf8AreEscaped) {
+  EXPECT_EQ(ShownValue("m\n  role: admin"), "m\\u{000A}  role: admin");
+  EXPECT_EQ(ShownValue("\x1b[2Jx"), "\\u{001B}[2Jx");
+  EXPECT_EQ(ShownValue(std::string("a\0b", 3)), "a\\u{0000}b");
+  EXPECT_EQ(ShownValue("\xFF\xC3"), "\\xFF\\xC3");
+  EXPECT_EQ(ShownValue("\xE2\x80\xAE"), "\\u{202E}");  // a bidirectional override
+}
+
+TEST(ShownValueTest, ALongValueIsCutAndItsLengthSaid) {
+  const std::string value(1 << 20, 'a');
+  const std::string shown = ShownValue(value);
+  EXPECT_EQ(shown, std::string(kShownValueBytes, 'a') + "... (1048576 bytes)");
+  EXPECT_EQ(ShownValue("abcdef", 3), "abc... (6 bytes)");
+}
+
+TEST(CountPrintableCharactersTest, CountsCodePointsAndRefusesControls) {
+  EXPECT_EQ(*CountPrintableCharacters("caf\xC3\xA9"), 4);
+  EXPECT_FALSE(CountPrintableCharacters("a\tb").ok());
+  EXPECT_FALSE(CountPrintableCharacters("\xC0\x80").ok());  // overlong
+}
+
+}  // namespace
+}  // namespace shardwise

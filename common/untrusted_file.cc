@@ -1,0 +1,118 @@
+#include "common/untrusted_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardwise {
+namespace {
+
+absl::Status OpenError(const std::string& path, int error, Links links) {
+  switch (error) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(absl::StrCat("'", path, "' does not exist"));
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(absl::StrCat("'", path, "' cannot be read"));
+    case ELOOP:
+      if (links == Links::kRefuse) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("'", path,
+                         "' is a symbolic link; the files of a folder a job names are read as "
+                         "they are, never through a link"));
+      }
+      break;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", path, "' cannot be opened: ", std::strerror(error)));
+}
+
+}  // namespace
+
+std::string ByteCount(uint64_t bytes) {
+  constexpr const char* kUnits[] = {"bytes", "KiB", "MiB", "GiB"};
+  int unit = 0;
+  while (unit < 3 && bytes >= (uint64_t{1} << (10 * (unit + 1))) &&
+         bytes % (uint64_t{1} << (10 * (unit + 1))) == 0) {
+    ++unit;
+  }
+  return absl::StrCat(bytes >> (10 * unit), " ", kUnits[unit]);
+}
+
+absl::StatusOr<UntrustedFile> UntrustedFile::Open(const std::string& path, uint64_t max_bytes,
+                                                  Links links) {
+  const int flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | (links == Links::kRefuse ? O_NOFOLLOW : 0);
+  const int fd = ::open(path.c_str(), flags);
+  if (fd < 0) return OpenError(path, errno, links);
+  UntrustedFile file(fd, 0, path);
+  struct stat info;
+  if (::fstat(fd, &info) != 0) return OpenError(path, errno, links);
+  if (!S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is not a regular file (",
+                     S_ISDIR(info.st_mode) ? "a folder" : "a FIFO, a device or a socket", ")"));
+  }
+  file.size_ = static_cast<uint64_t>(info.st_size);
+  if (file.size_ > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is ", file.size_,
+                                                   " bytes, over the limit of ",
+                                                   ByteCount(max_bytes), " for this file"));
+  }
+  return file;
+}
+
+UntrustedFile::UntrustedFile(UntrustedFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), size_(other.size_), path_(std::move(other.path_)) {}
+
+UntrustedFile& UntrustedFile::operator=(UntrustedFile&& other) noexcept {
+  std::swap(fd_, other.fd_);
+  std::swap(size_, other.size_);
+  std::swap(path_, other.path_);
+  return *this;
+}
+
+UntrustedFile::~UntrustedFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status UntrustedFile::ReadAt(uint64_t offset, uint64_t count, char* out) const {
+  while (count > 0) {
+    const ssize_t n = ::pread(fd_, out, count, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::DataLossError(absl::StrCat("'", path_, "': ", std::strerror(errno)));
+    }
+    if (n == 0) {
+      return absl::DataLossError(
+          absl::StrCat("'", path_, "' ended at byte ", offset, ": it changed while being read"));
+    }
+    offset += static_cast<uint64_t>(n);
+    count -= static_cast<uint64_t>(n);
+    out += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> UntrustedFile::ReadAll() const {
+  std::string bytes(size_, '\0');
+  if (absl::Status read = ReadAt(0, size_, bytes.data()); !read.ok()) return read;
+  return bytes;
+}
+
+absl::StatusOr<std::string> ReadUntrustedFile(const std::string& path, uint64_t max_bytes,
+                                              Links links) {
+  absl::StatusOr<UntrustedFile> file = UntrustedFile::Open(path, max_bytes, links);
+  if (!file.ok()) return file.status();
+  return file->ReadAll();
+}
+
+}  // namespace shardwise

@@ -1,0 +1,68 @@
+#ifndef SHARDWISE_COMMON_UNTRUSTED_FILE_H_
+#define SHARDWISE_COMMON_UNTRUSTED_FILE_H_
+
+// Reading a file that someone else chose: every file a job names, and the files inside the
+// folders it names (a tokenizer folder, a Hugging Face checkpoint). Whoever can write
+// those folders decides what lies at each name, and the coordinator reads some of them on
+// its call threads. So a read here
+//   - never blocks: the file is opened with O_NONBLOCK, so a FIFO returns at once and is
+//     then refused as not a regular file (a FIFO opened plainly blocks until a writer
+//     comes);
+//   - never runs on: only a regular file is read (a device such as /dev/zero never ends);
+//   - is bounded: a file over the caller's limit is refused before a byte is read;
+//   - with Links::kRefuse, never follows a link at the last component (O_NOFOLLOW): the
+//     path policy (common/path_policy.h) checked the folder, not the names inside it, so
+//     a link there could lead anywhere. A folder's own path is canonical by then, so the
+//     last component is the only place a link can be.
+// Errors name the path and say what is wrong: NOT_FOUND (missing), PERMISSION_DENIED
+// (unreadable), INVALID_ARGUMENT (a link, not a regular file, over the limit).
+//
+// Thread-safety: an UntrustedFile is used by one thread at a time; the functions are
+// thread-safe.
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace shardwise {
+
+enum class Links { kFollow, kRefuse };
+
+class UntrustedFile {
+ public:
+  // Opens `path` for reading as above; `max_bytes` bounds its size.
+  static absl::StatusOr<UntrustedFile> Open(const std::string& path, uint64_t max_bytes,
+                                            Links links);
+  UntrustedFile(UntrustedFile&& other) noexcept;
+  UntrustedFile& operator=(UntrustedFile&& other) noexcept;
+  UntrustedFile(const UntrustedFile&) = delete;
+  UntrustedFile& operator=(const UntrustedFile&) = delete;
+  ~UntrustedFile();
+
+  // Its size when it was opened.
+  uint64_t size() const { return size_; }
+  // Reads `count` bytes at `offset` into `out`; DATA_LOSS when the file ends before them
+  // (it was cut short since it was opened).
+  absl::Status ReadAt(uint64_t offset, uint64_t count, char* out) const;
+  // Its size() bytes.
+  absl::StatusOr<std::string> ReadAll() const;
+
+ private:
+  UntrustedFile(int fd, uint64_t size, std::string path)
+      : fd_(fd), size_(size), path_(std::move(path)) {}
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  std::string path_;
+};
+
+// The whole of a file, opened as UntrustedFile::Open does.
+absl::StatusOr<std::string> ReadUntrustedFile(const std::string& path, uint64_t max_bytes,
+                                              Links links);
+
+// "N bytes" in the unit that reads best (B, KiB, MiB, GiB), for limits in messages.
+std::string ByteCount(uint64_t bytes);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_COMMON_UNTRUSTED_FILE_H_

@@ -1,0 +1,110 @@
+#include "common/untrusted_file.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+namespace fs = std::filesystem;
+
+class UntrustedFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(std::getenv("TEST_TMPDIR")) /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  std::string Write(const std::string& name, const std::string& bytes) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  fs::path dir_;
+};
+
+TEST_F(UntrustedFileTest, ReadsARegularFileWhole) {
+  const std::string path = Write("plain", std::string("a\0b", 3));
+  auto bytes = ReadUntrustedFile(path, 3, Links::kRefuse);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, std::string("a\0b", 3));
+}
+
+TEST_F(UntrustedFileTest, RefusesALinkOnlyWhenAskedTo) {
+  const std::string target = Write("target", "secret");
+  const std::string link = (dir_ / "link").string();
+  fs::create_symlink(target, link);
+  auto refused = ReadUntrustedFile(link, 1 << 20, Links::kRefuse);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "'" + link + "' is a symbolic link"))
+      << refused.status();
+  auto followed = ReadUntrustedFile(link, 1 << 20, Links::kFollow);
+  ASSERT_TRUE(followed.ok()) << followed.status();
+  EXPECT_EQ(*followed, "secret");
+}
+
+// Opening a FIFO plainly blocks until a writer comes: this test would hang.
+TEST_F(UntrustedFileTest, RefusesAFifoWithoutBlocking) {
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  for (Links links : {Links::kRefuse, Links::kFollow}) {
+    auto refused = ReadUntrustedFile(fifo, 1 << 20, links);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(refused.status().message(), "is not a regular file"))
+        << refused.status();
+  }
+}
+
+TEST_F(UntrustedFileTest, RefusesADeviceAndAFolder) {
+  auto device = ReadUntrustedFile("/dev/zero", 1 << 20, Links::kFollow);
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(device.status().message(), "a FIFO, a device or a socket"))
+      << device.status();
+  auto folder = ReadUntrustedFile(dir_.string(), 1 << 20, Links::kFollow);
+  EXPECT_EQ(folder.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(folder.status().message(), "(a folder)")) << folder.status();
+}
+
+TEST_F(UntrustedFileTest, RefusesAFileOverTheLimitBeforeReadingIt) {
+  const std::string path = Write("big", std::string(2049, 'x'));
+  auto refused = ReadUntrustedFile(path, 2048, Links::kRefuse);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(
+      absl::StrContains(refused.status().message(), "is 2049 bytes, over the limit of 2 KiB"))
+      << refused.status();
+  EXPECT_TRUE(ReadUntrustedFile(path, 2049, Links::kRefuse).ok());
+}
+
+TEST_F(UntrustedFileTest, AMissingFileIsNotFound) {
+  auto missing = ReadUntrustedFile((dir_ / "absent").string(), 10, Links::kRefuse);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(UntrustedFileTest, AFileCutShortWhileOpenIsDataLoss) {
+  const std::string path = Write("shrinking", std::string(100, 'x'));
+  auto file = UntrustedFile::Open(path, 100, Links::kRefuse);
+  ASSERT_TRUE(file.ok()) << file.status();
+  fs::resize_file(path, 10);
+  auto bytes = file->ReadAll();
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(ByteCountTest, PicksTheLargestExactUnit) {
+  EXPECT_EQ(ByteCount(0), "0 bytes");
+  EXPECT_EQ(ByteCount(1000), "1000 bytes");
+  EXPECT_EQ(ByteCount(2048), "2 KiB");
+  EXPECT_EQ(ByteCount(uint64_t{64} << 20), "64 MiB");
+  EXPECT_EQ(ByteCount(uint64_t{3} << 30), "3 GiB");
+}
+
+}  // namespace
+}  // namespace shardwise
