@@ -301,9 +301,7 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       break;
     case v1::ABORTED:
       if (!report.worker_leaving()) workers_->SetIdle(worker_id);
-      LoseRankLocked(*job, report.rank(),
-                     absl::StrCat(RankName(*job, report.rank()), " failed: ", report.message()),
-                     worker_id, /*retryable=*/!report.permanent());
+      OnRankFailedLocked(*job, attempt, report, worker_id);
       RequestScheduleLocked();  // the worker may be idle for a job, or a replacement group
       break;
     default:
@@ -358,6 +356,7 @@ void JobController::CheckHeartbeats() {
   HandleStallsLocked(now);
   CheckReattachDeadlinesLocked(now);
   CheckJoinDeadlinesLocked(now);
+  CheckHeldFailuresLocked(now);
   for (const std::string& forgotten : workers_->RemoveLongLost()) {
     LogInfo(LogContext().Worker(forgotten), "forgotten: lost for longer than the retention");
   }

@@ -80,6 +80,12 @@ class JobController {
     // How long a worker whose rank never reached its attempt's rendezvous (within the
     // job's rendezvous.join_timeout_seconds) is kept out of scheduling.
     absl::Duration quarantine = absl::Minutes(10);
+    // How long a rank's retryable failure (a connection error, say) is held before the
+    // attempt is re-queued for it: a rank that fails for good (a bad token, a diverged
+    // loss) takes its peers' collectives down with it, and their errors may reach the
+    // coordinator before its own. A permanent failure reported within the grace decides
+    // how the attempt ends. Zero: every failure decides at once.
+    absl::Duration failure_report_grace = absl::Seconds(1);
   };
 
   // The managers are not owned and must outlive the controller. Jobs `jobs` holds as
@@ -169,6 +175,14 @@ class JobController {
     // or at the deadline (job_controller_probes.cc).
     absl::Time probe_deadline = absl::InfiniteFuture();
     std::map<int32_t, v1::DataPlaneProbeResult> probes;
+    // The first retryable failure a rank reported, held until its deadline
+    // (Options::failure_report_grace).
+    struct HeldFailure {
+      std::string reason;
+      std::string worker;
+      absl::Time deadline;
+    };
+    std::optional<HeldFailure> held_failure;
   };
 
   // Starts following a new live attempt of `job` (replacing an earlier one).
@@ -326,6 +340,13 @@ class JobController {
   // else the attempt fails as without fault tolerance.
   void LeaveLocked(const v1::Job& job, int32_t rank, const std::string& reason,
                    const std::string& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank reported that it failed (an ABORTED report): a permanent failure, or any in a
+  // fault-tolerant job, is handled at once (LoseRankLocked); the first retryable one of an
+  // attempt is held for Options::failure_report_grace, and decides once that passes with
+  // no permanent failure reported (CheckHeldFailuresLocked).
+  void OnRankFailedLocked(const v1::Job& job, LiveAttempt& attempt, const v1::AttemptReport& report,
+                          const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckHeldFailuresLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A loss the attempt takes (LeaveIfTolerantLocked), else FailAttemptLocked.
   void LoseRankLocked(const v1::Job& job, int32_t rank, const std::string& reason,
                       const std::string& lost_worker, bool retryable = true)

@@ -29,6 +29,33 @@ std::vector<int32_t> JobController::LiveRanksOf(const v1::Job& job) {
   return LiveRanks(job.spec(), job.membership(), job.attempt());
 }
 
+void JobController::OnRankFailedLocked(const v1::Job& job, LiveAttempt& attempt,
+                                       const v1::AttemptReport& report,
+                                       const std::string& worker_id) {
+  const std::string reason =
+      absl::StrCat(RankName(job, report.rank()), " failed: ", report.message());
+  const bool retryable = !report.permanent();
+  if (!retryable || job.spec().has_fault_tolerance() ||
+      options_.failure_report_grace <= absl::ZeroDuration()) {
+    return LoseRankLocked(job, report.rank(), reason, worker_id, retryable);
+  }
+  if (attempt.held_failure.has_value()) return;  // the first one stands for them all
+  attempt.held_failure =
+      LiveAttempt::HeldFailure{reason, worker_id, clock_.Now() + options_.failure_report_grace};
+}
+
+void JobController::CheckHeldFailuresLocked(absl::Time now) {
+  std::vector<std::pair<v1::Job, LiveAttempt::HeldFailure>> due;
+  for (auto& [job_id, live] : live_) {
+    if (!live.held_failure.has_value() || live.held_failure->deadline > now) continue;
+    auto job = jobs_->Get(job_id);
+    if (job.ok() && job->attempt() == live.attempt) due.emplace_back(*job, *live.held_failure);
+    live.held_failure.reset();
+  }
+  // Failing re-queues the job (and changes live_): after the scan.
+  for (const auto& [job, held] : due) FailAttemptLocked(job, held.reason, held.worker);
+}
+
 void JobController::LoseRankLocked(const v1::Job& job, int32_t rank, const std::string& reason,
                                    const std::string& lost_worker, bool retryable) {
   if (retryable && LeaveIfTolerantLocked(job, rank, reason, lost_worker, /*graceful=*/false)) {

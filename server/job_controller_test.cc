@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/metrics.h"
 #include "gtest/gtest.h"
@@ -383,6 +384,60 @@ TEST_F(JobControllerTest, ARegistryAtItsLimitRefusesNewWorkers) {
   request.set_name("w1");
   EXPECT_EQ(controller_->RegisterWorker(request).status().code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+v1::AttemptReport Failed(int rank, const std::string& message, bool permanent) {
+  v1::AttemptReport report;
+  report.set_job_id("job-1");
+  report.set_attempt(1);
+  report.set_rank(rank);
+  report.set_phase(v1::ABORTED);
+  report.set_message(message);
+  report.set_permanent(permanent);
+  return report;
+}
+
+// A rank that fails for good takes its peer's collective down; the peer's connection error
+// may arrive first. The cause decides: the job fails for it, blaming its rank, and is not
+// re-queued into the same failure.
+TEST_F(JobControllerTest, APermanentFailureReportedJustAfterAPeersConnectionErrorDecides) {
+  v1::JobSpec spec = Spec(2);
+  spec.mutable_restart_policy()->set_max_restarts(2);
+  StartTwoRankJob(spec);
+  controller_->OnReport("w0", Failed(0, "a collective failed: connection closed by peer", false));
+  EXPECT_EQ(State(), v1::RUNNING);  // held for the grace
+  clock_.Advance(absl::Milliseconds(500));
+  controller_->CheckHeartbeats();
+  controller_->OnReport("w1", Failed(1, "token 123 (byte offset 246) is 300", true));
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_TRUE(absl::StrContains(job.reason(), "rank 1")) << job.reason();
+  EXPECT_TRUE(absl::StrContains(job.reason(), "token 123")) << job.reason();
+}
+
+// Alone, a retryable failure re-queues the job once the grace has passed.
+TEST_F(JobControllerTest, ARetryableFailureAloneRequeuesTheJobAfterTheGrace) {
+  v1::JobSpec spec = Spec(2);
+  spec.mutable_restart_policy()->set_max_restarts(2);
+  StartTwoRankJob(spec);
+  controller_->OnReport("w0", Failed(0, "a collective failed: connection closed by peer", false));
+  controller_->OnReport("w1", Failed(1, "a collective failed: connection reset", false));
+  clock_.Advance(options_.failure_report_grace - absl::Milliseconds(1));
+  controller_->CheckHeartbeats();
+  EXPECT_EQ(State(), v1::RUNNING);
+  clock_.Advance(absl::Milliseconds(2));
+  controller_->CheckHeartbeats();
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.restarts(), 1);
+  bool requeued_for_rank_0 = false;
+  for (const v1::JobEvent& event : job.events()) {
+    requeued_for_rank_0 |=
+        absl::StrContains(event.message(),
+                          "attempt 1 failed: rank 0 (worker w0) failed: a collective failed") &&
+        absl::StrContains(event.message(), "re-queued");
+  }
+  EXPECT_TRUE(requeued_for_rank_0);
 }
 
 // A client whose call's deadline passed while its job was checked finds no job created

@@ -99,8 +99,10 @@ absl::Status WorkerRegistry::AttachSession(const std::string& worker_id,
       Unassign(*worker);
       // Back while still running an ended attempt (DrainOnAttach): idle once it says so.
       worker->info.set_state(owed_abort.has_value() ? v1::DRAINING : v1::IDLE);
-      worker->info.clear_lost_reason();
     }
+    // With a session it is not lost, whatever it runs: a worker that re-attached its
+    // attempt at registration (after a coordinator restart) is BUSY here already.
+    worker->info.clear_lost_reason();
     Touch(*worker);
   }
   if (replaced) replaced->Close();

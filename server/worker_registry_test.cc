@@ -38,6 +38,18 @@ TEST(WorkerRegistry, AWorkerIsSchedulableOnlyWithALiveSession) {
             absl::StatusCode::kNotFound);
 }
 
+// After a coordinator restart a worker re-attaches its running attempt as it registers:
+// BUSY before its session opens, then no longer "registered; no session yet".
+TEST(WorkerRegistry, AReattachedWorkersSessionClearsItsLostReason) {
+  WorkerRegistry registry;
+  const std::string id = Register(registry, "w0");
+  EXPECT_EQ(registry.Get(id)->lost_reason(), "registered; no session yet");
+  registry.SetBusy(id, "job-1", 1, 0);
+  Attach(registry, id);
+  EXPECT_EQ(registry.Get(id)->state(), v1::BUSY);
+  EXPECT_EQ(registry.Get(id)->lost_reason(), "");
+}
+
 TEST(WorkerRegistry, ANewSessionReplacesTheOldOne) {
   WorkerRegistry registry;
   const std::string id = Register(registry, "w0");

@@ -237,15 +237,22 @@ bool Cluster::WaitFor(const std::function<bool()>& condition, absl::Duration tim
 v1::Job Cluster::WaitForState(const std::string& job_id, v1::JobState state,
                               absl::Duration timeout) {
   v1::Job last;
-  const bool reached = WaitFor(
+  // A job that ended otherwise will not reach `state`: no use waiting out the bound.
+  const auto ended_otherwise = [&] {
+    return (last.state() == v1::SUCCEEDED || last.state() == v1::FAILED ||
+            last.state() == v1::CANCELLED) &&
+           last.state() != state;
+  };
+  WaitFor(
       [&] {
         auto job = client_->Get(job_id);
         if (job.ok()) last = *job;
-        return job.ok() && job->state() == state;
+        return (job.ok() && job->state() == state) || ended_otherwise();
       },
       timeout);
-  EXPECT_TRUE(reached) << job_id << " did not reach " << v1::JobState_Name(state) << "; it is "
-                       << v1::JobState_Name(last.state()) << ": " << last.reason();
+  EXPECT_EQ(last.state(), state) << job_id << " did not reach " << v1::JobState_Name(state)
+                                 << "; it is " << v1::JobState_Name(last.state()) << ": "
+                                 << last.reason();
   return last;
 }
 

@@ -32,7 +32,7 @@ TEST(Failure, AWorkerKilledMidJobFailsTheJobNamingItsRank) {
   ASSERT_TRUE(job_id.ok());
   cluster.WaitForState(*job_id, v1::SCHEDULED);
   w1.Kill();
-  v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(10));
+  v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(60));
   EXPECT_TRUE(absl::StrContains(job.reason(), "rank 1 (worker w1) was lost")) << job.reason();
   EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w0") == v1::IDLE; }));
   EXPECT_EQ(cluster.WorkerState("w1"), v1::LOST);
@@ -54,8 +54,9 @@ TEST(Failure, AWorkerToldToStopAbortsItsAttemptAndSaysSoBeforeLeaving) {
   const absl::Time signalled = absl::Now();
   w1.Signal(SIGTERM);
   EXPECT_EQ(w1.Wait(), 0);
-  EXPECT_LT(absl::Now() - signalled, absl::Seconds(10));
-  v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(10));
+  // Promptly, not after the 30 s collective timeout a peer would otherwise wait out.
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(25));
+  v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(60));
   EXPECT_TRUE(absl::StrContains(job.reason(),
                                 "rank 1 (worker w1) failed: aborted: the worker "
                                 "is shutting down"))
@@ -73,7 +74,7 @@ TEST(Failure, AFrozenWorkerIsLostAfterTheHeartbeatTimeout) {
   w1.Signal(SIGSTOP);  // its TCP connection stays open: only heartbeats can tell
   auto job_id = cluster.client().Submit(Cluster::Spec(2));
   ASSERT_TRUE(job_id.ok());
-  v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(10));
+  v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(60));
   EXPECT_TRUE(absl::StrContains(job.reason(),
                                 "rank 1 (worker w1) was lost: no heartbeat for "
                                 "more than 1.5s"))
@@ -219,7 +220,8 @@ TEST(Failure, AJobTooLargeForAWorkersMemoryFailsAndTheWorkerServesOn) {
       cluster.AddWorker("small", {"--check_memory=false"}, {"/usr/bin/prlimit", "--as=3221225472"});
   auto job = cluster.client().Submit(FourGibLayerSpec());
   ASSERT_TRUE(job.ok()) << job.status();
-  const v1::Job failed = cluster.WaitForState(*job, v1::FAILED);
+  // Filling gigabytes until the limit takes long on a loaded machine: the bound is loose.
+  const v1::Job failed = cluster.WaitForState(*job, v1::FAILED, absl::Minutes(3));
   EXPECT_TRUE(
       absl::StrContains(failed.reason(), "rank 0 (worker small) failed: out of memory while "))
       << failed.reason();

@@ -112,7 +112,7 @@ TEST(Training, ABadDataFileFailsTheJobNamingIt) {
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   job = cluster.WaitForState(*job_id, v1::FAILED);
   EXPECT_TRUE(absl::StrContains(job.reason(),
-                                "tensor 'x' has a dimension that does not fit "
+                                "tensor 'x' has a dimension of 60000 that does not fit "
                                 "the file"))
       << job.reason();
   EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w0") == v1::IDLE; }));

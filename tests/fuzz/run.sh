@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-20}
-targets=(job_spec safetensors token_file checkpoint coordinator tokenizer)
+targets=(job_spec safetensors token_file checkpoint coordinator tokenizer tokenizer_files huggingface)
 
 bazel build //proto:all >/dev/null 2>&1
 bin=$(bazel info bazel-bin 2>/dev/null)
