@@ -65,7 +65,10 @@ ABSL_FLAG(std::string, output, "", "with timeline: the file to write (default JO
 ABSL_FLAG(std::string, o, "", "short for --output");
 ABSL_FLAG(std::string, wrapper, "",
           "with set-hook: fp16_wrapper or bf16_wrapper around the hook (NO_SHARD only)");
-ABSL_FLAG(int32_t, replicas, 0, "with scale: the replica groups the job is to train with");
+// `scale` without --replicas is a usage error; any value given goes to the coordinator.
+constexpr int32_t kReplicasNotGiven = -1;
+ABSL_FLAG(int32_t, replicas, kReplicasNotGiven,
+          "with scale: the replica groups the job is to train with");
 ABSL_FLAG(std::vector<std::string>, state, {},
           "with get: only jobs or workers in these states (comma-separated, e.g. RUNNING,PENDING)");
 ABSL_FLAG(std::string, submitter, "", "with get jobs: only jobs this principal submitted");
@@ -469,7 +472,11 @@ int RunWithClient(Client& client, const std::vector<std::string>& args) {
   }
   if (verb == "scale") {
     problem = need(1, "one job id");
-    if (problem.empty() && absl::GetFlag(FLAGS_replicas) <= 0) problem = "needs --replicas=N";
+    // A value given, whatever it is, goes to the coordinator, which names the range the
+    // job takes; only a missing one is a usage error.
+    if (problem.empty() && absl::GetFlag(FLAGS_replicas) == kReplicasNotGiven) {
+      problem = "needs --replicas=N";
+    }
     return problem.empty() ? Scale(client, args[1], absl::GetFlag(FLAGS_replicas)) : Usage(problem);
   }
   const std::map<std::string, int (*)(Client&, const std::string&)> by_job = {

@@ -231,6 +231,23 @@ bool Degraded(const v1::Job& job) {
   return job.membership().epoch() > 0 && job.membership().attempt() == job.attempt();
 }
 
+// The history a run is reproduced from, every attempt's: each epoch's first step (which
+// its leader reported once the ranks moved to it), the step it was decided at, and why.
+void AppendMembershipHistory(const v1::Job& job, std::string* out) {
+  if (job.membership_history().empty()) return;
+  absl::StrAppend(out, "Membership history:\n");
+  for (const v1::MembershipEpoch& epoch : job.membership_history()) {
+    const std::string when =
+        epoch.has_first_step()
+            ? absl::StrCat(" from step ", epoch.first_step(), " (decided at step ",
+                           epoch.decided_at_step(), ")")
+            : absl::StrCat(" (decided at step ", epoch.decided_at_step(), "; not trained)");
+    absl::StrAppend(out, "  ", FormatTime(epoch.time_ms()), "  attempt ", epoch.attempt(),
+                    "  epoch ", epoch.epoch(), when, ": ranks ",
+                    absl::StrJoin(epoch.live_ranks(), ", "), "  (", epoch.cause(), ")\n");
+  }
+}
+
 // A fault-tolerant job's replicas: who trains and who left; for any other job, what a
 // lost rank does to it (docs/operations.md).
 void AppendMembership(const v1::Job& job, std::string* out) {
@@ -249,7 +266,7 @@ void AppendMembership(const v1::Job& job, std::string* out) {
     absl::StrAppend(out, "Replicas:   all ", job.spec().world_size(),
                     " ranks train (fault tolerance: min_replicas ",
                     std::max(1, job.spec().fault_tolerance().min_replicas()), ")\n");
-    return;
+    return AppendMembershipHistory(job, out);
   }
   // A job that may grow starts with ranks 0 to world_size - 1 of its ranks (epoch 0).
   const std::vector<int32_t> live = LiveRanks(job.spec(), m, job.attempt());
@@ -269,22 +286,21 @@ void AppendMembership(const v1::Job& job, std::string* out) {
     absl::StrAppend(out, "            scaled to ", job.target_replicas(), " replica group",
                     job.target_replicas() == 1 ? "" : "s", " (shardwise scale)\n");
   }
-  // The history a run is reproduced from: each epoch, when and at which step it was
-  // decided, and why.
-  if (job.membership_history().empty()) return;
-  absl::StrAppend(out, "Membership history:\n");
-  for (const v1::MembershipEpoch& epoch : job.membership_history()) {
-    absl::StrAppend(out, "  ", FormatTime(epoch.time_ms()), "  attempt ", epoch.attempt(),
-                    "  epoch ", epoch.epoch(), " from step ", epoch.decided_at_step(), ": ranks ",
-                    absl::StrJoin(epoch.live_ranks(), ", "), "  (", epoch.cause(), ")\n");
-  }
+  AppendMembershipHistory(job, out);
 }
 
 void AppendRanksAndEvents(const v1::Job& job, std::string* out) {
   absl::StrAppend(out, "Ranks:\n");
   if (job.ranks().empty()) absl::StrAppend(out, "  (none assigned)\n");
+  // A fault-tolerant attempt's ranks that left are marked: their workers no longer train.
+  const std::vector<int32_t> live = job.spec().has_fault_tolerance()
+                                        ? LiveRanks(job.spec(), job.membership(), job.attempt())
+                                        : std::vector<int32_t>();
   for (const auto& r : job.ranks()) {
-    absl::StrAppend(out, "  rank ", r.rank(), "  worker ", r.worker_id(), "\n");
+    const bool left = job.spec().has_fault_tolerance() &&
+                      std::find(live.begin(), live.end(), r.rank()) == live.end();
+    absl::StrAppend(out, "  rank ", r.rank(), "  worker ", r.worker_id(),
+                    left ? "  (left the attempt)" : "", "\n");
   }
   absl::StrAppend(out, "Events:\n");
   for (const auto& e : job.events()) {

@@ -1,6 +1,7 @@
 #include "client/format.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "contracts/job_summary.h"
 #include "gtest/gtest.h"
 
@@ -170,16 +171,27 @@ TEST(Format, ADegradedJobShowsItsLiveRanksEverywhere) {
   lost->add_live_ranks(0);
   lost->add_live_ranks(1);
   lost->set_decided_at_step(39);
+  lost->set_first_step(40);
   lost->set_cause("rank 3 (worker w3) was lost");
+  for (int rank = 0; rank < 4; ++rank) {
+    v1::RankAssignment* assigned = job.add_ranks();
+    assigned->set_rank(rank);
+    assigned->set_worker_id(absl::StrCat("w", rank));
+  }
   EXPECT_EQ(FormatProgressLine(job, 10),
             "[#####.....] 50/100 steps  loss 0.4322  12.50 steps/s  RUNNING  2/4 ranks (epoch 1)");
   const std::string description = FormatJobDescription(job, 1'000'000);
+  EXPECT_TRUE(absl::StrContains(description,
+                                "  rank 1  worker w1\n  rank 2  worker w2  (left "
+                                "the attempt)\n"))
+      << description;
   EXPECT_TRUE(absl::StrContains(
       description, "Replicas:   epoch 1: 2 of 4 ranks train (0, 1); ranks 2, 3 left\n"))
       << description;
-  EXPECT_TRUE(absl::StrContains(description,
-                                "  attempt 1  epoch 1 from step 39: ranks 0, 1  "
-                                "(rank 3 (worker w3) was lost)\n"))
+  EXPECT_TRUE(
+      absl::StrContains(description,
+                        "  attempt 1  epoch 1 from step 40 (decided at step 39): ranks 0, 1  "
+                        "(rank 3 (worker w3) was lost)\n"))
       << description;
   job.set_target_replicas(1);
   EXPECT_TRUE(absl::StrContains(FormatJobDescription(job, 1'000'000),
@@ -204,9 +216,23 @@ TEST(Format, ADegradedJobShowsItsLiveRanksEverywhere) {
                                 "replicas: ranks 0, 1, 2, 3 trained to the end (epoch 2, 2 "
                                 "membership changes)\n"))
       << FormatJobSummary(job);
-  // A membership of an earlier attempt: the current one trains whole.
+  // A membership of an earlier attempt: the current one trains whole, and the history of
+  // the attempt before is still shown.
   job.set_attempt(2);
   EXPECT_FALSE(absl::StrContains(FormatProgressLine(job, 10), "ranks (epoch"));
+  EXPECT_TRUE(
+      absl::StrContains(FormatJobDescription(job, 1'000'000), "  attempt 1  epoch 2 from step 40"))
+      << FormatJobDescription(job, 1'000'000);
+  // An epoch decided that never trained says so.
+  job.mutable_membership_history(1)->clear_first_step();
+  EXPECT_TRUE(absl::StrContains(FormatJobDescription(job, 1'000'000),
+                                "  attempt 1  epoch 2 (decided at step 39; not trained)"))
+      << FormatJobDescription(job, 1'000'000);
+}
+
+// A job without fault tolerance says what a lost rank does to it; one that may grow says
+// how far, and that its first world_size ranks train.
+TEST(Format, AJobWithoutFaultToleranceOrThatMayGrowSaysSo) {
   v1::Job plain = RunningJob();
   plain.mutable_spec()->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::FULL_SHARD);
   EXPECT_TRUE(absl::StrContains(FormatJobDescription(plain, 1'000'000),

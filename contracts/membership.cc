@@ -28,6 +28,11 @@ std::vector<int32_t> GroupsNotLive(const v1::JobSpec& spec, const std::vector<in
 
 }  // namespace
 
+absl::Duration PeerTimeout(const v1::JobSpec& spec) {
+  const int32_t seconds = spec.fault_tolerance().peer_timeout_seconds();
+  return absl::Seconds(seconds > 0 ? seconds : 10);
+}
+
 std::vector<int32_t> ReplicaGroupOf(const v1::JobSpec& spec, int32_t rank) {
   const int32_t size = ReplicaGroupSize(spec);
   std::vector<int32_t> group;
@@ -107,8 +112,9 @@ MembershipDecision DecideAfterLoss(const v1::JobSpec& spec, const v1::Membership
   const std::vector<int32_t> left(leaving.begin(), leaving.end());
   if (!spec.has_fault_tolerance() || groups < needed) {
     decision.summary =
-        absl::StrCat(Ranks(left), " left: ", groups, " replica", groups == 1 ? "" : "s",
-                     " would be left, fewer than fault_tolerance.min_replicas ", needed);
+        absl::StrCat("without ", Ranks(left), " only ", groups, " replica", groups == 1 ? "" : "s",
+                     " would be left, fewer than fault_tolerance.min_replicas ", needed,
+                     ": the attempt cannot train on");
     return decision;
   }
   decision.train_on = true;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
 
@@ -19,6 +20,15 @@ namespace shardwise {
 
 // The ranks of `rank`'s replica group, ascending.
 std::vector<int32_t> ReplicaGroupOf(const v1::JobSpec& spec, int32_t rank);
+
+// fault_tolerance.peer_timeout_seconds, or its default (10 s) where unset: how long a live
+// rank waits for a peer inside a collective before it counts the peer lost.
+absl::Duration PeerTimeout(const v1::JobSpec& spec);
+
+// The phase a fault-tolerant rank's position shows (RankPosition.phase) once a collective
+// failed on a lost peer and it waits for the membership without it: a coordinator that
+// restarted learns from it that a peer is gone (job_controller_reattach.cc).
+inline constexpr char kAwaitingMembershipPhase[] = "membership change";
 
 // The live ranks of `membership` for `attempt`: ranks 0 to world_size - 1 (the job's
 // initial size) while its membership has not changed (`membership` unset, or of another

@@ -46,7 +46,8 @@ TEST(Membership, AHybridGroupLeavesAsAUnitAndMinReplicasHolds) {
   MembershipDecision below = DecideAfterLoss(spec, decision.next, 1, {4});
   EXPECT_FALSE(below.train_on);
   EXPECT_EQ(below.summary,
-            "ranks 4, 5 left: 1 replica would be left, fewer than fault_tolerance.min_replicas 2");
+            "without ranks 4, 5 only 1 replica would be left, fewer than "
+            "fault_tolerance.min_replicas 2: the attempt cannot train on");
 }
 
 TEST(Membership, UnderKeepGlobalTheLeftGroupsRowsGoRoundTheLiveGroups) {

@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_state.h"
+#include "contracts/membership.h"
 #include "server/scheduler.h"
 
 namespace shardwise {
@@ -215,6 +216,17 @@ void JobController::OnHeartbeat(const std::string& worker_id, const v1::Heartbea
   if (same_attempt && heartbeat.has_position()) {
     stalls_.Record(heartbeat.job_id(), heartbeat.attempt(), worker->rank, heartbeat.position(),
                    clock_.Now());
+    // A rank that re-attached before its collective failed says so in its position: rare,
+    // and the decision takes the controller's lock, so it goes to the executor.
+    if (heartbeat.position().phase() == kAwaitingMembershipPhase) {
+      if (options_.executor == nullptr) {
+        OnPeerLostWhileReattaching(heartbeat.job_id(), heartbeat.attempt());
+      } else {
+        options_.executor->Post([this, job_id = heartbeat.job_id(), attempt = heartbeat.attempt()] {
+          OnPeerLostWhileReattaching(job_id, attempt);
+        });
+      }
+    }
   }
   if (heartbeat.job_id().empty() && worker->state == v1::DRAINING) {
     if (options_.executor == nullptr) {
@@ -242,11 +254,7 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
     return;  // a late report of an attempt that already ended
   }
   // Only the worker that holds a rank may speak for it.
-  bool holds_rank = false;
-  for (const v1::RankAssignment& rank : job->ranks()) {
-    holds_rank |= rank.rank() == report.rank() && rank.worker_id() == worker_id;
-  }
-  if (!holds_rank) {
+  if (WorkerOfRank(*job, report.rank()) != worker_id) {
     LogWarning(LogContext().Job(report.job_id()).Attempt(report.attempt()).Worker(worker_id),
                absl::StrCat("ignoring a report for rank ", report.rank(),
                             ", which the worker does not hold"));
@@ -273,20 +281,9 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
                     "recording progress", JobContext(*job));
       }
       break;
-    case v1::COMPLETED: {
-      attempt.completed.insert(report.rank());
-      attempt.joining.erase(report.rank());
-      workers_->SetIdle(worker_id);
-      const std::vector<int32_t> live_ranks = LiveRanksOf(*job);
-      if (report.rank() == live_ranks.front()) {
-        attempt.result = report.message();
-        LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
-                    "recording progress", JobContext(*job));
-      }
-      FinishIfCompletedLocked(*job);
-      RequestScheduleLocked();
+    case v1::COMPLETED:
+      OnRankCompletedLocked(*job, attempt, report, worker_id);
       break;
-    }
     case v1::ORDER_RECORDED:
     case v1::ORDER_CHANGED:
       ApplyOrderDecisionLocked(*job, attempt, attempt.order.OnReport(*job, report));
@@ -299,6 +296,9 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
     case v1::STATE_RECEIVED:
       RecordStateReceivedLocked(*job, report);
       break;
+    case v1::EPOCH_STARTED:
+      RecordEpochStartedLocked(*job, report);
+      break;
     case v1::ABORTED:
       if (!report.worker_leaving()) workers_->SetIdle(worker_id);
       OnRankFailedLocked(*job, attempt, report, worker_id);
@@ -307,6 +307,21 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
     default:
       break;
   }
+}
+
+void JobController::OnRankCompletedLocked(const v1::Job& job, LiveAttempt& attempt,
+                                          const v1::AttemptReport& report,
+                                          const std::string& worker_id) {
+  attempt.completed.insert(report.rank());
+  attempt.joining.erase(report.rank());
+  workers_->SetIdle(worker_id);
+  if (report.rank() == LiveRanksOf(job).front()) {  // the leader speaks for the job
+    attempt.result = report.message();
+    LogIfFailed(jobs_->UpdateProgress(job.id(), report.attempt(), report.progress()),
+                "recording progress", JobContext(job));
+  }
+  FinishIfCompletedLocked(job);
+  RequestScheduleLocked();
 }
 
 void JobController::FinishIfCompletedLocked(const v1::Job& job) {

@@ -183,6 +183,15 @@ class JobController {
       absl::Time deadline;
     };
     std::optional<HeldFailure> held_failure;
+    // Fault-tolerant attempts: how often each worker's rank left (lost, or leaving by
+    // itself), and until when it is not placed in the attempt again. A worker that leaves
+    // again and again (a flapping node) would otherwise be healed back in after every
+    // loss; the second time it is held off for kRejoinBackoff, doubling each time after.
+    struct WorkerLeaves {
+      int times = 0;
+      absl::Time held_until = absl::InfinitePast();
+    };
+    std::map<std::string, WorkerLeaves> leaves_by_worker;
   };
 
   // Starts following a new live attempt of `job` (replacing an earlier one).
@@ -196,6 +205,15 @@ class JobController {
   // of an attempt waiting for its ranks; if so the worker is BUSY with it again.
   bool ReattachLocked(const std::string& worker_id, const v1::RunningAttempt& running)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts a leave of `worker`'s rank from `job`'s attempt, holding the worker off the
+  // attempt's heals from its second leave on (LiveAttempt::WorkerLeaves), with an event.
+  void CountWorkerLeaveLocked(const v1::Job& job, const std::string& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A re-attached rank of a fault-tolerant attempt lost a peer (its collective failed on
+  // it): the ranks still missing have the peer timeout to come back, not the whole grace.
+  void DecideReattachSoonerLocked(const v1::Job& job, LiveAttempt& attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnPeerLostWhileReattaching(const std::string& job_id, int32_t attempt);
   // A worker holding a rank of a waiting attempt registered without it (its daemon
   // restarted): the attempt cannot go on.
   void RequeueIfRankCameBackWithoutItLocked(const std::string& worker_id)
@@ -326,6 +344,9 @@ class JobController {
   // `workers` (in the ranks' order) and told, with the live ranks, to join the next epoch.
   bool HealLocked(const v1::Job& job, const std::vector<int32_t>& group,
                   const std::vector<std::string>& workers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The leader's EPOCH_STARTED: the epoch's first step, into the job's history.
+  void RecordEpochStartedLocked(const v1::Job& job, const v1::AttemptReport& report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank's STATE_RECEIVED: an event naming the donor -> receiver pair, the bytes, the
   // rate and the state's checksum.
   void RecordStateReceivedLocked(const v1::Job& job, const v1::AttemptReport& report)
@@ -350,6 +371,11 @@ class JobController {
   // A loss the attempt takes (LeaveIfTolerantLocked), else FailAttemptLocked.
   void LoseRankLocked(const v1::Job& job, int32_t rank, const std::string& reason,
                       const std::string& lost_worker, bool retryable = true)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank's COMPLETED: its worker is idle, the leader's result kept, and the attempt ends
+  // once every live rank has completed.
+  void OnRankCompletedLocked(const v1::Job& job, LiveAttempt& attempt,
+                             const v1::AttemptReport& report, const std::string& worker_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the attempt with SUCCEEDED when every live rank has completed.
   void FinishIfCompletedLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -89,6 +89,29 @@ void JobController::AskGroupsAboveTargetToLeaveLocked(const v1::Job& job) {
   }
 }
 
+// A worker's first leave is no sign of trouble (a pod restarts, a node is drained); from its
+// second, it waits this long before the attempt takes it again, doubling each time.
+constexpr absl::Duration kRejoinBackoff = absl::Minutes(1);
+
+void JobController::CountWorkerLeaveLocked(const v1::Job& job, const std::string& worker) {
+  auto live = live_.find(job.id());
+  if (live == live_.end() || live->second.attempt != job.attempt()) return;
+  LiveAttempt::WorkerLeaves& leaves = live->second.leaves_by_worker[worker];
+  ++leaves.times;
+  if (leaves.times < 2) return;
+  const absl::Duration held = kRejoinBackoff * (int64_t{1} << std::min(leaves.times - 2, 10));
+  leaves.held_until = clock_.Now() + held;
+  LogIfFailed(jobs_
+                  ->RecordEvent(job.id(), job.attempt(),
+                                absl::StrCat("worker ", worker, " left attempt ", job.attempt(),
+                                             " ", leaves.times,
+                                             " times: it is not placed in "
+                                             "it again for ",
+                                             absl::FormatDuration(held)))
+                  .status(),
+              "recording an event", JobContext(job));
+}
+
 void JobController::HealDegradedAttemptsLocked() {
   std::vector<v1::Job> degraded;
   for (const auto& [job_id, live] : live_) {
@@ -105,12 +128,16 @@ void JobController::HealDegradedAttemptsLocked() {
     }
     degraded.push_back(*job);
   }
+  const absl::Time now = clock_.Now();
   for (const v1::Job& job : degraded) {
     const int32_t size = ReplicaGroupSize(job.spec());
     const int32_t wanted = TargetGroups(job) - static_cast<int32_t>(LiveRanksOf(job).size()) / size;
+    const auto& leaves = live_.at(job.id()).leaves_by_worker;
     std::vector<std::string> workers;
     for (const v1::WorkerInfo& worker : workers_->Idle(job.spec().device())) {
       if (static_cast<int32_t>(workers.size()) == wanted * size) break;
+      const auto left = leaves.find(worker.id());
+      if (left != leaves.end() && left->second.held_until > now) continue;  // flapping
       if (MemoryFits(job.memory_per_rank().total_bytes(), RankMemory(worker))) {
         workers.push_back(worker.id());
       }
@@ -184,6 +211,13 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
   LogInfo(JobContext(job), summary);
   ReconsiderHookSwitchLocked(*recorded, workers);
   return true;
+}
+
+void JobController::RecordEpochStartedLocked(const v1::Job& job, const v1::AttemptReport& report) {
+  if (report.rank() != LiveRanksOf(job).front()) return;  // the epoch's leader speaks for it
+  LogIfFailed(
+      jobs_->RecordEpochStart(job.id(), report.attempt(), report.epoch(), report.step()).status(),
+      "recording an epoch's first step", JobContext(job));
 }
 
 void JobController::RecordStateReceivedLocked(const v1::Job& job, const v1::AttemptReport& report) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "contracts/job_ranks.h"
 #include "contracts/job_state.h"
 #include "contracts/membership.h"
 #include "server/job_controller.h"
@@ -86,9 +87,10 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
   const MembershipDecision decision =
       DecideAfterLoss(job.spec(), job.membership(), job.attempt(), {lost_rank});
   if (!decision.train_on) {
-    LogIfFailed(jobs_->RecordEvent(job.id(), job.attempt(), decision.summary).status(),
-                "recording an event", JobContext(job));
-    return false;
+    // The attempt ends for the loss and for min_replicas, and its reason says both.
+    FailAttemptLocked(job, absl::StrCat(reason, "; ", decision.summary), lost_worker,
+                      /*retryable=*/true);
+    return true;
   }
   auto recorded = jobs_->RecordMembership(job.id(), decision.next,
                                           absl::StrCat(reason, "; ", decision.summary));
@@ -104,6 +106,11 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
   if (options_.metrics != nullptr) {
     options_.metrics->membership_changes_total.With({graceful ? "left" : "lost"}).Increment();
   }
+  // A group leaving because the job was scaled below it is no worker's trouble.
+  const bool scaled_down =
+      graceful && job.target_replicas() > 0 &&
+      static_cast<int32_t>(before.size()) / ReplicaGroupSize(job.spec()) > job.target_replicas();
+  if (!lost_worker.empty() && !scaled_down) CountWorkerLeaveLocked(*recorded, lost_worker);
   for (const v1::RankAssignment& rank : job.ranks()) {
     const bool staying = std::find(after.begin(), after.end(), rank.rank()) != after.end();
     const bool was_live = std::find(before.begin(), before.end(), rank.rank()) != before.end();

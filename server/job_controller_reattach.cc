@@ -68,6 +68,7 @@ bool JobController::ReattachLocked(const std::string& worker_id,
   rendezvous_->AdmitRank(job->id(), job->attempt(), running.rank(), running.rendezvous_token());
   attempt.reattached.insert(running.rank());
   to_resync_.insert(worker_id);
+  if (running.peer_lost()) DecideReattachSoonerLocked(*job, attempt);
   LogInfo(
       LogContext().Job(job->id()).Attempt(job->attempt()).Rank(running.rank()).Worker(worker_id),
       absl::StrCat("re-attached at step ", running.step()));
@@ -83,6 +84,30 @@ bool JobController::ReattachLocked(const std::string& worker_id,
                 "recording an event", JobContext(*job));
   }
   return true;
+}
+
+void JobController::DecideReattachSoonerLocked(const v1::Job& job, LiveAttempt& attempt) {
+  if (!job.spec().has_fault_tolerance() || !attempt.awaiting_reattach) return;
+  const absl::Time sooner = clock_.Now() + PeerTimeout(job.spec());
+  if (sooner >= attempt.reattach_deadline) return;
+  attempt.reattach_deadline = sooner;
+  LogIfFailed(jobs_
+                  ->RecordEvent(job.id(), job.attempt(),
+                                absl::StrCat("a re-attached rank lost a peer: the ranks still "
+                                             "missing are taken out after ",
+                                             absl::FormatDuration(PeerTimeout(job.spec())),
+                                             " (fault_tolerance.peer_timeout_seconds), not after "
+                                             "the whole re-attach grace"))
+                  .status(),
+              "recording an event", JobContext(job));
+}
+
+void JobController::OnPeerLostWhileReattaching(const std::string& job_id, int32_t attempt) {
+  absl::MutexLock lock(&mu_);
+  auto live = live_.find(job_id);
+  if (live == live_.end() || live->second.attempt != attempt) return;
+  auto job = jobs_->Get(job_id);
+  if (job.ok() && job->attempt() == attempt) DecideReattachSoonerLocked(*job, live->second);
 }
 
 void JobController::RequeueIfRankCameBackWithoutItLocked(const std::string& worker_id) {

@@ -1034,6 +1034,35 @@ TEST_F(FaultTolerantJobTest, AGroupThatLeftIsReplacedOnIdleWorkers) {
   EXPECT_TRUE(GotAbort("w9"));
 }
 
+// A flapping worker (it leaves, is healed back in, leaves again) is held off the attempt
+// from its second leave, for a minute, then two: the job trains on degraded meanwhile
+// instead of going through an epoch per step.
+TEST_F(FaultTolerantJobTest, AWorkerThatLeavesAgainIsHeldOffTheAttempt) {
+  StartHybridJob();
+  for (int leave = 1; leave <= 2; ++leave) {
+    controller_->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
+    controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+    if (leave == 1) {  // healed back in at once: w2 and w3 are idle again
+      ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3})) << Events();
+      Report("w2", 2, v1::JOINED);
+      Report("w3", 3, v1::JOINED);
+    }
+  }
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1})) << Events();
+  EXPECT_TRUE(absl::StrContains(Events(),
+                                "worker w3 left attempt 1 2 times: it is not placed "
+                                "in it again for 1m"))
+      << Events();
+  const int32_t epoch = jobs_->Get("job-1")->membership().epoch();
+  clock_.Advance(absl::Seconds(59));
+  controller_->Schedule();
+  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), epoch);
+  clock_.Advance(absl::Seconds(2));
+  controller_->Schedule();
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3})) << Events();
+  EXPECT_EQ(jobs_->Get("job-1")->ranks(3).worker_id(), "w3");
+}
+
 // A degraded job whose live ranks are finishing takes no replacement: none would join.
 TEST_F(FaultTolerantJobTest, NoReplacementOnceALiveRankCompleted) {
   StartHybridJob();

@@ -578,6 +578,24 @@ absl::StatusOr<v1::Job> JobManager::RecordMembership(
       event_message, OnStoreFailure::kRefuse);
 }
 
+absl::StatusOr<v1::Job> JobManager::RecordEpochStart(const std::string& job_id, int32_t attempt,
+                                                     int32_t epoch, int64_t step) {
+  absl::MutexLock lock(&mu_);
+  return Mutate(
+      job_id,
+      [&](v1::Job* j) {
+        RETURN_IF_ERROR(CheckAttempt(*j, attempt));
+        for (int i = j->membership_history_size() - 1; i >= 0; --i) {
+          v1::MembershipEpoch* entry = j->mutable_membership_history(i);
+          if (entry->attempt() != attempt || entry->epoch() != epoch) continue;
+          if (!entry->has_first_step()) entry->set_first_step(step);
+          break;
+        }
+        return absl::OkStatus();
+      },
+      /*event_message=*/"", OnStoreFailure::kDefer);
+}
+
 absl::StatusOr<v1::Job> JobManager::SetTargetReplicas(const std::string& job_id, int32_t replicas,
                                                       const std::string& event_message) {
   absl::MutexLock lock(&mu_);

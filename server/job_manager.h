@@ -151,6 +151,12 @@ class JobManager {
                                            const std::string& event_message,
                                            const std::vector<v1::RankAssignment>& reassigned = {});
 
+  // Records the first step membership `epoch` of `attempt` trained (its history entry's
+  // first_step), as its leader reported it; the first report stands. NOT_FOUND-free: an
+  // epoch the history lacks (one a restarted coordinator never recorded) changes nothing.
+  absl::StatusOr<v1::Job> RecordEpochStart(const std::string& job_id, int32_t attempt,
+                                           int32_t epoch, int64_t step);
+
   // Stores a fault-tolerant job's target replica groups (Job.target_replicas), with an
   // event, once written (UNAVAILABLE, changing nothing, if the state file refuses it).
   absl::StatusOr<v1::Job> SetTargetReplicas(const std::string& job_id, int32_t replicas,

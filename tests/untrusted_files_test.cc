@@ -351,6 +351,14 @@ TEST_F(UntrustedFilesTest, ValuesEchoedInErrorsAreCut) {
       "long-act", "hidden_act", Json(std::string(1 << 20, 'x')).dump(), kTwoFloats, 8));
   ExpectRefused(act, "(1048576 bytes)");
   EXPECT_LT(act.message().size(), 1024u);
+
+  // A path of a megabyte, outside the roots: refused as such, its message within bounds.
+  v1::JobSpec long_path = Spec("");
+  long_path.mutable_data()->mutable_tokens()->set_train_path("/" + std::string(1 << 20, 'p'));
+  const absl::Status path = Submit(long_path);
+  EXPECT_NE(path.code(), absl::StatusCode::kResourceExhausted) << path;
+  EXPECT_FALSE(path.ok());
+  EXPECT_LE(path.message().size(), 4096u);
 }
 
 // The client library refuses these before sending; over raw gRPC the coordinator must:

@@ -267,6 +267,12 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
       *report.mutable_transfer() = transfer;
       report_(report);
     };
+    training.on_epoch_started = [this](int32_t epoch, int64_t first_step) {
+      v1::AttemptReport report = NewReport(v1::EPOCH_STARTED);
+      report.set_epoch(epoch);
+      report.set_step(first_step);
+      report_(report);
+    };
     training.on_leaving = [this](int64_t step) {
       std::string reason;
       {

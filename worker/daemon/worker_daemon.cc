@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "contracts/membership.h"
 #include "contracts/permanent_failure.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -305,6 +306,7 @@ std::optional<v1::RunningAttempt> WorkerDaemon::AttemptToReattach() {
   running.set_step(runner_->position().step());
   running.set_ended(outbox_.ended());
   running.set_rendezvous_token(runner_->rendezvous_token());
+  running.set_peer_lost(runner_->position().phase() == kAwaitingMembershipPhase);
   return running;
 }
 

@@ -116,8 +116,7 @@ class RankTrainer {
   // (default 10 s), or the data plane's timeout without fault tolerance.
   std::chrono::milliseconds PeerTimeout() const {
     if (!FaultTolerant()) return context_.data_plane.timeout;
-    const int32_t seconds = spec_.fault_tolerance().peer_timeout_seconds();
-    return std::chrono::milliseconds(int64_t{1000} * (seconds > 0 ? seconds : 10));
+    return absl::ToChronoMilliseconds(shardwise::PeerTimeout(spec_));
   }
   // Every live rank finished the step's backward: one small all-reduce before the
   // optimizer step, so that no rank applies a step another could not finish. A rank whose
@@ -672,7 +671,7 @@ absl::Status RankTrainer::Recover(const absl::Status& failure, int32_t agreed) {
   // on is this move's, or older than it.
   leaving_.clear();
   agreed_epoch_ = 0;
-  if (context_.position != nullptr) context_.position->SetPhase("membership change");
+  if (context_.position != nullptr) context_.position->SetPhase(kAwaitingMembershipPhase);
   auto change = agreed > 0
                     ? context_.membership->Epoch(agreed)
                     : context_.membership->WaitForEpochAbove(
@@ -750,6 +749,8 @@ absl::Status RankTrainer::MoveToEpoch(const v1::MembershipChange& change, RankSt
   RETURN_IF_ERROR(HealFromPeers(state));
   RETURN_IF_ERROR(RestoreState(*state));
   AttachStreamClock();  // the new device's streams
+  // Every rank holds the same steps now (the heal): the epoch's first step.
+  if (Leads() && context_.on_epoch_started) context_.on_epoch_started(epoch_, result_.steps);
   return absl::OkStatus();
 }
 

@@ -80,6 +80,10 @@ struct TrainingContext {
   // Fault-tolerant jobs: called when this rank took its shard's state from a live rank
   // (a replacement's heal, or a rank a step behind); none if empty.
   std::function<void(const v1::StateTransfer&)> on_state_received;
+  // Fault-tolerant jobs: called on the leader of a membership epoch once the ranks moved to
+  // it, with the epoch and the first step it trains (the job's history records it); none
+  // if empty.
+  std::function<void(int32_t epoch, int64_t first_step)> on_epoch_started;
   // Called with the execution order of this attempt's first micro-step, and once more
   // (changed = true) if a later micro-step's order differs from it.
   std::function<void(const v1::ExecutionOrder& order, int64_t step, bool changed)>
