@@ -75,6 +75,15 @@ std::string Events(const v1::Job& job) {
   return events;
 }
 
+// The first step of membership epoch `epoch` of attempt 1, as the job's history records it
+// (-1 if none).
+int64_t FirstStepOfEpoch(const v1::Job& job, int32_t epoch) {
+  for (const v1::MembershipEpoch& e : job.membership_history()) {
+    if (e.attempt() == 1 && e.epoch() == epoch && e.has_first_step()) return e.first_step();
+  }
+  return -1;
+}
+
 // A safetensors file's tensors, without its metadata (which names the job).
 std::string TensorBytes(const std::string& path) {
   auto tensors = ReadSafetensors(path);
@@ -345,6 +354,8 @@ TEST_P(MembershipHistory, ALossEndsWithTheModelOfItsHistoryScheduled) {
     EXPECT_EQ(job.membership().epoch(), epoch) << Events(job);
     if (epoch > 0) {
       EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << Events(job);
+      // The history says what the survivors did: epoch 1 trained from step 39 on.
+      EXPECT_EQ(FirstStepOfEpoch(job, 1), 39) << Events(job);
     }
   };
   run("intact", "w9", 0);
@@ -403,15 +414,6 @@ TEST(FaultTolerance, ADrainedWorkerTakesItsGroupOutAfterItsStep) {
   const std::string log = ReadWholeFile(cluster.dir() + "/worker-w0.log");
   EXPECT_TRUE(absl::StrContains(log, "rank 3 asked to leave after step ")) << log;
   EXPECT_FALSE(absl::StrContains(log, " failed (")) << log;
-}
-
-// The first step of membership epoch `epoch` of attempt 1, as the job's history records it
-// (-1 if none).
-int64_t FirstStepOfEpoch(const v1::Job& job, int32_t epoch) {
-  for (const v1::MembershipEpoch& e : job.membership_history()) {
-    if (e.attempt() == 1 && e.epoch() == epoch && e.has_first_step()) return e.first_step();
-  }
-  return -1;
 }
 
 // The coordinator killed (SIGKILL) together with a worker, and restarted: whether it
