@@ -91,7 +91,7 @@ TEST_F(ApiTest, EveryBadSpecIsInvalidArgumentNamingFieldAndValue) {
       {[](v1::JobSpec* s) {
          s->mutable_output()->set_final_model_path(MissingFile() + std::string("\0x", 2));
        },
-       "job.output.final_model_path: the path contains the control character U+0000"},
+       "\\u{0000}x' contains the control character U+0000"},
       {[](v1::JobSpec* s) { s->mutable_model()->set_layer_widths(0, -3); },
        "job.model.layer_widths[0]: must be positive, got -3"},
       {[](v1::JobSpec* s) { s->set_steps(-1); }, "job.steps: must be positive, got -1"},
@@ -275,13 +275,13 @@ std::vector<absl::StatusOr<std::string>> SubmitAtOnce(const Cluster& cluster, in
   return ids;
 }
 
-// 200 clients submit at once to a coordinator that lets 8 client calls wait for its one
-// client thread: it answers the overflow RESOURCE_EXHAUSTED, and the clients wait their
+// 200 clients submit at once to a coordinator that lets 8 submissions wait for its one
+// submission thread: it answers the overflow RESOURCE_EXHAUSTED, and the clients wait their
 // turn (retries with jittered backoff) instead of failing; each submission makes exactly
 // one job.
 TEST(Flood, EveryConcurrentSubmissionSucceedsOnce) {
   ClusterOptions options;
-  options.coordinator_flags = {"--client_call_threads=1", "--max_queued_client_calls=8"};
+  options.coordinator_flags = {"--submission_threads=1", "--max_queued_submissions=8"};
   options.coordinator_metrics = true;
   Cluster cluster(options);
   cluster.StartCoordinator();
