@@ -25,7 +25,7 @@ class UntrustedFileTest : public ::testing::Test {
     fs::create_directories(dir_);
   }
   std::string Write(const std::string& name, const std::string& bytes) {
-    const std::string path = (dir_ / name).string();
+    std::string path = (dir_ / name).string();
     std::ofstream(path, std::ios::binary) << bytes;
     return path;
   }

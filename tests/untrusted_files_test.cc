@@ -88,7 +88,7 @@ class UntrustedFilesTest : public ::testing::Test {
 
   // A folder of its own for one case.
   static std::string CaseDir(const std::string& name) {
-    const std::string dir = absl::StrCat(cluster_->dir(), "/case-", name);
+    std::string dir = absl::StrCat(cluster_->dir(), "/case-", name);
     fs::remove_all(dir);
     fs::create_directories(dir);
     return dir;
@@ -96,7 +96,7 @@ class UntrustedFilesTest : public ::testing::Test {
 
   // A copy of the tokenizer folder `tokenize` wrote, for a case to change.
   static std::string TokenizerCopy(const std::string& name) {
-    const std::string dir = CaseDir(name) + "/tokenizer";
+    std::string dir = CaseDir(name) + "/tokenizer";
     fs::copy(*tokens_ + "/tokenizer", dir, fs::copy_options::recursive);
     return dir;
   }
