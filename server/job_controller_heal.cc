@@ -4,7 +4,7 @@
 // joiners (an Assignment with `join`) and the live ranks (a MembershipChange). The live
 // ranks move to the epoch after a step at which every one of them holds it (their commit
 // vote says so), and the joiners take each shard from a live rank that holds it
-// (worker/train/trainer.cc): no checkpoint is read, no step is redone.
+// (worker/train/membership_moves.cc): no checkpoint is read, no step is redone.
 //
 // Scaling (`shardwise scale`, Job.target_replicas) goes through the same two paths: down,
 // the groups above the target are asked to leave after their step (as a drained

@@ -1,7 +1,7 @@
 // Fault-tolerant attempts (spec.fault_tolerance): a lost rank takes its replica group out
 // of the attempt and the other groups train on (contracts/membership.h decides). The
 // coordinator writes the new membership first, then tells the live ranks, which cut the
-// connections of the epoch before and connect among themselves (worker/train/trainer.cc,
+// connections of the epoch before and connect among themselves (worker/train/membership_moves.cc,
 // "Recover"): a coordinator restarted in between holds what the ranks will be told.
 
 #include <algorithm>

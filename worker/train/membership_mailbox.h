@@ -4,7 +4,7 @@
 // A fault-tolerant attempt's membership changes (MembershipChange), delivered from the
 // session thread while the rank trains; every epoch is kept (a few). A rank whose
 // collective failed waits here for the change that says who trains on
-// (worker/train/trainer.cc, Recover); the ranks move to a change that adds ranks (a
+// (worker/train/membership_moves.cc, Recover); the ranks move to a change that adds ranks (a
 // replacement joining) once each holds it, and each then takes that very epoch.
 //
 // Thread-safety: Deliver from the session thread, WaitForEpochAbove from the training

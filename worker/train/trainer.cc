@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <numeric>
 #include <optional>
 #include <utility>
 
@@ -30,13 +29,12 @@
 #include "worker/fsdp/grad_scaler.h"
 #include "worker/fsdp/lr_schedule.h"
 #include "worker/runtime/critical_path.h"
-#include "worker/train/epoch_store.h"
 #include "worker/train/final_model_owner.h"
 #include "worker/train/huggingface_export.h"
+#include "worker/train/membership_moves.h"
 #include "worker/train/pending_losses.h"
 #include "worker/train/rank_runtime.h"
 #include "worker/train/rank_state.h"
-#include "worker/train/state_transfer.h"
 
 namespace shardwise {
 namespace {
@@ -68,13 +66,14 @@ class TrainingThreadMark {
 
 // One rank's training, a step at a time. Each method does one part of a step; Run()
 // strings them together.
-class RankTrainer {
+class RankTrainer : private MembershipMoves::Rank {
  public:
   RankTrainer(const v1::JobSpec& spec, const TrainingContext& context, TrainingHooks* hooks)
       : spec_(spec),
         context_(context),
         hooks_(hooks != nullptr ? hooks : &no_hooks_),
-        scaler_(spec.grad_scaler()) {}
+        scaler_(spec.grad_scaler()),
+        moves_(spec, context, hooks_, this) {}
 
   absl::StatusOr<TrainingResult> Run();
 
@@ -108,52 +107,17 @@ class RankTrainer {
 
   // ---- fault tolerance (spec.fault_tolerance; context.membership set) ----
   bool FaultTolerant() const { return context_.membership != nullptr; }
-  // A failure the attempt may survive: a collective that failed (a peer lost or cut out).
-  bool Recoverable(const absl::Status& status) const {
-    return FaultTolerant() && (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status));
-  }
-  // The world's wait for a peer inside a collective: fault_tolerance.peer_timeout_seconds
-  // (default 10 s), or the data plane's timeout without fault tolerance.
-  std::chrono::milliseconds PeerTimeout() const {
-    if (!FaultTolerant()) return context_.data_plane.timeout;
-    return absl::ToChronoMilliseconds(shardwise::PeerTimeout(spec_));
-  }
   // Every live rank finished the step's backward: one small all-reduce before the
   // optimizer step, so that no rank applies a step another could not finish. A rank whose
   // vote completed while another's failed (a peer lost in the middle) is a step ahead;
   // the shard group's second vote keeps its members together, so that a group is ahead
   // or behind as a whole and each shard of the step ahead is held by some live rank.
   //
-  // The world's vote also says which ranks leave with their groups after this step
-  // (AsksToLeave), so that every rank learns it at the same step.
+  // The world's vote also says which ranks leave with their groups after this step, so
+  // that every rank learns it at the same step (MembershipMoves::Tally).
   absl::Status CommitVote(int64_t step);
-  // Whether this rank asks to leave with its group after `step` (its worker shutting
-  // down, or a test's schedule); the first time, it tells the coordinator so.
-  bool AsksToLeave(int64_t step);
-  // After a step whose vote named ranks leaving: this rank's group leaves with them
-  // (ABORTED, naming the step), or the rank trains on in the coordinator's next epoch.
-  absl::Status Regroup();
-  // The coordinator's next membership, the epoch's connections, the state every live rank
-  // agrees on (the most steps any committed, copied from a rank that has it); the model
-  // rebuilt over the new world. `failure` is returned if no membership change comes.
-  // `agreed`: the epoch to move to, which every rank holds (0: the newest that comes).
-  absl::Status Recover(const absl::Status& failure, int32_t agreed = 0);
-  // After a move that failed recoverably (`failure`): the epochs after `epoch` in turn,
-  // with `state` kept (a rank behind keeps its step count: it is healed again), until a
-  // move succeeds or no newer epoch comes.
-  absl::Status MoveOnFrom(int32_t epoch, absl::Status failure, RankState* state);
-  // Ends the model (its threads first), then the rank's groups and device.
-  void ReleaseRuntime();
   // Puts the device's stream clock (an accelerator's) on the rank's timeline.
   void AttachStreamClock();
-  // This rank's connections in the failed epoch, every group's: peers still waiting on it
-  // in a collective fail at once.
-  void CloseConnections();
-  // Connects the world of `change`'s epoch (or of a later one, if a rank is lost while it
-  // connects): the context the epoch's runtime connects its groups with.
-  absl::StatusOr<TrainingContext> ConnectEpoch(v1::MembershipChange change);
-  // What a rank carries across a membership change (rank_state.h).
-  absl::StatusOr<RankState> CaptureState();
   // fault_tolerance.batch KEEP_GLOBAL: opens the rows of the ranks that left which this
   // rank trains on as well (contracts/membership.h, CoveredRanks).
   absl::Status OpenCoveredData();
@@ -166,32 +130,28 @@ class RankTrainer {
   // left): the same on every rank, whether or not it covers one itself.
   bool KeepsGlobalBatch() const {
     return spec_.fault_tolerance().batch() == v1::FaultTolerance::KEEP_GLOBAL &&
-           static_cast<int>(live_ranks_.size()) < JobRanks(spec_);
+           static_cast<int>(moves_.live_ranks().size()) < JobRanks(spec_);
   }
   // What a micro-batch's loss weighs against a rank's share of an intact step: live /
   // the job's ranks while KeepsGlobalBatch, 1 otherwise.
   float BatchWeight() const {
     return KeepsGlobalBatch() ? static_cast<float>(LiveRanks()) / JobRanks(spec_) : 1.0f;
   }
-  // Every live rank agrees on the state of the step ahead (state_transfer.h): the ranks
-  // behind take their shard's from a rank at it.
-  absl::Status HealFromPeers(RankState* state);
-  // This rank's part of `moves`: what it gives, what it takes.
-  absl::Status GiveAndTake(Communicator& world, const std::vector<StateMove>& moves,
-                           RankState* state);
-  // Recover's part after the teardown: `change`'s world and groups, the agreement on the
-  // state, the model rebuilt from it.
-  absl::Status MoveToEpoch(const v1::MembershipChange& change, RankState* state);
-  // A replacement rank, its model built: the state of the live ranks' step, each shard from
-  // a live rank that holds it; it trains on from their step.
+  // A replacement rank: the state of the live ranks' step, each shard from a live rank
+  // that holds it (MembershipMoves::Join); it trains on from their step.
   absl::Status TakeStateOfTheLiveRanks();
   // A replacement's state before its heal: shards of its sizes (the model's flat layout
   // over its shard group), no optimizer state, behind every live rank. No weights are
   // read and no model is built: the live ranks' state is what it is built from.
   absl::StatusOr<RankState> EmptyState() const;
-  absl::Status RestoreState(const RankState& state);
-  // Logs what a heal brought this rank, and tells the coordinator (context.on_state_received).
-  void ReportStateReceived(const StateReceipt& receipt, int32_t donor, double steps);
+  // What a move does to the model and runtime (MembershipMoves::Rank).
+  absl::StatusOr<RankState> CaptureState() override;
+  void ReleaseRuntime() override;
+  bool CloseRuntimeConnections() override;
+  absl::Status ConnectRuntime(const TrainingContext& epoch_context) override;
+  Communicator& World() override { return *runtime_->world(); }
+  const fsdp::ShardingPlan& Plan() const override { return plan_; }
+  absl::Status RestoreState(const RankState& state) override;
   // The live ranks of the current epoch, and whether this rank leads them (the lowest:
   // it writes the manifest and the final model, and its progress is the job's).
   int LiveRanks() const { return runtime_->world()->size(); }
@@ -231,15 +191,9 @@ class RankTrainer {
   int64_t loss_step_ = 0;  // steps done when result_.last_loss was measured
   absl::Time start_;
   std::string activity_ = "starting";  // what Body is doing, for an out-of-memory report
-  // The membership epoch this rank trains in (fault tolerance), and that epoch's world.
-  int32_t epoch_ = 0;
-  std::shared_ptr<gloo::Context> world_;
-  std::vector<int32_t> live_ranks_;  // the epoch's ranks (the job's numbering), in order
-  std::vector<int32_t> leaving_;     // ranks whose groups leave after the step just voted
-  bool said_leaving_ = false;
-  int32_t agreed_epoch_ = 0;  // the epoch every rank moves to after the step just voted
-  // The epoch's rendezvous, which the runtime's groups connect through.
-  std::unique_ptr<EpochStore> epoch_store_;
+  // The membership: the epoch, its world and rendezvous (last: destroyed first, as the
+  // epoch's connections were before the model's threads ended).
+  MembershipMoves moves_;
 };
 
 absl::Status RankTrainer::Setup() {
@@ -249,15 +203,13 @@ absl::Status RankTrainer::Setup() {
     context_.position->set_observer(
         [hooks = hooks_](int64_t step, const char* point) { hooks->AtPoint(step, point); });
   }
-  live_ranks_.resize(context_.world_size);
-  std::iota(live_ranks_.begin(), live_ranks_.end(), 0);
+  moves_.Start();
   // A replacement connects its epoch's groups as it takes its state (below).
   if (context_.join == nullptr) {
     activity_ = "connecting the rank's groups";
     ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), context_.world_size, context_.rank));
     ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, context_));
-    world_ = context_.world;
-    runtime_->SetPeerTimeout(PeerTimeout());
+    runtime_->SetPeerTimeout(moves_.PeerTimeout());
     AttachStreamClock();
   }
   activity_ = "opening the training data";
@@ -372,19 +324,20 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
     if (stepped.ok()) stepped = MaybeCheckpoint();
     if (stepped.ok()) stepped = MaybeEvaluate(result_.steps);
     if (!stepped.ok()) {
-      if (!Recoverable(stepped)) return stepped;
+      if (!moves_.Recoverable(stepped)) return stepped;
       const absl::Time failed_at = absl::Now();
-      RETURN_IF_ERROR(Recover(stepped));
+      activity_ = "recovering from a lost peer";
+      RETURN_IF_ERROR(moves_.Recover(stepped));
       LogWarning(
           LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
           absl::StrCat("step ", step, " failed (", stepped.message(), "); membership epoch ",
-                       epoch_, ": ", LiveRanks(), " ranks train on from step ", result_.steps,
-                       " after ", absl::FormatDuration(absl::Now() - failed_at)));
+                       moves_.epoch(), ": ", LiveRanks(), " ranks train on from step ",
+                       result_.steps, " after ", absl::FormatDuration(absl::Now() - failed_at)));
       continue;  // the step in flight again, or what follows it if it was committed
     }
     ReportProgress(absl::ToDoubleSeconds(absl::Now() - step_start));
     ++step;
-    if (!leaving_.empty() || agreed_epoch_ > 0) RETURN_IF_ERROR(Regroup());
+    if (moves_.MovesAfterStep()) RETURN_IF_ERROR(moves_.Regroup(result_.steps));
   }
   activity_ = "gathering the final model";
   RETURN_IF_ERROR(WriteFinalModel());
@@ -407,8 +360,7 @@ absl::Status RankTrainer::Step(int64_t step) {
   }
   result_.steps = step + 1;
   // Ranks leaving read their losses with the others before they go.
-  if (LossReadDue(spec_, result_.steps, losses_->size()) || !leaving_.empty() ||
-      agreed_epoch_ > 0) {
+  if (LossReadDue(spec_, result_.steps, losses_->size()) || moves_.MovesAfterStep()) {
     RETURN_IF_ERROR(AgreeOnLossesAndPlan());
   }
   MeasureSpeed();
@@ -421,18 +373,11 @@ absl::Status RankTrainer::CommitVote(int64_t step) {
   Communicator& world = *runtime_->world();
   const int size = world.size();
   std::vector<float> votes(static_cast<size_t>(2) * size, 0.0f);
-  votes[world.rank()] = AsksToLeave(step) ? 2.0f : 1.0f;
-  votes[size + world.rank()] = static_cast<float>(context_.membership->Newest());
+  votes[world.rank()] = moves_.ReadyVote(step);
+  votes[size + world.rank()] = moves_.EpochVote();
   if (context_.position != nullptr) context_.position->SetPhase("commit vote");
   RETURN_IF_ERROR(world.AllReduce(votes.data(), votes.size()));
-  leaving_.clear();
-  for (int i = 0; i < size; ++i) {
-    if (votes[i] == 2.0f) leaving_.push_back(live_ranks_[i]);
-  }
-  // Every rank holds the same newer epoch (one that adds ranks: a loss would have failed
-  // a collective first): all move to it after this step.
-  const auto [fewest, most] = std::minmax_element(votes.begin() + size, votes.end());
-  agreed_epoch_ = *fewest == *most && *most > epoch_ ? static_cast<int32_t>(*most) : 0;
+  moves_.Tally(votes, size);
   // Idle now: the step's reductions are done, the next all-gathers not begun. Over host
   // memory: the vote is a host float, whatever the device.
   Communicator* shard_group = runtime_->host_shard_group();
@@ -441,47 +386,9 @@ absl::Status RankTrainer::CommitVote(int64_t step) {
   return shard_group->AllReduce(&ready, 1);
 }
 
-bool RankTrainer::AsksToLeave(int64_t step) {
-  const bool asks =
-      (context_.leave != nullptr && context_.leave->load()) || hooks_->LeaveAfter(step);
-  if (asks && !said_leaving_) {
-    said_leaving_ = true;
-    if (context_.on_leaving) context_.on_leaving(step);
-  }
-  return asks;
-}
-
-absl::Status RankTrainer::Regroup() {
-  const std::vector<int32_t> leaving = std::exchange(leaving_, {});
-  // Ranks leaving go first: the coordinator's epoch without them comes after any other.
-  const int32_t agreed = leaving.empty() ? std::exchange(agreed_epoch_, 0) : 0;
-  agreed_epoch_ = 0;
-  const std::string who =
-      agreed > 0
-          ? absl::StrCat("every rank holds membership epoch ", agreed)
-          : absl::StrCat(leaving.size() == 1 ? "rank " : "ranks ", absl::StrJoin(leaving, ", "),
-                         " asked to leave after step ", result_.steps - 1);
-  for (int32_t rank : leaving) {
-    const std::vector<int32_t> group = ReplicaGroupOf(spec_, rank);
-    if (std::find(group.begin(), group.end(), context_.rank) != group.end()) {
-      return absl::AbortedError(
-          absl::StrCat("rank ", context_.rank, " left the attempt with its group: ", who));
-    }
-  }
-  const absl::Time start = absl::Now();
-  RETURN_IF_ERROR(Recover(absl::UnavailableError(absl::StrCat(
-                              who, ", but no membership change came from the coordinator")),
-                          agreed));
-  LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
-          absl::StrCat(who, "; membership epoch ", epoch_, ": ", LiveRanks(),
-                       " ranks train on from step ", result_.steps, " after ",
-                       absl::FormatDuration(absl::Now() - start)));
-  return absl::OkStatus();
-}
-
 absl::Status RankTrainer::OpenCoveredData() {
   covered_data_.clear();
-  for (int32_t rank : CoveredRanks(spec_, live_ranks_, context_.rank)) {
+  for (int32_t rank : CoveredRanks(spec_, moves_.live_ranks(), context_.rank)) {
     ASSIGN_OR_RETURN(auto source, OpenBatchSource(spec_, rank));
     covered_data_.push_back(std::move(source));
   }
@@ -507,69 +414,6 @@ absl::StatusOr<RankState> RankTrainer::CaptureState() {
   return state;
 }
 
-// A rank that committed the step in flight (its votes completed) while another's failed is
-// one step ahead, and with it its whole shard group (CommitVote); a replacement is behind
-// every live rank. Every rank takes the state of the step ahead.
-absl::Status RankTrainer::HealFromPeers(RankState* state) {
-  Communicator& world = *runtime_->world();
-  std::vector<double> steps(world.size(), 0.0);
-  steps[world.rank()] = state->steps;
-  RETURN_IF_ERROR(world.AllReduce(steps.data(), steps.size(), ScalarType::kFloat64));
-  ASSIGN_OR_RETURN(const std::vector<StateMove> moves,
-                   PlanStateMoves(steps, plan_.ReplicateGroupRanks(), plan_.shard_rank));
-  if (std::all_of(steps.begin(), steps.end(), [&](double s) { return s == steps[0]; })) {
-    return absl::OkStatus();  // nothing moves anywhere
-  }
-  // A transfer takes as long as its bytes do, not the peer timeout a step's collectives
-  // wait (a donor with several receivers serves them in turn): every rank waits for the
-  // heal with the data plane's timeout, all of them at the barrier after it, then goes
-  // back to the peer timeout.
-  world_->setTimeout(context_.data_plane.timeout);
-  RETURN_IF_ERROR(GiveAndTake(world, moves, state));
-  RETURN_IF_ERROR(world.Barrier());
-  world_->setTimeout(PeerTimeout());
-  return absl::OkStatus();
-}
-
-absl::Status RankTrainer::GiveAndTake(Communicator& world, const std::vector<StateMove>& moves,
-                                      RankState* state) {
-  const LogContext log =
-      LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank);
-  std::string digest;  // this rank's, once it gives
-  for (const StateMove& move : moves) {
-    if (move.donor == world.rank()) {
-      if (digest.empty()) digest = StateDigest(*state);
-      RETURN_IF_ERROR(SendState(world, move.receiver, *state, digest, context_.position));
-      LogInfo(log, absl::StrCat("gave shard ", plan_.shard_rank, " of step ", state->steps,
-                                " to rank ", live_ranks_[move.receiver], ": checksum ", digest));
-    } else if (move.receiver == world.rank()) {
-      ASSIGN_OR_RETURN(
-          const StateReceipt receipt,
-          ReceiveState(world, move.donor, fsdp::Optimizer::StateNames(spec_.optimizer()), state,
-                       context_.position));
-      ReportStateReceived(receipt, live_ranks_[move.donor], state->steps);
-    }
-  }
-  return absl::OkStatus();
-}
-
-void RankTrainer::ReportStateReceived(const StateReceipt& receipt, int32_t donor, double steps) {
-  LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
-          absl::StrCat("took shard ", plan_.shard_rank, " of step ", steps, " from rank ", donor,
-                       ": ", receipt.bytes, " bytes of parameters and optimizer state in ",
-                       absl::FormatDuration(receipt.took), ", checksum ", receipt.digest));
-  if (!context_.on_state_received) return;
-  v1::StateTransfer transfer;
-  transfer.set_epoch(epoch_);
-  transfer.set_donor_rank(donor);
-  transfer.set_shard(plan_.shard_rank);
-  transfer.set_step(static_cast<int64_t>(steps));
-  transfer.set_bytes(receipt.bytes);
-  transfer.set_micros(absl::ToInt64Microseconds(receipt.took));
-  transfer.set_checksum(receipt.digest);
-  context_.on_state_received(transfer);
-}
-
 absl::StatusOr<RankState> RankTrainer::EmptyState() const {
   ASSIGN_OR_RETURN(const fsdp::FlatLayout layout,
                    fsdp::BuildFlatLayout(spec_.model(), spec_.wrap()));
@@ -589,17 +433,10 @@ absl::Status RankTrainer::TakeStateOfTheLiveRanks() {
   // and join whole, so every epoch keeps it.
   ASSIGN_OR_RETURN(plan_, fsdp::PlanSharding(spec_.fsdp(), JobRanks(spec_), context_.rank));
   ASSIGN_OR_RETURN(RankState state, EmptyState());
-  absl::Status moved = MoveToEpoch(*context_.join, &state);
-  if (!moved.ok()) {
-    if (!Recoverable(moved)) return moved;
-    // A donor lost while it gave, or a newer epoch while the groups connected: the
-    // coordinator's next epoch, where a live rank that holds the shard gives it (this
-    // rank is still behind them).
-    RETURN_IF_ERROR(MoveOnFrom(context_.join->epoch(), std::move(moved), &state));
-  }
+  RETURN_IF_ERROR(moves_.Join(std::move(state)));
   first_step_ = result_.steps;
   LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
-          absl::StrCat("joined membership epoch ", epoch_, " at step ", first_step_, " (",
+          absl::StrCat("joined membership epoch ", moves_.epoch(), " at step ", first_step_, " (",
                        LiveRanks(), " ranks), its shards from the live ranks"));
   return absl::OkStatus();
 }
@@ -617,86 +454,14 @@ absl::Status RankTrainer::RestoreState(const RankState& state) {
   }
   result_.steps = static_cast<int64_t>(state.steps);
   if (scaler_.enabled()) scaler_.Restore(state.scaler);
+  AttachStreamClock();  // the new device's streams
   return absl::OkStatus();
 }
 
-absl::StatusOr<TrainingContext> RankTrainer::ConnectEpoch(v1::MembershipChange change) {
-  while (true) {
-    const auto& live = change.live_ranks();
-    const auto me = std::find(live.begin(), live.end(), context_.rank);
-    if (me == live.end()) {
-      return absl::AbortedError(
-          absl::StrCat("rank ", context_.rank, " left the attempt in epoch ", change.epoch()));
-    }
-    // Every group of the epoch, the world and those the runtime connects, under keys of
-    // its own, given up once a newer epoch comes (epoch_store.h).
-    epoch_store_ = std::make_unique<EpochStore>(
-        change.epoch(), *context_.store,
-        [membership = context_.membership, epoch = change.epoch()] {
-          return membership->Newest() > epoch;
-        },
-        context_.data_plane.timeout);
-    TrainingContext epoch_context = context_;
-    epoch_context.store = epoch_store_.get();
-    epoch_context.rank = static_cast<int>(me - live.begin());
-    epoch_context.world_size = static_cast<int>(live.size());
-    // Each pair's first connection waits at most the peer timeout (Gloo waits 5 times its
-    // context's timeout), the world's and the groups' the runtime connects: a peer that
-    // gave this epoch up after this rank read its address cannot hold it for minutes.
-    epoch_context.data_plane.connect_timeout =
-        std::max(std::chrono::milliseconds(1), PeerTimeout() / 5);
-    auto world = ConnectGlooContext(*epoch_store_, epoch_context.rank, epoch_context.world_size,
-                                    epoch_context.data_plane);
-    if (world.ok()) {
-      world_ = *std::move(world);  // its peer timeout is set with the runtime's groups
-      epoch_ = change.epoch();
-      live_ranks_.assign(live.begin(), live.end());
-      epoch_context.world = world_;
-      return epoch_context;
-    }
-    // Another rank lost while this epoch connected: the next epoch, if one comes soon.
-    auto newer = context_.membership->WaitForEpochAbove(
-        change.epoch(), absl::FromChrono(PeerTimeout()), context_.abort);
-    if (!newer.ok()) return world.status();
-    LogInfo(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
-            absl::StrCat("membership epoch ", change.epoch(), " did not connect (",
-                         world.status().message(), "): epoch ", newer->epoch(), " instead"));
-    change = *std::move(newer);
-  }
-}
-
-absl::Status RankTrainer::Recover(const absl::Status& failure, int32_t agreed) {
-  activity_ = "recovering from a lost peer";
-  // A vote's leavers are in the coordinator's next epoch as well; the epoch a vote agreed
-  // on is this move's, or older than it.
-  leaving_.clear();
-  agreed_epoch_ = 0;
-  if (context_.position != nullptr) context_.position->SetPhase(kAwaitingMembershipPhase);
-  auto change = agreed > 0
-                    ? context_.membership->Epoch(agreed)
-                    : context_.membership->WaitForEpochAbove(
-                          epoch_, absl::FromChrono(context_.data_plane.timeout), context_.abort);
-  if (!change.ok()) {
-    return absl::Status(failure.code(),
-                        absl::StrCat(failure.message(), "; ", change.status().message()));
-  }
-  // The epoch's connections close first: a live peer still waiting on this rank in one of
-  // its collectives fails at once (closing a connection only fails the other side's
-  // waits, so each rank closes its own once it knows the change, not before).
-  CloseConnections();
-  ASSIGN_OR_RETURN(RankState state, CaptureState());
-  ReleaseRuntime();
-  absl::Status moved = MoveToEpoch(*change, &state);
-  if (moved.ok() || !Recoverable(moved)) return moved;
-  return MoveOnFrom(change->epoch(), std::move(moved), &state);
-}
-
-void RankTrainer::CloseConnections() {
-  if (runtime_ != nullptr) {
-    runtime_->CloseConnections();  // the world's and every group's
-  } else if (world_ != nullptr) {
-    world_->closeConnections();
-  }
+bool RankTrainer::CloseRuntimeConnections() {
+  if (runtime_ == nullptr) return false;
+  runtime_->CloseConnections();  // the world's and every group's
+  return true;
 }
 
 void RankTrainer::AttachStreamClock() {
@@ -715,42 +480,19 @@ void RankTrainer::ReleaseRuntime() {
   runtime_.reset();
 }
 
-absl::Status RankTrainer::MoveOnFrom(int32_t epoch, absl::Status failure, RankState* state) {
-  while (true) {
-    // Peers still waiting on this rank in the failed epoch fail at once.
-    CloseConnections();
-    ReleaseRuntime();
-    auto change = context_.membership->WaitForEpochAbove(
-        epoch, absl::FromChrono(context_.data_plane.timeout), context_.abort);
-    if (!change.ok()) {
-      return absl::Status(failure.code(),
-                          absl::StrCat(failure.message(), "; ", change.status().message()));
-    }
-    failure = MoveToEpoch(*change, state);
-    if (failure.ok() || !Recoverable(failure)) return failure;
-    epoch = change->epoch();
-  }
-}
-
-absl::Status RankTrainer::MoveToEpoch(const v1::MembershipChange& change, RankState* state) {
-  ASSIGN_OR_RETURN(TrainingContext epoch_context, ConnectEpoch(change));
+absl::Status RankTrainer::ConnectRuntime(const TrainingContext& epoch_context) {
   ASSIGN_OR_RETURN(fsdp::ShardingPlan plan,
                    fsdp::PlanSharding(spec_.fsdp(), epoch_context.world_size, epoch_context.rank));
   // Groups leave whole, so every rank keeps its place in its shard group, and its shards.
   if (plan.shard_size != plan_.shard_size || plan.shard_rank != plan_.shard_rank) {
     return absl::InternalError(absl::StrCat(
-        "epoch ", epoch_, " moves rank ", context_.rank, " from shard ", plan_.shard_rank, " of ",
-        plan_.shard_size, " to shard ", plan.shard_rank, " of ", plan.shard_size));
+        "epoch ", moves_.epoch(), " moves rank ", context_.rank, " from shard ", plan_.shard_rank,
+        " of ", plan_.shard_size, " to shard ", plan.shard_rank, " of ", plan.shard_size));
   }
   plan_ = plan;
   RETURN_IF_ERROR(OpenCoveredData());
   ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, epoch_context));
-  runtime_->SetPeerTimeout(PeerTimeout());
-  RETURN_IF_ERROR(HealFromPeers(state));
-  RETURN_IF_ERROR(RestoreState(*state));
-  AttachStreamClock();  // the new device's streams
-  // Every rank holds the same steps now (the heal): the epoch's first step.
-  if (Leads() && context_.on_epoch_started) context_.on_epoch_started(epoch_, result_.steps);
+  runtime_->SetPeerTimeout(moves_.PeerTimeout());
   return absl::OkStatus();
 }
 
@@ -871,9 +613,9 @@ absl::Status RankTrainer::MaybeCheckpoint() {
   RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result_.steps, *model_, *optimizer_));
   // Every shard is on disk before the manifest; writing one may take longer than a peer
   // is waited for inside a step.
-  world_->setTimeout(context_.data_plane.timeout);
+  moves_.SetWorldTimeout(context_.data_plane.timeout);
   const absl::Status written = runtime_->world()->Barrier();
-  world_->setTimeout(PeerTimeout());
+  moves_.SetWorldTimeout(moves_.PeerTimeout());
   RETURN_IF_ERROR(written);
   if (Leads()) {
     const v1::GradScalerState scaler_state = scaler_.State();
