@@ -199,7 +199,16 @@ TEST_P(LostReplica, LeavesAndTheOthersTrainOnInTheSameAttempt) {
       description, absl::StrCat("Replicas:   epoch 1: 2 of 3 ranks train (", survivors[0], ", ",
                                 survivors[1], "); ranks ", lost, " left")))
       << description;
-  EXPECT_TRUE(absl::StrContains(description, absl::StrCat("  epoch 1 from step "))) << description;
+  // The history's first step is the one the survivors say they trained on from.
+  const int64_t first_step = FirstStepOfEpoch(job, 1);
+  EXPECT_TRUE(absl::StrContains(description, absl::StrCat("  epoch 1 from step ", first_step)))
+      << description;
+  const std::string survivor_log =
+      ReadWholeFile(cluster.worker(job.ranks(survivors[0]).worker_id()).log_path());
+  EXPECT_TRUE(
+      absl::StrContains(survivor_log, absl::StrCat(" ranks train on from step ", first_step, " ")))
+      << "the history says epoch 1 trained from step " << first_step << "; the log:\n"
+      << survivor_log;
 }
 
 INSTANTIATE_TEST_SUITE_P(FollowerAndLeader, LostReplica, ::testing::Values(2, 0),
