@@ -26,6 +26,7 @@ DEBIAN_PACKAGES=(
   libssl-dev openssl  # token hashes; the security tests make their certificates
   libxxhash-dev  # the checksum of a state healed from a live rank (XXH3-128)
   libsentencepiece-dev sentencepiece libpcre2-dev nlohmann-json3-dev  # shardwise tokenize
+  libicu-dev  # Hugging Face tokenizers' normalizers (NFC, NFKC, lowercase)
   python3-torch  # tests/pytorch_parity_test: PyTorch itself as the reference
   python3-grpcio python3-protobuf python3-yaml  # the Python client (client/python)
   clang-14 libclang-rt-14-dev make  # tests/fuzz/run.sh: libFuzzer with ASan and UBSan

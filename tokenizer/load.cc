@@ -6,6 +6,7 @@
 #include "common/printable_text.h"
 #include "tokenizer/byte_level_bpe.h"
 #include "tokenizer/byte_tokenizer.h"
+#include "tokenizer/huggingface/huggingface_tokenizer.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
 #include "tokenizer/vocabulary_files.h"
 
@@ -20,6 +21,7 @@ std::string FolderName(const std::string& role) {
   if (role == "model") return "tokenizer.model";
   if (role == "encoder_json") return "encoder.json";
   if (role == "vocab_bpe") return "vocab.bpe";
+  if (role == "tokenizer_json") return "tokenizer.json";  // Hugging Face's name for it
   return "ranks.tiktoken";
 }
 
@@ -55,6 +57,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromBytes(
     if (!vocabulary.ok()) return vocabulary.status();
     return ByteLevelBpe::FromGpt2Vocabulary(*vocabulary, encoder_json->name);
   }
+  if (kind == "huggingface") {
+    const FileBytes* json = RoleOf(kind, files, "tokenizer_json", &missing);
+    if (json == nullptr) return missing;
+    auto tokenizer = HuggingFaceTokenizer::FromJson(json->bytes, json->name);
+    if (!tokenizer.ok()) return tokenizer.status();
+    return std::unique_ptr<Tokenizer>(std::move(*tokenizer));
+  }
   if (kind == "tiktoken") {
     const FileBytes* ranks = RoleOf(kind, files, "ranks", &missing);
     if (ranks == nullptr) return missing;
@@ -64,7 +73,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromBytes(
   }
   return absl::InvalidArgumentError(
       absl::StrCat("tokenizer \"", ShownValue(kind),
-                   "\" is unknown; known: bytes, sentencepiece, gpt2, tiktoken"));
+                   "\" is unknown; known: bytes, sentencepiece, gpt2, tiktoken, huggingface"));
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromFiles(const TokenizerFiles& files) {

@@ -16,8 +16,9 @@ namespace shardwise {
 namespace tokenizer {
 
 // Which tokenizer, from which files: kind "bytes" (no files), "sentencepiece" (role
-// "model": a tokenizer.model), "gpt2" ("encoder_json" and "vocab_bpe") or "tiktoken"
-// ("ranks": a .tiktoken file, with `encoding`).
+// "model": a tokenizer.model), "gpt2" ("encoder_json" and "vocab_bpe"), "tiktoken"
+// ("ranks": a .tiktoken file, with `encoding`) or "huggingface" ("tokenizer_json": a
+// Hugging Face tokenizer.json, huggingface/huggingface_tokenizer.h).
 struct TokenizerFiles {
   std::string kind;
   std::string encoding;

@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/printable_text.h"
 #include "common/safe_write.h"
 #include "common/token_hash.h"
 #include "common/untrusted_file.h"
@@ -50,9 +51,10 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& path, const std::strin
   Manifest manifest;
   manifest.kind = StringField(json, "kind");
   if (manifest.kind != "bytes" && manifest.kind != "sentencepiece" && manifest.kind != "gpt2" &&
-      manifest.kind != "tiktoken") {
-    return field_error("kind", absl::StrCat("\"", manifest.kind,
-                                            "\" is not bytes, sentencepiece, gpt2 or tiktoken"));
+      manifest.kind != "tiktoken" && manifest.kind != "huggingface") {
+    return field_error("kind", absl::StrCat("\"", ShownValue(manifest.kind),
+                                            "\" is not bytes, sentencepiece, gpt2, tiktoken or "
+                                            "huggingface"));
   }
   manifest.encoding = StringField(json, "encoding");
   const auto size = json.find("vocab_size");
@@ -92,8 +94,12 @@ absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
 }
 
 absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
-  const std::string path = (fs::path(dir) / kManifestName).string();
+  std::string path = (fs::path(dir) / kManifestName).string();
   auto text = ReadUntrustedFile(path, kMaxManifestBytes, Links::kRefuse);
+  if (absl::IsNotFound(text.status())) {  // a folder written before the manifest's rename
+    path = (fs::path(dir) / kLegacyManifestName).string();
+    text = ReadUntrustedFile(path, kMaxManifestBytes, Links::kRefuse);
+  }
   if (absl::IsNotFound(text.status())) {
     return absl::NotFoundError(
         absl::StrCat(path, ": cannot be read (is ", dir, " a folder `shardwise tokenize` wrote?)"));

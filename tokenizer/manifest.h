@@ -2,10 +2,10 @@
 #define SHARDWISE_TOKENIZER_MANIFEST_H_
 
 // A tokenizer folder: what `shardwise tokenize` writes beside its token files, a job names
-// (data.tokens.tokenizer) and the final model's folder gets a copy of. Its tokenizer.json
-// says which kind, which encoding, the vocabulary size and each file with its SHA-256; the
-// files sit beside it. The coordinator reads only tokenizer.json (the vocabulary size, at
-// submission); loading (load.h) checks every file against its hash.
+// (data.tokens.tokenizer) and the final model's folder gets a copy of. Its manifest
+// (shardwise-tokenizer.json) says which kind, which encoding, the vocabulary size and each
+// file with its SHA-256; the files sit beside it. Loading (load.h) checks every file
+// against its hash, and so does the coordinator at submission.
 
 #include <cstdint>
 #include <map>
@@ -16,14 +16,18 @@
 namespace shardwise {
 namespace tokenizer {
 
-inline constexpr char kManifestName[] = "tokenizer.json";
+// The manifest's name: not tokenizer.json, which every Hugging Face tool takes for its own
+// format (and which a folder of the huggingface kind holds). Folders written before this
+// name have their manifest as tokenizer.json, which ReadManifest still reads.
+inline constexpr char kManifestName[] = "shardwise-tokenizer.json";
+inline constexpr char kLegacyManifestName[] = "tokenizer.json";
 
 struct Manifest {
-  std::string kind;      // "bytes", "sentencepiece", "gpt2" or "tiktoken"
+  std::string kind;      // "bytes", "sentencepiece", "gpt2", "tiktoken" or "huggingface"
   std::string encoding;  // tiktoken: its encoding's name (encodings.h)
   int64_t vocab_size = 0;
-  // Each file's role ("model"; "encoder_json", "vocab_bpe"; "ranks") -> its name in the
-  // folder and its SHA-256 in hex.
+  // Each file's role ("model"; "encoder_json", "vocab_bpe"; "ranks"; "tokenizer_json") ->
+  // its name in the folder and its SHA-256 in hex.
   struct File {
     std::string name, sha256;
   };

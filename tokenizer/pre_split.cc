@@ -67,15 +67,15 @@ void PreSplitter::Split(absl::string_view text,
                         absl::FunctionRef<void(absl::string_view)> piece) const {
   while (!text.empty()) {
     const size_t valid = ValidUtf8Prefix(text);
-    SplitValid(text.substr(0, valid), piece);
+    Matches(text.substr(0, valid), [&](absl::string_view p, bool) { piece(p); });
     if (valid == text.size()) return;
     piece(text.substr(valid, 1));
     text.remove_prefix(valid + 1);
   }
 }
 
-void PreSplitter::SplitValid(absl::string_view text,
-                             absl::FunctionRef<void(absl::string_view)> piece) const {
+void PreSplitter::Matches(absl::string_view text,
+                          absl::FunctionRef<void(absl::string_view, bool matched)> piece) const {
   MatchScratch& scratch = Scratch();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t position = 0;
@@ -83,16 +83,16 @@ void PreSplitter::SplitValid(absl::string_view text,
     const int rc = pcre2_match(code_->code, subject, text.size(), position, PCRE2_NO_UTF_CHECK,
                                scratch.data, scratch.context);
     if (rc < 0) {  // no match (no pattern here leaves a character unmatched) or a limit
-      piece(text.substr(position));
+      piece(text.substr(position), false);
       return;
     }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data);
     size_t start = ovector[0], end = ovector[1];
-    if (start > position) piece(text.substr(position, start - position));
+    if (start > position) piece(text.substr(position, start - position), false);
     if (end == start) {  // an empty match: take the character there as a piece
       end = start + Utf8CharLength(text.substr(start));
     }
-    piece(text.substr(start, end - start));
+    piece(text.substr(start, end - start), true);
     position = end;
   }
 }

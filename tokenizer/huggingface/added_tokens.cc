@@ -1,0 +1,148 @@
+#include "tokenizer/huggingface/added_tokens.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "tokenizer/huggingface/json_fields.h"
+#include "tokenizer/huggingface/unicode_text.h"
+#include "tokenizer/utf8.h"
+
+namespace shardwise {
+namespace tokenizer {
+namespace hf {
+namespace {
+
+// The character that ends at `end` (0 at the text's start) and the one at `start`.
+char32_t CharacterBefore(absl::string_view text, size_t end) {
+  if (end == 0) return 0;
+  size_t start = end - 1;
+  while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+  char32_t found = 0;
+  ForEachCharacter(text.substr(start, end - start),
+                   [&](char32_t c, absl::string_view) { found = c; });
+  return found;
+}
+
+char32_t CharacterAt(absl::string_view text, size_t start) {
+  char32_t found = 0;
+  const size_t length = std::max<size_t>(1, Utf8CharLength(text.substr(start)));
+  ForEachCharacter(text.substr(start, length), [&](char32_t c, absl::string_view) { found = c; });
+  return found;
+}
+
+bool IsWordCharacter(char32_t c) { return c == '_' || IsAlphanumeric(c); }
+
+}  // namespace
+
+absl::StatusOr<AddedTokens> AddedTokens::FromJson(const nlohmann::json& json,
+                                                  const std::string& path) {
+  AddedTokens added;
+  if (json.is_null()) return added;
+  if (!json.is_array()) return JsonError(path, "is not an array of tokens");
+  for (size_t i = 0; i < json.size(); ++i) {
+    const std::string where = absl::StrCat(path, "[", i, "]");
+    const nlohmann::json& entry = json[i];
+    AddedToken token;
+    const nlohmann::json* id = Field(entry, "id");
+    if (id == nullptr) return JsonError(where + ".id", "is missing");
+    HF_ASSIGN_OR_RETURN(token.id, IdValue(*id, where + ".id"));
+    HF_ASSIGN_OR_RETURN(token.content, StringField(entry, "content", where, std::nullopt));
+    if (token.content.empty()) return JsonError(where + ".content", "is empty");
+    HF_ASSIGN_OR_RETURN(token.single_word, BoolField(entry, "single_word", where, false));
+    HF_ASSIGN_OR_RETURN(token.lstrip, BoolField(entry, "lstrip", where, false));
+    HF_ASSIGN_OR_RETURN(token.rstrip, BoolField(entry, "rstrip", where, false));
+    HF_ASSIGN_OR_RETURN(token.normalized, BoolField(entry, "normalized", where, false));
+    HF_ASSIGN_OR_RETURN(token.special, BoolField(entry, "special", where, false));
+    const int32_t index = static_cast<int32_t>(added.tokens_.size());
+    int32_t node = 0;
+    for (const char byte : token.content) {
+      const auto next = added.trie_[node].next.find(static_cast<unsigned char>(byte));
+      if (next != added.trie_[node].next.end()) {
+        node = next->second;
+        continue;
+      }
+      added.trie_.emplace_back();
+      const int32_t created = static_cast<int32_t>(added.trie_.size()) - 1;
+      added.trie_[node].next[static_cast<unsigned char>(byte)] = created;
+      node = created;
+    }
+    added.trie_[node].token = index;  // a token given twice: the later stands
+    added.index_of_id_[token.id] = index;
+    added.tokens_.push_back(std::move(token));
+  }
+  return added;
+}
+
+const AddedToken* AddedTokens::ById(int32_t id) const {
+  const auto it = index_of_id_.find(id);
+  return it == index_of_id_.end() ? nullptr : &tokens_[it->second];
+}
+
+std::optional<int32_t> AddedTokens::IdOf(absl::string_view content) const {
+  int32_t node = 0;
+  for (const char byte : content) {
+    const auto next = trie_[node].next.find(static_cast<unsigned char>(byte));
+    if (next == trie_[node].next.end()) return std::nullopt;
+    node = next->second;
+  }
+  if (trie_[node].token < 0) return std::nullopt;
+  return tokens_[trie_[node].token].id;
+}
+
+std::optional<std::pair<int32_t, size_t>> AddedTokens::LongestAt(absl::string_view text, size_t at,
+                                                                 bool normalized) const {
+  std::optional<std::pair<int32_t, size_t>> longest;
+  int32_t node = 0;
+  for (size_t i = at; i < text.size(); ++i) {
+    const auto next = trie_[node].next.find(static_cast<unsigned char>(text[i]));
+    if (next == trie_[node].next.end()) break;
+    node = next->second;
+    const int32_t token = trie_[node].token;
+    if (token >= 0 && tokens_[token].normalized == normalized) longest = {token, i + 1};
+  }
+  return longest;
+}
+
+bool AddedTokens::Fits(const AddedToken& token, absl::string_view text, size_t start,
+                       size_t end) const {
+  if (!token.single_word) return true;
+  const bool word_before = start > 0 && IsWordCharacter(CharacterBefore(text, start));
+  const bool word_after = end < text.size() && IsWordCharacter(CharacterAt(text, end));
+  return !word_before && !word_after;
+}
+
+void AddedTokens::Split(absl::string_view text, bool normalized,
+                        absl::FunctionRef<void(int32_t)> token,
+                        absl::FunctionRef<void(absl::string_view)> stretch) const {
+  size_t emitted = 0;  // text before this is given out
+  size_t position = 0;
+  while (position < text.size()) {
+    const auto found = LongestAt(text, position, normalized);
+    if (!found.has_value() || !Fits(tokens_[found->first], text, position, found->second)) {
+      ++position;
+      continue;
+    }
+    const AddedToken& added = tokens_[found->first];
+    size_t start = position, end = found->second;
+    if (added.lstrip) {
+      while (start > emitted && (text[start - 1] == ' ' || text[start - 1] == '\t' ||
+                                 text[start - 1] == '\n' || text[start - 1] == '\r')) {
+        --start;
+      }
+    }
+    if (added.rstrip) {
+      while (end < text.size() &&
+             (text[end] == ' ' || text[end] == '\t' || text[end] == '\n' || text[end] == '\r')) {
+        ++end;
+      }
+    }
+    if (start > emitted) stretch(text.substr(emitted, start - emitted));
+    token(added.id);
+    emitted = position = end;
+  }
+  if (emitted < text.size()) stretch(text.substr(emitted));
+}
+
+}  // namespace hf
+}  // namespace tokenizer
+}  // namespace shardwise

@@ -1,0 +1,104 @@
+#ifndef SHARDWISE_TOKENIZER_HUGGINGFACE_JSON_FIELDS_H_
+#define SHARDWISE_TOKENIZER_HUGGINGFACE_JSON_FIELDS_H_
+
+// Reading tokenizer.json's fields: every error names the field's JSON path
+// ("tokenizer.json: pre_tokenizer.pretokenizers[1].add_prefix_space: ...") and shows the
+// value as given, cut and escaped. A key left out takes the library's default; a key of
+// the wrong type is refused, never read as another value.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/printable_text.h"
+#include "nlohmann/json.hpp"
+
+// ASSIGN_OR_RETURN for the tokenizer's code, which links no gRPC (common/status_macros.h
+// comes with it): `lhs` is declared or assigned from `expr`'s value, or its error returned.
+#define HF_CONCAT_INNER(a, b) a##b
+#define HF_CONCAT(a, b) HF_CONCAT_INNER(a, b)
+#define HF_ASSIGN_OR_RETURN(lhs, expr) \
+  HF_ASSIGN_OR_RETURN_IMPL(HF_CONCAT(hf_status_or_, __LINE__), lhs, expr)
+#define HF_ASSIGN_OR_RETURN_IMPL(name, lhs, expr) \
+  auto name = (expr);                             \
+  if (!name.ok()) return name.status();           \
+  lhs = std::move(*name)
+
+#define HF_RETURN_IF_ERROR(expr)           \
+  do {                                     \
+    const absl::Status hf_status = (expr); \
+    if (!hf_status.ok()) return hf_status; \
+  } while (false)
+
+namespace shardwise {
+namespace tokenizer {
+namespace hf {
+
+inline absl::Status JsonError(const std::string& path, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: ", path, ": ", what));
+}
+
+inline std::string ShownJson(const nlohmann::json& json) { return ShownValue(json.dump()); }
+
+// json[key] where it is present and not null, else nullptr.
+inline const nlohmann::json* Field(const nlohmann::json& json, const char* key) {
+  if (!json.is_object()) return nullptr;
+  const auto it = json.find(key);
+  return it == json.end() || it->is_null() ? nullptr : &*it;
+}
+
+inline absl::StatusOr<std::string> StringField(const nlohmann::json& json, const char* key,
+                                               const std::string& path,
+                                               std::optional<std::string> fallback) {
+  const nlohmann::json* field = Field(json, key);
+  if (field == nullptr) {
+    if (fallback.has_value()) return *fallback;
+    return JsonError(absl::StrCat(path, ".", key), "is missing");
+  }
+  if (!field->is_string()) {
+    return JsonError(absl::StrCat(path, ".", key),
+                     absl::StrCat("is ", ShownJson(*field), ", not a string"));
+  }
+  return field->get<std::string>();
+}
+
+inline absl::StatusOr<bool> BoolField(const nlohmann::json& json, const char* key,
+                                      const std::string& path, bool fallback) {
+  const nlohmann::json* field = Field(json, key);
+  if (field == nullptr) return fallback;
+  if (!field->is_boolean()) {
+    return JsonError(absl::StrCat(path, ".", key),
+                     absl::StrCat("is ", ShownJson(*field), ", not true or false"));
+  }
+  return field->get<bool>();
+}
+
+// A non-negative integer that fits int32_t (an id, a count).
+inline absl::StatusOr<int32_t> IdValue(const nlohmann::json& value, const std::string& path) {
+  if (value.is_number_unsigned() && value.get<uint64_t>() <= INT32_MAX) {
+    return static_cast<int32_t>(value.get<uint64_t>());
+  }
+  if (value.is_number_integer() && !value.is_number_unsigned() && value.get<int64_t>() >= 0 &&
+      value.get<int64_t>() <= INT32_MAX) {
+    return static_cast<int32_t>(value.get<int64_t>());
+  }
+  return JsonError(path, absl::StrCat("is ", ShownJson(value), ", not an id"));
+}
+
+// The component's "type", for the factories' dispatch.
+inline absl::StatusOr<std::string> TypeOf(const nlohmann::json& json, const std::string& path) {
+  if (!json.is_object()) {
+    return JsonError(path, absl::StrCat("is ", ShownJson(json), ", not an object"));
+  }
+  return StringField(json, "type", path, std::nullopt);
+}
+
+}  // namespace hf
+}  // namespace tokenizer
+}  // namespace shardwise
+
+#endif  // SHARDWISE_TOKENIZER_HUGGINGFACE_JSON_FIELDS_H_
