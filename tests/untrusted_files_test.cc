@@ -103,7 +103,7 @@ class UntrustedFilesTest : public ::testing::Test {
 
   // Sets the hash its manifest gives `file` to that of `bytes`.
   static void SetManifestHash(const std::string& folder, const std::string& bytes) {
-    const std::string path = folder + "/tokenizer.json";
+    const std::string path = folder + "/shardwise-tokenizer.json";
     std::ifstream in(path);
     Json manifest = Json::parse(in);
     manifest["files"]["model"]["sha256"] = TokenHash(bytes);
@@ -168,9 +168,9 @@ TEST_F(UntrustedFilesTest, ATokenizerFolderIsReadAsItIsEveryFileOfIt) {
 
   // The manifest a link to /dev/zero: read whole, it took the coordinator's memory.
   folder = TokenizerCopy("dev-zero");
-  fs::remove(folder + "/tokenizer.json");
-  fs::create_symlink("/dev/zero", folder + "/tokenizer.json");
-  ExpectRefused(Submit(Spec(folder)), "tokenizer.json' is a symbolic link");
+  fs::remove(folder + "/shardwise-tokenizer.json");
+  fs::create_symlink("/dev/zero", folder + "/shardwise-tokenizer.json");
+  ExpectRefused(Submit(Spec(folder)), "shardwise-tokenizer.json' is a symbolic link");
 
   // A file whose bytes are not those its manifest names: found now, not after training.
   folder = TokenizerCopy("changed");
@@ -182,7 +182,7 @@ TEST_F(UntrustedFilesTest, ATokenizerFolderIsReadAsItIsEveryFileOfIt) {
 // client-call thread, and after four every call failed. Refused at once now, and the
 // other calls go on.
 TEST_F(UntrustedFilesTest, AFifoInATokenizerFolderIsRefusedWithoutBlocking) {
-  for (const char* file : {"tokenizer.json", "tokenizer.model"}) {
+  for (const char* file : {"shardwise-tokenizer.json", "tokenizer.model"}) {
     for (int i = 0; i < 6; ++i) {
       const std::string folder = TokenizerCopy(absl::StrCat("fifo-", file, i));
       fs::remove(folder + "/" + file);

@@ -58,7 +58,7 @@ TEST(ManifestTest, SavesLoadsAndCopiesAFolder) {
     copied.push_back(entry.path().filename().string());
   }
   std::sort(copied.begin(), copied.end());
-  EXPECT_EQ(copied, (std::vector<std::string>{"ranks.tiktoken", "tokenizer.json"}));
+  EXPECT_EQ(copied, (std::vector<std::string>{"ranks.tiktoken", "shardwise-tokenizer.json"}));
   // The same copy again (a re-queued attempt's) leaves the files as they are; a file
   // there with other bytes is replaced only when told to, as a job's final model is.
   EXPECT_TRUE(CopyTokenizerFolder(dir, ModelTokenizerFolder(model), /*replace=*/false).ok());
@@ -79,12 +79,23 @@ TEST(ManifestTest, ACorruptFileIsDataLoss) {
             absl::StatusCode::kDataLoss);
 }
 
+// A folder written before the manifest was renamed holds it as tokenizer.json.
+TEST(ManifestTest, AFolderWithTheOldManifestNameIsRead) {
+  const std::string dir = TempPath("old-name");
+  fs::create_directories(dir);
+  std::ofstream(dir + "/tokenizer.json")
+      << R"({"format": "shardwise-tokenizer/1", "kind": "bytes", "vocab_size": 256})";
+  auto manifest = ReadManifest(dir);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(manifest->kind, "bytes");
+}
+
 TEST(ManifestTest, NamesWhatIsWrong) {
   EXPECT_EQ(ReadManifest(TempPath("nowhere")).status().code(), absl::StatusCode::kNotFound);
   const std::string dir = TempPath("bad");
   fs::create_directories(dir);
   const auto with = [&](const std::string& json) {
-    std::ofstream(dir + "/tokenizer.json") << json;
+    std::ofstream(dir + "/shardwise-tokenizer.json") << json;
     return std::string(ReadManifest(dir).status().message());
   };
   EXPECT_NE(with("[1]").find("not JSON"), std::string::npos);

@@ -75,7 +75,7 @@ void Manifest(absl::string_view bytes) {
     std::filesystem::create_directories(folder);
     return folder;
   }();
-  WriteScratch("manifest/tokenizer.json", reinterpret_cast<const uint8_t*>(bytes.data()),
+  WriteScratch("manifest/shardwise-tokenizer.json", reinterpret_cast<const uint8_t*>(bytes.data()),
                bytes.size());
   (void)tokenizer::CheckTokenizerFolder(dir);
 }
