@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/json_depth.h"
 #include "common/printable_text.h"
 #include "common/status_macros.h"
 #include "common/untrusted_file.h"
@@ -100,30 +101,6 @@ constexpr uint64_t kMaxJsonBytes = uint64_t{16} << 20;
 // of nothing but '[' would otherwise take gigabytes.
 constexpr int kMaxJsonDepth = 64;
 
-// The deepest nesting of `text`'s arrays and objects, counted outside strings, stopping
-// once past `limit`.
-int JsonDepth(absl::string_view text, int limit) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size() && deepest <= limit; ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 absl::StatusOr<std::string> ReadText(const std::string& path, const std::string& field) {
   auto text = ReadUntrustedFile(path, kMaxJsonBytes, Links::kRefuse);
   if (!text.ok()) {
@@ -139,7 +116,7 @@ absl::StatusOr<std::string> ReadText(const std::string& path, const std::string&
 
 absl::StatusOr<Json> ReadJson(const std::string& path, const std::string& field) {
   ASSIGN_OR_RETURN(const std::string text, ReadText(path, field));
-  if (JsonDepth(text, kMaxJsonDepth) > kMaxJsonDepth) {
+  if (JsonNestingDepth(text, kMaxJsonDepth) > kMaxJsonDepth) {
     return Invalid(field,
                    absl::StrCat("'", path, "' nests deeper than ", kMaxJsonDepth, " levels"));
   }

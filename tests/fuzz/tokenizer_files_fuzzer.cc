@@ -1,5 +1,6 @@
 // The tokenizer's file readers over arbitrary bytes: a tokenizer folder's manifest, a
-// tiktoken rank file, GPT-2's encoder.json with vocab.bpe, and a SentencePiece model (a
+// tiktoken rank file, GPT-2's encoder.json with vocab.bpe, a Hugging Face tokenizer.json,
+// and a SentencePiece model (a
 // model SentencePiece trained at start with NFKC's rules, patched at places the input
 // picks, so that the normaliser's trie, which the library walks unchecked, is what
 // changes). The first byte picks the reader. Whatever a reader accepts must encode and
@@ -18,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tokenizer/byte_level_bpe.h"
+#include "tokenizer/huggingface/huggingface_tokenizer.h"
 #include "tokenizer/manifest.h"
 #include "tokenizer/sentencepiece_api.h"
 #include "tokenizer/sentencepiece_model_check.h"
@@ -112,6 +114,11 @@ void SentencePiece(absl::string_view patches) {
   if (loaded.ok()) EncodeAndDecode(**loaded);
 }
 
+void HuggingFace(absl::string_view json) {
+  auto tokenizer = tokenizer::HuggingFaceTokenizer::FromJson(json, "fuzz.json");
+  if (tokenizer.ok()) EncodeAndDecode(**tokenizer);
+}
+
 }  // namespace
 }  // namespace shardwise::fuzz
 
@@ -119,7 +126,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace shardwise::fuzz;
   if (size == 0) return 0;
   const absl::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
     case 0:
       Manifest(rest);
       break;
@@ -129,8 +136,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 2:
       Gpt2(rest);
       break;
-    default:
+    case 3:
       SentencePiece(rest);
+      break;
+    default:
+      HuggingFace(rest);
       break;
   }
   return 0;

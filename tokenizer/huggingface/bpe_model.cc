@@ -119,7 +119,14 @@ absl::Status BpeModel::ReadMerges(const nlohmann::json& merges, const std::strin
     } else {
       return JsonError(where, absl::StrCat("is ", ShownJson(merge), ", not a merge"));
     }
-    const auto a = vocab_.find(left), b = vocab_.find(right), ab = vocab_.find(left + right);
+    // With a subword prefix, the right token's prefix is not in the result: "h" and "##e"
+    // merge to "he", as the library builds its merges.
+    const bool prefixed =
+        !continuing_subword_prefix_.empty() &&
+        right.compare(0, continuing_subword_prefix_.size(), continuing_subword_prefix_) == 0;
+    const std::string result =
+        left + (prefixed ? right.substr(continuing_subword_prefix_.size()) : right);
+    const auto a = vocab_.find(left), b = vocab_.find(right), ab = vocab_.find(result);
     if (a == vocab_.end() || b == vocab_.end() || ab == vocab_.end()) {
       return JsonError(where,
                        absl::StrCat("merges \"", ShownValue(left), "\" and \"", ShownValue(right),

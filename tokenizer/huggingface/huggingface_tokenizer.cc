@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json_depth.h"
 #include "tokenizer/huggingface/json_fields.h"
 #include "tokenizer/huggingface/unicode_text.h"
 
@@ -17,6 +18,12 @@ using hf::ShownJson;
 
 absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::FromJson(
     absl::string_view text, const std::string& name) {
+  // Hugging Face's files nest a few levels; parsed, each level costs memory.
+  constexpr int kMaxDepth = 64;
+  if (JsonNestingDepth(text, kMaxDepth) > kMaxDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": nests deeper than ", kMaxDepth, " levels"));
+  }
   const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": not a JSON object"));
