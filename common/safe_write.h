@@ -23,6 +23,12 @@ absl::Status CreateFolders(const std::string& folder);
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents,
                                  bool replace);
 
+// As WriteFileAtomically, except that without `replace` a regular file already at `path`
+// holding exactly `contents` is left as it is instead of refused: what an earlier attempt
+// of the same job wrote (a job's outputs are written again when an attempt is re-queued).
+absl::Status WriteFileUnlessSame(const std::string& path, const std::string& contents,
+                                 bool replace);
+
 }  // namespace shardwise
 
 #endif  // SHARDWISE_COMMON_SAFE_WRITE_H_

@@ -201,11 +201,6 @@ int64_t IntOr(const Json& json, const std::string& key, int64_t fallback) {
              : fallback;
 }
 
-std::string StringOr(const Json& json, const std::string& key, const std::string& fallback) {
-  const auto it = json.find(key);
-  return it != json.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
 // A value as config.json gives it, for messages.
 std::string ShownJson(const Json& value) { return ShownValue(value.dump()); }
 
@@ -489,7 +484,20 @@ absl::StatusOr<std::vector<LocatedTensor>> LocateHuggingFaceTensors(
   return located;
 }
 
-std::string HuggingFaceConfigJson(const v1::ModelSpec& model) {
+namespace {
+
+Json IdOrNull(std::optional<int32_t> id) { return id.has_value() ? Json(*id) : Json(nullptr); }
+
+}  // namespace
+
+std::string HuggingFaceGenerationConfigJson(const SpecialTokenIds& ids) {
+  Json json = Json::object();
+  if (ids.bos.has_value()) json["bos_token_id"] = *ids.bos;
+  if (ids.eos.has_value()) json["eos_token_id"] = *ids.eos;
+  return json.dump(2) + "\n";
+}
+
+std::string HuggingFaceConfigJson(const v1::ModelSpec& model, const SpecialTokenIds& ids) {
   Json json;
   if (model.has_gpt()) {
     const v1::GptConfig& gpt = model.gpt();
@@ -507,6 +515,8 @@ std::string HuggingFaceConfigJson(const v1::ModelSpec& model) {
             {"embd_pdrop", 0.0},
             {"attn_pdrop", 0.0},
             {"tie_word_embeddings", true},
+            {"bos_token_id", IdOrNull(ids.bos)},
+            {"eos_token_id", IdOrNull(ids.eos)},
             {"torch_dtype", "float32"}};
     return json.dump(2) + "\n";
   }
@@ -540,6 +550,8 @@ std::string HuggingFaceConfigJson(const v1::ModelSpec& model) {
           {"initializer_range", llama.initializer_range()},
           {"tie_word_embeddings", llama.tie_word_embeddings()},
           {"pretraining_tp", 1},
+          {"bos_token_id", IdOrNull(ids.bos)},
+          {"eos_token_id", IdOrNull(ids.eos)},
           {"torch_dtype", "float32"}};
   return json.dump(2) + "\n";
 }

@@ -24,6 +24,7 @@
 // attn.masked_bias buffers, and a tied lm_head.weight.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,9 +64,19 @@ absl::StatusOr<std::vector<LocatedTensor>> LocateHuggingFaceTensors(
     const v1::ModelSpec& model, const v1::HuggingFaceCheckpoint& checkpoint,
     const std::string& field);
 
+// The BOS and EOS ids of a job's tokenizer (tokenizer/manifest.h): nullopt where it has
+// none, or the job has no tokenizer.
+struct SpecialTokenIds {
+  std::optional<int32_t> bos, eos;
+};
+
 // The config.json of `model` for from_pretrained (LlamaForCausalLM or GPT2LMHeadModel,
-// FP32 weights).
-std::string HuggingFaceConfigJson(const v1::ModelSpec& model);
+// FP32 weights), with `ids` as bos_token_id and eos_token_id (null where unknown, rather
+// than the classes' defaults, which name other vocabularies' tokens).
+std::string HuggingFaceConfigJson(const v1::ModelSpec& model, const SpecialTokenIds& ids = {});
+
+// generation_config.json: the ids generate() starts from and stops at ("{}" without any).
+std::string HuggingFaceGenerationConfigJson(const SpecialTokenIds& ids);
 
 }  // namespace shardwise
 

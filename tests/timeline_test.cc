@@ -96,7 +96,9 @@ TEST(Timeline, MergesEveryRankIntoOneNestedChromeTrace) {
       open.push_back(e);
       steps += e.name == "step";
     }
-    if (lane.second == 0) EXPECT_EQ(steps, 12) << "rank " << rank;
+    if (lane.second == 0) {
+      EXPECT_EQ(steps, 12) << "rank " << rank;
+    }
   }
 }
 

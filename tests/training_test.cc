@@ -5,10 +5,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "absl/strings/match.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/cluster.h"
 #include "worker/fsdp/reference_training.h"
 #include "worker/testing/model_compare.h"
@@ -264,7 +266,9 @@ INSTANTIATE_TEST_SUITE_P(GptAndLlama, TransformerJob, ::testing::Bool(),
 
 // The same with a SentencePiece tokenizer trained on the text: the job names the folder
 // `tokenize` wrote, a model whose vocabulary is smaller is refused naming both, the final
-// model gets the tokenizer beside it, and `sample` takes and prints text through it.
+// model gets the tokenizer beside it, and `sample` takes and prints text through it. The
+// Hugging Face export gets the tokenizer as transformers reads it (tokenizer.model with a
+// tokenizer_config.json) and the BOS and EOS ids in config.json and generation_config.json.
 TEST(Training, AGptJobWithASentencePieceTokenizer) {
   Cluster cluster;
   cluster.StartCoordinator();
@@ -285,6 +289,8 @@ TEST(Training, AGptJobWithASentencePieceTokenizer) {
   spec.set_steps(10);
   const std::string model_path = cluster.dir() + "/gpt.safetensors";
   spec.mutable_output()->set_final_model_path(model_path);
+  const std::string exported = cluster.dir() + "/hf";
+  spec.mutable_output()->set_huggingface_dir(exported);
   auto refused = cluster.client().Submit(spec);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "data.tokens.tokenizer"))
@@ -297,6 +303,31 @@ TEST(Training, AGptJobWithASentencePieceTokenizer) {
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(90));
   EXPECT_TRUE(std::filesystem::exists(cluster.dir() + "/gpt.tokenizer/tokenizer.model"));
+  const auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(bytes(exported + "/tokenizer.model"), bytes(tokens + "/tokenizer/tokenizer.model"));
+  const auto json = [&](const std::string& name) {
+    std::ifstream in(exported + "/" + name);
+    return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  };
+  EXPECT_EQ(json("tokenizer_config.json")["tokenizer_class"], "LlamaTokenizer");
+  EXPECT_EQ(json("tokenizer_config.json")["bos_token"], "<s>");
+  EXPECT_EQ(json("tokenizer_config.json")["eos_token"], "</s>");
+  for (const char* name : {"config.json", "generation_config.json"}) {
+    EXPECT_EQ(json(name)["bos_token_id"], 1) << name;
+    EXPECT_EQ(json(name)["eos_token_id"], 2) << name;
+  }
+  // A second job into the same folder is refused for the tokenizer's files too.
+  spec.mutable_output()->set_final_model_path(cluster.dir() + "/other.safetensors");
+  std::filesystem::remove(exported + "/model.safetensors");
+  std::filesystem::remove(exported + "/config.json");
+  refused = cluster.client().Submit(spec);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                exported + "/generation_config.json' exists already"))
+      << refused.status();
   ASSERT_EQ(Cluster::RunCli(
                 {"sample", model_path, "--prompt=The Program", "--tokens=20", "--temperature=0"},
                 &output),

@@ -135,6 +135,12 @@ void ByteLevelBpe::Encode(std::string_view text, bool /*document_start*/,
   });
 }
 
+std::optional<std::string> ByteLevelBpe::SpecialTokenText(int32_t id) const {
+  auto special = special_text_.find(id);
+  if (special == special_text_.end()) return std::nullopt;
+  return special->second;
+}
+
 std::string ByteLevelBpe::Decode(const std::vector<int32_t>& ids) const {
   std::string text;
   for (int32_t id : ids) {

@@ -44,6 +44,7 @@ class ByteLevelBpe : public Tokenizer {
   int64_t vocab_size() const override { return vocab_size_; }
   std::vector<int32_t> DocumentPrefix() const override { return encoding_.before_document; }
   std::vector<int32_t> DocumentSuffix() const override { return encoding_.after_document; }
+  std::optional<std::string> SpecialTokenText(int32_t id) const override;
 
  private:
   ByteLevelBpe(Encoding encoding, BytePairEncoder encoder, PreSplitter splitter);

@@ -21,6 +21,9 @@ class ByteTokenizer : public Tokenizer {
   int64_t vocab_size() const override { return kByteVocabulary; }
   std::vector<int32_t> DocumentPrefix() const override { return {}; }
   std::vector<int32_t> DocumentSuffix() const override { return {}; }
+  std::optional<std::string> SpecialTokenText(int32_t /*id*/) const override {
+    return std::nullopt;
+  }
 };
 
 }  // namespace tokenizer

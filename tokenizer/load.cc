@@ -1,6 +1,9 @@
 #include "tokenizer/load.h"
 
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/printable_text.h"
@@ -8,6 +11,7 @@
 #include "tokenizer/byte_tokenizer.h"
 #include "tokenizer/huggingface/huggingface_tokenizer.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/transformers_config.h"
 #include "tokenizer/vocabulary_files.h"
 
 namespace shardwise {
@@ -21,7 +25,8 @@ std::string FolderName(const std::string& role) {
   if (role == "model") return "tokenizer.model";
   if (role == "encoder_json") return "encoder.json";
   if (role == "vocab_bpe") return "vocab.bpe";
-  if (role == "tokenizer_json") return "tokenizer.json";  // Hugging Face's name for it
+  if (role == "tokenizer_json") return "tokenizer.json";  // Hugging Face's names for them
+  if (role == "tokenizer_config_json") return "tokenizer_config.json";
   return "ranks.tiktoken";
 }
 
@@ -87,23 +92,69 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromFiles(const TokenizerFiles& f
   return LoadFromBytes(files.kind, files.encoding, bytes);
 }
 
+namespace {
+
+// The user's tokenizer_config.json, when `files` names one.
+absl::StatusOr<std::optional<UserConfig>> ReadUserConfig(const TokenizerFiles& files) {
+  const auto it = files.paths.find("tokenizer_config_json");
+  if (it == files.paths.end() || it->second.empty()) return std::optional<UserConfig>();
+  auto bytes = ReadFileBytes(it->second);
+  if (!bytes.ok()) return bytes.status();
+  return std::optional<UserConfig>(UserConfig{it->second, std::move(*bytes)});
+}
+
+// Copies `path` to DIR/NAME unless it is that file already; returns the copy's entry.
+absl::StatusOr<Manifest::File> CopyIntoFolder(const std::string& path, const std::string& dir,
+                                              const std::string& name) {
+  std::error_code error;
+  const fs::path copy = fs::path(dir) / name;
+  if (fs::weakly_canonical(path, error) != fs::weakly_canonical(copy, error)) {
+    fs::copy_file(path, copy, fs::copy_options::overwrite_existing, error);
+    if (error) return absl::PermissionDeniedError(absl::StrCat("cannot copy ", path, " to ", dir));
+  }
+  auto sha256 = FileSha256(copy.string());
+  if (!sha256.ok()) return sha256.status();
+  return Manifest::File{name, *sha256};
+}
+
+// Writes `bytes` as DIR/NAME; returns its entry.
+absl::StatusOr<Manifest::File> WriteIntoFolder(const std::string& bytes, const std::string& dir,
+                                               const std::string& name) {
+  const fs::path path = fs::path(dir) / name;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+  out.close();
+  if (!out.good()) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path.string()));
+  auto sha256 = FileSha256(path.string());
+  if (!sha256.ok()) return sha256.status();
+  return Manifest::File{name, *sha256};
+}
+
+}  // namespace
+
 absl::StatusOr<Manifest> SaveTokenizerFolder(const std::string& dir, const TokenizerFiles& files,
-                                             int64_t vocab_size) {
+                                             const Tokenizer& tokenizer) {
+  auto user_config = ReadUserConfig(files);
+  if (!user_config.ok()) return user_config.status();
+  auto transformers = MakeTransformersConfig(files.kind, tokenizer,
+                                             user_config->has_value() ? &**user_config : nullptr);
+  if (!transformers.ok()) return transformers.status();
   std::error_code error;
   fs::create_directories(dir, error);
   if (error) return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir));
-  Manifest manifest{files.kind, files.encoding, vocab_size, {}};
+  Manifest manifest{files.kind, files.encoding,       tokenizer.vocab_size(),
+                    {},         transformers->bos_id, transformers->eos_id};
   for (const auto& [role, path] : files.paths) {
-    const std::string name = FolderName(role);
-    const fs::path copy = fs::path(dir) / name;
-    if (fs::weakly_canonical(path, error) != fs::weakly_canonical(copy, error)) {
-      fs::copy_file(path, copy, fs::copy_options::overwrite_existing, error);
-      if (error)
-        return absl::PermissionDeniedError(absl::StrCat("cannot copy ", path, " to ", dir));
-    }
-    auto sha256 = FileSha256(copy.string());
-    if (!sha256.ok()) return sha256.status();
-    manifest.files[role] = {name, *sha256};
+    if (path.empty()) continue;
+    auto file = CopyIntoFolder(path, dir, FolderName(role));
+    if (!file.ok()) return file.status();
+    manifest.files[role] = *file;
+  }
+  if (!user_config->has_value() && !transformers->tokenizer_config_json.empty()) {
+    auto file = WriteIntoFolder(transformers->tokenizer_config_json, dir,
+                                FolderName("tokenizer_config_json"));
+    if (!file.ok()) return file.status();
+    manifest.files["tokenizer_config_json"] = *file;
   }
   if (absl::Status s = WriteManifest(dir, manifest); !s.ok()) return s;
   return manifest;

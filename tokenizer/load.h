@@ -18,7 +18,8 @@ namespace tokenizer {
 // Which tokenizer, from which files: kind "bytes" (no files), "sentencepiece" (role
 // "model": a tokenizer.model), "gpt2" ("encoder_json" and "vocab_bpe"), "tiktoken"
 // ("ranks": a .tiktoken file, with `encoding`) or "huggingface" ("tokenizer_json": a
-// Hugging Face tokenizer.json, huggingface/huggingface_tokenizer.h).
+// Hugging Face tokenizer.json, huggingface/huggingface_tokenizer.h; optionally
+// "tokenizer_config_json", the tokenizer_config.json beside it).
 struct TokenizerFiles {
   std::string kind;
   std::string encoding;
@@ -40,10 +41,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromBytes(
     const std::map<std::string, FileBytes>& files);
 
 // Copies the files into DIR (made if missing) under their roles' names (a file that is
-// already that one is kept) and writes its
-// tokenizer.json with their hashes and `vocab_size`.
+// already that one is kept), with what transformers needs to load them
+// (transformers_config.h: a tokenizer_config.json, the user's for role
+// "tokenizer_config_json" or one made for the kind), and writes the manifest with their
+// hashes, `tokenizer`'s vocabulary size and its BOS and EOS ids.
 absl::StatusOr<Manifest> SaveTokenizerFolder(const std::string& dir, const TokenizerFiles& files,
-                                             int64_t vocab_size);
+                                             const Tokenizer& tokenizer);
 
 // The tokenizer of a folder SaveTokenizerFolder wrote. DATA_LOSS when a file's hash is not
 // the one its manifest names; INVALID_ARGUMENT when the vocabulary's size is not.

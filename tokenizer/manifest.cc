@@ -4,6 +4,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -63,15 +64,25 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& path, const std::strin
   }
   manifest.vocab_size = size->get<int64_t>();
   const auto files = json.find("files");
-  if (files == json.end()) return manifest;
-  if (!files->is_object()) return field_error("files", "is not an object");
-  for (const auto& [role, file] : files->items()) {
+  if (files != json.end() && !files->is_object()) return field_error("files", "is not an object");
+  const nlohmann::json no_files = nlohmann::json::object();
+  for (const auto& [role, file] : (files != json.end() ? *files : no_files).items()) {
     Manifest::File entry{StringField(file, "name"), StringField(file, "sha256")};
     if (absl::Status s = CheckFileName(path, role, entry.name); !s.ok()) return s;
     if (entry.sha256.size() != 64) {
       return field_error(absl::StrCat("files.", role, ".sha256"), "is not a SHA-256 in hex");
     }
     manifest.files[role] = entry;
+  }
+  for (const auto& [key, id] :
+       {std::pair("bos_id", &manifest.bos_id), std::pair("eos_id", &manifest.eos_id)}) {
+    const auto field = json.find(key);
+    if (field == json.end()) continue;
+    if (!field->is_number_integer() || field->get<int64_t>() < 0 ||
+        field->get<int64_t>() >= manifest.vocab_size) {
+      return field_error(key, absl::StrCat("is not an id below vocab_size ", manifest.vocab_size));
+    }
+    *id = static_cast<int32_t>(field->get<int64_t>());
   }
   return manifest;
 }
@@ -80,6 +91,8 @@ std::string ManifestText(const Manifest& manifest) {
   nlohmann::json json = {
       {"format", kFormat}, {"kind", manifest.kind}, {"vocab_size", manifest.vocab_size}};
   if (!manifest.encoding.empty()) json["encoding"] = manifest.encoding;
+  if (manifest.bos_id.has_value()) json["bos_id"] = *manifest.bos_id;
+  if (manifest.eos_id.has_value()) json["eos_id"] = *manifest.eos_id;
   json["files"] = nlohmann::json::object();
   for (const auto& [role, file] : manifest.files) {
     json["files"][role] = {{"name", file.name}, {"sha256", file.sha256}};
@@ -160,23 +173,6 @@ std::string ModelTokenizerFolder(const std::string& model_path) {
   return path.string() + ".tokenizer";
 }
 
-namespace {
-
-// Writes `bytes` to `path` as WriteFileAtomically does; without `replace`, a regular file
-// already there holding exactly these bytes (an earlier attempt of the job copied it) is
-// left as it is instead of refused. A link or anything but a regular file is refused.
-absl::Status WriteUnlessThere(const std::string& path, const std::string& bytes, bool replace) {
-  std::error_code error;
-  if (!replace && fs::is_regular_file(fs::symlink_status(path, error)) && !error &&
-      fs::file_size(path, error) == bytes.size() && !error) {
-    const auto existing = ReadFileBytes(path);
-    if (existing.ok() && *existing == bytes) return absl::OkStatus();
-  }
-  return WriteFileAtomically(path, bytes, replace);
-}
-
-}  // namespace
-
 absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to, bool replace) {
   auto manifest = ReadManifest(from);
   if (!manifest.ok()) return manifest.status();
@@ -184,11 +180,37 @@ absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to,
   for (const auto& [role, file] : manifest->files) {
     auto bytes = ReadCheckedFile(from, file);  // once: hashed, then written
     if (!bytes.ok()) return bytes.status();
-    absl::Status written = WriteUnlessThere((fs::path(to) / file.name).string(), *bytes, replace);
+    absl::Status written =
+        WriteFileUnlessSame((fs::path(to) / file.name).string(), *bytes, replace);
     if (!written.ok()) return written;
   }
-  return WriteUnlessThere((fs::path(to) / kManifestName).string(), ManifestText(*manifest),
-                          replace);
+  return WriteFileUnlessSame((fs::path(to) / kManifestName).string(), ManifestText(*manifest),
+                             replace);
+}
+
+std::optional<std::string> HuggingFaceFileName(const std::string& kind, const std::string& role) {
+  if (role == "tokenizer_config_json") return "tokenizer_config.json";
+  if (kind == "huggingface" && role == "tokenizer_json") return "tokenizer.json";
+  if (kind == "sentencepiece" && role == "model") return "tokenizer.model";
+  if (kind == "gpt2" && role == "encoder_json") return "vocab.json";
+  if (kind == "gpt2" && role == "vocab_bpe") return "merges.txt";
+  return std::nullopt;
+}
+
+absl::StatusOr<Manifest> CopyHuggingFaceTokenizer(const std::string& from, const std::string& to,
+                                                  bool replace) {
+  auto manifest = ReadManifest(from);
+  if (!manifest.ok()) return manifest.status();
+  if (absl::Status s = CreateFolders(to); !s.ok()) return s;
+  for (const auto& [role, file] : manifest->files) {
+    const std::optional<std::string> name = HuggingFaceFileName(manifest->kind, role);
+    if (!name.has_value()) continue;
+    auto bytes = ReadCheckedFile(from, file);
+    if (!bytes.ok()) return bytes.status();
+    absl::Status written = WriteFileUnlessSame((fs::path(to) / *name).string(), *bytes, replace);
+    if (!written.ok()) return written;
+  }
+  return manifest;
 }
 
 }  // namespace tokenizer

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -32,7 +33,23 @@ struct Manifest {
     std::string name, sha256;
   };
   std::map<std::string, File> files;
+  // The ids a model trained on the folder's token files starts a document with and stops
+  // at: Hugging Face's bos_token_id and eos_token_id (load.h says how each kind's are
+  // chosen). nullopt: none, or a folder written before they were recorded.
+  std::optional<int32_t> bos_id, eos_id;
 };
+
+// The name Hugging Face's tools read a tokenizer folder's file of `role` by, in a folder
+// of `kind` ("tokenizer_json" -> tokenizer.json; SentencePiece's "model" ->
+// tokenizer.model; GPT-2's "encoder_json" -> vocab.json and "vocab_bpe" -> merges.txt;
+// "tokenizer_config_json" -> tokenizer_config.json); nullopt for a file they do not read
+// (tiktoken's ranks).
+std::optional<std::string> HuggingFaceFileName(const std::string& kind, const std::string& role);
+
+// Every name HuggingFaceFileName gives, for the check at submission that an export
+// replaces no one's files.
+inline constexpr const char* kHuggingFaceTokenizerNames[] = {
+    "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt"};
 
 // DIR/tokenizer.json, read as ReadCheckedFile reads (no link, a regular file of at most
 // kMaxManifestBytes). NOT_FOUND when it is missing, INVALID_ARGUMENT naming the file and
@@ -77,6 +94,13 @@ std::string ModelTokenizerFolder(const std::string& model_path);
 // only if `replace`, else ALREADY_EXISTS, except a regular file already holding the same
 // bytes, which is left as it is (a re-queued attempt of the job that copied it).
 absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to, bool replace);
+
+// Copies the files of the folder `from` that Hugging Face's tools read into `to` under
+// their names (HuggingFaceFileName), on CopyTokenizerFolder's terms; returns the folder's
+// manifest (its BOS and EOS ids). What `AutoTokenizer.from_pretrained(to)` loads: its
+// tokenizer_config.json says which class (docs/job-spec.md, "Tokenizers").
+absl::StatusOr<Manifest> CopyHuggingFaceTokenizer(const std::string& from, const std::string& to,
+                                                  bool replace);
 
 }  // namespace tokenizer
 }  // namespace shardwise

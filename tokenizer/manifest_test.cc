@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -35,7 +37,7 @@ TEST(ManifestTest, SavesLoadsAndCopiesAFolder) {
   auto tokenizer = LoadFromFiles(files);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   const std::string dir = TempPath("tok");
-  auto saved = SaveTokenizerFolder(dir, files, (*tokenizer)->vocab_size());
+  auto saved = SaveTokenizerFolder(dir, files, **tokenizer);
   ASSERT_TRUE(saved.ok()) << saved.status();
   auto read = ReadManifest(dir);
   ASSERT_TRUE(read.ok()) << read.status();
@@ -71,8 +73,10 @@ TEST(ManifestTest, SavesLoadsAndCopiesAFolder) {
 
 TEST(ManifestTest, ACorruptFileIsDataLoss) {
   const TokenizerFiles files{"tiktoken", "gpt2", {{"ranks", WriteByteRanks()}}};
+  auto tokenizer = LoadFromFiles(files);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   const std::string dir = TempPath("corrupt");
-  ASSERT_TRUE(SaveTokenizerFolder(dir, files, 50257).ok());
+  ASSERT_TRUE(SaveTokenizerFolder(dir, files, **tokenizer).ok());
   std::ofstream(dir + "/ranks.tiktoken", std::ios::app) << "IQ== 300\n";
   EXPECT_EQ(LoadTokenizer(dir).status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(CopyTokenizerFolder(dir, TempPath("copy"), /*replace=*/true).code(),
@@ -109,7 +113,61 @@ TEST(ManifestTest, NamesWhatIsWrong) {
                      "files": {"model": {"name": "../x", "sha256": "00"}}})")
                 .find("files.model.name"),
             std::string::npos);
+  EXPECT_NE(with(R"({"format": "shardwise-tokenizer/1", "kind": "bytes", "vocab_size": 256,
+                     "eos_id": 256})")
+                .find("eos_id is not an id below vocab_size 256"),
+            std::string::npos);
   EXPECT_TRUE(ReadManifest(dir).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+// A huggingface folder made from a tokenizer.json and the tokenizer_config.json beside it:
+// the manifest holds the config's BOS and EOS ids, and the export copies both files under
+// Hugging Face's names, and nothing of the folder's own (its manifest).
+TEST(ManifestTest, CopiesWhatHuggingFaceReadsUnderItsNames) {
+  const std::string source = TempPath("hub");
+  fs::create_directories(source);
+  std::ofstream(source + "/tokenizer.json") << R"({"added_tokens": [
+      {"id": 1, "content": "<s>", "special": true}, {"id": 2, "content": "</s>", "special": true}],
+      "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})";
+  const std::string config = R"({"bos_token": "<s>", "eos_token": "</s>", "chat_template": "x"})";
+  std::ofstream(source + "/tokenizer_config.json") << config;
+  const TokenizerFiles files{"huggingface",
+                             "",
+                             {{"tokenizer_json", source + "/tokenizer.json"},
+                              {"tokenizer_config_json", source + "/tokenizer_config.json"}}};
+  auto tokenizer = LoadFromFiles(files);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const std::string dir = TempPath("hf-tok");
+  ASSERT_TRUE(SaveTokenizerFolder(dir, files, **tokenizer).ok());
+  auto manifest = ReadManifest(dir);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(manifest->bos_id, 1);
+  EXPECT_EQ(manifest->eos_id, 2);
+  EXPECT_TRUE(LoadTokenizer(dir).ok());
+
+  const std::string exported = TempPath("export");
+  auto copied = CopyHuggingFaceTokenizer(dir, exported, /*replace=*/false);
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_EQ(copied->eos_id, 2);
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(exported)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"tokenizer.json", "tokenizer_config.json"}));
+  std::ifstream in(exported + "/tokenizer_config.json");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), config);
+  for (const std::string& name : names) {  // every name the submission check knows
+    EXPECT_NE(std::find(std::begin(kHuggingFaceTokenizerNames),
+                        std::end(kHuggingFaceTokenizerNames), name),
+              std::end(kHuggingFaceTokenizerNames))
+        << name;
+  }
+  // Again (a re-queued attempt): the same bytes stay; other bytes are not replaced.
+  EXPECT_TRUE(CopyHuggingFaceTokenizer(dir, exported, /*replace=*/false).ok());
+  std::ofstream(exported + "/tokenizer.json", std::ios::app) << " ";
+  EXPECT_EQ(CopyHuggingFaceTokenizer(dir, exported, /*replace=*/false).status().code(),
+            absl::StatusCode::kAlreadyExists);
 }
 
 }  // namespace

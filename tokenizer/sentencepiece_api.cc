@@ -148,6 +148,17 @@ std::string Model::Decode(const std::vector<int32_t>& ids) const {
 int Model::vocab_size() const { return processors_->as_is.GetPieceSize(); }
 int Model::bos_id() const { return processors_->as_is.bos_id(); }
 int Model::eos_id() const { return processors_->as_is.eos_id(); }
+int Model::unk_id() const { return processors_->as_is.unk_id(); }
+
+bool Model::IsSpecial(int id) const {
+  if (id < 0 || id >= vocab_size()) return false;
+  return processors_->as_is.IsControl(id) || processors_->as_is.IsUnknown(id);
+}
+
+std::string Model::IdToPiece(int id) const {
+  if (id < 0 || id >= vocab_size()) return "";
+  return processors_->as_is.IdToPiece(id);
+}
 
 namespace {
 

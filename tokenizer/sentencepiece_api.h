@@ -30,6 +30,10 @@ class Model {
   int vocab_size() const;
   int bos_id() const;  // -1 when the model has none
   int eos_id() const;
+  int unk_id() const;
+  // Whether `id` is a control or the unknown piece; its piece (any id of the vocabulary).
+  bool IsSpecial(int id) const;
+  std::string IdToPiece(int id) const;
 
  private:
   struct Processors;

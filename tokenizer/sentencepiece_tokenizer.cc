@@ -51,6 +51,11 @@ std::vector<int32_t> SentencePieceTokenizer::DocumentSuffix() const {
   return {model_->eos_id()};
 }
 
+std::optional<std::string> SentencePieceTokenizer::SpecialTokenText(int32_t id) const {
+  if (!model_->IsSpecial(id)) return std::nullopt;
+  return model_->IdToPiece(id);
+}
+
 namespace {
 
 // Llama 2's trainer settings (its tokenizer.model's trainer_spec): BPE over 32,000

@@ -28,6 +28,9 @@ class SentencePieceTokenizer : public Tokenizer {
   int64_t vocab_size() const override { return model_->vocab_size(); }
   std::vector<int32_t> DocumentPrefix() const override;
   std::vector<int32_t> DocumentSuffix() const override;
+  // The piece of a control or unknown id ("<s>", "</s>", "<unk>").
+  std::optional<std::string> SpecialTokenText(int32_t id) const override;
+  int32_t unknown_id() const { return model_->unk_id(); }
 
  private:
   explicit SentencePieceTokenizer(std::unique_ptr<spm::Model> model) : model_(std::move(model)) {}

@@ -47,6 +47,9 @@ ABSL_FLAG(std::string, encoder_json, "", "gpt2: GPT-2's encoder.json");
 ABSL_FLAG(std::string, vocab_bpe, "", "gpt2: GPT-2's vocab.bpe");
 ABSL_FLAG(std::string, tiktoken, "", "tiktoken: a .tiktoken rank file");
 ABSL_FLAG(std::string, tokenizer_json, "", "huggingface: a Hugging Face tokenizer.json");
+ABSL_FLAG(std::string, tokenizer_config, "",
+          "huggingface: its tokenizer_config.json (default: the one beside --tokenizer_json, if "
+          "there; none: no file)");
 ABSL_FLAG(std::string, encoding, "",
           "tiktoken: the file's encoding (gpt2, r50k_base, p50k_base, cl100k_base, o200k_base, "
           "llama3; default: from the file's name)");
@@ -75,11 +78,28 @@ Usage:
       --tokenizer=tiktoken              --tiktoken=FILE [--encoding=cl100k_base]
       --tokenizer=huggingface           --tokenizer_json=FILE (Hugging Face's tokenizer.json:
                                         Llama 3's, Qwen3's, Gemma 3's, ...)
+                                        [--tokenizer_config=FILE|none] (default: the
+                                        tokenizer_config.json beside it, if there)
 
 Each TEXT file is a document. Writes DIR/train.bin and DIR/val.bin (uint16 ids), or
 DIR/train.safetensors and DIR/val.safetensors (I32) for a vocabulary above 65,536, and
 the tokenizer in DIR/tokenizer (name it in data.tokens.tokenizer).
 )";
+
+// --tokenizer_config, else the tokenizer_config.json beside --tokenizer_json when there is
+// one (a model's folder as the Hub has it); "" for none.
+std::string ChosenTokenizerConfig() {
+  std::string config = absl::GetFlag(FLAGS_tokenizer_config);
+  if (config == "none") return "";
+  if (!config.empty()) return config;
+  const std::filesystem::path beside =
+      std::filesystem::path(absl::GetFlag(FLAGS_tokenizer_json)).parent_path() /
+      "tokenizer_config.json";
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(beside, error)) return "";
+  std::fprintf(stderr, "with %s (--tokenizer_config=none: without)\n", beside.string().c_str());
+  return beside.string();
+}
 
 // The tokenizer the flags ask for, and its files; a SentencePiece model is trained first.
 // A trained model is written straight into `tokenizer_dir`, where the folder keeps it.
@@ -96,7 +116,8 @@ absl::StatusOr<TokenizerFiles> ChosenFiles(const std::vector<std::string>& input
       files.encoding = std::filesystem::path(files.paths["ranks"]).stem().string();
     }
   } else if (files.kind == "huggingface") {
-    files.paths = {{"tokenizer_json", absl::GetFlag(FLAGS_tokenizer_json)}};
+    files.paths = {{"tokenizer_json", absl::GetFlag(FLAGS_tokenizer_json)},
+                   {"tokenizer_config_json", ChosenTokenizerConfig()}};
   } else if (files.kind == "sentencepiece") {
     std::string model = absl::GetFlag(FLAGS_sentencepiece_model);
     if (model.empty()) {
@@ -135,7 +156,7 @@ absl::Status TokenizeText(const std::vector<std::string>& inputs, const std::str
   if (!files.ok()) return files.status();
   auto tokenizer = LoadFromFiles(*files);
   if (!tokenizer.ok()) return tokenizer.status();
-  auto manifest = SaveTokenizerFolder(tokenizer_dir, *files, (*tokenizer)->vocab_size());
+  auto manifest = SaveTokenizerFolder(tokenizer_dir, *files, **tokenizer);
   if (!manifest.ok()) return manifest.status();
   CorpusOptions options;
   options.val_fraction = absl::GetFlag(FLAGS_val_fraction);

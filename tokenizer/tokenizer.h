@@ -7,6 +7,7 @@
 // LoadTokenizer (load.h) makes one from the folder `shardwise tokenize` writes.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,11 @@ class Tokenizer {
   // after it; SentencePiece's BOS before and EOS after, where the model has them).
   virtual std::vector<int32_t> DocumentPrefix() const = 0;
   virtual std::vector<int32_t> DocumentSuffix() const = 0;
+
+  // The text a special id stands for in the kind's own files ("<|endoftext|>", "<s>", an
+  // added token's content): how Hugging Face's tokenizer_config.json names the BOS and EOS
+  // tokens. nullopt for an id that is no special token of the vocabulary.
+  virtual std::optional<std::string> SpecialTokenText(int32_t id) const = 0;
 };
 
 // Whether a document may be cut into pieces encoded apart just before `text[i]`: after a

@@ -1,6 +1,6 @@
 // The tokenizer's file readers over arbitrary bytes: a tokenizer folder's manifest, a
-// tiktoken rank file, GPT-2's encoder.json with vocab.bpe, a Hugging Face tokenizer.json,
-// and a SentencePiece model (a
+// tiktoken rank file, GPT-2's encoder.json with vocab.bpe, a Hugging Face tokenizer.json
+// (with its tokenizer_config.json), and a SentencePiece model (a
 // model SentencePiece trained at start with NFKC's rules, patched at places the input
 // picks, so that the normaliser's trie, which the library walks unchecked, is what
 // changes). The first byte picks the reader. Whatever a reader accepts must encode and
@@ -24,6 +24,7 @@
 #include "tokenizer/sentencepiece_api.h"
 #include "tokenizer/sentencepiece_model_check.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/transformers_config.h"
 #include "tokenizer/vocabulary_files.h"
 
 namespace shardwise::fuzz {
@@ -73,7 +74,7 @@ void EncodeAndDecode(const tokenizer::Tokenizer& tokenizer) {
 
 void Manifest(absl::string_view bytes) {
   static const std::string dir = [] {
-    const std::string folder = ScratchDir() + "/manifest";
+    std::string folder = ScratchDir() + "/manifest";
     std::filesystem::create_directories(folder);
     return folder;
   }();
@@ -114,9 +115,18 @@ void SentencePiece(absl::string_view patches) {
   if (loaded.ok()) EncodeAndDecode(**loaded);
 }
 
-void HuggingFace(absl::string_view json) {
-  auto tokenizer = tokenizer::HuggingFaceTokenizer::FromJson(json, "fuzz.json");
-  if (tokenizer.ok()) EncodeAndDecode(**tokenizer);
+// A tokenizer.json, and after a NUL the tokenizer_config.json that goes with it.
+void HuggingFace(absl::string_view bytes) {
+  const size_t split = bytes.find('\0');
+  auto tokenizer = tokenizer::HuggingFaceTokenizer::FromJson(bytes.substr(0, split), "fuzz.json");
+  if (!tokenizer.ok()) return;
+  EncodeAndDecode(**tokenizer);
+  if (split == absl::string_view::npos) {
+    (void)tokenizer::MakeTransformersConfig("huggingface", **tokenizer, nullptr);
+    return;
+  }
+  const tokenizer::UserConfig config{"tokenizer_config.json", std::string(bytes.substr(split + 1))};
+  (void)tokenizer::MakeTransformersConfig("huggingface", **tokenizer, &config);
 }
 
 }  // namespace

@@ -15,7 +15,8 @@
 #     packages, and small ones made here of the components those do not use,
 #     hf_components.py) against @huggingface/tokenizers, Hugging Face's JavaScript port of
 #     its library: the same ids, and decode(encode(text)) == text wherever the reference's
-#     is;
+#     is; and the folder as a job exports it, loaded there, frames a document with the
+#     token files' special ids and names the manifest's BOS and EOS;
 #   - decode(encode(text)) == text on all those texts for every one of them, and for
 #     SentencePiece models (BPE and unigram) trained on the license texts.
 # Prints "tokenizers NAME passed|failed" per tokenizer (./dev.sh test counts them).
@@ -187,6 +188,50 @@ else
   for name in "${llama_names[@]}"; do result "llama.cpp-$name" failed "$why"; done
 fi
 
+# The token files of a corpus, Debian's license texts each a document, tokenized with the
+# tokenizer.json in FOLDER (streamed in chunks on both cores), against the folder as a job
+# exports it (its tokenizer.json and tokenizer_config.json, copied byte for byte:
+# manifest_test) loaded by Hugging Face's port: each document's ids with its
+# post-processor's special tokens around them, one document after another; and the BOS
+# and EOS its tokenizer_config.json names against the manifest's bos_id and eos_id (which
+# go into the export's config.json and generation_config.json). Prints why it failed.
+as_exported() {
+  local name=$1 folder=$2 out=$work/$1-corpus documents=()
+  for document in /usr/share/common-licenses/*; do
+    [ -f "$document" ] && [ ! -L "$document" ] && documents+=("$document")
+  done
+  "$tokenize" "${documents[@]}" -o "$out" --val_fraction=0 --threads=2 --tokenizer=huggingface \
+    --tokenizer_json="$folder/tokenizer.json" >/dev/null 2>"$work/err" ||
+    { echo "shardwise tokenize (the licenses): $(tail -1 "$work/err")"; return; }
+  node "$here/hf_document.mjs" "$out/tokenizer" "${documents[@]}" >"$work/$name.document" \
+    2>"$work/err" || { echo "hf_document.mjs: $(tail -1 "$work/err")"; return; }
+  /usr/bin/python3 - "$work/$name.document" "$out" <<'PY'
+import json, pathlib, struct, sys
+lines = open(sys.argv[1]).read().splitlines()
+expected, (bos, eos) = [int(i) for i in lines[0].split()], lines[1].split()
+out = pathlib.Path(sys.argv[2])
+if (out / "train.bin").exists():
+    raw = (out / "train.bin").read_bytes()
+    ids = list(struct.unpack(f"<{len(raw) // 2}H", raw))
+else:
+    raw = (out / "train.safetensors").read_bytes()
+    size = struct.unpack("<Q", raw[:8])[0]
+    begin, end = json.loads(raw[8:8 + size])["tokens"]["data_offsets"]
+    data = raw[8 + size + begin:8 + size + end]
+    ids = list(struct.unpack(f"<{len(data) // 4}i", data))
+if ids != expected:
+    at = next((k for k in range(min(len(ids), len(expected))) if ids[k] != expected[k]),
+              min(len(ids), len(expected)))
+    print(f"the licenses' token file holds {len(ids)} ids, the exported tokenizer gives "
+          f"{len(expected)}; id {at} is {ids[at:at + 3]}, there {expected[at:at + 3]}")
+    sys.exit()
+manifest = json.load(open(out / "tokenizer" / "shardwise-tokenizer.json"))
+for key, theirs in (("bos_id", bos), ("eos_id", eos)):
+    if theirs != "-" and str(manifest.get(key)) != theirs:
+        print(f"the manifest's {key} is {manifest.get(key)}, tokenizer_config.json's token {theirs}")
+PY
+}
+
 # Hugging Face tokenizer.json files (the kind huggingface) against Hugging Face's own port:
 # the same ids for every text, and the round trip wherever the reference has it (a
 # normaliser such as NFC changes some texts for good). FOLDER holds tokenizer.json and
@@ -203,6 +248,7 @@ check_huggingface() {
       >"$work/$name.ids" 2>"$work/err" || why="encode: $(tail -1 "$work/err")"
   fi
   [ -n "$why" ] || why=$(differences "$work/$name.expected" "$work/$name.ids" "$work/texts.json")
+  [ -n "$why" ] || why=$(as_exported "$name" "$folder")
   if [ -n "$why" ]; then result "$name" failed "$why"; else
     result "$name" passed "$(summary "$name"); $(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$work/$name.round-trip.json") decode to themselves as there"
   fi

@@ -29,7 +29,7 @@ class PieceCache {
   }
   void Add(absl::string_view piece, std::vector<int32_t> ids) {
     if (ids_.size() >= kCapacity) ids_.clear();
-    ids_.emplace(piece, std::move(ids));
+    ids_[piece] = std::move(ids);
   }
 
  private:

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/json_depth.h"
 #include "tokenizer/huggingface/json_fields.h"
 #include "tokenizer/huggingface/unicode_text.h"
 
@@ -18,16 +17,7 @@ using hf::ShownJson;
 
 absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::FromJson(
     absl::string_view text, const std::string& name) {
-  // Hugging Face's files nest a few levels; parsed, each level costs memory.
-  constexpr int kMaxDepth = 64;
-  if (JsonNestingDepth(text, kMaxDepth) > kMaxDepth) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": nests deeper than ", kMaxDepth, " levels"));
-  }
-  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": not a JSON object"));
-  }
+  HF_ASSIGN_OR_RETURN(const nlohmann::json json, hf::ParseJsonObject(text, name));
   std::unique_ptr<HuggingFaceTokenizer> tokenizer(new HuggingFaceTokenizer());
   const auto named = [&](const absl::Status& status) {
     return absl::Status(status.code(), absl::StrCat(name, ": ", status.message()));
@@ -169,6 +159,21 @@ void HuggingFaceTokenizer::EncodePieces(std::string text, bool at_start,
   std::vector<hf::Piece> pieces = {{std::move(text), at_start}};
   if (pre_tokenizer_ != nullptr) pre_tokenizer_->Apply(&pieces);
   for (const hf::Piece& piece : pieces) model_->Encode(piece.text, ids);
+}
+
+std::optional<std::string> HuggingFaceTokenizer::SpecialTokenText(int32_t id) const {
+  if (const hf::AddedToken* added = added_.ById(id)) return added->content;
+  // A template may put a token of the model's own around a document.
+  const bool around = std::find(prefix_.begin(), prefix_.end(), id) != prefix_.end() ||
+                      std::find(suffix_.begin(), suffix_.end(), id) != suffix_.end();
+  const std::string* token = around ? model_->Token(id) : nullptr;
+  if (token == nullptr) return std::nullopt;
+  return *token;
+}
+
+std::optional<int32_t> HuggingFaceTokenizer::TokenId(absl::string_view text) const {
+  if (std::optional<int32_t> added = added_.IdOf(text)) return added;
+  return model_->Id(text);
 }
 
 std::string HuggingFaceTokenizer::Decode(const std::vector<int32_t>& ids) const {

@@ -47,6 +47,11 @@ class HuggingFaceTokenizer final : public Tokenizer {
   int64_t vocab_size() const override { return vocab_size_; }
   std::vector<int32_t> DocumentPrefix() const override { return prefix_; }
   std::vector<int32_t> DocumentSuffix() const override { return suffix_; }
+  // An added token's content; a model's token when the post-processor puts it around a
+  // document.
+  std::optional<std::string> SpecialTokenText(int32_t id) const override;
+  // The id of the token `text` names: an added token's content, else the model's token.
+  std::optional<int32_t> TokenId(absl::string_view text) const;
 
  private:
   HuggingFaceTokenizer() = default;

@@ -8,6 +8,7 @@
 #include "tokenizer/huggingface/huggingface_tokenizer.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -46,7 +47,7 @@ TEST(HuggingFaceSplitTest, EachBehaviourCutsAsTheLibraryDocumentsIt) {
 // A tokenizer of `model` (a BPE's fields besides its type) and `rest` (other top-level keys).
 absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> Make(Json model, Json rest = Json::object()) {
   model["type"] = "BPE";
-  Json json = rest;
+  Json json = std::move(rest);
   json["model"] = model;
   return HuggingFaceTokenizer::FromJson(json.dump(), "test.json");
 }

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/json_depth.h"
 #include "common/printable_text.h"
 #include "nlohmann/json.hpp"
 
@@ -30,7 +31,7 @@
 
 #define HF_RETURN_IF_ERROR(expr)           \
   do {                                     \
-    const absl::Status hf_status = (expr); \
+    absl::Status hf_status = (expr);       \
     if (!hf_status.ok()) return hf_status; \
   } while (false)
 
@@ -43,6 +44,22 @@ inline absl::Status JsonError(const std::string& path, absl::string_view what) {
 }
 
 inline std::string ShownJson(const nlohmann::json& json) { return ShownValue(json.dump()); }
+
+// `text` parsed as one JSON object, or an error naming the file `name`. Hugging Face's files
+// nest a few levels; parsed, each level costs memory, so deeper ones are refused unparsed.
+inline absl::StatusOr<nlohmann::json> ParseJsonObject(absl::string_view text,
+                                                      const std::string& name) {
+  constexpr int kMaxDepth = 64;
+  if (JsonNestingDepth(text, kMaxDepth) > kMaxDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": nests deeper than ", kMaxDepth, " levels"));
+  }
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": not a JSON object"));
+  }
+  return json;
+}
 
 // json[key] where it is present and not null, else nullptr.
 inline const nlohmann::json* Field(const nlohmann::json& json, const char* key) {

@@ -88,14 +88,18 @@ std::string Lowercase(absl::string_view text) {
   return out;
 }
 
-bool IsWhitespace(char32_t c) { return u_hasBinaryProperty(c, UCHAR_WHITE_SPACE); }
+bool IsWhitespace(char32_t c) {
+  return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_WHITE_SPACE);
+}
 
 bool IsNumeric(char32_t c) {
-  const int8_t type = u_charType(c);
+  const int8_t type = u_charType(static_cast<UChar32>(c));
   return type == U_DECIMAL_DIGIT_NUMBER || type == U_LETTER_NUMBER || type == U_OTHER_NUMBER;
 }
 
-bool IsAlphanumeric(char32_t c) { return u_hasBinaryProperty(c, UCHAR_ALPHABETIC) || IsNumeric(c); }
+bool IsAlphanumeric(char32_t c) {
+  return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_ALPHABETIC) || IsNumeric(c);
+}
 
 std::string Utf8(char32_t c) {
   std::string out;

@@ -3,10 +3,32 @@
 #include "common/safe_write.h"
 #include "common/status_macros.h"
 #include "contracts/huggingface_layout.h"
+#include "tokenizer/manifest.h"
 #include "worker/data/huggingface_weights.h"
 #include "worker/train/final_model_owner.h"
 
 namespace shardwise {
+namespace {
+
+// The job's tokenizer in the files transformers reads (tokenizer/manifest.h), and
+// generation_config.json with its BOS and EOS ids; the ids, for config.json. Nothing
+// without a tokenizer. Files already there holding the same bytes are an earlier
+// attempt's and stay.
+absl::StatusOr<SpecialTokenIds> ExportTokenizer(const v1::JobSpec& spec, bool replace) {
+  const std::string& tokenizer_dir = spec.data().tokens().tokenizer();
+  if (tokenizer_dir.empty()) return SpecialTokenIds{};
+  const std::string& dir = spec.output().huggingface_dir();
+  ASSIGN_OR_RETURN(const tokenizer::Manifest manifest,
+                   tokenizer::CopyHuggingFaceTokenizer(tokenizer_dir, dir, replace));
+  const SpecialTokenIds ids{manifest.bos_id, manifest.eos_id};
+  if (ids.bos.has_value() || ids.eos.has_value()) {
+    RETURN_IF_ERROR(WriteFileUnlessSame(dir + "/generation_config.json",
+                                        HuggingFaceGenerationConfigJson(ids), replace));
+  }
+  return ids;
+}
+
+}  // namespace
 
 absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
                                const std::string& job_id) {
@@ -18,11 +40,13 @@ absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
   const bool replace = spec.output().overwrite() || WrittenByJob(model_path, job_id);
   Metadata metadata;
   if (!job_id.empty()) metadata[kFinalModelJobKey] = job_id;
-  // The weights first: a config.json there names a model whose weights are in place. The
-  // config is replaced on the same terms as the weights (an earlier attempt's, or with
-  // overwrite).
+  // The tokenizer, then the weights, then config.json: a config.json there names a folder
+  // whose other files are in place. Each is replaced on the same terms as the weights (an
+  // earlier attempt's, or with overwrite).
+  ASSIGN_OR_RETURN(const SpecialTokenIds ids, ExportTokenizer(spec, replace));
   RETURN_IF_ERROR(WriteSafetensors(model_path, weights, metadata, replace));
-  return WriteFileAtomically(dir + "/config.json", HuggingFaceConfigJson(spec.model()), replace);
+  return WriteFileAtomically(dir + "/config.json", HuggingFaceConfigJson(spec.model(), ids),
+                             replace);
 }
 
 }  // namespace shardwise

@@ -3,7 +3,9 @@
 
 // The final model in Hugging Face's layout (output.huggingface_dir): model.safetensors
 // (FP32, HF's names; contracts/huggingface_layout.h) and config.json, for
-// LlamaForCausalLM / GPT2LMHeadModel.from_pretrained(dir). Files there are replaced only
+// LlamaForCausalLM / GPT2LMHeadModel.from_pretrained(dir); with the job's tokenizer
+// (data.tokens.tokenizer) in the files AutoTokenizer.from_pretrained(dir) reads and
+// generation_config.json with its BOS and EOS ids. Files there are replaced only
 // when the spec says output.overwrite or the model there names this job
 // (final_model_owner.h), as for the final model itself.
 
