@@ -1,0 +1,278 @@
+// The cuDNN attention graphs' descriptions, checked without a GPU: their tensors lie where
+// the layouts say, and run on the CPU in double (attention_graph_evaluator.h) they compute
+// compute/cpu/fused_attention's causal attention, its log-sum-exp and its gradients, for
+// the GPT's packed qkv and the Llama's separate q, k, v, grouped-query attention included.
+#include "worker/cuda/attention_graph.h"
+
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/compute/cpu/fused_attention.h"
+#include "worker/cuda/attention_graph_evaluator.h"
+
+namespace shardwise::cuda {
+namespace {
+
+std::vector<double> RandomValues(size_t n, uint32_t seed) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::vector<double> values(n);
+  for (double& value : values) value = uniform(generator);
+  return values;
+}
+
+// The graphs scale by the FP32 1/sqrt(head_dim) cuDNN is given, the CPU by the double one:
+// they differ by less than 2^-24 relative, which moves these values of order 1 by a few
+// 1e-9. A wrong stride, offset, mask or group is off by far more.
+void ExpectNear(const std::vector<double>& actual, const std::vector<double>& expected,
+                const char* what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    ASSERT_NEAR(actual[i], expected[i], 1e-7) << what << "[" << i << "]";
+  }
+}
+
+const GraphTensor& Named(const AttentionGraph& graph, const std::string& name) {
+  for (const GraphTensor& tensor : graph.tensors) {
+    if (tensor.name == name && !tensor.is_virtual) return tensor;
+  }
+  ADD_FAILURE() << "no non-virtual tensor " << name;
+  return graph.tensors.front();
+}
+
+// The forward's and the backward's results, from the graphs and from the CPU.
+struct Results {
+  std::vector<double> out, stats, dots, dq, dk, dv;
+};
+
+// q, k, v and dout of a layout: the CPU's packed qkv [batch, seq, 3 * heads * head_dim]
+// holds k and v repeated per query head (repeat_kv), as PackGroupedQkv makes it.
+struct Inputs {
+  std::vector<double> q, k, v, dout;
+  std::vector<double> Packed(const AttentionLayout& l) const {
+    const int64_t width = l.heads * l.head_dim, group = l.heads / l.kv_heads;
+    std::vector<double> qkv(l.batch * l.seq * 3 * width);
+    for (int64_t row = 0; row < l.batch * l.seq; ++row) {
+      for (int64_t h = 0; h < l.heads; ++h) {
+        for (int64_t d = 0; d < l.head_dim; ++d) {
+          const int64_t kv = (row * l.kv_heads + h / group) * l.head_dim + d;
+          double* at = &qkv[row * 3 * width + h * l.head_dim + d];
+          at[0] = q[(row * l.heads + h) * l.head_dim + d];
+          at[width] = k[kv];
+          at[2 * width] = v[kv];
+        }
+      }
+    }
+    return qkv;
+  }
+};
+
+Inputs RandomInputs(const AttentionLayout& l) {
+  const int64_t rows = l.batch * l.seq;
+  return {RandomValues(rows * l.heads * l.head_dim, 1),
+          RandomValues(rows * l.kv_heads * l.head_dim, 2),
+          RandomValues(rows * l.kv_heads * l.head_dim, 3),
+          RandomValues(rows * l.heads * l.head_dim, 4)};
+}
+
+// compute/cpu/fused_attention in double on the packed qkv; the K/V gradients summed over
+// each group of query heads.
+Results OnTheCpu(const AttentionLayout& l, const Inputs& inputs) {
+  const AttentionShape shape{l.batch, l.seq, l.heads, l.head_dim};
+  const int64_t rows = l.batch * l.seq, width = l.heads * l.head_dim;
+  const int64_t group = l.heads / l.kv_heads;
+  const std::vector<double> qkv = inputs.Packed(l);
+  Results r;
+  r.out.resize(rows * width);
+  r.stats.resize(l.batch * l.heads * l.seq);
+  r.dots.resize(r.stats.size());
+  cpu::FusedAttentionForward(qkv.data(), shape, r.out.data(), r.stats.data());
+  std::vector<double> dqkv(qkv.size());
+  cpu::FusedAttentionBackward(qkv.data(), r.out.data(), r.stats.data(), inputs.dout.data(), shape,
+                              r.dots.data(), dqkv.data());
+  r.dq.resize(rows * width);
+  r.dk.assign(rows * l.kv_heads * l.head_dim, 0.0);
+  r.dv.assign(r.dk.size(), 0.0);
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t h = 0; h < l.heads; ++h) {
+      for (int64_t d = 0; d < l.head_dim; ++d) {
+        const double* at = &dqkv[row * 3 * width + h * l.head_dim + d];
+        const int64_t kv = (row * l.kv_heads + h / group) * l.head_dim + d;
+        r.dq[(row * l.heads + h) * l.head_dim + d] = at[0];
+        r.dk[kv] += at[width];
+        r.dv[kv] += at[2 * width];
+      }
+    }
+  }
+  return r;
+}
+
+// The two graphs run by the evaluator on the layout's buffers.
+Results FromTheGraphs(const AttentionLayout& l, const Inputs& inputs) {
+  const int64_t rows = l.batch * l.seq, width = l.heads * l.head_dim;
+  Results r;
+  r.out.resize(rows * width);
+  r.stats.resize(l.batch * l.heads * l.seq);
+  r.dots.resize(r.stats.size());
+  r.dq.resize(inputs.q.size());
+  r.dk.resize(inputs.k.size());
+  r.dv.resize(inputs.v.size());
+  std::vector<double> qkv, dqkv;
+  std::vector<double> q = inputs.q, k = inputs.k, v = inputs.v, dout = inputs.dout;
+  std::map<AttentionBuffer, double*> buffers = {{AttentionBuffer::kOut, r.out.data()},
+                                                {AttentionBuffer::kStats, r.stats.data()},
+                                                {AttentionBuffer::kDout, dout.data()},
+                                                {AttentionBuffer::kDots, r.dots.data()}};
+  if (l.kind == AttentionLayout::Kind::kPackedQkv) {
+    qkv = inputs.Packed(l);
+    dqkv.resize(qkv.size());
+    buffers[AttentionBuffer::kQkv] = qkv.data();
+    buffers[AttentionBuffer::kDqkv] = dqkv.data();
+  } else {
+    buffers.insert({{AttentionBuffer::kQ, q.data()},
+                    {AttentionBuffer::kK, k.data()},
+                    {AttentionBuffer::kV, v.data()},
+                    {AttentionBuffer::kDq, r.dq.data()},
+                    {AttentionBuffer::kDk, r.dk.data()},
+                    {AttentionBuffer::kDv, r.dv.data()}});
+  }
+  const absl::Status forward =
+      EvaluateAttentionGraph(AttentionForwardGraph(l, GraphType::kBFloat16), buffers);
+  EXPECT_TRUE(forward.ok()) << forward;
+  const absl::Status backward =
+      EvaluateAttentionGraph(AttentionBackwardGraph(l, GraphType::kBFloat16), buffers);
+  EXPECT_TRUE(backward.ok()) << backward;
+  if (l.kind == AttentionLayout::Kind::kPackedQkv) {  // back to q, k, v rows
+    for (int64_t row = 0; row < rows; ++row) {
+      for (int64_t c = 0; c < width; ++c) {
+        r.dq[row * width + c] = dqkv[row * 3 * width + c];
+        r.dk[row * width + c] = dqkv[row * 3 * width + width + c];
+        r.dv[row * width + c] = dqkv[row * 3 * width + 2 * width + c];
+      }
+    }
+  }
+  return r;
+}
+
+void ExpectSameAttention(const AttentionLayout& layout) {
+  const Inputs inputs = RandomInputs(layout);
+  const Results expected = OnTheCpu(layout, inputs);
+  const Results actual = FromTheGraphs(layout, inputs);
+  ExpectNear(actual.out, expected.out, "out");
+  ExpectNear(actual.stats, expected.stats, "stats");
+  ExpectNear(actual.dots, expected.dots, "dots");
+  ExpectNear(actual.dq, expected.dq, "dq");
+  ExpectNear(actual.dk, expected.dk, "dk");
+  ExpectNear(actual.dv, expected.dv, "dv");
+}
+
+TEST(AttentionGraphTest, ThePackedLayoutComputesTheCpusAttentionAndGradients) {
+  // seq 7: no tile or block of the CPU's divides it.
+  ExpectSameAttention(AttentionLayout::Packed({2, 7, 3, 8}));
+}
+
+TEST(AttentionGraphTest, TheSeparateLayoutComputesTheCpusAttentionAndGradients) {
+  ExpectSameAttention(AttentionLayout::Separate({2, 5, 2, 8}, /*kv_heads=*/2));
+}
+
+TEST(AttentionGraphTest, GroupedQueryAttentionReadsEachKvHeadForItsGroup) {
+  ExpectSameAttention(AttentionLayout::Separate({2, 6, 4, 8}, /*kv_heads=*/2));
+  ExpectSameAttention(AttentionLayout::Separate({1, 9, 6, 8}, /*kv_heads=*/1));  // MQA
+}
+
+TEST(AttentionGraphTest, ThePackedLayoutReadsQkvThroughItsRowStride) {
+  const AttentionLayout layout = AttentionLayout::Packed({8, 1024, 12, 64});  // GPT-2 124M
+  const AttentionGraph graph = AttentionForwardGraph(layout, GraphType::kBFloat16);
+  const int64_t row = int64_t{3} * 768;
+  const GraphTensor& q = Named(graph, "q");
+  EXPECT_EQ(q.buffer, AttentionBuffer::kQkv);
+  EXPECT_EQ(q.offset, 0);
+  EXPECT_EQ(q.dims, (std::array<int64_t, 4>{8, 12, 1024, 64}));
+  EXPECT_EQ(q.strides, (std::array<int64_t, 4>{1024 * row, 64, row, 1}));
+  const GraphTensor& k = Named(graph, "k_transposed");
+  EXPECT_EQ(k.offset, 768);
+  EXPECT_EQ(k.dims, (std::array<int64_t, 4>{8, 12, 64, 1024}));
+  EXPECT_EQ(k.strides, (std::array<int64_t, 4>{1024 * row, 64, 1, row}));
+  EXPECT_EQ(Named(graph, "v").offset, 2 * 768);
+  const GraphTensor& out = Named(graph, "out");
+  EXPECT_EQ(out.buffer, AttentionBuffer::kOut);
+  EXPECT_EQ(out.strides, (std::array<int64_t, 4>{int64_t{1024} * 768, 64, 768, 1}));
+  const GraphTensor& stats = Named(graph, "stats");
+  EXPECT_EQ(stats.type, GraphType::kFloat);
+  EXPECT_EQ(stats.dims, (std::array<int64_t, 4>{8, 12, 1024, 1}));
+  EXPECT_EQ(stats.strides, (std::array<int64_t, 4>{int64_t{12} * 1024, 1024, 1, 1}));
+}
+
+TEST(AttentionGraphTest, TheSeparateLayoutReadsKvHeadsOnceWithoutACopy) {
+  // A Llama 3 8B-like attention: 32 query heads, 8 K/V heads of 128.
+  const AttentionLayout layout = AttentionLayout::Separate({1, 2048, 32, 128}, 8);
+  const AttentionGraph forward = AttentionForwardGraph(layout, GraphType::kHalf);
+  const GraphTensor& k = Named(forward, "k_transposed");
+  EXPECT_EQ(k.buffer, AttentionBuffer::kK);
+  EXPECT_EQ(k.dims, (std::array<int64_t, 4>{1, 8, 128, 2048}));
+  EXPECT_EQ(k.strides, (std::array<int64_t, 4>{int64_t{2048} * 1024, 128, 1, 1024}));
+  EXPECT_EQ(Named(forward, "q").strides,
+            (std::array<int64_t, 4>{int64_t{2048} * 4096, 128, 4096, 1}));
+  const AttentionGraph backward = AttentionBackwardGraph(layout, GraphType::kHalf);
+  const GraphTensor& dv = Named(backward, "dv");
+  EXPECT_EQ(dv.buffer, AttentionBuffer::kDv);
+  EXPECT_EQ(dv.dims, (std::array<int64_t, 4>{1, 8, 2048, 128}));
+  int group_sums = 0;
+  for (const GraphOp& op : backward.ops) group_sums += op.kind == GraphOpKind::kReduction;
+  EXPECT_EQ(group_sums, 3);  // dots, and dk's and dv's sums over each group
+}
+
+TEST(AttentionGraphTest, EveryTensorIsWellFormed) {
+  for (const AttentionLayout& layout :
+       {AttentionLayout::Packed({2, 64, 4, 32}), AttentionLayout::Separate({2, 64, 4, 32}, 2)}) {
+    for (const AttentionGraph& graph : {AttentionForwardGraph(layout, GraphType::kBFloat16),
+                                        AttentionBackwardGraph(layout, GraphType::kBFloat16)}) {
+      std::set<std::string> written;
+      for (size_t i = 0; i < graph.tensors.size(); ++i) {
+        const GraphTensor& tensor = graph.tensors[i];
+        EXPECT_EQ(tensor.uid, static_cast<int64_t>(i) + 1);
+        EXPECT_EQ(tensor.is_virtual, tensor.buffer == AttentionBuffer::kNone && !tensor.by_value)
+            << tensor.name;
+        // The caller's 16-bit tensors and the FP32 statistics; FP32 inside.
+        if (!tensor.is_virtual && !tensor.by_value && tensor.dims[3] != 1) {
+          EXPECT_EQ(tensor.type, GraphType::kBFloat16) << tensor.name;
+        }
+        for (int64_t dim : tensor.dims) EXPECT_GT(dim, 0) << tensor.name;
+      }
+      for (const GraphOp& op : graph.ops) {
+        EXPECT_GE(op.output, 1);
+        EXPECT_LE(op.output, static_cast<int64_t>(graph.tensors.size()));
+        EXPECT_FALSE(graph.tensor(op.output).by_value) << op.name;
+      }
+    }
+  }
+}
+
+TEST(AttentionGraphTest, ADescriptionIsAFunctionOfItsLayout) {
+  const AttentionLayout a = AttentionLayout::Packed({8, 1024, 12, 64});
+  const AttentionLayout b = AttentionLayout::Packed({8, 1024, 12, 64});
+  EXPECT_EQ(a, b);
+  EXPECT_FALSE(a == AttentionLayout::Packed({8, 512, 12, 64}));
+  EXPECT_FALSE(a == AttentionLayout::Separate({8, 1024, 12, 64}, 12));
+  const AttentionGraph x = AttentionBackwardGraph(a, GraphType::kBFloat16);
+  const AttentionGraph y = AttentionBackwardGraph(b, GraphType::kBFloat16);
+  ASSERT_EQ(x.tensors.size(), y.tensors.size());
+  for (size_t i = 0; i < x.tensors.size(); ++i) {
+    EXPECT_EQ(x.tensors[i].dims, y.tensors[i].dims);
+    EXPECT_EQ(x.tensors[i].strides, y.tensors[i].strides);
+  }
+}
+
+TEST(AttentionGraphTest, TheEvaluatorRefusesABufferNotGiven) {
+  const AttentionGraph graph =
+      AttentionForwardGraph(AttentionLayout::Packed({1, 2, 1, 8}), GraphType::kBFloat16);
+  const absl::Status status = EvaluateAttentionGraph(graph, {});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("qkv"), std::string::npos) << status;
+}
+
+}  // namespace
+}  // namespace shardwise::cuda

@@ -1,0 +1,59 @@
+#include "worker/cuda/cudnn_requirements.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace shardwise::cuda {
+namespace {
+
+constexpr int64_t kFirstVersion = 90000;
+// The first version whose fused attention takes any sequence length without a padding mask.
+constexpr int64_t kAnyLengthVersion = 91600;
+
+absl::Status Refused(absl::string_view why) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("cuDNN's fused attention (attention: FUSED on CUDA) cannot run: ", why));
+}
+
+}  // namespace
+
+std::string CudnnVersionText(int64_t version) {
+  // cuDNN 9 counts major * 10000 + minor * 100 + patch; cuDNN 8 major * 1000 + ...
+  const int64_t major_unit = version >= kFirstVersion ? 10000 : 1000;
+  return absl::StrCat(version / major_unit, ".", version % major_unit / 100, ".", version % 100);
+}
+
+absl::Status CheckCudnnAttention(const CudnnFacts& facts, const AttentionLayout& layout,
+                                 GraphType io) {
+  if (io != GraphType::kBFloat16 && io != GraphType::kHalf) {
+    return Refused(absl::StrCat("its kernels take BF16 or FP16 operands, not ", GraphTypeName(io),
+                                " (an FP32 job's FUSED attention runs on CUDA cores)"));
+  }
+  if (facts.version < kFirstVersion) {
+    return Refused(absl::StrCat("cuDNN ", CudnnVersionText(facts.version),
+                                " found; it needs cuDNN 9.0.0 or newer"));
+  }
+  if (facts.version < kAnyLengthVersion && layout.seq % 128 != 0) {
+    return Refused(absl::StrCat("cuDNN ", CudnnVersionText(facts.version),
+                                " found, whose fused attention needs a sequence length that is "
+                                "a multiple of 128 (this job's is ",
+                                layout.seq, "); cuDNN 9.16.0 or newer takes any"));
+  }
+  if (facts.compute_capability < 80) {
+    return Refused(absl::StrCat("the GPU's compute capability is ", facts.compute_capability / 10,
+                                ".", facts.compute_capability % 10,
+                                "; it needs 8.0 (Ampere) or newer"));
+  }
+  const int64_t largest_head = facts.compute_capability / 10 == 9 ? 256 : 128;
+  if (layout.head_dim % 8 != 0 || layout.head_dim > largest_head) {
+    return Refused(absl::StrCat("the head size is ", layout.head_dim,
+                                "; it must be a multiple of 8 and at most ", largest_head,
+                                " on this GPU"));
+  }
+  if (layout.kv_heads <= 0 || layout.heads % layout.kv_heads != 0) {
+    return Refused(absl::StrCat(layout.heads, " query heads are not a multiple of ",
+                                layout.kv_heads, " K/V heads"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardwise::cuda

@@ -1,0 +1,41 @@
+#ifndef SHARDWISE_WORKER_CUDA_CUDNN_REQUIREMENTS_H_
+#define SHARDWISE_WORKER_CUDA_CUDNN_REQUIREMENTS_H_
+
+// What cuDNN's fused attention (attention_graph.h) needs, decided from what a CUDA worker
+// reads at start: cudnnGetVersion() and the GPU's compute capability. Pure, so the CPU
+// tests check each refusal; every refusal names what was found and what is needed.
+//
+// The rules are cuDNN's own limits for the flash-attention graphs, forward and backward:
+//   - cuDNN 9 or newer (the GEN_INDEX causal pattern and grouped-query products);
+//   - before cuDNN 9.16, a sequence length that is a multiple of 128 (older versions need
+//     a padding mask for the others, which these graphs do not carry);
+//   - a GPU of compute capability 8.0 (Ampere) or newer;
+//   - a head size that is a multiple of 8, at most 128 (256 on compute capability 9.x);
+//   - query heads a multiple of the K/V heads;
+//   - BF16 or FP16 operands: cuDNN's flash attention has no FP32 kernel, so an FP32 job's
+//     FUSED attention stays on the CUDA-core kernel (fused_attention.h).
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "worker/cuda/attention_graph.h"
+
+namespace shardwise::cuda {
+
+struct CudnnFacts {
+  int64_t version = 0;         // cudnnGetVersion(): 91900 for 9.19.0, 8907 for 8.9.7
+  int compute_capability = 0;  // major * 10 + minor: 90 for an H100 or H200
+};
+
+// "9.19.0" for 91900, "8.9.7" for 8907.
+std::string CudnnVersionText(int64_t version);
+
+// OK where attention_graph's graphs can run for `layout` in `io`, else FailedPrecondition
+// saying why.
+absl::Status CheckCudnnAttention(const CudnnFacts& facts, const AttentionLayout& layout,
+                                 GraphType io);
+
+}  // namespace shardwise::cuda
+
+#endif  // SHARDWISE_WORKER_CUDA_CUDNN_REQUIREMENTS_H_

@@ -1,0 +1,66 @@
+#include "worker/cuda/cudnn_requirements.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace shardwise::cuda {
+namespace {
+
+const AttentionLayout kGpt2 = AttentionLayout::Packed({8, 1024, 12, 64});
+constexpr CudnnFacts kH200 = {91900, 90};
+
+void ExpectRefused(const absl::Status& status, const std::string& words) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_NE(status.message().find(words), std::string::npos) << status;
+}
+
+TEST(CudnnRequirementsTest, VersionsReadAsCudnnWritesThem) {
+  EXPECT_EQ(CudnnVersionText(91900), "9.19.0");
+  EXPECT_EQ(CudnnVersionText(90100), "9.1.0");
+  EXPECT_EQ(CudnnVersionText(8907), "8.9.7");
+}
+
+TEST(CudnnRequirementsTest, GptAndLlamaShapesRunOnAnH200) {
+  EXPECT_TRUE(CheckCudnnAttention(kH200, kGpt2, GraphType::kBFloat16).ok());
+  EXPECT_TRUE(CheckCudnnAttention(kH200, kGpt2, GraphType::kHalf).ok());
+  const AttentionLayout llama = AttentionLayout::Separate({1, 1000, 32, 128}, 8);
+  EXPECT_TRUE(CheckCudnnAttention(kH200, llama, GraphType::kBFloat16).ok());
+  EXPECT_TRUE(CheckCudnnAttention({91900, 80}, llama, GraphType::kBFloat16).ok());  // A100
+}
+
+TEST(CudnnRequirementsTest, AnFp32JobIsToldItsAttentionStaysOnCudaCores) {
+  ExpectRefused(CheckCudnnAttention(kH200, kGpt2, GraphType::kFloat), "not FP32");
+}
+
+TEST(CudnnRequirementsTest, AnOldCudnnIsNamed) {
+  ExpectRefused(CheckCudnnAttention({8907, 90}, kGpt2, GraphType::kBFloat16),
+                "cuDNN 8.9.7 found; it needs cuDNN 9.0.0 or newer");
+  // 9.15 takes a multiple of 128, not 1000.
+  EXPECT_TRUE(CheckCudnnAttention({91500, 90}, kGpt2, GraphType::kBFloat16).ok());
+  ExpectRefused(
+      CheckCudnnAttention({91500, 90}, AttentionLayout::Packed({8, 1000, 12, 64}),
+                          GraphType::kBFloat16),
+      "cuDNN 9.15.0 found, whose fused attention needs a sequence length that is a multiple of "
+      "128 (this job's is 1000)");
+}
+
+TEST(CudnnRequirementsTest, GpusAndHeadSizesOutsideItsKernelsAreNamed) {
+  ExpectRefused(CheckCudnnAttention({91900, 75}, kGpt2, GraphType::kHalf),
+                "compute capability is 7.5");
+  ExpectRefused(
+      CheckCudnnAttention(kH200, AttentionLayout::Packed({1, 128, 4, 60}), GraphType::kBFloat16),
+      "the head size is 60");
+  EXPECT_TRUE(
+      CheckCudnnAttention(kH200, AttentionLayout::Packed({1, 128, 4, 256}), GraphType::kBFloat16)
+          .ok());
+  ExpectRefused(CheckCudnnAttention({91900, 80}, AttentionLayout::Packed({1, 128, 4, 256}),
+                                    GraphType::kBFloat16),
+                "at most 128");
+  ExpectRefused(CheckCudnnAttention(kH200, AttentionLayout::Separate({1, 128, 6, 64}, 4),
+                                    GraphType::kBFloat16),
+                "6 query heads are not a multiple of 4 K/V heads");
+}
+
+}  // namespace
+}  // namespace shardwise::cuda
