@@ -7,7 +7,7 @@
 # builds, only the NVIDIA driver installed.
 #
 # usage: bundle.sh OUTPUT.tar.gz [--without-cuda-libs] BINARY...
-#   --without-cuda-libs  leave out the CUDA toolkit's libraries (cudart, cuBLAS, NCCL):
+#   --without-cuda-libs  leave out the CUDA toolkit's libraries (cudart, cuBLAS, NCCL, cuDNN):
 #                        for hosts that have the toolkit (they are about 800 MB).
 set -euo pipefail
 
@@ -26,7 +26,7 @@ mkdir -p "$stage/bin" "$stage/lib"
 
 # Always present on the target (glibc and the dynamic loader), or owned by the driver.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread\.so|libdl\.so|librt\.so|libresolv\.so|libcuda\.so|libnvidia-)'
-cuda_libs='^(libcudart|libcublas|libcublasLt|libnccl)\.so'
+cuda_libs='^(libcudart|libcublas|libcublasLt|libnccl|libcudnn)\.so'
 
 for binary in "$@"; do
   cp -L "$binary" "$stage/bin/"

@@ -135,12 +135,12 @@ TEST(ByteLevelBpeTest, TiktokenAndGpt2FilesOfOneVocabularyEncodeAlike) {
   EXPECT_EQ((*tiktoken)->vocab_size(), 50257);  // GPT-2's encoding: its special id is 50256
 }
 
-TEST(ByteLevelBpeTest, DecodesWhatItEncodesAndCutsWhereItMay) {
-  auto tokenizer = ByteLevelBpe::FromTiktoken(WriteTiktoken(), "cl100k_base");
+void ExpectCutsKeepIds(const char* name) {
+  auto tokenizer = ByteLevelBpe::FromTiktoken(WriteTiktoken(), name);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   std::mt19937 random(7);
-  const std::string alphabet = "ab \n\t.,'sAZ09\xc3\xa9\xff";
-  for (int round = 0; round < 200; ++round) {
+  const std::string alphabet = "ab \n\n\nB\t.,'sAZ09\xc3\xa9\xff";
+  for (int round = 0; round < 300; ++round) {
     std::string text;
     for (int i = 0; i < 60; ++i) text += alphabet[random() % alphabet.size()];
     const std::vector<int32_t> whole = Encode(**tokenizer, text);
@@ -151,6 +151,28 @@ TEST(ByteLevelBpeTest, DecodesWhatItEncodesAndCutsWhereItMay) {
     });
     EXPECT_EQ(pieces, whole) << absl::CEscape(text);
   }
+}
+
+// Every encoding's pattern, on random texts dense in newlines and spaces (the "\n\n" merge
+// tells a piece "\n\n" from two "\n"s, as GPT-2's vocabulary does).
+TEST(ByteLevelBpeTest, DecodesWhatItEncodesAndCutsWhereItMay) {
+  for (const char* name : {"gpt2", "p50k_base", "cl100k_base", "o200k_base"}) {
+    SCOPED_TRACE(name);
+    ExpectCutsKeepIds(name);
+  }
+}
+
+TEST(ByteLevelBpeTest, ANewlineAfterWhitespaceIsNoPlaceToCut) {
+  EXPECT_TRUE(CanCutAt("a\nB", 2));
+  EXPECT_TRUE(CanCutAt("\nB", 1));
+  EXPECT_FALSE(CanCutAt("a\n\nB", 3));  // GPT-2: "\n", "\n" whole; "\n\n" cut
+  EXPECT_FALSE(CanCutAt("a \nB", 3));
+  EXPECT_FALSE(CanCutAt("a\r\nB", 3));
+  EXPECT_FALSE(CanCutAt("a\xc2\xa0\nB", 4));      // U+00A0
+  EXPECT_FALSE(CanCutAt("a\xe3\x80\x80\nB", 5));  // U+3000
+  EXPECT_TRUE(CanCutAt("\xc3\xa9\nB", 3));        // é
+  EXPECT_TRUE(CanCutAt("\xe6\x9d\xb1\nB", 4));    // 東
+  EXPECT_FALSE(CanCutAt("a\n1", 2));
 }
 
 TEST(ByteLevelBpeTest, RefusesFilesThatDoNotFit) {

@@ -98,7 +98,7 @@ absl::StatusOr<TokenizedCorpus> TokenizeCorpus(const Tokenizer& tokenizer,
 
   const auto start = std::chrono::steady_clock::now();
   const auto split = static_cast<int64_t>(static_cast<double>(*total) * (1 - options.val_fraction));
-  CorpusChunker chunker(inputs, split, options.chunk_bytes);
+  CorpusChunker chunker(inputs, split, options.chunk_bytes, tokenizer.KeepsIdsAtCuts());
   const int threads = std::max(1, options.threads);
   CorpusProgress progress;
   progress.bytes_total = *total;

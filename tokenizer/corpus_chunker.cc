@@ -9,10 +9,11 @@ namespace shardwise {
 namespace tokenizer {
 
 CorpusChunker::CorpusChunker(std::vector<std::string> paths, int64_t split_offset,
-                             size_t chunk_bytes, size_t max_chunk_bytes)
+                             size_t chunk_bytes, bool cut_documents, size_t max_chunk_bytes)
     : paths_(std::move(paths)),
       split_offset_(split_offset),
       chunk_bytes_(std::max<size_t>(chunk_bytes, 1)),
+      cut_documents_(cut_documents),
       max_chunk_bytes_(std::max(max_chunk_bytes, chunk_bytes_)) {}
 
 bool CorpusChunker::ReadBlock() {
@@ -25,6 +26,7 @@ bool CorpusChunker::ReadBlock() {
 
 // The first place at or after `from` where pending_ may be cut; npos for none.
 size_t CorpusChunker::CutPosition(size_t from) const {
+  if (!cut_documents_) return std::string::npos;
   for (size_t i = std::max<size_t>(from, 1); i < pending_.size(); ++i) {
     if (CanCutAt(pending_, i)) return i;
   }

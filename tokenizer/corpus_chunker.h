@@ -26,8 +26,10 @@ class CorpusChunker {
  public:
   // A chunk with no place to cut grows to `max_chunk_bytes`, then is cut at a UTF-8
   // boundary (the only cut that may change ids: a megabytes-long line with no newline).
+  // `cut_documents` false (a tokenizer whose ids a cut may change: KeepsIdsAtCuts): each
+  // document is one chunk, up to max_chunk_bytes.
   CorpusChunker(std::vector<std::string> paths, int64_t split_offset, size_t chunk_bytes,
-                size_t max_chunk_bytes = size_t{64} << 20);
+                bool cut_documents = true, size_t max_chunk_bytes = size_t{64} << 20);
 
   // The next chunk; false after the last. NOT_FOUND for a file that cannot be read.
   absl::StatusOr<bool> Next(Chunk* chunk);
@@ -45,7 +47,9 @@ class CorpusChunker {
   std::string pending_;
   int64_t offset_ = 0;  // corpus bytes handed out so far
   const int64_t split_offset_;
-  const size_t chunk_bytes_, max_chunk_bytes_;
+  const size_t chunk_bytes_;
+  const bool cut_documents_;
+  const size_t max_chunk_bytes_;
 };
 
 }  // namespace tokenizer

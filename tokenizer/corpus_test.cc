@@ -1,8 +1,10 @@
 #include "tokenizer/corpus.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -71,7 +73,8 @@ TEST(CorpusChunkerTest, CutsAfterANewlineBeforeALetterAndAtTheSplit) {
 TEST(CorpusChunkerTest, CutsAnUncuttableLineAtAUtf8Boundary) {
   std::string text;
   for (int i = 0; i < 40; ++i) text += "\xc3\xa9";  // é, no newline
-  CorpusChunker chunker({Write("line.txt", text)}, 1000, 5, /*max_chunk_bytes=*/16);
+  CorpusChunker chunker({Write("line.txt", text)}, 1000, 5, /*cut_documents=*/true,
+                        /*max_chunk_bytes=*/16);
   Chunk chunk;
   std::string joined;
   while (*chunker.Next(&chunk)) {
@@ -110,6 +113,36 @@ TEST(CorpusTest, WritesEachDocumentWithItsMarkersAndSplitsTrainFromVal) {
   // The split: byte 18 of 31 falls in b.txt, whose first cut at or after it is "epsilon".
   EXPECT_EQ(val.size(), std::string("epsilon\n").size() + 1);
   EXPECT_EQ(out->train_tokens + out->val_tokens, static_cast<int64_t>(expected.size()));
+}
+
+// Each Encode call begins with id 258, to show where the corpus cut a document.
+class CallMarkingBytes : public MarkedBytes {
+ public:
+  explicit CallMarkingBytes(bool keeps_ids_at_cuts) : keeps_ids_at_cuts_(keeps_ids_at_cuts) {}
+  int64_t vocab_size() const override { return 259; }
+  void Encode(std::string_view text, bool document_start,
+              std::vector<int32_t>* ids) const override {
+    ids->push_back(258);
+    MarkedBytes::Encode(text, document_start, ids);
+  }
+  bool KeepsIdsAtCuts() const override { return keeps_ids_at_cuts_; }
+
+ private:
+  const bool keeps_ids_at_cuts_;
+};
+
+TEST(CorpusTest, ADocumentIsCutOnlyForATokenizerWhoseIdsCutsKeep) {
+  const std::string doc = Write("cut.txt", "Alpha\nbeta\nGamma\ndelta\n");
+  CorpusOptions options;
+  options.val_fraction = 0;
+  options.chunk_bytes = 4;
+  for (bool keeps : {true, false}) {
+    auto out = TokenizeCorpus(CallMarkingBytes(keeps), {doc}, TempPath("cut"), options);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const std::vector<uint16_t> ids = Ids(out->train_path);
+    const auto calls = std::count(ids.begin(), ids.end(), 258);
+    EXPECT_EQ(calls, keeps ? 4 : 1) << "keeps ids at cuts: " << keeps;
+  }
 }
 
 TEST(CorpusTest, RefusesBadInput) {

@@ -44,15 +44,44 @@ class Tokenizer {
   // added token's content): how Hugging Face's tokenizer_config.json names the BOS and EOS
   // tokens. nullopt for an id that is no special token of the vocabulary.
   virtual std::optional<std::string> SpecialTokenText(int32_t id) const = 0;
+
+  // Whether a document cut where CanCutAt allows encodes to the ids of the whole (the
+  // promise above): every kind but a tokenizer.json whose components act at the cut
+  // (huggingface/cut_safety.h). The corpus cuts a document only where this holds.
+  virtual bool KeepsIdsAtCuts() const { return true; }
 };
 
+// Whether the code point that ends `text` is whitespace (ASCII, or one of Unicode's
+// White_Space characters: U+0085, U+00A0, U+1680, U+2000-200A, U+2028-2029, U+202F,
+// U+205F, U+3000), read back from its UTF-8 bytes.
+inline bool EndsInWhitespace(std::string_view text) {
+  if (text.empty()) return false;
+  const auto byte = [&](size_t from_end) {
+    return static_cast<unsigned char>(text[text.size() - from_end]);
+  };
+  const unsigned char last = byte(1);
+  if (last < 0x80) return last == ' ' || (last >= '\t' && last <= '\r');
+  if (text.size() >= 2 && byte(2) == 0xC2) return last == 0x85 || last == 0xA0;
+  if (text.size() < 3) return false;
+  const unsigned lead = byte(3), middle = byte(2);
+  if (lead == 0xE1) return middle == 0x9A && last == 0x80;  // U+1680
+  if (lead == 0xE3) return middle == 0x80 && last == 0x80;  // U+3000
+  if (lead != 0xE2) return false;
+  if (middle == 0x80) return last <= 0x8A || last == 0xA8 || last == 0xA9 || last == 0xAF;
+  return middle == 0x81 && last == 0x9F;  // U+205F
+}
+
 // Whether a document may be cut into pieces encoded apart just before `text[i]`: after a
-// newline, before an ASCII letter. Every pre-split pattern here ends a piece at such a
-// newline and begins the next at the letter; SentencePiece's pieces never hold a newline.
+// newline that follows no other whitespace, before an ASCII letter. Every pre-split
+// pattern here ends a piece at such a newline and begins the next at the letter, and the
+// newline is its own piece whole or cut. (After whitespace it is not: GPT-2's pattern
+// makes "\n\nB" the pieces "\n", "\n", "B" but a text ending in "\n\n" the piece "\n\n".)
+// SentencePiece's pieces never hold a newline.
 inline bool CanCutAt(std::string_view text, size_t i) {
   if (i == 0 || i >= text.size() || text[i - 1] != '\n') return false;
   const char c = text[i];
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+  if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) return false;
+  return !EndsInWhitespace(text.substr(0, i - 1));
 }
 
 // Calls `piece(text_of_piece, is_first)` for each piece of `text` cut at every place

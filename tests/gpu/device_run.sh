@@ -30,7 +30,7 @@ mkdir -p "$out" "$unpacked/tests" "$unpacked/bundle"
 tar xzf "$root/.device/gpu-tests.tar.gz" -C "$unpacked/tests"
 tar xzf "$root/.device/shardwise-toolkit-host-bundle.tar.gz" -C "$unpacked/bundle"
 
-# The toolkit's libraries as PyTorch loads them (the NVIDIA wheels: cuBLAS, NCCL, cudart),
+# The toolkit's libraries as PyTorch loads them (the NVIDIA wheels: cuBLAS, NCCL, cudart, cuDNN),
 # so both sides of a benchmark use the same ones; /usr/local/cuda after them.
 wheels=$(python3 -c 'import glob, os, nvidia
 print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' 2>/dev/null)

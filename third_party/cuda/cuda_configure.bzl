@@ -1,8 +1,8 @@
 """Finds the CUDA toolkit for `--config=cuda` builds.
 
 The toolkit is taken from $SHARDWISE_CUDA_PATH, or /usr/local/cuda when that is unset. It
-must hold bin/nvcc, include/ (cuda_runtime.h, cublas_v2.h, nccl.h) and lib64/ (libcudart,
-libcublas, libnccl). Nothing here is fetched from the network.
+must hold bin/nvcc, include/ (cuda_runtime.h, cublas_v2.h, nccl.h, cudnn.h) and lib64/
+(libcudart, libcublas, libnccl, libcudnn). Nothing here is fetched from the network.
 
 When no toolkit is found the repository still loads, so CPU-only builds never depend on
 CUDA; building a CUDA target then fails at its first nvcc call with a message that names
@@ -40,6 +40,13 @@ cc_library(
     linkopts = ["-L{lib}", "-Wl,-rpath,{lib}", "-lnccl"],
     deps = [":cudart"],
 )
+
+# cuDNN 9 (its graph API: cudnn_graph.h, libcudnn.so.9, which loads its engine libraries).
+cc_library(
+    name = "cudnn",
+    linkopts = ["-L{lib}", "-Wl,-rpath,{lib}", "-lcudnn"],
+    deps = [":cudart"],
+)
 """
 
 _BUILD_MISSING = """
@@ -54,6 +61,7 @@ cc_library(name = "headers")
 cc_library(name = "cudart")
 cc_library(name = "cublas")
 cc_library(name = "nccl")
+cc_library(name = "cudnn")
 """
 
 def _cuda_configure_impl(ctx):

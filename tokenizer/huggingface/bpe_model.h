@@ -43,6 +43,12 @@ class BpeModel {
   std::optional<int32_t> Id(absl::string_view token) const;
   // One more than the largest id of the vocabulary.
   int32_t size() const { return static_cast<int32_t>(token_of_id_.size()); }
+  // Whether a word's tokens are marked (continuing_subword_prefix, end_of_word_suffix).
+  bool has_affixes() const {
+    return !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty();
+  }
+  // Whether a run of unknown characters becomes one unknown token (fuse_unk).
+  bool fuses_unknown() const { return fuse_unk_ && unk_id_.has_value(); }
 
  private:
   struct Merge {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tokenizer/huggingface/cut_safety.h"
 #include "tokenizer/huggingface/json_fields.h"
 #include "tokenizer/huggingface/unicode_text.h"
 
@@ -56,6 +57,9 @@ absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::From
   for (const hf::AddedToken& token : tokenizer->added_.tokens()) {
     tokenizer->vocab_size_ = std::max<int64_t>(tokenizer->vocab_size_, token.id + 1);
   }
+  tokenizer->keeps_ids_at_cuts_ =
+      hf::CutsKeepIds(tokenizer->normalizer_.get(), tokenizer->pre_tokenizer_.get(),
+                      *tokenizer->model_, tokenizer->added_);
   return tokenizer;
 }
 

@@ -50,6 +50,7 @@ class HuggingFaceTokenizer final : public Tokenizer {
   // An added token's content; a model's token when the post-processor puts it around a
   // document.
   std::optional<std::string> SpecialTokenText(int32_t id) const override;
+  bool KeepsIdsAtCuts() const override { return keeps_ids_at_cuts_; }
   // The id of the token `text` names: an added token's content, else the model's token.
   std::optional<int32_t> TokenId(absl::string_view text) const;
 
@@ -67,6 +68,7 @@ class HuggingFaceTokenizer final : public Tokenizer {
   std::unique_ptr<hf::Decoder> decoder_;
   std::vector<int32_t> prefix_, suffix_;
   int64_t vocab_size_ = 0;
+  bool keeps_ids_at_cuts_ = false;  // decided at load (cut_safety.h)
 };
 
 }  // namespace tokenizer

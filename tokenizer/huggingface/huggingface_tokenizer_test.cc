@@ -157,6 +157,86 @@ TEST(HuggingFaceTokenizerTest, ATemplatesSpecialTokensGoAroundEachDocument) {
   EXPECT_EQ((*tokenizer)->DocumentSuffix(), (std::vector<int32_t>{2}));
 }
 
+// `text` encoded as the corpus encodes it when it cuts wherever CanCutAt allows.
+std::vector<int32_t> EncodeCut(const Tokenizer& tokenizer, const std::string& text) {
+  std::vector<int32_t> ids;
+  ForEachCutPiece(
+      text, [&](std::string_view piece, bool first) { tokenizer.Encode(piece, first, &ids); });
+  return ids;
+}
+
+// Mistral's and Llama 2's files prepend "▁" to each stretch of text: a cut would add one.
+TEST(HuggingFaceCutTest, APrependingNormalizerIsNotCut) {
+  auto tokenizer =
+      Make({{"vocab", {{"\u2581", 0}, {"a", 1}, {"\n", 2}, {"B", 3}, {"b", 4}}},
+            {"merges", Json::array()}},
+           {{"normalizer",
+             {{"type", "Sequence"},
+              {"normalizers",
+               {{{"type", "Prepend"}, {"prepend", "\u2581"}},
+                {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}}}});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ(Encode(**tokenizer, "a\nBb"), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(EncodeCut(**tokenizer, "a\nBb"), (std::vector<int32_t>{0, 1, 2, 0, 3, 4}));
+  EXPECT_FALSE((*tokenizer)->KeepsIdsAtCuts());
+}
+
+// GPT-2's and Llama 3's expressions end a piece at such a newline: cuts keep the ids.
+TEST(HuggingFaceCutTest, AByteLevelExpressionIsCut) {
+  auto tokenizer = Make(
+      {{"vocab", {{"a", 0}, {"\u010a", 1}, {"B", 2}, {"b", 3}, {"Bb", 4}}}, {"merges", {"B b"}}},
+      {{"pre_tokenizer",
+        {{"type", "ByteLevel"},
+         {"add_prefix_space", false},
+         {"trim_offsets", true},
+         {"use_regex", true}}}});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_TRUE((*tokenizer)->KeepsIdsAtCuts());
+  EXPECT_EQ(EncodeCut(**tokenizer, "a\nBb\nbB"), Encode(**tokenizer, "a\nBb\nbB"));
+}
+
+// Gemma 3's pre-tokenizer splits at spaces only: the newline and the letter share a piece,
+// and a model with a token joining them would encode the cut otherwise.
+TEST(HuggingFaceCutTest, APieceAcrossTheCutIsCutOnlyWhereNoTokenJoinsIt) {
+  const Json rest = {{"pre_tokenizer",
+                      {{"type", "Split"},
+                       {"pattern", {{"String", " "}}},
+                       {"behavior", "MergedWithPrevious"},
+                       {"invert", false}}}};
+  auto apart = Make(
+      {{"vocab", {{"a", 0}, {"\n", 1}, {"B", 2}, {"b", 3}, {" ", 4}}}, {"merges", Json::array()}},
+      rest);
+  ASSERT_TRUE(apart.ok()) << apart.status();
+  EXPECT_TRUE((*apart)->KeepsIdsAtCuts());
+  EXPECT_EQ(EncodeCut(**apart, "a\nBb"), Encode(**apart, "a\nBb"));
+  auto joined = Make({{"vocab", {{"a", 0}, {"\n", 1}, {"B", 2}, {"b", 3}, {" ", 4}, {"\nB", 5}}},
+                      {"merges", {"\n B"}}},
+                     rest);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(Encode(**joined, "a\nBb"), (std::vector<int32_t>{0, 5, 3}));
+  EXPECT_EQ(EncodeCut(**joined, "a\nBb"), (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_FALSE((*joined)->KeepsIdsAtCuts());
+}
+
+TEST(HuggingFaceCutTest, APrefixSpaceOrAnAlwaysPrependedMetaspaceIsNotCut) {
+  auto prefix_space = Make({{"vocab", {{"a", 0}, {"\u0120", 1}}}, {"merges", Json::array()}},
+                           {{"pre_tokenizer",
+                             {{"type", "ByteLevel"},
+                              {"add_prefix_space", true},
+                              {"trim_offsets", true},
+                              {"use_regex", true}}}});
+  ASSERT_TRUE(prefix_space.ok()) << prefix_space.status();
+  EXPECT_FALSE((*prefix_space)->KeepsIdsAtCuts());
+  auto always = Make({{"vocab", {{"a", 0}, {"\u2581", 1}}}, {"merges", Json::array()}},
+                     {{"pre_tokenizer",
+                       {{"type", "Metaspace"},
+                        {"replacement", "\u2581"},
+                        {"prepend_scheme", "always"},
+                        {"split", true}}}});
+  ASSERT_TRUE(always.ok()) << always.status();
+  EXPECT_FALSE((*always)->KeepsIdsAtCuts());
+}
+
 }  // namespace
 }  // namespace tokenizer
 }  // namespace shardwise

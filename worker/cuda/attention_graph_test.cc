@@ -5,24 +5,18 @@
 #include "worker/cuda/attention_graph.h"
 
 #include <map>
-#include <random>
 #include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "worker/compute/cpu/fused_attention.h"
 #include "worker/cuda/attention_graph_evaluator.h"
+#include "worker/cuda/attention_reference.h"
 
 namespace shardwise::cuda {
 namespace {
 
-std::vector<double> RandomValues(size_t n, uint32_t seed) {
-  std::mt19937 generator(seed);
-  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  std::vector<double> values(n);
-  for (double& value : values) value = uniform(generator);
-  return values;
-}
+using testing::AttentionResults;
+using testing::AttentionValues;
 
 // The graphs scale by the FP32 1/sqrt(head_dim) cuDNN is given, the CPU by the double one:
 // they differ by less than 2^-24 relative, which moves these values of order 1 by a few
@@ -43,77 +37,10 @@ const GraphTensor& Named(const AttentionGraph& graph, const std::string& name) {
   return graph.tensors.front();
 }
 
-// The forward's and the backward's results, from the graphs and from the CPU.
-struct Results {
-  std::vector<double> out, stats, dots, dq, dk, dv;
-};
-
-// q, k, v and dout of a layout: the CPU's packed qkv [batch, seq, 3 * heads * head_dim]
-// holds k and v repeated per query head (repeat_kv), as PackGroupedQkv makes it.
-struct Inputs {
-  std::vector<double> q, k, v, dout;
-  std::vector<double> Packed(const AttentionLayout& l) const {
-    const int64_t width = l.heads * l.head_dim, group = l.heads / l.kv_heads;
-    std::vector<double> qkv(l.batch * l.seq * 3 * width);
-    for (int64_t row = 0; row < l.batch * l.seq; ++row) {
-      for (int64_t h = 0; h < l.heads; ++h) {
-        for (int64_t d = 0; d < l.head_dim; ++d) {
-          const int64_t kv = (row * l.kv_heads + h / group) * l.head_dim + d;
-          double* at = &qkv[row * 3 * width + h * l.head_dim + d];
-          at[0] = q[(row * l.heads + h) * l.head_dim + d];
-          at[width] = k[kv];
-          at[2 * width] = v[kv];
-        }
-      }
-    }
-    return qkv;
-  }
-};
-
-Inputs RandomInputs(const AttentionLayout& l) {
-  const int64_t rows = l.batch * l.seq;
-  return {RandomValues(rows * l.heads * l.head_dim, 1),
-          RandomValues(rows * l.kv_heads * l.head_dim, 2),
-          RandomValues(rows * l.kv_heads * l.head_dim, 3),
-          RandomValues(rows * l.heads * l.head_dim, 4)};
-}
-
-// compute/cpu/fused_attention in double on the packed qkv; the K/V gradients summed over
-// each group of query heads.
-Results OnTheCpu(const AttentionLayout& l, const Inputs& inputs) {
-  const AttentionShape shape{l.batch, l.seq, l.heads, l.head_dim};
-  const int64_t rows = l.batch * l.seq, width = l.heads * l.head_dim;
-  const int64_t group = l.heads / l.kv_heads;
-  const std::vector<double> qkv = inputs.Packed(l);
-  Results r;
-  r.out.resize(rows * width);
-  r.stats.resize(l.batch * l.heads * l.seq);
-  r.dots.resize(r.stats.size());
-  cpu::FusedAttentionForward(qkv.data(), shape, r.out.data(), r.stats.data());
-  std::vector<double> dqkv(qkv.size());
-  cpu::FusedAttentionBackward(qkv.data(), r.out.data(), r.stats.data(), inputs.dout.data(), shape,
-                              r.dots.data(), dqkv.data());
-  r.dq.resize(rows * width);
-  r.dk.assign(rows * l.kv_heads * l.head_dim, 0.0);
-  r.dv.assign(r.dk.size(), 0.0);
-  for (int64_t row = 0; row < rows; ++row) {
-    for (int64_t h = 0; h < l.heads; ++h) {
-      for (int64_t d = 0; d < l.head_dim; ++d) {
-        const double* at = &dqkv[row * 3 * width + h * l.head_dim + d];
-        const int64_t kv = (row * l.kv_heads + h / group) * l.head_dim + d;
-        r.dq[(row * l.heads + h) * l.head_dim + d] = at[0];
-        r.dk[kv] += at[width];
-        r.dv[kv] += at[2 * width];
-      }
-    }
-  }
-  return r;
-}
-
 // The two graphs run by the evaluator on the layout's buffers.
-Results FromTheGraphs(const AttentionLayout& l, const Inputs& inputs) {
+AttentionResults FromTheGraphs(const AttentionLayout& l, const AttentionValues& inputs) {
   const int64_t rows = l.batch * l.seq, width = l.heads * l.head_dim;
-  Results r;
+  AttentionResults r;
   r.out.resize(rows * width);
   r.stats.resize(l.batch * l.heads * l.seq);
   r.dots.resize(r.stats.size());
@@ -127,7 +54,7 @@ Results FromTheGraphs(const AttentionLayout& l, const Inputs& inputs) {
                                                 {AttentionBuffer::kDout, dout.data()},
                                                 {AttentionBuffer::kDots, r.dots.data()}};
   if (l.kind == AttentionLayout::Kind::kPackedQkv) {
-    qkv = inputs.Packed(l);
+    qkv = testing::PackedQkv(l, inputs);
     dqkv.resize(qkv.size());
     buffers[AttentionBuffer::kQkv] = qkv.data();
     buffers[AttentionBuffer::kDqkv] = dqkv.data();
@@ -158,9 +85,9 @@ Results FromTheGraphs(const AttentionLayout& l, const Inputs& inputs) {
 }
 
 void ExpectSameAttention(const AttentionLayout& layout) {
-  const Inputs inputs = RandomInputs(layout);
-  const Results expected = OnTheCpu(layout, inputs);
-  const Results actual = FromTheGraphs(layout, inputs);
+  const AttentionValues inputs = testing::RandomAttentionValues(layout, 1);
+  const AttentionResults expected = testing::ReferenceAttention(layout, inputs);
+  const AttentionResults actual = FromTheGraphs(layout, inputs);
   ExpectNear(actual.out, expected.out, "out");
   ExpectNear(actual.stats, expected.stats, "stats");
   ExpectNear(actual.dots, expected.dots, "dots");

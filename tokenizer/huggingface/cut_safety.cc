@@ -1,0 +1,116 @@
+#include "tokenizer/huggingface/cut_safety.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace shardwise {
+namespace tokenizer {
+namespace hf {
+namespace {
+
+// Texts before and after a cut, where CanCutAt allows one: the left ends in a newline that
+// follows no whitespace, the right begins with an ASCII letter.
+constexpr absl::string_view kLefts[] = {"a\n",        "word\n", "x 1\n", "x.\n",
+                                        "\xC3\xA9\n", "\n",     "a,\n"};
+constexpr absl::string_view kRights[] = {"B", "b", "Bar baz", "the 1", "x\n"};
+
+std::string Normalized(const Normalizer* normalizer, absl::string_view text) {
+  return normalizer != nullptr ? normalizer->Apply(std::string(text)) : std::string(text);
+}
+
+std::vector<Piece> PreTokenized(const PreTokenizer* pre_tokenizer, std::string text,
+                                bool at_start) {
+  std::vector<Piece> pieces = {{std::move(text), at_start}};
+  if (pre_tokenizer != nullptr) pre_tokenizer->Apply(&pieces);
+  return pieces;
+}
+
+std::string Joined(const std::vector<Piece>& pieces) {
+  std::string text;
+  for (const Piece& piece : pieces) text += piece.text;
+  return text;
+}
+
+// Where pieces end, as offsets into their joined text.
+std::vector<size_t> Ends(const std::vector<Piece>& pieces) {
+  std::vector<size_t> ends;
+  ends.reserve(pieces.size());
+  size_t end = 0;
+  for (const Piece& piece : pieces) ends.push_back(end += piece.text.size());
+  return ends;
+}
+
+enum class ProbeResult { kChanged, kSplitAtCut, kJoinedAcrossCut };
+
+// What cutting `left` + `right` between them does to the text the model sees.
+ProbeResult Probe(const Normalizer* normalizer, const PreTokenizer* pre_tokenizer,
+                  absl::string_view left, absl::string_view right, bool at_start) {
+  const std::string whole = Normalized(normalizer, std::string(left) + std::string(right));
+  const std::string left_normalized = Normalized(normalizer, left);
+  if (whole != left_normalized + Normalized(normalizer, right)) return ProbeResult::kChanged;
+  const std::vector<Piece> together = PreTokenized(pre_tokenizer, whole, at_start);
+  std::vector<Piece> apart = PreTokenized(pre_tokenizer, left_normalized, at_start);
+  for (Piece& piece : PreTokenized(pre_tokenizer, Normalized(normalizer, right), false)) {
+    apart.push_back(std::move(piece));
+  }
+  if (Joined(together) != Joined(apart)) return ProbeResult::kChanged;
+  // Apart, the pieces end where together they do, and at the cut.
+  std::vector<size_t> expected = Ends(together);
+  const size_t cut = Joined(PreTokenized(pre_tokenizer, left_normalized, at_start)).size();
+  bool split = false;
+  for (size_t end : expected) split = split || end == cut;
+  if (!split) expected.insert(std::lower_bound(expected.begin(), expected.end(), cut), cut);
+  if (Ends(apart) != expected) return ProbeResult::kChanged;
+  return split ? ProbeResult::kSplitAtCut : ProbeResult::kJoinedAcrossCut;
+}
+
+bool IsAsciiLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// A newline, as the model's tokens spell it (itself, or ByteLevel's "Ċ"), then a letter.
+bool SpansACut(absl::string_view token) {
+  for (size_t i = 0; i + 1 < token.size(); ++i) {
+    if (token[i] == '\n' && IsAsciiLetter(token[i + 1])) return true;
+    if (token.substr(i, 2) == "\xC4\x8A" && i + 2 < token.size() && IsAsciiLetter(token[i + 2])) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether the model encodes a piece holding a cut as it encodes the piece's two sides.
+bool ModelEncodesApart(const BpeModel& model) {
+  // Marks and fused unknowns depend on a piece's whole: a cut piece would differ.
+  if (model.has_affixes() || model.fuses_unknown()) return false;
+  for (int32_t id = 0; id < model.size(); ++id) {
+    const std::string* token = model.Token(id);
+    if (token != nullptr && SpansACut(*token)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool CutsKeepIds(const Normalizer* normalizer, const PreTokenizer* pre_tokenizer,
+                 const BpeModel& model, const AddedTokens& added) {
+  for (const AddedToken& token : added.tokens()) {
+    if (SpansACut(token.content)) return false;
+  }
+  bool joined = false;
+  for (absl::string_view left : kLefts) {
+    for (absl::string_view right : kRights) {
+      for (bool at_start : {false, true}) {
+        const ProbeResult result = Probe(normalizer, pre_tokenizer, left, right, at_start);
+        if (result == ProbeResult::kChanged) return false;
+        joined = joined || result == ProbeResult::kJoinedAcrossCut;
+      }
+    }
+  }
+  return !joined || ModelEncodesApart(model);
+}
+
+}  // namespace hf
+}  // namespace tokenizer
+}  // namespace shardwise

@@ -1,0 +1,66 @@
+#ifndef SHARDWISE_WORKER_CUDA_CUDNN_ATTENTION_H_
+#define SHARDWISE_WORKER_CUDA_CUDNN_ATTENTION_H_
+
+// cuDNN's flash attention on the GPU: attention_graph.h's descriptions turned into cuDNN
+// backend descriptors one to one (tensors, matmul, pointwise, reduction and reshape
+// operations, an operation graph), an execution plan per description built on first use
+// and cached by layout, dtype and direction, run on the worker's stream with its workspace
+// from the caching allocator. Only engines without cuDNN's NONDETERMINISTIC note are
+// taken, so two runs of a job are bit for bit equal; where the heuristics offer none, the
+// call fails naming the graph (never a silent fallback to another kernel).
+//
+// Status: built with --config=cuda and tested by cudnn_attention_test on a GPU (against
+// the CPU's FP64 attention); the CPU tests check the descriptions themselves
+// (attention_graph_test). The trainer does not call it yet (issue 48).
+
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/cuda/attention_graph.h"
+#include "worker/runtime/memory.h"
+
+namespace shardwise::cuda {
+
+// The device pointer of each buffer a graph names (attention_graph.h's AttentionBuffer).
+using AttentionPointers = std::map<AttentionBuffer, void*>;
+
+class CudnnAttention {
+ public:
+  // Fails, saying what is missing, where cuDNN cannot be loaded or is older than 9.
+  static absl::StatusOr<std::unique_ptr<CudnnAttention>> Create(cudaStream_t stream,
+                                                                Allocator* allocator);
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // Enqueue AttentionForwardGraph / AttentionBackwardGraph on the stream.
+  absl::Status Forward(const AttentionLayout& layout, GraphType io,
+                       const AttentionPointers& pointers);
+  absl::Status Backward(const AttentionLayout& layout, GraphType io,
+                        const AttentionPointers& pointers);
+
+  // cudnnGetVersion() of the library loaded: 91900 for 9.19.0.
+  int64_t version() const { return version_; }
+
+ private:
+  class Plan;
+  CudnnAttention(cudnnHandle_t handle, Allocator* allocator, int64_t version);
+  absl::Status Run(const AttentionLayout& layout, GraphType io, bool backward,
+                   const AttentionPointers& pointers);
+
+  cudnnHandle_t handle_;
+  Allocator* allocator_;
+  int64_t version_;
+  absl::flat_hash_map<std::tuple<AttentionLayout, GraphType, bool>, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace shardwise::cuda
+
+#endif  // SHARDWISE_WORKER_CUDA_CUDNN_ATTENTION_H_
