@@ -164,17 +164,17 @@ int64_t ScaledScores(GraphBuilder& g, int64_t q, int64_t k_transposed, int64_t s
   return g.Pointwise("scaled_scores", PointwiseMode::kMul, {scores, scale}, dims);
 }
 
-// `scores` with -inf where a key comes after its query (column > row).
+// `scores` with the lowest float where a key comes after its query (column > row): as
+// -infinity, it becomes 0 in the softmax's exponential, and it keeps a row's arithmetic
+// finite (NVIDIA's frontend masks with it too).
 int64_t CausalMask(GraphBuilder& g, int64_t scores) {
   const Dims dims = g.dims(scores);
   const int64_t row = g.GenIndex("row_index", scores, 2);
   const int64_t column = g.GenIndex("column_index", scores, 3);
   const int64_t keep = g.Pointwise("row_ge_column", PointwiseMode::kCmpGe, {row, column}, dims,
-                                   GraphType::kBool, GraphType::kInt32);
-  const int64_t minus_infinity =
-      g.Scalar("minus_infinity", -std::numeric_limits<float>::infinity());
-  return g.Pointwise("causal_scores", PointwiseMode::kBinarySelect, {scores, minus_infinity, keep},
-                     dims);
+                                   GraphType::kBool, GraphType::kBool);
+  const int64_t masked = g.Scalar("masked_score", std::numeric_limits<float>::lowest());
+  return g.Pointwise("causal_scores", PointwiseMode::kBinarySelect, {scores, masked, keep}, dims);
 }
 
 // A product whose output has `heads` heads, into `out`; where `out` has fewer (a K/V

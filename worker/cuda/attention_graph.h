@@ -12,8 +12,8 @@
 // Why a composite graph and not cuDNN's SDPA operation: cuDNN 9.19's
 // CUDNN_BACKEND_OPERATION_SDPA_FWD/BWD_DESCRIPTOR have no causal-mask attribute. So the
 // causal mask is part of the graph: the scores' row and column indices (GEN_INDEX), a
-// comparison, and a select of -inf above the diagonal, between the products and the
-// softmax's reductions. That is the pattern cuDNN's runtime fusion engine recognises as
+// comparison, and a select of the lowest float above the diagonal, between the products
+// and the softmax's reductions. That is the pattern cuDNN's runtime fusion engine recognises as
 // attention and runs as one flash-attention kernel forward and one backward (it is the
 // graph NVIDIA's own frontend library builds for causal SDPA on every cuDNN 9 version).
 //
