@@ -1,12 +1,12 @@
 #include "tokenizer/load.h"
 
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/printable_text.h"
+#include "common/token_hash.h"
 #include "tokenizer/byte_level_bpe.h"
 #include "tokenizer/byte_tokenizer.h"
 #include "tokenizer/huggingface/huggingface_tokenizer.h"
@@ -120,14 +120,8 @@ absl::StatusOr<Manifest::File> CopyIntoFolder(const std::string& path, const std
 // Writes `bytes` as DIR/NAME; returns its entry.
 absl::StatusOr<Manifest::File> WriteIntoFolder(const std::string& bytes, const std::string& dir,
                                                const std::string& name) {
-  const fs::path path = fs::path(dir) / name;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-  out.close();
-  if (!out.good()) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path.string()));
-  auto sha256 = FileSha256(path.string());
-  if (!sha256.ok()) return sha256.status();
-  return Manifest::File{name, *sha256};
+  if (absl::Status s = WriteFolderFile(dir, name, bytes); !s.ok()) return s;
+  return Manifest::File{name, TokenHash(bytes)};
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <utility>
@@ -122,11 +123,16 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
 }
 
 absl::Status WriteManifest(const std::string& dir, const Manifest& manifest) {
-  const fs::path path = fs::path(dir) / kManifestName;
+  return WriteFolderFile(dir, kManifestName, ManifestText(manifest));
+}
+
+absl::Status WriteFolderFile(const std::string& dir, const std::string& name,
+                             const std::string& bytes) {
+  const fs::path path = fs::path(dir) / name;
   const std::string tmp = path.string() + ".tmp";
   {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << ManifestText(manifest);
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << bytes;
     if (!out.good()) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
   }
   std::error_code error;
@@ -173,17 +179,37 @@ std::string ModelTokenizerFolder(const std::string& model_path) {
   return path.string() + ".tokenizer";
 }
 
-absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to, bool replace) {
+namespace {
+
+// Copies the files of the folder `from` into `to`, each under the name `name_in_copy`
+// gives its role (nullopt: not copied), read once (hashed, then written) and written
+// unless the same bytes are there; returns the folder's manifest.
+absl::StatusOr<Manifest> CopyFolderFiles(
+    const std::string& from, const std::string& to, bool replace,
+    const std::function<std::optional<std::string>(const Manifest&, const std::string& role)>&
+        name_in_copy) {
   auto manifest = ReadManifest(from);
   if (!manifest.ok()) return manifest.status();
   if (absl::Status s = CreateFolders(to); !s.ok()) return s;
   for (const auto& [role, file] : manifest->files) {
-    auto bytes = ReadCheckedFile(from, file);  // once: hashed, then written
+    const std::optional<std::string> name = name_in_copy(*manifest, role);
+    if (!name.has_value()) continue;
+    auto bytes = ReadCheckedFile(from, file);
     if (!bytes.ok()) return bytes.status();
-    absl::Status written =
-        WriteFileUnlessSame((fs::path(to) / file.name).string(), *bytes, replace);
+    absl::Status written = WriteFileUnlessSame((fs::path(to) / *name).string(), *bytes, replace);
     if (!written.ok()) return written;
   }
+  return manifest;
+}
+
+}  // namespace
+
+absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to, bool replace) {
+  auto manifest =
+      CopyFolderFiles(from, to, replace, [](const Manifest& manifest, const std::string& role) {
+        return std::optional<std::string>(manifest.files.at(role).name);
+      });
+  if (!manifest.ok()) return manifest.status();
   return WriteFileUnlessSame((fs::path(to) / kManifestName).string(), ManifestText(*manifest),
                              replace);
 }
@@ -199,18 +225,9 @@ std::optional<std::string> HuggingFaceFileName(const std::string& kind, const st
 
 absl::StatusOr<Manifest> CopyHuggingFaceTokenizer(const std::string& from, const std::string& to,
                                                   bool replace) {
-  auto manifest = ReadManifest(from);
-  if (!manifest.ok()) return manifest.status();
-  if (absl::Status s = CreateFolders(to); !s.ok()) return s;
-  for (const auto& [role, file] : manifest->files) {
-    const std::optional<std::string> name = HuggingFaceFileName(manifest->kind, role);
-    if (!name.has_value()) continue;
-    auto bytes = ReadCheckedFile(from, file);
-    if (!bytes.ok()) return bytes.status();
-    absl::Status written = WriteFileUnlessSame((fs::path(to) / *name).string(), *bytes, replace);
-    if (!written.ok()) return written;
-  }
-  return manifest;
+  return CopyFolderFiles(from, to, replace, [](const Manifest& manifest, const std::string& role) {
+    return HuggingFaceFileName(manifest.kind, role);
+  });
 }
 
 }  // namespace tokenizer

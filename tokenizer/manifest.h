@@ -59,6 +59,10 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir);
 // Writes DIR/tokenizer.json (whole, then renamed into place), replacing one there.
 absl::Status WriteManifest(const std::string& dir, const Manifest& manifest);
 
+// Writes `bytes` as DIR/NAME as WriteManifest writes the manifest.
+absl::Status WriteFolderFile(const std::string& dir, const std::string& name,
+                             const std::string& bytes);
+
 // What a tokenizer file and a manifest may weigh: the largest published tokenizers are
 // far below (Gemma 3's tokenizer.json 33 MB, its tokenizer.model 4.7 MB, o200k's ranks
 // 3.6 MB), and the coordinator reads a job's whole folder at submission.

@@ -53,13 +53,13 @@ ProbeResult Probe(const Normalizer* normalizer, const PreTokenizer* pre_tokenize
   if (whole != left_normalized + Normalized(normalizer, right)) return ProbeResult::kChanged;
   const std::vector<Piece> together = PreTokenized(pre_tokenizer, whole, at_start);
   std::vector<Piece> apart = PreTokenized(pre_tokenizer, left_normalized, at_start);
+  const size_t cut = Joined(apart).size();
   for (Piece& piece : PreTokenized(pre_tokenizer, Normalized(normalizer, right), false)) {
     apart.push_back(std::move(piece));
   }
   if (Joined(together) != Joined(apart)) return ProbeResult::kChanged;
   // Apart, the pieces end where together they do, and at the cut.
   std::vector<size_t> expected = Ends(together);
-  const size_t cut = Joined(PreTokenized(pre_tokenizer, left_normalized, at_start)).size();
   bool split = false;
   for (size_t end : expected) split = split || end == cut;
   if (!split) expected.insert(std::lower_bound(expected.begin(), expected.end(), cut), cut);

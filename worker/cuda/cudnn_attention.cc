@@ -369,10 +369,7 @@ absl::Status CudnnAttention::Plan::Execute(cudnnHandle_t handle, Allocator* allo
 absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(cudaStream_t stream,
                                                                        Allocator* allocator) {
   const auto version = static_cast<int64_t>(cudnnGetVersion());
-  if (version < 90000) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cuDNN ", CudnnVersionText(version), " found; attention: FUSED on CUDA needs cuDNN 9"));
-  }
+  RETURN_IF_ERROR(CheckCudnnVersion(version));
   cudnnHandle_t handle = nullptr;
   RETURN_IF_ERROR(CudnnStatus(cudnnCreate(&handle), "cudnnCreate"));
   std::unique_ptr<CudnnAttention> attention(new CudnnAttention(handle, allocator, version));

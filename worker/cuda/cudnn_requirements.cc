@@ -22,16 +22,19 @@ std::string CudnnVersionText(int64_t version) {
   return absl::StrCat(version / major_unit, ".", version % major_unit / 100, ".", version % 100);
 }
 
+absl::Status CheckCudnnVersion(int64_t version) {
+  if (version >= kFirstVersion) return absl::OkStatus();
+  return Refused(
+      absl::StrCat("cuDNN ", CudnnVersionText(version), " found; it needs cuDNN 9.0.0 or newer"));
+}
+
 absl::Status CheckCudnnAttention(const CudnnFacts& facts, const AttentionLayout& layout,
                                  GraphType io) {
   if (io != GraphType::kBFloat16 && io != GraphType::kHalf) {
     return Refused(absl::StrCat("its kernels take BF16 or FP16 operands, not ", GraphTypeName(io),
                                 " (an FP32 job's FUSED attention runs on CUDA cores)"));
   }
-  if (facts.version < kFirstVersion) {
-    return Refused(absl::StrCat("cuDNN ", CudnnVersionText(facts.version),
-                                " found; it needs cuDNN 9.0.0 or newer"));
-  }
+  if (absl::Status version = CheckCudnnVersion(facts.version); !version.ok()) return version;
   if (facts.version < kAnyLengthVersion && layout.seq % 128 != 0) {
     return Refused(absl::StrCat("cuDNN ", CudnnVersionText(facts.version),
                                 " found, whose fused attention needs a sequence length that is "

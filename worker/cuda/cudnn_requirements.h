@@ -31,6 +31,9 @@ struct CudnnFacts {
 // "9.19.0" for 91900, "8.9.7" for 8907.
 std::string CudnnVersionText(int64_t version);
 
+// OK for cuDNN 9 or newer, else FailedPrecondition naming the version found.
+absl::Status CheckCudnnVersion(int64_t version);
+
 // OK where attention_graph's graphs can run for `layout` in `io`, else FailedPrecondition
 // saying why.
 absl::Status CheckCudnnAttention(const CudnnFacts& facts, const AttentionLayout& layout,
