@@ -19,12 +19,35 @@ void DivideInPlace(Device* device, float* data, int64_t n, double divisor) {
   device->Divide(data, n, static_cast<float>(divisor));
 }
 
+// Divides in FP32 and rounds the quotient to `type`, as a 16-bit bucket's DivideBy does.
+void DivideAndRound(Device* device, ScalarType type, float* data, int64_t n, double divisor) {
+  if (divisor == 1) return;
+  DivideInPlace(device, data, n, divisor);
+  if (type != ScalarType::kFloat32) device->RoundToPrecision(type, data, n);
+}
+
+// FsdpReduce on one rank, in place: the reduce-scatter and the all-reduce of a group of
+// one are identities, so what is left of the reduction is its rounding points: the cast
+// to `reduce_type` (narrowing then widening is that rounding), each division rounded to
+// it, and the cast back (exact). The same bits as the collective path, without its three
+// copies of the gradient (comm_hooks_test checks both).
+void FsdpReduceAlone(const ReductionContext& c, ScalarType reduce_type, float* grad,
+                     int64_t numel) {
+  if (reduce_type != ScalarType::kFloat32) c.device->RoundToPrecision(reduce_type, grad, numel);
+  DivideAndRound(c.device, reduce_type, grad, numel, c.plan->predivide);
+  DivideAndRound(c.device, reduce_type, grad, numel, c.plan->postdivide);
+}
+
 // FSDP's reduction, and its low-precision hooks, which pass their own dtype as
 // `reduce_type`: cast; divide by predivide; reduce-scatter in the shard group; all-reduce
 // across the replicate group; divide by postdivide; cast back.
 absl::Status FsdpReduce(const ReductionContext& c, ScalarType reduce_type, float* grad,
                         int64_t shard_numel, float* reduced) {
   const ShardingPlan& plan = *c.plan;
+  if (grad == reduced) {
+    FsdpReduceAlone(c, reduce_type, grad, shard_numel);
+    return absl::OkStatus();
+  }
   const int64_t padded = shard_numel * plan.shard_size;
   if (reduce_type == ScalarType::kFloat32) {
     // In place, without a bucket copy: FSDP's unsharded gradient is freed right after.
@@ -149,6 +172,10 @@ absl::Status ReduceUnitGradient(const v1::CommHook& hook, const ReductionContext
   const ShardingPlan& plan = *context.plan;
   if (IsMixedPrecisionHook(hook)) {
     return absl::InternalError("the mixed-precision hook runs as its two halves");
+  }
+  if (grad == reduced && !ReducesInPlace(plan)) {
+    return absl::InternalError(absl::StrCat("a gradient reduced in place over ",
+                                            plan.world_size, " ranks: only one rank can"));
   }
   if (hook.hook() == v1::CommHook::NO_HOOK) {
     RETURN_IF_ERROR(FsdpReduce(context, context.reduce_type, grad, shard_numel, reduced));

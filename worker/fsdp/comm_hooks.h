@@ -81,7 +81,9 @@ class Bucket {
 // storage of param_type values; working space, undefined afterwards) into `reduced`
 // [shard_numel], in FP32 (or FP32 storage of param_type values with
 // keep_low_precision_grads). For every hook but MIXED_PRECISION, which FsdpModel runs
-// as its two halves below.
+// as its two halves below. Where ReducesInPlace(plan), `reduced` may be `grad`: FSDP's
+// reduction then runs no collective (on one rank they are identities) and rounds the
+// values in place, to the same bits.
 absl::Status ReduceUnitGradient(const v1::CommHook& hook, const ReductionContext& context,
                                 float* grad, int64_t shard_numel, float* reduced);
 
@@ -92,6 +94,12 @@ absl::StatusOr<Bucket> MixedPrecisionAllReduce(const ReductionContext& context, 
 // Second half (the upcast thread): divide by N in the bucket's dtype, copy into the
 // param_dtype gradient, and upcast it into `reduced` (FP32) for the optimizer.
 void MixedPrecisionFinish(const ReductionContext& context, Bucket& bucket, float* reduced);
+
+// One rank in all: its shard and replicate groups are itself, and a gradient may be
+// reduced in place (ReduceUnitGradient).
+inline bool ReducesInPlace(const ShardingPlan& plan) {
+  return plan.shard_size == 1 && plan.replicate_size == 1;
+}
 
 // True for the hooks whose reduction FsdpModel splits across threads.
 inline bool IsMixedPrecisionHook(const v1::CommHook& hook) {

@@ -285,5 +285,71 @@ TEST(CompressWrapper, EqualsCompressHookBitForBit) {
   }
 }
 
+// One rank reduces in place (reduced == grad), without collectives: the same bits as the
+// collective path over groups of one, for FSDP's reduction in each reduce dtype, its
+// low-precision hooks and DDP's, with divide factors that round (a job's own are 1 on
+// one rank, but the rounding points must be the same whatever they are).
+TEST(OneRank, InPlaceEqualsTheCollectivesBitForBit) {
+  ShardingPlan plan;
+  plan.predivide = 3;
+  plan.postdivide = 7;
+  SoloCommunicator shard, replicate;
+  CpuCachingAllocator allocator;
+  CpuDevice device(&allocator);
+  const std::vector<float> gradient = Gradient(0, kNumel);
+  for (auto [hook_kind, reduce] : {std::pair{v1::CommHook::NO_HOOK, kF32},
+                                   std::pair{v1::CommHook::NO_HOOK, kF16},
+                                   std::pair{v1::CommHook::NO_HOOK, kBF16},
+                                   std::pair{v1::CommHook::FP16_COMPRESS, kF32},
+                                   std::pair{v1::CommHook::BF16_COMPRESS, kF32},
+                                   std::pair{v1::CommHook::ALLREDUCE, kBF16}}) {
+    for (bool keep_low_precision : {false, true}) {
+      ReductionContext context;
+      context.plan = &plan;
+      context.groups = {&shard, &replicate};
+      context.device = &device;
+      context.param_type = kBF16;
+      context.reduce_type = reduce;
+      context.keep_low_precision_grads = keep_low_precision;
+      v1::CommHook hook;
+      hook.set_hook(hook_kind);
+      std::vector<float> grad = gradient, collective(kNumel);
+      ASSERT_TRUE(
+          ReduceUnitGradient(hook, context, grad.data(), kNumel, collective.data()).ok());
+      std::vector<float> in_place = gradient;
+      ASSERT_TRUE(
+          ReduceUnitGradient(hook, context, in_place.data(), kNumel, in_place.data()).ok());
+      EXPECT_EQ(std::memcmp(in_place.data(), collective.data(), kNumel * sizeof(float)), 0)
+          << v1::CommHook::Hook_Name(hook_kind) << " reduce " << ScalarTypeName(reduce)
+          << " keep_low_precision_grads " << keep_low_precision;
+      // The rounding happened: a 16-bit reduce dtype changed some values.
+      if (reduce != kF32 || hook_kind != v1::CommHook::NO_HOOK) {
+        EXPECT_NE(std::memcmp(in_place.data(), gradient.data(), kNumel * sizeof(float)), 0);
+      }
+    }
+  }
+}
+
+// Over more than one rank a gradient cannot be reduced where it lies: refused, not
+// silently left unreduced.
+TEST(OneRank, InPlaceOverSeveralRanksIsRefused) {
+  v1::FsdpConfig fsdp;
+  fsdp.set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
+  auto plan = PlanSharding(fsdp, 2, 0);
+  ASSERT_TRUE(plan.ok());
+  SoloCommunicator shard, replicate;
+  CpuCachingAllocator allocator;
+  CpuDevice device(&allocator);
+  ReductionContext context;
+  context.plan = &*plan;
+  context.groups = {&shard, &replicate};
+  context.device = &device;
+  std::vector<float> grad = Gradient(0, kNumel);
+  const absl::Status status =
+      ReduceUnitGradient(v1::CommHook(), context, grad.data(), kNumel, grad.data());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_NE(status.message().find("2 ranks"), std::string::npos) << status;
+}
+
 }  // namespace
 }  // namespace shardwise::fsdp

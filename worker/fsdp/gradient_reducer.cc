@@ -32,10 +32,15 @@ void GradientReducer::Reduce(FlatUnit& unit, std::function<void()> release_param
 absl::Status GradientReducer::ReduceAndAccumulate(FlatUnit& unit, Buffer& grad,
                                                   const v1::CommHook& hook) {
   Device* device = context_.device;
-  Buffer reduced(device->allocator(), unit.shard_numel, MemoryCategory::kCommunication, false);
-  RETURN_IF_ERROR(
-      ReduceUnitGradient(hook, context_, grad.data(), unit.shard_numel, reduced.data()));
-  device->Accumulate(unit.shard_grad.data(), reduced.data(), unit.shard_numel);
+  // On one rank the unsharded gradient is reduced where it lies (no collective, no copy).
+  const bool in_place = ReducesInPlace(*context_.plan);
+  Buffer scratch;
+  if (!in_place) {
+    scratch = Buffer(device->allocator(), unit.shard_numel, MemoryCategory::kCommunication, false);
+  }
+  float* reduced = in_place ? grad.data() : scratch.data();
+  RETURN_IF_ERROR(ReduceUnitGradient(hook, context_, grad.data(), unit.shard_numel, reduced));
+  device->Accumulate(unit.shard_grad.data(), reduced, unit.shard_numel);
   Step(unit);
   // The unsharded gradient and `reduced` go back to the allocator once the work that
   // reads them is done.
