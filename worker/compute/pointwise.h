@@ -78,6 +78,47 @@ SHARDWISE_HOST_DEVICE inline double SiluGrad(double x) {
   return sigmoid * (1.0 + x * (1.0 - sigmoid));
 }
 
+// The same activations in float with the math library's erff, tanhf and expf, as
+// PyTorch's CUDA kernels compute them for FP32, BF16 and FP16 inputs (in float, their
+// "opmath" type): what the CUDA kernels run (cuda/kernels.cu). Within 3e-7 · max(1, |x|)
+// of the exact functions (pointwise_test, with glibc's float functions; the device's are
+// within 2 ulp of them): 1 + erf and 1 + tanh cancel for negative x, as in PyTorch's.
+// SiluGradFloat takes 1 - s as the sigmoid of -x, without the cancellation PyTorch's 1 - s
+// has for large x (a rounding-level difference).
+constexpr float kInvSqrt2F = 0.70710678118654752f;
+constexpr float kInvSqrt2PiF = 0.39894228040143268f;
+constexpr float kSqrt2OverPiF = 0.79788456080286536f;
+constexpr float kGeluTanhCubicF = 0.044715f;
+
+SHARDWISE_HOST_DEVICE inline float GeluFloat(float x) {
+  return 0.5f * x * (1.0f + erff(x * kInvSqrt2F));
+}
+
+SHARDWISE_HOST_DEVICE inline float GeluGradFloat(float x) {
+  const float cdf = 0.5f * (1.0f + erff(x * kInvSqrt2F));
+  const float pdf = kInvSqrt2PiF * expf(-0.5f * x * x);
+  return cdf + x * pdf;
+}
+
+SHARDWISE_HOST_DEVICE inline float GeluTanhFloat(float x) {
+  const float inner = kSqrt2OverPiF * (x + kGeluTanhCubicF * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+SHARDWISE_HOST_DEVICE inline float GeluTanhGradFloat(float x) {
+  const float t = tanhf(kSqrt2OverPiF * (x + kGeluTanhCubicF * x * x * x));
+  const float inner_grad = kSqrt2OverPiF * (1.0f + 3.0f * kGeluTanhCubicF * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * inner_grad;
+}
+
+SHARDWISE_HOST_DEVICE inline float SiluFloat(float x) { return x / (1.0f + expf(-x)); }
+
+SHARDWISE_HOST_DEVICE inline float SiluGradFloat(float x) {
+  const float sigmoid = 1.0f / (1.0f + expf(-x));
+  const float complement = 1.0f / (1.0f + expf(x));  // 1 - sigmoid, the sigmoid of -x
+  return sigmoid * (1.0f + x * complement);
+}
+
 }  // namespace shardwise::pointwise
 
 #endif  // SHARDWISE_WORKER_COMPUTE_POINTWISE_H_

@@ -175,10 +175,11 @@ TEST_F(LlamaKernelsTest, SiluMatchesTheCpu) {
   device_->ActivationForward(v1::SILU, d_x.get(), x.size(), d_y.get());
   device_->ActivationBackward(v1::SILU, d_x.get(), d_dy.get(), x.size(), d_dx.get());
   ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
-  // The device computes the FP64 formula and rounds once; its exp differs from glibc's in
-  // the last bits.
-  ExpectNear(d_y.ToHost(), want_y, 1e-6f, 1e-9f, "silu forward");
-  ExpectNear(d_dx.ToHost(), want_dx, 1e-6f, 1e-9f, "silu backward");
+  // The device computes in float (pointwise::SiluFloat, SiluGradFloat): within 4e-7 ·
+  // max(1, |x|) of the exact functions (kernels_test), so for |x| <= 4 and |dy| <= 1
+  // within 1.6e-6; the derivative crosses zero near x = -1.28, so no relative bound alone.
+  ExpectNear(d_y.ToHost(), want_y, 1e-6f, 2e-6f, "silu forward");
+  ExpectNear(d_dx.ToHost(), want_dx, 1e-6f, 2e-6f, "silu backward");
 }
 
 }  // namespace
