@@ -97,13 +97,15 @@ std::string FormatJobTable(const std::vector<v1::JobSummary>& jobs, int64_t now_
 
 namespace {
 
-// "0: NVIDIA H100 80GB HBM3, 79 GiB, sm_90, NCCL 2.28.3", or "-" without a GPU.
+// "0: NVIDIA H100 80GB HBM3, 79 GiB, sm_90, NCCL 2.28.3, cuDNN 9.19.0", or "-" without a
+// GPU.
 std::string FormatGpu(const v1::WorkerInfo& w) {
   if (!w.has_gpu()) return "-";
   const v1::GpuInfo& gpu = w.gpu();
   return absl::StrCat(gpu.index(), ": ", gpu.name(), ", ", gpu.memory_bytes() >> 30, " GiB, sm_",
                       gpu.compute_capability_major(), gpu.compute_capability_minor(),
-                      gpu.nccl_version().empty() ? "" : ", NCCL ", gpu.nccl_version());
+                      gpu.nccl_version().empty() ? "" : ", NCCL ", gpu.nccl_version(),
+                      gpu.cudnn_version().empty() ? "" : ", cuDNN ", gpu.cudnn_version());
 }
 
 // Why a worker is lost, and, while it lasts, why it is quarantined.

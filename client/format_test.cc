@@ -268,8 +268,10 @@ TEST(Format, WorkerTableShowsEachCudaWorkersGpu) {
   gpu.mutable_gpu()->set_memory_bytes(int64_t{85017493504});
   gpu.mutable_gpu()->set_compute_capability_major(9);
   gpu.mutable_gpu()->set_nccl_version("2.28.3");
+  gpu.mutable_gpu()->set_cudnn_version("9.19.0");
   const std::string table = FormatWorkerTable({cpu, gpu}, 0);
-  EXPECT_NE(table.find("3: NVIDIA H100 80GB HBM3, 79 GiB, sm_90, NCCL 2.28.3"), std::string::npos)
+  EXPECT_NE(table.find("3: NVIDIA H100 80GB HBM3, 79 GiB, sm_90, NCCL 2.28.3, cuDNN 9.19.0"),
+            std::string::npos)
       << table;
   EXPECT_NE(table.find("GPU"), std::string::npos) << table;
 }

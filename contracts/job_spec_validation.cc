@@ -654,6 +654,33 @@ absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec)
   return absl::OkStatus();
 }
 
+// cuda.*: only on CUDA; the fused-attention kernel named where it can apply.
+absl::Status ValidateCudaOptions(const v1::JobSpec& spec) {
+  const v1::CudaOptions& cuda = spec.cuda();
+  if (spec.device() != v1::CUDA) return Invalid("cuda", "is set, but device is not CUDA");
+  RETURN_IF_ERROR(CheckEnum("cuda.collectives", cuda.collectives(),
+                            v1::CudaOptions::Collectives_IsValid, "NCCL or HOST_STAGED_GLOO"));
+  RETURN_IF_ERROR(CheckEnum("cuda.fused_attention_kernel", cuda.fused_attention_kernel(),
+                            v1::CudaOptions::FusedAttentionKernel_IsValid, "CUDNN or CUDA_CORES"));
+  if (cuda.fused_attention_kernel() != v1::CudaOptions::CUDNN) return absl::OkStatus();
+  const v1::ModelSpec& model = spec.model();
+  const bool fused = (model.has_gpt() && model.gpt().attention() == v1::GptConfig::FUSED) ||
+                     (model.has_llama() && model.llama().attention() == v1::GptConfig::FUSED);
+  if (!fused) {
+    return Invalid("cuda.fused_attention_kernel",
+                   "CUDNN runs attention: FUSED, and this job's model has no FUSED attention");
+  }
+  const v1::Dtype param = spec.fsdp().mixed_precision().param_dtype();
+  if (param != v1::BF16 && param != v1::FP16) {
+    return Invalid(
+        "cuda.fused_attention_kernel",
+        absl::StrCat("CUDNN needs fsdp.mixed_precision.param_dtype BF16 or FP16 "
+                     "(cuDNN's flash attention has no FP32 kernel), got ",
+                     param == v1::DTYPE_UNSPECIFIED ? "none (FP32)" : v1::Dtype_Name(param)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                              const PathChecker& check_path) {
   RETURN_IF_ERROR(CheckPrintableField("job.name", spec.name(), 128));
@@ -661,13 +688,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
       CheckCount("world_size", spec.world_size(), limits.max_world_size, false, limits.tunable));
   RETURN_IF_ERROR(CheckPathTexts(spec));
   RETURN_IF_ERROR(CheckEnum("device", spec.device(), v1::DeviceKind_IsValid, "CPU or CUDA"));
-  if (spec.has_cuda()) {
-    if (spec.device() != v1::CUDA) {
-      return Invalid("cuda", "is set, but device is not CUDA");
-    }
-    RETURN_IF_ERROR(CheckEnum("cuda.collectives", spec.cuda().collectives(),
-                              v1::CudaOptions::Collectives_IsValid, "NCCL or HOST_STAGED_GLOO"));
-  }
+  if (spec.has_cuda()) RETURN_IF_ERROR(ValidateCudaOptions(spec));
   RETURN_IF_ERROR(ValidateModel(spec, limits));
   RETURN_IF_ERROR(ValidateFsdp(spec));
   RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer()));

@@ -450,6 +450,17 @@ v1::JobSpec ValidGptSpec() {
   return spec;
 }
 
+// cuDNN's attention where it can apply: a CUDA GPT with FUSED attention in BF16.
+TEST(GptValidation, AcceptsCudnnAttentionForAFusedBf16Gpt) {
+  v1::JobSpec spec = ValidGptSpec();
+  spec.set_device(v1::CUDA);
+  spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  spec.mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDNN);
+  const absl::Status status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 TEST(GptValidation, AcceptsAGptAndItsDefaults) {
   v1::JobSpec spec = ValidGptSpec();
   EXPECT_TRUE(ValidateJobSpec(spec, JobLimits{}, CheckReadableFile).ok());
@@ -504,6 +515,28 @@ INSTANTIATE_TEST_SUITE_P(
                       static_cast<v1::GptConfig::Attention>(5));
                 },
                 "job.model.gpt.attention: unknown value 5 (expected MATERIALIZED or FUSED)"},
+        BadCase{"an unknown fused-attention kernel",
+                [](v1::JobSpec* s) {
+                  s->set_device(v1::CUDA);
+                  s->mutable_cuda()->set_fused_attention_kernel(
+                      static_cast<v1::CudaOptions::FusedAttentionKernel>(9));
+                },
+                "job.cuda.fused_attention_kernel: unknown value 9 (expected CUDNN or CUDA_CORES)"},
+        BadCase{"cuDNN attention for materialised attention",
+                [](v1::JobSpec* s) {
+                  s->set_device(v1::CUDA);
+                  s->mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDNN);
+                },
+                "job.cuda.fused_attention_kernel: CUDNN runs attention: FUSED, and this job's "
+                "model has no FUSED attention"},
+        BadCase{"cuDNN attention in FP32",
+                [](v1::JobSpec* s) {
+                  s->set_device(v1::CUDA);
+                  s->mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+                  s->mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDNN);
+                },
+                "job.cuda.fused_attention_kernel: CUDNN needs fsdp.mixed_precision.param_dtype "
+                "BF16 or FP16 (cuDNN's flash attention has no FP32 kernel), got none (FP32)"},
         BadCase{"a SiLU GPT",
                 [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_activation(v1::SILU); },
                 "job.model.gpt.activation: must be GELU or GELU_TANH, got SILU"},

@@ -141,6 +141,15 @@ TransformerShape LlamaShape(const v1::LlamaConfig& given) {
   return shape;
 }
 
+// Whether a FUSED attention may run through cuDNN (worker/cuda/cudnn_fused_attention.h):
+// on CUDA with 16-bit operands, unless the job asks for the CUDA-core kernel. Where cuDNN
+// then cannot run the shape, the CUDA-core kernel needs less: the bound still holds.
+bool MayRunCudnnAttention(const v1::JobSpec& spec) {
+  const v1::Dtype low = spec.fsdp().mixed_precision().param_dtype();
+  return spec.device() == v1::CUDA && (low == v1::BF16 || low == v1::FP16) &&
+         spec.cuda().fused_attention_kernel() != v1::CudaOptions::CUDA_CORES;
+}
+
 // Every block's record (with checkpointing, only its input, plus the rest of one block's
 // during its recompute, whose record holds that same input) and the softmax's: with MATERIALIZED
 // attention the probabilities, heads x T x T per sequence, with FUSED each row's log-sum-exp, heads
@@ -150,7 +159,12 @@ TransformerShape LlamaShape(const v1::LlamaConfig& given) {
 // fused one each row's dout . out (heads x T per sequence) and the attention output, which the
 // materialised one frees before its backward and the fused one reads; on CUDA the materialised one
 // the whole micro-batch's score gradients at once (the CPU's go one head at a time) and, with
-// 16-bit operands, 16-bit copies of them and of the probabilities (cuda/attention.h).
+// 16-bit operands, 16-bit copies of them and of the probabilities (cuda/attention.h). cuDNN's
+// fused attention adds to the fused backward 16-bit copies of q/k/v, out, dout and the
+// q/k/v gradient (8 A per row, 2 bytes each) and its workspace, budgeted at 8 A bytes per
+// row (two FP32 accumulators of the query gradient's size: its deterministic backward
+// accumulates dQ in FP32). The workspace is cuDNN's plan's to say; the GPU tests check
+// the bound (gpt_gpu_parity_test).
 double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShape& shape,
                                   double sequences) {
   const double rows = sequences * shape.t;
@@ -163,6 +177,8 @@ double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShap
   double attention_backward = 0;
   if (shape.fused) {
     attention_backward = 4 * (row_stats + shape.attention_width * rows);
+    if (MayRunCudnnAttention(spec))
+      attention_backward += (2 * 8 + 8) * shape.attention_width * rows;
   } else if (spec.device() == v1::CUDA) {
     const v1::Dtype low = spec.fsdp().mixed_precision().param_dtype();
     const bool narrow = low == v1::BF16 || low == v1::FP16;

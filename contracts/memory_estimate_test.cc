@@ -131,6 +131,30 @@ TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities)
   }
 }
 
+// On CUDA in BF16, cuDNN's fused attention adds its 16-bit copies (q/k/v, out, dout and
+// the q/k/v gradient: 8 x 256 per row, 2 bytes each) and its workspace budget (8 x 256
+// bytes per row) to the fused backward; a job that asks for the CUDA-core kernel, or an
+// FP32 job, needs neither.
+TEST(EstimateRankMemory, CudnnAttentionAddsItsCopiesAndWorkspace) {
+  v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
+  spec.set_device(v1::CUDA);
+  spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  auto cudnn = EstimateRankMemory(spec);
+  spec.mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDA_CORES);
+  auto cuda_cores = EstimateRankMemory(spec);
+  ASSERT_TRUE(cudnn.ok() && cuda_cores.ok());
+  const int64_t rows = int64_t{128} * 8, width = 256;
+  EXPECT_EQ(cudnn->activations - cuda_cores->activations, (2 * 8 + 8) * width * rows);
+  spec.mutable_cuda()->clear_fused_attention_kernel();
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::FP32);
+  auto fp32 = EstimateRankMemory(spec);
+  spec.mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDA_CORES);
+  auto fp32_cuda_cores = EstimateRankMemory(spec);
+  ASSERT_TRUE(fp32.ok() && fp32_cuda_cores.ok());
+  EXPECT_EQ(fp32->activations, fp32_cuda_cores->activations);
+}
+
 // With mixed precision the gathered units stay FP32 (widened from the 16-bit values the
 // all-gather moved), and the 16-bit copies live besides while a unit gathers: more
 // parameter memory than FP32, not less (gpt_training_test checks the exact figure against

@@ -161,13 +161,15 @@ class Device {
                                  const AttentionShape& shape, float* dqkv, ScalarType operands) = 0;
   // The same function fused (compute/fused_attention_rows.h): instead of the
   // probabilities it keeps each query row's log-sum-exp, lse [batch, heads, seq], and the
-  // backward recomputes the probabilities from it and from out. Computed in FP32.
+  // backward recomputes the probabilities from it and from out. The CPU computes in FP32
+  // whatever `operands` are; CUDA runs cuDNN's flash attention in `operands` where they
+  // are BF16 or FP16 (docs/job-spec.md, "Attention on CUDA"), else an FP32 kernel.
   virtual void FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
-                                     float* lse) = 0;
+                                     float* lse, ScalarType operands) = 0;
   // Writes dqkv [batch, seq, 3 * heads * head_dim].
   virtual void FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
-                                      const float* dout, const AttentionShape& shape,
-                                      float* dqkv) = 0;
+                                      const float* dout, const AttentionShape& shape, float* dqkv,
+                                      ScalarType operands) = 0;
   // The losses take device logits/predictions and labels/targets and write the loss
   // (the mean times `scale`) to `loss`, one device double: nothing waits for it, so a
   // step runs on while its loss is still being computed (the trainer reads it later).

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "worker/cuda/attention.h"
 #include "worker/cuda/cuda_status.h"
@@ -66,6 +67,9 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceO
   device->allocator_ = std::make_unique<CudaCachingAllocator>([raw] { return raw->stream(); });
   ASSIGN_OR_RETURN(device->blas_, Blas::Create(device->compute_.get()));
   device->blas_->set_allow_tf32(options.allow_tf32);
+  cudaDeviceProp props;
+  RETURN_IF_CUDA_ERROR(cudaGetDeviceProperties(&props, options.gpu));
+  device->cudnn_facts_ = {static_cast<int64_t>(cudnnGetVersion()), props.major * 10 + props.minor};
   device->clock_ = std::make_unique<CudaStreamClock>(options.gpu, [raw] {
     const cudaStream_t stream = raw->stream();
     return std::make_pair(stream, raw->StreamLane(stream));
@@ -384,14 +388,64 @@ void CudaDevice::AttentionBackward(const float* qkv, const float* probs, const f
                                 probs, dout, dqkv));
 }
 
+absl::StatusOr<FusedAttentionKernel> CudaDevice::ChooseFusedAttention(const AttentionShape& shape,
+                                                                      ScalarType operands) {
+  const AttentionLayout layout = AttentionLayout::Packed(shape);
+  ASSIGN_OR_RETURN(
+      const FusedAttentionKernel kernel,
+      ChooseFusedAttentionKernel(options_.fused_attention_kernel, cudnn_facts_, layout, operands));
+  if (logged_choices_.insert({layout, operands}).second) {
+    const absl::Status cudnn = CheckCudnnAttention(cudnn_facts_, layout, GraphIo(operands));
+    LogInfo(
+        LogContext(),
+        absl::StrCat(
+            "FUSED attention (batch ", shape.batch, ", T ", shape.seq, ", ", shape.heads,
+            " heads of ", shape.head_dim, ", ", ScalarTypeName(operands), "): ",
+            kernel == FusedAttentionKernel::kCudnn
+                ? absl::StrCat("cuDNN ", CudnnVersionText(cudnn_facts_.version), " flash attention")
+                : absl::StrCat("the CUDA-core kernel; ",
+                               options_.fused_attention_kernel == v1::CudaOptions::CUDA_CORES
+                                   ? "the job asks for it"
+                                   : std::string(cudnn.message()))));
+  }
+  return kernel;
+}
+
+absl::StatusOr<CudnnFusedAttention*> CudaDevice::ComputeCudnnAttention() {
+  if (stream() != compute_.get()) {
+    return absl::InternalError(
+        "an attention was issued from a thread that is not computing on the compute stream "
+        "(only the training thread runs layers)");
+  }
+  if (cudnn_fused_ == nullptr) {
+    ASSIGN_OR_RETURN(cudnn_, CudnnAttention::Create(compute_.get(), allocator()));
+    cudnn_fused_ = std::make_unique<CudnnFusedAttention>(cudnn_.get(), allocator(), compute_.get());
+  }
+  return cudnn_fused_.get();
+}
+
 void CudaDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
-                                       float* lse) {
+                                       float* lse, ScalarType operands) {
+  const absl::StatusOr<FusedAttentionKernel> kernel = ChooseFusedAttention(shape, operands);
+  if (!kernel.ok()) return Check(kernel.status());
+  if (*kernel == FusedAttentionKernel::kCudnn) {
+    const absl::StatusOr<CudnnFusedAttention*> cudnn = ComputeCudnnAttention();
+    if (!cudnn.ok()) return Check(cudnn.status());
+    return Check((*cudnn)->Forward(operands, shape, qkv, out, lse));
+  }
   Check(cuda::FusedAttentionForward(qkv, shape, out, lse, stream()), "FusedAttentionForward");
 }
 
 void CudaDevice::FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
-                                        const float* dout, const AttentionShape& shape,
-                                        float* dqkv) {
+                                        const float* dout, const AttentionShape& shape, float* dqkv,
+                                        ScalarType operands) {
+  const absl::StatusOr<FusedAttentionKernel> kernel = ChooseFusedAttention(shape, operands);
+  if (!kernel.ok()) return Check(kernel.status());
+  if (*kernel == FusedAttentionKernel::kCudnn) {
+    const absl::StatusOr<CudnnFusedAttention*> cudnn = ComputeCudnnAttention();
+    if (!cudnn.ok()) return Check(cudnn.status());
+    return Check((*cudnn)->Backward(operands, shape, qkv, out, lse, dout, dqkv));
+  }
   Buffer dots(allocator(), shape.batch * shape.heads * shape.seq, MemoryCategory::kActivations,
               false);
   Check(cuda::FusedAttentionBackward(qkv, out, lse, dout, shape, dots.data(), dqkv, stream()),

@@ -11,7 +11,9 @@
 //
 // Mixed precision runs the GEMMs on BF16/FP16 tensor cores with FP32 accumulation; the
 // operands hold values rounded to param_dtype, as on the CPU, so both paths compute the
-// same sums up to their order.
+// same sums up to their order. FUSED attention runs cuDNN's flash attention where
+// cudnn_requirements.h says it can (BF16/FP16 operands), else the CUDA-core kernel of
+// fused_attention.h; the first use of each choice is logged with its reason.
 //
 // Thread-safety: as Device. Each thread that uses the device selects its GPU on first use.
 
@@ -20,10 +22,14 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "worker/compute/device.h"
 #include "worker/cuda/blas.h"
 #include "worker/cuda/cuda_allocator.h"
+#include "worker/cuda/cudnn_attention.h"
+#include "worker/cuda/cudnn_fused_attention.h"
+#include "worker/cuda/cudnn_requirements.h"
 #include "worker/cuda/stream.h"
 #include "worker/cuda/stream_clock.h"
 
@@ -40,6 +46,10 @@ struct CudaDeviceOptions {
   // worker/testing/async_cpu_device.h, is the systematic check). Slow; see
   // SynchronousModeRequested().
   bool synchronous = false;
+  // The kernel behind FUSED attention (job: cuda.fused_attention_kernel; cudnn_requirements.h
+  // decides per shape and dtype).
+  v1::CudaOptions::FusedAttentionKernel fused_attention_kernel =
+      v1::CudaOptions::FUSED_ATTENTION_KERNEL_UNSPECIFIED;
 };
 
 // The environment variable that turns synchronous mode on for every CUDA rank of a process
@@ -100,6 +110,13 @@ class CudaDevice final : public Device {
   // (the training thread) may use it, or the GEMM would race the caller's own work and
   // its stream's blocks. Records an error otherwise; binds the thread to the GPU.
   Blas& ComputeBlas();
+  // Which kernel runs a FUSED attention of `shape` in `operands` (cudnn_requirements.h),
+  // logged once per shape and dtype; an error where the job insists on cuDNN and it
+  // cannot run.
+  absl::StatusOr<FusedAttentionKernel> ChooseFusedAttention(const AttentionShape& shape,
+                                                            ScalarType operands);
+  // cuDNN's attention on the compute stream, made on first use; an error on another thread.
+  absl::StatusOr<CudnnFusedAttention*> ComputeCudnnAttention();
   // A 16-bit copy of FP32 `values` (in the caller's stream order).
   Buffer Narrowed(ScalarType type, const float* values, size_t n);
   // Copies `bytes` from the device to the host, waiting for the caller's stream.
@@ -111,6 +128,12 @@ class CudaDevice final : public Device {
   std::unique_ptr<CudaCachingAllocator> allocator_;
   std::unique_ptr<Blas> blas_;  // on the compute stream: GEMMs run on the training thread
   std::unique_ptr<CudaStreamClock> clock_;
+  CudnnFacts cudnn_facts_;  // the cuDNN loaded and the GPU's compute capability
+  // Made on the first cuDNN attention (the training thread's only).
+  std::unique_ptr<CudnnAttention> cudnn_;
+  std::unique_ptr<CudnnFusedAttention> cudnn_fused_;
+  // The (layout, dtype) choices already logged (the training thread's only).
+  absl::flat_hash_set<std::pair<AttentionLayout, ScalarType>> logged_choices_;
   mutable absl::Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };

@@ -24,6 +24,7 @@ std::string CudnnVersionText(int64_t version) {
 
 absl::Status CheckCudnnVersion(int64_t version) {
   if (version >= kFirstVersion) return absl::OkStatus();
+  if (version <= 0) return Refused("no cuDNN library was loaded; it needs cuDNN 9.0.0 or newer");
   return Refused(
       absl::StrCat("cuDNN ", CudnnVersionText(version), " found; it needs cuDNN 9.0.0 or newer"));
 }
@@ -57,6 +58,30 @@ absl::Status CheckCudnnAttention(const CudnnFacts& facts, const AttentionLayout&
                                 layout.kv_heads, " K/V heads"));
   }
   return absl::OkStatus();
+}
+
+GraphType GraphIo(ScalarType compute) {
+  switch (compute) {
+    case ScalarType::kBFloat16:
+      return GraphType::kBFloat16;
+    case ScalarType::kFloat16:
+      return GraphType::kHalf;
+    default:
+      return GraphType::kFloat;
+  }
+}
+
+absl::StatusOr<FusedAttentionKernel> ChooseFusedAttentionKernel(
+    v1::CudaOptions::FusedAttentionKernel requested, const CudnnFacts& facts,
+    const AttentionLayout& layout, ScalarType operands) {
+  if (requested == v1::CudaOptions::CUDA_CORES) return FusedAttentionKernel::kCudaCores;
+  const absl::Status runs = CheckCudnnAttention(facts, layout, GraphIo(operands));
+  if (runs.ok()) return FusedAttentionKernel::kCudnn;
+  if (requested == v1::CudaOptions::CUDNN) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(runs.message(), " (the job asks for it: cuda.fused_attention_kernel CUDNN)"));
+  }
+  return FusedAttentionKernel::kCudaCores;
 }
 
 }  // namespace shardwise::cuda

@@ -19,7 +19,10 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/job_spec.pb.h"
 #include "worker/cuda/attention_graph.h"
+#include "worker/runtime/scalar_type.h"
 
 namespace shardwise::cuda {
 
@@ -38,6 +41,21 @@ absl::Status CheckCudnnVersion(int64_t version);
 // saying why.
 absl::Status CheckCudnnAttention(const CudnnFacts& facts, const AttentionLayout& layout,
                                  GraphType io);
+
+// The graphs' dtype for a job's compute dtype: BF16, FP16, else FP32 (kFloat).
+GraphType GraphIo(ScalarType compute);
+
+enum class FusedAttentionKernel { kCudnn, kCudaCores };
+
+// The kernel that runs a FUSED attention of `layout` with `operands` (param_dtype), as the
+// job's cuda.fused_attention_kernel asks: CUDA_CORES, CUDA cores; CUDNN, cuDNN or
+// CheckCudnnAttention's refusal (FailedPrecondition, naming what is missing);
+// unspecified, cuDNN where CheckCudnnAttention passes, else CUDA cores. The forward and
+// the backward ask with the same arguments, so they always take the same kernel (the
+// backward reads the forward's statistics).
+absl::StatusOr<FusedAttentionKernel> ChooseFusedAttentionKernel(
+    v1::CudaOptions::FusedAttentionKernel requested, const CudnnFacts& facts,
+    const AttentionLayout& layout, ScalarType operands);
 
 }  // namespace shardwise::cuda
 

@@ -62,5 +62,44 @@ TEST(CudnnRequirementsTest, GpusAndHeadSizesOutsideItsKernelsAreNamed) {
                 "6 query heads are not a multiple of 4 K/V heads");
 }
 
+// No library loaded (version 0) is named as such, not as "cuDNN 0.0.0".
+TEST(CudnnRequirementsTest, AMissingLibraryIsNamed) {
+  ExpectRefused(CheckCudnnAttention({0, 90}, kGpt2, GraphType::kBFloat16),
+                "no cuDNN library was loaded");
+}
+
+// The job's choice: unspecified takes cuDNN where it runs, else the CUDA-core kernel;
+// CUDNN insists (the refusal names the option); CUDA_CORES never asks cuDNN.
+TEST(CudnnRequirementsTest, TheKernelFollowsTheJobAndWhatCanRun) {
+  using Options = v1::CudaOptions;
+  const auto choose = [](Options::FusedAttentionKernel requested, const CudnnFacts& facts,
+                         ScalarType operands) {
+    return ChooseFusedAttentionKernel(requested, facts, kGpt2, operands);
+  };
+  EXPECT_EQ(*choose(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, ScalarType::kBFloat16),
+            FusedAttentionKernel::kCudnn);
+  EXPECT_EQ(*choose(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, ScalarType::kFloat16),
+            FusedAttentionKernel::kCudnn);
+  EXPECT_EQ(*choose(Options::CUDNN, kH200, ScalarType::kBFloat16), FusedAttentionKernel::kCudnn);
+  // FP32 operands, an old cuDNN, an old GPU: the CUDA-core kernel, unless CUDNN was asked.
+  EXPECT_EQ(*choose(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, ScalarType::kFloat32),
+            FusedAttentionKernel::kCudaCores);
+  EXPECT_EQ(*choose(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, {8907, 90}, ScalarType::kBFloat16),
+            FusedAttentionKernel::kCudaCores);
+  EXPECT_EQ(
+      *choose(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, {91900, 75}, ScalarType::kBFloat16),
+      FusedAttentionKernel::kCudaCores);
+  ExpectRefused(choose(Options::CUDNN, kH200, ScalarType::kFloat32).status(),
+                "not FP32 (an FP32 job's FUSED attention runs on CUDA cores) (the job asks for "
+                "it: cuda.fused_attention_kernel CUDNN)");
+  ExpectRefused(choose(Options::CUDNN, {8907, 90}, ScalarType::kBFloat16).status(),
+                "cuDNN 8.9.7 found");
+  EXPECT_EQ(*choose(Options::CUDA_CORES, kH200, ScalarType::kBFloat16),
+            FusedAttentionKernel::kCudaCores);
+  EXPECT_EQ(GraphIo(ScalarType::kBFloat16), GraphType::kBFloat16);
+  EXPECT_EQ(GraphIo(ScalarType::kFloat16), GraphType::kHalf);
+  EXPECT_EQ(GraphIo(ScalarType::kFloat32), GraphType::kFloat);
+}
+
 }  // namespace
 }  // namespace shardwise::cuda

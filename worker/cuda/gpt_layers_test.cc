@@ -3,7 +3,8 @@
 // (the backward equal to the CPU's FP32 loop bit for bit, and the same bits on every run),
 // LayerNorm and attention within FP32 rounding with TF32 off, attention with BF16 and FP16
 // operands within their rounding; the fused attention kernels within FP32 rounding of the CPU's
-// fused loops in FP64, the same bits on every run.
+// fused loops in FP64, the same bits on every run; cuDNN's, with BF16 and FP16 operands,
+// within their rounding.
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/compute/casts.h"
 #include "worker/compute/cpu/attention.h"
 #include "worker/compute/cpu/embedding.h"
 #include "worker/compute/cpu/fused_attention.h"
@@ -186,12 +188,12 @@ void CheckFusedAttention(CudaDevice& device, const AttentionShape& shape) {
                               dots.data(), dqkv.data());
 
   DeviceVector<float> d_qkv(qkv), d_dout(dout), d_out(out_n), d_lse(stats_n);
-  device.FusedAttentionForward(d_qkv.get(), shape, d_out.get(), d_lse.get());
+  device.FusedAttentionForward(d_qkv.get(), shape, d_out.get(), d_lse.get(), ScalarType::kFloat32);
   std::vector<float> first_dqkv;
   for (int run = 0; run < 2; ++run) {
     DeviceVector<float> d_dqkv(qkv_n);
     device.FusedAttentionBackward(d_qkv.get(), d_out.get(), d_lse.get(), d_dout.get(), shape,
-                                  d_dqkv.get());
+                                  d_dqkv.get(), ScalarType::kFloat32);
     ASSERT_TRUE(device.Synchronize().ok()) << device.status();
     if (run == 0) {
       first_dqkv = d_dqkv.ToHost();
@@ -214,6 +216,66 @@ TEST_F(GptLayersTest, FusedAttentionMatchesTheCpuInFp64) {
         AttentionShape{66000, 2, 1, 32}}) {
     SCOPED_TRACE(Describe(c));
     CheckFusedAttention(*device_, c);
+  }
+}
+
+// FUSED attention with 16-bit operands through cuDNN's flash attention (the device made
+// with cuda.fused_attention_kernel CUDNN, so a GPU or cuDNN that cannot run it fails here
+// rather than passing on the CUDA-core kernel): against the CPU's fused loops in FP64 on
+// the same rounded operands, within the operands' rounding (cuDNN rounds the
+// probabilities to them before the second product, as FlashAttention does); the
+// statistics within FP32 rounding; the backward twice with the same bits (only
+// deterministic engines are taken).
+void CheckCudnnFusedAttention(const AttentionShape& shape, ScalarType operands, float tolerance) {
+  CudaDeviceOptions options;
+  options.fused_attention_kernel = v1::CudaOptions::CUDNN;
+  auto made = CudaDevice::Create(options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  CudaDevice& device = **made;
+  const int64_t rows = shape.batch * shape.seq;
+  const int64_t qkv_n = rows * 3 * shape.width(), out_n = rows * shape.width();
+  const int64_t stats_n = shape.batch * shape.heads * shape.seq;
+  auto qkv = RandomFloats(qkv_n, 15), dout = RandomFloats(out_n, 16);
+  cpu::RoundToPrecision(operands, qkv.data(), qkv.size());
+  cpu::RoundToPrecision(operands, dout.data(), dout.size());
+  std::vector<double> out(out_n), lse(stats_n), dots(stats_n), dqkv(qkv_n);
+  const auto qkv64 = Wide(qkv), dout64 = Wide(dout);
+  cpu::FusedAttentionForward(qkv64.data(), shape, out.data(), lse.data());
+  cpu::FusedAttentionBackward(qkv64.data(), out.data(), lse.data(), dout64.data(), shape,
+                              dots.data(), dqkv.data());
+
+  DeviceVector<float> d_qkv(qkv), d_dout(dout), d_out(out_n), d_lse(stats_n);
+  device.FusedAttentionForward(d_qkv.get(), shape, d_out.get(), d_lse.get(), operands);
+  std::vector<float> first_dqkv;
+  for (int run = 0; run < 2; ++run) {
+    DeviceVector<float> d_dqkv(qkv_n);
+    device.FusedAttentionBackward(d_qkv.get(), d_out.get(), d_lse.get(), d_dout.get(), shape,
+                                  d_dqkv.get(), operands);
+    ASSERT_TRUE(device.Synchronize().ok()) << device.status();
+    if (run == 0) {
+      first_dqkv = d_dqkv.ToHost();
+    } else {
+      EXPECT_EQ(d_dqkv.ToHost(), first_dqkv) << "the backward's bits changed between runs";
+    }
+  }
+  // The output is widened from the operands' type: every value one of theirs.
+  std::vector<float> got_out = d_out.ToHost(), rounded = got_out;
+  cpu::RoundToPrecision(operands, rounded.data(), rounded.size());
+  EXPECT_EQ(got_out, rounded) << "out holds values that are not " << ScalarTypeName(operands);
+  ExpectNear(got_out, Narrow(out), tolerance, tolerance, "cuDNN attention out");
+  ExpectNear(d_lse.ToHost(), Narrow(lse), 1e-4f, 1e-4f, "cuDNN attention lse");
+  ExpectNear(first_dqkv, Narrow(dqkv), tolerance, tolerance, "cuDNN attention dqkv");
+}
+
+// GPT-2's head size at a context of 128 and 1000 (not a multiple of 128: cuDNN 9.16 or
+// newer), and a head size of 128.
+TEST(CudnnFusedAttentionTest, MatchesTheCpuInFp64WithinBf16AndFp16Rounding) {
+  SKIP_WITHOUT_GPU();
+  for (const AttentionShape& c : {AttentionShape{2, 128, 2, 64}, AttentionShape{1, 1000, 3, 64},
+                                  AttentionShape{2, 64, 2, 128}}) {
+    SCOPED_TRACE(Describe(c));
+    CheckCudnnFusedAttention(c, ScalarType::kBFloat16, 2e-2f);
+    CheckCudnnFusedAttention(c, ScalarType::kFloat16, 4e-3f);
   }
 }
 

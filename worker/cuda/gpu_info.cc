@@ -1,10 +1,12 @@
 #include "worker/cuda/gpu_info.h"
 
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
 #include <nccl.h>
 
 #include "absl/strings/str_cat.h"
 #include "worker/cuda/cuda_status.h"
+#include "worker/cuda/cudnn_requirements.h"
 
 namespace shardwise::cuda {
 
@@ -34,7 +36,13 @@ absl::StatusOr<v1::GpuInfo> QueryGpu(int index) {
   info.set_driver_version(absl::StrCat(driver / 1000, ".", driver % 1000 / 10));
   // NCCL_VERSION_CODE since 2.9: major * 10000 + minor * 100 + patch.
   info.set_nccl_version(absl::StrCat(nccl / 10000, ".", nccl % 10000 / 100, ".", nccl % 100));
+  const int64_t cudnn = static_cast<int64_t>(cudnnGetVersion());
+  if (cudnn > 0) info.set_cudnn_version(CudnnVersionText(cudnn));
   return info;
+}
+
+absl::Status CheckLoadedCudnn() {
+  return CheckCudnnVersion(static_cast<int64_t>(cudnnGetVersion()));
 }
 
 absl::StatusOr<int64_t> FreeGpuMemory(int index) {

@@ -11,9 +11,13 @@
 namespace shardwise::cuda {
 
 // The GPU with ordinal `index`: name, memory, compute capability, the driver's CUDA
-// version and the NCCL version. FAILED_PRECONDITION when there is no such GPU (or no
+// version and the NCCL and cuDNN versions. FAILED_PRECONDITION when there is no such GPU (or no
 // driver), naming the GPUs that exist.
 absl::StatusOr<v1::GpuInfo> QueryGpu(int index);
+
+// Whether the cuDNN this process loaded can run fused attention at all (9.0 or newer:
+// cudnn_requirements.h); FailedPrecondition naming the version found otherwise.
+absl::Status CheckLoadedCudnn();
 
 // The bytes free on GPU `index` now (cudaMemGetInfo): what a CUDA worker compares with a
 // job's estimated memory per rank before it starts an attempt.

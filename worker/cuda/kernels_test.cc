@@ -148,8 +148,8 @@ TEST_F(KernelsTest, ActivationsMatchTheExactFormulasWithinTheFloatBound) {
       if (std::fabs(got_y[i] - want_y[i]) > scale || std::fabs(got_dx[i] - want_dx[i]) > dx_bound) {
         if (++outside <= 5) {
           ADD_FAILURE() << v1::Activation_Name(cpu_act) << " x " << x[i] << " y " << got_y[i]
-                        << " (want " << want_y[i] << ") dx " << got_dx[i] << " (want "
-                        << want_dx[i] << ")";
+                        << " (want " << want_y[i] << ") dx " << got_dx[i] << " (want " << want_dx[i]
+                        << ")";
         }
       }
     }
@@ -169,8 +169,8 @@ TEST_F(KernelsTest, LossesMatchTheCpuAndAreDeterministic) {
   // the two float losses differ near 1e-10 relative, far above the sums' order.
   const std::vector<double> logits64(logits.begin(), logits.end());
   std::vector<double> unused_grad(logits.size());
-  const double want_loss = cpu::CrossEntropy(logits64.data(), labels.data(), batch, classes, 0.5,
-                                             unused_grad.data());
+  const double want_loss =
+      cpu::CrossEntropy(logits64.data(), labels.data(), batch, classes, 0.5, unused_grad.data());
 
   DeviceVector<float> dlogits(logits), grad(logits.size());
   DeviceVector<int64_t> dlabels(labels);

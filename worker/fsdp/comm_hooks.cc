@@ -174,8 +174,8 @@ absl::Status ReduceUnitGradient(const v1::CommHook& hook, const ReductionContext
     return absl::InternalError("the mixed-precision hook runs as its two halves");
   }
   if (grad == reduced && !ReducesInPlace(plan)) {
-    return absl::InternalError(absl::StrCat("a gradient reduced in place over ",
-                                            plan.world_size, " ranks: only one rank can"));
+    return absl::InternalError(absl::StrCat("a gradient reduced in place over ", plan.world_size,
+                                            " ranks: only one rank can"));
   }
   if (hook.hook() == v1::CommHook::NO_HOOK) {
     RETURN_IF_ERROR(FsdpReduce(context, context.reduce_type, grad, shard_numel, reduced));

@@ -297,12 +297,10 @@ TEST(OneRank, InPlaceEqualsTheCollectivesBitForBit) {
   CpuCachingAllocator allocator;
   CpuDevice device(&allocator);
   const std::vector<float> gradient = Gradient(0, kNumel);
-  for (auto [hook_kind, reduce] : {std::pair{v1::CommHook::NO_HOOK, kF32},
-                                   std::pair{v1::CommHook::NO_HOOK, kF16},
-                                   std::pair{v1::CommHook::NO_HOOK, kBF16},
-                                   std::pair{v1::CommHook::FP16_COMPRESS, kF32},
-                                   std::pair{v1::CommHook::BF16_COMPRESS, kF32},
-                                   std::pair{v1::CommHook::ALLREDUCE, kBF16}}) {
+  for (auto [hook_kind, reduce] :
+       {std::pair{v1::CommHook::NO_HOOK, kF32}, std::pair{v1::CommHook::NO_HOOK, kF16},
+        std::pair{v1::CommHook::NO_HOOK, kBF16}, std::pair{v1::CommHook::FP16_COMPRESS, kF32},
+        std::pair{v1::CommHook::BF16_COMPRESS, kF32}, std::pair{v1::CommHook::ALLREDUCE, kBF16}}) {
     for (bool keep_low_precision : {false, true}) {
       ReductionContext context;
       context.plan = &plan;
@@ -314,11 +312,9 @@ TEST(OneRank, InPlaceEqualsTheCollectivesBitForBit) {
       v1::CommHook hook;
       hook.set_hook(hook_kind);
       std::vector<float> grad = gradient, collective(kNumel);
-      ASSERT_TRUE(
-          ReduceUnitGradient(hook, context, grad.data(), kNumel, collective.data()).ok());
+      ASSERT_TRUE(ReduceUnitGradient(hook, context, grad.data(), kNumel, collective.data()).ok());
       std::vector<float> in_place = gradient;
-      ASSERT_TRUE(
-          ReduceUnitGradient(hook, context, in_place.data(), kNumel, in_place.data()).ok());
+      ASSERT_TRUE(ReduceUnitGradient(hook, context, in_place.data(), kNumel, in_place.data()).ok());
       EXPECT_EQ(std::memcmp(in_place.data(), collective.data(), kNumel * sizeof(float)), 0)
           << v1::CommHook::Hook_Name(hook_kind) << " reduce " << ScalarTypeName(reduce)
           << " keep_low_precision_grads " << keep_low_precision;

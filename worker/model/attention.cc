@@ -8,7 +8,7 @@ void AttentionCore::Forward(const StageContext& context, Saved* saved) const {
   if (fused_) {
     saved->lse = context.Activations(shape.batch * shape.heads * shape.seq);
     context.device->FusedAttentionForward(saved->qkv.data(), shape, saved->out.data(),
-                                          saved->lse.data());
+                                          saved->lse.data(), context.compute);
   } else {
     saved->probs = context.Activations(shape.batch * shape.heads * shape.seq * shape.seq);
     context.device->AttentionForward(saved->qkv.data(), shape, saved->out.data(),
@@ -26,7 +26,7 @@ Buffer AttentionCore::Backward(const StageContext& context, Saved* saved, const 
   Buffer dqkv = context.Activations(saved->qkv.numel());
   if (fused_) {
     context.device->FusedAttentionBackward(saved->qkv.data(), saved->out.data(), saved->lse.data(),
-                                           dout, shape, dqkv.data());
+                                           dout, shape, dqkv.data(), context.compute);
   } else {
     context.device->AttentionBackward(saved->qkv.data(), saved->probs.data(), dout, shape,
                                       dqkv.data(), context.compute);

@@ -266,14 +266,14 @@ void AsyncCpuDevice::AttentionBackward(const float* qkv, const float* probs, con
 }
 
 void AsyncCpuDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape,
-                                           float* out, float* lse) {
-  Later([=] { cpu_.FusedAttentionForward(qkv, shape, out, lse); });
+                                           float* out, float* lse, ScalarType operands) {
+  Later([=] { cpu_.FusedAttentionForward(qkv, shape, out, lse, operands); });
 }
 
 void AsyncCpuDevice::FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
                                             const float* dout, const AttentionShape& shape,
-                                            float* dqkv) {
-  Later([=] { cpu_.FusedAttentionBackward(qkv, out, lse, dout, shape, dqkv); });
+                                            float* dqkv, ScalarType operands) {
+  Later([=] { cpu_.FusedAttentionBackward(qkv, out, lse, dout, shape, dqkv, operands); });
 }
 
 void AsyncCpuDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,

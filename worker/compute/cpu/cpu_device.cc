@@ -184,13 +184,13 @@ void CpuDevice::AttentionBackward(const float* qkv, const float* probs, const fl
 }
 
 void CpuDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
-                                      float* lse) {
+                                      float* lse, ScalarType) {
   cpu::FusedAttentionForward(qkv, shape, out, lse);
 }
 
 void CpuDevice::FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
-                                       const float* dout, const AttentionShape& shape,
-                                       float* dqkv) {
+                                       const float* dout, const AttentionShape& shape, float* dqkv,
+                                       ScalarType) {
   Buffer dots(allocator_, shape.batch * shape.heads * shape.seq, MemoryCategory::kActivations,
               false);
   cpu::FusedAttentionBackward(qkv, out, lse, dout, shape, dots.data(), dqkv);
