@@ -285,6 +285,13 @@ TEST(CompressWrapper, EqualsCompressHookBitForBit) {
   }
 }
 
+// The values' bit patterns: equal bits, not merely equal values (-0 and 0, NaN payloads).
+std::vector<uint32_t> Bits(const std::vector<float>& values) {
+  std::vector<uint32_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+  return bits;
+}
+
 // One rank reduces in place (reduced == grad), without collectives: the same bits as the
 // collective path over groups of one, for FSDP's reduction in each reduce dtype, its
 // low-precision hooks and DDP's, with divide factors that round (a job's own are 1 on
@@ -315,12 +322,12 @@ TEST(OneRank, InPlaceEqualsTheCollectivesBitForBit) {
       ASSERT_TRUE(ReduceUnitGradient(hook, context, grad.data(), kNumel, collective.data()).ok());
       std::vector<float> in_place = gradient;
       ASSERT_TRUE(ReduceUnitGradient(hook, context, in_place.data(), kNumel, in_place.data()).ok());
-      EXPECT_EQ(std::memcmp(in_place.data(), collective.data(), kNumel * sizeof(float)), 0)
+      EXPECT_EQ(Bits(in_place), Bits(collective))
           << v1::CommHook::Hook_Name(hook_kind) << " reduce " << ScalarTypeName(reduce)
           << " keep_low_precision_grads " << keep_low_precision;
       // The rounding happened: a 16-bit reduce dtype changed some values.
       if (reduce != kF32 || hook_kind != v1::CommHook::NO_HOOK) {
-        EXPECT_NE(std::memcmp(in_place.data(), gradient.data(), kNumel * sizeof(float)), 0);
+        EXPECT_NE(Bits(in_place), Bits(gradient));
       }
     }
   }
