@@ -1,6 +1,7 @@
 #include "worker/fsdp/gradient_reducer.h"
 
 #include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -8,6 +9,10 @@
 namespace shardwise::fsdp {
 
 void GradientReducer::Reduce(FlatUnit& unit, std::function<void()> release_parameters) {
+  if (ReducesInPlace(*context_.plan) && !IsMixedPrecisionHook(hook_)) {
+    ReduceOnTrainingThread(unit);
+    return;
+  }
   // The previous unit's reduction ends first: at most two units' unsharded gradients
   // live at once, this one and the next one's, computing meanwhile (the bound
   // contracts/memory_estimate.cc counts). Without it a reduction that falls behind holds
@@ -25,8 +30,22 @@ void GradientReducer::Reduce(FlatUnit& unit, std::function<void()> release_param
   }
   previous_ = EnqueueAfterFence(context_.device, *lane_, [this, &unit, grad, hook = hook_] {
     if (delay_) delay_();
-    return ReduceAndAccumulate(unit, *grad, hook);
+    RETURN_IF_ERROR(ReduceAndAccumulate(unit, *grad, hook));
+    // The unsharded gradient, the compute stream's, goes back to the allocator once the
+    // work that reads it is done.
+    RETURN_IF_ERROR(context_.device->Synchronize());
+    grad->Reset();
+    return absl::OkStatus();
   });
+}
+
+// One rank has nothing to communicate, so nothing to overlap: the reduction (the rounding
+// to reduce_dtype, the accumulation, an overlapped optimizer step) is enqueued on the
+// training thread's own stream, in order, without a thread hop or a host wait.
+void GradientReducer::ReduceOnTrainingThread(FlatUnit& unit) {
+  Buffer grad = std::move(unit.full_grad);
+  const absl::Status reduced = ReduceAndAccumulate(unit, grad, hook_);
+  if (inline_status_.ok()) inline_status_ = reduced;
 }
 
 absl::Status GradientReducer::ReduceAndAccumulate(FlatUnit& unit, Buffer& grad,
@@ -42,11 +61,9 @@ absl::Status GradientReducer::ReduceAndAccumulate(FlatUnit& unit, Buffer& grad,
   RETURN_IF_ERROR(ReduceUnitGradient(hook, context_, grad.data(), unit.shard_numel, reduced));
   device->Accumulate(unit.shard_grad.data(), reduced, unit.shard_numel);
   Step(unit);
-  // The unsharded gradient and `reduced` go back to the allocator once the work that
-  // reads them is done.
-  RETURN_IF_ERROR(device->Synchronize());
-  grad.Reset();
-  return absl::OkStatus();
+  // `scratch` is this thread's stream's: freed now, it is reused only by later work on
+  // the same stream.
+  return device->status();
 }
 
 // DDP's mixed-precision hook: the all-reduce here, then on its own thread the division
@@ -95,6 +112,7 @@ void GradientReducer::Step(FlatUnit& unit) {
 }
 
 absl::Status GradientReducer::Finish() {
+  absl::Status inline_status = std::exchange(inline_status_, absl::OkStatus());
   previous_ = CommThread::Handle();
   const absl::Status reduced = lane_->Drain();
   std::vector<std::future<void>> upcasts;
@@ -110,6 +128,7 @@ absl::Status GradientReducer::Finish() {
       if (upcast_status.ok()) upcast_status = AllocationFailureStatus(failure);
     }
   }
+  RETURN_IF_ERROR(inline_status);
   RETURN_IF_ERROR(reduced);
   RETURN_IF_ERROR(upcast_status);
   return context_.device->status();

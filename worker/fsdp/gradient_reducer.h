@@ -4,7 +4,9 @@
 // FSDP's post-backward reduction of each unit (docs/semantics.md "Gradient reduction"), on the
 // reduction thread (FSDP's post-backward stream): queued at the unit's post-backward, it
 // overlaps the backward of the unit before it (one reduction at a time: Reduce waits
-// for the previous one, which bounds the gradients held). Each task reduces the unit's unsharded
+// for the previous one, which bounds the gradients held). On one rank, with nothing to
+// communicate, it runs on the training thread's stream instead, in order, without host
+// waits. Each task reduces the unit's unsharded
 // gradient as the communication hook says (comm_hooks.h), adds it into the gradient
 // shard, and with optimizer overlap steps the unit's ranges that step in backward. DDP's
 // mixed-precision hook finishes on a thread per unit (divide, upcast, free the
@@ -57,7 +59,10 @@ class GradientReducer {
   bool TakeStepBegun();
 
  private:
+  // Reduces `grad` (a unit's unsharded gradient) into its gradient shard and steps the
+  // ranges that step in backward, on the calling thread's stream.
   absl::Status ReduceAndAccumulate(FlatUnit& unit, Buffer& grad, const v1::CommHook& hook);
+  void ReduceOnTrainingThread(FlatUnit& unit);
   absl::Status StartMixedPrecision(FlatUnit& unit, Buffer& grad,
                                    const std::function<void()>& release_parameters);
   void Step(FlatUnit& unit);
@@ -70,6 +75,7 @@ class GradientReducer {
   const std::vector<std::vector<ShardRange>>* ranges_ = nullptr;
 
   CommThread::Handle previous_;  // the last reduction queued (Reduce waits for it)
+  absl::Status inline_status_;   // the first error of this step's ReduceOnTrainingThread
 
   absl::Mutex mu_;
   std::vector<std::future<void>> upcasts_ ABSL_GUARDED_BY(mu_);

@@ -174,6 +174,13 @@ std::vector<Job> Jobs() {
   unlimited.limit_all_gathers = false;
   unlimited.world = 1;
   jobs.push_back(unlimited);
+  // One rank reduces on the training thread's stream (GradientReducer): its rounding to
+  // BF16 and accumulation across micro-steps in that stream's order.
+  Job alone = Gpt("gpt_world1_bf16_accumulation");
+  alone.world = 1;
+  alone.bf16 = true;
+  alone.accumulation = 2;
+  jobs.push_back(alone);
   Job zero2 = Gpt("gpt_shard_grad_op_accumulation");
   zero2.strategy = v1::ShardingStrategy::SHARD_GRAD_OP;
   zero2.accumulation = 2;
