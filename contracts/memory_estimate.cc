@@ -154,7 +154,8 @@ bool MayRunCudnnAttention(const v1::JobSpec& spec) {
 // during its recompute, whose record holds that same input) and the softmax's: with MATERIALIZED
 // attention the probabilities, heads x T x T per sequence, with FUSED each row's log-sum-exp, heads
 // x T. Around the blocks: the embeddings' output and the final norm's output (C each) and
-// statistics, the logits, their softmax and its gradient (V each), and the batch's tokens,
+// statistics, the logits, which their gradient overwrites (model/loss.cc), and the head
+// backward's working set beside them (V each: on CUDA its 16-bit copies), and the batch's tokens,
 // positions and labels (INT64 each). An attention backward holds working space beside them: the
 // fused one each row's dout . out (heads x T per sequence) and the attention output, which the
 // materialised one frees before its backward and the fused one reads; on CUDA the materialised one
@@ -186,7 +187,7 @@ double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShap
   }
   // Beside the blocks' records, the most held at once is the head's at the end of the
   // forward, or a block's backward working set, which outweighs the head's when V is small.
-  const double head = 4 * rows * (2 * shape.c + 3 * shape.v + shape.norm_stats / 2);
+  const double head = 4 * rows * (2 * shape.c + 2 * shape.v + shape.norm_stats / 2);
   const double block_backward = 4 * rows * shape.backward_floats;
   // The batch on the device (tokens, positions and labels, INT64) counts here too.
   const double batch = 3 * 8 * rows;

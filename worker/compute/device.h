@@ -173,6 +173,8 @@ class Device {
   // The losses take device logits/predictions and labels/targets and write the loss
   // (the mean times `scale`) to `loss`, one device double: nothing waits for it, so a
   // step runs on while its loss is still being computed (the trainer reads it later).
+  // The gradient may be written over the input (dlogits == logits, dpred == pred): the
+  // model does, so the logits and their gradient never take two buffers.
   virtual void CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
                             int64_t classes, float scale, float* dlogits, double* loss) = 0;
   virtual void MeanSquaredError(const float* pred, const float* target, int64_t batch, int64_t out,

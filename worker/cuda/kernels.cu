@@ -257,11 +257,15 @@ __global__ void MeanSquaredErrorKernel(const float* pred, const float* target, s
 }
 
 // One block per row: the row's max, log-sum-exp (in double, as on the CPU), loss and
-// gradient.
+// gradient. dlogits may be logits: each thread writes only the elements it read, after
+// the block-wide reductions (which synchronise), and the label's logit is read before.
 __global__ void CrossEntropyKernel(const float* logits, const int64_t* labels, int64_t classes,
                                    float grad_scale, float* dlogits, double* row_loss) {
   const float* row = logits + blockIdx.x * classes;
   float* grad = dlogits + blockIdx.x * classes;
+  const int64_t label = labels[blockIdx.x];
+  const bool in_range = label >= 0 && label < classes;
+  const float label_logit = in_range ? row[label] : 0.0f;
   float max = -INFINITY;
   for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) max = fmaxf(max, row[j]);
   max = BlockMax(max);
@@ -271,16 +275,13 @@ __global__ void CrossEntropyKernel(const float* logits, const int64_t* labels, i
   }
   sum = BlockSum(sum);
   const double log_sum = log(sum) + max;
-  const int64_t label = labels[blockIdx.x];
   for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
     const double p = exp(row[j] - log_sum);
     grad[j] = static_cast<float>(p - (j == label ? 1.0 : 0.0)) * grad_scale;
   }
   // As the CPU's (cpu/losses.cc): a label outside [0, classes) gives NaN, never a read
   // outside the row.
-  if (threadIdx.x == 0) {
-    row_loss[blockIdx.x] = label >= 0 && label < classes ? log_sum - row[label] : NAN;
-  }
+  if (threadIdx.x == 0) row_loss[blockIdx.x] = in_range ? log_sum - label_logit : NAN;
 }
 
 // ---- optimizers -----------------------------------------------------------------------

@@ -185,6 +185,13 @@ TEST_F(KernelsTest, LossesMatchTheCpuAndAreDeterministic) {
                          loss.get(), nullptr),
             cudaSuccess);
   EXPECT_EQ(loss.ToHost()[0], got_loss) << "a second run gives other bits";
+  // Written over the logits (as the model does): the same loss and gradient bits.
+  DeviceVector<float> in_place(logits);
+  ASSERT_EQ(CrossEntropy(in_place.get(), dlabels.get(), batch, classes, 0.5f, in_place.get(),
+                         rows.get(), loss.get(), nullptr),
+            cudaSuccess);
+  EXPECT_EQ(loss.ToHost()[0], got_loss) << "in place";
+  EXPECT_EQ(in_place.ToHost(), grad.ToHost()) << "in place";
   // A label outside the classes: NaN, as on the CPU, not a read outside the row.
   labels[batch - 1] = classes;
   DeviceVector<int64_t> bad_labels(labels);

@@ -1,5 +1,7 @@
 #include "worker/model/loss.h"
 
+#include <utility>
+
 namespace shardwise::model {
 namespace {
 
@@ -11,15 +13,17 @@ class ModelLoss final : public Loss {
     const DeviceBatch& batch = *context.batch;
     // Classes (MLP), the vocabulary (GPT) or the outputs (MSE): the last dimension.
     const int64_t width = static_cast<int64_t>(flow.hidden.numel()) / batch.rows;
-    flow.grad = context.Activations(flow.hidden.numel());
+    // The gradient is written over the logits (or predictions), which nothing reads
+    // after the loss: one vocabulary-wide buffer, not two.
+    flow.grad = std::move(flow.hidden);
+    float* values = flow.grad.data();
     if (kind_ == v1::MSE) {
-      context.device->MeanSquaredError(flow.hidden.data(), batch.targets.data(), batch.rows, width,
-                                       scale, flow.grad.data(), loss);
+      context.device->MeanSquaredError(values, batch.targets.data(), batch.rows, width, scale,
+                                       values, loss);
     } else {
-      context.device->CrossEntropy(flow.hidden.data(), batch.labels.as<int64_t>(), batch.rows,
-                                   width, scale, flow.grad.data(), loss);
+      context.device->CrossEntropy(values, batch.labels.as<int64_t>(), batch.rows, width, scale,
+                                   values, loss);
     }
-    flow.hidden.Reset();
     context.Round(flow.grad);
   }
 

@@ -78,6 +78,32 @@ TEST(Losses, TheFloatCrossEntropyMatchesTheDoubleOneToFloatRounding) {
   }
 }
 
+// The model writes each loss's gradient over its input (model/loss.cc): in place, the same
+// loss and the same gradient bits as into a buffer of its own, in float and in double.
+template <typename T>
+void ExpectLossesInPlaceAsApart() {
+  const int64_t rows = 6, classes = 1003;
+  const std::vector<float> random = RandomValues(rows * classes, 23);
+  std::vector<T> logits(random.begin(), random.end());
+  for (T& v : logits) v *= 16;
+  const int64_t labels[] = {0, 1002, 17, 500, 3, 999};
+  std::vector<T> apart(logits.size()), in_place = logits;
+  const double loss = CrossEntropy(logits.data(), labels, rows, classes, T{2}, apart.data());
+  EXPECT_EQ(CrossEntropy(in_place.data(), labels, rows, classes, T{2}, in_place.data()), loss);
+  EXPECT_EQ(in_place, apart);
+  const std::vector<T> target(logits.rbegin(), logits.rend());
+  std::vector<T> dpred(logits.size()), pred = logits;
+  const double mse =
+      MeanSquaredError(logits.data(), target.data(), rows, classes, T{2}, dpred.data());
+  EXPECT_EQ(MeanSquaredError(pred.data(), target.data(), rows, classes, T{2}, pred.data()), mse);
+  EXPECT_EQ(pred, dpred);
+}
+
+TEST(Losses, WriteTheirGradientOverTheirInputAsIntoABufferOfItsOwn) {
+  ExpectLossesInPlaceAsApart<float>();
+  ExpectLossesInPlaceAsApart<double>();
+}
+
 // A label outside [0, classes) (which the loaders refuse first) makes the loss NaN instead
 // of reading outside its row.
 TEST(Losses, ALabelOutsideTheClassesGivesNaN) {

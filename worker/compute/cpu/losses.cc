@@ -12,13 +12,20 @@
 namespace shardwise::cpu {
 namespace {
 
+// The logit at a row's label, read before the gradient overwrites the row (dlogits may
+// be the logits); 0 for a label outside [0, classes).
+template <typename T>
+T LabelLogit(const T* row, int64_t label, int64_t classes) {
+  return label >= 0 && label < classes ? row[label] : T{0};
+}
+
 // The loss of one row whose label is `label`: log(sum) + max - row[label], NaN for a label
 // outside [0, classes). The loaders refuse such a label, naming its file and position; one
 // that got past them makes the loss NaN (the step then fails), never a read outside the
 // row.
 template <typename T>
-double RowLoss(double log_sum, const T* row, int64_t label, int64_t classes) {
-  return label >= 0 && label < classes ? log_sum - row[label]
+double RowLoss(double log_sum, T label_logit, int64_t label, int64_t classes) {
+  return label >= 0 && label < classes ? log_sum - label_logit
                                        : std::numeric_limits<double>::quiet_NaN();
 }
 
@@ -30,6 +37,7 @@ __attribute__((always_inline)) inline double CrossEntropyRow(const float* row, i
                                                              int64_t classes, float grad_scale,
                                                              float* grad) {
   const float max = RowMax(row, classes);
+  const float label_logit = LabelLogit(row, label, classes);
   for (int64_t j = 0; j < classes; ++j) grad[j] = float_math::ExpF(row[j] - max);
   const double sum = LaneSum<double, 8>(classes, [&](int64_t j) { return double{grad[j]}; });
   const double log_sum = std::log(sum) + max;
@@ -38,7 +46,7 @@ __attribute__((always_inline)) inline double CrossEntropyRow(const float* row, i
   const float at_label = in_range ? grad[label] * inverse : 0.0f;
   for (int64_t j = 0; j < classes; ++j) grad[j] = grad[j] * inverse * grad_scale;
   if (in_range) grad[label] = (at_label - 1.0f) * grad_scale;
-  return RowLoss(log_sum, row, label, classes);
+  return RowLoss(log_sum, label_logit, label, classes);
 }
 
 // Cloned for the widest vectors the CPU has (vector_clones.h).
@@ -78,7 +86,7 @@ double CrossEntropy(const T* logits, const int64_t* labels, int64_t rows, int64_
     for (int64_t j = 0; j < classes; ++j) sum += std::exp(static_cast<double>(row[j] - max));
     const double log_sum = std::log(sum) + max;
     const int64_t label = labels[i];
-    total += RowLoss(log_sum, row, label, classes);
+    total += RowLoss(log_sum, LabelLogit(row, label, classes), label, classes);
     for (int64_t j = 0; j < classes; ++j) {
       const double p = std::exp(row[j] - log_sum);
       grad[j] = static_cast<T>(p - (j == label ? 1.0 : 0.0)) * grad_scale;
