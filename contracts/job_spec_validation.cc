@@ -688,9 +688,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
       CheckCount("world_size", spec.world_size(), limits.max_world_size, false, limits.tunable));
   RETURN_IF_ERROR(CheckPathTexts(spec));
   RETURN_IF_ERROR(CheckEnum("device", spec.device(), v1::DeviceKind_IsValid, "CPU or CUDA"));
-  if (spec.has_cuda()) RETURN_IF_ERROR(ValidateCudaOptions(spec));
   RETURN_IF_ERROR(ValidateModel(spec, limits));
   RETURN_IF_ERROR(ValidateFsdp(spec));
+  // After the model and fsdp: its checks read their (valid) enums.
+  if (spec.has_cuda()) RETURN_IF_ERROR(ValidateCudaOptions(spec));
   RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer()));
   RETURN_IF_ERROR(ValidateOverlap(spec));
   RETURN_IF_ERROR(ValidateGradScaler(spec.grad_scaler()));

@@ -107,8 +107,11 @@ SHARDWISE_HOST_DEVICE inline float GeluTanhFloat(float x) {
 
 SHARDWISE_HOST_DEVICE inline float GeluTanhGradFloat(float x) {
   const float t = tanhf(kSqrt2OverPiF * (x + kGeluTanhCubicF * x * x * x));
+  const float sech_squared = 1.0f - t * t;
+  // Saturated (|x| beyond ~10): the second term is 0, whatever x^2 overflowed to.
+  if (sech_squared == 0.0f) return 0.5f * (1.0f + t);
   const float inner_grad = kSqrt2OverPiF * (1.0f + 3.0f * kGeluTanhCubicF * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * inner_grad;
+  return 0.5f * (1.0f + t) + 0.5f * x * sech_squared * inner_grad;
 }
 
 SHARDWISE_HOST_DEVICE inline float SiluFloat(float x) { return x / (1.0f + expf(-x)); }

@@ -50,7 +50,7 @@ TEST(PointwiseFloat, ActivationsAreWithinTheirBound) {
 
 // Far out, where the exponentials overflow or underflow: finite limits, no NaN.
 TEST(PointwiseFloat, SaturateWithoutNan) {
-  for (float x : {-1000.0f, -100.0f, 100.0f, 1000.0f}) {
+  for (float x : {-1e30f, -1000.0f, -100.0f, 100.0f, 1000.0f, 1e30f}) {
     for (float value : {GeluFloat(x), GeluGradFloat(x), GeluTanhFloat(x), GeluTanhGradFloat(x),
                         SiluFloat(x), SiluGradFloat(x)}) {
       EXPECT_FALSE(std::isnan(value)) << x;
@@ -60,6 +60,8 @@ TEST(PointwiseFloat, SaturateWithoutNan) {
   EXPECT_EQ(SiluGradFloat(-100.0f), 0.0f);
   EXPECT_EQ(GeluFloat(100.0f), 100.0f);
   EXPECT_EQ(GeluGradFloat(-100.0f), 0.0f);
+  EXPECT_EQ(GeluTanhGradFloat(1e30f), 1.0f);
+  EXPECT_EQ(GeluTanhGradFloat(-1e30f), 0.0f);
 }
 
 }  // namespace

@@ -390,25 +390,51 @@ void CudaDevice::AttentionBackward(const float* qkv, const float* probs, const f
 
 absl::StatusOr<FusedAttentionKernel> CudaDevice::ChooseFusedAttention(const AttentionShape& shape,
                                                                       ScalarType operands) {
-  const AttentionLayout layout = AttentionLayout::Packed(shape);
-  ASSIGN_OR_RETURN(
-      const FusedAttentionKernel kernel,
-      ChooseFusedAttentionKernel(options_.fused_attention_kernel, cudnn_facts_, layout, operands));
-  if (logged_choices_.insert({layout, operands}).second) {
-    const absl::Status cudnn = CheckCudnnAttention(cudnn_facts_, layout, GraphIo(operands));
-    LogInfo(
-        LogContext(),
-        absl::StrCat(
-            "FUSED attention (batch ", shape.batch, ", T ", shape.seq, ", ", shape.heads,
-            " heads of ", shape.head_dim, ", ", ScalarTypeName(operands), "): ",
-            kernel == FusedAttentionKernel::kCudnn
-                ? absl::StrCat("cuDNN ", CudnnVersionText(cudnn_facts_.version), " flash attention")
-                : absl::StrCat("the CUDA-core kernel; ",
-                               options_.fused_attention_kernel == v1::CudaOptions::CUDA_CORES
-                                   ? "the job asks for it"
-                                   : std::string(cudnn.message()))));
+  if (stream() != compute_.get()) {
+    return absl::InternalError(
+        "an attention was issued from a thread that is not computing on the compute stream "
+        "(only the training thread runs layers)");
   }
-  return kernel;
+  const AttentionLayout layout = AttentionLayout::Packed(shape);
+  if (auto known = fused_attention_kernels_.find({layout, operands});
+      known != fused_attention_kernels_.end()) {
+    return known->second;
+  }
+  ASSIGN_OR_RETURN(auto decided, DecideFusedAttention(layout, operands));
+  LogInfo(LogContext(), absl::StrCat("FUSED attention (batch ", shape.batch, ", T ", shape.seq,
+                                     ", ", shape.heads, " heads of ", shape.head_dim, ", ",
+                                     ScalarTypeName(operands), "): ", decided.second));
+  fused_attention_kernels_[{layout, operands}] = decided.first;
+  return decided.first;
+}
+
+absl::StatusOr<std::pair<FusedAttentionKernel, std::string>> CudaDevice::DecideFusedAttention(
+    const AttentionLayout& layout, ScalarType operands) {
+  const v1::CudaOptions::FusedAttentionKernel requested = options_.fused_attention_kernel;
+  ASSIGN_OR_RETURN(const FusedAttentionKernel kernel,
+                   ChooseFusedAttentionKernel(requested, cudnn_facts_, layout, operands));
+  if (kernel == FusedAttentionKernel::kCudaCores) {
+    const absl::Status cudnn = CheckCudnnAttention(cudnn_facts_, layout, GraphIo(operands));
+    return std::make_pair(
+        kernel, absl::StrCat("the CUDA-core kernel; ", requested == v1::CudaOptions::CUDA_CORES
+                                                           ? "the job asks for it"
+                                                           : std::string(cudnn.message())));
+  }
+  // The rules allow cuDNN; whether it builds plans for this graph here is cuDNN's to say.
+  absl::Status built = ComputeCudnnAttention().status();
+  if (built.ok()) built = cudnn_->Prepare(layout, GraphIo(operands));
+  if (built.ok()) {
+    return std::make_pair(
+        kernel, absl::StrCat("cuDNN ", CudnnVersionText(cudnn_facts_.version), " flash attention"));
+  }
+  if (requested == v1::CudaOptions::CUDNN) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cuDNN's fused attention (attention: FUSED on CUDA) cannot run: ", built.message(),
+        " (the job asks for it: cuda.fused_attention_kernel CUDNN)"));
+  }
+  return std::make_pair(
+      FusedAttentionKernel::kCudaCores,
+      absl::StrCat("the CUDA-core kernel; cuDNN could not build its plans: ", built.message()));
 }
 
 absl::StatusOr<CudnnFusedAttention*> CudaDevice::ComputeCudnnAttention() {

@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "worker/compute/device.h"
 #include "worker/cuda/blas.h"
@@ -110,11 +110,17 @@ class CudaDevice final : public Device {
   // (the training thread) may use it, or the GEMM would race the caller's own work and
   // its stream's blocks. Records an error otherwise; binds the thread to the GPU.
   Blas& ComputeBlas();
-  // Which kernel runs a FUSED attention of `shape` in `operands` (cudnn_requirements.h),
-  // logged once per shape and dtype; an error where the job insists on cuDNN and it
-  // cannot run.
+  // Which kernel runs a FUSED attention of `shape` in `operands`: decided on first use
+  // of each shape and dtype, from cudnn_requirements.h's rules and then by building
+  // cuDNN's plans for both directions (a graph cuDNN cannot build on this GPU takes the
+  // CUDA-core kernel, unless the job insists on cuDNN), logged with its reason, and kept,
+  // so the forward and the backward always agree. An error where the job insists on
+  // cuDNN and it cannot run, or on a thread other than the training thread's.
   absl::StatusOr<FusedAttentionKernel> ChooseFusedAttention(const AttentionShape& shape,
                                                             ScalarType operands);
+  // The first decision for a shape and dtype, with its reason for the log.
+  absl::StatusOr<std::pair<FusedAttentionKernel, std::string>> DecideFusedAttention(
+      const AttentionLayout& layout, ScalarType operands);
   // cuDNN's attention on the compute stream, made on first use; an error on another thread.
   absl::StatusOr<CudnnFusedAttention*> ComputeCudnnAttention();
   // A 16-bit copy of FP32 `values` (in the caller's stream order).
@@ -132,8 +138,9 @@ class CudaDevice final : public Device {
   // Made on the first cuDNN attention (the training thread's only).
   std::unique_ptr<CudnnAttention> cudnn_;
   std::unique_ptr<CudnnFusedAttention> cudnn_fused_;
-  // The (layout, dtype) choices already logged (the training thread's only).
-  absl::flat_hash_set<std::pair<AttentionLayout, ScalarType>> logged_choices_;
+  // The kernel decided for each (layout, dtype) (the training thread's only).
+  absl::flat_hash_map<std::pair<AttentionLayout, ScalarType>, FusedAttentionKernel>
+      fused_attention_kernels_;
   mutable absl::Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };

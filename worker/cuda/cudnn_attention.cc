@@ -385,8 +385,8 @@ CudnnAttention::~CudnnAttention() {
   if (handle_ != nullptr) cudnnDestroy(handle_);
 }
 
-absl::Status CudnnAttention::Run(const AttentionLayout& layout, GraphType io, bool backward,
-                                 const AttentionPointers& pointers) {
+absl::StatusOr<CudnnAttention::Plan*> CudnnAttention::PlanFor(const AttentionLayout& layout,
+                                                              GraphType io, bool backward) {
   auto& plan = plans_[std::make_tuple(layout, io, backward)];
   if (plan == nullptr) {
     AttentionGraph graph =
@@ -398,6 +398,17 @@ absl::Status CudnnAttention::Run(const AttentionLayout& layout, GraphType io, bo
     }
     plan = std::move(*built);
   }
+  return plan.get();
+}
+
+absl::Status CudnnAttention::Prepare(const AttentionLayout& layout, GraphType io) {
+  RETURN_IF_ERROR(PlanFor(layout, io, /*backward=*/false).status());
+  return PlanFor(layout, io, /*backward=*/true).status();
+}
+
+absl::Status CudnnAttention::Run(const AttentionLayout& layout, GraphType io, bool backward,
+                                 const AttentionPointers& pointers) {
+  ASSIGN_OR_RETURN(Plan * plan, PlanFor(layout, io, backward));
   return plan->Execute(handle_, allocator_, pointers);
 }
 

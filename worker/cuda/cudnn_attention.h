@@ -11,7 +11,9 @@
 //
 // Status: built with --config=cuda and tested by cudnn_attention_test on a GPU (against
 // the CPU's FP64 attention); the CPU tests check the descriptions themselves
-// (attention_graph_test). The trainer does not call it yet (issue 48).
+// (attention_graph_test). The Device's FUSED attention runs it (cudnn_fused_attention.h;
+// CudaDevice decides where, and falls back to its CUDA-core kernel where Prepare fails
+// and the job does not insist on cuDNN).
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -40,6 +42,10 @@ class CudnnAttention {
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
+  // Builds (and caches) the plans of both directions for `layout` in `io`, running
+  // nothing: an error here (no engine cuDNN can build for the graph on this GPU, a
+  // sub-library missing) means neither direction can run.
+  absl::Status Prepare(const AttentionLayout& layout, GraphType io);
   // Enqueue AttentionForwardGraph / AttentionBackwardGraph on the stream.
   absl::Status Forward(const AttentionLayout& layout, GraphType io,
                        const AttentionPointers& pointers);
@@ -52,6 +58,8 @@ class CudnnAttention {
  private:
   class Plan;
   CudnnAttention(cudnnHandle_t handle, Allocator* allocator, int64_t version);
+  // The cached plan of one graph, built on first use.
+  absl::StatusOr<Plan*> PlanFor(const AttentionLayout& layout, GraphType io, bool backward);
   absl::Status Run(const AttentionLayout& layout, GraphType io, bool backward,
                    const AttentionPointers& pointers);
 

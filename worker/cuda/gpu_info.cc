@@ -36,13 +36,8 @@ absl::StatusOr<v1::GpuInfo> QueryGpu(int index) {
   info.set_driver_version(absl::StrCat(driver / 1000, ".", driver % 1000 / 10));
   // NCCL_VERSION_CODE since 2.9: major * 10000 + minor * 100 + patch.
   info.set_nccl_version(absl::StrCat(nccl / 10000, ".", nccl % 10000 / 100, ".", nccl % 100));
-  const int64_t cudnn = static_cast<int64_t>(cudnnGetVersion());
-  if (cudnn > 0) info.set_cudnn_version(CudnnVersionText(cudnn));
+  info.set_cudnn_version(CudnnVersionText(static_cast<int64_t>(cudnnGetVersion())));
   return info;
-}
-
-absl::Status CheckLoadedCudnn() {
-  return CheckCudnnVersion(static_cast<int64_t>(cudnnGetVersion()));
 }
 
 absl::StatusOr<int64_t> FreeGpuMemory(int index) {

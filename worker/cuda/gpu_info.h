@@ -15,10 +15,6 @@ namespace shardwise::cuda {
 // driver), naming the GPUs that exist.
 absl::StatusOr<v1::GpuInfo> QueryGpu(int index);
 
-// Whether the cuDNN this process loaded can run fused attention at all (9.0 or newer:
-// cudnn_requirements.h); FailedPrecondition naming the version found otherwise.
-absl::Status CheckLoadedCudnn();
-
 // The bytes free on GPU `index` now (cudaMemGetInfo): what a CUDA worker compares with a
 // job's estimated memory per rank before it starts an attempt.
 absl::StatusOr<int64_t> FreeGpuMemory(int index);

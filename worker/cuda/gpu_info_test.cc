@@ -15,10 +15,8 @@ TEST(GpuInfoTest, DescribesTheGpuAndRefusesAMissingOne) {
   EXPECT_GE(info->compute_capability_major(), 7);
   EXPECT_NE(info->driver_version(), "0.0");
   EXPECT_NE(info->nccl_version(), "0.0.0");
-  // The toolkit's cuDNN 9 is loaded (the bundle carries the host's): FUSED attention can
-  // run through it.
-  EXPECT_FALSE(info->cudnn_version().empty());
-  EXPECT_TRUE(CheckLoadedCudnn().ok()) << CheckLoadedCudnn();
+  // The worker links cuDNN 9 (FUSED attention runs through it).
+  EXPECT_EQ(info->cudnn_version().substr(0, 2), "9.") << info->cudnn_version();
   std::printf("GPU 0: %s\n", info->DebugString().c_str());
 
   auto free = FreeGpuMemory(0);

@@ -112,13 +112,6 @@ absl::Status ConfigureGpu(WorkerOptions* options) {
                        " MiB, sm_", gpu.compute_capability_major(), gpu.compute_capability_minor(),
                        ", CUDA driver ", gpu.driver_version(), ", NCCL ", gpu.nccl_version(),
                        ", cuDNN ", gpu.cudnn_version().empty() ? "none" : gpu.cudnn_version()));
-  // What FUSED attention jobs get here (cudnn_requirements.h): said once, at start.
-  if (const absl::Status cudnn = cuda::CheckLoadedCudnn(); !cudnn.ok()) {
-    LogWarning(LogContext(),
-               absl::StrCat(cudnn.message(),
-                            "; FUSED attention jobs run the CUDA-core kernel here, and those that "
-                            "set cuda.fused_attention_kernel CUDNN fail"));
-  }
   if (cuda::SynchronousModeRequested()) {
     LogWarning(LogContext(), absl::StrCat(cuda::kSynchronousModeVariable,
                                           "=1: every operation finishes on its stream before the "

@@ -9,7 +9,8 @@
 namespace shardwise::fsdp {
 
 void GradientReducer::Reduce(FlatUnit& unit, std::function<void()> release_parameters) {
-  if (ReducesInPlace(*context_.plan) && !IsMixedPrecisionHook(hook_)) {
+  // DDP's hooks keep the reduction thread: their one-rank all-reduce runs on its stream.
+  if (ReducesInPlace(*context_.plan) && hook_.hook() == v1::CommHook::NO_HOOK) {
     ReduceOnTrainingThread(unit);
     return;
   }
@@ -39,9 +40,9 @@ void GradientReducer::Reduce(FlatUnit& unit, std::function<void()> release_param
   });
 }
 
-// One rank has nothing to communicate, so nothing to overlap: the reduction (the rounding
-// to reduce_dtype, the accumulation, an overlapped optimizer step) is enqueued on the
-// training thread's own stream, in order, without a thread hop or a host wait.
+// One rank has nothing to communicate, so nothing to overlap: FSDP's reduction (the
+// rounding to reduce_dtype, the accumulation, an overlapped optimizer step) is enqueued on
+// the training thread's own stream, in order, without a thread hop or a host wait.
 void GradientReducer::ReduceOnTrainingThread(FlatUnit& unit) {
   Buffer grad = std::move(unit.full_grad);
   const absl::Status reduced = ReduceAndAccumulate(unit, grad, hook_);

@@ -4,9 +4,9 @@
 // FSDP's post-backward reduction of each unit (docs/semantics.md "Gradient reduction"), on the
 // reduction thread (FSDP's post-backward stream): queued at the unit's post-backward, it
 // overlaps the backward of the unit before it (one reduction at a time: Reduce waits
-// for the previous one, which bounds the gradients held). On one rank, with nothing to
-// communicate, it runs on the training thread's stream instead, in order, without host
-// waits. Each task reduces the unit's unsharded
+// for the previous one, which bounds the gradients held). On one rank without a
+// communication hook, with nothing to communicate, it runs on the training thread's
+// stream instead, in order, without host waits. Each task reduces the unit's unsharded
 // gradient as the communication hook says (comm_hooks.h), adds it into the gradient
 // shard, and with optimizer overlap steps the unit's ranges that step in backward. DDP's
 // mixed-precision hook finishes on a thread per unit (divide, upcast, free the
