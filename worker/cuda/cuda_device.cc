@@ -400,41 +400,24 @@ absl::StatusOr<FusedAttentionKernel> CudaDevice::ChooseFusedAttention(const Atte
       known != fused_attention_kernels_.end()) {
     return known->second;
   }
-  ASSIGN_OR_RETURN(auto decided, DecideFusedAttention(layout, operands));
+  ASSIGN_OR_RETURN(const FusedAttentionChoice choice, DecideFusedAttention(layout, operands));
   LogInfo(LogContext(), absl::StrCat("FUSED attention (batch ", shape.batch, ", T ", shape.seq,
                                      ", ", shape.heads, " heads of ", shape.head_dim, ", ",
-                                     ScalarTypeName(operands), "): ", decided.second));
-  fused_attention_kernels_[{layout, operands}] = decided.first;
-  return decided.first;
+                                     ScalarTypeName(operands), "): ", choice.reason));
+  fused_attention_kernels_[{layout, operands}] = choice.kernel;
+  return choice.kernel;
 }
 
-absl::StatusOr<std::pair<FusedAttentionKernel, std::string>> CudaDevice::DecideFusedAttention(
-    const AttentionLayout& layout, ScalarType operands) {
+absl::StatusOr<FusedAttentionChoice> CudaDevice::DecideFusedAttention(const AttentionLayout& layout,
+                                                                      ScalarType operands) {
   const v1::CudaOptions::FusedAttentionKernel requested = options_.fused_attention_kernel;
-  ASSIGN_OR_RETURN(const FusedAttentionKernel kernel,
+  ASSIGN_OR_RETURN(FusedAttentionChoice by_rules,
                    ChooseFusedAttentionKernel(requested, cudnn_facts_, layout, operands));
-  if (kernel == FusedAttentionKernel::kCudaCores) {
-    const absl::Status cudnn = CheckCudnnAttention(cudnn_facts_, layout, GraphIo(operands));
-    return std::make_pair(
-        kernel, absl::StrCat("the CUDA-core kernel; ", requested == v1::CudaOptions::CUDA_CORES
-                                                           ? "the job asks for it"
-                                                           : std::string(cudnn.message())));
-  }
+  if (by_rules.kernel == FusedAttentionKernel::kCudaCores) return by_rules;
   // The rules allow cuDNN; whether it builds plans for this graph here is cuDNN's to say.
-  absl::Status built = ComputeCudnnAttention().status();
-  if (built.ok()) built = cudnn_->Prepare(layout, GraphIo(operands));
-  if (built.ok()) {
-    return std::make_pair(
-        kernel, absl::StrCat("cuDNN ", CudnnVersionText(cudnn_facts_.version), " flash attention"));
-  }
-  if (requested == v1::CudaOptions::CUDNN) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cuDNN's fused attention (attention: FUSED on CUDA) cannot run: ", built.message(),
-        " (the job asks for it: cuda.fused_attention_kernel CUDNN)"));
-  }
-  return std::make_pair(
-      FusedAttentionKernel::kCudaCores,
-      absl::StrCat("the CUDA-core kernel; cuDNN could not build its plans: ", built.message()));
+  absl::Status plans = ComputeCudnnAttention().status();
+  if (plans.ok()) plans = cudnn_->Prepare(layout, GraphIo(operands));
+  return ConfirmCudnnAttention(requested, cudnn_facts_, plans);
 }
 
 absl::StatusOr<CudnnFusedAttention*> CudaDevice::ComputeCudnnAttention() {

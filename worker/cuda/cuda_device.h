@@ -119,8 +119,8 @@ class CudaDevice final : public Device {
   absl::StatusOr<FusedAttentionKernel> ChooseFusedAttention(const AttentionShape& shape,
                                                             ScalarType operands);
   // The first decision for a shape and dtype, with its reason for the log.
-  absl::StatusOr<std::pair<FusedAttentionKernel, std::string>> DecideFusedAttention(
-      const AttentionLayout& layout, ScalarType operands);
+  absl::StatusOr<FusedAttentionChoice> DecideFusedAttention(const AttentionLayout& layout,
+                                                            ScalarType operands);
   // cuDNN's attention on the compute stream, made on first use; an error on another thread.
   absl::StatusOr<CudnnFusedAttention*> ComputeCudnnAttention();
   // A 16-bit copy of FP32 `values` (in the caller's stream order).

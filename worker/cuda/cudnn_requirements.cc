@@ -14,6 +14,18 @@ absl::Status Refused(absl::string_view why) {
       absl::StrCat("cuDNN's fused attention (attention: FUSED on CUDA) cannot run: ", why));
 }
 
+// A refusal where the job asks for cuDNN: the job fails with it.
+absl::Status Insisted(const absl::Status& refused) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(refused.message(), " (the job asks for it: cuda.fused_attention_kernel CUDNN)"));
+}
+
+// Where cuDNN runs a FUSED attention.
+FusedAttentionChoice CudnnChosen(const CudnnFacts& facts) {
+  return {FusedAttentionKernel::kCudnn,
+          absl::StrCat("cuDNN ", CudnnVersionText(facts.version), " flash attention")};
+}
+
 }  // namespace
 
 std::string CudnnVersionText(int64_t version) {
@@ -71,17 +83,33 @@ GraphType GraphIo(ScalarType compute) {
   }
 }
 
-absl::StatusOr<FusedAttentionKernel> ChooseFusedAttentionKernel(
+absl::StatusOr<FusedAttentionChoice> ChooseFusedAttentionKernel(
     v1::CudaOptions::FusedAttentionKernel requested, const CudnnFacts& facts,
     const AttentionLayout& layout, ScalarType operands) {
-  if (requested == v1::CudaOptions::CUDA_CORES) return FusedAttentionKernel::kCudaCores;
-  const absl::Status runs = CheckCudnnAttention(facts, layout, GraphIo(operands));
-  if (runs.ok()) return FusedAttentionKernel::kCudnn;
-  if (requested == v1::CudaOptions::CUDNN) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(runs.message(), " (the job asks for it: cuda.fused_attention_kernel CUDNN)"));
+  if (requested == v1::CudaOptions::CUDA_CORES) {
+    return FusedAttentionChoice{FusedAttentionKernel::kCudaCores,
+                                "the CUDA-core kernel; the job asks for it"};
   }
-  return FusedAttentionKernel::kCudaCores;
+  const absl::Status runs = CheckCudnnAttention(facts, layout, GraphIo(operands));
+  if (runs.ok()) {
+    return CudnnChosen(facts);
+  }
+  if (requested == v1::CudaOptions::CUDNN) return Insisted(runs);
+  return FusedAttentionChoice{FusedAttentionKernel::kCudaCores,
+                              absl::StrCat("the CUDA-core kernel; ", runs.message())};
+}
+
+absl::StatusOr<FusedAttentionChoice> ConfirmCudnnAttention(
+    v1::CudaOptions::FusedAttentionKernel requested, const CudnnFacts& facts,
+    const absl::Status& plans) {
+  if (plans.ok()) {
+    return CudnnChosen(facts);
+  }
+  const absl::Status refused =
+      Refused(absl::StrCat("cuDNN could not build its plans: ", plans.message()));
+  if (requested == v1::CudaOptions::CUDNN) return Insisted(refused);
+  return FusedAttentionChoice{FusedAttentionKernel::kCudaCores,
+                              absl::StrCat("the CUDA-core kernel; ", refused.message())};
 }
 
 }  // namespace shardwise::cuda

@@ -47,15 +47,27 @@ GraphType GraphIo(ScalarType compute);
 
 enum class FusedAttentionKernel { kCudnn, kCudaCores };
 
+// A FUSED attention's kernel and, for the worker's log, why.
+struct FusedAttentionChoice {
+  FusedAttentionKernel kernel = FusedAttentionKernel::kCudaCores;
+  std::string reason;
+};
+
 // The kernel that runs a FUSED attention of `layout` with `operands` (param_dtype), as the
-// job's cuda.fused_attention_kernel asks: CUDA_CORES, CUDA cores; CUDNN, cuDNN or
-// CheckCudnnAttention's refusal (FailedPrecondition, naming what is missing);
-// unspecified, cuDNN where CheckCudnnAttention passes, else CUDA cores. The forward and
-// the backward ask with the same arguments, so they always take the same kernel (the
-// backward reads the forward's statistics).
-absl::StatusOr<FusedAttentionKernel> ChooseFusedAttentionKernel(
+// job's cuda.fused_attention_kernel asks, by the rules above: CUDA_CORES, CUDA cores;
+// CUDNN, cuDNN or CheckCudnnAttention's refusal (FailedPrecondition, naming what is
+// missing); unspecified, cuDNN where CheckCudnnAttention passes, else CUDA cores.
+absl::StatusOr<FusedAttentionChoice> ChooseFusedAttentionKernel(
     v1::CudaOptions::FusedAttentionKernel requested, const CudnnFacts& facts,
     const AttentionLayout& layout, ScalarType operands);
+
+// The last step where the rules chose cuDNN: `plans` is what building cuDNN's plans for
+// both directions returned. Built, cuDNN; not, the CUDA-core kernel, or the refusal
+// where the job insists on cuDNN. The device decides once per shape and dtype, so the
+// forward and the backward (which reads the forward's statistics) take the same kernel.
+absl::StatusOr<FusedAttentionChoice> ConfirmCudnnAttention(
+    v1::CudaOptions::FusedAttentionKernel requested, const CudnnFacts& facts,
+    const absl::Status& plans);
 
 }  // namespace shardwise::cuda
 

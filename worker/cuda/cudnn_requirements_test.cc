@@ -76,29 +76,73 @@ TEST(CudnnRequirementsTest, TheKernelFollowsTheJobAndWhatCanRun) {
                          ScalarType operands) {
     return ChooseFusedAttentionKernel(requested, facts, kGpt2, operands);
   };
-  EXPECT_EQ(*choose(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, ScalarType::kBFloat16),
+  const auto kernel = [&](Options::FusedAttentionKernel requested, const CudnnFacts& facts,
+                          ScalarType operands) {
+    return choose(requested, facts, operands).value().kernel;
+  };
+  EXPECT_EQ(kernel(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, ScalarType::kBFloat16),
             FusedAttentionKernel::kCudnn);
-  EXPECT_EQ(*choose(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, ScalarType::kFloat16),
+  EXPECT_EQ(kernel(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, ScalarType::kFloat16),
             FusedAttentionKernel::kCudnn);
-  EXPECT_EQ(*choose(Options::CUDNN, kH200, ScalarType::kBFloat16), FusedAttentionKernel::kCudnn);
+  EXPECT_EQ(kernel(Options::CUDNN, kH200, ScalarType::kBFloat16), FusedAttentionKernel::kCudnn);
   // FP32 operands, an old cuDNN, an old GPU: the CUDA-core kernel, unless CUDNN was asked.
-  EXPECT_EQ(*choose(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, ScalarType::kFloat32),
+  EXPECT_EQ(kernel(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, ScalarType::kFloat32),
             FusedAttentionKernel::kCudaCores);
-  EXPECT_EQ(*choose(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, {8907, 90}, ScalarType::kBFloat16),
+  EXPECT_EQ(kernel(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, {8907, 90}, ScalarType::kBFloat16),
             FusedAttentionKernel::kCudaCores);
-  EXPECT_EQ(
-      *choose(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, {91900, 75}, ScalarType::kBFloat16),
-      FusedAttentionKernel::kCudaCores);
+  EXPECT_EQ(kernel(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, {91900, 75}, ScalarType::kBFloat16),
+            FusedAttentionKernel::kCudaCores);
   ExpectRefused(choose(Options::CUDNN, kH200, ScalarType::kFloat32).status(),
                 "not FP32 (an FP32 job's FUSED attention runs on CUDA cores) (the job asks for "
                 "it: cuda.fused_attention_kernel CUDNN)");
   ExpectRefused(choose(Options::CUDNN, {8907, 90}, ScalarType::kBFloat16).status(),
                 "cuDNN 8.9.7 found");
-  EXPECT_EQ(*choose(Options::CUDA_CORES, kH200, ScalarType::kBFloat16),
+  EXPECT_EQ(kernel(Options::CUDA_CORES, kH200, ScalarType::kBFloat16),
             FusedAttentionKernel::kCudaCores);
   EXPECT_EQ(GraphIo(ScalarType::kBFloat16), GraphType::kBFloat16);
   EXPECT_EQ(GraphIo(ScalarType::kFloat16), GraphType::kHalf);
   EXPECT_EQ(GraphIo(ScalarType::kFloat32), GraphType::kFloat);
+}
+
+// The reasons the worker logs: what the rules found, or that the job asked.
+TEST(CudnnRequirementsTest, EachChoiceSaysWhy) {
+  using Options = v1::CudaOptions;
+  EXPECT_EQ(ChooseFusedAttentionKernel(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, kGpt2,
+                                       ScalarType::kBFloat16)
+                ->reason,
+            "cuDNN 9.19.0 flash attention");
+  EXPECT_EQ(
+      ChooseFusedAttentionKernel(Options::CUDA_CORES, kH200, kGpt2, ScalarType::kBFloat16)->reason,
+      "the CUDA-core kernel; the job asks for it");
+  const auto fp32 = ChooseFusedAttentionKernel(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200,
+                                               kGpt2, ScalarType::kFloat32);
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_NE(fp32->reason.find("the CUDA-core kernel; cuDNN's fused attention (attention: FUSED "
+                              "on CUDA) cannot run: its kernels take BF16 or FP16 operands"),
+            std::string::npos)
+      << fp32->reason;
+}
+
+// After the rules, cuDNN's own plans decide: built, cuDNN; not, the CUDA-core kernel with
+// cuDNN's error as the reason, or, where the job insists, the job's failure naming it.
+TEST(CudnnRequirementsTest, PlansCuDnnCannotBuildFallBackUnlessTheJobInsists) {
+  using Options = v1::CudaOptions;
+  const absl::Status no_engine = absl::InternalError("cuDNN: no engine for graph forward");
+  const auto built =
+      ConfirmCudnnAttention(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, absl::OkStatus());
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->kernel, FusedAttentionKernel::kCudnn);
+  const auto fallback =
+      ConfirmCudnnAttention(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, no_engine);
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  EXPECT_EQ(fallback->kernel, FusedAttentionKernel::kCudaCores);
+  EXPECT_NE(fallback->reason.find("cuDNN could not build its plans: cuDNN: no engine for graph "
+                                  "forward"),
+            std::string::npos)
+      << fallback->reason;
+  ExpectRefused(ConfirmCudnnAttention(Options::CUDNN, kH200, no_engine).status(),
+                "cuDNN could not build its plans: cuDNN: no engine for graph forward (the job "
+                "asks for it: cuda.fused_attention_kernel CUDNN)");
 }
 
 }  // namespace

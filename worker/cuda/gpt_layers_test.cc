@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
@@ -173,37 +174,55 @@ TEST_F(GptLayersTest, AttentionWithFp16OperandsIsWithinFp16Rounding) {
   CheckAttention(*device_, AttentionShape{2, 64, 2, 32}, ScalarType::kFloat16, 4e-3f, 4e-3f);
 }
 
-// The fused kernels (fused_attention.h) against the CPU running the same row routines in
-// FP64: out, each row's log-sum-exp and dqkv within FP32 rounding, and the backward twice
-// with the same bits.
-void CheckFusedAttention(CudaDevice& device, const AttentionShape& shape) {
+// One FUSED attention on `device` in `operands` against the CPU's fused loops in FP64 on
+// the same operands (random, seeded, rounded to `operands`): the CPU's out, lse and dqkv
+// and the device's, whose backward ran twice with the same bits.
+struct FusedAttentionRun {
+  std::vector<double> out, lse, dqkv;             // the CPU's, in FP64
+  std::vector<float> got_out, got_lse, got_dqkv;  // the device's
+};
+
+void RunFusedAttention(CudaDevice& device, const AttentionShape& shape, ScalarType operands,
+                       uint32_t seed, FusedAttentionRun* run) {
   const int64_t rows = shape.batch * shape.seq;
   const int64_t qkv_n = rows * 3 * shape.width(), out_n = rows * shape.width();
   const int64_t stats_n = shape.batch * shape.heads * shape.seq;
-  const auto qkv = RandomFloats(qkv_n, 13), dout = RandomFloats(out_n, 14);
-  std::vector<double> out(out_n), lse(stats_n), dots(stats_n), dqkv(qkv_n);
+  auto qkv = RandomFloats(qkv_n, seed), dout = RandomFloats(out_n, seed + 1);
+  cpu::RoundToPrecision(operands, qkv.data(), qkv.size());
+  cpu::RoundToPrecision(operands, dout.data(), dout.size());
+  run->out.resize(out_n), run->lse.resize(stats_n), run->dqkv.resize(qkv_n);
+  std::vector<double> dots(stats_n);
   const auto qkv64 = Wide(qkv), dout64 = Wide(dout);
-  cpu::FusedAttentionForward(qkv64.data(), shape, out.data(), lse.data());
-  cpu::FusedAttentionBackward(qkv64.data(), out.data(), lse.data(), dout64.data(), shape,
-                              dots.data(), dqkv.data());
+  cpu::FusedAttentionForward(qkv64.data(), shape, run->out.data(), run->lse.data());
+  cpu::FusedAttentionBackward(qkv64.data(), run->out.data(), run->lse.data(), dout64.data(), shape,
+                              dots.data(), run->dqkv.data());
 
   DeviceVector<float> d_qkv(qkv), d_dout(dout), d_out(out_n), d_lse(stats_n);
-  device.FusedAttentionForward(d_qkv.get(), shape, d_out.get(), d_lse.get(), ScalarType::kFloat32);
-  std::vector<float> first_dqkv;
-  for (int run = 0; run < 2; ++run) {
+  device.FusedAttentionForward(d_qkv.get(), shape, d_out.get(), d_lse.get(), operands);
+  for (int pass = 0; pass < 2; ++pass) {
     DeviceVector<float> d_dqkv(qkv_n);
     device.FusedAttentionBackward(d_qkv.get(), d_out.get(), d_lse.get(), d_dout.get(), shape,
-                                  d_dqkv.get(), ScalarType::kFloat32);
+                                  d_dqkv.get(), operands);
     ASSERT_TRUE(device.Synchronize().ok()) << device.status();
-    if (run == 0) {
-      first_dqkv = d_dqkv.ToHost();
+    if (pass == 0) {
+      run->got_dqkv = d_dqkv.ToHost();
     } else {
-      EXPECT_EQ(d_dqkv.ToHost(), first_dqkv) << "the backward's bits changed between runs";
+      EXPECT_EQ(d_dqkv.ToHost(), run->got_dqkv) << "the backward's bits changed between runs";
     }
   }
-  ExpectNear(d_out.ToHost(), Narrow(out), 1e-4f, 1e-5f, "fused attention out");
-  ExpectNear(d_lse.ToHost(), Narrow(lse), 1e-5f, 1e-5f, "fused attention lse");
-  ExpectNear(first_dqkv, Narrow(dqkv), 1e-4f, 1e-5f, "fused attention dqkv");
+  run->got_out = d_out.ToHost();
+  run->got_lse = d_lse.ToHost();
+}
+
+// The fused kernels (fused_attention.h) in FP32: out, each row's log-sum-exp and dqkv
+// within FP32 rounding of the CPU's FP64.
+void CheckFusedAttention(CudaDevice& device, const AttentionShape& shape) {
+  FusedAttentionRun run;
+  RunFusedAttention(device, shape, ScalarType::kFloat32, 13, &run);
+  if (::testing::Test::HasFatalFailure()) return;
+  ExpectNear(run.got_out, Narrow(run.out), 1e-4f, 1e-5f, "fused attention out");
+  ExpectNear(run.got_lse, Narrow(run.lse), 1e-5f, 1e-5f, "fused attention lse");
+  ExpectNear(run.got_dqkv, Narrow(run.dqkv), 1e-4f, 1e-5f, "fused attention dqkv");
 }
 
 // Head sizes with register rows (32, 64, 128) and without (16, 12); sequences of one
@@ -231,40 +250,16 @@ void CheckCudnnFusedAttention(const AttentionShape& shape, ScalarType operands, 
   options.fused_attention_kernel = v1::CudaOptions::CUDNN;
   auto made = CudaDevice::Create(options);
   ASSERT_TRUE(made.ok()) << made.status();
-  CudaDevice& device = **made;
-  const int64_t rows = shape.batch * shape.seq;
-  const int64_t qkv_n = rows * 3 * shape.width(), out_n = rows * shape.width();
-  const int64_t stats_n = shape.batch * shape.heads * shape.seq;
-  auto qkv = RandomFloats(qkv_n, 15), dout = RandomFloats(out_n, 16);
-  cpu::RoundToPrecision(operands, qkv.data(), qkv.size());
-  cpu::RoundToPrecision(operands, dout.data(), dout.size());
-  std::vector<double> out(out_n), lse(stats_n), dots(stats_n), dqkv(qkv_n);
-  const auto qkv64 = Wide(qkv), dout64 = Wide(dout);
-  cpu::FusedAttentionForward(qkv64.data(), shape, out.data(), lse.data());
-  cpu::FusedAttentionBackward(qkv64.data(), out.data(), lse.data(), dout64.data(), shape,
-                              dots.data(), dqkv.data());
-
-  DeviceVector<float> d_qkv(qkv), d_dout(dout), d_out(out_n), d_lse(stats_n);
-  device.FusedAttentionForward(d_qkv.get(), shape, d_out.get(), d_lse.get(), operands);
-  std::vector<float> first_dqkv;
-  for (int run = 0; run < 2; ++run) {
-    DeviceVector<float> d_dqkv(qkv_n);
-    device.FusedAttentionBackward(d_qkv.get(), d_out.get(), d_lse.get(), d_dout.get(), shape,
-                                  d_dqkv.get(), operands);
-    ASSERT_TRUE(device.Synchronize().ok()) << device.status();
-    if (run == 0) {
-      first_dqkv = d_dqkv.ToHost();
-    } else {
-      EXPECT_EQ(d_dqkv.ToHost(), first_dqkv) << "the backward's bits changed between runs";
-    }
-  }
+  FusedAttentionRun run;
+  RunFusedAttention(**made, shape, operands, 15, &run);
+  if (::testing::Test::HasFatalFailure()) return;
   // The output is widened from the operands' type: every value one of theirs.
-  std::vector<float> got_out = d_out.ToHost(), rounded = got_out;
+  std::vector<float> rounded = run.got_out;
   cpu::RoundToPrecision(operands, rounded.data(), rounded.size());
-  EXPECT_EQ(got_out, rounded) << "out holds values that are not " << ScalarTypeName(operands);
-  ExpectNear(got_out, Narrow(out), tolerance, tolerance, "cuDNN attention out");
-  ExpectNear(d_lse.ToHost(), Narrow(lse), 1e-4f, 1e-4f, "cuDNN attention lse");
-  ExpectNear(first_dqkv, Narrow(dqkv), tolerance, tolerance, "cuDNN attention dqkv");
+  EXPECT_EQ(run.got_out, rounded) << "out holds values that are not " << ScalarTypeName(operands);
+  ExpectNear(run.got_out, Narrow(run.out), tolerance, tolerance, "cuDNN attention out");
+  ExpectNear(run.got_lse, Narrow(run.lse), 1e-4f, 1e-4f, "cuDNN attention lse");
+  ExpectNear(run.got_dqkv, Narrow(run.dqkv), tolerance, tolerance, "cuDNN attention dqkv");
 }
 
 // GPT-2's head size at a context of 128 and 1000 (not a multiple of 128: cuDNN 9.16 or
