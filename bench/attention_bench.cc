@@ -48,9 +48,9 @@ void Measure(const AttentionShape& shape) {
                            shape.heads, shape.head_dim, dqkv.data());
   });
   const double fused = BestSeconds(6, [&] {
-    cpu::FusedAttentionForward(qkv.data(), shape, out.data(), lse.data());
-    cpu::FusedAttentionBackward(qkv.data(), out.data(), lse.data(), dout.data(), shape, dots.data(),
-                                dqkv.data());
+    cpu::FusedAttentionForward(PackedQkvSpan(qkv.data(), shape), shape, out.data(), lse.data());
+    cpu::FusedAttentionBackward(PackedQkvSpan(qkv.data(), shape), out.data(), lse.data(),
+                                dout.data(), shape, dots.data(), PackedQkvSpan(dqkv.data(), shape));
   });
   // Six products of [seq, seq/2 on average] x head_dim, two FLOPs per multiply-add.
   const double flops = 6.0 * 2.0 * shape.batch * shape.heads * shape.head_dim *

@@ -97,7 +97,9 @@ double MicroBatch(const v1::JobSpec& spec) {
 // around the blocks, for TransformerActivationBytes.
 struct TransformerShape {
   double c = 0, t = 0, v = 0, layers = 0, heads = 0, attention_width = 0;
+  double qkv_width = 0;  // per row: q, k and v as the attention reads them
   bool fused = false;
+  bool qkv_apart = false;      // the Llama's FUSED attention: q, k and v not packed
   double block_floats = 0;     // kept per row by a block for its backward
   double norm_stats = 0;       // per row: the block's norms' statistics
   double backward_floats = 0;  // per row: a block backward's working set beside them
@@ -112,6 +114,7 @@ TransformerShape GptShape(const v1::GptConfig& gpt) {
   TransformerShape shape;
   shape.c = gpt.n_embd(), shape.t = gpt.block_size(), shape.v = gpt.vocab_size();
   shape.layers = gpt.n_layer(), shape.heads = gpt.n_head(), shape.attention_width = gpt.n_embd();
+  shape.qkv_width = 3 * shape.c;
   shape.fused = gpt.attention() == v1::GptConfig::FUSED;
   shape.block_floats = 16 * shape.c;
   shape.norm_stats = 4;
@@ -120,9 +123,10 @@ TransformerShape GptShape(const v1::GptConfig& gpt) {
 }
 
 // A Llama block (worker/model/llama_block.h) keeps, per row, its input, both RMSNorms'
-// outputs and the residual (4 C), the fused q/k/v with K and V repeated to the query heads
-// (3 A, A = heads x head_dim) and the attention output (A), the MLP's gate, up, SiLU(gate)
-// and their product (4 F), and the norms' 1/rms (2). Its backward holds the most at its
+// outputs and the residual (4 C), q, k and v (FUSED: apart, A + 2 K with A = heads x
+// head_dim and K = kv_heads x head_dim; MATERIALIZED: packed with K and V repeated to the
+// query heads, 3 A) and the attention output (A), the MLP's gate, up, SiLU(gate) and their
+// product (4 F), and the norms' 1/rms (2). Its backward holds the most at its
 // start, beside every record: the gradient coming in (C) and the MLP's hidden gradient (F);
 // by the attention's backward the MLP's records are freed. The rotary tables (cos and sin,
 // block_size x head_dim / 2 each) live beside.
@@ -134,7 +138,10 @@ TransformerShape LlamaShape(const v1::LlamaConfig& given) {
   shape.attention_width = shape.heads * llama.head_dim();
   shape.fused = llama.attention() == v1::GptConfig::FUSED;
   const double a = shape.attention_width, f = llama.intermediate_size();
-  shape.block_floats = 4 * shape.c + 4 * a + 4 * f;
+  const double kv_width = static_cast<double>(llama.num_key_value_heads()) * llama.head_dim();
+  shape.qkv_apart = shape.fused;
+  shape.qkv_width = shape.qkv_apart ? a + 2 * kv_width : 3 * a;
+  shape.block_floats = 4 * shape.c + shape.qkv_width + a + 4 * f;
   shape.norm_stats = 2;
   shape.backward_floats = shape.c + f;
   shape.tables = shape.t * llama.head_dim();
@@ -150,6 +157,21 @@ bool MayRunCudnnAttention(const v1::JobSpec& spec) {
          spec.cuda().fused_attention_kernel() != v1::CudaOptions::CUDA_CORES;
 }
 
+// A FUSED attention's backward on CUDA adds, per row, the larger of what its two kernels
+// hold: cuDNN's 16-bit copies of q/k/v, out, dout and the q/k/v gradient (2 x qkv_width +
+// 2 A, 2 bytes each) and its workspace, budgeted at 8 A bytes (two FP32 accumulators of
+// the query gradient's size: its deterministic backward accumulates dQ in FP32; the
+// workspace is cuDNN's plan's to say, and the GPU tests check the bound,
+// gpt_gpu_parity_test); the CUDA-core kernel, which takes q, k and v packed, the FP32
+// packing of q/k/v apart and of their gradient (3 A each). Either may run where cuDNN is
+// allowed (it falls back where cuDNN cannot build the shape).
+double CudaFusedAttentionRowBytes(const v1::JobSpec& spec, const TransformerShape& shape) {
+  const double a = shape.attention_width;
+  const double cudnn = MayRunCudnnAttention(spec) ? 2 * (2 * shape.qkv_width + 2 * a) + 8 * a : 0;
+  const double packing = shape.qkv_apart ? 4 * 2 * 3 * a : 0;
+  return std::max(cudnn, packing);
+}
+
 // Every block's record (with checkpointing, only its input, plus the rest of one block's
 // during its recompute, whose record holds that same input) and the softmax's: with MATERIALIZED
 // attention the probabilities, heads x T x T per sequence, with FUSED each row's log-sum-exp, heads
@@ -160,12 +182,8 @@ bool MayRunCudnnAttention(const v1::JobSpec& spec) {
 // fused one each row's dout . out (heads x T per sequence) and the attention output, which the
 // materialised one frees before its backward and the fused one reads; on CUDA the materialised one
 // the whole micro-batch's score gradients at once (the CPU's go one head at a time) and, with
-// 16-bit operands, 16-bit copies of them and of the probabilities (cuda/attention.h). cuDNN's
-// fused attention adds to the fused backward 16-bit copies of q/k/v, out, dout and the
-// q/k/v gradient (8 A per row, 2 bytes each) and its workspace, budgeted at 8 A bytes per
-// row (two FP32 accumulators of the query gradient's size: its deterministic backward
-// accumulates dQ in FP32). The workspace is cuDNN's plan's to say; the GPU tests check
-// the bound (gpt_gpu_parity_test).
+// 16-bit operands, 16-bit copies of them and of the probabilities (cuda/attention.h), and
+// the fused one its kernel's scratch (CudaFusedAttentionRowBytes).
 double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShape& shape,
                                   double sequences) {
   const double rows = sequences * shape.t;
@@ -178,8 +196,8 @@ double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShap
   double attention_backward = 0;
   if (shape.fused) {
     attention_backward = 4 * (row_stats + shape.attention_width * rows);
-    if (MayRunCudnnAttention(spec))
-      attention_backward += (2 * 8 + 8) * shape.attention_width * rows;
+    if (spec.device() == v1::CUDA)
+      attention_backward += CudaFusedAttentionRowBytes(spec, shape) * rows;
   } else if (spec.device() == v1::CUDA) {
     const v1::Dtype low = spec.fsdp().mixed_precision().param_dtype();
     const bool narrow = low == v1::BF16 || low == v1::FP16;
@@ -210,15 +228,16 @@ double MlpActivationBytes(const v1::JobSpec& spec, double rows) {
 // the fused one's, kept per thread for the forward and for the backward
 // (cpu/fused_attention.cc): its blocks (3 x 64 x 512 floats, a tile's running max and
 // sum, 2 x 64, and its output, 64 x head_dim) and each pass's copies of one head's
-// operands (T x head_dim panels, 1 for the forward and 4 for the backward, and transposes
-// of head_dim x (T + 32), 1 and 2).
+// operands (T x head_dim panels, 1 for the forward and 6 for the backward: q, k, dout and
+// the sums of dq and of a grouped head's dk and dv; and transposes of head_dim x (T + 32),
+// 1 and 2).
 // fused_attention_test checks this against FusedAttentionScratchFloats.
 double TransformerScratchBytes(const v1::JobSpec& spec, const TransformerShape& shape) {
   if (spec.device() == v1::CUDA) return 0;
   if (!shape.fused) return 4 * shape.t * shape.t;
   const double head_dim = shape.attention_width / shape.heads;
   return 4 *
-         (3 * 64 * 512 + 2 * 64 + 64 * head_dim + (5 * shape.t + 3 * (shape.t + 32)) * head_dim);
+         (3 * 64 * 512 + 2 * 64 + 64 * head_dim + (7 * shape.t + 3 * (shape.t + 32)) * head_dim);
 }
 
 double ActivationBytes(const v1::JobSpec& spec, double micro_batch) {

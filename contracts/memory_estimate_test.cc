@@ -123,11 +123,47 @@ TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities)
                   out = int64_t{256} * 128 * 8;
     const bool cuda = device == v1::CUDA;
     const int64_t materialized_backward = cuda ? 4 * scores : int64_t{4} * 128 * 128;
-    const int64_t fused_scratch = 3 * 64 * 512 + 2 * 64 + 64 * 64 + 5 * 128 * 64 + 3 * 64 * 160;
+    const int64_t fused_scratch = 3 * 64 * 512 + 2 * 64 + 64 * 64 + 7 * 128 * 64 + 3 * 64 * 160;
     const int64_t fused_backward = 4 * (row_stats + out) + (cuda ? 0 : 4 * fused_scratch);
     EXPECT_EQ(materialized->activations - fused->activations,
               int64_t{4} * 4 * (scores - row_stats) + materialized_backward - fused_backward)
         << v1::DeviceKind_Name(device);
+  }
+}
+
+// A Llama with FUSED attention keeps q, k and v apart: with fewer K/V heads, each block
+// keeps 2 (A - K) floats less per row than with one K/V head per query head (A = heads x
+// head_dim, K = kv_heads x head_dim); under MATERIALIZED, K and V are repeated to the query
+// heads, so the K/V heads change nothing. On CUDA the backward's scratch is the larger of
+// cuDNN's 16-bit copies and the CUDA-core kernel's FP32 packing of q/k/v and their gradient
+// (3 A each, K/V repeated), which fewer K/V heads do not shrink: it stays 24 A per row.
+TEST(EstimateRankMemory, LlamaFusedAttentionKeepsGroupedKvHeadsApart) {
+  for (const auto& [attention, device] :
+       {std::pair{v1::GptConfig::FUSED, v1::CPU}, std::pair{v1::GptConfig::FUSED, v1::CUDA},
+        std::pair{v1::GptConfig::MATERIALIZED, v1::CPU}}) {
+    v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
+    spec.mutable_model()->clear_gpt();
+    v1::LlamaConfig* llama = spec.mutable_model()->mutable_llama();
+    llama->set_vocab_size(256);
+    llama->set_hidden_size(64);
+    llama->set_intermediate_size(96);
+    llama->set_num_hidden_layers(3);
+    llama->set_num_attention_heads(4);
+    llama->set_head_dim(16);
+    llama->set_block_size(32);
+    llama->set_attention(attention);
+    spec.set_device(device);
+    spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+    llama->set_num_key_value_heads(4);
+    auto multi_head = EstimateRankMemory(spec);
+    llama->set_num_key_value_heads(2);
+    auto grouped = EstimateRankMemory(spec);
+    ASSERT_TRUE(multi_head.ok()) << multi_head.status();
+    ASSERT_TRUE(grouped.ok()) << grouped.status();
+    const int64_t rows = int64_t{32} * 8, saved_less = 2 * (64 - 32);
+    const int64_t want = attention == v1::GptConfig::FUSED ? 3 * 4 * saved_less * rows : 0;
+    EXPECT_EQ(multi_head->activations - grouped->activations, want)
+        << v1::GptConfig::Attention_Name(attention) << " on " << v1::DeviceKind_Name(device);
   }
 }
 

@@ -15,6 +15,45 @@ struct AttentionShape {
   SHARDWISE_HOST_DEVICE int64_t width() const { return heads * head_dim; }
 };
 
+// Where one attention call's queries, keys and values lie, each [batch, seq, its heads *
+// head_dim] row-major with rows `q_stride` (q) or `kv_stride` (k, v) elements apart; k and
+// v have `kv_heads` heads, and query head h reads K/V head h / (heads / kv_heads) (Hugging
+// Face's repeat_kv, without its copy). Two layouts exist: the GPT's c_attn output packs
+// the three into qkv [rows, 3C] (Packed); the Llama keeps its projections apart, K and V
+// with fewer heads under grouped-query attention (Separate). A gradient of q, k and v has
+// its input's layout.
+template <typename T>
+struct QkvSpan {
+  T *q = nullptr, *k = nullptr, *v = nullptr;
+  int64_t q_stride = 0, kv_stride = 0, kv_heads = 0;
+  bool packed = true;
+
+  // The same places, read-only.
+  QkvSpan<const T> AsConst() const { return {q, k, v, q_stride, kv_stride, kv_heads, packed}; }
+  // The K/V head query head h reads.
+  SHARDWISE_HOST_DEVICE int64_t KvHeadOf(int64_t h, int64_t heads) const {
+    return h / (heads / kv_heads);
+  }
+  // Whether `other` lies as this does (a gradient as its input).
+  template <typename U>
+  bool SameLayout(const QkvSpan<U>& other) const {
+    return q_stride == other.q_stride && kv_stride == other.kv_stride &&
+           kv_heads == other.kv_heads && packed == other.packed;
+  }
+};
+
+// The packed layout: qkv [batch, seq, 3 * heads * head_dim].
+template <typename T>
+QkvSpan<T> PackedQkvSpan(T* qkv, const AttentionShape& shape) {
+  const int64_t width = shape.width();
+  return {qkv, qkv + width, qkv + 2 * width, 3 * width, 3 * width, shape.heads, true};
+}
+// Apart: q [batch, seq, heads * head_dim], k and v [batch, seq, kv_heads * head_dim].
+template <typename T>
+QkvSpan<T> SeparateQkvSpan(T* q, T* k, T* v, const AttentionShape& shape, int64_t kv_heads) {
+  return {q, k, v, shape.width(), kv_heads * shape.head_dim, kv_heads, false};
+}
+
 // The scores' scale, 1 / sqrt(head_dim), rounded once from double: every attention path
 // (cpu/attention, cuda/attention, fused_attention_rows.h) takes it from here, so all scale
 // by the same value.

@@ -161,14 +161,18 @@ class Device {
                                  const AttentionShape& shape, float* dqkv, ScalarType operands) = 0;
   // The same function fused (compute/fused_attention_rows.h): instead of the
   // probabilities it keeps each query row's log-sum-exp, lse [batch, heads, seq], and the
-  // backward recomputes the probabilities from it and from out. The CPU computes in FP32
+  // backward recomputes the probabilities from it and from out. q, k and v are packed
+  // (the GPT's) or apart with fewer K/V heads (the Llama's grouped-query attention, read
+  // in place: no repeat_kv copy), attention_shape.h's QkvSpan. The CPU computes in FP32
   // whatever `operands` are; CUDA runs cuDNN's flash attention in `operands` where they
   // are BF16 or FP16 (docs/job-spec.md, "Attention on CUDA"), else an FP32 kernel.
-  virtual void FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
-                                     float* lse, ScalarType operands) = 0;
-  // Writes dqkv [batch, seq, 3 * heads * head_dim].
-  virtual void FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
-                                      const float* dout, const AttentionShape& shape, float* dqkv,
+  virtual void FusedAttentionForward(const QkvSpan<const float>& qkv, const AttentionShape& shape,
+                                     float* out, float* lse, ScalarType operands) = 0;
+  // Writes dq, dk and dv (`dqkv`, laid out as `qkv`); a K/V head's gradient is the sum
+  // over its query heads.
+  virtual void FusedAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
+                                      const float* lse, const float* dout,
+                                      const AttentionShape& shape, const QkvSpan<float>& dqkv,
                                       ScalarType operands) = 0;
   // The losses take device logits/predictions and labels/targets and write the loss
   // (the mean times `scale`) to `loss`, one device double: nothing waits for it, so a

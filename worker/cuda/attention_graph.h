@@ -50,6 +50,11 @@ struct AttentionLayout {
 
   static AttentionLayout Packed(const AttentionShape& shape);
   static AttentionLayout Separate(const AttentionShape& shape, int64_t kv_heads);
+  // The layout of q, k and v at `qkv`.
+  template <typename T>
+  static AttentionLayout Of(const AttentionShape& shape, const QkvSpan<T>& qkv) {
+    return qkv.packed ? Packed(shape) : Separate(shape, qkv.kv_heads);
+  }
 
   friend bool operator==(const AttentionLayout& a, const AttentionLayout& b) {
     return a.kind == b.kind && a.batch == b.batch && a.seq == b.seq && a.heads == b.heads &&

@@ -48,31 +48,20 @@ std::vector<double> PackedQkv(const AttentionLayout& l, const AttentionValues& v
 
 AttentionResults ReferenceAttention(const AttentionLayout& l, const AttentionValues& values) {
   const AttentionShape shape{l.batch, l.seq, l.heads, l.head_dim};
-  const int64_t rows = l.batch * l.seq, width = l.heads * l.head_dim;
-  const int64_t group = l.heads / l.kv_heads;
-  const std::vector<double> qkv = PackedQkv(l, values);
+  const int64_t rows = l.batch * l.seq;
   AttentionResults r;
-  r.out.resize(rows * width);
+  r.out.resize(rows * shape.width());
   r.stats.resize(l.batch * l.heads * l.seq);
   r.dots.resize(r.stats.size());
-  cpu::FusedAttentionForward(qkv.data(), shape, r.out.data(), r.stats.data());
-  std::vector<double> dqkv(qkv.size());
-  cpu::FusedAttentionBackward(qkv.data(), r.out.data(), r.stats.data(), values.dout.data(), shape,
-                              r.dots.data(), dqkv.data());
-  r.dq.resize(rows * width);
-  r.dk.assign(rows * l.kv_heads * l.head_dim, 0.0);
-  r.dv.assign(r.dk.size(), 0.0);
-  for (int64_t row = 0; row < rows; ++row) {
-    for (int64_t h = 0; h < l.heads; ++h) {
-      for (int64_t d = 0; d < l.head_dim; ++d) {
-        const double* at = &dqkv[row * 3 * width + h * l.head_dim + d];
-        const int64_t kv = (row * l.kv_heads + h / group) * l.head_dim + d;
-        r.dq[(row * l.heads + h) * l.head_dim + d] = at[0];
-        r.dk[kv] += at[width];
-        r.dv[kv] += at[2 * width];
-      }
-    }
-  }
+  r.dq.resize(values.q.size());
+  r.dk.resize(values.k.size());
+  r.dv.resize(values.v.size());
+  const QkvSpan<const double> qkv =
+      SeparateQkvSpan(values.q.data(), values.k.data(), values.v.data(), shape, l.kv_heads);
+  cpu::FusedAttentionForward(qkv, shape, r.out.data(), r.stats.data());
+  cpu::FusedAttentionBackward(
+      qkv, r.out.data(), r.stats.data(), values.dout.data(), shape, r.dots.data(),
+      SeparateQkvSpan(r.dq.data(), r.dk.data(), r.dv.data(), shape, l.kv_heads));
   return r;
 }
 

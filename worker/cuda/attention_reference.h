@@ -4,8 +4,8 @@
 // For the tests of cuDNN's attention (attention_graph_test on the CPU, cudnn_attention_test
 // on a GPU): causal attention of separate q [batch, seq, heads * head_dim] and k, v
 // [batch, seq, kv_heads * head_dim], with its log-sum-exp and gradients, computed by
-// compute/cpu/fused_attention in double on the packed qkv in which each query head has its
-// K/V head's copy (Hugging Face's repeat_kv), the K/V gradients summed over each group.
+// compute/cpu/fused_attention in double (each query head reading its group's K/V head, as
+// Hugging Face's repeat_kv, the K/V gradients summed over each group).
 
 #include <vector>
 

@@ -388,22 +388,22 @@ void CudaDevice::AttentionBackward(const float* qkv, const float* probs, const f
                                 probs, dout, dqkv));
 }
 
-absl::StatusOr<FusedAttentionKernel> CudaDevice::ChooseFusedAttention(const AttentionShape& shape,
+absl::StatusOr<FusedAttentionKernel> CudaDevice::ChooseFusedAttention(const AttentionLayout& layout,
                                                                       ScalarType operands) {
   if (stream() != compute_.get()) {
     return absl::InternalError(
         "an attention was issued from a thread that is not computing on the compute stream "
         "(only the training thread runs layers)");
   }
-  const AttentionLayout layout = AttentionLayout::Packed(shape);
   if (auto known = fused_attention_kernels_.find({layout, operands});
       known != fused_attention_kernels_.end()) {
     return known->second;
   }
   ASSIGN_OR_RETURN(const FusedAttentionChoice choice, DecideFusedAttention(layout, operands));
-  LogInfo(LogContext(), absl::StrCat("FUSED attention (batch ", shape.batch, ", T ", shape.seq,
-                                     ", ", shape.heads, " heads of ", shape.head_dim, ", ",
-                                     ScalarTypeName(operands), "): ", choice.reason));
+  LogInfo(LogContext(),
+          absl::StrCat("FUSED attention (batch ", layout.batch, ", T ", layout.seq, ", ",
+                       layout.heads, " heads, ", layout.kv_heads, " K/V heads of ", layout.head_dim,
+                       ", ", ScalarTypeName(operands), "): ", choice.reason));
   fused_attention_kernels_[{layout, operands}] = choice.kernel;
   return choice.kernel;
 }
@@ -433,32 +433,80 @@ absl::StatusOr<CudnnFusedAttention*> CudaDevice::ComputeCudnnAttention() {
   return cudnn_fused_.get();
 }
 
-void CudaDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
-                                       float* lse, ScalarType operands) {
-  const absl::StatusOr<FusedAttentionKernel> kernel = ChooseFusedAttention(shape, operands);
+void CudaDevice::PackForCudaCores(const QkvSpan<const float>& qkv, const AttentionShape& shape,
+                                  float* packed) {
+  Check(cuda::PackGroupedQkv(qkv.q, qkv.k, qkv.v, shape.batch * shape.seq, shape.heads,
+                             qkv.kv_heads, shape.head_dim, packed, stream()),
+        "PackGroupedQkv");
+}
+
+void CudaDevice::CudaCoreAttentionForward(const QkvSpan<const float>& qkv,
+                                          const AttentionShape& shape, float* out, float* lse) {
+  Buffer packed;
+  const float* qkv_packed = qkv.q;
+  if (!qkv.packed) {
+    packed = Buffer(allocator(), shape.batch * shape.seq * 3 * shape.width(),
+                    MemoryCategory::kActivations, false);
+    PackForCudaCores(qkv, shape, packed.data());
+    qkv_packed = packed.data();
+  }
+  Check(cuda::FusedAttentionForward(qkv_packed, shape, out, lse, stream()),
+        "FusedAttentionForward");
+}
+
+void CudaDevice::CudaCoreAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
+                                           const float* lse, const float* dout,
+                                           const AttentionShape& shape,
+                                           const QkvSpan<float>& dqkv) {
+  const int64_t rows = shape.batch * shape.seq;
+  Buffer dots(allocator(), shape.batch * shape.heads * shape.seq, MemoryCategory::kActivations,
+              false);
+  if (qkv.packed) {
+    Check(cuda::FusedAttentionBackward(qkv.q, out, lse, dout, shape, dots.data(), dqkv.q, stream()),
+          "FusedAttentionBackward");
+    return;
+  }
+  Buffer packed(allocator(), rows * 3 * shape.width(), MemoryCategory::kActivations, false);
+  Buffer packed_grad(allocator(), packed.numel(), MemoryCategory::kActivations, false);
+  PackForCudaCores(qkv, shape, packed.data());
+  Check(cuda::FusedAttentionBackward(packed.data(), out, lse, dout, shape, dots.data(),
+                                     packed_grad.data(), stream()),
+        "FusedAttentionBackward");
+  Check(cuda::UnpackGroupedQkvGrad(packed_grad.data(), rows, shape.heads, dqkv.kv_heads,
+                                   shape.head_dim, dqkv.q, dqkv.k, dqkv.v, stream()),
+        "UnpackGroupedQkvGrad");
+}
+
+void CudaDevice::FusedAttentionForward(const QkvSpan<const float>& qkv, const AttentionShape& shape,
+                                       float* out, float* lse, ScalarType operands) {
+  const absl::StatusOr<FusedAttentionKernel> kernel =
+      ChooseFusedAttention(AttentionLayout::Of(shape, qkv), operands);
   if (!kernel.ok()) return Check(kernel.status());
   if (*kernel == FusedAttentionKernel::kCudnn) {
     const absl::StatusOr<CudnnFusedAttention*> cudnn = ComputeCudnnAttention();
     if (!cudnn.ok()) return Check(cudnn.status());
     return Check((*cudnn)->Forward(operands, shape, qkv, out, lse));
   }
-  Check(cuda::FusedAttentionForward(qkv, shape, out, lse, stream()), "FusedAttentionForward");
+  CudaCoreAttentionForward(qkv, shape, out, lse);
 }
 
-void CudaDevice::FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
-                                        const float* dout, const AttentionShape& shape, float* dqkv,
+void CudaDevice::FusedAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
+                                        const float* lse, const float* dout,
+                                        const AttentionShape& shape, const QkvSpan<float>& dqkv,
                                         ScalarType operands) {
-  const absl::StatusOr<FusedAttentionKernel> kernel = ChooseFusedAttention(shape, operands);
+  if (!qkv.SameLayout(dqkv)) {
+    return Check(absl::InternalError(
+        "FusedAttentionBackward: the gradients are not laid out as q, k and v"));
+  }
+  const absl::StatusOr<FusedAttentionKernel> kernel =
+      ChooseFusedAttention(AttentionLayout::Of(shape, qkv), operands);
   if (!kernel.ok()) return Check(kernel.status());
   if (*kernel == FusedAttentionKernel::kCudnn) {
     const absl::StatusOr<CudnnFusedAttention*> cudnn = ComputeCudnnAttention();
     if (!cudnn.ok()) return Check(cudnn.status());
     return Check((*cudnn)->Backward(operands, shape, qkv, out, lse, dout, dqkv));
   }
-  Buffer dots(allocator(), shape.batch * shape.heads * shape.seq, MemoryCategory::kActivations,
-              false);
-  Check(cuda::FusedAttentionBackward(qkv, out, lse, dout, shape, dots.data(), dqkv, stream()),
-        "FusedAttentionBackward");
+  CudaCoreAttentionBackward(qkv, out, lse, dout, shape, dqkv);
 }
 
 void CudaDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,

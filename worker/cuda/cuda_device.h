@@ -110,14 +110,25 @@ class CudaDevice final : public Device {
   // (the training thread) may use it, or the GEMM would race the caller's own work and
   // its stream's blocks. Records an error otherwise; binds the thread to the GPU.
   Blas& ComputeBlas();
-  // Which kernel runs a FUSED attention of `shape` in `operands`: decided on first use
-  // of each shape and dtype, from cudnn_requirements.h's rules and then by building
+  // Which kernel runs a FUSED attention of `layout` in `operands`: decided on first use
+  // of each layout and dtype, from cudnn_requirements.h's rules and then by building
   // cuDNN's plans for both directions (a graph cuDNN cannot build on this GPU takes the
   // CUDA-core kernel, unless the job insists on cuDNN), logged with its reason, and kept,
   // so the forward and the backward always agree. An error where the job insists on
   // cuDNN and it cannot run, or on a thread other than the training thread's.
-  absl::StatusOr<FusedAttentionKernel> ChooseFusedAttention(const AttentionShape& shape,
+  absl::StatusOr<FusedAttentionKernel> ChooseFusedAttention(const AttentionLayout& layout,
                                                             ScalarType operands);
+  // The CUDA-core kernels' FUSED attention (cuda/fused_attention.h), which reads q, k and
+  // v packed: q, k and v apart are first packed, K and V repeated to the query heads (and
+  // the gradients unpacked, each K/V head's summed over its group).
+  void CudaCoreAttentionForward(const QkvSpan<const float>& qkv, const AttentionShape& shape,
+                                float* out, float* lse);
+  void CudaCoreAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
+                                 const float* lse, const float* dout, const AttentionShape& shape,
+                                 const QkvSpan<float>& dqkv);
+  // q, k and v apart packed into `packed` [rows, 3 heads head_dim] (K and V repeated).
+  void PackForCudaCores(const QkvSpan<const float>& qkv, const AttentionShape& shape,
+                        float* packed);
   // The first decision for a shape and dtype, with its reason for the log.
   absl::StatusOr<FusedAttentionChoice> DecideFusedAttention(const AttentionLayout& layout,
                                                             ScalarType operands);

@@ -10,14 +10,17 @@
 namespace shardwise::cuda {
 namespace {
 
-size_t QkvNumel(const AttentionShape& shape) {
-  return static_cast<size_t>(shape.batch * shape.seq * 3 * shape.width());
-}
-size_t OutNumel(const AttentionShape& shape) {
-  return static_cast<size_t>(shape.batch * shape.seq * shape.width());
-}
+size_t Rows(const AttentionShape& shape) { return static_cast<size_t>(shape.batch * shape.seq); }
+size_t OutNumel(const AttentionShape& shape) { return Rows(shape) * shape.width(); }
 size_t RowStatsNumel(const AttentionShape& shape) {
   return static_cast<size_t>(shape.batch * shape.heads * shape.seq);
+}
+
+// The elements of q, of k (and of v), packed: all three in one buffer.
+size_t QNumel(const AttentionShape& shape) { return OutNumel(shape); }
+template <typename T>
+size_t KvNumel(const AttentionShape& shape, const QkvSpan<T>& qkv) {
+  return Rows(shape) * qkv.kv_heads * shape.head_dim;
 }
 
 }  // namespace
@@ -33,36 +36,90 @@ absl::StatusOr<Buffer> CudnnFusedAttention::Narrowed(ScalarType operands, const 
   return narrow;
 }
 
+absl::StatusOr<CudnnFusedAttention::QkvScratch> CudnnFusedAttention::NarrowedQkv(
+    ScalarType operands, const AttentionShape& shape, const QkvSpan<const float>& qkv,
+    AttentionPointers* pointers) {
+  QkvScratch narrow;
+  if (qkv.packed) {
+    ASSIGN_OR_RETURN(narrow.qkv, Narrowed(operands, qkv.q, 3 * QNumel(shape)));
+    (*pointers)[AttentionBuffer::kQkv] = narrow.qkv.as<void>();
+    return narrow;
+  }
+  ASSIGN_OR_RETURN(narrow.q, Narrowed(operands, qkv.q, QNumel(shape)));
+  ASSIGN_OR_RETURN(narrow.k, Narrowed(operands, qkv.k, KvNumel(shape, qkv)));
+  ASSIGN_OR_RETURN(narrow.v, Narrowed(operands, qkv.v, KvNumel(shape, qkv)));
+  (*pointers)[AttentionBuffer::kQ] = narrow.q.as<void>();
+  (*pointers)[AttentionBuffer::kK] = narrow.k.as<void>();
+  (*pointers)[AttentionBuffer::kV] = narrow.v.as<void>();
+  return narrow;
+}
+
+CudnnFusedAttention::QkvScratch CudnnFusedAttention::GradientScratch(
+    ScalarType operands, const AttentionShape& shape, const QkvSpan<const float>& qkv,
+    AttentionPointers* pointers) const {
+  QkvScratch grads;
+  if (qkv.packed) {
+    grads.qkv = Scratch(operands, 3 * QNumel(shape));
+    (*pointers)[AttentionBuffer::kDqkv] = grads.qkv.as<void>();
+    return grads;
+  }
+  grads.q = Scratch(operands, QNumel(shape));
+  grads.k = Scratch(operands, KvNumel(shape, qkv));
+  grads.v = Scratch(operands, KvNumel(shape, qkv));
+  (*pointers)[AttentionBuffer::kDq] = grads.q.as<void>();
+  (*pointers)[AttentionBuffer::kDk] = grads.k.as<void>();
+  (*pointers)[AttentionBuffer::kDv] = grads.v.as<void>();
+  return grads;
+}
+
+absl::Status CudnnFusedAttention::Widened(ScalarType operands, const AttentionShape& shape,
+                                          QkvScratch& grads, const QkvSpan<float>& dqkv) {
+  if (dqkv.packed) {
+    RETURN_IF_CUDA_ERROR(
+        Widen(operands, grads.qkv.as<uint16_t>(), dqkv.q, 3 * QNumel(shape), stream_));
+    return absl::OkStatus();
+  }
+  RETURN_IF_CUDA_ERROR(Widen(operands, grads.q.as<uint16_t>(), dqkv.q, QNumel(shape), stream_));
+  RETURN_IF_CUDA_ERROR(
+      Widen(operands, grads.k.as<uint16_t>(), dqkv.k, KvNumel(shape, dqkv), stream_));
+  RETURN_IF_CUDA_ERROR(
+      Widen(operands, grads.v.as<uint16_t>(), dqkv.v, KvNumel(shape, dqkv), stream_));
+  return absl::OkStatus();
+}
+
 absl::Status CudnnFusedAttention::Forward(ScalarType operands, const AttentionShape& shape,
-                                          const float* qkv, float* out, float* lse) {
-  ASSIGN_OR_RETURN(Buffer qkv16, Narrowed(operands, qkv, QkvNumel(shape)));
+                                          const QkvSpan<const float>& qkv, float* out, float* lse) {
+  AttentionPointers pointers;
+  ASSIGN_OR_RETURN(QkvScratch qkv16, NarrowedQkv(operands, shape, qkv, &pointers));
   Buffer out16 = Scratch(operands, OutNumel(shape));
-  RETURN_IF_ERROR(runner_->Forward(AttentionLayout::Packed(shape), GraphIo(operands),
-                                   {{AttentionBuffer::kQkv, qkv16.as<void>()},
-                                    {AttentionBuffer::kOut, out16.as<void>()},
-                                    {AttentionBuffer::kStats, lse}}));
+  pointers[AttentionBuffer::kOut] = out16.as<void>();
+  pointers[AttentionBuffer::kStats] = lse;
+  RETURN_IF_ERROR(runner_->Forward(AttentionLayout::Of(shape, qkv), GraphIo(operands), pointers));
   RETURN_IF_CUDA_ERROR(Widen(operands, out16.as<uint16_t>(), out, OutNumel(shape), stream_));
   return absl::OkStatus();
 }
 
 absl::Status CudnnFusedAttention::Backward(ScalarType operands, const AttentionShape& shape,
-                                           const float* qkv, const float* out, const float* lse,
-                                           const float* dout, float* dqkv) {
-  ASSIGN_OR_RETURN(Buffer qkv16, Narrowed(operands, qkv, QkvNumel(shape)));
+                                           const QkvSpan<const float>& qkv, const float* out,
+                                           const float* lse, const float* dout,
+                                           const QkvSpan<float>& dqkv) {
+  if (!qkv.SameLayout(dqkv)) {
+    return absl::InvalidArgumentError(
+        "the attention's gradients are not laid out as its q, k and v");
+  }
+  AttentionPointers pointers;
+  ASSIGN_OR_RETURN(QkvScratch qkv16, NarrowedQkv(operands, shape, qkv, &pointers));
   ASSIGN_OR_RETURN(Buffer out16, Narrowed(operands, out, OutNumel(shape)));
   ASSIGN_OR_RETURN(Buffer dout16, Narrowed(operands, dout, OutNumel(shape)));
-  Buffer dqkv16 = Scratch(operands, QkvNumel(shape));
+  QkvScratch grads16 = GradientScratch(operands, shape, qkv, &pointers);
   Buffer dots = Scratch(ScalarType::kFloat32, RowStatsNumel(shape));
   // cuDNN reads its pointers as non-const; it writes only the gradients and dots.
-  RETURN_IF_ERROR(runner_->Backward(AttentionLayout::Packed(shape), GraphIo(operands),
-                                    {{AttentionBuffer::kQkv, qkv16.as<void>()},
-                                     {AttentionBuffer::kOut, out16.as<void>()},
-                                     {AttentionBuffer::kStats, const_cast<float*>(lse)},
-                                     {AttentionBuffer::kDout, dout16.as<void>()},
-                                     {AttentionBuffer::kDqkv, dqkv16.as<void>()},
-                                     {AttentionBuffer::kDots, dots.data()}}));
-  RETURN_IF_CUDA_ERROR(Widen(operands, dqkv16.as<uint16_t>(), dqkv, QkvNumel(shape), stream_));
-  return absl::OkStatus();
+  pointers[AttentionBuffer::kOut] = out16.as<void>();
+  pointers[AttentionBuffer::kStats] = const_cast<float*>(lse);
+  pointers[AttentionBuffer::kDout] = dout16.as<void>();
+  pointers[AttentionBuffer::kDots] = dots.data();
+  RETURN_IF_ERROR(runner_->Backward(AttentionLayout::Of(shape, qkv), GraphIo(operands), pointers));
+  return Widened(operands, shape, grads16, dqkv);
 }
 
 }  // namespace shardwise::cuda

@@ -13,6 +13,11 @@
 // of a millisecond per GPT-2 step on an H200 against the ~16 ms cuDNN saves over the
 // materialised products. They go once activations are stored in param_dtype (issue 47).
 //
+// q, k and v come packed (the GPT's qkv) or apart with fewer K/V heads (the Llama's
+// grouped-query attention): cuDNN's graph reads each K/V head for its whole group of
+// query heads and sums the group's gradients itself (attention_graph.h), so K and V are
+// never repeated.
+//
 // Thread-safety: none; the training thread's, on the compute stream.
 
 #include <cuda_runtime_api.h>
@@ -32,18 +37,35 @@ class CudnnFusedAttention {
   CudnnFusedAttention(CudnnAttention* runner, Allocator* allocator, cudaStream_t stream)
       : runner_(runner), allocator_(allocator), stream_(stream) {}
 
-  // out [batch, seq, heads * head_dim] and lse [batch, heads, seq] from the packed qkv
-  // [batch, seq, 3 * heads * head_dim], in `operands` (BF16 or FP16).
-  absl::Status Forward(ScalarType operands, const AttentionShape& shape, const float* qkv,
-                       float* out, float* lse);
-  // dqkv from the forward's qkv, out and lse and the gradient dout.
-  absl::Status Backward(ScalarType operands, const AttentionShape& shape, const float* qkv,
-                        const float* out, const float* lse, const float* dout, float* dqkv);
+  // out [batch, seq, heads * head_dim] and lse [batch, heads, seq] from q, k and v, in
+  // `operands` (BF16 or FP16).
+  absl::Status Forward(ScalarType operands, const AttentionShape& shape,
+                       const QkvSpan<const float>& qkv, float* out, float* lse);
+  // The gradients of q, k and v (`dqkv`, laid out as `qkv`) from the forward's q, k, v,
+  // out and lse and the gradient dout.
+  absl::Status Backward(ScalarType operands, const AttentionShape& shape,
+                        const QkvSpan<const float>& qkv, const float* out, const float* lse,
+                        const float* dout, const QkvSpan<float>& dqkv);
 
  private:
+  // 16-bit copies of q, k and v, or space for their gradients: one buffer packed, three
+  // apart.
+  struct QkvScratch {
+    Buffer qkv, q, k, v;
+  };
   // A 16-bit copy of `n` values of `from` (FP32 storage of `operands` values).
   absl::StatusOr<Buffer> Narrowed(ScalarType operands, const float* from, size_t n);
   Buffer Scratch(ScalarType type, size_t n) const;
+  // The 16-bit copies of q, k and v, bound into `pointers` (as kQkv, or kQ, kK and kV).
+  absl::StatusOr<QkvScratch> NarrowedQkv(ScalarType operands, const AttentionShape& shape,
+                                         const QkvSpan<const float>& qkv,
+                                         AttentionPointers* pointers);
+  // 16-bit space for the gradients of q, k and v, bound as kDqkv, or kDq, kDk and kDv.
+  QkvScratch GradientScratch(ScalarType operands, const AttentionShape& shape,
+                             const QkvSpan<const float>& qkv, AttentionPointers* pointers) const;
+  // The gradients widened from `scratch` into `dqkv`.
+  absl::Status Widened(ScalarType operands, const AttentionShape& shape, QkvScratch& scratch,
+                       const QkvSpan<float>& dqkv);
 
   CudnnAttention* const runner_;
   Allocator* const allocator_;

@@ -4,7 +4,7 @@
 // LayerNorm and attention within FP32 rounding with TF32 off, attention with BF16 and FP16
 // operands within their rounding; the fused attention kernels within FP32 rounding of the CPU's
 // fused loops in FP64, the same bits on every run; cuDNN's, with BF16 and FP16 operands,
-// within their rounding.
+// within their rounding; both on q, k and v packed and apart, grouped or not.
 
 #include <algorithm>
 #include <cmath>
@@ -174,18 +174,46 @@ TEST_F(GptLayersTest, AttentionWithFp16OperandsIsWithinFp16Rounding) {
   CheckAttention(*device_, AttentionShape{2, 64, 2, 32}, ScalarType::kFloat16, 4e-3f, 4e-3f);
 }
 
+// One FUSED attention's operands: q, k and v packed (the GPT's qkv) or apart with
+// `kv_heads` K/V heads (the Llama's, grouped where kv_heads < heads), kept in one buffer
+// (q, then k, then v, when apart).
+struct FusedCase {
+  AttentionShape shape;
+  int64_t kv_heads;
+  bool packed;
+  int64_t rows() const { return shape.batch * shape.seq; }
+  int64_t kv_numel() const { return rows() * kv_heads * shape.head_dim; }
+  int64_t qkv_numel() const {
+    return packed ? rows() * 3 * shape.width() : rows() * shape.width() + 2 * kv_numel();
+  }
+  template <typename T>
+  QkvSpan<T> Span(T* base) const {
+    if (packed) return PackedQkvSpan(base, shape);
+    T* k = base + rows() * shape.width();
+    return SeparateQkvSpan(base, k, k + kv_numel(), shape, kv_heads);
+  }
+};
+
+FusedCase Packed(const AttentionShape& shape) { return {shape, shape.heads, true}; }
+FusedCase Apart(const AttentionShape& shape, int64_t kv_heads) { return {shape, kv_heads, false}; }
+
+std::string Describe(const FusedCase& c) {
+  return Describe(c.shape) + (c.packed ? ", packed" : ", apart") + ", " +
+         std::to_string(c.kv_heads) + " K/V heads";
+}
+
 // One FUSED attention on `device` in `operands` against the CPU's fused loops in FP64 on
-// the same operands (random, seeded, rounded to `operands`): the CPU's out, lse and dqkv
-// and the device's, whose backward ran twice with the same bits.
+// the same operands (random, seeded, rounded to `operands`): the CPU's out, lse and
+// gradients of q, k and v and the device's, whose backward ran twice with the same bits.
 struct FusedAttentionRun {
   std::vector<double> out, lse, dqkv;             // the CPU's, in FP64
   std::vector<float> got_out, got_lse, got_dqkv;  // the device's
 };
 
-void RunFusedAttention(CudaDevice& device, const AttentionShape& shape, ScalarType operands,
-                       uint32_t seed, FusedAttentionRun* run) {
-  const int64_t rows = shape.batch * shape.seq;
-  const int64_t qkv_n = rows * 3 * shape.width(), out_n = rows * shape.width();
+void RunFusedAttention(CudaDevice& device, const FusedCase& c, ScalarType operands, uint32_t seed,
+                       FusedAttentionRun* run) {
+  const AttentionShape& shape = c.shape;
+  const int64_t qkv_n = c.qkv_numel(), out_n = c.rows() * shape.width();
   const int64_t stats_n = shape.batch * shape.heads * shape.seq;
   auto qkv = RandomFloats(qkv_n, seed), dout = RandomFloats(out_n, seed + 1);
   cpu::RoundToPrecision(operands, qkv.data(), qkv.size());
@@ -193,16 +221,17 @@ void RunFusedAttention(CudaDevice& device, const AttentionShape& shape, ScalarTy
   run->out.resize(out_n), run->lse.resize(stats_n), run->dqkv.resize(qkv_n);
   std::vector<double> dots(stats_n);
   const auto qkv64 = Wide(qkv), dout64 = Wide(dout);
-  cpu::FusedAttentionForward(qkv64.data(), shape, run->out.data(), run->lse.data());
-  cpu::FusedAttentionBackward(qkv64.data(), run->out.data(), run->lse.data(), dout64.data(), shape,
-                              dots.data(), run->dqkv.data());
+  cpu::FusedAttentionForward(c.Span(qkv64.data()), shape, run->out.data(), run->lse.data());
+  cpu::FusedAttentionBackward(c.Span(qkv64.data()), run->out.data(), run->lse.data(), dout64.data(),
+                              shape, dots.data(), c.Span(run->dqkv.data()));
 
   DeviceVector<float> d_qkv(qkv), d_dout(dout), d_out(out_n), d_lse(stats_n);
-  device.FusedAttentionForward(d_qkv.get(), shape, d_out.get(), d_lse.get(), operands);
+  const QkvSpan<const float> d_span = c.Span<const float>(d_qkv.get());
+  device.FusedAttentionForward(d_span, shape, d_out.get(), d_lse.get(), operands);
   for (int pass = 0; pass < 2; ++pass) {
     DeviceVector<float> d_dqkv(qkv_n);
-    device.FusedAttentionBackward(d_qkv.get(), d_out.get(), d_lse.get(), d_dout.get(), shape,
-                                  d_dqkv.get(), operands);
+    device.FusedAttentionBackward(d_span, d_out.get(), d_lse.get(), d_dout.get(), shape,
+                                  c.Span(d_dqkv.get()), operands);
     ASSERT_TRUE(device.Synchronize().ok()) << device.status();
     if (pass == 0) {
       run->got_dqkv = d_dqkv.ToHost();
@@ -214,11 +243,11 @@ void RunFusedAttention(CudaDevice& device, const AttentionShape& shape, ScalarTy
   run->got_lse = d_lse.ToHost();
 }
 
-// The fused kernels (fused_attention.h) in FP32: out, each row's log-sum-exp and dqkv
-// within FP32 rounding of the CPU's FP64.
-void CheckFusedAttention(CudaDevice& device, const AttentionShape& shape) {
+// The fused kernels (fused_attention.h) in FP32: out, each row's log-sum-exp and the
+// gradients within FP32 rounding of the CPU's FP64.
+void CheckFusedAttention(CudaDevice& device, const FusedCase& c) {
   FusedAttentionRun run;
-  RunFusedAttention(device, shape, ScalarType::kFloat32, 13, &run);
+  RunFusedAttention(device, c, ScalarType::kFloat32, 13, &run);
   if (::testing::Test::HasFatalFailure()) return;
   ExpectNear(run.got_out, Narrow(run.out), 1e-4f, 1e-5f, "fused attention out");
   ExpectNear(run.got_lse, Narrow(run.lse), 1e-5f, 1e-5f, "fused attention lse");
@@ -227,12 +256,15 @@ void CheckFusedAttention(CudaDevice& device, const AttentionShape& shape) {
 
 // Head sizes with register rows (32, 64, 128) and without (16, 12); sequences of one
 // token, of several key tiles and of several blocks of rows (a block's keys start their
-// query loop at its first key); more sequences than a grid's y or z dimension holds.
+// query loop at its first key); more sequences than a grid's y or z dimension holds; q, k
+// and v apart, with and without grouped K/V heads (packed for the kernel, K and V
+// repeated, the gradients summed back).
 TEST_F(GptLayersTest, FusedAttentionMatchesTheCpuInFp64) {
-  for (const AttentionShape& c :
-       {AttentionShape{1, 1, 1, 64}, AttentionShape{2, 37, 3, 16}, AttentionShape{3, 128, 4, 64},
-        AttentionShape{1, 300, 2, 32}, AttentionShape{2, 97, 2, 128}, AttentionShape{1, 70, 2, 12},
-        AttentionShape{66000, 2, 1, 32}}) {
+  for (const FusedCase& c :
+       {Packed({1, 1, 1, 64}), Packed({2, 37, 3, 16}), Packed({3, 128, 4, 64}),
+        Packed({1, 300, 2, 32}), Packed({2, 97, 2, 128}), Packed({1, 70, 2, 12}),
+        Packed({66000, 2, 1, 32}), Apart({2, 37, 4, 16}, 2), Apart({1, 128, 4, 64}, 1),
+        Apart({2, 40, 2, 32}, 2)}) {
     SCOPED_TRACE(Describe(c));
     CheckFusedAttention(*device_, c);
   }
@@ -245,13 +277,13 @@ TEST_F(GptLayersTest, FusedAttentionMatchesTheCpuInFp64) {
 // probabilities to them before the second product, as FlashAttention does); the
 // statistics within FP32 rounding; the backward twice with the same bits (only
 // deterministic engines are taken).
-void CheckCudnnFusedAttention(const AttentionShape& shape, ScalarType operands, float tolerance) {
+void CheckCudnnFusedAttention(const FusedCase& c, ScalarType operands, float tolerance) {
   CudaDeviceOptions options;
   options.fused_attention_kernel = v1::CudaOptions::CUDNN;
   auto made = CudaDevice::Create(options);
   ASSERT_TRUE(made.ok()) << made.status();
   FusedAttentionRun run;
-  RunFusedAttention(**made, shape, operands, 15, &run);
+  RunFusedAttention(**made, c, operands, 15, &run);
   if (::testing::Test::HasFatalFailure()) return;
   // The output is widened from the operands' type: every value one of theirs.
   std::vector<float> rounded = run.got_out;
@@ -263,11 +295,13 @@ void CheckCudnnFusedAttention(const AttentionShape& shape, ScalarType operands, 
 }
 
 // GPT-2's head size at a context of 128 and 1000 (not a multiple of 128: cuDNN 9.16 or
-// newer), and a head size of 128.
+// newer), and a head size of 128; the Llama's q, k and v apart, grouped (two query heads
+// per K/V head, and all four on one) and not.
 TEST(CudnnFusedAttentionTest, MatchesTheCpuInFp64WithinBf16AndFp16Rounding) {
   SKIP_WITHOUT_GPU();
-  for (const AttentionShape& c : {AttentionShape{2, 128, 2, 64}, AttentionShape{1, 1000, 3, 64},
-                                  AttentionShape{2, 64, 2, 128}}) {
+  for (const FusedCase& c :
+       {Packed({2, 128, 2, 64}), Packed({1, 1000, 3, 64}), Packed({2, 64, 2, 128}),
+        Apart({2, 128, 4, 64}, 2), Apart({1, 200, 4, 64}, 1), Apart({2, 64, 2, 128}, 2)}) {
     SCOPED_TRACE(Describe(c));
     CheckCudnnFusedAttention(c, ScalarType::kBFloat16, 2e-2f);
     CheckCudnnFusedAttention(c, ScalarType::kFloat16, 4e-3f);

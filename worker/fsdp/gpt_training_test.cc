@@ -309,8 +309,9 @@ TEST(GptTraining, TheMemoryEstimateMatchesWhatTheRanksAllocate) {
   }
 }
 
-// The same for the Llama: a block keeps its own tensors (the fused q/k/v with K/V
-// repeated, the SwiGLU's four, 1/rms), so its estimate is its own.
+// The same for the Llama: a block keeps its own tensors (q/k/v, packed with K/V repeated
+// under MATERIALIZED, apart under FUSED; the SwiGLU's four; 1/rms), so its estimate is its
+// own.
 TEST(LlamaTraining, TheMemoryEstimateMatchesWhatTheRanksAllocate) {
   const std::string dir = TempDir("llama-estimate");
   v1::JobSpec base = GptSpec(dir, v1::ShardingStrategy::FULL_SHARD, 2, 2);

@@ -31,7 +31,7 @@ using Collectives = v1::CudaOptions::Collectives;
 
 struct Job {
   std::string name;
-  bool gpt = true;
+  enum class Model { kGpt, kLlama, kMlp } model = Model::kGpt;
   Strategy strategy = v1::ShardingStrategy::FULL_SHARD;
   int world = 2;
   Collectives collectives = v1::CudaOptions::NCCL;
@@ -60,11 +60,30 @@ int Seeds() {
   return seeds != nullptr ? std::max(1, std::atoi(seeds)) : 10;
 }
 
+// A Llama as small as the GPT, grouped-query (two query heads per K/V head).
+v1::LlamaConfig SmallLlama(bool fused_attention) {
+  v1::LlamaConfig llama;
+  llama.set_vocab_size(32);
+  llama.set_hidden_size(16);
+  llama.set_intermediate_size(24);
+  llama.set_num_hidden_layers(2);
+  llama.set_num_attention_heads(4);
+  llama.set_num_key_value_heads(2);
+  llama.set_block_size(16);
+  llama.set_max_position_embeddings(16);
+  if (fused_attention) llama.set_attention(v1::GptConfig::FUSED);
+  return llama;
+}
+
 void SetModel(const Job& job, const std::string& dir, v1::JobSpec* spec) {
-  if (job.gpt) {
-    *spec->mutable_model()->mutable_gpt() = testing::CorpusGpt(16, 16);
-    if (job.fused_attention)
-      spec->mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+  if (job.model != Job::Model::kMlp) {
+    if (job.model == Job::Model::kGpt) {
+      *spec->mutable_model()->mutable_gpt() = testing::CorpusGpt(16, 16);
+      if (job.fused_attention)
+        spec->mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+    } else {
+      *spec->mutable_model()->mutable_llama() = SmallLlama(job.fused_attention);
+    }
     spec->mutable_optimizer()->mutable_adamw()->set_lr(3e-3);
     v1::TokenData* tokens = spec->mutable_data()->mutable_tokens();
     tokens->set_train_path(testing::WriteLearnableTokens(dir + "/train.bin", 4000, 1));
@@ -155,7 +174,7 @@ Job Gpt(std::string name) {
 
 Job Mlp(std::string name) {
   Job job = Gpt(std::move(name));
-  job.gpt = false;
+  job.model = Job::Model::kMlp;
   return job;
 }
 
@@ -197,6 +216,13 @@ std::vector<Job> Jobs() {
   bf16.bf16 = true;
   bf16.accumulation = 2;
   jobs.push_back(bf16);
+  // The Llama's grouped-query attention reads q, k and v apart (no repeat_kv copy): their
+  // buffers' hand-over to the fused attention's and back.
+  Job llama = Gpt("llama_gqa_fused_attention_bf16");
+  llama.model = Job::Model::kLlama;
+  llama.fused_attention = true;
+  llama.bf16 = true;
+  jobs.push_back(llama);
   jobs.push_back(Mlp("mlp_full_shard"));
   Job ddp = Mlp("mlp_no_shard_bf16_compress_hook");
   ddp.strategy = v1::ShardingStrategy::NO_SHARD;

@@ -2,46 +2,67 @@
 
 namespace shardwise::model {
 
+QkvSpan<float> AttentionCore::Span(const AttentionShape& shape, QkvBuffers& buffers) const {
+  if (!separate_) return PackedQkvSpan(buffers.qkv.data(), shape);
+  return SeparateQkvSpan(buffers.q.data(), buffers.k.data(), buffers.v.data(), shape, kv_heads_);
+}
+
+QkvBuffers AttentionCore::GradientBuffers(const StageContext& context, int64_t rows) const {
+  QkvBuffers grads;
+  if (!separate_) {
+    grads.qkv = context.Activations(rows * 3 * heads_ * head_dim_);
+    return grads;
+  }
+  grads.q = context.Activations(rows * heads_ * head_dim_);
+  grads.k = context.Activations(rows * kv_heads_ * head_dim_);
+  grads.v = context.Activations(rows * kv_heads_ * head_dim_);
+  return grads;
+}
+
 void AttentionCore::Forward(const StageContext& context, Saved* saved) const {
   const AttentionShape shape = Shape(*context.batch);
   saved->out = context.Activations(shape.batch * shape.seq * shape.width());
   if (fused_) {
     saved->lse = context.Activations(shape.batch * shape.heads * shape.seq);
-    context.device->FusedAttentionForward(saved->qkv.data(), shape, saved->out.data(),
-                                          saved->lse.data(), context.compute);
+    context.device->FusedAttentionForward(Span(shape, saved->qkv).AsConst(), shape,
+                                          saved->out.data(), saved->lse.data(), context.compute);
   } else {
     saved->probs = context.Activations(shape.batch * shape.heads * shape.seq * shape.seq);
-    context.device->AttentionForward(saved->qkv.data(), shape, saved->out.data(),
+    context.device->AttentionForward(saved->qkv.qkv.data(), shape, saved->out.data(),
                                      saved->probs.data(), context.compute);
     context.Round(saved->probs);
   }
   context.Round(saved->out);
 }
 
-Buffer AttentionCore::Backward(const StageContext& context, Saved* saved, const float* dout) const {
+QkvBuffers AttentionCore::Backward(const StageContext& context, Saved* saved,
+                                   const float* dout) const {
   const AttentionShape shape = Shape(*context.batch);
   // The materialised backward no longer needs out; the fused one reads it (each row's
   // dout . out), so the fused path holds it until here.
   if (!fused_) saved->out.Reset();
-  Buffer dqkv = context.Activations(saved->qkv.numel());
+  QkvBuffers grads = GradientBuffers(context, context.batch->rows);
   if (fused_) {
-    context.device->FusedAttentionBackward(saved->qkv.data(), saved->out.data(), saved->lse.data(),
-                                           dout, shape, dqkv.data(), context.compute);
+    context.device->FusedAttentionBackward(Span(shape, saved->qkv).AsConst(), saved->out.data(),
+                                           saved->lse.data(), dout, shape, Span(shape, grads),
+                                           context.compute);
   } else {
-    context.device->AttentionBackward(saved->qkv.data(), saved->probs.data(), dout, shape,
-                                      dqkv.data(), context.compute);
+    context.device->AttentionBackward(saved->qkv.qkv.data(), saved->probs.data(), dout, shape,
+                                      grads.qkv.data(), context.compute);
   }
-  context.Round(dqkv);
+  for (Buffer* grad : {&grads.qkv, &grads.q, &grads.k, &grads.v}) {
+    if (grad->numel() > 0) context.Round(*grad);  // the layout's buffers only
+  }
   saved->out.Reset();
   saved->probs.Reset();
   saved->lse.Reset();
-  return dqkv;
+  return grads;
 }
 
 Buffer CausalSelfAttention::Forward(const StageContext& context, const float* x,
                                     Saved* saved) const {
   const DeviceBatch& batch = *context.batch;
-  saved->qkv = c_attn_.Forward(context, x, batch.rows);
+  saved->qkv.qkv = c_attn_.Forward(context, x, batch.rows);
   core_.Forward(context, saved);
   return c_proj_.Forward(context, saved->out.data(), batch.rows);
 }
@@ -50,10 +71,10 @@ Buffer CausalSelfAttention::Backward(const StageContext& context, const float* x
                                      const float* dy) const {
   const DeviceBatch& batch = *context.batch;
   Buffer dout = c_proj_.Backward(context, saved->out.data(), dy, batch.rows, true);
-  Buffer dqkv = core_.Backward(context, saved, dout.data());
+  QkvBuffers grads = core_.Backward(context, saved, dout.data());
   dout.Reset();
-  Buffer dx = c_attn_.Backward(context, x, dqkv.data(), batch.rows, true);
-  saved->qkv.Reset();
+  Buffer dx = c_attn_.Backward(context, x, grads.qkv.data(), batch.rows, true);
+  saved->qkv = {};
   return dx;
 }
 

@@ -17,38 +17,47 @@ Buffer LlamaAttention::Forward(const StageContext& context, const float* x, Save
   Buffer v = m_.v_proj.Forward(context, x, rows);
   Rotate(context, q, m_.heads, /*inverse=*/false);
   Rotate(context, k, m_.kv_heads, /*inverse=*/false);
-  saved->qkv = context.Activations(rows * 3 * m_.heads * m_.head_dim);
-  context.device->PackGroupedQkv(q.data(), k.data(), v.data(), rows, m_.heads, m_.kv_heads,
-                                 m_.head_dim, saved->qkv.data());
-  q.Reset();
-  k.Reset();
-  v.Reset();
+  if (m_.kind == v1::GptConfig::FUSED) {
+    saved->qkv.q = std::move(q);
+    saved->qkv.k = std::move(k);
+    saved->qkv.v = std::move(v);
+  } else {
+    saved->qkv.qkv = context.Activations(rows * 3 * m_.heads * m_.head_dim);
+    context.device->PackGroupedQkv(q.data(), k.data(), v.data(), rows, m_.heads, m_.kv_heads,
+                                   m_.head_dim, saved->qkv.qkv.data());
+  }
   core_.Forward(context, saved);
   return m_.o_proj.Forward(context, saved->out.data(), rows);
+}
+
+QkvBuffers LlamaAttention::Unpacked(const StageContext& context, QkvBuffers grads) const {
+  if (grads.qkv.numel() == 0) return grads;  // FUSED's: apart already
+  const int64_t rows = context.batch->rows;
+  QkvBuffers apart;
+  apart.q = context.Activations(rows * m_.heads * m_.head_dim);
+  apart.k = context.Activations(rows * m_.kv_heads * m_.head_dim);
+  apart.v = context.Activations(apart.k.numel());
+  context.device->UnpackGroupedQkvGrad(grads.qkv.data(), rows, m_.heads, m_.kv_heads, m_.head_dim,
+                                       apart.q.data(), apart.k.data(), apart.v.data());
+  context.Round(apart.k);
+  context.Round(apart.v);
+  return apart;
 }
 
 Buffer LlamaAttention::Backward(const StageContext& context, const float* x, Saved* saved,
                                 const float* dy) const {
   const int64_t rows = context.batch->rows;
   Buffer dout = m_.o_proj.Backward(context, saved->out.data(), dy, rows, true);
-  Buffer dqkv = core_.Backward(context, saved, dout.data());
+  QkvBuffers grads = Unpacked(context, core_.Backward(context, saved, dout.data()));
   dout.Reset();
-  saved->qkv.Reset();
-  Buffer dq = context.Activations(rows * m_.heads * m_.head_dim);
-  Buffer dk = context.Activations(rows * m_.kv_heads * m_.head_dim);
-  Buffer dv = context.Activations(dk.numel());
-  context.device->UnpackGroupedQkvGrad(dqkv.data(), rows, m_.heads, m_.kv_heads, m_.head_dim,
-                                       dq.data(), dk.data(), dv.data());
-  dqkv.Reset();
-  context.Round(dk);
-  context.Round(dv);
-  Rotate(context, dq, m_.heads, /*inverse=*/true);
-  Rotate(context, dk, m_.kv_heads, /*inverse=*/true);
+  saved->qkv = {};
+  Rotate(context, grads.q, m_.heads, /*inverse=*/true);
+  Rotate(context, grads.k, m_.kv_heads, /*inverse=*/true);
   // x fed three projections: its gradient is the sum of theirs.
-  Buffer dx = m_.q_proj.Backward(context, x, dq.data(), rows, true);
-  dq.Reset();
+  Buffer dx = m_.q_proj.Backward(context, x, grads.q.data(), rows, true);
+  grads.q.Reset();
   for (const auto& [projection, grad] :
-       {std::make_pair(&m_.k_proj, &dk), std::make_pair(&m_.v_proj, &dv)}) {
+       {std::make_pair(&m_.k_proj, &grads.k), std::make_pair(&m_.v_proj, &grads.v)}) {
     Buffer part = projection->Backward(context, x, grad->data(), rows, true);
     grad->Reset();
     context.AddRounded(dx, part);

@@ -265,14 +265,17 @@ void AsyncCpuDevice::AttentionBackward(const float* qkv, const float* probs, con
   Later([=] { cpu_.AttentionBackward(qkv, probs, dout, shape, dqkv, operands); });
 }
 
-void AsyncCpuDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape,
-                                           float* out, float* lse, ScalarType operands) {
+// The spans are copied into the work (they hold pointers, not the values).
+void AsyncCpuDevice::FusedAttentionForward(const QkvSpan<const float>& qkv,
+                                           const AttentionShape& shape, float* out, float* lse,
+                                           ScalarType operands) {
   Later([=] { cpu_.FusedAttentionForward(qkv, shape, out, lse, operands); });
 }
 
-void AsyncCpuDevice::FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
-                                            const float* dout, const AttentionShape& shape,
-                                            float* dqkv, ScalarType operands) {
+void AsyncCpuDevice::FusedAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
+                                            const float* lse, const float* dout,
+                                            const AttentionShape& shape, const QkvSpan<float>& dqkv,
+                                            ScalarType operands) {
   Later([=] { cpu_.FusedAttentionBackward(qkv, out, lse, dout, shape, dqkv, operands); });
 }
 

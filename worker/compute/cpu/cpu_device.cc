@@ -183,13 +183,14 @@ void CpuDevice::AttentionBackward(const float* qkv, const float* probs, const fl
   cpu::AttentionBackward(qkv, probs, dout, s.batch, s.seq, s.heads, s.head_dim, dqkv);
 }
 
-void CpuDevice::FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
-                                      float* lse, ScalarType) {
+void CpuDevice::FusedAttentionForward(const QkvSpan<const float>& qkv, const AttentionShape& shape,
+                                      float* out, float* lse, ScalarType) {
   cpu::FusedAttentionForward(qkv, shape, out, lse);
 }
 
-void CpuDevice::FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
-                                       const float* dout, const AttentionShape& shape, float* dqkv,
+void CpuDevice::FusedAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
+                                       const float* lse, const float* dout,
+                                       const AttentionShape& shape, const QkvSpan<float>& dqkv,
                                        ScalarType) {
   Buffer dots(allocator_, shape.batch * shape.heads * shape.seq, MemoryCategory::kActivations,
               false);

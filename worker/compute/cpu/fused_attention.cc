@@ -23,10 +23,10 @@ constexpr int64_t kBlock = kFusedAttentionBlock;
 int64_t TransposedStride(int64_t seq) { return (seq + 15) / 16 * 16 + 16; }
 
 // What a HeadPanels holds at a context of `seq`: for the forward one [seq, dim] panel (v)
-// and one transpose (k's); for the backward four panels (q, k, dout and dq's sums) and
-// two transposes (k's and v's).
+// and one transpose (k's); for the backward six panels (q, k, dout, and the sums of dq,
+// and of a grouped head's dk and dv) and two transposes (k's and v's).
 int64_t PanelFloats(int64_t seq, int64_t dim, bool backward) {
-  return (backward ? 4 : 1) * seq * dim + (backward ? 2 : 1) * dim * TransposedStride(seq);
+  return (backward ? 6 : 1) * seq * dim + (backward ? 2 : 1) * dim * TransposedStride(seq);
 }
 
 // `rows` rows of `columns` from rows `from_stride` apart to rows `to_stride` apart: a loop
@@ -51,19 +51,32 @@ void CopyRows(const double* from, int64_t from_stride, int64_t rows, int64_t col
   CopyRowsOf(from, from_stride, rows, columns, to, to_stride);
 }
 
+// to += from, rows as CopyRows's (a grouped head's dk and dv into its K/V head's).
+template <typename T>
+void AddRows(const T* from, int64_t from_stride, int64_t rows, int64_t columns, T* to,
+             int64_t to_stride) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t c = 0; c < columns; ++c) to[i * to_stride + c] += from[i * from_stride + c];
+  }
+}
+
 // One head of one sequence. The tile products read their right-hand operand B from
 // copies (HeadPanels below): [seq, dim] rows one after another, or transposed ([dim,
 // seq], rows t_stride apart); their left-hand one A from the copies too where the pass
-// has them (the backward's q and dout), else in place, from rows `stride` apart (q, k and
-// v rows are 3C apart, out and dout rows C). Null where a pass needs no such copy.
+// has them (the backward's q and dout), else in place, from rows `q_stride` apart (q
+// rows are 3C apart packed, C apart separate; k and v rows `kv_stride`; out and dout rows
+// C). Null where a pass needs no such copy.
 template <typename T>
 struct Head {
-  int64_t seq = 0, dim = 0, stride = 0, out_stride = 0;
+  int64_t seq = 0, dim = 0, q_stride = 0, kv_stride = 0, out_stride = 0;
   T scale = 0;
   const T *q_rows = nullptr, *dout_rows = nullptr;                    // in place
   const T *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;  // copies
   const T *k_t = nullptr, *v_t = nullptr;
   T* dq = nullptr;  // the backward's dq sums, [seq, dim], zeroed
+  // The backward's dk and dv sums, [seq, dim], for a query head that is not the first of
+  // its K/V head's group (BackwardHead).
+  T *group_dk = nullptr, *group_dv = nullptr;
   int64_t t_stride = 0;
   // Keys [j0, j0 + keys) that query i may see: those <= i.
   static int64_t Visible(int64_t i, int64_t j0, int64_t keys) {
@@ -81,19 +94,23 @@ struct Head {
 template <typename T>
 class HeadPanels {
  public:
-  // Head h of sequence b: for the forward (`dout` null), v and k transposed; for the
-  // backward, q, k and dout, k and v transposed, and dq's sums (which every key tile adds
-  // to: in place, those rows too would evict each other).
-  Head<T> Load(const T* qkv, const T* dout, const AttentionShape& shape, int64_t b, int64_t h) {
+  // Head h of sequence b (reading its group's K/V head): for the forward (`dout` null), v
+  // and k transposed; for the backward, q, k and dout, k and v transposed, and dq's sums
+  // (which every key tile adds to: in place, those rows too would evict each other).
+  Head<T> Load(const QkvSpan<const T>& qkv, const T* dout, const AttentionShape& shape, int64_t b,
+               int64_t h) {
     const int64_t width = shape.width(), seq = shape.seq, dim = shape.head_dim;
-    const T* rows = qkv + b * seq * 3 * width + h * dim;
+    const int64_t kv_offset = b * seq * qkv.kv_stride + qkv.KvHeadOf(h, shape.heads) * dim;
+    const T* k_rows = qkv.k + kv_offset;
+    const T* v_rows = qkv.v + kv_offset;
     Head<T> at;
     at.seq = seq;
     at.dim = dim;
-    at.stride = 3 * width;
+    at.q_stride = qkv.q_stride;
+    at.kv_stride = qkv.kv_stride;
     at.out_stride = width;
     at.scale = AttentionScale<T>(dim);
-    at.q_rows = rows;
+    at.q_rows = qkv.q + b * seq * qkv.q_stride + h * dim;
     at.t_stride = TransposedStride(seq);
     const int64_t panel = seq * dim, transposed = dim * at.t_stride;
     const int64_t needed = PanelFloats(seq, dim, dout != nullptr);
@@ -107,22 +124,25 @@ class HeadPanels {
     };
     const auto transpose = [&](const T* from) {
       T* to = next;
-      Transpose(from, at.stride, seq, dim, to, at.t_stride);
+      Transpose(from, at.kv_stride, seq, dim, to, at.t_stride);
       next += transposed;
       return to;
     };
-    at.k_t = transpose(rows + width);
+    at.k_t = transpose(k_rows);
     if (dout == nullptr) {
-      at.v = copy(rows + 2 * width, at.stride);
+      at.v = copy(v_rows, at.kv_stride);
       return at;
     }
     at.dout_rows = dout + b * seq * width + h * dim;
-    at.v_t = transpose(rows + 2 * width);
-    at.q = copy(rows, at.stride);
-    at.k = copy(rows + width, at.stride);
+    at.v_t = transpose(v_rows);
+    at.q = copy(at.q_rows, at.q_stride);
+    at.k = copy(k_rows, at.kv_stride);
     at.dout = copy(at.dout_rows, at.out_stride);
     at.dq = next;
     std::fill_n(at.dq, panel, T{0});
+    next += panel;
+    at.group_dk = next;
+    at.group_dv = next + panel;
     return at;
   }
 
@@ -225,7 +245,7 @@ void ForwardQueryTile(const Head<T>& at, int64_t i0, int64_t rows, T* out, int64
   for (int64_t j0 = 0; j0 < i0 + rows; j0 += kBlock) {
     const int64_t keys = std::min(kBlock, i0 + rows - j0);
     const Triangle needed{Triangle::kLowerC, i0 - j0}, causal{Triangle::kLowerA, i0 - j0};
-    TileProduct<T>(rows, keys, dim, at.scale, {at.q_rows + i0 * at.stride, at.stride, 1},
+    TileProduct<T>(rows, keys, dim, at.scale, {at.q_rows + i0 * at.q_stride, at.q_stride, 1},
                    at.k_t + j0, at.t_stride, false, scores, kBlock, needed);
     if constexpr (std::is_same_v<T, float>) {
       OnlineSoftmaxStepF(dim, i0, rows, j0, keys, scores, max, sum, tile_out);
@@ -249,12 +269,19 @@ struct Tiles {
   std::vector<T> probs = std::vector<T>(kBlock * kTile), grads = std::vector<T>(kBlock * kTile);
 };
 
+// Where one head's backward adds its dk and dv: rows `stride` apart.
+template <typename T>
+struct KeyValueGrads {
+  T *dk, *dv;
+  int64_t stride;
+};
+
 // The backward of one (query block, key tile) pair: P again from the scores and each
 // row's lse, dP = dout v^T, dS = P (dP - D), then dv += P^T dout, dk += scale dS^T q,
 // dq += scale dS k, each a tile product, into the head's gradients ([seq, dim] each).
 template <typename T>
 void BackwardTilePair(const Head<T>& at, const T* lse, const T* dots, int64_t i0, int64_t rows,
-                      int64_t j0, int64_t keys, Tiles<T>& work, T* dk, T* dv) {
+                      int64_t j0, int64_t keys, Tiles<T>& work, const KeyValueGrads<T>& to) {
   const int64_t dim = at.dim;
   T* p = work.probs.data();
   T* ds = work.grads.data();
@@ -272,35 +299,40 @@ void BackwardTilePair(const Head<T>& at, const T* lse, const T* dots, int64_t i0
     ProbabilitiesAndGrads(lse, dots, i0, rows, j0, keys, p, ds);
   }
   TileProduct<T>(keys, dim, rows, T{1}, {p, 1, kTile}, at.dout + i0 * dim, dim, true,
-                 dv + j0 * at.stride, at.stride, causal_transposed);
+                 to.dv + j0 * to.stride, to.stride, causal_transposed);
   TileProduct<T>(keys, dim, rows, at.scale, {ds, 1, kTile}, at.q + i0 * dim, dim, true,
-                 dk + j0 * at.stride, at.stride, causal_transposed);
+                 to.dk + j0 * to.stride, to.stride, causal_transposed);
   TileProduct<T>(rows, dim, keys, at.scale, {ds, kTile, 1}, at.k + j0 * dim, dim, true,
                  at.dq + i0 * dim, dim, causal);
 }
 
-// One head's backward: each row's D = dout . out, then the tile pairs' gradients added
-// into dqkv's rows (`dqkv_head`; dk and dv zeroed first, dq copied from its sums).
+// One head's backward: each row's D = dout . out, then the tile pairs' gradients. The
+// first query head of a K/V head's group adds its dk and dv in place into the gradient's
+// rows (zeroed first); each other head into its panels, which are then added to the rows:
+// each K/V head's gradient is the sum of its query heads' in head order, as the packed
+// layout's UnpackGroupedQkvGrad sums them (to the bit). dq is copied from its sums.
 template <typename T>
-void BackwardHead(const Head<T>& at, const T* out, const T* lse, T* dots, T* dqkv_head,
-                  Tiles<T>& work) {
-  const int64_t width = at.out_stride;
-  T* dq = dqkv_head;
-  T* dk = dq + width;
-  T* dv = dk + width;
+void BackwardHead(const Head<T>& at, const T* out, const T* lse, T* dots, T* dq,
+                  const KeyValueGrads<T>& rows, bool first_of_group, Tiles<T>& work) {
+  const KeyValueGrads<T> to =
+      first_of_group ? rows : KeyValueGrads<T>{at.group_dk, at.group_dv, at.dim};
   for (int64_t i = 0; i < at.seq; ++i) {
     const T* o = out + i * at.out_stride;
     const T* g = at.dout_rows + i * at.out_stride;
     dots[i] = LaneSum<T, 16>(at.dim, [&](int64_t d) { return g[d] * o[d]; });
-    for (T* row : {dk, dv}) std::fill_n(row + i * at.stride, at.dim, T{0});
+    for (T* row : {to.dk, to.dv}) std::fill_n(row + i * to.stride, at.dim, T{0});
   }
   for (int64_t j0 = 0; j0 < at.seq; j0 += kTile) {
     const int64_t keys = std::min(kTile, at.seq - j0);
     for (int64_t i0 = j0; i0 < at.seq; i0 += kBlock) {  // the queries that see key j0
-      BackwardTilePair(at, lse, dots, i0, std::min(kBlock, at.seq - i0), j0, keys, work, dk, dv);
+      BackwardTilePair(at, lse, dots, i0, std::min(kBlock, at.seq - i0), j0, keys, work, to);
     }
   }
-  CopyRows(at.dq, at.dim, at.seq, at.dim, dq, at.stride);
+  if (!first_of_group) {
+    AddRows(to.dk, to.stride, at.seq, at.dim, rows.dk, rows.stride);
+    AddRows(to.dv, to.stride, at.seq, at.dim, rows.dv, rows.stride);
+  }
+  CopyRows(at.dq, at.dim, at.seq, at.dim, dq, at.q_stride);
 }
 
 }  // namespace
@@ -313,7 +345,8 @@ int64_t FusedAttentionScratchFloats(int64_t seq, int64_t head_dim) {
 }
 
 template <typename T>
-void FusedAttentionForward(const T* qkv, const AttentionShape& shape, T* out, T* lse) {
+void FusedAttentionForward(const QkvSpan<const T>& qkv, const AttentionShape& shape, T* out,
+                           T* lse) {
   // Kept per thread: fresh blocks each call cost page faults.
   thread_local ForwardWork<T> work;
   thread_local HeadPanels<T> panels;
@@ -331,26 +364,33 @@ void FusedAttentionForward(const T* qkv, const AttentionShape& shape, T* out, T*
 }
 
 template <typename T>
-void FusedAttentionBackward(const T* qkv, const T* out, const T* lse, const T* dout,
-                            const AttentionShape& shape, T* dots, T* dqkv) {
+void FusedAttentionBackward(const QkvSpan<const T>& qkv, const T* out, const T* lse, const T* dout,
+                            const AttentionShape& shape, T* dots, const QkvSpan<T>& dqkv) {
   thread_local Tiles<T> work;  // as the forward's
   thread_local HeadPanels<T> panels;
-  const int64_t width = shape.width();
+  const int64_t width = shape.width(), seq = shape.seq, dim = shape.head_dim;
+  const int64_t group = shape.heads / qkv.kv_heads;
   for (int64_t b = 0; b < shape.batch; ++b) {
     for (int64_t h = 0; h < shape.heads; ++h) {
       const Head<T> at = panels.Load(qkv, dout, shape, b, h);
-      const int64_t stats = (b * shape.heads + h) * shape.seq;
-      BackwardHead(at, out + b * shape.seq * width + h * shape.head_dim, lse + stats, dots + stats,
-                   dqkv + b * shape.seq * 3 * width + h * shape.head_dim, work);
+      const int64_t stats = (b * shape.heads + h) * seq;
+      const int64_t kv_offset = b * seq * dqkv.kv_stride + dqkv.KvHeadOf(h, shape.heads) * dim;
+      const KeyValueGrads<T> kv_rows{dqkv.k + kv_offset, dqkv.v + kv_offset, dqkv.kv_stride};
+      BackwardHead(at, out + b * seq * width + h * dim, lse + stats, dots + stats,
+                   dqkv.q + b * seq * dqkv.q_stride + h * dim, kv_rows, h % group == 0, work);
     }
   }
 }
 
-template void FusedAttentionForward(const float*, const AttentionShape&, float*, float*);
-template void FusedAttentionForward(const double*, const AttentionShape&, double*, double*);
-template void FusedAttentionBackward(const float*, const float*, const float*, const float*,
-                                     const AttentionShape&, float*, float*);
-template void FusedAttentionBackward(const double*, const double*, const double*, const double*,
-                                     const AttentionShape&, double*, double*);
+template void FusedAttentionForward(const QkvSpan<const float>&, const AttentionShape&, float*,
+                                    float*);
+template void FusedAttentionForward(const QkvSpan<const double>&, const AttentionShape&, double*,
+                                    double*);
+template void FusedAttentionBackward(const QkvSpan<const float>&, const float*, const float*,
+                                     const float*, const AttentionShape&, float*,
+                                     const QkvSpan<float>&);
+template void FusedAttentionBackward(const QkvSpan<const double>&, const double*, const double*,
+                                     const double*, const AttentionShape&, double*,
+                                     const QkvSpan<double>&);
 
 }  // namespace shardwise::cpu

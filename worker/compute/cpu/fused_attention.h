@@ -36,15 +36,20 @@ inline constexpr int64_t kFusedAttentionBlock = 512;
 // holds at least this).
 int64_t FusedAttentionScratchFloats(int64_t seq, int64_t head_dim);
 
-// qkv [batch, seq, 3C] -> out [batch, seq, C], lse [batch, heads, seq].
+// q, k, v (packed or apart, grouped or not: attention_shape.h's QkvSpan) -> out [batch,
+// seq, C], lse [batch, heads, seq]. Each query head reads its K/V head in place: no copy
+// per query head (grouped-query attention natively).
 template <typename T>
-void FusedAttentionForward(const T* qkv, const AttentionShape& shape, T* out, T* lse);
+void FusedAttentionForward(const QkvSpan<const T>& qkv, const AttentionShape& shape, T* out,
+                           T* lse);
 
-// Writes dqkv [batch, seq, 3C] from the forward's qkv, out and lse; `dots` [batch, heads,
-// seq] is working space (each query row's dout . out).
+// Writes dq, dk, dv (`dqkv`, laid out as `qkv`) from the forward's q, k, v, out and lse;
+// `dots` [batch, heads, seq] is working space (each query row's dout . out). A K/V head's
+// gradient is the sum of its query heads' in head order, as UnpackGroupedQkvGrad sums the
+// packed layout's: the two layouts give the same bits.
 template <typename T>
-void FusedAttentionBackward(const T* qkv, const T* out, const T* lse, const T* dout,
-                            const AttentionShape& shape, T* dots, T* dqkv);
+void FusedAttentionBackward(const QkvSpan<const T>& qkv, const T* out, const T* lse, const T* dout,
+                            const AttentionShape& shape, T* dots, const QkvSpan<T>& dqkv);
 
 }  // namespace shardwise::cpu
 

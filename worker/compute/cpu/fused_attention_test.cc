@@ -2,7 +2,9 @@
 // (attention.h), whose function kernels_test checks against the formula and
 // gradient_check_test against finite differences: the same outputs and gradients in
 // float64 to rounding, across several key tiles and blocks, partial tiles and one-token
-// sequences, with scores large enough that an unshifted exponential would overflow.
+// sequences, with scores large enough that an unshifted exponential would overflow. And
+// q, k and v apart with grouped K/V heads against the packed layout with K and V repeated
+// (Hugging Face's repeat_kv): the same bits.
 
 #include "worker/compute/cpu/fused_attention.h"
 
@@ -16,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "proto/job_spec.pb.h"
 #include "worker/compute/cpu/attention.h"
+#include "worker/compute/cpu/llama_layers.h"
 #include "worker/compute/cpu/test_values.h"
 #include "worker/compute/fused_attention_rows.h"
 
@@ -44,9 +47,9 @@ Results<T> Fused(const AttentionShape& s, const std::vector<T>& qkv, const std::
   Results<T> r{std::vector<T>(dout.size()), std::vector<T>(qkv.size())};
   lse->assign(s.batch * s.heads * s.seq, T{0});
   std::vector<T> dots(lse->size());
-  FusedAttentionForward(qkv.data(), s, r.out.data(), lse->data());
-  FusedAttentionBackward(qkv.data(), r.out.data(), lse->data(), dout.data(), s, dots.data(),
-                         r.dqkv.data());
+  FusedAttentionForward(PackedQkvSpan(qkv.data(), s), s, r.out.data(), lse->data());
+  FusedAttentionBackward(PackedQkvSpan(qkv.data(), s), r.out.data(), lse->data(), dout.data(), s,
+                         dots.data(), PackedQkvSpan(r.dqkv.data(), s));
   return r;
 }
 
@@ -119,11 +122,54 @@ INSTANTIATE_TEST_SUITE_P(
         Case{{1, kFusedAttentionBlock + kFusedAttentionTile + 3, 2, 4}, 12.0},
         Case{{2, 2 * kFusedAttentionBlock + 1, 1, 3}, 1.0}));
 
+// The Llama's grouped-query attention read in place (q, k and v apart, kv_heads K/V heads)
+// against K and V repeated into the packed layout, run packed, and the gradients summed
+// back over each group (PackGroupedQkv, UnpackGroupedQkvGrad): the same bits, in T.
+template <typename T>
+void ExpectApartEqualsPacked(const AttentionShape& s, int64_t kv_heads) {
+  const int64_t rows = s.batch * s.seq, kv_n = rows * kv_heads * s.head_dim;
+  const auto q = RandomValues<T>(rows * s.width(), 21, 1.0);
+  const auto k = RandomValues<T>(kv_n, 22, 1.0), v = RandomValues<T>(kv_n, 23, 1.0);
+  const auto dout = RandomValues<T>(rows * s.width(), 24, 1.0);
+  std::vector<T> qkv(rows * 3 * s.width());
+  PackGroupedQkv(q.data(), k.data(), v.data(), rows, s.heads, kv_heads, s.head_dim, qkv.data());
+  std::vector<T> lse;
+  const Results<T> packed = Fused(s, qkv, dout, &lse);
+  std::vector<T> want_dq(q.size()), want_dk(kv_n), want_dv(kv_n);
+  UnpackGroupedQkvGrad(packed.dqkv.data(), rows, s.heads, kv_heads, s.head_dim, want_dq.data(),
+                       want_dk.data(), want_dv.data());
+
+  const QkvSpan<const T> apart = SeparateQkvSpan(q.data(), k.data(), v.data(), s, kv_heads);
+  std::vector<T> out(dout.size()), apart_lse(lse.size()), dots(lse.size());
+  std::vector<T> dq(q.size()), dk(kv_n), dv(kv_n);
+  FusedAttentionForward(apart, s, out.data(), apart_lse.data());
+  FusedAttentionBackward(apart, out.data(), apart_lse.data(), dout.data(), s, dots.data(),
+                         SeparateQkvSpan(dq.data(), dk.data(), dv.data(), s, kv_heads));
+  EXPECT_EQ(out, packed.out);
+  EXPECT_EQ(apart_lse, lse);
+  EXPECT_EQ(dq, want_dq);
+  EXPECT_EQ(dk, want_dk);
+  EXPECT_EQ(dv, want_dv);
+}
+
+TEST(FusedAttention, GroupedQueryAttentionApartEqualsRepeatedKvPacked) {
+  // Groups of 2 and 4 query heads, one K/V head per query head (the layout apart, not
+  // grouped), past a CPU tile with a partial last one.
+  for (const auto& [shape, kv_heads] : {std::pair<AttentionShape, int64_t>{{2, 37, 4, 8}, 2},
+                                        {{1, kFusedAttentionTile + 9, 4, 16}, 1},
+                                        {{2, 19, 3, 5}, 3}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "heads " << shape.heads << ", kv_heads " << kv_heads << ", seq " << shape.seq);
+    ExpectApartEqualsPacked<float>(shape, kv_heads);
+    ExpectApartEqualsPacked<double>(shape, kv_heads);
+  }
+}
+
 TEST(FusedAttention, KeepsEachRowsLogSumExp) {
   const AttentionShape s{1, 20, 1, 2};
   const auto qkv = RandomValues<double>(s.seq * 3 * s.width(), 5, 1.0);
   std::vector<double> out(s.seq * s.width()), lse(s.seq);
-  FusedAttentionForward(qkv.data(), s, out.data(), lse.data());
+  FusedAttentionForward(PackedQkvSpan(qkv.data(), s), s, out.data(), lse.data());
   const fused_attention::HeadLayout at{s, 0, 0};
   for (int64_t i = 0; i < s.seq; ++i) {
     double sum = 0;
