@@ -100,6 +100,7 @@ struct TransformerShape {
   double qkv_width = 0;  // per row: q, k and v as the attention reads them
   bool fused = false;
   bool qkv_apart = false;      // the Llama's FUSED attention: q, k and v not packed
+  bool grouped = false;        // fewer K/V heads than query heads
   double block_floats = 0;     // kept per row by a block for its backward
   double norm_stats = 0;       // per row: the block's norms' statistics
   double backward_floats = 0;  // per row: a block backward's working set beside them
@@ -140,6 +141,7 @@ TransformerShape LlamaShape(const v1::LlamaConfig& given) {
   const double a = shape.attention_width, f = llama.intermediate_size();
   const double kv_width = static_cast<double>(llama.num_key_value_heads()) * llama.head_dim();
   shape.qkv_apart = shape.fused;
+  shape.grouped = llama.num_key_value_heads() < llama.num_attention_heads();
   shape.qkv_width = shape.qkv_apart ? a + 2 * kv_width : 3 * a;
   shape.block_floats = 4 * shape.c + shape.qkv_width + a + 4 * f;
   shape.norm_stats = 2;
@@ -159,15 +161,18 @@ bool MayRunCudnnAttention(const v1::JobSpec& spec) {
 
 // A FUSED attention's backward on CUDA adds, per row, the larger of what its two kernels
 // hold: cuDNN's 16-bit copies of q/k/v, out, dout and the q/k/v gradient (2 x qkv_width +
-// 2 A, 2 bytes each) and its workspace, budgeted at 8 A bytes (two FP32 accumulators of
-// the query gradient's size: its deterministic backward accumulates dQ in FP32; the
-// workspace is cuDNN's plan's to say, and the GPU tests check the bound,
+// 2 A, 2 bytes each), with grouped K/V heads each query head's K and V gradients before
+// their group's sum (2 A, FP32), and its workspace, budgeted at 8 A bytes (two FP32
+// accumulators of the query gradient's size: its deterministic backward accumulates dQ in
+// FP32; the workspace is cuDNN's plan's to say, and the GPU tests check the bound,
 // gpt_gpu_parity_test); the CUDA-core kernel, which takes q, k and v packed, the FP32
 // packing of q/k/v apart and of their gradient (3 A each). Either may run where cuDNN is
 // allowed (it falls back where cuDNN cannot build the shape).
 double CudaFusedAttentionRowBytes(const v1::JobSpec& spec, const TransformerShape& shape) {
   const double a = shape.attention_width;
-  const double cudnn = MayRunCudnnAttention(spec) ? 2 * (2 * shape.qkv_width + 2 * a) + 8 * a : 0;
+  const double per_query_head = shape.grouped ? 4 * 2 * a : 0;
+  const double cudnn =
+      MayRunCudnnAttention(spec) ? 2 * (2 * shape.qkv_width + 2 * a) + per_query_head + 8 * a : 0;
   const double packing = shape.qkv_apart ? 4 * 2 * 3 * a : 0;
   return std::max(cudnn, packing);
 }

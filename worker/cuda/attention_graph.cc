@@ -56,9 +56,13 @@ class GraphBuilder {
   }
   // An FP32 [batch, heads, seq, 1] of the caller's: one value per query row.
   int64_t Rows(const std::string& name, const AttentionLayout& layout, AttentionBuffer buffer) {
+    return Working(name, {layout.batch, layout.heads, layout.seq, 1}, buffer);
+  }
+  // An FP32 tensor of `dims`, contiguous, in the caller's `buffer`.
+  int64_t Working(const std::string& name, const Dims& dims, AttentionBuffer buffer) {
     GraphTensor tensor = NewTensor(name, GraphType::kFloat);
-    tensor.dims = {layout.batch, layout.heads, layout.seq, 1};
-    tensor.strides = Contiguous(tensor.dims);
+    tensor.dims = dims;
+    tensor.strides = Contiguous(dims);
     tensor.is_virtual = false;
     tensor.buffer = buffer;
     return Add(std::move(tensor));
@@ -178,17 +182,17 @@ int64_t CausalMask(GraphBuilder& g, int64_t scores) {
 }
 
 // A product whose output has `heads` heads, into `out`; where `out` has fewer (a K/V
-// gradient under grouped-query attention), through a virtual one per query head summed over
-// each group.
+// gradient under grouped-query attention), through an FP32 one per query head in the
+// caller's `working` buffer, summed over each group (rounded once, into `out`).
 void ProductPerKvHead(GraphBuilder& g, const std::string& name, int64_t a, int64_t b, int64_t out,
-                      const AttentionLayout& layout, GraphType io) {
+                      const AttentionLayout& layout, AttentionBuffer working) {
   if (layout.kv_heads == layout.heads) {
     g.Matmul(name, a, b, out);
     return;
   }
   Dims dims = g.dims(out);
   dims[1] = layout.heads;
-  const int64_t per_query_head = g.Virtual(name + "_per_query_head", io, dims);
+  const int64_t per_query_head = g.Working(name + "_per_query_head", dims, working);
   g.Matmul(name, a, b, per_query_head);
   g.Reduction(name + "_group_sum", ReductionMode::kAdd, per_query_head, out);
 }
@@ -239,8 +243,17 @@ const char* AttentionBufferName(AttentionBuffer buffer) {
       return "dv";
     case AttentionBuffer::kDots:
       return "dots";
+    case AttentionBuffer::kDkPerQueryHead:
+      return "dk_per_query_head";
+    case AttentionBuffer::kDvPerQueryHead:
+      return "dv_per_query_head";
   }
   return "?";
+}
+
+int64_t AttentionGroupWorkingFloats(const AttentionLayout& layout) {
+  if (layout.kv_heads == layout.heads) return 0;
+  return layout.batch * layout.heads * layout.seq * layout.head_dim;
 }
 
 AttentionLayout AttentionLayout::Packed(const AttentionShape& shape) {
@@ -307,7 +320,8 @@ AttentionGraph AttentionBackwardGraph(const AttentionLayout& layout, GraphType i
 
   // dv = P^T dout.
   const int64_t dv = g.Heads("dv", io, layout, layout.kv_heads, grad.v, false);
-  ProductPerKvHead(g, "probs_t_dout", g.Transpose("probs_t", probs, io), dout, dv, layout, io);
+  ProductPerKvHead(g, "probs_t_dout", g.Transpose("probs_t", probs, io), dout, dv, layout,
+                   AttentionBuffer::kDvPerQueryHead);
 
   // dS = P (dP - dots) / sqrt(head_dim), dP = dout v^T.
   const int64_t dprobs = g.Virtual("dprobs", GraphType::kFloat, dims);
@@ -321,7 +335,8 @@ AttentionGraph AttentionBackwardGraph(const AttentionLayout& layout, GraphType i
 
   // dk = dS^T q; dq = dS k.
   const int64_t dk = g.Heads("dk", io, layout, layout.kv_heads, grad.k, false);
-  ProductPerKvHead(g, "dscores_t_q", g.Transpose("dscores_t", dscores, io), q, dk, layout, io);
+  ProductPerKvHead(g, "dscores_t_q", g.Transpose("dscores_t", dscores, io), q, dk, layout,
+                   AttentionBuffer::kDkPerQueryHead);
   const int64_t dq = g.Heads("dq", io, layout, layout.heads, grad.q, false);
   g.Matmul("dscores_k", dscores, g.Transpose("k", k_transposed, io), dq);
   return g.Take();

@@ -49,10 +49,15 @@ AttentionResults FromTheGraphs(const AttentionLayout& l, const AttentionValues& 
   r.dv.resize(inputs.v.size());
   std::vector<double> qkv, dqkv;
   std::vector<double> q = inputs.q, k = inputs.k, v = inputs.v, dout = inputs.dout;
-  std::map<AttentionBuffer, double*> buffers = {{AttentionBuffer::kOut, r.out.data()},
-                                                {AttentionBuffer::kStats, r.stats.data()},
-                                                {AttentionBuffer::kDout, dout.data()},
-                                                {AttentionBuffer::kDots, r.dots.data()}};
+  std::vector<double> dk_per_query_head(AttentionGroupWorkingFloats(l)),
+      dv_per_query_head(dk_per_query_head.size());
+  std::map<AttentionBuffer, double*> buffers = {
+      {AttentionBuffer::kOut, r.out.data()},
+      {AttentionBuffer::kStats, r.stats.data()},
+      {AttentionBuffer::kDout, dout.data()},
+      {AttentionBuffer::kDots, r.dots.data()},
+      {AttentionBuffer::kDkPerQueryHead, dk_per_query_head.data()},
+      {AttentionBuffer::kDvPerQueryHead, dv_per_query_head.data()}};
   if (l.kind == AttentionLayout::Kind::kPackedQkv) {
     qkv = testing::PackedQkv(l, inputs);
     dqkv.resize(qkv.size());
@@ -150,6 +155,20 @@ TEST(AttentionGraphTest, TheSeparateLayoutReadsKvHeadsOnceWithoutACopy) {
   int group_sums = 0;
   for (const GraphOp& op : backward.ops) group_sums += op.kind == GraphOpKind::kReduction;
   EXPECT_EQ(group_sums, 3);  // dots, and dk's and dv's sums over each group
+  // Each group's sum reads every query head's gradient in FP32 from the caller's working
+  // space (contiguous [batch, heads, seq, head_dim]) and rounds once into dk, dv.
+  for (const auto& [name, buffer] :
+       {std::pair{"probs_t_dout_per_query_head", AttentionBuffer::kDvPerQueryHead},
+        std::pair{"dscores_t_q_per_query_head", AttentionBuffer::kDkPerQueryHead}}) {
+    const GraphTensor& per_query_head = Named(backward, name);
+    EXPECT_EQ(per_query_head.buffer, buffer);
+    EXPECT_EQ(per_query_head.type, GraphType::kFloat);
+    EXPECT_EQ(per_query_head.dims, (std::array<int64_t, 4>{1, 32, 2048, 128}));
+    EXPECT_EQ(per_query_head.strides,
+              (std::array<int64_t, 4>{int64_t{32} * 2048 * 128, int64_t{2048} * 128, 128, 1}));
+  }
+  EXPECT_EQ(AttentionGroupWorkingFloats(layout), int64_t{32} * 2048 * 128);
+  EXPECT_EQ(AttentionGroupWorkingFloats(AttentionLayout::Separate({1, 2048, 32, 128}, 32)), 0);
 }
 
 TEST(AttentionGraphTest, EveryTensorIsWellFormed) {
@@ -163,9 +182,12 @@ TEST(AttentionGraphTest, EveryTensorIsWellFormed) {
         EXPECT_EQ(tensor.uid, static_cast<int64_t>(i) + 1);
         EXPECT_EQ(tensor.is_virtual, tensor.buffer == AttentionBuffer::kNone && !tensor.by_value)
             << tensor.name;
-        // The caller's 16-bit tensors and the FP32 statistics; FP32 inside.
+        // The caller's 16-bit tensors, and FP32 statistics and per-query-head K/V
+        // gradients; FP32 inside.
+        const bool working = tensor.buffer == AttentionBuffer::kDkPerQueryHead ||
+                             tensor.buffer == AttentionBuffer::kDvPerQueryHead;
         if (!tensor.is_virtual && !tensor.by_value && tensor.dims[3] != 1) {
-          EXPECT_EQ(tensor.type, GraphType::kBFloat16) << tensor.name;
+          EXPECT_EQ(tensor.type, working ? GraphType::kFloat : GraphType::kBFloat16) << tensor.name;
         }
         for (int64_t dim : tensor.dims) EXPECT_GT(dim, 0) << tensor.name;
       }

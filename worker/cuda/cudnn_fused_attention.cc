@@ -113,12 +113,22 @@ absl::Status CudnnFusedAttention::Backward(ScalarType operands, const AttentionS
   ASSIGN_OR_RETURN(Buffer dout16, Narrowed(operands, dout, OutNumel(shape)));
   QkvScratch grads16 = GradientScratch(operands, shape, qkv, &pointers);
   Buffer dots = Scratch(ScalarType::kFloat32, RowStatsNumel(shape));
+  // A grouped layout's per-query-head K/V gradients, FP32, before each group's sum.
+  const AttentionLayout layout = AttentionLayout::Of(shape, qkv);
+  const auto per_query_head = static_cast<size_t>(AttentionGroupWorkingFloats(layout));
+  Buffer dk_per_query_head, dv_per_query_head;
+  if (per_query_head > 0) {
+    dk_per_query_head = Scratch(ScalarType::kFloat32, per_query_head);
+    dv_per_query_head = Scratch(ScalarType::kFloat32, per_query_head);
+    pointers[AttentionBuffer::kDkPerQueryHead] = dk_per_query_head.data();
+    pointers[AttentionBuffer::kDvPerQueryHead] = dv_per_query_head.data();
+  }
   // cuDNN reads its pointers as non-const; it writes only the gradients and dots.
   pointers[AttentionBuffer::kOut] = out16.as<void>();
   pointers[AttentionBuffer::kStats] = const_cast<float*>(lse);
   pointers[AttentionBuffer::kDout] = dout16.as<void>();
   pointers[AttentionBuffer::kDots] = dots.data();
-  RETURN_IF_ERROR(runner_->Backward(AttentionLayout::Of(shape, qkv), GraphIo(operands), pointers));
+  RETURN_IF_ERROR(runner_->Backward(layout, GraphIo(operands), pointers));
   return Widened(operands, shape, grads16, dqkv);
 }
 

@@ -48,9 +48,10 @@ Buffer LlamaAttention::Backward(const StageContext& context, const float* x, Sav
                                 const float* dy) const {
   const int64_t rows = context.batch->rows;
   Buffer dout = m_.o_proj.Backward(context, saved->out.data(), dy, rows, true);
-  QkvBuffers grads = Unpacked(context, core_.Backward(context, saved, dout.data()));
+  QkvBuffers grads = core_.Backward(context, saved, dout.data());
   dout.Reset();
   saved->qkv = {};
+  grads = Unpacked(context, std::move(grads));
   Rotate(context, grads.q, m_.heads, /*inverse=*/true);
   Rotate(context, grads.k, m_.kv_heads, /*inverse=*/true);
   // x fed three projections: its gradient is the sum of theirs.

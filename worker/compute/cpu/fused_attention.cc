@@ -312,7 +312,7 @@ void BackwardTilePair(const Head<T>& at, const T* lse, const T* dots, int64_t i0
 // each K/V head's gradient is the sum of its query heads' in head order, as the packed
 // layout's UnpackGroupedQkvGrad sums them (to the bit). dq is copied from its sums.
 template <typename T>
-void BackwardHead(const Head<T>& at, const T* out, const T* lse, T* dots, T* dq,
+void BackwardHead(const Head<T>& at, const T* out, const T* lse, T* dots, T* dq, int64_t dq_stride,
                   const KeyValueGrads<T>& rows, bool first_of_group, Tiles<T>& work) {
   const KeyValueGrads<T> to =
       first_of_group ? rows : KeyValueGrads<T>{at.group_dk, at.group_dv, at.dim};
@@ -332,7 +332,7 @@ void BackwardHead(const Head<T>& at, const T* out, const T* lse, T* dots, T* dq,
     AddRows(to.dk, to.stride, at.seq, at.dim, rows.dk, rows.stride);
     AddRows(to.dv, to.stride, at.seq, at.dim, rows.dv, rows.stride);
   }
-  CopyRows(at.dq, at.dim, at.seq, at.dim, dq, at.q_stride);
+  CopyRows(at.dq, at.dim, at.seq, at.dim, dq, dq_stride);
 }
 
 }  // namespace
@@ -377,7 +377,8 @@ void FusedAttentionBackward(const QkvSpan<const T>& qkv, const T* out, const T* 
       const int64_t kv_offset = b * seq * dqkv.kv_stride + dqkv.KvHeadOf(h, shape.heads) * dim;
       const KeyValueGrads<T> kv_rows{dqkv.k + kv_offset, dqkv.v + kv_offset, dqkv.kv_stride};
       BackwardHead(at, out + b * seq * width + h * dim, lse + stats, dots + stats,
-                   dqkv.q + b * seq * dqkv.q_stride + h * dim, kv_rows, h % group == 0, work);
+                   dqkv.q + b * seq * dqkv.q_stride + h * dim, dqkv.q_stride, kv_rows,
+                   h % group == 0, work);
     }
   }
 }
