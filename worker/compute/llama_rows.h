@@ -9,6 +9,8 @@
 // RMSNorm over a row of `dim`:  rstd = 1 / sqrt(sum(x^2) / dim + eps) (the sum in double),
 //   y = w * (x * rstd). Backward, g = dy * w:
 //   dx = rstd * g - x * rstd^3 * sum(g * x) / dim,   dw += dy * x * rstd (over rows).
+//   (The CPU's rows; the GPU runs the same formulas one warp per row with float sums,
+//   norm_rows.h.)
 // Rotary (rotate-half): per head, for i < half = head_dim / 2, the pair (a, b) = (x[i],
 //   x[i + half]) becomes (a c - b s, b c + a s); its transpose (the backward) is the same
 //   with -s.

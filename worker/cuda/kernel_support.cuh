@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+
+#include "worker/compute/norm_rows.h"
 
 namespace shardwise::cuda::internal {
 
@@ -51,6 +54,63 @@ __device__ inline float BlockMax(float value) {
   const float max = shared[0];
   __syncthreads();
   return max;
+}
+
+// ---- one row per warp (compute/norm_rows.h) ----------------------------------------------
+
+inline constexpr int kWarpsPerBlock = kThreads / norm_rows::kLanes;
+// Row-per-warp kernels loop over rows past the grid's size.
+inline constexpr int64_t kMaxWarpBlocks = 1 << 16;
+
+inline unsigned WarpBlocks(int64_t rows) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min(kMaxWarpBlocks, (rows + kWarpsPerBlock - 1) / kWarpsPerBlock)));
+}
+
+// The warp's butterfly (norm_rows::ButterflySum): every lane gets the lanes' total.
+__device__ inline float WarpSum(float value) {
+  for (int offset = norm_rows::kLanes / 2; offset > 0; offset /= 2) {
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  }
+  return value;
+}
+
+// norm_rows' reduce for one lane of a warp.
+struct DeviceWarp {
+  int lane;
+  template <typename Terms>
+  __device__ float operator()(int64_t dim, const Terms& terms) const {
+    return WarpSum(norm_rows::LaneSum(lane, dim, terms));
+  }
+};
+
+// A row's groups, each one 16-byte load where the row is 16-byte aligned and holds the
+// whole group, else value by value (the same values either way).
+struct DeviceRow {
+  const float* row;
+  int64_t dim;
+  bool aligned;
+  __device__ DeviceRow(const float* row, int64_t dim)
+      : row(row), dim(dim), aligned(reinterpret_cast<uintptr_t>(row) % 16 == 0) {}
+  __device__ norm_rows::Quad operator()(int64_t g) const {
+    if (aligned && (g + 1) * norm_rows::kVector <= dim) {
+      const float4 f = reinterpret_cast<const float4*>(row)[g];
+      return {{f.x, f.y, f.z, f.w}};
+    }
+    return norm_rows::ScalarQuad(row, g, dim);
+  }
+};
+
+// The warp of this thread, the warps of the grid, and the thread's lane.
+struct WarpPosition {
+  int64_t warp, warps;
+  int lane;
+};
+__device__ inline WarpPosition ThisWarp() {
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  return {thread / norm_rows::kLanes,
+          static_cast<int64_t>(gridDim.x) * blockDim.x / norm_rows::kLanes,
+          static_cast<int>(threadIdx.x % norm_rows::kLanes)};
 }
 
 }  // namespace shardwise::cuda::internal

@@ -13,23 +13,27 @@ using namespace internal;  // NOLINT(build/namespaces)
 // A thread per row runs the CPU's row functions, so rstd and y are summed in the CPU's
 // order. Simple rather than fast: each thread walks its row alone (a block per row would
 // reduce in a tree, in another order).
+// One warp per row (compute/norm_rows.h): float sums in a fixed order, 16-byte loads.
 __global__ void RmsNormForwardKernel(const float* x, const float* w, int64_t rows, int64_t dim,
                                      float eps, float* y, float* rstd) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
-       r += stride) {
-    const float row_rstd = llama_rows::RmsNormRstd(x + r * dim, dim, eps);
-    rstd[r] = row_rstd;
-    llama_rows::RmsNormForwardRow(x + r * dim, w, dim, row_rstd, y + r * dim);
+  const WarpPosition at = ThisWarp();
+  const DeviceWarp reduce{at.lane};
+  const norm_rows::Writer lane_groups{at.lane, norm_rows::kLanes};
+  for (int64_t row = at.warp; row < rows; row += at.warps) {
+    const float row_rstd = norm_rows::RmsNormForwardRow(DeviceRow(x + row * dim, dim), w, dim, eps,
+                                                        reduce, lane_groups, y + row * dim);
+    if (at.lane == 0) rstd[row] = row_rstd;
   }
 }
 
 __global__ void RmsNormInputGradKernel(const float* x, const float* w, const float* rstd,
                                        const float* dy, int64_t rows, int64_t dim, float* dx) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
-       r += stride) {
-    llama_rows::RmsNormBackwardRow(x + r * dim, w, rstd[r], dy + r * dim, dim, dx + r * dim);
+  const WarpPosition at = ThisWarp();
+  const DeviceWarp reduce{at.lane};
+  const norm_rows::Writer lane_groups{at.lane, norm_rows::kLanes};
+  for (int64_t row = at.warp; row < rows; row += at.warps) {
+    norm_rows::RmsNormInputGradRow(DeviceRow(x + row * dim, dim), DeviceRow(dy + row * dim, dim), w,
+                                   rstd[row], dim, reduce, lane_groups, dx + row * dim);
   }
 }
 
@@ -135,14 +139,14 @@ __global__ void MultiplyElementwiseKernel(const float* a, const float* b, size_t
 cudaError_t RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
                            float* y, float* rstd, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  RmsNormForwardKernel<<<Blocks(rows), kThreads, 0, stream>>>(x, w, rows, dim, eps, y, rstd);
+  RmsNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(x, w, rows, dim, eps, y, rstd);
   return Launched();
 }
 
 cudaError_t RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
                             int64_t rows, int64_t dim, float* dx, float* dw, cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
-  RmsNormInputGradKernel<<<Blocks(rows), kThreads, 0, stream>>>(x, w, rstd, dy, rows, dim, dx);
+  RmsNormInputGradKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(x, w, rstd, dy, rows, dim, dx);
   const cudaError_t error = Launched();
   if (error != cudaSuccess) return error;
   RmsNormWeightGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(x, rstd, dy, rows, dim, dw);

@@ -15,12 +15,12 @@
 
 namespace shardwise::cuda {
 
-// RMSNorm over rows of `dim`, one thread per row (llama_rows::RmsNormRstd and
-// RmsNormForwardRow, the squares summed in double in column order, as on the CPU);
-// keeps rstd [rows].
+// RMSNorm over rows of `dim`, one warp per row (norm_rows::RmsNormForwardRow: the squares
+// summed in float in a fixed order, as Hugging Face computes the variance in float32; the
+// CPU sums in double, so the two differ by rounding); keeps rstd [rows].
 cudaError_t RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
                            float* y, float* rstd, cudaStream_t stream);
-// Writes dx (one thread per row: llama_rows::RmsNormBackwardRow); adds to dw, one thread
+// Writes dx (one warp per row: norm_rows::RmsNormInputGradRow); adds to dw, one thread
 // per column adding dy * (x * rstd) over the rows in row order, as the CPU loop does.
 cudaError_t RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
                             int64_t rows, int64_t dim, float* dx, float* dw, cudaStream_t stream);

@@ -99,34 +99,18 @@ size_t ScratchBytes(int64_t n, size_t sort_bytes) {
 
 // ---- layer norm -------------------------------------------------------------------------
 
-// The CPU's float expression, (x * r + shift) * w + b, without FMA contraction.
-__device__ __forceinline__ float Normalized(float x, float r, float shift, float w, float b) {
-  return __fadd_rn(__fmul_rn(__fadd_rn(__fmul_rn(x, r), shift), w), b);
-}
-
+// One warp per row (compute/norm_rows.h): float sums in a fixed order, 16-byte loads.
 __global__ void LayerNormForwardKernel(const float* x, const float* w, const float* b, int64_t rows,
                                        int64_t dim, float eps, float* y, float* mean, float* rstd) {
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* in = x + row * dim;
-    double sum = 0;
-    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) sum += in[j];
-    const double mu = BlockSum(sum) / dim;
-    double squares = 0;
-    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
-      const double d = in[j] - mu;
-      squares += d * d;
-    }
-    squares = BlockSum(squares);
-    const float m = static_cast<float>(mu);
-    const float r = static_cast<float>(1.0 / sqrt(squares / dim + eps));
-    if (threadIdx.x == 0) {
-      mean[row] = m;
-      rstd[row] = r;
-    }
-    const float shift = -r * m;
-    float* out = y + row * dim;
-    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
-      out[j] = Normalized(in[j], r, shift, w != nullptr ? w[j] : 1.0f, b != nullptr ? b[j] : 0.0f);
+  const WarpPosition at = ThisWarp();
+  const DeviceWarp reduce{at.lane};
+  const norm_rows::Writer lane_groups{at.lane, norm_rows::kLanes};
+  for (int64_t row = at.warp; row < rows; row += at.warps) {
+    const norm_rows::Moments moments = norm_rows::LayerNormForwardRow(
+        DeviceRow(x + row * dim, dim), w, b, dim, eps, reduce, lane_groups, y + row * dim);
+    if (at.lane == 0) {
+      mean[row] = moments.mean;
+      rstd[row] = moments.rstd;
     }
   }
 }
@@ -134,25 +118,13 @@ __global__ void LayerNormForwardKernel(const float* x, const float* w, const flo
 __global__ void LayerNormInputGradKernel(const float* x, const float* w, const float* mean,
                                          const float* rstd, const float* dy, int64_t rows,
                                          int64_t dim, float* dx) {
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* in = x + row * dim;
-    const float* grad = dy + row * dim;
-    const double m = mean[row], r = rstd[row];
-    double g_sum = 0, g_xhat_sum = 0;
-    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
-      const double xhat = (in[j] - m) * r;
-      const double g = static_cast<double>(grad[j]) * (w != nullptr ? w[j] : 1.0);
-      g_sum += g;
-      g_xhat_sum += g * xhat;
-    }
-    const double g_mean = BlockSum(g_sum) / dim;
-    const double g_xhat_mean = BlockSum(g_xhat_sum) / dim;
-    float* out = dx + row * dim;
-    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
-      const double xhat = (in[j] - m) * r;
-      const double g = static_cast<double>(grad[j]) * (w != nullptr ? w[j] : 1.0);
-      out[j] = static_cast<float>(r * (g - g_mean - xhat * g_xhat_mean));
-    }
+  const WarpPosition at = ThisWarp();
+  const DeviceWarp reduce{at.lane};
+  const norm_rows::Writer lane_groups{at.lane, norm_rows::kLanes};
+  for (int64_t row = at.warp; row < rows; row += at.warps) {
+    norm_rows::LayerNormInputGradRow(DeviceRow(x + row * dim, dim), DeviceRow(dy + row * dim, dim),
+                                     w, {mean[row], rstd[row]}, dim, reduce, lane_groups,
+                                     dx + row * dim);
   }
 }
 
@@ -278,8 +250,8 @@ cudaError_t LayerNormForward(const float* x, const float* w, const float* b, int
                              int64_t dim, float eps, float* y, float* mean, float* rstd,
                              cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  LayerNormForwardKernel<<<RowBlocks(rows), kThreads, 0, stream>>>(x, w, b, rows, dim, eps, y, mean,
-                                                                   rstd);
+  LayerNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(x, w, b, rows, dim, eps, y,
+                                                                    mean, rstd);
   return Launched();
 }
 
@@ -291,8 +263,8 @@ cudaError_t LayerNormBackward(const float* x, const float* w, const float* mean,
                               const float* dy, int64_t rows, int64_t dim, float* dx, float* dw,
                               float* db, double* partials, cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
-  LayerNormInputGradKernel<<<RowBlocks(rows), kThreads, 0, stream>>>(x, w, mean, rstd, dy, rows,
-                                                                     dim, dx);
+  LayerNormInputGradKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(x, w, mean, rstd, dy, rows,
+                                                                      dim, dx);
   if (dw == nullptr && db == nullptr) return Launched();
   const int64_t chunks = RowChunks(rows);
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;

@@ -27,12 +27,14 @@ cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, 
                               float* dtable, void* scratch, size_t scratch_bytes,
                               cudaStream_t stream);
 
-// LayerNorm over rows of `dim` (w, b may be null: 1 and 0), one block per row; the mean
-// and variance are summed in double, as on the CPU; keeps mean and rstd [rows].
+// LayerNorm over rows of `dim` (w, b may be null: 1 and 0), one warp per row, its sums in
+// float in compute/norm_rows.h's fixed order (the CPU sums in double: the two differ by
+// rounding); keeps mean and rstd [rows].
 cudaError_t LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
                              int64_t dim, float eps, float* y, float* mean, float* rstd,
                              cudaStream_t stream);
-// Writes dx; adds to dw and db (null when w, b are). The parameter gradients are summed
+// Writes dx (one warp per row, as the forward); adds to dw and db (null when w, b are).
+// The parameter gradients are summed
 // over rows in fixed chunks (partial sums in double, then the chunks in order):
 // `partials` holds LayerNormBackwardPartials(rows, dim) doubles.
 size_t LayerNormBackwardPartials(int64_t rows, int64_t dim);
