@@ -188,10 +188,10 @@ absl::Status CudaDevice::Synchronize() {
   return status();
 }
 
+// Through pinned staging (pinned_uploads.h): from pageable memory the copy could make the
+// host wait for the stream.
 void CudaDevice::CopyFromHost(void* dst, const void* host_src, size_t bytes) {
-  if (bytes == 0) return;
-  Check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream()),
-        "cudaMemcpyAsync (to device)");
+  Check(uploads_.Upload(dst, host_src, bytes, stream()));
 }
 
 absl::Status CudaDevice::Fetch(void* host_dst, const void* src, size_t bytes) {

@@ -30,6 +30,7 @@
 #include "worker/cuda/cudnn_attention.h"
 #include "worker/cuda/cudnn_fused_attention.h"
 #include "worker/cuda/cudnn_requirements.h"
+#include "worker/cuda/pinned_uploads.h"
 #include "worker/cuda/stream.h"
 #include "worker/cuda/stream_clock.h"
 
@@ -145,6 +146,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<CudaCachingAllocator> allocator_;
   std::unique_ptr<Blas> blas_;  // on the compute stream: GEMMs run on the training thread
   std::unique_ptr<CudaStreamClock> clock_;
+  PinnedUploads uploads_;   // CopyFromHost's staging: the host never waits for the GPU
   CudnnFacts cudnn_facts_;  // the cuDNN loaded and the GPU's compute capability
   // Made on the first cuDNN attention (the training thread's only).
   std::unique_ptr<CudnnAttention> cudnn_;

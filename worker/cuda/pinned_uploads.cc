@@ -1,0 +1,88 @@
+#include "worker/cuda/pinned_uploads.h"
+
+#include <cstring>
+
+#include "common/status_macros.h"
+#include "worker/cuda/cuda_status.h"
+
+namespace shardwise::cuda {
+
+PinnedUploads::~PinnedUploads() {
+  absl::MutexLock lock(&mu_);
+  for (Block& block : blocks_) {
+    // A copy still reading the block must end before its memory goes back.
+    if (block.recorded) block.read.Synchronize().IgnoreError();
+    if (block.pinned != nullptr) cudaFreeHost(block.pinned);
+  }
+}
+
+absl::StatusOr<std::vector<StagingBlockState>> PinnedUploads::States() const {
+  std::vector<StagingBlockState> states;
+  states.reserve(blocks_.size());
+  for (const Block& block : blocks_) {
+    bool busy = false;
+    if (block.recorded) {
+      ASSIGN_OR_RETURN(const bool done, block.read.Done());
+      busy = !done;
+    }
+    states.push_back({block.capacity, busy, block.last_use});
+  }
+  return states;
+}
+
+absl::Status PinnedUploads::Allocate(Block* block, size_t capacity) {
+  if (block->pinned != nullptr) {
+    RETURN_IF_CUDA_ERROR(cudaFreeHost(block->pinned));
+    block->pinned = nullptr;
+    block->capacity = 0;
+  }
+  RETURN_IF_CUDA_ERROR(cudaMallocHost(&block->pinned, capacity));
+  block->capacity = capacity;
+  if (block->read.get() == nullptr) {
+    ASSIGN_OR_RETURN(block->read, Event::Create());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PinnedUploads::Block*> PinnedUploads::Acquire(size_t bytes) {
+  while (true) {
+    ASSIGN_OR_RETURN(const std::vector<StagingBlockState> states, States());
+    const StagingChoice choice = ChooseStagingBlock(states, bytes);
+    switch (choice.kind) {
+      case StagingChoice::Kind::kUnstaged:
+        return nullptr;
+      case StagingChoice::Kind::kReuse:
+        return &blocks_[choice.index];
+      case StagingChoice::Kind::kAllocate:
+        blocks_.emplace_back();
+        RETURN_IF_ERROR(Allocate(&blocks_.back(), choice.capacity));
+        return &blocks_.back();
+      case StagingChoice::Kind::kReplace:
+        RETURN_IF_ERROR(Allocate(&blocks_[choice.index], choice.capacity));
+        return &blocks_[choice.index];
+      case StagingChoice::Kind::kWait:
+        // Every block in flight: the host waits for the oldest copy (rare: more uploads
+        // queued than the blocks the GPU has not read yet).
+        RETURN_IF_ERROR(blocks_[choice.index].read.Synchronize());
+        break;
+    }
+  }
+}
+
+absl::Status PinnedUploads::Upload(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Block* const block, Acquire(bytes));
+  if (block == nullptr) {
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+    return absl::OkStatus();
+  }
+  std::memcpy(block->pinned, src, bytes);
+  RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dst, block->pinned, bytes, cudaMemcpyHostToDevice, stream));
+  RETURN_IF_ERROR(block->read.Record(stream));
+  block->recorded = true;
+  block->last_use = ++uses_;
+  return absl::OkStatus();
+}
+
+}  // namespace shardwise::cuda
