@@ -25,12 +25,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
 #include "worker/compute/attention_shape.h"
 #include "worker/compute/optimizer_scalars.h"
+#include "worker/compute/update_spans.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/scalar_type.h"
 #include "worker/runtime/stream_clock.h"
@@ -190,6 +192,22 @@ class Device {
                          float* momentum, size_t n) = 0;
   virtual void AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
                            float* exp_avg_sq, size_t n) = 0;
+  // AdamW on several spans of one shard (param, grad and the moments point at its start):
+  // the spans with `decay` take s.decay, the others none. By default one AdamWUpdate per
+  // span; CUDA steps up to kMaxSpansPerTable spans per launch (update_spans.h). The same
+  // values either way.
+  virtual void AdamWUpdateSpans(const AdamWScalars& s, float* param, const float* grad,
+                                float* exp_avg, float* exp_avg_sq,
+                                const std::vector<UpdateSpan>& spans) {
+    AdamWScalars undecayed = s;
+    undecayed.decay = 1.0f;
+    for (const UpdateSpan& span : spans) {
+      if (span.end <= span.begin) continue;
+      AdamWUpdate(span.decay ? s : undecayed, param + span.begin, grad + span.begin,
+                  exp_avg + span.begin, exp_avg_sq + span.begin,
+                  static_cast<size_t>(span.end - span.begin));
+    }
+  }
 };
 
 }  // namespace shardwise

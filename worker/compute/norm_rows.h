@@ -3,7 +3,9 @@
 
 // LayerNorm and RMSNorm one row per GPU warp, in float: the arithmetic the CUDA kernels
 // (cuda/transformer_kernels.cu, cuda/llama_kernels.cu) run, written once so that the CPU
-// tests (norm_rows_test) check it against the formulas in FP64. The CPU's own layers
+// tests (norm_rows_test) check it against the formulas in FP64. The order of the sums is
+// the GPU's; the bits may differ by nvcc's contraction of a multiply and an add into one
+// FMA, which the host build does not do. The CPU's own layers
 // (cpu/layer_norm.cc, cpu/llama_layers.cc) keep their double sums; the GPU sums in float,
 // as PyTorch's CUDA LayerNorm and Hugging Face's RMSNorm (which computes its variance in
 // float32) do, and differs from the CPU by rounding (docs/semantics.md).
@@ -17,7 +19,7 @@
 //
 // Formulas (per row of `dim`, g = dy * w):
 //   LayerNorm: mean = sum(x) / dim, var = sum((x - mean)^2) / dim, rstd = 1 / sqrt(var +
-//     eps), y = (x * rstd - mean * rstd) * w + b; dx = rstd * (g - mean(g) - xhat *
+//     eps), y = (x - mean) * rstd * w + b; dx = rstd * (g - mean(g) - xhat *
 //     mean(g * xhat)), xhat = (x - mean) * rstd.
 //   RMSNorm: rstd = 1 / sqrt(sum(x^2) / dim + eps), y = w * (x * rstd);
 //     dx = rstd * g - x * rstd^3 * sum(g * x) / dim.
@@ -78,7 +80,7 @@ inline float ButterflySum(const float (&lanes)[kLanes]) {
   return values[0];
 }
 
-// The warp's total of `terms` over a row, computed on the host as the GPU computes it.
+// The warp's total of `terms` over a row, summed on the host in the GPU's order.
 template <typename Terms>
 float WarpRowSum(int64_t dim, const Terms& terms) {
   float lanes[kLanes];
@@ -144,7 +146,7 @@ SHARDWISE_HOST_DEVICE Moments LayerNormForwardRow(const Load& x, const float* w,
     for (int k = 0; k < kVector && g * kVector + k < dim; ++k) {
       const int64_t j = g * kVector + k;
       const float weight = w != nullptr ? w[j] : 1.0f, bias = b != nullptr ? b[j] : 0.0f;
-      y[j] = (in.v[k] * rstd - mean * rstd) * weight + bias;
+      y[j] = (in.v[k] - mean) * rstd * weight + bias;
     }
   }
   return {mean, rstd};

@@ -534,6 +534,15 @@ void CudaDevice::SgdUpdate(const SgdScalars& s, bool first, float* param, const 
   Check(cuda::SgdUpdate(s, first, param, grad, momentum, n, stream()), "SgdUpdate");
 }
 
+void CudaDevice::AdamWUpdateSpans(const AdamWScalars& s, float* param, const float* grad,
+                                  float* exp_avg, float* exp_avg_sq,
+                                  const std::vector<UpdateSpan>& spans) {
+  for (const SpanTable& table : SpanTables(spans)) {
+    Check(cuda::AdamWUpdateSpans(s, param, grad, exp_avg, exp_avg_sq, table, stream()),
+          "AdamWUpdateSpans");
+  }
+}
+
 void CudaDevice::AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
                              float* exp_avg_sq, size_t n) {
   Check(cuda::AdamWUpdate(s, param, grad, exp_avg, exp_avg_sq, n, stream()), "AdamWUpdate");

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -94,6 +95,9 @@ class CudaDevice final : public Device {
   // Everything else the Device interface asks for (the GPT's layers: transformer_kernels.h
   // and attention.h; the Llama's: llama_kernels.h).
 #include "worker/compute/device_overrides.inc"
+  // One launch per kMaxSpansPerTable spans (kernels.h AdamWUpdateSpans).
+  void AdamWUpdateSpans(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
+                        float* exp_avg_sq, const std::vector<UpdateSpan>& spans) override;
 
  private:
   explicit CudaDevice(const CudaDeviceOptions& options);
@@ -146,7 +150,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<CudaCachingAllocator> allocator_;
   std::unique_ptr<Blas> blas_;  // on the compute stream: GEMMs run on the training thread
   std::unique_ptr<CudaStreamClock> clock_;
-  PinnedUploads uploads_;   // CopyFromHost's staging: the host never waits for the GPU
+  PinnedUploads uploads_;   // CopyFromHost's staging: no wait for the GPU per upload
   CudnnFacts cudnn_facts_;  // the cuDNN loaded and the GPU's compute capability
   // Made on the first cuDNN attention (the training thread's only).
   std::unique_ptr<CudnnAttention> cudnn_;

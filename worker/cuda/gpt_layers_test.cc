@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -75,11 +76,13 @@ TEST_F(GptLayersTest, EmbeddingBackwardAddsInTheCpusOrderBitForBit) {
   }
 }
 
+// Rows 16-byte aligned (16, 768) and not (1031); more rows than the grid's warps (one per
+// row, grid-stride past 524,288); the same bits on a second run.
 TEST_F(GptLayersTest, LayerNormMatchesTheCpuInFp64) {
   const float eps = 1e-5f;
-  for (int64_t dim : {16, 768, 1031}) {
+  for (const auto& [rows, dim] :
+       {std::pair<int64_t, int64_t>{300, 16}, {300, 768}, {300, 1031}, {600000, 8}}) {
     for (bool affine : {true, false}) {
-      const int64_t rows = 300;
       auto x = RandomFloats(rows * dim, 5, 2.0f);
       for (int64_t j = 0; j < dim; ++j) x[j] += 100.0f;  // a row far from zero mean
       const auto w = RandomFloats(dim, 6), b = RandomFloats(dim, 7);
@@ -111,6 +114,12 @@ TEST_F(GptLayersTest, LayerNormMatchesTheCpuInFp64) {
       ExpectNear(d_dx.ToHost(), Narrow(dx), 1e-4f, 1e-5f, "layer norm dx");
       ExpectNear(d_dw.ToHost(), Narrow(affine ? dw : Wide(dw0)), 1e-5f, 1e-4f, "layer norm dw");
       ExpectNear(d_db.ToHost(), Narrow(affine ? db : Wide(db0)), 1e-5f, 1e-4f, "layer norm db");
+      DeviceVector<float> again(rows * dim), again_mean(rows), again_rstd(rows);
+      device_->LayerNormForward(d_x.get(), affine ? d_w.get() : nullptr,
+                                affine ? d_b.get() : nullptr, rows, dim, eps, again.get(),
+                                again_mean.get(), again_rstd.get());
+      ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+      EXPECT_EQ(again.ToHost(), d_y.ToHost()) << "the forward's bits changed between runs";
     }
   }
 }

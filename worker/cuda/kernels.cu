@@ -302,6 +302,18 @@ __global__ void AdamWKernel(AdamWScalars s, float* p, const float* grad, float* 
   }
 }
 
+// One launch over a table's spans (update_spans.h); `undecayed` is `s` without decay.
+__global__ void AdamWSpansKernel(AdamWScalars s, AdamWScalars undecayed, SpanTable table, float* p,
+                                 const float* grad, float* m, float* v) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < table.total();
+       k += stride) {
+    const int span = SpanOf(table, k);
+    const int64_t i = table.begin[span] + (k - table.first[span]);
+    pointwise::AdamWStep(table.decay[span] ? s : undecayed, p + i, grad[i], m + i, v + i);
+  }
+}
+
 }  // namespace
 
 cudaError_t Narrow(ScalarType type, const float* in, uint16_t* out, size_t n, cudaStream_t stream) {
@@ -459,6 +471,16 @@ cudaError_t AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, 
                         float* exp_avg_sq, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   AdamWKernel<<<Blocks(n), kThreads, 0, stream>>>(s, param, grad, exp_avg, exp_avg_sq, n);
+  return Launched();
+}
+
+cudaError_t AdamWUpdateSpans(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
+                             float* exp_avg_sq, const SpanTable& table, cudaStream_t stream) {
+  if (table.total() == 0) return cudaSuccess;
+  AdamWScalars undecayed = s;
+  undecayed.decay = 1.0f;
+  AdamWSpansKernel<<<Blocks(static_cast<size_t>(table.total())), kThreads, 0, stream>>>(
+      s, undecayed, table, param, grad, exp_avg, exp_avg_sq);
   return Launched();
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "worker/compute/optimizer_scalars.h"
+#include "worker/compute/update_spans.h"
 #include "worker/runtime/scalar_type.h"
 
 namespace shardwise::cuda {
@@ -80,6 +81,10 @@ cudaError_t SgdUpdate(const SgdScalars& s, bool first, float* param, const float
 // torch.optim.AdamW (single-tensor path).
 cudaError_t AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
                         float* exp_avg_sq, size_t n, cudaStream_t stream);
+// The same on a table's spans of one shard in one launch (pointers at the shard's start;
+// spans without decay take none).
+cudaError_t AdamWUpdateSpans(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
+                             float* exp_avg_sq, const SpanTable& table, cudaStream_t stream);
 
 // data *= factor / data /= divisor (the divisions of gradient reduction are divisions,
 // as in PyTorch, not multiplications by a reciprocal).

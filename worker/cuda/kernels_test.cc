@@ -327,5 +327,42 @@ TEST_F(KernelsTest, OptimizersMatchTheCpuOptimizers) {
   }
 }
 
+// AdamW on many spans of one shard in tables of kMaxSpansPerTable (one launch each): the
+// same bits as one launch per span, decay only where a span has it.
+TEST(OptimizerKernels, AdamWSpansEqualOneLaunchPerSpan) {
+  SKIP_WITHOUT_GPU();
+  std::vector<UpdateSpan> spans;
+  int64_t at = 0;
+  for (int s = 0; s < 2 * kMaxSpansPerTable + 5; ++s) {
+    const int64_t length = (s % 3 == 0) ? 1 : 37 * s + 5;
+    spans.push_back({at, at + length, s % 2 == 0});
+    at += length;
+  }
+  const auto n = static_cast<size_t>(at);
+  const std::vector<float> param = RandomFloats(n, 51), grad = RandomFloats(n, 52);
+  AdamWScalars s;
+  s.decay = 0.99f;
+  s.step_size = 0.01f;
+  s.bias_correction2_sqrt = 0.05f;
+  AdamWScalars undecayed = s;
+  undecayed.decay = 1.0f;
+  DeviceVector<float> together(param), apart(param), dgrad(grad);
+  DeviceVector<float> m_together(n), v_together(n), m_apart(n), v_apart(n);
+  for (const SpanTable& table : SpanTables(spans)) {
+    ASSERT_EQ(AdamWUpdateSpans(s, together.get(), dgrad.get(), m_together.get(), v_together.get(),
+                               table, nullptr),
+              cudaSuccess);
+  }
+  for (const UpdateSpan& span : spans) {
+    ASSERT_EQ(AdamWUpdate(span.decay ? s : undecayed, apart.get() + span.begin,
+                          dgrad.get() + span.begin, m_apart.get() + span.begin,
+                          v_apart.get() + span.begin, span.end - span.begin, nullptr),
+              cudaSuccess);
+  }
+  EXPECT_EQ(together.ToHost(), apart.ToHost());
+  EXPECT_EQ(m_together.ToHost(), m_apart.ToHost());
+  EXPECT_EQ(v_together.ToHost(), v_apart.ToHost());
+}
+
 }  // namespace
 }  // namespace shardwise::cuda

@@ -10,9 +10,6 @@ using namespace internal;  // NOLINT(build/namespaces)
 
 // ---- RMSNorm ----------------------------------------------------------------------------
 
-// A thread per row runs the CPU's row functions, so rstd and y are summed in the CPU's
-// order. Simple rather than fast: each thread walks its row alone (a block per row would
-// reduce in a tree, in another order).
 // One warp per row (compute/norm_rows.h): float sums in a fixed order, 16-byte loads.
 __global__ void RmsNormForwardKernel(const float* x, const float* w, int64_t rows, int64_t dim,
                                      float eps, float* y, float* rstd) {

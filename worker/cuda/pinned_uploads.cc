@@ -30,7 +30,11 @@ absl::StatusOr<std::vector<StagingBlockState>> PinnedUploads::States() const {
   return states;
 }
 
+// The event first: a block is handed out only with both its memory and its event.
 absl::Status PinnedUploads::Allocate(Block* block, size_t capacity) {
+  if (block->read.get() == nullptr) {
+    ASSIGN_OR_RETURN(block->read, Event::Create());
+  }
   if (block->pinned != nullptr) {
     RETURN_IF_CUDA_ERROR(cudaFreeHost(block->pinned));
     block->pinned = nullptr;
@@ -38,9 +42,6 @@ absl::Status PinnedUploads::Allocate(Block* block, size_t capacity) {
   }
   RETURN_IF_CUDA_ERROR(cudaMallocHost(&block->pinned, capacity));
   block->capacity = capacity;
-  if (block->read.get() == nullptr) {
-    ASSIGN_OR_RETURN(block->read, Event::Create());
-  }
   return absl::OkStatus();
 }
 

@@ -1,14 +1,15 @@
 #ifndef SHARDWISE_WORKER_CUDA_PINNED_UPLOADS_H_
 #define SHARDWISE_WORKER_CUDA_PINNED_UPLOADS_H_
 
-// Host-to-device copies that never make the host wait for the GPU: the values are first
+// Host-to-device copies that do not make the host wait for the GPU: the values are first
 // copied into a page-locked (pinned) staging block, from which cudaMemcpyAsync is truly
-// asynchronous. From pageable memory the driver may first synchronise with the stream to
-// stage the copy itself, so each micro-batch's upload of its tokens would wait for the
-// compute stream to drain: the GPU would run dry at every micro-step while the host
-// queued the next. The blocks are few and reused (staging_choice.h); each has its own
-// event, recorded after the copy that read it, so it is handed out again only once the
-// GPU has read it.
+// asynchronous. (The host does wait where every block is still being read, and for
+// uploads over kMaxStagedBytes, which go from pageable memory: those come at start.) From pageable
+// memory the driver may first synchronise with the stream to stage the copy itself, so each
+// micro-batch's upload of its tokens would wait for the compute stream to drain: the GPU would run
+// dry at every micro-step while the host queued the next. The blocks are few and reused
+// (staging_choice.h); each has its own event, recorded after the copy that read it, so it is handed
+// out again only once the GPU has read it.
 //
 // Thread-safety: thread-safe (uploads from several threads take turns).
 

@@ -15,8 +15,9 @@ namespace shardwise::cuda {
 // The smallest block: one micro-batch's tokens of GPT-2 at batch 8 x 1024 (INT64).
 inline constexpr size_t kMinStagingBytes = size_t{64} << 10;
 // Uploads larger than this (a shard or optimizer state at start) go without staging: a
-// block kept for them would hold that much page-locked memory for the whole run.
-inline constexpr size_t kMaxStagedBytes = size_t{16} << 20;
+// block kept for them would hold that much page-locked memory for the whole run. A
+// micro-batch's tokens take 64 KiB at 8 x 1024, 256 KiB at 32 x 1024.
+inline constexpr size_t kMaxStagedBytes = size_t{1} << 20;
 // Blocks at most: a few micro-batches' uploads in flight at once.
 inline constexpr size_t kMaxStagingBlocks = 8;
 

@@ -535,11 +535,13 @@ absl::Status FsdpModel::OptimizerStep(Optimizer& optimizer, double max_grad_norm
   if (max_grad_norm > 0) RETURN_IF_ERROR(ClipGradients(max_grad_norm));
   if (!reducer_->TakeStepBegun()) optimizer.BeginStep();
   for (FlatUnit& unit : units_) {
+    std::vector<UpdateSpan> spans;
     for (const ShardRange& range : optimizer_ranges_[unit.index]) {
-      if (range.in_backward) continue;
-      optimizer.UpdateRange(unit.index, unit.shard_numel, range.begin, range.end, unit.shard.data(),
-                            unit.shard_grad.data(), range.decay);
+      if (!range.in_backward) spans.push_back({range.begin, range.end, range.decay});
     }
+    if (spans.empty()) continue;
+    optimizer.UpdateSpans(unit.index, unit.shard_numel, spans, unit.shard.data(),
+                          unit.shard_grad.data());
   }
   DiscardGradients();
   return device_->status();

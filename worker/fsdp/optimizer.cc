@@ -116,12 +116,29 @@ class AdamW final : public Optimizer {
 
   void UpdateRange(int segment, size_t segment_numel, size_t begin, size_t end, float* p,
                    const float* grad, bool decay) override {
-    if (exp_avg_[segment].empty()) {
-      Allocator* allocator = device_->allocator();
-      exp_avg_[segment] = Buffer(allocator, segment_numel, MemoryCategory::kOptimizerState);
-      exp_avg_sq_[segment] = Buffer(allocator, segment_numel, MemoryCategory::kOptimizerState);
-    }
-    // Scalars as PyTorch computes them (Python floats, i.e. double), then used in fp32.
+    AllocateState(segment, segment_numel);
+    device_->AdamWUpdate(Scalars(decay), p + begin, grad + begin, exp_avg_[segment].data() + begin,
+                         exp_avg_sq_[segment].data() + begin, end - begin);
+  }
+
+  void UpdateSpans(int segment, size_t segment_numel, const std::vector<UpdateSpan>& spans,
+                   float* p, const float* grad) override {
+    AllocateState(segment, segment_numel);
+    device_->AdamWUpdateSpans(Scalars(/*decay=*/true), p, grad, exp_avg_[segment].data(),
+                              exp_avg_sq_[segment].data(), spans);
+  }
+
+ private:
+  void AllocateState(int segment, size_t segment_numel) {
+    if (!exp_avg_[segment].empty()) return;
+    Allocator* allocator = device_->allocator();
+    exp_avg_[segment] = Buffer(allocator, segment_numel, MemoryCategory::kOptimizerState);
+    exp_avg_sq_[segment] = Buffer(allocator, segment_numel, MemoryCategory::kOptimizerState);
+  }
+
+  // The step's scalars as PyTorch computes them (Python floats, i.e. double), then used in
+  // fp32; without `decay`, none.
+  AdamWScalars Scalars(bool decay) const {
     const double bias_correction1 = 1 - std::pow(beta1_, step_);
     const double bias_correction2 = 1 - std::pow(beta2_, step_);
     AdamWScalars s;
@@ -132,11 +149,9 @@ class AdamW final : public Optimizer {
     s.beta2 = static_cast<float>(beta2_);
     s.one_minus_beta2 = static_cast<float>(1 - beta2_);
     s.eps = static_cast<float>(eps_);
-    device_->AdamWUpdate(s, p + begin, grad + begin, exp_avg_[segment].data() + begin,
-                         exp_avg_sq_[segment].data() + begin, end - begin);
+    return s;
   }
 
- private:
   double lr_;
   const double beta1_, beta2_, eps_, weight_decay_;
   Device* const device_;

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "proto/job_spec.pb.h"
 #include "worker/compute/device.h"
+#include "worker/compute/update_spans.h"
 #include "worker/runtime/memory.h"
 
 namespace shardwise::fsdp {
@@ -48,6 +49,14 @@ class Optimizer {
   // The whole segment: param[n] from grad[n].
   void Update(int segment, float* param, const float* grad, size_t n) {
     UpdateRange(segment, n, 0, n, param, grad);
+  }
+  // Several ranges of a segment at once, as UpdateRange on each: AdamW steps them in one
+  // device call (Device::AdamWUpdateSpans: one launch on a GPU where it was one per range).
+  virtual void UpdateSpans(int segment, size_t segment_numel, const std::vector<UpdateSpan>& spans,
+                           float* param, const float* grad) {
+    for (const UpdateSpan& span : spans) {
+      UpdateRange(segment, segment_numel, span.begin, span.end, param, grad, span.decay);
+    }
   }
 
   // State for checkpoints: the steps taken, and each segment's named state buffers

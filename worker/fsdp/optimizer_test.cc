@@ -95,6 +95,32 @@ TEST(AdamW, TwoStepsByHand) {
   }
 }
 
+// A segment's ranges stepped together (UpdateSpans: one device call) or one by one
+// (UpdateRange): the same bits, decay where a range has it, over three steps.
+TEST(AdamW, SpansStepAsTheirRangesDo) {
+  v1::OptimizerSpec spec;
+  spec.mutable_adamw()->set_lr(0.05);
+  spec.mutable_adamw()->set_weight_decay(0.1);
+  CpuCachingAllocator allocator;
+  CpuDevice device(&allocator);
+  auto together = Optimizer::Create(spec, 1, &device);
+  auto apart = Optimizer::Create(spec, 1, &device);
+  const std::vector<UpdateSpan> spans = {
+      {0, 5, false}, {5, 40, true}, {40, 41, false}, {41, 41, true}, {41, 64, true}};
+  std::vector<float> p_together(64), p_apart(64), grad(64);
+  for (int i = 0; i < 64; ++i) p_together[i] = p_apart[i] = 0.01f * static_cast<float>(i - 30);
+  for (int step = 1; step <= 3; ++step) {
+    for (int i = 0; i < 64; ++i) grad[i] = 0.1f * static_cast<float>((i * 7 + step) % 11 - 5);
+    together->BeginStep();
+    apart->BeginStep();
+    together->UpdateSpans(0, 64, spans, p_together.data(), grad.data());
+    for (const UpdateSpan& span : spans) {
+      apart->UpdateRange(0, 64, span.begin, span.end, p_apart.data(), grad.data(), span.decay);
+    }
+    ASSERT_EQ(p_together, p_apart) << "step " << step;
+  }
+}
+
 TEST(ClipCoefficient, CapsAtOne) {
   EXPECT_FLOAT_EQ(pointwise::ClipCoefficient(10.0, 1.0), 1.0 / (10.0 + 1e-6));
   EXPECT_FLOAT_EQ(pointwise::ClipCoefficient(0.5, 1.0), 1.0f);
