@@ -3,8 +3,9 @@
 
 // Host-to-device copies that do not make the host wait for the GPU: the values are first
 // copied into a page-locked (pinned) staging block, from which cudaMemcpyAsync is truly
-// asynchronous. (The host does wait where every block is still being read, and for
-// uploads over kMaxStagedBytes, which go from pageable memory: those come at start.) From pageable
+// asynchronous. (The host does wait where every block is still being read, and may for
+// uploads over kMaxStagedBytes, which go from pageable memory: a shard or optimizer state
+// at start, or a micro-batch of more than 131,072 tokens per rank.) From pageable
 // memory the driver may first synchronise with the stream to stage the copy itself, so each
 // micro-batch's upload of its tokens would wait for the compute stream to drain: the GPU would run
 // dry at every micro-step while the host queued the next. The blocks are few and reused
