@@ -15,6 +15,12 @@ struct AttentionShape {
   SHARDWISE_HOST_DEVICE int64_t width() const { return heads * head_dim; }
 };
 
+// The K/V head query head `head` of `heads` reads where K and V have `kv_heads` (Hugging
+// Face's repeat_kv: each K/V head serves heads / kv_heads consecutive query heads).
+SHARDWISE_HOST_DEVICE inline int64_t KvHeadOf(int64_t head, int64_t heads, int64_t kv_heads) {
+  return head / (heads / kv_heads);
+}
+
 // Where one attention call's queries, keys and values lie, each [batch, seq, its heads *
 // head_dim] row-major with rows `q_stride` (q) or `kv_stride` (k, v) elements apart; k and
 // v have `kv_heads` heads, and query head h reads K/V head h / (heads / kv_heads) (Hugging
@@ -30,9 +36,13 @@ struct QkvSpan {
 
   // The same places, read-only.
   QkvSpan<const T> AsConst() const { return {q, k, v, q_stride, kv_stride, kv_heads, packed}; }
-  // The K/V head query head h reads.
-  SHARDWISE_HOST_DEVICE int64_t KvHeadOf(int64_t h, int64_t heads) const {
-    return h / (heads / kv_heads);
+  // Where head h of sequence b starts: its first row of q, and of its K/V head's k and v
+  // (offsets from k and v).
+  T* QHead(int64_t b, int64_t h, const AttentionShape& shape) const {
+    return q + b * shape.seq * q_stride + h * shape.head_dim;
+  }
+  int64_t KvHeadOffset(int64_t b, int64_t h, const AttentionShape& shape) const {
+    return b * shape.seq * kv_stride + KvHeadOf(h, shape.heads, kv_heads) * shape.head_dim;
   }
   // Whether `other` lies as this does (a gradient as its input).
   template <typename U>

@@ -199,8 +199,7 @@ class Device {
   virtual void AdamWUpdateSpans(const AdamWScalars& s, float* param, const float* grad,
                                 float* exp_avg, float* exp_avg_sq,
                                 const std::vector<UpdateSpan>& spans) {
-    AdamWScalars undecayed = s;
-    undecayed.decay = 1.0f;
+    const AdamWScalars undecayed = s.WithoutDecay();
     for (const UpdateSpan& span : spans) {
       if (span.end <= span.begin) continue;
       AdamWUpdate(span.decay ? s : undecayed, param + span.begin, grad + span.begin,

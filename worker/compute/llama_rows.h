@@ -15,7 +15,7 @@
 //   x[i + half]) becomes (a c - b s, b c + a s); its transpose (the backward) is the same
 //   with -s.
 // Grouped-query packing: fused qkv row = [q | k repeated | v repeated], query head h
-//   reading K/V head h / (heads / kv_heads).
+//   reading K/V head h / (heads / kv_heads) (attention_shape.h's KvHeadOf).
 
 #include <cmath>
 #include <cstdint>
@@ -57,11 +57,6 @@ SHARDWISE_HOST_DEVICE inline void RotatePair(T* a, T* b, T c, T s, bool inverse)
   const T second = *b * c + *a * s;
   *a = first;
   *b = second;
-}
-
-// The K/V head a query head reads.
-SHARDWISE_HOST_DEVICE inline int64_t KvHeadOf(int64_t head, int64_t heads, int64_t kv_heads) {
-  return head / (heads / kv_heads);
 }
 
 }  // namespace shardwise::llama_rows

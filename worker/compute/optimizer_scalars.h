@@ -19,6 +19,12 @@ struct AdamWScalars {
   float step_size = 0;              // lr / (1 - beta1^t)
   float bias_correction2_sqrt = 1;  // sqrt(1 - beta2^t)
   float one_minus_beta1 = 0.1f, beta2 = 0.999f, one_minus_beta2 = 0.001f, eps = 1e-8f;
+  // The same step for parameters that take no weight decay.
+  AdamWScalars WithoutDecay() const {
+    AdamWScalars s = *this;
+    s.decay = 1;
+    return s;
+  }
 };
 
 }  // namespace shardwise

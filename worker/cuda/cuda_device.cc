@@ -433,24 +433,20 @@ absl::StatusOr<CudnnFusedAttention*> CudaDevice::ComputeCudnnAttention() {
   return cudnn_fused_.get();
 }
 
-void CudaDevice::PackForCudaCores(const QkvSpan<const float>& qkv, const AttentionShape& shape,
-                                  float* packed) {
+Buffer CudaDevice::PackedForCudaCores(const QkvSpan<const float>& qkv,
+                                      const AttentionShape& shape) {
+  Buffer packed(allocator(), shape.batch * shape.seq * 3 * shape.width(),
+                MemoryCategory::kActivations, false);
   Check(cuda::PackGroupedQkv(qkv.q, qkv.k, qkv.v, shape.batch * shape.seq, shape.heads,
-                             qkv.kv_heads, shape.head_dim, packed, stream()),
+                             qkv.kv_heads, shape.head_dim, packed.data(), stream()),
         "PackGroupedQkv");
+  return packed;
 }
 
 void CudaDevice::CudaCoreAttentionForward(const QkvSpan<const float>& qkv,
                                           const AttentionShape& shape, float* out, float* lse) {
-  Buffer packed;
-  const float* qkv_packed = qkv.q;
-  if (!qkv.packed) {
-    packed = Buffer(allocator(), shape.batch * shape.seq * 3 * shape.width(),
-                    MemoryCategory::kActivations, false);
-    PackForCudaCores(qkv, shape, packed.data());
-    qkv_packed = packed.data();
-  }
-  Check(cuda::FusedAttentionForward(qkv_packed, shape, out, lse, stream()),
+  const Buffer packed = qkv.packed ? Buffer() : PackedForCudaCores(qkv, shape);
+  Check(cuda::FusedAttentionForward(qkv.packed ? qkv.q : packed.data(), shape, out, lse, stream()),
         "FusedAttentionForward");
 }
 
@@ -466,9 +462,8 @@ void CudaDevice::CudaCoreAttentionBackward(const QkvSpan<const float>& qkv, cons
           "FusedAttentionBackward");
     return;
   }
-  Buffer packed(allocator(), rows * 3 * shape.width(), MemoryCategory::kActivations, false);
+  const Buffer packed = PackedForCudaCores(qkv, shape);
   Buffer packed_grad(allocator(), packed.numel(), MemoryCategory::kActivations, false);
-  PackForCudaCores(qkv, shape, packed.data());
   Check(cuda::FusedAttentionBackward(packed.data(), out, lse, dout, shape, dots.data(),
                                      packed_grad.data(), stream()),
         "FusedAttentionBackward");

@@ -131,9 +131,8 @@ class CudaDevice final : public Device {
   void CudaCoreAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
                                  const float* lse, const float* dout, const AttentionShape& shape,
                                  const QkvSpan<float>& dqkv);
-  // q, k and v apart packed into `packed` [rows, 3 heads head_dim] (K and V repeated).
-  void PackForCudaCores(const QkvSpan<const float>& qkv, const AttentionShape& shape,
-                        float* packed);
+  // q, k and v apart, packed into a new [rows, 3 heads head_dim] (K and V repeated).
+  Buffer PackedForCudaCores(const QkvSpan<const float>& qkv, const AttentionShape& shape);
   // The first decision for a shape and dtype, with its reason for the log.
   absl::StatusOr<FusedAttentionChoice> DecideFusedAttention(const AttentionLayout& layout,
                                                             ScalarType operands);

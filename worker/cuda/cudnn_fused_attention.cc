@@ -16,11 +16,24 @@ size_t RowStatsNumel(const AttentionShape& shape) {
   return static_cast<size_t>(shape.batch * shape.heads * shape.seq);
 }
 
-// The elements of q, of k (and of v), packed: all three in one buffer.
-size_t QNumel(const AttentionShape& shape) { return OutNumel(shape); }
+// One buffer of q, k and v (or of their gradients) as cuDNN's graph names it: packed, the
+// one qkv; apart, q, k and v.
 template <typename T>
-size_t KvNumel(const AttentionShape& shape, const QkvSpan<T>& qkv) {
-  return Rows(shape) * qkv.kv_heads * shape.head_dim;
+struct QkvPart {
+  AttentionBuffer buffer;
+  T* values;
+  size_t n;
+};
+
+template <typename T>
+std::vector<QkvPart<T>> Parts(const AttentionShape& shape, const QkvSpan<T>& qkv, bool gradient) {
+  const size_t q_n = OutNumel(shape);
+  if (qkv.packed)
+    return {{gradient ? AttentionBuffer::kDqkv : AttentionBuffer::kQkv, qkv.q, 3 * q_n}};
+  const size_t kv_n = Rows(shape) * qkv.kv_heads * shape.head_dim;
+  return {{gradient ? AttentionBuffer::kDq : AttentionBuffer::kQ, qkv.q, q_n},
+          {gradient ? AttentionBuffer::kDk : AttentionBuffer::kK, qkv.k, kv_n},
+          {gradient ? AttentionBuffer::kDv : AttentionBuffer::kV, qkv.v, kv_n}};
 }
 
 }  // namespace
@@ -36,61 +49,45 @@ absl::StatusOr<Buffer> CudnnFusedAttention::Narrowed(ScalarType operands, const 
   return narrow;
 }
 
-absl::StatusOr<CudnnFusedAttention::QkvScratch> CudnnFusedAttention::NarrowedQkv(
+absl::StatusOr<std::vector<Buffer>> CudnnFusedAttention::NarrowedQkv(
     ScalarType operands, const AttentionShape& shape, const QkvSpan<const float>& qkv,
     AttentionPointers* pointers) {
-  QkvScratch narrow;
-  if (qkv.packed) {
-    ASSIGN_OR_RETURN(narrow.qkv, Narrowed(operands, qkv.q, 3 * QNumel(shape)));
-    (*pointers)[AttentionBuffer::kQkv] = narrow.qkv.as<void>();
-    return narrow;
+  std::vector<Buffer> narrow;
+  for (const QkvPart<const float>& part : Parts(shape, qkv, /*gradient=*/false)) {
+    ASSIGN_OR_RETURN(Buffer copy, Narrowed(operands, part.values, part.n));
+    (*pointers)[part.buffer] = copy.as<void>();
+    narrow.push_back(std::move(copy));
   }
-  ASSIGN_OR_RETURN(narrow.q, Narrowed(operands, qkv.q, QNumel(shape)));
-  ASSIGN_OR_RETURN(narrow.k, Narrowed(operands, qkv.k, KvNumel(shape, qkv)));
-  ASSIGN_OR_RETURN(narrow.v, Narrowed(operands, qkv.v, KvNumel(shape, qkv)));
-  (*pointers)[AttentionBuffer::kQ] = narrow.q.as<void>();
-  (*pointers)[AttentionBuffer::kK] = narrow.k.as<void>();
-  (*pointers)[AttentionBuffer::kV] = narrow.v.as<void>();
   return narrow;
 }
 
-CudnnFusedAttention::QkvScratch CudnnFusedAttention::GradientScratch(
-    ScalarType operands, const AttentionShape& shape, const QkvSpan<const float>& qkv,
-    AttentionPointers* pointers) const {
-  QkvScratch grads;
-  if (qkv.packed) {
-    grads.qkv = Scratch(operands, 3 * QNumel(shape));
-    (*pointers)[AttentionBuffer::kDqkv] = grads.qkv.as<void>();
-    return grads;
+std::vector<Buffer> CudnnFusedAttention::GradientScratch(ScalarType operands,
+                                                         const AttentionShape& shape,
+                                                         const QkvSpan<float>& dqkv,
+                                                         AttentionPointers* pointers) const {
+  std::vector<Buffer> grads;
+  for (const QkvPart<float>& part : Parts(shape, dqkv, /*gradient=*/true)) {
+    grads.push_back(Scratch(operands, part.n));
+    (*pointers)[part.buffer] = grads.back().as<void>();
   }
-  grads.q = Scratch(operands, QNumel(shape));
-  grads.k = Scratch(operands, KvNumel(shape, qkv));
-  grads.v = Scratch(operands, KvNumel(shape, qkv));
-  (*pointers)[AttentionBuffer::kDq] = grads.q.as<void>();
-  (*pointers)[AttentionBuffer::kDk] = grads.k.as<void>();
-  (*pointers)[AttentionBuffer::kDv] = grads.v.as<void>();
   return grads;
 }
 
 absl::Status CudnnFusedAttention::Widened(ScalarType operands, const AttentionShape& shape,
-                                          QkvScratch& grads, const QkvSpan<float>& dqkv) {
-  if (dqkv.packed) {
+                                          const std::vector<Buffer>& scratch,
+                                          const QkvSpan<float>& dqkv) {
+  const std::vector<QkvPart<float>> parts = Parts(shape, dqkv, /*gradient=*/true);
+  for (size_t i = 0; i < parts.size(); ++i) {
     RETURN_IF_CUDA_ERROR(
-        Widen(operands, grads.qkv.as<uint16_t>(), dqkv.q, 3 * QNumel(shape), stream_));
-    return absl::OkStatus();
+        Widen(operands, scratch[i].as<uint16_t>(), parts[i].values, parts[i].n, stream_));
   }
-  RETURN_IF_CUDA_ERROR(Widen(operands, grads.q.as<uint16_t>(), dqkv.q, QNumel(shape), stream_));
-  RETURN_IF_CUDA_ERROR(
-      Widen(operands, grads.k.as<uint16_t>(), dqkv.k, KvNumel(shape, dqkv), stream_));
-  RETURN_IF_CUDA_ERROR(
-      Widen(operands, grads.v.as<uint16_t>(), dqkv.v, KvNumel(shape, dqkv), stream_));
   return absl::OkStatus();
 }
 
 absl::Status CudnnFusedAttention::Forward(ScalarType operands, const AttentionShape& shape,
                                           const QkvSpan<const float>& qkv, float* out, float* lse) {
   AttentionPointers pointers;
-  ASSIGN_OR_RETURN(QkvScratch qkv16, NarrowedQkv(operands, shape, qkv, &pointers));
+  ASSIGN_OR_RETURN(const std::vector<Buffer> qkv16, NarrowedQkv(operands, shape, qkv, &pointers));
   Buffer out16 = Scratch(operands, OutNumel(shape));
   pointers[AttentionBuffer::kOut] = out16.as<void>();
   pointers[AttentionBuffer::kStats] = lse;
@@ -103,15 +100,11 @@ absl::Status CudnnFusedAttention::Backward(ScalarType operands, const AttentionS
                                            const QkvSpan<const float>& qkv, const float* out,
                                            const float* lse, const float* dout,
                                            const QkvSpan<float>& dqkv) {
-  if (!qkv.SameLayout(dqkv)) {
-    return absl::InvalidArgumentError(
-        "the attention's gradients are not laid out as its q, k and v");
-  }
   AttentionPointers pointers;
-  ASSIGN_OR_RETURN(QkvScratch qkv16, NarrowedQkv(operands, shape, qkv, &pointers));
+  ASSIGN_OR_RETURN(const std::vector<Buffer> qkv16, NarrowedQkv(operands, shape, qkv, &pointers));
   ASSIGN_OR_RETURN(Buffer out16, Narrowed(operands, out, OutNumel(shape)));
   ASSIGN_OR_RETURN(Buffer dout16, Narrowed(operands, dout, OutNumel(shape)));
-  QkvScratch grads16 = GradientScratch(operands, shape, qkv, &pointers);
+  const std::vector<Buffer> grads16 = GradientScratch(operands, shape, dqkv, &pointers);
   Buffer dots = Scratch(ScalarType::kFloat32, RowStatsNumel(shape));
   // A grouped layout's per-query-head K/V gradients, FP32, before each group's sum.
   const AttentionLayout layout = AttentionLayout::Of(shape, qkv);

@@ -22,6 +22,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "worker/compute/attention_shape.h"
 #include "worker/cuda/cudnn_attention.h"
@@ -41,31 +43,27 @@ class CudnnFusedAttention {
   // `operands` (BF16 or FP16).
   absl::Status Forward(ScalarType operands, const AttentionShape& shape,
                        const QkvSpan<const float>& qkv, float* out, float* lse);
-  // The gradients of q, k and v (`dqkv`, laid out as `qkv`) from the forward's q, k, v,
-  // out and lse and the gradient dout.
+  // The gradients of q, k and v (`dqkv`, laid out as `qkv`: CudaDevice checks it) from the
+  // forward's q, k, v, out and lse and the gradient dout.
   absl::Status Backward(ScalarType operands, const AttentionShape& shape,
                         const QkvSpan<const float>& qkv, const float* out, const float* lse,
                         const float* dout, const QkvSpan<float>& dqkv);
 
  private:
-  // 16-bit copies of q, k and v, or space for their gradients: one buffer packed, three
-  // apart.
-  struct QkvScratch {
-    Buffer qkv, q, k, v;
-  };
   // A 16-bit copy of `n` values of `from` (FP32 storage of `operands` values).
   absl::StatusOr<Buffer> Narrowed(ScalarType operands, const float* from, size_t n);
   Buffer Scratch(ScalarType type, size_t n) const;
   // The 16-bit copies of q, k and v, bound into `pointers` (as kQkv, or kQ, kK and kV).
-  absl::StatusOr<QkvScratch> NarrowedQkv(ScalarType operands, const AttentionShape& shape,
-                                         const QkvSpan<const float>& qkv,
-                                         AttentionPointers* pointers);
-  // 16-bit space for the gradients of q, k and v, bound as kDqkv, or kDq, kDk and kDv.
-  QkvScratch GradientScratch(ScalarType operands, const AttentionShape& shape,
-                             const QkvSpan<const float>& qkv, AttentionPointers* pointers) const;
-  // The gradients widened from `scratch` into `dqkv`.
-  absl::Status Widened(ScalarType operands, const AttentionShape& shape, QkvScratch& scratch,
-                       const QkvSpan<float>& dqkv);
+  absl::StatusOr<std::vector<Buffer>> NarrowedQkv(ScalarType operands, const AttentionShape& shape,
+                                                  const QkvSpan<const float>& qkv,
+                                                  AttentionPointers* pointers);
+  // 16-bit space for the gradients of `dqkv`, bound as kDqkv, or kDq, kDk and kDv.
+  std::vector<Buffer> GradientScratch(ScalarType operands, const AttentionShape& shape,
+                                      const QkvSpan<float>& dqkv,
+                                      AttentionPointers* pointers) const;
+  // The gradients widened from `scratch` (GradientScratch's) into `dqkv`.
+  absl::Status Widened(ScalarType operands, const AttentionShape& shape,
+                       const std::vector<Buffer>& scratch, const QkvSpan<float>& dqkv);
 
   CudnnAttention* const runner_;
   Allocator* const allocator_;

@@ -477,10 +477,8 @@ cudaError_t AdamWUpdate(const AdamWScalars& s, float* param, const float* grad, 
 cudaError_t AdamWUpdateSpans(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
                              float* exp_avg_sq, const SpanTable& table, cudaStream_t stream) {
   if (table.total() == 0) return cudaSuccess;
-  AdamWScalars undecayed = s;
-  undecayed.decay = 1.0f;
   AdamWSpansKernel<<<Blocks(static_cast<size_t>(table.total())), kThreads, 0, stream>>>(
-      s, undecayed, table, param, grad, exp_avg, exp_avg_sq);
+      s, s.WithoutDecay(), table, param, grad, exp_avg, exp_avg_sq);
   return Launched();
 }
 

@@ -1,3 +1,4 @@
+#include "worker/compute/attention_shape.h"
 #include "worker/compute/llama_rows.h"
 #include "worker/cuda/kernel_support.cuh"
 #include "worker/cuda/llama_kernels.h"
@@ -85,7 +86,7 @@ __global__ void PackGroupedQkvKernel(const float* q, const float* k, const float
       continue;
     }
     const int64_t h = c / head_dim, d = c % head_dim;
-    const int64_t from = r * kv_width + llama_rows::KvHeadOf(h, heads, kv_heads) * head_dim + d;
+    const int64_t from = r * kv_width + KvHeadOf(h, heads, kv_heads) * head_dim + d;
     qkv[e] = part == 1 ? k[from] : v[from];
   }
 }
@@ -113,7 +114,7 @@ __global__ void UnpackKeyValueGradKernel(const float* dqkv, int64_t rows, int64_
     const float* in = dqkv + r * 3 * width;
     float k_sum = 0.0f, v_sum = 0.0f;
     for (int64_t h = 0; h < heads; ++h) {
-      if (llama_rows::KvHeadOf(h, heads, kv_heads) != kv_head) continue;
+      if (KvHeadOf(h, heads, kv_heads) != kv_head) continue;
       k_sum += in[width + h * head_dim + d];
       v_sum += in[2 * width + h * head_dim + d];
     }

@@ -32,7 +32,7 @@ cudaError_t Rotary(float* x, const float* cos, const float* sin, int64_t rows, i
                    int64_t heads, int64_t head_dim, bool inverse, cudaStream_t stream);
 
 // qkv [rows, 3 * heads * head_dim] from q [rows, heads * head_dim] and k, v [rows, kv_heads *
-// head_dim], query head h reading K/V head llama_rows::KvHeadOf(h).
+// head_dim], query head h reading K/V head KvHeadOf(h) (compute/attention_shape.h).
 cudaError_t PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
                            int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv,
                            cudaStream_t stream);

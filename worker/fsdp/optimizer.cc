@@ -117,14 +117,16 @@ class AdamW final : public Optimizer {
   void UpdateRange(int segment, size_t segment_numel, size_t begin, size_t end, float* p,
                    const float* grad, bool decay) override {
     AllocateState(segment, segment_numel);
-    device_->AdamWUpdate(Scalars(decay), p + begin, grad + begin, exp_avg_[segment].data() + begin,
-                         exp_avg_sq_[segment].data() + begin, end - begin);
+    const AdamWScalars s = Scalars();
+    device_->AdamWUpdate(decay ? s : s.WithoutDecay(), p + begin, grad + begin,
+                         exp_avg_[segment].data() + begin, exp_avg_sq_[segment].data() + begin,
+                         end - begin);
   }
 
   void UpdateSpans(int segment, size_t segment_numel, const std::vector<UpdateSpan>& spans,
                    float* p, const float* grad) override {
     AllocateState(segment, segment_numel);
-    device_->AdamWUpdateSpans(Scalars(/*decay=*/true), p, grad, exp_avg_[segment].data(),
+    device_->AdamWUpdateSpans(Scalars(), p, grad, exp_avg_[segment].data(),
                               exp_avg_sq_[segment].data(), spans);
   }
 
@@ -137,14 +139,14 @@ class AdamW final : public Optimizer {
   }
 
   // The step's scalars as PyTorch computes them (Python floats, i.e. double), then used in
-  // fp32; without `decay`, none.
-  AdamWScalars Scalars(bool decay) const {
+  // fp32.
+  AdamWScalars Scalars() const {
     const double bias_correction1 = 1 - std::pow(beta1_, step_);
     const double bias_correction2 = 1 - std::pow(beta2_, step_);
     AdamWScalars s;
     s.step_size = static_cast<float>(lr_ / bias_correction1);
     s.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-    s.decay = decay ? static_cast<float>(1 - lr_ * weight_decay_) : 1.0f;
+    s.decay = static_cast<float>(1 - lr_ * weight_decay_);
     s.one_minus_beta1 = static_cast<float>(1 - beta1_);
     s.beta2 = static_cast<float>(beta2_);
     s.one_minus_beta2 = static_cast<float>(1 - beta2_);

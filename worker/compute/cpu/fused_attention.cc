@@ -100,7 +100,7 @@ class HeadPanels {
   Head<T> Load(const QkvSpan<const T>& qkv, const T* dout, const AttentionShape& shape, int64_t b,
                int64_t h) {
     const int64_t width = shape.width(), seq = shape.seq, dim = shape.head_dim;
-    const int64_t kv_offset = b * seq * qkv.kv_stride + qkv.KvHeadOf(h, shape.heads) * dim;
+    const int64_t kv_offset = qkv.KvHeadOffset(b, h, shape);
     const T* k_rows = qkv.k + kv_offset;
     const T* v_rows = qkv.v + kv_offset;
     Head<T> at;
@@ -110,7 +110,7 @@ class HeadPanels {
     at.kv_stride = qkv.kv_stride;
     at.out_stride = width;
     at.scale = AttentionScale<T>(dim);
-    at.q_rows = qkv.q + b * seq * qkv.q_stride + h * dim;
+    at.q_rows = qkv.QHead(b, h, shape);
     at.t_stride = TransposedStride(seq);
     const int64_t panel = seq * dim, transposed = dim * at.t_stride;
     const int64_t needed = PanelFloats(seq, dim, dout != nullptr);
@@ -374,11 +374,10 @@ void FusedAttentionBackward(const QkvSpan<const T>& qkv, const T* out, const T* 
     for (int64_t h = 0; h < shape.heads; ++h) {
       const Head<T> at = panels.Load(qkv, dout, shape, b, h);
       const int64_t stats = (b * shape.heads + h) * seq;
-      const int64_t kv_offset = b * seq * dqkv.kv_stride + dqkv.KvHeadOf(h, shape.heads) * dim;
+      const int64_t kv_offset = dqkv.KvHeadOffset(b, h, shape);
       const KeyValueGrads<T> kv_rows{dqkv.k + kv_offset, dqkv.v + kv_offset, dqkv.kv_stride};
       BackwardHead(at, out + b * seq * width + h * dim, lse + stats, dots + stats,
-                   dqkv.q + b * seq * dqkv.q_stride + h * dim, dqkv.q_stride, kv_rows,
-                   h % group == 0, work);
+                   dqkv.QHead(b, h, shape), dqkv.q_stride, kv_rows, h % group == 0, work);
     }
   }
 }

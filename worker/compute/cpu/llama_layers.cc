@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "worker/compute/attention_shape.h"
 #include "worker/compute/llama_rows.h"
 
 namespace shardwise::cpu {
@@ -51,7 +52,7 @@ void PackGroupedQkv(const T* q, const T* k, const T* v, int64_t rows, int64_t he
     T* out = qkv + r * 3 * width;
     std::memcpy(out, q + r * width, width * sizeof(T));
     for (int64_t h = 0; h < heads; ++h) {
-      const int64_t from = r * kv_width + llama_rows::KvHeadOf(h, heads, kv_heads) * head_dim;
+      const int64_t from = r * kv_width + KvHeadOf(h, heads, kv_heads) * head_dim;
       std::memcpy(out + width + h * head_dim, k + from, head_dim * sizeof(T));
       std::memcpy(out + 2 * width + h * head_dim, v + from, head_dim * sizeof(T));
     }
@@ -68,7 +69,7 @@ void UnpackGroupedQkvGrad(const T* dqkv, int64_t rows, int64_t heads, int64_t kv
     const T* in = dqkv + r * 3 * width;
     std::memcpy(dq + r * width, in, width * sizeof(T));
     for (int64_t h = 0; h < heads; ++h) {
-      const int64_t to = r * kv_width + llama_rows::KvHeadOf(h, heads, kv_heads) * head_dim;
+      const int64_t to = r * kv_width + KvHeadOf(h, heads, kv_heads) * head_dim;
       for (int64_t d = 0; d < head_dim; ++d) {
         dk[to + d] += in[width + h * head_dim + d];
         dv[to + d] += in[2 * width + h * head_dim + d];
