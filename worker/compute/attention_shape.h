@@ -28,39 +28,58 @@ SHARDWISE_HOST_DEVICE inline int64_t KvHeadOf(int64_t head, int64_t heads, int64
 // the three into qkv [rows, 3C] (Packed); the Llama keeps its projections apart, K and V
 // with fewer heads under grouped-query attention (Separate). A gradient of q, k and v has
 // its input's layout.
-template <typename T>
+//
+// `Ptr` is what points at the elements: a pointer (`const float*`, `double*`: the
+// kernels) or a typed reference (runtime/tensor_ref.h: the Device interface, whose
+// values may be stored in 16 bits); both step by elements with `+`.
+template <typename Ptr>
 struct QkvSpan {
-  T *q = nullptr, *k = nullptr, *v = nullptr;
+  Ptr q{}, k{}, v{};
   int64_t q_stride = 0, kv_stride = 0, kv_heads = 0;
   bool packed = true;
 
-  // The same places, read-only.
-  QkvSpan<const T> AsConst() const { return {q, k, v, q_stride, kv_stride, kv_heads, packed}; }
+  QkvSpan() = default;
+  QkvSpan(Ptr q_in, Ptr k_in, Ptr v_in, int64_t q_stride_in, int64_t kv_stride_in,
+          int64_t kv_heads_in, bool packed_in)
+      : q(q_in),
+        k(k_in),
+        v(v_in),
+        q_stride(q_stride_in),
+        kv_stride(kv_stride_in),
+        kv_heads(kv_heads_in),
+        packed(packed_in) {}
+  // The same places through another pointer type that `Other` converts to (read-only,
+  // or typed).
+  template <typename Other>
+  QkvSpan(const QkvSpan<Other>& other)  // NOLINT: as the pointers convert
+      : QkvSpan(other.q, other.k, other.v, other.q_stride, other.kv_stride, other.kv_heads,
+                other.packed) {}
+
   // Where head h of sequence b starts: its first row of q, and of its K/V head's k and v
   // (offsets from k and v).
-  T* QHead(int64_t b, int64_t h, const AttentionShape& shape) const {
-    return q + b * shape.seq * q_stride + h * shape.head_dim;
+  Ptr QHead(int64_t b, int64_t h, const AttentionShape& shape) const {
+    return q + (b * shape.seq * q_stride + h * shape.head_dim);
   }
   int64_t KvHeadOffset(int64_t b, int64_t h, const AttentionShape& shape) const {
     return b * shape.seq * kv_stride + KvHeadOf(h, shape.heads, kv_heads) * shape.head_dim;
   }
   // Whether `other` lies as this does (a gradient as its input).
-  template <typename U>
-  bool SameLayout(const QkvSpan<U>& other) const {
+  template <typename Other>
+  bool SameLayout(const QkvSpan<Other>& other) const {
     return q_stride == other.q_stride && kv_stride == other.kv_stride &&
            kv_heads == other.kv_heads && packed == other.packed;
   }
 };
 
 // The packed layout: qkv [batch, seq, 3 * heads * head_dim].
-template <typename T>
-QkvSpan<T> PackedQkvSpan(T* qkv, const AttentionShape& shape) {
+template <typename Ptr>
+QkvSpan<Ptr> PackedQkvSpan(Ptr qkv, const AttentionShape& shape) {
   const int64_t width = shape.width();
   return {qkv, qkv + width, qkv + 2 * width, 3 * width, 3 * width, shape.heads, true};
 }
 // Apart: q [batch, seq, heads * head_dim], k and v [batch, seq, kv_heads * head_dim].
-template <typename T>
-QkvSpan<T> SeparateQkvSpan(T* q, T* k, T* v, const AttentionShape& shape, int64_t kv_heads) {
+template <typename Ptr>
+QkvSpan<Ptr> SeparateQkvSpan(Ptr q, Ptr k, Ptr v, const AttentionShape& shape, int64_t kv_heads) {
   return {q, k, v, shape.width(), kv_heads * shape.head_dim, kv_heads, false};
 }
 

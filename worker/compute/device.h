@@ -36,6 +36,7 @@
 #include "worker/runtime/memory.h"
 #include "worker/runtime/scalar_type.h"
 #include "worker/runtime/stream_clock.h"
+#include "worker/runtime/tensor_ref.h"
 
 namespace shardwise {
 
@@ -74,6 +75,17 @@ class Device {
   // operation completes as it is called (the CPU).
   virtual StreamClock* stream_clock() { return nullptr; }
 
+  // ---- storage ----
+  // The type this device stores a job's activations and unsharded parameters in when the
+  // job computes in `compute` (its param_dtype): FP32 here (16-bit values held exactly in
+  // FP32 buffers and rounded where PyTorch holds them in param_dtype), or `compute` itself
+  // on a device that keeps them in 16 bits, half the bytes and no casts around its 16-bit
+  // kernels. The values, and so a job's results, are the same either way: every
+  // operation writes a 16-bit output rounded once from the FP32 result that FP32 storage
+  // would have rounded in place. Gradients, statistics (mean, rstd, lse), sharded master
+  // parameters and optimizer state stay FP32 (float* arguments).
+  virtual ScalarType StorageType(ScalarType compute) const { return ScalarType::kFloat32; }
+
   // ---- data movement ----
   virtual void CopyFromHost(void* dst, const void* host_src, size_t bytes) = 0;
   virtual absl::Status CopyToHost(void* host_dst, const void* src, size_t bytes) = 0;
@@ -86,9 +98,10 @@ class Device {
   virtual void RoundToPrecision(ScalarType type, float* data, size_t n) = 0;
 
   // ---- elementwise and reductions ----
-  virtual void Accumulate(float* dst, const float* src, size_t n) = 0;  // dst += src
-  virtual void Multiply(float* data, size_t n, float factor) = 0;       // data *= factor
-  virtual void Divide(float* data, size_t n, float divisor) = 0;        // data /= divisor
+  // dst += src (rounded to dst's type: a residual's sum, or a gradient's).
+  virtual void Accumulate(TensorRef dst, ConstTensorRef src, size_t n) = 0;
+  virtual void Multiply(float* data, size_t n, float factor) = 0;  // data *= factor
+  virtual void Divide(float* data, size_t n, float divisor) = 0;   // data /= divisor
   // data *= factor; whether any result is inf or NaN.
   virtual absl::StatusOr<bool> MultiplyAndCheckFinite(float* data, size_t n, float factor) = 0;
   // Gradient clipping by global norm, without the host reading the norm: *sum (one device
@@ -100,67 +113,70 @@ class Device {
   virtual void ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm) = 0;
 
   // ---- the model's layers (compute/cpu/ states each formula) ----
-  // The GEMMs' operands (x, w, dy) hold values of `operands` (FP32 storage; BF16/FP16 with
-  // mixed precision, already rounded to it); products accumulate and results are stored
-  // in FP32. The CPU multiplies them as FP32; a GPU may run the GEMM in `operands` on its
-  // tensor cores: the products of 16-bit values are exact in FP32, so both compute the
-  // same sums, up to their order.
-  virtual void LinearForward(const float* x, const float* w, const float* b, int64_t batch,
-                             int64_t in, int64_t out, float* y, ScalarType operands) = 0;
-  virtual void LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
-                              int64_t in, int64_t out, float* dx, float* dw, float* db,
+  // Values come typed (runtime/tensor_ref.h) in StorageType(compute); an output is rounded
+  // to its reference's type once, from FP32 arithmetic. The GEMMs' operands (x, w, dy)
+  // hold values of `operands` (in FP32 storage, or in their own 16-bit type with mixed
+  // precision); products accumulate in FP32. The CPU multiplies them as FP32; a GPU may run the
+  // GEMM in `operands` on its tensor cores: the products of 16-bit values are exact in FP32, so
+  // both compute the same sums, up to their order.
+  virtual void LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b, int64_t batch,
+                             int64_t in, int64_t out, TensorRef y, ScalarType operands) = 0;
+  virtual void LinearBackward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef dy, int64_t batch,
+                              int64_t in, int64_t out, TensorRef dx, float* dw, float* db,
                               ScalarType operands) = 0;
-  virtual void ActivationForward(v1::Activation act, const float* x, size_t n, float* y) = 0;
-  virtual void ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
-                                  float* dx) = 0;
+  virtual void ActivationForward(v1::Activation act, ConstTensorRef x, size_t n, TensorRef y) = 0;
+  virtual void ActivationBackward(v1::Activation act, ConstTensorRef x, ConstTensorRef dy, size_t n,
+                                  TensorRef dx) = 0;
   // out[i, :] = table[ids[i], :] for i < n (ids are device INT64 values below the rows).
-  virtual void EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
-                                float* out) = 0;
+  virtual void EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64_t n, int64_t dim,
+                                TensorRef out) = 0;
   // dtable[ids[i], :] += dout[i, :], deterministically (the same sums in the same order
   // on every run).
-  virtual void EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
+  virtual void EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int64_t n, int64_t dim,
                                  float* dtable) = 0;
   // LayerNorm over rows of `dim` (w, b may be null: 1 and 0); keeps mean and rstd [rows].
-  virtual void LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
-                                int64_t dim, float eps, float* y, float* mean, float* rstd) = 0;
+  virtual void LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b, int64_t rows,
+                                int64_t dim, float eps, TensorRef y, float* mean, float* rstd) = 0;
   // Writes dx; adds to dw and db (null when w, b are).
-  virtual void LayerNormBackward(const float* x, const float* w, const float* mean,
-                                 const float* rstd, const float* dy, int64_t rows, int64_t dim,
-                                 float* dx, float* dw, float* db) = 0;
+  virtual void LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const float* mean,
+                                 const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
+                                 TensorRef dx, float* dw, float* db) = 0;
   // RMSNorm over rows of `dim` (the Llama's, HF LlamaRMSNorm): rstd = 1 / sqrt(mean(x^2) +
   // eps), summed in double and kept [rows]; y = w * (x * rstd).
-  virtual void RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
-                              float* y, float* rstd) = 0;
+  virtual void RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim,
+                              float eps, TensorRef y, float* rstd) = 0;
   // Writes dx; adds to dw.
-  virtual void RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
-                               int64_t rows, int64_t dim, float* dx, float* dw) = 0;
+  virtual void RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
+                               ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
+                               float* dw) = 0;
   // Rotary position embeddings in HF's rotate-half layout, in place on x [rows, heads *
   // head_dim], row r at position r % seq: in each head, element i < head_dim / 2 and its
   // partner i + head_dim / 2, (a, b), become (a cos - b sin, b cos + a sin), cos and sin
   // read from the tables [positions, head_dim / 2] at (position, i). `inverse` rotates back
   // (the transpose: the backward).
-  virtual void Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
+  virtual void Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows, int64_t seq,
                       int64_t heads, int64_t head_dim, bool inverse) = 0;
   // Grouped-query attention into the fused layout the attentions take: qkv [rows, 3 * heads
   // * head_dim] from q [rows, heads * head_dim] and k, v [rows, kv_heads * head_dim], query
   // head h reading K/V head h / (heads / kv_heads) (HF's repeat_kv).
-  virtual void PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
-                              int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv) = 0;
+  virtual void PackGroupedQkv(ConstTensorRef q, ConstTensorRef k, ConstTensorRef v, int64_t rows,
+                              int64_t heads, int64_t kv_heads, int64_t head_dim, TensorRef qkv) = 0;
   // Its transpose for the gradients: dq, and dk, dv each K/V head's sum over its query
   // heads in head order.
-  virtual void UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads,
-                                    int64_t kv_heads, int64_t head_dim, float* dq, float* dk,
-                                    float* dv) = 0;
+  virtual void UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int64_t heads,
+                                    int64_t kv_heads, int64_t head_dim, TensorRef dq, TensorRef dk,
+                                    TensorRef dv) = 0;
   // out[i] = a[i] * b[i] (the SwiGLU's product and its gradients).
-  virtual void MultiplyElementwise(const float* a, const float* b, size_t n, float* out) = 0;
+  virtual void MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t n, TensorRef out) = 0;
   // Causal self-attention from the fused qkv [batch, seq, 3 * heads * head_dim] into out
   // [batch, seq, heads * head_dim], keeping the probabilities [batch, heads, seq, seq].
   // `operands` as for the GEMMs above.
-  virtual void AttentionForward(const float* qkv, const AttentionShape& shape, float* out,
+  virtual void AttentionForward(ConstTensorRef qkv, const AttentionShape& shape, TensorRef out,
                                 float* probs, ScalarType operands) = 0;
   // Writes dqkv [batch, seq, 3 * heads * head_dim].
-  virtual void AttentionBackward(const float* qkv, const float* probs, const float* dout,
-                                 const AttentionShape& shape, float* dqkv, ScalarType operands) = 0;
+  virtual void AttentionBackward(ConstTensorRef qkv, const float* probs, ConstTensorRef dout,
+                                 const AttentionShape& shape, TensorRef dqkv,
+                                 ScalarType operands) = 0;
   // The same function fused (compute/fused_attention_rows.h): instead of the
   // probabilities it keeps each query row's log-sum-exp, lse [batch, heads, seq], and the
   // backward recomputes the probabilities from it and from out. q, k and v are packed
@@ -168,23 +184,24 @@ class Device {
   // in place: no repeat_kv copy), attention_shape.h's QkvSpan. The CPU computes in FP32
   // whatever `operands` are; CUDA runs cuDNN's flash attention in `operands` where they
   // are BF16 or FP16 (docs/job-spec.md, "Attention on CUDA"), else an FP32 kernel.
-  virtual void FusedAttentionForward(const QkvSpan<const float>& qkv, const AttentionShape& shape,
-                                     float* out, float* lse, ScalarType operands) = 0;
+  virtual void FusedAttentionForward(const QkvSpan<ConstTensorRef>& qkv,
+                                     const AttentionShape& shape, TensorRef out, float* lse,
+                                     ScalarType operands) = 0;
   // Writes dq, dk and dv (`dqkv`, laid out as `qkv`); a K/V head's gradient is the sum
   // over its query heads.
-  virtual void FusedAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
-                                      const float* lse, const float* dout,
-                                      const AttentionShape& shape, const QkvSpan<float>& dqkv,
+  virtual void FusedAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, ConstTensorRef out,
+                                      const float* lse, ConstTensorRef dout,
+                                      const AttentionShape& shape, const QkvSpan<TensorRef>& dqkv,
                                       ScalarType operands) = 0;
   // The losses take device logits/predictions and labels/targets and write the loss
   // (the mean times `scale`) to `loss`, one device double: nothing waits for it, so a
   // step runs on while its loss is still being computed (the trainer reads it later).
   // The gradient may be written over the input (dlogits == logits, dpred == pred): the
   // model does, so the logits and their gradient never take two buffers.
-  virtual void CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
-                            int64_t classes, float scale, float* dlogits, double* loss) = 0;
-  virtual void MeanSquaredError(const float* pred, const float* target, int64_t batch, int64_t out,
-                                float scale, float* dpred, double* loss) = 0;
+  virtual void CrossEntropy(ConstTensorRef logits, const int64_t* labels, int64_t batch,
+                            int64_t classes, float scale, TensorRef dlogits, double* loss) = 0;
+  virtual void MeanSquaredError(ConstTensorRef pred, ConstTensorRef target, int64_t batch,
+                                int64_t out, float scale, TensorRef dpred, double* loss) = 0;
 
   // ---- optimizers (fsdp/optimizer.h) on n elements, scalars from optimizer_scalars.h ----
   // `first`: the momentum buffer is uninitialised and becomes a copy of the gradient.

@@ -54,8 +54,8 @@ struct AttentionLayout {
   static AttentionLayout Packed(const AttentionShape& shape);
   static AttentionLayout Separate(const AttentionShape& shape, int64_t kv_heads);
   // The layout of q, k and v at `qkv`.
-  template <typename T>
-  static AttentionLayout Of(const AttentionShape& shape, const QkvSpan<T>& qkv) {
+  template <typename Ptr>
+  static AttentionLayout Of(const AttentionShape& shape, const QkvSpan<Ptr>& qkv) {
     return qkv.packed ? Packed(shape) : Separate(shape, qkv.kv_heads);
   }
 

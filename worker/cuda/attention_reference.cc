@@ -56,7 +56,7 @@ AttentionResults ReferenceAttention(const AttentionLayout& l, const AttentionVal
   r.dq.resize(values.q.size());
   r.dk.resize(values.k.size());
   r.dv.resize(values.v.size());
-  const QkvSpan<const double> qkv =
+  const QkvSpan<const double*> qkv =
       SeparateQkvSpan(values.q.data(), values.k.data(), values.v.data(), shape, l.kv_heads);
   cpu::FusedAttentionForward(qkv, shape, r.out.data(), r.stats.data());
   cpu::FusedAttentionBackward(

@@ -29,6 +29,17 @@ uint64_t NextDeviceId() {
   return ++last;
 }
 
+// The device stores activations and parameters in FP32 (StorageType): its typed q, k and
+// v are FP32 arrays.
+QkvSpan<const float*> FloatSpan(const QkvSpan<ConstTensorRef>& span) {
+  return {span.q.f32(),   span.k.f32(),  span.v.f32(), span.q_stride,
+          span.kv_stride, span.kv_heads, span.packed};
+}
+QkvSpan<float*> FloatSpan(const QkvSpan<TensorRef>& span) {
+  return {span.q.f32(),   span.k.f32(),  span.v.f32(), span.q_stride,
+          span.kv_stride, span.kv_heads, span.packed};
+}
+
 class EventFence final : public Device::Fence {
  public:
   explicit EventFence(Event event) : event(std::move(event)) {}
@@ -228,8 +239,8 @@ void CudaDevice::RoundToPrecision(ScalarType type, float* data, size_t n) {
   Check(cuda::RoundToPrecision(type, data, n, stream()), "RoundToPrecision");
 }
 
-void CudaDevice::Accumulate(float* dst, const float* src, size_t n) {
-  Check(cuda::Accumulate(dst, src, n, stream()), "Accumulate");
+void CudaDevice::Accumulate(TensorRef dst, ConstTensorRef src, size_t n) {
+  Check(cuda::Accumulate(dst.f32(), src.f32(), n, stream()), "Accumulate");
 }
 
 void CudaDevice::Multiply(float* data, size_t n, float factor) {
@@ -273,119 +284,130 @@ Buffer CudaDevice::Narrowed(ScalarType type, const float* values, size_t n) {
 
 // With 16-bit operands the GEMMs run on tensor cores in that type (FP32 accumulation and
 // output): the operands are narrowed exactly (they hold such values already).
-void CudaDevice::LinearForward(const float* x, const float* w, const float* b, int64_t batch,
-                               int64_t in, int64_t out, float* y, ScalarType operands) {
+void CudaDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b, int64_t batch,
+                               int64_t in, int64_t out, TensorRef y, ScalarType operands) {
   if (operands == ScalarType::kFloat32) {
-    Check(ComputeBlas().LinearForward(x, w, b, batch, in, out, y));
+    Check(ComputeBlas().LinearForward(x.f32(), w.f32(), b.f32(), batch, in, out, y.f32()));
     return;
   }
-  const Buffer x16 = Narrowed(operands, x, batch * in);
-  const Buffer w16 = Narrowed(operands, w, out * in);
-  Check(ComputeBlas().LinearForward(x16.as<uint16_t>(), w16.as<uint16_t>(), b, batch, in, out, y,
-                                    {operands, ScalarType::kFloat32}));
+  const Buffer x16 = Narrowed(operands, x.f32(), batch * in);
+  const Buffer w16 = Narrowed(operands, w.f32(), out * in);
+  Check(ComputeBlas().LinearForward(x16.as<uint16_t>(), w16.as<uint16_t>(), b.f32(), batch, in, out,
+                                    y.f32(), {operands, ScalarType::kFloat32}));
 }
 
 // The bias's gradient sums the FP32 dy (not its 16-bit copy) in both precisions.
-void CudaDevice::LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
-                                int64_t in, int64_t out, float* dx, float* dw, float* db,
-                                ScalarType operands) {
+void CudaDevice::LinearBackward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef dy,
+                                int64_t batch, int64_t in, int64_t out, TensorRef dx, float* dw,
+                                float* db, ScalarType operands) {
   if (operands == ScalarType::kFloat32) {
-    Check(ComputeBlas().LinearBackward(x, w, dy, batch, in, out, dx, dw));
+    Check(ComputeBlas().LinearBackward(x.f32(), w.f32(), dy.f32(), batch, in, out, dx.f32(), dw));
   } else {
-    const Buffer x16 = Narrowed(operands, x, batch * in);
-    const Buffer w16 = Narrowed(operands, w, out * in);
-    const Buffer dy16 = Narrowed(operands, dy, batch * out);
+    const Buffer x16 = Narrowed(operands, x.f32(), batch * in);
+    const Buffer w16 = Narrowed(operands, w.f32(), out * in);
+    const Buffer dy16 = Narrowed(operands, dy.f32(), batch * out);
     Check(ComputeBlas().LinearBackward(x16.as<uint16_t>(), w16.as<uint16_t>(), dy16.as<uint16_t>(),
-                                       batch, in, out, dx, dw, {operands, ScalarType::kFloat32}));
+                                       batch, in, out, dx.f32(), dw,
+                                       {operands, ScalarType::kFloat32}));
   }
-  if (db != nullptr) Check(AddColumnSums(dy, batch, out, db, stream()), "AddColumnSums");
+  if (db != nullptr) Check(AddColumnSums(dy.f32(), batch, out, db, stream()), "AddColumnSums");
 }
 
-void CudaDevice::ActivationForward(v1::Activation act, const float* x, size_t n, float* y) {
-  Check(cuda::ActivationForward(KernelActivation(act), x, n, y, stream()), "ActivationForward");
+void CudaDevice::ActivationForward(v1::Activation act, ConstTensorRef x, size_t n, TensorRef y) {
+  Check(cuda::ActivationForward(KernelActivation(act), x.f32(), n, y.f32(), stream()),
+        "ActivationForward");
 }
 
-void CudaDevice::ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
-                                    float* dx) {
-  Check(cuda::ActivationBackward(KernelActivation(act), x, dy, n, dx, stream()),
+void CudaDevice::ActivationBackward(v1::Activation act, ConstTensorRef x, ConstTensorRef dy,
+                                    size_t n, TensorRef dx) {
+  Check(cuda::ActivationBackward(KernelActivation(act), x.f32(), dy.f32(), n, dx.f32(), stream()),
         "ActivationBackward");
 }
 
-void CudaDevice::EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
-                                  float* out) {
-  Check(cuda::EmbeddingForward(table, ids, n, dim, out, stream()), "EmbeddingForward");
+void CudaDevice::EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64_t n, int64_t dim,
+                                  TensorRef out) {
+  Check(cuda::EmbeddingForward(table.f32(), ids, n, dim, out.f32(), stream()), "EmbeddingForward");
 }
 
-void CudaDevice::EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
+void CudaDevice::EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int64_t n, int64_t dim,
                                    float* dtable) {
   const cudaStream_t s = stream();  // binds this thread to the GPU CUB's size query asks
   const size_t bytes = EmbeddingBackwardScratchBytes(n);
   Buffer scratch(allocator(), (bytes + sizeof(int64_t) - 1) / sizeof(int64_t),
                  MemoryCategory::kActivations, ScalarType::kInt64, false);
-  Check(cuda::EmbeddingBackward(ids, dout, n, dim, dtable, scratch.as<void>(), scratch.bytes(), s),
+  Check(cuda::EmbeddingBackward(ids, dout.f32(), n, dim, dtable, scratch.as<void>(),
+                                scratch.bytes(), s),
         "EmbeddingBackward");
 }
 
-void CudaDevice::LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
-                                  int64_t dim, float eps, float* y, float* mean, float* rstd) {
-  Check(cuda::LayerNormForward(x, w, b, rows, dim, eps, y, mean, rstd, stream()),
+void CudaDevice::LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b,
+                                  int64_t rows, int64_t dim, float eps, TensorRef y, float* mean,
+                                  float* rstd) {
+  Check(cuda::LayerNormForward(x.f32(), w.f32(), b.f32(), rows, dim, eps, y.f32(), mean, rstd,
+                               stream()),
         "LayerNormForward");
 }
 
-void CudaDevice::LayerNormBackward(const float* x, const float* w, const float* mean,
-                                   const float* rstd, const float* dy, int64_t rows, int64_t dim,
-                                   float* dx, float* dw, float* db) {
+void CudaDevice::LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const float* mean,
+                                   const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
+                                   TensorRef dx, float* dw, float* db) {
   Buffer partials(allocator(), LayerNormBackwardPartials(rows, dim), MemoryCategory::kActivations,
                   ScalarType::kFloat64, false);
-  Check(cuda::LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db, partials.as<double>(),
-                                stream()),
+  Check(cuda::LayerNormBackward(x.f32(), w.f32(), mean, rstd, dy.f32(), rows, dim, dx.f32(), dw, db,
+                                partials.as<double>(), stream()),
         "LayerNormBackward");
 }
 
-void CudaDevice::RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim,
-                                float eps, float* y, float* rstd) {
-  Check(cuda::RmsNormForward(x, w, rows, dim, eps, y, rstd, stream()), "RmsNormForward");
+void CudaDevice::RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim,
+                                float eps, TensorRef y, float* rstd) {
+  Check(cuda::RmsNormForward(x.f32(), w.f32(), rows, dim, eps, y.f32(), rstd, stream()),
+        "RmsNormForward");
 }
 
-void CudaDevice::RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
-                                 int64_t rows, int64_t dim, float* dx, float* dw) {
-  Check(cuda::RmsNormBackward(x, w, rstd, dy, rows, dim, dx, dw, stream()), "RmsNormBackward");
+void CudaDevice::RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
+                                 ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
+                                 float* dw) {
+  Check(cuda::RmsNormBackward(x.f32(), w.f32(), rstd, dy.f32(), rows, dim, dx.f32(), dw, stream()),
+        "RmsNormBackward");
 }
 
-void CudaDevice::Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
+void CudaDevice::Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows, int64_t seq,
                         int64_t heads, int64_t head_dim, bool inverse) {
-  Check(cuda::Rotary(x, cos, sin, rows, seq, heads, head_dim, inverse, stream()), "Rotary");
+  Check(cuda::Rotary(x.f32(), cos, sin, rows, seq, heads, head_dim, inverse, stream()), "Rotary");
 }
 
-void CudaDevice::PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
-                                int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv) {
-  Check(cuda::PackGroupedQkv(q, k, v, rows, heads, kv_heads, head_dim, qkv, stream()),
+void CudaDevice::PackGroupedQkv(ConstTensorRef q, ConstTensorRef k, ConstTensorRef v, int64_t rows,
+                                int64_t heads, int64_t kv_heads, int64_t head_dim, TensorRef qkv) {
+  Check(cuda::PackGroupedQkv(q.f32(), k.f32(), v.f32(), rows, heads, kv_heads, head_dim, qkv.f32(),
+                             stream()),
         "PackGroupedQkv");
 }
 
-void CudaDevice::UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads,
-                                      int64_t kv_heads, int64_t head_dim, float* dq, float* dk,
-                                      float* dv) {
-  Check(cuda::UnpackGroupedQkvGrad(dqkv, rows, heads, kv_heads, head_dim, dq, dk, dv, stream()),
+void CudaDevice::UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int64_t heads,
+                                      int64_t kv_heads, int64_t head_dim, TensorRef dq,
+                                      TensorRef dk, TensorRef dv) {
+  Check(cuda::UnpackGroupedQkvGrad(dqkv.f32(), rows, heads, kv_heads, head_dim, dq.f32(), dk.f32(),
+                                   dv.f32(), stream()),
         "UnpackGroupedQkvGrad");
 }
 
-void CudaDevice::MultiplyElementwise(const float* a, const float* b, size_t n, float* out) {
-  Check(cuda::MultiplyElementwise(a, b, n, out, stream()), "MultiplyElementwise");
+void CudaDevice::MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t n, TensorRef out) {
+  Check(cuda::MultiplyElementwise(a.f32(), b.f32(), n, out.f32(), stream()), "MultiplyElementwise");
 }
 
 // Attention's GEMMs use cuBLAS on the compute stream: like the Linear layers, they run on
 // the training thread.
-void CudaDevice::AttentionForward(const float* qkv, const AttentionShape& shape, float* out,
+void CudaDevice::AttentionForward(ConstTensorRef qkv, const AttentionShape& shape, TensorRef out,
                                   float* probs, ScalarType operands) {
-  Check(cuda::AttentionForward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv, out,
-                               probs));
+  Check(cuda::AttentionForward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv.f32(),
+                               out.f32(), probs));
 }
 
-void CudaDevice::AttentionBackward(const float* qkv, const float* probs, const float* dout,
-                                   const AttentionShape& shape, float* dqkv, ScalarType operands) {
-  Check(cuda::AttentionBackward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv,
-                                probs, dout, dqkv));
+void CudaDevice::AttentionBackward(ConstTensorRef qkv, const float* probs, ConstTensorRef dout,
+                                   const AttentionShape& shape, TensorRef dqkv,
+                                   ScalarType operands) {
+  Check(cuda::AttentionBackward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv.f32(),
+                                probs, dout.f32(), dqkv.f32()));
 }
 
 absl::StatusOr<FusedAttentionKernel> CudaDevice::ChooseFusedAttention(const AttentionLayout& layout,
@@ -433,7 +455,7 @@ absl::StatusOr<CudnnFusedAttention*> CudaDevice::ComputeCudnnAttention() {
   return cudnn_fused_.get();
 }
 
-Buffer CudaDevice::PackedForCudaCores(const QkvSpan<const float>& qkv,
+Buffer CudaDevice::PackedForCudaCores(const QkvSpan<const float*>& qkv,
                                       const AttentionShape& shape) {
   Buffer packed(allocator(), shape.batch * shape.seq * 3 * shape.width(),
                 MemoryCategory::kActivations, false);
@@ -443,17 +465,17 @@ Buffer CudaDevice::PackedForCudaCores(const QkvSpan<const float>& qkv,
   return packed;
 }
 
-void CudaDevice::CudaCoreAttentionForward(const QkvSpan<const float>& qkv,
+void CudaDevice::CudaCoreAttentionForward(const QkvSpan<const float*>& qkv,
                                           const AttentionShape& shape, float* out, float* lse) {
   const Buffer packed = qkv.packed ? Buffer() : PackedForCudaCores(qkv, shape);
   Check(cuda::FusedAttentionForward(qkv.packed ? qkv.q : packed.data(), shape, out, lse, stream()),
         "FusedAttentionForward");
 }
 
-void CudaDevice::CudaCoreAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
+void CudaDevice::CudaCoreAttentionBackward(const QkvSpan<const float*>& qkv, const float* out,
                                            const float* lse, const float* dout,
                                            const AttentionShape& shape,
-                                           const QkvSpan<float>& dqkv) {
+                                           const QkvSpan<float*>& dqkv) {
   const int64_t rows = shape.batch * shape.seq;
   Buffer dots(allocator(), shape.batch * shape.heads * shape.seq, MemoryCategory::kActivations,
               false);
@@ -472,22 +494,23 @@ void CudaDevice::CudaCoreAttentionBackward(const QkvSpan<const float>& qkv, cons
         "UnpackGroupedQkvGrad");
 }
 
-void CudaDevice::FusedAttentionForward(const QkvSpan<const float>& qkv, const AttentionShape& shape,
-                                       float* out, float* lse, ScalarType operands) {
+void CudaDevice::FusedAttentionForward(const QkvSpan<ConstTensorRef>& qkv,
+                                       const AttentionShape& shape, TensorRef out, float* lse,
+                                       ScalarType operands) {
   const absl::StatusOr<FusedAttentionKernel> kernel =
       ChooseFusedAttention(AttentionLayout::Of(shape, qkv), operands);
   if (!kernel.ok()) return Check(kernel.status());
   if (*kernel == FusedAttentionKernel::kCudnn) {
     const absl::StatusOr<CudnnFusedAttention*> cudnn = ComputeCudnnAttention();
     if (!cudnn.ok()) return Check(cudnn.status());
-    return Check((*cudnn)->Forward(operands, shape, qkv, out, lse));
+    return Check((*cudnn)->Forward(operands, shape, FloatSpan(qkv), out.f32(), lse));
   }
-  CudaCoreAttentionForward(qkv, shape, out, lse);
+  CudaCoreAttentionForward(FloatSpan(qkv), shape, out.f32(), lse);
 }
 
-void CudaDevice::FusedAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
-                                        const float* lse, const float* dout,
-                                        const AttentionShape& shape, const QkvSpan<float>& dqkv,
+void CudaDevice::FusedAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, ConstTensorRef out,
+                                        const float* lse, ConstTensorRef dout,
+                                        const AttentionShape& shape, const QkvSpan<TensorRef>& dqkv,
                                         ScalarType operands) {
   if (!qkv.SameLayout(dqkv)) {
     return Check(absl::InternalError(
@@ -499,29 +522,30 @@ void CudaDevice::FusedAttentionBackward(const QkvSpan<const float>& qkv, const f
   if (*kernel == FusedAttentionKernel::kCudnn) {
     const absl::StatusOr<CudnnFusedAttention*> cudnn = ComputeCudnnAttention();
     if (!cudnn.ok()) return Check(cudnn.status());
-    return Check((*cudnn)->Backward(operands, shape, qkv, out, lse, dout, dqkv));
+    return Check((*cudnn)->Backward(operands, shape, FloatSpan(qkv), out.f32(), lse, dout.f32(),
+                                    FloatSpan(dqkv)));
   }
-  CudaCoreAttentionBackward(qkv, out, lse, dout, shape, dqkv);
+  CudaCoreAttentionBackward(FloatSpan(qkv), out.f32(), lse, dout.f32(), shape, FloatSpan(dqkv));
 }
 
-void CudaDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
-                              int64_t classes, float scale, float* dlogits, double* loss) {
+void CudaDevice::CrossEntropy(ConstTensorRef logits, const int64_t* labels, int64_t batch,
+                              int64_t classes, float scale, TensorRef dlogits, double* loss) {
   // The scratch goes back to this stream's pool at once: the allocator hands it out again
   // only to later work on the same stream (cuda_allocator.h).
   Buffer rows(allocator(), batch, MemoryCategory::kActivations, ScalarType::kFloat64, false);
-  Check(cuda::CrossEntropy(logits, labels, batch, classes, scale, dlogits, rows.as<double>(), loss,
-                           stream()),
+  Check(cuda::CrossEntropy(logits.f32(), labels, batch, classes, scale, dlogits.f32(),
+                           rows.as<double>(), loss, stream()),
         "CrossEntropy");
 }
 
-void CudaDevice::MeanSquaredError(const float* pred, const float* target, int64_t batch,
-                                  int64_t out, float scale, float* dpred, double* loss) {
+void CudaDevice::MeanSquaredError(ConstTensorRef pred, ConstTensorRef target, int64_t batch,
+                                  int64_t out, float scale, TensorRef dpred, double* loss) {
   const int64_t n = batch * out;
   Buffer partials(allocator(), ReductionPartials(n), MemoryCategory::kActivations,
                   ScalarType::kFloat64, false);
-  Check(
-      cuda::MeanSquaredError(pred, target, n, scale, dpred, partials.as<double>(), loss, stream()),
-      "MeanSquaredError");
+  Check(cuda::MeanSquaredError(pred.f32(), target.f32(), n, scale, dpred.f32(),
+                               partials.as<double>(), loss, stream()),
+        "MeanSquaredError");
 }
 
 void CudaDevice::SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,

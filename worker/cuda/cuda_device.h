@@ -11,7 +11,9 @@
 //
 // Mixed precision runs the GEMMs on BF16/FP16 tensor cores with FP32 accumulation; the
 // operands hold values rounded to param_dtype, as on the CPU, so both paths compute the
-// same sums up to their order. FUSED attention runs cuDNN's flash attention where
+// same sums up to their order. Activations and unsharded parameters are stored in FP32
+// (Device::StorageType's default): every typed argument is an FP32 array here, until the
+// kernels take 16-bit storage (issue 47). FUSED attention runs cuDNN's flash attention where
 // cudnn_requirements.h says it can (BF16/FP16 operands), else the CUDA-core kernel of
 // fused_attention.h; the first use of each choice is logged with its reason.
 //
@@ -126,13 +128,13 @@ class CudaDevice final : public Device {
   // The CUDA-core kernels' FUSED attention (cuda/fused_attention.h), which reads q, k and
   // v packed: q, k and v apart are first packed, K and V repeated to the query heads (and
   // the gradients unpacked, each K/V head's summed over its group).
-  void CudaCoreAttentionForward(const QkvSpan<const float>& qkv, const AttentionShape& shape,
+  void CudaCoreAttentionForward(const QkvSpan<const float*>& qkv, const AttentionShape& shape,
                                 float* out, float* lse);
-  void CudaCoreAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
+  void CudaCoreAttentionBackward(const QkvSpan<const float*>& qkv, const float* out,
                                  const float* lse, const float* dout, const AttentionShape& shape,
-                                 const QkvSpan<float>& dqkv);
+                                 const QkvSpan<float*>& dqkv);
   // q, k and v apart, packed into a new [rows, 3 heads head_dim] (K and V repeated).
-  Buffer PackedForCudaCores(const QkvSpan<const float>& qkv, const AttentionShape& shape);
+  Buffer PackedForCudaCores(const QkvSpan<const float*>& qkv, const AttentionShape& shape);
   // The first decision for a shape and dtype, with its reason for the log.
   absl::StatusOr<FusedAttentionChoice> DecideFusedAttention(const AttentionLayout& layout,
                                                             ScalarType operands);

@@ -26,7 +26,7 @@ struct QkvPart {
 };
 
 template <typename T>
-std::vector<QkvPart<T>> Parts(const AttentionShape& shape, const QkvSpan<T>& qkv, bool gradient) {
+std::vector<QkvPart<T>> Parts(const AttentionShape& shape, const QkvSpan<T*>& qkv, bool gradient) {
   const size_t q_n = OutNumel(shape);
   if (qkv.packed)
     return {{gradient ? AttentionBuffer::kDqkv : AttentionBuffer::kQkv, qkv.q, 3 * q_n}};
@@ -50,7 +50,7 @@ absl::StatusOr<Buffer> CudnnFusedAttention::Narrowed(ScalarType operands, const 
 }
 
 absl::StatusOr<std::vector<Buffer>> CudnnFusedAttention::NarrowedQkv(
-    ScalarType operands, const AttentionShape& shape, const QkvSpan<const float>& qkv,
+    ScalarType operands, const AttentionShape& shape, const QkvSpan<const float*>& qkv,
     AttentionPointers* pointers) {
   std::vector<Buffer> narrow;
   for (const QkvPart<const float>& part : Parts(shape, qkv, /*gradient=*/false)) {
@@ -63,7 +63,7 @@ absl::StatusOr<std::vector<Buffer>> CudnnFusedAttention::NarrowedQkv(
 
 std::vector<Buffer> CudnnFusedAttention::GradientScratch(ScalarType operands,
                                                          const AttentionShape& shape,
-                                                         const QkvSpan<float>& dqkv,
+                                                         const QkvSpan<float*>& dqkv,
                                                          AttentionPointers* pointers) const {
   std::vector<Buffer> grads;
   for (const QkvPart<float>& part : Parts(shape, dqkv, /*gradient=*/true)) {
@@ -75,7 +75,7 @@ std::vector<Buffer> CudnnFusedAttention::GradientScratch(ScalarType operands,
 
 absl::Status CudnnFusedAttention::Widened(ScalarType operands, const AttentionShape& shape,
                                           const std::vector<Buffer>& scratch,
-                                          const QkvSpan<float>& dqkv) {
+                                          const QkvSpan<float*>& dqkv) {
   const std::vector<QkvPart<float>> parts = Parts(shape, dqkv, /*gradient=*/true);
   for (size_t i = 0; i < parts.size(); ++i) {
     RETURN_IF_CUDA_ERROR(
@@ -85,7 +85,8 @@ absl::Status CudnnFusedAttention::Widened(ScalarType operands, const AttentionSh
 }
 
 absl::Status CudnnFusedAttention::Forward(ScalarType operands, const AttentionShape& shape,
-                                          const QkvSpan<const float>& qkv, float* out, float* lse) {
+                                          const QkvSpan<const float*>& qkv, float* out,
+                                          float* lse) {
   AttentionPointers pointers;
   ASSIGN_OR_RETURN(const std::vector<Buffer> qkv16, NarrowedQkv(operands, shape, qkv, &pointers));
   Buffer out16 = Scratch(operands, OutNumel(shape));
@@ -97,9 +98,9 @@ absl::Status CudnnFusedAttention::Forward(ScalarType operands, const AttentionSh
 }
 
 absl::Status CudnnFusedAttention::Backward(ScalarType operands, const AttentionShape& shape,
-                                           const QkvSpan<const float>& qkv, const float* out,
+                                           const QkvSpan<const float*>& qkv, const float* out,
                                            const float* lse, const float* dout,
-                                           const QkvSpan<float>& dqkv) {
+                                           const QkvSpan<float*>& dqkv) {
   AttentionPointers pointers;
   ASSIGN_OR_RETURN(const std::vector<Buffer> qkv16, NarrowedQkv(operands, shape, qkv, &pointers));
   ASSIGN_OR_RETURN(Buffer out16, Narrowed(operands, out, OutNumel(shape)));

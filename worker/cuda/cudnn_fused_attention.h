@@ -42,12 +42,12 @@ class CudnnFusedAttention {
   // out [batch, seq, heads * head_dim] and lse [batch, heads, seq] from q, k and v, in
   // `operands` (BF16 or FP16).
   absl::Status Forward(ScalarType operands, const AttentionShape& shape,
-                       const QkvSpan<const float>& qkv, float* out, float* lse);
+                       const QkvSpan<const float*>& qkv, float* out, float* lse);
   // The gradients of q, k and v (`dqkv`, laid out as `qkv`: CudaDevice checks it) from the
   // forward's q, k, v, out and lse and the gradient dout.
   absl::Status Backward(ScalarType operands, const AttentionShape& shape,
-                        const QkvSpan<const float>& qkv, const float* out, const float* lse,
-                        const float* dout, const QkvSpan<float>& dqkv);
+                        const QkvSpan<const float*>& qkv, const float* out, const float* lse,
+                        const float* dout, const QkvSpan<float*>& dqkv);
 
  private:
   // A 16-bit copy of `n` values of `from` (FP32 storage of `operands` values).
@@ -55,15 +55,15 @@ class CudnnFusedAttention {
   Buffer Scratch(ScalarType type, size_t n) const;
   // The 16-bit copies of q, k and v, bound into `pointers` (as kQkv, or kQ, kK and kV).
   absl::StatusOr<std::vector<Buffer>> NarrowedQkv(ScalarType operands, const AttentionShape& shape,
-                                                  const QkvSpan<const float>& qkv,
+                                                  const QkvSpan<const float*>& qkv,
                                                   AttentionPointers* pointers);
   // 16-bit space for the gradients of `dqkv`, bound as kDqkv, or kDq, kDk and kDv.
   std::vector<Buffer> GradientScratch(ScalarType operands, const AttentionShape& shape,
-                                      const QkvSpan<float>& dqkv,
+                                      const QkvSpan<float*>& dqkv,
                                       AttentionPointers* pointers) const;
   // The gradients widened from `scratch` (GradientScratch's) into `dqkv`.
   absl::Status Widened(ScalarType operands, const AttentionShape& shape,
-                       const std::vector<Buffer>& scratch, const QkvSpan<float>& dqkv);
+                       const std::vector<Buffer>& scratch, const QkvSpan<float*>& dqkv);
 
   CudnnAttention* const runner_;
   Allocator* const allocator_;

@@ -196,7 +196,7 @@ struct FusedCase {
     return packed ? rows() * 3 * shape.width() : rows() * shape.width() + 2 * kv_numel();
   }
   template <typename T>
-  QkvSpan<T> Span(T* base) const {
+  QkvSpan<T*> Span(T* base) const {
     if (packed) return PackedQkvSpan(base, shape);
     T* k = base + rows() * shape.width();
     return SeparateQkvSpan(base, k, k + kv_numel(), shape, kv_heads);
@@ -235,7 +235,7 @@ void RunFusedAttention(CudaDevice& device, const FusedCase& c, ScalarType operan
                               shape, dots.data(), c.Span(run->dqkv.data()));
 
   DeviceVector<float> d_qkv(qkv), d_dout(dout), d_out(out_n), d_lse(stats_n);
-  const QkvSpan<const float> d_span = c.Span<const float>(d_qkv.get());
+  const QkvSpan<const float*> d_span = c.Span<const float>(d_qkv.get());
   device.FusedAttentionForward(d_span, shape, d_out.get(), d_lse.get(), operands);
   for (int pass = 0; pass < 2; ++pass) {
     DeviceVector<float> d_dqkv(qkv_n);

@@ -30,7 +30,8 @@ struct FlatUnit {
   int64_t shard_numel = 0;
   Buffer shard;       // FP32 master parameters [shard_numel]
   Buffer shard_grad;  // reduced gradients [shard_numel]
-  Buffer full;        // unsharded parameters [padded_numel], when they need their own copy
+  Buffer full;        // unsharded parameters [padded_numel], when they need their own copy,
+                      // in the device's storage type (FP32, or the job's param_dtype)
   Buffer full_grad;   // unsharded gradients [padded_numel], from pre-backward until reduced
   bool unsharded = false;
   CommThread::Handle unsharding;  // an all-gather issued (prefetched) and not yet waited on

@@ -30,7 +30,7 @@ ScalarType TypeOf(v1::Dtype dtype) {
 class FsdpModel::UnitParameters final : public model::ParameterTable {
  public:
   explicit UnitParameters(FsdpModel* owner) : owner_(owner) {}
-  const float* value(int param) const override {
+  ConstTensorRef value(int param) const override {
     const ParameterSlot& slot = owner_->layout_.slots[param];
     return owner_->Params(owner_->units_[slot.unit]) + slot.offset;
   }
@@ -53,6 +53,7 @@ FsdpModel::FsdpModel(const v1::JobSpec& spec, const ShardingPlan& plan, Groups g
       layout_(std::move(layout)),
       model_(std::move(model)),
       param_type_(TypeOf(EffectiveParamDtype(spec.fsdp().mixed_precision()))),
+      storage_type_(device->StorageType(param_type_)),
       reduce_type_(TypeOf(EffectiveReduceDtype(spec.fsdp().mixed_precision()))),
       keep_low_precision_grads_(spec.fsdp().mixed_precision().keep_low_precision_grads()),
       parameters_(std::make_unique<UnitParameters>(this)) {}
@@ -181,8 +182,8 @@ std::vector<float> FsdpModel::ShardOf(int u, const std::vector<float>& full) con
   return shard;
 }
 
-float* FsdpModel::Params(FlatUnit& unit) {
-  return NeedsFullCopy() ? unit.full.data() : unit.shard.data();
+TensorRef FsdpModel::Params(FlatUnit& unit) {
+  return NeedsFullCopy() ? unit.full.ref() : unit.shard.ref();
 }
 
 absl::Status FsdpModel::CheckUnsharded(const FlatUnit& unit, const char* phase) const {
@@ -207,8 +208,9 @@ void FsdpModel::IssueUnshard(FlatUnit& unit) {
   }
   // Allocated here, at issue, as FSDP allocates the unsharded buffer when it unshards:
   // the memory counters see a prefetched unit from the moment it is prefetched.
-  unit.full = Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, false);
-  float* full = unit.full.data();
+  unit.full =
+      Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, storage_type_, false);
+  const TensorRef full = unit.full.ref();
   Communicator* group = groups_.unshard != nullptr ? groups_.unshard : groups_.shard;
   // In two parts: the all-gather enqueued (the training thread may go on, its stream
   // ordered after it: Unshard), then its completion polled on the unshard thread while
@@ -218,13 +220,18 @@ void FsdpModel::IssueUnshard(FlatUnit& unit) {
       [this, &unit, full, group]() -> absl::Status {
         if (comm_delay_) comm_delay_();
         if (param_type_ == ScalarType::kFloat32) {
-          return group->AllGather(unit.shard.data(), unit.shard_numel, full);
+          return group->AllGather(unit.shard.data(), unit.shard_numel, full.f32());
         }
         // The low-precision copy of the shard, made before the all-gather and freed after:
         // the all-gather moves half the bytes.
         Buffer low_shard(allocator_, unit.shard_numel, MemoryCategory::kParameters, param_type_,
                          false);
         device_->Narrow(param_type_, unit.shard.data(), low_shard.as<uint16_t>(), unit.shard_numel);
+        if (!full.is_float()) {
+          // Stored in param_dtype: the all-gather's output is the unsharded parameters.
+          return group->AllGather(low_shard.as<uint16_t>(), unit.shard_numel, full.u16(),
+                                  param_type_);
+        }
         Buffer low_full(allocator_, unit.padded_numel, MemoryCategory::kParameters, param_type_,
                         false);
         RETURN_IF_ERROR(group->AllGather(low_shard.as<uint16_t>(), unit.shard_numel,
@@ -232,8 +239,8 @@ void FsdpModel::IssueUnshard(FlatUnit& unit) {
         // Both 16-bit buffers go back to this thread's pool: whatever reuses them is
         // ordered after the all-gather and the widening, on this thread's stream.
         low_shard.Reset();
-        // The GEMMs compute in FP32: widen the gathered values (exactly representable).
-        device_->Widen(param_type_, low_full.as<uint16_t>(), full, unit.padded_numel);
+        // Stored in FP32: widen the gathered values (exactly representable).
+        device_->Widen(param_type_, low_full.as<uint16_t>(), full.f32(), unit.padded_numel);
         return absl::OkStatus();
       },
       [group] { return group->CollectivesCompleted(); });
@@ -245,10 +252,17 @@ absl::Status FsdpModel::Unshard(FlatUnit& unit) {
     return absl::OkStatus();
   }
   if (!plan_.sharded()) {
-    // Whole parameters on every rank: the low-precision copy is a local rounding.
-    unit.full = Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, false);
-    device_->Copy(unit.full.data(), unit.shard.data(), unit.padded_numel * sizeof(float));
-    device_->RoundToPrecision(param_type_, unit.full.data(), unit.padded_numel);
+    // Whole parameters on every rank: the low-precision copy is a local rounding (into
+    // 16-bit storage, or in FP32).
+    unit.full =
+        Buffer(allocator_, unit.padded_numel, MemoryCategory::kParameters, storage_type_, false);
+    if (storage_type_ != ScalarType::kFloat32) {
+      device_->Narrow(storage_type_, unit.shard.data(), unit.full.as<uint16_t>(),
+                      unit.padded_numel);
+    } else {
+      device_->Copy(unit.full.data(), unit.shard.data(), unit.padded_numel * sizeof(float));
+      device_->RoundToPrecision(param_type_, unit.full.data(), unit.padded_numel);
+    }
     unit.unsharded = true;
     return absl::OkStatus();
   }

@@ -180,7 +180,7 @@ class FsdpModel {
   // After a micro-step (sync or not): the plan from the first one's order.
   absl::Status DeriveFirstPlan();
 
-  float* Params(FlatUnit& unit);
+  TensorRef Params(FlatUnit& unit);
   // Whether computing with a unit needs a separate full buffer: sharded units (gathered)
   // and, with a low param_dtype, unsharded ones too (a rounded copy, as FSDP's
   // low-precision parameters).
@@ -218,6 +218,8 @@ class FsdpModel {
   // MixedPrecision (docs/semantics.md): the dtype of unsharded parameters, compute and the
   // all-gather; of gradient reduction; and whether reduced gradients stay in param_dtype.
   const ScalarType param_type_;
+  // The unsharded parameters' type (Device::StorageType): FP32, or param_type_ itself.
+  const ScalarType storage_type_;
   const ScalarType reduce_type_;
   const bool keep_low_precision_grads_;
   std::unique_ptr<UnitParameters> parameters_;

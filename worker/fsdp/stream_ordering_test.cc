@@ -41,7 +41,7 @@ struct Job {
   int accumulation = 1;
   bool checkpointing = false;
   bool fused_attention = false;
-  bool bf16 = false;
+  v1::Dtype dtype = v1::FP32;  // param_dtype
   v1::CommHook::Hook hook = v1::CommHook::NO_HOOK;
   v1::Loss loss = v1::CROSS_ENTROPY;  // the MLP's
 };
@@ -112,7 +112,7 @@ v1::JobSpec SpecFor(const Job& job, const std::string& dir) {
   fsdp->set_backward_prefetch(job.prefetch);
   fsdp->set_forward_prefetch(job.forward_prefetch);
   fsdp->set_limit_all_gathers(job.limit_all_gathers);
-  if (job.bf16) fsdp->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  if (job.dtype != v1::FP32) fsdp->mutable_mixed_precision()->set_param_dtype(job.dtype);
   spec.mutable_comm_hook()->set_hook(job.hook);
   spec.mutable_optimizer()->set_max_grad_norm(1.0);
   spec.set_activation_checkpointing(job.checkpointing);
@@ -130,15 +130,18 @@ struct Run {
   TensorMap model;
 };
 
+// `low_precision_storage`: the streamed devices keep a 16-bit job's activations and
+// unsharded parameters in its param_dtype (Device::StorageType), and must still equal the
+// CPU's FP32 storage bit for bit.
 absl::StatusOr<Run> Train(v1::JobSpec spec, v1::DeviceKind device, uint64_t seed,
-                          const std::string& path) {
+                          const std::string& path, bool low_precision_storage = false) {
   spec.set_device(device);
   spec.mutable_output()->set_final_model_path(path);
   testing::ThreadedOptions options;
   if (device == v1::CUDA) {
     testing::StreamTiming timing;
     timing.seed = seed;
-    options.make_device = testing::AsyncCpuRankDevices(timing);
+    options.make_device = testing::AsyncCpuRankDevices(timing, low_precision_storage);
   }
   auto run = testing::TrainInThreads(spec, options);
   if (!run.ok()) return run.status();
@@ -157,9 +160,13 @@ TEST_P(StreamOrderingTest, EveryInterleavingEqualsTheSynchronousRunBitForBit) {
   ASSERT_TRUE(synchronous.ok()) << synchronous.status();
   ASSERT_FALSE(synchronous->losses.empty());
   for (int seed = 1; seed <= Seeds(); ++seed) {
-    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    // A 16-bit job alternates its storage: FP32 buffers on even seeds, its param_dtype on
+    // odd ones.
+    const bool low_precision_storage = job.dtype != v1::FP32 && seed % 2 == 1;
+    SCOPED_TRACE(absl::StrCat("seed ", seed, low_precision_storage ? ", 16-bit storage" : ""));
     auto streamed =
-        Train(spec, v1::CUDA, seed, absl::StrCat(dir, "/streams-", seed, ".safetensors"));
+        Train(spec, v1::CUDA, seed, absl::StrCat(dir, "/streams-", seed, ".safetensors"),
+              low_precision_storage);
     ASSERT_TRUE(streamed.ok()) << streamed.status();
     EXPECT_EQ(streamed->losses, synchronous->losses);
     EXPECT_TRUE(testing::ModelsClose(streamed->model, synchronous->model, 0, 0));
@@ -178,8 +185,8 @@ Job Mlp(std::string name) {
   return job;
 }
 
-std::vector<Job> Jobs() {
-  std::vector<Job> jobs;
+// The GPT's and the Llama's jobs, then the MLP's.
+void AddTransformerJobs(std::vector<Job>& jobs) {
   jobs.push_back(Gpt("gpt_full_shard"));
   Job staged = Gpt("gpt_full_shard_host_staged");
   staged.collectives = v1::CudaOptions::HOST_STAGED_GLOO;
@@ -197,7 +204,7 @@ std::vector<Job> Jobs() {
   // BF16 and accumulation across micro-steps in that stream's order.
   Job alone = Gpt("gpt_world1_bf16_accumulation");
   alone.world = 1;
-  alone.bf16 = true;
+  alone.dtype = v1::BF16;
   alone.accumulation = 2;
   jobs.push_back(alone);
   Job zero2 = Gpt("gpt_shard_grad_op_accumulation");
@@ -213,7 +220,7 @@ std::vector<Job> Jobs() {
   checkpointed.fused_attention = true;
   jobs.push_back(checkpointed);
   Job bf16 = Gpt("gpt_bf16_accumulation");
-  bf16.bf16 = true;
+  bf16.dtype = v1::BF16;
   bf16.accumulation = 2;
   jobs.push_back(bf16);
   // The Llama's grouped-query attention reads q, k and v apart (no repeat_kv copy): their
@@ -221,8 +228,24 @@ std::vector<Job> Jobs() {
   Job llama = Gpt("llama_gqa_fused_attention_bf16");
   llama.model = Job::Model::kLlama;
   llama.fused_attention = true;
-  llama.bf16 = true;
+  llama.dtype = v1::BF16;
   jobs.push_back(llama);
+  // Unsharded 16-bit parameters made by a local rounding (into 16-bit storage on odd
+  // seeds), and checkpointed stages' copies of 16-bit activations.
+  Job fp16 = Gpt("gpt_no_shard_checkpointing_fp16");
+  fp16.strategy = v1::ShardingStrategy::NO_SHARD;
+  fp16.checkpointing = true;
+  fp16.dtype = v1::FP16;
+  jobs.push_back(fp16);
+  // The materialised attention's grouped K/V packing and unpacking in 16-bit storage.
+  Job packed = Gpt("llama_gqa_materialized_bf16_checkpointing");
+  packed.model = Job::Model::kLlama;
+  packed.checkpointing = true;
+  packed.dtype = v1::BF16;
+  jobs.push_back(packed);
+}
+
+void AddMlpJobs(std::vector<Job>& jobs) {
   jobs.push_back(Mlp("mlp_full_shard"));
   Job ddp = Mlp("mlp_no_shard_bf16_compress_hook");
   ddp.strategy = v1::ShardingStrategy::NO_SHARD;
@@ -236,7 +259,7 @@ std::vector<Job> Jobs() {
   Job mlp_hybrid = Mlp("mlp_hybrid_shard_world4_bf16");
   mlp_hybrid.strategy = v1::ShardingStrategy::HYBRID_SHARD;
   mlp_hybrid.world = 4;
-  mlp_hybrid.bf16 = true;
+  mlp_hybrid.dtype = v1::BF16;
   jobs.push_back(mlp_hybrid);
   Job zero2_hybrid = Mlp("mlp_hybrid_zero2_world4_accumulation_mse");
   zero2_hybrid.strategy = v1::ShardingStrategy::HYBRID_SHARD_ZERO2;
@@ -244,6 +267,12 @@ std::vector<Job> Jobs() {
   zero2_hybrid.accumulation = 2;
   zero2_hybrid.loss = v1::MSE;
   jobs.push_back(zero2_hybrid);
+}
+
+std::vector<Job> Jobs() {
+  std::vector<Job> jobs;
+  AddTransformerJobs(jobs);
+  AddMlpJobs(jobs);
   return jobs;
 }
 

@@ -2,9 +2,9 @@
 
 namespace shardwise::model {
 
-QkvSpan<float> AttentionCore::Span(const AttentionShape& shape, QkvBuffers& buffers) const {
-  if (!separate_) return PackedQkvSpan(buffers.qkv.data(), shape);
-  return SeparateQkvSpan(buffers.q.data(), buffers.k.data(), buffers.v.data(), shape, kv_heads_);
+QkvSpan<TensorRef> AttentionCore::Span(const AttentionShape& shape, QkvBuffers& buffers) const {
+  if (!separate_) return PackedQkvSpan(buffers.qkv.ref(), shape);
+  return SeparateQkvSpan(buffers.q.ref(), buffers.k.ref(), buffers.v.ref(), shape, kv_heads_);
 }
 
 QkvBuffers AttentionCore::GradientBuffers(const StageContext& context, int64_t rows) const {
@@ -23,12 +23,12 @@ void AttentionCore::Forward(const StageContext& context, Saved* saved) const {
   const AttentionShape shape = Shape(*context.batch);
   saved->out = context.Activations(shape.batch * shape.seq * shape.width());
   if (fused_) {
-    saved->lse = context.Activations(shape.batch * shape.heads * shape.seq);
-    context.device->FusedAttentionForward(Span(shape, saved->qkv).AsConst(), shape,
-                                          saved->out.data(), saved->lse.data(), context.compute);
+    saved->lse = context.FloatActivations(shape.batch * shape.heads * shape.seq);
+    context.device->FusedAttentionForward(Span(shape, saved->qkv), shape, saved->out.ref(),
+                                          saved->lse.data(), context.compute);
   } else {
-    saved->probs = context.Activations(shape.batch * shape.heads * shape.seq * shape.seq);
-    context.device->AttentionForward(saved->qkv.qkv.data(), shape, saved->out.data(),
+    saved->probs = context.FloatActivations(shape.batch * shape.heads * shape.seq * shape.seq);
+    context.device->AttentionForward(saved->qkv.qkv.ref(), shape, saved->out.ref(),
                                      saved->probs.data(), context.compute);
     context.Round(saved->probs);
   }
@@ -36,19 +36,19 @@ void AttentionCore::Forward(const StageContext& context, Saved* saved) const {
 }
 
 QkvBuffers AttentionCore::Backward(const StageContext& context, Saved* saved,
-                                   const float* dout) const {
+                                   ConstTensorRef dout) const {
   const AttentionShape shape = Shape(*context.batch);
   // The materialised backward no longer needs out; the fused one reads it (each row's
   // dout . out), so the fused path holds it until here.
   if (!fused_) saved->out.Reset();
   QkvBuffers grads = GradientBuffers(context, context.batch->rows);
   if (fused_) {
-    context.device->FusedAttentionBackward(Span(shape, saved->qkv).AsConst(), saved->out.data(),
+    context.device->FusedAttentionBackward(Span(shape, saved->qkv), saved->out.ref(),
                                            saved->lse.data(), dout, shape, Span(shape, grads),
                                            context.compute);
   } else {
-    context.device->AttentionBackward(saved->qkv.qkv.data(), saved->probs.data(), dout, shape,
-                                      grads.qkv.data(), context.compute);
+    context.device->AttentionBackward(saved->qkv.qkv.ref(), saved->probs.data(), dout, shape,
+                                      grads.qkv.ref(), context.compute);
   }
   for (Buffer* grad : {&grads.qkv, &grads.q, &grads.k, &grads.v}) {
     if (grad->numel() > 0) context.Round(*grad);  // the layout's buffers only
@@ -59,21 +59,21 @@ QkvBuffers AttentionCore::Backward(const StageContext& context, Saved* saved,
   return grads;
 }
 
-Buffer CausalSelfAttention::Forward(const StageContext& context, const float* x,
+Buffer CausalSelfAttention::Forward(const StageContext& context, ConstTensorRef x,
                                     Saved* saved) const {
   const DeviceBatch& batch = *context.batch;
   saved->qkv.qkv = c_attn_.Forward(context, x, batch.rows);
   core_.Forward(context, saved);
-  return c_proj_.Forward(context, saved->out.data(), batch.rows);
+  return c_proj_.Forward(context, saved->out.ref(), batch.rows);
 }
 
-Buffer CausalSelfAttention::Backward(const StageContext& context, const float* x, Saved* saved,
-                                     const float* dy) const {
+Buffer CausalSelfAttention::Backward(const StageContext& context, ConstTensorRef x, Saved* saved,
+                                     ConstTensorRef dy) const {
   const DeviceBatch& batch = *context.batch;
-  Buffer dout = c_proj_.Backward(context, saved->out.data(), dy, batch.rows, true);
-  QkvBuffers grads = core_.Backward(context, saved, dout.data());
+  Buffer dout = c_proj_.Backward(context, saved->out.ref(), dy, batch.rows, true);
+  QkvBuffers grads = core_.Backward(context, saved, dout.ref());
   dout.Reset();
-  Buffer dx = c_attn_.Backward(context, x, grads.qkv.data(), batch.rows, true);
+  Buffer dx = c_attn_.Backward(context, x, grads.qkv.ref(), batch.rows, true);
   saved->qkv = {};
   return dx;
 }

@@ -46,7 +46,7 @@ class AttentionCore {
   void Forward(const StageContext& context, Saved* saved) const;
   // Frees out, probs and lse (not q, k, v); returns the gradients of q, k and v in their
   // layout, rounded (a K/V head's: the sum over its query heads, rounded once).
-  QkvBuffers Backward(const StageContext& context, Saved* saved, const float* dout) const;
+  QkvBuffers Backward(const StageContext& context, Saved* saved, ConstTensorRef dout) const;
 
  private:
   AttentionCore(int64_t heads, int64_t kv_heads, int64_t head_dim, v1::GptConfig::Attention kind,
@@ -61,7 +61,7 @@ class AttentionCore {
     return {batch.sequences, batch.sequence_length, heads_, head_dim_};
   }
   // Where `buffers` hold q, k and v in this core's layout.
-  QkvSpan<float> Span(const AttentionShape& shape, QkvBuffers& buffers) const;
+  QkvSpan<TensorRef> Span(const AttentionShape& shape, QkvBuffers& buffers) const;
   // Buffers for the gradients of q, k and v at `rows` rows, in this core's layout.
   QkvBuffers GradientBuffers(const StageContext& context, int64_t rows) const;
 
@@ -76,9 +76,10 @@ class CausalSelfAttention {
 
   using Saved = AttentionCore::Saved;
   // y [rows, C] from x [rows, C], rounded.
-  Buffer Forward(const StageContext& context, const float* x, Saved* saved) const;
+  Buffer Forward(const StageContext& context, ConstTensorRef x, Saved* saved) const;
   // Adds the parameters' gradients; returns dx, rounded; frees `saved`.
-  Buffer Backward(const StageContext& context, const float* x, Saved* saved, const float* dy) const;
+  Buffer Backward(const StageContext& context, ConstTensorRef x, Saved* saved,
+                  ConstTensorRef dy) const;
 
  private:
   const Linear c_attn_, c_proj_;

@@ -5,41 +5,40 @@ namespace shardwise::model {
 void Block::Forward(const StageContext& context, Flow& flow) {
   const int64_t rows = context.batch->rows;
   x_ = std::move(flow.hidden);
-  ln_1_out_ = m_.ln_1.Forward(context, x_.data(), rows, &ln_1_);
+  ln_1_out_ = m_.ln_1.Forward(context, x_.ref(), rows, &ln_1_);
   // x2 = attn + x in the branch's buffer: no copy of x (addition commutes, so the sum is
   // x + attn to the bit).
-  x2_ = m_.attn.Forward(context, ln_1_out_.data(), &attn_);
+  x2_ = m_.attn.Forward(context, ln_1_out_.ref(), &attn_);
   context.AddRounded(x2_, x_);
-  ln_2_out_ = m_.ln_2.Forward(context, x2_.data(), rows, &ln_2_);
-  fc_out_ = m_.c_fc.Forward(context, ln_2_out_.data(), rows);
+  ln_2_out_ = m_.ln_2.Forward(context, x2_.ref(), rows, &ln_2_);
+  fc_out_ = m_.c_fc.Forward(context, ln_2_out_.ref(), rows);
   act_out_ = context.Activations(fc_out_.numel());
-  context.device->ActivationForward(m_.activation, fc_out_.data(), fc_out_.numel(),
-                                    act_out_.data());
+  context.device->ActivationForward(m_.activation, fc_out_.ref(), fc_out_.numel(), act_out_.ref());
   context.Round(act_out_);
-  flow.hidden = m_.c_proj.Forward(context, act_out_.data(), rows);
+  flow.hidden = m_.c_proj.Forward(context, act_out_.ref(), rows);
   context.AddRounded(flow.hidden, x2_);
 }
 
 void Block::Backward(const StageContext& context, Flow& flow) {
   const int64_t rows = context.batch->rows;
   // The MLP branch.
-  Buffer grad = m_.c_proj.Backward(context, act_out_.data(), flow.grad.data(), rows, true);
+  Buffer grad = m_.c_proj.Backward(context, act_out_.ref(), flow.grad.ref(), rows, true);
   act_out_.Reset();
-  context.device->ActivationBackward(m_.activation, fc_out_.data(), grad.data(), grad.numel(),
-                                     grad.data());
+  context.device->ActivationBackward(m_.activation, fc_out_.ref(), grad.ref(), grad.numel(),
+                                     grad.ref());
   context.Round(grad);
   fc_out_.Reset();
-  grad = m_.c_fc.Backward(context, ln_2_out_.data(), grad.data(), rows, true);
+  grad = m_.c_fc.Backward(context, ln_2_out_.ref(), grad.ref(), rows, true);
   ln_2_out_.Reset();
-  grad = m_.ln_2.Backward(context, x2_.data(), ln_2_, grad.data(), rows);
+  grad = m_.ln_2.Backward(context, x2_.ref(), ln_2_, grad.ref(), rows);
   Buffer residual = std::move(flow.grad);  // the gradient of x2: the output's, plus the branch's
   context.AddRounded(residual, grad);
   x2_.Reset();
   ln_2_ = {};
   // The attention branch.
-  grad = m_.attn.Backward(context, ln_1_out_.data(), &attn_, residual.data());
+  grad = m_.attn.Backward(context, ln_1_out_.ref(), &attn_, residual.ref());
   ln_1_out_.Reset();
-  grad = m_.ln_1.Backward(context, x_.data(), ln_1_, grad.data(), rows);
+  grad = m_.ln_1.Backward(context, x_.ref(), ln_1_, grad.ref(), rows);
   context.AddRounded(residual, grad);
   DropSaved();
   flow.grad = std::move(residual);

@@ -3,8 +3,8 @@
 namespace shardwise::model {
 
 void CheckpointedStage::Forward(const StageContext& context, Flow& flow) {
-  input_ = context.Activations(flow.hidden.numel());
-  context.device->Copy(input_.data(), flow.hidden.data(), flow.hidden.bytes());
+  input_ = context.ActivationsLike(flow.hidden);
+  context.device->Copy(input_.as<void>(), flow.hidden.as<void>(), flow.hidden.bytes());
   inner_->Forward(context, flow);
   inner_->DropSaved();
 }

@@ -21,7 +21,7 @@ class HostParameters final : public ParameterTable {
   static absl::StatusOr<HostParameters> FromTensors(const ModelDescription& description,
                                                     const TensorMap& tensors);
 
-  const float* value(int param) const override { return values_[param].data(); }
+  ConstTensorRef value(int param) const override { return values_[param].data(); }
   float* grad(int param) const override { return grads_[param].data(); }
   std::vector<float>& values(int param) { return values_[param]; }
   const std::vector<float>& grads(int param) const { return grads_[param]; }

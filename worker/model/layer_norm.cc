@@ -2,25 +2,25 @@
 
 namespace shardwise::model {
 
-Buffer LayerNorm::Forward(const StageContext& context, const float* x, int64_t rows,
+Buffer LayerNorm::Forward(const StageContext& context, ConstTensorRef x, int64_t rows,
                           Saved* saved) const {
   Buffer y = context.Activations(rows * dim_);
-  saved->mean = context.Activations(rows);
-  saved->rstd = context.Activations(rows);
+  saved->mean = context.FloatActivations(rows);
+  saved->rstd = context.FloatActivations(rows);
   const ParameterTable& params = *context.params;
   context.device->LayerNormForward(x, params.value(weight_),
                                    bias_ >= 0 ? params.value(bias_) : nullptr, rows, dim_, kEps,
-                                   y.data(), saved->mean.data(), saved->rstd.data());
+                                   y.ref(), saved->mean.data(), saved->rstd.data());
   context.Round(y);
   return y;
 }
 
-Buffer LayerNorm::Backward(const StageContext& context, const float* x, const Saved& saved,
-                           const float* dy, int64_t rows) const {
+Buffer LayerNorm::Backward(const StageContext& context, ConstTensorRef x, const Saved& saved,
+                           ConstTensorRef dy, int64_t rows) const {
   Buffer dx = context.Activations(rows * dim_);
   const ParameterTable& params = *context.params;
   context.device->LayerNormBackward(x, params.value(weight_), saved.mean.data(), saved.rstd.data(),
-                                    dy, rows, dim_, dx.data(), params.grad(weight_),
+                                    dy, rows, dim_, dx.ref(), params.grad(weight_),
                                     bias_ >= 0 ? params.grad(bias_) : nullptr);
   context.Round(dx);
   return dx;

@@ -20,10 +20,10 @@ class LayerNorm {
     Buffer mean, rstd;  // per row
   };
   // y [rows, dim], rounded; `saved` keeps the statistics for the backward.
-  Buffer Forward(const StageContext& context, const float* x, int64_t rows, Saved* saved) const;
+  Buffer Forward(const StageContext& context, ConstTensorRef x, int64_t rows, Saved* saved) const;
   // Adds dw, db to the parameters' gradients; returns dx, rounded.
-  Buffer Backward(const StageContext& context, const float* x, const Saved& saved, const float* dy,
-                  int64_t rows) const;
+  Buffer Backward(const StageContext& context, ConstTensorRef x, const Saved& saved,
+                  ConstTensorRef dy, int64_t rows) const;
 
  private:
   const int weight_, bias_;

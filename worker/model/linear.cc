@@ -2,23 +2,23 @@
 
 namespace shardwise::model {
 
-Buffer Linear::Forward(const StageContext& context, const float* x, int64_t rows) const {
+Buffer Linear::Forward(const StageContext& context, ConstTensorRef x, int64_t rows) const {
   Buffer y = context.Activations(rows * out_);
   const ParameterTable& params = *context.params;
   context.device->LinearForward(x, params.value(weight_),
                                 bias_ >= 0 ? params.value(bias_) : nullptr, rows, in_, out_,
-                                y.data(), context.compute);
+                                y.ref(), context.compute);
   context.Round(y);
   return y;
 }
 
-Buffer Linear::Backward(const StageContext& context, const float* x, const float* dy, int64_t rows,
-                        bool input_grad) const {
+Buffer Linear::Backward(const StageContext& context, ConstTensorRef x, ConstTensorRef dy,
+                        int64_t rows, bool input_grad) const {
   Buffer dx;
   if (input_grad) dx = context.Activations(rows * in_);
   const ParameterTable& params = *context.params;
   context.device->LinearBackward(x, params.value(weight_), dy, rows, in_, out_,
-                                 input_grad ? dx.data() : nullptr, params.grad(weight_),
+                                 input_grad ? dx.ref() : nullptr, params.grad(weight_),
                                  bias_ >= 0 ? params.grad(bias_) : nullptr, context.compute);
   if (input_grad) context.Round(dx);
   return dx;

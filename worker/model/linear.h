@@ -16,10 +16,10 @@ class Linear {
       : weight_(weight), bias_(bias), in_(in), out_(out) {}
 
   // y [rows, out], rounded to the compute type.
-  Buffer Forward(const StageContext& context, const float* x, int64_t rows) const;
+  Buffer Forward(const StageContext& context, ConstTensorRef x, int64_t rows) const;
   // Adds dW (and db) to the parameters' gradients; returns dx [rows, in], rounded, when
   // `input_grad` (else an empty buffer).
-  Buffer Backward(const StageContext& context, const float* x, const float* dy, int64_t rows,
+  Buffer Backward(const StageContext& context, ConstTensorRef x, ConstTensorRef dy, int64_t rows,
                   bool input_grad) const;
 
   int64_t in() const { return in_; }

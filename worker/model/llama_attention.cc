@@ -5,12 +5,12 @@ namespace shardwise::model {
 void LlamaAttention::Rotate(const StageContext& context, Buffer& x, int64_t heads,
                             bool inverse) const {
   const DeviceBatch& batch = *context.batch;
-  context.device->Rotary(x.data(), rotary_->cos(context), rotary_->sin(context), batch.rows,
+  context.device->Rotary(x.ref(), rotary_->cos(context), rotary_->sin(context), batch.rows,
                          batch.sequence_length, heads, m_.head_dim, inverse);
   context.Round(x);
 }
 
-Buffer LlamaAttention::Forward(const StageContext& context, const float* x, Saved* saved) const {
+Buffer LlamaAttention::Forward(const StageContext& context, ConstTensorRef x, Saved* saved) const {
   const int64_t rows = context.batch->rows;
   Buffer q = m_.q_proj.Forward(context, x, rows);
   Buffer k = m_.k_proj.Forward(context, x, rows);
@@ -23,11 +23,11 @@ Buffer LlamaAttention::Forward(const StageContext& context, const float* x, Save
     saved->qkv.v = std::move(v);
   } else {
     saved->qkv.qkv = context.Activations(rows * 3 * m_.heads * m_.head_dim);
-    context.device->PackGroupedQkv(q.data(), k.data(), v.data(), rows, m_.heads, m_.kv_heads,
-                                   m_.head_dim, saved->qkv.qkv.data());
+    context.device->PackGroupedQkv(q.ref(), k.ref(), v.ref(), rows, m_.heads, m_.kv_heads,
+                                   m_.head_dim, saved->qkv.qkv.ref());
   }
   core_.Forward(context, saved);
-  return m_.o_proj.Forward(context, saved->out.data(), rows);
+  return m_.o_proj.Forward(context, saved->out.ref(), rows);
 }
 
 QkvBuffers LlamaAttention::Unpacked(const StageContext& context, QkvBuffers grads) const {
@@ -37,29 +37,29 @@ QkvBuffers LlamaAttention::Unpacked(const StageContext& context, QkvBuffers grad
   apart.q = context.Activations(rows * m_.heads * m_.head_dim);
   apart.k = context.Activations(rows * m_.kv_heads * m_.head_dim);
   apart.v = context.Activations(apart.k.numel());
-  context.device->UnpackGroupedQkvGrad(grads.qkv.data(), rows, m_.heads, m_.kv_heads, m_.head_dim,
-                                       apart.q.data(), apart.k.data(), apart.v.data());
+  context.device->UnpackGroupedQkvGrad(grads.qkv.ref(), rows, m_.heads, m_.kv_heads, m_.head_dim,
+                                       apart.q.ref(), apart.k.ref(), apart.v.ref());
   context.Round(apart.k);
   context.Round(apart.v);
   return apart;
 }
 
-Buffer LlamaAttention::Backward(const StageContext& context, const float* x, Saved* saved,
-                                const float* dy) const {
+Buffer LlamaAttention::Backward(const StageContext& context, ConstTensorRef x, Saved* saved,
+                                ConstTensorRef dy) const {
   const int64_t rows = context.batch->rows;
-  Buffer dout = m_.o_proj.Backward(context, saved->out.data(), dy, rows, true);
-  QkvBuffers grads = core_.Backward(context, saved, dout.data());
+  Buffer dout = m_.o_proj.Backward(context, saved->out.ref(), dy, rows, true);
+  QkvBuffers grads = core_.Backward(context, saved, dout.ref());
   dout.Reset();
   saved->qkv = {};
   grads = Unpacked(context, std::move(grads));
   Rotate(context, grads.q, m_.heads, /*inverse=*/true);
   Rotate(context, grads.k, m_.kv_heads, /*inverse=*/true);
   // x fed three projections: its gradient is the sum of theirs.
-  Buffer dx = m_.q_proj.Backward(context, x, grads.q.data(), rows, true);
+  Buffer dx = m_.q_proj.Backward(context, x, grads.q.ref(), rows, true);
   grads.q.Reset();
   for (const auto& [projection, grad] :
        {std::make_pair(&m_.k_proj, &grads.k), std::make_pair(&m_.v_proj, &grads.v)}) {
-    Buffer part = projection->Backward(context, x, grad->data(), rows, true);
+    Buffer part = projection->Backward(context, x, grad->ref(), rows, true);
     grad->Reset();
     context.AddRounded(dx, part);
   }

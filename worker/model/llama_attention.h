@@ -35,9 +35,10 @@ class LlamaAttention {
 
   using Saved = AttentionCore::Saved;
   // y [rows, hidden] from x [rows, hidden], rounded.
-  Buffer Forward(const StageContext& context, const float* x, Saved* saved) const;
+  Buffer Forward(const StageContext& context, ConstTensorRef x, Saved* saved) const;
   // Adds the parameters' gradients; returns dx, rounded; frees `saved`.
-  Buffer Backward(const StageContext& context, const float* x, Saved* saved, const float* dy) const;
+  Buffer Backward(const StageContext& context, ConstTensorRef x, Saved* saved,
+                  ConstTensorRef dy) const;
 
  private:
   // Rotates `x` [rows, heads head_dim] in place (`inverse`: the backward), rounded.

@@ -16,7 +16,7 @@ class ModelLoss final : public Loss {
     // The gradient is written over the logits (or predictions), which nothing reads
     // after the loss: one vocabulary-wide buffer, not two.
     flow.grad = std::move(flow.hidden);
-    float* values = flow.grad.data();
+    const TensorRef values = flow.grad.ref();
     if (kind_ == v1::MSE) {
       context.device->MeanSquaredError(values, batch.targets.data(), batch.rows, width, scale,
                                        values, loss);

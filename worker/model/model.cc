@@ -151,6 +151,7 @@ StageContext Model::Context(const ParameterTable* params) const {
   StageContext context;
   context.device = device_;
   context.compute = compute_;
+  context.storage = device_->StorageType(compute_);
   context.params = params;
   context.batch = &batch_;
   return context;
@@ -184,7 +185,11 @@ void Model::Begin(const MicroBatch& batch, Device* device, ScalarType compute) {
   batch_.targets = Upload(device, batch.targets, ScalarType::kFloat32);
   // MixedPrecision casts floating-point inputs to param_dtype.
   flow_.hidden = Upload(device, batch.inputs, ScalarType::kFloat32);
-  if (!flow_.hidden.empty()) Context(nullptr).Round(flow_.hidden);
+  if (!flow_.hidden.empty()) {
+    const StageContext context = Context(nullptr);
+    context.Round(flow_.hidden);
+    flow_.hidden = context.Stored(std::move(flow_.hidden));
+  }
 }
 
 void Model::Forward(int stage, const ParameterTable& params) {

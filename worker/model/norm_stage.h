@@ -15,14 +15,13 @@ class NormStage final : public Stage {
   explicit NormStage(Norm norm) : norm_(norm) {}
 
   void Forward(const StageContext& context, Flow& flow) override {
-    Buffer y = norm_.Forward(context, flow.hidden.data(), context.batch->rows, &saved_);
+    Buffer y = norm_.Forward(context, flow.hidden.ref(), context.batch->rows, &saved_);
     input_ = std::move(flow.hidden);
     flow.hidden = std::move(y);
   }
 
   void Backward(const StageContext& context, Flow& flow) override {
-    flow.grad =
-        norm_.Backward(context, input_.data(), saved_, flow.grad.data(), context.batch->rows);
+    flow.grad = norm_.Backward(context, input_.ref(), saved_, flow.grad.ref(), context.batch->rows);
     DropSaved();
   }
 

@@ -2,22 +2,22 @@
 
 namespace shardwise::model {
 
-Buffer RmsNorm::Forward(const StageContext& context, const float* x, int64_t rows,
+Buffer RmsNorm::Forward(const StageContext& context, ConstTensorRef x, int64_t rows,
                         Saved* saved) const {
   Buffer y = context.Activations(rows * dim_);
-  saved->rstd = context.Activations(rows);
-  context.device->RmsNormForward(x, context.params->value(weight_), rows, dim_, eps_, y.data(),
+  saved->rstd = context.FloatActivations(rows);
+  context.device->RmsNormForward(x, context.params->value(weight_), rows, dim_, eps_, y.ref(),
                                  saved->rstd.data());
   context.Round(y);
   return y;
 }
 
-Buffer RmsNorm::Backward(const StageContext& context, const float* x, const Saved& saved,
-                         const float* dy, int64_t rows) const {
+Buffer RmsNorm::Backward(const StageContext& context, ConstTensorRef x, const Saved& saved,
+                         ConstTensorRef dy, int64_t rows) const {
   Buffer dx = context.Activations(rows * dim_);
   const ParameterTable& params = *context.params;
   context.device->RmsNormBackward(x, params.value(weight_), saved.rstd.data(), dy, rows, dim_,
-                                  dx.data(), params.grad(weight_));
+                                  dx.ref(), params.grad(weight_));
   context.Round(dx);
   return dx;
 }

@@ -18,10 +18,10 @@ class RmsNorm {
     Buffer rstd;  // per row
   };
   // y [rows, dim], rounded; `saved` keeps 1/rms for the backward.
-  Buffer Forward(const StageContext& context, const float* x, int64_t rows, Saved* saved) const;
+  Buffer Forward(const StageContext& context, ConstTensorRef x, int64_t rows, Saved* saved) const;
   // Adds dw to the weight's gradient; returns dx, rounded.
-  Buffer Backward(const StageContext& context, const float* x, const Saved& saved, const float* dy,
-                  int64_t rows) const;
+  Buffer Backward(const StageContext& context, ConstTensorRef x, const Saved& saved,
+                  ConstTensorRef dy, int64_t rows) const;
 
  private:
   const int weight_;

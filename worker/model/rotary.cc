@@ -58,7 +58,7 @@ const RotaryTables::Device& RotaryTables::Ready(const StageContext& context) {
   if (made_on_ == context.device) return device_;
   const RotaryHostTables host = ComputeRotaryTables(llama_, llama_.block_size());
   auto upload = [&](const std::vector<float>& values) {
-    Buffer buffer = context.Activations(values.size());
+    Buffer buffer = context.FloatActivations(values.size());
     context.device->CopyFromHost(buffer.data(), values.data(), buffer.bytes());
     context.Round(buffer);
     return buffer;

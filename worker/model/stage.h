@@ -13,7 +13,10 @@
 //
 // Mixed precision: every stage rounds what it outputs (activations forward, activation
 // gradients backward) to the compute type, as PyTorch holds them in param_dtype;
-// arithmetic is FP32 (docs/semantics.md, "Mixed precision").
+// arithmetic is FP32 (docs/semantics.md, "Mixed precision"). The device chooses how they
+// are stored (Device::StorageType): in FP32 buffers, rounded in place, or in the compute
+// type itself, which each operation rounds to as it writes: the same values. Statistics
+// a backward reads (mean, rstd, lse, attention probabilities) stay FP32 buffers.
 //
 // Thread-safety: none; a stage belongs to one rank's training thread.
 
@@ -30,7 +33,8 @@ namespace shardwise::model {
 class ParameterTable {
  public:
   virtual ~ParameterTable() = default;
-  virtual const float* value(int param) const = 0;
+  // In the device's storage type for the job (Device::StorageType).
+  virtual ConstTensorRef value(int param) const = 0;
   virtual float* grad(int param) const = 0;  // accumulated into
 };
 
@@ -49,21 +53,43 @@ struct DeviceBatch {
 struct StageContext {
   Device* device = nullptr;
   ScalarType compute = ScalarType::kFloat32;  // param_dtype
+  ScalarType storage = ScalarType::kFloat32;  // device->StorageType(compute)
   const ParameterTable* params = nullptr;
   const DeviceBatch* batch = nullptr;
   Allocator* allocator() const { return device->allocator(); }
-  // A buffer for activations (or their gradients) of `numel` FP32 elements, uninitialised.
+  // A buffer for activations (or their gradients) of `numel` elements in the storage
+  // type, uninitialised.
   Buffer Activations(size_t numel) const {
-    return Buffer(allocator(), numel, MemoryCategory::kActivations, /*zero=*/false);
+    return Buffer(allocator(), numel, MemoryCategory::kActivations, storage, /*zero=*/false);
   }
-  // Rounds `buffer` to the compute type.
+  // One of `numel` FP32 elements whatever the storage (statistics, tables).
+  Buffer FloatActivations(size_t numel) const {
+    return Buffer(allocator(), numel, MemoryCategory::kActivations, ScalarType::kFloat32,
+                  /*zero=*/false);
+  }
+  // One of `like`'s size and type.
+  Buffer ActivationsLike(const Buffer& like) const {
+    return Buffer(allocator(), like.numel(), MemoryCategory::kActivations, like.type(),
+                  /*zero=*/false);
+  }
+  // Rounds `buffer` to the compute type: in place where it is FP32; a 16-bit buffer
+  // holds such values already.
   void Round(Buffer& buffer) const {
+    if (buffer.type() != ScalarType::kFloat32) return;
     device->RoundToPrecision(compute, buffer.data(), buffer.numel());
   }
   // x += y, rounded: a residual's sum, or the gradient of an input that fed two branches.
   void AddRounded(Buffer& x, const Buffer& y) const {
-    device->Accumulate(x.data(), y.data(), x.numel());
+    device->Accumulate(x.ref(), y.ref(), x.numel());
     Round(x);
+  }
+  // `buffer` (FP32, holding values of the compute type) in the storage type: itself, or
+  // its 16-bit copy.
+  Buffer Stored(Buffer buffer) const {
+    if (storage == ScalarType::kFloat32 || buffer.type() == storage) return buffer;
+    Buffer stored = Activations(buffer.numel());
+    device->Narrow(storage, buffer.data(), stored.as<uint16_t>(), buffer.numel());
+    return stored;
   }
 };
 

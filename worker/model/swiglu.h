@@ -20,9 +20,10 @@ class SwiGlu {
     Buffer gate, up, act, hidden;  // [rows, intermediate]: gate, up, silu(gate), act * up
   };
   // y [rows, hidden_size] from x, rounded.
-  Buffer Forward(const StageContext& context, const float* x, Saved* saved) const;
+  Buffer Forward(const StageContext& context, ConstTensorRef x, Saved* saved) const;
   // Adds the parameters' gradients; returns dx, rounded; frees `saved`.
-  Buffer Backward(const StageContext& context, const float* x, Saved* saved, const float* dy) const;
+  Buffer Backward(const StageContext& context, ConstTensorRef x, Saved* saved,
+                  ConstTensorRef dy) const;
 
  private:
   const Linear gate_, up_, down_;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "worker/runtime/scalar_type.h"
+#include "worker/runtime/tensor_ref.h"
 
 namespace shardwise {
 
@@ -140,8 +142,17 @@ class Buffer {
   size_t bytes() const { return numel_ * ElementSize(type_); }
   ScalarType type() const { return type_; }
   // The elements as FP32 (the buffer must be FP32), or as any type's storage.
-  float* data() { return as<float>(); }
-  const float* data() const { return as<float>(); }
+  float* data() {
+    assert(type_ == ScalarType::kFloat32);
+    return as<float>();
+  }
+  const float* data() const {
+    assert(type_ == ScalarType::kFloat32);
+    return as<float>();
+  }
+  // The elements with their type, as the Device takes them (runtime/tensor_ref.h).
+  TensorRef ref() { return {data_, type_}; }
+  ConstTensorRef ref() const { return {data_, type_}; }
   template <typename T>
   T* as() {
     return static_cast<T*>(data_);

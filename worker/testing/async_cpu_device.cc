@@ -39,8 +39,9 @@ const PointPassed* AsPoint(const Device::Fence* fence) {
 
 }  // namespace
 
-AsyncCpuDevice::AsyncCpuDevice(const StreamTiming& timing)
+AsyncCpuDevice::AsyncCpuDevice(const StreamTiming& timing, bool low_precision_storage)
     : id_(NextDeviceId()),
+      cpu_(&scratch_, low_precision_storage),
       allocator_([this] { return &CurrentStream(); }),
       compute_("compute", Seeded(timing, 0)),
       unshard_("unshard", Seeded(timing, 1)),
@@ -151,7 +152,7 @@ void AsyncCpuDevice::RoundToPrecision(ScalarType type, float* data, size_t n) {
   Later([=] { cpu_.RoundToPrecision(type, data, n); });
 }
 
-void AsyncCpuDevice::Accumulate(float* dst, const float* src, size_t n) {
+void AsyncCpuDevice::Accumulate(TensorRef dst, ConstTensorRef src, size_t n) {
   Later([=] { cpu_.Accumulate(dst, src, n); });
 }
 
@@ -182,110 +183,115 @@ void AsyncCpuDevice::ClipToNorm(float* data, size_t n, const float* squared_norm
   Later([=] { cpu_.ClipToNorm(data, n, squared_norm, max_norm); });
 }
 
-void AsyncCpuDevice::LinearForward(const float* x, const float* w, const float* b, int64_t batch,
-                                   int64_t in, int64_t out, float* y, ScalarType operands) {
+void AsyncCpuDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b,
+                                   int64_t batch, int64_t in, int64_t out, TensorRef y,
+                                   ScalarType operands) {
   Later([=] { cpu_.LinearForward(x, w, b, batch, in, out, y, operands); });
 }
 
-void AsyncCpuDevice::LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
-                                    int64_t in, int64_t out, float* dx, float* dw, float* db,
-                                    ScalarType operands) {
+void AsyncCpuDevice::LinearBackward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef dy,
+                                    int64_t batch, int64_t in, int64_t out, TensorRef dx, float* dw,
+                                    float* db, ScalarType operands) {
   Later([=] { cpu_.LinearBackward(x, w, dy, batch, in, out, dx, dw, db, operands); });
 }
 
-void AsyncCpuDevice::ActivationForward(v1::Activation act, const float* x, size_t n, float* y) {
+void AsyncCpuDevice::ActivationForward(v1::Activation act, ConstTensorRef x, size_t n,
+                                       TensorRef y) {
   Later([=] { cpu_.ActivationForward(act, x, n, y); });
 }
 
-void AsyncCpuDevice::ActivationBackward(v1::Activation act, const float* x, const float* dy,
-                                        size_t n, float* dx) {
+void AsyncCpuDevice::ActivationBackward(v1::Activation act, ConstTensorRef x, ConstTensorRef dy,
+                                        size_t n, TensorRef dx) {
   Later([=] { cpu_.ActivationBackward(act, x, dy, n, dx); });
 }
 
-void AsyncCpuDevice::EmbeddingForward(const float* table, const int64_t* ids, int64_t n,
-                                      int64_t dim, float* out) {
+void AsyncCpuDevice::EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64_t n,
+                                      int64_t dim, TensorRef out) {
   Later([=] { cpu_.EmbeddingForward(table, ids, n, dim, out); });
 }
 
-void AsyncCpuDevice::EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n,
+void AsyncCpuDevice::EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int64_t n,
                                        int64_t dim, float* dtable) {
   Later([=] { cpu_.EmbeddingBackward(ids, dout, n, dim, dtable); });
 }
 
-void AsyncCpuDevice::LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
-                                      int64_t dim, float eps, float* y, float* mean, float* rstd) {
+void AsyncCpuDevice::LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b,
+                                      int64_t rows, int64_t dim, float eps, TensorRef y,
+                                      float* mean, float* rstd) {
   Later([=] { cpu_.LayerNormForward(x, w, b, rows, dim, eps, y, mean, rstd); });
 }
 
-void AsyncCpuDevice::LayerNormBackward(const float* x, const float* w, const float* mean,
-                                       const float* rstd, const float* dy, int64_t rows,
-                                       int64_t dim, float* dx, float* dw, float* db) {
+void AsyncCpuDevice::LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const float* mean,
+                                       const float* rstd, ConstTensorRef dy, int64_t rows,
+                                       int64_t dim, TensorRef dx, float* dw, float* db) {
   Later([=] { cpu_.LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db); });
 }
 
-void AsyncCpuDevice::RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim,
-                                    float eps, float* y, float* rstd) {
+void AsyncCpuDevice::RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim,
+                                    float eps, TensorRef y, float* rstd) {
   Later([=] { cpu_.RmsNormForward(x, w, rows, dim, eps, y, rstd); });
 }
 
-void AsyncCpuDevice::RmsNormBackward(const float* x, const float* w, const float* rstd,
-                                     const float* dy, int64_t rows, int64_t dim, float* dx,
+void AsyncCpuDevice::RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
+                                     ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                                      float* dw) {
   Later([=] { cpu_.RmsNormBackward(x, w, rstd, dy, rows, dim, dx, dw); });
 }
 
-void AsyncCpuDevice::Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
-                            int64_t heads, int64_t head_dim, bool inverse) {
+void AsyncCpuDevice::Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows,
+                            int64_t seq, int64_t heads, int64_t head_dim, bool inverse) {
   Later([=] { cpu_.Rotary(x, cos, sin, rows, seq, heads, head_dim, inverse); });
 }
 
-void AsyncCpuDevice::PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
-                                    int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv) {
+void AsyncCpuDevice::PackGroupedQkv(ConstTensorRef q, ConstTensorRef k, ConstTensorRef v,
+                                    int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                    TensorRef qkv) {
   Later([=] { cpu_.PackGroupedQkv(q, k, v, rows, heads, kv_heads, head_dim, qkv); });
 }
 
-void AsyncCpuDevice::UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads,
-                                          int64_t kv_heads, int64_t head_dim, float* dq, float* dk,
-                                          float* dv) {
+void AsyncCpuDevice::UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int64_t heads,
+                                          int64_t kv_heads, int64_t head_dim, TensorRef dq,
+                                          TensorRef dk, TensorRef dv) {
   Later([=] { cpu_.UnpackGroupedQkvGrad(dqkv, rows, heads, kv_heads, head_dim, dq, dk, dv); });
 }
 
-void AsyncCpuDevice::MultiplyElementwise(const float* a, const float* b, size_t n, float* out) {
+void AsyncCpuDevice::MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t n,
+                                         TensorRef out) {
   Later([=] { cpu_.MultiplyElementwise(a, b, n, out); });
 }
 
-void AsyncCpuDevice::AttentionForward(const float* qkv, const AttentionShape& shape, float* out,
-                                      float* probs, ScalarType operands) {
+void AsyncCpuDevice::AttentionForward(ConstTensorRef qkv, const AttentionShape& shape,
+                                      TensorRef out, float* probs, ScalarType operands) {
   Later([=] { cpu_.AttentionForward(qkv, shape, out, probs, operands); });
 }
 
-void AsyncCpuDevice::AttentionBackward(const float* qkv, const float* probs, const float* dout,
-                                       const AttentionShape& shape, float* dqkv,
+void AsyncCpuDevice::AttentionBackward(ConstTensorRef qkv, const float* probs, ConstTensorRef dout,
+                                       const AttentionShape& shape, TensorRef dqkv,
                                        ScalarType operands) {
   Later([=] { cpu_.AttentionBackward(qkv, probs, dout, shape, dqkv, operands); });
 }
 
 // The spans are copied into the work (they hold pointers, not the values).
-void AsyncCpuDevice::FusedAttentionForward(const QkvSpan<const float>& qkv,
-                                           const AttentionShape& shape, float* out, float* lse,
+void AsyncCpuDevice::FusedAttentionForward(const QkvSpan<ConstTensorRef>& qkv,
+                                           const AttentionShape& shape, TensorRef out, float* lse,
                                            ScalarType operands) {
   Later([=] { cpu_.FusedAttentionForward(qkv, shape, out, lse, operands); });
 }
 
-void AsyncCpuDevice::FusedAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
-                                            const float* lse, const float* dout,
-                                            const AttentionShape& shape, const QkvSpan<float>& dqkv,
-                                            ScalarType operands) {
+void AsyncCpuDevice::FusedAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, ConstTensorRef out,
+                                            const float* lse, ConstTensorRef dout,
+                                            const AttentionShape& shape,
+                                            const QkvSpan<TensorRef>& dqkv, ScalarType operands) {
   Later([=] { cpu_.FusedAttentionBackward(qkv, out, lse, dout, shape, dqkv, operands); });
 }
 
-void AsyncCpuDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
-                                  int64_t classes, float scale, float* dlogits, double* loss) {
+void AsyncCpuDevice::CrossEntropy(ConstTensorRef logits, const int64_t* labels, int64_t batch,
+                                  int64_t classes, float scale, TensorRef dlogits, double* loss) {
   Later([=] { cpu_.CrossEntropy(logits, labels, batch, classes, scale, dlogits, loss); });
 }
 
-void AsyncCpuDevice::MeanSquaredError(const float* pred, const float* target, int64_t batch,
-                                      int64_t out, float scale, float* dpred, double* loss) {
+void AsyncCpuDevice::MeanSquaredError(ConstTensorRef pred, ConstTensorRef target, int64_t batch,
+                                      int64_t out, float scale, TensorRef dpred, double* loss) {
   Later([=] { cpu_.MeanSquaredError(pred, target, batch, out, scale, dpred, loss); });
 }
 

@@ -36,12 +36,15 @@ namespace shardwise::testing {
 
 class AsyncCpuDevice final : public Device {
  public:
-  explicit AsyncCpuDevice(const StreamTiming& timing);
+  // `low_precision_storage` as CpuDevice's: a job's activations and unsharded parameters
+  // in its 16-bit param_dtype, as the CUDA device keeps them.
+  explicit AsyncCpuDevice(const StreamTiming& timing, bool low_precision_storage = false);
   // Runs every stream's work to its end first.
   ~AsyncCpuDevice() override;
 
   v1::DeviceKind kind() const override { return v1::CUDA; }
   Allocator* allocator() override { return &allocator_; }
+  ScalarType StorageType(ScalarType compute) const override { return cpu_.StorageType(compute); }
 
   // The calling thread's stream, and a communication lane's.
   EmulatedStream& CurrentStream();
@@ -67,7 +70,7 @@ class AsyncCpuDevice final : public Device {
 
   const uint64_t id_;            // which device a thread's stream binding names
   CpuCachingAllocator scratch_;  // the CPU operations' own temporary buffers
-  CpuDevice cpu_{&scratch_};
+  CpuDevice cpu_;
   StreamPoolAllocator allocator_;
   // Last: destroyed first, each running what it holds (which uses cpu_ and allocator_).
   EmulatedStream compute_, unshard_, post_backward_, all_reduce_;

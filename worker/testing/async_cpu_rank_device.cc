@@ -19,11 +19,12 @@ Communicator* Connect(Communicator* host, AsyncCpuDevice& device, Lane lane,
 
 }  // namespace
 
-RankDeviceFactory AsyncCpuRankDevices(const StreamTiming& timing) {
-  return [timing](const RankDeviceRequest& request) -> absl::StatusOr<std::unique_ptr<RankDevice>> {
+RankDeviceFactory AsyncCpuRankDevices(const StreamTiming& timing, bool low_precision_storage) {
+  return [timing, low_precision_storage](
+             const RankDeviceRequest& request) -> absl::StatusOr<std::unique_ptr<RankDevice>> {
     StreamTiming rank_timing = timing;
     rank_timing.seed = timing.seed + static_cast<uint64_t>(request.rank);
-    auto device = std::make_unique<AsyncCpuDevice>(rank_timing);
+    auto device = std::make_unique<AsyncCpuDevice>(rank_timing, low_precision_storage);
     auto out = std::make_unique<RankDevice>();
     const bool nccl = request.spec->cuda().collectives() != v1::CudaOptions::HOST_STAGED_GLOO;
     out->shard = Connect(request.shard.host, *device, Lane::kReduction, {}, *out);

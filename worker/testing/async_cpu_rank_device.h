@@ -16,8 +16,11 @@
 
 namespace shardwise::testing {
 
-// Each rank's streams are seeded with `timing.seed` plus the rank.
-RankDeviceFactory AsyncCpuRankDevices(const StreamTiming& timing);
+// Each rank's streams are seeded with `timing.seed` plus the rank. With
+// `low_precision_storage` the devices keep activations and unsharded parameters in the
+// job's 16-bit param_dtype (AsyncCpuDevice).
+RankDeviceFactory AsyncCpuRankDevices(const StreamTiming& timing,
+                                      bool low_precision_storage = false);
 
 }  // namespace shardwise::testing
 

@@ -7,6 +7,7 @@
 #include "worker/compute/cpu/activation.h"
 #include "worker/compute/cpu/attention.h"
 #include "worker/compute/cpu/embedding.h"
+#include "worker/compute/cpu/float_views.h"
 #include "worker/compute/cpu/fused_attention.h"
 #include "worker/compute/cpu/layer_norm.h"
 #include "worker/compute/cpu/linear.h"
@@ -68,10 +69,16 @@ void CpuDevice::RoundToPrecision(ScalarType type, float* data, size_t n) {
   cpu::RoundToPrecision(type, data, n);
 }
 
-void CpuDevice::Accumulate(float* dst, const float* src, size_t n) { AccumulateF(dst, src, n); }
+void CpuDevice::Accumulate(TensorRef dst, ConstTensorRef src, size_t n) {
+  const cpu::FloatInput from(src, n);
+  const cpu::FloatOutput to(dst, n, /*read_first=*/true);
+  AccumulateF(to.get(), from.get(), n);
+}
 
-void CpuDevice::MultiplyElementwise(const float* a, const float* b, size_t n, float* out) {
-  MultiplyElementwiseF(a, b, n, out);
+void CpuDevice::MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t n, TensorRef out) {
+  const cpu::FloatInput fa(a, n), fb(b, n);
+  const cpu::FloatOutput result(out, n);
+  MultiplyElementwiseF(fa.get(), fb.get(), n, result.get());
 }
 
 void CpuDevice::Multiply(float* data, size_t n, float factor) { MultiplyF(data, n, factor); }
@@ -104,107 +111,161 @@ void CpuDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, dou
 }
 
 // The operands' type changes nothing: they hold values of it already, and OpenBLAS
-// multiplies them in FP32 (the CPU has no BF16/FP16 GEMM here).
-void CpuDevice::LinearForward(const float* x, const float* w, const float* b, int64_t batch,
-                              int64_t in, int64_t out, float* y, ScalarType) {
-  cpu::LinearForward(x, w, b, batch, in, out, y);
+// multiplies them in FP32 (the CPU has no BF16/FP16 GEMM here). Each typed argument goes
+// through cpu::FloatInput/FloatOutput (float_views.h): in place where it is FP32.
+void CpuDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b, int64_t batch,
+                              int64_t in, int64_t out, TensorRef y, ScalarType) {
+  const cpu::FloatInput fx(x, batch * in), fw(w, out * in), fb(b, out);
+  const cpu::FloatOutput fy(y, batch * out);
+  cpu::LinearForward(fx.get(), fw.get(), fb.get(), batch, in, out, fy.get());
 }
 
-void CpuDevice::LinearBackward(const float* x, const float* w, const float* dy, int64_t batch,
-                               int64_t in, int64_t out, float* dx, float* dw, float* db,
+void CpuDevice::LinearBackward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef dy, int64_t batch,
+                               int64_t in, int64_t out, TensorRef dx, float* dw, float* db,
                                ScalarType) {
-  cpu::LinearBackward(x, w, dy, batch, in, out, dx, dw, db);
+  const cpu::FloatInput fx(x, batch * in), fw(w, out * in), fdy(dy, batch * out);
+  const cpu::FloatOutput fdx(dx, batch * in);
+  cpu::LinearBackward(fx.get(), fw.get(), fdy.get(), batch, in, out, fdx.get(), dw, db);
 }
 
-void CpuDevice::ActivationForward(v1::Activation act, const float* x, size_t n, float* y) {
-  cpu::ActivationForward(act, x, n, y);
+void CpuDevice::ActivationForward(v1::Activation act, ConstTensorRef x, size_t n, TensorRef y) {
+  const cpu::FloatInput fx(x, n);
+  const cpu::FloatOutput fy(y, n);
+  cpu::ActivationForward(act, fx.get(), n, fy.get());
 }
 
-void CpuDevice::ActivationBackward(v1::Activation act, const float* x, const float* dy, size_t n,
-                                   float* dx) {
-  cpu::ActivationBackward(act, x, dy, n, dx);
+void CpuDevice::ActivationBackward(v1::Activation act, ConstTensorRef x, ConstTensorRef dy,
+                                   size_t n, TensorRef dx) {
+  const cpu::FloatInput fx(x, n), fdy(dy, n);
+  const cpu::FloatOutput fdx(dx, n);
+  cpu::ActivationBackward(act, fx.get(), fdy.get(), n, fdx.get());
 }
 
-void CpuDevice::EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
-                                 float* out) {
-  cpu::EmbeddingForward(table, ids, n, dim, out);
+// A 16-bit table is widened row by row as it is read: its row count is not the call's.
+void CpuDevice::EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64_t n, int64_t dim,
+                                 TensorRef out) {
+  const cpu::FloatOutput fout(out, n * dim);
+  if (table.is_float()) {
+    cpu::EmbeddingForward(table.f32(), ids, n, dim, fout.get());
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    cpu::Widen(table.type(), (table + ids[i] * dim).u16(), fout.get() + i * dim, dim);
+  }
 }
 
-void CpuDevice::EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
+void CpuDevice::EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int64_t n, int64_t dim,
                                   float* dtable) {
-  cpu::EmbeddingBackward(ids, dout, n, dim, dtable);
+  const cpu::FloatInput fdout(dout, n * dim);
+  cpu::EmbeddingBackward(ids, fdout.get(), n, dim, dtable);
 }
 
-void CpuDevice::LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
-                                 int64_t dim, float eps, float* y, float* mean, float* rstd) {
-  cpu::LayerNormForward(x, w, b, rows, dim, eps, y, mean, rstd);
+void CpuDevice::LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b, int64_t rows,
+                                 int64_t dim, float eps, TensorRef y, float* mean, float* rstd) {
+  const cpu::FloatInput fx(x, rows * dim), fw(w, dim), fb(b, dim);
+  const cpu::FloatOutput fy(y, rows * dim);
+  cpu::LayerNormForward(fx.get(), fw.get(), fb.get(), rows, dim, eps, fy.get(), mean, rstd);
 }
 
-void CpuDevice::LayerNormBackward(const float* x, const float* w, const float* mean,
-                                  const float* rstd, const float* dy, int64_t rows, int64_t dim,
-                                  float* dx, float* dw, float* db) {
-  cpu::LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db);
+void CpuDevice::LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const float* mean,
+                                  const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
+                                  TensorRef dx, float* dw, float* db) {
+  const cpu::FloatInput fx(x, rows * dim), fw(w, dim), fdy(dy, rows * dim);
+  const cpu::FloatOutput fdx(dx, rows * dim);
+  cpu::LayerNormBackward(fx.get(), fw.get(), mean, rstd, fdy.get(), rows, dim, fdx.get(), dw, db);
 }
 
-void CpuDevice::RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
-                               float* y, float* rstd) {
-  cpu::RmsNormForward(x, w, rows, dim, eps, y, rstd);
+void CpuDevice::RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim,
+                               float eps, TensorRef y, float* rstd) {
+  const cpu::FloatInput fx(x, rows * dim), fw(w, dim);
+  const cpu::FloatOutput fy(y, rows * dim);
+  cpu::RmsNormForward(fx.get(), fw.get(), rows, dim, eps, fy.get(), rstd);
 }
 
-void CpuDevice::RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
-                                int64_t rows, int64_t dim, float* dx, float* dw) {
-  cpu::RmsNormBackward(x, w, rstd, dy, rows, dim, dx, dw);
+void CpuDevice::RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
+                                ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
+                                float* dw) {
+  const cpu::FloatInput fx(x, rows * dim), fw(w, dim), fdy(dy, rows * dim);
+  const cpu::FloatOutput fdx(dx, rows * dim);
+  cpu::RmsNormBackward(fx.get(), fw.get(), rstd, fdy.get(), rows, dim, fdx.get(), dw);
 }
 
-void CpuDevice::Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
+void CpuDevice::Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows, int64_t seq,
                        int64_t heads, int64_t head_dim, bool inverse) {
-  cpu::Rotary(x, cos, sin, rows, seq, heads, head_dim, inverse);
+  const cpu::FloatOutput fx(x, rows * heads * head_dim, /*read_first=*/true);
+  cpu::Rotary(fx.get(), cos, sin, rows, seq, heads, head_dim, inverse);
 }
 
-void CpuDevice::PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
-                               int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv) {
-  cpu::PackGroupedQkv(q, k, v, rows, heads, kv_heads, head_dim, qkv);
+void CpuDevice::PackGroupedQkv(ConstTensorRef q, ConstTensorRef k, ConstTensorRef v, int64_t rows,
+                               int64_t heads, int64_t kv_heads, int64_t head_dim, TensorRef qkv) {
+  const cpu::FloatInput fq(q, rows * heads * head_dim), fk(k, rows * kv_heads * head_dim),
+      fv(v, rows * kv_heads * head_dim);
+  const cpu::FloatOutput fqkv(qkv, rows * 3 * heads * head_dim);
+  cpu::PackGroupedQkv(fq.get(), fk.get(), fv.get(), rows, heads, kv_heads, head_dim, fqkv.get());
 }
 
-void CpuDevice::UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads,
-                                     int64_t kv_heads, int64_t head_dim, float* dq, float* dk,
-                                     float* dv) {
-  cpu::UnpackGroupedQkvGrad(dqkv, rows, heads, kv_heads, head_dim, dq, dk, dv);
+void CpuDevice::UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int64_t heads,
+                                     int64_t kv_heads, int64_t head_dim, TensorRef dq, TensorRef dk,
+                                     TensorRef dv) {
+  const cpu::FloatInput fdqkv(dqkv, rows * 3 * heads * head_dim);
+  const cpu::FloatOutput fdq(dq, rows * heads * head_dim), fdk(dk, rows * kv_heads * head_dim),
+      fdv(dv, rows * kv_heads * head_dim);
+  cpu::UnpackGroupedQkvGrad(fdqkv.get(), rows, heads, kv_heads, head_dim, fdq.get(), fdk.get(),
+                            fdv.get());
 }
 
 // As for the GEMMs: operands already hold values of their type; the CPU computes in FP32.
-void CpuDevice::AttentionForward(const float* qkv, const AttentionShape& s, float* out,
+void CpuDevice::AttentionForward(ConstTensorRef qkv, const AttentionShape& s, TensorRef out,
                                  float* probs, ScalarType) {
-  cpu::AttentionForward(qkv, s.batch, s.seq, s.heads, s.head_dim, out, probs);
+  const int64_t rows = s.batch * s.seq;
+  const cpu::FloatInput fqkv(qkv, rows * 3 * s.width());
+  const cpu::FloatOutput fout(out, rows * s.width());
+  cpu::AttentionForward(fqkv.get(), s.batch, s.seq, s.heads, s.head_dim, fout.get(), probs);
 }
 
-void CpuDevice::AttentionBackward(const float* qkv, const float* probs, const float* dout,
-                                  const AttentionShape& s, float* dqkv, ScalarType) {
-  cpu::AttentionBackward(qkv, probs, dout, s.batch, s.seq, s.heads, s.head_dim, dqkv);
+void CpuDevice::AttentionBackward(ConstTensorRef qkv, const float* probs, ConstTensorRef dout,
+                                  const AttentionShape& s, TensorRef dqkv, ScalarType) {
+  const int64_t rows = s.batch * s.seq;
+  const cpu::FloatInput fqkv(qkv, rows * 3 * s.width()), fdout(dout, rows * s.width());
+  const cpu::FloatOutput fdqkv(dqkv, rows * 3 * s.width());
+  cpu::AttentionBackward(fqkv.get(), probs, fdout.get(), s.batch, s.seq, s.heads, s.head_dim,
+                         fdqkv.get());
 }
 
-void CpuDevice::FusedAttentionForward(const QkvSpan<const float>& qkv, const AttentionShape& shape,
-                                      float* out, float* lse, ScalarType) {
-  cpu::FusedAttentionForward(qkv, shape, out, lse);
+void CpuDevice::FusedAttentionForward(const QkvSpan<ConstTensorRef>& qkv,
+                                      const AttentionShape& shape, TensorRef out, float* lse,
+                                      ScalarType) {
+  const cpu::FloatQkvInput fqkv(qkv, shape);
+  const cpu::FloatOutput fout(out, shape.batch * shape.seq * shape.width());
+  cpu::FusedAttentionForward(fqkv.span(), shape, fout.get(), lse);
 }
 
-void CpuDevice::FusedAttentionBackward(const QkvSpan<const float>& qkv, const float* out,
-                                       const float* lse, const float* dout,
-                                       const AttentionShape& shape, const QkvSpan<float>& dqkv,
+void CpuDevice::FusedAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, ConstTensorRef out,
+                                       const float* lse, ConstTensorRef dout,
+                                       const AttentionShape& shape, const QkvSpan<TensorRef>& dqkv,
                                        ScalarType) {
+  const int64_t rows = shape.batch * shape.seq;
+  const cpu::FloatQkvInput fqkv(qkv, shape);
+  const cpu::FloatInput fout(out, rows * shape.width()), fdout(dout, rows * shape.width());
+  const cpu::FloatQkvOutput fdqkv(dqkv, shape);
   Buffer dots(allocator_, shape.batch * shape.heads * shape.seq, MemoryCategory::kActivations,
               false);
-  cpu::FusedAttentionBackward(qkv, out, lse, dout, shape, dots.data(), dqkv);
+  cpu::FusedAttentionBackward(fqkv.span(), fout.get(), lse, fdout.get(), shape, dots.data(),
+                              fdqkv.span());
 }
 
-void CpuDevice::CrossEntropy(const float* logits, const int64_t* labels, int64_t batch,
-                             int64_t classes, float scale, float* dlogits, double* loss) {
-  *loss = cpu::CrossEntropy(logits, labels, batch, classes, scale, dlogits);
+void CpuDevice::CrossEntropy(ConstTensorRef logits, const int64_t* labels, int64_t batch,
+                             int64_t classes, float scale, TensorRef dlogits, double* loss) {
+  const cpu::FloatInput flogits(logits, batch * classes);
+  const cpu::FloatOutput fdlogits(dlogits, batch * classes);
+  *loss = cpu::CrossEntropy(flogits.get(), labels, batch, classes, scale, fdlogits.get());
 }
 
-void CpuDevice::MeanSquaredError(const float* pred, const float* target, int64_t batch, int64_t out,
-                                 float scale, float* dpred, double* loss) {
-  *loss = cpu::MeanSquaredError(pred, target, batch, out, scale, dpred);
+void CpuDevice::MeanSquaredError(ConstTensorRef pred, ConstTensorRef target, int64_t batch,
+                                 int64_t out, float scale, TensorRef dpred, double* loss) {
+  const cpu::FloatInput fpred(pred, batch * out), ftarget(target, batch * out);
+  const cpu::FloatOutput fdpred(dpred, batch * out);
+  *loss = cpu::MeanSquaredError(fpred.get(), ftarget.get(), batch, out, scale, fdpred.get());
 }
 
 void CpuDevice::SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,

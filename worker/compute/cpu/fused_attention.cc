@@ -97,7 +97,7 @@ class HeadPanels {
   // Head h of sequence b (reading its group's K/V head): for the forward (`dout` null), v
   // and k transposed; for the backward, q, k and dout, k and v transposed, and dq's sums
   // (which every key tile adds to: in place, those rows too would evict each other).
-  Head<T> Load(const QkvSpan<const T>& qkv, const T* dout, const AttentionShape& shape, int64_t b,
+  Head<T> Load(const QkvSpan<const T*>& qkv, const T* dout, const AttentionShape& shape, int64_t b,
                int64_t h) {
     const int64_t width = shape.width(), seq = shape.seq, dim = shape.head_dim;
     const int64_t kv_offset = qkv.KvHeadOffset(b, h, shape);
@@ -345,7 +345,7 @@ int64_t FusedAttentionScratchFloats(int64_t seq, int64_t head_dim) {
 }
 
 template <typename T>
-void FusedAttentionForward(const QkvSpan<const T>& qkv, const AttentionShape& shape, T* out,
+void FusedAttentionForward(const QkvSpan<const T*>& qkv, const AttentionShape& shape, T* out,
                            T* lse) {
   // Kept per thread: fresh blocks each call cost page faults.
   thread_local ForwardWork<T> work;
@@ -364,8 +364,8 @@ void FusedAttentionForward(const QkvSpan<const T>& qkv, const AttentionShape& sh
 }
 
 template <typename T>
-void FusedAttentionBackward(const QkvSpan<const T>& qkv, const T* out, const T* lse, const T* dout,
-                            const AttentionShape& shape, T* dots, const QkvSpan<T>& dqkv) {
+void FusedAttentionBackward(const QkvSpan<const T*>& qkv, const T* out, const T* lse, const T* dout,
+                            const AttentionShape& shape, T* dots, const QkvSpan<T*>& dqkv) {
   thread_local Tiles<T> work;  // as the forward's
   thread_local HeadPanels<T> panels;
   const int64_t width = shape.width(), seq = shape.seq, dim = shape.head_dim;
@@ -382,15 +382,15 @@ void FusedAttentionBackward(const QkvSpan<const T>& qkv, const T* out, const T* 
   }
 }
 
-template void FusedAttentionForward(const QkvSpan<const float>&, const AttentionShape&, float*,
+template void FusedAttentionForward(const QkvSpan<const float*>&, const AttentionShape&, float*,
                                     float*);
-template void FusedAttentionForward(const QkvSpan<const double>&, const AttentionShape&, double*,
+template void FusedAttentionForward(const QkvSpan<const double*>&, const AttentionShape&, double*,
                                     double*);
-template void FusedAttentionBackward(const QkvSpan<const float>&, const float*, const float*,
+template void FusedAttentionBackward(const QkvSpan<const float*>&, const float*, const float*,
                                      const float*, const AttentionShape&, float*,
-                                     const QkvSpan<float>&);
-template void FusedAttentionBackward(const QkvSpan<const double>&, const double*, const double*,
+                                     const QkvSpan<float*>&);
+template void FusedAttentionBackward(const QkvSpan<const double*>&, const double*, const double*,
                                      const double*, const AttentionShape&, double*,
-                                     const QkvSpan<double>&);
+                                     const QkvSpan<double*>&);
 
 }  // namespace shardwise::cpu

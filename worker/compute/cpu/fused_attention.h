@@ -40,7 +40,7 @@ int64_t FusedAttentionScratchFloats(int64_t seq, int64_t head_dim);
 // seq, C], lse [batch, heads, seq]. Each query head reads its K/V head in place: no copy
 // per query head (grouped-query attention natively).
 template <typename T>
-void FusedAttentionForward(const QkvSpan<const T>& qkv, const AttentionShape& shape, T* out,
+void FusedAttentionForward(const QkvSpan<const T*>& qkv, const AttentionShape& shape, T* out,
                            T* lse);
 
 // Writes dq, dk, dv (`dqkv`, laid out as `qkv`) from the forward's q, k, v, out and lse;
@@ -48,8 +48,8 @@ void FusedAttentionForward(const QkvSpan<const T>& qkv, const AttentionShape& sh
 // gradient is the sum of its query heads' in head order, as UnpackGroupedQkvGrad sums the
 // packed layout's: the two layouts give the same bits.
 template <typename T>
-void FusedAttentionBackward(const QkvSpan<const T>& qkv, const T* out, const T* lse, const T* dout,
-                            const AttentionShape& shape, T* dots, const QkvSpan<T>& dqkv);
+void FusedAttentionBackward(const QkvSpan<const T*>& qkv, const T* out, const T* lse, const T* dout,
+                            const AttentionShape& shape, T* dots, const QkvSpan<T*>& dqkv);
 
 }  // namespace shardwise::cpu
 

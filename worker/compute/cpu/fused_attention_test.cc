@@ -139,7 +139,7 @@ void ExpectApartEqualsPacked(const AttentionShape& s, int64_t kv_heads) {
   UnpackGroupedQkvGrad(packed.dqkv.data(), rows, s.heads, kv_heads, s.head_dim, want_dq.data(),
                        want_dk.data(), want_dv.data());
 
-  const QkvSpan<const T> apart = SeparateQkvSpan(q.data(), k.data(), v.data(), s, kv_heads);
+  const QkvSpan<const T*> apart = SeparateQkvSpan(q.data(), k.data(), v.data(), s, kv_heads);
   std::vector<T> out(dout.size()), apart_lse(lse.size()), dots(lse.size());
   std::vector<T> dq(q.size()), dk(kv_n), dv(kv_n);
   FusedAttentionForward(apart, s, out.data(), apart_lse.data());

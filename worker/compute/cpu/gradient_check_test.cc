@@ -190,12 +190,12 @@ TEST(GradientCheck, FusedCausalAttention) {
   const Vec r = Random(shape.batch * shape.seq * shape.width(), 18);
   Vec out(r.size()), lse(shape.batch * shape.heads * shape.seq), dots(lse.size()), dqkv(qkv.size());
   auto loss = [&] {
-    FusedAttentionForward(PackedQkvSpan<const double>(qkv.data(), shape), shape, out.data(),
+    FusedAttentionForward(PackedQkvSpan<const double*>(qkv.data(), shape), shape, out.data(),
                           lse.data());
     return Dot(out, r);
   };
   loss();
-  FusedAttentionBackward(PackedQkvSpan<const double>(qkv.data(), shape), out.data(), lse.data(),
+  FusedAttentionBackward(PackedQkvSpan<const double*>(qkv.data(), shape), out.data(), lse.data(),
                          r.data(), shape, dots.data(), PackedQkvSpan(dqkv.data(), shape));
   ExpectGradient("qkv", qkv, dqkv, loss);
 }
