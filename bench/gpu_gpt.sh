@@ -8,15 +8,17 @@
 # host"); the shape is nanoGPT's GPT-2 124M: 12 layers, 12 heads, 768 wide, context 1024,
 # vocabulary 50304.
 #
-# ATTENTION is the job's model.gpt.attention (MATERIALIZED by default, or FUSED).
+# ATTENTION is the job's model.gpt.attention (MATERIALIZED by default, or FUSED); STORAGE
+# its cuda.storage (FP32 by default, or PARAM_DTYPE with bf16: 16-bit activations).
 #
-# usage: bench/gpu_gpt.sh BUNDLE_DIR [STEPS] [bf16|fp32] [BATCH] [ATTENTION]
+# usage: bench/gpu_gpt.sh BUNDLE_DIR [STEPS] [bf16|fp32] [BATCH] [ATTENTION] [STORAGE]
 set -euo pipefail
 bundle=$(cd "$1" && pwd)
 steps=${2:-30}
 precision=${3:-bf16}
 batch=${4:-8}
 attention=${5:-MATERIALIZED}
+storage=${6:-FP32}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 peak_tflops=67        # H100 SXM, FP32 without tensor cores (TF32 is off)
@@ -29,7 +31,7 @@ gpt2_tokens "$work/train.bin"
 
 . "$here/gpu_daemons.sh"
 
-gpt2_job "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batch" "$attention"
+gpt2_job "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batch" "$attention" "$storage"
 # The device memory the worker holds (its CUDA context and the caching allocator's pools),
 # sampled while the job runs: the workers report no measured peak of their own.
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/memory" &
@@ -41,16 +43,16 @@ peak_mib="$(sort -n "$work/memory" | tail -1) MiB used (nvidia-smi)"
 theirs=$(python3 "$here/pytorch_gpu_gpt.py" --precision "$precision" --batch "$batch" \
   --steps "$steps" --peak_tflops "$peak_tflops")
 
-report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_mib" "$attention" <<'PY'
+report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_mib" "$attention" "$storage" <<'PY'
 import sys
-sps, batch, precision, peak, theirs, peak_mib, attention = sys.argv[1:8]
+sps, batch, precision, peak, theirs, peak_mib, attention, storage = sys.argv[1:9]
 tokens = float(sps) * int(batch) * 1024
 # nanoGPT's estimate: 6 N + 12 L H Q T per token, N = 123.6M without the position table.
 flops_per_token = 6 * 123_689_472 + 12 * 12 * 768 * 1024
 mfu = tokens * flops_per_token / (float(peak) * 1e12)
 lines = [f"GPT-2 124M, batch {batch} x 1024, {precision}, one GPU (TF32 off)", "",
          "| run | tokens/s | MFU | peak memory (PyTorch: max allocated) | Shardwise / this |", "| --- | --- | --- | --- | --- |",
-         f"| Shardwise FULL_SHARD world 1 (NCCL), {attention} attention | {tokens:.0f} | {mfu:.3f} | {peak_mib or 'n/a'} | 1.00 |"]
+         f"| Shardwise FULL_SHARD world 1 (NCCL), {attention} attention, {storage} storage | {tokens:.0f} | {mfu:.3f} | {peak_mib or 'n/a'} | 1.00 |"]
 for line in theirs.splitlines():
     name, *rest = line.split()
     if rest[0] == "unavailable":
@@ -68,7 +70,7 @@ echo "$report"
   echo
   echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): GPT-2 124M"
   echo
-  echo "Command: \`bench/gpu_gpt.sh BUNDLE $steps $precision $batch $attention\`"
+  echo "Command: \`bench/gpu_gpt.sh BUNDLE $steps $precision $batch $attention $storage\`"
   echo
   echo "$report"
 } >> "$here/RESULTS.md"

@@ -3,8 +3,9 @@
 # run, nanoGPT's GPT-2 124M (12 layers, 12 heads, 768 wide, context 1024, vocabulary
 # 50304) under FULL_SHARD at world size 1 over NCCL, one FSDP unit per block, AdamW.
 #
-# gpt2_job FILE TRAIN_BIN STEPS PRECISION BATCH ATTENTION: writes the job spec to FILE
-# (PRECISION bf16 or fp32; ATTENTION MATERIALIZED or FUSED).
+# gpt2_job FILE TRAIN_BIN STEPS PRECISION BATCH ATTENTION [STORAGE]: writes the job spec
+# to FILE (PRECISION bf16 or fp32; ATTENTION MATERIALIZED or FUSED; STORAGE FP32, the
+# default, or PARAM_DTYPE: cuda.storage, docs/job-spec.md).
 gpt2_job() {
   local mixed=""
   [ "$4" = bf16 ] && mixed="mixed_precision: {param_dtype: BF16}, "
@@ -25,7 +26,7 @@ steps: $3
 loss_read_interval_steps: 10
 world_size: 1
 device: CUDA
-cuda: {collectives: NCCL}
+cuda: {collectives: NCCL, storage: STORAGE_${7:-FP32}}
 YAML
 }
 

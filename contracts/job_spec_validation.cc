@@ -654,7 +654,8 @@ absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec)
   return absl::OkStatus();
 }
 
-// cuda.*: only on CUDA; the fused-attention kernel named where it can apply.
+// cuda.*: only on CUDA; the fused-attention kernel and 16-bit storage named where they
+// can apply.
 absl::Status ValidateCudaOptions(const v1::JobSpec& spec) {
   const v1::CudaOptions& cuda = spec.cuda();
   if (spec.device() != v1::CUDA) return Invalid("cuda", "is set, but device is not CUDA");
@@ -662,6 +663,18 @@ absl::Status ValidateCudaOptions(const v1::JobSpec& spec) {
                             v1::CudaOptions::Collectives_IsValid, "NCCL or HOST_STAGED_GLOO"));
   RETURN_IF_ERROR(CheckEnum("cuda.fused_attention_kernel", cuda.fused_attention_kernel(),
                             v1::CudaOptions::FusedAttentionKernel_IsValid, "CUDNN or CUDA_CORES"));
+  RETURN_IF_ERROR(CheckEnum("cuda.storage", cuda.storage(), v1::CudaOptions::Storage_IsValid,
+                            "STORAGE_FP32 or STORAGE_PARAM_DTYPE"));
+  const v1::Dtype param = spec.fsdp().mixed_precision().param_dtype();
+  const bool sixteen_bit = param == v1::BF16 || param == v1::FP16;
+  const std::string param_name =
+      param == v1::DTYPE_UNSPECIFIED ? "none (FP32)" : v1::Dtype_Name(param);
+  if (cuda.storage() == v1::CudaOptions::STORAGE_PARAM_DTYPE && !sixteen_bit) {
+    return Invalid("cuda.storage",
+                   absl::StrCat("STORAGE_PARAM_DTYPE stores in fsdp.mixed_precision.param_dtype, "
+                                "which must be BF16 or FP16, got ",
+                                param_name));
+  }
   if (cuda.fused_attention_kernel() != v1::CudaOptions::CUDNN) return absl::OkStatus();
   const v1::ModelSpec& model = spec.model();
   const bool fused = (model.has_gpt() && model.gpt().attention() == v1::GptConfig::FUSED) ||
@@ -670,13 +683,11 @@ absl::Status ValidateCudaOptions(const v1::JobSpec& spec) {
     return Invalid("cuda.fused_attention_kernel",
                    "CUDNN runs attention: FUSED, and this job's model has no FUSED attention");
   }
-  const v1::Dtype param = spec.fsdp().mixed_precision().param_dtype();
-  if (param != v1::BF16 && param != v1::FP16) {
-    return Invalid(
-        "cuda.fused_attention_kernel",
-        absl::StrCat("CUDNN needs fsdp.mixed_precision.param_dtype BF16 or FP16 "
-                     "(cuDNN's flash attention has no FP32 kernel), got ",
-                     param == v1::DTYPE_UNSPECIFIED ? "none (FP32)" : v1::Dtype_Name(param)));
+  if (!sixteen_bit) {
+    return Invalid("cuda.fused_attention_kernel",
+                   absl::StrCat("CUDNN needs fsdp.mixed_precision.param_dtype BF16 or FP16 "
+                                "(cuDNN's flash attention has no FP32 kernel), got ",
+                                param_name));
   }
   return absl::OkStatus();
 }

@@ -461,6 +461,15 @@ TEST(GptValidation, AcceptsCudnnAttentionForAFusedBf16Gpt) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+TEST(GptValidation, AcceptsSixteenBitStorageForABf16Job) {
+  v1::JobSpec spec = ValidGptSpec();
+  spec.set_device(v1::CUDA);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  spec.mutable_cuda()->set_storage(v1::CudaOptions::STORAGE_PARAM_DTYPE);
+  const absl::Status status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 TEST(GptValidation, AcceptsAGptAndItsDefaults) {
   v1::JobSpec spec = ValidGptSpec();
   EXPECT_TRUE(ValidateJobSpec(spec, JobLimits{}, CheckReadableFile).ok());
@@ -537,6 +546,20 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "job.cuda.fused_attention_kernel: CUDNN needs fsdp.mixed_precision.param_dtype "
                 "BF16 or FP16 (cuDNN's flash attention has no FP32 kernel), got none (FP32)"},
+        BadCase{"an unknown storage",
+                [](v1::JobSpec* s) {
+                  s->set_device(v1::CUDA);
+                  s->mutable_cuda()->set_storage(static_cast<v1::CudaOptions::Storage>(7));
+                },
+                "job.cuda.storage: unknown value 7 (expected STORAGE_FP32 or "
+                "STORAGE_PARAM_DTYPE)"},
+        BadCase{"16-bit storage in FP32",
+                [](v1::JobSpec* s) {
+                  s->set_device(v1::CUDA);
+                  s->mutable_cuda()->set_storage(v1::CudaOptions::STORAGE_PARAM_DTYPE);
+                },
+                "job.cuda.storage: STORAGE_PARAM_DTYPE stores in "
+                "fsdp.mixed_precision.param_dtype, which must be BF16 or FP16, got none (FP32)"},
         BadCase{"a SiLU GPT",
                 [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_activation(v1::SILU); },
                 "job.model.gpt.activation: must be GELU or GELU_TANH, got SILU"},

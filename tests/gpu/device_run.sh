@@ -6,9 +6,11 @@
 #            its stream before the next is issued), so a result that depends on stream
 #            timing shows as a difference between the two runs
 #   cluster  tests/gpu/cluster_check.sh: daemons, NCCL and host-staged jobs, cancel, kill
-#   bench    bench/gpu_gpt.sh: GPT-2 124M against PyTorch, BF16 then FP32
-#   fused    bench/gpu_gpt.sh with FUSED attention, BF16, at the batch given and at 4x it
-#            (what MATERIALIZED attention's T x T probabilities may not fit)
+#   bench    bench/gpu_gpt.sh: GPT-2 124M against PyTorch, BF16 (FP32 storage, then
+#            16-bit: cuda.storage) then FP32
+#   fused    bench/gpu_gpt.sh with FUSED attention, BF16, at the batch given (FP32 and
+#            16-bit storage) and at 4x it (what MATERIALIZED attention's T x T
+#            probabilities may not fit)
 #   profile  bench/gpu_gpt_profile.sh: the BF16 step's GPU time per kernel group (Nsight
 #            Compute) against PyTorch eager's (its profiler), over STEPS steps (2 if not
 #            given: every kernel runs alone under Nsight Compute)
@@ -71,21 +73,25 @@ run_cluster() {
   record "cluster_check: rc $?; $(grep -c '^PASS' "$logs/cluster_check.log") passed, $(grep -c '^FAIL' "$logs/cluster_check.log") failed"
 }
 
-# Runs bench/gpu_gpt.sh once per "PRECISION BATCH ATTENTION" argument; the lines it
-# appends to bench/RESULTS.md go to $out too.
+# Runs bench/gpu_gpt.sh once per "PRECISION BATCH ATTENTION [STORAGE]" argument; the
+# lines it appends to bench/RESULTS.md go to $out too.
 run_gpu_gpt() {
-  local lines run precision run_batch attention
+  local lines run precision run_batch attention storage
   lines=$(wc -l <"$root/bench/RESULTS.md")
   for run in "$@"; do
-    read -r precision run_batch attention <<<"$run"
+    read -r precision run_batch attention storage <<<"$run"
+    storage=${storage:-FP32}
     "$root/bench/gpu_gpt.sh" "$unpacked/bundle" "$steps" "$precision" "$run_batch" "$attention" \
-      >"$logs/gpu_gpt_${precision}_${run_batch}_$attention.log" 2>&1
+      "$storage" >"$logs/gpu_gpt_${precision}_${run_batch}_${attention}_$storage.log" 2>&1
     record "gpu_gpt $run: rc $?"
   done
   tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
 }
 
-run_bench() { run_gpu_gpt "bf16 $batch MATERIALIZED" "fp32 $batch MATERIALIZED"; }
+run_bench() {
+  run_gpu_gpt "bf16 $batch MATERIALIZED" "bf16 $batch MATERIALIZED PARAM_DTYPE" \
+    "fp32 $batch MATERIALIZED"
+}
 
 run_profile() {
   local lines rc
@@ -97,7 +103,9 @@ run_profile() {
   [ "$rc" -eq 0 ] || tail -n 30 "$logs/gpu_gpt_profile.log"
   tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
 }
-run_fused() { run_gpu_gpt "bf16 $batch FUSED" "bf16 $((4 * batch)) FUSED"; }
+run_fused() {
+  run_gpu_gpt "bf16 $batch FUSED" "bf16 $batch FUSED PARAM_DTYPE" "bf16 $((4 * batch)) FUSED"
+}
 
 case "$phase" in
   tests) run_tests ;;

@@ -79,14 +79,11 @@ absl::Status Blas::GemmStridedBatched(cublasOperation_t op_a, cublasOperation_t 
 
 // Row-major X[r, c] is column-major X^T[c, r] with the same leading dimension c, so each
 // row-major product is computed as its transpose: (A B)^T = B^T A^T.
-absl::Status Blas::LinearForward(const void* x, const void* w, const float* b, int64_t batch,
+absl::Status Blas::LinearForward(const void* x, const void* w, ConstTensorRef b, int64_t batch,
                                  int64_t in, int64_t out, void* y, Types types) {
   float beta = 0.0f;
-  if (b != nullptr) {
-    if (types.output != ScalarType::kFloat32) {
-      return absl::InvalidArgumentError("Blas::LinearForward: a bias needs an FP32 output");
-    }
-    RETURN_IF_CUDA_ERROR(BroadcastRows(b, batch, out, static_cast<float*>(y), stream_));
+  if (!b.null()) {
+    RETURN_IF_CUDA_ERROR(BroadcastRows(b, batch, out, TensorRef(y, types.output), stream_));
     beta = 1.0f;
   }
   // y^T[out, batch] = W[out, in] x^T[in, batch]
@@ -95,7 +92,7 @@ absl::Status Blas::LinearForward(const void* x, const void* w, const float* b, i
 }
 
 absl::Status Blas::LinearBackward(const void* x, const void* w, const void* dy, int64_t batch,
-                                  int64_t in, int64_t out, void* dx, void* dw, Types types) {
+                                  int64_t in, int64_t out, void* dx, float* dw, Types types) {
   if (dx != nullptr) {
     // dx^T[in, batch] = W^T[in, out] dy^T[out, batch]
     RETURN_IF_ERROR(GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, w, in, dy, out, 0.0f,
@@ -103,7 +100,7 @@ absl::Status Blas::LinearBackward(const void* x, const void* w, const void* dy, 
   }
   // dw^T[in, out] += x^T[in, batch] dy[batch, out]
   return GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, x, in, dy, out, 1.0f, dw, in,
-                         types);
+                         {types.operands, ScalarType::kFloat32});
 }
 
 absl::Status Blas::Gemm(const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k,

@@ -17,11 +17,14 @@
 
 #include "absl/status/statusor.h"
 #include "worker/runtime/scalar_type.h"
+#include "worker/runtime/tensor_ref.h"
 
 namespace shardwise::cuda {
 
-// Element types: `operands` for x, w and dy; `output` for y, dx and dw. Bias and its
-// gradient are FP32 (the bias of y is broadcast into it first, so FP32 outputs only).
+// Element types: `operands` for x, w and dy; `output` for y and dx (FP32 or the operands'
+// type). A weight's gradient dw accumulates in FP32. The bias of y, FP32 or 16-bit, is
+// broadcast into y first and the GEMM adds to it (beta = 1: the sum in FP32, rounded
+// once to y's type); its gradient is a reduction (kernels.h AddColumnSums).
 struct GemmTypes {
   ScalarType operands = ScalarType::kFloat32;
   ScalarType output = ScalarType::kFloat32;
@@ -39,13 +42,13 @@ class Blas {
 
   using Types = GemmTypes;
 
-  // y[batch, out] = x[batch, in] W[out, in]^T (+ b[out], FP32 output only).
-  absl::Status LinearForward(const void* x, const void* w, const float* b, int64_t batch,
+  // y[batch, out] = x[batch, in] W[out, in]^T (+ b[out] if b is not null).
+  absl::Status LinearForward(const void* x, const void* w, ConstTensorRef b, int64_t batch,
                              int64_t in, int64_t out, void* y, Types types = {});
-  // dx[batch, in] = dy W (skipped when dx is null); dw[out, in] += dy^T x. The bias's
-  // gradient is a reduction, not a GEMM: the caller adds it (kernels.h AddColumnSums).
+  // dx[batch, in] = dy W (skipped when dx is null); dw[out, in] += dy^T x (FP32). The
+  // bias's gradient is a reduction, not a GEMM: the caller adds it.
   absl::Status LinearBackward(const void* x, const void* w, const void* dy, int64_t batch,
-                              int64_t in, int64_t out, void* dx, void* dw, Types types = {});
+                              int64_t in, int64_t out, void* dx, float* dw, Types types = {});
 
   // C[m, n] = A[m, k] B[k, n] (+ beta C), row-major, no transposes: for benchmarks
   // against cublasGemmEx called directly.

@@ -36,6 +36,17 @@ double MaxError(const std::vector<float>& got, const std::vector<float>& want) {
   return worst;
 }
 
+// A 16-bit output against the FP32 result: within the type's rounding (and the order of
+// the sums).
+void ExpectRoundedOnce(const DeviceVector<uint16_t>& y16, const std::vector<float>& y,
+                       ScalarType type) {
+  const std::vector<uint16_t> got16 = y16.ToHost();
+  std::vector<float> got(got16.size());
+  cpu::Widen(type, got16.data(), got.data(), got.size());
+  const double tolerance = type == ScalarType::kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
+  EXPECT_LT(MaxError(got, y), tolerance) << ScalarTypeName(type);
+}
+
 class BlasTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -116,25 +127,38 @@ TEST_F(BlasTest, LowPrecisionOperandsAccumulateInFp32) {
         blas_
             ->LinearForward(dx.get(), dw.get(), nullptr, kBatch, kIn, kOut, y16.get(), {type, type})
             .ok());
-    std::vector<uint16_t> got16 = y16.ToHost();
-    std::vector<float> got(got16.size());
-    cpu::Widen(type, got16.data(), got.data(), got.size());
-    const double tolerance = type == ScalarType::kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
-    EXPECT_LT(MaxError(got, y), tolerance) << ScalarTypeName(type);
+    ExpectRoundedOnce(y16, y, type);
   }
 }
 
-TEST_F(BlasTest, RejectsMixedOutputTypesAndALowPrecisionBias) {
+TEST_F(BlasTest, RejectsMixedOutputTypes) {
   DeviceVector<float> a(4), b(4), c(4);
   const absl::Status status = blas_->Gemm(a.get(), b.get(), c.get(), 2, 2, 1, 0.0f,
                                           {ScalarType::kBFloat16, ScalarType::kFloat16});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("BF16"), std::string::npos) << status;
-  EXPECT_EQ(blas_
-                ->LinearForward(a.get(), b.get(), c.get(), 1, 2, 2, c.get(),
-                                {ScalarType::kBFloat16, ScalarType::kBFloat16})
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+}
+
+// 16-bit storage (Device::StorageType): x, w, b and y all in the 16-bit type; y is the
+// FP32 x W^T + b rounded once.
+TEST_F(BlasTest, SixteenBitBiasAndOutput) {
+  for (ScalarType type : {ScalarType::kBFloat16, ScalarType::kFloat16}) {
+    auto x = RandomFloats(kBatch * kIn, 21), w = RandomFloats(kOut * kIn, 22),
+         b = RandomFloats(kOut, 23);
+    for (std::vector<float>* v : {&x, &w, &b}) cpu::RoundToPrecision(type, v->data(), v->size());
+    std::vector<float> y(kBatch * kOut);
+    cpu::LinearForward<float>(x.data(), w.data(), b.data(), kBatch, kIn, kOut, y.data());
+    std::vector<uint16_t> x16(x.size()), w16(w.size()), b16(b.size());
+    cpu::Narrow(type, x.data(), x16.data(), x.size());
+    cpu::Narrow(type, w.data(), w16.data(), w.size());
+    cpu::Narrow(type, b.data(), b16.data(), b.size());
+    DeviceVector<uint16_t> dx(x16), dw(w16), db(b16), y16(y.size());
+    ASSERT_TRUE(blas_
+                    ->LinearForward(dx.get(), dw.get(), ConstTensorRef(db.get(), type), kBatch, kIn,
+                                    kOut, y16.get(), {type, type})
+                    .ok());
+    ExpectRoundedOnce(y16, y, type);
+  }
 }
 
 }  // namespace

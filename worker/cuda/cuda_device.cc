@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "worker/compute/float_views.h"
 #include "worker/cuda/attention.h"
 #include "worker/cuda/cuda_status.h"
 #include "worker/cuda/fused_attention.h"
@@ -27,17 +28,6 @@ thread_local cudaStream_t bound_stream = nullptr;
 uint64_t NextDeviceId() {
   static std::atomic<uint64_t> last{0};
   return ++last;
-}
-
-// The device stores activations and parameters in FP32 (StorageType): its typed q, k and
-// v are FP32 arrays.
-QkvSpan<const float*> FloatSpan(const QkvSpan<ConstTensorRef>& span) {
-  return {span.q.f32(),   span.k.f32(),  span.v.f32(), span.q_stride,
-          span.kv_stride, span.kv_heads, span.packed};
-}
-QkvSpan<float*> FloatSpan(const QkvSpan<TensorRef>& span) {
-  return {span.q.f32(),   span.k.f32(),  span.v.f32(), span.q_stride,
-          span.kv_stride, span.kv_heads, span.packed};
 }
 
 class EventFence final : public Device::Fence {
@@ -240,7 +230,9 @@ void CudaDevice::RoundToPrecision(ScalarType type, float* data, size_t n) {
 }
 
 void CudaDevice::Accumulate(TensorRef dst, ConstTensorRef src, size_t n) {
-  Check(cuda::Accumulate(dst.f32(), src.f32(), n, stream()), "Accumulate");
+  const FloatInput from(*this, src, n);
+  const FloatOutput to(*this, dst, n, /*read_first=*/true);
+  Check(cuda::Accumulate(to.get(), from.get(), n, stream()), "Accumulate");
 }
 
 void CudaDevice::Multiply(float* data, size_t n, float factor) {
@@ -276,66 +268,76 @@ void CudaDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, do
   Check(cuda::ClipToNorm(data, n, squared_norm, max_norm, stream()), "ClipToNorm");
 }
 
-Buffer CudaDevice::Narrowed(ScalarType type, const float* values, size_t n) {
-  Buffer low(allocator(), n, MemoryCategory::kActivations, type, false);
-  Check(cuda::Narrow(type, values, low.as<uint16_t>(), n, stream()), "Narrow");
-  return low;
+const void* CudaDevice::GemmOperand(ScalarType type, ConstTensorRef value, size_t n, Buffer& copy) {
+  if (value.type() == type) return value.data();
+  copy = Buffer(allocator(), n, MemoryCategory::kActivations, type, false);
+  Check(cuda::Narrow(type, value.f32(), copy.as<uint16_t>(), n, stream()), "Narrow");
+  return copy.as<void>();
 }
 
-// With 16-bit operands the GEMMs run on tensor cores in that type (FP32 accumulation and
-// output): the operands are narrowed exactly (they hold such values already).
+// With 16-bit operands the GEMMs run on tensor cores in that type (FP32 accumulation): an
+// operand stored in it is read in place, one stored in FP32 (holding such values) is
+// narrowed into a copy first. Outputs are written in their storage type by the GEMM
+// itself (rounded once); weight gradients accumulate in FP32.
 void CudaDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b, int64_t batch,
                                int64_t in, int64_t out, TensorRef y, ScalarType operands) {
   if (operands == ScalarType::kFloat32) {
-    Check(ComputeBlas().LinearForward(x.f32(), w.f32(), b.f32(), batch, in, out, y.f32()));
+    Check(ComputeBlas().LinearForward(x.f32(), w.f32(), b, batch, in, out, y.f32()));
     return;
   }
-  const Buffer x16 = Narrowed(operands, x.f32(), batch * in);
-  const Buffer w16 = Narrowed(operands, w.f32(), out * in);
-  Check(ComputeBlas().LinearForward(x16.as<uint16_t>(), w16.as<uint16_t>(), b.f32(), batch, in, out,
-                                    y.f32(), {operands, ScalarType::kFloat32}));
+  Buffer x_copy, w_copy;
+  const void* x16 = GemmOperand(operands, x, batch * in, x_copy);
+  const void* w16 = GemmOperand(operands, w, out * in, w_copy);
+  Check(ComputeBlas().LinearForward(x16, w16, b, batch, in, out, y.data(), {operands, y.type()}));
 }
 
-// The bias's gradient sums the FP32 dy (not its 16-bit copy) in both precisions.
+// The bias's gradient sums dy as stored (its values are the same in either storage).
 void CudaDevice::LinearBackward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef dy,
                                 int64_t batch, int64_t in, int64_t out, TensorRef dx, float* dw,
                                 float* db, ScalarType operands) {
   if (operands == ScalarType::kFloat32) {
     Check(ComputeBlas().LinearBackward(x.f32(), w.f32(), dy.f32(), batch, in, out, dx.f32(), dw));
   } else {
-    const Buffer x16 = Narrowed(operands, x.f32(), batch * in);
-    const Buffer w16 = Narrowed(operands, w.f32(), out * in);
-    const Buffer dy16 = Narrowed(operands, dy.f32(), batch * out);
-    Check(ComputeBlas().LinearBackward(x16.as<uint16_t>(), w16.as<uint16_t>(), dy16.as<uint16_t>(),
-                                       batch, in, out, dx.f32(), dw,
-                                       {operands, ScalarType::kFloat32}));
+    Buffer x_copy, w_copy, dy_copy;
+    const void* x16 = GemmOperand(operands, x, batch * in, x_copy);
+    const void* w16 = GemmOperand(operands, w, out * in, w_copy);
+    const void* dy16 = GemmOperand(operands, dy, batch * out, dy_copy);
+    const ScalarType dx_type = dx.null() ? ScalarType::kFloat32 : dx.type();
+    Check(ComputeBlas().LinearBackward(x16, w16, dy16, batch, in, out, dx.data(), dw,
+                                       {operands, dx_type}));
   }
-  if (db != nullptr) Check(AddColumnSums(dy.f32(), batch, out, db, stream()), "AddColumnSums");
+  if (db != nullptr) Check(AddColumnSums(dy, batch, out, db, stream()), "AddColumnSums");
 }
 
 void CudaDevice::ActivationForward(v1::Activation act, ConstTensorRef x, size_t n, TensorRef y) {
-  Check(cuda::ActivationForward(KernelActivation(act), x.f32(), n, y.f32(), stream()),
+  const FloatInput fx(*this, x, n);
+  const FloatOutput fy(*this, y, n);
+  Check(cuda::ActivationForward(KernelActivation(act), fx.get(), n, fy.get(), stream()),
         "ActivationForward");
 }
 
 void CudaDevice::ActivationBackward(v1::Activation act, ConstTensorRef x, ConstTensorRef dy,
                                     size_t n, TensorRef dx) {
-  Check(cuda::ActivationBackward(KernelActivation(act), x.f32(), dy.f32(), n, dx.f32(), stream()),
-        "ActivationBackward");
+  const FloatInput fx(*this, x, n), fdy(*this, dy, n);
+  const FloatOutput fdx(*this, dx, n);
+  Check(
+      cuda::ActivationBackward(KernelActivation(act), fx.get(), fdy.get(), n, fdx.get(), stream()),
+      "ActivationBackward");
 }
 
 void CudaDevice::EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64_t n, int64_t dim,
                                   TensorRef out) {
-  Check(cuda::EmbeddingForward(table.f32(), ids, n, dim, out.f32(), stream()), "EmbeddingForward");
+  Check(cuda::EmbeddingForward(table, ids, n, dim, out, stream()), "EmbeddingForward");
 }
 
 void CudaDevice::EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int64_t n, int64_t dim,
                                    float* dtable) {
   const cudaStream_t s = stream();  // binds this thread to the GPU CUB's size query asks
+  const FloatInput fdout(*this, dout, n * dim);
   const size_t bytes = EmbeddingBackwardScratchBytes(n);
   Buffer scratch(allocator(), (bytes + sizeof(int64_t) - 1) / sizeof(int64_t),
                  MemoryCategory::kActivations, ScalarType::kInt64, false);
-  Check(cuda::EmbeddingBackward(ids, dout.f32(), n, dim, dtable, scratch.as<void>(),
+  Check(cuda::EmbeddingBackward(ids, fdout.get(), n, dim, dtable, scratch.as<void>(),
                                 scratch.bytes(), s),
         "EmbeddingBackward");
 }
@@ -343,7 +345,9 @@ void CudaDevice::EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int6
 void CudaDevice::LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b,
                                   int64_t rows, int64_t dim, float eps, TensorRef y, float* mean,
                                   float* rstd) {
-  Check(cuda::LayerNormForward(x.f32(), w.f32(), b.f32(), rows, dim, eps, y.f32(), mean, rstd,
+  const FloatInput fx(*this, x, rows * dim), fw(*this, w, dim), fb(*this, b, dim);
+  const FloatOutput fy(*this, y, rows * dim);
+  Check(cuda::LayerNormForward(fx.get(), fw.get(), fb.get(), rows, dim, eps, fy.get(), mean, rstd,
                                stream()),
         "LayerNormForward");
 }
@@ -351,63 +355,87 @@ void CudaDevice::LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstTenso
 void CudaDevice::LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const float* mean,
                                    const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
                                    TensorRef dx, float* dw, float* db) {
+  const FloatInput fx(*this, x, rows * dim), fw(*this, w, dim), fdy(*this, dy, rows * dim);
+  const FloatOutput fdx(*this, dx, rows * dim);
   Buffer partials(allocator(), LayerNormBackwardPartials(rows, dim), MemoryCategory::kActivations,
                   ScalarType::kFloat64, false);
-  Check(cuda::LayerNormBackward(x.f32(), w.f32(), mean, rstd, dy.f32(), rows, dim, dx.f32(), dw, db,
-                                partials.as<double>(), stream()),
+  Check(cuda::LayerNormBackward(fx.get(), fw.get(), mean, rstd, fdy.get(), rows, dim, fdx.get(), dw,
+                                db, partials.as<double>(), stream()),
         "LayerNormBackward");
 }
 
 void CudaDevice::RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim,
                                 float eps, TensorRef y, float* rstd) {
-  Check(cuda::RmsNormForward(x.f32(), w.f32(), rows, dim, eps, y.f32(), rstd, stream()),
+  const FloatInput fx(*this, x, rows * dim), fw(*this, w, dim);
+  const FloatOutput fy(*this, y, rows * dim);
+  Check(cuda::RmsNormForward(fx.get(), fw.get(), rows, dim, eps, fy.get(), rstd, stream()),
         "RmsNormForward");
 }
 
 void CudaDevice::RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
                                  ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                                  float* dw) {
-  Check(cuda::RmsNormBackward(x.f32(), w.f32(), rstd, dy.f32(), rows, dim, dx.f32(), dw, stream()),
+  const FloatInput fx(*this, x, rows * dim), fw(*this, w, dim), fdy(*this, dy, rows * dim);
+  const FloatOutput fdx(*this, dx, rows * dim);
+  Check(cuda::RmsNormBackward(fx.get(), fw.get(), rstd, fdy.get(), rows, dim, fdx.get(), dw,
+                              stream()),
         "RmsNormBackward");
 }
 
 void CudaDevice::Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows, int64_t seq,
                         int64_t heads, int64_t head_dim, bool inverse) {
-  Check(cuda::Rotary(x.f32(), cos, sin, rows, seq, heads, head_dim, inverse, stream()), "Rotary");
+  const FloatOutput fx(*this, x, rows * heads * head_dim, /*read_first=*/true);
+  Check(cuda::Rotary(fx.get(), cos, sin, rows, seq, heads, head_dim, inverse, stream()), "Rotary");
 }
 
 void CudaDevice::PackGroupedQkv(ConstTensorRef q, ConstTensorRef k, ConstTensorRef v, int64_t rows,
                                 int64_t heads, int64_t kv_heads, int64_t head_dim, TensorRef qkv) {
-  Check(cuda::PackGroupedQkv(q.f32(), k.f32(), v.f32(), rows, heads, kv_heads, head_dim, qkv.f32(),
-                             stream()),
+  const FloatInput fq(*this, q, rows * heads * head_dim), fk(*this, k, rows * kv_heads * head_dim),
+      fv(*this, v, rows * kv_heads * head_dim);
+  const FloatOutput fqkv(*this, qkv, rows * 3 * heads * head_dim);
+  Check(cuda::PackGroupedQkv(fq.get(), fk.get(), fv.get(), rows, heads, kv_heads, head_dim,
+                             fqkv.get(), stream()),
         "PackGroupedQkv");
 }
 
 void CudaDevice::UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int64_t heads,
                                       int64_t kv_heads, int64_t head_dim, TensorRef dq,
                                       TensorRef dk, TensorRef dv) {
-  Check(cuda::UnpackGroupedQkvGrad(dqkv.f32(), rows, heads, kv_heads, head_dim, dq.f32(), dk.f32(),
-                                   dv.f32(), stream()),
+  const FloatInput fdqkv(*this, dqkv, rows * 3 * heads * head_dim);
+  const FloatOutput fdq(*this, dq, rows * heads * head_dim),
+      fdk(*this, dk, rows * kv_heads * head_dim), fdv(*this, dv, rows * kv_heads * head_dim);
+  Check(cuda::UnpackGroupedQkvGrad(fdqkv.get(), rows, heads, kv_heads, head_dim, fdq.get(),
+                                   fdk.get(), fdv.get(), stream()),
         "UnpackGroupedQkvGrad");
 }
 
 void CudaDevice::MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t n, TensorRef out) {
-  Check(cuda::MultiplyElementwise(a.f32(), b.f32(), n, out.f32(), stream()), "MultiplyElementwise");
+  const FloatInput fa(*this, a, n), fb(*this, b, n);
+  const FloatOutput fout(*this, out, n);
+  Check(cuda::MultiplyElementwise(fa.get(), fb.get(), n, fout.get(), stream()),
+        "MultiplyElementwise");
 }
 
 // Attention's GEMMs use cuBLAS on the compute stream: like the Linear layers, they run on
 // the training thread.
 void CudaDevice::AttentionForward(ConstTensorRef qkv, const AttentionShape& shape, TensorRef out,
                                   float* probs, ScalarType operands) {
-  Check(cuda::AttentionForward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv.f32(),
-                               out.f32(), probs));
+  const int64_t rows = shape.batch * shape.seq;
+  const FloatInput fqkv(*this, qkv, rows * 3 * shape.width());
+  const FloatOutput fout(*this, out, rows * shape.width());
+  Check(cuda::AttentionForward({&ComputeBlas(), allocator(), stream(), operands}, shape, fqkv.get(),
+                               fout.get(), probs));
 }
 
 void CudaDevice::AttentionBackward(ConstTensorRef qkv, const float* probs, ConstTensorRef dout,
                                    const AttentionShape& shape, TensorRef dqkv,
                                    ScalarType operands) {
-  Check(cuda::AttentionBackward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv.f32(),
-                                probs, dout.f32(), dqkv.f32()));
+  const int64_t rows = shape.batch * shape.seq;
+  const FloatInput fqkv(*this, qkv, rows * 3 * shape.width()),
+      fdout(*this, dout, rows * shape.width());
+  const FloatOutput fdqkv(*this, dqkv, rows * 3 * shape.width());
+  Check(cuda::AttentionBackward({&ComputeBlas(), allocator(), stream(), operands}, shape,
+                                fqkv.get(), probs, fdout.get(), fdqkv.get()));
 }
 
 absl::StatusOr<FusedAttentionKernel> CudaDevice::ChooseFusedAttention(const AttentionLayout& layout,
@@ -500,12 +528,15 @@ void CudaDevice::FusedAttentionForward(const QkvSpan<ConstTensorRef>& qkv,
   const absl::StatusOr<FusedAttentionKernel> kernel =
       ChooseFusedAttention(AttentionLayout::Of(shape, qkv), operands);
   if (!kernel.ok()) return Check(kernel.status());
+  // Typed q, k, v and out as the kernels' FP32 arrays (compute/float_views.h).
+  const FloatQkvInput fqkv(*this, qkv, shape);
+  const FloatOutput fout(*this, out, shape.batch * shape.seq * shape.width());
   if (*kernel == FusedAttentionKernel::kCudnn) {
     const absl::StatusOr<CudnnFusedAttention*> cudnn = ComputeCudnnAttention();
     if (!cudnn.ok()) return Check(cudnn.status());
-    return Check((*cudnn)->Forward(operands, shape, FloatSpan(qkv), out.f32(), lse));
+    return Check((*cudnn)->Forward(operands, shape, fqkv.span(), fout.get(), lse));
   }
-  CudaCoreAttentionForward(FloatSpan(qkv), shape, out.f32(), lse);
+  CudaCoreAttentionForward(fqkv.span(), shape, fout.get(), lse);
 }
 
 void CudaDevice::FusedAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, ConstTensorRef out,
@@ -516,16 +547,20 @@ void CudaDevice::FusedAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, Cons
     return Check(absl::InternalError(
         "FusedAttentionBackward: the gradients are not laid out as q, k and v"));
   }
+  const int64_t rows = shape.batch * shape.seq;
   const absl::StatusOr<FusedAttentionKernel> kernel =
       ChooseFusedAttention(AttentionLayout::Of(shape, qkv), operands);
   if (!kernel.ok()) return Check(kernel.status());
+  const FloatQkvInput fqkv(*this, qkv, shape);
+  const FloatInput fout(*this, out, rows * shape.width()), fdout(*this, dout, rows * shape.width());
+  const FloatQkvOutput fdqkv(*this, dqkv, shape);
   if (*kernel == FusedAttentionKernel::kCudnn) {
     const absl::StatusOr<CudnnFusedAttention*> cudnn = ComputeCudnnAttention();
     if (!cudnn.ok()) return Check(cudnn.status());
-    return Check((*cudnn)->Backward(operands, shape, FloatSpan(qkv), out.f32(), lse, dout.f32(),
-                                    FloatSpan(dqkv)));
+    return Check((*cudnn)->Backward(operands, shape, fqkv.span(), fout.get(), lse, fdout.get(),
+                                    fdqkv.span()));
   }
-  CudaCoreAttentionBackward(FloatSpan(qkv), out.f32(), lse, dout.f32(), shape, FloatSpan(dqkv));
+  CudaCoreAttentionBackward(fqkv.span(), fout.get(), lse, fdout.get(), shape, fdqkv.span());
 }
 
 void CudaDevice::CrossEntropy(ConstTensorRef logits, const int64_t* labels, int64_t batch,
@@ -533,8 +568,8 @@ void CudaDevice::CrossEntropy(ConstTensorRef logits, const int64_t* labels, int6
   // The scratch goes back to this stream's pool at once: the allocator hands it out again
   // only to later work on the same stream (cuda_allocator.h).
   Buffer rows(allocator(), batch, MemoryCategory::kActivations, ScalarType::kFloat64, false);
-  Check(cuda::CrossEntropy(logits.f32(), labels, batch, classes, scale, dlogits.f32(),
-                           rows.as<double>(), loss, stream()),
+  Check(cuda::CrossEntropy(logits, labels, batch, classes, scale, dlogits, rows.as<double>(), loss,
+                           stream()),
         "CrossEntropy");
 }
 
@@ -543,7 +578,9 @@ void CudaDevice::MeanSquaredError(ConstTensorRef pred, ConstTensorRef target, in
   const int64_t n = batch * out;
   Buffer partials(allocator(), ReductionPartials(n), MemoryCategory::kActivations,
                   ScalarType::kFloat64, false);
-  Check(cuda::MeanSquaredError(pred.f32(), target.f32(), n, scale, dpred.f32(),
+  const FloatInput fpred(*this, pred, n), ftarget(*this, target, n);
+  const FloatOutput fdpred(*this, dpred, n);
+  Check(cuda::MeanSquaredError(fpred.get(), ftarget.get(), n, scale, fdpred.get(),
                                partials.as<double>(), loss, stream()),
         "MeanSquaredError");
 }

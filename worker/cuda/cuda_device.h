@@ -11,11 +11,15 @@
 //
 // Mixed precision runs the GEMMs on BF16/FP16 tensor cores with FP32 accumulation; the
 // operands hold values rounded to param_dtype, as on the CPU, so both paths compute the
-// same sums up to their order. Activations and unsharded parameters are stored in FP32
-// (Device::StorageType's default): every typed argument is an FP32 array here, until the
-// kernels take 16-bit storage (issue 47). FUSED attention runs cuDNN's flash attention where
-// cudnn_requirements.h says it can (BF16/FP16 operands), else the CUDA-core kernel of
-// fused_attention.h; the first use of each choice is logged with its reason.
+// same sums up to their order. A 16-bit job's activations and unsharded parameters are
+// stored in FP32 by default, or in param_dtype itself with cuda.storage PARAM_DTYPE: then
+// the GEMMs read their operands in place and write their outputs in it, as do the
+// embedding lookup, the bias broadcast and its gradient, and the cross-entropy
+// (storage_elements.cuh); the other layers still compute on FP32 copies
+// (compute/float_views.h), until their kernels read 16-bit storage too (issue 47). FUSED attention
+// runs cuDNN's flash attention where cudnn_requirements.h says it can (BF16/FP16 operands), else
+// the CUDA-core kernel of fused_attention.h; the first use of each choice is logged with its
+// reason.
 //
 // Thread-safety: as Device. Each thread that uses the device selects its GPU on first use.
 
@@ -54,6 +58,9 @@ struct CudaDeviceOptions {
   // decides per shape and dtype).
   v1::CudaOptions::FusedAttentionKernel fused_attention_kernel =
       v1::CudaOptions::FUSED_ATTENTION_KERNEL_UNSPECIFIED;
+  // What a 16-bit job's activations and unsharded parameters are stored in (job:
+  // cuda.storage; Device::StorageType).
+  v1::CudaOptions::Storage storage = v1::CudaOptions::STORAGE_UNSPECIFIED;
 };
 
 // The environment variable that turns synchronous mode on for every CUDA rank of a process
@@ -69,6 +76,10 @@ class CudaDevice final : public Device {
 
   v1::DeviceKind kind() const override { return v1::CUDA; }
   Allocator* allocator() override { return allocator_.get(); }
+  ScalarType StorageType(ScalarType compute) const override {
+    return options_.storage == v1::CudaOptions::STORAGE_PARAM_DTYPE ? compute
+                                                                    : ScalarType::kFloat32;
+  }
   cudaStream_t compute_stream() const { return compute_.get(); }
   cudaStream_t communication_stream(CommLane lane) const {
     switch (lane) {
@@ -140,8 +151,9 @@ class CudaDevice final : public Device {
                                                             ScalarType operands);
   // cuDNN's attention on the compute stream, made on first use; an error on another thread.
   absl::StatusOr<CudnnFusedAttention*> ComputeCudnnAttention();
-  // A 16-bit copy of FP32 `values` (in the caller's stream order).
-  Buffer Narrowed(ScalarType type, const float* values, size_t n);
+  // `value` as a GEMM operand of 16-bit `type`: itself where it is stored in that type,
+  // else `copy`, made here, holding its narrowed values (in the caller's stream order).
+  const void* GemmOperand(ScalarType type, ConstTensorRef value, size_t n, Buffer& copy);
   // Copies `bytes` from the device to the host, waiting for the caller's stream.
   absl::Status Fetch(void* host_dst, const void* src, size_t bytes);
 

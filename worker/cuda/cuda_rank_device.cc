@@ -84,6 +84,7 @@ RankDeviceFactory CudaRankDevices(int gpu) {
     options.gpu = gpu;
     options.allow_tf32 = request.spec->cuda().allow_tf32();
     options.fused_attention_kernel = request.spec->cuda().fused_attention_kernel();
+    options.storage = request.spec->cuda().storage();
     options.synchronous = SynchronousModeRequested();
     auto out = std::make_unique<CudaRankDevice>();
     ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::Create(options));

@@ -2,10 +2,12 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "worker/compute/pointwise.h"
 #include "worker/cuda/kernel_support.cuh"
 #include "worker/cuda/kernels.h"
+#include "worker/cuda/storage_elements.cuh"
 
 namespace shardwise::cuda {
 namespace {
@@ -97,11 +99,12 @@ bool Aligned(const void* p, size_t alignment) {
 
 // ---- elementwise ----------------------------------------------------------------------
 
-__global__ void BroadcastRowsKernel(const float* b, int64_t rows, int64_t cols, float* y) {
+template <typename B, typename Y>
+__global__ void BroadcastRowsKernel(const B* b, int64_t rows, int64_t cols, Y* y) {
   const size_t n = static_cast<size_t>(rows) * cols;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    y[i] = b[i % cols];
+    StoreFloat(y, i, LoadFloat(b, i % cols));
   }
 }
 
@@ -111,13 +114,14 @@ __global__ void BroadcastRowsKernel(const float* b, int64_t rows, int64_t cols, 
 // bits on every run, and 32x the threads of one per column (8192 x 768 took 3 blocks).
 constexpr int kColumnTile = 32, kRowLanes = 32;
 
-__global__ void AddColumnSumsKernel(const float* dy, int64_t rows, int64_t cols, float* db) {
+template <typename T>
+__global__ void AddColumnSumsKernel(const T* dy, int64_t rows, int64_t cols, float* db) {
   __shared__ double lanes[kRowLanes][kColumnTile];
   const int x = threadIdx.x, y = threadIdx.y;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kColumnTile + x;
   double sum = 0;
   if (j < cols) {
-    for (int64_t i = y; i < rows; i += kRowLanes) sum += dy[i * cols + j];
+    for (int64_t i = y; i < rows; i += kRowLanes) sum += LoadFloat(dy, i * cols + j);
   }
   lanes[y][x] = sum;
   __syncthreads();
@@ -257,27 +261,29 @@ __global__ void MeanSquaredErrorKernel(const float* pred, const float* target, s
 }
 
 // One block per row: the row's max, log-sum-exp (in double, as on the CPU), loss and
-// gradient. dlogits may be logits: each thread writes only the elements it read, after
-// the block-wide reductions (which synchronise), and the label's logit is read before.
-__global__ void CrossEntropyKernel(const float* logits, const int64_t* labels, int64_t classes,
-                                   float grad_scale, float* dlogits, double* row_loss) {
-  const float* row = logits + blockIdx.x * classes;
-  float* grad = dlogits + blockIdx.x * classes;
+// gradient, with logits and gradient in their storage type T. dlogits may be logits: each
+// thread writes only the elements it read, after the block-wide reductions (which
+// synchronise), and the label's logit is read before.
+template <typename T>
+__global__ void CrossEntropyKernel(const T* logits, const int64_t* labels, int64_t classes,
+                                   float grad_scale, T* dlogits, double* row_loss) {
+  const T* row = logits + blockIdx.x * classes;
+  T* grad = dlogits + blockIdx.x * classes;
   const int64_t label = labels[blockIdx.x];
   const bool in_range = label >= 0 && label < classes;
-  const float label_logit = in_range ? row[label] : 0.0f;
+  const float label_logit = in_range ? LoadFloat(row, label) : 0.0f;
   float max = -INFINITY;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) max = fmaxf(max, row[j]);
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) max = fmaxf(max, LoadFloat(row, j));
   max = BlockMax(max);
   double sum = 0;
   for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
-    sum += exp(static_cast<double>(row[j] - max));
+    sum += exp(static_cast<double>(LoadFloat(row, j) - max));
   }
   sum = BlockSum(sum);
   const double log_sum = log(sum) + max;
   for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
-    const double p = exp(row[j] - log_sum);
-    grad[j] = static_cast<float>(p - (j == label ? 1.0 : 0.0)) * grad_scale;
+    const double p = exp(LoadFloat(row, j) - log_sum);
+    StoreFloat(grad, j, static_cast<float>(p - (j == label ? 1.0 : 0.0)) * grad_scale);
   }
   // As the CPU's (cpu/losses.cc): a label outside [0, classes) gives NaN, never a read
   // outside the row.
@@ -356,19 +362,28 @@ cudaError_t RoundToPrecision(ScalarType type, float* data, size_t n, cudaStream_
   return Launched();
 }
 
-cudaError_t BroadcastRows(const float* b, int64_t rows, int64_t cols, float* y,
+cudaError_t BroadcastRows(ConstTensorRef b, int64_t rows, int64_t cols, TensorRef y,
                           cudaStream_t stream) {
   if (rows * cols == 0) return cudaSuccess;
-  BroadcastRowsKernel<<<Blocks(rows * cols), kThreads, 0, stream>>>(b, rows, cols, y);
-  return Launched();
+  const bool typed = WithStoredTypes(b.type(), y.type(), [&](auto* b_type, auto* y_type) {
+    using B = std::remove_pointer_t<decltype(b_type)>;
+    using Y = std::remove_pointer_t<decltype(y_type)>;
+    BroadcastRowsKernel<<<Blocks(rows * cols), kThreads, 0, stream>>>(
+        static_cast<const B*>(b.data()), rows, cols, static_cast<Y*>(y.data()));
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
-cudaError_t AddColumnSums(const float* dy, int64_t rows, int64_t cols, float* db,
+cudaError_t AddColumnSums(ConstTensorRef dy, int64_t rows, int64_t cols, float* db,
                           cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   const unsigned tiles = static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile);
-  AddColumnSumsKernel<<<tiles, dim3(kColumnTile, kRowLanes), 0, stream>>>(dy, rows, cols, db);
-  return Launched();
+  const bool typed = WithStoredType(dy.type(), [&](auto* dy_type) {
+    using T = std::remove_pointer_t<decltype(dy_type)>;
+    AddColumnSumsKernel<<<tiles, dim3(kColumnTile, kRowLanes), 0, stream>>>(
+        static_cast<const T*>(dy.data()), rows, cols, db);
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
 cudaError_t ActivationForward(Activation act, const float* x, size_t n, float* y,
@@ -385,13 +400,19 @@ cudaError_t ActivationBackward(Activation act, const float* x, const float* dy, 
   return Launched();
 }
 
-cudaError_t CrossEntropy(const float* logits, const int64_t* labels, int64_t batch, int64_t classes,
-                         float scale, float* dlogits, double* row_loss, double* loss,
-                         cudaStream_t stream) {
+cudaError_t CrossEntropy(ConstTensorRef logits, const int64_t* labels, int64_t batch,
+                         int64_t classes, float scale, TensorRef dlogits, double* row_loss,
+                         double* loss, cudaStream_t stream) {
   if (batch == 0) return cudaMemsetAsync(loss, 0, sizeof(double), stream);
+  if (logits.type() != dlogits.type()) return cudaErrorInvalidValue;
   const float grad_scale = scale / static_cast<float>(batch);
-  CrossEntropyKernel<<<static_cast<unsigned>(batch), kThreads, 0, stream>>>(
-      logits, labels, classes, grad_scale, dlogits, row_loss);
+  const bool typed = WithStoredType(logits.type(), [&](auto* logits_type) {
+    using T = std::remove_pointer_t<decltype(logits_type)>;
+    CrossEntropyKernel<<<static_cast<unsigned>(batch), kThreads, 0, stream>>>(
+        static_cast<const T*>(logits.data()), labels, classes, grad_scale,
+        static_cast<T*>(dlogits.data()), row_loss);
+  });
+  if (!typed) return cudaErrorInvalidValue;
   FinalSumKernel<<<1, kThreads, 0, stream>>>(row_loss, batch, static_cast<double>(scale) / batch,
                                              loss);
   return Launched();

@@ -18,6 +18,7 @@
 #include "worker/compute/optimizer_scalars.h"
 #include "worker/compute/update_spans.h"
 #include "worker/runtime/scalar_type.h"
+#include "worker/runtime/tensor_ref.h"
 
 namespace shardwise::cuda {
 
@@ -28,12 +29,14 @@ cudaError_t Widen(ScalarType type, const uint16_t* in, float* out, size_t n, cud
 // Rounds FP32 values in place to the type's precision (FP32: nothing).
 cudaError_t RoundToPrecision(ScalarType type, float* data, size_t n, cudaStream_t stream);
 
-// y[i, :] = b for every row i of y[rows, cols] (a GEMM with beta = 1 then adds x W^T).
-cudaError_t BroadcastRows(const float* b, int64_t rows, int64_t cols, float* y,
+// y[i, :] = b for every row i of y[rows, cols] (a GEMM with beta = 1 then adds x W^T);
+// b and y each FP32 or 16-bit (storage_elements.cuh: the values converted exactly, or
+// rounded once). cudaErrorInvalidValue for another type.
+cudaError_t BroadcastRows(ConstTensorRef b, int64_t rows, int64_t cols, TensorRef y,
                           cudaStream_t stream);
-// db[cols] += column sums of dy[rows, cols] (a Linear layer's bias gradient), summed in
-// double by 32 row lanes per column, deterministically.
-cudaError_t AddColumnSums(const float* dy, int64_t rows, int64_t cols, float* db,
+// db[cols] += column sums of dy[rows, cols] (a Linear layer's bias gradient; dy FP32 or
+// 16-bit), summed in double by 32 row lanes per column, deterministically.
+cudaError_t AddColumnSums(ConstTensorRef dy, int64_t rows, int64_t cols, float* db,
                           cudaStream_t stream);
 
 // GELU: the exact (erf) form, torch's default; GELU_TANH its tanh approximation; SILU
@@ -47,10 +50,11 @@ cudaError_t ActivationBackward(Activation act, const float* x, const float* dy, 
 
 // Mean cross-entropy of logits[batch, classes] against labels[batch] (int64):
 // dlogits = (softmax - onehot) * scale / batch, and *loss = mean loss * scale (one double
-// on the device). `row_loss` is working space of `batch` doubles.
-cudaError_t CrossEntropy(const float* logits, const int64_t* labels, int64_t batch, int64_t classes,
-                         float scale, float* dlogits, double* row_loss, double* loss,
-                         cudaStream_t stream);
+// on the device). `row_loss` is working space of `batch` doubles. logits and dlogits are
+// of one type, FP32 or 16-bit (computed in float, the gradient rounded once as stored).
+cudaError_t CrossEntropy(ConstTensorRef logits, const int64_t* labels, int64_t batch,
+                         int64_t classes, float scale, TensorRef dlogits, double* row_loss,
+                         double* loss, cudaStream_t stream);
 // Mean squared error over batch*out elements: dpred = 2 (pred - target) * scale / n,
 // *loss = mean * scale. `partials` is working space of ReductionPartials(n) doubles.
 cudaError_t MeanSquaredError(const float* pred, const float* target, int64_t n, float scale,

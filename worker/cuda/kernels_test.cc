@@ -236,6 +236,58 @@ TEST_F(KernelsTest, ColumnSumsAddEveryRowDeterministically) {
   }
 }
 
+// 16-bit storage (Device::StorageType): a kernel that reads and writes BF16 or FP16 values
+// itself gives the bits of its FP32 form on the widened values, rounded once as stored
+// (storage_elements.cuh): the cross-entropy (in place, as the model runs it), the bias
+// broadcast into y, the bias gradient's column sums and the embedding lookup.
+TEST_F(KernelsTest, SixteenBitStorageEqualsFp32StorageRounded) {
+  constexpr int64_t rows = 37, cols = 301;
+  for (ScalarType type : {ScalarType::kBFloat16, ScalarType::kFloat16}) {
+    SCOPED_TRACE(ScalarTypeName(type));
+    std::vector<float> values = RandomFloats(rows * cols, 61, 4.0f);
+    cpu::RoundToPrecision(type, values.data(), values.size());
+    std::vector<uint16_t> narrow(values.size());
+    cpu::Narrow(type, values.data(), narrow.data(), values.size());
+    std::vector<int64_t> labels(rows);
+    for (int64_t i = 0; i < rows; ++i) labels[i] = (i * 7) % cols;
+    DeviceVector<int64_t> dlabels(labels);
+    DeviceVector<double> row_loss(rows), loss32(1), loss16(1);
+    // Cross-entropy: FP32 storage, then the model's rounding; 16-bit storage in place.
+    DeviceVector<float> logits32(values);
+    ASSERT_EQ(CrossEntropy(logits32.get(), dlabels.get(), rows, cols, 0.5f, logits32.get(),
+                           row_loss.get(), loss32.get(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(RoundToPrecision(type, logits32.get(), values.size(), nullptr), cudaSuccess);
+    DeviceVector<uint16_t> logits16(narrow);
+    ASSERT_EQ(CrossEntropy(ConstTensorRef(logits16.get(), type), dlabels.get(), rows, cols, 0.5f,
+                           TensorRef(logits16.get(), type), row_loss.get(), loss16.get(), nullptr),
+              cudaSuccess);
+    std::vector<float> grad16(values.size()), grad32 = logits32.ToHost();
+    const std::vector<uint16_t> got16 = logits16.ToHost();
+    cpu::Widen(type, got16.data(), grad16.data(), grad16.size());
+    EXPECT_EQ(grad16, grad32);
+    EXPECT_EQ(loss16.ToHost(), loss32.ToHost());
+    // The bias into y, and the bias gradient from 16-bit dy.
+    DeviceVector<uint16_t> bias16(std::vector<uint16_t>(narrow.begin(), narrow.begin() + cols)),
+        y16(values.size());
+    ASSERT_EQ(BroadcastRows(ConstTensorRef(bias16.get(), type), rows, cols,
+                            TensorRef(y16.get(), type), nullptr),
+              cudaSuccess);
+    const std::vector<uint16_t> broadcast = y16.ToHost();
+    for (int64_t i = 0; i < rows; ++i) {
+      ASSERT_TRUE(std::equal(broadcast.begin() + i * cols, broadcast.begin() + (i + 1) * cols,
+                             narrow.begin()))
+          << "row " << i;
+    }
+    DeviceVector<float> dy32(values), db32(cols), db16(cols);
+    ASSERT_EQ(AddColumnSums(dy32.get(), rows, cols, db32.get(), nullptr), cudaSuccess);
+    DeviceVector<uint16_t> dy16(narrow);
+    ASSERT_EQ(AddColumnSums(ConstTensorRef(dy16.get(), type), rows, cols, db16.get(), nullptr),
+              cudaSuccess);
+    EXPECT_EQ(db16.ToHost(), db32.ToHost());
+  }
+}
+
 TEST_F(KernelsTest, NormAccumulateAndUnscale) {
   const size_t n = 1000003;
   const std::vector<float> x = RandomFloats(n, 31);

@@ -1,8 +1,10 @@
 #include <algorithm>
 #include <climits>
 #include <cub/device/device_radix_sort.cuh>
+#include <type_traits>
 
 #include "worker/cuda/kernel_support.cuh"
+#include "worker/cuda/storage_elements.cuh"
 #include "worker/cuda/transformer_kernels.h"
 
 namespace shardwise::cuda {
@@ -26,14 +28,15 @@ size_t AlignUp(size_t bytes) {
 
 // ---- embedding --------------------------------------------------------------------------
 
-__global__ void EmbeddingForwardKernel(const float* table, const int64_t* ids, int64_t n,
-                                       int64_t dim, float* out) {
+template <typename Table, typename Out>
+__global__ void EmbeddingForwardKernel(const Table* table, const int64_t* ids, int64_t n,
+                                       int64_t dim, Out* out) {
   const size_t total = static_cast<size_t>(n) * dim;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t k = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
        k += stride) {
     const size_t i = k / dim, j = k % dim;
-    out[k] = table[ids[i] * dim + j];
+    StoreFloat(out, k, LoadFloat(table, ids[i] * dim + j));
   }
 }
 
@@ -209,11 +212,17 @@ __global__ void CausalSoftmaxBackwardKernel(const float* probs, float* grad, int
 
 }  // namespace
 
-cudaError_t EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
-                             float* out, cudaStream_t stream) {
+cudaError_t EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64_t n, int64_t dim,
+                             TensorRef out, cudaStream_t stream) {
   if (n * dim == 0) return cudaSuccess;
-  EmbeddingForwardKernel<<<Blocks(n * dim), kThreads, 0, stream>>>(table, ids, n, dim, out);
-  return Launched();
+  const bool typed =
+      WithStoredTypes(table.type(), out.type(), [&](auto* table_type, auto* out_type) {
+        using Table = std::remove_pointer_t<decltype(table_type)>;
+        using Out = std::remove_pointer_t<decltype(out_type)>;
+        EmbeddingForwardKernel<<<Blocks(n * dim), kThreads, 0, stream>>>(
+            static_cast<const Table*>(table.data()), ids, n, dim, static_cast<Out*>(out.data()));
+      });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
 size_t EmbeddingBackwardScratchBytes(int64_t n) {

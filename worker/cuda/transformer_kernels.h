@@ -12,11 +12,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "worker/runtime/tensor_ref.h"
+
 namespace shardwise::cuda {
 
-// out[i, :] = table[ids[i], :] for i < n.
-cudaError_t EmbeddingForward(const float* table, const int64_t* ids, int64_t n, int64_t dim,
-                             float* out, cudaStream_t stream);
+// out[i, :] = table[ids[i], :] for i < n; table and out each FP32 or 16-bit
+// (storage_elements.cuh), cudaErrorInvalidValue for another type.
+cudaError_t EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64_t n, int64_t dim,
+                             TensorRef out, cudaStream_t stream);
 
 // dtable[ids[i], :] += dout[i, :], each row's contributions added in the order of i, as the
 // CPU loop adds them (so the sums are the CPU's bit for bit): the positions are sorted by

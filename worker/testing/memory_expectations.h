@@ -57,6 +57,30 @@ inline void ExpectMemoryAsEstimated(const MemoryStats& m, const MemoryEstimate& 
   EXPECT_LE(m.peak_reserved_bytes, kReservedOverEstimate * total) << name;
 }
 
+// A job whose device stores activations and unsharded parameters in 16 bits
+// (Device::StorageType; cuda.storage STORAGE_PARAM_DTYPE): the estimate counts FP32
+// storage, so it must bound each category from above, and the held memory as for
+// ExpectMemoryAsEstimated.
+inline void ExpectMemoryWithinEstimate(const MemoryStats& m, const MemoryEstimate& estimate,
+                                       const std::string& name) {
+  std::printf(
+      "%s: parameters %lld <= %lld, gradients %lld <= %lld, activations %lld <= %lld, "
+      "peak held %lld <= %.0f\n",
+      name.c_str(), static_cast<long long>(m.peak(MemoryCategory::kParameters)),
+      static_cast<long long>(estimate.parameters),
+      static_cast<long long>(m.peak(MemoryCategory::kGradients)),
+      static_cast<long long>(estimate.gradients),
+      static_cast<long long>(m.peak(MemoryCategory::kActivations)),
+      static_cast<long long>(estimate.activations), static_cast<long long>(m.peak_reserved_bytes),
+      kReservedOverEstimate * static_cast<double>(estimate.total()));
+  EXPECT_LE(m.peak(MemoryCategory::kParameters), estimate.parameters) << name;
+  EXPECT_EQ(m.peak(MemoryCategory::kOptimizerState), estimate.optimizer_state) << name;
+  EXPECT_LE(m.peak(MemoryCategory::kGradients), estimate.gradients) << name;
+  EXPECT_LE(m.peak(MemoryCategory::kActivations), estimate.activations) << name;
+  EXPECT_LE(m.peak_reserved_bytes, kReservedOverEstimate * static_cast<double>(estimate.total()))
+      << name;
+}
+
 }  // namespace shardwise::testing
 
 #endif  // SHARDWISE_WORKER_TESTING_MEMORY_EXPECTATIONS_H_

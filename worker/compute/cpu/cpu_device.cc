@@ -7,7 +7,6 @@
 #include "worker/compute/cpu/activation.h"
 #include "worker/compute/cpu/attention.h"
 #include "worker/compute/cpu/embedding.h"
-#include "worker/compute/cpu/float_views.h"
 #include "worker/compute/cpu/fused_attention.h"
 #include "worker/compute/cpu/layer_norm.h"
 #include "worker/compute/cpu/linear.h"
@@ -15,6 +14,7 @@
 #include "worker/compute/cpu/losses.h"
 #include "worker/compute/cpu/optimizers.h"
 #include "worker/compute/cpu/vector_clones.h"
+#include "worker/compute/float_views.h"
 #include "worker/compute/pointwise.h"
 
 namespace shardwise {
@@ -70,14 +70,14 @@ void CpuDevice::RoundToPrecision(ScalarType type, float* data, size_t n) {
 }
 
 void CpuDevice::Accumulate(TensorRef dst, ConstTensorRef src, size_t n) {
-  const cpu::FloatInput from(src, n);
-  const cpu::FloatOutput to(dst, n, /*read_first=*/true);
+  const FloatInput from(*this, src, n);
+  const FloatOutput to(*this, dst, n, /*read_first=*/true);
   AccumulateF(to.get(), from.get(), n);
 }
 
 void CpuDevice::MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t n, TensorRef out) {
-  const cpu::FloatInput fa(a, n), fb(b, n);
-  const cpu::FloatOutput result(out, n);
+  const FloatInput fa(*this, a, n), fb(*this, b, n);
+  const FloatOutput result(*this, out, n);
   MultiplyElementwiseF(fa.get(), fb.get(), n, result.get());
 }
 
@@ -112,39 +112,39 @@ void CpuDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, dou
 
 // The operands' type changes nothing: they hold values of it already, and OpenBLAS
 // multiplies them in FP32 (the CPU has no BF16/FP16 GEMM here). Each typed argument goes
-// through cpu::FloatInput/FloatOutput (float_views.h): in place where it is FP32.
+// through FloatInput/FloatOutput (compute/float_views.h): in place where it is FP32.
 void CpuDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b, int64_t batch,
                               int64_t in, int64_t out, TensorRef y, ScalarType) {
-  const cpu::FloatInput fx(x, batch * in), fw(w, out * in), fb(b, out);
-  const cpu::FloatOutput fy(y, batch * out);
+  const FloatInput fx(*this, x, batch * in), fw(*this, w, out * in), fb(*this, b, out);
+  const FloatOutput fy(*this, y, batch * out);
   cpu::LinearForward(fx.get(), fw.get(), fb.get(), batch, in, out, fy.get());
 }
 
 void CpuDevice::LinearBackward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef dy, int64_t batch,
                                int64_t in, int64_t out, TensorRef dx, float* dw, float* db,
                                ScalarType) {
-  const cpu::FloatInput fx(x, batch * in), fw(w, out * in), fdy(dy, batch * out);
-  const cpu::FloatOutput fdx(dx, batch * in);
+  const FloatInput fx(*this, x, batch * in), fw(*this, w, out * in), fdy(*this, dy, batch * out);
+  const FloatOutput fdx(*this, dx, batch * in);
   cpu::LinearBackward(fx.get(), fw.get(), fdy.get(), batch, in, out, fdx.get(), dw, db);
 }
 
 void CpuDevice::ActivationForward(v1::Activation act, ConstTensorRef x, size_t n, TensorRef y) {
-  const cpu::FloatInput fx(x, n);
-  const cpu::FloatOutput fy(y, n);
+  const FloatInput fx(*this, x, n);
+  const FloatOutput fy(*this, y, n);
   cpu::ActivationForward(act, fx.get(), n, fy.get());
 }
 
 void CpuDevice::ActivationBackward(v1::Activation act, ConstTensorRef x, ConstTensorRef dy,
                                    size_t n, TensorRef dx) {
-  const cpu::FloatInput fx(x, n), fdy(dy, n);
-  const cpu::FloatOutput fdx(dx, n);
+  const FloatInput fx(*this, x, n), fdy(*this, dy, n);
+  const FloatOutput fdx(*this, dx, n);
   cpu::ActivationBackward(act, fx.get(), fdy.get(), n, fdx.get());
 }
 
 // A 16-bit table is widened row by row as it is read: its row count is not the call's.
 void CpuDevice::EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64_t n, int64_t dim,
                                  TensorRef out) {
-  const cpu::FloatOutput fout(out, n * dim);
+  const FloatOutput fout(*this, out, n * dim);
   if (table.is_float()) {
     cpu::EmbeddingForward(table.f32(), ids, n, dim, fout.get());
     return;
@@ -156,60 +156,60 @@ void CpuDevice::EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64
 
 void CpuDevice::EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int64_t n, int64_t dim,
                                   float* dtable) {
-  const cpu::FloatInput fdout(dout, n * dim);
+  const FloatInput fdout(*this, dout, n * dim);
   cpu::EmbeddingBackward(ids, fdout.get(), n, dim, dtable);
 }
 
 void CpuDevice::LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b, int64_t rows,
                                  int64_t dim, float eps, TensorRef y, float* mean, float* rstd) {
-  const cpu::FloatInput fx(x, rows * dim), fw(w, dim), fb(b, dim);
-  const cpu::FloatOutput fy(y, rows * dim);
+  const FloatInput fx(*this, x, rows * dim), fw(*this, w, dim), fb(*this, b, dim);
+  const FloatOutput fy(*this, y, rows * dim);
   cpu::LayerNormForward(fx.get(), fw.get(), fb.get(), rows, dim, eps, fy.get(), mean, rstd);
 }
 
 void CpuDevice::LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const float* mean,
                                   const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
                                   TensorRef dx, float* dw, float* db) {
-  const cpu::FloatInput fx(x, rows * dim), fw(w, dim), fdy(dy, rows * dim);
-  const cpu::FloatOutput fdx(dx, rows * dim);
+  const FloatInput fx(*this, x, rows * dim), fw(*this, w, dim), fdy(*this, dy, rows * dim);
+  const FloatOutput fdx(*this, dx, rows * dim);
   cpu::LayerNormBackward(fx.get(), fw.get(), mean, rstd, fdy.get(), rows, dim, fdx.get(), dw, db);
 }
 
 void CpuDevice::RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim,
                                float eps, TensorRef y, float* rstd) {
-  const cpu::FloatInput fx(x, rows * dim), fw(w, dim);
-  const cpu::FloatOutput fy(y, rows * dim);
+  const FloatInput fx(*this, x, rows * dim), fw(*this, w, dim);
+  const FloatOutput fy(*this, y, rows * dim);
   cpu::RmsNormForward(fx.get(), fw.get(), rows, dim, eps, fy.get(), rstd);
 }
 
 void CpuDevice::RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
                                 ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                                 float* dw) {
-  const cpu::FloatInput fx(x, rows * dim), fw(w, dim), fdy(dy, rows * dim);
-  const cpu::FloatOutput fdx(dx, rows * dim);
+  const FloatInput fx(*this, x, rows * dim), fw(*this, w, dim), fdy(*this, dy, rows * dim);
+  const FloatOutput fdx(*this, dx, rows * dim);
   cpu::RmsNormBackward(fx.get(), fw.get(), rstd, fdy.get(), rows, dim, fdx.get(), dw);
 }
 
 void CpuDevice::Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows, int64_t seq,
                        int64_t heads, int64_t head_dim, bool inverse) {
-  const cpu::FloatOutput fx(x, rows * heads * head_dim, /*read_first=*/true);
+  const FloatOutput fx(*this, x, rows * heads * head_dim, /*read_first=*/true);
   cpu::Rotary(fx.get(), cos, sin, rows, seq, heads, head_dim, inverse);
 }
 
 void CpuDevice::PackGroupedQkv(ConstTensorRef q, ConstTensorRef k, ConstTensorRef v, int64_t rows,
                                int64_t heads, int64_t kv_heads, int64_t head_dim, TensorRef qkv) {
-  const cpu::FloatInput fq(q, rows * heads * head_dim), fk(k, rows * kv_heads * head_dim),
-      fv(v, rows * kv_heads * head_dim);
-  const cpu::FloatOutput fqkv(qkv, rows * 3 * heads * head_dim);
+  const FloatInput fq(*this, q, rows * heads * head_dim), fk(*this, k, rows * kv_heads * head_dim),
+      fv(*this, v, rows * kv_heads * head_dim);
+  const FloatOutput fqkv(*this, qkv, rows * 3 * heads * head_dim);
   cpu::PackGroupedQkv(fq.get(), fk.get(), fv.get(), rows, heads, kv_heads, head_dim, fqkv.get());
 }
 
 void CpuDevice::UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int64_t heads,
                                      int64_t kv_heads, int64_t head_dim, TensorRef dq, TensorRef dk,
                                      TensorRef dv) {
-  const cpu::FloatInput fdqkv(dqkv, rows * 3 * heads * head_dim);
-  const cpu::FloatOutput fdq(dq, rows * heads * head_dim), fdk(dk, rows * kv_heads * head_dim),
-      fdv(dv, rows * kv_heads * head_dim);
+  const FloatInput fdqkv(*this, dqkv, rows * 3 * heads * head_dim);
+  const FloatOutput fdq(*this, dq, rows * heads * head_dim),
+      fdk(*this, dk, rows * kv_heads * head_dim), fdv(*this, dv, rows * kv_heads * head_dim);
   cpu::UnpackGroupedQkvGrad(fdqkv.get(), rows, heads, kv_heads, head_dim, fdq.get(), fdk.get(),
                             fdv.get());
 }
@@ -218,16 +218,16 @@ void CpuDevice::UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int64_t 
 void CpuDevice::AttentionForward(ConstTensorRef qkv, const AttentionShape& s, TensorRef out,
                                  float* probs, ScalarType) {
   const int64_t rows = s.batch * s.seq;
-  const cpu::FloatInput fqkv(qkv, rows * 3 * s.width());
-  const cpu::FloatOutput fout(out, rows * s.width());
+  const FloatInput fqkv(*this, qkv, rows * 3 * s.width());
+  const FloatOutput fout(*this, out, rows * s.width());
   cpu::AttentionForward(fqkv.get(), s.batch, s.seq, s.heads, s.head_dim, fout.get(), probs);
 }
 
 void CpuDevice::AttentionBackward(ConstTensorRef qkv, const float* probs, ConstTensorRef dout,
                                   const AttentionShape& s, TensorRef dqkv, ScalarType) {
   const int64_t rows = s.batch * s.seq;
-  const cpu::FloatInput fqkv(qkv, rows * 3 * s.width()), fdout(dout, rows * s.width());
-  const cpu::FloatOutput fdqkv(dqkv, rows * 3 * s.width());
+  const FloatInput fqkv(*this, qkv, rows * 3 * s.width()), fdout(*this, dout, rows * s.width());
+  const FloatOutput fdqkv(*this, dqkv, rows * 3 * s.width());
   cpu::AttentionBackward(fqkv.get(), probs, fdout.get(), s.batch, s.seq, s.heads, s.head_dim,
                          fdqkv.get());
 }
@@ -235,8 +235,8 @@ void CpuDevice::AttentionBackward(ConstTensorRef qkv, const float* probs, ConstT
 void CpuDevice::FusedAttentionForward(const QkvSpan<ConstTensorRef>& qkv,
                                       const AttentionShape& shape, TensorRef out, float* lse,
                                       ScalarType) {
-  const cpu::FloatQkvInput fqkv(qkv, shape);
-  const cpu::FloatOutput fout(out, shape.batch * shape.seq * shape.width());
+  const FloatQkvInput fqkv(*this, qkv, shape);
+  const FloatOutput fout(*this, out, shape.batch * shape.seq * shape.width());
   cpu::FusedAttentionForward(fqkv.span(), shape, fout.get(), lse);
 }
 
@@ -245,9 +245,9 @@ void CpuDevice::FusedAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, Const
                                        const AttentionShape& shape, const QkvSpan<TensorRef>& dqkv,
                                        ScalarType) {
   const int64_t rows = shape.batch * shape.seq;
-  const cpu::FloatQkvInput fqkv(qkv, shape);
-  const cpu::FloatInput fout(out, rows * shape.width()), fdout(dout, rows * shape.width());
-  const cpu::FloatQkvOutput fdqkv(dqkv, shape);
+  const FloatQkvInput fqkv(*this, qkv, shape);
+  const FloatInput fout(*this, out, rows * shape.width()), fdout(*this, dout, rows * shape.width());
+  const FloatQkvOutput fdqkv(*this, dqkv, shape);
   Buffer dots(allocator_, shape.batch * shape.heads * shape.seq, MemoryCategory::kActivations,
               false);
   cpu::FusedAttentionBackward(fqkv.span(), fout.get(), lse, fdout.get(), shape, dots.data(),
@@ -256,15 +256,15 @@ void CpuDevice::FusedAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, Const
 
 void CpuDevice::CrossEntropy(ConstTensorRef logits, const int64_t* labels, int64_t batch,
                              int64_t classes, float scale, TensorRef dlogits, double* loss) {
-  const cpu::FloatInput flogits(logits, batch * classes);
-  const cpu::FloatOutput fdlogits(dlogits, batch * classes);
+  const FloatInput flogits(*this, logits, batch * classes);
+  const FloatOutput fdlogits(*this, dlogits, batch * classes);
   *loss = cpu::CrossEntropy(flogits.get(), labels, batch, classes, scale, fdlogits.get());
 }
 
 void CpuDevice::MeanSquaredError(ConstTensorRef pred, ConstTensorRef target, int64_t batch,
                                  int64_t out, float scale, TensorRef dpred, double* loss) {
-  const cpu::FloatInput fpred(pred, batch * out), ftarget(target, batch * out);
-  const cpu::FloatOutput fdpred(dpred, batch * out);
+  const FloatInput fpred(*this, pred, batch * out), ftarget(*this, target, batch * out);
+  const FloatOutput fdpred(*this, dpred, batch * out);
   *loss = cpu::MeanSquaredError(fpred.get(), ftarget.get(), batch, out, scale, fdpred.get());
 }
 

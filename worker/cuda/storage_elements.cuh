@@ -1,0 +1,68 @@
+#ifndef SHARDWISE_WORKER_CUDA_STORAGE_ELEMENTS_CUH_
+#define SHARDWISE_WORKER_CUDA_STORAGE_ELEMENTS_CUH_
+
+// Kernels that read and write values in their storage type (runtime/tensor_ref.h: FP32,
+// or a job's 16-bit param_dtype) compute in float: a 16-bit value is widened exactly as
+// it is loaded and a result rounded to nearest even as it is stored, as cuda::Narrow
+// rounds, so a kernel typed this way writes the value that FP32 storage followed by
+// RoundToPrecision holds. CUDA source only.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "worker/runtime/scalar_type.h"
+
+namespace shardwise::cuda::internal {
+
+__device__ __forceinline__ float LoadFloat(const float* p, size_t i) { return p[i]; }
+__device__ __forceinline__ float LoadFloat(const __nv_bfloat16* p, size_t i) {
+  return __bfloat162float(p[i]);
+}
+__device__ __forceinline__ float LoadFloat(const __half* p, size_t i) { return __half2float(p[i]); }
+
+__device__ __forceinline__ void StoreFloat(float* p, size_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void StoreFloat(__nv_bfloat16* p, size_t i, float v) {
+  p[i] = __float2bfloat16_rn(v);
+}
+__device__ __forceinline__ void StoreFloat(__half* p, size_t i, float v) {
+  p[i] = __float2half_rn(v);
+}
+
+// Calls `f` with a null `T*` for the C++ type that stores `type`'s values (float,
+// __nv_bfloat16 or __half), so a launcher instantiates its kernel for the argument's
+// type; false for a type no kernel stores (INT64, FP64).
+template <typename F>
+bool WithStoredType(ScalarType type, F&& f) {
+  switch (type) {
+    case ScalarType::kFloat32:
+      std::forward<F>(f)(static_cast<float*>(nullptr));
+      return true;
+    case ScalarType::kBFloat16:
+      std::forward<F>(f)(static_cast<__nv_bfloat16*>(nullptr));
+      return true;
+    case ScalarType::kFloat16:
+      std::forward<F>(f)(static_cast<__half*>(nullptr));
+      return true;
+    case ScalarType::kInt64:
+    case ScalarType::kFloat64:
+      break;
+  }
+  return false;
+}
+
+// The same for two arguments' types: `f` gets a null pointer of each.
+template <typename F>
+bool WithStoredTypes(ScalarType first, ScalarType second, F&& f) {
+  bool typed = false;
+  WithStoredType(first, [&](auto* first_type) {
+    typed = WithStoredType(second, [&](auto* second_type) { f(first_type, second_type); });
+  });
+  return typed;
+}
+
+}  // namespace shardwise::cuda::internal
+
+#endif  // SHARDWISE_WORKER_CUDA_STORAGE_ELEMENTS_CUH_
