@@ -230,9 +230,7 @@ void CudaDevice::RoundToPrecision(ScalarType type, float* data, size_t n) {
 }
 
 void CudaDevice::Accumulate(TensorRef dst, ConstTensorRef src, size_t n) {
-  const FloatInput from(*this, src, n);
-  const FloatOutput to(*this, dst, n, /*read_first=*/true);
-  Check(cuda::Accumulate(to.get(), from.get(), n, stream()), "Accumulate");
+  Check(cuda::Accumulate(dst, src, n, stream()), "Accumulate");
 }
 
 void CudaDevice::Multiply(float* data, size_t n, float factor) {
@@ -310,19 +308,13 @@ void CudaDevice::LinearBackward(ConstTensorRef x, ConstTensorRef w, ConstTensorR
 }
 
 void CudaDevice::ActivationForward(v1::Activation act, ConstTensorRef x, size_t n, TensorRef y) {
-  const FloatInput fx(*this, x, n);
-  const FloatOutput fy(*this, y, n);
-  Check(cuda::ActivationForward(KernelActivation(act), fx.get(), n, fy.get(), stream()),
-        "ActivationForward");
+  Check(cuda::ActivationForward(KernelActivation(act), x, n, y, stream()), "ActivationForward");
 }
 
 void CudaDevice::ActivationBackward(v1::Activation act, ConstTensorRef x, ConstTensorRef dy,
                                     size_t n, TensorRef dx) {
-  const FloatInput fx(*this, x, n), fdy(*this, dy, n);
-  const FloatOutput fdx(*this, dx, n);
-  Check(
-      cuda::ActivationBackward(KernelActivation(act), fx.get(), fdy.get(), n, fdx.get(), stream()),
-      "ActivationBackward");
+  Check(cuda::ActivationBackward(KernelActivation(act), x, dy, n, dx, stream()),
+        "ActivationBackward");
 }
 
 void CudaDevice::EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64_t n, int64_t dim,
@@ -410,10 +402,7 @@ void CudaDevice::UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int64_t
 }
 
 void CudaDevice::MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t n, TensorRef out) {
-  const FloatInput fa(*this, a, n), fb(*this, b, n);
-  const FloatOutput fout(*this, out, n);
-  Check(cuda::MultiplyElementwise(fa.get(), fb.get(), n, fout.get(), stream()),
-        "MultiplyElementwise");
+  Check(cuda::MultiplyElementwise(a, b, n, out, stream()), "MultiplyElementwise");
 }
 
 // Attention's GEMMs use cuBLAS on the compute stream: like the Linear layers, they run on

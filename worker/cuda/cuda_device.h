@@ -14,9 +14,10 @@
 // same sums up to their order. A 16-bit job's activations and unsharded parameters are
 // stored in FP32 by default, or in param_dtype itself with cuda.storage PARAM_DTYPE: then
 // the GEMMs read their operands in place and write their outputs in it, as do the
-// embedding lookup, the bias broadcast and its gradient, and the cross-entropy
-// (storage_elements.cuh); the other layers still compute on FP32 copies
-// (compute/float_views.h), until their kernels read 16-bit storage too (issue 47). FUSED attention
+// embedding lookup, the bias broadcast and its gradient, the activations, the residual
+// sums and the cross-entropy (storage_elements.cuh); the norms, rotary embeddings and
+// attention still compute on FP32 copies (compute/float_views.h), until their kernels
+// read 16-bit storage too (issue 47). FUSED attention
 // runs cuDNN's flash attention where cudnn_requirements.h says it can (BF16/FP16 operands), else
 // the CUDA-core kernel of fused_attention.h; the first use of each choice is logged with its
 // reason.

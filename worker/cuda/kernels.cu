@@ -135,49 +135,54 @@ __global__ void AddColumnSumsKernel(const T* dy, int64_t rows, int64_t cols, flo
 // Activations in float with the device's erff, tanhf and expf (compute/pointwise.h's
 // *Float forms, as PyTorch's CUDA kernels compute them), not in double: FP64 runs at a
 // fraction of FP32's rate on most GPUs, and the double form cost 3.9 ms of a GPT-2 step.
-__global__ void ActivationForwardKernel(Activation act, const float* x, size_t n, float* y) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    switch (act) {
-      case Activation::kGelu:
-        y[i] = pointwise::GeluFloat(x[i]);
-        break;
-      case Activation::kGeluTanh:
-        y[i] = pointwise::GeluTanhFloat(x[i]);
-        break;
-      case Activation::kSilu:
-        y[i] = pointwise::SiluFloat(x[i]);
-        break;
-      default:
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-    }
+__device__ __forceinline__ float Activated(Activation act, float x) {
+  switch (act) {
+    case Activation::kGelu:
+      return pointwise::GeluFloat(x);
+    case Activation::kGeluTanh:
+      return pointwise::GeluTanhFloat(x);
+    case Activation::kSilu:
+      return pointwise::SiluFloat(x);
+    default:
+      return x > 0.0f ? x : 0.0f;
   }
 }
 
-__global__ void ActivationBackwardKernel(Activation act, const float* x, const float* dy, size_t n,
-                                         float* dx) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    switch (act) {
-      case Activation::kGelu:
-        dx[i] = dy[i] * pointwise::GeluGradFloat(x[i]);
-        break;
-      case Activation::kGeluTanh:
-        dx[i] = dy[i] * pointwise::GeluTanhGradFloat(x[i]);
-        break;
-      case Activation::kSilu:
-        dx[i] = dy[i] * pointwise::SiluGradFloat(x[i]);
-        break;
-      default:
-        dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
-    }
+__device__ __forceinline__ float ActivationGradient(Activation act, float x, float dy) {
+  switch (act) {
+    case Activation::kGelu:
+      return dy * pointwise::GeluGradFloat(x);
+    case Activation::kGeluTanh:
+      return dy * pointwise::GeluTanhGradFloat(x);
+    case Activation::kSilu:
+      return dy * pointwise::SiluGradFloat(x);
+    default:
+      return x > 0.0f ? dy : 0.0f;
   }
 }
 
-__global__ void AccumulateKernel(float* dst, const float* src, size_t n) {
+// The elementwise kernels read and write their storage type T (storage_elements.cuh).
+template <typename T>
+__global__ void ActivationForwardKernel(Activation act, const T* x, size_t n, T* y) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    dst[i] += src[i];
+    StoreFloat(y, i, Activated(act, LoadFloat(x, i)));
+  }
+}
+
+template <typename T>
+__global__ void ActivationBackwardKernel(Activation act, const T* x, const T* dy, size_t n, T* dx) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    StoreFloat(dx, i, ActivationGradient(act, LoadFloat(x, i), LoadFloat(dy, i)));
+  }
+}
+
+template <typename T>
+__global__ void AccumulateKernel(T* dst, const T* src, size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    StoreFloat(dst, i, LoadFloat(dst, i) + LoadFloat(src, i));
   }
 }
 
@@ -386,18 +391,27 @@ cudaError_t AddColumnSums(ConstTensorRef dy, int64_t rows, int64_t cols, float* 
   return typed ? Launched() : cudaErrorInvalidValue;
 }
 
-cudaError_t ActivationForward(Activation act, const float* x, size_t n, float* y,
+cudaError_t ActivationForward(Activation act, ConstTensorRef x, size_t n, TensorRef y,
                               cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  ActivationForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(act, x, n, y);
-  return Launched();
+  const bool typed = WithSharedStoredType({x.type(), y.type()}, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    ActivationForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(
+        act, static_cast<const T*>(x.data()), n, static_cast<T*>(y.data()));
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
-cudaError_t ActivationBackward(Activation act, const float* x, const float* dy, size_t n, float* dx,
-                               cudaStream_t stream) {
+cudaError_t ActivationBackward(Activation act, ConstTensorRef x, ConstTensorRef dy, size_t n,
+                               TensorRef dx, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  ActivationBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(act, x, dy, n, dx);
-  return Launched();
+  const bool typed = WithSharedStoredType({x.type(), dy.type(), dx.type()}, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    ActivationBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(
+        act, static_cast<const T*>(x.data()), static_cast<const T*>(dy.data()), n,
+        static_cast<T*>(dx.data()));
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
 cudaError_t CrossEntropy(ConstTensorRef logits, const int64_t* labels, int64_t batch,
@@ -456,10 +470,14 @@ cudaError_t ClipToNorm(float* x, size_t n, const float* squared_norm, double max
   return Launched();
 }
 
-cudaError_t Accumulate(float* dst, const float* src, size_t n, cudaStream_t stream) {
+cudaError_t Accumulate(TensorRef dst, ConstTensorRef src, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  AccumulateKernel<<<Blocks(n), kThreads, 0, stream>>>(dst, src, n);
-  return Launched();
+  const bool typed = WithSharedStoredType({dst.type(), src.type()}, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    AccumulateKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<T*>(dst.data()),
+                                                         static_cast<const T*>(src.data()), n);
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
 cudaError_t Multiply(float* data, size_t n, float factor, cudaStream_t stream) {

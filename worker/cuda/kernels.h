@@ -42,11 +42,13 @@ cudaError_t AddColumnSums(ConstTensorRef dy, int64_t rows, int64_t cols, float* 
 // GELU: the exact (erf) form, torch's default; GELU_TANH its tanh approximation; SILU
 // x * sigmoid(x) (the Llama MLP's gate).
 enum class Activation { kRelu, kGelu, kGeluTanh, kSilu };
-// y = act(x); dx = dy * act'(x) (dx may alias dy).
-cudaError_t ActivationForward(Activation act, const float* x, size_t n, float* y,
+// y = act(x); dx = dy * act'(x) (dx may alias dy). The arguments share one type, FP32 or
+// 16-bit (computed in float, each output rounded once as stored), else
+// cudaErrorInvalidValue.
+cudaError_t ActivationForward(Activation act, ConstTensorRef x, size_t n, TensorRef y,
                               cudaStream_t stream);
-cudaError_t ActivationBackward(Activation act, const float* x, const float* dy, size_t n, float* dx,
-                               cudaStream_t stream);
+cudaError_t ActivationBackward(Activation act, ConstTensorRef x, ConstTensorRef dy, size_t n,
+                               TensorRef dx, cudaStream_t stream);
 
 // Mean cross-entropy of logits[batch, classes] against labels[batch] (int64):
 // dlogits = (softmax - onehot) * scale / batch, and *loss = mean loss * scale (one double
@@ -70,8 +72,9 @@ cudaError_t DoubleToFloat(const double* in, float* out, size_t n, cudaStream_t s
 cudaError_t ClipToNorm(float* x, size_t n, const float* squared_norm, double max_norm,
                        cudaStream_t stream);
 
-// dst[i] += src[i] (accumulating a reduced gradient into the saved shard).
-cudaError_t Accumulate(float* dst, const float* src, size_t n, cudaStream_t stream);
+// dst[i] += src[i] (a reduced gradient into the saved shard, or a residual's sum): dst and
+// src of one type, FP32 or 16-bit (the sum in float, rounded once as stored).
+cudaError_t Accumulate(TensorRef dst, ConstTensorRef src, size_t n, cudaStream_t stream);
 // x *= scale, and *found_inf = 1 if any result is inf or NaN (left unchanged otherwise):
 // the loss scaler's unscale.
 cudaError_t ScaleAndCheckFinite(float* x, size_t n, float scale, int* found_inf,

@@ -288,6 +288,48 @@ TEST_F(KernelsTest, SixteenBitStorageEqualsFp32StorageRounded) {
   }
 }
 
+// The elementwise kernels likewise: GELU forward and backward (in place, as the block runs
+// it) and a residual sum, in 16-bit storage against FP32 storage then rounding.
+TEST_F(KernelsTest, SixteenBitElementwiseEqualsFp32Rounded) {
+  const size_t n = 100003;
+  for (ScalarType type : {ScalarType::kBFloat16, ScalarType::kFloat16}) {
+    SCOPED_TRACE(ScalarTypeName(type));
+    std::vector<float> x = RandomFloats(n, 71, 4.0f), dy = RandomFloats(n, 72);
+    cpu::RoundToPrecision(type, x.data(), n);
+    cpu::RoundToPrecision(type, dy.data(), n);
+    std::vector<uint16_t> x_bits(n), dy_bits(n);
+    cpu::Narrow(type, x.data(), x_bits.data(), n);
+    cpu::Narrow(type, dy.data(), dy_bits.data(), n);
+    DeviceVector<float> x32(x), y32(n), dy32(dy);
+    DeviceVector<uint16_t> x16(x_bits), y16(n), dy16(dy_bits);
+    const ConstTensorRef cx16(x16.get(), type);
+    ASSERT_EQ(ActivationForward(Activation::kGelu, x32.get(), n, y32.get(), nullptr), cudaSuccess);
+    ASSERT_EQ(ActivationForward(Activation::kGelu, cx16, n, TensorRef(y16.get(), type), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(ActivationBackward(Activation::kGelu, x32.get(), dy32.get(), n, dy32.get(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(ActivationBackward(Activation::kGelu, cx16, ConstTensorRef(dy16.get(), type), n,
+                                 TensorRef(dy16.get(), type), nullptr),
+              cudaSuccess);
+    // FP32 storage rounds each output in place, the residual's sum after y's.
+    ASSERT_EQ(RoundToPrecision(type, y32.get(), n, nullptr), cudaSuccess);
+    ASSERT_EQ(RoundToPrecision(type, dy32.get(), n, nullptr), cudaSuccess);
+    ASSERT_EQ(Accumulate(x32.get(), y32.get(), n, nullptr), cudaSuccess);
+    ASSERT_EQ(RoundToPrecision(type, x32.get(), n, nullptr), cudaSuccess);
+    ASSERT_EQ(Accumulate(TensorRef(x16.get(), type), ConstTensorRef(y16.get(), type), n, nullptr),
+              cudaSuccess);
+    for (const auto& [got16, want] :
+         {std::pair<DeviceVector<uint16_t>*, DeviceVector<float>*>{&y16, &y32},
+          {&dy16, &dy32},
+          {&x16, &x32}}) {
+      const std::vector<uint16_t> bits = got16->ToHost();
+      std::vector<float> got(n);
+      cpu::Widen(type, bits.data(), got.data(), n);
+      EXPECT_EQ(got, want->ToHost());
+    }
+  }
+}
+
 TEST_F(KernelsTest, NormAccumulateAndUnscale) {
   const size_t n = 1000003;
   const std::vector<float> x = RandomFloats(n, 31);

@@ -1,7 +1,10 @@
+#include <type_traits>
+
 #include "worker/compute/attention_shape.h"
 #include "worker/compute/llama_rows.h"
 #include "worker/cuda/kernel_support.cuh"
 #include "worker/cuda/llama_kernels.h"
+#include "worker/cuda/storage_elements.cuh"
 
 namespace shardwise::cuda {
 namespace {
@@ -125,10 +128,11 @@ __global__ void UnpackKeyValueGradKernel(const float* dqkv, int64_t rows, int64_
 
 // ---- elementwise ------------------------------------------------------------------------
 
-__global__ void MultiplyElementwiseKernel(const float* a, const float* b, size_t n, float* out) {
+template <typename T>
+__global__ void MultiplyElementwiseKernel(const T* a, const T* b, size_t n, T* out) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    out[i] = a[i] * b[i];
+    StoreFloat(out, i, LoadFloat(a, i) * LoadFloat(b, i));
   }
 }
 
@@ -184,11 +188,16 @@ cudaError_t UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads,
   return Launched();
 }
 
-cudaError_t MultiplyElementwise(const float* a, const float* b, size_t n, float* out,
+cudaError_t MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t n, TensorRef out,
                                 cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  MultiplyElementwiseKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, n, out);
-  return Launched();
+  const bool typed = WithSharedStoredType({a.type(), b.type(), out.type()}, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    MultiplyElementwiseKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const T*>(a.data()),
+                                                                  static_cast<const T*>(b.data()),
+                                                                  n, static_cast<T*>(out.data()));
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
 }  // namespace shardwise::cuda

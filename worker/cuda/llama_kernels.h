@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "worker/runtime/tensor_ref.h"
+
 namespace shardwise::cuda {
 
 // RMSNorm over rows of `dim`, one warp per row (norm_rows::RmsNormForwardRow: the squares
@@ -42,8 +44,9 @@ cudaError_t UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads,
                                  int64_t head_dim, float* dq, float* dk, float* dv,
                                  cudaStream_t stream);
 
-// out[i] = a[i] * b[i].
-cudaError_t MultiplyElementwise(const float* a, const float* b, size_t n, float* out,
+// out[i] = a[i] * b[i], the three of one type, FP32 or 16-bit (the product in float,
+// rounded once as stored), else cudaErrorInvalidValue.
+cudaError_t MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t n, TensorRef out,
                                 cudaStream_t stream);
 
 }  // namespace shardwise::cuda

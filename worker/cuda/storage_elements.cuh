@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 
 #include <cstddef>
+#include <initializer_list>
 #include <utility>
 
 #include "worker/runtime/scalar_type.h"
@@ -51,6 +52,16 @@ bool WithStoredType(ScalarType type, F&& f) {
       break;
   }
   return false;
+}
+
+// For arguments that share one type (an elementwise kernel's inputs and outputs): false
+// where they differ.
+template <typename F>
+bool WithSharedStoredType(std::initializer_list<ScalarType> types, F&& f) {
+  for (ScalarType type : types) {
+    if (type != *types.begin()) return false;
+  }
+  return WithStoredType(*types.begin(), std::forward<F>(f));
 }
 
 // The same for two arguments' types: `f` gets a null pointer of each.
