@@ -133,11 +133,13 @@ SHARDWISE_HOST_DEVICE inline float Rstd(float squares, int64_t dim, float eps) {
   return 1.0f / sqrtf(squares / static_cast<float>(dim) + eps);
 }
 
-// Writes y's groups (w, b null: 1 and 0); returns the row's mean and 1/std.
-template <typename Load, typename Reduce>
+// Writes y's groups (w, b null: 1 and 0); returns the row's mean and 1/std. `Out` is a
+// float* or what stores a float into another type by `y[j] = value` (a 16-bit row on the
+// GPU, cuda/storage_elements.cuh), here and in the routines below.
+template <typename Load, typename Reduce, typename Out>
 SHARDWISE_HOST_DEVICE Moments LayerNormForwardRow(const Load& x, const float* w, const float* b,
                                                   int64_t dim, float eps, const Reduce& reduce,
-                                                  Writer writer, float* y) {
+                                                  Writer writer, Out y) {
   const float mean = reduce(dim, x) / static_cast<float>(dim);
   const float squares = reduce(dim, [&](int64_t g) { return Squares(x(g), mean); });
   const float rstd = Rstd(squares, dim, eps);
@@ -153,10 +155,10 @@ SHARDWISE_HOST_DEVICE Moments LayerNormForwardRow(const Load& x, const float* w,
 }
 
 // Writes dx's groups from the forward's mean and rstd.
-template <typename Load, typename Reduce>
+template <typename Load, typename Reduce, typename Out>
 SHARDWISE_HOST_DEVICE void LayerNormInputGradRow(const Load& x, const Load& dy, const float* w,
                                                  Moments moments, int64_t dim, const Reduce& reduce,
-                                                 Writer writer, float* dx) {
+                                                 Writer writer, Out dx) {
   const auto g_of = [&](int64_t g) { return Products(dy(g), WeightQuad(w, g, dim)); };
   const auto xhat_of = [&](int64_t g) { return Xhat(x(g), moments.mean, moments.rstd); };
   const float n = static_cast<float>(dim);
@@ -172,9 +174,9 @@ SHARDWISE_HOST_DEVICE void LayerNormInputGradRow(const Load& x, const Load& dy, 
 }
 
 // Writes y's groups (y = w * (x * rstd)); returns rstd.
-template <typename Load, typename Reduce>
+template <typename Load, typename Reduce, typename Out>
 SHARDWISE_HOST_DEVICE float RmsNormForwardRow(const Load& x, const float* w, int64_t dim, float eps,
-                                              const Reduce& reduce, Writer writer, float* y) {
+                                              const Reduce& reduce, Writer writer, Out y) {
   const float rstd = Rstd(reduce(dim, [&](int64_t g) { return Squares(x(g), 0.0f); }), dim, eps);
   for (int64_t g = writer.first; g < Groups(dim); g += writer.step) {
     const Quad in = x(g);
@@ -187,10 +189,10 @@ SHARDWISE_HOST_DEVICE float RmsNormForwardRow(const Load& x, const float* w, int
 }
 
 // Writes dx's groups: rstd * g - x * rstd^3 * sum(g * x) / dim, g = dy * w.
-template <typename Load, typename Reduce>
+template <typename Load, typename Reduce, typename Out>
 SHARDWISE_HOST_DEVICE void RmsNormInputGradRow(const Load& x, const Load& dy, const float* w,
                                                float rstd, int64_t dim, const Reduce& reduce,
-                                               Writer writer, float* dx) {
+                                               Writer writer, Out dx) {
   const auto g_of = [&](int64_t g) { return Products(dy(g), WeightQuad(w, g, dim)); };
   const float dot = reduce(dim, [&](int64_t g) { return Products(g_of(g), x(g)); });
   const float coefficient = rstd * rstd * rstd * dot / static_cast<float>(dim);

@@ -334,43 +334,38 @@ void CudaDevice::EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int6
         "EmbeddingBackward");
 }
 
+// The norms read and write their rows in the storage type; their weights (parameters,
+// 16-bit in 16-bit storage) go to the kernels as FP32 copies of one row each.
 void CudaDevice::LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b,
                                   int64_t rows, int64_t dim, float eps, TensorRef y, float* mean,
                                   float* rstd) {
-  const FloatInput fx(*this, x, rows * dim), fw(*this, w, dim), fb(*this, b, dim);
-  const FloatOutput fy(*this, y, rows * dim);
-  Check(cuda::LayerNormForward(fx.get(), fw.get(), fb.get(), rows, dim, eps, fy.get(), mean, rstd,
-                               stream()),
+  const FloatInput fw(*this, w, dim), fb(*this, b, dim);
+  Check(cuda::LayerNormForward(x, fw.get(), fb.get(), rows, dim, eps, y, mean, rstd, stream()),
         "LayerNormForward");
 }
 
 void CudaDevice::LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const float* mean,
                                    const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
                                    TensorRef dx, float* dw, float* db) {
-  const FloatInput fx(*this, x, rows * dim), fw(*this, w, dim), fdy(*this, dy, rows * dim);
-  const FloatOutput fdx(*this, dx, rows * dim);
+  const FloatInput fw(*this, w, dim);
   Buffer partials(allocator(), LayerNormBackwardPartials(rows, dim), MemoryCategory::kActivations,
                   ScalarType::kFloat64, false);
-  Check(cuda::LayerNormBackward(fx.get(), fw.get(), mean, rstd, fdy.get(), rows, dim, fdx.get(), dw,
-                                db, partials.as<double>(), stream()),
+  Check(cuda::LayerNormBackward(x, fw.get(), mean, rstd, dy, rows, dim, dx, dw, db,
+                                partials.as<double>(), stream()),
         "LayerNormBackward");
 }
 
 void CudaDevice::RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim,
                                 float eps, TensorRef y, float* rstd) {
-  const FloatInput fx(*this, x, rows * dim), fw(*this, w, dim);
-  const FloatOutput fy(*this, y, rows * dim);
-  Check(cuda::RmsNormForward(fx.get(), fw.get(), rows, dim, eps, fy.get(), rstd, stream()),
-        "RmsNormForward");
+  const FloatInput fw(*this, w, dim);
+  Check(cuda::RmsNormForward(x, fw.get(), rows, dim, eps, y, rstd, stream()), "RmsNormForward");
 }
 
 void CudaDevice::RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
                                  ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                                  float* dw) {
-  const FloatInput fx(*this, x, rows * dim), fw(*this, w, dim), fdy(*this, dy, rows * dim);
-  const FloatOutput fdx(*this, dx, rows * dim);
-  Check(cuda::RmsNormBackward(fx.get(), fw.get(), rstd, fdy.get(), rows, dim, fdx.get(), dw,
-                              stream()),
+  const FloatInput fw(*this, w, dim);
+  Check(cuda::RmsNormBackward(x, fw.get(), rstd, dy, rows, dim, dx, dw, stream()),
         "RmsNormBackward");
 }
 

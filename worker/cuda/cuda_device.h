@@ -15,7 +15,7 @@
 // stored in FP32 by default, or in param_dtype itself with cuda.storage PARAM_DTYPE: then
 // the GEMMs read their operands in place and write their outputs in it, as do the
 // embedding lookup, the bias broadcast and its gradient, the activations, the residual
-// sums and the cross-entropy (storage_elements.cuh); the norms, rotary embeddings and
+// sums, the norms and the cross-entropy (storage_elements.cuh); rotary embeddings and
 // attention still compute on FP32 copies (compute/float_views.h), until their kernels
 // read 16-bit storage too (issue 47). FUSED attention
 // runs cuDNN's flash attention where cudnn_requirements.h says it can (BF16/FP16 operands), else

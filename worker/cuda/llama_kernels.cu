@@ -14,40 +14,45 @@ using namespace internal;  // NOLINT(build/namespaces)
 
 // ---- RMSNorm ----------------------------------------------------------------------------
 
-// One warp per row (compute/norm_rows.h): float sums in a fixed order, 16-byte loads.
-__global__ void RmsNormForwardKernel(const float* x, const float* w, int64_t rows, int64_t dim,
-                                     float eps, float* y, float* rstd) {
+// One warp per row (compute/norm_rows.h): float sums in a fixed order, 16-byte loads of
+// FP32 rows; x, y, dy and dx in their storage type T (storage_elements.cuh).
+template <typename T>
+__global__ void RmsNormForwardKernel(const T* x, const float* w, int64_t rows, int64_t dim,
+                                     float eps, T* y, float* rstd) {
   const WarpPosition at = ThisWarp();
   const DeviceWarp reduce{at.lane};
   const norm_rows::Writer lane_groups{at.lane, norm_rows::kLanes};
   for (int64_t row = at.warp; row < rows; row += at.warps) {
-    const float row_rstd = norm_rows::RmsNormForwardRow(DeviceRow(x + row * dim, dim), w, dim, eps,
-                                                        reduce, lane_groups, y + row * dim);
+    const float row_rstd = norm_rows::RmsNormForwardRow(
+        LoadRow(x + row * dim, dim), w, dim, eps, reduce, lane_groups, StoreRow(y + row * dim));
     if (at.lane == 0) rstd[row] = row_rstd;
   }
 }
 
-__global__ void RmsNormInputGradKernel(const float* x, const float* w, const float* rstd,
-                                       const float* dy, int64_t rows, int64_t dim, float* dx) {
+template <typename T>
+__global__ void RmsNormInputGradKernel(const T* x, const float* w, const float* rstd, const T* dy,
+                                       int64_t rows, int64_t dim, T* dx) {
   const WarpPosition at = ThisWarp();
   const DeviceWarp reduce{at.lane};
   const norm_rows::Writer lane_groups{at.lane, norm_rows::kLanes};
   for (int64_t row = at.warp; row < rows; row += at.warps) {
-    norm_rows::RmsNormInputGradRow(DeviceRow(x + row * dim, dim), DeviceRow(dy + row * dim, dim), w,
-                                   rstd[row], dim, reduce, lane_groups, dx + row * dim);
+    norm_rows::RmsNormInputGradRow(LoadRow(x + row * dim, dim), LoadRow(dy + row * dim, dim), w,
+                                   rstd[row], dim, reduce, lane_groups, StoreRow(dx + row * dim));
   }
 }
 
 // dw[j] += dy * (x * rstd) row after row, rounded as the CPU's float loop rounds it
 // (explicit roundings: no FMA contraction), so dw is the CPU's bit for bit.
-__global__ void RmsNormWeightGradKernel(const float* x, const float* rstd, const float* dy,
-                                        int64_t rows, int64_t dim, float* dw) {
+template <typename T>
+__global__ void RmsNormWeightGradKernel(const T* x, const float* rstd, const T* dy, int64_t rows,
+                                        int64_t dim, float* dw) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < dim;
        j += stride) {
     float sum = dw[j];
     for (int64_t r = 0; r < rows; ++r) {
-      sum = __fadd_rn(sum, __fmul_rn(dy[r * dim + j], __fmul_rn(x[r * dim + j], rstd[r])));
+      sum = __fadd_rn(sum, __fmul_rn(LoadFloat(dy, r * dim + j),
+                                     __fmul_rn(LoadFloat(x, r * dim + j), rstd[r])));
     }
     dw[j] = sum;
   }
@@ -138,21 +143,31 @@ __global__ void MultiplyElementwiseKernel(const T* a, const T* b, size_t n, T* o
 
 }  // namespace
 
-cudaError_t RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
-                           float* y, float* rstd, cudaStream_t stream) {
+cudaError_t RmsNormForward(ConstTensorRef x, const float* w, int64_t rows, int64_t dim, float eps,
+                           TensorRef y, float* rstd, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  RmsNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(x, w, rows, dim, eps, y, rstd);
-  return Launched();
+  const bool typed = WithSharedStoredType({x.type(), y.type()}, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    RmsNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
+        static_cast<const T*>(x.data()), w, rows, dim, eps, static_cast<T*>(y.data()), rstd);
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
-cudaError_t RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
-                            int64_t rows, int64_t dim, float* dx, float* dw, cudaStream_t stream) {
+cudaError_t RmsNormBackward(ConstTensorRef x, const float* w, const float* rstd, ConstTensorRef dy,
+                            int64_t rows, int64_t dim, TensorRef dx, float* dw,
+                            cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
-  RmsNormInputGradKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(x, w, rstd, dy, rows, dim, dx);
-  const cudaError_t error = Launched();
-  if (error != cudaSuccess) return error;
-  RmsNormWeightGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(x, rstd, dy, rows, dim, dw);
-  return Launched();
+  const bool typed = WithSharedStoredType({x.type(), dy.type(), dx.type()}, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    const T* x_values = static_cast<const T*>(x.data());
+    const T* dy_values = static_cast<const T*>(dy.data());
+    RmsNormInputGradKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
+        x_values, w, rstd, dy_values, rows, dim, static_cast<T*>(dx.data()));
+    RmsNormWeightGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(x_values, rstd, dy_values, rows,
+                                                                  dim, dw);
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
 cudaError_t Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,

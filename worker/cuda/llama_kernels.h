@@ -19,13 +19,16 @@ namespace shardwise::cuda {
 
 // RMSNorm over rows of `dim`, one warp per row (norm_rows::RmsNormForwardRow: the squares
 // summed in float in a fixed order, as Hugging Face computes the variance in float32; the
-// CPU sums in double, so the two differ by rounding); keeps rstd [rows].
-cudaError_t RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
-                           float* y, float* rstd, cudaStream_t stream);
+// CPU sums in double, so the two differ by rounding); keeps rstd [rows]. x and y (dy and
+// dx below) share one type, FP32 or 16-bit (storage_elements.cuh), else
+// cudaErrorInvalidValue; w, rstd and dw are FP32.
+cudaError_t RmsNormForward(ConstTensorRef x, const float* w, int64_t rows, int64_t dim, float eps,
+                           TensorRef y, float* rstd, cudaStream_t stream);
 // Writes dx (one warp per row: norm_rows::RmsNormInputGradRow); adds to dw, one thread
 // per column adding dy * (x * rstd) over the rows in row order, as the CPU loop does.
-cudaError_t RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
-                            int64_t rows, int64_t dim, float* dx, float* dw, cudaStream_t stream);
+cudaError_t RmsNormBackward(ConstTensorRef x, const float* w, const float* rstd, ConstTensorRef dy,
+                            int64_t rows, int64_t dim, TensorRef dx, float* dw,
+                            cudaStream_t stream);
 
 // Rotary embeddings in place on x [rows, heads * head_dim], one thread per rotated pair
 // (llama_rows::RotatePair); row r is at position r % seq of the tables [positions,

@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/compute/casts.h"
 #include "worker/compute/cpu/llama_layers.h"
 #include "worker/compute/pointwise.h"
 #include "worker/cuda/cuda_device.h"
@@ -74,6 +76,46 @@ TEST_F(LlamaKernelsTest, RmsNormMatchesTheCpu) {
     EXPECT_EQ(again_dx.ToHost(), d_dx.ToHost());
     EXPECT_EQ(again_dw.ToHost(), d_dw.ToHost());
   }
+}
+
+// 16-bit storage (Device::StorageType): x, w, dy and the outputs in BF16 give the bits of
+// FP32 storage followed by rounding (the same float arithmetic on the same values, each
+// output rounded once as stored); rstd and dw, FP32 in both, are equal too.
+TEST_F(LlamaKernelsTest, RmsNormInSixteenBitStorageEqualsFp32StorageRounded) {
+  constexpr ScalarType kType = ScalarType::kBFloat16;
+  const int64_t rows = 70, dim = 1031;
+  std::vector<float> x = RandomFloats(rows * dim, 31, 2.0f), w = RandomFloats(dim, 32),
+                     dy = RandomFloats(rows * dim, 33);
+  std::vector<std::vector<uint16_t>> bits;
+  for (std::vector<float>* v : {&x, &w, &dy}) {
+    cpu::RoundToPrecision(kType, v->data(), v->size());
+    bits.emplace_back(v->size());
+    cpu::Narrow(kType, v->data(), bits.back().data(), v->size());
+  }
+  DeviceVector<float> x32(x), w32(w), dy32(dy), y32(rows * dim), dx32(rows * dim), rstd32(rows),
+      dw32(dim);
+  DeviceVector<uint16_t> x16(bits[0]), w16(bits[1]), dy16(bits[2]), y16(rows * dim),
+      dx16(rows * dim);
+  DeviceVector<float> rstd16(rows), dw16(dim);
+  device_->RmsNormForward(x32.get(), w32.get(), rows, dim, 1e-5f, y32.get(), rstd32.get());
+  device_->RmsNormBackward(x32.get(), w32.get(), rstd32.get(), dy32.get(), rows, dim, dx32.get(),
+                           dw32.get());
+  device_->RoundToPrecision(kType, y32.get(), y32.size());
+  device_->RoundToPrecision(kType, dx32.get(), dx32.size());
+  const ConstTensorRef cx16(x16.get(), kType), cw16(w16.get(), kType);
+  device_->RmsNormForward(cx16, cw16, rows, dim, 1e-5f, TensorRef(y16.get(), kType), rstd16.get());
+  device_->RmsNormBackward(cx16, cw16, rstd16.get(), ConstTensorRef(dy16.get(), kType), rows, dim,
+                           TensorRef(dx16.get(), kType), dw16.get());
+  ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+  for (const auto& [got16, want] :
+       {std::pair<DeviceVector<uint16_t>*, DeviceVector<float>*>{&y16, &y32}, {&dx16, &dx32}}) {
+    const std::vector<uint16_t> got_bits = got16->ToHost();
+    std::vector<float> got(got_bits.size());
+    cpu::Widen(kType, got_bits.data(), got.data(), got.size());
+    EXPECT_EQ(got, want->ToHost());
+  }
+  EXPECT_EQ(rstd16.ToHost(), rstd32.ToHost());
+  EXPECT_EQ(dw16.ToHost(), dw32.ToHost());
 }
 
 // Real rotary tables: angle pos * 10000^(-2i / head_dim).

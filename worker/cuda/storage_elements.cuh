@@ -14,6 +14,8 @@
 #include <initializer_list>
 #include <utility>
 
+#include "worker/compute/norm_rows.h"
+#include "worker/cuda/kernel_support.cuh"
 #include "worker/runtime/scalar_type.h"
 
 namespace shardwise::cuda::internal {
@@ -72,6 +74,52 @@ bool WithStoredTypes(ScalarType first, ScalarType second, F&& f) {
     typed = WithStoredType(second, [&](auto* second_type) { f(first_type, second_type); });
   });
   return typed;
+}
+
+// A row of T values as compute/norm_rows.h's routines read it (groups of four, zero past
+// the row's end) and write it (`row[j] = value`): FP32 rows are kernel_support.cuh's
+// DeviceRow (16-byte loads) and plain pointers; 16-bit rows are read value by value,
+// widened, and written rounded once.
+template <typename T>
+struct StoredRowLoad {
+  const T* row;
+  int64_t dim;
+  __device__ norm_rows::Quad operator()(int64_t g) const {
+    norm_rows::Quad q{};
+    for (int k = 0; k < norm_rows::kVector; ++k) {
+      const int64_t j = g * norm_rows::kVector + k;
+      q.v[k] = j < dim ? LoadFloat(row, j) : 0.0f;
+    }
+    return q;
+  }
+};
+template <typename T>
+struct StoredRowStore {
+  struct Element {
+    T* place;
+    __device__ void operator=(float value) const { StoreFloat(place, 0, value); }  // NOLINT
+  };
+  T* row;
+  __device__ Element operator[](int64_t j) const { return {row + j}; }
+};
+
+template <typename T>
+struct RowAccess {
+  using Load = StoredRowLoad<T>;
+  using Store = StoredRowStore<T>;
+};
+template <>
+struct RowAccess<float> {
+  using Load = DeviceRow;
+  using Store = float*;
+};
+template <typename T>
+__device__ typename RowAccess<T>::Load LoadRow(const T* row, int64_t dim) {
+  return typename RowAccess<T>::Load{row, dim};
+}
+template <typename T>
+__device__ typename RowAccess<T>::Store StoreRow(T* row) {
+  return typename RowAccess<T>::Store{row};
 }
 
 }  // namespace shardwise::cuda::internal

@@ -102,15 +102,17 @@ size_t ScratchBytes(int64_t n, size_t sort_bytes) {
 
 // ---- layer norm -------------------------------------------------------------------------
 
-// One warp per row (compute/norm_rows.h): float sums in a fixed order, 16-byte loads.
-__global__ void LayerNormForwardKernel(const float* x, const float* w, const float* b, int64_t rows,
-                                       int64_t dim, float eps, float* y, float* mean, float* rstd) {
+// One warp per row (compute/norm_rows.h): float sums in a fixed order, 16-byte loads of
+// FP32 rows; x, y, dy and dx in their storage type T (storage_elements.cuh).
+template <typename T>
+__global__ void LayerNormForwardKernel(const T* x, const float* w, const float* b, int64_t rows,
+                                       int64_t dim, float eps, T* y, float* mean, float* rstd) {
   const WarpPosition at = ThisWarp();
   const DeviceWarp reduce{at.lane};
   const norm_rows::Writer lane_groups{at.lane, norm_rows::kLanes};
   for (int64_t row = at.warp; row < rows; row += at.warps) {
     const norm_rows::Moments moments = norm_rows::LayerNormForwardRow(
-        DeviceRow(x + row * dim, dim), w, b, dim, eps, reduce, lane_groups, y + row * dim);
+        LoadRow(x + row * dim, dim), w, b, dim, eps, reduce, lane_groups, StoreRow(y + row * dim));
     if (at.lane == 0) {
       mean[row] = moments.mean;
       rstd[row] = moments.rstd;
@@ -118,23 +120,25 @@ __global__ void LayerNormForwardKernel(const float* x, const float* w, const flo
   }
 }
 
-__global__ void LayerNormInputGradKernel(const float* x, const float* w, const float* mean,
-                                         const float* rstd, const float* dy, int64_t rows,
-                                         int64_t dim, float* dx) {
+template <typename T>
+__global__ void LayerNormInputGradKernel(const T* x, const float* w, const float* mean,
+                                         const float* rstd, const T* dy, int64_t rows, int64_t dim,
+                                         T* dx) {
   const WarpPosition at = ThisWarp();
   const DeviceWarp reduce{at.lane};
   const norm_rows::Writer lane_groups{at.lane, norm_rows::kLanes};
   for (int64_t row = at.warp; row < rows; row += at.warps) {
-    norm_rows::LayerNormInputGradRow(DeviceRow(x + row * dim, dim), DeviceRow(dy + row * dim, dim),
-                                     w, {mean[row], rstd[row]}, dim, reduce, lane_groups,
-                                     dx + row * dim);
+    norm_rows::LayerNormInputGradRow(LoadRow(x + row * dim, dim), LoadRow(dy + row * dim, dim), w,
+                                     {mean[row], rstd[row]}, dim, reduce, lane_groups,
+                                     StoreRow(dx + row * dim));
   }
 }
 
 // Block (column tile, chunk): each thread sums one column over the chunk's rows;
 // partials [2][chunks][dim]: the weight's sums, then the bias's.
-__global__ void LayerNormParamPartialsKernel(const float* x, const float* mean, const float* rstd,
-                                             const float* dy, int64_t rows, int64_t dim,
+template <typename T>
+__global__ void LayerNormParamPartialsKernel(const T* x, const float* mean, const float* rstd,
+                                             const T* dy, int64_t rows, int64_t dim,
                                              int64_t rows_per_chunk, double* partials) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= dim) return;
@@ -142,8 +146,8 @@ __global__ void LayerNormParamPartialsKernel(const float* x, const float* mean, 
   const int64_t end = min(rows, (chunk + 1) * rows_per_chunk);
   double w_sum = 0, b_sum = 0;
   for (int64_t row = chunk * rows_per_chunk; row < end; ++row) {
-    const float grad = dy[row * dim + j];
-    const double xhat = (x[row * dim + j] - static_cast<double>(mean[row])) * rstd[row];
+    const float grad = LoadFloat(dy, row * dim + j);
+    const double xhat = (LoadFloat(x, row * dim + j) - static_cast<double>(mean[row])) * rstd[row];
     w_sum += grad * xhat;
     b_sum += grad;
   }
@@ -255,34 +259,44 @@ cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, 
   return Launched();
 }
 
-cudaError_t LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
-                             int64_t dim, float eps, float* y, float* mean, float* rstd,
+cudaError_t LayerNormForward(ConstTensorRef x, const float* w, const float* b, int64_t rows,
+                             int64_t dim, float eps, TensorRef y, float* mean, float* rstd,
                              cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  LayerNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(x, w, b, rows, dim, eps, y,
-                                                                    mean, rstd);
-  return Launched();
+  const bool typed = WithSharedStoredType({x.type(), y.type()}, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    LayerNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
+        static_cast<const T*>(x.data()), w, b, rows, dim, eps, static_cast<T*>(y.data()), mean,
+        rstd);
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
 size_t LayerNormBackwardPartials(int64_t rows, int64_t dim) {
   return static_cast<size_t>(2 * RowChunks(rows) * dim);
 }
 
-cudaError_t LayerNormBackward(const float* x, const float* w, const float* mean, const float* rstd,
-                              const float* dy, int64_t rows, int64_t dim, float* dx, float* dw,
-                              float* db, double* partials, cudaStream_t stream) {
+cudaError_t LayerNormBackward(ConstTensorRef x, const float* w, const float* mean,
+                              const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
+                              TensorRef dx, float* dw, float* db, double* partials,
+                              cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
-  LayerNormInputGradKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(x, w, mean, rstd, dy, rows,
-                                                                      dim, dx);
-  if (dw == nullptr && db == nullptr) return Launched();
   const int64_t chunks = RowChunks(rows);
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
   const dim3 grid(static_cast<unsigned>((dim + kThreads - 1) / kThreads),
                   static_cast<unsigned>(chunks));
-  LayerNormParamPartialsKernel<<<grid, kThreads, 0, stream>>>(x, mean, rstd, dy, rows, dim,
-                                                              rows_per_chunk, partials);
-  LayerNormParamGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(partials, chunks, dim, dw, db);
-  return Launched();
+  const bool typed = WithSharedStoredType({x.type(), dy.type(), dx.type()}, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    const T* x_values = static_cast<const T*>(x.data());
+    const T* dy_values = static_cast<const T*>(dy.data());
+    LayerNormInputGradKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
+        x_values, w, mean, rstd, dy_values, rows, dim, static_cast<T*>(dx.data()));
+    if (dw == nullptr && db == nullptr) return;
+    LayerNormParamPartialsKernel<<<grid, kThreads, 0, stream>>>(
+        x_values, mean, rstd, dy_values, rows, dim, rows_per_chunk, partials);
+    LayerNormParamGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(partials, chunks, dim, dw, db);
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
 cudaError_t CausalSoftmaxForward(float* scores, int64_t rows, int64_t seq, float scale,

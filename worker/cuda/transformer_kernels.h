@@ -32,18 +32,21 @@ cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, 
 
 // LayerNorm over rows of `dim` (w, b may be null: 1 and 0), one warp per row, its sums in
 // float in compute/norm_rows.h's fixed order (the CPU sums in double: the two differ by
-// rounding); keeps mean and rstd [rows].
-cudaError_t LayerNormForward(const float* x, const float* w, const float* b, int64_t rows,
-                             int64_t dim, float eps, float* y, float* mean, float* rstd,
+// rounding); keeps mean and rstd [rows]. x and y (dy and dx below) share one type, FP32 or
+// 16-bit (storage_elements.cuh), else cudaErrorInvalidValue; w, b and the statistics are
+// FP32.
+cudaError_t LayerNormForward(ConstTensorRef x, const float* w, const float* b, int64_t rows,
+                             int64_t dim, float eps, TensorRef y, float* mean, float* rstd,
                              cudaStream_t stream);
 // Writes dx (one warp per row, as the forward); adds to dw and db (null when w, b are).
 // The parameter gradients are summed
 // over rows in fixed chunks (partial sums in double, then the chunks in order):
 // `partials` holds LayerNormBackwardPartials(rows, dim) doubles.
 size_t LayerNormBackwardPartials(int64_t rows, int64_t dim);
-cudaError_t LayerNormBackward(const float* x, const float* w, const float* mean, const float* rstd,
-                              const float* dy, int64_t rows, int64_t dim, float* dx, float* dw,
-                              float* db, double* partials, cudaStream_t stream);
+cudaError_t LayerNormBackward(ConstTensorRef x, const float* w, const float* mean,
+                              const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
+                              TensorRef dx, float* dw, float* db, double* partials,
+                              cudaStream_t stream);
 
 // Causal softmax in place over `rows` rows of `seq` scores, row r being query position
 // r % seq of its [seq, seq] matrix: p_j = softmax(s_j * scale) over j <= i, 0 above.
