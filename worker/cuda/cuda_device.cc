@@ -512,14 +512,14 @@ void CudaDevice::FusedAttentionForward(const QkvSpan<ConstTensorRef>& qkv,
   const absl::StatusOr<FusedAttentionKernel> kernel =
       ChooseFusedAttention(AttentionLayout::Of(shape, qkv), operands);
   if (!kernel.ok()) return Check(kernel.status());
-  // Typed q, k, v and out as the kernels' FP32 arrays (compute/float_views.h).
-  const FloatQkvInput fqkv(*this, qkv, shape);
-  const FloatOutput fout(*this, out, shape.batch * shape.seq * shape.width());
   if (*kernel == FusedAttentionKernel::kCudnn) {
     const absl::StatusOr<CudnnFusedAttention*> cudnn = ComputeCudnnAttention();
     if (!cudnn.ok()) return Check(cudnn.status());
-    return Check((*cudnn)->Forward(operands, shape, fqkv.span(), fout.get(), lse));
+    return Check((*cudnn)->Forward(operands, shape, qkv, out, lse));
   }
+  // The CUDA-core kernel takes FP32 arrays (compute/float_views.h).
+  const FloatQkvInput fqkv(*this, qkv, shape);
+  const FloatOutput fout(*this, out, shape.batch * shape.seq * shape.width());
   CudaCoreAttentionForward(fqkv.span(), shape, fout.get(), lse);
 }
 
@@ -531,19 +531,18 @@ void CudaDevice::FusedAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, Cons
     return Check(absl::InternalError(
         "FusedAttentionBackward: the gradients are not laid out as q, k and v"));
   }
-  const int64_t rows = shape.batch * shape.seq;
   const absl::StatusOr<FusedAttentionKernel> kernel =
       ChooseFusedAttention(AttentionLayout::Of(shape, qkv), operands);
   if (!kernel.ok()) return Check(kernel.status());
-  const FloatQkvInput fqkv(*this, qkv, shape);
-  const FloatInput fout(*this, out, rows * shape.width()), fdout(*this, dout, rows * shape.width());
-  const FloatQkvOutput fdqkv(*this, dqkv, shape);
   if (*kernel == FusedAttentionKernel::kCudnn) {
     const absl::StatusOr<CudnnFusedAttention*> cudnn = ComputeCudnnAttention();
     if (!cudnn.ok()) return Check(cudnn.status());
-    return Check((*cudnn)->Backward(operands, shape, fqkv.span(), fout.get(), lse, fdout.get(),
-                                    fdqkv.span()));
+    return Check((*cudnn)->Backward(operands, shape, qkv, out, lse, dout, dqkv));
   }
+  const int64_t rows = shape.batch * shape.seq;
+  const FloatQkvInput fqkv(*this, qkv, shape);
+  const FloatInput fout(*this, out, rows * shape.width()), fdout(*this, dout, rows * shape.width());
+  const FloatQkvOutput fdqkv(*this, dqkv, shape);
   CudaCoreAttentionBackward(fqkv.span(), fout.get(), lse, fdout.get(), shape, fdqkv.span());
 }
 

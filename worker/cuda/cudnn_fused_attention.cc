@@ -18,15 +18,16 @@ size_t RowStatsNumel(const AttentionShape& shape) {
 
 // One buffer of q, k and v (or of their gradients) as cuDNN's graph names it: packed, the
 // one qkv; apart, q, k and v.
-template <typename T>
+template <typename Ref>
 struct QkvPart {
   AttentionBuffer buffer;
-  T* values;
+  Ref values;
   size_t n;
 };
 
-template <typename T>
-std::vector<QkvPart<T>> Parts(const AttentionShape& shape, const QkvSpan<T*>& qkv, bool gradient) {
+template <typename Ref>
+std::vector<QkvPart<Ref>> Parts(const AttentionShape& shape, const QkvSpan<Ref>& qkv,
+                                bool gradient) {
   const size_t q_n = OutNumel(shape);
   if (qkv.packed)
     return {{gradient ? AttentionBuffer::kDqkv : AttentionBuffer::kQkv, qkv.q, 3 * q_n}};
@@ -42,70 +43,75 @@ Buffer CudnnFusedAttention::Scratch(ScalarType type, size_t n) const {
   return Buffer(allocator_, n, MemoryCategory::kActivations, type, /*zero=*/false);
 }
 
-absl::StatusOr<Buffer> CudnnFusedAttention::Narrowed(ScalarType operands, const float* from,
-                                                     size_t n) {
+// cuDNN takes its pointers as non-const; it writes only the outputs.
+absl::StatusOr<void*> CudnnFusedAttention::Input(ScalarType operands, ConstTensorRef value,
+                                                 size_t n, std::vector<Buffer>* copies) {
+  if (value.type() == operands) return const_cast<void*>(value.data());
   Buffer narrow = Scratch(operands, n);
-  RETURN_IF_CUDA_ERROR(Narrow(operands, from, narrow.as<uint16_t>(), n, stream_));
-  return narrow;
+  RETURN_IF_CUDA_ERROR(Narrow(operands, value.f32(), narrow.as<uint16_t>(), n, stream_));
+  copies->push_back(std::move(narrow));
+  return copies->back().as<void>();
 }
 
-absl::StatusOr<std::vector<Buffer>> CudnnFusedAttention::NarrowedQkv(
-    ScalarType operands, const AttentionShape& shape, const QkvSpan<const float*>& qkv,
-    AttentionPointers* pointers) {
-  std::vector<Buffer> narrow;
-  for (const QkvPart<const float>& part : Parts(shape, qkv, /*gradient=*/false)) {
-    ASSIGN_OR_RETURN(Buffer copy, Narrowed(operands, part.values, part.n));
-    (*pointers)[part.buffer] = copy.as<void>();
-    narrow.push_back(std::move(copy));
-  }
-  return narrow;
+void* CudnnFusedAttention::Output(ScalarType operands, TensorRef value, size_t n,
+                                  std::vector<PendingWiden>* pending) const {
+  if (value.type() == operands) return value.data();
+  pending->push_back({Scratch(operands, n), value.f32(), n});
+  return pending->back().scratch.as<void>();
 }
 
-std::vector<Buffer> CudnnFusedAttention::GradientScratch(ScalarType operands,
-                                                         const AttentionShape& shape,
-                                                         const QkvSpan<float*>& dqkv,
-                                                         AttentionPointers* pointers) const {
-  std::vector<Buffer> grads;
-  for (const QkvPart<float>& part : Parts(shape, dqkv, /*gradient=*/true)) {
-    grads.push_back(Scratch(operands, part.n));
-    (*pointers)[part.buffer] = grads.back().as<void>();
-  }
-  return grads;
-}
-
-absl::Status CudnnFusedAttention::Widened(ScalarType operands, const AttentionShape& shape,
-                                          const std::vector<Buffer>& scratch,
-                                          const QkvSpan<float*>& dqkv) {
-  const std::vector<QkvPart<float>> parts = Parts(shape, dqkv, /*gradient=*/true);
-  for (size_t i = 0; i < parts.size(); ++i) {
+absl::Status CudnnFusedAttention::WidenPending(ScalarType operands,
+                                               const std::vector<PendingWiden>& pending) {
+  for (const PendingWiden& result : pending) {
     RETURN_IF_CUDA_ERROR(
-        Widen(operands, scratch[i].as<uint16_t>(), parts[i].values, parts[i].n, stream_));
+        Widen(operands, result.scratch.as<uint16_t>(), result.target, result.n, stream_));
   }
   return absl::OkStatus();
+}
+
+absl::Status CudnnFusedAttention::BindInputs(ScalarType operands, const AttentionShape& shape,
+                                             const QkvSpan<ConstTensorRef>& qkv,
+                                             AttentionPointers* pointers,
+                                             std::vector<Buffer>* copies) {
+  for (const QkvPart<ConstTensorRef>& part : Parts(shape, qkv, /*gradient=*/false)) {
+    ASSIGN_OR_RETURN((*pointers)[part.buffer], Input(operands, part.values, part.n, copies));
+  }
+  return absl::OkStatus();
+}
+
+void CudnnFusedAttention::BindGradients(ScalarType operands, const AttentionShape& shape,
+                                        const QkvSpan<TensorRef>& dqkv, AttentionPointers* pointers,
+                                        std::vector<PendingWiden>* pending) const {
+  for (const QkvPart<TensorRef>& part : Parts(shape, dqkv, /*gradient=*/true)) {
+    (*pointers)[part.buffer] = Output(operands, part.values, part.n, pending);
+  }
 }
 
 absl::Status CudnnFusedAttention::Forward(ScalarType operands, const AttentionShape& shape,
-                                          const QkvSpan<const float*>& qkv, float* out,
+                                          const QkvSpan<ConstTensorRef>& qkv, TensorRef out,
                                           float* lse) {
   AttentionPointers pointers;
-  ASSIGN_OR_RETURN(const std::vector<Buffer> qkv16, NarrowedQkv(operands, shape, qkv, &pointers));
-  Buffer out16 = Scratch(operands, OutNumel(shape));
-  pointers[AttentionBuffer::kOut] = out16.as<void>();
+  std::vector<Buffer> copies;
+  std::vector<PendingWiden> pending;
+  RETURN_IF_ERROR(BindInputs(operands, shape, qkv, &pointers, &copies));
+  pointers[AttentionBuffer::kOut] = Output(operands, out, OutNumel(shape), &pending);
   pointers[AttentionBuffer::kStats] = lse;
   RETURN_IF_ERROR(runner_->Forward(AttentionLayout::Of(shape, qkv), GraphIo(operands), pointers));
-  RETURN_IF_CUDA_ERROR(Widen(operands, out16.as<uint16_t>(), out, OutNumel(shape), stream_));
-  return absl::OkStatus();
+  return WidenPending(operands, pending);
 }
 
 absl::Status CudnnFusedAttention::Backward(ScalarType operands, const AttentionShape& shape,
-                                           const QkvSpan<const float*>& qkv, const float* out,
-                                           const float* lse, const float* dout,
-                                           const QkvSpan<float*>& dqkv) {
+                                           const QkvSpan<ConstTensorRef>& qkv, ConstTensorRef out,
+                                           const float* lse, ConstTensorRef dout,
+                                           const QkvSpan<TensorRef>& dqkv) {
   AttentionPointers pointers;
-  ASSIGN_OR_RETURN(const std::vector<Buffer> qkv16, NarrowedQkv(operands, shape, qkv, &pointers));
-  ASSIGN_OR_RETURN(Buffer out16, Narrowed(operands, out, OutNumel(shape)));
-  ASSIGN_OR_RETURN(Buffer dout16, Narrowed(operands, dout, OutNumel(shape)));
-  const std::vector<Buffer> grads16 = GradientScratch(operands, shape, dqkv, &pointers);
+  std::vector<Buffer> copies;
+  std::vector<PendingWiden> pending;
+  RETURN_IF_ERROR(BindInputs(operands, shape, qkv, &pointers, &copies));
+  ASSIGN_OR_RETURN(pointers[AttentionBuffer::kOut], Input(operands, out, OutNumel(shape), &copies));
+  ASSIGN_OR_RETURN(pointers[AttentionBuffer::kDout],
+                   Input(operands, dout, OutNumel(shape), &copies));
+  BindGradients(operands, shape, dqkv, &pointers, &pending);
   Buffer dots = Scratch(ScalarType::kFloat32, RowStatsNumel(shape));
   // A grouped layout's per-query-head K/V gradients, FP32, before each group's sum.
   const AttentionLayout layout = AttentionLayout::Of(shape, qkv);
@@ -117,13 +123,10 @@ absl::Status CudnnFusedAttention::Backward(ScalarType operands, const AttentionS
     pointers[AttentionBuffer::kDkPerQueryHead] = dk_per_query_head.data();
     pointers[AttentionBuffer::kDvPerQueryHead] = dv_per_query_head.data();
   }
-  // cuDNN reads its pointers as non-const; it writes only the gradients and dots.
-  pointers[AttentionBuffer::kOut] = out16.as<void>();
   pointers[AttentionBuffer::kStats] = const_cast<float*>(lse);
-  pointers[AttentionBuffer::kDout] = dout16.as<void>();
   pointers[AttentionBuffer::kDots] = dots.data();
   RETURN_IF_ERROR(runner_->Backward(layout, GraphIo(operands), pointers));
-  return Widened(operands, shape, grads16, dqkv);
+  return WidenPending(operands, pending);
 }
 
 }  // namespace shardwise::cuda

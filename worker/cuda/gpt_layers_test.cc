@@ -195,10 +195,11 @@ struct FusedCase {
   int64_t qkv_numel() const {
     return packed ? rows() * 3 * shape.width() : rows() * shape.width() + 2 * kv_numel();
   }
-  template <typename T>
-  QkvSpan<T*> Span(T* base) const {
+  // The case's q, k and v in the buffer at `base` (a pointer or a typed reference).
+  template <typename Ptr>
+  QkvSpan<Ptr> Span(Ptr base) const {
     if (packed) return PackedQkvSpan(base, shape);
-    T* k = base + rows() * shape.width();
+    const Ptr k = base + rows() * shape.width();
     return SeparateQkvSpan(base, k, k + kv_numel(), shape, kv_heads);
   }
 };
@@ -235,7 +236,7 @@ void RunFusedAttention(CudaDevice& device, const FusedCase& c, ScalarType operan
                               shape, dots.data(), c.Span(run->dqkv.data()));
 
   DeviceVector<float> d_qkv(qkv), d_dout(dout), d_out(out_n), d_lse(stats_n);
-  const QkvSpan<const float*> d_span = c.Span<const float>(d_qkv.get());
+  const QkvSpan<const float*> d_span = c.Span<const float*>(d_qkv.get());
   device.FusedAttentionForward(d_span, shape, d_out.get(), d_lse.get(), operands);
   for (int pass = 0; pass < 2; ++pass) {
     DeviceVector<float> d_dqkv(qkv_n);
@@ -314,6 +315,55 @@ TEST(CudnnFusedAttentionTest, MatchesTheCpuInFp64WithinBf16AndFp16Rounding) {
     SCOPED_TRACE(Describe(c));
     CheckCudnnFusedAttention(c, ScalarType::kBFloat16, 2e-2f);
     CheckCudnnFusedAttention(c, ScalarType::kFloat16, 4e-3f);
+  }
+}
+
+// Widened 16-bit values.
+std::vector<float> Widened(ScalarType type, DeviceVector<uint16_t>& values) {
+  const std::vector<uint16_t> bits = values.ToHost();
+  std::vector<float> wide(bits.size());
+  cpu::Widen(type, bits.data(), wide.data(), wide.size());
+  return wide;
+}
+
+// 16-bit storage (Device::StorageType): q, k, v, out, dout and the gradients stored in the
+// operands' type are bound to cuDNN as they are, without copies, and give the bits FP32
+// storage gives through its narrowed copies.
+TEST(CudnnFusedAttentionTest, SixteenBitStorageGivesTheBitsOfFp32Storage) {
+  SKIP_WITHOUT_GPU();
+  constexpr ScalarType kType = ScalarType::kBFloat16;
+  CudaDeviceOptions options;
+  options.fused_attention_kernel = v1::CudaOptions::CUDNN;
+  auto made = CudaDevice::Create(options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  CudaDevice& device = **made;
+  for (const FusedCase& c : {Packed({2, 128, 2, 64}), Apart({2, 128, 4, 64}, 2)}) {
+    SCOPED_TRACE(Describe(c));
+    const AttentionShape& shape = c.shape;
+    const int64_t qkv_n = c.qkv_numel(), out_n = c.rows() * shape.width();
+    const int64_t stats_n = shape.batch * shape.heads * shape.seq;
+    auto qkv = RandomFloats(qkv_n, 51), dout = RandomFloats(out_n, 52);
+    std::vector<uint16_t> qkv_bits(qkv_n), dout_bits(out_n);
+    cpu::RoundToPrecision(kType, qkv.data(), qkv.size());
+    cpu::RoundToPrecision(kType, dout.data(), dout.size());
+    cpu::Narrow(kType, qkv.data(), qkv_bits.data(), qkv.size());
+    cpu::Narrow(kType, dout.data(), dout_bits.data(), dout.size());
+    DeviceVector<float> qkv32(qkv), dout32(dout), out32(out_n), lse32(stats_n), dqkv32(qkv_n);
+    device.FusedAttentionForward(c.Span<const float*>(qkv32.get()), shape, out32.get(), lse32.get(),
+                                 kType);
+    device.FusedAttentionBackward(c.Span<const float*>(qkv32.get()), out32.get(), lse32.get(),
+                                  dout32.get(), shape, c.Span(dqkv32.get()), kType);
+    DeviceVector<uint16_t> qkv16(qkv_bits), dout16(dout_bits), out16(out_n), dqkv16(qkv_n);
+    DeviceVector<float> lse16(stats_n);
+    const QkvSpan<ConstTensorRef> span16 = c.Span(ConstTensorRef(qkv16.get(), kType));
+    device.FusedAttentionForward(span16, shape, TensorRef(out16.get(), kType), lse16.get(), kType);
+    device.FusedAttentionBackward(span16, ConstTensorRef(out16.get(), kType), lse16.get(),
+                                  ConstTensorRef(dout16.get(), kType), shape,
+                                  c.Span(TensorRef(dqkv16.get(), kType)), kType);
+    ASSERT_TRUE(device.Synchronize().ok()) << device.status();
+    EXPECT_EQ(Widened(kType, out16), out32.ToHost());
+    EXPECT_EQ(lse16.ToHost(), lse32.ToHost());
+    EXPECT_EQ(Widened(kType, dqkv16), dqkv32.ToHost());
   }
 }
 
