@@ -371,8 +371,7 @@ void CudaDevice::RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float
 
 void CudaDevice::Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows, int64_t seq,
                         int64_t heads, int64_t head_dim, bool inverse) {
-  const FloatOutput fx(*this, x, rows * heads * head_dim, /*read_first=*/true);
-  Check(cuda::Rotary(fx.get(), cos, sin, rows, seq, heads, head_dim, inverse, stream()), "Rotary");
+  Check(cuda::Rotary(x, cos, sin, rows, seq, heads, head_dim, inverse, stream()), "Rotary");
 }
 
 void CudaDevice::PackGroupedQkv(ConstTensorRef q, ConstTensorRef k, ConstTensorRef v, int64_t rows,

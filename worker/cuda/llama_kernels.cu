@@ -61,8 +61,10 @@ __global__ void RmsNormWeightGradKernel(const T* x, const float* rstd, const T* 
 // ---- rotary embeddings ------------------------------------------------------------------
 
 // Thread k rotates pair i = k % half of head k / half (heads counted over all rows).
-__global__ void RotaryKernel(float* x, const float* cos, const float* sin, int64_t rows,
-                             int64_t seq, int64_t heads, int64_t head_dim, bool inverse) {
+// x in its storage type T: the pair widened, rotated in float, stored rounded once.
+template <typename T>
+__global__ void RotaryKernel(T* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
+                             int64_t heads, int64_t head_dim, bool inverse) {
   const int64_t half = head_dim / 2;
   const int64_t pairs = rows * heads * half;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -70,8 +72,11 @@ __global__ void RotaryKernel(float* x, const float* cos, const float* sin, int64
        k += stride) {
     const int64_t i = k % half, head = k / half;
     const int64_t table = (head / heads % seq) * half + i;
-    float* h = x + head * head_dim;
-    llama_rows::RotatePair(h + i, h + i + half, cos[table], sin[table], inverse);
+    T* h = x + head * head_dim;
+    float a = LoadFloat(h, i), b = LoadFloat(h, i + half);
+    llama_rows::RotatePair(&a, &b, cos[table], sin[table], inverse);
+    StoreFloat(h, i, a);
+    StoreFloat(h, i + half, b);
   }
 }
 
@@ -170,13 +175,16 @@ cudaError_t RmsNormBackward(ConstTensorRef x, const float* w, const float* rstd,
   return typed ? Launched() : cudaErrorInvalidValue;
 }
 
-cudaError_t Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
+cudaError_t Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows, int64_t seq,
                    int64_t heads, int64_t head_dim, bool inverse, cudaStream_t stream) {
   const int64_t pairs = rows * heads * (head_dim / 2);
   if (pairs == 0) return cudaSuccess;
-  RotaryKernel<<<Blocks(pairs), kThreads, 0, stream>>>(x, cos, sin, rows, seq, heads, head_dim,
-                                                       inverse);
-  return Launched();
+  const bool typed = WithStoredType(x.type(), [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    RotaryKernel<<<Blocks(pairs), kThreads, 0, stream>>>(static_cast<T*>(x.data()), cos, sin, rows,
+                                                         seq, heads, head_dim, inverse);
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
 cudaError_t PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,

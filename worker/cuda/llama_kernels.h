@@ -32,8 +32,9 @@ cudaError_t RmsNormBackward(ConstTensorRef x, const float* w, const float* rstd,
 
 // Rotary embeddings in place on x [rows, heads * head_dim], one thread per rotated pair
 // (llama_rows::RotatePair); row r is at position r % seq of the tables [positions,
-// head_dim / 2]. `inverse`: the transpose (the backward).
-cudaError_t Rotary(float* x, const float* cos, const float* sin, int64_t rows, int64_t seq,
+// head_dim / 2]. `inverse`: the transpose (the backward). x FP32 or 16-bit (each pair
+// rotated in float and rounded once as stored); the tables FP32.
+cudaError_t Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows, int64_t seq,
                    int64_t heads, int64_t head_dim, bool inverse, cudaStream_t stream);
 
 // qkv [rows, 3 * heads * head_dim] from q [rows, heads * head_dim] and k, v [rows, kv_heads *
