@@ -8,14 +8,15 @@
 namespace shardwise::cuda {
 namespace {
 
-// FP32 values as a GEMM reads them: in place, or a 16-bit copy with the same indexing.
+// Values as a GEMM reads them: in place where they are stored in the operands' type, or
+// a 16-bit copy of FP32 storage with the same indexing.
 class GemmOperand {
  public:
-  GemmOperand(const AttentionContext& context, const float* values, size_t n)
-      : type_(context.operands), data_(values) {
-    if (type_ == ScalarType::kFloat32) return;
+  GemmOperand(const AttentionContext& context, ConstTensorRef values, size_t n)
+      : type_(context.operands), data_(values.data()) {
+    if (values.type() == type_) return;
     copy_ = Buffer(context.allocator, n, MemoryCategory::kActivations, type_, false);
-    status_ = CudaStatus(Narrow(type_, values, copy_.as<uint16_t>(), n, context.stream),
+    status_ = CudaStatus(Narrow(type_, values.f32(), copy_.as<uint16_t>(), n, context.stream),
                          "Narrow (attention operand)");
     data_ = copy_.as<uint16_t>();
   }
@@ -43,8 +44,9 @@ struct Layout {
   int64_t square() const { return shape.seq * shape.seq; }
 };
 
-Blas::Types Types(const AttentionContext& context) {
-  return {context.operands, ScalarType::kFloat32};
+// The products' types: into FP32 scores, or into `output`'s storage.
+Blas::Types Types(const AttentionContext& context, ScalarType output = ScalarType::kFloat32) {
+  return {context.operands, output};
 }
 
 }  // namespace
@@ -52,7 +54,7 @@ Blas::Types Types(const AttentionContext& context) {
 // Row-major products as their column-major transposes (blas.cc explains the trick); the
 // batch runs over the heads of one sequence, head h hd columns after head h - 1.
 absl::Status AttentionForward(const AttentionContext& context, const AttentionShape& shape,
-                              const float* qkv, float* out, float* probs) {
+                              ConstTensorRef qkv, TensorRef out, float* probs) {
   const Layout at{shape};
   const int64_t t = shape.seq, hd = shape.head_dim, ld = at.qkv_ld();
   const GemmOperand qkv_in(context, qkv, shape.batch * t * ld);
@@ -72,15 +74,15 @@ absl::Status AttentionForward(const AttentionContext& context, const AttentionSh
     // out^T[hd, t] = v^T P^T
     RETURN_IF_ERROR(context.blas->GemmStridedBatched(
         CUBLAS_OP_N, CUBLAS_OP_N, hd, t, t, {qkv_in.at(at.qkv(b, 2)), ld, hd},
-        {p.at(at.scores(b)), t, at.square()}, 0.0f, out + at.out(b), shape.width(), hd, shape.heads,
-        Types(context)));
+        {p.at(at.scores(b)), t, at.square()}, 0.0f, (out + at.out(b)).data(), shape.width(), hd,
+        shape.heads, Types(context, out.type())));
   }
   return absl::OkStatus();
 }
 
 absl::Status AttentionBackward(const AttentionContext& context, const AttentionShape& shape,
-                               const float* qkv, const float* probs, const float* dout,
-                               float* dqkv) {
+                               ConstTensorRef qkv, const float* probs, ConstTensorRef dout,
+                               TensorRef dqkv) {
   const Layout at{shape};
   const int64_t t = shape.seq, hd = shape.head_dim, ld = at.qkv_ld(), c = shape.width();
   const int64_t scores = shape.batch * shape.heads * at.square();
@@ -100,8 +102,8 @@ absl::Status AttentionBackward(const AttentionContext& context, const AttentionS
     // dv^T[hd, t] = dout^T P
     RETURN_IF_ERROR(context.blas->GemmStridedBatched(
         CUBLAS_OP_N, CUBLAS_OP_T, hd, t, t, {dout_in.at(at.out(b)), c, hd},
-        {p.at(at.scores(b)), t, at.square()}, 0.0f, dqkv + at.qkv(b, 2), ld, hd, shape.heads,
-        Types(context)));
+        {p.at(at.scores(b)), t, at.square()}, 0.0f, (dqkv + at.qkv(b, 2)).data(), ld, hd,
+        shape.heads, Types(context, dqkv.type())));
   }
   // dS in dP's place; probs are FP32 here whatever the operands.
   RETURN_IF_CUDA_ERROR(CausalSoftmaxBackward(probs, ds.data(), shape.batch * shape.heads * t, t,
@@ -112,13 +114,13 @@ absl::Status AttentionBackward(const AttentionContext& context, const AttentionS
     // dq^T[hd, t] = k^T dS^T
     RETURN_IF_ERROR(context.blas->GemmStridedBatched(
         CUBLAS_OP_N, CUBLAS_OP_N, hd, t, t, {qkv_in.at(at.qkv(b, 1)), ld, hd},
-        {ds_in.at(at.scores(b)), t, at.square()}, 0.0f, dqkv + at.qkv(b, 0), ld, hd, shape.heads,
-        Types(context)));
+        {ds_in.at(at.scores(b)), t, at.square()}, 0.0f, (dqkv + at.qkv(b, 0)).data(), ld, hd,
+        shape.heads, Types(context, dqkv.type())));
     // dk^T[hd, t] = q^T dS
     RETURN_IF_ERROR(context.blas->GemmStridedBatched(
         CUBLAS_OP_N, CUBLAS_OP_T, hd, t, t, {qkv_in.at(at.qkv(b, 0)), ld, hd},
-        {ds_in.at(at.scores(b)), t, at.square()}, 0.0f, dqkv + at.qkv(b, 1), ld, hd, shape.heads,
-        Types(context)));
+        {ds_in.at(at.scores(b)), t, at.square()}, 0.0f, (dqkv + at.qkv(b, 1)).data(), ld, hd,
+        shape.heads, Types(context, dqkv.type())));
   }
   return absl::OkStatus();
 }

@@ -9,9 +9,11 @@
 // the backward, as on the CPU, so their memory grows with seq^2 (docs/architecture.md,
 // "CUDA data plane", says what a fused kernel would change).
 //
-// With 16-bit `operands` (mixed precision) the GEMMs read BF16/FP16 copies of q, k, v,
-// P, dout and dS on tensor cores and accumulate in FP32; scores, probabilities and
-// gradients are stored in FP32.
+// With 16-bit `operands` (mixed precision) the GEMMs run on tensor cores and accumulate in
+// FP32: they read q, k, v and dout in place where those are stored in the operands' type
+// (Device::StorageType), else 16-bit copies of their FP32 storage, and 16-bit copies of P
+// and dS; scores and probabilities are FP32, out and the gradients written in their own
+// storage type.
 
 #include <cuda_runtime_api.h>
 
@@ -22,6 +24,7 @@
 #include "worker/cuda/blas.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/scalar_type.h"
+#include "worker/runtime/tensor_ref.h"
 
 namespace shardwise::cuda {
 
@@ -35,11 +38,11 @@ struct AttentionContext {
 
 // qkv [batch, seq, 3 * width] -> out [batch, seq, width], probs [batch, heads, seq, seq].
 absl::Status AttentionForward(const AttentionContext& context, const AttentionShape& shape,
-                              const float* qkv, float* out, float* probs);
+                              ConstTensorRef qkv, TensorRef out, float* probs);
 // Writes dqkv [batch, seq, 3 * width].
 absl::Status AttentionBackward(const AttentionContext& context, const AttentionShape& shape,
-                               const float* qkv, const float* probs, const float* dout,
-                               float* dqkv);
+                               ConstTensorRef qkv, const float* probs, ConstTensorRef dout,
+                               TensorRef dqkv);
 
 }  // namespace shardwise::cuda
 

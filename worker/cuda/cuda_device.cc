@@ -403,22 +403,15 @@ void CudaDevice::MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t 
 // the training thread.
 void CudaDevice::AttentionForward(ConstTensorRef qkv, const AttentionShape& shape, TensorRef out,
                                   float* probs, ScalarType operands) {
-  const int64_t rows = shape.batch * shape.seq;
-  const FloatInput fqkv(*this, qkv, rows * 3 * shape.width());
-  const FloatOutput fout(*this, out, rows * shape.width());
-  Check(cuda::AttentionForward({&ComputeBlas(), allocator(), stream(), operands}, shape, fqkv.get(),
-                               fout.get(), probs));
+  Check(cuda::AttentionForward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv, out,
+                               probs));
 }
 
 void CudaDevice::AttentionBackward(ConstTensorRef qkv, const float* probs, ConstTensorRef dout,
                                    const AttentionShape& shape, TensorRef dqkv,
                                    ScalarType operands) {
-  const int64_t rows = shape.batch * shape.seq;
-  const FloatInput fqkv(*this, qkv, rows * 3 * shape.width()),
-      fdout(*this, dout, rows * shape.width());
-  const FloatOutput fdqkv(*this, dqkv, rows * 3 * shape.width());
-  Check(cuda::AttentionBackward({&ComputeBlas(), allocator(), stream(), operands}, shape,
-                                fqkv.get(), probs, fdout.get(), fdqkv.get()));
+  Check(cuda::AttentionBackward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv,
+                                probs, dout, dqkv));
 }
 
 absl::StatusOr<FusedAttentionKernel> CudaDevice::ChooseFusedAttention(const AttentionLayout& layout,

@@ -15,9 +15,9 @@
 // stored in FP32 by default, or in param_dtype itself with cuda.storage PARAM_DTYPE: then
 // the GEMMs read their operands in place and write their outputs in it, as do the
 // embedding lookup, the bias broadcast and its gradient, the activations, the residual
-// sums, the norms, the rotary embeddings, cuDNN's attention and the cross-entropy
-// (storage_elements.cuh); the other attention kernels still compute on FP32 copies
-// (compute/float_views.h), until they read 16-bit storage too (issue 47). FUSED attention
+// sums, the norms, the rotary embeddings, both attentions' products and the
+// cross-entropy (storage_elements.cuh); the CUDA-core attention kernel and the grouped
+// K/V packing still compute on FP32 copies (compute/float_views.h). FUSED attention
 // runs cuDNN's flash attention where cudnn_requirements.h says it can (BF16/FP16 operands), else
 // the CUDA-core kernel of fused_attention.h; the first use of each choice is logged with its
 // reason.
