@@ -153,6 +153,7 @@ TEST_F(BlasTest, SixteenBitBiasAndOutput) {
     cpu::Narrow(type, w.data(), w16.data(), w.size());
     cpu::Narrow(type, b.data(), b16.data(), b.size());
     DeviceVector<uint16_t> dx(x16), dw(w16), db(b16), y16(y.size());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the stream
     ASSERT_TRUE(blas_
                     ->LinearForward(dx.get(), dw.get(), ConstTensorRef(db.get(), type), kBatch, kIn,
                                     kOut, y16.get(), {type, type})

@@ -46,6 +46,14 @@ std::vector<int64_t> SkewedIds(int64_t n, int64_t vocab, uint32_t seed) {
   return ids;
 }
 
+// Widened 16-bit values.
+std::vector<float> Widened(ScalarType type, DeviceVector<uint16_t>& values) {
+  const std::vector<uint16_t> bits = values.ToHost();
+  std::vector<float> wide(bits.size());
+  cpu::Widen(type, bits.data(), wide.data(), wide.size());
+  return wide;
+}
+
 TEST_F(GptLayersTest, EmbeddingForwardCopiesTheRows) {
   const int64_t vocab = 97, dim = 33, n = 1000;
   const auto table = RandomFloats(vocab * dim, 1);
@@ -162,6 +170,62 @@ void CheckAttention(CudaDevice& device, const AttentionShape& c, ScalarType oper
   ExpectNear(got_probs, Narrow(probs), rtol, atol, "attention probs");
   ExpectNear(d_out.ToHost(), Narrow(out), rtol, atol, "attention out");
   ExpectNear(d_dqkv.ToHost(), Narrow(dqkv), rtol, atol, "attention dqkv");
+}
+
+// 16-bit storage (Device::StorageType): LayerNorm forward and backward on BF16 rows (and
+// its weights, as 16-bit parameters are), and the embedding lookup from a BF16 table, give
+// the bits of FP32 storage followed by rounding; mean, rstd and the parameter gradients,
+// FP32 in both, are equal.
+TEST_F(GptLayersTest, SixteenBitStorageEqualsFp32StorageRounded) {
+  constexpr ScalarType kType = ScalarType::kBFloat16;
+  const int64_t rows = 70, dim = 771;
+  std::vector<float> x = RandomFloats(rows * dim, 81, 3.0f), w = RandomFloats(dim, 82),
+                     b = RandomFloats(dim, 83), dy = RandomFloats(rows * dim, 84);
+  std::vector<std::vector<uint16_t>> bits;
+  for (std::vector<float>* v : {&x, &w, &b, &dy}) {
+    cpu::RoundToPrecision(kType, v->data(), v->size());
+    bits.emplace_back(v->size());
+    cpu::Narrow(kType, v->data(), bits.back().data(), v->size());
+  }
+  DeviceVector<float> x32(x), w32(w), b32(b), dy32(dy), y32(rows * dim), dx32(rows * dim),
+      mean32(rows), rstd32(rows), dw32(dim), db32(dim);
+  DeviceVector<uint16_t> x16(bits[0]), w16(bits[1]), b16(bits[2]), dy16(bits[3]), y16(rows * dim),
+      dx16(rows * dim);
+  DeviceVector<float> mean16(rows), rstd16(rows), dw16(dim), db16(dim);
+  // The embedding lookup: the rows of x as a table, gathered by ids.
+  const std::vector<int64_t> ids = {5, 0, 69, 5, 31};
+  DeviceVector<int64_t> d_ids(ids);
+  DeviceVector<float> gathered32(ids.size() * dim);
+  DeviceVector<uint16_t> gathered16(ids.size() * dim);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the streams
+  device_->LayerNormForward(x32.get(), w32.get(), b32.get(), rows, dim, 1e-5f, y32.get(),
+                            mean32.get(), rstd32.get());
+  device_->LayerNormBackward(x32.get(), w32.get(), mean32.get(), rstd32.get(), dy32.get(), rows,
+                             dim, dx32.get(), dw32.get(), db32.get());
+  device_->RoundToPrecision(kType, y32.get(), y32.size());
+  device_->RoundToPrecision(kType, dx32.get(), dx32.size());
+  device_->EmbeddingForward(x32.get(), d_ids.get(), ids.size(), dim, gathered32.get());
+  const ConstTensorRef cx16(x16.get(), kType), cw16(w16.get(), kType);
+  device_->LayerNormForward(cx16, cw16, ConstTensorRef(b16.get(), kType), rows, dim, 1e-5f,
+                            TensorRef(y16.get(), kType), mean16.get(), rstd16.get());
+  device_->LayerNormBackward(cx16, cw16, mean16.get(), rstd16.get(),
+                             ConstTensorRef(dy16.get(), kType), rows, dim,
+                             TensorRef(dx16.get(), kType), dw16.get(), db16.get());
+  device_->EmbeddingForward(cx16, d_ids.get(), ids.size(), dim, TensorRef(gathered16.get(), kType));
+  ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+  for (const auto& [got16, want] :
+       {std::pair<DeviceVector<uint16_t>*, DeviceVector<float>*>{&y16, &y32},
+        {&dx16, &dx32},
+        {&gathered16, &gathered32}}) {
+    EXPECT_EQ(Widened(kType, *got16), want->ToHost());
+  }
+  for (const auto& [got, want] :
+       {std::pair<DeviceVector<float>*, DeviceVector<float>*>{&mean16, &mean32},
+        {&rstd16, &rstd32},
+        {&dw16, &dw32},
+        {&db16, &db32}}) {
+    EXPECT_EQ(got->ToHost(), want->ToHost());
+  }
 }
 
 TEST_F(GptLayersTest, AttentionMatchesTheCpuInFp64WithTf32Off) {
@@ -318,14 +382,6 @@ TEST(CudnnFusedAttentionTest, MatchesTheCpuInFp64WithinBf16AndFp16Rounding) {
   }
 }
 
-// Widened 16-bit values.
-std::vector<float> Widened(ScalarType type, DeviceVector<uint16_t>& values) {
-  const std::vector<uint16_t> bits = values.ToHost();
-  std::vector<float> wide(bits.size());
-  cpu::Widen(type, bits.data(), wide.data(), wide.size());
-  return wide;
-}
-
 // 16-bit storage (Device::StorageType): q, k, v, out, dout and the gradients stored in the
 // operands' type are bound to cuDNN as they are, without copies, and give the bits FP32
 // storage gives through its narrowed copies.
@@ -349,12 +405,14 @@ TEST(CudnnFusedAttentionTest, SixteenBitStorageGivesTheBitsOfFp32Storage) {
     cpu::Narrow(kType, qkv.data(), qkv_bits.data(), qkv.size());
     cpu::Narrow(kType, dout.data(), dout_bits.data(), dout.size());
     DeviceVector<float> qkv32(qkv), dout32(dout), out32(out_n), lse32(stats_n), dqkv32(qkv_n);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     device.FusedAttentionForward(c.Span<const float*>(qkv32.get()), shape, out32.get(), lse32.get(),
                                  kType);
     device.FusedAttentionBackward(c.Span<const float*>(qkv32.get()), out32.get(), lse32.get(),
                                   dout32.get(), shape, c.Span(dqkv32.get()), kType);
     DeviceVector<uint16_t> qkv16(qkv_bits), dout16(dout_bits), out16(out_n), dqkv16(qkv_n);
     DeviceVector<float> lse16(stats_n);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the streams
     const QkvSpan<ConstTensorRef> span16 = c.Span(ConstTensorRef(qkv16.get(), kType));
     device.FusedAttentionForward(span16, shape, TensorRef(out16.get(), kType), lse16.get(), kType);
     device.FusedAttentionBackward(span16, ConstTensorRef(out16.get(), kType), lse16.get(),

@@ -239,7 +239,8 @@ TEST_F(KernelsTest, ColumnSumsAddEveryRowDeterministically) {
 // 16-bit storage (Device::StorageType): a kernel that reads and writes BF16 or FP16 values
 // itself gives the bits of its FP32 form on the widened values, rounded once as stored
 // (storage_elements.cuh): the cross-entropy (in place, as the model runs it), the bias
-// broadcast into y, the bias gradient's column sums and the embedding lookup.
+// broadcast into y and the bias gradient's column sums (the embedding lookup and the norms:
+// gpt_layers_test).
 TEST_F(KernelsTest, SixteenBitStorageEqualsFp32StorageRounded) {
   constexpr int64_t rows = 37, cols = 301;
   for (ScalarType type : {ScalarType::kBFloat16, ScalarType::kFloat16}) {

@@ -97,6 +97,7 @@ TEST_F(LlamaKernelsTest, RmsNormInSixteenBitStorageEqualsFp32StorageRounded) {
   DeviceVector<uint16_t> x16(bits[0]), w16(bits[1]), dy16(bits[2]), y16(rows * dim),
       dx16(rows * dim);
   DeviceVector<float> rstd16(rows), dw16(dim);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the streams
   device_->RmsNormForward(x32.get(), w32.get(), rows, dim, 1e-5f, y32.get(), rstd32.get());
   device_->RmsNormBackward(x32.get(), w32.get(), rstd32.get(), dy32.get(), rows, dim, dx32.get(),
                            dw32.get());
@@ -160,6 +161,31 @@ TEST_F(LlamaKernelsTest, RotaryMatchesTheCpuAndItsInverseRotatesBack) {
     ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
     ExpectNear(d_x.ToHost(), Narrow(backward), 1e-5f, 1e-6f, "rotary inverse");
     ExpectNear(d_x.ToHost(), x, 1e-5f, 1e-6f, "rotary round trip");
+  }
+}
+
+// The rotary embeddings in 16-bit storage: each pair widened, rotated in float and stored
+// rounded, the bits of FP32 storage followed by rounding, forward and back.
+TEST_F(LlamaKernelsTest, RotaryInSixteenBitStorageEqualsFp32StorageRounded) {
+  constexpr ScalarType kType = ScalarType::kBFloat16;
+  const int64_t rows = 24, seq = 6, heads = 4, head_dim = 16, n = rows * heads * head_dim;
+  std::vector<float> x = RandomFloats(n, 91, 2.0f), cos, sin;
+  cpu::RoundToPrecision(kType, x.data(), x.size());
+  std::vector<uint16_t> bits(n);
+  cpu::Narrow(kType, x.data(), bits.data(), n);
+  RotaryTables(seq, head_dim, &cos, &sin);
+  DeviceVector<float> x32(x), d_cos(cos), d_sin(sin);
+  DeviceVector<uint16_t> x16(bits);
+  for (bool inverse : {false, true}) {
+    device_->Rotary(x32.get(), d_cos.get(), d_sin.get(), rows, seq, heads, head_dim, inverse);
+    device_->RoundToPrecision(kType, x32.get(), n);
+    device_->Rotary(TensorRef(x16.get(), kType), d_cos.get(), d_sin.get(), rows, seq, heads,
+                    head_dim, inverse);
+    ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+    const std::vector<uint16_t> got_bits = x16.ToHost();
+    std::vector<float> got(n);
+    cpu::Widen(kType, got_bits.data(), got.data(), n);
+    EXPECT_EQ(got, x32.ToHost()) << (inverse ? "inverse" : "forward");
   }
 }
 
