@@ -6,11 +6,11 @@
 #            its stream before the next is issued), so a result that depends on stream
 #            timing shows as a difference between the two runs
 #   cluster  tests/gpu/cluster_check.sh: daemons, NCCL and host-staged jobs, cancel, kill
-#   bench    bench/gpu_gpt.sh: GPT-2 124M against PyTorch, BF16 (FP32 storage, then
-#            16-bit: cuda.storage) then FP32
-#   fused    bench/gpu_gpt.sh with FUSED attention, BF16, at the batch given (FP32 and
-#            16-bit storage) and at 4x it (what MATERIALIZED attention's T x T
-#            probabilities may not fit)
+#   bench    bench/gpu_gpt.sh: GPT-2 124M against PyTorch, BF16 then FP32
+#   fused    bench/gpu_gpt.sh with FUSED attention, BF16, at the batch given and at 4x it
+#            (what MATERIALIZED attention's T x T probabilities may not fit)
+#   storage  bench/gpu_gpt.sh in BF16 with 16-bit storage (cuda.storage
+#            STORAGE_PARAM_DTYPE), MATERIALIZED and FUSED, at the batch given
 #   profile  bench/gpu_gpt_profile.sh: the BF16 step's GPU time per kernel group (Nsight
 #            Compute) against PyTorch eager's (its profiler), over STEPS steps (2 if not
 #            given: every kernel runs alone under Nsight Compute)
@@ -19,9 +19,9 @@
 # summary, line by line as each check ends, as summary-PHASE.txt. GPU_TEST_TIMEOUT
 # (seconds, 500 by default) bounds each test binary's run.
 #
-# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|profile|all [STEPS] [BATCH]
+# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|profile|all [STEPS] [BATCH]
 set -uo pipefail
-phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|profile|all [STEPS] [BATCH]}
+phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|profile|all [STEPS] [BATCH]}
 steps=${2:-30}
 batch=${3:-8}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -88,10 +88,7 @@ run_gpu_gpt() {
   tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
 }
 
-run_bench() {
-  run_gpu_gpt "bf16 $batch MATERIALIZED" "bf16 $batch MATERIALIZED PARAM_DTYPE" \
-    "fp32 $batch MATERIALIZED"
-}
+run_bench() { run_gpu_gpt "bf16 $batch MATERIALIZED" "fp32 $batch MATERIALIZED"; }
 
 run_profile() {
   local lines rc
@@ -103,8 +100,9 @@ run_profile() {
   [ "$rc" -eq 0 ] || tail -n 30 "$logs/gpu_gpt_profile.log"
   tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
 }
-run_fused() {
-  run_gpu_gpt "bf16 $batch FUSED" "bf16 $batch FUSED PARAM_DTYPE" "bf16 $((4 * batch)) FUSED"
+run_fused() { run_gpu_gpt "bf16 $batch FUSED" "bf16 $((4 * batch)) FUSED"; }
+run_storage() {
+  run_gpu_gpt "bf16 $batch MATERIALIZED PARAM_DTYPE" "bf16 $batch FUSED PARAM_DTYPE"
 }
 
 case "$phase" in
@@ -112,8 +110,9 @@ case "$phase" in
   cluster) run_cluster ;;
   bench) run_bench ;;
   fused) run_fused ;;
+  storage) run_storage ;;
   profile) run_profile "$@" ;;
-  all) run_tests; run_cluster; run_bench; run_fused ;;
+  all) run_tests; run_cluster; run_bench; run_fused; run_storage ;;
   *) echo "unknown phase $phase" >&2; exit 2 ;;
 esac
 
