@@ -4,34 +4,15 @@
 #include "worker/cuda/cuda_status.h"
 #include "worker/cuda/kernels.h"
 #include "worker/cuda/transformer_kernels.h"
+#include "worker/cuda/typed_operand.h"
 
 namespace shardwise::cuda {
 namespace {
 
-// Values as a GEMM reads them: in place where they are stored in the operands' type, or
-// a 16-bit copy of FP32 storage with the same indexing.
-class GemmOperand {
- public:
-  GemmOperand(const AttentionContext& context, ConstTensorRef values, size_t n)
-      : type_(context.operands), data_(values.data()) {
-    if (values.type() == type_) return;
-    copy_ = Buffer(context.allocator, n, MemoryCategory::kActivations, type_, false);
-    status_ = CudaStatus(Narrow(type_, values.f32(), copy_.as<uint16_t>(), n, context.stream),
-                         "Narrow (attention operand)");
-    data_ = copy_.as<uint16_t>();
-  }
-  const absl::Status& status() const { return status_; }
-  // Element `offset` of the values.
-  const void* at(int64_t offset) const {
-    return static_cast<const char*>(data_) + offset * ElementSize(type_);
-  }
-
- private:
-  ScalarType type_;
-  Buffer copy_;
-  const void* data_;
-  absl::Status status_;
-};
+// A GEMM operand in the context's operands' type (typed_operand.h).
+TypedOperand GemmOperand(const AttentionContext& context, ConstTensorRef values, size_t n) {
+  return TypedOperand(context.operands, values, n, context.allocator, context.stream);
+}
 
 // Offsets of sequence b's parts in the row-major tensors (elements).
 struct Layout {
@@ -57,7 +38,7 @@ absl::Status AttentionForward(const AttentionContext& context, const AttentionSh
                               ConstTensorRef qkv, TensorRef out, float* probs) {
   const Layout at{shape};
   const int64_t t = shape.seq, hd = shape.head_dim, ld = at.qkv_ld();
-  const GemmOperand qkv_in(context, qkv, shape.batch * t * ld);
+  const TypedOperand qkv_in = GemmOperand(context, qkv, shape.batch * t * ld);
   RETURN_IF_ERROR(qkv_in.status());
   for (int64_t b = 0; b < shape.batch; ++b) {
     // S^T[t, t] = k q^T
@@ -68,7 +49,7 @@ absl::Status AttentionForward(const AttentionContext& context, const AttentionSh
   }
   RETURN_IF_CUDA_ERROR(CausalSoftmaxForward(probs, shape.batch * shape.heads * t, t,
                                             AttentionScale<float>(hd), context.stream));
-  const GemmOperand p(context, probs, shape.batch * shape.heads * at.square());
+  const TypedOperand p = GemmOperand(context, probs, shape.batch * shape.heads * at.square());
   RETURN_IF_ERROR(p.status());
   for (int64_t b = 0; b < shape.batch; ++b) {
     // out^T[hd, t] = v^T P^T
@@ -86,9 +67,9 @@ absl::Status AttentionBackward(const AttentionContext& context, const AttentionS
   const Layout at{shape};
   const int64_t t = shape.seq, hd = shape.head_dim, ld = at.qkv_ld(), c = shape.width();
   const int64_t scores = shape.batch * shape.heads * at.square();
-  const GemmOperand qkv_in(context, qkv, shape.batch * t * ld);
-  const GemmOperand dout_in(context, dout, shape.batch * t * c);
-  const GemmOperand p(context, probs, scores);
+  const TypedOperand qkv_in = GemmOperand(context, qkv, shape.batch * t * ld);
+  const TypedOperand dout_in = GemmOperand(context, dout, shape.batch * t * c);
+  const TypedOperand p = GemmOperand(context, probs, scores);
   RETURN_IF_ERROR(qkv_in.status());
   RETURN_IF_ERROR(dout_in.status());
   RETURN_IF_ERROR(p.status());
@@ -108,7 +89,7 @@ absl::Status AttentionBackward(const AttentionContext& context, const AttentionS
   // dS in dP's place; probs are FP32 here whatever the operands.
   RETURN_IF_CUDA_ERROR(CausalSoftmaxBackward(probs, ds.data(), shape.batch * shape.heads * t, t,
                                              AttentionScale<float>(hd), context.stream));
-  const GemmOperand ds_in(context, ds.data(), scores);
+  const TypedOperand ds_in = GemmOperand(context, ds.data(), scores);
   RETURN_IF_ERROR(ds_in.status());
   for (int64_t b = 0; b < shape.batch; ++b) {
     // dq^T[hd, t] = k^T dS^T

@@ -15,6 +15,7 @@
 #include "worker/cuda/kernels.h"
 #include "worker/cuda/llama_kernels.h"
 #include "worker/cuda/transformer_kernels.h"
+#include "worker/cuda/typed_operand.h"
 
 namespace shardwise::cuda {
 namespace {
@@ -266,13 +267,6 @@ void CudaDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, do
   Check(cuda::ClipToNorm(data, n, squared_norm, max_norm, stream()), "ClipToNorm");
 }
 
-const void* CudaDevice::GemmOperand(ScalarType type, ConstTensorRef value, size_t n, Buffer& copy) {
-  if (value.type() == type) return value.data();
-  copy = Buffer(allocator(), n, MemoryCategory::kActivations, type, false);
-  Check(cuda::Narrow(type, value.f32(), copy.as<uint16_t>(), n, stream()), "Narrow");
-  return copy.as<void>();
-}
-
 // With 16-bit operands the GEMMs run on tensor cores in that type (FP32 accumulation): an
 // operand stored in it is read in place, one stored in FP32 (holding such values) is
 // narrowed into a copy first. Outputs are written in their storage type by the GEMM
@@ -283,10 +277,12 @@ void CudaDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRe
     Check(ComputeBlas().LinearForward(x.f32(), w.f32(), b, batch, in, out, y.f32()));
     return;
   }
-  Buffer x_copy, w_copy;
-  const void* x16 = GemmOperand(operands, x, batch * in, x_copy);
-  const void* w16 = GemmOperand(operands, w, out * in, w_copy);
-  Check(ComputeBlas().LinearForward(x16, w16, b, batch, in, out, y.data(), {operands, y.type()}));
+  const TypedOperand x16(operands, x, batch * in, allocator(), stream());
+  const TypedOperand w16(operands, w, out * in, allocator(), stream());
+  Check(x16.status());
+  Check(w16.status());
+  Check(ComputeBlas().LinearForward(x16.data(), w16.data(), b, batch, in, out, y.data(),
+                                    {operands, y.type()}));
 }
 
 // The bias's gradient sums dy as stored (its values are the same in either storage).
@@ -296,13 +292,13 @@ void CudaDevice::LinearBackward(ConstTensorRef x, ConstTensorRef w, ConstTensorR
   if (operands == ScalarType::kFloat32) {
     Check(ComputeBlas().LinearBackward(x.f32(), w.f32(), dy.f32(), batch, in, out, dx.f32(), dw));
   } else {
-    Buffer x_copy, w_copy, dy_copy;
-    const void* x16 = GemmOperand(operands, x, batch * in, x_copy);
-    const void* w16 = GemmOperand(operands, w, out * in, w_copy);
-    const void* dy16 = GemmOperand(operands, dy, batch * out, dy_copy);
+    const TypedOperand x16(operands, x, batch * in, allocator(), stream());
+    const TypedOperand w16(operands, w, out * in, allocator(), stream());
+    const TypedOperand dy16(operands, dy, batch * out, allocator(), stream());
+    for (const TypedOperand* operand : {&x16, &w16, &dy16}) Check(operand->status());
     const ScalarType dx_type = dx.null() ? ScalarType::kFloat32 : dx.type();
-    Check(ComputeBlas().LinearBackward(x16, w16, dy16, batch, in, out, dx.data(), dw,
-                                       {operands, dx_type}));
+    Check(ComputeBlas().LinearBackward(x16.data(), w16.data(), dy16.data(), batch, in, out,
+                                       dx.data(), dw, {operands, dx_type}));
   }
   if (db != nullptr) Check(AddColumnSums(dy, batch, out, db, stream()), "AddColumnSums");
 }

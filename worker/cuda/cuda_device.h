@@ -152,9 +152,6 @@ class CudaDevice final : public Device {
                                                             ScalarType operands);
   // cuDNN's attention on the compute stream, made on first use; an error on another thread.
   absl::StatusOr<CudnnFusedAttention*> ComputeCudnnAttention();
-  // `value` as a GEMM operand of 16-bit `type`: itself where it is stored in that type,
-  // else `copy`, made here, holding its narrowed values (in the caller's stream order).
-  const void* GemmOperand(ScalarType type, ConstTensorRef value, size_t n, Buffer& copy);
   // Copies `bytes` from the device to the host, waiting for the caller's stream.
   absl::Status Fetch(void* host_dst, const void* src, size_t bytes);
 

@@ -43,14 +43,11 @@ Buffer CudnnFusedAttention::Scratch(ScalarType type, size_t n) const {
   return Buffer(allocator_, n, MemoryCategory::kActivations, type, /*zero=*/false);
 }
 
-// cuDNN takes its pointers as non-const; it writes only the outputs.
 absl::StatusOr<void*> CudnnFusedAttention::Input(ScalarType operands, ConstTensorRef value,
-                                                 size_t n, std::vector<Buffer>* copies) {
-  if (value.type() == operands) return const_cast<void*>(value.data());
-  Buffer narrow = Scratch(operands, n);
-  RETURN_IF_CUDA_ERROR(Narrow(operands, value.f32(), narrow.as<uint16_t>(), n, stream_));
-  copies->push_back(std::move(narrow));
-  return copies->back().as<void>();
+                                                 size_t n, std::vector<TypedOperand>* copies) {
+  copies->emplace_back(operands, value, n, allocator_, stream_);
+  RETURN_IF_ERROR(copies->back().status());
+  return copies->back().data();
 }
 
 void* CudnnFusedAttention::Output(ScalarType operands, TensorRef value, size_t n,
@@ -72,7 +69,7 @@ absl::Status CudnnFusedAttention::WidenPending(ScalarType operands,
 absl::Status CudnnFusedAttention::BindInputs(ScalarType operands, const AttentionShape& shape,
                                              const QkvSpan<ConstTensorRef>& qkv,
                                              AttentionPointers* pointers,
-                                             std::vector<Buffer>* copies) {
+                                             std::vector<TypedOperand>* copies) {
   for (const QkvPart<ConstTensorRef>& part : Parts(shape, qkv, /*gradient=*/false)) {
     ASSIGN_OR_RETURN((*pointers)[part.buffer], Input(operands, part.values, part.n, copies));
   }
@@ -91,7 +88,7 @@ absl::Status CudnnFusedAttention::Forward(ScalarType operands, const AttentionSh
                                           const QkvSpan<ConstTensorRef>& qkv, TensorRef out,
                                           float* lse) {
   AttentionPointers pointers;
-  std::vector<Buffer> copies;
+  std::vector<TypedOperand> copies;
   std::vector<PendingWiden> pending;
   RETURN_IF_ERROR(BindInputs(operands, shape, qkv, &pointers, &copies));
   pointers[AttentionBuffer::kOut] = Output(operands, out, OutNumel(shape), &pending);
@@ -105,7 +102,7 @@ absl::Status CudnnFusedAttention::Backward(ScalarType operands, const AttentionS
                                            const float* lse, ConstTensorRef dout,
                                            const QkvSpan<TensorRef>& dqkv) {
   AttentionPointers pointers;
-  std::vector<Buffer> copies;
+  std::vector<TypedOperand> copies;
   std::vector<PendingWiden> pending;
   RETURN_IF_ERROR(BindInputs(operands, shape, qkv, &pointers, &copies));
   ASSIGN_OR_RETURN(pointers[AttentionBuffer::kOut], Input(operands, out, OutNumel(shape), &copies));

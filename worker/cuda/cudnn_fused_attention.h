@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "worker/compute/attention_shape.h"
 #include "worker/cuda/cudnn_attention.h"
+#include "worker/cuda/typed_operand.h"
 #include "worker/runtime/memory.h"
 #include "worker/runtime/scalar_type.h"
 #include "worker/runtime/tensor_ref.h"
@@ -60,9 +61,9 @@ class CudnnFusedAttention {
   };
   Buffer Scratch(ScalarType type, size_t n) const;
   // What cuDNN reads for `value` (n elements): itself where it is stored in `operands`,
-  // else a narrowed copy kept in `copies`.
+  // else a narrowed copy; either kept in `copies` (typed_operand.h).
   absl::StatusOr<void*> Input(ScalarType operands, ConstTensorRef value, size_t n,
-                              std::vector<Buffer>* copies);
+                              std::vector<TypedOperand>* copies);
   // Where cuDNN writes `value`: itself where it is stored in `operands`, else 16-bit
   // scratch that `pending` widens into it after the run (WidenPending).
   void* Output(ScalarType operands, TensorRef value, size_t n,
@@ -71,7 +72,7 @@ class CudnnFusedAttention {
   // q, k and v (or their gradients) bound as kQkv, or kQ, kK and kV (kDqkv...).
   absl::Status BindInputs(ScalarType operands, const AttentionShape& shape,
                           const QkvSpan<ConstTensorRef>& qkv, AttentionPointers* pointers,
-                          std::vector<Buffer>* copies);
+                          std::vector<TypedOperand>* copies);
   void BindGradients(ScalarType operands, const AttentionShape& shape,
                      const QkvSpan<TensorRef>& dqkv, AttentionPointers* pointers,
                      std::vector<PendingWiden>* pending) const;

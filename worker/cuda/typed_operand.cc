@@ -1,0 +1,18 @@
+#include "worker/cuda/typed_operand.h"
+
+#include "worker/cuda/cuda_status.h"
+#include "worker/cuda/kernels.h"
+
+namespace shardwise::cuda {
+
+TypedOperand::TypedOperand(ScalarType type, ConstTensorRef values, size_t n, Allocator* allocator,
+                           cudaStream_t stream)
+    : type_(type), data_(values.data()) {
+  if (values.type() == type) return;
+  copy_ = Buffer(allocator, n, MemoryCategory::kActivations, type, /*zero=*/false);
+  status_ = CudaStatus(Narrow(type, values.f32(), copy_.as<uint16_t>(), n, stream),
+                       "Narrow (a 16-bit operand)");
+  data_ = copy_.as<uint16_t>();
+}
+
+}  // namespace shardwise::cuda
