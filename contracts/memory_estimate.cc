@@ -53,29 +53,33 @@ int UnitsInFlight(const v1::FsdpConfig& fsdp) {
   return prefetch ? 2 : 1;
 }
 
-// The FP32 shards, and the units gathered at once. Gathered units are FP32 whatever
-// param_dtype is: with mixed precision the gathered 16-bit values are widened (exactly)
-// for the GEMMs, which read FP32 storage. While a unit's all-gather runs, the 16-bit copy
-// of its shard and the 16-bit gathered values live besides (one unit at a time: the
-// all-gathers run in order); NO_SHARD instead keeps an FP32 copy rounded to param_dtype.
+// The FP32 shards, and the units gathered at once, stored in `stored` bytes an element
+// (StoredElementBytes). With mixed precision in FP32 storage the gathered 16-bit values
+// are widened (exactly) for the GEMMs: while a unit's all-gather runs, the 16-bit copy of
+// its shard and the 16-bit gathered values live besides (one unit at a time: the
+// all-gathers run in order). In 16-bit storage the all-gather's output is the unsharded
+// unit: only the shard's 16-bit copy lives besides. NO_SHARD keeps a copy rounded to
+// param_dtype beside the FP32 parameters, in the storage type.
 double ParameterBytes(const v1::JobSpec& spec, const fsdp::ShardingPlan& plan,
-                      const UnitElements& e) {
+                      const UnitElements& e, double stored) {
   const bool low = IsLowPrecision(spec.fsdp().mixed_precision().param_dtype());
-  if (!plan.sharded()) return (low ? 8 : 4) * e.full;
+  if (!plan.sharded()) return (low ? 4 + stored : 4) * e.full;
   const double shard_size = std::max(1, plan.shard_size);
-  // The 16-bit shard and gathered copies of a unit of `padded` elements.
+  // The 16-bit copies beside a gathered unit of `padded` elements while it gathers.
   const auto in_gather = [&](double padded) {
-    return low ? 2 * (padded + padded / shard_size) : 0;
+    if (!low) return 0.0;
+    return 2 * padded / shard_size + (stored == 4 ? 2 * padded : 0.0);
   };
   double gathered;
   if (plan.reshard_after_forward) {
     // The root is gathered first, alone; each block then gathers while the root and the
     // blocks in flight before it are held.
     const double in_flight = UnitsInFlight(spec.fsdp());
-    gathered = std::max(4 * e.root + in_gather(e.root),
-                        4 * (e.root + in_flight * e.largest_child) + in_gather(e.largest_child));
+    gathered =
+        std::max(stored * e.root + in_gather(e.root),
+                 stored * (e.root + in_flight * e.largest_child) + in_gather(e.largest_child));
   } else {
-    gathered = 4 * e.full + in_gather(std::max(e.root, e.largest_child));
+    gathered = stored * e.full + in_gather(std::max(e.root, e.largest_child));
   }
   return 4 * e.shard + gathered;
 }
@@ -107,10 +111,11 @@ struct TransformerShape {
   double tables = 0;           // floats held for the whole step (rotary tables)
 };
 
-// A GPT block keeps, per row, 16 C floats for its backward (its input, ln_1, q/k/v, the
-// attention output, the residual, ln_2, the MLP's 4C hidden before and after GELU) and its two
-// LayerNorms' mean and 1/std (4 floats). Its backward's working set: the gradient coming in
-// (C) and the MLP's hidden gradient (4C).
+// A GPT block keeps, per row, 16 C values for its backward (its input, ln_1, q/k/v, the
+// attention output, the residual, ln_2, the MLP's 4C hidden before and after GELU), in the
+// storage type, and its two LayerNorms' mean and 1/std (4 floats). Its backward's working
+// set: the gradient coming in (C) and the MLP's hidden gradient (4C). The "floats" of
+// TransformerShape count elements; their bytes are the storage's (StoredElementBytes).
 TransformerShape GptShape(const v1::GptConfig& gpt) {
   TransformerShape shape;
   shape.c = gpt.n_embd(), shape.t = gpt.block_size(), shape.v = gpt.vocab_size();
@@ -160,21 +165,26 @@ bool MayRunCudnnAttention(const v1::JobSpec& spec) {
 }
 
 // A FUSED attention's backward on CUDA adds, per row, the larger of what its two kernels
-// hold: cuDNN's 16-bit copies of q/k/v, out, dout and the q/k/v gradient (2 x qkv_width +
-// 2 A, 2 bytes each), with grouped K/V heads each query head's K and V gradients before
-// their group's sum (2 A, FP32), and its workspace, budgeted at 8 A bytes (two FP32
+// hold. cuDNN: in FP32 storage its 16-bit copies of q/k/v, out, dout and the q/k/v
+// gradient (2 x qkv_width + 2 A, 2 bytes each; 16-bit storage binds the tensors
+// themselves), with grouped K/V heads each query head's K and V gradients before their
+// group's sum (2 A, FP32), and its workspace, budgeted at 8 A bytes (two FP32
 // accumulators of the query gradient's size: its deterministic backward accumulates dQ in
 // FP32; the workspace is cuDNN's plan's to say, and the GPU tests check the bound,
-// gpt_gpu_parity_test); the CUDA-core kernel, which takes q, k and v packed, the FP32
-// packing of q/k/v apart and of their gradient (3 A each). Either may run where cuDNN is
-// allowed (it falls back where cuDNN cannot build the shape).
-double CudaFusedAttentionRowBytes(const v1::JobSpec& spec, const TransformerShape& shape) {
+// gpt_gpu_parity_test). The CUDA-core kernel, which reads FP32 with q, k and v packed: in
+// 16-bit storage the FP32 copies of q/k/v, out, dout and the q/k/v gradient
+// (compute/float_views.h), and with q, k and v apart the FP32 packing of q/k/v and of their
+// gradient (3 A each). Either may run where cuDNN is allowed (it falls back where cuDNN
+// cannot build the shape).
+double CudaFusedAttentionRowBytes(const v1::JobSpec& spec, const TransformerShape& shape,
+                                  double stored) {
   const double a = shape.attention_width;
   const double per_query_head = shape.grouped ? 4 * 2 * a : 0;
-  const double cudnn =
-      MayRunCudnnAttention(spec) ? 2 * (2 * shape.qkv_width + 2 * a) + per_query_head + 8 * a : 0;
+  const double copies = stored == 4 ? 2 * (2 * shape.qkv_width + 2 * a) : 0;
+  const double cudnn = MayRunCudnnAttention(spec) ? copies + per_query_head + 8 * a : 0;
+  const double widened = stored == 4 ? 0 : 4 * (2 * shape.qkv_width + 2 * a);
   const double packing = shape.qkv_apart ? 4 * 2 * 3 * a : 0;
-  return std::max(cudnn, packing);
+  return std::max(cudnn, widened + packing);
 }
 
 // Every block's record (with checkpointing, only its input, plus the rest of one block's
@@ -190,19 +200,20 @@ double CudaFusedAttentionRowBytes(const v1::JobSpec& spec, const TransformerShap
 // 16-bit operands, 16-bit copies of them and of the probabilities (cuda/attention.h), and
 // the fused one its kernel's scratch (CudaFusedAttentionRowBytes).
 double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShape& shape,
-                                  double sequences) {
+                                  double sequences, double stored) {
   const double rows = sequences * shape.t;
   const double row_stats = shape.heads * shape.t * sequences;
   const double scores = shape.fused ? row_stats : row_stats * shape.t;
-  const double per_block = 4 * ((shape.block_floats + shape.norm_stats) * rows + scores);
+  const double per_block =
+      stored * shape.block_floats * rows + 4 * (shape.norm_stats * rows + scores);
   const double blocks = spec.activation_checkpointing()
-                            ? (shape.layers - 1) * 4 * shape.c * rows + per_block
+                            ? (shape.layers - 1) * stored * shape.c * rows + per_block
                             : shape.layers * per_block;
   double attention_backward = 0;
   if (shape.fused) {
-    attention_backward = 4 * (row_stats + shape.attention_width * rows);
+    attention_backward = 4 * row_stats + stored * shape.attention_width * rows;
     if (spec.device() == v1::CUDA)
-      attention_backward += CudaFusedAttentionRowBytes(spec, shape) * rows;
+      attention_backward += CudaFusedAttentionRowBytes(spec, shape, stored) * rows;
   } else if (spec.device() == v1::CUDA) {
     const v1::Dtype low = spec.fsdp().mixed_precision().param_dtype();
     const bool narrow = low == v1::BF16 || low == v1::FP16;
@@ -210,22 +221,22 @@ double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShap
   }
   // Beside the blocks' records, the most held at once is the head's at the end of the
   // forward, or a block's backward working set, which outweighs the head's when V is small.
-  const double head = 4 * rows * (2 * shape.c + 2 * shape.v + shape.norm_stats / 2);
-  const double block_backward = 4 * rows * shape.backward_floats;
+  const double head = rows * (stored * (2 * shape.c + 2 * shape.v) + 4 * shape.norm_stats / 2);
+  const double block_backward = stored * rows * shape.backward_floats;
   // The batch on the device (tokens, positions and labels, INT64) counts here too.
   const double batch = 3 * 8 * rows;
   return blocks + attention_backward + std::max(head, block_backward) + batch + 4 * shape.tables;
 }
 
 // An MLP keeps the input and, per Linear, its output before and after the activation,
-// plus the loss's gradient and the batch's labels (INT64) or, with MSE, targets.
-double MlpActivationBytes(const v1::JobSpec& spec, double rows) {
+// plus the loss's gradient (all in the storage type) and the batch's labels (INT64) or,
+// with MSE, targets (FP32).
+double MlpActivationBytes(const v1::JobSpec& spec, double rows, double stored) {
   const auto& widths = spec.model().layer_widths();
   const double out = widths.empty() ? 0 : widths[widths.size() - 1];
-  double floats = widths.empty() ? 0 : widths[0] + out;
-  for (int k = 1; k < widths.size(); ++k) floats += 2.0 * widths[k];
-  floats += spec.loss() == v1::MSE ? out : 2;
-  return 4 * rows * floats;
+  double values = widths.empty() ? 0 : widths[0] + out;
+  for (int k = 1; k < widths.size(); ++k) values += 2.0 * widths[k];
+  return rows * (stored * values + (spec.loss() == v1::MSE ? 4 * out : 8));
 }
 
 // The CPU attention kernels' own working space, outside the device's tensors: the
@@ -245,13 +256,15 @@ double TransformerScratchBytes(const v1::JobSpec& spec, const TransformerShape& 
          (3 * 64 * 512 + 2 * 64 + 64 * head_dim + (7 * shape.t + 3 * (shape.t + 32)) * head_dim);
 }
 
-double ActivationBytes(const v1::JobSpec& spec, double micro_batch) {
+double ActivationBytes(const v1::JobSpec& spec, double micro_batch, double stored) {
   const v1::ModelSpec& model = spec.model();
-  if (model.has_gpt()) return TransformerActivationBytes(spec, GptShape(model.gpt()), micro_batch);
-  if (model.has_llama()) {
-    return TransformerActivationBytes(spec, LlamaShape(model.llama()), micro_batch);
+  if (model.has_gpt()) {
+    return TransformerActivationBytes(spec, GptShape(model.gpt()), micro_batch, stored);
   }
-  return MlpActivationBytes(spec, micro_batch);
+  if (model.has_llama()) {
+    return TransformerActivationBytes(spec, LlamaShape(model.llama()), micro_batch, stored);
+  }
+  return MlpActivationBytes(spec, micro_batch, stored);
 }
 
 // The losses that wait on the device to be read (one FP64 per micro-step, for up to
@@ -318,6 +331,13 @@ std::string FormatBytes(int64_t bytes) {
   return absl::StrFormat("%.1f %s", value, units[unit]);
 }
 
+int StoredElementBytes(const v1::JobSpec& spec) {
+  const bool sixteen_bit = IsLowPrecision(spec.fsdp().mixed_precision().param_dtype());
+  const bool stores_param_dtype =
+      spec.device() == v1::CUDA && spec.cuda().storage() == v1::CudaOptions::STORAGE_PARAM_DTYPE;
+  return sixteen_bit && stores_param_dtype ? 2 : 4;
+}
+
 absl::StatusOr<MemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec,
                                                   int64_t data_file_bytes) {
   ASSIGN_OR_RETURN(const fsdp::FlatLayout layout, fsdp::BuildFlatLayout(spec.model(), spec.wrap()));
@@ -325,9 +345,10 @@ absl::StatusOr<MemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec,
                    fsdp::PlanSharding(spec.fsdp(), std::max(1, spec.world_size()), 0));
   const UnitElements e = CountUnitElements(layout, plan.shard_size);
   const double micro_batch = MicroBatch(spec);
+  const double stored = StoredElementBytes(spec);
 
   MemoryEstimate estimate;
-  estimate.parameters = Saturate(ParameterBytes(spec, plan, e));
+  estimate.parameters = Saturate(ParameterBytes(spec, plan, e, stored));
   // The reduced (sharded) gradients, and the unsharded ones of the root, of the unit
   // computing its backward and of the one whose reduction runs meanwhile. With gradient
   // accumulation every unit's unsharded gradients live from the first micro-step to the
@@ -336,8 +357,9 @@ absl::StatusOr<MemoryEstimate> EstimateRankMemory(const v1::JobSpec& spec,
   estimate.gradients =
       Saturate(4 * (e.shard + (accumulates ? e.full : e.root + 2 * e.largest_child)));
   estimate.optimizer_state = Saturate(OptimizerBytes(spec.optimizer(), e));
-  estimate.activations = Saturate(ActivationBytes(spec, micro_batch) + PendingLossBytes(spec) +
-                                  static_cast<double>(KernelScratchBytes(spec)));
+  estimate.activations =
+      Saturate(ActivationBytes(spec, micro_batch, stored) + PendingLossBytes(spec) +
+               static_cast<double>(KernelScratchBytes(spec)));
   estimate.data = Saturate(DataBytes(spec, micro_batch, data_file_bytes));
   return estimate;
 }

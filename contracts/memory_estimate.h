@@ -19,8 +19,8 @@
 namespace shardwise {
 
 struct MemoryEstimate {
-  // Sharded fp32 parameters, the units gathered at once (in param_dtype), and a
-  // low-precision copy of the shard with mixed precision.
+  // Sharded FP32 parameters, the units gathered at once (in the storage type,
+  // StoredElementBytes), and the 16-bit copies a gather makes with mixed precision.
   int64_t parameters = 0;
   // The sharded gradients and the unsharded gradients of the units in backward.
   int64_t gradients = 0;
@@ -40,6 +40,12 @@ struct MemoryEstimate {
 
 // "2.3 GiB (parameters 1.0 GiB, ...)" for the estimate a job carries.
 std::string DescribeMemoryEstimate(const v1::MemoryEstimate& estimate);
+
+// The bytes of one stored activation, activation gradient or unsharded parameter element
+// of `spec` on its device (Device::StorageType): 2 where a CUDA job with a 16-bit
+// param_dtype stores in it (cuda.storage STORAGE_PARAM_DTYPE), else 4. Sharded parameters,
+// gradients, optimizer state and statistics are FP32 whatever it is.
+int StoredElementBytes(const v1::JobSpec& spec);
 
 // The estimate for one rank of `spec` (defaults applied). `data_file_bytes` is the size
 // of data.safetensors_path when the caller knows it (workers do; the coordinator does not

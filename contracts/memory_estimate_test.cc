@@ -195,8 +195,9 @@ TEST(EstimateRankMemory, CudnnAttentionAddsItsCopiesAndWorkspace) {
   EXPECT_EQ(fp32->activations, fp32_cuda_cores->activations);
 }
 
-// With mixed precision the gathered units stay FP32 (widened from the 16-bit values the
-// all-gather moved), and the 16-bit copies live besides while a unit gathers: more
+// With mixed precision in FP32 storage (the CPU's, CUDA's default) the gathered units stay
+// FP32 (widened from the 16-bit values the all-gather moved), and the 16-bit copies live
+// besides while a unit gathers: more
 // parameter memory than FP32, not less (gpt_training_test checks the exact figure against
 // the allocator). NO_SHARD keeps a rounded FP32 copy of the whole model.
 TEST(EstimateRankMemory, MixedPrecisionGathersIntoFp32) {
@@ -215,6 +216,70 @@ TEST(EstimateRankMemory, MixedPrecisionGathersIntoFp32) {
   auto bf16 = EstimateRankMemory(whole);
   ASSERT_TRUE(fp32.ok() && bf16.ok());
   EXPECT_EQ(bf16->parameters, 2 * fp32->parameters);
+}
+
+// A CUDA job storing in its 16-bit param_dtype (cuda.storage STORAGE_PARAM_DTYPE) keeps
+// its activations, their gradients and its unsharded parameters in 2 bytes; the FP32
+// shards, gradients, optimizer state, statistics and INT64 labels are unchanged. The MLP
+// 4-8-3 on one rank (NO_SHARD): the FP32 parameters and their BF16 copy (67 each); input,
+// loss gradient and each Linear's output before and after its activation in 2 bytes.
+TEST(EstimateRankMemory, SixteenBitStorageHalvesWhatIsStored) {
+  v1::JobSpec spec = Mlp(1, v1::ShardingStrategy::FULL_SHARD);
+  spec.set_device(v1::CUDA);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  EXPECT_EQ(StoredElementBytes(spec), 4);
+  auto fp32_storage = EstimateRankMemory(spec);
+  spec.mutable_cuda()->set_storage(v1::CudaOptions::STORAGE_PARAM_DTYPE);
+  EXPECT_EQ(StoredElementBytes(spec), 2);
+  auto storage16 = EstimateRankMemory(spec);
+  ASSERT_TRUE(fp32_storage.ok() && storage16.ok());
+  EXPECT_EQ(fp32_storage->parameters, (4 + 4) * 67);
+  EXPECT_EQ(storage16->parameters, (4 + 2) * 67);
+  EXPECT_EQ(fp32_storage->activations, 16 * (4 * (4 + 3 + 2 * (8 + 3)) + 8) + 8);
+  EXPECT_EQ(storage16->activations, 16 * (2 * (4 + 3 + 2 * (8 + 3)) + 8) + 8);
+  EXPECT_EQ(storage16->gradients, fp32_storage->gradients);
+  // An FP32 job, or one on the CPU, stores FP32 whatever cuda.storage says.
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::FP32);
+  EXPECT_EQ(StoredElementBytes(spec), 4);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::FP16);
+  spec.set_device(v1::CPU);
+  EXPECT_EQ(StoredElementBytes(spec), 4);
+}
+
+// The GPT of Gpt() sharded over 2 ranks without prefetch, on CUDA in BF16: the root (wte
+// 256 x 256, wpe 128 x 256, ln_f 2 x 256: 98,816) and one block (12 x 256^2 + 13 x 256:
+// 789,760) gathered. FP32 storage holds them in 4 bytes plus, while the block gathers,
+// its 16-bit gathered copy and shard (2 x 789,760 + 789,760); 16-bit storage gathers into
+// 2 bytes, with only the shard's copy beside. Per row (8 sequences of 128 on a rank), with
+// the CUDA-core FUSED kernel: each of the 4 blocks keeps 16 x 256 values in 2 bytes
+// instead of 4; the backward holds dout in 2 bytes (256) but widens q/k/v, out, dout and
+// their gradients into FP32 for the kernel (4 x (2 x 768 + 2 x 256)); the largest working
+// set, a block backward's 5 x 256 values, is stored in 2 bytes.
+TEST(EstimateRankMemory, SixteenBitStorageGathersAndKeepsHalfTheBytes) {
+  v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
+  spec.set_device(v1::CUDA);
+  spec.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+  spec.mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDA_CORES);
+  auto fp32_storage = EstimateRankMemory(spec);
+  spec.mutable_cuda()->set_storage(v1::CudaOptions::STORAGE_PARAM_DTYPE);
+  auto storage16 = EstimateRankMemory(spec);
+  ASSERT_TRUE(fp32_storage.ok() && storage16.ok());
+  const int64_t root = 98816, block = 789760;
+  EXPECT_EQ(fp32_storage->parameters - storage16->parameters, 2 * (root + block) + 2 * block);
+  EXPECT_EQ(storage16->gradients, fp32_storage->gradients);
+  EXPECT_EQ(storage16->optimizer_state, fp32_storage->optimizer_state);
+  const int64_t rows = int64_t{128} * 8;
+  const int64_t widened = 4 * (2 * 768 + 2 * 256), block_backward = (4 - 2) * 5 * 256;
+  EXPECT_EQ(fp32_storage->activations - storage16->activations,
+            (4 * (4 - 2) * 16 * 256 + (4 - 2) * 256 - widened + block_backward) * rows);
+  // cuDNN binds 16-bit storage in place; the bound keeps the CUDA-core kernel's copies,
+  // which the job falls back to where cuDNN cannot run the shape.
+  spec.mutable_cuda()->clear_fused_attention_kernel();
+  auto cudnn = EstimateRankMemory(spec);
+  ASSERT_TRUE(cudnn.ok());
+  EXPECT_EQ(cudnn->activations, storage16->activations);
 }
 
 // The largest sizes the coordinator's limits allow saturate rather than overflow.

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -22,6 +23,7 @@
 #include "contracts/model_description.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
+#include "worker/testing/async_cpu_rank_device.h"
 #include "worker/testing/memory_expectations.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/threaded_training.h"
@@ -306,6 +308,46 @@ TEST(GptTraining, TheMemoryEstimateMatchesWhatTheRanksAllocate) {
     testing::ExpectMemoryAsEstimated(run.memory[0], *estimate, c.spec, c.name);
     // On the CPU the estimate is an upper bound, category by category.
     EXPECT_LE(run.memory[0].peak(MemoryCategory::kActivations), estimate->activations) << c.name;
+  }
+}
+
+// A device storing in the job's 16-bit param_dtype (cuda.storage STORAGE_PARAM_DTYPE; here
+// the stream checker in its 16-bit mode, which reports itself as CUDA and allocates as
+// the CUDA device does: testing/async_cpu_device.h) against the estimate in 2 bytes an
+// element: the unsharded parameters, the FP32 shards and optimizer state exact, the
+// gradients within it. Its activations are not the GPU's (the CPU kernels widen their
+// 16-bit operands into FP32 scratch); gpt_gpu_parity_test holds the GPU's to the bound.
+TEST(GptTraining, SixteenBitStorageAllocatesTheParametersAsEstimated) {
+  const std::string dir = TempDir("gpt-estimate-storage16");
+  v1::JobSpec spec = GptSpec(dir, v1::ShardingStrategy::FULL_SHARD, 2, 2);
+  spec.mutable_model()->mutable_gpt()->set_n_embd(64);
+  spec.mutable_model()->mutable_gpt()->set_block_size(64);
+  spec.set_global_batch_size(16);
+  spec.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  spec.set_device(v1::CUDA);
+  spec.mutable_cuda()->set_storage(v1::CudaOptions::STORAGE_PARAM_DTYPE);
+  for (const auto strategy : {v1::ShardingStrategy::FULL_SHARD, v1::ShardingStrategy::NO_SHARD}) {
+    const std::string name = v1::ShardingStrategy::Value_Name(strategy);
+    spec.mutable_fsdp()->set_sharding_strategy(strategy);
+    v1::JobSpec effective = spec;
+    ApplyJobSpecDefaults(&effective);
+    ASSERT_EQ(StoredElementBytes(effective), 2);
+    auto estimate = EstimateRankMemory(effective);
+    ASSERT_TRUE(estimate.ok()) << estimate.status();
+    testing::ThreadedOptions options;
+    options.make_device = testing::AsyncCpuRankDevices({}, /*low_precision_storage=*/true);
+    testing::ThreadedTraining run;
+    ASSERT_TRUE(TrainAndRead(effective, options, &run).ok()) << name;
+    const MemoryStats& m = run.memory[0];
+    std::printf("%s: parameters %lld / %lld, activations %lld / %lld (measured / estimated)\n",
+                name.c_str(), static_cast<long long>(m.peak(MemoryCategory::kParameters)),
+                static_cast<long long>(estimate->parameters),
+                static_cast<long long>(m.peak(MemoryCategory::kActivations)),
+                static_cast<long long>(estimate->activations));
+    testing::ExpectParametersAsEstimated(m, *estimate, effective, name);
+    EXPECT_EQ(m.peak(MemoryCategory::kOptimizerState), estimate->optimizer_state) << name;
+    EXPECT_LE(m.peak(MemoryCategory::kGradients), estimate->gradients) << name;
   }
 }
 
