@@ -6,9 +6,11 @@
 # PyTorch's fused attention, torch.compile), appended with this command to
 # bench/RESULTS.md. For GPU hosts with PyTorch (see docs/operations.md, "GPU tests on a GPU
 # host"); the shape is nanoGPT's GPT-2 124M: 12 layers, 12 heads, 768 wide, context 1024,
-# vocabulary 50304.
+# vocabulary 50304. SHARDWISE_GPU_BENCH_MODEL=llama1b (bench/gpu_llama.sh) runs the Llama of
+# Llama 3.2 1B's shape at context 2048 instead (bench/gpu_jobs.sh), against
+# bench/pytorch_gpu_llama.py.
 #
-# ATTENTION is the job's model.gpt.attention (MATERIALIZED by default, or FUSED); STORAGE
+# ATTENTION is the job's model attention (MATERIALIZED by default, or FUSED); STORAGE
 # its cuda.storage (FP32 by default, or PARAM_DTYPE with bf16: 16-bit activations).
 #
 # usage: bench/gpu_gpt.sh BUNDLE_DIR [STEPS] [bf16|fp32] [BATCH] [ATTENTION] [STORAGE]
@@ -16,22 +18,34 @@ set -euo pipefail
 bundle=$(cd "$1" && pwd)
 steps=${2:-30}
 precision=${3:-bf16}
-batch=${4:-8}
+model=${SHARDWISE_GPU_BENCH_MODEL:-gpt2}
 attention=${5:-MATERIALIZED}
 storage=${6:-FP32}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
+# What each model's report needs: its name, context, PyTorch side, and FLOPs per token
+# (6 N + 12 L x attention width x T, N without a position table, a tied weight once).
+case "$model" in
+  gpt2)
+    batch=${4:-8} title="GPT-2 124M" seq=1024 theirs_script=pytorch_gpu_gpt.py
+    flops_per_token=$((6 * 123689472 + 12 * 12 * 768 * 1024)) ;;
+  llama1b)
+    batch=${4:-4} title="Llama 1B (Llama 3.2 1B's shape)" seq=2048 theirs_script=pytorch_gpu_llama.py
+    flops_per_token=$((6 * 1235814400 + 12 * 16 * 2048 * 2048)) ;;
+  *) echo "unknown SHARDWISE_GPU_BENCH_MODEL $model (gpt2 or llama1b)" >&2; exit 2 ;;
+esac
 peak_tflops=67        # H100 SXM, FP32 without tensor cores (TF32 is off)
 if [ "$precision" = bf16 ]; then
   peak_tflops=989.5   # H100 SXM, dense BF16 tensor cores
 fi
 
-. "$here/gpu_gpt2_job.sh"
-gpt2_tokens "$work/train.bin"
+. "$here/gpu_jobs.sh"
+gpu_tokens "$work/train.bin"
 
 . "$here/gpu_daemons.sh"
 
-gpt2_job "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batch" "$attention" "$storage"
+gpu_job "$model" "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batch" "$attention" \
+  "$storage"
 # The device memory the worker holds (its CUDA context and the caching allocator's pools),
 # sampled while the job runs: the workers report no measured peak of their own.
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/memory" &
@@ -40,17 +54,17 @@ job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
 "$bundle/bin/shardwise" watch "$job" >/dev/null
 steps_per_second=$(job_steps_per_second "$job")
 peak_mib="$(sort -n "$work/memory" | tail -1) MiB used (nvidia-smi)"
-theirs=$(python3 "$here/pytorch_gpu_gpt.py" --precision "$precision" --batch "$batch" \
+theirs=$(python3 "$here/$theirs_script" --precision "$precision" --batch "$batch" \
   --steps "$steps" --peak_tflops "$peak_tflops")
 
-report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_mib" "$attention" "$storage" <<'PY'
+report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_mib" \
+  "$attention" "$storage" "$model" "$title" "$seq" "$flops_per_token" <<'PY'
 import sys
-sps, batch, precision, peak, theirs, peak_mib, attention, storage = sys.argv[1:9]
-tokens = float(sps) * int(batch) * 1024
-# nanoGPT's estimate: 6 N + 12 L H Q T per token, N = 123.6M without the position table.
-flops_per_token = 6 * 123_689_472 + 12 * 12 * 768 * 1024
+sps, batch, precision, peak, theirs, peak_mib, attention, storage, model, title = sys.argv[1:11]
+seq, flops_per_token = int(sys.argv[11]), int(sys.argv[12])
+tokens = float(sps) * int(batch) * seq
 mfu = tokens * flops_per_token / (float(peak) * 1e12)
-lines = [f"GPT-2 124M, batch {batch} x 1024, {precision}, one GPU (TF32 off)", "",
+lines = [f"{title}, batch {batch} x {seq}, {precision}, one GPU (TF32 off)", "",
          "| run | tokens/s | MFU | peak memory (PyTorch: max allocated) | Shardwise / this |", "| --- | --- | --- | --- | --- |",
          f"| Shardwise FULL_SHARD world 1 (NCCL), {attention} attention, {storage} storage | {tokens:.0f} | {mfu:.3f} | {peak_mib or 'n/a'} | 1.00 |"]
 for line in theirs.splitlines():
@@ -60,17 +74,18 @@ for line in theirs.splitlines():
     else:
         t, m, p = float(rest[0]), float(rest[1]), rest[2]
         lines.append(f"| PyTorch {name} | {t:.0f} | {m:.3f} | {p} MiB | {tokens / t:.2f} |")
-lines.append("")
-lines.append(f"llm.c's figure, about 460,000 tokens/s per H100 (8 GPUs, BF16): Shardwise at {tokens / 460000:.2f} of it.")
+if model == "gpt2":
+    lines.append("")
+    lines.append(f"llm.c's figure, about 460,000 tokens/s per H100 (8 GPUs, BF16): Shardwise at {tokens / 460000:.2f} of it.")
 print("\n".join(lines))
 PY
 )
 echo "$report"
 {
   echo
-  echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): GPT-2 124M"
+  echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): $title"
   echo
-  echo "Command: \`bench/gpu_gpt.sh BUNDLE $steps $precision $batch $attention $storage\`"
+  echo "Command: \`$([ "$model" = gpt2 ] && echo bench/gpu_gpt.sh || echo bench/gpu_llama.sh) BUNDLE $steps $precision $batch $attention $storage\`"
   echo
   echo "$report"
 } >> "$here/RESULTS.md"

@@ -26,14 +26,14 @@ if [ -z "$ncu" ]; then
   echo "no Nsight Compute (ncu) on this host" >&2
   exit 1
 fi
-. "$here/gpu_gpt2_job.sh"
-gpt2_tokens "$work/train.bin"
+. "$here/gpu_jobs.sh"
+gpu_tokens "$work/train.bin"
 worker_wrapper=("$ncu" --target-processes all --clock-control none --csv --print-units base
   --metrics gpu__time_duration.sum --log-file "$work/ncu.csv")
 . "$here/gpu_daemons.sh"
 ncu_pid=${pids[-1]}
 
-gpt2_job "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batch" "$attention"
+gpu_job gpt2 "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batch" "$attention"
 job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
 "$bundle/bin/shardwise" watch "$job" >/dev/null
 # Nsight Compute writes its table when the worker exits: SIGTERM drains it. (The

@@ -11,6 +11,9 @@
 #            (what MATERIALIZED attention's T x T probabilities may not fit)
 #   storage  bench/gpu_gpt.sh in BF16 with 16-bit storage (cuda.storage
 #            STORAGE_PARAM_DTYPE), MATERIALIZED and FUSED, at the batch given
+#   llama    bench/gpu_llama.sh: a Llama of Llama 3.2 1B's shape at context 2048 against
+#            PyTorch, BF16 with FUSED attention, FP32 then 16-bit storage, at the batch
+#            given (4 if not given)
 #   profile  bench/gpu_gpt_profile.sh: the BF16 step's GPU time per kernel group (Nsight
 #            Compute) against PyTorch eager's (its profiler), over STEPS steps (2 if not
 #            given: every kernel runs alone under Nsight Compute)
@@ -19,11 +22,12 @@
 # summary, line by line as each check ends, as summary-PHASE.txt. GPU_TEST_TIMEOUT
 # (seconds, 500 by default) bounds each test binary's run.
 #
-# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|profile|all [STEPS] [BATCH]
+# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|profile|all [STEPS] [BATCH]
 set -uo pipefail
-phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|profile|all [STEPS] [BATCH]}
+phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|profile|all [STEPS] [BATCH]}
 steps=${2:-30}
 batch=${3:-8}
+llama_batch=${3:-4}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-/tmp/gpu-run}
 logs=$(mktemp -d)
@@ -73,17 +77,18 @@ run_cluster() {
   record "cluster_check: rc $?; $(grep -c '^PASS' "$logs/cluster_check.log") passed, $(grep -c '^FAIL' "$logs/cluster_check.log") failed"
 }
 
-# Runs bench/gpu_gpt.sh once per "PRECISION BATCH ATTENTION [STORAGE]" argument; the
-# lines it appends to bench/RESULTS.md go to $out too.
+# Runs bench/gpu_gpt.sh (or, with SHARDWISE_GPU_BENCH_MODEL=llama1b exported, its Llama)
+# once per "PRECISION BATCH ATTENTION [STORAGE]" argument; the lines it appends to
+# bench/RESULTS.md go to $out too.
 run_gpu_gpt() {
-  local lines run precision run_batch attention storage
+  local lines run precision run_batch attention storage model=${SHARDWISE_GPU_BENCH_MODEL:-gpt2}
   lines=$(wc -l <"$root/bench/RESULTS.md")
   for run in "$@"; do
     read -r precision run_batch attention storage <<<"$run"
     storage=${storage:-FP32}
     "$root/bench/gpu_gpt.sh" "$unpacked/bundle" "$steps" "$precision" "$run_batch" "$attention" \
-      "$storage" >"$logs/gpu_gpt_${precision}_${run_batch}_${attention}_$storage.log" 2>&1
-    record "gpu_gpt $run: rc $?"
+      "$storage" >"$logs/gpu_${model}_${precision}_${run_batch}_${attention}_$storage.log" 2>&1
+    record "gpu_gpt $model $run: rc $?"
   done
   tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
 }
@@ -104,6 +109,11 @@ run_fused() { run_gpu_gpt "bf16 $batch FUSED" "bf16 $((4 * batch)) FUSED"; }
 run_storage() {
   run_gpu_gpt "bf16 $batch MATERIALIZED PARAM_DTYPE" "bf16 $batch FUSED PARAM_DTYPE"
 }
+run_llama() {
+  export SHARDWISE_GPU_BENCH_MODEL=llama1b
+  run_gpu_gpt "bf16 $llama_batch FUSED" "bf16 $llama_batch FUSED PARAM_DTYPE"
+  unset SHARDWISE_GPU_BENCH_MODEL
+}
 
 case "$phase" in
   tests) run_tests ;;
@@ -111,8 +121,9 @@ case "$phase" in
   bench) run_bench ;;
   fused) run_fused ;;
   storage) run_storage ;;
+  llama) run_llama ;;
   profile) run_profile "$@" ;;
-  all) run_tests; run_cluster; run_bench; run_fused; run_storage ;;
+  all) run_tests; run_cluster; run_bench; run_fused; run_storage; run_llama ;;
   *) echo "unknown phase $phase" >&2; exit 2 ;;
 esac
 
