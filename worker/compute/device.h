@@ -149,6 +149,28 @@ class Device {
   virtual void RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
                                ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                                float* dw) = 0;
+  // ---- a residual sum fused with the norm beside it (pre-norm blocks) ----
+  // What a pre-norm block does between its branches, one pass over the rows where the
+  // device fuses it (the CUDA device, where the rows are stored in `compute`'s type), else
+  // these defaults, which run the operations one by one (the same values either way):
+  // AddLayerNormForward: x = x + residual, then LayerNormForward(x) into y, each of x and
+  // y rounded to `compute` where stored in FP32 (as RoundToPrecision).
+  virtual void AddLayerNormForward(TensorRef x, ConstTensorRef residual, ConstTensorRef w,
+                                   ConstTensorRef b, int64_t rows, int64_t dim, float eps,
+                                   TensorRef y, float* mean, float* rstd, ScalarType compute);
+  // LayerNormBackward whose input gradient, rounded to `compute`, is added to `dresidual`
+  // (the sum rounded) instead of written: the gradient of a block's input, which feeds
+  // both the residual and the norm.
+  virtual void LayerNormBackwardAdd(ConstTensorRef x, ConstTensorRef w, const float* mean,
+                                    const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
+                                    TensorRef dresidual, float* dw, float* db, ScalarType compute);
+  // The same two for RMSNorm.
+  virtual void AddRmsNormForward(TensorRef x, ConstTensorRef residual, ConstTensorRef w,
+                                 int64_t rows, int64_t dim, float eps, TensorRef y, float* rstd,
+                                 ScalarType compute);
+  virtual void RmsNormBackwardAdd(ConstTensorRef x, ConstTensorRef w, const float* rstd,
+                                  ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dresidual,
+                                  float* dw, ScalarType compute);
   // Rotary position embeddings in HF's rotate-half layout, in place on x [rows, heads *
   // head_dim], row r at position r % seq: in each head, element i < head_dim / 2 and its
   // partner i + head_dim / 2, (a, b), become (a cos - b sin, b cos + a sin), cos and sin

@@ -346,8 +346,8 @@ void CudaDevice::LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const flo
   const FloatInput fw(*this, w, dim);
   Buffer partials(allocator(), LayerNormBackwardPartials(rows, dim), MemoryCategory::kActivations,
                   ScalarType::kFloat64, false);
-  Check(cuda::LayerNormBackward(x, fw.get(), mean, rstd, dy, rows, dim, dx, dw, db,
-                                partials.as<double>(), stream()),
+  Check(cuda::LayerNormBackward(x, fw.get(), mean, rstd, dy, rows, dim, dx, /*add_to_dx=*/false, dw,
+                                db, partials.as<double>(), stream()),
         "LayerNormBackward");
 }
 
@@ -361,7 +361,59 @@ void CudaDevice::RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float
                                  ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                                  float* dw) {
   const FloatInput fw(*this, w, dim);
-  Check(cuda::RmsNormBackward(x, fw.get(), rstd, dy, rows, dim, dx, dw, stream()),
+  Check(cuda::RmsNormBackward(x, fw.get(), rstd, dy, rows, dim, dx, /*add_to_dx=*/false, dw,
+                              stream()),
+        "RmsNormBackward");
+}
+
+void CudaDevice::AddLayerNormForward(TensorRef x, ConstTensorRef residual, ConstTensorRef w,
+                                     ConstTensorRef b, int64_t rows, int64_t dim, float eps,
+                                     TensorRef y, float* mean, float* rstd, ScalarType compute) {
+  if (x.type() != compute) {
+    return Device::AddLayerNormForward(x, residual, w, b, rows, dim, eps, y, mean, rstd, compute);
+  }
+  const FloatInput fw(*this, w, dim), fb(*this, b, dim);
+  Check(cuda::AddLayerNormForward(x, residual, fw.get(), fb.get(), rows, dim, eps, y, mean, rstd,
+                                  stream()),
+        "AddLayerNormForward");
+}
+
+void CudaDevice::LayerNormBackwardAdd(ConstTensorRef x, ConstTensorRef w, const float* mean,
+                                      const float* rstd, ConstTensorRef dy, int64_t rows,
+                                      int64_t dim, TensorRef dresidual, float* dw, float* db,
+                                      ScalarType compute) {
+  if (dresidual.type() != compute) {
+    return Device::LayerNormBackwardAdd(x, w, mean, rstd, dy, rows, dim, dresidual, dw, db,
+                                        compute);
+  }
+  const FloatInput fw(*this, w, dim);
+  Buffer partials(allocator(), LayerNormBackwardPartials(rows, dim), MemoryCategory::kActivations,
+                  ScalarType::kFloat64, false);
+  Check(cuda::LayerNormBackward(x, fw.get(), mean, rstd, dy, rows, dim, dresidual,
+                                /*add_to_dx=*/true, dw, db, partials.as<double>(), stream()),
+        "LayerNormBackward");
+}
+
+void CudaDevice::AddRmsNormForward(TensorRef x, ConstTensorRef residual, ConstTensorRef w,
+                                   int64_t rows, int64_t dim, float eps, TensorRef y, float* rstd,
+                                   ScalarType compute) {
+  if (x.type() != compute) {
+    return Device::AddRmsNormForward(x, residual, w, rows, dim, eps, y, rstd, compute);
+  }
+  const FloatInput fw(*this, w, dim);
+  Check(cuda::AddRmsNormForward(x, residual, fw.get(), rows, dim, eps, y, rstd, stream()),
+        "AddRmsNormForward");
+}
+
+void CudaDevice::RmsNormBackwardAdd(ConstTensorRef x, ConstTensorRef w, const float* rstd,
+                                    ConstTensorRef dy, int64_t rows, int64_t dim,
+                                    TensorRef dresidual, float* dw, ScalarType compute) {
+  if (dresidual.type() != compute) {
+    return Device::RmsNormBackwardAdd(x, w, rstd, dy, rows, dim, dresidual, dw, compute);
+  }
+  const FloatInput fw(*this, w, dim);
+  Check(cuda::RmsNormBackward(x, fw.get(), rstd, dy, rows, dim, dresidual, /*add_to_dx=*/true, dw,
+                              stream()),
         "RmsNormBackward");
 }
 

@@ -109,6 +109,21 @@ class CudaDevice final : public Device {
   // Everything else the Device interface asks for (the GPT's layers: transformer_kernels.h
   // and attention.h; the Llama's: llama_kernels.h).
 #include "worker/compute/device_overrides.inc"
+  // One kernel where the rows are stored in `compute`'s type (the sums and the norm's
+  // output round as their stores do); FP32 storage of 16-bit values takes Device's
+  // defaults, which round in passes of their own.
+  void AddLayerNormForward(TensorRef x, ConstTensorRef residual, ConstTensorRef w, ConstTensorRef b,
+                           int64_t rows, int64_t dim, float eps, TensorRef y, float* mean,
+                           float* rstd, ScalarType compute) override;
+  void LayerNormBackwardAdd(ConstTensorRef x, ConstTensorRef w, const float* mean,
+                            const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
+                            TensorRef dresidual, float* dw, float* db, ScalarType compute) override;
+  void AddRmsNormForward(TensorRef x, ConstTensorRef residual, ConstTensorRef w, int64_t rows,
+                         int64_t dim, float eps, TensorRef y, float* rstd,
+                         ScalarType compute) override;
+  void RmsNormBackwardAdd(ConstTensorRef x, ConstTensorRef w, const float* rstd, ConstTensorRef dy,
+                          int64_t rows, int64_t dim, TensorRef dresidual, float* dw,
+                          ScalarType compute) override;
   // One launch per kMaxSpansPerTable spans (kernels.h AdamWUpdateSpans).
   void AdamWUpdateSpans(const AdamWScalars& s, float* param, const float* grad, float* exp_avg,
                         float* exp_avg_sq, const std::vector<UpdateSpan>& spans) override;

@@ -31,6 +31,7 @@ namespace {
 using ::shardwise::cuda::testing::DeviceVector;
 using ::shardwise::cuda::testing::ExpectNear;
 using ::shardwise::cuda::testing::RandomFloats;
+using ::shardwise::cuda::testing::Stored;
 
 std::vector<double> Wide(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 std::vector<float> Narrow(const std::vector<double>& v) { return {v.begin(), v.end()}; }
@@ -226,6 +227,67 @@ TEST_F(GptLayersTest, SixteenBitStorageEqualsFp32StorageRounded) {
         {&db16, &db32}}) {
     EXPECT_EQ(got->ToHost(), want->ToHost());
   }
+}
+
+// A pre-norm block's residual sum fused with LayerNorm (AddLayerNormForward, and
+// LayerNormBackwardAdd adding the input gradient into the residual's: one kernel each
+// where the rows are stored in the compute type) against Device's defaults, the
+// operations one by one: the same bits for the sums, the norm's output and statistics,
+// the residual's gradient and the parameter gradients.
+template <typename E>
+void CheckResidualLayerNorm(CudaDevice& device, ScalarType type) {
+  const int64_t rows = 70, dim = 771, n = rows * dim;
+  const std::vector<E> x = Stored<E>(type, n, 91, 3.0f), residual = Stored<E>(type, n, 92),
+                       w = Stored<E>(type, dim, 93), b = Stored<E>(type, dim, 94),
+                       dy = Stored<E>(type, n, 95), dresidual = Stored<E>(type, n, 96);
+  DeviceVector<E> d_residual(residual), d_w(w), d_b(b), d_dy(dy);
+  struct Run {
+    DeviceVector<E> x, y, dresidual;
+    DeviceVector<float> mean, rstd, dw, db;
+  };
+  Run fused{DeviceVector<E>(x),        DeviceVector<E>(n),        DeviceVector<E>(dresidual),
+            DeviceVector<float>(rows), DeviceVector<float>(rows), DeviceVector<float>(dim),
+            DeviceVector<float>(dim)};
+  Run one_by_one{DeviceVector<E>(x),        DeviceVector<E>(n),        DeviceVector<E>(dresidual),
+                 DeviceVector<float>(rows), DeviceVector<float>(rows), DeviceVector<float>(dim),
+                 DeviceVector<float>(dim)};
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the streams
+  const ConstTensorRef cw(d_w.get(), type), cb(d_b.get(), type), cdy(d_dy.get(), type);
+  for (Run* run : {&fused, &one_by_one}) {
+    const TensorRef rx(run->x.get(), type), ry(run->y.get(), type),
+        rdres(run->dresidual.get(), type);
+    const ConstTensorRef cres(d_residual.get(), type);
+    if (run == &fused) {
+      device.AddLayerNormForward(rx, cres, cw, cb, rows, dim, 1e-5f, ry, run->mean.get(),
+                                 run->rstd.get(), type);
+      device.LayerNormBackwardAdd(rx, cw, run->mean.get(), run->rstd.get(), cdy, rows, dim, rdres,
+                                  run->dw.get(), run->db.get(), type);
+    } else {
+      device.Device::AddLayerNormForward(rx, cres, cw, cb, rows, dim, 1e-5f, ry, run->mean.get(),
+                                         run->rstd.get(), type);
+      device.Device::LayerNormBackwardAdd(rx, cw, run->mean.get(), run->rstd.get(), cdy, rows, dim,
+                                          rdres, run->dw.get(), run->db.get(), type);
+    }
+  }
+  ASSERT_TRUE(device.Synchronize().ok()) << device.status();
+  EXPECT_EQ(fused.x.ToHost(), one_by_one.x.ToHost());
+  EXPECT_EQ(fused.y.ToHost(), one_by_one.y.ToHost());
+  EXPECT_EQ(fused.dresidual.ToHost(), one_by_one.dresidual.ToHost());
+  for (const auto& [got, want] : {std::pair{&fused.mean, &one_by_one.mean},
+                                  {&fused.rstd, &one_by_one.rstd},
+                                  {&fused.dw, &one_by_one.dw},
+                                  {&fused.db, &one_by_one.db}}) {
+    EXPECT_EQ(got->ToHost(), want->ToHost());
+  }
+}
+
+TEST_F(GptLayersTest, ResidualLayerNormFusedEqualsTheOperationsOneByOne) {
+  {
+    SCOPED_TRACE("FP32");
+    CheckResidualLayerNorm<float>(*device_, ScalarType::kFloat32);
+  }
+  SCOPED_TRACE("BF16 storage");
+  CheckResidualLayerNorm<uint16_t>(*device_, ScalarType::kBFloat16);
 }
 
 TEST_F(GptLayersTest, AttentionMatchesTheCpuInFp64WithTf32Off) {

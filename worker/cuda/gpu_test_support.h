@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/compute/casts.h"
+#include "worker/runtime/scalar_type.h"
 
 namespace shardwise::cuda::testing {
 
@@ -58,6 +61,21 @@ class DeviceVector {
 
 // n normal values with standard deviation `scale`, from `seed`.
 std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f);
+
+// RandomFloats rounded to `type`, as its stored elements E: float (FP32 storage) or
+// uint16_t (the 16-bit bits).
+template <typename E>
+std::vector<E> Stored(ScalarType type, size_t n, uint32_t seed, float scale = 1.0f) {
+  std::vector<float> values = RandomFloats(n, seed, scale);
+  cpu::RoundToPrecision(type, values.data(), values.size());
+  if constexpr (std::is_same_v<E, float>) {
+    return values;
+  } else {
+    std::vector<E> bits(n);
+    cpu::Narrow(type, values.data(), bits.data(), n);
+    return bits;
+  }
+}
 
 // Every |got - want| <= atol + rtol * |want| (the first few misses are reported by index).
 void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, float rtol,

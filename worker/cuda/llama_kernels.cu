@@ -16,20 +16,23 @@ using namespace internal;  // NOLINT(build/namespaces)
 
 // One warp per row (compute/norm_rows.h): float sums in a fixed order, 16-byte loads of
 // FP32 rows; x, y, dy and dx in their storage type T (storage_elements.cuh).
+// With a residual, x = x + residual first (AddResidualRow), then the norm of that sum.
 template <typename T>
-__global__ void RmsNormForwardKernel(const T* x, const float* w, int64_t rows, int64_t dim,
-                                     float eps, T* y, float* rstd) {
+__global__ void RmsNormForwardKernel(T* x, const T* residual, const float* w, int64_t rows,
+                                     int64_t dim, float eps, T* y, float* rstd) {
   const WarpPosition at = ThisWarp();
   const DeviceWarp reduce{at.lane};
   const norm_rows::Writer lane_groups{at.lane, norm_rows::kLanes};
   for (int64_t row = at.warp; row < rows; row += at.warps) {
+    if (residual != nullptr) AddResidualRow(x + row * dim, residual + row * dim, dim, at.lane);
     const float row_rstd = norm_rows::RmsNormForwardRow(
         LoadRow(x + row * dim, dim), w, dim, eps, reduce, lane_groups, StoreRow(y + row * dim));
     if (at.lane == 0) rstd[row] = row_rstd;
   }
 }
 
-template <typename T>
+// kAdd: dx is added into (GradientRow), as the residual's gradient takes it.
+template <typename T, bool kAdd>
 __global__ void RmsNormInputGradKernel(const T* x, const float* w, const float* rstd, const T* dy,
                                        int64_t rows, int64_t dim, T* dx) {
   const WarpPosition at = ThisWarp();
@@ -37,7 +40,8 @@ __global__ void RmsNormInputGradKernel(const T* x, const float* w, const float* 
   const norm_rows::Writer lane_groups{at.lane, norm_rows::kLanes};
   for (int64_t row = at.warp; row < rows; row += at.warps) {
     norm_rows::RmsNormInputGradRow(LoadRow(x + row * dim, dim), LoadRow(dy + row * dim, dim), w,
-                                   rstd[row], dim, reduce, lane_groups, StoreRow(dx + row * dim));
+                                   rstd[row], dim, reduce, lane_groups,
+                                   GradientRow<kAdd>(dx + row * dim));
   }
 }
 
@@ -153,22 +157,43 @@ cudaError_t RmsNormForward(ConstTensorRef x, const float* w, int64_t rows, int64
   if (rows == 0) return cudaSuccess;
   const bool typed = WithSharedStoredType({x.type(), y.type()}, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
+    // The kernel writes x only with a residual.
     RmsNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
-        static_cast<const T*>(x.data()), w, rows, dim, eps, static_cast<T*>(y.data()), rstd);
+        const_cast<T*>(static_cast<const T*>(x.data())), static_cast<const T*>(nullptr), w, rows,
+        dim, eps, static_cast<T*>(y.data()), rstd);
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
+}
+
+cudaError_t AddRmsNormForward(TensorRef x, ConstTensorRef residual, const float* w, int64_t rows,
+                              int64_t dim, float eps, TensorRef y, float* rstd,
+                              cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  const bool typed = WithSharedStoredType({x.type(), residual.type(), y.type()}, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    RmsNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
+        static_cast<T*>(x.data()), static_cast<const T*>(residual.data()), w, rows, dim, eps,
+        static_cast<T*>(y.data()), rstd);
   });
   return typed ? Launched() : cudaErrorInvalidValue;
 }
 
 cudaError_t RmsNormBackward(ConstTensorRef x, const float* w, const float* rstd, ConstTensorRef dy,
-                            int64_t rows, int64_t dim, TensorRef dx, float* dw,
+                            int64_t rows, int64_t dim, TensorRef dx, bool add_to_dx, float* dw,
                             cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
   const bool typed = WithSharedStoredType({x.type(), dy.type(), dx.type()}, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     const T* x_values = static_cast<const T*>(x.data());
     const T* dy_values = static_cast<const T*>(dy.data());
-    RmsNormInputGradKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
-        x_values, w, rstd, dy_values, rows, dim, static_cast<T*>(dx.data()));
+    T* dx_values = static_cast<T*>(dx.data());
+    if (add_to_dx) {
+      RmsNormInputGradKernel<T, true><<<WarpBlocks(rows), kThreads, 0, stream>>>(
+          x_values, w, rstd, dy_values, rows, dim, dx_values);
+    } else {
+      RmsNormInputGradKernel<T, false><<<WarpBlocks(rows), kThreads, 0, stream>>>(
+          x_values, w, rstd, dy_values, rows, dim, dx_values);
+    }
     RmsNormWeightGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(x_values, rstd, dy_values, rows,
                                                                   dim, dw);
   });

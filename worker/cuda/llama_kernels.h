@@ -24,10 +24,16 @@ namespace shardwise::cuda {
 // cudaErrorInvalidValue; w, rstd and dw are FP32.
 cudaError_t RmsNormForward(ConstTensorRef x, const float* w, int64_t rows, int64_t dim, float eps,
                            TensorRef y, float* rstd, cudaStream_t stream);
-// Writes dx (one warp per row: norm_rows::RmsNormInputGradRow); adds to dw, one thread
-// per column adding dy * (x * rstd) over the rows in row order, as the CPU loop does.
+// x = x + residual (each sum rounded to their type as Accumulate rounds it), then
+// RmsNormForward of that sum, in one kernel: a pre-norm block's residual and its norm.
+cudaError_t AddRmsNormForward(TensorRef x, ConstTensorRef residual, const float* w, int64_t rows,
+                              int64_t dim, float eps, TensorRef y, float* rstd,
+                              cudaStream_t stream);
+// Writes dx (one warp per row: norm_rows::RmsNormInputGradRow), or with `add_to_dx` adds
+// it, rounded to dx's type, to what dx holds (the sum rounded); adds to dw, one thread per
+// column adding dy * (x * rstd) over the rows in row order, as the CPU loop does.
 cudaError_t RmsNormBackward(ConstTensorRef x, const float* w, const float* rstd, ConstTensorRef dy,
-                            int64_t rows, int64_t dim, TensorRef dx, float* dw,
+                            int64_t rows, int64_t dim, TensorRef dx, bool add_to_dx, float* dw,
                             cudaStream_t stream);
 
 // Rotary embeddings in place on x [rows, heads * head_dim], one thread per rotated pair

@@ -23,6 +23,7 @@ namespace {
 using ::shardwise::cuda::testing::DeviceVector;
 using ::shardwise::cuda::testing::ExpectNear;
 using ::shardwise::cuda::testing::RandomFloats;
+using ::shardwise::cuda::testing::Stored;
 
 using LlamaKernelsTest = ::shardwise::cuda::testing::CudaDeviceTest;
 
@@ -117,6 +118,57 @@ TEST_F(LlamaKernelsTest, RmsNormInSixteenBitStorageEqualsFp32StorageRounded) {
   }
   EXPECT_EQ(rstd16.ToHost(), rstd32.ToHost());
   EXPECT_EQ(dw16.ToHost(), dw32.ToHost());
+}
+
+// A pre-norm block's residual sum fused with RMSNorm (AddRmsNormForward, and
+// RmsNormBackwardAdd adding the input gradient into the residual's: one kernel each where
+// the rows are stored in the compute type) against Device's defaults, the operations one
+// by one: the same bits.
+template <typename E>
+void CheckResidualRmsNorm(CudaDevice& device, ScalarType type) {
+  const int64_t rows = 70, dim = 1031, n = rows * dim;
+  const std::vector<E> x = Stored<E>(type, n, 41, 2.0f), residual = Stored<E>(type, n, 42),
+                       w = Stored<E>(type, dim, 43), dy = Stored<E>(type, n, 44),
+                       dresidual = Stored<E>(type, n, 45);
+  DeviceVector<E> d_residual(residual), d_w(w), d_dy(dy);
+  struct Run {
+    DeviceVector<E> x, y, dresidual;
+    DeviceVector<float> rstd, dw;
+  };
+  Run fused{DeviceVector<E>(x), DeviceVector<E>(n), DeviceVector<E>(dresidual),
+            DeviceVector<float>(rows), DeviceVector<float>(dim)};
+  Run one_by_one{DeviceVector<E>(x), DeviceVector<E>(n), DeviceVector<E>(dresidual),
+                 DeviceVector<float>(rows), DeviceVector<float>(dim)};
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the streams
+  const ConstTensorRef cw(d_w.get(), type), cdy(d_dy.get(), type), cres(d_residual.get(), type);
+  for (Run* run : {&fused, &one_by_one}) {
+    const TensorRef rx(run->x.get(), type), ry(run->y.get(), type),
+        rdres(run->dresidual.get(), type);
+    if (run == &fused) {
+      device.AddRmsNormForward(rx, cres, cw, rows, dim, 1e-5f, ry, run->rstd.get(), type);
+      device.RmsNormBackwardAdd(rx, cw, run->rstd.get(), cdy, rows, dim, rdres, run->dw.get(),
+                                type);
+    } else {
+      device.Device::AddRmsNormForward(rx, cres, cw, rows, dim, 1e-5f, ry, run->rstd.get(), type);
+      device.Device::RmsNormBackwardAdd(rx, cw, run->rstd.get(), cdy, rows, dim, rdres,
+                                        run->dw.get(), type);
+    }
+  }
+  ASSERT_TRUE(device.Synchronize().ok()) << device.status();
+  EXPECT_EQ(fused.x.ToHost(), one_by_one.x.ToHost());
+  EXPECT_EQ(fused.y.ToHost(), one_by_one.y.ToHost());
+  EXPECT_EQ(fused.dresidual.ToHost(), one_by_one.dresidual.ToHost());
+  EXPECT_EQ(fused.rstd.ToHost(), one_by_one.rstd.ToHost());
+  EXPECT_EQ(fused.dw.ToHost(), one_by_one.dw.ToHost());
+}
+
+TEST_F(LlamaKernelsTest, ResidualRmsNormFusedEqualsTheOperationsOneByOne) {
+  {
+    SCOPED_TRACE("FP32");
+    CheckResidualRmsNorm<float>(*device_, ScalarType::kFloat32);
+  }
+  SCOPED_TRACE("BF16 storage");
+  CheckResidualRmsNorm<uint16_t>(*device_, ScalarType::kBFloat16);
 }
 
 // Real rotary tables: angle pos * 10000^(-2i / head_dim).

@@ -103,6 +103,37 @@ struct StoredRowStore {
   __device__ Element operator[](int64_t j) const { return {row + j}; }
 };
 
+// A row whose `row[j] = value` adds the value, rounded to T, to what the row holds, the
+// sum rounded to T: what a plain store into a scratch row followed by Accumulate (dst +
+// src) writes, without the scratch row (a norm's input gradient added to the residual's).
+template <typename T>
+struct AddingRowStore {
+  struct Element {
+    T* place;
+    __device__ void operator=(float value) const {  // NOLINT
+      T rounded;
+      StoreFloat(&rounded, 0, value);
+      StoreFloat(place, 0, LoadFloat(place, 0) + LoadFloat(&rounded, 0));
+    }
+  };
+  T* row;
+  __device__ Element operator[](int64_t j) const { return {row + j}; }
+};
+
+// x[j] = x[j] + residual[j] over this lane's groups of a row (norm_rows' order: group g by
+// lane g % kLanes), each sum rounded to T as it is stored: Accumulate's values, written
+// where the same lane reads them back (a norm's row routine reads only its lane's groups
+// before the warp's sums), so no other lane's write is waited for.
+template <typename T>
+__device__ void AddResidualRow(T* x, const T* residual, int64_t dim, int lane) {
+  for (int64_t g = lane; g < norm_rows::Groups(dim); g += norm_rows::kLanes) {
+    for (int k = 0; k < norm_rows::kVector && g * norm_rows::kVector + k < dim; ++k) {
+      const int64_t j = g * norm_rows::kVector + k;
+      StoreFloat(x, j, LoadFloat(x, j) + LoadFloat(residual, j));
+    }
+  }
+}
+
 template <typename T>
 struct RowAccess {
   using Load = StoredRowLoad<T>;
@@ -120,6 +151,15 @@ __device__ typename RowAccess<T>::Load LoadRow(const T* row, int64_t dim) {
 template <typename T>
 __device__ typename RowAccess<T>::Store StoreRow(T* row) {
   return typename RowAccess<T>::Store{row};
+}
+// A norm's input-gradient row: written, or with kAdd added into (AddingRowStore).
+template <bool kAdd, typename T>
+__device__ auto GradientRow(T* row) {
+  if constexpr (kAdd) {
+    return AddingRowStore<T>{row};
+  } else {
+    return StoreRow(row);
+  }
 }
 
 }  // namespace shardwise::cuda::internal

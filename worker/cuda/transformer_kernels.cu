@@ -103,14 +103,17 @@ size_t ScratchBytes(int64_t n, size_t sort_bytes) {
 // ---- layer norm -------------------------------------------------------------------------
 
 // One warp per row (compute/norm_rows.h): float sums in a fixed order, 16-byte loads of
-// FP32 rows; x, y, dy and dx in their storage type T (storage_elements.cuh).
+// FP32 rows; x, y, dy and dx in their storage type T (storage_elements.cuh). With a
+// residual, x = x + residual first (AddResidualRow), then the norm of that sum.
 template <typename T>
-__global__ void LayerNormForwardKernel(const T* x, const float* w, const float* b, int64_t rows,
-                                       int64_t dim, float eps, T* y, float* mean, float* rstd) {
+__global__ void LayerNormForwardKernel(T* x, const T* residual, const float* w, const float* b,
+                                       int64_t rows, int64_t dim, float eps, T* y, float* mean,
+                                       float* rstd) {
   const WarpPosition at = ThisWarp();
   const DeviceWarp reduce{at.lane};
   const norm_rows::Writer lane_groups{at.lane, norm_rows::kLanes};
   for (int64_t row = at.warp; row < rows; row += at.warps) {
+    if (residual != nullptr) AddResidualRow(x + row * dim, residual + row * dim, dim, at.lane);
     const norm_rows::Moments moments = norm_rows::LayerNormForwardRow(
         LoadRow(x + row * dim, dim), w, b, dim, eps, reduce, lane_groups, StoreRow(y + row * dim));
     if (at.lane == 0) {
@@ -120,7 +123,8 @@ __global__ void LayerNormForwardKernel(const T* x, const float* w, const float* 
   }
 }
 
-template <typename T>
+// kAdd: dx is added into (GradientRow), as the residual's gradient takes it.
+template <typename T, bool kAdd>
 __global__ void LayerNormInputGradKernel(const T* x, const float* w, const float* mean,
                                          const float* rstd, const T* dy, int64_t rows, int64_t dim,
                                          T* dx) {
@@ -130,7 +134,7 @@ __global__ void LayerNormInputGradKernel(const T* x, const float* w, const float
   for (int64_t row = at.warp; row < rows; row += at.warps) {
     norm_rows::LayerNormInputGradRow(LoadRow(x + row * dim, dim), LoadRow(dy + row * dim, dim), w,
                                      {mean[row], rstd[row]}, dim, reduce, lane_groups,
-                                     StoreRow(dx + row * dim));
+                                     GradientRow<kAdd>(dx + row * dim));
   }
 }
 
@@ -265,9 +269,23 @@ cudaError_t LayerNormForward(ConstTensorRef x, const float* w, const float* b, i
   if (rows == 0) return cudaSuccess;
   const bool typed = WithSharedStoredType({x.type(), y.type()}, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
+    // The kernel writes x only with a residual.
     LayerNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
-        static_cast<const T*>(x.data()), w, b, rows, dim, eps, static_cast<T*>(y.data()), mean,
-        rstd);
+        const_cast<T*>(static_cast<const T*>(x.data())), static_cast<const T*>(nullptr), w, b, rows,
+        dim, eps, static_cast<T*>(y.data()), mean, rstd);
+  });
+  return typed ? Launched() : cudaErrorInvalidValue;
+}
+
+cudaError_t AddLayerNormForward(TensorRef x, ConstTensorRef residual, const float* w,
+                                const float* b, int64_t rows, int64_t dim, float eps, TensorRef y,
+                                float* mean, float* rstd, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  const bool typed = WithSharedStoredType({x.type(), residual.type(), y.type()}, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    LayerNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
+        static_cast<T*>(x.data()), static_cast<const T*>(residual.data()), w, b, rows, dim, eps,
+        static_cast<T*>(y.data()), mean, rstd);
   });
   return typed ? Launched() : cudaErrorInvalidValue;
 }
@@ -278,7 +296,7 @@ size_t LayerNormBackwardPartials(int64_t rows, int64_t dim) {
 
 cudaError_t LayerNormBackward(ConstTensorRef x, const float* w, const float* mean,
                               const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
-                              TensorRef dx, float* dw, float* db, double* partials,
+                              TensorRef dx, bool add_to_dx, float* dw, float* db, double* partials,
                               cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
   const int64_t chunks = RowChunks(rows);
@@ -289,8 +307,14 @@ cudaError_t LayerNormBackward(ConstTensorRef x, const float* w, const float* mea
     using T = std::remove_pointer_t<decltype(type)>;
     const T* x_values = static_cast<const T*>(x.data());
     const T* dy_values = static_cast<const T*>(dy.data());
-    LayerNormInputGradKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
-        x_values, w, mean, rstd, dy_values, rows, dim, static_cast<T*>(dx.data()));
+    T* dx_values = static_cast<T*>(dx.data());
+    if (add_to_dx) {
+      LayerNormInputGradKernel<T, true><<<WarpBlocks(rows), kThreads, 0, stream>>>(
+          x_values, w, mean, rstd, dy_values, rows, dim, dx_values);
+    } else {
+      LayerNormInputGradKernel<T, false><<<WarpBlocks(rows), kThreads, 0, stream>>>(
+          x_values, w, mean, rstd, dy_values, rows, dim, dx_values);
+    }
     if (dw == nullptr && db == nullptr) return;
     LayerNormParamPartialsKernel<<<grid, kThreads, 0, stream>>>(
         x_values, mean, rstd, dy_values, rows, dim, rows_per_chunk, partials);

@@ -38,14 +38,21 @@ cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, 
 cudaError_t LayerNormForward(ConstTensorRef x, const float* w, const float* b, int64_t rows,
                              int64_t dim, float eps, TensorRef y, float* mean, float* rstd,
                              cudaStream_t stream);
-// Writes dx (one warp per row, as the forward); adds to dw and db (null when w, b are).
+// x = x + residual (each sum rounded to their type as Accumulate rounds it), then
+// LayerNormForward of that sum, in one kernel: a pre-norm block's residual and its norm.
+cudaError_t AddLayerNormForward(TensorRef x, ConstTensorRef residual, const float* w,
+                                const float* b, int64_t rows, int64_t dim, float eps, TensorRef y,
+                                float* mean, float* rstd, cudaStream_t stream);
+// Writes dx (one warp per row, as the forward), or with `add_to_dx` adds it, rounded to
+// dx's type, to what dx holds (the sum rounded: the values of a write then Accumulate);
+// adds to dw and db (null when w, b are).
 // The parameter gradients are summed
 // over rows in fixed chunks (partial sums in double, then the chunks in order):
 // `partials` holds LayerNormBackwardPartials(rows, dim) doubles.
 size_t LayerNormBackwardPartials(int64_t rows, int64_t dim);
 cudaError_t LayerNormBackward(ConstTensorRef x, const float* w, const float* mean,
                               const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
-                              TensorRef dx, float* dw, float* db, double* partials,
+                              TensorRef dx, bool add_to_dx, float* dw, float* db, double* partials,
                               cudaStream_t stream);
 
 // Causal softmax in place over `rows` rows of `seq` scores, row r being query position

@@ -7,10 +7,9 @@ void Block::Forward(const StageContext& context, Flow& flow) {
   x_ = std::move(flow.hidden);
   ln_1_out_ = m_.ln_1.Forward(context, x_.ref(), rows, &ln_1_);
   // x2 = attn + x in the branch's buffer: no copy of x (addition commutes, so the sum is
-  // x + attn to the bit).
+  // x + attn to the bit), and ln_2 of it, in one pass where the device fuses them.
   x2_ = m_.attn.Forward(context, ln_1_out_.ref(), &attn_);
-  context.AddRounded(x2_, x_);
-  ln_2_out_ = m_.ln_2.Forward(context, x2_.ref(), rows, &ln_2_);
+  ln_2_out_ = m_.ln_2.AddForward(context, x2_.ref(), x_.ref(), rows, &ln_2_);
   fc_out_ = m_.c_fc.Forward(context, ln_2_out_.ref(), rows);
   act_out_ = context.Activations(fc_out_.numel());
   context.device->ActivationForward(m_.activation, fc_out_.ref(), fc_out_.numel(), act_out_.ref());
@@ -30,16 +29,16 @@ void Block::Backward(const StageContext& context, Flow& flow) {
   fc_out_.Reset();
   grad = m_.c_fc.Backward(context, ln_2_out_.ref(), grad.ref(), rows, true);
   ln_2_out_.Reset();
-  grad = m_.ln_2.Backward(context, x2_.ref(), ln_2_, grad.ref(), rows);
-  Buffer residual = std::move(flow.grad);  // the gradient of x2: the output's, plus the branch's
-  context.AddRounded(residual, grad);
+  // The gradient of x2: the output's, plus the branch's through ln_2.
+  Buffer residual = std::move(flow.grad);
+  m_.ln_2.BackwardAdd(context, x2_.ref(), ln_2_, grad.ref(), rows, residual.ref());
+  grad.Reset();
   x2_.Reset();
   ln_2_ = {};
   // The attention branch.
   grad = m_.attn.Backward(context, ln_1_out_.ref(), &attn_, residual.ref());
   ln_1_out_.Reset();
-  grad = m_.ln_1.Backward(context, x_.ref(), ln_1_, grad.ref(), rows);
-  context.AddRounded(residual, grad);
+  m_.ln_1.BackwardAdd(context, x_.ref(), ln_1_, grad.ref(), rows, residual.ref());
   DropSaved();
   flow.grad = std::move(residual);
 }

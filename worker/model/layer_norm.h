@@ -24,6 +24,13 @@ class LayerNorm {
   // Adds dw, db to the parameters' gradients; returns dx, rounded.
   Buffer Backward(const StageContext& context, ConstTensorRef x, const Saved& saved,
                   ConstTensorRef dy, int64_t rows) const;
+  // A pre-norm block's residual sum and this norm of it (Device::AddLayerNormForward):
+  // x += residual, rounded; returns the norm of that sum as Forward does.
+  Buffer AddForward(const StageContext& context, TensorRef x, ConstTensorRef residual, int64_t rows,
+                    Saved* saved) const;
+  // Backward, its dx added to `dresidual` (rounded) instead of returned.
+  void BackwardAdd(const StageContext& context, ConstTensorRef x, const Saved& saved,
+                   ConstTensorRef dy, int64_t rows, TensorRef dresidual) const;
 
  private:
   const int weight_, bias_;

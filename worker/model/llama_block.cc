@@ -6,10 +6,11 @@ void LlamaBlock::Forward(const StageContext& context, Flow& flow) {
   const int64_t rows = context.batch->rows;
   x_ = std::move(flow.hidden);
   norm_1_out_ = m_.input_layernorm.Forward(context, x_.ref(), rows, &norm_1_);
-  // x2 = attn + x in the branch's buffer (addition commutes: x + attn to the bit).
+  // x2 = attn + x in the branch's buffer (addition commutes: x + attn to the bit), and
+  // its norm, in one pass where the device fuses them.
   x2_ = m_.self_attn.Forward(context, norm_1_out_.ref(), &attn_);
-  context.AddRounded(x2_, x_);
-  norm_2_out_ = m_.post_attention_layernorm.Forward(context, x2_.ref(), rows, &norm_2_);
+  norm_2_out_ =
+      m_.post_attention_layernorm.AddForward(context, x2_.ref(), x_.ref(), rows, &norm_2_);
   flow.hidden = m_.mlp.Forward(context, norm_2_out_.ref(), &mlp_);
   context.AddRounded(flow.hidden, x2_);
 }
@@ -18,15 +19,16 @@ void LlamaBlock::Backward(const StageContext& context, Flow& flow) {
   const int64_t rows = context.batch->rows;
   Buffer grad = m_.mlp.Backward(context, norm_2_out_.ref(), &mlp_, flow.grad.ref());
   norm_2_out_.Reset();
-  grad = m_.post_attention_layernorm.Backward(context, x2_.ref(), norm_2_, grad.ref(), rows);
-  Buffer residual = std::move(flow.grad);  // the gradient of x2: the output's, plus the branch's
-  context.AddRounded(residual, grad);
+  // The gradient of x2: the output's, plus the branch's through its norm.
+  Buffer residual = std::move(flow.grad);
+  m_.post_attention_layernorm.BackwardAdd(context, x2_.ref(), norm_2_, grad.ref(), rows,
+                                          residual.ref());
+  grad.Reset();
   x2_.Reset();
   norm_2_ = {};
   grad = m_.self_attn.Backward(context, norm_1_out_.ref(), &attn_, residual.ref());
   norm_1_out_.Reset();
-  grad = m_.input_layernorm.Backward(context, x_.ref(), norm_1_, grad.ref(), rows);
-  context.AddRounded(residual, grad);
+  m_.input_layernorm.BackwardAdd(context, x_.ref(), norm_1_, grad.ref(), rows, residual.ref());
   DropSaved();
   flow.grad = std::move(residual);
 }

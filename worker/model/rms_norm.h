@@ -22,6 +22,11 @@ class RmsNorm {
   // Adds dw to the weight's gradient; returns dx, rounded.
   Buffer Backward(const StageContext& context, ConstTensorRef x, const Saved& saved,
                   ConstTensorRef dy, int64_t rows) const;
+  // As LayerNorm's (layer_norm.h): the residual sum, then the norm of it.
+  Buffer AddForward(const StageContext& context, TensorRef x, ConstTensorRef residual, int64_t rows,
+                    Saved* saved) const;
+  void BackwardAdd(const StageContext& context, ConstTensorRef x, const Saved& saved,
+                   ConstTensorRef dy, int64_t rows, TensorRef dresidual) const;
 
  private:
   const int weight_;
