@@ -10,6 +10,9 @@
 # Llama 3.2 1B's shape at context 2048 instead (bench/gpu_jobs.sh), against
 # bench/pytorch_gpu_llama.py.
 #
+# SHARDWISE_TORCH_CACHE, a directory: PyTorch's figures are measured once per model,
+# precision, batch and step count there, and reused by later runs.
+#
 # ATTENTION is the job's model attention (MATERIALIZED by default, or FUSED); STORAGE
 # its cuda.storage (FP32 by default, or PARAM_DTYPE with bf16: 16-bit activations).
 #
@@ -54,8 +57,17 @@ job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
 "$bundle/bin/shardwise" watch "$job" >/dev/null
 steps_per_second=$(job_steps_per_second "$job")
 peak_mib="$(sort -n "$work/memory" | tail -1) MiB used (nvidia-smi)"
-theirs=$(python3 "$here/$theirs_script" --precision "$precision" --batch "$batch" \
-  --steps "$steps" --peak_tflops "$peak_tflops")
+# PyTorch's lines for this model, precision, batch and step count are measured once per
+# SHARDWISE_TORCH_CACHE directory, where one is given (tests/gpu/device_run.sh gives one
+# per call, so a phase that runs several Shardwise configurations times PyTorch once).
+cached=${SHARDWISE_TORCH_CACHE:+$SHARDWISE_TORCH_CACHE/$model-$precision-$batch-$steps.txt}
+if [ -n "$cached" ] && [ -s "$cached" ]; then
+  theirs=$(cat "$cached")
+else
+  theirs=$(python3 "$here/$theirs_script" --precision "$precision" --batch "$batch" \
+    --steps "$steps" --peak_tflops "$peak_tflops")
+  [ -z "$cached" ] || printf '%s\n' "$theirs" >"$cached"
+fi
 
 report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_mib" \
   "$attention" "$storage" "$model" "$title" "$seq" "$flops_per_token" <<'PY'

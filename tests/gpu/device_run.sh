@@ -14,6 +14,9 @@
 #   llama    bench/gpu_llama.sh: a Llama of Llama 3.2 1B's shape at context 2048 against
 #            PyTorch, BF16 with FUSED attention, FP32 then 16-bit storage, at the batch
 #            given (4 if not given)
+#   owed     the figures issues 47 and 48 still owe, in one call: bench/gpu_gpt.sh in BF16
+#            at the batch given, MATERIALIZED and FUSED in FP32 then 16-bit storage, and
+#            FUSED with 16-bit storage at 4x the batch (PyTorch timed once per batch)
 #   profile  bench/gpu_gpt_profile.sh: the BF16 step's GPU time per kernel group (Nsight
 #            Compute) against PyTorch eager's (its profiler), over STEPS steps (2 if not
 #            given: every kernel runs alone under Nsight Compute)
@@ -22,9 +25,9 @@
 # summary, line by line as each check ends, as summary-PHASE.txt. GPU_TEST_TIMEOUT
 # (seconds, 500 by default) bounds each test binary's run.
 #
-# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|profile|all [STEPS] [BATCH]
+# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|owed|profile|all [STEPS] [BATCH]
 set -uo pipefail
-phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|profile|all [STEPS] [BATCH]}
+phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|owed|profile|all [STEPS] [BATCH]}
 steps=${2:-30}
 batch=${3:-8}
 llama_batch=${3:-4}
@@ -33,6 +36,10 @@ out=${OUT:-/tmp/gpu-run}
 logs=$(mktemp -d)
 unpacked=$(mktemp -d)
 mkdir -p "$out" "$unpacked/tests" "$unpacked/bundle"
+# PyTorch's side of the benchmarks, timed once per model, precision, batch and step count
+# in this call (bench/gpu_gpt.sh).
+SHARDWISE_TORCH_CACHE=$(mktemp -d)
+export SHARDWISE_TORCH_CACHE
 tar xzf "$root/.device/gpu-tests.tar.gz" -C "$unpacked/tests"
 tar xzf "$root/.device/shardwise-toolkit-host-bundle.tar.gz" -C "$unpacked/bundle"
 
@@ -109,6 +116,10 @@ run_fused() { run_gpu_gpt "bf16 $batch FUSED" "bf16 $((4 * batch)) FUSED"; }
 run_storage() {
   run_gpu_gpt "bf16 $batch MATERIALIZED PARAM_DTYPE" "bf16 $batch FUSED PARAM_DTYPE"
 }
+run_owed() {
+  run_gpu_gpt "bf16 $batch MATERIALIZED" "bf16 $batch FUSED" "bf16 $batch FUSED PARAM_DTYPE" \
+    "bf16 $batch MATERIALIZED PARAM_DTYPE" "bf16 $((4 * batch)) FUSED PARAM_DTYPE"
+}
 run_llama() {
   export SHARDWISE_GPU_BENCH_MODEL=llama1b
   run_gpu_gpt "bf16 $llama_batch FUSED" "bf16 $llama_batch FUSED PARAM_DTYPE"
@@ -122,6 +133,7 @@ case "$phase" in
   fused) run_fused ;;
   storage) run_storage ;;
   llama) run_llama ;;
+  owed) run_owed ;;
   profile) run_profile "$@" ;;
   all) run_tests; run_cluster; run_bench; run_fused; run_storage; run_llama ;;
   *) echo "unknown phase $phase" >&2; exit 2 ;;
