@@ -11,6 +11,8 @@
 #include <cuda_fp16.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <utility>
 
@@ -78,14 +80,27 @@ bool WithStoredTypes(ScalarType first, ScalarType second, F&& f) {
 
 // A row of T values as compute/norm_rows.h's routines read it (groups of four, zero past
 // the row's end) and write it (`row[j] = value`): FP32 rows are kernel_support.cuh's
-// DeviceRow (16-byte loads) and plain pointers; 16-bit rows are read value by value,
-// widened, and written rounded once.
+// DeviceRow (16-byte loads) and plain pointers; 16-bit rows are read a group (8 bytes) at a
+// time where aligned, widened, and written value by value, rounded once.
+// A 16-bit row's group is one 8-byte load where the row is 8-byte aligned and holds the
+// whole group, else value by value (the same values either way).
 template <typename T>
 struct StoredRowLoad {
+  static_assert(sizeof(T) * norm_rows::kVector == sizeof(uint2), "a group is 8 bytes");
   const T* row;
   int64_t dim;
+  bool aligned;
+  __device__ StoredRowLoad(const T* row, int64_t dim)
+      : row(row), dim(dim), aligned(reinterpret_cast<uintptr_t>(row) % sizeof(uint2) == 0) {}
   __device__ norm_rows::Quad operator()(int64_t g) const {
     norm_rows::Quad q{};
+    if (aligned && (g + 1) * norm_rows::kVector <= dim) {
+      const uint2 raw = reinterpret_cast<const uint2*>(row)[g];
+      T values[norm_rows::kVector];
+      memcpy(values, &raw, sizeof(raw));
+      for (int k = 0; k < norm_rows::kVector; ++k) q.v[k] = LoadFloat(values, k);
+      return q;
+    }
     for (int k = 0; k < norm_rows::kVector; ++k) {
       const int64_t j = g * norm_rows::kVector + k;
       q.v[k] = j < dim ? LoadFloat(row, j) : 0.0f;
