@@ -321,12 +321,10 @@ void CudaDevice::EmbeddingForward(ConstTensorRef table, const int64_t* ids, int6
 void CudaDevice::EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int64_t n, int64_t dim,
                                    float* dtable) {
   const cudaStream_t s = stream();  // binds this thread to the GPU CUB's size query asks
-  const FloatInput fdout(*this, dout, n * dim);
   const size_t bytes = EmbeddingBackwardScratchBytes(n);
   Buffer scratch(allocator(), (bytes + sizeof(int64_t) - 1) / sizeof(int64_t),
                  MemoryCategory::kActivations, ScalarType::kInt64, false);
-  Check(cuda::EmbeddingBackward(ids, fdout.get(), n, dim, dtable, scratch.as<void>(),
-                                scratch.bytes(), s),
+  Check(cuda::EmbeddingBackward(ids, dout, n, dim, dtable, scratch.as<void>(), scratch.bytes(), s),
         "EmbeddingBackward");
 }
 

@@ -176,7 +176,7 @@ void CheckAttention(CudaDevice& device, const AttentionShape& c, ScalarType oper
 // 16-bit storage (Device::StorageType): LayerNorm forward and backward on BF16 rows (and
 // its weights, as 16-bit parameters are), and the embedding lookup from a BF16 table, give
 // the bits of FP32 storage followed by rounding; mean, rstd and the parameter gradients,
-// FP32 in both, are equal.
+// FP32 in both, are equal, and so is the embedding's FP32 gradient from a BF16 dout.
 TEST_F(GptLayersTest, SixteenBitStorageEqualsFp32StorageRounded) {
   constexpr ScalarType kType = ScalarType::kBFloat16;
   const int64_t rows = 70, dim = 771;
@@ -198,6 +198,8 @@ TEST_F(GptLayersTest, SixteenBitStorageEqualsFp32StorageRounded) {
   DeviceVector<int64_t> d_ids(ids);
   DeviceVector<float> gathered32(ids.size() * dim);
   DeviceVector<uint16_t> gathered16(ids.size() * dim);
+  // The embedding backward: dy's first rows as the gradient of the lookup.
+  DeviceVector<float> dtable32(rows * dim), dtable16(rows * dim);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the streams
   device_->LayerNormForward(x32.get(), w32.get(), b32.get(), rows, dim, 1e-5f, y32.get(),
                             mean32.get(), rstd32.get());
@@ -206,6 +208,7 @@ TEST_F(GptLayersTest, SixteenBitStorageEqualsFp32StorageRounded) {
   device_->RoundToPrecision(kType, y32.get(), y32.size());
   device_->RoundToPrecision(kType, dx32.get(), dx32.size());
   device_->EmbeddingForward(x32.get(), d_ids.get(), ids.size(), dim, gathered32.get());
+  device_->EmbeddingBackward(d_ids.get(), dy32.get(), ids.size(), dim, dtable32.get());
   const ConstTensorRef cx16(x16.get(), kType), cw16(w16.get(), kType);
   device_->LayerNormForward(cx16, cw16, ConstTensorRef(b16.get(), kType), rows, dim, 1e-5f,
                             TensorRef(y16.get(), kType), mean16.get(), rstd16.get());
@@ -213,6 +216,8 @@ TEST_F(GptLayersTest, SixteenBitStorageEqualsFp32StorageRounded) {
                              ConstTensorRef(dy16.get(), kType), rows, dim,
                              TensorRef(dx16.get(), kType), dw16.get(), db16.get());
   device_->EmbeddingForward(cx16, d_ids.get(), ids.size(), dim, TensorRef(gathered16.get(), kType));
+  device_->EmbeddingBackward(d_ids.get(), ConstTensorRef(dy16.get(), kType), ids.size(), dim,
+                             dtable16.get());
   ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
   for (const auto& [got16, want] :
        {std::pair<DeviceVector<uint16_t>*, DeviceVector<float>*>{&y16, &y32},
@@ -224,7 +229,8 @@ TEST_F(GptLayersTest, SixteenBitStorageEqualsFp32StorageRounded) {
        {std::pair<DeviceVector<float>*, DeviceVector<float>*>{&mean16, &mean32},
         {&rstd16, &rstd32},
         {&dw16, &dw32},
-        {&db16, &db32}}) {
+        {&db16, &db32},
+        {&dtable16, &dtable32}}) {
     EXPECT_EQ(got->ToHost(), want->ToHost());
   }
 }

@@ -121,6 +121,8 @@ struct StoredRowStore {
 // A row whose `row[j] = value` adds the value, rounded to T, to what the row holds, the
 // sum rounded to T: what a plain store into a scratch row followed by Accumulate (dst +
 // src) writes, without the scratch row (a norm's input gradient added to the residual's).
+// The add is __fadd_rn: a plain + after the value's last product could be contracted
+// into one FMA (nvcc's default), which rounds once where the two operations round twice.
 template <typename T>
 struct AddingRowStore {
   struct Element {
@@ -128,7 +130,7 @@ struct AddingRowStore {
     __device__ void operator=(float value) const {  // NOLINT
       T rounded;
       StoreFloat(&rounded, 0, value);
-      StoreFloat(place, 0, LoadFloat(place, 0) + LoadFloat(&rounded, 0));
+      StoreFloat(place, 0, __fadd_rn(LoadFloat(place, 0), LoadFloat(&rounded, 0)));
     }
   };
   T* row;
@@ -137,8 +139,8 @@ struct AddingRowStore {
 
 // x[j] = x[j] + residual[j] over this lane's groups of a row (norm_rows' order: group g by
 // lane g % kLanes), each sum rounded to T as it is stored: Accumulate's values, written
-// where the same lane reads them back (a norm's row routine reads only its lane's groups
-// before the warp's sums), so no other lane's write is waited for.
+// where the same lane reads them back (a norm's row routines read only their lane's
+// groups; lanes exchange only the sums' registers), so no other lane's write is waited for.
 template <typename T>
 __device__ void AddResidualRow(T* x, const T* residual, int64_t dim, int lane) {
   for (int64_t g = lane; g < norm_rows::Groups(dim); g += norm_rows::kLanes) {

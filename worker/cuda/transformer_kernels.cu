@@ -49,9 +49,11 @@ __global__ void IotaKernel(int* values, int64_t n) {
 }
 
 // Block s owns the run of equal ids starting at sorted position s (blocks inside a run
-// return at once); its threads take the columns and add the run's rows in order.
+// return at once); its threads take the columns and add the run's rows in order. dout in
+// its storage type T, widened as it is read.
+template <typename T>
 __global__ void EmbeddingRunSumKernel(const int64_t* sorted_ids, const int* positions,
-                                      const float* dout, int64_t n, int64_t dim, float* dtable) {
+                                      const T* dout, int64_t n, int64_t dim, float* dtable) {
   for (int64_t s = blockIdx.x; s < n; s += gridDim.x) {
     const int64_t id = sorted_ids[s];
     if (s > 0 && sorted_ids[s - 1] == id) continue;
@@ -59,7 +61,7 @@ __global__ void EmbeddingRunSumKernel(const int64_t* sorted_ids, const int* posi
     for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
       float sum = row[j];
       for (int64_t t = s; t < n && sorted_ids[t] == id; ++t) {
-        sum += dout[static_cast<int64_t>(positions[t]) * dim + j];
+        sum += LoadFloat(dout, static_cast<int64_t>(positions[t]) * dim + j);
       }
       row[j] = sum;
     }
@@ -240,11 +242,12 @@ size_t EmbeddingBackwardScratchBytes(int64_t n) {
   return ScratchBytes(n, sort_bytes);
 }
 
-cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
+cudaError_t EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int64_t n, int64_t dim,
                               float* dtable, void* scratch, size_t scratch_bytes,
                               cudaStream_t stream) {
   if (n * dim == 0) return cudaSuccess;
   if (n > INT_MAX) return cudaErrorInvalidValue;
+  if (!WithStoredType(dout.type(), [](auto*) {})) return cudaErrorInvalidValue;
   size_t sort_bytes = 0;
   cudaError_t error = SortBytes(n, &sort_bytes);
   if (error != cudaSuccess) return error;
@@ -258,8 +261,12 @@ cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, 
                                       parts.positions, parts.sorted_positions, static_cast<int>(n),
                                       0, static_cast<int>(sizeof(int64_t) * 8), stream);
   if (error != cudaSuccess) return error;
-  EmbeddingRunSumKernel<<<RowBlocks(n), kThreads, 0, stream>>>(
-      parts.sorted_ids, parts.sorted_positions, dout, n, dim, dtable);
+  (void)WithStoredType(dout.type(), [&](auto* type) {  // a stored type: checked above
+    using T = std::remove_pointer_t<decltype(type)>;
+    EmbeddingRunSumKernel<<<RowBlocks(n), kThreads, 0, stream>>>(
+        parts.sorted_ids, parts.sorted_positions, static_cast<const T*>(dout.data()), n, dim,
+        dtable);
+  });
   return Launched();
 }
 

@@ -24,9 +24,10 @@ cudaError_t EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64_t n
 // dtable[ids[i], :] += dout[i, :], each row's contributions added in the order of i, as the
 // CPU loop adds them (so the sums are the CPU's bit for bit): the positions are sorted by
 // id with a stable radix sort, then one block per distinct id walks its run.
-// `scratch` holds EmbeddingBackwardScratchBytes(n) bytes; n < 2^31.
+// `scratch` holds EmbeddingBackwardScratchBytes(n) bytes; n < 2^31. dout FP32 or 16-bit
+// (widened as it is read), else cudaErrorInvalidValue.
 size_t EmbeddingBackwardScratchBytes(int64_t n);
-cudaError_t EmbeddingBackward(const int64_t* ids, const float* dout, int64_t n, int64_t dim,
+cudaError_t EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int64_t n, int64_t dim,
                               float* dtable, void* scratch, size_t scratch_bytes,
                               cudaStream_t stream);
 
