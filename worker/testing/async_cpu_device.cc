@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 
@@ -119,6 +121,53 @@ absl::Status AsyncCpuDevice::Synchronize() {
   return status();
 }
 
+absl::Status AsyncCpuDevice::status() const {
+  absl::MutexLock lock(&mu_);
+  return error_;
+}
+
+void AsyncCpuDevice::KeepFirstError(absl::Status error) {
+  absl::MutexLock lock(&mu_);
+  if (error_.ok()) error_ = std::move(error);
+}
+
+namespace {
+
+std::string TypeNames(std::initializer_list<ConstTensorRef> values) {
+  return absl::StrJoin(values, ", ", [](std::string* out, const ConstTensorRef& value) {
+    absl::StrAppend(out, value.null() ? "absent" : ScalarTypeName(value.type()));
+  });
+}
+
+}  // namespace
+
+void AsyncCpuDevice::RequireSharedType(const char* operation,
+                                       std::initializer_list<ConstTensorRef> values) {
+  const ConstTensorRef* first = nullptr;
+  for (const ConstTensorRef& value : values) {
+    if (value.null()) continue;
+    if (first == nullptr) first = &value;
+    if (value.type() != first->type()) {
+      KeepFirstError(absl::InternalError(
+          absl::StrCat(operation, ": its values are stored in different types (", TypeNames(values),
+                       "); the CUDA device's kernel takes one")));
+      return;
+    }
+  }
+}
+
+void AsyncCpuDevice::RequireGemmTypes(const char* operation, ScalarType operands,
+                                      std::initializer_list<ConstTensorRef> values) {
+  for (const ConstTensorRef& value : values) {
+    if (value.null() || value.type() == ScalarType::kFloat32 || value.type() == operands) continue;
+    KeepFirstError(absl::InternalError(
+        absl::StrCat(operation, ": a value stored in ", ScalarTypeName(value.type()), " with ",
+                     ScalarTypeName(operands), " operands (", TypeNames(values),
+                     "); the CUDA device's GEMMs take FP32 or the operands' type")));
+    return;
+  }
+}
+
 void AsyncCpuDevice::CopyFromHost(void* dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
   auto taken = std::make_shared<std::vector<unsigned char>>(
@@ -153,6 +202,7 @@ void AsyncCpuDevice::RoundToPrecision(ScalarType type, float* data, size_t n) {
 }
 
 void AsyncCpuDevice::Accumulate(TensorRef dst, ConstTensorRef src, size_t n) {
+  RequireSharedType("Accumulate", {dst, src});
   Later([=] { cpu_.Accumulate(dst, src, n); });
 }
 
@@ -186,22 +236,26 @@ void AsyncCpuDevice::ClipToNorm(float* data, size_t n, const float* squared_norm
 void AsyncCpuDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b,
                                    int64_t batch, int64_t in, int64_t out, TensorRef y,
                                    ScalarType operands) {
+  RequireGemmTypes("LinearForward", operands, {x, w, y});
   Later([=] { cpu_.LinearForward(x, w, b, batch, in, out, y, operands); });
 }
 
 void AsyncCpuDevice::LinearBackward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef dy,
                                     int64_t batch, int64_t in, int64_t out, TensorRef dx, float* dw,
                                     float* db, ScalarType operands) {
+  RequireGemmTypes("LinearBackward", operands, {x, w, dy, dx});
   Later([=] { cpu_.LinearBackward(x, w, dy, batch, in, out, dx, dw, db, operands); });
 }
 
 void AsyncCpuDevice::ActivationForward(v1::Activation act, ConstTensorRef x, size_t n,
                                        TensorRef y) {
+  RequireSharedType("ActivationForward", {x, y});
   Later([=] { cpu_.ActivationForward(act, x, n, y); });
 }
 
 void AsyncCpuDevice::ActivationBackward(v1::Activation act, ConstTensorRef x, ConstTensorRef dy,
                                         size_t n, TensorRef dx) {
+  RequireSharedType("ActivationBackward", {x, dy, dx});
   Later([=] { cpu_.ActivationBackward(act, x, dy, n, dx); });
 }
 
@@ -218,23 +272,27 @@ void AsyncCpuDevice::EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, 
 void AsyncCpuDevice::LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b,
                                       int64_t rows, int64_t dim, float eps, TensorRef y,
                                       float* mean, float* rstd) {
+  RequireSharedType("LayerNormForward", {x, y});
   Later([=] { cpu_.LayerNormForward(x, w, b, rows, dim, eps, y, mean, rstd); });
 }
 
 void AsyncCpuDevice::LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const float* mean,
                                        const float* rstd, ConstTensorRef dy, int64_t rows,
                                        int64_t dim, TensorRef dx, float* dw, float* db) {
+  RequireSharedType("LayerNormBackward", {x, dy, dx});
   Later([=] { cpu_.LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db); });
 }
 
 void AsyncCpuDevice::RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim,
                                     float eps, TensorRef y, float* rstd) {
+  RequireSharedType("RmsNormForward", {x, y});
   Later([=] { cpu_.RmsNormForward(x, w, rows, dim, eps, y, rstd); });
 }
 
 void AsyncCpuDevice::RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
                                      ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                                      float* dw) {
+  RequireSharedType("RmsNormBackward", {x, dy, dx});
   Later([=] { cpu_.RmsNormBackward(x, w, rstd, dy, rows, dim, dx, dw); });
 }
 
@@ -257,17 +315,20 @@ void AsyncCpuDevice::UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int
 
 void AsyncCpuDevice::MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t n,
                                          TensorRef out) {
+  RequireSharedType("MultiplyElementwise", {a, b, out});
   Later([=] { cpu_.MultiplyElementwise(a, b, n, out); });
 }
 
 void AsyncCpuDevice::AttentionForward(ConstTensorRef qkv, const AttentionShape& shape,
                                       TensorRef out, float* probs, ScalarType operands) {
+  RequireGemmTypes("AttentionForward", operands, {qkv, out});
   Later([=] { cpu_.AttentionForward(qkv, shape, out, probs, operands); });
 }
 
 void AsyncCpuDevice::AttentionBackward(ConstTensorRef qkv, const float* probs, ConstTensorRef dout,
                                        const AttentionShape& shape, TensorRef dqkv,
                                        ScalarType operands) {
+  RequireGemmTypes("AttentionBackward", operands, {qkv, dout, dqkv});
   Later([=] { cpu_.AttentionBackward(qkv, probs, dout, shape, dqkv, operands); });
 }
 
@@ -275,6 +336,7 @@ void AsyncCpuDevice::AttentionBackward(ConstTensorRef qkv, const float* probs, C
 void AsyncCpuDevice::FusedAttentionForward(const QkvSpan<ConstTensorRef>& qkv,
                                            const AttentionShape& shape, TensorRef out, float* lse,
                                            ScalarType operands) {
+  RequireGemmTypes("FusedAttentionForward", operands, {qkv.q, qkv.k, qkv.v, out});
   Later([=] { cpu_.FusedAttentionForward(qkv, shape, out, lse, operands); });
 }
 
@@ -282,11 +344,14 @@ void AsyncCpuDevice::FusedAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, 
                                             const float* lse, ConstTensorRef dout,
                                             const AttentionShape& shape,
                                             const QkvSpan<TensorRef>& dqkv, ScalarType operands) {
+  RequireGemmTypes("FusedAttentionBackward", operands,
+                   {qkv.q, qkv.k, qkv.v, out, dout, dqkv.q, dqkv.k, dqkv.v});
   Later([=] { cpu_.FusedAttentionBackward(qkv, out, lse, dout, shape, dqkv, operands); });
 }
 
 void AsyncCpuDevice::CrossEntropy(ConstTensorRef logits, const int64_t* labels, int64_t batch,
                                   int64_t classes, float scale, TensorRef dlogits, double* loss) {
+  RequireSharedType("CrossEntropy", {logits, dlogits});
   Later([=] { cpu_.CrossEntropy(logits, labels, batch, classes, scale, dlogits, loss); });
 }
 

@@ -15,6 +15,10 @@
 //   the host waits only in Synchronize, WaitForFenceOnHost, CopyToHost and
 //   MultiplyAndCheckFinite (for the caller's stream, as cudaStreamSynchronize);
 // - CopyFromHost takes its source at the call, as a copy from pageable memory does;
+// - the CUDA device's type rules, which its kernels enforce at launch: an elementwise or
+//   norm kernel's activations share one stored type (cuda/storage_elements.cuh), a GEMM's
+//   values are FP32 or its operands' type (cuda/typed_operand.h, cuda/blas.h); the first
+//   breach is the device's error, as the failed launch would be;
 // - memory from StreamPoolAllocator: per-stream pools, poisoned on reuse.
 // A run on it must equal the same run on the CPU device bit for bit; a result that differs,
 // or changes with the seed, names an ordering bug the GPU would have
@@ -25,8 +29,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
+#include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "worker/compute/cpu/cpu_device.h"
 #include "worker/compute/device.h"
 #include "worker/testing/emulated_stream.h"
@@ -61,15 +70,24 @@ class AsyncCpuDevice final : public Device {
   absl::Status WaitForFenceOnHost(const Fence* fence) override;
   bool FencePassed(const Fence* fence) override;
   absl::Status Synchronize() override;
+  absl::Status status() const override;
 
 #include "worker/compute/device_overrides.inc"
 
  private:
   // Runs `operation` on the calling thread's stream, after what it issued before.
   void Later(std::function<void()> operation) { CurrentStream().Enqueue(std::move(operation)); }
+  // The type rules (above), checked as the operation is issued; absent values (null) are
+  // not checked.
+  void RequireSharedType(const char* operation, std::initializer_list<ConstTensorRef> values);
+  void RequireGemmTypes(const char* operation, ScalarType operands,
+                        std::initializer_list<ConstTensorRef> values);
+  void KeepFirstError(absl::Status error);
 
-  const uint64_t id_;            // which device a thread's stream binding names
-  CpuCachingAllocator scratch_;  // the CPU operations' own temporary buffers
+  mutable absl::Mutex mu_;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);  // the first type rule broken
+  const uint64_t id_;                        // which device a thread's stream binding names
+  CpuCachingAllocator scratch_;              // the CPU operations' own temporary buffers
   CpuDevice cpu_;
   StreamPoolAllocator allocator_;
   // Last: destroyed first, each running what it holds (which uses cpu_ and allocator_).

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -177,6 +178,39 @@ TEST(StreamPoolAllocator, AFreedBlockGoesOnlyToItsOwnStream) {
   EXPECT_EQ(again.data(), freed);
   EXPECT_EQ(device.allocator()->Stats().live(MemoryCategory::kGradients),
             static_cast<int64_t>(kN * sizeof(float)));
+}
+
+// The CUDA device's type rules: values an elementwise kernel takes share one stored type,
+// a GEMM's are FP32 or its operands' type. Within them the device stays healthy; the
+// first breach becomes its error, named, as the failed launch would on a GPU.
+TEST(AsyncCpuDevice, RefusesTheTypeMixesTheCudaDeviceRefuses) {
+  constexpr ScalarType kBf16 = ScalarType::kBFloat16, kFp16 = ScalarType::kFloat16;
+  AsyncCpuDevice device(NoPauses(), /*low_precision_storage=*/true);
+  Buffer a(device.allocator(), kN, MemoryCategory::kActivations, kBf16);
+  Buffer b(device.allocator(), kN, MemoryCategory::kActivations, kBf16);
+  Buffer wide(device.allocator(), kN, MemoryCategory::kActivations);
+  Buffer half(device.allocator(), kN, MemoryCategory::kActivations, kFp16);
+  device.Accumulate(a.ref(), b.ref(), kN);
+  device.LinearForward(a.ref(), wide.ref(), nullptr, 32, 32, 32, b.ref(), kBf16);
+  ASSERT_TRUE(device.Synchronize().ok()) << device.status();
+
+  device.LinearForward(half.ref(), wide.ref(), nullptr, 32, 32, 32, b.ref(), kBf16);
+  const absl::Status gemm = device.Synchronize();
+  EXPECT_EQ(gemm.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(gemm.message().find("LinearForward: a value stored in FP16 with BF16 operands"),
+            std::string::npos)
+      << gemm;
+  device.Accumulate(a.ref(), wide.ref(), kN);  // the first error stays
+  EXPECT_EQ(device.status(), gemm);
+
+  AsyncCpuDevice other(NoPauses(), /*low_precision_storage=*/true);
+  Buffer x(other.allocator(), kN, MemoryCategory::kActivations, kBf16);
+  Buffer y(other.allocator(), kN, MemoryCategory::kActivations);
+  other.ActivationForward(v1::Activation::GELU, x.ref(), kN, y.ref());
+  EXPECT_NE(other.Synchronize().message().find("ActivationForward: its values are stored in "
+                                               "different types (BF16, FP32)"),
+            std::string::npos)
+      << other.status();
 }
 
 }  // namespace
