@@ -6,8 +6,13 @@ steps with the loss read once at the end (as nanoGPT reads it only when it logs)
 A variant's line: "VARIANT tokens_per_second MFU peak_MiB" (MFU: tokens/s x FLOPs per
 token over the device's dense peak; peak: the caching allocator's, torch.cuda's
 max_memory_allocated), or "VARIANT unavailable REASON".
+
+Under a GPU busy trace (SHARDWISE_GPU_BUSY_TRACE set: bench/gpu_gpt_busy.sh) a marker
+kernel (torch.cuda._sleep's spin_kernel, a few cycles) runs before each timed step and
+after the last, so the trace shows where each step begins and ends.
 """
 import argparse
+import os
 import time
 
 import torch
@@ -85,9 +90,14 @@ def time_training(model, variant, args, vocab_size, flops_per_token):
             profile_kernels(step, args.steps, args.kernel_profile)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
+        traced = device.type == "cuda" and bool(os.environ.get("SHARDWISE_GPU_BUSY_TRACE"))
         start = time.perf_counter()
         for _ in range(args.steps):
+            if traced:
+                torch.cuda._sleep(1)
             loss = step()
+        if traced:
+            torch.cuda._sleep(1)
         loss.item()
         sync()
         seconds = (time.perf_counter() - start) / args.steps

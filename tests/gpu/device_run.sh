@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks on a GPU host that has the CUDA toolkit (the device tool's machines), from
-# the tarballs tests/gpu/prepare_device_run.sh put in .device/:
+# the tarball tests/gpu/prepare_device_run.sh put in .device/:
 #   tests    every GPU test binary (worker/cuda/*_test), then the GPT's parity test again
 #            in synchronous mode (SHARDWISE_CUDA_SYNCHRONOUS=1: every operation finishes on
 #            its stream before the next is issued), so a result that depends on stream
@@ -17,6 +17,8 @@
 #   owed     the figures issues 47 and 48 still owe, in one call: bench/gpu_gpt.sh in BF16
 #            at the batch given, MATERIALIZED and FUSED in FP32 then 16-bit storage, and
 #            FUSED with 16-bit storage at 4x the batch (PyTorch timed once per batch)
+#   busy     bench/gpu_gpt_busy.sh: the fraction of a BF16 step (MATERIALIZED, FP32 storage:
+#            the defaults) the GPU is busy, from CUPTI's trace, Shardwise against PyTorch
 #   profile  bench/gpu_gpt_profile.sh: the BF16 step's GPU time per kernel group (Nsight
 #            Compute) against PyTorch eager's (its profiler), over STEPS steps (2 if not
 #            given: every kernel runs alone under Nsight Compute)
@@ -25,9 +27,9 @@
 # summary, line by line as each check ends, as summary-PHASE.txt. GPU_TEST_TIMEOUT
 # (seconds, 500 by default) bounds each test binary's run.
 #
-# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|owed|profile|all [STEPS] [BATCH]
+# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|owed|busy|profile|all [STEPS] [BATCH]
 set -uo pipefail
-phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|owed|profile|all [STEPS] [BATCH]}
+phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|owed|busy|profile|all [STEPS] [BATCH]}
 steps=${2:-30}
 batch=${3:-8}
 llama_batch=${3:-4}
@@ -35,13 +37,15 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-/tmp/gpu-run}
 logs=$(mktemp -d)
 unpacked=$(mktemp -d)
-mkdir -p "$out" "$unpacked/tests" "$unpacked/bundle"
+mkdir -p "$out" "$unpacked/kit"
 # PyTorch's side of the benchmarks, timed once per model, precision, batch and step count
 # in this call (bench/gpu_gpt.sh).
 SHARDWISE_TORCH_CACHE=$(mktemp -d)
 export SHARDWISE_TORCH_CACHE
-tar xzf "$root/.device/gpu-tests.tar.gz" -C "$unpacked/tests"
-tar xzf "$root/.device/shardwise-toolkit-host-bundle.tar.gz" -C "$unpacked/bundle"
+# One tarball (//tests/gpu:gpu_kit): the tests' and the daemons' folders are the same.
+tar xzf "$root/.device/gpu-kit.tar.gz" -C "$unpacked/kit"
+ln -s kit "$unpacked/tests"
+ln -s kit "$unpacked/bundle"
 
 # The toolkit's libraries as PyTorch loads them (the NVIDIA wheels: cuBLAS, NCCL, cudart, cuDNN),
 # so both sides of a benchmark use the same ones; /usr/local/cuda after them.
@@ -102,15 +106,25 @@ run_gpu_gpt() {
 
 run_bench() { run_gpu_gpt "bf16 $batch MATERIALIZED" "fp32 $batch MATERIALIZED"; }
 
-run_profile() {
-  local lines rc
+# Runs one benchmark script (its log: LOG_NAME.log; a failure's last lines printed) and
+# copies the lines it appended to bench/RESULTS.md to $out.
+run_appending() {
+  local log_name=$1 lines rc
+  shift
   lines=$(wc -l <"$root/bench/RESULTS.md")
-  "$root/bench/gpu_gpt_profile.sh" "$unpacked/bundle" "${2:-2}" bf16 "$batch" MATERIALIZED \
-    >"$logs/gpu_gpt_profile.log" 2>&1
+  "$@" >"$logs/$log_name.log" 2>&1
   rc=$?
-  record "gpu_gpt_profile bf16 $batch MATERIALIZED: rc $rc"
-  [ "$rc" -eq 0 ] || tail -n 30 "$logs/gpu_gpt_profile.log"
+  record "$log_name: rc $rc"
+  [ "$rc" -eq 0 ] || tail -n 30 "$logs/$log_name.log"
   tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
+}
+run_profile() {
+  run_appending "gpu_gpt_profile_bf16_${batch}_MATERIALIZED" "$root/bench/gpu_gpt_profile.sh" \
+    "$unpacked/bundle" "${2:-2}" bf16 "$batch" MATERIALIZED
+}
+run_busy() {
+  run_appending "gpu_gpt_busy_bf16_${batch}_MATERIALIZED" "$root/bench/gpu_gpt_busy.sh" \
+    "$unpacked/bundle" "$unpacked/tests" "$steps" bf16 "$batch"
 }
 run_fused() { run_gpu_gpt "bf16 $batch FUSED" "bf16 $((4 * batch)) FUSED"; }
 run_storage() {
@@ -134,6 +148,7 @@ case "$phase" in
   storage) run_storage ;;
   llama) run_llama ;;
   owed) run_owed ;;
+  busy) run_busy ;;
   profile) run_profile "$@" ;;
   all) run_tests; run_cluster; run_bench; run_fused; run_storage; run_llama ;;
   *) echo "unknown phase $phase" >&2; exit 2 ;;

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Builds what a GPU host with the CUDA toolkit needs for every GPU check into .device/
-# (which git ignores): the GPU test binaries and the daemons, both without the toolkit's
-# libraries (about 50 MB together), and checks that it fits what the device tool carries
-# (64 MiB with the working tree). Then, on the GPU host: tests/gpu/device_run.sh.
+# (which git ignores): the GPU test binaries, the GPU tools and the daemons in one tarball
+# without the toolkit's libraries (//tests/gpu:gpu_kit), and checks that it fits what the
+# device tool carries (64 MiB with the working tree). Then, on the GPU host:
+# tests/gpu/device_run.sh.
 #
 # usage: tests/gpu/prepare_device_run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bazel build --config=cuda //tests/gpu:gpu_tests_bundle //:toolkit_host_bundle
+bazel build --config=cuda //tests/gpu:gpu_kit
+rm -rf .device
 mkdir -p .device
-bin=bazel-out/k8-fastbuildcuda/bin
-cp -f "$bin/tests/gpu/gpu-tests.tar.gz" "$bin/shardwise-toolkit-host-bundle.tar.gz" .device/
+cp -f bazel-out/k8-fastbuildcuda/bin/tests/gpu/gpu-kit.tar.gz .device/
 chmod u+w .device/*.tar.gz
 bytes=$(du -cb .device/*.tar.gz | tail -1 | cut -f1)
 echo ".device/: $((bytes / 1048576)) MiB (carry it: carry [\".device\"])"

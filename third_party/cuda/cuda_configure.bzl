@@ -2,7 +2,7 @@
 
 The toolkit is taken from $SHARDWISE_CUDA_PATH, or /usr/local/cuda when that is unset. It
 must hold bin/nvcc, include/ (cuda_runtime.h, cublas_v2.h, nccl.h, cudnn.h) and lib64/
-(libcudart, libcublas, libnccl, libcudnn). Nothing here is fetched from the network.
+(libcudart, libcublas, libnccl, libcudnn, libcupti). Nothing here is fetched from the network.
 
 When no toolkit is found the repository still loads, so CPU-only builds never depend on
 CUDA; building a CUDA target then fails at its first nvcc call with a message that names
@@ -47,6 +47,13 @@ cc_library(
     linkopts = ["-L{lib}", "-Wl,-rpath,{lib}", "-lcudnn"],
     deps = [":cudart"],
 )
+
+# CUPTI's activity API (cupti.h, libcupti): the GPU busy-time trace (bench/gpu_busy).
+cc_library(
+    name = "cupti",
+    linkopts = ["-L{lib}", "-Wl,-rpath,{lib}", "-lcupti"],
+    deps = [":headers"],
+)
 """
 
 _BUILD_MISSING = """
@@ -62,6 +69,7 @@ cc_library(name = "cudart")
 cc_library(name = "cublas")
 cc_library(name = "nccl")
 cc_library(name = "cudnn")
+cc_library(name = "cupti")
 """
 
 def _cuda_configure_impl(ctx):
