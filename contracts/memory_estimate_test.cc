@@ -271,7 +271,8 @@ TEST(EstimateRankMemory, SixteenBitStorageGathersAndKeepsHalfTheBytes) {
   EXPECT_EQ(storage16->gradients, fp32_storage->gradients);
   EXPECT_EQ(storage16->optimizer_state, fp32_storage->optimizer_state);
   const int64_t rows = int64_t{128} * 8;
-  const int64_t widened = 4 * (2 * 768 + 2 * 256), block_backward = (4 - 2) * 5 * 256;
+  const int64_t widened = int64_t{4} * (2 * 768 + 2 * 256),
+                block_backward = int64_t{4 - 2} * 5 * 256;
   EXPECT_EQ(fp32_storage->activations - storage16->activations,
             (4 * (4 - 2) * 16 * 256 + (4 - 2) * 256 - widened + block_backward) * rows);
   // cuDNN binds 16-bit storage in place; the bound keeps the CUDA-core kernel's copies,
