@@ -44,9 +44,10 @@ for _ in $(seq 600); do kill -0 "$worker_pid" 2>/dev/null || break; sleep 0.1; d
 ours=$(report "$work/shardwise.tsv" AdamW 3)
 
 theirs=""
+# The injection library finds its own libraries through its run path ($ORIGIN/../lib);
+# the kit's lib/ stays off PyTorch's search path, so PyTorch loads the host's libraries.
 for variant in eager compile; do
   CUDA_INJECTION64_PATH="$injection" SHARDWISE_GPU_BUSY_TRACE="$work/torch-$variant.tsv" \
-    LD_LIBRARY_PATH="$tools/lib:${LD_LIBRARY_PATH:-}" \
     python3 "$here/pytorch_gpu_gpt.py" --precision "$precision" --batch "$batch" \
     --steps "$steps" --variants "$variant" >/dev/null
   theirs+="| PyTorch $variant | $(report "$work/torch-$variant.tsv" spin_kernel 1) |"$'\n'
