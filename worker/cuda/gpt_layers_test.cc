@@ -292,8 +292,12 @@ TEST_F(GptLayersTest, ResidualLayerNormFusedEqualsTheOperationsOneByOne) {
     SCOPED_TRACE("FP32");
     CheckResidualLayerNorm<float>(*device_, ScalarType::kFloat32);
   }
-  SCOPED_TRACE("BF16 storage");
-  CheckResidualLayerNorm<uint16_t>(*device_, ScalarType::kBFloat16);
+  {
+    SCOPED_TRACE("BF16 storage");
+    CheckResidualLayerNorm<uint16_t>(*device_, ScalarType::kBFloat16);
+  }
+  SCOPED_TRACE("FP16 storage");
+  CheckResidualLayerNorm<uint16_t>(*device_, ScalarType::kFloat16);
 }
 
 TEST_F(GptLayersTest, AttentionMatchesTheCpuInFp64WithTf32Off) {

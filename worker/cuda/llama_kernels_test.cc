@@ -167,8 +167,12 @@ TEST_F(LlamaKernelsTest, ResidualRmsNormFusedEqualsTheOperationsOneByOne) {
     SCOPED_TRACE("FP32");
     CheckResidualRmsNorm<float>(*device_, ScalarType::kFloat32);
   }
-  SCOPED_TRACE("BF16 storage");
-  CheckResidualRmsNorm<uint16_t>(*device_, ScalarType::kBFloat16);
+  {
+    SCOPED_TRACE("BF16 storage");
+    CheckResidualRmsNorm<uint16_t>(*device_, ScalarType::kBFloat16);
+  }
+  SCOPED_TRACE("FP16 storage");
+  CheckResidualRmsNorm<uint16_t>(*device_, ScalarType::kFloat16);
 }
 
 // Real rotary tables: angle pos * 10000^(-2i / head_dim).
