@@ -30,6 +30,7 @@ namespace {
 
 using ::shardwise::cuda::testing::DeviceVector;
 using ::shardwise::cuda::testing::ExpectNear;
+using ::shardwise::cuda::testing::ForEachStorage;
 using ::shardwise::cuda::testing::RandomFloats;
 using ::shardwise::cuda::testing::Stored;
 
@@ -247,16 +248,14 @@ void CheckResidualLayerNorm(CudaDevice& device, ScalarType type) {
                        w = Stored<E>(type, dim, 93), b = Stored<E>(type, dim, 94),
                        dy = Stored<E>(type, n, 95), dresidual = Stored<E>(type, n, 96);
   DeviceVector<E> d_residual(residual), d_w(w), d_b(b), d_dy(dy);
+  // Each run's own copies of what the operations write.
   struct Run {
+    Run(const std::vector<E>& x0, const std::vector<E>& dresidual0, int64_t rows, int64_t dim)
+        : x(x0), y(x0.size()), dresidual(dresidual0), mean(rows), rstd(rows), dw(dim), db(dim) {}
     DeviceVector<E> x, y, dresidual;
     DeviceVector<float> mean, rstd, dw, db;
   };
-  Run fused{DeviceVector<E>(x),        DeviceVector<E>(n),        DeviceVector<E>(dresidual),
-            DeviceVector<float>(rows), DeviceVector<float>(rows), DeviceVector<float>(dim),
-            DeviceVector<float>(dim)};
-  Run one_by_one{DeviceVector<E>(x),        DeviceVector<E>(n),        DeviceVector<E>(dresidual),
-                 DeviceVector<float>(rows), DeviceVector<float>(rows), DeviceVector<float>(dim),
-                 DeviceVector<float>(dim)};
+  Run fused(x, dresidual, rows, dim), one_by_one(x, dresidual, rows, dim);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the streams
   const ConstTensorRef cw(d_w.get(), type), cb(d_b.get(), type), cdy(d_dy.get(), type);
   for (Run* run : {&fused, &one_by_one}) {
@@ -288,16 +287,9 @@ void CheckResidualLayerNorm(CudaDevice& device, ScalarType type) {
 }
 
 TEST_F(GptLayersTest, ResidualLayerNormFusedEqualsTheOperationsOneByOne) {
-  {
-    SCOPED_TRACE("FP32");
-    CheckResidualLayerNorm<float>(*device_, ScalarType::kFloat32);
-  }
-  {
-    SCOPED_TRACE("BF16 storage");
-    CheckResidualLayerNorm<uint16_t>(*device_, ScalarType::kBFloat16);
-  }
-  SCOPED_TRACE("FP16 storage");
-  CheckResidualLayerNorm<uint16_t>(*device_, ScalarType::kFloat16);
+  ForEachStorage([&](auto element, ScalarType type) {
+    CheckResidualLayerNorm<decltype(element)>(*device_, type);
+  });
 }
 
 TEST_F(GptLayersTest, AttentionMatchesTheCpuInFp64WithTf32Off) {

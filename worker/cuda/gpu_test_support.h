@@ -77,6 +77,20 @@ std::vector<E> Stored(ScalarType type, size_t n, uint32_t seed, float scale = 1.
   }
 }
 
+// Calls check(E{}, type) for each storage a job's values may take, E its stored element:
+// FP32 (float), BF16 and FP16 (uint16_t bits), each under a SCOPED_TRACE naming it.
+template <typename Check>
+void ForEachStorage(const Check& check) {
+  {
+    SCOPED_TRACE("FP32 storage");
+    check(float{}, ScalarType::kFloat32);
+  }
+  for (const ScalarType type : {ScalarType::kBFloat16, ScalarType::kFloat16}) {
+    SCOPED_TRACE(::testing::Message() << ScalarTypeName(type) << " storage");
+    check(uint16_t{}, type);
+  }
+}
+
 // Every |got - want| <= atol + rtol * |want| (the first few misses are reported by index).
 void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, float rtol,
                 float atol, const char* what);

@@ -22,6 +22,7 @@ namespace {
 
 using ::shardwise::cuda::testing::DeviceVector;
 using ::shardwise::cuda::testing::ExpectNear;
+using ::shardwise::cuda::testing::ForEachStorage;
 using ::shardwise::cuda::testing::RandomFloats;
 using ::shardwise::cuda::testing::Stored;
 
@@ -131,14 +132,14 @@ void CheckResidualRmsNorm(CudaDevice& device, ScalarType type) {
                        w = Stored<E>(type, dim, 43), dy = Stored<E>(type, n, 44),
                        dresidual = Stored<E>(type, n, 45);
   DeviceVector<E> d_residual(residual), d_w(w), d_dy(dy);
+  // Each run's own copies of what the operations write.
   struct Run {
+    Run(const std::vector<E>& x0, const std::vector<E>& dresidual0, int64_t rows, int64_t dim)
+        : x(x0), y(x0.size()), dresidual(dresidual0), rstd(rows), dw(dim) {}
     DeviceVector<E> x, y, dresidual;
     DeviceVector<float> rstd, dw;
   };
-  Run fused{DeviceVector<E>(x), DeviceVector<E>(n), DeviceVector<E>(dresidual),
-            DeviceVector<float>(rows), DeviceVector<float>(dim)};
-  Run one_by_one{DeviceVector<E>(x), DeviceVector<E>(n), DeviceVector<E>(dresidual),
-                 DeviceVector<float>(rows), DeviceVector<float>(dim)};
+  Run fused(x, dresidual, rows, dim), one_by_one(x, dresidual, rows, dim);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the streams
   const ConstTensorRef cw(d_w.get(), type), cdy(d_dy.get(), type), cres(d_residual.get(), type);
   for (Run* run : {&fused, &one_by_one}) {
@@ -163,16 +164,9 @@ void CheckResidualRmsNorm(CudaDevice& device, ScalarType type) {
 }
 
 TEST_F(LlamaKernelsTest, ResidualRmsNormFusedEqualsTheOperationsOneByOne) {
-  {
-    SCOPED_TRACE("FP32");
-    CheckResidualRmsNorm<float>(*device_, ScalarType::kFloat32);
-  }
-  {
-    SCOPED_TRACE("BF16 storage");
-    CheckResidualRmsNorm<uint16_t>(*device_, ScalarType::kBFloat16);
-  }
-  SCOPED_TRACE("FP16 storage");
-  CheckResidualRmsNorm<uint16_t>(*device_, ScalarType::kFloat16);
+  ForEachStorage([&](auto element, ScalarType type) {
+    CheckResidualRmsNorm<decltype(element)>(*device_, type);
+  });
 }
 
 // Real rotary tables: angle pos * 10000^(-2i / head_dim).
