@@ -88,6 +88,11 @@ run_cluster() {
   record "cluster_check: rc $?; $(grep -c '^PASS' "$logs/cluster_check.log") passed, $(grep -c '^FAIL' "$logs/cluster_check.log") failed"
 }
 
+# Copies what the benchmarks appended to bench/RESULTS.md after its line LINES to $out.
+save_appended() {
+  tail -n +"$(($1 + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
+}
+
 # Runs bench/gpu_gpt.sh (or, with SHARDWISE_GPU_BENCH_MODEL=llama1b exported, its Llama)
 # once per "PRECISION BATCH ATTENTION [STORAGE]" argument; the lines it appends to
 # bench/RESULTS.md go to $out too.
@@ -101,7 +106,7 @@ run_gpu_gpt() {
       "$storage" >"$logs/gpu_${model}_${precision}_${run_batch}_${attention}_$storage.log" 2>&1
     record "gpu_gpt $model $run: rc $?"
   done
-  tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
+  save_appended "$lines"
 }
 
 run_bench() { run_gpu_gpt "bf16 $batch MATERIALIZED" "fp32 $batch MATERIALIZED"; }
@@ -116,7 +121,7 @@ run_appending() {
   rc=$?
   record "$log_name: rc $rc"
   [ "$rc" -eq 0 ] || tail -n 30 "$logs/$log_name.log"
-  tail -n +"$((lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
+  save_appended "$lines"
 }
 run_profile() {
   run_appending "gpu_gpt_profile_bf16_${batch}_MATERIALIZED" "$root/bench/gpu_gpt_profile.sh" \
