@@ -35,6 +35,13 @@ cc_library(
     deps = [":cudart"],
 )
 
+# cuBLASLt: the GEMMs with epilogues (bias, GELU) that cuBLAS's GemmEx has not.
+cc_library(
+    name = "cublaslt",
+    linkopts = ["-L{lib}", "-Wl,-rpath,{lib}", "-lcublasLt"],
+    deps = [":cudart"],
+)
+
 cc_library(
     name = "nccl",
     linkopts = ["-L{lib}", "-Wl,-rpath,{lib}", "-lnccl"],
@@ -67,6 +74,7 @@ sh_binary(
 cc_library(name = "headers")
 cc_library(name = "cudart")
 cc_library(name = "cublas")
+cc_library(name = "cublaslt")
 cc_library(name = "nccl")
 cc_library(name = "cudnn")
 cc_library(name = "cupti")

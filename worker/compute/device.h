@@ -127,6 +127,15 @@ class Device {
   virtual void ActivationForward(v1::Activation act, ConstTensorRef x, size_t n, TensorRef y) = 0;
   virtual void ActivationBackward(v1::Activation act, ConstTensorRef x, ConstTensorRef dy, size_t n,
                                   TensorRef dx) = 0;
+  // A Linear and the activation after it (an MLP's first layer): pre = x W^T + b, kept for
+  // the backward, and y = act(pre), each rounded to `operands` where stored in FP32. The
+  // default runs LinearForward then ActivationForward (fused_defaults.cc); the CUDA device
+  // applies GELU in the GEMM's epilogue where cuBLASLt's formula is the job's
+  // (cuda/gemm_epilogue.h), from the FP32 sum before its rounding to pre's 16-bit type
+  // (docs/semantics.md, "Rounding points").
+  virtual void LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
+                                       ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
+                                       TensorRef pre, TensorRef y, ScalarType operands);
   // out[i, :] = table[ids[i], :] for i < n (ids are device INT64 values below the rows).
   virtual void EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64_t n, int64_t dim,
                                 TensorRef out) = 0;

@@ -6,21 +6,6 @@
 #include "worker/cuda/kernels.h"
 
 namespace shardwise::cuda {
-namespace {
-
-cudaDataType_t DataType(ScalarType type) {
-  switch (type) {
-    case ScalarType::kFloat16:
-      return CUDA_R_16F;
-    case ScalarType::kBFloat16:
-      return CUDA_R_16BF;
-    default:
-      return CUDA_R_32F;
-  }
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Blas>> Blas::Create(cudaStream_t stream) {
   cublasHandle_t handle = nullptr;
   RETURN_IF_ERROR(CublasStatus(cublasCreate(&handle), "cublasCreate"));
@@ -29,36 +14,27 @@ absl::StatusOr<std::unique_ptr<Blas>> Blas::Create(cudaStream_t stream) {
     cublasDestroy(handle);
     return status;
   }
-  return std::unique_ptr<Blas>(new Blas(handle, stream));
+  absl::StatusOr<std::unique_ptr<BlasLt>> lt = BlasLt::Create(stream);
+  if (!lt.ok()) {
+    cublasDestroy(handle);
+    return lt.status();
+  }
+  return std::unique_ptr<Blas>(new Blas(handle, std::move(*lt), stream));
 }
 
 Blas::~Blas() { cublasDestroy(handle_); }
-
-absl::StatusOr<cublasComputeType_t> Blas::ComputeType(Types types) const {
-  auto unsupported = [](ScalarType t) {
-    return t == ScalarType::kInt64 || t == ScalarType::kFloat64;
-  };
-  if (unsupported(types.operands) || unsupported(types.output) ||
-      (types.output != ScalarType::kFloat32 && types.output != types.operands)) {
-    return absl::InvalidArgumentError(absl::StrCat("Blas: unsupported types: operands ",
-                                                   ScalarTypeName(types.operands), ", output ",
-                                                   ScalarTypeName(types.output)));
-  }
-  const bool fp32 = types.operands == ScalarType::kFloat32;
-  return fp32 && allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-}
 
 absl::Status Blas::GemmColumnMajor(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m,
                                    int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
                                    int64_t ldb, float beta, void* c, int64_t ldc, Types types) {
   ASSIGN_OR_RETURN(const cublasComputeType_t compute, ComputeType(types));
   const float alpha = 1.0f;
-  return CublasStatus(
-      cublasGemmEx(handle_, op_a, op_b, static_cast<int>(m), static_cast<int>(n),
-                   static_cast<int>(k), &alpha, a, DataType(types.operands), static_cast<int>(lda),
-                   b, DataType(types.operands), static_cast<int>(ldb), &beta, c,
-                   DataType(types.output), static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT),
-      "cublasGemmEx");
+  return CublasStatus(cublasGemmEx(handle_, op_a, op_b, static_cast<int>(m), static_cast<int>(n),
+                                   static_cast<int>(k), &alpha, a, GemmDataType(types.operands),
+                                   static_cast<int>(lda), b, GemmDataType(types.operands),
+                                   static_cast<int>(ldb), &beta, c, GemmDataType(types.output),
+                                   static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT),
+                      "cublasGemmEx");
 }
 
 absl::Status Blas::GemmStridedBatched(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m,
@@ -69,11 +45,11 @@ absl::Status Blas::GemmStridedBatched(cublasOperation_t op_a, cublasOperation_t 
   const float alpha = 1.0f;
   return CublasStatus(
       cublasGemmStridedBatchedEx(handle_, op_a, op_b, static_cast<int>(m), static_cast<int>(n),
-                                 static_cast<int>(k), &alpha, a.data, DataType(types.operands),
-                                 static_cast<int>(a.ld), a.stride, b.data, DataType(types.operands),
-                                 static_cast<int>(b.ld), b.stride, &beta, c, DataType(types.output),
-                                 static_cast<int>(ldc), stride_c, static_cast<int>(count), compute,
-                                 CUBLAS_GEMM_DEFAULT),
+                                 static_cast<int>(k), &alpha, a.data, GemmDataType(types.operands),
+                                 static_cast<int>(a.ld), a.stride, b.data,
+                                 GemmDataType(types.operands), static_cast<int>(b.ld), b.stride,
+                                 &beta, c, GemmDataType(types.output), static_cast<int>(ldc),
+                                 stride_c, static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT),
       "cublasGemmStridedBatchedEx");
 }
 
@@ -83,12 +59,33 @@ absl::Status Blas::LinearForward(const void* x, const void* w, ConstTensorRef b,
                                  int64_t in, int64_t out, void* y, Types types) {
   float beta = 0.0f;
   if (!b.null()) {
+    const absl::Status fused =
+        LinearEpilogueForward(x, w, b, batch, in, out, nullptr, y, LinearEpilogue::kBias, types);
+    if (!absl::IsUnimplemented(fused)) return fused;
     RETURN_IF_CUDA_ERROR(BroadcastRows(b, batch, out, TensorRef(y, types.output), stream_));
     beta = 1.0f;
   }
   // y^T[out, batch] = W[out, in] x^T[in, batch]
   return GemmColumnMajor(CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, w, in, x, in, beta, y, out,
                          types);
+}
+
+absl::Status Blas::LinearEpilogueForward(const void* x, const void* w, ConstTensorRef b,
+                                         int64_t batch, int64_t in, int64_t out, void* pre, void* y,
+                                         LinearEpilogue epilogue, Types types) {
+  BlasLt::Linear call;
+  call.x = x;
+  call.w = w;
+  call.bias = b;
+  call.batch = batch;
+  call.in = in;
+  call.out = out;
+  call.y = y;
+  call.pre = pre;
+  call.epilogue = epilogue;
+  call.types = types;
+  call.allow_tf32 = allow_tf32_;
+  return lt_->LinearForward(call);
 }
 
 absl::Status Blas::LinearBackward(const void* x, const void* w, const void* dy, int64_t batch,

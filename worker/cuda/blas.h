@@ -2,10 +2,13 @@
 #define SHARDWISE_WORKER_CUDA_BLAS_H_
 
 // The Linear layer's GEMMs through cuBLAS, row-major with PyTorch's conventions (weight
-// [out, in], y = x W^T + b), like compute/cpu/linear.h on the CPU. Operands are FP32, or
-// FP16/BF16 (mixed precision's param_dtype) with FP32 accumulation; outputs FP32 or the
-// operands' type. TF32 is off unless the job asks for it: parity with the CPU path needs
-// full FP32 products (PyTorch also defaults matmuls to no TF32).
+// [out, in], y = x W^T + b), like compute/cpu/linear.h on the CPU; types as gemm_types.h
+// says. TF32 is off unless the job asks for it: parity with the CPU path needs full FP32
+// products (PyTorch also defaults matmuls to no TF32). A forward with a bias or a GELU
+// after it goes through cuBLASLt's epilogues (blas_lt.h) where it has an algorithm for
+// them; otherwise the bias, FP32 or 16-bit, is broadcast into y first and the GEMM adds to
+// it (beta = 1: the sum in FP32, rounded once to y's type), the same values. A bias's
+// gradient is a reduction (kernels.h AddColumnSums).
 //
 // Thread-safety: none; one Blas per stream.
 
@@ -14,21 +17,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "absl/status/statusor.h"
+#include "worker/cuda/blas_lt.h"
+#include "worker/cuda/gemm_epilogue.h"
+#include "worker/cuda/gemm_types.h"
 #include "worker/runtime/scalar_type.h"
 #include "worker/runtime/tensor_ref.h"
 
 namespace shardwise::cuda {
-
-// Element types: `operands` for x, w and dy; `output` for y and dx (FP32 or the operands'
-// type). A weight's gradient dw accumulates in FP32. The bias of y, FP32 or 16-bit, is
-// broadcast into y first and the GEMM adds to it (beta = 1: the sum in FP32, rounded
-// once to y's type); its gradient is a reduction (kernels.h AddColumnSums).
-struct GemmTypes {
-  ScalarType operands = ScalarType::kFloat32;
-  ScalarType output = ScalarType::kFloat32;
-};
 
 class Blas {
  public:
@@ -45,6 +43,14 @@ class Blas {
   // y[batch, out] = x[batch, in] W[out, in]^T (+ b[out] if b is not null).
   absl::Status LinearForward(const void* x, const void* w, ConstTensorRef b, int64_t batch,
                              int64_t in, int64_t out, void* y, Types types = {});
+  // The same through cuBLASLt's `epilogue` (gemm_epilogue.h; b not null where it adds
+  // one); the GELU epilogues write pre = x W^T + b and y = GELU(pre), both of
+  // types.output. UNIMPLEMENTED where cuBLASLt has no algorithm for it (nothing written).
+  absl::Status LinearEpilogueForward(const void* x, const void* w, ConstTensorRef b, int64_t batch,
+                                     int64_t in, int64_t out, void* pre, void* y,
+                                     LinearEpilogue epilogue, Types types);
+  // Which GELU the epilogue computes (blas_lt.h ProbeGeluEpilogue; waits for the stream).
+  absl::StatusOr<GeluFormula> ProbeGelu() { return ProbeGeluEpilogue(*lt_, stream_); }
   // dx[batch, in] = dy W (skipped when dx is null); dw[out, in] += dy^T x (FP32). The
   // bias's gradient is a reduction, not a GEMM: the caller adds it.
   absl::Status LinearBackward(const void* x, const void* w, const void* dy, int64_t batch,
@@ -68,15 +74,18 @@ class Blas {
                                   int64_t ldc, int64_t stride_c, int64_t count, Types types);
 
  private:
-  Blas(cublasHandle_t handle, cudaStream_t stream) : handle_(handle), stream_(stream) {}
-  // The cuBLAS compute type for `types`, or INVALID_ARGUMENT naming unsupported ones.
-  absl::StatusOr<cublasComputeType_t> ComputeType(Types types) const;
+  Blas(cublasHandle_t handle, std::unique_ptr<BlasLt> lt, cudaStream_t stream)
+      : handle_(handle), lt_(std::move(lt)), stream_(stream) {}
+  absl::StatusOr<cublasComputeType_t> ComputeType(Types types) const {
+    return GemmComputeType(types, allow_tf32_);
+  }
   // Column-major C = op(A) op(B) + beta C (cuBLAS's own convention).
   absl::Status GemmColumnMajor(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m, int64_t n,
                                int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb,
                                float beta, void* c, int64_t ldc, Types types);
 
   cublasHandle_t handle_;
+  std::unique_ptr<BlasLt> lt_;
   cudaStream_t stream_;
   bool allow_tf32_ = false;
 };

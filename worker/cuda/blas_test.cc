@@ -10,6 +10,8 @@
 #include "gtest/gtest.h"
 #include "worker/compute/casts.h"
 #include "worker/compute/cpu/linear.h"
+#include "worker/compute/pointwise.h"
+#include "worker/cuda/gemm_epilogue.h"
 #include "worker/cuda/gpu_test_support.h"
 #include "worker/cuda/kernels.h"
 #include "worker/cuda/stream.h"
@@ -18,6 +20,9 @@ namespace shardwise::cuda {
 namespace {
 
 using ::shardwise::cuda::testing::DeviceVector;
+using ::shardwise::cuda::testing::ForEachStorage;
+using ::shardwise::cuda::testing::Stored;
+using ::shardwise::cuda::testing::Widened;
 
 std::vector<float> RandomFloats(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -160,6 +165,54 @@ TEST_F(BlasTest, SixteenBitBiasAndOutput) {
                     .ok());
     ExpectRoundedOnce(y16, y, type);
   }
+}
+
+// cuBLASLt documents its GELU epilogue as "GELU" and no more; PyTorch's
+// _addmm_activation treats it as the tanh approximation, and docs/semantics.md says so
+// from this measurement.
+TEST_F(BlasTest, GeluEpilogueComputesTheTanhApproximation) {
+  const absl::StatusOr<GeluFormula> formula = blas_->ProbeGelu();
+  ASSERT_TRUE(formula.ok()) << formula.status();
+  std::printf("cuBLASLt's GELU epilogue: %s\n", GeluFormulaName(*formula));
+  EXPECT_EQ(*formula, GeluFormula::kTanh) << GeluFormulaName(*formula);
+}
+
+// The epilogues' outputs against the CPU: pre = x W^T + b and y = GELU_TANH(pre) from the
+// FP32 sums, each rounded once to the output's type. Shapes the epilogue kernels take
+// (columns multiples of 8), so cuBLASLt must have an algorithm.
+template <typename E>
+void CheckEpilogues(Blas& blas, ScalarType type) {
+  constexpr int64_t kRows = 64, kFeatures = 96, kHidden = 128;
+  const std::vector<E> x = Stored<E>(type, kRows * kFeatures, 31),
+                       w = Stored<E>(type, kHidden * kFeatures, 32),
+                       b = Stored<E>(type, kHidden, 33);
+  std::vector<float> pre(kRows * kHidden), y(pre.size());
+  cpu::LinearForward<float>(Widened(type, x).data(), Widened(type, w).data(),
+                            Widened(type, b).data(), kRows, kFeatures, kHidden, pre.data());
+  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(pointwise::GeluTanh(pre[i]));
+  DeviceVector<E> dx(x), dw(w), db(b), dpre(pre.size()), dy(y.size());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the uploads, before the stream
+  const ConstTensorRef bias(db.get(), type);
+  ASSERT_TRUE(blas.LinearEpilogueForward(dx.get(), dw.get(), bias, kRows, kFeatures, kHidden,
+                                         dpre.get(), dy.get(), LinearEpilogue::kGeluAuxBias,
+                                         {type, type})
+                  .ok());
+  // FP32: the sums' order (as above) and float GELU's error; 16 bits: rounded once.
+  const double tolerance = type == ScalarType::kFloat32    ? 1e-5
+                           : type == ScalarType::kBFloat16 ? 1.0 / 128
+                                                           : 1.0 / 1024;
+  EXPECT_LT(MaxError(Widened(type, dpre.ToHost()), pre), tolerance);
+  EXPECT_LT(MaxError(Widened(type, dy.ToHost()), y), tolerance);
+  // The bias alone: y = pre.
+  ASSERT_TRUE(blas.LinearEpilogueForward(dx.get(), dw.get(), bias, kRows, kFeatures, kHidden,
+                                         nullptr, dy.get(), LinearEpilogue::kBias, {type, type})
+                  .ok());
+  EXPECT_LT(MaxError(Widened(type, dy.ToHost()), pre), tolerance);
+}
+
+TEST_F(BlasTest, EpiloguesAddTheBiasAndApplyGeluToTheFp32Sums) {
+  ForEachStorage(
+      [&](auto element, ScalarType type) { CheckEpilogues<decltype(element)>(*blas_, type); });
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "worker/cuda/attention.h"
 #include "worker/cuda/cuda_status.h"
 #include "worker/cuda/fused_attention.h"
+#include "worker/cuda/gemm_epilogue.h"
 #include "worker/cuda/kernels.h"
 #include "worker/cuda/llama_kernels.h"
 #include "worker/cuda/transformer_kernels.h"
@@ -283,6 +284,46 @@ void CudaDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRe
   Check(w16.status());
   Check(ComputeBlas().LinearForward(x16.data(), w16.data(), b, batch, in, out, y.data(),
                                     {operands, y.type()}));
+}
+
+void CudaDevice::LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
+                                         ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
+                                         TensorRef pre, TensorRef y, ScalarType operands) {
+  LinearEpilogueQuery query;
+  query.activation = act;
+  query.bias = !b.null();
+  query.operands = operands;
+  query.pre = pre.type();
+  query.output = y.type();
+  query.out = out;
+  query.epilogue_gelu =
+      act == v1::GELU || act == v1::GELU_TANH ? EpilogueGelu() : v1::ACTIVATION_UNSPECIFIED;
+  const std::optional<LinearEpilogue> epilogue = ChooseLinearEpilogue(query);
+  if (epilogue.has_value()) {
+    // Stored in the operands' type (ChooseLinearEpilogue's rule), so x and w are used in
+    // place.
+    const absl::Status fused =
+        ComputeBlas().LinearEpilogueForward(x.data(), w.data(), b, batch, in, out, pre.data(),
+                                            y.data(), *epilogue, {operands, y.type()});
+    if (!absl::IsUnimplemented(fused)) {
+      Check(fused);
+      return;
+    }
+  }
+  Device::LinearActivationForward(act, x, w, b, batch, in, out, pre, y, operands);
+}
+
+v1::Activation CudaDevice::EpilogueGelu() {
+  if (!epilogue_gelu_.has_value()) {
+    const absl::StatusOr<GeluFormula> formula = ComputeBlas().ProbeGelu();
+    Check(formula.status());
+    const GeluFormula measured = formula.ok() ? *formula : GeluFormula::kUnknown;
+    LogInfo(LogContext(),
+            absl::StrCat("cuBLASLt's GELU epilogue, measured: ", GeluFormulaName(measured),
+                         " (fused into a Linear's GEMM for that form only)"));
+    epilogue_gelu_ = FusedActivation(measured);
+  }
+  return *epilogue_gelu_;
 }
 
 // The bias's gradient sums dy as stored (its values are the same in either storage).

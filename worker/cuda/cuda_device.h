@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -109,6 +110,11 @@ class CudaDevice final : public Device {
   // Everything else the Device interface asks for (the GPT's layers: transformer_kernels.h
   // and attention.h; the Llama's: llama_kernels.h).
 #include "worker/compute/device_overrides.inc"
+  // One cuBLASLt GEMM with a GELU epilogue where gemm_epilogue.h's ChooseLinearEpilogue
+  // allows (its GELU formula measured on first use); else Device's default.
+  void LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
+                               ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
+                               TensorRef pre, TensorRef y, ScalarType operands) override;
   // One kernel where the rows are stored in `compute`'s type (the sums and the norm's
   // output round as their stores do); FP32 storage of 16-bit values takes Device's
   // defaults, which round in passes of their own.
@@ -144,6 +150,9 @@ class CudaDevice final : public Device {
   // (the training thread) may use it, or the GEMM would race the caller's own work and
   // its stream's blocks. Records an error otherwise; binds the thread to the GPU.
   Blas& ComputeBlas();
+  // The activation cuBLASLt's GELU epilogue computes (ACTIVATION_UNSPECIFIED: neither
+  // form), measured on the first call and logged (the training thread's only).
+  v1::Activation EpilogueGelu();
   // Which kernel runs a FUSED attention of `layout` in `operands`: decided on first use
   // of each layout and dtype, from cudnn_requirements.h's rules and then by building
   // cuDNN's plans for both directions (a graph cuDNN cannot build on this GPU takes the
@@ -184,6 +193,8 @@ class CudaDevice final : public Device {
   // The kernel decided for each (layout, dtype) (the training thread's only).
   absl::flat_hash_map<std::pair<AttentionLayout, ScalarType>, FusedAttentionKernel>
       fused_attention_kernels_;
+  // EpilogueGelu's measurement (the training thread's only).
+  std::optional<v1::Activation> epilogue_gelu_;
   mutable absl::Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };

@@ -2,10 +2,11 @@
 // head) trained by the FSDP runtime on the GPU against the same job on the CPU: the real
 // trainer, each rank a thread (testing::TrainInThreads), on a CudaDevice. FP32 with TF32
 // off ends with the same model within rtol 1e-4 (with and without activation
-// checkpointing, with materialised and with fused attention); BF16 mixed precision follows the
-// CPU's loss curve within BF16 tolerance, with FP32 or 16-bit storage (cuda.storage); two ranks on
-// one GPU over host-staged Gloo equal one rank over NCCL on the same global batch; the caching
-// allocator's peaks are what the memory estimate says.
+// checkpointing, with materialised and with fused attention, with GELU in the GEMM's
+// epilogue); BF16 mixed precision follows the CPU's loss curve within BF16 tolerance, with
+// FP32 or 16-bit storage (cuda.storage); two ranks on one GPU over host-staged Gloo equal
+// one rank over NCCL on the same global batch; the caching allocator's peaks are what the
+// memory estimate says.
 
 #include <unistd.h>
 
@@ -36,13 +37,16 @@ struct GptConfig {
   bool fused_attention = false;
   bool llama = false;
   bool storage16 = false;  // cuda.storage STORAGE_PARAM_DTYPE (with bf16)
+  // The GPT's MLP in GELU_TANH, the form cuBLASLt's GELU epilogue computes: its first
+  // Linear and GELU in one GEMM on the GPU (gemm_epilogue.h), one by one on the CPU.
+  bool gelu_tanh = false;
 };
 
 std::string Name(const GptConfig& c) {
   return absl::StrCat("world", c.world, "_", v1::CudaOptions::Collectives_Name(c.collectives),
                       c.bf16 ? "_bf16" : "", c.checkpointing ? "_checkpointing" : "",
                       c.fused_attention ? "_fused_attention" : "", c.llama ? "_llama" : "",
-                      c.storage16 ? "_storage16" : "");
+                      c.storage16 ? "_storage16" : "", c.gelu_tanh ? "_gelu_tanh" : "");
 }
 
 std::string TempDir(const std::string& name) {
@@ -90,6 +94,7 @@ v1::JobSpec GptSpec(const GptConfig& c, v1::DeviceKind device, const std::string
   } else {
     *spec.mutable_model()->mutable_gpt() = shardwise::testing::CorpusGpt(24, kWidth);
     spec.mutable_model()->mutable_gpt()->set_attention(attention);
+    if (c.gelu_tanh) spec.mutable_model()->mutable_gpt()->set_activation(v1::GELU_TANH);
   }
   spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::FULL_SHARD);
   spec.mutable_fsdp()->set_limit_all_gathers(true);
@@ -224,22 +229,25 @@ TEST(GptGpuMemory, TheAllocatorHoldsWhatTheEstimateSays) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Jobs, GptGpuParityTest,
-                         ::testing::Values(GptConfig{1, kNccl}, GptConfig{1, kNccl, false, true},
-                                           GptConfig{1, kNccl, true}, GptConfig{2, kStaged},
-                                           GptConfig{1, kNccl, false, false, true},
-                                           GptConfig{1, kNccl, true, true, true},
-                                           GptConfig{1, kNccl, false, false, false, true},
-                                           GptConfig{2, kStaged, false, true, true, true},
-                                           GptConfig{1, kNccl, true, false, false, true},
-                                           // 16-bit storage: the GPT materialised and fused
-                                           // with checkpointing, the GQA Llama fused.
-                                           GptConfig{1, kNccl, true, false, false, false, true},
-                                           GptConfig{1, kNccl, true, true, true, false, true},
-                                           GptConfig{1, kNccl, true, false, true, true, true}),
-                         [](const ::testing::TestParamInfo<GptConfig>& info) {
-                           return Name(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Jobs, GptGpuParityTest,
+    ::testing::Values(GptConfig{1, kNccl}, GptConfig{1, kNccl, false, true},
+                      GptConfig{1, kNccl, true}, GptConfig{2, kStaged},
+                      GptConfig{1, kNccl, false, false, true},
+                      GptConfig{1, kNccl, true, true, true},
+                      GptConfig{1, kNccl, false, false, false, true},
+                      GptConfig{2, kStaged, false, true, true, true},
+                      GptConfig{1, kNccl, true, false, false, true},
+                      // 16-bit storage: the GPT materialised and fused
+                      // with checkpointing, the GQA Llama fused.
+                      GptConfig{1, kNccl, true, false, false, false, true},
+                      GptConfig{1, kNccl, true, true, true, false, true},
+                      GptConfig{1, kNccl, true, false, true, true, true},
+                      // GELU in the GEMM's epilogue: FP32, and BF16
+                      // in 16-bit storage.
+                      GptConfig{1, kNccl, false, false, false, false, false, true},
+                      GptConfig{1, kNccl, true, false, false, false, true, true}),
+    [](const ::testing::TestParamInfo<GptConfig>& info) { return Name(info.param); });
 
 }  // namespace
 }  // namespace shardwise::cuda

@@ -77,6 +77,18 @@ std::vector<E> Stored(ScalarType type, size_t n, uint32_t seed, float scale = 1.
   }
 }
 
+// Stored values (as Stored<E> makes them, or a result read back) as FP32.
+template <typename E>
+std::vector<float> Widened(ScalarType type, const std::vector<E>& stored) {
+  if constexpr (std::is_same_v<E, float>) {
+    return stored;
+  } else {
+    std::vector<float> values(stored.size());
+    cpu::Widen(type, stored.data(), values.data(), values.size());
+    return values;
+  }
+}
+
 // Calls check(E{}, type) for each storage a job's values may take, E its stored element:
 // FP32 (float), BF16 and FP16 (uint16_t bits), each under a SCOPED_TRACE naming it.
 template <typename Check>

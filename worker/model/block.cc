@@ -10,10 +10,7 @@ void Block::Forward(const StageContext& context, Flow& flow) {
   // x + attn to the bit), and ln_2 of it, in one pass where the device fuses them.
   x2_ = m_.attn.Forward(context, ln_1_out_.ref(), &attn_);
   ln_2_out_ = m_.ln_2.AddForward(context, x2_.ref(), x_.ref(), rows, &ln_2_);
-  fc_out_ = m_.c_fc.Forward(context, ln_2_out_.ref(), rows);
-  act_out_ = context.Activations(fc_out_.numel());
-  context.device->ActivationForward(m_.activation, fc_out_.ref(), fc_out_.numel(), act_out_.ref());
-  context.Round(act_out_);
+  act_out_ = m_.c_fc.ForwardActivated(context, ln_2_out_.ref(), rows, m_.activation, &fc_out_);
   flow.hidden = m_.c_proj.Forward(context, act_out_.ref(), rows);
   context.AddRounded(flow.hidden, x2_);
 }

@@ -12,6 +12,17 @@ Buffer Linear::Forward(const StageContext& context, ConstTensorRef x, int64_t ro
   return y;
 }
 
+Buffer Linear::ForwardActivated(const StageContext& context, ConstTensorRef x, int64_t rows,
+                                v1::Activation act, Buffer* pre) const {
+  *pre = context.Activations(rows * out_);
+  Buffer y = context.Activations(rows * out_);
+  const ParameterTable& params = *context.params;
+  context.device->LinearActivationForward(act, x, params.value(weight_),
+                                          bias_ >= 0 ? params.value(bias_) : nullptr, rows, in_,
+                                          out_, pre->ref(), y.ref(), context.compute);
+  return y;
+}
+
 Buffer Linear::Backward(const StageContext& context, ConstTensorRef x, ConstTensorRef dy,
                         int64_t rows, bool input_grad) const {
   Buffer dx;

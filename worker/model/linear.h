@@ -17,6 +17,10 @@ class Linear {
 
   // y [rows, out], rounded to the compute type.
   Buffer Forward(const StageContext& context, ConstTensorRef x, int64_t rows) const;
+  // act(y) [rows, out], keeping y in `*pre` for the activation's backward; in one GEMM
+  // where the device fuses them (Device::LinearActivationForward).
+  Buffer ForwardActivated(const StageContext& context, ConstTensorRef x, int64_t rows,
+                          v1::Activation act, Buffer* pre) const;
   // Adds dW (and db) to the parameters' gradients; returns dx [rows, in], rounded, when
   // `input_grad` (else an empty buffer).
   Buffer Backward(const StageContext& context, ConstTensorRef x, ConstTensorRef dy, int64_t rows,

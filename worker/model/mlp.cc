@@ -3,17 +3,12 @@
 namespace shardwise::model {
 
 void MlpLayer::Forward(const StageContext& context, Flow& flow) {
-  Buffer out = linear_.Forward(context, flow.hidden.ref(), context.batch->rows);
+  const int64_t rows = context.batch->rows;
+  Buffer out =
+      last_ ? linear_.Forward(context, flow.hidden.ref(), rows)
+            : linear_.ForwardActivated(context, flow.hidden.ref(), rows, activation_, &preact_);
   input_ = std::move(flow.hidden);
-  if (last_) {
-    flow.hidden = std::move(out);
-    return;
-  }
-  Buffer activated = context.Activations(out.numel());
-  context.device->ActivationForward(activation_, out.ref(), out.numel(), activated.ref());
-  context.Round(activated);
-  preact_ = std::move(out);
-  flow.hidden = std::move(activated);
+  flow.hidden = std::move(out);
 }
 
 void MlpLayer::Backward(const StageContext& context, Flow& flow) {

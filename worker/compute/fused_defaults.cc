@@ -1,6 +1,7 @@
-// Device's default residual-and-norm operations (device.h): the unfused sequence a
-// pre-norm block ran before they existed, so a device without a fused kernel (the CPU, the
-// stream checker, CUDA's FP32 storage of 16-bit values) gives the same bits as it did.
+// Device's defaults for the operations a device may fuse (device.h): a Linear with its
+// activation, a residual sum with its norm. Each is the unfused sequence the model ran
+// before they existed, so a device without a fused kernel (the CPU, the stream checker,
+// CUDA's FP32 storage of 16-bit values) gives the same bits as it did.
 
 #include "worker/compute/device.h"
 
@@ -21,6 +22,16 @@ void AddRounded(Device& device, ScalarType compute, TensorRef dresidual, Buffer&
 }
 
 }  // namespace
+
+void Device::LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
+                                     ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
+                                     TensorRef pre, TensorRef y, ScalarType operands) {
+  const size_t n = static_cast<size_t>(batch * out);
+  LinearForward(x, w, b, batch, in, out, pre, operands);
+  RoundStored(*this, operands, pre, n);
+  ActivationForward(act, pre, n, y);
+  RoundStored(*this, operands, y, n);
+}
 
 void Device::AddLayerNormForward(TensorRef x, ConstTensorRef residual, ConstTensorRef w,
                                  ConstTensorRef b, int64_t rows, int64_t dim, float eps,

@@ -1,0 +1,82 @@
+#include "worker/cuda/gemm_epilogue.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "worker/compute/pointwise.h"
+
+namespace shardwise::cuda {
+namespace {
+
+// Within FP32's error of a formula (its outputs' rounding and the epilogue's float
+// arithmetic), against the two forms' largest difference, 4.7e-4 at x = -2.7 (relative to
+// 1 + |y|): a verdict needs the other form at least twice this far off.
+constexpr double kFormulaError = 1e-4;
+
+// The largest |outputs[i] - formula(inputs[i])| / (1 + |formula(inputs[i])|).
+template <typename Formula>
+double WorstError(absl::Span<const float> inputs, absl::Span<const float> outputs,
+                  Formula formula) {
+  double worst = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const double want = formula(static_cast<double>(inputs[i]));
+    const double error =
+        std::fabs(static_cast<double>(outputs[i]) - want) / (1.0 + std::fabs(want));
+    // A NaN output is as wrong as it gets.
+    worst = std::isnan(error) ? HUGE_VAL : std::max(worst, error);
+  }
+  return worst;
+}
+
+}  // namespace
+
+const char* GeluFormulaName(GeluFormula formula) {
+  switch (formula) {
+    case GeluFormula::kErf:
+      return "erf (torch.nn.GELU())";
+    case GeluFormula::kTanh:
+      return "tanh approximation (torch.nn.GELU(approximate=\"tanh\"))";
+    case GeluFormula::kUnknown:
+      break;
+  }
+  return "neither GELU formula";
+}
+
+v1::Activation FusedActivation(GeluFormula formula) {
+  switch (formula) {
+    case GeluFormula::kErf:
+      return v1::GELU;
+    case GeluFormula::kTanh:
+      return v1::GELU_TANH;
+    case GeluFormula::kUnknown:
+      break;
+  }
+  return v1::ACTIVATION_UNSPECIFIED;
+}
+
+GeluFormula ClassifyGelu(absl::Span<const float> inputs, absl::Span<const float> outputs) {
+  if (inputs.empty() || inputs.size() != outputs.size()) return GeluFormula::kUnknown;
+  const double erf_error = WorstError(inputs, outputs, pointwise::Gelu);
+  const double tanh_error = WorstError(inputs, outputs, pointwise::GeluTanh);
+  if (erf_error <= kFormulaError && tanh_error >= 2 * kFormulaError) return GeluFormula::kErf;
+  if (tanh_error <= kFormulaError && erf_error >= 2 * kFormulaError) return GeluFormula::kTanh;
+  return GeluFormula::kUnknown;
+}
+
+std::optional<LinearEpilogue> ChooseLinearEpilogue(const LinearEpilogueQuery& query) {
+  if (query.activation == v1::ACTIVATION_UNSPECIFIED) {
+    return query.bias ? LinearEpilogue::kBias : LinearEpilogue::kNone;
+  }
+  const bool gelu = query.activation == v1::GELU || query.activation == v1::GELU_TANH;
+  if (!gelu || query.activation != query.epilogue_gelu) return std::nullopt;
+  if (query.pre != query.output) return std::nullopt;
+  // 16-bit operands with an FP32 output: FP32 storage of 16-bit values, rounded between
+  // the GEMM and the activation.
+  if (query.output == ScalarType::kFloat32 && query.operands != ScalarType::kFloat32) {
+    return std::nullopt;
+  }
+  if (query.out <= 0 || query.out % 8 != 0) return std::nullopt;
+  return query.bias ? LinearEpilogue::kGeluAuxBias : LinearEpilogue::kGeluAux;
+}
+
+}  // namespace shardwise::cuda

@@ -1,0 +1,65 @@
+#ifndef SHARDWISE_WORKER_CUDA_GEMM_EPILOGUE_H_
+#define SHARDWISE_WORKER_CUDA_GEMM_EPILOGUE_H_
+
+// What a Linear layer's GEMM does to its result before writing it (cuBLASLt's epilogue,
+// blas_lt.h): add the bias, and apply GELU keeping its input for the backward. Pure
+// decisions, so they build and are tested without a GPU (gemm_epilogue_test):
+// - which GELU formula the epilogue computes. cuBLASLt's documentation says "GELU" and no
+//   more, so the CUDA device measures it once (blas_lt.h ProbeGeluEpilogue: a GEMM whose
+//   products are exact, so the outputs are the formula's values of known inputs) and fuses
+//   only the activation whose formula it is; ClassifyGelu judges the measurement;
+// - which epilogue a Linear forward takes, or none (the operations one by one).
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/types/span.h"
+#include "proto/job_spec.pb.h"
+#include "worker/runtime/scalar_type.h"
+
+namespace shardwise::cuda {
+
+// The GELU formula an epilogue computes: the erf form (torch.nn.GELU()), its tanh
+// approximation (approximate="tanh"), or neither of them (or a GEMM that went wrong).
+enum class GeluFormula { kUnknown, kErf, kTanh };
+
+const char* GeluFormulaName(GeluFormula formula);
+// The job's activation that `formula` computes (GELU, GELU_TANH), or
+// ACTIVATION_UNSPECIFIED for kUnknown: nothing to fuse.
+v1::Activation FusedActivation(GeluFormula formula);
+
+// The formula that maps each `inputs[i]` to `outputs[i]` (FP32 results) within FP32's
+// error, the two forms being told apart by where they differ by far more (about 5e-4 near
+// |x| = 2); kUnknown when neither does or the spans differ in size. The inputs should
+// cover [-4, 4].
+GeluFormula ClassifyGelu(absl::Span<const float> inputs, absl::Span<const float> outputs);
+
+enum class LinearEpilogue {
+  kNone,         // y = x W^T
+  kBias,         // y = x W^T + b
+  kGeluAux,      // pre = x W^T; y = GELU(pre)
+  kGeluAuxBias,  // pre = x W^T + b; y = GELU(pre)
+};
+
+struct LinearEpilogueQuery {
+  // The activation after the GEMM (ACTIVATION_UNSPECIFIED: none).
+  v1::Activation activation = v1::ACTIVATION_UNSPECIFIED;
+  bool bias = false;
+  ScalarType operands = ScalarType::kFloat32;  // x and W
+  ScalarType pre = ScalarType::kFloat32;       // the activation's input, kept
+  ScalarType output = ScalarType::kFloat32;    // y
+  int64_t out = 0;                             // y's columns
+  // What the epilogue's GELU computes (FusedActivation of the probe's verdict).
+  v1::Activation epilogue_gelu = v1::ACTIVATION_UNSPECIFIED;
+};
+
+// The epilogue for y = activation(x W^T + b), or none where the GEMM cannot do it all and
+// the operations run one by one: an activation other than the epilogue's GELU; the kept
+// input and y in different types; 16-bit values held in FP32 storage (rounded to 16 bits
+// between the GEMM and the activation, a rounding point the epilogue does not have); the
+// kept input's columns not a multiple of 8 (cuBLASLt's rule for its leading dimension).
+std::optional<LinearEpilogue> ChooseLinearEpilogue(const LinearEpilogueQuery& query);
+
+}  // namespace shardwise::cuda
+
+#endif  // SHARDWISE_WORKER_CUDA_GEMM_EPILOGUE_H_

@@ -1,0 +1,140 @@
+// The epilogue decisions (gemm_epilogue.h), without a GPU: which GELU a measurement shows,
+// and which Linear forwards the GEMM can finish itself.
+
+#include "worker/cuda/gemm_epilogue.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/compute/float_math.h"
+#include "worker/compute/pointwise.h"
+
+namespace shardwise::cuda {
+namespace {
+
+// What the probe feeds the epilogue: [-4, 4] in steps of 1/16.
+std::vector<float> ProbeInputs() {
+  std::vector<float> x(129);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) / 16.0f - 4.0f;
+  return x;
+}
+
+template <typename Formula>
+std::vector<float> Outputs(const std::vector<float>& x, Formula formula) {
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(formula(double{x[i]}));
+  return y;
+}
+
+TEST(ClassifyGelu, TellsTheErfFormFromTheTanhApproximation) {
+  const std::vector<float> x = ProbeInputs();
+  EXPECT_EQ(ClassifyGelu(x, Outputs(x, pointwise::Gelu)), GeluFormula::kErf);
+  EXPECT_EQ(ClassifyGelu(x, Outputs(x, pointwise::GeluTanh)), GeluFormula::kTanh);
+}
+
+TEST(ClassifyGelu, AcceptsFloatArithmetic) {
+  // The device's own float GELU (float_math.h), within 2e-7 of the erf form.
+  const std::vector<float> x = ProbeInputs();
+  EXPECT_EQ(ClassifyGelu(
+                x, Outputs(x, [](double v) { return float_math::GeluF(static_cast<float>(v)); })),
+            GeluFormula::kErf);
+}
+
+TEST(ClassifyGelu, RefusesWhatIsNeitherForm) {
+  const std::vector<float> x = ProbeInputs();
+  // The GEMM's input, unchanged (an epilogue that did nothing), and the bias forgotten
+  // (every output off by a constant).
+  EXPECT_EQ(ClassifyGelu(x, x), GeluFormula::kUnknown);
+  std::vector<float> shifted = Outputs(x, pointwise::GeluTanh);
+  for (float& y : shifted) y += 0.01f;
+  EXPECT_EQ(ClassifyGelu(x, shifted), GeluFormula::kUnknown);
+  // Halfway between the forms: within reach of neither.
+  const std::vector<float> erf = Outputs(x, pointwise::Gelu);
+  const std::vector<float> tanh = Outputs(x, pointwise::GeluTanh);
+  std::vector<float> between(x.size());
+  for (size_t i = 0; i < x.size(); ++i) between[i] = 0.5f * (erf[i] + tanh[i]);
+  EXPECT_EQ(ClassifyGelu(x, between), GeluFormula::kUnknown);
+  // One NaN spoils a measurement.
+  std::vector<float> with_nan = tanh;
+  with_nan[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(ClassifyGelu(x, with_nan), GeluFormula::kUnknown);
+  // Nothing measured, or mismatched spans.
+  EXPECT_EQ(ClassifyGelu({}, {}), GeluFormula::kUnknown);
+  EXPECT_EQ(ClassifyGelu(x, absl::MakeConstSpan(tanh).subspan(1)), GeluFormula::kUnknown);
+}
+
+TEST(FusedActivation, NamesTheJobsActivationOfEachForm) {
+  EXPECT_EQ(FusedActivation(GeluFormula::kErf), v1::GELU);
+  EXPECT_EQ(FusedActivation(GeluFormula::kTanh), v1::GELU_TANH);
+  EXPECT_EQ(FusedActivation(GeluFormula::kUnknown), v1::ACTIVATION_UNSPECIFIED);
+}
+
+LinearEpilogueQuery Gelu16(ScalarType type) {
+  LinearEpilogueQuery query;
+  query.activation = v1::GELU_TANH;
+  query.bias = true;
+  query.operands = query.pre = query.output = type;
+  query.out = 3072;
+  query.epilogue_gelu = v1::GELU_TANH;
+  return query;
+}
+
+TEST(ChooseLinearEpilogue, AddsTheBiasOfEveryPlainLinear) {
+  LinearEpilogueQuery query;
+  query.bias = true;
+  EXPECT_EQ(ChooseLinearEpilogue(query), LinearEpilogue::kBias);
+  query.bias = false;
+  EXPECT_EQ(ChooseLinearEpilogue(query), LinearEpilogue::kNone);
+  // Whatever the types and shape: a bias needs no activation's rules.
+  query.bias = true;
+  query.operands = ScalarType::kBFloat16;
+  query.out = 3;
+  EXPECT_EQ(ChooseLinearEpilogue(query), LinearEpilogue::kBias);
+}
+
+TEST(ChooseLinearEpilogue, FusesTheGeluTheEpilogueComputes) {
+  for (ScalarType type : {ScalarType::kFloat32, ScalarType::kBFloat16, ScalarType::kFloat16}) {
+    EXPECT_EQ(ChooseLinearEpilogue(Gelu16(type)), LinearEpilogue::kGeluAuxBias)
+        << ScalarTypeName(type);
+    LinearEpilogueQuery no_bias = Gelu16(type);
+    no_bias.bias = false;
+    EXPECT_EQ(ChooseLinearEpilogue(no_bias), LinearEpilogue::kGeluAux) << ScalarTypeName(type);
+  }
+  LinearEpilogueQuery erf = Gelu16(ScalarType::kBFloat16);
+  erf.activation = erf.epilogue_gelu = v1::GELU;
+  EXPECT_EQ(ChooseLinearEpilogue(erf), LinearEpilogue::kGeluAuxBias);
+}
+
+TEST(ChooseLinearEpilogue, RunsUnfusedWhatTheEpilogueCannotDo) {
+  // Another formula than the epilogue's, or none measured.
+  LinearEpilogueQuery other = Gelu16(ScalarType::kBFloat16);
+  other.activation = v1::GELU;
+  EXPECT_EQ(ChooseLinearEpilogue(other), std::nullopt);
+  other.epilogue_gelu = v1::ACTIVATION_UNSPECIFIED;
+  EXPECT_EQ(ChooseLinearEpilogue(other), std::nullopt);
+  // Activations it has no form of.
+  for (v1::Activation act : {v1::RELU, v1::SILU}) {
+    LinearEpilogueQuery query = Gelu16(ScalarType::kBFloat16);
+    query.activation = act;
+    EXPECT_EQ(ChooseLinearEpilogue(query), std::nullopt) << v1::Activation_Name(act);
+  }
+  // FP32 storage of BF16 values: rounded between the GEMM and the activation.
+  LinearEpilogueQuery fp32_storage = Gelu16(ScalarType::kBFloat16);
+  fp32_storage.pre = fp32_storage.output = ScalarType::kFloat32;
+  EXPECT_EQ(ChooseLinearEpilogue(fp32_storage), std::nullopt);
+  // The kept input in another type than y.
+  LinearEpilogueQuery mixed = Gelu16(ScalarType::kBFloat16);
+  mixed.pre = ScalarType::kFloat32;
+  EXPECT_EQ(ChooseLinearEpilogue(mixed), std::nullopt);
+  // Columns cuBLASLt cannot lead its kept input with.
+  for (int64_t out : {0, 12, 3070}) {
+    LinearEpilogueQuery query = Gelu16(ScalarType::kBFloat16);
+    query.out = out;
+    EXPECT_EQ(ChooseLinearEpilogue(query), std::nullopt) << out;
+  }
+}
+
+}  // namespace
+}  // namespace shardwise::cuda
