@@ -136,6 +136,15 @@ class Device {
   virtual void LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
                                        ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
                                        TensorRef pre, TensorRef y, ScalarType operands);
+  // The backward of a Linear whose input x was act(pre) (an MLP's second layer): dw and db
+  // as LinearBackward adds them, and the gradient of pre, act'(pre) * (dy W), written into
+  // dpre [batch, in] (its rounding points those of LinearBackward then ActivationBackward,
+  // the default's sequence). The CUDA device multiplies by GELU's derivative in the input
+  // gradient's GEMM where cuBLASLt's formula is the job's, from the FP32 product.
+  virtual void ActivationLinearBackward(v1::Activation act, ConstTensorRef pre, ConstTensorRef x,
+                                        ConstTensorRef w, ConstTensorRef dy, int64_t batch,
+                                        int64_t in, int64_t out, TensorRef dpre, float* dw,
+                                        float* db, ScalarType operands);
   // out[i, :] = table[ids[i], :] for i < n (ids are device INT64 values below the rows).
   virtual void EmbeddingForward(ConstTensorRef table, const int64_t* ids, int64_t n, int64_t dim,
                                 TensorRef out) = 0;

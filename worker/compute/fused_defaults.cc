@@ -33,6 +33,17 @@ void Device::LinearActivationForward(v1::Activation act, ConstTensorRef x, Const
   RoundStored(*this, operands, y, n);
 }
 
+void Device::ActivationLinearBackward(v1::Activation act, ConstTensorRef pre, ConstTensorRef x,
+                                      ConstTensorRef w, ConstTensorRef dy, int64_t batch,
+                                      int64_t in, int64_t out, TensorRef dpre, float* dw, float* db,
+                                      ScalarType operands) {
+  const size_t n = static_cast<size_t>(batch * in);
+  LinearBackward(x, w, dy, batch, in, out, dpre, dw, db, operands);
+  RoundStored(*this, operands, dpre, n);
+  ActivationBackward(act, pre, dpre, n, dpre);
+  RoundStored(*this, operands, dpre, n);
+}
+
 void Device::AddLayerNormForward(TensorRef x, ConstTensorRef residual, ConstTensorRef w,
                                  ConstTensorRef b, int64_t rows, int64_t dim, float eps,
                                  TensorRef y, float* mean, float* rstd, ScalarType compute) {

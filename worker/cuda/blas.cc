@@ -73,19 +73,46 @@ absl::Status Blas::LinearForward(const void* x, const void* w, ConstTensorRef b,
 absl::Status Blas::LinearEpilogueForward(const void* x, const void* w, ConstTensorRef b,
                                          int64_t batch, int64_t in, int64_t out, void* pre, void* y,
                                          LinearEpilogue epilogue, Types types) {
-  BlasLt::Linear call;
-  call.x = x;
-  call.w = w;
-  call.bias = b;
-  call.batch = batch;
-  call.in = in;
-  call.out = out;
-  call.y = y;
-  call.pre = pre;
+  // y^T[out, batch] = W[out, in] x^T[in, batch], as LinearForward's GEMM.
+  BlasLt::Matmul call;
+  call.transpose_a = true;
+  call.m = out;
+  call.n = batch;
+  call.k = in;
+  call.a = w;
+  call.lda = in;
+  call.b = x;
+  call.ldb = in;
+  call.d = y;
+  call.ldd = out;
   call.epilogue = epilogue;
+  call.bias = b;
+  call.aux = pre;
   call.types = types;
   call.allow_tf32 = allow_tf32_;
-  return lt_->LinearForward(call);
+  return lt_->Run(call);
+}
+
+absl::Status Blas::LinearInputGradEpilogue(const void* w, const void* dy, int64_t batch, int64_t in,
+                                           int64_t out, const void* pre, void* dx,
+                                           LinearEpilogue epilogue, Types types) {
+  // dx^T[in, batch] = W^T[in, out] dy^T[out, batch], as LinearBackward's first GEMM; GELU's
+  // input is read, not written, through the epilogue's one pointer.
+  BlasLt::Matmul call;
+  call.m = in;
+  call.n = batch;
+  call.k = out;
+  call.a = w;
+  call.lda = in;
+  call.b = dy;
+  call.ldb = out;
+  call.d = dx;
+  call.ldd = in;
+  call.epilogue = epilogue;
+  call.aux = const_cast<void*>(pre);
+  call.types = types;
+  call.allow_tf32 = allow_tf32_;
+  return lt_->Run(call);
 }
 
 absl::Status Blas::LinearBackward(const void* x, const void* w, const void* dy, int64_t batch,

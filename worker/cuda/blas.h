@@ -49,8 +49,15 @@ class Blas {
   absl::Status LinearEpilogueForward(const void* x, const void* w, ConstTensorRef b, int64_t batch,
                                      int64_t in, int64_t out, void* pre, void* y,
                                      LinearEpilogue epilogue, Types types);
-  // Which GELU the epilogue computes (blas_lt.h ProbeGeluEpilogue; waits for the stream).
-  absl::StatusOr<GeluFormula> ProbeGelu() { return ProbeGeluEpilogue(*lt_, stream_); }
+  // dx[batch, in] = (dy W) * GELU'(pre) through cuBLASLt's `epilogue` (kDGelu), pre
+  // [batch, in] the forward's kept input; dx and pre of types.output. UNIMPLEMENTED where
+  // cuBLASLt has no algorithm for it (nothing written). The weight's gradient is
+  // LinearBackward's (dx null).
+  absl::Status LinearInputGradEpilogue(const void* w, const void* dy, int64_t batch, int64_t in,
+                                       int64_t out, const void* pre, void* dx,
+                                       LinearEpilogue epilogue, Types types);
+  // Which GELU the epilogues compute (blas_lt.h ProbeGeluEpilogues; waits for the stream).
+  absl::StatusOr<GeluEpilogueFormulas> ProbeGelu() { return ProbeGeluEpilogues(*lt_, stream_); }
   // dx[batch, in] = dy W (skipped when dx is null); dw[out, in] += dy^T x (FP32). The
   // bias's gradient is a reduction, not a GEMM: the caller adds it.
   absl::Status LinearBackward(const void* x, const void* w, const void* dy, int64_t batch,

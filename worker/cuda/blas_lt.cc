@@ -32,6 +32,8 @@ cublasLtEpilogue_t LtEpilogue(LinearEpilogue epilogue) {
       return CUBLASLT_EPILOGUE_GELU_AUX;
     case LinearEpilogue::kGeluAuxBias:
       return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case LinearEpilogue::kDGelu:
+      return CUBLASLT_EPILOGUE_DGELU;
     case LinearEpilogue::kNone:
       break;
   }
@@ -41,8 +43,10 @@ cublasLtEpilogue_t LtEpilogue(LinearEpilogue epilogue) {
 bool HasBias(LinearEpilogue e) {
   return e == LinearEpilogue::kBias || e == LinearEpilogue::kGeluAuxBias;
 }
-bool KeepsInput(LinearEpilogue e) {
-  return e == LinearEpilogue::kGeluAux || e == LinearEpilogue::kGeluAuxBias;
+// Whether the epilogue writes or reads GELU's input.
+bool UsesAux(LinearEpilogue e) {
+  return e == LinearEpilogue::kGeluAux || e == LinearEpilogue::kGeluAuxBias ||
+         e == LinearEpilogue::kDGelu;
 }
 
 // One call's descriptors, destroyed with it.
@@ -74,8 +78,8 @@ absl::Status SetPreference(cublasLtMatmulPreference_t preference,
       "cublasLtMatmulPreferenceSetAttribute");
 }
 
-// The epilogue's attributes: what it adds, and where it keeps GELU's input.
-absl::Status DescribeEpilogue(const BlasLt::Linear& call, cublasLtMatmulDesc_t desc) {
+// The epilogue's attributes: what it adds, and where GELU's input is.
+absl::Status DescribeEpilogue(const BlasLt::Matmul& call, cublasLtMatmulDesc_t desc) {
   const uint32_t epilogue = LtEpilogue(call.epilogue);
   RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue));
   if (HasBias(call.epilogue)) {
@@ -83,48 +87,47 @@ absl::Status DescribeEpilogue(const BlasLt::Linear& call, cublasLtMatmulDesc_t d
     const int32_t bias_type = GemmDataType(call.bias.type());
     RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type));
   }
-  if (KeepsInput(call.epilogue)) {
-    RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, call.pre));
-    RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, call.out));
-    const int32_t pre_type = GemmDataType(call.types.output);
-    RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, pre_type));
+  if (UsesAux(call.epilogue)) {
+    RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, call.aux));
+    RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, call.ldd));
+    const int32_t aux_type = GemmDataType(call.types.output);
+    RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, aux_type));
   }
   return absl::OkStatus();
 }
 
-// Row-major y[batch, out] = x W^T is column-major y^T[out, batch] = op_T(W) x^T, W held
-// as W^T[in, out] and x as x^T[in, batch] (blas.cc's convention).
-absl::Status Describe(const BlasLt::Linear& call, Descriptors& d) {
+absl::Status Describe(const BlasLt::Matmul& call, Descriptors& d) {
   ASSIGN_OR_RETURN(const cublasComputeType_t compute, GemmComputeType(call.types, call.allow_tf32));
   RETURN_IF_ERROR(CublasStatus(cublasLtMatmulDescCreate(&d.matmul, compute, CUDA_R_32F),
                                "cublasLtMatmulDescCreate"));
-  const int32_t transpose = CUBLAS_OP_T;
-  const int32_t none = CUBLAS_OP_N;
-  RETURN_IF_ERROR(SetAttribute(d.matmul, CUBLASLT_MATMUL_DESC_TRANSA, transpose));
-  RETURN_IF_ERROR(SetAttribute(d.matmul, CUBLASLT_MATMUL_DESC_TRANSB, none));
+  const int32_t op_a = call.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int32_t op_b = CUBLAS_OP_N;
+  RETURN_IF_ERROR(SetAttribute(d.matmul, CUBLASLT_MATMUL_DESC_TRANSA, op_a));
+  RETURN_IF_ERROR(SetAttribute(d.matmul, CUBLASLT_MATMUL_DESC_TRANSB, op_b));
   RETURN_IF_ERROR(DescribeEpilogue(call, d.matmul));
   const cudaDataType_t operands = GemmDataType(call.types.operands);
-  const cudaDataType_t output = GemmDataType(call.types.output);
-  RETURN_IF_ERROR(
-      CublasStatus(cublasLtMatrixLayoutCreate(&d.a, operands, call.in, call.out, call.in),
-                   "cublasLtMatrixLayoutCreate"));
-  RETURN_IF_ERROR(
-      CublasStatus(cublasLtMatrixLayoutCreate(&d.b, operands, call.in, call.batch, call.in),
-                   "cublasLtMatrixLayoutCreate"));
-  return CublasStatus(cublasLtMatrixLayoutCreate(&d.d, output, call.out, call.batch, call.out),
-                      "cublasLtMatrixLayoutCreate");
+  // A as stored: [k, m] when transposed, else [m, k].
+  const uint64_t a_rows = call.transpose_a ? call.k : call.m;
+  const uint64_t a_cols = call.transpose_a ? call.m : call.k;
+  RETURN_IF_ERROR(CublasStatus(cublasLtMatrixLayoutCreate(&d.a, operands, a_rows, a_cols, call.lda),
+                               "cublasLtMatrixLayoutCreate"));
+  RETURN_IF_ERROR(CublasStatus(cublasLtMatrixLayoutCreate(&d.b, operands, call.k, call.n, call.ldb),
+                               "cublasLtMatrixLayoutCreate"));
+  return CublasStatus(
+      cublasLtMatrixLayoutCreate(&d.d, GemmDataType(call.types.output), call.m, call.n, call.ldd),
+      "cublasLtMatrixLayoutCreate");
 }
 
-absl::Status DescribePreference(const BlasLt::Linear& call, Descriptors& d) {
+absl::Status DescribePreference(const BlasLt::Matmul& call, Descriptors& d) {
   RETURN_IF_ERROR(CublasStatus(cublasLtMatmulPreferenceCreate(&d.preference),
                                "cublasLtMatmulPreferenceCreate"));
   const uint64_t workspace = kWorkspaceBytes;
   RETURN_IF_ERROR(SetPreference(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace));
-  const uint32_t a = Alignment(call.w), b = Alignment(call.x), y = Alignment(call.y);
+  const uint32_t a = Alignment(call.a), b = Alignment(call.b), out = Alignment(call.d);
   RETURN_IF_ERROR(SetPreference(d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, a));
   RETURN_IF_ERROR(SetPreference(d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, b));
-  RETURN_IF_ERROR(SetPreference(d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, y));
-  return SetPreference(d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, y);
+  RETURN_IF_ERROR(SetPreference(d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, out));
+  return SetPreference(d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, out);
 }
 
 }  // namespace
@@ -146,23 +149,24 @@ BlasLt::~BlasLt() {
   cublasLtDestroy(handle_);
 }
 
-BlasLt::PlanKey BlasLt::KeyOf(const Linear& call) {
+BlasLt::PlanKey BlasLt::KeyOf(const Matmul& call) {
   return {static_cast<int>(call.epilogue),
           static_cast<int>(call.types.operands),
           static_cast<int>(call.types.output),
           HasBias(call.epilogue) ? static_cast<int>(call.bias.type()) : -1,
           call.allow_tf32,
-          call.batch,
-          call.in,
-          call.out,
-          Alignment(call.x),
-          Alignment(call.w),
-          Alignment(call.y),
-          KeepsInput(call.epilogue) ? Alignment(call.pre) : 0,
+          call.transpose_a,
+          call.m,
+          call.n,
+          call.k,
+          Alignment(call.a),
+          Alignment(call.b),
+          Alignment(call.d),
+          UsesAux(call.epilogue) ? Alignment(call.aux) : 0,
           HasBias(call.epilogue) ? Alignment(call.bias.data()) : 0};
 }
 
-absl::Status BlasLt::LinearForward(const Linear& call) {
+absl::Status BlasLt::Run(const Matmul& call) {
   Descriptors d;
   RETURN_IF_ERROR(Describe(call, d));
   auto [it, added] = plans_.try_emplace(KeyOf(call));
@@ -181,14 +185,14 @@ absl::Status BlasLt::LinearForward(const Linear& call) {
     plan.algo = result.algo;
   }
   if (!plan.supported) {
-    return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for a ", call.batch,
-                                                 " x ", call.in, " x ", call.out,
-                                                 " Linear with this epilogue"));
+    return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for a ", call.m, " x ",
+                                                 call.n, " x ", call.k,
+                                                 " GEMM with this epilogue"));
   }
   const float alpha = 1.0f, beta = 0.0f;
   return CublasStatus(
-      cublasLtMatmul(handle_, d.matmul, &alpha, call.w, d.a, call.x, d.b, &beta, call.y, d.d,
-                     call.y, d.d, &plan.algo, workspace_, kWorkspaceBytes, stream_),
+      cublasLtMatmul(handle_, d.matmul, &alpha, call.a, d.a, call.b, d.b, &beta, call.d, d.d,
+                     call.d, d.d, &plan.algo, workspace_, kWorkspaceBytes, stream_),
       "cublasLtMatmul");
 }
 
@@ -197,7 +201,7 @@ namespace {
 // Device memory for the probe, freed with it.
 struct ProbeBuffer {
   explicit ProbeBuffer(size_t floats) {
-    status = CudaStatus(cudaMalloc(&data, floats * 4), "cudaMalloc");
+    status = CudaStatus(cudaMalloc(&data, floats * sizeof(float)), "cudaMalloc (the GELU probe)");
   }
   ~ProbeBuffer() { cudaFree(data); }
   float* f32() const { return static_cast<float*>(data); }
@@ -205,47 +209,80 @@ struct ProbeBuffer {
   absl::Status status;
 };
 
+// The probe's shapes: 16 rows of 8, GELU's inputs [-4, 4) in steps of 1/16 plus a bias in
+// multiples of 1/64: every sum exact in FP32, so the epilogue's inputs are known to the bit.
+constexpr int64_t kProbeRows = 16, kProbeDim = 8;
+
+// Row-major: x W^T + b with W the identity is x + b; dy W with dy all ones is W's column
+// sums, ones. Both column-major as blas.cc lays them out.
+BlasLt::Matmul ProbeMatmul(bool forward, const ProbeBuffer& w, const ProbeBuffer& rows) {
+  BlasLt::Matmul call;
+  call.transpose_a = forward;
+  call.m = call.k = call.lda = call.ldb = call.ldd = kProbeDim;
+  call.n = kProbeRows;
+  call.a = w.data;
+  call.b = rows.data;
+  return call;
+}
+
+absl::Status Upload(const ProbeBuffer& to, const std::vector<float>& from, cudaStream_t stream) {
+  RETURN_IF_ERROR(to.status);
+  // On the probe's stream (from pageable memory, a copy may return before it landed).
+  RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(to.data, from.data(), from.size() * sizeof(float),
+                                       cudaMemcpyHostToDevice, stream));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> Download(const ProbeBuffer& from, size_t n,
+                                            cudaStream_t stream) {
+  std::vector<float> host(n);
+  RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(host.data(), from.data, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream));
+  return host;
+}
+
 }  // namespace
 
-absl::StatusOr<GeluFormula> ProbeGeluEpilogue(BlasLt& lt, cudaStream_t stream) {
-  // x: [-4, 4) in steps of 1/16, 16 rows of 8; W the identity; b multiples of 1/64. Every
-  // sum is exact in FP32, so GELU's inputs are known to the bit.
-  constexpr int64_t kRows = 16, kDim = 8;
-  std::vector<float> x(kRows * kDim), w(kDim * kDim, 0.0f), b(kDim);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = -4.0f + static_cast<float>(i) / 16.0f;
-  for (int64_t i = 0; i < kDim; ++i) {
-    w[i * kDim + i] = 1.0f;
-    b[i] = static_cast<float>(i - kDim / 2) / 64.0f;
+absl::StatusOr<GeluEpilogueFormulas> ProbeGeluEpilogues(BlasLt& lt, cudaStream_t stream) {
+  constexpr size_t n = kProbeRows * kProbeDim;
+  std::vector<float> x(n), w(kProbeDim * kProbeDim, 0.0f), b(kProbeDim), ones(n, 1.0f);
+  for (size_t i = 0; i < n; ++i) x[i] = -4.0f + static_cast<float>(i) / 16.0f;
+  for (int64_t i = 0; i < kProbeDim; ++i) {
+    w[i * kProbeDim + i] = 1.0f;
+    b[i] = static_cast<float>(i - kProbeDim / 2) / 64.0f;
   }
-  ProbeBuffer dx(x.size()), dw(w.size()), db(b.size()), dy(x.size()), dpre(x.size());
-  for (const ProbeBuffer* buffer : {&dx, &dw, &db, &dy, &dpre}) RETURN_IF_ERROR(buffer->status);
-  // On the probe's stream (from pageable memory, a copy may return before it landed).
-  for (auto [to, from] : {std::pair(&dx, &x), std::pair(&dw, &w), std::pair(&db, &b)}) {
-    RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(to->data, from->data(), from->size() * 4, cudaMemcpyHostToDevice, stream));
-  }
-  BlasLt::Linear call;
-  call.x = dx.data;
-  call.w = dw.data;
-  call.bias = ConstTensorRef(db.f32());
-  call.batch = kRows;
-  call.in = call.out = kDim;
-  call.y = dy.data;
-  call.pre = dpre.data;
-  call.epilogue = LinearEpilogue::kGeluAuxBias;
-  const absl::Status ran = lt.LinearForward(call);
-  if (absl::IsUnimplemented(ran)) return GeluFormula::kUnknown;
+  ProbeBuffer dx(n), dw(w.size()), db(b.size()), dones(n), dy(n), dpre(n), dgrad(n);
+  for (const ProbeBuffer* buffer : {&dy, &dpre, &dgrad}) RETURN_IF_ERROR(buffer->status);
+  RETURN_IF_ERROR(Upload(dx, x, stream));
+  RETURN_IF_ERROR(Upload(dw, w, stream));
+  RETURN_IF_ERROR(Upload(db, b, stream));
+  RETURN_IF_ERROR(Upload(dones, ones, stream));
+  GeluEpilogueFormulas formulas;
+  BlasLt::Matmul forward = ProbeMatmul(true, dw, dx);
+  forward.epilogue = LinearEpilogue::kGeluAuxBias;
+  forward.bias = ConstTensorRef(db.f32());
+  forward.d = dy.data;
+  forward.aux = dpre.data;
+  const absl::Status ran = lt.Run(forward);
+  if (absl::IsUnimplemented(ran)) return formulas;
   RETURN_IF_ERROR(ran);
-  std::vector<float> y(x.size()), pre(x.size());
-  RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(y.data(), dy.data, y.size() * 4, cudaMemcpyDeviceToHost, stream));
-  RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(pre.data(), dpre.data, pre.size() * 4, cudaMemcpyDeviceToHost, stream));
-  RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream));
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (pre[i] != x[i] + b[i % kDim]) return GeluFormula::kUnknown;
+  ASSIGN_OR_RETURN(const std::vector<float> y, Download(dy, n, stream));
+  ASSIGN_OR_RETURN(const std::vector<float> pre, Download(dpre, n, stream));
+  for (size_t i = 0; i < n; ++i) {
+    if (pre[i] != x[i] + b[i % kProbeDim]) return formulas;
   }
-  return ClassifyGelu(pre, y);
+  formulas.value = ClassifyGelu(GeluPart::kValue, pre, y);
+  BlasLt::Matmul backward = ProbeMatmul(false, dw, dones);
+  backward.epilogue = LinearEpilogue::kDGelu;
+  backward.d = dgrad.data;
+  backward.aux = dpre.data;
+  const absl::Status differentiated = lt.Run(backward);
+  if (absl::IsUnimplemented(differentiated)) return formulas;
+  RETURN_IF_ERROR(differentiated);
+  ASSIGN_OR_RETURN(const std::vector<float> grad, Download(dgrad, n, stream));
+  formulas.derivative = ClassifyGelu(GeluPart::kDerivative, pre, grad);
+  return formulas;
 }
 
 }  // namespace shardwise::cuda

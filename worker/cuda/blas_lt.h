@@ -1,14 +1,14 @@
 #ifndef SHARDWISE_WORKER_CUDA_BLAS_LT_H_
 #define SHARDWISE_WORKER_CUDA_BLAS_LT_H_
 
-// The Linear forward through cuBLASLt, whose epilogues finish the GEMM in its own kernel
-// (gemm_epilogue.h): the bias added to the FP32 sums before the one rounding to y's type
-// (without it the bias is broadcast into y and the GEMM adds onto it: a pass over y more),
-// and GELU applied, its input kept for the backward (one GEMM instead of a GEMM and an
-// activation kernel). Row-major with PyTorch's conventions, as blas.h. Each shape, type
-// and alignment's algorithm is chosen once (cuBLASLt's heuristic) and kept. Where cuBLASLt
-// has none, LinearForward answers UNIMPLEMENTED and the caller runs the operations one by
-// one.
+// A Linear's GEMMs through cuBLASLt, whose epilogues finish the GEMM in its own kernel
+// (gemm_epilogue.h): the forward's bias added to the FP32 sums before the one rounding to
+// y's type (without it the bias is broadcast into y and the GEMM adds onto it: a pass over
+// y more), GELU applied with its input kept for the backward, and in the backward the
+// input gradient multiplied by GELU's derivative at that kept input (one GEMM each instead
+// of a GEMM and an activation kernel). Each shape, type and alignment's algorithm is
+// chosen once (cuBLASLt's heuristic) and kept. Where cuBLASLt has none, Run answers
+// UNIMPLEMENTED (nothing written) and the caller runs the operations one by one.
 //
 // Thread-safety: none; one per stream (Blas owns one).
 
@@ -35,26 +35,32 @@ class BlasLt {
   BlasLt(const BlasLt&) = delete;
   BlasLt& operator=(const BlasLt&) = delete;
 
-  // y[batch, out] = epilogue(x[batch, in] W[out, in]^T, b[out]); the GELU epilogues also
-  // write `pre` (of y's type), GELU's input. The bias is FP32 or y's type.
-  struct Linear {
-    const void* x = nullptr;
-    const void* w = nullptr;
-    ConstTensorRef bias;
-    int64_t batch = 0, in = 0, out = 0;
-    void* y = nullptr;
-    void* pre = nullptr;
+  // Column-major (cuBLAS's convention) D[m, n] = epilogue(op(A)[m, k] B[k, n]), op(A)
+  // = A^T when `transpose_a` (A stored [k, m]) else A (stored [m, k]); B stored [k, n].
+  // The bias has m elements, FP32 or D's type; `aux`, laid out as D (leading dimension
+  // ldd) and of D's type, is GELU's input: written by the GELU epilogues, read by kDGelu.
+  struct Matmul {
+    bool transpose_a = false;
+    int64_t m = 0, n = 0, k = 0;
+    const void* a = nullptr;
+    int64_t lda = 0;
+    const void* b = nullptr;
+    int64_t ldb = 0;
+    void* d = nullptr;
+    int64_t ldd = 0;
     LinearEpilogue epilogue = LinearEpilogue::kNone;
+    ConstTensorRef bias;
+    void* aux = nullptr;
     GemmTypes types;
     bool allow_tf32 = false;
   };
-  absl::Status LinearForward(const Linear& call);
+  absl::Status Run(const Matmul& call);
 
  private:
   // What an algorithm is chosen for: the call's shape, types, epilogue and the alignment
   // of each pointer (cuBLASLt's kernels rely on it).
-  using PlanKey =
-      std::tuple<int, int, int, int, bool, int64_t, int64_t, int64_t, int, int, int, int, int>;
+  using PlanKey = std::tuple<int, int, int, int, bool, bool, int64_t, int64_t, int64_t, int, int,
+                             int, int, int>;
   struct Plan {
     bool supported = false;
     cublasLtMatmulAlgo_t algo;
@@ -62,7 +68,7 @@ class BlasLt {
 
   BlasLt(cublasLtHandle_t handle, cudaStream_t stream, void* workspace)
       : handle_(handle), stream_(stream), workspace_(workspace) {}
-  static PlanKey KeyOf(const Linear& call);
+  static PlanKey KeyOf(const Matmul& call);
 
   cublasLtHandle_t handle_;
   cudaStream_t stream_;
@@ -70,11 +76,16 @@ class BlasLt {
   std::map<PlanKey, Plan> plans_;
 };
 
-// Which GELU formula cuBLASLt's GELU epilogue computes, measured on `stream`: an FP32
-// GEMM whose products are exact (an identity weight) over inputs in [-4, 4] and a bias,
-// its kept input checked against the exact sums (a wrong layout or bias is kUnknown, not
-// a formula) and its output judged by ClassifyGelu. Waits for the stream.
-absl::StatusOr<GeluFormula> ProbeGeluEpilogue(BlasLt& lt, cudaStream_t stream);
+// Which GELU formulas cuBLASLt's epilogues compute, measured on `stream`: FP32 GEMMs whose
+// products are exact (an identity weight) at inputs in [-4, 4]: GELU_AUX_BIAS, its kept
+// input checked against the exact sums (a wrong layout or bias is kUnknown, not a
+// formula), and DGELU of a gradient of ones, which leaves GELU's derivative; each judged
+// by ClassifyGelu. Waits for the stream.
+struct GeluEpilogueFormulas {
+  GeluFormula value = GeluFormula::kUnknown;       // GELU_AUX_BIAS's
+  GeluFormula derivative = GeluFormula::kUnknown;  // DGELU's
+};
+absl::StatusOr<GeluEpilogueFormulas> ProbeGeluEpilogues(BlasLt& lt, cudaStream_t stream);
 
 }  // namespace shardwise::cuda
 

@@ -167,19 +167,22 @@ TEST_F(BlasTest, SixteenBitBiasAndOutput) {
   }
 }
 
-// cuBLASLt documents its GELU epilogue as "GELU" and no more; PyTorch's
-// _addmm_activation treats it as the tanh approximation, and docs/semantics.md says so
-// from this measurement.
-TEST_F(BlasTest, GeluEpilogueComputesTheTanhApproximation) {
-  const absl::StatusOr<GeluFormula> formula = blas_->ProbeGelu();
-  ASSERT_TRUE(formula.ok()) << formula.status();
-  std::printf("cuBLASLt's GELU epilogue: %s\n", GeluFormulaName(*formula));
-  EXPECT_EQ(*formula, GeluFormula::kTanh) << GeluFormulaName(*formula);
+// cuBLASLt documents its GELU epilogues as "GELU" and no more; PyTorch's
+// _addmm_activation treats the forward's as the tanh approximation, and docs/semantics.md
+// says both are, from this measurement.
+TEST_F(BlasTest, GeluEpiloguesComputeTheTanhApproximation) {
+  const absl::StatusOr<GeluEpilogueFormulas> formulas = blas_->ProbeGelu();
+  ASSERT_TRUE(formulas.ok()) << formulas.status();
+  std::printf("cuBLASLt's GELU epilogue: %s; DGELU: %s\n", GeluFormulaName(formulas->value),
+              GeluFormulaName(formulas->derivative));
+  EXPECT_EQ(formulas->value, GeluFormula::kTanh) << GeluFormulaName(formulas->value);
+  EXPECT_EQ(formulas->derivative, GeluFormula::kTanh) << GeluFormulaName(formulas->derivative);
 }
 
 // The epilogues' outputs against the CPU: pre = x W^T + b and y = GELU_TANH(pre) from the
-// FP32 sums, each rounded once to the output's type. Shapes the epilogue kernels take
-// (columns multiples of 8), so cuBLASLt must have an algorithm.
+// FP32 sums, and the input gradient (g W2) * GELU_TANH'(pre), each rounded once to the
+// output's type. Shapes the epilogue kernels take (columns multiples of 8), so cuBLASLt
+// must have an algorithm.
 template <typename E>
 void CheckEpilogues(Blas& blas, ScalarType type) {
   constexpr int64_t kRows = 64, kFeatures = 96, kHidden = 128;
@@ -208,6 +211,24 @@ void CheckEpilogues(Blas& blas, ScalarType type) {
                                          nullptr, dy.get(), LinearEpilogue::kBias, {type, type})
                   .ok());
   EXPECT_LT(MaxError(Widened(type, dy.ToHost()), pre), tolerance);
+  // The backward of a Linear over GELU(pre): dpre = (g W2) * GELU'(pre), W2 [kFeatures,
+  // kHidden], pre as the device kept it.
+  const std::vector<E> g = Stored<E>(type, kRows * kFeatures, 34),
+                       w2 = Stored<E>(type, kFeatures * kHidden, 35);
+  const std::vector<float> kept = Widened(type, dpre.ToHost());
+  std::vector<float> dpre_want(kept.size()), unused_dw(w2.size());
+  cpu::LinearBackward<float>(kept.data(), Widened(type, w2).data(), Widened(type, g).data(), kRows,
+                             kHidden, kFeatures, dpre_want.data(), unused_dw.data(), nullptr);
+  for (size_t i = 0; i < kept.size(); ++i) {
+    dpre_want[i] = static_cast<float>(dpre_want[i] * pointwise::GeluTanhGrad(kept[i]));
+  }
+  DeviceVector<E> dg(g), dw2(w2), dgrad(kept.size());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_TRUE(blas.LinearInputGradEpilogue(dw2.get(), dg.get(), kRows, kHidden, kFeatures,
+                                           dpre.get(), dgrad.get(), LinearEpilogue::kDGelu,
+                                           {type, type})
+                  .ok());
+  EXPECT_LT(MaxError(Widened(type, dgrad.ToHost()), dpre_want), tolerance);
 }
 
 TEST_F(BlasTest, EpiloguesAddTheBiasAndApplyGeluToTheFp32Sums) {

@@ -289,19 +289,10 @@ void CudaDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRe
 void CudaDevice::LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
                                          ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
                                          TensorRef pre, TensorRef y, ScalarType operands) {
-  LinearEpilogueQuery query;
-  query.activation = act;
+  LinearEpilogueQuery query = EpilogueQuery(act, false, operands, pre.type(), y.type(), out);
   query.bias = !b.null();
-  query.operands = operands;
-  query.pre = pre.type();
-  query.output = y.type();
-  query.out = out;
-  query.epilogue_gelu =
-      act == v1::GELU || act == v1::GELU_TANH ? EpilogueGelu() : v1::ACTIVATION_UNSPECIFIED;
-  const std::optional<LinearEpilogue> epilogue = ChooseLinearEpilogue(query);
-  if (epilogue.has_value()) {
-    // Stored in the operands' type (ChooseLinearEpilogue's rule), so x and w are used in
-    // place.
+  if (const std::optional<LinearEpilogue> epilogue = ChooseLinearEpilogue(query)) {
+    // Stored in the operands' type (the epilogue's rule): x and w are used in place.
     const absl::Status fused =
         ComputeBlas().LinearEpilogueForward(x.data(), w.data(), b, batch, in, out, pre.data(),
                                             y.data(), *epilogue, {operands, y.type()});
@@ -313,15 +304,51 @@ void CudaDevice::LinearActivationForward(v1::Activation act, ConstTensorRef x, C
   Device::LinearActivationForward(act, x, w, b, batch, in, out, pre, y, operands);
 }
 
-v1::Activation CudaDevice::EpilogueGelu() {
+void CudaDevice::ActivationLinearBackward(v1::Activation act, ConstTensorRef pre, ConstTensorRef x,
+                                          ConstTensorRef w, ConstTensorRef dy, int64_t batch,
+                                          int64_t in, int64_t out, TensorRef dpre, float* dw,
+                                          float* db, ScalarType operands) {
+  const LinearEpilogueQuery query = EpilogueQuery(act, true, operands, pre.type(), dpre.type(), in);
+  if (const std::optional<LinearEpilogue> epilogue = ChooseInputGradEpilogue(query)) {
+    const absl::Status fused =
+        ComputeBlas().LinearInputGradEpilogue(w.data(), dy.data(), batch, in, out, pre.data(),
+                                              dpre.data(), *epilogue, {operands, dpre.type()});
+    if (!absl::IsUnimplemented(fused)) {
+      Check(fused);
+      // The weight's and the bias's gradients, as LinearBackward adds them.
+      LinearBackward(x, w, dy, batch, in, out, nullptr, dw, db, operands);
+      return;
+    }
+  }
+  Device::ActivationLinearBackward(act, pre, x, w, dy, batch, in, out, dpre, dw, db, operands);
+}
+
+LinearEpilogueQuery CudaDevice::EpilogueQuery(v1::Activation act, bool derivative,
+                                              ScalarType operands, ScalarType pre,
+                                              ScalarType output, int64_t columns) {
+  LinearEpilogueQuery query;
+  query.activation = act;
+  query.operands = operands;
+  query.pre = pre;
+  query.output = output;
+  query.out = columns;
+  if (act == v1::GELU || act == v1::GELU_TANH) {
+    const GeluEpilogueFormulas& formulas = EpilogueGelu();
+    query.epilogue_gelu = FusedActivation(derivative ? formulas.derivative : formulas.value);
+  }
+  return query;
+}
+
+const GeluEpilogueFormulas& CudaDevice::EpilogueGelu() {
   if (!epilogue_gelu_.has_value()) {
-    const absl::StatusOr<GeluFormula> formula = ComputeBlas().ProbeGelu();
-    Check(formula.status());
-    const GeluFormula measured = formula.ok() ? *formula : GeluFormula::kUnknown;
+    const absl::StatusOr<GeluEpilogueFormulas> formulas = ComputeBlas().ProbeGelu();
+    Check(formulas.status());
+    epilogue_gelu_ = formulas.ok() ? *formulas : GeluEpilogueFormulas();
     LogInfo(LogContext(),
-            absl::StrCat("cuBLASLt's GELU epilogue, measured: ", GeluFormulaName(measured),
-                         " (fused into a Linear's GEMM for that form only)"));
-    epilogue_gelu_ = FusedActivation(measured);
+            absl::StrCat("cuBLASLt's GELU epilogues, measured: GELU_AUX_BIAS computes ",
+                         GeluFormulaName(epilogue_gelu_->value), ", DGELU differentiates ",
+                         GeluFormulaName(epilogue_gelu_->derivative),
+                         " (each fused into a Linear's GEMM for that form only)"));
   }
   return *epilogue_gelu_;
 }

@@ -111,10 +111,15 @@ class CudaDevice final : public Device {
   // and attention.h; the Llama's: llama_kernels.h).
 #include "worker/compute/device_overrides.inc"
   // One cuBLASLt GEMM with a GELU epilogue where gemm_epilogue.h's ChooseLinearEpilogue
-  // allows (its GELU formula measured on first use); else Device's default.
+  // (ChooseInputGradEpilogue) allows, the formulas measured on first use; else Device's
+  // defaults.
   void LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
                                ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
                                TensorRef pre, TensorRef y, ScalarType operands) override;
+  void ActivationLinearBackward(v1::Activation act, ConstTensorRef pre, ConstTensorRef x,
+                                ConstTensorRef w, ConstTensorRef dy, int64_t batch, int64_t in,
+                                int64_t out, TensorRef dpre, float* dw, float* db,
+                                ScalarType operands) override;
   // One kernel where the rows are stored in `compute`'s type (the sums and the norm's
   // output round as their stores do); FP32 storage of 16-bit values takes Device's
   // defaults, which round in passes of their own.
@@ -150,9 +155,13 @@ class CudaDevice final : public Device {
   // (the training thread) may use it, or the GEMM would race the caller's own work and
   // its stream's blocks. Records an error otherwise; binds the thread to the GPU.
   Blas& ComputeBlas();
-  // The activation cuBLASLt's GELU epilogue computes (ACTIVATION_UNSPECIFIED: neither
-  // form), measured on the first call and logged (the training thread's only).
-  v1::Activation EpilogueGelu();
+  // The GELU formulas cuBLASLt's epilogues compute, measured on the first call and logged
+  // (the training thread's only).
+  const GeluEpilogueFormulas& EpilogueGelu();
+  // The query for fusing `act` with a GEMM whose output (and GELU's kept input) is
+  // `output`, `columns` wide; `derivative`: the backward's DGELU.
+  LinearEpilogueQuery EpilogueQuery(v1::Activation act, bool derivative, ScalarType operands,
+                                    ScalarType pre, ScalarType output, int64_t columns);
   // Which kernel runs a FUSED attention of `layout` in `operands`: decided on first use
   // of each layout and dtype, from cudnn_requirements.h's rules and then by building
   // cuDNN's plans for both directions (a graph cuDNN cannot build on this GPU takes the
@@ -194,7 +203,7 @@ class CudaDevice final : public Device {
   absl::flat_hash_map<std::pair<AttentionLayout, ScalarType>, FusedAttentionKernel>
       fused_attention_kernels_;
   // EpilogueGelu's measurement (the training thread's only).
-  std::optional<v1::Activation> epilogue_gelu_;
+  std::optional<GeluEpilogueFormulas> epilogue_gelu_;
   mutable absl::Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };

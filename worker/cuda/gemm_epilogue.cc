@@ -9,8 +9,9 @@ namespace shardwise::cuda {
 namespace {
 
 // Within FP32's error of a formula (its outputs' rounding and the epilogue's float
-// arithmetic), against the two forms' largest difference, 4.7e-4 at x = -2.7 (relative to
-// 1 + |y|): a verdict needs the other form at least twice this far off.
+// arithmetic), against the two forms' largest difference (4.7e-4 in value, 8e-4 in
+// derivative, relative to 1 + |y|): a verdict needs the other form at least twice this
+// far off.
 constexpr double kFormulaError = 1e-4;
 
 // The largest |outputs[i] - formula(inputs[i])| / (1 + |formula(inputs[i])|).
@@ -33,9 +34,9 @@ double WorstError(absl::Span<const float> inputs, absl::Span<const float> output
 const char* GeluFormulaName(GeluFormula formula) {
   switch (formula) {
     case GeluFormula::kErf:
-      return "erf (torch.nn.GELU())";
+      return "the erf form (torch.nn.GELU())";
     case GeluFormula::kTanh:
-      return "tanh approximation (torch.nn.GELU(approximate=\"tanh\"))";
+      return "the tanh approximation (torch.nn.GELU(approximate=\"tanh\"))";
     case GeluFormula::kUnknown:
       break;
   }
@@ -54,29 +55,47 @@ v1::Activation FusedActivation(GeluFormula formula) {
   return v1::ACTIVATION_UNSPECIFIED;
 }
 
-GeluFormula ClassifyGelu(absl::Span<const float> inputs, absl::Span<const float> outputs) {
+GeluFormula ClassifyGelu(GeluPart part, absl::Span<const float> inputs,
+                         absl::Span<const float> outputs) {
   if (inputs.empty() || inputs.size() != outputs.size()) return GeluFormula::kUnknown;
-  const double erf_error = WorstError(inputs, outputs, pointwise::Gelu);
-  const double tanh_error = WorstError(inputs, outputs, pointwise::GeluTanh);
+  const bool value = part == GeluPart::kValue;
+  const double erf_error =
+      WorstError(inputs, outputs, value ? pointwise::Gelu : pointwise::GeluGrad);
+  const double tanh_error =
+      WorstError(inputs, outputs, value ? pointwise::GeluTanh : pointwise::GeluTanhGrad);
   if (erf_error <= kFormulaError && tanh_error >= 2 * kFormulaError) return GeluFormula::kErf;
   if (tanh_error <= kFormulaError && erf_error >= 2 * kFormulaError) return GeluFormula::kTanh;
   return GeluFormula::kUnknown;
 }
 
+namespace {
+
+// Whether the GEMM can apply (or differentiate) the query's GELU itself.
+bool GeluFusable(const LinearEpilogueQuery& query) {
+  const bool gelu = query.activation == v1::GELU || query.activation == v1::GELU_TANH;
+  if (!gelu || query.activation != query.epilogue_gelu) return false;
+  if (query.pre != query.output) return false;
+  // 16-bit operands with an FP32 output: FP32 storage of 16-bit values, rounded between
+  // the GEMM and the activation.
+  if (query.output == ScalarType::kFloat32 && query.operands != ScalarType::kFloat32) {
+    return false;
+  }
+  return query.out > 0 && query.out % 8 == 0;
+}
+
+}  // namespace
+
 std::optional<LinearEpilogue> ChooseLinearEpilogue(const LinearEpilogueQuery& query) {
   if (query.activation == v1::ACTIVATION_UNSPECIFIED) {
     return query.bias ? LinearEpilogue::kBias : LinearEpilogue::kNone;
   }
-  const bool gelu = query.activation == v1::GELU || query.activation == v1::GELU_TANH;
-  if (!gelu || query.activation != query.epilogue_gelu) return std::nullopt;
-  if (query.pre != query.output) return std::nullopt;
-  // 16-bit operands with an FP32 output: FP32 storage of 16-bit values, rounded between
-  // the GEMM and the activation.
-  if (query.output == ScalarType::kFloat32 && query.operands != ScalarType::kFloat32) {
-    return std::nullopt;
-  }
-  if (query.out <= 0 || query.out % 8 != 0) return std::nullopt;
+  if (!GeluFusable(query)) return std::nullopt;
   return query.bias ? LinearEpilogue::kGeluAuxBias : LinearEpilogue::kGeluAux;
+}
+
+std::optional<LinearEpilogue> ChooseInputGradEpilogue(const LinearEpilogueQuery& query) {
+  if (!GeluFusable(query)) return std::nullopt;
+  return LinearEpilogue::kDGelu;
 }
 
 }  // namespace shardwise::cuda

@@ -2,13 +2,15 @@
 #define SHARDWISE_WORKER_CUDA_GEMM_EPILOGUE_H_
 
 // What a Linear layer's GEMM does to its result before writing it (cuBLASLt's epilogue,
-// blas_lt.h): add the bias, and apply GELU keeping its input for the backward. Pure
-// decisions, so they build and are tested without a GPU (gemm_epilogue_test):
-// - which GELU formula the epilogue computes. cuBLASLt's documentation says "GELU" and no
-//   more, so the CUDA device measures it once (blas_lt.h ProbeGeluEpilogue: a GEMM whose
-//   products are exact, so the outputs are the formula's values of known inputs) and fuses
-//   only the activation whose formula it is; ClassifyGelu judges the measurement;
-// - which epilogue a Linear forward takes, or none (the operations one by one).
+// blas_lt.h): add the bias, apply GELU keeping its input for the backward, or multiply an
+// input gradient by GELU's derivative at that kept input. Pure decisions, so they build
+// and are tested without a GPU (gemm_epilogue_test):
+// - which GELU formula each epilogue computes. cuBLASLt's documentation says "GELU" and
+//   no more, so the CUDA device measures them once (blas_lt.h ProbeGeluEpilogues: GEMMs
+//   whose products are exact, so the outputs are the formula's values at known inputs)
+//   and fuses only the activation whose formula it is; ClassifyGelu judges a measurement;
+// - which epilogue a Linear forward, or a Linear's input gradient, takes, or none (the
+//   operations one by one).
 
 #include <cstdint>
 #include <optional>
@@ -28,17 +30,23 @@ const char* GeluFormulaName(GeluFormula formula);
 // ACTIVATION_UNSPECIFIED for kUnknown: nothing to fuse.
 v1::Activation FusedActivation(GeluFormula formula);
 
-// The formula that maps each `inputs[i]` to `outputs[i]` (FP32 results) within FP32's
-// error, the two forms being told apart by where they differ by far more (about 5e-4 near
-// |x| = 2); kUnknown when neither does or the spans differ in size. The inputs should
-// cover [-4, 4].
-GeluFormula ClassifyGelu(absl::Span<const float> inputs, absl::Span<const float> outputs);
+// What an epilogue computes of GELU: its value (the forward) or its derivative (the
+// backward's DGELU).
+enum class GeluPart { kValue, kDerivative };
+
+// The formula whose `part` maps each `inputs[i]` to `outputs[i]` (FP32 results) within
+// FP32's error, the two forms being told apart where they differ by far more (up to 4.7e-4
+// in value near x = -2.7, 8e-4 in derivative near x = -2.1, relative to 1 + |output|);
+// kUnknown when neither does or the spans differ in size. The inputs should cover [-4, 4].
+GeluFormula ClassifyGelu(GeluPart part, absl::Span<const float> inputs,
+                         absl::Span<const float> outputs);
 
 enum class LinearEpilogue {
   kNone,         // y = x W^T
   kBias,         // y = x W^T + b
   kGeluAux,      // pre = x W^T; y = GELU(pre)
   kGeluAuxBias,  // pre = x W^T + b; y = GELU(pre)
+  kDGelu,        // the input gradient: dpre = (dy W) * GELU'(pre), pre kept by the forward
 };
 
 struct LinearEpilogueQuery {
@@ -48,8 +56,9 @@ struct LinearEpilogueQuery {
   ScalarType operands = ScalarType::kFloat32;  // x and W
   ScalarType pre = ScalarType::kFloat32;       // the activation's input, kept
   ScalarType output = ScalarType::kFloat32;    // y
-  int64_t out = 0;                             // y's columns
-  // What the epilogue's GELU computes (FusedActivation of the probe's verdict).
+  int64_t out = 0;                             // y's columns (the kept input's)
+  // The activation whose formula the epilogue computes (FusedActivation of the probe's
+  // verdict on the forward's GELU, or on the backward's derivative).
   v1::Activation epilogue_gelu = v1::ACTIVATION_UNSPECIFIED;
 };
 
@@ -59,6 +68,11 @@ struct LinearEpilogueQuery {
 // between the GEMM and the activation, a rounding point the epilogue does not have); the
 // kept input's columns not a multiple of 8 (cuBLASLt's rule for its leading dimension).
 std::optional<LinearEpilogue> ChooseLinearEpilogue(const LinearEpilogueQuery& query);
+
+// The epilogue for a Linear's input gradient when its input was activation(pre) (pre the
+// kept input of `out` columns, `output` the gradient's type): kDGelu under the forward's
+// GELU rules (the same activation, types and columns), else none. Biases play no part.
+std::optional<LinearEpilogue> ChooseInputGradEpilogue(const LinearEpilogueQuery& query);
 
 }  // namespace shardwise::cuda
 

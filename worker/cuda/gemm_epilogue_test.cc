@@ -30,39 +30,55 @@ std::vector<float> Outputs(const std::vector<float>& x, Formula formula) {
 
 TEST(ClassifyGelu, TellsTheErfFormFromTheTanhApproximation) {
   const std::vector<float> x = ProbeInputs();
-  EXPECT_EQ(ClassifyGelu(x, Outputs(x, pointwise::Gelu)), GeluFormula::kErf);
-  EXPECT_EQ(ClassifyGelu(x, Outputs(x, pointwise::GeluTanh)), GeluFormula::kTanh);
+  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, Outputs(x, pointwise::Gelu)), GeluFormula::kErf);
+  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, Outputs(x, pointwise::GeluTanh)), GeluFormula::kTanh);
+}
+
+TEST(ClassifyGelu, TellsTheDerivativesApart) {
+  const std::vector<float> x = ProbeInputs();
+  EXPECT_EQ(ClassifyGelu(GeluPart::kDerivative, x, Outputs(x, pointwise::GeluGrad)),
+            GeluFormula::kErf);
+  EXPECT_EQ(ClassifyGelu(GeluPart::kDerivative, x, Outputs(x, pointwise::GeluTanhGrad)),
+            GeluFormula::kTanh);
+  // A derivative is not a value, nor the other way round.
+  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, Outputs(x, pointwise::GeluTanhGrad)),
+            GeluFormula::kUnknown);
+  EXPECT_EQ(ClassifyGelu(GeluPart::kDerivative, x, Outputs(x, pointwise::GeluTanh)),
+            GeluFormula::kUnknown);
+  // The device's float derivative (float_math.h) is the erf form's.
+  const auto derivative = [](double v) { return float_math::GeluGradF(static_cast<float>(v)); };
+  EXPECT_EQ(ClassifyGelu(GeluPart::kDerivative, x, Outputs(x, derivative)), GeluFormula::kErf);
 }
 
 TEST(ClassifyGelu, AcceptsFloatArithmetic) {
   // The device's own float GELU (float_math.h), within 2e-7 of the erf form.
   const std::vector<float> x = ProbeInputs();
-  EXPECT_EQ(ClassifyGelu(
-                x, Outputs(x, [](double v) { return float_math::GeluF(static_cast<float>(v)); })),
-            GeluFormula::kErf);
+  const auto gelu = [](double v) { return float_math::GeluF(static_cast<float>(v)); };
+  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, Outputs(x, gelu)), GeluFormula::kErf);
 }
 
 TEST(ClassifyGelu, RefusesWhatIsNeitherForm) {
   const std::vector<float> x = ProbeInputs();
   // The GEMM's input, unchanged (an epilogue that did nothing), and the bias forgotten
   // (every output off by a constant).
-  EXPECT_EQ(ClassifyGelu(x, x), GeluFormula::kUnknown);
+  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, x), GeluFormula::kUnknown);
   std::vector<float> shifted = Outputs(x, pointwise::GeluTanh);
   for (float& y : shifted) y += 0.01f;
-  EXPECT_EQ(ClassifyGelu(x, shifted), GeluFormula::kUnknown);
+  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, shifted), GeluFormula::kUnknown);
   // Halfway between the forms: within reach of neither.
   const std::vector<float> erf = Outputs(x, pointwise::Gelu);
   const std::vector<float> tanh = Outputs(x, pointwise::GeluTanh);
   std::vector<float> between(x.size());
   for (size_t i = 0; i < x.size(); ++i) between[i] = 0.5f * (erf[i] + tanh[i]);
-  EXPECT_EQ(ClassifyGelu(x, between), GeluFormula::kUnknown);
+  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, between), GeluFormula::kUnknown);
   // One NaN spoils a measurement.
   std::vector<float> with_nan = tanh;
   with_nan[3] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_EQ(ClassifyGelu(x, with_nan), GeluFormula::kUnknown);
+  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, with_nan), GeluFormula::kUnknown);
   // Nothing measured, or mismatched spans.
-  EXPECT_EQ(ClassifyGelu({}, {}), GeluFormula::kUnknown);
-  EXPECT_EQ(ClassifyGelu(x, absl::MakeConstSpan(tanh).subspan(1)), GeluFormula::kUnknown);
+  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, {}, {}), GeluFormula::kUnknown);
+  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, absl::MakeConstSpan(tanh).subspan(1)),
+            GeluFormula::kUnknown);
 }
 
 TEST(FusedActivation, NamesTheJobsActivationOfEachForm) {
@@ -133,6 +149,31 @@ TEST(ChooseLinearEpilogue, RunsUnfusedWhatTheEpilogueCannotDo) {
     LinearEpilogueQuery query = Gelu16(ScalarType::kBFloat16);
     query.out = out;
     EXPECT_EQ(ChooseLinearEpilogue(query), std::nullopt) << out;
+  }
+}
+
+TEST(ChooseInputGradEpilogue, DifferentiatesTheGeluTheEpilogueComputes) {
+  // The input gradient's columns are the kept input's: `out` here is the Linear's `in`.
+  for (ScalarType type : {ScalarType::kFloat32, ScalarType::kBFloat16, ScalarType::kFloat16}) {
+    LinearEpilogueQuery query = Gelu16(type);
+    EXPECT_EQ(ChooseInputGradEpilogue(query), LinearEpilogue::kDGelu) << ScalarTypeName(type);
+    query.bias = false;  // the bias is the other Linear's business
+    EXPECT_EQ(ChooseInputGradEpilogue(query), LinearEpilogue::kDGelu) << ScalarTypeName(type);
+  }
+  // Under the forward's rules: another formula, FP32 storage of 16-bit values, mixed types,
+  // columns not a multiple of 8, and no activation at all.
+  LinearEpilogueQuery other = Gelu16(ScalarType::kBFloat16);
+  other.activation = v1::GELU;
+  LinearEpilogueQuery fp32_storage = Gelu16(ScalarType::kBFloat16);
+  fp32_storage.pre = fp32_storage.output = ScalarType::kFloat32;
+  LinearEpilogueQuery mixed = Gelu16(ScalarType::kBFloat16);
+  mixed.output = ScalarType::kFloat32;
+  LinearEpilogueQuery narrow = Gelu16(ScalarType::kBFloat16);
+  narrow.out = 20;
+  LinearEpilogueQuery none = Gelu16(ScalarType::kFloat32);
+  none.activation = v1::ACTIVATION_UNSPECIFIED;
+  for (const LinearEpilogueQuery* query : {&other, &fp32_storage, &mixed, &narrow, &none}) {
+    EXPECT_EQ(ChooseInputGradEpilogue(*query), std::nullopt);
   }
 }
 

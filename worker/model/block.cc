@@ -18,11 +18,9 @@ void Block::Forward(const StageContext& context, Flow& flow) {
 void Block::Backward(const StageContext& context, Flow& flow) {
   const int64_t rows = context.batch->rows;
   // The MLP branch.
-  Buffer grad = m_.c_proj.Backward(context, act_out_.ref(), flow.grad.ref(), rows, true);
+  Buffer grad = m_.c_proj.BackwardActivated(context, act_out_.ref(), fc_out_.ref(), m_.activation,
+                                            flow.grad.ref(), rows);
   act_out_.Reset();
-  context.device->ActivationBackward(m_.activation, fc_out_.ref(), grad.ref(), grad.numel(),
-                                     grad.ref());
-  context.Round(grad);
   fc_out_.Reset();
   grad = m_.c_fc.Backward(context, ln_2_out_.ref(), grad.ref(), rows, true);
   ln_2_out_.Reset();

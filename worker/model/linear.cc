@@ -35,4 +35,14 @@ Buffer Linear::Backward(const StageContext& context, ConstTensorRef x, ConstTens
   return dx;
 }
 
+Buffer Linear::BackwardActivated(const StageContext& context, ConstTensorRef x, ConstTensorRef pre,
+                                 v1::Activation act, ConstTensorRef dy, int64_t rows) const {
+  Buffer dpre = context.Activations(rows * in_);
+  const ParameterTable& params = *context.params;
+  context.device->ActivationLinearBackward(
+      act, pre, x, params.value(weight_), dy, rows, in_, out_, dpre.ref(), params.grad(weight_),
+      bias_ >= 0 ? params.grad(bias_) : nullptr, context.compute);
+  return dpre;
+}
+
 }  // namespace shardwise::model

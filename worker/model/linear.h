@@ -25,6 +25,10 @@ class Linear {
   // `input_grad` (else an empty buffer).
   Buffer Backward(const StageContext& context, ConstTensorRef x, ConstTensorRef dy, int64_t rows,
                   bool input_grad) const;
+  // The same for an input x = act(pre), returning the gradient of pre [rows, in] instead
+  // of x's; in one GEMM where the device fuses them (Device::ActivationLinearBackward).
+  Buffer BackwardActivated(const StageContext& context, ConstTensorRef x, ConstTensorRef pre,
+                           v1::Activation act, ConstTensorRef dy, int64_t rows) const;
 
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }
