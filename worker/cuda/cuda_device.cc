@@ -32,10 +32,12 @@ uint64_t NextDeviceId() {
   return ++last;
 }
 
+// A fence is a recorded event of the device's pool (event_pool.h), which gets it back when
+// the last holder drops the fence.
 class EventFence final : public Device::Fence {
  public:
-  explicit EventFence(Event event) : event(std::move(event)) {}
-  Event event;
+  explicit EventFence(std::shared_ptr<Event> event) : event(std::move(event)) {}
+  std::shared_ptr<Event> event;
 };
 
 Activation KernelActivation(v1::Activation act) {
@@ -155,24 +157,24 @@ absl::Status CudaDevice::status() const {
 }
 
 std::shared_ptr<Device::Fence> CudaDevice::RecordFence() {
-  auto event = Event::Create();
+  absl::StatusOr<std::shared_ptr<Event>> event = fence_events_.Acquire();
   if (!event.ok()) {
     Check(event.status());
     return nullptr;
   }
-  Check(event->Record(stream()));
+  Check((*event)->Record(stream()));
   return std::make_shared<EventFence>(std::move(*event));
 }
 
 void CudaDevice::WaitForFence(const Fence* fence) {
   if (fence == nullptr) return;
-  const auto& event = static_cast<const EventFence*>(fence)->event;
+  const Event& event = *static_cast<const EventFence*>(fence)->event;
   Check(cudaStreamWaitEvent(stream(), event.get(), 0), "cudaStreamWaitEvent");
 }
 
 absl::Status CudaDevice::WaitForFenceOnHost(const Fence* fence) {
   if (fence != nullptr) {
-    Check(cudaEventSynchronize(static_cast<const EventFence*>(fence)->event.get()),
+    Check(cudaEventSynchronize(static_cast<const EventFence*>(fence)->event->get()),
           "cudaEventSynchronize");
   }
   return status();
@@ -180,7 +182,7 @@ absl::Status CudaDevice::WaitForFenceOnHost(const Fence* fence) {
 
 bool CudaDevice::FencePassed(const Fence* fence) {
   if (fence == nullptr) return true;
-  const cudaError_t queried = QueryEvent(static_cast<const EventFence*>(fence)->event.get());
+  const cudaError_t queried = QueryEvent(static_cast<const EventFence*>(fence)->event->get());
   if (queried == cudaErrorNotReady) return false;
   Check(queried, "cudaEventQuery");
   return true;

@@ -39,6 +39,7 @@
 #include "worker/cuda/cudnn_attention.h"
 #include "worker/cuda/cudnn_fused_attention.h"
 #include "worker/cuda/cudnn_requirements.h"
+#include "worker/cuda/event_pool.h"
 #include "worker/cuda/pinned_uploads.h"
 #include "worker/cuda/stream.h"
 #include "worker/cuda/stream_clock.h"
@@ -194,6 +195,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<CudaCachingAllocator> allocator_;
   std::unique_ptr<Blas> blas_;  // on the compute stream: GEMMs run on the training thread
   std::unique_ptr<CudaStreamClock> clock_;
+  EventPool fence_events_;  // RecordFence's: no driver call to make one per fence
   PinnedUploads uploads_;   // CopyFromHost's staging: no wait for the GPU per upload
   CudnnFacts cudnn_facts_;  // the cuDNN loaded and the GPU's compute capability
   // Made on the first cuDNN attention (the training thread's only).

@@ -22,7 +22,7 @@ T Failed(T value) {
 }  // namespace
 
 struct CudaStreamClock::EventMark final : StreamClock::Mark {
-  Event event;
+  std::shared_ptr<Event> event;  // mark_events_', back to the pool with the mark
   std::shared_ptr<const Reference> reference;
 };
 
@@ -58,8 +58,8 @@ std::unique_ptr<StreamClock::Mark> CudaStreamClock::Record(int* lane) {
   *lane = stream_lane;
   std::shared_ptr<const Reference> reference = CurrentReference();
   if (reference == nullptr) return nullptr;
-  auto event = Event::Create(/*timing=*/true);
-  if (!event.ok() || !event->Record(stream).ok()) return Failed(nullptr);
+  absl::StatusOr<std::shared_ptr<Event>> event = mark_events_.Acquire();
+  if (!event.ok() || !(*event)->Record(stream).ok()) return Failed(nullptr);
   auto mark = std::make_unique<EventMark>();
   mark->event = std::move(*event);
   mark->reference = std::move(reference);
@@ -69,10 +69,10 @@ std::unique_ptr<StreamClock::Mark> CudaStreamClock::Record(int* lane) {
 std::optional<int64_t> CudaStreamClock::PassedAt(const Mark& mark) {
   const auto& event_mark = static_cast<const EventMark&>(mark);
   cudaSetDevice(gpu_);  // the asking thread (the progress publisher) may not be bound yet
-  const cudaError_t state = QueryEvent(event_mark.event.get());
+  const cudaError_t state = QueryEvent(event_mark.event->get());
   if (state == cudaErrorNotReady) return std::nullopt;
   if (state != cudaSuccess) return Failed(std::optional<int64_t>());  // never passes
-  absl::StatusOr<float> ms = Event::ElapsedMs(event_mark.reference->event, event_mark.event);
+  absl::StatusOr<float> ms = Event::ElapsedMs(event_mark.reference->event, *event_mark.event);
   if (!ms.ok()) return std::nullopt;
   return event_mark.reference->host_us + std::llround(static_cast<double>(*ms) * 1000.0);
 }

@@ -20,6 +20,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "worker/cuda/event_pool.h"
 #include "worker/cuda/stream.h"
 #include "worker/runtime/stream_clock.h"
 
@@ -49,6 +50,7 @@ class CudaStreamClock final : public StreamClock {
 
   const int gpu_;
   const CurrentStream current_stream_;
+  EventPool mark_events_{/*timing=*/true};  // two per span: reused, not made each time
   absl::Mutex mu_;
   Stream reference_stream_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const Reference> reference_ ABSL_GUARDED_BY(mu_);
