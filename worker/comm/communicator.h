@@ -14,6 +14,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "worker/runtime/scalar_type.h"
 
@@ -55,6 +57,17 @@ class Communicator {
   // one failed (a stream-ordered communicator runs its watchdog's checks here: aborts,
   // peers' errors, the deadline). True where collectives complete before returning.
   virtual absl::StatusOr<bool> CollectivesCompleted() { return true; }
+  // Blocks until every collective called so far has completed (or one failed), polling
+  // CollectivesCompleted: for a caller that reads a result on the host or from another
+  // stream. At once where collectives complete before returning.
+  absl::Status WaitForCollectives() {
+    for (;;) {
+      const absl::StatusOr<bool> completed = CollectivesCompleted();
+      if (!completed.ok()) return completed.status();
+      if (*completed) return absl::OkStatus();
+      absl::SleepFor(absl::Microseconds(50));
+    }
+  }
 
   // Point to point, in host memory: `buffers`, in order, to or from rank `peer` of the
   // group, which makes the matching call with buffers of the same sizes; the other ranks

@@ -61,10 +61,12 @@ absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
   if (lane == Device::CommLane::kAllReduce) {
     options.stream_of_caller = [&device] { return device.CurrentStream(); };
   }
-  // The all-gathers: the training thread orders its compute after each on the device
-  // instead of waiting for it on the host (FsdpModel::Unshard), and the unshard thread
-  // watches its completion.
-  options.stream_ordered = lane == Device::CommLane::kUnshard;
+  // The all-gathers and the reductions: the training thread orders its compute after each
+  // on the device instead of waiting for it on the host (FsdpModel::Unshard,
+  // GradientReducer::Reduce), and the lane's thread watches its completion. Callers that
+  // read a result on the host wait for it (Communicator::WaitForCollectives).
+  options.stream_ordered =
+      lane == Device::CommLane::kUnshard || lane == Device::CommLane::kReduction;
   options.synchronous = device.synchronous();
   ASSIGN_OR_RETURN(
       std::unique_ptr<NcclCommunicator> comm,

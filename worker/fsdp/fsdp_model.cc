@@ -526,6 +526,8 @@ absl::Status FsdpModel::ClipGradients(double max_grad_norm) {
     // The collective runs on the communicator's own stream: everything before it is done.
     RETURN_IF_ERROR(device_->Synchronize());
     RETURN_IF_ERROR(groups_.shard->AllReduce(squares.data(), 1));
+    // Stream-ordered (on the reduction stream), it may return before the sum is there.
+    RETURN_IF_ERROR(groups_.shard->WaitForCollectives());
   }
   for (FlatUnit& unit : units_) {
     device_->ClipToNorm(unit.shard_grad.data(), unit.shard_numel, squares.data(), max_grad_norm);
@@ -571,6 +573,7 @@ absl::StatusOr<TensorMap> FsdpModel::GatherFullModel() {
     if (unit.layout.numel == 0) continue;
     Buffer gathered(allocator_, unit.padded_numel, MemoryCategory::kCommunication, false);
     RETURN_IF_ERROR(groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, gathered.data()));
+    RETURN_IF_ERROR(groups_.shard->WaitForCollectives());
     std::vector<float> full(unit.padded_numel);
     RETURN_IF_ERROR(device_->CopyToHost(full.data(), gathered.data(), gathered.bytes()));
     AddUnitTensors(layout_, unit.index, full.data(), &model);

@@ -17,11 +17,10 @@ void GradientReducer::Reduce(FlatUnit& unit, std::function<void()> release_param
   // The previous unit's reduction ends first: at most two units' unsharded gradients
   // live at once, this one and the next one's, computing meanwhile (the bound
   // contracts/memory_estimate.cc counts). Without it a reduction that falls behind holds
-  // a third (measured: NO_SHARD's GPT gradients 21.8 MiB against 18.8 estimated). Its
-  // error, if any, is Finish()'s to report.
-  if (previous_.valid()) (void)previous_.Wait();
-  auto grad = std::make_shared<Buffer>(std::move(unit.full_grad));
+  // a third (measured: NO_SHARD's GPT gradients 21.8 MiB against 18.8 estimated).
+  OrderAfterPreviousReduction();
   if (IsMixedPrecisionHook(hook_)) {
+    auto grad = std::make_shared<Buffer>(std::move(unit.full_grad));
     previous_ = EnqueueAfterFence(context_.device, *lane_,
                                   [this, &unit, grad, release = std::move(release_parameters)] {
                                     if (delay_) delay_();
@@ -29,15 +28,42 @@ void GradientReducer::Reduce(FlatUnit& unit, std::function<void()> release_param
                                   });
     return;
   }
-  previous_ = EnqueueAfterFence(context_.device, *lane_, [this, &unit, grad, hook = hook_] {
-    if (delay_) delay_();
-    RETURN_IF_ERROR(ReduceAndAccumulate(unit, *grad, hook));
-    // The unsharded gradient, the compute stream's, goes back to the allocator once the
-    // work that reads it is done.
-    RETURN_IF_ERROR(context_.device->Synchronize());
-    grad->Reset();
-    return absl::OkStatus();
-  });
+  // In two parts, as the all-gathers: the reduction enqueued on the reduction stream, then
+  // its completion watched on the reduction thread. The unsharded gradient stays this
+  // thread's: freed once its stream has waited for the reduction (the next call).
+  previous_grad_ = std::move(unit.full_grad);
+  Buffer* grad = &previous_grad_;
+  const Groups groups = context_.groups;
+  previous_ = EnqueueAfterFenceInTwoParts(
+      context_.device, *lane_,
+      [this, &unit, grad, hook = hook_] {
+        if (delay_) delay_();
+        return ReduceAndAccumulate(unit, *grad, hook);
+      },
+      [groups]() -> absl::StatusOr<bool> {
+        bool completed = true;
+        for (Communicator* group : {groups.shard, groups.replicate}) {
+          if (group == nullptr) continue;
+          ASSIGN_OR_RETURN(const bool done, group->CollectivesCompleted());
+          completed = completed && done;
+        }
+        return completed;
+      });
+}
+
+// This thread's stream waits on the device for the reduction queued last (and so for
+// every one before it, on the reduction stream), whose unsharded gradient then goes back
+// to this thread's pool: whatever reuses it is ordered after. The host waits only until
+// the reduction is enqueued. A failure is Finish()'s to report (a task that failed
+// synchronised its stream first).
+void GradientReducer::OrderAfterPreviousReduction() {
+  if (!previous_.valid()) return;
+  const absl::StatusOr<CommThread::Fence> reduced = previous_.WaitStarted();
+  if (reduced.ok()) context_.device->WaitForFence(reduced->get());
+  previous_grad_.Reset();
+  // A mixed-precision hook's task (one part) has ended when WaitStarted returns; a
+  // two-part task's completion is the reduction thread's to watch.
+  previous_ = CommThread::Handle();
 }
 
 // One rank has nothing to communicate, so nothing to overlap: FSDP's reduction (the
@@ -114,7 +140,10 @@ void GradientReducer::Step(FlatUnit& unit) {
 
 absl::Status GradientReducer::Finish() {
   absl::Status inline_status = std::exchange(inline_status_, absl::OkStatus());
-  previous_ = CommThread::Handle();
+  // The compute stream follows the last reduction on the device; the host then waits for
+  // every reduction's completion, where their errors surface (docs/semantics.md, "The end
+  // of backward on GPUs").
+  OrderAfterPreviousReduction();
   const absl::Status reduced = lane_->Drain();
   std::vector<std::future<void>> upcasts;
   {

@@ -3,14 +3,18 @@
 
 // FSDP's post-backward reduction of each unit (docs/semantics.md "Gradient reduction"), on the
 // reduction thread (FSDP's post-backward stream): queued at the unit's post-backward, it
-// overlaps the backward of the unit before it (one reduction at a time: Reduce waits
-// for the previous one, which bounds the gradients held). On one rank without a
-// communication hook, with nothing to communicate, it runs on the training thread's
-// stream instead, in order, without host waits. Each task reduces the unit's unsharded
-// gradient as the communication hook says (comm_hooks.h), adds it into the gradient
-// shard, and with optimizer overlap steps the unit's ranges that step in backward. DDP's
-// mixed-precision hook finishes on a thread per unit (divide, upcast, free the
-// low-precision parameters). Finish(), the end of backward, waits for all of it.
+// overlaps the backward of the unit before it. One reduction at a time, which bounds the
+// gradients held: Reduce orders the training thread's stream after the previous one, on
+// the device where the collectives are stream-ordered (NCCL: the host waits only until it
+// is enqueued, as FSDP2's compute stream waits for the last reduce-scatter's event), and
+// then frees its unsharded gradient. On one rank without a communication hook, with
+// nothing to communicate, it runs on the training thread's stream instead, in order,
+// without host waits. Each task reduces the unit's unsharded gradient as the
+// communication hook says (comm_hooks.h), adds it into the gradient shard, and with
+// optimizer overlap steps the unit's ranges that step in backward. DDP's mixed-precision
+// hook finishes on a thread per unit (divide, upcast, free the low-precision parameters).
+// Finish(), the end of backward, orders the stream after the last reduction and waits for
+// all of them to complete, reporting their errors.
 //
 // Thread-safety: Reduce, Finish and the setters are the training thread's; the state the
 // reduction and upcast threads share with it is guarded by mu_.
@@ -63,6 +67,7 @@ class GradientReducer {
   // ranges that step in backward, on the calling thread's stream.
   absl::Status ReduceAndAccumulate(FlatUnit& unit, Buffer& grad, const v1::CommHook& hook);
   void ReduceOnTrainingThread(FlatUnit& unit);
+  void OrderAfterPreviousReduction();
   absl::Status StartMixedPrecision(FlatUnit& unit, Buffer& grad,
                                    const std::function<void()>& release_parameters);
   void Step(FlatUnit& unit);
@@ -74,7 +79,8 @@ class GradientReducer {
   Optimizer* optimizer_ = nullptr;
   const std::vector<std::vector<ShardRange>>* ranges_ = nullptr;
 
-  CommThread::Handle previous_;  // the last reduction queued (Reduce waits for it)
+  CommThread::Handle previous_;  // the last reduction queued (Reduce waits for its start)
+  Buffer previous_grad_;         // its unsharded gradient (mixed-precision hook: the task's)
   absl::Status inline_status_;   // the first error of this step's ReduceOnTrainingThread
 
   absl::Mutex mu_;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "worker/testing/async_cpu_rank_device.h"
@@ -44,6 +45,9 @@ struct Job {
   v1::Dtype dtype = v1::FP32;  // param_dtype
   v1::CommHook::Hook hook = v1::CommHook::NO_HOOK;
   v1::Loss loss = v1::CROSS_ENTROPY;  // the MLP's
+  // The reduction stream's every task waits this long first (StreamTiming::reduction_lag).
+  absl::Duration reduction_lag = absl::ZeroDuration();
+  int gpt_layers = 2;
 };
 
 std::ostream& operator<<(std::ostream& os, const Job& job) { return os << job.name; }
@@ -79,6 +83,7 @@ void SetModel(const Job& job, const std::string& dir, v1::JobSpec* spec) {
   if (job.model != Job::Model::kMlp) {
     if (job.model == Job::Model::kGpt) {
       *spec->mutable_model()->mutable_gpt() = testing::CorpusGpt(16, 16);
+      spec->mutable_model()->mutable_gpt()->set_n_layer(job.gpt_layers);
       if (job.fused_attention)
         spec->mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
     } else {
@@ -134,13 +139,15 @@ struct Run {
 // unsharded parameters in its param_dtype (Device::StorageType), and must still equal the
 // CPU's FP32 storage bit for bit.
 absl::StatusOr<Run> Train(v1::JobSpec spec, v1::DeviceKind device, uint64_t seed,
-                          const std::string& path, bool low_precision_storage = false) {
+                          const std::string& path, bool low_precision_storage = false,
+                          absl::Duration reduction_lag = absl::ZeroDuration()) {
   spec.set_device(device);
   spec.mutable_output()->set_final_model_path(path);
   testing::ThreadedOptions options;
   if (device == v1::CUDA) {
     testing::StreamTiming timing;
     timing.seed = seed;
+    timing.reduction_lag = reduction_lag;
     options.make_device = testing::AsyncCpuRankDevices(timing, low_precision_storage);
   }
   auto run = testing::TrainInThreads(spec, options);
@@ -166,7 +173,7 @@ TEST_P(StreamOrderingTest, EveryInterleavingEqualsTheSynchronousRunBitForBit) {
     SCOPED_TRACE(absl::StrCat("seed ", seed, low_precision_storage ? ", 16-bit storage" : ""));
     auto streamed =
         Train(spec, v1::CUDA, seed, absl::StrCat(dir, "/streams-", seed, ".safetensors"),
-              low_precision_storage);
+              low_precision_storage, job.reduction_lag);
     ASSERT_TRUE(streamed.ok()) << streamed.status();
     EXPECT_EQ(streamed->losses, synchronous->losses);
     EXPECT_TRUE(testing::ModelsClose(streamed->model, synchronous->model, 0, 0));
@@ -211,6 +218,13 @@ void AddTransformerJobs(std::vector<Job>& jobs) {
   zero2.strategy = v1::ShardingStrategy::SHARD_GRAD_OP;
   zero2.accumulation = 2;
   jobs.push_back(zero2);
+  // Reductions far behind compute: the compute stream reuses a unit's unsharded gradient
+  // (and reads the gradient shards) only once ordered after its reduction on the device.
+  // Four blocks: the third's gradient takes the first's freed block within one backward.
+  Job lagging = Gpt("gpt_full_shard_lagging_reductions");
+  lagging.reduction_lag = absl::Milliseconds(1);
+  lagging.gpt_layers = 4;
+  jobs.push_back(lagging);
   Job hybrid = Gpt("gpt_hybrid_shard_world4");
   hybrid.strategy = v1::ShardingStrategy::HYBRID_SHARD;
   hybrid.world = 4;

@@ -23,9 +23,12 @@ uint64_t NextDeviceId() {
   return ++last;
 }
 
+// Stream `lane` of four (compute, unshard, post-backward, all-reduce)'s timing.
 StreamTiming Seeded(const StreamTiming& timing, uint64_t lane) {
+  constexpr uint64_t kPostBackward = 2;
   StreamTiming seeded = timing;
   seeded.seed = timing.seed * 4 + lane;
+  if (lane == kPostBackward) seeded.min_pause = timing.reduction_lag;
   return seeded;
 }
 

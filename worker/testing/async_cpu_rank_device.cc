@@ -27,7 +27,9 @@ RankDeviceFactory AsyncCpuRankDevices(const StreamTiming& timing, bool low_preci
     auto device = std::make_unique<AsyncCpuDevice>(rank_timing, low_precision_storage);
     auto out = std::make_unique<RankDevice>();
     const bool nccl = request.spec->cuda().collectives() != v1::CudaOptions::HOST_STAGED_GLOO;
-    out->shard = Connect(request.shard.host, *device, Lane::kReduction, {}, *out);
+    StreamCommunicatorOptions shard;
+    shard.stream_ordered = nccl;
+    out->shard = Connect(request.shard.host, *device, Lane::kReduction, shard, *out);
     StreamCommunicatorOptions replicate;
     replicate.follow_caller = nccl;
     out->replicate = Connect(request.replicate.host, *device,

@@ -35,10 +35,10 @@ bool EmulatedStream::Idle() {
 }
 
 absl::Duration EmulatedStream::NextPause() {
-  if (timing_.max_pause <= absl::ZeroDuration()) return absl::ZeroDuration();
+  if (timing_.max_pause <= absl::ZeroDuration()) return timing_.min_pause;
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  if (unit(random_) >= timing_.pause_probability) return absl::ZeroDuration();
-  return unit(random_) * timing_.max_pause;
+  if (unit(random_) >= timing_.pause_probability) return timing_.min_pause;
+  return timing_.min_pause + unit(random_) * timing_.max_pause;
 }
 
 void EmulatedStream::Run() {

@@ -29,6 +29,13 @@ struct StreamTiming {
   // pause_probability; zero: no pauses (the order still differs from the host's).
   absl::Duration max_pause = absl::Microseconds(100);
   double pause_probability = 0.5;
+  // Every task first waits this long (then the random pause): a stream that lags far
+  // behind the others.
+  absl::Duration min_pause = absl::ZeroDuration();
+  // The stream-ordering checker's post-backward stream's min_pause (async_cpu_device.h):
+  // reductions that fall far behind the compute stream, so that compute work not ordered
+  // after them meets their buffers before they ran.
+  absl::Duration reduction_lag = absl::ZeroDuration();
 };
 
 class EmulatedStream {
