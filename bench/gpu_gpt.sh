@@ -14,9 +14,11 @@
 # precision, batch and step count there, and reused by later runs.
 #
 # ATTENTION is the job's model attention (MATERIALIZED by default, or FUSED); STORAGE
-# its cuda.storage (FP32 by default, or PARAM_DTYPE with bf16: 16-bit activations).
+# its cuda.storage (FP32 by default, or PARAM_DTYPE with bf16: 16-bit activations);
+# ACTIVATION the GPT's MLP activation on both sides (GELU, nanoGPT's erf form, by default,
+# or GELU_TANH, GPT-2's own, which cuBLASLt's epilogue can fuse into the GEMM).
 #
-# usage: bench/gpu_gpt.sh BUNDLE_DIR [STEPS] [bf16|fp32] [BATCH] [ATTENTION] [STORAGE]
+# usage: bench/gpu_gpt.sh BUNDLE_DIR [STEPS] [bf16|fp32] [BATCH] [ATTENTION] [STORAGE] [ACTIVATION]
 set -euo pipefail
 bundle=$(cd "$1" && pwd)
 steps=${2:-30}
@@ -24,13 +26,16 @@ precision=${3:-bf16}
 model=${SHARDWISE_GPU_BENCH_MODEL:-gpt2}
 attention=${5:-MATERIALIZED}
 storage=${6:-FP32}
+activation=${7:-GELU}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 # What each model's report needs: its name, context, PyTorch side, and FLOPs per token
 # (6 N + 12 L x attention width x T, N without a position table, a tied weight once).
+theirs_options=()
 case "$model" in
   gpt2)
     batch=${4:-8} title="GPT-2 124M" seq=1024 theirs_script=pytorch_gpu_gpt.py
+    [ "$activation" = GELU_TANH ] && theirs_options=(--gelu tanh)
     flops_per_token=$((6 * 123689472 + 12 * 12 * 768 * 1024)) ;;
   llama1b)
     batch=${4:-4} title="Llama 1B (Llama 3.2 1B's shape)" seq=2048 theirs_script=pytorch_gpu_llama.py
@@ -48,7 +53,7 @@ gpu_tokens "$work/train.bin"
 . "$here/gpu_daemons.sh"
 
 gpu_job "$model" "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batch" "$attention" \
-  "$storage"
+  "$storage" "$activation"
 # The device memory the worker holds (its CUDA context and the caching allocator's pools),
 # sampled while the job runs: the workers report no measured peak of their own.
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/memory" &
@@ -60,23 +65,24 @@ peak_mib="$(sort -n "$work/memory" | tail -1) MiB used (nvidia-smi)"
 # PyTorch's lines for this model, precision, batch and step count are measured once per
 # SHARDWISE_TORCH_CACHE directory, where one is given (tests/gpu/device_run.sh gives one
 # per call, so a phase that runs several Shardwise configurations times PyTorch once).
-cached=${SHARDWISE_TORCH_CACHE:+$SHARDWISE_TORCH_CACHE/$model-$precision-$batch-$steps.txt}
+cached=${SHARDWISE_TORCH_CACHE:+$SHARDWISE_TORCH_CACHE/$model-$precision-$batch-$steps-$activation.txt}
 if [ -n "$cached" ] && [ -s "$cached" ]; then
   theirs=$(cat "$cached")
 else
   theirs=$(python3 "$here/$theirs_script" --precision "$precision" --batch "$batch" \
-    --steps "$steps" --peak_tflops "$peak_tflops")
+    --steps "$steps" --peak_tflops "$peak_tflops" "${theirs_options[@]}")
   [ -z "$cached" ] || printf '%s\n' "$theirs" >"$cached"
 fi
 
 report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_mib" \
-  "$attention" "$storage" "$model" "$title" "$seq" "$flops_per_token" <<'PY'
+  "$attention" "$storage" "$model" "$title" "$seq" "$flops_per_token" "$activation" <<'PY'
 import sys
 sps, batch, precision, peak, theirs, peak_mib, attention, storage, model, title = sys.argv[1:11]
-seq, flops_per_token = int(sys.argv[11]), int(sys.argv[12])
+seq, flops_per_token, activation = int(sys.argv[11]), int(sys.argv[12]), sys.argv[13]
 tokens = float(sps) * int(batch) * seq
 mfu = tokens * flops_per_token / (float(peak) * 1e12)
-lines = [f"{title}, batch {batch} x {seq}, {precision}, one GPU (TF32 off)", "",
+lines = [f"{title}, batch {batch} x {seq}, {precision}, one GPU (TF32 off)"
+         + (f", {activation} on both sides" if model == "gpt2" else ""), "",
          "| run | tokens/s | MFU | peak memory (PyTorch: max allocated) | Shardwise / this |", "| --- | --- | --- | --- | --- |",
          f"| Shardwise FULL_SHARD world 1 (NCCL), {attention} attention, {storage} storage | {tokens:.0f} | {mfu:.3f} | {peak_mib or 'n/a'} | 1.00 |"]
 for line in theirs.splitlines():
@@ -97,7 +103,7 @@ echo "$report"
   echo
   echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): $title"
   echo
-  echo "Command: \`$([ "$model" = gpt2 ] && echo bench/gpu_gpt.sh || echo bench/gpu_llama.sh) BUNDLE $steps $precision $batch $attention $storage\`"
+  echo "Command: \`$([ "$model" = gpt2 ] && echo bench/gpu_gpt.sh || echo bench/gpu_llama.sh) BUNDLE $steps $precision $batch $attention $storage $activation\`"
   echo
   echo "$report"
 } >> "$here/RESULTS.md"

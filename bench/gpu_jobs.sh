@@ -6,15 +6,16 @@
 #   llama1b  Llama 3.2 1B's shape (16 layers, 2048 wide, 32 heads on 8 K/V heads of 64,
 #            SwiGLU 8192, vocabulary 128256, tied head, llama3 rotary scaling), context 2048
 #
-# gpu_job MODEL FILE TRAIN_BIN STEPS PRECISION BATCH ATTENTION [STORAGE]: writes the job
-# spec to FILE (PRECISION bf16 or fp32; ATTENTION MATERIALIZED or FUSED; STORAGE FP32, the
-# default, or PARAM_DTYPE: cuda.storage, docs/job-spec.md).
+# gpu_job MODEL FILE TRAIN_BIN STEPS PRECISION BATCH ATTENTION [STORAGE] [ACTIVATION]: writes
+# the job spec to FILE (PRECISION bf16 or fp32; ATTENTION MATERIALIZED or FUSED; STORAGE
+# FP32, the default, or PARAM_DTYPE: cuda.storage, docs/job-spec.md; ACTIVATION, the GPT's
+# MLP: GELU, nanoGPT's and the default, or GELU_TANH, GPT-2's own).
 gpu_job() {
   local mixed="" model
   [ "$5" = bf16 ] && mixed="mixed_precision: {param_dtype: BF16}, "
   case "$1" in
     gpt2)
-      model="gpt: {vocab_size: 50304, block_size: 1024, n_layer: 12, n_head: 12, n_embd: 768, attention: $7}" ;;
+      model="gpt: {vocab_size: 50304, block_size: 1024, n_layer: 12, n_head: 12, n_embd: 768, attention: $7, activation: ${9:-GELU}}" ;;
     llama1b)
       model="llama: {vocab_size: 128256, hidden_size: 2048, intermediate_size: 8192,
     num_hidden_layers: 16, num_attention_heads: 32, num_key_value_heads: 8, head_dim: 64,

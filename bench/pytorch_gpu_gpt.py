@@ -59,10 +59,12 @@ def main():
     parser.add_argument("--n_embd", type=int, default=768)
     parser.add_argument("--vocab_size", type=int, default=50304)
     parser.add_argument("--variants", default="eager,fused-attention,compile")
+    # nanoGPT's GELU (the erf form) or GPT-2's own (HF's "gelu_new", the tanh form).
+    parser.add_argument("--gelu", choices=["none", "tanh"], default="none")
     args = parser.parse_args()
     pytorch_gpu_timing.disable_tf32()
     cfg = {"vocab_size": args.vocab_size, "block_size": args.block_size, "n_layer": args.n_layer,
-           "n_head": args.n_head, "n_embd": args.n_embd, "bias": True, "gelu": "none"}
+           "n_head": args.n_head, "n_embd": args.n_embd, "bias": True, "gelu": args.gelu}
     for variant in args.variants.split(","):
         print(run(cfg, args, variant), flush=True)
 

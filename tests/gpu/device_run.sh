@@ -17,6 +17,9 @@
 #   owed     the figures issues 47 and 48 still owe, in one call: bench/gpu_gpt.sh in BF16
 #            at the batch given, MATERIALIZED and FUSED in FP32 then 16-bit storage, and
 #            FUSED with 16-bit storage at 4x the batch (PyTorch timed once per batch)
+#   gelu     bench/gpu_gpt.sh in BF16, FUSED, 16-bit storage at the batch given, with
+#            GELU_TANH on both sides: GELU in cuBLASLt's epilogue (issue 47) against the
+#            owed phase's GELU run
 #   busy     bench/gpu_gpt_busy.sh: the fraction of a BF16 step (MATERIALIZED, FP32 storage:
 #            the defaults) the GPU is busy, from CUPTI's trace, Shardwise against PyTorch
 #   profile  bench/gpu_gpt_profile.sh: the BF16 step's GPU time per kernel group (Nsight
@@ -27,9 +30,9 @@
 # summary, line by line as each check ends, as summary-PHASE.txt. GPU_TEST_TIMEOUT
 # (seconds, 500 by default) bounds each test binary's run.
 #
-# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|owed|busy|profile|all [STEPS] [BATCH]
+# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|owed|gelu|busy|profile|all [STEPS] [BATCH]
 set -uo pipefail
-phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|owed|busy|profile|all [STEPS] [BATCH]}
+phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|owed|gelu|busy|profile|all [STEPS] [BATCH]}
 steps=${2:-30}
 batch=${3:-8}
 llama_batch=${3:-4}
@@ -97,13 +100,16 @@ save_appended() {
 # once per "PRECISION BATCH ATTENTION [STORAGE]" argument; the lines it appends to
 # bench/RESULTS.md go to $out too.
 run_gpu_gpt() {
-  local lines run precision run_batch attention storage model=${SHARDWISE_GPU_BENCH_MODEL:-gpt2}
+  local lines run precision run_batch attention storage activation
+  local model=${SHARDWISE_GPU_BENCH_MODEL:-gpt2}
   lines=$(wc -l <"$root/bench/RESULTS.md")
   for run in "$@"; do
-    read -r precision run_batch attention storage <<<"$run"
+    read -r precision run_batch attention storage activation <<<"$run"
     storage=${storage:-FP32}
+    activation=${activation:-GELU}
     "$root/bench/gpu_gpt.sh" "$unpacked/bundle" "$steps" "$precision" "$run_batch" "$attention" \
-      "$storage" >"$logs/gpu_${model}_${precision}_${run_batch}_${attention}_$storage.log" 2>&1
+      "$storage" "$activation" \
+      >"$logs/gpu_${model}_${precision}_${run_batch}_${attention}_${storage}_$activation.log" 2>&1
     record "gpu_gpt $model $run: rc $?"
   done
   save_appended "$lines"
@@ -139,6 +145,7 @@ run_owed() {
   run_gpu_gpt "bf16 $batch MATERIALIZED" "bf16 $batch FUSED" "bf16 $batch FUSED PARAM_DTYPE" \
     "bf16 $batch MATERIALIZED PARAM_DTYPE" "bf16 $((4 * batch)) FUSED PARAM_DTYPE"
 }
+run_gelu() { run_gpu_gpt "bf16 $batch FUSED PARAM_DTYPE GELU_TANH"; }
 run_llama() {
   export SHARDWISE_GPU_BENCH_MODEL=llama1b
   run_gpu_gpt "bf16 $llama_batch FUSED" "bf16 $llama_batch FUSED PARAM_DTYPE"
@@ -153,6 +160,7 @@ case "$phase" in
   storage) run_storage ;;
   llama) run_llama ;;
   owed) run_owed ;;
+  gelu) run_gelu ;;
   busy) run_busy ;;
   profile) run_profile "$@" ;;
   all) run_tests; run_cluster; run_bench; run_fused; run_storage; run_llama ;;
