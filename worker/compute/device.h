@@ -128,19 +128,23 @@ class Device {
   virtual void ActivationBackward(v1::Activation act, ConstTensorRef x, ConstTensorRef dy, size_t n,
                                   TensorRef dx) = 0;
   // A Linear and the activation after it (an MLP's first layer): pre = x W^T + b, kept for
-  // the backward, and y = act(pre), each rounded to `operands` where stored in FP32. The
-  // default runs LinearForward then ActivationForward (fused_defaults.cc); the CUDA device
-  // applies GELU in the GEMM's epilogue where cuBLASLt's formula is the job's
+  // the backward, and the returned y = act(pre) (an activation of pre's type), each rounded
+  // to `operands` where stored in FP32. The default runs LinearForward then
+  // ActivationForward, y allocated between them as the model did (fused_defaults.cc); the
+  // CUDA device applies GELU in the GEMM's epilogue where cuBLASLt's formula is the job's
   // (cuda/gemm_epilogue.h), from the FP32 sum before its rounding to pre's 16-bit type
-  // (docs/semantics.md, "Rounding points").
-  virtual void LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
-                                       ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
-                                       TensorRef pre, TensorRef y, ScalarType operands);
+  // (docs/semantics.md, "Differences on purpose").
+  virtual Buffer LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
+                                         ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
+                                         TensorRef pre, ScalarType operands);
   // The backward of a Linear whose input x was act(pre) (an MLP's second layer): dw and db
   // as LinearBackward adds them, and the gradient of pre, act'(pre) * (dy W), written into
   // dpre [batch, in] (its rounding points those of LinearBackward then ActivationBackward,
-  // the default's sequence). The CUDA device multiplies by GELU's derivative in the input
-  // gradient's GEMM where cuBLASLt's formula is the job's, from the FP32 product.
+  // the default's sequence). The caller frees x after the call, where the model freed it
+  // between the two: with the CPU's 16-bit storage the activation's FP32 scratch now sits
+  // beside it, within what the memory estimate counts (gpt_training_test). The CUDA device
+  // multiplies by GELU's derivative in the input gradient's GEMM where cuBLASLt's formula is the
+  // job's, from the FP32 product.
   virtual void ActivationLinearBackward(v1::Activation act, ConstTensorRef pre, ConstTensorRef x,
                                         ConstTensorRef w, ConstTensorRef dy, int64_t batch,
                                         int64_t in, int64_t out, TensorRef dpre, float* dw,

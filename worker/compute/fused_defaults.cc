@@ -23,14 +23,17 @@ void AddRounded(Device& device, ScalarType compute, TensorRef dresidual, Buffer&
 
 }  // namespace
 
-void Device::LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
-                                     ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
-                                     TensorRef pre, TensorRef y, ScalarType operands) {
+Buffer Device::LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
+                                       ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
+                                       TensorRef pre, ScalarType operands) {
   const size_t n = static_cast<size_t>(batch * out);
   LinearForward(x, w, b, batch, in, out, pre, operands);
   RoundStored(*this, operands, pre, n);
-  ActivationForward(act, pre, n, y);
-  RoundStored(*this, operands, y, n);
+  // After the Linear, whose operand copies (on devices that make them) are gone by now.
+  Buffer y(allocator(), n, MemoryCategory::kActivations, pre.type(), /*zero=*/false);
+  ActivationForward(act, pre, n, y.ref());
+  RoundStored(*this, operands, y.ref(), n);
+  return y;
 }
 
 void Device::ActivationLinearBackward(v1::Activation act, ConstTensorRef pre, ConstTensorRef x,

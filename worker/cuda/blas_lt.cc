@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "worker/cuda/cuda_status.h"
 
@@ -82,16 +83,19 @@ absl::Status SetPreference(cublasLtMatmulPreference_t preference,
 absl::Status DescribeEpilogue(const BlasLt::Matmul& call, cublasLtMatmulDesc_t desc) {
   const uint32_t epilogue = LtEpilogue(call.epilogue);
   RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue));
+  // The bias's and the kept input's types are left at cuBLASLt's default (D's type) unless
+  // they differ: cuBLASLt documents that a type it does not take there fails the matmul
+  // itself, past the heuristic.
   if (HasBias(call.epilogue)) {
     RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, call.bias.data()));
-    const int32_t bias_type = GemmDataType(call.bias.type());
-    RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type));
+    if (call.bias.type() != call.types.output) {
+      const int32_t bias_type = GemmDataType(call.bias.type());
+      RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type));
+    }
   }
   if (UsesAux(call.epilogue)) {
     RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, call.aux));
     RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, call.ldd));
-    const int32_t aux_type = GemmDataType(call.types.output);
-    RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, aux_type));
   }
   return absl::OkStatus();
 }
@@ -130,6 +134,19 @@ absl::Status DescribePreference(const BlasLt::Matmul& call, Descriptors& d) {
   return SetPreference(d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, out);
 }
 
+// cuBLASLt's best algorithm for the described call, or why there is none.
+absl::StatusOr<cublasLtMatmulAlgo_t> ChooseAlgorithm(cublasLtHandle_t handle,
+                                                     const BlasLt::Matmul& call, Descriptors& d) {
+  RETURN_IF_ERROR(DescribePreference(call, d));
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  RETURN_IF_ERROR(CublasStatus(cublasLtMatmulAlgoGetHeuristic(handle, d.matmul, d.a, d.b, d.d, d.d,
+                                                              d.preference, 1, &result, &found),
+                               "cublasLtMatmulAlgoGetHeuristic"));
+  if (found < 1) return absl::NotFoundError("no algorithm");
+  return result.algo;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BlasLt>> BlasLt::Create(cudaStream_t stream) {
@@ -159,6 +176,9 @@ BlasLt::PlanKey BlasLt::KeyOf(const Matmul& call) {
           call.m,
           call.n,
           call.k,
+          call.lda,
+          call.ldb,
+          call.ldd,
           Alignment(call.a),
           Alignment(call.b),
           Alignment(call.d),
@@ -172,28 +192,40 @@ absl::Status BlasLt::Run(const Matmul& call) {
   auto [it, added] = plans_.try_emplace(KeyOf(call));
   Plan& plan = it->second;
   if (added) {
-    RETURN_IF_ERROR(DescribePreference(call, d));
-    cublasLtMatmulHeuristicResult_t result = {};
-    int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-        handle_, d.matmul, d.a, d.b, d.d, d.d, d.preference, 1, &result, &found);
-    if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
-      plans_.erase(it);
-      return CublasStatus(status, "cublasLtMatmulAlgoGetHeuristic");
+    // Whatever keeps cuBLASLt from planning the call (no algorithm, or a description it
+    // refuses) leaves the caller's unfused operations, which have run on every GPU so far:
+    // said once in the log, not a failed job.
+    const absl::StatusOr<cublasLtMatmulAlgo_t> algo = ChooseAlgorithm(handle_, call, d);
+    plan.supported = algo.ok();
+    if (algo.ok()) {
+      plan.algo = *algo;
+    } else {
+      plan.reason = std::string(algo.status().message());
+      LogInfo(LogContext(),
+              absl::StrCat("cuBLASLt cannot run a ", call.m, " x ", call.n, " x ", call.k,
+                           " GEMM with epilogue ", static_cast<int>(call.epilogue), " (",
+                           plan.reason, "): its operations run one by one"));
     }
-    plan.supported = status == CUBLAS_STATUS_SUCCESS && found > 0;
-    plan.algo = result.algo;
   }
   if (!plan.supported) {
-    return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for a ", call.m, " x ",
-                                                 call.n, " x ", call.k,
-                                                 " GEMM with this epilogue"));
+    return absl::UnimplementedError(absl::StrCat("cuBLASLt cannot run a ", call.m, " x ", call.n,
+                                                 " x ", call.k,
+                                                 " GEMM with this epilogue: ", plan.reason));
   }
   const float alpha = 1.0f, beta = 0.0f;
-  return CublasStatus(
+  const cublasStatus_t ran =
       cublasLtMatmul(handle_, d.matmul, &alpha, call.a, d.a, call.b, d.b, &beta, call.d, d.d,
-                     call.d, d.d, &plan.algo, workspace_, kWorkspaceBytes, stream_),
-      "cublasLtMatmul");
+                     call.d, d.d, &plan.algo, workspace_, kWorkspaceBytes, stream_);
+  if (ran == CUBLAS_STATUS_NOT_SUPPORTED || ran == CUBLAS_STATUS_INVALID_VALUE) {
+    // Refused at launch (nothing ran): this shape runs unfused from now on.
+    plan.supported = false;
+    plan.reason = std::string(CublasStatus(ran, "cublasLtMatmul").message());
+    LogInfo(LogContext(),
+            absl::StrCat("cuBLASLt refused a ", call.m, " x ", call.n, " x ", call.k,
+                         " GEMM at launch (", plan.reason, "): its operations run one by one"));
+    return absl::UnimplementedError(plan.reason);
+  }
+  return CublasStatus(ran, "cublasLtMatmul");
 }
 
 namespace {

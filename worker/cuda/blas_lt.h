@@ -7,8 +7,9 @@
 // y more), GELU applied with its input kept for the backward, and in the backward the
 // input gradient multiplied by GELU's derivative at that kept input (one GEMM each instead
 // of a GEMM and an activation kernel). Each shape, type and alignment's algorithm is
-// chosen once (cuBLASLt's heuristic) and kept. Where cuBLASLt has none, Run answers
-// UNIMPLEMENTED (nothing written) and the caller runs the operations one by one.
+// chosen once (cuBLASLt's heuristic) and kept. Where cuBLASLt has none (or refuses the
+// description), Run answers UNIMPLEMENTED (nothing written; logged once per shape) and the
+// caller runs the operations one by one.
 //
 // Thread-safety: none; one per stream (Blas owns one).
 
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 
 #include "absl/status/status.h"
@@ -59,11 +61,12 @@ class BlasLt {
  private:
   // What an algorithm is chosen for: the call's shape, types, epilogue and the alignment
   // of each pointer (cuBLASLt's kernels rely on it).
-  using PlanKey = std::tuple<int, int, int, int, bool, bool, int64_t, int64_t, int64_t, int, int,
-                             int, int, int>;
+  using PlanKey = std::tuple<int, int, int, int, bool, bool, int64_t, int64_t, int64_t, int64_t,
+                             int64_t, int64_t, int, int, int, int, int>;
   struct Plan {
     bool supported = false;
     cublasLtMatmulAlgo_t algo;
+    std::string reason;  // why not, where not supported
   };
 
   BlasLt(cublasLtHandle_t handle, cudaStream_t stream, void* workspace)

@@ -81,6 +81,10 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceO
   });
   bound_device = raw->id_;
   bound_stream = raw->compute_.get();
+  // Before any collective exists: the probe allocates and frees with cudaMalloc/cudaFree,
+  // and cudaFree waits for the whole GPU, which during a step could wait on an all-gather
+  // whose peers wait for this rank.
+  device->EpilogueGelu();
   return device;
 }
 
@@ -157,12 +161,13 @@ absl::Status CudaDevice::status() const {
 }
 
 std::shared_ptr<Device::Fence> CudaDevice::RecordFence() {
+  const cudaStream_t recording = stream();  // binds this thread to the GPU: the event is its
   absl::StatusOr<std::shared_ptr<Event>> event = fence_events_.Acquire();
   if (!event.ok()) {
     Check(event.status());
     return nullptr;
   }
-  Check((*event)->Record(stream()));
+  Check((*event)->Record(recording));
   return std::make_shared<EventFence>(std::move(*event));
 }
 
@@ -288,22 +293,28 @@ void CudaDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRe
                                     {operands, y.type()}));
 }
 
-void CudaDevice::LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
-                                         ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
-                                         TensorRef pre, TensorRef y, ScalarType operands) {
-  LinearEpilogueQuery query = EpilogueQuery(act, false, operands, pre.type(), y.type(), out);
-  query.bias = !b.null();
-  if (const std::optional<LinearEpilogue> epilogue = ChooseLinearEpilogue(query)) {
-    // Stored in the operands' type (the epilogue's rule): x and w are used in place.
-    const absl::Status fused =
-        ComputeBlas().LinearEpilogueForward(x.data(), w.data(), b, batch, in, out, pre.data(),
-                                            y.data(), *epilogue, {operands, y.type()});
-    if (!absl::IsUnimplemented(fused)) {
-      Check(fused);
-      return;
+Buffer CudaDevice::LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
+                                           ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
+                                           TensorRef pre, ScalarType operands) {
+  // Only a GELU has an epilogue; any other activation (RELU, also when the spec left it
+  // unspecified) runs after the GEMM.
+  if (act == v1::GELU || act == v1::GELU_TANH) {
+    LinearEpilogueQuery query = EpilogueQuery(act, false, operands, pre.type(), pre.type(), out);
+    query.bias = !b.null();
+    if (const std::optional<LinearEpilogue> epilogue = ChooseLinearEpilogue(query)) {
+      Buffer y(allocator(), static_cast<size_t>(batch * out), MemoryCategory::kActivations,
+               pre.type(), /*zero=*/false);
+      // Stored in the operands' type (the epilogue's rule): x and w are used in place.
+      const absl::Status fused =
+          ComputeBlas().LinearEpilogueForward(x.data(), w.data(), b, batch, in, out, pre.data(),
+                                              y.data(), *epilogue, {operands, pre.type()});
+      if (!absl::IsUnimplemented(fused)) {
+        Check(fused);
+        return y;
+      }
     }
   }
-  Device::LinearActivationForward(act, x, w, b, batch, in, out, pre, y, operands);
+  return Device::LinearActivationForward(act, x, w, b, batch, in, out, pre, operands);
 }
 
 void CudaDevice::ActivationLinearBackward(v1::Activation act, ConstTensorRef pre, ConstTensorRef x,
@@ -343,8 +354,14 @@ LinearEpilogueQuery CudaDevice::EpilogueQuery(v1::Activation act, bool derivativ
 
 const GeluEpilogueFormulas& CudaDevice::EpilogueGelu() {
   if (!epilogue_gelu_.has_value()) {
-    const absl::StatusOr<GeluEpilogueFormulas> formulas = ComputeBlas().ProbeGelu();
-    Check(formulas.status());
+    // A probe that fails leaves GELU unfused: the job runs as it did without epilogues.
+    // (A device fault stays sticky and fails the next operation.)
+    const absl::StatusOr<GeluEpilogueFormulas> formulas = blas_->ProbeGelu();
+    if (!formulas.ok()) {
+      cudaGetLastError();  // not the next launch's error to report (sticky faults stay)
+      LogWarning(LogContext(), absl::StrCat("measuring cuBLASLt's GELU epilogues failed (",
+                                            formulas.status().ToString(), "): GELU is not fused"));
+    }
     epilogue_gelu_ = formulas.ok() ? *formulas : GeluEpilogueFormulas();
     LogInfo(LogContext(),
             absl::StrCat("cuBLASLt's GELU epilogues, measured: GELU_AUX_BIAS computes ",

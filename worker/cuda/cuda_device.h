@@ -114,9 +114,9 @@ class CudaDevice final : public Device {
   // One cuBLASLt GEMM with a GELU epilogue where gemm_epilogue.h's ChooseLinearEpilogue
   // (ChooseInputGradEpilogue) allows, the formulas measured on first use; else Device's
   // defaults.
-  void LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
-                               ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
-                               TensorRef pre, TensorRef y, ScalarType operands) override;
+  Buffer LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
+                                 ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
+                                 TensorRef pre, ScalarType operands) override;
   void ActivationLinearBackward(v1::Activation act, ConstTensorRef pre, ConstTensorRef x,
                                 ConstTensorRef w, ConstTensorRef dy, int64_t batch, int64_t in,
                                 int64_t out, TensorRef dpre, float* dw, float* db,
@@ -156,8 +156,8 @@ class CudaDevice final : public Device {
   // (the training thread) may use it, or the GEMM would race the caller's own work and
   // its stream's blocks. Records an error otherwise; binds the thread to the GPU.
   Blas& ComputeBlas();
-  // The GELU formulas cuBLASLt's epilogues compute, measured on the first call and logged
-  // (the training thread's only).
+  // The GELU formulas cuBLASLt's epilogues compute, measured when the device is made
+  // (Create) and logged.
   const GeluEpilogueFormulas& EpilogueGelu();
   // The query for fusing `act` with a GEMM whose output (and GELU's kept input) is
   // `output`, `columns` wide; `derivative`: the backward's DGELU.
@@ -204,7 +204,7 @@ class CudaDevice final : public Device {
   // The kernel decided for each (layout, dtype) (the training thread's only).
   absl::flat_hash_map<std::pair<AttentionLayout, ScalarType>, FusedAttentionKernel>
       fused_attention_kernels_;
-  // EpilogueGelu's measurement (the training thread's only).
+  // EpilogueGelu's measurement (made in Create; read-only after).
   std::optional<GeluEpilogueFormulas> epilogue_gelu_;
   mutable absl::Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);

@@ -26,6 +26,14 @@ void DivideAndRound(Device* device, ScalarType type, float* data, int64_t n, dou
   if (type != ScalarType::kFloat32) device->RoundToPrecision(type, data, n);
 }
 
+// HYBRID's replicate all-reduce waits on the host (its group is not stream-ordered): the
+// shard group's reduce-scatter before it completes first, under its own watchdog, so a
+// stuck reduce-scatter is reported as itself (not as the all-reduce's timeout) and is
+// never left in flight behind a failed all-reduce. The reduction thread waits either way.
+absl::Status SettleBeforeReplicate(const ReductionContext& c) {
+  return c.groups.shard->WaitForCollectives();
+}
+
 // FsdpReduce on one rank, in place: the reduce-scatter and the all-reduce of a group of
 // one are identities, so what is left of the reduction is its rounding points: the cast
 // to `reduce_type` (narrowing then widening is that rounding), each division rounded to
@@ -54,6 +62,7 @@ absl::Status FsdpReduce(const ReductionContext& c, ScalarType reduce_type, float
     DivideInPlace(c.device, grad, padded, plan.predivide);
     RETURN_IF_ERROR(c.groups.shard->ReduceScatter(grad, shard_numel, reduced));
     if (plan.replicate_size > 1) {
+      RETURN_IF_ERROR(SettleBeforeReplicate(c));
       RETURN_IF_ERROR(c.groups.replicate->AllReduce(reduced, shard_numel));
     }
     DivideInPlace(c.device, reduced, shard_numel, plan.postdivide);
@@ -62,7 +71,10 @@ absl::Status FsdpReduce(const ReductionContext& c, ScalarType reduce_type, float
   Bucket full = Bucket::FromFloat(c.device, grad, padded, reduce_type);
   full.DivideBy(plan.predivide);
   ASSIGN_OR_RETURN(Bucket shard, full.ReduceScatter(*c.groups.shard));
-  if (plan.replicate_size > 1) RETURN_IF_ERROR(shard.AllReduce(*c.groups.replicate));
+  if (plan.replicate_size > 1) {
+    RETURN_IF_ERROR(SettleBeforeReplicate(c));
+    RETURN_IF_ERROR(shard.AllReduce(*c.groups.replicate));
+  }
   shard.DivideBy(plan.postdivide);
   shard.ToFloat(reduced);
   return absl::OkStatus();
@@ -195,6 +207,23 @@ absl::Status ReduceUnitGradient(const v1::CommHook& hook, const ReductionContext
     context.device->RoundToPrecision(context.param_type, reduced, shard_numel);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ReductionCollectivesCompleted(const Groups& groups) {
+  absl::Status failure;
+  bool settled = true;
+  for (Communicator* group : {groups.shard, groups.replicate}) {
+    if (group == nullptr) continue;
+    const absl::StatusOr<bool> completed = group->CollectivesCompleted();
+    if (!completed.ok()) {
+      if (failure.ok()) failure = completed.status();
+    } else if (!*completed) {
+      settled = false;
+    }
+  }
+  if (!settled) return false;
+  if (!failure.ok()) return failure;
+  return true;
 }
 
 absl::StatusOr<Bucket> MixedPrecisionAllReduce(const ReductionContext& context, const float* grad,

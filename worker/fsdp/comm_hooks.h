@@ -77,6 +77,12 @@ class Bucket {
   Buffer data_;
 };
 
+// Whether the reduction's collectives (the shard and replicate groups') have all
+// completed; an error (the first) only once every group has settled, so that a failure in
+// one never leaves the other's in flight unwatched (its watchdog runs in its poll): the
+// completion poll of a reduction task (fenced_tasks.h).
+absl::StatusOr<bool> ReductionCollectivesCompleted(const Groups& groups);
+
 // Reduces a unit's unsharded gradient `grad` [plan.shard_size * shard_numel] (FP32
 // storage of param_type values; working space, undefined afterwards) into `reduced`
 // [shard_numel], in FP32 (or FP32 storage of param_type values with

@@ -354,5 +354,48 @@ TEST(OneRank, InPlaceOverSeveralRanksIsRefused) {
   EXPECT_NE(status.message().find("2 ranks"), std::string::npos) << status;
 }
 
+// A group whose collectives' completion is scripted: a stream-ordered NCCL group in
+// flight or failed, which this machine cannot run.
+class ScriptedGroup final : public Communicator {
+ public:
+  explicit ScriptedGroup(absl::StatusOr<bool> completed) : completed_(std::move(completed)) {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  absl::Status AllGather(const void*, size_t, void*, ScalarType) override { return Unused(); }
+  absl::Status ReduceScatter(void*, size_t, void*, ScalarType) override { return Unused(); }
+  absl::Status AllReduce(void*, size_t, ScalarType) override { return Unused(); }
+  absl::Status Broadcast(void*, size_t, int, ScalarType) override { return Unused(); }
+  absl::Status Barrier() override { return Unused(); }
+  absl::StatusOr<bool> CollectivesCompleted() override {
+    ++polls;
+    return completed_;
+  }
+  int polls = 0;
+
+ private:
+  static absl::Status Unused() { return absl::InternalError("not a collective test"); }
+  absl::StatusOr<bool> completed_;
+};
+
+// "true", "false" or the error's code.
+std::string Answer(const absl::StatusOr<bool>& completed) {
+  if (!completed.ok()) return absl::StatusCodeToString(completed.status().code());
+  return *completed ? "true" : "false";
+}
+
+TEST(ReductionCollectivesCompleted, ReportsAFailureOnlyOnceEveryGroupHasSettled) {
+  ScriptedGroup done(true), in_flight(false), failed(absl::UnavailableError("peer lost"));
+  EXPECT_EQ(Answer(ReductionCollectivesCompleted({&done, &done})), "true");
+  EXPECT_EQ(Answer(ReductionCollectivesCompleted({&done, nullptr})), "true");
+  EXPECT_EQ(Answer(ReductionCollectivesCompleted({&in_flight, &done})), "false");
+  // The failed group's error waits for the other group: its watchdog must keep running.
+  EXPECT_EQ(Answer(ReductionCollectivesCompleted({&failed, &in_flight})), "false");
+  EXPECT_EQ(Answer(ReductionCollectivesCompleted({&in_flight, &failed})), "false");
+  EXPECT_EQ(Answer(ReductionCollectivesCompleted({&done, &failed})), "UNAVAILABLE");
+  // Every group is polled each time, also after a failure.
+  EXPECT_EQ(in_flight.polls, 3);
+  EXPECT_EQ(failed.polls, 3);
+}
+
 }  // namespace
 }  // namespace shardwise::fsdp

@@ -1,12 +1,27 @@
 #include "worker/fsdp/fenced_tasks.h"
 
+#include <memory>
 #include <utility>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace shardwise::fsdp {
 namespace {
 
-// A part that failed: its queued work ends before the failure is reported.
-absl::Status EndQueuedWork(Device* device, absl::Status failure) {
+using CompletionPoll = std::function<absl::StatusOr<bool>()>;
+
+// A part that failed: the collectives it enqueued settle first (complete, or end in an
+// error: their watchdog's poll aborts one whose peer is lost or whose attempt was
+// aborted, which ends its kernel), then its stream's work ends, before the failure is
+// reported: whoever waits on the task may free buffers the queued work still uses.
+absl::Status EndQueuedWork(Device* device, absl::Status failure,
+                           const CompletionPoll& collectives_completed) {
+  for (;;) {
+    const absl::StatusOr<bool> settled = collectives_completed();
+    if (!settled.ok() || *settled) break;
+    absl::SleepFor(absl::Microseconds(50));
+  }
   device->Synchronize().IgnoreError();
   return failure;
 }
@@ -27,9 +42,12 @@ CommThread::Handle EnqueueAfterFence(Device* device, CommThread& lane,
 CommThread::Handle EnqueueAfterFenceInTwoParts(
     Device* device, CommThread& lane, std::function<absl::Status()> start,
     std::function<absl::StatusOr<bool>()> collectives_completed) {
+  // Both parts poll the collectives: the second to learn they completed, either to let
+  // them settle after a failure.
+  auto completed = std::make_shared<CompletionPoll>(std::move(collectives_completed));
   return lane.EnqueueInTwoParts(
-      [device, issued = device->RecordFence(),
-       start = std::move(start)]() -> absl::StatusOr<CommThread::Fence> {
+      [device, issued = device->RecordFence(), start = std::move(start),
+       completed]() -> absl::StatusOr<CommThread::Fence> {
         // A fence that could not be recorded orders nothing: its error (kept by the
         // device) fails the task before anything relies on it.
         absl::Status status = device->status();
@@ -42,18 +60,17 @@ CommThread::Handle EnqueueAfterFenceInTwoParts(
           end = device->RecordFence();
           status = device->status();
         }
-        if (!status.ok()) return EndQueuedWork(device, status);
+        if (!status.ok()) return EndQueuedWork(device, status, *completed);
         return end;
       },
-      [device, collectives_completed = std::move(collectives_completed)](
-          const CommThread::Fence& end) -> absl::StatusOr<bool> {
-        const absl::StatusOr<bool> completed = collectives_completed();
-        absl::Status status = completed.status();
+      [device, completed](const CommThread::Fence& end) -> absl::StatusOr<bool> {
+        const absl::StatusOr<bool> done = (*completed)();
+        absl::Status status = done.status();
         if (status.ok()) {
-          if (!*completed || !device->FencePassed(end.get())) return false;
+          if (!*done || !device->FencePassed(end.get())) return false;
           status = device->status();
         }
-        if (!status.ok()) return EndQueuedWork(device, status);
+        if (!status.ok()) return EndQueuedWork(device, status, *completed);
         return true;
       });
 }

@@ -24,8 +24,10 @@ CommThread::Handle EnqueueAfterFence(Device* device, CommThread& lane,
 // lane's stream, and the handle's WaitStarted() gives a fence after it; the task is done
 // once `collectives_completed` (the collectives' watchdog: Communicator::
 // CollectivesCompleted) answers true and the stream has passed that fence. A part that
-// fails synchronises the lane's stream first: whoever waits on the task may free the
-// buffers its queued work still writes.
+// fails first lets the collectives settle (polling `collectives_completed` until it
+// answers true or an error: it must answer an error only once every collective it watches
+// has completed or failed) and synchronises the lane's stream: whoever waits on the task
+// may free the buffers its queued work still writes.
 CommThread::Handle EnqueueAfterFenceInTwoParts(
     Device* device, CommThread& lane, std::function<absl::Status()> start,
     std::function<absl::StatusOr<bool>()> collectives_completed);

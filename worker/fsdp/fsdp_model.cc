@@ -527,6 +527,8 @@ absl::Status FsdpModel::ClipGradients(double max_grad_norm) {
     RETURN_IF_ERROR(device_->Synchronize());
     RETURN_IF_ERROR(groups_.shard->AllReduce(squares.data(), 1));
     // Stream-ordered (on the reduction stream), it may return before the sum is there.
+    // The reduction thread is drained (the step's backward ended), so this thread is the
+    // group's only caller and poller.
     RETURN_IF_ERROR(groups_.shard->WaitForCollectives());
   }
   for (FlatUnit& unit : units_) {
@@ -573,6 +575,7 @@ absl::StatusOr<TensorMap> FsdpModel::GatherFullModel() {
     if (unit.layout.numel == 0) continue;
     Buffer gathered(allocator_, unit.padded_numel, MemoryCategory::kCommunication, false);
     RETURN_IF_ERROR(groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, gathered.data()));
+    // Between steps (the reduction thread drained): this thread polls the group alone.
     RETURN_IF_ERROR(groups_.shard->WaitForCollectives());
     std::vector<float> full(unit.padded_numel);
     RETURN_IF_ERROR(device_->CopyToHost(full.data(), gathered.data(), gathered.bytes()));

@@ -40,15 +40,7 @@ void GradientReducer::Reduce(FlatUnit& unit, std::function<void()> release_param
         if (delay_) delay_();
         return ReduceAndAccumulate(unit, *grad, hook);
       },
-      [groups]() -> absl::StatusOr<bool> {
-        bool completed = true;
-        for (Communicator* group : {groups.shard, groups.replicate}) {
-          if (group == nullptr) continue;
-          ASSIGN_OR_RETURN(const bool done, group->CollectivesCompleted());
-          completed = completed && done;
-        }
-        return completed;
-      });
+      [groups] { return ReductionCollectivesCompleted(groups); });
 }
 
 // This thread's stream waits on the device for the reduction queued last (and so for

@@ -15,12 +15,10 @@ Buffer Linear::Forward(const StageContext& context, ConstTensorRef x, int64_t ro
 Buffer Linear::ForwardActivated(const StageContext& context, ConstTensorRef x, int64_t rows,
                                 v1::Activation act, Buffer* pre) const {
   *pre = context.Activations(rows * out_);
-  Buffer y = context.Activations(rows * out_);
   const ParameterTable& params = *context.params;
-  context.device->LinearActivationForward(act, x, params.value(weight_),
-                                          bias_ >= 0 ? params.value(bias_) : nullptr, rows, in_,
-                                          out_, pre->ref(), y.ref(), context.compute);
-  return y;
+  return context.device->LinearActivationForward(act, x, params.value(weight_),
+                                                 bias_ >= 0 ? params.value(bias_) : nullptr, rows,
+                                                 in_, out_, pre->ref(), context.compute);
 }
 
 Buffer Linear::Backward(const StageContext& context, ConstTensorRef x, ConstTensorRef dy,
