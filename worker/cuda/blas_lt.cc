@@ -134,16 +134,22 @@ absl::Status DescribePreference(const BlasLt::Matmul& call, Descriptors& d) {
   return SetPreference(d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, out);
 }
 
-// cuBLASLt's best algorithm for the described call, or why there is none.
+// cuBLASLt's best algorithm for the described call; UNIMPLEMENTED where cuBLASLt has none
+// for it (no algorithm, or a description it does not support: a fact of the shape and
+// the GPU, kept); any other failure as itself (not kept: it may pass).
 absl::StatusOr<cublasLtMatmulAlgo_t> ChooseAlgorithm(cublasLtHandle_t handle,
                                                      const BlasLt::Matmul& call, Descriptors& d) {
   RETURN_IF_ERROR(DescribePreference(call, d));
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
-  RETURN_IF_ERROR(CublasStatus(cublasLtMatmulAlgoGetHeuristic(handle, d.matmul, d.a, d.b, d.d, d.d,
-                                                              d.preference, 1, &result, &found),
-                               "cublasLtMatmulAlgoGetHeuristic"));
-  if (found < 1) return absl::NotFoundError("no algorithm");
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, d.matmul, d.a, d.b, d.d, d.d,
+                                                               d.preference, 1, &result, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) {
+    return absl::UnimplementedError(
+        CublasStatus(status, "cublasLtMatmulAlgoGetHeuristic").message());
+  }
+  RETURN_IF_ERROR(CublasStatus(status, "cublasLtMatmulAlgoGetHeuristic"));
+  if (found < 1) return absl::UnimplementedError("no algorithm");
   return result.algo;
 }
 
@@ -189,24 +195,27 @@ BlasLt::PlanKey BlasLt::KeyOf(const Matmul& call) {
 absl::Status BlasLt::Run(const Matmul& call) {
   Descriptors d;
   RETURN_IF_ERROR(Describe(call, d));
-  auto [it, added] = plans_.try_emplace(KeyOf(call));
-  Plan& plan = it->second;
-  if (added) {
-    // Whatever keeps cuBLASLt from planning the call (no algorithm, or a description it
-    // refuses) leaves the caller's unfused operations, which have run on every GPU so far:
-    // said once in the log, not a failed job.
+  const PlanKey key = KeyOf(call);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
     const absl::StatusOr<cublasLtMatmulAlgo_t> algo = ChooseAlgorithm(handle_, call, d);
+    if (!algo.ok() && !absl::IsUnimplemented(algo.status())) return algo.status();
+    Plan plan;
     plan.supported = algo.ok();
     if (algo.ok()) {
       plan.algo = *algo;
     } else {
+      // Where cuBLASLt cannot plan the call, the caller's unfused operations run, as they
+      // did on every GPU before: said once in the log, not a failed job.
       plan.reason = std::string(algo.status().message());
       LogInfo(LogContext(),
               absl::StrCat("cuBLASLt cannot run a ", call.m, " x ", call.n, " x ", call.k,
                            " GEMM with epilogue ", static_cast<int>(call.epilogue), " (",
                            plan.reason, "): its operations run one by one"));
     }
+    it = plans_.emplace(key, std::move(plan)).first;
   }
+  Plan& plan = it->second;
   if (!plan.supported) {
     return absl::UnimplementedError(absl::StrCat("cuBLASLt cannot run a ", call.m, " x ", call.n,
                                                  " x ", call.k,
@@ -216,13 +225,14 @@ absl::Status BlasLt::Run(const Matmul& call) {
   const cublasStatus_t ran =
       cublasLtMatmul(handle_, d.matmul, &alpha, call.a, d.a, call.b, d.b, &beta, call.d, d.d,
                      call.d, d.d, &plan.algo, workspace_, kWorkspaceBytes, stream_);
-  if (ran == CUBLAS_STATUS_NOT_SUPPORTED || ran == CUBLAS_STATUS_INVALID_VALUE) {
-    // Refused at launch (nothing ran): this shape runs unfused from now on.
+  if (ran == CUBLAS_STATUS_NOT_SUPPORTED) {
+    // Refused at launch (nothing ran): this shape runs unfused from now on, which rounds
+    // GELU's input first: said as a warning.
     plan.supported = false;
     plan.reason = std::string(CublasStatus(ran, "cublasLtMatmul").message());
-    LogInfo(LogContext(),
-            absl::StrCat("cuBLASLt refused a ", call.m, " x ", call.n, " x ", call.k,
-                         " GEMM at launch (", plan.reason, "): its operations run one by one"));
+    LogWarning(LogContext(), absl::StrCat("cuBLASLt refused a planned ", call.m, " x ", call.n,
+                                          " x ", call.k, " GEMM at launch (", plan.reason,
+                                          "): its operations run one by one from now on"));
     return absl::UnimplementedError(plan.reason);
   }
   return CublasStatus(ran, "cublasLtMatmul");

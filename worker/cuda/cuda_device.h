@@ -112,7 +112,7 @@ class CudaDevice final : public Device {
   // and attention.h; the Llama's: llama_kernels.h).
 #include "worker/compute/device_overrides.inc"
   // One cuBLASLt GEMM with a GELU epilogue where gemm_epilogue.h's ChooseLinearEpilogue
-  // (ChooseInputGradEpilogue) allows, the formulas measured on first use; else Device's
+  // (ChooseInputGradEpilogue) allows, the formulas measured when the device is made; else Device's
   // defaults.
   Buffer LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
                                  ConstTensorRef b, int64_t batch, int64_t in, int64_t out,

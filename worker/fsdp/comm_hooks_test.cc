@@ -355,26 +355,37 @@ TEST(OneRank, InPlaceOverSeveralRanksIsRefused) {
 }
 
 // A group whose collectives' completion is scripted: a stream-ordered NCCL group in
-// flight or failed, which this machine cannot run.
+// flight (`pending` polls), then done or failed, which this machine cannot run. Its
+// reduce-scatter keeps chunk 0 (the values do not matter here); its all-reduce notes how
+// often `before`'s completion had been polled when it was called.
 class ScriptedGroup final : public Communicator {
  public:
-  explicit ScriptedGroup(absl::StatusOr<bool> completed) : completed_(std::move(completed)) {}
+  explicit ScriptedGroup(absl::StatusOr<bool> completed, int pending = 0)
+      : completed_(std::move(completed)), pending_(pending) {}
   int rank() const override { return 0; }
   int size() const override { return 2; }
   absl::Status AllGather(const void*, size_t, void*, ScalarType) override { return Unused(); }
-  absl::Status ReduceScatter(void*, size_t, void*, ScalarType) override { return Unused(); }
-  absl::Status AllReduce(void*, size_t, ScalarType) override { return Unused(); }
+  absl::Status ReduceScatter(void* in, size_t numel, void* shard, ScalarType type) override {
+    std::memcpy(shard, in, numel * ElementSize(type));
+    return absl::OkStatus();
+  }
+  absl::Status AllReduce(void*, size_t, ScalarType) override {
+    before_polls_at_all_reduce = before == nullptr ? -1 : before->polls;
+    return absl::OkStatus();
+  }
   absl::Status Broadcast(void*, size_t, int, ScalarType) override { return Unused(); }
   absl::Status Barrier() override { return Unused(); }
   absl::StatusOr<bool> CollectivesCompleted() override {
-    ++polls;
-    return completed_;
+    return ++polls <= pending_ ? absl::StatusOr<bool>(false) : completed_;
   }
   int polls = 0;
+  const ScriptedGroup* before = nullptr;
+  int before_polls_at_all_reduce = -1;
 
  private:
   static absl::Status Unused() { return absl::InternalError("not a collective test"); }
   absl::StatusOr<bool> completed_;
+  int pending_;
 };
 
 // "true", "false" or the error's code.
@@ -395,6 +406,32 @@ TEST(ReductionCollectivesCompleted, ReportsAFailureOnlyOnceEveryGroupHasSettled)
   // Every group is polled each time, also after a failure.
   EXPECT_EQ(in_flight.polls, 3);
   EXPECT_EQ(failed.polls, 3);
+}
+
+// HYBRID's replicate all-reduce waits on the host: the shard group's stream-ordered
+// reduce-scatter completes first, under its own watchdog (comm_hooks.cc
+// SettleBeforeReplicate), in FP32 and through a 16-bit bucket.
+TEST(HybridReduction, TheReduceScatterCompletesBeforeTheReplicateAllReduce) {
+  ShardingPlan plan;
+  plan.world_size = 4;
+  plan.shard_size = 2;
+  plan.replicate_size = 2;
+  CpuCachingAllocator allocator;
+  CpuDevice device(&allocator);
+  for (ScalarType reduce : {kF32, kBF16}) {
+    ScriptedGroup shard(true, /*pending=*/3), replicate(true);
+    replicate.before = &shard;
+    ReductionContext context;
+    context.plan = &plan;
+    context.groups = {&shard, &replicate};
+    context.device = &device;
+    context.reduce_type = reduce;
+    std::vector<float> grad = Gradient(0, 2 * kNumel), reduced(kNumel);
+    ASSERT_TRUE(
+        ReduceUnitGradient(v1::CommHook(), context, grad.data(), kNumel, reduced.data()).ok());
+    // Three answers of "in flight", then "done", all before the all-reduce.
+    EXPECT_EQ(replicate.before_polls_at_all_reduce, 4) << ScalarTypeName(reduce);
+  }
 }
 
 }  // namespace

@@ -1,15 +1,28 @@
 #include "worker/fsdp/fenced_tasks.h"
 
 #include <memory>
+#include <new>
 #include <utility>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "worker/runtime/memory.h"
 
 namespace shardwise::fsdp {
 namespace {
 
 using CompletionPoll = std::function<absl::StatusOr<bool>()>;
+
+// `task`, whose allocation failure (a std::bad_alloc from the device's allocator, which
+// may come after it enqueued a collective) is its error like any other, so the failure
+// path below still lets that collective settle.
+absl::Status RunTask(const std::function<absl::Status()>& task) {
+  try {
+    return task();
+  } catch (const std::bad_alloc& failure) {
+    return AllocationFailureStatus(failure);
+  }
+}
 
 // A part that failed: the collectives it enqueued settle first (complete, or end in an
 // error: their watchdog's poll aborts one whose peer is lost or whose attempt was
@@ -33,7 +46,7 @@ CommThread::Handle EnqueueAfterFence(Device* device, CommThread& lane,
   return lane.Enqueue(
       [device, fence = device->RecordFence(), task = std::move(task)]() -> absl::Status {
         device->WaitForFence(fence.get());
-        const absl::Status status = task();
+        const absl::Status status = RunTask(task);
         const absl::Status synced = device->Synchronize();
         return status.ok() ? synced : status;
       });
@@ -53,7 +66,7 @@ CommThread::Handle EnqueueAfterFenceInTwoParts(
         absl::Status status = device->status();
         if (status.ok()) {
           device->WaitForFence(issued.get());
-          status = start();
+          status = RunTask(start);
         }
         CommThread::Fence end;
         if (status.ok()) {

@@ -7,6 +7,7 @@
 #include "worker/fsdp/fenced_tasks.h"
 
 #include <atomic>
+#include <new>
 
 #include "gtest/gtest.h"
 #include "worker/comm/comm_thread.h"
@@ -43,6 +44,16 @@ TEST_F(FencedTasksTest, AFailedStartWaitsForItsCollectivesToSettle) {
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   // Three answers of "in flight", then the one that settled them, all before the report.
   EXPECT_EQ(polls_.load(), 4);
+}
+
+TEST_F(FencedTasksTest, AnAllocationFailureInTheStartLetsTheCollectivesSettleToo) {
+  // The device's allocator throws; a collective may already be enqueued by then.
+  CommThread::Handle task = EnqueueAfterFenceInTwoParts(
+      &device_, lane_, []() -> absl::Status { throw std::bad_alloc(); },
+      ScriptedPoll{&polls_, 2, true});
+  const absl::Status status = task.Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_EQ(polls_.load(), 3);
 }
 
 TEST_F(FencedTasksTest, AFailedStartReportsItsOwnErrorOverTheCollectives) {
