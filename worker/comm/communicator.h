@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -58,16 +59,9 @@ class Communicator {
   // peers' errors, the deadline). True where collectives complete before returning.
   virtual absl::StatusOr<bool> CollectivesCompleted() { return true; }
   // Blocks until every collective called so far has completed (or one failed), polling
-  // CollectivesCompleted: for a caller that reads a result on the host or from another
-  // stream. At once where collectives complete before returning.
-  absl::Status WaitForCollectives() {
-    for (;;) {
-      const absl::StatusOr<bool> completed = CollectivesCompleted();
-      if (!completed.ok()) return completed.status();
-      if (*completed) return absl::OkStatus();
-      absl::SleepFor(absl::Microseconds(50));
-    }
-  }
+  // CollectivesCompleted every `poll`: for a caller that reads a result on the host or
+  // from another stream. At once where collectives complete before returning.
+  absl::Status WaitForCollectives(absl::Duration poll = absl::Microseconds(50));
 
   // Point to point, in host memory: `buffers`, in order, to or from rank `peer` of the
   // group, which makes the matching call with buffers of the same sizes; the other ranks
@@ -107,6 +101,22 @@ class Communicator {
  protected:
   CommStats stats_;
 };
+
+// Calls `completed` every `poll` until it answers true (OK) or an error (returned): the
+// wait for collectives, whoever watches them (a communicator, or a task over several).
+inline absl::Status PollUntilCompleted(const std::function<absl::StatusOr<bool>()>& completed,
+                                       absl::Duration poll) {
+  for (;;) {
+    const absl::StatusOr<bool> done = completed();
+    if (!done.ok()) return done.status();
+    if (*done) return absl::OkStatus();
+    absl::SleepFor(poll);
+  }
+}
+
+inline absl::Status Communicator::WaitForCollectives(absl::Duration poll) {
+  return PollUntilCompleted([this] { return CollectivesCompleted(); }, poll);
+}
 
 }  // namespace shardwise
 

@@ -232,11 +232,7 @@ absl::StatusOr<bool> NcclCommunicator::CollectivesCompleted() {
 }
 
 absl::Status NcclCommunicator::WaitForCompletion() {
-  for (;;) {
-    ASSIGN_OR_RETURN(const bool completed, CollectivesCompleted());
-    if (completed) return absl::OkStatus();
-    absl::SleepFor(options_.poll_interval);
-  }
+  return WaitForCollectives(options_.poll_interval);
 }
 
 absl::Status NcclCommunicator::FollowCaller() {

@@ -4,8 +4,8 @@
 #include <new>
 #include <utility>
 
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "worker/comm/communicator.h"
 #include "worker/runtime/memory.h"
 
 namespace shardwise::fsdp {
@@ -30,11 +30,8 @@ absl::Status RunTask(const std::function<absl::Status()>& task) {
 // reported: whoever waits on the task may free buffers the queued work still uses.
 absl::Status EndQueuedWork(Device* device, absl::Status failure,
                            const CompletionPoll& collectives_completed) {
-  for (;;) {
-    const absl::StatusOr<bool> settled = collectives_completed();
-    if (!settled.ok() || *settled) break;
-    absl::SleepFor(absl::Microseconds(50));
-  }
+  // Settled either way: their own error, if any, is not this task's to report.
+  PollUntilCompleted(collectives_completed, absl::Microseconds(50)).IgnoreError();
   device->Synchronize().IgnoreError();
   return failure;
 }
