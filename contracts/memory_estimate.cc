@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "contracts/cuda_attention_rows.h"
 #include "contracts/fsdp_layout.h"
 #include "contracts/job_ranks.h"
 #include "contracts/transformer_config.h"
@@ -101,6 +102,7 @@ double MicroBatch(const v1::JobSpec& spec) {
 // around the blocks, for TransformerActivationBytes.
 struct TransformerShape {
   double c = 0, t = 0, v = 0, layers = 0, heads = 0, attention_width = 0;
+  int64_t head_dim = 0;
   double qkv_width = 0;  // per row: q, k and v as the attention reads them
   bool fused = false;
   bool qkv_apart = false;      // the Llama's FUSED attention: q, k and v not packed
@@ -120,6 +122,7 @@ TransformerShape GptShape(const v1::GptConfig& gpt) {
   TransformerShape shape;
   shape.c = gpt.n_embd(), shape.t = gpt.block_size(), shape.v = gpt.vocab_size();
   shape.layers = gpt.n_layer(), shape.heads = gpt.n_head(), shape.attention_width = gpt.n_embd();
+  shape.head_dim = gpt.n_head() > 0 ? gpt.n_embd() / gpt.n_head() : 0;
   shape.qkv_width = 3 * shape.c;
   shape.fused = gpt.attention() == v1::GptConfig::FUSED;
   shape.block_floats = 16 * shape.c;
@@ -142,6 +145,7 @@ TransformerShape LlamaShape(const v1::LlamaConfig& given) {
   shape.c = llama.hidden_size(), shape.t = llama.block_size(), shape.v = llama.vocab_size();
   shape.layers = llama.num_hidden_layers(), shape.heads = llama.num_attention_heads();
   shape.attention_width = shape.heads * llama.head_dim();
+  shape.head_dim = llama.head_dim();
   shape.fused = llama.attention() == v1::GptConfig::FUSED;
   const double a = shape.attention_width, f = llama.intermediate_size();
   const double kv_width = static_cast<double>(llama.num_key_value_heads()) * llama.head_dim();
@@ -171,19 +175,21 @@ bool MayRunCudnnAttention(const v1::JobSpec& spec) {
 // group's sum (2 A, FP32), and its workspace, budgeted at 8 A bytes (two FP32
 // accumulators of the query gradient's size: its deterministic backward accumulates dQ in
 // FP32; the workspace is cuDNN's plan's to say, and the GPU tests check the bound,
-// gpt_gpu_parity_test). The CUDA-core kernel, which reads FP32 with q, k and v packed: in
-// 16-bit storage the FP32 copies of q/k/v, out, dout and the q/k/v gradient
-// (compute/float_views.h), and with q, k and v apart the FP32 packing of q/k/v and of their
-// gradient (3 A each). Either may run where cuDNN is allowed (it falls back where cuDNN
-// cannot build the shape).
+// gpt_gpu_parity_test). The CUDA-core kernel, which reads q, k and v packed: in 16-bit
+// storage at head sizes without register rows (contracts/cuda_attention_rows.h) the FP32
+// copies of q/k/v, out, dout and the q/k/v gradient (compute/float_views.h); with q, k and
+// v apart their packing (3 A, in the type the kernel reads) and their gradients' (3 A,
+// FP32 until each group's sum). Either may run where cuDNN is allowed (it falls back where
+// cuDNN cannot build the shape).
 double CudaFusedAttentionRowBytes(const v1::JobSpec& spec, const TransformerShape& shape,
                                   double stored) {
   const double a = shape.attention_width;
   const double per_query_head = shape.grouped ? 4 * 2 * a : 0;
   const double copies = stored == 4 ? 2 * (2 * shape.qkv_width + 2 * a) : 0;
   const double cudnn = MayRunCudnnAttention(spec) ? copies + per_query_head + 8 * a : 0;
-  const double widened = stored == 4 ? 0 : 4 * (2 * shape.qkv_width + 2 * a);
-  const double packing = shape.qkv_apart ? 4 * 2 * 3 * a : 0;
+  const bool widens = stored != 4 && !CudaAttentionHasRegisterRows(shape.head_dim);
+  const double widened = widens ? 4 * (2 * shape.qkv_width + 2 * a) : 0;
+  const double packing = shape.qkv_apart ? (widens ? 4 : stored) * 3 * a + 4 * 3 * a : 0;
   return std::max(cudnn, widened + packing);
 }
 

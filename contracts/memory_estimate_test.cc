@@ -256,31 +256,39 @@ TEST(EstimateRankMemory, SixteenBitStorageHalvesWhatIsStored) {
 // their gradients into FP32 for the kernel (4 x (2 x 768 + 2 x 256)); the largest working
 // set, a block backward's 5 x 256 values, is stored in 2 bytes.
 TEST(EstimateRankMemory, SixteenBitStorageGathersAndKeepsHalfTheBytes) {
-  v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
-  spec.set_device(v1::CUDA);
-  spec.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
-  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
-  spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
-  spec.mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDA_CORES);
-  auto fp32_storage = EstimateRankMemory(spec);
-  spec.mutable_cuda()->set_storage(v1::CudaOptions::STORAGE_PARAM_DTYPE);
-  auto storage16 = EstimateRankMemory(spec);
-  ASSERT_TRUE(fp32_storage.ok() && storage16.ok());
-  const int64_t root = 98816, block = 789760;
-  EXPECT_EQ(fp32_storage->parameters - storage16->parameters, 2 * (root + block) + 2 * block);
-  EXPECT_EQ(storage16->gradients, fp32_storage->gradients);
-  EXPECT_EQ(storage16->optimizer_state, fp32_storage->optimizer_state);
-  const int64_t rows = int64_t{128} * 8;
-  const int64_t widened = int64_t{4} * (2 * 768 + 2 * 256),
-                block_backward = int64_t{4 - 2} * 5 * 256;
-  EXPECT_EQ(fp32_storage->activations - storage16->activations,
-            (4 * (4 - 2) * 16 * 256 + (4 - 2) * 256 - widened + block_backward) * rows);
-  // cuDNN binds 16-bit storage in place; the bound keeps the CUDA-core kernel's copies,
-  // which the job falls back to where cuDNN cannot run the shape.
-  spec.mutable_cuda()->clear_fused_attention_kernel();
-  auto cudnn = EstimateRankMemory(spec);
-  ASSERT_TRUE(cudnn.ok());
-  EXPECT_EQ(cudnn->activations, storage16->activations);
+  // Head sizes 64 (the CUDA-core attention kernel reads 16-bit storage itself) and 16 (it
+  // goes through FP32 copies: contracts/cuda_attention_rows.h).
+  for (const int32_t heads : {4, 16}) {
+    SCOPED_TRACE(::testing::Message() << heads << " heads");
+    v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
+    spec.set_device(v1::CUDA);
+    spec.mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::NONE);
+    spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+    spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+    spec.mutable_model()->mutable_gpt()->set_n_head(heads);
+    spec.mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDA_CORES);
+    auto fp32_storage = EstimateRankMemory(spec);
+    spec.mutable_cuda()->set_storage(v1::CudaOptions::STORAGE_PARAM_DTYPE);
+    auto storage16 = EstimateRankMemory(spec);
+    ASSERT_TRUE(fp32_storage.ok() && storage16.ok());
+    const int64_t root = 98816, block = 789760;
+    EXPECT_EQ(fp32_storage->parameters - storage16->parameters, 2 * (root + block) + 2 * block);
+    EXPECT_EQ(storage16->gradients, fp32_storage->gradients);
+    EXPECT_EQ(storage16->optimizer_state, fp32_storage->optimizer_state);
+    const int64_t rows = int64_t{128} * 8;
+    const int64_t widened = heads == 16 ? int64_t{4} * (2 * 768 + 2 * 256) : 0,
+                  block_backward = int64_t{4 - 2} * 5 * 256;
+    EXPECT_EQ(fp32_storage->activations - storage16->activations,
+              (4 * (4 - 2) * 16 * 256 + (4 - 2) * 256 - widened + block_backward) * rows);
+    // cuDNN binds 16-bit storage in place, with its workspace (8 A bytes a row); the bound
+    // keeps the CUDA-core kernel's copies where they are larger, which the job falls back
+    // to where cuDNN cannot run the shape.
+    spec.mutable_cuda()->clear_fused_attention_kernel();
+    auto cudnn = EstimateRankMemory(spec);
+    ASSERT_TRUE(cudnn.ok());
+    EXPECT_EQ(cudnn->activations - storage16->activations,
+              std::max<int64_t>(0, int64_t{8} * 256 - widened) * rows);
+  }
 }
 
 // The largest sizes the coordinator's limits allow saturate rather than overflow.

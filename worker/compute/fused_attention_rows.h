@@ -26,6 +26,11 @@
 // Rows are passed as objects with size() and operator[], so that a caller keeps them
 // where its device reads them fastest: MemoryRow (CPU memory, GPU global memory),
 // cuda/fused_attention.cu's register and shared-memory rows.
+//
+// The values read in place (q, k, v, out, dout) are stored as S, the sums run in
+// AccumulatorOf<S>: FP64 for the CPU's FP64 reference, float for FP32 and for 16-bit
+// storage (a GPU job's BF16 or FP16 values, widened exactly as they are read), so a row
+// over 16-bit values computes what it computes over their FP32 widening, bit for bit.
 
 #include <cmath>
 #include <cstdint>
@@ -90,6 +95,24 @@ SHARDWISE_HOST_DEVICE inline RowBlock RowBlockAt(const AttentionShape& shape,
   return {head / shape.heads, head % shape.heads, (index % per_head) * rows_per_block};
 }
 
+// The type sums run in for values stored as S.
+template <typename S>
+struct Accumulator {
+  using type = float;
+};
+template <>
+struct Accumulator<double> {
+  using type = double;
+};
+template <typename S>
+using AccumulatorOf = typename Accumulator<S>::type;
+
+// A stored value as T (a 16-bit storage type through its own conversion to float).
+template <typename T, typename S>
+SHARDWISE_HOST_DEVICE T Widen(const S& x) {
+  return static_cast<T>(x);
+}
+
 SHARDWISE_HOST_DEVICE inline float Exp(float x) { return expf(x); }
 SHARDWISE_HOST_DEVICE inline double Exp(double x) { return exp(x); }
 SHARDWISE_HOST_DEVICE inline float Log(float x) { return logf(x); }
@@ -108,16 +131,16 @@ SHARDWISE_HOST_DEVICE T MinusInfinity() {
 // overlaps and vectorises, in one fixed order on every device.
 inline constexpr int kDotLanes = 8;
 
-template <typename T, typename Row>
-SHARDWISE_HOST_DEVICE T Dot(const Row& a, const T* x) {
+template <typename T, typename Row, typename S>
+SHARDWISE_HOST_DEVICE T Dot(const Row& a, const S* x) {
   T lanes[kDotLanes] = {};
   const int64_t n = a.size(), whole = n - n % kDotLanes;
   SHARDWISE_UNROLL
   for (int64_t d = 0; d < whole; d += kDotLanes) {
     SHARDWISE_UNROLL
-    for (int l = 0; l < kDotLanes; ++l) lanes[l] += a[d + l] * x[d + l];
+    for (int l = 0; l < kDotLanes; ++l) lanes[l] += a[d + l] * Widen<T>(x[d + l]);
   }
-  for (int64_t d = whole; d < n; ++d) lanes[0] += a[d] * x[d];
+  for (int64_t d = whole; d < n; ++d) lanes[0] += a[d] * Widen<T>(x[d]);
   SHARDWISE_UNROLL
   for (int width = kDotLanes / 2; width > 0; width /= 2) {
     SHARDWISE_UNROLL
@@ -139,16 +162,17 @@ SHARDWISE_HOST_DEVICE void Multiply(Row& a, T factor) {
 }
 
 // a += c x.
-template <typename T, typename Row>
-SHARDWISE_HOST_DEVICE void AddScaled(Row& a, T c, const T* x) {
+template <typename T, typename Row, typename S>
+SHARDWISE_HOST_DEVICE void AddScaled(Row& a, T c, const S* x) {
   SHARDWISE_UNROLL
-  for (int64_t d = 0; d < a.size(); ++d) a[d] += c * x[d];
+  for (int64_t d = 0; d < a.size(); ++d) a[d] += c * Widen<T>(x[d]);
 }
 
 // Query row i's attention output into `acc`; returns its log-sum-exp.
-template <typename T, typename QRow, typename AccRow>
-SHARDWISE_HOST_DEVICE T ForwardRow(const HeadLayout& at, const T* qkv, int64_t i, const QRow& q,
-                                   AccRow& acc) {
+template <typename S, typename QRow, typename AccRow>
+SHARDWISE_HOST_DEVICE AccumulatorOf<S> ForwardRow(const HeadLayout& at, const S* qkv, int64_t i,
+                                                  const QRow& q, AccRow& acc) {
+  using T = AccumulatorOf<S>;
   const T scale = AttentionScale<T>(at.shape.head_dim);
   T max = MinusInfinity<T>(), sum = 0;
   Fill(acc, T{0});
@@ -158,7 +182,7 @@ SHARDWISE_HOST_DEVICE T ForwardRow(const HeadLayout& at, const T* qkv, int64_t i
     SHARDWISE_UNROLL
     for (int t = 0; t < kKeyTile; ++t) {
       const int64_t j = first + t;
-      scores[t] = j <= i ? Dot(q, qkv + at.qkv(j, kKey)) * scale : MinusInfinity<T>();
+      scores[t] = j <= i ? Dot<T>(q, qkv + at.qkv(j, kKey)) * scale : MinusInfinity<T>();
       tile_max = Max(tile_max, scores[t]);
     }
     // The tile holds key `first` <= i, so new_max is finite and e^(max - new_max) is 0
@@ -183,19 +207,20 @@ SHARDWISE_HOST_DEVICE T ForwardRow(const HeadLayout& at, const T* qkv, int64_t i
 
 // Query row i's dq into `dq` (rows `q` and `dout` its q and output gradient), and its
 // D_i = dout_i . out_i into `dots`, which the key rows read.
-template <typename T, typename QRow, typename AccRow>
-SHARDWISE_HOST_DEVICE void QueryGradientRow(const HeadLayout& at, const T* qkv, const T* out,
-                                            const T* lse, int64_t i, const QRow& q,
-                                            const QRow& dout, AccRow& dq, T* dots) {
+template <typename S, typename QRow, typename AccRow>
+SHARDWISE_HOST_DEVICE void QueryGradientRow(const HeadLayout& at, const S* qkv, const S* out,
+                                            const AccumulatorOf<S>* lse, int64_t i, const QRow& q,
+                                            const QRow& dout, AccRow& dq, AccumulatorOf<S>* dots) {
+  using T = AccumulatorOf<S>;
   const T scale = AttentionScale<T>(at.shape.head_dim);
-  const T dot = Dot(dout, out + at.row(i));
+  const T dot = Dot<T>(dout, out + at.row(i));
   dots[at.stat(i)] = dot;
   const T row_lse = lse[at.stat(i)];
   Fill(dq, T{0});
   for (int64_t j = 0; j <= i; ++j) {
-    const T* k = qkv + at.qkv(j, kKey);
-    const T p = Exp(Dot(q, k) * scale - row_lse);
-    const T ds = p * (Dot(dout, qkv + at.qkv(j, kValue)) - dot);
+    const S* k = qkv + at.qkv(j, kKey);
+    const T p = Exp(Dot<T>(q, k) * scale - row_lse);
+    const T ds = p * (Dot<T>(dout, qkv + at.qkv(j, kValue)) - dot);
     AddScaled(dq, ds, k);
   }
   Multiply(dq, scale);
@@ -204,28 +229,31 @@ SHARDWISE_HOST_DEVICE void QueryGradientRow(const HeadLayout& at, const T* qkv, 
 // Key row j's dk and dv (rows `k`, `v` its key and value). Queries before j are masked;
 // the loop starts at `first_query` <= j so that the threads of a GPU warp, each on its
 // own key, read the same query row at once.
-template <typename T, typename KRow, typename AccRow>
-SHARDWISE_HOST_DEVICE void KeyValueGradientRow(const HeadLayout& at, const T* qkv, const T* dout,
-                                               const T* lse, const T* dots, int64_t j,
+template <typename S, typename KRow, typename AccRow>
+SHARDWISE_HOST_DEVICE void KeyValueGradientRow(const HeadLayout& at, const S* qkv, const S* dout,
+                                               const AccumulatorOf<S>* lse,
+                                               const AccumulatorOf<S>* dots, int64_t j,
                                                int64_t first_query, const KRow& k, const KRow& v,
                                                AccRow& dk, AccRow& dv) {
+  using T = AccumulatorOf<S>;
   const T scale = AttentionScale<T>(at.shape.head_dim);
   Fill(dk, T{0});
   Fill(dv, T{0});
   for (int64_t i = first_query; i < at.shape.seq; ++i) {
     if (i < j) continue;
-    const T* q = qkv + at.qkv(i, kQuery);
-    const T* dout_i = dout + at.row(i);
-    const T p = Exp(Dot(k, q) * scale - lse[at.stat(i)]);
+    const S* q = qkv + at.qkv(i, kQuery);
+    const S* dout_i = dout + at.row(i);
+    const T p = Exp(Dot<T>(k, q) * scale - lse[at.stat(i)]);
     AddScaled(dv, p, dout_i);
-    const T ds = p * (Dot(v, dout_i) - dots[at.stat(i)]);
+    const T ds = p * (Dot<T>(v, dout_i) - dots[at.stat(i)]);
     AddScaled(dk, ds, q);
   }
   Multiply(dk, scale);
 }
 
-// The three steps with every row read and accumulated in memory: the CPU's loops, and
-// the GPU's for head sizes without a register specialisation.
+// The three steps with every row read and accumulated in memory, all of one type T (their
+// outputs are the accumulators): the CPU's reference loops, and the GPU's for FP32 head
+// sizes without a register specialisation.
 
 // Writes out's row i and lse_i.
 template <typename T>

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "contracts/cuda_attention_rows.h"
 #include "worker/compute/float_views.h"
 #include "worker/cuda/attention.h"
 #include "worker/cuda/cuda_status.h"
@@ -509,22 +510,14 @@ void CudaDevice::Rotary(TensorRef x, const float* cos, const float* sin, int64_t
 
 void CudaDevice::PackGroupedQkv(ConstTensorRef q, ConstTensorRef k, ConstTensorRef v, int64_t rows,
                                 int64_t heads, int64_t kv_heads, int64_t head_dim, TensorRef qkv) {
-  const FloatInput fq(*this, q, rows * heads * head_dim), fk(*this, k, rows * kv_heads * head_dim),
-      fv(*this, v, rows * kv_heads * head_dim);
-  const FloatOutput fqkv(*this, qkv, rows * 3 * heads * head_dim);
-  Check(cuda::PackGroupedQkv(fq.get(), fk.get(), fv.get(), rows, heads, kv_heads, head_dim,
-                             fqkv.get(), stream()),
+  Check(cuda::PackGroupedQkv(q, k, v, rows, heads, kv_heads, head_dim, qkv, stream()),
         "PackGroupedQkv");
 }
 
 void CudaDevice::UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int64_t heads,
                                       int64_t kv_heads, int64_t head_dim, TensorRef dq,
                                       TensorRef dk, TensorRef dv) {
-  const FloatInput fdqkv(*this, dqkv, rows * 3 * heads * head_dim);
-  const FloatOutput fdq(*this, dq, rows * heads * head_dim),
-      fdk(*this, dk, rows * kv_heads * head_dim), fdv(*this, dv, rows * kv_heads * head_dim);
-  Check(cuda::UnpackGroupedQkvGrad(fdqkv.get(), rows, heads, kv_heads, head_dim, fdq.get(),
-                                   fdk.get(), fdv.get(), stream()),
+  Check(cuda::UnpackGroupedQkvGrad(dqkv, rows, heads, kv_heads, head_dim, dq, dk, dv, stream()),
         "UnpackGroupedQkvGrad");
 }
 
@@ -592,27 +585,27 @@ absl::StatusOr<CudnnFusedAttention*> CudaDevice::ComputeCudnnAttention() {
   return cudnn_fused_.get();
 }
 
-Buffer CudaDevice::PackedForCudaCores(const QkvSpan<const float*>& qkv,
+Buffer CudaDevice::PackedForCudaCores(const QkvSpan<ConstTensorRef>& qkv,
                                       const AttentionShape& shape) {
   Buffer packed(allocator(), shape.batch * shape.seq * 3 * shape.width(),
-                MemoryCategory::kActivations, false);
+                MemoryCategory::kActivations, qkv.q.type(), false);
   Check(cuda::PackGroupedQkv(qkv.q, qkv.k, qkv.v, shape.batch * shape.seq, shape.heads,
-                             qkv.kv_heads, shape.head_dim, packed.data(), stream()),
+                             qkv.kv_heads, shape.head_dim, packed.ref(), stream()),
         "PackGroupedQkv");
   return packed;
 }
 
-void CudaDevice::CudaCoreAttentionForward(const QkvSpan<const float*>& qkv,
-                                          const AttentionShape& shape, float* out, float* lse) {
+void CudaDevice::CudaCoreAttentionForward(const QkvSpan<ConstTensorRef>& qkv,
+                                          const AttentionShape& shape, TensorRef out, float* lse) {
   const Buffer packed = qkv.packed ? Buffer() : PackedForCudaCores(qkv, shape);
-  Check(cuda::FusedAttentionForward(qkv.packed ? qkv.q : packed.data(), shape, out, lse, stream()),
+  Check(cuda::FusedAttentionForward(qkv.packed ? qkv.q : packed.ref(), shape, out, lse, stream()),
         "FusedAttentionForward");
 }
 
-void CudaDevice::CudaCoreAttentionBackward(const QkvSpan<const float*>& qkv, const float* out,
-                                           const float* lse, const float* dout,
+void CudaDevice::CudaCoreAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, ConstTensorRef out,
+                                           const float* lse, ConstTensorRef dout,
                                            const AttentionShape& shape,
-                                           const QkvSpan<float*>& dqkv) {
+                                           const QkvSpan<TensorRef>& dqkv) {
   const int64_t rows = shape.batch * shape.seq;
   Buffer dots(allocator(), shape.batch * shape.heads * shape.seq, MemoryCategory::kActivations,
               false);
@@ -622,14 +615,25 @@ void CudaDevice::CudaCoreAttentionBackward(const QkvSpan<const float*>& qkv, con
     return;
   }
   const Buffer packed = PackedForCudaCores(qkv, shape);
+  // FP32 working space: each query head's K/V gradient stays in float until its group's
+  // sum is rounded once into dk and dv.
   Buffer packed_grad(allocator(), packed.numel(), MemoryCategory::kActivations, false);
-  Check(cuda::FusedAttentionBackward(packed.data(), out, lse, dout, shape, dots.data(),
-                                     packed_grad.data(), stream()),
+  Check(cuda::FusedAttentionBackward(packed.ref(), out, lse, dout, shape, dots.data(),
+                                     packed_grad.ref(), stream()),
         "FusedAttentionBackward");
-  Check(cuda::UnpackGroupedQkvGrad(packed_grad.data(), rows, shape.heads, dqkv.kv_heads,
+  Check(cuda::UnpackGroupedQkvGrad(packed_grad.ref(), rows, shape.heads, dqkv.kv_heads,
                                    shape.head_dim, dqkv.q, dqkv.k, dqkv.v, stream()),
         "UnpackGroupedQkvGrad");
 }
+
+// The CUDA-core kernel reads and writes the storage type where it keeps its rows in
+// registers (contracts/cuda_attention_rows.h); elsewhere 16-bit storage goes to it as FP32
+// copies (compute/float_views.h), with the same bits.
+namespace {
+bool CudaCoresNeedFloatCopies(ScalarType stored, const AttentionShape& shape) {
+  return stored != ScalarType::kFloat32 && !CudaAttentionHasRegisterRows(shape.head_dim);
+}
+}  // namespace
 
 void CudaDevice::FusedAttentionForward(const QkvSpan<ConstTensorRef>& qkv,
                                        const AttentionShape& shape, TensorRef out, float* lse,
@@ -642,7 +646,9 @@ void CudaDevice::FusedAttentionForward(const QkvSpan<ConstTensorRef>& qkv,
     if (!cudnn.ok()) return Check(cudnn.status());
     return Check((*cudnn)->Forward(operands, shape, qkv, out, lse));
   }
-  // The CUDA-core kernel takes FP32 arrays (compute/float_views.h).
+  if (!CudaCoresNeedFloatCopies(qkv.q.type(), shape)) {
+    return CudaCoreAttentionForward(qkv, shape, out, lse);
+  }
   const FloatQkvInput fqkv(*this, qkv, shape);
   const FloatOutput fout(*this, out, shape.batch * shape.seq * shape.width());
   CudaCoreAttentionForward(fqkv.span(), shape, fout.get(), lse);
@@ -663,6 +669,9 @@ void CudaDevice::FusedAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, Cons
     const absl::StatusOr<CudnnFusedAttention*> cudnn = ComputeCudnnAttention();
     if (!cudnn.ok()) return Check(cudnn.status());
     return Check((*cudnn)->Backward(operands, shape, qkv, out, lse, dout, dqkv));
+  }
+  if (!CudaCoresNeedFloatCopies(qkv.q.type(), shape)) {
+    return CudaCoreAttentionBackward(qkv, out, lse, dout, shape, dqkv);
   }
   const int64_t rows = shape.batch * shape.seq;
   const FloatQkvInput fqkv(*this, qkv, shape);
@@ -686,11 +695,9 @@ void CudaDevice::MeanSquaredError(ConstTensorRef pred, ConstTensorRef target, in
   const int64_t n = batch * out;
   Buffer partials(allocator(), ReductionPartials(n), MemoryCategory::kActivations,
                   ScalarType::kFloat64, false);
-  const FloatInput fpred(*this, pred, n), ftarget(*this, target, n);
-  const FloatOutput fdpred(*this, dpred, n);
-  Check(cuda::MeanSquaredError(fpred.get(), ftarget.get(), n, scale, fdpred.get(),
-                               partials.as<double>(), loss, stream()),
-        "MeanSquaredError");
+  Check(
+      cuda::MeanSquaredError(pred, target, n, scale, dpred, partials.as<double>(), loss, stream()),
+      "MeanSquaredError");
 }
 
 void CudaDevice::SgdUpdate(const SgdScalars& s, bool first, float* param, const float* grad,

@@ -15,9 +15,10 @@
 // stored in FP32 by default, or in param_dtype itself with cuda.storage PARAM_DTYPE: then
 // the GEMMs read their operands in place and write their outputs in it, as do the
 // embedding lookup, the bias broadcast and its gradient, the activations, the residual
-// sums, the norms, the rotary embeddings, both attentions' products and the
-// cross-entropy (storage_elements.cuh); the CUDA-core attention kernel and the grouped
-// K/V packing still compute on FP32 copies (compute/float_views.h). FUSED attention
+// sums, the norms, the rotary embeddings, both attentions' products, the grouped K/V
+// packing, the CUDA-core attention kernel (at head sizes 32, 64 and 128) and the losses
+// (storage_elements.cuh); the rest (the norms' weights, the CUDA-core attention at other
+// head sizes) compute on FP32 copies (compute/float_views.h). FUSED attention
 // runs cuDNN's flash attention where cudnn_requirements.h says it can (BF16/FP16 operands), else
 // the CUDA-core kernel of fused_attention.h; the first use of each choice is logged with its
 // reason.
@@ -174,13 +175,14 @@ class CudaDevice final : public Device {
   // The CUDA-core kernels' FUSED attention (cuda/fused_attention.h), which reads q, k and
   // v packed: q, k and v apart are first packed, K and V repeated to the query heads (and
   // the gradients unpacked, each K/V head's summed over its group).
-  void CudaCoreAttentionForward(const QkvSpan<const float*>& qkv, const AttentionShape& shape,
-                                float* out, float* lse);
-  void CudaCoreAttentionBackward(const QkvSpan<const float*>& qkv, const float* out,
-                                 const float* lse, const float* dout, const AttentionShape& shape,
-                                 const QkvSpan<float*>& dqkv);
-  // q, k and v apart, packed into a new [rows, 3 heads head_dim] (K and V repeated).
-  Buffer PackedForCudaCores(const QkvSpan<const float*>& qkv, const AttentionShape& shape);
+  void CudaCoreAttentionForward(const QkvSpan<ConstTensorRef>& qkv, const AttentionShape& shape,
+                                TensorRef out, float* lse);
+  void CudaCoreAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, ConstTensorRef out,
+                                 const float* lse, ConstTensorRef dout, const AttentionShape& shape,
+                                 const QkvSpan<TensorRef>& dqkv);
+  // q, k and v apart, packed into a new [rows, 3 heads head_dim] of their type (K and V
+  // repeated).
+  Buffer PackedForCudaCores(const QkvSpan<ConstTensorRef>& qkv, const AttentionShape& shape);
   // The first decision for a shape and dtype, with its reason for the log.
   absl::StatusOr<FusedAttentionChoice> DecideFusedAttention(const AttentionLayout& layout,
                                                             ScalarType operands);

@@ -1,9 +1,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "contracts/cuda_attention_rows.h"
 #include "worker/compute/fused_attention_rows.h"
 #include "worker/cuda/fused_attention.h"
 #include "worker/cuda/kernel_support.cuh"
+#include "worker/cuda/storage_elements.cuh"
 
 namespace shardwise::cuda {
 namespace {
@@ -41,16 +43,18 @@ __device__ SharedRow<N> OwnSharedRow(int k) {
   return {shared + k * N * blockDim.x + threadIdx.x};
 }
 
-template <typename Row>
-__device__ void Load(Row& row, const float* from) {
+// A row of values stored as S (FP32 or 16-bit), widened as it is read.
+template <typename Row, typename S>
+__device__ void Load(Row& row, const S* from) {
 #pragma unroll
-  for (int64_t d = 0; d < row.size(); ++d) row[d] = from[d];
+  for (int64_t d = 0; d < row.size(); ++d) row[d] = internal::LoadFloat(from, d);
 }
 
-template <typename Row>
-__device__ void Store(const Row& row, float* to) {
+// A row stored as G, each value rounded once (storage_elements.cuh).
+template <typename Row, typename G>
+__device__ void Store(const Row& row, G* to) {
 #pragma unroll
-  for (int64_t d = 0; d < row.size(); ++d) to[d] = row[d];
+  for (int64_t d = 0; d < row.size(); ++d) internal::StoreFloat(to, d, row[d]);
 }
 
 // The thread's head and row: its block is fused_attention::RowBlockAt(blockIdx.x), its
@@ -67,9 +71,11 @@ struct ThreadRow {
   __device__ int64_t block_first_row() const { return block.first_row; }
 };
 
-// N: the head size the registers are shaped for; 0 runs the in-memory routines.
-template <int N>
-__global__ void ForwardKernel(const float* qkv, AttentionShape shape, float* out, float* lse) {
+// N: the head size the registers are shaped for; 0 runs the in-memory routines (FP32
+// only: their outputs are their accumulators). S: the type q, k, v, out and dout are
+// stored in; G: the gradients' (FP32 working space, or S).
+template <int N, typename S>
+__global__ void ForwardKernel(const S* qkv, AttentionShape shape, S* out, float* lse) {
   const ThreadRow t(shape);
   if (!t.valid()) return;
   if constexpr (N == 0) {
@@ -83,10 +89,9 @@ __global__ void ForwardKernel(const float* qkv, AttentionShape shape, float* out
   }
 }
 
-template <int N>
-__global__ void QueryGradientKernel(const float* qkv, const float* out, const float* lse,
-                                    const float* dout, AttentionShape shape, float* dots,
-                                    float* dqkv) {
+template <int N, typename S, typename G>
+__global__ void QueryGradientKernel(const S* qkv, const S* out, const float* lse, const S* dout,
+                                    AttentionShape shape, float* dots, G* dqkv) {
   const ThreadRow t(shape);
   if (!t.valid()) return;
   if constexpr (N == 0) {
@@ -103,9 +108,9 @@ __global__ void QueryGradientKernel(const float* qkv, const float* out, const fl
 
 // Every thread of the block starts its query loop at the block's first key, so a warp
 // reads one query row at a time.
-template <int N>
-__global__ void KeyValueGradientKernel(const float* qkv, const float* dout, const float* lse,
-                                       const float* dots, AttentionShape shape, float* dqkv) {
+template <int N, typename S, typename G>
+__global__ void KeyValueGradientKernel(const S* qkv, const S* dout, const float* lse,
+                                       const float* dots, AttentionShape shape, G* dqkv) {
   const ThreadRow t(shape);
   if (!t.valid()) return;
   if constexpr (N == 0) {
@@ -149,30 +154,48 @@ bool FitsOneGrid(const AttentionShape& shape) {
   return fused_attention::RowBlockCount(shape, RowsPerBlock(N)) <= kMaxGridX;
 }
 
-template <int N>
-cudaError_t Forward(const float* qkv, const AttentionShape& shape, float* out, float* lse,
+template <int N, typename S>
+cudaError_t Forward(const S* qkv, const AttentionShape& shape, S* out, float* lse,
                     cudaStream_t stream) {
   if (!FitsOneGrid<N>(shape)) return cudaErrorInvalidConfiguration;
   const Launch l = LaunchFor<N>(shape);
-  ForwardKernel<N><<<l.grid, l.block, l.shared_bytes, stream>>>(qkv, shape, out, lse);
+  ForwardKernel<N, S><<<l.grid, l.block, l.shared_bytes, stream>>>(qkv, shape, out, lse);
   return internal::Launched();
 }
 
-template <int N>
-cudaError_t Backward(const float* qkv, const float* out, const float* lse, const float* dout,
-                     const AttentionShape& shape, float* dots, float* dqkv, cudaStream_t stream) {
+template <int N, typename S, typename G>
+cudaError_t Backward(const S* qkv, const S* out, const float* lse, const S* dout,
+                     const AttentionShape& shape, float* dots, G* dqkv, cudaStream_t stream) {
   if (!FitsOneGrid<N>(shape)) return cudaErrorInvalidConfiguration;
   const Launch l = LaunchFor<N>(shape);
-  QueryGradientKernel<N>
+  QueryGradientKernel<N, S, G>
       <<<l.grid, l.block, 2 * l.shared_bytes, stream>>>(qkv, out, lse, dout, shape, dots, dqkv);
   if (const cudaError_t error = internal::Launched(); error != cudaSuccess) return error;
-  KeyValueGradientKernel<N>
+  KeyValueGradientKernel<N, S, G>
       <<<l.grid, l.block, 2 * l.shared_bytes, stream>>>(qkv, dout, lse, dots, shape, dqkv);
   return internal::Launched();
 }
 
+// The gradients into FP32 working space or in S, as `dqkv` is typed.
+template <int N, typename S>
+cudaError_t BackwardInto(const S* qkv, const S* out, const float* lse, const S* dout,
+                         const AttentionShape& shape, float* dots, TensorRef dqkv,
+                         ScalarType stored, cudaStream_t stream) {
+  if (dqkv.type() == ScalarType::kFloat32) {
+    return Backward<N>(qkv, out, lse, dout, shape, dots, static_cast<float*>(dqkv.data()), stream);
+  }
+  if constexpr (!std::is_same_v<S, float>) {
+    if (dqkv.type() == stored) {
+      return Backward<N>(qkv, out, lse, dout, shape, dots, static_cast<S*>(dqkv.data()), stream);
+    }
+  }
+  return cudaErrorInvalidValue;
+}
+
 // Calls run(std::integral_constant<int, N>) with N the head size's specialisation (0:
-// none, the in-memory routines).
+// none, the in-memory routines): the sizes contracts/cuda_attention_rows.h names.
+static_assert(CudaAttentionHasRegisterRows(32) && CudaAttentionHasRegisterRows(64) &&
+              CudaAttentionHasRegisterRows(128) && !CudaAttentionHasRegisterRows(16));
 template <typename Run>
 cudaError_t ForHeadSize(int64_t head_dim, const Run& run) {
   switch (head_dim) {
@@ -187,22 +210,48 @@ cudaError_t ForHeadSize(int64_t head_dim, const Run& run) {
   }
 }
 
+// Calls run(n, static_cast<S*>(nullptr)) for the head size's specialisation n and the
+// stored type S of `type`; cudaErrorInvalidValue for a type no kernel stores, and for
+// 16-bit storage at a head size without register rows.
+template <typename Run>
+cudaError_t ForHeadSizeAndType(int64_t head_dim, ScalarType type, const Run& run) {
+  cudaError_t error = cudaErrorInvalidValue;
+  internal::WithStoredType(type, [&](auto* stored) {
+    using S = std::remove_pointer_t<decltype(stored)>;
+    error = ForHeadSize(head_dim, [&](auto n) {
+      if constexpr (decltype(n)::value == 0 && !std::is_same_v<S, float>) {
+        return cudaErrorInvalidValue;
+      } else {
+        return run(n, stored);
+      }
+    });
+  });
+  return error;
+}
+
 }  // namespace
 
-cudaError_t FusedAttentionForward(const float* qkv, const AttentionShape& shape, float* out,
+cudaError_t FusedAttentionForward(ConstTensorRef qkv, const AttentionShape& shape, TensorRef out,
                                   float* lse, cudaStream_t stream) {
   if (shape.batch * shape.heads * shape.seq == 0) return cudaSuccess;
-  return ForHeadSize(shape.head_dim, [&](auto n) {
-    return Forward<decltype(n)::value>(qkv, shape, out, lse, stream);
+  if (out.type() != qkv.type()) return cudaErrorInvalidValue;
+  return ForHeadSizeAndType(shape.head_dim, qkv.type(), [&](auto n, auto* stored) {
+    using S = std::remove_pointer_t<decltype(stored)>;
+    return Forward<decltype(n)::value>(static_cast<const S*>(qkv.data()), shape,
+                                       static_cast<S*>(out.data()), lse, stream);
   });
 }
 
-cudaError_t FusedAttentionBackward(const float* qkv, const float* out, const float* lse,
-                                   const float* dout, const AttentionShape& shape, float* dots,
-                                   float* dqkv, cudaStream_t stream) {
+cudaError_t FusedAttentionBackward(ConstTensorRef qkv, ConstTensorRef out, const float* lse,
+                                   ConstTensorRef dout, const AttentionShape& shape, float* dots,
+                                   TensorRef dqkv, cudaStream_t stream) {
   if (shape.batch * shape.heads * shape.seq == 0) return cudaSuccess;
-  return ForHeadSize(shape.head_dim, [&](auto n) {
-    return Backward<decltype(n)::value>(qkv, out, lse, dout, shape, dots, dqkv, stream);
+  if (out.type() != qkv.type() || dout.type() != qkv.type()) return cudaErrorInvalidValue;
+  return ForHeadSizeAndType(shape.head_dim, qkv.type(), [&](auto n, auto* stored) {
+    using S = std::remove_pointer_t<decltype(stored)>;
+    return BackwardInto<decltype(n)::value>(
+        static_cast<const S*>(qkv.data()), static_cast<const S*>(out.data()), lse,
+        static_cast<const S*>(dout.data()), shape, dots, dqkv, qkv.type(), stream);
   });
 }
 

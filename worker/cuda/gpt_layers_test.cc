@@ -4,7 +4,8 @@
 // LayerNorm and attention within FP32 rounding with TF32 off, attention with BF16 and FP16
 // operands within their rounding; the fused attention kernels within FP32 rounding of the CPU's
 // fused loops in FP64, the same bits on every run; cuDNN's, with BF16 and FP16 operands,
-// within their rounding; both on q, k and v packed and apart, grouped or not.
+// within their rounding; both on q, k and v packed and apart, grouped or not, and both in
+// 16-bit storage with the bits of FP32 storage rounded once.
 
 #include <algorithm>
 #include <cmath>
@@ -446,46 +447,72 @@ TEST(CudnnFusedAttentionTest, MatchesTheCpuInFp64WithinBf16AndFp16Rounding) {
   }
 }
 
-// 16-bit storage (Device::StorageType): q, k, v, out, dout and the gradients stored in the
-// operands' type are bound to cuDNN as they are, without copies, and give the bits FP32
-// storage gives through its narrowed copies.
+// 16-bit storage (Device::StorageType) against FP32 storage on the same BF16 values:
+// out and the gradients of 16-bit storage are FP32 storage's rounded once (where FP32
+// storage's are already BF16 values, as cuDNN's are, its own), the log-sum-exps equal.
+void ExpectSixteenBitStorageGivesTheBitsOfFp32Storage(CudaDevice& device, const FusedCase& c) {
+  constexpr ScalarType kType = ScalarType::kBFloat16;
+  const AttentionShape& shape = c.shape;
+  const int64_t qkv_n = c.qkv_numel(), out_n = c.rows() * shape.width();
+  const int64_t stats_n = shape.batch * shape.heads * shape.seq;
+  auto qkv = RandomFloats(qkv_n, 51), dout = RandomFloats(out_n, 52);
+  std::vector<uint16_t> qkv_bits(qkv_n), dout_bits(out_n);
+  cpu::RoundToPrecision(kType, qkv.data(), qkv.size());
+  cpu::RoundToPrecision(kType, dout.data(), dout.size());
+  cpu::Narrow(kType, qkv.data(), qkv_bits.data(), qkv.size());
+  cpu::Narrow(kType, dout.data(), dout_bits.data(), dout.size());
+  DeviceVector<float> qkv32(qkv), dout32(dout), out32(out_n), lse32(stats_n), dqkv32(qkv_n);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  device.FusedAttentionForward(c.Span<const float*>(qkv32.get()), shape, out32.get(), lse32.get(),
+                               kType);
+  // The model rounds FP32 storage's out before the backward reads it.
+  device.RoundToPrecision(kType, out32.get(), out_n);
+  device.FusedAttentionBackward(c.Span<const float*>(qkv32.get()), out32.get(), lse32.get(),
+                                dout32.get(), shape, c.Span(dqkv32.get()), kType);
+  DeviceVector<uint16_t> qkv16(qkv_bits), dout16(dout_bits), out16(out_n), dqkv16(qkv_n);
+  DeviceVector<float> lse16(stats_n);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the streams
+  const QkvSpan<ConstTensorRef> span16 = c.Span(ConstTensorRef(qkv16.get(), kType));
+  device.FusedAttentionForward(span16, shape, TensorRef(out16.get(), kType), lse16.get(), kType);
+  device.FusedAttentionBackward(span16, ConstTensorRef(out16.get(), kType), lse16.get(),
+                                ConstTensorRef(dout16.get(), kType), shape,
+                                c.Span(TensorRef(dqkv16.get(), kType)), kType);
+  ASSERT_TRUE(device.Synchronize().ok()) << device.status();
+  std::vector<float> want_out = out32.ToHost(), want_dqkv = dqkv32.ToHost();
+  cpu::RoundToPrecision(kType, want_dqkv.data(), want_dqkv.size());
+  EXPECT_EQ(Widened(kType, out16), want_out);
+  EXPECT_EQ(lse16.ToHost(), lse32.ToHost());
+  EXPECT_EQ(Widened(kType, dqkv16), want_dqkv);
+}
+
+// cuDNN binds q, k, v, out, dout and the gradients stored in the operands' type as they
+// are, without copies.
 TEST(CudnnFusedAttentionTest, SixteenBitStorageGivesTheBitsOfFp32Storage) {
   SKIP_WITHOUT_GPU();
-  constexpr ScalarType kType = ScalarType::kBFloat16;
   CudaDeviceOptions options;
   options.fused_attention_kernel = v1::CudaOptions::CUDNN;
   auto made = CudaDevice::Create(options);
   ASSERT_TRUE(made.ok()) << made.status();
-  CudaDevice& device = **made;
   for (const FusedCase& c : {Packed({2, 128, 2, 64}), Apart({2, 128, 4, 64}, 2)}) {
     SCOPED_TRACE(Describe(c));
-    const AttentionShape& shape = c.shape;
-    const int64_t qkv_n = c.qkv_numel(), out_n = c.rows() * shape.width();
-    const int64_t stats_n = shape.batch * shape.heads * shape.seq;
-    auto qkv = RandomFloats(qkv_n, 51), dout = RandomFloats(out_n, 52);
-    std::vector<uint16_t> qkv_bits(qkv_n), dout_bits(out_n);
-    cpu::RoundToPrecision(kType, qkv.data(), qkv.size());
-    cpu::RoundToPrecision(kType, dout.data(), dout.size());
-    cpu::Narrow(kType, qkv.data(), qkv_bits.data(), qkv.size());
-    cpu::Narrow(kType, dout.data(), dout_bits.data(), dout.size());
-    DeviceVector<float> qkv32(qkv), dout32(dout), out32(out_n), lse32(stats_n), dqkv32(qkv_n);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    device.FusedAttentionForward(c.Span<const float*>(qkv32.get()), shape, out32.get(), lse32.get(),
-                                 kType);
-    device.FusedAttentionBackward(c.Span<const float*>(qkv32.get()), out32.get(), lse32.get(),
-                                  dout32.get(), shape, c.Span(dqkv32.get()), kType);
-    DeviceVector<uint16_t> qkv16(qkv_bits), dout16(dout_bits), out16(out_n), dqkv16(qkv_n);
-    DeviceVector<float> lse16(stats_n);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the streams
-    const QkvSpan<ConstTensorRef> span16 = c.Span(ConstTensorRef(qkv16.get(), kType));
-    device.FusedAttentionForward(span16, shape, TensorRef(out16.get(), kType), lse16.get(), kType);
-    device.FusedAttentionBackward(span16, ConstTensorRef(out16.get(), kType), lse16.get(),
-                                  ConstTensorRef(dout16.get(), kType), shape,
-                                  c.Span(TensorRef(dqkv16.get(), kType)), kType);
-    ASSERT_TRUE(device.Synchronize().ok()) << device.status();
-    EXPECT_EQ(Widened(kType, out16), out32.ToHost());
-    EXPECT_EQ(lse16.ToHost(), lse32.ToHost());
-    EXPECT_EQ(Widened(kType, dqkv16), dqkv32.ToHost());
+    ExpectSixteenBitStorageGivesTheBitsOfFp32Storage(**made, c);
+  }
+}
+
+// The CUDA-core kernel reads and writes 16-bit storage itself at head sizes 32, 64 and 128
+// (grouped heads: FP32 working space for the gradients, summed and rounded once as they
+// are unpacked), and goes through FP32 copies at other sizes.
+TEST(CudaCoreFusedAttentionTest, SixteenBitStorageGivesTheBitsOfFp32Storage) {
+  SKIP_WITHOUT_GPU();
+  CudaDeviceOptions options;
+  options.fused_attention_kernel = v1::CudaOptions::CUDA_CORES;
+  auto made = CudaDevice::Create(options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  for (const FusedCase& c :
+       {Packed({2, 70, 2, 64}), Packed({1, 40, 2, 32}), Packed({1, 33, 2, 128}),
+        Packed({2, 37, 3, 16}), Apart({2, 50, 4, 64}, 2), Apart({1, 30, 4, 12}, 1)}) {
+    SCOPED_TRACE(Describe(c));
+    ExpectSixteenBitStorageGivesTheBitsOfFp32Storage(**made, c);
   }
 }
 

@@ -252,14 +252,17 @@ __global__ void ClipToNormKernel(float* x, size_t n, const float* squared_norm, 
   }
 }
 
-__global__ void MeanSquaredErrorKernel(const float* pred, const float* target, size_t n,
-                                       float grad_scale, float* dpred, double* partials) {
+// pred and dpred in their storage type P, target in its own U (the model's targets stay
+// FP32 in either storage): the difference in float, its gradient rounded once as stored.
+template <typename P, typename U>
+__global__ void MeanSquaredErrorKernel(const P* pred, const U* target, size_t n, float grad_scale,
+                                       P* dpred, double* partials) {
   double sum = 0;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float diff = pred[i] - target[i];
+    const float diff = LoadFloat(pred, i) - LoadFloat(target, i);
     sum += static_cast<double>(diff) * diff;
-    dpred[i] = diff * grad_scale;
+    StoreFloat(dpred, i, diff * grad_scale);
   }
   sum = BlockSum(sum);
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
@@ -436,13 +439,21 @@ size_t ReductionPartials(size_t n) {
   return std::max<size_t>(1, std::min(kMaxPartials, (n + kThreads - 1) / kThreads));
 }
 
-cudaError_t MeanSquaredError(const float* pred, const float* target, int64_t n, float scale,
-                             float* dpred, double* partials, double* loss, cudaStream_t stream) {
+cudaError_t MeanSquaredError(ConstTensorRef pred, ConstTensorRef target, int64_t n, float scale,
+                             TensorRef dpred, double* partials, double* loss, cudaStream_t stream) {
   if (n == 0) return cudaMemsetAsync(loss, 0, sizeof(double), stream);
+  if (pred.type() != dpred.type()) return cudaErrorInvalidValue;
   const size_t blocks = ReductionPartials(n);
   const float grad_scale = 2.0f * scale / static_cast<float>(n);
-  MeanSquaredErrorKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      pred, target, n, grad_scale, dpred, partials);
+  const bool typed =
+      WithStoredTypes(pred.type(), target.type(), [&](auto* pred_type, auto* target_type) {
+        using P = std::remove_pointer_t<decltype(pred_type)>;
+        using U = std::remove_pointer_t<decltype(target_type)>;
+        MeanSquaredErrorKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+            static_cast<const P*>(pred.data()), static_cast<const U*>(target.data()), n, grad_scale,
+            static_cast<P*>(dpred.data()), partials);
+      });
+  if (!typed) return cudaErrorInvalidValue;
   FinalSumKernel<<<1, kThreads, 0, stream>>>(partials, blocks, static_cast<double>(scale) / n,
                                              loss);
   return Launched();

@@ -58,9 +58,11 @@ cudaError_t CrossEntropy(ConstTensorRef logits, const int64_t* labels, int64_t b
                          int64_t classes, float scale, TensorRef dlogits, double* row_loss,
                          double* loss, cudaStream_t stream);
 // Mean squared error over batch*out elements: dpred = 2 (pred - target) * scale / n,
-// *loss = mean * scale. `partials` is working space of ReductionPartials(n) doubles.
-cudaError_t MeanSquaredError(const float* pred, const float* target, int64_t n, float scale,
-                             float* dpred, double* partials, double* loss, cudaStream_t stream);
+// *loss = mean * scale. `partials` is working space of ReductionPartials(n) doubles. pred
+// and dpred are of one type, FP32 or 16-bit, target of any of them (computed in float, the
+// gradient rounded once as stored), else cudaErrorInvalidValue.
+cudaError_t MeanSquaredError(ConstTensorRef pred, ConstTensorRef target, int64_t n, float scale,
+                             TensorRef dpred, double* partials, double* loss, cudaStream_t stream);
 
 // Gradient clipping, all on the device (compute/device.h): *sum (one double) += the sum
 // of squares of x[n], deterministically (`partials` as above); out[n] = in[n] as FP32;

@@ -239,8 +239,8 @@ TEST_F(KernelsTest, ColumnSumsAddEveryRowDeterministically) {
 // 16-bit storage (Device::StorageType): a kernel that reads and writes BF16 or FP16 values
 // itself gives the bits of its FP32 form on the widened values, rounded once as stored
 // (storage_elements.cuh): the cross-entropy (in place, as the model runs it), the bias
-// broadcast into y and the bias gradient's column sums (the embedding lookup and the norms:
-// gpt_layers_test).
+// broadcast into y, the bias gradient's column sums and the squared error (the embedding
+// lookup and the norms: gpt_layers_test).
 TEST_F(KernelsTest, SixteenBitStorageEqualsFp32StorageRounded) {
   constexpr int64_t rows = 37, cols = 301;
   for (ScalarType type : {ScalarType::kBFloat16, ScalarType::kFloat16}) {
@@ -286,6 +286,24 @@ TEST_F(KernelsTest, SixteenBitStorageEqualsFp32StorageRounded) {
     ASSERT_EQ(AddColumnSums(ConstTensorRef(dy16.get(), type), rows, cols, db16.get(), nullptr),
               cudaSuccess);
     EXPECT_EQ(db16.ToHost(), db32.ToHost());
+    // The squared error, 16-bit predictions against FP32 targets (the model's).
+    const std::vector<float> target = RandomFloats(values.size(), 62);
+    DeviceVector<float> pred32(values), target32(target), dpred32(values.size());
+    DeviceVector<double> partials(ReductionPartials(values.size()));
+    ASSERT_EQ(MeanSquaredError(pred32.get(), target32.get(), rows * cols, 0.5f, dpred32.get(),
+                               partials.get(), loss32.get(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(RoundToPrecision(type, dpred32.get(), values.size(), nullptr), cudaSuccess);
+    DeviceVector<uint16_t> pred16(narrow), dpred16(values.size());
+    ASSERT_EQ(
+        MeanSquaredError(ConstTensorRef(pred16.get(), type), target32.get(), rows * cols, 0.5f,
+                         TensorRef(dpred16.get(), type), partials.get(), loss16.get(), nullptr),
+        cudaSuccess);
+    const std::vector<uint16_t> dpred_bits = dpred16.ToHost();
+    std::vector<float> dpred_wide(values.size());
+    cpu::Widen(type, dpred_bits.data(), dpred_wide.data(), dpred_wide.size());
+    EXPECT_EQ(dpred_wide, dpred32.ToHost());
+    EXPECT_EQ(loss16.ToHost(), loss32.ToHost());
   }
 }
 

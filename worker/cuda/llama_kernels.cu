@@ -87,10 +87,10 @@ __global__ void RotaryKernel(T* x, const float* cos, const float* sin, int64_t r
 // ---- grouped-query packing --------------------------------------------------------------
 
 // Thread e writes element e of qkv [rows, 3 * width]: from q, or from the K/V head its
-// query head reads.
-__global__ void PackGroupedQkvKernel(const float* q, const float* k, const float* v, int64_t rows,
-                                     int64_t heads, int64_t kv_heads, int64_t head_dim,
-                                     float* qkv) {
+// query head reads. A copy: q, k, v and qkv in one storage type T.
+template <typename T>
+__global__ void PackGroupedQkvKernel(const T* q, const T* k, const T* v, int64_t rows,
+                                     int64_t heads, int64_t kv_heads, int64_t head_dim, T* qkv) {
   const int64_t width = heads * head_dim, kv_width = kv_heads * head_dim;
   const int64_t total = rows * 3 * width;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -108,19 +108,24 @@ __global__ void PackGroupedQkvKernel(const float* q, const float* k, const float
   }
 }
 
-__global__ void UnpackQueryGradKernel(const float* dqkv, int64_t rows, int64_t width, float* dq) {
+// dqkv in its type G (FP32 working space, or the storage type), dq in T: widened and
+// rounded once as stored.
+template <typename G, typename T>
+__global__ void UnpackQueryGradKernel(const G* dqkv, int64_t rows, int64_t width, T* dq) {
   const int64_t total = rows * width;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += stride) {
-    dq[e] = dqkv[e / width * 3 * width + e % width];
+    StoreFloat(dq, e, LoadFloat(dqkv, e / width * 3 * width + e % width));
   }
 }
 
 // Thread e sums element e of dk and dv [rows, kv_width] over the query heads that read its
-// K/V head, in head order from zero: the CPU's additions, so the same bits.
-__global__ void UnpackKeyValueGradKernel(const float* dqkv, int64_t rows, int64_t heads,
-                                         int64_t kv_heads, int64_t head_dim, float* dk, float* dv) {
+// K/V head, in head order from zero, in float: the CPU's additions, so the same bits, each
+// sum rounded once as stored.
+template <typename G, typename T>
+__global__ void UnpackKeyValueGradKernel(const G* dqkv, int64_t rows, int64_t heads,
+                                         int64_t kv_heads, int64_t head_dim, T* dk, T* dv) {
   const int64_t width = heads * head_dim, kv_width = kv_heads * head_dim;
   const int64_t total = rows * kv_width;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -128,15 +133,15 @@ __global__ void UnpackKeyValueGradKernel(const float* dqkv, int64_t rows, int64_
        e += stride) {
     const int64_t r = e / kv_width, c = e % kv_width;
     const int64_t kv_head = c / head_dim, d = c % head_dim;
-    const float* in = dqkv + r * 3 * width;
+    const G* in = dqkv + r * 3 * width;
     float k_sum = 0.0f, v_sum = 0.0f;
     for (int64_t h = 0; h < heads; ++h) {
       if (KvHeadOf(h, heads, kv_heads) != kv_head) continue;
-      k_sum += in[width + h * head_dim + d];
-      v_sum += in[2 * width + h * head_dim + d];
+      k_sum += LoadFloat(in, width + h * head_dim + d);
+      v_sum += LoadFloat(in, 2 * width + h * head_dim + d);
     }
-    dk[e] = k_sum;
-    dv[e] = v_sum;
+    StoreFloat(dk, e, k_sum);
+    StoreFloat(dv, e, v_sum);
   }
 }
 
@@ -212,28 +217,44 @@ cudaError_t Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows
   return typed ? Launched() : cudaErrorInvalidValue;
 }
 
-cudaError_t PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
-                           int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv,
+cudaError_t PackGroupedQkv(ConstTensorRef q, ConstTensorRef k, ConstTensorRef v, int64_t rows,
+                           int64_t heads, int64_t kv_heads, int64_t head_dim, TensorRef qkv,
                            cudaStream_t stream) {
   const int64_t total = rows * 3 * heads * head_dim;
   if (total == 0) return cudaSuccess;
-  PackGroupedQkvKernel<<<Blocks(total), kThreads, 0, stream>>>(q, k, v, rows, heads, kv_heads,
-                                                               head_dim, qkv);
-  return Launched();
+  const bool typed =
+      WithSharedStoredType({q.type(), k.type(), v.type(), qkv.type()}, [&](auto* type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        PackGroupedQkvKernel<<<Blocks(total), kThreads, 0, stream>>>(
+            static_cast<const T*>(q.data()), static_cast<const T*>(k.data()),
+            static_cast<const T*>(v.data()), rows, heads, kv_heads, head_dim,
+            static_cast<T*>(qkv.data()));
+      });
+  return typed ? Launched() : cudaErrorInvalidValue;
 }
 
-cudaError_t UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads, int64_t kv_heads,
-                                 int64_t head_dim, float* dq, float* dk, float* dv,
+cudaError_t UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int64_t heads, int64_t kv_heads,
+                                 int64_t head_dim, TensorRef dq, TensorRef dk, TensorRef dv,
                                  cudaStream_t stream) {
   const int64_t width = heads * head_dim;
   if (rows * width == 0) return cudaSuccess;
-  UnpackQueryGradKernel<<<Blocks(rows * width), kThreads, 0, stream>>>(dqkv, rows, width, dq);
-  const cudaError_t error = Launched();
-  if (error != cudaSuccess) return error;
+  if (dk.type() != dq.type() || dv.type() != dq.type()) return cudaErrorInvalidValue;
   const int64_t kv_total = rows * kv_heads * head_dim;
-  UnpackKeyValueGradKernel<<<Blocks(kv_total), kThreads, 0, stream>>>(dqkv, rows, heads, kv_heads,
-                                                                      head_dim, dk, dv);
-  return Launched();
+  cudaError_t error = cudaSuccess;
+  const bool typed = WithStoredTypes(dqkv.type(), dq.type(), [&](auto* grad_type, auto* type) {
+    using G = std::remove_pointer_t<decltype(grad_type)>;
+    using T = std::remove_pointer_t<decltype(type)>;
+    const G* in = static_cast<const G*>(dqkv.data());
+    UnpackQueryGradKernel<<<Blocks(rows * width), kThreads, 0, stream>>>(
+        in, rows, width, static_cast<T*>(dq.data()));
+    error = Launched();
+    if (error != cudaSuccess) return;
+    UnpackKeyValueGradKernel<<<Blocks(kv_total), kThreads, 0, stream>>>(
+        in, rows, heads, kv_heads, head_dim, static_cast<T*>(dk.data()),
+        static_cast<T*>(dv.data()));
+    error = Launched();
+  });
+  return typed ? error : cudaErrorInvalidValue;
 }
 
 cudaError_t MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t n, TensorRef out,

@@ -44,14 +44,17 @@ cudaError_t Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows
                    int64_t heads, int64_t head_dim, bool inverse, cudaStream_t stream);
 
 // qkv [rows, 3 * heads * head_dim] from q [rows, heads * head_dim] and k, v [rows, kv_heads *
-// head_dim], query head h reading K/V head KvHeadOf(h) (compute/attention_shape.h).
-cudaError_t PackGroupedQkv(const float* q, const float* k, const float* v, int64_t rows,
-                           int64_t heads, int64_t kv_heads, int64_t head_dim, float* qkv,
+// head_dim], query head h reading K/V head KvHeadOf(h) (compute/attention_shape.h): a copy,
+// the four of one type (FP32 or 16-bit), else cudaErrorInvalidValue.
+cudaError_t PackGroupedQkv(ConstTensorRef q, ConstTensorRef k, ConstTensorRef v, int64_t rows,
+                           int64_t heads, int64_t kv_heads, int64_t head_dim, TensorRef qkv,
                            cudaStream_t stream);
 // Its transpose: dq copied; dk, dv written (not added to), each element the sum of its
-// query heads' gradients in head order, from zero, as the CPU adds them.
-cudaError_t UnpackGroupedQkvGrad(const float* dqkv, int64_t rows, int64_t heads, int64_t kv_heads,
-                                 int64_t head_dim, float* dq, float* dk, float* dv,
+// query heads' gradients in head order, from zero, in float, as the CPU adds them. dqkv in
+// any stored type (the CUDA-core attention hands over FP32 working space), dq, dk and dv
+// of one type, each value rounded once as stored.
+cudaError_t UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int64_t heads, int64_t kv_heads,
+                                 int64_t head_dim, TensorRef dq, TensorRef dk, TensorRef dv,
                                  cudaStream_t stream);
 
 // out[i] = a[i] * b[i], the three of one type, FP32 or 16-bit (the product in float,

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,7 @@ using ::shardwise::cuda::testing::ExpectNear;
 using ::shardwise::cuda::testing::ForEachStorage;
 using ::shardwise::cuda::testing::RandomFloats;
 using ::shardwise::cuda::testing::Stored;
+using ::shardwise::cuda::testing::Widened;
 
 using LlamaKernelsTest = ::shardwise::cuda::testing::CudaDeviceTest;
 
@@ -239,36 +241,65 @@ TEST_F(LlamaKernelsTest, RotaryInSixteenBitStorageEqualsFp32StorageRounded) {
   }
 }
 
-TEST_F(LlamaKernelsTest, GroupedQkvPackingMatchesTheCpu) {
-  for (const HeadShape& s : kHeadShapes) {
-    const int64_t width = s.heads * s.head_dim, kv_width = s.kv_heads * s.head_dim;
-    const auto q = RandomFloats(s.rows * width, 41);
-    const auto k = RandomFloats(s.rows * kv_width, 42);
-    const auto v = RandomFloats(s.rows * kv_width, 43);
-    const auto dqkv = RandomFloats(s.rows * 3 * width, 44);
-
-    std::vector<float> qkv(s.rows * 3 * width);
-    cpu::PackGroupedQkv(q.data(), k.data(), v.data(), s.rows, s.heads, s.kv_heads, s.head_dim,
-                        qkv.data());
-    std::vector<float> dq(s.rows * width), dk(s.rows * kv_width), dv(s.rows * kv_width);
-    cpu::UnpackGroupedQkvGrad(dqkv.data(), s.rows, s.heads, s.kv_heads, s.head_dim, dq.data(),
-                              dk.data(), dv.data());
-
-    DeviceVector<float> d_q(q), d_k(k), d_v(v), d_dqkv(dqkv), d_qkv(qkv.size());
-    // dk, dv start as garbage: the unpacking writes them, it does not add to them.
-    DeviceVector<float> d_dq(dq.size()), d_dk(RandomFloats(dk.size(), 45)),
-        d_dv(RandomFloats(dv.size(), 46));
-    device_->PackGroupedQkv(d_q.get(), d_k.get(), d_v.get(), s.rows, s.heads, s.kv_heads,
-                            s.head_dim, d_qkv.get());
-    device_->UnpackGroupedQkvGrad(d_dqkv.get(), s.rows, s.heads, s.kv_heads, s.head_dim, d_dq.get(),
-                                  d_dk.get(), d_dv.get());
-    ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
-    // Copies, and sums in the CPU's order: equal.
-    EXPECT_EQ(d_qkv.ToHost(), qkv);
-    EXPECT_EQ(d_dq.ToHost(), dq);
-    EXPECT_EQ(d_dk.ToHost(), dk);
-    EXPECT_EQ(d_dv.ToHost(), dv);
+// The CPU's dq, dk and dv from `dqkv`, each rounded once to `type` as its storage keeps it.
+void ExpectedUnpacking(const HeadShape& s, ScalarType type, const std::vector<float>& dqkv,
+                       std::vector<float>* dq, std::vector<float>* dk, std::vector<float>* dv) {
+  dq->resize(s.rows * s.heads * s.head_dim);
+  dk->resize(s.rows * s.kv_heads * s.head_dim);
+  dv->resize(dk->size());
+  cpu::UnpackGroupedQkvGrad(dqkv.data(), s.rows, s.heads, s.kv_heads, s.head_dim, dq->data(),
+                            dk->data(), dv->data());
+  for (std::vector<float>* grad : {dq, dk, dv}) {
+    cpu::RoundToPrecision(type, grad->data(), grad->size());
   }
+}
+
+// In each storage, the packing copies and the unpacking sums in float as the CPU does,
+// rounding each sum once: from gradients in the storage type (the materialised
+// attention's) and from FP32 working space (the CUDA-core attention's).
+TEST_F(LlamaKernelsTest, GroupedQkvPackingMatchesTheCpu) {
+  ForEachStorage([&](auto element, ScalarType type) {
+    using E = decltype(element);
+    for (const HeadShape& s : kHeadShapes) {
+      const int64_t width = s.heads * s.head_dim, kv_width = s.kv_heads * s.head_dim;
+      const auto q = Stored<E>(type, s.rows * width, 41);
+      const auto k = Stored<E>(type, s.rows * kv_width, 42);
+      const auto v = Stored<E>(type, s.rows * kv_width, 43);
+      std::vector<float> qkv(s.rows * 3 * width);
+      cpu::PackGroupedQkv(Widened(type, q).data(), Widened(type, k).data(), Widened(type, v).data(),
+                          s.rows, s.heads, s.kv_heads, s.head_dim, qkv.data());
+      DeviceVector<E> d_q(q), d_k(k), d_v(v), d_qkv(qkv.size());
+      device_->PackGroupedQkv(ConstTensorRef(d_q.get(), type), ConstTensorRef(d_k.get(), type),
+                              ConstTensorRef(d_v.get(), type), s.rows, s.heads, s.kv_heads,
+                              s.head_dim, TensorRef(d_qkv.get(), type));
+      ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+      EXPECT_EQ(Widened(type, d_qkv.ToHost()), qkv) << "packing";
+
+      const auto stored_grad = Stored<E>(type, qkv.size(), 44);
+      const std::vector<float> fp32_grad = RandomFloats(qkv.size(), 47);
+      DeviceVector<E> d_stored_grad(stored_grad);
+      DeviceVector<float> d_fp32_grad(fp32_grad);
+      for (const auto& [name, grad, wide_grad] :
+           {std::tuple<const char*, ConstTensorRef, std::vector<float>>{
+                "from stored gradients", ConstTensorRef(d_stored_grad.get(), type),
+                Widened(type, stored_grad)},
+            {"from FP32 gradients", d_fp32_grad.get(), fp32_grad}}) {
+        SCOPED_TRACE(name);
+        std::vector<float> dq, dk, dv;
+        ExpectedUnpacking(s, type, wide_grad, &dq, &dk, &dv);
+        // dk, dv start as garbage: the unpacking writes them, it does not add to them.
+        DeviceVector<E> d_dq(dq.size()), d_dk(Stored<E>(type, dk.size(), 45)),
+            d_dv(Stored<E>(type, dv.size(), 46));
+        device_->UnpackGroupedQkvGrad(grad, s.rows, s.heads, s.kv_heads, s.head_dim,
+                                      TensorRef(d_dq.get(), type), TensorRef(d_dk.get(), type),
+                                      TensorRef(d_dv.get(), type));
+        ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
+        EXPECT_EQ(Widened(type, d_dq.ToHost()), dq);
+        EXPECT_EQ(Widened(type, d_dk.ToHost()), dk);
+        EXPECT_EQ(Widened(type, d_dv.ToHost()), dv);
+      }
+    }
+  });
 }
 
 TEST_F(LlamaKernelsTest, MultiplyElementwiseMatchesTheCpu) {

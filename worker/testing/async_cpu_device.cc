@@ -307,12 +307,14 @@ void AsyncCpuDevice::Rotary(TensorRef x, const float* cos, const float* sin, int
 void AsyncCpuDevice::PackGroupedQkv(ConstTensorRef q, ConstTensorRef k, ConstTensorRef v,
                                     int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim,
                                     TensorRef qkv) {
+  RequireSharedType("PackGroupedQkv", {q, k, v, qkv});
   Later([=] { cpu_.PackGroupedQkv(q, k, v, rows, heads, kv_heads, head_dim, qkv); });
 }
 
 void AsyncCpuDevice::UnpackGroupedQkvGrad(ConstTensorRef dqkv, int64_t rows, int64_t heads,
                                           int64_t kv_heads, int64_t head_dim, TensorRef dq,
                                           TensorRef dk, TensorRef dv) {
+  RequireSharedType("UnpackGroupedQkvGrad", {dq, dk, dv});
   Later([=] { cpu_.UnpackGroupedQkvGrad(dqkv, rows, heads, kv_heads, head_dim, dq, dk, dv); });
 }
 
@@ -360,6 +362,7 @@ void AsyncCpuDevice::CrossEntropy(ConstTensorRef logits, const int64_t* labels, 
 
 void AsyncCpuDevice::MeanSquaredError(ConstTensorRef pred, ConstTensorRef target, int64_t batch,
                                       int64_t out, float scale, TensorRef dpred, double* loss) {
+  RequireSharedType("MeanSquaredError", {pred, dpred});
   Later([=] { cpu_.MeanSquaredError(pred, target, batch, out, scale, dpred, loss); });
 }
 

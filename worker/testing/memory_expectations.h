@@ -68,8 +68,9 @@ inline void ExpectMemoryAsEstimated(const MemoryStats& m, const MemoryEstimate& 
 
 // A job whose device stores activations and unsharded parameters in 16 bits
 // (Device::StorageType; cuda.storage STORAGE_PARAM_DTYPE): the estimate counts 2 bytes an
-// element, and with FUSED attention the FP32 copies of the CUDA-core kernel that cuDNN's
-// jobs fall back to, so it must bound each category from above (the parameters as
+// element, and with FUSED attention the larger of cuDNN's workspace budget and the
+// CUDA-core kernel's FP32 copies (at head sizes it takes through them) that cuDNN's jobs
+// fall back to, so it must bound each category from above (the parameters as
 // ExpectMemoryAsEstimated holds them), and the held memory as for ExpectMemoryAsEstimated.
 inline void ExpectMemoryWithinEstimate(const MemoryStats& m, const MemoryEstimate& estimate,
                                        const v1::JobSpec& spec, const std::string& name) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <ostream>
 #include <utility>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "contracts/memory_estimate.h"
 #include "gtest/gtest.h"
 #include "proto/job_spec.pb.h"
+#include "worker/compute/casts.h"
 #include "worker/compute/cpu/attention.h"
 #include "worker/compute/cpu/llama_layers.h"
 #include "worker/compute/cpu/test_values.h"
@@ -238,6 +240,99 @@ TEST(FusedAttention, KeyGradientsDoNotDependOnWhereTheQueryLoopStarts) {
       }
     }
   }
+}
+
+// A value in 16-bit storage as the GPU keeps it: its bits, widened to float exactly as a
+// kernel reads them.
+template <ScalarType kType>
+struct SixteenBit {
+  uint16_t bits;
+  explicit operator float() const {
+    float value = 0;
+    Widen(kType, &bits, &value, 1);
+    return value;
+  }
+};
+
+template <ScalarType kType>
+std::vector<SixteenBit<kType>> Stored(const std::vector<float>& values) {
+  std::vector<uint16_t> bits(values.size());
+  Narrow(kType, values.data(), bits.data(), values.size());
+  std::vector<SixteenBit<kType>> stored(values.size());
+  for (size_t i = 0; i < values.size(); ++i) stored[i].bits = bits[i];
+  return stored;
+}
+
+// The rows over 16-bit storage (the GPU's CUDA-core kernel in a BF16 or FP16 job's
+// storage) compute in float what they compute over the values' FP32 widening, bit for
+// bit: out, each row's log-sum-exp and D_i, and the gradients, before the kernel rounds
+// its outputs once as it stores them. Rows in memory, as the GPU's shared and register
+// rows hold the widened q, k, v and dout.
+template <ScalarType kType>
+void ExpectSixteenBitRowsEqualFp32Rows() {
+  const AttentionShape s{2, 2 * fused_attention::kKeyTile + 3, 2, 8};
+  auto qkv = RandomValues<float>(s.batch * s.seq * 3 * s.width(), 8, 2.0);
+  auto dout = RandomValues<float>(s.batch * s.seq * s.width(), 9, 1.0);
+  RoundToPrecision(kType, qkv.data(), qkv.size());
+  RoundToPrecision(kType, dout.data(), dout.size());
+  const int64_t stats = s.batch * s.heads * s.seq;
+  std::vector<float> out(dout.size()), lse(stats), dots(stats), dqkv(qkv.size());
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const fused_attention::HeadLayout at{s, b, h};
+      for (int64_t i = 0; i < s.seq; ++i) {
+        fused_attention::ForwardInMemory(at, qkv.data(), i, out.data(), lse.data());
+      }
+    }
+  }
+  const std::vector<float> exact_out = out;
+  RoundToPrecision(kType, out.data(), out.size());  // as the forward stores it
+  const auto qkv16 = Stored<kType>(qkv), out16 = Stored<kType>(out), dout16 = Stored<kType>(dout);
+  const int64_t n = s.head_dim;
+  std::vector<float> got(n), got_dk(n);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const fused_attention::HeadLayout at{s, b, h};
+      for (int64_t i = 0; i < s.seq; ++i) {
+        fused_attention::QueryGradientInMemory(at, qkv.data(), out.data(), lse.data(), dout.data(),
+                                               i, dots.data(), dqkv.data());
+      }
+      for (int64_t i = 0; i < s.seq; ++i) {
+        SCOPED_TRACE(::testing::Message() << "sequence " << b << ", head " << h << ", row " << i);
+        const fused_attention::MemoryRow<const float> q{
+            qkv.data() + at.qkv(i, fused_attention::kQuery), n},
+            dout_i{dout.data() + at.row(i), n}, k{qkv.data() + at.qkv(i, fused_attention::kKey), n},
+            v{qkv.data() + at.qkv(i, fused_attention::kValue), n};
+        fused_attention::MemoryRow<float> acc{got.data(), n}, dk{got_dk.data(), n};
+        const float row_lse = fused_attention::ForwardRow(at, qkv16.data(), i, q, acc);
+        EXPECT_EQ(row_lse, lse[at.stat(i)]);
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), exact_out.begin() + at.row(i))) << "out";
+        std::vector<float> got_dots(stats);
+        fused_attention::QueryGradientRow(at, qkv16.data(), out16.data(), lse.data(), i, q, dout_i,
+                                          acc, got_dots.data());
+        EXPECT_EQ(got_dots[at.stat(i)], dots[at.stat(i)]);
+        EXPECT_TRUE(
+            std::equal(got.begin(), got.end(), dqkv.begin() + at.qkv(i, fused_attention::kQuery)))
+            << "dq";
+        std::vector<float> want(qkv.size());
+        fused_attention::KeyValueGradientInMemory(at, qkv.data(), dout.data(), lse.data(),
+                                                  dots.data(), i, 0, want.data());
+        fused_attention::KeyValueGradientRow(at, qkv16.data(), dout16.data(), lse.data(),
+                                             dots.data(), i, 0, k, v, dk, acc);
+        EXPECT_TRUE(std::equal(got_dk.begin(), got_dk.end(),
+                               want.begin() + at.qkv(i, fused_attention::kKey)))
+            << "dk";
+        EXPECT_TRUE(
+            std::equal(got.begin(), got.end(), want.begin() + at.qkv(i, fused_attention::kValue)))
+            << "dv";
+      }
+    }
+  }
+}
+
+TEST(FusedAttentionRows, SixteenBitStorageComputesWhatItsFp32WideningComputes) {
+  ExpectSixteenBitRowsEqualFp32Rows<ScalarType::kBFloat16>();
+  ExpectSixteenBitRowsEqualFp32Rows<ScalarType::kFloat16>();
 }
 
 // The GPU kernels' row blocks (fused_attention::RowBlockAt) cover every query row of every
