@@ -11,7 +11,31 @@
 #include "worker/cuda/cuda_status.h"
 
 namespace shardwise::cuda {
+
+// A plan's descriptors, destroyed with it.
+struct BlasLt::Descriptors {
+  Descriptors() = default;
+  ~Descriptors() {
+    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
+    for (cublasLtMatrixLayout_t layout : {a, b, d}) {
+      if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
+    }
+    if (matmul != nullptr) cublasLtMatmulDescDestroy(matmul);
+  }
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+  cublasLtMatmulDesc_t matmul = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+};
+
+BlasLt::Plan::Plan() = default;
+BlasLt::Plan::Plan(Plan&&) noexcept = default;
+BlasLt::Plan::~Plan() = default;
+
 namespace {
+
+using Descriptors = BlasLt::Descriptors;
 
 // cuBLASLt's kernels for Hopper take up to 32 MiB of working space (NVIDIA's advice for
 // cuBLAS on H100); allocated once per stream, outside the caching allocator, as cuBLAS's
@@ -50,20 +74,6 @@ bool UsesAux(LinearEpilogue e) {
          e == LinearEpilogue::kDGelu;
 }
 
-// One call's descriptors, destroyed with it.
-struct Descriptors {
-  ~Descriptors() {
-    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
-    for (cublasLtMatrixLayout_t layout : {a, b, d}) {
-      if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
-    }
-    if (matmul != nullptr) cublasLtMatmulDescDestroy(matmul);
-  }
-  cublasLtMatmulDesc_t matmul = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulPreference_t preference = nullptr;
-};
-
 template <typename T>
 absl::Status SetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
                           const T& value) {
@@ -79,23 +89,32 @@ absl::Status SetPreference(cublasLtMatmulPreference_t preference,
       "cublasLtMatmulPreferenceSetAttribute");
 }
 
-// The epilogue's attributes: what it adds, and where GELU's input is.
+// The epilogue's attributes but its pointers: what it adds, and how GELU's input is laid
+// out.
 absl::Status DescribeEpilogue(const BlasLt::Matmul& call, cublasLtMatmulDesc_t desc) {
   const uint32_t epilogue = LtEpilogue(call.epilogue);
   RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue));
   // The bias's and the kept input's types are left at cuBLASLt's default (D's type) unless
   // they differ: cuBLASLt documents that a type it does not take there fails the matmul
   // itself, past the heuristic.
+  if (HasBias(call.epilogue) && call.bias.type() != call.types.output) {
+    const int32_t bias_type = GemmDataType(call.bias.type());
+    RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type));
+  }
+  if (UsesAux(call.epilogue)) {
+    RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, call.ldd));
+  }
+  return absl::OkStatus();
+}
+
+// The epilogue's pointers, this call's: set on the plan's descriptor before each launch
+// (their alignments are in the plan's key).
+absl::Status PointEpilogue(const BlasLt::Matmul& call, cublasLtMatmulDesc_t desc) {
   if (HasBias(call.epilogue)) {
     RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, call.bias.data()));
-    if (call.bias.type() != call.types.output) {
-      const int32_t bias_type = GemmDataType(call.bias.type());
-      RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type));
-    }
   }
   if (UsesAux(call.epilogue)) {
     RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, call.aux));
-    RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, call.ldd));
   }
   return absl::OkStatus();
 }
@@ -192,35 +211,44 @@ BlasLt::PlanKey BlasLt::KeyOf(const Matmul& call) {
           HasBias(call.epilogue) ? Alignment(call.bias.data()) : 0};
 }
 
-absl::Status BlasLt::Run(const Matmul& call) {
-  Descriptors d;
-  RETURN_IF_ERROR(Describe(call, d));
+absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const Matmul& call) {
   const PlanKey key = KeyOf(call);
   auto it = plans_.find(key);
-  if (it == plans_.end()) {
-    const absl::StatusOr<cublasLtMatmulAlgo_t> algo = ChooseAlgorithm(handle_, call, d);
-    if (!algo.ok() && !absl::IsUnimplemented(algo.status())) return algo.status();
-    Plan plan;
-    plan.supported = algo.ok();
-    if (algo.ok()) {
-      plan.algo = *algo;
-    } else {
-      // Where cuBLASLt cannot plan the call, the caller's unfused operations run, as they
-      // did on every GPU before: said once in the log, not a failed job.
-      plan.reason = std::string(algo.status().message());
-      LogInfo(LogContext(),
-              absl::StrCat("cuBLASLt cannot run a ", call.m, " x ", call.n, " x ", call.k,
-                           " GEMM with epilogue ", static_cast<int>(call.epilogue), " (",
-                           plan.reason, "): its operations run one by one"));
-    }
-    it = plans_.emplace(key, std::move(plan)).first;
+  if (it != plans_.end()) return &it->second;
+  auto described = std::make_unique<Descriptors>();
+  RETURN_IF_ERROR(Describe(call, *described));
+  const absl::StatusOr<cublasLtMatmulAlgo_t> algo = ChooseAlgorithm(handle_, call, *described);
+  if (!algo.ok() && !absl::IsUnimplemented(algo.status())) return algo.status();
+  Plan plan;
+  plan.supported = algo.ok();
+  if (algo.ok()) {
+    plan.algo = *algo;
+    plan.described = std::move(described);
+  } else {
+    // Where cuBLASLt cannot plan the call, the caller's unfused operations run, as they
+    // did on every GPU before: said once in the log, not a failed job.
+    plan.reason = std::string(algo.status().message());
+    LogInfo(LogContext(),
+            absl::StrCat("cuBLASLt cannot run a ", call.m, " x ", call.n, " x ", call.k,
+                         " GEMM with epilogue ", static_cast<int>(call.epilogue), " (", plan.reason,
+                         "): its operations run one by one"));
   }
-  Plan& plan = it->second;
-  if (!plan.supported) {
+  return &plans_.emplace(key, std::move(plan)).first->second;
+}
+
+absl::Status BlasLt::Run(const Matmul& call) {
+  ASSIGN_OR_RETURN(Plan* const plan, PlanFor(call));
+  if (!plan->supported) {
     return absl::UnimplementedError(absl::StrCat("cuBLASLt cannot run a ", call.m, " x ", call.n,
                                                  " x ", call.k,
-                                                 " GEMM with this epilogue: ", plan.reason));
+                                                 " GEMM with this epilogue: ", plan->reason));
   }
+  return Launch(call, *plan);
+}
+
+absl::Status BlasLt::Launch(const Matmul& call, Plan& plan) {
+  const Descriptors& d = *plan.described;
+  RETURN_IF_ERROR(PointEpilogue(call, d.matmul));
   const float alpha = 1.0f, beta = 0.0f;
   const cublasStatus_t ran =
       cublasLtMatmul(handle_, d.matmul, &alpha, call.a, d.a, call.b, d.b, &beta, call.d, d.d,
@@ -229,6 +257,7 @@ absl::Status BlasLt::Run(const Matmul& call) {
     // Refused at launch (nothing ran): this shape runs unfused from now on, which rounds
     // GELU's input first: said as a warning.
     plan.supported = false;
+    plan.described.reset();
     plan.reason = std::string(CublasStatus(ran, "cublasLtMatmul").message());
     LogWarning(LogContext(), absl::StrCat("cuBLASLt refused a planned ", call.m, " x ", call.n,
                                           " x ", call.k, " GEMM at launch (", plan.reason,

@@ -7,9 +7,10 @@
 // y more), GELU applied with its input kept for the backward, and in the backward the
 // input gradient multiplied by GELU's derivative at that kept input (one GEMM each instead
 // of a GEMM and an activation kernel). Each shape, type and alignment's algorithm is
-// chosen once (cuBLASLt's heuristic) and kept. Where cuBLASLt has none (or refuses the
-// description), Run answers UNIMPLEMENTED (nothing written; logged once per shape) and the
-// caller runs the operations one by one.
+// chosen once (cuBLASLt's heuristic) and kept with its descriptors, so a call after the
+// first only points them at its bias and kept input and launches. Where cuBLASLt has none (or
+// refuses the description), Run answers UNIMPLEMENTED (nothing written; logged once per shape) and
+// the caller runs the operations one by one.
 //
 // Thread-safety: none; one per stream (Blas owns one).
 
@@ -58,20 +59,33 @@ class BlasLt {
   };
   absl::Status Run(const Matmul& call);
 
+  // A planned call's cuBLASLt descriptors but its pointers; opaque (blas_lt.cc).
+  struct Descriptors;
+
  private:
   // What an algorithm is chosen for: the call's shape, types, epilogue and the alignment
   // of each pointer (cuBLASLt's kernels rely on it).
   using PlanKey = std::tuple<int, int, int, int, bool, bool, int64_t, int64_t, int64_t, int64_t,
                              int64_t, int64_t, int, int, int, int, int>;
   struct Plan {
+    Plan();
+    Plan(Plan&&) noexcept;
+    ~Plan();
     bool supported = false;
     cublasLtMatmulAlgo_t algo;
-    std::string reason;  // why not, where not supported
+    std::unique_ptr<Descriptors> described;  // where supported
+    std::string reason;                      // why not, where not supported
   };
 
   BlasLt(cublasLtHandle_t handle, cudaStream_t stream, void* workspace)
       : handle_(handle), stream_(stream), workspace_(workspace) {}
   static PlanKey KeyOf(const Matmul& call);
+  // The call's plan, made on its key's first call; an error (not kept) where describing
+  // it or asking the heuristic fails other than by cuBLASLt having nothing for it.
+  absl::StatusOr<Plan*> PlanFor(const Matmul& call);
+  // The launch with `plan`; UNIMPLEMENTED, and the plan unsupported from then on, where
+  // cuBLASLt refuses it at launch.
+  absl::Status Launch(const Matmul& call, Plan& plan);
 
   cublasLtHandle_t handle_;
   cudaStream_t stream_;

@@ -206,6 +206,19 @@ void CheckEpilogues(Blas& blas, ScalarType type) {
                                                            : 1.0 / 1024;
   EXPECT_LT(MaxError(Widened(type, dpre.ToHost()), pre), tolerance);
   EXPECT_LT(MaxError(Widened(type, dy.ToHost()), y), tolerance);
+  // The same shape again, its plan kept, with another bias (zeros) and other outputs: the
+  // kept descriptors take this call's pointers.
+  std::vector<float> unbiased(pre.size());
+  cpu::LinearForward<float>(Widened(type, x).data(), Widened(type, w).data(), nullptr, kRows,
+                            kFeatures, kHidden, unbiased.data());
+  DeviceVector<E> zero_bias(b.size()), dpre_again(pre.size()), dy_again(y.size());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_TRUE(blas.LinearEpilogueForward(dx.get(), dw.get(), ConstTensorRef(zero_bias.get(), type),
+                                         kRows, kFeatures, kHidden, dpre_again.get(),
+                                         dy_again.get(), LinearEpilogue::kGeluAuxBias, {type, type})
+                  .ok());
+  EXPECT_LT(MaxError(Widened(type, dpre_again.ToHost()), unbiased), tolerance);
+  EXPECT_LT(MaxError(Widened(type, dpre.ToHost()), pre), tolerance) << "the first call's output";
   // The bias alone: y = pre.
   ASSERT_TRUE(blas.LinearEpilogueForward(dx.get(), dw.get(), bias, kRows, kFeatures, kHidden,
                                          nullptr, dy.get(), LinearEpilogue::kBias, {type, type})
