@@ -6,6 +6,37 @@
 #include "worker/cuda/kernels.h"
 
 namespace shardwise::cuda {
+namespace {
+
+// A Linear's two GEMMs that cuBLASLt's epilogues finish, as column-major products. Row-major
+// X[r, c] is column-major X^T[c, r] with the same leading dimension c, so each row-major
+// product is computed as its transpose: (A B)^T = B^T A^T.
+
+// y^T[out, batch] = W[out, in] x^T[in, batch].
+BlasLt::Matmul ForwardGemm(const void* x, const void* w, int64_t batch, int64_t in, int64_t out,
+                           void* y) {
+  BlasLt::Matmul gemm;
+  gemm.transpose_a = true;
+  gemm.m = out, gemm.n = batch, gemm.k = in;
+  gemm.a = w, gemm.lda = in;
+  gemm.b = x, gemm.ldb = in;
+  gemm.d = y, gemm.ldd = out;
+  return gemm;
+}
+
+// dx^T[in, batch] = W^T[in, out] dy^T[out, batch].
+BlasLt::Matmul InputGradGemm(const void* w, const void* dy, int64_t batch, int64_t in, int64_t out,
+                             void* dx) {
+  BlasLt::Matmul gemm;
+  gemm.m = in, gemm.n = batch, gemm.k = out;
+  gemm.a = w, gemm.lda = in;
+  gemm.b = dy, gemm.ldb = out;
+  gemm.d = dx, gemm.ldd = in;
+  return gemm;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Blas>> Blas::Create(cudaStream_t stream) {
   cublasHandle_t handle = nullptr;
   RETURN_IF_ERROR(CublasStatus(cublasCreate(&handle), "cublasCreate"));
@@ -37,6 +68,11 @@ absl::Status Blas::GemmColumnMajor(cublasOperation_t op_a, cublasOperation_t op_
                       "cublasGemmEx");
 }
 
+absl::Status Blas::GemmColumnMajor(const BlasLt::Matmul& gemm, float beta, Types types) {
+  return GemmColumnMajor(gemm.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, gemm.m, gemm.n,
+                         gemm.k, gemm.a, gemm.lda, gemm.b, gemm.ldb, beta, gemm.d, gemm.ldd, types);
+}
+
 absl::Status Blas::GemmStridedBatched(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m,
                                       int64_t n, int64_t k, Strided a, Strided b, float beta,
                                       void* c, int64_t ldc, int64_t stride_c, int64_t count,
@@ -53,8 +89,6 @@ absl::Status Blas::GemmStridedBatched(cublasOperation_t op_a, cublasOperation_t 
       "cublasGemmStridedBatchedEx");
 }
 
-// Row-major X[r, c] is column-major X^T[c, r] with the same leading dimension c, so each
-// row-major product is computed as its transpose: (A B)^T = B^T A^T.
 absl::Status Blas::LinearForward(const void* x, const void* w, ConstTensorRef b, int64_t batch,
                                  int64_t in, int64_t out, void* y, Types types) {
   float beta = 0.0f;
@@ -65,26 +99,13 @@ absl::Status Blas::LinearForward(const void* x, const void* w, ConstTensorRef b,
     RETURN_IF_CUDA_ERROR(BroadcastRows(b, batch, out, TensorRef(y, types.output), stream_));
     beta = 1.0f;
   }
-  // y^T[out, batch] = W[out, in] x^T[in, batch]
-  return GemmColumnMajor(CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, w, in, x, in, beta, y, out,
-                         types);
+  return GemmColumnMajor(ForwardGemm(x, w, batch, in, out, y), beta, types);
 }
 
 absl::Status Blas::LinearEpilogueForward(const void* x, const void* w, ConstTensorRef b,
                                          int64_t batch, int64_t in, int64_t out, void* pre, void* y,
                                          LinearEpilogue epilogue, Types types) {
-  // y^T[out, batch] = W[out, in] x^T[in, batch], as LinearForward's GEMM.
-  BlasLt::Matmul call;
-  call.transpose_a = true;
-  call.m = out;
-  call.n = batch;
-  call.k = in;
-  call.a = w;
-  call.lda = in;
-  call.b = x;
-  call.ldb = in;
-  call.d = y;
-  call.ldd = out;
+  BlasLt::Matmul call = ForwardGemm(x, w, batch, in, out, y);
   call.epilogue = epilogue;
   call.bias = b;
   call.aux = pre;
@@ -96,18 +117,8 @@ absl::Status Blas::LinearEpilogueForward(const void* x, const void* w, ConstTens
 absl::Status Blas::LinearInputGradEpilogue(const void* w, const void* dy, int64_t batch, int64_t in,
                                            int64_t out, const void* pre, void* dx,
                                            LinearEpilogue epilogue, Types types) {
-  // dx^T[in, batch] = W^T[in, out] dy^T[out, batch], as LinearBackward's first GEMM; GELU's
-  // input is read, not written, through the epilogue's one pointer.
-  BlasLt::Matmul call;
-  call.m = in;
-  call.n = batch;
-  call.k = out;
-  call.a = w;
-  call.lda = in;
-  call.b = dy;
-  call.ldb = out;
-  call.d = dx;
-  call.ldd = in;
+  // GELU's input is read, not written, through the epilogue's one pointer.
+  BlasLt::Matmul call = InputGradGemm(w, dy, batch, in, out, dx);
   call.epilogue = epilogue;
   call.aux = const_cast<void*>(pre);
   call.types = types;
@@ -118,9 +129,7 @@ absl::Status Blas::LinearInputGradEpilogue(const void* w, const void* dy, int64_
 absl::Status Blas::LinearBackward(const void* x, const void* w, const void* dy, int64_t batch,
                                   int64_t in, int64_t out, void* dx, float* dw, Types types) {
   if (dx != nullptr) {
-    // dx^T[in, batch] = W^T[in, out] dy^T[out, batch]
-    RETURN_IF_ERROR(GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, w, in, dy, out, 0.0f,
-                                    dx, in, types));
+    RETURN_IF_ERROR(GemmColumnMajor(InputGradGemm(w, dy, batch, in, out, dx), 0.0f, types));
   }
   // dw^T[in, out] += x^T[in, batch] dy[batch, out]
   return GemmColumnMajor(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, x, in, dy, out, 1.0f, dw, in,

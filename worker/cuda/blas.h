@@ -90,6 +90,9 @@ class Blas {
   absl::Status GemmColumnMajor(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m, int64_t n,
                                int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb,
                                float beta, void* c, int64_t ldc, Types types);
+  // The same for a GEMM described as cuBLASLt takes it (its epilogue not applied):
+  // D = op(A) B + beta D.
+  absl::Status GemmColumnMajor(const BlasLt::Matmul& gemm, float beta, Types types);
 
   cublasHandle_t handle_;
   std::unique_ptr<BlasLt> lt_;
