@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -313,6 +314,18 @@ absl::StatusOr<std::vector<float>> Download(const ProbeBuffer& from, size_t n,
   return host;
 }
 
+// Runs `call` and reads its output `d` (n floats) back; nullopt where cuBLASLt cannot run
+// it.
+absl::StatusOr<std::optional<std::vector<float>>> RunAndDownload(BlasLt& lt,
+                                                                 const BlasLt::Matmul& call,
+                                                                 const ProbeBuffer& d, size_t n,
+                                                                 cudaStream_t stream) {
+  const absl::Status ran = lt.Run(call);
+  if (absl::IsUnimplemented(ran)) return std::nullopt;
+  RETURN_IF_ERROR(ran);
+  return Download(d, n, stream);
+}
+
 }  // namespace
 
 absl::StatusOr<GeluEpilogueFormulas> ProbeGeluEpilogues(BlasLt& lt, cudaStream_t stream) {
@@ -335,24 +348,21 @@ absl::StatusOr<GeluEpilogueFormulas> ProbeGeluEpilogues(BlasLt& lt, cudaStream_t
   forward.bias = ConstTensorRef(db.f32());
   forward.d = dy.data;
   forward.aux = dpre.data;
-  const absl::Status ran = lt.Run(forward);
-  if (absl::IsUnimplemented(ran)) return formulas;
-  RETURN_IF_ERROR(ran);
-  ASSIGN_OR_RETURN(const std::vector<float> y, Download(dy, n, stream));
+  ASSIGN_OR_RETURN(const std::optional<std::vector<float>> y,
+                   RunAndDownload(lt, forward, dy, n, stream));
+  if (!y.has_value()) return formulas;
   ASSIGN_OR_RETURN(const std::vector<float> pre, Download(dpre, n, stream));
   for (size_t i = 0; i < n; ++i) {
     if (pre[i] != x[i] + b[i % kProbeDim]) return formulas;
   }
-  formulas.value = ClassifyGelu(GeluPart::kValue, pre, y);
+  formulas.value = ClassifyGelu(GeluPart::kValue, pre, *y);
   BlasLt::Matmul backward = ProbeMatmul(false, dw, dones);
   backward.epilogue = LinearEpilogue::kDGelu;
   backward.d = dgrad.data;
   backward.aux = dpre.data;
-  const absl::Status differentiated = lt.Run(backward);
-  if (absl::IsUnimplemented(differentiated)) return formulas;
-  RETURN_IF_ERROR(differentiated);
-  ASSIGN_OR_RETURN(const std::vector<float> grad, Download(dgrad, n, stream));
-  formulas.derivative = ClassifyGelu(GeluPart::kDerivative, pre, grad);
+  ASSIGN_OR_RETURN(const std::optional<std::vector<float>> grad,
+                   RunAndDownload(lt, backward, dgrad, n, stream));
+  if (grad.has_value()) formulas.derivative = ClassifyGelu(GeluPart::kDerivative, pre, *grad);
   return formulas;
 }
 
