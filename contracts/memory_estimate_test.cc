@@ -139,23 +139,30 @@ TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities)
 // + 2 A, 2 bytes each; grouped, each query head's K and V gradients, 2 A, FP32; 8 A of
 // workspace: 24 A bytes per row with K = A, 28 A with K = A / 2) and the CUDA-core
 // kernel's FP32 packing of q/k/v and their gradient (3 A each: 24 A).
+// A small Llama (4 heads of 16, context 32, 3 layers) in BF16 on `device`, as Gpt()'s job.
+v1::JobSpec SmallLlama(v1::GptConfig::Attention attention, v1::DeviceKind device) {
+  v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
+  spec.mutable_model()->clear_gpt();
+  v1::LlamaConfig* llama = spec.mutable_model()->mutable_llama();
+  llama->set_vocab_size(256);
+  llama->set_hidden_size(64);
+  llama->set_intermediate_size(96);
+  llama->set_num_hidden_layers(3);
+  llama->set_num_attention_heads(4);
+  llama->set_head_dim(16);
+  llama->set_block_size(32);
+  llama->set_attention(attention);
+  spec.set_device(device);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  return spec;
+}
+
 TEST(EstimateRankMemory, LlamaFusedAttentionKeepsGroupedKvHeadsApart) {
   for (const auto& [attention, device] :
        {std::pair{v1::GptConfig::FUSED, v1::CPU}, std::pair{v1::GptConfig::FUSED, v1::CUDA},
         std::pair{v1::GptConfig::MATERIALIZED, v1::CPU}}) {
-    v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
-    spec.mutable_model()->clear_gpt();
+    v1::JobSpec spec = SmallLlama(attention, device);
     v1::LlamaConfig* llama = spec.mutable_model()->mutable_llama();
-    llama->set_vocab_size(256);
-    llama->set_hidden_size(64);
-    llama->set_intermediate_size(96);
-    llama->set_num_hidden_layers(3);
-    llama->set_num_attention_heads(4);
-    llama->set_head_dim(16);
-    llama->set_block_size(32);
-    llama->set_attention(attention);
-    spec.set_device(device);
-    spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
     llama->set_num_key_value_heads(4);
     auto multi_head = EstimateRankMemory(spec);
     llama->set_num_key_value_heads(2);
@@ -252,9 +259,10 @@ TEST(EstimateRankMemory, SixteenBitStorageHalvesWhatIsStored) {
 // its 16-bit gathered copy and shard (2 x 789,760 + 789,760); 16-bit storage gathers into
 // 2 bytes, with only the shard's copy beside. Per row (8 sequences of 128 on a rank), with
 // the CUDA-core FUSED kernel: each of the 4 blocks keeps 16 x 256 values in 2 bytes
-// instead of 4; the backward holds dout in 2 bytes (256) but widens q/k/v, out, dout and
-// their gradients into FP32 for the kernel (4 x (2 x 768 + 2 x 256)); the largest working
-// set, a block backward's 5 x 256 values, is stored in 2 bytes.
+// instead of 4; the backward holds dout in 2 bytes (256), and at a head size the kernel
+// reads in 16 bits itself (64) nothing more, at another (16) widens q/k/v, out, dout and
+// their gradients into FP32 for it (4 x (2 x 768 + 2 x 256)); the largest working set, a
+// block backward's 5 x 256 values, is stored in 2 bytes.
 TEST(EstimateRankMemory, SixteenBitStorageGathersAndKeepsHalfTheBytes) {
   // Head sizes 64 (the CUDA-core attention kernel reads 16-bit storage itself) and 16 (it
   // goes through FP32 copies: contracts/cuda_attention_rows.h).
@@ -289,6 +297,36 @@ TEST(EstimateRankMemory, SixteenBitStorageGathersAndKeepsHalfTheBytes) {
     EXPECT_EQ(cudnn->activations - storage16->activations,
               std::max<int64_t>(0, int64_t{8} * 256 - widened) * rows);
   }
+}
+
+// A Llama's CUDA-core FUSED attention in 16-bit storage at a head size it reads in 16 bits
+// (32): q, k and v packed in 2 bytes and their gradients in FP32 working space, (2 + 4) x
+// 3 A bytes a row, where FP32 storage packs both in FP32 ((4 + 4) x 3 A) and holds its
+// rows in 4 bytes; with head size 16 the 16-bit job widens everything for the kernel.
+TEST(EstimateRankMemory, LlamaCudaCoreAttentionPacksInTheStorageType) {
+  v1::JobSpec spec = SmallLlama(v1::GptConfig::FUSED, v1::CUDA);
+  v1::LlamaConfig* llama = spec.mutable_model()->mutable_llama();
+  llama->set_num_attention_heads(2);
+  llama->set_num_key_value_heads(1);
+  llama->set_head_dim(32);
+  spec.mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDA_CORES);
+  spec.mutable_cuda()->set_storage(v1::CudaOptions::STORAGE_PARAM_DTYPE);
+  const absl::StatusOr<MemoryEstimate> head32 = EstimateRankMemory(spec);
+  llama->set_num_attention_heads(4);
+  llama->set_num_key_value_heads(2);
+  llama->set_head_dim(16);  // the same widths: A = 64, K = 32
+  const absl::StatusOr<MemoryEstimate> head16 = EstimateRankMemory(spec);
+  ASSERT_TRUE(head32.ok() && head16.ok()) << head32.status() << head16.status();
+  const int64_t rows = int64_t{32} * 8, a = 64, qkv_width = 64 + 2 * 32;
+  const int64_t packing16 = a * 3 * (2 + 4), packing_widened = a * 3 * (4 + 4);
+  const int64_t widened = 4 * (2 * qkv_width + 2 * a);
+  // Besides, the head size moves the rotary tables (block_size x head_dim, FP32), and the
+  // heads' count each block's kept log-sum-exps and the backward's dout . out (one FP32
+  // value per head and row each).
+  const int64_t tables = int64_t{4} * 32 * (32 - 16), lse = rows * 4 * (4 - 2) * 3,
+                dots = rows * 4 * (4 - 2);
+  EXPECT_EQ(head16->activations - head32->activations,
+            (widened + packing_widened - packing16) * rows - tables + lse + dots);
 }
 
 // The largest sizes the coordinator's limits allow saturate rather than overflow.

@@ -40,12 +40,14 @@ struct Quad {
 };
 
 // Group g of `row` (of `dim`), read value by value: what the GPU's 16-byte load reads where
-// the row is aligned and holds the whole group.
-SHARDWISE_HOST_DEVICE inline Quad ScalarQuad(const float* row, int64_t g, int64_t dim) {
+// the row is aligned and holds the whole group. W: float, or a 16-bit storage type (a
+// weight stored in a GPU job's param_dtype), widened exactly by its conversion to float.
+template <typename W>
+SHARDWISE_HOST_DEVICE Quad ScalarQuad(const W* row, int64_t g, int64_t dim) {
   Quad q{};
   for (int k = 0; k < kVector; ++k) {
     const int64_t j = g * kVector + k;
-    q.v[k] = j < dim ? row[j] : 0.0f;
+    q.v[k] = j < dim ? static_cast<float>(row[j]) : 0.0f;
   }
   return q;
 }
@@ -102,7 +104,8 @@ SHARDWISE_HOST_DEVICE inline Quad Products(Quad a, const Quad& b) {
 
 // w's group g (1 where the layer has no weight), read value by value: w lies wherever its
 // unit's flat parameter puts it, so it may not be 16-byte aligned.
-SHARDWISE_HOST_DEVICE inline Quad WeightQuad(const float* w, int64_t g, int64_t dim) {
+template <typename W>
+SHARDWISE_HOST_DEVICE Quad WeightQuad(const W* w, int64_t g, int64_t dim) {
   if (w != nullptr) return ScalarQuad(w, g, dim);
   return Quad{{1.0f, 1.0f, 1.0f, 1.0f}};
 }
@@ -135,9 +138,10 @@ SHARDWISE_HOST_DEVICE inline float Rstd(float squares, int64_t dim, float eps) {
 
 // Writes y's groups (w, b null: 1 and 0); returns the row's mean and 1/std. `Out` is a
 // float* or what stores a float into another type by `y[j] = value` (a 16-bit row on the
-// GPU, cuda/storage_elements.cuh), here and in the routines below.
-template <typename Load, typename Reduce, typename Out>
-SHARDWISE_HOST_DEVICE Moments LayerNormForwardRow(const Load& x, const float* w, const float* b,
+// GPU, cuda/storage_elements.cuh), here and in the routines below; the weights W as
+// ScalarQuad reads them.
+template <typename Load, typename W, typename Reduce, typename Out>
+SHARDWISE_HOST_DEVICE Moments LayerNormForwardRow(const Load& x, const W* w, const W* b,
                                                   int64_t dim, float eps, const Reduce& reduce,
                                                   Writer writer, Out y) {
   const float mean = reduce(dim, x) / static_cast<float>(dim);
@@ -147,7 +151,8 @@ SHARDWISE_HOST_DEVICE Moments LayerNormForwardRow(const Load& x, const float* w,
     const Quad in = x(g);
     for (int k = 0; k < kVector && g * kVector + k < dim; ++k) {
       const int64_t j = g * kVector + k;
-      const float weight = w != nullptr ? w[j] : 1.0f, bias = b != nullptr ? b[j] : 0.0f;
+      const float weight = w != nullptr ? static_cast<float>(w[j]) : 1.0f;
+      const float bias = b != nullptr ? static_cast<float>(b[j]) : 0.0f;
       y[j] = (in.v[k] - mean) * rstd * weight + bias;
     }
   }
@@ -155,8 +160,8 @@ SHARDWISE_HOST_DEVICE Moments LayerNormForwardRow(const Load& x, const float* w,
 }
 
 // Writes dx's groups from the forward's mean and rstd.
-template <typename Load, typename Reduce, typename Out>
-SHARDWISE_HOST_DEVICE void LayerNormInputGradRow(const Load& x, const Load& dy, const float* w,
+template <typename Load, typename W, typename Reduce, typename Out>
+SHARDWISE_HOST_DEVICE void LayerNormInputGradRow(const Load& x, const Load& dy, const W* w,
                                                  Moments moments, int64_t dim, const Reduce& reduce,
                                                  Writer writer, Out dx) {
   const auto g_of = [&](int64_t g) { return Products(dy(g), WeightQuad(w, g, dim)); };
@@ -174,23 +179,23 @@ SHARDWISE_HOST_DEVICE void LayerNormInputGradRow(const Load& x, const Load& dy, 
 }
 
 // Writes y's groups (y = w * (x * rstd)); returns rstd.
-template <typename Load, typename Reduce, typename Out>
-SHARDWISE_HOST_DEVICE float RmsNormForwardRow(const Load& x, const float* w, int64_t dim, float eps,
+template <typename Load, typename W, typename Reduce, typename Out>
+SHARDWISE_HOST_DEVICE float RmsNormForwardRow(const Load& x, const W* w, int64_t dim, float eps,
                                               const Reduce& reduce, Writer writer, Out y) {
   const float rstd = Rstd(reduce(dim, [&](int64_t g) { return Squares(x(g), 0.0f); }), dim, eps);
   for (int64_t g = writer.first; g < Groups(dim); g += writer.step) {
     const Quad in = x(g);
     for (int k = 0; k < kVector && g * kVector + k < dim; ++k) {
       const int64_t j = g * kVector + k;
-      y[j] = w[j] * (in.v[k] * rstd);
+      y[j] = static_cast<float>(w[j]) * (in.v[k] * rstd);
     }
   }
   return rstd;
 }
 
 // Writes dx's groups: rstd * g - x * rstd^3 * sum(g * x) / dim, g = dy * w.
-template <typename Load, typename Reduce, typename Out>
-SHARDWISE_HOST_DEVICE void RmsNormInputGradRow(const Load& x, const Load& dy, const float* w,
+template <typename Load, typename W, typename Reduce, typename Out>
+SHARDWISE_HOST_DEVICE void RmsNormInputGradRow(const Load& x, const Load& dy, const W* w,
                                                float rstd, int64_t dim, const Reduce& reduce,
                                                Writer writer, Out dx) {
   const auto g_of = [&](int64_t g) { return Products(dy(g), WeightQuad(w, g, dim)); };

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/compute/casts.h"
+#include "worker/compute/sixteen_bit_value.h"
 
 namespace shardwise::norm_rows {
 namespace {
@@ -117,12 +119,13 @@ TEST(NormRows, LayerNormWithoutParametersTakesOneAndZero) {
   const auto x = Random(dim, 8), dy = Random(dim, 9);
   const std::vector<float> ones(dim, 1.0f), zeros(dim, 0.0f);
   std::vector<float> y_none(dim), y_given(dim), dx_none(dim), dx_given(dim);
-  const Moments none = LayerNormForwardRow(HostRow{x.data(), dim}, nullptr, nullptr, dim, kEps,
+  const float* const absent = nullptr;
+  const Moments none = LayerNormForwardRow(HostRow{x.data(), dim}, absent, absent, dim, kEps,
                                            HostWarp{}, kWholeRow, y_none.data());
   const Moments given = LayerNormForwardRow(HostRow{x.data(), dim}, ones.data(), zeros.data(), dim,
                                             kEps, HostWarp{}, kWholeRow, y_given.data());
   EXPECT_EQ(y_none, y_given);
-  LayerNormInputGradRow(HostRow{x.data(), dim}, HostRow{dy.data(), dim}, nullptr, none, dim,
+  LayerNormInputGradRow(HostRow{x.data(), dim}, HostRow{dy.data(), dim}, absent, none, dim,
                         HostWarp{}, kWholeRow, dx_none.data());
   LayerNormInputGradRow(HostRow{x.data(), dim}, HostRow{dy.data(), dim}, ones.data(), given, dim,
                         HostWarp{}, kWholeRow, dx_given.data());
@@ -142,6 +145,46 @@ TEST(NormRows, TheLanesWritesCoverTheRowOnce) {
                         Writer{lane, kLanes}, by_lanes.data());
   }
   EXPECT_EQ(by_lanes, whole);
+}
+
+// Weights stored in 16 bits (a GPU job's 16-bit storage reads a norm's weight and bias in
+// place) give the bits their FP32 widening gives: forward and input gradient, both norms.
+template <ScalarType kType>
+void ExpectSixteenBitWeightsActAsTheirWidening(int64_t dim) {
+  const auto x = Random(dim, 21), dy = Random(dim, 22);
+  auto w = Random(dim, 23, 1.0f), b = Random(dim, 24);
+  cpu::RoundToPrecision(kType, w.data(), w.size());
+  cpu::RoundToPrecision(kType, b.data(), b.size());
+  const auto w16 = testing::StoredSixteenBit<kType>(w), b16 = testing::StoredSixteenBit<kType>(b);
+  std::vector<float> want(dim), got(dim);
+  const Moments moments = LayerNormForwardRow(HostRow{x.data(), dim}, w.data(), b.data(), dim, kEps,
+                                              HostWarp{}, kWholeRow, want.data());
+  LayerNormForwardRow(HostRow{x.data(), dim}, w16.data(), b16.data(), dim, kEps, HostWarp{},
+                      kWholeRow, got.data());
+  EXPECT_EQ(got, want) << "LayerNorm y";
+  LayerNormInputGradRow(HostRow{x.data(), dim}, HostRow{dy.data(), dim}, w.data(), moments, dim,
+                        HostWarp{}, kWholeRow, want.data());
+  LayerNormInputGradRow(HostRow{x.data(), dim}, HostRow{dy.data(), dim}, w16.data(), moments, dim,
+                        HostWarp{}, kWholeRow, got.data());
+  EXPECT_EQ(got, want) << "LayerNorm dx";
+  const float rstd = RmsNormForwardRow(HostRow{x.data(), dim}, w.data(), dim, kEps, HostWarp{},
+                                       kWholeRow, want.data());
+  RmsNormForwardRow(HostRow{x.data(), dim}, w16.data(), dim, kEps, HostWarp{}, kWholeRow,
+                    got.data());
+  EXPECT_EQ(got, want) << "RMSNorm y";
+  RmsNormInputGradRow(HostRow{x.data(), dim}, HostRow{dy.data(), dim}, w.data(), rstd, dim,
+                      HostWarp{}, kWholeRow, want.data());
+  RmsNormInputGradRow(HostRow{x.data(), dim}, HostRow{dy.data(), dim}, w16.data(), rstd, dim,
+                      HostWarp{}, kWholeRow, got.data());
+  EXPECT_EQ(got, want) << "RMSNorm dx";
+}
+
+TEST(NormRows, SixteenBitWeightsActAsTheirFp32Widening) {
+  for (const int64_t dim : kWidths) {
+    SCOPED_TRACE(::testing::Message() << "width " << dim);
+    ExpectSixteenBitWeightsActAsTheirWidening<ScalarType::kBFloat16>(dim);
+    ExpectSixteenBitWeightsActAsTheirWidening<ScalarType::kFloat16>(dim);
+  }
 }
 
 }  // namespace

@@ -416,39 +416,34 @@ void CudaDevice::EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int6
         "EmbeddingBackward");
 }
 
-// The norms read and write their rows in the storage type; their weights (parameters,
-// 16-bit in 16-bit storage) go to the kernels as FP32 copies of one row each.
+// The norms read and write their rows in the storage type, and read their weights
+// (parameters, 16-bit in 16-bit storage) in place.
 void CudaDevice::LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b,
                                   int64_t rows, int64_t dim, float eps, TensorRef y, float* mean,
                                   float* rstd) {
-  const FloatInput fw(*this, w, dim), fb(*this, b, dim);
-  Check(cuda::LayerNormForward(x, fw.get(), fb.get(), rows, dim, eps, y, mean, rstd, stream()),
+  Check(cuda::LayerNormForward(x, w, b, rows, dim, eps, y, mean, rstd, stream()),
         "LayerNormForward");
 }
 
 void CudaDevice::LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const float* mean,
                                    const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
                                    TensorRef dx, float* dw, float* db) {
-  const FloatInput fw(*this, w, dim);
   Buffer partials(allocator(), LayerNormBackwardPartials(rows, dim), MemoryCategory::kActivations,
                   ScalarType::kFloat64, false);
-  Check(cuda::LayerNormBackward(x, fw.get(), mean, rstd, dy, rows, dim, dx, /*add_to_dx=*/false, dw,
-                                db, partials.as<double>(), stream()),
+  Check(cuda::LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, /*add_to_dx=*/false, dw, db,
+                                partials.as<double>(), stream()),
         "LayerNormBackward");
 }
 
 void CudaDevice::RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim,
                                 float eps, TensorRef y, float* rstd) {
-  const FloatInput fw(*this, w, dim);
-  Check(cuda::RmsNormForward(x, fw.get(), rows, dim, eps, y, rstd, stream()), "RmsNormForward");
+  Check(cuda::RmsNormForward(x, w, rows, dim, eps, y, rstd, stream()), "RmsNormForward");
 }
 
 void CudaDevice::RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
                                  ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                                  float* dw) {
-  const FloatInput fw(*this, w, dim);
-  Check(cuda::RmsNormBackward(x, fw.get(), rstd, dy, rows, dim, dx, /*add_to_dx=*/false, dw,
-                              stream()),
+  Check(cuda::RmsNormBackward(x, w, rstd, dy, rows, dim, dx, /*add_to_dx=*/false, dw, stream()),
         "RmsNormBackward");
 }
 
@@ -458,9 +453,7 @@ void CudaDevice::AddLayerNormForward(TensorRef x, ConstTensorRef residual, Const
   if (x.type() != compute) {
     return Device::AddLayerNormForward(x, residual, w, b, rows, dim, eps, y, mean, rstd, compute);
   }
-  const FloatInput fw(*this, w, dim), fb(*this, b, dim);
-  Check(cuda::AddLayerNormForward(x, residual, fw.get(), fb.get(), rows, dim, eps, y, mean, rstd,
-                                  stream()),
+  Check(cuda::AddLayerNormForward(x, residual, w, b, rows, dim, eps, y, mean, rstd, stream()),
         "AddLayerNormForward");
 }
 
@@ -472,10 +465,9 @@ void CudaDevice::LayerNormBackwardAdd(ConstTensorRef x, ConstTensorRef w, const 
     return Device::LayerNormBackwardAdd(x, w, mean, rstd, dy, rows, dim, dresidual, dw, db,
                                         compute);
   }
-  const FloatInput fw(*this, w, dim);
   Buffer partials(allocator(), LayerNormBackwardPartials(rows, dim), MemoryCategory::kActivations,
                   ScalarType::kFloat64, false);
-  Check(cuda::LayerNormBackward(x, fw.get(), mean, rstd, dy, rows, dim, dresidual,
+  Check(cuda::LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dresidual,
                                 /*add_to_dx=*/true, dw, db, partials.as<double>(), stream()),
         "LayerNormBackward");
 }
@@ -486,8 +478,7 @@ void CudaDevice::AddRmsNormForward(TensorRef x, ConstTensorRef residual, ConstTe
   if (x.type() != compute) {
     return Device::AddRmsNormForward(x, residual, w, rows, dim, eps, y, rstd, compute);
   }
-  const FloatInput fw(*this, w, dim);
-  Check(cuda::AddRmsNormForward(x, residual, fw.get(), rows, dim, eps, y, rstd, stream()),
+  Check(cuda::AddRmsNormForward(x, residual, w, rows, dim, eps, y, rstd, stream()),
         "AddRmsNormForward");
 }
 
@@ -497,10 +488,9 @@ void CudaDevice::RmsNormBackwardAdd(ConstTensorRef x, ConstTensorRef w, const fl
   if (dresidual.type() != compute) {
     return Device::RmsNormBackwardAdd(x, w, rstd, dy, rows, dim, dresidual, dw, compute);
   }
-  const FloatInput fw(*this, w, dim);
-  Check(cuda::RmsNormBackward(x, fw.get(), rstd, dy, rows, dim, dresidual, /*add_to_dx=*/true, dw,
-                              stream()),
-        "RmsNormBackward");
+  Check(
+      cuda::RmsNormBackward(x, w, rstd, dy, rows, dim, dresidual, /*add_to_dx=*/true, dw, stream()),
+      "RmsNormBackward");
 }
 
 void CudaDevice::Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows, int64_t seq,

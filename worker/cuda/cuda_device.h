@@ -17,8 +17,9 @@
 // embedding lookup, the bias broadcast and its gradient, the activations, the residual
 // sums, the norms, the rotary embeddings, both attentions' products, the grouped K/V
 // packing, the CUDA-core attention kernel (at head sizes 32, 64 and 128) and the losses
-// (storage_elements.cuh); the rest (the norms' weights, the CUDA-core attention at other
-// head sizes) compute on FP32 copies (compute/float_views.h). FUSED attention
+// (storage_elements.cuh), the norms reading their 16-bit weights in place too; the
+// CUDA-core attention at other head sizes computes on FP32 copies
+// (compute/float_views.h). FUSED attention
 // runs cuDNN's flash attention where cudnn_requirements.h says it can (BF16/FP16 operands), else
 // the CUDA-core kernel of fused_attention.h; the first use of each choice is logged with its
 // reason.

@@ -447,42 +447,42 @@ TEST(CudnnFusedAttentionTest, MatchesTheCpuInFp64WithinBf16AndFp16Rounding) {
   }
 }
 
-// 16-bit storage (Device::StorageType) against FP32 storage on the same BF16 values:
+// 16-bit storage (Device::StorageType) against FP32 storage on the same 16-bit values:
 // out and the gradients of 16-bit storage are FP32 storage's rounded once (where FP32
-// storage's are already BF16 values, as cuDNN's are, its own), the log-sum-exps equal.
-void ExpectSixteenBitStorageGivesTheBitsOfFp32Storage(CudaDevice& device, const FusedCase& c) {
-  constexpr ScalarType kType = ScalarType::kBFloat16;
+// storage's are already 16-bit values, as cuDNN's are, its own), the log-sum-exps equal.
+void ExpectSixteenBitStorageGivesTheBitsOfFp32Storage(CudaDevice& device, const FusedCase& c,
+                                                      ScalarType type) {
   const AttentionShape& shape = c.shape;
   const int64_t qkv_n = c.qkv_numel(), out_n = c.rows() * shape.width();
   const int64_t stats_n = shape.batch * shape.heads * shape.seq;
   auto qkv = RandomFloats(qkv_n, 51), dout = RandomFloats(out_n, 52);
   std::vector<uint16_t> qkv_bits(qkv_n), dout_bits(out_n);
-  cpu::RoundToPrecision(kType, qkv.data(), qkv.size());
-  cpu::RoundToPrecision(kType, dout.data(), dout.size());
-  cpu::Narrow(kType, qkv.data(), qkv_bits.data(), qkv.size());
-  cpu::Narrow(kType, dout.data(), dout_bits.data(), dout.size());
+  cpu::RoundToPrecision(type, qkv.data(), qkv.size());
+  cpu::RoundToPrecision(type, dout.data(), dout.size());
+  cpu::Narrow(type, qkv.data(), qkv_bits.data(), qkv.size());
+  cpu::Narrow(type, dout.data(), dout_bits.data(), dout.size());
   DeviceVector<float> qkv32(qkv), dout32(dout), out32(out_n), lse32(stats_n), dqkv32(qkv_n);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   device.FusedAttentionForward(c.Span<const float*>(qkv32.get()), shape, out32.get(), lse32.get(),
-                               kType);
+                               type);
   // The model rounds FP32 storage's out before the backward reads it.
-  device.RoundToPrecision(kType, out32.get(), out_n);
+  device.RoundToPrecision(type, out32.get(), out_n);
   device.FusedAttentionBackward(c.Span<const float*>(qkv32.get()), out32.get(), lse32.get(),
-                                dout32.get(), shape, c.Span(dqkv32.get()), kType);
+                                dout32.get(), shape, c.Span(dqkv32.get()), type);
   DeviceVector<uint16_t> qkv16(qkv_bits), dout16(dout_bits), out16(out_n), dqkv16(qkv_n);
   DeviceVector<float> lse16(stats_n);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the streams
-  const QkvSpan<ConstTensorRef> span16 = c.Span(ConstTensorRef(qkv16.get(), kType));
-  device.FusedAttentionForward(span16, shape, TensorRef(out16.get(), kType), lse16.get(), kType);
-  device.FusedAttentionBackward(span16, ConstTensorRef(out16.get(), kType), lse16.get(),
-                                ConstTensorRef(dout16.get(), kType), shape,
-                                c.Span(TensorRef(dqkv16.get(), kType)), kType);
+  const QkvSpan<ConstTensorRef> span16 = c.Span(ConstTensorRef(qkv16.get(), type));
+  device.FusedAttentionForward(span16, shape, TensorRef(out16.get(), type), lse16.get(), type);
+  device.FusedAttentionBackward(span16, ConstTensorRef(out16.get(), type), lse16.get(),
+                                ConstTensorRef(dout16.get(), type), shape,
+                                c.Span(TensorRef(dqkv16.get(), type)), type);
   ASSERT_TRUE(device.Synchronize().ok()) << device.status();
   std::vector<float> want_out = out32.ToHost(), want_dqkv = dqkv32.ToHost();
-  cpu::RoundToPrecision(kType, want_dqkv.data(), want_dqkv.size());
-  EXPECT_EQ(Widened(kType, out16), want_out);
+  cpu::RoundToPrecision(type, want_dqkv.data(), want_dqkv.size());
+  EXPECT_EQ(Widened(type, out16), want_out);
   EXPECT_EQ(lse16.ToHost(), lse32.ToHost());
-  EXPECT_EQ(Widened(kType, dqkv16), want_dqkv);
+  EXPECT_EQ(Widened(type, dqkv16), want_dqkv);
 }
 
 // cuDNN binds q, k, v, out, dout and the gradients stored in the operands' type as they
@@ -495,7 +495,8 @@ TEST(CudnnFusedAttentionTest, SixteenBitStorageGivesTheBitsOfFp32Storage) {
   ASSERT_TRUE(made.ok()) << made.status();
   for (const FusedCase& c : {Packed({2, 128, 2, 64}), Apart({2, 128, 4, 64}, 2)}) {
     SCOPED_TRACE(Describe(c));
-    ExpectSixteenBitStorageGivesTheBitsOfFp32Storage(**made, c);
+    ExpectSixteenBitStorageGivesTheBitsOfFp32Storage(**made, c, ScalarType::kBFloat16);
+    ExpectSixteenBitStorageGivesTheBitsOfFp32Storage(**made, c, ScalarType::kFloat16);
   }
 }
 
@@ -510,9 +511,11 @@ TEST(CudaCoreFusedAttentionTest, SixteenBitStorageGivesTheBitsOfFp32Storage) {
   ASSERT_TRUE(made.ok()) << made.status();
   for (const FusedCase& c :
        {Packed({2, 70, 2, 64}), Packed({1, 40, 2, 32}), Packed({1, 33, 2, 128}),
-        Packed({2, 37, 3, 16}), Apart({2, 50, 4, 64}, 2), Apart({1, 30, 4, 12}, 1)}) {
+        Packed({2, 37, 3, 16}), Apart({2, 50, 4, 64}, 2), Apart({1, 40, 2, 64}, 2),
+        Apart({1, 30, 4, 12}, 1)}) {
     SCOPED_TRACE(Describe(c));
-    ExpectSixteenBitStorageGivesTheBitsOfFp32Storage(**made, c);
+    ExpectSixteenBitStorageGivesTheBitsOfFp32Storage(**made, c, ScalarType::kBFloat16);
+    ExpectSixteenBitStorageGivesTheBitsOfFp32Storage(**made, c, ScalarType::kFloat16);
   }
 }
 

@@ -15,11 +15,12 @@ using namespace internal;  // NOLINT(build/namespaces)
 // ---- RMSNorm ----------------------------------------------------------------------------
 
 // One warp per row (compute/norm_rows.h): float sums in a fixed order, 16-byte loads of
-// FP32 rows; x, y, dy and dx in their storage type T (storage_elements.cuh).
-// With a residual, x = x + residual first (AddResidualRow), then the norm of that sum.
-template <typename T>
-__global__ void RmsNormForwardKernel(T* x, const T* residual, const float* w, int64_t rows,
-                                     int64_t dim, float eps, T* y, float* rstd) {
+// FP32 rows; x, y, dy and dx in their storage type T, w in its W (FP32 or T:
+// storage_elements.cuh). With a residual, x = x + residual first (AddResidualRow), then
+// the norm of that sum.
+template <typename T, typename W>
+__global__ void RmsNormForwardKernel(T* x, const T* residual, const W* w, int64_t rows, int64_t dim,
+                                     float eps, T* y, float* rstd) {
   const WarpPosition at = ThisWarp();
   const DeviceWarp reduce{at.lane};
   const norm_rows::Writer lane_groups{at.lane, norm_rows::kLanes};
@@ -32,8 +33,8 @@ __global__ void RmsNormForwardKernel(T* x, const T* residual, const float* w, in
 }
 
 // kAdd: dx is added into (GradientRow), as the residual's gradient takes it.
-template <typename T, bool kAdd>
-__global__ void RmsNormInputGradKernel(const T* x, const float* w, const float* rstd, const T* dy,
+template <typename T, typename W, bool kAdd>
+__global__ void RmsNormInputGradKernel(const T* x, const W* w, const float* rstd, const T* dy,
                                        int64_t rows, int64_t dim, T* dx) {
   const WarpPosition at = ThisWarp();
   const DeviceWarp reduce{at.lane};
@@ -157,51 +158,49 @@ __global__ void MultiplyElementwiseKernel(const T* a, const T* b, size_t n, T* o
 
 }  // namespace
 
-cudaError_t RmsNormForward(ConstTensorRef x, const float* w, int64_t rows, int64_t dim, float eps,
+cudaError_t RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim, float eps,
                            TensorRef y, float* rstd, cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  const bool typed = WithSharedStoredType({x.type(), y.type()}, [&](auto* type) {
-    using T = std::remove_pointer_t<decltype(type)>;
-    // The kernel writes x only with a residual.
-    RmsNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
-        const_cast<T*>(static_cast<const T*>(x.data())), static_cast<const T*>(nullptr), w, rows,
-        dim, eps, static_cast<T*>(y.data()), rstd);
-  });
-  return typed ? Launched() : cudaErrorInvalidValue;
+  // The kernel writes x only with a residual.
+  return AddRmsNormForward(TensorRef(const_cast<void*>(x.data()), x.type()), nullptr, w, rows, dim,
+                           eps, y, rstd, stream);
 }
 
-cudaError_t AddRmsNormForward(TensorRef x, ConstTensorRef residual, const float* w, int64_t rows,
+cudaError_t AddRmsNormForward(TensorRef x, ConstTensorRef residual, ConstTensorRef w, int64_t rows,
                               int64_t dim, float eps, TensorRef y, float* rstd,
                               cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  const bool typed = WithSharedStoredType({x.type(), residual.type(), y.type()}, [&](auto* type) {
-    using T = std::remove_pointer_t<decltype(type)>;
-    RmsNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
-        static_cast<T*>(x.data()), static_cast<const T*>(residual.data()), w, rows, dim, eps,
-        static_cast<T*>(y.data()), rstd);
-  });
+  const ScalarType residual_type = residual.null() ? x.type() : residual.type();
+  const bool typed = WithRowAndWeightTypes(
+      {x.type(), residual_type, y.type()}, {w}, [&](auto* type, auto* weight_type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        using W = std::remove_pointer_t<decltype(weight_type)>;
+        RmsNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
+            static_cast<T*>(x.data()), static_cast<const T*>(residual.data()),
+            static_cast<const W*>(w.data()), rows, dim, eps, static_cast<T*>(y.data()), rstd);
+      });
   return typed ? Launched() : cudaErrorInvalidValue;
 }
 
-cudaError_t RmsNormBackward(ConstTensorRef x, const float* w, const float* rstd, ConstTensorRef dy,
-                            int64_t rows, int64_t dim, TensorRef dx, bool add_to_dx, float* dw,
-                            cudaStream_t stream) {
+cudaError_t RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
+                            ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
+                            bool add_to_dx, float* dw, cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
-  const bool typed = WithSharedStoredType({x.type(), dy.type(), dx.type()}, [&](auto* type) {
-    using T = std::remove_pointer_t<decltype(type)>;
-    const T* x_values = static_cast<const T*>(x.data());
-    const T* dy_values = static_cast<const T*>(dy.data());
-    T* dx_values = static_cast<T*>(dx.data());
-    if (add_to_dx) {
-      RmsNormInputGradKernel<T, true><<<WarpBlocks(rows), kThreads, 0, stream>>>(
-          x_values, w, rstd, dy_values, rows, dim, dx_values);
-    } else {
-      RmsNormInputGradKernel<T, false><<<WarpBlocks(rows), kThreads, 0, stream>>>(
-          x_values, w, rstd, dy_values, rows, dim, dx_values);
-    }
-    RmsNormWeightGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(x_values, rstd, dy_values, rows,
-                                                                  dim, dw);
-  });
+  const bool typed = WithRowAndWeightTypes(
+      {x.type(), dy.type(), dx.type()}, {w}, [&](auto* type, auto* weight_type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        using W = std::remove_pointer_t<decltype(weight_type)>;
+        const T* x_values = static_cast<const T*>(x.data());
+        const T* dy_values = static_cast<const T*>(dy.data());
+        const W* weights = static_cast<const W*>(w.data());
+        T* dx_values = static_cast<T*>(dx.data());
+        WithAddToDx(add_to_dx, [&](auto add) {
+          RmsNormInputGradKernel<T, W, decltype(add)::value>
+              <<<WarpBlocks(rows), kThreads, 0, stream>>>(x_values, weights, rstd, dy_values, rows,
+                                                          dim, dx_values);
+        });
+        RmsNormWeightGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(x_values, rstd, dy_values,
+                                                                      rows, dim, dw);
+      });
   return typed ? Launched() : cudaErrorInvalidValue;
 }
 

@@ -20,21 +20,23 @@ namespace shardwise::cuda {
 // RMSNorm over rows of `dim`, one warp per row (norm_rows::RmsNormForwardRow: the squares
 // summed in float in a fixed order, as Hugging Face computes the variance in float32; the
 // CPU sums in double, so the two differ by rounding); keeps rstd [rows]. x and y (dy and
-// dx below) share one type, FP32 or 16-bit (storage_elements.cuh), else
-// cudaErrorInvalidValue; w, rstd and dw are FP32.
-cudaError_t RmsNormForward(ConstTensorRef x, const float* w, int64_t rows, int64_t dim, float eps,
+// dx below) share one type, FP32 or 16-bit (storage_elements.cuh); w is FP32 or of x's
+// type (16-bit storage reads it in place, widened as read); else cudaErrorInvalidValue.
+// rstd and dw are FP32.
+cudaError_t RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim, float eps,
                            TensorRef y, float* rstd, cudaStream_t stream);
 // x = x + residual (each sum rounded to their type as Accumulate rounds it), then
 // RmsNormForward of that sum, in one kernel: a pre-norm block's residual and its norm.
-cudaError_t AddRmsNormForward(TensorRef x, ConstTensorRef residual, const float* w, int64_t rows,
+// Without a residual (null), RmsNormForward itself.
+cudaError_t AddRmsNormForward(TensorRef x, ConstTensorRef residual, ConstTensorRef w, int64_t rows,
                               int64_t dim, float eps, TensorRef y, float* rstd,
                               cudaStream_t stream);
 // Writes dx (one warp per row: norm_rows::RmsNormInputGradRow), or with `add_to_dx` adds
 // it, rounded to dx's type, to what dx holds (the sum rounded); adds to dw, one thread per
 // column adding dy * (x * rstd) over the rows in row order, as the CPU loop does.
-cudaError_t RmsNormBackward(ConstTensorRef x, const float* w, const float* rstd, ConstTensorRef dy,
-                            int64_t rows, int64_t dim, TensorRef dx, bool add_to_dx, float* dw,
-                            cudaStream_t stream);
+cudaError_t RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
+                            ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
+                            bool add_to_dx, float* dw, cudaStream_t stream);
 
 // Rotary embeddings in place on x [rows, heads * head_dim], one thread per rotated pair
 // (llama_rows::RotatePair); row r is at position r % seq of the tables [positions,

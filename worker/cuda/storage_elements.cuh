@@ -14,11 +14,13 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <type_traits>
 #include <utility>
 
 #include "worker/compute/norm_rows.h"
 #include "worker/cuda/kernel_support.cuh"
 #include "worker/runtime/scalar_type.h"
+#include "worker/runtime/tensor_ref.h"
 
 namespace shardwise::cuda::internal {
 
@@ -76,6 +78,35 @@ bool WithStoredTypes(ScalarType first, ScalarType second, F&& f) {
     typed = WithStoredType(second, [&](auto* second_type) { f(first_type, second_type); });
   });
   return typed;
+}
+
+// For a norm: `f(row_type, weight_type)` with null pointers of the rows' stored type T
+// (`rows`, one shared type) and of the weights' W (`weights`, those present of one type:
+// FP32, or T itself, a 16-bit job's parameters in 16-bit storage); false for other mixes.
+template <typename F>
+bool WithRowAndWeightTypes(std::initializer_list<ScalarType> rows,
+                           std::initializer_list<ConstTensorRef> weights, F&& f) {
+  ScalarType weight_type = ScalarType::kFloat32;
+  bool seen = false;
+  for (const ConstTensorRef& weight : weights) {
+    if (weight.null()) continue;
+    if (seen && weight.type() != weight_type) return false;
+    weight_type = weight.type();
+    seen = true;
+  }
+  if (weight_type != ScalarType::kFloat32 && weight_type != *rows.begin()) return false;
+  return WithSharedStoredType(rows, [&](auto* row_type) {
+    using T = std::remove_pointer_t<decltype(row_type)>;
+    if constexpr (std::is_same_v<T, float>) {
+      f(row_type, static_cast<float*>(nullptr));
+    } else {
+      if (weight_type == ScalarType::kFloat32) {
+        f(row_type, static_cast<float*>(nullptr));
+      } else {
+        f(row_type, row_type);
+      }
+    }
+  });
 }
 
 // A row of T values as compute/norm_rows.h's routines read it (groups of four, zero past
@@ -169,6 +200,17 @@ template <typename T>
 __device__ typename RowAccess<T>::Store StoreRow(T* row) {
   return typename RowAccess<T>::Store{row};
 }
+// Calls launch(std::bool_constant<kAdd>{}) with kAdd = `add`: a norm's input-gradient
+// kernel instantiated for writing or adding its rows.
+template <typename Launch>
+void WithAddToDx(bool add, const Launch& launch) {
+  if (add) {
+    launch(std::true_type());
+  } else {
+    launch(std::false_type());
+  }
+}
+
 // A norm's input-gradient row: written, or with kAdd added into (AddingRowStore).
 template <bool kAdd, typename T>
 __device__ auto GradientRow(T* row) {

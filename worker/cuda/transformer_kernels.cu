@@ -105,10 +105,11 @@ size_t ScratchBytes(int64_t n, size_t sort_bytes) {
 // ---- layer norm -------------------------------------------------------------------------
 
 // One warp per row (compute/norm_rows.h): float sums in a fixed order, 16-byte loads of
-// FP32 rows; x, y, dy and dx in their storage type T (storage_elements.cuh). With a
-// residual, x = x + residual first (AddResidualRow), then the norm of that sum.
-template <typename T>
-__global__ void LayerNormForwardKernel(T* x, const T* residual, const float* w, const float* b,
+// FP32 rows; x, y, dy and dx in their storage type T, w and b in theirs W (FP32 or T:
+// storage_elements.cuh). With a residual, x = x + residual first (AddResidualRow), then
+// the norm of that sum.
+template <typename T, typename W>
+__global__ void LayerNormForwardKernel(T* x, const T* residual, const W* w, const W* b,
                                        int64_t rows, int64_t dim, float eps, T* y, float* mean,
                                        float* rstd) {
   const WarpPosition at = ThisWarp();
@@ -126,8 +127,8 @@ __global__ void LayerNormForwardKernel(T* x, const T* residual, const float* w, 
 }
 
 // kAdd: dx is added into (GradientRow), as the residual's gradient takes it.
-template <typename T, bool kAdd>
-__global__ void LayerNormInputGradKernel(const T* x, const float* w, const float* mean,
+template <typename T, typename W, bool kAdd>
+__global__ void LayerNormInputGradKernel(const T* x, const W* w, const float* mean,
                                          const float* rstd, const T* dy, int64_t rows, int64_t dim,
                                          T* dx) {
   const WarpPosition at = ThisWarp();
@@ -270,30 +271,28 @@ cudaError_t EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int64_t n
   return Launched();
 }
 
-cudaError_t LayerNormForward(ConstTensorRef x, const float* w, const float* b, int64_t rows,
+cudaError_t LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b, int64_t rows,
                              int64_t dim, float eps, TensorRef y, float* mean, float* rstd,
                              cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  const bool typed = WithSharedStoredType({x.type(), y.type()}, [&](auto* type) {
-    using T = std::remove_pointer_t<decltype(type)>;
-    // The kernel writes x only with a residual.
-    LayerNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
-        const_cast<T*>(static_cast<const T*>(x.data())), static_cast<const T*>(nullptr), w, b, rows,
-        dim, eps, static_cast<T*>(y.data()), mean, rstd);
-  });
-  return typed ? Launched() : cudaErrorInvalidValue;
+  // The kernel writes x only with a residual.
+  return AddLayerNormForward(TensorRef(const_cast<void*>(x.data()), x.type()), nullptr, w, b, rows,
+                             dim, eps, y, mean, rstd, stream);
 }
 
-cudaError_t AddLayerNormForward(TensorRef x, ConstTensorRef residual, const float* w,
-                                const float* b, int64_t rows, int64_t dim, float eps, TensorRef y,
+cudaError_t AddLayerNormForward(TensorRef x, ConstTensorRef residual, ConstTensorRef w,
+                                ConstTensorRef b, int64_t rows, int64_t dim, float eps, TensorRef y,
                                 float* mean, float* rstd, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  const bool typed = WithSharedStoredType({x.type(), residual.type(), y.type()}, [&](auto* type) {
-    using T = std::remove_pointer_t<decltype(type)>;
-    LayerNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
-        static_cast<T*>(x.data()), static_cast<const T*>(residual.data()), w, b, rows, dim, eps,
-        static_cast<T*>(y.data()), mean, rstd);
-  });
+  const ScalarType residual_type = residual.null() ? x.type() : residual.type();
+  const bool typed = WithRowAndWeightTypes(
+      {x.type(), residual_type, y.type()}, {w, b}, [&](auto* type, auto* weight_type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        using W = std::remove_pointer_t<decltype(weight_type)>;
+        LayerNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
+            static_cast<T*>(x.data()), static_cast<const T*>(residual.data()),
+            static_cast<const W*>(w.data()), static_cast<const W*>(b.data()), rows, dim, eps,
+            static_cast<T*>(y.data()), mean, rstd);
+      });
   return typed ? Launched() : cudaErrorInvalidValue;
 }
 
@@ -301,7 +300,7 @@ size_t LayerNormBackwardPartials(int64_t rows, int64_t dim) {
   return static_cast<size_t>(2 * RowChunks(rows) * dim);
 }
 
-cudaError_t LayerNormBackward(ConstTensorRef x, const float* w, const float* mean,
+cudaError_t LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const float* mean,
                               const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
                               TensorRef dx, bool add_to_dx, float* dw, float* db, double* partials,
                               cudaStream_t stream) {
@@ -310,23 +309,25 @@ cudaError_t LayerNormBackward(ConstTensorRef x, const float* w, const float* mea
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
   const dim3 grid(static_cast<unsigned>((dim + kThreads - 1) / kThreads),
                   static_cast<unsigned>(chunks));
-  const bool typed = WithSharedStoredType({x.type(), dy.type(), dx.type()}, [&](auto* type) {
-    using T = std::remove_pointer_t<decltype(type)>;
-    const T* x_values = static_cast<const T*>(x.data());
-    const T* dy_values = static_cast<const T*>(dy.data());
-    T* dx_values = static_cast<T*>(dx.data());
-    if (add_to_dx) {
-      LayerNormInputGradKernel<T, true><<<WarpBlocks(rows), kThreads, 0, stream>>>(
-          x_values, w, mean, rstd, dy_values, rows, dim, dx_values);
-    } else {
-      LayerNormInputGradKernel<T, false><<<WarpBlocks(rows), kThreads, 0, stream>>>(
-          x_values, w, mean, rstd, dy_values, rows, dim, dx_values);
-    }
-    if (dw == nullptr && db == nullptr) return;
-    LayerNormParamPartialsKernel<<<grid, kThreads, 0, stream>>>(
-        x_values, mean, rstd, dy_values, rows, dim, rows_per_chunk, partials);
-    LayerNormParamGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(partials, chunks, dim, dw, db);
-  });
+  const bool typed = WithRowAndWeightTypes(
+      {x.type(), dy.type(), dx.type()}, {w}, [&](auto* type, auto* weight_type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        using W = std::remove_pointer_t<decltype(weight_type)>;
+        const T* x_values = static_cast<const T*>(x.data());
+        const T* dy_values = static_cast<const T*>(dy.data());
+        const W* weights = static_cast<const W*>(w.data());
+        T* dx_values = static_cast<T*>(dx.data());
+        WithAddToDx(add_to_dx, [&](auto add) {
+          LayerNormInputGradKernel<T, W, decltype(add)::value>
+              <<<WarpBlocks(rows), kThreads, 0, stream>>>(x_values, weights, mean, rstd, dy_values,
+                                                          rows, dim, dx_values);
+        });
+        if (dw == nullptr && db == nullptr) return;
+        LayerNormParamPartialsKernel<<<grid, kThreads, 0, stream>>>(
+            x_values, mean, rstd, dy_values, rows, dim, rows_per_chunk, partials);
+        LayerNormParamGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(partials, chunks, dim, dw,
+                                                                       db);
+      });
   return typed ? Launched() : cudaErrorInvalidValue;
 }
 

@@ -34,15 +34,17 @@ cudaError_t EmbeddingBackward(const int64_t* ids, ConstTensorRef dout, int64_t n
 // LayerNorm over rows of `dim` (w, b may be null: 1 and 0), one warp per row, its sums in
 // float in compute/norm_rows.h's fixed order (the CPU sums in double: the two differ by
 // rounding); keeps mean and rstd [rows]. x and y (dy and dx below) share one type, FP32 or
-// 16-bit (storage_elements.cuh), else cudaErrorInvalidValue; w, b and the statistics are
-// FP32.
-cudaError_t LayerNormForward(ConstTensorRef x, const float* w, const float* b, int64_t rows,
+// 16-bit (storage_elements.cuh); w and b are FP32 or of x's type (16-bit storage reads
+// them in place, widened as read); else cudaErrorInvalidValue. The statistics and the
+// parameter gradients are FP32.
+cudaError_t LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b, int64_t rows,
                              int64_t dim, float eps, TensorRef y, float* mean, float* rstd,
                              cudaStream_t stream);
 // x = x + residual (each sum rounded to their type as Accumulate rounds it), then
 // LayerNormForward of that sum, in one kernel: a pre-norm block's residual and its norm.
-cudaError_t AddLayerNormForward(TensorRef x, ConstTensorRef residual, const float* w,
-                                const float* b, int64_t rows, int64_t dim, float eps, TensorRef y,
+// Without a residual (null), LayerNormForward itself.
+cudaError_t AddLayerNormForward(TensorRef x, ConstTensorRef residual, ConstTensorRef w,
+                                ConstTensorRef b, int64_t rows, int64_t dim, float eps, TensorRef y,
                                 float* mean, float* rstd, cudaStream_t stream);
 // Writes dx (one warp per row, as the forward), or with `add_to_dx` adds it, rounded to
 // dx's type, to what dx holds (the sum rounded: the values of a write then Accumulate);
@@ -51,7 +53,7 @@ cudaError_t AddLayerNormForward(TensorRef x, ConstTensorRef residual, const floa
 // over rows in fixed chunks (partial sums in double, then the chunks in order):
 // `partials` holds LayerNormBackwardPartials(rows, dim) doubles.
 size_t LayerNormBackwardPartials(int64_t rows, int64_t dim);
-cudaError_t LayerNormBackward(ConstTensorRef x, const float* w, const float* mean,
+cudaError_t LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const float* mean,
                               const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
                               TensorRef dx, bool add_to_dx, float* dw, float* db, double* partials,
                               cudaStream_t stream);

@@ -171,6 +171,19 @@ void AsyncCpuDevice::RequireGemmTypes(const char* operation, ScalarType operands
   }
 }
 
+void AsyncCpuDevice::RequireNormWeights(const char* operation, ConstTensorRef rows,
+                                        std::initializer_list<ConstTensorRef> weights) {
+  RequireSharedType(operation, weights);
+  for (const ConstTensorRef& weight : weights) {
+    if (weight.null() || weight.is_float() || weight.type() == rows.type()) continue;
+    KeepFirstError(absl::InternalError(
+        absl::StrCat(operation, ": weights stored in ", ScalarTypeName(weight.type()),
+                     " for rows stored in ", ScalarTypeName(rows.type()),
+                     "; the CUDA device's norms take FP32 weights or the rows' type")));
+    return;
+  }
+}
+
 void AsyncCpuDevice::CopyFromHost(void* dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
   auto taken = std::make_shared<std::vector<unsigned char>>(
@@ -276,6 +289,7 @@ void AsyncCpuDevice::LayerNormForward(ConstTensorRef x, ConstTensorRef w, ConstT
                                       int64_t rows, int64_t dim, float eps, TensorRef y,
                                       float* mean, float* rstd) {
   RequireSharedType("LayerNormForward", {x, y});
+  RequireNormWeights("LayerNormForward", x, {w, b});
   Later([=] { cpu_.LayerNormForward(x, w, b, rows, dim, eps, y, mean, rstd); });
 }
 
@@ -283,12 +297,14 @@ void AsyncCpuDevice::LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const
                                        const float* rstd, ConstTensorRef dy, int64_t rows,
                                        int64_t dim, TensorRef dx, float* dw, float* db) {
   RequireSharedType("LayerNormBackward", {x, dy, dx});
+  RequireNormWeights("LayerNormBackward", x, {w});
   Later([=] { cpu_.LayerNormBackward(x, w, mean, rstd, dy, rows, dim, dx, dw, db); });
 }
 
 void AsyncCpuDevice::RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim,
                                     float eps, TensorRef y, float* rstd) {
   RequireSharedType("RmsNormForward", {x, y});
+  RequireNormWeights("RmsNormForward", x, {w});
   Later([=] { cpu_.RmsNormForward(x, w, rows, dim, eps, y, rstd); });
 }
 
@@ -296,6 +312,7 @@ void AsyncCpuDevice::RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const f
                                      ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                                      float* dw) {
   RequireSharedType("RmsNormBackward", {x, dy, dx});
+  RequireNormWeights("RmsNormBackward", x, {w});
   Later([=] { cpu_.RmsNormBackward(x, w, rstd, dy, rows, dim, dx, dw); });
 }
 
@@ -342,6 +359,7 @@ void AsyncCpuDevice::FusedAttentionForward(const QkvSpan<ConstTensorRef>& qkv,
                                            const AttentionShape& shape, TensorRef out, float* lse,
                                            ScalarType operands) {
   RequireGemmTypes("FusedAttentionForward", operands, {qkv.q, qkv.k, qkv.v, out});
+  RequireSharedType("FusedAttentionForward", {qkv.q, qkv.k, qkv.v, out});
   Later([=] { cpu_.FusedAttentionForward(qkv, shape, out, lse, operands); });
 }
 
@@ -351,6 +369,8 @@ void AsyncCpuDevice::FusedAttentionBackward(const QkvSpan<ConstTensorRef>& qkv, 
                                             const QkvSpan<TensorRef>& dqkv, ScalarType operands) {
   RequireGemmTypes("FusedAttentionBackward", operands,
                    {qkv.q, qkv.k, qkv.v, out, dout, dqkv.q, dqkv.k, dqkv.v});
+  RequireSharedType("FusedAttentionBackward", {qkv.q, qkv.k, qkv.v, out, dout});
+  RequireSharedType("FusedAttentionBackward", {dqkv.q, dqkv.k, dqkv.v});
   Later([=] { cpu_.FusedAttentionBackward(qkv, out, lse, dout, shape, dqkv, operands); });
 }
 

@@ -16,9 +16,11 @@
 //   MultiplyAndCheckFinite (for the caller's stream, as cudaStreamSynchronize);
 // - CopyFromHost takes its source at the call, as a copy from pageable memory does;
 // - the CUDA device's type rules, which its kernels enforce at launch: an elementwise or
-//   norm kernel's activations share one stored type (cuda/storage_elements.cuh), a GEMM's
-//   values are FP32 or its operands' type (cuda/typed_operand.h, cuda/blas.h); the first
-//   breach is the device's error, as the failed launch would be;
+//   norm kernel's activations share one stored type (cuda/storage_elements.cuh), a norm's
+//   weights are FP32 or that type, a fused attention's inputs share one (and its
+//   gradients one), a GEMM's values are FP32 or its operands' type
+//   (cuda/typed_operand.h, cuda/blas.h); the first breach is the device's error, as the
+//   failed launch would be;
 // - memory from StreamPoolAllocator: per-stream pools, poisoned on reuse.
 // A run on it must equal the same run on the CPU device bit for bit; a result that differs,
 // or changes with the seed, names an ordering bug the GPU would have
@@ -82,6 +84,10 @@ class AsyncCpuDevice final : public Device {
   void RequireSharedType(const char* operation, std::initializer_list<ConstTensorRef> values);
   void RequireGemmTypes(const char* operation, ScalarType operands,
                         std::initializer_list<ConstTensorRef> values);
+  // A norm's weights: those present of one type, FP32 or the rows' (the CUDA norms read
+  // them in place).
+  void RequireNormWeights(const char* operation, ConstTensorRef rows,
+                          std::initializer_list<ConstTensorRef> weights);
   void KeepFirstError(absl::Status error);
 
   mutable absl::Mutex mu_;

@@ -213,5 +213,31 @@ TEST(AsyncCpuDevice, RefusesTheTypeMixesTheCudaDeviceRefuses) {
       << other.status();
 }
 
+// A norm's weights are FP32 or its rows' type: BF16 rows with FP32 or BF16 weights pass,
+// FP32 rows with BF16 weights are refused, named.
+TEST(AsyncCpuDevice, RefusesNormWeightsOfAnotherSixteenBitType) {
+  constexpr ScalarType kBf16 = ScalarType::kBFloat16;
+  constexpr int64_t kRows = 4, kDim = kN / kRows;
+  AsyncCpuDevice device(NoPauses(), /*low_precision_storage=*/true);
+  Buffer rows16(device.allocator(), kN, MemoryCategory::kActivations, kBf16);
+  Buffer out16(device.allocator(), kN, MemoryCategory::kActivations, kBf16);
+  Buffer w16(device.allocator(), kDim, MemoryCategory::kParameters, kBf16);
+  Buffer w32(device.allocator(), kDim, MemoryCategory::kParameters);
+  Buffer rstd(device.allocator(), kRows, MemoryCategory::kActivations);
+  device.RmsNormForward(rows16.ref(), w16.ref(), kRows, kDim, 1e-6f, out16.ref(), rstd.data());
+  device.RmsNormForward(rows16.ref(), w32.ref(), kRows, kDim, 1e-6f, out16.ref(), rstd.data());
+  ASSERT_TRUE(device.Synchronize().ok()) << device.status();
+
+  Buffer rows32(device.allocator(), kN, MemoryCategory::kActivations);
+  Buffer out32(device.allocator(), kN, MemoryCategory::kActivations);
+  device.RmsNormForward(rows32.ref(), w16.ref(), kRows, kDim, 1e-6f, out32.ref(), rstd.data());
+  const absl::Status refused = device.Synchronize();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(
+      refused.message().find("RmsNormForward: weights stored in BF16 for rows stored in FP32"),
+      std::string::npos)
+      << refused;
+}
+
 }  // namespace
 }  // namespace shardwise::testing

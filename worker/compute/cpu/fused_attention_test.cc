@@ -23,6 +23,7 @@
 #include "worker/compute/cpu/llama_layers.h"
 #include "worker/compute/cpu/test_values.h"
 #include "worker/compute/fused_attention_rows.h"
+#include "worker/compute/sixteen_bit_value.h"
 
 namespace shardwise::cpu {
 namespace {
@@ -242,27 +243,6 @@ TEST(FusedAttention, KeyGradientsDoNotDependOnWhereTheQueryLoopStarts) {
   }
 }
 
-// A value in 16-bit storage as the GPU keeps it: its bits, widened to float exactly as a
-// kernel reads them.
-template <ScalarType kType>
-struct SixteenBit {
-  uint16_t bits;
-  explicit operator float() const {
-    float value = 0;
-    Widen(kType, &bits, &value, 1);
-    return value;
-  }
-};
-
-template <ScalarType kType>
-std::vector<SixteenBit<kType>> Stored(const std::vector<float>& values) {
-  std::vector<uint16_t> bits(values.size());
-  Narrow(kType, values.data(), bits.data(), values.size());
-  std::vector<SixteenBit<kType>> stored(values.size());
-  for (size_t i = 0; i < values.size(); ++i) stored[i].bits = bits[i];
-  return stored;
-}
-
 // The rows over 16-bit storage (the GPU's CUDA-core kernel in a BF16 or FP16 job's
 // storage) compute in float what they compute over the values' FP32 widening, bit for
 // bit: out, each row's log-sum-exp and D_i, and the gradients, before the kernel rounds
@@ -287,7 +267,9 @@ void ExpectSixteenBitRowsEqualFp32Rows() {
   }
   const std::vector<float> exact_out = out;
   RoundToPrecision(kType, out.data(), out.size());  // as the forward stores it
-  const auto qkv16 = Stored<kType>(qkv), out16 = Stored<kType>(out), dout16 = Stored<kType>(dout);
+  const auto qkv16 = testing::StoredSixteenBit<kType>(qkv),
+             out16 = testing::StoredSixteenBit<kType>(out),
+             dout16 = testing::StoredSixteenBit<kType>(dout);
   const int64_t n = s.head_dim;
   std::vector<float> got(n), got_dk(n);
   for (int64_t b = 0; b < s.batch; ++b) {
