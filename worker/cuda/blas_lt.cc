@@ -218,6 +218,9 @@ absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const Matmul& call) {
   if (it != plans_.end()) return &it->second;
   auto described = std::make_unique<Descriptors>();
   RETURN_IF_ERROR(Describe(call, *described));
+  // The heuristic sees the first call's pointers too, as it did when every call was
+  // described whole.
+  RETURN_IF_ERROR(PointEpilogue(call, described->matmul));
   const absl::StatusOr<cublasLtMatmulAlgo_t> algo = ChooseAlgorithm(handle_, call, *described);
   if (!algo.ok() && !absl::IsUnimplemented(algo.status())) return algo.status();
   Plan plan;
