@@ -33,7 +33,7 @@ __global__ void RmsNormForwardKernel(T* x, const T* residual, const W* w, int64_
 }
 
 // kAdd: dx is added into (GradientRow), as the residual's gradient takes it.
-template <typename T, typename W, bool kAdd>
+template <bool kAdd, typename T, typename W>
 __global__ void RmsNormInputGradKernel(const T* x, const W* w, const float* rstd, const T* dy,
                                        int64_t rows, int64_t dim, T* dx) {
   const WarpPosition at = ThisWarp();
@@ -185,22 +185,13 @@ cudaError_t RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rst
                             ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                             bool add_to_dx, float* dw, cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
-  const bool typed = WithRowAndWeightTypes(
-      {x.type(), dy.type(), dx.type()}, {w}, [&](auto* type, auto* weight_type) {
-        using T = std::remove_pointer_t<decltype(type)>;
-        using W = std::remove_pointer_t<decltype(weight_type)>;
-        const T* x_values = static_cast<const T*>(x.data());
-        const T* dy_values = static_cast<const T*>(dy.data());
-        const W* weights = static_cast<const W*>(w.data());
-        T* dx_values = static_cast<T*>(dx.data());
-        WithAddToDx(add_to_dx, [&](auto add) {
-          RmsNormInputGradKernel<T, W, decltype(add)::value>
-              <<<WarpBlocks(rows), kThreads, 0, stream>>>(x_values, weights, rstd, dy_values, rows,
-                                                          dim, dx_values);
-        });
-        RmsNormWeightGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(x_values, rstd, dy_values,
-                                                                      rows, dim, dw);
-      });
+  const bool typed = WithNormGradValues(x, dy, w, dx, [&](const auto& v) {
+    WithAddToDx(add_to_dx, [&](auto add) {
+      RmsNormInputGradKernel<decltype(add)::value>
+          <<<WarpBlocks(rows), kThreads, 0, stream>>>(v.x, v.w, rstd, v.dy, rows, dim, v.dx);
+    });
+    RmsNormWeightGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(v.x, rstd, v.dy, rows, dim, dw);
+  });
   return typed ? Launched() : cudaErrorInvalidValue;
 }
 

@@ -200,6 +200,30 @@ template <typename T>
 __device__ typename RowAccess<T>::Store StoreRow(T* row) {
   return typename RowAccess<T>::Store{row};
 }
+// A norm backward's values with their types: rows x, dy and dx stored as T, the weight
+// as W (WithRowAndWeightTypes's rule).
+template <typename T, typename W>
+struct NormGradValues {
+  const T* x;
+  const T* dy;
+  const W* w;
+  T* dx;
+};
+
+// Calls f(NormGradValues<T, W>) for the types WithRowAndWeightTypes finds; false where
+// it finds none.
+template <typename F>
+bool WithNormGradValues(ConstTensorRef x, ConstTensorRef dy, ConstTensorRef w, TensorRef dx,
+                        F&& f) {
+  return WithRowAndWeightTypes(
+      {x.type(), dy.type(), dx.type()}, {w}, [&](auto* type, auto* weight_type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        using W = std::remove_pointer_t<decltype(weight_type)>;
+        f(NormGradValues<T, W>{static_cast<const T*>(x.data()), static_cast<const T*>(dy.data()),
+                               static_cast<const W*>(w.data()), static_cast<T*>(dx.data())});
+      });
+}
+
 // Calls launch(std::bool_constant<kAdd>{}) with kAdd = `add`: a norm's input-gradient
 // kernel instantiated for writing or adding its rows.
 template <typename Launch>

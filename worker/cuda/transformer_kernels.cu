@@ -127,7 +127,7 @@ __global__ void LayerNormForwardKernel(T* x, const T* residual, const W* w, cons
 }
 
 // kAdd: dx is added into (GradientRow), as the residual's gradient takes it.
-template <typename T, typename W, bool kAdd>
+template <bool kAdd, typename T, typename W>
 __global__ void LayerNormInputGradKernel(const T* x, const W* w, const float* mean,
                                          const float* rstd, const T* dy, int64_t rows, int64_t dim,
                                          T* dx) {
@@ -309,25 +309,16 @@ cudaError_t LayerNormBackward(ConstTensorRef x, ConstTensorRef w, const float* m
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
   const dim3 grid(static_cast<unsigned>((dim + kThreads - 1) / kThreads),
                   static_cast<unsigned>(chunks));
-  const bool typed = WithRowAndWeightTypes(
-      {x.type(), dy.type(), dx.type()}, {w}, [&](auto* type, auto* weight_type) {
-        using T = std::remove_pointer_t<decltype(type)>;
-        using W = std::remove_pointer_t<decltype(weight_type)>;
-        const T* x_values = static_cast<const T*>(x.data());
-        const T* dy_values = static_cast<const T*>(dy.data());
-        const W* weights = static_cast<const W*>(w.data());
-        T* dx_values = static_cast<T*>(dx.data());
-        WithAddToDx(add_to_dx, [&](auto add) {
-          LayerNormInputGradKernel<T, W, decltype(add)::value>
-              <<<WarpBlocks(rows), kThreads, 0, stream>>>(x_values, weights, mean, rstd, dy_values,
-                                                          rows, dim, dx_values);
-        });
-        if (dw == nullptr && db == nullptr) return;
-        LayerNormParamPartialsKernel<<<grid, kThreads, 0, stream>>>(
-            x_values, mean, rstd, dy_values, rows, dim, rows_per_chunk, partials);
-        LayerNormParamGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(partials, chunks, dim, dw,
-                                                                       db);
-      });
+  const bool typed = WithNormGradValues(x, dy, w, dx, [&](const auto& v) {
+    WithAddToDx(add_to_dx, [&](auto add) {
+      LayerNormInputGradKernel<decltype(add)::value>
+          <<<WarpBlocks(rows), kThreads, 0, stream>>>(v.x, v.w, mean, rstd, v.dy, rows, dim, v.dx);
+    });
+    if (dw == nullptr && db == nullptr) return;
+    LayerNormParamPartialsKernel<<<grid, kThreads, 0, stream>>>(v.x, mean, rstd, v.dy, rows, dim,
+                                                                rows_per_chunk, partials);
+    LayerNormParamGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(partials, chunks, dim, dw, db);
+  });
   return typed ? Launched() : cudaErrorInvalidValue;
 }
 
