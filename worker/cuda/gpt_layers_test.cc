@@ -409,6 +409,15 @@ TEST_F(GptLayersTest, FusedAttentionMatchesTheCpuInFp64) {
   }
 }
 
+// A device whose FUSED attention runs on `kernel` (cuDNN, or the CUDA cores), so a GPU or
+// cuDNN that cannot run it fails the test rather than passing on the other kernel.
+absl::StatusOr<std::unique_ptr<CudaDevice>> DeviceWithAttentionKernel(
+    v1::CudaOptions::FusedAttentionKernel kernel) {
+  CudaDeviceOptions options;
+  options.fused_attention_kernel = kernel;
+  return CudaDevice::Create(options);
+}
+
 // FUSED attention with 16-bit operands through cuDNN's flash attention (the device made
 // with cuda.fused_attention_kernel CUDNN, so a GPU or cuDNN that cannot run it fails here
 // rather than passing on the CUDA-core kernel): against the CPU's fused loops in FP64 on
@@ -417,9 +426,7 @@ TEST_F(GptLayersTest, FusedAttentionMatchesTheCpuInFp64) {
 // statistics within FP32 rounding; the backward twice with the same bits (only
 // deterministic engines are taken).
 void CheckCudnnFusedAttention(const FusedCase& c, ScalarType operands, float tolerance) {
-  CudaDeviceOptions options;
-  options.fused_attention_kernel = v1::CudaOptions::CUDNN;
-  auto made = CudaDevice::Create(options);
+  auto made = DeviceWithAttentionKernel(v1::CudaOptions::CUDNN);
   ASSERT_TRUE(made.ok()) << made.status();
   FusedAttentionRun run;
   RunFusedAttention(**made, c, operands, 15, &run);
@@ -489,9 +496,7 @@ void ExpectSixteenBitStorageGivesTheBitsOfFp32Storage(CudaDevice& device, const 
 // are, without copies.
 TEST(CudnnFusedAttentionTest, SixteenBitStorageGivesTheBitsOfFp32Storage) {
   SKIP_WITHOUT_GPU();
-  CudaDeviceOptions options;
-  options.fused_attention_kernel = v1::CudaOptions::CUDNN;
-  auto made = CudaDevice::Create(options);
+  auto made = DeviceWithAttentionKernel(v1::CudaOptions::CUDNN);
   ASSERT_TRUE(made.ok()) << made.status();
   for (const FusedCase& c : {Packed({2, 128, 2, 64}), Apart({2, 128, 4, 64}, 2)}) {
     SCOPED_TRACE(Describe(c));
@@ -505,9 +510,7 @@ TEST(CudnnFusedAttentionTest, SixteenBitStorageGivesTheBitsOfFp32Storage) {
 // are unpacked), and goes through FP32 copies at other sizes.
 TEST(CudaCoreFusedAttentionTest, SixteenBitStorageGivesTheBitsOfFp32Storage) {
   SKIP_WITHOUT_GPU();
-  CudaDeviceOptions options;
-  options.fused_attention_kernel = v1::CudaOptions::CUDA_CORES;
-  auto made = CudaDevice::Create(options);
+  auto made = DeviceWithAttentionKernel(v1::CudaOptions::CUDA_CORES);
   ASSERT_TRUE(made.ok()) << made.status();
   for (const FusedCase& c :
        {Packed({2, 70, 2, 64}), Packed({1, 40, 2, 32}), Packed({1, 33, 2, 128}),

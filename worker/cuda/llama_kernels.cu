@@ -169,9 +169,8 @@ cudaError_t AddRmsNormForward(TensorRef x, ConstTensorRef residual, ConstTensorR
                               int64_t dim, float eps, TensorRef y, float* rstd,
                               cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  const ScalarType residual_type = residual.null() ? x.type() : residual.type();
-  const bool typed = WithRowAndWeightTypes(
-      {x.type(), residual_type, y.type()}, {w}, [&](auto* type, auto* weight_type) {
+  const bool typed =
+      WithRowAndWeightTypes({x, residual, y}, {w}, [&](auto* type, auto* weight_type) {
         using T = std::remove_pointer_t<decltype(type)>;
         using W = std::remove_pointer_t<decltype(weight_type)>;
         RmsNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(

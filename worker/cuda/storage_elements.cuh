@@ -80,31 +80,34 @@ bool WithStoredTypes(ScalarType first, ScalarType second, F&& f) {
   return typed;
 }
 
-// For a norm: `f(row_type, weight_type)` with null pointers of the rows' stored type T
-// (`rows`, one shared type) and of the weights' W (`weights`, those present of one type:
-// FP32, or T itself, a 16-bit job's parameters in 16-bit storage); false for other mixes.
-template <typename F>
-bool WithRowAndWeightTypes(std::initializer_list<ScalarType> rows,
-                           std::initializer_list<ConstTensorRef> weights, F&& f) {
-  ScalarType weight_type = ScalarType::kFloat32;
+// The one type of `values`' present (non-null) members into *type, left as it is where
+// none is present; false where they differ.
+inline bool PresentType(std::initializer_list<ConstTensorRef> values, ScalarType* type) {
   bool seen = false;
-  for (const ConstTensorRef& weight : weights) {
-    if (weight.null()) continue;
-    if (seen && weight.type() != weight_type) return false;
-    weight_type = weight.type();
+  for (const ConstTensorRef& value : values) {
+    if (value.null()) continue;
+    if (seen && value.type() != *type) return false;
+    *type = value.type();
     seen = true;
   }
-  if (weight_type != ScalarType::kFloat32 && weight_type != *rows.begin()) return false;
-  return WithSharedStoredType(rows, [&](auto* row_type) {
-    using T = std::remove_pointer_t<decltype(row_type)>;
-    if constexpr (std::is_same_v<T, float>) {
-      f(row_type, static_cast<float*>(nullptr));
+  return true;
+}
+
+// For a norm: `f(row_type, weight_type)` with null pointers of the rows' stored type T
+// (`rows`: those present of one type; an absent residual is not a row) and of the weights'
+// W (`weights`, those present of one type: FP32, or T itself, a 16-bit job's parameters in
+// 16-bit storage); false for other mixes.
+template <typename F>
+bool WithRowAndWeightTypes(std::initializer_list<ConstTensorRef> rows,
+                           std::initializer_list<ConstTensorRef> weights, F&& f) {
+  ScalarType row_type = ScalarType::kFloat32, weight_type = ScalarType::kFloat32;
+  if (!PresentType(rows, &row_type) || !PresentType(weights, &weight_type)) return false;
+  if (weight_type != ScalarType::kFloat32 && weight_type != row_type) return false;
+  return WithStoredType(row_type, [&](auto* stored) {
+    if (weight_type == ScalarType::kFloat32) {
+      f(stored, static_cast<float*>(nullptr));
     } else {
-      if (weight_type == ScalarType::kFloat32) {
-        f(row_type, static_cast<float*>(nullptr));
-      } else {
-        f(row_type, row_type);
-      }
+      f(stored, stored);
     }
   });
 }
@@ -215,13 +218,12 @@ struct NormGradValues {
 template <typename F>
 bool WithNormGradValues(ConstTensorRef x, ConstTensorRef dy, ConstTensorRef w, TensorRef dx,
                         F&& f) {
-  return WithRowAndWeightTypes(
-      {x.type(), dy.type(), dx.type()}, {w}, [&](auto* type, auto* weight_type) {
-        using T = std::remove_pointer_t<decltype(type)>;
-        using W = std::remove_pointer_t<decltype(weight_type)>;
-        f(NormGradValues<T, W>{static_cast<const T*>(x.data()), static_cast<const T*>(dy.data()),
-                               static_cast<const W*>(w.data()), static_cast<T*>(dx.data())});
-      });
+  return WithRowAndWeightTypes({x, dy, dx}, {w}, [&](auto* type, auto* weight_type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    using W = std::remove_pointer_t<decltype(weight_type)>;
+    f(NormGradValues<T, W>{static_cast<const T*>(x.data()), static_cast<const T*>(dy.data()),
+                           static_cast<const W*>(w.data()), static_cast<T*>(dx.data())});
+  });
 }
 
 // Calls launch(std::bool_constant<kAdd>{}) with kAdd = `add`: a norm's input-gradient

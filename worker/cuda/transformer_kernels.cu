@@ -283,9 +283,8 @@ cudaError_t AddLayerNormForward(TensorRef x, ConstTensorRef residual, ConstTenso
                                 ConstTensorRef b, int64_t rows, int64_t dim, float eps, TensorRef y,
                                 float* mean, float* rstd, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  const ScalarType residual_type = residual.null() ? x.type() : residual.type();
-  const bool typed = WithRowAndWeightTypes(
-      {x.type(), residual_type, y.type()}, {w, b}, [&](auto* type, auto* weight_type) {
+  const bool typed =
+      WithRowAndWeightTypes({x, residual, y}, {w, b}, [&](auto* type, auto* weight_type) {
         using T = std::remove_pointer_t<decltype(type)>;
         using W = std::remove_pointer_t<decltype(weight_type)>;
         LayerNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
