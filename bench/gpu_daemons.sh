@@ -1,8 +1,9 @@
 # Sourced by the GPU benchmarks (gpu_training.sh, gpu_gpt.sh): a coordinator and one CUDA
 # worker on GPU 0 from the unpacked bundle in $bundle, on loopback, their state and logs in
 # $work, stopped when the script exits (with whatever else the script adds to pids).
-# Sets SHARDWISE_COORDINATOR for the CLI. A script may set the array worker_wrapper first
-# to start the worker under another program (gpu_gpt_profile.sh: Nsight Compute).
+# Sets SHARDWISE_COORDINATOR for the CLI and defines watch_job. A script may set the array
+# worker_wrapper first to start the worker under another program (gpu_gpt_profile.sh:
+# Nsight Compute).
 
 pids=()
 [ -n "${worker_wrapper+set}" ] || worker_wrapper=()
@@ -18,6 +19,28 @@ export SHARDWISE_COORDINATOR="127.0.0.1:$(cat "$work/port")"
   2>"$work/worker.log" &
 pids+=($!)
 for _ in $(seq 600); do "$bundle/bin/shardwise" get workers | grep -q IDLE && break; sleep 0.1; done
+# A worker that never registered leaves every job pending until the caller's deadline: the
+# logs say why now.
+if ! "$bundle/bin/shardwise" get workers | grep -q IDLE; then
+  echo "gpu_daemons.sh: no CUDA worker registered within 60 s" >&2
+  tail -n 40 "$work/worker.log" "$work/coordinator.log" >&2
+  exit 1
+fi
+
+# Waits for job $1 to end (SHARDWISE_JOB_TIMEOUT seconds at most, 480 by default). Where it
+# did not succeed, prints the job's summary (its reason) and the daemons' last log lines,
+# and fails: a benchmark's figure never hides its job's fault.
+watch_job() {
+  if timeout "${SHARDWISE_JOB_TIMEOUT:-480}" "$bundle/bin/shardwise" watch "$1" >"$work/watch.txt" 2>&1; then
+    return 0
+  fi
+  echo "gpu_daemons.sh: job $1 did not succeed (or ran past ${SHARDWISE_JOB_TIMEOUT:-480} s):" >&2
+  tail -n 20 "$work/watch.txt" >&2
+  "$bundle/bin/shardwise" describe "$1" >&2 || true
+  tail -n 60 "$work/worker.log" >&2
+  tail -n 20 "$work/coordinator.log" >&2
+  exit 1
+}
 
 # The steps/s `shardwise describe JOB` reports.
 job_steps_per_second() {

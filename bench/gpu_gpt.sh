@@ -4,8 +4,8 @@
 # NCCL, one FSDP unit per block) against PyTorch training the same model on the same GPU in
 # the same run (bench/pytorch_gpu_gpt.py: eager with the same manual attention, eager with
 # PyTorch's fused attention, torch.compile), appended with this command to
-# bench/RESULTS.md. For GPU hosts with PyTorch (see docs/operations.md, "GPU tests on a GPU
-# host"); the shape is nanoGPT's GPT-2 124M: 12 layers, 12 heads, 768 wide, context 1024,
+# bench/RESULTS.md. For GPU hosts with PyTorch (see docs/operations.md, "GPU
+# checks"); the shape is nanoGPT's GPT-2 124M: 12 layers, 12 heads, 768 wide, context 1024,
 # vocabulary 50304. SHARDWISE_GPU_BENCH_MODEL=llama1b (bench/gpu_llama.sh) runs the Llama of
 # Llama 3.2 1B's shape at context 2048 instead (bench/gpu_jobs.sh), against
 # bench/pytorch_gpu_llama.py.
@@ -59,19 +59,22 @@ gpu_job "$model" "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batc
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/memory" &
 pids+=($!)
 job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
-"$bundle/bin/shardwise" watch "$job" >/dev/null
+watch_job "$job"
 steps_per_second=$(job_steps_per_second "$job")
 peak_mib="$(sort -n "$work/memory" | tail -1) MiB used (nvidia-smi)"
 # PyTorch's lines for this model, precision, batch and step count are measured once per
 # SHARDWISE_TORCH_CACHE directory, where one is given (tests/gpu/device_run.sh gives one
-# per call, so a phase that runs several Shardwise configurations times PyTorch once).
+# in /tmp, so the phases on one machine time PyTorch once per configuration); lines with a
+# variant PyTorch could not run are not kept, so a later run tries again.
 cached=${SHARDWISE_TORCH_CACHE:+$SHARDWISE_TORCH_CACHE/$model-$precision-$batch-$steps-$activation.txt}
 if [ -n "$cached" ] && [ -s "$cached" ]; then
   theirs=$(cat "$cached")
 else
   theirs=$(python3 "$here/$theirs_script" --precision "$precision" --batch "$batch" \
     --steps "$steps" --peak_tflops "$peak_tflops" "${theirs_options[@]}")
-  [ -z "$cached" ] || printf '%s\n' "$theirs" >"$cached"
+  if [ -n "$cached" ] && ! grep -q unavailable <<<"$theirs"; then
+    printf '%s\n' "$theirs" >"$cached"
+  fi
 fi
 
 report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_mib" \

@@ -37,20 +37,30 @@ worker_pid=${pids[-1]}
 gpu_job gpt2 "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batch" "$attention" \
   "$storage"
 job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
-"$bundle/bin/shardwise" watch "$job" >/dev/null
+watch_job "$job"
 # The trace is written as the worker exits: SIGTERM drains it.
 kill -TERM "$worker_pid"
 for _ in $(seq 600); do kill -0 "$worker_pid" 2>/dev/null || break; sleep 0.1; done
-ours=$(report "$work/shardwise.tsv" AdamW 3)
+# Each step ends with one AdamW kernel per FSDP unit: the report divides their count by
+# the steps run.
+ours=$(report "$work/shardwise.tsv" AdamW 3 "$steps")
+echo "Shardwise: $ours"
 
 theirs=""
 # The injection library finds its own libraries through its run path ($ORIGIN/../lib);
 # the kit's lib/ stays off PyTorch's search path, so PyTorch loads the host's libraries.
+# A PyTorch variant that fails is reported as unavailable, with its last words.
 for variant in eager compile; do
-  CUDA_INJECTION64_PATH="$injection" SHARDWISE_GPU_BUSY_TRACE="$work/torch-$variant.tsv" \
+  if CUDA_INJECTION64_PATH="$injection" SHARDWISE_GPU_BUSY_TRACE="$work/torch-$variant.tsv" \
     python3 "$here/pytorch_gpu_gpt.py" --precision "$precision" --batch "$batch" \
-    --steps "$steps" --variants "$variant" >/dev/null
-  theirs+="| PyTorch $variant | $(report "$work/torch-$variant.tsv" spin_kernel 1) |"$'\n'
+    --steps "$steps" --variants "$variant" >"$work/torch-$variant.log" 2>&1 &&
+    figure=$(report "$work/torch-$variant.tsv" spin_kernel 1 2>&1); then
+    theirs+="| PyTorch $variant | $figure |"$'\n'
+  else
+    tail -n 20 "$work/torch-$variant.log" >&2
+    theirs+="| PyTorch $variant | unavailable: $(tail -n 1 "$work/torch-$variant.log" | cut -c1-160) ${figure:-} |"$'\n'
+  fi
+  figure=""
 done
 
 table="| run | GPU busy |

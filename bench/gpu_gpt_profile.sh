@@ -35,7 +35,7 @@ ncu_pid=${pids[-1]}
 
 gpu_job gpt2 "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batch" "$attention"
 job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
-"$bundle/bin/shardwise" watch "$job" >/dev/null
+watch_job "$job"
 # Nsight Compute writes its table when the worker exits: SIGTERM drains it. (The
 # pattern is anchored: ncu's own command line names the worker too.)
 pkill -TERM -f "^$bundle/bin/shardwise-worker" || true

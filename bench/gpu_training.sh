@@ -32,7 +32,7 @@ device: CUDA
 cuda: {collectives: NCCL}
 YAML
 job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
-"$bundle/bin/shardwise" watch "$job" >/dev/null
+watch_job "$job"
 ours=$(job_steps_per_second "$job")
 theirs=$(python3 "$here/pytorch_gpu_mlp.py" --steps "$steps" --precision "$precision" | awk '{print $2}')
 echo "model [1024, 4096, 4096, 1024], batch 64, $steps steps, $precision (TF32 off)"

@@ -49,8 +49,7 @@ def fused_attention_forward(self, x, cos, sin):
     return self.o_proj(y.transpose(1, 2).contiguous().reshape(b, t, -1))
 
 
-def flops_per_token(cfg):
-    model = llama.LlamaForCausalLM(cfg)
+def flops_per_token(cfg, model):
     n = sum(p.numel() for p in model.parameters())  # a tied weight is listed once
     attention_width = cfg["num_attention_heads"] * llama.head_dim(cfg)
     return 6 * n + 12 * cfg["num_hidden_layers"] * attention_width * cfg["block_size"]
@@ -69,7 +68,7 @@ def run(cfg, args, variant):
             layer.self_attn.native_gqa = takes_enable_gqa()
             layer.self_attn.forward = fused_attention_forward.__get__(layer.self_attn)
     return pytorch_gpu_timing.time_training(model, variant, args, cfg["vocab_size"],
-                                            flops_per_token(cfg))
+                                            flops_per_token(cfg, model))
 
 
 def main():

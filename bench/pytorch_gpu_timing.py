@@ -102,7 +102,8 @@ def time_training(model, variant, args, vocab_size, flops_per_token):
         sync()
         seconds = (time.perf_counter() - start) / args.steps
     except Exception as error:  # compile failures, out of memory
-        return f"{variant} unavailable ({type(error).__name__}: {str(error).splitlines()[0][:120]})"
+        first_line = (str(error).splitlines() or [""])[0]
+        return f"{variant} unavailable ({type(error).__name__}: {first_line[:120]})"
     tokens_per_second = args.batch * args.block_size / seconds
     mfu = tokens_per_second * flops_per_token / (args.peak_tflops * 1e12)
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else float("nan")

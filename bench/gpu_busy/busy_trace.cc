@@ -45,8 +45,14 @@ double StepBusy::fraction() const {
 }
 
 std::vector<StepBusy> BusyPerStep(std::vector<DeviceActivity> activities,
-                                  std::string_view step_marker) {
-  const std::vector<int64_t> ends = MarkerEnds(activities, step_marker);
+                                  std::string_view step_marker, int markers_per_step) {
+  std::vector<int64_t> ends;
+  const std::vector<int64_t> marker_ends = MarkerEnds(activities, step_marker);
+  for (size_t k = 1; k <= marker_ends.size(); ++k) {
+    if (k % static_cast<size_t>(std::max(markers_per_step, 1)) == 0) {
+      ends.push_back(marker_ends[k - 1]);
+    }
+  }
   std::sort(
       activities.begin(), activities.end(),
       [](const DeviceActivity& a, const DeviceActivity& b) { return a.start_ns < b.start_ns; });
@@ -59,6 +65,17 @@ std::vector<StepBusy> BusyPerStep(std::vector<DeviceActivity> activities,
     steps.push_back(step);
   }
   return steps;
+}
+
+absl::StatusOr<int> MarkersPerStep(const std::vector<DeviceActivity>& activities,
+                                   std::string_view step_marker, int steps_run) {
+  const size_t markers = MarkerEnds(activities, step_marker).size();
+  if (steps_run <= 0 || markers == 0 || markers % static_cast<size_t>(steps_run) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the trace has ", markers, " activities named like '", std::string(step_marker),
+        "', not a positive multiple of the ", steps_run, " steps run"));
+  }
+  return static_cast<int>(markers / static_cast<size_t>(steps_run));
 }
 
 std::string FormatActivity(const DeviceActivity& activity) {

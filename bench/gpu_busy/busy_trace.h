@@ -6,9 +6,10 @@
 // cupti_trace_injection.cc records them): the fraction of each step during which at least
 // one of them was running. Overlapping work on several streams counts once; a gap where
 // nothing runs (the GPU waiting for the host, or for a host synchronisation) counts as
-// idle. Steps are found by a marker: the spans between the ends of consecutive activities
-// whose name contains it (Shardwise's AdamW kernel ends each step; the PyTorch side
-// launches a marker kernel before each step).
+// idle. Steps are found by a marker: the spans between the ends of the activities whose
+// name contains it, each step ending with the same number of them (Shardwise's AdamW
+// kernels, one per FSDP unit, end each step; the PyTorch side launches one marker kernel
+// before each step).
 
 #include <cstdint>
 #include <istream>
@@ -32,10 +33,17 @@ struct StepBusy {
   double fraction() const;
 };
 
-// The steps between consecutive ends of marker activities, each with the length of the
-// union of every activity's interval within it. Fewer than two markers: no step.
+// The steps between the ends of every `markers_per_step`-th marker activity (the last of
+// each step's), each with the length of the union of every activity's interval within
+// it. Fewer than two steps' markers: no step.
 std::vector<StepBusy> BusyPerStep(std::vector<DeviceActivity> activities,
-                                  std::string_view step_marker);
+                                  std::string_view step_marker, int markers_per_step = 1);
+
+// How many marker activities end each of `steps_run` steps: their count divided by it.
+// FAILED_PRECONDITION where the count is not a positive multiple of `steps_run` (a
+// marker that does not end steps evenly, or a trace cut short).
+absl::StatusOr<int> MarkersPerStep(const std::vector<DeviceActivity>& activities,
+                                   std::string_view step_marker, int steps_run);
 
 // The trace's text form: one activity per line, "START_NS<TAB>END_NS<TAB>NAME".
 std::string FormatActivity(const DeviceActivity& activity);

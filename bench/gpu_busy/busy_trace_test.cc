@@ -42,6 +42,37 @@ TEST(BusyPerStep, NeedsTwoMarkersForAStep) {
   EXPECT_TRUE(BusyPerStep({At(0, 10), At(10, 20)}, "AdamW").empty());
 }
 
+// Two optimizer kernels end each step (one per FSDP unit): steps run from the second of
+// one step's to the second of the next's, the first of each inside its step.
+TEST(BusyPerStep, TakesTheLastOfEachStepsMarkers) {
+  const std::vector<DeviceActivity> trace = {
+      At(80, 90, "AdamW"),   At(90, 100, "AdamW"), At(110, 150),          At(170, 180, "AdamW"),
+      At(190, 200, "AdamW"), At(210, 260),         At(270, 280, "AdamW"), At(290, 300, "AdamW")};
+  auto per_step = MarkersPerStep(trace, "AdamW", 3);
+  ASSERT_TRUE(per_step.ok()) << per_step.status();
+  EXPECT_EQ(*per_step, 2);
+  const std::vector<StepBusy> steps = BusyPerStep(trace, "AdamW", *per_step);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].begin_ns, 100);
+  EXPECT_EQ(steps[0].end_ns, 200);
+  EXPECT_EQ(steps[0].busy_ns, 40 + 10 + 10);
+  EXPECT_EQ(steps[1].begin_ns, 200);
+  EXPECT_EQ(steps[1].end_ns, 300);
+  EXPECT_EQ(steps[1].busy_ns, 50 + 10 + 10);
+}
+
+TEST(MarkersPerStep, RefusesACountThatDoesNotDivideByTheSteps) {
+  const std::vector<DeviceActivity> trace = {At(0, 1, "AdamW"), At(1, 2, "AdamW"),
+                                             At(2, 3, "AdamW")};
+  EXPECT_EQ(MarkersPerStep(trace, "AdamW", 3).value_or(0), 1);
+  EXPECT_EQ(MarkersPerStep(trace, "AdamW", 2).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(MarkersPerStep(trace, "spin", 3).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(MarkersPerStep(trace, "AdamW", 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(ParseTrace, ReadsWhatFormatActivityWritesAndNamesABadLine) {
   const DeviceActivity kernel = At(5, 9, "void shardwise::cuda::AdamWSpansKernel<float>(...)");
   std::istringstream good(FormatActivity(kernel) + "\n\n" + FormatActivity(At(9, 9, "memset")));

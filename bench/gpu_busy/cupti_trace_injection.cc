@@ -7,6 +7,7 @@
 // host until the exit. bench/gpu_gpt_busy.sh uses it; gpu_busy_report reads the trace.
 
 #include <cupti.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -79,9 +80,15 @@ extern "C" int InitializeInjection(void) {
     std::fprintf(stderr, "cupti_trace_injection: SHARDWISE_GPU_BUSY_TRACE is unset; no trace\n");
     return 1;
   }
-  std::FILE* file = std::fopen(path, "w");
+  // "x": created, never truncated. A process that PyTorch starts later (torch.compile's
+  // workers inherit the environment) and that touches CUDA records nothing, rather than
+  // erase the trace of the process measured, which started CUDA first.
+  std::FILE* file = std::fopen(path, "wx");
   if (file == nullptr) {
-    std::fprintf(stderr, "cupti_trace_injection: cannot write %s; no trace\n", path);
+    std::fprintf(stderr,
+                 "cupti_trace_injection: cannot create %s (another process of this run holds "
+                 "it, or it cannot be written); no trace in process %d\n",
+                 path, static_cast<int>(getpid()));
     return 1;
   }
   {

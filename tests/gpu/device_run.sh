@@ -7,6 +7,7 @@
 #            timing shows as a difference between the two runs
 #   cluster  tests/gpu/cluster_check.sh: daemons, NCCL and host-staged jobs, cancel, kill
 #   bench    bench/gpu_gpt.sh: GPT-2 124M against PyTorch, BF16 then FP32
+#   fp32     bench/gpu_gpt.sh: GPT-2 124M against PyTorch, FP32 only
 #   fused    bench/gpu_gpt.sh with FUSED attention, BF16, at the batch given and at 4x it
 #            (what MATERIALIZED attention's T x T probabilities may not fit)
 #   storage  bench/gpu_gpt.sh in BF16 with 16-bit storage (cuda.storage
@@ -25,14 +26,16 @@
 #   profile  bench/gpu_gpt_profile.sh: the BF16 step's GPU time per kernel group (Nsight
 #            Compute) against PyTorch eager's (its profiler), over STEPS steps (2 if not
 #            given: every kernel runs alone under Nsight Compute)
-# Each phase fits one 10-minute call. Logs go to $OUT (or /tmp/gpu-run) as one tarball,
-# the lines the benchmarks append to bench/RESULTS.md as results-appended-PHASE.md, and the
-# summary, line by line as each check ends, as summary-PHASE.txt. GPU_TEST_TIMEOUT
-# (seconds, 500 by default) bounds each test binary's run.
+# Each phase fits one 10-minute call. Logs go to $OUT (or /tmp/gpu-run) as one tarball
+# (written when the script exits, however it ends), the lines the benchmarks append to
+# bench/RESULTS.md as results-appended-PHASE.md (rewritten after each run, so a call cut
+# short keeps the figures it finished), and the summary, line by line as each check ends,
+# as summary-PHASE.txt. GPU_TEST_TIMEOUT (seconds, 120 by default) bounds each test
+# binary's run; a benchmark's job, SHARDWISE_JOB_TIMEOUT (480 by default).
 #
-# usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|owed|gelu|busy|profile|all [STEPS] [BATCH]
+# usage: tests/gpu/device_run.sh tests|cluster|bench|fp32|fused|storage|llama|owed|gelu|busy|profile|all [STEPS] [BATCH]
 set -uo pipefail
-phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fused|storage|llama|owed|gelu|busy|profile|all [STEPS] [BATCH]}
+phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fp32|fused|storage|llama|owed|gelu|busy|profile|all [STEPS] [BATCH]}
 steps=${2:-30}
 batch=${3:-8}
 llama_batch=${3:-4}
@@ -41,17 +44,25 @@ out=${OUT:-/tmp/gpu-run}
 logs=$(mktemp -d)
 unpacked=$(mktemp -d)
 mkdir -p "$out" "$unpacked/kit"
+trap 'tar czf "$out/logs-$phase.tar.gz" -C "$logs" .' EXIT
 # PyTorch's side of the benchmarks, timed once per model, precision, batch and step count
-# in this call (bench/gpu_gpt.sh).
-SHARDWISE_TORCH_CACHE=$(mktemp -d)
+# while the machine stays up (bench/gpu_gpt.sh): a later call reuses what an earlier
+# one timed.
+SHARDWISE_TORCH_CACHE=${SHARDWISE_TORCH_CACHE:-/tmp/shardwise-torch-cache}
 export SHARDWISE_TORCH_CACHE
+mkdir -p "$SHARDWISE_TORCH_CACHE"
+# What the benchmarks append to bench/RESULTS.md in this call starts after this line.
+results_lines=$(wc -l <"$root/bench/RESULTS.md")
 # One tarball (//tests/gpu:gpu_kit): the tests' and the daemons' folders are the same.
 tar xzf "$root/.device/gpu-kit.tar.gz" -C "$unpacked/kit"
 ln -s kit "$unpacked/tests"
 ln -s kit "$unpacked/bundle"
 
-# The toolkit's libraries as PyTorch loads them (the NVIDIA wheels: cuBLAS, NCCL, cudart, cuDNN),
-# so both sides of a benchmark use the same ones; /usr/local/cuda after them.
+# The toolkit's libraries as PyTorch loads them (the NVIDIA wheels: cuBLAS, NCCL, cudart,
+# cuDNN), for the test binaries and PyTorch; /usr/local/cuda after them. The daemons
+# link with an RPATH (not a RUNPATH) that names /usr/local/cuda/lib64
+# (third_party/cuda/cuda_configure.bzl), searched before this path: a benchmark's worker
+# loads the image's toolkit libraries where /usr/local/cuda has them.
 wheels=$(python3 -c 'import glob, os, nvidia
 print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' 2>/dev/null)
 export LD_LIBRARY_PATH="${wheels:+$wheels:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -66,7 +77,7 @@ record "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=
 # Runs one test binary (its log: LOG_NAME.log) and adds its counts to the summary.
 run_test() {
   local binary=$1 log_name=$2 rc counts
-  LD_LIBRARY_PATH="$unpacked/tests/lib:$LD_LIBRARY_PATH" timeout "${GPU_TEST_TIMEOUT:-500}" \
+  LD_LIBRARY_PATH="$unpacked/tests/lib:$LD_LIBRARY_PATH" timeout -k 10 "${GPU_TEST_TIMEOUT:-120}" \
     "$binary" >"$logs/$log_name.log" 2>&1
   rc=$?
   counts=$(grep -oE '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$logs/$log_name.log" |
@@ -91,43 +102,49 @@ run_cluster() {
   record "cluster_check: rc $?; $(grep -c '^PASS' "$logs/cluster_check.log") passed, $(grep -c '^FAIL' "$logs/cluster_check.log") failed"
 }
 
-# Copies what the benchmarks appended to bench/RESULTS.md after its line LINES to $out.
+# Copies what the benchmarks appended to bench/RESULTS.md in this call to $out.
 save_appended() {
-  tail -n +"$(($1 + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
+  tail -n +"$((results_lines + 1))" "$root/bench/RESULTS.md" >"$out/results-appended-$phase.md"
 }
 
 # Runs bench/gpu_gpt.sh (or, with SHARDWISE_GPU_BENCH_MODEL=llama1b exported, its Llama)
 # once per "PRECISION BATCH ATTENTION [STORAGE]" argument; the lines it appends to
 # bench/RESULTS.md go to $out too.
 run_gpu_gpt() {
-  local lines run precision run_batch attention storage activation
+  local run precision run_batch attention storage activation log rc
   local model=${SHARDWISE_GPU_BENCH_MODEL:-gpt2}
-  lines=$(wc -l <"$root/bench/RESULTS.md")
   for run in "$@"; do
     read -r precision run_batch attention storage activation <<<"$run"
     storage=${storage:-FP32}
     activation=${activation:-GELU}
+    log="$logs/gpu_${model}_${precision}_${run_batch}_${attention}_${storage}_$activation.log"
     "$root/bench/gpu_gpt.sh" "$unpacked/bundle" "$steps" "$precision" "$run_batch" "$attention" \
-      "$storage" "$activation" \
-      >"$logs/gpu_${model}_${precision}_${run_batch}_${attention}_${storage}_$activation.log" 2>&1
-    record "gpu_gpt $model $run: rc $?"
+      "$storage" "$activation" >"$log" 2>&1
+    rc=$?
+    record "gpu_gpt $model $run: rc $rc"
+    # The figures, or the failure's own words, in the output that comes back.
+    if [ "$rc" -eq 0 ]; then
+      grep -E '^\| (Shardwise|PyTorch)' "$log" | tee -a "$out/summary-$phase.txt"
+    else
+      tail -n 40 "$log"
+    fi
+    save_appended
   done
-  save_appended "$lines"
 }
 
 run_bench() { run_gpu_gpt "bf16 $batch MATERIALIZED" "fp32 $batch MATERIALIZED"; }
+run_fp32() { run_gpu_gpt "fp32 $batch MATERIALIZED"; }
 
 # Runs one benchmark script (its log: LOG_NAME.log; a failure's last lines printed) and
 # copies the lines it appended to bench/RESULTS.md to $out.
 run_appending() {
-  local log_name=$1 lines rc
+  local log_name=$1 rc
   shift
-  lines=$(wc -l <"$root/bench/RESULTS.md")
   "$@" >"$logs/$log_name.log" 2>&1
   rc=$?
   record "$log_name: rc $rc"
   [ "$rc" -eq 0 ] || tail -n 30 "$logs/$log_name.log"
-  save_appended "$lines"
+  save_appended
 }
 run_profile() {
   run_appending "gpu_gpt_profile_bf16_${batch}_MATERIALIZED" "$root/bench/gpu_gpt_profile.sh" \
@@ -156,6 +173,7 @@ case "$phase" in
   tests) run_tests ;;
   cluster) run_cluster ;;
   bench) run_bench ;;
+  fp32) run_fp32 ;;
   fused) run_fused ;;
   storage) run_storage ;;
   llama) run_llama ;;
@@ -166,5 +184,3 @@ case "$phase" in
   all) run_tests; run_cluster; run_bench; run_fused; run_storage; run_llama ;;
   *) echo "unknown phase $phase" >&2; exit 2 ;;
 esac
-
-tar czf "$out/logs-$phase.tar.gz" -C "$logs" .

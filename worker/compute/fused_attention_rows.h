@@ -34,6 +34,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "worker/compute/attention_shape.h"
 #include "worker/compute/host_device.h"
@@ -155,10 +156,31 @@ SHARDWISE_HOST_DEVICE void Fill(Row& a, T value) {
   for (int64_t d = 0; d < a.size(); ++d) a[d] = value;
 }
 
+// a * b rounded by itself. nvcc contracts a product and an add that follows it in the same
+// basic block into one FMA (rounded once), and how it forms the blocks depends on the
+// instantiation's code (16-bit loads add conversions): the online softmax's rescale,
+// followed by the first key's `acc += p v`, would round one way in one instantiation and
+// the other way in another. Pinned (the rescale, and the scores the tile's maximum and
+// exponentials both read), every instantiation rounds them as the FP32 one does. The host
+// compilers here (ISO C++ mode) contract nothing.
+template <typename T>
+SHARDWISE_HOST_DEVICE T RoundedProduct(T a, T b) {
+#ifdef __CUDA_ARCH__
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  if constexpr (std::is_same_v<T, double>) {
+    return __dmul_rn(a, b);
+  } else {
+    return __fmul_rn(a, b);
+  }
+#else
+  return a * b;
+#endif
+}
+
 template <typename T, typename Row>
 SHARDWISE_HOST_DEVICE void Multiply(Row& a, T factor) {
   SHARDWISE_UNROLL
-  for (int64_t d = 0; d < a.size(); ++d) a[d] *= factor;
+  for (int64_t d = 0; d < a.size(); ++d) a[d] = RoundedProduct(a[d], factor);
 }
 
 // a += c x.
@@ -182,14 +204,15 @@ SHARDWISE_HOST_DEVICE AccumulatorOf<S> ForwardRow(const HeadLayout& at, const S*
     SHARDWISE_UNROLL
     for (int t = 0; t < kKeyTile; ++t) {
       const int64_t j = first + t;
-      scores[t] = j <= i ? Dot<T>(q, qkv + at.qkv(j, kKey)) * scale : MinusInfinity<T>();
+      scores[t] =
+          j <= i ? RoundedProduct(Dot<T>(q, qkv + at.qkv(j, kKey)), scale) : MinusInfinity<T>();
       tile_max = Max(tile_max, scores[t]);
     }
     // The tile holds key `first` <= i, so new_max is finite and e^(max - new_max) is 0
     // for the first tile (max = -inf), never NaN.
     const T new_max = Max(max, tile_max);
     const T correction = Exp(max - new_max);
-    sum *= correction;
+    sum = RoundedProduct(sum, correction);
     Multiply(acc, correction);
     SHARDWISE_UNROLL
     for (int t = 0; t < kKeyTile; ++t) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -97,7 +98,7 @@ absl::Status DescribeEpilogue(const BlasLt::Matmul& call, cublasLtMatmulDesc_t d
   RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue));
   // The bias's and the kept input's types are left at cuBLASLt's default (D's type) unless
   // they differ: cuBLASLt documents that a type it does not take there fails the matmul
-  // itself, past the heuristic.
+  // itself, past the heuristic (Launch takes that as a refusal).
   if (HasBias(call.epilogue) && call.bias.type() != call.types.output) {
     const int32_t bias_type = GemmDataType(call.bias.type());
     RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type));
@@ -170,6 +171,10 @@ absl::StatusOr<cublasLtMatmulAlgo_t> ChooseAlgorithm(cublasLtHandle_t handle,
   }
   RETURN_IF_ERROR(CublasStatus(status, "cublasLtMatmulAlgoGetHeuristic"));
   if (found < 1) return absl::UnimplementedError("no algorithm");
+  // An entry whose own state is not a success holds no algorithm (cublasLt.h).
+  if (result.state != CUBLAS_STATUS_SUCCESS) {
+    return absl::UnimplementedError(CublasStatus(result.state, "the heuristic's result").message());
+  }
   return result.algo;
 }
 
@@ -257,7 +262,10 @@ absl::Status BlasLt::Launch(const Matmul& call, Plan& plan) {
   const cublasStatus_t ran =
       cublasLtMatmul(handle_, d.matmul, &alpha, call.a, d.a, call.b, d.b, &beta, call.d, d.d,
                      call.d, d.d, &plan.algo, workspace_, kWorkspaceBytes, stream_);
-  if (ran == CUBLAS_STATUS_NOT_SUPPORTED) {
+  // A bias type other than D's that cuBLASLt does not take fails the launch, as not
+  // supported or as an invalid value (cublasLt.h names no code for it).
+  const bool mixed_bias = HasBias(call.epilogue) && call.bias.type() != call.types.output;
+  if (ran == CUBLAS_STATUS_NOT_SUPPORTED || (mixed_bias && ran == CUBLAS_STATUS_INVALID_VALUE)) {
     // Refused at launch (nothing ran): this shape runs unfused from now on, which rounds
     // GELU's input first: said as a warning.
     plan.supported = false;
@@ -317,55 +325,108 @@ absl::StatusOr<std::vector<float>> Download(const ProbeBuffer& from, size_t n,
   return host;
 }
 
-// Runs `call` and reads its output `d` (n floats) back; nullopt where cuBLASLt cannot run
-// it.
+// Runs `call` and reads its output `d` (n floats) back; where cuBLASLt cannot run it,
+// nullopt and why in *refused.
 absl::StatusOr<std::optional<std::vector<float>>> RunAndDownload(BlasLt& lt,
                                                                  const BlasLt::Matmul& call,
                                                                  const ProbeBuffer& d, size_t n,
-                                                                 cudaStream_t stream) {
+                                                                 cudaStream_t stream,
+                                                                 std::string* refused) {
   const absl::Status ran = lt.Run(call);
-  if (absl::IsUnimplemented(ran)) return std::nullopt;
+  if (absl::IsUnimplemented(ran)) {
+    *refused = absl::StrCat("cuBLASLt refused the FP32 probe (", ran.message(), ")");
+    return std::nullopt;
+  }
   RETURN_IF_ERROR(ran);
   return Download(d, n, stream);
+}
+
+// Where the kept input `pre` is not x + b to the bit (a wrong layout or bias: the
+// outputs would not be the formula's at known inputs), which element differs and how.
+std::optional<std::string> WrongKeptInput(const std::vector<float>& pre,
+                                          const std::vector<float>& x,
+                                          const std::vector<float>& b) {
+  for (size_t i = 0; i < pre.size(); ++i) {
+    const float want = x[i] + b[i % kProbeDim];
+    if (pre[i] != want) {
+      return absl::StrCat("GELU_AUX_BIAS kept ", pre[i], " at element ", i, " for x + b = ", want);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+namespace {
+
+// The probe's values on the host and the device.
+struct ProbeValues {
+  static constexpr size_t n = kProbeRows * kProbeDim;
+  ProbeValues() : x(n), w(kProbeDim * kProbeDim, 0.0f), b(kProbeDim), ones(n, 1.0f) {
+    for (size_t i = 0; i < n; ++i) x[i] = -4.0f + static_cast<float>(i) / 16.0f;
+    for (int64_t i = 0; i < kProbeDim; ++i) {
+      w[i * kProbeDim + i] = 1.0f;
+      b[i] = static_cast<float>(i - kProbeDim / 2) / 64.0f;
+    }
+  }
+  absl::Status UploadAll(cudaStream_t stream) {
+    for (const ProbeBuffer* buffer : {&dy, &dpre, &dgrad}) RETURN_IF_ERROR(buffer->status);
+    RETURN_IF_ERROR(Upload(dx, x, stream));
+    RETURN_IF_ERROR(Upload(dw, w, stream));
+    RETURN_IF_ERROR(Upload(db, b, stream));
+    return Upload(dones, ones, stream);
+  }
+  std::vector<float> x, w, b, ones;
+  ProbeBuffer dx{n}, dw{kProbeDim * kProbeDim}, db{kProbeDim}, dones{n}, dy{n}, dpre{n}, dgrad{n};
+};
+
+// GELU_AUX_BIAS's fit, its kept input into *pre.
+absl::StatusOr<GeluFit> ProbeValue(BlasLt& lt, const ProbeValues& v, cudaStream_t stream,
+                                   std::vector<float>* pre) {
+  GeluFit fit;
+  BlasLt::Matmul forward = ProbeMatmul(true, v.dw, v.dx);
+  forward.epilogue = LinearEpilogue::kGeluAuxBias;
+  forward.bias = ConstTensorRef(v.db.f32());
+  forward.d = v.dy.data;
+  forward.aux = v.dpre.data;
+  ASSIGN_OR_RETURN(const std::optional<std::vector<float>> y,
+                   RunAndDownload(lt, forward, v.dy, ProbeValues::n, stream, &fit.unmeasured));
+  if (!y.has_value()) return fit;
+  ASSIGN_OR_RETURN(*pre, Download(v.dpre, ProbeValues::n, stream));
+  if (std::optional<std::string> wrong = WrongKeptInput(*pre, v.x, v.b)) {
+    fit.unmeasured = *std::move(wrong);
+    return fit;
+  }
+  return FitGelu(GeluPart::kValue, *pre, *y);
+}
+
+// DGELU's fit at the kept input `pre` (on the device in v.dpre).
+absl::StatusOr<GeluFit> ProbeDerivative(BlasLt& lt, const ProbeValues& v, cudaStream_t stream,
+                                        const std::vector<float>& pre) {
+  GeluFit fit;
+  BlasLt::Matmul backward = ProbeMatmul(false, v.dw, v.dones);
+  backward.epilogue = LinearEpilogue::kDGelu;
+  backward.d = v.dgrad.data;
+  backward.aux = v.dpre.data;
+  ASSIGN_OR_RETURN(const std::optional<std::vector<float>> grad,
+                   RunAndDownload(lt, backward, v.dgrad, ProbeValues::n, stream, &fit.unmeasured));
+  if (!grad.has_value()) return fit;
+  return FitGelu(GeluPart::kDerivative, pre, *grad);
 }
 
 }  // namespace
 
 absl::StatusOr<GeluEpilogueFormulas> ProbeGeluEpilogues(BlasLt& lt, cudaStream_t stream) {
-  constexpr size_t n = kProbeRows * kProbeDim;
-  std::vector<float> x(n), w(kProbeDim * kProbeDim, 0.0f), b(kProbeDim), ones(n, 1.0f);
-  for (size_t i = 0; i < n; ++i) x[i] = -4.0f + static_cast<float>(i) / 16.0f;
-  for (int64_t i = 0; i < kProbeDim; ++i) {
-    w[i * kProbeDim + i] = 1.0f;
-    b[i] = static_cast<float>(i - kProbeDim / 2) / 64.0f;
-  }
-  ProbeBuffer dx(n), dw(w.size()), db(b.size()), dones(n), dy(n), dpre(n), dgrad(n);
-  for (const ProbeBuffer* buffer : {&dy, &dpre, &dgrad}) RETURN_IF_ERROR(buffer->status);
-  RETURN_IF_ERROR(Upload(dx, x, stream));
-  RETURN_IF_ERROR(Upload(dw, w, stream));
-  RETURN_IF_ERROR(Upload(db, b, stream));
-  RETURN_IF_ERROR(Upload(dones, ones, stream));
+  ProbeValues values;
+  RETURN_IF_ERROR(values.UploadAll(stream));
   GeluEpilogueFormulas formulas;
-  BlasLt::Matmul forward = ProbeMatmul(true, dw, dx);
-  forward.epilogue = LinearEpilogue::kGeluAuxBias;
-  forward.bias = ConstTensorRef(db.f32());
-  forward.d = dy.data;
-  forward.aux = dpre.data;
-  ASSIGN_OR_RETURN(const std::optional<std::vector<float>> y,
-                   RunAndDownload(lt, forward, dy, n, stream));
-  if (!y.has_value()) return formulas;
-  ASSIGN_OR_RETURN(const std::vector<float> pre, Download(dpre, n, stream));
-  for (size_t i = 0; i < n; ++i) {
-    if (pre[i] != x[i] + b[i % kProbeDim]) return formulas;
+  std::vector<float> pre;
+  ASSIGN_OR_RETURN(formulas.value, ProbeValue(lt, values, stream, &pre));
+  if (!formulas.value.unmeasured.empty()) {
+    formulas.derivative.unmeasured = "not probed: GELU_AUX_BIAS measured nothing";
+    return formulas;
   }
-  formulas.value = ClassifyGelu(GeluPart::kValue, pre, *y);
-  BlasLt::Matmul backward = ProbeMatmul(false, dw, dones);
-  backward.epilogue = LinearEpilogue::kDGelu;
-  backward.d = dgrad.data;
-  backward.aux = dpre.data;
-  ASSIGN_OR_RETURN(const std::optional<std::vector<float>> grad,
-                   RunAndDownload(lt, backward, dgrad, n, stream));
-  if (grad.has_value()) formulas.derivative = ClassifyGelu(GeluPart::kDerivative, pre, *grad);
+  ASSIGN_OR_RETURN(formulas.derivative, ProbeDerivative(lt, values, stream, pre));
   return formulas;
 }
 

@@ -97,10 +97,10 @@ class BlasLt {
 // products are exact (an identity weight) at inputs in [-4, 4]: GELU_AUX_BIAS, its kept
 // input checked against the exact sums (a wrong layout or bias is kUnknown, not a
 // formula), and DGELU of a gradient of ones, which leaves GELU's derivative; each judged
-// by ClassifyGelu. Waits for the stream.
+// by FitGelu, with the reason where nothing was measured. Waits for the stream.
 struct GeluEpilogueFormulas {
-  GeluFormula value = GeluFormula::kUnknown;       // GELU_AUX_BIAS's
-  GeluFormula derivative = GeluFormula::kUnknown;  // DGELU's
+  GeluFit value;       // GELU_AUX_BIAS's
+  GeluFit derivative;  // DGELU's
 };
 absl::StatusOr<GeluEpilogueFormulas> ProbeGeluEpilogues(BlasLt& lt, cudaStream_t stream);
 

@@ -121,6 +121,7 @@ TEST_F(BlasTest, LowPrecisionOperandsAccumulateInFp32) {
     cpu::Narrow(type, w.data(), w16.data(), w.size());
     DeviceVector<uint16_t> dx(x16), dw(w16), y16(y.size());
     DeviceVector<float> y32(y.size());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the vectors' zeroing, before the stream
     ASSERT_TRUE(blas_
                     ->LinearForward(dx.get(), dw.get(), nullptr, kBatch, kIn, kOut, y32.get(),
                                     {type, ScalarType::kFloat32})
@@ -173,10 +174,11 @@ TEST_F(BlasTest, SixteenBitBiasAndOutput) {
 TEST_F(BlasTest, GeluEpiloguesComputeTheTanhApproximation) {
   const absl::StatusOr<GeluEpilogueFormulas> formulas = blas_->ProbeGelu();
   ASSERT_TRUE(formulas.ok()) << formulas.status();
-  std::printf("cuBLASLt's GELU epilogue: %s; DGELU: %s\n", GeluFormulaName(formulas->value),
-              GeluFormulaName(formulas->derivative));
-  EXPECT_EQ(formulas->value, GeluFormula::kTanh) << GeluFormulaName(formulas->value);
-  EXPECT_EQ(formulas->derivative, GeluFormula::kTanh) << GeluFormulaName(formulas->derivative);
+  std::printf("cuBLASLt's GELU epilogue: %s\nDGELU: %s\n", DescribeGeluFit(formulas->value).c_str(),
+              DescribeGeluFit(formulas->derivative).c_str());
+  EXPECT_EQ(formulas->value.formula, GeluFormula::kTanh) << DescribeGeluFit(formulas->value);
+  EXPECT_EQ(formulas->derivative.formula, GeluFormula::kTanh)
+      << DescribeGeluFit(formulas->derivative);
 }
 
 // The epilogues' outputs against the CPU: pre = x W^T + b and y = GELU_TANH(pre) from the

@@ -93,15 +93,15 @@ CudaDevice::CudaDevice(const CudaDeviceOptions& options) : options_(options), id
 
 CudaDevice::~CudaDevice() {
   // The destroying thread may never have used this GPU, or be bound to another device:
-  // it gets its own GPU back afterwards.
-  int previous_gpu = options_.gpu;
-  cudaGetDevice(&previous_gpu);
+  // the members are destroyed with this GPU current, and restore_gpu_, destroyed last,
+  // gives the thread its own GPU back.
+  restore_gpu_.gpu = options_.gpu;
+  cudaGetDevice(&restore_gpu_.gpu);
   cudaSetDevice(options_.gpu);
   cudaDeviceSynchronize();
   // The allocator's blocks go back to the driver before the streams they belong to.
   allocator_.reset();
   if (bound_device == id_) bound_device = 0;
-  cudaSetDevice(previous_gpu);
 }
 
 cudaStream_t CudaDevice::stream() {
@@ -348,7 +348,8 @@ LinearEpilogueQuery CudaDevice::EpilogueQuery(v1::Activation act, bool derivativ
   query.out = columns;
   if (act == v1::GELU || act == v1::GELU_TANH) {
     const GeluEpilogueFormulas& formulas = EpilogueGelu();
-    query.epilogue_gelu = FusedActivation(derivative ? formulas.derivative : formulas.value);
+    query.epilogue_gelu =
+        FusedActivation(derivative ? formulas.derivative.formula : formulas.value.formula);
   }
   return query;
 }
@@ -358,17 +359,21 @@ const GeluEpilogueFormulas& CudaDevice::EpilogueGelu() {
     // A probe that fails leaves GELU unfused: the job runs as it did without epilogues.
     // (A device fault stays sticky and fails the next operation.)
     const absl::StatusOr<GeluEpilogueFormulas> formulas = blas_->ProbeGelu();
-    if (!formulas.ok()) {
+    epilogue_gelu_.emplace();
+    if (formulas.ok()) {
+      epilogue_gelu_ = *formulas;
+    } else {
       cudaGetLastError();  // not the next launch's error to report (sticky faults stay)
-      LogWarning(LogContext(), absl::StrCat("measuring cuBLASLt's GELU epilogues failed (",
-                                            formulas.status().ToString(), "): GELU is not fused"));
+      const std::string failed =
+          absl::StrCat("the probe failed (", formulas.status().ToString(), "): GELU is not fused");
+      LogWarning(LogContext(), absl::StrCat("measuring cuBLASLt's GELU epilogues: ", failed));
+      epilogue_gelu_->value.unmeasured = epilogue_gelu_->derivative.unmeasured = failed;
     }
-    epilogue_gelu_ = formulas.ok() ? *formulas : GeluEpilogueFormulas();
     LogInfo(LogContext(),
-            absl::StrCat("cuBLASLt's GELU epilogues, measured: GELU_AUX_BIAS computes ",
-                         GeluFormulaName(epilogue_gelu_->value), ", DGELU differentiates ",
-                         GeluFormulaName(epilogue_gelu_->derivative),
-                         " (each fused into a Linear's GEMM for that form only)"));
+            absl::StrCat("cuBLASLt's GELU epilogues, measured: GELU_AUX_BIAS's value ",
+                         DescribeGeluFit(epilogue_gelu_->value), "; DGELU's derivative ",
+                         DescribeGeluFit(epilogue_gelu_->derivative),
+                         " (each fused into a Linear's GEMM for the form it computes only)"));
   }
   return *epilogue_gelu_;
 }

@@ -192,6 +192,16 @@ class CudaDevice final : public Device {
   // Copies `bytes` from the device to the host, waiting for the caller's stream.
   absl::Status Fetch(void* host_dst, const void* src, size_t bytes);
 
+  // Declared first, so destroyed last: sets the destroying thread's GPU back once every
+  // other member (cuBLAS, cuDNN, events, streams) is gone, each with this device's GPU
+  // current.
+  struct CurrentGpuRestorer {
+    ~CurrentGpuRestorer() {
+      if (gpu >= 0) cudaSetDevice(gpu);
+    }
+    int gpu = -1;  // none set: nothing to restore
+  };
+  CurrentGpuRestorer restore_gpu_;
   const CudaDeviceOptions options_;
   const uint64_t id_;  // unique in the process: which device a thread is bound to
   Stream compute_, unshard_, post_backward_, all_reduce_;

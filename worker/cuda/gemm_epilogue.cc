@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "worker/compute/pointwise.h"
 
 namespace shardwise::cuda {
@@ -55,17 +57,27 @@ v1::Activation FusedActivation(GeluFormula formula) {
   return v1::ACTIVATION_UNSPECIFIED;
 }
 
-GeluFormula ClassifyGelu(GeluPart part, absl::Span<const float> inputs,
-                         absl::Span<const float> outputs) {
-  if (inputs.empty() || inputs.size() != outputs.size()) return GeluFormula::kUnknown;
+GeluFit FitGelu(GeluPart part, absl::Span<const float> inputs, absl::Span<const float> outputs) {
+  GeluFit fit;
+  if (inputs.empty() || inputs.size() != outputs.size()) return fit;
   const bool value = part == GeluPart::kValue;
-  const double erf_error =
-      WorstError(inputs, outputs, value ? pointwise::Gelu : pointwise::GeluGrad);
-  const double tanh_error =
+  fit.erf_error = WorstError(inputs, outputs, value ? pointwise::Gelu : pointwise::GeluGrad);
+  fit.tanh_error =
       WorstError(inputs, outputs, value ? pointwise::GeluTanh : pointwise::GeluTanhGrad);
-  if (erf_error <= kFormulaError && tanh_error >= 2 * kFormulaError) return GeluFormula::kErf;
-  if (tanh_error <= kFormulaError && erf_error >= 2 * kFormulaError) return GeluFormula::kTanh;
-  return GeluFormula::kUnknown;
+  if (fit.erf_error <= kFormulaError && fit.tanh_error >= 2 * kFormulaError) {
+    fit.formula = GeluFormula::kErf;
+  } else if (fit.tanh_error <= kFormulaError && fit.erf_error >= 2 * kFormulaError) {
+    fit.formula = GeluFormula::kTanh;
+  }
+  return fit;
+}
+
+std::string DescribeGeluFit(const GeluFit& fit) {
+  if (!fit.unmeasured.empty()) return absl::StrCat("not measured: ", fit.unmeasured);
+  return absl::StrFormat(
+      "%s (largest error %.2g against the erf form, %.2g against the tanh "
+      "approximation, relative to 1 + |y|; a verdict needs <= %.0e)",
+      GeluFormulaName(fit.formula), fit.erf_error, fit.tanh_error, kFormulaError);
 }
 
 namespace {

@@ -8,12 +8,14 @@
 // - which GELU formula each epilogue computes. cuBLASLt's documentation says "GELU" and
 //   no more, so the CUDA device measures them once (blas_lt.h ProbeGeluEpilogues: GEMMs
 //   whose products are exact, so the outputs are the formula's values at known inputs)
-//   and fuses only the activation whose formula it is; ClassifyGelu judges a measurement;
+//   and fuses only the activation whose formula it is; FitGelu judges a measurement;
 // - which epilogue a Linear forward, or a Linear's input gradient, takes, or none (the
 //   operations one by one).
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "absl/types/span.h"
 #include "proto/job_spec.pb.h"
@@ -34,12 +36,26 @@ v1::Activation FusedActivation(GeluFormula formula);
 // backward's DGELU).
 enum class GeluPart { kValue, kDerivative };
 
-// The formula whose `part` maps each `inputs[i]` to `outputs[i]` (FP32 results) within
-// FP32's error, the two forms being told apart where they differ by far more (up to 4.7e-4
-// in value near x = -2.7, 8e-4 in derivative near x = -2.1, relative to 1 + |output|);
-// kUnknown when neither does or the spans differ in size. The inputs should cover [-4, 4].
-GeluFormula ClassifyGelu(GeluPart part, absl::Span<const float> inputs,
-                         absl::Span<const float> outputs);
+// How a measurement of an epilogue's `part` fits each formula: the largest error against
+// each (|output - formula(input)| / (1 + |formula(input)|), infinite for a NaN output or
+// where nothing was measured), and the formula it computes by that measure, if any.
+struct GeluFit {
+  GeluFormula formula = GeluFormula::kUnknown;
+  double erf_error = HUGE_VAL;
+  double tanh_error = HUGE_VAL;
+  // Why nothing was measured, where nothing was (cuBLASLt refused the epilogue, or the
+  // GEMM's kept input was wrong); empty otherwise.
+  std::string unmeasured;
+};
+
+// The fit of `part` mapping each `inputs[i]` to `outputs[i]` (FP32 results): a formula
+// within FP32's error, the two forms being told apart where they differ by far more (up
+// to 4.7e-4 in value near x = -2.7, 8e-4 in derivative near x = -2.1); kUnknown when
+// neither is close enough or the spans differ in size. The inputs should cover [-4, 4].
+GeluFit FitGelu(GeluPart part, absl::Span<const float> inputs, absl::Span<const float> outputs);
+
+// For logs and test output: the formula with both errors, or why nothing was measured.
+std::string DescribeGeluFit(const GeluFit& fit);
 
 enum class LinearEpilogue {
   kNone,         // y = x W^T

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/compute/float_math.h"
 #include "worker/compute/pointwise.h"
@@ -28,57 +29,75 @@ std::vector<float> Outputs(const std::vector<float>& x, Formula formula) {
   return y;
 }
 
-TEST(ClassifyGelu, TellsTheErfFormFromTheTanhApproximation) {
+TEST(FitGelu, TellsTheErfFormFromTheTanhApproximation) {
   const std::vector<float> x = ProbeInputs();
-  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, Outputs(x, pointwise::Gelu)), GeluFormula::kErf);
-  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, Outputs(x, pointwise::GeluTanh)), GeluFormula::kTanh);
+  EXPECT_EQ(FitGelu(GeluPart::kValue, x, Outputs(x, pointwise::Gelu)).formula, GeluFormula::kErf);
+  EXPECT_EQ(FitGelu(GeluPart::kValue, x, Outputs(x, pointwise::GeluTanh)).formula,
+            GeluFormula::kTanh);
 }
 
-TEST(ClassifyGelu, TellsTheDerivativesApart) {
+TEST(FitGelu, TellsTheDerivativesApart) {
   const std::vector<float> x = ProbeInputs();
-  EXPECT_EQ(ClassifyGelu(GeluPart::kDerivative, x, Outputs(x, pointwise::GeluGrad)),
+  EXPECT_EQ(FitGelu(GeluPart::kDerivative, x, Outputs(x, pointwise::GeluGrad)).formula,
             GeluFormula::kErf);
-  EXPECT_EQ(ClassifyGelu(GeluPart::kDerivative, x, Outputs(x, pointwise::GeluTanhGrad)),
+  EXPECT_EQ(FitGelu(GeluPart::kDerivative, x, Outputs(x, pointwise::GeluTanhGrad)).formula,
             GeluFormula::kTanh);
   // A derivative is not a value, nor the other way round.
-  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, Outputs(x, pointwise::GeluTanhGrad)),
+  EXPECT_EQ(FitGelu(GeluPart::kValue, x, Outputs(x, pointwise::GeluTanhGrad)).formula,
             GeluFormula::kUnknown);
-  EXPECT_EQ(ClassifyGelu(GeluPart::kDerivative, x, Outputs(x, pointwise::GeluTanh)),
+  EXPECT_EQ(FitGelu(GeluPart::kDerivative, x, Outputs(x, pointwise::GeluTanh)).formula,
             GeluFormula::kUnknown);
   // The device's float derivative (float_math.h) is the erf form's.
   const auto derivative = [](double v) { return float_math::GeluGradF(static_cast<float>(v)); };
-  EXPECT_EQ(ClassifyGelu(GeluPart::kDerivative, x, Outputs(x, derivative)), GeluFormula::kErf);
+  EXPECT_EQ(FitGelu(GeluPart::kDerivative, x, Outputs(x, derivative)).formula, GeluFormula::kErf);
 }
 
-TEST(ClassifyGelu, AcceptsFloatArithmetic) {
+TEST(FitGelu, AcceptsFloatArithmetic) {
   // The device's own float GELU (float_math.h), within 2e-7 of the erf form.
   const std::vector<float> x = ProbeInputs();
   const auto gelu = [](double v) { return float_math::GeluF(static_cast<float>(v)); };
-  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, Outputs(x, gelu)), GeluFormula::kErf);
+  EXPECT_EQ(FitGelu(GeluPart::kValue, x, Outputs(x, gelu)).formula, GeluFormula::kErf);
 }
 
-TEST(ClassifyGelu, RefusesWhatIsNeitherForm) {
+TEST(FitGelu, RefusesWhatIsNeitherForm) {
   const std::vector<float> x = ProbeInputs();
   // The GEMM's input, unchanged (an epilogue that did nothing), and the bias forgotten
   // (every output off by a constant).
-  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, x), GeluFormula::kUnknown);
+  EXPECT_EQ(FitGelu(GeluPart::kValue, x, x).formula, GeluFormula::kUnknown);
   std::vector<float> shifted = Outputs(x, pointwise::GeluTanh);
   for (float& y : shifted) y += 0.01f;
-  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, shifted), GeluFormula::kUnknown);
+  EXPECT_EQ(FitGelu(GeluPart::kValue, x, shifted).formula, GeluFormula::kUnknown);
   // Halfway between the forms: within reach of neither.
   const std::vector<float> erf = Outputs(x, pointwise::Gelu);
   const std::vector<float> tanh = Outputs(x, pointwise::GeluTanh);
   std::vector<float> between(x.size());
   for (size_t i = 0; i < x.size(); ++i) between[i] = 0.5f * (erf[i] + tanh[i]);
-  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, between), GeluFormula::kUnknown);
+  EXPECT_EQ(FitGelu(GeluPart::kValue, x, between).formula, GeluFormula::kUnknown);
   // One NaN spoils a measurement.
   std::vector<float> with_nan = tanh;
   with_nan[3] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, with_nan), GeluFormula::kUnknown);
+  EXPECT_EQ(FitGelu(GeluPart::kValue, x, with_nan).formula, GeluFormula::kUnknown);
   // Nothing measured, or mismatched spans.
-  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, {}, {}), GeluFormula::kUnknown);
-  EXPECT_EQ(ClassifyGelu(GeluPart::kValue, x, absl::MakeConstSpan(tanh).subspan(1)),
+  EXPECT_EQ(FitGelu(GeluPart::kValue, {}, {}).formula, GeluFormula::kUnknown);
+  EXPECT_EQ(FitGelu(GeluPart::kValue, x, absl::MakeConstSpan(tanh).subspan(1)).formula,
             GeluFormula::kUnknown);
+}
+
+TEST(FitGelu, ReportsTheErrorsItJudgedBy) {
+  const std::vector<float> x = ProbeInputs();
+  const GeluFit tanh = FitGelu(GeluPart::kValue, x, Outputs(x, pointwise::GeluTanh));
+  EXPECT_LT(tanh.tanh_error, 1e-7);  // the outputs' rounding to float
+  // The forms' largest difference on the probe's grid (near x = -2.7).
+  EXPECT_GT(tanh.erf_error, 4e-4);
+  EXPECT_LT(tanh.erf_error, 5e-4);
+  EXPECT_THAT(DescribeGeluFit(tanh), testing::HasSubstr("the tanh approximation"));
+  EXPECT_THAT(DescribeGeluFit(tanh), testing::HasSubstr("largest error 0.00047 against the erf"));
+  // Nothing measured: infinite errors, and the reason in place of a verdict.
+  GeluFit refused = FitGelu(GeluPart::kValue, {}, {});
+  EXPECT_EQ(refused.erf_error, HUGE_VAL);
+  EXPECT_EQ(refused.tanh_error, HUGE_VAL);
+  refused.unmeasured = "cuBLASLt has no algorithm for it";
+  EXPECT_EQ(DescribeGeluFit(refused), "not measured: cuBLASLt has no algorithm for it");
 }
 
 TEST(FusedActivation, NamesTheJobsActivationOfEachForm) {

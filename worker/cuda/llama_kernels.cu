@@ -170,7 +170,7 @@ cudaError_t AddRmsNormForward(TensorRef x, ConstTensorRef residual, ConstTensorR
                               cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const bool typed =
-      WithRowAndWeightTypes({x, residual, y}, {w}, [&](auto* type, auto* weight_type) {
+      WithRowAndWeightTypes({x, y}, residual, {w}, [&](auto* type, auto* weight_type) {
         using T = std::remove_pointer_t<decltype(type)>;
         using W = std::remove_pointer_t<decltype(weight_type)>;
         RmsNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(
@@ -189,6 +189,7 @@ cudaError_t RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rst
       RmsNormInputGradKernel<decltype(add)::value>
           <<<WarpBlocks(rows), kThreads, 0, stream>>>(v.x, v.w, rstd, v.dy, rows, dim, v.dx);
     });
+    if (dw == nullptr) return;
     RmsNormWeightGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(v.x, rstd, v.dy, rows, dim, dw);
   });
   return typed ? Launched() : cudaErrorInvalidValue;

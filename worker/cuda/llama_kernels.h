@@ -32,8 +32,9 @@ cudaError_t AddRmsNormForward(TensorRef x, ConstTensorRef residual, ConstTensorR
                               int64_t dim, float eps, TensorRef y, float* rstd,
                               cudaStream_t stream);
 // Writes dx (one warp per row: norm_rows::RmsNormInputGradRow), or with `add_to_dx` adds
-// it, rounded to dx's type, to what dx holds (the sum rounded); adds to dw, one thread per
-// column adding dy * (x * rstd) over the rows in row order, as the CPU loop does.
+// it, rounded to dx's type, to what dx holds (the sum rounded); adds to dw (unless null),
+// one thread per column adding dy * (x * rstd) over the rows in row order, as the CPU loop
+// does. x, dy and dx must be present (cudaErrorInvalidValue otherwise).
 cudaError_t RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
                             ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                             bool add_to_dx, float* dw, cudaStream_t stream);

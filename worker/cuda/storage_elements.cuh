@@ -94,14 +94,19 @@ inline bool PresentType(std::initializer_list<ConstTensorRef> values, ScalarType
 }
 
 // For a norm: `f(row_type, weight_type)` with null pointers of the rows' stored type T
-// (`rows`: those present of one type; an absent residual is not a row) and of the weights'
-// W (`weights`, those present of one type: FP32, or T itself, a 16-bit job's parameters in
-// 16-bit storage); false for other mixes.
+// (`rows`: all present, of one type; `residual`: absent, or of that type too) and of the
+// weights' W (`weights`, those present of one type: FP32, or T itself, a 16-bit job's
+// parameters in 16-bit storage); false for other mixes, and where a row is absent (a
+// kernel would write through it).
 template <typename F>
-bool WithRowAndWeightTypes(std::initializer_list<ConstTensorRef> rows,
+bool WithRowAndWeightTypes(std::initializer_list<ConstTensorRef> rows, ConstTensorRef residual,
                            std::initializer_list<ConstTensorRef> weights, F&& f) {
   ScalarType row_type = ScalarType::kFloat32, weight_type = ScalarType::kFloat32;
+  for (const ConstTensorRef& row : rows) {
+    if (row.null()) return false;
+  }
   if (!PresentType(rows, &row_type) || !PresentType(weights, &weight_type)) return false;
+  if (!residual.null() && residual.type() != row_type) return false;
   if (weight_type != ScalarType::kFloat32 && weight_type != row_type) return false;
   return WithStoredType(row_type, [&](auto* stored) {
     if (weight_type == ScalarType::kFloat32) {
@@ -218,12 +223,13 @@ struct NormGradValues {
 template <typename F>
 bool WithNormGradValues(ConstTensorRef x, ConstTensorRef dy, ConstTensorRef w, TensorRef dx,
                         F&& f) {
-  return WithRowAndWeightTypes({x, dy, dx}, {w}, [&](auto* type, auto* weight_type) {
-    using T = std::remove_pointer_t<decltype(type)>;
-    using W = std::remove_pointer_t<decltype(weight_type)>;
-    f(NormGradValues<T, W>{static_cast<const T*>(x.data()), static_cast<const T*>(dy.data()),
-                           static_cast<const W*>(w.data()), static_cast<T*>(dx.data())});
-  });
+  return WithRowAndWeightTypes(
+      {x, dy, dx}, ConstTensorRef(), {w}, [&](auto* type, auto* weight_type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        using W = std::remove_pointer_t<decltype(weight_type)>;
+        f(NormGradValues<T, W>{static_cast<const T*>(x.data()), static_cast<const T*>(dy.data()),
+                               static_cast<const W*>(w.data()), static_cast<T*>(dx.data())});
+      });
 }
 
 // Calls launch(std::bool_constant<kAdd>{}) with kAdd = `add`: a norm's input-gradient

@@ -284,7 +284,7 @@ cudaError_t AddLayerNormForward(TensorRef x, ConstTensorRef residual, ConstTenso
                                 float* mean, float* rstd, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const bool typed =
-      WithRowAndWeightTypes({x, residual, y}, {w, b}, [&](auto* type, auto* weight_type) {
+      WithRowAndWeightTypes({x, y}, residual, {w, b}, [&](auto* type, auto* weight_type) {
         using T = std::remove_pointer_t<decltype(type)>;
         using W = std::remove_pointer_t<decltype(weight_type)>;
         LayerNormForwardKernel<<<WarpBlocks(rows), kThreads, 0, stream>>>(

@@ -35,6 +35,7 @@
 #include "worker/train/pending_losses.h"
 #include "worker/train/rank_runtime.h"
 #include "worker/train/rank_state.h"
+#include "worker/train/speed_meter.h"
 
 namespace shardwise {
 namespace {
@@ -188,8 +189,8 @@ class RankTrainer : private MembershipMoves::Rank {
   int64_t calls_before_training_ = 0;
   int64_t calls_after_first_step_ = -1;  // the counter's value once the first step ended
   int64_t val_loss_step_ = -1;
-  int64_t loss_step_ = 0;  // steps done when result_.last_loss was measured
-  absl::Time start_;
+  int64_t loss_step_ = 0;              // steps done when result_.last_loss was measured
+  std::optional<SpeedMeter> speed_;    // from the start of Body
   std::string activity_ = "starting";  // what Body is doing, for an out-of-memory report
   // The membership: the epoch, its world and rendezvous (last: destroyed first, as the
   // epoch's connections were before the model's threads ended).
@@ -306,7 +307,7 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
   RETURN_IF_ERROR(Setup());
   TrainingThreadMark mark;
   calls_before_training_ = training_thread_coordinator_calls.load();
-  start_ = absl::Now();
+  speed_.emplace(absl::Now(), first_step_);
   // A replacement joins ranks that evaluated at the start long ago.
   if (spec_.evaluation().interval_steps() > 0 && context_.join == nullptr) {
     RETURN_IF_ERROR(MaybeEvaluate(first_step_));
@@ -497,11 +498,9 @@ absl::Status RankTrainer::ConnectRuntime(const TrainingContext& epoch_context) {
 }
 
 void RankTrainer::MeasureSpeed() {
-  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
-  const int64_t trained = result_.steps - first_step_;
-  result_.steps_per_second = elapsed > 0 ? trained / elapsed : 0;
-  result_.tokens_per_second =
-      elapsed > 0 ? static_cast<double>(trained * data_->tokens_per_step()) / elapsed : 0;
+  speed_->StepEnded(absl::Now(), result_.steps);
+  result_.steps_per_second = speed_->steps_per_second();
+  result_.tokens_per_second = speed_->tokens_per_second(data_->tokens_per_step());
 }
 
 absl::Status RankTrainer::BeginStep(int64_t step) {
