@@ -171,8 +171,7 @@ bool MayRunCudnnAttention(const v1::JobSpec& spec) {
 // A FUSED attention's backward on CUDA adds, per row, the larger of what its two kernels
 // hold. cuDNN: in FP32 storage its 16-bit copies of q/k/v, out, dout and the q/k/v
 // gradient (2 x qkv_width + 2 A, 2 bytes each; 16-bit storage binds the tensors
-// themselves), with grouped K/V heads each query head's K and V gradients before their
-// group's sum (2 A, FP32), and its workspace, budgeted at 8 A bytes (two FP32
+// themselves), and its workspace, budgeted at 8 A bytes (two FP32
 // accumulators of the query gradient's size: its deterministic backward accumulates dQ in
 // FP32; the workspace is cuDNN's plan's to say, and the GPU tests check the bound,
 // gpt_gpu_parity_test). The CUDA-core kernel, which reads q, k and v packed: in 16-bit
@@ -184,9 +183,8 @@ bool MayRunCudnnAttention(const v1::JobSpec& spec) {
 double CudaFusedAttentionRowBytes(const v1::JobSpec& spec, const TransformerShape& shape,
                                   double stored) {
   const double a = shape.attention_width;
-  const double per_query_head = shape.grouped ? 4 * 2 * a : 0;
   const double copies = stored == 4 ? 2 * (2 * shape.qkv_width + 2 * a) : 0;
-  const double cudnn = MayRunCudnnAttention(spec) ? copies + per_query_head + 8 * a : 0;
+  const double cudnn = MayRunCudnnAttention(spec) ? copies + 8 * a : 0;
   const bool widens = stored != 4 && !CudaAttentionHasRegisterRows(shape.head_dim);
   const double widened = widens ? 4 * (2 * shape.qkv_width + 2 * a) : 0;
   const double packing = shape.qkv_apart ? (widens ? 4 : stored) * 3 * a + 4 * 3 * a : 0;

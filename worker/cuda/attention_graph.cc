@@ -170,7 +170,8 @@ int64_t ScaledScores(GraphBuilder& g, int64_t q, int64_t k_transposed, int64_t s
 
 // `scores` with the lowest float where a key comes after its query (column > row): as
 // -infinity, it becomes 0 in the softmax's exponential, and it keeps a row's arithmetic
-// finite (NVIDIA's frontend masks with it too).
+// finite. (NVIDIA's frontend masks with it before cuDNN 9.10 and with -infinity since; a
+// causal row always keeps its diagonal, so the two give the same probabilities.)
 int64_t CausalMask(GraphBuilder& g, int64_t scores) {
   const Dims dims = g.dims(scores);
   const int64_t row = g.GenIndex("row_index", scores, 2);
@@ -182,17 +183,18 @@ int64_t CausalMask(GraphBuilder& g, int64_t scores) {
 }
 
 // A product whose output has `heads` heads, into `out`; where `out` has fewer (a K/V
-// gradient under grouped-query attention), through an FP32 one per query head in the
-// caller's `working` buffer, summed over each group (rounded once, into `out`).
+// gradient under grouped-query attention), through a virtual one per query head in the
+// operands' type `io`, contiguous, summed over each group into `out`: the grouped
+// backward NVIDIA's frontend builds (and so PyTorch's cuDNN attention runs).
 void ProductPerKvHead(GraphBuilder& g, const std::string& name, int64_t a, int64_t b, int64_t out,
-                      const AttentionLayout& layout, AttentionBuffer working) {
+                      const AttentionLayout& layout, GraphType io) {
   if (layout.kv_heads == layout.heads) {
     g.Matmul(name, a, b, out);
     return;
   }
   Dims dims = g.dims(out);
   dims[1] = layout.heads;
-  const int64_t per_query_head = g.Working(name + "_per_query_head", dims, working);
+  const int64_t per_query_head = g.Virtual(name + "_per_query_head", io, dims);
   g.Matmul(name, a, b, per_query_head);
   g.Reduction(name + "_group_sum", ReductionMode::kAdd, per_query_head, out);
 }
@@ -243,17 +245,8 @@ const char* AttentionBufferName(AttentionBuffer buffer) {
       return "dv";
     case AttentionBuffer::kDots:
       return "dots";
-    case AttentionBuffer::kDkPerQueryHead:
-      return "dk_per_query_head";
-    case AttentionBuffer::kDvPerQueryHead:
-      return "dv_per_query_head";
   }
   return "?";
-}
-
-int64_t AttentionGroupWorkingFloats(const AttentionLayout& layout) {
-  if (layout.kv_heads == layout.heads) return 0;
-  return layout.batch * layout.heads * layout.seq * layout.head_dim;
 }
 
 AttentionLayout AttentionLayout::Packed(const AttentionShape& shape) {
@@ -307,10 +300,15 @@ AttentionGraph AttentionBackwardGraph(const AttentionLayout& layout, GraphType i
   const int64_t stats = g.Rows("stats", layout, AttentionBuffer::kStats);
   const int64_t scale = g.Scalar("scale", AttentionScale<float>(layout.head_dim));
 
-  // dots = sum over the head's columns of dout * out, one per query row.
+  // dots = sum over the head's columns of dout * out, one per query row: reduced into a
+  // virtual tensor, then written times one, as NVIDIA's frontend builds it ("one_tensor
+  // is needed for non-dropout graphs": the runtime fusion engine matches that pattern).
   const int64_t products = g.Pointwise("dout_out", PointwiseMode::kMul, {dout, out}, g.dims(dout));
+  const int64_t dot_sums =
+      g.Virtual("dot_sums", GraphType::kFloat, {layout.batch, layout.heads, layout.seq, 1});
+  g.Reduction("dot_sums", ReductionMode::kAdd, products, dot_sums);
   const int64_t dots = g.Rows("dots", layout, AttentionBuffer::kDots);
-  g.Reduction("dots", ReductionMode::kAdd, products, dots);
+  g.PointwiseInto("dots", PointwiseMode::kMul, {dot_sums, g.Scalar("one", 1.0f)}, dots);
 
   // The probabilities again, from the forward's log-sum-exp.
   const int64_t scores = ScaledScores(g, q, k_transposed, scale, layout);
@@ -320,8 +318,7 @@ AttentionGraph AttentionBackwardGraph(const AttentionLayout& layout, GraphType i
 
   // dv = P^T dout.
   const int64_t dv = g.Heads("dv", io, layout, layout.kv_heads, grad.v, false);
-  ProductPerKvHead(g, "probs_t_dout", g.Transpose("probs_t", probs, io), dout, dv, layout,
-                   AttentionBuffer::kDvPerQueryHead);
+  ProductPerKvHead(g, "probs_t_dout", g.Transpose("probs_t", probs, io), dout, dv, layout, io);
 
   // dS = P (dP - dots) / sqrt(head_dim), dP = dout v^T.
   const int64_t dprobs = g.Virtual("dprobs", GraphType::kFloat, dims);
@@ -335,8 +332,7 @@ AttentionGraph AttentionBackwardGraph(const AttentionLayout& layout, GraphType i
 
   // dk = dS^T q; dq = dS k.
   const int64_t dk = g.Heads("dk", io, layout, layout.kv_heads, grad.k, false);
-  ProductPerKvHead(g, "dscores_t_q", g.Transpose("dscores_t", dscores, io), q, dk, layout,
-                   AttentionBuffer::kDkPerQueryHead);
+  ProductPerKvHead(g, "dscores_t_q", g.Transpose("dscores_t", dscores, io), q, dk, layout, io);
   const int64_t dq = g.Heads("dq", io, layout, layout.heads, grad.q, false);
   g.Matmul("dscores_k", dscores, g.Transpose("k", k_transposed, io), dq);
   return g.Take();

@@ -22,10 +22,9 @@
 // probabilities from it. Grouped-query attention is native: a query head h reads K/V head
 // h / (heads / kv_heads) (Hugging Face's repeat_kv), through the products' broadcast of a
 // head dimension that divides the other's, and the backward sums each K/V head's gradients
-// over its group with a reduction, from FP32 per-query-head gradients in the caller's
-// working space (the layout NVIDIA's own frontend gives its grouped backward), so a K/V
-// gradient is rounded to the operands' type once. No copy of K or V per query head is
-// made.
+// over its group with a reduction, from virtual per-query-head gradients in the operands'
+// type (the grouped backward NVIDIA's frontend builds for PyTorch's cuDNN attention). No
+// copy of K or V per query head is made.
 
 #include <array>
 #include <cstdint>
@@ -85,17 +84,8 @@ enum class AttentionBuffer {
   kDk,
   kDv,
   kDots,  // FP32 [batch, heads, seq] working space: each query row's dout . out
-  // Grouped layouts only (kv_heads < heads): FP32 [batch, heads, seq, head_dim] working
-  // space, contiguous, each for the K (V) gradient of every query head before its group's
-  // sum (AttentionGroupWorkingFloats elements each).
-  kDkPerQueryHead,
-  kDvPerQueryHead,
 };
 const char* AttentionBufferName(AttentionBuffer buffer);
-
-// The elements of kDkPerQueryHead and of kDvPerQueryHead for `layout`'s backward: 0 where
-// each query head has its own K/V head (the graph names neither).
-int64_t AttentionGroupWorkingFloats(const AttentionLayout& layout);
 
 // One tensor: 4-D dims and strides in elements; a virtual one lives only inside cuDNN's
 // kernel. `by_value` tensors are scalars (dims and strides all 1) carrying `value`.

@@ -36,6 +36,13 @@ const GraphTensor& Named(const AttentionGraph& graph, const std::string& name) {
   ADD_FAILURE() << "no non-virtual tensor " << name;
   return graph.tensors.front();
 }
+const GraphTensor& AnyNamed(const AttentionGraph& graph, const std::string& name) {
+  for (const GraphTensor& tensor : graph.tensors) {
+    if (tensor.name == name) return tensor;
+  }
+  ADD_FAILURE() << "no tensor " << name;
+  return graph.tensors.front();
+}
 
 // The two graphs run by the evaluator on the layout's buffers.
 AttentionResults FromTheGraphs(const AttentionLayout& l, const AttentionValues& inputs) {
@@ -49,15 +56,10 @@ AttentionResults FromTheGraphs(const AttentionLayout& l, const AttentionValues& 
   r.dv.resize(inputs.v.size());
   std::vector<double> qkv, dqkv;
   std::vector<double> q = inputs.q, k = inputs.k, v = inputs.v, dout = inputs.dout;
-  std::vector<double> dk_per_query_head(AttentionGroupWorkingFloats(l)),
-      dv_per_query_head(dk_per_query_head.size());
-  std::map<AttentionBuffer, double*> buffers = {
-      {AttentionBuffer::kOut, r.out.data()},
-      {AttentionBuffer::kStats, r.stats.data()},
-      {AttentionBuffer::kDout, dout.data()},
-      {AttentionBuffer::kDots, r.dots.data()},
-      {AttentionBuffer::kDkPerQueryHead, dk_per_query_head.data()},
-      {AttentionBuffer::kDvPerQueryHead, dv_per_query_head.data()}};
+  std::map<AttentionBuffer, double*> buffers = {{AttentionBuffer::kOut, r.out.data()},
+                                                {AttentionBuffer::kStats, r.stats.data()},
+                                                {AttentionBuffer::kDout, dout.data()},
+                                                {AttentionBuffer::kDots, r.dots.data()}};
   if (l.kind == AttentionLayout::Kind::kPackedQkv) {
     qkv = testing::PackedQkv(l, inputs);
     dqkv.resize(qkv.size());
@@ -155,20 +157,39 @@ TEST(AttentionGraphTest, TheSeparateLayoutReadsKvHeadsOnceWithoutACopy) {
   int group_sums = 0;
   for (const GraphOp& op : backward.ops) group_sums += op.kind == GraphOpKind::kReduction;
   EXPECT_EQ(group_sums, 3);  // dots, and dk's and dv's sums over each group
-  // Each group's sum reads every query head's gradient in FP32 from the caller's working
-  // space (contiguous [batch, heads, seq, head_dim]) and rounds once into dk, dv.
-  for (const auto& [name, buffer] :
-       {std::pair{"probs_t_dout_per_query_head", AttentionBuffer::kDvPerQueryHead},
-        std::pair{"dscores_t_q_per_query_head", AttentionBuffer::kDkPerQueryHead}}) {
-    const GraphTensor& per_query_head = Named(backward, name);
-    EXPECT_EQ(per_query_head.buffer, buffer);
-    EXPECT_EQ(per_query_head.type, GraphType::kFloat);
-    EXPECT_EQ(per_query_head.dims, (std::array<int64_t, 4>{1, 32, 2048, 128}));
+  // Each group's sum reads every query head's gradient from a virtual tensor in the
+  // operands' type, contiguous [batch, heads, seq, head_dim], as NVIDIA's frontend lays out
+  // its grouped backward: no working space of the caller's.
+  for (const char* name : {"probs_t_dout_per_query_head", "dscores_t_q_per_query_head"}) {
+    const GraphTensor& per_query_head = AnyNamed(backward, name);
+    EXPECT_TRUE(per_query_head.is_virtual) << name;
+    EXPECT_EQ(per_query_head.type, GraphType::kHalf) << name;
+    EXPECT_EQ(per_query_head.dims, (std::array<int64_t, 4>{1, 32, 2048, 128})) << name;
     EXPECT_EQ(per_query_head.strides,
-              (std::array<int64_t, 4>{int64_t{32} * 2048 * 128, int64_t{2048} * 128, 128, 1}));
+              (std::array<int64_t, 4>{int64_t{32} * 2048 * 128, int64_t{2048} * 128, 128, 1}))
+        << name;
   }
-  EXPECT_EQ(AttentionGroupWorkingFloats(layout), int64_t{32} * 2048 * 128);
-  EXPECT_EQ(AttentionGroupWorkingFloats(AttentionLayout::Separate({1, 2048, 32, 128}, 32)), 0);
+}
+
+// dots (FP32 [batch, heads, seq, 1], the caller's) is written by a product with a scalar
+// one from a virtual reduction, the frontend's pattern, not by the reduction itself.
+TEST(AttentionGraphTest, DotsAreWrittenTimesOneFromAVirtualSum) {
+  const AttentionGraph backward =
+      AttentionBackwardGraph(AttentionLayout::Packed({2, 64, 4, 32}), GraphType::kBFloat16);
+  const GraphTensor& dots = Named(backward, "dots");
+  EXPECT_EQ(dots.buffer, AttentionBuffer::kDots);
+  int writers = 0;
+  for (const GraphOp& op : backward.ops) {
+    if (op.output != dots.uid) continue;
+    ++writers;
+    EXPECT_EQ(op.kind, GraphOpKind::kPointwise);
+    EXPECT_EQ(op.pointwise, PointwiseMode::kMul);
+    ASSERT_EQ(op.inputs.size(), 2u);
+    EXPECT_TRUE(backward.tensor(op.inputs[0]).is_virtual);
+    EXPECT_TRUE(backward.tensor(op.inputs[1]).by_value);
+    EXPECT_EQ(backward.tensor(op.inputs[1]).value, 1.0f);
+  }
+  EXPECT_EQ(writers, 1);
 }
 
 TEST(AttentionGraphTest, EveryTensorIsWellFormed) {
@@ -182,12 +203,9 @@ TEST(AttentionGraphTest, EveryTensorIsWellFormed) {
         EXPECT_EQ(tensor.uid, static_cast<int64_t>(i) + 1);
         EXPECT_EQ(tensor.is_virtual, tensor.buffer == AttentionBuffer::kNone && !tensor.by_value)
             << tensor.name;
-        // The caller's 16-bit tensors, and FP32 statistics and per-query-head K/V
-        // gradients; FP32 inside.
-        const bool working = tensor.buffer == AttentionBuffer::kDkPerQueryHead ||
-                             tensor.buffer == AttentionBuffer::kDvPerQueryHead;
+        // The caller's 16-bit tensors, and FP32 statistics; FP32 inside.
         if (!tensor.is_virtual && !tensor.by_value && tensor.dims[3] != 1) {
-          EXPECT_EQ(tensor.type, working ? GraphType::kFloat : GraphType::kBFloat16) << tensor.name;
+          EXPECT_EQ(tensor.type, GraphType::kBFloat16) << tensor.name;
         }
         for (int64_t dim : tensor.dims) EXPECT_GT(dim, 0) << tensor.name;
       }

@@ -1,18 +1,26 @@
 #include "worker/cuda/cudnn_attention.h"
 
+#include <array>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "worker/cuda/cudnn_requirements.h"
 
 namespace shardwise::cuda {
 namespace {
 
+// The status's name and cuDNN's own account of the last failure (cudnnGetLastErrorString:
+// which attribute, operation or engine limit it was), which the name alone does not say.
 absl::Status CudnnStatus(cudnnStatus_t status, absl::string_view what) {
   if (status == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("cuDNN: ", what, ": ", cudnnGetErrorString(status)));
+  char detail[512] = {};
+  cudnnGetLastErrorString(detail, sizeof(detail));
+  return absl::InternalError(absl::StrCat("cuDNN: ", what, ": ", cudnnGetErrorString(status),
+                                          detail[0] != '\0' ? " (" : "", detail,
+                                          detail[0] != '\0' ? ")" : ""));
 }
 
 // An owned backend descriptor.
@@ -257,6 +265,7 @@ class CudnnAttention::Plan {
   static absl::StatusOr<std::unique_ptr<Plan>> Build(cudnnHandle_t handle, AttentionGraph graph);
   absl::Status Execute(cudnnHandle_t handle, Allocator* allocator,
                        const AttentionPointers& pointers);
+  int64_t workspace_bytes() const { return workspace_bytes_; }
 
  private:
   absl::Status BuildGraph(cudnnHandle_t handle);
@@ -296,20 +305,32 @@ absl::Status CudnnAttention::Plan::BuildGraph(cudnnHandle_t handle) {
   return operation_graph_.Finalize("the attention's operation graph");
 }
 
-// The first configuration the heuristics rank that is deterministic and builds.
+// The first configuration the heuristics rank that is deterministic and builds. Where
+// none does, the refusal counts what was skipped and why, with the last plan's failure in
+// cuDNN's words: what a first run on a new GPU or cuDNN needs to be told.
 absl::Status CudnnAttention::Plan::ChoosePlan(cudnnHandle_t handle) {
   ASSIGN_OR_RETURN(std::vector<Descriptor> configs, Configurations(operation_graph_));
-  int skipped = 0;
+  int nondeterministic_engines = 0, unread_notes = 0, failed_plans = 0;
+  absl::Status last_failure;
   for (const Descriptor& config : configs) {
     absl::StatusOr<bool> nondeterministic = Nondeterministic(config);
-    if (!nondeterministic.ok() || *nondeterministic) {
-      ++skipped;
+    if (!nondeterministic.ok()) {
+      ++unread_notes;
+      last_failure = nondeterministic.status();
+      continue;
+    }
+    if (*nondeterministic) {
+      ++nondeterministic_engines;
       continue;
     }
     ASSIGN_OR_RETURN(Descriptor plan, Descriptor::Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
     RETURN_IF_ERROR(plan.Set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
     RETURN_IF_ERROR(plan.SetDescriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config));
-    if (!plan.Finalize("an execution plan").ok()) continue;
+    if (absl::Status built = plan.Finalize("an execution plan"); !built.ok()) {
+      ++failed_plans;
+      last_failure = built;
+      continue;
+    }
     int64_t count = 0;
     RETURN_IF_ERROR(
         CudnnStatus(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
@@ -318,11 +339,14 @@ absl::Status CudnnAttention::Plan::ChoosePlan(cudnnHandle_t handle) {
     plan_ = std::move(plan);
     return absl::OkStatus();
   }
+  const std::array<int64_t, 4>& q = graph_.tensors.front().dims;
   return absl::UnimplementedError(absl::StrCat(
-      "cuDNN offers no deterministic engine that builds for this attention graph (", configs.size(),
-      " configurations, ", skipped, " of them nondeterministic): ", graph_.ops.size(),
-      " operations, q ", graph_.tensors.front().dims[0], "x", graph_.tensors.front().dims[1], "x",
-      graph_.tensors.front().dims[2], "x", graph_.tensors.front().dims[3]));
+      "cuDNN offers no deterministic engine that builds for this attention graph (",
+      graph_.ops.size(), " operations, q ", q[0], "x", q[1], "x", q[2], "x", q[3],
+      "): ", configs.size(), " configurations, ", nondeterministic_engines, " nondeterministic, ",
+      unread_notes, " whose numerical notes could not be read, ", failed_plans,
+      " whose plan did not build",
+      last_failure.ok() ? "" : "; the last failure: ", last_failure.message()));
 }
 
 absl::Status CudnnAttention::Plan::Execute(cudnnHandle_t handle, Allocator* allocator,
@@ -397,6 +421,13 @@ absl::StatusOr<CudnnAttention::Plan*> CudnnAttention::PlanFor(const AttentionLay
       return built.status();
     }
     plan = std::move(*built);
+    // The workspace each call borrows from the caching allocator: the memory estimate's
+    // budget for it is checked against this on the GPU.
+    LogInfo(LogContext(),
+            absl::StrCat("cuDNN attention plan built (", backward ? "backward" : "forward", ", ",
+                         layout.batch, " x ", layout.seq, ", ", layout.heads, " heads on ",
+                         layout.kv_heads, " K/V heads of ", layout.head_dim, ", ",
+                         GraphTypeName(io), "): workspace ", plan->workspace_bytes(), " bytes"));
   }
   return plan.get();
 }

@@ -64,22 +64,13 @@ GpuRun RunOnGpu(CudnnAttention& attention, const AttentionLayout& l, AttentionVa
   DeviceVector<uint16_t> d_out(q.size()), d_dqkv(qkv.size()), d_dq(q.size()), d_dk(k.size()),
       d_dv(v.size());
   DeviceVector<float> d_stats(l.batch * l.heads * l.seq), d_dots(l.batch * l.heads * l.seq);
-  DeviceVector<float> d_dk_per_query_head(AttentionGroupWorkingFloats(l)),
-      d_dv_per_query_head(AttentionGroupWorkingFloats(l));
-  AttentionPointers pointers = {{AttentionBuffer::kOut, d_out.get()},
-                                {AttentionBuffer::kStats, d_stats.get()},
-                                {AttentionBuffer::kDout, d_dout.get()},
-                                {AttentionBuffer::kDots, d_dots.get()},
-                                {AttentionBuffer::kQkv, d_qkv.get()},
-                                {AttentionBuffer::kDqkv, d_dqkv.get()},
-                                {AttentionBuffer::kQ, d_q.get()},
-                                {AttentionBuffer::kK, d_k.get()},
-                                {AttentionBuffer::kV, d_v.get()},
-                                {AttentionBuffer::kDq, d_dq.get()},
-                                {AttentionBuffer::kDk, d_dk.get()},
-                                {AttentionBuffer::kDv, d_dv.get()},
-                                {AttentionBuffer::kDkPerQueryHead, d_dk_per_query_head.get()},
-                                {AttentionBuffer::kDvPerQueryHead, d_dv_per_query_head.get()}};
+  AttentionPointers pointers = {
+      {AttentionBuffer::kOut, d_out.get()},   {AttentionBuffer::kStats, d_stats.get()},
+      {AttentionBuffer::kDout, d_dout.get()}, {AttentionBuffer::kDots, d_dots.get()},
+      {AttentionBuffer::kQkv, d_qkv.get()},   {AttentionBuffer::kDqkv, d_dqkv.get()},
+      {AttentionBuffer::kQ, d_q.get()},       {AttentionBuffer::kK, d_k.get()},
+      {AttentionBuffer::kV, d_v.get()},       {AttentionBuffer::kDq, d_dq.get()},
+      {AttentionBuffer::kDk, d_dk.get()},     {AttentionBuffer::kDv, d_dv.get()}};
   const absl::Status forward = attention.Forward(l, GraphType::kBFloat16, pointers);
   EXPECT_TRUE(forward.ok()) << forward;
   const absl::Status backward = attention.Backward(l, GraphType::kBFloat16, pointers);

@@ -110,19 +110,9 @@ absl::Status CudnnFusedAttention::Backward(ScalarType operands, const AttentionS
                    Input(operands, dout, OutNumel(shape), &copies));
   BindGradients(operands, shape, dqkv, &pointers, &pending);
   Buffer dots = Scratch(ScalarType::kFloat32, RowStatsNumel(shape));
-  // A grouped layout's per-query-head K/V gradients, FP32, before each group's sum.
-  const AttentionLayout layout = AttentionLayout::Of(shape, qkv);
-  const auto per_query_head = static_cast<size_t>(AttentionGroupWorkingFloats(layout));
-  Buffer dk_per_query_head, dv_per_query_head;
-  if (per_query_head > 0) {
-    dk_per_query_head = Scratch(ScalarType::kFloat32, per_query_head);
-    dv_per_query_head = Scratch(ScalarType::kFloat32, per_query_head);
-    pointers[AttentionBuffer::kDkPerQueryHead] = dk_per_query_head.data();
-    pointers[AttentionBuffer::kDvPerQueryHead] = dv_per_query_head.data();
-  }
   pointers[AttentionBuffer::kStats] = const_cast<float*>(lse);
   pointers[AttentionBuffer::kDots] = dots.data();
-  RETURN_IF_ERROR(runner_->Backward(layout, GraphIo(operands), pointers));
+  RETURN_IF_ERROR(runner_->Backward(AttentionLayout::Of(shape, qkv), GraphIo(operands), pointers));
   return WidenPending(operands, pending);
 }
 

@@ -106,7 +106,9 @@ absl::StatusOr<FusedAttentionChoice> ConfirmCudnnAttention(
     return CudnnChosen(facts);
   }
   const absl::Status refused =
-      Refused(absl::StrCat("cuDNN could not build its plans: ", plans.message()));
+      Refused(absl::StrCat("cuDNN ", CudnnVersionText(facts.version), " on compute capability ",
+                           facts.compute_capability / 10, ".", facts.compute_capability % 10,
+                           " could not build its plans: ", plans.message()));
   if (requested == v1::CudaOptions::CUDNN) return Insisted(refused);
   return FusedAttentionChoice{FusedAttentionKernel::kCudaCores,
                               absl::StrCat("the CUDA-core kernel; ", refused.message())};

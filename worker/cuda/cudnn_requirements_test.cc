@@ -136,13 +136,14 @@ TEST(CudnnRequirementsTest, PlansCuDnnCannotBuildFallBackUnlessTheJobInsists) {
       ConfirmCudnnAttention(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, kH200, no_engine);
   ASSERT_TRUE(fallback.ok()) << fallback.status();
   EXPECT_EQ(fallback->kernel, FusedAttentionKernel::kCudaCores);
-  EXPECT_NE(fallback->reason.find("cuDNN could not build its plans: cuDNN: no engine for graph "
-                                  "forward"),
+  EXPECT_NE(fallback->reason.find("cuDNN 9.19.0 on compute capability 9.0 could not build its "
+                                  "plans: cuDNN: no engine for graph forward"),
             std::string::npos)
       << fallback->reason;
   ExpectRefused(ConfirmCudnnAttention(Options::CUDNN, kH200, no_engine).status(),
-                "cuDNN could not build its plans: cuDNN: no engine for graph forward (the job "
-                "asks for it: cuda.fused_attention_kernel CUDNN)");
+                "cuDNN 9.19.0 on compute capability 9.0 could not build its plans: cuDNN: no "
+                "engine for graph forward (the job asks for it: cuda.fused_attention_kernel "
+                "CUDNN)");
 }
 
 }  // namespace
