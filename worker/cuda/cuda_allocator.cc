@@ -40,14 +40,20 @@ void* CudaCachingAllocator::TakeCached(cudaStream_t stream, size_t rounded) {
   return ptr;
 }
 
+cudaError_t CudaCachingAllocator::RetryAfterRelease(void** ptr, size_t rounded) {
+  absl::MutexLock releasing(&release_mu_);
+  cudaGetLastError();  // clear the sticky-free error before retrying
+  cudaError_t error = cudaMalloc(ptr, rounded);
+  if (error != cudaErrorMemoryAllocation) return error;
+  cudaGetLastError();
+  ReleaseCacheWhileReleasing();
+  return cudaMalloc(ptr, rounded);
+}
+
 void* CudaCachingAllocator::AllocateFromDevice(size_t rounded, MemoryCategory category) {
   void* ptr = nullptr;
   cudaError_t error = cudaMalloc(&ptr, rounded);
-  if (error == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // clear the sticky-free error before retrying
-    ReleaseCacheUnlocked();
-    error = cudaMalloc(&ptr, rounded);
-  }
+  if (error == cudaErrorMemoryAllocation) error = RetryAfterRelease(&ptr, rounded);
   absl::MutexLock lock(&mu_);
   if (error != cudaSuccess) {
     cudaGetLastError();
@@ -99,9 +105,12 @@ void CudaCachingAllocator::ResetPeaks() {
   stats_.ResetPeaks();
 }
 
-void CudaCachingAllocator::ReleaseCache() { ReleaseCacheUnlocked(); }
+void CudaCachingAllocator::ReleaseCache() {
+  absl::MutexLock releasing(&release_mu_);
+  ReleaseCacheWhileReleasing();
+}
 
-void CudaCachingAllocator::ReleaseCacheUnlocked() {
+void CudaCachingAllocator::ReleaseCacheWhileReleasing() {
   std::vector<Block> blocks;
   {
     absl::MutexLock lock(&mu_);

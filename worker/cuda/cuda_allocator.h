@@ -60,13 +60,22 @@ class CudaCachingAllocator final : public Allocator {
   void* TakeCached(cudaStream_t stream, size_t rounded) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // cudaMalloc, after releasing the cache once if the device is full; throws
   // AllocationFailure. Called without the lock: the driver may wait for the device.
-  void* AllocateFromDevice(size_t rounded, MemoryCategory category) ABSL_LOCKS_EXCLUDED(mu_);
+  void* AllocateFromDevice(size_t rounded, MemoryCategory category)
+      ABSL_LOCKS_EXCLUDED(mu_, release_mu_);
+  // cudaMalloc of a full device, once more after any release in progress (its frees may
+  // have made the room), then after releasing the cache itself.
+  cudaError_t RetryAfterRelease(void** ptr, size_t rounded) ABSL_LOCKS_EXCLUDED(mu_, release_mu_);
   // Empties the cache under the lock, then synchronises and frees the blocks without it:
   // a thread holding the lock while the device drains would stop this rank's other
   // threads from issuing the collectives its in-flight NCCL kernels wait for.
-  void ReleaseCacheUnlocked() ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseCacheWhileReleasing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(release_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::function<cudaStream_t()> stream_of_caller_;
+  // One release of the cache at a time, from its emptying to its last cudaFree: a thread
+  // whose cudaMalloc fails while another releases waits for it, rather than find the
+  // cache empty and report out of memory before the other's frees land.
+  absl::Mutex release_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   MemoryStats stats_ ABSL_GUARDED_BY(mu_);
   // Free blocks by (stream, rounded size); the stream of every block handed out.

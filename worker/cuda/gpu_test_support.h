@@ -28,7 +28,9 @@ std::string NoGpuReason();
     if (!shardwise_no_gpu_.empty()) GTEST_SKIP() << shardwise_no_gpu_;               \
   } while (false)
 
-// Device memory holding a copy of a host vector; freed on destruction.
+// Device memory holding a copy of a host vector (or zeros); freed on destruction. Made
+// whole before its constructor returns: the zeroing and the upload run on the legacy
+// default stream, which a device's non-blocking streams do not wait for.
 template <typename T>
 class DeviceVector {
  public:
@@ -36,9 +38,11 @@ class DeviceVector {
     EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<size_t>(n, 1) * sizeof(T)),
               cudaSuccess);
     EXPECT_EQ(cudaMemset(data_, 0, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   explicit DeviceVector(const std::vector<T>& host) : DeviceVector(host.size()) {
     EXPECT_EQ(cudaMemcpy(data_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   ~DeviceVector() { cudaFree(data_); }
   DeviceVector(const DeviceVector&) = delete;

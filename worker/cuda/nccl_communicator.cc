@@ -265,8 +265,11 @@ absl::Status NcclCommunicator::BeginGroup() {
 
 absl::Status NcclCommunicator::EndGroup() {
   grouping_ = false;
+  // Ended even after a failure inside it: a group left open on this thread would defer
+  // every later NCCL call of the thread, on any communicator, until it hung.
+  const ncclResult_t ended = ncclGroupEnd();
   RETURN_IF_ERROR(failed_);
-  return Finish(ncclGroupEnd(), "grouped collectives");
+  return Finish(ended, "grouped collectives");
 }
 
 absl::Status NcclCommunicator::AllGather(const void* shard, size_t shard_numel, void* out,
