@@ -178,7 +178,7 @@ SHARDWISE_HOST_DEVICE void LayerNormInputGradRow(const Load& x, const Load& dy, 
   }
 }
 
-// Writes y's groups (y = w * (x * rstd)); returns rstd.
+// Writes y's groups (y = w * (x * rstd), w = 1 where absent); returns rstd.
 template <typename Load, typename W, typename Reduce, typename Out>
 SHARDWISE_HOST_DEVICE float RmsNormForwardRow(const Load& x, const W* w, int64_t dim, float eps,
                                               const Reduce& reduce, Writer writer, Out y) {
@@ -187,7 +187,8 @@ SHARDWISE_HOST_DEVICE float RmsNormForwardRow(const Load& x, const W* w, int64_t
     const Quad in = x(g);
     for (int k = 0; k < kVector && g * kVector + k < dim; ++k) {
       const int64_t j = g * kVector + k;
-      y[j] = static_cast<float>(w[j]) * (in.v[k] * rstd);
+      const float weight = w != nullptr ? static_cast<float>(w[j]) : 1.0f;
+      y[j] = weight * (in.v[k] * rstd);
     }
   }
   return rstd;
