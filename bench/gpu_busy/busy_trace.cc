@@ -46,12 +46,12 @@ double StepBusy::fraction() const {
 
 std::vector<StepBusy> BusyPerStep(std::vector<DeviceActivity> activities,
                                   std::string_view step_marker, int markers_per_step) {
-  std::vector<int64_t> ends;
+  // The last marker of each step's.
   const std::vector<int64_t> marker_ends = MarkerEnds(activities, step_marker);
-  for (size_t k = 1; k <= marker_ends.size(); ++k) {
-    if (k % static_cast<size_t>(std::max(markers_per_step, 1)) == 0) {
-      ends.push_back(marker_ends[k - 1]);
-    }
+  const auto per_step = static_cast<size_t>(std::max(markers_per_step, 1));
+  std::vector<int64_t> ends;
+  for (size_t k = per_step; k <= marker_ends.size(); k += per_step) {
+    ends.push_back(marker_ends[k - 1]);
   }
   std::sort(
       activities.begin(), activities.end(),

@@ -70,6 +70,11 @@ cublasLtEpilogue_t LtEpilogue(LinearEpilogue epilogue) {
 bool HasBias(LinearEpilogue e) {
   return e == LinearEpilogue::kBias || e == LinearEpilogue::kGeluAuxBias;
 }
+// Whether the call's bias is stored in another type than its output (cuBLASLt's default
+// bias type): a type cuBLASLt may refuse only at launch.
+bool MixedBias(const BlasLt::Matmul& call) {
+  return HasBias(call.epilogue) && call.bias.type() != call.types.output;
+}
 // Whether the epilogue writes or reads GELU's input.
 bool UsesAux(LinearEpilogue e) {
   return e == LinearEpilogue::kGeluAux || e == LinearEpilogue::kGeluAuxBias ||
@@ -99,7 +104,7 @@ absl::Status DescribeEpilogue(const BlasLt::Matmul& call, cublasLtMatmulDesc_t d
   // The bias's and the kept input's types are left at cuBLASLt's default (D's type) unless
   // they differ: cuBLASLt documents that a type it does not take there fails the matmul
   // itself, past the heuristic (Launch takes that as a refusal).
-  if (HasBias(call.epilogue) && call.bias.type() != call.types.output) {
+  if (MixedBias(call)) {
     const int32_t bias_type = GemmDataType(call.bias.type());
     RETURN_IF_ERROR(SetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type));
   }
@@ -264,8 +269,8 @@ absl::Status BlasLt::Launch(const Matmul& call, Plan& plan) {
                      call.d, d.d, &plan.algo, workspace_, kWorkspaceBytes, stream_);
   // A bias type other than D's that cuBLASLt does not take fails the launch, as not
   // supported or as an invalid value (cublasLt.h names no code for it).
-  const bool mixed_bias = HasBias(call.epilogue) && call.bias.type() != call.types.output;
-  if (ran == CUBLAS_STATUS_NOT_SUPPORTED || (mixed_bias && ran == CUBLAS_STATUS_INVALID_VALUE)) {
+  if (ran == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (MixedBias(call) && ran == CUBLAS_STATUS_INVALID_VALUE)) {
     // Refused at launch (nothing ran): this shape runs unfused from now on, which rounds
     // GELU's input first: said as a warning.
     plan.supported = false;
