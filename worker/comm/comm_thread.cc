@@ -52,8 +52,11 @@ absl::StatusOr<CommThread::Fence> CommThread::Handle::WaitStarted() const {
   return state.status;
 }
 
-CommThread::CommThread(std::function<void()> on_start, absl::Duration poll_interval)
-    : poll_interval_(poll_interval), thread_([this, on_start = std::move(on_start)] {
+CommThread::CommThread(std::function<void()> on_start, LaunchOrder* launch_order,
+                       absl::Duration poll_interval)
+    : launch_order_(launch_order),
+      poll_interval_(poll_interval),
+      thread_([this, on_start = std::move(on_start)] {
         if (on_start) on_start();
         Loop();
       }) {}
@@ -82,6 +85,8 @@ CommThread::Handle CommThread::EnqueueInTwoParts(std::function<absl::StatusOr<Fe
   handle.state_ = std::make_shared<Handle::State>();
   absl::MutexLock lock(&mu_);
   queue_.push_back({std::move(start), std::move(completed), handle});
+  // Under the lock: this queue's order is its tickets' order.
+  if (launch_order_ != nullptr) queue_.back().ticket = launch_order_->Take();
   ++enqueued_;
   return handle;
 }
@@ -136,8 +141,16 @@ std::optional<CommThread::Task> CommThread::Next(bool polling) {
   return task;
 }
 
-void CommThread::Start(Task task, std::deque<Task>& started) {
+absl::StatusOr<CommThread::Fence> CommThread::StartOnTurn(Task& task) {
+  if (launch_order_ == nullptr) return RunPart(task.start);
+  launch_order_->AwaitTurn(task.ticket);
   absl::StatusOr<Fence> fence = RunPart(task.start);
+  launch_order_->Release(task.ticket);
+  return fence;
+}
+
+void CommThread::Start(Task task, std::deque<Task>& started) {
+  absl::StatusOr<Fence> fence = StartOnTurn(task);
   if (!fence.ok()) {
     Report(task, fence.status());
     return;
@@ -174,6 +187,8 @@ void CommThread::CancelQueuedLocked() {
   for (Task& cancelled : queue_) {
     cancelled.handle.state_->Finish(
         absl::CancelledError("the communication thread stopped before this collective"));
+    // Another thread's later tasks must not wait for this one's turn.
+    if (launch_order_ != nullptr) launch_order_->Release(cancelled.ticket);
   }
   finished_ += static_cast<int64_t>(queue_.size());
   queue_.clear();

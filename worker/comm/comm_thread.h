@@ -16,7 +16,13 @@
 // enqueued without waiting for earlier ones to complete. That is how the training thread
 // follows the all-gathers without waiting for them on the host.
 //
+// Threads that share a LaunchOrder (launch_order.h) launch their tasks' first parts in
+// the order the tasks were enqueued across all of them, not only within each: what NCCL
+// needs of a rank's several communicators.
+//
 // Thread-safety: Enqueue, the Handle's waits and Drain may be called from any thread.
+// With a LaunchOrder, the order of Enqueue calls across the threads sharing it is the
+// launch order: one thread (the training thread) enqueues, or the callers agree on theirs.
 
 #include <deque>
 #include <functional>
@@ -28,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "worker/comm/launch_order.h"
 #include "worker/compute/device.h"
 
 namespace shardwise {
@@ -66,8 +73,9 @@ class CommThread {
   // tasks' completion is polled after every start and every `poll_interval` while
   // nothing else is queued. Nothing but the end of a step waits for a completion, so
   // the interval trades a little of that wait for fewer queries (a GPU's host is
-  // usually ahead, with something in flight).
-  explicit CommThread(std::function<void()> on_start = {},
+  // usually ahead, with something in flight). `launch_order` (not owned; may be null)
+  // must outlive the thread.
+  explicit CommThread(std::function<void()> on_start = {}, LaunchOrder* launch_order = nullptr,
                       absl::Duration poll_interval = absl::Microseconds(100));
   // Lets the running task finish and every started one complete (its device work may
   // still use the caller's buffers), cancels the queued ones (their handles answer
@@ -95,14 +103,17 @@ class CommThread {
     std::function<absl::StatusOr<Fence>()> start;
     CompletionPoll completed;  // empty: done once started
     Handle handle;
-    Fence fence;  // what `start` returned
+    Fence fence;                      // what `start` returned
+    LaunchOrder::Ticket ticket = -1;  // with a LaunchOrder
   };
   void Loop();
   // The next queued task, once there is one (waiting at most a poll interval while
   // `polling`); none when there is nothing to run or the thread stops.
   std::optional<Task> Next(bool polling);
-  // Runs `task`'s first part and publishes it; a task left to complete goes to `started`.
+  // Runs `task`'s first part (on its turn) and publishes it; a task left to complete goes
+  // to `started`.
   void Start(Task task, std::deque<Task>& started);
+  absl::StatusOr<Fence> StartOnTurn(Task& task);
   // Polls the oldest started task once; reports it when it is done.
   void PollOldest(std::deque<Task>& started);
   void Report(Task& task, const absl::Status& status);
@@ -114,6 +125,7 @@ class CommThread {
   int64_t finished_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  LaunchOrder* const launch_order_;
   const absl::Duration poll_interval_;
   std::thread thread_;  // last: starts after the rest is ready
 };

@@ -2,15 +2,18 @@
 // (what keeps ranks' collectives paired), reports each task's status to its handle and
 // the first failure to Drain, and runs what is still queued before it is destroyed. A
 // task in two parts lets its waiters go with its fence once the first part ran, while
-// the second still runs.
+// the second still runs. Threads sharing a launch order start their tasks in the order
+// they were enqueued across all of them.
 
 #include "worker/comm/comm_thread.h"
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 
@@ -205,6 +208,79 @@ TEST(CommThread, ATaskInOnePartHasStartedOnceItRan) {
   auto failed = comm.Enqueue([] { return absl::InternalError("bad"); });
   EXPECT_EQ(failed.WaitStarted().status().code(), absl::StatusCode::kInternal);
   EXPECT_EQ(comm.Drain().code(), absl::StatusCode::kInternal);
+}
+
+// Two threads sharing a launch order start their tasks in the order they were enqueued
+// across both: the second thread's task waits for the first's, which is blocked.
+TEST(CommThread, ThreadsSharingALaunchOrderStartTasksInEnqueueOrder) {
+  LaunchOrder order;
+  CommThread first_lane({}, &order);
+  CommThread second_lane({}, &order);
+  absl::Mutex mu;
+  std::vector<std::string> launched;
+  auto launch = [&](const std::string& name) {
+    absl::MutexLock lock(&mu);
+    launched.push_back(name);
+  };
+  absl::Notification release;
+  first_lane.Enqueue([&] {
+    release.WaitForNotification();
+    launch("all-gather 1");
+    return absl::OkStatus();
+  });
+  second_lane.Enqueue([&] {
+    launch("reduce-scatter 3");
+    return absl::OkStatus();
+  });
+  first_lane.Enqueue([&] {
+    launch("all-gather 0");
+    return absl::OkStatus();
+  });
+  // The reduce-scatter's thread waits for its turn (behind the blocked all-gather).
+  ASSERT_TRUE(order.AwaitWaiters(1, absl::Seconds(30)));
+  release.Notify();
+  EXPECT_TRUE(first_lane.Drain().ok());
+  EXPECT_TRUE(second_lane.Drain().ok());
+  EXPECT_EQ(launched,
+            (std::vector<std::string>{"all-gather 1", "reduce-scatter 3", "all-gather 0"}));
+}
+
+// A failed launch and a cancelled task give their turns up: the other thread goes on.
+TEST(CommThread, FailedAndCancelledTasksReleaseTheirTurns) {
+  LaunchOrder order;
+  CommThread other_lane({}, &order);
+  absl::Notification started, release;
+  std::vector<CommThread::Handle> cancelled;
+  CommThread::Handle after_failure, after_cancelled;
+  std::thread releaser;
+  {
+    CommThread stopping_lane({}, &order);
+    EXPECT_EQ(
+        stopping_lane.Enqueue([] { return absl::UnavailableError("peer lost"); }).Wait().code(),
+        absl::StatusCode::kUnavailable);
+    after_failure = other_lane.Enqueue([] { return absl::OkStatus(); });
+    EXPECT_TRUE(after_failure.Wait().ok());
+    stopping_lane.Enqueue([&] {
+      started.Notify();
+      release.WaitForNotification();
+      return absl::OkStatus();
+    });
+    started.WaitForNotification();
+    for (int i = 0; i < 3; ++i) {
+      cancelled.push_back(stopping_lane.Enqueue([] { return absl::OkStatus(); }));
+    }
+    after_cancelled = other_lane.Enqueue([] { return absl::OkStatus(); });
+    releaser = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      release.Notify();
+    });
+  }  // the destructor lets the running task finish and cancels the queued ones
+  releaser.join();
+  for (const auto& handle : cancelled) {
+    EXPECT_EQ(handle.Wait().code(), absl::StatusCode::kCancelled);
+  }
+  EXPECT_TRUE(after_cancelled.Wait().ok());
+  EXPECT_TRUE(other_lane.Drain().ok());
 }
 
 TEST(CommThread, StartHookRunsOnTheThread) {

@@ -100,7 +100,12 @@ RankDeviceFactory CudaRankDevices(int gpu) {
                                                                                 : Lane::kAllReduce;
     ASSIGN_OR_RETURN(out->replicate,
                      Connect(request, request.replicate, replicate_lane, *device, *out));
-    if (request.unshard.host != nullptr) {
+    // The all-gathers' own thread and communicator, where NCCL keeps the two threads'
+    // launch order (nccl_launch_plan.h); else the model runs them on the reduction's.
+    const bool two_threads =
+        request.spec->cuda().collectives() == v1::CudaOptions::HOST_STAGED_GLOO ||
+        ProcessNcclLaunchPlan().two_threads;
+    if (request.unshard.host != nullptr && two_threads) {
       ASSIGN_OR_RETURN(out->unshard,
                        Connect(request, request.unshard, Lane::kUnshard, *device, *out));
     }

@@ -1,5 +1,6 @@
 #include "worker/cuda/nccl_communicator.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -46,9 +47,24 @@ ncclResult_t PollAsync(ncclComm_t comm, absl::Time deadline, absl::Duration poll
 
 }  // namespace
 
+const NcclLaunchPlan& ProcessNcclLaunchPlan() {
+  static const NcclLaunchPlan* const plan = [] {
+    int version = 0;
+    if (ncclGetVersion(&version) != ncclSuccess) version = 0;
+    auto* decided = new NcclLaunchPlan(
+        PlanNcclLaunches(version, std::getenv(kNcclImplicitLaunchOrderVariable)));
+    if (decided->set_implicit_order) {
+      setenv(kNcclImplicitLaunchOrderVariable, "1", /*overwrite=*/0);
+    }
+    return decided;
+  }();
+  return *plan;
+}
+
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
     gloo::rendezvous::Store& store, const std::string& name, int rank, int size,
     cudaStream_t stream, const NcclOptions& options) {
+  ProcessNcclLaunchPlan();  // its variable set before NCCL's first communicator reads it
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(
         absl::StrCat("NCCL group '", name, "': rank ", rank, " is not in [0, ", size, ")"));

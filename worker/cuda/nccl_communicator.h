@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 #include "gloo/rendezvous/store.h"
 #include "worker/comm/communicator.h"
+#include "worker/cuda/nccl_launch_plan.h"
 
 namespace shardwise::cuda {
 
@@ -56,6 +57,12 @@ struct NcclOptions {
   // completed, stream_ordered or not.
   bool synchronous = false;
 };
+
+// The launch plan for the NCCL this process loaded (nccl_launch_plan.h), decided once:
+// where it says so, NCCL_LAUNCH_ORDER_IMPLICIT=1 is set then, before any communicator
+// exists (NCCL reads it once). Connect() calls it first; the worker daemon calls it as
+// it starts, before its threads.
+const NcclLaunchPlan& ProcessNcclLaunchPlan();
 
 class NcclCommunicator final : public Communicator {
  public:

@@ -30,6 +30,7 @@
 #include "worker/cuda/cuda_device.h"
 #include "worker/cuda/cuda_rank_device.h"
 #include "worker/cuda/gpu_info.h"
+#include "worker/cuda/nccl_communicator.h"
 #endif
 
 ABSL_FLAG(std::string, coordinator, "",
@@ -112,6 +113,7 @@ absl::Status ConfigureGpu(WorkerOptions* options) {
                        " MiB, sm_", gpu.compute_capability_major(), gpu.compute_capability_minor(),
                        ", CUDA driver ", gpu.driver_version(), ", NCCL ", gpu.nccl_version(),
                        ", cuDNN ", gpu.cudnn_version().empty() ? "none" : gpu.cudnn_version()));
+  LogInfo(LogContext(), cuda::ProcessNcclLaunchPlan().description);
   if (cuda::SynchronousModeRequested()) {
     LogWarning(LogContext(), absl::StrCat(cuda::kSynchronousModeVariable,
                                           "=1: every operation finishes on its stream before the "

@@ -12,6 +12,14 @@
 namespace shardwise::fsdp {
 namespace {
 
+// Collectives that return once enqueued (NCCL's) launch kernels that wait for their
+// peers: the two threads' launches need one order across the rank's communicators
+// (launch_order.h). Those that return once done (Gloo's, the host-staged path's) block
+// only their own thread, and an order would only keep the two threads from overlapping.
+bool NeedsOneLaunchOrder(const Groups& groups) {
+  return groups.shard->stream_ordered() || groups.unshard->stream_ordered();
+}
+
 ScalarType TypeOf(v1::Dtype dtype) {
   switch (dtype) {
     case v1::FP16:
@@ -93,15 +101,23 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Construct(const v1::JobSpe
   model->optimizer_ranges_ = std::move(ranges);
   // The reduction thread (timeline lane 1, or 2 beside an unshard thread at lane 1).
   const bool unshard_thread = groups.unshard != nullptr;
-  model->comm_ = std::make_unique<CommThread>([device, unshard_thread] {
-    timeline_lane = unshard_thread ? 2 : 1;
-    device->UseCommunicationStream(Device::CommLane::kReduction);
-  });
+  if (unshard_thread && NeedsOneLaunchOrder(groups)) {
+    model->launch_order_ = std::make_unique<LaunchOrder>();
+  }
+  LaunchOrder* const order = model->launch_order_.get();
+  model->comm_ = std::make_unique<CommThread>(
+      [device, unshard_thread] {
+        timeline_lane = unshard_thread ? 2 : 1;
+        device->UseCommunicationStream(Device::CommLane::kReduction);
+      },
+      order);
   if (unshard_thread) {
-    model->unshard_comm_ = std::make_unique<CommThread>([device] {
-      timeline_lane = 1;
-      device->UseCommunicationStream(Device::CommLane::kUnshard);
-    });
+    model->unshard_comm_ = std::make_unique<CommThread>(
+        [device] {
+          timeline_lane = 1;
+          device->UseCommunicationStream(Device::CommLane::kUnshard);
+        },
+        order);
   }
   ReductionContext context;
   context.plan = &model->plan_;

@@ -28,9 +28,12 @@
 // second connection, groups.unshard), issued early as the prefetch plan says; reductions
 // on the other. Each thread runs its collectives in the order the training thread queues
 // them, the same on every rank, and each has its own communicators, so the ranks'
-// collectives pair up whatever the timing. With limit_all_gathers, an unshard first waits
-// until at most one earlier reshard's free is still pending on the device
-// (all_gather_limiter.h; on the CPU frees complete at once).
+// collectives pair up whatever the timing. Where collectives return once enqueued
+// (NCCL's), the two threads also launch in the order the training thread queued across
+// both (launch_order.h): NCCL's kernels wait for their peers, and two communicators'
+// collectives launched in different orders on two ranks could wait for each other. With
+// limit_all_gathers, an unshard first waits until at most one earlier reshard's free is still
+// pending on the device (all_gather_limiter.h; on the CPU frees complete at once).
 //
 // One training step: ForwardBackward once per micro-step (sync only on the last), then
 // OptimizerStep (or, after an overflow found by the loss scaler, DiscardGradients).
@@ -60,6 +63,7 @@
 #include "proto/job_spec.pb.h"
 #include "worker/comm/comm_thread.h"
 #include "worker/comm/communicator.h"
+#include "worker/comm/launch_order.h"
 #include "worker/compute/device.h"
 #include "worker/data/batch.h"
 #include "worker/fsdp/comm_hooks.h"
@@ -241,6 +245,9 @@ class FsdpModel {
   AllGatherLimiter<FreeEvent> limiter_;
   std::function<void()> compute_delay_, comm_delay_;
   std::unique_ptr<GradientReducer> reducer_;
+  // The threads' launch order when their communicators need one (launch_order.h):
+  // declared before them, it outlives them.
+  std::unique_ptr<LaunchOrder> launch_order_;
   // Last: destroyed first, they let the running task finish (it uses the units) and join.
   // The unshard thread (all-gathers) exists when groups.unshard is set; the other thread
   // runs the reductions, and the all-gathers too without an unshard thread.

@@ -5,17 +5,24 @@
 // pauses, per-stream memory pools poisoned on reuse, collectives in NCCL's and the
 // host-staged path's modes). The runtime is the one a CUDA job runs, so a consumer that
 // does not wait for its producer, or a buffer reused while another stream still uses it,
-// changes the result: every run must equal the CPU's bit for bit, losses and model.
+// changes the result: every run must equal the CPU's bit for bit, losses and model. Each
+// rank's collectives also wait a random while before they launch, and in NCCL's mode
+// every rank must launch the same sequence across its communicators (launch_order.h).
 // STREAM_ORDERING_SEEDS sets how many seeds each job runs with (10 by default).
 
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
@@ -133,7 +140,32 @@ v1::JobSpec SpecFor(const Job& job, const std::string& dir) {
 struct Run {
   std::vector<double> losses;
   TensorMap model;
+  std::map<int, std::vector<std::string>> launches;  // each rank's collectives, in order
 };
+
+// Each rank's collectives wait a random while before they launch (a different sequence
+// per rank and seed), so the ranks' two communication threads race differently: their
+// launches must still come in one order (the training thread's), the same on every rank.
+std::function<TrainingFaults(int rank)> ShakenLaunches(uint64_t seed) {
+  return [seed](int rank) {
+    TrainingFaults faults;
+    struct Random {
+      absl::Mutex mu;
+      std::mt19937 rng;
+    };
+    auto random = std::make_shared<Random>();
+    random->rng.seed(static_cast<uint32_t>(seed * 1000 + rank));
+    faults.communication_delay = [random] {
+      int64_t micros;
+      {
+        absl::MutexLock lock(&random->mu);
+        micros = random->rng() % 200;
+      }
+      absl::SleepFor(absl::Microseconds(micros));
+    };
+    return faults;
+  };
+}
 
 // `low_precision_storage`: the streamed devices keep a 16-bit job's activations and
 // unsharded parameters in its param_dtype (Device::StorageType), and must still equal the
@@ -144,17 +176,34 @@ absl::StatusOr<Run> Train(v1::JobSpec spec, v1::DeviceKind device, uint64_t seed
   spec.set_device(device);
   spec.mutable_output()->set_final_model_path(path);
   testing::ThreadedOptions options;
+  auto launches = std::make_shared<testing::LaunchLogs>();
   if (device == v1::CUDA) {
     testing::StreamTiming timing;
     timing.seed = seed;
     timing.reduction_lag = reduction_lag;
-    options.make_device = testing::AsyncCpuRankDevices(timing, low_precision_storage);
+    options.make_device = testing::AsyncCpuRankDevices(timing, low_precision_storage, launches);
+    options.faults = ShakenLaunches(seed);
   }
   auto run = testing::TrainInThreads(spec, options);
   if (!run.ok()) return run.status();
   auto model = ReadSafetensors(path);
   if (!model.ok()) return model.status();
-  return Run{run->rank0_losses, std::move(*model)};
+  return Run{run->rank0_losses, std::move(*model), launches->ByRank()};
+}
+
+// NCCL's collectives wait for their peers on the device: every rank launches the same
+// sequence across its communicators (comm/launch_order.h), or two ranks could each wait
+// for the other's.
+void ExpectOneLaunchOrder(const std::map<int, std::vector<std::string>>& launches) {
+  ASSERT_FALSE(launches.empty());
+  const std::vector<std::string>& first = launches.begin()->second;
+  ASSERT_FALSE(first.empty());
+  for (const auto& [rank, sequence] : launches) {
+    ASSERT_EQ(sequence.size(), first.size()) << "rank " << rank;
+    for (size_t i = 0; i < first.size(); ++i) {
+      ASSERT_EQ(sequence[i], first[i]) << "rank " << rank << "'s launch " << i;
+    }
+  }
 }
 
 class StreamOrderingTest : public ::testing::TestWithParam<Job> {};
@@ -177,6 +226,9 @@ TEST_P(StreamOrderingTest, EveryInterleavingEqualsTheSynchronousRunBitForBit) {
     ASSERT_TRUE(streamed.ok()) << streamed.status();
     EXPECT_EQ(streamed->losses, synchronous->losses);
     EXPECT_TRUE(testing::ModelsClose(streamed->model, synchronous->model, 0, 0));
+    if (job.collectives == v1::CudaOptions::NCCL && job.world > 1) {
+      ExpectOneLaunchOrder(streamed->launches);
+    }
   }
 }
 

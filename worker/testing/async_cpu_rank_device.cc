@@ -1,7 +1,9 @@
 #include "worker/testing/async_cpu_rank_device.h"
 
 #include <memory>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "worker/testing/async_cpu_device.h"
 #include "worker/testing/stream_communicator.h"
 
@@ -10,8 +12,28 @@ namespace {
 
 using Lane = Device::CommLane;
 
-Communicator* Connect(Communicator* host, AsyncCpuDevice& device, Lane lane,
-                      const StreamCommunicatorOptions& options, RankDevice& out) {
+const char* LaneName(Lane lane) {
+  switch (lane) {
+    case Lane::kUnshard:
+      return "unshard";
+    case Lane::kReduction:
+      return "reduction";
+    case Lane::kAllReduce:
+      return "all_reduce";
+  }
+  return "?";
+}
+
+// The communicator of `host` on `lane`'s stream; `group` names it in the launch log.
+Communicator* Connect(Communicator* host, AsyncCpuDevice& device, Lane lane, const char* group,
+                      StreamCommunicatorOptions options, const std::shared_ptr<LaunchLogs>& logs,
+                      int rank, RankDevice& out) {
+  if (logs != nullptr) {
+    const std::string prefix = absl::StrCat(group, " on ", LaneName(lane), ": ");
+    options.on_issue = [logs, rank, prefix](const std::string& launch) {
+      logs->Add(rank, prefix + launch);
+    };
+  }
   out.owned.push_back(
       std::make_unique<StreamCommunicator>(host, &device, &device.LaneStream(lane), options));
   return out.owned.back().get();
@@ -19,25 +41,40 @@ Communicator* Connect(Communicator* host, AsyncCpuDevice& device, Lane lane,
 
 }  // namespace
 
-RankDeviceFactory AsyncCpuRankDevices(const StreamTiming& timing, bool low_precision_storage) {
-  return [timing, low_precision_storage](
+void LaunchLogs::Add(int rank, const std::string& launch) {
+  absl::MutexLock lock(&mu_);
+  by_rank_[rank].push_back(launch);
+}
+
+std::map<int, std::vector<std::string>> LaunchLogs::ByRank() const {
+  absl::MutexLock lock(&mu_);
+  return by_rank_;
+}
+
+RankDeviceFactory AsyncCpuRankDevices(const StreamTiming& timing, bool low_precision_storage,
+                                      std::shared_ptr<LaunchLogs> launches) {
+  return [timing, low_precision_storage, launches = std::move(launches)](
              const RankDeviceRequest& request) -> absl::StatusOr<std::unique_ptr<RankDevice>> {
     StreamTiming rank_timing = timing;
     rank_timing.seed = timing.seed + static_cast<uint64_t>(request.rank);
     auto device = std::make_unique<AsyncCpuDevice>(rank_timing, low_precision_storage);
     auto out = std::make_unique<RankDevice>();
     const bool nccl = request.spec->cuda().collectives() != v1::CudaOptions::HOST_STAGED_GLOO;
+    const int rank = request.rank;
     StreamCommunicatorOptions shard;
     shard.stream_ordered = nccl;
-    out->shard = Connect(request.shard.host, *device, Lane::kReduction, shard, *out);
+    out->shard = Connect(request.shard.host, *device, Lane::kReduction, "shard", shard, launches,
+                         rank, *out);
     StreamCommunicatorOptions replicate;
     replicate.follow_caller = nccl;
-    out->replicate = Connect(request.replicate.host, *device,
-                             nccl ? Lane::kAllReduce : Lane::kReduction, replicate, *out);
+    out->replicate =
+        Connect(request.replicate.host, *device, nccl ? Lane::kAllReduce : Lane::kReduction,
+                "replicate", replicate, launches, rank, *out);
     if (request.unshard.host != nullptr) {
       StreamCommunicatorOptions unshard;
       unshard.stream_ordered = nccl;
-      out->unshard = Connect(request.unshard.host, *device, Lane::kUnshard, unshard, *out);
+      out->unshard = Connect(request.unshard.host, *device, Lane::kUnshard, "unshard", unshard,
+                             launches, rank, *out);
     }
     out->device = std::move(device);
     return out;

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace shardwise::testing {
@@ -11,8 +12,10 @@ absl::Status StreamCommunicator::FirstError() const {
   return failed_;
 }
 
-absl::Status StreamCommunicator::Issue(std::function<absl::Status()> collective, bool wait) {
+absl::Status StreamCommunicator::Issue(const char* what, size_t numel,
+                                       std::function<absl::Status()> collective, bool wait) {
   RETURN_IF_ERROR(FirstError());
+  if (options_.on_issue) options_.on_issue(absl::StrCat(what, " ", numel));
   if (options_.follow_caller) device_->OrderAfterCaller(*stream_);
   {
     absl::MutexLock lock(&mu_);
@@ -31,25 +34,28 @@ absl::Status StreamCommunicator::Issue(std::function<absl::Status()> collective,
 
 absl::Status StreamCommunicator::AllGather(const void* shard, size_t shard_numel, void* out,
                                            ScalarType type) {
-  return Issue([=] { return host_->AllGather(shard, shard_numel, out, type); });
+  return Issue("all_gather", shard_numel,
+               [=] { return host_->AllGather(shard, shard_numel, out, type); });
 }
 
 absl::Status StreamCommunicator::ReduceScatter(void* in, size_t shard_numel, void* shard,
                                                ScalarType type) {
-  return Issue([=] { return host_->ReduceScatter(in, shard_numel, shard, type); });
+  return Issue("reduce_scatter", shard_numel,
+               [=] { return host_->ReduceScatter(in, shard_numel, shard, type); });
 }
 
 absl::Status StreamCommunicator::AllReduce(void* data, size_t numel, ScalarType type) {
-  return Issue([=] { return host_->AllReduce(data, numel, type); });
+  return Issue("all_reduce", numel, [=] { return host_->AllReduce(data, numel, type); });
 }
 
 absl::Status StreamCommunicator::Broadcast(void* data, size_t numel, int root, ScalarType type) {
-  return Issue([=] { return host_->Broadcast(data, numel, root, type); });
+  return Issue("broadcast", numel, [=] { return host_->Broadcast(data, numel, root, type); });
 }
 
 // A barrier nobody waits for orders nothing: it always waits (as NCCL's).
 absl::Status StreamCommunicator::Barrier() {
-  return Issue([this] { return host_->Barrier(); }, /*wait=*/true);
+  return Issue(
+      "barrier", 0, [this] { return host_->Barrier(); }, /*wait=*/true);
 }
 
 absl::StatusOr<bool> StreamCommunicator::CollectivesCompleted() {

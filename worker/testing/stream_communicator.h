@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -26,6 +27,10 @@ namespace shardwise::testing {
 struct StreamCommunicatorOptions {
   bool stream_ordered = false;
   bool follow_caller = false;
+  // Called as each collective is issued, on the issuing thread, with its name and size
+  // ("all_gather 96"): the order a rank launches its collectives in across its
+  // communicators (LaunchLogs, async_cpu_rank_device.h).
+  std::function<void(const std::string& launch)> on_issue;
 };
 
 class StreamCommunicator final : public Communicator {
@@ -49,9 +54,11 @@ class StreamCommunicator final : public Communicator {
   absl::StatusOr<bool> CollectivesCompleted() override;
 
  private:
-  // Enqueues `collective` on the stream; waits for it unless stream-ordered (or `wait`).
-  // The first collective that failed fails every later call.
-  absl::Status Issue(std::function<absl::Status()> collective, bool wait = false);
+  // Enqueues `collective` (`what`, of `numel` elements) on the stream; waits for it
+  // unless stream-ordered (or `wait`). The first collective that failed fails every
+  // later call.
+  absl::Status Issue(const char* what, size_t numel, std::function<absl::Status()> collective,
+                     bool wait = false);
   absl::Status FirstError() const;
 
   Communicator* const host_;
