@@ -31,6 +31,11 @@ class RankDevice {
   Communicator* unshard = nullptr;    // the shard group's all-gather connection
   std::vector<std::unique_ptr<Communicator>> owned;
   virtual ~RankDevice() = default;
+  // The rank's attempt failed: collectives in flight end now, with `reason`, instead of
+  // waiting for a peer that may be gone until their deadline (which would hold the
+  // model's teardown as long). From any thread. Collectives that wait only on the host
+  // (Gloo's) are ended by closing their connections instead (RankRuntime).
+  virtual void AbortCollectives(const std::string& reason) {}
 };
 
 struct RankDeviceRequest {

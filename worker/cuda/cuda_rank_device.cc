@@ -20,13 +20,17 @@ class CudaRankDevice final : public RankDevice {
     if (watcher_.joinable()) watcher_.join();
   }
 
+  void AbortCollectives(const std::string& reason) override {
+    for (NcclCommunicator* comm : nccl_) comm->Abort(reason);
+  }
+
   // Aborts every NCCL communicator once `abort` is set (polled: the attempt's flag).
   void WatchAbort(const std::atomic<bool>* abort) {
     if (abort == nullptr || nccl_.empty()) return;
     watcher_ = std::thread([this, abort] {
       while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
         if (abort->load()) {
-          for (NcclCommunicator* comm : nccl_) comm->Abort("the attempt was aborted");
+          AbortCollectives("the attempt was aborted");
           return;
         }
       }

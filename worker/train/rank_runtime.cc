@@ -103,6 +103,14 @@ void RankRuntime::SetPeerTimeout(std::chrono::milliseconds timeout) {
 
 void RankRuntime::CloseConnections() {
   for (GlooCommunicator* group : gloo_groups_) group->CloseConnections();
+  if (accelerator_ != nullptr) {
+    accelerator_->AbortCollectives("the rank closed its connections (the membership changed)");
+  }
+}
+
+void RankRuntime::AbortAcceleratorCollectives(const absl::Status& failure) {
+  if (accelerator_ == nullptr) return;
+  accelerator_->AbortCollectives(absl::StrCat("the rank failed: ", failure.ToString()));
 }
 
 CommStats RankRuntime::Traffic() const {

@@ -44,9 +44,13 @@ class RankRuntime {
   Communicator* host_shard_group() { return shard_.host; }
   // Every host Gloo group of the rank (the world included): how long an operation waits
   // for a peer, and closing this rank's connections so that peers waiting on it in any
-  // group fail at once (a membership change).
+  // group fail at once (a membership change; the accelerator's collectives are aborted
+  // with it).
   void SetPeerTimeout(std::chrono::milliseconds timeout);
   void CloseConnections();
+  // The rank's attempt failed with `failure`: the accelerator's collectives in flight end
+  // now (RankDevice::AbortCollectives), so the model's teardown does not wait for them.
+  void AbortAcceleratorCollectives(const absl::Status& failure);
   // Bytes through every group so far (a group that is the world counted once).
   CommStats Traffic() const;
 

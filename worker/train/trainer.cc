@@ -288,9 +288,15 @@ absl::StatusOr<TrainingResult> RankTrainer::Run() {
   try {
     result = Body();
   } catch (const std::bad_alloc& failure) {
-    return AllocationFailureStatus(failure, activity_);
+    result = AllocationFailureStatus(failure, activity_);
   }
-  if (result.ok()) result->device_memory = ReleaseModel();
+  if (result.ok()) {
+    result->device_memory = ReleaseModel();
+  } else if (runtime_ != nullptr) {
+    // Before the model's threads end: they wait for their collectives in flight, which a
+    // lost peer would hold until their deadline.
+    runtime_->AbortAcceleratorCollectives(result.status());
+  }
   return result;
 }
 
