@@ -22,6 +22,7 @@ void LaunchOrder::AwaitTurn(Ticket ticket) {
 
 void LaunchOrder::Release(Ticket ticket) {
   absl::MutexLock lock(&mu_);
+  if (ticket < turn_) return;  // released already
   if (ticket != turn_) {
     // A cancelled task's ticket, released before its turn.
     released_early_.insert(ticket);

@@ -43,6 +43,18 @@ TEST(LaunchOrder, ATicketReleasedBeforeItsTurnIsSkippedWhenItComes) {
   EXPECT_TRUE(order.IsTurn(order.Take()));
 }
 
+TEST(LaunchOrder, ASecondReleaseChangesNothing) {
+  LaunchOrder order;
+  const LaunchOrder::Ticket first = order.Take(), second = order.Take(), third = order.Take(),
+                            fourth = order.Take();
+  order.Release(first);
+  order.Release(first);
+  order.Release(third);  // early, as a cancelled task's
+  EXPECT_FALSE(order.IsTurn(fourth));
+  order.Release(second);
+  EXPECT_TRUE(order.IsTurn(fourth));
+}
+
 TEST(LaunchOrder, AWaiterGoesOnWhenItsTurnComes) {
   LaunchOrder order;
   const LaunchOrder::Ticket first = order.Take(), second = order.Take();

@@ -5,7 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/log.h"
 #include "common/status_macros.h"
+#include "worker/comm/group_vote.h"
 #include "worker/cuda/cuda_device.h"
 #include "worker/cuda/host_staged_communicator.h"
 #include "worker/cuda/nccl_communicator.h"
@@ -61,16 +63,19 @@ absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
   }
   NcclOptions options;
   options.timeout = request.timeout;
-  // The all-reduce stream is nobody's computing stream: it follows the caller's.
+  // The all-reduce stream is nobody's computing stream: it follows the caller's, and the
+  // caller's follows each of its collectives.
   if (lane == Device::CommLane::kAllReduce) {
     options.stream_of_caller = [&device] { return device.CurrentStream(); };
   }
-  // The all-gathers and the reductions: the training thread orders its compute after each
-  // on the device instead of waiting for it on the host (FsdpModel::Unshard,
-  // GradientReducer::Reduce), and the lane's thread watches its completion. Callers that
-  // read a result on the host wait for it (Communicator::WaitForCollectives).
-  options.stream_ordered =
-      lane == Device::CommLane::kUnshard || lane == Device::CommLane::kReduction;
+  // Every lane's collectives return once enqueued: the training thread orders its compute
+  // after the all-gathers and reductions on the device instead of waiting for them on the
+  // host (FsdpModel::Unshard, GradientReducer::Reduce), the reduction stream follows the
+  // all-reduce stream's collectives the same way (stream_of_caller), and the lane's thread
+  // watches their completion. So a lane's launch ends without a host wait, and the two
+  // threads' turns at launching (comm/launch_order.h) cost no overlap. Callers that read
+  // a result on the host wait for it (Communicator::WaitForCollectives).
+  options.stream_ordered = true;
   options.synchronous = device.synchronous();
   ASSIGN_OR_RETURN(
       std::unique_ptr<NcclCommunicator> comm,
@@ -80,6 +85,30 @@ absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
   out.nccl_.push_back(comm.get());
   out.owned.push_back(std::move(comm));
   return out.owned.back().get();
+}
+
+// Whether the all-gathers get a thread and a communicator of their own. Under NCCL only
+// where every rank of the shard group keeps the two threads' launch order
+// (nccl_launch_plan.h), which each decides from its own host: one that cannot makes the
+// whole group run them on the reduction's thread, instead of leaving its peers to wait
+// for a communicator it never joins.
+absl::StatusOr<bool> AllGathersOnTheirOwnThread(const RankDeviceRequest& request) {
+  if (request.unshard.host == nullptr) return false;
+  if (request.spec->cuda().collectives() == v1::CudaOptions::HOST_STAGED_GLOO) return true;
+  const NcclLaunchPlan& mine = ProcessNcclLaunchPlan();
+  if (request.store == nullptr || request.unshard.ranks.size() < 2) return mine.two_threads;
+  ASSIGN_OR_RETURN(
+      const bool every,
+      EveryRankVotesYes(*request.store, absl::StrCat(request.unshard.name, "/two_threads"),
+                        request.unshard.ranks, request.rank, mine.two_threads));
+  if (mine.two_threads && !every) {
+    LogWarning(LogContext(),
+               absl::StrCat("group ", request.unshard.name,
+                            ": another rank's NCCL keeps no launch order across communicators; "
+                            "this rank too runs its all-gathers on the reduction's thread (",
+                            mine.description, ")"));
+  }
+  return every;
 }
 
 }  // namespace
@@ -104,12 +133,8 @@ RankDeviceFactory CudaRankDevices(int gpu) {
                                                                                 : Lane::kAllReduce;
     ASSIGN_OR_RETURN(out->replicate,
                      Connect(request, request.replicate, replicate_lane, *device, *out));
-    // The all-gathers' own thread and communicator, where NCCL keeps the two threads'
-    // launch order (nccl_launch_plan.h); else the model runs them on the reduction's.
-    const bool two_threads =
-        request.spec->cuda().collectives() == v1::CudaOptions::HOST_STAGED_GLOO ||
-        ProcessNcclLaunchPlan().two_threads;
-    if (request.unshard.host != nullptr && two_threads) {
+    ASSIGN_OR_RETURN(const bool own_thread, AllGathersOnTheirOwnThread(request));
+    if (own_thread) {
       ASSIGN_OR_RETURN(out->unshard,
                        Connect(request, request.unshard, Lane::kUnshard, *device, *out));
     }

@@ -261,6 +261,14 @@ absl::Status NcclCommunicator::FollowCaller() {
   return absl::OkStatus();
 }
 
+absl::Status NcclCommunicator::OrderCallerAfter() {
+  if (!options_.stream_of_caller || pending_.empty()) return absl::OkStatus();
+  const cudaStream_t caller = options_.stream_of_caller();
+  if (caller == stream_) return absl::OkStatus();
+  RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(caller, pending_.back().done, 0));
+  return absl::OkStatus();
+}
+
 absl::Status NcclCommunicator::Finish(ncclResult_t result, const char* what) {
   const absl::Time called = absl::Now();
   if (result != ncclSuccess && result != ncclInProgress) {
@@ -269,7 +277,7 @@ absl::Status NcclCommunicator::Finish(ncclResult_t result, const char* what) {
   if (grouping_) return absl::OkStatus();
   RETURN_IF_ERROR(WaitEnqueued(what, called));
   const bool may_return_enqueued = options_.stream_ordered && !options_.synchronous;
-  return may_return_enqueued ? absl::OkStatus() : WaitForCompletion();
+  return may_return_enqueued ? OrderCallerAfter() : WaitForCompletion();
 }
 
 absl::Status NcclCommunicator::BeginGroup() {

@@ -45,7 +45,9 @@ struct NcclOptions {
   absl::Duration poll_interval = absl::Microseconds(20);
   // The stream the calling thread computes on, when it may differ from the
   // communicator's: each collective's stream then first waits for the caller's work so
-  // far (an event), so it reads what the caller produced. Empty: the same stream.
+  // far (an event), so it reads what the caller produced; and, stream-ordered, the
+  // caller's stream then waits for the collective (its completion event), so what the
+  // caller queues next reads its result. Empty: the same stream.
   std::function<cudaStream_t()> stream_of_caller;
   // Collectives return once NCCL has enqueued them on the stream, not once they completed
   // (Communicator::stream_ordered): the caller orders later work after them on the device,
@@ -134,6 +136,9 @@ class NcclCommunicator final : public Communicator {
   const NcclOptions options_;
   // Orders the collective after the caller's stream (NcclOptions::stream_of_caller).
   absl::Status FollowCaller();
+  // Orders the caller's stream after the collective just enqueued (stream-ordered, on a
+  // stream other than the caller's).
+  absl::Status OrderCallerAfter();
 
   // The collectives enqueued and not yet seen completed, oldest first: each with an
   // event recorded after it and its call time, so each has its own deadline however

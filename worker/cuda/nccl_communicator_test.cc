@@ -168,6 +168,37 @@ TEST_F(NcclCommunicatorTest, AStreamOrderedCollectiveReturnsOnceEnqueued) {
   EXPECT_TRUE((*comm)->WaitForCompletion().ok());  // nothing pending: at once
 }
 
+// On a stream of its own (HYBRID's all-reduce lane), a stream-ordered collective returns
+// at once, and the caller's stream waits for it on the device: a copy of its result queued
+// on the caller's stream while the collective's stream is held sees the result.
+TEST_F(NcclCommunicatorTest, TheCallersStreamWaitsForAStreamOrderedCollectiveOnAnother) {
+  auto comm_stream = Stream::Create();
+  ASSERT_TRUE(comm_stream.ok());
+  NcclOptions options;
+  options.stream_ordered = true;
+  const cudaStream_t caller = stream_.get();
+  options.stream_of_caller = [caller] { return caller; };
+  auto comm =
+      NcclCommunicator::Connect(store_, "ordered-follow", 0, 1, comm_stream->get(), options);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  const size_t n = 4099;
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i) * 0.5f;
+  DeviceVector<float> in(values), out(n), copy(n);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // their fills are done
+  StreamGate gate;
+  ASSERT_EQ(gate.Hold(comm_stream->get()), cudaSuccess);
+  ASSERT_TRUE((*comm)->AllGather(in.get(), n, out.get()).ok());
+  ASSERT_EQ(
+      cudaMemcpyAsync(copy.get(), out.get(), n * sizeof(float), cudaMemcpyDeviceToDevice, caller),
+      cudaSuccess);
+  gate.open.Notify();
+  ASSERT_EQ(cudaStreamSynchronize(caller), cudaSuccess);
+  EXPECT_TRUE(gate.opened_in_time);
+  EXPECT_EQ(copy.ToHost(), values);
+  EXPECT_TRUE((*comm)->WaitForCompletion().ok());
+}
+
 TEST_F(NcclCommunicatorTest, AnAbortReachesTheWaitForAStreamOrderedCollective) {
   NcclOptions options;
   options.stream_ordered = true;

@@ -9,7 +9,10 @@
 // are safe together only when every rank's GPU runs their collectives in one order. The
 // two threads launch in one order, the same on every rank (comm/launch_order.h); NCCL
 // 2.26 and later keep that host order on the device when NCCL_LAUNCH_ORDER_IMPLICIT is 1
-// (read once, as the process's first communicator is created). An older NCCL, or the
+// (read once, as the process's first communicator is created; with a CUDA driver or
+// runtime older than 12.3 NCCL keeps it by running the collectives one after another:
+// safe, without their overlap). Each rank decides from its own host, so the shard group
+// votes (cuda_rank_device.cc): two threads only if every rank can. An older NCCL, or the
 // variable set to 0 by the operator, keeps no order across communicators: the rank then
 // launches every collective from one thread over one communicator, whose collectives
 // NCCL runs in order (its all-gathers no longer overlap its reductions).

@@ -26,11 +26,14 @@ void DivideAndRound(Device* device, ScalarType type, float* data, int64_t n, dou
   if (type != ScalarType::kFloat32) device->RoundToPrecision(type, data, n);
 }
 
-// HYBRID's replicate all-reduce waits on the host (its group is not stream-ordered): the
-// shard group's reduce-scatter before it completes first, under its own watchdog, so a
-// stuck reduce-scatter is reported as itself (not as the all-reduce's timeout) and is
-// never left in flight behind a failed all-reduce. The reduction thread waits either way.
+// Where HYBRID's replicate all-reduce waits on the host (its group is not stream-ordered:
+// the host-staged path), the shard group's reduce-scatter before it completes first,
+// under its own watchdog, so a stuck reduce-scatter is reported as itself (not as the
+// all-reduce's timeout) and is never left in flight behind a failed all-reduce. Under
+// NCCL both are stream-ordered: each has its own deadline, and the reduction's completion
+// poll (ReductionCollectivesCompleted) watches both.
 absl::Status SettleBeforeReplicate(const ReductionContext& c) {
+  if (c.groups.replicate->stream_ordered()) return absl::OkStatus();
   return c.groups.shard->WaitForCollectives();
 }
 
@@ -230,6 +233,9 @@ absl::StatusOr<Bucket> MixedPrecisionAllReduce(const ReductionContext& context, 
                                                int64_t numel) {
   Bucket bucket = Bucket::FromFloat(context.device, grad, numel, context.reduce_type);
   RETURN_IF_ERROR(bucket.AllReduce(*context.groups.replicate));
+  // The hook's task waits for its work on the host anyway (it has no completion poll to
+  // watch a stream-ordered all-reduce): here, under the all-reduce's own watchdog.
+  RETURN_IF_ERROR(context.groups.replicate->WaitForCollectives());
   return bucket;
 }
 

@@ -378,6 +378,8 @@ class ScriptedGroup final : public Communicator {
   absl::StatusOr<bool> CollectivesCompleted() override {
     return ++polls <= pending_ ? absl::StatusOr<bool>(false) : completed_;
   }
+  bool stream_ordered() const override { return ordered; }
+  bool ordered = false;
   int polls = 0;
   const ScriptedGroup* before = nullptr;
   int before_polls_at_all_reduce = -1;
@@ -408,10 +410,9 @@ TEST(ReductionCollectivesCompleted, ReportsAFailureOnlyOnceEveryGroupHasSettled)
   EXPECT_EQ(failed.polls, 3);
 }
 
-// HYBRID's replicate all-reduce waits on the host: the shard group's stream-ordered
-// reduce-scatter completes first, under its own watchdog (comm_hooks.cc
-// SettleBeforeReplicate), in FP32 and through a 16-bit bucket.
-TEST(HybridReduction, TheReduceScatterCompletesBeforeTheReplicateAllReduce) {
+// How often HYBRID's reduction polls the shard group's reduce-scatter (in flight for three
+// polls) before it calls the replicate all-reduce, in FP32 and through a 16-bit bucket.
+void ExpectPollsBeforeReplicate(bool replicate_stream_ordered, int want_polls) {
   ShardingPlan plan;
   plan.world_size = 4;
   plan.shard_size = 2;
@@ -420,6 +421,8 @@ TEST(HybridReduction, TheReduceScatterCompletesBeforeTheReplicateAllReduce) {
   CpuDevice device(&allocator);
   for (ScalarType reduce : {kF32, kBF16}) {
     ScriptedGroup shard(true, /*pending=*/3), replicate(true);
+    shard.ordered = true;
+    replicate.ordered = replicate_stream_ordered;
     replicate.before = &shard;
     ReductionContext context;
     context.plan = &plan;
@@ -429,9 +432,21 @@ TEST(HybridReduction, TheReduceScatterCompletesBeforeTheReplicateAllReduce) {
     std::vector<float> grad = Gradient(0, 2 * kNumel), reduced(kNumel);
     ASSERT_TRUE(
         ReduceUnitGradient(v1::CommHook(), context, grad.data(), kNumel, reduced.data()).ok());
-    // Three answers of "in flight", then "done", all before the all-reduce.
-    EXPECT_EQ(replicate.before_polls_at_all_reduce, 4) << ScalarTypeName(reduce);
+    EXPECT_EQ(replicate.before_polls_at_all_reduce, want_polls) << ScalarTypeName(reduce);
   }
+}
+
+// A replicate all-reduce that waits on the host: the reduce-scatter completes first, under
+// its own watchdog (comm_hooks.cc SettleBeforeReplicate): three answers of "in flight",
+// then "done", all before the all-reduce.
+TEST(HybridReduction, TheReduceScatterCompletesBeforeAHostWaitedAllReduce) {
+  ExpectPollsBeforeReplicate(/*replicate_stream_ordered=*/false, 4);
+}
+
+// Both stream-ordered (NCCL's): the all-reduce is enqueued behind the reduce-scatter at
+// once, so the reduction's launch holds no host wait (the completion poll watches both).
+TEST(HybridReduction, AStreamOrderedAllReduceIsEnqueuedWithoutWaiting) {
+  ExpectPollsBeforeReplicate(/*replicate_stream_ordered=*/true, 0);
 }
 
 }  // namespace

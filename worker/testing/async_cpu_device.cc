@@ -91,6 +91,13 @@ void AsyncCpuDevice::OrderAfterCaller(EmulatedStream& stream) {
   stream.Enqueue([point] { point->passed.WaitForNotification(); });
 }
 
+void AsyncCpuDevice::OrderCallerAfter(EmulatedStream& stream) {
+  if (&stream == &CurrentStream()) return;
+  auto point = std::make_shared<PointPassed>();
+  stream.Enqueue([point] { point->passed.Notify(); });
+  Later([point] { point->passed.WaitForNotification(); });
+}
+
 void AsyncCpuDevice::UseCommunicationStream(CommLane lane) {
   CurrentStream();  // binds the thread to this device
   bound_stream = &LaneStream(lane);

@@ -65,6 +65,9 @@ class AsyncCpuDevice final : public Device {
   // What `stream` runs from now on waits for what the calling thread's stream was issued
   // so far (an event recorded there and waited for on `stream`).
   void OrderAfterCaller(EmulatedStream& stream);
+  // The reverse: what the calling thread's stream runs from now on waits for what
+  // `stream` was issued so far.
+  void OrderCallerAfter(EmulatedStream& stream);
 
   void UseCommunicationStream(CommLane lane) override;
   std::shared_ptr<Fence> RecordFence() override;

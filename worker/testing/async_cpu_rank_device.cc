@@ -67,6 +67,7 @@ RankDeviceFactory AsyncCpuRankDevices(const StreamTiming& timing, bool low_preci
                          rank, *out);
     StreamCommunicatorOptions replicate;
     replicate.follow_caller = nccl;
+    replicate.stream_ordered = nccl;
     out->replicate =
         Connect(request.replicate.host, *device, nccl ? Lane::kAllReduce : Lane::kReduction,
                 "replicate", replicate, launches, rank, *out);

@@ -5,11 +5,11 @@
 // cuda::CudaRankDevices, whose ranks compute on an AsyncCpuDevice and communicate over
 // their groups' Gloo connections through StreamCommunicators placed on the streams and in
 // the modes the CUDA factory uses (cuda/cuda_rank_device.cc): the shard group on the
-// post-backward stream; the unshard group on the unshard stream, stream-ordered under
-// NCCL; the replicate group on the all-reduce stream following its caller under NCCL,
-// on the post-backward stream with host-staged Gloo. A job given it runs as `device:
-// CUDA` (with the job's cuda.collectives) and must equal the same job on the CPU bit for
-// bit.
+// post-backward stream and the unshard group on the unshard stream, stream-ordered under
+// NCCL; the replicate group under NCCL on the all-reduce stream, stream-ordered, after its
+// caller's stream and before it; with host-staged Gloo on the post-backward stream. A job given it
+// runs as `device: CUDA` (with the job's cuda.collectives) and must equal the same job on the CPU
+// bit for bit.
 
 #include <map>
 #include <memory>

@@ -27,7 +27,11 @@ absl::Status StreamCommunicator::Issue(const char* what, size_t numel,
     ++completed_;
     if (!status.ok() && failed_.ok()) failed_ = status;
   });
-  if (options_.stream_ordered && !wait) return absl::OkStatus();
+  if (options_.stream_ordered && !wait) {
+    // On a stream of its own (the all-reduce lane's): the caller's stream follows it.
+    if (options_.follow_caller) device_->OrderCallerAfter(*stream_);
+    return absl::OkStatus();
+  }
   stream_->Drain();
   return FirstError();
 }

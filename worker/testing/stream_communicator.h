@@ -7,7 +7,8 @@
 // (cuda/nccl_communicator.h): `stream_ordered` returns once the collective is enqueued
 // (the unshard lane: the compute stream waits for it through a fence), and
 // `follow_caller` first orders the stream after the calling thread's (the all-reduce
-// lane, which nobody computes on). Without `stream_ordered` a collective returns once
+// lane, which nobody computes on) and, stream-ordered, the calling thread's stream after
+// the collective. Without `stream_ordered` a collective returns once
 // it ran, as NCCL's and the host-staged path's do.
 //
 // Thread-safety: as Communicator.
