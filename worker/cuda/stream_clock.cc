@@ -27,16 +27,38 @@ struct CudaStreamClock::EventMark final : StreamClock::Mark {
 };
 
 std::shared_ptr<const CudaStreamClock::Reference> CudaStreamClock::CurrentReference() {
-  absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
-  if (reference_ != nullptr && now - reference_made_ < kReferenceLifetime) return reference_;
+  {
+    absl::MutexLock lock(&mu_);
+    const bool fresh = reference_ != nullptr && now - reference_made_ < kReferenceLifetime;
+    // While one thread renews the reference, the others date their marks by the old one;
+    // only the first reference is waited for.
+    if (fresh || (renewing_ && reference_ != nullptr)) return reference_;
+    auto first_made = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !renewing_; };
+    mu_.Await(absl::Condition(&first_made));
+    if (reference_ != nullptr && now - reference_made_ < kReferenceLifetime) return reference_;
+    renewing_ = true;
+  }
+  // Outside the lock: the wait for the reference event (microseconds on an idle stream)
+  // holds no other thread's marks.
+  std::shared_ptr<const Reference> made = MakeReference();
+  absl::MutexLock lock(&mu_);
+  renewing_ = false;
+  if (made != nullptr) {
+    reference_ = std::move(made);
+    reference_made_ = now;
+  }
+  return reference_;
+}
+
+std::shared_ptr<const CudaStreamClock::Reference> CudaStreamClock::MakeReference() {
   if (reference_stream_.get() == nullptr) {
     auto stream = Stream::Create();
-    if (!stream.ok()) return Failed(reference_);
+    if (!stream.ok()) return Failed(nullptr);
     reference_stream_ = std::move(*stream);
   }
   auto event = Event::Create(/*timing=*/true);
-  if (!event.ok()) return Failed(reference_);
+  if (!event.ok()) return Failed(nullptr);
   auto reference = std::make_shared<Reference>();
   reference->event = std::move(*event);
   // The stream is idle: the device passes the event as soon as it sees it, between the
@@ -44,13 +66,11 @@ std::shared_ptr<const CudaStreamClock::Reference> CudaStreamClock::CurrentRefere
   const absl::Time before = absl::Now();
   if (!reference->event.Record(reference_stream_.get()).ok() ||
       !reference->event.Synchronize().ok()) {
-    return Failed(reference_);
+    return Failed(nullptr);
   }
   const absl::Time after = absl::Now();
   reference->host_us = absl::ToUnixMicros(before + (after - before) / 2);
-  reference_ = std::move(reference);
-  reference_made_ = now;
-  return reference_;
+  return reference;
 }
 
 std::unique_ptr<StreamClock::Mark> CudaStreamClock::Record(int* lane) {

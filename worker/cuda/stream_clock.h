@@ -9,7 +9,9 @@
 // recorded after. The reference is renewed every 10 s: the distance is a float of
 // milliseconds, whose resolution falls as it grows (about 1 us at 10 s).
 //
-// Thread-safety: thread-safe. PassedAt never waits for the device.
+// Thread-safety: thread-safe. PassedAt never waits for the device; Record waits for it
+// only for the first reference (a renewal is one thread's, outside the lock, while the
+// others date their marks by the reference before).
 
 #include <cuda_runtime_api.h>
 
@@ -45,14 +47,19 @@ class CudaStreamClock final : public StreamClock {
   };
   struct EventMark;  // a timing event and the reference it is dated by
 
-  // The reference to date new marks by, renewed when older than 10 s.
+  // The reference to date new marks by, renewed when older than 10 s (by one thread at
+  // a time, outside the lock).
   std::shared_ptr<const Reference> CurrentReference();
+  // A new reference: recorded on the idle reference stream and waited for; null on a
+  // failure. Only the renewing thread calls it.
+  std::shared_ptr<const Reference> MakeReference();
 
   const int gpu_;
   const CurrentStream current_stream_;
   EventPool mark_events_{/*timing=*/true};  // two per span: reused, not made each time
+  Stream reference_stream_;                 // the renewing thread's (renewing_)
   absl::Mutex mu_;
-  Stream reference_stream_ ABSL_GUARDED_BY(mu_);
+  bool renewing_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<const Reference> reference_ ABSL_GUARDED_BY(mu_);
   absl::Time reference_made_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
