@@ -73,6 +73,15 @@ record() { printf '%s\n' "$1" | tee -a "$out/summary-$phase.txt"; }
 : >"$out/summary-$phase.txt"
 nvidia-smi >"$logs/nvidia-smi.txt" 2>&1
 record "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1)"
+# cuDNN may compile its fused attention engines at run time: whether NVRTC and cuDNN's
+# runtime-compiled engines are there to load is a cuDNN refusal's first suspect.
+runtime_compilers=$(
+  IFS=:
+  for dir in $LD_LIBRARY_PATH; do
+    ls "$dir" 2>/dev/null | grep -E '^lib(nvrtc|cudnn_engines_runtime_compiled)\.so' | sed "s|^|$dir/|"
+  done | tr '\n' ' '
+)
+record "runtime compilation: ${runtime_compilers:-no NVRTC or cuDNN runtime-compiled engines on LD_LIBRARY_PATH}"
 
 # Runs one test binary (its log: LOG_NAME.log) and adds its counts to the summary.
 run_test() {
