@@ -167,7 +167,7 @@ class Device {
   // eps), summed in double and kept [rows]; y = w * (x * rstd).
   virtual void RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim,
                               float eps, TensorRef y, float* rstd) = 0;
-  // Writes dx; adds to dw.
+  // Writes dx; adds to dw, its sum over rows in the chunked order llama_rows.h fixes.
   virtual void RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
                                ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                                float* dw) = 0;

@@ -156,26 +156,9 @@ SHARDWISE_HOST_DEVICE void Fill(Row& a, T value) {
   for (int64_t d = 0; d < a.size(); ++d) a[d] = value;
 }
 
-// a * b rounded by itself. nvcc contracts a product and an add that follows it in the same
-// basic block into one FMA (rounded once), and how it forms the blocks depends on the
-// instantiation's code (16-bit loads add conversions): the online softmax's rescale,
-// followed by the first key's `acc += p v`, would round one way in one instantiation and
-// the other way in another. Pinned (the rescale, and the scores the tile's maximum and
-// exponentials both read), every instantiation rounds them as the FP32 one does. The host
-// compilers here (ISO C++ mode) contract nothing.
-template <typename T>
-SHARDWISE_HOST_DEVICE T RoundedProduct(T a, T b) {
-#ifdef __CUDA_ARCH__
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
-  if constexpr (std::is_same_v<T, double>) {
-    return __dmul_rn(a, b);
-  } else {
-    return __fmul_rn(a, b);
-  }
-#else
-  return a * b;
-#endif
-}
+// RoundedProduct (host_device.h) pins the online softmax's rescale, followed by the first
+// key's `acc += p v`, and the scores the tile's maximum and exponentials both read: every
+// instantiation rounds them as the FP32 one does.
 
 template <typename T, typename Row>
 SHARDWISE_HOST_DEVICE void Multiply(Row& a, T factor) {

@@ -38,7 +38,7 @@ SHARDWISE_HOST_DEVICE inline void RmsNormForwardRow(const T* x, const T* w, int6
   for (int64_t i = 0; i < dim; ++i) y[i] = w[i] * (x[i] * rstd);
 }
 
-// dx of one row (dw is a sum over rows: the callers add dy * x * rstd column by column).
+// dx of one row (dw is a sum over rows: RmsNormWeightGradTerm, in chunks).
 template <typename T>
 SHARDWISE_HOST_DEVICE inline void RmsNormBackwardRow(const T* x, const T* w, T rstd, const T* dy,
                                                      int64_t dim, T* dx) {
@@ -47,6 +47,24 @@ SHARDWISE_HOST_DEVICE inline void RmsNormBackwardRow(const T* x, const T* w, T r
   const double r = rstd;
   const T coefficient = static_cast<T>(r * r * r * dot / static_cast<double>(dim));
   for (int64_t i = 0; i < dim; ++i) dx[i] = rstd * (dy[i] * w[i]) - x[i] * coefficient;
+}
+
+// RMSNorm's weight gradient, dw[j] += sum over rows of dy * (x * rstd), in one order that
+// both devices follow, so they agree bit for bit: the rows in chunks of
+// kWeightGradChunkRows, each chunk's terms summed from zero in row order, then the chunks'
+// sums added to dw[j] in chunk order. A GPU sums a column's chunks in parallel (a column
+// has a row per token, thousands of them: a thread per column summing them all left most
+// of the GPU idle); the CPU runs the chunks one after another, row-major.
+inline constexpr int64_t kWeightGradChunkRows = 64;
+
+SHARDWISE_HOST_DEVICE inline int64_t WeightGradChunks(int64_t rows) {
+  return (rows + kWeightGradChunkRows - 1) / kWeightGradChunkRows;
+}
+
+// One row's term: each product rounded by itself (no multiply-add contracted on the GPU).
+template <typename T>
+SHARDWISE_HOST_DEVICE inline T RmsNormWeightGradTerm(T x, T dy, T rstd) {
+  return RoundedProduct(dy, RoundedProduct(x, rstd));
 }
 
 // One rotary pair in place; `inverse`: the transpose.

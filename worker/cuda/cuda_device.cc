@@ -445,10 +445,18 @@ void CudaDevice::RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows
   Check(cuda::RmsNormForward(x, w, rows, dim, eps, y, rstd, stream()), "RmsNormForward");
 }
 
+Buffer CudaDevice::RmsNormPartials(int64_t rows, int64_t dim, const float* dw) {
+  if (dw == nullptr) return Buffer();
+  return Buffer(allocator(), RmsNormBackwardPartials(rows, dim), MemoryCategory::kActivations,
+                false);
+}
+
 void CudaDevice::RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
                                  ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
                                  float* dw) {
-  Check(cuda::RmsNormBackward(x, w, rstd, dy, rows, dim, dx, /*add_to_dx=*/false, dw, stream()),
+  Buffer partials = RmsNormPartials(rows, dim, dw);
+  Check(cuda::RmsNormBackward(x, w, rstd, dy, rows, dim, dx, /*add_to_dx=*/false, dw,
+                              partials.data(), stream()),
         "RmsNormBackward");
 }
 
@@ -493,9 +501,10 @@ void CudaDevice::RmsNormBackwardAdd(ConstTensorRef x, ConstTensorRef w, const fl
   if (dresidual.type() != compute) {
     return Device::RmsNormBackwardAdd(x, w, rstd, dy, rows, dim, dresidual, dw, compute);
   }
-  Check(
-      cuda::RmsNormBackward(x, w, rstd, dy, rows, dim, dresidual, /*add_to_dx=*/true, dw, stream()),
-      "RmsNormBackward");
+  Buffer partials = RmsNormPartials(rows, dim, dw);
+  Check(cuda::RmsNormBackward(x, w, rstd, dy, rows, dim, dresidual, /*add_to_dx=*/true, dw,
+                              partials.data(), stream()),
+        "RmsNormBackward");
 }
 
 void CudaDevice::Rotary(TensorRef x, const float* cos, const float* sin, int64_t rows, int64_t seq,

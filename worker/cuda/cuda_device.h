@@ -184,6 +184,8 @@ class CudaDevice final : public Device {
   // q, k and v apart, packed into a new [rows, 3 heads head_dim] of their type (K and V
   // repeated).
   Buffer PackedForCudaCores(const QkvSpan<ConstTensorRef>& qkv, const AttentionShape& shape);
+  // RMSNorm's weight-gradient chunk sums (cuda::RmsNormBackwardPartials); none without dw.
+  Buffer RmsNormPartials(int64_t rows, int64_t dim, const float* dw);
   // The first decision for a shape and dtype, with its reason for the log.
   absl::StatusOr<FusedAttentionChoice> DecideFusedAttention(const AttentionLayout& layout,
                                                             ScalarType operands);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <type_traits>
 
 #include "worker/compute/attention_shape.h"
@@ -46,19 +47,36 @@ __global__ void RmsNormInputGradKernel(const T* x, const W* w, const float* rstd
   }
 }
 
-// dw[j] += dy * (x * rstd) row after row, rounded as the CPU's float loop rounds it
-// (explicit roundings: no FMA contraction), so dw is the CPU's bit for bit.
+// dw's chunk sums in the order llama_rows.h fixes, the CPU's: each thread sums one column
+// over one chunk of rows from zero, row after row, into partials [chunks][dim]; block
+// (column tile, chunk), the chunks strided by gridDim.y past its limit.
 template <typename T>
-__global__ void RmsNormWeightGradKernel(const T* x, const float* rstd, const T* dy, int64_t rows,
-                                        int64_t dim, float* dw) {
+__global__ void RmsNormWeightGradChunksKernel(const T* x, const float* rstd, const T* dy,
+                                              int64_t rows, int64_t dim, float* partials) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= dim) return;
+  const int64_t chunks = llama_rows::WeightGradChunks(rows);
+  for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+    const int64_t begin = chunk * llama_rows::kWeightGradChunkRows;
+    const int64_t end = begin + llama_rows::kWeightGradChunkRows < rows
+                            ? begin + llama_rows::kWeightGradChunkRows
+                            : rows;
+    float sum = 0.0f;
+    for (int64_t r = begin; r < end; ++r) {
+      sum += llama_rows::RmsNormWeightGradTerm(LoadFloat(x, r * dim + j),
+                                               LoadFloat(dy, r * dim + j), rstd[r]);
+    }
+    partials[chunk * dim + j] = sum;
+  }
+}
+
+// dw[j] += its column's chunk sums, in chunk order.
+__global__ void AddChunkSumsKernel(const float* partials, int64_t chunks, int64_t dim, float* dw) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < dim;
        j += stride) {
     float sum = dw[j];
-    for (int64_t r = 0; r < rows; ++r) {
-      sum = __fadd_rn(sum, __fmul_rn(LoadFloat(dy, r * dim + j),
-                                     __fmul_rn(LoadFloat(x, r * dim + j), rstd[r])));
-    }
+    for (int64_t c = 0; c < chunks; ++c) sum += partials[c * dim + j];
     dw[j] = sum;
   }
 }
@@ -180,17 +198,28 @@ cudaError_t AddRmsNormForward(TensorRef x, ConstTensorRef residual, ConstTensorR
   return typed ? Launched() : cudaErrorInvalidValue;
 }
 
+size_t RmsNormBackwardPartials(int64_t rows, int64_t dim) {
+  return static_cast<size_t>(llama_rows::WeightGradChunks(rows) * dim);
+}
+
 cudaError_t RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
                             ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
-                            bool add_to_dx, float* dw, cudaStream_t stream) {
+                            bool add_to_dx, float* dw, float* partials, cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
+  if (dw != nullptr && partials == nullptr) return cudaErrorInvalidValue;
+  const int64_t chunks = llama_rows::WeightGradChunks(rows);
+  constexpr int64_t kMaxGridY = 65535;
+  const dim3 grid(static_cast<unsigned>((dim + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(std::min(chunks, kMaxGridY)));
   const bool typed = WithNormGradValues(x, dy, w, dx, [&](const auto& v) {
     WithAddToDx(add_to_dx, [&](auto add) {
       RmsNormInputGradKernel<decltype(add)::value>
           <<<WarpBlocks(rows), kThreads, 0, stream>>>(v.x, v.w, rstd, v.dy, rows, dim, v.dx);
     });
     if (dw == nullptr) return;
-    RmsNormWeightGradKernel<<<Blocks(dim), kThreads, 0, stream>>>(v.x, rstd, v.dy, rows, dim, dw);
+    RmsNormWeightGradChunksKernel<<<grid, kThreads, 0, stream>>>(v.x, rstd, v.dy, rows, dim,
+                                                                 partials);
+    AddChunkSumsKernel<<<Blocks(dim), kThreads, 0, stream>>>(partials, chunks, dim, dw);
   });
   return typed ? Launched() : cudaErrorInvalidValue;
 }

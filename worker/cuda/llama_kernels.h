@@ -32,12 +32,15 @@ cudaError_t AddRmsNormForward(TensorRef x, ConstTensorRef residual, ConstTensorR
                               int64_t dim, float eps, TensorRef y, float* rstd,
                               cudaStream_t stream);
 // Writes dx (one warp per row: norm_rows::RmsNormInputGradRow), or with `add_to_dx` adds
-// it, rounded to dx's type, to what dx holds (the sum rounded); adds to dw (unless null),
-// one thread per column adding dy * (x * rstd) over the rows in row order, as the CPU loop
-// does. x, dy and dx must be present (cudaErrorInvalidValue otherwise).
+// it, rounded to dx's type, to what dx holds (the sum rounded); adds to dw (unless null)
+// dy * (x * rstd) summed over the rows in the CPU's chunked order (llama_rows.h): a thread
+// per column and chunk into `partials` (RmsNormBackwardPartials floats, from the caller),
+// then a thread per column adding its chunks. x, dy and dx must be present, and
+// `partials` with dw (cudaErrorInvalidValue otherwise).
+size_t RmsNormBackwardPartials(int64_t rows, int64_t dim);
 cudaError_t RmsNormBackward(ConstTensorRef x, ConstTensorRef w, const float* rstd,
                             ConstTensorRef dy, int64_t rows, int64_t dim, TensorRef dx,
-                            bool add_to_dx, float* dw, cudaStream_t stream);
+                            bool add_to_dx, float* dw, float* partials, cudaStream_t stream);
 
 // Rotary embeddings in place on x [rows, heads * head_dim], one thread per rotated pair
 // (llama_rows::RotatePair); row r is at position r % seq of the tables [positions,

@@ -71,6 +71,13 @@ TEST_F(LlamaKernelsTest, RmsNormMatchesTheCpu) {
     ExpectNear(d_dx.ToHost(), Narrow(dx), 1e-5f, 1e-6f, "rms norm dx");
     // FP32 sums over 300 rows against FP64's.
     ExpectNear(d_dw.ToHost(), Narrow(dw), 1e-4f, 1e-5f, "rms norm dw");
+    // And the CPU's FP32 sums bit for bit, from the same rstd: both sum the rows in the
+    // chunks llama_rows.h fixes (five here, the last of 44 rows).
+    std::vector<float> cpu_dx(rows * dim), cpu_dw = dw0;
+    const std::vector<float> gpu_rstd = d_rstd.ToHost();
+    cpu::RmsNormBackward(x.data(), w.data(), gpu_rstd.data(), dy.data(), rows, dim, cpu_dx.data(),
+                         cpu_dw.data());
+    EXPECT_EQ(d_dw.ToHost(), cpu_dw);
 
     // The same bits on every run.
     DeviceVector<float> again_dx(rows * dim), again_dw(dw0);

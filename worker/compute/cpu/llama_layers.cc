@@ -17,14 +17,23 @@ void RmsNormForward(const T* x, const T* w, int64_t rows, int64_t dim, T eps, T*
   }
 }
 
+// dw in the chunked order llama_rows.h fixes (a chunk's sums row-major here, in `chunk`).
 template <typename T>
 void RmsNormBackward(const T* x, const T* w, const T* rstd, const T* dy, int64_t rows, int64_t dim,
                      T* dx, T* dw) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * dim;
-    const T* dyr = dy + r * dim;
-    llama_rows::RmsNormBackwardRow(xr, w, rstd[r], dyr, dim, dx + r * dim);
-    for (int64_t i = 0; i < dim; ++i) dw[i] += dyr[i] * (xr[i] * rstd[r]);
+  std::vector<T> chunk(static_cast<size_t>(dim));
+  for (int64_t begin = 0; begin < rows; begin += llama_rows::kWeightGradChunkRows) {
+    const int64_t end = std::min(rows, begin + llama_rows::kWeightGradChunkRows);
+    std::fill(chunk.begin(), chunk.end(), T{0});
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = x + r * dim;
+      const T* dyr = dy + r * dim;
+      llama_rows::RmsNormBackwardRow(xr, w, rstd[r], dyr, dim, dx + r * dim);
+      for (int64_t i = 0; i < dim; ++i) {
+        chunk[i] += llama_rows::RmsNormWeightGradTerm(xr[i], dyr[i], rstd[r]);
+      }
+    }
+    for (int64_t i = 0; i < dim; ++i) dw[i] += chunk[i];
   }
 }
 
