@@ -159,7 +159,7 @@ std::function<TrainingFaults(int rank)> ShakenLaunches(uint64_t seed) {
       int64_t micros;
       {
         absl::MutexLock lock(&random->mu);
-        micros = random->rng() % 200;
+        micros = static_cast<int64_t>(random->rng() % 200);
       }
       absl::SleepFor(absl::Microseconds(micros));
     };

@@ -46,7 +46,7 @@ class AbortRecordingRankDevice final : public RankDevice {
   const std::shared_ptr<AbortLog> log_;
 };
 
-RankDeviceFactory RecordingAborts(std::shared_ptr<AbortLog> log) {
+RankDeviceFactory RecordingAborts(const std::shared_ptr<AbortLog>& log) {
   return [inner = testing::AsyncCpuRankDevices(testing::StreamTiming{}),
           log](const RankDeviceRequest& request) -> absl::StatusOr<std::unique_ptr<RankDevice>> {
     absl::StatusOr<std::unique_ptr<RankDevice>> made = inner(request);
