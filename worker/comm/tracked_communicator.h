@@ -68,7 +68,9 @@ class TrackedCommunicator final : public Communicator {
       // From the first poll that found it waiting, across later collectives' calls.
       if (awaiting_since_ == absl::InfinitePast()) awaiting_since_ = absl::Now();
       position_->AwaitCollectives("completion", timeline_lane, awaiting_since_);
-    } else {
+    } else if (awaiting_since_ != absl::InfinitePast()) {
+      // Only this group's own wait ends here: another group polled on the same lane (the
+      // reduction's shard and replicate groups) may still be waiting.
       awaiting_since_ = absl::InfinitePast();
       position_->ExitCollective(timeline_lane);
     }

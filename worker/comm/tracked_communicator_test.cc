@@ -68,6 +68,29 @@ TEST(TrackedCommunicator, AwaitingCompletionShowsOnTheLaneWithoutCountingACollec
   EXPECT_EQ(position.Snapshot().collectives(), 1);
 }
 
+// A reduction polls its shard group, then its replicate group, on one lane: the replicate
+// group with nothing pending must not clear the shard group's wait, so a peer that never
+// joins the reduce-scatter is still named.
+TEST(TrackedCommunicator, AGroupWithNothingPendingLeavesAnotherGroupsWaitOnTheLane) {
+  SlowToComplete shard_inner, replicate_inner;
+  RankPosition position;
+  TrackedCommunicator shard(&shard_inner, &position, /*timeline=*/nullptr);
+  TrackedCommunicator replicate(&replicate_inner, &position, /*timeline=*/nullptr);
+  float value = 1, out = 0;
+  ASSERT_TRUE(shard.AllGather(&value, 1, &out).ok());
+  for (int poll = 0; poll < 2; ++poll) {
+    const absl::StatusOr<bool> shard_done = shard.CollectivesCompleted();
+    const absl::StatusOr<bool> replicate_done = replicate.CollectivesCompleted();
+    ASSERT_TRUE(shard_done.ok() && replicate_done.ok());
+    EXPECT_FALSE(*shard_done);
+    EXPECT_TRUE(*replicate_done);
+    EXPECT_EQ(position.Snapshot().collective(), "completion");
+  }
+  const absl::StatusOr<bool> shard_done = shard.CollectivesCompleted();
+  ASSERT_TRUE(shard_done.ok() && *shard_done);
+  EXPECT_EQ(position.Snapshot().collective(), "");
+}
+
 TEST(TrackedCommunicator, ACommunicatorThatCompletesAsItIsCalledNeverShowsCompletion) {
   SoloCommunicator inner;
   RankPosition position;

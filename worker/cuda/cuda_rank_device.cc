@@ -122,9 +122,13 @@ RankDeviceFactory CudaRankDevices(int gpu) {
     options.storage = request.spec->cuda().storage();
     options.synchronous = SynchronousModeRequested();
     auto out = std::make_unique<CudaRankDevice>();
-    ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::Create(options));
+    ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> created, CudaDevice::Create(options));
+    CudaDevice& device = *created;
+    // Owned by `out` at once (declared first, destroyed last): on an early return below,
+    // the communicators connected so far, which use its streams, end before it.
+    out->device = std::move(created);
     using Lane = Device::CommLane;
-    ASSIGN_OR_RETURN(out->shard, Connect(request, request.shard, Lane::kReduction, *device, *out));
+    ASSIGN_OR_RETURN(out->shard, Connect(request, request.shard, Lane::kReduction, device, *out));
     // The replicate group's all-reduce on a stream of its own, as FSDP's HYBRID
     // strategies have it (host staging uses the reduction stream: each of its copies
     // waits on the host, and callers from other streams synchronise first).
@@ -132,13 +136,12 @@ RankDeviceFactory CudaRankDevices(int gpu) {
         request.spec->cuda().collectives() == v1::CudaOptions::HOST_STAGED_GLOO ? Lane::kReduction
                                                                                 : Lane::kAllReduce;
     ASSIGN_OR_RETURN(out->replicate,
-                     Connect(request, request.replicate, replicate_lane, *device, *out));
+                     Connect(request, request.replicate, replicate_lane, device, *out));
     ASSIGN_OR_RETURN(const bool own_thread, AllGathersOnTheirOwnThread(request));
     if (own_thread) {
       ASSIGN_OR_RETURN(out->unshard,
-                       Connect(request, request.unshard, Lane::kUnshard, *device, *out));
+                       Connect(request, request.unshard, Lane::kUnshard, device, *out));
     }
-    out->device = std::move(device);
     out->WatchAbort(request.abort);
     return out;
   };

@@ -47,8 +47,10 @@ constexpr HeadShape kHeadShapes[] = {
 
 TEST_F(LlamaKernelsTest, RmsNormMatchesTheCpu) {
   const float eps = 1e-6f;
-  for (int64_t dim : {8, 64, 1031}) {
-    const int64_t rows = 300;
+  // 300 rows: five chunks of the weight gradient's sum, the last of 44; 64: one whole
+  // chunk; 1: one partial chunk.
+  for (const auto& [rows, dim] :
+       {std::pair<int64_t, int64_t>{300, 8}, {300, 64}, {300, 1031}, {64, 64}, {1, 1031}}) {
     auto x = RandomFloats(rows * dim, 21, 2.0f);
     for (int64_t j = 0; j < dim; ++j) x[j] += 50.0f;  // a row far from zero
     const auto w = RandomFloats(dim, 22), dy = RandomFloats(rows * dim, 23);
@@ -72,7 +74,7 @@ TEST_F(LlamaKernelsTest, RmsNormMatchesTheCpu) {
     // FP32 sums over 300 rows against FP64's.
     ExpectNear(d_dw.ToHost(), Narrow(dw), 1e-4f, 1e-5f, "rms norm dw");
     // And the CPU's FP32 sums bit for bit, from the same rstd: both sum the rows in the
-    // chunks llama_rows.h fixes (five here, the last of 44 rows).
+    // chunks llama_rows.h fixes.
     std::vector<float> cpu_dx(rows * dim), cpu_dw = dw0;
     const std::vector<float> gpu_rstd = d_rstd.ToHost();
     cpu::RmsNormBackward(x.data(), w.data(), gpu_rstd.data(), dy.data(), rows, dim, cpu_dx.data(),

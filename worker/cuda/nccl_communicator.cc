@@ -205,7 +205,9 @@ absl::Status NcclCommunicator::WaitEnqueued(const char* what, absl::Time called)
   const cudaError_t recorded = cudaEventRecord(done, stream_);
   if (recorded != cudaSuccess) {
     spare_events_.push_back(done);
-    return CudaStatus(recorded, "cudaEventRecord");
+    // The collective is enqueued but cannot be watched: aborted, so no kernel of it goes
+    // on reading buffers its caller frees on this error.
+    return AbortLocked(CudaStatus(recorded, "cudaEventRecord"));
   }
   pending_.push_back({done, called, what});
   return absl::OkStatus();
