@@ -7,15 +7,17 @@ LaunchOrder::Ticket LaunchOrder::Take() {
   return next_++;
 }
 
+bool LaunchOrder::IsTurnLocked(Ticket ticket) const { return turn_ >= ticket; }
+
 bool LaunchOrder::IsTurn(Ticket ticket) {
   absl::MutexLock lock(&mu_);
-  return turn_ >= ticket;
+  return IsTurnLocked(ticket);
 }
 
 void LaunchOrder::AwaitTurn(Ticket ticket) {
   absl::MutexLock lock(&mu_);
   ++waiting_;
-  auto turn = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return turn_ >= ticket; };
+  auto turn = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return IsTurnLocked(ticket); };
   mu_.Await(absl::Condition(&turn));
   --waiting_;
 }

@@ -50,6 +50,8 @@ class LaunchOrder {
   bool AwaitWaiters(int threads, absl::Duration timeout);
 
  private:
+  bool IsTurnLocked(Ticket ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   absl::Mutex mu_;
   Ticket next_ ABSL_GUARDED_BY(mu_) = 0;
   Ticket turn_ ABSL_GUARDED_BY(mu_) = 0;                  // the oldest ticket not yet released

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/cuda/cuda_status.h"
 #include "worker/cuda/cudnn_requirements.h"
+#include "worker/cuda/nccl_launch_plan.h"
 
 namespace shardwise::cuda {
 
@@ -34,8 +35,7 @@ absl::StatusOr<v1::GpuInfo> QueryGpu(int index) {
   info.set_compute_capability_major(props.major);
   info.set_compute_capability_minor(props.minor);
   info.set_driver_version(absl::StrCat(driver / 1000, ".", driver % 1000 / 10));
-  // NCCL_VERSION_CODE since 2.9: major * 10000 + minor * 100 + patch.
-  info.set_nccl_version(absl::StrCat(nccl / 10000, ".", nccl % 10000 / 100, ".", nccl % 100));
+  info.set_nccl_version(NcclVersionText(nccl));
   info.set_cudnn_version(CudnnVersionText(static_cast<int64_t>(cudnnGetVersion())));
   return info;
 }

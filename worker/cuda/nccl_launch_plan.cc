@@ -6,17 +6,14 @@
 #include "absl/strings/str_cat.h"
 
 namespace shardwise::cuda {
-namespace {
 
-std::string VersionName(int version) {
+std::string NcclVersionText(int version) {
   return absl::StrCat(version / 10000, ".", version % 10000 / 100, ".", version % 100);
 }
 
-}  // namespace
-
 NcclLaunchPlan PlanNcclLaunches(int nccl_version, const char* implicit_order) {
   NcclLaunchPlan plan;
-  const std::string nccl = absl::StrCat("NCCL ", VersionName(nccl_version));
+  const std::string nccl = absl::StrCat("NCCL ", NcclVersionText(nccl_version));
   constexpr char kOneThread[] =
       ": all-gathers and reductions launch from one thread over one communicator (they do "
       "not overlap)";

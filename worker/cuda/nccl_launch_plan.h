@@ -32,6 +32,10 @@ struct NcclLaunchPlan {
   std::string description;  // for the worker's log
 };
 
+// An NCCL version as ncclGetVersion gives it (NCCL_VERSION_CODE since 2.9: major * 10000
+// + minor * 100 + patch), as text: 22809 -> "2.28.9".
+std::string NcclVersionText(int version);
+
 // `nccl_version` as ncclGetVersion gives it (2.28.9: 22809); `implicit_order` the
 // variable's value, null when unset.
 NcclLaunchPlan PlanNcclLaunches(int nccl_version, const char* implicit_order);

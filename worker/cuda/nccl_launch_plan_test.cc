@@ -10,6 +10,11 @@
 namespace shardwise::cuda {
 namespace {
 
+TEST(NcclLaunchPlan, VersionsReadAsMajorMinorPatch) {
+  EXPECT_EQ(NcclVersionText(22809), "2.28.9");
+  EXPECT_EQ(NcclVersionText(kNcclImplicitLaunchOrderVersion), "2.26.0");
+}
+
 TEST(NcclLaunchPlan, ANcclThatKeepsTheOrderGetsTwoThreadsAndTheVariableSet) {
   const NcclLaunchPlan plan = PlanNcclLaunches(22809, nullptr);
   EXPECT_TRUE(plan.two_threads);

@@ -12,26 +12,13 @@ namespace {
 
 using Lane = Device::CommLane;
 
-const char* LaneName(Lane lane) {
-  switch (lane) {
-    case Lane::kUnshard:
-      return "unshard";
-    case Lane::kReduction:
-      return "reduction";
-    case Lane::kAllReduce:
-      return "all_reduce";
-  }
-  return "?";
-}
-
 // The communicator of `host` on `lane`'s stream; `group` names it in the launch log.
 Communicator* Connect(Communicator* host, AsyncCpuDevice& device, Lane lane, const char* group,
                       StreamCommunicatorOptions options, const std::shared_ptr<LaunchLogs>& logs,
                       int rank, RankDevice& out) {
   if (logs != nullptr) {
-    const std::string prefix = absl::StrCat(group, " on ", LaneName(lane), ": ");
-    options.on_issue = [logs, rank, prefix](const std::string& launch) {
-      logs->Add(rank, prefix + launch);
+    options.on_issue = [logs, rank, group](const std::string& launch) {
+      logs->Add(rank, absl::StrCat(group, " ", launch));
     };
   }
   out.owned.push_back(
