@@ -97,7 +97,7 @@ build() {
 # Counts the test cases of every test target from the JUnit XML Bazel wrote for it (only
 # the targets that exist now, so results left from older runs are not counted), and
 # prints the closing line CI reads ("N passed, N failed, N skipped"). GPU tests (tag
-# "gpu") are read from the CUDA configuration's run when it was built ($1 = 1), and
+# "gpu") and the CUDA configuration's CPU tests (tag "cuda") are read from the CUDA configuration's run when it was built ($1 = 1), and
 # otherwise count as one skipped case each. Each line "SUITE NAME passed|failed|skipped"
 # in $2 (from tools/check_layers.sh, check_docs.sh, check_format.sh, function_lengths.sh,
 # tests/fuzz/run.sh, deploy/check.sh, tests/tokenizers/check.sh and deploy/local/run.sh)
@@ -108,7 +108,7 @@ summarize_tests() {
   testlogs=$(bazel info bazel-testlogs 2>/dev/null)
   cuda_testlogs=$(bazel info --config=cuda bazel-testlogs 2>/dev/null)
   local gpu_tests
-  gpu_tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null | tr '\n' ' ')
+  gpu_tests=$(bazel query 'attr(tags, "\b(gpu|cuda)\b", tests(//...))' 2>/dev/null | tr '\n' ' ')
   bazel query 'tests(//...)' 2>/dev/null | /usr/bin/python3 -c '
 import sys, pathlib, xml.etree.ElementTree as ET
 testlogs, cuda_testlogs = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
@@ -162,13 +162,14 @@ test_all() {
   log "building and running every test"
   local status=0
   bazel test //... 2>&1 | grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
-  # The CUDA configuration: everything compiles and links with nvcc, cuBLAS and NCCL, and
-  # the GPU tests run (each case reports SKIPPED where there is no GPU). It needs the CUDA
+  # The CUDA configuration: everything compiles and links with nvcc, cuBLAS and NCCL, the
+  # GPU tests run (each case reports SKIPPED where there is no GPU), and so do the tests
+  # that need the toolkit but no GPU (tag "cuda": cuDNN's deviceless plans). It needs the CUDA
   # toolkit, which Debian does not package; without it the GPU tests count as skipped.
   local cuda_built=0
   if [ -x "$CUDA_PATH/bin/nvcc" ]; then
     log "building the CUDA configuration (toolkit at $CUDA_PATH) and running the GPU tests"
-    bazel test --config=cuda --test_tag_filters=gpu //... 2>&1 |
+    bazel test --config=cuda --test_tag_filters=gpu,cuda //... 2>&1 |
       grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
     cuda_built=1
   else

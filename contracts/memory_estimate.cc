@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "contracts/cuda_attention_rows.h"
+#include "contracts/cudnn_attention_workspace.h"
 #include "contracts/fsdp_layout.h"
 #include "contracts/job_ranks.h"
 #include "contracts/transformer_config.h"
@@ -106,7 +107,7 @@ struct TransformerShape {
   double qkv_width = 0;  // per row: q, k and v as the attention reads them
   bool fused = false;
   bool qkv_apart = false;      // the Llama's FUSED attention: q, k and v not packed
-  bool grouped = false;        // fewer K/V heads than query heads
+  double kv_heads = 0;         // K/V heads: the query heads', or fewer (grouped)
   double block_floats = 0;     // kept per row by a block for its backward
   double norm_stats = 0;       // per row: the block's norms' statistics
   double backward_floats = 0;  // per row: a block backward's working set beside them
@@ -122,6 +123,7 @@ TransformerShape GptShape(const v1::GptConfig& gpt) {
   TransformerShape shape;
   shape.c = gpt.n_embd(), shape.t = gpt.block_size(), shape.v = gpt.vocab_size();
   shape.layers = gpt.n_layer(), shape.heads = gpt.n_head(), shape.attention_width = gpt.n_embd();
+  shape.kv_heads = shape.heads;
   shape.head_dim = gpt.n_head() > 0 ? gpt.n_embd() / gpt.n_head() : 0;
   shape.qkv_width = 3 * shape.c;
   shape.fused = gpt.attention() == v1::GptConfig::FUSED;
@@ -150,7 +152,7 @@ TransformerShape LlamaShape(const v1::LlamaConfig& given) {
   const double a = shape.attention_width, f = llama.intermediate_size();
   const double kv_width = static_cast<double>(llama.num_key_value_heads()) * llama.head_dim();
   shape.qkv_apart = shape.fused;
-  shape.grouped = llama.num_key_value_heads() < llama.num_attention_heads();
+  shape.kv_heads = llama.num_key_value_heads();
   shape.qkv_width = shape.qkv_apart ? a + 2 * kv_width : 3 * a;
   shape.block_floats = 4 * shape.c + shape.qkv_width + a + 4 * f;
   shape.norm_stats = 2;
@@ -168,27 +170,34 @@ bool MayRunCudnnAttention(const v1::JobSpec& spec) {
          spec.cuda().fused_attention_kernel() != v1::CudaOptions::CUDA_CORES;
 }
 
-// A FUSED attention's backward on CUDA adds, per row, the larger of what its two kernels
-// hold. cuDNN: in FP32 storage its 16-bit copies of q/k/v, out, dout and the q/k/v
-// gradient (2 x qkv_width + 2 A, 2 bytes each; 16-bit storage binds the tensors
-// themselves), and its workspace, budgeted at 8 A bytes (two FP32
-// accumulators of the query gradient's size: its deterministic backward accumulates dQ in
-// FP32; the workspace is cuDNN's plan's to say, and the GPU tests check the bound,
-// gpt_gpu_parity_test). The CUDA-core kernel, which reads q, k and v packed: in 16-bit
-// storage at head sizes without register rows (contracts/cuda_attention_rows.h) the FP32
-// copies of q/k/v, out, dout and the q/k/v gradient (compute/float_views.h); with q, k and
-// v apart their packing (3 A, in the type the kernel reads) and their gradients' (3 A,
-// FP32 until each group's sum). Either may run where cuDNN is allowed (it falls back where
-// cuDNN cannot build the shape).
-double CudaFusedAttentionRowBytes(const v1::JobSpec& spec, const TransformerShape& shape,
-                                  double stored) {
-  const double a = shape.attention_width;
-  const double copies = stored == 4 ? 2 * (2 * shape.qkv_width + 2 * a) : 0;
-  const double cudnn = MayRunCudnnAttention(spec) ? copies + 8 * a : 0;
+// A FUSED attention's backward on CUDA adds the larger of what its two kernels hold for
+// `sequences` sequences. cuDNN: in FP32 storage its 16-bit copies of q/k/v, out, dout and
+// the q/k/v gradient (2 x qkv_width + 2 A per row, 2 bytes each; 16-bit storage binds the
+// tensors themselves), and the workspace of its deterministic backward, quadratic in the
+// sequence (contracts/cudnn_attention_workspace.h, which cuDNN's own plans are checked
+// against). The CUDA-core kernel, which reads q, k and v packed: in 16-bit storage at head
+// sizes without register rows (contracts/cuda_attention_rows.h) the FP32 copies of q/k/v,
+// out, dout and the q/k/v gradient (compute/float_views.h); with q, k and v apart their
+// packing (3 A, in the type the kernel reads) and their gradients' (3 A, FP32 until each
+// group's sum). Either may run where cuDNN is allowed (it falls back where cuDNN cannot
+// build the shape).
+double CudaFusedAttentionBytes(const v1::JobSpec& spec, const TransformerShape& shape,
+                               double stored, double sequences) {
+  const double a = shape.attention_width, rows = sequences * shape.t;
+  double cudnn = 0;
+  if (MayRunCudnnAttention(spec)) {
+    const double copies = stored == 4 ? 2 * (2 * shape.qkv_width + 2 * a) : 0;
+    const double workspace =
+        static_cast<double>(CudnnAttentionBackwardWorkspaceBytes(
+            static_cast<int64_t>(sequences), static_cast<int64_t>(shape.heads),
+            static_cast<int64_t>(shape.kv_heads), static_cast<int64_t>(shape.t), shape.head_dim)) +
+        kCudnnWorkspaceAlignmentBytes;
+    cudnn = copies * rows + workspace;
+  }
   const bool widens = stored != 4 && !CudaAttentionHasRegisterRows(shape.head_dim);
   const double widened = widens ? 4 * (2 * shape.qkv_width + 2 * a) : 0;
   const double packing = shape.qkv_apart ? (widens ? 4 : stored) * 3 * a + 4 * 3 * a : 0;
-  return std::max(cudnn, widened + packing);
+  return std::max(cudnn, (widened + packing) * rows);
 }
 
 // Every block's record (with checkpointing, only its input, plus the rest of one block's
@@ -202,7 +211,7 @@ double CudaFusedAttentionRowBytes(const v1::JobSpec& spec, const TransformerShap
 // materialised one frees before its backward and the fused one reads; on CUDA the materialised one
 // the whole micro-batch's score gradients at once (the CPU's go one head at a time) and, with
 // 16-bit operands, 16-bit copies of them and of the probabilities (cuda/attention.h), and
-// the fused one its kernel's scratch (CudaFusedAttentionRowBytes).
+// the fused one its kernel's scratch (CudaFusedAttentionBytes).
 double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShape& shape,
                                   double sequences, double stored) {
   const double rows = sequences * shape.t;
@@ -217,7 +226,7 @@ double TransformerActivationBytes(const v1::JobSpec& spec, const TransformerShap
   if (shape.fused) {
     attention_backward = 4 * row_stats + stored * shape.attention_width * rows;
     if (spec.device() == v1::CUDA)
-      attention_backward += CudaFusedAttentionRowBytes(spec, shape, stored) * rows;
+      attention_backward += CudaFusedAttentionBytes(spec, shape, stored, sequences);
   } else if (spec.device() == v1::CUDA) {
     const v1::Dtype low = spec.fsdp().mixed_precision().param_dtype();
     const bool narrow = low == v1::BF16 || low == v1::FP16;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "contracts/cudnn_attention_workspace.h"
 #include "contracts/job_spec_defaults.h"
 #include "gtest/gtest.h"
 
@@ -135,10 +136,13 @@ TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities)
 // keeps 2 (A - K) floats less per row than with one K/V head per query head (A = heads x
 // head_dim, K = kv_heads x head_dim); under MATERIALIZED, K and V are repeated to the query
 // heads, so the K/V heads change nothing. On CUDA in BF16 the backward's scratch is the
-// larger of cuDNN's (16-bit copies of q/k/v, out, dout and the q/k/v gradient, 2 (A + 2 K)
-// + 2 A, 2 bytes each, and 8 A of workspace: 24 A bytes per row with K = A, 20 A with
-// K = A / 2, each query head's K/V gradients being virtual) and the CUDA-core kernel's
-// FP32 packing of q/k/v and their gradient (3 A each: 24 A): 24 A either way.
+// larger of cuDNN's and the CUDA-core kernel's, and here cuDNN's is the same for both:
+// its 16-bit copies of q/k/v, out, dout and the q/k/v gradient (2 (A + 2 K) + 2 A per
+// row, 2 bytes each) shrink by 4 (A - K) = 4 x 32 bytes a row with K = A / 2, which is what
+// its backward's workspace then adds for each query head's K/V gradients before their
+// group's sum (4 A / 2 bytes a row); its 16-bit scores (8 x 4 x 64 x 128 x 2 bytes, the
+// context rounded up to cuDNN's blocks) stay. The CUDA-core kernel's FP32 packing of
+// q/k/v and their gradient (3 A each: 24 A) is smaller.
 // A small Llama (4 heads of 16, context 32, 3 layers) in BF16 on `device`, as Gpt()'s job.
 v1::JobSpec SmallLlama(v1::GptConfig::Attention attention, v1::DeviceKind device) {
   v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
@@ -177,9 +181,9 @@ TEST(EstimateRankMemory, LlamaFusedAttentionKeepsGroupedKvHeadsApart) {
 }
 
 // On CUDA in BF16, cuDNN's fused attention adds its 16-bit copies (q/k/v, out, dout and
-// the q/k/v gradient: 8 x 256 per row, 2 bytes each) and its workspace budget (8 x 256
-// bytes per row) to the fused backward; a job that asks for the CUDA-core kernel, or an
-// FP32 job, needs neither.
+// the q/k/v gradient: 8 x 256 per row, 2 bytes each) and its deterministic backward's
+// workspace (2 bytes per score of each head, 8 x 4 x 128 x 128, and its alignment) to the
+// fused backward; a job that asks for the CUDA-core kernel, or an FP32 job, needs neither.
 TEST(EstimateRankMemory, CudnnAttentionAddsItsCopiesAndWorkspace) {
   v1::JobSpec spec = Gpt(v1::ShardingStrategy::FULL_SHARD);
   spec.set_device(v1::CUDA);
@@ -190,7 +194,11 @@ TEST(EstimateRankMemory, CudnnAttentionAddsItsCopiesAndWorkspace) {
   auto cuda_cores = EstimateRankMemory(spec);
   ASSERT_TRUE(cudnn.ok() && cuda_cores.ok());
   const int64_t rows = int64_t{128} * 8, width = 256;
-  EXPECT_EQ(cudnn->activations - cuda_cores->activations, (2 * 8 + 8) * width * rows);
+  const int64_t workspace = int64_t{2} * 8 * 4 * 128 * 128 + kCudnnWorkspaceAlignmentBytes;
+  EXPECT_EQ(workspace,
+            CudnnAttentionBackwardWorkspaceBytes(8, 4, 4, 128, 64) + kCudnnWorkspaceAlignmentBytes);
+  EXPECT_EQ(cudnn->activations - cuda_cores->activations,
+            int64_t{2} * 8 * width * rows + workspace);
   spec.mutable_cuda()->clear_fused_attention_kernel();
   spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::FP32);
   auto fp32 = EstimateRankMemory(spec);
@@ -286,14 +294,15 @@ TEST(EstimateRankMemory, SixteenBitStorageGathersAndKeepsHalfTheBytes) {
                   block_backward = int64_t{4 - 2} * 5 * 256;
     EXPECT_EQ(fp32_storage->activations - storage16->activations,
               (4 * (4 - 2) * 16 * 256 + (4 - 2) * 256 - widened + block_backward) * rows);
-    // cuDNN binds 16-bit storage in place, with its workspace (8 A bytes a row); the bound
-    // keeps the CUDA-core kernel's copies where they are larger, which the job falls back
-    // to where cuDNN cannot run the shape.
+    // cuDNN binds 16-bit storage in place, with its workspace (2 bytes per score of each
+    // head); the bound keeps the CUDA-core kernel's copies where they are larger, which the
+    // job falls back to where cuDNN cannot run the shape.
     spec.mutable_cuda()->clear_fused_attention_kernel();
     auto cudnn = EstimateRankMemory(spec);
     ASSERT_TRUE(cudnn.ok());
+    const int64_t workspace = int64_t{2} * 8 * heads * 128 * 128 + kCudnnWorkspaceAlignmentBytes;
     EXPECT_EQ(cudnn->activations - storage16->activations,
-              std::max<int64_t>(0, int64_t{8} * 256 - widened) * rows);
+              std::max<int64_t>(0, workspace - widened * rows));
   }
 }
 

@@ -1,24 +1,22 @@
 #ifndef SHARDWISE_WORKER_CUDA_CUDNN_ATTENTION_H_
 #define SHARDWISE_WORKER_CUDA_CUDNN_ATTENTION_H_
 
-// cuDNN's flash attention on the GPU: attention_graph.h's descriptions turned into cuDNN
-// backend descriptors one to one (tensors, matmul, pointwise, reduction and reshape
-// operations, an operation graph), an execution plan per description built on first use
-// and cached by layout, dtype and direction, run on the worker's stream with its workspace
-// from the caching allocator. Only engines without cuDNN's NONDETERMINISTIC note are
-// taken, so two runs of a job are bit for bit equal; where the heuristics offer none, the
-// call fails naming the graph (never a silent fallback to another kernel).
+// cuDNN's flash attention on the GPU: one plan per attention graph (attention_graph.h's
+// descriptions, cudnn_attention_plan.h), built on first use and cached by layout, dtype and
+// direction, run on the worker's stream with its workspace from the caching allocator.
+// Where no deterministic engine builds, the call fails naming the graph (never a silent
+// fallback to another kernel).
 //
 // Status: built with --config=cuda and tested by cudnn_attention_test on a GPU (against
 // the CPU's FP64 attention); the CPU tests check the descriptions themselves
-// (attention_graph_test). The Device's FUSED attention runs it (cudnn_fused_attention.h;
-// CudaDevice decides where, and falls back to its CUDA-core kernel where Prepare fails
-// and the job does not insist on cuDNN).
+// (attention_graph_test) and cuDNN's plans for them on described GPUs
+// (cudnn_attention_plan_test). The Device's FUSED attention runs it
+// (cudnn_fused_attention.h; CudaDevice decides where, and falls back to its CUDA-core
+// kernel where Prepare fails and the job does not insist on cuDNN).
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
-#include <map>
 #include <memory>
 #include <tuple>
 
@@ -26,12 +24,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/cuda/attention_graph.h"
+#include "worker/cuda/cudnn_attention_plan.h"
 #include "worker/runtime/memory.h"
 
 namespace shardwise::cuda {
-
-// The device pointer of each buffer a graph names (attention_graph.h's AttentionBuffer).
-using AttentionPointers = std::map<AttentionBuffer, void*>;
 
 class CudnnAttention {
  public:
@@ -56,17 +52,19 @@ class CudnnAttention {
   int64_t version() const { return version_; }
 
  private:
-  class Plan;
   CudnnAttention(cudnnHandle_t handle, Allocator* allocator, int64_t version);
   // The cached plan of one graph, built on first use.
-  absl::StatusOr<Plan*> PlanFor(const AttentionLayout& layout, GraphType io, bool backward);
+  absl::StatusOr<CudnnAttentionPlan*> PlanFor(const AttentionLayout& layout, GraphType io,
+                                              bool backward);
   absl::Status Run(const AttentionLayout& layout, GraphType io, bool backward,
                    const AttentionPointers& pointers);
 
   cudnnHandle_t handle_;
   Allocator* allocator_;
   int64_t version_;
-  absl::flat_hash_map<std::tuple<AttentionLayout, GraphType, bool>, std::unique_ptr<Plan>> plans_;
+  absl::flat_hash_map<std::tuple<AttentionLayout, GraphType, bool>,
+                      std::unique_ptr<CudnnAttentionPlan>>
+      plans_;
 };
 
 }  // namespace shardwise::cuda
