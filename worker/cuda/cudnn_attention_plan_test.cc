@@ -172,6 +172,34 @@ INSTANTIATE_TEST_SUITE_P(DescribedGpus, CudnnAttentionPlanTest, ::testing::Value
                            return info.param.name;
                          });
 
+// cudnn_requirements.h's head sizes are cuDNN's own: where it says a shape runs, cuDNN
+// builds both plans for it on that GPU, and where it refuses one, cuDNN builds no
+// deterministic plan for it either (so a job it refuses loses nothing by the CUDA-core
+// kernel, and one it accepts does not fall back).
+TEST(CudnnRequirements, HeadSizesAreCudnnsOwn) {
+  ASSERT_EQ(FakeDriver::Get().error(), "");
+  for (const GpuProperties& gpu : {H100Sxm(), A100Sxm()}) {
+    absl::StatusOr<BackendDescriptor> device = DeviceProperties(gpu);
+    ASSERT_TRUE(device.ok()) << device.status();
+    const CudnnFacts facts{static_cast<int64_t>(cudnnGetVersion()), gpu.compute_capability};
+    for (int64_t head_dim : {8, 16, 40, 64, 72, 96, 100, 128, 136, 192, 256, 264}) {
+      const AttentionLayout layout =
+          Layout(AttentionLayout::Kind::kSeparate, 2, 256, 8, 2, head_dim);
+      const bool accepted = CheckCudnnAttention(facts, layout, GraphType::kBFloat16).ok();
+      const PlanTarget target{nullptr, &*device};
+      const absl::Status forward =
+          CudnnAttentionPlan::Build(AttentionForwardGraph(layout, GraphType::kBFloat16), target)
+              .status();
+      const absl::Status backward =
+          CudnnAttentionPlan::Build(AttentionBackwardGraph(layout, GraphType::kBFloat16), target)
+              .status();
+      EXPECT_EQ(accepted, forward.ok() && backward.ok())
+          << gpu.name << ", head size " << head_dim << ": forward " << forward << "; backward "
+          << backward;
+    }
+  }
+}
+
 // Neither a handle nor a description, or both: refused before cuDNN is asked anything.
 TEST(CudnnAttentionPlan, NeedsExactlyOneTarget) {
   const AttentionGraph graph = AttentionForwardGraph(
