@@ -97,8 +97,9 @@ build() {
 # Counts the test cases of every test target from the JUnit XML Bazel wrote for it (only
 # the targets that exist now, so results left from older runs are not counted), and
 # prints the closing line CI reads ("N passed, N failed, N skipped"). GPU tests (tag
-# "gpu") and the CUDA configuration's CPU tests (tag "cuda") are read from the CUDA configuration's run when it was built ($1 = 1), and
-# otherwise count as one skipped case each. Each line "SUITE NAME passed|failed|skipped"
+# "gpu") and the CUDA configuration's CPU tests (tag "cuda") are read from the CUDA
+# configuration's run when it was built ($1 = 1), and otherwise count as one skipped
+# case each. Each line "SUITE NAME passed|failed|skipped"
 # in $2 (from tools/check_layers.sh, check_docs.sh, check_format.sh, function_lengths.sh,
 # tests/fuzz/run.sh, deploy/check.sh, tests/tokenizers/check.sh and deploy/local/run.sh)
 # counts as one case.
@@ -108,7 +109,9 @@ summarize_tests() {
   testlogs=$(bazel info bazel-testlogs 2>/dev/null)
   cuda_testlogs=$(bazel info --config=cuda bazel-testlogs 2>/dev/null)
   local gpu_tests
-  gpu_tests=$(bazel query 'attr(tags, "\b(gpu|cuda)\b", tests(//...))' 2>/dev/null | tr '\n' ' ')
+  # Exactly the tags "gpu" and "cuda", as --test_tag_filters matches them.
+  gpu_tests=$(bazel query 'attr(tags, "[\[ ](gpu|cuda)[,\]]", tests(//...))' 2>/dev/null |
+    tr '\n' ' ')
   bazel query 'tests(//...)' 2>/dev/null | /usr/bin/python3 -c '
 import sys, pathlib, xml.etree.ElementTree as ET
 testlogs, cuda_testlogs = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])

@@ -654,7 +654,31 @@ absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec)
   return absl::OkStatus();
 }
 
-// cuda.*: only on CUDA; the fused-attention kernel and 16-bit storage named where they
+// A cuDNN attention option (`field` set to `value`, where `set`): it applies to a model with
+// FUSED attention and a 16-bit param_dtype (cuDNN's flash attention has no FP32 kernel).
+absl::Status CheckCudnnOption(const v1::JobSpec& spec, const std::string& field,
+                              const std::string& value, bool set) {
+  if (!set) return absl::OkStatus();
+  const v1::ModelSpec& model = spec.model();
+  const bool fused = (model.has_gpt() && model.gpt().attention() == v1::GptConfig::FUSED) ||
+                     (model.has_llama() && model.llama().attention() == v1::GptConfig::FUSED);
+  if (!fused) {
+    return Invalid(field, absl::StrCat(value,
+                                       " applies to cuDNN's attention: FUSED, and this "
+                                       "job's model has no FUSED attention"));
+  }
+  const v1::Dtype param = spec.fsdp().mixed_precision().param_dtype();
+  if (param != v1::BF16 && param != v1::FP16) {
+    return Invalid(field, absl::StrCat(value,
+                                       " needs fsdp.mixed_precision.param_dtype BF16 or FP16 "
+                                       "(cuDNN's flash attention has no FP32 kernel), got ",
+                                       param == v1::DTYPE_UNSPECIFIED ? "none (FP32)"
+                                                                      : v1::Dtype_Name(param)));
+  }
+  return absl::OkStatus();
+}
+
+// cuda.*: only on CUDA; the fused-attention options and 16-bit storage named where they
 // can apply.
 absl::Status ValidateCudaOptions(const v1::JobSpec& spec) {
   const v1::CudaOptions& cuda = spec.cuda();
@@ -675,19 +699,16 @@ absl::Status ValidateCudaOptions(const v1::JobSpec& spec) {
                                 "which must be BF16 or FP16, got ",
                                 param_name));
   }
-  if (cuda.fused_attention_kernel() != v1::CudaOptions::CUDNN) return absl::OkStatus();
-  const v1::ModelSpec& model = spec.model();
-  const bool fused = (model.has_gpt() && model.gpt().attention() == v1::GptConfig::FUSED) ||
-                     (model.has_llama() && model.llama().attention() == v1::GptConfig::FUSED);
-  if (!fused) {
-    return Invalid("cuda.fused_attention_kernel",
-                   "CUDNN runs attention: FUSED, and this job's model has no FUSED attention");
-  }
-  if (!sixteen_bit) {
-    return Invalid("cuda.fused_attention_kernel",
-                   absl::StrCat("CUDNN needs fsdp.mixed_precision.param_dtype BF16 or FP16 "
-                                "(cuDNN's flash attention has no FP32 kernel), got ",
-                                param_name));
+  RETURN_IF_ERROR(CheckEnum("cuda.attention_backward", cuda.attention_backward(),
+                            v1::CudaOptions::AttentionBackward_IsValid, "DETERMINISTIC or ATOMIC"));
+  RETURN_IF_ERROR(CheckCudnnOption(spec, "cuda.fused_attention_kernel", "CUDNN",
+                                   cuda.fused_attention_kernel() == v1::CudaOptions::CUDNN));
+  const bool atomic = cuda.attention_backward() == v1::CudaOptions::ATOMIC;
+  RETURN_IF_ERROR(CheckCudnnOption(spec, "cuda.attention_backward", "ATOMIC", atomic));
+  if (atomic && cuda.fused_attention_kernel() == v1::CudaOptions::CUDA_CORES) {
+    return Invalid("cuda.attention_backward",
+                   "ATOMIC is cuDNN's backward, and cuda.fused_attention_kernel CUDA_CORES "
+                   "runs Shardwise's own");
   }
   return absl::OkStatus();
 }

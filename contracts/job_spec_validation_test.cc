@@ -459,6 +459,9 @@ TEST(GptValidation, AcceptsCudnnAttentionForAFusedBf16Gpt) {
   spec.mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDNN);
   const absl::Status status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
   EXPECT_TRUE(status.ok()) << status;
+  spec.mutable_cuda()->set_attention_backward(v1::CudaOptions::ATOMIC);
+  const absl::Status atomic = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_TRUE(atomic.ok()) << atomic;
 }
 
 TEST(GptValidation, AcceptsSixteenBitStorageForABf16Job) {
@@ -536,8 +539,8 @@ INSTANTIATE_TEST_SUITE_P(
                   s->set_device(v1::CUDA);
                   s->mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDNN);
                 },
-                "job.cuda.fused_attention_kernel: CUDNN runs attention: FUSED, and this job's "
-                "model has no FUSED attention"},
+                "job.cuda.fused_attention_kernel: CUDNN applies to cuDNN's attention: FUSED, and "
+                "this job's model has no FUSED attention"},
         BadCase{"cuDNN attention in FP32",
                 [](v1::JobSpec* s) {
                   s->set_device(v1::CUDA);
@@ -546,6 +549,39 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "job.cuda.fused_attention_kernel: CUDNN needs fsdp.mixed_precision.param_dtype "
                 "BF16 or FP16 (cuDNN's flash attention has no FP32 kernel), got none (FP32)"},
+        BadCase{"an unknown attention backward",
+                [](v1::JobSpec* s) {
+                  s->set_device(v1::CUDA);
+                  s->mutable_cuda()->set_attention_backward(
+                      static_cast<v1::CudaOptions::AttentionBackward>(4));
+                },
+                "job.cuda.attention_backward: unknown value 4 (expected DETERMINISTIC or "
+                "ATOMIC)"},
+        BadCase{"the atomic backward for materialised attention",
+                [](v1::JobSpec* s) {
+                  s->set_device(v1::CUDA);
+                  s->mutable_cuda()->set_attention_backward(v1::CudaOptions::ATOMIC);
+                },
+                "job.cuda.attention_backward: ATOMIC applies to cuDNN's attention: FUSED, and "
+                "this job's model has no FUSED attention"},
+        BadCase{"the atomic backward in FP32",
+                [](v1::JobSpec* s) {
+                  s->set_device(v1::CUDA);
+                  s->mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+                  s->mutable_cuda()->set_attention_backward(v1::CudaOptions::ATOMIC);
+                },
+                "job.cuda.attention_backward: ATOMIC needs fsdp.mixed_precision.param_dtype "
+                "BF16 or FP16 (cuDNN's flash attention has no FP32 kernel), got none (FP32)"},
+        BadCase{"the atomic backward on CUDA cores",
+                [](v1::JobSpec* s) {
+                  s->set_device(v1::CUDA);
+                  s->mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+                  s->mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+                  s->mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDA_CORES);
+                  s->mutable_cuda()->set_attention_backward(v1::CudaOptions::ATOMIC);
+                },
+                "job.cuda.attention_backward: ATOMIC is cuDNN's backward, and "
+                "cuda.fused_attention_kernel CUDA_CORES runs Shardwise's own"},
         BadCase{"an unknown storage",
                 [](v1::JobSpec* s) {
                   s->set_device(v1::CUDA);

@@ -170,15 +170,31 @@ bool MayRunCudnnAttention(const v1::JobSpec& spec) {
          spec.cuda().fused_attention_kernel() != v1::CudaOptions::CUDA_CORES;
 }
 
+// What cuDNN's backward borrows per call for `sequences` sequences
+// (contracts/cudnn_attention_workspace.h): the deterministic one's workspace, quadratic in
+// the context, or the atomic one's (cuda.attention_backward ATOMIC), linear.
+double CudnnBackwardScratchBytes(const v1::JobSpec& spec, const TransformerShape& shape,
+                                 double sequences) {
+  const auto batch = static_cast<int64_t>(sequences), heads = static_cast<int64_t>(shape.heads),
+             kv_heads = static_cast<int64_t>(shape.kv_heads), seq = static_cast<int64_t>(shape.t);
+  if (spec.cuda().attention_backward() == v1::CudaOptions::ATOMIC) {
+    return static_cast<double>(
+        CudnnAttentionAtomicBackwardBytes(batch, heads, kv_heads, seq, shape.head_dim) +
+        2 * kCudnnWorkspaceAlignmentBytes);
+  }
+  return static_cast<double>(
+      CudnnAttentionBackwardWorkspaceBytes(batch, heads, kv_heads, seq, shape.head_dim) +
+      kCudnnWorkspaceAlignmentBytes);
+}
+
 // A FUSED attention's backward on CUDA adds the larger of what its two kernels hold for
 // `sequences` sequences. cuDNN: in FP32 storage its 16-bit copies of q/k/v, out, dout and
 // the q/k/v gradient (2 x qkv_width + 2 A per row, 2 bytes each; 16-bit storage binds the
-// tensors themselves), and the workspace of its deterministic backward, quadratic in the
-// sequence (contracts/cudnn_attention_workspace.h, which cuDNN's own plans are checked
-// against). The CUDA-core kernel, which reads q, k and v packed: in 16-bit storage at head
-// sizes without register rows (contracts/cuda_attention_rows.h) the FP32 copies of q/k/v,
-// out, dout and the q/k/v gradient (compute/float_views.h); with q, k and v apart their
-// packing (3 A, in the type the kernel reads) and their gradients' (3 A, FP32 until each
+// tensors themselves), and its backward's scratch (CudnnBackwardScratchBytes, which
+// cuDNN's own plans are checked against). The CUDA-core kernel, which reads q, k and v packed: in
+// 16-bit storage at head sizes without register rows (contracts/cuda_attention_rows.h) the FP32
+// copies of q/k/v, out, dout and the q/k/v gradient (compute/float_views.h); with q, k and v apart
+// their packing (3 A, in the type the kernel reads) and their gradients' (3 A, FP32 until each
 // group's sum). Either may run where cuDNN is allowed (it falls back where cuDNN cannot
 // build the shape).
 double CudaFusedAttentionBytes(const v1::JobSpec& spec, const TransformerShape& shape,
@@ -187,12 +203,7 @@ double CudaFusedAttentionBytes(const v1::JobSpec& spec, const TransformerShape& 
   double cudnn = 0;
   if (MayRunCudnnAttention(spec)) {
     const double copies = stored == 4 ? 2 * (2 * shape.qkv_width + 2 * a) : 0;
-    const double workspace =
-        static_cast<double>(CudnnAttentionBackwardWorkspaceBytes(
-            static_cast<int64_t>(sequences), static_cast<int64_t>(shape.heads),
-            static_cast<int64_t>(shape.kv_heads), static_cast<int64_t>(shape.t), shape.head_dim)) +
-        kCudnnWorkspaceAlignmentBytes;
-    cudnn = copies * rows + workspace;
+    cudnn = copies * rows + CudnnBackwardScratchBytes(spec, shape, sequences);
   }
   const bool widens = stored != 4 && !CudaAttentionHasRegisterRows(shape.head_dim);
   const double widened = widens ? 4 * (2 * shape.qkv_width + 2 * a) : 0;

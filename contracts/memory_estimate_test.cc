@@ -137,11 +137,11 @@ TEST(EstimateRankMemory, FusedAttentionKeepsRowStatisticsInsteadOfProbabilities)
 // head_dim, K = kv_heads x head_dim); under MATERIALIZED, K and V are repeated to the query
 // heads, so the K/V heads change nothing. On CUDA in BF16 the backward's scratch is the
 // larger of cuDNN's and the CUDA-core kernel's, and here cuDNN's is the same for both:
-// its 16-bit copies of q/k/v, out, dout and the q/k/v gradient (2 (A + 2 K) + 2 A per
-// row, 2 bytes each) shrink by 4 (A - K) = 4 x 32 bytes a row with K = A / 2, which is what
-// its backward's workspace then adds for each query head's K/V gradients before their
-// group's sum (4 A / 2 bytes a row); its 16-bit scores (8 x 4 x 64 x 128 x 2 bytes, the
-// context rounded up to cuDNN's blocks) stay. The CUDA-core kernel's FP32 packing of
+// its 16-bit copies of q/k/v, out, dout and the q/k/v gradient (2 (A + 2 K) + 2 A
+// elements a row, 2 bytes each) shrink by 2 x 4 (A - K) = 256 bytes a row with K = A / 2,
+// which is what its backward's workspace then adds for each query head's K/V gradients
+// before their group's sum (4 A = 256 bytes a row); its 16-bit scores (8 x 4 x 64 x 128 x
+// 2 bytes, the context rounded up to cuDNN's tiles) stay. The CUDA-core kernel's FP32 packing of
 // q/k/v and their gradient (3 A each: 24 A) is smaller.
 // A small Llama (4 heads of 16, context 32, 3 layers) in BF16 on `device`, as Gpt()'s job.
 v1::JobSpec SmallLlama(v1::GptConfig::Attention attention, v1::DeviceKind device) {
@@ -199,6 +199,19 @@ TEST(EstimateRankMemory, CudnnAttentionAddsItsCopiesAndWorkspace) {
             CudnnAttentionBackwardWorkspaceBytes(8, 4, 4, 128, 64) + kCudnnWorkspaceAlignmentBytes);
   EXPECT_EQ(cudnn->activations - cuda_cores->activations,
             int64_t{2} * 8 * width * rows + workspace);
+  // The atomic backward's scratch is linear in the context: its FP32 dQ accumulator and,
+  // on Ampere, cuDNN's own sums (4 bytes x 8 x 4 x 128 x 64 each), with their alignments.
+  spec.mutable_cuda()->clear_fused_attention_kernel();
+  spec.mutable_cuda()->set_attention_backward(v1::CudaOptions::ATOMIC);
+  auto atomic = EstimateRankMemory(spec);
+  ASSERT_TRUE(atomic.ok());
+  const int64_t atomic_scratch =
+      int64_t{2} * 4 * 8 * 4 * 128 * 64 + 2 * kCudnnWorkspaceAlignmentBytes;
+  EXPECT_EQ(atomic_scratch, CudnnAttentionAtomicBackwardBytes(8, 4, 4, 128, 64) +
+                                2 * kCudnnWorkspaceAlignmentBytes);
+  EXPECT_EQ(atomic->activations - cuda_cores->activations,
+            int64_t{2} * 8 * width * rows + atomic_scratch);
+  spec.mutable_cuda()->clear_attention_backward();
   spec.mutable_cuda()->clear_fused_attention_kernel();
   spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::FP32);
   auto fp32 = EstimateRankMemory(spec);

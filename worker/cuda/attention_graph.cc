@@ -245,8 +245,14 @@ const char* AttentionBufferName(AttentionBuffer buffer) {
       return "dv";
     case AttentionBuffer::kDots:
       return "dots";
+    case AttentionBuffer::kDqAccumulator:
+      return "dq_accumulator";
   }
   return "?";
+}
+
+const char* AttentionBackwardKindName(AttentionBackwardKind kind) {
+  return kind == AttentionBackwardKind::kAtomic ? "atomic" : "deterministic";
 }
 
 AttentionLayout AttentionLayout::Packed(const AttentionShape& shape) {
@@ -286,7 +292,8 @@ AttentionGraph AttentionForwardGraph(const AttentionLayout& layout, GraphType io
   return g.Take();
 }
 
-AttentionGraph AttentionBackwardGraph(const AttentionLayout& layout, GraphType io) {
+AttentionGraph AttentionBackwardGraph(const AttentionLayout& layout, GraphType io,
+                                      AttentionBackwardKind kind) {
   GraphBuilder g;
   const QkvPlaces in = Places(layout, /*gradients=*/false);
   const QkvPlaces grad = Places(layout, /*gradients=*/true);
@@ -330,12 +337,24 @@ AttentionGraph AttentionBackwardGraph(const AttentionLayout& layout, GraphType i
   const int64_t dscores =
       g.Pointwise("dscores", PointwiseMode::kMul, {dscores_unscaled, scale}, dims);
 
-  // dk = dS^T q; dq = dS k.
+  // dk = dS^T q; dq = dS k, directly or through its FP32 accumulator (the pattern cuDNN
+  // runs with atomic adds into it, as NVIDIA's frontend builds it).
   const int64_t dk = g.Heads("dk", io, layout, layout.kv_heads, grad.k, false);
   ProductPerKvHead(g, "dscores_t_q", g.Transpose("dscores_t", dscores, io), q, dk, layout, io);
   const int64_t dq = g.Heads("dq", io, layout, layout.heads, grad.q, false);
-  g.Matmul("dscores_k", dscores, g.Transpose("k", k_transposed, io), dq);
-  return g.Take();
+  const int64_t k = g.Transpose("k", k_transposed, io);
+  if (kind == AttentionBackwardKind::kDeterministic) {
+    g.Matmul("dscores_k", dscores, k, dq);
+    return g.Take();
+  }
+  const int64_t accumulator =
+      g.Working("dq_accumulator", {layout.batch, layout.heads, layout.seq, layout.head_dim},
+                AttentionBuffer::kDqAccumulator);
+  g.Matmul("dscores_k", dscores, k, accumulator);
+  g.PointwiseInto("dq", PointwiseMode::kIdentity, {accumulator}, dq);
+  AttentionGraph graph = g.Take();
+  graph.deterministic = false;
+  return graph;
 }
 
 }  // namespace shardwise::cuda

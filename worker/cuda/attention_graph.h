@@ -84,6 +84,9 @@ enum class AttentionBuffer {
   kDk,
   kDv,
   kDots,  // FP32 [batch, heads, seq] working space: each query row's dout . out
+  // FP32 [batch, heads, seq, head_dim] working space of the atomic backward: the query
+  // gradient's sums, which its kernel adds into with atomics.
+  kDqAccumulator,
 };
 const char* AttentionBufferName(AttentionBuffer buffer);
 
@@ -103,7 +106,18 @@ struct GraphTensor {
 };
 
 enum class GraphOpKind { kMatmul, kPointwise, kReduction, kReshape };
-enum class PointwiseMode { kMul, kAdd, kSub, kDiv, kExp, kLog, kCmpGe, kBinarySelect, kGenIndex };
+enum class PointwiseMode {
+  kMul,
+  kAdd,
+  kSub,
+  kDiv,
+  kExp,
+  kLog,
+  kCmpGe,
+  kBinarySelect,
+  kGenIndex,
+  kIdentity,
+};
 enum class ReductionMode { kAdd, kMax };
 
 // One operation. Inputs by uid: a matmul's A [.., m, k] and B [.., k, n] (a head dimension
@@ -126,15 +140,32 @@ struct GraphOp {
 struct AttentionGraph {
   std::vector<GraphTensor> tensors;  // uid i is tensors[i - 1]
   std::vector<GraphOp> ops;          // in the order they run: each input is made before
+  // Whether the graph must run on an engine that repeats bit for bit (all but the atomic
+  // backward).
+  bool deterministic = true;
   const GraphTensor& tensor(int64_t uid) const { return tensors.at(uid - 1); }
 };
 
 // out, stats = causal attention(q, k, v), in `io` (BF16 or FP16) with FP32 scores,
 // softmax and statistics.
 AttentionGraph AttentionForwardGraph(const AttentionLayout& layout, GraphType io);
+// How the backward sums the query gradient over the keys (job: cuda.attention_backward).
+enum class AttentionBackwardKind {
+  // dQ written by its product, which cuDNN's kernel computes from each head's score
+  // gradient kept in 16 bits in its workspace (quadratic in the context): bit for bit
+  // the same from run to run.
+  kDeterministic,
+  // dQ summed in FP32 in `kDqAccumulator` with atomic adds, then written in `io`: working
+  // space linear in the context, but the sums' order, and so their last bits, vary.
+  kAtomic,
+};
+const char* AttentionBackwardKindName(AttentionBackwardKind kind);
+
 // The gradients of q, k and v from dout, and the forward's q, k, v, out and stats; `dots`
 // is written first (each query row's dout . out) and read by the softmax's backward.
-AttentionGraph AttentionBackwardGraph(const AttentionLayout& layout, GraphType io);
+AttentionGraph AttentionBackwardGraph(
+    const AttentionLayout& layout, GraphType io,
+    AttentionBackwardKind kind = AttentionBackwardKind::kDeterministic);
 
 }  // namespace shardwise::cuda
 

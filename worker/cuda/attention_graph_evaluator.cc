@@ -183,6 +183,8 @@ class Evaluator {
         return x[2] != 0 ? x[0] : x[1];
       case PointwiseMode::kGenIndex:
         return static_cast<double>(index[op.axis]);
+      case PointwiseMode::kIdentity:
+        return x[0];
     }
     return std::numeric_limits<double>::quiet_NaN();
   }

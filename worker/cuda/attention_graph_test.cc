@@ -45,7 +45,8 @@ const GraphTensor& AnyNamed(const AttentionGraph& graph, const std::string& name
 }
 
 // The two graphs run by the evaluator on the layout's buffers.
-AttentionResults FromTheGraphs(const AttentionLayout& l, const AttentionValues& inputs) {
+AttentionResults FromTheGraphs(const AttentionLayout& l, const AttentionValues& inputs,
+                               AttentionBackwardKind kind) {
   const int64_t rows = l.batch * l.seq, width = l.heads * l.head_dim;
   AttentionResults r;
   r.out.resize(rows * width);
@@ -56,10 +57,13 @@ AttentionResults FromTheGraphs(const AttentionLayout& l, const AttentionValues& 
   r.dv.resize(inputs.v.size());
   std::vector<double> qkv, dqkv;
   std::vector<double> q = inputs.q, k = inputs.k, v = inputs.v, dout = inputs.dout;
-  std::map<AttentionBuffer, double*> buffers = {{AttentionBuffer::kOut, r.out.data()},
-                                                {AttentionBuffer::kStats, r.stats.data()},
-                                                {AttentionBuffer::kDout, dout.data()},
-                                                {AttentionBuffer::kDots, r.dots.data()}};
+  std::vector<double> dq_accumulator(inputs.q.size());
+  std::map<AttentionBuffer, double*> buffers = {
+      {AttentionBuffer::kOut, r.out.data()},
+      {AttentionBuffer::kStats, r.stats.data()},
+      {AttentionBuffer::kDout, dout.data()},
+      {AttentionBuffer::kDots, r.dots.data()},
+      {AttentionBuffer::kDqAccumulator, dq_accumulator.data()}};
   if (l.kind == AttentionLayout::Kind::kPackedQkv) {
     qkv = testing::PackedQkv(l, inputs);
     dqkv.resize(qkv.size());
@@ -77,7 +81,7 @@ AttentionResults FromTheGraphs(const AttentionLayout& l, const AttentionValues& 
       EvaluateAttentionGraph(AttentionForwardGraph(l, GraphType::kBFloat16), buffers);
   EXPECT_TRUE(forward.ok()) << forward;
   const absl::Status backward =
-      EvaluateAttentionGraph(AttentionBackwardGraph(l, GraphType::kBFloat16), buffers);
+      EvaluateAttentionGraph(AttentionBackwardGraph(l, GraphType::kBFloat16, kind), buffers);
   EXPECT_TRUE(backward.ok()) << backward;
   if (l.kind == AttentionLayout::Kind::kPackedQkv) {  // back to q, k, v rows
     for (int64_t row = 0; row < rows; ++row) {
@@ -91,16 +95,22 @@ AttentionResults FromTheGraphs(const AttentionLayout& l, const AttentionValues& 
   return r;
 }
 
+// Both backwards: the deterministic one and the atomic one, whose dq goes through its
+// FP32 accumulator.
 void ExpectSameAttention(const AttentionLayout& layout) {
   const AttentionValues inputs = testing::RandomAttentionValues(layout, 1);
   const AttentionResults expected = testing::ReferenceAttention(layout, inputs);
-  const AttentionResults actual = FromTheGraphs(layout, inputs);
-  ExpectNear(actual.out, expected.out, "out");
-  ExpectNear(actual.stats, expected.stats, "stats");
-  ExpectNear(actual.dots, expected.dots, "dots");
-  ExpectNear(actual.dq, expected.dq, "dq");
-  ExpectNear(actual.dk, expected.dk, "dk");
-  ExpectNear(actual.dv, expected.dv, "dv");
+  for (AttentionBackwardKind kind :
+       {AttentionBackwardKind::kDeterministic, AttentionBackwardKind::kAtomic}) {
+    SCOPED_TRACE(AttentionBackwardKindName(kind));
+    const AttentionResults actual = FromTheGraphs(layout, inputs, kind);
+    ExpectNear(actual.out, expected.out, "out");
+    ExpectNear(actual.stats, expected.stats, "stats");
+    ExpectNear(actual.dots, expected.dots, "dots");
+    ExpectNear(actual.dq, expected.dq, "dq");
+    ExpectNear(actual.dk, expected.dk, "dk");
+    ExpectNear(actual.dv, expected.dv, "dv");
+  }
 }
 
 TEST(AttentionGraphTest, ThePackedLayoutComputesTheCpusAttentionAndGradients) {
@@ -195,16 +205,19 @@ TEST(AttentionGraphTest, DotsAreWrittenTimesOneFromAVirtualSum) {
 TEST(AttentionGraphTest, EveryTensorIsWellFormed) {
   for (const AttentionLayout& layout :
        {AttentionLayout::Packed({2, 64, 4, 32}), AttentionLayout::Separate({2, 64, 4, 32}, 2)}) {
-    for (const AttentionGraph& graph : {AttentionForwardGraph(layout, GraphType::kBFloat16),
-                                        AttentionBackwardGraph(layout, GraphType::kBFloat16)}) {
+    for (const AttentionGraph& graph :
+         {AttentionForwardGraph(layout, GraphType::kBFloat16),
+          AttentionBackwardGraph(layout, GraphType::kBFloat16),
+          AttentionBackwardGraph(layout, GraphType::kBFloat16, AttentionBackwardKind::kAtomic)}) {
       std::set<std::string> written;
       for (size_t i = 0; i < graph.tensors.size(); ++i) {
         const GraphTensor& tensor = graph.tensors[i];
         EXPECT_EQ(tensor.uid, static_cast<int64_t>(i) + 1);
         EXPECT_EQ(tensor.is_virtual, tensor.buffer == AttentionBuffer::kNone && !tensor.by_value)
             << tensor.name;
-        // The caller's 16-bit tensors, and FP32 statistics; FP32 inside.
-        if (!tensor.is_virtual && !tensor.by_value && tensor.dims[3] != 1) {
+        // The caller's 16-bit tensors, and FP32 statistics and accumulator; FP32 inside.
+        if (!tensor.is_virtual && !tensor.by_value && tensor.dims[3] != 1 &&
+            tensor.buffer != AttentionBuffer::kDqAccumulator) {
           EXPECT_EQ(tensor.type, GraphType::kBFloat16) << tensor.name;
         }
         for (int64_t dim : tensor.dims) EXPECT_GT(dim, 0) << tensor.name;
@@ -216,6 +229,28 @@ TEST(AttentionGraphTest, EveryTensorIsWellFormed) {
       }
     }
   }
+}
+
+// The atomic backward sums dq in an FP32 [batch, heads, seq, head_dim] accumulator of its
+// own, contiguous, and copies it into dq in the operands' type; only it may run on an
+// engine that does not repeat bit for bit.
+TEST(AttentionGraphTest, TheAtomicBackwardSumsDqInItsFp32Accumulator) {
+  const AttentionLayout layout = AttentionLayout::Packed({2, 64, 4, 32});
+  const AttentionGraph atomic =
+      AttentionBackwardGraph(layout, GraphType::kBFloat16, AttentionBackwardKind::kAtomic);
+  EXPECT_FALSE(atomic.deterministic);
+  EXPECT_TRUE(AttentionBackwardGraph(layout, GraphType::kBFloat16).deterministic);
+  EXPECT_TRUE(AttentionForwardGraph(layout, GraphType::kBFloat16).deterministic);
+  const GraphTensor& accumulator = Named(atomic, "dq_accumulator");
+  EXPECT_EQ(accumulator.type, GraphType::kFloat);
+  EXPECT_EQ(accumulator.buffer, AttentionBuffer::kDqAccumulator);
+  EXPECT_EQ(accumulator.dims, (std::array<int64_t, 4>{2, 4, 64, 32}));
+  EXPECT_EQ(accumulator.strides,
+            (std::array<int64_t, 4>{int64_t{4} * 64 * 32, int64_t{64} * 32, 32, 1}));
+  const GraphOp& last = atomic.ops.back();
+  EXPECT_EQ(last.pointwise, PointwiseMode::kIdentity);
+  EXPECT_EQ(last.inputs, std::vector<int64_t>{accumulator.uid});
+  EXPECT_EQ(atomic.tensor(last.output).buffer, AttentionBuffer::kDqkv);
 }
 
 TEST(AttentionGraphTest, ADescriptionIsAFunctionOfItsLayout) {

@@ -568,7 +568,8 @@ absl::StatusOr<FusedAttentionChoice> CudaDevice::DecideFusedAttention(const Atte
                                                                       ScalarType operands) {
   const v1::CudaOptions::FusedAttentionKernel requested = options_.fused_attention_kernel;
   ASSIGN_OR_RETURN(FusedAttentionChoice by_rules,
-                   ChooseFusedAttentionKernel(requested, cudnn_facts_, layout, operands));
+                   ChooseFusedAttentionKernel(requested, cudnn_facts_, layout, operands,
+                                              BackwardKindOf(options_.attention_backward)));
   if (by_rules.kernel == FusedAttentionKernel::kCudaCores) return by_rules;
   // The rules allow cuDNN; whether it builds plans for this graph here is cuDNN's to say.
   absl::Status plans = ComputeCudnnAttention().status();
@@ -583,7 +584,8 @@ absl::StatusOr<CudnnFusedAttention*> CudaDevice::ComputeCudnnAttention() {
         "(only the training thread runs layers)");
   }
   if (cudnn_fused_ == nullptr) {
-    ASSIGN_OR_RETURN(cudnn_, CudnnAttention::Create(compute_.get(), allocator()));
+    ASSIGN_OR_RETURN(cudnn_, CudnnAttention::Create(compute_.get(), allocator(),
+                                                    BackwardKindOf(options_.attention_backward)));
     cudnn_fused_ = std::make_unique<CudnnFusedAttention>(cudnn_.get(), allocator(), compute_.get());
   }
   return cudnn_fused_.get();

@@ -66,6 +66,9 @@ struct CudaDeviceOptions {
   // What a 16-bit job's activations and unsharded parameters are stored in (job:
   // cuda.storage; Device::StorageType).
   v1::CudaOptions::Storage storage = v1::CudaOptions::STORAGE_UNSPECIFIED;
+  // How cuDNN's attention computes its backward (job: cuda.attention_backward).
+  v1::CudaOptions::AttentionBackward attention_backward =
+      v1::CudaOptions::ATTENTION_BACKWARD_UNSPECIFIED;
 };
 
 // The environment variable that turns synchronous mode on for every CUDA rank of a process

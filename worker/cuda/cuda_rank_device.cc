@@ -119,6 +119,7 @@ RankDeviceFactory CudaRankDevices(int gpu) {
     options.gpu = gpu;
     options.allow_tf32 = request.spec->cuda().allow_tf32();
     options.fused_attention_kernel = request.spec->cuda().fused_attention_kernel();
+    options.attention_backward = request.spec->cuda().attention_backward();
     options.storage = request.spec->cuda().storage();
     options.synchronous = SynchronousModeRequested();
     auto out = std::make_unique<CudaRankDevice>();

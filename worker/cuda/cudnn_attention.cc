@@ -5,23 +5,26 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "worker/cuda/cudnn_backend.h"
 #include "worker/cuda/cudnn_requirements.h"
 
 namespace shardwise::cuda {
 
-absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(cudaStream_t stream,
-                                                                       Allocator* allocator) {
+absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(
+    cudaStream_t stream, Allocator* allocator, AttentionBackwardKind backward) {
   const auto version = static_cast<int64_t>(cudnnGetVersion());
   RETURN_IF_ERROR(CheckCudnnVersion(version));
   cudnnHandle_t handle = nullptr;
   RETURN_IF_ERROR(CudnnStatus(cudnnCreate(&handle), "cudnnCreate"));
-  std::unique_ptr<CudnnAttention> attention(new CudnnAttention(handle, allocator, version));
+  std::unique_ptr<CudnnAttention> attention(
+      new CudnnAttention(handle, allocator, version, backward));
   RETURN_IF_ERROR(CudnnStatus(cudnnSetStream(handle, stream), "cudnnSetStream"));
   return attention;
 }
 
-CudnnAttention::CudnnAttention(cudnnHandle_t handle, Allocator* allocator, int64_t version)
-    : handle_(handle), allocator_(allocator), version_(version) {}
+CudnnAttention::CudnnAttention(cudnnHandle_t handle, Allocator* allocator, int64_t version,
+                               AttentionBackwardKind backward)
+    : handle_(handle), allocator_(allocator), version_(version), backward_(backward) {}
 
 CudnnAttention::~CudnnAttention() {
   plans_.clear();
@@ -32,8 +35,8 @@ absl::StatusOr<CudnnAttentionPlan*> CudnnAttention::PlanFor(const AttentionLayou
                                                             GraphType io, bool backward) {
   auto& plan = plans_[std::make_tuple(layout, io, backward)];
   if (plan == nullptr) {
-    AttentionGraph graph =
-        backward ? AttentionBackwardGraph(layout, io) : AttentionForwardGraph(layout, io);
+    AttentionGraph graph = backward ? AttentionBackwardGraph(layout, io, backward_)
+                                    : AttentionForwardGraph(layout, io);
     absl::StatusOr<std::unique_ptr<CudnnAttentionPlan>> built =
         CudnnAttentionPlan::Build(std::move(graph), PlanTarget{handle_, nullptr});
     if (!built.ok()) {
@@ -41,14 +44,15 @@ absl::StatusOr<CudnnAttentionPlan*> CudnnAttention::PlanFor(const AttentionLayou
       return built.status();
     }
     plan = std::move(*built);
-    // The workspace each call borrows from the caching allocator: the memory estimate's
-    // budget for it is checked against this on the GPU.
+    // What each call borrows from the caching allocator: the memory estimate's budget for
+    // it is checked against this on the GPU.
     LogInfo(LogContext(),
-            absl::StrCat("cuDNN attention plan built (", backward ? "backward" : "forward", ", ",
-                         layout.batch, " x ", layout.seq, ", ", layout.heads, " heads on ",
-                         layout.kv_heads, " K/V heads of ", layout.head_dim, ", ",
-                         GraphTypeName(io), "): engine ", plan->engine(), ", workspace ",
-                         plan->workspace_bytes(), " bytes"));
+            absl::StrCat("cuDNN attention plan built (",
+                         backward ? AttentionBackwardKindName(backward_) : "forward",
+                         backward ? " backward, " : ", ", layout.batch, " x ", layout.seq, ", ",
+                         layout.heads, " heads on ", layout.kv_heads, " K/V heads of ",
+                         layout.head_dim, ", ", GraphTypeName(io), "): engine ", plan->engine(),
+                         ", scratch ", plan->scratch_bytes(), " bytes"));
   }
   return plan.get();
 }

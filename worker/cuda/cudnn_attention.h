@@ -31,9 +31,11 @@ namespace shardwise::cuda {
 
 class CudnnAttention {
  public:
-  // Fails, saying what is missing, where cuDNN cannot be loaded or is older than 9.
-  static absl::StatusOr<std::unique_ptr<CudnnAttention>> Create(cudaStream_t stream,
-                                                                Allocator* allocator);
+  // Fails, saying what is missing, where cuDNN cannot be loaded or is older than 9. Every
+  // backward takes the `backward` kind (attention_graph.h).
+  static absl::StatusOr<std::unique_ptr<CudnnAttention>> Create(
+      cudaStream_t stream, Allocator* allocator,
+      AttentionBackwardKind backward = AttentionBackwardKind::kDeterministic);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
@@ -52,7 +54,8 @@ class CudnnAttention {
   int64_t version() const { return version_; }
 
  private:
-  CudnnAttention(cudnnHandle_t handle, Allocator* allocator, int64_t version);
+  CudnnAttention(cudnnHandle_t handle, Allocator* allocator, int64_t version,
+                 AttentionBackwardKind backward);
   // The cached plan of one graph, built on first use.
   absl::StatusOr<CudnnAttentionPlan*> PlanFor(const AttentionLayout& layout, GraphType io,
                                               bool backward);
@@ -62,6 +65,7 @@ class CudnnAttention {
   cudnnHandle_t handle_;
   Allocator* allocator_;
   int64_t version_;
+  AttentionBackwardKind backward_;
   absl::flat_hash_map<std::tuple<AttentionLayout, GraphType, bool>,
                       std::unique_ptr<CudnnAttentionPlan>>
       plans_;

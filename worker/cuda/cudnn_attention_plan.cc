@@ -58,6 +58,8 @@ cudnnPointwiseMode_t PointwiseModeOf(PointwiseMode mode) {
       return CUDNN_POINTWISE_BINARY_SELECT;
     case PointwiseMode::kGenIndex:
       return CUDNN_POINTWISE_GEN_INDEX;
+    case PointwiseMode::kIdentity:
+      return CUDNN_POINTWISE_IDENTITY;
   }
   return CUDNN_POINTWISE_IDENTITY;
 }
@@ -248,6 +250,22 @@ absl::StatusOr<BackendDescriptor> ExecutionPlan(const BackendDescriptor& config,
   return plan;
 }
 
+// The bytes of the graph's FP32 dQ accumulator (the atomic backward's), or 0.
+int64_t AccumulatorBytes(const AttentionGraph& graph) {
+  for (const GraphTensor& tensor : graph.tensors) {
+    if (tensor.buffer != AttentionBuffer::kDqAccumulator) continue;
+    return ElementBytes(tensor.type) * tensor.dims[0] * tensor.dims[1] * tensor.dims[2] *
+           tensor.dims[3];
+  }
+  return 0;
+}
+
+constexpr int64_t kScratchAlignment = 256;
+
+int64_t AccumulatorOffset(int64_t workspace_bytes) {
+  return (workspace_bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudnnAttentionPlan>> CudnnAttentionPlan::Build(
@@ -259,6 +277,7 @@ absl::StatusOr<std::unique_ptr<CudnnAttentionPlan>> CudnnAttentionPlan::Build(
   std::unique_ptr<CudnnAttentionPlan> plan(new CudnnAttentionPlan());
   plan->graph_ = std::move(graph);
   plan->runnable_ = target.handle != nullptr;
+  plan->accumulator_bytes_ = AccumulatorBytes(plan->graph_);
   RETURN_IF_ERROR(plan->BuildGraph(target));
   RETURN_IF_ERROR(plan->ChoosePlan(target));
   return plan;
@@ -301,7 +320,7 @@ absl::Status CudnnAttentionPlan::ChoosePlan(const PlanTarget& target) {
       last_failure = nondeterministic.status();
       continue;
     }
-    if (*nondeterministic) {
+    if (*nondeterministic && graph_.deterministic) {
       ++nondeterministic_engines;
       continue;
     }
@@ -313,8 +332,9 @@ absl::Status CudnnAttentionPlan::ChoosePlan(const PlanTarget& target) {
     }
     ASSIGN_OR_RETURN(workspace_bytes_, plan->GetInt64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                                       "an execution plan's workspace"));
-    ASSIGN_OR_RETURN(engine_,
-                     engine->GetInt64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, "an engine's global index"));
+    // Only for the log: a plan that built runs whether or not cuDNN says which engine.
+    engine_ =
+        engine->GetInt64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, "an engine's global index").value_or(-1);
     plan_ = std::move(*plan);
     return absl::OkStatus();
   }
@@ -335,12 +355,36 @@ absl::Status CudnnAttentionPlan::Refusal(size_t configurations, int nondetermini
       last_failure.ok() ? "" : "; the last failure: ", last_failure.message()));
 }
 
+int64_t CudnnAttentionPlan::scratch_bytes() const {
+  return accumulator_bytes_ > 0 ? AccumulatorOffset(workspace_bytes_) + accumulator_bytes_
+                                : workspace_bytes_;
+}
+
 absl::Status CudnnAttentionPlan::Execute(cudnnHandle_t handle, Allocator* allocator,
                                          const AttentionPointers& pointers) {
   if (!runnable_) {
     return absl::FailedPreconditionError(
         "cuDNN attention: this plan was built for a description of a GPU, not to run");
   }
+  const int64_t scratch = scratch_bytes();
+  char* block = scratch > 0 ? static_cast<char*>(allocator->Allocate(static_cast<size_t>(scratch),
+                                                                     MemoryCategory::kActivations))
+                            : nullptr;
+  AttentionPointers bound = pointers;
+  if (accumulator_bytes_ > 0) {
+    bound[AttentionBuffer::kDqAccumulator] = block + AccumulatorOffset(workspace_bytes_);
+  }
+  const absl::Status status = Run(handle, bound, workspace_bytes_ > 0 ? block : nullptr);
+  // The caching allocator's pools are per stream: the block is reused only by work enqueued
+  // after this call's, on the same stream.
+  if (block != nullptr) {
+    allocator->Free(block, static_cast<size_t>(scratch), MemoryCategory::kActivations);
+  }
+  return status;
+}
+
+absl::Status CudnnAttentionPlan::Run(cudnnHandle_t handle, const AttentionPointers& pointers,
+                                     void* workspace) {
   std::vector<int64_t> uids;
   std::vector<void*> data;
   for (GraphTensor& tensor : graph_.tensors) {
@@ -357,28 +401,15 @@ absl::Status CudnnAttentionPlan::Execute(cudnnHandle_t handle, Allocator* alloca
     uids.push_back(tensor.uid);
     data.push_back(at);
   }
-  void* workspace =
-      workspace_bytes_ > 0
-          ? allocator->Allocate(static_cast<size_t>(workspace_bytes_), MemoryCategory::kActivations)
-          : nullptr;
-  absl::Status status = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(BackendDescriptor pack,
-                     BackendDescriptor::Make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
-    const auto n = static_cast<int64_t>(uids.size());
-    RETURN_IF_ERROR(pack.Set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids.data()));
-    RETURN_IF_ERROR(
-        pack.Set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, data.data()));
-    RETURN_IF_ERROR(
-        pack.Set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
-    RETURN_IF_ERROR(pack.Finalize("the variant pack"));
-    return CudnnStatus(cudnnBackendExecute(handle, plan_.get(), pack.get()), "cudnnBackendExecute");
-  }();
-  // The caching allocator's pools are per stream: the block is reused only by work enqueued
-  // after this call's, on the same stream.
-  if (workspace != nullptr) {
-    allocator->Free(workspace, static_cast<size_t>(workspace_bytes_), MemoryCategory::kActivations);
-  }
-  return status;
+  ASSIGN_OR_RETURN(BackendDescriptor pack,
+                   BackendDescriptor::Make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
+  const auto n = static_cast<int64_t>(uids.size());
+  RETURN_IF_ERROR(pack.Set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids.data()));
+  RETURN_IF_ERROR(
+      pack.Set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, data.data()));
+  RETURN_IF_ERROR(pack.Set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
+  RETURN_IF_ERROR(pack.Finalize("the variant pack"));
+  return CudnnStatus(cudnnBackendExecute(handle, plan_.get(), pack.get()), "cudnnBackendExecute");
 }
 
 }  // namespace shardwise::cuda

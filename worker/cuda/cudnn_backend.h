@@ -4,6 +4,8 @@
 // cuDNN's backend C API (cudnnBackend*) as owned descriptors returning absl::Status: what
 // the attention's plans (cudnn_attention_plan.h) and the device descriptions for
 // deviceless planning (cudnn_device_properties.h) are built from.
+//
+// Thread-safety: a descriptor is used from one thread at a time.
 
 #include <cudnn.h>
 

@@ -11,7 +11,8 @@
 // The descriptor's JSON form is cuDNN's own and undocumented; its members are the ones
 // cuDNN 9.19's parser requires (each refusal names the one missing), with the values
 // cudaGetDeviceProperties reports for each GPU below (compute capability as
-// major * 100 + minor * 10, cuDNN's `deviceVer`).
+// major * 100 + minor * 10, cuDNN's `deviceVer`). Pure but for DeviceProperties, which
+// asks cuDNN; safe from any thread.
 
 #include <cstdint>
 #include <string>

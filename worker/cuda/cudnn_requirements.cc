@@ -8,6 +8,8 @@ namespace {
 constexpr int64_t kFirstVersion = 90000;
 // The first version whose fused attention takes any sequence length without a padding mask.
 constexpr int64_t kAnyLengthVersion = 91600;
+// The first version that clears the atomic backward's dQ accumulator itself.
+constexpr int64_t kAtomicBackwardVersion = 90600;
 
 absl::Status Refused(absl::string_view why) {
   return absl::FailedPreconditionError(
@@ -41,8 +43,13 @@ absl::Status CheckCudnnVersion(int64_t version) {
       absl::StrCat("cuDNN ", CudnnVersionText(version), " found; it needs cuDNN 9.0.0 or newer"));
 }
 
+AttentionBackwardKind BackwardKindOf(v1::CudaOptions::AttentionBackward option) {
+  return option == v1::CudaOptions::ATOMIC ? AttentionBackwardKind::kAtomic
+                                           : AttentionBackwardKind::kDeterministic;
+}
+
 absl::Status CheckCudnnAttention(const CudnnFacts& facts, const AttentionLayout& layout,
-                                 GraphType io) {
+                                 GraphType io, AttentionBackwardKind backward) {
   if (io != GraphType::kBFloat16 && io != GraphType::kHalf) {
     return Refused(absl::StrCat("its kernels take BF16 or FP16 operands, not ", GraphTypeName(io),
                                 " (an FP32 job's FUSED attention runs on CUDA cores)"));
@@ -53,6 +60,11 @@ absl::Status CheckCudnnAttention(const CudnnFacts& facts, const AttentionLayout&
                                 " found, whose fused attention needs a sequence length that is "
                                 "a multiple of 128 (this job's is ",
                                 layout.seq, "); cuDNN 9.16.0 or newer takes any"));
+  }
+  if (backward == AttentionBackwardKind::kAtomic && facts.version < kAtomicBackwardVersion) {
+    return Refused(absl::StrCat("cuDNN ", CudnnVersionText(facts.version),
+                                " found, and the atomic backward (cuda.attention_backward ATOMIC) "
+                                "needs cuDNN 9.6.0 or newer"));
   }
   if (facts.compute_capability < 80) {
     return Refused(absl::StrCat("the GPU's compute capability is ", facts.compute_capability / 10,
@@ -85,12 +97,12 @@ GraphType GraphIo(ScalarType compute) {
 
 absl::StatusOr<FusedAttentionChoice> ChooseFusedAttentionKernel(
     v1::CudaOptions::FusedAttentionKernel requested, const CudnnFacts& facts,
-    const AttentionLayout& layout, ScalarType operands) {
+    const AttentionLayout& layout, ScalarType operands, AttentionBackwardKind backward) {
   if (requested == v1::CudaOptions::CUDA_CORES) {
     return FusedAttentionChoice{FusedAttentionKernel::kCudaCores,
                                 "the CUDA-core kernel; the job asks for it"};
   }
-  const absl::Status runs = CheckCudnnAttention(facts, layout, GraphIo(operands));
+  const absl::Status runs = CheckCudnnAttention(facts, layout, GraphIo(operands), backward);
   if (runs.ok()) {
     return CudnnChosen(facts);
   }

@@ -13,7 +13,10 @@
 //   - a head size that is a multiple of 8, at most 128 (256 on compute capability 9.x);
 //   - query heads a multiple of the K/V heads;
 //   - BF16 or FP16 operands: cuDNN's flash attention has no FP32 kernel, so an FP32 job's
-//     FUSED attention stays on the CUDA-core kernel (fused_attention.h).
+//     FUSED attention stays on the CUDA-core kernel (fused_attention.h);
+//   - for the atomic backward (cuda.attention_backward ATOMIC), cuDNN 9.6 or newer, which
+//     clears its FP32 dQ accumulator itself (before it, NVIDIA's frontend cleared it).
+// cudnn_attention_plan_test holds the head sizes to cuDNN 9.19's own answers.
 
 #include <cstdint>
 #include <string>
@@ -37,10 +40,14 @@ std::string CudnnVersionText(int64_t version);
 // OK for cuDNN 9 or newer, else FailedPrecondition naming the version found.
 absl::Status CheckCudnnVersion(int64_t version);
 
-// OK where attention_graph's graphs can run for `layout` in `io`, else FailedPrecondition
-// saying why.
-absl::Status CheckCudnnAttention(const CudnnFacts& facts, const AttentionLayout& layout,
-                                 GraphType io);
+// OK where attention_graph's graphs can run for `layout` in `io` with the `backward`
+// kind, else FailedPrecondition saying why.
+absl::Status CheckCudnnAttention(
+    const CudnnFacts& facts, const AttentionLayout& layout, GraphType io,
+    AttentionBackwardKind backward = AttentionBackwardKind::kDeterministic);
+
+// The backward a job asks for (cuda.attention_backward).
+AttentionBackwardKind BackwardKindOf(v1::CudaOptions::AttentionBackward option);
 
 // The graphs' dtype for a job's compute dtype: BF16, FP16, else FP32 (kFloat).
 GraphType GraphIo(ScalarType compute);
@@ -59,7 +66,8 @@ struct FusedAttentionChoice {
 // missing); unspecified, cuDNN where CheckCudnnAttention passes, else CUDA cores.
 absl::StatusOr<FusedAttentionChoice> ChooseFusedAttentionKernel(
     v1::CudaOptions::FusedAttentionKernel requested, const CudnnFacts& facts,
-    const AttentionLayout& layout, ScalarType operands);
+    const AttentionLayout& layout, ScalarType operands,
+    AttentionBackwardKind backward = AttentionBackwardKind::kDeterministic);
 
 // The last step where the rules chose cuDNN: `plans` is what building cuDNN's plans for
 // both directions returned. Built, cuDNN; not, the CUDA-core kernel, or the refusal

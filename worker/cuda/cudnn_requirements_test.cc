@@ -62,6 +62,31 @@ TEST(CudnnRequirementsTest, GpusAndHeadSizesOutsideItsKernelsAreNamed) {
                 "6 query heads are not a multiple of 4 K/V heads");
 }
 
+// The atomic backward needs cuDNN 9.6, which clears its FP32 dQ accumulator itself; a
+// job that asks for it on an older cuDNN takes the CUDA-core kernel, or fails naming both
+// where it insists on cuDNN.
+TEST(CudnnRequirementsTest, TheAtomicBackwardNeedsCudnn96) {
+  const AttentionBackwardKind atomic = AttentionBackwardKind::kAtomic;
+  EXPECT_TRUE(CheckCudnnAttention({90600, 90}, kGpt2, GraphType::kBFloat16, atomic).ok());
+  EXPECT_TRUE(CheckCudnnAttention({90500, 90}, kGpt2, GraphType::kBFloat16).ok());
+  ExpectRefused(CheckCudnnAttention({90500, 90}, kGpt2, GraphType::kBFloat16, atomic),
+                "cuDNN 9.5.0 found, and the atomic backward (cuda.attention_backward ATOMIC) "
+                "needs cuDNN 9.6.0 or newer");
+  using Options = v1::CudaOptions;
+  EXPECT_EQ(ChooseFusedAttentionKernel(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, {90500, 90},
+                                       kGpt2, ScalarType::kBFloat16, atomic)
+                ->kernel,
+            FusedAttentionKernel::kCudaCores);
+  ExpectRefused(
+      ChooseFusedAttentionKernel(Options::CUDNN, {90500, 90}, kGpt2, ScalarType::kBFloat16, atomic)
+          .status(),
+      "needs cuDNN 9.6.0 or newer (the job asks for it: cuda.fused_attention_kernel CUDNN)");
+  EXPECT_EQ(BackwardKindOf(Options::ATOMIC), atomic);
+  EXPECT_EQ(BackwardKindOf(Options::ATTENTION_BACKWARD_UNSPECIFIED),
+            AttentionBackwardKind::kDeterministic);
+  EXPECT_EQ(BackwardKindOf(Options::DETERMINISTIC), AttentionBackwardKind::kDeterministic);
+}
+
 // No library loaded (version 0) is named as such, not as "cuDNN 0.0.0".
 TEST(CudnnRequirementsTest, AMissingLibraryIsNamed) {
   ExpectRefused(CheckCudnnAttention({0, 90}, kGpt2, GraphType::kBFloat16),

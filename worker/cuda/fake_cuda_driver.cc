@@ -3,8 +3,9 @@
 // then hands the binary to the driver to load, which a machine without a GPU cannot. This
 // library answers the calls cuDNN's plan building makes: it "loads" each library and
 // kernel (a token handle, the kernel's name recorded for the test to read back), reports a
-// context and device 0, and refuses everything that would run work (launches, copies,
-// synchronisation) with CUDA_ERROR_NOT_SUPPORTED, so no test can mistake it for a GPU.
+// context and device 0 but none of its properties (the description cuDNN plans for says
+// those), and refuses everything that would run work (launches, copies, synchronisation)
+// with CUDA_ERROR_NOT_SUPPORTED, so no test can mistake it for a GPU.
 //
 // The test dlopen()s it before cuDNN looks for the driver; its soname is libcuda.so.1, so
 // cuDNN's own dlopen of that name finds it. Never on a GPU host's library path.
@@ -20,11 +21,9 @@ namespace {
 
 using Result = int;
 constexpr Result kSuccess = 0;
-constexpr Result kNotSupported = 801;       // CUDA_ERROR_NOT_SUPPORTED
-constexpr Result kNotFound = 500;           // CUDA_ERROR_NOT_FOUND
-constexpr int kDriverVersion = 13000;       // the toolkit's CUDA 13.0
-constexpr int kComputeCapabilityMajor = 9;  // attribute 75
-constexpr int kComputeCapabilityMinor = 0;  // attribute 76
+constexpr Result kNotSupported = 801;  // CUDA_ERROR_NOT_SUPPORTED
+constexpr Result kNotFound = 500;      // CUDA_ERROR_NOT_FOUND
+constexpr int kDriverVersion = 13000;  // the toolkit's CUDA 13.0
 
 // What a handle points at: nothing; only its address is compared.
 char token_context, token_library, token_kernel, token_link, token_module, token_function;
@@ -74,10 +73,9 @@ Result cuDeviceGet(int* device, int /*ordinal*/) {
   *device = 0;
   return kSuccess;
 }
-Result cuDeviceGetAttribute(int* value, int attribute, int /*device*/) {
-  *value =
-      attribute == 75 ? kComputeCapabilityMajor : (attribute == 76 ? kComputeCapabilityMinor : 0);
-  return kSuccess;
+// A device's properties come from the description cuDNN plans for, not from here.
+Result cuDeviceGetAttribute(int* /*value*/, int /*attribute*/, int /*device*/) {
+  return kNotSupported;
 }
 Result cuCtxGetCurrent(void** context) {
   *context = &token_context;
@@ -125,8 +123,9 @@ Result cuGetProcAddress(const char* /*symbol*/, void** function, int /*version*/
   return kNotFound;
 }
 Result cuGetProcAddress_v2(const char* /*symbol*/, void** function, int /*version*/,
-                           uint64_t /*flags*/, void* /*status*/) {
+                           uint64_t /*flags*/, int* status) {
   *function = nullptr;
+  if (status != nullptr) *status = 1;  // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
   return kNotFound;
 }
 
@@ -147,7 +146,7 @@ Result cuLibraryUnload(void* /*library*/) { return kSuccess; }
 Result cuLibraryGetKernel(void** kernel, void* /*library*/, const char* name) {
   {
     std::lock_guard<std::mutex> lock(kernels_mutex);
-    Kernels().emplace_back(name);
+    Kernels().emplace_back(name != nullptr ? name : "");
   }
   *kernel = &token_kernel;
   return kSuccess;
@@ -214,7 +213,7 @@ Result cuModuleUnload(void* /*module*/) { return kSuccess; }
 Result cuModuleGetFunction(void** function, void* /*module*/, const char* name) {
   {
     std::lock_guard<std::mutex> lock(kernels_mutex);
-    Kernels().emplace_back(name);
+    Kernels().emplace_back(name != nullptr ? name : "");
   }
   *function = &token_function;
   return kSuccess;
@@ -224,12 +223,32 @@ Result cuModuleGetGlobal_v2(void** pointer, size_t* size, void* /*module*/, cons
   if (size != nullptr) *size = 0;
   return kSuccess;
 }
-Result cuTensorMapEncodeTiled(void* /*map*/) { return kSuccess; }
+// A tensor map describes device memory for a kernel's copies: nothing to describe here.
+Result cuTensorMapEncodeTiled(void* /*map*/, int /*type*/, unsigned /*rank*/, void* /*address*/,
+                              const uint64_t* /*dims*/, const uint64_t* /*strides*/,
+                              const unsigned* /*box*/, const unsigned* /*element_strides*/,
+                              int /*interleave*/, int /*swizzle*/, int /*promotion*/,
+                              int /*fill*/) {
+  return kSuccess;
+}
 
 // Work: refused.
-Result cuLaunchKernel(void* /*function*/) { return kNotSupported; }
-Result cuLaunchKernelEx(const void* /*config*/) { return kNotSupported; }
-Result cuLaunchCooperativeKernel(void* /*function*/) { return kNotSupported; }
+Result cuLaunchKernel(void* /*function*/, unsigned /*grid_x*/, unsigned /*grid_y*/,
+                      unsigned /*grid_z*/, unsigned /*block_x*/, unsigned /*block_y*/,
+                      unsigned /*block_z*/, unsigned /*shared_bytes*/, void* /*stream*/,
+                      void** /*parameters*/, void** /*extra*/) {
+  return kNotSupported;
+}
+Result cuLaunchKernelEx(const void* /*config*/, void* /*function*/, void** /*parameters*/,
+                        void** /*extra*/) {
+  return kNotSupported;
+}
+Result cuLaunchCooperativeKernel(void* /*function*/, unsigned /*grid_x*/, unsigned /*grid_y*/,
+                                 unsigned /*grid_z*/, unsigned /*block_x*/, unsigned /*block_y*/,
+                                 unsigned /*block_z*/, unsigned /*shared_bytes*/, void* /*stream*/,
+                                 void** /*parameters*/) {
+  return kNotSupported;
+}
 Result cuMemcpyDtoH_v2(void* /*destination*/, uint64_t /*source*/, size_t /*size*/) {
   return kNotSupported;
 }
