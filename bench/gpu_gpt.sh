@@ -16,9 +16,11 @@
 # ATTENTION is the job's model attention (MATERIALIZED by default, or FUSED); STORAGE
 # its cuda.storage (FP32 by default, or PARAM_DTYPE with bf16: 16-bit activations);
 # ACTIVATION the GPT's MLP activation on both sides (GELU, nanoGPT's erf form, by default,
-# or GELU_TANH, GPT-2's own, which cuBLASLt's epilogue can fuse into the GEMM).
+# or GELU_TANH, GPT-2's own, which cuBLASLt's epilogue can fuse into the GEMM); BACKWARD
+# FUSED attention's cuda.attention_backward on cuDNN (DETERMINISTIC by default, or ATOMIC:
+# dQ summed with atomic adds, scratch linear in the context).
 #
-# usage: bench/gpu_gpt.sh BUNDLE_DIR [STEPS] [bf16|fp32] [BATCH] [ATTENTION] [STORAGE] [ACTIVATION]
+# usage: bench/gpu_gpt.sh BUNDLE_DIR [STEPS] [bf16|fp32] [BATCH] [ATTENTION] [STORAGE] [ACTIVATION] [BACKWARD]
 set -euo pipefail
 bundle=$(cd "$1" && pwd)
 steps=${2:-30}
@@ -27,6 +29,7 @@ model=${SHARDWISE_GPU_BENCH_MODEL:-gpt2}
 attention=${5:-MATERIALIZED}
 storage=${6:-FP32}
 activation=${7:-GELU}
+backward=${8:-DETERMINISTIC}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 # What each model's report needs: its name, context, PyTorch side, and FLOPs per token
@@ -53,7 +56,7 @@ gpu_tokens "$work/train.bin"
 . "$here/gpu_daemons.sh"
 
 gpu_job "$model" "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batch" "$attention" \
-  "$storage" "$activation"
+  "$storage" "$activation" "$backward"
 # The device memory the worker holds (its CUDA context and the caching allocator's pools),
 # sampled while the job runs: the workers report no measured peak of their own.
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/memory" &
@@ -78,16 +81,17 @@ else
 fi
 
 report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_mib" \
-  "$attention" "$storage" "$model" "$title" "$seq" "$flops_per_token" "$activation" <<'PY'
+  "$attention" "$storage" "$model" "$title" "$seq" "$flops_per_token" "$activation" "$backward" <<'PY'
 import sys
 sps, batch, precision, peak, theirs, peak_mib, attention, storage, model, title = sys.argv[1:11]
 seq, flops_per_token, activation = int(sys.argv[11]), int(sys.argv[12]), sys.argv[13]
+backward = "" if sys.argv[14] == "DETERMINISTIC" else f" ({sys.argv[14].lower()} backward)"
 tokens = float(sps) * int(batch) * seq
 mfu = tokens * flops_per_token / (float(peak) * 1e12)
 lines = [f"{title}, batch {batch} x {seq}, {precision}, one GPU (TF32 off)"
          + (f", {activation} on both sides" if model == "gpt2" else ""), "",
          "| run | tokens/s | MFU | peak memory (PyTorch: max allocated) | Shardwise / this |", "| --- | --- | --- | --- | --- |",
-         f"| Shardwise FULL_SHARD world 1 (NCCL), {attention} attention, {storage} storage | {tokens:.0f} | {mfu:.3f} | {peak_mib or 'n/a'} | 1.00 |"]
+         f"| Shardwise FULL_SHARD world 1 (NCCL), {attention} attention{backward}, {storage} storage | {tokens:.0f} | {mfu:.3f} | {peak_mib or 'n/a'} | 1.00 |"]
 for line in theirs.splitlines():
     name, *rest = line.split()
     if rest[0] == "unavailable":
@@ -106,7 +110,7 @@ echo "$report"
   echo
   echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): $title"
   echo
-  echo "Command: \`$([ "$model" = gpt2 ] && echo bench/gpu_gpt.sh || echo bench/gpu_llama.sh) BUNDLE $steps $precision $batch $attention $storage $activation\`"
+  echo "Command: \`$([ "$model" = gpt2 ] && echo bench/gpu_gpt.sh || echo bench/gpu_llama.sh) BUNDLE $steps $precision $batch $attention $storage $activation $backward\`"
   echo
   echo "$report"
 } >> "$here/RESULTS.md"

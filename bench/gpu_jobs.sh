@@ -6,10 +6,11 @@
 #   llama1b  Llama 3.2 1B's shape (16 layers, 2048 wide, 32 heads on 8 K/V heads of 64,
 #            SwiGLU 8192, vocabulary 128256, tied head, llama3 rotary scaling), context 2048
 #
-# gpu_job MODEL FILE TRAIN_BIN STEPS PRECISION BATCH ATTENTION [STORAGE] [ACTIVATION]: writes
-# the job spec to FILE (PRECISION bf16 or fp32; ATTENTION MATERIALIZED or FUSED; STORAGE
-# FP32, the default, or PARAM_DTYPE: cuda.storage, docs/job-spec.md; ACTIVATION, the GPT's
-# MLP: GELU, nanoGPT's and the default, or GELU_TANH, GPT-2's own).
+# gpu_job MODEL FILE TRAIN_BIN STEPS PRECISION BATCH ATTENTION [STORAGE] [ACTIVATION]
+# [BACKWARD]: writes the job spec to FILE (PRECISION bf16 or fp32; ATTENTION MATERIALIZED or
+# FUSED; STORAGE FP32, the default, or PARAM_DTYPE: cuda.storage, docs/job-spec.md;
+# ACTIVATION, the GPT's MLP: GELU, nanoGPT's and the default, or GELU_TANH, GPT-2's own;
+# BACKWARD, cuda.attention_backward: DETERMINISTIC, the default, or ATOMIC).
 gpu_job() {
   local mixed="" model
   [ "$5" = bf16 ] && mixed="mixed_precision: {param_dtype: BF16}, "
@@ -42,7 +43,8 @@ steps: $4
 loss_read_interval_steps: 10
 world_size: 1
 device: CUDA
-cuda: {collectives: NCCL, storage: STORAGE_${8:-FP32}}
+cuda: {collectives: NCCL, storage: STORAGE_${8:-FP32}$(
+  [ "${10:-DETERMINISTIC}" = DETERMINISTIC ] || echo ", attention_backward: ${10}")}
 YAML
 }
 

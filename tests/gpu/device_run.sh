@@ -21,6 +21,9 @@
 #   gelu     bench/gpu_gpt.sh in BF16, FUSED, 16-bit storage at the batch given, with
 #            GELU_TANH on both sides: GELU in cuBLASLt's epilogue (issue 47) against the
 #            owed phase's GELU run
+#   atomic   bench/gpu_gpt.sh in BF16, FUSED, 16-bit storage with cuda.attention_backward
+#            ATOMIC, at the batch given and at 4x it, against the owed phase's deterministic
+#            runs (issue 48's default backward, by measurement)
 #   busy     bench/gpu_gpt_busy.sh: the fraction of a BF16 step (MATERIALIZED, FP32 storage:
 #            the defaults) the GPU is busy, from CUPTI's trace, Shardwise against PyTorch
 #   profile  bench/gpu_gpt_profile.sh: the BF16 step's GPU time per kernel group (Nsight
@@ -33,9 +36,9 @@
 # as summary-PHASE.txt. GPU_TEST_TIMEOUT (seconds, 120 by default) bounds each test
 # binary's run; a benchmark's job, SHARDWISE_JOB_TIMEOUT (480 by default).
 #
-# usage: tests/gpu/device_run.sh tests|cluster|bench|fp32|fused|storage|llama|owed|gelu|busy|profile|all [STEPS] [BATCH]
+# usage: tests/gpu/device_run.sh tests|cluster|bench|fp32|fused|storage|llama|owed|gelu|atomic|busy|profile|all [STEPS] [BATCH]
 set -uo pipefail
-phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fp32|fused|storage|llama|owed|gelu|busy|profile|all [STEPS] [BATCH]}
+phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fp32|fused|storage|llama|owed|gelu|atomic|busy|profile|all [STEPS] [BATCH]}
 steps=${2:-30}
 batch=${3:-8}
 llama_batch=${3:-4}
@@ -120,15 +123,16 @@ save_appended() {
 # once per "PRECISION BATCH ATTENTION [STORAGE]" argument; the lines it appends to
 # bench/RESULTS.md go to $out too.
 run_gpu_gpt() {
-  local run precision run_batch attention storage activation log rc
+  local run precision run_batch attention storage activation backward log rc
   local model=${SHARDWISE_GPU_BENCH_MODEL:-gpt2}
   for run in "$@"; do
-    read -r precision run_batch attention storage activation <<<"$run"
+    read -r precision run_batch attention storage activation backward <<<"$run"
     storage=${storage:-FP32}
     activation=${activation:-GELU}
-    log="$logs/gpu_${model}_${precision}_${run_batch}_${attention}_${storage}_$activation.log"
+    backward=${backward:-DETERMINISTIC}
+    log="$logs/gpu_${model}_${precision}_${run_batch}_${attention}_${storage}_${activation}_$backward.log"
     "$root/bench/gpu_gpt.sh" "$unpacked/bundle" "$steps" "$precision" "$run_batch" "$attention" \
-      "$storage" "$activation" >"$log" 2>&1
+      "$storage" "$activation" "$backward" >"$log" 2>&1
     rc=$?
     record "gpu_gpt $model $run: rc $rc"
     # The figures, or the failure's own words, in the output that comes back.
@@ -172,6 +176,9 @@ run_owed() {
     "bf16 $batch MATERIALIZED PARAM_DTYPE" "bf16 $((4 * batch)) FUSED PARAM_DTYPE"
 }
 run_gelu() { run_gpu_gpt "bf16 $batch FUSED PARAM_DTYPE GELU_TANH"; }
+run_atomic() {
+  run_gpu_gpt "bf16 $batch FUSED PARAM_DTYPE GELU ATOMIC" "bf16 $((4 * batch)) FUSED PARAM_DTYPE GELU ATOMIC"
+}
 run_llama() {
   export SHARDWISE_GPU_BENCH_MODEL=llama1b
   run_gpu_gpt "bf16 $llama_batch FUSED" "bf16 $llama_batch FUSED PARAM_DTYPE"
@@ -188,6 +195,7 @@ case "$phase" in
   llama) run_llama ;;
   owed) run_owed ;;
   gelu) run_gelu ;;
+  atomic) run_atomic ;;
   busy) run_busy ;;
   profile) run_profile "$@" ;;
   all) run_tests; run_cluster; run_bench; run_fused; run_storage; run_llama ;;
