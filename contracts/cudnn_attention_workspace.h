@@ -35,7 +35,9 @@ constexpr int64_t CudnnAttentionBackwardWorkspaceBytes(int64_t batch, int64_t he
 // without the alignment: Shardwise's FP32 dQ accumulator (4 x batch x heads x T x
 // head_dim bytes), and cuDNN's workspace beside it: on Ampere its own FP32 sums of dQ (as
 // much again; on Hopper none) and, with grouped K/V heads, each query head's K/V
-// gradients (as much again). Linear in the context.
+// gradients (as much again). Linear in the context. On the A100 without grouped K/V
+// heads this is what cuDNN 9.19 takes to the byte (its sums as large as the accumulator),
+// so the bound is tight there by design.
 constexpr int64_t CudnnAttentionAtomicBackwardBytes(int64_t batch, int64_t heads, int64_t kv_heads,
                                                     int64_t seq, int64_t head_dim) {
   const int64_t query_gradient = 4 * batch * heads * seq * head_dim;

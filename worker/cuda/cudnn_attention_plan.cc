@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "contracts/cudnn_attention_workspace.h"
 
 namespace shardwise::cuda {
 namespace {
@@ -260,10 +261,11 @@ int64_t AccumulatorBytes(const AttentionGraph& graph) {
   return 0;
 }
 
-constexpr int64_t kScratchAlignment = 256;
-
+// The accumulator starts at the first 256-byte boundary after cuDNN's workspace (the
+// memory estimate budgets that alignment: contracts/cudnn_attention_workspace.h).
 int64_t AccumulatorOffset(int64_t workspace_bytes) {
-  return (workspace_bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+  return (workspace_bytes + kCudnnWorkspaceAlignmentBytes - 1) / kCudnnWorkspaceAlignmentBytes *
+         kCudnnWorkspaceAlignmentBytes;
 }
 
 }  // namespace
@@ -305,7 +307,8 @@ absl::Status CudnnAttentionPlan::BuildGraph(const PlanTarget& target) {
   return operation_graph_.Finalize("the attention's operation graph");
 }
 
-// The first configuration the heuristics rank that is deterministic and builds.
+// The first configuration the heuristics rank that builds and, for a deterministic graph,
+// is deterministic.
 absl::Status CudnnAttentionPlan::ChoosePlan(const PlanTarget& target) {
   ASSIGN_OR_RETURN(std::vector<BackendDescriptor> configs,
                    Configurations(operation_graph_, target));
@@ -348,10 +351,11 @@ absl::Status CudnnAttentionPlan::Refusal(size_t configurations, int nondetermini
                                          int failed, const absl::Status& last_failure) const {
   const std::array<int64_t, 4>& q = graph_.tensors.front().dims;
   return absl::UnimplementedError(absl::StrCat(
-      "cuDNN offers no deterministic engine that builds for this attention graph (",
-      graph_.ops.size(), " operations, q ", q[0], "x", q[1], "x", q[2], "x", q[3],
-      "): ", configurations, " configurations, ", nondeterministic, " nondeterministic, ", unread,
-      " whose numerical notes could not be read, ", failed, " whose plan did not build",
+      "cuDNN offers no ", graph_.deterministic ? "deterministic " : "",
+      "engine that builds for this attention graph (", graph_.ops.size(), " operations, q ", q[0],
+      "x", q[1], "x", q[2], "x", q[3], "): ", configurations, " configurations, ", nondeterministic,
+      " nondeterministic, ", unread, " whose numerical notes could not be read, ", failed,
+      " whose plan did not build",
       last_failure.ok() ? "" : "; the last failure: ", last_failure.message()));
 }
 

@@ -137,6 +137,8 @@ TEST_P(CudnnAttentionTest, EqualsTheCpusAttentionAndRepeatsBitForBit) {
 // The atomic backward (cuda.attention_backward ATOMIC): the same values within BF16's
 // tolerance; its dq's last bits may differ from run to run, so no repeat is asked.
 TEST_P(CudnnAttentionTest, TheAtomicBackwardEqualsTheCpusAttention) {
+  // Before 9.6 the caller clears the accumulator (cudnn_requirements.h refuses those).
+  if (cudnnGetVersion() < 90600) GTEST_SKIP() << "the atomic backward needs cuDNN 9.6";
   RunAndCompare(AttentionBackwardKind::kAtomic);
 }
 
