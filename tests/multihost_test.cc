@@ -35,7 +35,7 @@ class Network {
   // goes away asynchronously, so names are never reused.
   Network()
       : id_(absl::StrCat(getpid() % 10000, "x", instances_)),
-        subnet_(absl::StrCat("10.77.", (getpid() + 37 * instances_++) % 200 + 20)) {
+        subnet_(FreeSubnet(getpid() + 37 * instances_++)) {
     bridge_ = absl::StrCat("swb", id_);
     ok_ = Sh(absl::StrCat("ip link add ", bridge_, " type bridge")) &&
           Sh(absl::StrCat("ip addr add ", subnet_, ".254/24 dev ", bridge_)) &&
@@ -46,6 +46,17 @@ class Network {
     Sh("ip link del " + bridge_);
   }
   bool ok() const { return ok_; }
+
+  // A 10.77.N subnet no interface of this machine routes yet, trying N from `start`: the
+  // bridge of a run that was killed before its teardown keeps its subnet, and a host of
+  // that network would answer for this one's (a refused connection, not this test's).
+  static std::string FreeSubnet(int start) {
+    for (int k = 0; k < 200; ++k) {
+      const std::string subnet = absl::StrCat("10.77.", (start + k) % 200 + 20);
+      if (!Sh(absl::StrCat("ip route show ", subnet, ".0/24 | grep -q ."))) return subnet;
+    }
+    return absl::StrCat("10.77.", start % 200 + 20);  // 200 left behind: share one
+  }
 
   // Adds host `name`; returns its address.
   std::string AddHost(const std::string& name) {
