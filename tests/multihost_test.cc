@@ -52,7 +52,7 @@ class Network {
   // that network would answer for this one's (a refused connection, not this test's).
   static std::string FreeSubnet(int start) {
     for (int k = 0; k < 200; ++k) {
-      const std::string subnet = absl::StrCat("10.77.", (start + k) % 200 + 20);
+      std::string subnet = absl::StrCat("10.77.", (start + k) % 200 + 20);
       if (!Sh(absl::StrCat("ip route show ", subnet, ".0/24 | grep -q ."))) return subnet;
     }
     return absl::StrCat("10.77.", start % 200 + 20);  // 200 left behind: share one
