@@ -374,11 +374,10 @@ absl::Status CudnnAttentionPlan::Execute(cudnnHandle_t handle, Allocator* alloca
   char* block = scratch > 0 ? static_cast<char*>(allocator->Allocate(static_cast<size_t>(scratch),
                                                                      MemoryCategory::kActivations))
                             : nullptr;
-  AttentionPointers bound = pointers;
-  if (accumulator_bytes_ > 0) {
-    bound[AttentionBuffer::kDqAccumulator] = block + AccumulatorOffset(workspace_bytes_);
-  }
-  const absl::Status status = Run(handle, bound, workspace_bytes_ > 0 ? block : nullptr);
+  void* accumulator =
+      accumulator_bytes_ > 0 ? block + AccumulatorOffset(workspace_bytes_) : nullptr;
+  const absl::Status status =
+      Run(handle, pointers, workspace_bytes_ > 0 ? block : nullptr, accumulator);
   // The caching allocator's pools are per stream: the block is reused only by work enqueued
   // after this call's, on the same stream.
   if (block != nullptr) {
@@ -388,19 +387,23 @@ absl::Status CudnnAttentionPlan::Execute(cudnnHandle_t handle, Allocator* alloca
 }
 
 absl::Status CudnnAttentionPlan::Run(cudnnHandle_t handle, const AttentionPointers& pointers,
-                                     void* workspace) {
+                                     void* workspace, void* accumulator) {
   std::vector<int64_t> uids;
   std::vector<void*> data;
   for (GraphTensor& tensor : graph_.tensors) {
     if (tensor.is_virtual) continue;
     void* at = &tensor.value;  // a scalar by value: its host value
     if (!tensor.by_value) {
-      const auto it = pointers.find(tensor.buffer);
-      if (it == pointers.end() || it->second == nullptr) {
+      void* buffer = accumulator;
+      if (tensor.buffer != AttentionBuffer::kDqAccumulator) {
+        const auto it = pointers.find(tensor.buffer);
+        buffer = it != pointers.end() ? it->second : nullptr;
+      }
+      if (buffer == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat("cuDNN attention: no pointer for buffer ",
                                                        AttentionBufferName(tensor.buffer)));
       }
-      at = static_cast<char*>(it->second) + tensor.offset * ElementBytes(tensor.type);
+      at = static_cast<char*>(buffer) + tensor.offset * ElementBytes(tensor.type);
     }
     uids.push_back(tensor.uid);
     data.push_back(at);

@@ -58,8 +58,10 @@ class CudnnAttentionPlan {
   CudnnAttentionPlan() = default;
   absl::Status BuildGraph(const PlanTarget& target);
   absl::Status ChoosePlan(const PlanTarget& target);
-  // Binds the graph's tensors to `pointers` and enqueues the plan.
-  absl::Status Run(cudnnHandle_t handle, const AttentionPointers& pointers, void* workspace);
+  // Binds the graph's tensors to `pointers` (the dQ accumulator to `accumulator`, the
+  // plan's own) and enqueues the plan.
+  absl::Status Run(cudnnHandle_t handle, const AttentionPointers& pointers, void* workspace,
+                   void* accumulator);
   absl::Status Refusal(size_t configurations, int nondeterministic, int unread, int failed,
                        const absl::Status& last_failure) const;
 

@@ -62,15 +62,6 @@ class FakeDriver {
   size_t (*kernels_)(char*, size_t) = nullptr;
 };
 
-AttentionLayout Layout(AttentionLayout::Kind kind, int64_t batch, int64_t seq, int64_t heads,
-                       int64_t kv_heads, int64_t head_dim) {
-  AttentionLayout layout;
-  layout.kind = kind;
-  layout.batch = batch, layout.seq = seq, layout.heads = heads, layout.kv_heads = kv_heads;
-  layout.head_dim = head_dim;
-  return layout;
-}
-
 struct Case {
   std::string name;
   GpuProperties gpu;
@@ -79,14 +70,13 @@ struct Case {
 };
 
 std::vector<Case> Cases() {
-  using Kind = AttentionLayout::Kind;
   const std::vector<std::pair<std::string, AttentionLayout>> layouts = {
       // GPT-2 124M at the benchmark's batch; a context cuDNN's tiles do not divide.
-      {"Gpt2", Layout(Kind::kPackedQkv, 8, 1024, 12, 12, 64)},
-      {"GptContext1000", Layout(Kind::kPackedQkv, 4, 1000, 12, 12, 64)},
+      {"Gpt2", AttentionLayout::Packed({8, 1024, 12, 64})},
+      {"GptContext1000", AttentionLayout::Packed({4, 1000, 12, 64})},
       // Llama 3.2 1B's and Llama 3 8B's attention: 32 query heads on 8 K/V heads.
-      {"Llama1B", Layout(Kind::kSeparate, 2, 2048, 32, 8, 64)},
-      {"Llama8B", Layout(Kind::kSeparate, 1, 2048, 32, 8, 128)},
+      {"Llama1B", AttentionLayout::Separate({2, 2048, 32, 64}, 8)},
+      {"Llama8B", AttentionLayout::Separate({1, 2048, 32, 128}, 8)},
   };
   std::vector<Case> cases;
   for (const GpuProperties& gpu : {H100Sxm(), H200Sxm(), A100Sxm()}) {
@@ -213,7 +203,7 @@ TEST(CudnnRequirements, HeadSizesAreCudnnsOwn) {
     const CudnnFacts facts{static_cast<int64_t>(cudnnGetVersion()), gpu.compute_capability};
     for (int64_t head_dim : {8, 16, 40, 64, 72, 96, 100, 128, 136, 192, 256, 264}) {
       const AttentionLayout layout =
-          Layout(AttentionLayout::Kind::kSeparate, 2, 256, 8, 2, head_dim);
+          AttentionLayout::Separate({2, 256, 8, head_dim}, /*kv_heads=*/2);
       const bool accepted = CheckCudnnAttention(facts, layout, GraphType::kBFloat16).ok();
       const PlanTarget target{nullptr, &*device};
       const absl::Status forward =
@@ -231,8 +221,8 @@ TEST(CudnnRequirements, HeadSizesAreCudnnsOwn) {
 
 // Neither a handle nor a description, or both: refused before cuDNN is asked anything.
 TEST(CudnnAttentionPlan, NeedsExactlyOneTarget) {
-  const AttentionGraph graph = AttentionForwardGraph(
-      Layout(AttentionLayout::Kind::kPackedQkv, 1, 128, 1, 1, 64), GraphType::kBFloat16);
+  const AttentionGraph graph =
+      AttentionForwardGraph(AttentionLayout::Packed({1, 128, 1, 64}), GraphType::kBFloat16);
   EXPECT_EQ(CudnnAttentionPlan::Build(graph, PlanTarget{}).status().code(),
             absl::StatusCode::kInvalidArgument);
   SKIP_BEFORE_DEVICELESS_PLANNING();
