@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -22,8 +23,15 @@ class CudaRankDevice final : public RankDevice {
     if (watcher_.joinable()) watcher_.join();
   }
 
+  // Every communicator at once, each on a thread of its own: ncclCommAbort may wait for
+  // its communicator's work on the device, which may wait (through a stream) for another
+  // communicator's collective that only that one's abort ends.
   void AbortCollectives(const std::string& reason) override {
-    for (NcclCommunicator* comm : nccl_) comm->Abort(reason);
+    std::vector<std::thread> aborts;
+    for (NcclCommunicator* comm : nccl_) {
+      aborts.emplace_back([comm, &reason] { comm->Abort(reason); });
+    }
+    for (std::thread& abort : aborts) abort.join();
   }
 
   // Aborts every NCCL communicator once `abort` is set (polled: the attempt's flag).
@@ -39,6 +47,9 @@ class CudaRankDevice final : public RankDevice {
     });
   }
 
+  // Views of the NCCL communicators among `owned`, destroyed before them: nothing may
+  // abort through it then (the watcher is joined first, and a communicator's own
+  // destruction reports no failure, NcclOptions::on_failure).
   std::vector<NcclCommunicator*> nccl_;
 
  private:
@@ -77,6 +88,10 @@ absl::StatusOr<Communicator*> Connect(const RankDeviceRequest& request,
   // a result on the host wait for it (Communicator::WaitForCollectives).
   options.stream_ordered = true;
   options.synchronous = device.synchronous();
+  options.on_failure = [rank = &out, name = group.name](const absl::Status& why) {
+    rank->AbortCollectives(
+        absl::StrCat("the rank's communicator of group ", name, " failed: ", why.message()));
+  };
   ASSIGN_OR_RETURN(
       std::unique_ptr<NcclCommunicator> comm,
       NcclCommunicator::Connect(*request.store, absl::StrCat(group.name, "/nccl"),

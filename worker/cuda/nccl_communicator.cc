@@ -28,13 +28,14 @@ ncclDataType_t NcclType(ScalarType type) {
   return ncclFloat32;
 }
 
-// Waits, polling, until the non-blocking `comm` has finished its last call; the result is
-// that call's (or an error's).
-ncclResult_t PollAsync(ncclComm_t comm, absl::Time deadline, absl::Duration poll, bool* timed_out) {
+// Waits, polling, until a non-blocking communicator has finished its last call; the
+// result is that call's (or an error's). `query` is ncclCommGetAsyncError on it.
+template <typename Query>
+ncclResult_t PollAsync(Query&& query, absl::Time deadline, absl::Duration poll, bool* timed_out) {
   *timed_out = false;
   for (;;) {
     ncclResult_t state = ncclSuccess;
-    const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
+    const ncclResult_t queried = query(&state);
     if (queried != ncclSuccess) return queried;
     if (state != ncclInProgress) return state;
     if (absl::Now() > deadline) {
@@ -73,7 +74,12 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
   ncclUniqueId id;
   if (rank == 0) {
     RETURN_IF_ERROR(NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"));
-    store.set(key, std::vector<char>(id.internal, id.internal + sizeof(id.internal)));
+    try {
+      store.set(key, std::vector<char>(id.internal, id.internal + sizeof(id.internal)));
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("NCCL group '", name, "': publishing the unique id: ", e.what()));
+    }
   } else {
     try {
       store.wait({key});
@@ -98,11 +104,13 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
   ncclComm_t comm = nullptr;
   const ncclResult_t started = ncclCommInitRankConfig(&comm, size, id, rank, &config);
   if (started != ncclSuccess && started != ncclInProgress) {
+    if (comm != nullptr) ncclCommAbort(comm);
     return NcclStatus(started, "ncclCommInitRankConfig");
   }
   bool timed_out = false;
   const ncclResult_t ready =
-      PollAsync(comm, absl::Now() + options.timeout, options.poll_interval, &timed_out);
+      PollAsync([comm](ncclResult_t* state) { return ncclCommGetAsyncError(comm, state); },
+                absl::Now() + options.timeout, options.poll_interval, &timed_out);
   if (ready != ncclSuccess) {
     ncclCommAbort(comm);
     if (timed_out) {
@@ -122,26 +130,30 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
 
 NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int size, cudaStream_t stream,
                                    const NcclOptions& options)
-    : comm_(comm), rank_(rank), size_(size), stream_(stream), options_(options) {}
+    : handle_(comm, options.abort_function),
+      rank_(rank),
+      size_(size),
+      stream_(stream),
+      options_(options) {}
 
 NcclCommunicator::~NcclCommunicator() {
-  // comm_ is null once aborted. A healthy communicator is finalized (which flushes its
-  // work) and destroyed; one whose finalization fails or outlasts the timeout, or whose
-  // job was aborted, is aborted.
-  if (comm_ != nullptr) {
-    ncclResult_t result = ncclInternalError;
-    if (!abort_requested_.load()) {
-      result = ncclCommFinalize(comm_);
-      bool timed_out = false;
-      if (result == ncclSuccess || result == ncclInProgress) {
-        result =
-            PollAsync(comm_, absl::Now() + options_.timeout, options_.poll_interval, &timed_out);
-      }
+  // A healthy communicator is finalized (which flushes its work) and destroyed; one whose
+  // finalization fails or outlasts the timeout, or whose job was aborted, is aborted.
+  if (!handle_.aborted()) {
+    ncclResult_t result = handle_.Call([](ncclComm_t comm) { return ncclCommFinalize(comm); });
+    bool timed_out = false;
+    if (result == ncclSuccess || result == ncclInProgress) {
+      result = PollAsync(
+          [this](ncclResult_t* state) {
+            return handle_.Call(
+                [state](ncclComm_t comm) { return ncclCommGetAsyncError(comm, state); });
+          },
+          absl::Now() + options_.timeout, options_.poll_interval, &timed_out);
     }
     if (result == ncclSuccess) {
-      ncclCommDestroy(comm_);
+      if (ncclComm_t comm = handle_.Release(); comm != nullptr) ncclCommDestroy(comm);
     } else {
-      ncclCommAbort(comm_);
+      handle_.Abort();
     }
   }
   RecycleEvents();
@@ -156,39 +168,53 @@ void NcclCommunicator::Abort(const std::string& reason) {
     if (abort_reason_.empty()) abort_reason_ = reason;
   }
   abort_requested_.store(true);
+  // Now, on this thread: the owner may be blocked where it polls nothing (nccl_handle.h).
+  handle_.Abort();
 }
 
-absl::Status NcclCommunicator::AbortLocked(absl::Status why) {
-  if (failed_.ok()) {
-    ncclCommAbort(comm_);
-    comm_ = nullptr;
-    RecycleEvents();  // nothing is waited for on an aborted communicator
-    failed_ = why;
+absl::Status NcclCommunicator::AbortedStatus(const char* what) {
+  std::string reason;
+  {
+    absl::MutexLock lock(&mu_);
+    reason = abort_reason_;
   }
+  return absl::AbortedError(
+      absl::StrCat(what, " aborted: ", reason, "; the NCCL communicator was aborted"));
+}
+
+absl::Status NcclCommunicator::AbortWith(absl::Status why) {
+  if (!failed_.ok()) return failed_;
+  failed_ = why;
+  // A failure of its own ends the rank's other communicators too, all at once with this
+  // one: a thread of the rank may be blocked on a stream that waits for one of their
+  // collectives, which its peers will never finish now, and this one's abort may wait
+  // for work queued behind such a collective.
+  if (!abort_requested_.load() && options_.on_failure) options_.on_failure(failed_);
+  handle_.Abort();  // done by on_failure already, if it was set
+  RecycleEvents();  // nothing is waited for on an aborted communicator
   return failed_;
 }
 
+absl::Status NcclCommunicator::CallFailed(ncclResult_t result, const char* what) {
+  // A call refused because another thread aborted the communicator names that abort.
+  if (abort_requested_.load()) return AbortWith(AbortedStatus(what));
+  return AbortWith(NcclStatus(result, what));
+}
+
 absl::StatusOr<bool> NcclCommunicator::StillLaunching(const char* what) {
-  if (abort_requested_.load()) {
-    std::string reason;
-    {
-      absl::MutexLock lock(&mu_);
-      reason = abort_reason_;
-    }
-    return AbortLocked(absl::AbortedError(
-        absl::StrCat(what, " aborted: ", reason, "; the NCCL communicator was aborted")));
-  }
+  if (abort_requested_.load()) return AbortWith(AbortedStatus(what));
   // NCCL's asynchronous error on every poll, not only until the call is enqueued: a peer
   // lost while the collective's kernel runs is reported here, not at the deadline.
   ncclResult_t state = ncclSuccess;
-  const ncclResult_t queried = ncclCommGetAsyncError(comm_, &state);
-  if (queried != ncclSuccess) state = queried;
-  if (state != ncclSuccess && state != ncclInProgress) return AbortLocked(NcclStatus(state, what));
+  const ncclResult_t queried =
+      handle_.Call([&state](ncclComm_t comm) { return ncclCommGetAsyncError(comm, &state); });
+  if (queried != ncclSuccess) return CallFailed(queried, what);
+  if (state != ncclSuccess && state != ncclInProgress) return AbortWith(NcclStatus(state, what));
   return state == ncclInProgress;
 }
 
 absl::Status NcclCommunicator::Overdue(const char* what) {
-  return AbortLocked(absl::DeadlineExceededError(
+  return AbortWith(absl::DeadlineExceededError(
       absl::StrCat(what, " on rank ", rank_, " of ", size_, " did not finish in ",
                    absl::FormatDuration(options_.timeout), "; the NCCL communicator was aborted")));
 }
@@ -201,13 +227,17 @@ absl::Status NcclCommunicator::WaitEnqueued(const char* what, absl::Time called)
     if (absl::Now() > deadline) return Overdue(what);
     absl::SleepFor(options_.poll_interval);
   }
-  ASSIGN_OR_RETURN(cudaEvent_t done, TakeEvent());
+  absl::StatusOr<cudaEvent_t> taken = TakeEvent();
+  // The collective is enqueued but, without an event, cannot be watched: aborted, so no
+  // kernel of it goes on reading buffers its caller frees on this error.
+  if (!taken.ok()) return AbortWith(taken.status());
+  cudaEvent_t done = *taken;
   const cudaError_t recorded = cudaEventRecord(done, stream_);
   if (recorded != cudaSuccess) {
     spare_events_.push_back(done);
     // The collective is enqueued but cannot be watched: aborted, so no kernel of it goes
     // on reading buffers its caller frees on this error.
-    return AbortLocked(CudaStatus(recorded, "cudaEventRecord"));
+    return AbortWith(CudaStatus(recorded, "cudaEventRecord"));
   }
   pending_.push_back({done, called, what});
   return absl::OkStatus();
@@ -242,7 +272,10 @@ absl::StatusOr<bool> NcclCommunicator::CollectivesCompleted() {
       if (absl::Now() > oldest.called + options_.timeout) return Overdue(oldest.what);
       return false;
     }
-    if (finished != cudaSuccess) return AbortLocked(CudaStatus(finished, oldest.what));
+    if (finished != cudaSuccess) return AbortWith(CudaStatus(finished, oldest.what));
+    // Aborted from another thread, a collective's kernel stops early and its event
+    // passes: not a result. (The flag is set before ncclCommAbort starts.)
+    if (abort_requested_.load()) return AbortWith(AbortedStatus(oldest.what));
     spare_events_.push_back(oldest.done);
     pending_.pop_front();
   }
@@ -273,9 +306,7 @@ absl::Status NcclCommunicator::OrderCallerAfter() {
 
 absl::Status NcclCommunicator::Finish(ncclResult_t result, const char* what) {
   const absl::Time called = absl::Now();
-  if (result != ncclSuccess && result != ncclInProgress) {
-    return AbortLocked(NcclStatus(result, what));
-  }
+  if (result != ncclSuccess && result != ncclInProgress) return CallFailed(result, what);
   if (grouping_) return absl::OkStatus();
   RETURN_IF_ERROR(WaitEnqueued(what, called));
   const bool may_return_enqueued = options_.stream_ordered && !options_.synchronous;
@@ -284,7 +315,12 @@ absl::Status NcclCommunicator::Finish(ncclResult_t result, const char* what) {
 
 absl::Status NcclCommunicator::BeginGroup() {
   RETURN_IF_ERROR(failed_);
-  RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart"));
+  handle_.GroupOpened();
+  const ncclResult_t started = ncclGroupStart();
+  if (started != ncclSuccess) {
+    handle_.GroupClosed();
+    return NcclStatus(started, "ncclGroupStart");
+  }
   grouping_ = true;
   return absl::OkStatus();
 }
@@ -294,6 +330,7 @@ absl::Status NcclCommunicator::EndGroup() {
   // Ended even after a failure inside it: a group left open on this thread would defer
   // every later NCCL call of the thread, on any communicator, until it hung.
   const ncclResult_t ended = ncclGroupEnd();
+  handle_.GroupClosed();  // an abort asked for during the group happens now
   RETURN_IF_ERROR(failed_);
   return Finish(ended, "grouped collectives");
 }
@@ -302,36 +339,45 @@ absl::Status NcclCommunicator::AllGather(const void* shard, size_t shard_numel, 
                                          ScalarType type) {
   RETURN_IF_ERROR(FollowCaller());
   stats_.all_gather_bytes += static_cast<int64_t>(shard_numel * size_ * ElementSize(type));
-  return Finish(ncclAllGather(shard, out, shard_numel, NcclType(type), comm_, stream_),
-                "all-gather");
+  const ncclResult_t result = handle_.Call([&](ncclComm_t comm) {
+    return ncclAllGather(shard, out, shard_numel, NcclType(type), comm, stream_);
+  });
+  return Finish(result, "all-gather");
 }
 
 absl::Status NcclCommunicator::ReduceScatter(void* in, size_t shard_numel, void* shard,
                                              ScalarType type) {
   RETURN_IF_ERROR(FollowCaller());
   stats_.reduce_scatter_bytes += static_cast<int64_t>(shard_numel * size_ * ElementSize(type));
-  return Finish(ncclReduceScatter(in, shard, shard_numel, NcclType(type), ncclSum, comm_, stream_),
-                "reduce-scatter");
+  const ncclResult_t result = handle_.Call([&](ncclComm_t comm) {
+    return ncclReduceScatter(in, shard, shard_numel, NcclType(type), ncclSum, comm, stream_);
+  });
+  return Finish(result, "reduce-scatter");
 }
 
 absl::Status NcclCommunicator::AllReduce(void* data, size_t numel, ScalarType type) {
   RETURN_IF_ERROR(FollowCaller());
   stats_.all_reduce_bytes += static_cast<int64_t>(numel * ElementSize(type));
-  return Finish(ncclAllReduce(data, data, numel, NcclType(type), ncclSum, comm_, stream_),
-                "all-reduce");
+  const ncclResult_t result = handle_.Call([&](ncclComm_t comm) {
+    return ncclAllReduce(data, data, numel, NcclType(type), ncclSum, comm, stream_);
+  });
+  return Finish(result, "all-reduce");
 }
 
 absl::Status NcclCommunicator::Broadcast(void* data, size_t numel, int root, ScalarType type) {
   RETURN_IF_ERROR(FollowCaller());
-  return Finish(ncclBroadcast(data, data, numel, NcclType(type), root, comm_, stream_),
-                "broadcast");
+  const ncclResult_t result = handle_.Call([&](ncclComm_t comm) {
+    return ncclBroadcast(data, data, numel, NcclType(type), root, comm, stream_);
+  });
+  return Finish(result, "broadcast");
 }
 
 absl::Status NcclCommunicator::Barrier() {
   RETURN_IF_ERROR(FollowCaller());
-  RETURN_IF_ERROR(
-      Finish(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_, stream_),
-             "barrier"));
+  const ncclResult_t result = handle_.Call([this](ncclComm_t comm) {
+    return ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm, stream_);
+  });
+  RETURN_IF_ERROR(Finish(result, "barrier"));
   return WaitForCompletion();
 }
 

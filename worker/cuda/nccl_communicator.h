@@ -5,13 +5,16 @@
 // buffers, enqueued on one stream (the caller's communication stream).
 //
 // Hangs and errors are caught by a watchdog in every wait: the communicator is created in
-// NCCL's non-blocking mode, so no NCCL call blocks the thread, and each collective's
+// NCCL's non-blocking mode, so no NCCL call blocks the thread (but for one that meets
+// another thread's ncclCommAbort in progress: it waits for it), and each collective's
 // completion is polled together with ncclCommGetAsyncError, the deadline and the abort
-// flag. On a peer's failure, a collective that runs past `timeout`, or Abort() (from any
-// thread: the worker aborting its job), the communicator is aborted with ncclCommAbort,
-// which also stops its kernels on the GPU, and the collective returns an error naming
-// what it was. A worker therefore never stays stuck in NCCL after its job ended.
-// Every later collective fails with the same error.
+// flag. On a peer's failure or a collective that runs past `timeout`, the communicator is
+// aborted with ncclCommAbort, which also stops its kernels on the GPU, the collective
+// returns an error naming what it was, and NcclOptions::on_failure ends the rank's other
+// communicators. Abort() (from any thread: the worker aborting its job) calls
+// ncclCommAbort at once, on its own thread (nccl_handle.h), so it also ends a hang whose
+// owner is blocked where it polls nothing. A worker therefore never stays stuck in NCCL
+// after its job ended. Every later collective fails with the same error.
 //
 // The NCCL unique id travels through the job's rendezvous store (the coordinator's, in
 // the daemon): rank 0 creates it, the others read it.
@@ -33,6 +36,7 @@
 #include "absl/time/time.h"
 #include "gloo/rendezvous/store.h"
 #include "worker/comm/communicator.h"
+#include "worker/cuda/nccl_handle.h"
 #include "worker/cuda/nccl_launch_plan.h"
 
 namespace shardwise::cuda {
@@ -58,6 +62,11 @@ struct NcclOptions {
   // Synchronous mode (CudaDeviceOptions::synchronous): every collective returns once it
   // completed, stream_ordered or not.
   bool synchronous = false;
+  // Told, once, when the communicator aborts itself on an error of its own (not on
+  // Abort()): the rank aborts all its communicators, this one with them.
+  std::function<void(const absl::Status&)> on_failure;
+  // ncclCommAbort but in tests.
+  NcclHandle::AbortFunction abort_function = &ncclCommAbort;
 };
 
 // The launch plan for the NCCL this process loaded (nccl_launch_plan.h), decided once:
@@ -107,8 +116,9 @@ class NcclCommunicator final : public Communicator {
     return status.ok() ? ended : status;
   }
 
-  // Aborts the communicator from any thread: the collective in flight, if any, and every
-  // later one returns ABORTED with `reason`.
+  // Aborts the communicator from any thread, with ncclCommAbort on the calling thread:
+  // the owner's wait for a collective in flight, if any, and every later collective
+  // returns ABORTED with `reason`.
   void Abort(const std::string& reason);
 
  private:
@@ -125,12 +135,16 @@ class NcclCommunicator final : public Communicator {
   // NCCL still works on its last call.
   absl::StatusOr<bool> StillLaunching(const char* what);
   absl::Status Overdue(const char* what);
+  // The error of an NCCL call that failed (or was refused: the communicator was aborted
+  // by another thread), the communicator aborted.
+  absl::Status CallFailed(ncclResult_t result, const char* what);
+  absl::Status AbortedStatus(const char* what);
   // Checks the result of an NCCL call, then waits unless a group is open (only until it
   // is enqueued, when stream-ordered).
   absl::Status Finish(ncclResult_t result, const char* what);
-  absl::Status AbortLocked(absl::Status why);
+  absl::Status AbortWith(absl::Status why);
 
-  ncclComm_t comm_;
+  NcclHandle handle_;
   const int rank_, size_;
   const cudaStream_t stream_;
   const NcclOptions options_;

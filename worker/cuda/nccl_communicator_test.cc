@@ -208,15 +208,53 @@ TEST_F(NcclCommunicatorTest, AnAbortReachesTheWaitForAStreamOrderedCollective) {
   StreamGate gate;
   ASSERT_EQ(gate.Hold(stream_.get()), cudaSuccess);
   ASSERT_TRUE((*comm)->AllGather(in.get(), 64, out.get()).ok());
+  // The abort (ncclCommAbort, on the aborting thread) may wait for the collective queued
+  // behind the gate: the gate opens meanwhile.
   std::thread aborter([&] { (*comm)->Abort("job job-9 was cancelled"); });
-  aborter.join();
   gate.open.Notify();
+  aborter.join();
   const absl::Status waited = (*comm)->WaitForCompletion();
   EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
   EXPECT_NE(waited.message().find("job job-9 was cancelled"), std::string::npos) << waited;
   EXPECT_EQ((*comm)->WaitForCompletion().code(), absl::StatusCode::kAborted);  // sticky
   EXPECT_EQ((*comm)->AllGather(in.get(), 64, out.get()).code(), absl::StatusCode::kAborted);
   EXPECT_EQ(cudaStreamSynchronize(stream_.get()), cudaSuccess);
+}
+
+// The owner blocked where it polls nothing (a stream synchronisation, as behind a
+// collective whose peer is gone): the abort runs ncclCommAbort on the aborting thread at
+// once, not at the owner's next poll. Here the stream's gate opens only from the abort
+// (or after 30 s), so an abort that waited for the owner leaves the gate to time out.
+StreamGate* abort_gate = nullptr;
+std::thread::id aborted_on;
+
+ncclResult_t AbortOpeningTheGate(ncclComm_t comm) {
+  aborted_on = std::this_thread::get_id();
+  abort_gate->open.Notify();
+  return ncclCommAbort(comm);
+}
+
+TEST_F(NcclCommunicatorTest, AnAbortDoesNotWaitForTheOwnerToPoll) {
+  NcclOptions options;
+  options.stream_ordered = true;
+  options.abort_function = &AbortOpeningTheGate;
+  auto comm = NcclCommunicator::Connect(store_, "abort-now", 0, 1, stream_.get(), options);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  DeviceVector<float> in(std::vector<float>(64, 1.0f)), out(64);
+  StreamGate gate;
+  abort_gate = &gate;
+  ASSERT_EQ(gate.Hold(stream_.get()), cudaSuccess);
+  ASSERT_TRUE((*comm)->AllGather(in.get(), 64, out.get()).ok());
+  std::thread aborter([&] { (*comm)->Abort("job job-11 was cancelled"); });
+  const std::thread::id aborter_id = aborter.get_id();
+  EXPECT_EQ(cudaStreamSynchronize(stream_.get()), cudaSuccess);  // the owner, blocked
+  aborter.join();
+  EXPECT_TRUE(gate.opened_in_time) << "the abort waited for the owner to poll";
+  EXPECT_EQ(aborted_on, aborter_id);
+  const absl::Status waited = (*comm)->WaitForCompletion();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
+  EXPECT_NE(waited.message().find("job job-11 was cancelled"), std::string::npos) << waited;
+  abort_gate = nullptr;
 }
 
 TEST_F(NcclCommunicatorTest, RejectsARankOutsideTheGroup) {
