@@ -14,6 +14,7 @@ absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(
     cudaStream_t stream, Allocator* allocator, AttentionBackwardKind backward) {
   const auto version = static_cast<int64_t>(cudnnGetVersion());
   RETURN_IF_ERROR(CheckCudnnVersion(version));
+  RETURN_IF_ERROR(CheckCudnnBackwardKind(version, backward));
   cudnnHandle_t handle = nullptr;
   RETURN_IF_ERROR(CudnnStatus(cudnnCreate(&handle), "cudnnCreate"));
   std::unique_ptr<CudnnAttention> attention(

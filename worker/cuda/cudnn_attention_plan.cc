@@ -1,6 +1,7 @@
 #include "worker/cuda/cudnn_attention_plan.h"
 
 #include <array>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -10,6 +11,10 @@
 
 namespace shardwise::cuda {
 namespace {
+
+// Every tensor is declared to cuDNN as aligned to 16 bytes (its vectorised loads); Run
+// refuses a pointer that is not, rather than let a kernel fault or read the wrong bytes.
+constexpr int64_t kTensorAlignmentBytes = 16;
 
 cudnnDataType_t DataType(GraphType type) {
   switch (type) {
@@ -68,7 +73,7 @@ cudnnPointwiseMode_t PointwiseModeOf(PointwiseMode mode) {
 absl::StatusOr<BackendDescriptor> TensorDescriptor(const GraphTensor& tensor) {
   ASSIGN_OR_RETURN(BackendDescriptor d, BackendDescriptor::Make(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
   const cudnnDataType_t type = DataType(tensor.type);
-  const int64_t alignment = 16;
+  const int64_t alignment = kTensorAlignmentBytes;
   const bool is_virtual = tensor.is_virtual;
   const bool by_value = tensor.by_value;
   RETURN_IF_ERROR(d.Set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
@@ -333,8 +338,14 @@ absl::Status CudnnAttentionPlan::ChoosePlan(const PlanTarget& target) {
       last_failure = plan.status();
       continue;
     }
-    ASSIGN_OR_RETURN(workspace_bytes_, plan->GetInt64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                      "an execution plan's workspace"));
+    absl::StatusOr<int64_t> workspace =
+        plan->GetInt64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, "an execution plan's workspace");
+    if (!workspace.ok()) {
+      ++failed_plans;
+      last_failure = workspace.status();
+      continue;
+    }
+    workspace_bytes_ = *workspace;
     // Only for the log: a plan that built runs whether or not cuDNN says which engine.
     engine_ =
         engine->GetInt64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, "an engine's global index").value_or(-1);
@@ -404,6 +415,12 @@ absl::Status CudnnAttentionPlan::Run(cudnnHandle_t handle, const AttentionPointe
                                                        AttentionBufferName(tensor.buffer)));
       }
       at = static_cast<char*>(buffer) + tensor.offset * ElementBytes(tensor.type);
+      if (reinterpret_cast<uintptr_t>(at) % kTensorAlignmentBytes != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("cuDNN attention: buffer ", AttentionBufferName(tensor.buffer), " at ",
+                         absl::Hex(reinterpret_cast<uintptr_t>(at)), " is not aligned to ",
+                         kTensorAlignmentBytes, " bytes"));
+      }
     }
     uids.push_back(tensor.uid);
     data.push_back(at);

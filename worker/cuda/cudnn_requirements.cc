@@ -48,6 +48,15 @@ AttentionBackwardKind BackwardKindOf(v1::CudaOptions::AttentionBackward option) 
                                            : AttentionBackwardKind::kDeterministic;
 }
 
+absl::Status CheckCudnnBackwardKind(int64_t version, AttentionBackwardKind backward) {
+  if (backward == AttentionBackwardKind::kAtomic && version < kAtomicBackwardVersion) {
+    return Refused(absl::StrCat("cuDNN ", CudnnVersionText(version),
+                                " found, and the atomic backward (cuda.attention_backward ATOMIC) "
+                                "needs cuDNN 9.6.0 or newer"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckCudnnAttention(const CudnnFacts& facts, const AttentionLayout& layout,
                                  GraphType io, AttentionBackwardKind backward) {
   if (io != GraphType::kBFloat16 && io != GraphType::kHalf) {
@@ -61,11 +70,7 @@ absl::Status CheckCudnnAttention(const CudnnFacts& facts, const AttentionLayout&
                                 "a multiple of 128 (this job's is ",
                                 layout.seq, "); cuDNN 9.16.0 or newer takes any"));
   }
-  if (backward == AttentionBackwardKind::kAtomic && facts.version < kAtomicBackwardVersion) {
-    return Refused(absl::StrCat("cuDNN ", CudnnVersionText(facts.version),
-                                " found, and the atomic backward (cuda.attention_backward ATOMIC) "
-                                "needs cuDNN 9.6.0 or newer"));
-  }
+  if (absl::Status kind = CheckCudnnBackwardKind(facts.version, backward); !kind.ok()) return kind;
   if (facts.compute_capability < 80) {
     return Refused(absl::StrCat("the GPU's compute capability is ", facts.compute_capability / 10,
                                 ".", facts.compute_capability % 10,

@@ -40,6 +40,10 @@ std::string CudnnVersionText(int64_t version);
 // OK for cuDNN 9 or newer, else FailedPrecondition naming the version found.
 absl::Status CheckCudnnVersion(int64_t version);
 
+// OK where cuDNN `version` runs the `backward` kind (the atomic one from 9.6: before it,
+// nothing clears the dQ accumulator), else FailedPrecondition naming the version found.
+absl::Status CheckCudnnBackwardKind(int64_t version, AttentionBackwardKind backward);
+
 // OK where attention_graph's graphs can run for `layout` in `io` with the `backward`
 // kind, else FailedPrecondition saying why.
 absl::Status CheckCudnnAttention(

@@ -72,6 +72,12 @@ TEST(CudnnRequirementsTest, TheAtomicBackwardNeedsCudnn96) {
   ExpectRefused(CheckCudnnAttention({90500, 90}, kGpt2, GraphType::kBFloat16, atomic),
                 "cuDNN 9.5.0 found, and the atomic backward (cuda.attention_backward ATOMIC) "
                 "needs cuDNN 9.6.0 or newer");
+  // The same rule where a CudnnAttention is created (CudnnAttention::Create), whoever asks.
+  EXPECT_TRUE(CheckCudnnBackwardKind(90600, atomic).ok());
+  EXPECT_TRUE(CheckCudnnBackwardKind(90000, AttentionBackwardKind::kDeterministic).ok());
+  ExpectRefused(CheckCudnnBackwardKind(90500, atomic),
+                "cuDNN 9.5.0 found, and the atomic backward (cuda.attention_backward ATOMIC) "
+                "needs cuDNN 9.6.0 or newer");
   using Options = v1::CudaOptions;
   EXPECT_EQ(ChooseFusedAttentionKernel(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, {90500, 90},
                                        kGpt2, ScalarType::kBFloat16, atomic)
