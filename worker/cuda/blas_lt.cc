@@ -240,12 +240,12 @@ absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const Matmul& call) {
     plan.described = std::move(described);
   } else {
     // Where cuBLASLt cannot plan the call, the caller's unfused operations run, as they
-    // did on every GPU before: said once in the log, not a failed job.
+    // did on every GPU before: not a failed job, but slower, so a warning, once per shape.
     plan.reason = std::string(algo.status().message());
-    LogInfo(LogContext(),
-            absl::StrCat("cuBLASLt cannot run a ", call.m, " x ", call.n, " x ", call.k,
-                         " GEMM with epilogue ", static_cast<int>(call.epilogue), " (", plan.reason,
-                         "): its operations run one by one"));
+    LogWarning(LogContext(),
+               absl::StrCat("cuBLASLt cannot run a ", call.m, " x ", call.n, " x ", call.k,
+                            " GEMM with epilogue ", static_cast<int>(call.epilogue), " (",
+                            plan.reason, "): its operations run one by one"));
   }
   return &plans_.emplace(key, std::move(plan)).first->second;
 }

@@ -181,6 +181,81 @@ TEST_F(BlasTest, GeluEpiloguesComputeTheTanhApproximation) {
       << DescribeGeluFit(formulas->derivative);
 }
 
+std::vector<float> Magnitudes(std::vector<float> values) {
+  for (float& v : values) v = std::fabs(v);
+  return values;
+}
+
+// Each |got - want| within its own bound (an entry of `bounds`).
+void ExpectWithin(const std::vector<float>& got, const std::vector<float>& want,
+                  const std::vector<float>& bounds, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  int over = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::fabs(got[i] - want[i]) <= bounds[i]) continue;
+    if (++over <= 3) {
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i] << ", bound "
+                    << bounds[i];
+    }
+  }
+  EXPECT_EQ(over, 0) << what << ": entries past their bound";
+}
+
+constexpr double kUnit = 0x1p-24;  // FP32's unit roundoff
+
+// How far an output may be from the CPU's. FP32: the order of its `terms`-term sum
+// (whatever order each side adds in, each is within `terms` roundings of kUnit times the
+// sum of the terms' magnitudes, `magnitudes`, of the exact sum) times what the epilogue's function
+// makes of a change of its input (`gain`), plus the function's own error in float (`function`,
+// absolute). 16 bits: the output's own rounding (of |want| + 1), far larger than either.
+std::vector<float> Bounds(ScalarType type, int64_t terms, const std::vector<float>& magnitudes,
+                          const std::vector<float>& gain, const std::vector<float>& function,
+                          const std::vector<float>& want) {
+  std::vector<float> bounds(want.size());
+  const double rounding = type == ScalarType::kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
+  for (size_t i = 0; i < want.size(); ++i) {
+    bounds[i] = static_cast<float>(type == ScalarType::kFloat32
+                                       ? 2 * terms * kUnit * magnitudes[i] * gain[i] + function[i]
+                                       : rounding * (std::fabs(want[i]) + 1));
+  }
+  return bounds;
+}
+
+// The backward of a Linear over GELU(pre): dpre = (g W2) * GELU'(pre), W2 [features,
+// hidden], `dpre` the pre as the device kept it.
+template <typename E>
+void CheckDGeluEpilogue(Blas& blas, ScalarType type, DeviceVector<E>& dpre, int64_t rows,
+                        int64_t hidden, int64_t features) {
+  const std::vector<E> g = Stored<E>(type, rows * features, 34),
+                       w2 = Stored<E>(type, features * hidden, 35);
+  const std::vector<float> kept = Widened(type, dpre.ToHost()), gf = Widened(type, g),
+                           w2f = Widened(type, w2);
+  std::vector<float> dpre_want(kept.size()), unused_dw(w2.size()), dpre_magnitudes(kept.size());
+  cpu::LinearBackward<float>(kept.data(), w2f.data(), gf.data(), rows, hidden, features,
+                             dpre_want.data(), unused_dw.data(), nullptr);
+  cpu::LinearBackward<float>(kept.data(), Magnitudes(w2f).data(), Magnitudes(gf).data(), rows,
+                             hidden, features, dpre_magnitudes.data(), unused_dw.data(), nullptr);
+  // The sum's order times |GELU'(pre)|; float's GELU'(x) errs by a few roundings of
+  // 1 + |x| (its terms' size), times the sum.
+  std::vector<float> derivative_gain(kept.size()), derivative_error(kept.size());
+  for (size_t i = 0; i < kept.size(); ++i) {
+    const double derivative = pointwise::GeluTanhGrad(kept[i]);
+    derivative_error[i] =
+        static_cast<float>(8 * kUnit * std::fabs(dpre_want[i]) * (1 + std::fabs(kept[i])));
+    dpre_want[i] = static_cast<float>(dpre_want[i] * derivative);
+    derivative_gain[i] = static_cast<float>(std::fabs(derivative));
+  }
+  DeviceVector<E> dg(g), dw2(w2), dgrad(kept.size());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_TRUE(blas.LinearInputGradEpilogue(dw2.get(), dg.get(), rows, hidden, features, dpre.get(),
+                                           dgrad.get(), LinearEpilogue::kDGelu, {type, type})
+                  .ok());
+  ExpectWithin(
+      Widened(type, dgrad.ToHost()), dpre_want,
+      Bounds(type, features, dpre_magnitudes, derivative_gain, derivative_error, dpre_want),
+      "(g W2) GELU'(pre)");
+}
+
 // The epilogues' outputs against the CPU: pre = x W^T + b and y = GELU_TANH(pre) from the
 // FP32 sums, and the input gradient (g W2) * GELU_TANH'(pre), each rounded once to the
 // output's type. Shapes the epilogue kernels take (columns multiples of 8), so cuBLASLt
@@ -191,10 +266,23 @@ void CheckEpilogues(Blas& blas, ScalarType type) {
   const std::vector<E> x = Stored<E>(type, kRows * kFeatures, 31),
                        w = Stored<E>(type, kHidden * kFeatures, 32),
                        b = Stored<E>(type, kHidden, 33);
-  std::vector<float> pre(kRows * kHidden), y(pre.size());
-  cpu::LinearForward<float>(Widened(type, x).data(), Widened(type, w).data(),
-                            Widened(type, b).data(), kRows, kFeatures, kHidden, pre.data());
-  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(pointwise::GeluTanh(pre[i]));
+  const std::vector<float> xf = Widened(type, x), wf = Widened(type, w), bf = Widened(type, b);
+  std::vector<float> pre(kRows * kHidden), y(pre.size()), pre_magnitudes(pre.size());
+  cpu::LinearForward<float>(xf.data(), wf.data(), bf.data(), kRows, kFeatures, kHidden, pre.data());
+  cpu::LinearForward<float>(Magnitudes(xf).data(), Magnitudes(wf).data(), Magnitudes(bf).data(),
+                            kRows, kFeatures, kHidden, pre_magnitudes.data());
+  // GELU's gain is |GELU'(pre)|; its float evaluation, 0.5 x (1 + tanh(z)), errs by a few
+  // roundings of |x| where 1 + tanh(z) cancels (x well below 0).
+  std::vector<float> gelu_gain(y.size()), unit_gain(y.size(), 1.0f), gelu_error(y.size()),
+      sum_error(y.size());
+  for (size_t i = 0; i < y.size(); ++i) {
+    y[i] = static_cast<float>(pointwise::GeluTanh(pre[i]));
+    gelu_gain[i] = static_cast<float>(std::fabs(pointwise::GeluTanhGrad(pre[i])));
+    gelu_error[i] = static_cast<float>(8 * kUnit * (std::fabs(pre[i]) + std::fabs(y[i])));
+    sum_error[i] = static_cast<float>(2 * kUnit * std::fabs(pre[i]));
+  }
+  const std::vector<float> pre_bounds =
+      Bounds(type, kFeatures + 1, pre_magnitudes, unit_gain, sum_error, pre);
   DeviceVector<E> dx(x), dw(w), db(b), dpre(pre.size()), dy(y.size());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the uploads, before the stream
   const ConstTensorRef bias(db.get(), type);
@@ -202,48 +290,30 @@ void CheckEpilogues(Blas& blas, ScalarType type) {
                                          dpre.get(), dy.get(), LinearEpilogue::kGeluAuxBias,
                                          {type, type})
                   .ok());
-  // FP32: the sums' order (as above) and float GELU's error; 16 bits: rounded once.
-  const double tolerance = type == ScalarType::kFloat32    ? 1e-5
-                           : type == ScalarType::kBFloat16 ? 1.0 / 128
-                                                           : 1.0 / 1024;
-  EXPECT_LT(MaxError(Widened(type, dpre.ToHost()), pre), tolerance);
-  EXPECT_LT(MaxError(Widened(type, dy.ToHost()), y), tolerance);
+  ExpectWithin(Widened(type, dpre.ToHost()), pre, pre_bounds, "pre");
+  ExpectWithin(Widened(type, dy.ToHost()), y,
+               Bounds(type, kFeatures + 1, pre_magnitudes, gelu_gain, gelu_error, y), "GELU(pre)");
   // The same shape again, its plan kept, with another bias (zeros) and other outputs: the
   // kept descriptors take this call's pointers.
   std::vector<float> unbiased(pre.size());
-  cpu::LinearForward<float>(Widened(type, x).data(), Widened(type, w).data(), nullptr, kRows,
-                            kFeatures, kHidden, unbiased.data());
+  cpu::LinearForward<float>(xf.data(), wf.data(), nullptr, kRows, kFeatures, kHidden,
+                            unbiased.data());
   DeviceVector<E> zero_bias(b.size()), dpre_again(pre.size()), dy_again(y.size());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ASSERT_TRUE(blas.LinearEpilogueForward(dx.get(), dw.get(), ConstTensorRef(zero_bias.get(), type),
                                          kRows, kFeatures, kHidden, dpre_again.get(),
                                          dy_again.get(), LinearEpilogue::kGeluAuxBias, {type, type})
                   .ok());
-  EXPECT_LT(MaxError(Widened(type, dpre_again.ToHost()), unbiased), tolerance);
-  EXPECT_LT(MaxError(Widened(type, dpre.ToHost()), pre), tolerance) << "the first call's output";
+  ExpectWithin(Widened(type, dpre_again.ToHost()), unbiased,
+               Bounds(type, kFeatures + 1, pre_magnitudes, unit_gain, sum_error, unbiased),
+               "pre, no bias");
+  ExpectWithin(Widened(type, dpre.ToHost()), pre, pre_bounds, "the first call's pre");
   // The bias alone: y = pre.
   ASSERT_TRUE(blas.LinearEpilogueForward(dx.get(), dw.get(), bias, kRows, kFeatures, kHidden,
                                          nullptr, dy.get(), LinearEpilogue::kBias, {type, type})
                   .ok());
-  EXPECT_LT(MaxError(Widened(type, dy.ToHost()), pre), tolerance);
-  // The backward of a Linear over GELU(pre): dpre = (g W2) * GELU'(pre), W2 [kFeatures,
-  // kHidden], pre as the device kept it.
-  const std::vector<E> g = Stored<E>(type, kRows * kFeatures, 34),
-                       w2 = Stored<E>(type, kFeatures * kHidden, 35);
-  const std::vector<float> kept = Widened(type, dpre.ToHost());
-  std::vector<float> dpre_want(kept.size()), unused_dw(w2.size());
-  cpu::LinearBackward<float>(kept.data(), Widened(type, w2).data(), Widened(type, g).data(), kRows,
-                             kHidden, kFeatures, dpre_want.data(), unused_dw.data(), nullptr);
-  for (size_t i = 0; i < kept.size(); ++i) {
-    dpre_want[i] = static_cast<float>(dpre_want[i] * pointwise::GeluTanhGrad(kept[i]));
-  }
-  DeviceVector<E> dg(g), dw2(w2), dgrad(kept.size());
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ASSERT_TRUE(blas.LinearInputGradEpilogue(dw2.get(), dg.get(), kRows, kHidden, kFeatures,
-                                           dpre.get(), dgrad.get(), LinearEpilogue::kDGelu,
-                                           {type, type})
-                  .ok());
-  EXPECT_LT(MaxError(Widened(type, dgrad.ToHost()), dpre_want), tolerance);
+  ExpectWithin(Widened(type, dy.ToHost()), pre, pre_bounds, "pre, bias epilogue");
+  CheckDGeluEpilogue(blas, type, dpre, kRows, kHidden, kFeatures);
 }
 
 TEST_F(BlasTest, EpiloguesAddTheBiasAndApplyGeluToTheFp32Sums) {

@@ -80,7 +80,12 @@ absl::Status PinnedUploads::Upload(void* dst, const void* src, size_t bytes, cud
   }
   std::memcpy(block->pinned, src, bytes);
   RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dst, block->pinned, bytes, cudaMemcpyHostToDevice, stream));
-  RETURN_IF_ERROR(block->read.Record(stream));
+  if (absl::Status recorded = block->read.Record(stream); !recorded.ok()) {
+    // Unmarked, the block would look free while the copy still reads it: the copy is
+    // waited for here instead.
+    const cudaError_t waited = cudaStreamSynchronize(stream);
+    return waited == cudaSuccess ? recorded : CudaStatus(waited, "cudaStreamSynchronize");
+  }
   block->recorded = true;
   block->last_use = ++uses_;
   return absl::OkStatus();
