@@ -91,14 +91,18 @@ float WarpRowSum(int64_t dim, const Terms& terms) {
 }
 
 // ---- terms -----------------------------------------------------------------------------
+//
+// Every product that an add or subtract follows is RoundedProduct (host_device.h): the
+// GPU's instantiations for FP32 and 16-bit storage then round each as the host does, so
+// the two storages' results are bit for bit the same where their values are.
 
 SHARDWISE_HOST_DEVICE inline Quad Squares(Quad q, float centre) {
-  for (float& v : q.v) v = (v - centre) * (v - centre);
+  for (float& v : q.v) v = RoundedProduct(v - centre, v - centre);
   return q;
 }
 
 SHARDWISE_HOST_DEVICE inline Quad Products(Quad a, const Quad& b) {
-  for (int k = 0; k < kVector; ++k) a.v[k] *= b.v[k];
+  for (int k = 0; k < kVector; ++k) a.v[k] = RoundedProduct(a.v[k], b.v[k]);
   return a;
 }
 
@@ -112,7 +116,7 @@ SHARDWISE_HOST_DEVICE Quad WeightQuad(const W* w, int64_t g, int64_t dim) {
 
 // LayerNorm's backward terms of group g: g = dy * w and xhat = (x - mean) * rstd.
 SHARDWISE_HOST_DEVICE inline Quad Xhat(Quad x, float mean, float rstd) {
-  for (float& v : x.v) v = (v - mean) * rstd;
+  for (float& v : x.v) v = RoundedProduct(v - mean, rstd);
   return x;
 }
 
@@ -153,7 +157,7 @@ SHARDWISE_HOST_DEVICE Moments LayerNormForwardRow(const Load& x, const W* w, con
       const int64_t j = g * kVector + k;
       const float weight = w != nullptr ? static_cast<float>(w[j]) : 1.0f;
       const float bias = b != nullptr ? static_cast<float>(b[j]) : 0.0f;
-      y[j] = (in.v[k] - mean) * rstd * weight + bias;
+      y[j] = RoundedProduct(RoundedProduct(in.v[k] - mean, rstd), weight) + bias;
     }
   }
   return {mean, rstd};
@@ -173,7 +177,8 @@ SHARDWISE_HOST_DEVICE void LayerNormInputGradRow(const Load& x, const Load& dy, 
   for (int64_t g = writer.first; g < Groups(dim); g += writer.step) {
     const Quad grad = g_of(g), xhat = xhat_of(g);
     for (int k = 0; k < kVector && g * kVector + k < dim; ++k) {
-      dx[g * kVector + k] = moments.rstd * (grad.v[k] - g_mean - xhat.v[k] * g_xhat_mean);
+      dx[g * kVector + k] =
+          moments.rstd * (grad.v[k] - g_mean - RoundedProduct(xhat.v[k], g_xhat_mean));
     }
   }
 }
@@ -205,7 +210,7 @@ SHARDWISE_HOST_DEVICE void RmsNormInputGradRow(const Load& x, const Load& dy, co
   for (int64_t g = writer.first; g < Groups(dim); g += writer.step) {
     const Quad grad = g_of(g), in = x(g);
     for (int k = 0; k < kVector && g * kVector + k < dim; ++k) {
-      dx[g * kVector + k] = rstd * grad.v[k] - in.v[k] * coefficient;
+      dx[g * kVector + k] = RoundedProduct(rstd, grad.v[k]) - RoundedProduct(in.v[k], coefficient);
     }
   }
 }

@@ -348,8 +348,9 @@ LinearEpilogueQuery CudaDevice::EpilogueQuery(v1::Activation act, bool derivativ
   query.out = columns;
   if (act == v1::GELU || act == v1::GELU_TANH) {
     const GeluEpilogueFormulas& formulas = EpilogueGelu();
-    query.epilogue_gelu =
-        FusedActivation(derivative ? formulas.derivative.formula : formulas.value.formula);
+    const GeluFit& fit = derivative ? formulas.derivative : formulas.value;
+    query.epilogue_gelu = FusedActivation(fit.formula);
+    query.epilogue_gelu_error = FittedError(fit);
   }
   return query;
 }

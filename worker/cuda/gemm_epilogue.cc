@@ -80,12 +80,39 @@ std::string DescribeGeluFit(const GeluFit& fit) {
       GeluFormulaName(fit.formula), fit.erf_error, fit.tanh_error, kFormulaError);
 }
 
+double FittedError(const GeluFit& fit) {
+  switch (fit.formula) {
+    case GeluFormula::kErf:
+      return fit.erf_error;
+    case GeluFormula::kTanh:
+      return fit.tanh_error;
+    case GeluFormula::kUnknown:
+      break;
+  }
+  return HUGE_VAL;
+}
+
+double FusableGeluError(ScalarType output) {
+  switch (output) {
+    case ScalarType::kBFloat16:
+      return std::ldexp(1.0, -7) / 8;
+    case ScalarType::kFloat16:
+      return std::ldexp(1.0, -10) / 8;
+    case ScalarType::kFloat32:
+    case ScalarType::kFloat64:
+    case ScalarType::kInt64:
+      break;
+  }
+  return 8 * std::ldexp(1.0, -23);
+}
+
 namespace {
 
 // Whether the GEMM can apply (or differentiate) the query's GELU itself.
 bool GeluFusable(const LinearEpilogueQuery& query) {
   const bool gelu = query.activation == v1::GELU || query.activation == v1::GELU_TANH;
   if (!gelu || query.activation != query.epilogue_gelu) return false;
+  if (query.epilogue_gelu_error > FusableGeluError(query.output)) return false;
   if (query.pre != query.output) return false;
   // 16-bit operands with an FP32 output: FP32 storage of 16-bit values, rounded between
   // the GEMM and the activation.

@@ -57,6 +57,15 @@ GeluFit FitGelu(GeluPart part, absl::Span<const float> inputs, absl::Span<const 
 // For logs and test output: the formula with both errors, or why nothing was measured.
 std::string DescribeGeluFit(const GeluFit& fit);
 
+// The fit's error against the formula it found (infinite where it found none).
+double FittedError(const GeluFit& fit);
+
+// The most an epilogue's GELU may err (as FitGelu measures) for a GEMM writing `output` to
+// fuse it: in FP32, 8 of FP32's epsilon (float arithmetic's own error on the formula, as
+// PyTorch's FP32 GELU has); in 16 bits, an eighth of the type's epsilon, so the output's
+// rounding dominates.
+double FusableGeluError(ScalarType output);
+
 enum class LinearEpilogue {
   kNone,         // y = x W^T
   kBias,         // y = x W^T + b
@@ -74,12 +83,15 @@ struct LinearEpilogueQuery {
   ScalarType output = ScalarType::kFloat32;    // y
   int64_t out = 0;                             // y's columns (the kept input's)
   // The activation whose formula the epilogue computes (FusedActivation of the probe's
-  // verdict on the forward's GELU, or on the backward's derivative).
+  // verdict on the forward's GELU, or on the backward's derivative), and its measured
+  // error against that formula (FittedError).
   v1::Activation epilogue_gelu = v1::ACTIVATION_UNSPECIFIED;
+  double epilogue_gelu_error = HUGE_VAL;
 };
 
 // The epilogue for y = activation(x W^T + b), or none where the GEMM cannot do it all and
-// the operations run one by one: an activation other than the epilogue's GELU; the kept
+// the operations run one by one: an activation other than the epilogue's GELU, or one it
+// computes less accurately than FusableGeluError(output) allows; the kept
 // input and y in different types; 16-bit values held in FP32 storage (rounded to 16 bits
 // between the GEMM and the activation, a rounding point the epilogue does not have); the
 // kept input's columns not a multiple of 8 (cuBLASLt's rule for its leading dimension).

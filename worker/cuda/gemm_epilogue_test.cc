@@ -113,6 +113,7 @@ LinearEpilogueQuery Gelu16(ScalarType type) {
   query.operands = query.pre = query.output = type;
   query.out = 3072;
   query.epilogue_gelu = v1::GELU_TANH;
+  query.epilogue_gelu_error = 2e-7;  // float arithmetic on the formula
   return query;
 }
 
@@ -169,6 +170,31 @@ TEST(ChooseLinearEpilogue, RunsUnfusedWhatTheEpilogueCannotDo) {
     query.out = out;
     EXPECT_EQ(ChooseLinearEpilogue(query), std::nullopt) << out;
   }
+}
+
+// An epilogue whose GELU errs by more than float arithmetic does (a fast tanh, say) is not
+// fused for FP32 outputs, where PyTorch's GELU is exact to a few roundings; in 16 bits it
+// is, while its error stays well under the output's rounding.
+TEST(ChooseLinearEpilogue, FusesOnlyAGeluAsAccurateAsTheOutputNeeds) {
+  LinearEpilogueQuery fp32 = Gelu16(ScalarType::kFloat32);
+  fp32.epilogue_gelu_error = 5e-5;
+  EXPECT_EQ(ChooseLinearEpilogue(fp32), std::nullopt);
+  EXPECT_EQ(ChooseInputGradEpilogue(fp32), std::nullopt);
+  fp32.epilogue_gelu_error = 5e-7;
+  EXPECT_EQ(ChooseLinearEpilogue(fp32), LinearEpilogue::kGeluAuxBias);
+  LinearEpilogueQuery bf16 = Gelu16(ScalarType::kBFloat16);
+  bf16.epilogue_gelu_error = 5e-5;
+  EXPECT_EQ(ChooseLinearEpilogue(bf16), LinearEpilogue::kGeluAuxBias);
+  bf16.epilogue_gelu_error = 2e-3;  // past BF16's own rounding
+  EXPECT_EQ(ChooseLinearEpilogue(bf16), std::nullopt);
+  LinearEpilogueQuery fp16 = Gelu16(ScalarType::kFloat16);
+  fp16.epilogue_gelu_error = 5e-5;
+  EXPECT_EQ(ChooseLinearEpilogue(fp16), LinearEpilogue::kGeluAuxBias);
+  fp16.epilogue_gelu_error = 3e-4;
+  EXPECT_EQ(ChooseLinearEpilogue(fp16), std::nullopt);
+  EXPECT_DOUBLE_EQ(FittedError(GeluFit{GeluFormula::kTanh, 1e-3, 2e-7, ""}), 2e-7);
+  EXPECT_DOUBLE_EQ(FittedError(GeluFit{GeluFormula::kErf, 3e-7, 1e-3, ""}), 3e-7);
+  EXPECT_EQ(FittedError(GeluFit{}), HUGE_VAL);
 }
 
 TEST(ChooseInputGradEpilogue, DifferentiatesTheGeluTheEpilogueComputes) {
