@@ -63,6 +63,11 @@ nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$wor
 pids+=($!)
 job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
 watch_job "$job"
+# What the worker decided for its kernels (cuBLASLt's GELU epilogues as measured, FUSED
+# attention's kernel, cuDNN's plans, GEMMs left unfused), printed beside the figures: a
+# figure is read with the kernels that made it.
+grep -hoE "(cuBLASLt's GELU epilogues|measuring cuBLASLt's GELU|FUSED attention \(|cuDNN attention plan built|cuBLASLt cannot run|cuBLASLt refused).*" \
+  "$work/worker.log" | sort -u | head -20 | sed 's/^/worker: /'
 steps_per_second=$(job_steps_per_second "$job")
 peak_mib="$(sort -n "$work/memory" | tail -1) MiB used (nvidia-smi)"
 # PyTorch's lines for this model, precision, batch and step count are measured once per

@@ -29,16 +29,36 @@
 #   profile  bench/gpu_gpt_profile.sh: the BF16 step's GPU time per kernel group (Nsight
 #            Compute) against PyTorch eager's (its profiler), over STEPS steps (2 if not
 #            given: every kernel runs alone under Nsight Compute)
-# Each phase fits one 10-minute call. Logs go to $OUT (or /tmp/gpu-run) as one tarball
+# Each phase fits one 10-minute call: the script ends itself after DEVICE_RUN_DEADLINE
+# seconds (560 by default; or at DEVICE_RUN_END, seconds since the epoch, to share one
+# call's time among phases: DEVICE_RUN_END=$(($(date +%s) + 570)) for a 600-s call), its
+# logs and summary kept, and a benchmark's job is given
+# SHARDWISE_JOB_TIMEOUT seconds (240 by default here), so one hung job cannot take the
+# whole call. The summary's first lines name the commit the kit was built from
+# (prepare_device_run.sh). Logs go to $OUT (or /tmp/gpu-run) as one tarball
 # (written when the script exits, however it ends), the lines the benchmarks append to
 # bench/RESULTS.md as results-appended-PHASE.md (rewritten after each run, so a call cut
 # short keeps the figures it finished), and the summary, line by line as each check ends,
-# as summary-PHASE.txt. GPU_TEST_TIMEOUT (seconds, 120 by default) bounds each test
-# binary's run; a benchmark's job, SHARDWISE_JOB_TIMEOUT (480 by default).
+# as summary-PHASE.txt. GPU_TEST_TIMEOUT (seconds, 240 by default: cuDNN compiles its
+# attention engines at run time) bounds each test binary's run.
 #
 # usage: tests/gpu/device_run.sh tests|cluster|bench|fp32|fused|storage|llama|owed|gelu|atomic|busy|profile|all [STEPS] [BATCH]
 set -uo pipefail
 phase=${1:?usage: tests/gpu/device_run.sh tests|cluster|bench|fp32|fused|storage|llama|owed|gelu|atomic|busy|profile|all [STEPS] [BATCH]}
+# Under its own deadline, once: the device tool's limit would kill the script without its
+# logs, this one ends it with them (SIGTERM, below). DEVICE_RUN_END (seconds since the
+# epoch) shares one deadline among several phases in one call.
+if [ -z "${DEVICE_RUN_SECONDS:-}" ]; then
+  DEVICE_RUN_SECONDS=${DEVICE_RUN_DEADLINE:-560}
+  [ -z "${DEVICE_RUN_END:-}" ] || DEVICE_RUN_SECONDS=$((DEVICE_RUN_END - $(date +%s)))
+  if [ "$DEVICE_RUN_SECONDS" -lt 30 ]; then
+    echo "device_run.sh $phase: skipped, ${DEVICE_RUN_SECONDS} s left before DEVICE_RUN_END" >&2
+    exit 124
+  fi
+  export DEVICE_RUN_SECONDS
+  exec timeout -k 20 "$DEVICE_RUN_SECONDS" "$0" "$@"
+fi
+export SHARDWISE_JOB_TIMEOUT=${SHARDWISE_JOB_TIMEOUT:-240}
 steps=${2:-30}
 batch=${3:-8}
 llama_batch=${3:-4}
@@ -48,6 +68,9 @@ logs=$(mktemp -d)
 unpacked=$(mktemp -d)
 mkdir -p "$out" "$unpacked/kit"
 trap 'tar czf "$out/logs-$phase.tar.gz" -C "$logs" .' EXIT
+# At the deadline (timeout signals the whole process group: the running check ends too),
+# the summary says so and the logs are kept.
+trap 'record "deadline: stopped after $DEVICE_RUN_SECONDS s"; exit 124' TERM
 # PyTorch's side of the benchmarks, timed once per model, precision, batch and step count
 # while the machine stays up (bench/gpu_gpt.sh): a later call reuses what an earlier
 # one timed.
@@ -57,6 +80,10 @@ mkdir -p "$SHARDWISE_TORCH_CACHE"
 # What the benchmarks append to bench/RESULTS.md in this call starts after this line.
 results_lines=$(wc -l <"$root/bench/RESULTS.md")
 # One tarball (//tests/gpu:gpu_kit): the tests' and the daemons' folders are the same.
+if [ ! -s "$root/.device/gpu-kit.tar.gz" ]; then
+  echo "no .device/gpu-kit.tar.gz: run tests/gpu/prepare_device_run.sh and carry .device" >&2
+  exit 2
+fi
 tar xzf "$root/.device/gpu-kit.tar.gz" -C "$unpacked/kit"
 ln -s kit "$unpacked/tests"
 ln -s kit "$unpacked/bundle"
@@ -74,6 +101,7 @@ export LD_LIBRARY_PATH="${wheels:+$wheels:}/usr/local/cuda/lib64${LD_LIBRARY_PAT
 # deadline still reports what it finished.
 record() { printf '%s\n' "$1" | tee -a "$out/summary-$phase.txt"; }
 : >"$out/summary-$phase.txt"
+record "kit: $(cat "$root/.device/commit" 2>/dev/null || echo 'built from an unknown commit')"
 nvidia-smi >"$logs/nvidia-smi.txt" 2>&1
 record "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1)"
 # cuDNN may compile its fused attention engines at run time: whether NVRTC and cuDNN's
@@ -84,12 +112,17 @@ runtime_compilers=$(
     ls "$dir" 2>/dev/null | grep -E '^lib(nvrtc|cudnn_engines_runtime_compiled)\.so' | sed "s|^|$dir/|"
   done | tr '\n' ' '
 )
+# The cuDNN and NCCL the tests and PyTorch load (the wheels', first on LD_LIBRARY_PATH),
+# which may be older than the toolkit's the kit was built against.
+record "libraries: $(python3 -c 'import torch
+print("PyTorch", torch.__version__, "cuDNN", torch.backends.cudnn.version(), "NCCL",
+      ".".join(map(str, torch.cuda.nccl.version())))' 2>&1 | tail -1)"
 record "runtime compilation: ${runtime_compilers:-no NVRTC or cuDNN runtime-compiled engines on LD_LIBRARY_PATH}"
 
 # Runs one test binary (its log: LOG_NAME.log) and adds its counts to the summary.
 run_test() {
   local binary=$1 log_name=$2 rc counts
-  LD_LIBRARY_PATH="$unpacked/tests/lib:$LD_LIBRARY_PATH" timeout -k 10 "${GPU_TEST_TIMEOUT:-120}" \
+  LD_LIBRARY_PATH="$unpacked/tests/lib:$LD_LIBRARY_PATH" timeout -k 10 "${GPU_TEST_TIMEOUT:-240}" \
     "$binary" >"$logs/$log_name.log" 2>&1
   rc=$?
   counts=$(grep -oE '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$logs/$log_name.log" |
@@ -137,7 +170,7 @@ run_gpu_gpt() {
     record "gpu_gpt $model $run: rc $rc"
     # The figures, or the failure's own words, in the output that comes back.
     if [ "$rc" -eq 0 ]; then
-      grep -E '^\| (Shardwise|PyTorch)' "$log" | tee -a "$out/summary-$phase.txt"
+      grep -E '^(\| (Shardwise|PyTorch)|worker: )' "$log" | tee -a "$out/summary-$phase.txt"
     else
       tail -n 40 "$log"
     fi

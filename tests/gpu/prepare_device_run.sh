@@ -13,6 +13,10 @@ rm -rf .device
 mkdir -p .device
 cp -f bazel-out/k8-fastbuildcuda/bin/tests/gpu/gpu-kit.tar.gz .device/
 chmod u+w .device/*.tar.gz
+# The commit it was built from, for device_run.sh's summary: a kit older than the code
+# under test is seen at once.
+changed=$(git status --porcelain --untracked-files=no | wc -l)
+echo "$(git rev-parse --short HEAD)${changed:+ with $changed changed files}" | sed 's/ with 0 changed files//' >.device/commit
 bytes=$(du -cb .device/*.tar.gz | tail -1 | cut -f1)
 echo ".device/: $((bytes / 1048576)) MiB (carry it: carry [\".device\"])"
 if [ "$bytes" -ge $((60 * 1048576)) ]; then

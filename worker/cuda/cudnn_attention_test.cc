@@ -10,6 +10,7 @@
 #include "worker/compute/casts.h"
 #include "worker/cuda/attention_reference.h"
 #include "worker/cuda/cuda_allocator.h"
+#include "worker/cuda/cudnn_test_support.h"
 #include "worker/cuda/gpu_test_support.h"
 
 namespace shardwise::cuda {
@@ -126,6 +127,7 @@ class CudnnAttentionTest : public ::testing::TestWithParam<AttentionLayout> {
 };
 
 TEST_P(CudnnAttentionTest, EqualsTheCpusAttentionAndRepeatsBitForBit) {
+  SKIP_WHERE_CUDNN_REFUSES(GetParam(), GraphType::kBFloat16);
   const GpuRun first = RunAndCompare(AttentionBackwardKind::kDeterministic);
   const GpuRun second = RunAndCompare(AttentionBackwardKind::kDeterministic);
   EXPECT_EQ(first.out, second.out);
@@ -137,8 +139,7 @@ TEST_P(CudnnAttentionTest, EqualsTheCpusAttentionAndRepeatsBitForBit) {
 // The atomic backward (cuda.attention_backward ATOMIC): the same values within BF16's
 // tolerance; its dq's last bits may differ from run to run, so no repeat is asked.
 TEST_P(CudnnAttentionTest, TheAtomicBackwardEqualsTheCpusAttention) {
-  // Before 9.6 the caller clears the accumulator (cudnn_requirements.h refuses those).
-  if (cudnnGetVersion() < 90600) GTEST_SKIP() << "the atomic backward needs cuDNN 9.6";
+  SKIP_WHERE_CUDNN_REFUSES(GetParam(), GraphType::kBFloat16, AttentionBackwardKind::kAtomic);
   RunAndCompare(AttentionBackwardKind::kAtomic);
 }
 

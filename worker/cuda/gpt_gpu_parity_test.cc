@@ -196,8 +196,11 @@ constexpr auto kStaged = v1::CudaOptions::HOST_STAGED_GLOO;
 
 // The caching allocator on the GPU against the memory estimate (which counts the CUDA
 // attention backward's score gradients and their 16-bit copies): what the CPU's is held
-// to (testing::ExpectMemoryAsEstimated), in FP32, with checkpointing, in BF16 and with
-// fused attention; with 16-bit storage, within it (ExpectMemoryWithinEstimate).
+// to (testing::ExpectMemoryAsEstimated), in FP32, with checkpointing and in BF16; with
+// cuDNN's attention (FUSED in BF16) or 16-bit storage, within it
+// (ExpectMemoryWithinEstimate): the estimate budgets cuDNN 9.19's deterministic backward
+// workspace (cudnn_attention_plan_test), and the cuDNN a GPU host loads may choose an
+// engine that borrows less.
 TEST(GptGpuMemory, TheAllocatorHoldsWhatTheEstimateSays) {
   SKIP_WITHOUT_GPU();
   const std::string dir = TempDir("gpt-gpu-memory");
@@ -221,7 +224,7 @@ TEST(GptGpuMemory, TheAllocatorHoldsWhatTheEstimateSays) {
     options.make_device = CudaRankDevices(0);
     auto run = shardwise::testing::TrainInThreads(spec, options);
     ASSERT_TRUE(run.ok()) << run.status();
-    if (c.storage16) {
+    if (c.storage16 || (c.bf16 && c.fused_attention)) {
       shardwise::testing::ExpectMemoryWithinEstimate(run->memory[0], *estimate, spec, Name(c));
     } else {
       shardwise::testing::ExpectMemoryAsEstimated(run->memory[0], *estimate, spec, Name(c));

@@ -24,6 +24,7 @@
 #include "worker/compute/cpu/layer_norm.h"
 #include "worker/cuda/cuda_device.h"
 #include "worker/cuda/cuda_device_fixture.h"
+#include "worker/cuda/cudnn_test_support.h"
 #include "worker/cuda/gpu_test_support.h"
 
 namespace shardwise::cuda {
@@ -119,7 +120,10 @@ TEST_F(GptLayersTest, LayerNormMatchesTheCpuInFp64) {
                                  d_rstd.get(), d_dy.get(), rows, dim, d_dx.get(),
                                  affine ? d_dw.get() : nullptr, affine ? d_db.get() : nullptr);
       ASSERT_TRUE(device_->Synchronize().ok()) << device_->status();
-      ExpectNear(d_y.ToHost(), Narrow(y), 1e-5f, 1e-5f, "layer norm y");
+      // The first row sits near 100: its mean, a float sum of up to 1031 values near 100
+      // (the GPU's, in float: compute/norm_rows.h), errs by about 1e-5, which moves each y
+      // by that times rstd |w| (w up to about 3 here).
+      ExpectNear(d_y.ToHost(), Narrow(y), 1e-5f, 1e-4f, "layer norm y");
       ExpectNear(d_mean.ToHost(), Narrow(mean), 1e-6f, 1e-6f, "layer norm mean");
       ExpectNear(d_rstd.ToHost(), Narrow(rstd), 1e-6f, 0, "layer norm rstd");
       ExpectNear(d_dx.ToHost(), Narrow(dx), 1e-4f, 1e-5f, "layer norm dx");
@@ -426,6 +430,9 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> DeviceWithAttentionKernel(
 // statistics within FP32 rounding; the backward twice with the same bits (only
 // deterministic engines are taken).
 void CheckCudnnFusedAttention(const FusedCase& c, ScalarType operands, float tolerance) {
+  SKIP_WHERE_CUDNN_REFUSES(
+      c.packed ? AttentionLayout::Packed(c.shape) : AttentionLayout::Separate(c.shape, c.kv_heads),
+      GraphIo(operands));
   auto made = DeviceWithAttentionKernel(v1::CudaOptions::CUDNN);
   ASSERT_TRUE(made.ok()) << made.status();
   FusedAttentionRun run;
