@@ -66,8 +66,8 @@ watch_job "$job"
 # What the worker decided for its kernels (cuBLASLt's GELU epilogues as measured, FUSED
 # attention's kernel, cuDNN's plans, GEMMs left unfused), printed beside the figures: a
 # figure is read with the kernels that made it.
-grep -hoE "(cuBLASLt's GELU epilogues|measuring cuBLASLt's GELU|FUSED attention \(|cuDNN attention plan built|cuBLASLt cannot run|cuBLASLt refused).*" \
-  "$work/worker.log" | sort -u | head -20 | sed 's/^/worker: /'
+{ grep -oE "(cuBLASLt's GELU epilogues|measuring cuBLASLt's GELU|FUSED attention \(|cuDNN attention plan built|cuBLASLt cannot run|cuBLASLt refused).*" \
+  "$work/worker.log" || true; } | sort -u | sed -n '1,20s/^/worker: /p'
 steps_per_second=$(job_steps_per_second "$job")
 peak_mib="$(sort -n "$work/memory" | tail -1) MiB used (nvidia-smi)"
 # PyTorch's lines for this model, precision, batch and step count are measured once per

@@ -68,9 +68,6 @@ logs=$(mktemp -d)
 unpacked=$(mktemp -d)
 mkdir -p "$out" "$unpacked/kit"
 trap 'tar czf "$out/logs-$phase.tar.gz" -C "$logs" .' EXIT
-# At the deadline (timeout signals the whole process group: the running check ends too),
-# the summary says so and the logs are kept.
-trap 'record "deadline: stopped after $DEVICE_RUN_SECONDS s"; exit 124' TERM
 # PyTorch's side of the benchmarks, timed once per model, precision, batch and step count
 # while the machine stays up (bench/gpu_gpt.sh): a later call reuses what an earlier
 # one timed.
@@ -101,6 +98,10 @@ export LD_LIBRARY_PATH="${wheels:+$wheels:}/usr/local/cuda/lib64${LD_LIBRARY_PAT
 # deadline still reports what it finished.
 record() { printf '%s\n' "$1" | tee -a "$out/summary-$phase.txt"; }
 : >"$out/summary-$phase.txt"
+# At the deadline the summary says so and the logs are kept: timeout signals its whole
+# process group, so the running check ends too (the test binaries' own timeout runs in the
+# foreground, in that group), and bash runs this trap once it has.
+trap 'record "deadline: stopped after $DEVICE_RUN_SECONDS s"; exit 124' TERM
 record "kit: $(cat "$root/.device/commit" 2>/dev/null || echo 'built from an unknown commit')"
 nvidia-smi >"$logs/nvidia-smi.txt" 2>&1
 record "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1)"
@@ -112,22 +113,27 @@ runtime_compilers=$(
     ls "$dir" 2>/dev/null | grep -E '^lib(nvrtc|cudnn_engines_runtime_compiled)\.so' | sed "s|^|$dir/|"
   done | tr '\n' ' '
 )
-# The cuDNN and NCCL the tests and PyTorch load (the wheels', first on LD_LIBRARY_PATH),
-# which may be older than the toolkit's the kit was built against.
+# The cuDNN and NCCL the test binaries and PyTorch load (the wheels', first on
+# LD_LIBRARY_PATH; the daemons' RPATH takes /usr/local/cuda's), which may be older than
+# the toolkit's the kit was built against.
 record "libraries: $(python3 -c 'import torch
+v = torch.cuda.nccl.version()
 print("PyTorch", torch.__version__, "cuDNN", torch.backends.cudnn.version(), "NCCL",
-      ".".join(map(str, torch.cuda.nccl.version())))' 2>&1 | tail -1)"
+      ".".join(map(str, v)) if isinstance(v, tuple) else v)' 2>&1 | tail -1)"
 record "runtime compilation: ${runtime_compilers:-no NVRTC or cuDNN runtime-compiled engines on LD_LIBRARY_PATH}"
 
 # Runs one test binary (its log: LOG_NAME.log) and adds its counts to the summary.
 run_test() {
   local binary=$1 log_name=$2 rc counts
-  LD_LIBRARY_PATH="$unpacked/tests/lib:$LD_LIBRARY_PATH" timeout -k 10 "${GPU_TEST_TIMEOUT:-240}" \
+  LD_LIBRARY_PATH="$unpacked/tests/lib:$LD_LIBRARY_PATH" timeout --foreground -k 10 "${GPU_TEST_TIMEOUT:-240}" \
     "$binary" >"$logs/$log_name.log" 2>&1
   rc=$?
   counts=$(grep -oE '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$logs/$log_name.log" |
     sed -E 's/^\[ +([A-Z]+) +\] /\1 /' | tr '\n' ' ')
   record "$log_name: rc $rc; $counts"
+  # Why a test skipped (a cuDNN the host cannot run a case on, say), once per reason.
+  grep -A1 ': Skipped$' "$logs/$log_name.log" | grep -vE ': Skipped$|^--$' | sort -u | head -5 |
+    while read -r reason; do record "  skipped: $reason"; done
   # A failure's own words, in the output that comes back even when the logs do not.
   [ "$rc" -eq 0 ] || grep -E '^\[  FAILED  \]|Failure|error|Expected|Which is|actual' \
     "$logs/$log_name.log" | head -40

@@ -174,8 +174,10 @@ TEST_F(BlasTest, SixteenBitBiasAndOutput) {
 TEST_F(BlasTest, GeluEpiloguesComputeTheTanhApproximation) {
   const absl::StatusOr<GeluEpilogueFormulas> formulas = blas_->ProbeGelu();
   ASSERT_TRUE(formulas.ok()) << formulas.status();
-  std::printf("cuBLASLt's GELU epilogue: %s\nDGELU: %s\n", DescribeGeluFit(formulas->value).c_str(),
-              DescribeGeluFit(formulas->derivative).c_str());
+  std::printf("cuBLASLt's GELU epilogue: %s\nDGELU: %s\n%s\n",
+              DescribeGeluFit(formulas->value).c_str(),
+              DescribeGeluFit(formulas->derivative).c_str(),
+              DescribeGeluFusion(formulas->value, formulas->derivative).c_str());
   EXPECT_EQ(formulas->value.formula, GeluFormula::kTanh) << DescribeGeluFit(formulas->value);
   EXPECT_EQ(formulas->derivative.formula, GeluFormula::kTanh)
       << DescribeGeluFit(formulas->derivative);

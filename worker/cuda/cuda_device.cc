@@ -370,11 +370,14 @@ const GeluEpilogueFormulas& CudaDevice::EpilogueGelu() {
       LogWarning(LogContext(), absl::StrCat("measuring cuBLASLt's GELU epilogues: ", failed));
       epilogue_gelu_->value.unmeasured = epilogue_gelu_->derivative.unmeasured = failed;
     }
-    LogInfo(LogContext(),
-            absl::StrCat("cuBLASLt's GELU epilogues, measured: GELU_AUX_BIAS's value ",
-                         DescribeGeluFit(epilogue_gelu_->value), "; DGELU's derivative ",
-                         DescribeGeluFit(epilogue_gelu_->derivative),
-                         " (each fused into a Linear's GEMM for the form it computes only)"));
+    LogInfo(
+        LogContext(),
+        absl::StrCat("cuBLASLt's GELU epilogues, measured: GELU_AUX_BIAS's value ",
+                     DescribeGeluFit(epilogue_gelu_->value), "; DGELU's derivative ",
+                     DescribeGeluFit(epilogue_gelu_->derivative),
+                     " (each fused into a Linear's GEMM for the form it computes only, "
+                     "where its error is within FusableGeluError: ",
+                     DescribeGeluFusion(epilogue_gelu_->value, epilogue_gelu_->derivative), ")"));
   }
   return *epilogue_gelu_;
 }

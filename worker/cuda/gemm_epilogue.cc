@@ -106,6 +106,20 @@ double FusableGeluError(ScalarType output) {
   return 8 * std::ldexp(1.0, -23);
 }
 
+std::string DescribeGeluFusion(const GeluFit& value, const GeluFit& derivative) {
+  const auto outputs = [](const GeluFit& fit) {
+    std::string names;
+    for (ScalarType type : {ScalarType::kFloat32, ScalarType::kBFloat16, ScalarType::kFloat16}) {
+      if (fit.formula == GeluFormula::kUnknown || FittedError(fit) > FusableGeluError(type)) {
+        continue;
+      }
+      absl::StrAppend(&names, names.empty() ? "" : ", ", ScalarTypeName(type));
+    }
+    return names.empty() ? std::string("none") : names;
+  };
+  return absl::StrCat("value fused for ", outputs(value), "; derivative for ", outputs(derivative));
+}
+
 namespace {
 
 // Whether the GEMM can apply (or differentiate) the query's GELU itself.

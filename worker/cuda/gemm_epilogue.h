@@ -66,6 +66,10 @@ double FittedError(const GeluFit& fit);
 // rounding dominates.
 double FusableGeluError(ScalarType output);
 
+// For the worker's log: which outputs (FP32, BF16, FP16) each part fuses for, by
+// FusableGeluError, e.g. "value fused for FP32, BF16, FP16; derivative for BF16, FP16".
+std::string DescribeGeluFusion(const GeluFit& value, const GeluFit& derivative);
+
 enum class LinearEpilogue {
   kNone,         // y = x W^T
   kBias,         // y = x W^T + b

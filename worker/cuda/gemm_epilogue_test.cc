@@ -195,6 +195,12 @@ TEST(ChooseLinearEpilogue, FusesOnlyAGeluAsAccurateAsTheOutputNeeds) {
   EXPECT_DOUBLE_EQ(FittedError(GeluFit{GeluFormula::kTanh, 1e-3, 2e-7, ""}), 2e-7);
   EXPECT_DOUBLE_EQ(FittedError(GeluFit{GeluFormula::kErf, 3e-7, 1e-3, ""}), 3e-7);
   EXPECT_EQ(FittedError(GeluFit{}), HUGE_VAL);
+  // What the worker logs of it.
+  EXPECT_EQ(DescribeGeluFusion(GeluFit{GeluFormula::kTanh, 1e-3, 2e-7, ""},
+                               GeluFit{GeluFormula::kTanh, 1e-3, 5e-5, ""}),
+            "value fused for FP32, BF16, FP16; derivative for BF16, FP16");
+  EXPECT_EQ(DescribeGeluFusion(GeluFit{}, GeluFit{GeluFormula::kErf, 2e-4, 1e-3, ""}),
+            "value fused for none; derivative for BF16");
 }
 
 TEST(ChooseInputGradEpilogue, DifferentiatesTheGeluTheEpilogueComputes) {
