@@ -73,9 +73,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceO
   device->allocator_ = std::make_unique<CudaCachingAllocator>([raw] { return raw->stream(); });
   ASSIGN_OR_RETURN(device->blas_, Blas::Create(device->compute_.get()));
   device->blas_->set_allow_tf32(options.allow_tf32);
-  cudaDeviceProp props;
-  RETURN_IF_CUDA_ERROR(cudaGetDeviceProperties(&props, options.gpu));
-  device->cudnn_facts_ = {static_cast<int64_t>(cudnnGetVersion()), props.major * 10 + props.minor};
+  ASSIGN_OR_RETURN(device->cudnn_facts_, LoadedCudnnFacts(options.gpu));
   device->clock_ = std::make_unique<CudaStreamClock>(options.gpu, [raw] {
     const cudaStream_t stream = raw->stream();
     return std::make_pair(stream, raw->StreamLane(stream));

@@ -5,10 +5,16 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "worker/cuda/cuda_status.h"
 #include "worker/cuda/cudnn_backend.h"
-#include "worker/cuda/cudnn_requirements.h"
 
 namespace shardwise::cuda {
+
+absl::StatusOr<CudnnFacts> LoadedCudnnFacts(int gpu) {
+  cudaDeviceProp props;
+  RETURN_IF_CUDA_ERROR(cudaGetDeviceProperties(&props, gpu));
+  return CudnnFacts{static_cast<int64_t>(cudnnGetVersion()), props.major * 10 + props.minor};
+}
 
 absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(
     cudaStream_t stream, Allocator* allocator, AttentionBackwardKind backward) {

@@ -25,9 +25,14 @@
 #include "absl/status/statusor.h"
 #include "worker/cuda/attention_graph.h"
 #include "worker/cuda/cudnn_attention_plan.h"
+#include "worker/cuda/cudnn_requirements.h"
 #include "worker/runtime/memory.h"
 
 namespace shardwise::cuda {
+
+// The cuDNN this process loaded and `gpu`'s compute capability: what the rules of
+// cudnn_requirements.h are applied to.
+absl::StatusOr<CudnnFacts> LoadedCudnnFacts(int gpu);
 
 class CudnnAttention {
  public:

@@ -13,10 +13,8 @@
 
 namespace shardwise::cuda::testing {
 
-// The loaded cuDNN's version and GPU 0's compute capability.
-CudnnFacts LoadedCudnnFacts();
-
-// CheckCudnnAttention's refusal for `layout` in `io`, or empty where cuDNN can run it.
+// CheckCudnnAttention's refusal for `layout` in `io` on GPU 0 (LoadedCudnnFacts), or
+// empty where cuDNN can run it.
 std::string CudnnRefusal(const AttentionLayout& layout, GraphType io,
                          AttentionBackwardKind backward = AttentionBackwardKind::kDeterministic);
 

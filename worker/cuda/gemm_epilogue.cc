@@ -110,9 +110,7 @@ std::string DescribeGeluFusion(const GeluFit& value, const GeluFit& derivative) 
   const auto outputs = [](const GeluFit& fit) {
     std::string names;
     for (ScalarType type : {ScalarType::kFloat32, ScalarType::kBFloat16, ScalarType::kFloat16}) {
-      if (fit.formula == GeluFormula::kUnknown || FittedError(fit) > FusableGeluError(type)) {
-        continue;
-      }
+      if (FittedError(fit) > FusableGeluError(type)) continue;  // infinite where unknown
       absl::StrAppend(&names, names.empty() ? "" : ", ", ScalarTypeName(type));
     }
     return names.empty() ? std::string("none") : names;

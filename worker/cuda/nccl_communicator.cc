@@ -227,16 +227,15 @@ absl::Status NcclCommunicator::WaitEnqueued(const char* what, absl::Time called)
     if (absl::Now() > deadline) return Overdue(what);
     absl::SleepFor(options_.poll_interval);
   }
+  // The collective is enqueued: one whose event cannot be taken or recorded cannot be
+  // watched, so it is aborted, and no kernel of it goes on reading buffers its caller
+  // frees on this error.
   absl::StatusOr<cudaEvent_t> taken = TakeEvent();
-  // The collective is enqueued but, without an event, cannot be watched: aborted, so no
-  // kernel of it goes on reading buffers its caller frees on this error.
   if (!taken.ok()) return AbortWith(taken.status());
   cudaEvent_t done = *taken;
   const cudaError_t recorded = cudaEventRecord(done, stream_);
   if (recorded != cudaSuccess) {
     spare_events_.push_back(done);
-    // The collective is enqueued but cannot be watched: aborted, so no kernel of it goes
-    // on reading buffers its caller frees on this error.
     return AbortWith(CudaStatus(recorded, "cudaEventRecord"));
   }
   pending_.push_back({done, called, what});
