@@ -122,6 +122,55 @@ SHARDWISE_HOST_DEVICE inline float SiluGradFloat(float x) {
   return sigmoid * (1.0f + x * complement);
 }
 
+// The cross-entropy of one row of logits on GPUs, in float as PyTorch's CUDA log_softmax
+// and its backward compute it (float is their "opmath" type for FP32, BF16 and FP16
+// logits), which a GPU runs at its full rate (a double exp is a long software routine,
+// and many GPUs run FP64 at 1/64 of FP32): each term exp(x - max) in float; their sum in
+// double (PyTorch's is in float: a rounding-level difference, toward the exact sum);
+// log_sum = log(sum) + max in double; the loss log_sum - x[label] in double; the
+// gradient (exp(x - log_sum) - [x is the label's]) * grad_scale in float.
+SHARDWISE_HOST_DEVICE inline float SoftmaxTerm(float x, float max) { return expf(x - max); }
+
+SHARDWISE_HOST_DEVICE inline double LogSumExp(double sum_of_terms, float max) {
+  return log(sum_of_terms) + max;
+}
+
+SHARDWISE_HOST_DEVICE inline float CrossEntropyGradient(float x, double log_sum, bool at_label,
+                                                        float grad_scale) {
+  const float p = expf(static_cast<float>(x - log_sum));
+  return (at_label ? p - 1.0f : p) * grad_scale;
+}
+
+// Their error, for a row whose logits lie within `spread` of its max, of `classes` logits,
+// with an expf within 2 ulp (CUDA's documented bound; glibc's is within 1): a term's
+// argument x - max is rounded to float (relative error spread · 2^-24 in the term) and
+// expf adds 2^-22, so the sum, log_sum and the loss are within
+// LogSumExpError = spread · 2^-24 + 2^-22 (absolute, for log_sum and the loss).
+// A probability's argument x - log_sum (at most spread + log(classes) in size) adds its
+// own rounding, log_sum's error and expf's: relative ProbabilityError =
+// LogSumExpError + (spread + log(classes)) · 2^-24 + 2^-22; the subtraction of 1 and the
+// product with grad_scale round twice more, 2^-23 of the result. A probability below
+// the smallest normal float (1.2e-38) is only within that much of it, absolutely.
+SHARDWISE_HOST_DEVICE inline double LogSumExpError(double spread) {
+  return spread * 0x1p-24 + 0x1p-22;
+}
+
+SHARDWISE_HOST_DEVICE inline double ProbabilityError(double spread, double classes) {
+  return LogSumExpError(spread) + (spread + log(classes)) * 0x1p-24 + 0x1p-22;
+}
+
+// How far CrossEntropyGradient may be from the exact gradient `exact` of a logit whose
+// exact probability is `p` (the tests' bound): the probability's error scaled, plus the
+// last two roundings. A float grad_scale's own rounding is the caller's to add.
+SHARDWISE_HOST_DEVICE inline double CrossEntropyGradientError(double p, double exact,
+                                                              double grad_scale, double spread,
+                                                              double classes) {
+  constexpr double kSmallestNormalFloat = 0x1p-126;
+  const double magnitude = exact < 0 ? -exact : exact;
+  return grad_scale * (p * ProbabilityError(spread, classes) + kSmallestNormalFloat) +
+         magnitude * 0x1p-23;
+}
+
 }  // namespace shardwise::pointwise
 
 #endif  // SHARDWISE_WORKER_COMPUTE_POINTWISE_H_

@@ -1,13 +1,17 @@
-// compute/pointwise.h's float activations (what the CUDA kernels compute) against the
-// exact functions in double, with glibc's erff, tanhf and expf: within 3e-7 · max(1, |x|).
+// compute/pointwise.h's float activations and cross-entropy terms (what the CUDA kernels
+// compute) against the exact functions in double, with glibc's erff, tanhf and expf: the
+// activations within 3e-7 · max(1, |x|), the cross-entropy within its stated bounds.
 
 #include "worker/compute/pointwise.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -62,6 +66,62 @@ TEST(PointwiseFloat, SaturateWithoutNan) {
   EXPECT_EQ(GeluGradFloat(-100.0f), 0.0f);
   EXPECT_EQ(GeluTanhGradFloat(1e30f), 1.0f);
   EXPECT_EQ(GeluTanhGradFloat(-1e30f), 0.0f);
+}
+
+// One row as the CUDA kernel runs it: its loss, and its gradient into `grad`.
+double KernelRow(const std::vector<float>& row, int64_t label, float grad_scale,
+                 std::vector<float>& grad) {
+  const float max = *std::max_element(row.begin(), row.end());
+  double sum = 0;
+  for (float x : row) sum += SoftmaxTerm(x, max);
+  const double log_sum = LogSumExp(sum, max);
+  grad.resize(row.size());
+  for (size_t j = 0; j < row.size(); ++j) {
+    grad[j] = CrossEntropyGradient(row[j], log_sum, static_cast<int64_t>(j) == label, grad_scale);
+  }
+  return log_sum - row[label];
+}
+
+// Rows of GPT-2's vocabulary and of a few classes, logits spread from 1 to 16 standard
+// deviations: the loss and every gradient term within LogSumExpError and
+// ProbabilityError of the formula in double, and some error left (float, not double).
+TEST(PointwiseFloat, CrossEntropyIsWithinItsBound) {
+  std::mt19937 rng(7);
+  const float grad_scale = 1.0f / 3;
+  double worst_loss_share = 0, worst_grad_share = 0;
+  for (const int64_t classes : {37, 50257}) {
+    for (const float deviation : {1.0f, 4.0f, 16.0f}) {
+      std::normal_distribution<float> normal(0.0f, deviation);
+      std::vector<float> row(classes), grad;
+      for (float& x : row) x = normal(rng);
+      const int64_t label = classes / 3;
+      const double got_loss = KernelRow(row, label, grad_scale, grad);
+
+      const float max = *std::max_element(row.begin(), row.end());
+      const float min = *std::min_element(row.begin(), row.end());
+      const double spread = static_cast<double>(max) - min;
+      double sum = 0;
+      for (float x : row) sum += std::exp(static_cast<double>(x) - max);
+      const double log_sum = std::log(sum) + max;
+      const double loss_bound = LogSumExpError(spread) + 1e-12;  // + the double sum's order
+      EXPECT_NEAR(got_loss, log_sum - row[label], loss_bound) << classes << " " << deviation;
+      worst_loss_share =
+          std::max(worst_loss_share, std::abs(got_loss - (log_sum - row[label])) / loss_bound);
+      for (int64_t j = 0; j < classes; ++j) {
+        const double p = std::exp(static_cast<double>(row[j]) - log_sum);
+        const double want = (j == label ? p - 1 : p) * grad_scale;
+        const double bound =
+            CrossEntropyGradientError(p, want, grad_scale, spread, static_cast<double>(classes));
+        const double error = std::abs(grad[j] - want);
+        ASSERT_LE(error, bound) << classes << " " << deviation << " [" << j << "]";
+        worst_grad_share = std::max(worst_grad_share, error / bound);
+      }
+    }
+  }
+  EXPECT_GT(worst_loss_share, 0.0);
+  EXPECT_GT(worst_grad_share, 0.0);
+  std::printf("worst share of the bound: loss %.3f, gradient %.3f\n", worst_loss_share,
+              worst_grad_share);
 }
 
 }  // namespace

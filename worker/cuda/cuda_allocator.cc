@@ -90,9 +90,18 @@ void CudaCachingAllocator::Free(void* ptr, size_t bytes, MemoryCategory category
   cache_.emplace(std::make_pair(stream, rounded), ptr);
 }
 
+// An error the launch returns (an invalid pointer or stream, a lost device) is not sticky:
+// a later synchronisation would not report it, so it goes to the owner now.
 void CudaCachingAllocator::ZeroFill(void* ptr, size_t bytes) {
-  // Enqueue errors resurface at the stream's next synchronisation.
-  cudaMemsetAsync(ptr, 0, bytes, stream_of_caller_());
+  const cudaError_t error = cudaMemsetAsync(ptr, 0, bytes, stream_of_caller_());
+  if (error == cudaSuccess) return;
+  const absl::Status status =
+      CudaStatus(error, absl::StrCat("cudaMemsetAsync zeroing a ", bytes, "-byte block").c_str());
+  if (on_error_) {
+    on_error_(status);
+  } else {
+    LogError(LogContext(), status.ToString());
+  }
 }
 
 MemoryStats CudaCachingAllocator::Stats() const {

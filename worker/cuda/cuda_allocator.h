@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "worker/runtime/memory.h"
@@ -33,9 +34,15 @@ namespace shardwise::cuda {
 
 class CudaCachingAllocator final : public Allocator {
  public:
+  // Receives a zero fill that could not be enqueued: the block is then not zero, and
+  // whatever reads it would compute on garbage, so the owner fails its work with it.
+  using ErrorSink = std::function<void(const absl::Status&)>;
+
   // Allocates on the current device; `stream_of_caller` names the calling thread's stream.
-  explicit CudaCachingAllocator(std::function<cudaStream_t()> stream_of_caller)
-      : stream_of_caller_(std::move(stream_of_caller)) {}
+  // Without `on_error`, a failed zero fill is logged as an error.
+  explicit CudaCachingAllocator(std::function<cudaStream_t()> stream_of_caller,
+                                ErrorSink on_error = nullptr)
+      : stream_of_caller_(std::move(stream_of_caller)), on_error_(std::move(on_error)) {}
   // Every thread on one stream.
   explicit CudaCachingAllocator(cudaStream_t stream)
       : CudaCachingAllocator([stream] { return stream; }) {}
@@ -72,6 +79,7 @@ class CudaCachingAllocator final : public Allocator {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::function<cudaStream_t()> stream_of_caller_;
+  const ErrorSink on_error_;
   // One release of the cache at a time, from its emptying to its last cudaFree: a thread
   // whose cudaMalloc fails while another releases waits for it, rather than find the
   // cache empty and report out of memory before the other's frees land.

@@ -1,5 +1,6 @@
 #include "worker/cuda/cuda_allocator.h"
 
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -66,6 +67,30 @@ TEST(CudaCachingAllocatorTest, AnImpossibleAllocationThrowsBadAlloc) {
   // The device is still usable afterwards.
   Buffer ok(&allocator, 16, MemoryCategory::kActivations);
   EXPECT_FALSE(ok.empty());
+}
+
+// A zero fill the runtime refuses to enqueue leaves the block unzeroed, and such an error
+// is not sticky (no later synchronisation reports it): it goes to the owner's sink, which
+// CudaDevice points at its first-error status. Where the runtime has no GPU it refuses
+// every launch, so a machine without one shows the path; on a GPU every fill is
+// enqueued.
+TEST(CudaCachingAllocatorTest, AZeroFillTheRuntimeRefusesGoesToTheErrorSink) {
+  if (::shardwise::cuda::testing::NoGpuReason().empty()) {
+    GTEST_SKIP() << "on a GPU the runtime enqueues every fill; the refusal needs a machine "
+                    "without one";
+  }
+  std::vector<absl::Status> errors;
+  CudaCachingAllocator allocator([] { return cudaStream_t{nullptr}; },
+                                 [&](const absl::Status& status) { errors.push_back(status); });
+  std::vector<char> block(64, 1);
+  allocator.ZeroFill(block.data(), block.size());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_FALSE(errors[0].ok());
+  EXPECT_NE(errors[0].message().find("cudaMemsetAsync zeroing a 64-byte block"), std::string::npos)
+      << errors[0];
+  // Without a sink the error is logged, and the call still returns.
+  CudaCachingAllocator unobserved(cudaStream_t{nullptr});
+  unobserved.ZeroFill(block.data(), block.size());
 }
 
 TEST(CudaStreamTest, EventsOrderWorkAcrossStreams) {

@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceO
   device->post_backward_ = std::move(streams.post_backward);
   device->all_reduce_ = std::move(streams.all_reduce);
   CudaDevice* raw = device.get();
-  device->allocator_ = std::make_unique<CudaCachingAllocator>([raw] { return raw->stream(); });
+  device->allocator_ = std::make_unique<CudaCachingAllocator>(
+      [raw] { return raw->stream(); }, [raw](const absl::Status& status) { raw->Check(status); });
   ASSIGN_OR_RETURN(device->blas_, Blas::Create(device->compute_.get()));
   device->blas_->set_allow_tf32(options.allow_tf32);
   ASSIGN_OR_RETURN(device->cudnn_facts_, LoadedCudnnFacts(options.gpu));
@@ -91,11 +92,9 @@ CudaDevice::CudaDevice(const CudaDeviceOptions& options) : options_(options), id
 
 CudaDevice::~CudaDevice() {
   // The destroying thread may never have used this GPU, or be bound to another device:
-  // the members are destroyed with this GPU current, and restore_gpu_, destroyed last,
-  // gives the thread its own GPU back.
-  restore_gpu_.gpu = options_.gpu;
-  cudaGetDevice(&restore_gpu_.gpu);
-  cudaSetDevice(options_.gpu);
+  // the members are destroyed with this GPU current, and on_gpu_while_destroyed_,
+  // destroyed last, gives the thread its own GPU back.
+  on_gpu_while_destroyed_.emplace(options_.gpu);
   cudaDeviceSynchronize();
   // The allocator's blocks go back to the driver before the streams they belong to.
   allocator_.reset();
@@ -127,13 +126,13 @@ void CudaDevice::Check(cudaError_t error, const char* what) {
   Check(error == cudaSuccess ? absl::OkStatus() : CudaStatus(error, what));
 }
 
-Blas& CudaDevice::ComputeBlas() {
+absl::Status CudaDevice::WithComputeBlas(const std::function<absl::Status(Blas&)>& gemm) {
   if (stream() != compute_.get()) {
-    Check(
-        absl::InternalError("a GEMM was issued from a thread that is not computing on the "
-                            "compute stream (only the training thread runs layers)"));
+    return absl::InternalError(
+        "a GEMM was issued from a thread that is not computing on the compute stream (only the "
+        "training thread runs layers); it was not run");
   }
-  return *blas_;
+  return gemm(*blas_);
 }
 
 void CudaDevice::Check(const absl::Status& status) {
@@ -281,15 +280,19 @@ void CudaDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, do
 void CudaDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b, int64_t batch,
                                int64_t in, int64_t out, TensorRef y, ScalarType operands) {
   if (operands == ScalarType::kFloat32) {
-    Check(ComputeBlas().LinearForward(x.f32(), w.f32(), b, batch, in, out, y.f32()));
+    Check(WithComputeBlas([&](Blas& blas) {
+      return blas.LinearForward(x.f32(), w.f32(), b, batch, in, out, y.f32());
+    }));
     return;
   }
   const TypedOperand x16(operands, x, batch * in, allocator(), stream());
   const TypedOperand w16(operands, w, out * in, allocator(), stream());
   Check(x16.status());
   Check(w16.status());
-  Check(ComputeBlas().LinearForward(x16.data(), w16.data(), b, batch, in, out, y.data(),
-                                    {operands, y.type()}));
+  Check(WithComputeBlas([&](Blas& blas) {
+    return blas.LinearForward(x16.data(), w16.data(), b, batch, in, out, y.data(),
+                              {operands, y.type()});
+  }));
 }
 
 Buffer CudaDevice::LinearActivationForward(v1::Activation act, ConstTensorRef x, ConstTensorRef w,
@@ -304,9 +307,10 @@ Buffer CudaDevice::LinearActivationForward(v1::Activation act, ConstTensorRef x,
       Buffer y(allocator(), static_cast<size_t>(batch * out), MemoryCategory::kActivations,
                pre.type(), /*zero=*/false);
       // Stored in the operands' type (the epilogue's rule): x and w are used in place.
-      const absl::Status fused =
-          ComputeBlas().LinearEpilogueForward(x.data(), w.data(), b, batch, in, out, pre.data(),
-                                              y.data(), *epilogue, {operands, pre.type()});
+      const absl::Status fused = WithComputeBlas([&](Blas& blas) {
+        return blas.LinearEpilogueForward(x.data(), w.data(), b, batch, in, out, pre.data(),
+                                          y.data(), *epilogue, {operands, pre.type()});
+      });
       if (!absl::IsUnimplemented(fused)) {
         Check(fused);
         return y;
@@ -322,9 +326,10 @@ void CudaDevice::ActivationLinearBackward(v1::Activation act, ConstTensorRef pre
                                           float* db, ScalarType operands) {
   const LinearEpilogueQuery query = EpilogueQuery(act, true, operands, pre.type(), dpre.type(), in);
   if (const std::optional<LinearEpilogue> epilogue = ChooseInputGradEpilogue(query)) {
-    const absl::Status fused =
-        ComputeBlas().LinearInputGradEpilogue(w.data(), dy.data(), batch, in, out, pre.data(),
-                                              dpre.data(), *epilogue, {operands, dpre.type()});
+    const absl::Status fused = WithComputeBlas([&](Blas& blas) {
+      return blas.LinearInputGradEpilogue(w.data(), dy.data(), batch, in, out, pre.data(),
+                                          dpre.data(), *epilogue, {operands, dpre.type()});
+    });
     if (!absl::IsUnimplemented(fused)) {
       Check(fused);
       // The weight's and the bias's gradients, as LinearBackward adds them.
@@ -385,15 +390,19 @@ void CudaDevice::LinearBackward(ConstTensorRef x, ConstTensorRef w, ConstTensorR
                                 int64_t batch, int64_t in, int64_t out, TensorRef dx, float* dw,
                                 float* db, ScalarType operands) {
   if (operands == ScalarType::kFloat32) {
-    Check(ComputeBlas().LinearBackward(x.f32(), w.f32(), dy.f32(), batch, in, out, dx.f32(), dw));
+    Check(WithComputeBlas([&](Blas& blas) {
+      return blas.LinearBackward(x.f32(), w.f32(), dy.f32(), batch, in, out, dx.f32(), dw);
+    }));
   } else {
     const TypedOperand x16(operands, x, batch * in, allocator(), stream());
     const TypedOperand w16(operands, w, out * in, allocator(), stream());
     const TypedOperand dy16(operands, dy, batch * out, allocator(), stream());
     for (const TypedOperand* operand : {&x16, &w16, &dy16}) Check(operand->status());
     const ScalarType dx_type = dx.null() ? ScalarType::kFloat32 : dx.type();
-    Check(ComputeBlas().LinearBackward(x16.data(), w16.data(), dy16.data(), batch, in, out,
-                                       dx.data(), dw, {operands, dx_type}));
+    Check(WithComputeBlas([&](Blas& blas) {
+      return blas.LinearBackward(x16.data(), w16.data(), dy16.data(), batch, in, out, dx.data(), dw,
+                                 {operands, dx_type});
+    }));
   }
   if (db != nullptr) Check(AddColumnSums(dy, batch, out, db, stream()), "AddColumnSums");
 }
@@ -535,15 +544,18 @@ void CudaDevice::MultiplyElementwise(ConstTensorRef a, ConstTensorRef b, size_t 
 // the training thread.
 void CudaDevice::AttentionForward(ConstTensorRef qkv, const AttentionShape& shape, TensorRef out,
                                   float* probs, ScalarType operands) {
-  Check(cuda::AttentionForward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv, out,
-                               probs));
+  Check(WithComputeBlas([&](Blas& blas) {
+    return cuda::AttentionForward({&blas, allocator(), stream(), operands}, shape, qkv, out, probs);
+  }));
 }
 
 void CudaDevice::AttentionBackward(ConstTensorRef qkv, const float* probs, ConstTensorRef dout,
                                    const AttentionShape& shape, TensorRef dqkv,
                                    ScalarType operands) {
-  Check(cuda::AttentionBackward({&ComputeBlas(), allocator(), stream(), operands}, shape, qkv,
-                                probs, dout, dqkv));
+  Check(WithComputeBlas([&](Blas& blas) {
+    return cuda::AttentionBackward({&blas, allocator(), stream(), operands}, shape, qkv, probs,
+                                   dout, dqkv);
+  }));
 }
 
 absl::StatusOr<FusedAttentionKernel> CudaDevice::ChooseFusedAttention(const AttentionLayout& layout,

@@ -29,6 +29,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -157,10 +158,11 @@ class CudaDevice final : public Device {
   void Check(cudaError_t error, const char* what);
   void Check(const absl::Status& status);
   void KeepFirstError(const absl::Status& status);
-  // The GEMMs' handle, which runs on the compute stream: only a thread computing on it
-  // (the training thread) may use it, or the GEMM would race the caller's own work and
-  // its stream's blocks. Records an error otherwise; binds the thread to the GPU.
-  Blas& ComputeBlas();
+  // Runs `gemm` with the GEMMs' handle, which runs on the compute stream: only a thread
+  // computing on it (the training thread) may use it, or the GEMM would race the caller's
+  // own work and its stream's blocks. From any other thread the GEMM is not issued and
+  // an INTERNAL error is returned instead. Binds the thread to the GPU.
+  absl::Status WithComputeBlas(const std::function<absl::Status(Blas&)>& gemm);
   // The GELU formulas cuBLASLt's epilogues compute, measured when the device is made
   // (Create) and logged.
   const GeluEpilogueFormulas& EpilogueGelu();
@@ -197,16 +199,10 @@ class CudaDevice final : public Device {
   // Copies `bytes` from the device to the host, waiting for the caller's stream.
   absl::Status Fetch(void* host_dst, const void* src, size_t bytes);
 
-  // Declared first, so destroyed last: sets the destroying thread's GPU back once every
-  // other member (cuBLAS, cuDNN, events, streams) is gone, each with this device's GPU
-  // current.
-  struct CurrentGpuRestorer {
-    ~CurrentGpuRestorer() {
-      if (gpu >= 0) cudaSetDevice(gpu);
-    }
-    int gpu = -1;  // none set: nothing to restore
-  };
-  CurrentGpuRestorer restore_gpu_;
+  // Declared first, so destroyed last: made by the destructor, it sets the destroying
+  // thread's GPU back once every other member (cuBLAS, cuDNN, events, streams) is gone,
+  // each with this device's GPU current.
+  std::optional<ScopedCurrentGpu> on_gpu_while_destroyed_;
   const CudaDeviceOptions options_;
   const uint64_t id_;  // unique in the process: which device a thread is bound to
   Stream compute_, unshard_, post_backward_, all_reduce_;

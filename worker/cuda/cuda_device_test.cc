@@ -69,5 +69,24 @@ TEST(CudaDevice, ANewDeviceAtAFreedOnesAddressDoesNotInheritItsStream) {
   EXPECT_EQ(fresh->CurrentStream(), fresh->compute_stream());
 }
 
+// A GEMM from a thread on a communication stream would race the compute stream, which
+// cuBLAS's handle is bound to: it is refused with INTERNAL and never issued (y keeps its
+// values).
+TEST(CudaDevice, AGemmFromACommunicationThreadIsRefusedAndNotRun) {
+  SKIP_WITHOUT_GPU();
+  auto made = CudaDevice::Create({});
+  ASSERT_TRUE(made.ok()) << made.status();
+  CudaDevice& device = **made;
+  DeviceVector<float> x(std::vector<float>(4, 1.0f)), w(std::vector<float>(4, 2.0f)),
+      y(std::vector<float>(4, -1.0f));
+  std::thread([&] {
+    device.UseCommunicationStream(Device::CommLane::kReduction);
+    device.LinearForward(x.get(), w.get(), nullptr, 2, 2, 2, y.get(), ScalarType::kFloat32);
+    device.Synchronize().IgnoreError();
+  }).join();
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kInternal) << device.status();
+  EXPECT_EQ(y.ToHost(), std::vector<float>(4, -1.0f)) << "the refused GEMM ran";
+}
+
 }  // namespace
 }  // namespace shardwise::cuda

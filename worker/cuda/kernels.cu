@@ -268,10 +268,11 @@ __global__ void MeanSquaredErrorKernel(const P* pred, const U* target, size_t n,
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 
-// One block per row: the row's max, log-sum-exp (in double, as on the CPU), loss and
-// gradient, with logits and gradient in their storage type T. dlogits may be logits: each
-// thread writes only the elements it read, after the block-wide reductions (which
-// synchronise), and the label's logit is read before.
+// One block per row: the row's max, its log-sum-exp and loss, and its gradient, in float
+// as PyTorch's CUDA kernels (pointwise.h's SoftmaxTerm, LogSumExp, CrossEntropyGradient),
+// with logits and gradient in their storage type T. dlogits may be logits: each thread
+// writes only the elements it read, after the block-wide reductions (which synchronise),
+// and the label's logit is read before.
 template <typename T>
 __global__ void CrossEntropyKernel(const T* logits, const int64_t* labels, int64_t classes,
                                    float grad_scale, T* dlogits, double* row_loss) {
@@ -284,16 +285,14 @@ __global__ void CrossEntropyKernel(const T* logits, const int64_t* labels, int64
   for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) max = fmaxf(max, LoadFloat(row, j));
   max = BlockMax(max);
   double sum = 0;
-  // Each difference in double, where it is exact (in float, a logit far below the max
-  // rounds it: the loss would stray from the FP64 formula by up to 1e-11 relative).
   for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
-    sum += exp(static_cast<double>(LoadFloat(row, j)) - static_cast<double>(max));
+    sum += pointwise::SoftmaxTerm(LoadFloat(row, j), max);
   }
   sum = BlockSum(sum);
-  const double log_sum = log(sum) + max;
+  const double log_sum = pointwise::LogSumExp(sum, max);
   for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
-    const double p = exp(LoadFloat(row, j) - log_sum);
-    StoreFloat(grad, j, static_cast<float>(p - (j == label ? 1.0 : 0.0)) * grad_scale);
+    StoreFloat(grad, j,
+               pointwise::CrossEntropyGradient(LoadFloat(row, j), log_sum, j == label, grad_scale));
   }
   // As the CPU's (cpu/losses.cc): a label outside [0, classes) gives NaN, never a read
   // outside the row.

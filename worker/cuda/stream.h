@@ -15,6 +15,28 @@
 
 namespace shardwise::cuda {
 
+// Makes `gpu` the calling thread's current device for the scope, then gives the thread
+// back the device it had: a thread that only visits a GPU (to query its events, or to
+// destroy a device made elsewhere) leaves its own binding as it found it.
+class ScopedCurrentGpu {
+ public:
+  explicit ScopedCurrentGpu(int gpu) {
+    if (cudaGetDevice(&previous_) != cudaSuccess || previous_ == gpu) {
+      previous_ = -1;  // nothing to restore
+      return;
+    }
+    cudaSetDevice(gpu);
+  }
+  ~ScopedCurrentGpu() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  ScopedCurrentGpu(const ScopedCurrentGpu&) = delete;
+  ScopedCurrentGpu& operator=(const ScopedCurrentGpu&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 class Event {
  public:
   // Timing off: the cheapest event, for ordering and completion only.

@@ -88,7 +88,9 @@ std::unique_ptr<StreamClock::Mark> CudaStreamClock::Record(int* lane) {
 
 std::optional<int64_t> CudaStreamClock::PassedAt(const Mark& mark) {
   const auto& event_mark = static_cast<const EventMark&>(mark);
-  cudaSetDevice(gpu_);  // the asking thread (the progress publisher) may not be bound yet
+  // The asking thread (the progress publisher) may be bound to no GPU or another one; it
+  // gets its own back after the query.
+  const ScopedCurrentGpu on_gpu(gpu_);
   const cudaError_t state = QueryEvent(event_mark.event->get());
   if (state == cudaErrorNotReady) return std::nullopt;
   if (state != cudaSuccess) return Failed(std::optional<int64_t>());  // never passes
