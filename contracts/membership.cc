@@ -4,11 +4,25 @@
 #include <numeric>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "contracts/job_ranks.h"
 
 namespace shardwise {
+
+std::string MembershipEpochKeyPrefix(int32_t epoch) { return absl::StrCat("epoch", epoch); }
+
+std::optional<int32_t> MembershipEpochOfKey(absl::string_view key) {
+  if (!absl::ConsumePrefix(&key, "epoch")) return std::nullopt;
+  const size_t slash = key.find('/');
+  int32_t epoch = 0;
+  if (slash == absl::string_view::npos || !absl::SimpleAtoi(key.substr(0, slash), &epoch)) {
+    return std::nullopt;
+  }
+  return epoch;
+}
 namespace {
 
 std::string Ranks(const std::vector<int32_t>& ranks) {

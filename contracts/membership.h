@@ -9,9 +9,11 @@
 // the ranks follow (worker/train/membership_mailbox.h).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
@@ -29,6 +31,15 @@ absl::Duration PeerTimeout(const v1::JobSpec& spec);
 // failed on a lost peer and it waits for the membership without it: a coordinator that
 // restarted learns from it that a peer is gone (job_controller_reattach.cc).
 inline constexpr char kAwaitingMembershipPhase[] = "membership change";
+
+// The rendezvous keys of membership epoch `epoch` begin with this prefix and a '/' (each
+// epoch connects its groups through its own keys: worker/train/epoch_store.h). The
+// coordinator drops an epoch's keys once two newer ones exist
+// (RendezvousStore::DropEpochsBefore), so a long job's losses and heals do not fill its
+// attempt's key limit.
+std::string MembershipEpochKeyPrefix(int32_t epoch);
+// The epoch whose keys `key` is one of; nullopt for a key of no epoch.
+std::optional<int32_t> MembershipEpochOfKey(absl::string_view key);
 
 // The live ranks of `membership` for `attempt`: ranks 0 to world_size - 1 (the job's
 // initial size) while its membership has not changed (`membership` unset, or of another

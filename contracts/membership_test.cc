@@ -136,5 +136,15 @@ TEST(Membership, AMembershipOfAnEarlierAttemptCountsForNothing) {
   EXPECT_FALSE(DecideAfterLoss(without, {}, 1, {2}).train_on);
 }
 
+TEST(MembershipEpochKeys, NameTheirEpochBeforeTheFirstSlash) {
+  EXPECT_EQ(MembershipEpochKeyPrefix(7), "epoch7");
+  EXPECT_EQ(MembershipEpochOfKey("epoch7/world/3"), 7);
+  EXPECT_EQ(MembershipEpochOfKey(MembershipEpochKeyPrefix(12) + "/x"), 12);
+  EXPECT_EQ(MembershipEpochOfKey("epoch7"), std::nullopt);
+  EXPECT_EQ(MembershipEpochOfKey("epochs/1"), std::nullopt);
+  EXPECT_EQ(MembershipEpochOfKey("rank0"), std::nullopt);
+  EXPECT_EQ(MembershipEpochOfKey("world/epoch7/1"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace shardwise

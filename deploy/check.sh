@@ -37,6 +37,25 @@ for kustomization in k8s/overlays/cpu k8s/overlays/gpu k8s/overlays/local k8s/mo
   fi
 done
 
+# The coordinator's liveness probe asks its `liveness` service, which stays SERVING while
+# the process answers: the overall status turns NOT_SERVING on a full disk, and a probe on
+# it would restart a coordinator that is holding unwritten changes (docs/operations.md).
+for overlay in cpu gpu local; do
+  if /usr/bin/python3 - "$rendered/overlays-$overlay.yaml" <<'PY'
+import sys, yaml
+probes = [c.get("livenessProbe") for d in yaml.safe_load_all(open(sys.argv[1]))
+          if d and d.get("kind") == "StatefulSet" and d["metadata"]["name"].endswith("coordinator")
+          for c in d["spec"]["template"]["spec"]["containers"]]
+sys.exit(0 if probes and all(p and p.get("grpc", {}).get("service") == "liveness"
+                             for p in probes) else 1)
+PY
+  then
+    result "overlays/$overlay-coordinator-liveness" passed
+  else
+    result "overlays/$overlay-coordinator-liveness" failed "livenessProbe must ask the liveness service"
+  fi
+done
+
 # The validator can fail: each object in the fixture is refused.
 expected=$(grep -c '^kind:' validate/testdata/invalid.yaml)
 refused=$(node validate/validate.mjs validate/testdata/invalid.yaml | grep -c '^invalid ')

@@ -312,7 +312,19 @@ Coordinator::~Coordinator() {
   // before the controller they use goes.
   executor_.reset();
   if (watch_hub_ != nullptr) watch_hub_->Shutdown();
-  const absl::Status flushed = jobs_ != nullptr ? jobs_->FlushProgress() : absl::OkStatus();
+  if (jobs_ == nullptr) return;
+  WriteWhatIsLeft();
+}
+
+// A change the state file refused so far gets one more try; one that is still refused is
+// lost with this process (the next start reads the state file), so each is logged.
+void Coordinator::WriteWhatIsLeft() {
+  if (jobs_->RetryUnsavedChanges() > 0) {
+    for (const std::string& line : jobs_->DescribeUnsavedChanges()) {
+      LogError(LogContext(), absl::StrCat("shutting down with a change unwritten, lost: ", line));
+    }
+  }
+  const absl::Status flushed = jobs_->FlushProgress();
   if (!flushed.ok()) {
     LogError(LogContext(), absl::StrCat("writing progress: ", flushed.message()));
   }

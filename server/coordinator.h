@@ -104,6 +104,8 @@ class Coordinator {
   void SetServing(bool serving);
   void RunPeriodicWork();
   void AddCollectors();
+  // At shutdown: the changes the state file refused so far, once more, and the progress.
+  void WriteWhatIsLeft();
 
   const CoordinatorOptions options_;
   MetricsRegistry metrics_registry_;

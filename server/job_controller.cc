@@ -123,7 +123,7 @@ absl::Status JobController::CheckSomeWorkerHasMemory(v1::DeviceKind device,
 
 absl::StatusOr<v1::Job> JobController::Cancel(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(v1::Job job, jobs_->Get(job_id));
+  ASSIGN_OR_RETURN(v1::Job job, jobs_->Current(job_id));
   if (IsTerminal(job.state())) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " already ended as ",
                                                       v1::JobState_Name(job.state()),
@@ -154,7 +154,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
   // attempt lost that rank.
   const v1::WorkerInfo& before = registration.previous;
   if ((before.state() == v1::BUSY || before.state() == v1::DRAINING) && !before.job_id().empty()) {
-    auto job = jobs_->Get(before.job_id());
+    auto job = jobs_->Current(before.job_id());
     if (job.ok() && job->attempt() == before.attempt() && !IsTerminal(job->state()) &&
         job->state() != v1::PENDING) {
       LoseRankLocked(*job, before.rank(),
@@ -247,7 +247,7 @@ void JobController::ReturnToIdle(const std::string& worker_id) {
 
 void JobController::OnReport(const std::string& worker_id, const v1::AttemptReport& report) {
   absl::MutexLock lock(&mu_);
-  auto job = jobs_->Get(report.job_id());
+  auto job = jobs_->Current(report.job_id());
   auto live = live_.find(report.job_id());
   if (!job.ok() || live == live_.end() || live->second.attempt != report.attempt() ||
       job->attempt() != report.attempt()) {
@@ -351,7 +351,7 @@ void JobController::FinishIfCompletedLocked(const v1::Job& job) {
 }
 
 absl::StatusOr<v1::Timeline> JobController::GetTimeline(const std::string& job_id) const {
-  RETURN_IF_ERROR(jobs_->Get(job_id).status());
+  RETURN_IF_ERROR(jobs_->Current(job_id).status());
   v1::Timeline timeline = timelines_.Get(job_id);
   if (timeline.ranks_size() > 0) return timeline;
   auto kept = jobs_->LoadTimeline(job_id);
@@ -490,7 +490,7 @@ void JobController::LoseWorkerLocked(const std::string& worker_id, const std::st
   LogWarning(LogContext().Job(before->job_id()).Attempt(before->attempt()).Worker(worker_id),
              absl::StrCat("worker lost: ", reason));
   if (before->state() != v1::BUSY || before->job_id().empty()) return;
-  auto job = jobs_->Get(before->job_id());
+  auto job = jobs_->Current(before->job_id());
   if (!job.ok() || job->attempt() != before->attempt() || IsTerminal(job->state()) ||
       job->state() == v1::PENDING) {
     return;

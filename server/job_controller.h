@@ -329,6 +329,9 @@ class JobController {
   static std::vector<int32_t> LiveRanksOf(const v1::Job& job);
   // The job's current membership, for its live ranks.
   static v1::CoordinatorMessage MembershipChangeMessage(const v1::Job& job);
+  // Once `job`'s new membership is written: the rendezvous keys of epochs before the one
+  // it replaces are dropped (the last one's stay for ranks still moving on from it).
+  void DropOldEpochKeys(const v1::Job& job);
   // The Assignment of `rank` of the job's current attempt, with its rendezvous token.
   v1::CoordinatorMessage AssignmentMessage(const v1::Job& job, int32_t rank,
                                            const std::string& token) const;

@@ -44,7 +44,7 @@ int32_t TargetGroups(const v1::Job& job) {
 
 absl::StatusOr<v1::Job> JobController::Scale(const std::string& job_id, int32_t replicas) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(const v1::Job job, jobs_->Get(job_id));
+  ASSIGN_OR_RETURN(const v1::Job job, jobs_->Current(job_id));
   if (!job.spec().has_fault_tolerance() || job.state() != v1::RUNNING) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job_id, " is ", v1::JobState_Name(job.state()),
@@ -117,7 +117,7 @@ void JobController::HealDegradedAttemptsLocked() {
   for (const auto& [job_id, live] : live_) {
     // A rank already done: the live ranks are past their last step, none will move.
     if (live.awaiting_reattach || !live.completed.empty()) continue;
-    auto job = jobs_->Get(job_id);
+    auto job = jobs_->Current(job_id);
     // Scaled explicitly, a job is grown to its target even with heal off.
     if (!job.ok() || job->state() != v1::RUNNING || job->attempt() != live.attempt ||
         !(HealEnabled(job->spec()) || job->target_replicas() > 0) ||
@@ -186,6 +186,7 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
     LogIfFailed(recorded.status(), "writing a replacement group", JobContext(job));
     return false;
   }
+  DropOldEpochKeys(*recorded);
   const v1::CoordinatorMessage change = MembershipChangeMessage(*recorded);
   for (const v1::RankAssignment& rank : recorded->ranks()) {
     const bool joining = std::find(group.begin(), group.end(), rank.rank()) != group.end();

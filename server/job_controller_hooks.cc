@@ -17,7 +17,7 @@ namespace shardwise {
 absl::StatusOr<v1::HookSwitch> JobController::SetCommHook(const std::string& job_id,
                                                           const v1::CommHook& hook) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(v1::Job job, jobs_->Get(job_id));
+  ASSIGN_OR_RETURN(v1::Job job, jobs_->Current(job_id));
   auto live = live_.find(job_id);
   if (job.state() != v1::RUNNING || live == live_.end() || live->second.attempt != job.attempt()) {
     return absl::FailedPreconditionError(
@@ -87,7 +87,7 @@ void JobController::ReconsiderHookSwitchLocked(const v1::Job& job,
 
 void JobController::OnHookAck(const std::string& worker_id, const v1::HookChangeAck& ack) {
   absl::MutexLock lock(&mu_);
-  auto job = jobs_->Get(ack.job_id());
+  auto job = jobs_->Current(ack.job_id());
   auto live = live_.find(ack.job_id());
   if (!job.ok() || live == live_.end() || live->second.attempt != ack.attempt()) {
     return;  // an attempt that ended
@@ -108,7 +108,7 @@ void JobController::OnHookAck(const std::string& worker_id, const v1::HookChange
       const v1::HookSwitch rejected = *attempt.hook_switch.EndProposal();
       DecideHookSwitchLocked(*job, attempt, /*commit=*/false, decision.reason, rejected);
       if (!decision.retry_after.has_value()) return;
-      auto again = jobs_->Get(ack.job_id());
+      auto again = jobs_->Current(ack.job_id());
       if (!again.ok()) return;
       LogIfFailed(
           ProposeHookSwitchLocked(*again, attempt, rejected.new_hook(), *decision.retry_after + 1,

@@ -54,7 +54,7 @@ void JobController::CheckJoinDeadlinesLocked(absl::Time now) {
   for (auto& [job_id, live] : live_) {
     if (live.awaiting_reattach || now < live.join_deadline) continue;
     live.join_deadline = absl::InfiniteFuture();  // decided once per attempt
-    auto job = jobs_->Get(job_id);
+    auto job = jobs_->Current(job_id);
     if (!job.ok() || job->attempt() != live.attempt) continue;
     if (static_cast<int32_t>(live.joined.size()) >= job->spec().world_size()) continue;
     late.push_back({*job, live.joined, rendezvous_->RanksNotReached(job_id, live.attempt)});

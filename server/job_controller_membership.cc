@@ -49,7 +49,7 @@ void JobController::CheckHeldFailuresLocked(absl::Time now) {
   std::vector<std::pair<v1::Job, LiveAttempt::HeldFailure>> due;
   for (auto& [job_id, live] : live_) {
     if (!live.held_failure.has_value() || live.held_failure->deadline > now) continue;
-    auto job = jobs_->Get(job_id);
+    auto job = jobs_->Current(job_id);
     if (job.ok() && job->attempt() == live.attempt) due.emplace_back(*job, *live.held_failure);
     live.held_failure.reset();
   }
@@ -98,6 +98,7 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
     LogIfFailed(recorded.status(), "writing a membership change", JobContext(job));
     return false;  // unwritten, it must not be acted on: the attempt fails instead
   }
+  DropOldEpochKeys(*recorded);
   const std::vector<int32_t> after(decision.next.live_ranks().begin(),
                                    decision.next.live_ranks().end());
   v1::CoordinatorMessage stop = AbortMessage(
@@ -129,6 +130,10 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
   FinishIfCompletedLocked(*recorded);
   RequestScheduleLocked();  // the leaving group's workers may be idle now
   return true;
+}
+
+void JobController::DropOldEpochKeys(const v1::Job& job) {
+  rendezvous_->DropEpochsBefore(job.id(), job.attempt(), job.membership().epoch() - 1);
 }
 
 }  // namespace shardwise

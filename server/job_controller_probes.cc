@@ -61,7 +61,7 @@ void JobController::OnProbeResult(const std::string& worker_id,
       live->second.probe_deadline == absl::InfiniteFuture()) {
     return;  // an attempt over, or a probe judged already
   }
-  auto job = jobs_->Get(result.job_id());
+  auto job = jobs_->Current(result.job_id());
   // Only the worker that holds the rank answers for it.
   if (!job.ok() || WorkerOfRank(*job, result.rank()) != worker_id) return;
   live->second.probes[result.rank()] = result;
@@ -74,7 +74,7 @@ void JobController::CheckProbeDeadlinesLocked(absl::Time now) {
   std::vector<v1::Job> due;
   for (const auto& [job_id, live] : live_) {
     if (live.probe_deadline > now) continue;
-    auto job = jobs_->Get(job_id);
+    auto job = jobs_->Current(job_id);
     if (job.ok() && job->attempt() == live.attempt) due.push_back(*job);
   }
   // Judging may re-queue the job (and change live_): after the scan.

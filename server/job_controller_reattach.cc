@@ -50,7 +50,7 @@ bool JobController::ReattachLocked(const std::string& worker_id,
       live->second.attempt != running.attempt()) {
     return false;
   }
-  auto job = jobs_->Get(running.job_id());
+  auto job = jobs_->Current(running.job_id());
   if (!job.ok() || job->state() != v1::RUNNING || job->attempt() != running.attempt() ||
       WorkerOfRank(*job, running.rank()) != worker_id) {
     return false;
@@ -106,7 +106,7 @@ void JobController::OnPeerLostWhileReattaching(const std::string& job_id, int32_
   absl::MutexLock lock(&mu_);
   auto live = live_.find(job_id);
   if (live == live_.end() || live->second.attempt != attempt) return;
-  auto job = jobs_->Get(job_id);
+  auto job = jobs_->Current(job_id);
   if (job.ok() && job->attempt() == attempt) DecideReattachSoonerLocked(*job, live->second);
 }
 
@@ -114,7 +114,7 @@ void JobController::RequeueIfRankCameBackWithoutItLocked(const std::string& work
   std::vector<v1::Job> lost;
   for (const auto& [job_id, live] : live_) {
     if (!live.awaiting_reattach) continue;
-    auto job = jobs_->Get(job_id);
+    auto job = jobs_->Current(job_id);
     if (!job.ok()) continue;
     const std::vector<int32_t> live_ranks = LiveRanksOf(*job);  // one that left is not awaited
     for (const v1::RankAssignment& rank : job->ranks()) {
@@ -137,7 +137,7 @@ void JobController::ResyncReattachedLocked(const std::string& worker_id) {
   if (to_resync_.erase(worker_id) == 0) return;
   auto worker = workers_->Get(worker_id);
   if (!worker.ok()) return;
-  auto job = jobs_->Get(worker->job_id());
+  auto job = jobs_->Current(worker->job_id());
   if (!job.ok() || job->attempt() != worker->attempt()) return;
   // A rank may wait at a proposed step for the decision the previous coordinator never
   // sent; decisions already heard are ignored (hook_schedule.h).
@@ -166,7 +166,7 @@ void JobController::CheckReattachDeadlinesLocked(absl::Time now) {
   std::vector<std::pair<v1::Job, std::string>> expired;
   for (const auto& [job_id, live] : live_) {
     if (!live.awaiting_reattach || now < live.reattach_deadline) continue;
-    auto job = jobs_->Get(job_id);
+    auto job = jobs_->Current(job_id);
     if (!job.ok()) continue;
     std::vector<std::string> missing;
     const std::vector<int32_t> live_ranks = LiveRanksOf(*job);
@@ -201,7 +201,7 @@ bool JobController::LeaveWithoutMissingRanksLocked(const v1::Job& job, const std
   }
   live->second.awaiting_reattach = false;  // the re-attached ranks train on without them
   for (int32_t rank : missing) {
-    auto current = jobs_->Get(job.id());
+    auto current = jobs_->Current(job.id());
     if (!current.ok()) return true;
     const std::vector<int32_t> still = LiveRanksOf(*current);
     if (std::find(still.begin(), still.end(), rank) == still.end()) continue;  // its group left

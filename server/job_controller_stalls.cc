@@ -10,7 +10,7 @@ namespace shardwise {
 
 void JobController::HandleStallsLocked(absl::Time now) {
   for (const StallDetector::Stall& stall : stalls_.Check(now)) {
-    auto job = jobs_->Get(stall.job_id);
+    auto job = jobs_->Current(stall.job_id);
     if (!job.ok() || job->state() != v1::RUNNING || job->attempt() != stall.attempt) continue;
     if (options_.metrics != nullptr) {
       options_.metrics->stalls_total.With({stall.abort ? "aborted" : "reported"}).Increment();

@@ -3,6 +3,7 @@
 
 #include "server/job_controller.h"
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -183,6 +184,28 @@ TEST_F(JobControllerTest, AJobRunsOnItsWorkersAndSucceedsWhenEveryRankCompletes)
   EXPECT_EQ(State(), v1::SUCCEEDED);
   EXPECT_EQ(workers_->Get("w0")->state(), v1::IDLE);
   EXPECT_EQ(workers_->Get("w1")->state(), v1::IDLE);
+}
+
+// A change the state file refuses stands for the controller: a job scheduled while
+// another writer holds the file's lock runs once its ranks join (their reports are not
+// dropped as a late attempt's), clients meanwhile see what was written, and the change
+// is written once the file takes it. (SQLite waits its busy timeout, 5 s, per write.)
+TEST_F(JobControllerTest, AChangeTheStateFileRefusedStandsForTheController) {
+  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE;", nullptr, nullptr, nullptr), SQLITE_OK);
+  AddWorker("w0");
+  AddWorker("w1");
+  EXPECT_EQ(jobs_->Current("job-1")->state(), v1::SCHEDULED);
+  EXPECT_EQ(State(), v1::PENDING) << "clients see only what was written";
+  Report("w0", 0, v1::JOINED);
+  Report("w1", 1, v1::JOINED);
+  EXPECT_EQ(jobs_->Current("job-1")->state(), v1::RUNNING);
+  ASSERT_EQ(sqlite3_exec(other, "ROLLBACK;", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  EXPECT_EQ(jobs_->RetryUnsavedChanges(), 0);
+  EXPECT_EQ(State(), v1::RUNNING);
 }
 
 TEST_F(JobControllerTest, ASilentWorkerIsLostOnceTheHeartbeatTimeoutPasses) {

@@ -30,7 +30,7 @@ int64_t JobNumber(const std::string& job_id) {
 // The job as it stands for the controller: with a change the store has not taken yet;
 // null once it ended and was written.
 template <typename Entry>
-const v1::Job* Current(const Entry& entry) {
+const v1::Job* CurrentOf(const Entry& entry) {
   if (entry.unsaved.has_value()) return &*entry.unsaved;
   return entry.job.has_value() ? &*entry.job : nullptr;
 }
@@ -218,6 +218,26 @@ int JobManager::RetryUnsavedChanges(absl::Status* last_error) {
   return left;
 }
 
+std::vector<std::string> JobManager::DescribeUnsavedChanges() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> lines;
+  for (const auto& [id, entry] : jobs_) {
+    if (!entry.unsaved.has_value()) continue;
+    const std::string written =
+        entry.job.has_value() ? v1::JobState_Name(entry.job->state()) : "none";
+    const std::string last_event =
+        entry.unsaved_events.empty()
+            ? ""
+            : absl::StrCat(", last event '", entry.unsaved_events.back().message(), "'");
+    lines.push_back(absl::StrCat(
+        "job ", id, ": ", v1::JobState_Name(entry.unsaved->state()), " (the state file holds ",
+        written, last_event, "), unwritten since ",
+        absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", entry.unsaved_since, absl::UTCTimeZone()), ": ",
+        entry.unsaved_error));
+  }
+  return lines;
+}
+
 absl::Status JobManager::FlushProgress() {
   absl::MutexLock lock(&mu_);
   std::vector<v1::Job> moved;
@@ -335,6 +355,16 @@ absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id, uint64_t* ver
   return store_->LoadJob(job_id);
 }
 
+absl::StatusOr<v1::Job> JobManager::Current(const std::string& job_id) const {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return NoSuchJob(job_id);
+    if (it->second.unsaved.has_value()) return *it->second.unsaved;
+  }
+  return Get(job_id);
+}
+
 absl::StatusOr<JobManager::Page> JobManager::List(const ListFilter& filter,
                                                   const std::string& page_token,
                                                   size_t page_size) const {
@@ -404,7 +434,7 @@ std::vector<PendingJob> JobManager::PendingJobs() const {
   std::vector<PendingJob> pending;
   for (const auto& [number, id] : order_) {
     // As the job stands for the scheduler: with a change the store has not taken yet.
-    const v1::Job* job = Current(jobs_.at(id));
+    const v1::Job* job = CurrentOf(jobs_.at(id));
     if (job == nullptr || job->state() != v1::PENDING) continue;
     pending.push_back({job->id(), job->spec().world_size(), job->spec().device(),
                        job->memory_per_rank().total_bytes()});
@@ -417,7 +447,7 @@ absl::StatusOr<v1::Job> JobManager::Schedule(const std::string& job_id,
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return NoSuchJob(job_id);
-  const v1::Job* current = Current(it->second);
+  const v1::Job* current = CurrentOf(it->second);
   const int32_t attempt = (current != nullptr ? current->attempt() : 0) + 1;
   std::string placement;
   for (const auto& r : ranks) {

@@ -65,10 +65,14 @@ class JobManager {
                                  const std::string& submitter = "",
                                  const std::string& request_id = "");
 
-  // The job, whole; NOT_FOUND. A job that ended is read from the state file.
+  // The job, whole, as written (what clients see); NOT_FOUND. A job that ended is read
+  // from the state file.
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
   // The same, with the version the job is at (see ChangedJobs).
   absl::StatusOr<v1::Job> Get(const std::string& job_id, uint64_t* version) const;
+  // The job as it stands for the controller: with a change the store has not taken yet
+  // (its decisions build on it, as later changes do); otherwise as Get.
+  absl::StatusOr<v1::Job> Current(const std::string& job_id) const;
 
   struct ListFilter {
     std::vector<v1::JobState> states;  // empty: any
@@ -165,6 +169,10 @@ class JobManager {
   // Writes the changes the store refused earlier; how many are still unwritten, and the
   // latest store error if any.
   int RetryUnsavedChanges(absl::Status* last_error = nullptr);
+  // One line for each change still unwritten: the job, the state it has now and the
+  // one the state file holds, since when and why (what a shutdown that cannot write
+  // them loses: a restarted coordinator starts from the state file).
+  std::vector<std::string> DescribeUnsavedChanges() const;
   // Writes the progress reported since the last flush, every job in one transaction.
   absl::Status FlushProgress();
   // Compacts the jobs that ended longer than `retention` ago (StateStore); how many.

@@ -6,7 +6,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/printable_text.h"
 #include "common/status_macros.h"
+#include "contracts/membership.h"
 
 namespace shardwise {
 
@@ -62,18 +64,30 @@ std::vector<int32_t> RendezvousStore::RanksNotReached(const std::string& job_id,
   return missing;
 }
 
+size_t RendezvousStore::DropEpochsBefore(const std::string& job_id, int32_t attempt,
+                                         int32_t epoch) {
+  absl::MutexLock lock(&mu_);
+  auto it = scopes_.find(ScopeName(job_id, attempt));
+  if (it == scopes_.end()) return 0;
+  return absl::erase_if(it->second.values, [epoch](const auto& entry) {
+    const std::optional<int32_t> of = MembershipEpochOfKey(entry.first);
+    return of.has_value() && *of < epoch;
+  });
+}
+
 absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(const v1::RendezvousScope& scope,
                                                                    int32_t* rank) {
   auto it = scopes_.find(ScopeName(scope.job_id(), scope.attempt()));
   if (it == scopes_.end()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rendezvous: attempt ", scope.attempt(), " of job '", scope.job_id(), "' is not running"));
+    return absl::FailedPreconditionError(absl::StrCat("rendezvous: attempt ", scope.attempt(),
+                                                      " of job '", ShownValue(scope.job_id()),
+                                                      "' is not running"));
   }
   auto holder = it->second.ranks.find(scope.token());
   if (scope.token().empty() || holder == it->second.ranks.end()) {
     return absl::PermissionDeniedError(
         absl::StrCat("rendezvous: the caller holds no rank of attempt ", scope.attempt(),
-                     " of job '", scope.job_id(),
+                     " of job '", ShownValue(scope.job_id()),
                      "' (scope.token is not one of the attempt's rank tokens); only its "
                      "ranks may read or write its keys"));
   }
@@ -82,15 +96,25 @@ absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(const v1::Ren
   return &it->second;
 }
 
-absl::Status RendezvousStore::CheckWrite(const Scope& scope, const std::string& key,
-                                         size_t value_size) const {
+absl::Status RendezvousStore::CheckKey(const std::string& key) const {
   if (key.empty() || key.size() > limits_.max_key_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rendezvous: key must have 1 to ", limits_.max_key_bytes, " bytes, got ", key.size()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status RendezvousStore::CheckKeys(const std::vector<std::string>& keys) const {
+  for (const std::string& key : keys) RETURN_IF_ERROR(CheckKey(key));
+  return absl::OkStatus();
+}
+
+absl::Status RendezvousStore::CheckWrite(const Scope& scope, const std::string& key,
+                                         size_t value_size) const {
+  RETURN_IF_ERROR(CheckKey(key));
   if (value_size > limits_.max_value_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("rendezvous: value of key '", key, "' has ",
-                                                     value_size, " bytes; the limit is ",
+    return absl::ResourceExhaustedError(absl::StrCat("rendezvous: value of key '", ShownValue(key),
+                                                     "' has ", value_size, " bytes; the limit is ",
                                                      limits_.max_value_bytes));
   }
   if (!scope.values.contains(key) && scope.values.size() >= limits_.max_keys_per_scope) {
@@ -134,9 +158,10 @@ absl::StatusOr<std::string> RendezvousStore::Get(const v1::RendezvousScope& name
                                                  const std::string& key) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(const Scope* scope, FindScope(name));
+  RETURN_IF_ERROR(CheckKey(key));
   auto it = scope->values.find(key);
   if (it == scope->values.end()) {
-    return absl::NotFoundError(absl::StrCat("rendezvous: no key '", key, "'"));
+    return absl::NotFoundError(absl::StrCat("rendezvous: no key '", ShownValue(key), "'"));
   }
   return it->second;
 }
@@ -154,11 +179,12 @@ absl::StatusOr<int64_t> RendezvousStore::Add(const v1::RendezvousScope& name,
     if (it != scope->values.end() && !it->second.empty() &&
         !absl::SimpleAtoi(it->second, &current)) {
       return absl::FailedPreconditionError(
-          absl::StrCat("rendezvous: key '", key, "' holds a non-numeric value"));
+          absl::StrCat("rendezvous: key '", ShownValue(key), "' holds a non-numeric value"));
     }
     if (__builtin_add_overflow(current, delta, &sum)) {
-      return absl::OutOfRangeError(absl::StrCat("rendezvous: adding ", delta, " to key '", key,
-                                                "' (", current, ") overflows 64 bits"));
+      return absl::OutOfRangeError(absl::StrCat("rendezvous: adding ", delta, " to key '",
+                                                ShownValue(key), "' (", current,
+                                                ") overflows 64 bits"));
     }
     StoreLocked(*scope, key, absl::StrCat(sum), &completed);
   }
@@ -181,6 +207,8 @@ uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name, std::vector
       refused = absl::InvalidArgumentError(absl::StrCat("rendezvous: a wait names ", keys.size(),
                                                         " keys; the limit is ",
                                                         limits_.max_keys_per_wait));
+    } else if (const absl::Status bad_key = CheckKeys(keys); !bad_key.ok()) {
+      refused = bad_key;
     } else if ((*scope)->waits.size() >= limits_.max_waits_per_scope ||
                (*scope)->waits_of_rank[rank] >= limits_.max_waits_per_rank) {
       refused = absl::ResourceExhaustedError(

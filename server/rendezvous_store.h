@@ -56,6 +56,9 @@ class RendezvousStore {
                  const std::string& token);
   // Closes the scope; its waits end with ABORTED.
   void CloseScope(const std::string& job_id, int32_t attempt);
+  // Drops the attempt's keys of membership epochs before `epoch` (contracts/membership.h's
+  // MembershipEpochOfKey): their groups have connected and moved on. Returns how many.
+  size_t DropEpochsBefore(const std::string& job_id, int32_t attempt, int32_t epoch);
   // The attempt's ranks that have made no call on its scope yet, ascending (how the
   // join deadline tells a rank that never came from ranks that could not connect); empty
   // when the scope is not open.
@@ -110,6 +113,9 @@ class RendezvousStore {
   // a caller that holds none of its ranks.
   absl::StatusOr<Scope*> FindScope(const v1::RendezvousScope& scope, int32_t* rank = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // INVALID_ARGUMENT for a key of no bytes or over the limit, read or written.
+  absl::Status CheckKey(const std::string& key) const;
+  absl::Status CheckKeys(const std::vector<std::string>& keys) const;
   absl::Status CheckWrite(const Scope& scope, const std::string& key, size_t value_size) const;
   // Stores the value and collects the waits it completes.
   void StoreLocked(Scope& scope, const std::string& key, std::string value,

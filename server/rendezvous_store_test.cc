@@ -131,6 +131,49 @@ TEST(RendezvousStore, EnforcesLimits) {
   EXPECT_TRUE(store.Set(As("j", 1), "a", "2").ok());  // overwriting is not a new key
 }
 
+// A fault-tolerant attempt's membership epochs each connect through their own keys; the
+// coordinator drops those of epochs before the last once a new one is written.
+TEST(RendezvousStore, DropsTheKeysOfEarlierMembershipEpochs) {
+  RendezvousStore store;
+  store.OpenScope("j", 1, kTokens);
+  for (const char* key : {"rank0", "epoch1/world/0", "epoch2/world/0", "epoch2/shard/1",
+                          "epoch3/world/0", "epoch12", "epochs/0"}) {
+    ASSERT_TRUE(store.Set(As("j", 1), key, "v").ok()) << key;
+  }
+  EXPECT_EQ(store.DropEpochsBefore("j", 1, 3), 3u);
+  for (const char* gone : {"epoch1/world/0", "epoch2/world/0", "epoch2/shard/1"}) {
+    EXPECT_EQ(store.Get(As("j", 1), gone).status().code(), absl::StatusCode::kNotFound) << gone;
+  }
+  for (const char* kept : {"rank0", "epoch3/world/0", "epoch12", "epochs/0"}) {
+    EXPECT_TRUE(store.Get(As("j", 1), kept).ok()) << kept;
+  }
+  EXPECT_EQ(store.DropEpochsBefore("j", 2, 3), 0u);  // no such scope
+}
+
+// Keys are bounded on reads and waits as on writes, and a caller's job id or key comes
+// back in a message cut and escaped (common/printable_text.h), never raw: a binary value
+// of kilobytes would grow threefold in grpc-message.
+TEST(RendezvousStore, BoundsKeysAndEchoesCallersValuesCutAndEscaped) {
+  RendezvousStore::Limits limits;
+  limits.max_key_bytes = 8;
+  RendezvousStore store(limits);
+  store.OpenScope("j", 1, kTokens);
+  EXPECT_EQ(store.Get(As("j", 1), "123456789").status().code(), absl::StatusCode::kInvalidArgument);
+  absl::Status waited = absl::UnknownError("pending");
+  store.WaitAsync(As("j", 1), {"a", "123456789"}, [&](absl::Status s) { waited = std::move(s); });
+  EXPECT_EQ(waited.code(), absl::StatusCode::kInvalidArgument) << waited;
+
+  const std::string binary(4000, '\x01');
+  const absl::Status closed = store.Set(As(binary, 1), "k", "v");
+  EXPECT_EQ(closed.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(closed.message().find("... (4000 bytes)"), std::string::npos) << closed.message();
+  EXPECT_LT(closed.message().size(), 2000u) << closed.message().size();
+  EXPECT_EQ(closed.message().find('\x01'), std::string::npos) << "echoed raw";
+  const absl::Status missing = store.Get(As("j", 1), std::string(8, '\x02')).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.message().find('\x02'), std::string::npos) << "echoed raw";
+}
+
 // Waits hold no thread: each completes through its callback, exactly once, on the call
 // that completed it.
 TEST(RendezvousStore, AsyncWaitsCompleteOnceWhenTheirLastKeyIsSet) {

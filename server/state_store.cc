@@ -12,8 +12,13 @@
 namespace shardwise {
 namespace {
 
+// A file SQLite finds corrupt is DATA_LOSS (an operator restores it from a backup);
+// anything else (a full disk, an I/O error) INTERNAL.
 absl::Status SqliteError(sqlite3* db, const std::string& what) {
-  return absl::InternalError(absl::StrCat("state store: ", what, ": ", sqlite3_errmsg(db)));
+  const std::string message = absl::StrCat("state store: ", what, ": ", sqlite3_errmsg(db));
+  const int code = sqlite3_errcode(db);
+  if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) return absl::DataLossError(message);
+  return absl::InternalError(message);
 }
 
 // A prepared statement, finalised when it goes out of scope.
@@ -34,6 +39,16 @@ class Statement {
   }
   void BindInt(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
 
+  // Steps to the next row: false at the end of the rows or on an error, which Finished
+  // then reports (a corrupt page or a failed read is not the end of the data).
+  bool NextRow() {
+    last_step_ = sqlite3_step(stmt_);
+    return last_step_ == SQLITE_ROW;
+  }
+  absl::Status Finished(const std::string& what) {
+    return last_step_ == SQLITE_DONE ? absl::OkStatus() : SqliteError(db_, what);
+  }
+
   absl::Status Run(const std::string& what) {
     if (!ok_ || sqlite3_step(stmt_) != SQLITE_DONE) return SqliteError(db_, what);
     return absl::OkStatus();
@@ -52,6 +67,7 @@ class Statement {
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
   bool ok_ = false;
+  int last_step_ = SQLITE_DONE;
 };
 
 constexpr char kSchema[] = R"sql(
@@ -174,7 +190,7 @@ absl::Status StateStore::MigrateFromVersion1() {
     {
       Statement select(db_, "SELECT id, record FROM jobs;");
       if (!select.ok()) return SqliteError(db_, "reading jobs to migrate");
-      while (sqlite3_step(select.get()) == SQLITE_ROW) {
+      while (select.NextRow()) {
         v1::Job job;
         if (!job.ParseFromString(select.ColumnBlob(1))) {
           return absl::DataLossError(
@@ -182,6 +198,7 @@ absl::Status StateStore::MigrateFromVersion1() {
         }
         jobs.push_back(std::move(job));
       }
+      RETURN_IF_ERROR(select.Finished("reading jobs to migrate"));
     }
     for (const v1::Job& job : jobs) {
       v1::Job record = job;
@@ -272,7 +289,7 @@ absl::Status StateStore::LoadEvents(const std::string& job_id, v1::Job* job) {
                    "ORDER BY rowid;");
   if (!events.ok()) return SqliteError(db_, "loading job events");
   events.BindText(1, job_id);
-  while (sqlite3_step(events.get()) == SQLITE_ROW) {
+  while (events.NextRow()) {
     v1::JobEvent* event = job->add_events();
     event->set_time_ms(sqlite3_column_int64(events.get(), 0));
     event->set_attempt(static_cast<int32_t>(sqlite3_column_int64(events.get(), 1)));
@@ -281,7 +298,7 @@ absl::Status StateStore::LoadEvents(const std::string& job_id, v1::Job* job) {
                                                                       : v1::JOB_STATE_UNSPECIFIED);
     event->set_message(events.ColumnText(3));
   }
-  return absl::OkStatus();
+  return events.Finished(absl::StrCat("loading the events of job ", job_id));
 }
 
 namespace {
@@ -311,7 +328,7 @@ absl::StatusOr<StateStore::Loaded> StateStore::LoadJobs() {
                    "SELECT id, state, record, spec, summary FROM jobs "
                    "ORDER BY create_time_ms, rowid;");
   if (!select.ok()) return SqliteError(db_, "loading jobs");
-  while (sqlite3_step(select.get()) == SQLITE_ROW) {
+  while (select.NextRow()) {
     if (IsTerminalName(select.ColumnText(1))) {
       v1::JobSummary summary;
       if (!summary.ParseFromString(select.ColumnBlob(4))) {
@@ -324,6 +341,7 @@ absl::StatusOr<StateStore::Loaded> StateStore::LoadJobs() {
     ASSIGN_OR_RETURN(v1::Job job, ParseJobRow(select, 0, 2, 3));
     loaded.live.push_back(std::move(job));
   }
+  RETURN_IF_ERROR(select.Finished("loading jobs"));
   for (v1::Job& job : loaded.live) RETURN_IF_ERROR(LoadEvents(job.id(), &job));
   return loaded;
 }
@@ -333,7 +351,8 @@ absl::StatusOr<v1::Job> StateStore::LoadJob(const std::string& job_id) {
   Statement select(db_, "SELECT id, record, spec FROM jobs WHERE id=?1;");
   if (!select.ok()) return SqliteError(db_, "loading a job");
   select.BindText(1, job_id);
-  if (sqlite3_step(select.get()) != SQLITE_ROW) {
+  if (!select.NextRow()) {
+    RETURN_IF_ERROR(select.Finished(absl::StrCat("loading job ", job_id)));
     return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
   }
   ASSIGN_OR_RETURN(v1::Job job, ParseJobRow(select, 0, 1, 2));
@@ -357,7 +376,8 @@ absl::StatusOr<v1::Timeline> StateStore::LoadTimeline(const std::string& job_id)
   Statement select(db_, "SELECT record FROM timelines WHERE job_id=?1;");
   if (!select.ok()) return SqliteError(db_, "loading a timeline");
   select.BindText(1, job_id);
-  if (sqlite3_step(select.get()) != SQLITE_ROW) {
+  if (!select.NextRow()) {
+    RETURN_IF_ERROR(select.Finished(absl::StrCat("loading the timeline of job ", job_id)));
     return absl::NotFoundError(absl::StrCat("no timeline of job '", job_id, "' is stored"));
   }
   v1::Timeline timeline;
@@ -396,12 +416,11 @@ absl::StatusOr<std::vector<StoredQuarantine>> StateStore::LoadQuarantines(int64_
   Statement select(db_, "SELECT worker, until_ms, reason FROM quarantines ORDER BY worker;");
   if (!select.ok()) return SqliteError(db_, "loading quarantines");
   std::vector<StoredQuarantine> quarantines;
-  int step;
-  while ((step = sqlite3_step(select.get())) == SQLITE_ROW) {
+  while (select.NextRow()) {
     quarantines.push_back(
         {select.ColumnText(0), sqlite3_column_int64(select.get(), 1), select.ColumnText(2)});
   }
-  if (step != SQLITE_DONE) return SqliteError(db_, "loading quarantines");
+  RETURN_IF_ERROR(select.Finished("loading quarantines"));
   return quarantines;
 }
 
@@ -414,11 +433,12 @@ absl::StatusOr<std::vector<std::string>> StateStore::CompactEndedBefore(int64_t 
                      "spec IS NOT NULL;");
     if (!select.ok()) return SqliteError(db_, "finding jobs to compact");
     select.BindInt(1, cutoff_ms);
-    while (sqlite3_step(select.get()) == SQLITE_ROW) {
+    while (select.NextRow()) {
       if (!IsTerminalName(select.ColumnText(3))) continue;
       ASSIGN_OR_RETURN(v1::Job job, ParseJobRow(select, 0, 1, 2));
       ended.push_back(std::move(job));
     }
+    RETURN_IF_ERROR(select.Finished("finding jobs to compact"));
   }
   std::vector<std::string> ids;
   RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {

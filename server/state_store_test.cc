@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -198,6 +199,51 @@ TEST(StateStore, UnopenablePathIsAnError) {
   auto store = StateStore::Open("/nonexistent-dir/for/sure/state.db");
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(store.status().message().find("/nonexistent-dir/for/sure/state.db"), std::string::npos);
+}
+
+// A page of the state file SQLite finds corrupt: loading stops with DATA_LOSS naming what
+// was read, never returns the jobs before the page as if they were all.
+TEST(StateStore, ACorruptPageIsDataLossNotTheEndOfTheJobs) {
+  const std::string path = TempPath("corrupt.db");
+  {
+    auto store = StateStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (int i = 0; i < 300; ++i) {
+      v1::Job job = MakeJob("job-" + std::to_string(i), v1::PENDING);
+      job.set_reason(std::string(400, 'r'));  // many pages of jobs
+      ASSERT_TRUE((*store)->SaveJob(job).ok());
+    }
+  }
+  // A leaf page of the jobs table, from SQLite's own page map.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               "SELECT pageno FROM dbstat WHERE name='jobs' AND pagetype='leaf' "
+                               "ORDER BY pageno LIMIT 1 OFFSET 5;",
+                               -1, &stmt, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  const int64_t page = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA page_size;", -1, &stmt, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  const int64_t page_size = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  const std::string garbage(page_size, '\xab');
+  {
+    std::FILE* file = std::fopen(path.c_str(), "r+b");
+    ASSERT_NE(file, nullptr);
+    ASSERT_EQ(std::fseek(file, static_cast<long>((page - 1) * page_size), SEEK_SET), 0);
+    ASSERT_EQ(std::fwrite(garbage.data(), 1, garbage.size(), file), garbage.size());
+    std::fclose(file);
+  }
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const auto loaded = (*store)->LoadJobs();
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss) << loaded.status();
+  EXPECT_NE(loaded.status().message().find("loading jobs"), std::string::npos) << loaded.status();
 }
 
 }  // namespace

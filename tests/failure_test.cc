@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -280,53 +281,81 @@ TEST(Failure, AJobNoWorkerHasTheMemoryForIsRefusedAtSubmission) {
   cluster.WaitForState(*fits, v1::SUCCEEDED);
 }
 
-// A state file that cannot be written (its file system full) loses nothing: the job that
-// finishes meanwhile is not left RUNNING for good. Clients keep seeing what was written,
-// the coordinator reports NOT_SERVING, and once space is back the change is written, with
-// an event saying it came late. Needs root (a small tmpfs holds the state file).
-TEST(Failure, AFullDiskDelaysChangesWithoutLosingThem) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs for the state file";
-  const std::string disk = absl::StrCat("/tmp/shardwise-full-disk-", getpid());
-  std::filesystem::create_directories(disk);
-  ASSERT_EQ(std::system(absl::StrCat("mount -t tmpfs -o size=4m tmpfs ", disk).c_str()), 0);
-  struct Unmount {
-    std::string path;
-    ~Unmount() { std::system(absl::StrCat("umount ", path).c_str()); }
-  } unmount{disk};
-  ClusterOptions options;
-  options.state_file = disk + "/state.db";
-  Cluster cluster(options);
-  cluster.StartCoordinator();
-  cluster.AddWorker("w0");
-  cluster.AddWorker("w1");
+// A 4 MiB tmpfs to hold a state file and fill (mounting needs root), unmounted at the end.
+struct SmallDisk {
+  SmallDisk() : path(absl::StrCat("/tmp/shardwise-full-disk-", getpid())) {
+    std::filesystem::create_directories(path);
+    mounted = std::system(absl::StrCat("mount -t tmpfs -o size=4m tmpfs ", path).c_str()) == 0;
+  }
+  ~SmallDisk() {
+    if (mounted) std::system(absl::StrCat("umount ", path).c_str());
+  }
+  // Fills the file system (dd stops with "No space left on device").
+  void Fill() const {
+    std::system(absl::StrCat("dd if=/dev/zero of=", path, "/filler bs=64k 2>/dev/null").c_str());
+  }
+  void MakeRoom() const { std::filesystem::remove(path + "/filler"); }
+  std::string path;
+  bool mounted = false;
+};
+
+// Whether the coordinator's health service `service` ("" is readiness) answers SERVING.
+bool Serving(const Cluster& cluster, const std::string& service = "") {
   auto health = grpc::health::v1::Health::NewStub(
       grpc::CreateChannel(cluster.address(), grpc::InsecureChannelCredentials()));
-  auto serving = [&](const std::string& service = "") {
-    grpc::health::v1::HealthCheckRequest request;
-    request.set_service(service);
-    grpc::health::v1::HealthCheckResponse response;
-    grpc::ClientContext context;
-    return health->Check(&context, request, &response).ok() &&
-           response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
-  };
-  ASSERT_TRUE(serving());
-  v1::JobSpec spec = Cluster::Spec(2);
-  spec.set_steps(300);
-  auto job_id = cluster.client().Submit(spec);
-  ASSERT_TRUE(job_id.ok()) << job_id.status();
-  cluster.WaitForState(*job_id, v1::RUNNING);
-  // Fill the file system (dd stops with "No space left on device").
-  std::system(absl::StrCat("dd if=/dev/zero of=", disk, "/filler bs=64k 2>/dev/null").c_str());
-  EXPECT_TRUE(Cluster::WaitFor([&] { return !serving(); }, absl::Seconds(60)))
-      << "the coordinator never reported the unwritable state file";
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::ClientContext context;
+  return health->Check(&context, request, &response).ok() &&
+         response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+// A two-rank job whose end comes while its coordinator's state file is on a full file
+// system (a small tmpfs: mounting needs root). SetUp returns once the coordinator reports
+// NOT_SERVING with the job's end unwritten.
+class FullDisk : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs for the state file";
+    ASSERT_TRUE(disk_.mounted);
+    ClusterOptions options;
+    options.state_file = disk_.path + "/state.db";
+    cluster_ = std::make_unique<Cluster>(options);
+    cluster_->StartCoordinator();
+    cluster_->AddWorker("w0");
+    cluster_->AddWorker("w1");
+    ASSERT_TRUE(Serving(*cluster_));
+    v1::JobSpec spec = Cluster::Spec(2);
+    spec.set_steps(300);
+    auto job_id = cluster_->client().Submit(spec);
+    ASSERT_TRUE(job_id.ok()) << job_id.status();
+    job_id_ = *job_id;
+    cluster_->WaitForState(job_id_, v1::RUNNING);
+    disk_.Fill();
+    ASSERT_TRUE(Cluster::WaitFor([&] { return !Serving(*cluster_); }, absl::Seconds(60)))
+        << "the coordinator never reported the unwritable state file";
+  }
+
+  SmallDisk disk_;
+  std::unique_ptr<Cluster> cluster_;
+  std::string job_id_;
+};
+
+// A state file that cannot be written loses nothing: the job that finished meanwhile is
+// not left RUNNING for good. Clients keep seeing what was written, the coordinator
+// reports NOT_SERVING, and once space is back the change is written, with an event
+// saying it came late.
+TEST_F(FullDisk, DelaysChangesWithoutLosingThem) {
+  Cluster& cluster = *cluster_;
   // Not ready, but alive: a liveness probe must not restart it and lose what it holds.
-  EXPECT_TRUE(serving("liveness"));
+  EXPECT_TRUE(Serving(cluster, "liveness"));
   // The job finished on the workers, but the change is not written: clients still see
   // the written state, and the workers are free.
-  EXPECT_EQ(cluster.client().Get(*job_id)->state(), v1::RUNNING);
-  std::filesystem::remove(disk + "/filler");
-  const v1::Job done = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(10));
-  EXPECT_TRUE(Cluster::WaitFor([&] { return serving(); }));
+  EXPECT_EQ(cluster.client().Get(job_id_)->state(), v1::RUNNING);
+  disk_.MakeRoom();
+  const v1::Job done = cluster.WaitForState(job_id_, v1::SUCCEEDED, absl::Seconds(10));
+  EXPECT_TRUE(Cluster::WaitFor([&] { return Serving(cluster); }));
   bool noted = false;
   for (const v1::JobEvent& event : done.events()) {
     noted |= absl::StrContains(event.message(), "reached the state file") &&
@@ -336,7 +365,21 @@ TEST(Failure, AFullDiskDelaysChangesWithoutLosingThem) {
   // And it survives a restart: it was really written.
   cluster.KillCoordinator();
   cluster.StartCoordinator();
-  EXPECT_EQ(cluster.client().Get(*job_id)->state(), v1::SUCCEEDED);
+  EXPECT_EQ(cluster.client().Get(job_id_)->state(), v1::SUCCEEDED);
+}
+
+// A coordinator stopped (SIGTERM) while the state file still refuses a change tries it
+// once more and, refused again, names the change it loses in its log (the next start
+// reads the job as the state file holds it).
+TEST_F(FullDisk, AStopWithAChangeUnwrittenNamesItInTheLog) {
+  cluster_->StopCoordinator();
+  std::ifstream log(absl::StrCat(cluster_->dir(), "/coordinator-1.log"));
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_TRUE(absl::StrContains(
+      text.str(), absl::StrCat("shutting down with a change unwritten, lost: job ", job_id_, ": ")))
+      << text.str();
+  EXPECT_TRUE(absl::StrContains(text.str(), "(the state file holds RUNNING")) << text.str();
 }
 
 // Two coordinators on one state file would hand out the same job ids from their own views

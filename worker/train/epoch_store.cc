@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "contracts/membership.h"
 #include "gloo/common/error.h"
 
 namespace shardwise {
@@ -17,7 +18,7 @@ constexpr std::chrono::milliseconds kSlice(200);
 EpochStore::EpochStore(int32_t epoch, gloo::rendezvous::Store& attempt_store,
                        std::function<bool()> superseded, std::chrono::milliseconds timeout)
     : epoch_(epoch),
-      prefixed_(absl::StrCat("epoch", epoch), attempt_store),
+      prefixed_(MembershipEpochKeyPrefix(epoch), attempt_store),
       superseded_(std::move(superseded)),
       timeout_(timeout) {}
 
