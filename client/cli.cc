@@ -3,7 +3,8 @@
 //   shardwise submit JOB.yaml       submit a job spec, print its id
 //   shardwise get jobs | workers    list jobs or workers
 //   shardwise describe JOB          spec, state, ranks, progress, events
-//   shardwise watch JOB             progress bar until the job ends (exit 0 iff SUCCEEDED)
+//   shardwise watch JOB             progress bar until the job ends (exit 0 iff SUCCEEDED,
+//                                   3 if its end is unknown)
 //   shardwise cancel JOB            cancel a pending or running job
 //   shardwise set-hook JOB HOOK     change a running job's communication hook
 //   shardwise scale JOB --replicas=N  the replica groups a fault-tolerant job trains with
@@ -90,7 +91,9 @@ Usage:
   shardwise get workers [--state=S,...] [--device=D] [--limit=N]
                                         list worker daemons
   shardwise describe JOB                a job's spec, state, ranks, progress and events
-  shardwise watch JOB                   follow a job to its end (exit 0 only if SUCCEEDED)
+  shardwise watch JOB                   follow a job to its end (exit 0 only if SUCCEEDED,
+                                        3 if the coordinator stayed out of reach for 10
+                                        minutes and the job's end is unknown)
   shardwise cancel JOB                  cancel a pending or running job
   shardwise set-hook JOB HOOK [--wrapper=W]
                                         change a running job's communication hook (none,
@@ -211,11 +214,25 @@ class ProgressPrinter {
   int64_t last_bucket_ = -1;
 };
 
+// Exit code of a watch whose job's end is unknown: the coordinator was lost (or answered
+// an error), unlike 1, a job that failed.
+constexpr int kWatchLost = 3;
+
 int Watch(Client& client, const std::string& job_id) {
   ProgressPrinter printer;
-  auto job = client.Watch(job_id, [&](const v1::Job& j) { printer.Update(j); });
+  auto job = client.Watch(
+      job_id, [&](const v1::Job& j) { printer.Update(j); },
+      [&](const absl::Status& lost) {
+        printer.Finish();
+        std::fprintf(stderr, "shardwise: watching %s again: %s\n", job_id.c_str(),
+                     std::string(lost.message()).c_str());
+      });
   printer.Finish();
-  if (!job.ok()) return Fail(job.status());
+  if (!job.ok()) {
+    const int code = Fail(job.status());
+    const bool lost = absl::IsUnavailable(job.status()) || absl::IsDeadlineExceeded(job.status());
+    return lost ? kWatchLost : code;
+  }
   std::printf("%s", FormatJobSummary(*job).c_str());
   return job->state() == v1::SUCCEEDED ? 0 : 1;
 }

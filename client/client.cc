@@ -7,6 +7,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/retry_policy.h"
 #include "common/grpc_status.h"
 #include "common/random_token.h"
 #include "contracts/job_spec_validation.h"
@@ -18,18 +19,20 @@ namespace shardwise {
 namespace {
 
 constexpr auto kCallTimeout = std::chrono::seconds(10);
-constexpr absl::Duration kBusyRetryTime = absl::Seconds(120);
 
 void SetDeadline(grpc::ClientContext* context) {
   context->set_deadline(std::chrono::system_clock::now() + kCallTimeout);
 }
 
-// Every call is retried (gRPC's retry policy: at most 5 attempts, exponential backoff
-// with full jitter) when the connection drops, as it does once when a coordinator
-// restarts, and when the coordinator is too busy to take it (RESOURCE_EXHAUSTED: its
-// queue of client calls is full, --max_queued_client_calls). Every call may be: all but SubmitJob
-// change nothing or are idempotent (CancelJob), and SubmitJob carries a request id, with which a
-// retried submission returns the job the first one made.
+// Every call but SetCommHook is retried (gRPC's retry policy: at most 5 attempts,
+// exponential backoff with full jitter) when the connection drops, as it does once when
+// a coordinator restarts, and when the coordinator is too busy to take it
+// (RESOURCE_EXHAUSTED: its queue of client calls is full, --max_queued_client_calls).
+// Each may run twice: all but SubmitJob read, set an end state (CancelJob) or an
+// absolute target (ScaleJob), and SubmitJob carries a request id, with which a retried
+// submission returns the job the first one made. A second SetCommHook would be refused
+// while the first is agreed; only its RESOURCE_EXHAUSTED (never run) is asked again
+// (retry_policy.h).
 constexpr char kRetryServiceConfig[] = R"json({
   "methodConfig": [{
     "name": [
@@ -37,6 +40,7 @@ constexpr char kRetryServiceConfig[] = R"json({
       {"service": "shardwise.v1.JobService", "method": "GetJob"},
       {"service": "shardwise.v1.JobService", "method": "ListJobs"},
       {"service": "shardwise.v1.JobService", "method": "CancelJob"},
+      {"service": "shardwise.v1.JobService", "method": "ScaleJob"},
       {"service": "shardwise.v1.JobService", "method": "GetTimeline"},
       {"service": "shardwise.v1.JobService", "method": "WatchJob"},
       {"service": "shardwise.v1.JobService", "method": "ListWorkers"}
@@ -57,28 +61,44 @@ std::shared_ptr<grpc::Channel> MakeChannel(
   args.SetServiceConfigJSON(kRetryServiceConfig);
   // A timeline (up to 2^18 spans of a job) is larger than gRPC's 4 MiB default.
   args.SetMaxReceiveMessageSize(64 << 20);
+  // A watch may wait hours between updates: pings every 20 s (the coordinator accepts
+  // one every 5 s) find a connection that died without a word within half a minute,
+  // and the watch is made again (retry_policy.h) instead of waiting forever.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   return grpc::CreateCustomChannel(address, credentials, args);
 }
 
 }  // namespace
 
 Client::Client(const std::string& address, const ClientOptions& options)
-    : address_(address), token_(options.token) {
+    : address_(address), token_(options.token), watch_budget_(options.watch_budget) {
   auto credentials = MakeChannelCredentials(options.security);
   channel_status_ = credentials.status();
-  stub_ = v1::JobService::NewStub(
-      MakeChannel(address, credentials.ok() ? *credentials : grpc::InsecureChannelCredentials()));
+  channel_ =
+      MakeChannel(address, credentials.ok() ? *credentials : grpc::InsecureChannelCredentials());
+  stub_ = v1::JobService::NewStub(channel_);
 }
+
+bool Client::Connected() const { return channel_->GetState(false) == GRPC_CHANNEL_READY; }
 
 void Client::Prepare(grpc::ClientContext* context) const {
   SetDeadline(context);
   if (!token_.empty()) context->AddMetadata("authorization", absl::StrCat("Bearer ", token_));
 }
 
+// A coordinator that cannot be reached is told apart from one that is reached but late
+// (its queue of calls long), which a wrong address is not.
 absl::Status Client::Convert(const grpc::Status& status) const {
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-       status.error_message().find("Deadline") != std::string::npos)) {
+  const bool late = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+  if (late && Connected()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the coordinator at ", address_, " is reachable but did not answer within ",
+                     absl::FormatDuration(absl::FromChrono(kCallTimeout)),
+                     ", asked again for up to ", absl::FormatDuration(CallRetry::kDefaultBudget),
+                     " (it is busy: see its shardwise_coordinator_* metrics)"));
+  }
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE || late) {
     return absl::UnavailableError(
         absl::StrCat("cannot reach the coordinator at ", address_,
                      " (is shardwise-coordinator running there? set --coordinator or "
@@ -91,25 +111,20 @@ absl::Status Client::Convert(const grpc::Status& status) const {
 template <typename Request, typename Response>
 absl::StatusOr<Response> Client::Call(
     grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
-    const Request& request) {
+    const Request& request, Repeatable repeatable) {
   if (!channel_status_.ok()) return channel_status_;
-  // A coordinator that stays busy through gRPC's five attempts is asked again, with
-  // growing pauses drawn at random (so that many clients do not come back together),
-  // for up to kBusyRetryTime: under a flood a call waits its turn instead of failing.
-  const absl::Time give_up = absl::Now() + kBusyRetryTime;
-  absl::Duration pause = absl::Milliseconds(200);
+  CallRetry retry(absl::Now());
   while (true) {
     Response response;
     grpc::ClientContext context;
     Prepare(&context);
     grpc::Status status = (stub_.get()->*method)(&context, request, &response);
     if (status.ok()) return response;
-    if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED || absl::Now() >= give_up) {
-      return Convert(status);
-    }
+    const std::optional<absl::Duration> pause =
+        retry.After(status.error_code(), Connected(), repeatable, absl::Now());
+    if (!pause.has_value()) return Convert(status);
     thread_local absl::BitGen random;
-    absl::SleepFor(pause * absl::Uniform(random, 0.0, 1.0));
-    pause = std::min(pause * 2, absl::Seconds(5));
+    absl::SleepFor(*pause * absl::Uniform(random, 0.0, 1.0));
   }
 }
 
@@ -167,7 +182,7 @@ absl::StatusOr<v1::HookSwitch> Client::SetCommHook(const std::string& job_id,
   v1::SetCommHookRequest request;
   request.set_job_id(job_id);
   *request.mutable_hook() = hook;
-  return Call(&v1::JobService::Stub::SetCommHook, request);
+  return Call(&v1::JobService::Stub::SetCommHook, request, Repeatable::kNo);
 }
 
 absl::StatusOr<v1::Job> Client::Scale(const std::string& job_id, int32_t replicas) {
@@ -192,23 +207,40 @@ absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers(const WorkerFilt
 }
 
 absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id,
-                                      const std::function<void(const v1::Job&)>& on_update) {
+                                      const std::function<void(const v1::Job&)>& on_update,
+                                      const std::function<void(const absl::Status&)>& on_lost) {
   if (!channel_status_.ok()) return channel_status_;
+  WatchRetry retry(watch_budget_);
+  std::optional<v1::Job> last;
+  while (true) {
+    const grpc::Status status = WatchOnce(job_id, [&](const v1::Job& job) {
+      retry.Updated(absl::Now());
+      last = job;
+      on_update(job);
+    });
+    if (status.ok()) {
+      // The stream ends after the job's final version.
+      if (!last.has_value()) return absl::UnavailableError("the watch ended before any update");
+      return *last;
+    }
+    const std::optional<absl::Duration> pause = retry.After(status.error_code(), absl::Now());
+    if (!pause.has_value()) return Convert(status);
+    if (on_lost) on_lost(Convert(status));
+    thread_local absl::BitGen random;
+    absl::SleepFor(*pause * absl::Uniform(random, 0.5, 1.0));
+  }
+}
+
+grpc::Status Client::WatchOnce(const std::string& job_id,
+                               const std::function<void(const v1::Job&)>& on_update) {
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   grpc::ClientContext context;
   if (!token_.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", token_));
   std::unique_ptr<grpc::ClientReader<v1::Job>> reader = stub_->WatchJob(&context, request);
   v1::Job job;
-  bool seen = false;
-  while (reader->Read(&job)) {
-    seen = true;
-    on_update(job);
-  }
-  grpc::Status status = reader->Finish();
-  if (!status.ok()) return Convert(status);
-  if (!seen) return absl::UnavailableError("the watch ended before any update");
-  return job;
+  while (reader->Read(&job)) on_update(job);
+  return reader->Finish();
 }
 
 }  // namespace shardwise

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/retry_policy.h"
 #include "common/channel_credentials.h"
 #include "proto/job_service.grpc.pb.h"
 
@@ -20,6 +22,9 @@ namespace shardwise {
 struct ClientOptions {
   ChannelSecurity security;  // TLS: the CA the coordinator's certificate chains to
   std::string token;         // sent as "authorization: Bearer TOKEN" when not empty
+  // How long Watch follows a job through lost connections, counted from the last update
+  // (retry_policy.h's WatchRetry).
+  absl::Duration watch_budget = WatchRetry::kDefaultBudget;
 };
 
 class Client {
@@ -34,7 +39,9 @@ class Client {
   // checks files), then submits it with a new request id, so that a retry (the call is
   // retried when the coordinator is unreachable or busy) never makes a second job.
   // Returns the job id. Every call waits its turn, up to two minutes, while the
-  // coordinator answers RESOURCE_EXHAUSTED.
+  // coordinator answers RESOURCE_EXHAUSTED or (all but SetCommHook) answers late
+  // (retry_policy.h); a coordinator that is not reachable is UNAVAILABLE, one reachable
+  // but late past that DEADLINE_EXCEEDED.
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   absl::StatusOr<v1::Job> Get(const std::string& job_id);
   // Job summaries, oldest first, following the coordinator's pages until `limit` (0: all)
@@ -63,18 +70,27 @@ class Client {
   absl::StatusOr<std::vector<v1::WorkerInfo>> ListWorkers() { return ListWorkers(WorkerFilter()); }
 
   // Calls `on_update` with the job now and after every change, until it ends; returns
-  // the final job.
+  // the final job. A lost connection (a coordinator restarting) is followed by a new
+  // watch, for up to options.watch_budget since the last update, each loss told to
+  // `on_lost` if given; past that, UNAVAILABLE.
   absl::StatusOr<v1::Job> Watch(const std::string& job_id,
-                                const std::function<void(const v1::Job&)>& on_update);
+                                const std::function<void(const v1::Job&)>& on_update,
+                                const std::function<void(const absl::Status&)>& on_lost = {});
 
  private:
+  // Whether the channel is connected (READY) now.
+  bool Connected() const;
   absl::Status Convert(const grpc::Status& status) const;
-  // One unary JobService call with the client's deadline and error conversion.
+  // One unary JobService call with the client's deadline, its retries (retry_policy.h)
+  // and error conversion.
   template <typename Request, typename Response>
   absl::StatusOr<Response> Call(grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*,
                                                                              const Request&,
                                                                              Response*),
-                                const Request& request);
+                                const Request& request, Repeatable repeatable = Repeatable::kYes);
+  // One WatchJob stream, to its end.
+  grpc::Status WatchOnce(const std::string& job_id,
+                         const std::function<void(const v1::Job&)>& on_update);
 
   // Follows a listing's pages until `limit` (0: none) items are read.
   template <typename Request, typename Response, typename Item>
@@ -87,7 +103,9 @@ class Client {
 
   const std::string address_;
   const std::string token_;
+  const absl::Duration watch_budget_;
   absl::Status channel_status_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::JobService::Stub> stub_;
 };
 

@@ -317,6 +317,9 @@ TEST(Cli, ADeadCoordinatorGetsAClearMessage) {
   EXPECT_TRUE(absl::StrContains(output, "cannot reach the coordinator at 127.0.0.1:1")) << output;
   Client client("127.0.0.1:1");
   EXPECT_EQ(client.ListJobs().status().code(), absl::StatusCode::kUnavailable);
+  // A watch too, at once: exit 3, the job's end unknown.
+  EXPECT_EQ(Cluster::RunCli({"--coordinator=127.0.0.1:1", "watch", "job-1"}, &output), 3);
+  EXPECT_TRUE(absl::StrContains(output, "cannot reach the coordinator at 127.0.0.1:1")) << output;
 }
 
 TEST(Cli, SubmitWatchDescribeAndCancel) {

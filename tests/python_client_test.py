@@ -43,19 +43,8 @@ class ClusterForPython:
                                         capture_output=True, check=True).stdout.split()[0]
                 tokens.write(f"  - principal: {principal}\n    role: {role}\n"
                              f"    sha256: {digest.decode()}\n")
-        port_file = os.path.join(self.dir, "port")
-        self.processes = [subprocess.Popen(
-            [binary("server/shardwise-coordinator"), "--address=127.0.0.1:0",
-             f"--port_file={port_file}", f"--state_file={self.dir}/state.db",
-             f"--tokens_file={self.dir}/tokens.yaml", "--heartbeat_interval_ms=200",
-             f"--allowed_input_paths={self.dir}", f"--allowed_output_paths={self.dir}"],
-            stderr=open(os.path.join(self.dir, "coordinator.log"), "w"))]
-        for _ in range(200):
-            if os.path.exists(port_file):
-                break
-            time.sleep(0.05)
-        with open(port_file) as file:
-            self.address = f"127.0.0.1:{file.read().strip()}"
+        self.address = None
+        self.processes = [self._start_coordinator("127.0.0.1:0")]
         self.processes.append(subprocess.Popen(
             [binary("worker/shardwise-worker"), f"--coordinator={self.address}", "--name=w0"],
             stderr=open(os.path.join(self.dir, "worker.log"), "w")))
@@ -64,6 +53,30 @@ class ClusterForPython:
             if any(w.state == shardwise.proto.job_pb2.IDLE for w in client.workers()):
                 break
             time.sleep(0.05)
+
+    def _start_coordinator(self, address):
+        port_file = os.path.join(self.dir, "port")
+        if os.path.exists(port_file):
+            os.remove(port_file)
+        process = subprocess.Popen(
+            [binary("server/shardwise-coordinator"), f"--address={address}",
+             f"--port_file={port_file}", f"--state_file={self.dir}/state.db",
+             f"--tokens_file={self.dir}/tokens.yaml", "--heartbeat_interval_ms=200",
+             f"--allowed_input_paths={self.dir}", f"--allowed_output_paths={self.dir}"],
+            stderr=open(os.path.join(self.dir, "coordinator.log"), "a"))
+        for _ in range(200):
+            if os.path.exists(port_file) and os.path.getsize(port_file) > 0:
+                break
+            time.sleep(0.05)
+        with open(port_file) as file:
+            self.address = f"127.0.0.1:{file.read().strip()}"
+        return process
+
+    def restart_coordinator(self):
+        """SIGTERM, as an upgrade sends, then a new one on the same port and state file."""
+        self.processes[0].terminate()
+        self.processes[0].wait()
+        self.processes[0] = self._start_coordinator(self.address)
 
     def client(self, principal):
         return shardwise.Client(self.address, token=self.tokens.get(principal))
@@ -114,6 +127,36 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(final.spec.output.final_model_path,
                          os.path.realpath(os.path.join(self.cluster.dir, "model.safetensors")))
         self.assertTrue(os.path.exists(os.path.join(self.cluster.dir, "model.safetensors")))
+
+    def test_relative_paths_become_absolute_in_either_spelling(self):
+        given = {"data": {"tokens": {"trainPath": "t/train.bin", "tokenizer": "t/tokenizer"}},
+                 "init": {"huggingface": {"dir": "hf"}},
+                 "output": {"huggingface_dir": "out", "checkpointDir": "/abs/ckpt"}}
+        before = repr(given)
+        message = shardwise.client._spec_message(given)
+        cwd = os.getcwd()
+        self.assertEqual(message.data.tokens.train_path, os.path.join(cwd, "t/train.bin"))
+        self.assertEqual(message.data.tokens.tokenizer, os.path.join(cwd, "t/tokenizer"))
+        self.assertEqual(message.init.huggingface.dir, os.path.join(cwd, "hf"))
+        self.assertEqual(message.output.huggingface_dir, os.path.join(cwd, "out"))
+        self.assertEqual(message.output.checkpoint_dir, "/abs/ckpt")
+        self.assertEqual(repr(given), before, "the caller's dict was changed")
+
+    def test_a_watch_follows_the_job_through_a_coordinator_restart(self):
+        alice = self.cluster.client("alice")
+        job_id = alice.submit(spec(steps=10**8, name="through-restart"))  # until cancelled
+        updates = alice.watch(job_id)
+        while next(updates).progress.step == 0:
+            pass
+        self.cluster.restart_coordinator()
+        # The same watch sees the ranks re-attach to the new coordinator, then the end.
+        final, cancelled = None, False
+        for final in updates:
+            if not cancelled and any("re-attached" in e.message for e in final.events):
+                alice.cancel(job_id)
+                cancelled = True
+        self.assertEqual(final.state, shardwise.CANCELLED, final.reason)
+        self.assertTrue(any("re-attached" in e.message for e in final.events))
 
     def test_list_filters_and_cancel(self):
         alice = self.cluster.client("alice")

@@ -5,9 +5,11 @@
 #include <signal.h>
 
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
@@ -73,6 +75,20 @@ TEST_P(CoordinatorStopTest, ChangesNothingInTheRun) {
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   ASSERT_TRUE(Cluster::WaitFor([&] { return StepOf(cluster, *job_id) >= 100; }))
       << "training did not get going";
+  // A watch follows the job through the coordinator's absence to its end.
+  Client watcher(cluster.address());
+  int lost = 0;
+  absl::Notification first_update;
+  absl::StatusOr<v1::Job> watched = absl::UnknownError("not watched");
+  std::thread watching([&] {
+    watched = watcher.Watch(
+        *job_id,
+        [&](const v1::Job&) {
+          if (!first_update.HasBeenNotified()) first_update.Notify();
+        },
+        [&](const absl::Status&) { ++lost; });
+  });
+  EXPECT_TRUE(first_update.WaitForNotificationWithTimeout(absl::Seconds(20)));
   if (GetParam() == SIGKILL) {
     cluster.KillCoordinator();
   } else {
@@ -82,6 +98,10 @@ TEST_P(CoordinatorStopTest, ChangesNothingInTheRun) {
   EXPECT_EQ(killed_at, -1);  // it is down
   cluster.StartCoordinator();
   v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  watching.join();
+  ASSERT_TRUE(watched.ok()) << watched.status();
+  EXPECT_EQ(watched->state(), v1::SUCCEEDED);
+  EXPECT_GE(lost, 1) << "the watch never lost its stream";
 
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.restarts(), 0);

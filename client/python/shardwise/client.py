@@ -14,20 +14,34 @@ from shardwise.proto import job_pb2, job_service_pb2, job_service_pb2_grpc, job_
 DEFAULT_ADDRESS = "127.0.0.1:7070"
 _PAGE_SIZE = 500
 _TIMEOUT_SECONDS = 10
-# A call the coordinator refuses as busy (RESOURCE_EXHAUSTED) is asked again for up to
-# this long, and one that finds it unreachable (UNAVAILABLE, as once while it restarts)
-# up to _UNAVAILABLE_ATTEMPTS times: with pauses that double, drawn at random below the
-# bound so that many clients do not come back together. Every call may be retried:
-# submit carries a request id, with which a retry returns the job the first one made.
+# When a call is asked again (as the C++ client's client/retry_policy.h decides): one the
+# coordinator refuses as busy (RESOURCE_EXHAUSTED: it never ran) for up to
+# _BUSY_RETRY_SECONDS; one it took but answered late (DEADLINE_EXCEEDED on a connected
+# channel) as long, when running it twice does no harm; one that finds it unreachable
+# (UNAVAILABLE, as once while it restarts) up to _UNAVAILABLE_ATTEMPTS times, again when
+# running it twice does no harm. Pauses double, drawn at random below their bound so that
+# many clients do not come back together. Every call but set_hook may run twice: submit
+# carries a request id, with which a retry returns the job the first one made; cancel
+# sets an end state and scale an absolute target. A second set_hook would be refused
+# while the first is agreed.
 _BUSY_RETRY_SECONDS = 120
 _UNAVAILABLE_ATTEMPTS = 5
+# A watch whose stream is lost (a coordinator restarting or stopping) is made again for up
+# to this long after the last update.
+_WATCH_RETRY_SECONDS = 600
+_WATCH_LOST = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
+               grpc.StatusCode.RESOURCE_EXHAUSTED)
+# Pings find a connection that died without a word (the coordinator accepts one every 5 s).
+_CHANNEL_OPTIONS = (("grpc.keepalive_time_ms", 20000), ("grpc.keepalive_timeout_ms", 10000))
 
-# The spec fields that name files: made absolute against the caller's directory, as the
-# CLI does (the coordinator takes absolute paths only).
+# The spec fields that name files, as field paths of JobSpec: made absolute against the
+# caller's directory, as the CLI does (the coordinator takes absolute paths only). The
+# same fields as common/path_policy.cc's ForEachPathField.
 _PATH_FIELDS = (("data", "safetensors_path"), ("data", "tokens", "train_path"),
-                ("data", "tokens", "val_path"), ("init", "safetensors_path"),
-                ("init", "checkpoint_dir"), ("output", "final_model_path"),
-                ("output", "checkpoint_dir"))
+                ("data", "tokens", "val_path"), ("data", "tokens", "tokenizer"),
+                ("init", "safetensors_path"), ("init", "checkpoint_dir"),
+                ("init", "huggingface", "dir"), ("output", "final_model_path"),
+                ("output", "huggingface_dir"), ("output", "checkpoint_dir"))
 
 
 class ShardwiseError(Exception):
@@ -44,22 +58,24 @@ def _raise(error):
     raise ShardwiseError(error.code().name, error.details()) from None
 
 
-def _absolute_paths(spec, cwd):
+def _absolute_paths(message, cwd):
+    """Makes the JobSpec `message`'s relative paths absolute against `cwd`, in place."""
     for path in _PATH_FIELDS:
-        holder = spec
-        for key in path[:-1]:
-            holder = holder.get(key) if isinstance(holder, dict) else None
-            if holder is None:
+        holder = message
+        for name in path[:-1]:
+            if not holder.HasField(name):
+                holder = None
                 break
-        if isinstance(holder, dict) and isinstance(holder.get(path[-1]), str):
-            value = holder[path[-1]]
-            if value and not os.path.isabs(value):
-                holder[path[-1]] = os.path.normpath(os.path.join(cwd, value))
-    return spec
+            holder = getattr(holder, name)
+        value = getattr(holder, path[-1]) if holder is not None else ""
+        if value and not os.path.isabs(value):
+            setattr(holder, path[-1], os.path.normpath(os.path.join(cwd, value)))
+    return message
 
 
 def _spec_message(spec):
-    """A JobSpec from a dict (the spec's JSON form) or a YAML/JSON file's path."""
+    """A JobSpec from a dict (the spec's JSON form, snake_case or lowerCamelCase field
+    names) or a YAML/JSON file's path; the caller's dict is left as it was."""
     if isinstance(spec, job_spec_pb2.JobSpec):
         return spec
     if isinstance(spec, (str, os.PathLike)):
@@ -68,9 +84,10 @@ def _spec_message(spec):
     if not isinstance(spec, dict):
         raise ShardwiseError("INVALID_ARGUMENT", "a job spec is a mapping of its fields")
     try:
-        return json_format.ParseDict(_absolute_paths(spec, os.getcwd()), job_spec_pb2.JobSpec())
+        message = json_format.ParseDict(spec, job_spec_pb2.JobSpec())
     except json_format.ParseError as error:
         raise ShardwiseError("INVALID_ARGUMENT", f"job: {error}") from None
+    return _absolute_paths(message, os.getcwd())
 
 
 def _comm_hook(hook, wrapper):
@@ -100,13 +117,17 @@ class Client:
         if tls_ca:
             with open(tls_ca, "rb") as file:
                 credentials = grpc.ssl_channel_credentials(root_certificates=file.read())
-            self._channel = grpc.secure_channel(self.address, credentials)
+            self._channel = grpc.secure_channel(self.address, credentials,
+                                                options=_CHANNEL_OPTIONS)
         else:
-            self._channel = grpc.insecure_channel(self.address)
+            self._channel = grpc.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
+        self._connectivity = None
+        self._channel.subscribe(self._note_connectivity)
         self._metadata = (("authorization", f"Bearer {token.strip()}"),) if token else ()
         self._stub = job_service_pb2_grpc.JobServiceStub(self._channel)
 
     def close(self):
+        self._channel.unsubscribe(self._note_connectivity)
         self._channel.close()
 
     def __enter__(self):
@@ -115,18 +136,25 @@ class Client:
     def __exit__(self, *unused):
         self.close()
 
-    def _call(self, method, request):
+    def _note_connectivity(self, connectivity):
+        self._connectivity = connectivity
+
+    def _call(self, method, request, repeatable=True):
         give_up = time.monotonic() + _BUSY_RETRY_SECONDS
-        pause, attempt = 0.1, 0
+        pause, attempt = 0.2, 0
         while True:
             attempt += 1
             try:
                 return method(request, timeout=_TIMEOUT_SECONDS, metadata=self._metadata)
             except grpc.RpcError as error:
                 code = error.code()
-                busy = code == grpc.StatusCode.RESOURCE_EXHAUSTED and time.monotonic() < give_up
-                away = code == grpc.StatusCode.UNAVAILABLE and attempt < _UNAVAILABLE_ATTEMPTS
-                if not (busy or away):
+                in_time = time.monotonic() < give_up
+                busy = code == grpc.StatusCode.RESOURCE_EXHAUSTED and in_time
+                late = (code == grpc.StatusCode.DEADLINE_EXCEEDED and repeatable and in_time and
+                        self._connectivity == grpc.ChannelConnectivity.READY)
+                away = (code == grpc.StatusCode.UNAVAILABLE and repeatable and
+                        attempt < _UNAVAILABLE_ATTEMPTS)
+                if not (busy or late or away):
                     _raise(error)
             time.sleep(random.uniform(0, pause))
             pause = min(pause * 2, 5.0)
@@ -157,12 +185,25 @@ class Client:
                 return jobs
 
     def watch(self, job_id):
-        """An iterator of the job: as it is now, then after every change, until it ends."""
-        try:
-            yield from self._stub.WatchJob(job_service_pb2.WatchJobRequest(job_id=job_id),
-                                           metadata=self._metadata)
-        except grpc.RpcError as error:
-            _raise(error)
+        """An iterator of the job: as it is now, then after every change, until it ends.
+        A lost stream (a coordinator restarting) is watched again, for up to ten minutes
+        after the last update; past that, ShardwiseError UNAVAILABLE. Before the first
+        update it fails as any call does (a wrong address is told at once)."""
+        give_up = time.monotonic()
+        pause = 0.2
+        while True:
+            try:
+                for job in self._stub.WatchJob(job_service_pb2.WatchJobRequest(job_id=job_id),
+                                               metadata=self._metadata):
+                    give_up = time.monotonic() + _WATCH_RETRY_SECONDS
+                    pause = 0.2
+                    yield job
+                return
+            except grpc.RpcError as error:
+                if error.code() not in _WATCH_LOST or time.monotonic() >= give_up:
+                    _raise(error)
+            time.sleep(random.uniform(pause / 2, pause))
+            pause = min(pause * 2, 5.0)
 
     def cancel(self, job_id):
         """Cancels a pending or running job; returns it."""
@@ -172,7 +213,7 @@ class Client:
         """Proposes a change of a running job's communication hook ("bf16_compress", ...);
         returns the proposal (its step; the job's hook_switches say when it applied)."""
         request = job_service_pb2.SetCommHookRequest(job_id=job_id, hook=_comm_hook(hook, wrapper))
-        return self._call(self._stub.SetCommHook, request)
+        return self._call(self._stub.SetCommHook, request, repeatable=False)
 
     def scale(self, job_id, replicas):
         """Sets how many replica groups a running fault-tolerant job trains with (groups

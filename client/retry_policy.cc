@@ -1,0 +1,44 @@
+#include "client/retry_policy.h"
+
+#include <algorithm>
+
+namespace shardwise {
+namespace {
+
+constexpr absl::Duration kFirstPause = absl::Milliseconds(200);
+constexpr absl::Duration kLongestPause = absl::Seconds(5);
+
+// The current pause, and the next one doubled.
+absl::Duration TakePause(absl::Duration* pause) {
+  const absl::Duration taken = *pause;
+  *pause = std::min(*pause * 2, kLongestPause);
+  return taken;
+}
+
+}  // namespace
+
+std::optional<absl::Duration> CallRetry::After(grpc::StatusCode code, bool connected,
+                                               Repeatable repeatable, absl::Time now) {
+  if (now >= give_up_) return std::nullopt;
+  const bool busy = code == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  const bool queued =
+      code == grpc::StatusCode::DEADLINE_EXCEEDED && connected && repeatable == Repeatable::kYes;
+  if (!busy && !queued) return std::nullopt;
+  return TakePause(&pause_);
+}
+
+void WatchRetry::Updated(absl::Time now) {
+  give_up_ = now + budget_;
+  pause_ = kFirstPause;
+}
+
+std::optional<absl::Duration> WatchRetry::After(grpc::StatusCode code, absl::Time now) {
+  if (now >= give_up_) return std::nullopt;
+  if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::CANCELLED &&
+      code != grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    return std::nullopt;
+  }
+  return TakePause(&pause_);
+}
+
+}  // namespace shardwise

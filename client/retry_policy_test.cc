@@ -1,0 +1,69 @@
+#include "client/retry_policy.h"
+
+#include "gtest/gtest.h"
+
+namespace shardwise {
+namespace {
+
+const absl::Time kStart = absl::FromUnixSeconds(1000);
+
+TEST(CallRetry, AsksABusyCoordinatorAgainWithDoublingPausesWithinItsBudget) {
+  CallRetry retry(kStart);
+  const auto busy = grpc::StatusCode::RESOURCE_EXHAUSTED;
+  EXPECT_EQ(retry.After(busy, true, Repeatable::kNo, kStart), absl::Milliseconds(200));
+  EXPECT_EQ(retry.After(busy, true, Repeatable::kNo, kStart), absl::Milliseconds(400));
+  for (int i = 0; i < 10; ++i) retry.After(busy, true, Repeatable::kNo, kStart);
+  EXPECT_EQ(retry.After(busy, true, Repeatable::kNo, kStart), absl::Seconds(5));
+  EXPECT_EQ(retry.After(busy, true, Repeatable::kNo, kStart + absl::Minutes(2)), std::nullopt);
+}
+
+// A call that outlived its deadline on a connected channel was queued: asked again when
+// running it twice does no harm, never otherwise, and never on a channel that is not
+// connected (a wrong address is told at once).
+TEST(CallRetry, AsksAgainAfterADeadlineOnlyWhenConnectedAndRepeatable) {
+  const auto late = grpc::StatusCode::DEADLINE_EXCEEDED;
+  EXPECT_TRUE(CallRetry(kStart).After(late, true, Repeatable::kYes, kStart).has_value());
+  EXPECT_FALSE(CallRetry(kStart).After(late, true, Repeatable::kNo, kStart).has_value());
+  EXPECT_FALSE(CallRetry(kStart).After(late, false, Repeatable::kYes, kStart).has_value());
+}
+
+TEST(CallRetry, LeavesOtherFailuresToTheCaller) {
+  for (const auto code : {grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::INVALID_ARGUMENT,
+                          grpc::StatusCode::NOT_FOUND, grpc::StatusCode::UNAUTHENTICATED}) {
+    EXPECT_FALSE(CallRetry(kStart).After(code, true, Repeatable::kYes, kStart).has_value()) << code;
+  }
+}
+
+// A watch follows a job through lost connections for its budget, counted from the last
+// update: a job that sends updates is followed however long the outages add up to.
+TEST(WatchRetry, WatchesAgainAfterALostConnectionWhileUpdatesCome) {
+  WatchRetry retry(absl::Minutes(10));
+  retry.Updated(kStart);
+  for (const auto lost : {grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::CANCELLED,
+                          grpc::StatusCode::RESOURCE_EXHAUSTED}) {
+    EXPECT_TRUE(retry.After(lost, kStart + absl::Minutes(1)).has_value()) << lost;
+  }
+  EXPECT_EQ(retry.After(grpc::StatusCode::UNAVAILABLE, kStart + absl::Minutes(10)), std::nullopt);
+  retry.Updated(kStart + absl::Minutes(9));
+  EXPECT_EQ(retry.After(grpc::StatusCode::UNAVAILABLE, kStart + absl::Minutes(18)),
+            absl::Milliseconds(200));
+  EXPECT_EQ(retry.After(grpc::StatusCode::UNAVAILABLE, kStart + absl::Minutes(19)), std::nullopt);
+}
+
+TEST(WatchRetry, LeavesTheJobsOwnErrorsToTheCaller) {
+  for (const auto code : {grpc::StatusCode::NOT_FOUND, grpc::StatusCode::PERMISSION_DENIED,
+                          grpc::StatusCode::UNAUTHENTICATED, grpc::StatusCode::INTERNAL}) {
+    WatchRetry retry;
+    retry.Updated(kStart);
+    EXPECT_FALSE(retry.After(code, kStart).has_value()) << code;
+  }
+}
+
+// Before its first update a watch is a call like any other: a coordinator that cannot
+// be reached (a wrong address) is told at once, not after ten minutes.
+TEST(WatchRetry, AWatchWithoutAnUpdateYetIsNotMadeAgain) {
+  EXPECT_FALSE(WatchRetry().After(grpc::StatusCode::UNAVAILABLE, kStart).has_value());
+}
+
+}  // namespace
+}  // namespace shardwise
