@@ -60,7 +60,11 @@ absl::Status OpenFolder(const std::string& path, bool create, Fd* out) {
     const std::string name = part.string();
     if (name.empty() || name == ".") continue;
     walked += "/" + name;
-    if (create && ::mkdirat(fd.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
+    if (create && ::mkdirat(fd.get(), name.c_str(), 0755) == 0) {
+      // The new folder's entry is durable once its parent is synced.
+      if (::fsync(fd.get()) != 0)
+        return Errno(absl::StrCat("syncing the folder of '", walked, "'"));
+    } else if (create && errno != EEXIST) {
       return Errno(absl::StrCat("creating '", walked, "'"));
     }
     Fd next(::openat(fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -77,6 +81,14 @@ absl::Status OpenFolder(const std::string& path, bool create, Fd* out) {
   }
   *out = std::move(fd);
   return absl::OkStatus();
+}
+
+// A rename or link is durable (survives a crash of the node) once the folder holding
+// the new entry is synced: without it, a file reported written, a checkpoint's manifest
+// or a final model, could be gone after a power loss.
+absl::Status SyncFolder(const Fd& folder, const std::string& path) {
+  if (::fsync(folder.get()) == 0) return absl::OkStatus();
+  return Errno(absl::StrCat("syncing the folder of '", path, "'"));
 }
 
 }  // namespace
@@ -116,17 +128,17 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
     if (::renameat(folder.get(), temporary.c_str(), folder.get(), name.c_str()) != 0) {
       return discard(Errno(absl::StrCat("renaming into '", path, "'")));
     }
-    return absl::OkStatus();
+    return SyncFolder(folder, path);
   }
   // No replacing: an atomic rename that fails if `path` exists, or, on file systems
   // without it, a hard link, which fails the same way.
   if (::renameat2(folder.get(), temporary.c_str(), folder.get(), name.c_str(), RENAME_NOREPLACE) ==
       0) {
-    return absl::OkStatus();
+    return SyncFolder(folder, path);
   }
   if (errno == EINVAL || errno == ENOSYS) {
     if (::linkat(folder.get(), temporary.c_str(), folder.get(), name.c_str(), 0) == 0) {
-      return discard(absl::OkStatus());
+      return discard(SyncFolder(folder, path));
     }
   }
   if (errno == EEXIST) {

@@ -17,7 +17,9 @@ namespace shardwise {
 absl::Status CreateFolders(const std::string& folder);
 
 // Writes `contents` to `path` whole or not at all: into a temporary file created
-// exclusively (O_EXCL, O_NOFOLLOW) in the same folder, synced, then renamed into place.
+// exclusively (O_EXCL, O_NOFOLLOW) in the same folder, synced, then renamed into place
+// and the folder synced, so that the file is there after a crash of the node once this
+// returns OK. (CreateFolders syncs each folder it creates into its parent, too.)
 // An existing `path` is replaced only if `replace`; otherwise ALREADY_EXISTS and nothing
 // is written.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents,

@@ -184,6 +184,14 @@ TEST_P(LostReplica, LeavesAndTheOthersTrainOnInTheSameAttempt) {
   EXPECT_EQ(job.restarts(), 0);
   EXPECT_EQ(job.progress().step(), 300);
   EXPECT_EQ(job.membership().epoch(), 1);
+  // The traffic is the attempt's, across epochs (a total that restarted with the epoch
+  // would read as a counter reset on /metrics): each step all-reduces the same bytes.
+  ASSERT_GT(running->progress().step(), 0);
+  const double bytes_per_step = static_cast<double>(running->progress().all_reduce_bytes()) /
+                                static_cast<double>(running->progress().step());
+  EXPECT_GE(static_cast<double>(job.progress().all_reduce_bytes()), 0.95 * 300 * bytes_per_step)
+      << job.progress().all_reduce_bytes() << " bytes after 300 steps; "
+      << running->progress().all_reduce_bytes() << " after " << running->progress().step();
   std::vector<int32_t> survivors = {0, 1, 2};
   survivors.erase(std::find(survivors.begin(), survivors.end(), lost));
   EXPECT_EQ(Live(job), survivors);

@@ -1,5 +1,7 @@
 #include "worker/daemon/worker_metrics.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace shardwise {
@@ -50,11 +52,15 @@ void WorkerMetrics::OnReport(const v1::AttemptReport& report) {
     attempt_ = attempt;
     counted_ = v1::Progress();
   }
-  // The progress holds the attempt's totals: the counters take what is new.
-  bytes_.With({"all_gather"}).Increment(progress.all_gather_bytes() - counted_.all_gather_bytes());
+  // The progress holds the attempt's totals: the counters take what is new (never less
+  // than nothing: a counter that went back would read as a reset to Prometheus).
+  auto added = [](int64_t now, int64_t before) { return std::max<int64_t>(0, now - before); };
+  bytes_.With({"all_gather"})
+      .Increment(added(progress.all_gather_bytes(), counted_.all_gather_bytes()));
   bytes_.With({"reduce_scatter"})
-      .Increment(progress.reduce_scatter_bytes() - counted_.reduce_scatter_bytes());
-  bytes_.With({"all_reduce"}).Increment(progress.all_reduce_bytes() - counted_.all_reduce_bytes());
+      .Increment(added(progress.reduce_scatter_bytes(), counted_.reduce_scatter_bytes()));
+  bytes_.With({"all_reduce"})
+      .Increment(added(progress.all_reduce_bytes(), counted_.all_reduce_bytes()));
   counted_ = progress;
 }
 

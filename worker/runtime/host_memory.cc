@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace shardwise {
@@ -21,8 +22,9 @@ std::string ReadSmallFile(const char* path) {
   return text.str();
 }
 
-// memory.max less memory.current of this process's cgroup (v2), or -1 without a limit.
-int64_t CgroupMemoryLeft() {
+// memory.max less memory.current of this process's cgroup (v2), less its reclaimable
+// file cache, or -1 without a limit.
+int64_t ThisCgroupMemoryLeft() {
   // "0::/PATH" for the unified hierarchy.
   const std::string membership = ReadSmallFile("/proc/self/cgroup");
   const size_t at = membership.find("0::");
@@ -30,14 +32,9 @@ int64_t CgroupMemoryLeft() {
   std::string path = membership.substr(at + 3);
   path = path.substr(0, path.find('\n'));
   const std::string dir = absl::StrCat("/sys/fs/cgroup", path == "/" ? "" : path);
-  int64_t limit = 0, current = 0;
-  std::string max_text = ReadSmallFile(absl::StrCat(dir, "/memory.max").c_str());
-  std::string current_text = ReadSmallFile(absl::StrCat(dir, "/memory.current").c_str());
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(max_text), &limit) ||
-      !absl::SimpleAtoi(absl::StripAsciiWhitespace(current_text), &current)) {
-    return -1;  // "max", or no memory controller
-  }
-  return std::max<int64_t>(limit - current, 0);
+  return CgroupMemoryLeft(ReadSmallFile(absl::StrCat(dir, "/memory.max").c_str()),
+                          ReadSmallFile(absl::StrCat(dir, "/memory.current").c_str()),
+                          ReadSmallFile(absl::StrCat(dir, "/memory.stat").c_str()));
 }
 
 // RLIMIT_AS less the process's virtual size, or -1 without a limit.
@@ -50,6 +47,27 @@ int64_t AddressSpaceLeft() {
 }
 
 }  // namespace
+
+int64_t CgroupMemoryLeft(absl::string_view max_text, absl::string_view current_text,
+                         absl::string_view stat_text) {
+  int64_t limit = 0, current = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(max_text), &limit) ||
+      !absl::SimpleAtoi(absl::StripAsciiWhitespace(current_text), &current)) {
+    return -1;  // "max", or no memory controller
+  }
+  // The cache of files read and written (token files, checkpoints) counts in
+  // memory.current; the kernel drops its inactive part before it would refuse memory,
+  // so it is not in use (kubelet's working set leaves it out the same way).
+  int64_t reclaimable = 0;
+  for (absl::string_view line : absl::StrSplit(stat_text, '\n')) {
+    if (absl::ConsumePrefix(&line, "inactive_file ")) {
+      if (!absl::SimpleAtoi(line, &reclaimable) || reclaimable < 0) reclaimable = 0;
+      break;
+    }
+  }
+  const int64_t in_use = std::max<int64_t>(current - std::min(reclaimable, current), 0);
+  return std::max<int64_t>(limit - in_use, 0);
+}
 
 absl::StatusOr<int64_t> ParseKilobyteField(absl::string_view text, absl::string_view name) {
   const std::string key = absl::StrCat(name, ":");
@@ -78,7 +96,7 @@ absl::StatusOr<int64_t> HostMemoryAvailable() {
         absl::StrCat("reading /proc/meminfo: ", available.status().message()));
   }
   int64_t left = *available;
-  for (int64_t limit : {AddressSpaceLeft(), CgroupMemoryLeft()}) {
+  for (int64_t limit : {AddressSpaceLeft(), ThisCgroupMemoryLeft()}) {
     if (limit >= 0) left = std::min(left, limit);
   }
   return left;

@@ -4,7 +4,8 @@
 // How much host memory this process may still allocate: the least of what the kernel
 // says is available (MemAvailable), what the address-space limit leaves (RLIMIT_AS less
 // the process's size; `prlimit --as`, `ulimit -v`) and what the cgroup's limit leaves
-// (memory.max less memory.current; a container's limit). A CPU worker compares it with a
+// (memory.max less what is in use, its reclaimable file cache left out; a container's
+// limit). A CPU worker compares it with a
 // job's estimated memory per rank before it starts an attempt.
 
 #include <cstdint>
@@ -17,6 +18,12 @@ namespace shardwise {
 // The value in bytes of a "Name:   N kB" line of /proc/meminfo or /proc/self/status;
 // NOT_FOUND when there is no such line.
 absl::StatusOr<int64_t> ParseKilobyteField(absl::string_view text, absl::string_view name);
+
+// What a cgroup (v2) leaves this process: memory.max (`max_text`) less what is in use,
+// memory.current (`current_text`) less the reclaimable file cache (memory.stat's
+// inactive_file, from `stat_text`); -1 without a limit ("max").
+int64_t CgroupMemoryLeft(absl::string_view max_text, absl::string_view current_text,
+                         absl::string_view stat_text);
 
 // INTERNAL when /proc/meminfo cannot be read.
 absl::StatusOr<int64_t> HostMemoryAvailable();

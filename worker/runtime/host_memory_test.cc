@@ -4,6 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -17,6 +20,21 @@ TEST(ParseKilobyteField, ReadsTheNamedLine) {
   EXPECT_EQ(ParseKilobyteField(meminfo, "Mem").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ParseKilobyteField("VmSize:\tgarbage kB\n", "VmSize").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A container whose 16 GiB limit holds 12 GiB, 10 GiB of them a file cache the kernel
+// may drop (token files read, checkpoints written): 14 GiB are left, not 4.
+TEST(CgroupMemoryLeft, LeavesTheReclaimableFileCacheOut) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  const std::string stat = absl::StrCat("anon ", 2 * kGiB, "\nfile ", 10 * kGiB,
+                                        "\nactive_file 0\ninactive_file ", 10 * kGiB, "\n");
+  EXPECT_EQ(CgroupMemoryLeft(absl::StrCat(16 * kGiB, "\n"), absl::StrCat(12 * kGiB, "\n"), stat),
+            14 * kGiB);
+  EXPECT_EQ(CgroupMemoryLeft(absl::StrCat(16 * kGiB), absl::StrCat(12 * kGiB), ""), 4 * kGiB);
+  EXPECT_EQ(CgroupMemoryLeft("max\n", "100\n", stat), -1);
+  // A cache larger than what is counted (the files raced ahead of the read): none in use.
+  EXPECT_EQ(CgroupMemoryLeft("1000", "100", "inactive_file 500\n"), 1000);
+  EXPECT_EQ(CgroupMemoryLeft("1000", "2000", "inactive_file x\n"), 0);
 }
 
 TEST(HostMemoryAvailable, IsPositiveAndAtMostThePhysicalMemory) {
