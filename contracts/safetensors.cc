@@ -20,9 +20,9 @@ absl::Status Corrupt(const std::string& path, const std::string& what) {
 // instead (worker/data/tokens.h).
 constexpr uint64_t kMaxFileBytes = uint64_t{64} << 30;
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
+absl::StatusOr<std::string> ReadFile(const std::string& path, Links links = Links::kFollow) {
   // A regular file of bounded size: a FIFO would block, a device never end.
-  return ReadUntrustedFile(path, kMaxFileBytes, Links::kFollow);
+  return ReadUntrustedFile(path, kMaxFileBytes, links);
 }
 
 // A JSON string with its quotes and escapes.
@@ -117,8 +117,9 @@ absl::StatusOr<SafetensorsIndex> ParseHeader(const std::string& path, const std:
 
 }  // namespace
 
-absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path, bool with_16_bit_floats) {
-  auto data = ReadFile(path);
+absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path, bool with_16_bit_floats,
+                                          Links links) {
+  auto data = ReadFile(path, links);
   if (!data.ok()) return data.status();
   auto index = ParseSafetensorsIndex(path, *data);
   if (!index.ok()) return index.status();

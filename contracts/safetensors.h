@@ -58,8 +58,10 @@ int SafetensorsDtypeSize(const std::string& dtype);
 
 // NOT_FOUND if the file cannot be read; DATA_LOSS naming what is wrong if it is not valid
 // safetensors (or holds a dtype other than F32 and I64, and BF16 and F16 if
-// `with_16_bit_floats`: their bytes as stored).
-absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path, bool with_16_bit_floats = false);
+// `with_16_bit_floats`: their bytes as stored). Opened as common/untrusted_file.h opens a
+// file (`links`: whether a link at its name is followed).
+absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path, bool with_16_bit_floats = false,
+                                          Links links = Links::kFollow);
 
 // A file's metadata (NOT_FOUND / DATA_LOSS as ReadSafetensors).
 absl::StatusOr<Metadata> ReadSafetensorsMetadata(const std::string& path);

@@ -2,8 +2,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -11,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/safe_write.h"
 #include "common/status_macros.h"
+#include "common/untrusted_file.h"
 #include "contracts/safetensors.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -20,6 +19,37 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr char kManifest[] = "manifest.json";
+// A manifest lists the model's units: far below this.
+constexpr uint64_t kMaxManifestBytes = uint64_t{16} << 20;
+
+// Files inside a checkpoint folder are read as untrusted (common/untrusted_file.h): the
+// path policy checked the folder a spec names, not the names inside it, so a step
+// folder must be a folder and not a link (one planted there could lead to another job's
+// checkpoint), and no file is read through a link or blocks on a FIFO.
+bool IsRealFolder(const fs::path& path) {
+  std::error_code error;
+  const fs::file_status status = fs::symlink_status(path, error);
+  return !error && fs::is_directory(status);
+}
+
+// The manifest of step folder `folder`: NOT_FOUND (none yet: the manifest is written
+// last), INVALID_ARGUMENT (a link, not a folder or not a regular file), DATA_LOSS (not
+// a manifest).
+absl::StatusOr<v1::CheckpointManifest> ReadManifestFile(const std::string& folder) {
+  if (!IsRealFolder(folder)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint '", folder,
+                     "' is a link or not a folder; a checkpoint is never read through "
+                     "links"));
+  }
+  ASSIGN_OR_RETURN(const std::string json, ReadUntrustedFile(absl::StrCat(folder, "/", kManifest),
+                                                             kMaxManifestBytes, Links::kRefuse));
+  v1::CheckpointManifest manifest;
+  if (!google::protobuf::util::JsonStringToMessage(json, &manifest).ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': unreadable manifest"));
+  }
+  return manifest;
+}
 
 std::string ShardFile(int shard_rank) {
   return absl::StrFormat("rank-%05d.safetensors", shard_rank);
@@ -101,13 +131,10 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
     const std::string name = entry.path().filename().string();
     int64_t step = 0;
     if (!absl::StartsWith(name, "step-") || !absl::SimpleAtoi(name.substr(5), &step)) continue;
-    std::ifstream file(entry.path() / kManifest);
-    if (!file.is_open()) continue;  // incomplete: the manifest is written last
-    std::stringstream json;
-    json << file.rdbuf();
-    v1::CheckpointManifest manifest;
-    if (!google::protobuf::util::JsonStringToMessage(json.str(), &manifest).ok()) continue;
-    if (!job_id.empty() && manifest.job_id() != job_id) continue;
+    // Incomplete (the manifest is written last), or not a checkpoint this job may read.
+    const absl::StatusOr<v1::CheckpointManifest> manifest = ReadManifestFile(entry.path());
+    if (!manifest.ok()) continue;
+    if (!job_id.empty() && manifest->job_id() != job_id) continue;
     if (step > best_step) {
       best_step = step;
       best = entry.path().string();
@@ -123,12 +150,9 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
 namespace {
 
 absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& folder) {
-  v1::CheckpointManifest manifest;
-  std::ifstream file(absl::StrCat(folder, "/", kManifest));
-  std::stringstream json;
-  json << file.rdbuf();
-  if (!file.is_open() || !google::protobuf::util::JsonStringToMessage(json.str(), &manifest).ok()) {
-    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': unreadable manifest"));
+  absl::StatusOr<v1::CheckpointManifest> manifest = ReadManifestFile(folder);
+  if (absl::IsNotFound(manifest.status())) {
+    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': no manifest"));
   }
   return manifest;
 }
@@ -178,7 +202,8 @@ absl::StatusOr<std::vector<TensorMap>> ReadShards(const std::string& folder,
                                                   const v1::CheckpointManifest& manifest) {
   std::vector<TensorMap> shards;
   for (const std::string& name : manifest.files()) {
-    auto shard = ReadSafetensors(absl::StrCat(folder, "/", name));
+    auto shard = ReadSafetensors(absl::StrCat(folder, "/", name), /*with_16_bit_floats=*/false,
+                                 Links::kRefuse);
     if (!shard.ok()) {
       return absl::DataLossError(
           absl::StrCat("checkpoint '", folder, "': ", shard.status().message()));

@@ -2,6 +2,7 @@
 
 #include "worker/fsdp/checkpoint.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -259,6 +260,39 @@ TEST(Checkpoint, ATamperedCheckpointIsRefusedWithoutReadingOutsideIt) {
   status = LoadCheckpoint(folder, spec).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
   EXPECT_NE(status.message().find("as F32 ["), std::string::npos) << status;
+}
+
+// Inside a checkpoint folder nothing is read through a link and nothing blocks: a step
+// folder that is a link (to another job's checkpoint, say) or whose manifest is a FIFO
+// is passed over when looking for the latest, and refused when named; a shard that is a
+// link is refused.
+TEST(Checkpoint, LinksAndFifosInsideTheFolderAreNeitherFollowedNorWaitedOn) {
+  const std::string dir = TempDir("links");
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 2);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  ASSERT_TRUE(TrainAll(spec, "job-l", 1).ok());
+  v1::JobSpec elsewhere = spec;
+  elsewhere.mutable_output()->set_checkpoint_dir(dir + "/other");
+  ASSERT_TRUE(TrainAll(elsewhere, "job-l", 1).ok());
+  const std::string real = dir + "/ckpt/step-00000002";
+  ASSERT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-l"), real);
+
+  std::filesystem::create_directory_symlink(dir + "/other/step-00000002",
+                                            dir + "/ckpt/step-00000099");
+  std::filesystem::create_directories(dir + "/ckpt/step-00000050");
+  ASSERT_EQ(mkfifo((dir + "/ckpt/step-00000050/manifest.json").c_str(), 0600), 0);
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-l"), real);
+  const absl::Status linked = LoadCheckpoint(dir + "/ckpt/step-00000099", spec).status();
+  EXPECT_EQ(linked.code(), absl::StatusCode::kInvalidArgument) << linked;
+  EXPECT_EQ(LoadCheckpoint(dir + "/ckpt/step-00000050", spec).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  std::filesystem::rename(real + "/rank-00001.safetensors", real + "/moved.safetensors");
+  std::filesystem::create_symlink(real + "/moved.safetensors", real + "/rank-00001.safetensors");
+  const absl::Status shard = LoadCheckpoint(real, spec).status();
+  EXPECT_FALSE(shard.ok());
+  EXPECT_NE(shard.message().find("rank-00001.safetensors"), std::string::npos) << shard;
 }
 
 TEST(Checkpoint, FoldersWithoutAManifestAreIgnored) {
