@@ -433,6 +433,33 @@ TEST(FaultTolerance, ADrainedWorkerTakesItsGroupOutAfterItsStep) {
   EXPECT_FALSE(absl::StrContains(log, " failed (")) << log;
 }
 
+// A drained worker whose step in flight outlasts the coordinator's heartbeat timeout (its
+// rank paused for 5 s in backward, the timeout 2 s) heartbeats on while it waits for the
+// step to end: it leaves gracefully, never counted lost.
+TEST(FaultTolerance, ADrainedWorkerHeartbeatsThroughALongLastStep) {
+  ClusterOptions options;
+  options.heartbeat_timeout_ms = 2000;
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  for (int w = 0; w < 3; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  Process& w3 = cluster.AddWorker("w3", {"--fault_injection=pause_at=41:backward:5000"});
+  v1::JobSpec spec = HybridSpec(cluster.dir() + "/drained.safetensors", 300);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  ASSERT_TRUE(Cluster::WaitFor(
+      [&] {
+        return absl::StrContains(ReadWholeFile(w3.log_path()),
+                                 "fault injection: paused at backward of step 41");
+      },
+      absl::Seconds(60)));
+  w3.Signal(SIGTERM);
+  EXPECT_EQ(w3.Wait(), 0);
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_TRUE(absl::StrContains(Events(job), "rank 3 (worker w3) is leaving")) << Events(job);
+  EXPECT_FALSE(absl::StrContains(Events(job), "no heartbeat")) << Events(job);
+}
+
 // The coordinator killed (SIGKILL) together with a worker, and restarted: whether it
 // had written the membership change (then the re-attached ranks get it again) or had
 // not seen the loss (then the rank that never re-attaches leaves), the other group

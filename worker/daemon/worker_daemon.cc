@@ -146,9 +146,9 @@ absl::Status WorkerDaemon::Run(const std::atomic<bool>& stop) {
 // While the session is still open: the coordinator hears the attempt's ABORTED report
 // and re-queues the job at once, rather than finding the worker gone. Bounded: an
 // attempt stuck in a collective does not hold up the shutdown past the stuck-abort grace.
-void WorkerDaemon::DrainForShutdown() {
+void WorkerDaemon::DrainForShutdown(absl::Duration heartbeat_interval) {
   constexpr char kReason[] = "the worker is shutting down (it was told to stop: SIGTERM or SIGINT)";
-  if (LeftWithItsGroup()) return;
+  if (LeftWithItsGroup(heartbeat_interval)) return;
   absl::MutexLock lock(&runner_mu_);
   if (!runner_ || runner_->done()) return;
   // The message names the job although the context does: deploy/local/run.sh's drain
@@ -178,7 +178,7 @@ void WorkerDaemon::DrainForShutdown() {
 // step and leaves, and nothing is redone. Bounded: a rank that has not left in time is
 // stopped as any other. Watched without holding the runner's lock, which the session's
 // messages for the attempt (an abort, a membership) need meanwhile.
-bool WorkerDaemon::LeftWithItsGroup() {
+bool WorkerDaemon::LeftWithItsGroup(absl::Duration heartbeat_interval) {
   {
     absl::MutexLock lock(&runner_mu_);
     if (!runner_ || runner_->done()) return true;
@@ -188,14 +188,25 @@ bool WorkerDaemon::LeftWithItsGroup() {
                          runner_->attempt(), " with its group after the step in flight"));
   }
   const absl::Time deadline = absl::Now() + options_.leave_grace;
+  absl::Time next_heartbeat = absl::Now() + heartbeat_interval;
   while (absl::Now() < deadline) {
     {
       absl::MutexLock lock(&runner_mu_);
       if (!runner_ || runner_->done()) return true;
     }
+    if (absl::Now() >= next_heartbeat) {
+      SendHeartbeat();
+      next_heartbeat = absl::Now() + heartbeat_interval;
+    }
     absl::SleepFor(absl::Milliseconds(20));
   }
   return false;
+}
+
+void WorkerDaemon::SendHeartbeat() {
+  v1::WorkerMessage message;
+  *message.mutable_heartbeat() = CurrentHeartbeat();
+  Send(message);
 }
 
 void WorkerDaemon::CloseSessionForWrites() {
@@ -263,7 +274,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
         absl::Milliseconds(std::max<int64_t>(50, registration.heartbeat_interval_ms()));
     while (!session_over.WaitForNotificationWithTimeout(interval)) {
       if (stop) {
-        DrainForShutdown();
+        DrainForShutdown(interval);
         // A half-close, not a cancel: the attempt's last report, written just now, is
         // delivered before the coordinator sees the session end.
         CloseSessionForWrites();
@@ -273,9 +284,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
         return;
       }
       RestartIfAbortIsStuck();
-      v1::WorkerMessage message;
-      *message.mutable_heartbeat() = CurrentHeartbeat();
-      Send(message);
+      SendHeartbeat();
     }
   });
 

@@ -110,13 +110,17 @@ class WorkerDaemon {
   // again) if the coordinator re-attached the attempt; otherwise they are dropped.
   void ReleaseHeldReports(Stream* stream, bool reattached, bool announced);
   v1::Heartbeat CurrentHeartbeat();
+  void SendHeartbeat();
   // On shutdown: a fault-tolerant attempt's rank leaves with its group after its step
   // (LeftWithItsGroup); else, or if it has not left within options.leave_grace, aborts
-  // the running attempt and waits (bounded) for its final report.
-  void DrainForShutdown();
+  // the running attempt and waits (bounded) for its final report. Runs on the heartbeat
+  // thread, so it sends the heartbeats every `heartbeat_interval` itself while it waits.
+  void DrainForShutdown(absl::Duration heartbeat_interval);
   // Whether the running attempt has ended, or its rank left with its group in time; false
-  // at once for an attempt without fault tolerance.
-  bool LeftWithItsGroup();
+  // at once for an attempt without fault tolerance. Heartbeats go on meanwhile: the step
+  // in flight may outlast the coordinator's heartbeat timeout, which would count the
+  // leaving worker lost.
+  bool LeftWithItsGroup(absl::Duration heartbeat_interval);
   // Tells the coordinator this worker writes no more; it then ends the session.
   void CloseSessionForWrites();
   // Calls options_.restart_process when an aborted attempt is stuck (the heartbeat thread).
