@@ -26,7 +26,7 @@ class MlpBatches final : public BatchSource {
   MlpBatches(Dataset data, Slice slice, bool classification)
       : data_(std::move(data)), slice_(slice), classification_(classification) {}
 
-  MicroBatch Train(int64_t step, int micro) const override {
+  absl::StatusOr<MicroBatch> Train(int64_t step, int micro) const override {
     const std::vector<int64_t> rows =
         SampleRows(step, slice_.global_batch, slice_.world, slice_.rank, micro, slice_.micro_steps,
                    data_.num_samples);
@@ -47,7 +47,7 @@ class MlpBatches final : public BatchSource {
     }
     return batch;
   }
-  MicroBatch Validation(int64_t, int) const override { return {}; }
+  absl::StatusOr<MicroBatch> Validation(int64_t, int) const override { return MicroBatch(); }
   bool has_validation() const override { return false; }
   int64_t tokens_per_step() const override { return 0; }
 
@@ -67,11 +67,11 @@ class TokenBatches final : public BatchSource {
         block_size_(block_size),
         slice_(slice) {}
 
-  MicroBatch Train(int64_t step, int micro) const override {
+  absl::StatusOr<MicroBatch> Train(int64_t step, int micro) const override {
     return TokenMicroBatch(*train_, seed_, slice_.first(step, micro), slice_.per_micro(),
                            block_size_);
   }
-  MicroBatch Validation(int64_t batch, int micro) const override {
+  absl::StatusOr<MicroBatch> Validation(int64_t batch, int micro) const override {
     return TokenMicroBatch(*val_, seed_, slice_.first(batch, micro), slice_.per_micro(),
                            block_size_);
   }

@@ -20,10 +20,11 @@ namespace shardwise {
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
-  // Micro-step `micro` of optimizer step `step`.
-  virtual MicroBatch Train(int64_t step, int micro) const = 0;
+  // Micro-step `micro` of optimizer step `step`. An error: a file read during training
+  // that changed since it was opened (worker/data/tokens.h).
+  virtual absl::StatusOr<MicroBatch> Train(int64_t step, int micro) const = 0;
   // Micro-step `micro` of evaluation batch `batch` (has_validation() only).
-  virtual MicroBatch Validation(int64_t batch, int micro) const = 0;
+  virtual absl::StatusOr<MicroBatch> Validation(int64_t batch, int micro) const = 0;
   virtual bool has_validation() const = 0;
   // Tokens in one step's global batch (0 for the MLP).
   virtual int64_t tokens_per_step() const = 0;

@@ -1,10 +1,10 @@
 #include "worker/data/tokens.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -62,55 +62,86 @@ absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& fi
                                 "model.gpt.block_size ",
                                 block_size, " needs at least ", block_size + 1));
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: the file opened may not be the one inspected (replaced by a FIFO).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Invalid(field, path, absl::StrCat("cannot open: ", std::strerror(errno)));
-  const size_t bytes = layout.offset + layout.count * layout.element;
-  // The file opened may not be the one inspected (replaced, or cut short, since): a map
-  // past its end would kill the worker (SIGBUS) at the first read there.
+  const uint64_t bytes = layout.offset + layout.count * layout.element;
   struct stat opened;
   if (::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode) ||
       static_cast<uint64_t>(opened.st_size) < bytes) {
     ::close(fd);
     return Invalid(field, path, "changed between its inspection and its opening");
   }
-  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED)
-    return Invalid(field, path, absl::StrCat("cannot map: ", std::strerror(errno)));
-  std::unique_ptr<TokenFile> file(new TokenFile(
-      map, bytes, static_cast<const char*>(map) + layout.offset, layout.element, layout.count));
-  for (int64_t i = 0; i < file->size(); ++i) {
-    const int64_t id = file->at(i);
-    if (id < 0 || id >= vocab_size) {
-      return Invalid(
-          field, path,
-          absl::StrCat("token ", i, " (byte offset ", layout.offset + i * layout.element, ") is ",
-                       id, ", not an id below model.gpt.vocab_size ", vocab_size));
-    }
+  std::unique_ptr<TokenFile> file(
+      new TokenFile(field, path, fd, layout.offset, layout.element, layout.count, vocab_size));
+  // Every id, a chunk at a time.
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  std::vector<int64_t> ids;
+  for (int64_t first = 0; first < file->size(); first += kChunk) {
+    RETURN_IF_ERROR(file->ReadIds(first, std::min(kChunk, file->size() - first), &ids, ""));
   }
   return file;
 }
 
-TokenFile::~TokenFile() {
-  if (map_ != nullptr) ::munmap(const_cast<void*>(map_), map_bytes_);
+TokenFile::~TokenFile() { ::close(fd_); }
+
+absl::Status TokenFile::Read(int64_t first, int64_t count, std::vector<int64_t>* ids) const {
+  return ReadIds(first, count, ids, " (the file changed since the job opened it)");
 }
 
-int64_t TokenFile::at(int64_t i) const { return Load(tokens_ + i * element_, element_); }
+absl::Status TokenFile::ReadIds(int64_t first, int64_t count, std::vector<int64_t>* ids,
+                                const char* when) const {
+  std::vector<char> raw(static_cast<size_t>(count * element_));
+  const uint64_t at = offset_ + static_cast<uint64_t>(first) * element_;
+  for (size_t done = 0; done < raw.size();) {
+    const ssize_t n =
+        ::pread(fd_, raw.data() + done, raw.size() - done, static_cast<off_t>(at + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::DataLossError(absl::StrCat("job.", field_, " '", path_, "': reading tokens ",
+                                              first, " to ", first + count, ": ",
+                                              std::strerror(errno)));
+    }
+    if (n == 0) {
+      return absl::DataLossError(
+          absl::StrCat("job.", field_, " '", path_, "' was cut short while the job read it: token ",
+                       first + static_cast<int64_t>(done) / element_, " is gone (it held ", count_,
+                       " tokens when it was opened)"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ids->resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) (*ids)[i] = Load(raw.data() + i * element_, element_);
+  return CheckIds(first, *ids, when);
+}
 
-MicroBatch TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first, int64_t count,
-                           int64_t block_size) {
+absl::Status TokenFile::CheckIds(int64_t first, const std::vector<int64_t>& ids,
+                                 const char* when) const {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= 0 && ids[i] < vocab_size_) continue;
+    const int64_t index = first + static_cast<int64_t>(i);
+    return Invalid(
+        field_, path_,
+        absl::StrCat("token ", index, " (byte offset ", offset_ + index * element_, ") is ", ids[i],
+                     ", not an id below model.gpt.vocab_size ", vocab_size_, when));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MicroBatch> TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first,
+                                           int64_t count, int64_t block_size) {
   MicroBatch batch;
   batch.sequences = count;
   batch.sequence_length = block_size;
   batch.rows = count * block_size;
   batch.tokens.reserve(batch.rows);
   batch.labels.reserve(batch.rows);
+  std::vector<int64_t> sequence;
   for (int64_t j = 0; j < count; ++j) {
     const int64_t start = SequenceStart(seed, first + j, file.size(), block_size);
-    for (int64_t t = 0; t < block_size; ++t) {
-      batch.tokens.push_back(file.at(start + t));
-      batch.labels.push_back(file.at(start + t + 1));
-    }
+    RETURN_IF_ERROR(file.Read(start, block_size + 1, &sequence));
+    batch.tokens.insert(batch.tokens.end(), sequence.begin(), sequence.end() - 1);
+    batch.labels.insert(batch.labels.end(), sequence.begin() + 1, sequence.end());
   }
   return batch;
 }

@@ -5,10 +5,13 @@
 //
 // A token file is a flat sequence of ids: raw little-endian uint16 (nanoGPT's train.bin)
 // or a safetensors file with a 1-D tensor "tokens" of U16, I32 or I64
-// (contracts/token_files.h). It is mapped, not read: a file of billions of tokens costs address
-// space, not memory. Opening checks it whole: a regular file, well formed, at least block_size + 1
-// tokens, every id below vocab_size (a bad id is an INVALID_ARGUMENT naming the field, the file and
-// the offset).
+// (contracts/token_files.h). It is read a sequence at a time (pread), not held: a file of
+// billions of tokens costs neither memory nor address space. Opening checks it whole: a regular
+// file, well formed, at least block_size + 1 tokens, every id below vocab_size (a bad id is an
+// INVALID_ARGUMENT naming the field, the file and the offset). Each read checks again what it
+// reads: a file cut short or rewritten while a job trains on it (nanoGPT's prepare.py writes in
+// place) fails the attempt with DATA_LOSS or INVALID_ARGUMENT naming it, where a mapping would
+// have killed the worker (SIGBUS) or handed the model an id past its embedding.
 //
 // Batching (docs/job-spec.md, "Token batches", states it for anyone to reproduce):
 // sequence j (0 <= j < B) of step s starts at SequenceStart(seed, s * B + j, N, T), with
@@ -23,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
@@ -47,21 +51,37 @@ class TokenFile {
   TokenFile& operator=(const TokenFile&) = delete;
 
   int64_t size() const { return count_; }
-  int64_t at(int64_t i) const;
+  // Ids [first, first + count) into `ids` (resized); `first + count` at most size().
+  absl::Status Read(int64_t first, int64_t count, std::vector<int64_t>* ids) const;
 
  private:
-  TokenFile(const void* map, size_t map_bytes, const char* tokens, int element, int64_t count)
-      : map_(map), map_bytes_(map_bytes), tokens_(tokens), element_(element), count_(count) {}
-  const void* const map_;
-  const size_t map_bytes_;
-  const char* const tokens_;  // the first id, inside the mapping
-  const int element_;         // bytes per id: 2, 4 or 8
+  TokenFile(std::string field, std::string path, int fd, uint64_t offset, int element,
+            int64_t count, int64_t vocab_size)
+      : field_(std::move(field)),
+        path_(std::move(path)),
+        fd_(fd),
+        offset_(offset),
+        element_(element),
+        count_(count),
+        vocab_size_(vocab_size) {}
+  // Read, with `when` after the message of a bad id.
+  absl::Status ReadIds(int64_t first, int64_t count, std::vector<int64_t>* ids,
+                       const char* when) const;
+  // The first id of [first, first + count) below 0 or at or above the vocabulary,
+  // INVALID_ARGUMENT naming it and its offset.
+  absl::Status CheckIds(int64_t first, const std::vector<int64_t>& ids, const char* when) const;
+
+  const std::string field_, path_;
+  const int fd_;
+  const uint64_t offset_;  // of the first id, in bytes
+  const int element_;      // bytes per id: 2, 4 or 8
   const int64_t count_;
+  const int64_t vocab_size_;
 };
 
 // The micro-batch of `count` sequences from global index `first` on (see above).
-MicroBatch TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first, int64_t count,
-                           int64_t block_size);
+absl::StatusOr<MicroBatch> TokenMicroBatch(const TokenFile& file, uint64_t seed, int64_t first,
+                                           int64_t count, int64_t block_size);
 
 }  // namespace shardwise
 

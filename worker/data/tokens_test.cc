@@ -44,7 +44,9 @@ TEST(TokenFile, BatchesAreSequencesAndTheirNextTokens) {
                               v1::TokenData::FORMAT_UNSPECIFIED, 50, 8);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->size(), 200);
-  const MicroBatch batch = TokenMicroBatch(**file, 3, 10, 2, 8);
+  const absl::StatusOr<MicroBatch> read = TokenMicroBatch(**file, 3, 10, 2, 8);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const MicroBatch& batch = *read;
   EXPECT_EQ(batch.rows, 16);
   EXPECT_EQ(batch.sequences, 2);
   for (int j = 0; j < 2; ++j) {
@@ -68,7 +70,33 @@ TEST(TokenFile, ReadsASafetensorsTensor) {
       TokenFile::Open("data.tokens.train_path", path, v1::TokenData::FORMAT_UNSPECIFIED, 8, 4);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->size(), 20);
-  EXPECT_EQ((*file)->at(19), 7);
+  std::vector<int64_t> last;
+  ASSERT_TRUE((*file)->Read(19, 1, &last).ok());
+  EXPECT_EQ(last, std::vector<int64_t>{7});
+}
+
+// A file cut short or rewritten while a job trains on it (nanoGPT's prepare.py writes in
+// place) fails the read naming the file, where a mapping killed the worker (SIGBUS) or
+// handed the model an id past its vocabulary.
+TEST(TokenFile, AFileChangedAfterItWasOpenedFailsTheReadNamingIt) {
+  const std::string path = WriteUint16("changing.bin", Iota(200));
+  auto file = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16, 50, 8);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::vector<uint16_t> rewritten = Iota(200);
+  rewritten[150] = 999;
+  WriteUint16("changing.bin", rewritten);
+  std::vector<int64_t> ids;
+  absl::Status read = (*file)->Read(140, 20, &ids);
+  EXPECT_EQ(read.code(), absl::StatusCode::kInvalidArgument) << read;
+  EXPECT_NE(read.message().find("token 150 (byte offset 300) is 999"), std::string::npos) << read;
+  EXPECT_NE(read.message().find("changed since the job opened it"), std::string::npos) << read;
+  ASSERT_EQ(truncate(path.c_str(), 100), 0);
+  read = (*file)->Read(140, 20, &ids);
+  EXPECT_EQ(read.code(), absl::StatusCode::kDataLoss) << read;
+  EXPECT_NE(read.message().find("was cut short"), std::string::npos) << read;
+  EXPECT_NE(read.message().find(path), std::string::npos) << read;
+  // A batch reading there fails the same way, the process alive.
+  EXPECT_EQ(TokenMicroBatch(**file, 3, 0, 50, 8).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(TokenFile, NamesTheFieldTheFileAndTheOffsetOfABadId) {

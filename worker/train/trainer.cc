@@ -548,7 +548,7 @@ absl::Status RankTrainer::AccumulateGradients(int64_t step) {
     // The rank's own micro-batches, then those of the ranks it covers, rank by rank.
     const BatchSource& source =
         micro < per_source ? *data_ : *covered_data_[micro / per_source - 1];
-    MicroBatch batch = source.Train(step, micro % per_source);
+    ASSIGN_OR_RETURN(MicroBatch batch, source.Train(step, micro % per_source));
     hooks_->OnMicroBatch(step, micro, &batch);
     RETURN_IF_ERROR(
         model_->ForwardBackward(batch, loss_scale, micro == micro_steps - 1, losses_->Slot(micro)));
@@ -670,7 +670,8 @@ absl::StatusOr<double> RankTrainer::Evaluate() {
   for (const BatchSource* source : sources) {
     for (int k = 0; k < batches; ++k) {
       for (int micro = 0; micro < micro_steps; ++micro) {
-        ASSIGN_OR_RETURN(const double loss, model_->Evaluate(source->Validation(k, micro)));
+        ASSIGN_OR_RETURN(const MicroBatch batch, source->Validation(k, micro));
+        ASSIGN_OR_RETURN(const double loss, model_->Evaluate(batch));
         sum += loss;
       }
     }
