@@ -112,6 +112,28 @@ TEST(Failure, ARestartPolicyReQueuesTheJobOnOtherWorkers) {
   EXPECT_TRUE(requeued) << "no re-queue event";
 }
 
+// A worker stopped (SIGTERM) while its rank waits in a collective on a frozen peer: the
+// rank cannot be interrupted, so once the drain's grace is over the worker exits 0
+// without waiting for it, well before the collective's own timeout (30 s here).
+TEST(Failure, AStoppedWorkerDoesNotWaitForACollectiveOnAFrozenPeer) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  Process& w0 = cluster.AddWorker("w0");
+  Process& w1 = cluster.AddWorker("w1");
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.set_steps(100000000);  // trains until stopped
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  cluster.WaitForState(*job_id, v1::RUNNING);
+  w1.Signal(SIGSTOP);
+  w0.Signal(SIGTERM);
+  EXPECT_TRUE(Cluster::WaitFor([&] { return !w0.Running(); }, absl::Seconds(20)))
+      << "w0 waited for its collective";
+  EXPECT_EQ(w0.Wait(), 0);
+  EXPECT_TRUE(absl::StrContains(ReadWholeFile(w0.log_path()), "exiting without waiting for it"));
+  w1.Signal(SIGCONT);
+}
+
 // A worker that takes its rank and never joins the rendezvous (hung, or unable to reach
 // it): found by the job's join deadline, not the data plane's minute-long timeout; blamed
 // by rank and worker; quarantined, so the job's next attempt (not counted as a restart)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "absl/flags/flag.h"
@@ -143,7 +144,8 @@ absl::Status ConfigureDevice(WorkerOptions* options) {
   return absl::OkStatus();
 }
 
-// Fault injection for tests, the data-plane address, and the restart of a stuck abort.
+// Fault injection for tests, the data-plane address, and the restart (or, when stopping,
+// the exit) of a stuck abort.
 absl::Status ConfigureRuntime(char** argv, WorkerOptions* options) {
   options->data_plane.hostname = absl::GetFlag(FLAGS_data_address);
   ASSIGN_OR_RETURN(options->faults, ParseInjectedFaults(absl::GetFlag(FLAGS_fault_injection)));
@@ -152,6 +154,7 @@ absl::Status ConfigureRuntime(char** argv, WorkerOptions* options) {
   if (const int64_t grace = absl::GetFlag(FLAGS_stuck_abort_restart_ms); grace > 0) {
     options->stuck_abort_grace = absl::Milliseconds(grace);
     options->restart_process = [argv] { RestartProcess(argv); };
+    options->exit_process = [] { std::_Exit(0); };
   }
   return absl::OkStatus();
 }

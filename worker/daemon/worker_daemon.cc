@@ -138,7 +138,15 @@ absl::Status WorkerDaemon::Run(const std::atomic<bool>& stop) {
     Connect();
   }
   absl::MutexLock lock(&runner_mu_);
-  if (runner_) runner_->Abort("worker stopped");
+  if (runner_) {
+    runner_->Abort("worker stopped");
+    if (stop && options_.exit_process && !runner_->WaitUntilDone(absl::Seconds(1))) {
+      LogWarning(LogContext().Job(runner_->job_id()).Attempt(runner_->attempt()),
+                 "shutting down with the aborted attempt still inside a collective (a peer "
+                 "frozen or unreachable): exiting without waiting for it");
+      options_.exit_process();
+    }
+  }
   runner_.reset();
   return refused;
 }

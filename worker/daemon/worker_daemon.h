@@ -59,6 +59,11 @@ struct WorkerOptions {
   // with its group before it is stopped as any other (--leave_grace_ms).
   absl::Duration leave_grace = absl::Seconds(20);
   std::function<void()> restart_process;
+  // On a stop (SIGTERM) whose aborted attempt is still stuck once the drain is over: ends
+  // the process at once (exit 0), without joining the attempt's thread, which would hold
+  // the exit until the collective's own timeout, past the supervisor's grace. Empty: the
+  // thread is joined.
+  std::function<void()> exit_process;
 };
 
 // Whether an attempt aborted at `aborted_at` and still running at `now` is stuck.
