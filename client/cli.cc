@@ -92,8 +92,8 @@ Usage:
                                         list worker daemons
   shardwise describe JOB                a job's spec, state, ranks, progress and events
   shardwise watch JOB                   follow a job to its end (exit 0 only if SUCCEEDED,
-                                        3 if the coordinator stayed out of reach for 10
-                                        minutes and the job's end is unknown)
+                                        3 if the coordinator could not be reached (or was
+                                        lost for 10 minutes) and the job's end is unknown)
   shardwise cancel JOB                  cancel a pending or running job
   shardwise set-hook JOB HOOK [--wrapper=W]
                                         change a running job's communication hook (none,

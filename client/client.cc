@@ -66,6 +66,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(
   // and the watch is made again (retry_policy.h) instead of waiting forever.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a quiet watch sends no data
   return grpc::CreateCustomChannel(address, credentials, args);
 }
 
@@ -95,7 +96,6 @@ absl::Status Client::Convert(const grpc::Status& status) const {
     return absl::DeadlineExceededError(
         absl::StrCat("the coordinator at ", address_, " is reachable but did not answer within ",
                      absl::FormatDuration(absl::FromChrono(kCallTimeout)),
-                     ", asked again for up to ", absl::FormatDuration(CallRetry::kDefaultBudget),
                      " (it is busy: see its shardwise_coordinator_* metrics)"));
   }
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE || late) {
@@ -214,7 +214,7 @@ absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id,
   std::optional<v1::Job> last;
   while (true) {
     const grpc::Status status = WatchOnce(job_id, [&](const v1::Job& job) {
-      retry.Updated(absl::Now());
+      retry.Updated();
       last = job;
       on_update(job);
     });

@@ -22,8 +22,7 @@ namespace shardwise {
 struct ClientOptions {
   ChannelSecurity security;  // TLS: the CA the coordinator's certificate chains to
   std::string token;         // sent as "authorization: Bearer TOKEN" when not empty
-  // How long Watch follows a job through lost connections, counted from the last update
-  // (retry_policy.h's WatchRetry).
+  // How long Watch follows a job through lost contact (retry_policy.h's WatchRetry).
   absl::Duration watch_budget = WatchRetry::kDefaultBudget;
 };
 
@@ -71,8 +70,8 @@ class Client {
 
   // Calls `on_update` with the job now and after every change, until it ends; returns
   // the final job. A lost connection (a coordinator restarting) is followed by a new
-  // watch, for up to options.watch_budget since the last update, each loss told to
-  // `on_lost` if given; past that, UNAVAILABLE.
+  // watch, for up to options.watch_budget of lost contact, each loss told to `on_lost`
+  // if given; past that, UNAVAILABLE.
   absl::StatusOr<v1::Job> Watch(const std::string& job_id,
                                 const std::function<void(const v1::Job&)>& on_update,
                                 const std::function<void(const absl::Status&)>& on_lost = {});

@@ -27,17 +27,20 @@ std::optional<absl::Duration> CallRetry::After(grpc::StatusCode code, bool conne
   return TakePause(&pause_);
 }
 
-void WatchRetry::Updated(absl::Time now) {
-  give_up_ = now + budget_;
+void WatchRetry::Updated() {
+  updated_ = true;
+  lost_since_.reset();
   pause_ = kFirstPause;
 }
 
 std::optional<absl::Duration> WatchRetry::After(grpc::StatusCode code, absl::Time now) {
-  if (now >= give_up_) return std::nullopt;
+  if (!updated_) return std::nullopt;
   if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::CANCELLED &&
       code != grpc::StatusCode::RESOURCE_EXHAUSTED) {
     return std::nullopt;
   }
+  if (!lost_since_.has_value()) lost_since_ = now;
+  if (now >= *lost_since_ + budget_) return std::nullopt;
   return TakePause(&pause_);
 }
 

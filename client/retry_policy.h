@@ -24,9 +24,10 @@
 // connection (UNAVAILABLE: a coordinator restarting, a keepalive that went unanswered;
 // CANCELLED: a coordinator stopping ends its streams; RESOURCE_EXHAUSTED) is watched
 // again, the new stream starting with the job as it is then, for up to `budget` (ten
-// minutes by default) counted from the last update received, so a job that trains on
-// through a coordinator's upgrade is followed to its end. A watch that has had no update
-// yet fails as any call does (a wrong address is told at once).
+// minutes by default) of lost contact: counted from the first failure since the last
+// update, so a job that trains on through a coordinator's upgrade is followed to its
+// end however long it waited quietly before. A watch that has had no update yet fails
+// as any call does (a wrong address is told at once).
 
 #include <optional>
 
@@ -61,15 +62,16 @@ class WatchRetry {
 
   explicit WatchRetry(absl::Duration budget = kDefaultBudget) : budget_(budget) {}
 
-  // An update arrived at `now`: the budget starts again, and the pauses from their first.
-  void Updated(absl::Time now);
+  // An update arrived: contact is back, and the pauses start from their first.
+  void Updated();
   // The stream ended with `code` (not OK) at `now`: the bound of the pause before the
   // job is watched again, or nullopt when the error is the caller's.
   std::optional<absl::Duration> After(grpc::StatusCode code, absl::Time now);
 
  private:
   const absl::Duration budget_;
-  absl::Time give_up_ = absl::InfinitePast();  // until the first update
+  bool updated_ = false;                  // any update yet
+  std::optional<absl::Time> lost_since_;  // the first failure since the last update
   absl::Duration pause_ = absl::Milliseconds(200);
 };
 

@@ -34,27 +34,29 @@ TEST(CallRetry, LeavesOtherFailuresToTheCaller) {
   }
 }
 
-// A watch follows a job through lost connections for its budget, counted from the last
-// update: a job that sends updates is followed however long the outages add up to.
-TEST(WatchRetry, WatchesAgainAfterALostConnectionWhileUpdatesCome) {
+// A watch follows a job through lost contact for its budget, counted from the first
+// failure since the last update: a job that was quiet for longer (queued, or on a long
+// step) is followed as well, and contact regained starts the budget afresh.
+TEST(WatchRetry, WatchesAgainThroughLostContactForItsBudget) {
   WatchRetry retry(absl::Minutes(10));
-  retry.Updated(kStart);
-  for (const auto lost : {grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::CANCELLED,
+  retry.Updated();
+  const absl::Time lost = kStart + absl::Hours(3);  // quiet for hours before
+  for (const auto code : {grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::CANCELLED,
                           grpc::StatusCode::RESOURCE_EXHAUSTED}) {
-    EXPECT_TRUE(retry.After(lost, kStart + absl::Minutes(1)).has_value()) << lost;
+    EXPECT_TRUE(retry.After(code, lost).has_value()) << code;
   }
-  EXPECT_EQ(retry.After(grpc::StatusCode::UNAVAILABLE, kStart + absl::Minutes(10)), std::nullopt);
-  retry.Updated(kStart + absl::Minutes(9));
-  EXPECT_EQ(retry.After(grpc::StatusCode::UNAVAILABLE, kStart + absl::Minutes(18)),
+  EXPECT_TRUE(retry.After(grpc::StatusCode::UNAVAILABLE, lost + absl::Minutes(9)).has_value());
+  EXPECT_EQ(retry.After(grpc::StatusCode::UNAVAILABLE, lost + absl::Minutes(10)), std::nullopt);
+  retry.Updated();
+  EXPECT_EQ(retry.After(grpc::StatusCode::UNAVAILABLE, lost + absl::Minutes(20)),
             absl::Milliseconds(200));
-  EXPECT_EQ(retry.After(grpc::StatusCode::UNAVAILABLE, kStart + absl::Minutes(19)), std::nullopt);
 }
 
 TEST(WatchRetry, LeavesTheJobsOwnErrorsToTheCaller) {
   for (const auto code : {grpc::StatusCode::NOT_FOUND, grpc::StatusCode::PERMISSION_DENIED,
                           grpc::StatusCode::UNAUTHENTICATED, grpc::StatusCode::INTERNAL}) {
     WatchRetry retry;
-    retry.Updated(kStart);
+    retry.Updated();
     EXPECT_FALSE(retry.After(code, kStart).has_value()) << code;
   }
 }

@@ -124,6 +124,9 @@ absl::Status JobController::CheckSomeWorkerHasMemory(v1::DeviceKind device,
 absl::StatusOr<v1::Job> JobController::Cancel(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(v1::Job job, jobs_->Current(job_id));
+  // Idempotent, so that a client may ask again (a reply lost, or late): a job cancelled
+  // already is returned as it is.
+  if (job.state() == v1::CANCELLED) return job;
   if (IsTerminal(job.state())) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " already ended as ",
                                                       v1::JobState_Name(job.state()),

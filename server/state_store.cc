@@ -14,11 +14,14 @@ namespace {
 
 // A file SQLite finds corrupt is DATA_LOSS (an operator restores it from a backup);
 // anything else (a full disk, an I/O error) INTERNAL.
-absl::Status SqliteError(sqlite3* db, const std::string& what) {
-  const std::string message = absl::StrCat("state store: ", what, ": ", sqlite3_errmsg(db));
-  const int code = sqlite3_errcode(db);
+absl::Status SqliteStatus(int code, const std::string& message) {
   if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) return absl::DataLossError(message);
   return absl::InternalError(message);
+}
+
+absl::Status SqliteError(sqlite3* db, const std::string& what) {
+  return SqliteStatus(sqlite3_errcode(db),
+                      absl::StrCat("state store: ", what, ": ", sqlite3_errmsg(db)));
 }
 
 // A prepared statement, finalised when it goes out of scope.
@@ -155,8 +158,10 @@ StateStore::~StateStore() { sqlite3_close(db_); }
 
 absl::Status StateStore::Exec(const std::string& sql) {
   char* error = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
-    absl::Status status = absl::InternalError(absl::StrCat("state store: ", error));
+  if (const int code = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
+      code != SQLITE_OK) {
+    absl::Status status =
+        SqliteStatus(code, absl::StrCat("state store: ", error != nullptr ? error : ""));
     sqlite3_free(error);
     return status;
   }

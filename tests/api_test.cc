@@ -328,14 +328,18 @@ TEST(Cli, SubmitWatchDescribeAndCancel) {
   cluster.AddWorker("w0");
   cluster.AddWorker("w1");
   const std::string spec_path = cluster.dir() + "/job.yaml";
-  std::ofstream(spec_path) << R"(name: cli-job
+  // A three-step MLP job of `world_size` ranks, four samples each.
+  auto write_spec = [&](const std::string& name, int world_size) {
+    std::ofstream(spec_path) << "name: " << name << R"(
 model: {layer_widths: [4, 8, 2]}
 optimizer: {sgd: {lr: 0.1}}
 data: {synthetic: {seed: 3}}
-global_batch_size: 8
 steps: 3
-world_size: 2
-)";
+)"
+                             << "global_batch_size: " << 4 * world_size
+                             << "\nworld_size: " << world_size << "\n";
+  };
+  write_spec("cli-job", 2);
   const std::string coordinator = "--coordinator=" + cluster.address();
   std::string output;
   EXPECT_EQ(Cluster::RunCli({coordinator, "submit", spec_path, "--watch"}, &output), 0) << output;
@@ -353,6 +357,12 @@ world_size: 2
 
   EXPECT_EQ(Cluster::RunCli({coordinator, "cancel", "job-1"}, &output), 1);
   EXPECT_TRUE(absl::StrContains(output, "already ended as SUCCEEDED")) << output;
+  // Cancelling is idempotent: asked again (a client retrying), a cancelled job is returned.
+  write_spec("waits", 5);  // more ranks than workers: it waits
+  ASSERT_EQ(Cluster::RunCli({coordinator, "submit", spec_path}, &output), 0) << output;
+  EXPECT_EQ(Cluster::RunCli({coordinator, "cancel", "job-2"}, &output), 0) << output;
+  EXPECT_EQ(Cluster::RunCli({coordinator, "cancel", "job-2"}, &output), 0) << output;
+  EXPECT_TRUE(absl::StrContains(output, "CANCELLED")) << output;
 
   std::ofstream(spec_path) << "world_size: 2\nsharding: FULL_SHARD\n";
   EXPECT_EQ(Cluster::RunCli({coordinator, "submit", spec_path}, &output), 2);

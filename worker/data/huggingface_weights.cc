@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/untrusted_file.h"
 #include "contracts/huggingface_layout.h"
 #include "worker/compute/casts.h"
 
@@ -76,7 +77,9 @@ absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
   for (const LocatedTensor& l : located) by_file[l.file].push_back(&l);
   TensorMap weights;
   for (const auto& [file, tensors] : by_file) {  // one shard in memory at a time
-    ASSIGN_OR_RETURN(const TensorMap stored, ReadSafetensors(file, /*with_16_bit_floats=*/true));
+    // Not through a link, as when it was checked: one put there since is refused.
+    ASSIGN_OR_RETURN(const TensorMap stored,
+                     ReadSafetensors(file, /*with_16_bit_floats=*/true, Links::kRefuse));
     for (const LocatedTensor* l : tensors) {
       // The file was checked from its header; one changed since is refused, not trusted.
       const auto it = stored.find(l->tensor.key);

@@ -205,8 +205,12 @@ absl::StatusOr<std::vector<TensorMap>> ReadShards(const std::string& folder,
     auto shard = ReadSafetensors(absl::StrCat(folder, "/", name), /*with_16_bit_floats=*/false,
                                  Links::kRefuse);
     if (!shard.ok()) {
-      return absl::DataLossError(
-          absl::StrCat("checkpoint '", folder, "': ", shard.status().message()));
+      // A link or a file that is not regular stays INVALID_ARGUMENT; the rest is damage.
+      const absl::StatusCode code = absl::IsInvalidArgument(shard.status())
+                                        ? absl::StatusCode::kInvalidArgument
+                                        : absl::StatusCode::kDataLoss;
+      return absl::Status(code,
+                          absl::StrCat("checkpoint '", folder, "': ", shard.status().message()));
     }
     shards.push_back(std::move(*shard));
   }

@@ -27,12 +27,13 @@ _TIMEOUT_SECONDS = 10
 _BUSY_RETRY_SECONDS = 120
 _UNAVAILABLE_ATTEMPTS = 5
 # A watch whose stream is lost (a coordinator restarting or stopping) is made again for up
-# to this long after the last update.
+# to this long of lost contact.
 _WATCH_RETRY_SECONDS = 600
 _WATCH_LOST = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
                grpc.StatusCode.RESOURCE_EXHAUSTED)
 # Pings find a connection that died without a word (the coordinator accepts one every 5 s).
-_CHANNEL_OPTIONS = (("grpc.keepalive_time_ms", 20000), ("grpc.keepalive_timeout_ms", 10000))
+_CHANNEL_OPTIONS = (("grpc.keepalive_time_ms", 20000), ("grpc.keepalive_timeout_ms", 10000),
+                    ("grpc.http2.max_pings_without_data", 0))
 
 # The spec fields that name files, as field paths of JobSpec: made absolute against the
 # caller's directory, as the CLI does (the coordinator takes absolute paths only). The
@@ -187,20 +188,24 @@ class Client:
     def watch(self, job_id):
         """An iterator of the job: as it is now, then after every change, until it ends.
         A lost stream (a coordinator restarting) is watched again, for up to ten minutes
-        after the last update; past that, ShardwiseError UNAVAILABLE. Before the first
-        update it fails as any call does (a wrong address is told at once)."""
-        give_up = time.monotonic()
+        of lost contact (counted from the first failure since the last update); past
+        that, ShardwiseError UNAVAILABLE. Before the first update it fails as any call
+        does (a wrong address is told at once)."""
+        updated, lost_since = False, None
         pause = 0.2
         while True:
             try:
                 for job in self._stub.WatchJob(job_service_pb2.WatchJobRequest(job_id=job_id),
                                                metadata=self._metadata):
-                    give_up = time.monotonic() + _WATCH_RETRY_SECONDS
+                    updated, lost_since = True, None
                     pause = 0.2
                     yield job
                 return
             except grpc.RpcError as error:
-                if error.code() not in _WATCH_LOST or time.monotonic() >= give_up:
+                now = time.monotonic()
+                lost_since = now if lost_since is None else lost_since
+                if (not updated or error.code() not in _WATCH_LOST or
+                        now >= lost_since + _WATCH_RETRY_SECONDS):
                     _raise(error)
             time.sleep(random.uniform(pause / 2, pause))
             pause = min(pause * 2, 5.0)
