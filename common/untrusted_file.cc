@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace shardwise {
 namespace {
@@ -53,6 +55,42 @@ absl::StatusOr<UntrustedFile> UntrustedFile::Open(const std::string& path, uint6
   const int flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | (links == Links::kRefuse ? O_NOFOLLOW : 0);
   const int fd = ::open(path.c_str(), flags);
   if (fd < 0) return OpenError(path, errno, links);
+  return Checked(fd, path, max_bytes, links);
+}
+
+absl::StatusOr<UntrustedFile> UntrustedFile::OpenBeneath(const std::string& folder,
+                                                         const std::string& relative,
+                                                         uint64_t max_bytes) {
+  const std::vector<std::string> names = absl::StrSplit(relative, '/');
+  for (const std::string& name : names) {
+    if (name.empty() || name == "." || name == "..") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", relative, "' is not a plain path beneath '", folder, "'"));
+    }
+  }
+  int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return OpenError(folder, errno, Links::kRefuse);
+  std::string path = folder;
+  for (size_t i = 0; i < names.size(); ++i) {
+    path = absl::StrCat(path, "/", names[i]);
+    const bool last = i + 1 == names.size();
+    const int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (last ? O_NONBLOCK : O_DIRECTORY);
+    const int next = ::openat(fd, names[i].c_str(), flags);
+    const int error = errno;
+    // A folder component that is a link fails with ENOTDIR (O_DIRECTORY), not ELOOP.
+    struct stat info;
+    const bool link = next < 0 &&
+                      ::fstatat(fd, names[i].c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
+                      S_ISLNK(info.st_mode);
+    ::close(fd);
+    if (next < 0) return OpenError(path, link ? ELOOP : error, Links::kRefuse);
+    fd = next;
+  }
+  return Checked(fd, path, max_bytes, Links::kRefuse);
+}
+
+absl::StatusOr<UntrustedFile> UntrustedFile::Checked(int fd, const std::string& path,
+                                                     uint64_t max_bytes, Links links) {
   UntrustedFile file(fd, 0, path);
   struct stat info;
   if (::fstat(fd, &info) != 0) return OpenError(path, errno, links);

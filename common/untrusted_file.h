@@ -34,6 +34,13 @@ class UntrustedFile {
   // Opens `path` for reading as above; `max_bytes` bounds its size.
   static absl::StatusOr<UntrustedFile> Open(const std::string& path, uint64_t max_bytes,
                                             Links links);
+  // Opens `relative` (names separated by '/', none of them ".." or empty) beneath the
+  // folder `folder` (canonical, as the path policy leaves it), refusing a link at any of
+  // its components, not only the last (INVALID_ARGUMENT naming it): for files in the
+  // subfolders of a folder a job names (a checkpoint's step folders). Each component is
+  // opened from the one before, so a folder swapped for a link meanwhile is refused too.
+  static absl::StatusOr<UntrustedFile> OpenBeneath(const std::string& folder,
+                                                   const std::string& relative, uint64_t max_bytes);
   UntrustedFile(UntrustedFile&& other) noexcept;
   UntrustedFile& operator=(UntrustedFile&& other) noexcept;
   UntrustedFile(const UntrustedFile&) = delete;
@@ -51,6 +58,10 @@ class UntrustedFile {
  private:
   UntrustedFile(int fd, uint64_t size, std::string path)
       : fd_(fd), size_(size), path_(std::move(path)) {}
+  // The file opened as `fd` (owned from here), checked: a regular file of at most
+  // `max_bytes`.
+  static absl::StatusOr<UntrustedFile> Checked(int fd, const std::string& path, uint64_t max_bytes,
+                                               Links links);
   int fd_ = -1;
   uint64_t size_ = 0;
   std::string path_;

@@ -98,6 +98,38 @@ TEST_F(UntrustedFileTest, AFileCutShortWhileOpenIsDataLoss) {
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
 }
 
+// A file in a subfolder of a folder a job names: a link at any component is refused, a
+// FIFO does not block, and a path that would climb out is refused before anything opens.
+TEST_F(UntrustedFileTest, OpensBeneathAFolderRefusingLinksAtEveryComponent) {
+  fs::create_directories(dir_ / "step-1");
+  Write("step-1/manifest.json", "{}");
+  auto opened = UntrustedFile::OpenBeneath(dir_.string(), "step-1/manifest.json", 1 << 20);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(*opened->ReadAll(), "{}");
+
+  fs::create_directory_symlink(dir_ / "step-1", dir_ / "step-2");
+  auto linked = UntrustedFile::OpenBeneath(dir_.string(), "step-2/manifest.json", 1 << 20);
+  EXPECT_EQ(linked.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(linked.status().message(), "step-2' is a symbolic link"))
+      << linked.status();
+  fs::create_symlink(dir_ / "step-1" / "manifest.json", dir_ / "step-1" / "linked.json");
+  EXPECT_EQ(
+      UntrustedFile::OpenBeneath(dir_.string(), "step-1/linked.json", 1 << 20).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  ASSERT_EQ(::mkfifo((dir_ / "step-1" / "fifo").c_str(), 0644), 0);
+  EXPECT_EQ(UntrustedFile::OpenBeneath(dir_.string(), "step-1/fifo", 1 << 20).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Write("plain", "x");
+  const absl::Status not_a_folder =
+      UntrustedFile::OpenBeneath(dir_.string(), "plain/manifest.json", 1 << 20).status();
+  EXPECT_EQ(not_a_folder.code(), absl::StatusCode::kNotFound) << not_a_folder;
+  EXPECT_EQ(UntrustedFile::OpenBeneath(dir_.string(), "../x", 1 << 20).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      UntrustedFile::OpenBeneath(dir_.string(), "step-1//manifest.json", 1 << 20).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ByteCountTest, PicksTheLargestExactUnit) {
   EXPECT_EQ(ByteCount(0), "0 bytes");
   EXPECT_EQ(ByteCount(1000), "1000 bytes");

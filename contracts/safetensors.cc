@@ -121,7 +121,12 @@ absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path, bool with_16_
                                           Links links) {
   auto data = ReadFile(path, links);
   if (!data.ok()) return data.status();
-  auto index = ParseSafetensorsIndex(path, *data);
+  return ParseSafetensors(path, *data, with_16_bit_floats);
+}
+
+absl::StatusOr<TensorMap> ParseSafetensors(const std::string& path, const std::string& file,
+                                           bool with_16_bit_floats) {
+  auto index = ParseSafetensorsIndex(path, file);
   if (!index.ok()) return index.status();
   TensorMap tensors;
   for (const auto& [name, entry] : index->tensors) {
@@ -134,7 +139,7 @@ absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path, bool with_16_
     HostTensor tensor;
     tensor.dtype = entry.dtype;
     tensor.shape = entry.shape;
-    tensor.bytes = data->substr(entry.begin, entry.end - entry.begin);
+    tensor.bytes = file.substr(entry.begin, entry.end - entry.begin);
     tensors[name] = std::move(tensor);
   }
   return tensors;

@@ -62,6 +62,9 @@ int SafetensorsDtypeSize(const std::string& dtype);
 // file (`links`: whether a link at its name is followed).
 absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path, bool with_16_bit_floats = false,
                                           Links links = Links::kFollow);
+// The same from the file's bytes, read by the caller (`path` names it in errors).
+absl::StatusOr<TensorMap> ParseSafetensors(const std::string& path, const std::string& file,
+                                           bool with_16_bit_floats = false);
 
 // A file's metadata (NOT_FOUND / DATA_LOSS as ReadSafetensors).
 absl::StatusOr<Metadata> ReadSafetensorsMetadata(const std::string& path);

@@ -23,27 +23,25 @@ constexpr char kManifest[] = "manifest.json";
 constexpr uint64_t kMaxManifestBytes = uint64_t{16} << 20;
 
 // Files inside a checkpoint folder are read as untrusted (common/untrusted_file.h): the
-// path policy checked the folder a spec names, not the names inside it, so a step
-// folder must be a folder and not a link (one planted there could lead to another job's
-// checkpoint), and no file is read through a link or blocks on a FIFO.
-bool IsRealFolder(const fs::path& path) {
-  std::error_code error;
-  const fs::file_status status = fs::symlink_status(path, error);
-  return !error && fs::is_directory(status);
+// path policy checked the folder a spec names, not the names inside it, so neither a
+// step folder nor a file in it is read through a link (one planted there could lead to
+// another job's checkpoint, or be swapped in after a check), nor does a FIFO block.
+// Each is opened beneath the checkpoint folder, component by component.
+absl::StatusOr<std::string> ReadStepFile(const std::string& step_folder, const std::string& name,
+                                         uint64_t max_bytes) {
+  const fs::path folder(step_folder);
+  ASSIGN_OR_RETURN(
+      UntrustedFile file,
+      UntrustedFile::OpenBeneath(folder.parent_path().string(),
+                                 absl::StrCat(folder.filename().string(), "/", name), max_bytes));
+  return file.ReadAll();
 }
 
 // The manifest of step folder `folder`: NOT_FOUND (none yet: the manifest is written
 // last), INVALID_ARGUMENT (a link, not a folder or not a regular file), DATA_LOSS (not
 // a manifest).
 absl::StatusOr<v1::CheckpointManifest> ReadManifestFile(const std::string& folder) {
-  if (!IsRealFolder(folder)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint '", folder,
-                     "' is a link or not a folder; a checkpoint is never read through "
-                     "links"));
-  }
-  ASSIGN_OR_RETURN(const std::string json, ReadUntrustedFile(absl::StrCat(folder, "/", kManifest),
-                                                             kMaxManifestBytes, Links::kRefuse));
+  ASSIGN_OR_RETURN(const std::string json, ReadStepFile(folder, kManifest, kMaxManifestBytes));
   v1::CheckpointManifest manifest;
   if (!google::protobuf::util::JsonStringToMessage(json, &manifest).ok()) {
     return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': unreadable manifest"));
@@ -202,8 +200,11 @@ absl::StatusOr<std::vector<TensorMap>> ReadShards(const std::string& folder,
                                                   const v1::CheckpointManifest& manifest) {
   std::vector<TensorMap> shards;
   for (const std::string& name : manifest.files()) {
-    auto shard = ReadSafetensors(absl::StrCat(folder, "/", name), /*with_16_bit_floats=*/false,
-                                 Links::kRefuse);
+    // Safetensors files' own bound (contracts/safetensors.h).
+    constexpr uint64_t kMaxShardBytes = uint64_t{64} << 30;
+    absl::StatusOr<std::string> bytes = ReadStepFile(folder, name, kMaxShardBytes);
+    absl::StatusOr<TensorMap> shard =
+        bytes.ok() ? ParseSafetensors(absl::StrCat(folder, "/", name), *bytes) : bytes.status();
     if (!shard.ok()) {
       // A link or a file that is not regular stays INVALID_ARGUMENT; the rest is damage.
       const absl::StatusCode code = absl::IsInvalidArgument(shard.status())
