@@ -41,6 +41,7 @@
 #include "common/coordinator_address.h"
 #include "common/path_policy.h"
 #include "common/random_token.h"
+#include "common/status_macros.h"
 #include "common/token_hash.h"
 #include "contracts/comm_hook.h"
 #include "contracts/job_ranks.h"
@@ -60,7 +61,8 @@ ABSL_FLAG(std::string, tls_ca, "",
 ABSL_FLAG(std::string, token_file, "",
           "a file holding this client's token (default: the token in $SHARDWISE_TOKEN)");
 ABSL_FLAG(std::string, principal, "", "with token create: who the token is for");
-ABSL_FLAG(std::string, role, "submitter", "with token create: viewer, submitter or admin");
+ABSL_FLAG(std::string, role, "submitter",
+          "with token create: viewer, submitter, admin or worker (for worker daemons)");
 ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
 ABSL_FLAG(std::string, output, "", "with timeline: the file to write (default JOB-trace.json)");
 ABSL_FLAG(std::string, o, "", "short for --output");
@@ -112,7 +114,8 @@ Usage:
                                         token files for data.tokens and the tokenizer
                                         beside them (`shardwise tokenize --help`)
   shardwise token create --principal=P [--role=submitter]
-                                        a new client token, and the entry for the
+                                        a new token (a client's, or with --role=worker
+                                        the worker daemons'), and the entry for the
                                         coordinator's --tokens_file (which holds its hash)
   shardwise sample MODEL.safetensors [--prompt=TEXT] [--tokens=200]
                    [--temperature=0.8] [--top_k=0] [--seed=0]
@@ -362,8 +365,9 @@ int CreateToken() {
   if (absl::Status name = CheckPrincipalName(principal); !name.ok()) {
     return Usage(absl::StrCat("--", name.message()));
   }
-  if (role != "viewer" && role != "submitter" && role != "admin") {
-    return Usage(absl::StrCat("--role: '", role, "' (expected viewer, submitter or admin)"));
+  if (role != "viewer" && role != "submitter" && role != "admin" && role != "worker") {
+    return Usage(
+        absl::StrCat("--role: '", role, "' (expected viewer, submitter, admin or worker)"));
   }
   const std::string token = absl::StrCat("sw_", RandomToken(24));
   std::printf("%s\n", token.c_str());
@@ -383,12 +387,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
     options.security.ca_file = std::getenv("SHARDWISE_TLS_CA");
   }
   if (const std::string file = absl::GetFlag(FLAGS_token_file); !file.empty()) {
-    std::ifstream in(file);
-    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in && token.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("--token_file: cannot read '", file, "'"));
-    }
-    options.token = std::string(absl::StripAsciiWhitespace(token));
+    ASSIGN_OR_RETURN(options.token, ReadBearerToken("--token_file", file));
   } else if (const char* token = std::getenv("SHARDWISE_TOKEN"); token != nullptr) {
     options.token = std::string(absl::StripAsciiWhitespace(token));
   }

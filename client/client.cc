@@ -76,6 +76,9 @@ Client::Client(const std::string& address, const ClientOptions& options)
     : address_(address), token_(options.token), watch_budget_(options.watch_budget) {
   auto credentials = MakeChannelCredentials(options.security);
   channel_status_ = credentials.status();
+  if (channel_status_.ok()) {
+    channel_status_ = CheckTokenTransport(options.security, address, options.token);
+  }
   channel_ =
       MakeChannel(address, credentials.ok() ? *credentials : grpc::InsecureChannelCredentials());
   stub_ = v1::JobService::NewStub(channel_);

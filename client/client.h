@@ -29,7 +29,9 @@ struct ClientOptions {
 class Client {
  public:
   // Does not connect yet; the first call does. `address` is host:port. A bad security
-  // option (an unreadable CA file) makes every call fail with INVALID_ARGUMENT.
+  // option (an unreadable CA file) makes every call fail with INVALID_ARGUMENT, a token
+  // without TLS to an address off this machine with FAILED_PRECONDITION (it is never sent
+  // in plaintext but to loopback).
   explicit Client(const std::string& address, const ClientOptions& options = {});
 
   const std::string& address() const { return address_; }

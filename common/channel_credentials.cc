@@ -5,8 +5,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/host_port.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
 
@@ -74,6 +78,28 @@ absl::StatusOr<std::string> CertificateCommonName(const std::string& cert_file) 
         absl::StrCat("--tls_cert: '", cert_file, "' has no common name (CN)"));
   }
   return std::string(name, static_cast<size_t>(length));
+}
+
+absl::StatusOr<std::string> ReadBearerToken(const std::string& flag, const std::string& path) {
+  std::ifstream in(path);
+  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  token = std::string(absl::StripAsciiWhitespace(token));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": cannot read a token from '", path, "'"));
+  }
+  return token;
+}
+
+absl::Status CheckTokenTransport(const ChannelSecurity& security, const std::string& address,
+                                 const std::string& token) {
+  if (token.empty() || !security.ca_file.empty() || IsLoopbackAddress(address)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "refusing to send a token in plaintext to ", address,
+      ": anyone on the way could read it. Give the CA of the coordinator's certificate "
+      "(--tls_ca, or $SHARDWISE_TLS_CA for clients)"));
 }
 
 }  // namespace shardwise

@@ -25,6 +25,16 @@ struct ChannelSecurity {
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const ChannelSecurity& security);
 
+// A bearer token from `path` (named by `flag` in errors), its surrounding whitespace
+// dropped: INVALID_ARGUMENT when the file cannot be read or holds none.
+absl::StatusOr<std::string> ReadBearerToken(const std::string& flag, const std::string& path);
+
+// Refuses (FAILED_PRECONDITION) to send a token in plaintext (no CA in `security`) to an
+// `address` off this machine: anyone on the path, or whoever answers at that address,
+// would read it. Loopback is fine (tests, port-forwards).
+absl::Status CheckTokenTransport(const ChannelSecurity& security, const std::string& address,
+                                 const std::string& token);
+
 // The common name of the first certificate in a PEM file: a worker's name when the
 // coordinator requires certificates. INVALID_ARGUMENT if it has none.
 absl::StatusOr<std::string> CertificateCommonName(const std::string& cert_file);

@@ -1,7 +1,9 @@
 #include "common/host_port.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace shardwise {
 
@@ -23,6 +25,16 @@ std::optional<HostPort> SplitHostPort(const std::string& address) {
 std::string JoinHostPort(const std::string& host, int port) {
   return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
                                              : absl::StrCat(host, ":", port);
+}
+
+bool IsLoopbackAddress(const std::string& address) {
+  absl::string_view target = address;
+  for (absl::string_view scheme : {"dns:///", "ipv4:", "ipv6:"}) {
+    if (absl::ConsumePrefix(&target, scheme)) break;
+  }
+  const std::optional<HostPort> split = SplitHostPort(std::string(target));
+  const std::string host = split.has_value() ? split->host : std::string(target);
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
 }  // namespace shardwise

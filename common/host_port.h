@@ -21,6 +21,10 @@ std::optional<HostPort> SplitHostPort(const std::string& address);
 // "host:port", bracketing a host that has a colon (IPv6).
 std::string JoinHostPort(const std::string& host, int port);
 
+// Whether "host:port" (a listen address, or a gRPC target with a "dns:///" or "ipv4:"
+// scheme) reaches only this machine: localhost, 127.0.0.0/8 or ::1.
+bool IsLoopbackAddress(const std::string& address);
+
 }  // namespace shardwise
 
 #endif  // SHARDWISE_COMMON_HOST_PORT_H_

@@ -24,5 +24,16 @@ TEST(HostPort, RefusesAddressesWithoutAHostOrAPortInRange) {
   }
 }
 
+TEST(HostPort, TellsLoopbackAddressesFromOthers) {
+  for (const char* loopback : {"127.0.0.1:7070", "127.3.4.5:1", "localhost:7070", "[::1]:7070",
+                               "dns:///localhost:7070", "ipv4:127.0.0.1:7070"}) {
+    EXPECT_TRUE(IsLoopbackAddress(loopback)) << loopback;
+  }
+  for (const char* other : {"0.0.0.0:7070", "10.0.0.1:7070", "shardwise-coordinator:7070",
+                            "[2001:db8::1]:7070", "dns:///example.com:443", "128.0.0.1:1"}) {
+    EXPECT_FALSE(IsLoopbackAddress(other)) << other;
+  }
+}
+
 }  // namespace
 }  // namespace shardwise

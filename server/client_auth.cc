@@ -22,8 +22,9 @@ absl::StatusOr<Role> ParseRole(const std::string& name) {
   if (name == "viewer") return Role::kViewer;
   if (name == "submitter") return Role::kSubmitter;
   if (name == "admin") return Role::kAdmin;
+  if (name == "worker") return Role::kWorker;
   return absl::InvalidArgumentError(
-      absl::StrCat("role '", name, "' (expected viewer, submitter or admin)"));
+      absl::StrCat("role '", name, "' (expected viewer, submitter, admin or worker)"));
 }
 
 bool IsSha256Hex(const std::string& text) {
@@ -50,6 +51,8 @@ const char* RoleName(Role role) {
       return "submitter";
     case Role::kAdmin:
       return "admin";
+    case Role::kWorker:
+      return "worker";
   }
   return "?";
 }
@@ -155,7 +158,8 @@ absl::Status Authorize(const Principal& principal, Action action, const std::str
                        const std::string& job_submitter) {
   switch (action) {
     case Action::kRead:
-      return absl::OkStatus();
+      if (principal.role >= Role::kViewer) return absl::OkStatus();
+      break;
     case Action::kSubmit:
       if (principal.role >= Role::kSubmitter) return absl::OkStatus();
       break;
@@ -172,8 +176,9 @@ absl::Status Authorize(const Principal& principal, Action action, const std::str
   }
   return absl::PermissionDeniedError(absl::StrCat(
       principal.name, " (", RoleName(principal.role), ") may not ", what, ": it takes the ",
-      action == Action::kSubmit ? "submitter or admin role"
-                                : "submitter role (for its own jobs) or admin"));
+      action == Action::kRead     ? "viewer, submitter or admin role"
+      : action == Action::kSubmit ? "submitter or admin role"
+                                  : "submitter role (for its own jobs) or admin"));
 }
 
 }  // namespace shardwise

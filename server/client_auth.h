@@ -7,7 +7,7 @@
 //
 //   tokens:
 //     - principal: alice
-//       role: submitter     # viewer, submitter or admin
+//       role: submitter     # viewer, submitter, admin or worker
 //       sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 //
 // `shardwise token create --principal alice --role submitter` makes a token and the
@@ -17,6 +17,9 @@
 //   viewer     get, list and watch jobs, timelines and workers
 //   submitter  a viewer's calls; submit jobs; cancel and change the hook of its own jobs
 //   admin      everything, every job
+//   worker     register a worker daemon and open its session (WorkerService), nothing
+//              else: the token worker daemons present (--token_file) where the
+//              coordinator asks no certificate of them (no --worker_ca)
 //
 // Thread-safety: all methods may be called from any thread.
 
@@ -33,7 +36,8 @@
 
 namespace shardwise {
 
-enum class Role { kViewer = 1, kSubmitter = 2, kAdmin = 3 };
+// Ordered for the client calls: a worker may make none of them.
+enum class Role { kWorker = 0, kViewer = 1, kSubmitter = 2, kAdmin = 3 };
 const char* RoleName(Role role);
 
 struct Principal {

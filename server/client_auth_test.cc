@@ -104,6 +104,12 @@ TEST(Authorize, EachRoleMayDoWhatItsNameSays) {
   EXPECT_EQ(others.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(others.message().find("submitted by bob"), std::string::npos) << others;
   EXPECT_TRUE(Authorize(root, Action::kChangeJob, "cancel jobs", "bob").ok());
+  // A worker daemon's token registers workers (WorkerService) and makes no client call.
+  const Principal workers{"workers", Role::kWorker};
+  for (Action action : {Action::kRead, Action::kSubmit, Action::kChangeJob}) {
+    EXPECT_EQ(Authorize(workers, action, "list jobs", "workers").code(),
+              absl::StatusCode::kPermissionDenied);
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/host_port.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -20,15 +21,6 @@
 namespace shardwise {
 
 namespace {
-
-// Whether a listen address reaches only this machine: 127.0.0.0/8, ::1 or localhost.
-bool IsLoopback(const std::string& address) {
-  std::string host = address.substr(0, address.rfind(':'));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
-}
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsOptions& tls) {
   if (tls.cert_file.empty()) return grpc::InsecureServerCredentials();
@@ -65,7 +57,7 @@ absl::Status Coordinator::CheckExposure(const CoordinatorOptions& options) {
       return absl::InvalidArgumentError(absl::StrCat("cannot read '", *file, "'"));
     }
   }
-  if (IsLoopback(options.listen_address) || options.insecure) return absl::OkStatus();
+  if (IsLoopbackAddress(options.listen_address) || options.insecure) return absl::OkStatus();
   if (tls.cert_file.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "refusing to serve ", options.listen_address,
@@ -117,8 +109,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
       options.submission_threads, static_cast<size_t>(options.max_queued_submissions));
   c->job_service_ = std::make_unique<JobServiceImpl>(
       c->job_calls_.get(), c->call_pool_.get(), c->submission_pool_.get(), c->watch_hub_.get());
-  c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->controller_.get(), c->executor_.get(),
-                                                           &c->metrics_, worker_certificates);
+  c->worker_service_ =
+      std::make_unique<WorkerServiceImpl>(c->controller_.get(), c->executor_.get(), &c->metrics_,
+                                          worker_certificates, c->tokens_.get());
   c->rendezvous_service_ =
       std::make_unique<RendezvousServiceImpl>(c->rendezvous_.get(), worker_certificates);
   RETURN_IF_ERROR(c->StartServing());
@@ -203,17 +196,17 @@ void Coordinator::AddCollectors() {
                              .With({});
   // One series per RUNNING job: bounded by the jobs the cluster runs at once, and
   // dropped when a job ends.
-  Family<Gauge>& step = metrics_registry_.AddGauge("shardwise_job_step",
-                                                   "Steps a RUNNING job has completed.", {"job"});
-  Family<Gauge>& total_steps = metrics_registry_.AddGauge("shardwise_job_total_steps",
-                                                          "Steps a RUNNING job will run.", {"job"});
+  Family<Gauge>& step = metrics_registry_.AddGauge(
+      "shardwise_job_step", "Steps a RUNNING job has completed.", {"job_id"});
+  Family<Gauge>& total_steps = metrics_registry_.AddGauge(
+      "shardwise_job_total_steps", "Steps a RUNNING job will run.", {"job_id"});
   Family<Gauge>& loss = metrics_registry_.AddGauge(
-      "shardwise_job_loss", "A RUNNING job's latest loss (its global batch's).", {"job"});
-  Family<Gauge>& steps_per_second = metrics_registry_.AddGauge("shardwise_job_steps_per_second",
-                                                               "A RUNNING job's speed.", {"job"});
+      "shardwise_job_loss", "A RUNNING job's latest loss (its global batch's).", {"job_id"});
+  Family<Gauge>& steps_per_second = metrics_registry_.AddGauge(
+      "shardwise_job_steps_per_second", "A RUNNING job's speed.", {"job_id"});
   Family<Gauge>& tokens_per_second =
       metrics_registry_.AddGauge("shardwise_job_tokens_per_second",
-                                 "A RUNNING GPT job's tokens per second, all ranks.", {"job"});
+                                 "A RUNNING GPT job's tokens per second, all ranks.", {"job_id"});
   metrics_registry_.AddCollector(
       [this, &step, &total_steps, &loss, &steps_per_second, &tokens_per_second, &heartbeat_age] {
         for (Family<Gauge>* family :

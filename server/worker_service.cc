@@ -3,10 +3,32 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/printable_text.h"
+#include "common/status_macros.h"
 #include "server/peer_identity.h"
 #include "server/session_stream.h"
 
 namespace shardwise {
+
+namespace {
+
+// The name becomes a metric label, a line of `get workers` and a field of the logs'
+// prefix (`worker=NAME`): printable, and without a space or '=', which would let a name
+// such as "x job=job-3" forge the fields after it.
+absl::Status CheckWorkerName(const std::string& field, const std::string& name) {
+  if (name.size() > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", name.size(), " characters; at most 256 are allowed"));
+  }
+  RETURN_IF_ERROR(CheckPrintableField(field, name, 256));
+  if (name.find_first_of(" \t=") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", ShownValue(name),
+                                                   "' holds a space or '='; a worker's name may "
+                                                   "hold neither"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
   if (!v1::DeviceKind_IsValid(request.device())) {
@@ -21,27 +43,48 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
     return absl::InvalidArgumentError(
         absl::StrCat("gpu: set, but device is ", v1::DeviceKind_Name(request.device())));
   }
-  if (request.name().size() > 256) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("name: ", request.name().size(), " characters; at most 256 are allowed"));
-  }
-  // The name becomes a metric label, a line of `get workers` and of the logs.
-  if (absl::Status printable = CheckPrintableField("name", request.name(), 256); !printable.ok()) {
-    return printable;
-  }
+  RETURN_IF_ERROR(CheckWorkerName("name", request.name()));
   // Sent to the worker's peers as a probe target, and shown in events.
   return CheckPrintableField("data_probe_address", request.data_probe_address(), 300);
 }
 
+namespace {
+
+// A worker that presents no certificate, where the coordinator authenticates its callers:
+// the token of a worker (an admin may stand in, as for everything).
+absl::Status CheckWorkerToken(const grpc::ServerContextBase& context, TokenAuthenticator& tokens) {
+  const absl::StatusOr<Principal> principal = tokens.Authenticate(context);
+  if (!principal.ok()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "workers must present a token of the worker role (the worker's --token_file; "
+        "`shardwise token create --role=worker`) or, with the coordinator's --worker_ca, a "
+        "client certificate: ",
+        principal.status().message()));
+  }
+  if (principal->role == Role::kWorker || principal->role == Role::kAdmin) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat(principal->name, " (", RoleName(principal->role),
+                   ") may not register a worker: it takes a token of the worker role"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> WorkerIdentity(const grpc::ServerContextBase& context,
-                                           bool require_certificate, const std::string& claimed) {
-  if (!require_certificate) return claimed;
+                                           bool require_certificate, TokenAuthenticator* tokens,
+                                           const std::string& claimed) {
+  if (!require_certificate) {
+    if (tokens != nullptr) RETURN_IF_ERROR(CheckWorkerToken(context, *tokens));
+    return claimed;
+  }
   const std::optional<std::string> name = CertificateName(context);
   if (!name.has_value()) {
     return absl::UnauthenticatedError(
         "workers must present a client certificate signed by the coordinator's --worker_ca "
         "(the worker's --tls_cert and --tls_key)");
   }
+  RETURN_IF_ERROR(CheckWorkerName("the certificate's common name", *name));
   if (!claimed.empty() && claimed != *name) {
     return absl::PermissionDeniedError(
         absl::StrCat("worker name '", claimed, "' is not the name in its certificate ('", *name,
@@ -55,7 +98,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
     v1::RegisterWorkerResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::Status valid = ValidateRegistration(*request);
-  auto identity = WorkerIdentity(*context, require_certificate_, request->name());
+  auto identity = WorkerIdentity(*context, require_certificate_, tokens_, request->name());
   if (valid.ok()) valid = identity.status();
   if (!valid.ok()) {
     reactor->Finish(ToGrpcStatus(valid));
@@ -80,11 +123,9 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Session(
     grpc::CallbackServerContext* context) {
   std::optional<std::string> certified;
-  if (require_certificate_) {
-    auto identity = WorkerIdentity(*context, true, "");
-    if (!identity.ok()) return SessionStream::Refuse(ToGrpcStatus(identity.status()));
-    certified = *identity;
-  }
+  auto identity = WorkerIdentity(*context, require_certificate_, tokens_, "");
+  if (!identity.ok()) return SessionStream::Refuse(ToGrpcStatus(identity.status()));
+  if (require_certificate_) certified = *identity;
   return SessionStream::Start(controller_, executor_, metrics_, certified);
 }
 

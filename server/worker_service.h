@@ -6,6 +6,7 @@
 // gRPC thread and handled on the executor.
 
 #include "proto/worker_service.grpc.pb.h"
+#include "server/client_auth.h"
 #include "server/coordinator_metrics.h"
 #include "server/job_controller.h"
 #include "server/serial_executor.h"
@@ -16,13 +17,16 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
   // `metrics` may be null. With `require_certificate` (the coordinator's --worker_ca), a
   // worker must present a client certificate, and its name is the certificate's: a
-  // registration or session under any other name is refused.
+  // registration or session under any other name is refused. Without, where `tokens` is
+  // given (the coordinator's --tokens_file), it must present a token of the worker role.
   WorkerServiceImpl(JobController* controller, SerialExecutor* executor,
-                    CoordinatorMetrics* metrics, bool require_certificate = false)
+                    CoordinatorMetrics* metrics, bool require_certificate = false,
+                    TokenAuthenticator* tokens = nullptr)
       : controller_(controller),
         executor_(executor),
         metrics_(metrics),
-        require_certificate_(require_certificate) {}
+        require_certificate_(require_certificate),
+        tokens_(tokens) {}
 
   grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
                                            const v1::RegisterWorkerRequest* request,
@@ -35,13 +39,17 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   SerialExecutor* const executor_;
   CoordinatorMetrics* const metrics_;
   const bool require_certificate_;
+  TokenAuthenticator* const tokens_;
 };
 
 // With a required certificate: the name a worker may use (its certificate's), or
 // UNAUTHENTICATED without a certificate, PERMISSION_DENIED when `claimed` (if not empty)
-// is another name. Without: `claimed` as it is.
+// is another name. Without one but with `tokens`: `claimed`, if the caller holds a token
+// of the worker (or admin) role; UNAUTHENTICATED without a token, PERMISSION_DENIED for
+// another role. Without either: `claimed` as it is.
 absl::StatusOr<std::string> WorkerIdentity(const grpc::ServerContextBase& context,
-                                           bool require_certificate, const std::string& claimed);
+                                           bool require_certificate, TokenAuthenticator* tokens,
+                                           const std::string& claimed);
 
 // INVALID_ARGUMENT naming the field when a registration is malformed.
 absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request);

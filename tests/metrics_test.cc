@@ -82,10 +82,10 @@ class MetricsTest : public ::testing::Test {
     }
     EXPECT_EQ(coordinator["shardwise_coordinator_jobs{state=\"RUNNING\"}"], 1);
     EXPECT_EQ(coordinator["shardwise_coordinator_workers{state=\"BUSY\",device=\"CPU\"}"], 2);
-    const double step = coordinator[absl::StrCat("shardwise_job_step{job=\"", running, "\"}")];
+    const double step = coordinator[absl::StrCat("shardwise_job_step{job_id=\"", running, "\"}")];
     EXPECT_GT(step, 0);
     EXPECT_LE(step, described.progress().step());  // scraped first
-    EXPECT_EQ(coordinator[absl::StrCat("shardwise_job_total_steps{job=\"", running, "\"}")],
+    EXPECT_EQ(coordinator[absl::StrCat("shardwise_job_total_steps{job_id=\"", running, "\"}")],
               static_cast<double>(described.progress().total_steps()));
     EXPECT_GT(coordinator["shardwise_coordinator_worker_message_seconds_count{kind=\"heartbeat\"}"],
               0);
@@ -148,7 +148,7 @@ class MetricsTest : public ::testing::Test {
     const Scrape ended = Get(coordinator_port_);
     EXPECT_EQ(ended["shardwise_coordinator_jobs{state=\"SUCCEEDED\"}"], 1);
     EXPECT_EQ(ended["shardwise_coordinator_jobs{state=\"CANCELLED\"}"], 1);
-    EXPECT_FALSE(absl::StrContains(ended.text, absl::StrCat("job=\"", *short_job, "\"")))
+    EXPECT_FALSE(absl::StrContains(ended.text, absl::StrCat("job_id=\"", *short_job, "\"")))
         << "a job that ended keeps no series";
   }
 

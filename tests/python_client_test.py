@@ -35,10 +35,13 @@ class ClusterForPython:
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        self.tokens = {"alice": "sw_py_alice", "vic": "sw_py_vic"}
+        self.tokens = {"alice": "sw_py_alice", "vic": "sw_py_vic", "workers": "sw_py_workers"}
+        with open(os.path.join(self.dir, "worker.token"), "w") as worker_token:
+            worker_token.write(self.tokens["workers"])
         with open(os.path.join(self.dir, "tokens.yaml"), "w") as tokens:
             tokens.write("tokens:\n")
-            for principal, role in (("alice", "submitter"), ("vic", "viewer")):
+            for principal, role in (("alice", "submitter"), ("vic", "viewer"),
+                                    ("workers", "worker")):
                 digest = subprocess.run(["sha256sum"], input=self.tokens[principal].encode(),
                                         capture_output=True, check=True).stdout.split()[0]
                 tokens.write(f"  - principal: {principal}\n    role: {role}\n"
@@ -46,7 +49,8 @@ class ClusterForPython:
         self.address = None
         self.processes = [self._start_coordinator("127.0.0.1:0")]
         self.processes.append(subprocess.Popen(
-            [binary("worker/shardwise-worker"), f"--coordinator={self.address}", "--name=w0"],
+            [binary("worker/shardwise-worker"), f"--coordinator={self.address}", "--name=w0",
+             f"--token_file={self.dir}/worker.token"],
             stderr=open(os.path.join(self.dir, "worker.log"), "w")))
         client = self.client("vic")
         for _ in range(400):

@@ -34,6 +34,19 @@ std::string ReadFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// A worker's registration as `name` over `channel`, with `token` if not empty.
+grpc::Status RegisterAs(const std::shared_ptr<grpc::Channel>& channel, const std::string& name,
+                        const std::string& token) {
+  v1::RegisterWorkerRequest request;
+  request.set_name(name);
+  request.set_device(v1::CPU);
+  v1::RegisterWorkerResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+  return v1::WorkerService::NewStub(channel)->RegisterWorker(&context, request, &response);
+}
+
 class SecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -94,13 +107,7 @@ class SecurityTest : public ::testing::Test {
   }
 
   grpc::Status Register(const std::shared_ptr<grpc::Channel>& channel, const std::string& name) {
-    v1::RegisterWorkerRequest request;
-    request.set_name(name);
-    request.set_device(v1::CPU);
-    v1::RegisterWorkerResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    return v1::WorkerService::NewStub(channel)->RegisterWorker(&context, request, &response);
+    return RegisterAs(channel, name, "");
   }
 
   // A one-rank job of `steps` steps, writing its model under out/.
@@ -369,6 +376,63 @@ TEST_F(SecurityTest, CertificatesReloadWithoutDroppingSessions) {
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   cluster_->WaitForState(*job_id, v1::SUCCEEDED);
   EXPECT_FALSE(CoordinatorLogHas("worker=w0: worker lost"));
+}
+
+// Without --worker_ca, a coordinator with a tokens file asks workers for a token of the
+// worker role: nobody who merely reaches its port can register as a worker (and take a
+// real one's name, its jobs' specs and rendezvous tokens). A worker's token is for that
+// alone: it reads no jobs. A worker's name holds no space or '=' (log fields).
+TEST(WorkerTokens, WorkersWithoutCertificatesNeedAWorkerToken) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/worker-tokens-", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string worker_token = absl::StrCat("sw_worker_", getpid());
+  const std::string alice_token = absl::StrCat("sw_alice_", getpid());
+  std::ofstream(dir + "/tokens.yaml")
+      << "tokens:\n  - principal: workers\n    role: worker\n    sha256: "
+      << TokenHash(worker_token)
+      << "\n  - principal: alice\n    role: submitter\n    sha256: " << TokenHash(alice_token)
+      << "\n";
+  std::ofstream(dir + "/worker.token") << worker_token << "\n";
+  ClusterOptions options;
+  options.coordinator_flags = {"--tokens_file=" + dir + "/tokens.yaml"};
+  options.client.token = alice_token;
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  auto register_as = [&](const std::string& token, const std::string& name) {
+    return RegisterAs(grpc::CreateChannel(cluster.address(), grpc::InsecureChannelCredentials()),
+                      name, token);
+  };
+  const grpc::Status anonymous = register_as("", "w0");
+  EXPECT_EQ(anonymous.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(absl::StrContains(anonymous.error_message(), "token of the worker role"))
+      << anonymous.error_message();
+  EXPECT_EQ(register_as(alice_token, "w0").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(register_as(worker_token, "x job=job-3").error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  cluster.AddWorker("w0", {"--token_file=" + dir + "/worker.token"});
+  auto job_id = cluster.client().Submit(Cluster::Spec(1));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  cluster.WaitForState(*job_id, v1::SUCCEEDED);
+  ClientOptions as_worker;
+  as_worker.token = worker_token;
+  EXPECT_EQ(Client(cluster.address(), as_worker).ListJobs().status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+// A token is never sent in plaintext off this machine: the client refuses before it
+// connects, and so does a worker.
+TEST(WorkerTokens, ATokenIsNotSentInPlaintextOffLoopback) {
+  ClientOptions options;
+  options.token = "sw_secret";
+  const absl::Status refused = Client("192.0.2.1:7070", options).ListJobs().status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "refusing to send a token in plaintext"))
+      << refused;
+  EXPECT_TRUE(Client("127.0.0.1:7070", options).ListJobs().status().code() !=
+              absl::StatusCode::kFailedPrecondition);
 }
 
 // Off loopback, the coordinator serves only with TLS and tokens, or with --insecure.

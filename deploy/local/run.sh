@@ -72,10 +72,12 @@ teardown() {
 trap teardown EXIT
 
 # The Secrets a cluster would hold: the coordinator's certificate (naming the name the
-# workers and clients dial) and CA, and a tokens file with one admin token.
+# workers and clients dial) and CA, a tokens file with one admin token and the workers'
+# token, and the workers' token itself.
 make_secrets() {
   local tls="$WORK/secrets/shardwise-coordinator-tls" tokens="$WORK/secrets/shardwise-tokens"
-  mkdir -p "$tls" "$tokens" "$WORK/client"
+  local worker_token="$WORK/secrets/shardwise-worker-token"
+  mkdir -p "$tls" "$tokens" "$worker_token" "$WORK/client"
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
     -subj /CN=shardwise-local-ca -keyout "$WORK/ca.key" -out "$tls/ca.crt" 2>/dev/null
   openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=coordinator \
@@ -86,6 +88,8 @@ make_secrets() {
   # The token on stdout, the tokens file's entry on stderr.
   podman run --rm --network none "$IMAGE" shardwise token create --principal=local \
     --role=admin >"$WORK/client/token" 2>"$WORK/token-entry" || return 1
+  podman run --rm --network none "$IMAGE" shardwise token create --principal=workers \
+    --role=worker >"$worker_token/token" 2>>"$WORK/token-entry" || return 1
   { echo "tokens:"; grep -E '^ +(- principal|role|sha256):' "$WORK/token-entry"; } >"$tokens/tokens"
   cp "$tls/ca.crt" "$WORK/client/ca.crt"
   # As a Secret volume would be: readable by the pods' user only.

@@ -44,6 +44,9 @@ ABSL_FLAG(std::string, tls_cert, "",
           "this worker's certificate (PEM), for a coordinator with --worker_ca; its common "
           "name is the worker's name");
 ABSL_FLAG(std::string, tls_key, "", "the private key of --tls_cert");
+ABSL_FLAG(std::string, token_file, "",
+          "a file holding this worker's token (`shardwise token create --role=worker`), for a "
+          "coordinator with --tokens_file that asks no certificate of workers (no --worker_ca)");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
 ABSL_FLAG(int, gpu, 0,
           "with --device=cuda: the CUDA device (ordinal) this worker drives; "
@@ -89,6 +92,10 @@ absl::Status ConfigureIdentity(WorkerOptions* options) {
   security.cert_file = absl::GetFlag(FLAGS_tls_cert);
   security.key_file = absl::GetFlag(FLAGS_tls_key);
   ASSIGN_OR_RETURN(options->credentials, MakeChannelCredentials(security));
+  if (const std::string file = absl::GetFlag(FLAGS_token_file); !file.empty()) {
+    ASSIGN_OR_RETURN(options->token, ReadBearerToken("--token_file", file));
+    RETURN_IF_ERROR(CheckTokenTransport(security, options->coordinator_address, options->token));
+  }
   options->name = absl::GetFlag(FLAGS_name);
   if (options->name.empty() && !security.cert_file.empty()) {
     ASSIGN_OR_RETURN(options->name, CertificateCommonName(security.cert_file));

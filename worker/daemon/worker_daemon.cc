@@ -217,6 +217,12 @@ void WorkerDaemon::SendHeartbeat() {
   Send(message);
 }
 
+void WorkerDaemon::Authorize(grpc::ClientContext& context) const {
+  if (!options_.token.empty()) {
+    context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.token));
+  }
+}
+
 void WorkerDaemon::CloseSessionForWrites() {
   absl::MutexLock lock(&stream_mu_);
   if (stream_ == nullptr) return;
@@ -250,6 +256,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     context.set_wait_for_ready(true);
+    Authorize(context);
     grpc::Status status = stub_->RegisterWorker(&context, request, &registration);
     if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
       return MarkPermanent(absl::InvalidArgumentError(
@@ -263,6 +270,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   }
 
   grpc::ClientContext context;
+  Authorize(context);
   std::unique_ptr<Stream> stream = stub_->Session(&context);
   v1::WorkerMessage hello;
   hello.mutable_hello()->set_worker_id(registration.worker_id());

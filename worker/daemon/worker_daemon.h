@@ -36,6 +36,9 @@ struct WorkerOptions {
   // How to reach it: plaintext by default, TLS (with this worker's certificate when the
   // coordinator requires one) from --tls_ca, --tls_cert, --tls_key.
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  // Sent as "authorization: Bearer TOKEN" with the registration and the session when not
+  // empty: the worker role's token, where the coordinator asks it (--token_file).
+  std::string token;
   // Where to record the worker's metrics (worker_metrics.h); not owned; none if null.
   MetricsRegistry* metrics = nullptr;
   std::string name;  // stable across reconnects
@@ -126,6 +129,8 @@ class WorkerDaemon {
   // in flight may outlast the coordinator's heartbeat timeout, which would count the
   // leaving worker lost.
   bool LeftWithItsGroup(absl::Duration heartbeat_interval);
+  // Adds the worker's token, if it has one, to a call to the coordinator.
+  void Authorize(grpc::ClientContext& context) const;
   // Tells the coordinator this worker writes no more; it then ends the session.
   void CloseSessionForWrites();
   // Calls options_.restart_process when an aborted attempt is stuck (the heartbeat thread).

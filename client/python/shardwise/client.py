@@ -55,6 +55,13 @@ class ShardwiseError(Exception):
         self.message = message
 
 
+def _is_loopback(address):
+    """Whether "host:port" (or a "dns:///" target) reaches only this machine."""
+    target = address.split("///", 1)[-1]
+    host = target.rsplit(":", 1)[0].strip("[]") if ":" in target else target
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
 def _raise(error):
     raise ShardwiseError(error.code().name, error.details()) from None
 
@@ -115,6 +122,12 @@ class Client:
         self.address = address or os.environ.get("SHARDWISE_COORDINATOR") or DEFAULT_ADDRESS
         tls_ca = tls_ca or os.environ.get("SHARDWISE_TLS_CA")
         token = token or os.environ.get("SHARDWISE_TOKEN")
+        if token and not tls_ca and not _is_loopback(self.address):
+            raise ShardwiseError(
+                "FAILED_PRECONDITION",
+                f"refusing to send a token in plaintext to {self.address}: anyone on the way "
+                "could read it. Give the CA of the coordinator's certificate (tls_ca, or "
+                "$SHARDWISE_TLS_CA)")
         if tls_ca:
             with open(tls_ca, "rb") as file:
                 credentials = grpc.ssl_channel_credentials(root_certificates=file.read())
