@@ -1,7 +1,5 @@
 #include "server/client_auth.h"
 
-#include <sys/stat.h>
-
 #include <cstdio>
 #include <set>
 
@@ -10,7 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "common/token_hash.h"
+#include "common/untrusted_file.h"
 #include "yaml-cpp/yaml.h"
 
 namespace shardwise {
@@ -35,10 +35,15 @@ bool IsSha256Hex(const std::string& text) {
   return true;
 }
 
-int64_t MtimeNs(const std::string& path) {
-  struct stat info;
-  if (::stat(path.c_str(), &info) != 0) return -1;
-  return static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
+// The tokens file's text. A Secret's file is a link Kubernetes swaps on an update: followed.
+absl::StatusOr<std::string> ReadTokensText(const std::string& path) {
+  constexpr uint64_t kMaxTokensFileBytes = uint64_t{4} << 20;
+  absl::StatusOr<std::string> text = ReadUntrustedFile(path, kMaxTokensFileBytes, Links::kFollow);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokens file '", path, "': ", text.status().message()));
+  }
+  return text;
 }
 
 }  // namespace
@@ -59,10 +64,11 @@ const char* RoleName(Role role) {
 
 std::string TokenAuthenticator::Hash(const std::string& token) { return TokenHash(token); }
 
-absl::StatusOr<TokenAuthenticator::Table> TokenAuthenticator::Parse(const std::string& path) {
+absl::StatusOr<TokenAuthenticator::Table> TokenAuthenticator::Parse(const std::string& path,
+                                                                    const std::string& text) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& error) {
     return absl::InvalidArgumentError(absl::StrCat("tokens file '", path, "': ", error.what()));
   }
@@ -99,12 +105,13 @@ absl::StatusOr<TokenAuthenticator::Table> TokenAuthenticator::Parse(const std::s
 
 absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::Load(
     const std::string& path, const Clock* clock) {
-  auto table = Parse(path);
+  ASSIGN_OR_RETURN(std::string text, ReadTokensText(path));
+  auto table = Parse(path, text);
   if (!table.ok()) return table.status();
   std::unique_ptr<TokenAuthenticator> authenticator(new TokenAuthenticator(path, clock));
   absl::MutexLock lock(&authenticator->mu_);
   authenticator->table_ = *std::move(table);
-  authenticator->loaded_mtime_ns_ = MtimeNs(path);
+  authenticator->loaded_text_ = std::move(text);
   authenticator->checked_ = clock->Now();
   return authenticator;
 }
@@ -113,15 +120,20 @@ void TokenAuthenticator::ReloadIfChanged() {
   const absl::Time now = clock_.Now();
   if (now - checked_ < absl::Seconds(1)) return;
   checked_ = now;
-  const int64_t mtime = MtimeNs(path_);
-  if (mtime == loaded_mtime_ns_) return;
-  loaded_mtime_ns_ = mtime;
-  auto table = Parse(path_);
+  // Its text, not its modification time: a file written in place within the file
+  // system's time granularity keeps its time, and the end of such a write would never
+  // be read. (A small file, read at most once a second.)
+  absl::StatusOr<std::string> text = ReadTokensText(path_);
+  if (!text.ok() || *text == loaded_text_ || *text == refused_text_) return;
+  auto table = Parse(path_, *text);
   if (!table.ok()) {
-    // A bad edit must not lock everyone out: the previous table stays.
+    // A bad edit must not lock everyone out: the previous table stays. (Logged once per
+    // version of the file; the version its writer completes later is read again.)
+    refused_text_ = *std::move(text);
     LogError(LogContext(), absl::StrCat("keeping the previous tokens: ", table.status().message()));
     return;
   }
+  loaded_text_ = *std::move(text);
   table_ = *std::move(table);
   LogInfo(LogContext(),
           absl::StrCat("tokens file '", path_, "' read again: ", table_.size(), " tokens"));

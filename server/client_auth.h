@@ -76,15 +76,18 @@ class TokenAuthenticator {
 
   TokenAuthenticator(std::string path, const Clock* clock)
       : path_(std::move(path)), clock_(*clock) {}
-  static absl::StatusOr<Table> Parse(const std::string& path);
-  // Reads the file again if it changed since it was last read (checked once a second).
+  // The table of the file `path` whose text is `text`.
+  static absl::StatusOr<Table> Parse(const std::string& path, const std::string& text);
+  // Reads the file again if its text changed since it was last read (checked once a
+  // second).
   void ReloadIfChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
   const Clock& clock_;
   absl::Mutex mu_;
   Table table_ ABSL_GUARDED_BY(mu_);
-  int64_t loaded_mtime_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string loaded_text_ ABSL_GUARDED_BY(mu_);   // the version the table is from
+  std::string refused_text_ ABSL_GUARDED_BY(mu_);  // the latest version that did not parse
   absl::Time checked_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,5 +1,7 @@
 #include "server/client_auth.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -65,6 +67,31 @@ TEST_F(TokenAuthenticatorTest, ReadsTheFileAgainWhenItChangesAndKeepsItOnABadEdi
   WriteTokens("tokens: [ {principal: alice, role: king, sha256: 00} ]\n");
   clock.Advance(absl::Seconds(2));
   EXPECT_TRUE((*tokens)->Authenticate("new").ok());  // the previous table stays
+}
+
+// A file written in place (not renamed over) keeps its modification time when the write
+// lands within the file system's time granularity: a half-written file, refused, is read
+// again once its writer is done, its size telling the versions apart.
+TEST_F(TokenAuthenticatorTest, AFileWrittenInPlaceIsReadOnceItIsWhole) {
+  SimulatedClock clock;
+  WriteTokens("tokens:\n" + Entry("alice", "viewer", "old"));
+  auto tokens = TokenAuthenticator::Load(path_, &clock);
+  ASSERT_TRUE(tokens.ok());
+  struct stat before;
+  ASSERT_EQ(::stat(path_.c_str(), &before), 0);
+  auto write_in_place_keeping_mtime = [&](const std::string& body) {
+    std::ofstream(path_, std::ios::trunc) << body;
+    const timespec times[2] = {before.st_atim, before.st_mtim};
+    ASSERT_EQ(::utimensat(AT_FDCWD, path_.c_str(), times, 0), 0);
+  };
+  const std::string whole = "tokens:\n" + Entry("alice", "viewer", "new");
+  write_in_place_keeping_mtime(whole.substr(0, 20));  // cut short: does not parse
+  clock.Advance(absl::Seconds(2));
+  EXPECT_TRUE((*tokens)->Authenticate("old").ok());  // kept
+  write_in_place_keeping_mtime(whole);
+  clock.Advance(absl::Seconds(2));
+  EXPECT_TRUE((*tokens)->Authenticate("new").ok());
+  EXPECT_EQ((*tokens)->Authenticate("old").status().code(), absl::StatusCode::kUnauthenticated);
 }
 
 TEST_F(TokenAuthenticatorTest, RefusesMalformedFilesNamingTheEntry) {
