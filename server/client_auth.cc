@@ -152,6 +152,12 @@ absl::StatusOr<Principal> TokenAuthenticator::Authenticate(const std::string& to
 }
 
 absl::StatusOr<Principal> TokenAuthenticator::Authenticate(const grpc::ServerContextBase& context) {
+  ASSIGN_OR_RETURN(const std::string token, BearerToken(context));
+  return Authenticate(token);
+}
+
+absl::StatusOr<std::string> TokenAuthenticator::BearerToken(
+    const grpc::ServerContextBase& context) {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) {
@@ -163,7 +169,7 @@ absl::StatusOr<Principal> TokenAuthenticator::Authenticate(const grpc::ServerCon
   if (!absl::StartsWith(value, kBearer)) {
     return absl::UnauthenticatedError("authorization: expected 'Bearer TOKEN'");
   }
-  return Authenticate(std::string(absl::StripPrefix(value, kBearer)));
+  return std::string(absl::StripPrefix(value, kBearer));
 }
 
 absl::Status Authorize(const Principal& principal, Action action, const std::string& what,

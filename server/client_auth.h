@@ -63,6 +63,8 @@ class TokenAuthenticator {
 
   // The principal of a call, from its "authorization: Bearer TOKEN" metadata.
   absl::StatusOr<Principal> Authenticate(const grpc::ServerContextBase& context);
+  // The TOKEN of that metadata; UNAUTHENTICATED without it.
+  static absl::StatusOr<std::string> BearerToken(const grpc::ServerContextBase& context);
 
   // The SHA-256 of `token`, in hex: what the tokens file holds.
   static std::string Hash(const std::string& token);

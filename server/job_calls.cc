@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/printable_text.h"
+#include "common/status_macros.h"
 
 namespace shardwise {
 namespace {
@@ -167,6 +168,17 @@ grpc::Status JobCalls::WatchAllowed(const grpc::ServerContextBase& context,
     return ToGrpcStatus(caller.status());
   }
   return CheckJobId(request.job_id());
+}
+
+std::function<absl::Status()> JobCalls::WatchStillAllowed(
+    const grpc::ServerContextBase& context) const {
+  if (tokens_ == nullptr) return nullptr;
+  const absl::StatusOr<std::string> token = TokenAuthenticator::BearerToken(context);
+  if (!token.ok()) return nullptr;  // WatchAllowed refused it already
+  return [tokens = tokens_, token = *token]() -> absl::Status {
+    ASSIGN_OR_RETURN(const Principal principal, tokens->Authenticate(token));
+    return Authorize(principal, Action::kRead, "watch jobs");
+  };
 }
 
 grpc::Status JobCalls::ListWorkers(const grpc::ServerContextBase& context,

@@ -6,6 +6,8 @@
 // gRPC plumbing: JobServiceImpl answers the calls with these, and the fuzzer calls them
 // directly.
 
+#include <functional>
+
 #include "absl/status/statusor.h"
 #include "grpcpp/server_context.h"
 #include "proto/job_service.pb.h"
@@ -44,6 +46,9 @@ class JobCalls {
   // Whether the caller may watch the job the request names (the WatchHub streams it).
   grpc::Status WatchAllowed(const grpc::ServerContextBase& context,
                             const v1::WatchJobRequest& request) const;
+  // Whether the caller's token still allows the watch it opened, asked again while the
+  // watch lasts (a token revoked meanwhile ends it); null where no token is checked.
+  std::function<absl::Status()> WatchStillAllowed(const grpc::ServerContextBase& context) const;
 
   // Pages hold at most this many entries; a request for more is INVALID_ARGUMENT.
   static constexpr int kDefaultPageSize = 500;

@@ -95,7 +95,7 @@ grpc::ServerWriteReactor<v1::Job>* JobServiceImpl::WatchJob(grpc::CallbackServer
     return new RefusedWatch(
         grpc::Status(grpc::StatusCode::UNAVAILABLE, "watching is not served here"));
   }
-  return watch_hub_->Watch(request->job_id());
+  return watch_hub_->Watch(request->job_id(), calls_->WatchStillAllowed(*context));
 }
 
 }  // namespace shardwise

@@ -12,9 +12,13 @@ namespace shardwise {
 class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
                                public std::enable_shared_from_this<Stream> {
  public:
-  Stream(WatchHub* hub, std::string job_id) : hub_(hub), job_id_(std::move(job_id)) {}
+  Stream(WatchHub* hub, std::string job_id, StillAllowed still_allowed)
+      : hub_(hub), job_id_(std::move(job_id)), still_allowed_(std::move(still_allowed)) {}
 
   const std::string& job_id() const { return job_id_; }
+
+  // OK, or why the watcher may no longer watch.
+  absl::Status Allowed() const { return still_allowed_ ? still_allowed_() : absl::OkStatus(); }
 
   // Called by the hub: writes `job` at `version` unless a write is in flight (then the
   // hub is asked again once it is done) or the version was written already.
@@ -76,6 +80,7 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
 
   WatchHub* const hub_;
   const std::string job_id_;
+  const StillAllowed still_allowed_;
   // mu_ also serialises the calls into gRPC (StartWrite, Finish).
   absl::Mutex mu_;
   v1::Job job_ ABSL_GUARDED_BY(mu_);  // the version being written
@@ -99,8 +104,9 @@ void WatchHub::Shutdown() {
   stopping_ = true;
 }
 
-grpc::ServerWriteReactor<v1::Job>* WatchHub::Watch(const std::string& job_id) {
-  auto stream = std::make_shared<Stream>(this, job_id);
+grpc::ServerWriteReactor<v1::Job>* WatchHub::Watch(const std::string& job_id,
+                                                   StillAllowed still_allowed) {
+  auto stream = std::make_shared<Stream>(this, job_id, std::move(still_allowed));
   stream->self_ = stream;
   {
     absl::MutexLock lock(&mu_);
@@ -124,6 +130,10 @@ void WatchHub::Remove(const std::shared_ptr<Stream>& stream) {
 }
 
 void WatchHub::Serve(const std::shared_ptr<Stream>& stream) {
+  if (const absl::Status allowed = stream->Allowed(); !allowed.ok()) {
+    stream->End(ToGrpcStatus(allowed));
+    return;
+  }
   uint64_t version = 0;
   auto job = jobs_->Get(stream->job_id(), &version);
   if (!job.ok()) {
@@ -133,8 +143,31 @@ void WatchHub::Serve(const std::shared_ptr<Stream>& stream) {
   stream->Offer(std::move(*job), version);
 }
 
+void WatchHub::EndDisallowed() {
+  std::vector<std::shared_ptr<Stream>> streams;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [job_id, watchers] : watchers_) {
+      streams.insert(streams.end(), watchers.begin(), watchers.end());
+    }
+  }
+  for (const auto& stream : streams) {
+    if (const absl::Status allowed = stream->Allowed(); !allowed.ok()) {
+      stream->End(ToGrpcStatus(allowed));
+    }
+  }
+}
+
 void WatchHub::Run() {
+  // A quiet job's watchers are asked again this often, so a revoked token's watch ends
+  // within it even without an update.
+  constexpr absl::Duration kRecheckInterval = absl::Seconds(2);
+  absl::Time next_recheck = absl::Now() + kRecheckInterval;
   while (true) {
+    if (absl::Now() >= next_recheck) {
+      EndDisallowed();
+      next_recheck = absl::Now() + kRecheckInterval;
+    }
     // Changes wake the hub; streams that finished a write and have a newer version to
     // send wait at most this long.
     const std::vector<std::string> changed = jobs_->ChangedJobs(absl::Milliseconds(20));

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,8 +36,14 @@ class WatchHub {
   WatchHub(const WatchHub&) = delete;
   WatchHub& operator=(const WatchHub&) = delete;
 
-  // A stream of `job_id`'s versions; gRPC owns it until its OnDone.
-  grpc::ServerWriteReactor<v1::Job>* Watch(const std::string& job_id);
+  // Whether a watcher may go on watching (its caller's token not revoked since).
+  using StillAllowed = std::function<absl::Status()>;
+
+  // A stream of `job_id`'s versions; gRPC owns it until its OnDone. `still_allowed`, if
+  // given, is asked before each version is written and every few seconds besides; the
+  // stream ends with its error.
+  grpc::ServerWriteReactor<v1::Job>* Watch(const std::string& job_id,
+                                           StillAllowed still_allowed = nullptr);
   void Shutdown();
 
   class Stream;
@@ -47,6 +54,8 @@ class WatchHub {
   void Serve(const std::shared_ptr<Stream>& stream);
   void Ready(std::shared_ptr<Stream> stream);  // serve it at the hub's next turn
   void Remove(const std::shared_ptr<Stream>& stream);
+  // Ends the streams whose watchers are no longer allowed (every kRecheckInterval).
+  void EndDisallowed();
 
   JobManager* const jobs_;
   absl::Mutex mu_;

@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/channel_credentials.h"
 #include "common/token_hash.h"
 #include "grpcpp/client_context.h"
@@ -191,6 +193,45 @@ TEST_F(SecurityTest, ClientsNeedATokenAndTheRoleForEachCall) {
     EXPECT_FALSE(absl::StrContains(output, token)) << principal;
     EXPECT_FALSE(CoordinatorLogHas(token)) << principal;
   }
+}
+
+// A token revoked while its holder watches a job ends the watch (UNAUTHENTICATED), also
+// a quiet job's, which sends no update to check it against.
+TEST_F(SecurityTest, ARevokedTokensOpenWatchEnds) {
+  auto job_id = As("alice").Submit(Cluster::Spec(1));  // no worker: it waits, PENDING
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", "Bearer " + tokens_["vic"]);
+  v1::WatchJobRequest request;
+  request.set_job_id(*job_id);
+  auto stub = v1::JobService::NewStub(Channel(nullptr));
+  auto reader = stub->WatchJob(&context, request);
+  v1::Job job;
+  ASSERT_TRUE(reader->Read(&job));  // the job as it is now
+  // vic's entry removed: the file written beside and renamed over, as an editor does.
+  {
+    std::ofstream tokens(dir_ + "/tokens.yaml.new");
+    tokens << "tokens:\n";
+    for (const char* principal : {"root", "alice", "bob"}) {
+      tokens << "  - principal: " << principal
+             << "\n    role: " << (std::string(principal) == "root" ? "admin" : "submitter")
+             << "\n    sha256: " << TokenHash(tokens_[principal]) << "\n";
+    }
+  }
+  fs::rename(dir_ + "/tokens.yaml.new", dir_ + "/tokens.yaml");
+  absl::Notification ended;
+  std::thread reading([&] {
+    while (reader->Read(&job)) {
+    }
+    ended.Notify();
+  });
+  if (!ended.WaitForNotificationWithTimeout(absl::Seconds(20))) {
+    ADD_FAILURE() << "the revoked token's watch went on";
+    context.TryCancel();
+  }
+  reading.join();
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
 }
 
 TEST_F(SecurityTest, WorkersNeedACertificateOfTheWorkerCaAndWorkUnderItsName) {
