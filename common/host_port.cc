@@ -1,5 +1,8 @@
 #include "common/host_port.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -32,9 +35,16 @@ bool IsLoopbackAddress(const std::string& address) {
   for (absl::string_view scheme : {"dns:///", "ipv4:", "ipv6:"}) {
     if (absl::ConsumePrefix(&target, scheme)) break;
   }
+  // One address: gRPC's ipv4:/ipv6: schemes take a list, which could name others.
+  if (absl::StrContains(target, ',')) return false;
   const std::optional<HostPort> split = SplitHostPort(std::string(target));
   const std::string host = split.has_value() ? split->host : std::string(target);
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+  if (host == "localhost") return true;
+  // Numeric only: a name such as "127.example.com" is no loopback address.
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 }  // namespace shardwise

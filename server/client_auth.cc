@@ -117,14 +117,27 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::Load(
 }
 
 void TokenAuthenticator::ReloadIfChanged() {
-  const absl::Time now = clock_.Now();
-  if (now - checked_ < absl::Seconds(1)) return;
-  checked_ = now;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_.Now();
+    if (now - checked_ < absl::Seconds(1)) return;
+    checked_ = now;
+  }
   // Its text, not its modification time: a file written in place within the file
   // system's time granularity keeps its time, and the end of such a write would never
-  // be read. (A small file, read at most once a second.)
+  // be read. Read without the lock, which every call takes. (At most once a second.)
   absl::StatusOr<std::string> text = ReadTokensText(path_);
-  if (!text.ok() || *text == loaded_text_ || *text == refused_text_) return;
+  absl::MutexLock lock(&mu_);
+  if (!text.ok()) {
+    // A file gone or unreadable (a Secret deleted) keeps the previous tokens: said once.
+    if (text.status().message() != unreadable_) {
+      unreadable_ = std::string(text.status().message());
+      LogError(LogContext(), absl::StrCat("keeping the previous tokens: ", unreadable_));
+    }
+    return;
+  }
+  unreadable_.clear();
+  if (*text == loaded_text_ || *text == refused_text_) return;
   auto table = Parse(path_, *text);
   if (!table.ok()) {
     // A bad edit must not lock everyone out: the previous table stays. (Logged once per
@@ -141,8 +154,8 @@ void TokenAuthenticator::ReloadIfChanged() {
 
 absl::StatusOr<Principal> TokenAuthenticator::Authenticate(const std::string& token) {
   const std::string hash = Hash(token);
-  absl::MutexLock lock(&mu_);
   ReloadIfChanged();
+  absl::MutexLock lock(&mu_);
   auto it = table_.find(hash);
   if (it == table_.end()) {
     return absl::UnauthenticatedError(

@@ -82,7 +82,7 @@ class TokenAuthenticator {
   static absl::StatusOr<Table> Parse(const std::string& path, const std::string& text);
   // Reads the file again if its text changed since it was last read (checked once a
   // second).
-  void ReloadIfChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReloadIfChanged() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string path_;
   const Clock& clock_;
@@ -90,6 +90,7 @@ class TokenAuthenticator {
   Table table_ ABSL_GUARDED_BY(mu_);
   std::string loaded_text_ ABSL_GUARDED_BY(mu_);   // the version the table is from
   std::string refused_text_ ABSL_GUARDED_BY(mu_);  // the latest version that did not parse
+  std::string unreadable_ ABSL_GUARDED_BY(mu_);    // why the file could not be read, if so
   absl::Time checked_ ABSL_GUARDED_BY(mu_);
 };
 

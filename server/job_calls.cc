@@ -72,6 +72,11 @@ absl::Status JobCalls::CallerMayChange(const grpc::ServerContextBase& context,
   if (tokens_ == nullptr) return absl::OkStatus();
   auto principal = tokens_->Authenticate(context);
   if (!principal.ok()) return principal.status();
+  // A role that may change no job is refused before the job is looked up, so it cannot
+  // tell which ids exist.
+  if (principal->role < Role::kSubmitter) {
+    return Authorize(*principal, Action::kChangeJob, what, "");
+  }
   auto job = jobs_->Get(job_id);
   if (!job.ok()) return job.status();
   return Authorize(*principal, Action::kChangeJob, what, job->submitter());

@@ -52,8 +52,7 @@ namespace {
 
 // A worker that presents no certificate, where the coordinator authenticates its callers:
 // the token of a worker (an admin may stand in, as for everything).
-absl::Status CheckWorkerToken(const grpc::ServerContextBase& context, TokenAuthenticator& tokens) {
-  const absl::StatusOr<Principal> principal = tokens.Authenticate(context);
+absl::Status CheckWorkerRole(const absl::StatusOr<Principal>& principal) {
   if (!principal.ok()) {
     return absl::UnauthenticatedError(absl::StrCat(
         "workers must present a token of the worker role (the worker's --token_file; "
@@ -67,6 +66,10 @@ absl::Status CheckWorkerToken(const grpc::ServerContextBase& context, TokenAuthe
   return absl::PermissionDeniedError(
       absl::StrCat(principal->name, " (", RoleName(principal->role),
                    ") may not register a worker: it takes a token of the worker role"));
+}
+
+absl::Status CheckWorkerToken(const grpc::ServerContextBase& context, TokenAuthenticator& tokens) {
+  return CheckWorkerRole(tokens.Authenticate(context));
 }
 
 }  // namespace
@@ -126,7 +129,18 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServic
   auto identity = WorkerIdentity(*context, require_certificate_, tokens_, "");
   if (!identity.ok()) return SessionStream::Refuse(ToGrpcStatus(identity.status()));
   if (require_certificate_) certified = *identity;
-  return SessionStream::Start(controller_, executor_, metrics_, certified);
+  SessionStream::StillAllowed still_allowed;
+  if (!require_certificate_ && tokens_ != nullptr) {
+    // A worker token revoked since the session opened ends it at the next heartbeat.
+    const absl::StatusOr<std::string> token = TokenAuthenticator::BearerToken(*context);
+    if (token.ok()) {
+      still_allowed = [tokens = tokens_, token = *token] {
+        return CheckWorkerRole(tokens->Authenticate(token));
+      };
+    }
+  }
+  return SessionStream::Start(controller_, executor_, metrics_, certified,
+                              std::move(still_allowed));
 }
 
 }  // namespace shardwise

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -430,11 +431,20 @@ TEST(WorkerTokens, WorkersWithoutCertificatesNeedAWorkerToken) {
   fs::create_directories(dir);
   const std::string worker_token = absl::StrCat("sw_worker_", getpid());
   const std::string alice_token = absl::StrCat("sw_alice_", getpid());
-  std::ofstream(dir + "/tokens.yaml")
-      << "tokens:\n  - principal: workers\n    role: worker\n    sha256: "
-      << TokenHash(worker_token)
-      << "\n  - principal: alice\n    role: submitter\n    sha256: " << TokenHash(alice_token)
-      << "\n";
+  // The tokens file with these workers' tokens, and alice's.
+  auto write_tokens = [&](const std::vector<std::string>& worker_tokens) {
+    {
+      std::ofstream tokens(dir + "/tokens.yaml.new");
+      tokens << "tokens:\n  - principal: alice\n    role: submitter\n    sha256: "
+             << TokenHash(alice_token) << "\n";
+      for (size_t i = 0; i < worker_tokens.size(); ++i) {
+        tokens << "  - principal: workers" << i
+               << "\n    role: worker\n    sha256: " << TokenHash(worker_tokens[i]) << "\n";
+      }
+    }
+    fs::rename(dir + "/tokens.yaml.new", dir + "/tokens.yaml");
+  };
+  write_tokens({worker_token});
   std::ofstream(dir + "/worker.token") << worker_token << "\n";
   ClusterOptions options;
   options.coordinator_flags = {"--tokens_file=" + dir + "/tokens.yaml"};
@@ -461,6 +471,20 @@ TEST(WorkerTokens, WorkersWithoutCertificatesNeedAWorkerToken) {
   as_worker.token = worker_token;
   EXPECT_EQ(Client(cluster.address(), as_worker).ListJobs().status().code(),
             absl::StatusCode::kPermissionDenied);
+
+  // Rotation: the new token's entry added, the worker's file updated, the old entry
+  // removed. The session opened with the old token ends at its next heartbeat; the
+  // worker opens the next one with the token its file holds now, and runs a job.
+  const std::string rotated = worker_token + "_rotated";
+  write_tokens({worker_token, rotated});
+  std::ofstream(dir + "/worker.token") << rotated << "\n";
+  write_tokens({rotated});
+  EXPECT_TRUE(Cluster::WaitFor([&] {
+    return absl::StrContains(ReadFile(cluster.worker("w0").log_path()), "UNAUTHENTICATED");
+  })) << "the old token's session went on";
+  auto after = cluster.client().Submit(Cluster::Spec(1));
+  ASSERT_TRUE(after.ok()) << after.status();
+  cluster.WaitForState(*after, v1::SUCCEEDED);
 }
 
 // A token is never sent in plaintext off this machine: the client refuses before it

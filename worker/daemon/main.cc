@@ -94,6 +94,7 @@ absl::Status ConfigureIdentity(WorkerOptions* options) {
   ASSIGN_OR_RETURN(options->credentials, MakeChannelCredentials(security));
   if (const std::string file = absl::GetFlag(FLAGS_token_file); !file.empty()) {
     ASSIGN_OR_RETURN(options->token, ReadBearerToken("--token_file", file));
+    options->token_file = file;
     RETURN_IF_ERROR(CheckTokenTransport(security, options->coordinator_address, options->token));
   }
   options->name = absl::GetFlag(FLAGS_name);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "common/channel_credentials.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "contracts/membership.h"
@@ -218,9 +219,19 @@ void WorkerDaemon::SendHeartbeat() {
 }
 
 void WorkerDaemon::Authorize(grpc::ClientContext& context) const {
-  if (!options_.token.empty()) {
-    context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.token));
+  if (!token_.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", token_));
+}
+
+void WorkerDaemon::RefreshToken() {
+  if (token_.empty()) token_ = options_.token;
+  if (options_.token_file.empty()) return;
+  absl::StatusOr<std::string> token = ReadBearerToken("--token_file", options_.token_file);
+  if (!token.ok()) {
+    LogWarning(LogContext(),
+               absl::StrCat("keeping the token read before: ", token.status().message()));
+    return;
   }
+  token_ = *std::move(token);
 }
 
 void WorkerDaemon::CloseSessionForWrites() {
@@ -251,6 +262,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   if (probe_listener_) request.set_data_probe_address(probe_listener_->address());
   const std::optional<v1::RunningAttempt> running = AttemptToReattach();
   if (running.has_value()) *request.mutable_running() = *running;
+  RefreshToken();
   v1::RegisterWorkerResponse registration;
   {
     grpc::ClientContext context;

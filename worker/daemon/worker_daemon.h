@@ -37,8 +37,11 @@ struct WorkerOptions {
   // coordinator requires one) from --tls_ca, --tls_cert, --tls_key.
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   // Sent as "authorization: Bearer TOKEN" with the registration and the session when not
-  // empty: the worker role's token, where the coordinator asks it (--token_file).
+  // empty: the worker role's token, where the coordinator asks it (--token_file). Read
+  // again for each session from `token_file` when that is set, so a rotated Secret is
+  // used from the next session on.
   std::string token;
+  std::string token_file;
   // Where to record the worker's metrics (worker_metrics.h); not owned; none if null.
   MetricsRegistry* metrics = nullptr;
   std::string name;  // stable across reconnects
@@ -131,12 +134,16 @@ class WorkerDaemon {
   bool LeftWithItsGroup(absl::Duration heartbeat_interval);
   // Adds the worker's token, if it has one, to a call to the coordinator.
   void Authorize(grpc::ClientContext& context) const;
+  // Reads options.token_file again (a rotated Secret); keeps the token it has if the file
+  // cannot be read, saying so.
+  void RefreshToken();
   // Tells the coordinator this worker writes no more; it then ends the session.
   void CloseSessionForWrites();
   // Calls options_.restart_process when an aborted attempt is stuck (the heartbeat thread).
   void RestartIfAbortIsStuck();
 
   const WorkerOptions options_;
+  std::string token_;  // options_.token, or the token_file's latest (the sessions' thread)
   std::unique_ptr<WorkerMetrics> metrics_;  // null without options_.metrics
   ReportOutbox outbox_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -1,5 +1,6 @@
 """The Client: every JobService call, with errors as exceptions."""
 
+import ipaddress
 import os
 import random
 import secrets
@@ -56,10 +57,24 @@ class ShardwiseError(Exception):
 
 
 def _is_loopback(address):
-    """Whether "host:port" (or a "dns:///" target) reaches only this machine."""
-    target = address.split("///", 1)[-1]
-    host = target.rsplit(":", 1)[0].strip("[]") if ":" in target else target
-    return host in ("localhost", "::1") or host.startswith("127.")
+    """Whether "host:port" (or a "dns:///", "ipv4:" or "ipv6:" target) reaches only this
+    machine, as common/host_port.cc decides: localhost, or a numeric loopback address."""
+    target = address
+    for scheme in ("dns:///", "ipv4:", "ipv6:"):
+        if target.startswith(scheme):
+            target = target[len(scheme):]
+            break
+    if "," in target:
+        return False
+    host = target.rsplit(":", 1)[0] if target.count(":") == 1 or target.startswith("[") \
+        else target
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _raise(error):
