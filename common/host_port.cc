@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -37,7 +39,12 @@ bool IsLoopbackAddress(const std::string& address) {
   }
   // One address: gRPC's ipv4:/ipv6: schemes take a list, which could name others.
   if (absl::StrContains(target, ',')) return false;
-  const std::optional<HostPort> split = SplitHostPort(std::string(target));
+  // As gRPC reads a target: a port only after the one colon, or after "[host]"; an
+  // unbracketed address of several colons is a host (IPv6) with no port.
+  const size_t colons = std::count(target.begin(), target.end(), ':');
+  const bool has_port = colons == 1 || absl::StartsWith(target, "[");
+  const std::optional<HostPort> split =
+      has_port ? SplitHostPort(std::string(target)) : std::nullopt;
   const std::string host = split.has_value() ? split->host : std::string(target);
   if (host == "localhost") return true;
   // Numeric only: a name such as "127.example.com" is no loopback address.

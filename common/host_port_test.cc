@@ -32,7 +32,7 @@ TEST(HostPort, TellsLoopbackAddressesFromOthers) {
   for (const char* other :
        {"0.0.0.0:7070", "10.0.0.1:7070", "shardwise-coordinator:7070", "[2001:db8::1]:7070",
         "dns:///example.com:443", "128.0.0.1:1", "127.example.com:7070", "127.0.0.1.nip.io:7070",
-        "ipv4:127.0.0.1:1,10.0.0.5:7070"}) {
+        "ipv4:127.0.0.1:1,10.0.0.5:7070", "::1:7070"}) {
     EXPECT_FALSE(IsLoopbackAddress(other)) << other;
   }
 }

@@ -117,17 +117,22 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::Load(
 }
 
 void TokenAuthenticator::ReloadIfChanged() {
+  uint64_t read = 0;
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_.Now();
     if (now - checked_ < absl::Seconds(1)) return;
     checked_ = now;
+    read = ++reads_started_;
   }
   // Its text, not its modification time: a file written in place within the file
   // system's time granularity keeps its time, and the end of such a write would never
   // be read. Read without the lock, which every call takes. (At most once a second.)
   absl::StatusOr<std::string> text = ReadTokensText(path_);
   absl::MutexLock lock(&mu_);
+  // A read that stalled past a later one's (a slow volume) is older: the later stands.
+  if (read < reads_applied_) return;
+  reads_applied_ = read;
   if (!text.ok()) {
     // A file gone or unreadable (a Secret deleted) keeps the previous tokens: said once.
     if (text.status().message() != unreadable_) {

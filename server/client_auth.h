@@ -88,9 +88,11 @@ class TokenAuthenticator {
   const Clock& clock_;
   absl::Mutex mu_;
   Table table_ ABSL_GUARDED_BY(mu_);
-  std::string loaded_text_ ABSL_GUARDED_BY(mu_);   // the version the table is from
-  std::string refused_text_ ABSL_GUARDED_BY(mu_);  // the latest version that did not parse
-  std::string unreadable_ ABSL_GUARDED_BY(mu_);    // why the file could not be read, if so
+  std::string loaded_text_ ABSL_GUARDED_BY(mu_);     // the version the table is from
+  std::string refused_text_ ABSL_GUARDED_BY(mu_);    // the latest version that did not parse
+  std::string unreadable_ ABSL_GUARDED_BY(mu_);      // why the file could not be read, if so
+  uint64_t reads_started_ ABSL_GUARDED_BY(mu_) = 0;  // reloads begun, numbered
+  uint64_t reads_applied_ ABSL_GUARDED_BY(mu_) = 0;  // the newest one that finished
   absl::Time checked_ ABSL_GUARDED_BY(mu_);
 };
 

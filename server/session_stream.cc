@@ -25,9 +25,9 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* SessionStrea
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* SessionStream::Start(
     JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics,
-    std::optional<std::string> certified, StillAllowed still_allowed) {
-  std::shared_ptr<SessionStream> stream(new SessionStream(
-      controller, executor, metrics, std::move(certified), std::move(still_allowed)));
+    std::optional<std::string> certified) {
+  std::shared_ptr<SessionStream> stream(
+      new SessionStream(controller, executor, metrics, std::move(certified)));
   stream->self_ = stream;
   absl::MutexLock lock(&stream->mu_);
   stream->StartRead(&stream->incoming_);
@@ -51,13 +51,10 @@ bool SessionStream::Push(v1::CoordinatorMessage message) {
   return true;
 }
 
-void SessionStream::Close() { CloseWith(grpc::Status::OK); }
-
-void SessionStream::CloseWith(const grpc::Status& status) {
+void SessionStream::Close() {
   absl::MutexLock lock(&mu_);
-  if (!closing_) close_status_ = status;
   closing_ = true;
-  if (!writing_) FinishLocked(close_status_);
+  if (!writing_) FinishLocked(grpc::Status::OK);
 }
 
 void SessionStream::CloseAfter(v1::CoordinatorMessage last) {
@@ -91,7 +88,7 @@ void SessionStream::OnWriteDone(bool ok) {
   if (!ok) closing_ = true;  // the stream broke: the read side sees it too
   if (closing_ || outgoing_.empty()) {
     writing_ = false;
-    if (closing_ || closing_after_sent_) FinishLocked(closing_ ? close_status_ : grpc::Status::OK);
+    if (closing_ || closing_after_sent_) FinishLocked(grpc::Status::OK);
     return;
   }
   StartWrite(&outgoing_.front());
@@ -115,12 +112,6 @@ void SessionStream::OnReadDone(bool ok) {
   }
   switch (incoming_.kind_case()) {
     case v1::WorkerMessage::kHeartbeat:
-      if (still_allowed_) {
-        if (const absl::Status allowed = still_allowed_(); !allowed.ok()) {
-          CloseWith(ToGrpcStatus(allowed));
-          return;
-        }
-      }
       controller_->OnHeartbeat(worker_id_, incoming_.heartbeat());
       Observe("heartbeat", arrived);
       ReadNext();

@@ -19,7 +19,6 @@
 
 #include <atomic>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,12 +42,9 @@ class SessionStream final
   // Starts reading the worker's hello; gRPC owns the reactor it returns until OnDone.
   // `metrics` may be null. `certified`: the worker's certificate name, which the hello
   // must name (PERMISSION_DENIED otherwise); nullopt when certificates are not required.
-  // `still_allowed`, if given, is asked at each heartbeat whether the worker's token
-  // still stands: a token revoked meanwhile ends the session with its error.
-  using StillAllowed = std::function<absl::Status()>;
   static grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Start(
       JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics,
-      std::optional<std::string> certified = std::nullopt, StillAllowed still_allowed = nullptr);
+      std::optional<std::string> certified = std::nullopt);
   // A session refused before it starts.
   static grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Refuse(
       const grpc::Status& status);
@@ -66,14 +62,11 @@ class SessionStream final
 
  private:
   SessionStream(JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics,
-                std::optional<std::string> certified, StillAllowed still_allowed)
+                std::optional<std::string> certified)
       : controller_(controller),
         executor_(executor),
         metrics_(metrics),
-        certified_(std::move(certified)),
-        still_allowed_(std::move(still_allowed)) {}
-  // Ends the session with `status` once the write in flight is done.
-  void CloseWith(const grpc::Status& status);
+        certified_(std::move(certified)) {}
 
   void OnHello(const v1::WorkerMessage& hello);
   // Posts `handle` to the executor and reads the next message once it has run.
@@ -87,7 +80,6 @@ class SessionStream final
   SerialExecutor* const executor_;
   CoordinatorMetrics* const metrics_;
   const std::optional<std::string> certified_;
-  const StillAllowed still_allowed_;
 
   v1::WorkerMessage incoming_;  // written by gRPC between StartRead and OnReadDone
   std::string worker_id_;       // set by the hello, before any other message is read
@@ -97,9 +89,8 @@ class SessionStream final
   mutable absl::Mutex mu_;
   std::deque<v1::CoordinatorMessage> outgoing_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // Close(): finish once the write in flight is done
-  grpc::Status close_status_ ABSL_GUARDED_BY(mu_);  // what closing_ finishes with
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;      // Finish() called: no more reads or writes
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;   // Close(): finish once the write in flight is done
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called: no more reads or writes
   // CloseAfter(): finish once the queue is written.
   bool closing_after_sent_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> opened_{false};      // the controller attached the session

@@ -129,18 +129,11 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServic
   auto identity = WorkerIdentity(*context, require_certificate_, tokens_, "");
   if (!identity.ok()) return SessionStream::Refuse(ToGrpcStatus(identity.status()));
   if (require_certificate_) certified = *identity;
-  SessionStream::StillAllowed still_allowed;
-  if (!require_certificate_ && tokens_ != nullptr) {
-    // A worker token revoked since the session opened ends it at the next heartbeat.
-    const absl::StatusOr<std::string> token = TokenAuthenticator::BearerToken(*context);
-    if (token.ok()) {
-      still_allowed = [tokens = tokens_, token = *token] {
-        return CheckWorkerRole(tokens->Authenticate(token));
-      };
-    }
-  }
-  return SessionStream::Start(controller_, executor_, metrics_, certified,
-                              std::move(still_allowed));
+  // A session open when its token is revoked runs on: a pool's token is rotated while
+  // its workers train (the new entry added, the Secret updated, the old entry removed),
+  // and cutting their sessions would fail every running attempt. The next session (a
+  // reconnect, a restart) needs the token in force.
+  return SessionStream::Start(controller_, executor_, metrics_, certified);
 }
 
 }  // namespace shardwise

@@ -472,19 +472,28 @@ TEST(WorkerTokens, WorkersWithoutCertificatesNeedAWorkerToken) {
   EXPECT_EQ(Client(cluster.address(), as_worker).ListJobs().status().code(),
             absl::StatusCode::kPermissionDenied);
 
-  // Rotation: the new token's entry added, the worker's file updated, the old entry
-  // removed. The session opened with the old token ends at its next heartbeat; the
-  // worker opens the next one with the token its file holds now, and runs a job.
+  // Rotation under a running job: the new token's entry added, the worker's file
+  // updated, the old entry removed. The open session runs on (the job too); the next
+  // one, after the coordinator restarts, is opened with the token the file holds now,
+  // and the job goes on in its attempt.
+  v1::JobSpec long_job = Cluster::Spec(1);
+  long_job.set_steps(100000000);  // trains until cancelled
+  auto running = cluster.client().Submit(long_job);
+  ASSERT_TRUE(running.ok()) << running.status();
+  cluster.WaitForState(*running, v1::RUNNING);
   const std::string rotated = worker_token + "_rotated";
   write_tokens({worker_token, rotated});
   std::ofstream(dir + "/worker.token") << rotated << "\n";
   write_tokens({rotated});
+  cluster.StopCoordinator();
+  cluster.StartCoordinator();
   EXPECT_TRUE(Cluster::WaitFor([&] {
-    return absl::StrContains(ReadFile(cluster.worker("w0").log_path()), "UNAUTHENTICATED");
-  })) << "the old token's session went on";
-  auto after = cluster.client().Submit(Cluster::Spec(1));
-  ASSERT_TRUE(after.ok()) << after.status();
-  cluster.WaitForState(*after, v1::SUCCEEDED);
+    return absl::StrContains(ReadFile(cluster.worker("w0").log_path()), "it re-attached");
+  })) << ReadFile(cluster.worker("w0").log_path());
+  EXPECT_FALSE(absl::StrContains(ReadFile(cluster.worker("w0").log_path()), "UNAUTHENTICATED"));
+  const auto cancelled = cluster.client().Cancel(*running);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->attempt(), 1);
 }
 
 // A token is never sent in plaintext off this machine: the client refuses before it
