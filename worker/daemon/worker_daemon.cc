@@ -18,6 +18,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "worker/runtime/critical_path.h"
+#include "worker/runtime/host_cpus.h"
 
 namespace shardwise {
 namespace {
@@ -257,7 +258,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   request.set_name(options_.name);
   request.set_device(options_.device);
   if (options_.device == v1::CUDA) *request.mutable_gpu() = options_.gpu;
-  request.set_cpu_threads(static_cast<int32_t>(std::thread::hardware_concurrency()));
+  request.set_cpu_threads(HostCpuThreads());
   request.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
   if (probe_listener_) request.set_data_probe_address(probe_listener_->address());
   const std::optional<v1::RunningAttempt> running = AttemptToReattach();

@@ -3,38 +3,22 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "worker/runtime/cgroup.h"
 
 namespace shardwise {
 namespace {
 
-std::string ReadSmallFile(const char* path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 // memory.max less memory.current of this process's cgroup (v2), less its reclaimable
 // file cache, or -1 without a limit.
 int64_t ThisCgroupMemoryLeft() {
-  // "0::/PATH" for the unified hierarchy.
-  const std::string membership = ReadSmallFile("/proc/self/cgroup");
-  const size_t at = membership.find("0::");
-  if (at == std::string::npos) return -1;
-  std::string path = membership.substr(at + 3);
-  path = path.substr(0, path.find('\n'));
-  const std::string dir = absl::StrCat("/sys/fs/cgroup", path == "/" ? "" : path);
-  return CgroupMemoryLeft(ReadSmallFile(absl::StrCat(dir, "/memory.max").c_str()),
-                          ReadSmallFile(absl::StrCat(dir, "/memory.current").c_str()),
-                          ReadSmallFile(absl::StrCat(dir, "/memory.stat").c_str()));
+  return CgroupMemoryLeft(ReadOwnCgroupFile("memory.max"), ReadOwnCgroupFile("memory.current"),
+                          ReadOwnCgroupFile("memory.stat"));
 }
 
 // RLIMIT_AS less the process's virtual size, or -1 without a limit.
