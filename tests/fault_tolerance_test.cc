@@ -270,7 +270,11 @@ TEST_P(LostShardGroup, LeavesWholeAndTheOtherGroupTrainsOn) {
   const int mate = lost ^ 1;
   Cluster cluster;
   cluster.StartCoordinator();
-  for (int w = 0; w < 4; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  // The surviving group pauses 5 s at step 150, well after the loss near step 40: the
+  // job cannot end before its mate's drain is seen, however loaded the machine.
+  for (int w = 0; w < 4; ++w) {
+    cluster.AddWorker(absl::StrCat("w", w), {"--fault_injection=pause_at=150:forward:5000"});
+  }
   const std::string model_path = cluster.dir() + "/hybrid.safetensors";
   v1::JobSpec spec = HybridSpec(model_path, 400);
   auto job_id = cluster.client().Submit(spec);
