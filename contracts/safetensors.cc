@@ -16,13 +16,9 @@ absl::Status Corrupt(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat(path, ": not a valid safetensors file: ", what));
 }
 
-// Whole files up to this size (a model's or an MLP dataset's); token files are mapped
-// instead (worker/data/tokens.h).
-constexpr uint64_t kMaxFileBytes = uint64_t{64} << 30;
-
 absl::StatusOr<std::string> ReadFile(const std::string& path, Links links = Links::kFollow) {
   // A regular file of bounded size: a FIFO would block, a device never end.
-  return ReadUntrustedFile(path, kMaxFileBytes, links);
+  return ReadUntrustedFile(path, kMaxSafetensorsFileBytes, links);
 }
 
 // A JSON string with its quotes and escapes.
@@ -83,7 +79,7 @@ absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
 
 absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path, Links links) {
   constexpr uint64_t kMaxHeader = uint64_t{100} << 20;
-  auto file = UntrustedFile::Open(path, kMaxFileBytes, links);
+  auto file = UntrustedFile::Open(path, kMaxSafetensorsFileBytes, links);
   if (!file.ok()) return file.status();
   char first[8];
   if (file->size() < 8 || !file->ReadAt(0, 8, first).ok()) {

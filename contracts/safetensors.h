@@ -43,6 +43,10 @@ struct SafetensorsIndex {
   Metadata metadata;
 };
 
+// Whole files up to this size are read (a model's, an MLP dataset's, a checkpoint's
+// shard); token files are read a sequence at a time instead (worker/data/tokens.h).
+inline constexpr uint64_t kMaxSafetensorsFileBytes = uint64_t{64} << 30;
+
 // The index of a file whose bytes are `file` (the whole file); DATA_LOSS naming `path`
 // and what is wrong when the header is malformed or an entry does not fit the file.
 absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,

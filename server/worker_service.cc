@@ -52,7 +52,8 @@ namespace {
 
 // A worker that presents no certificate, where the coordinator authenticates its callers:
 // the token of a worker (an admin may stand in, as for everything).
-absl::Status CheckWorkerRole(const absl::StatusOr<Principal>& principal) {
+absl::Status CheckWorkerToken(const grpc::ServerContextBase& context, TokenAuthenticator& tokens) {
+  const absl::StatusOr<Principal> principal = tokens.Authenticate(context);
   if (!principal.ok()) {
     return absl::UnauthenticatedError(absl::StrCat(
         "workers must present a token of the worker role (the worker's --token_file; "
@@ -66,10 +67,6 @@ absl::Status CheckWorkerRole(const absl::StatusOr<Principal>& principal) {
   return absl::PermissionDeniedError(
       absl::StrCat(principal->name, " (", RoleName(principal->role),
                    ") may not register a worker: it takes a token of the worker role"));
-}
-
-absl::Status CheckWorkerToken(const grpc::ServerContextBase& context, TokenAuthenticator& tokens) {
-  return CheckWorkerRole(tokens.Authenticate(context));
 }
 
 }  // namespace

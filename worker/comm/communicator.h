@@ -26,6 +26,13 @@ struct CommStats {
   int64_t all_gather_bytes = 0;      // bytes of the full (gathered) buffers
   int64_t reduce_scatter_bytes = 0;  // bytes of the full (unreduced) buffers
   int64_t all_reduce_bytes = 0;
+
+  CommStats& operator+=(const CommStats& other) {
+    all_gather_bytes += other.all_gather_bytes;
+    reduce_scatter_bytes += other.reduce_scatter_bytes;
+    all_reduce_bytes += other.all_reduce_bytes;
+    return *this;
+  }
 };
 
 class Communicator {

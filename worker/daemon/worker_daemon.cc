@@ -51,7 +51,8 @@ const char* ChannelStateName(grpc_connectivity_state state) {
 
 }  // namespace
 
-WorkerDaemon::WorkerDaemon(const WorkerOptions& options) : options_(options) {
+WorkerDaemon::WorkerDaemon(const WorkerOptions& options)
+    : options_(options), token_(options.token) {
   if (options.metrics != nullptr) metrics_ = std::make_unique<WorkerMetrics>(options.metrics);
   auto listener = DataPlaneProbeListener::Start(options.data_plane.hostname);
   if (listener.ok()) {
@@ -224,7 +225,6 @@ void WorkerDaemon::Authorize(grpc::ClientContext& context) const {
 }
 
 void WorkerDaemon::RefreshToken() {
-  if (token_.empty()) token_ = options_.token;
   if (options_.token_file.empty()) return;
   absl::StatusOr<std::string> token = ReadBearerToken("--token_file", options_.token_file);
   if (!token.ok()) {

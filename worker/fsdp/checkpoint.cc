@@ -200,9 +200,7 @@ absl::StatusOr<std::vector<TensorMap>> ReadShards(const std::string& folder,
                                                   const v1::CheckpointManifest& manifest) {
   std::vector<TensorMap> shards;
   for (const std::string& name : manifest.files()) {
-    // Safetensors files' own bound (contracts/safetensors.h).
-    constexpr uint64_t kMaxShardBytes = uint64_t{64} << 30;
-    absl::StatusOr<std::string> bytes = ReadStepFile(folder, name, kMaxShardBytes);
+    absl::StatusOr<std::string> bytes = ReadStepFile(folder, name, kMaxSafetensorsFileBytes);
     absl::StatusOr<TensorMap> shard =
         bytes.ok() ? ParseSafetensors(absl::StrCat(folder, "/", name), *bytes) : bytes.status();
     if (!shard.ok()) {

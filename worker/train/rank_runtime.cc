@@ -115,11 +115,7 @@ void RankRuntime::AbortAcceleratorCollectives(const absl::Status& failure) {
 
 CommStats RankRuntime::Traffic() const {
   CommStats total;
-  for (const Communicator* group : counted_) {
-    total.all_gather_bytes += group->stats().all_gather_bytes;
-    total.reduce_scatter_bytes += group->stats().reduce_scatter_bytes;
-    total.all_reduce_bytes += group->stats().all_reduce_bytes;
-  }
+  for (const Communicator* group : counted_) total += group->stats();
   return total;
 }
 

@@ -482,12 +482,7 @@ void RankTrainer::AttachStreamClock() {
 void RankTrainer::ReleaseRuntime() {
   // Its traffic stays in the attempt's totals (the progress reports them: a counter
   // that went back at each membership epoch would read as a reset).
-  if (runtime_ != nullptr) {
-    const CommStats released = runtime_->Traffic();
-    earlier_traffic_.all_gather_bytes += released.all_gather_bytes;
-    earlier_traffic_.reduce_scatter_bytes += released.reduce_scatter_bytes;
-    earlier_traffic_.all_reduce_bytes += released.all_reduce_bytes;
-  }
+  if (runtime_ != nullptr) earlier_traffic_ += runtime_->Traffic();
   // The model's threads end (their collectives failed), then the groups.
   losses_.reset();
   model_.reset();
@@ -700,11 +695,11 @@ void RankTrainer::ReportProgress(double step_seconds) {
   }
   progress.set_phase("training");
   progress.set_step_seconds(step_seconds);
-  const CommStats bytes = runtime_->Traffic();
-  progress.set_all_gather_bytes(earlier_traffic_.all_gather_bytes + bytes.all_gather_bytes);
-  progress.set_reduce_scatter_bytes(earlier_traffic_.reduce_scatter_bytes +
-                                    bytes.reduce_scatter_bytes);
-  progress.set_all_reduce_bytes(earlier_traffic_.all_reduce_bytes + bytes.all_reduce_bytes);
+  CommStats bytes = earlier_traffic_;
+  bytes += runtime_->Traffic();
+  progress.set_all_gather_bytes(bytes.all_gather_bytes);
+  progress.set_reduce_scatter_bytes(bytes.reduce_scatter_bytes);
+  progress.set_all_reduce_bytes(bytes.all_reduce_bytes);
   if (scaler_.enabled()) *progress.mutable_grad_scaler() = scaler_.State();
   *progress.mutable_comm_hook() = model_->comm_hook();
   if (model_->prefetch_plan().has_value()) {
