@@ -30,6 +30,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
@@ -63,6 +64,12 @@ ABSL_FLAG(std::string, token_file, "",
 ABSL_FLAG(std::string, principal, "", "with token create: who the token is for");
 ABSL_FLAG(std::string, role, "submitter",
           "with token create: viewer, submitter, admin or worker (for worker daemons)");
+ABSL_FLAG(std::vector<std::string>, input_paths, {},
+          "with token create: the only folders (comma-separated, absolute) the principal's jobs "
+          "may read under, inside the coordinator's --allowed_input_paths");
+ABSL_FLAG(std::vector<std::string>, output_paths, {},
+          "with token create: the only folders the principal's jobs may write under, inside "
+          "the coordinator's --allowed_output_paths");
 ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
 ABSL_FLAG(std::string, output, "", "with timeline: the file to write (default JOB-trace.json)");
 ABSL_FLAG(std::string, o, "", "short for --output");
@@ -114,6 +121,7 @@ Usage:
                                         token files for data.tokens and the tokenizer
                                         beside them (`shardwise tokenize --help`)
   shardwise token create --principal=P [--role=submitter]
+                         [--input_paths=DIR,..] [--output_paths=DIR,..]
                                         a new token (a client's, or with --role=worker
                                         the worker daemons'), and the entry for the
                                         coordinator's --tokens_file (which holds its hash)
@@ -346,8 +354,6 @@ int Estimate(const std::string& path) {
   return exit_code;
 }
 
-// A client token and the entry for the coordinator's tokens file. The token is printed
-// once, here; the coordinator keeps only its hash.
 // A YAML double-quoted scalar: a name with ": " or "#" in it stays one name.
 std::string YamlQuoted(const std::string& text) {
   std::string quoted = "\"";
@@ -358,6 +364,24 @@ std::string YamlQuoted(const std::string& text) {
   return quoted + "\"";
 }
 
+// `  KEY: ["A", "B"]` for a flag's folders; nothing when none were given. A folder must be
+// absolute (the coordinator refuses the file otherwise).
+absl::StatusOr<std::string> YamlFolderList(const char* key,
+                                           const std::vector<std::string>& folders) {
+  if (folders.empty()) return std::string();
+  std::vector<std::string> quoted;
+  for (const std::string& folder : folders) {
+    if (folder.empty() || folder.front() != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", key, ": '", folder, "' is not an absolute path"));
+    }
+    quoted.push_back(YamlQuoted(folder));
+  }
+  return absl::StrCat("    ", key, ": [", absl::StrJoin(quoted, ", "), "]\n");
+}
+
+// A client token and the entry for the coordinator's tokens file. The token is printed
+// once, here; the coordinator keeps only its hash.
 int CreateToken() {
   const std::string principal = absl::GetFlag(FLAGS_principal);
   const std::string role = absl::GetFlag(FLAGS_role);
@@ -369,13 +393,21 @@ int CreateToken() {
     return Usage(
         absl::StrCat("--role: '", role, "' (expected viewer, submitter, admin or worker)"));
   }
+  auto inputs = YamlFolderList("input_paths", absl::GetFlag(FLAGS_input_paths));
+  auto outputs = YamlFolderList("output_paths", absl::GetFlag(FLAGS_output_paths));
+  if (!inputs.ok() || !outputs.ok()) {
+    return Usage(std::string((inputs.ok() ? outputs : inputs).status().message()));
+  }
+  if ((!inputs->empty() || !outputs->empty()) && role != "submitter" && role != "admin") {
+    return Usage("--input_paths and --output_paths are for a submitter's or an admin's token");
+  }
   const std::string token = absl::StrCat("sw_", RandomToken(24));
   std::printf("%s\n", token.c_str());
   std::fprintf(stderr,
                "give the token above to %s (keep it secret), and add this to the coordinator's "
-               "--tokens_file:\n  - principal: %s\n    role: %s\n    sha256: %s\n",
+               "--tokens_file:\n  - principal: %s\n    role: %s\n    sha256: %s\n%s%s",
                principal.c_str(), YamlQuoted(principal).c_str(), role.c_str(),
-               TokenHash(token).c_str());
+               TokenHash(token).c_str(), inputs->c_str(), outputs->c_str());
   return 0;
 }
 

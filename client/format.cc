@@ -135,6 +135,12 @@ std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_
 namespace {
 
 // describe's sections, each appended to `out`.
+
+// Folders as a description shows them: comma-separated, "nothing" for none.
+std::string FolderList(const google::protobuf::RepeatedPtrField<std::string>& folders) {
+  return folders.empty() ? "nothing" : absl::StrJoin(folders, ", ");
+}
+
 void AppendIdentity(const v1::Job& job, int64_t now_ms, std::string* out) {
   absl::StrAppend(out, "Job:        ", job.id(), "\n");
   absl::StrAppend(out, "Name:       ", job.spec().name().empty() ? "-" : job.spec().name(), "\n");
@@ -147,6 +153,13 @@ void AppendIdentity(const v1::Job& job, int64_t now_ms, std::string* out) {
   absl::StrAppend(out, "Created:    ", FormatTime(job.create_time_ms()), " (",
                   FormatAge(job.create_time_ms(), now_ms), " ago)\n");
   if (!job.submitter().empty()) absl::StrAppend(out, "Submitter:  ", job.submitter(), "\n");
+  if (job.has_submitter_roots()) {
+    // The folders the submitter's tokens-file entry kept this job to.
+    const v1::SubmitterRoots& roots = job.submitter_roots();
+    absl::StrAppend(out, "Folders:    reads under ", FolderList(roots.input_roots()),
+                    "; writes under ", FolderList(roots.output_roots()), " (", roots.principal(),
+                    "'s, with the coordinator's)\n");
+  }
 }
 
 void AppendProgress(const v1::Progress& p, std::string* out) {

@@ -107,6 +107,21 @@ TEST(Format, ACompactedJobSaysSo) {
   EXPECT_FALSE(absl::StrContains(description, "Spec:")) << description;
 }
 
+TEST(Format, ADescriptionShowsTheSubmittersFolders) {
+  v1::Job job = RunningJob();
+  job.set_submitter("alice");
+  EXPECT_FALSE(absl::StrContains(FormatJobDescription(job, 1'000'000), "Folders:"));
+  v1::SubmitterRoots* roots = job.mutable_submitter_roots();
+  roots->set_principal("alice");
+  roots->add_input_roots("/data/shared");
+  roots->add_input_roots("/data/alice");
+  const std::string description = FormatJobDescription(job, 1'000'000);
+  EXPECT_TRUE(absl::StrContains(description,
+                                "Folders:    reads under /data/shared, /data/alice; writes under "
+                                "nothing (alice's, with the coordinator's)\n"))
+      << description;
+}
+
 TEST(Format, SummaryShowsLossFirstToLast) {
   v1::Job job = RunningJob();
   job.set_state(v1::SUCCEEDED);

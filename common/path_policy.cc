@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +28,16 @@ absl::StatusOr<std::string> RealPath(const std::string& path) {
   return std::string(resolved);
 }
 
+// `path` resolved, when it is a folder that exists.
+absl::StatusOr<std::string> ExistingFolder(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string real, RealPath(path));
+  struct stat info;
+  if (::stat(real.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return absl::NotFoundError(absl::StrCat("'", path, "' is not a folder"));
+  }
+  return real;
+}
+
 // Whether canonical `path` is `root` or lies under it.
 bool IsUnder(const std::string& path, const std::string& root) {
   if (root == "/") return true;
@@ -41,19 +52,28 @@ bool UnderAny(const std::string& path, const std::vector<std::string>& roots) {
   return false;
 }
 
-std::string RootsText(const std::vector<std::string>& roots, const char* flag) {
-  if (roots.empty()) return absl::StrCat("no folder is allowed (", flag, ")");
-  return absl::StrCat("allowed: ", absl::StrJoin(roots, ", "), " (", flag, ")");
+std::string RootsText(const std::vector<std::string>& roots, const std::string& source) {
+  if (roots.empty()) return absl::StrCat("no folder is allowed (", source, ")");
+  return absl::StrCat("allowed: ", absl::StrJoin(roots, ", "), " (", source, ")");
 }
 
-absl::Status Outside(const std::string& field, const std::string& path,
-                     const std::string& canonical, const std::vector<std::string>& roots,
-                     const char* flag) {
-  return absl::PermissionDeniedError(absl::StrCat(
-      field, ": '", path, "'", canonical != path ? absl::StrCat(" (", canonical, ")") : "",
-      " is outside the folders this coordinator lets jobs ",
-      absl::string_view(flag).find("input") != absl::string_view::npos ? "read" : "write", "; ",
-      RootsText(roots, flag)));
+// Refuses `path` (spelled `shown` once made absolute or canonical) as outside `roots`:
+// the coordinator's (`principal` empty) or those `principal`'s tokens-file entry keeps
+// its jobs to.
+absl::Status Outside(const std::string& field, const std::string& path, const std::string& shown,
+                     const std::vector<std::string>& roots, const std::string& principal,
+                     bool output) {
+  const char* verb = output ? "write" : "read";
+  const std::string whose =
+      principal.empty()
+          ? absl::StrCat("the folders this coordinator lets jobs ", verb)
+          : absl::StrCat("the folders the tokens file lets ", principal, "'s jobs ", verb);
+  const std::string source =
+      principal.empty() ? (output ? "--allowed_output_paths" : "--allowed_input_paths")
+                        : absl::StrCat(output ? "output_paths" : "input_paths", " of ", principal);
+  return absl::PermissionDeniedError(
+      absl::StrCat(field, ": '", path, "'", shown != path ? absl::StrCat(" (", shown, ")") : "",
+                   " is outside ", whose, "; ", RootsText(roots, source)));
 }
 
 // The canonical form of a path that may not exist yet: its longest existing ancestor
@@ -93,14 +113,13 @@ absl::StatusOr<PathPolicy> PathPolicy::Create(const std::vector<std::string>& in
                                               const std::vector<std::string>& output_roots,
                                               const std::string& cwd) {
   PathPolicy policy;
-  for (auto [given, kept] :
-       {std::pair{&input_roots, &policy.input_}, std::pair{&output_roots, &policy.output_}}) {
+  for (auto [given, kept] : {std::pair{&input_roots, &policy.input_.front()},
+                             std::pair{&output_roots, &policy.output_.front()}}) {
     for (const std::string& root : *given) {
       if (root.empty()) continue;
       const std::string normal = LexicallyNormal(root, cwd);
-      auto real = RealPath(normal);
-      struct stat info;
-      if (!real.ok() || ::stat(real->c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+      auto real = ExistingFolder(normal);
+      if (!real.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("allowed path '", root, "' is not a folder that exists"));
       }
@@ -113,18 +132,72 @@ absl::StatusOr<PathPolicy> PathPolicy::Create(const std::vector<std::string>& in
 // On a worker, a root its file system lacks stays as written: nothing resolves under it.
 PathPolicy PathPolicy::FromProto(const v1::PathPolicy& proto) {
   PathPolicy policy;
-  for (auto [given, kept] : {std::pair{&proto.input_roots(), &policy.input_},
-                             std::pair{&proto.output_roots(), &policy.output_}}) {
+  for (auto [given, kept] : {std::pair{&proto.input_roots(), &policy.input_.front()},
+                             std::pair{&proto.output_roots(), &policy.output_.front()}}) {
     for (const std::string& root : *given) kept->Add(root, RealPath(root).value_or(root));
   }
-  return policy;
+  if (!proto.has_submitter()) return policy;
+  // Checked as written here; the worker's check on disk follows.
+  return *policy.Narrowed(proto.submitter(), /*on_disk=*/false);
 }
 
 v1::PathPolicy PathPolicy::ToProto() const {
   v1::PathPolicy proto;
-  for (const std::string& root : input_.as_given) proto.add_input_roots(root);
-  for (const std::string& root : output_.as_given) proto.add_output_roots(root);
+  for (const std::string& root : input_roots()) proto.add_input_roots(root);
+  for (const std::string& root : output_roots()) proto.add_output_roots(root);
+  if (input_.size() > 1) *proto.mutable_submitter() = submitter_;
   return proto;
+}
+
+v1::SubmitterRoots PathPolicy::RootsOf(const std::string& principal,
+                                       const PrincipalPaths& paths) const {
+  v1::SubmitterRoots roots;
+  roots.set_principal(principal);
+  for (const std::string& root : paths.input.value_or(input_roots())) {
+    roots.add_input_roots(LexicallyNormal(root, "/"));
+  }
+  for (const std::string& root : paths.output.value_or(output_roots())) {
+    roots.add_output_roots(LexicallyNormal(root, "/"));
+  }
+  return roots;
+}
+
+absl::StatusOr<PathPolicy> PathPolicy::Narrowed(const v1::SubmitterRoots& roots,
+                                                bool on_disk) const {
+  PathPolicy narrowed = *this;
+  narrowed.input_.resize(1);
+  narrowed.output_.resize(1);
+  narrowed.submitter_ = roots;
+  for (auto [given, kept, side] :
+       {std::tuple{&roots.input_roots(), &narrowed.input_.emplace_back(), "input_paths"},
+        std::tuple{&roots.output_roots(), &narrowed.output_.emplace_back(), "output_paths"}}) {
+    for (const std::string& root : *given) {
+      auto real = ExistingFolder(root);
+      if (on_disk && !real.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(side, " of ", roots.principal(), " (the coordinator's tokens file): '",
+                         root, "' is not a folder that exists; ask the coordinator's operator"));
+      }
+      kept->Add(root, real.value_or(root));
+    }
+  }
+  return narrowed;
+}
+
+absl::Status PathPolicy::CheckInside(const std::string& field, const std::string& path,
+                                     const std::string& form_of_path, Form form,
+                                     bool output) const {
+  const std::vector<Roots>& layers = output ? output_ : input_;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Roots& roots = layers[i];
+    const bool inside = UnderAny(form_of_path, roots.resolved) ||
+                        (form == Form::kLexical && UnderAny(form_of_path, roots.as_given));
+    if (!inside) {
+      return Outside(field, path, form_of_path, roots.as_given,
+                     i == 0 ? "" : submitter_.principal(), output);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> PathPolicy::CheckInput(const std::string& field,
@@ -135,17 +208,13 @@ absl::StatusOr<std::string> PathPolicy::CheckInput(const std::string& field,
         absl::StrCat(field, ": '", path, "' is not an absolute path"));
   }
   // The lexical form first: '..' cannot climb out of a root even where no link is.
-  if (!UnderAny(absolute, input_.as_given) && !UnderAny(absolute, input_.resolved)) {
-    return Outside(field, path, absolute, input_.as_given, "--allowed_input_paths");
-  }
+  RETURN_IF_ERROR(CheckInside(field, path, absolute, Form::kLexical, /*output=*/false));
   auto canonical = RealPath(absolute);
   if (!canonical.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": '", path, "': no readable file at this path"));
   }
-  if (!UnderAny(*canonical, input_.resolved)) {
-    return Outside(field, path, *canonical, input_.as_given, "--allowed_input_paths");
-  }
+  RETURN_IF_ERROR(CheckInside(field, path, *canonical, Form::kResolved, /*output=*/false));
   struct stat info;
   if (::stat(canonical->c_str(), &info) != 0) {
     return absl::InvalidArgumentError(
@@ -168,14 +237,10 @@ absl::StatusOr<std::string> PathPolicy::CheckOutput(const std::string& field,
         absl::StrCat(field, ": '", path, "' is not an absolute path"));
   }
   const std::string absolute = LexicallyNormal(path, "/");
-  if (!UnderAny(absolute, output_.as_given) && !UnderAny(absolute, output_.resolved)) {
-    return Outside(field, path, absolute, output_.as_given, "--allowed_output_paths");
-  }
+  RETURN_IF_ERROR(CheckInside(field, path, absolute, Form::kLexical, /*output=*/true));
   std::string existing;
   ASSIGN_OR_RETURN(const std::string canonical, CanonicalOutput(absolute, &existing));
-  if (!UnderAny(canonical, output_.resolved)) {
-    return Outside(field, path, canonical, output_.as_given, "--allowed_output_paths");
-  }
+  RETURN_IF_ERROR(CheckInside(field, path, canonical, Form::kResolved, /*output=*/true));
   struct stat info;
   if (::stat(existing.c_str(), &info) != 0) {
     return absl::NotFoundError(absl::StrCat(field, ": '", existing, "' vanished"));
@@ -219,11 +284,7 @@ absl::StatusOr<std::string> PathPolicy::CheckLexically(const std::string& field,
         absl::StrCat(field, ": '", path, "' is not an absolute path"));
   }
   const std::string absolute = LexicallyNormal(path, "/");
-  const Roots& roots = output ? output_ : input_;
-  if (!UnderAny(absolute, roots.as_given) && !UnderAny(absolute, roots.resolved)) {
-    return Outside(field, path, absolute, roots.as_given,
-                   output ? "--allowed_output_paths" : "--allowed_input_paths");
-  }
+  RETURN_IF_ERROR(CheckInside(field, path, absolute, Form::kLexical, output));
   return absolute;
 }
 

@@ -7,7 +7,9 @@
 // (`--allowed_input_paths`, `--allowed_output_paths`), checks every path field of a spec
 // at submission and replaces it with its canonical form, and sends the roots with each
 // assignment so that workers check again, on their own file system, before they open
-// anything.
+// anything. A principal's entry in the tokens file may keep its jobs to folders of their
+// own inside those (`input_paths`, `output_paths`: server/client_auth.h); a job's paths
+// must then lie inside both, on the coordinator and on every worker.
 //
 // Canonical: absolute, normalised, and with every symlink of the part that exists
 // resolved, so a path cannot leave its root through `..` or through a link. An input must
@@ -18,6 +20,7 @@
 // Thread-safety: a PathPolicy is immutable once created.
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,22 @@ class PathPolicy {
   static PathPolicy FromProto(const v1::PathPolicy& proto);
   v1::PathPolicy ToProto() const;
 
+  // What a principal's tokens-file entry says of its folders; a side it leaves out is
+  // unset (the coordinator's roots alone).
+  struct PrincipalPaths {
+    std::optional<std::vector<std::string>> input;
+    std::optional<std::vector<std::string>> output;
+    bool any() const { return input.has_value() || output.has_value(); }
+  };
+  // The roots `principal`'s jobs are kept to: `paths`, absolute and normal, with a side
+  // left out filled with this policy's own roots (so that it narrows nothing there).
+  v1::SubmitterRoots RootsOf(const std::string& principal, const PrincipalPaths& paths) const;
+  // This policy narrowed to a submitter's `roots` as well: each path must then lie inside
+  // one of this policy's roots and one of the submitter's. `on_disk`: each of the
+  // submitter's roots must be a folder that exists (FAILED_PRECONDITION naming the
+  // principal, the side and the folder); otherwise they are taken as written.
+  absl::StatusOr<PathPolicy> Narrowed(const v1::SubmitterRoots& roots, bool on_disk) const;
+
   enum class Kind { kFile, kFolder };
 
   // The canonical form of input `path` (spec field `field`). PERMISSION_DENIED naming the
@@ -56,8 +75,8 @@ class PathPolicy {
   absl::StatusOr<std::string> CheckLexically(const std::string& field, const std::string& path,
                                              bool output) const;
 
-  const std::vector<std::string>& input_roots() const { return input_.as_given; }
-  const std::vector<std::string>& output_roots() const { return output_.as_given; }
+  const std::vector<std::string>& input_roots() const { return input_.front().as_given; }
+  const std::vector<std::string>& output_roots() const { return output_.front().as_given; }
 
  private:
   // Each root twice: as given (absolute, normal), which a path as written is checked
@@ -67,8 +86,19 @@ class PathPolicy {
     std::vector<std::string> resolved;
     void Add(const std::string& root, const std::string& real);
   };
-  Roots input_;
-  Roots output_;
+  // PERMISSION_DENIED, naming the layer, unless `form_of_path` lies inside a root of
+  // each layer of the outputs (`output`) or of the inputs: a path as written is compared
+  // with the roots as given and resolved (kLexical), a canonical one with the resolved
+  // roots only (kResolved).
+  enum class Form { kLexical, kResolved };
+  absl::Status CheckInside(const std::string& field, const std::string& path,
+                           const std::string& form_of_path, Form form, bool output) const;
+
+  // Layers a path must lie inside each of: [0] the coordinator's roots, [1] where set
+  // the submitter's (submitter_.principal() names whose).
+  std::vector<Roots> input_ = std::vector<Roots>(1);
+  std::vector<Roots> output_ = std::vector<Roots>(1);
+  v1::SubmitterRoots submitter_;
 };
 
 // Checks every path field of `spec` against `policy` and writes back its canonical form:

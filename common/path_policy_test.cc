@@ -130,6 +130,64 @@ TEST_F(PathPolicyTest, AWorkerChecksAgainstTheRootsItIsSent) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A principal with folders of its own (its tokens-file entry): a path must lie inside the
+// coordinator's roots and the principal's, and the error names which refused it.
+TEST_F(PathPolicyTest, APrincipalsOwnRootsNarrowTheCoordinators) {
+  fs::create_directories(root_ / "out" / "alice");
+  fs::create_directories(root_ / "out" / "bob");
+  PathPolicy::PrincipalPaths paths;
+  paths.output = std::vector<std::string>{Out() + "/alice/./"};
+  const v1::SubmitterRoots roots = policy_.RootsOf("alice", paths);
+  ASSERT_EQ(roots.output_roots_size(), 1);
+  EXPECT_EQ(roots.output_roots(0), Out() + "/alice");  // normal
+  ASSERT_EQ(roots.input_roots_size(), 1);
+  EXPECT_EQ(roots.input_roots(0), In());  // left out: the coordinator's, narrowing nothing
+  auto narrowed = policy_.Narrowed(roots, /*on_disk=*/true);
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+
+  EXPECT_TRUE(narrowed->CheckOutput("f", Out() + "/alice/ck", Kind::kFolder, true).ok());
+  EXPECT_TRUE(narrowed->CheckInput("f", In() + "/data.bin", Kind::kFile).ok());
+  auto others =
+      narrowed->CheckOutput("job.output.checkpoint_dir", Out() + "/bob", Kind::kFolder, true);
+  EXPECT_EQ(others.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(others.status().message().find("lets alice's jobs write"), std::string::npos)
+      << others.status();
+  EXPECT_NE(others.status().message().find("output_paths of alice"), std::string::npos);
+  // Still inside the coordinator's roots first: its own message where those refuse.
+  auto outside = narrowed->CheckOutput("f", Secret() + "/x", Kind::kFolder, true);
+  EXPECT_NE(outside.status().message().find("--allowed_output_paths"), std::string::npos);
+  // A link in alice's folder to bob's: refused once resolved, lexically allowed.
+  fs::create_directory_symlink(root_ / "out" / "bob", root_ / "out" / "alice" / "link");
+  EXPECT_EQ(
+      narrowed->CheckOutput("f", Out() + "/alice/link/ck", Kind::kFolder, true).status().code(),
+      absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(narrowed->CheckLexically("f", Out() + "/alice/link/ck", true).ok());
+  EXPECT_EQ(narrowed->CheckLexically("f", Out() + "/bob/ck", true).status().code(),
+            absl::StatusCode::kPermissionDenied);
+
+  // The roots travel to a worker with the coordinator's, and narrow there too.
+  const v1::PathPolicy proto = narrowed->ToProto();
+  EXPECT_EQ(proto.submitter().principal(), "alice");
+  EXPECT_FALSE(policy_.ToProto().has_submitter());
+  const PathPolicy sent = PathPolicy::FromProto(proto);
+  EXPECT_EQ(sent.CheckOutput("f", Out() + "/bob/ck", Kind::kFolder, true).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(sent.CheckOutput("f", Out() + "/alice/ck", Kind::kFolder, true).ok());
+
+  // A principal's folder that does not exist: the submission cannot be checked.
+  paths.output = std::vector<std::string>{Out() + "/carol"};
+  auto missing = policy_.Narrowed(policy_.RootsOf("alice", paths), /*on_disk=*/true);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.status().message().find("output_paths of alice"), std::string::npos);
+  EXPECT_TRUE(policy_.Narrowed(policy_.RootsOf("alice", paths), /*on_disk=*/false).ok());
+  // An empty list lets the principal's jobs write nowhere.
+  paths.output = std::vector<std::string>{};
+  auto nowhere = policy_.Narrowed(policy_.RootsOf("alice", paths), true);
+  ASSERT_TRUE(nowhere.ok());
+  EXPECT_EQ(nowhere->CheckOutput("f", Out() + "/alice/ck", Kind::kFolder, true).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
 TEST_F(PathPolicyTest, WritesAreAtomicNeverThroughLinksAndReplaceOnlyWhenAsked) {
   const std::string model = Out() + "/m.safetensors";
   ASSERT_TRUE(WriteFileAtomically(model, "one", /*replace=*/false).ok());

@@ -1,13 +1,17 @@
 #include "server/client_auth.h"
 
 #include <cstdio>
+#include <optional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/log.h"
+#include "common/path_policy.h"
 #include "common/status_macros.h"
 #include "common/token_hash.h"
 #include "common/untrusted_file.h"
@@ -46,6 +50,36 @@ absl::StatusOr<std::string> ReadTokensText(const std::string& path) {
   return text;
 }
 
+// An entry's list of folders `name` (input_paths, output_paths): unset when the entry
+// has none; else absolute paths of printable text, made normal.
+absl::StatusOr<std::optional<std::vector<std::string>>> ParseFolders(const YAML::Node& entry,
+                                                                     const char* name) {
+  if (!entry.IsMap() || !entry[name]) return std::nullopt;
+  const YAML::Node list = entry[name];
+  if (!list.IsSequence()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " must be a list of folders"));
+  }
+  std::vector<std::string> folders;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string field = absl::StrCat(name, "[", i, "]");
+    if (!list[i].IsScalar()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " must be a path"));
+    }
+    const std::string& folder = list[i].Scalar();
+    RETURN_IF_ERROR(CheckPathText(field, folder));
+    if (folder.empty() || folder.front() != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": '", folder, "' is not an absolute path"));
+    }
+    folders.push_back(LexicallyNormal(folder, "/"));
+  }
+  return folders;
+}
+
+bool SamePaths(const PathPolicy::PrincipalPaths& a, const PathPolicy::PrincipalPaths& b) {
+  return a.input == b.input && a.output == b.output;
+}
+
 }  // namespace
 
 const char* RoleName(Role role) {
@@ -78,29 +112,50 @@ absl::StatusOr<TokenAuthenticator::Table> TokenAuthenticator::Parse(const std::s
         absl::StrCat("tokens file '", path, "': expected a list under 'tokens:'"));
   }
   Table table;
+  // A principal's folders are the same in each of its entries (two tokens while one is
+  // rotated): which entry a client's token matched must not change what its jobs may touch.
+  absl::flat_hash_map<std::string, PathPolicy::PrincipalPaths> paths_of;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    const YAML::Node entry = tokens[i];
-    auto field = [&](const char* name) -> std::string {
-      return entry.IsMap() && entry[name] && entry[name].IsScalar() ? entry[name].Scalar() : "";
-    };
     const std::string where = absl::StrCat("tokens file '", path, "': entry ", i + 1);
-    const std::string principal = field("principal");
-    if (absl::Status name = CheckPrincipalName(principal); !name.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", name.message()));
+    auto entry = ParseEntry(tokens[i]);
+    if (!entry.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", entry.status().message()));
     }
-    auto role = ParseRole(field("role"));
-    if (!role.ok())
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", role.status().message()));
-    const std::string hash = field("sha256");
-    if (!IsSha256Hex(hash)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": sha256 must be 64 lower-case hex digits (the token's hash, never the token)"));
+    auto [known, first] = paths_of.try_emplace(entry->second.principal, entry->second.paths);
+    if (!first && !SamePaths(known->second, entry->second.paths)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", entry->second.principal,
+                       "'s input_paths or output_paths differ from its earlier entry's"));
     }
-    if (!table.emplace(hash, Entry{principal, *role}).second) {
+    if (!table.emplace(entry->first, entry->second).second) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": the same token twice"));
     }
   }
   return table;
+}
+
+absl::StatusOr<std::pair<std::string, TokenAuthenticator::Entry>> TokenAuthenticator::ParseEntry(
+    const YAML::Node& entry) {
+  auto field = [&](const char* name) -> std::string {
+    return entry.IsMap() && entry[name] && entry[name].IsScalar() ? entry[name].Scalar() : "";
+  };
+  Entry parsed;
+  parsed.principal = field("principal");
+  RETURN_IF_ERROR(CheckPrincipalName(parsed.principal));
+  ASSIGN_OR_RETURN(parsed.role, ParseRole(field("role")));
+  const std::string hash = field("sha256");
+  if (!IsSha256Hex(hash)) {
+    return absl::InvalidArgumentError(
+        "sha256 must be 64 lower-case hex digits (the token's hash, never the token)");
+  }
+  ASSIGN_OR_RETURN(parsed.paths.input, ParseFolders(entry, "input_paths"));
+  ASSIGN_OR_RETURN(parsed.paths.output, ParseFolders(entry, "output_paths"));
+  if (parsed.paths.any() && parsed.role != Role::kSubmitter && parsed.role != Role::kAdmin) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input_paths and output_paths keep a principal's jobs to folders; a ",
+                     RoleName(parsed.role), " submits none (give them to a submitter or admin)"));
+  }
+  return std::pair{hash, std::move(parsed)};
 }
 
 absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::Load(
@@ -166,7 +221,7 @@ absl::StatusOr<Principal> TokenAuthenticator::Authenticate(const std::string& to
     return absl::UnauthenticatedError(
         "the token is not one this coordinator knows (revoked, or for another coordinator)");
   }
-  return Principal{it->second.principal, it->second.role};
+  return Principal{it->second.principal, it->second.role, it->second.paths};
 }
 
 absl::StatusOr<Principal> TokenAuthenticator::Authenticate(const grpc::ServerContextBase& context) {

@@ -9,6 +9,14 @@
 //     - principal: alice
 //       role: submitter     # viewer, submitter, admin or worker
 //       sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+//       input_paths: [/data/shared, /data/alice]   # optional: see below
+//       output_paths: [/checkpoints/alice]         # optional
+//
+// input_paths and output_paths (a submitter's or an admin's entry) keep the principal's
+// jobs to those folders, inside the coordinator's own (--allowed_input_paths,
+// --allowed_output_paths; common/path_policy.h): a job's paths must lie in both, and its
+// workers check both. Without them, the coordinator's roots alone. Each entry of one
+// principal gives the same folders.
 //
 // `shardwise token create --principal alice --role submitter` makes a token and the
 // entry. The file is read again when it changes (a bad edit keeps the previous table and
@@ -32,7 +40,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/path_policy.h"
 #include "grpcpp/server_context.h"
+
+namespace YAML {
+class Node;
+}
 
 namespace shardwise {
 
@@ -43,6 +56,7 @@ const char* RoleName(Role role);
 struct Principal {
   std::string name;  // empty: anonymous (the coordinator authenticates no one)
   Role role = Role::kAdmin;
+  PathPolicy::PrincipalPaths paths;  // its entry's input_paths and output_paths, if any
 };
 
 // What a call asks to do.
@@ -72,7 +86,8 @@ class TokenAuthenticator {
  private:
   struct Entry {
     std::string principal;
-    Role role;
+    Role role = Role::kViewer;
+    PathPolicy::PrincipalPaths paths;
   };
   using Table = absl::flat_hash_map<std::string, Entry>;  // by hash
 
@@ -80,6 +95,8 @@ class TokenAuthenticator {
       : path_(std::move(path)), clock_(*clock) {}
   // The table of the file `path` whose text is `text`.
   static absl::StatusOr<Table> Parse(const std::string& path, const std::string& text);
+  // One entry of the list: its hash and what it grants.
+  static absl::StatusOr<std::pair<std::string, Entry>> ParseEntry(const YAML::Node& entry);
   // Reads the file again if its text changed since it was last read (checked once a
   // second).
   void ReloadIfChanged() ABSL_LOCKS_EXCLUDED(mu_);

@@ -114,6 +114,46 @@ TEST_F(TokenAuthenticatorTest, RefusesMalformedFilesNamingTheEntry) {
   }
 }
 
+TEST_F(TokenAuthenticatorTest, AnEntrysFoldersComeWithItsPrincipal) {
+  WriteTokens("tokens:\n" + Entry("alice", "submitter", "a1") +
+              "    output_paths: [/ck/alice/, /models/alice]\n" +
+              Entry("alice", "submitter", "a2") + "    output_paths: [/ck/alice, /models/alice]\n" +
+              Entry("bob", "admin", "b"));
+  auto tokens = TokenAuthenticator::Load(path_);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  for (const char* token : {"a1", "a2"}) {
+    auto alice = (*tokens)->Authenticate(token);
+    ASSERT_TRUE(alice.ok());
+    EXPECT_FALSE(alice->paths.input.has_value());
+    ASSERT_TRUE(alice->paths.output.has_value());
+    EXPECT_EQ(*alice->paths.output, (std::vector<std::string>{"/ck/alice", "/models/alice"}));
+  }
+  EXPECT_FALSE((*tokens)->Authenticate("b")->paths.any());
+}
+
+TEST_F(TokenAuthenticatorTest, RefusesFoldersThatCannotMeanWhatTheySay) {
+  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
+           {Entry("a", "submitter", "x") + "    input_paths: data\n",
+            "entry 1: input_paths must be a list of folders"},
+           {Entry("a", "submitter", "x") + "    input_paths: [/data, data/alice]\n",
+            "entry 1: input_paths[1]: 'data/alice' is not an absolute path"},
+           {Entry("a", "submitter", "x") + "    output_paths: [[/a]]\n",
+            "entry 1: output_paths[0] must be a path"},
+           {Entry("a", "submitter", "x") + "    output_paths: [\"/a\\tb\"]\n",
+            "entry 1: output_paths[0]: the path '/a"},
+           {Entry("v", "viewer", "x") + "    input_paths: [/data]\n",
+            "entry 1: input_paths and output_paths keep a principal's jobs to folders; a viewer"},
+           {Entry("a", "submitter", "x") + "    output_paths: [/a]\n" +
+                Entry("a", "submitter", "y") + "    output_paths: [/b]\n",
+            "entry 2: a's input_paths or output_paths differ from its earlier entry's"},
+       }) {
+    WriteTokens("tokens:\n" + body);
+    auto tokens = TokenAuthenticator::Load(path_);
+    EXPECT_EQ(tokens.status().code(), absl::StatusCode::kInvalidArgument) << body;
+    EXPECT_NE(tokens.status().message().find(message), std::string::npos) << tokens.status();
+  }
+}
+
 TEST(Authorize, EachRoleMayDoWhatItsNameSays) {
   const Principal viewer{"vic", Role::kViewer};
   const Principal alice{"alice", Role::kSubmitter};

@@ -87,8 +87,9 @@ grpc::Status JobCalls::SubmitJob(const grpc::ServerContextBase& context,
                                  v1::SubmitJobResponse* response) {
   auto caller = Caller(context, Action::kSubmit, "submit jobs");
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  auto job = controller_->Submit(request.spec(), caller->name, request.request_id(),
-                                 [&context] { return context.IsCancelled(); });
+  auto job =
+      controller_->Submit(request.spec(), {caller->name, caller->paths}, request.request_id(),
+                          [&context] { return context.IsCancelled(); });
   // Checking the files a job names can take a few hundred megabytes for a moment (a
   // checkpoint's headers); glibc keeps freed memory in its arenas unless asked to return it.
   ::malloc_trim(0);

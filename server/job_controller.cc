@@ -78,7 +78,7 @@ JobController::LiveAttempt& JobController::StartLiveAttemptLocked(const v1::Job&
 
 // The job is validated and written without the controller's lock (a commit must not hold
 // up the workers' reports); scheduling it is a pass like any other.
-absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec, const std::string& submitter,
+absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec, const Submitter& submitter,
                                               const std::string& request_id,
                                               const std::function<bool()>& abandoned) {
   const auto gone = [&] {
@@ -91,21 +91,33 @@ absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec, const std
   RETURN_IF_ERROR(CheckPrintableField("request_id", request_id, 128));
   v1::JobSpec effective = spec;
   // Before anything reads a file the spec names: only paths inside the roots, canonical.
-  if (options_.path_policy.has_value()) {
-    RETURN_IF_ERROR(ApplyPathPolicy(*options_.path_policy,
-                                    options_.check_paths ? PathCheck::kOnDisk : PathCheck::kLexical,
-                                    &effective));
-  }
+  ASSIGN_OR_RETURN(const v1::SubmitterRoots roots, CheckPaths(submitter, &effective));
   RETURN_IF_ERROR(ValidateJobSpec(effective, options_.limits,
                                   options_.check_paths ? PathChecker(CheckReadableFile) : nullptr));
   ApplyJobSpecDefaults(&effective);
   ASSIGN_OR_RETURN(const MemoryEstimate memory, EstimateRankMemory(effective));
   RETURN_IF_ERROR(CheckSomeWorkerHasMemory(effective.device(), memory));
   RETURN_IF_ERROR(gone());
-  ASSIGN_OR_RETURN(v1::Job job, jobs_->Submit(effective, memory.ToProto(), submitter, request_id));
+  ASSIGN_OR_RETURN(v1::Job job,
+                   jobs_->Submit(effective, memory.ToProto(), submitter.name, request_id, roots));
   absl::MutexLock lock(&mu_);
   RequestScheduleLocked();
   return job;
+}
+
+absl::StatusOr<v1::SubmitterRoots> JobController::CheckPaths(const Submitter& submitter,
+                                                             v1::JobSpec* spec) const {
+  if (!options_.path_policy.has_value()) return v1::SubmitterRoots();
+  const PathCheck check = options_.check_paths ? PathCheck::kOnDisk : PathCheck::kLexical;
+  if (!submitter.paths.any()) {
+    RETURN_IF_ERROR(ApplyPathPolicy(*options_.path_policy, check, spec));
+    return v1::SubmitterRoots();
+  }
+  v1::SubmitterRoots roots = options_.path_policy->RootsOf(submitter.name, submitter.paths);
+  ASSIGN_OR_RETURN(const PathPolicy narrowed,
+                   options_.path_policy->Narrowed(roots, options_.check_paths));
+  RETURN_IF_ERROR(ApplyPathPolicy(narrowed, check, spec));
+  return roots;
 }
 
 absl::Status JobController::CheckSomeWorkerHasMemory(v1::DeviceKind device,
@@ -479,6 +491,11 @@ v1::CoordinatorMessage JobController::AssignmentMessage(const v1::Job& job, int3
   assignment->set_collective_timeout_ms(absl::ToInt64Milliseconds(options_.collective_timeout));
   if (options_.path_policy.has_value()) {
     *assignment->mutable_path_policy() = options_.path_policy->ToProto();
+    // The submitter's own folders as they were at submission (a tokens-file edit since
+    // does not move a job's files).
+    if (job.has_submitter_roots()) {
+      *assignment->mutable_path_policy()->mutable_submitter() = job.submitter_roots();
+    }
   }
   assignment->set_rendezvous_token(token);
   return message;

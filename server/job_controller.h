@@ -93,13 +93,21 @@ class JobController {
   JobController(JobManager* jobs, WorkerRegistry* workers, RendezvousStore* rendezvous,
                 const Options& options);
 
-  // Client operations. `submitter`: the principal submitting (recorded with the job).
+  // Who submits a job: its principal (recorded with the job), and the folders its
+  // tokens-file entry keeps its jobs to (server/client_auth.h), if any.
+  struct Submitter {
+    std::string name;
+    PathPolicy::PrincipalPaths paths;
+  };
+
+  // Client operations. `submitter`: who submits; with folders of its own, the job's paths
+  // must lie inside them too, and the job keeps them (Job.submitter_roots) for its workers.
   // `request_id`: the client's id for this submission (SubmitJobRequest.request_id); a
   // retry with the same one returns the job the first made. `abandoned`, where given, says
   // whether the client has gone (its call's deadline passed while the job was checked):
   // then no job is created, CANCELLED instead, so that a client that gave up finds no job
   // it was told failed.
-  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec, const std::string& submitter = "",
+  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec, const Submitter& submitter = {},
                                  const std::string& request_id = "",
                                  const std::function<bool()>& abandoned = nullptr);
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
@@ -309,6 +317,11 @@ class JobController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION when workers of `device` are registered and none advertises
   // `memory` per rank; OK when one does, or none is registered yet (the job waits).
+  // Checks every path of `spec` against the roots (the coordinator's, and the submitter's
+  // where its entry has some) and makes it canonical; returns the submitter's roots to
+  // keep with the job (empty without).
+  absl::StatusOr<v1::SubmitterRoots> CheckPaths(const Submitter& submitter,
+                                                v1::JobSpec* spec) const;
   absl::Status CheckSomeWorkerHasMemory(v1::DeviceKind device, const MemoryEstimate& memory) const;
   // `kind` names how the loss was detected, for the metrics.
   void LoseWorkerLocked(const std::string& worker_id, const std::string& reason, const char* kind)

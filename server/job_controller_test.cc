@@ -467,12 +467,12 @@ TEST_F(JobControllerTest, ARetryableFailureAloneRequeuesTheJobAfterTheGrace) {
 // (it was told the call failed); a retry with the same request id creates it once.
 TEST_F(JobControllerTest, ASubmissionTheClientAbandonedCreatesNoJob) {
   const auto abandoned = [] { return true; };
-  auto gone = controller_->Submit(Spec(1), "alice", "request-1", abandoned);
+  auto gone = controller_->Submit(Spec(1), {"alice"}, "request-1", abandoned);
   EXPECT_EQ(gone.status().code(), absl::StatusCode::kCancelled);
   auto listed = jobs_->List({}, "", 10);
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_TRUE(listed->jobs.empty());
-  auto retried = controller_->Submit(Spec(1), "alice", "request-1", [] { return false; });
+  auto retried = controller_->Submit(Spec(1), {"alice"}, "request-1", [] { return false; });
   ASSERT_TRUE(retried.ok()) << retried.status();
   EXPECT_EQ(retried->id(), "job-1");
 }

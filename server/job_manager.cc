@@ -267,14 +267,22 @@ absl::StatusOr<int> JobManager::Compact(absl::Duration retention) {
 absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
                                            const v1::MemoryEstimate& memory_per_rank,
                                            const std::string& submitter,
-                                           const std::string& request_id) {
+                                           const std::string& request_id,
+                                           const v1::SubmitterRoots& submitter_roots) {
   std::string earlier;
   {
     absl::MutexLock lock(&mu_);
     auto found =
         request_id.empty() ? by_request_.end() : by_request_.find(SubmitKey(submitter, request_id));
-    if (found == by_request_.end())
-      return SubmitLocked(spec, memory_per_rank, submitter, request_id);
+    if (found == by_request_.end()) {
+      v1::Job job;
+      *job.mutable_spec() = spec;
+      *job.mutable_memory_per_rank() = memory_per_rank;
+      job.set_submitter(submitter);
+      job.set_submit_request_id(request_id);
+      if (!submitter_roots.principal().empty()) *job.mutable_submitter_roots() = submitter_roots;
+      return SubmitLocked(std::move(job));
+    }
     earlier = found->second;
   }
   return EarlierSubmission(earlier, spec, request_id);
@@ -292,21 +300,13 @@ absl::StatusOr<v1::Job> JobManager::EarlierSubmission(const std::string& job_id,
   return job;
 }
 
-absl::StatusOr<v1::Job> JobManager::SubmitLocked(const v1::JobSpec& spec,
-                                                 const v1::MemoryEstimate& memory_per_rank,
-                                                 const std::string& submitter,
-                                                 const std::string& request_id) {
+absl::StatusOr<v1::Job> JobManager::SubmitLocked(v1::Job job) {
   const std::string id = absl::StrCat("job-", next_job_number_);
-  v1::Job job;
   job.set_id(id);
-  *job.mutable_spec() = spec;
   job.set_state(v1::PENDING);
-  job.set_reason(PendingReason(spec.world_size(), spec.device()));
+  job.set_reason(PendingReason(job.spec().world_size(), job.spec().device()));
   job.set_create_time_ms(clock_.NowMs());
-  job.mutable_progress()->set_total_steps(spec.steps());
-  *job.mutable_memory_per_rank() = memory_per_rank;
-  job.set_submitter(submitter);
-  job.set_submit_request_id(request_id);
+  job.mutable_progress()->set_total_steps(job.spec().steps());
   // Saved through Mutate like every other change, from an empty placeholder.
   jobs_[id].job.emplace().set_id(id);
   auto saved = Mutate(
@@ -321,7 +321,9 @@ absl::StatusOr<v1::Job> JobManager::SubmitLocked(const v1::JobSpec& spec,
     return saved.status();
   }
   AddJobLocked(id);
-  if (!request_id.empty()) by_request_[SubmitKey(submitter, request_id)] = id;
+  if (!job.submit_request_id().empty()) {
+    by_request_[SubmitKey(job.submitter(), job.submit_request_id())] = id;
+  }
   return saved;
 }
 

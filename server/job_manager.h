@@ -56,14 +56,16 @@ class JobManager {
                                                             const Options& options);
 
   // Stores a new PENDING job. `spec` must already be validated, with defaults applied;
-  // `memory_per_rank` is its estimate (contracts/memory_estimate.h); `submitter` who sent it.
+  // `memory_per_rank` is its estimate (contracts/memory_estimate.h); `submitter` who sent it,
+  // `submitter_roots` the folders that principal's jobs are kept to (empty: none of its own).
   // With a `request_id` the submitter used before (a retried submission, also across
   // restarts), returns the job that submission made instead; ALREADY_EXISTS when that job
   // has another spec.
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec,
                                  const v1::MemoryEstimate& memory_per_rank = {},
                                  const std::string& submitter = "",
-                                 const std::string& request_id = "");
+                                 const std::string& request_id = "",
+                                 const v1::SubmitterRoots& submitter_roots = {});
 
   // The job, whole, as written (what clients see); NOT_FOUND. A job that ended is read
   // from the state file.
@@ -223,10 +225,8 @@ class JobManager {
   absl::Status SaveUnsaved(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckAttempt(const v1::Job& job, int32_t attempt) const;
   void AddJobLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<v1::Job> SubmitLocked(const v1::JobSpec& spec,
-                                       const v1::MemoryEstimate& memory_per_rank,
-                                       const std::string& submitter, const std::string& request_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores `job` (its spec, estimate and submitter set) as a new PENDING job.
+  absl::StatusOr<v1::Job> SubmitLocked(v1::Job job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job an earlier submission with `request_id` made, checked against `spec`.
   absl::StatusOr<v1::Job> EarlierSubmission(const std::string& job_id, const v1::JobSpec& spec,
                                             const std::string& request_id) const;

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -57,7 +58,9 @@ class SecurityTest : public ::testing::Test {
     dir_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/security-", getpid(), "-",
                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
-    for (const char* sub : {"pki", "in", "out", "secret"}) fs::create_directories(dir_ + "/" + sub);
+    for (const char* sub : {"pki", "in", "out", "out/carol", "secret"}) {
+      fs::create_directories(dir_ + "/" + sub);
+    }
     ca_ = std::make_unique<CertificateAuthority>(dir_ + "/pki", "ca");
     rogue_ = std::make_unique<CertificateAuthority>(dir_ + "/pki", "rogue");
     server_ = ca_->Issue("coordinator", "server");
@@ -71,6 +74,19 @@ class SecurityTest : public ::testing::Test {
       tokens << "  - principal: " << principal << "\n    role: " << role
              << "\n    sha256: " << TokenHash(tokens_[principal]) << "\n";
     }
+    // carol's jobs write under out/carol only (and read where anyone's may): her token and
+    // entry as the CLI makes them.
+    std::string token;
+    ASSERT_EQ(RunShell(absl::StrCat("(", Cluster::BinaryPath("client/shardwise"),
+                                    " token create --principal=carol --output_paths=", dir_,
+                                    "/out/carol 2>", dir_, "/carol.entry)"),
+                       &token),
+              0)
+        << token;
+    tokens_["carol"] = std::string(absl::StripTrailingAsciiWhitespace(token));
+    const std::string made = ReadFile(dir_ + "/carol.entry");
+    ASSERT_TRUE(absl::StrContains(made, "output_paths: [\"" + dir_ + "/out/carol\"]")) << made;
+    tokens << made.substr(made.find("  - principal:"));
     tokens.close();
     ClusterOptions options;
     options.coordinator_flags = {
@@ -369,6 +385,55 @@ TEST_F(SecurityTest, OutputsOutsideThePolicyAreRefusedAndNothingIsWritten) {
   // The job that was running went on and wrote where it was allowed to.
   cluster_->WaitForState(*running, v1::SUCCEEDED, absl::Seconds(60));
   EXPECT_TRUE(fs::exists(dir_ + "/out/good.safetensors"));
+}
+
+// A principal whose tokens-file entry has output_paths writes under those only, though
+// the coordinator's roots are wider: at submission, and again on the worker, which gets
+// the job's roots with its assignment.
+TEST_F(SecurityTest, APrincipalsOwnFoldersKeepItsJobsFromOthersFiles) {
+  const std::string mine = dir_ + "/out/carol";
+  auto refused = [&](const std::string& checkpoint_dir) {
+    v1::JobSpec spec = Cluster::Spec(1);
+    spec.mutable_output()->set_checkpoint_dir(checkpoint_dir);
+    return As("carol").Submit(spec).status();
+  };
+  // bob's checkpoints, inside the coordinator's roots but outside carol's.
+  const absl::Status others = refused(dir_ + "/out/bob-checkpoints");
+  EXPECT_EQ(others.code(), absl::StatusCode::kPermissionDenied) << others;
+  EXPECT_TRUE(absl::StrContains(others.message(), "output_paths of carol")) << others;
+  EXPECT_TRUE(absl::StrContains(others.message(), "allowed: " + mine)) << others;
+  fs::create_directory_symlink(dir_ + "/out", mine + "/up");
+  EXPECT_EQ(refused(mine + "/up/bob-checkpoints").code(), absl::StatusCode::kPermissionDenied);
+  // Others are not narrowed by carol's entry.
+  v1::JobSpec bobs = Cluster::Spec(1);
+  bobs.mutable_output()->set_checkpoint_dir(dir_ + "/out/bob-checkpoints");
+  auto bob = As("bob").Submit(bobs);
+  ASSERT_TRUE(bob.ok()) << bob.status();
+  EXPECT_TRUE(As("root").Cancel(*bob).ok());
+
+  // Accepted inside carol's folder; then, before any worker starts it, the folder it names
+  // becomes a link to out/, allowed by the coordinator's roots, not by carol's.
+  v1::JobSpec swapped = Cluster::Spec(1);
+  swapped.mutable_output()->set_checkpoint_dir(mine + "/later");
+  auto pending = As("carol").Submit(swapped);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  const v1::Job job = *As("root").Get(*pending);
+  ASSERT_EQ(job.submitter_roots().output_roots_size(), 1);
+  EXPECT_EQ(job.submitter_roots().output_roots(0), mine);
+  EXPECT_EQ(job.submitter_roots().input_roots(0), dir_ + "/in");  // the coordinator's
+  fs::create_directory_symlink(dir_ + "/out", mine + "/later");
+  AddWorker("w0");
+  const v1::Job failed = cluster_->WaitForState(*pending, v1::FAILED, absl::Seconds(60));
+  EXPECT_TRUE(absl::StrContains(failed.reason(), "output_paths of carol")) << failed.reason();
+  EXPECT_FALSE(fs::exists(dir_ + "/out/step-0"));
+
+  // carol's own job runs and writes where her entry lets it.
+  v1::JobSpec good = LongJob("unused", 20);
+  good.mutable_output()->set_final_model_path(mine + "/model.safetensors");
+  auto ran = As("carol").Submit(good);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  cluster_->WaitForState(*ran, v1::SUCCEEDED, absl::Seconds(60));
+  EXPECT_TRUE(fs::exists(mine + "/model.safetensors"));
 }
 
 // Kubernetes' gRPC probes cannot speak TLS: the health service alone is served in
