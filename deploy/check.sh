@@ -2,8 +2,9 @@
 # Renders every kustomization under deploy/k8s with `kubectl kustomize` and validates each
 # rendered object against the Kubernetes (and Prometheus Operator) schemas, offline
 # (deploy/validate: npm's kubernetes-models, installed from its package-lock.json). Also
-# checks that the validator refuses deploy/validate/testdata/invalid.yaml, and that the
-# Grafana dashboard is well-formed JSON.
+# checks that the validator refuses deploy/validate/testdata/invalid.yaml, that the
+# NetworkPolicy admits the flows the daemons need and no others (validate/network_policy.py),
+# and that the Grafana dashboard is well-formed JSON.
 # Prints "manifests <name> passed|failed" lines (./dev.sh counts them); exits 1 on a failure.
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -55,6 +56,28 @@ PY
     result "overlays/$overlay-coordinator-liveness" failed "livenessProbe must ask the liveness service"
   fi
 done
+
+# The NetworkPolicy admits the data plane between workers only (and their metrics port to
+# anyone), and every port of the coordinator: validate/network_policy.py evaluates it.
+for overlay in cpu gpu local; do
+  if /usr/bin/python3 validate/network_policy.py "$rendered/overlays-$overlay.yaml" \
+    >"$rendered/policy-$overlay.log"; then
+    result "overlays/$overlay-network-policy" passed
+  else
+    grep -v '^ok ' "$rendered/policy-$overlay.log" >&2
+    result "overlays/$overlay-network-policy" failed "flows admitted or refused wrongly"
+  fi
+done
+# That check can fail: without the policy, anyone reaches the workers' data plane.
+/usr/bin/python3 -c 'import sys, yaml; yaml.safe_dump_all([d for d in yaml.safe_load_all(
+  open(sys.argv[1])) if d and d["kind"] != "NetworkPolicy"], sys.stdout)' \
+  "$rendered/overlays-cpu.yaml" >"$rendered/no-policy.yaml"
+unguarded=$(/usr/bin/python3 validate/network_policy.py "$rendered/no-policy.yaml")
+if grep -q '^WRONG other namespace -> worker data plane' <<<"$unguarded"; then
+  result network-policy-check-can-fail passed
+else
+  result network-policy-check-can-fail failed "no policy, yet its check saw nothing wrong"
+fi
 
 # The validator can fail: each object in the fixture is refused.
 expected=$(grep -c '^kind:' validate/testdata/invalid.yaml)

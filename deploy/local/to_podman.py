@@ -10,8 +10,9 @@ StatefulSets, Services or PodDisruptionBudgets, and it crashes on Secret volumes
   - a Secret volume becomes a hostPath volume of SECRETS_DIR/SECRET_NAME, a folder holding
     one file per key (for a volume listing `items`, a copy holding just those);
   - containers' ports are dropped: podman would publish each on the host;
-  - PersistentVolumeClaims pass through; Services, PodDisruptionBudgets and the Namespace
-    are left out (named on stderr): podman has no counterpart.
+  - PersistentVolumeClaims pass through; Services, PodDisruptionBudgets, NetworkPolicies
+    and the Namespace are left out (named on stderr): podman has no counterpart (its pods
+    share one network, which enforces no policy).
 Everything else in the pod templates (commands, environment, probes, security contexts,
 resources) goes to podman as written.
 """
@@ -23,7 +24,7 @@ import sys
 import yaml
 
 PASSED_THROUGH = {"PersistentVolumeClaim"}
-LEFT_OUT = {"Namespace", "Service", "PodDisruptionBudget"}
+LEFT_OUT = {"Namespace", "Service", "PodDisruptionBudget", "NetworkPolicy"}
 
 
 def secret_as_host_path(volume, secrets_dir):
