@@ -66,10 +66,11 @@ ABSL_FLAG(std::string, role, "submitter",
           "with token create: viewer, submitter, admin or worker (for worker daemons)");
 ABSL_FLAG(std::vector<std::string>, input_paths, {},
           "with token create: the only folders (comma-separated, absolute) the principal's jobs "
-          "may read under, inside the coordinator's --allowed_input_paths");
+          "may read under, inside the coordinator's --allowed_input_paths; none: nowhere");
 ABSL_FLAG(std::vector<std::string>, output_paths, {},
           "with token create: the only folders the principal's jobs may write under, inside "
-          "the coordinator's --allowed_output_paths");
+          "the coordinator's --allowed_output_paths; none: nowhere (a principal that only "
+          "reads)");
 ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
 ABSL_FLAG(std::string, output, "", "with timeline: the file to write (default JOB-trace.json)");
 ABSL_FLAG(std::string, o, "", "short for --output");
@@ -121,7 +122,7 @@ Usage:
                                         token files for data.tokens and the tokenizer
                                         beside them (`shardwise tokenize --help`)
   shardwise token create --principal=P [--role=submitter]
-                         [--input_paths=DIR,..] [--output_paths=DIR,..]
+                         [--input_paths=DIR,..|none] [--output_paths=DIR,..|none]
                                         a new token (a client's, or with --role=worker
                                         the worker daemons'), and the entry for the
                                         coordinator's --tokens_file (which holds its hash)
@@ -364,11 +365,12 @@ std::string YamlQuoted(const std::string& text) {
   return quoted + "\"";
 }
 
-// `  KEY: ["A", "B"]` for a flag's folders; nothing when none were given. A folder must be
-// absolute (the coordinator refuses the file otherwise).
+// `  KEY: ["A", "B"]` for a flag's folders; nothing when none were given; `  KEY: []` for
+// "none". A folder must be absolute (the coordinator refuses the file otherwise).
 absl::StatusOr<std::string> YamlFolderList(const char* key,
                                            const std::vector<std::string>& folders) {
   if (folders.empty()) return std::string();
+  if (folders == std::vector<std::string>{"none"}) return absl::StrCat("    ", key, ": []\n");
   std::vector<std::string> quoted;
   for (const std::string& folder : folders) {
     if (folder.empty() || folder.front() != '/') {

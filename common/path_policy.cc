@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -136,9 +135,7 @@ PathPolicy PathPolicy::FromProto(const v1::PathPolicy& proto) {
                              std::pair{&proto.output_roots(), &policy.output_.front()}}) {
     for (const std::string& root : *given) kept->Add(root, RealPath(root).value_or(root));
   }
-  if (!proto.has_submitter()) return policy;
-  // Checked as written here; the worker's check on disk follows.
-  return *policy.Narrowed(proto.submitter(), /*on_disk=*/false);
+  return proto.has_submitter() ? policy.Narrowed(proto.submitter()) : policy;
 }
 
 v1::PathPolicy PathPolicy::ToProto() const {
@@ -162,23 +159,18 @@ v1::SubmitterRoots PathPolicy::RootsOf(const std::string& principal,
   return roots;
 }
 
-absl::StatusOr<PathPolicy> PathPolicy::Narrowed(const v1::SubmitterRoots& roots,
-                                                bool on_disk) const {
+PathPolicy PathPolicy::Narrowed(const v1::SubmitterRoots& roots) const {
   PathPolicy narrowed = *this;
   narrowed.input_.resize(1);
   narrowed.output_.resize(1);
   narrowed.submitter_ = roots;
-  for (auto [given, kept, side] :
-       {std::tuple{&roots.input_roots(), &narrowed.input_.emplace_back(), "input_paths"},
-        std::tuple{&roots.output_roots(), &narrowed.output_.emplace_back(), "output_paths"}}) {
+  for (auto [given, kept] : {std::pair{&roots.input_roots(), &narrowed.input_.emplace_back()},
+                             std::pair{&roots.output_roots(), &narrowed.output_.emplace_back()}}) {
     for (const std::string& root : *given) {
-      auto real = ExistingFolder(root);
-      if (on_disk && !real.ok()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(side, " of ", roots.principal(), " (the coordinator's tokens file): '",
-                         root, "' is not a folder that exists; ask the coordinator's operator"));
-      }
-      kept->Add(root, real.value_or(root));
+      // A folder yet to be made (a principal's first checkpoints) resolves as an output
+      // does: its nearest existing folder's links resolved, then the rest as written.
+      std::string existing;
+      kept->Add(root, CanonicalOutput(root, &existing).value_or(root));
     }
   }
   return narrowed;

@@ -52,10 +52,9 @@ class PathPolicy {
   // left out filled with this policy's own roots (so that it narrows nothing there).
   v1::SubmitterRoots RootsOf(const std::string& principal, const PrincipalPaths& paths) const;
   // This policy narrowed to a submitter's `roots` as well: each path must then lie inside
-  // one of this policy's roots and one of the submitter's. `on_disk`: each of the
-  // submitter's roots must be a folder that exists (FAILED_PRECONDITION naming the
-  // principal, the side and the folder); otherwise they are taken as written.
-  absl::StatusOr<PathPolicy> Narrowed(const v1::SubmitterRoots& roots, bool on_disk) const;
+  // one of this policy's roots and one of the submitter's. The submitter's need not exist
+  // yet: each is resolved as an output is (its nearest existing folder's links resolved).
+  PathPolicy Narrowed(const v1::SubmitterRoots& roots) const;
 
   enum class Kind { kFile, kFolder };
 

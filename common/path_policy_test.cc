@@ -142,8 +142,7 @@ TEST_F(PathPolicyTest, APrincipalsOwnRootsNarrowTheCoordinators) {
   EXPECT_EQ(roots.output_roots(0), Out() + "/alice");  // normal
   ASSERT_EQ(roots.input_roots_size(), 1);
   EXPECT_EQ(roots.input_roots(0), In());  // left out: the coordinator's, narrowing nothing
-  auto narrowed = policy_.Narrowed(roots, /*on_disk=*/true);
-  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  const std::optional<PathPolicy> narrowed = policy_.Narrowed(roots);
 
   EXPECT_TRUE(narrowed->CheckOutput("f", Out() + "/alice/ck", Kind::kFolder, true).ok());
   EXPECT_TRUE(narrowed->CheckInput("f", In() + "/data.bin", Kind::kFile).ok());
@@ -174,17 +173,18 @@ TEST_F(PathPolicyTest, APrincipalsOwnRootsNarrowTheCoordinators) {
             absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(sent.CheckOutput("f", Out() + "/alice/ck", Kind::kFolder, true).ok());
 
-  // A principal's folder that does not exist: the submission cannot be checked.
-  paths.output = std::vector<std::string>{Out() + "/carol"};
-  auto missing = policy_.Narrowed(policy_.RootsOf("alice", paths), /*on_disk=*/true);
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(missing.status().message().find("output_paths of alice"), std::string::npos);
-  EXPECT_TRUE(policy_.Narrowed(policy_.RootsOf("alice", paths), /*on_disk=*/false).ok());
+  // A principal's folder not made yet resolves as an output would: through a link to its
+  // parent, the link's target.
+  fs::create_directory_symlink(root_ / "out", root_ / "in" / "to-out");
+  paths.output = std::vector<std::string>{In() + "/to-out/carol"};
+  const PathPolicy unmade = policy_.Narrowed(policy_.RootsOf("carol", paths));
+  EXPECT_TRUE(unmade.CheckOutput("f", Out() + "/carol/ck", Kind::kFolder, true).ok());
+  EXPECT_EQ(unmade.CheckOutput("f", Out() + "/alice/ck", Kind::kFolder, true).status().code(),
+            absl::StatusCode::kPermissionDenied);
   // An empty list lets the principal's jobs write nowhere.
   paths.output = std::vector<std::string>{};
-  auto nowhere = policy_.Narrowed(policy_.RootsOf("alice", paths), true);
-  ASSERT_TRUE(nowhere.ok());
-  EXPECT_EQ(nowhere->CheckOutput("f", Out() + "/alice/ck", Kind::kFolder, true).status().code(),
+  const PathPolicy nowhere = policy_.Narrowed(policy_.RootsOf("alice", paths));
+  EXPECT_EQ(nowhere.CheckOutput("f", Out() + "/alice/ck", Kind::kFolder, true).status().code(),
             absl::StatusCode::kPermissionDenied);
 }
 

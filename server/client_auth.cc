@@ -76,9 +76,18 @@ absl::StatusOr<std::optional<std::vector<std::string>>> ParseFolders(const YAML:
   return folders;
 }
 
+// The same folders, in any order.
 bool SamePaths(const PathPolicy::PrincipalPaths& a, const PathPolicy::PrincipalPaths& b) {
-  return a.input == b.input && a.output == b.output;
+  const auto as_set = [](const std::optional<std::vector<std::string>>& folders) {
+    return folders.has_value() ? std::optional<std::set<std::string>>(
+                                     std::in_place, folders->begin(), folders->end())
+                               : std::nullopt;
+  };
+  return as_set(a.input) == as_set(b.input) && as_set(a.output) == as_set(b.output);
 }
+
+// Whether an entry of `role` may submit jobs, so that folders bind it.
+bool Submits(Role role) { return role == Role::kSubmitter || role == Role::kAdmin; }
 
 }  // namespace
 
@@ -112,8 +121,9 @@ absl::StatusOr<TokenAuthenticator::Table> TokenAuthenticator::Parse(const std::s
         absl::StrCat("tokens file '", path, "': expected a list under 'tokens:'"));
   }
   Table table;
-  // A principal's folders are the same in each of its entries (two tokens while one is
-  // rotated): which entry a client's token matched must not change what its jobs may touch.
+  // A principal's folders are the same in each of its entries that may submit (two tokens
+  // while one is rotated): which one a client's token matched must not change what its
+  // jobs may touch. (A viewer's entry of the same name has none, and binds nothing.)
   absl::flat_hash_map<std::string, PathPolicy::PrincipalPaths> paths_of;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string where = absl::StrCat("tokens file '", path, "': entry ", i + 1);
@@ -121,7 +131,9 @@ absl::StatusOr<TokenAuthenticator::Table> TokenAuthenticator::Parse(const std::s
     if (!entry.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", entry.status().message()));
     }
-    auto [known, first] = paths_of.try_emplace(entry->second.principal, entry->second.paths);
+    auto [known, first] = Submits(entry->second.role)
+                              ? paths_of.try_emplace(entry->second.principal, entry->second.paths)
+                              : std::pair{paths_of.end(), true};
     if (!first && !SamePaths(known->second, entry->second.paths)) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": ", entry->second.principal,
@@ -150,7 +162,7 @@ absl::StatusOr<std::pair<std::string, TokenAuthenticator::Entry>> TokenAuthentic
   }
   ASSIGN_OR_RETURN(parsed.paths.input, ParseFolders(entry, "input_paths"));
   ASSIGN_OR_RETURN(parsed.paths.output, ParseFolders(entry, "output_paths"));
-  if (parsed.paths.any() && parsed.role != Role::kSubmitter && parsed.role != Role::kAdmin) {
+  if (parsed.paths.any() && !Submits(parsed.role)) {
     return absl::InvalidArgumentError(
         absl::StrCat("input_paths and output_paths keep a principal's jobs to folders; a ",
                      RoleName(parsed.role), " submits none (give them to a submitter or admin)"));
@@ -190,6 +202,7 @@ void TokenAuthenticator::ReloadIfChanged() {
   reads_applied_ = read;
   if (!text.ok()) {
     // A file gone or unreadable (a Secret deleted) keeps the previous tokens: said once.
+    stale_ = true;
     if (text.status().message() != unreadable_) {
       unreadable_ = std::string(text.status().message());
       LogError(LogContext(), absl::StrCat("keeping the previous tokens: ", unreadable_));
@@ -197,6 +210,7 @@ void TokenAuthenticator::ReloadIfChanged() {
     return;
   }
   unreadable_.clear();
+  stale_ = *text != loaded_text_;
   if (*text == loaded_text_ || *text == refused_text_) return;
   auto table = Parse(path_, *text);
   if (!table.ok()) {
@@ -208,8 +222,15 @@ void TokenAuthenticator::ReloadIfChanged() {
   }
   loaded_text_ = *std::move(text);
   table_ = *std::move(table);
+  stale_ = false;
   LogInfo(LogContext(),
           absl::StrCat("tokens file '", path_, "' read again: ", table_.size(), " tokens"));
+}
+
+bool TokenAuthenticator::Stale() {
+  ReloadIfChanged();
+  absl::MutexLock lock(&mu_);
+  return stale_;
 }
 
 absl::StatusOr<Principal> TokenAuthenticator::Authenticate(const std::string& token) {

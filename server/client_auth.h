@@ -80,6 +80,10 @@ class TokenAuthenticator {
   // The TOKEN of that metadata; UNAUTHENTICATED without it.
   static absl::StatusOr<std::string> BearerToken(const grpc::ServerContextBase& context);
 
+  // Whether the tokens in force are not the file's current text: its latest version was
+  // refused (a bad edit, logged) or it cannot be read. Reads it again if due.
+  bool Stale();
+
   // The SHA-256 of `token`, in hex: what the tokens file holds.
   static std::string Hash(const std::string& token);
 
@@ -108,6 +112,7 @@ class TokenAuthenticator {
   std::string loaded_text_ ABSL_GUARDED_BY(mu_);     // the version the table is from
   std::string refused_text_ ABSL_GUARDED_BY(mu_);    // the latest version that did not parse
   std::string unreadable_ ABSL_GUARDED_BY(mu_);      // why the file could not be read, if so
+  bool stale_ ABSL_GUARDED_BY(mu_) = false;          // as Stale() says
   uint64_t reads_started_ ABSL_GUARDED_BY(mu_) = 0;  // reloads begun, numbered
   uint64_t reads_applied_ ABSL_GUARDED_BY(mu_) = 0;  // the newest one that finished
   absl::Time checked_ ABSL_GUARDED_BY(mu_);

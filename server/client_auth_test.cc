@@ -64,9 +64,14 @@ TEST_F(TokenAuthenticatorTest, ReadsTheFileAgainWhenItChangesAndKeepsItOnABadEdi
   EXPECT_EQ((*tokens)->Authenticate("old").status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE((*tokens)->Authenticate("new").ok());
   usleep(20000);
+  EXPECT_FALSE((*tokens)->Stale());
   WriteTokens("tokens: [ {principal: alice, role: king, sha256: 00} ]\n");
   clock.Advance(absl::Seconds(2));
-  EXPECT_TRUE((*tokens)->Authenticate("new").ok());  // the previous table stays
+  EXPECT_TRUE((*tokens)->Authenticate("new").ok());            // the previous table stays
+  EXPECT_TRUE((*tokens)->Stale());                             // and says so (a metric shows it)
+  WriteTokens("tokens:\n" + Entry("alice", "viewer", "new"));  // the table in force again
+  clock.Advance(absl::Seconds(2));
+  EXPECT_FALSE((*tokens)->Stale());
 }
 
 // A file written in place (not renamed over) keeps its modification time when the write
@@ -129,6 +134,15 @@ TEST_F(TokenAuthenticatorTest, AnEntrysFoldersComeWithItsPrincipal) {
     EXPECT_EQ(*alice->paths.output, (std::vector<std::string>{"/ck/alice", "/models/alice"}));
   }
   EXPECT_FALSE((*tokens)->Authenticate("b")->paths.any());
+
+  // The same folders in another order agree; a viewer's entry of the same name binds
+  // nothing, so it need not repeat them.
+  WriteTokens("tokens:\n" + Entry("alice", "submitter", "a1") + "    input_paths: [/a, /b]\n" +
+              Entry("alice", "admin", "a2") + "    input_paths: [/b, /a]\n" +
+              Entry("alice", "viewer", "a3"));
+  tokens = TokenAuthenticator::Load(path_);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  EXPECT_FALSE((*tokens)->Authenticate("a3")->paths.any());
 }
 
 TEST_F(TokenAuthenticatorTest, RefusesFoldersThatCannotMeanWhatTheySay) {

@@ -224,6 +224,14 @@ void Coordinator::AddCollectors() {
         }
         heartbeat_age.Set(absl::ToDoubleSeconds(workers_->OldestHeartbeatAge()));
       });
+  if (tokens_ != nullptr) {
+    Gauge& stale = metrics_registry_
+                       .AddGauge("shardwise_coordinator_tokens_file_stale",
+                                 "1 while the tokens file's latest version was refused or it "
+                                 "cannot be read (the previous tokens stay in force).")
+                       .With({});
+    metrics_registry_.AddCollector([this, &stale] { stale.Set(tokens_->Stale() ? 1 : 0); });
+  }
   metrics_registry_.AddCollector([this, &jobs, &workers, &queued] {
     for (const auto& [state, count] : jobs_->CountByState()) {
       jobs.With({v1::JobState_Name(state)}).Set(count);

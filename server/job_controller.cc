@@ -114,9 +114,7 @@ absl::StatusOr<v1::SubmitterRoots> JobController::CheckPaths(const Submitter& su
     return v1::SubmitterRoots();
   }
   v1::SubmitterRoots roots = options_.path_policy->RootsOf(submitter.name, submitter.paths);
-  ASSIGN_OR_RETURN(const PathPolicy narrowed,
-                   options_.path_policy->Narrowed(roots, options_.check_paths));
-  RETURN_IF_ERROR(ApplyPathPolicy(narrowed, check, spec));
+  RETURN_IF_ERROR(ApplyPathPolicy(options_.path_policy->Narrowed(roots), check, spec));
   return roots;
 }
 

@@ -17,10 +17,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/channel_credentials.h"
+#include "common/metrics.h"
 #include "common/token_hash.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "proto/job_service.grpc.pb.h"
 #include "proto/rendezvous_service.grpc.pb.h"
@@ -98,6 +100,7 @@ class SecurityTest : public ::testing::Test {
     options.allowed_input_paths = {dir_ + "/in"};
     options.allowed_output_paths = {dir_ + "/out"};
     options.health_port = true;
+    options.coordinator_metrics = true;
     cluster_ = std::make_unique<Cluster>(options);
     cluster_->StartCoordinator();
   }
@@ -387,6 +390,30 @@ TEST_F(SecurityTest, OutputsOutsideThePolicyAreRefusedAndNothingIsWritten) {
   EXPECT_TRUE(fs::exists(dir_ + "/out/good.safetensors"));
 }
 
+// An edit of the tokens file the coordinator refuses keeps the previous tokens, and says
+// so on /metrics until a good version is written: an operator who meant to revoke a token
+// or fence a principal in sees that it did not apply.
+TEST_F(SecurityTest, ARefusedTokensEditIsShownUntilMended) {
+  const auto stale = [&] {
+    httplib::Client client("127.0.0.1", cluster_->coordinator_metrics_port());
+    auto response = client.Get("/metrics");
+    if (!response || response->status != 200) return -1.0;
+    const auto samples = ParseExposition(response->body);
+    auto it = samples.find("shardwise_coordinator_tokens_file_stale");
+    return it == samples.end() ? -1.0 : it->second;
+  };
+  EXPECT_EQ(stale(), 0);
+  const std::string path = dir_ + "/tokens.yaml";
+  const std::string good = ReadFile(path);
+  std::ofstream(path + ".tmp") << "tokens: [ {principal: alice, role: king} ]\n";
+  fs::rename(path + ".tmp", path);
+  EXPECT_TRUE(Cluster::WaitFor([&] { return stale() == 1; }, absl::Seconds(10)));
+  EXPECT_TRUE(As("alice").ListJobs().ok());  // the previous tokens stay in force
+  std::ofstream(path + ".tmp") << good;
+  fs::rename(path + ".tmp", path);
+  EXPECT_TRUE(Cluster::WaitFor([&] { return stale() == 0; }, absl::Seconds(10)));
+}
+
 // A principal whose tokens-file entry has output_paths writes under those only, though
 // the coordinator's roots are wider: at submission, and again on the worker, which gets
 // the job's roots with its assignment.
@@ -426,6 +453,16 @@ TEST_F(SecurityTest, APrincipalsOwnFoldersKeepItsJobsFromOthersFiles) {
   const v1::Job failed = cluster_->WaitForState(*pending, v1::FAILED, absl::Seconds(60));
   EXPECT_TRUE(absl::StrContains(failed.reason(), "output_paths of carol")) << failed.reason();
   EXPECT_FALSE(fs::exists(dir_ + "/out/step-0"));
+
+  // An entry that lets a principal write nowhere; folders on a viewer's token refused.
+  std::string entry;
+  EXPECT_EQ(
+      Cluster::RunCli({"token", "create", "--principal=reader", "--output_paths=none"}, &entry), 0);
+  EXPECT_TRUE(absl::StrContains(entry, "    output_paths: []\n")) << entry;
+  EXPECT_EQ(
+      Cluster::RunCli({"token", "create", "--principal=v", "--role=viewer", "--input_paths=/data"},
+                      &entry),
+      2);
 
   // carol's own job runs and writes where her entry lets it.
   v1::JobSpec good = LongJob("unused", 20);
