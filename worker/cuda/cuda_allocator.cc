@@ -91,10 +91,12 @@ void CudaCachingAllocator::Free(void* ptr, size_t bytes, MemoryCategory category
 }
 
 // An error the launch returns (an invalid pointer or stream, a lost device) is not sticky:
-// a later synchronisation would not report it, so it goes to the owner now.
+// a later synchronisation would not report it, so it goes to the owner now, and is taken
+// off the thread's last error (the next kernel's launch check would name it as its own).
 void CudaCachingAllocator::ZeroFill(void* ptr, size_t bytes) {
   const cudaError_t error = cudaMemsetAsync(ptr, 0, bytes, stream_of_caller_());
   if (error == cudaSuccess) return;
+  cudaGetLastError();
   const absl::Status status =
       CudaStatus(error, absl::StrCat("cudaMemsetAsync zeroing a ", bytes, "-byte block").c_str());
   if (on_error_) {

@@ -62,7 +62,7 @@ bool SynchronousModeRequested() {
 }
 
 absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceOptions& options) {
-  RETURN_IF_CUDA_ERROR(cudaSetDevice(options.gpu));
+  RETURN_IF_CUDA_ERROR(SetThreadGpu(options.gpu));
   std::unique_ptr<CudaDevice> device(new CudaDevice(options));
   ASSIGN_OR_RETURN(FsdpStreams streams, FsdpStreams::Create());
   device->compute_ = std::move(streams.compute);
@@ -103,7 +103,7 @@ CudaDevice::~CudaDevice() {
 
 cudaStream_t CudaDevice::stream() {
   if (bound_device != id_) {
-    cudaSetDevice(options_.gpu);
+    SetThreadGpu(options_.gpu);
     bound_device = id_;
     bound_stream = compute_.get();
   }
@@ -126,12 +126,16 @@ void CudaDevice::Check(cudaError_t error, const char* what) {
   Check(error == cudaSuccess ? absl::OkStatus() : CudaStatus(error, what));
 }
 
+absl::Status CudaDevice::OnComputeStream(const char* what) {
+  if (stream() == compute_.get()) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat(what,
+                   " was issued from a thread that is not computing on the compute stream (only "
+                   "the training thread runs layers); it was not run"));
+}
+
 absl::Status CudaDevice::WithComputeBlas(const std::function<absl::Status(Blas&)>& gemm) {
-  if (stream() != compute_.get()) {
-    return absl::InternalError(
-        "a GEMM was issued from a thread that is not computing on the compute stream (only the "
-        "training thread runs layers); it was not run");
-  }
+  RETURN_IF_ERROR(OnComputeStream("a GEMM"));
   return gemm(*blas_);
 }
 
@@ -592,11 +596,7 @@ absl::StatusOr<FusedAttentionChoice> CudaDevice::DecideFusedAttention(const Atte
 }
 
 absl::StatusOr<CudnnFusedAttention*> CudaDevice::ComputeCudnnAttention() {
-  if (stream() != compute_.get()) {
-    return absl::InternalError(
-        "an attention was issued from a thread that is not computing on the compute stream "
-        "(only the training thread runs layers)");
-  }
+  RETURN_IF_ERROR(OnComputeStream("an attention"));
   if (cudnn_fused_ == nullptr) {
     ASSIGN_OR_RETURN(cudnn_, CudnnAttention::Create(compute_.get(), allocator(),
                                                     BackwardKindOf(options_.attention_backward)));

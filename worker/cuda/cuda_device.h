@@ -158,6 +158,10 @@ class CudaDevice final : public Device {
   void Check(cudaError_t error, const char* what);
   void Check(const absl::Status& status);
   void KeepFirstError(const absl::Status& status);
+  // OK when the calling thread computes on the compute stream (the training thread), where
+  // GEMMs and cuDNN's attention are bound; else INTERNAL naming `what` (binds the thread
+  // to the GPU).
+  absl::Status OnComputeStream(const char* what);
   // Runs `gemm` with the GEMMs' handle, which runs on the compute stream: only a thread
   // computing on it (the training thread) may use it, or the GEMM would race the caller's
   // own work and its stream's blocks. From any other thread the GEMM is not issued and

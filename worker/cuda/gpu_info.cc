@@ -8,6 +8,7 @@
 #include "worker/cuda/cuda_status.h"
 #include "worker/cuda/cudnn_requirements.h"
 #include "worker/cuda/nccl_launch_plan.h"
+#include "worker/cuda/stream.h"
 
 namespace shardwise::cuda {
 
@@ -41,7 +42,7 @@ absl::StatusOr<v1::GpuInfo> QueryGpu(int index) {
 }
 
 absl::StatusOr<int64_t> FreeGpuMemory(int index) {
-  RETURN_IF_CUDA_ERROR(cudaSetDevice(index));
+  RETURN_IF_CUDA_ERROR(SetThreadGpu(index));
   size_t free = 0, total = 0;
   RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free, &total));
   return static_cast<int64_t>(free);

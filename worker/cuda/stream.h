@@ -15,26 +15,40 @@
 
 namespace shardwise::cuda {
 
+// The GPU Shardwise's code last made current on the calling thread; -1 while it has made
+// none. (The runtime's cudaGetDevice answers 0 on a thread that never chose a GPU, and
+// cudaSetDevice creates that GPU's context: giving such a thread "back" GPU 0 would have
+// the worker of GPU 3 hold memory on GPU 0.)
+inline thread_local int thread_gpu = -1;
+
+// cudaSetDevice(gpu) for the calling thread, remembered in thread_gpu.
+inline cudaError_t SetThreadGpu(int gpu) {
+  const cudaError_t error = cudaSetDevice(gpu);
+  if (error == cudaSuccess) thread_gpu = gpu;
+  return error;
+}
+
 // Makes `gpu` the calling thread's current device for the scope, then gives the thread
-// back the device it had: a thread that only visits a GPU (to query its events, or to
-// destroy a device made elsewhere) leaves its own binding as it found it.
+// back the GPU Shardwise had made current on it, if any (a thread that had none stays on
+// `gpu`, whose context exists already): a thread that only visits a GPU (to query its
+// events, or to destroy a device made elsewhere) keeps its own binding.
 class ScopedCurrentGpu {
  public:
-  explicit ScopedCurrentGpu(int gpu) {
-    if (cudaGetDevice(&previous_) != cudaSuccess || previous_ == gpu) {
+  explicit ScopedCurrentGpu(int gpu) : previous_(thread_gpu) {
+    if (previous_ == gpu) {
       previous_ = -1;  // nothing to restore
       return;
     }
-    cudaSetDevice(gpu);
+    SetThreadGpu(gpu);
   }
   ~ScopedCurrentGpu() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
+    if (previous_ >= 0) SetThreadGpu(previous_);
   }
   ScopedCurrentGpu(const ScopedCurrentGpu&) = delete;
   ScopedCurrentGpu& operator=(const ScopedCurrentGpu&) = delete;
 
  private:
-  int previous_ = -1;
+  int previous_;
 };
 
 class Event {

@@ -4,6 +4,8 @@
 
 #include "worker/cuda/stream_clock.h"
 
+#include <thread>
+
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "worker/cuda/gpu_test_support.h"
@@ -47,6 +49,28 @@ TEST(CudaStreamClock, MarksAreDatedOnTheHostsClock) {
   std::printf("20 GiB of memset: %lld us on the device, %lld us on the host\n",
               static_cast<long long>(*ended - *began), static_cast<long long>(after - before));
   cudaFree(buffer);
+}
+
+// A thread that never chose a GPU (the progress publisher) asks the clock of the worker
+// of GPU 1: it stays on GPU 1 afterwards rather than being sent "back" to GPU 0, which
+// would create a context there (memory of the rank training on GPU 0).
+TEST(ScopedCurrentGpu, AThreadWithoutAGpuIsNotSentToGpuZero) {
+  SKIP_WITHOUT_GPU();
+  int gpus = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&gpus), cudaSuccess);
+  if (gpus < 2) GTEST_SKIP() << "needs two GPUs, found " << gpus;
+  std::thread([] {
+    EXPECT_EQ(thread_gpu, -1);
+    { const ScopedCurrentGpu on_gpu(1); }
+    int current = -1;
+    ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+    EXPECT_EQ(current, 1);
+    EXPECT_EQ(thread_gpu, 1);
+    // A thread Shardwise bound to GPU 1 gets GPU 1 back after visiting GPU 0.
+    { const ScopedCurrentGpu visit(0); }
+    ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+    EXPECT_EQ(current, 1);
+  }).join();
 }
 
 }  // namespace
