@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -54,25 +55,6 @@ bool UnderAny(const std::string& path, const std::vector<std::string>& roots) {
 std::string RootsText(const std::vector<std::string>& roots, const std::string& source) {
   if (roots.empty()) return absl::StrCat("no folder is allowed (", source, ")");
   return absl::StrCat("allowed: ", absl::StrJoin(roots, ", "), " (", source, ")");
-}
-
-// Refuses `path` (spelled `shown` once made absolute or canonical) as outside `roots`:
-// the coordinator's (`principal` empty) or those `principal`'s tokens-file entry keeps
-// its jobs to.
-absl::Status Outside(const std::string& field, const std::string& path, const std::string& shown,
-                     const std::vector<std::string>& roots, const std::string& principal,
-                     bool output) {
-  const char* verb = output ? "write" : "read";
-  const std::string whose =
-      principal.empty()
-          ? absl::StrCat("the folders this coordinator lets jobs ", verb)
-          : absl::StrCat("the folders the tokens file lets ", principal, "'s jobs ", verb);
-  const std::string source =
-      principal.empty() ? (output ? "--allowed_output_paths" : "--allowed_input_paths")
-                        : absl::StrCat(output ? "output_paths" : "input_paths", " of ", principal);
-  return absl::PermissionDeniedError(
-      absl::StrCat(field, ": '", path, "'", shown != path ? absl::StrCat(" (", shown, ")") : "",
-                   " is outside ", whose, "; ", RootsText(roots, source)));
 }
 
 // The canonical form of a path that may not exist yet: its longest existing ancestor
@@ -142,8 +124,13 @@ v1::PathPolicy PathPolicy::ToProto() const {
   v1::PathPolicy proto;
   for (const std::string& root : input_roots()) proto.add_input_roots(root);
   for (const std::string& root : output_roots()) proto.add_output_roots(root);
-  if (input_.size() > 1) *proto.mutable_submitter() = submitter_;
+  if (narrowed()) *proto.mutable_submitter() = submitter_;
   return proto;
+}
+
+bool PathPolicy::narrowed() const {
+  return std::any_of(input_.begin(), input_.end(),
+                     [](const Roots& roots) { return roots.owner == Owner::kSubmitter; });
 }
 
 v1::SubmitterRoots PathPolicy::RootsOf(const std::string& principal,
@@ -161,11 +148,15 @@ v1::SubmitterRoots PathPolicy::RootsOf(const std::string& principal,
 
 PathPolicy PathPolicy::Narrowed(const v1::SubmitterRoots& roots) const {
   PathPolicy narrowed = *this;
-  narrowed.input_.resize(1);
-  narrowed.output_.resize(1);
   narrowed.submitter_ = roots;
-  for (auto [given, kept] : {std::pair{&roots.input_roots(), &narrowed.input_.emplace_back()},
-                             std::pair{&roots.output_roots(), &narrowed.output_.emplace_back()}}) {
+  for (auto [given, layers] : {std::pair{&roots.input_roots(), &narrowed.input_},
+                               std::pair{&roots.output_roots(), &narrowed.output_}}) {
+    // An earlier submitter's layer is replaced.
+    layers->erase(std::remove_if(layers->begin(), layers->end(),
+                                 [](const Roots& r) { return r.owner == Owner::kSubmitter; }),
+                  layers->end());
+    Roots* kept = &layers->emplace_back();
+    kept->owner = Owner::kSubmitter;
     for (const std::string& root : *given) {
       // A folder yet to be made (a principal's first checkpoints) resolves as an output
       // does: its nearest existing folder's links resolved, then the rest as written.
@@ -176,18 +167,49 @@ PathPolicy PathPolicy::Narrowed(const v1::SubmitterRoots& roots) const {
   return narrowed;
 }
 
+PathPolicy PathPolicy::Within(const PathPolicy& ceiling) const {
+  PathPolicy bounded = *this;
+  for (auto [from, to] : {std::pair{&ceiling.input_.front(), &bounded.input_},
+                          std::pair{&ceiling.output_.front(), &bounded.output_}}) {
+    to->push_back(*from);
+    to->back().owner = Owner::kWorker;
+  }
+  return bounded;
+}
+
+absl::Status PathPolicy::Outside(const std::string& field, const std::string& path,
+                                 const std::string& shown, const Roots& roots, bool output) const {
+  const char* verb = output ? "write" : "read";
+  const char* flag = output ? "--allowed_output_paths" : "--allowed_input_paths";
+  const std::string& principal = submitter_.principal();
+  std::string folders, source;
+  switch (roots.owner) {
+    case Owner::kCoordinator:
+      folders = absl::StrCat("the folders this coordinator lets jobs ", verb);
+      source = flag;
+      break;
+    case Owner::kSubmitter:
+      folders = absl::StrCat("the folders the tokens file lets ", principal, "'s jobs ", verb);
+      source = absl::StrCat(output ? "output_paths" : "input_paths", " of ", principal);
+      break;
+    case Owner::kWorker:
+      folders = absl::StrCat("the folders this worker lets jobs ", verb);
+      source = absl::StrCat("the worker's ", flag);
+      break;
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat(field, ": '", path, "'", shown != path ? absl::StrCat(" (", shown, ")") : "",
+                   " is outside ", folders, "; ", RootsText(roots.as_given, source)));
+}
+
 absl::Status PathPolicy::CheckInside(const std::string& field, const std::string& path,
                                      const std::string& form_of_path, Form form,
                                      bool output) const {
   const std::vector<Roots>& layers = output ? output_ : input_;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const Roots& roots = layers[i];
+  for (const Roots& roots : layers) {
     const bool inside = UnderAny(form_of_path, roots.resolved) ||
                         (form == Form::kLexical && UnderAny(form_of_path, roots.as_given));
-    if (!inside) {
-      return Outside(field, path, form_of_path, roots.as_given,
-                     i == 0 ? "" : submitter_.principal(), output);
-    }
+    if (!inside) return Outside(field, path, form_of_path, roots, output);
   }
   return absl::OkStatus();
 }

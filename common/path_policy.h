@@ -55,6 +55,10 @@ class PathPolicy {
   // one of this policy's roots and one of the submitter's. The submitter's need not exist
   // yet: each is resolved as an output is (its nearest existing folder's links resolved).
   PathPolicy Narrowed(const v1::SubmitterRoots& roots) const;
+  // This policy bounded by a worker's own roots as well (its --allowed_input_paths and
+  // --allowed_output_paths, `ceiling`'s roots): what a coordinator sends cannot take a
+  // job outside the folders the worker's operator allows.
+  PathPolicy Within(const PathPolicy& ceiling) const;
 
   enum class Kind { kFile, kFolder };
 
@@ -80,9 +84,12 @@ class PathPolicy {
  private:
   // Each root twice: as given (absolute, normal), which a path as written is checked
   // against, and with its symlinks resolved, which a canonical path is checked against.
+  // Whose roots a layer holds, which an error names.
+  enum class Owner { kCoordinator, kSubmitter, kWorker };
   struct Roots {
     std::vector<std::string> as_given;
     std::vector<std::string> resolved;
+    Owner owner = Owner::kCoordinator;
     void Add(const std::string& root, const std::string& real);
   };
   // PERMISSION_DENIED, naming the layer, unless `form_of_path` lies inside a root of
@@ -93,8 +100,15 @@ class PathPolicy {
   absl::Status CheckInside(const std::string& field, const std::string& path,
                            const std::string& form_of_path, Form form, bool output) const;
 
-  // Layers a path must lie inside each of: [0] the coordinator's roots, [1] where set
-  // the submitter's (submitter_.principal() names whose).
+  // PERMISSION_DENIED: `path` (spelled `shown` once absolute or canonical) lies outside
+  // `roots`, named as their owner's.
+  absl::Status Outside(const std::string& field, const std::string& path, const std::string& shown,
+                       const Roots& roots, bool output) const;
+  // Whether a layer of the submitter's roots is set.
+  bool narrowed() const;
+
+  // Layers a path must lie inside each of: [0] the coordinator's roots, then where set the
+  // submitter's (submitter_.principal() names whose) and the worker's.
   std::vector<Roots> input_ = std::vector<Roots>(1);
   std::vector<Roots> output_ = std::vector<Roots>(1);
   v1::SubmitterRoots submitter_;

@@ -188,6 +188,38 @@ TEST_F(PathPolicyTest, APrincipalsOwnRootsNarrowTheCoordinators) {
             absl::StatusCode::kPermissionDenied);
 }
 
+// A worker's own roots bound what any coordinator sends it; errors name the worker's.
+TEST_F(PathPolicyTest, AWorkersOwnRootsBoundWhatItIsSent) {
+  fs::create_directories(root_ / "out" / "models");
+  auto ceiling = PathPolicy::Create({"/"}, {Out() + "/models"}, "/");
+  ASSERT_TRUE(ceiling.ok()) << ceiling.status();
+  const PathPolicy bounded = PathPolicy::FromProto(policy_.ToProto()).Within(*ceiling);
+  EXPECT_TRUE(bounded.CheckOutput("f", Out() + "/models/m", Kind::kFile, false).ok());
+  auto refused =
+      bounded.CheckOutput("job.output.final_model_path", Out() + "/m", Kind::kFile, false);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("this worker lets jobs write"), std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("the worker's --allowed_output_paths"),
+            std::string::npos);
+  // The coordinator's roots still bound it (the worker's input side allows everything).
+  EXPECT_EQ(bounded.CheckInput("f", Secret() + "/key", Kind::kFile).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(bounded.CheckInput("f", In() + "/data.bin", Kind::kFile).ok());
+  // With a submitter's roots too: three layers, each refusing in its own words.
+  v1::SubmitterRoots alice;
+  alice.set_principal("alice");
+  alice.add_input_roots(In());
+  alice.add_output_roots(Out() + "/alice");
+  const PathPolicy all = policy_.Narrowed(alice).Within(*ceiling);
+  EXPECT_NE(all.CheckOutput("f", Out() + "/models/m", Kind::kFile, false)
+                .status()
+                .message()
+                .find("output_paths of alice"),
+            std::string::npos);
+  EXPECT_TRUE(all.ToProto().has_submitter());
+}
+
 TEST_F(PathPolicyTest, WritesAreAtomicNeverThroughLinksAndReplaceOnlyWhenAsked) {
   const std::string model = Out() + "/m.safetensors";
   ASSERT_TRUE(WriteFileAtomically(model, "one", /*replace=*/false).ok());

@@ -473,6 +473,29 @@ TEST_F(SecurityTest, APrincipalsOwnFoldersKeepItsJobsFromOthersFiles) {
   EXPECT_TRUE(fs::exists(mine + "/model.safetensors"));
 }
 
+// A worker's own --allowed_output_paths bound what the coordinator lets jobs write: a
+// job the coordinator admits fails on that worker, saying the worker's folders refused it.
+TEST_F(SecurityTest, AWorkersOwnFoldersBoundWhatTheCoordinatorAllows) {
+  const auto flags = [&](const std::string& name, const std::string& folder) {
+    const CertificateFiles& files = certificates_.at(name);
+    return std::vector<std::string>{"--tls_cert=" + files.cert, "--tls_key=" + files.key,
+                                    "--allowed_output_paths=" + dir_ + folder};
+  };
+  // A folder that does not exist: the worker does not start.
+  EXPECT_NE(cluster_->AddWorker("w1", flags("w1", "/out/nowhere"), {}, /*wait=*/false).Wait(), 0);
+  cluster_->AddWorker("w0", flags("w0", "/out/carol"));
+
+  auto outside = As("alice").Submit(LongJob("m.safetensors", 20));
+  ASSERT_TRUE(outside.ok()) << outside.status();
+  const v1::Job failed = cluster_->WaitForState(*outside, v1::FAILED, absl::Seconds(60));
+  EXPECT_TRUE(absl::StrContains(failed.reason(), "this worker lets jobs write")) << failed.reason();
+  EXPECT_FALSE(fs::exists(dir_ + "/out/m.safetensors"));
+  auto inside = As("alice").Submit(LongJob("carol/m.safetensors", 20));
+  ASSERT_TRUE(inside.ok()) << inside.status();
+  cluster_->WaitForState(*inside, v1::SUCCEEDED, absl::Seconds(60));
+  EXPECT_TRUE(fs::exists(dir_ + "/out/carol/m.safetensors"));
+}
+
 // Kubernetes' gRPC probes cannot speak TLS: the health service alone is served in
 // plaintext on its own port, and the TLS port refuses plaintext.
 TEST_F(SecurityTest, ProbesReachTheHealthServiceWithoutTls) {

@@ -18,14 +18,15 @@ namespace shardwise {
 AttemptRunner::AttemptRunner(std::shared_ptr<grpc::Channel> channel,
                              const v1::Assignment& assignment, const DataPlaneOptions& data_plane,
                              std::shared_ptr<TrainingHooks> hooks, RankDeviceFactory make_device,
-                             MemoryProbe available_memory, Reporter report,
-                             CollectiveMetrics* collective_metrics)
+                             MemoryProbe available_memory, std::optional<PathPolicy> path_ceiling,
+                             Reporter report, CollectiveMetrics* collective_metrics)
     : channel_(std::move(channel)),
       assignment_(assignment),
       data_plane_(data_plane),
       faults_(std::move(hooks)),
       make_device_(std::move(make_device)),
       available_memory_(std::move(available_memory)),
+      path_ceiling_(std::move(path_ceiling)),
       report_(std::move(report)),
       collective_metrics_(collective_metrics),
       position_(assignment.rank()),
@@ -124,8 +125,13 @@ absl::Status AttemptRunner::CheckMemory() const {
 }
 
 absl::Status AttemptRunner::CheckPaths() const {
-  if (!assignment_.has_path_policy()) return absl::OkStatus();  // a coordinator without one
-  const PathPolicy policy = PathPolicy::FromProto(assignment_.path_policy());
+  if (!assignment_.has_path_policy() && !path_ceiling_.has_value()) {
+    return absl::OkStatus();  // a coordinator without a policy, a worker without roots
+  }
+  const PathPolicy sent = assignment_.has_path_policy()
+                              ? PathPolicy::FromProto(assignment_.path_policy())
+                              : *path_ceiling_;
+  const PathPolicy policy = path_ceiling_.has_value() ? sent.Within(*path_ceiling_) : sent;
   v1::JobSpec spec = assignment_.spec();
   if (!spec.output().overwrite()) {
     // A final model an earlier attempt of this job wrote is the job's own to replace

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/path_policy.h"
 #include "grpcpp/channel.h"
 #include "proto/worker_service.pb.h"
 #include "worker/comm/data_plane.h"
@@ -40,7 +41,8 @@ class AttemptRunner {
   // set, is checked against the job's estimated memory per rank before anything starts.
   AttemptRunner(std::shared_ptr<grpc::Channel> channel, const v1::Assignment& assignment,
                 const DataPlaneOptions& data_plane, std::shared_ptr<TrainingHooks> hooks,
-                RankDeviceFactory make_device, MemoryProbe available_memory, Reporter report,
+                RankDeviceFactory make_device, MemoryProbe available_memory,
+                std::optional<PathPolicy> path_ceiling, Reporter report,
                 CollectiveMetrics* collective_metrics = nullptr);
   ~AttemptRunner();  // aborts and joins
 
@@ -94,10 +96,10 @@ class AttemptRunner {
   // RESOURCE_EXHAUSTED when this worker lacks the memory the job's rank is estimated to
   // need (memory_check.h); OK when it has it, or cannot tell.
   absl::Status CheckMemory() const;
-  // Every path of the spec against the assignment's path policy, on this worker's file
-  // system (common/path_policy.h): inputs exist under the input roots, outputs can be
-  // written under the output roots. A permanent failure otherwise: every attempt would
-  // fail the same way.
+  // Every path of the spec against the assignment's path policy, bounded by this worker's
+  // own roots where it has some, on this worker's file system (common/path_policy.h):
+  // inputs exist under the input roots, outputs can be written under the output roots. A permanent
+  // failure otherwise: every attempt would fail the same way.
   absl::Status CheckPaths() const;
   // The job's tokenizer folder, every file of it (tokenizer::CheckTokenizerFolder).
   absl::Status CheckTokenizer() const;
@@ -116,6 +118,9 @@ class AttemptRunner {
   const std::shared_ptr<TrainingHooks> faults_;  // tests only; may be null
   const RankDeviceFactory make_device_;
   const MemoryProbe available_memory_;
+  // The worker's own roots (--allowed_input_paths, --allowed_output_paths), which bound
+  // every job's paths besides the coordinator's; none: the coordinator's alone.
+  const std::optional<PathPolicy> path_ceiling_;
   const Reporter report_;
   CollectiveMetrics* const collective_metrics_;  // not owned; may be null
 

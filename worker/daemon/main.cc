@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -19,6 +22,7 @@
 #include "common/log_flags.h"
 #include "common/metrics.h"
 #include "common/metrics_http_server.h"
+#include "common/path_policy.h"
 #include "common/port_file.h"
 #include "common/self_restart.h"
 #include "common/status_macros.h"
@@ -73,6 +77,12 @@ ABSL_FLAG(std::string, metrics_address, "",
 ABSL_FLAG(std::string, metrics_port_file, "",
           "if set (with --metrics_address), the metrics port is written here once serving");
 
+ABSL_FLAG(std::vector<std::string>, allowed_input_paths, {},
+          "folders (comma-separated) this worker lets jobs read under, whatever the "
+          "coordinator allows; none given: the coordinator's roots alone");
+ABSL_FLAG(std::vector<std::string>, allowed_output_paths, {},
+          "folders (comma-separated) this worker lets jobs write under, whatever the "
+          "coordinator allows; none given: the coordinator's roots alone");
 ABSL_FLAG(std::string, fault_injection, "",
           "for tests only: unit_order_reversed or unit_order_reversed_from=STEP makes this "
           "rank report its FSDP units in reverse order; never_join_rendezvous keeps it out "
@@ -178,9 +188,29 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetrics(MetricsRegistry*
   return server;
 }
 
+// --allowed_input_paths and --allowed_output_paths: the worker's own bound on what jobs
+// may read and write (a side left out: no bound of the worker's).
+absl::Status ConfigurePaths(WorkerOptions* options) {
+  const std::vector<std::string> inputs = absl::GetFlag(FLAGS_allowed_input_paths);
+  const std::vector<std::string> outputs = absl::GetFlag(FLAGS_allowed_output_paths);
+  if (inputs.empty() && outputs.empty()) return absl::OkStatus();
+  const auto or_everything = [](const std::vector<std::string>& roots) {
+    return roots.empty() ? std::vector<std::string>{"/"} : roots;
+  };
+  absl::StatusOr<PathPolicy> ceiling = PathPolicy::Create(
+      or_everything(inputs), or_everything(outputs), std::filesystem::current_path().string());
+  if (!ceiling.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--allowed_input_paths / --allowed_output_paths: ", ceiling.status().message()));
+  }
+  options->path_ceiling = *std::move(ceiling);
+  return absl::OkStatus();
+}
+
 absl::Status Configure(char** argv, WorkerOptions* options) {
   RETURN_IF_ERROR(ConfigureIdentity(options));
   RETURN_IF_ERROR(ConfigureDevice(options));
+  RETURN_IF_ERROR(ConfigurePaths(options));
   return ConfigureRuntime(argv, options);
 }
 

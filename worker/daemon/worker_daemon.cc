@@ -452,7 +452,8 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
   if (metrics_) metrics_->OnAttemptStarted();
   runner_ = std::make_unique<AttemptRunner>(
       channel_, assignment, options_.data_plane, options_.faults, options_.make_device,
-      options_.available_memory, [this](const v1::AttemptReport& report) { SendReport(report); },
+      options_.available_memory, options_.path_ceiling,
+      [this](const v1::AttemptReport& report) { SendReport(report); },
       metrics_ ? metrics_->collectives() : nullptr);
 }
 

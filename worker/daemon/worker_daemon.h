@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/metrics.h"
+#include "common/path_policy.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/worker_service.grpc.pb.h"
@@ -51,6 +52,9 @@ struct WorkerOptions {
   // Checked against each job's estimated memory per rank before an attempt starts
   // (memory_check.h); empty: not checked (--check_memory=false).
   MemoryProbe available_memory;
+  // The folders this worker lets jobs read and write under, besides what the coordinator
+  // allows (--allowed_input_paths, --allowed_output_paths); none: the coordinator's roots.
+  std::optional<PathPolicy> path_ceiling;
   DataPlaneOptions data_plane;
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);

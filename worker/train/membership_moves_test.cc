@@ -18,9 +18,9 @@ namespace {
 class UntouchedRank final : public MembershipMoves::Rank {
  public:
   absl::StatusOr<RankState> CaptureState() override { return Called(); }
-  void ReleaseRuntime() override { Called(); }
+  void ReleaseRuntime() override { Called().IgnoreError(); }  // the failure is recorded
   bool CloseRuntimeConnections() override {
-    Called();
+    Called().IgnoreError();
     return false;
   }
   absl::Status ConnectRuntime(const TrainingContext&) override { return Called(); }
