@@ -18,9 +18,12 @@ absl::StatusOr<CudnnFacts> LoadedCudnnFacts(int gpu) {
 
 absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(
     cudaStream_t stream, Allocator* allocator, AttentionBackwardKind backward) {
-  const auto version = static_cast<int64_t>(cudnnGetVersion());
+  int gpu = 0;  // the calling thread's (the training thread, bound to its device)
+  RETURN_IF_CUDA_ERROR(cudaGetDevice(&gpu));
+  ASSIGN_OR_RETURN(const CudnnFacts facts, LoadedCudnnFacts(gpu));
+  const int64_t version = facts.version;
   RETURN_IF_ERROR(CheckCudnnVersion(version));
-  RETURN_IF_ERROR(CheckCudnnBackwardKind(version, backward));
+  RETURN_IF_ERROR(CheckCudnnBackwardKind(facts, backward));
   cudnnHandle_t handle = nullptr;
   RETURN_IF_ERROR(CudnnStatus(cudnnCreate(&handle), "cudnnCreate"));
   std::unique_ptr<CudnnAttention> attention(

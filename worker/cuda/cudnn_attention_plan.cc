@@ -1,5 +1,7 @@
 #include "worker/cuda/cudnn_attention_plan.h"
 
+#include <cuda_runtime_api.h>
+
 #include <array>
 #include <cstdint>
 #include <utility>
@@ -433,7 +435,15 @@ absl::Status CudnnAttentionPlan::Run(cudnnHandle_t handle, const AttentionPointe
       pack.Set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, data.data()));
   RETURN_IF_ERROR(pack.Set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
   RETURN_IF_ERROR(pack.Finalize("the variant pack"));
-  return CudnnStatus(cudnnBackendExecute(handle, plan_.get(), pack.get()), "cudnnBackendExecute");
+  const absl::Status executed =
+      CudnnStatus(cudnnBackendExecute(handle, plan_.get(), pack.get()), "cudnnBackendExecute");
+  if (executed.ok()) return executed;
+  // A fault of an earlier kernel (sticky) fails the execute too: say what CUDA holds, and
+  // take a launch error cuDNN left off the thread, or the next kernel would name it.
+  const cudaError_t cuda = cudaGetLastError();
+  if (cuda == cudaSuccess) return executed;
+  return absl::Status(executed.code(),
+                      absl::StrCat(executed.message(), "; CUDA: ", cudaGetErrorString(cuda)));
 }
 
 }  // namespace shardwise::cuda

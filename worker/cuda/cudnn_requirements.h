@@ -40,9 +40,11 @@ std::string CudnnVersionText(int64_t version);
 // OK for cuDNN 9 or newer, else FailedPrecondition naming the version found.
 absl::Status CheckCudnnVersion(int64_t version);
 
-// OK where cuDNN `version` runs the `backward` kind (the atomic one from 9.6: before it,
-// nothing clears the dQ accumulator), else FailedPrecondition naming the version found.
-absl::Status CheckCudnnBackwardKind(int64_t version, AttentionBackwardKind backward);
+// OK where the `backward` kind runs as promised with cuDNN and the GPU of `facts`: the
+// atomic one from cuDNN 9.6 (before it, nothing clears the dQ accumulator); the
+// deterministic one on Ampere and Hopper (compute capability 8.x and 9.x: on Blackwell
+// its bits are not guaranteed). Else FailedPrecondition naming what was found.
+absl::Status CheckCudnnBackwardKind(const CudnnFacts& facts, AttentionBackwardKind backward);
 
 // OK where attention_graph's graphs can run for `layout` in `io` with the `backward`
 // kind, else FailedPrecondition saying why.

@@ -73,9 +73,9 @@ TEST(CudnnRequirementsTest, TheAtomicBackwardNeedsCudnn96) {
                 "cuDNN 9.5.0 found, and the atomic backward (cuda.attention_backward ATOMIC) "
                 "needs cuDNN 9.6.0 or newer");
   // The same rule where a CudnnAttention is created (CudnnAttention::Create), whoever asks.
-  EXPECT_TRUE(CheckCudnnBackwardKind(90600, atomic).ok());
-  EXPECT_TRUE(CheckCudnnBackwardKind(90000, AttentionBackwardKind::kDeterministic).ok());
-  ExpectRefused(CheckCudnnBackwardKind(90500, atomic),
+  EXPECT_TRUE(CheckCudnnBackwardKind({90600, 90}, atomic).ok());
+  EXPECT_TRUE(CheckCudnnBackwardKind({90000, 90}, AttentionBackwardKind::kDeterministic).ok());
+  ExpectRefused(CheckCudnnBackwardKind({90500, 90}, atomic),
                 "cuDNN 9.5.0 found, and the atomic backward (cuda.attention_backward ATOMIC) "
                 "needs cuDNN 9.6.0 or newer");
   using Options = v1::CudaOptions;
@@ -91,6 +91,27 @@ TEST(CudnnRequirementsTest, TheAtomicBackwardNeedsCudnn96) {
   EXPECT_EQ(BackwardKindOf(Options::ATTENTION_BACKWARD_UNSPECIFIED),
             AttentionBackwardKind::kDeterministic);
   EXPECT_EQ(BackwardKindOf(Options::DETERMINISTIC), AttentionBackwardKind::kDeterministic);
+}
+
+// On Blackwell (compute capability 10.x and up) the deterministic backward's bits are not
+// guaranteed: such a job's FUSED attention takes the CUDA-core kernel unless it asks for
+// the atomic backward, which cuDNN then runs.
+TEST(CudnnRequirementsTest, TheDeterministicBackwardIsPromisedOnAmpereAndHopperOnly) {
+  const AttentionBackwardKind deterministic = AttentionBackwardKind::kDeterministic;
+  EXPECT_TRUE(CheckCudnnBackwardKind({91900, 80}, deterministic).ok());
+  EXPECT_TRUE(CheckCudnnBackwardKind({91900, 90}, deterministic).ok());
+  ExpectRefused(CheckCudnnBackwardKind({91900, 100}, deterministic),
+                "compute capability is 10.0, where its deterministic backward is not guaranteed");
+  EXPECT_TRUE(CheckCudnnBackwardKind({91900, 100}, AttentionBackwardKind::kAtomic).ok());
+  using Options = v1::CudaOptions;
+  EXPECT_EQ(ChooseFusedAttentionKernel(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, {91900, 100},
+                                       kGpt2, ScalarType::kBFloat16, deterministic)
+                ->kernel,
+            FusedAttentionKernel::kCudaCores);
+  EXPECT_EQ(ChooseFusedAttentionKernel(Options::FUSED_ATTENTION_KERNEL_UNSPECIFIED, {91900, 100},
+                                       kGpt2, ScalarType::kBFloat16, AttentionBackwardKind::kAtomic)
+                ->kernel,
+            FusedAttentionKernel::kCudnn);
 }
 
 // No library loaded (version 0) is named as such, not as "cuDNN 0.0.0".

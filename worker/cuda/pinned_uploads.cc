@@ -54,10 +54,14 @@ absl::StatusOr<PinnedUploads::Block*> PinnedUploads::Acquire(size_t bytes) {
         return nullptr;
       case StagingChoice::Kind::kReuse:
         return &blocks_[choice.index];
-      case StagingChoice::Kind::kAllocate:
+      case StagingChoice::Kind::kAllocate: {
         blocks_.emplace_back();
-        RETURN_IF_ERROR(Allocate(&blocks_.back(), choice.capacity));
+        if (const absl::Status made = Allocate(&blocks_.back(), choice.capacity); !made.ok()) {
+          blocks_.pop_back();  // an empty block would count toward the limit forever
+          return made;
+        }
         return &blocks_.back();
+      }
       case StagingChoice::Kind::kReplace:
         RETURN_IF_ERROR(Allocate(&blocks_[choice.index], choice.capacity));
         return &blocks_[choice.index];
