@@ -188,6 +188,9 @@ __device__ void AddResidualRow(T* x, const T* residual, int64_t dim, int lane) {
       StoreFloat(x, j, LoadFloat(x, j) + LoadFloat(residual, j));
     }
   }
+  // The row is read back as vectors of another type (uint2 for 16-bit values): a compiler
+  // fence, so that type-based alias analysis cannot move those loads above these stores.
+  asm volatile("" ::: "memory");
 }
 
 template <typename T>
