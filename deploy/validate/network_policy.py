@@ -65,7 +65,7 @@ def port_matches(rule_port, pod, port):
 def admits(policies, pod, source, port):
     """Whether `source` may open a TCP connection to `pod` on `port`."""
     selecting = [p for p in policies
-                 if p["metadata"].get("namespace") == pod["namespace"]
+                 if namespace_of(p) == pod["namespace"]
                  and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
                  and labels_match(p["spec"].get("podSelector") or {}, pod["labels"])]
     if not selecting:
@@ -74,13 +74,27 @@ def admits(policies, pod, source, port):
         for rule in policy["spec"].get("ingress") or []:
             peers = rule.get("from") or []
             ports = rule.get("ports") or []
-            if peers and not any(peer_matches(p, policy["metadata"]["namespace"], source)
+            if peers and not any(peer_matches(p, namespace_of(policy), source)
                                  for p in peers):
                 continue
             if ports and not any(port_matches(p, pod, port) for p in ports):
                 continue
             return True
     return False
+
+
+def namespace_of(obj):
+    """An object's namespace, as kubectl would apply it without one."""
+    return obj["metadata"].get("namespace", "default")
+
+
+def namespace_labels(objects, name):
+    """A namespace's labels: the rendered Namespace's, and the one Kubernetes sets."""
+    labels = {"kubernetes.io/metadata.name": name}
+    for obj in objects:
+        if obj["kind"] == "Namespace" and obj["metadata"]["name"] == name:
+            labels.update(obj["metadata"].get("labels") or {})
+    return labels
 
 
 def pods_of(objects):
@@ -95,8 +109,8 @@ def pods_of(objects):
                        for c in template["spec"]["containers"] for p in c.get("ports", [])
                        if "name" in p}
         pods[labels.get(NAME_LABEL)] = {
-            "namespace": obj["metadata"].get("namespace", "default"),
-            "namespace_labels": {},
+            "namespace": namespace_of(obj),
+            "namespace_labels": namespace_labels(objects, namespace_of(obj)),
             "labels": labels,
             "named_ports": named_ports,
         }
@@ -107,10 +121,11 @@ def flows(pods):
     """(what, destination pod, source, port, admitted?) for each flow that must hold."""
     worker, coordinator = pods[WORKER], pods[COORDINATOR]
     namespace = worker["namespace"]
-    outsider = {"namespace": "elsewhere", "namespace_labels": {"name": "elsewhere"},
+    outsider = {"namespace": "elsewhere",
+                "namespace_labels": {"kubernetes.io/metadata.name": "elsewhere"},
                 "labels": {"app": "anything"}, "named_ports": {}}
-    stranger = {"namespace": namespace, "namespace_labels": {}, "labels": {"app": "other"},
-                "named_ports": {}}
+    stranger = {"namespace": namespace, "namespace_labels": worker["namespace_labels"],
+                "labels": {"app": "other"}, "named_ports": {}}
     yield "worker -> worker data plane", worker, worker, SOME_EPHEMERAL_PORT, True
     yield "other namespace -> worker metrics", worker, outsider, worker["named_ports"]["metrics"], True
     yield "coordinator -> worker data plane", worker, coordinator, SOME_EPHEMERAL_PORT, False

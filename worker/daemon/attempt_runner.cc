@@ -128,9 +128,10 @@ absl::Status AttemptRunner::CheckPaths() const {
   if (!assignment_.has_path_policy() && !path_ceiling_.has_value()) {
     return absl::OkStatus();  // a coordinator without a policy, a worker without roots
   }
+  // Without the coordinator's roots (an older coordinator), only the worker's bound it.
   const PathPolicy sent = assignment_.has_path_policy()
                               ? PathPolicy::FromProto(assignment_.path_policy())
-                              : *path_ceiling_;
+                              : *PathPolicy::Create({"/"}, {"/"}, "/");
   const PathPolicy policy = path_ceiling_.has_value() ? sent.Within(*path_ceiling_) : sent;
   v1::JobSpec spec = assignment_.spec();
   if (!spec.output().overwrite()) {
