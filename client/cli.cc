@@ -373,10 +373,7 @@ absl::StatusOr<std::string> YamlFolderList(const char* key,
   if (folders == std::vector<std::string>{"none"}) return absl::StrCat("    ", key, ": []\n");
   std::vector<std::string> quoted;
   for (const std::string& folder : folders) {
-    if (folder.empty() || folder.front() != '/') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", key, ": '", folder, "' is not an absolute path"));
-    }
+    RETURN_IF_ERROR(CheckAbsolutePath(absl::StrCat("--", key), folder));
     quoted.push_back(YamlQuoted(folder));
   }
   return absl::StrCat("    ", key, ": [", absl::StrJoin(quoted, ", "), "]\n");

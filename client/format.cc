@@ -134,12 +134,12 @@ std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_
 
 namespace {
 
-// describe's sections, each appended to `out`.
-
 // Folders as a description shows them: comma-separated, "nothing" for none.
 std::string FolderList(const google::protobuf::RepeatedPtrField<std::string>& folders) {
   return folders.empty() ? "nothing" : absl::StrJoin(folders, ", ");
 }
+
+// describe's sections, each appended to `out`.
 
 void AppendIdentity(const v1::Job& job, int64_t now_ms, std::string* out) {
   absl::StrAppend(out, "Job:        ", job.id(), "\n");

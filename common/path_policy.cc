@@ -217,10 +217,7 @@ absl::Status PathPolicy::CheckInside(const std::string& field, const std::string
 absl::StatusOr<std::string> PathPolicy::CheckInput(const std::string& field,
                                                    const std::string& path, Kind kind) const {
   const std::string absolute = LexicallyNormal(path, "/");
-  if (!fs::path(path).is_absolute()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": '", path, "' is not an absolute path"));
-  }
+  RETURN_IF_ERROR(CheckAbsolutePath(field, path));
   // The lexical form first: '..' cannot climb out of a root even where no link is.
   RETURN_IF_ERROR(CheckInside(field, path, absolute, Form::kLexical, /*output=*/false));
   auto canonical = RealPath(absolute);
@@ -246,10 +243,7 @@ absl::StatusOr<std::string> PathPolicy::CheckInput(const std::string& field,
 absl::StatusOr<std::string> PathPolicy::CheckOutput(const std::string& field,
                                                     const std::string& path, Kind kind,
                                                     bool overwrite) const {
-  if (!fs::path(path).is_absolute()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": '", path, "' is not an absolute path"));
-  }
+  RETURN_IF_ERROR(CheckAbsolutePath(field, path));
   const std::string absolute = LexicallyNormal(path, "/");
   RETURN_IF_ERROR(CheckInside(field, path, absolute, Form::kLexical, /*output=*/true));
   std::string existing;
@@ -293,10 +287,7 @@ absl::StatusOr<std::string> PathPolicy::CheckOutput(const std::string& field,
 
 absl::StatusOr<std::string> PathPolicy::CheckLexically(const std::string& field,
                                                        const std::string& path, bool output) const {
-  if (!fs::path(path).is_absolute()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": '", path, "' is not an absolute path"));
-  }
+  RETURN_IF_ERROR(CheckAbsolutePath(field, path));
   const std::string absolute = LexicallyNormal(path, "/");
   RETURN_IF_ERROR(CheckInside(field, path, absolute, Form::kLexical, output));
   return absolute;
@@ -343,6 +334,11 @@ absl::Status ForEachPathField(
   RETURN_IF_ERROR(
       each("job.output.huggingface_dir", output->mutable_huggingface_dir(), Kind::kFolder, true));
   return each("job.output.checkpoint_dir", output->mutable_checkpoint_dir(), Kind::kFolder, true);
+}
+
+absl::Status CheckAbsolutePath(const std::string& field, const std::string& path) {
+  if (fs::path(path).is_absolute()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(field, ": '", path, "' is not an absolute path"));
 }
 
 absl::Status CheckPathText(const std::string& field, const std::string& path) {

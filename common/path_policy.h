@@ -82,10 +82,10 @@ class PathPolicy {
   const std::vector<std::string>& output_roots() const { return output_.front().as_given; }
 
  private:
-  // Each root twice: as given (absolute, normal), which a path as written is checked
-  // against, and with its symlinks resolved, which a canonical path is checked against.
   // Whose roots a layer holds, which an error names.
   enum class Owner { kCoordinator, kSubmitter, kWorker };
+  // Each root twice: as given (absolute, normal), which a path as written is checked
+  // against, and with its symlinks resolved, which a canonical path is checked against.
   struct Roots {
     std::vector<std::string> as_given;
     std::vector<std::string> resolved;
@@ -141,6 +141,9 @@ absl::Status ForEachPathField(
 // short where the system reads it, and no control character; else INVALID_ARGUMENT
 // naming `field` and showing the path escaped. ApplyPathPolicy checks every path so first.
 absl::Status CheckPathText(const std::string& field, const std::string& path);
+
+// OK when `path` is absolute; else INVALID_ARGUMENT "FIELD: 'PATH' is not an absolute path".
+absl::Status CheckAbsolutePath(const std::string& field, const std::string& path);
 
 // `path` made absolute against `cwd` and normalised lexically ("." and ".." removed); no
 // file system access.

@@ -67,10 +67,7 @@ absl::StatusOr<std::optional<std::vector<std::string>>> ParseFolders(const YAML:
     }
     const std::string& folder = list[i].Scalar();
     RETURN_IF_ERROR(CheckPathText(field, folder));
-    if (folder.empty() || folder.front() != '/') {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": '", folder, "' is not an absolute path"));
-    }
+    RETURN_IF_ERROR(CheckAbsolutePath(field, folder));
     folders.push_back(LexicallyNormal(folder, "/"));
   }
   return folders;

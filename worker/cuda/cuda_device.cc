@@ -598,7 +598,7 @@ absl::StatusOr<FusedAttentionChoice> CudaDevice::DecideFusedAttention(const Atte
 absl::StatusOr<CudnnFusedAttention*> CudaDevice::ComputeCudnnAttention() {
   RETURN_IF_ERROR(OnComputeStream("an attention"));
   if (cudnn_fused_ == nullptr) {
-    ASSIGN_OR_RETURN(cudnn_, CudnnAttention::Create(compute_.get(), allocator(),
+    ASSIGN_OR_RETURN(cudnn_, CudnnAttention::Create(cudnn_facts_, compute_.get(), allocator(),
                                                     BackwardKindOf(options_.attention_backward)));
     cudnn_fused_ = std::make_unique<CudnnFusedAttention>(cudnn_.get(), allocator(), compute_.get());
   }

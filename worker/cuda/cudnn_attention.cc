@@ -17,17 +17,14 @@ absl::StatusOr<CudnnFacts> LoadedCudnnFacts(int gpu) {
 }
 
 absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(
-    cudaStream_t stream, Allocator* allocator, AttentionBackwardKind backward) {
-  int gpu = 0;  // the calling thread's (the training thread, bound to its device)
-  RETURN_IF_CUDA_ERROR(cudaGetDevice(&gpu));
-  ASSIGN_OR_RETURN(const CudnnFacts facts, LoadedCudnnFacts(gpu));
-  const int64_t version = facts.version;
-  RETURN_IF_ERROR(CheckCudnnVersion(version));
+    const CudnnFacts& facts, cudaStream_t stream, Allocator* allocator,
+    AttentionBackwardKind backward) {
+  RETURN_IF_ERROR(CheckCudnnVersion(facts.version));
   RETURN_IF_ERROR(CheckCudnnBackwardKind(facts, backward));
   cudnnHandle_t handle = nullptr;
   RETURN_IF_ERROR(CudnnStatus(cudnnCreate(&handle), "cudnnCreate"));
   std::unique_ptr<CudnnAttention> attention(
-      new CudnnAttention(handle, allocator, version, backward));
+      new CudnnAttention(handle, allocator, facts.version, backward));
   RETURN_IF_ERROR(CudnnStatus(cudnnSetStream(handle, stream), "cudnnSetStream"));
   return attention;
 }

@@ -36,10 +36,11 @@ absl::StatusOr<CudnnFacts> LoadedCudnnFacts(int gpu);
 
 class CudnnAttention {
  public:
-  // Fails, saying what is missing, where cuDNN cannot be loaded or is older than 9. Every
-  // backward takes the `backward` kind (attention_graph.h).
+  // Fails, saying what is missing, where cuDNN cannot be loaded or is older than 9, or
+  // cannot run the `backward` kind on the GPU of `facts` (LoadedCudnnFacts). Every
+  // backward takes that kind (attention_graph.h).
   static absl::StatusOr<std::unique_ptr<CudnnAttention>> Create(
-      cudaStream_t stream, Allocator* allocator,
+      const CudnnFacts& facts, cudaStream_t stream, Allocator* allocator,
       AttentionBackwardKind backward = AttentionBackwardKind::kDeterministic);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;

@@ -105,10 +105,17 @@ class CudnnAttentionTest : public ::testing::TestWithParam<AttentionLayout> {
     if (stream_ != nullptr) EXPECT_EQ(cudaStreamDestroy(stream_), cudaSuccess);
   }
 
+  // The cuDNN loaded and GPU 0's compute capability, which the attention is made for.
+  static CudnnFacts Facts() {
+    const absl::StatusOr<CudnnFacts> facts = LoadedCudnnFacts(0);
+    EXPECT_TRUE(facts.ok()) << facts.status();
+    return facts.value_or(CudnnFacts{});
+  }
+
   // One run of the layout with the `backward` kind, checked against the CPU's FP64.
   GpuRun RunAndCompare(AttentionBackwardKind backward) {
     CudaCachingAllocator allocator(stream_);
-    auto attention = CudnnAttention::Create(stream_, &allocator, backward);
+    auto attention = CudnnAttention::Create(Facts(), stream_, &allocator, backward);
     EXPECT_TRUE(attention.ok()) << attention.status();
     if (!attention.ok()) return {};
     return CompareWithCpu(**attention);
@@ -150,7 +157,8 @@ TEST_P(CudnnAttentionTest, TheAtomicBackwardEqualsTheCpusAttention) {
   // block again, holding its sums, which cuDNN (9.6 and newer) must clear itself (a fresh
   // cudaMalloc'd block would often be zero already and hide it).
   CudaCachingAllocator allocator(stream_);
-  auto attention = CudnnAttention::Create(stream_, &allocator, AttentionBackwardKind::kAtomic);
+  auto attention =
+      CudnnAttention::Create(Facts(), stream_, &allocator, AttentionBackwardKind::kAtomic);
   ASSERT_TRUE(attention.ok()) << attention.status();
   for (int run = 0; run < 2; ++run) CompareWithCpu(**attention);
 }
