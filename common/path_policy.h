@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/untrusted_file.h"
 #include "proto/job_spec.pb.h"
 #include "proto/worker_service.pb.h"
 
@@ -124,6 +125,12 @@ class PathPolicy {
 // against the roots as written (the workers check on disk).
 enum class PathCheck { kOnDisk, kLexical };
 absl::Status ApplyPathPolicy(const PathPolicy& policy, PathCheck check, v1::JobSpec* spec);
+
+// How a worker opens the paths ApplyPathPolicy(kOnDisk) left in its spec, and the files
+// inside the folders they name: with no link at any component (common/untrusted_file.h).
+// Each was canonical when checked, so a link found at the opening was put there since: a
+// folder of the path swapped for a link out of the roots between the check and the read.
+inline constexpr Links kCheckedPathLinks = Links::kRefuseAll;
 
 // Calls `visit` with every path field of `spec` that is set (its name as errors give it,
 // "job.data.tokens.train_path", whether it names a file or a folder, whether the job

@@ -30,12 +30,37 @@ absl::Status OpenError(const std::string& path, int error, Links links) {
                          "' is a symbolic link; the files of a folder a job names are read as "
                          "they are, never through a link"));
       }
+      if (links == Links::kRefuseAll) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "'", path,
+            "' is a symbolic link; a job's paths are read as they were checked, with no link in "
+            "them, so this one was put there since"));
+      }
       break;
     default:
       break;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("'", path, "' cannot be opened: ", std::strerror(error)));
+}
+
+// The names of `path` below "/" (`path` absolute, every name plain); empty when it is
+// "/" itself.
+absl::StatusOr<std::vector<std::string>> PlainNames(const std::string& path,
+                                                    const std::string& shown) {
+  if (path.empty() || path.front() != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("'", shown, "' is not an absolute path"));
+  }
+  std::vector<std::string> names;
+  if (path == "/") return names;
+  names = absl::StrSplit(path.substr(1), '/');
+  for (const std::string& name : names) {
+    if (name.empty() || name == "." || name == "..") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", shown, "' is not a canonical path (an empty, '.' or '..' name)"));
+    }
+  }
+  return names;
 }
 
 }  // namespace
@@ -50,8 +75,17 @@ std::string ByteCount(uint64_t bytes) {
   return absl::StrCat(bytes >> (10 * unit), " ", kUnits[unit]);
 }
 
+Links InsideFolder(Links folder) {
+  return folder == Links::kRefuseAll ? Links::kRefuseAll : Links::kRefuse;
+}
+
 absl::StatusOr<UntrustedFile> UntrustedFile::Open(const std::string& path, uint64_t max_bytes,
                                                   Links links) {
+  if (links == Links::kRefuseAll) {
+    const absl::StatusOr<std::vector<std::string>> names = PlainNames(path, path);
+    if (!names.ok()) return names.status();
+    return OpenWithoutLinks(*names, names->size(), max_bytes);
+  }
   const int flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | (links == Links::kRefuse ? O_NOFOLLOW : 0);
   const int fd = ::open(path.c_str(), flags);
   if (fd < 0) return OpenError(path, errno, links);
@@ -61,20 +95,31 @@ absl::StatusOr<UntrustedFile> UntrustedFile::Open(const std::string& path, uint6
 absl::StatusOr<UntrustedFile> UntrustedFile::OpenBeneath(const std::string& folder,
                                                          const std::string& relative,
                                                          uint64_t max_bytes) {
-  const std::vector<std::string> names = absl::StrSplit(relative, '/');
-  for (const std::string& name : names) {
-    if (name.empty() || name == "." || name == "..") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", relative, "' is not a plain path beneath '", folder, "'"));
-    }
+  // "/" + relative: absolute, so that a relative starting with '/' shows as an empty name.
+  const absl::StatusOr<std::vector<std::string>> inside = PlainNames("/" + relative, relative);
+  if (!inside.ok() || inside->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", relative, "' is not a plain path beneath '", folder, "'"));
   }
-  int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return OpenError(folder, errno, Links::kRefuse);
-  std::string path = folder;
+  absl::StatusOr<std::vector<std::string>> names = PlainNames(folder, folder);
+  if (!names.ok()) return names.status();
+  const size_t first_inside = names->size();
+  names->insert(names->end(), inside->begin(), inside->end());
+  return OpenWithoutLinks(*names, first_inside, max_bytes);
+}
+
+absl::StatusOr<UntrustedFile> UntrustedFile::OpenWithoutLinks(const std::vector<std::string>& names,
+                                                              size_t first_inside,
+                                                              uint64_t max_bytes) {
+  if (names.empty()) return absl::InvalidArgumentError("'/' is not a regular file (a folder)");
+  int fd = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return OpenError("/", errno, Links::kRefuseAll);
+  std::string walked;
   for (size_t i = 0; i < names.size(); ++i) {
-    path = absl::StrCat(path, "/", names[i]);
+    walked = absl::StrCat(walked, "/", names[i]);
     const bool last = i + 1 == names.size();
-    const int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (last ? O_NONBLOCK : O_DIRECTORY);
+    const int flags =
+        O_CLOEXEC | O_NOFOLLOW | (last ? O_RDONLY | O_NONBLOCK : O_PATH | O_DIRECTORY);
     const int next = ::openat(fd, names[i].c_str(), flags);
     const int error = errno;
     // A folder component that is a link fails with ENOTDIR (O_DIRECTORY), not ELOOP.
@@ -83,10 +128,13 @@ absl::StatusOr<UntrustedFile> UntrustedFile::OpenBeneath(const std::string& fold
                       ::fstatat(fd, names[i].c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
                       S_ISLNK(info.st_mode);
     ::close(fd);
-    if (next < 0) return OpenError(path, link ? ELOOP : error, Links::kRefuse);
+    if (next < 0) {
+      return OpenError(walked, link ? ELOOP : error,
+                       i >= first_inside ? Links::kRefuse : Links::kRefuseAll);
+    }
     fd = next;
   }
-  return Checked(fd, path, max_bytes, Links::kRefuse);
+  return Checked(fd, walked, max_bytes, Links::kRefuseAll);
 }
 
 absl::StatusOr<UntrustedFile> UntrustedFile::Checked(int fd, const std::string& path,
@@ -122,22 +170,26 @@ UntrustedFile::~UntrustedFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-absl::Status UntrustedFile::ReadAt(uint64_t offset, uint64_t count, char* out) const {
-  while (count > 0) {
-    const ssize_t n = ::pread(fd_, out, count, static_cast<off_t>(offset));
+absl::StatusOr<uint64_t> UntrustedFile::ReadUpTo(uint64_t offset, uint64_t count, char* out) const {
+  uint64_t done = 0;
+  while (done < count) {
+    const ssize_t n = ::pread(fd_, out + done, count - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       return absl::DataLossError(absl::StrCat("'", path_, "': ", std::strerror(errno)));
     }
-    if (n == 0) {
-      return absl::DataLossError(
-          absl::StrCat("'", path_, "' ended at byte ", offset, ": it changed while being read"));
-    }
-    offset += static_cast<uint64_t>(n);
-    count -= static_cast<uint64_t>(n);
-    out += n;
+    if (n == 0) break;
+    done += static_cast<uint64_t>(n);
   }
-  return absl::OkStatus();
+  return done;
+}
+
+absl::Status UntrustedFile::ReadAt(uint64_t offset, uint64_t count, char* out) const {
+  const absl::StatusOr<uint64_t> done = ReadUpTo(offset, count, out);
+  if (!done.ok()) return done.status();
+  if (*done == count) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("'", path_, "' ended at byte ", offset + *done,
+                                          ": it changed while being read"));
 }
 
 absl::StatusOr<std::string> UntrustedFile::ReadAll() const {

@@ -130,6 +130,45 @@ TEST_F(UntrustedFileTest, OpensBeneathAFolderRefusingLinksAtEveryComponent) {
       absl::StatusCode::kInvalidArgument);
 }
 
+// A canonical path (the path policy's output) is read with no link anywhere in it: a
+// folder of it swapped for a link after the check is refused, where following it would
+// read outside the folders the check allowed.
+TEST_F(UntrustedFileTest, RefusesALinkAtAnyComponentOfACanonicalPath) {
+  fs::create_directories(dir_ / "data");
+  const std::string inside = Write("data/tokens.bin", "inside");
+  const std::string canonical = fs::canonical(inside).string();
+  auto read = ReadUntrustedFile(canonical, 1 << 20, Links::kRefuseAll);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, "inside");
+
+  fs::create_directories(dir_ / "elsewhere");
+  Write("elsewhere/tokens.bin", "outside");
+  fs::rename(dir_ / "data", dir_ / "data.old");
+  fs::create_directory_symlink(dir_ / "elsewhere", dir_ / "data");
+  const std::string folder = fs::path(canonical).parent_path().string();
+  auto swapped = ReadUntrustedFile(canonical, 1 << 20, Links::kRefuseAll);
+  EXPECT_EQ(swapped.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(swapped.status().message(), "'" + folder + "' is a symbolic link"))
+      << swapped.status();
+  EXPECT_TRUE(absl::StrContains(swapped.status().message(), "put there since")) << swapped.status();
+  // Only the last component is looked at otherwise: the link in the folder is followed.
+  auto last_only = ReadUntrustedFile(canonical, 1 << 20, Links::kRefuse);
+  ASSERT_TRUE(last_only.ok()) << last_only.status();
+  EXPECT_EQ(*last_only, "outside");
+
+  const std::string file_link = (fs::path(canonical).parent_path() / "link.bin").string();
+  fs::create_symlink(canonical, file_link);
+  EXPECT_EQ(ReadUntrustedFile(file_link, 1 << 20, Links::kRefuseAll).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  for (const std::string& not_canonical :
+       {std::string("relative/tokens.bin"), folder + "/../data/tokens.bin", folder + "//tokens.bin",
+        std::string("/")}) {
+    EXPECT_EQ(ReadUntrustedFile(not_canonical, 1 << 20, Links::kRefuseAll).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << not_canonical;
+  }
+}
+
 TEST(ByteCountTest, PicksTheLargestExactUnit) {
   EXPECT_EQ(ByteCount(0), "0 bytes");
   EXPECT_EQ(ByteCount(1000), "1000 bytes");

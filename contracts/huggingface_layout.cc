@@ -101,8 +101,10 @@ constexpr uint64_t kMaxJsonBytes = uint64_t{16} << 20;
 // of nothing but '[' would otherwise take gigabytes.
 constexpr int kMaxJsonDepth = 64;
 
-absl::StatusOr<std::string> ReadText(const std::string& path, const std::string& field) {
-  auto text = ReadUntrustedFile(path, kMaxJsonBytes, Links::kRefuse);
+// `path` names a file in the checkpoint's folder, whose path is read as `links` says.
+absl::StatusOr<std::string> ReadText(const std::string& path, const std::string& field,
+                                     Links links) {
+  auto text = ReadUntrustedFile(path, kMaxJsonBytes, InsideFolder(links));
   if (!text.ok()) {
     return absl::Status(text.status().code(),
                         absl::StrCat(field, ": ", text.status().message(),
@@ -114,8 +116,8 @@ absl::StatusOr<std::string> ReadText(const std::string& path, const std::string&
   return text;
 }
 
-absl::StatusOr<Json> ReadJson(const std::string& path, const std::string& field) {
-  ASSIGN_OR_RETURN(const std::string text, ReadText(path, field));
+absl::StatusOr<Json> ReadJson(const std::string& path, const std::string& field, Links links) {
+  ASSIGN_OR_RETURN(const std::string text, ReadText(path, field, links));
   if (JsonNestingDepth(text, kMaxJsonDepth) > kMaxJsonDepth) {
     return Invalid(field,
                    absl::StrCat("'", path, "' nests deeper than ", kMaxJsonDepth, " levels"));
@@ -130,9 +132,10 @@ absl::StatusOr<Json> ReadJson(const std::string& path, const std::string& field)
 // The shards model.safetensors.index.json names, by tensor; each a plain file name in the
 // checkpoint's folder.
 absl::StatusOr<std::map<std::string, std::string>> ShardOfTensor(const std::string& dir,
-                                                                 const std::string& field) {
+                                                                 const std::string& field,
+                                                                 Links links) {
   const std::string path = dir + "/model.safetensors.index.json";
-  ASSIGN_OR_RETURN(const Json index, ReadJson(path, field));
+  ASSIGN_OR_RETURN(const Json index, ReadJson(path, field, links));
   const auto map = index.find("weight_map");
   if (map == index.end() || !map->is_object()) {
     return Invalid(field, absl::StrCat("'", path, "' has no weight_map object"));
@@ -156,7 +159,7 @@ absl::StatusOr<std::map<std::string, std::string>> ShardOfTensor(const std::stri
 
 // Every tensor of the checkpoint: its file and entry.
 absl::StatusOr<std::map<std::string, std::pair<std::string, SafetensorsEntry>>> ReadIndex(
-    const std::string& dir, const std::string& field) {
+    const std::string& dir, const std::string& field, Links links) {
   std::map<std::string, std::pair<std::string, SafetensorsEntry>> tensors;
   std::map<std::string, std::string> shard_of;
   // As from_pretrained: a single model.safetensors first, else the sharded index.
@@ -165,13 +168,13 @@ absl::StatusOr<std::map<std::string, std::pair<std::string, SafetensorsEntry>>> 
       return absl::NotFoundError(absl::StrCat(
           field, ": '", dir, "' holds neither model.safetensors nor model.safetensors.index.json"));
     }
-    ASSIGN_OR_RETURN(shard_of, ShardOfTensor(dir, field));
+    ASSIGN_OR_RETURN(shard_of, ShardOfTensor(dir, field, links));
   }
   std::set<std::string> files;
   for (const auto& [key, file] : shard_of) files.insert(file);
   if (shard_of.empty()) files.insert(dir + "/model.safetensors");
   for (const std::string& file : files) {
-    auto index = ReadSafetensorsIndex(file, Links::kRefuse);
+    auto index = ReadSafetensorsIndex(file, InsideFolder(links));
     if (!index.ok()) return Invalid(field, std::string(index.status().message()));
     for (const auto& [name, entry] : index->tensors) {
       if (!shard_of.empty() && shard_of.count(name) && shard_of[name] != file) continue;
@@ -385,8 +388,8 @@ absl::Status CheckGpt2ConfigJson(const v1::GptConfig& gpt, const Json& json,
 }
 
 absl::Status CheckConfigJson(const v1::ModelSpec& model, const std::string& dir,
-                             const std::string& field) {
-  auto json = ReadJson(dir + "/config.json", field);
+                             const std::string& field, Links links) {
+  auto json = ReadJson(dir + "/config.json", field, links);
   if (absl::IsNotFound(json.status())) {
     return Invalid(field, absl::StrCat("'", dir, "' has no config.json"));
   }
@@ -447,14 +450,14 @@ absl::StatusOr<std::vector<HuggingFaceTensor>> HuggingFaceTensors(
 
 absl::StatusOr<std::vector<LocatedTensor>> LocateHuggingFaceTensors(
     const v1::ModelSpec& model, const v1::HuggingFaceCheckpoint& checkpoint,
-    const std::string& field) {
+    const std::string& field, Links links) {
   const std::string dir = absl::StrCat(field, ".dir");
   ASSIGN_OR_RETURN(std::vector<HuggingFaceTensor> wanted,
                    HuggingFaceTensors(model, checkpoint.layout(), field));
   if (checkpoint.layout() != v1::HuggingFaceCheckpoint::META) {
-    RETURN_IF_ERROR(CheckConfigJson(model, checkpoint.dir(), dir));
+    RETURN_IF_ERROR(CheckConfigJson(model, checkpoint.dir(), dir, links));
   }
-  ASSIGN_OR_RETURN(const auto index, ReadIndex(checkpoint.dir(), dir));
+  ASSIGN_OR_RETURN(const auto index, ReadIndex(checkpoint.dir(), dir, links));
   std::vector<LocatedTensor> located;
   std::set<std::string> used;
   for (HuggingFaceTensor& want : wanted) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/untrusted_file.h"
 #include "contracts/safetensors.h"
 #include "proto/job_spec.pb.h"
 
@@ -60,9 +61,11 @@ struct LocatedTensor {
 // finds every parameter: INVALID_ARGUMENT naming `field` and the key for a missing tensor,
 // a wrong shape, a dtype other than F32, BF16 and F16, a key the model does not have, or a
 // config.json that describes another model; NOT_FOUND naming the file that is missing.
+// The folder's path is opened as `links` says, the files in it never through a link
+// (common/untrusted_file.h: InsideFolder).
 absl::StatusOr<std::vector<LocatedTensor>> LocateHuggingFaceTensors(
     const v1::ModelSpec& model, const v1::HuggingFaceCheckpoint& checkpoint,
-    const std::string& field);
+    const std::string& field, Links links);
 
 // The BOS and EOS ids of a job's tokenizer (tokenizer/manifest.h): nullopt where it has
 // none, or the job has no tokenizer.

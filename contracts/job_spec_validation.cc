@@ -344,7 +344,7 @@ absl::Status CheckTokenFile(const std::string& field, const std::string& path,
   if (path.empty()) return Invalid(field, "must name a token file, got an empty path");
   if (!check_path) return absl::OkStatus();
   ASSIGN_OR_RETURN(const TokenFileLayout layout,
-                   InspectTokenFile(field, path, spec.data().tokens().format()));
+                   InspectTokenFile(field, path, spec.data().tokens().format(), Links::kFollow));
   const int64_t block_size = BlockSize(spec.model());
   if (layout.count < block_size + 1) {
     return Invalid(field,
@@ -483,7 +483,8 @@ absl::Status ValidateHuggingFace(const v1::JobSpec& spec, const PathChecker& che
         HuggingFaceTensors(spec.model(), checkpoint.layout(), "job.init.huggingface").status());
     if (check_path) {
       RETURN_IF_ERROR(
-          LocateHuggingFaceTensors(spec.model(), checkpoint, "job.init.huggingface").status());
+          LocateHuggingFaceTensors(spec.model(), checkpoint, "job.init.huggingface", Links::kFollow)
+              .status());
     }
   }
   const v1::OutputSpec& output = spec.output();

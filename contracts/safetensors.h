@@ -52,7 +52,7 @@ inline constexpr uint64_t kMaxSafetensorsFileBytes = uint64_t{64} << 30;
 absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
                                                        std::string_view file);
 // The same from the file on disk, reading only its header (at most 100 MiB), the file
-// opened as common/untrusted_file.h opens it (`links`: whether a link at its name is
+// opened as common/untrusted_file.h opens it (`links`: whether a link in its path is
 // followed): NOT_FOUND if it is missing, INVALID_ARGUMENT if it is not a regular file.
 absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path,
                                                       Links links = Links::kFollow);
@@ -63,7 +63,7 @@ int SafetensorsDtypeSize(const std::string& dtype);
 // NOT_FOUND if the file cannot be read; DATA_LOSS naming what is wrong if it is not valid
 // safetensors (or holds a dtype other than F32 and I64, and BF16 and F16 if
 // `with_16_bit_floats`: their bytes as stored). Opened as common/untrusted_file.h opens a
-// file (`links`: whether a link at its name is followed).
+// file (`links`: whether a link in its path is followed).
 absl::StatusOr<TensorMap> ReadSafetensors(const std::string& path, bool with_16_bit_floats = false,
                                           Links links = Links::kFollow);
 // The same from the file's bytes, read by the caller (`path` names it in errors).

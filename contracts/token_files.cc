@@ -1,6 +1,7 @@
 #include "contracts/token_files.h"
 
 #include <filesystem>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -21,22 +22,25 @@ v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData:
 }
 
 absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const std::string& path,
-                                                 v1::TokenData::Format format) {
+                                                 v1::TokenData::Format format, Links links) {
   std::error_code error;
   const auto status = std::filesystem::status(path, error);
   if (error || !std::filesystem::exists(status)) return Invalid(field, path, "no such file");
   if (!std::filesystem::is_regular_file(status))
     return Invalid(field, path, "is not a regular file");
   if (ResolveTokenFormat(path, format) == v1::TokenData::UINT16) {
-    const uint64_t bytes = std::filesystem::file_size(path, error);
-    if (error) return Invalid(field, path, error.message());
+    // Its size as opened, not as found at a path a link may have been swapped into since.
+    absl::StatusOr<UntrustedFile> file =
+        UntrustedFile::Open(path, std::numeric_limits<uint64_t>::max(), links);
+    if (!file.ok()) return Invalid(field, path, std::string(file.status().message()));
+    const uint64_t bytes = file->size();
     if (bytes % 2 != 0) {
       return Invalid(field, path,
                      absl::StrCat("has ", bytes, " bytes, not a whole number of uint16 ids"));
     }
     return TokenFileLayout{0, 2, static_cast<int64_t>(bytes / 2)};
   }
-  auto index = ReadSafetensorsIndex(path);
+  auto index = ReadSafetensorsIndex(path, links);
   if (!index.ok()) return Invalid(field, path, std::string(index.status().message()));
   auto it = index->tensors.find("tokens");
   if (it == index->tensors.end() || it->second.shape.size() != 1 || it->second.dtype == "F32") {

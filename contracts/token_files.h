@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/untrusted_file.h"
 #include "proto/job_spec.pb.h"
 
 namespace shardwise {
@@ -23,10 +24,12 @@ struct TokenFileLayout {
 // The format a path is read in: `format`, or by its extension when unspecified.
 v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData::Format format);
 
-// Reads the file's size and header only. INVALID_ARGUMENT naming job.`field` and the path
-// when it is missing, not a regular file, or not a token file of that format.
+// Reads the file's size and header only, opening it as `links` says
+// (common/untrusted_file.h). INVALID_ARGUMENT naming job.`field` and the path when it is
+// missing, not a regular file, a link where `links` refuses one, or not a token file of
+// that format.
 absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const std::string& path,
-                                                 v1::TokenData::Format format);
+                                                 v1::TokenData::Format format, Links links);
 
 }  // namespace shardwise
 

@@ -107,12 +107,12 @@ absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
   return ReadUntrustedFile(path, kMaxTokenizerFileBytes, Links::kFollow);
 }
 
-absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir, Links links) {
   std::string path = (fs::path(dir) / kManifestName).string();
-  auto text = ReadUntrustedFile(path, kMaxManifestBytes, Links::kRefuse);
+  auto text = ReadUntrustedFile(path, kMaxManifestBytes, InsideFolder(links));
   if (absl::IsNotFound(text.status())) {  // a folder written before the manifest's rename
     path = (fs::path(dir) / kLegacyManifestName).string();
-    text = ReadUntrustedFile(path, kMaxManifestBytes, Links::kRefuse);
+    text = ReadUntrustedFile(path, kMaxManifestBytes, InsideFolder(links));
   }
   if (absl::IsNotFound(text.status())) {
     return absl::NotFoundError(
@@ -147,9 +147,10 @@ absl::StatusOr<std::string> FileSha256(const std::string& path) {
   return TokenHash(*bytes);
 }
 
-absl::StatusOr<std::string> ReadCheckedFile(const std::string& dir, const Manifest::File& file) {
+absl::StatusOr<std::string> ReadCheckedFile(const std::string& dir, const Manifest::File& file,
+                                            Links links) {
   const std::string path = (fs::path(dir) / file.name).string();
-  auto bytes = ReadUntrustedFile(path, kMaxTokenizerFileBytes, Links::kRefuse);
+  auto bytes = ReadUntrustedFile(path, kMaxTokenizerFileBytes, InsideFolder(links));
   if (!bytes.ok()) return bytes.status();
   const std::string sha256 = TokenHash(*bytes);
   if (sha256 != file.sha256) {
@@ -159,11 +160,11 @@ absl::StatusOr<std::string> ReadCheckedFile(const std::string& dir, const Manife
   return bytes;
 }
 
-absl::StatusOr<Manifest> CheckTokenizerFolder(const std::string& dir) {
-  auto manifest = ReadManifest(dir);
+absl::StatusOr<Manifest> CheckTokenizerFolder(const std::string& dir, Links links) {
+  auto manifest = ReadManifest(dir, links);
   if (!manifest.ok()) return manifest.status();
   for (const auto& [role, file] : manifest->files) {
-    auto bytes = ReadCheckedFile(dir, file);
+    auto bytes = ReadCheckedFile(dir, file, links);
     if (!bytes.ok()) return bytes.status();
     if (manifest->kind == "sentencepiece" && role == "model") {
       absl::Status model = CheckSentencePieceModel(*bytes, (fs::path(dir) / file.name).string());
@@ -185,16 +186,16 @@ namespace {
 // gives its role (nullopt: not copied), read once (hashed, then written) and written
 // unless the same bytes are there; returns the folder's manifest.
 absl::StatusOr<Manifest> CopyFolderFiles(
-    const std::string& from, const std::string& to, bool replace,
+    const std::string& from, const std::string& to, bool replace, Links links,
     const std::function<std::optional<std::string>(const Manifest&, const std::string& role)>&
         name_in_copy) {
-  auto manifest = ReadManifest(from);
+  auto manifest = ReadManifest(from, links);
   if (!manifest.ok()) return manifest.status();
   if (absl::Status s = CreateFolders(to); !s.ok()) return s;
   for (const auto& [role, file] : manifest->files) {
     const std::optional<std::string> name = name_in_copy(*manifest, role);
     if (!name.has_value()) continue;
-    auto bytes = ReadCheckedFile(from, file);
+    auto bytes = ReadCheckedFile(from, file, links);
     if (!bytes.ok()) return bytes.status();
     absl::Status written = WriteFileUnlessSame((fs::path(to) / *name).string(), *bytes, replace);
     if (!written.ok()) return written;
@@ -204,11 +205,12 @@ absl::StatusOr<Manifest> CopyFolderFiles(
 
 }  // namespace
 
-absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to, bool replace) {
-  auto manifest =
-      CopyFolderFiles(from, to, replace, [](const Manifest& manifest, const std::string& role) {
-        return std::optional<std::string>(manifest.files.at(role).name);
-      });
+absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to, bool replace,
+                                 Links links) {
+  auto manifest = CopyFolderFiles(from, to, replace, links,
+                                  [](const Manifest& manifest, const std::string& role) {
+                                    return std::optional<std::string>(manifest.files.at(role).name);
+                                  });
   if (!manifest.ok()) return manifest.status();
   return WriteFileUnlessSame((fs::path(to) / kManifestName).string(), ManifestText(*manifest),
                              replace);
@@ -224,10 +226,11 @@ std::optional<std::string> HuggingFaceFileName(const std::string& kind, const st
 }
 
 absl::StatusOr<Manifest> CopyHuggingFaceTokenizer(const std::string& from, const std::string& to,
-                                                  bool replace) {
-  return CopyFolderFiles(from, to, replace, [](const Manifest& manifest, const std::string& role) {
-    return HuggingFaceFileName(manifest.kind, role);
-  });
+                                                  bool replace, Links links) {
+  return CopyFolderFiles(from, to, replace, links,
+                         [](const Manifest& manifest, const std::string& role) {
+                           return HuggingFaceFileName(manifest.kind, role);
+                         });
 }
 
 }  // namespace tokenizer

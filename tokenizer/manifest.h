@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/untrusted_file.h"
 
 namespace shardwise {
 namespace tokenizer {
@@ -54,7 +55,10 @@ inline constexpr const char* kHuggingFaceTokenizerNames[] = {
 // DIR/tokenizer.json, read as ReadCheckedFile reads (no link, a regular file of at most
 // kMaxManifestBytes). NOT_FOUND when it is missing, INVALID_ARGUMENT naming the file and
 // the field that is wrong (an unknown kind, a file name with a '/', a size below 1).
-absl::StatusOr<Manifest> ReadManifest(const std::string& dir);
+// Here and below, `links` says how the folder's own path is opened
+// (common/untrusted_file.h): followed for a path a person typed, Links::kRefuseAll for a
+// job's checked path on a worker; the files in it are never read through a link.
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir, Links links = Links::kFollow);
 
 // Writes DIR/tokenizer.json (whole, then renamed into place), replacing one there.
 absl::Status WriteManifest(const std::string& dir, const Manifest& manifest);
@@ -80,13 +84,14 @@ absl::StatusOr<std::string> FileSha256(const std::string& path);
 // The bytes of DIR/FILE.name, a file of a tokenizer folder, read once: never through a
 // link (the path policy checked the folder, not the names in it), a regular file of at
 // most kMaxTokenizerFileBytes, its SHA-256 FILE.sha256 (DATA_LOSS when not).
-absl::StatusOr<std::string> ReadCheckedFile(const std::string& dir, const Manifest::File& file);
+absl::StatusOr<std::string> ReadCheckedFile(const std::string& dir, const Manifest::File& file,
+                                            Links links = Links::kFollow);
 
 // A job's tokenizer folder as the coordinator checks it at submission and a worker at the
 // start of an attempt: its manifest, every file it names read as ReadCheckedFile does, and
 // what can be checked of their contents without loading them (a SentencePiece model's
 // normaliser, sentencepiece_model_check.h).
-absl::StatusOr<Manifest> CheckTokenizerFolder(const std::string& dir);
+absl::StatusOr<Manifest> CheckTokenizerFolder(const std::string& dir, Links links = Links::kFollow);
 
 // Where a final model's copy of its job's tokenizer lies: MODEL.safetensors ->
 // MODEL.tokenizer (beside it, so the pair moves together).
@@ -97,14 +102,15 @@ std::string ModelTokenizerFolder(const std::string& model_path);
 // followed, each file whole or not at all, the manifest last). Files there are replaced
 // only if `replace`, else ALREADY_EXISTS, except a regular file already holding the same
 // bytes, which is left as it is (a re-queued attempt of the job that copied it).
-absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to, bool replace);
+absl::Status CopyTokenizerFolder(const std::string& from, const std::string& to, bool replace,
+                                 Links links = Links::kFollow);
 
 // Copies the files of the folder `from` that Hugging Face's tools read into `to` under
 // their names (HuggingFaceFileName), on CopyTokenizerFolder's terms; returns the folder's
 // manifest (its BOS and EOS ids). What `AutoTokenizer.from_pretrained(to)` loads: its
 // tokenizer_config.json says which class (docs/job-spec.md, "Tokenizers").
 absl::StatusOr<Manifest> CopyHuggingFaceTokenizer(const std::string& from, const std::string& to,
-                                                  bool replace);
+                                                  bool replace, Links links = Links::kFollow);
 
 }  // namespace tokenizer
 }  // namespace shardwise

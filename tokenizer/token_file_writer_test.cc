@@ -26,7 +26,7 @@ TEST(TokenFileWriterTest, WritesWhatTheWorkersRead) {
     const bool wide = vocab_size > 65536;
     EXPECT_EQ((*writer)->path(), stem + (wide ? ".safetensors" : ".bin"));
     auto layout = InspectTokenFile("data.tokens.train_path", (*writer)->path(),
-                                   v1::TokenData::FORMAT_UNSPECIFIED);
+                                   v1::TokenData::FORMAT_UNSPECIFIED, Links::kFollow);
     ASSERT_TRUE(layout.ok()) << layout.status();
     EXPECT_EQ(layout->count, 1003);
     EXPECT_EQ(layout->element, wide ? 4 : 2);

@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   v1::HuggingFaceCheckpoint checkpoint;
   checkpoint.set_dir(dir);
-  auto located = LocateHuggingFaceTensors(model, checkpoint, "fuzz");
+  auto located = LocateHuggingFaceTensors(model, checkpoint, "fuzz", Links::kFollow);
   if (!located.ok()) return 0;
   for (const LocatedTensor& tensor : *located) {
     std::error_code error;

@@ -158,7 +158,8 @@ absl::Status AttemptRunner::CheckTokenizer() const {
   // there would hold the copy beside the final model, after the last step, forever.
   const std::string& dir = assignment_.spec().data().tokens().tokenizer();
   if (dir.empty()) return absl::OkStatus();
-  absl::StatusOr<tokenizer::Manifest> folder = tokenizer::CheckTokenizerFolder(dir);
+  absl::StatusOr<tokenizer::Manifest> folder =
+      tokenizer::CheckTokenizerFolder(dir, kCheckedPathLinks);
   if (folder.ok()) return absl::OkStatus();
   return MarkPermanent(absl::InvalidArgumentError(
       absl::StrCat("job.data.tokens.tokenizer: ", folder.status().message())));

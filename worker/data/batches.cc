@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/path_policy.h"
 #include "contracts/job_ranks.h"
 #include "contracts/transformer_config.h"
 #include "worker/data/dataset.h"
@@ -89,12 +90,12 @@ absl::StatusOr<std::unique_ptr<BatchSource>> OpenTokens(const v1::JobSpec& spec,
   const v1::TokenData& tokens = spec.data().tokens();
   const int64_t vocab_size = VocabSize(spec.model()), block_size = BlockSize(spec.model());
   auto train = TokenFile::Open("data.tokens.train_path", tokens.train_path(), tokens.format(),
-                               vocab_size, block_size);
+                               vocab_size, block_size, kCheckedPathLinks);
   if (!train.ok()) return train.status();
   std::unique_ptr<TokenFile> val;
   if (!tokens.val_path().empty()) {
     auto opened = TokenFile::Open("data.tokens.val_path", tokens.val_path(), tokens.format(),
-                                  vocab_size, block_size);
+                                  vocab_size, block_size, kCheckedPathLinks);
     if (!opened.ok()) return opened.status();
     val = std::move(*opened);
   }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/path_policy.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/safetensors.h"
 #include "worker/compute/cpu/activation.h"
@@ -69,7 +70,7 @@ absl::StatusOr<Dataset> LoadDataset(const v1::JobSpec& spec) {
   }
 
   const std::string& path = spec.data().safetensors_path();
-  auto file = ReadSafetensors(path);
+  auto file = ReadSafetensors(path, /*with_16_bit_floats=*/false, kCheckedPathLinks);
   if (!file.ok()) return file.status();
   auto x = file->find("x");
   auto y = file->find("y");

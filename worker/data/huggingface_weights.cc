@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/path_policy.h"
 #include "common/status_macros.h"
 #include "common/untrusted_file.h"
 #include "contracts/huggingface_layout.h"
@@ -72,14 +73,14 @@ HostTensor ToModelLayout(const HuggingFaceTensor& t, const HostTensor& stored) {
 absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
                                                  const v1::HuggingFaceCheckpoint& checkpoint) {
   ASSIGN_OR_RETURN(const std::vector<LocatedTensor> located,
-                   LocateHuggingFaceTensors(model, checkpoint, kField));
+                   LocateHuggingFaceTensors(model, checkpoint, kField, kCheckedPathLinks));
   std::map<std::string, std::vector<const LocatedTensor*>> by_file;
   for (const LocatedTensor& l : located) by_file[l.file].push_back(&l);
   TensorMap weights;
   for (const auto& [file, tensors] : by_file) {  // one shard in memory at a time
     // Not through a link, as when it was checked: one put there since is refused.
-    ASSIGN_OR_RETURN(const TensorMap stored,
-                     ReadSafetensors(file, /*with_16_bit_floats=*/true, Links::kRefuse));
+    ASSIGN_OR_RETURN(const TensorMap stored, ReadSafetensors(file, /*with_16_bit_floats=*/true,
+                                                             InsideFolder(kCheckedPathLinks)));
     for (const LocatedTensor* l : tensors) {
       // The file was checked from its header; one changed since is refused, not trusted.
       const auto it = stored.find(l->tensor.key);

@@ -68,7 +68,8 @@ v1::HuggingFaceCheckpoint Write(const std::string& dir, const v1::ModelSpec& mod
 }
 
 absl::Status Check(const v1::ModelSpec& model, const v1::HuggingFaceCheckpoint& checkpoint) {
-  return LocateHuggingFaceTensors(model, checkpoint, "job.init.huggingface").status();
+  return LocateHuggingFaceTensors(model, checkpoint, "job.init.huggingface", Links::kFollow)
+      .status();
 }
 
 TEST(HuggingFaceWeights, AGptRoundTripsThroughGpt2sLayout) {

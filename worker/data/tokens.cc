@@ -1,12 +1,8 @@
 #include "worker/data/tokens.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -53,8 +49,9 @@ int64_t SequenceStart(uint64_t seed, int64_t index, int64_t num_tokens, int64_t 
 absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& field,
                                                            const std::string& path,
                                                            v1::TokenData::Format format,
-                                                           int64_t vocab_size, int64_t block_size) {
-  ASSIGN_OR_RETURN(const TokenFileLayout layout, InspectTokenFile(field, path, format));
+                                                           int64_t vocab_size, int64_t block_size,
+                                                           Links links) {
+  ASSIGN_OR_RETURN(const TokenFileLayout layout, InspectTokenFile(field, path, format, links));
   if (layout.count < block_size + 1) {
     return Invalid(field, path,
                    absl::StrCat("holds ", layout.count,
@@ -62,18 +59,17 @@ absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& fi
                                 "model.gpt.block_size ",
                                 block_size, " needs at least ", block_size + 1));
   }
-  // Non-blocking: the file opened may not be the one inspected (replaced by a FIFO).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return Invalid(field, path, absl::StrCat("cannot open: ", std::strerror(errno)));
+  // The file opened may not be the one inspected (replaced by a FIFO, a link or a shorter
+  // file): UntrustedFile refuses what is not a regular file, without blocking.
+  absl::StatusOr<UntrustedFile> opened =
+      UntrustedFile::Open(path, std::numeric_limits<uint64_t>::max(), links);
+  if (!opened.ok()) return Invalid(field, path, std::string(opened.status().message()));
   const uint64_t bytes = layout.offset + layout.count * layout.element;
-  struct stat opened;
-  if (::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode) ||
-      static_cast<uint64_t>(opened.st_size) < bytes) {
-    ::close(fd);
+  if (opened->size() < bytes) {
     return Invalid(field, path, "changed between its inspection and its opening");
   }
-  std::unique_ptr<TokenFile> file(
-      new TokenFile(field, path, fd, layout.offset, layout.element, layout.count, vocab_size));
+  std::unique_ptr<TokenFile> file(new TokenFile(field, path, std::move(*opened), layout.offset,
+                                                layout.element, layout.count, vocab_size));
   // Every id, a chunk at a time.
   constexpr int64_t kChunk = int64_t{1} << 20;
   std::vector<int64_t> ids;
@@ -83,8 +79,6 @@ absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& fi
   return file;
 }
 
-TokenFile::~TokenFile() { ::close(fd_); }
-
 absl::Status TokenFile::Read(int64_t first, int64_t count, std::vector<int64_t>* ids) const {
   return ReadIds(first, count, ids, " (the file changed since the job opened it)");
 }
@@ -93,22 +87,16 @@ absl::Status TokenFile::ReadIds(int64_t first, int64_t count, std::vector<int64_
                                 const char* when) const {
   std::vector<char> raw(static_cast<size_t>(count * element_));
   const uint64_t at = offset_ + static_cast<uint64_t>(first) * element_;
-  for (size_t done = 0; done < raw.size();) {
-    const ssize_t n =
-        ::pread(fd_, raw.data() + done, raw.size() - done, static_cast<off_t>(at + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return absl::DataLossError(absl::StrCat("job.", field_, " '", path_, "': reading tokens ",
-                                              first, " to ", first + count, ": ",
-                                              std::strerror(errno)));
-    }
-    if (n == 0) {
-      return absl::DataLossError(
-          absl::StrCat("job.", field_, " '", path_, "' was cut short while the job read it: token ",
-                       first + static_cast<int64_t>(done) / element_, " is gone (it held ", count_,
-                       " tokens when it was opened)"));
-    }
-    done += static_cast<size_t>(n);
+  const absl::StatusOr<uint64_t> done = file_.ReadUpTo(at, raw.size(), raw.data());
+  if (!done.ok()) {
+    return absl::DataLossError(absl::StrCat("job.", field_, " reading tokens ", first, " to ",
+                                            first + count, ": ", done.status().message()));
+  }
+  if (*done < raw.size()) {
+    return absl::DataLossError(
+        absl::StrCat("job.", field_, " '", path_, "' was cut short while the job read it: token ",
+                     first + static_cast<int64_t>(*done) / element_, " is gone (it held ", count_,
+                     " tokens when it was opened)"));
   }
   ids->resize(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) (*ids)[i] = Load(raw.data() + i * element_, element_);

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/untrusted_file.h"
 #include "proto/job_spec.pb.h"
 #include "worker/data/batch.h"
 
@@ -41,12 +42,13 @@ int64_t SequenceStart(uint64_t seed, int64_t index, int64_t num_tokens, int64_t 
 
 class TokenFile {
  public:
-  // `field` names the spec field in errors ("data.tokens.train_path").
+  // `field` names the spec field in errors ("data.tokens.train_path"); `links` says how
+  // `path` is opened (common/untrusted_file.h; Links::kRefuseAll for a job's checked path).
   static absl::StatusOr<std::unique_ptr<TokenFile>> Open(const std::string& field,
                                                          const std::string& path,
                                                          v1::TokenData::Format format,
-                                                         int64_t vocab_size, int64_t block_size);
-  ~TokenFile();
+                                                         int64_t vocab_size, int64_t block_size,
+                                                         Links links);
   TokenFile(const TokenFile&) = delete;
   TokenFile& operator=(const TokenFile&) = delete;
 
@@ -55,11 +57,11 @@ class TokenFile {
   absl::Status Read(int64_t first, int64_t count, std::vector<int64_t>* ids) const;
 
  private:
-  TokenFile(std::string field, std::string path, int fd, uint64_t offset, int element,
+  TokenFile(std::string field, std::string path, UntrustedFile file, uint64_t offset, int element,
             int64_t count, int64_t vocab_size)
       : field_(std::move(field)),
         path_(std::move(path)),
-        fd_(fd),
+        file_(std::move(file)),
         offset_(offset),
         element_(element),
         count_(count),
@@ -72,7 +74,7 @@ class TokenFile {
   absl::Status CheckIds(int64_t first, const std::vector<int64_t>& ids, const char* when) const;
 
   const std::string field_, path_;
-  const int fd_;
+  const UntrustedFile file_;
   const uint64_t offset_;  // of the first id, in bytes
   const int element_;      // bytes per id: 2, 4 or 8
   const int64_t count_;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -41,7 +42,7 @@ TEST(SequenceStart, IsSplitMix64ModuloTheStarts) {
 
 TEST(TokenFile, BatchesAreSequencesAndTheirNextTokens) {
   auto file = TokenFile::Open("data.tokens.train_path", WriteUint16("train.bin", Iota(200)),
-                              v1::TokenData::FORMAT_UNSPECIFIED, 50, 8);
+                              v1::TokenData::FORMAT_UNSPECIFIED, 50, 8, Links::kFollow);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->size(), 200);
   const absl::StatusOr<MicroBatch> read = TokenMicroBatch(**file, 3, 10, 2, 8);
@@ -66,8 +67,8 @@ TEST(TokenFile, ReadsASafetensorsTensor) {
   tokens.bytes.assign(reinterpret_cast<const char*>(ids.data()), size_t{20} * 8);
   const std::string path = TempPath("tokens") + ".safetensors";
   ASSERT_TRUE(WriteSafetensors(path, {{"tokens", tokens}}).ok());
-  auto file =
-      TokenFile::Open("data.tokens.train_path", path, v1::TokenData::FORMAT_UNSPECIFIED, 8, 4);
+  auto file = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::FORMAT_UNSPECIFIED, 8,
+                              4, Links::kFollow);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->size(), 20);
   std::vector<int64_t> last;
@@ -80,7 +81,8 @@ TEST(TokenFile, ReadsASafetensorsTensor) {
 // handed the model an id past its vocabulary.
 TEST(TokenFile, AFileChangedAfterItWasOpenedFailsTheReadNamingIt) {
   const std::string path = WriteUint16("changing.bin", Iota(200));
-  auto file = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16, 50, 8);
+  auto file =
+      TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16, 50, 8, Links::kFollow);
   ASSERT_TRUE(file.ok()) << file.status();
   std::vector<uint16_t> rewritten = Iota(200);
   rewritten[150] = 999;
@@ -103,7 +105,8 @@ TEST(TokenFile, NamesTheFieldTheFileAndTheOffsetOfABadId) {
   std::vector<uint16_t> ids = Iota(100);
   ids[37] = 60;
   const std::string path = WriteUint16("bad.bin", ids);
-  auto file = TokenFile::Open("data.tokens.val_path", path, v1::TokenData::UINT16, 50, 8);
+  auto file =
+      TokenFile::Open("data.tokens.val_path", path, v1::TokenData::UINT16, 50, 8, Links::kFollow);
   EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(file.status().message(),
             absl::StrCat("job.data.tokens.val_path '", path,
@@ -111,25 +114,53 @@ TEST(TokenFile, NamesTheFieldTheFileAndTheOffsetOfABadId) {
                          "model.gpt.vocab_size 50"));
 }
 
+// A job's token file is opened as it was checked, with no link in its path: its folder
+// swapped for a link since (here to a copy of itself, which a plain open would read) is
+// refused, not followed out of the folders the check allowed.
+TEST(TokenFile, RefusesALinkPutInTheCheckedPathSinceTheCheck) {
+  namespace fs = std::filesystem;
+  const fs::path folder = TempPath("checked");
+  fs::create_directories(folder);
+  fs::rename(WriteUint16("train.bin", Iota(100)), folder / "train.bin");
+  const std::string path = fs::canonical(folder / "train.bin").string();
+  ASSERT_TRUE(TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16, 50, 8,
+                              Links::kRefuseAll)
+                  .ok());
+  fs::rename(folder, folder.string() + ".old");
+  fs::create_directory_symlink(folder.string() + ".old", folder);
+  auto swapped = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16, 50, 8,
+                                 Links::kRefuseAll);
+  EXPECT_EQ(swapped.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(swapped.status().message().find("is a symbolic link"), std::string::npos)
+      << swapped.status();
+  EXPECT_NE(swapped.status().message().find("job.data.tokens.train_path"), std::string::npos)
+      << swapped.status();
+  EXPECT_TRUE(
+      TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16, 50, 8, Links::kFollow)
+          .ok());
+}
+
 TEST(TokenFile, RefusesShortOddAndIrregularFiles) {
   auto short_file = TokenFile::Open("data.tokens.train_path", WriteUint16("short.bin", Iota(8)),
-                                    v1::TokenData::UINT16, 50, 8);
+                                    v1::TokenData::UINT16, 50, 8, Links::kFollow);
   EXPECT_EQ(short_file.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(short_file.status().message().find("holds 8 tokens"), std::string::npos);
   const std::string odd = TempPath("odd.bin");
   std::ofstream(odd, std::ios::binary) << "abc";
-  EXPECT_NE(TokenFile::Open("f", odd, v1::TokenData::UINT16, 50, 1)
+  EXPECT_NE(TokenFile::Open("f", odd, v1::TokenData::UINT16, 50, 1, Links::kFollow)
                 .status()
                 .message()
                 .find("whole number"),
             std::string::npos);
   const char* dir = std::getenv("TEST_TMPDIR");
-  EXPECT_NE(TokenFile::Open("f", dir ? dir : "/tmp", v1::TokenData::UINT16, 50, 1)
+  EXPECT_NE(TokenFile::Open("f", dir ? dir : "/tmp", v1::TokenData::UINT16, 50, 1, Links::kFollow)
                 .status()
                 .message()
                 .find("not a regular file"),
             std::string::npos);
-  EXPECT_EQ(TokenFile::Open("f", "/no/such/file", v1::TokenData::UINT16, 50, 1).status().code(),
+  EXPECT_EQ(TokenFile::Open("f", "/no/such/file", v1::TokenData::UINT16, 50, 1, Links::kFollow)
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/path_policy.h"
 #include "contracts/model_description.h"
 #include "contracts/transformer_config.h"
 #include "worker/data/huggingface_weights.h"
@@ -63,7 +64,7 @@ absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec) {
   }
   if (!spec.init().has_safetensors_path()) return SeededWeights(spec.model(), spec.init().seed());
   const std::string& path = spec.init().safetensors_path();
-  auto file = ReadSafetensors(path);
+  auto file = ReadSafetensors(path, /*with_16_bit_floats=*/false, kCheckedPathLinks);
   if (!file.ok()) return file.status();
   auto description = DescribeModel(spec.model());
   if (!description.ok()) return description.status();

@@ -1,5 +1,6 @@
 #include "worker/train/huggingface_export.h"
 
+#include "common/path_policy.h"
 #include "common/safe_write.h"
 #include "common/status_macros.h"
 #include "contracts/huggingface_layout.h"
@@ -18,8 +19,9 @@ absl::StatusOr<SpecialTokenIds> ExportTokenizer(const v1::JobSpec& spec, bool re
   const std::string& tokenizer_dir = spec.data().tokens().tokenizer();
   if (tokenizer_dir.empty()) return SpecialTokenIds{};
   const std::string& dir = spec.output().huggingface_dir();
-  ASSIGN_OR_RETURN(const tokenizer::Manifest manifest,
-                   tokenizer::CopyHuggingFaceTokenizer(tokenizer_dir, dir, replace));
+  ASSIGN_OR_RETURN(
+      const tokenizer::Manifest manifest,
+      tokenizer::CopyHuggingFaceTokenizer(tokenizer_dir, dir, replace, kCheckedPathLinks));
   const SpecialTokenIds ids{manifest.bos_id, manifest.eos_id};
   if (ids.bos.has_value() || ids.eos.has_value()) {
     RETURN_IF_ERROR(WriteFileUnlessSame(dir + "/generation_config.json",

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/path_policy.h"
 #include "common/safe_write.h"
 #include "common/status_macros.h"
 #include "contracts/fsdp_layout.h"
@@ -731,8 +732,9 @@ absl::Status RankTrainer::WriteFinalModel() {
   // attempt's, are left as they are).
   const std::string& tokenizer_dir = spec_.data().tokens().tokenizer();
   if (!tokenizer_dir.empty()) {
-    RETURN_IF_ERROR(tokenizer::CopyTokenizerFolder(
-        tokenizer_dir, tokenizer::ModelTokenizerFolder(path), spec_.output().overwrite()));
+    RETURN_IF_ERROR(tokenizer::CopyTokenizerFolder(tokenizer_dir,
+                                                   tokenizer::ModelTokenizerFolder(path),
+                                                   spec_.output().overwrite(), kCheckedPathLinks));
   }
   Metadata metadata = {{"shardwise.model", model_json}};
   if (!context_.job_id.empty()) metadata[kFinalModelJobKey] = context_.job_id;
