@@ -116,17 +116,26 @@ std::string WorkerNote(const v1::WorkerInfo& w, int64_t now_ms) {
                       " more: ", w.quarantine_reason());
 }
 
+// "read /data; write /data/out" for a worker with folders of its own, "-" without (it
+// bounds nothing the coordinator allows).
+std::string WorkerFolders(const v1::WorkerInfo& w) {
+  if (!w.has_folders()) return "-";
+  return absl::StrCat("read ", absl::StrJoin(w.folders().input_roots(), ", "), "; write ",
+                      absl::StrJoin(w.folders().output_roots(), ", "));
+}
+
 }  // namespace
 
 std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_t now_ms) {
   std::vector<std::vector<std::string>> rows = {
-      {"ID", "DEVICE", "STATE", "JOB", "RANK", "CPUS", "GPU", "LAST HEARTBEAT", "NOTE"}};
+      {"ID", "DEVICE", "STATE", "JOB", "RANK", "CPUS", "GPU", "FOLDERS", "LAST HEARTBEAT", "NOTE"}};
   for (const v1::WorkerInfo& w : workers) {
     const bool assigned = !w.job_id().empty();
     rows.push_back({w.id(), v1::DeviceKind_Name(w.device()), v1::WorkerState_Name(w.state()),
                     assigned ? absl::StrCat(w.job_id(), "#", w.attempt()) : "-",
                     assigned ? absl::StrCat(w.rank()) : "-", absl::StrCat(w.cpu_threads()),
-                    FormatGpu(w), absl::StrCat(FormatAge(w.last_heartbeat_ms(), now_ms), " ago"),
+                    FormatGpu(w), WorkerFolders(w),
+                    absl::StrCat(FormatAge(w.last_heartbeat_ms(), now_ms), " ago"),
                     WorkerNote(w, now_ms)});
   }
   return Table(rows);

@@ -303,6 +303,18 @@ TEST(Format, WorkerTableSaysWhyAndHowLongAWorkerIsQuarantined) {
   EXPECT_FALSE(absl::StrContains(FormatWorkerTable({w}, 600'000), "quarantined"));
 }
 
+TEST(Format, WorkerTableShowsAWorkersOwnFolders) {
+  v1::WorkerInfo w;
+  w.set_id("w1");
+  w.mutable_folders()->add_input_roots("/data");
+  w.mutable_folders()->add_input_roots("/mnt/data");
+  w.mutable_folders()->add_output_roots("/data/out");
+  EXPECT_TRUE(
+      absl::StrContains(FormatWorkerTable({w}, 0), "read /data, /mnt/data; write /data/out"));
+  w.clear_folders();
+  EXPECT_FALSE(absl::StrContains(FormatWorkerTable({w}, 0), "read "));
+}
+
 TEST(Format, DescribeShowsTheJoinTimeout) {
   v1::Job job = RunningJob();
   job.mutable_spec()->mutable_rendezvous()->set_join_timeout_seconds(45);

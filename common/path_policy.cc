@@ -120,6 +120,18 @@ PathPolicy PathPolicy::FromProto(const v1::PathPolicy& proto) {
   return proto.has_submitter() ? policy.Narrowed(proto.submitter()) : policy;
 }
 
+v1::WorkerFolders PathPolicy::Folders() const {
+  v1::WorkerFolders folders;
+  for (auto [kept, listed] : {std::pair{&input_.front(), folders.mutable_input_roots()},
+                              std::pair{&output_.front(), folders.mutable_output_roots()}}) {
+    for (size_t i = 0; i < kept->as_given.size(); ++i) {
+      listed->Add()->assign(kept->as_given[i]);
+      if (kept->resolved[i] != kept->as_given[i]) listed->Add()->assign(kept->resolved[i]);
+    }
+  }
+  return folders;
+}
+
 v1::PathPolicy PathPolicy::ToProto() const {
   v1::PathPolicy proto;
   for (const std::string& root : input_roots()) proto.add_input_roots(root);
@@ -334,6 +346,29 @@ absl::Status ForEachPathField(
   RETURN_IF_ERROR(
       each("job.output.huggingface_dir", output->mutable_huggingface_dir(), Kind::kFolder, true));
   return each("job.output.checkpoint_dir", output->mutable_checkpoint_dir(), Kind::kFolder, true);
+}
+
+JobPaths PathsOf(const v1::JobSpec& spec) {
+  v1::JobSpec copy = spec;  // ForEachPathField may rewrite; this visit does not
+  JobPaths paths;
+  (void)ForEachPathField(&copy, [&](const PathField& field, std::string* path) {
+    (field.output ? paths.outputs : paths.inputs).push_back({field.name, *path});
+    return absl::OkStatus();
+  });
+  return paths;
+}
+
+const JobPaths::Path* FirstOutside(const v1::WorkerFolders& folders, const JobPaths& paths) {
+  for (auto [each, roots] : {std::pair{&paths.inputs, &folders.input_roots()},
+                             std::pair{&paths.outputs, &folders.output_roots()}}) {
+    for (const JobPaths::Path& path : *each) {
+      if (std::none_of(roots->begin(), roots->end(),
+                       [&](const std::string& root) { return IsUnder(path.path, root); })) {
+        return &path;
+      }
+    }
+  }
+  return nullptr;
 }
 
 absl::Status CheckAbsolutePath(const std::string& field, const std::string& path) {

@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/untrusted_file.h"
+#include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
 #include "proto/worker_service.pb.h"
 
@@ -78,6 +79,10 @@ class PathPolicy {
   // Only the lexical checks of CheckInput / CheckOutput: absolute, normal, under a root.
   absl::StatusOr<std::string> CheckLexically(const std::string& field, const std::string& path,
                                              bool output) const;
+
+  // A worker's own folders as it advertises them to its coordinator: this policy's roots,
+  // each as given and, where it differs, with its links resolved.
+  v1::WorkerFolders Folders() const;
 
   const std::vector<std::string>& input_roots() const { return input_.front().as_given; }
   const std::vector<std::string>& output_roots() const { return output_.front().as_given; }
@@ -143,6 +148,23 @@ struct PathField {
 absl::Status ForEachPathField(
     v1::JobSpec* spec,
     const std::function<absl::Status(const PathField& field, std::string* path)>& visit);
+
+// What a spec reads and what it writes: its path fields (ForEachPathField) that are set.
+struct JobPaths {
+  struct Path {
+    const char* field;  // "job.data.tokens.train_path"
+    std::string path;
+  };
+  std::vector<Path> inputs, outputs;
+};
+JobPaths PathsOf(const v1::JobSpec& spec);
+
+// The first path of `paths` a worker advertising `folders` would refuse: an input under
+// none of its input roots, or an output under none of its output roots; null when it
+// would take them all. Compared as written (absolute and normal, as the coordinator's
+// check leaves them): a prediction of what the worker decides on its own file system,
+// where it checks again.
+const JobPaths::Path* FirstOutside(const v1::WorkerFolders& folders, const JobPaths& paths);
 
 // OK when `path` is printable text (common/printable_text.h): no NUL, which would cut it
 // short where the system reads it, and no control character; else INVALID_ARGUMENT

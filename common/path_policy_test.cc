@@ -220,6 +220,48 @@ TEST_F(PathPolicyTest, AWorkersOwnRootsBoundWhatItIsSent) {
   EXPECT_TRUE(all.ToProto().has_submitter());
 }
 
+// What a worker advertises of its folders, and the coordinator's prediction from it: a
+// root reached through a link is listed both ways, so a path the coordinator resolved
+// matches either spelling.
+TEST_F(PathPolicyTest, AWorkersFoldersPredictWhetherItTakesAJob) {
+  fs::create_directory_symlink(root_ / "in", root_ / "data");
+  auto ceiling = PathPolicy::Create({(root_ / "data").string()}, {"/"}, "/");
+  ASSERT_TRUE(ceiling.ok()) << ceiling.status();
+  const v1::WorkerFolders folders = ceiling->Folders();
+  ASSERT_EQ(folders.input_roots_size(), 2);
+  EXPECT_EQ(folders.input_roots(0), (root_ / "data").string());
+  EXPECT_EQ(folders.input_roots(1), fs::canonical(root_ / "in").string());
+  EXPECT_EQ(folders.output_roots_size(), 1);
+
+  v1::JobSpec spec;
+  spec.mutable_data()->mutable_tokens()->set_train_path(In() + "/data.bin");
+  spec.mutable_data()->mutable_tokens()->set_val_path((root_ / "data" / "val.bin").string());
+  spec.mutable_output()->set_checkpoint_dir(Out() + "/ckpt");
+  const JobPaths paths = PathsOf(spec);
+  ASSERT_EQ(paths.inputs.size(), 2u);
+  EXPECT_EQ(paths.inputs[0].path, In() + "/data.bin");
+  EXPECT_STREQ(paths.inputs[1].field, "job.data.tokens.val_path");
+  EXPECT_EQ(paths.inputs[1].path, (root_ / "data" / "val.bin").string());
+  ASSERT_EQ(paths.outputs.size(), 1u);
+  EXPECT_EQ(paths.outputs[0].path, Out() + "/ckpt");
+  EXPECT_EQ(FirstOutside(folders, paths), nullptr);
+
+  const auto outside = [](const v1::WorkerFolders& folders, const v1::JobSpec& spec) {
+    const JobPaths paths = PathsOf(spec);
+    const JobPaths::Path* path = FirstOutside(folders, paths);
+    return path == nullptr ? std::string("none") : std::string(path->field);
+  };
+  spec.mutable_init()->set_safetensors_path(Secret() + "/key");  // an input outside
+  EXPECT_EQ(outside(folders, spec), "job.init.safetensors_path");
+  spec.mutable_init()->clear_safetensors_path();
+  v1::WorkerFolders narrow = folders;
+  narrow.set_output_roots(0, Out() + "/models");  // the checkpoint folder is outside
+  EXPECT_EQ(outside(narrow, spec), "job.output.checkpoint_dir");
+  // A root's prefix is not the root: ROOT/input is not under ROOT/in.
+  spec.mutable_data()->mutable_tokens()->set_train_path(In() + "put/data.bin");
+  EXPECT_EQ(outside(folders, spec), "job.data.tokens.train_path");
+}
+
 TEST_F(PathPolicyTest, WritesAreAtomicNeverThroughLinksAndReplaceOnlyWhenAsked) {
   const std::string model = Out() + "/m.safetensors";
   ASSERT_TRUE(WriteFileAtomically(model, "one", /*replace=*/false).ok());

@@ -97,6 +97,9 @@ absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec, const Sub
   ApplyJobSpecDefaults(&effective);
   ASSIGN_OR_RETURN(const MemoryEstimate memory, EstimateRankMemory(effective));
   RETURN_IF_ERROR(CheckSomeWorkerHasMemory(effective.device(), memory));
+  RETURN_IF_ERROR(CheckSomeWorkerTakesThePaths(
+      {"", effective.world_size(), effective.device(), 0, PathsOf(effective)},
+      workers_->Offers(effective.device())));
   RETURN_IF_ERROR(gone());
   ASSIGN_OR_RETURN(v1::Job job,
                    jobs_->Submit(effective, memory.ToProto(), submitter.name, request_id, roots));
@@ -420,27 +423,20 @@ void JobController::PlacePendingJobsLocked() {
   std::vector<IdleWorker> idle;
   for (v1::DeviceKind device : {v1::CPU, v1::CUDA}) {
     for (const v1::WorkerInfo& worker : workers_->Idle(device)) {
-      idle.push_back({worker.id(), worker.device(), RankMemory(worker)});
+      idle.push_back(WorkerOffer(worker));
     }
   }
   const std::vector<Placement> placements = PlanGangPlacements(pending, idle);
   std::set<std::string> placed;
   for (const Placement& placement : placements) placed.insert(placement.job_id);
   // Jobs left waiting say what for, counting the workers of their kind that exist.
-  std::map<v1::DeviceKind, std::vector<int64_t>> memories;  // ascending, per device
+  std::map<v1::DeviceKind, std::vector<IdleWorker>> registered;
   for (const PendingJob& job : pending) {
     if (placed.count(job.job_id) > 0) continue;
-    auto [it, fresh] = memories.try_emplace(job.device);
-    if (fresh) it->second = workers_->RankMemories(job.device);
-    const std::vector<int64_t>& memory = it->second;
-    WorkerSupply supply{static_cast<int>(memory.size()), 0, job.memory_per_rank};
-    // MemoryFits: a worker advertising nothing, or at least the job's memory.
-    supply.with_enough_memory = static_cast<int>(
-        (std::lower_bound(memory.begin(), memory.end(), 1) - memory.begin()) +
-        (memory.end() - std::lower_bound(memory.begin(), memory.end(),
-                                         std::max<int64_t>(1, job.memory_per_rank))));
-    if (job.memory_per_rank <= 0) supply.with_enough_memory = supply.registered;
-    jobs_->SetPendingReason(job.job_id, PendingReason(job.world_size, job.device, supply));
+    auto [it, fresh] = registered.try_emplace(job.device);
+    if (fresh) it->second = workers_->Offers(job.device);
+    jobs_->SetPendingReason(job.job_id,
+                            PendingReason(job.world_size, job.device, SupplyFor(job, it->second)));
   }
   for (const Placement& placement : placements) {
     StartAttemptLocked(placement.job_id, placement.worker_ids);

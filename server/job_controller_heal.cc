@@ -134,13 +134,12 @@ void JobController::HealDegradedAttemptsLocked() {
     const int32_t wanted = TargetGroups(job) - static_cast<int32_t>(LiveRanksOf(job).size()) / size;
     const auto& leaves = live_.at(job.id()).leaves_by_worker;
     std::vector<std::string> workers;
+    const PendingJob needs = PendingJobOf(job);
     for (const v1::WorkerInfo& worker : workers_->Idle(job.spec().device())) {
       if (static_cast<int32_t>(workers.size()) == wanted * size) break;
       const auto left = leaves.find(worker.id());
       if (left != leaves.end() && left->second.held_until > now) continue;  // flapping
-      if (MemoryFits(job.memory_per_rank().total_bytes(), RankMemory(worker))) {
-        workers.push_back(worker.id());
-      }
+      if (CanTakeRank(needs, WorkerOffer(worker))) workers.push_back(worker.id());
     }
     // Groups that left, or those of a job grown past its initial size not placed yet: as
     // many as the idle workers hold, in one epoch (the rest in a later pass).

@@ -438,8 +438,7 @@ std::vector<PendingJob> JobManager::PendingJobs() const {
     // As the job stands for the scheduler: with a change the store has not taken yet.
     const v1::Job* job = CurrentOf(jobs_.at(id));
     if (job == nullptr || job->state() != v1::PENDING) continue;
-    pending.push_back({job->id(), job->spec().world_size(), job->spec().device(),
-                       job->memory_per_rank().total_bytes()});
+    pending.push_back(PendingJobOf(*job));
   }
   return pending;
 }

@@ -3,12 +3,74 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "contracts/memory_estimate.h"
 
 namespace shardwise {
 
+PendingJob PendingJobOf(const v1::Job& job) {
+  return {job.id(), job.spec().world_size(), job.spec().device(),
+          job.memory_per_rank().total_bytes(), PathsOf(job.spec())};
+}
+
+int64_t RankMemory(const v1::WorkerInfo& worker) {
+  return worker.device() == v1::CUDA ? worker.gpu().memory_bytes() : worker.memory_bytes();
+}
+
+IdleWorker WorkerOffer(const v1::WorkerInfo& worker) {
+  IdleWorker offer{worker.id(), worker.device(), RankMemory(worker), std::nullopt};
+  if (worker.has_folders()) offer.folders = worker.folders();
+  return offer;
+}
+
 bool MemoryFits(int64_t memory_per_rank, int64_t worker_memory) {
   return memory_per_rank <= 0 || worker_memory <= 0 || worker_memory >= memory_per_rank;
+}
+
+bool CanTakeRank(const PendingJob& job, const IdleWorker& worker) {
+  return worker.device == job.device && MemoryFits(job.memory_per_rank, worker.memory_bytes) &&
+         (!worker.folders.has_value() || FirstOutside(*worker.folders, job.paths) == nullptr);
+}
+
+absl::Status CheckSomeWorkerTakesThePaths(const PendingJob& job,
+                                          const std::vector<IdleWorker>& registered) {
+  const IdleWorker* refusing = nullptr;
+  const JobPaths::Path* refused = nullptr;
+  int others = 0;
+  for (const IdleWorker& worker : registered) {
+    if (worker.device != job.device) continue;
+    if (!worker.folders.has_value()) return absl::OkStatus();
+    const JobPaths::Path* outside = FirstOutside(*worker.folders, job.paths);
+    if (outside == nullptr) return absl::OkStatus();
+    if (refusing != nullptr) {
+      ++others;
+      continue;
+    }
+    refusing = &worker;
+    refused = outside;
+  }
+  if (refusing == nullptr) return absl::OkStatus();  // none registered yet: the job waits
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no registered ", v1::DeviceKind_Name(job.device),
+      " worker lets this job read and write where its spec says: ", refused->field, " '",
+      refused->path, "' lies outside the folders of ", refusing->worker_id, " (read ",
+      absl::StrJoin(refusing->folders->input_roots(), ", "), "; write ",
+      absl::StrJoin(refusing->folders->output_roots(), ", "), ")",
+      others > 0 ? absl::StrCat(", and each of the other ", others, " refuses a path too") : "",
+      " (`shardwise get workers` shows each worker's folders: its --allowed_input_paths and "
+      "--allowed_output_paths)"));
+}
+
+WorkerSupply SupplyFor(const PendingJob& job, const std::vector<IdleWorker>& registered) {
+  WorkerSupply supply{0, 0, job.memory_per_rank, 0};
+  for (const IdleWorker& worker : registered) {
+    if (worker.device != job.device) continue;
+    ++supply.registered;
+    if (!MemoryFits(job.memory_per_rank, worker.memory_bytes)) continue;
+    ++supply.with_enough_memory;
+    if (CanTakeRank(job, worker)) ++supply.able;
+  }
+  return supply;
 }
 
 std::vector<Placement> PlanGangPlacements(const std::vector<PendingJob>& pending,
@@ -23,8 +85,7 @@ std::vector<Placement> PlanGangPlacements(const std::vector<PendingJob>& pending
     std::vector<size_t> chosen;
     for (size_t i = 0; i < idle.size() && static_cast<int32_t>(chosen.size()) < job.world_size;
          ++i) {
-      if (!taken[i] && idle[i].device == job.device &&
-          MemoryFits(job.memory_per_rank, idle[i].memory_bytes)) {
+      if (!taken[i] && CanTakeRank(job, idle[i])) {
         chosen.push_back(i);
       }
     }
@@ -56,6 +117,12 @@ std::string PendingReason(int32_t world_size, v1::DeviceKind device, const Worke
                         " each (the estimated memory per rank), but only ",
                         supply.with_enough_memory, " of the ", supply.registered,
                         " registered advertise that much");
+  }
+  if (supply.able >= 0 && supply.able < world_size) {
+    return absl::StrCat("waiting for ", world_size, " ", kind,
+                        " workers whose folders (--allowed_input_paths, --allowed_output_paths) "
+                        "hold the job's paths, but only ",
+                        supply.able, " of the ", supply.registered, " registered do");
   }
   return absl::StrCat("waiting for ", world_size, " idle ", kind, " workers");
 }

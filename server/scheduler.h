@@ -3,13 +3,18 @@
 
 // Gang placement, as a pure function: which pending jobs start now, on which workers.
 // A job starts only when world_size idle workers of its device kind exist that advertise
-// at least the job's estimated memory per rank; all its ranks start together. Jobs are served
-// first-come first-served per device kind, without backfilling: a large job at the head of the
-// queue is never starved by smaller ones behind it.
+// at least the job's estimated memory per rank and whose own folders (where they have
+// some) hold every path the job reads and writes; all its ranks start together. Jobs are
+// served first-come first-served per device kind, without backfilling: a large job at the
+// head of the queue is never starved by smaller ones behind it.
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "common/path_policy.h"
+#include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
 
 namespace shardwise {
@@ -19,36 +24,66 @@ struct PendingJob {
   int32_t world_size = 0;
   v1::DeviceKind device = v1::CPU;
   int64_t memory_per_rank = 0;  // estimated bytes; 0: not known
+  JobPaths paths;               // what its ranks read and write
 };
+// `job` as the scheduler weighs it.
+PendingJob PendingJobOf(const v1::Job& job);
 
+// A worker as the scheduler weighs it (IdleWorker: one free to take a rank now).
 struct IdleWorker {
   std::string worker_id;
   v1::DeviceKind device = v1::CPU;
   int64_t memory_bytes = 0;  // what it advertises for a rank; 0: not known
+  // Its own folders, where it has some (v1::WorkerInfo.folders); unset: it bounds nothing.
+  std::optional<v1::WorkerFolders> folders;
 };
+// The memory a worker offers one rank: its GPU's for a CUDA worker, the host's otherwise;
+// 0 when it advertises none.
+int64_t RankMemory(const v1::WorkerInfo& worker);
+// `worker` as the scheduler weighs it.
+IdleWorker WorkerOffer(const v1::WorkerInfo& worker);
 
 // Whether a worker advertising `worker_memory` can take a rank needing `memory_per_rank`
 // (either 0: not known, so yes).
 bool MemoryFits(int64_t memory_per_rank, int64_t worker_memory);
+
+// Whether `worker` can take a rank of `job`: of its kind, with the memory (MemoryFits),
+// and, where it advertises folders of its own, with every path of the job inside them
+// (FirstOutside). Memory and folders are what the worker says; it checks both again.
+bool CanTakeRank(const PendingJob& job, const IdleWorker& worker);
 
 struct Placement {
   std::string job_id;
   std::vector<std::string> worker_ids;  // worker_ids[r] runs rank r
 };
 
+// FAILED_PRECONDITION when workers of the job's kind are registered (`registered`: those
+// not lost) and none of them would take its paths (CanTakeRank's folders), naming a path
+// and the folders of a worker that refuses it: such a job would wait at the head of its
+// queue, holding back every job behind it, until an operator changed a worker's flags.
+// OK with none registered yet (the job waits for them).
+absl::Status CheckSomeWorkerTakesThePaths(const PendingJob& job,
+                                          const std::vector<IdleWorker>& registered);
+
 // The workers of a job's kind that exist, for saying why it waits; -1 when not known.
 struct WorkerSupply {
   int registered = -1;          // workers of the job's device kind, not lost
   int with_enough_memory = -1;  // of those, the ones advertising the job's memory per rank
   int64_t memory_per_rank = 0;
+  int able = -1;  // of those, the ones whose folders allow the job too (CanTakeRank)
 };
+// The supply for `job` among `registered` (the workers not lost, idle or not).
+WorkerSupply SupplyFor(const PendingJob& job, const std::vector<IdleWorker>& registered);
 
 // Why a job of `world_size` ranks on `device` waits: "waiting for N idle CPU workers";
 // when fewer than N workers of that kind are registered at all (a job asking for more
 // GPUs than the cluster has), "waiting for N CUDA workers (one per GPU), but only M are
 // registered"; when enough are registered but fewer than N advertise the job's memory,
 // "waiting for N CPU workers with at least X each (the estimated memory per rank), but
-// only M of the K registered advertise that much".
+// only M of the K registered advertise that much"; when fewer than N of those have
+// folders of their own that hold the job's paths, "waiting for N CPU workers whose
+// folders (--allowed_input_paths, --allowed_output_paths) hold the job's paths, but only
+// M of the K registered do".
 std::string PendingReason(int32_t world_size, v1::DeviceKind device,
                           const WorkerSupply& supply = {});
 

@@ -68,6 +68,89 @@ TEST(PlanGangPlacements, RanksGoOnlyToWorkersWithEnoughMemory) {
   EXPECT_TRUE(PlanGangPlacements({{"huge", 2, v1::CUDA, 100 * gib}}, idle).empty());
 }
 
+JobPaths Paths(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
+  JobPaths paths;
+  for (const std::string& path : inputs)
+    paths.inputs.push_back({"job.data.tokens.train_path", path});
+  for (const std::string& path : outputs)
+    paths.outputs.push_back({"job.output.checkpoint_dir", path});
+  return paths;
+}
+
+v1::WorkerFolders Folders(const std::string& input, const std::string& output) {
+  v1::WorkerFolders folders;
+  folders.add_input_roots(input);
+  folders.add_output_roots(output);
+  return folders;
+}
+
+// A worker's own folders (its flags) keep jobs outside them off it: such a job goes to
+// workers that allow it, rather than fail on a worker that would refuse its paths.
+TEST(PlanGangPlacements, RanksGoOnlyToWorkersWhoseFoldersHoldTheJobsPaths) {
+  std::vector<IdleWorker> idle = Workers(3);
+  idle[0].folders = Folders("/data/team-a", "/data/team-a/out");
+  idle[2].folders = Folders("/data", "/data");
+  PendingJob job{"b", 2, v1::CPU, 0, Paths({"/data/team-b/train.bin"}, {"/data/team-b/ckpt"})};
+  auto placements = PlanGangPlacements({job}, idle);
+  ASSERT_EQ(placements.size(), 1u);
+  // w1 advertises no folders: it bounds nothing.
+  EXPECT_EQ(placements[0].worker_ids, (std::vector<std::string>{"w1", "w2"}));
+  job.world_size = 3;
+  EXPECT_TRUE(PlanGangPlacements({job}, idle).empty());
+  // Its outputs count as well as its inputs.
+  PendingJob writes_out{"c", 1, v1::CPU, 0, Paths({"/data/team-a/train.bin"}, {"/elsewhere/m"})};
+  placements = PlanGangPlacements({writes_out}, idle);
+  ASSERT_EQ(placements.size(), 1u);
+  EXPECT_EQ(placements[0].worker_ids, std::vector<std::string>{"w1"});
+}
+
+TEST(PendingReason, SaysWhenTooFewWorkersHaveFoldersHoldingTheJobsPaths) {
+  std::vector<IdleWorker> registered = Workers(3);
+  for (IdleWorker& worker : registered) worker.folders = Folders("/data/team-a", "/data/team-a");
+  registered[2].folders = std::nullopt;
+  const PendingJob job{"b", 2, v1::CPU, 0, Paths({"/data/team-b/train.bin"}, {})};
+  const WorkerSupply supply = SupplyFor(job, registered);
+  EXPECT_EQ(supply.registered, 3);
+  EXPECT_EQ(supply.with_enough_memory, 3);
+  EXPECT_EQ(supply.able, 1);
+  EXPECT_EQ(PendingReason(2, v1::CPU, supply),
+            "waiting for 2 CPU workers whose folders (--allowed_input_paths, "
+            "--allowed_output_paths) hold the job's paths, but only 1 of the 3 registered do");
+  // Too little memory is said first: the folders are counted among the workers with it.
+  PendingJob big = job;
+  big.memory_per_rank = int64_t{1} << 40;
+  registered[0].memory_bytes = registered[1].memory_bytes = registered[2].memory_bytes = int64_t{1}
+                                                                                         << 30;
+  EXPECT_NE(PendingReason(2, v1::CPU, SupplyFor(big, registered)).find("advertise that much"),
+            std::string::npos);
+  EXPECT_EQ(SupplyFor(big, registered).able, 0);
+}
+
+// A job no registered worker would take is refused at submission, naming a path and a
+// worker's folders; with none registered yet, or one that bounds nothing, it is taken.
+TEST(CheckSomeWorkerTakesThePaths, RefusesAJobEveryRegisteredWorkersFoldersRefuse) {
+  std::vector<IdleWorker> registered = Workers(2);
+  registered[0].folders = Folders("/data/team-a", "/data/team-a");
+  registered[1].folders = Folders("/data", "/data/team-b");
+  const PendingJob job{"j", 1, v1::CPU, 0, Paths({"/data/team-a/train.bin"}, {"/data/team-a/m"})};
+  EXPECT_TRUE(CheckSomeWorkerTakesThePaths(job, registered).ok());
+  PendingJob elsewhere = job;
+  elsewhere.paths = Paths({"/data/team-a/train.bin"}, {"/scratch/m"});
+  const absl::Status refused = CheckSomeWorkerTakesThePaths(elsewhere, registered);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.message(),
+            "no registered CPU worker lets this job read and write where its spec says: "
+            "job.output.checkpoint_dir '/scratch/m' lies outside the folders of w0 (read "
+            "/data/team-a; write /data/team-a), and each of the other 1 refuses a path too "
+            "(`shardwise get workers` shows each worker's folders: its --allowed_input_paths "
+            "and --allowed_output_paths)");
+  EXPECT_TRUE(CheckSomeWorkerTakesThePaths(elsewhere, {}).ok());  // none registered yet
+  registered[1].folders = std::nullopt;
+  EXPECT_TRUE(CheckSomeWorkerTakesThePaths(elsewhere, registered).ok());
+  registered[1].device = v1::CUDA;  // another kind's worker does not count
+  EXPECT_FALSE(CheckSomeWorkerTakesThePaths(elsewhere, registered).ok());
+}
+
 TEST(PendingReason, SaysWhenTheClusterHasTooFewWorkersOfTheKind) {
   EXPECT_EQ(PendingReason(4, v1::CPU), "waiting for 4 idle CPU workers");
   EXPECT_EQ(PendingReason(4, v1::CPU, {6}), "waiting for 4 idle CPU workers");

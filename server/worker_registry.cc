@@ -67,6 +67,11 @@ absl::StatusOr<WorkerRegistry::Registration> WorkerRegistry::AddOrReplace(
   worker.info.set_cpu_threads(request.cpu_threads());
   worker.info.set_memory_bytes(request.memory_bytes());
   worker.info.set_data_probe_address(request.data_probe_address());
+  if (request.has_folders()) {
+    *worker.info.mutable_folders() = request.folders();
+  } else {
+    worker.info.clear_folders();
+  }
   if (request.has_gpu()) {
     *worker.info.mutable_gpu() = request.gpu();
   } else {
@@ -267,16 +272,15 @@ std::vector<v1::WorkerInfo> WorkerRegistry::Idle(v1::DeviceKind device) const {
   return idle;
 }
 
-std::vector<int64_t> WorkerRegistry::RankMemories(v1::DeviceKind device) const {
+std::vector<IdleWorker> WorkerRegistry::Offers(v1::DeviceKind device) const {
   absl::MutexLock lock(&mu_);
-  std::vector<int64_t> memories;
+  std::vector<IdleWorker> offers;
   for (const auto& [id, worker] : workers_) {
     if (worker.info.state() != v1::LOST && worker.info.device() == device) {
-      memories.push_back(RankMemory(worker.info));
+      offers.push_back(WorkerOffer(worker.info));
     }
   }
-  std::sort(memories.begin(), memories.end());
-  return memories;
+  return offers;
 }
 
 absl::StatusOr<v1::WorkerInfo> WorkerRegistry::Largest(v1::DeviceKind device) const {

@@ -30,15 +30,10 @@
 #include "common/clock.h"
 #include "proto/job.pb.h"
 #include "proto/worker_service.pb.h"
+#include "server/scheduler.h"
 #include "server/session_outbox.h"
 
 namespace shardwise {
-
-// The memory a worker offers one rank: its GPU's for a CUDA worker, the host's otherwise;
-// 0 when it advertises none.
-inline int64_t RankMemory(const v1::WorkerInfo& worker) {
-  return worker.device() == v1::CUDA ? worker.gpu().memory_bytes() : worker.memory_bytes();
-}
 
 class WorkerRegistry {
  public:
@@ -109,8 +104,8 @@ class WorkerRegistry {
 
   // Idle workers of `device` with a session, not quarantined; sorted by id.
   std::vector<v1::WorkerInfo> Idle(v1::DeviceKind device) const;
-  // The rank memory of every worker of `device` that is not lost, ascending.
-  std::vector<int64_t> RankMemories(v1::DeviceKind device) const;
+  // What every worker of `device` that is not lost offers (scheduler.h), sorted by id.
+  std::vector<IdleWorker> Offers(v1::DeviceKind device) const;
   // The worker of `device` (not lost) advertising the most rank memory; NOT_FOUND if none.
   absl::StatusOr<v1::WorkerInfo> Largest(v1::DeviceKind device) const;
 

@@ -127,10 +127,29 @@ TEST(WorkerRegistry, KeepsTheGpuACudaWorkerAdvertises) {
   EXPECT_EQ(info.gpu().name(), "NVIDIA H100 80GB HBM3");
   EXPECT_EQ(info.gpu().compute_capability_major(), 9);
   EXPECT_EQ(registry.Largest(v1::CUDA)->name(), "gpu0");
-  EXPECT_EQ(registry.RankMemories(v1::CUDA), std::vector<int64_t>{int64_t{85} << 30});
+  ASSERT_EQ(registry.Offers(v1::CUDA).size(), 1u);
+  EXPECT_EQ(registry.Offers(v1::CUDA)[0].memory_bytes, int64_t{85} << 30);
   // Re-registered as a CPU worker: the GPU is gone.
   Register(registry, "gpu0");
   EXPECT_FALSE(registry.List()[0].has_gpu());
+}
+
+TEST(WorkerRegistry, KeepsTheFoldersAWorkerAdvertisesUntilItRegistersWithout) {
+  WorkerRegistry registry;
+  v1::RegisterWorkerRequest request = Request("w0");
+  request.mutable_folders()->add_input_roots("/data");
+  request.mutable_folders()->add_output_roots("/data/out");
+  auto registered = registry.Register(request);
+  ASSERT_TRUE(registered.ok());
+  Attach(registry, registered->worker_id);
+  const std::vector<IdleWorker> offers = registry.Offers(v1::CPU);
+  ASSERT_EQ(offers.size(), 1u);
+  ASSERT_TRUE(offers[0].folders.has_value());
+  EXPECT_EQ(offers[0].folders->input_roots(0), "/data");
+  EXPECT_EQ(registry.List()[0].folders().output_roots(0), "/data/out");
+  // Restarted without its flags: it bounds nothing any more.
+  Register(registry, "w0");
+  EXPECT_FALSE(registry.List()[0].has_folders());
 }
 
 TEST(WorkerRegistry, IsBoundedAndForgetsWorkersLostLongAgo) {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/path_policy.h"
 #include "common/printable_text.h"
 #include "common/status_macros.h"
 #include "server/peer_identity.h"
@@ -28,6 +29,24 @@ absl::Status CheckWorkerName(const std::string& field, const std::string& name) 
   return absl::OkStatus();
 }
 
+// Kept with the worker and shown by `get workers`: a bounded list of absolute paths
+// (the scheduler compares a job's paths with them).
+absl::Status CheckFolders(const v1::WorkerFolders& folders) {
+  constexpr int kMaxRoots = 64;
+  for (const auto& [field, roots] : {std::pair{"folders.input_roots", &folders.input_roots()},
+                                     std::pair{"folders.output_roots", &folders.output_roots()}}) {
+    if (roots->size() > kMaxRoots) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", roots->size(), " folders; at most ", kMaxRoots));
+    }
+    for (const std::string& root : *roots) {
+      RETURN_IF_ERROR(CheckPrintableField(field, root, 4096));
+      RETURN_IF_ERROR(CheckAbsolutePath(field, root));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
@@ -44,6 +63,7 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
         absl::StrCat("gpu: set, but device is ", v1::DeviceKind_Name(request.device())));
   }
   RETURN_IF_ERROR(CheckWorkerName("name", request.name()));
+  RETURN_IF_ERROR(CheckFolders(request.folders()));
   // Sent to the worker's peers as a probe target, and shown in events.
   return CheckPrintableField("data_probe_address", request.data_probe_address(), 300);
 }

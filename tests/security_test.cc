@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/channel_credentials.h"
 #include "common/metrics.h"
@@ -484,16 +485,33 @@ TEST_F(SecurityTest, AWorkersOwnFoldersBoundWhatTheCoordinatorAllows) {
   // A folder that does not exist: the worker does not start.
   EXPECT_NE(cluster_->AddWorker("w1", flags("w1", "/out/nowhere"), {}, /*wait=*/false).Wait(), 0);
   cluster_->AddWorker("w0", flags("w0", "/out/carol"));
+  auto workers = As("root").ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_EQ(absl::StrJoin((*workers)[0].folders().output_roots(), ","), dir_ + "/out/carol");
 
+  // Outside the only worker's folders: refused at submission (waiting, it would hold back
+  // every job behind it), naming the path and the worker.
   auto outside = As("alice").Submit(LongJob("m.safetensors", 20));
-  ASSERT_TRUE(outside.ok()) << outside.status();
-  const v1::Job failed = cluster_->WaitForState(*outside, v1::FAILED, absl::Seconds(60));
-  EXPECT_TRUE(absl::StrContains(failed.reason(), "this worker lets jobs write")) << failed.reason();
-  EXPECT_FALSE(fs::exists(dir_ + "/out/m.safetensors"));
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kFailedPrecondition) << outside.status();
+  EXPECT_TRUE(absl::StrContains(outside.status().message(),
+                                "job.output.final_model_path '" + dir_ +
+                                    "/out/m.safetensors' lies outside the folders of w0"))
+      << outside.status();
   auto inside = As("alice").Submit(LongJob("carol/m.safetensors", 20));
   ASSERT_TRUE(inside.ok()) << inside.status();
   cluster_->WaitForState(*inside, v1::SUCCEEDED, absl::Seconds(60));
   EXPECT_TRUE(fs::exists(dir_ + "/out/carol/m.safetensors"));
+
+  // With a worker that bounds nothing, the job is taken and placed there, not on w0
+  // (idle, and first in order), whose folders would refuse it.
+  AddWorker("w2");
+  outside = As("alice").Submit(LongJob("m.safetensors", 20));
+  ASSERT_TRUE(outside.ok()) << outside.status();
+  const v1::Job done = cluster_->WaitForState(*outside, v1::SUCCEEDED, absl::Seconds(60));
+  ASSERT_EQ(done.ranks_size(), 1);
+  EXPECT_EQ(done.ranks(0).worker_id(), "w2");
+  EXPECT_TRUE(fs::exists(dir_ + "/out/m.safetensors"));
 }
 
 // Kubernetes' gRPC probes cannot speak TLS: the health service alone is served in

@@ -253,7 +253,7 @@ v1::Heartbeat WorkerDaemon::CurrentHeartbeat() {
   return heartbeat;
 }
 
-absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
+v1::RegisterWorkerRequest WorkerDaemon::Registration() {
   v1::RegisterWorkerRequest request;
   request.set_name(options_.name);
   request.set_device(options_.device);
@@ -261,8 +261,16 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   request.set_cpu_threads(HostCpuThreads());
   request.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
   if (probe_listener_) request.set_data_probe_address(probe_listener_->address());
+  // So that the coordinator places here only jobs these folders allow.
+  if (options_.path_ceiling.has_value())
+    *request.mutable_folders() = options_.path_ceiling->Folders();
   const std::optional<v1::RunningAttempt> running = AttemptToReattach();
   if (running.has_value()) *request.mutable_running() = *running;
+  return request;
+}
+
+absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
+  const v1::RegisterWorkerRequest request = Registration();
   RefreshToken();
   v1::RegisterWorkerResponse registration;
   {
@@ -288,13 +296,14 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   v1::WorkerMessage hello;
   hello.mutable_hello()->set_worker_id(registration.worker_id());
   if (!stream->Write(hello)) return FromGrpcStatus(stream->Finish());
-  ReleaseHeldReports(stream.get(), registration.reattached(), running.has_value());
+  ReleaseHeldReports(stream.get(), registration.reattached(), request.has_running());
   if (metrics_) metrics_->OnSessionOpened();
   LogInfo(LogContext(),
           absl::StrCat("registered with ", options_.coordinator_address,
                        registration.reattached()
-                           ? absl::StrCat("; it re-attached ", running->job_id(), " attempt ",
-                                          running->attempt(), " (rank ", running->rank(), ")")
+                           ? absl::StrCat("; it re-attached ", request.running().job_id(),
+                                          " attempt ", request.running().attempt(), " (rank ",
+                                          request.running().rank(), ")")
                            : ""));
 
   absl::Notification session_over;

@@ -98,6 +98,9 @@ class WorkerDaemon {
 
   // One registration and session; returns why it ended.
   absl::Status RunSession(const std::atomic<bool>& stop);
+  // What this worker registers as: its name, device, memory, probe address, folders and
+  // the attempt it may be re-admitted to.
+  v1::RegisterWorkerRequest Registration();
   // Acts on one message of the session.
   void Dispatch(const v1::CoordinatorMessage& message);
   void OnAssignment(const v1::Assignment& assignment);
