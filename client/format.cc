@@ -127,16 +127,17 @@ std::string WorkerFolders(const v1::WorkerInfo& w) {
 }  // namespace
 
 std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_t now_ms) {
-  std::vector<std::vector<std::string>> rows = {
-      {"ID", "DEVICE", "STATE", "JOB", "RANK", "CPUS", "GPU", "FOLDERS", "LAST HEARTBEAT", "NOTE"}};
+  std::vector<std::vector<std::string>> rows = {{"ID", "DEVICE", "STATE", "JOB", "RANK", "CPUS",
+                                                 "GPU", "FOLDERS", "FEATURES", "LAST HEARTBEAT",
+                                                 "NOTE"}};
   for (const v1::WorkerInfo& w : workers) {
     const bool assigned = !w.job_id().empty();
-    rows.push_back({w.id(), v1::DeviceKind_Name(w.device()), v1::WorkerState_Name(w.state()),
-                    assigned ? absl::StrCat(w.job_id(), "#", w.attempt()) : "-",
-                    assigned ? absl::StrCat(w.rank()) : "-", absl::StrCat(w.cpu_threads()),
-                    FormatGpu(w), WorkerFolders(w),
-                    absl::StrCat(FormatAge(w.last_heartbeat_ms(), now_ms), " ago"),
-                    WorkerNote(w, now_ms)});
+    rows.push_back(
+        {w.id(), v1::DeviceKind_Name(w.device()), v1::WorkerState_Name(w.state()),
+         assigned ? absl::StrCat(w.job_id(), "#", w.attempt()) : "-",
+         assigned ? absl::StrCat(w.rank()) : "-", absl::StrCat(w.cpu_threads()), FormatGpu(w),
+         WorkerFolders(w), w.features().empty() ? "-" : absl::StrJoin(w.features(), ","),
+         absl::StrCat(FormatAge(w.last_heartbeat_ms(), now_ms), " ago"), WorkerNote(w, now_ms)});
   }
   return Table(rows);
 }

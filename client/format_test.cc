@@ -309,8 +309,10 @@ TEST(Format, WorkerTableShowsAWorkersOwnFolders) {
   w.mutable_folders()->add_input_roots("/data");
   w.mutable_folders()->add_input_roots("/mnt/data");
   w.mutable_folders()->add_output_roots("/data/out");
+  w.add_features("submitter-folders");
   EXPECT_TRUE(
       absl::StrContains(FormatWorkerTable({w}, 0), "read /data, /mnt/data; write /data/out"));
+  EXPECT_TRUE(absl::StrContains(FormatWorkerTable({w}, 0), "submitter-folders"));
   w.clear_folders();
   EXPECT_FALSE(absl::StrContains(FormatWorkerTable({w}, 0), "read "));
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/metrics.h"
+#include "contracts/worker_features.h"
 #include "gtest/gtest.h"
 #include "server/coordinator_metrics.h"
 
@@ -53,16 +54,20 @@ class JobControllerTest : public ::testing::Test {
         std::make_unique<JobController>(jobs_.get(), workers_.get(), rendezvous_.get(), options_);
   }
 
-  // Registers a worker (naming the attempt it runs, if any) and opens its session.
-  void AddWorker(const std::string& name, const v1::RunningAttempt* running = nullptr) {
-    Register(name, running);
+  // Registers a worker (naming the attempt it runs, if any, and the features of its
+  // release: none, as the first release's) and opens its session.
+  void AddWorker(const std::string& name, const v1::RunningAttempt* running = nullptr,
+                 const std::vector<std::string>& features = {}) {
+    Register(name, running, features);
     OpenSession(name);
   }
 
   // The two halves of a daemon's start: RegisterWorker, then its Session stream.
-  void Register(const std::string& name, const v1::RunningAttempt* running = nullptr) {
+  void Register(const std::string& name, const v1::RunningAttempt* running = nullptr,
+                const std::vector<std::string>& features = {}) {
     v1::RegisterWorkerRequest request;
     request.set_name(name);
+    for (const std::string& feature : features) request.add_features(feature);
     request.set_device(v1::CPU);
     request.set_memory_bytes(int64_t{16} << 30);
     if (auto probe = probe_addresses_.find(name); probe != probe_addresses_.end()) {
@@ -465,6 +470,33 @@ TEST_F(JobControllerTest, ARetryableFailureAloneRequeuesTheJobAfterTheGrace) {
 
 // A client whose call's deadline passed while its job was checked finds no job created
 // (it was told the call failed); a retry with the same request id creates it once.
+// During a rolling upgrade: a job whose submitter has folders of its own is refused
+// while only workers of a release that ignores them are registered, and is placed only
+// on an upgraded worker once one is, never on the older one beside it.
+TEST_F(JobControllerTest, ASubmittersFoldersGoOnlyToWorkersThatEnforceThem) {
+  options_.path_policy = *PathPolicy::Create({"/"}, {"/"}, "/");
+  StartCoordinator();
+  AddWorker("w0");
+  JobController::Submitter alice{"alice", {}};
+  alice.paths.input = std::vector<std::string>{"/data/alice"};
+  auto refused = controller_->Submit(Spec(1), alice);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("does not enforce the folders of alice's"),
+            std::string::npos)
+      << refused.status();
+
+  AddWorker("w1", nullptr, {kFeatureSubmitterFolders});
+  auto job = controller_->Submit(Spec(1), alice);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const v1::Job placed = *jobs_->Get(job->id());
+  EXPECT_EQ(placed.state(), v1::SCHEDULED);
+  ASSERT_EQ(placed.ranks_size(), 1);
+  EXPECT_EQ(placed.ranks(0).worker_id(), "w1");
+  // Without folders of its own, a submitter's job may run on either.
+  ASSERT_TRUE(controller_->Submit(Spec(1), {"bob"}).ok());
+  EXPECT_EQ(workers_->Get("w0")->state(), v1::BUSY);
+}
+
 TEST_F(JobControllerTest, ASubmissionTheClientAbandonedCreatesNoJob) {
   const auto abandoned = [] { return true; };
   auto gone = controller_->Submit(Spec(1), {"alice"}, "request-1", abandoned);

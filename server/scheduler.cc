@@ -1,5 +1,6 @@
 #include "server/scheduler.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -9,8 +10,12 @@
 namespace shardwise {
 
 PendingJob PendingJobOf(const v1::Job& job) {
-  return {job.id(), job.spec().world_size(), job.spec().device(),
-          job.memory_per_rank().total_bytes(), PathsOf(job.spec())};
+  return {job.id(),
+          job.spec().world_size(),
+          job.spec().device(),
+          job.memory_per_rank().total_bytes(),
+          PathsOf(job.spec()),
+          job.submitter_roots().principal()};
 }
 
 int64_t RankMemory(const v1::WorkerInfo& worker) {
@@ -18,7 +23,11 @@ int64_t RankMemory(const v1::WorkerInfo& worker) {
 }
 
 IdleWorker WorkerOffer(const v1::WorkerInfo& worker) {
-  IdleWorker offer{worker.id(), worker.device(), RankMemory(worker), std::nullopt};
+  IdleWorker offer{worker.id(),
+                   worker.device(),
+                   RankMemory(worker),
+                   std::nullopt,
+                   {worker.features().begin(), worker.features().end()}};
   if (worker.has_folders()) offer.folders = worker.folders();
   return offer;
 }
@@ -27,42 +36,55 @@ bool MemoryFits(int64_t memory_per_rank, int64_t worker_memory) {
   return memory_per_rank <= 0 || worker_memory <= 0 || worker_memory >= memory_per_rank;
 }
 
-bool CanTakeRank(const PendingJob& job, const IdleWorker& worker) {
-  return worker.device == job.device && MemoryFits(job.memory_per_rank, worker.memory_bytes) &&
-         (!worker.folders.has_value() || FirstOutside(*worker.folders, job.paths) == nullptr);
+std::string Refusal(const PendingJob& job, const IdleWorker& worker) {
+  if (!job.submitter_with_folders.empty() &&
+      std::find(worker.features.begin(), worker.features.end(), kFeatureSubmitterFolders) ==
+          worker.features.end()) {
+    return absl::StrCat(
+        "the worker does not enforce the folders of ", job.submitter_with_folders,
+        "'s tokens-file entry (a release older than the coordinator's: upgrade it)");
+  }
+  if (!worker.folders.has_value()) return "";
+  const JobPaths::Path* outside = FirstOutside(*worker.folders, job.paths);
+  if (outside == nullptr) return "";
+  return absl::StrCat(outside->field, " '", outside->path,
+                      "' lies outside the worker's folders (read ",
+                      absl::StrJoin(worker.folders->input_roots(), ", "), "; write ",
+                      absl::StrJoin(worker.folders->output_roots(), ", "), ")");
 }
 
-absl::Status CheckSomeWorkerTakesThePaths(const PendingJob& job,
-                                          const std::vector<IdleWorker>& registered) {
+bool CanTakeRank(const PendingJob& job, const IdleWorker& worker) {
+  return worker.device == job.device && MemoryFits(job.memory_per_rank, worker.memory_bytes) &&
+         Refusal(job, worker).empty();
+}
+
+absl::Status CheckSomeWorkerWouldTake(const PendingJob& job,
+                                      const std::vector<IdleWorker>& registered) {
   const IdleWorker* refusing = nullptr;
-  const JobPaths::Path* refused = nullptr;
+  std::string refusal;
   int others = 0;
   for (const IdleWorker& worker : registered) {
     if (worker.device != job.device) continue;
-    if (!worker.folders.has_value()) return absl::OkStatus();
-    const JobPaths::Path* outside = FirstOutside(*worker.folders, job.paths);
-    if (outside == nullptr) return absl::OkStatus();
+    std::string why = Refusal(job, worker);
+    if (why.empty()) return absl::OkStatus();
     if (refusing != nullptr) {
       ++others;
       continue;
     }
     refusing = &worker;
-    refused = outside;
+    refusal = std::move(why);
   }
   if (refusing == nullptr) return absl::OkStatus();  // none registered yet: the job waits
   return absl::FailedPreconditionError(absl::StrCat(
-      "no registered ", v1::DeviceKind_Name(job.device),
-      " worker lets this job read and write where its spec says: ", refused->field, " '",
-      refused->path, "' lies outside the folders of ", refusing->worker_id, " (read ",
-      absl::StrJoin(refusing->folders->input_roots(), ", "), "; write ",
-      absl::StrJoin(refusing->folders->output_roots(), ", "), ")",
-      others > 0 ? absl::StrCat(", and each of the other ", others, " refuses a path too") : "",
-      " (`shardwise get workers` shows each worker's folders: its --allowed_input_paths and "
-      "--allowed_output_paths)"));
+      "no registered ", v1::DeviceKind_Name(job.device), " worker would take this job: on ",
+      refusing->worker_id, ", ", refusal,
+      others > 0 ? absl::StrCat(", and each of the other ", others, " refuses it too") : "",
+      " (`shardwise get workers` shows each worker's folders, its --allowed_input_paths and "
+      "--allowed_output_paths, and features)"));
 }
 
 WorkerSupply SupplyFor(const PendingJob& job, const std::vector<IdleWorker>& registered) {
-  WorkerSupply supply{0, 0, job.memory_per_rank, 0};
+  WorkerSupply supply{0, 0, job.memory_per_rank, 0, !job.submitter_with_folders.empty()};
   for (const IdleWorker& worker : registered) {
     if (worker.device != job.device) continue;
     ++supply.registered;
@@ -119,10 +141,12 @@ std::string PendingReason(int32_t world_size, v1::DeviceKind device, const Worke
                         " registered advertise that much");
   }
   if (supply.able >= 0 && supply.able < world_size) {
-    return absl::StrCat("waiting for ", world_size, " ", kind,
-                        " workers whose folders (--allowed_input_paths, --allowed_output_paths) "
-                        "hold the job's paths, but only ",
-                        supply.able, " of the ", supply.registered, " registered do");
+    return absl::StrCat(
+        "waiting for ", world_size, " ", kind,
+        " workers whose folders (--allowed_input_paths, --allowed_output_paths) "
+        "hold the job's paths",
+        supply.submitter_folders ? " and whose release enforces its submitter's folders" : "",
+        ", but only ", supply.able, " of the ", supply.registered, " registered do");
   }
   return absl::StrCat("waiting for ", world_size, " idle ", kind, " workers");
 }

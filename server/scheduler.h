@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "common/path_policy.h"
+#include "contracts/worker_features.h"
 #include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
 
@@ -25,6 +26,9 @@ struct PendingJob {
   v1::DeviceKind device = v1::CPU;
   int64_t memory_per_rank = 0;  // estimated bytes; 0: not known
   JobPaths paths;               // what its ranks read and write
+  // The principal whose tokens-file entry names folders for it ("" when none): only a
+  // worker that enforces them (kFeatureSubmitterFolders) may take it.
+  std::string submitter_with_folders;
 };
 // `job` as the scheduler weighs it.
 PendingJob PendingJobOf(const v1::Job& job);
@@ -36,6 +40,7 @@ struct IdleWorker {
   int64_t memory_bytes = 0;  // what it advertises for a rank; 0: not known
   // Its own folders, where it has some (v1::WorkerInfo.folders); unset: it bounds nothing.
   std::optional<v1::WorkerFolders> folders;
+  std::vector<std::string> features;  // what its release enforces
 };
 // The memory a worker offers one rank: its GPU's for a CUDA worker, the host's otherwise;
 // 0 when it advertises none.
@@ -47,9 +52,14 @@ IdleWorker WorkerOffer(const v1::WorkerInfo& worker);
 // (either 0: not known, so yes).
 bool MemoryFits(int64_t memory_per_rank, int64_t worker_memory);
 
+// Why `worker` would refuse a rank of `job` for what it enforces, in words ("" when it
+// would not): a path of the job outside the worker's own folders (FirstOutside), or a
+// submitter's folders its release does not enforce. Device and memory aside.
+std::string Refusal(const PendingJob& job, const IdleWorker& worker);
+
 // Whether `worker` can take a rank of `job`: of its kind, with the memory (MemoryFits),
-// and, where it advertises folders of its own, with every path of the job inside them
-// (FirstOutside). Memory and folders are what the worker says; it checks both again.
+// and nothing to refuse (Refusal). Memory and folders are what the worker says; it
+// checks both again.
 bool CanTakeRank(const PendingJob& job, const IdleWorker& worker);
 
 struct Placement {
@@ -58,19 +68,20 @@ struct Placement {
 };
 
 // FAILED_PRECONDITION when workers of the job's kind are registered (`registered`: those
-// not lost) and none of them would take its paths (CanTakeRank's folders), naming a path
-// and the folders of a worker that refuses it: such a job would wait at the head of its
-// queue, holding back every job behind it, until an operator changed a worker's flags.
-// OK with none registered yet (the job waits for them).
-absl::Status CheckSomeWorkerTakesThePaths(const PendingJob& job,
-                                          const std::vector<IdleWorker>& registered);
+// not lost) and each has something to refuse it for (Refusal), saying one worker's: such
+// a job would wait at the head of its queue, holding back every job behind it, until an
+// operator changed a worker's flags or release. OK with none registered yet (the job
+// waits for them).
+absl::Status CheckSomeWorkerWouldTake(const PendingJob& job,
+                                      const std::vector<IdleWorker>& registered);
 
 // The workers of a job's kind that exist, for saying why it waits; -1 when not known.
 struct WorkerSupply {
   int registered = -1;          // workers of the job's device kind, not lost
   int with_enough_memory = -1;  // of those, the ones advertising the job's memory per rank
   int64_t memory_per_rank = 0;
-  int able = -1;  // of those, the ones whose folders allow the job too (CanTakeRank)
+  int able = -1;  // of those, the ones with nothing to refuse the job for (CanTakeRank)
+  bool submitter_folders = false;  // the job needs workers enforcing its submitter's folders
 };
 // The supply for `job` among `registered` (the workers not lost, idle or not).
 WorkerSupply SupplyFor(const PendingJob& job, const std::vector<IdleWorker>& registered);
@@ -80,10 +91,10 @@ WorkerSupply SupplyFor(const PendingJob& job, const std::vector<IdleWorker>& reg
 // GPUs than the cluster has), "waiting for N CUDA workers (one per GPU), but only M are
 // registered"; when enough are registered but fewer than N advertise the job's memory,
 // "waiting for N CPU workers with at least X each (the estimated memory per rank), but
-// only M of the K registered advertise that much"; when fewer than N of those have
-// folders of their own that hold the job's paths, "waiting for N CPU workers whose
-// folders (--allowed_input_paths, --allowed_output_paths) hold the job's paths, but only
-// M of the K registered do".
+// only M of the K registered advertise that much"; when fewer than N of those would take
+// it (CanTakeRank), "waiting for N CPU workers whose folders (--allowed_input_paths,
+// --allowed_output_paths) hold the job's paths[ and whose release enforces its
+// submitter's folders], but only M of the K registered do".
 std::string PendingReason(int32_t world_size, v1::DeviceKind device,
                           const WorkerSupply& supply = {});
 

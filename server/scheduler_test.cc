@@ -128,27 +128,53 @@ TEST(PendingReason, SaysWhenTooFewWorkersHaveFoldersHoldingTheJobsPaths) {
 
 // A job no registered worker would take is refused at submission, naming a path and a
 // worker's folders; with none registered yet, or one that bounds nothing, it is taken.
-TEST(CheckSomeWorkerTakesThePaths, RefusesAJobEveryRegisteredWorkersFoldersRefuse) {
+TEST(CheckSomeWorkerWouldTake, RefusesAJobEveryRegisteredWorkersFoldersRefuse) {
   std::vector<IdleWorker> registered = Workers(2);
   registered[0].folders = Folders("/data/team-a", "/data/team-a");
   registered[1].folders = Folders("/data", "/data/team-b");
   const PendingJob job{"j", 1, v1::CPU, 0, Paths({"/data/team-a/train.bin"}, {"/data/team-a/m"})};
-  EXPECT_TRUE(CheckSomeWorkerTakesThePaths(job, registered).ok());
+  EXPECT_TRUE(CheckSomeWorkerWouldTake(job, registered).ok());
   PendingJob elsewhere = job;
   elsewhere.paths = Paths({"/data/team-a/train.bin"}, {"/scratch/m"});
-  const absl::Status refused = CheckSomeWorkerTakesThePaths(elsewhere, registered);
+  const absl::Status refused = CheckSomeWorkerWouldTake(elsewhere, registered);
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(refused.message(),
-            "no registered CPU worker lets this job read and write where its spec says: "
-            "job.output.checkpoint_dir '/scratch/m' lies outside the folders of w0 (read "
-            "/data/team-a; write /data/team-a), and each of the other 1 refuses a path too "
-            "(`shardwise get workers` shows each worker's folders: its --allowed_input_paths "
-            "and --allowed_output_paths)");
-  EXPECT_TRUE(CheckSomeWorkerTakesThePaths(elsewhere, {}).ok());  // none registered yet
+            "no registered CPU worker would take this job: on w0, job.output.checkpoint_dir "
+            "'/scratch/m' lies outside the worker's folders (read /data/team-a; write "
+            "/data/team-a), and each of the other 1 refuses it too (`shardwise get workers` "
+            "shows each worker's folders, its --allowed_input_paths and "
+            "--allowed_output_paths, and features)");
+  EXPECT_TRUE(CheckSomeWorkerWouldTake(elsewhere, {}).ok());  // none registered yet
   registered[1].folders = std::nullopt;
-  EXPECT_TRUE(CheckSomeWorkerTakesThePaths(elsewhere, registered).ok());
+  EXPECT_TRUE(CheckSomeWorkerWouldTake(elsewhere, registered).ok());
   registered[1].device = v1::CUDA;  // another kind's worker does not count
-  EXPECT_FALSE(CheckSomeWorkerTakesThePaths(elsewhere, registered).ok());
+  EXPECT_FALSE(CheckSomeWorkerWouldTake(elsewhere, registered).ok());
+}
+
+// A job whose submitter has folders of its own goes only to workers whose release
+// enforces them: an older worker would check the coordinator's roots alone.
+TEST(CanTakeRank, ASubmittersFoldersNeedAWorkerThatEnforcesThem) {
+  std::vector<IdleWorker> workers = Workers(2);
+  workers[1].features = {kFeatureSubmitterFolders};
+  PendingJob job{"j", 1, v1::CPU, 0, Paths({"/data/alice/train.bin"}, {}), "alice"};
+  EXPECT_FALSE(CanTakeRank(job, workers[0]));
+  EXPECT_TRUE(CanTakeRank(job, workers[1]));
+  auto placements = PlanGangPlacements({job}, workers);
+  ASSERT_EQ(placements.size(), 1u);
+  EXPECT_EQ(placements[0].worker_ids, std::vector<std::string>{"w1"});
+  EXPECT_EQ(PendingReason(2, v1::CPU, SupplyFor(job, workers)),
+            "waiting for 2 CPU workers whose folders (--allowed_input_paths, "
+            "--allowed_output_paths) hold the job's paths and whose release enforces its "
+            "submitter's folders, but only 1 of the 2 registered do");
+  const absl::Status refused = CheckSomeWorkerWouldTake(job, {workers[0]});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("on w0, the worker does not enforce the folders of alice's "
+                                   "tokens-file entry (a release older than the coordinator's: "
+                                   "upgrade it)"),
+            std::string::npos)
+      << refused;
+  job.submitter_with_folders.clear();  // a submitter without folders: any release takes it
+  EXPECT_TRUE(CanTakeRank(job, workers[0]));
 }
 
 TEST(PendingReason, SaysWhenTheClusterHasTooFewWorkersOfTheKind) {

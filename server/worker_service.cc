@@ -64,6 +64,13 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
   }
   RETURN_IF_ERROR(CheckWorkerName("name", request.name()));
   RETURN_IF_ERROR(CheckFolders(request.folders()));
+  if (request.features_size() > 32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("features: ", request.features_size(), " names; at most 32"));
+  }
+  for (const std::string& feature : request.features()) {
+    RETURN_IF_ERROR(CheckPrintableField("features", feature, 64));
+  }
   // Sent to the worker's peers as a probe target, and shown in events.
   return CheckPrintableField("data_probe_address", request.data_probe_address(), 300);
 }

@@ -494,9 +494,11 @@ TEST_F(SecurityTest, AWorkersOwnFoldersBoundWhatTheCoordinatorAllows) {
   // every job behind it), naming the path and the worker.
   auto outside = As("alice").Submit(LongJob("m.safetensors", 20));
   EXPECT_EQ(outside.status().code(), absl::StatusCode::kFailedPrecondition) << outside.status();
+  EXPECT_TRUE(absl::StrContains(outside.status().message(), "would take this job: on w0, "))
+      << outside.status();
   EXPECT_TRUE(absl::StrContains(outside.status().message(),
                                 "job.output.final_model_path '" + dir_ +
-                                    "/out/m.safetensors' lies outside the folders of w0"))
+                                    "/out/m.safetensors' lies outside the worker's folders"))
       << outside.status();
   auto inside = As("alice").Submit(LongJob("carol/m.safetensors", 20));
   ASSERT_TRUE(inside.ok()) << inside.status();

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "contracts/membership.h"
 #include "contracts/permanent_failure.h"
+#include "contracts/worker_features.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "worker/runtime/critical_path.h"
@@ -261,6 +262,7 @@ v1::RegisterWorkerRequest WorkerDaemon::Registration() {
   request.set_cpu_threads(HostCpuThreads());
   request.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
   if (probe_listener_) request.set_data_probe_address(probe_listener_->address());
+  request.add_features(kFeatureSubmitterFolders);
   // So that the coordinator places here only jobs these folders allow.
   if (options_.path_ceiling.has_value())
     *request.mutable_folders() = options_.path_ceiling->Folders();
