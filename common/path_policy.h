@@ -32,6 +32,10 @@
 
 namespace shardwise {
 
+// The most roots a worker's flag may name per side (--allowed_input_paths,
+// --allowed_output_paths), so that what it advertises stays bounded.
+inline constexpr int kMaxWorkerRoots = 32;
+
 class PathPolicy {
  public:
   // `input_roots` and `output_roots` are folders, made absolute against `cwd`; each must
@@ -81,7 +85,8 @@ class PathPolicy {
                                              bool output) const;
 
   // A worker's own folders as it advertises them to its coordinator: this policy's roots,
-  // each as given and, where it differs, with its links resolved.
+  // each as given and, where it differs, with its links resolved (so at most twice
+  // kMaxWorkerRoots per side).
   v1::WorkerFolders Folders() const;
 
   const std::vector<std::string>& input_roots() const { return input_.front().as_given; }

@@ -1,19 +1,51 @@
 #include "common/untrusted_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace shardwise {
 namespace {
+
+// Where a refused link was found, which says how it came to be there.
+enum class LinkAt {
+  kInsideFolder,   // a name inside a folder a job names: never checked
+  kCheckedFolder,  // a folder of a checked path: its links were resolved at the check
+  kLast,           // the last name of a path opened with Links::kRefuseAll
+};
+
+absl::Status LinkRefused(const std::string& path, LinkAt at) {
+  switch (at) {
+    case LinkAt::kInsideFolder:
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", path,
+                       "' is a symbolic link; the files of a folder a job names are read as "
+                       "they are, never through a link"));
+    case LinkAt::kCheckedFolder:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", path,
+          "' is a symbolic link; a job's paths are read as they were checked, with no link in "
+          "them, so this one was put there since"));
+    case LinkAt::kLast:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", path,
+      "' is a symbolic link; a job's files are read as they are, never through a link (a path "
+      "the spec names was checked with its links resolved, so a link there was put there "
+      "since; a file in a folder the job names must be the file itself)"));
+}
 
 absl::Status OpenError(const std::string& path, int error, Links links) {
   switch (error) {
@@ -24,18 +56,8 @@ absl::Status OpenError(const std::string& path, int error, Links links) {
     case EPERM:
       return absl::PermissionDeniedError(absl::StrCat("'", path, "' cannot be read"));
     case ELOOP:
-      if (links == Links::kRefuse) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("'", path,
-                         "' is a symbolic link; the files of a folder a job names are read as "
-                         "they are, never through a link"));
-      }
-      if (links == Links::kRefuseAll) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "'", path,
-            "' is a symbolic link; a job's paths are read as they were checked, with no link in "
-            "them, so this one was put there since"));
-      }
+      if (links == Links::kRefuse) return LinkRefused(path, LinkAt::kInsideFolder);
+      if (links == Links::kRefuseAll) return LinkRefused(path, LinkAt::kLast);
       break;
     default:
       break;
@@ -61,6 +83,39 @@ absl::StatusOr<std::vector<std::string>> PlainNames(const std::string& path,
     }
   }
   return names;
+}
+
+// Opens the path of `names` (below "/", at least one) walking from "/": every folder with
+// O_PATH (search permission is enough) and O_NOFOLLOW, the last name with `last_flags`
+// and O_NOFOLLOW, each opened from the one before, so that a link anywhere is refused,
+// named as one inside a job's folder from `first_inside` on. `*fd` is the last's.
+absl::Status OpenWalking(const std::vector<std::string>& names, size_t first_inside, int last_flags,
+                         int* out) {
+  int fd = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return OpenError("/", errno, Links::kRefuseAll);
+  std::string walked;
+  for (size_t i = 0; i < names.size(); ++i) {
+    walked = absl::StrCat(walked, "/", names[i]);
+    const bool last = i + 1 == names.size();
+    const int flags = O_CLOEXEC | O_NOFOLLOW | (last ? last_flags : O_PATH | O_DIRECTORY);
+    const int next = ::openat(fd, names[i].c_str(), flags);
+    const int error = errno;
+    // A folder component that is a link fails with ENOTDIR (O_DIRECTORY), not ELOOP.
+    struct stat info;
+    const bool link = next < 0 && (error == ELOOP || error == ENOTDIR) &&
+                      ::fstatat(fd, names[i].c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
+                      S_ISLNK(info.st_mode);
+    ::close(fd);
+    if (link) {
+      return LinkRefused(walked, i >= first_inside ? LinkAt::kInsideFolder
+                                 : last            ? LinkAt::kLast
+                                                   : LinkAt::kCheckedFolder);
+    }
+    if (next < 0) return OpenError(walked, error, Links::kRefuseAll);
+    fd = next;
+  }
+  *out = fd;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -112,29 +167,10 @@ absl::StatusOr<UntrustedFile> UntrustedFile::OpenWithoutLinks(const std::vector<
                                                               size_t first_inside,
                                                               uint64_t max_bytes) {
   if (names.empty()) return absl::InvalidArgumentError("'/' is not a regular file (a folder)");
-  int fd = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return OpenError("/", errno, Links::kRefuseAll);
-  std::string walked;
-  for (size_t i = 0; i < names.size(); ++i) {
-    walked = absl::StrCat(walked, "/", names[i]);
-    const bool last = i + 1 == names.size();
-    const int flags =
-        O_CLOEXEC | O_NOFOLLOW | (last ? O_RDONLY | O_NONBLOCK : O_PATH | O_DIRECTORY);
-    const int next = ::openat(fd, names[i].c_str(), flags);
-    const int error = errno;
-    // A folder component that is a link fails with ENOTDIR (O_DIRECTORY), not ELOOP.
-    struct stat info;
-    const bool link = next < 0 &&
-                      ::fstatat(fd, names[i].c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
-                      S_ISLNK(info.st_mode);
-    ::close(fd);
-    if (next < 0) {
-      return OpenError(walked, link ? ELOOP : error,
-                       i >= first_inside ? Links::kRefuse : Links::kRefuseAll);
-    }
-    fd = next;
-  }
-  return Checked(fd, walked, max_bytes, Links::kRefuseAll);
+  int fd = -1;
+  const absl::Status opened = OpenWalking(names, first_inside, O_RDONLY | O_NONBLOCK, &fd);
+  if (!opened.ok()) return opened;
+  return Checked(fd, absl::StrCat("/", absl::StrJoin(names, "/")), max_bytes, Links::kRefuseAll);
 }
 
 absl::StatusOr<UntrustedFile> UntrustedFile::Checked(int fd, const std::string& path,
@@ -196,6 +232,38 @@ absl::StatusOr<std::string> UntrustedFile::ReadAll() const {
   std::string bytes(size_, '\0');
   if (absl::Status read = ReadAt(0, size_, bytes.data()); !read.ok()) return read;
   return bytes;
+}
+
+absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& folder, Links links) {
+  int fd = -1;
+  if (links == Links::kRefuseAll) {
+    const absl::StatusOr<std::vector<std::string>> names = PlainNames(folder, folder);
+    if (!names.ok()) return names.status();
+    if (names->empty()) {
+      fd = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    } else {
+      const absl::Status opened = OpenWalking(*names, names->size(), O_RDONLY | O_DIRECTORY, &fd);
+      if (!opened.ok()) return opened;
+    }
+  } else {
+    fd = ::open(folder.c_str(),
+                O_RDONLY | O_DIRECTORY | O_CLOEXEC | (links == Links::kRefuse ? O_NOFOLLOW : 0));
+  }
+  if (fd < 0) return OpenError(folder, errno, links);
+  DIR* listing = ::fdopendir(fd);  // owns fd from here
+  if (listing == nullptr) {
+    const int error = errno;
+    ::close(fd);
+    return OpenError(folder, error, links);
+  }
+  std::vector<std::string> names;
+  while (const struct dirent* entry = ::readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(listing);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 absl::StatusOr<std::string> ReadUntrustedFile(const std::string& path, uint64_t max_bytes,

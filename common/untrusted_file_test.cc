@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -167,6 +168,28 @@ TEST_F(UntrustedFileTest, RefusesALinkAtAnyComponentOfACanonicalPath) {
               absl::StatusCode::kInvalidArgument)
         << not_canonical;
   }
+}
+
+// A folder a job names is listed as its files are read: with Links::kRefuseAll, not
+// through a link anywhere in its path.
+TEST_F(UntrustedFileTest, ListsAFolderRefusingLinksWhereAsked) {
+  fs::create_directories(dir_ / "checkpoints" / "step-2");
+  Write("checkpoints/b", "x");
+  const std::string canonical = fs::canonical(dir_ / "checkpoints").string();
+  auto names = ListFolder(canonical, Links::kRefuseAll);
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(*names, (std::vector<std::string>{"b", "step-2"}));
+
+  fs::create_directory_symlink(dir_ / "checkpoints", dir_ / "linked");
+  const std::string linked = (fs::path(canonical).parent_path() / "linked").string();
+  auto refused = ListFolder(linked, Links::kRefuseAll);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "is a symbolic link"));
+  EXPECT_TRUE(ListFolder(linked, Links::kFollow).ok());
+  EXPECT_EQ(ListFolder(canonical + "/missing", Links::kRefuseAll).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ListFolder(canonical + "/b", Links::kRefuseAll).status().code(),
+            absl::StatusCode::kNotFound);  // a file, not a folder
 }
 
 TEST(ByteCountTest, PicksTheLargestExactUnit) {

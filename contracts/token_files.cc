@@ -23,11 +23,14 @@ v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData:
 
 absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const std::string& path,
                                                  v1::TokenData::Format format, Links links) {
-  std::error_code error;
-  const auto status = std::filesystem::status(path, error);
-  if (error || !std::filesystem::exists(status)) return Invalid(field, path, "no such file");
-  if (!std::filesystem::is_regular_file(status))
-    return Invalid(field, path, "is not a regular file");
+  if (links == Links::kFollow) {  // the opening below says as much where links are refused
+    std::error_code error;
+    const auto status = std::filesystem::status(path, error);
+    if (error || !std::filesystem::exists(status)) return Invalid(field, path, "no such file");
+    if (!std::filesystem::is_regular_file(status)) {
+      return Invalid(field, path, "is not a regular file");
+    }
+  }
   if (ResolveTokenFormat(path, format) == v1::TokenData::UINT16) {
     // Its size as opened, not as found at a path a link may have been swapped into since.
     absl::StatusOr<UntrustedFile> file =

@@ -36,16 +36,30 @@ bool MemoryFits(int64_t memory_per_rank, int64_t worker_memory) {
   return memory_per_rank <= 0 || worker_memory <= 0 || worker_memory >= memory_per_rank;
 }
 
+namespace {
+
+// Whether `job` needs a feature `worker`'s release lacks.
+bool LacksFeature(const PendingJob& job, const IdleWorker& worker) {
+  return !job.submitter_with_folders.empty() &&
+         std::find(worker.features.begin(), worker.features.end(), kFeatureSubmitterFolders) ==
+             worker.features.end();
+}
+
+// The first path of `job` outside `worker`'s folders; null when it has none or they hold
+// every path.
+const JobPaths::Path* OutsideFolders(const PendingJob& job, const IdleWorker& worker) {
+  return worker.folders.has_value() ? FirstOutside(*worker.folders, job.paths) : nullptr;
+}
+
+}  // namespace
+
 std::string Refusal(const PendingJob& job, const IdleWorker& worker) {
-  if (!job.submitter_with_folders.empty() &&
-      std::find(worker.features.begin(), worker.features.end(), kFeatureSubmitterFolders) ==
-          worker.features.end()) {
+  if (LacksFeature(job, worker)) {
     return absl::StrCat(
         "the worker does not enforce the folders of ", job.submitter_with_folders,
         "'s tokens-file entry (a release older than the coordinator's: upgrade it)");
   }
-  if (!worker.folders.has_value()) return "";
-  const JobPaths::Path* outside = FirstOutside(*worker.folders, job.paths);
+  const JobPaths::Path* outside = OutsideFolders(job, worker);
   if (outside == nullptr) return "";
   return absl::StrCat(outside->field, " '", outside->path,
                       "' lies outside the worker's folders (read ",
@@ -53,32 +67,37 @@ std::string Refusal(const PendingJob& job, const IdleWorker& worker) {
                       absl::StrJoin(worker.folders->output_roots(), ", "), ")");
 }
 
+// Refusal's conditions without its words: the schedule pass asks this of every pending
+// job and worker.
 bool CanTakeRank(const PendingJob& job, const IdleWorker& worker) {
   return worker.device == job.device && MemoryFits(job.memory_per_rank, worker.memory_bytes) &&
-         Refusal(job, worker).empty();
+         !LacksFeature(job, worker) && OutsideFolders(job, worker) == nullptr;
 }
 
 absl::Status CheckSomeWorkerWouldTake(const PendingJob& job,
                                       const std::vector<IdleWorker>& registered) {
   const IdleWorker* refusing = nullptr;
   std::string refusal;
-  int others = 0;
+  int of_kind = 0;
   for (const IdleWorker& worker : registered) {
     if (worker.device != job.device) continue;
+    ++of_kind;
+    if (CanTakeRank(job, worker)) return absl::OkStatus();
+    if (refusing != nullptr) continue;
     std::string why = Refusal(job, worker);
-    if (why.empty()) return absl::OkStatus();
-    if (refusing != nullptr) {
-      ++others;
-      continue;
-    }
+    if (why.empty()) continue;  // short of memory only: CheckSomeWorkerHasMemory's to say
     refusing = &worker;
     refusal = std::move(why);
   }
-  if (refusing == nullptr) return absl::OkStatus();  // none registered yet: the job waits
+  // None registered yet (the job waits), or every one short of memory only.
+  if (refusing == nullptr) return absl::OkStatus();
+  const int others = of_kind - 1;
   return absl::FailedPreconditionError(absl::StrCat(
       "no registered ", v1::DeviceKind_Name(job.device), " worker would take this job: on ",
       refusing->worker_id, ", ", refusal,
-      others > 0 ? absl::StrCat(", and each of the other ", others, " refuses it too") : "",
+      others > 0 ? absl::StrCat(", and none of the other ", others,
+                                " would either (for its folders, its release or its memory)")
+                 : "",
       " (`shardwise get workers` shows each worker's folders, its --allowed_input_paths and "
       "--allowed_output_paths, and features)"));
 }

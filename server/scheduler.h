@@ -68,10 +68,12 @@ struct Placement {
 };
 
 // FAILED_PRECONDITION when workers of the job's kind are registered (`registered`: those
-// not lost) and each has something to refuse it for (Refusal), saying one worker's: such
-// a job would wait at the head of its queue, holding back every job behind it, until an
+// not lost), none of them could take a rank (CanTakeRank: memory, folders, release), and
+// one has something besides memory to refuse it for (Refusal), which it says: such a job
+// would wait at the head of its queue, holding back every job behind it, until an
 // operator changed a worker's flags or release. OK with none registered yet (the job
-// waits for them).
+// waits for them); a job every worker is short of memory for is
+// JobController::CheckSomeWorkerHasMemory's to refuse.
 absl::Status CheckSomeWorkerWouldTake(const PendingJob& job,
                                       const std::vector<IdleWorker>& registered);
 

@@ -141,14 +141,22 @@ TEST(CheckSomeWorkerWouldTake, RefusesAJobEveryRegisteredWorkersFoldersRefuse) {
   EXPECT_EQ(refused.message(),
             "no registered CPU worker would take this job: on w0, job.output.checkpoint_dir "
             "'/scratch/m' lies outside the worker's folders (read /data/team-a; write "
-            "/data/team-a), and each of the other 1 refuses it too (`shardwise get workers` "
-            "shows each worker's folders, its --allowed_input_paths and "
-            "--allowed_output_paths, and features)");
+            "/data/team-a), and none of the other 1 would either (for its folders, its release "
+            "or its memory) (`shardwise get workers` shows each worker's folders, its "
+            "--allowed_input_paths and --allowed_output_paths, and features)");
   EXPECT_TRUE(CheckSomeWorkerWouldTake(elsewhere, {}).ok());  // none registered yet
   registered[1].folders = std::nullopt;
   EXPECT_TRUE(CheckSomeWorkerWouldTake(elsewhere, registered).ok());
   registered[1].device = v1::CUDA;  // another kind's worker does not count
   EXPECT_FALSE(CheckSomeWorkerWouldTake(elsewhere, registered).ok());
+  // The worker that takes its paths lacks the memory, the one with the memory refuses
+  // the paths: no worker would take it.
+  registered[1].device = v1::CPU;
+  registered[1].memory_bytes = int64_t{1} << 30;
+  elsewhere.memory_per_rank = int64_t{2} << 30;
+  EXPECT_FALSE(CheckSomeWorkerWouldTake(elsewhere, registered).ok());
+  registered[0].folders = std::nullopt;  // short of nothing
+  EXPECT_TRUE(CheckSomeWorkerWouldTake(elsewhere, registered).ok());
 }
 
 // A job whose submitter has folders of its own goes only to workers whose release

@@ -29,19 +29,26 @@ absl::Status CheckWorkerName(const std::string& field, const std::string& name) 
   return absl::OkStatus();
 }
 
-// Kept with the worker and shown by `get workers`: a bounded list of absolute paths
-// (the scheduler compares a job's paths with them).
-absl::Status CheckFolders(const v1::WorkerFolders& folders) {
-  constexpr int kMaxRoots = 64;
-  for (const auto& [field, roots] : {std::pair{"folders.input_roots", &folders.input_roots()},
-                                     std::pair{"folders.output_roots", &folders.output_roots()}}) {
-    if (roots->size() > kMaxRoots) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": ", roots->size(), " folders; at most ", kMaxRoots));
+// Kept with the worker and shown by `get workers`: bounded lists of absolute, normal
+// paths (the scheduler compares a job's paths with them as written: "/data/" would
+// hold nothing), none empty (a worker bounding nothing on a side sends "/").
+absl::Status CheckFolders(const v1::RegisterWorkerRequest& request) {
+  if (!request.has_folders()) return absl::OkStatus();
+  for (const auto& [field, roots] :
+       {std::pair{"folders.input_roots", &request.folders().input_roots()},
+        std::pair{"folders.output_roots", &request.folders().output_roots()}}) {
+    if (roots->empty() || roots->size() > 2 * kMaxWorkerRoots) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", roots->size(), " folders; from 1 to ", 2 * kMaxWorkerRoots, " are allowed"));
     }
     for (const std::string& root : *roots) {
       RETURN_IF_ERROR(CheckPrintableField(field, root, 4096));
       RETURN_IF_ERROR(CheckAbsolutePath(field, root));
+      if (LexicallyNormal(root, "/") != root) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ": '", ShownValue(root),
+                                                       "' is not a normal path (as '",
+                                                       LexicallyNormal(root, "/"), "')"));
+      }
     }
   }
   return absl::OkStatus();
@@ -63,7 +70,7 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
         absl::StrCat("gpu: set, but device is ", v1::DeviceKind_Name(request.device())));
   }
   RETURN_IF_ERROR(CheckWorkerName("name", request.name()));
-  RETURN_IF_ERROR(CheckFolders(request.folders()));
+  RETURN_IF_ERROR(CheckFolders(request));
   if (request.features_size() > 32) {
     return absl::InvalidArgumentError(
         absl::StrCat("features: ", request.features_size(), " names; at most 32"));

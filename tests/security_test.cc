@@ -569,6 +569,38 @@ TEST_F(SecurityTest, CertificatesReloadWithoutDroppingSessions) {
 // worker role: nobody who merely reaches its port can register as a worker (and take a
 // real one's name, its jobs' specs and rendezvous tokens). A worker's token is for that
 // alone: it reads no jobs. A worker's name holds no space or '=' (log fields).
+// A coordinator that cannot see the workers' files (--check_paths=false) sends paths as
+// written: a worker makes them canonical on its own file system and trains on that form,
+// which it reads and writes without following links. So a path through a link inside the
+// roots works there too: a model written through one, then read back through it.
+TEST(WorkerPaths, APathThroughALinkIsMadeCanonicalOnTheWorker) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/worker-paths-", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/out/real");
+  fs::create_directory_symlink(dir + "/out/real", dir + "/out/link");
+  ClusterOptions options;
+  options.coordinator_flags = {"--check_paths=false"};
+  options.allowed_input_paths = {dir};
+  options.allowed_output_paths = {dir + "/out"};
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+
+  v1::JobSpec first = Cluster::Spec(1);
+  first.mutable_output()->set_final_model_path(dir + "/out/link/m.safetensors");
+  auto written = cluster.client().Submit(first);
+  ASSERT_TRUE(written.ok()) << written.status();
+  cluster.WaitForState(*written, v1::SUCCEEDED, absl::Seconds(60));
+  EXPECT_TRUE(fs::exists(dir + "/out/real/m.safetensors"));
+
+  v1::JobSpec second = Cluster::Spec(1);
+  second.mutable_init()->set_safetensors_path(dir + "/out/link/m.safetensors");
+  auto read = cluster.client().Submit(second);
+  ASSERT_TRUE(read.ok()) << read.status();
+  cluster.WaitForState(*read, v1::SUCCEEDED, absl::Seconds(60));
+}
+
 TEST(WorkerTokens, WorkersWithoutCertificatesNeedAWorkerToken) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/worker-tokens-", getpid());

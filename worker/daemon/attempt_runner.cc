@@ -120,15 +120,13 @@ absl::Status AttemptRunner::CheckMemory() const {
                absl::StrCat("not checking memory: ", available.status().message()));
     return absl::OkStatus();
   }
-  return CheckRankMemory(assignment_.spec(), assignment_.rank(), *available,
-                         DataFileBytes(assignment_.spec()));
+  return CheckRankMemory(spec_, assignment_.rank(), *available, DataFileBytes(spec_));
 }
 
-absl::Status AttemptRunner::CheckPaths() const {
-  if (!assignment_.has_path_policy() && !path_ceiling_.has_value()) {
-    return absl::OkStatus();  // a coordinator without a policy, a worker without roots
-  }
-  // Without the coordinator's roots (an older coordinator), only the worker's bound it.
+absl::StatusOr<v1::JobSpec> AttemptRunner::CheckPaths() const {
+  // Without the coordinator's roots (an older coordinator, or one without a policy),
+  // only the worker's bound the paths, if it has some; they are made canonical on this
+  // worker's file system all the same, as the readers expect (kCheckedPathLinks).
   const PathPolicy sent = assignment_.has_path_policy()
                               ? PathPolicy::FromProto(assignment_.path_policy())
                               : *PathPolicy::Create({"/"}, {"/"}, "/");
@@ -147,16 +145,18 @@ absl::Status AttemptRunner::CheckPaths() const {
           LogContext().Job(job_id()).Attempt(attempt()),
           absl::StrCat("'", model,
                        "' was written by an earlier attempt of this job; this one replaces it"));
-      return absl::OkStatus();
+      owned.mutable_output()->set_overwrite(false);
+      return owned;
     }
   }
-  return MarkPermanent(ApplyPathPolicy(policy, PathCheck::kOnDisk, &spec));
+  RETURN_IF_ERROR(MarkPermanent(ApplyPathPolicy(policy, PathCheck::kOnDisk, &spec)));
+  return spec;
 }
 
 absl::Status AttemptRunner::CheckTokenizer() const {
   // As the coordinator checked it at submission: it may have changed since, and a FIFO put
   // there would hold the copy beside the final model, after the last step, forever.
-  const std::string& dir = assignment_.spec().data().tokens().tokenizer();
+  const std::string& dir = spec_.data().tokens().tokenizer();
   if (dir.empty()) return absl::OkStatus();
   absl::StatusOr<tokenizer::Manifest> folder =
       tokenizer::CheckTokenizerFolder(dir, kCheckedPathLinks);
@@ -203,7 +203,10 @@ void AttemptRunner::Run() {
 
   // Before joining: a rank that cannot fit, or may not open the job's files, fails at
   // once, and its peers are aborted.
-  if (absl::Status paths = CheckPaths(); !paths.ok()) return Fail(paths);
+  // From here on the spec as checked: its paths canonical on this worker's file system.
+  absl::StatusOr<v1::JobSpec> checked = CheckPaths();
+  if (!checked.ok()) return Fail(checked.status());
+  spec_ = *std::move(checked);
   if (absl::Status tokenizer = CheckTokenizer(); !tokenizer.ok()) return Fail(tokenizer);
   if (absl::Status memory = CheckMemory(); !memory.ok()) return Fail(memory);
 
@@ -317,7 +320,7 @@ absl::StatusOr<TrainingResult> AttemptRunner::TrainPublishingProgress(
   std::thread publisher([this] { PublishProgress(); });
   absl::StatusOr<TrainingResult> result = absl::UnknownError("not run");
   try {
-    result = Train(assignment_.spec(), training, faults_.get());
+    result = Train(spec_, training, faults_.get());
   } catch (const std::bad_alloc& failure) {
     // A job too large for this worker fails its attempt; the worker serves on.
     result = AllocationFailureStatus(failure);

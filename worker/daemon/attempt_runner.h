@@ -98,9 +98,10 @@ class AttemptRunner {
   absl::Status CheckMemory() const;
   // Every path of the spec against the assignment's path policy, bounded by this worker's
   // own roots where it has some, on this worker's file system (common/path_policy.h):
-  // inputs exist under the input roots, outputs can be written under the output roots. A permanent
-  // failure otherwise: every attempt would fail the same way.
-  absl::Status CheckPaths() const;
+  // inputs exist under the input roots, outputs can be written under the output roots.
+  // The spec with every path canonical here, which the attempt reads and writes; a
+  // permanent failure otherwise: every attempt would fail the same way.
+  absl::StatusOr<v1::JobSpec> CheckPaths() const;
   // The job's tokenizer folder, every file of it (tokenizer::CheckTokenizerFolder).
   absl::Status CheckTokenizer() const;
   // A report of this rank's attempt in `phase`, with nothing else yet.
@@ -121,6 +122,9 @@ class AttemptRunner {
   // The worker's own roots (--allowed_input_paths, --allowed_output_paths), which bound
   // every job's paths besides the coordinator's; none: the coordinator's alone.
   const std::optional<PathPolicy> path_ceiling_;
+  // The assignment's spec as CheckPaths left it (set before the rank joins, then only
+  // read): what the attempt trains on.
+  v1::JobSpec spec_;
   const Reporter report_;
   CollectiveMetrics* const collective_metrics_;  // not owned; may be null
 

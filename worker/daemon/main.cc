@@ -194,6 +194,11 @@ absl::Status ConfigurePaths(WorkerOptions* options) {
   const std::vector<std::string> inputs = absl::GetFlag(FLAGS_allowed_input_paths);
   const std::vector<std::string> outputs = absl::GetFlag(FLAGS_allowed_output_paths);
   if (inputs.empty() && outputs.empty()) return absl::OkStatus();
+  if (inputs.size() > kMaxWorkerRoots || outputs.size() > kMaxWorkerRoots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--allowed_input_paths / --allowed_output_paths: at most ", kMaxWorkerRoots,
+                     " folders each"));
+  }
   const auto or_everything = [](const std::vector<std::string>& roots) {
     return roots.empty() ? std::vector<std::string>{"/"} : roots;
   };

@@ -122,20 +122,23 @@ absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
 
 absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
                                                  const std::string& job_id) {
-  std::error_code error;
+  // The folder itself opened as the job's paths are (no link anywhere): one put in its
+  // path since the check fails the attempt, rather than read as "no checkpoint".
+  const absl::StatusOr<std::vector<std::string>> names = ListFolder(dir, Links::kRefuseAll);
+  if (!names.ok() && !absl::IsNotFound(names.status())) return names.status();
   int64_t best_step = -1;
   std::string best;
-  for (const auto& entry : fs::directory_iterator(dir, error)) {
-    const std::string name = entry.path().filename().string();
+  for (const std::string& name : names.ok() ? *names : std::vector<std::string>()) {
     int64_t step = 0;
     if (!absl::StartsWith(name, "step-") || !absl::SimpleAtoi(name.substr(5), &step)) continue;
     // Incomplete (the manifest is written last), or not a checkpoint this job may read.
-    const absl::StatusOr<v1::CheckpointManifest> manifest = ReadManifestFile(entry.path());
+    const std::string folder = absl::StrCat(dir, "/", name);
+    const absl::StatusOr<v1::CheckpointManifest> manifest = ReadManifestFile(folder);
     if (!manifest.ok()) continue;
     if (!job_id.empty() && manifest->job_id() != job_id) continue;
     if (step > best_step) {
       best_step = step;
-      best = entry.path().string();
+      best = folder;
     }
   }
   if (best.empty()) {

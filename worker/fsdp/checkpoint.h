@@ -35,7 +35,8 @@ absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
                                      const v1::GradScalerState* scaler = nullptr);
 
 // The newest complete checkpoint folder in `dir` (of job `job_id`, or of any job if
-// empty); NOT_FOUND if there is none.
+// empty); NOT_FOUND if there is none (or no folder `dir`). `dir` is canonical, as the
+// worker's path check leaves it: a link in it is refused (INVALID_ARGUMENT).
 absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir, const std::string& job_id);
 
 struct LoadedCheckpoint {

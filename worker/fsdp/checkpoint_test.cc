@@ -293,6 +293,15 @@ TEST(Checkpoint, LinksAndFifosInsideTheFolderAreNeitherFollowedNorWaitedOn) {
   const absl::Status shard = LoadCheckpoint(real, spec).status();
   EXPECT_EQ(shard.code(), absl::StatusCode::kInvalidArgument) << shard;
   EXPECT_NE(shard.message().find("rank-00001.safetensors"), std::string::npos) << shard;
+
+  // The checkpoint folder itself swapped for a link since the worker's check: refused,
+  // not read as "no checkpoint" (a resumed attempt would start over from its seed).
+  std::filesystem::rename(dir + "/ckpt", dir + "/ckpt.old");
+  std::filesystem::create_directory_symlink(dir + "/ckpt.old", dir + "/ckpt");
+  const absl::Status swapped = FindLatestCheckpoint(dir + "/ckpt", "job-l").status();
+  EXPECT_EQ(swapped.code(), absl::StatusCode::kInvalidArgument) << swapped;
+  EXPECT_EQ(FindLatestCheckpoint(dir + "/missing", "job-l").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(Checkpoint, FoldersWithoutAManifestAreIgnored) {
