@@ -234,22 +234,39 @@ absl::StatusOr<std::string> UntrustedFile::ReadAll() const {
   return bytes;
 }
 
-absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& folder, Links links) {
-  int fd = -1;
-  if (links == Links::kRefuseAll) {
+namespace {
+
+// Opens `folder` for listing as `links` says; on failure, says what it is instead where
+// that is clearer than errno: a link where one is refused, a file where a folder is
+// wanted.
+absl::Status OpenFolder(const std::string& folder, Links links, int* fd) {
+  absl::Status opened;
+  if (links == Links::kRefuseAll && folder != "/") {
     const absl::StatusOr<std::vector<std::string>> names = PlainNames(folder, folder);
     if (!names.ok()) return names.status();
-    if (names->empty()) {
-      fd = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    } else {
-      const absl::Status opened = OpenWalking(*names, names->size(), O_RDONLY | O_DIRECTORY, &fd);
-      if (!opened.ok()) return opened;
-    }
+    opened = OpenWalking(*names, names->size(), O_RDONLY | O_DIRECTORY, fd);
   } else {
-    fd = ::open(folder.c_str(),
-                O_RDONLY | O_DIRECTORY | O_CLOEXEC | (links == Links::kRefuse ? O_NOFOLLOW : 0));
+    *fd = ::open(folder.c_str(),
+                 O_RDONLY | O_DIRECTORY | O_CLOEXEC | (links == Links::kRefuse ? O_NOFOLLOW : 0));
+    if (*fd < 0) opened = OpenError(folder, errno, links);
   }
-  if (fd < 0) return OpenError(folder, errno, links);
+  struct stat info;
+  if (!opened.ok() && ::lstat(folder.c_str(), &info) == 0) {
+    if (S_ISLNK(info.st_mode) && links == Links::kRefuse) {
+      return LinkRefused(folder, LinkAt::kInsideFolder);
+    }
+    if (!S_ISLNK(info.st_mode) && !S_ISDIR(info.st_mode)) {
+      return absl::NotFoundError(absl::StrCat("'", folder, "' is not a folder"));
+    }
+  }
+  return opened;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& folder, Links links) {
+  int fd = -1;
+  if (absl::Status opened = OpenFolder(folder, links, &fd); !opened.ok()) return opened;
   DIR* listing = ::fdopendir(fd);  // owns fd from here
   if (listing == nullptr) {
     const int error = errno;
@@ -257,11 +274,19 @@ absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& folder, L
     return OpenError(folder, error, links);
   }
   std::vector<std::string> names;
-  while (const struct dirent* entry = ::readdir(listing)) {
+  while (true) {
+    errno = 0;  // readdir's end and its failure both return null; errno tells them apart
+    const struct dirent* entry = ::readdir(listing);
+    if (entry == nullptr) break;
     const std::string name = entry->d_name;
     if (name != "." && name != "..") names.push_back(name);
   }
+  const int error = errno;
   ::closedir(listing);
+  if (error != 0) {
+    return absl::DataLossError(
+        absl::StrCat("'", folder, "' could not be listed: ", std::strerror(error)));
+  }
   std::sort(names.begin(), names.end());
   return names;
 }

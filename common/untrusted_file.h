@@ -94,7 +94,8 @@ absl::StatusOr<std::string> ReadUntrustedFile(const std::string& path, uint64_t 
 
 // The names in `folder` ("." and ".." left out), sorted; the folder opened as `links`
 // says (Links::kRefuseAll: walking from "/", no link anywhere). NOT_FOUND when it is
-// missing (or not a folder), INVALID_ARGUMENT naming a link where one is refused.
+// missing or not a folder, INVALID_ARGUMENT naming a link where one is refused,
+// DATA_LOSS when reading it fails part way (never a partial list).
 absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& folder, Links links);
 
 // "N bytes" in the unit that reads best (B, KiB, MiB, GiB), for limits in messages.

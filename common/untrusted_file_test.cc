@@ -186,10 +186,16 @@ TEST_F(UntrustedFileTest, ListsAFolderRefusingLinksWhereAsked) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "is a symbolic link"));
   EXPECT_TRUE(ListFolder(linked, Links::kFollow).ok());
+  const absl::Status last = ListFolder(linked, Links::kRefuse).status();
+  EXPECT_EQ(last.code(), absl::StatusCode::kInvalidArgument) << last;
+  EXPECT_TRUE(absl::StrContains(last.message(), "is a symbolic link")) << last;
   EXPECT_EQ(ListFolder(canonical + "/missing", Links::kRefuseAll).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(ListFolder(canonical + "/b", Links::kRefuseAll).status().code(),
-            absl::StatusCode::kNotFound);  // a file, not a folder
+  for (Links links : {Links::kRefuseAll, Links::kFollow}) {
+    const absl::Status file = ListFolder(canonical + "/b", links).status();
+    EXPECT_EQ(file.code(), absl::StatusCode::kNotFound) << file;
+    EXPECT_TRUE(absl::StrContains(file.message(), "is not a folder")) << file;
+  }
 }
 
 TEST(ByteCountTest, PicksTheLargestExactUnit) {

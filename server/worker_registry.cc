@@ -288,7 +288,7 @@ absl::StatusOr<v1::WorkerInfo> WorkerRegistry::Largest(v1::DeviceKind device) co
   absl::MutexLock lock(&mu_);
   const Worker* largest = nullptr;
   for (const auto& [id, worker] : workers_) {
-    if (worker.info.device() != device) continue;
+    if (worker.info.device() != device || worker.info.state() == v1::LOST) continue;
     if (largest == nullptr || RankMemory(worker.info) > RankMemory(largest->info)) {
       largest = &worker;
     }

@@ -120,6 +120,8 @@ TEST(WorkerRegistry, KeepsTheGpuACudaWorkerAdvertises) {
   request.mutable_gpu()->set_nccl_version("2.28.3");
   auto registered = registry.Register(request);
   ASSERT_TRUE(registered.ok());
+  // Registered without a session yet, it is LOST: it offers no memory to weigh a job by.
+  EXPECT_FALSE(registry.Largest(v1::CUDA).ok());
   Attach(registry, registered->worker_id);
   ASSERT_EQ(registry.Idle(v1::CUDA).size(), 1u);
   EXPECT_TRUE(registry.Idle(v1::CPU).empty());

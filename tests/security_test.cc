@@ -484,6 +484,13 @@ TEST_F(SecurityTest, AWorkersOwnFoldersBoundWhatTheCoordinatorAllows) {
   };
   // A folder that does not exist: the worker does not start.
   EXPECT_NE(cluster_->AddWorker("w1", flags("w1", "/out/nowhere"), {}, /*wait=*/false).Wait(), 0);
+  // An empty entry neither: the coordinator would refuse its registration, after it had
+  // started.
+  std::vector<std::string> empty_entry = flags("w1", "/out");
+  empty_entry.back() += ",";
+  Process& refused = cluster_->AddWorker("w1", empty_entry, {}, /*wait=*/false);
+  EXPECT_NE(refused.Wait(), 0);
+  EXPECT_TRUE(absl::StrContains(ReadFile(refused.log_path()), "an empty folder name"));
   cluster_->AddWorker("w0", flags("w0", "/out/carol"));
   auto workers = As("root").ListWorkers();
   ASSERT_TRUE(workers.ok()) << workers.status();
@@ -565,10 +572,6 @@ TEST_F(SecurityTest, CertificatesReloadWithoutDroppingSessions) {
   EXPECT_FALSE(CoordinatorLogHas("worker=w0: worker lost"));
 }
 
-// Without --worker_ca, a coordinator with a tokens file asks workers for a token of the
-// worker role: nobody who merely reaches its port can register as a worker (and take a
-// real one's name, its jobs' specs and rendezvous tokens). A worker's token is for that
-// alone: it reads no jobs. A worker's name holds no space or '=' (log fields).
 // A coordinator that cannot see the workers' files (--check_paths=false) sends paths as
 // written: a worker makes them canonical on its own file system and trains on that form,
 // which it reads and writes without following links. So a path through a link inside the
@@ -601,6 +604,10 @@ TEST(WorkerPaths, APathThroughALinkIsMadeCanonicalOnTheWorker) {
   cluster.WaitForState(*read, v1::SUCCEEDED, absl::Seconds(60));
 }
 
+// Without --worker_ca, a coordinator with a tokens file asks workers for a token of the
+// worker role: nobody who merely reaches its port can register as a worker (and take a
+// real one's name, its jobs' specs and rendezvous tokens). A worker's token is for that
+// alone: it reads no jobs. A worker's name holds no space or '=' (log fields).
 TEST(WorkerTokens, WorkersWithoutCertificatesNeedAWorkerToken) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/worker-tokens-", getpid());

@@ -199,6 +199,14 @@ absl::Status ConfigurePaths(WorkerOptions* options) {
         absl::StrCat("--allowed_input_paths / --allowed_output_paths: at most ", kMaxWorkerRoots,
                      " folders each"));
   }
+  // An empty entry ("--allowed_output_paths=,") would leave a side with no folder, which
+  // the coordinator refuses at registration, after the worker had started.
+  for (const auto* flag : {&inputs, &outputs}) {
+    if (std::find(flag->begin(), flag->end(), "") != flag->end()) {
+      return absl::InvalidArgumentError(
+          "--allowed_input_paths / --allowed_output_paths: an empty folder name");
+    }
+  }
   const auto or_everything = [](const std::vector<std::string>& roots) {
     return roots.empty() ? std::vector<std::string>{"/"} : roots;
   };
