@@ -35,6 +35,7 @@ absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const
     // Its size as opened, not as found at a path a link may have been swapped into since.
     absl::StatusOr<UntrustedFile> file =
         UntrustedFile::Open(path, std::numeric_limits<uint64_t>::max(), links);
+    if (absl::IsNotFound(file.status())) return Invalid(field, path, "no such file");
     if (!file.ok()) return Invalid(field, path, std::string(file.status().message()));
     const uint64_t bytes = file->size();
     if (bytes % 2 != 0) {
