@@ -97,9 +97,9 @@ absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec, const Sub
   ApplyJobSpecDefaults(&effective);
   ASSIGN_OR_RETURN(const MemoryEstimate memory, EstimateRankMemory(effective));
   RETURN_IF_ERROR(CheckSomeWorkerHasMemory(effective.device(), memory));
-  RETURN_IF_ERROR(CheckSomeWorkerWouldTake({"", effective.world_size(), effective.device(),
-                                            memory.total(), PathsOf(effective), roots.principal()},
-                                           workers_->Offers(effective.device())));
+  RETURN_IF_ERROR(
+      CheckSomeWorkerWouldTake(PendingJobOf("", effective, memory.total(), roots.principal()),
+                               workers_->Offers(effective.device())));
   RETURN_IF_ERROR(gone());
   ASSIGN_OR_RETURN(v1::Job job,
                    jobs_->Submit(effective, memory.ToProto(), submitter.name, request_id, roots));

@@ -9,13 +9,15 @@
 
 namespace shardwise {
 
+PendingJob PendingJobOf(const std::string& job_id, const v1::JobSpec& spec, int64_t memory_per_rank,
+                        const std::string& submitter_with_folders) {
+  return {job_id,          spec.world_size(), spec.device(),
+          memory_per_rank, PathsOf(spec),     submitter_with_folders};
+}
+
 PendingJob PendingJobOf(const v1::Job& job) {
-  return {job.id(),
-          job.spec().world_size(),
-          job.spec().device(),
-          job.memory_per_rank().total_bytes(),
-          PathsOf(job.spec()),
-          job.submitter_roots().principal()};
+  return PendingJobOf(job.id(), job.spec(), job.memory_per_rank().total_bytes(),
+                      job.submitter_roots().principal());
 }
 
 int64_t RankMemory(const v1::WorkerInfo& worker) {

@@ -32,6 +32,10 @@ struct PendingJob {
 };
 // `job` as the scheduler weighs it.
 PendingJob PendingJobOf(const v1::Job& job);
+// A job not admitted yet (its `spec` with defaults applied, `memory_per_rank` estimated,
+// `submitter_with_folders` as PendingJob says), as the scheduler would weigh it.
+PendingJob PendingJobOf(const std::string& job_id, const v1::JobSpec& spec, int64_t memory_per_rank,
+                        const std::string& submitter_with_folders);
 
 // A worker as the scheduler weighs it (IdleWorker: one free to take a rank now).
 struct IdleWorker {
