@@ -16,6 +16,7 @@
 #include "contracts/membership.h"
 #include "contracts/memory_estimate.h"
 #include "contracts/prefetch_plan.h"
+#include "contracts/validation_loss_text.h"
 
 namespace shardwise {
 namespace {
@@ -186,8 +187,13 @@ void AppendProgress(const v1::Progress& p, std::string* out) {
                     absl::StrFormat("learning rate %.3g\n", p.learning_rate()));
   }
   if (HasValidation(p)) {
-    absl::StrAppend(out, absl::StrFormat("Validation: loss %.4f after step %d (first %.4f)\n",
-                                         p.val_loss(), p.val_loss_step(), p.first_val_loss()));
+    absl::StrAppend(
+        out,
+        absl::StrFormat("Validation: loss %.4f after step %d", p.val_loss(), p.val_loss_step()),
+        p.first_val_loss_step() == p.val_loss_step()
+            ? ""
+            : absl::StrFormat(" (first %.4f)", p.first_val_loss()),
+        "\n");
   }
   if (p.step() > 0) {
     constexpr double kMiB = 1 << 20;
@@ -396,8 +402,10 @@ std::string FormatJobSummary(const v1::Job& job) {
                     "\n");
   }
   if (HasValidation(p)) {
-    absl::StrAppend(&out, absl::StrFormat("  validation loss: %.4f -> %.4f\n", p.first_val_loss(),
-                                          p.val_loss()));
+    absl::StrAppend(&out, "  validation loss: ",
+                    ValidationLossText(p.first_val_loss(), p.first_val_loss_step(), p.val_loss(),
+                                       p.val_loss_step()),
+                    "\n");
   }
   if (!job.result().empty()) absl::StrAppend(&out, "  result: ", job.result(), "\n");
   if (Degraded(job)) {

@@ -82,6 +82,18 @@ TEST(Format, GptJobsShowValidationLossLearningRateAndTokensPerSecond) {
   EXPECT_TRUE(absl::StrContains(summary, "validation loss: 5.5000 -> 2.2500")) << summary;
 }
 
+TEST(Format, OneEvaluationShowsOneValidationLossWithItsStep) {
+  v1::Job job = GptJob();
+  job.set_state(v1::SUCCEEDED);
+  job.mutable_progress()->set_first_val_loss(2.25);
+  job.mutable_progress()->set_first_val_loss_step(40);
+  const std::string summary = FormatJobSummary(job);
+  EXPECT_TRUE(absl::StrContains(summary, "validation loss: 2.2500 after step 40\n")) << summary;
+  const std::string description = FormatJobDescription(job, 1'000'000);
+  EXPECT_TRUE(absl::StrContains(description, "Validation: loss 2.2500 after step 40\n"))
+      << description;
+}
+
 TEST(Format, JobTableHasOneRowPerJob) {
   v1::JobSummary mine = Summarize(RunningJob());
   mine.set_submitter("alice");

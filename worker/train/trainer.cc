@@ -19,6 +19,7 @@
 #include "contracts/job_spec_defaults.h"
 #include "contracts/membership.h"
 #include "contracts/permanent_failure.h"
+#include "contracts/validation_loss_text.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "tokenizer/manifest.h"
@@ -190,10 +191,9 @@ class RankTrainer : private MembershipMoves::Rank {
   int64_t plan_since_step_ = 1;  // a rank derives its first plan in the first step
   int64_t calls_before_training_ = 0;
   int64_t calls_after_first_step_ = -1;  // the counter's value once the first step ended
-  int64_t val_loss_step_ = -1;
-  int64_t loss_step_ = 0;              // steps done when result_.last_loss was measured
-  std::optional<SpeedMeter> speed_;    // from the start of Body
-  std::string activity_ = "starting";  // what Body is doing, for an out-of-memory report
+  int64_t loss_step_ = 0;                // steps done when result_.last_loss was measured
+  std::optional<SpeedMeter> speed_;      // from the start of Body
+  std::string activity_ = "starting";    // what Body is doing, for an out-of-memory report
   // The membership: the epoch, its world and rendezvous (last: destroyed first, as the
   // epoch's connections were before the model's threads ended).
   MembershipMoves moves_;
@@ -648,9 +648,12 @@ absl::Status RankTrainer::MaybeEvaluate(int64_t steps_done) {
   if (context_.position != nullptr) context_.position->SetPhase("evaluation");
   ScopedSpan span(context_.timeline, "evaluation", -1, steps_done);
   ASSIGN_OR_RETURN(const double loss, Evaluate());
-  if (result_.first_val_loss < 0) result_.first_val_loss = loss;
+  if (result_.first_val_loss < 0) {
+    result_.first_val_loss = loss;
+    result_.first_val_loss_step = steps_done;
+  }
   result_.last_val_loss = loss;
-  val_loss_step_ = steps_done;
+  result_.last_val_loss_step = steps_done;
   return absl::OkStatus();
 }
 
@@ -689,10 +692,11 @@ void RankTrainer::ReportProgress(double step_seconds) {
   progress.set_steps_per_second(result_.steps_per_second);
   progress.set_tokens_per_second(result_.tokens_per_second);
   progress.set_learning_rate(lr_);
-  if (val_loss_step_ >= 0) {
+  if (result_.last_val_loss_step >= 0) {
     progress.set_val_loss(result_.last_val_loss);
     progress.set_first_val_loss(result_.first_val_loss);
-    progress.set_val_loss_step(val_loss_step_);
+    progress.set_val_loss_step(result_.last_val_loss_step);
+    progress.set_first_val_loss_step(result_.first_val_loss_step);
   }
   progress.set_phase("training");
   progress.set_step_seconds(step_seconds);
@@ -755,7 +759,8 @@ std::string TrainingResult::Summary() const {
     absl::StrAppend(&summary, absl::StrFormat(", %.0f tokens/s", tokens_per_second));
   if (last_val_loss >= 0) {
     absl::StrAppend(
-        &summary, absl::StrFormat("; validation loss %.4f -> %.4f", first_val_loss, last_val_loss));
+        &summary, "; validation loss ",
+        ValidationLossText(first_val_loss, first_val_loss_step, last_val_loss, last_val_loss_step));
   }
   if (resumed_from_step >= 0) {
     absl::StrAppend(&summary, "; resumed from the checkpoint of step ", resumed_from_step);

@@ -40,6 +40,8 @@ struct TrainingResult {
   double tokens_per_second = 0;  // GPT jobs
   double first_val_loss = -1;    // -1: not evaluated
   double last_val_loss = -1;
+  int64_t first_val_loss_step = -1;  // the steps completed when each was measured
+  int64_t last_val_loss_step = -1;
   std::string model_path;          // where rank 0 wrote the final model; empty if not asked to
   int64_t resumed_from_step = -1;  // the checkpoint's step, if the job resumed from one
   int64_t checkpoints_written = 0;
