@@ -96,10 +96,11 @@ absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec, const Sub
                                   options_.check_paths ? PathChecker(CheckReadableFile) : nullptr));
   ApplyJobSpecDefaults(&effective);
   ASSIGN_OR_RETURN(const MemoryEstimate memory, EstimateRankMemory(effective));
-  RETURN_IF_ERROR(CheckSomeWorkerHasMemory(effective.device(), memory));
-  RETURN_IF_ERROR(
-      CheckSomeWorkerWouldTake(PendingJobOf("", effective, memory.total(), roots.principal()),
-                               workers_->Offers(effective.device())));
+  // One reading of the registry for both checks: the workers they weigh are the same.
+  const PendingJob pending = PendingJobOf("", effective, memory.total(), roots.principal());
+  const std::vector<IdleWorker> registered = workers_->Offers(effective.device());
+  RETURN_IF_ERROR(CheckSomeWorkerHasMemory(pending, registered, memory.ToString()));
+  RETURN_IF_ERROR(CheckSomeWorkerWouldTake(pending, registered));
   RETURN_IF_ERROR(gone());
   ASSIGN_OR_RETURN(v1::Job job,
                    jobs_->Submit(effective, memory.ToProto(), submitter.name, request_id, roots));
@@ -119,19 +120,6 @@ absl::StatusOr<v1::SubmitterRoots> JobController::CheckPaths(const Submitter& su
   v1::SubmitterRoots roots = options_.path_policy->RootsOf(submitter.name, submitter.paths);
   RETURN_IF_ERROR(ApplyPathPolicy(options_.path_policy->Narrowed(roots), check, spec));
   return roots;
-}
-
-absl::Status JobController::CheckSomeWorkerHasMemory(v1::DeviceKind device,
-                                                     const MemoryEstimate& memory) const {
-  auto largest = workers_->Largest(device);
-  if (!largest.ok()) return absl::OkStatus();  // none registered yet: the job waits
-  if (MemoryFits(memory.total(), RankMemory(*largest))) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("the job needs about ", memory.ToString(), " per rank, but the largest ",
-                   v1::DeviceKind_Name(device), " worker (", largest->name(), ") advertises ",
-                   FormatBytes(RankMemory(*largest)),
-                   "; use more ranks with a sharded strategy, a smaller global_batch_size or more "
-                   "gradient_accumulation_steps, or activation_checkpointing"));
 }
 
 absl::StatusOr<v1::Job> JobController::Cancel(const std::string& job_id) {

@@ -315,14 +315,11 @@ class JobController {
   void PlacePendingJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartAttemptLocked(const std::string& job_id, const std::vector<std::string>& worker_ids)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // FAILED_PRECONDITION when workers of `device` are registered and none advertises
-  // `memory` per rank; OK when one does, or none is registered yet (the job waits).
   // Checks every path of `spec` against the roots (the coordinator's, and the submitter's
   // where its entry has some) and makes it canonical; returns the submitter's roots to
   // keep with the job (empty without).
   absl::StatusOr<v1::SubmitterRoots> CheckPaths(const Submitter& submitter,
                                                 v1::JobSpec* spec) const;
-  absl::Status CheckSomeWorkerHasMemory(v1::DeviceKind device, const MemoryEstimate& memory) const;
   // `kind` names how the loss was detected, for the metrics.
   void LoseWorkerLocked(const std::string& worker_id, const std::string& reason, const char* kind)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

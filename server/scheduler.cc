@@ -76,6 +76,24 @@ bool CanTakeRank(const PendingJob& job, const IdleWorker& worker) {
          !LacksFeature(job, worker) && OutsideFolders(job, worker) == nullptr;
 }
 
+absl::Status CheckSomeWorkerHasMemory(const PendingJob& job,
+                                      const std::vector<IdleWorker>& registered,
+                                      const std::string& estimate) {
+  const IdleWorker* largest = nullptr;
+  for (const IdleWorker& worker : registered) {
+    if (worker.device != job.device) continue;
+    if (MemoryFits(job.memory_per_rank, worker.memory_bytes)) return absl::OkStatus();
+    if (largest == nullptr || worker.memory_bytes > largest->memory_bytes) largest = &worker;
+  }
+  if (largest == nullptr) return absl::OkStatus();  // none registered yet: the job waits
+  return absl::FailedPreconditionError(
+      absl::StrCat("the job needs about ", estimate, " per rank, but the largest ",
+                   v1::DeviceKind_Name(job.device), " worker (", largest->worker_id,
+                   ") advertises ", FormatBytes(largest->memory_bytes),
+                   "; use more ranks with a sharded strategy, a smaller global_batch_size or more "
+                   "gradient_accumulation_steps, or activation_checkpointing"));
+}
+
 absl::Status CheckSomeWorkerWouldTake(const PendingJob& job,
                                       const std::vector<IdleWorker>& registered) {
   const IdleWorker* refusing = nullptr;
@@ -87,7 +105,7 @@ absl::Status CheckSomeWorkerWouldTake(const PendingJob& job,
     if (CanTakeRank(job, worker)) return absl::OkStatus();
     if (refusing != nullptr) continue;
     std::string why = Refusal(job, worker);
-    if (why.empty()) continue;  // short of memory only: CheckSomeWorkerHasMemory's to say
+    if (why.empty()) continue;  // short of memory only: CheckSomeWorkerHasMemory says it
     refusing = &worker;
     refusal = std::move(why);
   }

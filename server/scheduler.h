@@ -72,12 +72,20 @@ struct Placement {
 };
 
 // FAILED_PRECONDITION when workers of the job's kind are registered (`registered`: those
+// not lost) and none advertises the job's memory per rank (MemoryFits), naming the
+// largest and what it advertises against `estimate` (the estimate per rank in words):
+// no worker that exists could run the job. OK with none registered yet.
+absl::Status CheckSomeWorkerHasMemory(const PendingJob& job,
+                                      const std::vector<IdleWorker>& registered,
+                                      const std::string& estimate);
+
+// FAILED_PRECONDITION when workers of the job's kind are registered (`registered`: those
 // not lost), none of them could take a rank (CanTakeRank: memory, folders, release), and
 // one has something besides memory to refuse it for (Refusal), which it says: such a job
 // would wait at the head of its queue, holding back every job behind it, until an
 // operator changed a worker's flags or release. OK with none registered yet (the job
 // waits for them); a job every worker is short of memory for is
-// JobController::CheckSomeWorkerHasMemory's to refuse.
+// CheckSomeWorkerHasMemory's to refuse.
 absl::Status CheckSomeWorkerWouldTake(const PendingJob& job,
                                       const std::vector<IdleWorker>& registered);
 

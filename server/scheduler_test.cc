@@ -126,6 +126,29 @@ TEST(PendingReason, SaysWhenTooFewWorkersHaveFoldersHoldingTheJobsPaths) {
   EXPECT_EQ(SupplyFor(big, registered).able, 0);
 }
 
+// A job every registered worker of its kind is short of memory for is refused at
+// submission, naming the largest; one that fits, or none registered, is taken.
+TEST(CheckSomeWorkerHasMemory, RefusesAJobEveryRegisteredWorkerIsTooSmallFor) {
+  std::vector<IdleWorker> registered = Workers(3);
+  registered[0].memory_bytes = int64_t{1} << 30;
+  registered[1].memory_bytes = int64_t{4} << 30;
+  registered[2].memory_bytes = int64_t{64} << 30;
+  registered[2].device = v1::CUDA;  // another kind: not weighed for a CPU job
+  PendingJob job{"j", 1, v1::CPU, int64_t{8} << 30, {}};
+  const absl::Status refused = CheckSomeWorkerHasMemory(job, registered, "8.0 GiB");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("needs about 8.0 GiB per rank, but the largest CPU worker (" +
+                                   registered[1].worker_id + ") advertises 4.0 GiB"),
+            std::string::npos)
+      << refused;
+  job.memory_per_rank = int64_t{4} << 30;
+  EXPECT_TRUE(CheckSomeWorkerHasMemory(job, registered, "4.0 GiB").ok());
+  job.memory_per_rank = int64_t{8} << 30;
+  registered[0].memory_bytes = 0;  // advertises nothing: it may fit, the worker checks
+  EXPECT_TRUE(CheckSomeWorkerHasMemory(job, registered, "8.0 GiB").ok());
+  EXPECT_TRUE(CheckSomeWorkerHasMemory(job, {}, "8.0 GiB").ok());  // none registered yet
+}
+
 // A job no registered worker would take is refused at submission, naming a path and a
 // worker's folders; with none registered yet, or one that bounds nothing, it is taken.
 TEST(CheckSomeWorkerWouldTake, RefusesAJobEveryRegisteredWorkersFoldersRefuse) {

@@ -284,22 +284,6 @@ std::vector<IdleWorker> WorkerRegistry::Offers(v1::DeviceKind device) const {
   return offers;
 }
 
-absl::StatusOr<v1::WorkerInfo> WorkerRegistry::Largest(v1::DeviceKind device) const {
-  absl::MutexLock lock(&mu_);
-  const Worker* largest = nullptr;
-  for (const auto& [id, worker] : workers_) {
-    if (worker.info.device() != device || worker.info.state() == v1::LOST) continue;
-    if (largest == nullptr || RankMemory(worker.info) > RankMemory(largest->info)) {
-      largest = &worker;
-    }
-  }
-  if (largest == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("no ", v1::DeviceKind_Name(device), " worker is registered"));
-  }
-  return largest->info;
-}
-
 std::vector<v1::WorkerInfo> WorkerRegistry::List(
     const std::string& after_id, size_t limit, absl::FunctionRef<bool(const v1::WorkerInfo&)> keep,
     bool* more) const {

@@ -106,8 +106,6 @@ class WorkerRegistry {
   std::vector<v1::WorkerInfo> Idle(v1::DeviceKind device) const;
   // What every worker of `device` that is not lost offers (scheduler.h), sorted by id.
   std::vector<IdleWorker> Offers(v1::DeviceKind device) const;
-  // The worker of `device` (not lost) advertising the most rank memory; NOT_FOUND if none.
-  absl::StatusOr<v1::WorkerInfo> Largest(v1::DeviceKind device) const;
 
   // Workers sorted by id, after `after_id` (exclusive; "" from the first), at most
   // `limit` of them, keeping those `keep` accepts. `*more` says whether any are left.
