@@ -1,21 +1,24 @@
 #include "server/execution_order_agreement.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "contracts/job_state.h"
+#include "contracts/model_description.h"
 #include "contracts/prefetch_plan.h"
 
 namespace shardwise {
 namespace {
 
-int NumUnits(const v1::ExecutionOrder& order) {
-  int n = 0;
-  for (int unit : order.pre_forward()) n = std::max(n, unit + 1);
-  for (int unit : order.post_forward()) n = std::max(n, unit + 1);
-  return n;
+// The job's unit count, from its own model and wrap policy (as the ranks cut it), never
+// from a report: a unit id a rank sends is checked against it (PlanPrefetch), so one
+// report naming unit 2,000,000,000 cannot size a plan of that many units.
+absl::StatusOr<int> NumUnits(const v1::JobSpec& spec) {
+  ASSIGN_OR_RETURN(const ModelDescription model, DescribeModel(spec.model()));
+  ASSIGN_OR_RETURN(const UnitAssignment units, AssignUnits(model, spec.wrap()));
+  return units.num_units;
 }
 
 }  // namespace
@@ -58,7 +61,7 @@ ExecutionOrderAgreement::Decision ExecutionOrderAgreement::OnFirstOrder(
         "; their collectives would pair up wrongly (a hang, or mixed tensors)");
     return decision;
   }
-  auto plan = PlanPrefetch(reference, job.spec().fsdp(), NumUnits(reference));
+  auto plan = Plan(job, reference);
   if (!plan.ok()) {
     // Nothing to follow: the ranks keep running without prefetch, as before an order.
     decision.kind = Decision::Kind::kWarn;
@@ -94,8 +97,7 @@ ExecutionOrderAgreement::Decision ExecutionOrderAgreement::OnChange(
       report.step(), ": ", FirstDifference(job.execution_order(), report.execution_order()),
       " (warned once per attempt)");
   // Re-planned from the new order; if it cannot be planned, the old plan stays.
-  auto plan =
-      PlanPrefetch(report.execution_order(), job.spec().fsdp(), NumUnits(report.execution_order()));
+  auto plan = Plan(job, report.execution_order());
   Decision decision;
   if (!plan.ok()) {
     decision.kind = Decision::Kind::kWarn;
@@ -109,6 +111,13 @@ ExecutionOrderAgreement::Decision ExecutionOrderAgreement::OnChange(
   decision.message =
       absl::StrCat(change, "; re-planned: prefetch plan ", FormatPrefetchPlan(decision.plan));
   return decision;
+}
+
+absl::StatusOr<v1::PrefetchPlan> ExecutionOrderAgreement::Plan(const v1::Job& job,
+                                                               const v1::ExecutionOrder& order) {
+  if (!num_units_.has_value()) num_units_ = NumUnits(job.spec());
+  if (!num_units_->ok()) return num_units_->status();
+  return PlanPrefetch(order, job.spec().fsdp(), **num_units_);
 }
 
 }  // namespace shardwise

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "proto/job.pb.h"
 #include "proto/worker_service.pb.h"
 
@@ -55,6 +56,8 @@ class ExecutionOrderAgreement {
  private:
   Decision OnFirstOrder(const v1::Job& job, int32_t rank, const v1::ExecutionOrder& order);
   Decision OnChange(const v1::Job& job, const v1::AttemptReport& report);
+  // The plan for `order`, its unit ids checked against the job's unit count.
+  absl::StatusOr<v1::PrefetchPlan> Plan(const v1::Job& job, const v1::ExecutionOrder& order);
 
   const int32_t world_size_;
   bool recorded_;
@@ -62,6 +65,7 @@ class ExecutionOrderAgreement {
   // A change reported before every rank's first order arrived, handled after them.
   std::optional<v1::AttemptReport> early_change_;
   bool change_warned_ = false;
+  std::optional<absl::StatusOr<int>> num_units_;  // the job's, once first needed
 };
 
 }  // namespace shardwise

@@ -1,5 +1,8 @@
 #include "server/execution_order_agreement.h"
 
+#include <limits>
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -21,6 +24,13 @@ v1::Job Job(int world_size) {
   v1::Job job;
   job.set_id("job-1");
   job.mutable_spec()->set_world_size(world_size);
+  // A 2-layer GPT, wrapped per block: units 0 and 1, the root 2.
+  v1::GptConfig* gpt = job.mutable_spec()->mutable_model()->mutable_gpt();
+  gpt->set_vocab_size(11);
+  gpt->set_block_size(5);
+  gpt->set_n_layer(2);
+  gpt->set_n_head(2);
+  gpt->set_n_embd(4);
   job.mutable_spec()->mutable_fsdp()->set_backward_prefetch(v1::BackwardPrefetch::BACKWARD_PRE);
   for (int r = 0; r < world_size; ++r) {
     v1::RankAssignment* rank = job.add_ranks();
@@ -105,6 +115,27 @@ TEST(ExecutionOrderAgreement, AReattachedAttemptHandlesOnlyChanges) {
       agreement.OnReport(job, Report(v1::ORDER_CHANGED, 1, Order({2, 1, 0}, {1, 0, 2}), 9));
   ASSERT_EQ(decision.kind, Kind::kReplan);
   EXPECT_EQ(decision.plan.version(), 4);
+}
+
+// A report's unit ids are checked against the job's own unit count (3 here): one naming
+// unit 2,000,000,000 is warned about, not planned (a plan that size would take 16 GB),
+// and neither is one naming INT32_MAX (whose count + 1 would overflow).
+TEST(ExecutionOrderAgreement, UnitIdsBeyondTheJobsModelAreNotPlanned) {
+  for (const int unit : {3, 2'000'000'000, std::numeric_limits<int32_t>::max()}) {
+    ExecutionOrderAgreement agreement(1, /*recorded=*/false);
+    const auto decision =
+        agreement.OnReport(Job(1), Report(v1::ORDER_RECORDED, 0, Order({unit}, {unit})));
+    EXPECT_EQ(decision.kind, Kind::kWarn) << unit;
+    EXPECT_NE(decision.message.find(absl::StrCat("names unit ", unit, "; the model has 3")),
+              std::string::npos)
+        << decision.message;
+  }
+  ExecutionOrderAgreement agreement(1, /*recorded=*/true);
+  v1::Job job = Job(1);
+  *job.mutable_execution_order() = kGpt;
+  const auto change =
+      agreement.OnReport(job, Report(v1::ORDER_CHANGED, 0, Order({2'000'000'000}, {0}), 4));
+  EXPECT_EQ(change.kind, Kind::kWarn);
 }
 
 }  // namespace
