@@ -134,12 +134,13 @@ absl::StatusOr<v1::Job> JobController::Cancel(const std::string& job_id) {
                                                       "; nothing to cancel"));
   }
   const std::string reason = "cancelled by request";
+  // Written first: a cancellation the state file refused is UNAVAILABLE with the job
+  // running on, never ranks stopped for a job a restarted coordinator would run again.
+  ASSIGN_OR_RETURN(v1::Job cancelled, jobs_->Cancel(job_id, reason));
   if (job.state() != v1::PENDING) {
     AbortRanksLocked(job, reason, /*skip_worker=*/"");
     EndAttemptLocked(job);
   }
-  ASSIGN_OR_RETURN(v1::Job cancelled,
-                   jobs_->Finish(job_id, JobManager::kAnyAttempt, v1::CANCELLED, reason));
   RequestScheduleLocked();
   return cancelled;
 }

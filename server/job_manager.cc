@@ -493,6 +493,19 @@ absl::StatusOr<v1::Job> JobManager::Finish(const std::string& job_id, int32_t at
                                            v1::JobState final_state, const std::string& reason,
                                            const std::string& result) {
   absl::MutexLock lock(&mu_);
+  return FinishLocked(job_id, attempt, final_state, reason, result, OnStoreFailure::kDefer);
+}
+
+absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  return FinishLocked(job_id, kAnyAttempt, v1::CANCELLED, reason, "", OnStoreFailure::kRefuse);
+}
+
+absl::StatusOr<v1::Job> JobManager::FinishLocked(const std::string& job_id, int32_t attempt,
+                                                 v1::JobState final_state,
+                                                 const std::string& reason,
+                                                 const std::string& result,
+                                                 OnStoreFailure on_failure) {
   return Mutate(
       job_id,
       [&](v1::Job* j) {
@@ -506,7 +519,7 @@ absl::StatusOr<v1::Job> JobManager::Finish(const std::string& job_id, int32_t at
         if (!result.empty()) j->set_result(result);
         return absl::OkStatus();
       },
-      reason);
+      reason, on_failure);
 }
 
 absl::StatusOr<v1::Job> JobManager::Requeue(const std::string& job_id, int32_t attempt,

@@ -122,6 +122,10 @@ class JobManager {
   absl::StatusOr<v1::Job> Finish(const std::string& job_id, int32_t attempt,
                                  v1::JobState final_state, const std::string& reason,
                                  const std::string& result = "");
+  // Any live state -> CANCELLED, a client's request: written before it returns, or
+  // UNAVAILABLE with nothing changed (the client asks again), since the caller stops the
+  // job's ranks only once the cancellation is sure to outlive a coordinator restart.
+  absl::StatusOr<v1::Job> Cancel(const std::string& job_id, const std::string& reason);
   // SCHEDULED or RUNNING -> PENDING, to be scheduled again as a new attempt.
   absl::StatusOr<v1::Job> Requeue(const std::string& job_id, int32_t attempt,
                                   const std::string& reason, bool counts_as_restart);
@@ -217,6 +221,10 @@ class JobManager {
                                  absl::FunctionRef<absl::Status(v1::Job*)> mutate,
                                  const std::string& event_message,
                                  OnStoreFailure on_failure = OnStoreFailure::kDefer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::Job> FinishLocked(const std::string& job_id, int32_t attempt,
+                                       v1::JobState final_state, const std::string& reason,
+                                       const std::string& result, OnStoreFailure on_failure)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes `job` (just written) what clients see.
   void Publish(Entry& entry, v1::Job job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,5 +1,6 @@
 #include "server/job_manager.h"
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -90,6 +91,27 @@ TEST_F(JobManagerTest, RefusesTransitionsOutOfOrder) {
       manager_->Finish("job-1", JobManager::kAnyAttempt, v1::CANCELLED, "late").status().code(),
       absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(manager_->Get("job-404").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A cancellation the state file refuses (here another connection holds its write lock
+// past the store's busy timeout) is UNAVAILABLE and changes nothing, so the controller
+// stops no rank for a job a restarted coordinator would run again; asked again once the
+// file takes writes, it is written and outlives a restart.
+TEST_F(JobManagerTest, ACancellationTheStateFileRefusesChangesNothing) {
+  ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(1)).ok());
+  ASSERT_TRUE(manager_->MarkRunning("job-1", 1).ok());
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN EXCLUSIVE;", nullptr, nullptr, nullptr), SQLITE_OK);
+  const auto refused = manager_->Cancel("job-1", "cancelled by request");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  EXPECT_EQ(manager_->Get("job-1")->state(), v1::RUNNING);
+  ASSERT_EQ(sqlite3_exec(other, "ROLLBACK;", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  ASSERT_TRUE(manager_->Cancel("job-1", "cancelled by request").ok());
+  Reopen();
+  EXPECT_EQ(manager_->Get("job-1")->state(), v1::CANCELLED);
 }
 
 TEST_F(JobManagerTest, RequeueStartsANewAttemptAndCountsRestarts) {
