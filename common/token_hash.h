@@ -24,12 +24,15 @@ inline absl::Status CheckPrincipalName(const std::string& name) {
   return CheckPrintableField("principal", name, kMaxPrincipalCharacters);
 }
 
-inline std::string TokenHash(const std::string& token) {
+// SHA-256 of `bytes`, in hex.
+inline std::string Sha256Hex(absl::string_view bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  EVP_Digest(token.data(), token.size(), digest, &length, EVP_sha256(), nullptr);
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), length));
 }
+
+inline std::string TokenHash(const std::string& token) { return Sha256Hex(token); }
 
 }  // namespace shardwise
 

@@ -89,6 +89,13 @@ absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec, const Sub
   };
   RETURN_IF_ERROR(gone());  // it waited in the queue past its deadline: no work for it
   RETURN_IF_ERROR(CheckPrintableField("request_id", request_id, 128));
+  // A retry of a submission that made its job (its reply lost) gets that job, before the
+  // checks below: a file, a worker or a default may have changed since, and failing the
+  // retry would tell the client no job exists while it runs.
+  const std::string fingerprint = SubmittedSpecSha256(spec);
+  ASSIGN_OR_RETURN(std::optional<v1::Job> earlier,
+                   jobs_->FindSubmission(submitter.name, request_id, fingerprint));
+  if (earlier.has_value()) return *std::move(earlier);
   v1::JobSpec effective = spec;
   // Before anything reads a file the spec names: only paths inside the roots, canonical.
   ASSIGN_OR_RETURN(const v1::SubmitterRoots roots, CheckPaths(submitter, &effective));
@@ -102,8 +109,8 @@ absl::StatusOr<v1::Job> JobController::Submit(const v1::JobSpec& spec, const Sub
   RETURN_IF_ERROR(CheckSomeWorkerHasMemory(pending, registered, memory.ToString()));
   RETURN_IF_ERROR(CheckSomeWorkerWouldTake(pending, registered));
   RETURN_IF_ERROR(gone());
-  ASSIGN_OR_RETURN(v1::Job job,
-                   jobs_->Submit(effective, memory.ToProto(), submitter.name, request_id, roots));
+  ASSIGN_OR_RETURN(v1::Job job, jobs_->Submit(effective, memory.ToProto(), submitter.name,
+                                              request_id, roots, fingerprint));
   absl::MutexLock lock(&mu_);
   RequestScheduleLocked();
   return job;

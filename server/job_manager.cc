@@ -8,8 +8,11 @@
 #include "absl/strings/strip.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/token_hash.h"
 #include "contracts/job_ranks.h"
 #include "contracts/job_summary.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace shardwise {
@@ -268,7 +271,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
                                            const v1::MemoryEstimate& memory_per_rank,
                                            const std::string& submitter,
                                            const std::string& request_id,
-                                           const v1::SubmitterRoots& submitter_roots) {
+                                           const v1::SubmitterRoots& submitter_roots,
+                                           const std::string& submitted_spec_sha256) {
   std::string earlier;
   {
     absl::MutexLock lock(&mu_);
@@ -280,19 +284,52 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
       *job.mutable_memory_per_rank() = memory_per_rank;
       job.set_submitter(submitter);
       job.set_submit_request_id(request_id);
+      job.set_submitted_spec_sha256(submitted_spec_sha256);
       if (!submitter_roots.principal().empty()) *job.mutable_submitter_roots() = submitter_roots;
       return SubmitLocked(std::move(job));
     }
     earlier = found->second;
   }
-  return EarlierSubmission(earlier, spec, request_id);
+  return EarlierSubmission(earlier, spec, request_id, submitted_spec_sha256);
 }
 
-absl::StatusOr<v1::Job> JobManager::EarlierSubmission(const std::string& job_id,
-                                                      const v1::JobSpec& spec,
-                                                      const std::string& request_id) const {
+std::string SubmittedSpecSha256(const v1::JobSpec& spec) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    spec.SerializeToCodedStream(&coded);
+  }  // the coded stream writes its last bytes as it ends
+  return Sha256Hex(bytes);
+}
+
+absl::StatusOr<std::optional<v1::Job>> JobManager::FindSubmission(
+    const std::string& submitter, const std::string& request_id,
+    const std::string& submitted_spec_sha256) const {
+  if (request_id.empty()) return std::nullopt;
+  std::string earlier;
+  {
+    absl::MutexLock lock(&mu_);
+    auto found = by_request_.find(SubmitKey(submitter, request_id));
+    if (found == by_request_.end()) return std::nullopt;
+    earlier = found->second;
+  }
+  ASSIGN_OR_RETURN(const v1::Job job, Get(earlier));
+  if (job.submitted_spec_sha256().empty() && !job.compacted()) return std::nullopt;
+  return EarlierSubmission(earlier, job.spec(), request_id, submitted_spec_sha256);
+}
+
+absl::StatusOr<v1::Job> JobManager::EarlierSubmission(
+    const std::string& job_id, const v1::JobSpec& spec, const std::string& request_id,
+    const std::string& submitted_spec_sha256) const {
   ASSIGN_OR_RETURN(v1::Job job, Get(job_id));
-  if (!job.compacted() && !google::protobuf::util::MessageDifferencer::Equals(job.spec(), spec)) {
+  const bool both_fingerprinted =
+      !job.submitted_spec_sha256().empty() && !submitted_spec_sha256.empty();
+  const bool same = both_fingerprinted
+                        ? job.submitted_spec_sha256() == submitted_spec_sha256
+                        : google::protobuf::util::MessageDifferencer::Equals(job.spec(), spec);
+  if (!job.compacted() && !same) {
     return absl::AlreadyExistsError(
         absl::StrCat("request_id '", request_id, "' already made ", job_id,
                      ", with another spec; a new job needs a new request_id"));

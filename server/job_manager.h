@@ -42,6 +42,10 @@
 
 namespace shardwise {
 
+// The fingerprint of a spec as a client sent it: SHA-256 (hex) of its deterministic
+// serialization. A retried submission (the same request_id) is recognised by it.
+std::string SubmittedSpecSha256(const v1::JobSpec& spec);
+
 class JobManager {
  public:
   struct Options {
@@ -60,12 +64,21 @@ class JobManager {
   // `submitter_roots` the folders that principal's jobs are kept to (empty: none of its own).
   // With a `request_id` the submitter used before (a retried submission, also across
   // restarts), returns the job that submission made instead; ALREADY_EXISTS when that job
-  // has another spec.
+  // has another spec. `submitted_spec_sha256`: the fingerprint of the spec as the client
+  // sent it (SubmittedSpecSha256), kept to recognise a retry by.
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec,
                                  const v1::MemoryEstimate& memory_per_rank = {},
                                  const std::string& submitter = "",
                                  const std::string& request_id = "",
-                                 const v1::SubmitterRoots& submitter_roots = {});
+                                 const v1::SubmitterRoots& submitter_roots = {},
+                                 const std::string& submitted_spec_sha256 = "");
+  // The job an earlier submission by `submitter` with `request_id` made, if it kept the
+  // fingerprint of the spec it was sent: that job when `submitted_spec_sha256` matches,
+  // ALREADY_EXISTS when not. nullopt when no such job, or one without a fingerprint (its
+  // spec is compared by Submit, once the new one is checked).
+  absl::StatusOr<std::optional<v1::Job>> FindSubmission(
+      const std::string& submitter, const std::string& request_id,
+      const std::string& submitted_spec_sha256) const;
 
   // The job, whole, as written (what clients see); NOT_FOUND. A job that ended is read
   // from the state file.
@@ -235,9 +248,11 @@ class JobManager {
   void AddJobLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores `job` (its spec, estimate and submitter set) as a new PENDING job.
   absl::StatusOr<v1::Job> SubmitLocked(v1::Job job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The job an earlier submission with `request_id` made, checked against `spec`.
+  // The job an earlier submission with `request_id` made, checked against the new one's
+  // fingerprint where both have one, otherwise against its checked `spec`.
   absl::StatusOr<v1::Job> EarlierSubmission(const std::string& job_id, const v1::JobSpec& spec,
-                                            const std::string& request_id) const;
+                                            const std::string& request_id,
+                                            const std::string& submitted_spec_sha256) const;
 
   StateStore* const store_;
   const Clock& clock_;

@@ -260,6 +260,36 @@ TEST_F(ApiTest, ASubmissionRetriedWithItsRequestIdMakesOneJob) {
   EXPECT_EQ(jobs->size(), 2u);
 }
 
+// A retry whose first submission made its job (the reply lost) gets that job even when
+// the checks would refuse the spec now: here the final model the job names was written
+// since (by the job itself, say), which refuses a new submission without `overwrite`.
+TEST_F(ApiTest, ARetryGetsItsJobWhateverChangedSinceTheFirstSubmission) {
+  v1::JobSpec spec = Cluster::Spec(2);
+  const std::string model = cluster_.dir() + "/retried-model.safetensors";
+  spec.mutable_output()->set_final_model_path(model);
+  auto submit = [&](const std::string& request_id, std::string* job_id) {
+    v1::SubmitJobRequest request;
+    *request.mutable_spec() = spec;
+    request.set_request_id(request_id);
+    v1::SubmitJobResponse response;
+    grpc::ClientContext context;
+    const grpc::Status status = stub_->SubmitJob(&context, request, &response);
+    *job_id = response.job_id();
+    return status;
+  };
+  std::string first, retried, fresh;
+  ASSERT_TRUE(submit("once", &first).ok());
+  std::ofstream(model) << "written since";
+  const grpc::Status again = submit("once", &retried);
+  ASSERT_TRUE(again.ok()) << again.error_message();
+  EXPECT_EQ(retried, first);
+  // The same spec under a new request id is a new submission, checked as such.
+  const grpc::Status refused = submit("twice", &fresh);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "final_model_path"))
+      << refused.error_message();
+}
+
 // Submits from `clients` clients at once, each with its own connection; their results.
 std::vector<absl::StatusOr<std::string>> SubmitAtOnce(const Cluster& cluster, int clients) {
   std::vector<absl::StatusOr<std::string>> ids(clients, absl::UnknownError("not run"));
