@@ -178,7 +178,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
   // After a restart: the worker may run a rank of an attempt waiting for its ranks.
   const bool reattached =
       request.has_running() && ReattachLocked(registration.worker_id, request.running());
-  if (!reattached) RequeueIfRankCameBackWithoutItLocked(registration.worker_id);
+  if (!reattached) OnRankBackWithoutAttemptLocked(registration.worker_id);
   if (request.has_running() && !reattached) {
     workers_->DrainOnAttach(registration.worker_id,
                             AbortMessage(request.running().job_id(), request.running().attempt(),

@@ -217,14 +217,17 @@ class JobController {
   // attempt's heals from its second leave on (LiveAttempt::WorkerLeaves), with an event.
   void CountWorkerLeaveLocked(const v1::Job& job, const std::string& worker)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A re-attached rank of a fault-tolerant attempt lost a peer (its collective failed on
-  // it): the ranks still missing have the peer timeout to come back, not the whole grace.
-  void DecideReattachSoonerLocked(const v1::Job& job, LiveAttempt& attempt)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank of a fault-tolerant attempt is known lost while its ranks re-attach (`cause`:
+  // a re-attached rank's collective failed on a peer, or a rank's worker came back
+  // without it): the ranks still missing have the peer timeout to come back, not the
+  // whole grace, and those that do not leave with their groups then.
+  void DecideReattachSoonerLocked(const v1::Job& job, LiveAttempt& attempt,
+                                  const std::string& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnPeerLostWhileReattaching(const std::string& job_id, int32_t attempt);
   // A worker holding a rank of a waiting attempt registered without it (its daemon
-  // restarted): the attempt cannot go on.
-  void RequeueIfRankCameBackWithoutItLocked(const std::string& worker_id)
+  // restarted): a fault-tolerant attempt goes on without that rank's group
+  // (DecideReattachSoonerLocked); any other cannot go on and is re-queued.
+  void OnRankBackWithoutAttemptLocked(const std::string& worker_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Once its session is open: what the worker missed while the coordinator was down
   // (hook-switch decisions, the newest prefetch plan).

@@ -8,7 +8,9 @@
 // rank is back the attempt simply goes on; a rank that does not come back within
 // Options::reattach_grace (or comes back without the attempt: its daemon restarted)
 // ends the attempt, and the job is re-queued from its newest checkpoint without using up
-// its restart policy, as before re-attaching existed.
+// its restart policy, as before re-attaching existed; a fault-tolerant attempt instead
+// goes on without the groups of the ranks missing once a rank is known lost and the
+// peer timeout has passed (or the grace, if sooner).
 
 #include <algorithm>
 #include <cstdio>
@@ -68,7 +70,8 @@ bool JobController::ReattachLocked(const std::string& worker_id,
   rendezvous_->AdmitRank(job->id(), job->attempt(), running.rank(), running.rendezvous_token());
   attempt.reattached.insert(running.rank());
   to_resync_.insert(worker_id);
-  if (running.peer_lost()) DecideReattachSoonerLocked(*job, attempt);
+  if (running.peer_lost())
+    DecideReattachSoonerLocked(*job, attempt, "a re-attached rank lost a peer");
   LogInfo(
       LogContext().Job(job->id()).Attempt(job->attempt()).Rank(running.rank()).Worker(worker_id),
       absl::StrCat("re-attached at step ", running.step()));
@@ -86,14 +89,16 @@ bool JobController::ReattachLocked(const std::string& worker_id,
   return true;
 }
 
-void JobController::DecideReattachSoonerLocked(const v1::Job& job, LiveAttempt& attempt) {
+void JobController::DecideReattachSoonerLocked(const v1::Job& job, LiveAttempt& attempt,
+                                               const std::string& cause) {
   if (!job.spec().has_fault_tolerance() || !attempt.awaiting_reattach) return;
   const absl::Time sooner = clock_.Now() + PeerTimeout(job.spec());
   if (sooner >= attempt.reattach_deadline) return;
   attempt.reattach_deadline = sooner;
   LogIfFailed(jobs_
                   ->RecordEvent(job.id(), job.attempt(),
-                                absl::StrCat("a re-attached rank lost a peer: the ranks still "
+                                absl::StrCat(cause,
+                                             ": the ranks still "
                                              "missing are taken out after ",
                                              absl::FormatDuration(PeerTimeout(job.spec())),
                                              " (fault_tolerance.peer_timeout_seconds), not after "
@@ -107,10 +112,12 @@ void JobController::OnPeerLostWhileReattaching(const std::string& job_id, int32_
   auto live = live_.find(job_id);
   if (live == live_.end() || live->second.attempt != attempt) return;
   auto job = jobs_->Current(job_id);
-  if (job.ok() && job->attempt() == attempt) DecideReattachSoonerLocked(*job, live->second);
+  if (job.ok() && job->attempt() == attempt) {
+    DecideReattachSoonerLocked(*job, live->second, "a re-attached rank lost a peer");
+  }
 }
 
-void JobController::RequeueIfRankCameBackWithoutItLocked(const std::string& worker_id) {
+void JobController::OnRankBackWithoutAttemptLocked(const std::string& worker_id) {
   std::vector<v1::Job> lost;
   for (const auto& [job_id, live] : live_) {
     if (!live.awaiting_reattach) continue;
@@ -125,11 +132,16 @@ void JobController::RequeueIfRankCameBackWithoutItLocked(const std::string& work
       }
     }
   }
+  const std::string cause = absl::StrCat("worker ", worker_id,
+                                         " registered again without the attempt (its daemon "
+                                         "restarted) after the coordinator restarted");
   for (const v1::Job& job : lost) {
-    RequeueWithoutRestartLocked(job, absl::StrCat("worker ", worker_id,
-                                                  " registered again without the attempt (its "
-                                                  "daemon restarted) after the coordinator "
-                                                  "restarted"));
+    auto live = live_.find(job.id());
+    if (job.spec().has_fault_tolerance() && live != live_.end()) {
+      DecideReattachSoonerLocked(job, live->second, cause);
+    } else {
+      RequeueWithoutRestartLocked(job, cause);
+    }
   }
 }
 

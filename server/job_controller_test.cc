@@ -1046,6 +1046,36 @@ TEST_F(FaultTolerantJobTest, AfterARestartARankThatNeverComesBackLeavesWithItsGr
   EXPECT_TRUE(GotAbort("w2"));
 }
 
+// A rank's worker restarted with the coordinator (both died; the worker came back first,
+// within the grace, without the attempt): the attempt goes on without that rank's group
+// after the peer timeout (10 s), as for a loss the coordinator saw, instead of a re-queue.
+TEST_F(FaultTolerantJobTest, AfterARestartARankBackWithoutItsAttemptLeavesWithItsGroup) {
+  StartHybridJob();
+  StartCoordinator();
+  for (int rank : {0, 1, 2}) {
+    const v1::RunningAttempt running = RunningRank(rank);
+    AddWorker(absl::StrCat("w", rank), &running);
+  }
+  AddWorker("w3");  // its daemon restarted: it runs nothing
+  EXPECT_EQ(State(), v1::RUNNING);
+  EXPECT_NE(jobs_->Get("job-1")->events().rbegin()->message().find(
+                "worker w3 registered again without the attempt"),
+            std::string::npos);
+  for (int second = 1; second <= 11; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    for (const char* worker : {"w0", "w1", "w2"}) Heartbeat(worker, "job-1", 1);
+    Heartbeat("w3");
+    controller_->CheckHeartbeats();
+  }
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.state(), v1::RUNNING);
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  EXPECT_TRUE(GotMembershipChange("w0"));
+  EXPECT_TRUE(GotAbort("w2"));
+}
+
 // Healing: a group lost, two idle workers (its drained mate, once it reports its end,
 // and a spare): the group's ranks are placed there, told to join the next epoch, and the
 // live ranks told it; the job's ranks name the new workers.
