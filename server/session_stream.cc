@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "server/worker_text_bounds.h"
 
 namespace shardwise {
 
@@ -110,6 +111,7 @@ void SessionStream::OnReadDone(bool ok) {
     OnHello(incoming_);
     return;
   }
+  BoundWorkerText(&incoming_);  // before any of it is kept or shown
   switch (incoming_.kind_case()) {
     case v1::WorkerMessage::kHeartbeat:
       controller_->OnHeartbeat(worker_id_, incoming_.heartbeat());
