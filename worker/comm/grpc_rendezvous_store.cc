@@ -1,7 +1,9 @@
 #include "worker/comm/grpc_rendezvous_store.h"
 
 #include <algorithm>
+#include <thread>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "gloo/common/error.h"
 #include "grpcpp/client_context.h"
@@ -20,7 +22,37 @@ void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds budget)
   context->set_deadline(std::chrono::system_clock::now() + budget + std::chrono::seconds(5));
 }
 
+// An overloaded coordinator answers RESOURCE_EXHAUSTED without running the call (its
+// synchronous pool is full: a full mesh's W^2 reads at bootstrap can do that), so any
+// call may be sent again. UNAVAILABLE (no connection, a coordinator restarting) may come
+// after the call ran, so only calls that are the same when run twice are sent again.
+bool Retryable(const grpc::Status& status, bool idempotent) {
+  return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+         (idempotent && status.error_code() == grpc::StatusCode::UNAVAILABLE);
+}
+
 }  // namespace
+
+grpc::Status GrpcRendezvousStore::Retrying(
+    bool idempotent, const std::function<grpc::Status(grpc::ClientContext*)>& call) const {
+  const auto give_up = std::chrono::steady_clock::now() + timeout_;
+  std::chrono::milliseconds backoff(50);
+  absl::BitGen jitter;
+  while (true) {
+    grpc::ClientContext context;
+    SetDeadline(&context, std::chrono::milliseconds(0));
+    const grpc::Status status = call(&context);
+    if (status.ok() || !Retryable(status, idempotent)) return status;
+    if ((abort_ != nullptr && abort_->load()) ||
+        std::chrono::steady_clock::now() + backoff > give_up) {
+      return status;
+    }
+    // Jittered, so that the ranks refused together do not come back together.
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        absl::Uniform<int64_t>(jitter, backoff.count() / 2, backoff.count() + 1)));
+    backoff = std::min<std::chrono::milliseconds>(2 * backoff, std::chrono::seconds(2));
+  }
+}
 
 GrpcRendezvousStore::GrpcRendezvousStore(const std::shared_ptr<grpc::Channel>& channel,
                                          v1::RendezvousScope scope,
@@ -38,9 +70,9 @@ void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& d
   request.set_key(key);
   request.set_value(std::string(data.begin(), data.end()));
   v1::RendezvousSetResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, std::chrono::milliseconds(0));
-  grpc::Status status = stub_->Set(&context, request, &response);
+  const grpc::Status status = Retrying(/*idempotent=*/true, [&](grpc::ClientContext* context) {
+    return stub_->Set(context, request, &response);
+  });
   if (!status.ok()) Throw(absl::StrCat("set '", key, "'"), status);
 }
 
@@ -51,9 +83,9 @@ std::vector<char> GrpcRendezvousStore::get(const std::string& key) {
   *request.mutable_scope() = Scope();
   request.set_key(key);
   v1::RendezvousGetResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, std::chrono::milliseconds(0));
-  grpc::Status status = stub_->Get(&context, request, &response);
+  const grpc::Status status = Retrying(/*idempotent=*/true, [&](grpc::ClientContext* context) {
+    return stub_->Get(context, request, &response);
+  });
   if (!status.ok()) Throw(absl::StrCat("get '", key, "'"), status);
   return std::vector<char>(response.value().begin(), response.value().end());
 }
@@ -94,9 +126,10 @@ int64_t GrpcRendezvousStore::add(const std::string& key, int64_t delta) {
   request.set_key(key);
   request.set_delta(delta);
   v1::RendezvousAddResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, std::chrono::milliseconds(0));
-  grpc::Status status = stub_->Add(&context, request, &response);
+  // Not idempotent: an Add that ran before its reply was lost would count twice.
+  const grpc::Status status = Retrying(/*idempotent=*/false, [&](grpc::ClientContext* context) {
+    return stub_->Add(context, request, &response);
+  });
   if (!status.ok()) Throw(absl::StrCat("add '", key, "'"), status);
   return response.value();
 }

@@ -5,10 +5,16 @@
 // attempt of one job. Gloo's store interface reports errors by throwing; this class
 // throws gloo::IoException, and callers convert at the Gloo boundary (data_plane.cc).
 //
+// A coordinator that is overloaded (RESOURCE_EXHAUSTED) is asked again, and one that is
+// unreachable (UNAVAILABLE) too for reads and writes (not for counters, which would
+// count twice), with jittered backoff within the store's timeout: a burst of ranks
+// connecting at once waits its turn instead of failing the attempt.
+//
 // Thread-safety: safe for concurrent use (gRPC stubs are).
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +44,12 @@ class GrpcRendezvousStore : public gloo::rendezvous::Store {
 
  private:
   const v1::RendezvousScope& Scope() const { return scope_; }
+  // Runs `call` (one RPC, on the context it is given) and sends it again, with jittered
+  // backoff, while the coordinator answers that it is overloaded (RESOURCE_EXHAUSTED) or,
+  // for an `idempotent` call, unreachable (UNAVAILABLE); up to the store's timeout, or
+  // until the attempt is aborted. The last status.
+  grpc::Status Retrying(bool idempotent,
+                        const std::function<grpc::Status(grpc::ClientContext*)>& call) const;
 
   std::unique_ptr<v1::RendezvousService::Stub> stub_;
   const v1::RendezvousScope scope_;
