@@ -13,10 +13,15 @@ std::vector<UnreachableRank> BlameUnreachableRanks(
     bool reached = false;
     for (const auto& [prober, probe] : probes) {
       if (prober == rank) continue;
+      // A prober counts once, whatever its result lists: one that named the rank twice
+      // must not stand for the two probers blame needs.
+      bool tried = false;
       for (const auto& outcome : probe.outcomes()) {
         if (outcome.rank() != rank) continue;
         reached = reached || outcome.reached();
-        if (!outcome.reached()) unreachable.tried_by.emplace_back(prober, outcome.error());
+        if (!outcome.reached() && !tried)
+          unreachable.tried_by.emplace_back(prober, outcome.error());
+        tried = tried || !outcome.reached();
       }
     }
     // One prober's failure may be its own: two are needed, where there are two others.

@@ -62,5 +62,15 @@ TEST(DataPlaneBlame, NoOneIsBlamedWhenSomeoneReachesThemOrEveryoneIsCutOff) {
       << "rank 0 alone could not reach rank 2: rank 0's own egress may be at fault";
 }
 
+// A prober that names a rank twice (a worker of another release, or one sending what it
+// likes) is still one prober: it alone cannot get the rank quarantined.
+TEST(DataPlaneBlame, AProberCountsOnceHoweverOftenItNamesARank) {
+  EXPECT_TRUE(BlameUnreachableRanks(3, {{0, Probe(0, {1}, {2, 2})}}).empty());
+  const std::vector<UnreachableRank> blamed = BlameUnreachableRanks(
+      3, {{0, Probe(0, {1}, {2, 2})}, {1, Probe(1, {0}, {2})}, {2, Probe(2, {0, 1}, {})}});
+  ASSERT_EQ(Ranks(blamed), std::vector<int32_t>{2});
+  EXPECT_EQ(blamed[0].tried_by.size(), 2u);
+}
+
 }  // namespace
 }  // namespace shardwise
