@@ -16,18 +16,23 @@ namespace hf {
 namespace {
 
 // The ids of recent pieces, per thread and model: most pieces of a text are words seen
-// before. Cleared when full or when another model uses the thread.
+// before. Cleared when full or when another model uses the thread. Only short pieces are
+// kept, as the library keeps them: without a pre-tokenizer (Llama 2's tokenizer.json) a
+// piece is a whole document, and keeping those would hold the corpus in memory.
 class PieceCache {
  public:
+  static constexpr size_t kMaxPieceBytes = 256;
   const std::vector<int32_t>* Find(uint64_t owner, absl::string_view piece) {
     if (owner != owner_) {
       ids_.clear();
       owner_ = owner;
     }
+    if (piece.size() >= kMaxPieceBytes) return nullptr;
     auto it = ids_.find(piece);
     return it == ids_.end() ? nullptr : &it->second;
   }
   void Add(absl::string_view piece, std::vector<int32_t> ids) {
+    if (piece.size() >= kMaxPieceBytes) return;
     if (ids_.size() >= kCapacity) ids_.clear();
     ids_[piece] = std::move(ids);
   }
@@ -132,7 +137,8 @@ absl::Status BpeModel::ReadMerges(const nlohmann::json& merges, const std::strin
                        absl::StrCat("merges \"", ShownValue(left), "\" and \"", ShownValue(right),
                                     "\", whose tokens or result the vocabulary lacks"));
     }
-    merges_.emplace(PairKey(a->second, b->second), Merge{rank, ab->second});
+    // A pair listed twice takes its later rank, as the library's map of merges does.
+    merges_[PairKey(a->second, b->second)] = Merge{rank, ab->second};
     ++rank;
   }
   return absl::OkStatus();

@@ -162,11 +162,13 @@ class Sequence final : public Decoder {
 absl::StatusOr<std::unique_ptr<Decoder>> StripFromJson(const nlohmann::json& json,
                                                        const std::string& path) {
   HF_ASSIGN_OR_RETURN(std::string content, StringField(json, "content", path, std::nullopt));
+  // The library's content is one character; an empty one would be stripped forever.
+  if (content.empty()) return JsonError(path + ".content", "is empty, not a character to strip");
   int counts[2] = {0, 0};
   const char* keys[2] = {"start", "stop"};
   for (int k = 0; k < 2; ++k) {
     if (const nlohmann::json* field = Field(json, keys[k]); field != nullptr) {
-      HF_ASSIGN_OR_RETURN(counts[k], IdValue(*field, absl::StrCat(path, ".", keys[k])));
+      HF_ASSIGN_OR_RETURN(counts[k], CountValue(*field, absl::StrCat(path, ".", keys[k])));
     }
   }
   return std::unique_ptr<Decoder>(new Strip(std::move(content), counts[0], counts[1]));

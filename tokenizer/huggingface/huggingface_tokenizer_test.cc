@@ -87,6 +87,15 @@ TEST(HuggingFaceBpeTest, UnknownCharactersFuseOrFallBackToBytes) {
   EXPECT_EQ(Encode(**bytes, "a\xC3\xA9x"), (std::vector<int32_t>{1, 2, 3, 0}));
 }
 
+// A merge listed twice takes its later rank, as the library's map of merges does: here
+// "a b" (rank 2) comes after "b c" (rank 1), so "abc" merges "b c" first.
+TEST(HuggingFaceBpeTest, AMergeListedTwiceTakesItsLaterRank) {
+  auto tokenizer = Make({{"vocab", {{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}, {"bc", 4}}},
+                         {"merges", {"a b", "b c", "a b"}}});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ(Encode(**tokenizer, "abc"), (std::vector<int32_t>{0, 4}));
+}
+
 // single_word: only where no word character touches the match.
 TEST(HuggingFaceAddedTokensTest, ASingleWordTokenMatchesOnlyAWholeWord) {
   Json added = Json::array({{{"id", 9},
@@ -127,6 +136,14 @@ TEST(HuggingFaceTokenizerTest, WhatItDoesNotSupportIsRefusedNamingItsJsonPath) {
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "dropout": 0.1}})",
        "model.dropout: is 0.1"},
       {"{" + model + R"(, "added_tokens": [{"id": 1}]})", "added_tokens[0].content: is missing"},
+      // An id sizes the model's tables: one past the bound would ask for gigabytes.
+      {R"({"model": {"type": "BPE", "vocab": {"a": 2000000000}, "merges": []}})",
+       "model.vocab[\"a\"]: is 2000000000, not an id in 0..16777215"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 2147483647}, "merges": []}})",
+       "not an id in 0..16777215"},
+      // Stripping nothing would never end.
+      {"{" + model + R"(, "decoder": {"type": "Strip", "content": "", "start": 1, "stop": 0}})",
+       "decoder.content: is empty"},
   };
   for (const Case& c : cases) {
     auto refused = HuggingFaceTokenizer::FromJson(c.json, "test.json");

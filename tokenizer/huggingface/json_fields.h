@@ -17,6 +17,7 @@
 #include "common/json_depth.h"
 #include "common/printable_text.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/byte_pair_encoder.h"
 
 // ASSIGN_OR_RETURN for the tokenizer's code, which links no gRPC (common/status_macros.h
 // comes with it): `lhs` is declared or assigned from `expr`'s value, or its error returned.
@@ -94,16 +95,28 @@ inline absl::StatusOr<bool> BoolField(const nlohmann::json& json, const char* ke
   return field->get<bool>();
 }
 
-// A non-negative integer that fits int32_t (an id, a count).
-inline absl::StatusOr<int32_t> IdValue(const nlohmann::json& value, const std::string& path) {
-  if (value.is_number_unsigned() && value.get<uint64_t>() <= INT32_MAX) {
+// An integer in 0..`max`.
+inline absl::StatusOr<int32_t> BoundedInt(const nlohmann::json& value, const std::string& path,
+                                          int32_t max, const char* what) {
+  if (value.is_number_unsigned() && value.get<uint64_t>() <= static_cast<uint64_t>(max)) {
     return static_cast<int32_t>(value.get<uint64_t>());
   }
   if (value.is_number_integer() && !value.is_number_unsigned() && value.get<int64_t>() >= 0 &&
-      value.get<int64_t>() <= INT32_MAX) {
+      value.get<int64_t>() <= max) {
     return static_cast<int32_t>(value.get<int64_t>());
   }
-  return JsonError(path, absl::StrCat("is ", ShownJson(value), ", not an id"));
+  return JsonError(path, absl::StrCat("is ", ShownJson(value), ", not ", what, " in 0..", max));
+}
+
+// A token id: at most kMaxTokenId, as every vocabulary file's (the model's tables are
+// indexed by id: one id of 2,000,000,000 would size them at 64 GB).
+inline absl::StatusOr<int32_t> IdValue(const nlohmann::json& value, const std::string& path) {
+  return BoundedInt(value, path, kMaxTokenId, "an id");
+}
+
+// A count (of repeats, of characters): a non-negative integer that fits int32_t.
+inline absl::StatusOr<int32_t> CountValue(const nlohmann::json& value, const std::string& path) {
+  return BoundedInt(value, path, INT32_MAX, "a count");
 }
 
 // The component's "type", for the factories' dispatch.
