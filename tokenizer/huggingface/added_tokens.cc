@@ -35,7 +35,8 @@ bool IsWordCharacter(char32_t c) { return c == '_' || IsAlphanumeric(c); }
 }  // namespace
 
 absl::StatusOr<AddedTokens> AddedTokens::FromJson(const nlohmann::json& json,
-                                                  const std::string& path) {
+                                                  const std::string& path,
+                                                  const Normalizer* normalizer) {
   AddedTokens added;
   if (json.is_null()) return added;
   if (!json.is_array()) return JsonError(path, "is not an array of tokens");
@@ -53,24 +54,34 @@ absl::StatusOr<AddedTokens> AddedTokens::FromJson(const nlohmann::json& json,
     HF_ASSIGN_OR_RETURN(token.rstrip, BoolField(entry, "rstrip", where, false));
     HF_ASSIGN_OR_RETURN(token.normalized, BoolField(entry, "normalized", where, false));
     HF_ASSIGN_OR_RETURN(token.special, BoolField(entry, "special", where, false));
+    token.matched = token.normalized && normalizer != nullptr ? normalizer->Apply(token.content)
+                                                              : token.content;
     const int32_t index = static_cast<int32_t>(added.tokens_.size());
-    int32_t node = 0;
-    for (const char byte : token.content) {
-      const auto next = added.trie_[node].next.find(static_cast<unsigned char>(byte));
-      if (next != added.trie_[node].next.end()) {
-        node = next->second;
-        continue;
-      }
-      added.trie_.emplace_back();
-      const int32_t created = static_cast<int32_t>(added.trie_.size()) - 1;
-      added.trie_[node].next[static_cast<unsigned char>(byte)] = created;
-      node = created;
+    // A token whose normalised form is empty matches nothing (there is nothing to find).
+    if (!token.matched.empty()) {
+      Insert(token.normalized ? &added.normalized_ : &added.raw_, token.matched, index);
     }
-    added.trie_[node].token = index;  // a token given twice: the later stands
+    added.id_of_content_[token.content] = token.id;
     added.index_of_id_[token.id] = index;
     added.tokens_.push_back(std::move(token));
   }
   return added;
+}
+
+void AddedTokens::Insert(Trie* trie, absl::string_view key, int32_t index) {
+  int32_t node = 0;
+  for (const char byte : key) {
+    const auto next = (*trie)[node].next.find(static_cast<unsigned char>(byte));
+    if (next != (*trie)[node].next.end()) {
+      node = next->second;
+      continue;
+    }
+    trie->emplace_back();
+    const int32_t created = static_cast<int32_t>(trie->size()) - 1;
+    (*trie)[node].next[static_cast<unsigned char>(byte)] = created;
+    node = created;
+  }
+  (*trie)[node].token = index;
 }
 
 const AddedToken* AddedTokens::ById(int32_t id) const {
@@ -79,26 +90,21 @@ const AddedToken* AddedTokens::ById(int32_t id) const {
 }
 
 std::optional<int32_t> AddedTokens::IdOf(absl::string_view content) const {
-  int32_t node = 0;
-  for (const char byte : content) {
-    const auto next = trie_[node].next.find(static_cast<unsigned char>(byte));
-    if (next == trie_[node].next.end()) return std::nullopt;
-    node = next->second;
-  }
-  if (trie_[node].token < 0) return std::nullopt;
-  return tokens_[trie_[node].token].id;
+  const auto it = id_of_content_.find(content);
+  if (it == id_of_content_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::optional<std::pair<int32_t, size_t>> AddedTokens::LongestAt(absl::string_view text, size_t at,
                                                                  bool normalized) const {
+  const Trie& trie = normalized ? normalized_ : raw_;
   std::optional<std::pair<int32_t, size_t>> longest;
   int32_t node = 0;
   for (size_t i = at; i < text.size(); ++i) {
-    const auto next = trie_[node].next.find(static_cast<unsigned char>(text[i]));
-    if (next == trie_[node].next.end()) break;
+    const auto next = trie[node].next.find(static_cast<unsigned char>(text[i]));
+    if (next == trie[node].next.end()) break;
     node = next->second;
-    const int32_t token = trie_[node].token;
-    if (token >= 0 && tokens_[token].normalized == normalized) longest = {token, i + 1};
+    if (trie[node].token >= 0) longest = {trie[node].token, i + 1};
   }
   return longest;
 }

@@ -3,7 +3,9 @@
 
 // tokenizer.json's "added_tokens": tokens matched in the text before the model sees it, as
 // the library's AddedVocabulary does. Those with `normalized` false are matched in the raw
-// text, the others in each stretch between them once normalised; at each place the longest
+// text, the others in each stretch between them once normalised, in their own normalised
+// form (with Lowercase, "Hello" matches "HELLO"; with Llama 2's Prepend, "<x>" is matched
+// as "▁<x>"); at each place the longest
 // token that starts there is taken, the leftmost first. `single_word`: only where no word
 // character (alphanumeric, or '_') touches the match; `lstrip` / `rstrip`: the whitespace
 // before / after the match goes with it.
@@ -21,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/huggingface/normalizers.h"
 
 namespace shardwise {
 namespace tokenizer {
@@ -29,13 +32,16 @@ namespace hf {
 struct AddedToken {
   int32_t id = 0;
   std::string content;
+  std::string matched;  // what is matched: the content, normalised where `normalized`
   bool single_word = false, lstrip = false, rstrip = false, normalized = false, special = false;
 };
 
 class AddedTokens {
  public:
   // The tokens of `json` (an array, at `path`); INVALID_ARGUMENT naming the entry.
-  static absl::StatusOr<AddedTokens> FromJson(const nlohmann::json& json, const std::string& path);
+  // `normalizer` (may be null: none) gives the normalised tokens' matched form.
+  static absl::StatusOr<AddedTokens> FromJson(const nlohmann::json& json, const std::string& path,
+                                              const Normalizer* normalizer);
 
   // Calls `token(id)` for each match and `text(stretch)` for the text between, in order,
   // matching the tokens whose `normalized` is `normalized`.
@@ -52,13 +58,18 @@ class AddedTokens {
     absl::flat_hash_map<unsigned char, int32_t> next;
     int32_t token = -1;  // the index in tokens_ of the token ending here
   };
+  using Trie = std::vector<Node>;
+  // Adds token `index` to `trie` under `key` (a key given twice: the later stands).
+  static void Insert(Trie* trie, absl::string_view key, int32_t index);
   // The longest token of the kind asked for that starts at `at`: its index, and its end.
   std::optional<std::pair<int32_t, size_t>> LongestAt(absl::string_view text, size_t at,
                                                       bool normalized) const;
   bool Fits(const AddedToken& token, absl::string_view text, size_t start, size_t end) const;
 
   std::vector<AddedToken> tokens_;
-  std::vector<Node> trie_ = std::vector<Node>(1);
+  Trie raw_ = Trie(1);         // the tokens matched in the raw text, by content
+  Trie normalized_ = Trie(1);  // the others, by their normalised content
+  absl::flat_hash_map<std::string, int32_t> id_of_content_;
   absl::flat_hash_map<int32_t, int32_t> index_of_id_;
 };
 

@@ -96,7 +96,7 @@ bool ModelEncodesApart(const BpeModel& model) {
 bool CutsKeepIds(const Normalizer* normalizer, const PreTokenizer* pre_tokenizer,
                  const BpeModel& model, const AddedTokens& added) {
   for (const AddedToken& token : added.tokens()) {
-    if (SpansACut(token.content)) return false;
+    if (SpansACut(token.content) || SpansACut(token.matched)) return false;
   }
   bool joined = false;
   for (absl::string_view left : kLefts) {

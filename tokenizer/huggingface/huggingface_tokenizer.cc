@@ -28,12 +28,13 @@ absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::From
     const nlohmann::json* found = Field(json, key);
     return found != nullptr ? *found : null;
   };
-  auto added = hf::AddedTokens::FromJson(field("added_tokens"), "added_tokens");
-  if (!added.ok()) return named(added.status());
-  tokenizer->added_ = std::move(*added);
   auto normalizer = hf::NormalizerFromJson(field("normalizer"), "normalizer");
   if (!normalizer.ok()) return named(normalizer.status());
   tokenizer->normalizer_ = std::move(*normalizer);
+  auto added = hf::AddedTokens::FromJson(field("added_tokens"), "added_tokens",
+                                         tokenizer->normalizer_.get());
+  if (!added.ok()) return named(added.status());
+  tokenizer->added_ = std::move(*added);
   auto pre_tokenizer = hf::PreTokenizerFromJson(field("pre_tokenizer"), "pre_tokenizer");
   if (!pre_tokenizer.ok()) return named(pre_tokenizer.status());
   tokenizer->pre_tokenizer_ = std::move(*pre_tokenizer);

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/huggingface/pattern.h"
+#include "tokenizer/huggingface/unicode_text.h"
 
 namespace shardwise {
 namespace tokenizer {
@@ -110,6 +111,44 @@ TEST(HuggingFaceAddedTokensTest, ASingleWordTokenMatchesOnlyAWholeWord) {
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   EXPECT_EQ(Encode(**tokenizer, "sword word wordy"),
             (std::vector<int32_t>{0, 1, 2, 3, 4, 6, 9, 6, 1, 2, 3, 4, 5}));
+}
+
+// A `normalized` token is matched in its normalised form, in the normalised text, as the
+// library's AddedVocabulary does: with Lowercase, "Hello" matches "HELLO"; with a Prepend
+// of "_", "<x>" is matched as "_<x>", so inside a stretch it is not matched at all.
+TEST(HuggingFaceAddedTokensTest, ANormalizedTokenIsMatchedInItsNormalizedForm) {
+  const auto token = [](const std::string& content) {
+    return Json{{"id", 9},         {"content", content}, {"single_word", false}, {"lstrip", false},
+                {"rstrip", false}, {"normalized", true}, {"special", false}};
+  };
+  Json vocab = {{"h", 0}, {"e", 1}, {"l", 2}, {"o", 3}, {"_", 4}, {"<", 5}, {"x", 6}, {">", 7}};
+  auto lowered = Make(
+      {{"vocab", vocab}, {"merges", Json::array()}},
+      {{"added_tokens", Json::array({token("Hello")})}, {"normalizer", {{"type", "Lowercase"}}}});
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_EQ(Encode(**lowered, "HELLO"), (std::vector<int32_t>{9}));
+  EXPECT_EQ(Encode(**lowered, "hello"), (std::vector<int32_t>{9}));
+  auto prepended = Make({{"vocab", vocab}, {"merges", Json::array()}},
+                        {{"added_tokens", Json::array({token("<x>")})},
+                         {"normalizer", {{"type", "Prepend"}, {"prepend", "_"}}}});
+  ASSERT_TRUE(prepended.ok()) << prepended.status();
+  EXPECT_EQ(Encode(**prepended, "<x>"), (std::vector<int32_t>{9}));               // "_<x>" whole
+  EXPECT_EQ(Encode(**prepended, "h<x>"), (std::vector<int32_t>{4, 0, 5, 6, 7}));  // "_h<x>"
+  EXPECT_EQ((*prepended)->TokenId("<x>"), 9);  // looked up by its content
+}
+
+// Invalid UTF-8 becomes one U+FFFD per ill-formed sequence's maximal subpart, as Python's
+// errors="replace" and Rust's from_utf8_lossy make it (the expected texts are Python's).
+TEST(HuggingFaceUnicodeTest, InvalidBytesAreReplacedAsPythonAndRustReplaceThem) {
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
+  EXPECT_EQ(hf::ValidUtf8("\xE2\x82"
+                          "A"),
+            r + "A");
+  EXPECT_EQ(hf::ValidUtf8("\xFF\xFE"), r + r);
+  EXPECT_EQ(hf::ValidUtf8("\xF0\x9F\x98"), r);
+  EXPECT_EQ(hf::ValidUtf8("\xED\xA0\x80"), r + r + r);  // a surrogate's bytes
+  EXPECT_EQ(hf::ValidUtf8("a\xC3"), "a" + r);
+  EXPECT_EQ(hf::ValidUtf8("caf\xC3\xA9"), "caf\xC3\xA9");
 }
 
 TEST(HuggingFaceTokenizerTest, WhatItDoesNotSupportIsRefusedNamingItsJsonPath) {

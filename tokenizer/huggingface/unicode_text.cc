@@ -6,6 +6,8 @@
 #include <unicode/ustring.h>
 #include <unicode/utf8.h>
 
+#include <algorithm>
+
 #include "tokenizer/utf8.h"
 
 namespace shardwise {
@@ -38,8 +40,16 @@ std::string ValidUtf8(absl::string_view text) {
     const size_t prefix = ValidUtf8Prefix(text);
     valid.append(text.data(), prefix);
     if (prefix == text.size()) break;
+    text.remove_prefix(prefix);
+    // One U+FFFD for the ill-formed sequence's maximal subpart (ICU's U8_NEXT consumes
+    // it), as Python's errors="replace" and Rust's from_utf8_lossy do: "\xE2\x82A" is
+    // one replacement and "A", not two.
+    const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
+    int32_t consumed = 0;
+    UChar32 c;
+    U8_NEXT(bytes, consumed, static_cast<int32_t>(std::min<size_t>(text.size(), 4)), c);
     valid += kReplacement;
-    text.remove_prefix(prefix + 1);
+    text.remove_prefix(std::max<int32_t>(1, consumed));
   }
   return valid;
 }
