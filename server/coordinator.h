@@ -77,6 +77,8 @@ struct CoordinatorOptions {
   // SubmitJob's own: admitting a job reads the files it names.
   int submission_threads = 2;
   int max_queued_submissions = 1000;
+  // WatchJob streams served at once (WatchHub); past it a watch is RESOURCE_EXHAUSTED.
+  int max_watches = 10000;
 };
 
 // The health service name a liveness probe asks for: SERVING while the process answers,

@@ -95,7 +95,13 @@ grpc::ServerWriteReactor<v1::Job>* JobServiceImpl::WatchJob(grpc::CallbackServer
     return new RefusedWatch(
         grpc::Status(grpc::StatusCode::UNAVAILABLE, "watching is not served here"));
   }
-  return watch_hub_->Watch(request->job_id(), calls_->WatchStillAllowed(*context));
+  grpc::ServerWriteReactor<v1::Job>* watch =
+      watch_hub_->Watch(request->job_id(), calls_->WatchStillAllowed(*context));
+  if (watch != nullptr) return watch;
+  // Clients retry this with backoff (client.cc): a watch waits for room, not fails.
+  return new RefusedWatch(grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      "the coordinator serves as many watches as it allows (--max_watches); try again"));
 }
 
 }  // namespace shardwise

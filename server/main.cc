@@ -87,6 +87,9 @@ ABSL_FLAG(int32_t, client_call_threads, 4, "threads that answer client calls (Jo
 ABSL_FLAG(int32_t, max_queued_client_calls, 10000,
           "client calls that may wait for those threads; beyond, RESOURCE_EXHAUSTED (clients "
           "retry)");
+ABSL_FLAG(int32_t, max_watches, 10000,
+          "JobService.WatchJob streams served at once; beyond, RESOURCE_EXHAUSTED (clients "
+          "retry)");
 ABSL_FLAG(int32_t, submission_threads, 2,
           "threads that admit submitted jobs, reading the files they name (apart from the "
           "other client calls' threads, which a burst of submissions does not hold up)");
@@ -161,6 +164,7 @@ absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
   options.client_call_threads = std::max(1, absl::GetFlag(FLAGS_client_call_threads));
   options.max_queued_client_calls = std::max(1, absl::GetFlag(FLAGS_max_queued_client_calls));
   options.submission_threads = std::max(1, absl::GetFlag(FLAGS_submission_threads));
+  options.max_watches = std::max(1, absl::GetFlag(FLAGS_max_watches));
   options.max_queued_submissions = std::max(1, absl::GetFlag(FLAGS_max_queued_submissions));
   RETURN_IF_ERROR(ControllerOptionsFromFlags(&options.controller));
   return options;

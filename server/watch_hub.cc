@@ -22,7 +22,7 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
 
   // Called by the hub: writes `job` at `version` unless a write is in flight (then the
   // hub is asked again once it is done) or the version was written already.
-  void Offer(v1::Job job, uint64_t version) {
+  void Offer(std::shared_ptr<const v1::Job> job, uint64_t version) {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
     if (writing_) {
@@ -31,10 +31,10 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
     }
     if (version == written_version_) return;
     written_version_ = version;
-    last_ = IsTerminal(job.state());
+    last_ = IsTerminal(job->state());
     job_ = std::move(job);
     writing_ = true;
-    StartWrite(&job_);
+    StartWrite(job_.get());
   }
 
   // Ends the stream with `status` once no write is in flight.
@@ -83,7 +83,8 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
   const StillAllowed still_allowed_;
   // mu_ also serialises the calls into gRPC (StartWrite, Finish).
   absl::Mutex mu_;
-  v1::Job job_ ABSL_GUARDED_BY(mu_);  // the version being written
+  // The version being written, shared with the job's other watchers.
+  std::shared_ptr<const v1::Job> job_ ABSL_GUARDED_BY(mu_);
   uint64_t written_version_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool again_ ABSL_GUARDED_BY(mu_) = false;  // the job changed during the write
@@ -92,7 +93,8 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-WatchHub::WatchHub(JobManager* jobs) : jobs_(jobs), thread_([this] { Run(); }) {}
+WatchHub::WatchHub(JobManager* jobs, size_t max_watches)
+    : jobs_(jobs), max_watches_(max_watches), thread_([this] { Run(); }) {}
 
 WatchHub::~WatchHub() {
   Shutdown();
@@ -107,11 +109,13 @@ void WatchHub::Shutdown() {
 grpc::ServerWriteReactor<v1::Job>* WatchHub::Watch(const std::string& job_id,
                                                    StillAllowed still_allowed) {
   auto stream = std::make_shared<Stream>(this, job_id, std::move(still_allowed));
-  stream->self_ = stream;
   {
     absl::MutexLock lock(&mu_);
+    if (watches_ >= max_watches_) return nullptr;
+    ++watches_;
     watchers_[job_id].insert(stream);
   }
+  stream->self_ = stream;
   Ready(stream);  // the job as it is now, first
   return stream.get();
 }
@@ -125,22 +129,28 @@ void WatchHub::Remove(const std::shared_ptr<Stream>& stream) {
   absl::MutexLock lock(&mu_);
   auto it = watchers_.find(stream->job_id());
   if (it == watchers_.end()) return;
-  it->second.erase(stream);
+  watches_ -= it->second.erase(stream);
   if (it->second.empty()) watchers_.erase(it);
 }
 
-void WatchHub::Serve(const std::shared_ptr<Stream>& stream) {
+void WatchHub::Serve(const std::shared_ptr<Stream>& stream, Versions* versions) {
   if (const absl::Status allowed = stream->Allowed(); !allowed.ok()) {
     stream->End(ToGrpcStatus(allowed));
     return;
   }
-  uint64_t version = 0;
-  auto job = jobs_->Get(stream->job_id(), &version);
-  if (!job.ok()) {
-    stream->End(ToGrpcStatus(job.status()));
+  auto [it, fresh] = versions->try_emplace(stream->job_id());
+  Version& newest = it->second;
+  if (fresh) {
+    auto job = jobs_->Get(stream->job_id(), &newest.version);
+    newest.job = job.ok() ? absl::StatusOr<std::shared_ptr<const v1::Job>>(
+                                std::make_shared<const v1::Job>(*std::move(job)))
+                          : job.status();
+  }
+  if (!newest.job.ok()) {
+    stream->End(ToGrpcStatus(newest.job.status()));
     return;
   }
-  stream->Offer(std::move(*job), version);
+  stream->Offer(*newest.job, newest.version);
 }
 
 void WatchHub::EndDisallowed() {
@@ -183,7 +193,9 @@ void WatchHub::Run() {
         to_serve.insert(to_serve.end(), it->second.begin(), it->second.end());
       }
     }
-    for (const auto& stream : to_serve) Serve(stream);
+    // Each job read once a turn, however many watch it: its watchers share that copy.
+    Versions versions;
+    for (const auto& stream : to_serve) Serve(stream, &versions);
   }
 }
 

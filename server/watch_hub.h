@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/support/server_callback.h"
 #include "proto/job.pb.h"
@@ -31,7 +32,8 @@ namespace shardwise {
 
 class WatchHub {
  public:
-  explicit WatchHub(JobManager* jobs);
+  // At most `max_watches` streams at once: past it, Watch refuses.
+  WatchHub(JobManager* jobs, size_t max_watches);
   ~WatchHub();
   WatchHub(const WatchHub&) = delete;
   WatchHub& operator=(const WatchHub&) = delete;
@@ -41,7 +43,7 @@ class WatchHub {
 
   // A stream of `job_id`'s versions; gRPC owns it until its OnDone. `still_allowed`, if
   // given, is asked before each version is written and every few seconds besides; the
-  // stream ends with its error.
+  // stream ends with its error. nullptr when the hub serves max_watches streams already.
   grpc::ServerWriteReactor<v1::Job>* Watch(const std::string& job_id,
                                            StillAllowed still_allowed = nullptr);
   void Shutdown();
@@ -49,16 +51,26 @@ class WatchHub {
   class Stream;
 
  private:
+  // A job's newest version, read once per turn of the hub for all its watchers.
+  struct Version {
+    absl::StatusOr<std::shared_ptr<const v1::Job>> job;
+    uint64_t version = 0;
+  };
+  using Versions = absl::flat_hash_map<std::string, Version>;
+
   void Run();
-  // Writes the newest version of the job to `stream`, if it is not writing already.
-  void Serve(const std::shared_ptr<Stream>& stream);
+  // Writes the newest version of the job to `stream`, if it is not writing already;
+  // `versions` holds those read this turn.
+  void Serve(const std::shared_ptr<Stream>& stream, Versions* versions);
   void Ready(std::shared_ptr<Stream> stream);  // serve it at the hub's next turn
   void Remove(const std::shared_ptr<Stream>& stream);
   // Ends the streams whose watchers are no longer allowed (every kRecheckInterval).
   void EndDisallowed();
 
   JobManager* const jobs_;
+  const size_t max_watches_;
   absl::Mutex mu_;
+  size_t watches_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, absl::flat_hash_set<std::shared_ptr<Stream>>> watchers_
       ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<Stream>> ready_ ABSL_GUARDED_BY(mu_);

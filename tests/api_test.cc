@@ -402,5 +402,51 @@ steps: 3
   EXPECT_TRUE(absl::StrContains(output, "unknown command 'frobnicate'")) << output;
 }
 
+// Watches are bounded (--max_watches): past the bound one is RESOURCE_EXHAUSTED, which
+// clients retry, and a watch that ends makes room. Watchers of one job share its copy.
+TEST(Flood, WatchesPastTheBoundAreRefusedUntilOneEnds) {
+  ClusterOptions options;
+  options.coordinator_flags = {"--max_watches=2"};
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  auto job_id = cluster.client().Submit(Cluster::Spec(1));  // no worker: it waits
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  auto stub = v1::JobService::NewStub(
+      grpc::CreateChannel(cluster.address(), grpc::InsecureChannelCredentials()));
+  v1::WatchJobRequest request;
+  request.set_job_id(*job_id);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::Job>>> readers;
+  v1::Job job;
+  for (int i = 0; i < 3; ++i) {  // one at a time: the third is the one past the bound
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    readers.push_back(stub->WatchJob(contexts.back().get(), request));
+    if (i < 2) {
+      ASSERT_TRUE(readers[i]->Read(&job)) << i;
+      EXPECT_EQ(job.id(), *job_id);
+    }
+  }
+  EXPECT_FALSE(readers[2]->Read(&job));
+  const grpc::Status refused = readers[2]->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "--max_watches"))
+      << refused.error_message();
+  contexts[0]->TryCancel();
+  while (readers[0]->Read(&job)) {
+  }
+  readers[0]->Finish();
+  // The hub forgets the cancelled stream as gRPC finishes it: the next watch gets room.
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    grpc::ClientContext again;
+    auto reader = stub->WatchJob(&again, request);
+    const bool got = reader->Read(&job);
+    again.TryCancel();
+    while (reader->Read(&job)) {
+    }
+    reader->Finish();
+    return got;
+  }));
+}
+
 }  // namespace
 }  // namespace shardwise::testing
