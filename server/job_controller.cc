@@ -327,11 +327,19 @@ void JobController::OnRankCompletedLocked(const v1::Job& job, LiveAttempt& attem
   attempt.completed.insert(report.rank());
   attempt.joining.erase(report.rank());
   workers_->SetIdle(worker_id);
-  if (report.rank() == LiveRanksOf(job).front()) {  // the leader speaks for the job
+  const bool leader = report.rank() == LiveRanksOf(job).front();  // it speaks for the job
+  if (leader) {
     attempt.result = report.message();
     LogIfFailed(jobs_->UpdateProgress(job.id(), report.attempt(), report.progress()),
                 "recording progress", JobContext(job));
   }
+  // Written before the worker is given other work: a coordinator restarted before the
+  // other ranks complete must not wait for this one, or re-queue the job without it.
+  LogIfFailed(jobs_
+                  ->RecordCompletion(job.id(), report.attempt(), report.rank(),
+                                     leader ? report.message() : "")
+                  .status(),
+              "recording a rank's completion", JobContext(job));
   FinishIfCompletedLocked(job);
   RequestScheduleLocked();
 }

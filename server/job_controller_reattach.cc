@@ -24,6 +24,23 @@
 #include "server/job_controller.h"
 
 namespace shardwise {
+namespace {
+
+// The live ranks of `job` a re-attaching attempt waits for: those that had not completed
+// (a completed rank's worker may run another job by now).
+std::vector<int32_t> AwaitedRanks(const v1::Job& job, const std::set<int32_t>& completed) {
+  std::vector<int32_t> awaited;
+  for (int32_t rank : LiveRanks(job.spec(), job.membership(), job.attempt())) {
+    if (completed.count(rank) == 0) awaited.push_back(rank);
+  }
+  return awaited;
+}
+
+bool Contains(const std::vector<int32_t>& ranks, int32_t rank) {
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
+}  // namespace
 
 void JobController::AwaitReattachments() {
   const absl::Time deadline = clock_.Now() + options_.reattach_grace;
@@ -31,17 +48,26 @@ void JobController::AwaitReattachments() {
     if (job.state() != v1::RUNNING) continue;
     LiveAttempt& live = StartLiveAttemptLocked(job, job.has_execution_order());
     for (const v1::RankAssignment& rank : job.ranks()) live.joined.insert(rank.rank());
-    live.awaiting_reattach = true;
+    if (job.completion().attempt() == job.attempt()) {  // ranks that completed before
+      live.completed.insert(job.completion().ranks().begin(), job.completion().ranks().end());
+      live.result = job.completion().result();
+    }
+    const size_t awaited = AwaitedRanks(job, live.completed).size();
+    live.awaiting_reattach = awaited > 0;
     live.reattach_deadline = deadline;
-    LogIfFailed(
-        jobs_
-            ->RecordEvent(job.id(), job.attempt(),
-                          absl::StrCat("the coordinator restarted while attempt ", job.attempt(),
-                                       " was RUNNING; waiting up to ",
-                                       absl::FormatDuration(options_.reattach_grace), " for its ",
-                                       LiveRanksOf(job).size(), " ranks to re-attach"))
-            .status(),
-        "recording an event", JobContext(job));
+    LogIfFailed(jobs_
+                    ->RecordEvent(job.id(), job.attempt(),
+                                  absl::StrCat("the coordinator restarted while attempt ",
+                                               job.attempt(), " was RUNNING; waiting up to ",
+                                               absl::FormatDuration(options_.reattach_grace),
+                                               " for its ", awaited, " ranks to re-attach",
+                                               live.completed.empty()
+                                                   ? ""
+                                                   : absl::StrCat(" (", live.completed.size(),
+                                                                  " had completed)")))
+                    .status(),
+                "recording an event", JobContext(job));
+    if (awaited == 0) FinishIfCompletedLocked(job);  // its end was not written
   }
 }
 
@@ -59,11 +85,9 @@ bool JobController::ReattachLocked(const std::string& worker_id,
   }
   // A rank whose group left (a membership the previous coordinator wrote) is not awaited:
   // counted, it would stand in for a live rank still to come. It is told to stop.
-  const std::vector<int32_t> live_ranks = LiveRanksOf(*job);
-  if (std::find(live_ranks.begin(), live_ranks.end(), running.rank()) == live_ranks.end()) {
-    return false;
-  }
   LiveAttempt& attempt = live->second;
+  const std::vector<int32_t> live_ranks = AwaitedRanks(*job, attempt.completed);
+  if (!Contains(live_ranks, running.rank())) return false;
   workers_->SetBusy(worker_id, job->id(), job->attempt(), running.rank());
   // The scope lived in the previous coordinator's memory; a fault-tolerant attempt's
   // ranks connect each new membership epoch through it.
@@ -123,10 +147,10 @@ void JobController::OnRankBackWithoutAttemptLocked(const std::string& worker_id)
     if (!live.awaiting_reattach) continue;
     auto job = jobs_->Current(job_id);
     if (!job.ok()) continue;
-    const std::vector<int32_t> live_ranks = LiveRanksOf(*job);  // one that left is not awaited
+    // One that left, or completed, is not awaited.
+    const std::vector<int32_t> live_ranks = AwaitedRanks(*job, live.completed);
     for (const v1::RankAssignment& rank : job->ranks()) {
-      const bool awaited =
-          std::find(live_ranks.begin(), live_ranks.end(), rank.rank()) != live_ranks.end();
+      const bool awaited = Contains(live_ranks, rank.rank());
       if (rank.worker_id() == worker_id && awaited && live.reattached.count(rank.rank()) == 0) {
         lost.push_back(*job);
       }
@@ -181,7 +205,7 @@ void JobController::CheckReattachDeadlinesLocked(absl::Time now) {
     auto job = jobs_->Current(job_id);
     if (!job.ok()) continue;
     std::vector<std::string> missing;
-    const std::vector<int32_t> live_ranks = LiveRanksOf(*job);
+    const std::vector<int32_t> live_ranks = AwaitedRanks(*job, live.completed);
     for (int32_t rank : live_ranks) {
       if (live.reattached.count(rank) == 0) missing.push_back(RankName(*job, rank));
     }
@@ -201,7 +225,7 @@ bool JobController::LeaveWithoutMissingRanksLocked(const v1::Job& job, const std
   auto live = live_.find(job.id());
   if (live == live_.end()) return false;
   const std::set<int32_t> reattached = live->second.reattached;
-  const std::vector<int32_t> awaited = LiveRanksOf(job);
+  const std::vector<int32_t> awaited = AwaitedRanks(job, live->second.completed);
   std::vector<int32_t> missing;
   for (int32_t rank : awaited) {
     if (reattached.count(rank) == 0) missing.push_back(rank);

@@ -316,6 +316,47 @@ TEST_F(JobControllerTest, AfterARestartARankMissingPastTheGraceRequeuesTheJob) {
   EXPECT_EQ(Received("w0").back().abort().job_id(), "job-1");
 }
 
+// A rank that completed before the coordinator restarted is not waited for, though its
+// worker registers again without the attempt (it went on to other work): the job goes on
+// and succeeds once the others complete, instead of being re-queued. And a restart after
+// every rank completed but before the job's end was written finishes it at once.
+TEST_F(JobControllerTest, AfterARestartARankThatCompletedIsNotAwaited) {
+  StartTwoRankJob();
+  v1::AttemptReport done;
+  done.set_job_id("job-1");
+  done.set_attempt(1);
+  done.set_rank(0);
+  done.set_phase(v1::COMPLETED);
+  done.set_message("trained 5 steps");
+  controller_->OnReport("w0", done);  // the leader first, with the job's result
+  StartCoordinator();
+  EXPECT_EQ(State(), v1::RUNNING);
+  AddWorker("w0");  // idle: the rank it ran completed
+  v1::RunningAttempt running;
+  running.set_job_id("job-1");
+  running.set_attempt(1);
+  running.set_rank(1);
+  AddWorker("w1", &running);
+  EXPECT_EQ(State(), v1::RUNNING);
+  Report("w1", 1, v1::COMPLETED);
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.state(), v1::SUCCEEDED);
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.result(), "trained 5 steps");
+
+  // Every rank completed; the job's end is lost with the coordinator (its state file
+  // holds the completions, not the end).
+  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  ASSERT_EQ(jobs_->Get("job-2")->state(), v1::SCHEDULED);
+  for (const auto& [worker, rank] : {std::pair<std::string, int>{"w0", 0}, {"w1", 1}}) {
+    ASSERT_TRUE(jobs_->RecordCompletion("job-2", 1, rank, rank == 0 ? "trained" : "").ok());
+  }
+  ASSERT_TRUE(jobs_->MarkRunning("job-2", 1).ok());
+  StartCoordinator();
+  EXPECT_EQ(jobs_->Get("job-2")->state(), v1::SUCCEEDED);
+  EXPECT_EQ(jobs_->Get("job-2")->result(), "trained");
+}
+
 TEST_F(JobControllerTest, AHookSwitchCommitsWhenEveryRankAccepts) {
   StartTwoRankJob();
   Received("w0");

@@ -588,6 +588,25 @@ absl::StatusOr<v1::Job> JobManager::RecordEvent(const std::string& job_id, int32
       job_id, [&](v1::Job* j) { return CheckAttempt(*j, attempt); }, event_message);
 }
 
+absl::StatusOr<v1::Job> JobManager::RecordCompletion(const std::string& job_id, int32_t attempt,
+                                                     int32_t rank, const std::string& result) {
+  absl::MutexLock lock(&mu_);
+  return Mutate(
+      job_id,
+      [&](v1::Job* j) {
+        RETURN_IF_ERROR(CheckAttempt(*j, attempt));
+        v1::AttemptCompletion* completion = j->mutable_completion();
+        if (completion->attempt() != j->attempt()) {
+          completion->Clear();
+          completion->set_attempt(j->attempt());
+        }
+        completion->add_ranks(rank);
+        if (!result.empty()) completion->set_result(result);
+        return absl::OkStatus();
+      },
+      /*event_message=*/"");
+}
+
 absl::StatusOr<v1::Job> JobManager::RecordExecutionPlan(const std::string& job_id, int32_t attempt,
                                                         const v1::ExecutionOrder& order,
                                                         const v1::PrefetchPlan& plan,

@@ -146,6 +146,11 @@ class JobManager {
   absl::Status UpdateProgress(const std::string& job_id, int32_t attempt,
                               const v1::Progress& progress);
 
+  // Records that `rank` of `attempt` completed, with `result` when it is the leader's
+  // (empty: none), so that a restarted coordinator does not wait for it (Job.completion).
+  absl::StatusOr<v1::Job> RecordCompletion(const std::string& job_id, int32_t attempt, int32_t rank,
+                                           const std::string& result);
+
   // Appends an event to a live job of `attempt` (nothing else changes).
   absl::StatusOr<v1::Job> RecordEvent(const std::string& job_id, int32_t attempt,
                                       const std::string& event_message);
