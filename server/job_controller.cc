@@ -162,17 +162,24 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
   v1::RegisterWorkerRequest named = request;
   if (named.name().empty()) named.set_name("worker");
   ASSIGN_OR_RETURN(const WorkerRegistry::Registration registration, workers_->Register(named));
-  // A daemon that registers again while we think it runs an attempt has restarted: the
-  // attempt lost that rank.
+  // A daemon that registers again while we think it runs an attempt has restarted, or
+  // reconnected before its old session was seen to close: either way the attempt lost
+  // that rank's session (its reports and aborts went over it).
   const v1::WorkerInfo& before = registration.previous;
   if ((before.state() == v1::BUSY || before.state() == v1::DRAINING) && !before.job_id().empty()) {
     auto job = jobs_->Current(before.job_id());
     if (job.ok() && job->attempt() == before.attempt() && !IsTerminal(job->state()) &&
         job->state() != v1::PENDING) {
-      LoseRankLocked(*job, before.rank(),
-                     absl::StrCat(RankName(*job, before.rank()),
-                                  " was lost: the worker restarted and registered again"),
-                     registration.worker_id);
+      const bool still_running = request.has_running() &&
+                                 request.running().job_id() == before.job_id() &&
+                                 request.running().attempt() == before.attempt();
+      LoseRankLocked(
+          *job, before.rank(),
+          absl::StrCat(RankName(*job, before.rank()), " was lost: ",
+                       still_running ? "the worker reconnected (a new session while it "
+                                       "still ran the attempt) before its old session closed"
+                                     : "the worker restarted and registered again"),
+          registration.worker_id);
     }
   }
   // After a restart: the worker may run a rank of an attempt waiting for its ranks.

@@ -357,6 +357,22 @@ TEST_F(JobControllerTest, AfterARestartARankThatCompletedIsNotAwaited) {
   EXPECT_EQ(jobs_->Get("job-2")->result(), "trained");
 }
 
+// A worker that registers again while it runs a rank loses the rank either way; the
+// reason says which happened: a reconnect naming the attempt it still runs, or a restart.
+TEST_F(JobControllerTest, ARegistrationDuringAnAttemptSaysWhetherTheWorkerRestarted) {
+  StartTwoRankJob();
+  v1::RunningAttempt running;
+  running.set_job_id("job-1");
+  running.set_attempt(1);
+  running.set_rank(1);
+  Register("w1", &running);
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_NE(job.reason().find("rank 1 (worker w1) was lost: the worker reconnected"),
+            std::string::npos)
+      << job.reason();
+  EXPECT_EQ(job.reason().find("restarted"), std::string::npos) << job.reason();
+}
+
 TEST_F(JobControllerTest, AHookSwitchCommitsWhenEveryRankAccepts) {
   StartTwoRankJob();
   Received("w0");
