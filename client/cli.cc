@@ -11,10 +11,11 @@
 //   shardwise timeline JOB -o F     every rank's spans as one Chrome trace / Perfetto file
 //   shardwise tokenize TEXT -o DIR  train/val token files and their tokenizer (runs
 //                                   //tokenizer's shardwise-tokenize in this one's place)
-//   shardwise sample MODEL          text from a trained GPT, on this machine's CPU (runs
+//   shardwise sample MODEL          text from a trained GPT or Llama, on this CPU (runs
 //                                   worker/tools' shardwise-sample in this one's place)
 //   shardwise estimate JOB.yaml     one rank's memory, and with --fit what fits a device
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -118,7 +119,8 @@ Usage:
                                         every rank's spans (steps, forward/backward per
                                         unit, collectives, optimizer) as one Chrome trace,
                                         one process per rank; open it in ui.perfetto.dev
-  shardwise tokenize TEXT... -o DIR [--tokenizer=bytes|sentencepiece|gpt2|tiktoken]
+  shardwise tokenize TEXT... -o DIR
+                   [--tokenizer=bytes|sentencepiece|gpt2|tiktoken|huggingface]
                                         token files for data.tokens and the tokenizer
                                         beside them (`shardwise tokenize --help`)
   shardwise token create --principal=P [--role=submitter]
@@ -128,8 +130,8 @@ Usage:
                                         coordinator's --tokens_file (which holds its hash)
   shardwise sample MODEL.safetensors [--prompt=TEXT] [--tokens=200]
                    [--temperature=0.8] [--top_k=0] [--seed=0]
-                                        continue a prompt with a GPT a job wrote
-                                        (output.final_model_path), on this CPU
+                                        continue a prompt with a GPT or a Llama a job
+                                        wrote (output.final_model_path), on this CPU
   shardwise estimate JOB.yaml [--fit=80GiB]
                                         one rank's memory as the coordinator estimates
                                         it, offline; with --fit, the largest micro-batch
@@ -202,7 +204,8 @@ class ProgressPrinter {
   void Update(const v1::Job& job) {
     const std::string line = FormatProgressLine(job);
     if (tty_) {
-      std::printf("\r\033[K%s", line.c_str());
+      // Within the terminal's width: a line that wraps leaves a copy at each redraw.
+      std::printf("\r\033[K%s", FitToWidth(line, Columns()).c_str());
       std::fflush(stdout);
       return;
     }
@@ -220,14 +223,23 @@ class ProgressPrinter {
     if (tty_) std::printf("\n");
   }
 
+  // The terminal's width now (it may be resized while a job trains); 0 when unknown.
+  static int Columns() {
+    struct winsize size {};
+    return ioctl(fileno(stdout), TIOCGWINSZ, &size) == 0 ? size.ws_col : 0;
+  }
+
  private:
   const bool tty_;
   v1::JobState last_state_ = v1::JOB_STATE_UNSPECIFIED;
   int64_t last_bucket_ = -1;
 };
 
-// Exit code of a watch whose job's end is unknown: the coordinator was lost (or answered
-// an error), unlike 1, a job that failed.
+// Exit codes of a watch beside 0 (the job SUCCEEDED) and 1 (it ended otherwise): the
+// watch was refused (no such job, a token without the right: the caller's to mend), or
+// the job's end is unknown (the coordinator could not be reached, or stayed full of
+// watches, past the retries). A script reading 1 as "the job failed" is never misled.
+constexpr int kWatchRefused = 2;
 constexpr int kWatchLost = 3;
 
 int Watch(Client& client, const std::string& job_id) {
@@ -241,9 +253,11 @@ int Watch(Client& client, const std::string& job_id) {
       });
   printer.Finish();
   if (!job.ok()) {
-    const int code = Fail(job.status());
-    const bool lost = absl::IsUnavailable(job.status()) || absl::IsDeadlineExceeded(job.status());
-    return lost ? kWatchLost : code;
+    Fail(job.status());
+    const absl::Status& status = job.status();
+    const bool lost = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
+                      absl::IsResourceExhausted(status) || absl::IsCancelled(status);
+    return lost ? kWatchLost : kWatchRefused;
   }
   std::printf("%s", FormatJobSummary(*job).c_str());
   return job->state() == v1::SUCCEEDED ? 0 : 1;

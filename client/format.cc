@@ -381,11 +381,34 @@ std::string FormatProgressLine(const v1::Job& job, int width) {
   }
   absl::StrAppend(&line, "  ", v1::JobState_Name(job.state()));
   if (!p.phase().empty() && !IsTerminal(job.state())) absl::StrAppend(&line, " (", p.phase(), ")");
+  // What a waiting job waits for ("waiting for 4 CPU workers, but only 2 are registered"):
+  // a bar that never moves would say nothing.
+  if (job.state() == v1::PENDING && !job.reason().empty()) {
+    absl::StrAppend(&line, ": ", job.reason());
+  }
   if (Degraded(job)) {
     absl::StrAppend(&line, "  ", job.membership().live_ranks_size(), "/", JobRanks(job.spec()),
                     " ranks (epoch ", job.membership().epoch(), ")");
   }
   return line;
+}
+
+std::string FitToWidth(const std::string& line, int columns) {
+  // Characters, not bytes (a reason may hold names in any script).
+  const auto starts_character = [&](size_t i) {
+    return (static_cast<unsigned char>(line[i]) & 0xC0) != 0x80;
+  };
+  int64_t characters = 0;
+  for (size_t i = 0; i < line.size(); ++i) characters += starts_character(i) ? 1 : 0;
+  if (columns <= 0 || characters <= columns) return line;
+  // Keep columns - 1 characters, then "…".
+  int64_t kept = 0;
+  size_t cut = 0;
+  while (cut < line.size() && !(starts_character(cut) && kept == columns - 1)) {
+    if (starts_character(cut)) ++kept;
+    ++cut;
+  }
+  return line.substr(0, cut) + "\u2026";
 }
 
 std::string FormatJobSummary(const v1::Job& job) {

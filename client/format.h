@@ -20,6 +20,10 @@ std::string FormatJobDescription(const v1::Job& job, int64_t now_ms);
 // characters of bar.
 std::string FormatProgressLine(const v1::Job& job, int width = 30);
 
+// `line` cut to at most `columns` characters, ending "…" where cut: a progress line that
+// wraps on a terminal cannot be redrawn in place. `columns` <= 0: not cut.
+std::string FitToWidth(const std::string& line, int columns);
+
 // The closing lines of `shardwise watch`: final state, reason, loss first -> last,
 // steps/s and the job's result.
 std::string FormatJobSummary(const v1::Job& job);

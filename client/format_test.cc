@@ -35,6 +35,23 @@ TEST(Format, ProgressLineShowsBarStepsLossAndSpeed) {
   EXPECT_EQ(FormatProgressLine(fresh, 4), "[....] 0/100 steps  SCHEDULED (bootstrap)");
 }
 
+// A waiting job's line says what it waits for; a line wider than the terminal is cut.
+TEST(Format, APendingJobsLineSaysWhatItWaitsFor) {
+  v1::Job job = RunningJob();
+  job.set_state(v1::PENDING);
+  job.mutable_progress()->set_step(0);
+  job.set_reason("waiting for 4 CPU workers, but only 2 are registered");
+  const std::string line = FormatProgressLine(job, 4);
+  EXPECT_EQ(line,
+            "[....] 0/100 steps  PENDING: waiting for 4 CPU workers, but only 2 are registered");
+  EXPECT_EQ(FitToWidth(line, 30), "[....] 0/100 steps  PENDING: \u2026");
+  EXPECT_EQ(FitToWidth(line, 200), line);
+  EXPECT_EQ(FitToWidth(line, 0), line);
+  EXPECT_EQ(FitToWidth("\u00e9\u00e9\u00e9\u00e9", 3), "\u00e9\u00e9\u2026");  // characters
+  EXPECT_EQ(FitToWidth("\u00e9\u00e9\u00e9", 3), "\u00e9\u00e9\u00e9");        // 6 bytes, 3 wide
+  EXPECT_EQ(FitToWidth("abc", 3), "abc");
+}
+
 TEST(Format, ALossReadEveryFewStepsSaysWhichStepItIs) {
   v1::Job job = RunningJob();
   job.mutable_progress()->set_loss_step(48);  // loss_read_interval_steps: 16

@@ -34,7 +34,9 @@ void WatchRetry::Updated() {
 }
 
 std::optional<absl::Duration> WatchRetry::After(grpc::StatusCode code, absl::Time now) {
-  if (!updated_) return std::nullopt;
+  // Before the first update only a coordinator that answered it is full (--max_watches)
+  // is asked again: it was reached, and a watch waits for room as any call does.
+  if (!updated_ && code != grpc::StatusCode::RESOURCE_EXHAUSTED) return std::nullopt;
   if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::CANCELLED &&
       code != grpc::StatusCode::RESOURCE_EXHAUSTED) {
     return std::nullopt;

@@ -27,7 +27,9 @@
 // minutes by default) of lost contact: counted from the first failure since the last
 // update, so a job that trains on through a coordinator's upgrade is followed to its
 // end however long it waited quietly before. A watch that has had no update yet fails
-// as any call does (a wrong address is told at once).
+// as any call does (a wrong address is told at once), unless the coordinator answered
+// that it serves as many watches as it allows (RESOURCE_EXHAUSTED): that one waits for
+// room within the budget.
 
 #include <optional>
 

@@ -67,5 +67,16 @@ TEST(WatchRetry, AWatchWithoutAnUpdateYetIsNotMadeAgain) {
   EXPECT_FALSE(WatchRetry().After(grpc::StatusCode::UNAVAILABLE, kStart).has_value());
 }
 
+// A coordinator that serves as many watches as it allows answered: a watch waits for room
+// (within its budget) rather than failing before it has begun.
+TEST(WatchRetry, AWatchRefusedForRoomWaitsForItBeforeItsFirstUpdate) {
+  WatchRetry retry(absl::Minutes(10));
+  EXPECT_TRUE(retry.After(grpc::StatusCode::RESOURCE_EXHAUSTED, kStart).has_value());
+  EXPECT_TRUE(
+      retry.After(grpc::StatusCode::RESOURCE_EXHAUSTED, kStart + absl::Minutes(9)).has_value());
+  EXPECT_FALSE(
+      retry.After(grpc::StatusCode::RESOURCE_EXHAUSTED, kStart + absl::Minutes(10)).has_value());
+}
+
 }  // namespace
 }  // namespace shardwise

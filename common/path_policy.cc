@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 
@@ -20,9 +21,18 @@ namespace {
 namespace fs = std::filesystem;
 
 // `path` with every symlink resolved; NOT_FOUND if it does not exist.
+absl::Status HostCannotTell(const std::string& path, int error) {
+  return absl::UnavailableError(absl::StrCat("'", path,
+                                             "' cannot be looked up now: ", std::strerror(error),
+                                             " (this host's storage or process, not the path)"));
+}
+
+// NOT_FOUND when `path` does not exist; UNAVAILABLE when the host could not tell now
+// (IsTransientFileError: an I/O error, a stale NFS handle, no descriptor left).
 absl::StatusOr<std::string> RealPath(const std::string& path) {
   char resolved[PATH_MAX];
   if (::realpath(path.c_str(), resolved) == nullptr) {
+    if (IsTransientFileError(errno)) return HostCannotTell(path, errno);
     return absl::NotFoundError(absl::StrCat("'", path, "' does not exist"));
   }
   return std::string(resolved);
@@ -233,6 +243,9 @@ absl::StatusOr<std::string> PathPolicy::CheckInput(const std::string& field,
   // The lexical form first: '..' cannot climb out of a root even where no link is.
   RETURN_IF_ERROR(CheckInside(field, path, absolute, Form::kLexical, /*output=*/false));
   auto canonical = RealPath(absolute);
+  if (absl::IsUnavailable(canonical.status())) {
+    return absl::UnavailableError(absl::StrCat(field, ": ", canonical.status().message()));
+  }
   if (!canonical.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": '", path, "': no readable file at this path"));
@@ -240,6 +253,10 @@ absl::StatusOr<std::string> PathPolicy::CheckInput(const std::string& field,
   RETURN_IF_ERROR(CheckInside(field, path, *canonical, Form::kResolved, /*output=*/false));
   struct stat info;
   if (::stat(canonical->c_str(), &info) != 0) {
+    if (IsTransientFileError(errno)) {
+      return absl::UnavailableError(
+          absl::StrCat(field, ": ", HostCannotTell(path, errno).message()));
+    }
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": '", path, "': no readable file at this path"));
   }

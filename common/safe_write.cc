@@ -1,5 +1,6 @@
 #include "common/safe_write.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/untrusted_file.h"
 
 namespace shardwise {
@@ -98,6 +100,37 @@ absl::Status CreateFolders(const std::string& folder) {
   return OpenFolder(folder, /*create=*/true, &fd);
 }
 
+int RemoveAbandonedWrites(const std::string& folder_path, const std::string& name, absl::Time now) {
+  Fd folder;
+  if (!OpenFolder(folder_path, /*create=*/false, &folder).ok()) return 0;
+  const int listing = ::dup(folder.get());
+  DIR* entries = listing >= 0 ? ::fdopendir(listing) : nullptr;
+  if (entries == nullptr) {
+    if (listing >= 0) ::close(listing);
+    return 0;
+  }
+  const std::string prefix = absl::StrCat(".", name, ".tmp-");
+  std::vector<std::string> abandoned;
+  while (const dirent* entry = ::readdir(entries)) {
+    const std::string candidate = entry->d_name;
+    if (candidate.compare(0, prefix.size(), prefix) != 0) continue;
+    struct stat info;
+    if (::fstatat(folder.get(), candidate.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(info.st_mode)) {
+      continue;
+    }
+    if (absl::FromTimeT(info.st_mtime) + kAbandonedWriteAge <= now) {
+      abandoned.push_back(candidate);
+    }
+  }
+  ::closedir(entries);
+  int removed = 0;
+  for (const std::string& file : abandoned) {
+    removed += ::unlinkat(folder.get(), file.c_str(), 0) == 0 ? 1 : 0;
+  }
+  return removed;
+}
+
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents,
                                  bool replace) {
   const std::filesystem::path target(path);
@@ -107,6 +140,7 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
       !opened.ok()) {
     return opened;
   }
+  RemoveAbandonedWrites(target.parent_path().string(), name, absl::Now());
   absl::BitGen random;
   const std::string temporary =
       absl::StrFormat(".%s.tmp-%016x", name, absl::Uniform<uint64_t>(random));

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace shardwise {
 
@@ -24,6 +25,14 @@ absl::Status CreateFolders(const std::string& folder);
 // is written.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents,
                                  bool replace);
+
+// What an interrupted write of `name` left in `folder` (its temporary ".NAME.tmp-*" files:
+// the process was killed between creating one and renaming it into place, say by a
+// preemption in the middle of a checkpoint) is removed once it has not been modified for
+// kAbandonedWriteAge before `now`: a write still running, elsewhere too, keeps its file.
+// WriteFileAtomically calls it for the name it writes. Returns how many it removed.
+inline constexpr absl::Duration kAbandonedWriteAge = absl::Hours(1);
+int RemoveAbandonedWrites(const std::string& folder, const std::string& name, absl::Time now);
 
 // As WriteFileAtomically, except that without `replace` a regular file already at `path`
 // holding exactly `contents` is left as it is instead of refused: what an earlier attempt

@@ -48,6 +48,11 @@ absl::Status LinkRefused(const std::string& path, LinkAt at) {
 }
 
 absl::Status OpenError(const std::string& path, int error, Links links) {
+  if (IsTransientFileError(error)) {
+    return absl::UnavailableError(absl::StrCat("'", path,
+                                               "' cannot be opened now: ", std::strerror(error),
+                                               " (this host's storage or process, not the path)"));
+  }
   switch (error) {
     case ENOENT:
     case ENOTDIR:
@@ -289,6 +294,30 @@ absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& folder, L
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+bool IsTransientFileError(int error) {
+  switch (error) {
+    case EIO:
+    case ESTALE:
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+    case EINTR:
+    case EAGAIN:
+    case EBUSY:
+    case ENOBUFS:
+    case ETIMEDOUT:
+    case ENOLINK:
+    case EHOSTDOWN:
+    case EHOSTUNREACH:
+    case ENETDOWN:
+    case ENETUNREACH:
+    case ECONNRESET:
+      return true;
+    default:
+      return false;
+  }
 }
 
 absl::StatusOr<std::string> ReadUntrustedFile(const std::string& path, uint64_t max_bytes,

@@ -20,7 +20,10 @@
 //     The path is walked from "/" one component at a time (O_NOFOLLOW, O_PATH: no read
 //     permission needed on the folders walked through).
 // Errors name the path and say what is wrong: NOT_FOUND (missing), PERMISSION_DENIED
-// (unreadable), INVALID_ARGUMENT (a link, not a regular file, over the limit).
+// (unreadable), INVALID_ARGUMENT (a link, not a regular file, over the limit), and
+// UNAVAILABLE for what this host's storage or process would answer otherwise later (an
+// I/O error, a stale NFS handle, no file descriptor left: IsTransientFileError), which
+// is not the path's fault and must not fail a job for good.
 //
 // Thread-safety: an UntrustedFile is used by one thread at a time; the functions are
 // thread-safe.
@@ -87,6 +90,10 @@ class UntrustedFile {
   uint64_t size_ = 0;
   std::string path_;
 };
+
+// Whether `error` (an errno) says more about this host than about the path: the same
+// open may succeed later or elsewhere (EIO, ESTALE, EMFILE, ENFILE, ENOMEM, ...).
+bool IsTransientFileError(int error);
 
 // The whole of a file, opened as UntrustedFile::Open does.
 absl::StatusOr<std::string> ReadUntrustedFile(const std::string& path, uint64_t max_bytes,

@@ -1,6 +1,9 @@
 #include "common/untrusted_file.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -88,6 +91,31 @@ TEST_F(UntrustedFileTest, RefusesAFileOverTheLimitBeforeReadingIt) {
 TEST_F(UntrustedFileTest, AMissingFileIsNotFound) {
   auto missing = ReadUntrustedFile((dir_ / "absent").string(), 10, Links::kRefuse);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+// A process out of file descriptors (EMFILE) cannot open the file now, which says
+// nothing of the file: UNAVAILABLE (a job is not failed for good for it), not
+// INVALID_ARGUMENT. In a child process whose descriptor limit is used up.
+TEST_F(UntrustedFileTest, AHostThatCannotOpenNowIsUnavailable) {
+  const std::string path = Write("plain", "bytes");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(10);
+    limit.rlim_cur = 64;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(11);
+    while (::open("/dev/null", O_RDONLY) >= 0) {
+    }
+    const auto opened = ReadUntrustedFile(path, 10, Links::kRefuseAll);
+    if (!absl::IsUnavailable(opened.status())) _exit(12);
+    if (!absl::StrContains(opened.status().message(), "not the path")) _exit(13);
+    _exit(IsTransientFileError(EMFILE) && !IsTransientFileError(ENOENT) ? 0 : 14);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST_F(UntrustedFileTest, AFileCutShortWhileOpenIsDataLoss) {

@@ -1,11 +1,15 @@
 #include "contracts/job_spec_io.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/util/json_util.h"
 #include "yaml-cpp/yaml.h"
 
@@ -42,11 +46,60 @@ void AppendJsonString(const std::string& value, std::string* out) {
   out->push_back('"');
 }
 
-bool IsJsonNumber(const std::string& s) {
-  std::istringstream in(s);
-  double value;
-  in >> value;
-  return !s.empty() && in.eof() && !in.fail();
+// Whether `s` is a number as JSON writes one: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+bool IsJsonNumber(absl::string_view s) {
+  size_t i = 0;
+  const auto digits = [&] {
+    const size_t start = i;
+    while (i < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    return i - start;
+  };
+  if (i < s.size() && s[i] == '-') ++i;
+  const size_t start = i;
+  const size_t integer = digits();
+  if (integer == 0 || (integer > 1 && s[start] == '0')) return false;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (digits() == 0) return false;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == s.size();
+}
+
+// A plain YAML scalar that reads as a number, written as JSON writes it: YAML's ".5",
+// "+10", "007" and "1." are 0.5, 10, 7 and 1.0, which protobuf's JSON parser would refuse
+// as they stand. nullopt when it is not a number (it stays a string).
+std::optional<std::string> AsJsonNumber(const std::string& value) {
+  if (IsJsonNumber(value)) return value;  // as written: an int64 keeps every digit
+  std::istringstream in(value);
+  double parsed;
+  in >> parsed;
+  if (value.empty() || !in.eof() || in.fail()) return std::nullopt;
+  std::string text = value;
+  std::string sign;
+  if (text[0] == '+' || text[0] == '-') {
+    if (text[0] == '-') sign = "-";
+    text.erase(0, 1);
+  }
+  size_t integer = 0;
+  while (integer < text.size() && absl::ascii_isdigit(static_cast<unsigned char>(text[integer]))) {
+    ++integer;
+  }
+  std::string whole = text.substr(0, integer);
+  whole.erase(0, std::min(whole.find_first_not_of('0'), whole.empty() ? 0 : whole.size() - 1));
+  if (whole.empty()) whole = "0";
+  std::string rest = text.substr(integer);
+  if (!rest.empty() && rest[0] == '.' &&
+      (rest.size() == 1 || !absl::ascii_isdigit(static_cast<unsigned char>(rest[1])))) {
+    rest.insert(1, "0");
+  }
+  const std::string json = sign + whole + rest;
+  if (!IsJsonNumber(json)) return std::nullopt;
+  return json;
 }
 
 // A job spec is a few KiB: these bound what a careless or hostile document can cost (a
@@ -90,8 +143,12 @@ absl::Status YamlToJson(const YAML::Node& node, int depth, std::string* out) {
     case YAML::NodeType::Scalar: {
       const std::string& value = node.Scalar();
       const bool plain = node.Tag() == "?";
-      if (plain && (value == "true" || value == "false" || IsJsonNumber(value))) {
+      const std::optional<std::string> number =
+          plain ? AsJsonNumber(value) : std::optional<std::string>();
+      if (plain && (value == "true" || value == "false")) {
         *out += value;  // the same in JSON
+      } else if (number.has_value()) {
+        *out += *number;
       } else if (plain && (value == "null" || value == "~")) {
         *out += "null";
       } else {

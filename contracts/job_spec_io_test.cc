@@ -52,6 +52,22 @@ TEST(ParseJobSpec, ReadsJsonWithCamelCase) {
   EXPECT_EQ(spec->global_batch_size(), 8);
 }
 
+// YAML reads ".001", "+10", "007" and "1." as numbers; JSON writes them otherwise, and
+// protobuf's JSON parser would refuse them as they stand.
+TEST(ParseJobSpec, ReadsYamlNumbersJsonWritesOtherwise) {
+  auto spec = ParseJobSpec(
+      "optimizer: {adamw: {lr: .001, weight_decay: 1.}}\nsteps: +10\nworld_size: 007\n"
+      "global_batch_size: 8\nmodel: {layer_widths: [2, 2]}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_DOUBLE_EQ(spec->optimizer().adamw().lr(), 0.001);
+  EXPECT_DOUBLE_EQ(spec->optimizer().adamw().weight_decay(), 1.0);
+  EXPECT_EQ(spec->steps(), 10);
+  EXPECT_EQ(spec->world_size(), 7);
+  auto negative = ParseJobSpec("optimizer: {sgd: {lr: -.5}}\n");
+  ASSERT_TRUE(negative.ok()) << negative.status();
+  EXPECT_DOUBLE_EQ(negative->optimizer().sgd().lr(), -0.5);
+}
+
 TEST(ParseJobSpec, QuotedNumbersStayStrings) {
   auto spec = ParseJobSpec("name: \"123\"\nworld_size: 2\n");
   ASSERT_TRUE(spec.ok()) << spec.status();

@@ -676,6 +676,21 @@ absl::Status CheckCudnnOption(const v1::JobSpec& spec, const std::string& field,
                                        param == v1::DTYPE_UNSPECIFIED ? "none (FP32)"
                                                                       : v1::Dtype_Name(param)));
   }
+  // cuDNN's head sizes (worker/cuda/cudnn_requirements.h): a multiple of 8, at most 256 on
+  // Hopper and 128 before; which GPU runs the job is the worker's to check, the rest can
+  // be refused here rather than at the first forward on every attempt.
+  const int64_t head =
+      model.has_gpt() ? (model.gpt().n_head() > 0 ? model.gpt().n_embd() / model.gpt().n_head() : 0)
+      : model.llama().head_dim() > 0 ? model.llama().head_dim()
+      : model.llama().num_attention_heads() > 0
+          ? model.llama().hidden_size() / model.llama().num_attention_heads()
+          : 0;
+  if (head > 0 && (head % 8 != 0 || head > 256)) {
+    return Invalid(field, absl::StrCat(value,
+                                       " needs a head size that is a multiple of 8 and at "
+                                       "most 256 (128 before Hopper); this model's is ",
+                                       head));
+  }
   return absl::OkStatus();
 }
 

@@ -549,6 +549,17 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "job.cuda.fused_attention_kernel: CUDNN needs fsdp.mixed_precision.param_dtype "
                 "BF16 or FP16 (cuDNN's flash attention has no FP32 kernel), got none (FP32)"},
+        BadCase{"cuDNN attention with a head size it has no kernel for",
+                [](v1::JobSpec* s) {
+                  s->set_device(v1::CUDA);
+                  s->mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+                  s->mutable_model()->mutable_gpt()->set_n_embd(100);
+                  s->mutable_model()->mutable_gpt()->set_n_head(4);
+                  s->mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+                  s->mutable_cuda()->set_fused_attention_kernel(v1::CudaOptions::CUDNN);
+                },
+                "job.cuda.fused_attention_kernel: CUDNN needs a head size that is a multiple of 8 "
+                "and at most 256 (128 before Hopper); this model's is 25"},
         BadCase{"an unknown attention backward",
                 [](v1::JobSpec* s) {
                   s->set_device(v1::CUDA);

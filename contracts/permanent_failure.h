@@ -6,6 +6,8 @@
 // policy does not re-queue such a failure. Marked with a payload on the status, so it
 // survives being passed up through layers that only propagate statuses.
 
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
 
@@ -16,6 +18,12 @@ inline constexpr char kPermanentFailureUrl[] = "type.shardwise.dev/permanent-fai
 inline absl::Status MarkPermanent(absl::Status status) {
   if (!status.ok()) status.SetPayload(kPermanentFailureUrl, absl::Cord("1"));
   return status;
+}
+
+// MarkPermanent, except for UNAVAILABLE: what a host could not tell now (its storage's
+// I/O error, no file descriptor left) is not the job's to repeat.
+inline absl::Status PermanentUnlessTransient(absl::Status status) {
+  return absl::IsUnavailable(status) ? status : MarkPermanent(std::move(status));
 }
 
 inline bool IsPermanent(const absl::Status& status) {

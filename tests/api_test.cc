@@ -273,7 +273,7 @@ TEST_F(ApiTest, ARetryGetsItsJobWhateverChangedSinceTheFirstSubmission) {
     request.set_request_id(request_id);
     v1::SubmitJobResponse response;
     grpc::ClientContext context;
-    const grpc::Status status = stub_->SubmitJob(&context, request, &response);
+    grpc::Status status = stub_->SubmitJob(&context, request, &response);
     *job_id = response.job_id();
     return status;
   };
@@ -400,6 +400,10 @@ steps: 3
 
   EXPECT_EQ(Cluster::RunCli({coordinator, "frobnicate"}, &output), 2);
   EXPECT_TRUE(absl::StrContains(output, "unknown command 'frobnicate'")) << output;
+  // A watch refused (no such job) is 2, never 1, which says a job ended otherwise than
+  // SUCCEEDED; a cancelled job's watch is 1.
+  EXPECT_EQ(Cluster::RunCli({coordinator, "watch", "job-404"}, &output), 2) << output;
+  EXPECT_EQ(Cluster::RunCli({coordinator, "watch", "job-2"}, &output), 1) << output;
 }
 
 // Watches are bounded (--max_watches): past the bound one is RESOURCE_EXHAUSTED, which

@@ -66,4 +66,25 @@ while read -r path; do
 done <<<"$paths"
 report paths paths "$paths" "a path the docs cite that the tree does not have" \
   "${missing_paths[@]}"
+
+# Examples: a YAML block the docs label "(examples/NAME.yaml):" is that file, its comment
+# lines left out (a newcomer copies the block; the file is what the tests validate).
+examples=0
+stale_examples=()
+while IFS=: read -r doc line; do
+  file=$(sed -n "${line}p" "$doc" | grep -oE 'examples/[A-Za-z0-9_.-]+\.yaml')
+  examples=$((examples + 1))
+  block=$(tail -n +"$((line + 1))" "$doc" | awk 'NR == 1 && /^$/ {next} /^```yaml$/ {on = 1; next}
+    on && /^```$/ {exit} on {print}')
+  if [ ! -f "$file" ] || [ "$block" != "$(grep -vE '^[[:space:]]*#' "$file")" ]; then
+    stale_examples+=("$doc:$line ($file)")
+  fi
+done < <(grep -nE '\(examples/[A-Za-z0-9_.-]+\.yaml\):$' "${docs[@]}" | cut -d: -f1,2)
+if [ ${#stale_examples[@]} -eq 0 ]; then
+  echo "docs examples passed ($examples blocks equal their files)"
+else
+  printf 'a YAML block that is not the file it names: %s\n' "${stale_examples[@]}" >&2
+  echo "docs examples failed (${#stale_examples[@]} blocks differ from their files, listed above)"
+  failures=1
+fi
 exit $failures

@@ -4,7 +4,7 @@
 #   1. the coordinator and 2 workers start from the image, as non-root, read-only, with
 #      TLS and a client token, and the workers register under their pods' names;
 #   2. a job (deploy/local/demo-job.yaml) trains over both workers on the shared volume;
-#   3. one worker's pod is stopped mid-training as a node drain would (SIGTERM, 30 s
+#   3. one worker's pod is stopped mid-training as a node drain would (SIGTERM, 45 s
 #      grace): the worker aborts its attempt, saying why, and exits well inside the grace;
 #   4. the pod starts again, the job resumes from its checkpoint and SUCCEEDS, and its
 #      model is on the shared volume;
@@ -195,11 +195,11 @@ main() {
 
   # The worker's container alone, as the kubelet does: the pod (its network) stays until
   # the container has exited, so the worker can still tell the coordinator.
-  log "stopping shardwise-worker-1 as a drain would (SIGTERM, 30 s grace)"
+  log "stopping shardwise-worker-1 as a drain would (SIGTERM, 45 s grace)"
   local started=$SECONDS
-  podman stop --time 30 shardwise-worker-1-worker >/dev/null
+  podman stop --time 45 shardwise-worker-1-worker >/dev/null
   local took=$((SECONDS - started))
-  if [ $took -lt 30 ] &&
+  if [ $took -lt 45 ] &&
     wait_for 10 container_logged shardwise-worker-1-worker "shutting down: aborting $job"; then
     result drain passed "the worker aborted its attempt and left in ${took}s"
   else

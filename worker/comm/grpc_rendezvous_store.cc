@@ -41,7 +41,7 @@ grpc::Status GrpcRendezvousStore::Retrying(
   while (true) {
     grpc::ClientContext context;
     SetDeadline(&context, std::chrono::milliseconds(0));
-    const grpc::Status status = call(&context);
+    grpc::Status status = call(&context);
     if (status.ok() || !Retryable(status, idempotent)) return status;
     if ((abort_ != nullptr && abort_->load()) ||
         std::chrono::steady_clock::now() + backoff > give_up) {

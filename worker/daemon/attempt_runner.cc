@@ -1,6 +1,8 @@
 #include "worker/daemon/attempt_runner.h"
 
 #include <cstdio>
+#include <system_error>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -138,7 +140,7 @@ absl::StatusOr<v1::JobSpec> AttemptRunner::CheckPaths() const {
     // paths are canonical and inside the roots.
     v1::JobSpec owned = spec;
     owned.mutable_output()->set_overwrite(true);
-    RETURN_IF_ERROR(MarkPermanent(ApplyPathPolicy(policy, PathCheck::kOnDisk, &owned)));
+    RETURN_IF_ERROR(PermanentUnlessTransient(ApplyPathPolicy(policy, PathCheck::kOnDisk, &owned)));
     const std::string& model = owned.output().final_model_path();
     if (WrittenByJob(model, job_id())) {
       LogInfo(
@@ -149,7 +151,7 @@ absl::StatusOr<v1::JobSpec> AttemptRunner::CheckPaths() const {
       return owned;
     }
   }
-  RETURN_IF_ERROR(MarkPermanent(ApplyPathPolicy(policy, PathCheck::kOnDisk, &spec)));
+  RETURN_IF_ERROR(PermanentUnlessTransient(ApplyPathPolicy(policy, PathCheck::kOnDisk, &spec)));
   return spec;
 }
 
@@ -237,6 +239,9 @@ void AttemptRunner::Run() {
   v1::Progress last_progress = Phase("training");
   const absl::StatusOr<TrainingResult> result =
       TrainPublishingProgress(MakeTrainingContext(&store, context, options, &last_progress));
+  // The model is gone: what it held goes back to the system now, not when the next job
+  // comes (an idle worker holding its last job's peak starves its neighbours on the host).
+  allocator_.ReleaseCache();
   if (!result.ok()) return Fail(result.status());
   last_progress.set_phase("completed");
   LogInfo(LogContext().Job(job_id()).Attempt(attempt()).Rank(rank), result->Summary());
@@ -317,7 +322,14 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
 
 absl::StatusOr<TrainingResult> AttemptRunner::TrainPublishingProgress(
     const TrainingContext& training) {
-  std::thread publisher([this] { PublishProgress(); });
+  std::thread publisher;
+  try {
+    publisher = std::thread([this] { PublishProgress(); });
+  } catch (const std::system_error& failure) {
+    // A host out of threads (a pids cgroup's limit) fails the attempt, not the daemon.
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this worker could not start a thread: ", failure.what()));
+  }
   absl::StatusOr<TrainingResult> result = absl::UnknownError("not run");
   try {
     result = Train(spec_, training, faults_.get());

@@ -20,6 +20,7 @@
 #include "grpcpp/security/credentials.h"
 #include "worker/runtime/critical_path.h"
 #include "worker/runtime/host_cpus.h"
+#include "worker/runtime/host_memory.h"
 
 namespace shardwise {
 namespace {
@@ -260,7 +261,8 @@ v1::RegisterWorkerRequest WorkerDaemon::Registration() {
   request.set_device(options_.device);
   if (options_.device == v1::CUDA) *request.mutable_gpu() = options_.gpu;
   request.set_cpu_threads(HostCpuThreads());
-  request.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
+  // Its container's limit, not the node's: the scheduler places by it.
+  request.set_memory_bytes(HostMemoryCeiling());
   if (probe_listener_) request.set_data_probe_address(probe_listener_->address());
   request.add_features(kFeatureSubmitterFolders);
   // So that the coordinator places here only jobs these folders allow.

@@ -63,7 +63,12 @@ absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& fi
   // file): UntrustedFile refuses what is not a regular file, without blocking.
   absl::StatusOr<UntrustedFile> opened =
       UntrustedFile::Open(path, std::numeric_limits<uint64_t>::max(), links);
-  if (!opened.ok()) return Invalid(field, path, std::string(opened.status().message()));
+  if (!opened.ok()) {
+    // This host's trouble (UNAVAILABLE: an I/O error, no descriptor left) stays what it is:
+    // another attempt, elsewhere, may read the file.
+    if (absl::IsUnavailable(opened.status())) return opened.status();
+    return Invalid(field, path, std::string(opened.status().message()));
+  }
   const uint64_t bytes = layout.offset + layout.count * layout.element;
   if (opened->size() < bytes) {
     return Invalid(field, path, "changed between its inspection and its opening");

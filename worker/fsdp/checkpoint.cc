@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -57,6 +58,68 @@ std::string TensorName(int unit, const std::string& what) {
   return absl::StrCat("unit", unit, ".", what);
 }
 
+// The shard files' metadata key naming the attempt that wrote them.
+constexpr char kAttemptKey[] = "shardwise.attempt";
+
+std::string Superseded(const CheckpointAuthor& author, int32_t later, const std::string& where) {
+  return absl::StrCat("attempt ", later, " of job ", author.job_id, " wrote ", where,
+                      ": this attempt (", author.attempt,
+                      ") was superseded (its worker lost the coordinator, which ran the job "
+                      "again elsewhere) and writes no more checkpoints");
+}
+
+// The step folders of `dir`, by step (the names "step-N").
+absl::StatusOr<std::map<int64_t, std::string>> StepFolders(const std::string& dir) {
+  // The folder itself opened as the job's paths are (no link anywhere): one put in its
+  // path since the check fails the attempt, rather than read as "no checkpoint".
+  const absl::StatusOr<std::vector<std::string>> names = ListFolder(dir, Links::kRefuseAll);
+  if (!names.ok() && !absl::IsNotFound(names.status())) return names.status();
+  std::map<int64_t, std::string> steps;
+  for (const std::string& name : names.ok() ? *names : std::vector<std::string>()) {
+    int64_t step = 0;
+    if (!absl::StartsWith(name, "step-") || !absl::SimpleAtoi(name.substr(5), &step)) continue;
+    steps[step] = absl::StrCat(dir, "/", name);
+  }
+  return steps;
+}
+
+// FAILED_PRECONDITION when a step of `dir` was written by a later attempt of the job.
+absl::Status CheckNotSuperseded(const std::string& dir, const CheckpointAuthor& author) {
+  ASSIGN_OR_RETURN(const auto steps, StepFolders(dir));
+  for (const auto& [step, folder] : steps) {
+    const absl::StatusOr<v1::CheckpointManifest> manifest = ReadManifestFile(folder);
+    if (manifest.ok() && manifest->job_id() == author.job_id &&
+        manifest->attempt() > author.attempt) {
+      return absl::FailedPreconditionError(Superseded(author, manifest->attempt(), folder));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// OK when every shard file of the step names the manifest's attempt (a manifest of a
+// release that did not record it, attempt 0, is taken as it is); DATA_LOSS when one names
+// another; a shard that cannot be read keeps its error (INVALID_ARGUMENT for a link).
+absl::Status CheckShardsAttempt(const std::string& folder, const v1::CheckpointManifest& manifest) {
+  if (manifest.attempt() == 0) return absl::OkStatus();
+  for (const std::string& name : manifest.files()) {
+    const absl::StatusOr<SafetensorsIndex> index =
+        ReadSafetensorsIndex(absl::StrCat(folder, "/", name), Links::kRefuseAll);
+    if (!index.ok()) {
+      return absl::Status(absl::IsInvalidArgument(index.status())
+                              ? absl::StatusCode::kInvalidArgument
+                              : absl::StatusCode::kDataLoss,
+                          absl::StrCat("checkpoint '", folder, "': ", index.status().message()));
+    }
+    const auto attempt = index->metadata.find(kAttemptKey);
+    if (attempt == index->metadata.end() || attempt->second != absl::StrCat(manifest.attempt())) {
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint '", folder, "': ", name, " was not written by attempt ", manifest.attempt(),
+          ", whose manifest the step holds (two attempts of the job wrote here)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string CheckpointFolder(const std::string& dir, int64_t step) {
@@ -67,13 +130,19 @@ std::string OptimizerKind(const v1::OptimizerSpec& optimizer) {
   return optimizer.has_adamw() ? "adamw" : "sgd";
 }
 
-absl::Status WriteCheckpointShard(const std::string& dir, int64_t step, const FsdpModel& model,
+absl::Status WriteCheckpointShard(const std::string& dir, int64_t step,
+                                  const CheckpointAuthor& author, const FsdpModel& model,
                                   const Optimizer& optimizer) {
   const ShardingPlan& plan = model.plan();
   if (plan.replicate_rank != 0) return absl::OkStatus();
   const std::string folder = CheckpointFolder(dir, step);
   if (absl::Status created = CreateFolders(folder); !created.ok()) {
     return absl::Status(created.code(), absl::StrCat("output.checkpoint_dir: ", created.message()));
+  }
+  // A later attempt's step here already: not overwritten with this one's shard.
+  if (const absl::StatusOr<v1::CheckpointManifest> there = ReadManifestFile(folder);
+      there.ok() && there->job_id() == author.job_id && there->attempt() > author.attempt) {
+    return absl::FailedPreconditionError(Superseded(author, there->attempt(), folder));
   }
   TensorMap tensors;
   for (int u = 0; u < model.num_units(); ++u) {
@@ -87,16 +156,19 @@ absl::Status WriteCheckpointShard(const std::string& dir, int64_t step, const Fs
       tensors[TensorName(u, name)] = F32Tensor({model.shard_numel(u)}, state.data());
     }
   }
-  return WriteSafetensors(absl::StrCat(folder, "/", ShardFile(plan.shard_rank)), tensors);
+  return WriteSafetensors(absl::StrCat(folder, "/", ShardFile(plan.shard_rank)), tensors,
+                          {{kAttemptKey, absl::StrCat(author.attempt)}});
 }
 
 absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
-                                     const std::string& job_id, const v1::JobSpec& spec,
+                                     const CheckpointAuthor& author, const v1::JobSpec& spec,
                                      const FsdpModel& model, const Optimizer& optimizer,
                                      const v1::GradScalerState* scaler) {
+  RETURN_IF_ERROR(CheckNotSuperseded(dir, author));
   v1::CheckpointManifest manifest;
   if (scaler != nullptr) *manifest.mutable_grad_scaler() = *scaler;
-  manifest.set_job_id(job_id);
+  manifest.set_job_id(author.job_id);
+  manifest.set_attempt(author.attempt);
   manifest.set_step(step);
   manifest.set_optimizer_steps(optimizer.steps());
   manifest.set_optimizer(OptimizerKind(spec.optimizer()));
@@ -122,30 +194,19 @@ absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
 
 absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
                                                  const std::string& job_id) {
-  // The folder itself opened as the job's paths are (no link anywhere): one put in its
-  // path since the check fails the attempt, rather than read as "no checkpoint".
-  const absl::StatusOr<std::vector<std::string>> names = ListFolder(dir, Links::kRefuseAll);
-  if (!names.ok() && !absl::IsNotFound(names.status())) return names.status();
-  int64_t best_step = -1;
-  std::string best;
-  for (const std::string& name : names.ok() ? *names : std::vector<std::string>()) {
-    int64_t step = 0;
-    if (!absl::StartsWith(name, "step-") || !absl::SimpleAtoi(name.substr(5), &step)) continue;
-    // Incomplete (the manifest is written last), or not a checkpoint this job may read.
-    const std::string folder = absl::StrCat(dir, "/", name);
+  ASSIGN_OR_RETURN(const auto steps, StepFolders(dir));
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {  // newest first
+    const auto& [step, folder] = *it;
+    // Incomplete (the manifest is written last), not a checkpoint this job may read, or
+    // not this folder's step, or mixed with another attempt's shards: passed over.
     const absl::StatusOr<v1::CheckpointManifest> manifest = ReadManifestFile(folder);
-    if (!manifest.ok()) continue;
+    if (!manifest.ok() || manifest->step() != step) continue;
     if (!job_id.empty() && manifest->job_id() != job_id) continue;
-    if (step > best_step) {
-      best_step = step;
-      best = folder;
-    }
+    if (!CheckShardsAttempt(folder, *manifest).ok()) continue;
+    return folder;
   }
-  if (best.empty()) {
-    return absl::NotFoundError(absl::StrCat("no complete checkpoint in '", dir, "'",
-                                            job_id.empty() ? "" : " for job " + job_id));
-  }
-  return best;
+  return absl::NotFoundError(absl::StrCat("no complete checkpoint in '", dir, "'",
+                                          job_id.empty() ? "" : " for job " + job_id));
 }
 
 namespace {
@@ -250,6 +311,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder,
   const v1::CheckpointManifest& manifest = loaded.manifest;
   ASSIGN_OR_RETURN(const FlatLayout layout, BuildFlatLayout(spec.model(), spec.wrap()));
   RETURN_IF_ERROR(CheckManifest(folder, manifest, spec, layout));
+  RETURN_IF_ERROR(CheckShardsAttempt(folder, manifest));
   ASSIGN_OR_RETURN(const std::vector<TensorMap> shards, ReadShards(folder, manifest));
   loaded.optimizer_state.resize(manifest.units_size());
   for (int u = 0; u < manifest.units_size(); ++u) {

@@ -22,21 +22,36 @@ namespace shardwise::fsdp {
 std::string CheckpointFolder(const std::string& dir, int64_t step);
 std::string OptimizerKind(const v1::OptimizerSpec& optimizer);
 
+// Who writes a checkpoint: the job, and its attempt. An attempt whose worker lost the
+// coordinator trains on (the coordinator may come back), so after a partition the job's
+// next attempt may run beside it on other workers, writing to the same folder. Each file
+// names its attempt, so that a step whose files name different ones is not taken for a
+// checkpoint, and an attempt that finds a later one's step there stops writing
+// (FAILED_PRECONDITION, "superseded").
+struct CheckpointAuthor {
+  std::string job_id;
+  int32_t attempt = 0;
+};
+
 // This rank's shards of parameters and optimizer state, into the step's folder. Only
 // ranks of the first replicate group write (the others hold the same shards).
-absl::Status WriteCheckpointShard(const std::string& dir, int64_t step, const FsdpModel& model,
+absl::Status WriteCheckpointShard(const std::string& dir, int64_t step,
+                                  const CheckpointAuthor& author, const FsdpModel& model,
                                   const Optimizer& optimizer);
 
-// The manifest, written atomically once every shard is on disk (the caller's barrier).
+// The manifest, written atomically once every shard is on disk (the caller's barrier),
+// unless a later attempt of the job wrote a step in `dir` (FAILED_PRECONDITION).
 // `scaler` is the loss scaler's state, kept in the manifest when the job scales its loss.
 absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
-                                     const std::string& job_id, const v1::JobSpec& spec,
+                                     const CheckpointAuthor& author, const v1::JobSpec& spec,
                                      const FsdpModel& model, const Optimizer& optimizer,
                                      const v1::GradScalerState* scaler = nullptr);
 
 // The newest complete checkpoint folder in `dir` (of job `job_id`, or of any job if
-// empty); NOT_FOUND if there is none (or no folder `dir`). `dir` is canonical, as the
-// worker's path check leaves it: a link in it is refused (INVALID_ARGUMENT).
+// empty); NOT_FOUND if there is none (or no folder `dir`). A step folder counts when its
+// manifest names its step and every shard file names the manifest's attempt. `dir` is
+// canonical, as the worker's path check leaves it: a link in it is refused
+// (INVALID_ARGUMENT).
 absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir, const std::string& job_id);
 
 struct LoadedCheckpoint {
@@ -47,7 +62,8 @@ struct LoadedCheckpoint {
 };
 
 // Loads a checkpoint folder for `spec`: INVALID_ARGUMENT if its model or wrap policy
-// differ, DATA_LOSS if a shard is missing or malformed.
+// differ, DATA_LOSS if a shard is missing or malformed, or names another attempt than
+// the manifest.
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const v1::JobSpec& spec);
 
 }  // namespace shardwise::fsdp

@@ -256,7 +256,9 @@ TEST(Checkpoint, ATamperedCheckpointIsRefusedWithoutReadingOutsideIt) {
   HostTensor& first = shard->begin()->second;
   first.bytes.resize(first.bytes.size() - 4);
   first.shape = {static_cast<int64_t>(first.bytes.size() / 4)};
-  ASSERT_TRUE(WriteSafetensors(folder + "/rank-00001.safetensors", *shard).ok());
+  auto metadata = ReadSafetensorsMetadata(folder + "/rank-00001.safetensors");  // its attempt
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  ASSERT_TRUE(WriteSafetensors(folder + "/rank-00001.safetensors", *shard, *metadata).ok());
   status = LoadCheckpoint(folder, spec).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
   EXPECT_NE(status.message().find("as F32 ["), std::string::npos) << status;
@@ -301,6 +303,44 @@ TEST(Checkpoint, LinksAndFifosInsideTheFolderAreNeitherFollowedNorWaitedOn) {
   const absl::Status swapped = FindLatestCheckpoint(dir + "/ckpt", "job-l").status();
   EXPECT_EQ(swapped.code(), absl::StatusCode::kInvalidArgument) << swapped;
   EXPECT_EQ(FindLatestCheckpoint(dir + "/missing", "job-l").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// An attempt cut off from the coordinator trains on while the job runs again elsewhere:
+// once the later attempt has written a step there, the earlier one writes no more
+// checkpoints (FAILED_PRECONDITION, superseded); a step whose shards name another attempt
+// than its manifest, or whose manifest names another step, is not a checkpoint.
+TEST(Checkpoint, ASupersededAttemptWritesNoMoreAndMixedStepsAreNotCheckpoints) {
+  const std::string dir = TempDir("fenced");
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  ASSERT_TRUE(TrainAll(spec, "job-f", 2).ok());  // the attempt that replaced it
+  const auto stale = TrainAll(spec, "job-f", 1);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition) << stale.status();
+  EXPECT_NE(stale.status().message().find("attempt 2 of job job-f wrote"), std::string::npos)
+      << stale.status();
+  EXPECT_NE(stale.status().message().find("this attempt (1) was superseded"), std::string::npos)
+      << stale.status();
+  const std::string newest = dir + "/ckpt/step-00000004";
+  ASSERT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-f"), newest);
+  ASSERT_TRUE(LoadCheckpoint(newest, spec).ok());
+
+  // One shard of step 4 rewritten by attempt 1: step 2 is the newest checkpoint now.
+  const std::string shard_path = newest + "/rank-00001.safetensors";
+  auto shard = ReadSafetensors(shard_path);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ASSERT_TRUE(WriteSafetensors(shard_path, *shard, {{"shardwise.attempt", "1"}}).ok());
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-f"), dir + "/ckpt/step-00000002");
+  const absl::Status mixed = LoadCheckpoint(newest, spec).status();
+  EXPECT_EQ(mixed.code(), absl::StatusCode::kDataLoss) << mixed;
+  EXPECT_NE(mixed.message().find("rank-00001.safetensors was not written by attempt 2"),
+            std::string::npos)
+      << mixed;
+
+  // A step folder whose manifest says another step (renamed, or damaged) is passed over.
+  std::filesystem::rename(dir + "/ckpt/step-00000002", dir + "/ckpt/step-00000003");
+  EXPECT_EQ(FindLatestCheckpoint(dir + "/ckpt", "job-f").status().code(),
             absl::StatusCode::kNotFound);
 }
 

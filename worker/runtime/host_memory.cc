@@ -1,6 +1,7 @@
 #include "worker/runtime/host_memory.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <string>
@@ -84,6 +85,19 @@ absl::StatusOr<int64_t> HostMemoryAvailable() {
     if (limit >= 0) left = std::min(left, limit);
   }
   return left;
+}
+
+int64_t MemoryCeiling(int64_t physical, absl::string_view max_text) {
+  int64_t cgroup = 0;
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(max_text), &cgroup) && cgroup >= 0) {
+    return std::min(physical, cgroup);
+  }
+  return physical;
+}
+
+int64_t HostMemoryCeiling() {
+  return MemoryCeiling(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE),
+                       ReadOwnCgroupFile("memory.max"));
 }
 
 }  // namespace shardwise

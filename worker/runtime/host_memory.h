@@ -28,6 +28,15 @@ int64_t CgroupMemoryLeft(absl::string_view max_text, absl::string_view current_t
 // INTERNAL when /proc/meminfo cannot be read.
 absl::StatusOr<int64_t> HostMemoryAvailable();
 
+// The most host memory this process's container may ever hold: `physical` (the
+// machine's), bounded by its cgroup's memory.max (`max_text`: "max" or empty, none). What
+// a CPU worker advertises for a rank: in a pod, its limit, not the node's memory. (An
+// address-space limit is left to the worker's own check before an attempt: it bounds
+// mappings, not memory.)
+int64_t MemoryCeiling(int64_t physical, absl::string_view max_text);
+// MemoryCeiling of this process.
+int64_t HostMemoryCeiling();
+
 }  // namespace shardwise
 
 #endif  // SHARDWISE_WORKER_RUNTIME_HOST_MEMORY_H_

@@ -37,6 +37,18 @@ TEST(CgroupMemoryLeft, LeavesTheReclaimableFileCacheOut) {
   EXPECT_EQ(CgroupMemoryLeft("1000", "2000", "inactive_file x\n"), 0);
 }
 
+// What a worker advertises: the machine's memory, bounded by its pod's limit.
+TEST(MemoryCeiling, IsTheLeastOfTheMachineAndTheCgroupsLimit) {
+  constexpr int64_t kMachine = int64_t{512} << 30, kPod = int64_t{16} << 30;
+  EXPECT_EQ(MemoryCeiling(kMachine, "17179869184\n"), kPod);
+  EXPECT_EQ(MemoryCeiling(kMachine, "max\n"), kMachine);
+  EXPECT_EQ(MemoryCeiling(kMachine, ""), kMachine);  // no memory controller
+  EXPECT_EQ(MemoryCeiling(int64_t{4} << 30, "17179869184"), int64_t{4} << 30);
+  EXPECT_GT(HostMemoryCeiling(), 0);
+  EXPECT_LE(HostMemoryCeiling(),
+            static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
+}
+
 TEST(HostMemoryAvailable, IsPositiveAndAtMostThePhysicalMemory) {
   auto available = HostMemoryAvailable();
   ASSERT_TRUE(available.ok()) << available.status();

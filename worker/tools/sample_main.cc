@@ -1,4 +1,4 @@
-// shardwise-sample: text from a GPT a job wrote (output.final_model_path), on this
+// shardwise-sample: text from a GPT or a Llama a job wrote (output.final_model_path), on this
 // machine's CPU. The CLI's `shardwise sample` runs this program in its place, so the CLI
 // links no training code; it can also be run on its own.
 //
@@ -45,7 +45,7 @@ ABSL_FLAG(std::string, tokenizer_dir, "",
 namespace shardwise {
 namespace {
 
-constexpr char kUsage[] = R"(shardwise sample: continue a prompt with a GPT a job wrote.
+constexpr char kUsage[] = R"(shardwise sample: continue a prompt with a GPT or a Llama a job wrote.
 
 Usage:
   shardwise sample MODEL.safetensors [--prompt=TEXT] [--tokens=200]

@@ -8,11 +8,30 @@
 // already". A job still never replaces a file another job or a person wrote unless its
 // spec says output.overwrite (the coordinator refuses such a spec at submission).
 
+//
+// The attempt goes in too ("shardwise.attempt"): an attempt cut off from the coordinator
+// trains on while the job runs again elsewhere, and must not replace what the later
+// attempt wrote (CheckNotSuperseded), even with output.overwrite.
+
+#include <cstdint>
 #include <string>
+
+#include "absl/status/status.h"
+#include "contracts/safetensors.h"
 
 namespace shardwise {
 
 inline constexpr char kFinalModelJobKey[] = "shardwise.job";
+inline constexpr char kFinalModelAttemptKey[] = "shardwise.attempt";
+
+// The metadata naming a model's writer: `job_id` (nothing when empty) and its `attempt`.
+Metadata WriterMetadata(const std::string& job_id, int32_t attempt);
+
+// FAILED_PRECONDITION when `path` is a model whose metadata names `job_id` and an attempt
+// later than `attempt`: this attempt was superseded. OK otherwise (no file, another
+// writer, an earlier attempt's, or a model of a release that named no attempt).
+absl::Status CheckNotSuperseded(const std::string& path, const std::string& job_id,
+                                int32_t attempt);
 
 // Whether `path` is a safetensors file whose metadata names `job_id` as its writer
 // (false for an empty id, a missing, unreadable or irregular file, or another writer).

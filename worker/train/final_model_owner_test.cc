@@ -57,5 +57,34 @@ TEST(FinalModelOwner, AJobReplacesOnlyTheFinalModelItWrote) {
   EXPECT_FALSE(WrittenByJob(dir + "/missing.safetensors", "job-7"));
 }
 
+// An attempt cut off from the coordinator, finishing after the job's later attempt wrote
+// the model, does not replace it, even with output.overwrite (FAILED_PRECONDITION,
+// superseded); the later attempt's model stays.
+TEST(FinalModelOwner, ASupersededAttemptDoesNotReplaceALaterAttemptsModel) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(root ? root : "/tmp", "/final-model-fenced-", getpid());
+  std::filesystem::create_directories(dir);
+  v1::JobSpec spec = GptSpec(dir);
+  spec.mutable_output()->set_overwrite(true);
+  const std::string& path = spec.output().final_model_path();
+  testing::ThreadedOptions later;
+  later.job_id = "job-9";
+  later.attempt = 3;
+  later.owns_outputs = false;
+  ASSERT_TRUE(testing::TrainInThreads(spec, later).ok());
+  const auto written = std::filesystem::last_write_time(path);
+  testing::ThreadedOptions stale = later;
+  stale.attempt = 2;
+  const auto refused = testing::TrainInThreads(spec, stale);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NE(refused.status().message().find("this attempt (2) was superseded"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(std::filesystem::last_write_time(path), written);
+  EXPECT_TRUE(CheckNotSuperseded(path, "job-9", 3).ok());   // its own
+  EXPECT_TRUE(CheckNotSuperseded(path, "job-10", 1).ok());  // another job's: overwrite decides
+  EXPECT_EQ(WriterMetadata("job-9", 3).at(kFinalModelAttemptKey), "3");
+  EXPECT_TRUE(WriterMetadata("", 3).empty());
+}
+
 }  // namespace
 }  // namespace shardwise

@@ -18,9 +18,10 @@
 namespace shardwise {
 
 // Writes `model` (the job's final weights) into spec.output().huggingface_dir(), a path the
-// path policy has checked; nothing when it is empty.
+// path policy has checked; nothing when it is empty. The weights name `job_id` and
+// `attempt` as their writer (final_model_owner.h).
 absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
-                               const std::string& job_id);
+                               const std::string& job_id, int32_t attempt);
 
 }  // namespace shardwise
 

@@ -42,6 +42,16 @@
 namespace shardwise {
 namespace {
 
+// A job's file that does not fit it (INVALID_ARGUMENT: another model's weights, a token
+// file of another vocabulary), is corrupt (DATA_LOSS) or is not there (NOT_FOUND: no
+// complete checkpoint in init.checkpoint_dir) fails every attempt alike: not re-queued.
+// What this host could not read now (UNAVAILABLE) and the rest are the attempt's.
+absl::Status PermanentIfInTheJobsFiles(const absl::Status& status) {
+  return absl::IsInvalidArgument(status) || absl::IsDataLoss(status) || absl::IsNotFound(status)
+             ? MarkPermanent(status)
+             : status;
+}
+
 // Where this rank's parameters come from: the job's own newest checkpoint when a later
 // attempt resumes, else init.checkpoint_dir's newest, else none (seed or safetensors).
 absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> CheckpointToLoad(
@@ -217,30 +227,27 @@ absl::Status RankTrainer::Setup() {
   }
   activity_ = "opening the training data";
   auto data = OpenBatchSource(spec_, context_.rank);
-  // A data file that does not fit the job, or is corrupt, fails every attempt alike.
-  if (!data.ok()) {
-    const absl::Status& status = data.status();
-    return absl::IsInvalidArgument(status) || absl::IsDataLoss(status) ? MarkPermanent(status)
-                                                                       : status;
-  }
+  if (!data.ok()) return PermanentIfInTheJobsFiles(data.status());
   data_ = std::move(*data);
   // A replacement reads no weights: its model is built from the live ranks' shards.
   if (context_.join != nullptr) return TakeStateOfTheLiveRanks();
   // A job that may grow starts with some of its groups not placed yet (KEEP_GLOBAL).
   RETURN_IF_ERROR(OpenCoveredData());
   activity_ = "loading the initial weights";
-  ASSIGN_OR_RETURN(std::optional<fsdp::LoadedCheckpoint> checkpoint,
-                   CheckpointToLoad(spec_, context_));
+  auto checkpoint = CheckpointToLoad(spec_, context_);
+  if (!checkpoint.ok()) return PermanentIfInTheJobsFiles(checkpoint.status());
   TensorMap initial;
-  if (checkpoint.has_value()) {
-    initial = std::move(checkpoint->model);
+  if (checkpoint->has_value()) {
+    initial = std::move((*checkpoint)->model);
   } else {
-    ASSIGN_OR_RETURN(initial, InitialWeights(spec_));
+    auto weights = InitialWeights(spec_);
+    if (!weights.ok()) return PermanentIfInTheJobsFiles(weights.status());
+    initial = *std::move(weights);
   }
   activity_ = "building the sharded model";
   RETURN_IF_ERROR(BuildModel(initial));
   initial.clear();
-  if (checkpoint.has_value()) RETURN_IF_ERROR(Restore(*checkpoint));
+  if (checkpoint->has_value()) RETURN_IF_ERROR(PermanentIfInTheJobsFiles(Restore(**checkpoint)));
   return absl::OkStatus();
 }
 
@@ -266,6 +273,13 @@ absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
   const bool resuming = checkpoint.manifest.job_id() == context_.job_id &&
                         !context_.job_id.empty() && context_.attempt > 1;
   if (resuming) {
+    // A damaged manifest must not start the run before its first step (negative sample
+    // indices) or past its last (an untrained model written as trained).
+    if (checkpoint.manifest.step() < 0 || checkpoint.manifest.step() > spec_.steps()) {
+      return absl::DataLossError(absl::StrCat("the job's newest checkpoint says step ",
+                                              checkpoint.manifest.step(), ", outside 0..",
+                                              spec_.steps(), " (job.steps)"));
+    }
     first_step_ = checkpoint.manifest.step();
     result_.resumed_from_step = first_step_;
     // The loss scale goes on from where the job was (not from init_scale).
@@ -620,7 +634,8 @@ absl::Status RankTrainer::MaybeCheckpoint() {
   if (interval <= 0 || result_.steps % interval != 0) return absl::OkStatus();
   if (context_.position != nullptr) context_.position->SetPhase("checkpoint");
   const std::string& dir = spec_.output().checkpoint_dir();
-  RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result_.steps, *model_, *optimizer_));
+  const fsdp::CheckpointAuthor author{context_.job_id, context_.attempt};
+  RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result_.steps, author, *model_, *optimizer_));
   // Every shard is on disk before the manifest; writing one may take longer than a peer
   // is waited for inside a step.
   moves_.SetWorldTimeout(context_.data_plane.timeout);
@@ -629,8 +644,8 @@ absl::Status RankTrainer::MaybeCheckpoint() {
   RETURN_IF_ERROR(written);
   if (Leads()) {
     const v1::GradScalerState scaler_state = scaler_.State();
-    RETURN_IF_ERROR(fsdp::WriteCheckpointManifest(dir, result_.steps, context_.job_id, spec_,
-                                                  *model_, *optimizer_,
+    RETURN_IF_ERROR(fsdp::WriteCheckpointManifest(dir, result_.steps, author, spec_, *model_,
+                                                  *optimizer_,
                                                   scaler_.enabled() ? &scaler_state : nullptr));
   }
   ++result_.checkpoints_written;
@@ -724,8 +739,15 @@ void RankTrainer::ReportProgress(double step_seconds) {
 absl::Status RankTrainer::WriteFinalModel() {
   ASSIGN_OR_RETURN(TensorMap final_model, model_->GatherFullModel());
   if (!Leads()) return absl::OkStatus();
-  RETURN_IF_ERROR(ExportHuggingFace(spec_, final_model, context_.job_id));
   const std::string& path = spec_.output().final_model_path();
+  // Before anything is written: a later attempt's model is never replaced.
+  for (const std::string& model :
+       {path, spec_.output().huggingface_dir().empty()
+                  ? std::string()
+                  : spec_.output().huggingface_dir() + "/model.safetensors"}) {
+    RETURN_IF_ERROR(CheckNotSuperseded(model, context_.job_id, context_.attempt));
+  }
+  RETURN_IF_ERROR(ExportHuggingFace(spec_, final_model, context_.job_id, context_.attempt));
   if (path.empty()) return absl::OkStatus();
   RETURN_IF_ERROR(CreateFolders(std::filesystem::path(path).parent_path().string()));
   std::string model_json;
@@ -740,8 +762,8 @@ absl::Status RankTrainer::WriteFinalModel() {
                                                    tokenizer::ModelTokenizerFolder(path),
                                                    spec_.output().overwrite(), kCheckedPathLinks));
   }
-  Metadata metadata = {{"shardwise.model", model_json}};
-  if (!context_.job_id.empty()) metadata[kFinalModelJobKey] = context_.job_id;
+  Metadata metadata = WriterMetadata(context_.job_id, context_.attempt);
+  metadata["shardwise.model"] = model_json;
   // A file there that the job did not write is replaced only when the spec says so; one
   // an earlier attempt of this job wrote is its own (final_model_owner.h).
   const bool replace = spec_.output().overwrite() || WrittenByJob(path, context_.job_id);

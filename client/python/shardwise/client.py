@@ -218,7 +218,8 @@ class Client:
         A lost stream (a coordinator restarting) is watched again, for up to ten minutes
         of lost contact (counted from the first failure since the last update); past
         that, ShardwiseError UNAVAILABLE. Before the first update it fails as any call
-        does (a wrong address is told at once)."""
+        does (a wrong address is told at once), unless the coordinator answered that it
+        serves as many watches as it allows (RESOURCE_EXHAUSTED): that waits for room."""
         updated, lost_since = False, None
         pause = 0.2
         while True:
@@ -232,7 +233,8 @@ class Client:
             except grpc.RpcError as error:
                 now = time.monotonic()
                 lost_since = now if lost_since is None else lost_since
-                if (not updated or error.code() not in _WATCH_LOST or
+                full = error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                if ((not updated and not full) or error.code() not in _WATCH_LOST or
                         now >= lost_since + _WATCH_RETRY_SECONDS):
                     _raise(error)
             time.sleep(random.uniform(pause / 2, pause))
