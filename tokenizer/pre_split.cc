@@ -1,5 +1,8 @@
 #include "tokenizer/pre_split.h"
 
+#include <algorithm>
+#include <optional>
+
 // 8-bit code units: the text is UTF-8 bytes. Defined here, not in the build graph, so the
 // fuzz build (tests/fuzz/run.sh), which compiles the sources alone, sees it too.
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -78,23 +81,31 @@ void PreSplitter::Matches(absl::string_view text,
                           absl::FunctionRef<void(absl::string_view, bool matched)> piece) const {
   MatchScratch& scratch = Scratch();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t position = 0;
-  while (position < text.size()) {
+  size_t position = 0;  // where the next search starts
+  size_t emitted = 0;   // the text before this is given out
+  std::optional<size_t> last_end;
+  // One character on from `at` (past the end at the end).
+  const auto next_character = [&](size_t at) {
+    return at < text.size() ? at + std::max<size_t>(1, Utf8CharLength(text.substr(at)))
+                            : text.size() + 1;
+  };
+  while (position <= text.size()) {
     const int rc = pcre2_match(code_->code, subject, text.size(), position, PCRE2_NO_UTF_CHECK,
                                scratch.data, scratch.context);
-    if (rc < 0) {  // no match (no pattern here leaves a character unmatched) or a limit
-      piece(text.substr(position), false);
-      return;
-    }
+    if (rc < 0) break;  // no further match (or a limit): the rest is a stretch
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data);
-    size_t start = ovector[0], end = ovector[1];
-    if (start > position) piece(text.substr(position, start - position), false);
-    if (end == start) {  // an empty match: take the character there as a piece
-      end = start + Utf8CharLength(text.substr(start));
+    const size_t start = ovector[0], end = ovector[1];
+    if (start == end && last_end == end) {  // empty, right where the last match ended
+      position = next_character(position);
+      continue;
     }
+    if (start > emitted) piece(text.substr(emitted, start - emitted), false);
     piece(text.substr(start, end - start), true);
-    position = end;
+    emitted = end;
+    last_end = end;
+    position = start == end ? next_character(end) : end;
   }
+  if (emitted < text.size()) piece(text.substr(emitted), false);
 }
 
 }  // namespace tokenizer

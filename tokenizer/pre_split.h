@@ -25,7 +25,10 @@ class PreSplitter {
 
   // The pattern's matches in valid UTF-8 `text` and the stretches between them, in order,
   // each with whether it is a match (Hugging Face's Split pre-tokenizer needs to know).
-  // An empty match takes the character there (as Split does).
+  // An empty match is an empty matched piece, the character there left to the stretch
+  // after it, and no empty match is taken where the previous match ended: Rust's regex
+  // and Oniguruma iterate so, which Hugging Face's patterns use ("^" replaced by "_"
+  // prepends "_").
   void Matches(absl::string_view text,
                absl::FunctionRef<void(absl::string_view, bool matched)> piece) const;
 

@@ -30,7 +30,7 @@ char32_t CharacterAt(absl::string_view text, size_t start) {
   return found;
 }
 
-bool IsWordCharacter(char32_t c) { return c == '_' || IsAlphanumeric(c); }
+bool IsWordCharacter(char32_t c) { return IsRegexWordCharacter(c); }
 
 }  // namespace
 
@@ -122,10 +122,17 @@ void AddedTokens::Split(absl::string_view text, bool normalized,
                         absl::FunctionRef<void(absl::string_view)> stretch) const {
   size_t emitted = 0;  // text before this is given out
   size_t position = 0;
+  // As the library's matcher (leftmost-longest, not overlapping): the search goes on
+  // where a match ended, before any whitespace an rstrip took with it (so a token there
+  // is still found), and past a single_word match refused.
   while (position < text.size()) {
     const auto found = LongestAt(text, position, normalized);
-    if (!found.has_value() || !Fits(tokens_[found->first], text, position, found->second)) {
+    if (!found.has_value()) {
       ++position;
+      continue;
+    }
+    if (!Fits(tokens_[found->first], text, position, found->second)) {
+      position = found->second;
       continue;
     }
     const AddedToken& added = tokens_[found->first];
@@ -142,7 +149,8 @@ void AddedTokens::Split(absl::string_view text, bool normalized,
     }
     if (start > emitted) stretch(text.substr(emitted, start - emitted));
     token(added.id);
-    emitted = position = end;
+    emitted = end;
+    position = found->second;
   }
   if (emitted < text.size()) stretch(text.substr(emitted));
 }

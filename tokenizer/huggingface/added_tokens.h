@@ -5,10 +5,12 @@
 // the library's AddedVocabulary does. Those with `normalized` false are matched in the raw
 // text, the others in each stretch between them once normalised, in their own normalised
 // form (with Lowercase, "Hello" matches "HELLO"; with Llama 2's Prepend, "<x>" is matched
-// as "▁<x>"); at each place the longest
-// token that starts there is taken, the leftmost first. `single_word`: only where no word
-// character (alphanumeric, or '_') touches the match; `lstrip` / `rstrip`: the whitespace
-// before / after the match goes with it.
+// as "▁<x>"); at each place the longest token that starts there is taken, the leftmost
+// first, and the search goes on where it ended. `single_word`: only where no word
+// character (Rust's regex `\w`: IsRegexWordCharacter) touches the match, the search going
+// on past a match refused; `lstrip` / `rstrip`: the whitespace before / after the match
+// goes with it (a token in the whitespace an rstrip took is still found there, as the
+// library finds it).
 //
 // Thread-safety: const after construction.
 

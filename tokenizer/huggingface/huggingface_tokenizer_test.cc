@@ -45,6 +45,20 @@ TEST(HuggingFaceSplitTest, EachBehaviourCutsAsTheLibraryDocumentsIt) {
   EXPECT_EQ(Split(text, B::kRemoved, /*invert=*/true), (std::vector<std::string>{"-", "-", "-"}));
 }
 
+// A pattern that can match the empty string matches it where Rust's regex and Oniguruma
+// do (the library's patterns): an empty match leaves the character there to the text
+// after it, and none is taken where the previous match ended.
+TEST(HuggingFacePatternTest, AnEmptyMatchTakesNoCharacter) {
+  auto start = hf::Pattern::FromJson(Json{{"Regex", "^"}}, "pattern");
+  ASSERT_TRUE(start.ok()) << start.status();
+  EXPECT_EQ(start->Replace("Hello", "_"), "_Hello");
+  auto spaces = hf::Pattern::FromJson(Json{{"Regex", "\\s*"}}, "pattern");
+  ASSERT_TRUE(spaces.ok()) << spaces.status();
+  EXPECT_EQ(hf::SplitBy(spaces->Find("ab cd"), hf::SplitBehavior::kRemoved, /*invert=*/false),
+            (std::vector<std::string>{"a", "b", "c", "d"}));
+  EXPECT_EQ(spaces->Replace("ab cd", "-"), "-a-b-c-d-");  // Rust's replace_all (not Python's)
+}
+
 // A tokenizer of `model` (a BPE's fields besides its type) and `rest` (other top-level keys).
 absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> Make(Json model, Json rest = Json::object()) {
   model["type"] = "BPE";
@@ -149,6 +163,29 @@ TEST(HuggingFaceUnicodeTest, InvalidBytesAreReplacedAsPythonAndRustReplaceThem) 
   EXPECT_EQ(hf::ValidUtf8("\xED\xA0\x80"), r + r + r);  // a surrogate's bytes
   EXPECT_EQ(hf::ValidUtf8("a\xC3"), "a" + r);
   EXPECT_EQ(hf::ValidUtf8("caf\xC3\xA9"), "caf\xC3\xA9");
+}
+
+// The library's matcher goes on where a match ended: a token in the whitespace an rstrip
+// took is found there (the library's splits then overlap), and a single_word match refused
+// is passed over whole, not retried inside.
+TEST(HuggingFaceAddedTokensTest, MatchingGoesOnWhereTheLastMatchEnded) {
+  const auto token = [](int id, const std::string& content, bool rstrip, bool single_word) {
+    return Json{{"id", id},        {"content", content}, {"single_word", single_word},
+                {"lstrip", false}, {"rstrip", rstrip},   {"normalized", false},
+                {"special", false}};
+  };
+  Json vocab = {{"x", 0}, {"<", 1}, {"a", 2}, {">", 3}, {"\n", 4}};
+  auto stripped = Make(
+      {{"vocab", vocab}, {"merges", Json::array()}},
+      {{"added_tokens", Json::array({token(7, "A", true, false), token(8, "\n", false, false)})}});
+  ASSERT_TRUE(stripped.ok()) << stripped.status();
+  EXPECT_EQ(Encode(**stripped, "A\nx"), (std::vector<int32_t>{7, 8, 0}));
+  auto single = Make({{"vocab", vocab}, {"merges", Json::array()}},
+                     {{"added_tokens",
+                       Json::array({token(7, "<a>", false, true), token(8, "a>", false, false)})}});
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(Encode(**single, "x<a>"), (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(Encode(**single, "x <a> "), (std::vector<int32_t>{0, 7}));
 }
 
 TEST(HuggingFaceTokenizerTest, WhatItDoesNotSupportIsRefusedNamingItsJsonPath) {

@@ -37,8 +37,9 @@ Pattern Pattern::Literal(std::string text) {
 std::vector<Match> Pattern::Find(absl::string_view text) const {
   std::vector<Match> matches;
   if (regex_ != nullptr) {
+    // An empty match is kept: Replace puts its content there.
     regex_->Matches(text, [&](absl::string_view piece, bool matched) {
-      if (!piece.empty()) matches.push_back({piece, matched});
+      if (!piece.empty() || matched) matches.push_back({piece, matched});
     });
     return matches;
   }

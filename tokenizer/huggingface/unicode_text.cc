@@ -111,6 +111,23 @@ bool IsAlphanumeric(char32_t c) {
   return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_ALPHABETIC) || IsNumeric(c);
 }
 
+bool IsRegexWordCharacter(char32_t c) {
+  const UChar32 u = static_cast<UChar32>(c);
+  if (u_hasBinaryProperty(u, UCHAR_ALPHABETIC) || u_hasBinaryProperty(u, UCHAR_JOIN_CONTROL)) {
+    return true;
+  }
+  switch (u_charType(u)) {
+    case U_NON_SPACING_MARK:
+    case U_COMBINING_SPACING_MARK:
+    case U_ENCLOSING_MARK:
+    case U_DECIMAL_DIGIT_NUMBER:
+    case U_CONNECTOR_PUNCTUATION:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string Utf8(char32_t c) {
   std::string out;
   icu::UnicodeString(static_cast<UChar32>(c)).toUTF8String(out);

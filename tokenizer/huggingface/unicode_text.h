@@ -36,6 +36,10 @@ void ForEachCharacter(absl::string_view text,
 bool IsWhitespace(char32_t c);    // White_Space
 bool IsNumeric(char32_t c);       // general category Nd, Nl or No
 bool IsAlphanumeric(char32_t c);  // Alphabetic or numeric
+// A word character as Rust's regex `\w` has it (the library's single_word test):
+// Alphabetic, a mark (Mn, Mc, Me), a decimal digit (Nd), connector punctuation (Pc) or
+// Join_Control.
+bool IsRegexWordCharacter(char32_t c);
 
 // The code point's UTF-8.
 std::string Utf8(char32_t c);
