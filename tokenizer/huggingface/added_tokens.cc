@@ -1,5 +1,6 @@
 #include "tokenizer/huggingface/added_tokens.h"
 
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,35 +35,62 @@ bool IsWordCharacter(char32_t c) { return IsRegexWordCharacter(c); }
 
 }  // namespace
 
+namespace {
+
+// One entry of "added_tokens", its id as the file gives it.
+absl::StatusOr<AddedToken> ParseAddedToken(const nlohmann::json& entry, const std::string& where) {
+  AddedToken token;
+  const nlohmann::json* id = Field(entry, "id");
+  if (id == nullptr) return JsonError(where + ".id", "is missing");
+  HF_ASSIGN_OR_RETURN(token.id, IdValue(*id, where + ".id"));
+  HF_ASSIGN_OR_RETURN(token.content, StringField(entry, "content", where, std::nullopt));
+  if (token.content.empty()) return JsonError(where + ".content", "is empty");
+  HF_ASSIGN_OR_RETURN(token.single_word, BoolField(entry, "single_word", where, false));
+  HF_ASSIGN_OR_RETURN(token.lstrip, BoolField(entry, "lstrip", where, false));
+  HF_ASSIGN_OR_RETURN(token.rstrip, BoolField(entry, "rstrip", where, false));
+  HF_ASSIGN_OR_RETURN(token.normalized, BoolField(entry, "normalized", where, false));
+  HF_ASSIGN_OR_RETURN(token.special, BoolField(entry, "special", where, false));
+  return token;
+}
+
+}  // namespace
+
 absl::StatusOr<AddedTokens> AddedTokens::FromJson(const nlohmann::json& json,
                                                   const std::string& path,
-                                                  const Normalizer* normalizer) {
+                                                  const Normalizer* normalizer,
+                                                  const BpeModel& model) {
   AddedTokens added;
   if (json.is_null()) return added;
   if (!json.is_array()) return JsonError(path, "is not an array of tokens");
+  std::map<int32_t, AddedToken> by_id;  // the later entry of an id stands
+  int64_t next_id = model.token_count();
   for (size_t i = 0; i < json.size(); ++i) {
-    const std::string where = absl::StrCat(path, "[", i, "]");
-    const nlohmann::json& entry = json[i];
-    AddedToken token;
-    const nlohmann::json* id = Field(entry, "id");
-    if (id == nullptr) return JsonError(where + ".id", "is missing");
-    HF_ASSIGN_OR_RETURN(token.id, IdValue(*id, where + ".id"));
-    HF_ASSIGN_OR_RETURN(token.content, StringField(entry, "content", where, std::nullopt));
-    if (token.content.empty()) return JsonError(where + ".content", "is empty");
-    HF_ASSIGN_OR_RETURN(token.single_word, BoolField(entry, "single_word", where, false));
-    HF_ASSIGN_OR_RETURN(token.lstrip, BoolField(entry, "lstrip", where, false));
-    HF_ASSIGN_OR_RETURN(token.rstrip, BoolField(entry, "rstrip", where, false));
-    HF_ASSIGN_OR_RETURN(token.normalized, BoolField(entry, "normalized", where, false));
-    HF_ASSIGN_OR_RETURN(token.special, BoolField(entry, "special", where, false));
+    HF_ASSIGN_OR_RETURN(AddedToken token,
+                        ParseAddedToken(json[i], absl::StrCat(path, "[", i, "]")));
+    if (const auto earlier = added.id_of_content_.find(token.content);
+        earlier != added.id_of_content_.end()) {
+      token.id = earlier->second;
+    } else if (const std::optional<int32_t> in_model = model.Id(token.content)) {
+      token.id = *in_model;
+    } else {
+      if (next_id > kMaxTokenId) {
+        return JsonError(absl::StrCat(path, "[", i, "]"),
+                         absl::StrCat("would take id ", next_id, ", past ", kMaxTokenId));
+      }
+      token.id = static_cast<int32_t>(next_id++);
+    }
     token.matched = token.normalized && normalizer != nullptr ? normalizer->Apply(token.content)
                                                               : token.content;
+    added.id_of_content_[token.content] = token.id;
+    by_id[token.id] = std::move(token);
+  }
+  for (auto& [id, token] : by_id) {
     const int32_t index = static_cast<int32_t>(added.tokens_.size());
     // A token whose normalised form is empty matches nothing (there is nothing to find).
     if (!token.matched.empty()) {
       Insert(token.normalized ? &added.normalized_ : &added.raw_, token.matched, index);
     }
-    added.id_of_content_[token.content] = token.id;
-    added.index_of_id_[token.id] = index;
+    added.index_of_id_[id] = index;
     added.tokens_.push_back(std::move(token));
   }
   return added;

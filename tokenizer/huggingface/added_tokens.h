@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/huggingface/bpe_model.h"
 #include "tokenizer/huggingface/normalizers.h"
 
 namespace shardwise {
@@ -41,9 +42,13 @@ struct AddedToken {
 class AddedTokens {
  public:
   // The tokens of `json` (an array, at `path`); INVALID_ARGUMENT naming the entry.
-  // `normalizer` (may be null: none) gives the normalised tokens' matched form.
+  // `normalizer` (may be null: none) gives the normalised tokens' matched form. Each
+  // token's id is the library's (AddedVocabulary::add_tokens), whatever its entry says:
+  // the id of the same content earlier in the list, else of the content in `model`'s
+  // vocabulary, else the next one from the vocabulary's token count; a content listed
+  // twice keeps its id and takes the later entry's flags.
   static absl::StatusOr<AddedTokens> FromJson(const nlohmann::json& json, const std::string& path,
-                                              const Normalizer* normalizer);
+                                              const Normalizer* normalizer, const BpeModel& model);
 
   // Calls `token(id)` for each match and `text(stretch)` for the text between, in order,
   // matching the tokens whose `normalized` is `normalized`.

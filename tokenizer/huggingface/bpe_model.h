@@ -43,6 +43,8 @@ class BpeModel {
   std::optional<int32_t> Id(absl::string_view token) const;
   // One more than the largest id of the vocabulary.
   int32_t size() const { return static_cast<int32_t>(token_of_id_.size()); }
+  // The number of tokens in the vocabulary (the library's get_vocab_size).
+  int32_t token_count() const { return static_cast<int32_t>(vocab_.size()); }
   // Whether a word's tokens are marked (continuing_subword_prefix, end_of_word_suffix).
   bool has_affixes() const {
     return !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty();

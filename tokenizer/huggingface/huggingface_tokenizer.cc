@@ -31,10 +31,6 @@ absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::From
   auto normalizer = hf::NormalizerFromJson(field("normalizer"), "normalizer");
   if (!normalizer.ok()) return named(normalizer.status());
   tokenizer->normalizer_ = std::move(*normalizer);
-  auto added = hf::AddedTokens::FromJson(field("added_tokens"), "added_tokens",
-                                         tokenizer->normalizer_.get());
-  if (!added.ok()) return named(added.status());
-  tokenizer->added_ = std::move(*added);
   auto pre_tokenizer = hf::PreTokenizerFromJson(field("pre_tokenizer"), "pre_tokenizer");
   if (!pre_tokenizer.ok()) return named(pre_tokenizer.status());
   tokenizer->pre_tokenizer_ = std::move(*pre_tokenizer);
@@ -50,6 +46,10 @@ absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::From
   auto model = hf::BpeModel::FromJson(field("model"), "model");
   if (!model.ok()) return named(model.status());
   tokenizer->model_ = std::make_unique<hf::BpeModel>(std::move(*model));
+  auto added = hf::AddedTokens::FromJson(field("added_tokens"), "added_tokens",
+                                         tokenizer->normalizer_.get(), *tokenizer->model_);
+  if (!added.ok()) return named(added.status());
+  tokenizer->added_ = std::move(*added);
   if (absl::Status post = tokenizer->ReadPostProcessor(field("post_processor"), "post_processor");
       !post.ok()) {
     return named(post);

@@ -113,7 +113,7 @@ TEST(HuggingFaceBpeTest, AMergeListedTwiceTakesItsLaterRank) {
 
 // single_word: only where no word character touches the match.
 TEST(HuggingFaceAddedTokensTest, ASingleWordTokenMatchesOnlyAWholeWord) {
-  Json added = Json::array({{{"id", 9},
+  Json added = Json::array({{{"id", 7},
                              {"content", "word"},
                              {"single_word", true},
                              {"lstrip", false},
@@ -124,7 +124,7 @@ TEST(HuggingFaceAddedTokensTest, ASingleWordTokenMatchesOnlyAWholeWord) {
   auto tokenizer = Make({{"vocab", vocab}, {"merges", Json::array()}}, {{"added_tokens", added}});
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   EXPECT_EQ(Encode(**tokenizer, "sword word wordy"),
-            (std::vector<int32_t>{0, 1, 2, 3, 4, 6, 9, 6, 1, 2, 3, 4, 5}));
+            (std::vector<int32_t>{0, 1, 2, 3, 4, 6, 7, 6, 1, 2, 3, 4, 5}));
 }
 
 // A `normalized` token is matched in its normalised form, in the normalised text, as the
@@ -132,7 +132,7 @@ TEST(HuggingFaceAddedTokensTest, ASingleWordTokenMatchesOnlyAWholeWord) {
 // of "_", "<x>" is matched as "_<x>", so inside a stretch it is not matched at all.
 TEST(HuggingFaceAddedTokensTest, ANormalizedTokenIsMatchedInItsNormalizedForm) {
   const auto token = [](const std::string& content) {
-    return Json{{"id", 9},         {"content", content}, {"single_word", false}, {"lstrip", false},
+    return Json{{"id", 8},         {"content", content}, {"single_word", false}, {"lstrip", false},
                 {"rstrip", false}, {"normalized", true}, {"special", false}};
   };
   Json vocab = {{"h", 0}, {"e", 1}, {"l", 2}, {"o", 3}, {"_", 4}, {"<", 5}, {"x", 6}, {">", 7}};
@@ -140,15 +140,15 @@ TEST(HuggingFaceAddedTokensTest, ANormalizedTokenIsMatchedInItsNormalizedForm) {
       {{"vocab", vocab}, {"merges", Json::array()}},
       {{"added_tokens", Json::array({token("Hello")})}, {"normalizer", {{"type", "Lowercase"}}}});
   ASSERT_TRUE(lowered.ok()) << lowered.status();
-  EXPECT_EQ(Encode(**lowered, "HELLO"), (std::vector<int32_t>{9}));
-  EXPECT_EQ(Encode(**lowered, "hello"), (std::vector<int32_t>{9}));
+  EXPECT_EQ(Encode(**lowered, "HELLO"), (std::vector<int32_t>{8}));
+  EXPECT_EQ(Encode(**lowered, "hello"), (std::vector<int32_t>{8}));
   auto prepended = Make({{"vocab", vocab}, {"merges", Json::array()}},
                         {{"added_tokens", Json::array({token("<x>")})},
                          {"normalizer", {{"type", "Prepend"}, {"prepend", "_"}}}});
   ASSERT_TRUE(prepended.ok()) << prepended.status();
-  EXPECT_EQ(Encode(**prepended, "<x>"), (std::vector<int32_t>{9}));               // "_<x>" whole
+  EXPECT_EQ(Encode(**prepended, "<x>"), (std::vector<int32_t>{8}));               // "_<x>" whole
   EXPECT_EQ(Encode(**prepended, "h<x>"), (std::vector<int32_t>{4, 0, 5, 6, 7}));  // "_h<x>"
-  EXPECT_EQ((*prepended)->TokenId("<x>"), 9);  // looked up by its content
+  EXPECT_EQ((*prepended)->TokenId("<x>"), 8);  // looked up by its content
 }
 
 // Invalid UTF-8 becomes one U+FFFD per ill-formed sequence's maximal subpart, as Python's
@@ -177,15 +177,37 @@ TEST(HuggingFaceAddedTokensTest, MatchingGoesOnWhereTheLastMatchEnded) {
   Json vocab = {{"x", 0}, {"<", 1}, {"a", 2}, {">", 3}, {"\n", 4}};
   auto stripped = Make(
       {{"vocab", vocab}, {"merges", Json::array()}},
-      {{"added_tokens", Json::array({token(7, "A", true, false), token(8, "\n", false, false)})}});
+      {{"added_tokens", Json::array({token(5, "A", true, false), token(8, "\n", false, false)})}});
   ASSERT_TRUE(stripped.ok()) << stripped.status();
-  EXPECT_EQ(Encode(**stripped, "A\nx"), (std::vector<int32_t>{7, 8, 0}));
+  EXPECT_EQ(Encode(**stripped, "A\nx"), (std::vector<int32_t>{5, 4, 0}));
   auto single = Make({{"vocab", vocab}, {"merges", Json::array()}},
                      {{"added_tokens",
-                       Json::array({token(7, "<a>", false, true), token(8, "a>", false, false)})}});
+                       Json::array({token(5, "<a>", false, true), token(6, "a>", false, false)})}});
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_EQ(Encode(**single, "x<a>"), (std::vector<int32_t>{0, 1, 2, 3}));
-  EXPECT_EQ(Encode(**single, "x <a> "), (std::vector<int32_t>{0, 7}));
+  EXPECT_EQ(Encode(**single, "x <a> "), (std::vector<int32_t>{0, 5}));
+}
+
+// Added tokens take the ids the library gives them whatever their entries say (it only
+// warns): an earlier entry's id for the same content (whose later flags stand), else the
+// model's id for it, else the next one from the model's token count.
+TEST(HuggingFaceAddedTokensTest, IdsAreTheLibrarysNotTheFilesWhereTheyDiffer) {
+  const auto token = [](int id, const std::string& content, bool rstrip) {
+    return Json{{"id", id},        {"content", content}, {"single_word", false},
+                {"lstrip", false}, {"rstrip", rstrip},   {"normalized", false},
+                {"special", true}};
+  };
+  auto tokenizer =
+      Make({{"vocab", {{"a", 0}, {" ", 1}}}, {"merges", Json::array()}},
+           {{"added_tokens", Json::array({token(9, "<x>", false), token(2, "<y>", false),
+                                          token(5, "<x>", true), token(7, "a", false)})}});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ((*tokenizer)->TokenId("<x>"), 2);
+  EXPECT_EQ((*tokenizer)->TokenId("<y>"), 3);
+  EXPECT_EQ((*tokenizer)->TokenId("a"), 0);
+  EXPECT_EQ((*tokenizer)->vocab_size(), 4);
+  // "<x>" takes the space after it (rstrip, from its later entry).
+  EXPECT_EQ(Encode(**tokenizer, "<x> <y>a"), (std::vector<int32_t>{2, 3, 0}));
 }
 
 TEST(HuggingFaceTokenizerTest, WhatItDoesNotSupportIsRefusedNamingItsJsonPath) {
