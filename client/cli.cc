@@ -237,8 +237,9 @@ class ProgressPrinter {
 
 // Exit codes of a watch beside 0 (the job SUCCEEDED) and 1 (it ended otherwise): the
 // watch was refused (no such job, a token without the right: the caller's to mend), or
-// the job's end is unknown (the coordinator could not be reached, or stayed full of
-// watches, past the retries). A script reading 1 as "the job failed" is never misled.
+// the job's end is unknown for any other reason (the coordinator could not be reached,
+// or stayed full of watches, past the retries). A script reading 1 as "the job failed"
+// is never misled.
 constexpr int kWatchRefused = 2;
 constexpr int kWatchLost = 3;
 
@@ -255,9 +256,9 @@ int Watch(Client& client, const std::string& job_id) {
   if (!job.ok()) {
     Fail(job.status());
     const absl::Status& status = job.status();
-    const bool lost = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
-                      absl::IsResourceExhausted(status) || absl::IsCancelled(status);
-    return lost ? kWatchLost : kWatchRefused;
+    const bool refused = absl::IsNotFound(status) || absl::IsPermissionDenied(status) ||
+                         absl::IsUnauthenticated(status) || absl::IsInvalidArgument(status);
+    return refused ? kWatchRefused : kWatchLost;
   }
   std::printf("%s", FormatJobSummary(*job).c_str());
   return job->state() == v1::SUCCEEDED ? 0 : 1;

@@ -217,7 +217,11 @@ absl::StatusOr<uint64_t> UntrustedFile::ReadUpTo(uint64_t offset, uint64_t count
     const ssize_t n = ::pread(fd_, out + done, count - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      return absl::DataLossError(absl::StrCat("'", path_, "': ", std::strerror(errno)));
+      // This host's trouble (an I/O error, a stale handle) is not the file's damage.
+      const int error = errno;
+      return absl::Status(IsTransientFileError(error) ? absl::StatusCode::kUnavailable
+                                                      : absl::StatusCode::kDataLoss,
+                          absl::StrCat("'", path_, "': ", std::strerror(error)));
     }
     if (n == 0) break;
     done += static_cast<uint64_t>(n);
@@ -289,7 +293,8 @@ absl::StatusOr<std::vector<std::string>> ListFolder(const std::string& folder, L
   const int error = errno;
   ::closedir(listing);
   if (error != 0) {
-    return absl::DataLossError(
+    return absl::Status(
+        IsTransientFileError(error) ? absl::StatusCode::kUnavailable : absl::StatusCode::kDataLoss,
         absl::StrCat("'", folder, "' could not be listed: ", std::strerror(error)));
   }
   std::sort(names.begin(), names.end());

@@ -82,15 +82,17 @@ absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path, L
   auto file = UntrustedFile::Open(path, kMaxSafetensorsFileBytes, links);
   if (!file.ok()) return file.status();
   char first[8];
-  if (file->size() < 8 || !file->ReadAt(0, 8, first).ok()) {
-    return Corrupt(path, "shorter than its 8-byte header length");
+  if (file->size() < 8) return Corrupt(path, "shorter than its 8-byte header length");
+  if (const absl::Status read = file->ReadAt(0, 8, first); !read.ok()) {
+    // This host's trouble stays UNAVAILABLE: the file is not known to be damaged.
+    return absl::IsUnavailable(read) ? read : Corrupt(path, "cannot read its header length");
   }
   const uint64_t header_size = HeaderSize(std::string_view(first, 8));
   if (header_size > file->size() - 8) return Corrupt(path, "header length past the end");
   if (header_size > kMaxHeader) return Corrupt(path, "a header of over 100 MiB");
   std::string header(header_size, '\0');
-  if (!file->ReadAt(8, header_size, header.data()).ok()) {
-    return Corrupt(path, "cannot read its header");
+  if (const absl::Status read = file->ReadAt(8, header_size, header.data()); !read.ok()) {
+    return absl::IsUnavailable(read) ? read : Corrupt(path, "cannot read its header");
   }
   return ParseHeader(path, header, file->size());
 }

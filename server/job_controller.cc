@@ -340,12 +340,10 @@ void JobController::OnRankCompletedLocked(const v1::Job& job, LiveAttempt& attem
     LogIfFailed(jobs_->UpdateProgress(job.id(), report.attempt(), report.progress()),
                 "recording progress", JobContext(job));
   }
-  // Written before the worker is given other work: a coordinator restarted before the
-  // other ranks complete must not wait for this one, or re-queue the job without it.
-  LogIfFailed(jobs_
-                  ->RecordCompletion(job.id(), report.attempt(), report.rank(),
-                                     leader ? report.message() : "")
-                  .status(),
+  // Kept with the job (written within a second): a coordinator restarted before the other
+  // ranks complete must not wait for this one, nor re-queue the job without it.
+  LogIfFailed(jobs_->RecordCompletion(job.id(), report.attempt(), report.rank(),
+                                      leader ? report.message() : ""),
               "recording a rank's completion", JobContext(job));
   FinishIfCompletedLocked(job);
   RequestScheduleLocked();
@@ -528,13 +526,15 @@ void JobController::AbortRanksLocked(const v1::Job& job, const std::string& reas
                                      const std::string& skip_worker) {
   for (const v1::RankAssignment& rank : job.ranks()) {
     if (rank.worker_id() == skip_worker) continue;
-    auto worker = workers_->Get(rank.worker_id());
     // Only ranks still on this attempt: one that completed is already idle.
-    if (!worker.ok() || worker->job_id() != job.id() || worker->attempt() != job.attempt()) {
-      continue;
-    }
+    if (!RunsAttemptLocked(rank.worker_id(), job)) continue;
     workers_->Drain(rank.worker_id(), AbortMessage(job.id(), job.attempt(), reason));
   }
+}
+
+bool JobController::RunsAttemptLocked(const std::string& worker_id, const v1::Job& job) const {
+  auto worker = workers_->Get(worker_id);
+  return worker.ok() && worker->job_id() == job.id() && worker->attempt() == job.attempt();
 }
 
 void JobController::EndAttemptLocked(const v1::Job& job) {

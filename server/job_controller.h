@@ -329,6 +329,9 @@ class JobController {
   // Tells every rank of the attempt to stop, except `skip_worker` (already gone).
   void AbortRanksLocked(const v1::Job& job, const std::string& reason,
                         const std::string& skip_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `worker_id` runs `job`'s current attempt (the registry says so).
+  bool RunsAttemptLocked(const std::string& worker_id, const v1::Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // job_controller_membership.cc: fault-tolerant attempts (spec.fault_tolerance). Whether
   // the loss of `lost_rank` (`reason`) left the attempt training without its replica group:
   // the new membership written, the group's other ranks told to stop (unless `graceful`:

@@ -117,8 +117,11 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
     const bool was_live = std::find(before.begin(), before.end(), rank.rank()) != before.end();
     if (staying) {
       workers_->Send(rank.worker_id(), change);
-    } else if (was_live && rank.worker_id() != lost_worker && !graceful) {
-      workers_->Drain(rank.worker_id(), stop);  // a group mate of the lost rank
+    } else if (was_live && rank.worker_id() != lost_worker && !graceful &&
+               RunsAttemptLocked(rank.worker_id(), job)) {
+      // A group mate of the lost rank, unless its worker left the attempt already (it came
+      // back without it after a coordinator restart, and may run another job by now).
+      workers_->Drain(rank.worker_id(), stop);
     }
   }
   // Positions restart with the epoch (the lost ranks' would read as stalls).

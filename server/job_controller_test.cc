@@ -328,7 +328,8 @@ TEST_F(JobControllerTest, AfterARestartARankThatCompletedIsNotAwaited) {
   done.set_rank(0);
   done.set_phase(v1::COMPLETED);
   done.set_message("trained 5 steps");
-  controller_->OnReport("w0", done);  // the leader first, with the job's result
+  controller_->OnReport("w0", done);         // the leader first, with the job's result
+  ASSERT_TRUE(jobs_->FlushProgress().ok());  // as the coordinator does every second
   StartCoordinator();
   EXPECT_EQ(State(), v1::RUNNING);
   AddWorker("w0");  // idle: the rank it ran completed
@@ -352,6 +353,7 @@ TEST_F(JobControllerTest, AfterARestartARankThatCompletedIsNotAwaited) {
     ASSERT_TRUE(jobs_->RecordCompletion("job-2", 1, rank, rank == 0 ? "trained" : "").ok());
   }
   ASSERT_TRUE(jobs_->MarkRunning("job-2", 1).ok());
+  ASSERT_TRUE(jobs_->FlushProgress().ok());
   StartCoordinator();
   EXPECT_EQ(jobs_->Get("job-2")->state(), v1::SUCCEEDED);
   EXPECT_EQ(jobs_->Get("job-2")->result(), "trained");

@@ -588,23 +588,32 @@ absl::StatusOr<v1::Job> JobManager::RecordEvent(const std::string& job_id, int32
       job_id, [&](v1::Job* j) { return CheckAttempt(*j, attempt); }, event_message);
 }
 
-absl::StatusOr<v1::Job> JobManager::RecordCompletion(const std::string& job_id, int32_t attempt,
-                                                     int32_t rank, const std::string& result) {
+absl::Status JobManager::RecordCompletion(const std::string& job_id, int32_t attempt, int32_t rank,
+                                          const std::string& result) {
   absl::MutexLock lock(&mu_);
-  return Mutate(
-      job_id,
-      [&](v1::Job* j) {
-        RETURN_IF_ERROR(CheckAttempt(*j, attempt));
-        v1::AttemptCompletion* completion = j->mutable_completion();
-        if (completion->attempt() != j->attempt()) {
-          completion->Clear();
-          completion->set_attempt(j->attempt());
-        }
-        completion->add_ranks(rank);
-        if (!result.empty()) completion->set_result(result);
-        return absl::OkStatus();
-      },
-      /*event_message=*/"");
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return NoSuchJob(job_id);
+  Entry& entry = it->second;
+  if (!entry.job.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has ended"));
+  }
+  const v1::Job& current = entry.unsaved.has_value() ? *entry.unsaved : *entry.job;
+  RETURN_IF_ERROR(CheckAttempt(current, attempt));
+  const auto add = [&](v1::Job* job) {
+    v1::AttemptCompletion* completion = job->mutable_completion();
+    if (completion->attempt() != job->attempt()) {
+      completion->Clear();
+      completion->set_attempt(job->attempt());
+    }
+    completion->add_ranks(rank);
+    if (!result.empty()) completion->set_result(result);
+  };
+  add(&*entry.job);
+  if (entry.unsaved.has_value()) add(&*entry.unsaved);
+  // Written with the progress (FlushProgress, every second) or the job's next change: a
+  // write per rank, each synced, would hold up the coordinator as a large job ends.
+  entry.progress_unsaved = true;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::Job> JobManager::RecordExecutionPlan(const std::string& job_id, int32_t attempt,

@@ -148,8 +148,9 @@ class JobManager {
 
   // Records that `rank` of `attempt` completed, with `result` when it is the leader's
   // (empty: none), so that a restarted coordinator does not wait for it (Job.completion).
-  absl::StatusOr<v1::Job> RecordCompletion(const std::string& job_id, int32_t attempt, int32_t rank,
-                                           const std::string& result);
+  // Written as progress is: by the next FlushProgress, or with the job's next change.
+  absl::Status RecordCompletion(const std::string& job_id, int32_t attempt, int32_t rank,
+                                const std::string& result);
 
   // Appends an event to a live job of `attempt` (nothing else changes).
   absl::StatusOr<v1::Job> RecordEvent(const std::string& job_id, int32_t attempt,

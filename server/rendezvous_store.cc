@@ -112,15 +112,17 @@ absl::Status RendezvousStore::CheckKeys(const std::vector<std::string>& keys) co
 absl::Status RendezvousStore::CheckWrite(const Scope& scope, const std::string& key,
                                          size_t value_size) const {
   RETURN_IF_ERROR(CheckKey(key));
+  // Bounds a retry cannot lift: not RESOURCE_EXHAUSTED, which a rank's client sends again
+  // (the coordinator's full call pool answers that, for a call it did not run).
   if (value_size > limits_.max_value_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("rendezvous: value of key '", ShownValue(key),
-                                                     "' has ", value_size, " bytes; the limit is ",
-                                                     limits_.max_value_bytes));
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous: value of key '", ShownValue(key),
+                                                   "' has ", value_size, " bytes; the limit is ",
+                                                   limits_.max_value_bytes));
   }
   if (!scope.values.contains(key) && scope.values.size() >= limits_.max_keys_per_scope) {
-    return absl::ResourceExhaustedError(absl::StrCat("rendezvous: the attempt already holds ",
-                                                     scope.values.size(), " keys; the limit is ",
-                                                     limits_.max_keys_per_scope));
+    return absl::FailedPreconditionError(absl::StrCat("rendezvous: the attempt already holds ",
+                                                      scope.values.size(), " keys; the limit is ",
+                                                      limits_.max_keys_per_scope));
   }
   return absl::OkStatus();
 }

@@ -123,11 +123,11 @@ TEST(RendezvousStore, EnforcesLimits) {
   limits.max_keys_per_scope = 2;
   RendezvousStore store(limits);
   store.OpenScope("j", 1, kTokens);
-  EXPECT_EQ(store.Set(As("j", 1), "k", "12345").code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(store.Set(As("j", 1), "k", "12345").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store.Set(As("j", 1), "", "1").code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(store.Set(As("j", 1), "a", "1").ok());
   ASSERT_TRUE(store.Set(As("j", 1), "b", "1").ok());
-  EXPECT_EQ(store.Set(As("j", 1), "c", "1").code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(store.Set(As("j", 1), "c", "1").code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(store.Set(As("j", 1), "a", "2").ok());  // overwriting is not a new key
 }
 

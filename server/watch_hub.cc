@@ -112,10 +112,11 @@ grpc::ServerWriteReactor<v1::Job>* WatchHub::Watch(const std::string& job_id,
   {
     absl::MutexLock lock(&mu_);
     if (watches_ >= max_watches_) return nullptr;
+    // gRPC's reference, set before the hub's thread can see the stream (and end it).
+    stream->self_ = stream;
     ++watches_;
     watchers_[job_id].insert(stream);
   }
-  stream->self_ = stream;
   Ready(stream);  // the job as it is now, first
   return stream.get();
 }

@@ -79,6 +79,7 @@ void PreSplitter::Split(absl::string_view text,
 
 void PreSplitter::Matches(absl::string_view text,
                           absl::FunctionRef<void(absl::string_view, bool matched)> piece) const {
+  if (text.empty()) return;  // no match in nothing, not even an empty one (as the library)
   MatchScratch& scratch = Scratch();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t position = 0;  // where the next search starts

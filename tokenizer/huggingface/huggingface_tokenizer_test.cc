@@ -52,6 +52,7 @@ TEST(HuggingFacePatternTest, AnEmptyMatchTakesNoCharacter) {
   auto start = hf::Pattern::FromJson(Json{{"Regex", "^"}}, "pattern");
   ASSERT_TRUE(start.ok()) << start.status();
   EXPECT_EQ(start->Replace("Hello", "_"), "_Hello");
+  EXPECT_EQ(start->Replace("", "_"), "");  // nothing to match in: nothing put there
   auto spaces = hf::Pattern::FromJson(Json{{"Regex", "\\s*"}}, "pattern");
   ASSERT_TRUE(spaces.ok()) << spaces.status();
   EXPECT_EQ(hf::SplitBy(spaces->Find("ab cd"), hf::SplitBehavior::kRemoved, /*invert=*/false),

@@ -88,6 +88,7 @@ absl::Status CheckNotSuperseded(const std::string& dir, const CheckpointAuthor& 
   ASSIGN_OR_RETURN(const auto steps, StepFolders(dir));
   for (const auto& [step, folder] : steps) {
     const absl::StatusOr<v1::CheckpointManifest> manifest = ReadManifestFile(folder);
+    if (absl::IsUnavailable(manifest.status())) return manifest.status();
     if (manifest.ok() && manifest->job_id() == author.job_id &&
         manifest->attempt() > author.attempt) {
       return absl::FailedPreconditionError(Superseded(author, manifest->attempt(), folder));
@@ -96,25 +97,30 @@ absl::Status CheckNotSuperseded(const std::string& dir, const CheckpointAuthor& 
   return absl::OkStatus();
 }
 
-// OK when every shard file of the step names the manifest's attempt (a manifest of a
-// release that did not record it, attempt 0, is taken as it is); DATA_LOSS when one names
-// another; a shard that cannot be read keeps its error (INVALID_ARGUMENT for a link).
+// OK unless a shard file of the step names another attempt than the manifest (DATA_LOSS).
+// A manifest without an attempt (attempt 0), or a shard without one, was written by a
+// release that did not record it (a job's workers may be of two releases during an
+// upgrade) and is taken as it is. A shard that cannot be read keeps its error (INVALID_ARGUMENT for
+// a link, UNAVAILABLE for this host's trouble; the rest is damage).
 absl::Status CheckShardsAttempt(const std::string& folder, const v1::CheckpointManifest& manifest) {
   if (manifest.attempt() == 0) return absl::OkStatus();
   for (const std::string& name : manifest.files()) {
     const absl::StatusOr<SafetensorsIndex> index =
         ReadSafetensorsIndex(absl::StrCat(folder, "/", name), Links::kRefuseAll);
     if (!index.ok()) {
-      return absl::Status(absl::IsInvalidArgument(index.status())
-                              ? absl::StatusCode::kInvalidArgument
-                              : absl::StatusCode::kDataLoss,
+      const absl::StatusCode code =
+          absl::IsInvalidArgument(index.status()) || absl::IsUnavailable(index.status())
+              ? index.status().code()
+              : absl::StatusCode::kDataLoss;
+      return absl::Status(code,
                           absl::StrCat("checkpoint '", folder, "': ", index.status().message()));
     }
     const auto attempt = index->metadata.find(kAttemptKey);
-    if (attempt == index->metadata.end() || attempt->second != absl::StrCat(manifest.attempt())) {
-      return absl::DataLossError(absl::StrCat(
-          "checkpoint '", folder, "': ", name, " was not written by attempt ", manifest.attempt(),
-          ", whose manifest the step holds (two attempts of the job wrote here)"));
+    if (attempt != index->metadata.end() && attempt->second != absl::StrCat(manifest.attempt())) {
+      return absl::DataLossError(
+          absl::StrCat("checkpoint '", folder, "': ", name, " was written by attempt ",
+                       attempt->second, ", not by attempt ", manifest.attempt(),
+                       " whose manifest the step holds (two attempts of the job wrote here)"));
     }
   }
   return absl::OkStatus();
@@ -199,10 +205,15 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
     const auto& [step, folder] = *it;
     // Incomplete (the manifest is written last), not a checkpoint this job may read, or
     // not this folder's step, or mixed with another attempt's shards: passed over.
+    // What this host could not read now is not passed over: the attempt would start
+    // from an older step, or from its seed, for an NFS hiccup.
     const absl::StatusOr<v1::CheckpointManifest> manifest = ReadManifestFile(folder);
+    if (absl::IsUnavailable(manifest.status())) return manifest.status();
     if (!manifest.ok() || manifest->step() != step) continue;
     if (!job_id.empty() && manifest->job_id() != job_id) continue;
-    if (!CheckShardsAttempt(folder, *manifest).ok()) continue;
+    const absl::Status shards = CheckShardsAttempt(folder, *manifest);
+    if (absl::IsUnavailable(shards)) return shards;
+    if (!shards.ok()) continue;
     return folder;
   }
   return absl::NotFoundError(absl::StrCat("no complete checkpoint in '", dir, "'",
@@ -268,10 +279,12 @@ absl::StatusOr<std::vector<TensorMap>> ReadShards(const std::string& folder,
     absl::StatusOr<TensorMap> shard =
         bytes.ok() ? ParseSafetensors(absl::StrCat(folder, "/", name), *bytes) : bytes.status();
     if (!shard.ok()) {
-      // A link or a file that is not regular stays INVALID_ARGUMENT; the rest is damage.
-      const absl::StatusCode code = absl::IsInvalidArgument(shard.status())
-                                        ? absl::StatusCode::kInvalidArgument
-                                        : absl::StatusCode::kDataLoss;
+      // A link or a file that is not regular stays INVALID_ARGUMENT, this host's trouble
+      // UNAVAILABLE (not the job's to repeat); the rest is damage.
+      const absl::StatusCode code =
+          absl::IsInvalidArgument(shard.status()) || absl::IsUnavailable(shard.status())
+              ? shard.status().code()
+              : absl::StatusCode::kDataLoss;
       return absl::Status(code,
                           absl::StrCat("checkpoint '", folder, "': ", shard.status().message()));
     }
