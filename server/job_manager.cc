@@ -588,17 +588,26 @@ absl::StatusOr<v1::Job> JobManager::RecordEvent(const std::string& job_id, int32
       job_id, [&](v1::Job* j) { return CheckAttempt(*j, attempt); }, event_message);
 }
 
-absl::Status JobManager::RecordCompletion(const std::string& job_id, int32_t attempt, int32_t rank,
-                                          const std::string& result) {
-  absl::MutexLock lock(&mu_);
+absl::StatusOr<JobManager::Entry*> JobManager::LiveEntryLocked(const std::string& job_id,
+                                                               int32_t attempt) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return NoSuchJob(job_id);
   Entry& entry = it->second;
-  if (!entry.job.has_value()) {
+  const v1::Job* current = entry.unsaved.has_value() ? &*entry.unsaved
+                           : entry.job.has_value()   ? &*entry.job
+                                                     : nullptr;
+  if (current == nullptr || IsTerminal(current->state())) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has ended"));
   }
-  const v1::Job& current = entry.unsaved.has_value() ? *entry.unsaved : *entry.job;
-  RETURN_IF_ERROR(CheckAttempt(current, attempt));
+  RETURN_IF_ERROR(CheckAttempt(*current, attempt));
+  return &entry;
+}
+
+absl::Status JobManager::RecordCompletion(const std::string& job_id, int32_t attempt, int32_t rank,
+                                          const std::string& result) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Entry * live, LiveEntryLocked(job_id, attempt));
+  Entry& entry = *live;
   const auto add = [&](v1::Job* job) {
     v1::AttemptCompletion* completion = job->mutable_completion();
     if (completion->attempt() != job->attempt()) {
@@ -720,17 +729,8 @@ absl::StatusOr<v1::Job> JobManager::SetTargetReplicas(const std::string& job_id,
 absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attempt,
                                         const v1::Progress& progress) {
   absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return NoSuchJob(job_id);
-  Entry& entry = it->second;
-  if (!entry.job.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has ended"));
-  }
-  const v1::Job& current = entry.unsaved.has_value() ? *entry.unsaved : *entry.job;
-  RETURN_IF_ERROR(CheckAttempt(current, attempt));
-  if (IsTerminal(current.state())) {
-    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has ended"));
-  }
+  ASSIGN_OR_RETURN(Entry * live, LiveEntryLocked(job_id, attempt));
+  Entry& entry = *live;
   *entry.job->mutable_progress() = progress;
   if (entry.unsaved.has_value()) *entry.unsaved->mutable_progress() = progress;
   entry.summary.set_step(progress.step());

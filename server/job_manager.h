@@ -251,6 +251,10 @@ class JobManager {
   // Writes `entry`'s unsaved change; publishes it when written.
   absl::Status SaveUnsaved(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckAttempt(const v1::Job& job, int32_t attempt) const;
+  // The entry of `job_id` while the job is live at `attempt` (as it stands, its unsaved
+  // change included): NOT_FOUND, or FAILED_PRECONDITION when it ended or is at another.
+  absl::StatusOr<Entry*> LiveEntryLocked(const std::string& job_id, int32_t attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddJobLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores `job` (its spec, estimate and submitter set) as a new PENDING job.
   absl::StatusOr<v1::Job> SubmitLocked(v1::Job job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
