@@ -97,6 +97,16 @@ absl::Status CheckNotSuperseded(const std::string& dir, const CheckpointAuthor& 
   return absl::OkStatus();
 }
 
+// A shard of `folder` that could not be read: a link or a file that is not regular stays
+// INVALID_ARGUMENT, this host's trouble UNAVAILABLE (not the job's to repeat); the rest is
+// damage (DATA_LOSS).
+absl::Status ShardReadError(const std::string& folder, const absl::Status& read) {
+  const absl::StatusCode code = absl::IsInvalidArgument(read) || absl::IsUnavailable(read)
+                                    ? read.code()
+                                    : absl::StatusCode::kDataLoss;
+  return absl::Status(code, absl::StrCat("checkpoint '", folder, "': ", read.message()));
+}
+
 // OK unless a shard file of the step names another attempt than the manifest (DATA_LOSS).
 // A manifest without an attempt (attempt 0), or a shard without one, was written by a
 // release that did not record it (a job's workers may be of two releases during an
@@ -108,12 +118,7 @@ absl::Status CheckShardsAttempt(const std::string& folder, const v1::CheckpointM
     const absl::StatusOr<SafetensorsIndex> index =
         ReadSafetensorsIndex(absl::StrCat(folder, "/", name), Links::kRefuseAll);
     if (!index.ok()) {
-      const absl::StatusCode code =
-          absl::IsInvalidArgument(index.status()) || absl::IsUnavailable(index.status())
-              ? index.status().code()
-              : absl::StatusCode::kDataLoss;
-      return absl::Status(code,
-                          absl::StrCat("checkpoint '", folder, "': ", index.status().message()));
+      return ShardReadError(folder, index.status());
     }
     const auto attempt = index->metadata.find(kAttemptKey);
     if (attempt != index->metadata.end() && attempt->second != absl::StrCat(manifest.attempt())) {
@@ -279,14 +284,7 @@ absl::StatusOr<std::vector<TensorMap>> ReadShards(const std::string& folder,
     absl::StatusOr<TensorMap> shard =
         bytes.ok() ? ParseSafetensors(absl::StrCat(folder, "/", name), *bytes) : bytes.status();
     if (!shard.ok()) {
-      // A link or a file that is not regular stays INVALID_ARGUMENT, this host's trouble
-      // UNAVAILABLE (not the job's to repeat); the rest is damage.
-      const absl::StatusCode code =
-          absl::IsInvalidArgument(shard.status()) || absl::IsUnavailable(shard.status())
-              ? shard.status().code()
-              : absl::StatusCode::kDataLoss;
-      return absl::Status(code,
-                          absl::StrCat("checkpoint '", folder, "': ", shard.status().message()));
+      return ShardReadError(folder, shard.status());
     }
     shards.push_back(std::move(*shard));
   }
