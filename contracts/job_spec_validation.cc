@@ -25,6 +25,7 @@
 #include "contracts/model_description.h"
 #include "contracts/token_files.h"
 #include "contracts/transformer_config.h"
+#include "contracts/weights_file.h"
 #include "tokenizer/manifest.h"
 
 namespace shardwise {
@@ -560,10 +561,23 @@ absl::Status ValidateData(const v1::JobSpec& spec, const JobLimits& limits,
   return Invalid("data", "must set safetensors_path, synthetic or tokens");
 }
 
+// init.safetensors_path from its header: the model's every parameter, F32 with its shape
+// (contracts/weights_file.h). What this host could not read now stays UNAVAILABLE (the
+// client retries); the rest is INVALID_ARGUMENT naming the field and the file.
+absl::Status CheckInitialWeightsFile(const v1::JobSpec& spec) {
+  const std::string& path = spec.init().safetensors_path();
+  ASSIGN_OR_RETURN(const ModelDescription model, DescribeModel(spec.model()));
+  const absl::StatusOr<SafetensorsIndex> index = ReadSafetensorsIndex(path, Links::kFollow);
+  absl::Status fit = index.ok() ? CheckWeightsFit(model, *index, path) : index.status();
+  if (fit.ok() || absl::IsUnavailable(fit)) return fit;
+  return Invalid("init.safetensors_path", std::string(fit.message()));  // it names the file
+}
+
 // Where the weights come from and where the results go.
 absl::Status ValidateInitAndOutput(const v1::JobSpec& spec, const PathChecker& check_path) {
   if (spec.init().has_safetensors_path()) {
     RETURN_IF_ERROR(CheckPath("init.safetensors_path", spec.init().safetensors_path(), check_path));
+    if (check_path) RETURN_IF_ERROR(CheckInitialWeightsFile(spec));
   }
   if (spec.init().has_checkpoint_dir()) {
     RETURN_IF_ERROR(CheckPath("init.checkpoint_dir", spec.init().checkpoint_dir(), check_path));

@@ -112,6 +112,48 @@ TEST(Validation, AcceptsSpecAfterDefaults) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// init.safetensors_path is read at submission from its header: a tensor the model needs
+// that is missing, or of another dtype or shape, is named there, not after the workers
+// start; tensors the model does not have are ignored.
+TEST(Validation, InitialWeightsAreCheckedAtSubmission) {
+  v1::JobSpec spec = ValidSpec();
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(root ? root : "/tmp") + "/init-submission.safetensors";
+  spec.mutable_init()->set_safetensors_path(path);
+  auto description = DescribeModel(spec.model());
+  ASSERT_TRUE(description.ok());
+  TensorMap weights;
+  for (const ParameterDesc& param : description->params) {
+    weights[param.name] = F32Tensor(param.shape, std::vector<float>(param.numel()).data());
+  }
+  weights["extra"] = F32Tensor({2}, std::vector<float>(2).data());
+  ASSERT_TRUE(WriteSafetensors(path, weights).ok());
+  EXPECT_TRUE(ValidateJobSpec(spec, JobLimits{}, CheckReadableFile).ok());
+
+  TensorMap reshaped = weights;
+  reshaped["2.weight"] = F32Tensor({4, 8}, std::vector<float>(32).data());
+  ASSERT_TRUE(WriteSafetensors(path, reshaped).ok());
+  absl::Status status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("job.init.safetensors_path: '" + path +
+                                  "': tensor '2.weight' is F32 [4, 8], expected F32 [4, 16]"),
+            std::string::npos)
+      << status;
+  TensorMap missing = weights;
+  missing.erase("0.bias");
+  ASSERT_TRUE(WriteSafetensors(path, missing).ok());
+  status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_NE(status.message().find("'" + path + "' has no tensor '0.bias'"), std::string::npos)
+      << status;
+  std::ofstream(path, std::ios::trunc) << "not safetensors";
+  status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("job.init.safetensors_path: " + path +
+                                  ": not a valid safetensors file"),
+            std::string::npos)
+      << status;
+}
+
 TEST_P(ValidationTest, RejectsWithFieldAndValue) {
   v1::JobSpec spec = ValidSpec();
   GetParam().mutate(&spec);

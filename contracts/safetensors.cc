@@ -78,23 +78,28 @@ absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
 }
 
 absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path, Links links) {
-  constexpr uint64_t kMaxHeader = uint64_t{100} << 20;
   auto file = UntrustedFile::Open(path, kMaxSafetensorsFileBytes, links);
   if (!file.ok()) return file.status();
+  return ReadSafetensorsIndex(*file, path);
+}
+
+absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const UntrustedFile& file,
+                                                      const std::string& path) {
+  constexpr uint64_t kMaxHeader = uint64_t{100} << 20;
   char first[8];
-  if (file->size() < 8) return Corrupt(path, "shorter than its 8-byte header length");
-  if (const absl::Status read = file->ReadAt(0, 8, first); !read.ok()) {
+  if (file.size() < 8) return Corrupt(path, "shorter than its 8-byte header length");
+  if (const absl::Status read = file.ReadAt(0, 8, first); !read.ok()) {
     // This host's trouble stays UNAVAILABLE: the file is not known to be damaged.
     return absl::IsUnavailable(read) ? read : Corrupt(path, "cannot read its header length");
   }
   const uint64_t header_size = HeaderSize(std::string_view(first, 8));
-  if (header_size > file->size() - 8) return Corrupt(path, "header length past the end");
+  if (header_size > file.size() - 8) return Corrupt(path, "header length past the end");
   if (header_size > kMaxHeader) return Corrupt(path, "a header of over 100 MiB");
   std::string header(header_size, '\0');
-  if (const absl::Status read = file->ReadAt(8, header_size, header.data()); !read.ok()) {
+  if (const absl::Status read = file.ReadAt(8, header_size, header.data()); !read.ok()) {
     return absl::IsUnavailable(read) ? read : Corrupt(path, "cannot read its header");
   }
-  return ParseHeader(path, header, file->size());
+  return ParseHeader(path, header, file.size());
 }
 
 namespace {
@@ -144,9 +149,8 @@ absl::StatusOr<TensorMap> ParseSafetensors(const std::string& path, const std::s
 }
 
 absl::StatusOr<Metadata> ReadSafetensorsMetadata(const std::string& path) {
-  auto data = ReadFile(path);
-  if (!data.ok()) return data.status();
-  auto index = ParseSafetensorsIndex(path, *data);
+  // The header alone: a model file of gigabytes is not read for its metadata.
+  auto index = ReadSafetensorsIndex(path);
   if (!index.ok()) return index.status();
   return index->metadata;
 }

@@ -56,6 +56,10 @@ absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
 // followed): NOT_FOUND if it is missing, INVALID_ARGUMENT if it is not a regular file.
 absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path,
                                                       Links links = Links::kFollow);
+// The same from a file already open (`path` names it in errors), so that the tensors
+// read at the index's offsets afterwards come from the file whose header was checked.
+absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const UntrustedFile& file,
+                                                      const std::string& path);
 
 // The size of one element of `dtype`, 0 for a dtype Shardwise does not know.
 int SafetensorsDtypeSize(const std::string& dtype);

@@ -19,7 +19,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   v1::JobSpec spec;
   for (int w : {3, 4, 2}) spec.mutable_model()->add_layer_widths(w);
   spec.mutable_optimizer()->mutable_sgd()->set_lr(0.1);
-  (void)fsdp::LoadCheckpoint(folder, spec);
+  // Read whole, and as the second of three ranks (ranges cut across the shard files).
+  (void)fsdp::LoadCheckpoint(folder, spec, fsdp::ShardingPlan());
+  fsdp::ShardingPlan second_of_three;
+  second_of_three.world_size = second_of_three.shard_size = 3;
+  second_of_three.rank = second_of_three.shard_rank = 1;
+  (void)fsdp::LoadCheckpoint(folder, spec, second_of_three);
   (void)fsdp::FindLatestCheckpoint(dir, "");
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "common/path_policy.h"
 #include "contracts/model_description.h"
 #include "contracts/transformer_config.h"
+#include "contracts/weights_file.h"
 #include "worker/data/huggingface_weights.h"
 #include "worker/data/random.h"
 
@@ -64,24 +65,12 @@ absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec) {
   }
   if (!spec.init().has_safetensors_path()) return SeededWeights(spec.model(), spec.init().seed());
   const std::string& path = spec.init().safetensors_path();
-  auto file = ReadSafetensors(path, /*with_16_bit_floats=*/false, kCheckedPathLinks);
-  if (!file.ok()) return file.status();
   auto description = DescribeModel(spec.model());
   if (!description.ok()) return description.status();
-  TensorMap weights;
-  for (const ParameterDesc& want : description->params) {
-    auto it = file->find(want.name);
-    if (it == file->end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("init.safetensors_path '", path, "': no tensor '", want.name, "'"));
-    }
-    if (it->second.dtype != "F32" || it->second.shape != want.shape) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("init.safetensors_path '", path, "': tensor '", want.name, "' is ",
-                       it->second.dtype, " [", absl::StrJoin(it->second.shape, ", "),
-                       "], expected F32 [", absl::StrJoin(want.shape, ", "), "]"));
-    }
-    weights[want.name] = it->second;
+  auto weights = ReadWeightsFile(*description, path, kCheckedPathLinks);
+  if (!weights.ok() && absl::IsInvalidArgument(weights.status())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("init.safetensors_path ", weights.status().message()));
   }
   return weights;
 }

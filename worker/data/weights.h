@@ -24,9 +24,9 @@ namespace shardwise {
 TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed);
 
 // The job's initial weights: from init.huggingface (huggingface_weights.h), from
-// init.safetensors_path (every tensor the model needs,
-// F32, with its shape: INVALID_ARGUMENT naming the tensor otherwise; other tensors, such
-// as a tied lm_head.weight, are ignored) or init.seed.
+// init.safetensors_path (contracts/weights_file.h: every tensor the model needs, F32,
+// with its shape; INVALID_ARGUMENT naming the field and the tensor otherwise) or
+// init.seed.
 absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec);
 
 }  // namespace shardwise

@@ -1,5 +1,6 @@
 #include "worker/fsdp/checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -107,28 +108,134 @@ absl::Status ShardReadError(const std::string& folder, const absl::Status& read)
   return absl::Status(code, absl::StrCat("checkpoint '", folder, "': ", read.message()));
 }
 
-// OK unless a shard file of the step names another attempt than the manifest (DATA_LOSS).
-// A manifest without an attempt (attempt 0), or a shard without one, was written by a
-// release that did not record it (a job's workers may be of two releases during an
-// upgrade) and is taken as it is. A shard that cannot be read keeps its error (INVALID_ARGUMENT for
-// a link, UNAVAILABLE for this host's trouble; the rest is damage).
-absl::Status CheckShardsAttempt(const std::string& folder, const v1::CheckpointManifest& manifest) {
-  if (manifest.attempt() == 0) return absl::OkStatus();
+// A step's shard files, each opened once and its header read: the tensors read at the
+// header's offsets come from the file whose header was checked. Loading reads only the
+// ranges a rank needs (every unit's parameters, its own shard of the optimizer state),
+// never a whole file: a rank's host memory holds the model and its own optimizer shard,
+// not the whole optimizer state of every rank.
+class ShardFiles {
+ public:
+  // The files the manifest lists, opened beneath the checkpoint folder; a file that
+  // cannot be read keeps its error as ShardReadError says. CheckEntries, StateNames and
+  // Read take a manifest that CheckManifest accepted.
+  static absl::StatusOr<ShardFiles> Open(const std::string& folder,
+                                         const v1::CheckpointManifest& manifest);
+
+  // OK unless a file names another attempt than the manifest (DATA_LOSS). A manifest
+  // without an attempt (attempt 0), or a shard without one, was written by a release that
+  // did not record it (a job's workers may be of two releases during an upgrade) and is
+  // taken as it is.
+  absl::Status CheckAttempt() const;
+  // OK if every file holds, for every unit with parameters, its parameters and the
+  // optimizer states the first file holds for it, each as F32 [padded_numel / files]
+  // (DATA_LOSS naming the first that does not).
+  absl::Status CheckEntries() const;
+  // The names of unit `u`'s optimizer states (as the first file holds them).
+  std::vector<std::string> StateNames(int u) const;
+  // Elements [begin, end) of unit `u`'s flat `what` (its parameters, or a state), from
+  // the files that hold them; past the unit's numel (the padding) zeros.
+  absl::StatusOr<std::vector<float>> Read(int u, const std::string& what, int64_t begin,
+                                          int64_t end) const;
+
+ private:
+  struct File {
+    std::string name;
+    UntrustedFile file;
+    SafetensorsIndex index;
+  };
+  ShardFiles(std::string folder, v1::CheckpointManifest manifest)
+      : folder_(std::move(folder)), manifest_(std::move(manifest)) {}
+  int64_t ShardNumel(int u) const {
+    return manifest_.units(u).padded_numel() / manifest_.shard_group_size();
+  }
+
+  std::string folder_;
+  v1::CheckpointManifest manifest_;
+  std::vector<File> files_;
+};
+
+absl::StatusOr<ShardFiles> ShardFiles::Open(const std::string& folder,
+                                            const v1::CheckpointManifest& manifest) {
+  ShardFiles shards(folder, manifest);
+  const fs::path step(folder);
   for (const std::string& name : manifest.files()) {
-    const absl::StatusOr<SafetensorsIndex> index =
-        ReadSafetensorsIndex(absl::StrCat(folder, "/", name), Links::kRefuseAll);
-    if (!index.ok()) {
-      return ShardReadError(folder, index.status());
-    }
-    const auto attempt = index->metadata.find(kAttemptKey);
-    if (attempt != index->metadata.end() && attempt->second != absl::StrCat(manifest.attempt())) {
+    const std::string path = absl::StrCat(folder, "/", name);
+    absl::StatusOr<UntrustedFile> file = UntrustedFile::OpenBeneath(
+        step.parent_path().string(), absl::StrCat(step.filename().string(), "/", name),
+        kMaxSafetensorsFileBytes);
+    absl::StatusOr<SafetensorsIndex> index =
+        file.ok() ? ReadSafetensorsIndex(*file, path) : file.status();
+    if (!index.ok()) return ShardReadError(folder, index.status());
+    shards.files_.push_back({name, *std::move(file), *std::move(index)});
+  }
+  return shards;
+}
+
+absl::Status ShardFiles::CheckAttempt() const {
+  if (manifest_.attempt() == 0) return absl::OkStatus();
+  for (const File& shard : files_) {
+    const auto attempt = shard.index.metadata.find(kAttemptKey);
+    if (attempt != shard.index.metadata.end() &&
+        attempt->second != absl::StrCat(manifest_.attempt())) {
       return absl::DataLossError(
-          absl::StrCat("checkpoint '", folder, "': ", name, " was written by attempt ",
-                       attempt->second, ", not by attempt ", manifest.attempt(),
+          absl::StrCat("checkpoint '", folder_, "': ", shard.name, " was written by attempt ",
+                       attempt->second, ", not by attempt ", manifest_.attempt(),
                        " whose manifest the step holds (two attempts of the job wrote here)"));
     }
   }
   return absl::OkStatus();
+}
+
+std::vector<std::string> ShardFiles::StateNames(int u) const {
+  std::vector<std::string> names;
+  const std::string prefix = TensorName(u, "");
+  const auto& tensors = files_.front().index.tensors;
+  for (auto it = tensors.lower_bound(prefix); it != tensors.end(); ++it) {
+    if (!absl::StartsWith(it->first, prefix)) break;
+    const std::string state = it->first.substr(prefix.size());
+    if (state != "param") names.push_back(state);
+  }
+  return names;
+}
+
+absl::Status ShardFiles::CheckEntries() const {
+  for (int u = 0; u < manifest_.units_size(); ++u) {
+    if (manifest_.units(u).numel() == 0) continue;
+    std::vector<std::string> names = StateNames(u);
+    names.push_back("param");
+    for (const File& shard : files_) {
+      for (const std::string& what : names) {
+        const auto it = shard.index.tensors.find(TensorName(u, what));
+        if (it == shard.index.tensors.end() || it->second.dtype != "F32" ||
+            it->second.shape != std::vector<int64_t>{ShardNumel(u)}) {
+          return absl::DataLossError(absl::StrCat("checkpoint '", folder_, "': ", shard.name,
+                                                  " lacks ", TensorName(u, what), " as F32 [",
+                                                  ShardNumel(u), "]"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> ShardFiles::Read(int u, const std::string& what, int64_t begin,
+                                                    int64_t end) const {
+  std::vector<float> values(end - begin, 0.0f);
+  const int64_t shard_numel = ShardNumel(u);
+  const int64_t numel = std::min(end, manifest_.units(u).numel());
+  for (int64_t at = begin; at < numel;) {
+    // Element `at` lies in file at / shard_numel (CheckEntries: each holds shard_numel).
+    const File& shard = files_[at / shard_numel];
+    const int64_t offset = at % shard_numel;
+    const int64_t count = std::min(numel - at, shard_numel - offset);
+    const SafetensorsEntry& entry = shard.index.tensors.at(TensorName(u, what));
+    const absl::Status read =
+        shard.file.ReadAt(entry.begin + offset * sizeof(float), count * sizeof(float),
+                          reinterpret_cast<char*>(&values[at - begin]));
+    if (!read.ok()) return ShardReadError(folder_, read);
+    at += count;
+  }
+  return values;
 }
 
 }  // namespace
@@ -216,7 +323,8 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
     if (absl::IsUnavailable(manifest.status())) return manifest.status();
     if (!manifest.ok() || manifest->step() != step) continue;
     if (!job_id.empty() && manifest->job_id() != job_id) continue;
-    const absl::Status shards = CheckShardsAttempt(folder, *manifest);
+    const absl::StatusOr<ShardFiles> files = ShardFiles::Open(folder, *manifest);
+    const absl::Status shards = files.ok() ? files->CheckAttempt() : files.status();
     if (absl::IsUnavailable(shards)) return shards;
     if (!shards.ok()) continue;
     return folder;
@@ -276,65 +384,30 @@ absl::Status CheckManifest(const std::string& folder, const v1::CheckpointManife
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<TensorMap>> ReadShards(const std::string& folder,
-                                                  const v1::CheckpointManifest& manifest) {
-  std::vector<TensorMap> shards;
-  for (const std::string& name : manifest.files()) {
-    absl::StatusOr<std::string> bytes = ReadStepFile(folder, name, kMaxSafetensorsFileBytes);
-    absl::StatusOr<TensorMap> shard =
-        bytes.ok() ? ParseSafetensors(absl::StrCat(folder, "/", name), *bytes) : bytes.status();
-    if (!shard.ok()) {
-      return ShardReadError(folder, shard.status());
-    }
-    shards.push_back(std::move(*shard));
-  }
-  return shards;
-}
-
-// Unit `u`'s full flat vector of `what` (its parameters, or an optimizer state), from the
-// shards in shard-rank order, padding dropped. Every shard holds it as an F32 vector of
-// padded_numel / shard_group_size elements.
-absl::StatusOr<std::vector<float>> Reassemble(const std::string& folder,
-                                              const v1::CheckpointManifest& manifest,
-                                              const std::vector<TensorMap>& shards, int u,
-                                              const std::string& what) {
-  const int64_t shard_numel = manifest.units(u).padded_numel() / manifest.shard_group_size();
-  std::vector<float> full;
-  for (int s = 0; s < static_cast<int>(shards.size()); ++s) {
-    auto it = shards[s].find(TensorName(u, what));
-    if (it == shards[s].end() || it->second.dtype != "F32" || it->second.numel() != shard_numel) {
-      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': ", manifest.files(s),
-                                              " lacks ", TensorName(u, what), " as F32 [",
-                                              shard_numel, "]"));
-    }
-    full.insert(full.end(), it->second.f32(), it->second.f32() + it->second.numel());
-  }
-  full.resize(manifest.units(u).numel());
-  return full;
-}
-
 }  // namespace
 
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder,
-                                                const v1::JobSpec& spec) {
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const v1::JobSpec& spec,
+                                                const ShardingPlan& plan) {
   LoadedCheckpoint loaded;
   ASSIGN_OR_RETURN(loaded.manifest, ReadManifest(folder));
   const v1::CheckpointManifest& manifest = loaded.manifest;
   ASSIGN_OR_RETURN(const FlatLayout layout, BuildFlatLayout(spec.model(), spec.wrap()));
   RETURN_IF_ERROR(CheckManifest(folder, manifest, spec, layout));
-  RETURN_IF_ERROR(CheckShardsAttempt(folder, manifest));
-  ASSIGN_OR_RETURN(const std::vector<TensorMap> shards, ReadShards(folder, manifest));
+  ASSIGN_OR_RETURN(const ShardFiles files, ShardFiles::Open(folder, manifest));
+  RETURN_IF_ERROR(files.CheckAttempt());
+  RETURN_IF_ERROR(files.CheckEntries());
   loaded.optimizer_state.resize(manifest.units_size());
   for (int u = 0; u < manifest.units_size(); ++u) {
-    if (manifest.units(u).numel() == 0) continue;
-    ASSIGN_OR_RETURN(std::vector<float> params, Reassemble(folder, manifest, shards, u, "param"));
+    const int64_t numel = manifest.units(u).numel();
+    if (numel == 0) continue;
+    ASSIGN_OR_RETURN(const std::vector<float> params, files.Read(u, "param", 0, numel));
     AddUnitTensors(layout, u, params.data(), &loaded.model);
-    for (const auto& [name, tensor] : shards[0]) {
-      const std::string prefix = TensorName(u, "");
-      if (!absl::StartsWith(name, prefix) || name == TensorName(u, "param")) continue;
-      const std::string state = name.substr(prefix.size());
+    // This plan's shard of the unit, as FSDP cuts it: padded to a multiple of its group.
+    const int64_t shard_numel = PaddedNumel(numel, plan.shard_size) / plan.shard_size;
+    const int64_t begin = plan.shard_rank * shard_numel;
+    for (const std::string& state : files.StateNames(u)) {
       ASSIGN_OR_RETURN(loaded.optimizer_state[u][state],
-                       Reassemble(folder, manifest, shards, u, state));
+                       files.Read(u, state, begin, begin + shard_numel));
     }
   }
   return loaded;

@@ -3,8 +3,8 @@
 
 // Sharded checkpoints (proto/checkpoint.proto describes the layout): every rank of the
 // first replicate group writes its shards, rank 0 writes the manifest last. Loading
-// reassembles each unit's full flat parameters and optimizer state from the shards, so a
-// checkpoint can be loaded by any world size and strategy.
+// reads each unit's full flat parameters and the reader's own shard of its optimizer
+// state from the shards, so a checkpoint can be loaded by any world size and strategy.
 
 #include <cstdint>
 #include <map>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "contracts/fsdp_layout.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/job_spec.pb.h"
 #include "worker/fsdp/fsdp_model.h"
@@ -57,14 +58,19 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir, const s
 struct LoadedCheckpoint {
   v1::CheckpointManifest manifest;
   TensorMap model;  // the full model by nn.Sequential names
-  // Per unit, per state name: the full (unpadded) flat optimizer state.
+  // Per unit, per state name: the reader's shard of the flat optimizer state (its plan's
+  // shard_numel elements, zeros past the unit's end).
   std::vector<std::map<std::string, std::vector<float>>> optimizer_state;
 };
 
-// Loads a checkpoint folder for `spec`: INVALID_ARGUMENT if its model or wrap policy
-// differ, DATA_LOSS if a shard is missing or malformed, or names another attempt than
-// the manifest.
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const v1::JobSpec& spec);
+// Loads a checkpoint folder for `spec`, read by a rank of `plan`: INVALID_ARGUMENT if its
+// model or wrap policy differ, DATA_LOSS if a shard is missing or malformed, or names
+// another attempt than the manifest. Only what the rank keeps is read: the whole model
+// (every rank builds its flat units from it, as from any initial weights) and its own
+// shard of the optimizer state, cut from the files that hold it, so any world size and
+// strategy can load any checkpoint of the model.
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const v1::JobSpec& spec,
+                                                const ShardingPlan& plan);
 
 }  // namespace shardwise::fsdp
 

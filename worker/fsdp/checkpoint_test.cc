@@ -192,7 +192,7 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
   v1::JobSpec consumer = Spec(v1::ShardingStrategy::NO_SHARD, 3, false, 1);
   consumer.set_global_batch_size(12);
   consumer.mutable_init()->set_checkpoint_dir(dir + "/ckpt");
-  auto loaded = LoadCheckpoint(*FindLatestCheckpoint(dir + "/ckpt", ""), consumer);
+  auto loaded = LoadCheckpoint(*FindLatestCheckpoint(dir + "/ckpt", ""), consumer, ShardingPlan());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   auto producer_model = ReadSafetensors(dir + "/producer.safetensors");
   ASSERT_TRUE(producer_model.ok());
@@ -213,6 +213,54 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
       << refused.status();
 }
 
+ShardingPlan RankOf(int shard_size, int shard_rank) {
+  ShardingPlan plan;
+  plan.world_size = plan.shard_size = shard_size;
+  plan.rank = plan.shard_rank = shard_rank;
+  return plan;
+}
+
+// A rank reads its own shard of the optimizer state only, cut from whichever of the
+// writers' files hold it: for every group size, the ranks' shards laid end to end are the
+// whole state (then the padding, zeros), and every rank reads the whole model.
+TEST(Checkpoint, EachRankReadsItsOwnShardOfTheOptimizerState) {
+  const std::string dir = TempDir("own-shard");
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 4, true, 2);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  ASSERT_TRUE(TrainAll(spec, "job-o", 1).ok());
+  const std::string folder = dir + "/ckpt/step-00000002";
+  auto whole = LoadCheckpoint(folder, spec, ShardingPlan());
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->optimizer_state[0].count("exp_avg_sq"), 1u);
+
+  for (int group : {2, 3, 5, 7}) {
+    std::vector<std::map<std::string, std::vector<float>>> joined(whole->optimizer_state.size());
+    for (int rank = 0; rank < group; ++rank) {
+      auto part = LoadCheckpoint(folder, spec, RankOf(group, rank));
+      ASSERT_TRUE(part.ok()) << part.status();
+      for (const auto& [name, tensor] : whole->model) {
+        EXPECT_EQ(part->model.at(name).bytes, tensor.bytes) << name << " group " << group;
+      }
+      for (size_t u = 0; u < joined.size(); ++u) {
+        const int64_t numel = whole->manifest.units(u).numel();
+        for (const auto& [state, shard] : part->optimizer_state[u]) {
+          EXPECT_EQ(static_cast<int64_t>(shard.size()), PaddedNumel(numel, group) / group);
+          joined[u][state].insert(joined[u][state].end(), shard.begin(), shard.end());
+        }
+      }
+    }
+    for (size_t u = 0; u < joined.size(); ++u) {
+      ASSERT_EQ(joined[u].size(), whole->optimizer_state[u].size()) << "unit " << u;
+      for (const auto& [state, full] : whole->optimizer_state[u]) {
+        std::vector<float> padded = full;
+        padded.resize(PaddedNumel(full.size(), group), 0.0f);
+        EXPECT_EQ(joined[u][state], padded) << "unit " << u << " " << state << " group " << group;
+      }
+    }
+  }
+}
+
 // A checkpoint folder is outside input: a manifest naming files outside the folder, units
 // the model does not have, or shards of the wrong size or type are DATA_LOSS, never read.
 TEST(Checkpoint, ATamperedCheckpointIsRefusedWithoutReadingOutsideIt) {
@@ -222,7 +270,7 @@ TEST(Checkpoint, ATamperedCheckpointIsRefusedWithoutReadingOutsideIt) {
   spec.mutable_output()->set_checkpoint_interval_steps(2);
   ASSERT_TRUE(TrainAll(spec, "job-t", 1).ok());
   const std::string folder = dir + "/ckpt/step-00000002";
-  ASSERT_TRUE(LoadCheckpoint(folder, spec).ok());
+  ASSERT_TRUE(LoadCheckpoint(folder, spec, ShardingPlan()).ok());
   v1::CheckpointManifest original;
   ASSERT_TRUE(
       google::protobuf::util::JsonStringToMessage(ReadText(folder + "/manifest.json"), &original)
@@ -232,7 +280,7 @@ TEST(Checkpoint, ATamperedCheckpointIsRefusedWithoutReadingOutsideIt) {
     std::string json;
     (void)google::protobuf::util::MessageToJsonString(manifest, &json);
     std::ofstream(folder + "/manifest.json", std::ios::trunc) << json;
-    return LoadCheckpoint(folder, spec).status();
+    return LoadCheckpoint(folder, spec, ShardingPlan()).status();
   };
   v1::CheckpointManifest traversal = original;
   traversal.set_files(1, "../../secret.safetensors");
@@ -259,7 +307,7 @@ TEST(Checkpoint, ATamperedCheckpointIsRefusedWithoutReadingOutsideIt) {
   auto metadata = ReadSafetensorsMetadata(folder + "/rank-00001.safetensors");  // its attempt
   ASSERT_TRUE(metadata.ok()) << metadata.status();
   ASSERT_TRUE(WriteSafetensors(folder + "/rank-00001.safetensors", *shard, *metadata).ok());
-  status = LoadCheckpoint(folder, spec).status();
+  status = LoadCheckpoint(folder, spec, ShardingPlan()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
   EXPECT_NE(status.message().find("as F32 ["), std::string::npos) << status;
 }
@@ -285,14 +333,15 @@ TEST(Checkpoint, LinksAndFifosInsideTheFolderAreNeitherFollowedNorWaitedOn) {
   std::filesystem::create_directories(dir + "/ckpt/step-00000050");
   ASSERT_EQ(mkfifo((dir + "/ckpt/step-00000050/manifest.json").c_str(), 0600), 0);
   EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-l"), real);
-  const absl::Status linked = LoadCheckpoint(dir + "/ckpt/step-00000099", spec).status();
+  const absl::Status linked =
+      LoadCheckpoint(dir + "/ckpt/step-00000099", spec, ShardingPlan()).status();
   EXPECT_EQ(linked.code(), absl::StatusCode::kInvalidArgument) << linked;
-  EXPECT_EQ(LoadCheckpoint(dir + "/ckpt/step-00000050", spec).status().code(),
+  EXPECT_EQ(LoadCheckpoint(dir + "/ckpt/step-00000050", spec, ShardingPlan()).status().code(),
             absl::StatusCode::kInvalidArgument);
 
   std::filesystem::rename(real + "/rank-00001.safetensors", real + "/moved.safetensors");
   std::filesystem::create_symlink(real + "/moved.safetensors", real + "/rank-00001.safetensors");
-  const absl::Status shard = LoadCheckpoint(real, spec).status();
+  const absl::Status shard = LoadCheckpoint(real, spec, ShardingPlan()).status();
   EXPECT_EQ(shard.code(), absl::StatusCode::kInvalidArgument) << shard;
   EXPECT_NE(shard.message().find("rank-00001.safetensors"), std::string::npos) << shard;
 
@@ -324,7 +373,7 @@ TEST(Checkpoint, ASupersededAttemptWritesNoMoreAndMixedStepsAreNotCheckpoints) {
       << stale.status();
   const std::string newest = dir + "/ckpt/step-00000004";
   ASSERT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-f"), newest);
-  ASSERT_TRUE(LoadCheckpoint(newest, spec).ok());
+  ASSERT_TRUE(LoadCheckpoint(newest, spec, ShardingPlan()).ok());
 
   // One shard of step 4 rewritten by attempt 1: step 2 is the newest checkpoint now.
   const std::string shard_path = newest + "/rank-00001.safetensors";
@@ -332,7 +381,7 @@ TEST(Checkpoint, ASupersededAttemptWritesNoMoreAndMixedStepsAreNotCheckpoints) {
   ASSERT_TRUE(shard.ok()) << shard.status();
   ASSERT_TRUE(WriteSafetensors(shard_path, *shard, {{"shardwise.attempt", "1"}}).ok());
   EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-f"), dir + "/ckpt/step-00000002");
-  const absl::Status mixed = LoadCheckpoint(newest, spec).status();
+  const absl::Status mixed = LoadCheckpoint(newest, spec, ShardingPlan()).status();
   EXPECT_EQ(mixed.code(), absl::StatusCode::kDataLoss) << mixed;
   EXPECT_NE(mixed.message().find("rank-00001.safetensors was written by attempt 1, not by "
                                  "attempt 2"),

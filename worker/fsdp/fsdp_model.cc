@@ -188,16 +188,6 @@ void FsdpModel::set_delays(std::function<void()> compute, std::function<void()> 
   reducer_->set_delay(std::move(communication));
 }
 
-std::vector<float> FsdpModel::ShardOf(int u, const std::vector<float>& full) const {
-  const FlatUnit& unit = units_[u];
-  std::vector<float> shard(unit.shard_numel, 0.0f);
-  const int64_t begin = plan_.shard_rank * unit.shard_numel;
-  for (int64_t i = 0; i < unit.shard_numel && begin + i < static_cast<int64_t>(full.size()); ++i) {
-    shard[i] = full[begin + i];
-  }
-  return shard;
-}
-
 TensorRef FsdpModel::Params(FlatUnit& unit) {
   return NeedsFullCopy() ? unit.full.ref() : unit.shard.ref();
 }

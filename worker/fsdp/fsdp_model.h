@@ -149,7 +149,6 @@ class FsdpModel {
   int64_t shard_numel(int u) const { return units_[u].shard_numel; }
   int64_t unit_numel(int u) const { return units_[u].layout.numel; }
   int64_t padded_numel(int u) const { return units_[u].padded_numel; }
-  std::vector<float> ShardOf(int u, const std::vector<float>& full) const;
 
   // The order this rank ran its units (those with parameters) in the latest micro-step:
   // pre-forward hooks (the root first, as it wraps the model) and post-forward hooks.

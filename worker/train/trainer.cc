@@ -54,18 +54,19 @@ absl::Status PermanentIfInTheJobsFiles(const absl::Status& status) {
 
 // Where this rank's parameters come from: the job's own newest checkpoint when a later
 // attempt resumes, else init.checkpoint_dir's newest, else none (seed or safetensors).
+// It is read for a rank of `plan`: only that rank's shard of the optimizer state.
 absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> CheckpointToLoad(
-    const v1::JobSpec& spec, const TrainingContext& context) {
+    const v1::JobSpec& spec, const TrainingContext& context, const fsdp::ShardingPlan& plan) {
   const std::string& own = spec.output().checkpoint_dir();
   if (context.attempt > 1 && !own.empty()) {
     auto folder = fsdp::FindLatestCheckpoint(own, context.job_id);
-    if (folder.ok()) return fsdp::LoadCheckpoint(*folder, spec);
+    if (folder.ok()) return fsdp::LoadCheckpoint(*folder, spec, plan);
     if (!absl::IsNotFound(folder.status())) return folder.status();
   }
   if (spec.init().has_checkpoint_dir()) {
     ASSIGN_OR_RETURN(std::string folder,
                      fsdp::FindLatestCheckpoint(spec.init().checkpoint_dir(), ""));
-    return fsdp::LoadCheckpoint(folder, spec);
+    return fsdp::LoadCheckpoint(folder, spec, plan);
   }
   return std::nullopt;
 }
@@ -234,7 +235,7 @@ absl::Status RankTrainer::Setup() {
   // A job that may grow starts with some of its groups not placed yet (KEEP_GLOBAL).
   RETURN_IF_ERROR(OpenCoveredData());
   activity_ = "loading the initial weights";
-  auto checkpoint = CheckpointToLoad(spec_, context_);
+  auto checkpoint = CheckpointToLoad(spec_, context_, plan_);
   if (!checkpoint.ok()) return PermanentIfInTheJobsFiles(checkpoint.status());
   TensorMap initial;
   if (checkpoint->has_value()) {
@@ -291,8 +292,13 @@ absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
   }
   optimizer_->set_steps(checkpoint.manifest.optimizer_steps());
   for (int u = 0; u < static_cast<int>(checkpoint.optimizer_state.size()); ++u) {
-    for (const auto& [name, full] : checkpoint.optimizer_state[u]) {
-      const std::vector<float> shard = model_->ShardOf(u, full);
+    for (const auto& [name, shard] : checkpoint.optimizer_state[u]) {
+      // Read for plan_ (CheckpointToLoad), which the model was built for.
+      if (static_cast<int64_t>(shard.size()) != model_->shard_numel(u)) {
+        return absl::InternalError(absl::StrCat("checkpoint state ", name, " of unit ", u, ": ",
+                                                shard.size(), " elements for a shard of ",
+                                                model_->shard_numel(u)));
+      }
       RETURN_IF_ERROR(optimizer_->RestoreSegmentState(u, name, shard.data(), shard.size()));
     }
   }
