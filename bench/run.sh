@@ -12,7 +12,9 @@
 #   - FULL_SHARD step time with each prefetch setting against no prefetch, with an
 #     injected link latency of 3 ms per collective;
 #   - the GPT benchmarks of bench/gpt.sh and the Llama's of bench/llama.sh (tokens/s against
-#     PyTorch DDP, memory per rank).
+#     PyTorch DDP, memory per rank);
+#   - a checkpoint load's host memory per reader (bench/checkpoint_load.sh) against the
+#     checkpoint's bytes read whole.
 # Usage: bench/run.sh [WARMUP_STEPS] [TIMED_STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -97,3 +99,4 @@ echo "$report"
 # The GPT's throughput against PyTorch DDP and its memory against the prediction.
 bench/gpt.sh
 bench/llama.sh
+bench/checkpoint_load.sh

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -182,6 +183,107 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
                      "its spec says output.overwrite: true")));
   }
   return discard(Errno(absl::StrCat("renaming into '", path, "'")));
+}
+
+namespace {
+
+// The names in the folder open as `folder` ("." and ".." left out).
+absl::StatusOr<std::vector<std::string>> NamesIn(const Fd& folder, const std::string& path) {
+  const int listing = ::dup(folder.get());
+  DIR* entries = listing >= 0 ? ::fdopendir(listing) : nullptr;
+  if (entries == nullptr) {
+    const absl::Status error = Errno(absl::StrCat("listing '", path, "'"));
+    if (listing >= 0) ::close(listing);
+    return error;
+  }
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(entries)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(entries);
+  return names;
+}
+
+// Unlinks `name` in `folder` (`path` names the folder in errors); a folder there is
+// FAILED_PRECONDITION.
+absl::Status UnlinkFile(const Fd& folder, const std::string& path, const std::string& name) {
+  if (::unlinkat(folder.get(), name.c_str(), 0) == 0 || errno == ENOENT) return absl::OkStatus();
+  if (errno == EISDIR) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", path, "/", name, "' is a folder; only files are removed here"));
+  }
+  return Errno(absl::StrCat("removing '", path, "/", name, "'"));
+}
+
+constexpr char kRemovingSuffix[] = ".removing";
+
+// Removes the files of `name` in `parent` (the folder `parent_path`), then `name` itself.
+// What is gone already (another process clearing the same removal) is no error.
+absl::Status RemoveFilesAndFolder(const Fd& parent, const std::string& parent_path,
+                                  const std::string& name) {
+  const std::string path = absl::StrCat(parent_path, "/", name);
+  Fd folder(::openat(parent.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (folder.get() < 0 && errno == ENOENT) return absl::OkStatus();
+  if (folder.get() < 0) return Errno(absl::StrCat("opening '", path, "'"));
+  absl::StatusOr<std::vector<std::string>> names = NamesIn(folder, path);
+  if (!names.ok()) return names.status();
+  for (const std::string& file : *names) {
+    if (absl::Status removed = UnlinkFile(folder, path, file); !removed.ok()) return removed;
+  }
+  if (::unlinkat(parent.get(), name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    return Errno(absl::StrCat("removing '", path, "'"));
+  }
+  return SyncFolder(parent, path);
+}
+
+}  // namespace
+
+absl::Status RemoveFolderOfFiles(const std::string& folder_path, const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is not the name of a folder in '", folder_path, "'"));
+  }
+  Fd parent;
+  if (absl::Status opened = OpenFolder(folder_path, /*create=*/false, &parent); !opened.ok()) {
+    return opened;
+  }
+  const std::string path = absl::StrCat(folder_path, "/", name);
+  struct stat info;
+  if (::fstatat(parent.get(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("'", path, "' is not there"));
+    return Errno(absl::StrCat("looking at '", path, "'"));
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("'", path, "' is a symlink or not a folder; nothing is removed through it"));
+  }
+  const std::string hidden = absl::StrCat(".", name, kRemovingSuffix);
+  if (::renameat(parent.get(), name.c_str(), parent.get(), hidden.c_str()) != 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("'", path, "' is not there"));
+    return Errno(absl::StrCat("renaming '", path, "' out of sight"));
+  }
+  if (absl::Status synced = SyncFolder(parent, path); !synced.ok()) return synced;
+  return RemoveFilesAndFolder(parent, folder_path, hidden);
+}
+
+absl::Status RemoveInterruptedRemovals(const std::string& folder_path) {
+  Fd parent;
+  if (absl::Status opened = OpenFolder(folder_path, /*create=*/false, &parent); !opened.ok()) {
+    return opened;
+  }
+  const absl::StatusOr<std::vector<std::string>> names = NamesIn(parent, folder_path);
+  if (!names.ok()) return names.status();
+  for (const std::string& name : *names) {
+    if (name.size() <= 1 + sizeof(kRemovingSuffix) - 1 || name[0] != '.' ||
+        !absl::EndsWith(name, kRemovingSuffix)) {
+      continue;
+    }
+    if (absl::Status removed = RemoveFilesAndFolder(parent, folder_path, name); !removed.ok()) {
+      return removed;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WriteFileUnlessSame(const std::string& path, const std::string& contents,

@@ -40,6 +40,21 @@ int RemoveAbandonedWrites(const std::string& folder, const std::string& name, ab
 absl::Status WriteFileUnlessSame(const std::string& path, const std::string& contents,
                                  bool replace);
 
+// Removes `name`, a folder of files, from `folder` (a job's output folder: canonical),
+// never through a link: `folder` is opened component by component with O_NOFOLLOW, and
+// `name` beneath it, so a link put in the path since the check is refused
+// (PERMISSION_DENIED), and a link among the files is unlinked, never followed. The folder
+// is first renamed to ".NAME.removing" and that synced, so that once this starts `name`
+// is gone whole, even if the removal is cut short (a crash, a file that cannot be
+// unlinked); RemoveInterruptedRemovals clears what is left. INVALID_ARGUMENT for a `name`
+// that is not one plain name; NOT_FOUND if it is not there; FAILED_PRECONDITION if it
+// holds a folder (left renamed).
+absl::Status RemoveFolderOfFiles(const std::string& folder, const std::string& name);
+
+// Removes the ".NAME.removing" folders a RemoveFolderOfFiles cut short left in `folder`;
+// the first error stops it.
+absl::Status RemoveInterruptedRemovals(const std::string& folder);
+
 }  // namespace shardwise
 
 #endif  // SHARDWISE_COMMON_SAFE_WRITE_H_

@@ -47,5 +47,48 @@ TEST(RemoveAbandonedWrites, RemovesOnlyOldTemporariesOfTheName) {
   EXPECT_EQ(RemoveAbandonedWrites((dir / "missing").string(), "x", now), 0);
 }
 
+// A folder of files goes whole, out of sight at once (renamed first), and nothing is
+// followed through a link: a link as the folder is refused, a link inside is unlinked,
+// and what either points at stays. A removal cut short (here: a folder inside, which is
+// not this function's to remove) leaves only the hidden name, which
+// RemoveInterruptedRemovals clears once it can.
+TEST(RemoveFolderOfFiles, RemovesTheFilesAndTheFolderNeverThroughALink) {
+  const fs::path dir = fs::path(std::getenv("TEST_TMPDIR")) / "remove-folder";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "step");
+  fs::create_directories(dir / "elsewhere");
+  std::ofstream(dir / "elsewhere" / "kept") << "someone else's";
+  std::ofstream(dir / "step" / "manifest.json") << "{}";
+  std::ofstream(dir / "step" / "rank-00000.safetensors") << "shard";
+  fs::create_symlink(dir / "elsewhere" / "kept", dir / "step" / "link");
+  fs::create_directory_symlink(dir / "elsewhere", dir / "linked-step");
+
+  const absl::Status linked = RemoveFolderOfFiles(dir.string(), "linked-step");
+  EXPECT_EQ(linked.code(), absl::StatusCode::kPermissionDenied) << linked;
+  EXPECT_TRUE(fs::exists(dir / "elsewhere" / "kept"));
+  for (const char* name : {"", ".", "..", "elsewhere/kept"}) {
+    EXPECT_EQ(RemoveFolderOfFiles(dir.string(), name).code(), absl::StatusCode::kInvalidArgument)
+        << name;
+  }
+
+  EXPECT_TRUE(RemoveFolderOfFiles(dir.string(), "step").ok());
+  EXPECT_FALSE(fs::exists(dir / "step"));
+  EXPECT_FALSE(fs::exists(dir / ".step.removing"));
+  EXPECT_TRUE(fs::exists(dir / "elsewhere" / "kept"));
+  EXPECT_EQ(RemoveFolderOfFiles(dir.string(), "step").code(), absl::StatusCode::kNotFound);
+
+  fs::create_directories(dir / "nested" / "inner");
+  std::ofstream(dir / "nested" / "manifest.json") << "{}";
+  const absl::Status nested = RemoveFolderOfFiles(dir.string(), "nested");
+  EXPECT_EQ(nested.code(), absl::StatusCode::kFailedPrecondition) << nested;
+  EXPECT_FALSE(fs::exists(dir / "nested"));
+  EXPECT_TRUE(fs::exists(dir / ".nested.removing" / "inner"));
+  EXPECT_EQ(RemoveInterruptedRemovals(dir.string()).code(), absl::StatusCode::kFailedPrecondition);
+  fs::remove(dir / ".nested.removing" / "inner");
+  EXPECT_TRUE(RemoveInterruptedRemovals(dir.string()).ok());
+  EXPECT_FALSE(fs::exists(dir / ".nested.removing"));
+  EXPECT_TRUE(fs::exists(dir / "elsewhere" / "kept"));
+}
+
 }  // namespace
 }  // namespace shardwise

@@ -593,6 +593,16 @@ absl::Status ValidateInitAndOutput(const v1::JobSpec& spec, const PathChecker& c
                    absl::StrCat("must be set when output.checkpoint_interval_steps is ",
                                 output.checkpoint_interval_steps()));
   }
+  if (output.keep_checkpoints() < 0) {
+    return Invalid("output.keep_checkpoints", absl::StrCat("must be >= 0 (0 keeps every one), got ",
+                                                           output.keep_checkpoints()));
+  }
+  if (output.keep_checkpoints() > 0 && output.checkpoint_interval_steps() == 0) {
+    return Invalid("output.keep_checkpoints",
+                   absl::StrCat(output.keep_checkpoints(),
+                                " needs output.checkpoint_interval_steps > 0: the job writes no "
+                                "checkpoints to keep"));
+  }
   return absl::OkStatus();
 }
 

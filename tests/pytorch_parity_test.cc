@@ -138,7 +138,9 @@ TEST_P(Bf16Parity, LossesAndParametersWithinBf16Tolerance) {
   ASSERT_TRUE(model.ok());
   const double worst_loss = testing::WorstLossRatio(run->rank0_losses, reference->losses);
   // The losses within PyTorch's BF16 rtol. Parameters by tensor, ||got - want|| / ||want||
-  // within 5e-2 (measured: at most 3.3e-2): an element whose gradient is below BF16's
+  // within 7.5e-2 (measured: at most 3.3e-2 on an Intel Xeon with AVX-512, 5.6e-2 on an
+  // AMD EPYC without it, a LayerNorm bias, where the CPU kernels take other paths and
+  // round elsewhere): an element whose gradient is below BF16's
   // resolution moves by rounding noise that Adam's normalisation makes lr-sized,
   // differently in any two programs, so elementwise bounds mean little here. The key
   // biases (testing::WithoutGptKeyBiases), noise only, are held to what 24 steps of lr
@@ -148,7 +150,7 @@ TEST_P(Bf16Parity, LossesAndParametersWithinBf16Tolerance) {
   const TensorMap got = testing::WithoutGptKeyBiases(*model, kWidth, &got_keys);
   const TensorMap want = testing::WithoutGptKeyBiases(reference->model, kWidth, &want_keys);
   double worst_tensor = 0;
-  EXPECT_TRUE(testing::TensorsCloseL2(got, want, 5e-2, &worst_tensor));
+  EXPECT_TRUE(testing::TensorsCloseL2(got, want, 7.5e-2, &worst_tensor));
   const double key_bias = std::max(got_keys, want_keys);
   std::printf(
       "BF16, %s attention: losses within %.3g, tensors within %.3g, key biases at "

@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::WriteScratch("checkpoints/step-00000005/rank-00000.safetensors", data, size);
   v1::JobSpec spec;
   for (int w : {3, 4, 2}) spec.mutable_model()->add_layer_widths(w);
-  spec.mutable_optimizer()->mutable_sgd()->set_lr(0.1);
+  spec.mutable_optimizer()->mutable_adamw()->set_lr(0.1);  // two states per unit
   // Read whole, and as the second of three ranks (ranges cut across the shard files).
   (void)fsdp::LoadCheckpoint(folder, spec, fsdp::ShardingPlan());
   fsdp::ShardingPlan second_of_three;

@@ -20,7 +20,6 @@
 
 namespace shardwise::fsdp {
 
-std::string CheckpointFolder(const std::string& dir, int64_t step);
 std::string OptimizerKind(const v1::OptimizerSpec& optimizer);
 
 // Who writes a checkpoint: the job, and its attempt. An attempt whose worker lost the
@@ -48,9 +47,24 @@ absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
                                      const FsdpModel& model, const Optimizer& optimizer,
                                      const v1::GradScalerState* scaler = nullptr);
 
+// After the manifest of `step` is written (output.keep_checkpoints): removes the job's
+// step folders in `dir` before `step` but the newest `keep` - 1 complete ones, so that
+// `keep` checkpoints remain with this one; returns how many it removed (none when `keep`
+// is 0: every one kept). The job's steps that are not checkpoints (shards of two
+// attempts, a shard missing) go too. Left alone: a step folder without a manifest (a write
+// cut short: no job is known to own it), another job's, and the steps after `step` (an
+// earlier attempt's, which this attempt writes again as it gets there). Each folder is
+// renamed out of sight first, then removed, never through a link (common/safe_write.h);
+// what a removal cut short left is removed at the next call. Nothing is removed once a
+// later attempt of the job wrote in `dir` (FAILED_PRECONDITION, "superseded": it may be
+// reading any step) or when a step cannot be read now (UNAVAILABLE).
+absl::StatusOr<int> RemoveOlderCheckpoints(const std::string& dir, int64_t step,
+                                           const CheckpointAuthor& author, int keep);
+
 // The newest complete checkpoint folder in `dir` (of job `job_id`, or of any job if
 // empty); NOT_FOUND if there is none (or no folder `dir`). A step folder counts when its
-// manifest names its step and every shard file names the manifest's attempt. `dir` is
+// manifest names its step and every shard file can be opened and names the manifest's
+// attempt (checkpoint_files.h: CheckCheckpointComplete). `dir` is
 // canonical, as the worker's path check leaves it: a link in it is refused
 // (INVALID_ARGUMENT).
 absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir, const std::string& job_id);
@@ -71,6 +85,13 @@ struct LoadedCheckpoint {
 // strategy can load any checkpoint of the model.
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const v1::JobSpec& spec,
                                                 const ShardingPlan& plan);
+
+// FindLatestCheckpoint(dir, job_id), loaded by LoadCheckpoint; a step removed between the
+// two (a job keeping only its newest checkpoints) is looked for again, up to three times.
+absl::StatusOr<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir,
+                                                      const std::string& job_id,
+                                                      const v1::JobSpec& spec,
+                                                      const ShardingPlan& plan);
 
 }  // namespace shardwise::fsdp
 

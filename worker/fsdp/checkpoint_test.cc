@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -213,6 +214,48 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
       << refused.status();
 }
 
+std::vector<std::string> Listing(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// output.keep_checkpoints: once a checkpoint is complete, the job's older ones beyond the
+// newest K go; another job's checkpoint and a step folder without a manifest (no job is
+// known to own it) stay, and the job resumes from its newest.
+TEST(Checkpoint, KeepsOnlyTheJobsNewestCheckpoints) {
+  const std::string dir = TempDir("keep");
+  v1::JobSpec other = Spec(v1::ShardingStrategy::FULL_SHARD, 2, true, 3);
+  other.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  other.mutable_output()->set_checkpoint_interval_steps(3);
+  ASSERT_TRUE(TrainAll(other, "job-other", 1).ok());
+  std::filesystem::create_directories(dir + "/ckpt/step-00000005");
+  std::ofstream(dir + "/ckpt/step-00000005/rank-00000.safetensors") << "cut short";
+
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 2, true, 10);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  spec.mutable_output()->set_keep_checkpoints(2);
+  auto trained = TrainAll(spec, "job-k", 1);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  EXPECT_EQ(trained->checkpoints_written, 5);
+  EXPECT_EQ(Listing(dir + "/ckpt"), (std::vector<std::string>{"step-00000003", "step-00000005",
+                                                              "step-00000008", "step-00000010"}));
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-k"), dir + "/ckpt/step-00000010");
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-other"), dir + "/ckpt/step-00000003");
+
+  // An attempt that a later one superseded removes nothing.
+  const absl::StatusOr<int> stale =
+      RemoveOlderCheckpoints(dir + "/ckpt", 12, CheckpointAuthor{"job-k", 0}, 1);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition) << stale.status();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt/step-00000008/manifest.json"));
+  EXPECT_EQ(*RemoveOlderCheckpoints(dir + "/ckpt", 12, CheckpointAuthor{"job-k", 1}, 1), 2);
+  EXPECT_EQ(Listing(dir + "/ckpt"), (std::vector<std::string>{"step-00000003", "step-00000005"}));
+}
+
 ShardingPlan RankOf(int shard_size, int shard_rank) {
   ShardingPlan plan;
   plan.world_size = plan.shard_size = shard_size;
@@ -242,7 +285,7 @@ TEST(Checkpoint, EachRankReadsItsOwnShardOfTheOptimizerState) {
       for (const auto& [name, tensor] : whole->model) {
         EXPECT_EQ(part->model.at(name).bytes, tensor.bytes) << name << " group " << group;
       }
-      for (size_t u = 0; u < joined.size(); ++u) {
+      for (int u = 0; u < static_cast<int>(joined.size()); ++u) {
         const int64_t numel = whole->manifest.units(u).numel();
         for (const auto& [state, shard] : part->optimizer_state[u]) {
           EXPECT_EQ(static_cast<int64_t>(shard.size()), PaddedNumel(numel, group) / group);
@@ -254,7 +297,7 @@ TEST(Checkpoint, EachRankReadsItsOwnShardOfTheOptimizerState) {
       ASSERT_EQ(joined[u].size(), whole->optimizer_state[u].size()) << "unit " << u;
       for (const auto& [state, full] : whole->optimizer_state[u]) {
         std::vector<float> padded = full;
-        padded.resize(PaddedNumel(full.size(), group), 0.0f);
+        padded.resize(PaddedNumel(static_cast<int64_t>(full.size()), group), 0.0f);
         EXPECT_EQ(joined[u][state], padded) << "unit " << u << " " << state << " group " << group;
       }
     }

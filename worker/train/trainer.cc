@@ -31,6 +31,7 @@
 #include "worker/fsdp/grad_scaler.h"
 #include "worker/fsdp/lr_schedule.h"
 #include "worker/runtime/critical_path.h"
+#include "worker/train/checkpoint_pruner.h"
 #include "worker/train/final_model_owner.h"
 #include "worker/train/huggingface_export.h"
 #include "worker/train/membership_moves.h"
@@ -59,14 +60,11 @@ absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> CheckpointToLoad(
     const v1::JobSpec& spec, const TrainingContext& context, const fsdp::ShardingPlan& plan) {
   const std::string& own = spec.output().checkpoint_dir();
   if (context.attempt > 1 && !own.empty()) {
-    auto folder = fsdp::FindLatestCheckpoint(own, context.job_id);
-    if (folder.ok()) return fsdp::LoadCheckpoint(*folder, spec, plan);
-    if (!absl::IsNotFound(folder.status())) return folder.status();
+    auto loaded = fsdp::LoadNewestCheckpoint(own, context.job_id, spec, plan);
+    if (!absl::IsNotFound(loaded.status())) return std::move(loaded);
   }
   if (spec.init().has_checkpoint_dir()) {
-    ASSIGN_OR_RETURN(std::string folder,
-                     fsdp::FindLatestCheckpoint(spec.init().checkpoint_dir(), ""));
-    return fsdp::LoadCheckpoint(folder, spec, plan);
+    return fsdp::LoadNewestCheckpoint(spec.init().checkpoint_dir(), "", spec, plan);
   }
   return std::nullopt;
 }
@@ -208,6 +206,9 @@ class RankTrainer : private MembershipMoves::Rank {
   // The membership: the epoch, its world and rendezvous (last: destroyed first, as the
   // epoch's connections were before the model's threads ended).
   MembershipMoves moves_;
+  // output.keep_checkpoints, on the leader (made at its first checkpoint); the removals in
+  // flight are waited for when the trainer ends.
+  std::unique_ptr<CheckpointPruner> pruner_;
 };
 
 absl::Status RankTrainer::Setup() {
@@ -653,6 +654,10 @@ absl::Status RankTrainer::MaybeCheckpoint() {
     RETURN_IF_ERROR(fsdp::WriteCheckpointManifest(dir, result_.steps, author, spec_, *model_,
                                                   *optimizer_,
                                                   scaler_.enabled() ? &scaler_state : nullptr));
+    if (pruner_ == nullptr) {
+      pruner_ = std::make_unique<CheckpointPruner>(dir, author, spec_.output().keep_checkpoints());
+    }
+    pruner_->After(result_.steps);
   }
   ++result_.checkpoints_written;
   return absl::OkStatus();

@@ -1,0 +1,108 @@
+#include "worker/fsdp/checkpoint_files.h"
+
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace shardwise::fsdp {
+namespace {
+
+namespace fs = std::filesystem;
+// A manifest lists the model's units: far below this.
+constexpr uint64_t kMaxManifestBytes = uint64_t{16} << 20;
+
+// File `name` of step folder `folder`, opened beneath the checkpoint folder.
+absl::StatusOr<UntrustedFile> OpenStepFile(const std::string& folder, const std::string& name,
+                                           uint64_t max_bytes) {
+  const fs::path step(folder);
+  return UntrustedFile::OpenBeneath(step.parent_path().string(),
+                                    absl::StrCat(step.filename().string(), "/", name), max_bytes);
+}
+
+}  // namespace
+
+std::string CheckpointFolder(const std::string& dir, int64_t step) {
+  return absl::StrFormat("%s/step-%08d", dir, step);
+}
+
+std::string CheckpointShardFile(int shard_rank) {
+  return absl::StrFormat("rank-%05d.safetensors", shard_rank);
+}
+
+std::string CheckpointTensorName(int unit, const std::string& what) {
+  return absl::StrCat("unit", unit, ".", what);
+}
+
+absl::StatusOr<std::map<int64_t, std::string>> CheckpointSteps(const std::string& dir) {
+  const absl::StatusOr<std::vector<std::string>> names = ListFolder(dir, Links::kRefuseAll);
+  if (!names.ok() && !absl::IsNotFound(names.status())) return names.status();
+  std::map<int64_t, std::string> steps;
+  for (const std::string& name : names.ok() ? *names : std::vector<std::string>()) {
+    int64_t step = 0;
+    if (!absl::StartsWith(name, "step-") || !absl::SimpleAtoi(name.substr(5), &step)) continue;
+    steps[step] = absl::StrCat(dir, "/", name);
+  }
+  return steps;
+}
+
+absl::StatusOr<v1::CheckpointManifest> ReadCheckpointManifest(const std::string& folder) {
+  ASSIGN_OR_RETURN(const UntrustedFile file,
+                   OpenStepFile(folder, kCheckpointManifest, kMaxManifestBytes));
+  ASSIGN_OR_RETURN(const std::string json, file.ReadAll());
+  v1::CheckpointManifest manifest;
+  if (!google::protobuf::util::JsonStringToMessage(json, &manifest).ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': unreadable manifest"));
+  }
+  return manifest;
+}
+
+absl::Status CheckpointShardError(const std::string& folder, const absl::Status& read) {
+  const absl::StatusCode code = absl::IsInvalidArgument(read) || absl::IsUnavailable(read)
+                                    ? read.code()
+                                    : absl::StatusCode::kDataLoss;
+  return absl::Status(code, absl::StrCat("checkpoint '", folder, "': ", read.message()));
+}
+
+absl::StatusOr<CheckpointShard> OpenCheckpointShard(const std::string& folder,
+                                                    const std::string& name) {
+  absl::StatusOr<UntrustedFile> file = OpenStepFile(folder, name, kMaxSafetensorsFileBytes);
+  absl::StatusOr<SafetensorsIndex> index =
+      file.ok() ? ReadSafetensorsIndex(*file, absl::StrCat(folder, "/", name)) : file.status();
+  if (!index.ok()) return CheckpointShardError(folder, index.status());
+  return CheckpointShard{name, *std::move(file), *std::move(index)};
+}
+
+absl::Status CheckShardAttempt(const std::string& folder, const v1::CheckpointManifest& manifest,
+                               const CheckpointShard& shard) {
+  if (manifest.attempt() == 0) return absl::OkStatus();
+  const auto attempt = shard.index.metadata.find(kCheckpointAttemptKey);
+  if (attempt == shard.index.metadata.end() ||
+      attempt->second == absl::StrCat(manifest.attempt())) {
+    return absl::OkStatus();
+  }
+  return absl::DataLossError(
+      absl::StrCat("checkpoint '", folder, "': ", shard.name, " was written by attempt ",
+                   attempt->second, ", not by attempt ", manifest.attempt(),
+                   " whose manifest the step holds (two attempts of the job wrote here)"));
+}
+
+absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
+                                     const v1::CheckpointManifest& manifest) {
+  if (manifest.step() != step) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint '", folder, "': its manifest says step ", manifest.step()));
+  }
+  for (const std::string& name : manifest.files()) {
+    ASSIGN_OR_RETURN(const CheckpointShard shard, OpenCheckpointShard(folder, name));
+    RETURN_IF_ERROR(CheckShardAttempt(folder, manifest, shard));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardwise::fsdp

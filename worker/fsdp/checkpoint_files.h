@@ -1,0 +1,77 @@
+#ifndef SHARDWISE_WORKER_FSDP_CHECKPOINT_FILES_H_
+#define SHARDWISE_WORKER_FSDP_CHECKPOINT_FILES_H_
+
+// The files of a checkpoint folder as they lie (proto/checkpoint.proto describes them):
+// step folders "step-NNNNNNNN", each holding a safetensors file per shard-group rank
+// ("rank-SSSSS.safetensors": tensors "unitU.param", "unitU.<optimizer state>", and the
+// writing attempt in its metadata) and, written last, "manifest.json". The writer, the
+// reader and the pruning of old steps (checkpoint.h) share these names and reads.
+//
+// Files inside a checkpoint folder are read as untrusted (common/untrusted_file.h): the
+// path policy checked the folder a spec names, not the names inside it, so neither a step
+// folder nor a file in it is read through a link (one planted there could lead to another
+// job's checkpoint, or be swapped in after a check), nor does a FIFO block. Each is
+// opened beneath the checkpoint folder, component by component.
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/untrusted_file.h"
+#include "contracts/safetensors.h"
+#include "proto/checkpoint.pb.h"
+
+namespace shardwise::fsdp {
+
+inline constexpr char kCheckpointManifest[] = "manifest.json";
+// The shard files' metadata key naming the attempt that wrote them.
+inline constexpr char kCheckpointAttemptKey[] = "shardwise.attempt";
+
+std::string CheckpointFolder(const std::string& dir, int64_t step);
+std::string CheckpointShardFile(int shard_rank);
+std::string CheckpointTensorName(int unit, const std::string& what);
+
+// The step folders of `dir` by step (the names "step-N"); none if there is no `dir`. The
+// folder is opened as the job's paths are (no link anywhere): one put in its path since
+// the check fails the attempt, rather than read as "no checkpoint".
+absl::StatusOr<std::map<int64_t, std::string>> CheckpointSteps(const std::string& dir);
+
+// The manifest of step folder `folder`: NOT_FOUND (none yet: the manifest is written
+// last), INVALID_ARGUMENT (a link, not a folder or not a regular file), UNAVAILABLE (this
+// host's trouble), DATA_LOSS (not a manifest).
+absl::StatusOr<v1::CheckpointManifest> ReadCheckpointManifest(const std::string& folder);
+
+// One shard file of a step, open, with its header: what is read at the header's offsets
+// comes from the file whose header was checked.
+struct CheckpointShard {
+  std::string name;
+  UntrustedFile file;
+  SafetensorsIndex index;
+};
+
+// Opens shard file `name` of step folder `folder` and reads its header. A link or a file
+// that is not regular stays INVALID_ARGUMENT, this host's trouble UNAVAILABLE (not the
+// job's to repeat); the rest is damage (DATA_LOSS), each naming the folder.
+absl::StatusOr<CheckpointShard> OpenCheckpointShard(const std::string& folder,
+                                                    const std::string& name);
+// The same mapping for an error reading an open shard.
+absl::Status CheckpointShardError(const std::string& folder, const absl::Status& read);
+
+// OK unless `shard` names another attempt than `manifest` (DATA_LOSS). A manifest without
+// an attempt (attempt 0), or a shard without one, was written by a release that did not
+// record it (a job's workers may be of two releases during an upgrade) and is taken as
+// it is.
+absl::Status CheckShardAttempt(const std::string& folder, const v1::CheckpointManifest& manifest,
+                               const CheckpointShard& shard);
+
+// Whether the step folder `folder` of step `step`, holding `manifest`, is a checkpoint: its
+// manifest names its step, and each shard file it lists can be opened, one at a time, and
+// names the manifest's attempt. UNAVAILABLE when this host could not read one now (not
+// to be passed over for an NFS hiccup); another error when it is not.
+absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
+                                     const v1::CheckpointManifest& manifest);
+
+}  // namespace shardwise::fsdp
+
+#endif  // SHARDWISE_WORKER_FSDP_CHECKPOINT_FILES_H_
