@@ -197,11 +197,15 @@ absl::StatusOr<std::vector<std::string>> NamesIn(const Fd& folder, const std::st
     return error;
   }
   std::vector<std::string> names;
+  errno = 0;  // readdir's end and its failure differ only in errno
   while (const dirent* entry = ::readdir(entries)) {
     const std::string name = entry->d_name;
     if (name != "." && name != "..") names.push_back(name);
   }
+  const absl::Status failed =
+      errno != 0 ? Errno(absl::StrCat("listing '", path, "'")) : absl::OkStatus();
   ::closedir(entries);
+  if (!failed.ok()) return failed;
   return names;
 }
 
@@ -267,23 +271,29 @@ absl::Status RemoveFolderOfFiles(const std::string& folder_path, const std::stri
   return RemoveFilesAndFolder(parent, folder_path, hidden);
 }
 
-absl::Status RemoveInterruptedRemovals(const std::string& folder_path) {
+absl::Status RemoveInterruptedRemovals(const std::string& folder_path, const std::string& prefix) {
   Fd parent;
   if (absl::Status opened = OpenFolder(folder_path, /*create=*/false, &parent); !opened.ok()) {
     return opened;
   }
   const absl::StatusOr<std::vector<std::string>> names = NamesIn(parent, folder_path);
   if (!names.ok()) return names.status();
+  const std::string start = absl::StrCat(".", prefix);
+  absl::Status first_error;
   for (const std::string& name : *names) {
-    if (name.size() <= 1 + sizeof(kRemovingSuffix) - 1 || name[0] != '.' ||
-        !absl::EndsWith(name, kRemovingSuffix)) {
+    if (name.size() <= start.size() + sizeof(kRemovingSuffix) - 1 ||
+        !absl::StartsWith(name, start) || !absl::EndsWith(name, kRemovingSuffix)) {
       continue;
     }
-    if (absl::Status removed = RemoveFilesAndFolder(parent, folder_path, name); !removed.ok()) {
-      return removed;
-    }
+    // A link or file renamed there (swapped in before the rename) is unlinked, not followed.
+    struct stat info;
+    const bool folder = ::fstatat(parent.get(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
+                        S_ISDIR(info.st_mode);
+    absl::Status removed = folder ? RemoveFilesAndFolder(parent, folder_path, name)
+                                  : UnlinkFile(parent, folder_path, name);
+    if (first_error.ok()) first_error = removed;
   }
-  return absl::OkStatus();
+  return first_error;
 }
 
 absl::Status WriteFileUnlessSame(const std::string& path, const std::string& contents,

@@ -51,9 +51,11 @@ absl::Status WriteFileUnlessSame(const std::string& path, const std::string& con
 // holds a folder (left renamed).
 absl::Status RemoveFolderOfFiles(const std::string& folder, const std::string& name);
 
-// Removes the ".NAME.removing" folders a RemoveFolderOfFiles cut short left in `folder`;
-// the first error stops it.
-absl::Status RemoveInterruptedRemovals(const std::string& folder);
+// Removes what a RemoveFolderOfFiles cut short left in `folder` of the names starting with
+// `prefix` (".PREFIX....removing": a folder, or a link or file swapped in before the
+// rename, unlinked, never followed), going on past one that cannot be removed (a folder
+// inside, say); the first error is returned.
+absl::Status RemoveInterruptedRemovals(const std::string& folder, const std::string& prefix);
 
 }  // namespace shardwise
 

@@ -83,10 +83,15 @@ TEST(RemoveFolderOfFiles, RemovesTheFilesAndTheFolderNeverThroughALink) {
   EXPECT_EQ(nested.code(), absl::StatusCode::kFailedPrecondition) << nested;
   EXPECT_FALSE(fs::exists(dir / "nested"));
   EXPECT_TRUE(fs::exists(dir / ".nested.removing" / "inner"));
-  EXPECT_EQ(RemoveInterruptedRemovals(dir.string()).code(), absl::StatusCode::kFailedPrecondition);
+  fs::create_directory_symlink(dir / "elsewhere", dir / ".nest-link.removing");
+  std::ofstream(dir / ".other.removing") << "another prefix: not ours";
+  EXPECT_EQ(RemoveInterruptedRemovals(dir.string(), "nest").code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(fs::exists(dir / ".nest-link.removing"));  // gone past the error, unfollowed
   fs::remove(dir / ".nested.removing" / "inner");
-  EXPECT_TRUE(RemoveInterruptedRemovals(dir.string()).ok());
+  EXPECT_TRUE(RemoveInterruptedRemovals(dir.string(), "nest").ok());
   EXPECT_FALSE(fs::exists(dir / ".nested.removing"));
+  EXPECT_TRUE(fs::exists(dir / ".other.removing"));
   EXPECT_TRUE(fs::exists(dir / "elsewhere" / "kept"));
 }
 

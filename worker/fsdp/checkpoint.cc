@@ -41,6 +41,11 @@ absl::Status CheckNotSuperseded(const std::string& dir, const CheckpointAuthor& 
   return absl::OkStatus();
 }
 
+// Whether the step folder `folder`, found a moment ago, is no longer there.
+bool StepGone(const std::string& folder) {
+  return absl::IsNotFound(ListFolder(folder, Links::kRefuseAll).status());
+}
+
 }  // namespace
 
 std::string OptimizerKind(const v1::OptimizerSpec& optimizer) {
@@ -133,6 +138,9 @@ absl::StatusOr<std::vector<std::string>> CheckpointsToRemove(const std::string& 
     if (folder_step >= step) continue;
     const absl::Status complete = CheckCheckpointComplete(folder, folder_step, *manifest);
     if (absl::IsUnavailable(complete)) return complete;
+    // Damaged for sure (DATA_LOSS: shards of two attempts, one missing or malformed) goes;
+    // one this worker may not read (a shard's permissions, a link) is not its to judge.
+    if (!complete.ok() && !absl::IsDataLoss(complete)) continue;
     if (complete.ok() && kept < keep - 1) {
       ++kept;
     } else {
@@ -147,8 +155,9 @@ absl::StatusOr<std::vector<std::string>> CheckpointsToRemove(const std::string& 
 absl::StatusOr<int> RemoveOlderCheckpoints(const std::string& dir, int64_t step,
                                            const CheckpointAuthor& author, int keep) {
   if (keep <= 0) return 0;  // every checkpoint kept
-  // What a removal cut short left (a crash, a failed unlink) goes first.
-  RETURN_IF_ERROR(RemoveInterruptedRemovals(dir));
+  // What a removal cut short left (a crash, a failed unlink); one that cannot go (a folder
+  // put inside) is reported once the pruning below is done, not in its way.
+  const absl::Status leftovers = RemoveInterruptedRemovals(dir, "step-");
   ASSIGN_OR_RETURN(const std::vector<std::string> doomed,
                    CheckpointsToRemove(dir, step, author, keep));
   int removed = 0;
@@ -158,6 +167,7 @@ absl::StatusOr<int> RemoveOlderCheckpoints(const std::string& dir, int64_t step,
     RETURN_IF_ERROR(gone);
     ++removed;
   }
+  RETURN_IF_ERROR(leftovers);
   return removed;
 }
 
@@ -169,13 +179,20 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
     // Incomplete (the manifest is written last), not a checkpoint this job may read, or
     // not this folder's step, or mixed with another attempt's shards: passed over.
     // What this host could not read now is not passed over: the attempt would start
-    // from an older step, or from its seed, for an NFS hiccup.
+    // from an older step, or from its seed, for an NFS hiccup. Unless the step is gone
+    // meanwhile (removed by output.keep_checkpoints: a stale NFS handle says UNAVAILABLE).
     const absl::StatusOr<v1::CheckpointManifest> manifest = ReadCheckpointManifest(folder);
-    if (absl::IsUnavailable(manifest.status())) return manifest.status();
+    if (absl::IsUnavailable(manifest.status())) {
+      if (StepGone(folder)) continue;
+      return manifest.status();
+    }
     if (!manifest.ok()) continue;
     if (!job_id.empty() && manifest->job_id() != job_id) continue;
     const absl::Status complete = CheckCheckpointComplete(folder, step, *manifest);
-    if (absl::IsUnavailable(complete)) return complete;
+    if (absl::IsUnavailable(complete)) {
+      if (StepGone(folder)) continue;
+      return complete;
+    }
     if (complete.ok()) return folder;
   }
   return absl::NotFoundError(absl::StrCat("no complete checkpoint in '", dir, "'",

@@ -50,11 +50,11 @@ absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
 // After the manifest of `step` is written (output.keep_checkpoints): removes the job's
 // step folders in `dir` before `step` but the newest `keep` - 1 complete ones, so that
 // `keep` checkpoints remain with this one; returns how many it removed (none when `keep`
-// is 0: every one kept). The job's steps that are not checkpoints (shards of two
-// attempts, a shard missing) go too. Left alone: a step folder without a manifest (a write
-// cut short: no job is known to own it), another job's, and the steps after `step` (an
-// earlier attempt's, which this attempt writes again as it gets there). Each folder is
-// renamed out of sight first, then removed, never through a link (common/safe_write.h);
+// is 0: every one kept). The job's steps that are damaged (shards of two attempts, a
+// shard missing: DATA_LOSS) go too; one this worker may not read is left. Left alone: a step folder
+// without a manifest (a write cut short: no job is known to own it), another job's, and the steps
+// after `step` (an earlier attempt's, which this attempt writes again as it gets there). Each
+// folder is renamed out of sight first, then removed, never through a link (common/safe_write.h);
 // what a removal cut short left is removed at the next call. Nothing is removed once a
 // later attempt of the job wrote in `dir` (FAILED_PRECONDITION, "superseded": it may be
 // reading any step) or when a step cannot be read now (UNAVAILABLE).
@@ -87,7 +87,8 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const
                                                 const ShardingPlan& plan);
 
 // FindLatestCheckpoint(dir, job_id), loaded by LoadCheckpoint; a step removed between the
-// two (a job keeping only its newest checkpoints) is looked for again, up to three times.
+// two (a job keeping only its newest checkpoints) is looked for again, at most three
+// searches in all.
 absl::StatusOr<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir,
                                                       const std::string& job_id,
                                                       const v1::JobSpec& spec,

@@ -1,5 +1,6 @@
 #include "worker/train/checkpoint_pruner.h"
 
+#include <new>
 #include <system_error>
 #include <utility>
 
@@ -58,7 +59,12 @@ void CheckpointPruner::Loop() {
 }
 
 void CheckpointPruner::Remove(int64_t step) const {
-  const absl::StatusOr<int> removed = fsdp::RemoveOlderCheckpoints(dir_, step, author_, keep_);
+  absl::StatusOr<int> removed;
+  try {
+    removed = fsdp::RemoveOlderCheckpoints(dir_, step, author_, keep_);
+  } catch (const std::bad_alloc&) {  // not the daemon's end: the next request tries again
+    removed = absl::ResourceExhaustedError("out of memory");
+  }
   const LogContext log = LogContext().Job(author_.job_id).Attempt(author_.attempt);
   if (!removed.ok()) {
     LogWarning(

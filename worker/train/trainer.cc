@@ -203,12 +203,12 @@ class RankTrainer : private MembershipMoves::Rank {
   int64_t loss_step_ = 0;                // steps done when result_.last_loss was measured
   std::optional<SpeedMeter> speed_;      // from the start of Body
   std::string activity_ = "starting";    // what Body is doing, for an out-of-memory report
-  // The membership: the epoch, its world and rendezvous (last: destroyed first, as the
-  // epoch's connections were before the model's threads ended).
-  MembershipMoves moves_;
   // output.keep_checkpoints, on the leader (made at its first checkpoint); the removals in
   // flight are waited for when the trainer ends.
   std::unique_ptr<CheckpointPruner> pruner_;
+  // The membership: the epoch, its world and rendezvous (last: destroyed first, as the
+  // epoch's connections were before the model's threads ended).
+  MembershipMoves moves_;
 };
 
 absl::Status RankTrainer::Setup() {
