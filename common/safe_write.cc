@@ -94,6 +94,28 @@ absl::Status SyncFolder(const Fd& folder, const std::string& path) {
   return Errno(absl::StrCat("syncing the folder of '", path, "'"));
 }
 
+// The names in the folder open as `folder` ("." and ".." left out).
+absl::StatusOr<std::vector<std::string>> NamesIn(const Fd& folder, const std::string& path) {
+  const int listing = ::dup(folder.get());
+  DIR* entries = listing >= 0 ? ::fdopendir(listing) : nullptr;
+  if (entries == nullptr) {
+    const absl::Status error = Errno(absl::StrCat("listing '", path, "'"));
+    if (listing >= 0) ::close(listing);
+    return error;
+  }
+  std::vector<std::string> names;
+  errno = 0;  // readdir's end and its failure differ only in errno
+  while (const dirent* entry = ::readdir(entries)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  const absl::Status failed =
+      errno != 0 ? Errno(absl::StrCat("listing '", path, "'")) : absl::OkStatus();
+  ::closedir(entries);
+  if (!failed.ok()) return failed;
+  return names;
+}
+
 }  // namespace
 
 absl::Status CreateFolders(const std::string& folder) {
@@ -104,30 +126,19 @@ absl::Status CreateFolders(const std::string& folder) {
 int RemoveAbandonedWrites(const std::string& folder_path, const std::string& name, absl::Time now) {
   Fd folder;
   if (!OpenFolder(folder_path, /*create=*/false, &folder).ok()) return 0;
-  const int listing = ::dup(folder.get());
-  DIR* entries = listing >= 0 ? ::fdopendir(listing) : nullptr;
-  if (entries == nullptr) {
-    if (listing >= 0) ::close(listing);
-    return 0;
-  }
+  // A listing that fails removes nothing now; the next write to this name tries again.
+  const absl::StatusOr<std::vector<std::string>> names = NamesIn(folder, folder_path);
+  if (!names.ok()) return 0;
   const std::string prefix = absl::StrCat(".", name, ".tmp-");
-  std::vector<std::string> abandoned;
-  while (const dirent* entry = ::readdir(entries)) {
-    const std::string candidate = entry->d_name;
-    if (candidate.compare(0, prefix.size(), prefix) != 0) continue;
+  int removed = 0;
+  for (const std::string& candidate : *names) {
+    if (!absl::StartsWith(candidate, prefix)) continue;
     struct stat info;
     if (::fstatat(folder.get(), candidate.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(info.st_mode)) {
+        !S_ISREG(info.st_mode) || absl::FromTimeT(info.st_mtime) + kAbandonedWriteAge > now) {
       continue;
     }
-    if (absl::FromTimeT(info.st_mtime) + kAbandonedWriteAge <= now) {
-      abandoned.push_back(candidate);
-    }
-  }
-  ::closedir(entries);
-  int removed = 0;
-  for (const std::string& file : abandoned) {
-    removed += ::unlinkat(folder.get(), file.c_str(), 0) == 0 ? 1 : 0;
+    removed += ::unlinkat(folder.get(), candidate.c_str(), 0) == 0 ? 1 : 0;
   }
   return removed;
 }
@@ -186,28 +197,6 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
 }
 
 namespace {
-
-// The names in the folder open as `folder` ("." and ".." left out).
-absl::StatusOr<std::vector<std::string>> NamesIn(const Fd& folder, const std::string& path) {
-  const int listing = ::dup(folder.get());
-  DIR* entries = listing >= 0 ? ::fdopendir(listing) : nullptr;
-  if (entries == nullptr) {
-    const absl::Status error = Errno(absl::StrCat("listing '", path, "'"));
-    if (listing >= 0) ::close(listing);
-    return error;
-  }
-  std::vector<std::string> names;
-  errno = 0;  // readdir's end and its failure differ only in errno
-  while (const dirent* entry = ::readdir(entries)) {
-    const std::string name = entry->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  const absl::Status failed =
-      errno != 0 ? Errno(absl::StrCat("listing '", path, "'")) : absl::OkStatus();
-  ::closedir(entries);
-  if (!failed.ok()) return failed;
-  return names;
-}
 
 // Unlinks `name` in `folder` (`path` names the folder in errors); a folder there is
 // FAILED_PRECONDITION.
