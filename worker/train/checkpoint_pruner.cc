@@ -9,8 +9,14 @@
 
 namespace shardwise {
 
-CheckpointPruner::CheckpointPruner(std::string dir, fsdp::CheckpointAuthor author, int keep)
-    : dir_(std::move(dir)), author_(std::move(author)), keep_(keep) {
+CheckpointPruner::CheckpointPruner(const std::string& dir, const fsdp::CheckpointAuthor& author,
+                                   int keep)
+    : CheckpointPruner(author, keep, [dir, author, keep](int64_t step) {
+        return fsdp::RemoveOlderCheckpoints(dir, step, author, keep);
+      }) {}
+
+CheckpointPruner::CheckpointPruner(fsdp::CheckpointAuthor author, int keep, Removal removal)
+    : author_(std::move(author)), keep_(keep), removal_(std::move(removal)) {
   if (keep_ <= 0) return;
   try {
     thread_ = std::thread([this] { Loop(); });
@@ -61,7 +67,7 @@ void CheckpointPruner::Loop() {
 void CheckpointPruner::Remove(int64_t step) const {
   absl::StatusOr<int> removed;
   try {
-    removed = fsdp::RemoveOlderCheckpoints(dir_, step, author_, keep_);
+    removed = removal_(step);
   } catch (const std::bad_alloc&) {  // not the daemon's end: the next request tries again
     removed = absl::ResourceExhaustedError("out of memory");
   }

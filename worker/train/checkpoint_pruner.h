@@ -13,11 +13,13 @@
 // removal running and the one waiting.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "worker/fsdp/checkpoint.h"
 
@@ -25,9 +27,14 @@ namespace shardwise {
 
 class CheckpointPruner {
  public:
+  // What removes the checkpoints older than a step beyond `keep`: how many it removed.
+  using Removal = std::function<absl::StatusOr<int>(int64_t step)>;
+
   // Keeps `keep` checkpoints of `author`'s job in `dir`; 0 keeps every one (After does
   // nothing, and no thread is started).
-  CheckpointPruner(std::string dir, fsdp::CheckpointAuthor author, int keep);
+  CheckpointPruner(const std::string& dir, const fsdp::CheckpointAuthor& author, int keep);
+  // Removes with `removal` (the constructor above: fsdp::RemoveOlderCheckpoints in `dir`).
+  CheckpointPruner(fsdp::CheckpointAuthor author, int keep, Removal removal);
   ~CheckpointPruner();
   CheckpointPruner(const CheckpointPruner&) = delete;
   CheckpointPruner& operator=(const CheckpointPruner&) = delete;
@@ -39,9 +46,9 @@ class CheckpointPruner {
   void Loop();
   void Remove(int64_t step) const;
 
-  const std::string dir_;
   const fsdp::CheckpointAuthor author_;
   const int keep_;
+  const Removal removal_;
   absl::Mutex mu_;
   std::optional<int64_t> waiting_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
