@@ -24,6 +24,7 @@
 #include "bench/multiprocess.h"
 #include "bench/rank_training.h"
 #include "common/untrusted_file.h"
+#include "contracts/checkpoint_files.h"
 #include "contracts/model_description.h"
 #include "worker/fsdp/checkpoint.h"
 

@@ -19,6 +19,9 @@
 #include "common/path_policy.h"
 #include "common/printable_text.h"
 #include "common/status_macros.h"
+#include "contracts/checkpoint_files.h"
+#include "contracts/checkpoint_fit.h"
+#include "contracts/fsdp_layout.h"
 #include "contracts/huggingface_layout.h"
 #include "contracts/job_ranks.h"
 #include "contracts/job_spec_defaults.h"
@@ -573,6 +576,37 @@ absl::Status CheckInitialWeightsFile(const v1::JobSpec& spec) {
   return Invalid("init.safetensors_path", std::string(fit.message()));  // it names the file
 }
 
+// The newest complete checkpoint of init.checkpoint_dir, as a worker will find it, is of
+// the job's model and wrap policy. A worker checks again as it loads (a newer one may be
+// written meanwhile); this refuses at once what would fail every attempt there.
+absl::Status CheckInitialCheckpoint(const v1::JobSpec& spec) {
+  constexpr char kField[] = "init.checkpoint_dir";
+  // As the worker's path check leaves it: the checkpoint reads refuse links in the path.
+  std::error_code error;
+  const std::filesystem::path canonical =
+      std::filesystem::canonical(spec.init().checkpoint_dir(), error);
+  const std::string dir = error ? spec.init().checkpoint_dir() : canonical.string();
+  const absl::StatusOr<std::string> folder = fsdp::FindLatestCheckpoint(dir, /*job_id=*/"");
+  if (absl::IsNotFound(folder.status())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job.", kField, ": ", folder.status().message(),
+                     "; a job starts from a checkpoint whose manifest and shards are all written"));
+  }
+  absl::StatusOr<v1::CheckpointManifest> manifest =
+      folder.ok() ? fsdp::ReadCheckpointManifest(*folder) : folder.status();
+  absl::Status fit = manifest.status();
+  if (manifest.ok()) {
+    v1::JobSpec effective = spec;  // the workers' spec: what a manifest records
+    ApplyJobSpecDefaults(&effective);
+    ASSIGN_OR_RETURN(const fsdp::FlatLayout layout,
+                     fsdp::BuildFlatLayout(effective.model(), effective.wrap()));
+    fit = fsdp::CheckCheckpointFits(*folder, *manifest, effective, layout);
+  }
+  if (fit.ok() || absl::IsUnavailable(fit)) return fit;
+  return absl::Status(absl::IsDataLoss(fit) ? fit.code() : absl::StatusCode::kInvalidArgument,
+                      absl::StrCat("job.", kField, ": ", fit.message()));
+}
+
 // Where the weights come from and where the results go.
 absl::Status ValidateInitAndOutput(const v1::JobSpec& spec, const PathChecker& check_path) {
   if (spec.init().has_safetensors_path()) {
@@ -581,6 +615,7 @@ absl::Status ValidateInitAndOutput(const v1::JobSpec& spec, const PathChecker& c
   }
   if (spec.init().has_checkpoint_dir()) {
     RETURN_IF_ERROR(CheckPath("init.checkpoint_dir", spec.init().checkpoint_dir(), check_path));
+    if (check_path) RETURN_IF_ERROR(CheckInitialCheckpoint(spec));
   }
   RETURN_IF_ERROR(ValidateHuggingFace(spec, check_path));
   const v1::OutputSpec& output = spec.output();

@@ -10,10 +10,10 @@
 #include "common/safe_write.h"
 #include "common/status_macros.h"
 #include "common/untrusted_file.h"
+#include "contracts/checkpoint_files.h"
+#include "contracts/checkpoint_fit.h"
 #include "contracts/safetensors.h"
 #include "google/protobuf/util/json_util.h"
-#include "google/protobuf/util/message_differencer.h"
-#include "worker/fsdp/checkpoint_files.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -39,11 +39,6 @@ absl::Status CheckNotSuperseded(const std::string& dir, const CheckpointAuthor& 
     }
   }
   return absl::OkStatus();
-}
-
-// Whether the step folder `folder`, found a moment ago, is no longer there.
-bool StepGone(const std::string& folder) {
-  return absl::IsNotFound(ListFolder(folder, Links::kRefuseAll).status());
 }
 
 }  // namespace
@@ -171,34 +166,6 @@ absl::StatusOr<int> RemoveOlderCheckpoints(const std::string& dir, int64_t step,
   return removed;
 }
 
-absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
-                                                 const std::string& job_id) {
-  ASSIGN_OR_RETURN(const auto steps, CheckpointSteps(dir));
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {  // newest first
-    const auto& [step, folder] = *it;
-    // Incomplete (the manifest is written last), not a checkpoint this job may read, or
-    // not this folder's step, or mixed with another attempt's shards: passed over.
-    // What this host could not read now is not passed over: the attempt would start
-    // from an older step, or from its seed, for an NFS hiccup. Unless the step is gone
-    // meanwhile (removed by output.keep_checkpoints: a stale NFS handle says UNAVAILABLE).
-    const absl::StatusOr<v1::CheckpointManifest> manifest = ReadCheckpointManifest(folder);
-    if (absl::IsUnavailable(manifest.status())) {
-      if (StepGone(folder)) continue;
-      return manifest.status();
-    }
-    if (!manifest.ok()) continue;
-    if (!job_id.empty() && manifest->job_id() != job_id) continue;
-    const absl::Status complete = CheckCheckpointComplete(folder, step, *manifest);
-    if (absl::IsUnavailable(complete)) {
-      if (StepGone(folder)) continue;
-      return complete;
-    }
-    if (complete.ok()) return folder;
-  }
-  return absl::NotFoundError(absl::StrCat("no complete checkpoint in '", dir, "'",
-                                          job_id.empty() ? "" : " for job " + job_id));
-}
-
 namespace {
 
 absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& folder) {
@@ -209,52 +176,11 @@ absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& folder) {
   return manifest;
 }
 
-// The manifest is of this job's model, names the shard files this writer names, and lists
-// the layout's units with their sizes.
-absl::Status CheckManifest(const std::string& folder, const v1::CheckpointManifest& manifest,
-                           const v1::JobSpec& spec, const FlatLayout& layout) {
-  using google::protobuf::util::MessageDifferencer;
-  if (!MessageDifferencer::Equals(manifest.model(), spec.model()) ||
-      !MessageDifferencer::Equals(manifest.wrap(), spec.wrap())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint '", folder, "' holds another model or wrap policy than job.model / job.wrap"));
-  }
-  // Only the names this writer gives its shard files are read, so a crafted manifest
-  // cannot make a worker read files outside the folder.
-  if (manifest.files_size() != manifest.shard_group_size() || manifest.shard_group_size() < 1) {
-    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': the manifest lists ",
-                                            manifest.files_size(), " shard files for a shard ",
-                                            "group of ", manifest.shard_group_size()));
-  }
-  for (int s = 0; s < manifest.files_size(); ++s) {
-    if (manifest.files(s) != CheckpointShardFile(s)) {
-      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': shard file ", s,
-                                              " is named '", manifest.files(s), "', expected '",
-                                              CheckpointShardFile(s), "'"));
-    }
-  }
-  if (manifest.units_size() != static_cast<int>(layout.units.size())) {
-    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': the manifest lists ",
-                                            manifest.units_size(), " units, the model has ",
-                                            layout.units.size()));
-  }
-  for (int u = 0; u < manifest.units_size(); ++u) {
-    const int64_t numel = layout.units[u].numel;
-    if (manifest.units(u).numel() != numel ||
-        manifest.units(u).padded_numel() != PaddedNumel(numel, manifest.shard_group_size())) {
-      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': unit ", u,
-                                              " is listed with ", manifest.units(u).numel(),
-                                              " parameters, the model's has ", numel));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// What a rank of `plan` reads of a checkpoint whose manifest CheckManifest accepted: every
-// unit's parameters whole and its own shard of each optimizer state, cut from the shard
-// files one file at a time (one descriptor open however large the writers' group), never
-// a file whole: a rank's host memory holds the model and its own optimizer shard, not
-// every rank's.
+// What a rank of `plan` reads of a checkpoint whose manifest fits its job
+// (contracts/checkpoint_fit.h): its own shard of every unit's parameters and optimizer
+// state, cut from the shard files one file at a time (one descriptor open however large
+// the writers' group), never a file whole: a rank's host memory holds its own shards,
+// not every rank's.
 class RankCheckpointReader {
  public:
   RankCheckpointReader(const std::string& folder, const v1::CheckpointManifest& manifest,
@@ -264,7 +190,7 @@ class RankCheckpointReader {
   // Fills the unit vectors below from every shard file.
   absl::Status ReadAll();
 
-  // Per unit: its flat parameters, and this rank's shard of each optimizer state.
+  // Per unit: this rank's shard of its flat parameters, and of each optimizer state.
   std::vector<std::vector<float>> params;
   std::vector<std::map<std::string, std::vector<float>>> states;
 
@@ -342,9 +268,9 @@ absl::Status RankCheckpointReader::ReadAll() {
     for (int u = 0; s == 0 && u < manifest_.units_size(); ++u) {
       const int64_t numel = manifest_.units(u).numel();
       if (numel == 0) continue;
-      params[u].assign(numel, 0.0f);
       // This plan's shard of the unit, as FSDP cuts it: padded to a multiple of its group.
       const int64_t shard_numel = PaddedNumel(numel, plan_.shard_size) / plan_.shard_size;
+      params[u].assign(shard_numel, 0.0f);
       for (const std::string& state : StateNames(shard, u)) {
         states[u][state].assign(shard_numel, 0.0f);
       }
@@ -352,9 +278,9 @@ absl::Status RankCheckpointReader::ReadAll() {
     RETURN_IF_ERROR(CheckEntries(shard));
     for (int u = 0; u < manifest_.units_size(); ++u) {
       if (manifest_.units(u).numel() == 0) continue;
-      RETURN_IF_ERROR(Copy(shard, s, u, "param", 0, &params[u]));
+      const int64_t begin = plan_.shard_rank * static_cast<int64_t>(params[u].size());
+      RETURN_IF_ERROR(Copy(shard, s, u, "param", begin, &params[u]));
       for (auto& [state, values] : states[u]) {
-        const int64_t begin = plan_.shard_rank * static_cast<int64_t>(values.size());
         RETURN_IF_ERROR(Copy(shard, s, u, state, begin, &values));
       }
     }
@@ -369,14 +295,10 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const
   LoadedCheckpoint loaded;
   ASSIGN_OR_RETURN(loaded.manifest, ReadManifest(folder));
   ASSIGN_OR_RETURN(const FlatLayout layout, BuildFlatLayout(spec.model(), spec.wrap()));
-  RETURN_IF_ERROR(CheckManifest(folder, loaded.manifest, spec, layout));
+  RETURN_IF_ERROR(CheckCheckpointFits(folder, loaded.manifest, spec, layout));
   RankCheckpointReader reader(folder, loaded.manifest, plan);
   RETURN_IF_ERROR(reader.ReadAll());
-  for (int u = 0; u < loaded.manifest.units_size(); ++u) {
-    if (reader.params[u].empty()) continue;
-    AddUnitTensors(layout, u, reader.params[u].data(), &loaded.model);
-    std::vector<float>().swap(reader.params[u]);  // one unit's copy at a time
-  }
+  loaded.params = std::move(reader.params);
   loaded.optimizer_state = std::move(reader.states);
   return loaded;
 }

@@ -3,8 +3,8 @@
 
 // Sharded checkpoints (proto/checkpoint.proto describes the layout): every rank of the
 // first replicate group writes its shards, rank 0 writes the manifest last. Loading
-// reads each unit's full flat parameters and the reader's own shard of its optimizer
-// state from the shards, so a checkpoint can be loaded by any world size and strategy.
+// reads the reader's own shard of each unit's flat parameters and optimizer state from
+// the shards, so a checkpoint can be loaded by any world size and strategy.
 
 #include <cstdint>
 #include <map>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "contracts/checkpoint_files.h"
 #include "contracts/fsdp_layout.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/job_spec.pb.h"
@@ -61,28 +62,21 @@ absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
 absl::StatusOr<int> RemoveOlderCheckpoints(const std::string& dir, int64_t step,
                                            const CheckpointAuthor& author, int keep);
 
-// The newest complete checkpoint folder in `dir` (of job `job_id`, or of any job if
-// empty); NOT_FOUND if there is none (or no folder `dir`). A step folder counts when its
-// manifest names its step and every shard file can be opened and names the manifest's
-// attempt (checkpoint_files.h: CheckCheckpointComplete). `dir` is
-// canonical, as the worker's path check leaves it: a link in it is refused
-// (INVALID_ARGUMENT).
-absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir, const std::string& job_id);
-
 struct LoadedCheckpoint {
   v1::CheckpointManifest manifest;
-  TensorMap model;  // the full model by nn.Sequential names
-  // Per unit, per state name: the reader's shard of the flat optimizer state (its plan's
-  // shard_numel elements, zeros past the unit's end).
+  // Per unit, the reader's shard of its flat parameters and, per state name, of its
+  // optimizer state: its plan's shard_numel elements each, zeros past the unit's end
+  // (FsdpModel::CreateFromShards takes the parameters as they are).
+  std::vector<std::vector<float>> params;
   std::vector<std::map<std::string, std::vector<float>>> optimizer_state;
 };
 
 // Loads a checkpoint folder for `spec`, read by a rank of `plan`: INVALID_ARGUMENT if its
 // model or wrap policy differ, DATA_LOSS if a shard is missing or malformed, or names
-// another attempt than the manifest. Only what the rank keeps is read: the whole model
-// (every rank builds its flat units from it, as from any initial weights) and its own
-// shard of the optimizer state, cut from the files that hold it, so any world size and
-// strategy can load any checkpoint of the model.
+// another attempt than the manifest. Only what the rank keeps is read, its own shard of
+// the parameters and of the optimizer state, cut from the files that hold it, so any
+// world size and strategy can load any checkpoint of the model, and a rank's host memory
+// holds its shards, never the whole model.
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const v1::JobSpec& spec,
                                                 const ShardingPlan& plan);
 

@@ -13,6 +13,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "contracts/checkpoint_files.h"
+#include "contracts/job_spec_defaults.h"
+#include "contracts/job_spec_validation.h"
 #include "contracts/safetensors.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -186,6 +189,7 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
   producer.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
   producer.mutable_output()->set_checkpoint_interval_steps(2);
   producer.mutable_output()->set_final_model_path(dir + "/producer.safetensors");
+  ApplyJobSpecDefaults(&producer);  // as the coordinator admits it: the manifest holds these
   ASSERT_TRUE(TrainAll(producer, "job-p", 1).ok());
   ASSERT_TRUE(FindLatestCheckpoint(dir + "/ckpt", "").ok());
   EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", ""), dir + "/ckpt/step-00000004");
@@ -193,12 +197,23 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
   v1::JobSpec consumer = Spec(v1::ShardingStrategy::NO_SHARD, 3, false, 1);
   consumer.set_global_batch_size(12);
   consumer.mutable_init()->set_checkpoint_dir(dir + "/ckpt");
+  // Checked at submission as a worker will check it.
+  const absl::Status submitted = ValidateJobSpec(consumer, LimitsLifted(), CheckReadableFile);
+  EXPECT_TRUE(submitted.ok()) << submitted;
+  ApplyJobSpecDefaults(&consumer);
   auto loaded = LoadCheckpoint(*FindLatestCheckpoint(dir + "/ckpt", ""), consumer, ShardingPlan());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   auto producer_model = ReadSafetensors(dir + "/producer.safetensors");
   ASSERT_TRUE(producer_model.ok());
+  // A rank of one holds its units whole: the producer's final model, by their names.
+  auto layout = BuildFlatLayout(consumer.model(), consumer.wrap());
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  TensorMap model;
+  for (int u = 0; u < static_cast<int>(loaded->params.size()); ++u) {
+    if (!loaded->params[u].empty()) AddUnitTensors(*layout, u, loaded->params[u].data(), &model);
+  }
   for (const auto& [name, tensor] : *producer_model) {
-    EXPECT_EQ(loaded->model.at(name).bytes, tensor.bytes) << name;
+    EXPECT_EQ(model.at(name).bytes, tensor.bytes) << name;
   }
   EXPECT_EQ(loaded->manifest.optimizer_steps(), 4);
   EXPECT_EQ(loaded->optimizer_state[0].count("momentum"), 1u);
@@ -208,10 +223,28 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
 
   v1::JobSpec other_model = consumer;
   other_model.mutable_model()->set_layer_widths(1, 17);
+  const std::string differs =
+      "holds another model than job.model (from the checkpoint's to the "
+      "job's: modified: layer_widths[1]: 16 -> 17)";
   auto refused = TrainAll(other_model, "job-d", 1);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find("another model or wrap policy"), std::string::npos)
-      << refused.status();
+  EXPECT_NE(refused.status().message().find(differs), std::string::npos) << refused.status();
+  absl::Status at_submission = ValidateJobSpec(other_model, LimitsLifted(), CheckReadableFile);
+  EXPECT_EQ(at_submission.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(at_submission.message().find("job.init.checkpoint_dir: checkpoint '"),
+            std::string::npos)
+      << at_submission;
+  EXPECT_NE(at_submission.message().find(differs), std::string::npos) << at_submission;
+
+  // A folder without a complete checkpoint (none written yet): refused at submission too.
+  std::filesystem::create_directories(dir + "/empty/step-00000009");
+  v1::JobSpec early = consumer;
+  early.mutable_init()->set_checkpoint_dir(dir + "/empty");
+  at_submission = ValidateJobSpec(early, LimitsLifted(), CheckReadableFile);
+  EXPECT_EQ(at_submission.code(), absl::StatusCode::kFailedPrecondition) << at_submission;
+  EXPECT_NE(at_submission.message().find("job.init.checkpoint_dir: no complete checkpoint in '"),
+            std::string::npos)
+      << at_submission;
 }
 
 std::vector<std::string> Listing(const std::string& dir) {
@@ -263,10 +296,10 @@ ShardingPlan RankOf(int shard_size, int shard_rank) {
   return plan;
 }
 
-// A rank reads its own shard of the optimizer state only, cut from whichever of the
-// writers' files hold it: for every group size, the ranks' shards laid end to end are the
-// whole state (then the padding, zeros), and every rank reads the whole model.
-TEST(Checkpoint, EachRankReadsItsOwnShardOfTheOptimizerState) {
+// A rank reads its own shard of the parameters and optimizer state only, cut from
+// whichever of the writers' files hold it: for every group size, the ranks' shards laid
+// end to end are the whole (then the padding, zeros).
+TEST(Checkpoint, EachRankReadsItsOwnShardOfTheParametersAndOptimizerState) {
   const std::string dir = TempDir("own-shard");
   v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 4, true, 2);
   spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
@@ -278,27 +311,29 @@ TEST(Checkpoint, EachRankReadsItsOwnShardOfTheOptimizerState) {
   ASSERT_EQ(whole->optimizer_state[0].count("exp_avg_sq"), 1u);
 
   for (int group : {2, 3, 5, 7}) {
+    // Per unit, "param" and each optimizer state, the ranks' shards end to end.
     std::vector<std::map<std::string, std::vector<float>>> joined(whole->optimizer_state.size());
     for (int rank = 0; rank < group; ++rank) {
       auto part = LoadCheckpoint(folder, spec, RankOf(group, rank));
       ASSERT_TRUE(part.ok()) << part.status();
-      for (const auto& [name, tensor] : whole->model) {
-        EXPECT_EQ(part->model.at(name).bytes, tensor.bytes) << name << " group " << group;
-      }
       for (int u = 0; u < static_cast<int>(joined.size()); ++u) {
         const int64_t numel = whole->manifest.units(u).numel();
-        for (const auto& [state, shard] : part->optimizer_state[u]) {
+        auto shards = part->optimizer_state[u];
+        shards["param"] = part->params[u];
+        for (const auto& [what, shard] : shards) {
           EXPECT_EQ(static_cast<int64_t>(shard.size()), PaddedNumel(numel, group) / group);
-          joined[u][state].insert(joined[u][state].end(), shard.begin(), shard.end());
+          joined[u][what].insert(joined[u][what].end(), shard.begin(), shard.end());
         }
       }
     }
     for (size_t u = 0; u < joined.size(); ++u) {
-      ASSERT_EQ(joined[u].size(), whole->optimizer_state[u].size()) << "unit " << u;
-      for (const auto& [state, full] : whole->optimizer_state[u]) {
+      auto wholes = whole->optimizer_state[u];
+      wholes["param"] = whole->params[u];
+      ASSERT_EQ(joined[u].size(), wholes.size()) << "unit " << u;
+      for (const auto& [what, full] : wholes) {
         std::vector<float> padded = full;
         padded.resize(PaddedNumel(static_cast<int64_t>(full.size()), group), 0.0f);
-        EXPECT_EQ(joined[u][state], padded) << "unit " << u << " " << state << " group " << group;
+        EXPECT_EQ(joined[u][what], padded) << "unit " << u << " " << what << " group " << group;
       }
     }
   }

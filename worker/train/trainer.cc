@@ -94,10 +94,11 @@ class RankTrainer : private MembershipMoves::Rank {
   // `activity_`, so the worker survives a job too large for it.
   absl::StatusOr<TrainingResult> Body();
   absl::Status Setup();
-  // The model, its optimizer and pending losses over runtime_, from `initial` weights.
-  absl::Status BuildModel(const TensorMap& initial);
   // The optimizer and pending losses around a newly built `model`.
   void AdoptModel(std::unique_ptr<fsdp::FsdpModel> model);
+  // The model at its start: from the checkpoint to load (CheckpointToLoad), restored with
+  // its optimizer state, else from the initial weights.
+  absl::Status BuildInitialModel();
   absl::Status Restore(const fsdp::LoadedCheckpoint& checkpoint);
   absl::Status Step(int64_t step);
   absl::Status BeginStep(int64_t step);
@@ -235,27 +236,28 @@ absl::Status RankTrainer::Setup() {
   if (context_.join != nullptr) return TakeStateOfTheLiveRanks();
   // A job that may grow starts with some of its groups not placed yet (KEEP_GLOBAL).
   RETURN_IF_ERROR(OpenCoveredData());
+  return BuildInitialModel();
+}
+
+absl::Status RankTrainer::BuildInitialModel() {
   activity_ = "loading the initial weights";
   auto checkpoint = CheckpointToLoad(spec_, context_, plan_);
   if (!checkpoint.ok()) return PermanentIfInTheJobsFiles(checkpoint.status());
-  TensorMap initial;
   if (checkpoint->has_value()) {
-    initial = std::move((*checkpoint)->model);
-  } else {
-    auto weights = InitialWeights(spec_);
-    if (!weights.ok()) return PermanentIfInTheJobsFiles(weights.status());
-    initial = *std::move(weights);
+    activity_ = "building the sharded model";
+    // The rank's own shards: its host never holds the whole model.
+    ASSIGN_OR_RETURN(auto model,
+                     fsdp::FsdpModel::CreateFromShards(spec_, plan_, runtime_->model_groups(),
+                                                       runtime_->device(), (*checkpoint)->params));
+    AdoptModel(std::move(model));
+    std::vector<std::vector<float>>().swap((*checkpoint)->params);
+    return PermanentIfInTheJobsFiles(Restore(**checkpoint));
   }
+  auto weights = InitialWeights(spec_);
+  if (!weights.ok()) return PermanentIfInTheJobsFiles(weights.status());
   activity_ = "building the sharded model";
-  RETURN_IF_ERROR(BuildModel(initial));
-  initial.clear();
-  if (checkpoint->has_value()) RETURN_IF_ERROR(PermanentIfInTheJobsFiles(Restore(**checkpoint)));
-  return absl::OkStatus();
-}
-
-absl::Status RankTrainer::BuildModel(const TensorMap& initial) {
   ASSIGN_OR_RETURN(auto model, fsdp::FsdpModel::Create(spec_, plan_, runtime_->model_groups(),
-                                                       runtime_->device(), initial));
+                                                       runtime_->device(), *weights));
   AdoptModel(std::move(model));
   return absl::OkStatus();
 }

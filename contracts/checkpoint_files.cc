@@ -1,4 +1,4 @@
-#include "worker/fsdp/checkpoint_files.h"
+#include "contracts/checkpoint_files.h"
 
 #include <filesystem>
 #include <vector>
@@ -23,6 +23,11 @@ absl::StatusOr<UntrustedFile> OpenStepFile(const std::string& folder, const std:
   const fs::path step(folder);
   return UntrustedFile::OpenBeneath(step.parent_path().string(),
                                     absl::StrCat(step.filename().string(), "/", name), max_bytes);
+}
+
+// Whether the step folder `folder`, found a moment ago, is no longer there.
+bool StepGone(const std::string& folder) {
+  return absl::IsNotFound(ListFolder(folder, Links::kRefuseAll).status());
 }
 
 }  // namespace
@@ -103,6 +108,34 @@ absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
     RETURN_IF_ERROR(CheckShardAttempt(folder, manifest, shard));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
+                                                 const std::string& job_id) {
+  ASSIGN_OR_RETURN(const auto steps, CheckpointSteps(dir));
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {  // newest first
+    const auto& [step, folder] = *it;
+    // Incomplete (the manifest is written last), not a checkpoint this job may read, or
+    // not this folder's step, or mixed with another attempt's shards: passed over.
+    // What this host could not read now is not passed over: the attempt would start
+    // from an older step, or from its seed, for an NFS hiccup. Unless the step is gone
+    // meanwhile (removed by output.keep_checkpoints: a stale NFS handle says UNAVAILABLE).
+    const absl::StatusOr<v1::CheckpointManifest> manifest = ReadCheckpointManifest(folder);
+    if (absl::IsUnavailable(manifest.status())) {
+      if (StepGone(folder)) continue;
+      return manifest.status();
+    }
+    if (!manifest.ok()) continue;
+    if (!job_id.empty() && manifest->job_id() != job_id) continue;
+    const absl::Status complete = CheckCheckpointComplete(folder, step, *manifest);
+    if (absl::IsUnavailable(complete)) {
+      if (StepGone(folder)) continue;
+      return complete;
+    }
+    if (complete.ok()) return folder;
+  }
+  return absl::NotFoundError(absl::StrCat("no complete checkpoint in '", dir, "'",
+                                          job_id.empty() ? "" : " for job " + job_id));
 }
 
 }  // namespace shardwise::fsdp

@@ -1,11 +1,12 @@
-#ifndef SHARDWISE_WORKER_FSDP_CHECKPOINT_FILES_H_
-#define SHARDWISE_WORKER_FSDP_CHECKPOINT_FILES_H_
+#ifndef SHARDWISE_CONTRACTS_CHECKPOINT_FILES_H_
+#define SHARDWISE_CONTRACTS_CHECKPOINT_FILES_H_
 
 // The files of a checkpoint folder as they lie (proto/checkpoint.proto describes them):
 // step folders "step-NNNNNNNN", each holding a safetensors file per shard-group rank
 // ("rank-SSSSS.safetensors": tensors "unitU.param", "unitU.<optimizer state>", and the
-// writing attempt in its metadata) and, written last, "manifest.json". The writer, the
-// reader and the pruning of old steps (checkpoint.h) share these names and reads.
+// writing attempt in its metadata) and, written last, "manifest.json". The worker's
+// writer, reader and pruning of old steps (worker/fsdp/checkpoint.h) and the
+// coordinator's check of init.checkpoint_dir at submission share these names and reads.
 //
 // Files inside a checkpoint folder are read as untrusted (common/untrusted_file.h): the
 // path policy checked the folder a spec names, not the names inside it, so neither a step
@@ -72,6 +73,14 @@ absl::Status CheckShardAttempt(const std::string& folder, const v1::CheckpointMa
 absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
                                      const v1::CheckpointManifest& manifest);
 
+// The newest complete checkpoint folder in `dir` (of job `job_id`, or of any job if
+// empty); NOT_FOUND if there is none (or no folder `dir`). A step folder counts when its
+// manifest names its step and every shard file can be opened and names the manifest's
+// attempt (CheckCheckpointComplete). What this host could not read now is UNAVAILABLE,
+// not passed over. `dir` is canonical, as the path checks leave it: a link in it is
+// refused (INVALID_ARGUMENT).
+absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir, const std::string& job_id);
+
 }  // namespace shardwise::fsdp
 
-#endif  // SHARDWISE_WORKER_FSDP_CHECKPOINT_FILES_H_
+#endif  // SHARDWISE_CONTRACTS_CHECKPOINT_FILES_H_
