@@ -5,7 +5,9 @@
 // the start being what it took:
 //   - whole: every shard file read whole (what a loader holding the files would hold);
 //   - rank R of G: fsdp::LoadCheckpoint for rank R of a shard group of G (G = 1: the
-//     whole model and the whole optimizer state).
+//     whole model and the whole optimizer state);
+//   - weights whole / weights rank R of G: the model's initial weights file read into one
+//     map, then a parameter at a time into rank R's shards.
 // Prints "checkpoint_bytes model_bytes" on the first line, then one line per reader:
 // "NAME peak_bytes".
 
@@ -26,7 +28,9 @@
 #include "common/untrusted_file.h"
 #include "contracts/checkpoint_files.h"
 #include "contracts/model_description.h"
+#include "worker/data/weights.h"
 #include "worker/fsdp/checkpoint.h"
+#include "worker/fsdp/shard_assembler.h"
 
 namespace shardwise::bench {
 namespace {
@@ -99,6 +103,33 @@ bool MeasurePeak(const std::string& name, const std::function<bool()>& read) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+// The same for a job's initial weights (init.safetensors_path, the model's 64 MiB file):
+// read whole into one map (as every rank did before it kept only its shards), then a
+// parameter at a time into a rank's shards (fsdp::ShardAssembler, as the trainer does).
+bool MeasureInitialWeights(v1::JobSpec spec, const std::string& dir) {
+  spec.mutable_init()->set_safetensors_path(dir + "/init.safetensors");
+  if (!WriteSafetensors(spec.init().safetensors_path(), SeededWeights(spec.model(), 1)).ok()) {
+    return false;
+  }
+  const absl::StatusOr<fsdp::FlatLayout> layout = fsdp::BuildFlatLayout(spec.model(), spec.wrap());
+  if (!layout.ok()) return false;
+  bool ok = MeasurePeak("weights_whole", [&] { return InitialWeights(spec).ok(); });
+  for (const auto& [rank, group] : {std::pair{1, 4}, std::pair{3, 8}}) {
+    fsdp::ShardingPlan plan;
+    plan.world_size = plan.shard_size = group;
+    plan.rank = plan.shard_rank = rank;
+    ok &= MeasurePeak(absl::StrCat("weights_rank_", rank, "_of_", group), [&] {
+      fsdp::ShardAssembler assembler(*layout, plan);
+      const absl::Status read =
+          InitialWeights(spec, [&](const std::string& name, const HostTensor& tensor) {
+            return assembler.Take(name, tensor);
+          });
+      return read.ok() && std::move(assembler).Finish().ok();
+    });
+  }
+  return ok;
+}
+
 int Run() {
   char pattern[] = "/tmp/shardwise-checkpoint-bench-XXXXXX";
   const std::string dir = mkdtemp(pattern);
@@ -135,6 +166,7 @@ int Run() {
     ok &= MeasurePeak(absl::StrCat("rank_", rank, "_of_", group),
                       [&] { return fsdp::LoadCheckpoint(*folder, spec, plan).ok(); });
   }
+  ok &= MeasureInitialWeights(spec, dir);
   std::system(("rm -rf " + dir).c_str());
   return ok ? 0 : 1;
 }

@@ -24,22 +24,22 @@ absl::Status CheckWeightsFit(const ModelDescription& model, const SafetensorsInd
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorMap> ReadWeightsFile(const ModelDescription& model, const std::string& path,
-                                          Links links) {
+absl::Status ReadWeightsFile(const ModelDescription& model, const std::string& path, Links links,
+                             TensorSink take) {
   ASSIGN_OR_RETURN(const UntrustedFile file,
                    UntrustedFile::Open(path, kMaxSafetensorsFileBytes, links));
   ASSIGN_OR_RETURN(const SafetensorsIndex index, ReadSafetensorsIndex(file, path));
   RETURN_IF_ERROR(CheckWeightsFit(model, index, path));
-  TensorMap weights;
+  HostTensor tensor;  // one parameter's bytes at a time
   for (const ParameterDesc& want : model.params) {
     const SafetensorsEntry& entry = index.tensors.at(want.name);
-    HostTensor& tensor = weights[want.name];
     tensor.dtype = entry.dtype;
     tensor.shape = entry.shape;
     tensor.bytes.resize(entry.end - entry.begin);
     RETURN_IF_ERROR(file.ReadAt(entry.begin, tensor.bytes.size(), tensor.bytes.data()));
+    RETURN_IF_ERROR(take(want.name, tensor));
   }
-  return weights;
+  return absl::OkStatus();
 }
 
 }  // namespace shardwise

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "common/untrusted_file.h"
 #include "contracts/model_description.h"
@@ -20,12 +21,18 @@ namespace shardwise {
 absl::Status CheckWeightsFit(const ModelDescription& model, const SafetensorsIndex& index,
                              const std::string& path);
 
-// The parameters of `model` from the file at `path`, opened as `links` says: its header
-// checked with CheckWeightsFit, then only those tensors read (not the whole file).
-// NOT_FOUND, INVALID_ARGUMENT or UNAVAILABLE as common/untrusted_file.h opens it,
-// DATA_LOSS for a malformed file.
-absl::StatusOr<TensorMap> ReadWeightsFile(const ModelDescription& model, const std::string& path,
-                                          Links links);
+// Receives a model's tensors one at a time, by state-dict name, so that a reader never
+// holds the whole model (a rank keeps its shard of each: worker/fsdp/shard_assembler.h).
+// `tensor` is valid during the call only; an error stops the reading and is returned.
+using TensorSink =
+    absl::FunctionRef<absl::Status(const std::string& name, const HostTensor& tensor)>;
+
+// Gives `take` the parameters of `model` from the file at `path`, opened as `links` says,
+// in the model's registration order: its header checked with CheckWeightsFit, then only
+// those tensors read, one at a time (not the whole file). NOT_FOUND, INVALID_ARGUMENT or
+// UNAVAILABLE as common/untrusted_file.h opens it, DATA_LOSS for a malformed file.
+absl::Status ReadWeightsFile(const ModelDescription& model, const std::string& path, Links links,
+                             TensorSink take);
 
 }  // namespace shardwise
 

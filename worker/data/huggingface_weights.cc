@@ -68,30 +68,54 @@ HostTensor ToModelLayout(const HuggingFaceTensor& t, const HostTensor& stored) {
   return F32Tensor(shape, values.data());
 }
 
+// Gives `take` the tensors of `located` that lie in `path`, read one at a time from the
+// file opened once: each as checked from the header, or DATA_LOSS.
+absl::Status ReadTensorsOfFile(const std::string& path,
+                               const std::vector<const LocatedTensor*>& located, TensorSink take) {
+  // Not through a link, as when it was checked: one put there since is refused.
+  ASSIGN_OR_RETURN(const UntrustedFile file, UntrustedFile::Open(path, kMaxSafetensorsFileBytes,
+                                                                 InsideFolder(kCheckedPathLinks)));
+  ASSIGN_OR_RETURN(const SafetensorsIndex index, ReadSafetensorsIndex(file, path));
+  HostTensor stored;
+  for (const LocatedTensor* l : located) {
+    // The file was checked from its header; one changed since is refused, not trusted.
+    const auto it = index.tensors.find(l->tensor.key);
+    if (it == index.tensors.end() || it->second.shape != l->entry.shape ||
+        it->second.dtype != l->entry.dtype) {
+      return absl::DataLossError(absl::StrCat(kField, ".dir: '", path, "' changed while read: ",
+                                              "tensor '", l->tensor.key, "' is not as checked"));
+    }
+    stored.dtype = it->second.dtype;
+    stored.shape = it->second.shape;
+    stored.bytes.resize(it->second.end - it->second.begin);
+    RETURN_IF_ERROR(file.ReadAt(it->second.begin, stored.bytes.size(), stored.bytes.data()));
+    RETURN_IF_ERROR(take(l->tensor.param, ToModelLayout(l->tensor, stored)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
-                                                 const v1::HuggingFaceCheckpoint& checkpoint) {
+absl::Status ReadHuggingFaceWeights(const v1::ModelSpec& model,
+                                    const v1::HuggingFaceCheckpoint& checkpoint, TensorSink take) {
   ASSIGN_OR_RETURN(const std::vector<LocatedTensor> located,
                    LocateHuggingFaceTensors(model, checkpoint, kField, kCheckedPathLinks));
   std::map<std::string, std::vector<const LocatedTensor*>> by_file;
   for (const LocatedTensor& l : located) by_file[l.file].push_back(&l);
-  TensorMap weights;
-  for (const auto& [file, tensors] : by_file) {  // one shard in memory at a time
-    // Not through a link, as when it was checked: one put there since is refused.
-    ASSIGN_OR_RETURN(const TensorMap stored, ReadSafetensors(file, /*with_16_bit_floats=*/true,
-                                                             InsideFolder(kCheckedPathLinks)));
-    for (const LocatedTensor* l : tensors) {
-      // The file was checked from its header; one changed since is refused, not trusted.
-      const auto it = stored.find(l->tensor.key);
-      if (it == stored.end() || it->second.shape != l->entry.shape ||
-          it->second.dtype != l->entry.dtype) {
-        return absl::DataLossError(absl::StrCat(kField, ".dir: '", file, "' changed while read: ",
-                                                "tensor '", l->tensor.key, "' is not as checked"));
-      }
-      weights[l->tensor.param] = ToModelLayout(l->tensor, it->second);
-    }
+  for (const auto& [file, tensors] : by_file) {
+    RETURN_IF_ERROR(ReadTensorsOfFile(file, tensors, take));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
+                                                 const v1::HuggingFaceCheckpoint& checkpoint) {
+  TensorMap weights;
+  RETURN_IF_ERROR(ReadHuggingFaceWeights(model, checkpoint,
+                                         [&](const std::string& name, const HostTensor& tensor) {
+                                           weights[name] = tensor;
+                                           return absl::OkStatus();
+                                         }));
   return weights;
 }
 

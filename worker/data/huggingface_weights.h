@@ -9,13 +9,18 @@
 
 #include "absl/status/statusor.h"
 #include "contracts/safetensors.h"
+#include "contracts/weights_file.h"
 #include "proto/job_spec.pb.h"
 
 namespace shardwise {
 
-// The model's parameters by its own state-dict names; INVALID_ARGUMENT naming the field and
-// the key as LocateHuggingFaceTensors does, NOT_FOUND or DATA_LOSS for a file that cannot be
-// read.
+// The model's parameters by its own state-dict names, given to `take` one at a time (each
+// file opened once, a tensor read at a time: a reader never holds a whole shard file);
+// INVALID_ARGUMENT naming the field and the key as LocateHuggingFaceTensors does,
+// NOT_FOUND or DATA_LOSS for a file that cannot be read.
+absl::Status ReadHuggingFaceWeights(const v1::ModelSpec& model,
+                                    const v1::HuggingFaceCheckpoint& checkpoint, TensorSink take);
+// The same, collected.
 absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
                                                  const v1::HuggingFaceCheckpoint& checkpoint);
 

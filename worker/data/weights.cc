@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/path_policy.h"
+#include "common/status_macros.h"
 #include "contracts/model_description.h"
 #include "contracts/transformer_config.h"
 #include "contracts/weights_file.h"
@@ -35,13 +36,13 @@ double LlamaInitial(const ParameterDesc& param, double initializer_range, Random
 
 }  // namespace
 
-TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed) {
+absl::Status SeededWeights(const v1::ModelSpec& model, uint64_t seed, TensorSink take) {
   auto description = DescribeModel(model);
+  if (!description.ok()) return description.status();
   Random random(seed);
-  TensorMap weights;
-  if (!description.ok()) return weights;
+  std::vector<float> values;
   for (const ParameterDesc& param : description->params) {
-    std::vector<float> values(param.numel());
+    values.resize(param.numel());
     if (model.has_gpt()) {
       for (float& v : values)
         v = static_cast<float>(GptInitial(param, model.gpt().n_layer(), random));
@@ -54,24 +55,43 @@ TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed) {
       const double bound = 1.0 / std::sqrt(static_cast<double>(in));
       for (float& v : values) v = static_cast<float>(random.Uniform(-bound, bound));
     }
-    weights[param.name] = F32Tensor(param.shape, values.data());
+    RETURN_IF_ERROR(take(param.name, F32Tensor(param.shape, values.data())));
   }
+  return absl::OkStatus();
+}
+
+TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed) {
+  TensorMap weights;
+  (void)SeededWeights(model, seed, [&](const std::string& name, const HostTensor& tensor) {
+    weights[name] = tensor;
+    return absl::OkStatus();
+  });
   return weights;
 }
 
-absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec) {
+absl::Status InitialWeights(const v1::JobSpec& spec, TensorSink take) {
   if (spec.init().has_huggingface()) {
-    return ReadHuggingFaceWeights(spec.model(), spec.init().huggingface());
+    return ReadHuggingFaceWeights(spec.model(), spec.init().huggingface(), take);
   }
-  if (!spec.init().has_safetensors_path()) return SeededWeights(spec.model(), spec.init().seed());
+  if (!spec.init().has_safetensors_path()) {
+    return SeededWeights(spec.model(), spec.init().seed(), take);
+  }
   const std::string& path = spec.init().safetensors_path();
   auto description = DescribeModel(spec.model());
   if (!description.ok()) return description.status();
-  auto weights = ReadWeightsFile(*description, path, kCheckedPathLinks);
-  if (!weights.ok() && absl::IsInvalidArgument(weights.status())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("init.safetensors_path ", weights.status().message()));
+  absl::Status read = ReadWeightsFile(*description, path, kCheckedPathLinks, take);
+  if (absl::IsInvalidArgument(read)) {
+    return absl::InvalidArgumentError(absl::StrCat("init.safetensors_path ", read.message()));
   }
+  return read;
+}
+
+absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec) {
+  TensorMap weights;
+  RETURN_IF_ERROR(InitialWeights(spec, [&](const std::string& name, const HostTensor& tensor) {
+    weights[name] = tensor;
+    return absl::OkStatus();
+  }));
   return weights;
 }
 

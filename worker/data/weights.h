@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "contracts/safetensors.h"
+#include "contracts/weights_file.h"
 #include "proto/job_spec.pb.h"
 
 namespace shardwise {
@@ -20,13 +21,18 @@ namespace shardwise {
 //   LayerNorm weights 1;
 // - Llama (HF's _init_weights): Linear weights and embeddings normal(0, initializer_range),
 //   biases 0, RMSNorm weights 1.
-// The model must be valid (DescribeModel succeeds).
+// The model must be valid (DescribeModel succeeds). Given to `take` a parameter at a time.
+absl::Status SeededWeights(const v1::ModelSpec& model, uint64_t seed, TensorSink take);
+// The same, collected.
 TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed);
 
-// The job's initial weights: from init.huggingface (huggingface_weights.h), from
-// init.safetensors_path (contracts/weights_file.h: every tensor the model needs, F32,
-// with its shape; INVALID_ARGUMENT naming the field and the tensor otherwise) or
-// init.seed.
+// The job's initial weights, given to `take` a parameter at a time (F32, the model's
+// layout), so that a rank holds one parameter besides its shards: from init.huggingface
+// (huggingface_weights.h), from init.safetensors_path (contracts/weights_file.h: every
+// tensor the model needs, F32, with its shape; INVALID_ARGUMENT naming the field and the
+// tensor otherwise) or init.seed.
+absl::Status InitialWeights(const v1::JobSpec& spec, TensorSink take);
+// The same, collected (a reference run, a test).
 absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec);
 
 }  // namespace shardwise

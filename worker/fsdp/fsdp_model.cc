@@ -8,6 +8,7 @@
 #include "contracts/dtype_rules.h"
 #include "contracts/prefetch_plan.h"
 #include "worker/fsdp/fenced_tasks.h"
+#include "worker/fsdp/shard_assembler.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -73,7 +74,10 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Create(const v1::JobSpec& 
                                                              Groups groups, Device* device,
                                                              const TensorMap& initial) {
   ASSIGN_OR_RETURN(std::unique_ptr<FsdpModel> model, Construct(spec, plan, groups, device));
-  RETURN_IF_ERROR(model->LoadShards(initial));
+  ShardAssembler assembler(model->layout_, plan);
+  for (const auto& [name, tensor] : initial) RETURN_IF_ERROR(assembler.Take(name, tensor));
+  ASSIGN_OR_RETURN(const std::vector<std::vector<float>> shards, std::move(assembler).Finish());
+  RETURN_IF_ERROR(model->LoadOwnShards(shards));
   return model;
 }
 
@@ -129,27 +133,6 @@ absl::StatusOr<std::unique_ptr<FsdpModel>> FsdpModel::Construct(const v1::JobSpe
   model->reducer_ =
       std::make_unique<GradientReducer>(context, spec.comm_hook(), model->comm_.get());
   return model;
-}
-
-// Flattens each unit's parameters in registration order, zero-padded, and keeps chunk
-// `shard_rank`.
-absl::Status FsdpModel::LoadShards(const TensorMap& initial) {
-  for (size_t u = 0; u < layout_.units.size(); ++u) {
-    const UnitLayout& unit = layout_.units[u];
-    std::vector<float> flat(PaddedNumel(unit.numel, plan_.shard_size), 0.0f);
-    for (int p : unit.params) {
-      const ParameterDesc& param = layout_.model.params[p];
-      auto it = initial.find(param.name);
-      if (it == initial.end() || it->second.numel() != param.numel() || it->second.dtype != "F32") {
-        return absl::InvalidArgumentError(absl::StrCat("initial weights lack F32 '", param.name,
-                                                       "' with ", param.numel(), " elements"));
-      }
-      std::memcpy(flat.data() + layout_.slots[p].offset, it->second.f32(),
-                  param.numel() * sizeof(float));
-    }
-    AddUnit(static_cast<int>(u), flat.data() + plan_.shard_rank * (flat.size() / plan_.shard_size));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status FsdpModel::LoadOwnShards(const std::vector<std::vector<float>>& shards) {

@@ -89,7 +89,8 @@ class FsdpModel {
                                                            const TensorMap& initial);
   // As Create, from this rank's own shards instead of the full model: `shards[u]` is unit
   // u's shard as ShardToHost returned it, on a rank whose shard layout (shard group size
-  // and position) is the same. A rank rebuilding over new groups keeps its shards so.
+  // and position) is the same. A rank rebuilding over new groups keeps its shards so; a
+  // rank starting reads or assembles only its own (checkpoint.h, shard_assembler.h).
   static absl::StatusOr<std::unique_ptr<FsdpModel>> CreateFromShards(
       const v1::JobSpec& spec, const ShardingPlan& plan, Groups groups, Device* device,
       const std::vector<std::vector<float>>& shards);
@@ -169,7 +170,6 @@ class FsdpModel {
   static absl::StatusOr<std::unique_ptr<FsdpModel>> Construct(const v1::JobSpec& spec,
                                                               const ShardingPlan& plan,
                                                               Groups groups, Device* device);
-  absl::Status LoadShards(const TensorMap& initial);
   absl::Status LoadOwnShards(const std::vector<std::vector<float>>& shards);
   // Unit u's sizes and buffers, its shard filled from `shard` (shard_numel floats).
   void AddUnit(int u, const float* shard);

@@ -30,6 +30,7 @@
 #include "worker/fsdp/fsdp_model.h"
 #include "worker/fsdp/grad_scaler.h"
 #include "worker/fsdp/lr_schedule.h"
+#include "worker/fsdp/shard_assembler.h"
 #include "worker/runtime/critical_path.h"
 #include "worker/train/checkpoint_pruner.h"
 #include "worker/train/final_model_owner.h"
@@ -253,11 +254,20 @@ absl::Status RankTrainer::BuildInitialModel() {
     std::vector<std::vector<float>>().swap((*checkpoint)->params);
     return PermanentIfInTheJobsFiles(Restore(**checkpoint));
   }
-  auto weights = InitialWeights(spec_);
-  if (!weights.ok()) return PermanentIfInTheJobsFiles(weights.status());
+  // Read (or generated) a parameter at a time, only this rank's shards kept.
+  ASSIGN_OR_RETURN(const fsdp::FlatLayout layout,
+                   fsdp::BuildFlatLayout(spec_.model(), spec_.wrap()));
+  fsdp::ShardAssembler assembler(layout, plan_);
+  RETURN_IF_ERROR(PermanentIfInTheJobsFiles(
+      InitialWeights(spec_, [&](const std::string& name, const HostTensor& tensor) {
+        return assembler.Take(name, tensor);
+      })));
+  auto shards = std::move(assembler).Finish();
+  if (!shards.ok()) return PermanentIfInTheJobsFiles(shards.status());
   activity_ = "building the sharded model";
-  ASSIGN_OR_RETURN(auto model, fsdp::FsdpModel::Create(spec_, plan_, runtime_->model_groups(),
-                                                       runtime_->device(), *weights));
+  ASSIGN_OR_RETURN(auto model,
+                   fsdp::FsdpModel::CreateFromShards(spec_, plan_, runtime_->model_groups(),
+                                                     runtime_->device(), *shards));
   AdoptModel(std::move(model));
   return absl::OkStatus();
 }
