@@ -104,8 +104,10 @@ absl::StatusOr<std::vector<std::string>> NamesIn(const Fd& folder, const std::st
     return error;
   }
   std::vector<std::string> names;
-  errno = 0;  // readdir's end and its failure differ only in errno
-  while (const dirent* entry = ::readdir(entries)) {
+  for (;;) {
+    errno = 0;  // readdir's end and its failure differ only in errno
+    const dirent* entry = ::readdir(entries);
+    if (entry == nullptr) break;
     const std::string name = entry->d_name;
     if (name != "." && name != "..") names.push_back(name);
   }

@@ -97,12 +97,30 @@ absl::Status CheckShardAttempt(const std::string& folder, const v1::CheckpointMa
                    " whose manifest the step holds (two attempts of the job wrote here)"));
 }
 
+absl::Status CheckShardFileNames(const std::string& folder,
+                                 const v1::CheckpointManifest& manifest) {
+  if (manifest.files_size() != manifest.shard_group_size() || manifest.shard_group_size() < 1) {
+    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': the manifest lists ",
+                                            manifest.files_size(), " shard files for a shard ",
+                                            "group of ", manifest.shard_group_size()));
+  }
+  for (int s = 0; s < manifest.files_size(); ++s) {
+    if (manifest.files(s) != CheckpointShardFile(s)) {
+      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': shard file ", s,
+                                              " is named '", manifest.files(s), "', expected '",
+                                              CheckpointShardFile(s), "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
                                      const v1::CheckpointManifest& manifest) {
   if (manifest.step() != step) {
     return absl::DataLossError(
         absl::StrCat("checkpoint '", folder, "': its manifest says step ", manifest.step()));
   }
+  RETURN_IF_ERROR(CheckShardFileNames(folder, manifest));
   for (const std::string& name : manifest.files()) {
     ASSIGN_OR_RETURN(const CheckpointShard shard, OpenCheckpointShard(folder, name));
     RETURN_IF_ERROR(CheckShardAttempt(folder, manifest, shard));

@@ -66,10 +66,17 @@ absl::Status CheckpointShardError(const std::string& folder, const absl::Status&
 absl::Status CheckShardAttempt(const std::string& folder, const v1::CheckpointManifest& manifest,
                                const CheckpointShard& shard);
 
+// OK if `manifest` (of step folder `folder`) lists as many shard files as its shard group,
+// each by the name its writer gives it (CheckpointShardFile), DATA_LOSS otherwise: only
+// those names are opened, so a crafted manifest cannot make a reader open files outside
+// the folder, nor any number of them.
+absl::Status CheckShardFileNames(const std::string& folder, const v1::CheckpointManifest& manifest);
+
 // Whether the step folder `folder` of step `step`, holding `manifest`, is a checkpoint: its
-// manifest names its step, and each shard file it lists can be opened, one at a time, and
-// names the manifest's attempt. UNAVAILABLE when this host could not read one now (not
-// to be passed over for an NFS hiccup); another error when it is not.
+// manifest names its step and its shard files by their names (CheckShardFileNames), and
+// each can be opened, one at a time, and names the manifest's attempt. UNAVAILABLE when
+// this host could not read one now (not to be passed over for an NFS hiccup); another
+// error when it is not.
 absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
                                      const v1::CheckpointManifest& manifest);
 

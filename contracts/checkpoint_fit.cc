@@ -15,19 +15,23 @@ namespace {
 // fields; the first few tell a user which checkpoint this is).
 constexpr size_t kMaxDifferenceChars = 300;
 
-// What differs from the checkpoint's `written` to the job's `wanted`, as
-// "modified: gpt.n_layer: 12 -> 6; ..."; empty if they are equal.
-std::string Differences(const google::protobuf::Message& written,
-                        const google::protobuf::Message& wanted) {
+// Whether the checkpoint's `written` equals the job's `wanted`; if not, `differences` says
+// what differs from one to the other, as "modified: gpt.n_layer: 12 -> 6; ...".
+bool Same(const google::protobuf::Message& written, const google::protobuf::Message& wanted,
+          std::string* differences) {
   std::string report;
+  bool same = false;
   {
     google::protobuf::util::MessageDifferencer differencer;
-    differencer.ReportDifferencesToString(&report);  // written as the differencer goes
-    differencer.Compare(written, wanted);
+    differencer.ReportDifferencesToString(&report);  // complete once the differencer is gone
+    same = differencer.Compare(written, wanted);
   }
-  std::string joined = absl::StrReplaceAll(absl::StripSuffix(report, "\n"), {{"\n", "; "}});
-  if (joined.size() > kMaxDifferenceChars) joined = joined.substr(0, kMaxDifferenceChars) + " ...";
-  return joined;
+  *differences = absl::StrReplaceAll(absl::StripSuffix(report, "\n"), {{"\n", "; "}});
+  if (differences->size() > kMaxDifferenceChars) {
+    differences->resize(kMaxDifferenceChars);
+    *differences += " ...";
+  }
+  return same;
 }
 
 // INVALID_ARGUMENT naming the differences unless the checkpoint's `written` `what` (the
@@ -35,30 +39,11 @@ std::string Differences(const google::protobuf::Message& written,
 absl::Status CheckSame(const std::string& folder, const std::string& what,
                        const google::protobuf::Message& written,
                        const google::protobuf::Message& wanted) {
-  const std::string differences = Differences(written, wanted);
-  if (differences.empty()) return absl::OkStatus();
+  std::string differences;
+  if (Same(written, wanted, &differences)) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("checkpoint '", folder, "' holds another ", what, " than job.", what,
                    " (from the checkpoint's to the job's: ", differences, ")"));
-}
-
-// Only the names this writer gives its shard files are read, so a crafted manifest
-// cannot make a worker read files outside the folder.
-absl::Status CheckShardFileNames(const std::string& folder,
-                                 const v1::CheckpointManifest& manifest) {
-  if (manifest.files_size() != manifest.shard_group_size() || manifest.shard_group_size() < 1) {
-    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': the manifest lists ",
-                                            manifest.files_size(), " shard files for a shard ",
-                                            "group of ", manifest.shard_group_size()));
-  }
-  for (int s = 0; s < manifest.files_size(); ++s) {
-    if (manifest.files(s) != CheckpointShardFile(s)) {
-      return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': shard file ", s,
-                                              " is named '", manifest.files(s), "', expected '",
-                                              CheckpointShardFile(s), "'"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace

@@ -577,21 +577,18 @@ absl::Status CheckInitialWeightsFile(const v1::JobSpec& spec) {
 }
 
 // The newest complete checkpoint of init.checkpoint_dir, as a worker will find it, is of
-// the job's model and wrap policy. A worker checks again as it loads (a newer one may be
-// written meanwhile); this refuses at once what would fail every attempt there.
+// the job's model and wrap policy. None there yet is no error: a job may name the folder
+// of one still running, and wait for workers until it has written one (the workers check
+// again as they start, and fail the job if there is none then); nor is a step removed
+// while checked (keep_checkpoints). What is checked refuses at once what would fail
+// every attempt on the workers.
 absl::Status CheckInitialCheckpoint(const v1::JobSpec& spec) {
-  constexpr char kField[] = "init.checkpoint_dir";
   // As the worker's path check leaves it: the checkpoint reads refuse links in the path.
   std::error_code error;
   const std::filesystem::path canonical =
       std::filesystem::canonical(spec.init().checkpoint_dir(), error);
   const std::string dir = error ? spec.init().checkpoint_dir() : canonical.string();
   const absl::StatusOr<std::string> folder = fsdp::FindLatestCheckpoint(dir, /*job_id=*/"");
-  if (absl::IsNotFound(folder.status())) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job.", kField, ": ", folder.status().message(),
-                     "; a job starts from a checkpoint whose manifest and shards are all written"));
-  }
   absl::StatusOr<v1::CheckpointManifest> manifest =
       folder.ok() ? fsdp::ReadCheckpointManifest(*folder) : folder.status();
   absl::Status fit = manifest.status();
@@ -602,9 +599,8 @@ absl::Status CheckInitialCheckpoint(const v1::JobSpec& spec) {
                      fsdp::BuildFlatLayout(effective.model(), effective.wrap()));
     fit = fsdp::CheckCheckpointFits(*folder, *manifest, effective, layout);
   }
-  if (fit.ok() || absl::IsUnavailable(fit)) return fit;
-  return absl::Status(absl::IsDataLoss(fit) ? fit.code() : absl::StatusCode::kInvalidArgument,
-                      absl::StrCat("job.", kField, ": ", fit.message()));
+  if (fit.ok() || absl::IsNotFound(fit)) return absl::OkStatus();
+  return absl::Status(fit.code(), absl::StrCat("job.init.checkpoint_dir: ", fit.message()));
 }
 
 // Where the weights come from and where the results go.

@@ -64,9 +64,10 @@ absl::Status CheckReadableFile(const std::string& path);
 // "job.fsdp.shard_group_size: 3 does not divide job.world_size 4". Accepts a spec as the
 // user wrote it (unset fields meaning defaults). `check_path` may be null to skip file
 // checks. With it, the files' contents are checked too: token files' headers, the initial
-// weights' header, and init.checkpoint_dir's newest complete checkpoint (its manifest and
-// its shards' headers; FAILED_PRECONDITION when there is none, DATA_LOSS when it is
-// damaged). A file this host cannot read now is UNAVAILABLE.
+// weights' header, and init.checkpoint_dir's newest complete checkpoint, if there is one
+// yet (its manifest and its shards' headers: another model or wrap policy is
+// INVALID_ARGUMENT, a manifest that lists other shard files or units DATA_LOSS). A file
+// this host cannot read now is UNAVAILABLE.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                              const PathChecker& check_path);
 

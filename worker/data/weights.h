@@ -27,10 +27,10 @@ absl::Status SeededWeights(const v1::ModelSpec& model, uint64_t seed, TensorSink
 TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed);
 
 // The job's initial weights, given to `take` a parameter at a time (F32, the model's
-// layout), so that a rank holds one parameter besides its shards: from init.huggingface
-// (huggingface_weights.h), from init.safetensors_path (contracts/weights_file.h: every
-// tensor the model needs, F32, with its shape; INVALID_ARGUMENT naming the field and the
-// tensor otherwise) or init.seed.
+// layout), so that a rank holds one parameter (and its conversions) besides its shards:
+// from init.huggingface (huggingface_weights.h), from init.safetensors_path
+// (contracts/weights_file.h: every tensor the model needs, F32, with its shape;
+// INVALID_ARGUMENT naming the field and the tensor otherwise) or init.seed.
 absl::Status InitialWeights(const v1::JobSpec& spec, TensorSink take);
 // The same, collected (a reference run, a test).
 absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec);

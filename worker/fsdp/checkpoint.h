@@ -76,7 +76,7 @@ struct LoadedCheckpoint {
 // another attempt than the manifest. Only what the rank keeps is read, its own shard of
 // the parameters and of the optimizer state, cut from the files that hold it, so any
 // world size and strategy can load any checkpoint of the model, and a rank's host memory
-// holds its shards, never the whole model.
+// holds its shards (the whole model only where its shard group is of one: NO_SHARD).
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const v1::JobSpec& spec,
                                                 const ShardingPlan& plan);
 

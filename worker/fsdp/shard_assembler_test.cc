@@ -85,6 +85,24 @@ TEST_P(ShardAssemblerTest, TheRanksShardsLaidEndToEndAreTheFlatUnits) {
 
 INSTANTIATE_TEST_SUITE_P(Models, ShardAssemblerTest, ::testing::Values(Gpt(), Mlp()));
 
+// A rank keeps the shard of its place in its shard group, whatever its place in the world:
+// rank 3 of HYBRID_SHARD over shard groups of 2 holds what rank 1 of a group of 2 does.
+TEST(ShardAssembler, AHybridRankKeepsItsShardGroupsShard) {
+  v1::JobSpec spec = Gpt();
+  spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+  spec.mutable_fsdp()->set_shard_group_size(2);
+  auto layout = BuildFlatLayout(spec.model(), spec.wrap());
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  auto hybrid = PlanSharding(spec.fsdp(), 4, 3);
+  ASSERT_TRUE(hybrid.ok()) << hybrid.status();
+  ASSERT_EQ(hybrid->shard_rank, 1);
+  const TensorMap weights = SeededWeights(spec.model(), 3);
+  auto got = Assemble(*layout, *hybrid, weights);
+  auto want = Assemble(*layout, RankOf(2, 1), weights);
+  ASSERT_TRUE(got.ok() && want.ok());
+  EXPECT_EQ(*got, *want);
+}
+
 TEST(ShardAssembler, AMissingOrMisshapenParameterIsNamed) {
   const v1::JobSpec spec = Mlp();
   auto layout = BuildFlatLayout(spec.model(), spec.wrap());

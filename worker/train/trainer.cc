@@ -56,7 +56,7 @@ absl::Status PermanentIfInTheJobsFiles(const absl::Status& status) {
 
 // Where this rank's parameters come from: the job's own newest checkpoint when a later
 // attempt resumes, else init.checkpoint_dir's newest, else none (seed or safetensors).
-// It is read for a rank of `plan`: only that rank's shard of the optimizer state.
+// It is read for a rank of `plan`: only that rank's shards of the parameters and state.
 absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> CheckpointToLoad(
     const v1::JobSpec& spec, const TrainingContext& context, const fsdp::ShardingPlan& plan) {
   const std::string& own = spec.output().checkpoint_dir();
@@ -246,7 +246,7 @@ absl::Status RankTrainer::BuildInitialModel() {
   if (!checkpoint.ok()) return PermanentIfInTheJobsFiles(checkpoint.status());
   if (checkpoint->has_value()) {
     activity_ = "building the sharded model";
-    // The rank's own shards: its host never holds the whole model.
+    // The rank's own shards: the whole model only where its shard group is of one.
     ASSIGN_OR_RETURN(auto model,
                      fsdp::FsdpModel::CreateFromShards(spec_, plan_, runtime_->model_groups(),
                                                        runtime_->device(), (*checkpoint)->params));
