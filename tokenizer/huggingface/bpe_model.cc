@@ -84,6 +84,10 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& json, const st
   HF_ASSIGN_OR_RETURN(model.end_of_word_suffix_, StringField(json, "end_of_word_suffix", path, ""));
   HF_ASSIGN_OR_RETURN(model.fuse_unk_, BoolField(json, "fuse_unk", path, false));
   HF_ASSIGN_OR_RETURN(model.byte_fallback_, BoolField(json, "byte_fallback", path, false));
+  model.falls_back_on_every_byte_ = model.byte_fallback_;
+  for (int byte = 0; byte < 256 && model.falls_back_on_every_byte_; ++byte) {
+    model.falls_back_on_every_byte_ = model.vocab_.contains(absl::StrFormat("<0x%02X>", byte));
+  }
   HF_ASSIGN_OR_RETURN(model.ignore_merges_, BoolField(json, "ignore_merges", path, false));
   if (const nlohmann::json* unk = Field(json, "unk_token"); unk != nullptr) {
     HF_ASSIGN_OR_RETURN(const std::string unk_token, StringField(json, "unk_token", path, ""));

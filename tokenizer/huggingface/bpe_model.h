@@ -49,8 +49,14 @@ class BpeModel {
   bool has_affixes() const {
     return !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty();
   }
-  // Whether a run of unknown characters becomes one unknown token (fuse_unk).
-  bool fuses_unknown() const { return fuse_unk_ && unk_id_.has_value(); }
+  // Whether a run of unknown characters may become one unknown token (fuse_unk): never
+  // where byte_fallback finds every byte's "<0xAB>" token, since no character is unknown
+  // then (Gemma 3's file sets both).
+  bool fuses_unknown() const {
+    return fuse_unk_ && unk_id_.has_value() && !falls_back_on_every_byte_;
+  }
+  // Whether a piece that is a token is that token, unmerged (ignore_merges).
+  bool ignores_merges() const { return ignore_merges_; }
 
  private:
   struct Merge {
@@ -73,6 +79,7 @@ class BpeModel {
   std::optional<int32_t> unk_id_;
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
+  bool falls_back_on_every_byte_ = false;  // byte_fallback, and all 256 byte tokens
   bool ignore_merges_ = false;
   uint64_t key_ = NewKey();  // the model's in the per-thread piece caches
 

@@ -82,8 +82,11 @@ bool SpansACut(absl::string_view token) {
 
 // Whether the model encodes a piece holding a cut as it encodes the piece's two sides.
 bool ModelEncodesApart(const BpeModel& model) {
-  // Marks and fused unknowns depend on a piece's whole: a cut piece would differ.
-  if (model.has_affixes() || model.fuses_unknown()) return false;
+  // Marks, fused unknowns and a piece taken whole as a token (ignore_merges: "word\n" may
+  // be one where "word\nBar" merges otherwise) depend on a piece's whole: a cut piece
+  // would differ. Without them, no merge joins the two sides (its token would hold the
+  // newline and the letter), so each side merges as it would alone.
+  if (model.has_affixes() || model.fuses_unknown() || model.ignores_merges()) return false;
   for (int32_t id = 0; id < model.size(); ++id) {
     const std::string* token = model.Token(id);
     if (token != nullptr && SpansACut(*token)) return false;

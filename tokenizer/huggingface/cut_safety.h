@@ -11,8 +11,9 @@
 //   - where the pre-tokenizer leaves the newline and the letter in one piece (Gemma 3's
 //     splits at spaces only), the model could join them into one token (a token holding a
 //     newline and then a letter), mark the letter as a word's continuation
-//     (continuing_subword_prefix, end_of_word_suffix), or fuse unknown characters on both
-//     sides into one (fuse_unk).
+//     (continuing_subword_prefix, end_of_word_suffix), fuse unknown characters on both
+//     sides into one (fuse_unk, unless byte_fallback leaves no character unknown), or
+//     take one side whole as a token where the piece merges otherwise (ignore_merges).
 // The normalizer and the pre-tokenizer are checked by running them on probe texts whole
 // and cut, the model by its vocabulary and settings. A tokenizer that fails is not cut
 // inside a document (the corpus still encodes documents side by side).

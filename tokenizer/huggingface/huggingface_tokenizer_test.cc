@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/huggingface/pattern.h"
@@ -332,6 +333,45 @@ TEST(HuggingFaceCutTest, APieceAcrossTheCutIsCutOnlyWhereNoTokenJoinsIt) {
   EXPECT_EQ(Encode(**joined, "a\nBb"), (std::vector<int32_t>{0, 5, 3}));
   EXPECT_EQ(EncodeCut(**joined, "a\nBb"), (std::vector<int32_t>{0, 1, 2, 3}));
   EXPECT_FALSE((*joined)->KeepsIdsAtCuts());
+}
+
+// Gemma 3's model fuses unknown characters but falls back on byte tokens, all 256 of
+// them: no character is unknown, so nothing fuses across a cut, and the file's documents
+// are cut (and encoded on several threads). Without every byte token an unknown
+// character may fuse with one across the cut; with ignore_merges a side may be a token
+// whole where the piece merges otherwise: neither is cut.
+TEST(HuggingFaceCutTest, FusedUnknownsAreCutOnlyWhereEveryByteFallsBack) {
+  const Json split = {{"pre_tokenizer",
+                       {{"type", "Split"},
+                        {"pattern", {{"String", " "}}},
+                        {"behavior", "MergedWithPrevious"},
+                        {"invert", false}}}};
+  Json vocab = {{"<unk>", 0}, {"a", 1}, {"\n", 2}, {"B", 3}, {"b", 4}, {"a\n", 5}};
+  for (int byte = 0; byte < 256; ++byte) vocab[absl::StrFormat("<0x%02X>", byte)] = 6 + byte;
+  Json model = {{"vocab", vocab},
+                {"merges", {"a \n"}},
+                {"unk_token", "<unk>"},
+                {"fuse_unk", true},
+                {"byte_fallback", true}};
+  auto every_byte = Make(model, split);
+  ASSERT_TRUE(every_byte.ok()) << every_byte.status();
+  EXPECT_TRUE((*every_byte)->KeepsIdsAtCuts());
+  const std::string text =
+      "a\n\xC3\xA9"
+      "Bb\na\nB";  // an unknown \u00e9, byte tokens
+  EXPECT_EQ(EncodeCut(**every_byte, text), Encode(**every_byte, text));
+
+  Json fewer = model;
+  fewer["vocab"].erase("<0xA9>");
+  auto missing_byte = Make(fewer, split);
+  ASSERT_TRUE(missing_byte.ok()) << missing_byte.status();
+  EXPECT_FALSE((*missing_byte)->KeepsIdsAtCuts());
+
+  Json unmerged = model;
+  unmerged["ignore_merges"] = true;
+  auto ignoring = Make(unmerged, split);
+  ASSERT_TRUE(ignoring.ok()) << ignoring.status();
+  EXPECT_FALSE((*ignoring)->KeepsIdsAtCuts());
 }
 
 TEST(HuggingFaceCutTest, APrefixSpaceOrAnAlwaysPrependedMetaspaceIsNotCut) {
