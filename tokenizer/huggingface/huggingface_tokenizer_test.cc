@@ -312,14 +312,19 @@ TEST(HuggingFaceCutTest, AByteLevelExpressionIsCut) {
   EXPECT_EQ(EncodeCut(**tokenizer, "a\nBb\nbB"), Encode(**tokenizer, "a\nBb\nbB"));
 }
 
-// Gemma 3's pre-tokenizer splits at spaces only: the newline and the letter share a piece,
-// and a model with a token joining them would encode the cut otherwise.
+// Gemma 3's pre-tokenizer, as tokenizer.json's top-level keys: it splits at spaces only.
+Json SplitAtSpaces() {
+  return {{"pre_tokenizer",
+           {{"type", "Split"},
+            {"pattern", {{"String", " "}}},
+            {"behavior", "MergedWithPrevious"},
+            {"invert", false}}}};
+}
+
+// With Gemma 3's pre-tokenizer the newline and the letter share a piece, and a model with
+// a token joining them would encode the cut otherwise.
 TEST(HuggingFaceCutTest, APieceAcrossTheCutIsCutOnlyWhereNoTokenJoinsIt) {
-  const Json rest = {{"pre_tokenizer",
-                      {{"type", "Split"},
-                       {"pattern", {{"String", " "}}},
-                       {"behavior", "MergedWithPrevious"},
-                       {"invert", false}}}};
+  const Json rest = SplitAtSpaces();
   auto apart = Make(
       {{"vocab", {{"a", 0}, {"\n", 1}, {"B", 2}, {"b", 3}, {" ", 4}}}, {"merges", Json::array()}},
       rest);
@@ -341,11 +346,7 @@ TEST(HuggingFaceCutTest, APieceAcrossTheCutIsCutOnlyWhereNoTokenJoinsIt) {
 // character may fuse with one across the cut; with ignore_merges a side may be a token
 // whole where the piece merges otherwise: neither is cut.
 TEST(HuggingFaceCutTest, FusedUnknownsAreCutOnlyWhereEveryByteFallsBack) {
-  const Json split = {{"pre_tokenizer",
-                       {{"type", "Split"},
-                        {"pattern", {{"String", " "}}},
-                        {"behavior", "MergedWithPrevious"},
-                        {"invert", false}}}};
+  const Json split = SplitAtSpaces();
   Json vocab = {{"<unk>", 0}, {"a", 1}, {"\n", 2}, {"B", 3}, {"b", 4}, {"a\n", 5}};
   for (int byte = 0; byte < 256; ++byte) vocab[absl::StrFormat("<0x%02X>", byte)] = 6 + byte;
   Json model = {{"vocab", vocab},
