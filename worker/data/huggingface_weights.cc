@@ -15,18 +15,17 @@ namespace {
 
 constexpr char kField[] = "job.init.huggingface";
 
-// The tensor's values as FP32 (F32 as stored, BF16 and F16 widened exactly).
-std::vector<float> Widened(const HostTensor& tensor) {
-  std::vector<float> values(tensor.numel());
-  const auto* bits = reinterpret_cast<const uint16_t*>(tensor.bytes.data());
+// Elements [begin, begin + n) of `tensor` as FP32 into `out` (F32 as stored, BF16 and F16
+// widened exactly).
+void WidenInto(const HostTensor& tensor, int64_t begin, int64_t n, float* out) {
+  const auto* bits = reinterpret_cast<const uint16_t*>(tensor.bytes.data()) + begin;
   if (tensor.dtype == "BF16") {
-    cpu::BFloat16ToFloat(bits, values.data(), values.size());
+    cpu::BFloat16ToFloat(bits, out, n);
   } else if (tensor.dtype == "F16") {
-    cpu::HalfToFloat(bits, values.data(), values.size());
+    cpu::HalfToFloat(bits, out, n);
   } else {
-    std::copy(tensor.f32(), tensor.f32() + values.size(), values.begin());
+    std::copy(tensor.f32() + begin, tensor.f32() + begin + n, out);
   }
-  return values;
 }
 
 // values [rows, cols] -> [cols, rows].
@@ -38,34 +37,40 @@ std::vector<float> Transposed(const std::vector<float>& values, int64_t rows, in
   return out;
 }
 
-// Meta's q or k weight [heads * head_dim, in] to HF's row order: within each head, Meta's
-// row 2i + p is HF's row p * head_dim / 2 + i (convert_llama_weights_to_hf.py's permute).
-std::vector<float> Deinterleaved(const std::vector<float>& values, int64_t heads, int64_t rows,
-                                 int64_t cols) {
-  const int64_t head_dim = rows / heads, half = head_dim / 2;
-  std::vector<float> out(values.size());
-  for (int64_t h = 0; h < heads; ++h) {
-    for (int64_t i = 0; i < half; ++i) {
-      for (int64_t p = 0; p < 2; ++p) {
-        const float* from = &values[(h * head_dim + 2 * i + p) * cols];
-        std::copy(from, from + cols, &out[(h * head_dim + p * half + i) * cols]);
-      }
-    }
-  }
-  return out;
+// Where row `row` of a matrix of `rows` rows goes: itself, or for Meta's interleaved q or
+// k weight [heads * head_dim, in] (`heads` > 0) its row in HF's order: within each head,
+// Meta's row 2i + p is HF's row p * head_dim / 2 + i (convert_llama_weights_to_hf.py's
+// permute).
+int64_t RowInHfOrder(int64_t row, int64_t rows, int64_t heads) {
+  if (heads <= 0) return row;
+  const int64_t head_dim = rows / heads, within = row % head_dim;
+  return row - within + (within % 2) * (head_dim / 2) + within / 2;
 }
 
+// The stored tensor as FP32 in the model's layout (GPT-2's Conv1D weights transposed,
+// Meta's q and k rows reordered), written in one pass a row at a time: besides the stored
+// bytes, one FP32 copy of the tensor and one row.
 HostTensor ToModelLayout(const HuggingFaceTensor& t, const HostTensor& stored) {
-  std::vector<float> values = Widened(stored);
-  std::vector<int64_t> shape = stored.shape;
-  if (t.transposed) {
-    values = Transposed(values, shape[0], shape[1]);
-    shape = {shape[1], shape[0]};
+  const bool matrix = stored.shape.size() == 2;
+  const int64_t rows = matrix ? stored.shape[0] : 1;
+  const int64_t cols = matrix ? stored.shape[1] : stored.numel();
+  HostTensor out;
+  out.dtype = "F32";
+  out.shape = t.transposed ? std::vector<int64_t>{cols, rows} : stored.shape;
+  out.bytes.resize(stored.numel() * sizeof(float));
+  float* values = reinterpret_cast<float*>(out.bytes.data());
+  const int64_t out_rows = t.transposed ? cols : rows;
+  const int64_t heads = matrix ? t.interleaved_heads : 0;
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    WidenInto(stored, r * cols, cols, row.data());
+    if (!t.transposed) {
+      std::copy(row.begin(), row.end(), values + RowInHfOrder(r, out_rows, heads) * cols);
+      continue;
+    }
+    for (int64_t c = 0; c < cols; ++c) values[RowInHfOrder(c, out_rows, heads) * rows + r] = row[c];
   }
-  if (t.interleaved_heads > 0) {
-    values = Deinterleaved(values, t.interleaved_heads, shape[0], shape[1]);
-  }
-  return F32Tensor(shape, values.data());
+  return out;
 }
 
 // Gives `take` the tensors of `located` that lie in `path`, read one at a time from the
