@@ -80,6 +80,21 @@ bool SpansACut(absl::string_view token) {
   return false;
 }
 
+// Whether added token `token` is matched where a cut falls as in the whole text. An
+// lstrip token starting with a letter takes the newline before it, which a cut leaves on
+// the other side; a single_word token ending in a newline is refused where a letter
+// follows it, which a cut hides.
+bool MatchedAlikeAtCuts(const AddedToken& token) {
+  for (absl::string_view text :
+       {absl::string_view(token.content), absl::string_view(token.matched)}) {
+    if (text.empty()) continue;
+    if (SpansACut(text)) return false;
+    if (token.lstrip && IsAsciiLetter(text.front())) return false;
+    if (token.single_word && text.back() == '\n') return false;
+  }
+  return true;
+}
+
 // Whether the model encodes a piece holding a cut as it encodes the piece's two sides.
 bool ModelEncodesApart(const BpeModel& model) {
   // Marks, fused unknowns and a piece taken whole as a token (ignore_merges: "word\n" may
@@ -99,7 +114,7 @@ bool ModelEncodesApart(const BpeModel& model) {
 bool CutsKeepIds(const Normalizer* normalizer, const PreTokenizer* pre_tokenizer,
                  const BpeModel& model, const AddedTokens& added) {
   for (const AddedToken& token : added.tokens()) {
-    if (SpansACut(token.content) || SpansACut(token.matched)) return false;
+    if (!MatchedAlikeAtCuts(token)) return false;
   }
   bool joined = false;
   for (absl::string_view left : kLefts) {

@@ -14,6 +14,9 @@
 //     (continuing_subword_prefix, end_of_word_suffix), fuse unknown characters on both
 //     sides into one (fuse_unk, unless byte_fallback leaves no character unknown), or
 //     take one side whole as a token where the piece merges otherwise (ignore_merges).
+//   - an added token could be matched otherwise: one holding a newline then a letter, an
+//     lstrip one starting with a letter (it takes the newline before it), a single_word
+//     one ending in a newline (refused where a letter follows it).
 // The normalizer and the pre-tokenizer are checked by running them on probe texts whole
 // and cut, the model by its vocabulary and settings. A tokenizer that fails is not cut
 // inside a document (the corpus still encodes documents side by side).

@@ -342,11 +342,9 @@ TEST(HuggingFaceCutTest, APieceAcrossTheCutIsCutOnlyWhereNoTokenJoinsIt) {
 
 // Gemma 3's model fuses unknown characters but falls back on byte tokens, all 256 of
 // them: no character is unknown, so nothing fuses across a cut, and the file's documents
-// are cut (and encoded on several threads). Without every byte token an unknown
-// character may fuse with one across the cut; with ignore_merges a side may be a token
-// whole where the piece merges otherwise: neither is cut.
+// are cut (and encoded on several threads). Without every byte token the model is not cut
+// (conservatively: an unknown run would have to hold the newline to cross a cut).
 TEST(HuggingFaceCutTest, FusedUnknownsAreCutOnlyWhereEveryByteFallsBack) {
-  const Json split = SplitAtSpaces();
   Json vocab = {{"<unk>", 0}, {"a", 1}, {"\n", 2}, {"B", 3}, {"b", 4}, {"a\n", 5}};
   for (int byte = 0; byte < 256; ++byte) vocab[absl::StrFormat("<0x%02X>", byte)] = 6 + byte;
   Json model = {{"vocab", vocab},
@@ -354,25 +352,68 @@ TEST(HuggingFaceCutTest, FusedUnknownsAreCutOnlyWhereEveryByteFallsBack) {
                 {"unk_token", "<unk>"},
                 {"fuse_unk", true},
                 {"byte_fallback", true}};
-  auto every_byte = Make(model, split);
+  auto every_byte = Make(model, SplitAtSpaces());
   ASSERT_TRUE(every_byte.ok()) << every_byte.status();
   EXPECT_TRUE((*every_byte)->KeepsIdsAtCuts());
+  // \u00e9, not in the vocabulary, falls back on its two byte tokens.
   const std::string text =
       "a\n\xC3\xA9"
-      "Bb\na\nB";  // an unknown \u00e9, byte tokens
+      "b\na\nBb";
+  EXPECT_EQ(Encode(**every_byte, text),
+            (std::vector<int32_t>{5, 6 + 0xC3, 6 + 0xA9, 4, 2, 5, 3, 4}));
   EXPECT_EQ(EncodeCut(**every_byte, text), Encode(**every_byte, text));
 
   Json fewer = model;
   fewer["vocab"].erase("<0xA9>");
-  auto missing_byte = Make(fewer, split);
+  auto missing_byte = Make(fewer, SplitAtSpaces());
   ASSERT_TRUE(missing_byte.ok()) << missing_byte.status();
   EXPECT_FALSE((*missing_byte)->KeepsIdsAtCuts());
+}
 
-  Json unmerged = model;
-  unmerged["ignore_merges"] = true;
-  auto ignoring = Make(unmerged, split);
-  ASSERT_TRUE(ignoring.ok()) << ignoring.status();
-  EXPECT_FALSE((*ignoring)->KeepsIdsAtCuts());
+// With ignore_merges a piece that is a token is that token: "a\n" cut off alone is one,
+// where "a\nB" whole merges to "a", "\n", "B" (no merge makes "a\n"). Not cut.
+TEST(HuggingFaceCutTest, IgnoredMergesAreNotCut) {
+  auto tokenizer = Make({{"vocab", {{"a", 0}, {"\n", 1}, {"B", 2}, {"a\n", 3}}},
+                         {"merges", Json::array()},
+                         {"ignore_merges", true}},
+                        SplitAtSpaces());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ(Encode(**tokenizer, "a\nB"), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(EncodeCut(**tokenizer, "a\nB"), (std::vector<int32_t>{3, 2}));
+  EXPECT_FALSE((*tokenizer)->KeepsIdsAtCuts());
+}
+
+// An lstrip token starting with a letter takes the newline before it, and a single_word
+// token ending in a newline is refused before a letter: a cut would change both. Not cut.
+TEST(HuggingFaceCutTest, AddedTokensThatACutWouldMatchOtherwiseAreNotCut) {
+  const Json vocab = {{"w", 0}, {"\n", 1}, {"B", 2}, {"a", 3}, {"r", 4}};
+  const auto added = [](const std::string& content, bool lstrip, bool single_word) {
+    return Json::array({{{"id", 5},
+                         {"content", content},
+                         {"single_word", single_word},
+                         {"lstrip", lstrip},
+                         {"rstrip", false},
+                         {"normalized", false},
+                         {"special", false}}});
+  };
+  auto lstrip = Make({{"vocab", vocab}, {"merges", Json::array()}},
+                     {{"added_tokens", added("Bar", true, false)}});
+  ASSERT_TRUE(lstrip.ok()) << lstrip.status();
+  EXPECT_EQ(Encode(**lstrip, "w\nBar"), (std::vector<int32_t>{0, 5}));
+  EXPECT_EQ(EncodeCut(**lstrip, "w\nBar"), (std::vector<int32_t>{0, 1, 5}));
+  EXPECT_FALSE((*lstrip)->KeepsIdsAtCuts());
+
+  auto single_word = Make({{"vocab", vocab}, {"merges", Json::array()}},
+                          {{"added_tokens", added("w\n", false, true)}});
+  ASSERT_TRUE(single_word.ok()) << single_word.status();
+  EXPECT_EQ(Encode(**single_word, "w\nBar"), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(EncodeCut(**single_word, "w\nBar"), (std::vector<int32_t>{5, 2, 3, 4}));
+  EXPECT_FALSE((*single_word)->KeepsIdsAtCuts());
+
+  auto plain = Make({{"vocab", vocab}, {"merges", Json::array()}},
+                    {{"added_tokens", added("Bar", false, false)}});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE((*plain)->KeepsIdsAtCuts());
 }
 
 TEST(HuggingFaceCutTest, APrefixSpaceOrAnAlwaysPrependedMetaspaceIsNotCut) {
