@@ -24,6 +24,15 @@ absl::Status CheckWeightsFit(const ModelDescription& model, const SafetensorsInd
   return absl::OkStatus();
 }
 
+absl::StatusOr<TensorMap> CollectTensors(absl::FunctionRef<absl::Status(TensorSink)> read) {
+  TensorMap tensors;
+  RETURN_IF_ERROR(read([&](const std::string& name, const HostTensor& tensor) {
+    tensors[name] = tensor;
+    return absl::OkStatus();
+  }));
+  return tensors;
+}
+
 absl::Status ReadWeightsFile(const ModelDescription& model, const std::string& path, Links links,
                              TensorSink take) {
   ASSIGN_OR_RETURN(const UntrustedFile file,

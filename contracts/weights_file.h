@@ -27,6 +27,10 @@ absl::Status CheckWeightsFit(const ModelDescription& model, const SafetensorsInd
 using TensorSink =
     absl::FunctionRef<absl::Status(const std::string& name, const HostTensor& tensor)>;
 
+// The tensors `read` gives the sink it is called with, collected by name (the collecting
+// form of a reader that streams).
+absl::StatusOr<TensorMap> CollectTensors(absl::FunctionRef<absl::Status(TensorSink)> read);
+
 // Gives `take` the parameters of `model` from the file at `path`, opened as `links` says,
 // in the model's registration order: its header checked with CheckWeightsFit, then only
 // those tensors read, one at a time (not the whole file). NOT_FOUND, INVALID_ARGUMENT or

@@ -115,13 +115,8 @@ absl::Status ReadHuggingFaceWeights(const v1::ModelSpec& model,
 
 absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
                                                  const v1::HuggingFaceCheckpoint& checkpoint) {
-  TensorMap weights;
-  RETURN_IF_ERROR(ReadHuggingFaceWeights(model, checkpoint,
-                                         [&](const std::string& name, const HostTensor& tensor) {
-                                           weights[name] = tensor;
-                                           return absl::OkStatus();
-                                         }));
-  return weights;
+  return CollectTensors(
+      [&](TensorSink take) { return ReadHuggingFaceWeights(model, checkpoint, take); });
 }
 
 absl::StatusOr<TensorMap> ToHuggingFaceLayout(const v1::ModelSpec& model,

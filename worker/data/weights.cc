@@ -61,12 +61,8 @@ absl::Status SeededWeights(const v1::ModelSpec& model, uint64_t seed, TensorSink
 }
 
 TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed) {
-  TensorMap weights;
-  (void)SeededWeights(model, seed, [&](const std::string& name, const HostTensor& tensor) {
-    weights[name] = tensor;
-    return absl::OkStatus();
-  });
-  return weights;
+  return CollectTensors([&](TensorSink take) { return SeededWeights(model, seed, take); })
+      .value_or(TensorMap());
 }
 
 absl::Status InitialWeights(const v1::JobSpec& spec, TensorSink take) {
@@ -87,12 +83,7 @@ absl::Status InitialWeights(const v1::JobSpec& spec, TensorSink take) {
 }
 
 absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec) {
-  TensorMap weights;
-  RETURN_IF_ERROR(InitialWeights(spec, [&](const std::string& name, const HostTensor& tensor) {
-    weights[name] = tensor;
-    return absl::OkStatus();
-  }));
-  return weights;
+  return CollectTensors([&](TensorSink take) { return InitialWeights(spec, take); });
 }
 
 }  // namespace shardwise
