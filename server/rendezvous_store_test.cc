@@ -237,7 +237,7 @@ TEST(RendezvousStore, OnlyTheAttemptsRanksMayUseItsScope) {
   store.OpenScope("job-1", 1, {"a0", "a1"});
   store.OpenScope("job-2", 1, {"b0"});
   ASSERT_TRUE(store.Set(As("job-1", 1, "a1"), "gloo/rank1", "10.0.0.2:4000").ok());
-  for (const std::string& token : {"", "b0", "a0a1", "A0"}) {
+  for (const char* token : {"", "b0", "a0a1", "A0"}) {
     const v1::RendezvousScope intruder = As("job-1", 1, token);
     EXPECT_EQ(store.Get(intruder, "gloo/rank1").status().code(),
               absl::StatusCode::kPermissionDenied)

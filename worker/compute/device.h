@@ -164,7 +164,8 @@ class Device {
                                  const float* rstd, ConstTensorRef dy, int64_t rows, int64_t dim,
                                  TensorRef dx, float* dw, float* db) = 0;
   // RMSNorm over rows of `dim` (the Llama's, HF LlamaRMSNorm): rstd = 1 / sqrt(mean(x^2) +
-  // eps), summed in double and kept [rows]; y = w * (x * rstd).
+  // eps), kept [rows]; y = w * (x * rstd). The CPU sums the squares in double, the GPU in
+  // float, a warp per row (compute/norm_rows.h).
   virtual void RmsNormForward(ConstTensorRef x, ConstTensorRef w, int64_t rows, int64_t dim,
                               float eps, TensorRef y, float* rstd) = 0;
   // Writes dx; adds to dw, its sum over rows in the chunked order llama_rows.h fixes.

@@ -157,7 +157,8 @@ SHARDWISE_HOST_DEVICE void Fill(Row& a, T value) {
 }
 
 // RoundedProduct (host_device.h) pins the online softmax's rescale, followed by the first
-// key's `acc += p v`, and the scores the tile's maximum and exponentials both read: every
+// key's `acc += p v`, and the scores the tile's maximum and exponentials both read (the
+// backward's recomputed scores too, so its probabilities are the forward's): every
 // instantiation rounds them as the FP32 one does.
 
 template <typename T, typename Row>
@@ -225,7 +226,7 @@ SHARDWISE_HOST_DEVICE void QueryGradientRow(const HeadLayout& at, const S* qkv, 
   Fill(dq, T{0});
   for (int64_t j = 0; j <= i; ++j) {
     const S* k = qkv + at.qkv(j, kKey);
-    const T p = Exp(Dot<T>(q, k) * scale - row_lse);
+    const T p = Exp(RoundedProduct(Dot<T>(q, k), scale) - row_lse);
     const T ds = p * (Dot<T>(dout, qkv + at.qkv(j, kValue)) - dot);
     AddScaled(dq, ds, k);
   }
@@ -249,7 +250,7 @@ SHARDWISE_HOST_DEVICE void KeyValueGradientRow(const HeadLayout& at, const S* qk
     if (i < j) continue;
     const S* q = qkv + at.qkv(i, kQuery);
     const S* dout_i = dout + at.row(i);
-    const T p = Exp(Dot<T>(k, q) * scale - lse[at.stat(i)]);
+    const T p = Exp(RoundedProduct(Dot<T>(k, q), scale) - lse[at.stat(i)]);
     AddScaled(dv, p, dout_i);
     const T ds = p * (Dot<T>(v, dout_i) - dots[at.stat(i)]);
     AddScaled(dk, ds, q);

@@ -71,8 +71,9 @@ SHARDWISE_HOST_DEVICE inline T RmsNormWeightGradTerm(T x, T dy, T rstd) {
 template <typename T>
 SHARDWISE_HOST_DEVICE inline void RotatePair(T* a, T* b, T c, T s, bool inverse) {
   if (inverse) s = -s;
-  const T first = *a * c - *b * s;
-  const T second = *b * c + *a * s;
+  // Pinned products: one rounding per product in every instantiation and on the host.
+  const T first = RoundedProduct(*a, c) - RoundedProduct(*b, s);
+  const T second = RoundedProduct(*b, c) + RoundedProduct(*a, s);
   *a = first;
   *b = second;
 }

@@ -303,8 +303,9 @@ Buffer CudaDevice::LinearActivationForward(v1::Activation act, ConstTensorRef x,
                                            ConstTensorRef b, int64_t batch, int64_t in, int64_t out,
                                            TensorRef pre, ScalarType operands) {
   // Only a GELU has an epilogue; any other activation (RELU, also when the spec left it
-  // unspecified) runs after the GEMM.
-  if (act == v1::GELU || act == v1::GELU_TANH) {
+  // unspecified) runs after the GEMM. The epilogue reads x and w in place, so they must be
+  // stored in the operands' type; others go the unfused way, which narrows a copy.
+  if ((act == v1::GELU || act == v1::GELU_TANH) && x.type() == operands && w.type() == operands) {
     LinearEpilogueQuery query = EpilogueQuery(act, false, operands, pre.type(), pre.type(), out);
     query.bias = !b.null();
     if (const std::optional<LinearEpilogue> epilogue = ChooseLinearEpilogue(query)) {
@@ -329,7 +330,11 @@ void CudaDevice::ActivationLinearBackward(v1::Activation act, ConstTensorRef pre
                                           int64_t in, int64_t out, TensorRef dpre, float* dw,
                                           float* db, ScalarType operands) {
   const LinearEpilogueQuery query = EpilogueQuery(act, true, operands, pre.type(), dpre.type(), in);
-  if (const std::optional<LinearEpilogue> epilogue = ChooseInputGradEpilogue(query)) {
+  // As in the forward: w and dy are read in place, so only where stored in the operands' type.
+  const bool in_place = w.type() == operands && dy.type() == operands;
+  const std::optional<LinearEpilogue> epilogue =
+      in_place ? ChooseInputGradEpilogue(query) : std::nullopt;
+  if (epilogue) {
     const absl::Status fused = WithComputeBlas([&](Blas& blas) {
       return blas.LinearInputGradEpilogue(w.data(), dy.data(), batch, in, out, pre.data(),
                                           dpre.data(), *epilogue, {operands, dpre.type()});

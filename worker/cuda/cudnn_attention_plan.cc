@@ -321,7 +321,7 @@ absl::Status CudnnAttentionPlan::ChoosePlan(const PlanTarget& target) {
                    Configurations(operation_graph_, target));
   int nondeterministic_engines = 0, unread_notes = 0, failed_plans = 0;
   absl::Status last_failure;
-  for (const BackendDescriptor& config : configs) {
+  for (BackendDescriptor& config : configs) {
     absl::StatusOr<BackendDescriptor> engine = EngineOf(config);
     absl::StatusOr<bool> nondeterministic =
         engine.ok() ? Nondeterministic(*engine) : absl::StatusOr<bool>(engine.status());
@@ -352,6 +352,7 @@ absl::Status CudnnAttentionPlan::ChoosePlan(const PlanTarget& target) {
     engine_ =
         engine->GetInt64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, "an engine's global index").value_or(-1);
     plan_ = std::move(*plan);
+    engine_config_ = std::move(config);
     return absl::OkStatus();
   }
   return Refusal(configs.size(), nondeterministic_engines, unread_notes, failed_plans,

@@ -67,7 +67,9 @@ class CudnnAttentionPlan {
 
   AttentionGraph graph_;
   std::vector<BackendDescriptor> tensors_, operations_, kept_;
-  BackendDescriptor operation_graph_, plan_;
+  // The plan's configuration is kept while the plan lives, as NVIDIA's frontend keeps it
+  // (no document says a finalized plan holds all it needs of it); destroyed after it.
+  BackendDescriptor operation_graph_, engine_config_, plan_;
   int64_t workspace_bytes_ = 0;
   int64_t accumulator_bytes_ = 0;
   int64_t engine_ = -1;

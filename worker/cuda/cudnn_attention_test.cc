@@ -102,7 +102,9 @@ class CudnnAttentionTest : public ::testing::TestWithParam<AttentionLayout> {
     ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
   }
   void TearDown() override {
-    if (stream_ != nullptr) EXPECT_EQ(cudaStreamDestroy(stream_), cudaSuccess);
+    if (stream_ != nullptr) {
+      EXPECT_EQ(cudaStreamDestroy(stream_), cudaSuccess);
+    }
   }
 
   // The cuDNN loaded and GPU 0's compute capability, which the attention is made for.

@@ -10,6 +10,9 @@ constexpr int64_t kFirstVersion = 90000;
 constexpr int64_t kAnyLengthVersion = 91600;
 // The first version that clears the atomic backward's dQ accumulator itself.
 constexpr int64_t kAtomicBackwardVersion = 90600;
+// Versions whose BF16/FP16 flash-attention kernels have known bugs (NVIDIA's frontend, and
+// the libraries built on it, refuse them).
+constexpr int64_t kFaultyVersions[] = {91000, 91001};
 
 absl::Status Refused(absl::string_view why) {
   return absl::FailedPreconditionError(
@@ -75,6 +78,16 @@ absl::Status CheckCudnnAttention(const CudnnFacts& facts, const AttentionLayout&
                                 " (an FP32 job's FUSED attention runs on CUDA cores)"));
   }
   if (absl::Status version = CheckCudnnVersion(facts.version); !version.ok()) return version;
+  for (const int64_t faulty : kFaultyVersions) {
+    if (facts.version != faulty) continue;
+    return Refused(absl::StrCat("cuDNN ", CudnnVersionText(facts.version),
+                                " found, whose BF16 and FP16 flash-attention kernels have known "
+                                "bugs; cuDNN 9.10.2 or newer runs it"));
+  }
+  if (layout.seq < 2) {
+    return Refused(
+        absl::StrCat("the sequence length is ", layout.seq, "; its backward needs at least 2"));
+  }
   if (facts.version < kAnyLengthVersion && layout.seq % 128 != 0) {
     return Refused(absl::StrCat("cuDNN ", CudnnVersionText(facts.version),
                                 " found, whose fused attention needs a sequence length that is "

@@ -6,7 +6,9 @@
 // tests check each refusal; every refusal names what was found and what is needed.
 //
 // The rules are cuDNN's own limits for the flash-attention graphs, forward and backward:
-//   - cuDNN 9 or newer (the GEN_INDEX causal pattern and grouped-query products);
+//   - cuDNN 9 or newer (the GEN_INDEX causal pattern and grouped-query products), but not
+//     9.10.0 or 9.10.1, whose 16-bit flash-attention kernels have known bugs;
+//   - a sequence length of at least 2 (the backward takes no single-token sequences);
 //   - before cuDNN 9.16, a sequence length that is a multiple of 128 (older versions need
 //     a padding mask for the others, which these graphs do not carry);
 //   - a GPU of compute capability 8.0 (Ampere) or newer;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace shardwise::cuda {
@@ -43,6 +44,28 @@ TEST(CudnnRequirementsTest, AnOldCudnnIsNamed) {
                           GraphType::kBFloat16),
       "cuDNN 9.15.0 found, whose fused attention needs a sequence length that is a multiple of "
       "128 (this job's is 1000)");
+}
+
+// NVIDIA's frontend refuses 9.10.0 and 9.10.1 for their 16-bit kernels' known bugs; the
+// versions round them run.
+TEST(CudnnRequirementsTest, VersionsWithKnownBugsAreNamed) {
+  for (const CudnnFacts faulty : {CudnnFacts{91000, 90}, CudnnFacts{91001, 90}}) {
+    ExpectRefused(CheckCudnnAttention(faulty, kGpt2, GraphType::kBFloat16),
+                  absl::StrCat("cuDNN ", CudnnVersionText(faulty.version),
+                               " found, whose BF16 and FP16 flash-attention kernels have known "
+                               "bugs; cuDNN 9.10.2 or newer runs it"));
+  }
+  EXPECT_TRUE(CheckCudnnAttention({90900, 90}, kGpt2, GraphType::kBFloat16).ok());
+  EXPECT_TRUE(CheckCudnnAttention({91002, 90}, kGpt2, GraphType::kBFloat16).ok());
+}
+
+TEST(CudnnRequirementsTest, ASingleTokenSequenceIsNamed) {
+  ExpectRefused(
+      CheckCudnnAttention(kH200, AttentionLayout::Packed({8, 1, 12, 64}), GraphType::kBFloat16),
+      "the sequence length is 1; its backward needs at least 2");
+  EXPECT_TRUE(
+      CheckCudnnAttention(kH200, AttentionLayout::Packed({8, 2, 12, 64}), GraphType::kBFloat16)
+          .ok());
 }
 
 TEST(CudnnRequirementsTest, GpusAndHeadSizesOutsideItsKernelsAreNamed) {

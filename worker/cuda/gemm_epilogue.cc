@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -10,11 +11,16 @@
 namespace shardwise::cuda {
 namespace {
 
-// Within FP32's error of a formula (its outputs' rounding and the epilogue's float
-// arithmetic), against the two forms' largest difference (4.7e-4 in value, 8e-4 in
-// derivative, relative to 1 + |y|): a verdict needs the other form at least twice this
-// far off.
-constexpr double kFormulaError = 1e-4;
+// How far from a formula an epilogue may be and still be said to compute it: above what a
+// hardware tanh (tanh.approx.f32, 2^-11 relative, as CUTLASS's fast GELU uses) makes of
+// the value (1e-3) and of the derivative, whose 1 - tanh^2 it magnifies (5e-3), below
+// the error of anything but a GELU (a forgotten bias, the input unchanged). Whether it is
+// accurate enough to fuse is FusableGeluError's business.
+constexpr double kGeluError = 8e-3;
+// Which form an epilogue computes is told by the share of the forms' difference its
+// outputs carry (ErfShare): 0 is the tanh approximation, 1 the erf form. A measurement
+// within this of one and not the other decides.
+constexpr double kShareMargin = 0.3;
 
 // The largest |outputs[i] - formula(inputs[i])| / (1 + |formula(inputs[i])|).
 template <typename Formula>
@@ -29,6 +35,33 @@ double WorstError(absl::Span<const float> inputs, absl::Span<const float> output
     worst = std::isnan(error) ? HUGE_VAL : std::max(worst, error);
   }
   return worst;
+}
+
+// The least-squares share s of outputs = tanh_form + s (erf_form - tanh_form), each term
+// relative to 1 + |tanh_form|, over the inputs where the forms differ by at least a
+// quarter of their largest difference: an error spread over the inputs (a fast tanh's, up
+// to 1e-3 in value where the forms differ by 4.7e-4, more in derivative at large |x|,
+// where the forms agree) averages out of it, where the largest error would not tell the
+// forms apart. NaN where the forms do not differ over the inputs.
+template <typename Erf, typename Tanh>
+double ErfShare(absl::Span<const float> inputs, absl::Span<const float> outputs, Erf erf,
+                Tanh tanh) {
+  std::vector<double> difference(inputs.size()), residual(inputs.size());
+  double largest = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const double x = static_cast<double>(inputs[i]), base = tanh(x);
+    const double scale = 1.0 + std::fabs(base);
+    difference[i] = (erf(x) - base) / scale;
+    residual[i] = (static_cast<double>(outputs[i]) - base) / scale;
+    largest = std::max(largest, std::fabs(difference[i]));
+  }
+  double along = 0, squared = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (std::fabs(difference[i]) < largest / 4) continue;
+    along += residual[i] * difference[i];
+    squared += difference[i] * difference[i];
+  }
+  return squared > 0 ? along / squared : NAN;
 }
 
 }  // namespace
@@ -61,12 +94,16 @@ GeluFit FitGelu(GeluPart part, absl::Span<const float> inputs, absl::Span<const 
   GeluFit fit;
   if (inputs.empty() || inputs.size() != outputs.size()) return fit;
   const bool value = part == GeluPart::kValue;
-  fit.erf_error = WorstError(inputs, outputs, value ? pointwise::Gelu : pointwise::GeluGrad);
-  fit.tanh_error =
-      WorstError(inputs, outputs, value ? pointwise::GeluTanh : pointwise::GeluTanhGrad);
-  if (fit.erf_error <= kFormulaError && fit.tanh_error >= 2 * kFormulaError) {
+  const auto erf = value ? pointwise::Gelu : pointwise::GeluGrad;
+  const auto tanh = value ? pointwise::GeluTanh : pointwise::GeluTanhGrad;
+  fit.erf_error = WorstError(inputs, outputs, erf);
+  fit.tanh_error = WorstError(inputs, outputs, tanh);
+  fit.erf_share = ErfShare(inputs, outputs, erf, tanh);
+  // NaN shares and infinite errors compare false: no verdict.
+  if (fit.erf_share >= 1 - kShareMargin && fit.erf_share <= 1 + kShareMargin &&
+      fit.erf_error <= kGeluError) {
     fit.formula = GeluFormula::kErf;
-  } else if (fit.tanh_error <= kFormulaError && fit.erf_error >= 2 * kFormulaError) {
+  } else if (std::fabs(fit.erf_share) <= kShareMargin && fit.tanh_error <= kGeluError) {
     fit.formula = GeluFormula::kTanh;
   }
   return fit;
@@ -76,8 +113,10 @@ std::string DescribeGeluFit(const GeluFit& fit) {
   if (!fit.unmeasured.empty()) return absl::StrCat("not measured: ", fit.unmeasured);
   return absl::StrFormat(
       "%s (largest error %.2g against the erf form, %.2g against the tanh "
-      "approximation, relative to 1 + |y|; a verdict needs <= %.0e)",
-      GeluFormulaName(fit.formula), fit.erf_error, fit.tanh_error, kFormulaError);
+      "approximation, relative to 1 + |y|; the erf form's share %.2f; a verdict needs a "
+      "share within %.1f of 1 or 0 and an error <= %.0e)",
+      GeluFormulaName(fit.formula), fit.erf_error, fit.tanh_error, fit.erf_share, kShareMargin,
+      kGeluError);
 }
 
 double FittedError(const GeluFit& fit) {

@@ -38,7 +38,9 @@ enum class GeluPart { kValue, kDerivative };
 
 // How a measurement of an epilogue's `part` fits each formula: the largest error against
 // each (|output - formula(input)| / (1 + |formula(input)|), infinite for a NaN output or
-// where nothing was measured), and the formula it computes by that measure, if any.
+// where nothing was measured), the share of the two forms' difference the outputs carry
+// (0 for the tanh approximation, 1 for the erf form), and the formula it computes by
+// these measures, if any.
 struct GeluFit {
   GeluFormula formula = GeluFormula::kUnknown;
   double erf_error = HUGE_VAL;
@@ -46,12 +48,16 @@ struct GeluFit {
   // Why nothing was measured, where nothing was (cuBLASLt refused the epilogue, or the
   // GEMM's kept input was wrong); empty otherwise.
   std::string unmeasured;
+  double erf_share = NAN;
 };
 
-// The fit of `part` mapping each `inputs[i]` to `outputs[i]` (FP32 results): a formula
-// within FP32's error, the two forms being told apart where they differ by far more (up
-// to 4.7e-4 in value near x = -2.7, 8e-4 in derivative near x = -2.1); kUnknown when
-// neither is close enough or the spans differ in size. The inputs should cover [-4, 4].
+// The fit of `part` mapping each `inputs[i]` to `outputs[i]` (FP32 results). The forms
+// differ by up to 4.7e-4 in value near x = -2.7 and 8e-4 in derivative near x = -2.1, no
+// more than a fast (hardware) tanh may err, so the verdict is the erf form's least-squares
+// share of that difference: within 0.3 of 1 (the erf form) or of 0 (the tanh
+// approximation), with the largest error against that form under 8e-3 (a GELU at all).
+// kUnknown otherwise, or when the spans differ in size. How accurate the epilogue is, for
+// fusing it, is the fit's error (FittedError). The inputs should cover [-4, 4].
 GeluFit FitGelu(GeluPart part, absl::Span<const float> inputs, absl::Span<const float> outputs);
 
 // For logs and test output: the formula with both errors, or why nothing was measured.

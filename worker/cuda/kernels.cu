@@ -114,8 +114,11 @@ __global__ void BroadcastRowsKernel(const B* b, int64_t rows, int64_t cols, Y* y
 // bits on every run, and 32x the threads of one per column (8192 x 768 took 3 blocks).
 constexpr int kColumnTile = 32, kRowLanes = 32;
 
+// Launched with kColumnTile * kRowLanes = 1024 threads: the bound keeps ptxas within the
+// registers a block that size may have (a launch would fail past them).
 template <typename T>
-__global__ void AddColumnSumsKernel(const T* dy, int64_t rows, int64_t cols, float* db) {
+__global__ void __launch_bounds__(kColumnTile* kRowLanes)
+    AddColumnSumsKernel(const T* dy, int64_t rows, int64_t cols, float* db) {
   __shared__ double lanes[kRowLanes][kColumnTile];
   const int x = threadIdx.x, y = threadIdx.y;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kColumnTile + x;
