@@ -26,7 +26,7 @@ for line in lines[1:]:
     rows.append(f"| {name.replace('_', ' ')} | {peak / 2**20:.1f} | {peak / whole[family]:.2f} | {peak / model:.2f} |")
 print(f"An MLP of 4 units of 2048 x 2048 (model {model / 2**20:.1f} MiB), AdamW, written by 4 ranks "
       f"(FULL_SHARD): {checkpoint / 2**20:.1f} MiB of shard files; and the model's initial weights file "
-      "(init.safetensors_path) read whole, then a parameter at a time into a rank's shards. Each reader "
+      "(init.safetensors_path) read whole, then of each parameter only what lies in a rank's shards. Each reader "
       "in a process of its own; peak = VmHWM less VmRSS at its start.\n")
 print("\n".join(rows))
 PY

@@ -120,11 +120,7 @@ bool MeasureInitialWeights(v1::JobSpec spec, const std::string& dir) {
     plan.rank = plan.shard_rank = rank;
     ok &= MeasurePeak(absl::StrCat("weights_rank_", rank, "_of_", group), [&] {
       fsdp::ShardAssembler assembler(*layout, plan);
-      const absl::Status read =
-          InitialWeights(spec, [&](const std::string& name, const HostTensor& tensor) {
-            return assembler.Take(name, tensor);
-          });
-      return read.ok() && std::move(assembler).Finish().ok();
+      return InitialWeights(spec, assembler).ok() && std::move(assembler).Finish().ok();
     });
   }
   return ok;

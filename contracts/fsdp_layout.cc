@@ -47,6 +47,10 @@ int64_t PaddedNumel(int64_t numel, int shard_size) {
   return (numel + shard_size - 1) / shard_size * shard_size;
 }
 
+ElementRange ShardElements(int shard, int64_t shard_numel) {
+  return {shard * shard_numel, (shard + 1) * shard_numel};
+}
+
 std::vector<int> ShardingPlan::ShardGroupRanks() const {
   std::vector<int> ranks;
   ranks.reserve(shard_size);

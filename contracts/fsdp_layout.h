@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "contracts/element_range.h"
 #include "contracts/model_description.h"
 #include "contracts/safetensors.h"
 #include "proto/job_spec.pb.h"
@@ -83,6 +84,9 @@ void DivideFactors(int n, double* predivide, double* postdivide);
 
 // W * ceil(numel / W).
 int64_t PaddedNumel(int64_t numel, int shard_size);
+
+// Where shard `shard` of a flat buffer cut into shards of `shard_numel` elements lies.
+ElementRange ShardElements(int shard, int64_t shard_numel);
 
 }  // namespace shardwise::fsdp
 

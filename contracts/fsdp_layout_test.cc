@@ -125,5 +125,21 @@ TEST(PaddedNumel, PadsToAMultipleOfTheShardGroup) {
   EXPECT_EQ(PaddedNumel(0, 4), 0);
 }
 
+// A parameter against the shards it straddles: what each shard keeps of it.
+TEST(ElementRange, ShardsKeepWhatOfAParameterLiesInThem) {
+  const ElementRange param = {5, 13};  // elements 5..12 of a unit cut into shards of 4
+  EXPECT_EQ(Intersect(param, ShardElements(0, 4)).size(), 0);
+  EXPECT_TRUE(Intersect(param, ShardElements(0, 4)).empty());
+  const ElementRange first = Intersect(param, ShardElements(1, 4));
+  EXPECT_EQ(first.begin, 5);
+  EXPECT_EQ(first.end, 8);
+  const ElementRange whole = Intersect(param, ShardElements(2, 4));
+  EXPECT_EQ(whole.begin, 8);
+  EXPECT_EQ(whole.end, 12);
+  EXPECT_EQ(Intersect(param, ShardElements(3, 4)).size(), 1);
+  EXPECT_TRUE(Intersect(param, ShardElements(4, 4)).empty());
+  EXPECT_EQ(ShardElements(3, 1 << 30).begin, int64_t{3} << 30);  // no int overflow
+}
+
 }  // namespace
 }  // namespace shardwise::fsdp

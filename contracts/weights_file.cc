@@ -1,5 +1,8 @@
 #include "contracts/weights_file.h"
 
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -24,29 +27,54 @@ absl::Status CheckWeightsFit(const ModelDescription& model, const SafetensorsInd
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorMap> CollectTensors(absl::FunctionRef<absl::Status(TensorSink)> read) {
-  TensorMap tensors;
-  RETURN_IF_ERROR(read([&](const std::string& name, const HostTensor& tensor) {
-    tensors[name] = tensor;
+int64_t ParameterPiece::numel() const {
+  int64_t n = 1;
+  for (const int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+// Wants every tensor whole and keeps a copy of each.
+class TensorCollector : public ParameterReceiver {
+ public:
+  ElementRange Wanted(const std::string&, int64_t numel) const override { return {0, numel}; }
+  absl::Status Take(const std::string& name, const ParameterPiece& piece) override {
+    const std::vector<int64_t> shape(piece.shape.begin(), piece.shape.end());
+    tensors[name] = F32Tensor(shape, piece.values);
     return absl::OkStatus();
-  }));
-  return tensors;
+  }
+
+  TensorMap tensors;
+};
+
+}  // namespace
+
+absl::StatusOr<TensorMap> CollectTensors(absl::FunctionRef<absl::Status(ParameterReceiver&)> read) {
+  TensorCollector collector;
+  RETURN_IF_ERROR(read(collector));
+  return std::move(collector.tensors);
 }
 
 absl::Status ReadWeightsFile(const ModelDescription& model, const std::string& path, Links links,
-                             TensorSink take) {
+                             ParameterReceiver& receiver) {
   ASSIGN_OR_RETURN(const UntrustedFile file,
                    UntrustedFile::Open(path, kMaxSafetensorsFileBytes, links));
   ASSIGN_OR_RETURN(const SafetensorsIndex index, ReadSafetensorsIndex(file, path));
   RETURN_IF_ERROR(CheckWeightsFit(model, index, path));
-  HostTensor tensor;  // one parameter's bytes at a time
+  std::vector<float> values;  // what is wanted of one parameter at a time
   for (const ParameterDesc& want : model.params) {
     const SafetensorsEntry& entry = index.tensors.at(want.name);
-    tensor.dtype = entry.dtype;
-    tensor.shape = entry.shape;
-    tensor.bytes.resize(entry.end - entry.begin);
-    RETURN_IF_ERROR(file.ReadAt(entry.begin, tensor.bytes.size(), tensor.bytes.data()));
-    RETURN_IF_ERROR(take(want.name, tensor));
+    // F32 with the parameter's shape (CheckWeightsFit): the wanted elements are one run.
+    const ElementRange range =
+        Intersect(receiver.Wanted(want.name, want.numel()), {0, want.numel()});
+    values.resize(range.size());
+    if (!range.empty()) {
+      RETURN_IF_ERROR(file.ReadAt(entry.begin + range.begin * sizeof(float),
+                                  range.size() * sizeof(float),
+                                  reinterpret_cast<char*>(values.data())));
+    }
+    RETURN_IF_ERROR(receiver.Take(want.name, {want.shape, range, values.data()}));
   }
   return absl::OkStatus();
 }

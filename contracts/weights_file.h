@@ -5,11 +5,14 @@
 // initialises. The coordinator checks the file at submission from its header, and a
 // worker again as it reads it (the file may have changed since): one rule for both.
 
+#include <cstdint>
 #include <string>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/untrusted_file.h"
+#include "contracts/element_range.h"
 #include "contracts/model_description.h"
 #include "contracts/safetensors.h"
 
@@ -21,22 +24,43 @@ namespace shardwise {
 absl::Status CheckWeightsFit(const ModelDescription& model, const SafetensorsIndex& index,
                              const std::string& path);
 
-// Receives a model's tensors one at a time, by state-dict name, so that a reader never
-// holds the whole model (a rank keeps its shard of each: worker/fsdp/shard_assembler.h).
-// `tensor` is valid during the call only; an error stops the reading and is returned.
-using TensorSink =
-    absl::FunctionRef<absl::Status(const std::string& name, const HostTensor& tensor)>;
+// Part of a parameter, FP32 in the model's layout: elements [range.begin, range.end) of
+// its flat values (row-major) of `shape`, values[i] being element range.begin + i. Valid
+// during the call it is given to only.
+struct ParameterPiece {
+  absl::Span<const int64_t> shape;
+  ElementRange range;
+  const float* values = nullptr;
 
-// The tensors `read` gives the sink it is called with, collected by name (the collecting
-// form of a reader that streams).
-absl::StatusOr<TensorMap> CollectTensors(absl::FunctionRef<absl::Status(TensorSink)> read);
+  int64_t numel() const;
+};
 
-// Gives `take` the parameters of `model` from the file at `path`, opened as `links` says,
-// in the model's registration order: its header checked with CheckWeightsFit, then only
-// those tensors read, one at a time (not the whole file). NOT_FOUND, INVALID_ARGUMENT or
-// UNAVAILABLE as common/untrusted_file.h opens it, DATA_LOSS for a malformed file.
+// Receives a model's parameters one at a time, by state-dict name, so that a reader never
+// holds the whole model: for each tensor it gives, a reader asks what of it is wanted and
+// gives that, possibly nothing (every tensor is given, so a receiver learns what it lacks).
+// A rank wants what lies in its shards (worker/fsdp/shard_assembler.h), and a reader reads
+// no more of a file than that where it can (ReadWeightsFile, ReadHuggingFaceWeights).
+class ParameterReceiver {
+ public:
+  virtual ~ParameterReceiver() = default;
+
+  // What of `name`, of `numel` elements, is wanted; empty for nothing.
+  virtual ElementRange Wanted(const std::string& name, int64_t numel) const = 0;
+  // `piece.range` is what Wanted said; an error stops the reading and is returned.
+  virtual absl::Status Take(const std::string& name, const ParameterPiece& piece) = 0;
+};
+
+// The tensors `read` gives the receiver it is called with, whole, collected by name (the
+// collecting form of a reader that streams).
+absl::StatusOr<TensorMap> CollectTensors(absl::FunctionRef<absl::Status(ParameterReceiver&)> read);
+
+// Gives `receiver` the parameters of `model` from the file at `path`, opened as `links`
+// says, in the model's registration order: its header checked with CheckWeightsFit, then
+// of each tensor only what the receiver wants read (not the whole file). NOT_FOUND,
+// INVALID_ARGUMENT or UNAVAILABLE as common/untrusted_file.h opens it, DATA_LOSS for a
+// malformed file.
 absl::Status ReadWeightsFile(const ModelDescription& model, const std::string& path, Links links,
-                             TensorSink take);
+                             ParameterReceiver& receiver);
 
 }  // namespace shardwise
 

@@ -1,6 +1,8 @@
 #include "worker/data/huggingface_weights.h"
 
+#include <algorithm>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,18 +17,21 @@ namespace {
 
 constexpr char kField[] = "job.init.huggingface";
 
-// Elements [begin, begin + n) of `tensor` as FP32 into `out` (F32 as stored, BF16 and F16
-// widened exactly).
-void WidenInto(const HostTensor& tensor, int64_t begin, int64_t n, float* out) {
-  const auto* bits = reinterpret_cast<const uint16_t*>(tensor.bytes.data()) + begin;
-  if (tensor.dtype == "BF16") {
+// Elements [begin, begin + n) of values stored as `dtype` at `bytes`, as FP32 into `out`
+// (F32 as stored, BF16 and F16 widened exactly).
+void WidenInto(const std::string& dtype, const char* bytes, int64_t begin, int64_t n, float* out) {
+  const auto* bits = reinterpret_cast<const uint16_t*>(bytes) + begin;
+  if (dtype == "BF16") {
     cpu::BFloat16ToFloat(bits, out, n);
-  } else if (tensor.dtype == "F16") {
+  } else if (dtype == "F16") {
     cpu::HalfToFloat(bits, out, n);
   } else {
-    std::copy(tensor.f32() + begin, tensor.f32() + begin + n, out);
+    const auto* values = reinterpret_cast<const float*>(bytes) + begin;
+    std::copy(values, values + n, out);
   }
 }
+
+int64_t ElementBytesOf(const std::string& dtype) { return dtype == "F32" ? 4 : 2; }
 
 // values [rows, cols] -> [cols, rows].
 std::vector<float> Transposed(const std::vector<float>& values, int64_t rows, int64_t cols) {
@@ -37,64 +42,117 @@ std::vector<float> Transposed(const std::vector<float>& values, int64_t rows, in
   return out;
 }
 
-// Where row `row` of a matrix of `rows` rows goes: itself, or for Meta's interleaved q or
-// k weight [heads * head_dim, in] (`heads` > 0) its row in HF's order: within each head,
-// Meta's row 2i + p is HF's row p * head_dim / 2 + i (convert_llama_weights_to_hf.py's
-// permute).
-int64_t RowInHfOrder(int64_t row, int64_t rows, int64_t heads) {
+// The stored row that holds the model's row `row` of a matrix of `rows` rows: itself, or
+// for Meta's interleaved q or k weight [heads * head_dim, in] (`heads` > 0) the row HF's
+// rotate-half order took it from: within each head, HF's row p * head_dim / 2 + i is
+// Meta's row 2i + p (convert_llama_weights_to_hf.py's permute).
+int64_t StoredRowOf(int64_t row, int64_t rows, int64_t heads) {
   if (heads <= 0) return row;
-  const int64_t head_dim = rows / heads, within = row % head_dim;
-  return row - within + (within % 2) * (head_dim / 2) + within / 2;
+  const int64_t head_dim = rows / heads, within = row % head_dim, half = head_dim / 2;
+  return row - within + 2 * (within % half) + within / half;
 }
 
-// The stored tensor as FP32 in the model's layout (GPT-2's Conv1D weights transposed,
-// Meta's q and k rows reordered), written in one pass a row at a time: besides the stored
-// bytes, one FP32 copy of the tensor and one row.
-HostTensor ToModelLayout(const HuggingFaceTensor& t, const HostTensor& stored) {
-  const bool matrix = stored.shape.size() == 2;
-  const int64_t rows = matrix ? stored.shape[0] : 1;
-  const int64_t cols = matrix ? stored.shape[1] : stored.numel();
-  HostTensor out;
-  out.dtype = "F32";
-  out.shape = t.transposed ? std::vector<int64_t>{cols, rows} : stored.shape;
-  out.bytes.resize(stored.numel() * sizeof(float));
-  float* values = reinterpret_cast<float*>(out.bytes.data());
-  const int64_t out_rows = t.transposed ? cols : rows;
-  const int64_t heads = matrix ? t.interleaved_heads : 0;
-  std::vector<float> row(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    WidenInto(stored, r * cols, cols, row.data());
-    if (!t.transposed) {
-      std::copy(row.begin(), row.end(), values + RowInHfOrder(r, out_rows, heads) * cols);
-      continue;
-    }
-    for (int64_t c = 0; c < cols; ++c) values[RowInHfOrder(c, out_rows, heads) * rows + r] = row[c];
+// A stored tensor as a matrix: its rows, and its columns (a vector is one row).
+struct StoredMatrix {
+  int64_t rows = 1;
+  int64_t cols = 0;
+  int64_t heads = 0;  // Meta's interleaved heads, for a matrix
+};
+
+StoredMatrix MatrixOf(const LocatedTensor& l) {
+  const std::vector<int64_t>& shape = l.entry.shape;
+  StoredMatrix m;
+  if (shape.size() == 2) {
+    m.rows = shape[0];
+    m.cols = shape[1];
+    m.heads = l.tensor.interleaved_heads;
+  } else {
+    m.cols = 1;
+    for (const int64_t d : shape) m.cols *= d;
   }
-  return out;
+  return m;
 }
 
-// Gives `take` the tensors of `located` that lie in `path`, read one at a time from the
-// file opened once: each as checked from the header, or DATA_LOSS.
+// A GPT-2 Conv1D weight (stored [in, out], the model's [out, in]) read whole, as FP32 in
+// the model's layout: each of the model's rows is a stored column.
+absl::StatusOr<std::vector<float>> ReadTransposed(const UntrustedFile& file,
+                                                  const LocatedTensor& l) {
+  const StoredMatrix m = MatrixOf(l);
+  std::string stored(l.entry.end - l.entry.begin, '\0');
+  RETURN_IF_ERROR(file.ReadAt(l.entry.begin, stored.size(), stored.data()));
+  std::vector<float> values(m.rows * m.cols);
+  WidenInto(l.entry.dtype, stored.data(), 0, m.rows * m.cols, values.data());
+  return Transposed(values, m.rows, m.cols);
+}
+
+// Elements `wanted` (not empty) of a tensor whose rows are the model's (Meta's q and k
+// rows reordered within each head), as FP32: only the stored rows that hold the wanted
+// rows are read, one run from the first to the last (at most a head's rows past the
+// wanted ones at each end), and each wanted row widened into place. Besides `values`,
+// the run's stored bytes.
+absl::Status ReadRows(const UntrustedFile& file, const LocatedTensor& l, ElementRange wanted,
+                      std::vector<float>* values) {
+  const StoredMatrix m = MatrixOf(l);
+  const int64_t first = wanted.begin / m.cols, last = (wanted.end - 1) / m.cols;
+  int64_t lo = m.rows, hi = 0;
+  for (int64_t r = first; r <= last; ++r) {
+    lo = std::min(lo, StoredRowOf(r, m.rows, m.heads));
+    hi = std::max(hi, StoredRowOf(r, m.rows, m.heads) + 1);
+  }
+  const int64_t row_bytes = m.cols * ElementBytesOf(l.entry.dtype);
+  std::string stored((hi - lo) * row_bytes, '\0');
+  RETURN_IF_ERROR(file.ReadAt(l.entry.begin + lo * row_bytes, stored.size(), stored.data()));
+  values->resize(wanted.size());
+  for (int64_t r = first; r <= last; ++r) {
+    const ElementRange row = Intersect({r * m.cols, (r + 1) * m.cols}, wanted);
+    const int64_t from = (StoredRowOf(r, m.rows, m.heads) - lo) * m.cols + row.begin - r * m.cols;
+    WidenInto(l.entry.dtype, stored.data(), from, row.size(),
+              values->data() + (row.begin - wanted.begin));
+  }
+  return absl::OkStatus();
+}
+
+// `l` as the file opened now holds it: where the file was changed since it was checked,
+// the tensor must still be there with the dtype and shape checked (DATA_LOSS otherwise).
+absl::StatusOr<LocatedTensor> AsChecked(const SafetensorsIndex& index, const LocatedTensor& l,
+                                        const std::string& path) {
+  const auto it = index.tensors.find(l.tensor.key);
+  if (it == index.tensors.end() || it->second.shape != l.entry.shape ||
+      it->second.dtype != l.entry.dtype) {
+    return absl::DataLossError(absl::StrCat(kField, ".dir: '", path, "' changed while read: ",
+                                            "tensor '", l.tensor.key, "' is not as checked"));
+  }
+  LocatedTensor now = l;
+  now.entry = it->second;
+  return now;
+}
+
+// Gives `receiver` what it wants of each tensor of `located`, all in `path`, read one at a
+// time from the file opened once; DATA_LOSS for a file changed since it was checked.
 absl::Status ReadTensorsOfFile(const std::string& path,
-                               const std::vector<const LocatedTensor*>& located, TensorSink take) {
+                               const std::vector<const LocatedTensor*>& located,
+                               ParameterReceiver& receiver) {
   // Not through a link, as when it was checked: one put there since is refused.
   ASSIGN_OR_RETURN(const UntrustedFile file, UntrustedFile::Open(path, kMaxSafetensorsFileBytes,
                                                                  InsideFolder(kCheckedPathLinks)));
   ASSIGN_OR_RETURN(const SafetensorsIndex index, ReadSafetensorsIndex(file, path));
-  HostTensor stored;
-  for (const LocatedTensor* l : located) {
-    // The file was checked from its header; one changed since is refused, not trusted.
-    const auto it = index.tensors.find(l->tensor.key);
-    if (it == index.tensors.end() || it->second.shape != l->entry.shape ||
-        it->second.dtype != l->entry.dtype) {
-      return absl::DataLossError(absl::StrCat(kField, ".dir: '", path, "' changed while read: ",
-                                              "tensor '", l->tensor.key, "' is not as checked"));
+  std::vector<float> values;  // what is wanted of one tensor at a time
+  for (const LocatedTensor* checked : located) {
+    ASSIGN_OR_RETURN(const LocatedTensor l, AsChecked(index, *checked, path));
+    const StoredMatrix m = MatrixOf(l);
+    const std::vector<int64_t> shape =
+        l.tensor.transposed ? std::vector<int64_t>{m.cols, m.rows} : l.entry.shape;
+    const ElementRange wanted =
+        Intersect(receiver.Wanted(l.tensor.param, m.rows * m.cols), {0, m.rows * m.cols});
+    const float* first = nullptr;
+    if (!wanted.empty() && l.tensor.transposed) {
+      ASSIGN_OR_RETURN(values, ReadTransposed(file, l));
+      first = values.data() + wanted.begin;
+    } else if (!wanted.empty()) {
+      RETURN_IF_ERROR(ReadRows(file, l, wanted, &values));
+      first = values.data();
     }
-    stored.dtype = it->second.dtype;
-    stored.shape = it->second.shape;
-    stored.bytes.resize(it->second.end - it->second.begin);
-    RETURN_IF_ERROR(file.ReadAt(it->second.begin, stored.bytes.size(), stored.bytes.data()));
-    RETURN_IF_ERROR(take(l->tensor.param, ToModelLayout(l->tensor, stored)));
+    RETURN_IF_ERROR(receiver.Take(l.tensor.param, {shape, wanted, first}));
   }
   return absl::OkStatus();
 }
@@ -102,21 +160,23 @@ absl::Status ReadTensorsOfFile(const std::string& path,
 }  // namespace
 
 absl::Status ReadHuggingFaceWeights(const v1::ModelSpec& model,
-                                    const v1::HuggingFaceCheckpoint& checkpoint, TensorSink take) {
+                                    const v1::HuggingFaceCheckpoint& checkpoint,
+                                    ParameterReceiver& receiver) {
   ASSIGN_OR_RETURN(const std::vector<LocatedTensor> located,
                    LocateHuggingFaceTensors(model, checkpoint, kField, kCheckedPathLinks));
   std::map<std::string, std::vector<const LocatedTensor*>> by_file;
   for (const LocatedTensor& l : located) by_file[l.file].push_back(&l);
   for (const auto& [file, tensors] : by_file) {
-    RETURN_IF_ERROR(ReadTensorsOfFile(file, tensors, take));
+    RETURN_IF_ERROR(ReadTensorsOfFile(file, tensors, receiver));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
                                                  const v1::HuggingFaceCheckpoint& checkpoint) {
-  return CollectTensors(
-      [&](TensorSink take) { return ReadHuggingFaceWeights(model, checkpoint, take); });
+  return CollectTensors([&](ParameterReceiver& receiver) {
+    return ReadHuggingFaceWeights(model, checkpoint, receiver);
+  });
 }
 
 absl::StatusOr<TensorMap> ToHuggingFaceLayout(const v1::ModelSpec& model,

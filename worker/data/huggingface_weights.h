@@ -14,12 +14,15 @@
 
 namespace shardwise {
 
-// The model's parameters by its own state-dict names, given to `take` one at a time (each
-// file opened once, a tensor read at a time: a reader never holds a whole shard file);
-// INVALID_ARGUMENT naming the field and the key as LocateHuggingFaceTensors does,
-// NOT_FOUND or DATA_LOSS for a file that cannot be read.
+// The model's parameters by its own state-dict names, given to `receiver` one at a time,
+// what it wants of each (contracts/weights_file.h): each file opened once, of each tensor
+// only the stored rows that hold the wanted elements read (GPT-2's transposed Conv1D
+// weights whole), so a rank's host holds its shards, one tensor's wanted part and its
+// stored bytes. INVALID_ARGUMENT naming the field and the key as LocateHuggingFaceTensors
+// does, NOT_FOUND or DATA_LOSS for a file that cannot be read.
 absl::Status ReadHuggingFaceWeights(const v1::ModelSpec& model,
-                                    const v1::HuggingFaceCheckpoint& checkpoint, TensorSink take);
+                                    const v1::HuggingFaceCheckpoint& checkpoint,
+                                    ParameterReceiver& receiver);
 // The same, collected.
 absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
                                                  const v1::HuggingFaceCheckpoint& checkpoint);

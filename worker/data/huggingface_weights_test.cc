@@ -11,11 +11,16 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/untrusted_file.h"
 #include "contracts/huggingface_layout.h"
+#include "contracts/weights_file.h"
 #include "gtest/gtest.h"
 #include "worker/compute/casts.h"
 #include "worker/data/weights.h"
@@ -72,6 +77,43 @@ absl::Status Check(const v1::ModelSpec& model, const v1::HuggingFaceCheckpoint& 
       .status();
 }
 
+// Wants part `part` of `parts` equal runs of each tensor's elements (cut mid-row), and
+// appends what it is given to `got` by name.
+class PartReceiver : public ParameterReceiver {
+ public:
+  PartReceiver(int part, int parts, std::map<std::string, std::vector<float>>* got)
+      : part_(part), parts_(parts), got_(got) {}
+  ElementRange Wanted(const std::string&, int64_t numel) const override {
+    return {numel * part_ / parts_, numel * (part_ + 1) / parts_};
+  }
+  absl::Status Take(const std::string& name, const ParameterPiece& piece) override {
+    EXPECT_EQ(piece.range.begin, Wanted(name, piece.numel()).begin) << name;
+    std::vector<float>& values = (*got_)[name];
+    values.insert(values.end(), piece.values, piece.values + piece.range.size());
+    return absl::OkStatus();
+  }
+
+ private:
+  const int part_, parts_;
+  std::map<std::string, std::vector<float>>* got_;
+};
+
+// Read in three parts, as three ranks would read their shards, the checkpoint gives
+// `weights` (the model's layout) part by part.
+void ExpectPartsMakeTheWhole(const v1::ModelSpec& model,
+                             const v1::HuggingFaceCheckpoint& checkpoint,
+                             const TensorMap& weights) {
+  std::map<std::string, std::vector<float>> got;
+  for (int part = 0; part < 3; ++part) {
+    PartReceiver receiver(part, 3, &got);
+    ASSERT_TRUE(ReadHuggingFaceWeights(model, checkpoint, receiver).ok());
+  }
+  ASSERT_EQ(got.size(), weights.size());
+  for (const auto& [name, tensor] : weights) {
+    EXPECT_EQ(got[name], std::vector<float>(tensor.f32(), tensor.f32() + tensor.numel())) << name;
+  }
+}
+
 TEST(HuggingFaceWeights, AGptRoundTripsThroughGpt2sLayout) {
   const v1::ModelSpec model = Gpt();
   const TensorMap weights = SeededWeights(model, 4);
@@ -88,10 +130,12 @@ TEST(HuggingFaceWeights, AGptRoundTripsThroughGpt2sLayout) {
     unprefixed[absl::StrReplaceAll(name, {{"transformer.", ""}})] = tensor;
   }
   unprefixed["h.0.attn.bias"] = F32Tensor({1}, std::vector<float>{1}.data());
-  const auto read = ReadHuggingFaceWeights(model, Write(Dir("gpt"), model, unprefixed));
+  const v1::HuggingFaceCheckpoint checkpoint = Write(Dir("gpt"), model, unprefixed);
+  const auto read = ReadHuggingFaceWeights(model, checkpoint);
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_EQ(read->size(), weights.size());
   for (const auto& [name, tensor] : weights) EXPECT_EQ(read->at(name).bytes, tensor.bytes) << name;
+  ExpectPartsMakeTheWhole(model, checkpoint, weights);
 }
 
 class SixteenBitShards : public ::testing::TestWithParam<ScalarType> {};
@@ -128,6 +172,7 @@ TEST_P(SixteenBitShards, AreWidenedExactly) {
   auto read = ReadHuggingFaceWeights(model, checkpoint);
   ASSERT_TRUE(read.ok()) << read.status();
   for (const auto& [name, tensor] : expected) EXPECT_EQ(read->at(name).bytes, tensor.bytes) << name;
+  ExpectPartsMakeTheWhole(model, checkpoint, expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(BFloat16AndFloat16, SixteenBitShards,
@@ -166,6 +211,43 @@ TEST(HuggingFaceWeights, MetasInterleavedRotaryRowsBecomeHfsOrder) {
   auto read = ReadHuggingFaceWeights(model, checkpoint);
   ASSERT_TRUE(read.ok()) << read.status();
   for (const auto& [name, tensor] : weights) EXPECT_EQ(read->at(name).bytes, tensor.bytes) << name;
+  ExpectPartsMakeTheWhole(model, checkpoint, weights);
+}
+
+// A rank that wants the first third of each tensor reads the stored rows that hold it and
+// no more: the rows after them, overwritten with NaNs, are not read.
+TEST(HuggingFaceWeights, OnlyTheRowsThatHoldTheWantedElementsAreRead) {
+  const v1::ModelSpec model = Llama();
+  const TensorMap weights = SeededWeights(model, 10);
+  const std::string dir = Dir("rows");
+  const v1::HuggingFaceCheckpoint checkpoint = Write(dir, model, weights);
+  const std::string path = dir + "/model.safetensors";
+  auto file = UntrustedFile::Open(path, kMaxSafetensorsFileBytes, Links::kFollow);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto index = ReadSafetensorsIndex(*file, path);
+  ASSERT_TRUE(index.ok()) << index.status();
+  std::fstream spoiled(path, std::ios::in | std::ios::out | std::ios::binary);
+  int spoiled_tensors = 0;
+  for (const auto& [key, entry] : index->tensors) {
+    const auto bytes = static_cast<int64_t>(entry.end - entry.begin);
+    const int64_t numel = bytes / 4;
+    const int64_t cols = entry.shape.size() == 2 ? entry.shape[1] : numel;
+    const int64_t first_unwanted_row = (numel / 3 + cols - 1) / cols;  // past the wanted ones
+    const int64_t from = first_unwanted_row * cols * 4;
+    if (from >= bytes) continue;
+    spoiled.seekp(static_cast<std::streamoff>(entry.begin) + from);
+    spoiled << std::string(bytes - from, '\xff');  // NaNs
+    ++spoiled_tensors;
+  }
+  spoiled.close();
+  EXPECT_GT(spoiled_tensors, 5);
+  std::map<std::string, std::vector<float>> got;
+  PartReceiver first_third(0, 3, &got);
+  ASSERT_TRUE(ReadHuggingFaceWeights(model, checkpoint, first_third).ok());
+  for (const auto& [name, tensor] : weights) {
+    EXPECT_EQ(got[name], std::vector<float>(tensor.f32(), tensor.f32() + tensor.numel() / 3))
+        << name;
+  }
 }
 
 TEST(HuggingFaceWeights, ACheckpointThatDoesNotFitIsRefusedNamingTheKey) {

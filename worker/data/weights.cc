@@ -36,7 +36,7 @@ double LlamaInitial(const ParameterDesc& param, double initializer_range, Random
 
 }  // namespace
 
-absl::Status SeededWeights(const v1::ModelSpec& model, uint64_t seed, TensorSink take) {
+absl::Status SeededWeights(const v1::ModelSpec& model, uint64_t seed, ParameterReceiver& receiver) {
   auto description = DescribeModel(model);
   if (!description.ok()) return description.status();
   Random random(seed);
@@ -55,27 +55,31 @@ absl::Status SeededWeights(const v1::ModelSpec& model, uint64_t seed, TensorSink
       const double bound = 1.0 / std::sqrt(static_cast<double>(in));
       for (float& v : values) v = static_cast<float>(random.Uniform(-bound, bound));
     }
-    RETURN_IF_ERROR(take(param.name, F32Tensor(param.shape, values.data())));
+    const ElementRange wanted =
+        Intersect(receiver.Wanted(param.name, param.numel()), {0, param.numel()});
+    const float* const first = wanted.empty() ? nullptr : values.data() + wanted.begin;
+    RETURN_IF_ERROR(receiver.Take(param.name, {param.shape, wanted, first}));
   }
   return absl::OkStatus();
 }
 
 TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed) {
-  return CollectTensors([&](TensorSink take) { return SeededWeights(model, seed, take); })
+  return CollectTensors(
+             [&](ParameterReceiver& receiver) { return SeededWeights(model, seed, receiver); })
       .value_or(TensorMap());
 }
 
-absl::Status InitialWeights(const v1::JobSpec& spec, TensorSink take) {
+absl::Status InitialWeights(const v1::JobSpec& spec, ParameterReceiver& receiver) {
   if (spec.init().has_huggingface()) {
-    return ReadHuggingFaceWeights(spec.model(), spec.init().huggingface(), take);
+    return ReadHuggingFaceWeights(spec.model(), spec.init().huggingface(), receiver);
   }
   if (!spec.init().has_safetensors_path()) {
-    return SeededWeights(spec.model(), spec.init().seed(), take);
+    return SeededWeights(spec.model(), spec.init().seed(), receiver);
   }
   const std::string& path = spec.init().safetensors_path();
   auto description = DescribeModel(spec.model());
   if (!description.ok()) return description.status();
-  absl::Status read = ReadWeightsFile(*description, path, kCheckedPathLinks, take);
+  absl::Status read = ReadWeightsFile(*description, path, kCheckedPathLinks, receiver);
   if (absl::IsInvalidArgument(read)) {
     return absl::InvalidArgumentError(absl::StrCat("init.safetensors_path ", read.message()));
   }
@@ -83,7 +87,8 @@ absl::Status InitialWeights(const v1::JobSpec& spec, TensorSink take) {
 }
 
 absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec) {
-  return CollectTensors([&](TensorSink take) { return InitialWeights(spec, take); });
+  return CollectTensors(
+      [&](ParameterReceiver& receiver) { return InitialWeights(spec, receiver); });
 }
 
 }  // namespace shardwise

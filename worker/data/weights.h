@@ -21,17 +21,18 @@ namespace shardwise {
 //   LayerNorm weights 1;
 // - Llama (HF's _init_weights): Linear weights and embeddings normal(0, initializer_range),
 //   biases 0, RMSNorm weights 1.
-// The model must be valid (DescribeModel succeeds). Given to `take` a parameter at a time.
-absl::Status SeededWeights(const v1::ModelSpec& model, uint64_t seed, TensorSink take);
+// The model must be valid (DescribeModel succeeds). Given to `receiver` a parameter at a
+// time (each generated whole, as the generator's sequence runs through it).
+absl::Status SeededWeights(const v1::ModelSpec& model, uint64_t seed, ParameterReceiver& receiver);
 // The same, collected.
 TensorMap SeededWeights(const v1::ModelSpec& model, uint64_t seed);
 
-// The job's initial weights, given to `take` a parameter at a time (F32, the model's
-// layout), so that a rank holds one parameter (and its conversions) besides its shards:
+// The job's initial weights, given to `receiver` a parameter at a time (F32, the model's
+// layout), what it wants of each, so that a rank holds that besides its shards:
 // from init.huggingface (huggingface_weights.h), from init.safetensors_path
 // (contracts/weights_file.h: every tensor the model needs, F32, with its shape;
 // INVALID_ARGUMENT naming the field and the tensor otherwise) or init.seed.
-absl::Status InitialWeights(const v1::JobSpec& spec, TensorSink take);
+absl::Status InitialWeights(const v1::JobSpec& spec, ParameterReceiver& receiver);
 // The same, collected (a reference run, a test).
 absl::StatusOr<TensorMap> InitialWeights(const v1::JobSpec& spec);
 

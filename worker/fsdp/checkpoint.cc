@@ -1,6 +1,5 @@
 #include "worker/fsdp/checkpoint.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <utility>
@@ -247,15 +246,17 @@ absl::Status RankCheckpointReader::CheckEntries(const CheckpointShard& shard) co
 absl::Status RankCheckpointReader::Copy(const CheckpointShard& shard, int s, int u,
                                         const std::string& what, int64_t begin,
                                         std::vector<float>* out) const {
-  const int64_t written = WrittenShardNumel(u);
-  const int64_t lo = std::max<int64_t>(s * written, begin);
-  const int64_t hi = std::min<int64_t>(
-      {(s + 1) * written, begin + static_cast<int64_t>(out->size()), manifest_.units(u).numel()});
-  if (lo >= hi) return absl::OkStatus();
+  // What the file holds of the unit's elements (its padding left out) and `out` wants.
+  const ElementRange file = ShardElements(s, WrittenShardNumel(u));
+  const ElementRange wanted = Intersect({begin, begin + static_cast<int64_t>(out->size())},
+                                        {0, manifest_.units(u).numel()});
+  const ElementRange read_range = Intersect(file, wanted);
+  if (read_range.empty()) return absl::OkStatus();
   const SafetensorsEntry& entry = shard.index.tensors.at(CheckpointTensorName(u, what));
   const absl::Status read =
-      shard.file.ReadAt(entry.begin + (lo - s * written) * sizeof(float), (hi - lo) * sizeof(float),
-                        reinterpret_cast<char*>(out->data() + (lo - begin)));
+      shard.file.ReadAt(entry.begin + (read_range.begin - file.begin) * sizeof(float),
+                        read_range.size() * sizeof(float),
+                        reinterpret_cast<char*>(out->data() + (read_range.begin - begin)));
   return read.ok() ? read : CheckpointShardError(folder_, read);
 }
 

@@ -1,7 +1,6 @@
 #include "worker/fsdp/shard_assembler.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,25 +23,53 @@ absl::Status ShardAssembler::Lacks(int param) const {
       absl::StrCat("initial weights lack F32 '", desc.name, "' with ", desc.numel(), " elements"));
 }
 
-absl::Status ShardAssembler::Take(const std::string& name, const HostTensor& tensor) {
+ElementRange ShardAssembler::Mine(int p) const {
+  const ParameterSlot& slot = layout_.slots[p];
+  return ShardElements(shard_rank_, static_cast<int64_t>(shards_[slot.unit].size()));
+}
+
+ElementRange ShardAssembler::Wanted(const std::string& name, int64_t numel) const {
+  const auto found = param_of_name_.find(name);
+  if (found == param_of_name_.end()) return {};
+  const int p = found->second;
+  if (numel != layout_.model.params[p].numel()) return {};
+  // The parameter's elements in its unit's flat buffer, against this rank's shard, as
+  // elements of the parameter.
+  const int64_t offset = layout_.slots[p].offset;
+  const ElementRange kept = Intersect({offset, offset + numel}, Mine(p));
+  if (kept.empty()) return {};
+  return {kept.begin - offset, kept.end - offset};
+}
+
+absl::Status ShardAssembler::Take(const std::string& name, const ParameterPiece& piece) {
   const auto found = param_of_name_.find(name);
   if (found == param_of_name_.end()) return absl::OkStatus();
   const int p = found->second;
-  const int64_t numel = layout_.model.params[p].numel();
-  if (tensor.dtype != "F32" || tensor.numel() != numel) return Lacks(p);
-  const ParameterSlot& slot = layout_.slots[p];
-  std::vector<float>& shard = shards_[slot.unit];
-  // The parameter's elements [begin, end) in its unit's flat buffer, against this shard's.
-  const int64_t shard_begin = shard_rank_ * static_cast<int64_t>(shard.size());
-  const int64_t begin = std::max(slot.offset, shard_begin);
-  const int64_t end =
-      std::min(slot.offset + numel, shard_begin + static_cast<int64_t>(shard.size()));
-  if (begin < end) {
-    std::memcpy(shard.data() + (begin - shard_begin), tensor.f32() + (begin - slot.offset),
-                (end - begin) * sizeof(float));
+  if (piece.numel() != layout_.model.params[p].numel()) return Lacks(p);
+  const ElementRange wanted = Wanted(name, piece.numel());
+  const bool as_wanted = (piece.range.empty() && wanted.empty()) ||
+                         (piece.range.begin == wanted.begin && piece.range.end == wanted.end);
+  if (!as_wanted) {
+    return absl::InternalError(absl::StrCat(
+        "'", name, "': a reader gave elements [", piece.range.begin, ", ", piece.range.end,
+        ") where this rank wants [", wanted.begin, ", ", wanted.end, ")"));
+  }
+  if (!wanted.empty()) {
+    const int64_t at = layout_.slots[p].offset + wanted.begin - Mine(p).begin;
+    std::copy(piece.values, piece.values + wanted.size(),
+              shards_[layout_.slots[p].unit].begin() + at);
   }
   taken_[p] = true;
   return absl::OkStatus();
+}
+
+absl::Status ShardAssembler::Take(const std::string& name, const HostTensor& tensor) {
+  const auto found = param_of_name_.find(name);
+  if (found == param_of_name_.end()) return absl::OkStatus();
+  if (tensor.dtype != "F32") return Lacks(found->second);
+  const ElementRange wanted = Wanted(name, tensor.numel());
+  const float* first = wanted.empty() ? nullptr : tensor.f32() + wanted.begin;
+  return Take(name, ParameterPiece{tensor.shape, wanted, first});
 }
 
 absl::StatusOr<std::vector<std::vector<float>>> ShardAssembler::Finish() && {

@@ -1,7 +1,12 @@
 #include "worker/fsdp/shard_assembler.h"
 
-#include <cstring>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "contracts/job_spec_defaults.h"
 #include "gtest/gtest.h"
 #include "worker/data/weights.h"
@@ -101,6 +106,49 @@ TEST(ShardAssembler, AHybridRankKeepsItsShardGroupsShard) {
   auto want = Assemble(*layout, RankOf(2, 1), weights);
   ASSERT_TRUE(got.ok() && want.ok());
   EXPECT_EQ(*got, *want);
+}
+
+// The trainer's way: a reader gives each parameter, only what lies in the rank's shard of
+// it (read from init.safetensors_path, or generated from init.seed), and each rank holds
+// what it would cut from the whole weights.
+TEST(ShardAssembler, ReadersGiveEachRankItsPartOfEachParameter) {
+  v1::JobSpec file_spec = Gpt();
+  const char* root = std::getenv("TEST_TMPDIR");
+  file_spec.mutable_init()->set_safetensors_path(
+      absl::StrCat(root ? root : "/tmp", "/assembler-", getpid(), ".safetensors"));
+  const TensorMap weights = SeededWeights(file_spec.model(), 12);
+  ASSERT_TRUE(WriteSafetensors(file_spec.init().safetensors_path(), weights).ok());
+  v1::JobSpec seeded_spec = Gpt();
+  seeded_spec.mutable_init()->set_seed(12);
+  auto layout = BuildFlatLayout(file_spec.model(), file_spec.wrap());
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  for (const v1::JobSpec* spec : {&file_spec, &seeded_spec}) {
+    for (int rank = 0; rank < 3; ++rank) {
+      ShardAssembler assembler(*layout, RankOf(3, rank));
+      ASSERT_TRUE(InitialWeights(*spec, assembler).ok());
+      auto got = std::move(assembler).Finish();
+      auto want = Assemble(*layout, RankOf(3, rank), weights);
+      ASSERT_TRUE(got.ok() && want.ok());
+      EXPECT_EQ(*got, *want) << "rank " << rank << " of 3";
+    }
+  }
+}
+
+// A reader that gives other elements than the rank wants is a bug, not weights.
+TEST(ShardAssembler, APieceOtherThanTheOneWantedIsRefused) {
+  const v1::JobSpec spec = Mlp();
+  auto layout = BuildFlatLayout(spec.model(), spec.wrap());
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  ShardAssembler assembler(*layout, RankOf(2, 1));
+  const ElementRange wanted = assembler.Wanted("2.weight", 21);  // 3 x 7
+  ASSERT_FALSE(wanted.empty());
+  const std::vector<float> values(21);
+  const std::vector<int64_t> shape = {3, 7};
+  EXPECT_TRUE(assembler.Take("2.weight", {shape, wanted, values.data()}).ok());
+  const absl::Status other = assembler.Take("2.weight", {shape, {0, 21}, values.data()});
+  EXPECT_EQ(other.code(), absl::StatusCode::kInternal) << other;
+  EXPECT_TRUE(assembler.Wanted("not.a.parameter", 4).empty());
+  EXPECT_TRUE(assembler.Wanted("2.weight", 20).empty());  // not its count: Take says so
 }
 
 TEST(ShardAssembler, AMissingOrMisshapenParameterIsNamed) {

@@ -254,14 +254,12 @@ absl::Status RankTrainer::BuildInitialModel() {
     std::vector<std::vector<float>>().swap((*checkpoint)->params);
     return PermanentIfInTheJobsFiles(Restore(**checkpoint));
   }
-  // Read (or generated) a parameter at a time, only this rank's shards kept.
+  // Read (or generated) a parameter at a time, only what lies in this rank's shards read
+  // and kept.
   ASSIGN_OR_RETURN(const fsdp::FlatLayout layout,
                    fsdp::BuildFlatLayout(spec_.model(), spec_.wrap()));
   fsdp::ShardAssembler assembler(layout, plan_);
-  RETURN_IF_ERROR(PermanentIfInTheJobsFiles(
-      InitialWeights(spec_, [&](const std::string& name, const HostTensor& tensor) {
-        return assembler.Take(name, tensor);
-      })));
+  RETURN_IF_ERROR(PermanentIfInTheJobsFiles(InitialWeights(spec_, assembler)));
   auto shards = std::move(assembler).Finish();
   if (!shards.ok()) return PermanentIfInTheJobsFiles(shards.status());
   activity_ = "building the sharded model";
