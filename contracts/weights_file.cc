@@ -33,6 +33,12 @@ int64_t ParameterPiece::numel() const {
   return n;
 }
 
+ElementRange WantedWithin(const ParameterReceiver& receiver, const std::string& name,
+                          int64_t numel) {
+  const ElementRange wanted = Intersect(receiver.Wanted(name, numel), {0, numel});
+  return wanted.empty() ? ElementRange{} : wanted;
+}
+
 namespace {
 
 // Wants every tensor whole and keeps a copy of each.
@@ -66,8 +72,7 @@ absl::Status ReadWeightsFile(const ModelDescription& model, const std::string& p
   for (const ParameterDesc& want : model.params) {
     const SafetensorsEntry& entry = index.tensors.at(want.name);
     // F32 with the parameter's shape (CheckWeightsFit): the wanted elements are one run.
-    const ElementRange range =
-        Intersect(receiver.Wanted(want.name, want.numel()), {0, want.numel()});
+    const ElementRange range = WantedWithin(receiver, want.name, want.numel());
     values.resize(range.size());
     if (!range.empty()) {
       RETURN_IF_ERROR(file.ReadAt(entry.begin + range.begin * sizeof(float),

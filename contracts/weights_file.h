@@ -46,9 +46,15 @@ class ParameterReceiver {
 
   // What of `name`, of `numel` elements, is wanted; empty for nothing.
   virtual ElementRange Wanted(const std::string& name, int64_t numel) const = 0;
-  // `piece.range` is what Wanted said; an error stops the reading and is returned.
+  // `piece.range` is what Wanted said, clipped to the tensor (WantedWithin); an error
+  // stops the reading and is returned.
   virtual absl::Status Take(const std::string& name, const ParameterPiece& piece) = 0;
 };
+
+// What a reader reads of a tensor of `numel` elements: what `receiver` wants of it,
+// clipped to the tensor ({0, 0} where that is nothing).
+ElementRange WantedWithin(const ParameterReceiver& receiver, const std::string& name,
+                          int64_t numel);
 
 // The tensors `read` gives the receiver it is called with, whole, collected by name (the
 // collecting form of a reader that streams).

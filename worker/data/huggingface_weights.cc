@@ -31,8 +31,6 @@ void WidenInto(const std::string& dtype, const char* bytes, int64_t begin, int64
   }
 }
 
-int64_t ElementBytesOf(const std::string& dtype) { return dtype == "F32" ? 4 : 2; }
-
 // values [rows, cols] -> [cols, rows].
 std::vector<float> Transposed(const std::vector<float>& values, int64_t rows, int64_t cols) {
   std::vector<float> out(values.size());
@@ -73,16 +71,28 @@ StoredMatrix MatrixOf(const LocatedTensor& l) {
   return m;
 }
 
-// A GPT-2 Conv1D weight (stored [in, out], the model's [out, in]) read whole, as FP32 in
-// the model's layout: each of the model's rows is a stored column.
-absl::StatusOr<std::vector<float>> ReadTransposed(const UntrustedFile& file,
-                                                  const LocatedTensor& l) {
-  const StoredMatrix m = MatrixOf(l);
+// Elements `wanted` (not empty) of a GPT-2 Conv1D weight (stored [in, out], the model's
+// [out, in]) as FP32: each of the model's rows is a stored column, so every stored row
+// holds some of them and the tensor is read whole; each stored row is widened in turn and
+// its wanted elements scattered into place. Besides `values`, the stored bytes and a row.
+absl::Status ReadTransposed(const UntrustedFile& file, const LocatedTensor& l, ElementRange wanted,
+                            std::vector<float>* values) {
+  const StoredMatrix m = MatrixOf(l);  // the model's rows are its columns
   std::string stored(l.entry.end - l.entry.begin, '\0');
   RETURN_IF_ERROR(file.ReadAt(l.entry.begin, stored.size(), stored.data()));
-  std::vector<float> values(m.rows * m.cols);
-  WidenInto(l.entry.dtype, stored.data(), 0, m.rows * m.cols, values.data());
-  return Transposed(values, m.rows, m.cols);
+  values->resize(wanted.size());
+  const int64_t first = wanted.begin / m.rows, last = (wanted.end - 1) / m.rows;
+  std::vector<float> row(m.cols);
+  for (int64_t s = 0; s < m.rows; ++s) {
+    WidenInto(l.entry.dtype, stored.data(), s * m.cols, m.cols, row.data());
+    for (int64_t r = first; r <= last; ++r) {
+      const int64_t element = r * m.rows + s;  // the model's (r, s)
+      if (element >= wanted.begin && element < wanted.end) {
+        (*values)[element - wanted.begin] = row[r];
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Elements `wanted` (not empty) of a tensor whose rows are the model's (Meta's q and k
@@ -99,7 +109,7 @@ absl::Status ReadRows(const UntrustedFile& file, const LocatedTensor& l, Element
     lo = std::min(lo, StoredRowOf(r, m.rows, m.heads));
     hi = std::max(hi, StoredRowOf(r, m.rows, m.heads) + 1);
   }
-  const int64_t row_bytes = m.cols * ElementBytesOf(l.entry.dtype);
+  const int64_t row_bytes = m.cols * SafetensorsDtypeSize(l.entry.dtype);
   std::string stored((hi - lo) * row_bytes, '\0');
   RETURN_IF_ERROR(file.ReadAt(l.entry.begin + lo * row_bytes, stored.size(), stored.data()));
   values->resize(wanted.size());
@@ -142,16 +152,12 @@ absl::Status ReadTensorsOfFile(const std::string& path,
     const StoredMatrix m = MatrixOf(l);
     const std::vector<int64_t> shape =
         l.tensor.transposed ? std::vector<int64_t>{m.cols, m.rows} : l.entry.shape;
-    const ElementRange wanted =
-        Intersect(receiver.Wanted(l.tensor.param, m.rows * m.cols), {0, m.rows * m.cols});
-    const float* first = nullptr;
-    if (!wanted.empty() && l.tensor.transposed) {
-      ASSIGN_OR_RETURN(values, ReadTransposed(file, l));
-      first = values.data() + wanted.begin;
-    } else if (!wanted.empty()) {
-      RETURN_IF_ERROR(ReadRows(file, l, wanted, &values));
-      first = values.data();
+    const ElementRange wanted = WantedWithin(receiver, l.tensor.param, m.rows * m.cols);
+    if (!wanted.empty()) {
+      RETURN_IF_ERROR(l.tensor.transposed ? ReadTransposed(file, l, wanted, &values)
+                                          : ReadRows(file, l, wanted, &values));
     }
+    const float* const first = wanted.empty() ? nullptr : values.data();
     RETURN_IF_ERROR(receiver.Take(l.tensor.param, {shape, wanted, first}));
   }
   return absl::OkStatus();

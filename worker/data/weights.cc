@@ -55,8 +55,7 @@ absl::Status SeededWeights(const v1::ModelSpec& model, uint64_t seed, ParameterR
       const double bound = 1.0 / std::sqrt(static_cast<double>(in));
       for (float& v : values) v = static_cast<float>(random.Uniform(-bound, bound));
     }
-    const ElementRange wanted =
-        Intersect(receiver.Wanted(param.name, param.numel()), {0, param.numel()});
+    const ElementRange wanted = WantedWithin(receiver, param.name, param.numel());
     const float* const first = wanted.empty() ? nullptr : values.data() + wanted.begin;
     RETURN_IF_ERROR(receiver.Take(param.name, {param.shape, wanted, first}));
   }

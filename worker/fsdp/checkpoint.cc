@@ -11,6 +11,7 @@
 #include "common/untrusted_file.h"
 #include "contracts/checkpoint_files.h"
 #include "contracts/checkpoint_fit.h"
+#include "contracts/element_range.h"
 #include "contracts/safetensors.h"
 #include "google/protobuf/util/json_util.h"
 

@@ -32,7 +32,8 @@ class ShardAssembler : public ParameterReceiver {
   ElementRange Wanted(const std::string& name, int64_t numel) const override;
   // Keeps the piece, what Wanted said of parameter `name`; a name the model does not have
   // is passed over (a tied head, another tensor of the file). INVALID_ARGUMENT for a piece
-  // without the parameter's element count.
+  // without the parameter's element count; INTERNAL for other elements than Wanted's (a
+  // reader's bug).
   absl::Status Take(const std::string& name, const ParameterPiece& piece) override;
   // The same for a whole tensor, which must be F32.
   absl::Status Take(const std::string& name, const HostTensor& tensor);
