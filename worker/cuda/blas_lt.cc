@@ -225,16 +225,37 @@ BlasLt::PlanKey BlasLt::KeyOf(const Matmul& call) {
           HasBias(call.epilogue) ? Alignment(call.bias.data()) : 0};
 }
 
+namespace {
+
+// cuBLASLt may choose a kernel that loads the bias 16 bytes at a time and faults on one
+// less aligned (a misaligned address: a sticky error that ends the CUDA context), and a
+// bias is a view into a flat parameter buffer at whatever offset its parameters put it:
+// such a call is not planned (UNIMPLEMENTED, so it runs unfused, said once per shape as
+// any other). OK (no algorithm yet) otherwise.
+absl::StatusOr<cublasLtMatmulAlgo_t> MisalignedBias(const BlasLt::Matmul& call) {
+  if (!HasBias(call.epilogue) || Alignment(call.bias.data()) >= kBiasAlignment) {
+    return cublasLtMatmulAlgo_t{};
+  }
+  return absl::UnimplementedError(
+      absl::StrCat("a bias at an address aligned to ", Alignment(call.bias.data()),
+                   " bytes (cuBLASLt's bias epilogues may need ", kBiasAlignment, ")"));
+}
+
+}  // namespace
+
 absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const Matmul& call) {
   const PlanKey key = KeyOf(call);
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
   auto described = std::make_unique<Descriptors>();
-  RETURN_IF_ERROR(Describe(call, *described));
-  // The heuristic sees the first call's pointers too, as it did when every call was
-  // described whole.
-  RETURN_IF_ERROR(PointEpilogue(call, described->matmul));
-  const absl::StatusOr<cublasLtMatmulAlgo_t> algo = ChooseAlgorithm(handle_, call, *described);
+  absl::StatusOr<cublasLtMatmulAlgo_t> algo = MisalignedBias(call);
+  if (algo.ok()) {
+    RETURN_IF_ERROR(Describe(call, *described));
+    // The heuristic sees the first call's pointers too, as it did when every call was
+    // described whole.
+    RETURN_IF_ERROR(PointEpilogue(call, described->matmul));
+    algo = ChooseAlgorithm(handle_, call, *described);
+  }
   if (!algo.ok() && !absl::IsUnimplemented(algo.status())) return algo.status();
   Plan plan;
   plan.supported = algo.ok();
@@ -254,15 +275,6 @@ absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const Matmul& call) {
 }
 
 absl::Status BlasLt::Run(const Matmul& call) {
-  // cuBLASLt may choose a kernel that loads the bias 16 bytes at a time and faults on one
-  // less aligned (a misaligned address: a sticky error that ends the CUDA context), and a
-  // bias is a view into a flat parameter buffer at whatever offset its parameters put it:
-  // such a call runs unfused (a plan's key holds the alignments, so none is made for it).
-  if (HasBias(call.epilogue) && Alignment(call.bias.data()) < kBiasAlignment) {
-    return absl::UnimplementedError(
-        absl::StrCat("a bias at an address aligned to ", Alignment(call.bias.data()),
-                     " bytes (cuBLASLt's bias epilogues may need ", kBiasAlignment, ")"));
-  }
   ASSIGN_OR_RETURN(Plan* const plan, PlanFor(call));
   if (!plan->supported) {
     return absl::UnimplementedError(absl::StrCat("cuBLASLt cannot run a ", call.m, " x ", call.n,

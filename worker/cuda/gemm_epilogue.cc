@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -37,31 +36,42 @@ double WorstError(absl::Span<const float> inputs, absl::Span<const float> output
   return worst;
 }
 
-// The least-squares share s of outputs = tanh_form + s (erf_form - tanh_form), each term
-// relative to 1 + |tanh_form|, over the inputs where the forms differ by at least a
-// quarter of their largest difference: an error spread over the inputs (a fast tanh's, up
-// to 1e-3 in value where the forms differ by 4.7e-4, more in derivative at large |x|,
-// where the forms agree) averages out of it, where the largest error would not tell the
-// forms apart. NaN where the forms do not differ over the inputs.
-template <typename Erf, typename Tanh>
-double ErfShare(absl::Span<const float> inputs, absl::Span<const float> outputs, Erf erf,
-                Tanh tanh) {
-  std::vector<double> difference(inputs.size()), residual(inputs.size());
-  double largest = 0;
+// How the tanh form's value (or derivative) at x moves when its tanh is off by a fixed
+// fraction of itself: the shape of a hardware tanh's error wherever its relative error
+// is steady (a bias, say, rather than noise).
+double TanhScaleShape(GeluPart part, double x) {
+  using pointwise::kGeluTanhCubic;
+  using pointwise::kSqrt2OverPi;
+  const double t = std::tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x));
+  if (part == GeluPart::kValue) return 0.5 * x * t;
+  const double inner = kSqrt2OverPi * (1.0 + 3.0 * kGeluTanhCubic * x * x);
+  return (0.5 - x * t * inner) * t;  // d/dt of 0.5 (1 + t) + 0.5 x (1 - t^2) inner, times t
+}
+
+// The share s of the least-squares fit outputs = tanh_form + s (erf_form - tanh_form) +
+// c TanhScaleShape, each term relative to 1 + |tanh_form|. A fast tanh errs by as much as
+// the forms differ (up to 1e-3 in value where they differ by 4.7e-4, more in derivative):
+// an error that varies from input to input averages out of s, and one steady in relative
+// terms goes into c; either way the largest error alone would not tell the forms apart.
+// NaN where the two shapes cannot be told apart over the inputs.
+double ErfShare(GeluPart part, absl::Span<const float> inputs, absl::Span<const float> outputs) {
+  const bool value = part == GeluPart::kValue;
+  double dd = 0, dg = 0, gg = 0, rd = 0, rg = 0;  // the normal equations' sums
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const double x = static_cast<double>(inputs[i]), base = tanh(x);
+    const double x = static_cast<double>(inputs[i]);
+    const double base = value ? pointwise::GeluTanh(x) : pointwise::GeluTanhGrad(x);
     const double scale = 1.0 + std::fabs(base);
-    difference[i] = (erf(x) - base) / scale;
-    residual[i] = (static_cast<double>(outputs[i]) - base) / scale;
-    largest = std::max(largest, std::fabs(difference[i]));
+    const double d = ((value ? pointwise::Gelu(x) : pointwise::GeluGrad(x)) - base) / scale;
+    const double g = TanhScaleShape(part, x) / scale;
+    const double r = (static_cast<double>(outputs[i]) - base) / scale;
+    dd += d * d;
+    dg += d * g;
+    gg += g * g;
+    rd += r * d;
+    rg += r * g;
   }
-  double along = 0, squared = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (std::fabs(difference[i]) < largest / 4) continue;
-    along += residual[i] * difference[i];
-    squared += difference[i] * difference[i];
-  }
-  return squared > 0 ? along / squared : NAN;
+  const double determinant = dd * gg - dg * dg;
+  return determinant > 1e-12 * dd * gg ? (rd * gg - rg * dg) / determinant : NAN;
 }
 
 }  // namespace
@@ -98,7 +108,7 @@ GeluFit FitGelu(GeluPart part, absl::Span<const float> inputs, absl::Span<const 
   const auto tanh = value ? pointwise::GeluTanh : pointwise::GeluTanhGrad;
   fit.erf_error = WorstError(inputs, outputs, erf);
   fit.tanh_error = WorstError(inputs, outputs, tanh);
-  fit.erf_share = ErfShare(inputs, outputs, erf, tanh);
+  fit.erf_share = ErfShare(part, inputs, outputs);
   // NaN shares and infinite errors compare false: no verdict.
   if (fit.erf_share >= 1 - kShareMargin && fit.erf_share <= 1 + kShareMargin &&
       fit.erf_error <= kGeluError) {

@@ -54,8 +54,9 @@ struct GeluFit {
 // The fit of `part` mapping each `inputs[i]` to `outputs[i]` (FP32 results). The forms
 // differ by up to 4.7e-4 in value near x = -2.7 and 8e-4 in derivative near x = -2.1, no
 // more than a fast (hardware) tanh may err, so the verdict is the erf form's least-squares
-// share of that difference: within 0.3 of 1 (the erf form) or of 0 (the tanh
-// approximation), with the largest error against that form under 8e-3 (a GELU at all).
+// share of that difference, fitted beside the shape a steady relative tanh error has:
+// within 0.3 of 1 (the erf form) or of 0 (the tanh approximation), with the largest error
+// against that form under 8e-3 (a GELU at all).
 // kUnknown otherwise, or when the spans differ in size. How accurate the epilogue is, for
 // fusing it, is the fit's error (FittedError). The inputs should cover [-4, 4].
 GeluFit FitGelu(GeluPart part, absl::Span<const float> inputs, absl::Span<const float> outputs);

@@ -111,13 +111,36 @@ TEST(FitGelu, TellsTheFormsApartThroughAFastTanhsError) {
               DescribeGeluFit(derivative).c_str(), DescribeGeluFit(erf).c_str());
 }
 
+// A tanh off by a steady fraction of itself (a bias, not noise) moves the outputs along
+// a shape of its own, which alone would look like a share of the erf form's difference
+// (0.76 for a bias of 2^-12): fitted beside it, the share stays the tanh form's.
+TEST(FitGelu, ATanhsSteadyBiasIsNotTakenForTheOtherForm) {
+  const std::vector<float> x = ProbeInputs();
+  for (const double bias : {std::ldexp(1.0, -12), -std::ldexp(1.0, -11)}) {
+    const auto value = [bias](double v) { return 0.5 * v * (1.0 + TanhOf(v) * (1 + bias)); };
+    const auto derivative = [bias](double v) {
+      const double t = TanhOf(v) * (1 + bias);
+      const double inner =
+          pointwise::kSqrt2OverPi * (1.0 + 3.0 * pointwise::kGeluTanhCubic * v * v);
+      return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * inner;
+    };
+    const GeluFit fit_value = FitGelu(GeluPart::kValue, x, Outputs(x, value));
+    EXPECT_EQ(fit_value.formula, GeluFormula::kTanh) << bias << ": " << DescribeGeluFit(fit_value);
+    EXPECT_NEAR(fit_value.erf_share, 0.0, 0.05) << bias;
+    const GeluFit fit_derivative = FitGelu(GeluPart::kDerivative, x, Outputs(x, derivative));
+    EXPECT_EQ(fit_derivative.formula, GeluFormula::kTanh)
+        << bias << ": " << DescribeGeluFit(fit_derivative);
+    EXPECT_NEAR(fit_derivative.erf_share, 0.0, 0.05) << bias;
+  }
+}
+
 TEST(FitGelu, RefusesWhatIsNeitherForm) {
   const std::vector<float> x = ProbeInputs();
   // The GEMM's input, unchanged (an epilogue that did nothing), and the bias forgotten
   // (every output off by a constant).
   EXPECT_EQ(FitGelu(GeluPart::kValue, x, x).formula, GeluFormula::kUnknown);
   std::vector<float> shifted = Outputs(x, pointwise::GeluTanh);
-  for (float& y : shifted) y += 0.02f;
+  for (float& y : shifted) y += 0.01f;
   EXPECT_EQ(FitGelu(GeluPart::kValue, x, shifted).formula, GeluFormula::kUnknown);
   // Halfway between the forms: within reach of neither.
   const std::vector<float> erf = Outputs(x, pointwise::Gelu);
