@@ -26,8 +26,9 @@ namespace shardwise {
 // basic block into one FMA (rounded once), and how it forms the blocks depends on the
 // instantiation's code (16-bit loads add conversions), so the same expression could round
 // one way in one kernel and the other way in another, or on the CPU. Pinned, every
-// instantiation rounds as the host does. The host compilers here (ISO C++ mode) contract
-// nothing.
+// instantiation rounds as the host does. The host contracts nothing: the CPU kernels are
+// built with -ffp-contract=off (compute/cpu/BUILD; GCC's C++ default would contract), and
+// x86-64 without -mfma has no FMA to contract into anyway.
 template <typename T>
 SHARDWISE_HOST_DEVICE T RoundedProduct(T a, T b) {
 #ifdef __CUDA_ARCH__
