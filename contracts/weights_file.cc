@@ -39,6 +39,11 @@ ElementRange WantedWithin(const ParameterReceiver& receiver, const std::string& 
   return wanted.empty() ? ElementRange{} : wanted;
 }
 
+ParameterPiece PieceOfWhole(absl::Span<const int64_t> shape, ElementRange wanted,
+                            const float* whole) {
+  return {shape, wanted, wanted.empty() ? nullptr : whole + wanted.begin};
+}
+
 namespace {
 
 // Wants every tensor whole and keeps a copy of each.

@@ -51,6 +51,11 @@ class ParameterReceiver {
   virtual absl::Status Take(const std::string& name, const ParameterPiece& piece) = 0;
 };
 
+// Part `wanted` of a parameter of `shape` whose values are all at `whole` (a tensor
+// generated or held whole); no pointer where nothing is wanted.
+ParameterPiece PieceOfWhole(absl::Span<const int64_t> shape, ElementRange wanted,
+                            const float* whole);
+
 // What a reader reads of a tensor of `numel` elements: what `receiver` wants of it,
 // clipped to the tensor ({0, 0} where that is nothing).
 ElementRange WantedWithin(const ParameterReceiver& receiver, const std::string& name,

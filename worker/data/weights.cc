@@ -56,8 +56,7 @@ absl::Status SeededWeights(const v1::ModelSpec& model, uint64_t seed, ParameterR
       for (float& v : values) v = static_cast<float>(random.Uniform(-bound, bound));
     }
     const ElementRange wanted = WantedWithin(receiver, param.name, param.numel());
-    const float* const first = wanted.empty() ? nullptr : values.data() + wanted.begin;
-    RETURN_IF_ERROR(receiver.Take(param.name, {param.shape, wanted, first}));
+    RETURN_IF_ERROR(receiver.Take(param.name, PieceOfWhole(param.shape, wanted, values.data())));
   }
   return absl::OkStatus();
 }

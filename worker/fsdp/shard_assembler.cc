@@ -68,8 +68,7 @@ absl::Status ShardAssembler::Take(const std::string& name, const HostTensor& ten
   if (found == param_of_name_.end()) return absl::OkStatus();
   if (tensor.dtype != "F32") return Lacks(found->second);
   const ElementRange wanted = Wanted(name, tensor.numel());
-  const float* first = wanted.empty() ? nullptr : tensor.f32() + wanted.begin;
-  return Take(name, ParameterPiece{tensor.shape, wanted, first});
+  return Take(name, PieceOfWhole(tensor.shape, wanted, tensor.f32()));
 }
 
 absl::StatusOr<std::vector<std::vector<float>>> ShardAssembler::Finish() && {
