@@ -47,3 +47,13 @@ job_steps_per_second() {
   "$bundle/bin/shardwise" describe "$1" |
     awk '/^Progress:/ {for (i = 1; i < NF; i++) if ($(i + 1) == "steps/s,") print $i}'
 }
+
+# Job $1's memory as `shardwise describe` reports it: rank 0's caching allocator at its peak
+# ("Peak:" line; the bytes allocated, as PyTorch's max_memory_allocated counts its own),
+# and the estimate per rank the job was admitted with ("Memory:" line).
+job_peak_allocated() {
+  "$bundle/bin/shardwise" describe "$1" | sed -n 's/^Peak: *\(.*\) allocated,.*/\1/p'
+}
+job_memory_estimate() {
+  "$bundle/bin/shardwise" describe "$1" | sed -n 's/^Memory: *about \([0-9.]* [A-Za-z]*\) .*/\1/p'
+}

@@ -57,8 +57,8 @@ gpu_tokens "$work/train.bin"
 
 gpu_job "$model" "$work/job.yaml" "$work/train.bin" "$steps" "$precision" "$batch" "$attention" \
   "$storage" "$activation" "$backward"
-# The device memory the worker holds (its CUDA context and the caching allocator's pools),
-# sampled while the job runs: the workers report no measured peak of their own.
+# The device memory the worker holds (its CUDA context, the libraries' own memory and the
+# caching allocator's pools), sampled while the job runs.
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/memory" &
 pids+=($!)
 job=$("$bundle/bin/shardwise" submit "$work/job.yaml")
@@ -69,7 +69,13 @@ watch_job "$job"
 { grep -oE "(cuBLASLt's GELU epilogues|measuring cuBLASLt's GELU|FUSED attention \(|cuDNN attention plan built|cuBLASLt cannot run|cuBLASLt refused).*" \
   "$work/worker.log" || true; } | sort -u | sed -n '1,20s/^/worker: /p'
 steps_per_second=$(job_steps_per_second "$job")
-peak_mib="$(sort -n "$work/memory" | tail -1) MiB used (nvidia-smi)"
+# Compared with PyTorch's max allocated: the allocator's peak, the estimate beside it (which
+# should bound it), and what the device held at most (the CUDA context, the libraries' own
+# memory, the allocator's cache). PyTorch's count includes its cuBLAS workspaces (its caching
+# allocator hands them out); Shardwise's leaves out cuBLASLt's 32 MiB and cuBLAS's own
+# (docs/operations.md, "Memory per rank").
+device_mib=$(sort -n "$work/memory" | tail -1)
+peak_memory="$(job_peak_allocated "$job") (estimate $(job_memory_estimate "$job")); device ${device_mib} MiB (nvidia-smi)"
 # PyTorch's lines for this model, precision, batch and step count are measured once per
 # SHARDWISE_TORCH_CACHE directory, where one is given (tests/gpu/device_run.sh gives one
 # in /tmp, so the phases on one machine time PyTorch once per configuration); lines with a
@@ -85,18 +91,18 @@ else
   fi
 fi
 
-report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_mib" \
+report=$(python3 - "$steps_per_second" "$batch" "$precision" "$peak_tflops" "$theirs" "$peak_memory" \
   "$attention" "$storage" "$model" "$title" "$seq" "$flops_per_token" "$activation" "$backward" <<'PY'
 import sys
-sps, batch, precision, peak, theirs, peak_mib, attention, storage, model, title = sys.argv[1:11]
+sps, batch, precision, peak, theirs, peak_memory, attention, storage, model, title = sys.argv[1:11]
 seq, flops_per_token, activation = int(sys.argv[11]), int(sys.argv[12]), sys.argv[13]
 backward = "" if sys.argv[14] == "DETERMINISTIC" else f" ({sys.argv[14].lower()} backward)"
 tokens = float(sps) * int(batch) * seq
 mfu = tokens * flops_per_token / (float(peak) * 1e12)
 lines = [f"{title}, batch {batch} x {seq}, {precision}, one GPU (TF32 off)"
          + (f", {activation} on both sides" if model == "gpt2" else ""), "",
-         "| run | tokens/s | MFU | peak memory (PyTorch: max allocated) | Shardwise / this |", "| --- | --- | --- | --- | --- |",
-         f"| Shardwise FULL_SHARD world 1 (NCCL), {attention} attention{backward}, {storage} storage | {tokens:.0f} | {mfu:.3f} | {peak_mib or 'n/a'} | 1.00 |"]
+         "| run | tokens/s | MFU | peak memory allocated (the caching allocator's count) | Shardwise / this |", "| --- | --- | --- | --- | --- |",
+         f"| Shardwise FULL_SHARD world 1 (NCCL), {attention} attention{backward}, {storage} storage | {tokens:.0f} | {mfu:.3f} | {peak_memory} | 1.00 |"]
 for line in theirs.splitlines():
     name, *rest = line.split()
     if rest[0] == "unavailable":

@@ -215,6 +215,13 @@ void AppendNumerics(const v1::Job& job, std::string* out) {
     absl::StrAppend(out, "Memory:     about ", DescribeMemoryEstimate(job.memory_per_rank()),
                     " per rank (estimated)\n");
   }
+  const v1::Progress& progress = job.progress();
+  if (progress.peak_allocated_bytes() > 0) {
+    // Measured beside the estimate above, which bounds the allocated bytes.
+    absl::StrAppend(out, "Peak:       ", FormatBytes(progress.peak_allocated_bytes()),
+                    " allocated, ", FormatBytes(progress.peak_reserved_bytes()),
+                    " reserved on rank 0 so far\n");
+  }
   absl::StrAppend(out, "Comm hook:  ", CommHookName(HookInEffect(job)));
   for (const v1::HookSwitch& s : job.hook_switches()) {
     if (s.state() == v1::HookSwitch::APPLIED) {
@@ -429,6 +436,15 @@ std::string FormatJobSummary(const v1::Job& job) {
                     ValidationLossText(p.first_val_loss(), p.first_val_loss_step(), p.val_loss(),
                                        p.val_loss_step()),
                     "\n");
+  }
+  if (p.peak_allocated_bytes() > 0) {
+    absl::StrAppend(
+        &out, "  memory: peak ", FormatBytes(p.peak_allocated_bytes()), " allocated on rank 0",
+        job.memory_per_rank().total_bytes() > 0
+            ? absl::StrCat(" (estimated ", FormatBytes(job.memory_per_rank().total_bytes()),
+                           " per rank)")
+            : "",
+        "\n");
   }
   if (!job.result().empty()) absl::StrAppend(&out, "  result: ", job.result(), "\n");
   if (Degraded(job)) {

@@ -25,7 +25,7 @@ std::string FormatProgressLine(const v1::Job& job, int width = 30);
 std::string FitToWidth(const std::string& line, int columns);
 
 // The closing lines of `shardwise watch`: final state, reason, loss first -> last,
-// steps/s and the job's result.
+// steps/s, rank 0's peak memory against the estimate, and the job's result.
 std::string FormatJobSummary(const v1::Job& job);
 
 // "3s", "4m", "2h", "5d".

@@ -97,6 +97,20 @@ TEST(Format, GptJobsShowValidationLossLearningRateAndTokensPerSecond) {
   const std::string summary = FormatJobSummary(done);
   EXPECT_TRUE(absl::StrContains(summary, "speed:  12.50 steps/s, 12.3k tokens/s")) << summary;
   EXPECT_TRUE(absl::StrContains(summary, "validation loss: 5.5000 -> 2.2500")) << summary;
+  EXPECT_FALSE(absl::StrContains(summary, "memory:")) << "no peak reported: " << summary;
+}
+
+// The closing summary sets rank 0's measured peak beside the estimate it was admitted with.
+TEST(Format, TheSummaryShowsThePeakMemoryBesideTheEstimate) {
+  v1::Job done = GptJob();
+  done.set_state(v1::SUCCEEDED);
+  done.mutable_progress()->set_peak_allocated_bytes(int64_t{45} << 20);
+  done.mutable_progress()->set_peak_reserved_bytes(int64_t{50} << 20);
+  done.mutable_memory_per_rank()->set_total_bytes(int64_t{60} << 20);
+  const std::string summary = FormatJobSummary(done);
+  EXPECT_TRUE(absl::StrContains(
+      summary, "  memory: peak 45.0 MiB allocated on rank 0 (estimated 60.0 MiB per rank)\n"))
+      << summary;
 }
 
 TEST(Format, OneEvaluationShowsOneValidationLossWithItsStep) {
@@ -184,11 +198,14 @@ TEST(Format, DescriptionShowsPrecisionHookSwitchesAndLossScale) {
   abandoned->set_reason("rank 1 (worker w1) had already started step 42");
   job.mutable_memory_per_rank()->set_parameters_bytes(int64_t{3} << 20);
   job.mutable_memory_per_rank()->set_total_bytes(int64_t{3} << 20);
+  job.mutable_progress()->set_peak_allocated_bytes(int64_t{5} << 19);
+  job.mutable_progress()->set_peak_reserved_bytes(int64_t{7} << 19);
   const std::string text = FormatJobDescription(job, 1'000'000);
   for (const char* line :
        {"Precision:  params FP16, reduction FP16, optimizer sees FP32 gradients\n",
         "Memory:     about 3.0 MiB (parameters 3.0 MiB, gradients 0 B, optimizer state 0 B, "
         "activations 0 B, data 0 B) per rank (estimated)\n",
+        "Peak:       2.5 MiB allocated, 3.5 MiB reserved on rank 0 so far\n",
         "Comm hook:  FP16_COMPRESS (from step 30, switch 1)\n",
         "Loss scale: 16384 (2 steps skipped for inf/NaN, 7 clean steps since the last change)\n",
         "  1  NO_HOOK -> FP16_COMPRESS at step 30  APPLIED\n",

@@ -120,8 +120,8 @@ class MetricsTest : public ::testing::Test {
               0);
   }
 
-  // A job that completes after `running` is cancelled: its rank 0's bytes on its worker
-  // are describe's, and the job's series are gone once it ended.
+  // A job that completes after `running` is cancelled: its rank 0's bytes and memory
+  // peaks on its worker are describe's, and the job's series are gone once it ended.
   void ExpectCompletedFigures(const std::string& running) {
     ASSERT_TRUE(cluster_->client().Cancel(running).ok());
     ASSERT_TRUE(Cluster::WaitFor([&] {
@@ -143,6 +143,12 @@ class MetricsTest : public ::testing::Test {
       EXPECT_EQ(worker[series] - std::max(0.0, before[rank0][series]), static_cast<double>(bytes))
           << kind;
     }
+    // Its rank's memory peaks, as the job's progress (rank 0's) has them.
+    EXPECT_GT(done.progress().peak_allocated_bytes(), 0);
+    EXPECT_EQ(worker["shardwise_worker_device_memory_peak_bytes{kind=\"allocated\"}"],
+              static_cast<double>(done.progress().peak_allocated_bytes()));
+    EXPECT_EQ(worker["shardwise_worker_device_memory_peak_bytes{kind=\"reserved\"}"],
+              static_cast<double>(done.progress().peak_reserved_bytes()));
     EXPECT_EQ(worker["shardwise_worker_attempts_total{outcome=\"completed\"}"], 1);
     EXPECT_EQ(worker["shardwise_worker_busy"], 0);
     const Scrape ended = Get(coordinator_port_);

@@ -227,6 +227,12 @@ TEST_P(TransformerJob, FromTextToSamples) {
   EXPECT_EQ(p.val_loss_step(), 30);
   EXPECT_LT(p.val_loss(), p.first_val_loss());
   EXPECT_GT(p.tokens_per_second(), 0);
+  // Rank 0's memory at its peak: the estimate the job was admitted with is above it (on
+  // the CPU an upper bound, docs/operations.md "Memory per rank"), and the allocator held
+  // at least what was live.
+  EXPECT_GT(p.peak_allocated_bytes(), 0);
+  EXPECT_LE(p.peak_allocated_bytes(), job.memory_per_rank().total_bytes());
+  EXPECT_GE(p.peak_reserved_bytes(), p.peak_allocated_bytes());
   // The root (unit 2) first in pre-forward and last in post-forward; each block
   // prefetches the one before it in backward.
   EXPECT_EQ(std::vector<int>(job.execution_order().pre_forward().begin(),
@@ -240,6 +246,7 @@ TEST_P(TransformerJob, FromTextToSamples) {
       << output;
   EXPECT_TRUE(absl::StrContains(output, "tokens/s, learning rate")) << output;
   EXPECT_TRUE(absl::StrContains(output, "Validation: loss")) << output;
+  EXPECT_TRUE(absl::StrContains(output, "reserved on rank 0 so far")) << output;
 
   ASSERT_EQ(Cluster::RunCli(
                 {"sample", model_path, "--prompt=The ", "--tokens=20", "--temperature=0"}, &output),

@@ -19,6 +19,12 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* registry)
                              ->AddGauge("shardwise_worker_tokens_per_second",
                                         "Tokens per second of its job, all ranks (GPT).")
                              .With({})),
+      peak_memory_(registry->AddGauge(
+          "shardwise_worker_device_memory_peak_bytes",
+          "Its rank's device memory at its peak this attempt, as its caching allocator counts "
+          "it: the most bytes live at once (allocated) and the most held, cached blocks "
+          "included (reserved).",
+          {"kind"})),
       bytes_(registry->AddCounter(
           "shardwise_worker_collective_bytes_total",
           "Bytes through its ranks' collectives, by kind (full buffer sizes, as nccl-tests "
@@ -46,6 +52,8 @@ void WorkerMetrics::OnReport(const v1::AttemptReport& report) {
   loss_.Set(progress.loss());
   steps_per_second_.Set(progress.steps_per_second());
   tokens_per_second_.Set(progress.tokens_per_second());
+  peak_memory_.With({"allocated"}).Set(static_cast<double>(progress.peak_allocated_bytes()));
+  peak_memory_.With({"reserved"}).Set(static_cast<double>(progress.peak_reserved_bytes()));
   absl::MutexLock lock(&mu_);
   const std::string attempt = absl::StrCat(report.job_id(), "#", report.attempt());
   if (attempt != attempt_) {

@@ -2,10 +2,10 @@
 #define SHARDWISE_WORKER_DAEMON_WORKER_METRICS_H_
 
 // A worker daemon's metrics (its --metrics_address; docs/operations.md, "Metrics"):
-// whether it runs a rank, that rank's progress (step, loss, speed), the bytes its ranks
-// moved through each kind of collective (from their progress, as `describe` counts them),
-// the collectives themselves and their time (CollectiveMetrics), its attempts by outcome
-// and its sessions with the coordinator.
+// whether it runs a rank, that rank's progress (step, loss, speed, memory peaks), the
+// bytes its ranks moved through each kind of collective (from their progress, as
+// `describe` counts them), the collectives themselves and their time
+// (CollectiveMetrics), its attempts by outcome and its sessions with the coordinator.
 //
 // Thread-safety: every method may be called from any thread.
 
@@ -37,6 +37,7 @@ class WorkerMetrics {
   Gauge& loss_;
   Gauge& steps_per_second_;
   Gauge& tokens_per_second_;
+  Family<Gauge>& peak_memory_;
   Family<Counter>& bytes_;
   Family<Counter>& attempts_;
   Counter& sessions_;

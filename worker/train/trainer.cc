@@ -117,6 +117,9 @@ class RankTrainer : private MembershipMoves::Rank {
   absl::Status MaybeEvaluate(int64_t steps_done);
   absl::StatusOr<double> Evaluate();
   void ReportProgress(double step_seconds);
+  // The attempt's device memory peaks so far (Progress.peak_allocated_bytes and
+  // peak_reserved_bytes).
+  void ReportPeakMemory(v1::Progress* progress) const;
   absl::Status WriteFinalModel();
 
   // ---- fault tolerance (spec.fault_tolerance; context.membership set) ----
@@ -182,6 +185,11 @@ class RankTrainer : private MembershipMoves::Rank {
   fsdp::ShardingPlan plan_;
   std::unique_ptr<RankRuntime> runtime_;
   CommStats earlier_traffic_;  // of the runtimes of this attempt's earlier epochs
+  // The device allocator's peaks in the runtimes of this attempt's earlier epochs (an
+  // accelerator's allocator is made anew with each), so that the reported peaks hold the
+  // attempt's.
+  int64_t earlier_peak_allocated_ = 0;
+  int64_t earlier_peak_reserved_ = 0;
   // The device's stream clock on the timeline; ends before runtime_ (the device) and after
   // model_ (whose threads record spans).
   std::unique_ptr<StreamClockAttachment> stream_clock_;
@@ -514,7 +522,12 @@ void RankTrainer::AttachStreamClock() {
 void RankTrainer::ReleaseRuntime() {
   // Its traffic stays in the attempt's totals (the progress reports them: a counter
   // that went back at each membership epoch would read as a reset).
-  if (runtime_ != nullptr) earlier_traffic_ += runtime_->Traffic();
+  if (runtime_ != nullptr) {
+    earlier_traffic_ += runtime_->Traffic();
+    const MemoryStats memory = runtime_->device()->allocator()->Stats();
+    earlier_peak_allocated_ = std::max(earlier_peak_allocated_, memory.peak_live_bytes);
+    earlier_peak_reserved_ = std::max(earlier_peak_reserved_, memory.peak_reserved_bytes);
+  }
   // The model's threads end (their collectives failed), then the groups.
   losses_.reset();
   model_.reset();
@@ -741,6 +754,7 @@ void RankTrainer::ReportProgress(double step_seconds) {
   progress.set_all_gather_bytes(bytes.all_gather_bytes);
   progress.set_reduce_scatter_bytes(bytes.reduce_scatter_bytes);
   progress.set_all_reduce_bytes(bytes.all_reduce_bytes);
+  ReportPeakMemory(&progress);
   if (scaler_.enabled()) *progress.mutable_grad_scaler() = scaler_.State();
   *progress.mutable_comm_hook() = model_->comm_hook();
   if (model_->prefetch_plan().has_value()) {
@@ -752,6 +766,12 @@ void RankTrainer::ReportProgress(double step_seconds) {
   progress.set_first_step_coordinator_calls(calls_after_first_step_ - calls_before_training_);
   progress.set_critical_path_coordinator_calls(calls - calls_after_first_step_);
   context_.on_progress(progress);
+}
+
+void RankTrainer::ReportPeakMemory(v1::Progress* progress) const {
+  const MemoryStats memory = runtime_->device()->allocator()->Stats();
+  progress->set_peak_allocated_bytes(std::max(earlier_peak_allocated_, memory.peak_live_bytes));
+  progress->set_peak_reserved_bytes(std::max(earlier_peak_reserved_, memory.peak_reserved_bytes));
 }
 
 // Every rank gathers (it is a collective); rank 0 writes, with the model's spec in the
