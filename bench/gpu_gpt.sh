@@ -73,7 +73,8 @@ steps_per_second=$(job_steps_per_second "$job")
 # should bound it), and what the device held at most (the CUDA context, the libraries' own
 # memory, the allocator's cache). PyTorch's count includes its cuBLAS workspaces (its caching
 # allocator hands them out); Shardwise's leaves out cuBLASLt's 32 MiB and cuBLAS's own
-# (docs/operations.md, "Memory per rank").
+# (docs/operations.md, "Memory per rank"). PyTorch's peak is of its timed steps (reset after
+# warm-up); Shardwise's of the whole job, its first step included.
 device_mib=$(sort -n "$work/memory" | tail -1)
 peak_memory="$(job_peak_allocated "$job") (estimate $(job_memory_estimate "$job")); device ${device_mib} MiB (nvidia-smi)"
 # PyTorch's lines for this model, precision, batch and step count are measured once per
@@ -108,8 +109,9 @@ for line in theirs.splitlines():
     if rest[0] == "unavailable":
         lines.append(f"| PyTorch {name} | {' '.join(rest)} | | | |")
     else:
-        t, m, p = float(rest[0]), float(rest[1]), rest[2]
-        lines.append(f"| PyTorch {name} | {t:.0f} | {m:.3f} | {p} MiB | {tokens / t:.2f} |")
+        t, m, p = float(rest[0]), float(rest[1]), float(rest[2])
+        # In GiB to one decimal, as `shardwise describe` gives Shardwise's.
+        lines.append(f"| PyTorch {name} | {t:.0f} | {m:.3f} | {p / 1024:.1f} GiB | {tokens / t:.2f} |")
 if model == "gpt2":
     lines.append("")
     lines.append(f"llm.c's figure, about 460,000 tokens/s per H100 (8 GPUs, BF16): Shardwise at {tokens / 460000:.2f} of it.")

@@ -37,7 +37,12 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* registry)
                                  "Sessions it opened with the coordinator.")
                     .With({})) {}
 
-void WorkerMetrics::OnAttemptStarted() { busy_.Set(1); }
+void WorkerMetrics::OnAttemptStarted() {
+  busy_.Set(1);
+  // The peaks are this attempt's: the last one's go until its first progress.
+  peak_memory_.With({"allocated"}).Set(0);
+  peak_memory_.With({"reserved"}).Set(0);
+}
 
 void WorkerMetrics::OnSessionOpened() { sessions_.Increment(); }
 
@@ -52,8 +57,10 @@ void WorkerMetrics::OnReport(const v1::AttemptReport& report) {
   loss_.Set(progress.loss());
   steps_per_second_.Set(progress.steps_per_second());
   tokens_per_second_.Set(progress.tokens_per_second());
-  peak_memory_.With({"allocated"}).Set(static_cast<double>(progress.peak_allocated_bytes()));
-  peak_memory_.With({"reserved"}).Set(static_cast<double>(progress.peak_reserved_bytes()));
+  if (progress.peak_allocated_bytes() > 0) {  // a LEAVING report's progress has none
+    peak_memory_.With({"allocated"}).Set(static_cast<double>(progress.peak_allocated_bytes()));
+    peak_memory_.With({"reserved"}).Set(static_cast<double>(progress.peak_reserved_bytes()));
+  }
   absl::MutexLock lock(&mu_);
   const std::string attempt = absl::StrCat(report.job_id(), "#", report.attempt());
   if (attempt != attempt_) {
