@@ -133,9 +133,12 @@ TEST(ExecutionOrderAgreement, UnitIdsBeyondTheJobsModelAreNotPlanned) {
   ExecutionOrderAgreement agreement(1, /*recorded=*/true);
   v1::Job job = Job(1);
   *job.mutable_execution_order() = kGpt;
-  const auto change =
-      agreement.OnReport(job, Report(v1::ORDER_CHANGED, 0, Order({2'000'000'000}, {0}), 4));
+  // A change whose two orders hold the same units, so that only the unit's id can refuse it.
+  const auto change = agreement.OnReport(
+      job, Report(v1::ORDER_CHANGED, 0, Order({2'000'000'000}, {2'000'000'000}), 4));
   EXPECT_EQ(change.kind, Kind::kWarn);
+  EXPECT_NE(change.message.find("names unit 2000000000; the model has 3"), std::string::npos)
+      << change.message;
 }
 
 }  // namespace

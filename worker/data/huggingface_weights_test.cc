@@ -277,6 +277,86 @@ TEST(HuggingFaceWeights, OnlyTheRowsThatHoldTheWantedElementsAreRead) {
   EXPECT_EQ(nothing.given, static_cast<int>(weights.size()));
 }
 
+TEST(HuggingFaceWeights, ACheckpointThatDoesNotFitIsRefusedNamingTheKey) {
+  const v1::ModelSpec model = Llama();
+  const TensorMap weights = SeededWeights(model, 7);
+  struct Case {
+    std::string what;
+    std::function<void(TensorMap&, v1::ModelSpec&)> change;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"missing",
+       [](TensorMap& w, v1::ModelSpec&) { w.erase("model.layers.1.mlp.up_proj.weight"); },
+       "has no tensor 'model.layers.1.mlp.up_proj.weight'"},
+      {"shape",
+       [](TensorMap& w, v1::ModelSpec&) {
+         w["model.norm.weight"] = F32Tensor({4}, std::vector<float>(4).data());
+       },
+       "tensor 'model.norm.weight' is [4], the model's model.norm.weight needs [8]"},
+      {"unknown",
+       [](TensorMap& w, v1::ModelSpec&) {
+         w["model.layers.2.mlp.up_proj.weight"] = F32Tensor({1}, std::vector<float>(1).data());
+       },
+       "tensor 'model.layers.2.mlp.up_proj.weight' is not one of the model's"},
+      {"config", [](TensorMap&, v1::ModelSpec& m) { m.mutable_llama()->set_rope_theta(500000); },
+       "config.json has rope_theta 500000, model.llama.rope_theta is 10000"},
+  };
+  for (const Case& c : cases) {
+    TensorMap changed = weights;
+    v1::ModelSpec written = model;
+    c.change(changed, written);
+    const absl::Status status = Check(model, Write(Dir(c.what), written, changed));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.what;
+    EXPECT_TRUE(absl::StrContains(status.message(), c.message)) << c.what << ": " << status;
+    EXPECT_TRUE(absl::StartsWith(status.message(), "job.init.huggingface.dir: ")) << status;
+  }
+  // HF's own buffers are ignored; a folder without config.json is refused, one without
+  // weights is NOT_FOUND.
+  TensorMap with_buffer = weights;
+  with_buffer["model.layers.0.self_attn.rotary_emb.inv_freq"] =
+      F32Tensor({2}, std::vector<float>(2).data());
+  EXPECT_TRUE(Check(model, Write(Dir("buffer"), model, with_buffer)).ok());
+  v1::HuggingFaceCheckpoint empty;
+  empty.set_dir(Dir("empty"));
+  const absl::Status no_config = Check(model, empty);
+  EXPECT_TRUE(absl::StrContains(no_config.message(), "has no config.json")) << no_config;
+  std::ofstream(empty.dir() + "/config.json") << HuggingFaceConfigJson(model);
+  EXPECT_EQ(Check(model, empty).code(), absl::StatusCode::kNotFound);
+}
+
+// A folder someone prepared to hurt the coordinator: a weights file that is a link (it
+// could lead outside the allowed roots), a config.json whose keys hold nulls (HF's parser
+// would take them; ours must not throw), a pipe in place of the index.
+TEST(HuggingFaceWeights, AHostileFolderIsRefusedNotFollowedOrCrashedOn) {
+  const v1::ModelSpec model = Llama();
+  const TensorMap weights = SeededWeights(model, 8);
+  const std::string linked = Dir("link");
+  ASSERT_TRUE(WriteSafetensors(linked + "/real.safetensors", weights).ok());
+  std::filesystem::create_symlink(linked + "/real.safetensors", linked + "/model.safetensors");
+  std::ofstream(linked + "/config.json") << HuggingFaceConfigJson(model);
+  v1::HuggingFaceCheckpoint checkpoint;
+  checkpoint.set_dir(linked);
+  absl::Status status = Check(model, checkpoint);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(status.message(), "is a symbolic link")) << status;
+
+  const std::string nulls = Dir("nulls");
+  checkpoint = Write(nulls, model, weights);
+  std::ofstream(nulls + "/config.json")
+      << R"({"num_attention_heads": null, "hidden_size": "64", "rope_scaling": {"rope_type": null}})";
+  status = Check(model, checkpoint);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(status.message(), "config.json has")) << status;
+
+  const std::string piped = Dir("pipe");
+  std::ofstream(piped + "/config.json") << HuggingFaceConfigJson(model);
+  ASSERT_EQ(mkfifo((piped + "/model.safetensors.index.json").c_str(), 0600), 0);
+  checkpoint.set_dir(piped);
+  status = Check(model, checkpoint);
+  EXPECT_TRUE(absl::StrContains(status.message(), "is not a regular file")) << status;
+}
+
 // As from_pretrained: a model.safetensors is read before an index beside it.
 TEST(HuggingFaceWeights, ASingleFileIsPreferredToAnIndex) {
   const v1::ModelSpec model = Llama();

@@ -3,7 +3,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace shardwise {
 
@@ -14,14 +16,18 @@ std::string ReadSmallFile(const std::string& path) {
   return text.str();
 }
 
+std::optional<std::string> OwnCgroupFolder(absl::string_view proc_self_cgroup) {
+  for (absl::string_view line : absl::StrSplit(proc_self_cgroup, '\n')) {
+    if (!absl::ConsumePrefix(&line, "0::")) continue;
+    return line == "/" ? "" : std::string(line);
+  }
+  return std::nullopt;
+}
+
 std::string ReadOwnCgroupFile(const std::string& file) {
-  // "0::/PATH" for the unified hierarchy.
-  const std::string membership = ReadSmallFile("/proc/self/cgroup");
-  const size_t at = membership.find("0::");
-  if (at == std::string::npos) return "";
-  std::string path = membership.substr(at + 3);
-  path = path.substr(0, path.find('\n'));
-  return ReadSmallFile(absl::StrCat("/sys/fs/cgroup", path == "/" ? "" : path, "/", file));
+  const std::optional<std::string> folder = OwnCgroupFolder(ReadSmallFile("/proc/self/cgroup"));
+  if (!folder.has_value()) return "";
+  return ReadSmallFile(absl::StrCat("/sys/fs/cgroup", *folder, "/", file));
 }
 
 }  // namespace shardwise
