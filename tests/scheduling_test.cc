@@ -84,11 +84,11 @@ TEST(Scheduling, AJobTooLargeForTheClusterWaitsAndCanBeCancelled) {
   cluster.AddWorker("w0");
   auto job_id = cluster.client().Submit(Cluster::Spec(2));
   ASSERT_TRUE(job_id.ok());
-  absl::SleepFor(absl::Milliseconds(300));
-  auto pending = cluster.client().Get(*job_id);
-  ASSERT_TRUE(pending.ok());
-  EXPECT_EQ(pending->state(), v1::PENDING);
-  EXPECT_EQ(pending->reason(), "waiting for 2 CPU workers, but only 1 is registered");
+  // The scheduler says what the job waits for once it has looked at it.
+  const std::string waiting = "waiting for 2 CPU workers, but only 1 is registered";
+  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.client().Get(*job_id)->reason() == waiting; }))
+      << cluster.client().Get(*job_id)->reason();
+  EXPECT_EQ(cluster.client().Get(*job_id)->state(), v1::PENDING);
 
   auto cancelled = cluster.client().Cancel(*job_id);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
@@ -100,10 +100,17 @@ TEST(Scheduling, AJobTooLargeForTheClusterWaitsAndCanBeCancelled) {
   EXPECT_EQ(again->state(), v1::CANCELLED);
   EXPECT_EQ(again->events_size(), cancelled->events_size()) << "cancelled twice";
 
-  // A worker arriving later must not pick up the cancelled job.
+  // A worker arriving later must not pick up the cancelled job: a job submitted after it
+  // runs on the two workers to its end (the scheduler has placed what it would), and the
+  // cancelled one is as it was.
   cluster.AddWorker("w1");
-  absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_EQ(cluster.client().Get(*job_id)->state(), v1::CANCELLED);
+  auto later = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(later.ok()) << later.status();
+  cluster.WaitForState(*later, v1::SUCCEEDED);
+  const absl::StatusOr<v1::Job> after = cluster.client().Get(*job_id);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->state(), v1::CANCELLED);
+  EXPECT_EQ(after->events_size(), cancelled->events_size());
 }
 
 TEST(Scheduling, ACudaJobNeverRunsOnCpuWorkersAndSaysWhatItLacks) {
@@ -115,12 +122,10 @@ TEST(Scheduling, ACudaJobNeverRunsOnCpuWorkersAndSaysWhatItLacks) {
   spec.set_device(v1::CUDA);
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
-  absl::SleepFor(absl::Milliseconds(300));
-  auto pending = cluster.client().Get(*job_id);
-  ASSERT_TRUE(pending.ok());
-  EXPECT_EQ(pending->state(), v1::PENDING);
-  EXPECT_EQ(pending->reason(),
-            "waiting for 2 CUDA workers (one per GPU), but only 0 are registered");
+  const std::string waiting = "waiting for 2 CUDA workers (one per GPU), but only 0 are registered";
+  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.client().Get(*job_id)->reason() == waiting; }))
+      << cluster.client().Get(*job_id)->reason();
+  EXPECT_EQ(cluster.client().Get(*job_id)->state(), v1::PENDING);
   // The CPU workers stay free for CPU jobs.
   auto cpu_job = cluster.client().Submit(Cluster::Spec(2));
   ASSERT_TRUE(cpu_job.ok());

@@ -443,6 +443,7 @@ TEST_F(SecurityTest, APrincipalsOwnFoldersKeepItsJobsFromOthersFiles) {
   // becomes a link to out/, allowed by the coordinator's roots, not by carol's.
   v1::JobSpec swapped = Cluster::Spec(1);
   swapped.mutable_output()->set_checkpoint_dir(mine + "/later");
+  swapped.mutable_output()->set_checkpoint_interval_steps(1);  // a step followed would write
   auto pending = As("carol").Submit(swapped);
   ASSERT_TRUE(pending.ok()) << pending.status();
   const v1::Job job = *As("root").Get(*pending);
@@ -453,7 +454,10 @@ TEST_F(SecurityTest, APrincipalsOwnFoldersKeepItsJobsFromOthersFiles) {
   AddWorker("w0");
   const v1::Job failed = cluster_->WaitForState(*pending, v1::FAILED, absl::Seconds(60));
   EXPECT_TRUE(absl::StrContains(failed.reason(), "output_paths of carol")) << failed.reason();
-  EXPECT_FALSE(fs::exists(dir_ + "/out/step-0"));
+  // Nothing was written through the link: no step folder (step-00000003, ...) in out/.
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir_ + "/out")) {
+    EXPECT_FALSE(absl::StartsWith(entry.path().filename().string(), "step-")) << entry.path();
+  }
 
   // An entry that lets a principal write nowhere; folders on a viewer's token refused.
   std::string entry;
@@ -669,6 +673,21 @@ TEST(WorkerTokens, WorkersWithoutCertificatesNeedAWorkerToken) {
   write_tokens({worker_token, rotated});
   std::ofstream(dir + "/worker.token") << rotated << "\n";
   write_tokens({rotated});
+  // The coordinator refuses the old token once it has read the file again (at most once a
+  // second, as a call authenticates: a call the worker's role may not make, refused for its
+  // role until then), while the session opened with it runs on: the job keeps stepping in
+  // its attempt.
+  EXPECT_TRUE(Cluster::WaitFor([&] {
+    return Client(cluster.address(), as_worker).ListJobs().status().code() ==
+           absl::StatusCode::kUnauthenticated;
+  }));
+  const int64_t step = cluster.client().Get(*running)->progress().step();
+  EXPECT_TRUE(Cluster::WaitFor(
+      [&] { return cluster.client().Get(*running)->progress().step() > step + 3; }));
+  const absl::StatusOr<v1::Job> revoked = cluster.client().Get(*running);
+  ASSERT_TRUE(revoked.ok()) << revoked.status();
+  EXPECT_EQ(revoked->state(), v1::RUNNING);
+  EXPECT_EQ(revoked->attempt(), 1);
   cluster.StopCoordinator();
   cluster.StartCoordinator();
   EXPECT_TRUE(Cluster::WaitFor([&] {
@@ -691,6 +710,17 @@ TEST(WorkerTokens, ATokenIsNotSentInPlaintextOffLoopback) {
       << refused;
   EXPECT_TRUE(Client("127.0.0.1:7070", options).ListJobs().status().code() !=
               absl::StatusCode::kFailedPrecondition);
+
+  // A worker given a token and an address off loopback without TLS exits at start.
+  const std::string token_file = ::testing::TempDir() + "/plaintext.token";
+  std::ofstream(token_file) << "sw_secret\n";
+  std::string output;
+  EXPECT_NE(
+      RunShell(absl::StrCat("timeout 30 ", Cluster::BinaryPath("worker/shardwise-worker"),
+                            " --coordinator=192.0.2.1:7070 --name=w0 --token_file=", token_file),
+               &output),
+      0);
+  EXPECT_TRUE(absl::StrContains(output, "refusing to send a token in plaintext")) << output;
 }
 
 // Off loopback, the coordinator serves only with TLS and tokens, or with --insecure.
