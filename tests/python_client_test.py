@@ -207,6 +207,13 @@ class PythonClientTest(unittest.TestCase):
             alice.submit({"world_size": "four"})
         self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
 
+    def test_a_token_is_not_sent_in_plaintext_off_loopback(self):
+        # Refused before any connection: nothing listens at that address.
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            shardwise.Client("192.0.2.1:7070", token="sw_secret")
+        self.assertEqual(raised.exception.code, "FAILED_PRECONDITION")
+        self.assertIn("refusing to send a token in plaintext", raised.exception.message)
+
 
 if __name__ == "__main__":
     unittest.main()
