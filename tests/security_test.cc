@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -608,93 +610,119 @@ TEST(WorkerPaths, APathThroughALinkIsMadeCanonicalOnTheWorker) {
   cluster.WaitForState(*read, v1::SUCCEEDED, absl::Seconds(60));
 }
 
-// Without --worker_ca, a coordinator with a tokens file asks workers for a token of the
-// worker role: nobody who merely reaches its port can register as a worker (and take a
-// real one's name, its jobs' specs and rendezvous tokens). A worker's token is for that
-// alone: it reads no jobs. A worker's name holds no space or '=' (log fields).
-TEST(WorkerTokens, WorkersWithoutCertificatesNeedAWorkerToken) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/worker-tokens-", getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string worker_token = absl::StrCat("sw_worker_", getpid());
-  const std::string alice_token = absl::StrCat("sw_alice_", getpid());
-  // The tokens file with these workers' tokens, and alice's.
-  auto write_tokens = [&](const std::vector<std::string>& worker_tokens) {
+// A coordinator with a tokens file and no --worker_ca, one worker token in the file (and
+// alice's, a submitter), the worker's token file beside it.
+class WorkerTokensTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    dir_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/worker-tokens-", getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    WriteTokens({worker_token_});
+    WriteWorkerTokenFile(worker_token_);
+    ClusterOptions options;
+    options.coordinator_flags = {"--tokens_file=" + dir_ + "/tokens.yaml"};
+    options.client.token = alice_token_;
+    cluster_ = std::make_unique<Cluster>(options);
+    cluster_->StartCoordinator();
+  }
+
+  // Replaces the tokens file at once (a rename), as an operator's tool would: alice's
+  // token and these workers' tokens.
+  void WriteTokens(const std::vector<std::string>& worker_tokens) {
     {
-      std::ofstream tokens(dir + "/tokens.yaml.new");
+      std::ofstream tokens(dir_ + "/tokens.yaml.new");
       tokens << "tokens:\n  - principal: alice\n    role: submitter\n    sha256: "
-             << TokenHash(alice_token) << "\n";
+             << TokenHash(alice_token_) << "\n";
       for (size_t i = 0; i < worker_tokens.size(); ++i) {
         tokens << "  - principal: workers" << i
                << "\n    role: worker\n    sha256: " << TokenHash(worker_tokens[i]) << "\n";
       }
     }
-    fs::rename(dir + "/tokens.yaml.new", dir + "/tokens.yaml");
-  };
-  write_tokens({worker_token});
-  std::ofstream(dir + "/worker.token") << worker_token << "\n";
-  ClusterOptions options;
-  options.coordinator_flags = {"--tokens_file=" + dir + "/tokens.yaml"};
-  options.client.token = alice_token;
-  Cluster cluster(options);
-  cluster.StartCoordinator();
-  auto register_as = [&](const std::string& token, const std::string& name) {
-    return RegisterAs(grpc::CreateChannel(cluster.address(), grpc::InsecureChannelCredentials()),
+    fs::rename(dir_ + "/tokens.yaml.new", dir_ + "/tokens.yaml");
+  }
+
+  void WriteWorkerTokenFile(const std::string& token) {
+    std::ofstream(dir_ + "/worker.token") << token << "\n";
+  }
+
+  void AddWorker() { cluster_->AddWorker("w0", {"--token_file=" + dir_ + "/worker.token"}); }
+
+  grpc::Status RegisterWith(const std::string& token, const std::string& name) {
+    return RegisterAs(grpc::CreateChannel(cluster_->address(), grpc::InsecureChannelCredentials()),
                       name, token);
-  };
-  const grpc::Status anonymous = register_as("", "w0");
+  }
+
+  Client AsWorker() const {
+    ClientOptions options;
+    options.token = worker_token_;
+    return Client(cluster_->address(), options);
+  }
+
+  std::string dir_;
+  const std::string worker_token_ = absl::StrCat("sw_worker_", getpid());
+  const std::string alice_token_ = absl::StrCat("sw_alice_", getpid());
+  std::unique_ptr<Cluster> cluster_;
+};
+
+// Without --worker_ca, a coordinator with a tokens file asks workers for a token of the
+// worker role: nobody who merely reaches its port can register as a worker (and take a
+// real one's name, its jobs' specs and rendezvous tokens). A worker's token is for that
+// alone: it reads no jobs. A worker's name holds no space or '=' (log fields).
+TEST_F(WorkerTokensTest, WorkersWithoutCertificatesNeedAWorkerToken) {
+  const grpc::Status anonymous = RegisterWith("", "w0");
   EXPECT_EQ(anonymous.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_TRUE(absl::StrContains(anonymous.error_message(), "token of the worker role"))
       << anonymous.error_message();
-  EXPECT_EQ(register_as(alice_token, "w0").error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(register_as(worker_token, "x job=job-3").error_code(),
+  EXPECT_EQ(RegisterWith(alice_token_, "w0").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(RegisterWith(worker_token_, "x job=job-3").error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 
-  cluster.AddWorker("w0", {"--token_file=" + dir + "/worker.token"});
-  auto job_id = cluster.client().Submit(Cluster::Spec(1));
+  AddWorker();
+  auto job_id = cluster_->client().Submit(Cluster::Spec(1));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
-  cluster.WaitForState(*job_id, v1::SUCCEEDED);
-  ClientOptions as_worker;
-  as_worker.token = worker_token;
-  EXPECT_EQ(Client(cluster.address(), as_worker).ListJobs().status().code(),
-            absl::StatusCode::kPermissionDenied);
+  cluster_->WaitForState(*job_id, v1::SUCCEEDED);
+  EXPECT_EQ(AsWorker().ListJobs().status().code(), absl::StatusCode::kPermissionDenied);
+}
 
-  // Rotation under a running job: the new token's entry added, the worker's file
-  // updated, the old entry removed. The open session runs on (the job too); the next
-  // one, after the coordinator restarts, is opened with the token the file holds now,
-  // and the job goes on in its attempt.
+// Rotation under a running job: the new token's entry added, the worker's file updated,
+// the old entry removed. The open session runs on (the job too); the next one, after the
+// coordinator restarts, is opened with the token the file holds now, and the job goes on
+// in its attempt.
+TEST_F(WorkerTokensTest, ARotatedWorkerTokenKeepsTheJobInItsAttempt) {
+  AddWorker();
   v1::JobSpec long_job = Cluster::Spec(1);
   long_job.set_steps(100000000);  // trains until cancelled
-  auto running = cluster.client().Submit(long_job);
+  auto running = cluster_->client().Submit(long_job);
   ASSERT_TRUE(running.ok()) << running.status();
-  cluster.WaitForState(*running, v1::RUNNING);
-  const std::string rotated = worker_token + "_rotated";
-  write_tokens({worker_token, rotated});
-  std::ofstream(dir + "/worker.token") << rotated << "\n";
-  write_tokens({rotated});
+  cluster_->WaitForState(*running, v1::RUNNING);
+  const std::string rotated = worker_token_ + "_rotated";
+  WriteTokens({worker_token_, rotated});
+  WriteWorkerTokenFile(rotated);
+  WriteTokens({rotated});
   // The coordinator refuses the old token once it has read the file again (at most once a
   // second, as a call authenticates: a call the worker's role may not make, refused for its
   // role until then), while the session opened with it runs on: the job keeps stepping in
   // its attempt.
   EXPECT_TRUE(Cluster::WaitFor([&] {
-    return Client(cluster.address(), as_worker).ListJobs().status().code() ==
-           absl::StatusCode::kUnauthenticated;
+    return AsWorker().ListJobs().status().code() == absl::StatusCode::kUnauthenticated;
   }));
-  const int64_t step = cluster.client().Get(*running)->progress().step();
+  const int64_t step = cluster_->client().Get(*running)->progress().step();
   EXPECT_TRUE(Cluster::WaitFor(
-      [&] { return cluster.client().Get(*running)->progress().step() > step + 3; }));
-  const absl::StatusOr<v1::Job> revoked = cluster.client().Get(*running);
+      [&] { return cluster_->client().Get(*running)->progress().step() > step + 3; }));
+  const absl::StatusOr<v1::Job> revoked = cluster_->client().Get(*running);
   ASSERT_TRUE(revoked.ok()) << revoked.status();
   EXPECT_EQ(revoked->state(), v1::RUNNING);
   EXPECT_EQ(revoked->attempt(), 1);
-  cluster.StopCoordinator();
-  cluster.StartCoordinator();
-  EXPECT_TRUE(Cluster::WaitFor([&] {
-    return absl::StrContains(ReadFile(cluster.worker("w0").log_path()), "it re-attached");
-  })) << ReadFile(cluster.worker("w0").log_path());
-  EXPECT_FALSE(absl::StrContains(ReadFile(cluster.worker("w0").log_path()), "UNAUTHENTICATED"));
-  const auto cancelled = cluster.client().Cancel(*running);
+  cluster_->StopCoordinator();
+  cluster_->StartCoordinator();
+  const std::string log_path = cluster_->worker("w0").log_path();
+  EXPECT_TRUE(Cluster::WaitFor(
+      [&] { return absl::StrContains(ReadFile(log_path), "it re-attached"); }))
+      << ReadFile(log_path);
+  EXPECT_FALSE(absl::StrContains(ReadFile(log_path), "UNAUTHENTICATED"));
+  const auto cancelled = cluster_->client().Cancel(*running);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   EXPECT_EQ(cancelled->attempt(), 1);
 }
