@@ -705,9 +705,8 @@ TEST_F(WorkerTokensTest, ARotatedWorkerTokenKeepsTheJobInItsAttempt) {
   // second, as a call authenticates: a call the worker's role may not make, refused for its
   // role until then), while the session opened with it runs on: the job keeps stepping in
   // its attempt.
-  EXPECT_TRUE(Cluster::WaitFor([&] {
-    return AsWorker().ListJobs().status().code() == absl::StatusCode::kUnauthenticated;
-  }));
+  EXPECT_TRUE(Cluster::WaitFor(
+      [&] { return AsWorker().ListJobs().status().code() == absl::StatusCode::kUnauthenticated; }));
   const int64_t step = cluster_->client().Get(*running)->progress().step();
   EXPECT_TRUE(Cluster::WaitFor(
       [&] { return cluster_->client().Get(*running)->progress().step() > step + 3; }));
@@ -718,9 +717,9 @@ TEST_F(WorkerTokensTest, ARotatedWorkerTokenKeepsTheJobInItsAttempt) {
   cluster_->StopCoordinator();
   cluster_->StartCoordinator();
   const std::string log_path = cluster_->worker("w0").log_path();
-  EXPECT_TRUE(Cluster::WaitFor(
-      [&] { return absl::StrContains(ReadFile(log_path), "it re-attached"); }))
-      << ReadFile(log_path);
+  EXPECT_TRUE(Cluster::WaitFor([&] {
+    return absl::StrContains(ReadFile(log_path), "it re-attached");
+  })) << ReadFile(log_path);
   EXPECT_FALSE(absl::StrContains(ReadFile(log_path), "UNAUTHENTICATED"));
   const auto cancelled = cluster_->client().Cancel(*running);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
