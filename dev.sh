@@ -165,14 +165,20 @@ test_all() {
   log "building and running every test"
   local status=0
   bazel test //... 2>&1 | grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
-  # The CUDA configuration: everything compiles and links with nvcc, cuBLAS and NCCL, the
-  # GPU tests run (each case reports SKIPPED where there is no GPU), and so do the tests
-  # that need the toolkit but no GPU (tag "cuda": cuDNN's deviceless plans). It needs the CUDA
-  # toolkit, which Debian does not package; without it the GPU tests count as skipped.
+  # The CUDA configuration: the CUDA data plane and the GPU kit (the GPU tests and
+  # benchmarks with the coordinator, worker and CLI a GPU host runs) compile and link with
+  # nvcc, cuBLAS, cuDNN and NCCL; the GPU tests run (each case reports SKIPPED where there
+  # is no GPU), and so do the tests that need the toolkit but no GPU (tag "cuda": cuDNN's
+  # deviceless plans). The CPU tests are not built again there: their sources compile the
+  # same in both configurations (only the worker's main differs, and the kit holds it).
+  # It needs the CUDA toolkit, which Debian does not package; without it the GPU tests
+  # count as skipped.
   local cuda_built=0
   if [ -x "$CUDA_PATH/bin/nvcc" ]; then
     log "building the CUDA configuration (toolkit at $CUDA_PATH) and running the GPU tests"
-    bazel test --config=cuda --test_tag_filters=gpu,cuda //... 2>&1 |
+    bazel build --config=cuda //worker/cuda/... //tests/gpu:gpu_kit 2>&1 |
+      grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
+    bazel test --config=cuda --build_tests_only --test_tag_filters=gpu,cuda //... 2>&1 |
       grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
     cuda_built=1
   else

@@ -271,6 +271,7 @@ TEST_F(JobControllerTest, AStallPastTheAbortTimeFailsTheAttemptNamingTheRank) {
     controller_->OnHeartbeat("w0", position(true, second * 1000));
     controller_->OnHeartbeat("w1", position(false, 0));
     controller_->CheckHeartbeats();
+    if (second == 119) EXPECT_EQ(State(), v1::RUNNING) << "aborted before the stall timeout";
     if (second == 61) {
       const v1::Job job = *jobs_->Get("job-1");
       EXPECT_EQ(job.state(), v1::RUNNING);
@@ -284,6 +285,9 @@ TEST_F(JobControllerTest, AStallPastTheAbortTimeFailsTheAttemptNamingTheRank) {
   const v1::Job job = *jobs_->Get("job-1");
   EXPECT_EQ(job.state(), v1::FAILED);
   EXPECT_NE(job.reason().find("longer than the stall timeout of 2m"), std::string::npos)
+      << job.reason();
+  EXPECT_NE(job.reason().find("rank 1 has not entered reduce-scatter of unit 1 at step 2"),
+            std::string::npos)
       << job.reason();
 }
 
@@ -313,7 +317,9 @@ TEST_F(JobControllerTest, AfterARestartARankMissingPastTheGraceRequeuesTheJob) {
       << job.events().rbegin()->message();
   // Re-queued, it waits for two idle workers: w0 drains first.
   EXPECT_EQ(job.state(), v1::PENDING);
-  EXPECT_EQ(Received("w0").back().abort().job_id(), "job-1");
+  const std::vector<v1::CoordinatorMessage> sent = Received("w0");
+  ASSERT_FALSE(sent.empty());
+  EXPECT_EQ(sent.back().abort().job_id(), "job-1");
 }
 
 // A rank that completed before the coordinator restarted is not waited for, though its
@@ -375,6 +381,19 @@ TEST_F(JobControllerTest, ARegistrationDuringAnAttemptSaysWhetherTheWorkerRestar
   EXPECT_EQ(job.reason().find("restarted"), std::string::npos) << job.reason();
 }
 
+// A worker that registers without the attempt it ran (a new process) lost the rank by a
+// restart, and the reason says so.
+TEST_F(JobControllerTest, ARegistrationWithoutTheAttemptIsARestart) {
+  StartTwoRankJob();
+  Register("w1");
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_NE(
+      job.reason().find("rank 1 (worker w1) was lost: the worker restarted and registered again"),
+      std::string::npos)
+      << job.reason();
+  EXPECT_EQ(job.reason().find("reconnected"), std::string::npos) << job.reason();
+}
+
 TEST_F(JobControllerTest, AHookSwitchCommitsWhenEveryRankAccepts) {
   StartTwoRankJob();
   Received("w0");
@@ -393,7 +412,11 @@ TEST_F(JobControllerTest, AHookSwitchCommitsWhenEveryRankAccepts) {
     ack.set_accepted(true);
     controller_->OnHookAck(worker, ack);
   }
-  EXPECT_TRUE(Received("w1")[0].hook_decision().commit());
+  for (const std::string worker : {"w0", "w1"}) {
+    const std::vector<v1::CoordinatorMessage> decision = Received(worker);
+    ASSERT_EQ(decision.size(), 1u) << worker;
+    EXPECT_TRUE(decision[0].hook_decision().commit()) << worker;
+  }
   const v1::Job job = *jobs_->Get("job-1");
   ASSERT_EQ(job.hook_switches_size(), 1);
   EXPECT_EQ(job.hook_switches(0).state(), v1::HookSwitch::APPLIED);
@@ -527,8 +550,6 @@ TEST_F(JobControllerTest, ARetryableFailureAloneRequeuesTheJobAfterTheGrace) {
   EXPECT_TRUE(requeued_for_rank_0);
 }
 
-// A client whose call's deadline passed while its job was checked finds no job created
-// (it was told the call failed); a retry with the same request id creates it once.
 // During a rolling upgrade: a job whose submitter has folders of its own is refused
 // while only workers of a release that ignores them are registered, and is placed only
 // on an upgraded worker once one is, never on the older one beside it.
@@ -556,6 +577,8 @@ TEST_F(JobControllerTest, ASubmittersFoldersGoOnlyToWorkersThatEnforceThem) {
   EXPECT_EQ(workers_->Get("w0")->state(), v1::BUSY);
 }
 
+// A client whose call's deadline passed while its job was checked finds no job created
+// (it was told the call failed); a retry with the same request id creates it once.
 TEST_F(JobControllerTest, ASubmissionTheClientAbandonedCreatesNoJob) {
   const auto abandoned = [] { return true; };
   auto gone = controller_->Submit(Spec(1), {"alice"}, "request-1", abandoned);
@@ -566,6 +589,12 @@ TEST_F(JobControllerTest, ASubmissionTheClientAbandonedCreatesNoJob) {
   auto retried = controller_->Submit(Spec(1), {"alice"}, "request-1", [] { return false; });
   ASSERT_TRUE(retried.ok()) << retried.status();
   EXPECT_EQ(retried->id(), "job-1");
+  auto again = controller_->Submit(Spec(1), {"alice"}, "request-1", [] { return false; });
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->id(), "job-1");
+  listed = jobs_->List({}, "", 10);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->jobs.size(), 1u);
 }
 
 // The rendezvous token job-1's assignment gave `worker`, as a rendezvous scope.
@@ -609,6 +638,7 @@ TEST_F(JobControllerTest, ARankThatNeverReachesTheRendezvousIsBlamedAndItsWorker
   EXPECT_TRUE(blamed) << job.DebugString();
   EXPECT_NE(workers_->Get("w1")->quarantine_reason().find("did not reach the rendezvous"),
             std::string::npos);
+  const absl::Time quarantine_end = clock_.Now() + absl::Minutes(10);
   // Both come back idle, w1 first: the second attempt still goes to w0 and w2.
   Heartbeat("w1");
   Heartbeat("w0");
@@ -617,6 +647,7 @@ TEST_F(JobControllerTest, ARankThatNeverReachesTheRendezvousIsBlamedAndItsWorker
   auto second = controller_->Submit(Spec(1));
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(jobs_->Get(second->id())->state(), v1::PENDING);
+  const int events_while_pending = jobs_->Get(second->id())->events_size();
   for (int tick = 0; tick < 120; ++tick) {
     clock_.Advance(absl::Seconds(5));
     Heartbeat("w0", "job-1", 2);
@@ -625,6 +656,12 @@ TEST_F(JobControllerTest, ARankThatNeverReachesTheRendezvousIsBlamedAndItsWorker
     Report("w0", 0, v1::JOINED, 2);
     Report("w2", 1, v1::JOINED, 2);
     controller_->CheckHeartbeats();
+    if (clock_.Now() < quarantine_end) {
+      const v1::Job waiting = *jobs_->Get(second->id());
+      ASSERT_EQ(waiting.state(), v1::PENDING)
+          << "placed " << quarantine_end - clock_.Now() << " before w1's quarantine ends";
+      ASSERT_EQ(waiting.events_size(), events_while_pending) << waiting.DebugString();
+    }
   }
   EXPECT_EQ(jobs_->Get(second->id())->state(), v1::SCHEDULED);
   EXPECT_EQ(jobs_->Get(second->id())->ranks(0).worker_id(), "w1");
@@ -924,7 +961,7 @@ TEST_F(FaultTolerantJobTest, ALeavingRanksGroupFinishesItsStepAndLeavesByItself)
   EXPECT_EQ(State(), v1::RUNNING);
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(workers_->Get("w2")->state(), v1::IDLE);
-  EXPECT_NE(workers_->Get("w3")->state(), v1::IDLE);
+  EXPECT_EQ(workers_->Get("w3")->state(), v1::BUSY);  // until its daemon goes
 }
 
 // Leaving below min_replicas: the attempt fails as it would without fault tolerance.
@@ -1125,6 +1162,10 @@ TEST_F(FaultTolerantJobTest, AfterARestartARankBackWithoutItsAttemptLeavesWithIt
     for (const char* worker : {"w0", "w1", "w2"}) Heartbeat(worker, "job-1", 1);
     Heartbeat("w3");
     controller_->CheckHeartbeats();
+    if (second == 9) {  // not yet: the peer timeout is 10 s
+      EXPECT_FALSE(absl::StrContains(Events(), "ranks 2, 3 left")) << Events();
+      EXPECT_FALSE(GotAbort("w2")) << "left before the peer timeout";
+    }
   }
   const v1::Job job = *jobs_->Get("job-1");
   EXPECT_EQ(job.state(), v1::RUNNING);
@@ -1192,19 +1233,32 @@ TEST_F(FaultTolerantJobTest, AWorkerThatLeavesAgainIsHeldOffTheAttempt) {
       Report("w3", 3, v1::JOINED);
     }
   }
-  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1})) << Events();
-  EXPECT_TRUE(absl::StrContains(Events(),
-                                "worker w3 left attempt 1 2 times: it is not placed "
-                                "in it again for 1m"))
-      << Events();
-  const int32_t epoch = jobs_->Get("job-1")->membership().epoch();
-  clock_.Advance(absl::Seconds(59));
-  controller_->Schedule();
-  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), epoch);
-  clock_.Advance(absl::Seconds(2));
-  controller_->Schedule();
-  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3})) << Events();
-  EXPECT_EQ(jobs_->Get("job-1")->ranks(3).worker_id(), "w3");
+  // After its `leaves`-th leave w3 is held off for `held_off_seconds` (the job trains on degraded),
+  // then healed back in.
+  const auto expect_held_off = [&](int leaves, int held_off_seconds, const char* shown) {
+    EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1})) << Events();
+    EXPECT_TRUE(absl::StrContains(Events(), absl::StrCat("worker w3 left attempt 1 ", leaves,
+                                                         " times: it is not placed in it "
+                                                         "again for ",
+                                                         shown)))
+        << Events();
+    const int32_t epoch = jobs_->Get("job-1")->membership().epoch();
+    clock_.Advance(absl::Seconds(held_off_seconds - 1));
+    controller_->Schedule();
+    EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), epoch);
+    clock_.Advance(absl::Seconds(2));
+    controller_->Schedule();
+    EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3})) << Events();
+    EXPECT_EQ(jobs_->Get("job-1")->ranks(3).worker_id(), "w3");
+  };
+  expect_held_off(2, 60, "1m");
+
+  // A third leave holds it off twice as long.
+  Report("w2", 2, v1::JOINED);
+  Report("w3", 3, v1::JOINED);
+  controller_->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
+  controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  expect_held_off(3, 120, "2m");
 }
 
 // A degraded job whose live ranks are finishing takes no replacement: none would join.
@@ -1294,6 +1348,22 @@ TEST_F(JobControllerTest, OnlyARunningFaultTolerantJobScales) {
   EXPECT_NE(std::string(refused.message()).find("has no fault_tolerance"), std::string::npos)
       << refused;
   EXPECT_EQ(controller_->Scale("job-9", 1).status().code(), absl::StatusCode::kNotFound);
+
+  // A fault-tolerant job waiting for workers (job-1 holds both) is not scaled either.
+  v1::JobSpec waiting = Spec(4);
+  waiting.set_global_batch_size(24);
+  waiting.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
+  waiting.mutable_fsdp()->set_shard_group_size(2);
+  waiting.mutable_fault_tolerance()->set_min_replicas(1);
+  auto pending = controller_->Submit(waiting);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_EQ(jobs_->Get(pending->id())->state(), v1::PENDING);
+  const absl::Status not_running = controller_->Scale(pending->id(), 1).status();
+  EXPECT_EQ(not_running.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(not_running.message()).find("is PENDING"), std::string::npos)
+      << not_running;
+  EXPECT_EQ(std::string(not_running.message()).find("has no fault_tolerance"), std::string::npos)
+      << not_running;
 }
 
 }  // namespace

@@ -114,9 +114,15 @@ TEST(Failure, ARestartPolicyReQueuesTheJobOnOtherWorkers) {
 
 // A worker stopped (SIGTERM) while its rank waits in a collective on a frozen peer: the
 // rank cannot be interrupted, so once the drain's grace is over the worker exits 0
-// without waiting for it, well before the collective's own timeout (30 s here).
+// without waiting for it, well before the collective's own timeout (30 s here). The stop
+// waits until the coordinator reports the stall (a rank in a collective for a second):
+// stopped at once, the rank could be between collectives and end on its own; and the peer
+// is frozen only after a few steps, when the ranks are connected (a rank waiting for a
+// peer's connection is in no collective).
 TEST(Failure, AStoppedWorkerDoesNotWaitForACollectiveOnAFrozenPeer) {
-  Cluster cluster;
+  ClusterOptions options;
+  options.stall_warning_ms = 1000;
+  Cluster cluster(options);
   cluster.StartCoordinator();
   Process& w0 = cluster.AddWorker("w0");
   Process& w1 = cluster.AddWorker("w1");
@@ -125,7 +131,20 @@ TEST(Failure, AStoppedWorkerDoesNotWaitForACollectiveOnAFrozenPeer) {
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   cluster.WaitForState(*job_id, v1::RUNNING);
+  // Past the rendezvous and the data plane's connection (a frozen peer there is no stall).
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    const absl::StatusOr<v1::Job> job = cluster.client().Get(*job_id);
+    return job.ok() && job->progress().step() >= 2;
+  })) << "the job made no progress";
   w1.Signal(SIGSTOP);
+  EXPECT_TRUE(Cluster::WaitFor([&] {
+    const absl::StatusOr<v1::Job> job = cluster.client().Get(*job_id);
+    if (!job.ok()) return false;
+    for (const v1::JobEvent& event : job->events()) {
+      if (absl::StartsWith(event.message(), "stall: ")) return true;
+    }
+    return false;
+  })) << "no stall reported";
   w0.Signal(SIGTERM);
   EXPECT_TRUE(Cluster::WaitFor([&] { return !w0.Running(); }, absl::Seconds(20)))
       << "w0 waited for its collective";

@@ -11,6 +11,7 @@
 #include "tokenizer/byte_level_bpe.h"
 #include "tokenizer/byte_tokenizer.h"
 #include "tokenizer/huggingface/huggingface_tokenizer.h"
+#include "tokenizer/sentencepiece_api.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
 
 namespace shardwise {
@@ -140,21 +141,30 @@ TEST(TransformersConfigTest, ASentencePieceModelIsALlamaTokenizerWithItsOwnPiece
       out << line << "\n";
     }
   }
-  SentencePieceTraining training;
-  training.vocab_size = 300;
-  auto model = TrainSentencePiece(training, {corpus});
-  ASSERT_TRUE(model.ok()) << model.status();
-  auto tokenizer = SentencePieceTokenizer::FromSerialized(*model, "trained");
+  // Pieces and ids of its own, not SentencePiece's defaults (<s> 1, </s> 2, <unk> 0).
+  std::string model;
+  ASSERT_EQ(spm::Train({{"model_type", "bpe"},
+                        {"vocab_size", "300"},
+                        {"bos_piece", "<bos>"},
+                        {"eos_piece", "<eos>"},
+                        {"unk_piece", "<unknown>"},
+                        {"unk_id", "0"},
+                        {"bos_id", "2"},
+                        {"eos_id", "1"},
+                        {"minloglevel", "2"}},
+                       {corpus}, &model),
+            "");
+  auto tokenizer = SentencePieceTokenizer::FromSerialized(model, "trained");
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   auto config = MakeTransformersConfig("sentencepiece", **tokenizer, nullptr);
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->bos_id, 1);
-  EXPECT_EQ(config->eos_id, 2);
+  EXPECT_EQ(config->bos_id, 2);
+  EXPECT_EQ(config->eos_id, 1);
   const Json json = Json::parse(config->tokenizer_config_json);
   EXPECT_EQ(json["tokenizer_class"], "LlamaTokenizer");
-  EXPECT_EQ(json["bos_token"], "<s>");
-  EXPECT_EQ(json["eos_token"], "</s>");
-  EXPECT_EQ(json["unk_token"], "<unk>");
+  EXPECT_EQ(json["bos_token"], "<bos>");
+  EXPECT_EQ(json["eos_token"], "<eos>");
+  EXPECT_EQ(json["unk_token"], "<unknown>");
   EXPECT_EQ(json["add_bos_token"], true);  // as the token files have them
   EXPECT_EQ(json["add_eos_token"], true);
   EXPECT_EQ(json["legacy"], true);

@@ -102,9 +102,10 @@ for path in sorted(pathlib.Path("/usr/share/common-licenses").iterdir()):
 json.dump(texts, open(sys.argv[1], "w"))
 PY
 
-# Why EXPECTED (the reference's ids, a line per text) and IDS differ; nothing if they don't.
+# Why EXPECTED (the reference's ids, a line per text) and IDS differ, or why the comparison
+# could not be made; nothing if they are equal.
 differences() {
-  /usr/bin/python3 - "$@" <<'PY'
+  /usr/bin/python3 - "$@" 2>"$work/err" <<'PY' || echo "comparing the ids failed: $(tail -1 "$work/err")"
 import json, sys
 expected = open(sys.argv[1]).read().splitlines()
 got = open(sys.argv[2]).read().splitlines()
@@ -146,8 +147,7 @@ check_tokenizer() {
     echo "encode: $(tail -1 "$work/err")"
     return
   }
-  [ -z "$expected" ] || differences "$expected" "$work/$name.ids" "$texts" ||
-    echo "comparing the ids failed"
+  [ -z "$expected" ] || differences "$expected" "$work/$name.ids" "$texts"
 }
 summary() {  # the ids a check compared
   echo "$(wc -l <"$work/$1.ids") texts, $(wc -w <"$work/$1.ids") ids equal to the reference's"
@@ -205,7 +205,8 @@ as_exported() {
     { echo "shardwise tokenize (the licenses): $(tail -1 "$work/err")"; return; }
   node "$here/hf_document.mjs" "$out/tokenizer" "${documents[@]}" >"$work/$name.document" \
     2>"$work/err" || { echo "hf_document.mjs: $(tail -1 "$work/err")"; return; }
-  /usr/bin/python3 - "$work/$name.document" "$out" <<'PY'
+  local compare=(/usr/bin/python3 - "$work/$name.document" "$out")
+  "${compare[@]}" 2>"$work/err" <<'PY' || echo "comparing the exported ids failed: $(tail -1 "$work/err")"
 import json, pathlib, struct, sys
 lines = open(sys.argv[1]).read().splitlines()
 expected, (bos, eos) = [int(i) for i in lines[0].split()], lines[1].split()
