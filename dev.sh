@@ -165,7 +165,7 @@ test_all() {
   log "building and running every test"
   local status=0
   bazel test //... 2>&1 | grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
-  # The CUDA configuration: the CUDA data plane and the GPU kit (the GPU tests and
+  # The CUDA configuration: the CUDA data plane and the GPU kits (the GPU tests and
   # benchmarks with the coordinator, worker and CLI a GPU host runs) compile and link with
   # nvcc, cuBLAS, cuDNN and NCCL; the GPU tests run (each case reports SKIPPED where there
   # is no GPU), and so do the tests that need the toolkit but no GPU (tag "cuda": cuDNN's
@@ -176,7 +176,7 @@ test_all() {
   local cuda_built=0
   if [ -x "$CUDA_PATH/bin/nvcc" ]; then
     log "building the CUDA configuration (toolkit at $CUDA_PATH) and running the GPU tests"
-    bazel build --config=cuda //worker/cuda/... //tests/gpu:gpu_kit 2>&1 |
+    bazel build --config=cuda //worker/cuda/... //tests/gpu/... 2>&1 |
       grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
     bazel test --config=cuda --build_tests_only --test_tag_filters=gpu,cuda //... 2>&1 |
       grep -vE '^(Loading|Analyzing|INFO: (Found|Analyzed|From))' || status=$?
@@ -223,16 +223,23 @@ test_all() {
 # podman and buildah read deploy/local/containers.conf, not the machine's settings.
 export CONTAINERS_CONF="$PWD/deploy/local/containers.conf"
 
+# Builds the bundle in the configuration given (none, or --config=cuda), showing only the
+# errors; fails when the build does (a stale bundle from an earlier build is no image).
+build_bundle() {
+  bazel build "$@" //:bundle 2>&1 | { grep -E 'ERROR|error:' >&2; true; }
+  return "${PIPESTATUS[0]}"
+}
+
 # Builds the CPU image, and the CUDA image where the toolkit is (deploy/images/build.sh).
 images() {
   deploy_deps
   log "building the CPU image localhost/shardwise-cpu:dev"
-  bazel build //:bundle 2>&1 | grep -E 'ERROR|error:' >&2 || true
+  build_bundle || return 1
   deploy/images/build.sh "$(bazel info bazel-bin 2>/dev/null)/shardwise-bundle.tar.gz" \
     localhost/shardwise-cpu:dev || return 1
   if [ -x "$CUDA_PATH/bin/nvcc" ]; then
     log "building the CUDA image localhost/shardwise-cuda:dev (toolkit at $CUDA_PATH)"
-    bazel build --config=cuda //:bundle 2>&1 | grep -E 'ERROR|error:' >&2 || true
+    build_bundle --config=cuda || return 1
     deploy/images/build.sh \
       "$(bazel info --config=cuda bazel-bin 2>/dev/null)/shardwise-bundle.tar.gz" \
       localhost/shardwise-cuda:dev || return 1

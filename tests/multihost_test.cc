@@ -213,8 +213,9 @@ TEST_F(MultiHostTest, AJobAcrossHostsEqualsTheSameJobOnLoopback) {
   auto job_id = hosts.client().Submit(TwoRankJob(hosts.dir(), "hosts.safetensors", 60));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   const v1::Job across = hosts.WaitFor(*job_id, v1::SUCCEEDED, absl::Seconds(60));
-  // Each daemon sees only its namespace: the job could only run over the hosts' links,
-  // and each worker's data plane is on the hosts' subnet, at an address of its own.
+  // Each daemon sees only its namespace: the job could only run over the hosts' links.
+  // Each worker registered the data-plane address of its own host (its --data_address, on
+  // the hosts' subnet), which its peers dial: not loopback, and not its peer's.
   const std::string subnet = hosts.address().substr(0, hosts.address().rfind('.') + 1);
   auto workers = hosts.client().ListWorkers({});
   ASSERT_TRUE(workers.ok()) << workers.status();

@@ -77,14 +77,11 @@ TEST(CorpusChunkerTest, CutsAnUncuttableLineAtAUtf8Boundary) {
                         /*max_chunk_bytes=*/16);
   Chunk chunk;
   std::string joined;
-  int chunks = 0;
   while (*chunker.Next(&chunk)) {
     EXPECT_EQ(chunk.text.size() % 2, 0u) << chunk.text.size();
     EXPECT_LE(chunk.text.size(), 16u);  // max_chunk_bytes: the line was cut
     joined += chunk.text;
-    ++chunks;
   }
-  EXPECT_GE(chunks, 5);  // 80 bytes in chunks of at most 16
   EXPECT_EQ(joined, text);
 }
 
