@@ -256,6 +256,15 @@ v1::Job Cluster::WaitForState(const std::string& job_id, v1::JobState state,
   return last;
 }
 
+bool Cluster::WaitForStep(const std::string& job_id, int64_t step, absl::Duration timeout) {
+  return WaitFor(
+      [&] {
+        const absl::StatusOr<v1::Job> job = client_->Get(job_id);
+        return job.ok() && job->progress().step() >= step;
+      },
+      timeout);
+}
+
 v1::WorkerState Cluster::WorkerState(const std::string& name) {
   auto workers = client_->ListWorkers();
   if (!workers.ok()) return v1::WORKER_STATE_UNSPECIFIED;

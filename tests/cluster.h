@@ -110,6 +110,9 @@ class Cluster {
   // not on how fast they came.
   v1::Job WaitForState(const std::string& job_id, v1::JobState state,
                        absl::Duration timeout = absl::Seconds(60));
+  // Waits until the job's progress reaches `step`; false if it did not within `timeout`.
+  bool WaitForStep(const std::string& job_id, int64_t step,
+                   absl::Duration timeout = absl::Seconds(20));
   v1::WorkerState WorkerState(const std::string& name);
 
   // A valid spec for the bootstrap: synthetic data, SGD.

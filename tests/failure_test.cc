@@ -132,10 +132,7 @@ TEST(Failure, AStoppedWorkerDoesNotWaitForACollectiveOnAFrozenPeer) {
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   cluster.WaitForState(*job_id, v1::RUNNING);
   // Past the rendezvous and the data plane's connection (a frozen peer there is no stall).
-  ASSERT_TRUE(Cluster::WaitFor([&] {
-    const absl::StatusOr<v1::Job> job = cluster.client().Get(*job_id);
-    return job.ok() && job->progress().step() >= 2;
-  })) << "the job made no progress";
+  ASSERT_TRUE(cluster.WaitForStep(*job_id, 2)) << "the job made no progress";
   // A stall reported after the freeze has w0 waiting (one reported before, while a rank
   // was slow, would not).
   const absl::StatusOr<v1::Job> before = cluster.client().Get(*job_id);
@@ -227,10 +224,7 @@ TEST(Failure, ARestartedAttemptResumesFromTheJobsLatestCheckpoint) {
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   // Let it pass a few checkpoints, then kill rank 1 mid-training.
-  ASSERT_TRUE(Cluster::WaitFor([&] {
-    auto job = cluster.client().Get(*job_id);
-    return job.ok() && job->progress().step() >= 60;
-  })) << "training did not get going";
+  ASSERT_TRUE(cluster.WaitForStep(*job_id, 60)) << "training did not get going";
   w1.Kill();
   v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(90));
   EXPECT_EQ(job.attempt(), 2);

@@ -62,13 +62,6 @@ v1::Job RunToSuccess(Cluster& cluster, const v1::JobSpec& spec) {
   return job_id.ok() ? cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120)) : v1::Job();
 }
 
-void WaitForStep(Cluster& cluster, const std::string& job_id, int64_t step) {
-  ASSERT_TRUE(Cluster::WaitFor([&] {
-    auto job = cluster.client().Get(job_id);
-    return job.ok() && job->progress().step() >= step;
-  })) << "training did not get going";
-}
-
 std::string Events(const v1::Job& job) {
   std::string events;
   for (const auto& e : job.events()) absl::StrAppend(&events, e.message(), "\n");
@@ -175,7 +168,7 @@ TEST_P(LostReplica, LeavesAndTheOthersTrainOnInTheSameAttempt) {
   spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
-  WaitForStep(cluster, *job_id, 40);
+  ASSERT_TRUE(cluster.WaitForStep(*job_id, 40)) << "training did not get going";
   auto running = cluster.client().Get(*job_id);
   ASSERT_TRUE(running.ok());
   cluster.worker(running->ranks(lost).worker_id()).Kill();
@@ -244,7 +237,7 @@ TEST_P(FrozenReplica, IsLeftBehindWithinThePeerTimeout) {
   spec.mutable_fault_tolerance()->set_peer_timeout_seconds(5);
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
-  WaitForStep(cluster, *job_id, 40);
+  ASSERT_TRUE(cluster.WaitForStep(*job_id, 40)) << "training did not get going";
   const absl::Time frozen_at = absl::Now();
   frozen->Signal(SIGSTOP);
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(60));
@@ -279,7 +272,7 @@ TEST_P(LostShardGroup, LeavesWholeAndTheOtherGroupTrainsOn) {
   v1::JobSpec spec = HybridSpec(model_path, 400);
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
-  WaitForStep(cluster, *job_id, 40);
+  ASSERT_TRUE(cluster.WaitForStep(*job_id, 40)) << "training did not get going";
   auto running = cluster.client().Get(*job_id);
   ASSERT_TRUE(running.ok());
   const std::string victim = running->ranks(lost).worker_id();
@@ -419,7 +412,7 @@ TEST(FaultTolerance, ADrainedWorkerTakesItsGroupOutAfterItsStep) {
   v1::JobSpec spec = HybridSpec(cluster.dir() + "/drained.safetensors", 300);
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
-  WaitForStep(cluster, *job_id, 40);
+  ASSERT_TRUE(cluster.WaitForStep(*job_id, 40)) << "training did not get going";
   w3.Signal(SIGTERM);
   EXPECT_EQ(w3.Wait(), 0);
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
@@ -487,7 +480,7 @@ TEST(FaultTolerance, ACoordinatorKilledWithAWorkerLeavesTheJobInItsFirstAttempt)
   };
   auto job_id = cluster.client().Submit(spec_named("restarted"));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
-  WaitForStep(cluster, *job_id, 40);
+  ASSERT_TRUE(cluster.WaitForStep(*job_id, 40)) << "training did not get going";
   // The coordinator first: it cannot have seen the loss, which the restarted one learns of
   // from the survivors only.
   cluster.KillCoordinator();
@@ -745,7 +738,7 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
   auto job_id = cluster.client().Submit(
       KeepingTheBatch(HybridSpec(cluster.dir() + "/scaled.safetensors", 300)));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
-  WaitForStep(cluster, *job_id, 40);
+  ASSERT_TRUE(cluster.WaitForStep(*job_id, 40)) << "training did not get going";
   std::string out;
   // Out of range, zero as any other value: the coordinator names the range.
   EXPECT_NE(Cluster::RunCli(
@@ -817,7 +810,7 @@ TEST(FaultTolerance, AJobGrownFromOneGroupToThreeAndBackEndsAsOneAtFullSize) {
   auto job_id = cluster.client().Submit(spec("grown", 2));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   auto scale_to = [&](int replicas, const std::vector<int32_t>& live, int64_t from_step) {
-    WaitForStep(cluster, *job_id, from_step);
+    ASSERT_TRUE(cluster.WaitForStep(*job_id, from_step)) << "training did not get going";
     auto scaled = cluster.client().Scale(*job_id, replicas);
     ASSERT_TRUE(scaled.ok()) << scaled.status();
     ASSERT_TRUE(Cluster::WaitFor([&] {
@@ -894,7 +887,7 @@ TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {
   Process& w1 = cluster.AddWorker("w1");
   auto job_id = cluster.client().Submit(TolerantSpec(2, 2, cluster.dir() + "/m.safetensors"));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
-  WaitForStep(cluster, *job_id, 20);
+  ASSERT_TRUE(cluster.WaitForStep(*job_id, 20)) << "training did not get going";
   w1.Kill();
   const v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(60));
   // The attempt's failure names both the loss and min_replicas.
