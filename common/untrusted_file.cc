@@ -59,7 +59,8 @@ absl::Status OpenError(const std::string& path, int error, Links links) {
       return absl::NotFoundError(absl::StrCat("'", path, "' does not exist"));
     case EACCES:
     case EPERM:
-      return absl::PermissionDeniedError(absl::StrCat("'", path, "' cannot be read"));
+      return absl::PermissionDeniedError(absl::StrCat(
+          "'", path, "' cannot be read: its permissions, or a folder's, keep this process out"));
     case ELOOP:
       if (links == Links::kRefuse) return LinkRefused(path, LinkAt::kInsideFolder);
       if (links == Links::kRefuseAll) return LinkRefused(path, LinkAt::kLast);

@@ -30,6 +30,12 @@ bool StepGone(const std::string& folder) {
   return absl::IsNotFound(ListFolder(folder, Links::kRefuseAll).status());
 }
 
+// Whether `read`, an error reading a step, says the step may be a checkpoint this
+// process cannot read (now, or with its permissions) rather than what the step holds.
+bool ReaderCannotRead(const absl::Status& read) {
+  return absl::IsUnavailable(read) || absl::IsPermissionDenied(read);
+}
+
 }  // namespace
 
 std::string CheckpointFolder(const std::string& dir, int64_t step) {
@@ -68,7 +74,7 @@ absl::StatusOr<v1::CheckpointManifest> ReadCheckpointManifest(const std::string&
 }
 
 absl::Status CheckpointShardError(const std::string& folder, const absl::Status& read) {
-  const absl::StatusCode code = absl::IsInvalidArgument(read) || absl::IsUnavailable(read)
+  const absl::StatusCode code = absl::IsInvalidArgument(read) || ReaderCannotRead(read)
                                     ? read.code()
                                     : absl::StatusCode::kDataLoss;
   return absl::Status(code, absl::StrCat("checkpoint '", folder, "': ", read.message()));
@@ -135,18 +141,19 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
     const auto& [step, folder] = *it;
     // Incomplete (the manifest is written last), not a checkpoint this job may read, or
     // not this folder's step, or mixed with another attempt's shards: passed over.
-    // What this host could not read now is not passed over: the attempt would start
-    // from an older step, or from its seed, for an NFS hiccup. Unless the step is gone
-    // meanwhile (removed by output.keep_checkpoints: a stale NFS handle says UNAVAILABLE).
+    // What this host could not read now, or this process may not read, is not passed
+    // over: the attempt would start from an older step, or from its seed, for an NFS
+    // hiccup or a file's permissions. Unless the step is gone meanwhile (removed by
+    // output.keep_checkpoints: a stale NFS handle says UNAVAILABLE).
     const absl::StatusOr<v1::CheckpointManifest> manifest = ReadCheckpointManifest(folder);
-    if (absl::IsUnavailable(manifest.status())) {
+    if (ReaderCannotRead(manifest.status())) {
       if (StepGone(folder)) continue;
       return manifest.status();
     }
     if (!manifest.ok()) continue;
     if (!job_id.empty() && manifest->job_id() != job_id) continue;
     const absl::Status complete = CheckCheckpointComplete(folder, step, *manifest);
-    if (absl::IsUnavailable(complete)) {
+    if (ReaderCannotRead(complete)) {
       if (StepGone(folder)) continue;
       return complete;
     }

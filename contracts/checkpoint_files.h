@@ -39,8 +39,9 @@ std::string CheckpointTensorName(int unit, const std::string& what);
 absl::StatusOr<std::map<int64_t, std::string>> CheckpointSteps(const std::string& dir);
 
 // The manifest of step folder `folder`: NOT_FOUND (none yet: the manifest is written
-// last), INVALID_ARGUMENT (a link, not a folder or not a regular file), UNAVAILABLE (this
-// host's trouble), DATA_LOSS (not a manifest).
+// last), INVALID_ARGUMENT (a link, not a folder or not a regular file), PERMISSION_DENIED
+// (its permissions keep this process out), UNAVAILABLE (this host's trouble), DATA_LOSS
+// (not a manifest).
 absl::StatusOr<v1::CheckpointManifest> ReadCheckpointManifest(const std::string& folder);
 
 // One shard file of a step, open, with its header: what is read at the header's offsets
@@ -53,7 +54,9 @@ struct CheckpointShard {
 
 // Opens shard file `name` of step folder `folder` and reads its header. A link or a file
 // that is not regular stays INVALID_ARGUMENT, this host's trouble UNAVAILABLE (not the
-// job's to repeat); the rest is damage (DATA_LOSS), each naming the folder.
+// job's to repeat), a file whose permissions keep this process out PERMISSION_DENIED
+// (no damage: another host or user may read it); the rest is damage (DATA_LOSS), each
+// naming the folder.
 absl::StatusOr<CheckpointShard> OpenCheckpointShard(const std::string& folder,
                                                     const std::string& name);
 // The same mapping for an error reading an open shard.
@@ -75,16 +78,18 @@ absl::Status CheckShardFileNames(const std::string& folder, const v1::Checkpoint
 // Whether the step folder `folder` of step `step`, holding `manifest`, is a checkpoint: its
 // manifest names its step and its shard files by their names (CheckShardFileNames), and
 // each can be opened, one at a time, and names the manifest's attempt. UNAVAILABLE when
-// this host could not read one now (not to be passed over for an NFS hiccup); another
-// error when it is not.
+// this host could not read one now (not to be passed over for an NFS hiccup),
+// PERMISSION_DENIED when this process may not; another error when it is not.
 absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
                                      const v1::CheckpointManifest& manifest);
 
 // The newest complete checkpoint folder in `dir` (of job `job_id`, or of any job if
 // empty); NOT_FOUND if there is none (or no folder `dir`). A step folder counts when its
 // manifest names its step and every shard file can be opened and names the manifest's
-// attempt (CheckCheckpointComplete). What this host could not read now is UNAVAILABLE,
-// not passed over. `dir` is canonical, as the path checks leave it: a link in it is
+// attempt (CheckCheckpointComplete). A step this host could not read now (UNAVAILABLE)
+// or this process may not read (PERMISSION_DENIED) is not passed over: the error is
+// returned, since the reader would otherwise start from an older step, or from its seed,
+// without a word. `dir` is canonical, as the path checks leave it: a link in it is
 // refused (INVALID_ARGUMENT).
 absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir, const std::string& job_id);
 

@@ -581,7 +581,8 @@ absl::Status CheckInitialWeightsFile(const v1::JobSpec& spec) {
 // of one still running, and wait for workers until it has written one (the workers check
 // again as they start, and fail the job if there is none then); nor is a step removed
 // while checked (keep_checkpoints). What is checked refuses at once what would fail
-// every attempt on the workers.
+// every attempt on the workers; a step this coordinator may not read is refused too
+// (INVALID_ARGUMENT), as a worker that may not read it fails rather than taking an older.
 absl::Status CheckInitialCheckpoint(const v1::JobSpec& spec) {
   // As the worker's path check leaves it: the checkpoint reads refuse links in the path.
   std::error_code error;
@@ -600,6 +601,11 @@ absl::Status CheckInitialCheckpoint(const v1::JobSpec& spec) {
     fit = fsdp::CheckCheckpointFits(*folder, *manifest, effective, layout);
   }
   if (fit.ok() || absl::IsNotFound(fit)) return absl::OkStatus();
+  if (absl::IsPermissionDenied(fit)) {  // as CheckPath refuses an input it cannot read
+    return Invalid("init.checkpoint_dir",
+                   absl::StrCat(fit.message(), " (this coordinator checks the newest step as a ",
+                                "worker reads it, not passing it over for an older one)"));
+  }
   return absl::Status(fit.code(), absl::StrCat("job.init.checkpoint_dir: ", fit.message()));
 }
 

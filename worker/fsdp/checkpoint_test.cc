@@ -2,7 +2,9 @@
 
 #include "worker/fsdp/checkpoint.h"
 
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,7 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "contracts/checkpoint_files.h"
@@ -473,6 +477,83 @@ TEST(Checkpoint, ASupersededAttemptWritesNoMoreAndMixedStepsAreNotCheckpoints) {
   std::filesystem::rename(dir + "/ckpt/step-00000002", dir + "/ckpt/step-00000003");
   EXPECT_EQ(FindLatestCheckpoint(dir + "/ckpt", "job-f").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// Takes from the calling thread (only: capabilities are a thread's) what lets root read
+// any file whatever its permissions, so that a file's permissions keep it out as they
+// keep out any other user. False if the kernel refused.
+bool DropPermissionOverride() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  for (const int cap : {CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH}) {
+    // From the permitted set too: access(2) as root takes its effective set from it.
+    data[cap / 32].effective &= ~(1u << (cap % 32));
+    data[cap / 32].permitted &= ~(1u << (cap % 32));
+  }
+  return syscall(SYS_capset, &header, data) == 0;
+}
+
+// What `read` returns, called on a thread of its own that file permissions apply to.
+template <typename Read>
+auto AsReaderThatPermissionsKeepOut(Read read) -> decltype(read()) {
+  std::optional<decltype(read())> result;
+  std::thread([&] {
+    if (!DropPermissionOverride()) {
+      result.emplace(absl::InternalError("the kernel refused to drop CAP_DAC_OVERRIDE"));
+      return;
+    }
+    result.emplace(read());
+  }).join();
+  return *std::move(result);
+}
+
+// A step this process may not read (its manifest's permissions, or a shard's) is not
+// passed over for an older one: a resumed attempt would go back two steps, or a new job
+// start from another checkpoint than the newest, without a word. The coordinator refuses
+// it at submission naming the field, and a job's pruning leaves it (not its to judge).
+TEST(Checkpoint, AStepThisProcessMayNotReadIsNotPassedOver) {
+  const std::string dir = TempDir("unreadable");
+  v1::JobSpec producer = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
+  producer.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  producer.mutable_output()->set_checkpoint_interval_steps(2);
+  ApplyJobSpecDefaults(&producer);
+  ASSERT_TRUE(TrainAll(producer, "job-u", 1).ok());
+  const std::string newest = dir + "/ckpt/step-00000004";
+  v1::JobSpec consumer = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 1);
+  consumer.mutable_init()->set_checkpoint_dir(dir + "/ckpt");
+
+  for (const std::string name : {"manifest.json", "rank-00001.safetensors"}) {
+    SCOPED_TRACE(name);
+    const std::string path = absl::StrCat(newest, "/", name);
+    std::filesystem::permissions(path, std::filesystem::perms::none);
+    const absl::Status found = AsReaderThatPermissionsKeepOut(
+        [&] { return FindLatestCheckpoint(dir + "/ckpt", "job-u").status(); });
+    EXPECT_EQ(found.code(), absl::StatusCode::kPermissionDenied) << found;
+    EXPECT_NE(found.message().find(name), std::string::npos) << found;
+    const absl::Status submitted = AsReaderThatPermissionsKeepOut(
+        [&] { return ValidateJobSpec(consumer, LimitsLifted(), CheckReadableFile); });
+    EXPECT_EQ(submitted.code(), absl::StatusCode::kInvalidArgument) << submitted;
+    EXPECT_NE(submitted.message().find("job.init.checkpoint_dir: "), std::string::npos)
+        << submitted;
+    EXPECT_NE(submitted.message().find(name), std::string::npos) << submitted;
+    EXPECT_NE(submitted.message().find("this coordinator checks the newest step"),
+              std::string::npos)
+        << submitted;
+    std::filesystem::permissions(
+        path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                  std::filesystem::perms::group_read | std::filesystem::perms::others_read);
+    EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-u"), newest);
+  }
+
+  // Keeping one checkpoint at step 6: step 2 goes, step 4 with a shard it may not read stays.
+  std::filesystem::permissions(newest + "/rank-00001.safetensors", std::filesystem::perms::none);
+  const absl::StatusOr<int> removed = AsReaderThatPermissionsKeepOut([&] {
+    return RemoveOlderCheckpoints(dir + "/ckpt", 6, CheckpointAuthor{"job-u", 1}, 1);
+  });
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 1);
+  EXPECT_EQ(Listing(dir + "/ckpt"), std::vector<std::string>{"step-00000004"});
 }
 
 TEST(Checkpoint, FoldersWithoutAManifestAreIgnored) {

@@ -47,7 +47,8 @@ namespace {
 // A job's file that does not fit it (INVALID_ARGUMENT: another model's weights, a token
 // file of another vocabulary), is corrupt (DATA_LOSS) or is not there (NOT_FOUND: no
 // complete checkpoint in init.checkpoint_dir) fails every attempt alike: not re-queued.
-// What this host could not read now (UNAVAILABLE) and the rest are the attempt's.
+// What this host could not read now (UNAVAILABLE) or may not read (PERMISSION_DENIED: its
+// permissions may be one host's) and the rest are the attempt's.
 absl::Status PermanentIfInTheJobsFiles(const absl::Status& status) {
   return absl::IsInvalidArgument(status) || absl::IsDataLoss(status) || absl::IsNotFound(status)
              ? MarkPermanent(status)
