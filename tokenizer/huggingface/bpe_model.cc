@@ -56,7 +56,8 @@ uint64_t BpeModel::NewKey() {
   return ++models;
 }
 
-absl::StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& json, const std::string& path) {
+absl::StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& json, ModelLists lists,
+                                            const std::string& path) {
   BpeModel model;
   if (const nlohmann::json* dropout = Field(json, "dropout");
       dropout != nullptr && !(dropout->is_number() && dropout->get<double>() == 0)) {
@@ -65,11 +66,10 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& json, const st
                                   ": BPE dropout samples its merges, and encoding here is "
                                   "deterministic"));
   }
-  const nlohmann::json* vocab = Field(json, "vocab");
-  if (vocab == nullptr || !vocab->is_object()) {
+  if (!lists.vocab.has_value()) {
     return JsonError(path + ".vocab", "is not an object of tokens to ids");
   }
-  if (absl::Status read = model.ReadVocab(*vocab, path + ".vocab"); !read.ok()) return read;
+  HF_RETURN_IF_ERROR(model.ReadVocab(*std::move(lists.vocab), path + ".vocab"));
   HF_ASSIGN_OR_RETURN(model.continuing_subword_prefix_,
                       StringField(json, "continuing_subword_prefix", path, ""));
   HF_ASSIGN_OR_RETURN(model.end_of_word_suffix_, StringField(json, "end_of_word_suffix", path, ""));
@@ -89,19 +89,17 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& json, const st
     }
     model.unk_id_ = it->second;
   }
-  const nlohmann::json* merges = Field(json, "merges");
-  if (merges == nullptr || !merges->is_array()) {
-    return JsonError(path + ".merges", "is not an array of merges");
-  }
-  if (absl::Status read = model.ReadMerges(*merges, path + ".merges"); !read.ok()) return read;
+  if (!lists.merges.has_value()) return JsonError(path + ".merges", "is not an array of merges");
+  HF_RETURN_IF_ERROR(model.ReadMerges(*lists.merges, path + ".merges"));
   return model;
 }
 
-absl::Status BpeModel::ReadVocab(const nlohmann::json& vocab, const std::string& path) {
+absl::Status BpeModel::ReadVocab(std::vector<std::pair<std::string, nlohmann::json>>&& vocab,
+                                 const std::string& path) {
   vocab_.reserve(vocab.size());
   token_of_id_.reserve(vocab.size());
   has_id_.reserve(vocab.size());
-  for (const auto& [token, id_json] : vocab.items()) {
+  for (auto& [token, id_json] : vocab) {
     const std::optional<int32_t> id = IntIn(id_json, kMaxTokenId);
     if (!id.has_value()) {  // the error, with the token's path, made only here
       return IdValue(id_json, absl::StrCat(path, "[\"", ShownValue(token), "\"]")).status();
@@ -110,22 +108,33 @@ absl::Status BpeModel::ReadVocab(const nlohmann::json& vocab, const std::string&
       token_of_id_.resize(*id + 1);
       has_id_.resize(*id + 1);
     }
-    token_of_id_[*id] = token;
+    // A token given twice keeps its later id, as the library's map does: its earlier id
+    // is no token's (unless another token has it too).
+    const auto [entry, added] = vocab_.try_emplace(token, *id);
+    if (!added && entry->second != *id && token_of_id_[entry->second] == token) {
+      has_id_[entry->second] = false;
+      token_of_id_[entry->second].clear();
+    }
+    entry->second = *id;
+    token_of_id_[*id] = std::move(token);
     has_id_[*id] = true;
-    vocab_[token] = *id;
+  }
+  while (!has_id_.empty() && !has_id_.back()) {  // an id given up was the largest
+    has_id_.pop_back();
+    token_of_id_.pop_back();
   }
   return absl::OkStatus();
 }
 
-absl::Status BpeModel::ReadMerges(const nlohmann::json& merges, const std::string& path) {
+absl::Status BpeModel::ReadMerges(const std::vector<MergeEntry>& merges, const std::string& path) {
   merges_.reserve(merges.size());
   int32_t rank = 0;
   std::string result;  // one buffer for every merge's result: half a million of them
-  for (const nlohmann::json& merge : merges) {
+  for (const MergeEntry& merge : merges) {
     const auto where = [&] { return absl::StrCat(path, "[", rank, "]"); };
-    absl::string_view left, right;
-    if (merge.is_string()) {  // "a b"
-      const absl::string_view text = merge.get_ref<const std::string&>();
+    absl::string_view left = merge.left, right = merge.right;
+    if (merge.form == MergeEntry::Form::kText) {  // "a b"
+      const absl::string_view text = merge.left;
       const size_t space = text.find(' ');
       if (space == absl::string_view::npos ||
           text.find(' ', space + 1) != absl::string_view::npos) {
@@ -134,12 +143,8 @@ absl::Status BpeModel::ReadMerges(const nlohmann::json& merges, const std::strin
       }
       left = text.substr(0, space);
       right = text.substr(space + 1);
-    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
-               merge[1].is_string()) {  // ["a", "b"]
-      left = merge[0].get_ref<const std::string&>();
-      right = merge[1].get_ref<const std::string&>();
-    } else {
-      return JsonError(where(), absl::StrCat("is ", ShownJson(merge), ", not a merge"));
+    } else if (merge.form == MergeEntry::Form::kOther) {
+      return JsonError(where(), absl::StrCat("is ", ShownJson(merge.other), ", not a merge"));
     }
     // With a subword prefix, the right token's prefix is not in the result: "h" and "##e"
     // merge to "he", as the library builds its merges.

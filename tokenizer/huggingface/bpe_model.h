@@ -19,12 +19,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/huggingface/tokenizer_json.h"
 
 namespace shardwise {
 namespace tokenizer {
@@ -32,8 +34,10 @@ namespace hf {
 
 class BpeModel {
  public:
-  // The model of `json` (tokenizer.json's "model", at `path` for errors).
-  static absl::StatusOr<BpeModel> FromJson(const nlohmann::json& json, const std::string& path);
+  // The model of `json` (tokenizer.json's "model", at `path` for errors) and `lists`, its
+  // vocabulary and merges as tokenizer_json.h reads them.
+  static absl::StatusOr<BpeModel> FromJson(const nlohmann::json& json, ModelLists lists,
+                                           const std::string& path);
 
   // Appends the ids of `piece` to `ids`.
   void Encode(absl::string_view piece, std::vector<int32_t>* ids) const;
@@ -66,8 +70,9 @@ class BpeModel {
   static uint64_t PairKey(int32_t left, int32_t right) {
     return static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
   }
-  absl::Status ReadVocab(const nlohmann::json& vocab, const std::string& path);
-  absl::Status ReadMerges(const nlohmann::json& merges, const std::string& path);
+  absl::Status ReadVocab(std::vector<std::pair<std::string, nlohmann::json>>&& vocab,
+                         const std::string& path);
+  absl::Status ReadMerges(const std::vector<MergeEntry>& merges, const std::string& path);
   // The piece's characters as tokens, before any merge.
   std::vector<int32_t> Characters(absl::string_view piece) const;
   void MergeAll(std::vector<int32_t>* symbols) const;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "tokenizer/huggingface/cut_safety.h"
 #include "tokenizer/huggingface/json_fields.h"
+#include "tokenizer/huggingface/tokenizer_json.h"
 #include "tokenizer/huggingface/unicode_text.h"
 
 namespace shardwise {
@@ -18,7 +19,8 @@ using hf::ShownJson;
 
 absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::FromJson(
     absl::string_view text, const std::string& name) {
-  HF_ASSIGN_OR_RETURN(const nlohmann::json json, hf::ParseJsonObject(text, name));
+  HF_ASSIGN_OR_RETURN(hf::TokenizerJson read, hf::ReadTokenizerJson(text, name));
+  const nlohmann::json& json = read.document;
   std::unique_ptr<HuggingFaceTokenizer> tokenizer(new HuggingFaceTokenizer());
   const auto named = [&](const absl::Status& status) {
     return absl::Status(status.code(), absl::StrCat(name, ": ", status.message()));
@@ -43,7 +45,7 @@ absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::From
     return named(JsonError("model.type", absl::StrCat("a model of type \"", ShownValue(*type),
                                                       "\" is not supported (BPE is)")));
   }
-  auto model = hf::BpeModel::FromJson(field("model"), "model");
+  auto model = hf::BpeModel::FromJson(field("model"), std::move(read.model), "model");
   if (!model.ok()) return named(model.status());
   tokenizer->model_ = std::make_unique<hf::BpeModel>(std::move(*model));
   auto added = hf::AddedTokens::FromJson(field("added_tokens"), "added_tokens",

@@ -46,15 +46,21 @@ inline absl::Status JsonError(const std::string& path, absl::string_view what) {
 
 inline std::string ShownJson(const nlohmann::json& json) { return ShownValue(json.dump()); }
 
-// `text` parsed as one JSON object, or an error naming the file `name`. Hugging Face's files
-// nest a few levels; parsed, each level costs memory, so deeper ones are refused unparsed.
-inline absl::StatusOr<nlohmann::json> ParseJsonObject(absl::string_view text,
-                                                      const std::string& name) {
+// Hugging Face's files nest a few levels; parsed, each level costs memory, so deeper ones
+// are refused unparsed (INVALID_ARGUMENT naming the file `name`).
+inline absl::Status CheckJsonNesting(absl::string_view text, const std::string& name) {
   constexpr int kMaxDepth = 64;
   if (JsonNestingDepth(text, kMaxDepth) > kMaxDepth) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": nests deeper than ", kMaxDepth, " levels"));
   }
+  return absl::OkStatus();
+}
+
+// `text` parsed as one JSON object, or an error naming the file `name`.
+inline absl::StatusOr<nlohmann::json> ParseJsonObject(absl::string_view text,
+                                                      const std::string& name) {
+  HF_RETURN_IF_ERROR(CheckJsonNesting(text, name));
   nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": not a JSON object"));
