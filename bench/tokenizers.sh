@@ -20,6 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 mode=${2:-encode}
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [RUNS] [load]   (RUNS a count, got '$runs')" >&2; exit 2; }
 [[ $mode == encode || $mode == load ]] || { echo "usage: $0 [RUNS] [load]" >&2; exit 2; }
 
 ./dev.sh deps

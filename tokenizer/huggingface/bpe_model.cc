@@ -96,10 +96,20 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& json, ModelLis
 
 absl::Status BpeModel::ReadVocab(std::vector<std::pair<std::string, nlohmann::json>>&& vocab,
                                  const std::string& path) {
+  if (vocab.size() > static_cast<size_t>(INT32_MAX)) {
+    return JsonError(path, "holds more than 2^31 - 1 tokens");
+  }
+  // A token given twice keeps its later id, as the library's map does: only each token's
+  // last entry counts, found first (its index in vocab_ until its id replaces it), and its
+  // earlier ones are not read at all.
   vocab_.reserve(vocab.size());
-  token_of_id_.reserve(vocab.size());
-  has_id_.reserve(vocab.size());
-  for (auto& [token, id_json] : vocab) {
+  for (size_t i = 0; i < vocab.size(); ++i) vocab_[vocab[i].first] = static_cast<int32_t>(i);
+  token_of_id_.reserve(vocab_.size());
+  has_id_.reserve(vocab_.size());
+  for (size_t i = 0; i < vocab.size(); ++i) {
+    auto& [token, id_json] = vocab[i];
+    const auto entry = vocab_.find(token);
+    if (entry->second != static_cast<int32_t>(i)) continue;  // a later entry gives it
     const std::optional<int32_t> id = IntIn(id_json, kMaxTokenId);
     if (!id.has_value()) {  // the error, with the token's path, made only here
       return IdValue(id_json, absl::StrCat(path, "[\"", ShownValue(token), "\"]")).status();
@@ -108,20 +118,9 @@ absl::Status BpeModel::ReadVocab(std::vector<std::pair<std::string, nlohmann::js
       token_of_id_.resize(*id + 1);
       has_id_.resize(*id + 1);
     }
-    // A token given twice keeps its later id, as the library's map does: its earlier id
-    // is no token's (unless another token has it too).
-    const auto [entry, added] = vocab_.try_emplace(token, *id);
-    if (!added && entry->second != *id && token_of_id_[entry->second] == token) {
-      has_id_[entry->second] = false;
-      token_of_id_[entry->second].clear();
-    }
     entry->second = *id;
     token_of_id_[*id] = std::move(token);
     has_id_[*id] = true;
-  }
-  while (!has_id_.empty() && !has_id_.back()) {  // an id given up was the largest
-    has_id_.pop_back();
-    token_of_id_.pop_back();
   }
   return absl::OkStatus();
 }

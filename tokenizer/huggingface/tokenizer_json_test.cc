@@ -125,23 +125,31 @@ TEST(TokenizerJsonTest, RefusesWhatIsNotOneJsonObject) {
             "t.json: nests deeper than 64 levels");
 }
 
-// A token given twice keeps its later id, as the library's map does; its earlier id is no
-// token's then (the largest id, given up, is gone), unless another token has it too.
+// A token given twice keeps its later id, as the library's map does: its earlier entries
+// are not read (an earlier id out of bounds is no error), and their ids are no token's
+// unless another token has them.
 TEST(TokenizerJsonTest, ATokenGivenTwiceKeepsItsLaterId) {
-  auto read = ReadTokenizerJson(
-      R"({"model": {"vocab": {"a": 5, "b": 0, "c": 1, "d": 1, "a": 2, "c": 3}, "merges": []}})",
-      "t.json");
+  auto read = ReadTokenizerJson(R"({"model": {"vocab": {"a": 16777215, "b": 0, "c": 1, "d": 1,
+      "e": 4, "a": 2, "c": 3, "e": "four", "e": 5, "g": 6, "f": 6, "f": 7}, "merges": []}})",
+                                "t.json");
   ASSERT_TRUE(read.ok()) << read.status();
   auto model = BpeModel::FromJson(read->document["model"], std::move(read->model), "model");
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->Id("a"), 2);
   EXPECT_EQ(model->Id("c"), 3);
   EXPECT_EQ(model->Id("d"), 1);
-  EXPECT_EQ(model->size(), 4);  // ids 0..3: 5 was only "a"'s earlier one
-  EXPECT_EQ(model->token_count(), 4);
-  ASSERT_NE(model->Token(1), nullptr);  // "c"'s earlier id, which "d" has too
-  EXPECT_EQ(*model->Token(1), "d");
-  EXPECT_EQ(model->Token(5), nullptr);
+  EXPECT_EQ(model->Id("e"), 5);
+  EXPECT_EQ(model->Id("f"), 7);
+  EXPECT_EQ(model->Id("g"), 6);
+  EXPECT_EQ(model->size(), 8);  // ids 0..7: 16777215 was only "a"'s earlier one
+  EXPECT_EQ(model->token_count(), 7);
+  const std::vector<std::pair<int32_t, const char*>> tokens = {
+      {0, "b"}, {1, "d"}, {2, "a"}, {3, "c"}, {5, "e"}, {6, "g"}, {7, "f"}};
+  for (const auto& [id, token] : tokens) {
+    ASSERT_NE(model->Token(id), nullptr) << id;  // 1 was "c"'s too, 6 "f"'s
+    EXPECT_EQ(*model->Token(id), token) << id;
+  }
+  EXPECT_EQ(model->Token(4), nullptr);  // "e"'s earlier id
 }
 
 }  // namespace
