@@ -94,8 +94,7 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& json, ModelLis
   return model;
 }
 
-absl::Status BpeModel::ReadVocab(std::vector<std::pair<std::string, nlohmann::json>>&& vocab,
-                                 const std::string& path) {
+absl::Status BpeModel::ReadVocab(VocabEntries&& vocab, const std::string& path) {
   if (vocab.size() > static_cast<size_t>(INT32_MAX)) {
     return JsonError(path, "holds more than 2^31 - 1 tokens");
   }

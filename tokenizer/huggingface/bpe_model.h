@@ -70,8 +70,7 @@ class BpeModel {
   static uint64_t PairKey(int32_t left, int32_t right) {
     return static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
   }
-  absl::Status ReadVocab(std::vector<std::pair<std::string, nlohmann::json>>&& vocab,
-                         const std::string& path);
+  absl::Status ReadVocab(VocabEntries&& vocab, const std::string& path);
   absl::Status ReadMerges(const std::vector<MergeEntry>& merges, const std::string& path);
   // The piece's characters as tokens, before any merge.
   std::vector<int32_t> Characters(absl::string_view piece) const;

@@ -33,10 +33,13 @@ struct MergeEntry {
   nlohmann::json other;
 };
 
-// model.vocab's members (token, id as given) in the file's order, and model.merges.
+// model.vocab's members: (token, id as given) in the file's order.
+using VocabEntries = std::vector<std::pair<std::string, nlohmann::json>>;
+
+// model.vocab's members and model.merges.
 struct ModelLists {
-  std::optional<std::vector<std::pair<std::string, nlohmann::json>>> vocab;  // if an object
-  std::optional<std::vector<MergeEntry>> merges;                             // if an array
+  std::optional<VocabEntries> vocab;              // if an object
+  std::optional<std::vector<MergeEntry>> merges;  // if an array
 };
 
 struct TokenizerJson {

@@ -41,7 +41,7 @@ TEST(TokenizerJsonTest, TheDocumentIsTheParseLessTheListedMembers) {
   EXPECT_EQ(read->document, expected) << read->document.dump();
 
   ASSERT_TRUE(read->model.vocab.has_value());
-  const std::vector<std::pair<std::string, Json>> vocab = {
+  const VocabEntries vocab = {
       {"b", 1}, {"a", 0}, {"ab", 2}, {"odd", Json::parse(R"({"id": [7]})")}};
   EXPECT_EQ(*read->model.vocab, vocab);  // the file's order, not sorted by token
 
