@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDeviceO
       [raw] { return raw->stream(); }, [raw](const absl::Status& status) { raw->Check(status); });
   ASSIGN_OR_RETURN(device->blas_, Blas::Create(device->compute_.get()));
   device->blas_->set_allow_tf32(options.allow_tf32);
+  ASSIGN_OR_RETURN(device->uploads_, PinnedUploads::Create());
   ASSIGN_OR_RETURN(device->cudnn_facts_, LoadedCudnnFacts(options.gpu));
   device->clock_ = std::make_unique<CudaStreamClock>(options.gpu, [raw] {
     const cudaStream_t stream = raw->stream();
@@ -203,7 +204,7 @@ absl::Status CudaDevice::Synchronize() {
 // Through pinned staging (pinned_uploads.h): from pageable memory the copy could make the
 // host wait for the stream.
 void CudaDevice::CopyFromHost(void* dst, const void* host_src, size_t bytes) {
-  Check(uploads_.Upload(dst, host_src, bytes, stream()));
+  Check(uploads_->Upload(dst, host_src, bytes, stream()));
 }
 
 absl::Status CudaDevice::Fetch(void* host_dst, const void* src, size_t bytes) {

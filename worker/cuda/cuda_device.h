@@ -214,7 +214,8 @@ class CudaDevice final : public Device {
   std::unique_ptr<Blas> blas_;  // on the compute stream: GEMMs run on the training thread
   std::unique_ptr<CudaStreamClock> clock_;
   EventPool fence_events_;  // RecordFence's: no driver call to make one per fence
-  PinnedUploads uploads_;   // CopyFromHost's staging: no wait for the GPU per upload
+  // CopyFromHost's staging: no wait for the GPU per upload (its blocks made in Create).
+  std::unique_ptr<PinnedUploads> uploads_;
   CudnnFacts cudnn_facts_;  // the cuDNN loaded and the GPU's compute capability
   // Made on the first cuDNN attention (the training thread's only).
   std::unique_ptr<CudnnAttention> cudnn_;

@@ -25,24 +25,20 @@ absl::StatusOr<std::vector<StagingBlockState>> PinnedUploads::States() const {
       ASSIGN_OR_RETURN(const bool done, block.read.Done());
       busy = !done;
     }
-    states.push_back({block.capacity, busy, block.last_use});
+    states.push_back({busy, block.last_use});
   }
   return states;
 }
 
-// The event first: a block is handed out only with both its memory and its event.
-absl::Status PinnedUploads::Allocate(Block* block, size_t capacity) {
-  if (block->read.get() == nullptr) {
-    ASSIGN_OR_RETURN(block->read, Event::Create());
+absl::StatusOr<std::unique_ptr<PinnedUploads>> PinnedUploads::Create() {
+  std::unique_ptr<PinnedUploads> uploads(new PinnedUploads());
+  absl::MutexLock lock(&uploads->mu_);
+  uploads->blocks_.resize(kStagingBlocks);
+  for (Block& block : uploads->blocks_) {
+    ASSIGN_OR_RETURN(block.read, Event::Create());
+    RETURN_IF_CUDA_ERROR(cudaMallocHost(&block.pinned, kMaxStagedBytes));
   }
-  if (block->pinned != nullptr) {
-    RETURN_IF_CUDA_ERROR(cudaFreeHost(block->pinned));
-    block->pinned = nullptr;
-    block->capacity = 0;
-  }
-  RETURN_IF_CUDA_ERROR(cudaMallocHost(&block->pinned, capacity));
-  block->capacity = capacity;
-  return absl::OkStatus();
+  return uploads;
 }
 
 absl::StatusOr<PinnedUploads::Block*> PinnedUploads::Acquire(size_t bytes) {
@@ -53,17 +49,6 @@ absl::StatusOr<PinnedUploads::Block*> PinnedUploads::Acquire(size_t bytes) {
       case StagingChoice::Kind::kUnstaged:
         return nullptr;
       case StagingChoice::Kind::kReuse:
-        return &blocks_[choice.index];
-      case StagingChoice::Kind::kAllocate: {
-        blocks_.emplace_back();
-        if (const absl::Status made = Allocate(&blocks_.back(), choice.capacity); !made.ok()) {
-          blocks_.pop_back();  // an empty block would count toward the limit forever
-          return made;
-        }
-        return &blocks_.back();
-      }
-      case StagingChoice::Kind::kReplace:
-        RETURN_IF_ERROR(Allocate(&blocks_[choice.index], choice.capacity));
         return &blocks_[choice.index];
       case StagingChoice::Kind::kWait:
         // Every block in flight: the host waits for the oldest copy (rare: more uploads

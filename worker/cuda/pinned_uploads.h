@@ -8,8 +8,11 @@
 // at start, or a micro-batch of more than 131,072 tokens per rank.) From pageable
 // memory the driver may first synchronise with the stream to stage the copy itself, so each
 // micro-batch's upload of its tokens would wait for the compute stream to drain: the GPU would run
-// dry at every micro-step while the host queued the next. The blocks are few and reused
-// (staging_choice.h); each has its own event, recorded after the copy that read it, so it is handed
+// dry at every micro-step while the host queued the next. The blocks, kStagingBlocks of
+// kMaxStagedBytes, are made by Create (with the device, before any collective) and reused
+// until destruction (staging_choice.h): page-locked allocation and freeing synchronise with
+// the GPU, so growing a block in a step could wait on an all-gather whose peers wait for this
+// rank. Each block has its own event, recorded after the copy that read it, so it is handed
 // out again only once the GPU has read it.
 //
 // Thread-safety: thread-safe (uploads from several threads take turns).
@@ -18,10 +21,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "worker/cuda/staging_choice.h"
 #include "worker/cuda/stream.h"
@@ -30,7 +35,8 @@ namespace shardwise::cuda {
 
 class PinnedUploads {
  public:
-  PinnedUploads() = default;
+  // Allocates the blocks and their events.
+  static absl::StatusOr<std::unique_ptr<PinnedUploads>> Create();
   // Waits for the copies still reading a block, then frees the blocks.
   ~PinnedUploads();
   PinnedUploads(const PinnedUploads&) = delete;
@@ -43,18 +49,18 @@ class PinnedUploads {
   absl::Status Upload(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 
  private:
+  PinnedUploads() = default;
+
   struct Block {
-    void* pinned = nullptr;
-    size_t capacity = 0;
-    Event read;  // recorded after the copy that last read the block
+    void* pinned = nullptr;  // kMaxStagedBytes
+    Event read;              // recorded after the copy that last read the block
     bool recorded = false;
     uint64_t last_use = 0;
   };
   // The blocks' states now (busy: their copy has not run yet).
   absl::StatusOr<std::vector<StagingBlockState>> States() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A block that holds `bytes` and that the GPU no longer reads; nullptr for kUnstaged.
+  // A block that the GPU no longer reads; nullptr for kUnstaged.
   absl::StatusOr<Block*> Acquire(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Allocate(Block* block, size_t capacity);
 
   absl::Mutex mu_;
   std::vector<Block> blocks_ ABSL_GUARDED_BY(mu_);

@@ -1,8 +1,8 @@
 // Uploads through pinned staging while the stream is held: a host function blocks the
 // stream until a second thread releases it, so every staged copy is still unread when the
 // next upload comes; each upload's source is overwritten as soon as Upload returns, and
-// three times as many uploads are made as there are blocks (so blocks are grown, and the
-// uploads past the blocks wait for the stream). A block handed out again before the GPU
+// three times as many uploads are made as there are blocks (so the uploads past the blocks
+// wait for the stream). A block handed out again before the GPU
 // had read it, or a copy that read the caller's memory late, would leave a destination
 // with another upload's values.
 
@@ -48,9 +48,8 @@ TEST(PinnedUploads, StagedUploadsLandWhileTheStreamIsHeld) {
   SKIP_WITHOUT_GPU();
   auto stream = Stream::Create();
   ASSERT_TRUE(stream.ok()) << stream.status();
-  constexpr size_t kUploads = 3 * kMaxStagingBlocks;
-  const std::vector<size_t> cycle = {
-      1, 4096, kMinStagingBytes, kMinStagingBytes + 8, 300000, kMaxStagedBytes, 12};
+  constexpr size_t kUploads = 3 * kStagingBlocks;
+  const std::vector<size_t> cycle = {1, 4096, 65536, 65544, 300000, kMaxStagedBytes, 12};
   std::vector<size_t> sizes;
   std::vector<void*> destinations;
   for (size_t u = 0; u < kUploads; ++u) {
@@ -66,11 +65,12 @@ TEST(PinnedUploads, StagedUploadsLandWhileTheStreamIsHeld) {
     absl::SleepFor(absl::Milliseconds(200));
     released = true;
   });
-  PinnedUploads uploads;
+  auto uploads = PinnedUploads::Create();
+  ASSERT_TRUE(uploads.ok()) << uploads.status();
   std::vector<uint8_t> source;
   for (size_t u = 0; u < kUploads; ++u) {
     source.assign(sizes[u], static_cast<uint8_t>(u + 1));
-    EXPECT_TRUE(uploads.Upload(destinations[u], source.data(), sizes[u], stream->get()).ok());
+    EXPECT_TRUE((*uploads)->Upload(destinations[u], source.data(), sizes[u], stream->get()).ok());
     source.assign(sizes[u], 0xEE);  // the caller reuses its memory at once
   }
   releaser.join();
@@ -86,9 +86,10 @@ TEST(PinnedUploads, LargeUploadsGoFromTheCallersMemory) {
   const std::vector<size_t> sizes = {kMaxStagedBytes + 4};
   void* dst = nullptr;
   ASSERT_EQ(cudaMalloc(&dst, sizes[0]), cudaSuccess);
-  PinnedUploads uploads;
+  auto uploads = PinnedUploads::Create();
+  ASSERT_TRUE(uploads.ok()) << uploads.status();
   std::vector<uint8_t> source(sizes[0], 1);
-  ASSERT_TRUE(uploads.Upload(dst, source.data(), sizes[0], stream->get()).ok());
+  ASSERT_TRUE((*uploads)->Upload(dst, source.data(), sizes[0], stream->get()).ok());
   source.assign(sizes[0], 0xEE);
   ASSERT_TRUE(stream->Synchronize().ok());
   ExpectLanded({dst}, sizes);
