@@ -241,6 +241,20 @@ absl::StatusOr<cublasLtMatmulAlgo_t> MisalignedBias(const BlasLt::Matmul& call) 
                    " bytes (cuBLASLt's bias epilogues may need ", kBiasAlignment, ")"));
 }
 
+// The described call's algorithm. A description cuBLASLt does not take (an epilogue or a
+// bias type this library does not know: INVALID_VALUE or NOT_SUPPORTED from a descriptor's
+// attribute) is UNIMPLEMENTED, as a call it has no algorithm for is.
+absl::StatusOr<cublasLtMatmulAlgo_t> DescribeAndChoose(cublasLtHandle_t handle,
+                                                       const BlasLt::Matmul& call, Descriptors& d) {
+  absl::Status described = Describe(call, d);
+  // The heuristic sees the first call's pointers too, as it did when every call was
+  // described whole.
+  if (described.ok()) described = PointEpilogue(call, d.matmul);
+  if (absl::IsInvalidArgument(described)) return absl::UnimplementedError(described.message());
+  RETURN_IF_ERROR(described);
+  return ChooseAlgorithm(handle, call, d);
+}
+
 }  // namespace
 
 absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const Matmul& call) {
@@ -249,13 +263,7 @@ absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const Matmul& call) {
   if (it != plans_.end()) return &it->second;
   auto described = std::make_unique<Descriptors>();
   absl::StatusOr<cublasLtMatmulAlgo_t> algo = MisalignedBias(call);
-  if (algo.ok()) {
-    RETURN_IF_ERROR(Describe(call, *described));
-    // The heuristic sees the first call's pointers too, as it did when every call was
-    // described whole.
-    RETURN_IF_ERROR(PointEpilogue(call, described->matmul));
-    algo = ChooseAlgorithm(handle_, call, *described);
-  }
+  if (algo.ok()) algo = DescribeAndChoose(handle_, call, *described);
   if (!algo.ok() && !absl::IsUnimplemented(algo.status())) return algo.status();
   Plan plan;
   plan.supported = algo.ok();
@@ -291,10 +299,12 @@ absl::Status BlasLt::Launch(const Matmul& call, Plan& plan) {
   const cublasStatus_t ran =
       cublasLtMatmul(handle_, d.matmul, &alpha, call.a, d.a, call.b, d.b, &beta, call.d, d.d,
                      call.d, d.d, &plan.algo, workspace_, kWorkspaceBytes, stream_);
-  // A bias type other than D's that cuBLASLt does not take fails the launch, as not
-  // supported or as an invalid value (cublasLt.h names no code for it).
+  // A description the heuristic took may still fail the launch: a bias type other than
+  // D's, an epilogue's kept input at a leading dimension or alignment its kernel does not
+  // take, as not supported or as an invalid value (cublasLt.h names no code for these).
+  // After a launch with the plan has run, an invalid value is this call's own fault.
   if (ran == CUBLAS_STATUS_NOT_SUPPORTED ||
-      (MixedBias(call) && ran == CUBLAS_STATUS_INVALID_VALUE)) {
+      (!plan.launched && ran == CUBLAS_STATUS_INVALID_VALUE)) {
     // Refused at launch (nothing ran): this shape runs unfused from now on, which rounds
     // GELU's input first: said as a warning.
     plan.supported = false;
@@ -305,6 +315,7 @@ absl::Status BlasLt::Launch(const Matmul& call, Plan& plan) {
                                           "): its operations run one by one from now on"));
     return absl::UnimplementedError(plan.reason);
   }
+  if (ran == CUBLAS_STATUS_SUCCESS) plan.launched = true;
   return CublasStatus(ran, "cublasLtMatmul");
 }
 

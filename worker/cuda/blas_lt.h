@@ -75,16 +75,21 @@ class BlasLt {
     cublasLtMatmulAlgo_t algo;
     std::unique_ptr<Descriptors> described;  // where supported
     std::string reason;                      // why not, where not supported
+    // Whether a launch with it has run: an invalid value after one is that call's fault,
+    // not a refusal of the plan.
+    bool launched = false;
   };
 
   BlasLt(cublasLtHandle_t handle, cudaStream_t stream, void* workspace)
       : handle_(handle), stream_(stream), workspace_(workspace) {}
   static PlanKey KeyOf(const Matmul& call);
   // The call's plan, made on its key's first call; an error (not kept) where describing
-  // it or asking the heuristic fails other than by cuBLASLt having nothing for it.
+  // it or asking the heuristic fails other than by cuBLASLt having nothing for it or not
+  // taking its description.
   absl::StatusOr<Plan*> PlanFor(const Matmul& call);
   // The launch with `plan`; UNIMPLEMENTED, and the plan unsupported from then on, where
-  // cuBLASLt refuses it at launch.
+  // cuBLASLt refuses it at launch (NOT_SUPPORTED, or INVALID_VALUE at the plan's first
+  // launch: a description the heuristic took that the epilogue's kernel does not).
   absl::Status Launch(const Matmul& call, Plan& plan);
 
   cublasLtHandle_t handle_;

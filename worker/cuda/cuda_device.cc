@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -52,6 +53,13 @@ Activation KernelActivation(v1::Activation act) {
     default:
       return Activation::kRelu;
   }
+}
+
+// The first operand whose values could not be made (OK if none): a GEMM must not read
+// them, a wrongly typed or unwritten copy.
+absl::Status FirstError(std::initializer_list<const TypedOperand*> operands) {
+  for (const TypedOperand* operand : operands) RETURN_IF_ERROR(operand->status());
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -170,7 +178,14 @@ std::shared_ptr<Device::Fence> CudaDevice::RecordFence() {
     Check(event.status());
     return nullptr;
   }
-  Check((*event)->Record(recording));
+  if (const absl::Status recorded = (*event)->Record(recording); !recorded.ok()) {
+    // The pooled event would still mark its last borrower's point, and a wait for it would
+    // order nothing: the host waits for the stream instead, after which there is nothing
+    // left to wait for (a null fence has passed).
+    Check(recorded);
+    Check(cudaStreamSynchronize(recording), "cudaStreamSynchronize (an unrecorded fence)");
+    return nullptr;
+  }
   return std::make_shared<EventFence>(std::move(*event));
 }
 
@@ -292,8 +307,10 @@ void CudaDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRe
   }
   const TypedOperand x16(operands, x, batch * in, allocator(), stream());
   const TypedOperand w16(operands, w, out * in, allocator(), stream());
-  Check(x16.status());
-  Check(w16.status());
+  if (const absl::Status ready = FirstError({&x16, &w16}); !ready.ok()) {
+    Check(ready);
+    return;
+  }
   Check(WithComputeBlas([&](Blas& blas) {
     return blas.LinearForward(x16.data(), w16.data(), b, batch, in, out, y.data(),
                               {operands, y.type()});
@@ -407,7 +424,10 @@ void CudaDevice::LinearBackward(ConstTensorRef x, ConstTensorRef w, ConstTensorR
     const TypedOperand x16(operands, x, batch * in, allocator(), stream());
     const TypedOperand w16(operands, w, out * in, allocator(), stream());
     const TypedOperand dy16(operands, dy, batch * out, allocator(), stream());
-    for (const TypedOperand* operand : {&x16, &w16, &dy16}) Check(operand->status());
+    if (const absl::Status ready = FirstError({&x16, &w16, &dy16}); !ready.ok()) {
+      Check(ready);
+      return;
+    }
     const ScalarType dx_type = dx.null() ? ScalarType::kFloat32 : dx.type();
     Check(WithComputeBlas([&](Blas& blas) {
       return blas.LinearBackward(x16.data(), w16.data(), dy16.data(), batch, in, out, dx.data(), dw,
