@@ -129,6 +129,14 @@ absl::Status PointEpilogue(const BlasLt::Matmul& call, cublasLtMatmulDesc_t desc
   return absl::OkStatus();
 }
 
+// An epilogue's attribute cuBLASLt does not take (an epilogue or a bias type this library
+// does not know: INVALID_VALUE or NOT_SUPPORTED, mapped to INVALID_ARGUMENT) as
+// UNIMPLEMENTED, as a call it has no algorithm for is: the caller runs the operations.
+absl::Status EpilogueRefusal(const absl::Status& status) {
+  if (absl::IsInvalidArgument(status)) return absl::UnimplementedError(status.message());
+  return status;
+}
+
 absl::Status Describe(const BlasLt::Matmul& call, Descriptors& d) {
   ASSIGN_OR_RETURN(const cublasComputeType_t compute, GemmComputeType(call.types, call.allow_tf32));
   RETURN_IF_ERROR(CublasStatus(cublasLtMatmulDescCreate(&d.matmul, compute, CUDA_R_32F),
@@ -137,7 +145,7 @@ absl::Status Describe(const BlasLt::Matmul& call, Descriptors& d) {
   const int32_t op_b = CUBLAS_OP_N;
   RETURN_IF_ERROR(SetAttribute(d.matmul, CUBLASLT_MATMUL_DESC_TRANSA, op_a));
   RETURN_IF_ERROR(SetAttribute(d.matmul, CUBLASLT_MATMUL_DESC_TRANSB, op_b));
-  RETURN_IF_ERROR(DescribeEpilogue(call, d.matmul));
+  RETURN_IF_ERROR(EpilogueRefusal(DescribeEpilogue(call, d.matmul)));
   const cudaDataType_t operands = GemmDataType(call.types.operands);
   // A as stored: [k, m] when transposed, else [m, k].
   const uint64_t a_rows = call.transpose_a ? call.k : call.m;
@@ -241,17 +249,14 @@ absl::StatusOr<cublasLtMatmulAlgo_t> MisalignedBias(const BlasLt::Matmul& call) 
                    " bytes (cuBLASLt's bias epilogues may need ", kBiasAlignment, ")"));
 }
 
-// The described call's algorithm. A description cuBLASLt does not take (an epilogue or a
-// bias type this library does not know: INVALID_VALUE or NOT_SUPPORTED from a descriptor's
-// attribute) is UNIMPLEMENTED, as a call it has no algorithm for is.
+// The described call's algorithm; UNIMPLEMENTED where the epilogue's attributes are
+// refused (EpilogueRefusal).
 absl::StatusOr<cublasLtMatmulAlgo_t> DescribeAndChoose(cublasLtHandle_t handle,
                                                        const BlasLt::Matmul& call, Descriptors& d) {
-  absl::Status described = Describe(call, d);
+  RETURN_IF_ERROR(Describe(call, d));
   // The heuristic sees the first call's pointers too, as it did when every call was
   // described whole.
-  if (described.ok()) described = PointEpilogue(call, d.matmul);
-  if (absl::IsInvalidArgument(described)) return absl::UnimplementedError(described.message());
-  RETURN_IF_ERROR(described);
+  RETURN_IF_ERROR(EpilogueRefusal(PointEpilogue(call, d.matmul)));
   return ChooseAlgorithm(handle, call, d);
 }
 

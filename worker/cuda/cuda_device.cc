@@ -174,14 +174,12 @@ absl::Status CudaDevice::status() const {
 std::shared_ptr<Device::Fence> CudaDevice::RecordFence() {
   const cudaStream_t recording = stream();  // binds this thread to the GPU: the event is its
   absl::StatusOr<std::shared_ptr<Event>> event = fence_events_.Acquire();
-  if (!event.ok()) {
-    Check(event.status());
-    return nullptr;
-  }
-  if (const absl::Status recorded = (*event)->Record(recording); !recorded.ok()) {
-    // The pooled event would still mark its last borrower's point, and a wait for it would
-    // order nothing: the host waits for the stream instead, after which there is nothing
-    // left to wait for (a null fence has passed).
+  absl::Status recorded = event.status();
+  if (recorded.ok()) recorded = (*event)->Record(recording);
+  if (!recorded.ok()) {
+    // Without an event (or with a pooled one still marking its last borrower's point) a
+    // wait would order nothing: the host waits for the stream instead, after which there
+    // is nothing left to wait for (a null fence has passed).
     Check(recorded);
     Check(cudaStreamSynchronize(recording), "cudaStreamSynchronize (an unrecorded fence)");
     return nullptr;
@@ -425,7 +423,7 @@ void CudaDevice::LinearBackward(ConstTensorRef x, ConstTensorRef w, ConstTensorR
     const TypedOperand w16(operands, w, out * in, allocator(), stream());
     const TypedOperand dy16(operands, dy, batch * out, allocator(), stream());
     if (const absl::Status ready = FirstError({&x16, &w16, &dy16}); !ready.ok()) {
-      Check(ready);
+      Check(ready);  // kept: the step fails, so the bias's gradient is not summed either
       return;
     }
     const ScalarType dx_type = dx.null() ? ScalarType::kFloat32 : dx.type();
