@@ -4,9 +4,8 @@
 // Which page-locked staging block an upload takes (pinned_uploads.h): a pure decision, so
 // it builds and is tested without a GPU (staging_choice_test). A block is busy from the
 // upload that copied through it until the GPU has read it (its event has passed). The
-// blocks are made with the device, all of one size, and never freed or grown during a run:
-// page-locked allocation and freeing synchronise with the GPU, which in a step could wait on
-// a collective whose peers wait for this rank.
+// blocks are all of one size and live as long as the device (pinned_uploads.h says why),
+// so the choice is only which free block, or which busy one to wait for.
 
 #include <cstddef>
 #include <cstdint>
