@@ -47,11 +47,12 @@ class ClusterForPython:
                 tokens.write(f"  - principal: {principal}\n    role: {role}\n"
                              f"    sha256: {digest.decode()}\n")
         self.address = None
+        self.logs = []
         self.processes = [self._start_coordinator("127.0.0.1:0")]
         self.processes.append(subprocess.Popen(
             [binary("worker/shardwise-worker"), f"--coordinator={self.address}", "--name=w0",
              f"--token_file={self.dir}/worker.token"],
-            stderr=open(os.path.join(self.dir, "worker.log"), "w")))
+            stderr=self._log("worker.log")))
         client = self.client("vic")
         for _ in range(400):
             if any(w.state == shardwise.proto.job_pb2.IDLE for w in client.workers()):
@@ -67,7 +68,7 @@ class ClusterForPython:
              f"--port_file={port_file}", f"--state_file={self.dir}/state.db",
              f"--tokens_file={self.dir}/tokens.yaml", "--heartbeat_interval_ms=200",
              f"--allowed_input_paths={self.dir}", f"--allowed_output_paths={self.dir}"],
-            stderr=open(os.path.join(self.dir, "coordinator.log"), "a"))
+            stderr=self._log("coordinator.log"))
         for _ in range(200):
             if os.path.exists(port_file) and os.path.getsize(port_file) > 0:
                 break
@@ -75,6 +76,10 @@ class ClusterForPython:
         with open(port_file) as file:
             self.address = f"127.0.0.1:{file.read().strip()}"
         return process
+
+    def _log(self, name):
+        self.logs.append(open(os.path.join(self.dir, name), "a"))
+        return self.logs[-1]
 
     def restart_coordinator(self):
         """SIGTERM, as an upgrade sends, then a new one on the same port and state file."""
@@ -89,6 +94,8 @@ class ClusterForPython:
         for process in self.processes:
             process.kill()
             process.wait()
+        for log in self.logs:
+            log.close()
 
 
 class PythonClientTest(unittest.TestCase):
@@ -102,9 +109,19 @@ class PythonClientTest(unittest.TestCase):
 
     def test_submit_a_dict_and_watch_it_to_its_end(self):
         alice = self.cluster.client("alice")
+        # The one worker is kept busy so the job waits until its watch is open: a job
+        # this small can end before a watch starts, which then sees only the end.
+        busy = alice.submit(spec(steps=10**8, name="keeps-the-worker"))
+        busy_updates = alice.watch(busy)
+        while next(busy_updates).progress.step == 0:
+            pass
+        busy_updates.close()
         job_id = alice.submit(spec(steps=30))
-        updates = list(alice.watch(job_id))
-        self.assertGreater(len(updates), 1)
+        watch = alice.watch(job_id)
+        updates = [next(watch)]
+        self.assertEqual(updates[0].state, shardwise.PENDING)
+        alice.cancel(busy)
+        updates.extend(watch)  # a watch sends the newest version; it may skip between
         self.assertEqual(updates[-1].state, shardwise.SUCCEEDED)
         self.assertEqual(updates[-1].progress.step, 30)
         job = alice.get(job_id)
