@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/time/time.h"
 #include "bench/load/load_generator.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
@@ -33,12 +34,14 @@ TEST(CoordinatorLoad, TwoHundredWorkersAndAQueueOfJobsWithoutAFalseFailure) {
   ASSERT_TRUE(result.ok()) << result.status();
   std::printf("%s", load::FormatLoadResult(options, *result).c_str());
 
-  // Exactly the workers frozen on purpose are lost, each within the timeout plus the
-  // coordinator's check period (half a heartbeat interval) and the test's polling.
+  // Exactly the workers frozen on purpose are lost, each soon after the timeout: within
+  // twice it, a bound that a coordinator checking only now and then would break but a
+  // 2-core machine under this load and other tests does not. How soon (the timeout
+  // plus the check period and polling) is the benchmark's figure.
   EXPECT_EQ(result->failure_detections, options.frozen_workers);
   EXPECT_EQ(result->workers_lost, options.frozen_workers);
   EXPECT_EQ(result->detection.count, options.frozen_workers);
-  EXPECT_LT(result->detection.max, 2.0 + 0.1 + 0.3);
+  EXPECT_LT(result->detection.max, 2 * absl::ToDoubleSeconds(options.heartbeat_timeout));
   EXPECT_EQ(result->sessions_ended, 0);
   EXPECT_EQ(result->jobs_running, options.jobs);
   EXPECT_EQ(result->jobs_succeeded, options.jobs);

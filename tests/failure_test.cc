@@ -353,7 +353,9 @@ bool Serving(const Cluster& cluster, const std::string& service = "") {
 
 // A two-rank job whose end comes while its coordinator's state file is on a full file
 // system (a small tmpfs: mounting needs root). SetUp returns once the coordinator reports
-// NOT_SERVING with the job's end unwritten.
+// NOT_SERVING with the job's end unwritten. Rank 0 holds at step 250 until the disk is
+// full (--fault_injection=hold_at), so the job cannot end before, however loaded the
+// machine.
 class FullDisk : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -363,7 +365,8 @@ class FullDisk : public ::testing::Test {
     options.state_file = disk_.path + "/state.db";
     cluster_ = std::make_unique<Cluster>(options);
     cluster_->StartCoordinator();
-    cluster_->AddWorker("w0");
+    const std::string disk_full = cluster_->dir() + "/disk-full";
+    cluster_->AddWorker("w0", {"--fault_injection=hold_at=250:forward:" + disk_full});
     cluster_->AddWorker("w1");
     ASSERT_TRUE(Serving(*cluster_));
     v1::JobSpec spec = Cluster::Spec(2);
@@ -371,8 +374,12 @@ class FullDisk : public ::testing::Test {
     auto job_id = cluster_->client().Submit(spec);
     ASSERT_TRUE(job_id.ok()) << job_id.status();
     job_id_ = *job_id;
-    cluster_->WaitForState(job_id_, v1::RUNNING);
+    ASSERT_TRUE(Cluster::WaitFor([&] {
+      return absl::StrContains(ReadWholeFile(cluster_->worker("w0").log_path()),
+                               "fault injection: held at forward of step 250");
+    })) << "the job did not get to step 250";
     disk_.Fill();
+    std::ofstream(disk_full).put('\n');
     ASSERT_TRUE(Cluster::WaitFor([&] { return !Serving(*cluster_); }, absl::Seconds(60)))
         << "the coordinator never reported the unwritable state file";
   }

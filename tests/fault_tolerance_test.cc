@@ -728,17 +728,28 @@ TEST(FaultTolerance, ACoordinatorKilledMidHealEndsTheJobWhole) {
 // `shardwise scale`: a running job scaled from 2 replica groups to 1 and back to 2. Down,
 // the highest group leaves after its step (nothing redone; its workers idle); up, it
 // joins again on them, healed from the live ranks; the job ends whole in its first
-// attempt, within tolerance of a run that was never scaled (KEEP_GLOBAL).
+// attempt, within tolerance of a run that was never scaled (KEEP_GLOBAL). Every rank
+// holds at step 40 until the scale-down is asked, and the group that stays holds again
+// at step 150 until the scale-up is (--fault_injection=hold_at): neither races the
+// job's end, however loaded the machine. The holds are each worker's once, so the run
+// never scaled comes after, on the same workers.
 TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
   Cluster cluster;
   cluster.StartCoordinator();
-  for (int w = 0; w < 4; ++w) cluster.AddWorker(absl::StrCat("w", w));
-  const v1::Job intact =
-      RunToSuccess(cluster, HybridSpec(cluster.dir() + "/unscaled.safetensors", 300));
+  const std::string down_asked = cluster.dir() + "/down-asked";
+  const std::string up_asked = cluster.dir() + "/up-asked";
+  for (int w = 0; w < 4; ++w) {
+    std::string faults = "--fault_injection=hold_at=40:forward:" + down_asked;
+    if (w < 2) absl::StrAppend(&faults, ",hold_at=150:forward:", up_asked);
+    cluster.AddWorker(absl::StrCat("w", w), {faults});
+  }
   auto job_id = cluster.client().Submit(
       KeepingTheBatch(HybridSpec(cluster.dir() + "/scaled.safetensors", 300)));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
-  ASSERT_TRUE(cluster.WaitForStep(*job_id, 40)) << "training did not get going";
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return absl::StrContains(ReadWholeFile(cluster.dir() + "/worker-w3.log"),
+                             "fault injection: held at forward of step 40");
+  })) << "training did not get going";
   std::string out;
   // Out of range, zero as any other value: the coordinator names the range.
   EXPECT_NE(Cluster::RunCli(
@@ -751,6 +762,7 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
             0)
       << out;
   EXPECT_TRUE(absl::StrContains(out, "scaled to 1 replica group")) << out;
+  std::ofstream(down_asked).put('\n');
   ASSERT_TRUE(Cluster::WaitFor([&] {
     return cluster.WorkerState("w2") == v1::IDLE && cluster.WorkerState("w3") == v1::IDLE;
   })) << "the group above the target did not leave";
@@ -759,18 +771,22 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
   EXPECT_EQ(Live(*down), (std::vector<int32_t>{0, 1}));
   auto up = cluster.client().Scale(*job_id, 2);
   ASSERT_TRUE(up.ok()) << up.status();
+  std::ofstream(up_asked).put('\n');
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.progress().step(), 300);
   EXPECT_EQ(job.membership().epoch(), 2) << Events(job);
   EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2, 3})) << Events(job);
   const std::string log = ReadWholeFile(cluster.dir() + "/worker-w0.log");
-  EXPECT_TRUE(absl::StrContains(log, "asked to leave after step ")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "asked to leave after step 40")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "fault injection: held at forward of step 150")) << log;
   EXPECT_FALSE(absl::StrContains(log, " failed (")) << "a step was redone:\n" << log;
+  const v1::Job intact =
+      RunToSuccess(cluster, HybridSpec(cluster.dir() + "/unscaled.safetensors", 300));
+  EXPECT_EQ(intact.membership().epoch(), 0);
   EXPECT_LE(WorstOfTolerance(cluster.dir() + "/unscaled.safetensors",
                              cluster.dir() + "/scaled.safetensors"),
             1.0);
-  EXPECT_EQ(intact.membership().epoch(), 0);
 }
 
 // Growth past world_size: a job submitted with one replica group of 2 ranks (world_size

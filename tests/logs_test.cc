@@ -47,7 +47,6 @@ TEST(Logs, JsonLinesFromRealDaemonsNameTheJobAttemptRankAndWorker) {
   ClusterOptions options;
   options.coordinator_flags = {"--log_format=json"};
   options.worker_flags = {"--log_format=json"};
-  options.heartbeat_timeout_ms = 1000;
   Cluster cluster(options);
   cluster.StartCoordinator();
   cluster.AddWorker("w0");
@@ -55,7 +54,7 @@ TEST(Logs, JsonLinesFromRealDaemonsNameTheJobAttemptRankAndWorker) {
   auto job_id = cluster.client().Submit(Cluster::Spec(2));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(60));
-  cluster.worker("w1").Kill();
+  cluster.worker("w1").Kill();  // its session closes: lost at once, no heartbeat timeout
   const std::string coordinator_log = cluster.dir() + "/coordinator-1.log";
   // The line, not the state: the registry marks the worker lost before the line is written.
   ASSERT_TRUE(Cluster::WaitFor(

@@ -6,11 +6,15 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
@@ -80,6 +84,31 @@ class PausedAt final : public TrainingHooks {
   std::atomic<bool> paused_{false};  // once (AtPoint runs on several threads)
 };
 
+// Stops where it is told until a file exists, once: a pause whose end the test decides,
+// so that what it does in the window does not race the job's end however loaded the
+// machine is.
+class HeldAt final : public TrainingHooks {
+ public:
+  HeldAt(int64_t step, std::string point, std::string file)
+      : step_(step), point_(std::move(point)), file_(std::move(file)) {}
+
+  void AtPoint(int64_t step, const char* point) override {
+    if ((step_ == KilledAt::kAnyStep || step == step_) && point_ == point &&
+        !held_.exchange(true)) {
+      std::cerr << "fault injection: held at " << point << " of step " << step << " until " << file_
+                << " exists" << std::endl;
+      std::error_code ignored;
+      while (!std::filesystem::exists(file_, ignored)) absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+ private:
+  const int64_t step_;
+  const std::string point_;
+  const std::string file_;
+  std::atomic<bool> held_{false};  // once (AtPoint runs on several threads)
+};
+
 // Leaves with its group after a step, as a rank whose worker is shutting down: a
 // membership history fixed up front, which a run with a loss must reproduce.
 class LeavesAfter final : public TrainingHooks {
@@ -89,6 +118,32 @@ class LeavesAfter final : public TrainingHooks {
 
  private:
   const int64_t step_;
+};
+
+// Several faults, each asked in turn, through the hooks the faults above use.
+class AllOf final : public TrainingHooks {
+ public:
+  explicit AllOf(std::vector<std::shared_ptr<TrainingHooks>> faults) : faults_(std::move(faults)) {}
+
+  void AlterExecutionOrder(int64_t step, v1::ExecutionOrder* order) override {
+    for (const auto& fault : faults_) fault->AlterExecutionOrder(step, order);
+  }
+  void AtPoint(int64_t step, const char* point) override {
+    for (const auto& fault : faults_) fault->AtPoint(step, point);
+  }
+  bool LeaveAfter(int64_t step) override {
+    bool leave = false;
+    for (const auto& fault : faults_) leave = fault->LeaveAfter(step) || leave;
+    return leave;
+  }
+  bool StayOutOfRendezvous() override {
+    bool stay = false;
+    for (const auto& fault : faults_) stay = fault->StayOutOfRendezvous() || stay;
+    return stay;
+  }
+
+ private:
+  const std::vector<std::shared_ptr<TrainingHooks>> faults_;
 };
 
 // "STEP:POINT" or "any:POINT" (KilledAt::kAnyStep).
@@ -105,10 +160,17 @@ bool ParseStepAndPoint(absl::string_view text, int64_t* step, std::string* point
   return true;
 }
 
-}  // namespace
+// "pause_at=" or "hold_at=" and then "STEP:POINT:LAST", LAST after the last colon.
+bool ParseStepPointAndLast(absl::string_view text, absl::string_view prefix, int64_t* step,
+                           std::string* point, std::string* last) {
+  if (!absl::ConsumePrefix(&text, prefix)) return false;
+  const size_t colon = text.rfind(':');
+  if (colon == absl::string_view::npos || colon + 1 >= text.size()) return false;
+  *last = std::string(text.substr(colon + 1));
+  return ParseStepAndPoint(text.substr(0, colon), step, point);
+}
 
-absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text) {
-  if (text.empty()) return nullptr;
+std::shared_ptr<TrainingHooks> ParseOneFault(absl::string_view text) {
   if (text == "unit_order_reversed") return std::make_shared<UnitOrderReversed>(0);
   if (text == "never_join_rendezvous") return std::make_shared<NeverJoinsRendezvous>();
   int64_t from = 0;
@@ -121,24 +183,37 @@ absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::st
     return std::make_shared<LeavesAfter>(from);
   }
   rest = text;
-  std::string point;
+  std::string point, last;
   if (absl::ConsumePrefix(&rest, "sigkill_at=") && ParseStepAndPoint(rest, &from, &point)) {
     return std::make_shared<KilledAt>(from, point);
   }
-  rest = text;
   int64_t pause_ms = 0;
-  if (absl::ConsumePrefix(&rest, "pause_at=")) {
-    const size_t colon = rest.rfind(':');
-    if (colon != absl::string_view::npos && absl::SimpleAtoi(rest.substr(colon + 1), &pause_ms) &&
-        pause_ms > 0 && ParseStepAndPoint(rest.substr(0, colon), &from, &point)) {
-      return std::make_shared<PausedAt>(from, point, absl::Milliseconds(pause_ms));
-    }
+  if (ParseStepPointAndLast(text, "pause_at=", &from, &point, &last) &&
+      absl::SimpleAtoi(last, &pause_ms) && pause_ms > 0) {
+    return std::make_shared<PausedAt>(from, point, absl::Milliseconds(pause_ms));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--fault_injection: unknown fault '", text,
-      "' (expected unit_order_reversed, unit_order_reversed_from=STEP, "
-      "never_join_rendezvous, sigkill_at=STEP|any:POINT, pause_at=STEP|any:POINT:MS or "
-      "leave_after=STEP)"));
+  if (ParseStepPointAndLast(text, "hold_at=", &from, &point, &last)) {
+    return std::make_shared<HeldAt>(from, point, last);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text) {
+  if (text.empty()) return nullptr;
+  std::vector<std::shared_ptr<TrainingHooks>> faults;
+  for (absl::string_view one : absl::StrSplit(text, ',')) {
+    faults.push_back(ParseOneFault(one));
+    if (faults.back() != nullptr) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--fault_injection '", text, "': unknown fault '", one,
+        "' (expected unit_order_reversed, unit_order_reversed_from=STEP, "
+        "never_join_rendezvous, sigkill_at=STEP|any:POINT, pause_at=STEP|any:POINT:MS, "
+        "hold_at=STEP|any:POINT:FILE or leave_after=STEP, several joined by commas)"));
+  }
+  if (faults.size() == 1) return faults.front();
+  return std::make_shared<AllOf>(std::move(faults));
 }
 
 }  // namespace shardwise

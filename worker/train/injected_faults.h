@@ -20,10 +20,11 @@ namespace shardwise {
 // enters POINT of step STEP (or of any step: "any"): a phase ("forward", "backward",
 // "commit vote", "optimizer", "checkpoint", "sending optimizer state", ...) or a
 // collective ("reduce-scatter", "all-reduce", ...); "pause_at=STEP:POINT:MS" stops the
-// rank there for MS milliseconds, once;
+// rank there for MS milliseconds, once; "hold_at=STEP:POINT:FILE" stops it there until
+// FILE exists, once (a test's window that the job's end cannot race);
 // "leave_after=STEP" makes a fault-tolerant rank leave with its group after step STEP,
-// as one whose worker is shutting down does.
-// INVALID_ARGUMENT naming the flag and the text for anything else.
+// as one whose worker is shutting down does. Several faults are joined by commas.
+// INVALID_ARGUMENT naming the flag and the fault for anything else.
 absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text);
 
 }  // namespace shardwise

@@ -2,6 +2,12 @@
 
 #include <signal.h>
 
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -80,12 +86,44 @@ TEST(InjectedFaults, LeavesFromTheStepNamed) {
   EXPECT_TRUE((*faults)->LeaveAfter(39));
 }
 
+TEST(InjectedFaults, HoldsOnceAtThePointNamedUntilTheFileExists) {
+  const std::string file = std::string(getenv("TEST_TMPDIR")) + "/release";
+  auto faults = ParseInjectedFaults("hold_at=4:forward:" + file);
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  (*faults)->AtPoint(3, "forward");   // another step
+  (*faults)->AtPoint(4, "backward");  // another point
+  std::atomic<bool> released{false};
+  std::thread held([&] {
+    (*faults)->AtPoint(4, "forward");
+    released = true;
+  });
+  EXPECT_FALSE(released) << "returned before " << file << " existed";
+  std::ofstream(file).put('\n');
+  held.join();
+  EXPECT_TRUE(released);
+  std::filesystem::remove(file);
+  (*faults)->AtPoint(4, "forward");  // once: not held again
+}
+
+TEST(InjectedFaults, TakesSeveralFaultsJoinedByCommas) {
+  auto faults = ParseInjectedFaults("leave_after=5,sigkill_at=7:forward");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  EXPECT_FALSE((*faults)->LeaveAfter(4));
+  EXPECT_TRUE((*faults)->LeaveAfter(5));
+  (*faults)->AtPoint(6, "forward");
+  EXPECT_EXIT((*faults)->AtPoint(7, "forward"), ::testing::KilledBySignal(SIGKILL), "");
+  auto bad = ParseInjectedFaults("leave_after=5,drop_everything");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("'drop_everything'"), std::string::npos) << bad.status();
+}
+
 TEST(InjectedFaults, RefusesAnUnknownFaultNamingIt) {
   for (const char* text :
        {"drop_everything", "unit_order_reversed_from=", "unit_order_reversed_from=x",
         "sigkill_at=", "sigkill_at=3", "sigkill_at=3:", "sigkill_at=-1:forward",
         "sigkill_at=x:forward", "sigkill_at=any:", "pause_at=any:x", "pause_at=any:x:0",
-        "pause_at=x:y:5", "leave_after=", "leave_after=-2"}) {
+        "pause_at=x:y:5", "hold_at=any:forward",
+        "hold_at=3:forward:", "leave_after=", "leave_after=-2", "leave_after=5,"}) {
     auto faults = ParseInjectedFaults(text);
     EXPECT_EQ(faults.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_NE(faults.status().message().find(text), std::string::npos) << faults.status();
