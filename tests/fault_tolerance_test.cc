@@ -152,6 +152,11 @@ std::vector<int32_t> Live(const v1::Job& job) {
   return {job.membership().live_ranks().begin(), job.membership().live_ranks().end()};
 }
 
+// Whether worker `name`'s log holds `text` yet.
+bool LogSays(Cluster& cluster, const std::string& name, const std::string& text) {
+  return absl::StrContains(ReadWholeFile(cluster.worker(name).log_path()), text);
+}
+
 // Which rank's worker is killed: a follower (rank 2), or the leader (rank 0), whose
 // duties (progress, the final model) pass to rank 1. Under KEEP_GLOBAL: one of the two
 // survivors trains on the lost rank's rows too, the other does not (their micro-steps
@@ -747,8 +752,7 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
       KeepingTheBatch(HybridSpec(cluster.dir() + "/scaled.safetensors", 300)));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   ASSERT_TRUE(Cluster::WaitFor([&] {
-    return absl::StrContains(ReadWholeFile(cluster.dir() + "/worker-w3.log"),
-                             "fault injection: held at forward of step 40");
+    return LogSays(cluster, "w3", "fault injection: held at forward of step 40");
   })) << "training did not get going";
   std::string out;
   // Out of range, zero as any other value: the coordinator names the range.
@@ -762,6 +766,11 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
             0)
       << out;
   EXPECT_TRUE(absl::StrContains(out, "scaled to 1 replica group")) << out;
+  // Released once both ranks above the target heard it, so they leave after step 40.
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return LogSays(cluster, "w2", "leaving with its group after the step in flight") &&
+           LogSays(cluster, "w3", "leaving with its group after the step in flight");
+  }));
   std::ofstream(down_asked).put('\n');
   ASSERT_TRUE(Cluster::WaitFor([&] {
     return cluster.WorkerState("w2") == v1::IDLE && cluster.WorkerState("w3") == v1::IDLE;
@@ -771,6 +780,12 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
   EXPECT_EQ(Live(*down), (std::vector<int32_t>{0, 1}));
   auto up = cluster.client().Scale(*job_id, 2);
   ASSERT_TRUE(up.ok()) << up.status();
+  // Released once the live ranks hold the epoch with the group back: they move to it at
+  // their next step's vote, long before the job's end.
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return LogSays(cluster, "w0", "membership epoch 2: ") &&
+           LogSays(cluster, "w1", "membership epoch 2: ");
+  }));
   std::ofstream(up_asked).put('\n');
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(job.attempt(), 1);

@@ -315,6 +315,11 @@ absl::Status BlasLt::Launch(const Matmul& call, Plan& plan) {
     plan.supported = false;
     plan.described.reset();
     plan.reason = std::string(CublasStatus(ran, "cublasLtMatmul").message());
+    // A launch error cuBLASLt left on the thread is this refusal's: taken here, or the
+    // unfused kernels' launch check would report it as theirs (a sticky fault stays the
+    // context's and fails the next call anyway).
+    const cudaError_t left = cudaGetLastError();
+    if (left != cudaSuccess) absl::StrAppend(&plan.reason, "; CUDA: ", cudaGetErrorString(left));
     LogWarning(LogContext(), absl::StrCat("cuBLASLt refused a planned ", call.m, " x ", call.n,
                                           " x ", call.k, " GEMM at launch (", plan.reason,
                                           "): its operations run one by one from now on"));

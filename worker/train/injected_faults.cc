@@ -160,11 +160,13 @@ bool ParseStepAndPoint(absl::string_view text, int64_t* step, std::string* point
   return true;
 }
 
-// "pause_at=" or "hold_at=" and then "STEP:POINT:LAST", LAST after the last colon.
+// "pause_at=" or "hold_at=" and then "STEP:POINT:LAST", LAST after the second colon (no
+// point has one; a file may).
 bool ParseStepPointAndLast(absl::string_view text, absl::string_view prefix, int64_t* step,
                            std::string* point, std::string* last) {
   if (!absl::ConsumePrefix(&text, prefix)) return false;
-  const size_t colon = text.rfind(':');
+  const size_t first = text.find(':');
+  const size_t colon = first == absl::string_view::npos ? first : text.find(':', first + 1);
   if (colon == absl::string_view::npos || colon + 1 >= text.size()) return false;
   *last = std::string(text.substr(colon + 1));
   return ParseStepAndPoint(text.substr(0, colon), step, point);

@@ -21,7 +21,8 @@ namespace shardwise {
 // "commit vote", "optimizer", "checkpoint", "sending optimizer state", ...) or a
 // collective ("reduce-scatter", "all-reduce", ...); "pause_at=STEP:POINT:MS" stops the
 // rank there for MS milliseconds, once; "hold_at=STEP:POINT:FILE" stops it there until
-// FILE exists, once (a test's window that the job's end cannot race);
+// FILE exists, once (a test's window that the job's end cannot race; FILE holds no
+// comma);
 // "leave_after=STEP" makes a fault-tolerant rank leave with its group after step STEP,
 // as one whose worker is shutting down does. Several faults are joined by commas.
 // INVALID_ARGUMENT naming the flag and the fault for anything else.

@@ -87,7 +87,7 @@ TEST(InjectedFaults, LeavesFromTheStepNamed) {
 }
 
 TEST(InjectedFaults, HoldsOnceAtThePointNamedUntilTheFileExists) {
-  const std::string file = std::string(getenv("TEST_TMPDIR")) + "/release";
+  const std::string file = std::string(getenv("TEST_TMPDIR")) + "/release:at 4";
   auto faults = ParseInjectedFaults("hold_at=4:forward:" + file);
   ASSERT_TRUE(faults.ok()) << faults.status();
   (*faults)->AtPoint(3, "forward");   // another step
