@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
@@ -804,6 +805,36 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
             1.0);
 }
 
+// The file whose creation releases the ranks held at step `step`.
+std::string ReleaseFile(Cluster& cluster, int64_t step) {
+  return absl::StrCat(cluster.dir(), "/release-", step);
+}
+
+// At the hold of step `step`: asks for `replicas` groups, waits until the `workers` have
+// logged `heard` (the change reached their ranks), releases the hold and waits for the
+// `live` ranks.
+void ScaleAtHold(Cluster& cluster, const std::string& job_id, int64_t step, int replicas,
+                 const std::vector<std::string>& workers, const std::string& heard,
+                 const std::vector<int32_t>& live) {
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return LogSays(cluster, "w0", absl::StrCat("fault injection: held at forward of step ", step));
+  })) << "the job did not get to step "
+      << step;
+  auto scaled = cluster.client().Scale(job_id, replicas);
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return std::all_of(workers.begin(), workers.end(),
+                       [&](const std::string& name) { return LogSays(cluster, name, heard); });
+  })) << "the change to "
+      << replicas << " replica groups did not reach the ranks";
+  std::ofstream(ReleaseFile(cluster, step)).put('\n');
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    auto job = cluster.client().Get(job_id);
+    return job.ok() && Live(*job) == live;
+  })) << "the job did not reach "
+      << replicas << " replica groups";
+}
+
 // Growth past world_size: a job submitted with one replica group of 2 ranks (world_size
 // 2) and fault_tolerance.max_replicas 3 is scaled to 2 groups, then 3, then back to 1
 // while it trains. Each growth places the groups not placed yet (ranks 2 and 3, then 4
@@ -811,11 +842,22 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
 // groups out after their step; no step is redone. Under KEEP_GLOBAL every membership
 // trains on the batch of the job's 6 ranks (the groups not live covered by the live
 // ones), so the job ends as close to one that trained with all 3 groups throughout as
-// the order of sums puts a job of one group throughout (measured alongside it).
+// the order of sums puts a job of one group throughout (measured alongside it, after:
+// the holds below are each worker's once). The live ranks hold at steps 30, 60 and 90
+// until the scaling asked there has reached them (--fault_injection=hold_at), so each
+// takes effect at the step after, however loaded the machine.
 TEST(FaultTolerance, AJobGrownFromOneGroupToThreeAndBackEndsAsOneAtFullSize) {
   Cluster cluster;
   cluster.StartCoordinator();
-  for (int w = 0; w < 6; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  for (int w = 0; w < 6; ++w) {
+    // The group of w0 and w1 is live from the start, w2 and w3's from step 31, w4 and
+    // w5's from step 61: each worker holds at the steps it trains.
+    std::vector<std::string> holds;
+    for (int64_t step = int64_t{30} * (w / 2 + 1); step <= 90; step += 30) {
+      holds.push_back(absl::StrCat("hold_at=", step, ":forward:", ReleaseFile(cluster, step)));
+    }
+    cluster.AddWorker(absl::StrCat("w", w), {"--fault_injection=" + absl::StrJoin(holds, ",")});
+  }
   // SGD with momentum: state a joiner must take, and an update linear in the gradient
   // (AdamW's m / sqrt(v) turns the changed order of sums on gradients near its eps into
   // lr-sized differences, up to 2 of the tolerance here after one step).
@@ -829,34 +871,14 @@ TEST(FaultTolerance, AJobGrownFromOneGroupToThreeAndBackEndsAsOneAtFullSize) {
     spec.mutable_fault_tolerance()->set_batch(v1::FaultTolerance::KEEP_GLOBAL);
     return spec;
   };
-  auto full_id = cluster.client().Submit(spec("full", 6));
-  ASSERT_TRUE(full_id.ok()) << full_id.status();
-  const v1::Job full = cluster.WaitForState(*full_id, v1::SUCCEEDED, absl::Seconds(120));
-  EXPECT_EQ(full.membership().epoch(), 0);
-  // One group throughout, never scaled: the same rows in another order of sums, the
-  // distance that order alone puts between one group and three.
-  auto one_id = cluster.client().Submit(spec("one", 2));
-  ASSERT_TRUE(one_id.ok()) << one_id.status();
-  cluster.WaitForState(*one_id, v1::SUCCEEDED, absl::Seconds(120));
   auto job_id = cluster.client().Submit(spec("grown", 2));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
-  auto scale_to = [&](int replicas, const std::vector<int32_t>& live, int64_t from_step) {
-    ASSERT_TRUE(cluster.WaitForStep(*job_id, from_step)) << "training did not get going";
-    auto scaled = cluster.client().Scale(*job_id, replicas);
-    ASSERT_TRUE(scaled.ok()) << scaled.status();
-    ASSERT_TRUE(Cluster::WaitFor([&] {
-      auto job = cluster.client().Get(*job_id);
-      return job.ok() && Live(*job) == live;
-    })) << "the job did not reach "
-        << replicas << " replica groups";
-  };
-  scale_to(2, {0, 1, 2, 3}, 30);
-  auto job = cluster.client().Get(*job_id);
-  ASSERT_TRUE(job.ok());
-  scale_to(3, {0, 1, 2, 3, 4, 5}, job->progress().step() + 30);
-  job = cluster.client().Get(*job_id);
-  ASSERT_TRUE(job.ok());
-  scale_to(1, {0, 1}, job->progress().step() + 30);
+  ASSERT_NO_FATAL_FAILURE(
+      ScaleAtHold(cluster, *job_id, 30, 2, {"w0", "w1"}, "membership epoch 1: ", {0, 1, 2, 3}));
+  ASSERT_NO_FATAL_FAILURE(ScaleAtHold(cluster, *job_id, 60, 3, {"w0", "w1", "w2", "w3"},
+                                      "membership epoch 2: ", {0, 1, 2, 3, 4, 5}));
+  ASSERT_NO_FATAL_FAILURE(ScaleAtHold(cluster, *job_id, 90, 1, {"w2", "w3", "w4", "w5"},
+                                      "leaving with its group after the step in flight", {0, 1}));
   const v1::Job grown = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(180));
   EXPECT_EQ(grown.attempt(), 1);
   EXPECT_EQ(grown.progress().step(), 600);
@@ -878,6 +900,15 @@ TEST(FaultTolerance, AJobGrownFromOneGroupToThreeAndBackEndsAsOneAtFullSize) {
   ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "describe", *job_id}, &out), 0);
   EXPECT_TRUE(absl::StrContains(out, "2 of 6 ranks train (0, 1)")) << out;
   EXPECT_TRUE(absl::StrContains(out, "grows to at most 3 (fault_tolerance.max_replicas)")) << out;
+  auto full_id = cluster.client().Submit(spec("full", 6));
+  ASSERT_TRUE(full_id.ok()) << full_id.status();
+  const v1::Job full = cluster.WaitForState(*full_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(full.membership().epoch(), 0);
+  // One group throughout, never scaled: the same rows in another order of sums, the
+  // distance that order alone puts between one group and three.
+  auto one_id = cluster.client().Submit(spec("one", 2));
+  ASSERT_TRUE(one_id.ok()) << one_id.status();
+  cluster.WaitForState(*one_id, v1::SUCCEEDED, absl::Seconds(120));
   const std::string full_path = cluster.dir() + "/full.safetensors";
   const double order = WorstOfTolerance(full_path, cluster.dir() + "/one.safetensors");
   const double worst = WorstOfTolerance(full_path, cluster.dir() + "/grown.safetensors");
@@ -885,7 +916,7 @@ TEST(FaultTolerance, AJobGrownFromOneGroupToThreeAndBackEndsAsOneAtFullSize) {
             << ", one group throughout " << order << " of the tolerance\n";
   // The grown job trains most of its steps as one group, so it sits about as far from the
   // full-size run as the one-group run does (0.78 of the tolerance at 600 steps; the
-  // grown job 0.84 to 1.02, set by its membership history). A row lost or counted twice
+  // grown job 0.96, scaled at steps 30, 60 and 90). A row lost or counted twice
   // moves the model by thousands of it (DROP above: 27,596).
   EXPECT_LE(order, 1.0) << "the order of sums alone moved one group past the tolerance";
   EXPECT_LE(worst, std::max(1.0, 2 * order)) << events;
