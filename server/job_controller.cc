@@ -547,8 +547,9 @@ void JobController::EndAttemptLocked(const v1::Job& job) {
   rendezvous_->CloseScope(job.id(), job.attempt());
   stalls_.Forget(job.id());
   live_.erase(job.id());
-  // Kept in the state file: memory holds the timelines of the most recent jobs only.
-  const v1::Timeline timeline = timelines_.Get(job.id());
+  // Kept in the state file (its newest spans): memory holds the timelines of the most
+  // recent jobs only.
+  const v1::Timeline timeline = timelines_.Get(job.id(), options_.stored_timeline_spans);
   if (timeline.attempt() == job.attempt() && timeline.ranks_size() > 0) {
     LogIfFailed(jobs_->SaveTimeline(timeline), "keeping a timeline", JobContext(job));
   }

@@ -86,6 +86,11 @@ class JobController {
     // coordinator before its own. A permanent failure reported within the grace decides
     // how the attempt ends. Zero: every failure decides at once.
     absl::Duration failure_report_grace = absl::Seconds(1);
+    // How many of an ended attempt's spans the state file keeps (each rank its share,
+    // the newest): memory holds up to 2^18 a job, about 12 MB serialised, which every
+    // ended attempt would otherwise write, under the controller's lock, and keep for
+    // the job's retention.
+    size_t stored_timeline_spans = 32768;
   };
 
   // The managers are not owned and must outlive the controller. Jobs `jobs` holds as

@@ -60,6 +60,8 @@ ABSL_FLAG(int64_t, reattach_grace_ms, 30000,
 ABSL_FLAG(int64_t, quarantine_ms, 600000,
           "a worker whose rank did not reach its attempt's rendezvous within the job's "
           "rendezvous.join_timeout_seconds is not scheduled for this long");
+ABSL_FLAG(int64_t, stored_timeline_spans, 32768,
+          "the newest spans of an ended attempt the state file keeps (shared by its ranks)");
 ABSL_FLAG(int32_t, max_world_size, 1024, "largest world_size a job may ask for");
 ABSL_FLAG(int64_t, max_parameters, int64_t{8} << 30, "largest model, in parameters");
 ABSL_FLAG(int64_t, max_steps, int64_t{1} << 40, "most steps a job may ask for");
@@ -117,6 +119,12 @@ absl::Status ControllerOptionsFromFlags(JobController::Options* controller) {
     return absl::InvalidArgumentError(
         absl::StrCat("--quarantine_ms must be >= 0, got ", absl::GetFlag(FLAGS_quarantine_ms)));
   }
+  const int64_t stored_spans = absl::GetFlag(FLAGS_stored_timeline_spans);
+  if (stored_spans < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stored_timeline_spans must be >= 1, got ", stored_spans));
+  }
+  controller->stored_timeline_spans = static_cast<size_t>(stored_spans);
   controller->limits.max_world_size = absl::GetFlag(FLAGS_max_world_size);
   if (controller->limits.max_world_size < 1 ||
       controller->limits.max_world_size > kWorldSizeCeiling) {

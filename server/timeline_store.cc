@@ -1,6 +1,7 @@
 #include "server/timeline_store.h"
 
 #include <algorithm>
+#include <cstddef>
 
 namespace shardwise {
 
@@ -37,19 +38,26 @@ void TimelineStore::Add(const std::string& job_id, int32_t attempt, int32_t rank
   }
 }
 
-v1::Timeline TimelineStore::Get(const std::string& job_id) const {
+v1::Timeline TimelineStore::Get(const std::string& job_id, size_t max_spans) const {
   absl::MutexLock lock(&mu_);
   v1::Timeline timeline;
   timeline.set_job_id(job_id);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return timeline;
   timeline.set_attempt(it->second.attempt);
+  const size_t share =
+      std::max<size_t>(1, max_spans / std::max<size_t>(1, it->second.ranks.size()));
   for (const auto& [rank, ranked] : it->second.ranks) {
     v1::RankTimeline* out = timeline.add_ranks();
     out->set_rank(rank);
     out->set_worker_id(ranked.worker_id);
-    out->set_dropped(ranked.dropped);
-    for (const v1::Span& span : ranked.spans) *out->add_spans() = span;
+    const size_t skipped = ranked.spans.size() - std::min(share, ranked.spans.size());
+    out->set_dropped(ranked.dropped + static_cast<int64_t>(skipped));
+    out->mutable_spans()->Reserve(static_cast<int>(ranked.spans.size() - skipped));
+    for (auto span = ranked.spans.begin() + static_cast<std::ptrdiff_t>(skipped);
+         span != ranked.spans.end(); ++span) {
+      *out->add_spans() = *span;
+    }
   }
   return timeline;
 }

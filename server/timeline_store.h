@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <list>
 #include <map>
 #include <string>
@@ -34,8 +35,11 @@ class TimelineStore {
   void Add(const std::string& job_id, int32_t attempt, int32_t rank, const std::string& worker_id,
            const std::vector<v1::Span>& spans, int64_t dropped);
 
-  // The job's timeline; empty (no ranks) if none is held.
-  v1::Timeline Get(const std::string& job_id) const;
+  // The job's timeline; empty (no ranks) if none is held. With `max_spans`, each rank's
+  // newest spans within its share of it (at least one), the rest counted as dropped:
+  // what the state file keeps of an ended attempt.
+  v1::Timeline Get(const std::string& job_id,
+                   size_t max_spans = std::numeric_limits<size_t>::max()) const;
 
  private:
   struct RankSpans {

@@ -37,6 +37,22 @@ TEST(TimelineStore, TheRanksOfAJobShareItsBound) {
   EXPECT_EQ(timeline.ranks(1).spans_size(), 4);
 }
 
+TEST(TimelineStore, ABoundedCopyKeepsEachRanksNewestShareAndCountsTheRest) {
+  TimelineStore store;
+  store.Add("job-1", 1, 0, "w0", Spans(10, 0), 2);
+  store.Add("job-1", 1, 1, "w1", Spans(3, 100), 0);
+  const v1::Timeline bounded = store.Get("job-1", /*max_spans=*/8);  // 4 a rank
+  ASSERT_EQ(bounded.ranks_size(), 2);
+  ASSERT_EQ(bounded.ranks(0).spans_size(), 4);
+  EXPECT_EQ(bounded.ranks(0).spans(0).start_us(), 6);  // the newest four, oldest first
+  EXPECT_EQ(bounded.ranks(0).spans(3).start_us(), 9);
+  EXPECT_EQ(bounded.ranks(0).dropped(), 2 + 6);
+  EXPECT_EQ(bounded.ranks(1).spans_size(), 3);  // under its share: all of them
+  EXPECT_EQ(bounded.ranks(1).dropped(), 0);
+  EXPECT_EQ(store.Get("job-1", /*max_spans=*/1).ranks(1).spans_size(), 1);  // at least one
+  EXPECT_EQ(store.Get("job-1").ranks(0).spans_size(), 10);  // the store keeps them all
+}
+
 TEST(TimelineStore, ANewAttemptReplacesTheOldAndLateSpansAreIgnored) {
   TimelineStore store;
   store.Add("job-1", 1, 0, "w0", Spans(2, 0), 0);

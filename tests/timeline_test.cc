@@ -102,5 +102,41 @@ TEST(Timeline, MergesEveryRankIntoOneNestedChromeTrace) {
   }
 }
 
+// The state file keeps an ended attempt's newest spans, `--stored_timeline_spans` shared
+// by its ranks, the rest counted as dropped: what a restarted coordinator still shows.
+TEST(Timeline, TheStateFileKeepsAnEndedAttemptsNewestSpans) {
+  ClusterOptions options;
+  options.coordinator_flags = {"--stored_timeline_spans=30"};
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  for (const char* name : {"w0", "w1"}) cluster.AddWorker(name);
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.set_steps(12);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(60));
+  auto held = cluster.client().GetTimeline(*job_id);
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_EQ(held->ranks_size(), 2);
+  ASSERT_GT(held->ranks(0).spans_size(), 15) << "too few spans for the bound to show";
+
+  cluster.KillCoordinator();
+  cluster.StartCoordinator();
+  auto kept = cluster.client().GetTimeline(*job_id);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->attempt(), 1);
+  ASSERT_EQ(kept->ranks_size(), 2);
+  for (const v1::RankTimeline& rank : kept->ranks()) {
+    EXPECT_EQ(rank.spans_size(), 15) << "rank " << rank.rank();
+    EXPECT_GE(rank.dropped(), 1) << "rank " << rank.rank();
+  }
+  // The newest: rank 0's last kept span is among the last 15 that memory held.
+  const auto& all = held->ranks(0).spans();
+  EXPECT_TRUE(std::any_of(all.end() - 15, all.end(), [&](const v1::Span& span) {
+    return span.start_us() == kept->ranks(0).spans(14).start_us() &&
+           span.name() == kept->ranks(0).spans(14).name();
+  }));
+}
+
 }  // namespace
 }  // namespace shardwise::testing
