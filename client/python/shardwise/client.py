@@ -33,8 +33,11 @@ _WATCH_RETRY_SECONDS = 600
 _WATCH_LOST = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
                grpc.StatusCode.RESOURCE_EXHAUSTED)
 # Pings find a connection that died without a word (the coordinator accepts one every 5 s).
+# A job's record can pass gRPC's 4 MiB default (the events and membership history of a
+# fault-tolerant job that has healed for weeks): 64 MiB, as the C++ client takes.
 _CHANNEL_OPTIONS = (("grpc.keepalive_time_ms", 20000), ("grpc.keepalive_timeout_ms", 10000),
-                    ("grpc.http2.max_pings_without_data", 0))
+                    ("grpc.http2.max_pings_without_data", 0),
+                    ("grpc.max_receive_message_length", 64 << 20))
 
 # The spec fields that name files, as field paths of JobSpec: made absolute against the
 # caller's directory, as the CLI does (the coordinator takes absolute paths only). The
