@@ -10,11 +10,33 @@ namespace shardwise {
 namespace {
 
 // "0-2", "0, 2, 5".
+// A stall's message names this many ranks (or runs of ranks) of each list at most and
+// counts the rest: a job of a thousand ranks would write kilobytes per event.
+constexpr size_t kNamedInAStall = 8;
+
+// Ascending ranks, runs of three or more as "first-last", the rest counted.
 std::string RankList(const std::vector<int32_t>& ranks) {
-  if (ranks.size() > 2 && ranks.back() - ranks.front() + 1 == static_cast<int32_t>(ranks.size())) {
-    return absl::StrCat(ranks.front(), "-", ranks.back());
+  std::vector<std::string> runs;
+  size_t named = 0;
+  for (size_t i = 0; i < ranks.size() && runs.size() < kNamedInAStall;) {
+    size_t end = i + 1;
+    while (end < ranks.size() && ranks[end] == ranks[end - 1] + 1) ++end;
+    if (end - i < 3) end = i + 1;
+    runs.push_back(end - i == 1 ? absl::StrCat(ranks[i])
+                                : absl::StrCat(ranks[i], "-", ranks[end - 1]));
+    named += end - i;
+    i = end;
   }
-  return absl::StrJoin(ranks, ", ");
+  std::string list = absl::StrJoin(runs, ", ");
+  if (named < ranks.size()) absl::StrAppend(&list, " and ", ranks.size() - named, " more");
+  return list;
+}
+
+// The first entries of `missing`, the rest counted.
+std::string MissingList(const std::vector<std::string>& missing) {
+  if (missing.size() <= kNamedInAStall) return absl::StrJoin(missing, "; ");
+  return absl::StrCat(absl::StrJoin(missing.begin(), missing.begin() + kNamedInAStall, "; "),
+                      "; and ", missing.size() - kNamedInAStall, " more ranks");
 }
 
 std::string Where(const v1::RankPosition& p) {
@@ -146,9 +168,9 @@ std::optional<StallDetector::Stall> StallDetector::CheckAttempt(const std::strin
   stall.job_id = job_id;
   stall.attempt = attempt.attempt;
   stall.message = absl::StrCat(
-      "stall: ", absl::StrJoin(missing, "; "), "; rank", waiting.size() > 1 ? "s " : " ",
-      RankList(waiting), waiting.size() > 1 ? " are" : " is", " waiting in ", Where(*waiting_at),
-      " for ", absl::FormatDuration(absl::Trunc(waited, absl::Seconds(1))));
+      "stall: ", MissingList(missing), "; rank", waiting.size() > 1 ? "s " : " ", RankList(waiting),
+      waiting.size() > 1 ? " are" : " is", " waiting in ", Where(*waiting_at), " for ",
+      absl::FormatDuration(absl::Trunc(waited, absl::Seconds(1))));
   if (options_.abort > absl::ZeroDuration() && waited >= options_.abort) {
     stall.abort = true;
     absl::StrAppend(&stall.message, " (longer than the stall timeout of ",

@@ -63,6 +63,35 @@ TEST(StallDetector, NamesTheRankTheOthersWaitForOncePerCollective) {
   EXPECT_TRUE(detector.Check(kStart + absl::Seconds(500)).empty());
 }
 
+// A job of many ranks: the message names the first few of each list and counts the rest.
+TEST(StallDetector, NamesTheFirstRanksOfALongListAndCountsTheRest) {
+  StallDetector detector = Detector();
+  std::vector<int32_t> ranks(40);
+  for (int32_t rank = 0; rank < 40; ++rank) ranks[rank] = rank;
+  detector.Track("job-1", 1, ranks);
+  // Ranks 0-19 and the even ranks above wait in the all-gather; the odd ones above, 10
+  // of them, stay before it.
+  for (absl::Duration waited : {absl::ZeroDuration(), absl::Seconds(61)}) {
+    const int64_t ms = absl::ToInt64Milliseconds(waited);
+    for (int32_t rank = 0; rank < 40; ++rank) {
+      const bool behind = rank >= 20 && rank % 2 == 1;
+      detector.Record(
+          "job-1", 1, rank,
+          behind ? At(4, "forward", 2, "", 0, 6) : At(4, "forward", 3, "all-gather", ms, 7),
+          kStart + waited);
+    }
+  }
+  std::vector<StallDetector::Stall> stalls = detector.Check(kStart + absl::Seconds(61));
+  ASSERT_EQ(stalls.size(), 1u);
+  const std::string& message = stalls[0].message;
+  EXPECT_NE(message.find("rank 35 has not entered"), std::string::npos) << message;  // 8th
+  EXPECT_EQ(message.find("rank 37 has not entered"), std::string::npos) << message;
+  EXPECT_NE(message.find("; and 2 more ranks; ranks 0-20, 22, 24, 26, 28, 30, 32, 34 and 2 more "
+                         "are waiting in all-gather"),
+            std::string::npos)
+      << message;
+}
+
 TEST(StallDetector, PastTheAbortTimeEveryCheckSaysAbort) {
   StallDetector detector = Detector(absl::Seconds(120));
   detector.Track("job-1", 1, {0, 1, 2});
