@@ -341,7 +341,12 @@ void AppendRanksAndEvents(const v1::Job& job, std::string* out) {
                     left ? "  (left the attempt)" : "", "\n");
   }
   absl::StrAppend(out, "Events:\n");
-  for (const auto& e : job.events()) {
+  for (int i = 0; i < job.events_size(); ++i) {
+    if (i == job.events_omitted_after() && job.events_omitted() > 0) {
+      absl::StrAppend(out, "  ... ", job.events_omitted(),
+                      " events left out here (the coordinator's state file keeps them)\n");
+    }
+    const v1::JobEvent& e = job.events(i);
     absl::StrAppend(out, "  ", FormatTime(e.time_ms()), "  attempt ", e.attempt(), "  ",
                     v1::JobState_Name(e.state()), "  ", e.message(), "\n");
   }

@@ -150,6 +150,22 @@ TEST(Format, ACompactedJobSaysSo) {
   EXPECT_FALSE(absl::StrContains(description, "Spec:")) << description;
 }
 
+TEST(Format, EventsLeftOutOfTheRecordAreCountedWhereTheyWere) {
+  v1::Job job = RunningJob();
+  job.clear_events();
+  for (const char* message : {"submitted", "attempt 1 scheduled", "heal 4000"}) {
+    job.add_events()->set_message(message);
+  }
+  job.set_events_omitted(3997);
+  job.set_events_omitted_after(2);
+  const std::string description = FormatJobDescription(job, 1'000'000);
+  EXPECT_TRUE(absl::StrContains(description,
+                                "attempt 1 scheduled\n  ... 3997 events left out here (the "
+                                "coordinator's state file keeps them)\n"))
+      << description;
+  EXPECT_TRUE(absl::StrContains(description, "heal 4000\n")) << description;
+}
+
 TEST(Format, ADescriptionShowsTheSubmittersFolders) {
   v1::Job job = RunningJob();
   job.set_submitter("alice");

@@ -14,6 +14,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "server/job_event_bound.h"
 
 namespace shardwise {
 namespace {
@@ -167,6 +168,7 @@ absl::StatusOr<v1::Job> JobManager::Mutate(const std::string& job_id,
     event.set_state(updated.state());
     event.set_message(event_message);
     *updated.add_events() = event;
+    BoundJobEvents(&updated);
     events.push_back(event);
   }
   const absl::Status saved = store_->SaveJob(updated, events);
@@ -203,6 +205,7 @@ absl::Status JobManager::SaveUnsaved(Entry& entry) {
   std::vector<v1::JobEvent> events = entry.unsaved_events;
   events.push_back(note);
   *job.add_events() = note;
+  BoundJobEvents(&job);
   RETURN_IF_ERROR(store_->SaveJob(job, events));
   Publish(entry, std::move(job));
   return absl::OkStatus();

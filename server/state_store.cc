@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "contracts/job_state.h"
 #include "contracts/job_summary.h"
+#include "server/job_event_bound.h"
 
 namespace shardwise {
 namespace {
@@ -221,7 +222,9 @@ absl::Status StateStore::MigrateFromVersion1() {
 
 absl::Status StateStore::WriteJobRow(const v1::Job& job) {
   v1::Job record = job;
-  record.clear_events();
+  record.clear_events();  // in job_events, each once (the count of omitted ones with them)
+  record.clear_events_omitted();
+  record.clear_events_omitted_after();
   record.clear_spec();
   const std::string state = v1::JobState_Name(job.state());
   Statement upsert(db_,
@@ -294,7 +297,13 @@ absl::Status StateStore::LoadEvents(const std::string& job_id, v1::Job* job) {
                    "ORDER BY rowid;");
   if (!events.ok()) return SqliteError(db_, "loading job events");
   events.BindText(1, job_id);
+  // Every event is here: the record's count of those it left out starts again.
+  job->clear_events();
+  job->clear_events_omitted();
+  job->clear_events_omitted_after();
   while (events.NextRow()) {
+    // Bounded as they come (in batches), not after all of a long history is held.
+    if (job->events_size() >= kFirstJobEventsKept + 2 * kNewestJobEventsKept) BoundJobEvents(job);
     v1::JobEvent* event = job->add_events();
     event->set_time_ms(sqlite3_column_int64(events.get(), 0));
     event->set_attempt(static_cast<int32_t>(sqlite3_column_int64(events.get(), 1)));
@@ -303,6 +312,7 @@ absl::Status StateStore::LoadEvents(const std::string& job_id, v1::Job* job) {
                                                                       : v1::JOB_STATE_UNSPECIFIED);
     event->set_message(events.ColumnText(3));
   }
+  BoundJobEvents(job);
   return events.Finished(absl::StrCat("loading the events of job ", job_id));
 }
 

@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "server/job_event_bound.h"
 
 namespace shardwise {
 namespace {
@@ -75,6 +77,49 @@ TEST(StateStore, SavedJobsAndEventsSurviveReopening) {
   EXPECT_EQ(job->events(0).state(), v1::RUNNING);
   EXPECT_EQ(job->events(1).message(), "rank 1 lost");
   EXPECT_EQ((*store)->LoadJob("job-3").status().code(), absl::StatusCode::kNotFound);
+}
+
+// The file keeps every event; a record read back carries the first and the newest
+// (server/job_event_bound.h) and counts the rest, a live job's as an ended one's.
+TEST(StateStore, AJobReadBackCarriesItsFirstAndNewestEventsAndCountsTheRest) {
+  const std::string path = TempPath("events.db");
+  const int total = kFirstJobEventsKept + 3 * kNewestJobEventsKept + 7;
+  {
+    auto store = StateStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    std::vector<v1::JobEvent> events(total);
+    for (int i = 0; i < total; ++i) events[i].set_message(std::to_string(i));
+    v1::Job live = MakeJob("job-1", v1::RUNNING);
+    live.set_events_omitted(5);  // what this record said is not the file's
+    ASSERT_TRUE((*store)->SaveJob(live, events).ok());
+    ASSERT_TRUE((*store)->SaveJob(MakeJob("job-2", v1::FAILED), events).ok());
+  }
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto loaded = (*store)->LoadJobs();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->live.size(), 1u);
+  auto ended = (*store)->LoadJob("job-2");
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  for (const v1::Job& job : {loaded->live[0], *ended}) {
+    ASSERT_EQ(job.events_size(), kFirstJobEventsKept + kNewestJobEventsKept) << job.id();
+    EXPECT_EQ(job.events_omitted(), total - kFirstJobEventsKept - kNewestJobEventsKept);
+    EXPECT_EQ(job.events_omitted_after(), kFirstJobEventsKept);
+    EXPECT_EQ(job.events(0).message(), "0");
+    EXPECT_EQ(job.events(kFirstJobEventsKept).message(),
+              std::to_string(total - kNewestJobEventsKept));
+    EXPECT_EQ(job.events(job.events_size() - 1).message(), std::to_string(total - 1));
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* count = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM job_events WHERE job_id='job-1';", -1,
+                               &count, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(count), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(count, 0), total);
+  sqlite3_finalize(count);
+  sqlite3_close(db);
 }
 
 TEST(StateStore, QuarantinesSurviveReopeningUntilTheyEnd) {
