@@ -9,12 +9,12 @@
 namespace shardwise {
 namespace {
 
-// "0-2", "0, 2, 5".
-// A stall's message names this many ranks (or runs of ranks) of each list at most and
-// counts the rest: a job of a thousand ranks would write kilobytes per event.
+// A stall's message names this many entries (a rank, or a run of ranks) of each list at
+// most and counts the rest: a job of a thousand ranks would write kilobytes per event.
 constexpr size_t kNamedInAStall = 8;
 
-// Ascending ranks, runs of three or more as "first-last", the rest counted.
+// Ascending ranks, runs of three or more as "first-last", the rest counted: "0-2",
+// "0, 2, 5", "0-20, 22, 24, 26, 28, 30, 32, 34 and 2 more".
 std::string RankList(const std::vector<int32_t>& ranks) {
   std::vector<std::string> runs;
   size_t named = 0;
@@ -134,6 +134,7 @@ std::optional<StallDetector::Stall> StallDetector::CheckAttempt(const std::strin
     if (waiting_at == nullptr || LaneCount(position, lane) > LaneCount(*waiting_at, lane)) {
       waiting_at = &position;
       waiting.clear();
+      waited = absl::ZeroDuration();  // how long the ranks furthest along have waited
     }
     if (LaneCount(position, lane) == LaneCount(*waiting_at, lane)) {
       waiting.push_back(rank);

@@ -92,6 +92,26 @@ TEST(StallDetector, NamesTheFirstRanksOfALongListAndCountsTheRest) {
       << message;
 }
 
+// The wait reported is that of the ranks furthest along, not of a rank seen before them
+// in an earlier collective.
+TEST(StallDetector, TheWaitIsTheFurthestRanksOwn) {
+  StallDetector detector = Detector();
+  detector.Track("job-1", 1, {0, 1, 2});
+  for (absl::Duration waited : {absl::ZeroDuration(), absl::Seconds(61)}) {
+    const int64_t ms = absl::ToInt64Milliseconds(waited);
+    detector.Record("job-1", 1, 0, At(4, "forward", 2, "all-gather", ms + 100'000, 6),
+                    kStart + waited);
+    detector.Record("job-1", 1, 1, At(4, "forward", 3, "all-gather", ms, 7), kStart + waited);
+    detector.Record("job-1", 1, 2, At(4, "forward", 1, "", 0, 5), kStart + waited);
+  }
+  std::vector<StallDetector::Stall> stalls = detector.Check(kStart + absl::Seconds(61));
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_NE(stalls[0].message.find("rank 1 is waiting in all-gather of unit 3 at step 4 "
+                                   "(forward) for 1m1s"),
+            std::string::npos)
+      << stalls[0].message;
+}
+
 TEST(StallDetector, PastTheAbortTimeEveryCheckSaysAbort) {
   StallDetector detector = Detector(absl::Seconds(120));
   detector.Track("job-1", 1, {0, 1, 2});

@@ -198,7 +198,9 @@ class Client:
         return self._call(self._stub.SubmitJob, request).job_id
 
     def get(self, job_id):
-        """The job (shardwise.proto.job_pb2.Job), with its spec, progress and events."""
+        """The job (shardwise.proto.job_pb2.Job), with its spec, progress and events: the
+        first 20 and the newest 1000; `events_omitted` more came after the first
+        `events_omitted_after` (the coordinator's state file keeps them)."""
         return self._call(self._stub.GetJob, job_service_pb2.GetJobRequest(job_id=job_id))
 
     def list(self, states=(), submitter="", limit=None):
