@@ -158,6 +158,47 @@ bool LogSays(Cluster& cluster, const std::string& name, const std::string& text)
   return absl::StrContains(ReadWholeFile(cluster.worker(name).log_path()), text);
 }
 
+// The file whose creation releases the ranks held at step `step`.
+std::string ReleaseFile(Cluster& cluster, int64_t step) {
+  return absl::StrCat(cluster.dir(), "/release-", step);
+}
+
+// The worker flag that holds its rank at the forward of each of `steps` until the step's
+// ReleaseFile exists (--fault_injection=hold_at, each once).
+std::string HoldsAt(Cluster& cluster, const std::vector<int64_t>& steps) {
+  std::vector<std::string> holds;
+  holds.reserve(steps.size());
+  for (int64_t step : steps) {
+    holds.push_back(absl::StrCat("hold_at=", step, ":forward:", ReleaseFile(cluster, step)));
+  }
+  return "--fault_injection=" + absl::StrJoin(holds, ",");
+}
+
+// At the hold of step `step`: asks for `replicas` groups, waits until the `workers` have
+// logged `heard` (the change reached their ranks), releases the hold and waits for the
+// `live` ranks.
+void ScaleAtHold(Cluster& cluster, const std::string& job_id, int64_t step, int replicas,
+                 const std::vector<std::string>& workers, const std::string& heard,
+                 const std::vector<int32_t>& live) {
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return LogSays(cluster, "w0", absl::StrCat("fault injection: held at forward of step ", step));
+  })) << "the job did not get to step "
+      << step;
+  auto scaled = cluster.client().Scale(job_id, replicas);
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return std::all_of(workers.begin(), workers.end(),
+                       [&](const std::string& name) { return LogSays(cluster, name, heard); });
+  })) << "the change to "
+      << replicas << " replica groups did not reach the ranks";
+  std::ofstream(ReleaseFile(cluster, step)).put('\n');
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    auto job = cluster.client().Get(job_id);
+    return job.ok() && Live(*job) == live;
+  })) << "the job did not reach "
+      << replicas << " replica groups";
+}
+
 // Which rank's worker is killed: a follower (rank 2), or the leader (rank 0), whose
 // duties (progress, the final model) pass to rank 1. Under KEEP_GLOBAL: one of the two
 // survivors trains on the lost rank's rows too, the other does not (their micro-steps
@@ -742,12 +783,9 @@ TEST(FaultTolerance, ACoordinatorKilledMidHealEndsTheJobWhole) {
 TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
   Cluster cluster;
   cluster.StartCoordinator();
-  const std::string down_asked = cluster.dir() + "/down-asked";
-  const std::string up_asked = cluster.dir() + "/up-asked";
   for (int w = 0; w < 4; ++w) {
-    std::string faults = "--fault_injection=hold_at=40:forward:" + down_asked;
-    if (w < 2) absl::StrAppend(&faults, ",hold_at=150:forward:", up_asked);
-    cluster.AddWorker(absl::StrCat("w", w), {faults});
+    cluster.AddWorker(absl::StrCat("w", w),
+                      {w < 2 ? HoldsAt(cluster, {40, 150}) : HoldsAt(cluster, {40})});
   }
   auto job_id = cluster.client().Submit(
       KeepingTheBatch(HybridSpec(cluster.dir() + "/scaled.safetensors", 300)));
@@ -772,22 +810,17 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
     return LogSays(cluster, "w2", "leaving with its group after the step in flight") &&
            LogSays(cluster, "w3", "leaving with its group after the step in flight");
   }));
-  std::ofstream(down_asked).put('\n');
+  std::ofstream(ReleaseFile(cluster, 40)).put('\n');
   ASSERT_TRUE(Cluster::WaitFor([&] {
     return cluster.WorkerState("w2") == v1::IDLE && cluster.WorkerState("w3") == v1::IDLE;
   })) << "the group above the target did not leave";
   auto down = cluster.client().Get(*job_id);
   ASSERT_TRUE(down.ok());
   EXPECT_EQ(Live(*down), (std::vector<int32_t>{0, 1}));
-  auto up = cluster.client().Scale(*job_id, 2);
-  ASSERT_TRUE(up.ok()) << up.status();
   // Released once the live ranks hold the epoch with the group back: they move to it at
   // their next step's vote, long before the job's end.
-  ASSERT_TRUE(Cluster::WaitFor([&] {
-    return LogSays(cluster, "w0", "membership epoch 2: ") &&
-           LogSays(cluster, "w1", "membership epoch 2: ");
-  }));
-  std::ofstream(up_asked).put('\n');
+  ASSERT_NO_FATAL_FAILURE(
+      ScaleAtHold(cluster, *job_id, 150, 2, {"w0", "w1"}, "membership epoch 2: ", {0, 1, 2, 3}));
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.progress().step(), 300);
@@ -805,36 +838,6 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
             1.0);
 }
 
-// The file whose creation releases the ranks held at step `step`.
-std::string ReleaseFile(Cluster& cluster, int64_t step) {
-  return absl::StrCat(cluster.dir(), "/release-", step);
-}
-
-// At the hold of step `step`: asks for `replicas` groups, waits until the `workers` have
-// logged `heard` (the change reached their ranks), releases the hold and waits for the
-// `live` ranks.
-void ScaleAtHold(Cluster& cluster, const std::string& job_id, int64_t step, int replicas,
-                 const std::vector<std::string>& workers, const std::string& heard,
-                 const std::vector<int32_t>& live) {
-  ASSERT_TRUE(Cluster::WaitFor([&] {
-    return LogSays(cluster, "w0", absl::StrCat("fault injection: held at forward of step ", step));
-  })) << "the job did not get to step "
-      << step;
-  auto scaled = cluster.client().Scale(job_id, replicas);
-  ASSERT_TRUE(scaled.ok()) << scaled.status();
-  ASSERT_TRUE(Cluster::WaitFor([&] {
-    return std::all_of(workers.begin(), workers.end(),
-                       [&](const std::string& name) { return LogSays(cluster, name, heard); });
-  })) << "the change to "
-      << replicas << " replica groups did not reach the ranks";
-  std::ofstream(ReleaseFile(cluster, step)).put('\n');
-  ASSERT_TRUE(Cluster::WaitFor([&] {
-    auto job = cluster.client().Get(job_id);
-    return job.ok() && Live(*job) == live;
-  })) << "the job did not reach "
-      << replicas << " replica groups";
-}
-
 // Growth past world_size: a job submitted with one replica group of 2 ranks (world_size
 // 2) and fault_tolerance.max_replicas 3 is scaled to 2 groups, then 3, then back to 1
 // while it trains. Each growth places the groups not placed yet (ranks 2 and 3, then 4
@@ -849,15 +852,11 @@ void ScaleAtHold(Cluster& cluster, const std::string& job_id, int64_t step, int 
 TEST(FaultTolerance, AJobGrownFromOneGroupToThreeAndBackEndsAsOneAtFullSize) {
   Cluster cluster;
   cluster.StartCoordinator();
-  for (int w = 0; w < 6; ++w) {
-    // The group of w0 and w1 is live from the start, w2 and w3's from step 31, w4 and
-    // w5's from step 61: each worker holds at the steps it trains.
-    std::vector<std::string> holds;
-    for (int64_t step = int64_t{30} * (w / 2 + 1); step <= 90; step += 30) {
-      holds.push_back(absl::StrCat("hold_at=", step, ":forward:", ReleaseFile(cluster, step)));
-    }
-    cluster.AddWorker(absl::StrCat("w", w), {"--fault_injection=" + absl::StrJoin(holds, ",")});
-  }
+  // The group of w0 and w1 is live from the start, w2 and w3's from step 31, w4 and w5's
+  // from step 61: each worker holds at the steps it trains.
+  const std::vector<std::vector<int64_t>> holds = {{30, 60, 90}, {60, 90}, {90}};
+  for (int w = 0; w < 6; ++w)
+    cluster.AddWorker(absl::StrCat("w", w), {HoldsAt(cluster, holds[w / 2])});
   // SGD with momentum: state a joiner must take, and an update linear in the gradient
   // (AdamW's m / sqrt(v) turns the changed order of sums on gradients near its eps into
   // lr-sized differences, up to 2 of the tolerance here after one step).

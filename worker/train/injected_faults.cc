@@ -44,69 +44,81 @@ class NeverJoinsRendezvous final : public TrainingHooks {
   bool StayOutOfRendezvous() override { return true; }
 };
 
-// Dies by SIGKILL where it is told (a step, or any, and a phase or collective of it), as
-// a worker whose host fails there: fault tolerance must carry the other replicas past it.
+// Where a fault strikes: a step (or any) and a phase or collective of it.
+struct FaultPoint {
+  static constexpr int64_t kAnyStep = -1;
+  int64_t step = kAnyStep;
+  std::string point;
+
+  bool Matches(int64_t at_step, const char* at_point) const {
+    return (step == kAnyStep || at_step == step) && point == at_point;
+  }
+};
+
+// Dies by SIGKILL where it is told, as a worker whose host fails there: fault tolerance
+// must carry the other replicas past it.
 class KilledAt final : public TrainingHooks {
  public:
-  static constexpr int64_t kAnyStep = -1;
-  KilledAt(int64_t step, std::string point) : step_(step), point_(std::move(point)) {}
+  explicit KilledAt(FaultPoint at) : at_(std::move(at)) {}
 
   void AtPoint(int64_t step, const char* point) override {
-    if ((step_ == kAnyStep || step == step_) && point_ == point) raise(SIGKILL);
+    if (at_.Matches(step, point)) raise(SIGKILL);
   }
 
  private:
-  const int64_t step_;
-  const std::string point_;
+  const FaultPoint at_;
 };
 
-// Stops for a while where it is told, as a rank on a host that stalls there (or a slow
-// link): a window in which a test can fail something else (the coordinator mid-heal).
-class PausedAt final : public TrainingHooks {
+// Stops the rank the first time it gets where it is told (AtPoint runs on several
+// threads; the first one there stops), for as long as Stop says.
+class StopsOnceAt : public TrainingHooks {
  public:
-  PausedAt(int64_t step, std::string point, absl::Duration pause)
-      : step_(step), point_(std::move(point)), pause_(pause) {}
+  explicit StopsOnceAt(FaultPoint at) : at_(std::move(at)) {}
 
-  void AtPoint(int64_t step, const char* point) override {
-    if ((step_ == KilledAt::kAnyStep || step == step_) && point_ == point &&
-        !paused_.exchange(true)) {
-      // In the worker's log, for the test that acts in the window.
-      std::cerr << "fault injection: paused at " << point << " of step " << step << " for "
-                << absl::FormatDuration(pause_) << std::endl;
-      absl::SleepFor(pause_);
-    }
+  void AtPoint(int64_t step, const char* point) final {
+    if (at_.Matches(step, point) && !stopped_.exchange(true)) Stop(step, point);
   }
 
+ protected:
+  virtual void Stop(int64_t step, const char* point) = 0;
+
  private:
-  const int64_t step_;
-  const std::string point_;
+  const FaultPoint at_;
+  std::atomic<bool> stopped_{false};
+};
+
+// Stops for a while, as a rank on a host that stalls there (or a slow link): a window in
+// which a test can fail something else (the coordinator mid-heal).
+class PausedAt final : public StopsOnceAt {
+ public:
+  PausedAt(FaultPoint at, absl::Duration pause) : StopsOnceAt(std::move(at)), pause_(pause) {}
+
+ private:
+  void Stop(int64_t step, const char* point) override {
+    // In the worker's log, for the test that acts in the window.
+    std::cerr << "fault injection: paused at " << point << " of step " << step << " for "
+              << absl::FormatDuration(pause_) << std::endl;
+    absl::SleepFor(pause_);
+  }
+
   const absl::Duration pause_;
-  std::atomic<bool> paused_{false};  // once (AtPoint runs on several threads)
 };
 
-// Stops where it is told until a file exists, once: a pause whose end the test decides,
-// so that what it does in the window does not race the job's end however loaded the
-// machine is.
-class HeldAt final : public TrainingHooks {
+// Stops until a file exists: a pause whose end the test decides, so that what it does in
+// the window does not race the job's end however loaded the machine is.
+class HeldAt final : public StopsOnceAt {
  public:
-  HeldAt(int64_t step, std::string point, std::string file)
-      : step_(step), point_(std::move(point)), file_(std::move(file)) {}
-
-  void AtPoint(int64_t step, const char* point) override {
-    if ((step_ == KilledAt::kAnyStep || step == step_) && point_ == point &&
-        !held_.exchange(true)) {
-      std::cerr << "fault injection: held at " << point << " of step " << step << " until " << file_
-                << " exists" << std::endl;
-      std::error_code ignored;
-      while (!std::filesystem::exists(file_, ignored)) absl::SleepFor(absl::Milliseconds(20));
-    }
-  }
+  HeldAt(FaultPoint at, std::string file) : StopsOnceAt(std::move(at)), file_(std::move(file)) {}
 
  private:
-  const int64_t step_;
-  const std::string point_;
+  void Stop(int64_t step, const char* point) override {
+    std::cerr << "fault injection: held at " << point << " of step " << step << " until " << file_
+              << " exists" << std::endl;
+    std::error_code ignored;
+    while (!std::filesystem::exists(file_, ignored)) absl::SleepFor(absl::Milliseconds(20));
+  }
+
   const std::string file_;
-  std::atomic<bool> held_{false};  // once (AtPoint runs on several threads)
 };
 
 // Leaves with its group after a step, as a rank whose worker is shutting down: a
@@ -146,30 +158,30 @@ class AllOf final : public TrainingHooks {
   const std::vector<std::shared_ptr<TrainingHooks>> faults_;
 };
 
-// "STEP:POINT" or "any:POINT" (KilledAt::kAnyStep).
-bool ParseStepAndPoint(absl::string_view text, int64_t* step, std::string* point) {
+// "STEP:POINT" or "any:POINT".
+bool ParseFaultPoint(absl::string_view text, FaultPoint* at) {
   const size_t colon = text.find(':');
   if (colon == absl::string_view::npos || colon + 1 >= text.size()) return false;
   const absl::string_view step_text = text.substr(0, colon);
   if (step_text == "any") {
-    *step = KilledAt::kAnyStep;
-  } else if (!absl::SimpleAtoi(step_text, step) || *step < 0) {
+    at->step = FaultPoint::kAnyStep;
+  } else if (!absl::SimpleAtoi(step_text, &at->step) || at->step < 0) {
     return false;
   }
-  *point = std::string(text.substr(colon + 1));
+  at->point = std::string(text.substr(colon + 1));
   return true;
 }
 
 // "pause_at=" or "hold_at=" and then "STEP:POINT:LAST", LAST after the second colon (no
 // point has one; a file may).
-bool ParseStepPointAndLast(absl::string_view text, absl::string_view prefix, int64_t* step,
-                           std::string* point, std::string* last) {
+bool ParseFaultPointAndLast(absl::string_view text, absl::string_view prefix, FaultPoint* at,
+                            std::string* last) {
   if (!absl::ConsumePrefix(&text, prefix)) return false;
   const size_t first = text.find(':');
   const size_t colon = first == absl::string_view::npos ? first : text.find(':', first + 1);
   if (colon == absl::string_view::npos || colon + 1 >= text.size()) return false;
   *last = std::string(text.substr(colon + 1));
-  return ParseStepAndPoint(text.substr(0, colon), step, point);
+  return ParseFaultPoint(text.substr(0, colon), at);
 }
 
 std::shared_ptr<TrainingHooks> ParseOneFault(absl::string_view text) {
@@ -185,17 +197,18 @@ std::shared_ptr<TrainingHooks> ParseOneFault(absl::string_view text) {
     return std::make_shared<LeavesAfter>(from);
   }
   rest = text;
-  std::string point, last;
-  if (absl::ConsumePrefix(&rest, "sigkill_at=") && ParseStepAndPoint(rest, &from, &point)) {
-    return std::make_shared<KilledAt>(from, point);
+  FaultPoint at;
+  std::string last;
+  if (absl::ConsumePrefix(&rest, "sigkill_at=") && ParseFaultPoint(rest, &at)) {
+    return std::make_shared<KilledAt>(at);
   }
   int64_t pause_ms = 0;
-  if (ParseStepPointAndLast(text, "pause_at=", &from, &point, &last) &&
-      absl::SimpleAtoi(last, &pause_ms) && pause_ms > 0) {
-    return std::make_shared<PausedAt>(from, point, absl::Milliseconds(pause_ms));
+  if (ParseFaultPointAndLast(text, "pause_at=", &at, &last) && absl::SimpleAtoi(last, &pause_ms) &&
+      pause_ms > 0) {
+    return std::make_shared<PausedAt>(at, absl::Milliseconds(pause_ms));
   }
-  if (ParseStepPointAndLast(text, "hold_at=", &from, &point, &last)) {
-    return std::make_shared<HeldAt>(from, point, last);
+  if (ParseFaultPointAndLast(text, "hold_at=", &at, &last)) {
+    return std::make_shared<HeldAt>(at, last);
   }
   return nullptr;
 }
