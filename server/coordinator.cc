@@ -244,6 +244,23 @@ void Coordinator::AddCollectors() {
   });
 }
 
+void Coordinator::TrimEndedJobs() {
+  // `done` jobs that ended more than `after` ago were compacted, or forgotten: logged.
+  auto log = [](const char* doing, const char* did, const absl::StatusOr<int>& done,
+                absl::Duration after) {
+    if (!done.ok()) {
+      LogError(LogContext(), absl::StrCat(doing, " old jobs: ", done.status().message()));
+    } else if (*done > 0) {
+      LogInfo(LogContext(), absl::StrCat(did, " ", *done, " jobs that ended more than ",
+                                         absl::FormatDuration(after), " ago"));
+    }
+  };
+  log("compacting", "compacted", jobs_->Compact(options_.job_retention), options_.job_retention);
+  if (options_.forget_jobs_after == absl::InfiniteDuration()) return;
+  log("forgetting", "forgot", jobs_->Forget(options_.forget_jobs_after),
+      options_.forget_jobs_after);
+}
+
 void Coordinator::RunPeriodicWork() {
   const absl::Duration period =
       std::max(absl::Milliseconds(50), options_.controller.heartbeat_interval / 2);
@@ -261,13 +278,7 @@ void Coordinator::RunPeriodicWork() {
     }
     if (absl::Now() - last_compaction >= absl::Hours(1)) {
       last_compaction = absl::Now();
-      auto compacted = jobs_->Compact(options_.job_retention);
-      if (!compacted.ok()) {
-        LogError(LogContext(), absl::StrCat("compacting old jobs: ", compacted.status().message()));
-      } else if (*compacted > 0) {
-        LogInfo(LogContext(), absl::StrCat("compacted ", *compacted, " jobs that ended more than ",
-                                           absl::FormatDuration(options_.job_retention), " ago"));
-      }
+      TrimEndedJobs();
     }
     // Changes the state file refused (a full disk): retried here; until every one is
     // written the coordinator reports NOT_SERVING, so probes and operators see it.

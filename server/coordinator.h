@@ -69,6 +69,9 @@ struct CoordinatorOptions {
   absl::Duration progress_persist_interval = absl::Seconds(1);
   // Jobs that ended longer ago than this are compacted (StateStore); checked hourly.
   absl::Duration job_retention = absl::Hours(24 * 30);
+  // Jobs that ended longer ago than this are forgotten (JobManager::Forget), summaries
+  // too; checked hourly. Infinite: never.
+  absl::Duration forget_jobs_after = absl::InfiniteDuration();
   // Threads gRPC may use for the synchronous calls (rendezvous Set/Get/Add).
   int max_sync_threads = 32;
   // The JobService's calls: the threads that answer them, and how many may wait (CallPool).
@@ -105,6 +108,9 @@ class Coordinator {
   // Both servers' health services answer `serving` for readiness ("").
   void SetServing(bool serving);
   void RunPeriodicWork();
+  // Compacts, then forgets, the jobs that ended long ago (the options' bounds), logging
+  // what it did.
+  void TrimEndedJobs();
   void AddCollectors();
   // At shutdown: the changes the state file refused so far, once more, and the progress.
   void WriteWhatIsLeft();

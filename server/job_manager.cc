@@ -39,10 +39,6 @@ const v1::Job* CurrentOf(const Entry& entry) {
   return entry.job.has_value() ? &*entry.job : nullptr;
 }
 
-absl::Status NoSuchJob(const std::string& job_id) {
-  return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
-}
-
 bool Matches(const JobManager::ListFilter& filter, const v1::JobSummary& job) {
   if (!filter.states.empty() &&
       std::find(filter.states.begin(), filter.states.end(), job.state()) == filter.states.end()) {
@@ -151,7 +147,7 @@ absl::StatusOr<v1::Job> JobManager::Mutate(const std::string& job_id,
                                            const std::string& event_message,
                                            OnStoreFailure on_failure) {
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return NoSuchJob(job_id);
+  if (it == jobs_.end()) return NoSuchJobLocked(job_id);
   Entry& entry = it->second;
   if (!entry.unsaved.has_value() && !entry.job.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " already ended as ",
@@ -268,6 +264,39 @@ absl::StatusOr<int> JobManager::Compact(absl::Duration retention) {
     if (it != jobs_.end()) it->second.summary.set_compacted(true);
   }
   return static_cast<int>(compacted.size());
+}
+
+absl::StatusOr<int> JobManager::Forget(absl::Duration after) {
+  const int64_t cutoff = absl::ToUnixMillis(clock_.Now() - after);
+  absl::MutexLock lock(&mu_);
+  if (order_.empty()) return 0;
+  ASSIGN_OR_RETURN(const std::vector<std::string> forgotten,
+                   store_->ForgetEndedBefore(cutoff, order_.rbegin()->second));
+  for (const std::string& id : forgotten) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    const v1::JobSummary& summary = it->second.summary;
+    if (!summary.submit_request_id().empty()) {
+      auto made = by_request_.find(SubmitKey(summary.submitter(), summary.submit_request_id()));
+      if (made != by_request_.end() && made->second == id) by_request_.erase(made);
+    }
+    order_.erase(JobNumber(id));
+    changed_.erase(id);
+    jobs_.erase(it);
+  }
+  return static_cast<int>(forgotten.size());
+}
+
+absl::Status JobManager::NoSuchJobLocked(const std::string& job_id) const {
+  // Numbers are given in order and never twice, so a lower one missing was forgotten.
+  const int64_t number = JobNumber(job_id);
+  const bool forgotten =
+      number > 0 && number < next_job_number_ && absl::StrCat("job-", number) == job_id;
+  return absl::NotFoundError(
+      absl::StrCat("no job with id '", job_id, "'",
+                   forgotten ? ": it ended long ago and was forgotten (the coordinator's "
+                               "--forget_jobs_after_hours)"
+                             : ""));
 }
 
 absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
@@ -389,7 +418,7 @@ absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id, uint64_t* ver
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
-    if (it == jobs_.end()) return NoSuchJob(job_id);
+    if (it == jobs_.end()) return NoSuchJobLocked(job_id);
     *version = it->second.version;
     if (it->second.job.has_value()) return *it->second.job;
   }
@@ -401,7 +430,7 @@ absl::StatusOr<v1::Job> JobManager::Current(const std::string& job_id) const {
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
-    if (it == jobs_.end()) return NoSuchJob(job_id);
+    if (it == jobs_.end()) return NoSuchJobLocked(job_id);
     if (it->second.unsaved.has_value()) return *it->second.unsaved;
   }
   return Get(job_id);
@@ -487,7 +516,7 @@ absl::StatusOr<v1::Job> JobManager::Schedule(const std::string& job_id,
                                              const std::vector<v1::RankAssignment>& ranks) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return NoSuchJob(job_id);
+  if (it == jobs_.end()) return NoSuchJobLocked(job_id);
   const v1::Job* current = CurrentOf(it->second);
   const int32_t attempt = (current != nullptr ? current->attempt() : 0) + 1;
   std::string placement;
@@ -594,7 +623,7 @@ absl::StatusOr<v1::Job> JobManager::RecordEvent(const std::string& job_id, int32
 absl::StatusOr<JobManager::Entry*> JobManager::LiveEntryLocked(const std::string& job_id,
                                                                int32_t attempt) {
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return NoSuchJob(job_id);
+  if (it == jobs_.end()) return NoSuchJobLocked(job_id);
   Entry& entry = it->second;
   const v1::Job* current = entry.unsaved.has_value() ? &*entry.unsaved
                            : entry.job.has_value()   ? &*entry.job
@@ -764,7 +793,7 @@ absl::StatusOr<v1::Job> JobManager::WaitForChange(const std::string& job_id, uin
     };
     mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
     auto it = jobs_.find(job_id);
-    if (it == jobs_.end()) return NoSuchJob(job_id);
+    if (it == jobs_.end()) return NoSuchJobLocked(job_id);
     if (it->second.version == *seen_version) {
       return absl::DeadlineExceededError(absl::StrCat("job ", job_id, " did not change"));
     }

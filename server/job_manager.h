@@ -7,7 +7,8 @@
 // client has seen survives a crash.
 //
 // Memory stays bounded per job: a live job (PENDING, SCHEDULED, RUNNING) is held whole;
-// one that ended is held as its summary, and Get reads the rest from the state file.
+// one that ended is held as its summary, and Get reads the rest from the state file;
+// one that ended long ago may be forgotten altogether (Forget).
 // Progress, which changes every step, is written by FlushProgress (all jobs in one
 // transaction, every second) rather than on every report.
 //
@@ -203,6 +204,11 @@ class JobManager {
   // Compacts the jobs that ended longer than `retention` ago (StateStore); how many.
   absl::StatusOr<int> Compact(absl::Duration retention);
 
+  // Forgets the jobs that ended longer than `after` ago, but the newest job (whose number
+  // the next ones follow, after a restart too): deletes them from the state file and
+  // memory; how many. Get then says the id was forgotten.
+  absl::StatusOr<int> Forget(absl::Duration after);
+
   // The ids of the jobs that changed since the previous call, once some did or `timeout`
   // passed (then possibly none). For one consumer: the coordinator's watch hub.
   std::vector<std::string> ChangedJobs(absl::Duration timeout);
@@ -256,6 +262,8 @@ class JobManager {
   absl::StatusOr<Entry*> LiveEntryLocked(const std::string& job_id, int32_t attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddJobLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // NOT_FOUND for `job_id`, saying so when it is the id of a job that was forgotten.
+  absl::Status NoSuchJobLocked(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores `job` (its spec, estimate and submitter set) as a new PENDING job.
   absl::StatusOr<v1::Job> SubmitLocked(v1::Job job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job an earlier submission with `request_id` made, checked against the new one's

@@ -324,5 +324,52 @@ TEST_F(JobManagerTest, JobsEndedLongerAgoThanTheRetentionAreCompacted) {
   EXPECT_EQ(manager_->Get("job-2")->state(), v1::PENDING);
 }
 
+TEST_F(JobManagerTest, JobsEndedLongerAgoThanForgetAfterAreForgottenButTheNewest) {
+  SimulatedClock clock;
+  auto manager = JobManager::Create(store_.get(), {.clock = &clock});
+  ASSERT_TRUE(manager.ok());
+  manager_ = std::move(*manager);
+  ASSERT_TRUE(manager_->Submit(Spec(1), {}, "alice", "request-1").ok());
+  ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
+  ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
+  ASSERT_TRUE(manager_->Cancel("job-1", "not wanted").ok());
+  ASSERT_TRUE(manager_->Cancel("job-3", "not wanted").ok());
+  v1::Timeline timeline;
+  timeline.set_job_id("job-1");
+  ASSERT_TRUE(store_->SaveTimeline(timeline).ok());
+  clock.Advance(absl::Hours(23));
+  EXPECT_EQ(*manager_->Forget(absl::Hours(24)), 0);
+  clock.Advance(absl::Hours(2));
+  // job-2 is live; job-3, the newest, is what numbering continues from.
+  EXPECT_EQ(*manager_->Forget(absl::Hours(24)), 1);
+  const absl::Status gone = manager_->Get("job-1").status();
+  EXPECT_EQ(gone.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(gone.message().find("was forgotten"), std::string::npos) << gone;
+  const absl::Status never = manager_->Get("job-9").status();
+  EXPECT_EQ(never.message().find("forgotten"), std::string::npos) << never;
+  EXPECT_EQ(store_->LoadJob("job-1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->LoadTimeline("job-1").status().code(), absl::StatusCode::kNotFound);
+  auto page = manager_->List({}, "", 10);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs.size(), 2u);
+  EXPECT_EQ(page->jobs[0].id(), "job-2");
+
+  ASSERT_TRUE(manager_->Cancel("job-2", "not wanted").ok());
+  clock.Advance(absl::Hours(25));
+  EXPECT_EQ(*manager_->Forget(absl::Hours(24)), 1);
+  // After a restart the forgotten ids are neither found nor given again, and the request
+  // id went with its job.
+  manager_.reset();
+  manager = JobManager::Create(store_.get(), {.clock = &clock});
+  ASSERT_TRUE(manager.ok());
+  manager_ = std::move(*manager);
+  const absl::Status gone_after_restart = manager_->Get("job-2").status();
+  EXPECT_NE(gone_after_restart.message().find("was forgotten"), std::string::npos)
+      << gone_after_restart;
+  auto again = manager_->Submit(Spec(1), {}, "alice", "request-1");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->id(), "job-4");
+}
+
 }  // namespace
 }  // namespace shardwise

@@ -82,6 +82,9 @@ ABSL_FLAG(int64_t, lost_worker_retention_ms, 3600000,
 ABSL_FLAG(int64_t, job_retention_hours, 720,
           "jobs that ended longer ago are compacted: their specs, events, attempts and "
           "timelines are deleted from the state file, their summaries kept");
+ABSL_FLAG(int64_t, forget_jobs_after_hours, 0,
+          "jobs that ended longer ago are forgotten: deleted from the state file and memory, "
+          "summaries too (the newest job is kept: new ids follow it); 0: never");
 ABSL_FLAG(int32_t, max_sync_threads, 32,
           "threads gRPC may use for rendezvous reads and writes (client calls, worker "
           "sessions, registrations and rendezvous waits need none)");
@@ -151,6 +154,22 @@ absl::Status ControllerOptionsFromFlags(JobController::Options* controller) {
   return absl::OkStatus();
 }
 
+absl::Status EndedJobBoundsFromFlags(CoordinatorOptions* options) {
+  const int64_t retention = absl::GetFlag(FLAGS_job_retention_hours);
+  const int64_t forget = absl::GetFlag(FLAGS_forget_jobs_after_hours);
+  if (retention < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--job_retention_hours: ", retention,
+                                                   " is negative (0 compacts a job once it ends)"));
+  }
+  if (forget < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--forget_jobs_after_hours: ", forget, " is negative (0: never)"));
+  }
+  options->job_retention = absl::Hours(retention);
+  options->forget_jobs_after = forget == 0 ? absl::InfiniteDuration() : absl::Hours(forget);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
   CoordinatorOptions options;
   options.listen_address = absl::GetFlag(FLAGS_address);
@@ -167,7 +186,7 @@ absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
   options.workers.max_workers = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_max_workers)));
   options.workers.lost_retention =
       absl::Milliseconds(absl::GetFlag(FLAGS_lost_worker_retention_ms));
-  options.job_retention = absl::Hours(absl::GetFlag(FLAGS_job_retention_hours));
+  RETURN_IF_ERROR(EndedJobBoundsFromFlags(&options));
   options.max_sync_threads = std::max(4, absl::GetFlag(FLAGS_max_sync_threads));
   options.client_call_threads = std::max(1, absl::GetFlag(FLAGS_client_call_threads));
   options.max_queued_client_calls = std::max(1, absl::GetFlag(FLAGS_max_queued_client_calls));

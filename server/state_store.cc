@@ -472,12 +472,43 @@ absl::StatusOr<std::vector<std::string>> StateStore::CompactEndedBefore(int64_t 
       update.BindBlob(2, record.SerializeAsString());
       update.BindBlob(3, summary.SerializeAsString());
       RETURN_IF_ERROR(update.Run(absl::StrCat("compacting job ", job.id())));
-      for (const char* table : {"job_events", "attempts", "timelines"}) {
-        Statement remove(db_, absl::StrCat("DELETE FROM ", table, " WHERE job_id=?1;").c_str());
-        remove.BindText(1, job.id());
-        RETURN_IF_ERROR(remove.Run(absl::StrCat("compacting job ", job.id())));
-      }
+      RETURN_IF_ERROR(DeleteHistory(job.id(), "compacting"));
       ids.push_back(job.id());
+    }
+    return absl::OkStatus();
+  }));
+  return ids;
+}
+
+absl::Status StateStore::DeleteHistory(const std::string& job_id, const std::string& why) {
+  for (const char* table : {"job_events", "attempts", "timelines"}) {
+    Statement remove(db_, absl::StrCat("DELETE FROM ", table, " WHERE job_id=?1;").c_str());
+    remove.BindText(1, job_id);
+    RETURN_IF_ERROR(remove.Run(absl::StrCat(why, " job ", job_id)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> StateStore::ForgetEndedBefore(int64_t cutoff_ms,
+                                                                       const std::string& keep) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> ids;
+  {
+    Statement select(db_, "SELECT id, state FROM jobs WHERE update_time_ms < ?1 AND id != ?2;");
+    if (!select.ok()) return SqliteError(db_, "finding jobs to forget");
+    select.BindInt(1, cutoff_ms);
+    select.BindText(2, keep);
+    while (select.NextRow()) {
+      if (IsTerminalName(select.ColumnText(1))) ids.push_back(select.ColumnText(0));
+    }
+    RETURN_IF_ERROR(select.Finished("finding jobs to forget"));
+  }
+  RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
+    for (const std::string& id : ids) {
+      Statement remove(db_, "DELETE FROM jobs WHERE id=?1;");
+      remove.BindText(1, id);
+      RETURN_IF_ERROR(remove.Run(absl::StrCat("forgetting job ", id)));
+      RETURN_IF_ERROR(DeleteHistory(id, "forgetting"));
     }
     return absl::OkStatus();
   }));

@@ -77,6 +77,12 @@ class StateStore {
   // attempts and timelines, keeping their summaries (marked compacted). Returns their ids.
   absl::StatusOr<std::vector<std::string>> CompactEndedBefore(int64_t cutoff_ms);
 
+  // Deletes every trace of the jobs that ended before `cutoff_ms` but `keep` (the newest
+  // job: a restarted coordinator numbers new jobs after the highest id it finds, so keeping
+  // it is what keeps a forgotten id from being given again). Returns their ids.
+  absl::StatusOr<std::vector<std::string>> ForgetEndedBefore(int64_t cutoff_ms,
+                                                             const std::string& keep);
+
   // Where each transaction's duration (BEGIN to COMMIT, fsync included) is recorded;
   // null: nowhere. Set before the store is shared between threads.
   void set_commit_histogram(Histogram* histogram) { commit_histogram_ = histogram; }
@@ -91,6 +97,10 @@ class StateStore {
   absl::Status InTransaction(Write write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteJobRow(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadEvents(const std::string& job_id, v1::Job* job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes a job's events, attempts and timeline (`why`: what the caller is doing, for
+  // its error).
+  absl::Status DeleteHistory(const std::string& job_id, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status MigrateFromVersion1() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ForgetEndedQuarantinesLocked(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

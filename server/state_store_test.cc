@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/job_event_bound.h"
 
@@ -203,6 +204,56 @@ TEST(StateStore, MovesAVersion1FileToThisSchema) {
   EXPECT_EQ(loaded->ended[0].id(), "job-2");
   EXPECT_EQ(loaded->ended[0].world_size(), 4);
   EXPECT_EQ((*store)->LoadJob("job-2")->spec().world_size(), 4);
+}
+
+// Rows matching `sql` (a SELECT COUNT(*)), read as an operator would with the sqlite3 shell.
+int64_t CountRows(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_stmt* count = nullptr;
+  int64_t rows = -1;
+  if (sqlite3_open(path.c_str(), &db) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, sql.c_str(), -1, &count, nullptr) == SQLITE_OK &&
+      sqlite3_step(count) == SQLITE_ROW) {
+    rows = sqlite3_column_int64(count, 0);
+  }
+  sqlite3_finalize(count);
+  sqlite3_close(db);
+  return rows;
+}
+
+TEST(StateStore, ForgettingAJobDeletesEveryRowOfItButKeepsLiveJobsAndTheOneToKeep) {
+  const std::string path = TempPath("forget.db");
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::vector<v1::JobEvent> events(3);
+  for (const char* id : {"job-1", "job-3"}) {
+    ASSERT_TRUE((*store)->SaveJob(MakeJob(id, v1::FAILED), events).ok());
+    v1::Timeline timeline;
+    timeline.set_job_id(id);
+    ASSERT_TRUE((*store)->SaveTimeline(timeline).ok());
+  }
+  ASSERT_TRUE((*store)->SaveJob(MakeJob("job-2", v1::RUNNING), events).ok());
+  v1::Job recent = MakeJob("job-4", v1::SUCCEEDED);
+  recent.set_update_time_ms(5000);
+  ASSERT_TRUE((*store)->SaveJob(recent).ok());
+
+  auto forgotten = (*store)->ForgetEndedBefore(3000, "job-3");
+  ASSERT_TRUE(forgotten.ok()) << forgotten.status();
+  EXPECT_EQ(*forgotten, std::vector<std::string>{"job-1"});
+  for (const char* table : {"jobs WHERE id", "job_events WHERE job_id", "attempts WHERE job_id",
+                            "timelines WHERE job_id"}) {
+    EXPECT_EQ(CountRows(path, absl::StrCat("SELECT COUNT(*) FROM ", table, "='job-1';")), 0)
+        << table;
+  }
+  EXPECT_EQ(CountRows(path, "SELECT COUNT(*) FROM job_events WHERE job_id='job-3';"), 3);
+  EXPECT_EQ(CountRows(path, "SELECT COUNT(*) FROM timelines WHERE job_id='job-3';"), 1);
+  auto loaded = (*store)->LoadJobs();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->live.size(), 1u);
+  EXPECT_EQ(loaded->live[0].id(), "job-2");
+  ASSERT_EQ(loaded->ended.size(), 2u);
+  EXPECT_EQ(loaded->ended[0].id(), "job-3");
+  EXPECT_EQ(loaded->ended[1].id(), "job-4");
 }
 
 TEST(StateStore, UsesWalAndRecordsAttempts) {

@@ -452,5 +452,20 @@ TEST(Flood, WatchesPastTheBoundAreRefusedUntilOneEnds) {
   }));
 }
 
+// A bound on ended jobs below zero would compact, or forget, every job that ended: refused.
+TEST(CoordinatorFlags, NegativeEndedJobBoundsAreRefusedNamingTheFlag) {
+  const std::string state = ::testing::TempDir() + "/negative-bounds.db";
+  for (const std::string flag : {"--job_retention_hours", "--forget_jobs_after_hours"}) {
+    std::string output;
+    EXPECT_EQ(
+        RunShell(absl::StrCat("timeout 30 ", Cluster::BinaryPath("server/shardwise-coordinator"),
+                              " --address=127.0.0.1:0 --state_file=", state, " ", flag, "=-1"),
+                 &output),
+        2)
+        << output;
+    EXPECT_TRUE(absl::StrContains(output, flag + ": -1 is negative")) << output;
+  }
+}
+
 }  // namespace
 }  // namespace shardwise::testing
