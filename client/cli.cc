@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
+#include "client/command_line_flags.h"
 #include "client/format.h"
 #include "client/trace.h"
 #include "common/bazel_run.h"
@@ -78,8 +80,7 @@ ABSL_FLAG(std::string, o, "", "short for --output");
 ABSL_FLAG(std::string, wrapper, "",
           "with set-hook: fp16_wrapper or bf16_wrapper around the hook (NO_SHARD only)");
 // `scale` without --replicas is a usage error; any value given goes to the coordinator.
-constexpr int32_t kReplicasNotGiven = -1;
-ABSL_FLAG(int32_t, replicas, kReplicasNotGiven,
+ABSL_FLAG(std::optional<int32_t>, replicas, std::nullopt,
           "with scale: the replica groups the job is to train with");
 ABSL_FLAG(std::vector<std::string>, state, {},
           "with get: only jobs or workers in these states (comma-separated, e.g. RUNNING,PENDING)");
@@ -159,6 +160,14 @@ absl::StatusOr<std::vector<Enum>> StatesFromFlag(bool (*parse)(const std::string
   return states;
 }
 
+absl::StatusOr<size_t> LimitFromFlag() {
+  const int64_t limit = absl::GetFlag(FLAGS_limit);
+  if (limit < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--limit: ", limit, " is negative (0: all)"));
+  }
+  return static_cast<size_t>(limit);
+}
+
 absl::StatusOr<Client::JobFilter> JobFilterFromFlags() {
   Client::JobFilter filter;
   auto states = StatesFromFlag<v1::JobState>(
@@ -166,7 +175,7 @@ absl::StatusOr<Client::JobFilter> JobFilterFromFlags() {
   if (!states.ok()) return states.status();
   filter.states = *states;
   filter.submitter = absl::GetFlag(FLAGS_submitter);
-  filter.limit = static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_limit)));
+  ASSIGN_OR_RETURN(filter.limit, LimitFromFlag());
   return filter;
 }
 
@@ -181,7 +190,7 @@ absl::StatusOr<Client::WorkerFilter> WorkerFilterFromFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--device: unknown device '", device, "' (expected cpu or cuda)"));
   }
-  filter.limit = static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_limit)));
+  ASSIGN_OR_RETURN(filter.limit, LimitFromFlag());
   return filter;
 }
 
@@ -256,8 +265,11 @@ int Watch(Client& client, const std::string& job_id) {
   if (!job.ok()) {
     Fail(job.status());
     const absl::Status& status = job.status();
+    // FAILED_PRECONDITION: this client's own setup (a token it will not send in
+    // plaintext, a TLS file it cannot read), which no retry mends.
     const bool refused = absl::IsNotFound(status) || absl::IsPermissionDenied(status) ||
-                         absl::IsUnauthenticated(status) || absl::IsInvalidArgument(status);
+                         absl::IsUnauthenticated(status) || absl::IsInvalidArgument(status) ||
+                         absl::IsFailedPrecondition(status);
     return refused ? kWatchRefused : kWatchLost;
   }
   std::printf("%s", FormatJobSummary(*job).c_str());
@@ -536,10 +548,9 @@ int RunWithClient(Client& client, const std::vector<std::string>& args) {
     problem = need(1, "one job id");
     // A value given, whatever it is, goes to the coordinator, which names the range the
     // job takes; only a missing one is a usage error.
-    if (problem.empty() && absl::GetFlag(FLAGS_replicas) == kReplicasNotGiven) {
-      problem = "needs --replicas=N";
-    }
-    return problem.empty() ? Scale(client, args[1], absl::GetFlag(FLAGS_replicas)) : Usage(problem);
+    const std::optional<int32_t> replicas = absl::GetFlag(FLAGS_replicas);
+    if (problem.empty() && !replicas.has_value()) problem = "scale needs --replicas=N";
+    return problem.empty() ? Scale(client, args[1], *replicas) : Usage(problem);
   }
   const std::map<std::string, int (*)(Client&, const std::string&)> by_job = {
       {"describe", Describe}, {"watch", Watch}, {"cancel", Cancel}, {"timeline", WriteTimeline}};
@@ -595,6 +606,11 @@ int main(int argc, char** argv) {
     return shardwise::RunCompanion(argv[1], argc, argv);
   }
   absl::SetProgramUsageMessage(shardwise::kUsage);
+  if (const absl::Status flags =
+          shardwise::CheckCommandLineFlags(std::vector<std::string>(argv + 1, argv + argc));
+      !flags.ok()) {
+    return shardwise::Usage(std::string(flags.message()));
+  }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   return shardwise::Run(args);

@@ -73,7 +73,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(
 }  // namespace
 
 Client::Client(const std::string& address, const ClientOptions& options)
-    : address_(address), token_(options.token), watch_budget_(options.watch_budget) {
+    : address_(address),
+      token_(options.token),
+      call_budget_(options.call_budget),
+      watch_budget_(options.watch_budget) {
   auto credentials = MakeChannelCredentials(options.security);
   channel_status_ = credentials.status();
   if (channel_status_.ok()) {
@@ -101,7 +104,11 @@ absl::Status Client::Convert(const grpc::Status& status) const {
                      absl::FormatDuration(absl::FromChrono(kCallTimeout)),
                      " (it is busy: see its shardwise_coordinator_* metrics)"));
   }
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE || late) {
+  // UNAVAILABLE on a channel that is up is the coordinator's own answer (its state file
+  // refuses writes), whose message says so: it was reached.
+  const bool unavailable = status.error_code() == grpc::StatusCode::UNAVAILABLE;
+  if (unavailable && Connected()) return FromGrpcStatus(status);
+  if (unavailable || late) {
     return absl::UnavailableError(
         absl::StrCat("cannot reach the coordinator at ", address_,
                      " (is shardwise-coordinator running there? set --coordinator or "
@@ -116,7 +123,7 @@ absl::StatusOr<Response> Client::Call(
     grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
     const Request& request, Repeatable repeatable) {
   if (!channel_status_.ok()) return channel_status_;
-  CallRetry retry(absl::Now());
+  CallRetry retry(absl::Now(), call_budget_);
   while (true) {
     Response response;
     grpc::ClientContext context;

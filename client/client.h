@@ -22,6 +22,8 @@ namespace shardwise {
 struct ClientOptions {
   ChannelSecurity security;  // TLS: the CA the coordinator's certificate chains to
   std::string token;         // sent as "authorization: Bearer TOKEN" when not empty
+  // How long a call asks a busy coordinator again (retry_policy.h's CallRetry).
+  absl::Duration call_budget = CallRetry::kDefaultBudget;
   // How long Watch follows a job through lost contact (retry_policy.h's WatchRetry).
   absl::Duration watch_budget = WatchRetry::kDefaultBudget;
 };
@@ -40,9 +42,10 @@ class Client {
   // checks files), then submits it with a new request id, so that a retry (the call is
   // retried when the coordinator is unreachable or busy) never makes a second job.
   // Returns the job id. Every call waits its turn, up to two minutes, while the
-  // coordinator answers RESOURCE_EXHAUSTED or (all but SetCommHook) answers late
-  // (retry_policy.h); a coordinator that is not reachable is UNAVAILABLE, one reachable
-  // but late past that DEADLINE_EXCEEDED.
+  // coordinator answers RESOURCE_EXHAUSTED or (all but SetCommHook) answers late or
+  // UNAVAILABLE itself (retry_policy.h); a coordinator that is not reachable is
+  // UNAVAILABLE, one reachable but late past that DEADLINE_EXCEEDED, and one that stays
+  // unavailable its own UNAVAILABLE (its message: its state file refuses writes).
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   absl::StatusOr<v1::Job> Get(const std::string& job_id);
   // Job summaries, oldest first, following the coordinator's pages until `limit` (0: all)
@@ -104,6 +107,7 @@ class Client {
 
   const std::string address_;
   const std::string token_;
+  const absl::Duration call_budget_;
   const absl::Duration watch_budget_;
   absl::Status channel_status_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -23,7 +23,9 @@ std::optional<absl::Duration> CallRetry::After(grpc::StatusCode code, bool conne
   const bool busy = code == grpc::StatusCode::RESOURCE_EXHAUSTED;
   const bool queued =
       code == grpc::StatusCode::DEADLINE_EXCEEDED && connected && repeatable == Repeatable::kYes;
-  if (!busy && !queued) return std::nullopt;
+  const bool refused_for_now =
+      code == grpc::StatusCode::UNAVAILABLE && connected && repeatable == Repeatable::kYes;
+  if (!busy && !queued && !refused_for_now) return std::nullopt;
   return TakePause(&pause_);
 }
 

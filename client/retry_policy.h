@@ -15,6 +15,9 @@
 //     absolute target; SubmitJob, whose request id returns the job the first one made),
 //     never for SetCommHook, whose second proposal would be refused while the first is
 //     agreed;
+//   - UNAVAILABLE on a connected channel (the coordinator answered it cannot take the
+//     call now: its state file refuses writes, a full disk) is asked again for the same
+//     calls, the refused call having changed nothing;
 //   - anything else, or a disconnected channel (a wrong address should be told quickly),
 //     is the caller's.
 // Pauses double from 200 ms up to 5 s; the caller draws each one at random below its

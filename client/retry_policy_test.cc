@@ -27,9 +27,19 @@ TEST(CallRetry, AsksAgainAfterADeadlineOnlyWhenConnectedAndRepeatable) {
   EXPECT_FALSE(CallRetry(kStart).After(late, false, Repeatable::kYes, kStart).has_value());
 }
 
+// UNAVAILABLE on a connected channel is the coordinator's own answer (it cannot write its
+// state file): asked again as a late answer is; on a channel that is not connected it is
+// a coordinator not reached, told at once.
+TEST(CallRetry, AsksAgainAfterTheCoordinatorsOwnUnavailableOnlyWhenRepeatable) {
+  const auto unavailable = grpc::StatusCode::UNAVAILABLE;
+  EXPECT_TRUE(CallRetry(kStart).After(unavailable, true, Repeatable::kYes, kStart).has_value());
+  EXPECT_FALSE(CallRetry(kStart).After(unavailable, true, Repeatable::kNo, kStart).has_value());
+  EXPECT_FALSE(CallRetry(kStart).After(unavailable, false, Repeatable::kYes, kStart).has_value());
+}
+
 TEST(CallRetry, LeavesOtherFailuresToTheCaller) {
-  for (const auto code : {grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::INVALID_ARGUMENT,
-                          grpc::StatusCode::NOT_FOUND, grpc::StatusCode::UNAUTHENTICATED}) {
+  for (const auto code : {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::NOT_FOUND,
+                          grpc::StatusCode::UNAUTHENTICATED}) {
     EXPECT_FALSE(CallRetry(kStart).After(code, true, Repeatable::kYes, kStart).has_value()) << code;
   }
 }

@@ -352,6 +352,30 @@ TEST(Cli, ADeadCoordinatorGetsAClearMessage) {
   EXPECT_TRUE(absl::StrContains(output, "cannot reach the coordinator at 127.0.0.1:1")) << output;
 }
 
+// A usage mistake exits 2 naming it, before any call: never 1, which `watch` gives a job
+// that ended other than SUCCEEDED, nor 3, which a script may retry.
+TEST(Cli, UsageMistakesExit2NamingThem) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> mistakes = {
+      {{"watch", "job-1", "--coordinatr=127.0.0.1:1"}, "--coordinatr: no such flag"},
+      {{"scale", "job-1", "--replicas=two"}, "--replicas: Illegal value 'two'"},
+      {{"--coordinator=127.0.0.1:1", "get", "jobs", "--limit=-5"}, "--limit: -5 is negative"},
+      {{"--coordinator=127.0.0.1:1", "scale", "job-1"}, "scale needs --replicas=N"},
+  };
+  for (const auto& [args, message] : mistakes) {
+    std::string output;
+    EXPECT_EQ(Cluster::RunCli(args, &output), 2) << output;
+    EXPECT_TRUE(absl::StrContains(output, message)) << output;
+  }
+  // This client's own setup (a token it will not send in plaintext off loopback).
+  std::string output;
+  EXPECT_EQ(RunShell(absl::StrCat("SHARDWISE_TOKEN=sw_x ", Cluster::BinaryPath("client/shardwise"),
+                                  " --coordinator=192.0.2.1:7070 watch job-1"),
+                     &output),
+            2)
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "refusing to send a token in plaintext")) << output;
+}
+
 TEST(Cli, SubmitWatchDescribeAndCancel) {
   Cluster cluster;
   cluster.StartCoordinator();

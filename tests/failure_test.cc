@@ -9,14 +9,18 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "tests/cluster.h"
 
@@ -363,6 +367,7 @@ class FullDisk : public ::testing::Test {
     ASSERT_TRUE(disk_.mounted);
     ClusterOptions options;
     options.state_file = disk_.path + "/state.db";
+    options.coordinator_metrics = true;
     cluster_ = std::make_unique<Cluster>(options);
     cluster_->StartCoordinator();
     const std::string disk_full = cluster_->dir() + "/disk-full";
@@ -413,6 +418,46 @@ TEST_F(FullDisk, DelaysChangesWithoutLosingThem) {
   cluster.KillCoordinator();
   cluster.StartCoordinator();
   EXPECT_EQ(cluster.client().Get(job_id_)->state(), v1::SUCCEEDED);
+}
+
+// SubmitJob calls the coordinator answered UNAVAILABLE, from its /metrics.
+int64_t SubmissionsRefusedForNow(const Cluster& cluster) {
+  httplib::Client metrics("127.0.0.1", cluster.coordinator_metrics_port());
+  auto scrape = metrics.Get("/metrics");
+  if (!scrape || scrape->status != 200) return -1;
+  for (absl::string_view line : absl::StrSplit(scrape->body, '\n')) {
+    if (!absl::StrContains(line, "SubmitJob") || !absl::StrContains(line, "code=\"UNAVAILABLE\"")) {
+      continue;
+    }
+    int64_t count = 0;
+    if (absl::SimpleAtoi(line.substr(line.rfind(' ') + 1), &count)) return count;
+  }
+  return 0;
+}
+
+// A submission the coordinator refuses because its state file refuses writes is told so
+// (not "cannot reach the coordinator") once the client's budget is spent, and within it
+// is asked again: one made while the disk is full lands once there is room.
+TEST_F(FullDisk, ASubmissionIsRefusedForNowAndLandsOnceThereIsRoom) {
+  ClientOptions impatient;
+  impatient.call_budget = absl::Seconds(1);
+  auto refused = Client(cluster_->address(), impatient).Submit(Cluster::Spec(1));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(
+      absl::StrContains(refused.status().message(), "the coordinator cannot write its state file"))
+      << refused.status();
+  const int64_t refusals = SubmissionsRefusedForNow(*cluster_);
+  EXPECT_GT(refusals, 0);
+  absl::StatusOr<std::string> landed;
+  std::thread submit([&] { landed = Client(cluster_->address()).Submit(Cluster::Spec(1)); });
+  // Past gRPC's own five attempts: the client asked again itself.
+  const bool refused_again =
+      Cluster::WaitFor([&] { return SubmissionsRefusedForNow(*cluster_) > refusals + 5; });
+  disk_.MakeRoom();
+  submit.join();
+  EXPECT_TRUE(refused_again);
+  ASSERT_TRUE(landed.ok()) << landed.status();
+  cluster_->WaitForState(*landed, v1::SUCCEEDED);
 }
 
 // A coordinator stopped (SIGTERM) while the state file still refuses a change tries it

@@ -18,9 +18,10 @@ _TIMEOUT_SECONDS = 10
 # When a call is asked again (as the C++ client's client/retry_policy.h decides): one the
 # coordinator refuses as busy (RESOURCE_EXHAUSTED: it never ran) for up to
 # _BUSY_RETRY_SECONDS; one it took but answered late (DEADLINE_EXCEEDED on a connected
-# channel) as long, when running it twice does no harm; one that finds it unreachable
-# (UNAVAILABLE, as once while it restarts) up to _UNAVAILABLE_ATTEMPTS times, again when
-# running it twice does no harm. Pauses double, drawn at random below their bound so that
+# channel) as long, when running it twice does no harm, and so one it answered UNAVAILABLE
+# itself (on a connected channel: its state file refuses writes, the call changed
+# nothing); one that finds it unreachable (UNAVAILABLE, as once while it restarts) up to
+# _UNAVAILABLE_ATTEMPTS times, again when running it twice does no harm. Pauses double, drawn at random below their bound so that
 # many clients do not come back together. Every call but set_hook may run twice: submit
 # carries a request id, with which a retry returns the job the first one made; cancel
 # sets an end state and scale an absolute target. A second set_hook would be refused
@@ -182,11 +183,14 @@ class Client:
                 code = error.code()
                 in_time = time.monotonic() < give_up
                 busy = code == grpc.StatusCode.RESOURCE_EXHAUSTED and in_time
+                connected = self._connectivity == grpc.ChannelConnectivity.READY
                 late = (code == grpc.StatusCode.DEADLINE_EXCEEDED and repeatable and in_time and
-                        self._connectivity == grpc.ChannelConnectivity.READY)
+                        connected)
+                refused_for_now = (code == grpc.StatusCode.UNAVAILABLE and repeatable and
+                                   in_time and connected)
                 away = (code == grpc.StatusCode.UNAVAILABLE and repeatable and
                         attempt < _UNAVAILABLE_ATTEMPTS)
-                if not (busy or late or away):
+                if not (busy or late or refused_for_now or away):
                     _raise(error)
             time.sleep(random.uniform(0, pause))
             pause = min(pause * 2, 5.0)

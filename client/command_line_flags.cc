@@ -1,0 +1,61 @@
+#include "client/command_line_flags.h"
+
+#include <optional>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace shardwise {
+namespace {
+
+// The flag `name` stands for, and whether it is a bool's --noNAME form; null if none.
+absl::CommandLineFlag* FindFlag(absl::string_view name, bool* negated) {
+  *negated = false;
+  if (absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name)) return flag;
+  if (!absl::StartsWith(name, "no")) return nullptr;
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name.substr(2));
+  if (flag == nullptr || !flag->IsOfType<bool>()) return nullptr;
+  *negated = true;
+  return flag;
+}
+
+}  // namespace
+
+absl::Status CheckCommandLineFlags(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::string_view arg = args[i];
+    if (arg == "--") break;  // what follows is positional
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    const size_t equals = arg.find('=');
+    const std::string name(arg.substr(0, equals));
+    std::optional<std::string> value;
+    if (equals != absl::string_view::npos) value = std::string(arg.substr(equals + 1));
+    bool negated = false;
+    absl::CommandLineFlag* flag = FindFlag(name, &negated);
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": no such flag (shardwise --help lists them)"));
+    }
+    if (negated && value.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
+    }
+    if (!value.has_value() && flag->IsOfType<bool>()) value = negated ? "false" : "true";
+    if (!value.has_value()) {
+      if (i + 1 == args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+      value = args[++i];
+    }
+    std::string error;
+    if (!flag->ParseFrom(*value, &error)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", error));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardwise

@@ -1,0 +1,24 @@
+#ifndef SHARDWISE_CLIENT_COMMAND_LINE_FLAGS_H_
+#define SHARDWISE_CLIENT_COMMAND_LINE_FLAGS_H_
+
+// The command line's flags checked before absl::ParseCommandLine reads them: that one
+// exits 1 on a flag it does not know or a value it cannot parse, the code `shardwise
+// watch` gives a job that ended other than SUCCEEDED. Checked here first, a mistyped
+// flag is a usage error (exit 2) that names it, and no script reads it as a failed job.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace shardwise {
+
+// OK when every flag in `args` (argv without the program's name; flags as absl reads
+// them: -name or --name, =value or the next argument, --noname for a bool, nothing
+// after "--") names a defined flag and carries a value it takes; INVALID_ARGUMENT naming
+// the first that does not. Sets the flags it checks, as parsing them would.
+absl::Status CheckCommandLineFlags(const std::vector<std::string>& args);
+
+}  // namespace shardwise
+
+#endif  // SHARDWISE_CLIENT_COMMAND_LINE_FLAGS_H_
