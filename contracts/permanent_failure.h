@@ -10,6 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace shardwise {
 
@@ -24,6 +26,14 @@ inline absl::Status MarkPermanent(absl::Status status) {
 // I/O error, no file descriptor left) is not the job's to repeat.
 inline absl::Status PermanentUnlessTransient(absl::Status status) {
   return absl::IsUnavailable(status) ? status : MarkPermanent(std::move(status));
+}
+
+// `status` (not OK) as a failure of the job's field `field` (its message prefixed with
+// the field): INVALID_ARGUMENT and permanent, except UNAVAILABLE, kept as the attempt's.
+inline absl::Status JobFieldFailure(absl::string_view field, const absl::Status& status) {
+  return PermanentUnlessTransient(
+      absl::Status(absl::IsUnavailable(status) ? status.code() : absl::StatusCode::kInvalidArgument,
+                   absl::StrCat(field, ": ", status.message())));
 }
 
 inline bool IsPermanent(const absl::Status& status) {

@@ -319,13 +319,28 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       RecordEpochStartedLocked(*job, report);
       break;
     case v1::ABORTED:
-      if (!report.worker_leaving()) workers_->SetIdle(worker_id);
-      OnRankFailedLocked(*job, attempt, report, worker_id);
-      RequestScheduleLocked();  // the worker may be idle for a job, or a replacement group
+      OnRankAbortedLocked(*job, attempt, report, worker_id);
       break;
     default:
       break;
   }
+}
+
+void JobController::OnRankAbortedLocked(const v1::Job& job, LiveAttempt& attempt,
+                                        const v1::AttemptReport& report,
+                                        const std::string& worker_id) {
+  if (!report.worker_leaving()) workers_->SetIdle(worker_id);
+  if (report.worker_leaving() && job.state() == v1::SCHEDULED) {
+    // Its worker is shutting down before the attempt trained (it refused the assignment,
+    // or stopped while the ranks joined): the job is placed again, its restarts untouched,
+    // as after a rendezvous that never completed.
+    RequeueWithoutRestartLocked(job,
+                                absl::StrCat(RankName(job, report.rank()),
+                                             " left before the attempt ran: ", report.message()));
+  } else {
+    OnRankFailedLocked(job, attempt, report, worker_id);
+  }
+  RequestScheduleLocked();  // the worker may be idle for a job, or a replacement group
 }
 
 void JobController::OnRankCompletedLocked(const v1::Job& job, LiveAttempt& attempt,

@@ -398,6 +398,11 @@ class JobController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank's COMPLETED: its worker is idle, the leader's result kept, and the attempt ends
   // once every live rank has completed.
+  // A rank's ABORTED report: its failure, or (its worker shutting down before the attempt
+  // trained) a re-queue that counts no restart.
+  void OnRankAbortedLocked(const v1::Job& job, LiveAttempt& attempt,
+                           const v1::AttemptReport& report, const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRankCompletedLocked(const v1::Job& job, LiveAttempt& attempt,
                              const v1::AttemptReport& report, const std::string& worker_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -322,6 +322,40 @@ TEST_F(JobControllerTest, AfterARestartARankMissingPastTheGraceRequeuesTheJob) {
   EXPECT_EQ(sent.back().abort().job_id(), "job-1");
 }
 
+// A worker stopping (SIGTERM) before its rank trained refuses the assignment saying it
+// leaves: the job is placed again with no restart counted (with max_restarts 0 the
+// failure would end it), and not on that worker, which is not counted idle.
+TEST_F(JobControllerTest, AWorkerLeavingBeforeTheAttemptRanRequeuesItWithoutARestart) {
+  AddWorker("w0");
+  AddWorker("w1");
+  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  ASSERT_EQ(State(), v1::SCHEDULED);
+  AddWorker("w2");
+  Report("w0", 0, v1::JOINED);
+  v1::AttemptReport refusal;
+  refusal.set_job_id("job-1");
+  refusal.set_attempt(1);
+  refusal.set_rank(1);
+  refusal.set_phase(v1::ABORTED);
+  refusal.set_message("the worker is shutting down (it was told to stop: SIGTERM or SIGINT)");
+  refusal.set_worker_leaving(true);
+  controller_->OnReport("w1", refusal);
+  Report("w0", 0, v1::ABORTED);  // told to abort, it ends
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.restarts(), 0);
+  bool said = false;
+  for (const v1::JobEvent& event : job.events()) {
+    said |= absl::StrContains(event.message(),
+                              "rank 1 (worker w1) left before the attempt ran: the worker is "
+                              "shutting down");
+  }
+  EXPECT_TRUE(said) << job.DebugString();
+  EXPECT_EQ(job.state(), v1::PENDING);
+  EXPECT_NE(workers_->Get("w1")->state(), v1::IDLE);  // until its daemon goes
+  Heartbeat("w0");                                    // drained: idle again
+  ExpectSecondAttemptOnW0AndW2();
+}
+
 // A rank that completed before the coordinator restarted is not waited for, though its
 // worker registers again without the attempt (it went on to other work): the job goes on
 // and succeeds once the others complete, instead of being re-queued. And a restart after

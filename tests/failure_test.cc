@@ -273,6 +273,29 @@ TEST(Failure, AJobTooLargeForAWorkersMemoryFailsAndTheWorkerServesOn) {
   ExpectTheWorkerServesOn(cluster, worker);
 }
 
+// A host out of threads (a pids cgroup's limit) makes std::thread throw inside training:
+// the attempt fails saying so, is re-queued, and the next one trains on the same worker,
+// which served on (an escaped exception would have ended it, and its ranks).
+TEST(Failure, AThreadThatCannotStartFailsTheAttemptNotTheWorker) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  Process& worker = cluster.AddWorker("w0", {"--fault_injection=no_thread_at=2:forward"});
+  v1::JobSpec spec = Cluster::Spec(1);
+  spec.mutable_restart_policy()->set_max_restarts(1);
+  auto job = cluster.client().Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const v1::Job done = cluster.WaitForState(*job, v1::SUCCEEDED);
+  EXPECT_EQ(done.restarts(), 1);
+  bool said = false;
+  for (const v1::JobEvent& event : done.events()) {
+    said |= absl::StrContains(event.message(),
+                              "rank 0 (worker w0) failed: this worker could "
+                              "not start a thread");
+  }
+  EXPECT_TRUE(said) << done.DebugString();
+  EXPECT_TRUE(worker.Running());
+}
+
 // With its check on (the default), the same worker refuses the rank before allocating
 // anything, naming the estimate and what it has left.
 TEST(Failure, AWorkerRefusesARankItHasNoMemoryForBeforeItStarts) {

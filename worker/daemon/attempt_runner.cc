@@ -12,6 +12,7 @@
 #include "contracts/permanent_failure.h"
 #include "tokenizer/manifest.h"
 #include "worker/comm/grpc_rendezvous_store.h"
+#include "worker/daemon/system_failure.h"
 #include "worker/train/final_model_owner.h"
 #include "worker/train/trainer.h"
 
@@ -163,8 +164,9 @@ absl::Status AttemptRunner::CheckTokenizer() const {
   absl::StatusOr<tokenizer::Manifest> folder =
       tokenizer::CheckTokenizerFolder(dir, kCheckedPathLinks);
   if (folder.ok()) return absl::OkStatus();
-  return MarkPermanent(absl::InvalidArgumentError(
-      absl::StrCat("job.data.tokens.tokenizer: ", folder.status().message())));
+  // A folder this host cannot read now (an NFS hiccup, no descriptor left) fails this
+  // attempt only: the coordinator checked it at submission.
+  return JobFieldFailure("job.data.tokens.tokenizer", folder.status());
 }
 
 namespace {
@@ -326,9 +328,7 @@ absl::StatusOr<TrainingResult> AttemptRunner::TrainPublishingProgress(
   try {
     publisher = std::thread([this] { PublishProgress(); });
   } catch (const std::system_error& failure) {
-    // A host out of threads (a pids cgroup's limit) fails the attempt, not the daemon.
-    return absl::ResourceExhaustedError(
-        absl::StrCat("this worker could not start a thread: ", failure.what()));
+    return SystemFailureStatus(failure);
   }
   absl::StatusOr<TrainingResult> result = absl::UnknownError("not run");
   try {
@@ -336,6 +336,9 @@ absl::StatusOr<TrainingResult> AttemptRunner::TrainPublishingProgress(
   } catch (const std::bad_alloc& failure) {
     // A job too large for this worker fails its attempt; the worker serves on.
     result = AllocationFailureStatus(failure);
+  } catch (const std::system_error& failure) {
+    // The model's threads (its collectives' lanes, a reduction's) could not start.
+    result = SystemFailureStatus(failure);
   }
   {
     absl::MutexLock lock(&progress_mu_);

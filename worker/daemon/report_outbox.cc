@@ -53,6 +53,16 @@ std::vector<v1::AttemptReport> ReportOutbox::Release(bool reattached) {
   return out;
 }
 
+void ReportOutbox::Resend(bool reattached,
+                          absl::FunctionRef<bool(const v1::AttemptReport&)> write) {
+  const std::vector<v1::AttemptReport> reports = Release(reattached);
+  for (size_t i = 0; i < reports.size(); ++i) {
+    if (write(reports[i])) continue;
+    for (size_t unsent = i; unsent < reports.size(); ++unsent) Hold(reports[unsent]);
+    return;
+  }
+}
+
 bool ReportOutbox::ended() const {
   absl::MutexLock lock(&mu_);
   return final_.has_value();

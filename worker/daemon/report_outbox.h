@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/worker_service.pb.h"
 
@@ -35,6 +36,9 @@ class ReportOutbox {
   // What to send on a new session: everything held and the final report, if the
   // coordinator re-attached the attempt; nothing otherwise. Either way nothing stays held.
   std::vector<v1::AttemptReport> Release(bool reattached);
+  // Release, each report written with `write` in order; the first it could not write (the
+  // session broke again) and those after it are held again, for the next session.
+  void Resend(bool reattached, absl::FunctionRef<bool(const v1::AttemptReport&)> write);
   // The attempt's final report has been produced (sent or held).
   bool ended() const;
   size_t held() const;

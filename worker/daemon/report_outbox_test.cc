@@ -56,6 +56,26 @@ TEST(ReportOutbox, TheFinalReportIsSentAgainOnReattach) {
   EXPECT_TRUE(outbox.Release(true).empty());
 }
 
+// A session that breaks again while the held reports are sent on it: the one it could
+// not take and those after it wait, in order, for the next session.
+TEST(ReportOutbox, WhatANewSessionCouldNotTakeIsHeldAgain) {
+  ReportOutbox outbox;
+  outbox.StartAttempt();
+  outbox.Hold(Report(v1::JOINED, 1));
+  outbox.Hold(Report(v1::ORDER_CHANGED, 2));
+  outbox.Hold(Report(v1::PROGRESS, 3));
+  outbox.Hold(Report(v1::ABORTED, 4));
+  std::vector<v1::AttemptReport> written;
+  outbox.Resend(/*reattached=*/true, [&](const v1::AttemptReport& report) {
+    if (written.size() == 1) return false;
+    written.push_back(report);
+    return true;
+  });
+  EXPECT_EQ(Phases(written), (std::vector<v1::AttemptPhase>{v1::JOINED}));
+  EXPECT_EQ(Phases(outbox.Release(true)),
+            (std::vector<v1::AttemptPhase>{v1::ORDER_CHANGED, v1::PROGRESS, v1::ABORTED}));
+}
+
 TEST(ReportOutbox, NotReattachedDropsWhatIsHeld) {
   ReportOutbox outbox;
   outbox.StartAttempt();

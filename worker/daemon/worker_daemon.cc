@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <system_error>
 #include <thread>
 
 #include "absl/random/random.h"
@@ -18,6 +19,7 @@
 #include "contracts/worker_features.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "worker/daemon/system_failure.h"
 #include "worker/runtime/critical_path.h"
 #include "worker/runtime/host_cpus.h"
 #include "worker/runtime/host_memory.h"
@@ -116,6 +118,7 @@ void WorkerDaemon::Dispatch(const v1::CoordinatorMessage& message) {
 }
 
 absl::Status WorkerDaemon::Run(const std::atomic<bool>& stop) {
+  stop_ = &stop;
   absl::BitGen random;
   absl::Duration backoff = options_.min_backoff;
   absl::Status refused;
@@ -310,25 +313,18 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
                                           request.running().rank(), ")")
                            : ""));
 
+  const absl::Duration interval =
+      absl::Milliseconds(std::max<int64_t>(50, registration.heartbeat_interval_ms()));
   absl::Notification session_over;
-  std::thread heartbeats([&] {
-    const absl::Duration interval =
-        absl::Milliseconds(std::max<int64_t>(50, registration.heartbeat_interval_ms()));
-    while (!session_over.WaitForNotificationWithTimeout(interval)) {
-      if (stop) {
-        DrainForShutdown(interval);
-        // A half-close, not a cancel: the attempt's last report, written just now, is
-        // delivered before the coordinator sees the session end.
-        CloseSessionForWrites();
-        if (!session_over.WaitForNotificationWithTimeout(kSessionCloseGrace)) {
-          context.TryCancel();
-        }
-        return;
-      }
-      RestartIfAbortIsStuck();
-      SendHeartbeat();
-    }
-  });
+  std::thread heartbeats;
+  try {
+    heartbeats = std::thread([&] { SendHeartbeatsUntil(session_over, interval, stop, context); });
+  } catch (const std::system_error& failure) {
+    // A session without heartbeats would be declared lost: ended now, and tried again.
+    context.TryCancel();
+    (void)EndSession(*stream);
+    return SystemFailureStatus(failure);
+  }
 
   v1::CoordinatorMessage message;
   while (stream->Read(&message)) {
@@ -336,15 +332,36 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   }
   session_over.Notify();
   heartbeats.join();
-  {
-    absl::MutexLock lock(&stream_mu_);
-    stream_ = nullptr;
-  }
   // The attempt goes on without a session: the training step never calls the
   // coordinator. A coordinator that restarted re-attaches it when this worker registers
   // again; one that lived on has failed it (its peers are aborted, which ends it here
   // too) and aborts it when this worker's heartbeat names it.
-  return FromGrpcStatus(stream->Finish());
+  return EndSession(*stream);
+}
+
+absl::Status WorkerDaemon::EndSession(Stream& stream) {
+  {
+    absl::MutexLock lock(&stream_mu_);
+    stream_ = nullptr;
+  }
+  return FromGrpcStatus(stream.Finish());
+}
+
+void WorkerDaemon::SendHeartbeatsUntil(absl::Notification& session_over, absl::Duration interval,
+                                       const std::atomic<bool>& stop,
+                                       grpc::ClientContext& context) {
+  while (!session_over.WaitForNotificationWithTimeout(interval)) {
+    if (stop) {
+      DrainForShutdown(interval);
+      // A half-close, not a cancel: the attempt's last report, written just now, is
+      // delivered before the coordinator sees the session end.
+      CloseSessionForWrites();
+      if (!session_over.WaitForNotificationWithTimeout(kSessionCloseGrace)) context.TryCancel();
+      return;
+    }
+    RestartIfAbortIsStuck();
+    SendHeartbeat();
+  }
 }
 
 std::optional<v1::RunningAttempt> WorkerDaemon::AttemptToReattach() {
@@ -369,13 +386,12 @@ void WorkerDaemon::ReleaseHeldReports(Stream* stream, bool reattached, bool anno
   // Under the stream's lock, so that a report the attempt sends meanwhile waits and goes
   // after these, on this session.
   absl::MutexLock lock(&stream_mu_);
-  const std::vector<v1::AttemptReport> reports = outbox_.Release(reattached);
-  for (const v1::AttemptReport& report : reports) {
+  outbox_.Resend(reattached, [&](const v1::AttemptReport& report) {
     v1::WorkerMessage message;
     *message.mutable_report() = report;
     CountCoordinatorCall();
-    if (!stream->Write(message)) break;  // the session broke again: the next one retries
-  }
+    return stream->Write(message);
+  });
   stream_ = stream;
 }
 
@@ -400,7 +416,14 @@ void WorkerDaemon::OnDataPlaneProbe(const v1::DataPlaneProbe& probe) {
   absl::MutexLock lock(&probe_mu_);
   // The one before ended within its timeout, or is about to.
   if (probe_thread_.joinable()) probe_thread_.join();
-  probe_thread_ = std::thread([this, probe] { AnswerDataPlaneProbe(probe); });
+  try {
+    probe_thread_ = std::thread([this, probe] { AnswerDataPlaneProbe(probe); });
+  } catch (const std::system_error& failure) {
+    // Unanswered, the probe times out at the coordinator, which blames no peer for it.
+    LogWarning(
+        LogContext().Job(probe.job_id()).Attempt(probe.attempt()).Rank(probe.rank()),
+        absl::StrCat("not probing the data plane: ", SystemFailureStatus(failure).message()));
+  }
 }
 
 void WorkerDaemon::AnswerDataPlaneProbe(const v1::DataPlaneProbe& probe) {
@@ -448,26 +471,46 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
   if (ending != nullptr) ending->WaitUntilDone(kEndingAttemptGrace);
   absl::MutexLock lock(&runner_mu_);
   if (runner_ && !runner_->done()) {
-    v1::WorkerMessage refusal;
-    v1::AttemptReport* report = refusal.mutable_report();
-    report->set_job_id(assignment.job_id());
-    report->set_attempt(assignment.attempt());
-    report->set_rank(assignment.rank());
-    report->set_phase(v1::ABORTED);
-    report->set_message(absl::StrCat("worker is still running ", runner_->job_id(), " attempt ",
-                                     runner_->attempt()));
-    Send(refusal);
+    RefuseAssignment(assignment, absl::StrCat("worker is still running ", runner_->job_id(),
+                                              " attempt ", runner_->attempt()));
+    return;
+  }
+  // Stopping (SIGTERM) while the coordinator still counted it idle: the attempt is not
+  // started only to fail when the session closes, and the coordinator, told the worker
+  // leaves, places it elsewhere.
+  if (stop_ != nullptr && *stop_) {
+    RefuseAssignment(assignment,
+                     "the worker is shutting down (it was told to stop: SIGTERM or SIGINT)",
+                     /*worker_leaving=*/true);
     return;
   }
   runner_.reset();  // joins the finished runner
   outbox_.StartAttempt();
   attempt_declined_ = false;
+  try {
+    runner_ = std::make_unique<AttemptRunner>(
+        channel_, assignment, options_.data_plane, options_.faults, options_.make_device,
+        options_.available_memory, options_.path_ceiling,
+        [this](const v1::AttemptReport& report) { SendReport(report); },
+        metrics_ ? metrics_->collectives() : nullptr);
+  } catch (const std::system_error& failure) {
+    RefuseAssignment(assignment, std::string(SystemFailureStatus(failure).message()));
+    return;
+  }
   if (metrics_) metrics_->OnAttemptStarted();
-  runner_ = std::make_unique<AttemptRunner>(
-      channel_, assignment, options_.data_plane, options_.faults, options_.make_device,
-      options_.available_memory, options_.path_ceiling,
-      [this](const v1::AttemptReport& report) { SendReport(report); },
-      metrics_ ? metrics_->collectives() : nullptr);
+}
+
+void WorkerDaemon::RefuseAssignment(const v1::Assignment& assignment, const std::string& why,
+                                    bool worker_leaving) {
+  v1::WorkerMessage refusal;
+  v1::AttemptReport* report = refusal.mutable_report();
+  report->set_job_id(assignment.job_id());
+  report->set_attempt(assignment.attempt());
+  report->set_rank(assignment.rank());
+  report->set_phase(v1::ABORTED);
+  report->set_message(why);
+  report->set_worker_leaving(worker_leaving);
+  Send(refusal);
 }
 
 void WorkerDaemon::OnHookChange(const v1::HookChange& change) {

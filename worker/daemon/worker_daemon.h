@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/metrics.h"
 #include "common/path_policy.h"
@@ -98,12 +99,22 @@ class WorkerDaemon {
 
   // One registration and session; returns why it ended.
   absl::Status RunSession(const std::atomic<bool>& stop);
+  // The session's heartbeats, every `interval` until it is over; on a stop, the drain
+  // and the session's half-close (the session's own thread).
+  void SendHeartbeatsUntil(absl::Notification& session_over, absl::Duration interval,
+                           const std::atomic<bool>& stop, grpc::ClientContext& context);
+  // Forgets the session's stream and finishes it; why it ended.
+  absl::Status EndSession(Stream& stream);
   // What this worker registers as: its name, device, memory, probe address, folders and
   // the attempt it may be re-admitted to.
   v1::RegisterWorkerRequest Registration();
   // Acts on one message of the session.
   void Dispatch(const v1::CoordinatorMessage& message);
   void OnAssignment(const v1::Assignment& assignment);
+  // Answers an assignment this worker does not start with its attempt's ABORTED report;
+  // `worker_leaving`: the worker is shutting down (the coordinator does not count it idle).
+  void RefuseAssignment(const v1::Assignment& assignment, const std::string& why,
+                        bool worker_leaving = false);
   void OnAbort(const v1::Abort& abort);
   void OnHookChange(const v1::HookChange& change);
   void OnHookDecision(const v1::HookDecision& decision);
@@ -150,6 +161,7 @@ class WorkerDaemon {
   void RestartIfAbortIsStuck();
 
   const WorkerOptions options_;
+  const std::atomic<bool>* stop_ = nullptr;  // Run's; set before any session
   std::string token_;  // options_.token, or the token_file's latest (the sessions' thread)
   std::unique_ptr<WorkerMetrics> metrics_;  // null without options_.metrics
   ReportOutbox outbox_;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -69,32 +70,32 @@ class KilledAt final : public TrainingHooks {
   const FaultPoint at_;
 };
 
-// Stops the rank the first time it gets where it is told (AtPoint runs on several
-// threads; the first one there stops), for as long as Stop says.
-class StopsOnceAt : public TrainingHooks {
+// Strikes the first time the rank gets where it is told (AtPoint runs on several threads;
+// the first one there is struck), in the worker's life: a later attempt runs unharmed.
+class StrikesOnceAt : public TrainingHooks {
  public:
-  explicit StopsOnceAt(FaultPoint at) : at_(std::move(at)) {}
+  explicit StrikesOnceAt(FaultPoint at) : at_(std::move(at)) {}
 
   void AtPoint(int64_t step, const char* point) final {
-    if (at_.Matches(step, point) && !stopped_.exchange(true)) Stop(step, point);
+    if (at_.Matches(step, point) && !struck_.exchange(true)) Strike(step, point);
   }
 
  protected:
-  virtual void Stop(int64_t step, const char* point) = 0;
+  virtual void Strike(int64_t step, const char* point) = 0;
 
  private:
   const FaultPoint at_;
-  std::atomic<bool> stopped_{false};
+  std::atomic<bool> struck_{false};
 };
 
 // Stops for a while, as a rank on a host that stalls there (or a slow link): a window in
 // which a test can fail something else (the coordinator mid-heal).
-class PausedAt final : public StopsOnceAt {
+class PausedAt final : public StrikesOnceAt {
  public:
-  PausedAt(FaultPoint at, absl::Duration pause) : StopsOnceAt(std::move(at)), pause_(pause) {}
+  PausedAt(FaultPoint at, absl::Duration pause) : StrikesOnceAt(std::move(at)), pause_(pause) {}
 
  private:
-  void Stop(int64_t step, const char* point) override {
+  void Strike(int64_t step, const char* point) override {
     // In the worker's log, for the test that acts in the window.
     std::cerr << "fault injection: paused at " << point << " of step " << step << " for "
               << absl::FormatDuration(pause_) << std::endl;
@@ -106,12 +107,12 @@ class PausedAt final : public StopsOnceAt {
 
 // Stops until a file exists: a pause whose end the test decides, so that what it does in
 // the window does not race the job's end however loaded the machine is.
-class HeldAt final : public StopsOnceAt {
+class HeldAt final : public StrikesOnceAt {
  public:
-  HeldAt(FaultPoint at, std::string file) : StopsOnceAt(std::move(at)), file_(std::move(file)) {}
+  HeldAt(FaultPoint at, std::string file) : StrikesOnceAt(std::move(at)), file_(std::move(file)) {}
 
  private:
-  void Stop(int64_t step, const char* point) override {
+  void Strike(int64_t step, const char* point) override {
     std::cerr << "fault injection: held at " << point << " of step " << step << " until " << file_
               << " exists" << std::endl;
     std::error_code ignored;
@@ -119,6 +120,22 @@ class HeldAt final : public StopsOnceAt {
   }
 
   const std::string file_;
+};
+
+// Throws what std::thread throws on a host out of threads (a pids cgroup's limit), on the
+// thread that enters the point: the attempt must fail, not the worker. Only for a point
+// the training thread enters (a phase: "forward", "optimizer"), whose caller catches it.
+class ThreadStartFailsAt final : public StrikesOnceAt {
+ public:
+  explicit ThreadStartFailsAt(FaultPoint at) : StrikesOnceAt(std::move(at)) {}
+
+ private:
+  void Strike(int64_t step, const char* point) override {
+    std::cerr << "fault injection: no thread could start at " << point << " of step " << step
+              << std::endl;
+    throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                            "fault injection: std::thread");
+  }
 };
 
 // Leaves with its group after a step, as a rank whose worker is shutting down: a
@@ -202,6 +219,10 @@ std::shared_ptr<TrainingHooks> ParseOneFault(absl::string_view text) {
   if (absl::ConsumePrefix(&rest, "sigkill_at=") && ParseFaultPoint(rest, &at)) {
     return std::make_shared<KilledAt>(at);
   }
+  rest = text;
+  if (absl::ConsumePrefix(&rest, "no_thread_at=") && ParseFaultPoint(rest, &at)) {
+    return std::make_shared<ThreadStartFailsAt>(at);
+  }
   int64_t pause_ms = 0;
   if (ParseFaultPointAndLast(text, "pause_at=", &at, &last) && absl::SimpleAtoi(last, &pause_ms) &&
       pause_ms > 0) {
@@ -224,7 +245,8 @@ absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::st
     return absl::InvalidArgumentError(absl::StrCat(
         "--fault_injection '", text, "': unknown fault '", one,
         "' (expected unit_order_reversed, unit_order_reversed_from=STEP, "
-        "never_join_rendezvous, sigkill_at=STEP|any:POINT, pause_at=STEP|any:POINT:MS, "
+        "never_join_rendezvous, sigkill_at=STEP|any:POINT, no_thread_at=STEP|any:POINT, "
+        "pause_at=STEP|any:POINT:MS, "
         "hold_at=STEP|any:POINT:FILE or leave_after=STEP, several joined by commas)"));
   }
   if (faults.size() == 1) return faults.front();

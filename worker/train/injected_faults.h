@@ -19,7 +19,9 @@ namespace shardwise {
 // rendezvous; "sigkill_at=STEP:POINT" kills the worker's process (SIGKILL) as its rank
 // enters POINT of step STEP (or of any step: "any"): a phase ("forward", "backward",
 // "commit vote", "optimizer", "checkpoint", "sending optimizer state", ...) or a
-// collective ("reduce-scatter", "all-reduce", ...); "pause_at=STEP:POINT:MS" stops the
+// collective ("reduce-scatter", "all-reduce", ...); "no_thread_at=STEP:POINT" throws there,
+// once, what std::thread throws on a host out of threads (POINT a phase the training
+// thread enters: "forward", "optimizer"); "pause_at=STEP:POINT:MS" stops the
 // rank there for MS milliseconds, once; "hold_at=STEP:POINT:FILE" stops it there until
 // FILE exists, once (a test's window that the job's end cannot race; FILE holds no
 // comma);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "absl/time/clock.h"
@@ -76,6 +77,20 @@ TEST(InjectedFaults, PausesOnceAtThePointNamed) {
   const absl::Duration first = absl::Now() - start;
   (*faults)->AtPoint(0, "receiving parameters");
   EXPECT_GE(first, absl::Milliseconds(200));
+}
+
+TEST(InjectedFaults, ThrowsWhatAThreadThatCannotStartThrowsOnceAtThePointNamed) {
+  auto faults = ParseInjectedFaults("no_thread_at=2:forward");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  (*faults)->AtPoint(1, "forward");
+  (*faults)->AtPoint(2, "optimizer");
+  try {
+    (*faults)->AtPoint(2, "forward");
+    ADD_FAILURE() << "nothing thrown";
+  } catch (const std::system_error& failure) {
+    EXPECT_EQ(failure.code(), std::errc::resource_unavailable_try_again);
+  }
+  (*faults)->AtPoint(2, "forward");  // once
 }
 
 TEST(InjectedFaults, LeavesFromTheStepNamed) {
