@@ -308,7 +308,9 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
                   CommHookName(newest->new_hook()).c_str(), static_cast<long long>(newest->step()));
       return 0;
     }
-    if (newest != nullptr && newest->state() == v1::HookSwitch::ABANDONED) {
+    // One proposed again is followed by its next version (written after it).
+    if (newest != nullptr && newest->state() == v1::HookSwitch::ABANDONED &&
+        !newest->proposed_again()) {
       std::fprintf(stderr, "shardwise: switch %d abandoned: %s; the job goes on with %s\n",
                    newest->version(), newest->reason().c_str(),
                    CommHookName(HookInEffect(*job)).c_str());

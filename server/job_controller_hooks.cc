@@ -105,7 +105,9 @@ void JobController::OnHookAck(const std::string& worker_id, const v1::HookChange
       DecideHookSwitchLocked(*job, attempt, /*commit=*/true, "");
       return;
     case HookSwitchAgreement::AckDecision::Kind::kAbandon: {
-      const v1::HookSwitch rejected = *attempt.hook_switch.EndProposal();
+      v1::HookSwitch rejected = *attempt.hook_switch.EndProposal();
+      // Said in the same write as the abandon, so that no client reads it as the end.
+      rejected.set_proposed_again(decision.retry_after.has_value());
       DecideHookSwitchLocked(*job, attempt, /*commit=*/false, decision.reason, rejected);
       if (!decision.retry_after.has_value()) return;
       auto again = jobs_->Current(ack.job_id());
@@ -152,7 +154,8 @@ void JobController::DecideHookSwitchLocked(const v1::Job& job, LiveAttempt& atte
         jobs_
             ->RecordHookSwitch(job.id(), decided,
                                absl::StrCat("comm hook switch ", decided.version(), " to ",
-                                            CommHookName(decided.new_hook()), " abandoned: ", why))
+                                            CommHookName(decided.new_hook()), " abandoned: ", why,
+                                            decided.proposed_again() ? "; proposed again" : ""))
             .status(),
         "recording a hook switch", JobContext(job));
   }

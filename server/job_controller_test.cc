@@ -457,6 +457,34 @@ TEST_F(JobControllerTest, AHookSwitchCommitsWhenEveryRankAccepts) {
   EXPECT_EQ(job.hook_switches(0).request_time_ms(), absl::ToUnixMillis(clock_.Now()));
 }
 
+// A rank that had already started the chosen step refuses: the switch is abandoned and,
+// in the same write, marked as proposed again (a client polling the job in between must
+// not read the abandon as the end), and the next version is proposed after that step.
+TEST_F(JobControllerTest, ASwitchRefusedForAStartedStepIsAbandonedAsProposedAgain) {
+  StartTwoRankJob();
+  auto proposal = ProposeBf16AtStep10();
+  ASSERT_TRUE(proposal.ok()) << proposal.status();
+  v1::HookChangeAck refusal;
+  refusal.set_job_id("job-1");
+  refusal.set_attempt(1);
+  refusal.set_version(proposal->version());
+  refusal.set_accepted(false);
+  refusal.set_started_step(14);
+  controller_->OnHookAck("w1", refusal);
+  const v1::Job job = *jobs_->Get("job-1");
+  ASSERT_EQ(job.hook_switches_size(), 2);
+  EXPECT_EQ(job.hook_switches(0).state(), v1::HookSwitch::ABANDONED);
+  EXPECT_TRUE(job.hook_switches(0).proposed_again());
+  EXPECT_EQ(job.hook_switches(1).state(), v1::HookSwitch::PROPOSED);
+  EXPECT_EQ(job.hook_switches(1).version(), proposal->version() + 1);
+  EXPECT_GT(job.hook_switches(1).step(), 14);
+  bool said = false;
+  for (const v1::JobEvent& event : job.events()) {
+    said |= absl::StrContains(event.message(), "; proposed again");
+  }
+  EXPECT_TRUE(said) << job.DebugString();
+}
+
 // A worker that re-attached after a coordinator restart but had not opened its session
 // when the attempt was given up (its peer never came back) is still told to abort once
 // its session opens: otherwise it runs the dead attempt on, DRAINING, and the re-queued
