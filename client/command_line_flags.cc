@@ -22,6 +22,19 @@ absl::CommandLineFlag* FindFlag(absl::string_view name, bool* negated) {
   return flag;
 }
 
+// Flags absl's parser handles itself, outside the flags' registry: usage (--help, ...)
+// and flags that bring others (--flagfile, --fromenv, ...). A line with one is left to
+// absl whole.
+bool LeftToAbsl(absl::string_view name) {
+  static constexpr absl::string_view kNames[] = {
+      "help",    "helpfull",        "helpshort", "helppackage", "helpon",     "helpmatch",
+      "version", "only_check_args", "flagfile",  "fromenv",     "tryfromenv", "undefok"};
+  for (absl::string_view known : kNames) {
+    if (name == known) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::Status CheckCommandLineFlags(const std::vector<std::string>& args) {
@@ -34,6 +47,7 @@ absl::Status CheckCommandLineFlags(const std::vector<std::string>& args) {
     const std::string name(arg.substr(0, equals));
     std::optional<std::string> value;
     if (equals != absl::string_view::npos) value = std::string(arg.substr(equals + 1));
+    if (LeftToAbsl(name)) return absl::OkStatus();
     bool negated = false;
     absl::CommandLineFlag* flag = FindFlag(name, &negated);
     if (flag == nullptr) {

@@ -16,7 +16,8 @@ namespace shardwise {
 // OK when every flag in `args` (argv without the program's name; flags as absl reads
 // them: -name or --name, =value or the next argument, --noname for a bool, nothing
 // after "--") names a defined flag and carries a value it takes; INVALID_ARGUMENT naming
-// the first that does not. Sets the flags it checks, as parsing them would.
+// the first that does not. Sets the flags it checks, as parsing them would. A line with
+// one of absl's own (--help, --version, --flagfile, ...) is left to absl from there.
 absl::Status CheckCommandLineFlags(const std::vector<std::string>& args);
 
 }  // namespace shardwise

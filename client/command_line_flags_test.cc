@@ -29,6 +29,13 @@ TEST(CommandLineFlags, FlagsAbslReadsAreTakenAndSet) {
   EXPECT_TRUE(absl::GetFlag(FLAGS_loud));
 }
 
+// absl's own flags, outside the registry, are absl's to handle, with the rest of the line.
+TEST(CommandLineFlags, AbslsOwnFlagsAreLeftToIt) {
+  for (const char* own : {"--help", "--helpfull", "--version", "--flagfile=f", "--undefok=x"}) {
+    EXPECT_EQ(Check({"watch", own, "--later_mistake"}), "ok") << own;
+  }
+}
+
 TEST(CommandLineFlags, MistakesAreNamed) {
   EXPECT_EQ(Check({"watch", "job-1", "--coordinatr=h:1"}),
             "--coordinatr: no such flag (shardwise --help lists them)");

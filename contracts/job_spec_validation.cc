@@ -300,7 +300,7 @@ absl::Status ValidateOverlap(const v1::JobSpec& spec) {
       for (const ParameterDesc& p : description.params) names.push_back(p.name);
       if (names.size() > 12) names.resize(12), names.push_back("...");
       return Invalid("optimizer.overlap.params",
-                     absl::StrCat("'", param, "' is not a parameter of this model (",
+                     absl::StrCat("'", ShownValue(param), "' is not a parameter of this model (",
                                   absl::StrJoin(names, ", "), ")"));
     }
   }
@@ -322,18 +322,25 @@ absl::Status ValidateOverlap(const v1::JobSpec& spec) {
 }
 
 absl::Status ValidateGradScaler(const v1::GradScaler& scaler) {
-  if (scaler.has_init_scale()) {
-    RETURN_IF_ERROR(CheckReal("grad_scaler.init_scale", scaler.init_scale(), 0, false));
+  // The scale and the factors are FP32 on the ranks, as PyTorch's scaler keeps them: a
+  // value that rounds to 0 or to infinity there would skip every step, silently.
+  constexpr double kFloatMin = std::numeric_limits<float>::min();  // the least normal
+  constexpr double kFloatMax = std::numeric_limits<float>::max();
+  if (scaler.has_init_scale() &&
+      !(scaler.init_scale() >= kFloatMin && scaler.init_scale() <= kFloatMax)) {
+    return Invalid("grad_scaler.init_scale",
+                   absl::StrCat("must be in [", kFloatMin, ", ", kFloatMax,
+                                "] (an FP32, as the scale is kept), got ", scaler.init_scale()));
   }
   if (scaler.has_growth_factor() &&
-      !(std::isfinite(scaler.growth_factor()) && scaler.growth_factor() > 1)) {
+      !(scaler.growth_factor() > 1 && scaler.growth_factor() <= kFloatMax)) {
     return Invalid("grad_scaler.growth_factor",
-                   absl::StrCat("must be > 1 and finite, got ", scaler.growth_factor()));
+                   absl::StrCat("must be in (1, ", kFloatMax, "], got ", scaler.growth_factor()));
   }
   if (scaler.has_backoff_factor() &&
-      !(scaler.backoff_factor() > 0 && scaler.backoff_factor() < 1)) {
+      !(scaler.backoff_factor() >= kFloatMin && scaler.backoff_factor() < 1)) {
     return Invalid("grad_scaler.backoff_factor",
-                   absl::StrCat("must be in (0, 1), got ", scaler.backoff_factor()));
+                   absl::StrCat("must be in [", kFloatMin, ", 1), got ", scaler.backoff_factor()));
   }
   if (scaler.has_growth_interval() && scaler.growth_interval() <= 0) {
     return Invalid("grad_scaler.growth_interval",

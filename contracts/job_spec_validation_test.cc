@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -356,10 +357,24 @@ INSTANTIATE_TEST_SUITE_P(
                 "job.optimizer.overlap.mode: IN_BACKWARD steps before the loss scaler"},
         BadCase{"scaler backoff of 1",
                 [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_backoff_factor(1.0); },
-                "job.grad_scaler.backoff_factor: must be in (0, 1), got 1"},
+                "job.grad_scaler.backoff_factor: must be in [1.17549e-38, 1), got 1"},
+        BadCase{"scaler backoff that is 0 in FP32",
+                [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_backoff_factor(1e-46); },
+                "job.grad_scaler.backoff_factor: must be in [1.17549e-38, 1), got 1e-46"},
         BadCase{"scaler growth below 1",
                 [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_growth_factor(0.5); },
-                "job.grad_scaler.growth_factor: must be > 1 and finite, got 0.5"}));
+                "job.grad_scaler.growth_factor: must be in (1, 3.40282e+38], got 0.5"},
+        BadCase{"scaler growth past FP32",
+                [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_growth_factor(1e39); },
+                "job.grad_scaler.growth_factor: must be in (1, 3.40282e+38], got 1e+39"},
+        BadCase{"scaler scale past FP32",
+                [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_init_scale(1e39); },
+                "job.grad_scaler.init_scale: must be in [1.17549e-38, 3.40282e+38] (an FP32, as "
+                "the scale is kept), got 1e+39"},
+        BadCase{"scaler scale that is 0 in FP32",
+                [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_init_scale(1e-50); },
+                "job.grad_scaler.init_scale: must be in [1.17549e-38, 3.40282e+38] (an FP32, as "
+                "the scale is kept), got 1e-50"}));
 
 v1::JobSpec WithStrategy(v1::ShardingStrategy::Value strategy) {
   v1::JobSpec spec = ValidSpec();
@@ -855,8 +870,28 @@ INSTANTIATE_TEST_SUITE_P(
                   Llama(s)->mutable_rope_scaling()->set_factor(8);
                 },
                 "job.model.llama.rope_scaling: llama3 needs factor > 0, 0 < low_freq_factor < "
-                "high_freq_factor and original_max_position_embeddings > 0, got factor 8, "
-                "low_freq_factor 0"},
+                "high_freq_factor, all finite, and original_max_position_embeddings > 0, got "
+                "factor 8, low_freq_factor 0"},
+        BadCase{"an infinite rope scaling factor",
+                [](v1::JobSpec* s) {
+                  v1::RopeScaling* scaling = Llama(s)->mutable_rope_scaling();
+                  scaling->set_rope_type("llama3");
+                  scaling->set_factor(std::numeric_limits<double>::infinity());
+                  scaling->set_low_freq_factor(1);
+                  scaling->set_high_freq_factor(4);
+                  scaling->set_original_max_position_embeddings(8192);
+                },
+                "got factor inf,"},
+        BadCase{"an infinite initializer range",
+                [](v1::JobSpec* s) {
+                  Llama(s)->set_initializer_range(std::numeric_limits<double>::infinity());
+                },
+                "job.model.llama: rms_norm_eps and rope_theta must be positive and "
+                "initializer_range not negative, all finite, got "},
+        BadCase{
+            "an activation named with control characters",
+            [](v1::JobSpec* s) { Llama(s)->set_hidden_act("\x1b]0;x\a" + std::string(300, 'a')); },
+            "job.model.llama.hidden_act: '\\u{001B}]0;x\\u{0007}aaa"},
         BadCase{"a GPT beside the Llama",
                 [](v1::JobSpec* s) { s->mutable_model()->mutable_gpt()->set_n_layer(1); },
                 "job.model: sets both model.gpt and model.llama; a model is one kind"},

@@ -175,6 +175,12 @@ bool MayRunCudnnAttention(const v1::JobSpec& spec) {
 // the context, or the atomic one's (cuda.attention_backward ATOMIC), linear.
 double CudnnBackwardScratchBytes(const v1::JobSpec& spec, const TransformerShape& shape,
                                  double sequences) {
+  // Past what any device holds the exact sizes (int64) could overflow: a bound in doubles
+  // above either, which no budget admits, stands for them.
+  const double rounded_seq = shape.t + 128.0;
+  const double bound = sequences * shape.heads *
+                       (2.0 * rounded_seq * rounded_seq + 12.0 * rounded_seq * shape.head_dim);
+  if (!(bound < 1e18)) return bound;
   const auto batch = static_cast<int64_t>(sequences), heads = static_cast<int64_t>(shape.heads),
              kv_heads = static_cast<int64_t>(shape.kv_heads), seq = static_cast<int64_t>(shape.t);
   if (spec.cuda().attention_backward() == v1::CudaOptions::ATOMIC) {

@@ -360,6 +360,17 @@ TEST(EstimateRankMemory, SaturatesInsteadOfOverflowing) {
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->activations, std::numeric_limits<int64_t>::max());
   EXPECT_EQ(e->total(), std::numeric_limits<int64_t>::max());
+  // cuDNN's workspace too, whose exact size (int64) such a shape would overflow.
+  spec.set_device(v1::CUDA);
+  spec.mutable_model()->mutable_gpt()->set_attention(v1::GptConfig::FUSED);
+  spec.mutable_fsdp()->mutable_mixed_precision()->set_param_dtype(v1::BF16);
+  for (const auto backward :
+       {v1::CudaOptions::ATTENTION_BACKWARD_UNSPECIFIED, v1::CudaOptions::ATOMIC}) {
+    spec.mutable_cuda()->set_attention_backward(backward);
+    e = EstimateRankMemory(spec);
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_EQ(e->activations, std::numeric_limits<int64_t>::max());
+  }
 }
 
 TEST(EstimateRankMemory, ModelsThatCannotBeLaidOutAreInvalid) {

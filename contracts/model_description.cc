@@ -1,9 +1,11 @@
 #include "contracts/model_description.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/printable_text.h"
 #include "common/status_macros.h"
 #include "contracts/transformer_config.h"
 
@@ -197,15 +199,17 @@ absl::Status CheckRopeScaling(const v1::LlamaConfig& llama) {
   if (!llama.has_rope_scaling()) return absl::OkStatus();
   const v1::RopeScaling& scaling = llama.rope_scaling();
   if (scaling.rope_type() != "llama3") {
-    return Invalid("model.llama.rope_scaling.rope_type",
-                   absl::StrCat("'", scaling.rope_type(), "' is not taken (\"llama3\" or none)"));
+    return Invalid(
+        "model.llama.rope_scaling.rope_type",
+        absl::StrCat("'", ShownValue(scaling.rope_type()), "' is not taken (\"llama3\" or none)"));
   }
   if (!(scaling.factor() > 0) || !(scaling.low_freq_factor() > 0) ||
       !(scaling.high_freq_factor() > scaling.low_freq_factor()) ||
+      !std::isfinite(scaling.factor()) || !std::isfinite(scaling.high_freq_factor()) ||
       scaling.original_max_position_embeddings() <= 0) {
     return Invalid("model.llama.rope_scaling",
-                   absl::StrCat("llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor "
-                                "and original_max_position_embeddings > 0, got factor ",
+                   absl::StrCat("llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor, "
+                                "all finite, and original_max_position_embeddings > 0, got factor ",
                                 scaling.factor(), ", low_freq_factor ", scaling.low_freq_factor(),
                                 ", high_freq_factor ", scaling.high_freq_factor(),
                                 ", original_max_position_embeddings ",
@@ -225,12 +229,15 @@ absl::Status CheckLlamaConfig(const v1::ModelSpec& model) {
   RETURN_IF_ERROR(CheckLlamaSizes(llama));
   if (llama.hidden_act() != "silu") {
     return Invalid("model.llama.hidden_act",
-                   absl::StrCat("'", llama.hidden_act(), "' is not taken (\"silu\")"));
+                   absl::StrCat("'", ShownValue(llama.hidden_act()), "' is not taken (\"silu\")"));
   }
+  // Finite too: an infinite epsilon zeroes every norm, an infinite theta every rotation,
+  // an infinite initializer range every weight.
   if (!(llama.rms_norm_eps() > 0) || !(llama.rope_theta() > 0) ||
-      !(llama.initializer_range() >= 0)) {
+      !(llama.initializer_range() >= 0) || !std::isfinite(llama.rms_norm_eps()) ||
+      !std::isfinite(llama.rope_theta()) || !std::isfinite(llama.initializer_range())) {
     return Invalid("model.llama", absl::StrCat("rms_norm_eps and rope_theta must be positive and "
-                                               "initializer_range not negative, got ",
+                                               "initializer_range not negative, all finite, got ",
                                                llama.rms_norm_eps(), ", ", llama.rope_theta(), ", ",
                                                llama.initializer_range()));
   }

@@ -47,7 +47,11 @@ absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const
   auto index = ReadSafetensorsIndex(path, links);
   if (!index.ok()) return Invalid(field, path, std::string(index.status().message()));
   auto it = index->tensors.find("tokens");
-  if (it == index->tensors.end() || it->second.shape.size() != 1 || it->second.dtype == "F32") {
+  // Ids are integers: a float tensor of 2 or 4 bytes an element would be read as ids.
+  const bool integer =
+      it != index->tensors.end() &&
+      (it->second.dtype == "U16" || it->second.dtype == "I32" || it->second.dtype == "I64");
+  if (!integer || it->second.shape.size() != 1) {
     return Invalid(field, path, "needs a 1-D tensor 'tokens' of U16, I32 or I64");
   }
   return TokenFileLayout{it->second.begin, SafetensorsDtypeSize(it->second.dtype),

@@ -17,16 +17,14 @@ namespace {
 // job's, and is refused showing only a cut, escaped form of it.
 constexpr int64_t kMaxJobIdCharacters = 64;
 
-grpc::Status CheckJobId(const std::string& job_id) {
-  if (job_id.empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: must not be empty");
-  }
+absl::Status CheckJobId(const std::string& job_id) {
+  if (job_id.empty()) return absl::InvalidArgumentError("job_id: must not be empty");
   const absl::StatusOr<int64_t> length = CountPrintableCharacters(job_id);
   if (!length.ok() || *length > kMaxJobIdCharacters) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("job_id: '", ShownValue(job_id, 64), "' is not a job id"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("job_id: '", ShownValue(job_id, 64), "' is not a job id"));
   }
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 // A call's answer: its result moved into `response`, or its error.
@@ -69,7 +67,8 @@ absl::StatusOr<Principal> JobCalls::Caller(const grpc::ServerContextBase& contex
 
 absl::Status JobCalls::CallerMayChange(const grpc::ServerContextBase& context,
                                        const std::string& job_id, const char* what) const {
-  if (tokens_ == nullptr) return absl::OkStatus();
+  // Who calls first, as for every call: an unauthenticated caller learns nothing else.
+  if (tokens_ == nullptr) return CheckJobId(job_id);
   auto principal = tokens_->Authenticate(context);
   if (!principal.ok()) return principal.status();
   // A role that may change no job is refused before the job is looked up, so it cannot
@@ -77,6 +76,7 @@ absl::Status JobCalls::CallerMayChange(const grpc::ServerContextBase& context,
   if (principal->role < Role::kSubmitter) {
     return Authorize(*principal, Action::kChangeJob, what, "");
   }
+  RETURN_IF_ERROR(CheckJobId(job_id));
   auto job = jobs_->Get(job_id);
   if (!job.ok()) return job.status();
   return Authorize(*principal, Action::kChangeJob, what, job->submitter());
@@ -103,7 +103,7 @@ grpc::Status JobCalls::GetJob(const grpc::ServerContextBase& context,
   if (auto caller = Caller(context, Action::kRead, "read jobs"); !caller.ok()) {
     return ToGrpcStatus(caller.status());
   }
-  if (auto status = CheckJobId(request.job_id()); !status.ok()) return status;
+  if (absl::Status id = CheckJobId(request.job_id()); !id.ok()) return ToGrpcStatus(id);
   return Answer(jobs_->Get(request.job_id()), response);
 }
 
@@ -129,7 +129,6 @@ grpc::Status JobCalls::ListJobs(const grpc::ServerContextBase& context,
 
 grpc::Status JobCalls::CancelJob(const grpc::ServerContextBase& context,
                                  const v1::CancelJobRequest& request, v1::Job* response) {
-  if (auto status = CheckJobId(request.job_id()); !status.ok()) return status;
   if (absl::Status allowed = CallerMayChange(context, request.job_id(), "cancel jobs");
       !allowed.ok()) {
     return ToGrpcStatus(allowed);
@@ -140,7 +139,6 @@ grpc::Status JobCalls::CancelJob(const grpc::ServerContextBase& context,
 grpc::Status JobCalls::SetCommHook(const grpc::ServerContextBase& context,
                                    const v1::SetCommHookRequest& request,
                                    v1::HookSwitch* response) {
-  if (auto status = CheckJobId(request.job_id()); !status.ok()) return status;
   if (absl::Status allowed =
           CallerMayChange(context, request.job_id(), "change the communication hook of jobs");
       !allowed.ok()) {
@@ -151,7 +149,6 @@ grpc::Status JobCalls::SetCommHook(const grpc::ServerContextBase& context,
 
 grpc::Status JobCalls::ScaleJob(const grpc::ServerContextBase& context,
                                 const v1::ScaleJobRequest& request, v1::Job* response) {
-  if (auto status = CheckJobId(request.job_id()); !status.ok()) return status;
   if (absl::Status allowed = CallerMayChange(context, request.job_id(), "scale jobs");
       !allowed.ok()) {
     return ToGrpcStatus(allowed);
@@ -164,7 +161,7 @@ grpc::Status JobCalls::GetTimeline(const grpc::ServerContextBase& context,
   if (auto caller = Caller(context, Action::kRead, "read timelines"); !caller.ok()) {
     return ToGrpcStatus(caller.status());
   }
-  if (auto status = CheckJobId(request.job_id()); !status.ok()) return status;
+  if (absl::Status id = CheckJobId(request.job_id()); !id.ok()) return ToGrpcStatus(id);
   return Answer(controller_->GetTimeline(request.job_id()), response);
 }
 
@@ -173,7 +170,7 @@ grpc::Status JobCalls::WatchAllowed(const grpc::ServerContextBase& context,
   if (auto caller = Caller(context, Action::kRead, "watch jobs"); !caller.ok()) {
     return ToGrpcStatus(caller.status());
   }
-  return CheckJobId(request.job_id());
+  return ToGrpcStatus(CheckJobId(request.job_id()));
 }
 
 std::function<absl::Status()> JobCalls::WatchStillAllowed(

@@ -46,6 +46,11 @@ absl::StatusOr<v1::Job> JobController::Scale(const std::string& job_id, int32_t 
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(const v1::Job job, jobs_->Current(job_id));
   if (!job.spec().has_fault_tolerance() || job.state() != v1::RUNNING) {
+    // Wrong for any job, whatever its state: said as such (a running one names its range).
+    if (replicas < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("replicas must be at least 1, got ", replicas));
+    }
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job_id, " is ", v1::JobState_Name(job.state()),
                      job.spec().has_fault_tolerance() ? "" : " and has no fault_tolerance",

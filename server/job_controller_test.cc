@@ -1426,6 +1426,12 @@ TEST_F(JobControllerTest, OnlyARunningFaultTolerantJobScales) {
       << not_running;
   EXPECT_EQ(std::string(not_running.message()).find("has no fault_tolerance"), std::string::npos)
       << not_running;
+  // No replicas is wrong for any job, in any state: said as such.
+  const absl::Status none = controller_->Scale(pending->id(), 0).status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument) << none;
+  EXPECT_NE(std::string(none.message()).find("replicas must be at least 1, got 0"),
+            std::string::npos)
+      << none;
 }
 
 }  // namespace

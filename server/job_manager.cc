@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/log.h"
+#include "common/printable_text.h"
 #include "common/status_macros.h"
 #include "common/token_hash.h"
 #include "contracts/job_ranks.h"
@@ -441,8 +442,8 @@ absl::StatusOr<JobManager::Page> JobManager::List(const ListFilter& filter,
                                                   size_t page_size) const {
   int64_t after = 0;
   if (!page_token.empty() && (!absl::SimpleAtoi(page_token, &after) || after < 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_token: '", page_token, "' is not a token from a previous page"));
+    return absl::InvalidArgumentError(absl::StrCat("page_token: '", ShownValue(page_token),
+                                                   "' is not a token from a previous page"));
   }
   absl::MutexLock lock(&mu_);
   Page page;

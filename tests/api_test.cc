@@ -366,6 +366,12 @@ TEST(Cli, UsageMistakesExit2NamingThem) {
     EXPECT_EQ(Cluster::RunCli(args, &output), 2) << output;
     EXPECT_TRUE(absl::StrContains(output, message)) << output;
   }
+  // absl's own flags are still absl's: --help prints the usage (absl exits 1 after it).
+  {
+    std::string output;
+    EXPECT_EQ(Cluster::RunCli({"--help"}, &output), 1) << output;
+    EXPECT_TRUE(absl::StrContains(output, "shardwise submit JOB.yaml")) << output;
+  }
   // This client's own setup (a token it will not send in plaintext off loopback).
   std::string output;
   EXPECT_EQ(RunShell(absl::StrCat("SHARDWISE_TOKEN=sw_x ", Cluster::BinaryPath("client/shardwise"),

@@ -3,11 +3,14 @@ worker process: submit from a dict and from a YAML file, watch, get, list with f
 cancel, set_hook, scale, and errors carrying the coordinator's code and message. Run by
 tests/python_client_test.sh with Debian's python3 and python3-grpcio."""
 
+import gc
 import os
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
+import weakref
 
 import shardwise
 
@@ -223,6 +226,81 @@ class PythonClientTest(unittest.TestCase):
         with self.assertRaises(shardwise.ShardwiseError) as raised:
             alice.submit({"world_size": "four"})
         self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+
+    def test_list_takes_states_in_any_case_and_a_limit_of_0_as_all(self):
+        alice = self.cluster.client("alice")
+        waiting = alice.submit(spec(world_size=4, name="waits"))  # one worker: it waits
+        self.assertIn(waiting, [job.id for job in alice.list(states=["pending"])])
+        alice.cancel(waiting)
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            alice.list(states=["sleeping"])
+        self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("states: unknown state 'sleeping'", raised.exception.message)
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            alice.list(limit=-1)
+        self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("limit: -1 is negative", raised.exception.message)
+
+        class TwoPages:  # what a coordinator with more jobs than a page answers
+            def ListJobs(self, request, timeout, metadata):
+                page = shardwise.proto.job_service_pb2.ListJobsResponse()
+                page.jobs.add().id = "job-2" if request.page_token else "job-1"
+                page.next_page_token = "" if request.page_token else "1"
+                return page
+
+        with shardwise.Client("127.0.0.1:1") as paged:
+            paged._stub = TwoPages()
+            self.assertEqual([job.id for job in paged.list(limit=0)], ["job-1", "job-2"])
+            self.assertEqual([job.id for job in paged.list(limit=1)], ["job-1"])
+
+    def test_spec_files_are_read_as_the_cli_reads_them(self):
+        alice = self.cluster.client("alice")
+        twice = os.path.join(self.cluster.dir, "twice.yaml")
+        with open(twice, "w") as file:
+            file.write("steps: 10\nworld_size: 1\nsteps: 100000\n")
+        fifo = os.path.join(self.cluster.dir, "spec.fifo")
+        os.mkfifo(fifo)  # opening it would block until a writer came
+        large = os.path.join(self.cluster.dir, "large.yaml")
+        with open(large, "w") as file:
+            file.write("# " + "x" * (1 << 20) + "\n")
+        broken = os.path.join(self.cluster.dir, "broken.yaml")
+        with open(broken, "w") as file:
+            file.write("steps: [10\n")
+        for path, code, says in (
+                (twice, "INVALID_ARGUMENT", "field 'steps' is given twice"),
+                (fifo, "NOT_FOUND", "not a regular file"),
+                (large, "INVALID_ARGUMENT", "at most 1048576 are allowed"),
+                (broken, "INVALID_ARGUMENT", broken),
+                (os.path.join(self.cluster.dir, "none.yaml"), "NOT_FOUND", "cannot read")):
+            with self.assertRaises(shardwise.ShardwiseError, msg=path) as raised:
+                alice.submit(path)
+            self.assertEqual(raised.exception.code, code, raised.exception.message)
+            self.assertIn(says, raised.exception.message)
+
+    def test_a_coordinator_not_reached_or_a_ca_not_read_is_named(self):
+        with shardwise.Client("127.0.0.1:1") as nobody:
+            with self.assertRaises(shardwise.ShardwiseError) as raised:
+                nobody.get("job-1")
+        self.assertEqual(raised.exception.code, "UNAVAILABLE")
+        self.assertIn("cannot reach the coordinator at 127.0.0.1:1", raised.exception.message)
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            shardwise.Client("127.0.0.1:1", tls_ca=os.path.join(self.cluster.dir, "no-ca.pem"))
+        self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("tls_ca: cannot read", raised.exception.message)
+
+    def test_a_client_let_go_leaves_no_thread_behind(self):
+        before = threading.active_count()
+        client = self.cluster.client("vic")
+        client.workers()
+        gone = weakref.ref(client)
+        del client
+        gc.collect()
+        self.assertIsNone(gone(), "the client outlived its caller")
+        # gRPC's thread that watched its channel ends at its next poll.
+        deadline = time.monotonic() + 10
+        while threading.active_count() > before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertLessEqual(threading.active_count(), before)
 
     def test_a_token_is_not_sent_in_plaintext_off_loopback(self):
         # Refused before any connection: nothing listens at that address.

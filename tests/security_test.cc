@@ -173,6 +173,11 @@ TEST_F(SecurityTest, ClientsNeedATokenAndTheRoleForEachCall) {
   guessing.token = "sw_guess";
   EXPECT_EQ(Client(cluster_->address(), guessing).ListJobs().status().code(),
             absl::StatusCode::kUnauthenticated);
+  // Who calls is asked first for every call, before what it asks is looked at.
+  for (const absl::Status& status : {As("").Cancel("").status(), As("").Scale("", 0).status(),
+                                     As("").SetCommHook("", v1::CommHook()).status()}) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated) << status;
+  }
   auto viewer_submits = As("vic").Submit(Cluster::Spec(1));
   EXPECT_EQ(viewer_submits.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(absl::StrContains(viewer_submits.status().message(), "vic (viewer) may not submit"))

@@ -76,6 +76,24 @@ TEST(TokenFile, ReadsASafetensorsTensor) {
   EXPECT_EQ(last, std::vector<int64_t>{7});
 }
 
+// Ids are integers: a tensor of floats (F16, BF16, F32) is refused, not read as ids.
+TEST(TokenFile, RefusesAFloatTensor) {
+  for (const char* dtype : {"F16", "BF16", "F32"}) {
+    HostTensor tokens;
+    tokens.dtype = dtype;
+    tokens.shape = {40};
+    tokens.bytes.assign(size_t{40} * (std::string(dtype) == "F32" ? 4 : 2), '\0');
+    const std::string path = TempPath(dtype) + ".safetensors";
+    ASSERT_TRUE(WriteSafetensors(path, {{"tokens", tokens}}).ok());
+    auto file = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::FORMAT_UNSPECIFIED,
+                                8, 4, Links::kFollow);
+    EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument) << dtype;
+    EXPECT_NE(file.status().message().find("needs a 1-D tensor 'tokens' of U16, I32 or I64"),
+              std::string::npos)
+        << file.status();
+  }
+}
+
 // A file cut short or rewritten while a job trains on it (nanoGPT's prepare.py writes in
 // place) fails the read naming the file, where a mapping killed the worker (SIGBUS) or
 // handed the model an id past its vocabulary.

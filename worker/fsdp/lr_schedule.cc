@@ -14,7 +14,10 @@ double ScheduledLearningRate(const v1::OptimizerSpec& optimizer, int64_t step,
   const double lr = BaseLearningRate(optimizer);
   const v1::LrSchedule& schedule = optimizer.lr_schedule();
   const int64_t warmup = schedule.warmup_steps();
-  if (step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup + 1);
+  // In doubles: warmup_steps may be as large as int64 holds.
+  if (step < warmup) {
+    return lr * (static_cast<double>(step) + 1.0) / (static_cast<double>(warmup) + 1.0);
+  }
   if (schedule.decay() == v1::LrSchedule::CONSTANT) return lr;
   const int64_t end = schedule.decay_steps() > 0 ? schedule.decay_steps() : total_steps;
   const double min_lr = schedule.min_lr();

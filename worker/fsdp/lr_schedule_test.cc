@@ -1,6 +1,7 @@
 #include "worker/fsdp/lr_schedule.h"
 
 #include <cmath>
+#include <limits>
 
 #include "gtest/gtest.h"
 
@@ -25,6 +26,17 @@ TEST(LrSchedule, ConstantWithoutWarmupIsTheOptimizersLrExactly) {
   v1::OptimizerSpec adamw;
   adamw.mutable_adamw();
   EXPECT_EQ(ScheduledLearningRate(adamw, 5, 100), 1e-3);
+}
+
+// A warmup as long as int64 holds (allowed with a constant rate) warms up, slowly: the
+// rate stays positive, not the wrapped-around warmup + 1's negative.
+TEST(LrSchedule, TheLongestWarmupKeepsTheRatePositive) {
+  v1::OptimizerSpec sgd;
+  sgd.mutable_sgd()->set_lr(0.1);
+  sgd.mutable_lr_schedule()->set_warmup_steps(std::numeric_limits<int64_t>::max());
+  const double lr = ScheduledLearningRate(sgd, 0, 100);
+  EXPECT_GT(lr, 0);
+  EXPECT_LT(lr, 1e-19);
 }
 
 // nanoGPT's get_lr with learning_rate 6e-4, warmup_iters 10, lr_decay_iters 100,

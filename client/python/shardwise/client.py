@@ -1,10 +1,16 @@
-"""The Client: every JobService call, with errors as exceptions."""
+"""The Client: submit, get, list, watch, cancel, set_hook, scale and workers (the
+JobService's calls but GetTimeline, which the CLI's `shardwise timeline` serves), with
+errors as exceptions."""
 
+import atexit
+import collections.abc
 import ipaddress
 import os
 import random
 import secrets
+import stat
 import time
+import weakref
 
 import grpc
 import yaml
@@ -21,11 +27,11 @@ _TIMEOUT_SECONDS = 10
 # channel) as long, when running it twice does no harm, and so one it answered UNAVAILABLE
 # itself (on a connected channel: its state file refuses writes, the call changed
 # nothing); one that finds it unreachable (UNAVAILABLE, as once while it restarts) up to
-# _UNAVAILABLE_ATTEMPTS times, again when running it twice does no harm. Pauses double, drawn at random below their bound so that
-# many clients do not come back together. Every call but set_hook may run twice: submit
-# carries a request id, with which a retry returns the job the first one made; cancel
-# sets an end state and scale an absolute target. A second set_hook would be refused
-# while the first is agreed.
+# _UNAVAILABLE_ATTEMPTS times, again when running it twice does no harm. Pauses double,
+# drawn at random below their bound so that many clients do not come back together.
+# Every call but set_hook may run twice: submit carries a request id, with which a retry
+# returns the job the first one made; cancel sets an end state and scale an absolute
+# target. A second set_hook would be refused while the first is agreed.
 _BUSY_RETRY_SECONDS = 120
 _UNAVAILABLE_ATTEMPTS = 5
 # A watch whose stream is lost (a coordinator restarting or stopping) is made again for up
@@ -39,6 +45,9 @@ _WATCH_LOST = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
 _CHANNEL_OPTIONS = (("grpc.keepalive_time_ms", 20000), ("grpc.keepalive_timeout_ms", 10000),
                     ("grpc.http2.max_pings_without_data", 0),
                     ("grpc.max_receive_message_length", 64 << 20))
+
+# As contracts/job_spec_io.cc bounds a spec file.
+_MAX_SPEC_BYTES = 1 << 20
 
 # The spec fields that name files, as field paths of JobSpec: made absolute against the
 # caller's directory, as the CLI does (the coordinator takes absolute paths only). The
@@ -81,8 +90,22 @@ def _is_loopback(address):
         return False
 
 
-def _raise(error):
-    raise ShardwiseError(error.code().name, error.details()) from None
+def _raise(error, address, connected):
+    """Raises a failed call as ShardwiseError, telling a coordinator not reached (a wrong
+    address, one not running) from one reached but late, as the C++ client does."""
+    code, details = error.code(), error.details()
+    late = code == grpc.StatusCode.DEADLINE_EXCEEDED
+    if late and connected:
+        raise ShardwiseError("DEADLINE_EXCEEDED", (
+            f"the coordinator at {address} is reachable but did not answer within "
+            f"{_TIMEOUT_SECONDS}s (it is busy: see its shardwise_coordinator_* metrics)")) from None
+    # UNAVAILABLE on a connected channel is the coordinator's own answer (its state file
+    # refuses writes), whose message says so.
+    if late or (code == grpc.StatusCode.UNAVAILABLE and not connected):
+        raise ShardwiseError("UNAVAILABLE", (
+            f"cannot reach the coordinator at {address} (is shardwise-coordinator running "
+            f"there? pass its address, or set SHARDWISE_COORDINATOR): {details}")) from None
+    raise ShardwiseError(code.name, details) from None
 
 
 def _absolute_paths(message, cwd):
@@ -100,14 +123,59 @@ def _absolute_paths(message, cwd):
     return message
 
 
+class _SpecLoader(yaml.SafeLoader):
+    """YAML as the CLI reads a spec (contracts/job_spec_io.cc): a key given twice in a
+    mapping is refused, not silently the last one."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, collections.abc.Hashable):
+                break  # refused by SafeLoader's own construct_mapping, naming it
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"field '{key}' is given twice in the same mapping",
+                    key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_SpecLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                            _SpecLoader.construct_mapping)
+
+
+def _read_spec_file(path):
+    """The spec in the YAML or JSON file at `path`, read as the CLI reads one: a regular
+    file (a FIFO would block) of at most _MAX_SPEC_BYTES, each key once."""
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise ShardwiseError("NOT_FOUND", f"cannot read job spec file '{path}': "
+                             f"{error.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ShardwiseError("NOT_FOUND",
+                             f"cannot read job spec file '{path}': not a regular file")
+    if info.st_size > _MAX_SPEC_BYTES:
+        raise ShardwiseError("INVALID_ARGUMENT", f"{path}: job spec is {info.st_size} bytes; "
+                             f"at most {_MAX_SPEC_BYTES} are allowed")
+    try:
+        with open(path, encoding="utf-8") as file:
+            return yaml.load(file, Loader=_SpecLoader)  # nosec: a SafeLoader
+    except OSError as error:
+        raise ShardwiseError("NOT_FOUND", f"cannot read job spec file '{path}': "
+                             f"{error.strerror}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ShardwiseError("INVALID_ARGUMENT", f"{path}: {error}") from None
+
+
 def _spec_message(spec):
     """A JobSpec from a dict (the spec's JSON form, snake_case or lowerCamelCase field
     names) or a YAML/JSON file's path; the caller's dict is left as it was."""
     if isinstance(spec, job_spec_pb2.JobSpec):
         return spec
     if isinstance(spec, (str, os.PathLike)):
-        with open(spec, encoding="utf-8") as file:
-            spec = yaml.safe_load(file)
+        spec = _read_spec_file(spec)
     if not isinstance(spec, dict):
         raise ShardwiseError("INVALID_ARGUMENT", "a job spec is a mapping of its fields")
     try:
@@ -115,6 +183,16 @@ def _spec_message(spec):
     except json_format.ParseError as error:
         raise ShardwiseError("INVALID_ARGUMENT", f"job: {error}") from None
     return _absolute_paths(message, os.getcwd())
+
+
+def _job_state(state):
+    """A JobState from its name (any case) or value."""
+    if not isinstance(state, str):
+        return state
+    if state.upper() not in job_pb2.JobState.keys():
+        raise ShardwiseError("INVALID_ARGUMENT", f"states: unknown state '{state}' (expected "
+                             "PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED or CANCELLED)")
+    return job_pb2.JobState.Value(state.upper())
 
 
 def _comm_hook(hook, wrapper):
@@ -130,6 +208,17 @@ def _comm_hook(hook, wrapper):
                                  "(expected fp16_wrapper or bf16_wrapper)")
         message.wrapper = job_spec_pb2.CommHook.Wrapper.Value(wrapper.upper())
     return message
+
+
+# The clients not closed yet, closed at the interpreter's exit: a channel left to be
+# collected then, with gRPC's threads already stopped, would wait for them forever.
+_OPEN_CLIENTS = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_clients():
+    for client in list(_OPEN_CLIENTS):
+        client.close()
 
 
 class Client:
@@ -148,19 +237,29 @@ class Client:
                 "could read it. Give the CA of the coordinator's certificate (tls_ca, or "
                 "$SHARDWISE_TLS_CA)")
         if tls_ca:
-            with open(tls_ca, "rb") as file:
-                credentials = grpc.ssl_channel_credentials(root_certificates=file.read())
+            try:
+                with open(tls_ca, "rb") as file:
+                    root_certificates = file.read()
+            except OSError as error:
+                raise ShardwiseError("INVALID_ARGUMENT", f"tls_ca: cannot read '{tls_ca}': "
+                                     f"{error.strerror}") from None
+            credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
             self._channel = grpc.secure_channel(self.address, credentials,
                                                 options=_CHANNEL_OPTIONS)
         else:
             self._channel = grpc.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
-        self._connectivity = None
-        self._channel.subscribe(self._note_connectivity)
         self._metadata = (("authorization", f"Bearer {token.strip()}"),) if token else ()
         self._stub = job_service_pb2_grpc.JobServiceStub(self._channel)
+        self._closed = False
+        _OPEN_CLIENTS.add(self)
 
     def close(self):
-        self._channel.unsubscribe(self._note_connectivity)
+        """Closes the channel (a client let go is collected with it; one left open is
+        closed at the interpreter's exit)."""
+        if self._closed:
+            return
+        self._closed = True
+        _OPEN_CLIENTS.discard(self)
         self._channel.close()
 
     def __enter__(self):
@@ -169,8 +268,14 @@ class Client:
     def __exit__(self, *unused):
         self.close()
 
-    def _note_connectivity(self, connectivity):
-        self._connectivity = connectivity
+    def _connected(self):
+        """Whether the channel is connected now. Read from the channel itself: gRPC's
+        Python API tells connectivity only to subscribers, through a polling thread per
+        channel that would keep the client alive for good."""
+        channel = self._channel._channel  # pylint: disable=protected-access
+        state = grpc._common.CYGRPC_CONNECTIVITY_STATE_TO_CHANNEL_CONNECTIVITY[  # pylint: disable=protected-access
+            channel.check_connectivity_state(False)]
+        return state == grpc.ChannelConnectivity.READY
 
     def _call(self, method, request, repeatable=True):
         give_up = time.monotonic() + _BUSY_RETRY_SECONDS
@@ -183,7 +288,7 @@ class Client:
                 code = error.code()
                 in_time = time.monotonic() < give_up
                 busy = code == grpc.StatusCode.RESOURCE_EXHAUSTED and in_time
-                connected = self._connectivity == grpc.ChannelConnectivity.READY
+                connected = self._connected()
                 late = (code == grpc.StatusCode.DEADLINE_EXCEEDED and repeatable and in_time and
                         connected)
                 refused_for_now = (code == grpc.StatusCode.UNAVAILABLE and repeatable and
@@ -191,7 +296,7 @@ class Client:
                 away = (code == grpc.StatusCode.UNAVAILABLE and repeatable and
                         attempt < _UNAVAILABLE_ATTEMPTS)
                 if not (busy or late or refused_for_now or away):
-                    _raise(error)
+                    _raise(error, self.address, connected)
             time.sleep(random.uniform(0, pause))
             pause = min(pause * 2, 5.0)
 
@@ -209,10 +314,14 @@ class Client:
 
     def list(self, states=(), submitter="", limit=None):
         """Job summaries, oldest first, following the coordinator's pages; `states` are
-        names or values of shardwise.PENDING, RUNNING, ..."""
+        names (any case) or values of shardwise.PENDING, RUNNING, ...; at most `limit`
+        (None or 0: all)."""
+        if limit is not None and limit < 0:
+            raise ShardwiseError("INVALID_ARGUMENT", f"limit: {limit} is negative (0: all)")
         request = job_service_pb2.ListJobsRequest(submitter=submitter)
         for state in states:
-            request.states.append(job_pb2.JobState.Value(state) if isinstance(state, str) else state)
+            request.states.append(_job_state(state))
+        limit = limit or None
         jobs = []
         while True:
             request.page_size = _PAGE_SIZE if limit is None else min(_PAGE_SIZE, limit - len(jobs))
@@ -230,11 +339,13 @@ class Client:
         does (a wrong address is told at once), unless the coordinator answered that it
         serves as many watches as it allows (RESOURCE_EXHAUSTED): that waits for room."""
         updated, lost_since = False, None
-        pause = 0.2
+        pause, attempt = 0.2, 0
         while True:
+            attempt += 1
+            stream = self._stub.WatchJob(job_service_pb2.WatchJobRequest(job_id=job_id),
+                                         metadata=self._metadata)
             try:
-                for job in self._stub.WatchJob(job_service_pb2.WatchJobRequest(job_id=job_id),
-                                               metadata=self._metadata):
+                for job in stream:
                     updated, lost_since = True, None
                     pause = 0.2
                     yield job
@@ -242,10 +353,20 @@ class Client:
             except grpc.RpcError as error:
                 now = time.monotonic()
                 lost_since = now if lost_since is None else lost_since
-                full = error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-                if ((not updated and not full) or error.code() not in _WATCH_LOST or
+                code = error.code()
+                # Before the first update, a coordinator full of watches is waited for,
+                # and one away (restarting) asked a few times, as gRPC's own retries do
+                # for the C++ client's first call.
+                first = (code == grpc.StatusCode.RESOURCE_EXHAUSTED or
+                         (code == grpc.StatusCode.UNAVAILABLE and
+                          attempt < _UNAVAILABLE_ATTEMPTS))
+                if ((not updated and not first) or code not in _WATCH_LOST or
                         now >= lost_since + _WATCH_RETRY_SECONDS):
-                    _raise(error)
+                    _raise(error, self.address, self._connected())
+            finally:
+                # A watch its caller let go (closed, or collected) ends its stream now: it
+                # holds one of the coordinator's --max_watches until it does.
+                stream.cancel()
             time.sleep(random.uniform(pause / 2, pause))
             pause = min(pause * 2, 5.0)
 
