@@ -485,6 +485,18 @@ TEST_F(SecurityTest, APrincipalsOwnFoldersKeepItsJobsFromOthersFiles) {
   EXPECT_TRUE(fs::exists(mine + "/model.safetensors"));
 }
 
+// A worker is known by its certificate's common name: another --name is refused at start,
+// naming both, rather than by a registration the coordinator refuses every 5 s.
+TEST_F(SecurityTest, AWorkerNamedOtherThanItsCertificateDoesNotStart) {
+  const CertificateFiles& files = certificates_.at("w1");
+  Process& worker = cluster_->AddWorker(
+      "w2", {"--tls_cert=" + files.cert, "--tls_key=" + files.key}, {}, /*wait=*/false);
+  EXPECT_EQ(worker.Wait(), 2);
+  EXPECT_TRUE(absl::StrContains(ReadFile(worker.log_path()),
+                                "--name: 'w2' differs from 'w1', the common name of --tls_cert"))
+      << ReadFile(worker.log_path());
+}
+
 // A worker's own --allowed_output_paths bound what the coordinator lets jobs write: a
 // job the coordinator admits fails on that worker, saying the worker's folders refused it.
 TEST_F(SecurityTest, AWorkersOwnFoldersBoundWhatTheCoordinatorAllows) {

@@ -24,6 +24,7 @@
 #include "common/metrics_http_server.h"
 #include "common/path_policy.h"
 #include "common/port_file.h"
+#include "common/printable_text.h"
 #include "common/self_restart.h"
 #include "common/status_macros.h"
 #include "worker/compute/cpu/blas_kernels.h"
@@ -108,8 +109,17 @@ absl::Status ConfigureIdentity(WorkerOptions* options) {
     RETURN_IF_ERROR(CheckTokenTransport(security, options->coordinator_address, options->token));
   }
   options->name = absl::GetFlag(FLAGS_name);
-  if (options->name.empty() && !security.cert_file.empty()) {
-    ASSIGN_OR_RETURN(options->name, CertificateCommonName(security.cert_file));
+  if (!security.cert_file.empty()) {
+    // The coordinator knows a worker with a certificate by its common name and refuses
+    // another: told here at once, rather than by a registration refused every 5 s.
+    ASSIGN_OR_RETURN(const std::string common_name, CertificateCommonName(security.cert_file));
+    if (options->name.empty()) options->name = common_name;
+    if (options->name != common_name) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--name: '", ShownValue(options->name), "' differs from '",
+                       ShownValue(common_name), "', the common name of --tls_cert ",
+                       security.cert_file, " (a worker is known by its certificate's name)"));
+    }
   }
   if (options->name.empty()) {
     char host[256] = {0};
