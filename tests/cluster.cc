@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
@@ -26,6 +27,19 @@ std::string ReadWholeFile(const std::string& path) {
   std::stringstream bytes;
   bytes << file.rdbuf();
   return bytes.str();
+}
+
+std::string JobEventLog(const v1::Job& job) {
+  std::string log;
+  for (const v1::JobEvent& event : job.events()) absl::StrAppend(&log, event.message(), "\n");
+  return log;
+}
+
+bool HasEvent(const v1::Job& job, absl::string_view text) {
+  for (const v1::JobEvent& event : job.events()) {
+    if (absl::StrContains(event.message(), text)) return true;
+  }
+  return false;
 }
 
 namespace {

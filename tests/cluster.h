@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "client/client.h"
 
@@ -21,6 +22,11 @@ namespace shardwise::testing {
 
 // A file's whole contents ("" if it cannot be read): logs, models.
 std::string ReadWholeFile(const std::string& path);
+
+// A job's event messages, one a line: for a failure's message, or to search.
+std::string JobEventLog(const v1::Job& job);
+// Whether one of the job's event messages holds `text`.
+bool HasEvent(const v1::Job& job, absl::string_view text);
 
 // Runs `command` with /bin/sh; returns its exit code and puts its stdout and stderr
 // together in `output`.

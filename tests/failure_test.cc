@@ -180,13 +180,10 @@ TEST(Failure, AWorkerThatNeverJoinsIsBlamedQuarantinedAndTheJobRunsElsewhere) {
   EXPECT_EQ(job.attempt(), 2);
   EXPECT_EQ(job.restarts(), 0);
   EXPECT_EQ(job.ranks(1).worker_id(), "w2");
-  bool blamed = false;
-  for (const auto& e : job.events()) {
-    blamed |= absl::StrContains(e.message(),
-                                "rank 1 (worker w1) did not reach the rendezvous within 3 s "
-                                "(rendezvous.join_timeout_seconds); quarantined for 10m");
-  }
-  EXPECT_TRUE(blamed) << "no event blames rank 1 (worker w1)";
+  EXPECT_TRUE(HasEvent(job,
+                       "rank 1 (worker w1) did not reach the rendezvous within 3 s "
+                       "(rendezvous.join_timeout_seconds); quarantined for 10m"))
+      << JobEventLog(job);
   std::string workers;
   ASSERT_EQ(Cluster::RunCli({"--coordinator=" + cluster.address(), "get", "workers"}, &workers), 0);
   EXPECT_TRUE(absl::StrContains(workers, "quarantined for")) << workers;
@@ -209,9 +206,8 @@ TEST(Failure, AWorkerThatNeverJoinsIsBlamedQuarantinedAndTheJobRunsElsewhere) {
   for (const v1::RankAssignment& rank : after_restart.ranks()) {
     EXPECT_NE(rank.worker_id(), "w1") << "the quarantined worker was scheduled after a restart";
   }
-  for (const auto& e : after_restart.events()) {
-    EXPECT_FALSE(absl::StrContains(e.message(), "did not reach the rendezvous")) << e.message();
-  }
+  EXPECT_FALSE(HasEvent(after_restart, "did not reach the rendezvous"))
+      << JobEventLog(after_restart);
 }
 
 TEST(Failure, ARestartedAttemptResumesFromTheJobsLatestCheckpoint) {
@@ -286,13 +282,8 @@ TEST(Failure, AThreadThatCannotStartFailsTheAttemptNotTheWorker) {
   ASSERT_TRUE(job.ok()) << job.status();
   const v1::Job done = cluster.WaitForState(*job, v1::SUCCEEDED);
   EXPECT_EQ(done.restarts(), 1);
-  bool said = false;
-  for (const v1::JobEvent& event : done.events()) {
-    said |= absl::StrContains(event.message(),
-                              "rank 0 (worker w0) failed: this worker could "
-                              "not start a thread");
-  }
-  EXPECT_TRUE(said) << done.DebugString();
+  EXPECT_TRUE(HasEvent(done, "rank 0 (worker w0) failed: this worker could not start a thread"))
+      << JobEventLog(done);
   EXPECT_TRUE(worker.Running());
 }
 
@@ -553,11 +544,8 @@ TEST(Failure, ACoordinatorKilledAndRestartedKeepsEveryJob) {
   v1::Job recovered = cluster.WaitForState(*running, v1::SUCCEEDED);
   EXPECT_EQ(recovered.attempt(), 2);
   EXPECT_EQ(recovered.restarts(), 0);
-  bool explained = false;
-  for (const auto& e : recovered.events()) {
-    explained |= absl::StrContains(e.message(), "coordinator restarted while attempt 1 was");
-  }
-  EXPECT_TRUE(explained) << "no event says why the job was re-queued";
+  EXPECT_TRUE(HasEvent(recovered, "coordinator restarted while attempt 1 was"))
+      << JobEventLog(recovered);
 }
 
 }  // namespace

@@ -63,12 +63,6 @@ v1::Job RunToSuccess(Cluster& cluster, const v1::JobSpec& spec) {
   return job_id.ok() ? cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120)) : v1::Job();
 }
 
-std::string Events(const v1::Job& job) {
-  std::string events;
-  for (const auto& e : job.events()) absl::StrAppend(&events, e.message(), "\n");
-  return events;
-}
-
 // The first step of membership epoch `epoch` of attempt 1, as the job's history records it
 // (-1 if none).
 int64_t FirstStepOfEpoch(const v1::Job& job, int32_t epoch) {
@@ -235,8 +229,8 @@ TEST_P(LostReplica, LeavesAndTheOthersTrainOnInTheSameAttempt) {
   std::vector<int32_t> survivors = {0, 1, 2};
   survivors.erase(std::find(survivors.begin(), survivors.end(), lost));
   EXPECT_EQ(Live(job), survivors);
-  EXPECT_TRUE(absl::StrContains(Events(job), absl::StrCat("rank ", lost, " left; ranks ")))
-      << Events(job);
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job), absl::StrCat("rank ", lost, " left; ranks ")))
+      << JobEventLog(job);
   EXPECT_TRUE(std::filesystem::exists(model_path)) << "the leader wrote no model";
   EXPECT_TRUE(absl::StrContains(job.result(), "model written to")) << job.result();
   std::string description;
@@ -292,7 +286,8 @@ TEST_P(FrozenReplica, IsLeftBehindWithinThePeerTimeout) {
   frozen->Kill();
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1}));
-  EXPECT_TRUE(absl::StrContains(Events(job), "no heartbeat for more than 1.5s")) << Events(job);
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job), "no heartbeat for more than 1.5s"))
+      << JobEventLog(job);
   EXPECT_LT(took, absl::Seconds(25)) << "the survivors waited for the collective timeout";
 }
 
@@ -338,9 +333,10 @@ TEST_P(LostShardGroup, LeavesWholeAndTheOtherGroupTrainsOn) {
   const std::vector<int32_t> survivors =
       lost < 2 ? std::vector<int32_t>{2, 3} : std::vector<int32_t>{0, 1};
   EXPECT_EQ(Live(job), survivors);
-  EXPECT_TRUE(absl::StrContains(Events(job), absl::StrCat("ranks ", std::min(lost, mate), ", ",
-                                                          std::max(lost, mate), " left; ranks ")))
-      << Events(job);
+  EXPECT_TRUE(absl::StrContains(
+      JobEventLog(job),
+      absl::StrCat("ranks ", std::min(lost, mate), ", ", std::max(lost, mate), " left; ranks ")))
+      << JobEventLog(job);
   EXPECT_TRUE(std::filesystem::exists(model_path)) << "the leader wrote no model";
 }
 
@@ -368,8 +364,8 @@ TEST_P(KilledAtPhase, TheOtherGroupCompletesTheJobWithoutARestart) {
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.restarts(), 0);
   EXPECT_EQ(job.progress().step(), 100);
-  EXPECT_EQ(job.membership().epoch(), 1) << Events(job);
-  EXPECT_EQ(Live(job).size(), 2u) << Events(job);
+  EXPECT_EQ(job.membership().epoch(), 1) << JobEventLog(job);
+  EXPECT_EQ(Live(job).size(), 2u) << JobEventLog(job);
   for (int step = 10; step <= 100; step += 10) {
     EXPECT_TRUE(
         std::filesystem::exists(absl::StrFormat("%s/step-%08d/manifest.json", checkpoints, step)))
@@ -412,11 +408,11 @@ TEST_P(MembershipHistory, ALossEndsWithTheModelOfItsHistoryScheduled) {
     EXPECT_EQ(job.ranks(3).worker_id(), rank3_worker);
     EXPECT_EQ(job.attempt(), 1);
     EXPECT_EQ(job.progress().step(), 100);
-    EXPECT_EQ(job.membership().epoch(), epoch) << Events(job);
+    EXPECT_EQ(job.membership().epoch(), epoch) << JobEventLog(job);
     if (epoch > 0) {
-      EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << Events(job);
+      EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << JobEventLog(job);
       // The history says what the survivors did: epoch 1 trained from step 39 on.
-      EXPECT_EQ(FirstStepOfEpoch(job, 1), 39) << Events(job);
+      EXPECT_EQ(FirstStepOfEpoch(job, 1), 39) << JobEventLog(job);
     }
   };
   run("intact", "w9", 0);
@@ -465,11 +461,11 @@ TEST(FaultTolerance, ADrainedWorkerTakesItsGroupOutAfterItsStep) {
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.progress().step(), 300);
-  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << Events(job);
-  EXPECT_TRUE(absl::StrContains(Events(job),
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << JobEventLog(job);
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job),
                                 "rank 3 (worker w3) is leaving: its worker is "
                                 "shutting down; it leaves with its group after step"))
-      << Events(job);
+      << JobEventLog(job);
   EXPECT_EQ(cluster.WorkerState("w2"), v1::IDLE);
   // The survivors regrouped after a step every rank committed: none failed, none redid.
   const std::string log = ReadWholeFile(cluster.dir() + "/worker-w0.log");
@@ -500,8 +496,9 @@ TEST(FaultTolerance, ADrainedWorkerHeartbeatsThroughALongLastStep) {
   EXPECT_EQ(w3.Wait(), 0);
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(job.attempt(), 1);
-  EXPECT_TRUE(absl::StrContains(Events(job), "rank 3 (worker w3) is leaving")) << Events(job);
-  EXPECT_FALSE(absl::StrContains(Events(job), "no heartbeat")) << Events(job);
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job), "rank 3 (worker w3) is leaving"))
+      << JobEventLog(job);
+  EXPECT_FALSE(absl::StrContains(JobEventLog(job), "no heartbeat")) << JobEventLog(job);
 }
 
 // The coordinator killed (SIGKILL) together with a worker, and restarted: whether it
@@ -537,11 +534,12 @@ TEST(FaultTolerance, ACoordinatorKilledWithAWorkerLeavesTheJobInItsFirstAttempt)
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.restarts(), 0);
   EXPECT_EQ(job.progress().step(), 400);
-  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << Events(job);
-  EXPECT_TRUE(absl::StrContains(Events(job), "a re-attached rank lost a peer")) << Events(job);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << JobEventLog(job);
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job), "a re-attached rank lost a peer"))
+      << JobEventLog(job);
 
   const int64_t first_step = FirstStepOfEpoch(job, 1);
-  ASSERT_GE(first_step, 40) << Events(job);
+  ASSERT_GE(first_step, 40) << JobEventLog(job);
   const std::string log = ReadWholeFile(cluster.worker("w0").log_path());
   EXPECT_TRUE(absl::StrContains(log, absl::StrCat(" ranks train on from step ", first_step, " ")))
       << "the history says epoch 1 trained from step " << first_step << "; w0's log:\n"
@@ -552,7 +550,7 @@ TEST(FaultTolerance, ACoordinatorKilledWithAWorkerLeavesTheJobInItsFirstAttempt)
   ASSERT_TRUE(scheduled.ok()) << scheduled.status();
   const v1::Job scheduled_job = cluster.WaitForState(*scheduled, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(scheduled_job.ranks(3).worker_id(), "w4");
-  EXPECT_EQ(FirstStepOfEpoch(scheduled_job, 1), first_step) << Events(scheduled_job);
+  EXPECT_EQ(FirstStepOfEpoch(scheduled_job, 1), first_step) << JobEventLog(scheduled_job);
   const std::string restarted = TensorBytes(cluster.dir() + "/restarted.safetensors");
   ASSERT_FALSE(restarted.empty());
   EXPECT_TRUE(TensorBytes(cluster.dir() + "/scheduled.safetensors") == restarted)
@@ -602,20 +600,20 @@ TEST_P(Healing, AReplacementGroupTakesItsShardsFromTheLiveRanksAndTheJobEndsWhol
   ASSERT_EQ(healed.ranks_size(), 4);
   EXPECT_EQ(healed.attempt(), 1);
   EXPECT_EQ(healed.progress().step(), 100);
-  EXPECT_EQ(healed.membership().epoch(), 2) << Events(healed);
-  EXPECT_EQ(Live(healed), (std::vector<int32_t>{0, 1, 2, 3})) << Events(healed);
+  EXPECT_EQ(healed.membership().epoch(), 2) << JobEventLog(healed);
+  EXPECT_EQ(Live(healed), (std::vector<int32_t>{0, 1, 2, 3})) << JobEventLog(healed);
   EXPECT_EQ(healed.ranks(2).worker_id(), "w2");
   EXPECT_EQ(healed.ranks(3).worker_id(), "w9");
-  EXPECT_TRUE(absl::StrContains(Events(healed),
+  EXPECT_TRUE(absl::StrContains(JobEventLog(healed),
                                 "a replacement for ranks 2, 3 joins (rank 2 on w2, rank 3 on w9)"))
-      << Events(healed);
+      << JobEventLog(healed);
   const std::string joiner_log = ReadWholeFile(cluster.dir() + "/worker-w9.log");
   EXPECT_TRUE(absl::StrContains(joiner_log, "joined membership epoch 2 at step ")) << joiner_log;
   // Each joiner took its shard from the live rank that holds the same (rank 3, shard 1 of
   // its group, from rank 1), both at one step, the two streams the same size: the
   // state's half, and its checksum the one its donor computed of what it gave.
   const std::vector<Transfer> transfers = Transfers(healed);
-  ASSERT_EQ(transfers.size(), 2u) << Events(healed);
+  ASSERT_EQ(transfers.size(), 2u) << JobEventLog(healed);
   const Transfer& first = transfers[0].shard == 0 ? transfers[0] : transfers[1];
   const Transfer& second = transfers[0].shard == 0 ? transfers[1] : transfers[0];
   EXPECT_EQ(first.Pair(), "rank 0 (worker w0) -> rank 2 (worker w2)");
@@ -675,11 +673,13 @@ TEST(FaultTolerance, AJoinerKilledMidTransferIsReplacedInTurn) {
   const v1::Job job = run("healed");
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.progress().step(), 100);
-  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2, 3})) << Events(job);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2, 3})) << JobEventLog(job);
   // The first replacement takes the spares (idle before the lost rank's mate), w8 first.
-  EXPECT_TRUE(absl::StrContains(Events(job), "(rank 2 on w8, rank 3 on w9)")) << Events(job);
-  EXPECT_TRUE(absl::StrContains(Events(job), "rank 2 (worker w8) was lost")) << Events(job);
-  EXPECT_EQ(job.membership().epoch(), 4) << Events(job);  // lost, healed, lost, healed
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job), "(rank 2 on w8, rank 3 on w9)"))
+      << JobEventLog(job);
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job), "rank 2 (worker w8) was lost"))
+      << JobEventLog(job);
+  EXPECT_EQ(job.membership().epoch(), 4) << JobEventLog(job);  // lost, healed, lost, healed
   for (const v1::RankAssignment& rank : job.ranks()) EXPECT_NE(rank.worker_id(), "w8");
   EXPECT_LE(WorstOfTolerance(cluster.dir() + "/intact.safetensors",
                              cluster.dir() + "/healed.safetensors"),
@@ -719,14 +719,15 @@ TEST(FaultTolerance, ADonorKilledMidTransferIsReplacedByAnotherDonor) {
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.progress().step(), 200);
-  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2})) << Events(job);
-  EXPECT_TRUE(absl::StrContains(Events(job), "rank 0 (worker a0) was lost")) << Events(job);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2})) << JobEventLog(job);
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job), "rank 0 (worker a0) was lost"))
+      << JobEventLog(job);
   std::vector<std::string> pairs;
   for (const Transfer& transfer : Transfers(job)) pairs.push_back(transfer.Pair());
   EXPECT_NE(std::find(pairs.begin(), pairs.end(), "rank 1 (worker a1) -> rank 2 (worker a3)"),
             pairs.end())
-      << Events(job);
-  EXPECT_EQ(job.ranks(0).worker_id(), "a9") << Events(job);
+      << JobEventLog(job);
+  EXPECT_EQ(job.ranks(0).worker_id(), "a9") << JobEventLog(job);
   EXPECT_LE(WorstOfTolerance(cluster.dir() + "/intact.safetensors",
                              cluster.dir() + "/healed.safetensors"),
             1.0);
@@ -760,10 +761,10 @@ TEST(FaultTolerance, ACoordinatorKilledMidHealEndsTheJobWhole) {
   cluster.KillCoordinator();
   cluster.StartCoordinator();
   const v1::Job job = cluster.WaitForState(job_id, v1::SUCCEEDED, absl::Seconds(120));
-  EXPECT_EQ(job.attempt(), 1) << Events(job);
+  EXPECT_EQ(job.attempt(), 1) << JobEventLog(job);
   EXPECT_EQ(job.restarts(), 0);
   EXPECT_EQ(job.progress().step(), 200);
-  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2, 3})) << Events(job);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2, 3})) << JobEventLog(job);
   EXPECT_EQ(job.ranks(3).worker_id(), "w9");
   EXPECT_TRUE(
       absl::StrContains(ReadWholeFile(cluster.dir() + "/worker-w9.log"), "took shard 1 of step "));
@@ -824,8 +825,8 @@ TEST(FaultTolerance, AJobScaledDownAndBackUpEndsAsOneNeverScaled) {
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.progress().step(), 300);
-  EXPECT_EQ(job.membership().epoch(), 2) << Events(job);
-  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2, 3})) << Events(job);
+  EXPECT_EQ(job.membership().epoch(), 2) << JobEventLog(job);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2, 3})) << JobEventLog(job);
   const std::string log = ReadWholeFile(cluster.dir() + "/worker-w0.log");
   EXPECT_TRUE(absl::StrContains(log, "asked to leave after step 40")) << log;
   EXPECT_TRUE(absl::StrContains(log, "fault injection: held at forward of step 150")) << log;
@@ -883,7 +884,7 @@ TEST(FaultTolerance, AJobGrownFromOneGroupToThreeAndBackEndsAsOneAtFullSize) {
   EXPECT_EQ(grown.progress().step(), 600);
   ASSERT_EQ(grown.ranks_size(), 6);
   EXPECT_EQ(grown.ranks(5).worker_id(), "w5");
-  const std::string events = Events(grown);
+  const std::string events = JobEventLog(grown);
   EXPECT_TRUE(absl::StrContains(events, "ranks 2, 3 join, growing the job")) << events;
   EXPECT_TRUE(absl::StrContains(events, "ranks 4, 5 join, growing the job")) << events;
   // Each joiner took its shard from the live rank at its place in its group.
@@ -934,11 +935,11 @@ TEST(FaultTolerance, AFlappingWorkerIsHeldOffAfterItsSecondLeave) {
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(job.attempt(), 1);
-  EXPECT_LE(job.membership_history_size(), 4) << Events(job);
-  EXPECT_TRUE(absl::StrContains(Events(job),
+  EXPECT_LE(job.membership_history_size(), 4) << JobEventLog(job);
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job),
                                 "worker w3 left attempt 1 2 times: it is not "
                                 "placed in it again for 1m"))
-      << Events(job);
+      << JobEventLog(job);
 }
 
 TEST(FaultTolerance, BelowMinReplicasTheAttemptFailsAsWithout) {

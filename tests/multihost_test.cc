@@ -268,11 +268,7 @@ TEST_F(MultiHostTest, AHostCutOffIsDetectedAndTheJobResumesOnTheHostsLeft) {
   const v1::Job done = hosts.WaitFor(*job_id, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(done.attempt(), 2);
   EXPECT_EQ(done.restarts(), 1);
-  bool named = false;
-  for (const auto& event : done.events()) {
-    named |= absl::StrContains(event.message(), "rank 1 (worker w1) was lost: no heartbeat");
-  }
-  EXPECT_TRUE(named) << done.DebugString();
+  EXPECT_TRUE(HasEvent(done, "rank 1 (worker w1) was lost: no heartbeat")) << JobEventLog(done);
   EXPECT_TRUE(absl::StrContains(done.result(), "resumed from the checkpoint of step"))
       << done.result();
   std::vector<std::string> workers;
@@ -299,8 +295,7 @@ TEST_F(MultiHostTest, AHostWhoseDataPlaneIsBlockedIsBlamedAndTheJobRunsElsewhere
   const v1::Job done = hosts.WaitFor(*job_id, v1::SUCCEEDED, absl::Seconds(120));
   EXPECT_EQ(done.restarts(), 0);
   EXPECT_EQ(done.attempt(), 2);
-  std::string events;
-  for (const auto& event : done.events()) absl::StrAppend(&events, event.message(), "\n");
+  const std::string events = JobEventLog(done);
   EXPECT_TRUE(absl::StrContains(events, "probing the data plane between the ranks' workers"))
       << events;
   EXPECT_TRUE(absl::StrContains(

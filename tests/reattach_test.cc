@@ -42,13 +42,6 @@ v1::JobSpec CheckpointedLongJob(const std::string& dir) {
   return spec;
 }
 
-bool HasEvent(const v1::Job& job, const std::string& text) {
-  for (const v1::JobEvent& event : job.events()) {
-    if (absl::StrContains(event.message(), text)) return true;
-  }
-  return false;
-}
-
 // The job's rank-0 step, or -1 if the coordinator does not answer.
 int64_t StepOf(Cluster& cluster, const std::string& job_id) {
   auto job = cluster.client().Get(job_id);

@@ -124,7 +124,7 @@ absl::Status WorkerDaemon::Run(const std::atomic<bool>& stop) {
   absl::Status refused;
   while (!stop) {
     const absl::Time started = absl::Now();
-    absl::Status status = RunSession(stop);
+    absl::Status status = RunSession();
     if (stop) break;
     if (IsPermanent(status)) {
       refused = status;
@@ -276,7 +276,7 @@ v1::RegisterWorkerRequest WorkerDaemon::Registration() {
   return request;
 }
 
-absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
+absl::Status WorkerDaemon::RunSession() {
   const v1::RegisterWorkerRequest request = Registration();
   RefreshToken();
   v1::RegisterWorkerResponse registration;
@@ -318,7 +318,7 @@ absl::Status WorkerDaemon::RunSession(const std::atomic<bool>& stop) {
   absl::Notification session_over;
   std::thread heartbeats;
   try {
-    heartbeats = std::thread([&] { SendHeartbeatsUntil(session_over, interval, stop, context); });
+    heartbeats = std::thread([&] { SendHeartbeatsUntil(session_over, interval, context); });
   } catch (const std::system_error& failure) {
     // A session without heartbeats would be declared lost: ended now, and tried again.
     context.TryCancel();
@@ -348,10 +348,9 @@ absl::Status WorkerDaemon::EndSession(Stream& stream) {
 }
 
 void WorkerDaemon::SendHeartbeatsUntil(absl::Notification& session_over, absl::Duration interval,
-                                       const std::atomic<bool>& stop,
                                        grpc::ClientContext& context) {
   while (!session_over.WaitForNotificationWithTimeout(interval)) {
-    if (stop) {
+    if (Stopping()) {
       DrainForShutdown(interval);
       // A half-close, not a cancel: the attempt's last report, written just now, is
       // delivered before the coordinator sees the session end.
@@ -478,7 +477,7 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
   // Stopping (SIGTERM) while the coordinator still counted it idle: the attempt is not
   // started only to fail when the session closes, and the coordinator, told the worker
   // leaves, places it elsewhere.
-  if (stop_ != nullptr && *stop_) {
+  if (Stopping()) {
     RefuseAssignment(assignment,
                      "the worker is shutting down (it was told to stop: SIGTERM or SIGINT)",
                      /*worker_leaving=*/true);

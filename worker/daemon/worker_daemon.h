@@ -98,11 +98,13 @@ class WorkerDaemon {
   using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>;
 
   // One registration and session; returns why it ended.
-  absl::Status RunSession(const std::atomic<bool>& stop);
+  absl::Status RunSession();
   // The session's heartbeats, every `interval` until it is over; on a stop, the drain
   // and the session's half-close (the session's own thread).
   void SendHeartbeatsUntil(absl::Notification& session_over, absl::Duration interval,
-                           const std::atomic<bool>& stop, grpc::ClientContext& context);
+                           grpc::ClientContext& context);
+  // Whether Run's `stop` is set (false before Run).
+  bool Stopping() const { return stop_ != nullptr && *stop_; }
   // Forgets the session's stream and finishes it; why it ended.
   absl::Status EndSession(Stream& stream);
   // What this worker registers as: its name, device, memory, probe address, folders and
