@@ -274,7 +274,13 @@ bool Degraded(const v1::Job& job) {
 void AppendMembershipHistory(const v1::Job& job, std::string* out) {
   if (job.membership_history().empty()) return;
   absl::StrAppend(out, "Membership history:\n");
-  for (const v1::MembershipEpoch& epoch : job.membership_history()) {
+  for (int i = 0; i < job.membership_history_size(); ++i) {
+    if (i == job.membership_epochs_omitted_after() && job.membership_epochs_omitted() > 0) {
+      absl::StrAppend(
+          out, "  ... ", job.membership_epochs_omitted(),
+          " epochs omitted (their decisions and first steps are among the job's events) ...\n");
+    }
+    const v1::MembershipEpoch& epoch = job.membership_history(i);
     const std::string when =
         epoch.has_first_step()
             ? absl::StrCat(" from step ", epoch.first_step(), " (decided at step ",
@@ -459,8 +465,9 @@ std::string FormatJobSummary(const v1::Job& job) {
       absl::StrAppend(&out, "; ranks ", absl::StrJoin(job.membership().left_ranks(), ", "),
                       " left");
     }
-    absl::StrAppend(&out, " (epoch ", job.membership().epoch(), ", ", job.membership_history_size(),
-                    " membership change", job.membership_history_size() == 1 ? "" : "s", ")\n");
+    const int64_t changes = job.membership_history_size() + job.membership_epochs_omitted();
+    absl::StrAppend(&out, " (epoch ", job.membership().epoch(), ", ", changes, " membership change",
+                    changes == 1 ? "" : "s", ")\n");
   }
   if (!job.spec().output().final_model_path().empty() && job.state() == v1::SUCCEEDED &&
       p.step() > 0) {

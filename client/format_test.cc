@@ -307,6 +307,33 @@ TEST(Format, ADegradedJobShowsItsLiveRanksEverywhere) {
       << FormatJobDescription(job, 1'000'000);
 }
 
+// Epochs a long-healing job's record left out (server/job_record_bound.h) are counted
+// where they were, and among its membership changes.
+TEST(Format, MembershipEpochsLeftOutOfTheRecordAreCountedWhereTheyWere) {
+  v1::Job job = RunningJob();
+  job.mutable_spec()->mutable_fault_tolerance()->set_min_replicas(1);
+  job.set_state(v1::SUCCEEDED);
+  job.mutable_membership()->set_attempt(1);
+  job.mutable_membership()->set_epoch(302);
+  for (int epoch : {1, 302}) {
+    v1::MembershipEpoch* entry = job.add_membership_history();
+    entry->set_attempt(1);
+    entry->set_epoch(epoch);
+    entry->set_cause(absl::StrCat("change ", epoch));
+  }
+  job.set_membership_epochs_omitted(300);
+  job.set_membership_epochs_omitted_after(1);
+  const std::string description = FormatJobDescription(job, 1'000'000);
+  EXPECT_TRUE(absl::StrContains(description,
+                                "(change 1)\n  ... 300 epochs omitted (their decisions and first "
+                                "steps are among the job's events) ...\n"))
+      << description;
+  EXPECT_TRUE(absl::StrContains(description, "epoch 302 (decided at step 0; not trained)"))
+      << description;
+  EXPECT_TRUE(absl::StrContains(FormatJobSummary(job), "(epoch 302, 302 membership changes)\n"))
+      << FormatJobSummary(job);
+}
+
 // A job without fault tolerance says what a lost rank does to it; one that may grow says
 // how far, and that its first world_size ranks train.
 TEST(Format, AJobWithoutFaultToleranceOrThatMayGrowSaysSo) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/log.h"
 #include "common/printable_text.h"
@@ -15,7 +16,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "server/job_event_bound.h"
+#include "server/job_record_bound.h"
 
 namespace shardwise {
 namespace {
@@ -724,6 +725,7 @@ absl::StatusOr<v1::Job> JobManager::RecordMembership(
         epoch->set_decided_at_step(j->progress().step());
         epoch->set_time_ms(clock_.NowMs());
         epoch->set_cause(event_message);
+        BoundMembershipHistory(j);
         return absl::OkStatus();
       },
       event_message, OnStoreFailure::kRefuse);
@@ -732,6 +734,10 @@ absl::StatusOr<v1::Job> JobManager::RecordMembership(
 absl::StatusOr<v1::Job> JobManager::RecordEpochStart(const std::string& job_id, int32_t attempt,
                                                      int32_t epoch, int64_t step) {
   absl::MutexLock lock(&mu_);
+  // Said once, as an event too: the record keeps the first and the newest epochs only
+  // (job_record_bound.h), the state file every event, so the events hold the whole history
+  // a run is reproduced from. Set by the mutation, which Mutate runs before reading it.
+  std::string event;
   return Mutate(
       job_id,
       [&](v1::Job* j) {
@@ -739,12 +745,16 @@ absl::StatusOr<v1::Job> JobManager::RecordEpochStart(const std::string& job_id, 
         for (int i = j->membership_history_size() - 1; i >= 0; --i) {
           v1::MembershipEpoch* entry = j->mutable_membership_history(i);
           if (entry->attempt() != attempt || entry->epoch() != epoch) continue;
-          if (!entry->has_first_step()) entry->set_first_step(step);
+          if (entry->has_first_step()) break;
+          entry->set_first_step(step);
+          event = absl::StrCat("membership epoch ", epoch, " trains from step ", step,
+                               " (decided at step ", entry->decided_at_step(), "): ranks ",
+                               absl::StrJoin(entry->live_ranks(), ", "));
           break;
         }
         return absl::OkStatus();
       },
-      /*event_message=*/"", OnStoreFailure::kDefer);
+      event, OnStoreFailure::kDefer);
 }
 
 absl::StatusOr<v1::Job> JobManager::SetTargetReplicas(const std::string& job_id, int32_t replicas,

@@ -239,9 +239,10 @@ class JobManager {
   JobManager(StateStore* store, const Options& options) : store_(store), clock_(*options.clock) {}
 
   // Applies `mutate` to a copy of the job as it stands (its unsaved change, if any),
-  // stamps it, appends an event if `event_message` is not empty, saves it, and only then
-  // publishes it. If the store refuses: kDefer keeps the change for RetryUnsavedChanges
-  // and returns it; kRefuse returns UNAVAILABLE and changes nothing.
+  // stamps it, appends an event if `event_message` is not empty (read after `mutate` ran,
+  // so a mutation may set it), saves it, and only then publishes it. If the store refuses: kDefer
+  // keeps the change for RetryUnsavedChanges and returns it; kRefuse returns UNAVAILABLE and
+  // changes nothing.
   absl::StatusOr<v1::Job> Mutate(const std::string& job_id,
                                  absl::FunctionRef<absl::Status(v1::Job*)> mutate,
                                  const std::string& event_message,

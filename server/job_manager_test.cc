@@ -6,7 +6,11 @@
 #include <cstdlib>
 #include <thread>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "server/job_record_bound.h"
 
 namespace shardwise {
 namespace {
@@ -52,6 +56,49 @@ class JobManagerTest : public ::testing::Test {
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<JobManager> manager_;
 };
+
+// A job that heals for weeks: its record keeps the first and the newest membership epochs,
+// in memory and in the state file, and the newest epoch still takes its first step.
+TEST_F(JobManagerTest, AJobsMembershipHistoryIsBoundedAndSurvivesARestart) {
+  ASSERT_TRUE(manager_->Submit(Spec(2)).ok());
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(2)).ok());
+  const int epochs = kFirstMembershipEpochsKept + kNewestMembershipEpochsKept + 3;
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    v1::Membership membership;
+    membership.set_attempt(1);
+    membership.set_epoch(epoch);
+    membership.add_live_ranks(0);
+    ASSERT_TRUE(
+        manager_->RecordMembership("job-1", membership, absl::StrCat("heal ", epoch), {}).ok());
+  }
+  ASSERT_TRUE(manager_->RecordEpochStart("job-1", 1, epochs, 77).ok());
+  Reopen();
+  auto job = manager_->Get("job-1");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->membership_history_size(),
+            kFirstMembershipEpochsKept + kNewestMembershipEpochsKept);
+  EXPECT_EQ(job->membership_epochs_omitted(), 3);
+  EXPECT_EQ(job->membership_history(0).epoch(), 1);
+  const v1::MembershipEpoch& newest = *job->membership_history().rbegin();
+  EXPECT_EQ(newest.epoch(), epochs);
+  EXPECT_EQ(newest.first_step(), 77);
+  EXPECT_EQ(newest.cause(), absl::StrCat("heal ", epochs));
+  // The epochs the record left out are in the events the state file keeps: each decision
+  // (its cause), and the step each epoch trained from, said once.
+  ASSERT_TRUE(manager_->RecordEpochStart("job-1", 1, epochs, 78).ok());
+  job = manager_->Get("job-1");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->membership_history().rbegin()->first_step(), 77);
+  int trains_from = 0;
+  for (const v1::JobEvent& event : job->events()) {
+    trains_from += absl::StrContains(event.message(), "trains from step");
+  }
+  EXPECT_EQ(trains_from, 1);
+  EXPECT_TRUE(absl::c_any_of(job->events(), [&](const v1::JobEvent& event) {
+    return event.message() == absl::StrCat("membership epoch ", epochs,
+                                           " trains from step 77 (decided at step 0): ranks 0");
+  }));
+}
 
 TEST_F(JobManagerTest, FullLifecycle) {
   auto job = manager_->Submit(Spec(2));

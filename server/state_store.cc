@@ -8,7 +8,7 @@
 #include "common/status_macros.h"
 #include "contracts/job_state.h"
 #include "contracts/job_summary.h"
-#include "server/job_event_bound.h"
+#include "server/job_record_bound.h"
 
 namespace shardwise {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/job_event_bound.h"
+#include "server/job_record_bound.h"
 
 namespace shardwise {
 namespace {
@@ -81,7 +81,7 @@ TEST(StateStore, SavedJobsAndEventsSurviveReopening) {
 }
 
 // The file keeps every event; a record read back carries the first and the newest
-// (server/job_event_bound.h) and counts the rest, a live job's as an ended one's.
+// (server/job_record_bound.h) and counts the rest, a live job's as an ended one's.
 TEST(StateStore, AJobReadBackCarriesItsFirstAndNewestEventsAndCountsTheRest) {
   const std::string path = TempPath("events.db");
   const int total = kFirstJobEventsKept + 3 * kNewestJobEventsKept + 7;

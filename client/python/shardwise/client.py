@@ -309,7 +309,9 @@ class Client:
     def get(self, job_id):
         """The job (shardwise.proto.job_pb2.Job), with its spec, progress and events: the
         first 20 and the newest 1000; `events_omitted` more came after the first
-        `events_omitted_after` (the coordinator's state file keeps them)."""
+        `events_omitted_after` (the coordinator's state file keeps them); for a
+        fault-tolerant job, `membership_history`: the first 10 epochs and the newest 200,
+        `membership_epochs_omitted` more after the first `membership_epochs_omitted_after`."""
         return self._call(self._stub.GetJob, job_service_pb2.GetJobRequest(job_id=job_id))
 
     def list(self, states=(), submitter="", limit=None):

@@ -1,4 +1,4 @@
-#include "server/job_event_bound.h"
+#include "server/job_record_bound.h"
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -10,7 +10,7 @@ void AddEvents(v1::Job* job, int first, int count) {
   for (int i = first; i < first + count; ++i) job->add_events()->set_message(absl::StrCat(i));
 }
 
-TEST(JobEventBound, KeepsTheFirstAndTheNewestAndCountsTheRest) {
+TEST(JobRecordBound, KeepsTheFirstAndTheNewestAndCountsTheRest) {
   v1::Job job;
   AddEvents(&job, 0, kFirstJobEventsKept + kNewestJobEventsKept);
   BoundJobEvents(&job);
@@ -30,6 +30,24 @@ TEST(JobEventBound, KeepsTheFirstAndTheNewestAndCountsTheRest) {
   BoundJobEvents(&job);
   EXPECT_EQ(job.events_omitted(), 6);
   EXPECT_EQ(job.events(kFirstJobEventsKept).message(), absl::StrCat(kFirstJobEventsKept + 6));
+}
+
+TEST(JobRecordBound, KeepsTheFirstAndTheNewestMembershipEpochsAndCountsTheRest) {
+  v1::Job job;
+  const int kept = kFirstMembershipEpochsKept + kNewestMembershipEpochsKept;
+  for (int epoch = 1; epoch <= kept + 7; ++epoch) {
+    job.add_membership_history()->set_epoch(epoch);
+    BoundMembershipHistory(&job);  // as the coordinator adds them, one at a time
+  }
+  ASSERT_EQ(job.membership_history_size(), kept);
+  EXPECT_EQ(job.membership_epochs_omitted(), 7);
+  EXPECT_EQ(job.membership_epochs_omitted_after(), kFirstMembershipEpochsKept);
+  EXPECT_EQ(job.membership_history(kFirstMembershipEpochsKept - 1).epoch(),
+            kFirstMembershipEpochsKept);
+  EXPECT_EQ(job.membership_history(kFirstMembershipEpochsKept).epoch(),
+            kFirstMembershipEpochsKept + 8);
+  EXPECT_EQ(job.membership_history(kept - 1).epoch(), kept + 7);  // the newest is kept
+  EXPECT_EQ(job.events_omitted(), 0);  // the events' count is theirs alone
 }
 
 }  // namespace
