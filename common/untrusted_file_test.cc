@@ -1,9 +1,6 @@
 #include "common/untrusted_file.h"
 
-#include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/testing/out_of_descriptors.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -98,24 +96,13 @@ TEST_F(UntrustedFileTest, AMissingFileIsNotFound) {
 // INVALID_ARGUMENT. In a child process whose descriptor limit is used up.
 TEST_F(UntrustedFileTest, AHostThatCannotOpenNowIsUnavailable) {
   const std::string path = Write("plain", "bytes");
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    rlimit limit{};
-    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(10);
-    limit.rlim_cur = 64;
-    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(11);
-    while (::open("/dev/null", O_RDONLY) >= 0) {
-    }
-    const auto opened = ReadUntrustedFile(path, 10, Links::kRefuseAll);
-    if (!absl::IsUnavailable(opened.status())) _exit(12);
-    if (!absl::StrContains(opened.status().message(), "not the path")) _exit(13);
-    _exit(IsTransientFileError(EMFILE) && !IsTransientFileError(ENOENT) ? 0 : 14);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(testing::ExitCodeWithoutFileDescriptors([&] {
+              const auto opened = ReadUntrustedFile(path, 10, Links::kRefuseAll);
+              if (!absl::IsUnavailable(opened.status())) return 1;
+              if (!absl::StrContains(opened.status().message(), "not the path")) return 2;
+              return IsTransientFileError(EMFILE) && !IsTransientFileError(ENOENT) ? 0 : 3;
+            }),
+            0);
 }
 
 TEST_F(UntrustedFileTest, AFileCutShortWhileOpenIsDataLoss) {

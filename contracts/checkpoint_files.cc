@@ -67,8 +67,14 @@ absl::StatusOr<v1::CheckpointManifest> ReadCheckpointManifest(const std::string&
                    OpenStepFile(folder, kCheckpointManifest, kMaxManifestBytes));
   ASSIGN_OR_RETURN(const std::string json, file.ReadAll());
   v1::CheckpointManifest manifest;
-  if (!google::protobuf::util::JsonStringToMessage(json, &manifest).ok()) {
-    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': unreadable manifest"));
+  // Fields a later release added are left to it: a worker of the release before (both
+  // run during an upgrade) still reads the step, rather than passing it over as damaged.
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  if (const auto parsed = google::protobuf::util::JsonStringToMessage(json, &manifest, options);
+      !parsed.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint '", folder, "': unreadable manifest: ", parsed.message().as_string()));
   }
   return manifest;
 }
@@ -89,12 +95,19 @@ absl::StatusOr<CheckpointShard> OpenCheckpointShard(const std::string& folder,
   return CheckpointShard{name, *std::move(file), *std::move(index)};
 }
 
-absl::Status CheckShardAttempt(const std::string& folder, const v1::CheckpointManifest& manifest,
-                               const CheckpointShard& shard) {
+absl::Status CheckShardAuthor(const std::string& folder, const v1::CheckpointManifest& manifest,
+                              const CheckpointShard& shard) {
+  const auto& metadata = shard.index.metadata;
+  const auto job = metadata.find(kCheckpointJobKey);
+  if (job != metadata.end() && job->second != manifest.job_id()) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint '", folder, "': ", shard.name, " was written by job ", job->second,
+                     ", not by job ", manifest.job_id(),
+                     " whose manifest the step holds (two jobs share the checkpoint folder)"));
+  }
   if (manifest.attempt() == 0) return absl::OkStatus();
-  const auto attempt = shard.index.metadata.find(kCheckpointAttemptKey);
-  if (attempt == shard.index.metadata.end() ||
-      attempt->second == absl::StrCat(manifest.attempt())) {
+  const auto attempt = metadata.find(kCheckpointAttemptKey);
+  if (attempt == metadata.end() || attempt->second == absl::StrCat(manifest.attempt())) {
     return absl::OkStatus();
   }
   return absl::DataLossError(
@@ -129,7 +142,7 @@ absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
   RETURN_IF_ERROR(CheckShardFileNames(folder, manifest));
   for (const std::string& name : manifest.files()) {
     ASSIGN_OR_RETURN(const CheckpointShard shard, OpenCheckpointShard(folder, name));
-    RETURN_IF_ERROR(CheckShardAttempt(folder, manifest, shard));
+    RETURN_IF_ERROR(CheckShardAuthor(folder, manifest, shard));
   }
   return absl::OkStatus();
 }

@@ -4,7 +4,7 @@
 // The files of a checkpoint folder as they lie (proto/checkpoint.proto describes them):
 // step folders "step-NNNNNNNN", each holding a safetensors file per shard-group rank
 // ("rank-SSSSS.safetensors": tensors "unitU.param", "unitU.<optimizer state>", and the
-// writing attempt in its metadata) and, written last, "manifest.json". The worker's
+// writing job and attempt in its metadata) and, written last, "manifest.json". The worker's
 // writer, reader and pruning of old steps (worker/fsdp/checkpoint.h) and the
 // coordinator's check of init.checkpoint_dir at submission share these names and reads.
 //
@@ -26,7 +26,8 @@
 namespace shardwise::fsdp {
 
 inline constexpr char kCheckpointManifest[] = "manifest.json";
-// The shard files' metadata key naming the attempt that wrote them.
+// The shard files' metadata keys naming the job and the attempt that wrote them.
+inline constexpr char kCheckpointJobKey[] = "shardwise.job";
 inline constexpr char kCheckpointAttemptKey[] = "shardwise.attempt";
 
 std::string CheckpointFolder(const std::string& dir, int64_t step);
@@ -62,12 +63,13 @@ absl::StatusOr<CheckpointShard> OpenCheckpointShard(const std::string& folder,
 // The same mapping for an error reading an open shard.
 absl::Status CheckpointShardError(const std::string& folder, const absl::Status& read);
 
-// OK unless `shard` names another attempt than `manifest` (DATA_LOSS). A manifest without
-// an attempt (attempt 0), or a shard without one, was written by a release that did not
-// record it (a job's workers may be of two releases during an upgrade) and is taken as
-// it is.
-absl::Status CheckShardAttempt(const std::string& folder, const v1::CheckpointManifest& manifest,
-                               const CheckpointShard& shard);
+// OK unless `shard` names another job or attempt than `manifest` (DATA_LOSS): two jobs
+// sharing a checkpoint folder, or two attempts of one job, wrote the step. A manifest
+// without an attempt (attempt 0), or a shard without a job or an attempt, was written by
+// a release that did not record it (a job's workers may be of two releases during an
+// upgrade) and is taken as it is.
+absl::Status CheckShardAuthor(const std::string& folder, const v1::CheckpointManifest& manifest,
+                              const CheckpointShard& shard);
 
 // OK if `manifest` (of step folder `folder`) lists as many shard files as its shard group,
 // each by the name its writer gives it (CheckpointShardFile), DATA_LOSS otherwise: only
@@ -77,7 +79,7 @@ absl::Status CheckShardFileNames(const std::string& folder, const v1::Checkpoint
 
 // Whether the step folder `folder` of step `step`, holding `manifest`, is a checkpoint: its
 // manifest names its step and its shard files by their names (CheckShardFileNames), and
-// each can be opened, one at a time, and names the manifest's attempt. UNAVAILABLE when
+// each can be opened, one at a time, and names the manifest's job and attempt. UNAVAILABLE when
 // this host could not read one now (not to be passed over for an NFS hiccup),
 // PERMISSION_DENIED when this process may not; another error when it is not.
 absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
@@ -86,7 +88,7 @@ absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
 // The newest complete checkpoint folder in `dir` (of job `job_id`, or of any job if
 // empty); NOT_FOUND if there is none (or no folder `dir`). A step folder counts when its
 // manifest names its step and every shard file can be opened and names the manifest's
-// attempt (CheckCheckpointComplete). A step this host could not read now (UNAVAILABLE)
+// job and attempt (CheckCheckpointComplete). A step this host could not read now (UNAVAILABLE)
 // or this process may not read (PERMISSION_DENIED) is not passed over: the error is
 // returned, since the reader would otherwise start from an older step, or from its seed,
 // without a word. `dir` is canonical, as the path checks leave it: a link in it is

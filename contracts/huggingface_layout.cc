@@ -30,6 +30,17 @@ absl::Status Invalid(const std::string& field, const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
 }
 
+// `read`, an error reading one of the checkpoint's files, as a failure of `field`: what
+// this host could not read now (UNAVAILABLE: the caller's to retry), may not read
+// (PERMISSION_DENIED) or does not find (NOT_FOUND) keeps its code, the rest (what the
+// file holds) is INVALID_ARGUMENT.
+absl::Status FileFailure(const std::string& field, const absl::Status& read) {
+  const bool kept =
+      absl::IsUnavailable(read) || absl::IsPermissionDenied(read) || absl::IsNotFound(read);
+  return absl::Status(kept ? read.code() : absl::StatusCode::kInvalidArgument,
+                      absl::StrCat(field, ": ", read.message()));
+}
+
 std::string Shape(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
@@ -175,7 +186,7 @@ absl::StatusOr<std::map<std::string, std::pair<std::string, SafetensorsEntry>>> 
   if (shard_of.empty()) files.insert(dir + "/model.safetensors");
   for (const std::string& file : files) {
     auto index = ReadSafetensorsIndex(file, InsideFolder(links));
-    if (!index.ok()) return Invalid(field, std::string(index.status().message()));
+    if (!index.ok()) return FileFailure(field, index.status());
     for (const auto& [name, entry] : index->tensors) {
       if (!shard_of.empty() && shard_of.count(name) && shard_of[name] != file) continue;
       tensors[name] = {file, entry};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -221,16 +222,21 @@ absl::StatusOr<SafetensorsHeaderEntry> CheckEntry(const std::string& name, const
   return entry;
 }
 
-// The tensors' bytes tile the data: sorted by where they begin, each begins where the one
-// before ended, from the first byte to the last.
+// The tensors' bytes tile the data: sorted by where they begin (then end: an empty tensor
+// lies where the next one begins, as Hugging Face's writer puts it), each begins where the
+// one before ended, from the first byte to the last.
 absl::Status CheckTiling(const std::map<std::string, SafetensorsHeaderEntry>& tensors,
                          uint64_t data_size) {
-  std::vector<std::pair<uint64_t, const std::string*>> begins;
+  std::vector<std::tuple<uint64_t, uint64_t, const std::string*>> begins;
   begins.reserve(tensors.size());
-  for (const auto& [name, entry] : tensors) begins.emplace_back(entry.begin, &name);
-  std::sort(begins.begin(), begins.end());
+  for (const auto& [name, entry] : tensors) begins.emplace_back(entry.begin, entry.end, &name);
+  // By the name last, not by where it lies in memory: the order, and the error, repeat.
+  std::sort(begins.begin(), begins.end(), [](const auto& a, const auto& b) {
+    return std::tie(std::get<0>(a), std::get<1>(a), *std::get<2>(a)) <
+           std::tie(std::get<0>(b), std::get<1>(b), *std::get<2>(b));
+  });
   uint64_t end = 0;
-  for (const auto& [begin, name] : begins) {
+  for (const auto& [begin, unused_end, name] : begins) {
     if (begin != end) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor '", ShownValue(*name), "' begins at byte ", begin, " of the data, where ",

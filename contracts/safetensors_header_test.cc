@@ -1,6 +1,7 @@
 #include "contracts/safetensors_header.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -71,6 +72,19 @@ TEST(SafetensorsHeaderTest, RefusesOffsetsThatDoNotTileTheData) {
   const std::string trailing = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
   EXPECT_TRUE(absl::StrContains(Refusal(trailing, 6), "and 2 bytes follow them"));
   EXPECT_TRUE(Parse(trailing, 4).ok());
+}
+
+// An empty tensor lies where the next one begins (Hugging Face's writer puts them so):
+// whatever their names, it comes first, and the tensors tile the data.
+TEST(SafetensorsHeaderTest, AnEmptyTensorMayBeginWhereAnotherDoes) {
+  for (const auto& [empty, full] : {std::pair<std::string, std::string>{"a", "b"}, {"z", "a"}}) {
+    const std::string json =
+        absl::StrCat(R"({")", empty, R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},")",
+                     full, R"(":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)",
+                     R"("m":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}})");
+    const auto header = Parse(json, 8);
+    EXPECT_TRUE(header.ok()) << json << ": " << header.status();
+  }
 }
 
 TEST(SafetensorsHeaderTest, RefusesAMalformedOrOutOfPlaceHeader) {

@@ -14,6 +14,17 @@ absl::Status Invalid(const std::string& field, const std::string& path, const st
   return absl::InvalidArgumentError(absl::StrCat("job.", field, " '", path, "': ", what));
 }
 
+// `read`, an error opening or reading the file, as the field's: what this host could not
+// read now (UNAVAILABLE: an I/O error, no descriptor left) stays what it is (another
+// attempt, elsewhere, may read the file; a client retries), the rest is INVALID_ARGUMENT.
+absl::Status ReadFailure(const std::string& field, const std::string& path,
+                         const absl::Status& read) {
+  if (absl::IsUnavailable(read)) {
+    return absl::UnavailableError(absl::StrCat("job.", field, " '", path, "': ", read.message()));
+  }
+  return Invalid(field, path, std::string(read.message()));
+}
+
 }  // namespace
 
 v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData::Format format) {
@@ -36,7 +47,7 @@ absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const
     absl::StatusOr<UntrustedFile> file =
         UntrustedFile::Open(path, std::numeric_limits<uint64_t>::max(), links);
     if (absl::IsNotFound(file.status())) return Invalid(field, path, "no such file");
-    if (!file.ok()) return Invalid(field, path, std::string(file.status().message()));
+    if (!file.ok()) return ReadFailure(field, path, file.status());
     const uint64_t bytes = file->size();
     if (bytes % 2 != 0) {
       return Invalid(field, path,
@@ -45,7 +56,7 @@ absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const
     return TokenFileLayout{0, 2, static_cast<int64_t>(bytes / 2)};
   }
   auto index = ReadSafetensorsIndex(path, links);
-  if (!index.ok()) return Invalid(field, path, std::string(index.status().message()));
+  if (!index.ok()) return ReadFailure(field, path, index.status());
   auto it = index->tensors.find("tokens");
   // Ids are integers: a float tensor of 2 or 4 bytes an element would be read as ids.
   const bool integer =

@@ -27,7 +27,7 @@ v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData:
 // Reads the file's size and header only, opening it as `links` says
 // (common/untrusted_file.h). INVALID_ARGUMENT naming job.`field` and the path when it is
 // missing, not a regular file, a link where `links` refuses one, or not a token file of
-// that format.
+// that format; UNAVAILABLE, naming them too, when this host could not read it now.
 absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const std::string& path,
                                                  v1::TokenData::Format format, Links links);
 

@@ -72,6 +72,26 @@ v1::HuggingFaceCheckpoint Write(const std::string& dir, const v1::ModelSpec& mod
   return checkpoint;
 }
 
+// Writes `shards` (HF's names) as a sharded checkpoint folder: model-0000S-of-0000N files,
+// the index naming each tensor's, and the model's config.json.
+v1::HuggingFaceCheckpoint WriteSharded(const std::string& dir, const v1::ModelSpec& model,
+                                       const std::vector<TensorMap>& shards) {
+  std::string weight_map;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const std::string shard =
+        absl::StrCat("model-0000", s + 1, "-of-0000", shards.size(), ".safetensors");
+    EXPECT_TRUE(WriteSafetensors(absl::StrCat(dir, "/", shard), shards[s]).ok());
+    for (const auto& [name, unused] : shards[s]) {
+      absl::StrAppend(&weight_map, weight_map.empty() ? "" : ",", "\"", name, "\":\"", shard, "\"");
+    }
+  }
+  std::ofstream(dir + "/model.safetensors.index.json") << "{\"weight_map\":{" << weight_map << "}}";
+  std::ofstream(dir + "/config.json") << HuggingFaceConfigJson(model);
+  v1::HuggingFaceCheckpoint checkpoint;
+  checkpoint.set_dir(dir);
+  return checkpoint;
+}
+
 absl::Status Check(const v1::ModelSpec& model, const v1::HuggingFaceCheckpoint& checkpoint) {
   return LocateHuggingFaceTensors(model, checkpoint, "job.init.huggingface", Links::kFollow)
       .status();
@@ -145,7 +165,7 @@ TEST_P(SixteenBitShards, AreWidenedExactly) {
   const v1::ModelSpec model = Llama();
   const bool bf16_type = GetParam() == ScalarType::kBFloat16;
   const std::string dir = Dir(bf16_type ? "bf16" : "f16");
-  TensorMap bf16[2];
+  std::vector<TensorMap> bf16(2);
   TensorMap expected;
   int k = 0;
   for (const auto& [name, tensor] : SeededWeights(model, 5)) {
@@ -158,18 +178,7 @@ TEST_P(SixteenBitShards, AreWidenedExactly) {
     expected[name] = F32Tensor(tensor.shape, widened.data());
     bf16[k++ % 2][name] = narrow;
   }
-  std::string weight_map;
-  for (int s = 0; s < 2; ++s) {
-    const std::string shard = absl::StrCat("model-0000", s + 1, "-of-00002.safetensors");
-    ASSERT_TRUE(WriteSafetensors(absl::StrCat(dir, "/", shard), bf16[s]).ok());
-    for (const auto& [name, unused] : bf16[s]) {
-      absl::StrAppend(&weight_map, weight_map.empty() ? "" : ",", "\"", name, "\":\"", shard, "\"");
-    }
-  }
-  std::ofstream(dir + "/model.safetensors.index.json") << "{\"weight_map\":{" << weight_map << "}}";
-  std::ofstream(dir + "/config.json") << HuggingFaceConfigJson(model);
-  v1::HuggingFaceCheckpoint checkpoint;
-  checkpoint.set_dir(dir);
+  const v1::HuggingFaceCheckpoint checkpoint = WriteSharded(dir, model, bf16);
   auto read = ReadHuggingFaceWeights(model, checkpoint);
   ASSERT_TRUE(read.ok()) << read.status();
   for (const auto& [name, tensor] : expected) EXPECT_EQ(read->at(name).bytes, tensor.bytes) << name;
@@ -366,6 +375,28 @@ TEST(HuggingFaceWeights, ASingleFileIsPreferredToAnIndex) {
       << R"({"weight_map": {"model.norm.weight": "gone.safetensors"}})";
   const auto read = ReadHuggingFaceWeights(model, checkpoint);
   EXPECT_TRUE(read.ok()) << read.status();
+}
+
+// A shard the index names that is not there is NOT_FOUND naming it (what a host cannot
+// read keeps its code too: not every error is the checkpoint's content); one whose
+// header is not a safetensors header is INVALID_ARGUMENT.
+TEST(HuggingFaceWeights, AShardFileMissingIsNotFoundAndADamagedOneInvalid) {
+  const v1::ModelSpec model = Llama();
+  const std::string dir = Dir("missing-shard");
+  std::vector<TensorMap> shards(2);
+  int k = 0;
+  for (const auto& [name, tensor] : SeededWeights(model, 6)) shards[k++ % 2][name] = tensor;
+  const v1::HuggingFaceCheckpoint checkpoint = WriteSharded(dir, model, shards);
+  ASSERT_TRUE(Check(model, checkpoint).ok());
+  const std::string second = dir + "/model-00002-of-00002.safetensors";
+  std::ofstream(second, std::ios::trunc) << "not a safetensors file";
+  absl::Status status = Check(model, checkpoint);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(absl::StartsWith(status.message(), "job.init.huggingface")) << status;
+  std::filesystem::remove(second);
+  status = Check(model, checkpoint);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "model-00002-of-00002.safetensors")) << status;
 }
 
 }  // namespace

@@ -94,8 +94,11 @@ absl::Status TokenFile::ReadIds(int64_t first, int64_t count, std::vector<int64_
   const uint64_t at = offset_ + static_cast<uint64_t>(first) * element_;
   const absl::StatusOr<uint64_t> done = file_.ReadUpTo(at, raw.size(), raw.data());
   if (!done.ok()) {
-    return absl::DataLossError(absl::StrCat("job.", field_, " reading tokens ", first, " to ",
-                                            first + count, ": ", done.status().message()));
+    // This host's trouble (UNAVAILABLE) stays the attempt's: not damage to the file.
+    return absl::Status(
+        absl::IsUnavailable(done.status()) ? done.status().code() : absl::StatusCode::kDataLoss,
+        absl::StrCat("job.", field_, " reading tokens ", first, " to ", first + count, ": ",
+                     done.status().message()));
   }
   if (*done < raw.size()) {
     return absl::DataLossError(

@@ -7,7 +7,9 @@
 #include <fstream>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/out_of_descriptors.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 
@@ -180,6 +182,31 @@ TEST(TokenFile, RefusesShortOddAndIrregularFiles) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A process out of file descriptors (EMFILE) cannot open a token file now, which says
+// nothing of the file: UNAVAILABLE naming the field (the attempt's failure, re-queued),
+// not INVALID_ARGUMENT (the job's, failed for good). In a child whose limit is used up.
+TEST(TokenFile, AHostThatCannotOpenTheFileNowIsUnavailable) {
+  const std::string bin = WriteUint16("emfile.bin", Iota(100));
+  HostTensor tokens{"U16", {100}, std::string(200, '\0')};
+  const std::string tensor = TempPath("emfile") + ".safetensors";
+  ASSERT_TRUE(WriteSafetensors(tensor, {{"tokens", tokens}}).ok());
+  EXPECT_EQ(testing::ExitCodeWithoutFileDescriptors([&] {
+              int code = 0;
+              for (const std::string& path : {bin, tensor}) {
+                code += 2;
+                const auto opened =
+                    TokenFile::Open("data.tokens.train_path", path,
+                                    v1::TokenData::FORMAT_UNSPECIFIED, 50, 8, Links::kFollow);
+                if (!absl::IsUnavailable(opened.status())) return code;
+                if (!absl::StrContains(opened.status().message(), "job.data.tokens.train_path")) {
+                  return code + 1;
+                }
+              }
+              return 0;
+            }),
+            0);
 }
 
 }  // namespace

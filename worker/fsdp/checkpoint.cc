@@ -1,11 +1,13 @@
 #include "worker/fsdp/checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/safe_write.h"
 #include "common/status_macros.h"
 #include "common/untrusted_file.h"
@@ -73,8 +75,9 @@ absl::Status WriteCheckpointShard(const std::string& dir, int64_t step,
       tensors[CheckpointTensorName(u, name)] = F32Tensor({model.shard_numel(u)}, state.data());
     }
   }
-  return WriteSafetensors(absl::StrCat(folder, "/", CheckpointShardFile(plan.shard_rank)), tensors,
-                          {{kCheckpointAttemptKey, absl::StrCat(author.attempt)}});
+  return WriteSafetensors(
+      absl::StrCat(folder, "/", CheckpointShardFile(plan.shard_rank)), tensors,
+      {{kCheckpointJobKey, author.job_id}, {kCheckpointAttemptKey, absl::StrCat(author.attempt)}});
 }
 
 absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
@@ -103,7 +106,11 @@ absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
   options.add_whitespace = true;
   options.preserve_proto_field_names = true;
   std::string json;
-  (void)google::protobuf::util::MessageToJsonString(manifest, &json, options);
+  if (const auto printed = google::protobuf::util::MessageToJsonString(manifest, &json, options);
+      !printed.ok()) {
+    return absl::InternalError(
+        absl::StrCat("writing the manifest of step ", step, ": ", printed.message().as_string()));
+  }
   // The job's own checkpoint: written again by an attempt that resumes before it.
   return WriteFileAtomically(absl::StrCat(CheckpointFolder(dir, step), "/", kCheckpointManifest),
                              json,
@@ -116,9 +123,10 @@ namespace {
 // removes, by name: all but the newest `keep` - 1 complete ones. A later attempt's step
 // anywhere in `dir` (it may be reading any of them) is FAILED_PRECONDITION, a step this
 // host could not read now UNAVAILABLE: nothing is removed then.
-absl::StatusOr<std::vector<std::string>> CheckpointsToRemove(const std::string& dir, int64_t step,
-                                                             const CheckpointAuthor& author,
-                                                             int keep) {
+absl::StatusOr<std::vector<std::string>> OlderCheckpointsToRemove(const std::string& dir,
+                                                                  int64_t step,
+                                                                  const CheckpointAuthor& author,
+                                                                  int keep) {
   ASSIGN_OR_RETURN(const auto steps, CheckpointSteps(dir));
   std::vector<std::string> doomed;
   int kept = 0;
@@ -143,6 +151,22 @@ absl::StatusOr<std::vector<std::string>> CheckpointsToRemove(const std::string& 
     }
   }
   return doomed;
+}
+
+// OlderCheckpointsToRemove, once step `step` is a complete checkpoint of the job (none
+// otherwise): one mixed since with another attempt's or job's shards would leave the job
+// nothing to resume from.
+absl::StatusOr<std::vector<std::string>> CheckpointsToRemove(const std::string& dir, int64_t step,
+                                                             const CheckpointAuthor& author,
+                                                             int keep) {
+  const std::string written = CheckpointFolder(dir, step);
+  const absl::StatusOr<v1::CheckpointManifest> manifest = ReadCheckpointManifest(written);
+  if (absl::IsUnavailable(manifest.status())) return manifest.status();
+  if (!manifest.ok() || manifest->job_id() != author.job_id) return std::vector<std::string>();
+  const absl::Status complete = CheckCheckpointComplete(written, step, *manifest);
+  if (absl::IsUnavailable(complete)) return complete;
+  if (!complete.ok()) return std::vector<std::string>();
+  return OlderCheckpointsToRemove(dir, step, author, keep);
 }
 
 }  // namespace
@@ -183,9 +207,12 @@ absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& folder) {
 // not every rank's.
 class RankCheckpointReader {
  public:
+  // `state_names`: the optimizer states the job's optimizer keeps, each unit's in the
+  // checkpoint to be all of these or none; empty: an optimizer of another kind wrote it,
+  // whose states are not read.
   RankCheckpointReader(const std::string& folder, const v1::CheckpointManifest& manifest,
-                       const ShardingPlan& plan)
-      : folder_(folder), manifest_(manifest), plan_(plan) {}
+                       const ShardingPlan& plan, std::vector<std::string> state_names)
+      : folder_(folder), manifest_(manifest), plan_(plan), state_names_(std::move(state_names)) {}
 
   // Fills the unit vectors below from every shard file.
   absl::Status ReadAll();
@@ -195,8 +222,10 @@ class RankCheckpointReader {
   std::vector<std::map<std::string, std::vector<float>>> states;
 
  private:
-  // The names of unit `u`'s optimizer states in `shard` (the first file decides).
-  static std::vector<std::string> StateNames(const CheckpointShard& shard, int u);
+  // The names of unit `u`'s optimizer states in `shard` (the first file decides): all of
+  // state_names_ or none, else DATA_LOSS (a resumed optimizer would step through a
+  // state it does not hold).
+  absl::StatusOr<std::vector<std::string>> StateNames(const CheckpointShard& shard, int u) const;
   // The writers' shard size of unit `u`.
   int64_t WrittenShardNumel(int u) const {
     return manifest_.units(u).padded_numel() / manifest_.shard_group_size();
@@ -212,9 +241,12 @@ class RankCheckpointReader {
   const std::string& folder_;
   const v1::CheckpointManifest& manifest_;
   const ShardingPlan& plan_;
+  const std::vector<std::string> state_names_;
 };
 
-std::vector<std::string> RankCheckpointReader::StateNames(const CheckpointShard& shard, int u) {
+absl::StatusOr<std::vector<std::string>> RankCheckpointReader::StateNames(
+    const CheckpointShard& shard, int u) const {
+  if (state_names_.empty()) return std::vector<std::string>();
   std::vector<std::string> names;
   const std::string prefix = CheckpointTensorName(u, "");
   const auto& tensors = shard.index.tensors;
@@ -223,7 +255,13 @@ std::vector<std::string> RankCheckpointReader::StateNames(const CheckpointShard&
     const std::string state = it->first.substr(prefix.size());
     if (state != "param") names.push_back(state);
   }
-  return names;
+  std::vector<std::string> expected = state_names_;
+  std::sort(expected.begin(), expected.end());  // as the tensors' names are
+  if (names.empty() || names == expected) return names;
+  return absl::DataLossError(
+      absl::StrCat("checkpoint '", folder_, "': ", shard.name, " holds the optimizer states ",
+                   absl::StrJoin(names, ", "), " of unit ", u, "; its ", manifest_.optimizer(),
+                   " optimizer keeps ", absl::StrJoin(expected, ", "), " (all of them or none)"));
 }
 
 absl::Status RankCheckpointReader::CheckEntries(const CheckpointShard& shard) const {
@@ -266,14 +304,15 @@ absl::Status RankCheckpointReader::ReadAll() {
   states.resize(manifest_.units_size());
   for (int s = 0; s < manifest_.files_size(); ++s) {
     ASSIGN_OR_RETURN(const CheckpointShard shard, OpenCheckpointShard(folder_, manifest_.files(s)));
-    RETURN_IF_ERROR(CheckShardAttempt(folder_, manifest_, shard));
+    RETURN_IF_ERROR(CheckShardAuthor(folder_, manifest_, shard));
     for (int u = 0; s == 0 && u < manifest_.units_size(); ++u) {
       const int64_t numel = manifest_.units(u).numel();
       if (numel == 0) continue;
       // This plan's shard of the unit, as FSDP cuts it: padded to a multiple of its group.
       const int64_t shard_numel = PaddedNumel(numel, plan_.shard_size) / plan_.shard_size;
       params[u].assign(shard_numel, 0.0f);
-      for (const std::string& state : StateNames(shard, u)) {
+      ASSIGN_OR_RETURN(const std::vector<std::string> names, StateNames(shard, u));
+      for (const std::string& state : names) {
         states[u][state].assign(shard_numel, 0.0f);
       }
     }
@@ -298,7 +337,15 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const
   ASSIGN_OR_RETURN(loaded.manifest, ReadManifest(folder));
   ASSIGN_OR_RETURN(const FlatLayout layout, BuildFlatLayout(spec.model(), spec.wrap()));
   RETURN_IF_ERROR(CheckCheckpointFits(folder, loaded.manifest, spec, layout));
-  RankCheckpointReader reader(folder, loaded.manifest, plan);
+  if (loaded.manifest.optimizer_steps() < 0) {
+    return absl::DataLossError(absl::StrCat("checkpoint '", folder, "': its manifest says ",
+                                            loaded.manifest.optimizer_steps(), " optimizer steps"));
+  }
+  // Optimizer state carries over only to an optimizer of the same kind (else not read).
+  const bool same_optimizer = loaded.manifest.optimizer() == OptimizerKind(spec.optimizer());
+  RankCheckpointReader reader(
+      folder, loaded.manifest, plan,
+      same_optimizer ? Optimizer::StateNames(spec.optimizer()) : std::vector<std::string>());
   RETURN_IF_ERROR(reader.ReadAll());
   loaded.params = std::move(reader.params);
   loaded.optimizer_state = std::move(reader.states);

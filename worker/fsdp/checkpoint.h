@@ -56,9 +56,11 @@ absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
 // without a manifest (a write cut short: no job is known to own it), another job's, and the steps
 // after `step` (an earlier attempt's, which this attempt writes again as it gets there). Each
 // folder is renamed out of sight first, then removed, never through a link (common/safe_write.h);
-// what a removal cut short left is removed at the next call. Nothing is removed once a
-// later attempt of the job wrote in `dir` (FAILED_PRECONDITION, "superseded": it may be
-// reading any step) or when a step cannot be read now (UNAVAILABLE).
+// what a removal cut short left is removed at the next call. Nothing is removed unless
+// `step` is a complete checkpoint of the job (another attempt's or job's shards mixed into
+// it since would leave none to resume from), once a later attempt of the job wrote in
+// `dir` (FAILED_PRECONDITION, "superseded": it may be reading any step) or when a step
+// cannot be read now (UNAVAILABLE).
 absl::StatusOr<int> RemoveOlderCheckpoints(const std::string& dir, int64_t step,
                                            const CheckpointAuthor& author, int keep);
 
@@ -72,8 +74,10 @@ struct LoadedCheckpoint {
 };
 
 // Loads a checkpoint folder for `spec`, read by a rank of `plan`: INVALID_ARGUMENT if its
-// model or wrap policy differ, DATA_LOSS if a shard is missing or malformed, or names
-// another attempt than the manifest. Only what the rank keeps is read, its own shard of
+// model or wrap policy differ, DATA_LOSS if a shard is missing or malformed, names
+// another job or attempt than the manifest, or holds some of the states of `spec`'s
+// optimizer for a unit but not all. The optimizer state is read only when an optimizer
+// of `spec`'s kind wrote it (none otherwise). Only what the rank keeps is read, its own shard of
 // the parameters and of the optimizer state, cut from the files that hold it, so any
 // world size and strategy can load any checkpoint of the model, and a rank's host memory
 // holds its shards (the whole model only where its shard group is of one: NO_SHARD).

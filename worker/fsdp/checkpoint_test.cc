@@ -285,11 +285,122 @@ TEST(Checkpoint, KeepsOnlyTheJobsNewestCheckpoints) {
 
   // An attempt that a later one superseded removes nothing.
   const absl::StatusOr<int> stale =
-      RemoveOlderCheckpoints(dir + "/ckpt", 12, CheckpointAuthor{"job-k", 0}, 1);
+      RemoveOlderCheckpoints(dir + "/ckpt", 10, CheckpointAuthor{"job-k", 0}, 1);
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition) << stale.status();
   EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt/step-00000008/manifest.json"));
-  EXPECT_EQ(*RemoveOlderCheckpoints(dir + "/ckpt", 12, CheckpointAuthor{"job-k", 1}, 1), 2);
-  EXPECT_EQ(Listing(dir + "/ckpt"), (std::vector<std::string>{"step-00000003", "step-00000005"}));
+  // Nor does a step that is not a checkpoint of the job (none written there).
+  EXPECT_EQ(*RemoveOlderCheckpoints(dir + "/ckpt", 12, CheckpointAuthor{"job-k", 1}, 1), 0);
+  EXPECT_EQ(*RemoveOlderCheckpoints(dir + "/ckpt", 10, CheckpointAuthor{"job-k", 1}, 1), 1);
+  EXPECT_EQ(Listing(dir + "/ckpt"),
+            (std::vector<std::string>{"step-00000003", "step-00000005", "step-00000010"}));
+}
+
+// The step just written, mixed since with another attempt's shard, is no checkpoint: the
+// older ones it would replace stay (else nothing would be left to resume from).
+TEST(Checkpoint, NothingIsRemovedForAStepThatIsNotACheckpoint) {
+  const std::string dir = TempDir("keep-mixed");
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  ASSERT_TRUE(TrainAll(spec, "job-m", 1).ok());
+  const std::string shard_path = dir + "/ckpt/step-00000004/rank-00001.safetensors";
+  auto shard = ReadSafetensors(shard_path);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ASSERT_TRUE(WriteSafetensors(shard_path, *shard, {{"shardwise.attempt", "2"}}).ok());
+  const absl::StatusOr<int> removed =
+      RemoveOlderCheckpoints(dir + "/ckpt", 4, CheckpointAuthor{"job-m", 1}, 1);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 0);
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-m"), dir + "/ckpt/step-00000002");
+}
+
+// Two jobs writing the same step of one checkpoint folder (a job submitted again with the
+// same output.checkpoint_dir, both at attempt 1): a step holding one job's manifest and
+// the other's shard is no checkpoint, for anyone.
+TEST(Checkpoint, AStepMixingTwoJobsShardsIsNotACheckpoint) {
+  const std::string dir = TempDir("two-jobs");
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/a");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  ASSERT_TRUE(TrainAll(spec, "job-a", 1).ok());
+  spec.mutable_output()->set_checkpoint_dir(dir + "/b");
+  spec.mutable_data()->mutable_synthetic()->set_seed(4);
+  ASSERT_TRUE(TrainAll(spec, "job-b", 1).ok());
+  std::filesystem::copy_file(dir + "/b/step-00000004/rank-00001.safetensors",
+                             dir + "/a/step-00000004/rank-00001.safetensors",
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/a", ""), dir + "/a/step-00000002");
+  const absl::Status mixed =
+      LoadCheckpoint(dir + "/a/step-00000004", spec, ShardingPlan()).status();
+  EXPECT_EQ(mixed.code(), absl::StatusCode::kDataLoss) << mixed;
+  EXPECT_NE(mixed.message().find("rank-00001.safetensors was written by job job-b, not by job "
+                                 "job-a"),
+            std::string::npos)
+      << mixed;
+}
+
+// A unit's optimizer states are all the optimizer keeps or none: a checkpoint holding
+// some (damaged, or put together by hand) is refused by name, not stepped through (an
+// AdamW without its second moment writes through nothing); a negative step count too.
+TEST(Checkpoint, AUnitHoldingSomeOfItsOptimizerStatesIsRefused) {
+  const std::string dir = TempDir("states");
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 2, true, 2);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  ASSERT_TRUE(TrainAll(spec, "job-s", 1).ok());
+  const std::string folder = dir + "/ckpt/step-00000002";
+  for (const char* file : {"/rank-00000.safetensors", "/rank-00001.safetensors"}) {
+    const std::string path = folder + file;
+    auto shard = ReadSafetensors(path);
+    auto metadata = ReadSafetensorsMetadata(path);
+    ASSERT_TRUE(shard.ok() && metadata.ok());
+    ASSERT_EQ(shard->erase("unit0.exp_avg_sq"), 1u);
+    ASSERT_TRUE(WriteSafetensors(path, *shard, *metadata).ok());
+  }
+  const absl::Status partial = LoadCheckpoint(folder, spec, ShardingPlan()).status();
+  EXPECT_EQ(partial.code(), absl::StatusCode::kDataLoss) << partial;
+  EXPECT_NE(partial.message().find("holds the optimizer states exp_avg of unit 0; its adamw "
+                                   "optimizer keeps exp_avg, exp_avg_sq"),
+            std::string::npos)
+      << partial;
+  // An optimizer of another kind reads no state, so a checkpoint's states do not matter.
+  v1::JobSpec sgd = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 2);
+  auto loaded = LoadCheckpoint(folder, sgd, ShardingPlan());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(loaded->optimizer_state[0].empty());
+
+  v1::CheckpointManifest manifest;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadText(folder + "/manifest.json"), &manifest)
+          .ok());
+  manifest.set_optimizer_steps(-3);
+  std::string json;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(manifest, &json).ok());
+  std::ofstream(folder + "/manifest.json", std::ios::trunc) << json;
+  EXPECT_EQ(LoadCheckpoint(folder, sgd, ShardingPlan()).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+// A manifest with a field a later release added (both releases run during an upgrade) is
+// still read: its step is not passed over as damaged.
+TEST(Checkpoint, AManifestWithAFieldOfALaterReleaseIsRead) {
+  const std::string dir = TempDir("later-release");
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  ASSERT_TRUE(TrainAll(spec, "job-r", 1).ok());
+  const std::string newest = dir + "/ckpt/step-00000004";
+  std::string json = ReadText(newest + "/manifest.json");
+  ASSERT_EQ(json.front(), '{');
+  json.insert(1, "\"a_later_field\": {\"x\": 1},");
+  std::ofstream(newest + "/manifest.json", std::ios::trunc) << json;
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-r"), newest);
+  // Damage is still damage, and says what the parser found.
+  std::ofstream(newest + "/manifest.json", std::ios::trunc) << "{\"step\": \"four\"}";
+  const absl::Status damaged = ReadCheckpointManifest(newest).status();
+  EXPECT_EQ(damaged.code(), absl::StatusCode::kDataLoss) << damaged;
+  EXPECT_NE(damaged.message().find("unreadable manifest: "), std::string::npos) << damaged;
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-r"), dir + "/ckpt/step-00000002");
 }
 
 ShardingPlan RankOf(int shard_size, int shard_rank) {
@@ -514,12 +625,12 @@ auto AsReaderThatPermissionsKeepOut(Read read) -> decltype(read()) {
 // it at submission naming the field, and a job's pruning leaves it (not its to judge).
 TEST(Checkpoint, AStepThisProcessMayNotReadIsNotPassedOver) {
   const std::string dir = TempDir("unreadable");
-  v1::JobSpec producer = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
+  v1::JobSpec producer = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 6);
   producer.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
   producer.mutable_output()->set_checkpoint_interval_steps(2);
   ApplyJobSpecDefaults(&producer);
   ASSERT_TRUE(TrainAll(producer, "job-u", 1).ok());
-  const std::string newest = dir + "/ckpt/step-00000004";
+  const std::string newest = dir + "/ckpt/step-00000006";
   v1::JobSpec consumer = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 1);
   consumer.mutable_init()->set_checkpoint_dir(dir + "/ckpt");
 
@@ -547,13 +658,14 @@ TEST(Checkpoint, AStepThisProcessMayNotReadIsNotPassedOver) {
   }
 
   // Keeping one checkpoint at step 6: step 2 goes, step 4 with a shard it may not read stays.
-  std::filesystem::permissions(newest + "/rank-00001.safetensors", std::filesystem::perms::none);
+  std::filesystem::permissions(dir + "/ckpt/step-00000004/rank-00001.safetensors",
+                               std::filesystem::perms::none);
   const absl::StatusOr<int> removed = AsReaderThatPermissionsKeepOut([&] {
     return RemoveOlderCheckpoints(dir + "/ckpt", 6, CheckpointAuthor{"job-u", 1}, 1);
   });
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(*removed, 1);
-  EXPECT_EQ(Listing(dir + "/ckpt"), std::vector<std::string>{"step-00000004"});
+  EXPECT_EQ(Listing(dir + "/ckpt"), (std::vector<std::string>{"step-00000004", "step-00000006"}));
 }
 
 TEST(Checkpoint, FoldersWithoutAManifestAreIgnored) {

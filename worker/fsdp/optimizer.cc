@@ -131,11 +131,16 @@ class AdamW final : public Optimizer {
   }
 
  private:
+  // Each state on its own: a restore may have filled one (the checkpoint reader restores
+  // both or neither, this never steps through an empty one).
   void AllocateState(int segment, size_t segment_numel) {
-    if (!exp_avg_[segment].empty()) return;
     Allocator* allocator = device_->allocator();
-    exp_avg_[segment] = Buffer(allocator, segment_numel, MemoryCategory::kOptimizerState);
-    exp_avg_sq_[segment] = Buffer(allocator, segment_numel, MemoryCategory::kOptimizerState);
+    for (std::vector<Buffer>* state : {&exp_avg_, &exp_avg_sq_}) {
+      Buffer& buffer = (*state)[segment];
+      if (buffer.empty()) {
+        buffer = Buffer(allocator, segment_numel, MemoryCategory::kOptimizerState);
+      }
+    }
   }
 
   // The step's scalars as PyTorch computes them (Python floats, i.e. double), then used in
