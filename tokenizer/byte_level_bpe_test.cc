@@ -108,6 +108,25 @@ TEST(PreSplitTest, EveryEncodingsPatternCompilesAndCoversTheText) {
   EXPECT_EQ(PreSplitter::Create("(unclosed").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Past PCRE2's default limit of 10 million backtracks (Llama 3's `\s*[\r\n]+` over a run
+// of spaces) the pieces are still the pattern's, not the rest of the text as one piece.
+TEST(PreSplitTest, ALongRunIsSplitPastPcresDefaultLimits) {
+  auto splitter = PreSplitter::Create(FindEncoding("llama3")->pattern);
+  ASSERT_TRUE(splitter.ok()) << splitter.status();
+  std::vector<size_t> sizes;
+  splitter->Split(std::string(11'000'000, ' ') + "a",
+                  [&](absl::string_view piece) { sizes.push_back(piece.size()); });
+  EXPECT_EQ(sizes, (std::vector<size_t>{10'999'999, 2}));
+}
+
+// \C matches a byte whatever the character: its pieces would not be UTF-8. Refused.
+TEST(PreSplitTest, RefusesAPatternMatchingSingleBytes) {
+  const auto splitter = PreSplitter::Create("\\C");
+  EXPECT_EQ(splitter.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(splitter.status().message().find("does not compile"), std::string::npos)
+      << splitter.status();
+}
+
 TEST(PreSplitTest, FindsTheValidUtf8Prefix) {
   EXPECT_EQ(ValidUtf8Prefix("abc"), 3u);
   EXPECT_EQ(ValidUtf8Prefix("a\xc3\xa9z"), 4u);

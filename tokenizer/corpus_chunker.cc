@@ -53,8 +53,10 @@ absl::StatusOr<bool> CorpusChunker::Next(Chunk* chunk) {
   while (true) {
     if (pending_.size() > from) cut = CutPosition(from);
     if (cut != std::string::npos || file_done_) break;
-    if (pending_.size() >= max_chunk_bytes_) {  // no place to cut: a UTF-8 boundary
-      cut = from;
+    // No place to cut in max_chunk_bytes (pending_ may hold a block more): the UTF-8
+    // boundary at or before it, so that what follows starts another max_chunk_bytes.
+    if (pending_.size() >= max_chunk_bytes_) {
+      cut = max_chunk_bytes_;
       while (cut > 1 && (static_cast<unsigned char>(pending_[cut]) & 0xC0) == 0x80) --cut;
       break;
     }

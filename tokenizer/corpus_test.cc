@@ -77,12 +77,20 @@ TEST(CorpusChunkerTest, CutsAnUncuttableLineAtAUtf8Boundary) {
                         /*max_chunk_bytes=*/16);
   Chunk chunk;
   std::string joined;
+  std::vector<size_t> sizes;
   while (*chunker.Next(&chunk)) {
-    EXPECT_EQ(chunk.text.size() % 2, 0u) << chunk.text.size();
-    EXPECT_LE(chunk.text.size(), 16u);  // max_chunk_bytes: the line was cut
+    sizes.push_back(chunk.text.size());
     joined += chunk.text;
   }
   EXPECT_EQ(joined, text);
+  // Each cut at max_chunk_bytes (a character boundary), not a chunk_bytes apart.
+  EXPECT_EQ(sizes, (std::vector<size_t>{16, 16, 16, 16, 16}));
+  // A tokenizer whose ids a cut may change keeps each document whole up to that size.
+  CorpusChunker whole({Write("document.txt", std::string(40, 'x'))}, 1000, 5,
+                      /*cut_documents=*/false, /*max_chunk_bytes=*/16);
+  sizes.clear();
+  while (*whole.Next(&chunk)) sizes.push_back(chunk.text.size());
+  EXPECT_EQ(sizes, (std::vector<size_t>{16, 16, 8}));
 }
 
 TEST(CorpusTest, WritesEachDocumentWithItsMarkersAndSplitsTrainFromVal) {

@@ -1,6 +1,9 @@
 #include "tokenizer/pre_split.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 // 8-bit code units: the text is UTF-8 bytes. Defined here, not in the build graph, so the
@@ -23,13 +26,20 @@ namespace {
 
 // Match data and a JIT stack for each thread (pcre2_match's scratch space, which a
 // compiled pattern shared between threads cannot hold). Up to 8 MB of JIT stack serves
-// the longest runs the patterns match (a possessive \p{L}++ over a huge word).
+// the longest runs the patterns match (a possessive \p{L}++ over a huge word); a match
+// that needs more runs in the interpreter, on the heap. PCRE2's default limits (10
+// million backtracks) are lifted: Llama 3's `\s*[\r\n]+` over 10 million spaces reaches
+// them, and a piece is never cut short by a limit (Oniguruma, Hugging Face's engine,
+// has none by default).
 struct MatchScratch {
   MatchScratch() {
     data = pcre2_match_data_create(16, nullptr);
     stack = pcre2_jit_stack_create(size_t{32} << 10, size_t{8} << 20, nullptr);
     context = pcre2_match_context_create(nullptr);
     pcre2_jit_stack_assign(context, nullptr, stack);
+    pcre2_set_match_limit(context, UINT32_MAX);
+    pcre2_set_depth_limit(context, UINT32_MAX);
+    pcre2_set_heap_limit(context, UINT32_MAX);
   }
   ~MatchScratch() {
     pcre2_match_context_free(context);
@@ -46,14 +56,39 @@ MatchScratch& Scratch() {
   return scratch;
 }
 
+// pcre2_match of `code` at `position`: its result, a match or PCRE2_ERROR_NOMATCH. A match
+// past the JIT's stack runs again in the interpreter.
+int Match(const pcre2_code* code, PCRE2_SPTR subject, size_t size, size_t position,
+          MatchScratch& scratch) {
+  int rc =
+      pcre2_match(code, subject, size, position, PCRE2_NO_UTF_CHECK, scratch.data, scratch.context);
+  if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+    rc = pcre2_match(code, subject, size, position, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, scratch.data,
+                     scratch.context);
+  }
+  if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+    // Out of memory, with the limits lifted: pieces cut short here would give other ids
+    // than the tokenizer's, silently. Encode has no error to return: the process stops.
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(rc, message, sizeof(message));
+    std::fprintf(stderr, "the pre-split pattern failed to match at byte %zu of %zu: %s\n", position,
+                 size, reinterpret_cast<const char*>(message));
+    std::abort();
+  }
+  return rc;
+}
+
 }  // namespace
 
 absl::StatusOr<PreSplitter> PreSplitter::Create(absl::string_view pattern) {
   int error = 0;
   PCRE2_SIZE offset = 0;
   auto code = std::make_shared<Code>();
-  code->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                             PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  // \C (one byte, whatever the character) would make pieces that are not UTF-8, which the
+  // matches after it read as UTF-8 unchecked; Oniguruma refuses it too.
+  code->code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                    PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C, &error, &offset, nullptr);
   if (code->code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
@@ -91,9 +126,8 @@ void PreSplitter::Matches(absl::string_view text,
                             : text.size() + 1;
   };
   while (position <= text.size()) {
-    const int rc = pcre2_match(code_->code, subject, text.size(), position, PCRE2_NO_UTF_CHECK,
-                               scratch.data, scratch.context);
-    if (rc < 0) break;  // no further match (or a limit): the rest is a stretch
+    const int rc = Match(code_->code, subject, text.size(), position, scratch);
+    if (rc == PCRE2_ERROR_NOMATCH) break;  // the rest is a stretch
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data);
     const size_t start = ovector[0], end = ovector[1];
     if (start == end && last_end == end) {  // empty, right where the last match ended

@@ -102,7 +102,8 @@ class Device {
   virtual void Accumulate(TensorRef dst, ConstTensorRef src, size_t n) = 0;
   virtual void Multiply(float* data, size_t n, float factor) = 0;  // data *= factor
   virtual void Divide(float* data, size_t n, float divisor) = 0;   // data /= divisor
-  // data *= factor; whether any result is inf or NaN.
+  // data *= factor; whether any value was inf or NaN before it was multiplied
+  // (pointwise::UnscaleAndCheckNonFinite: the loss scaler's unscale, as torch checks).
   virtual absl::StatusOr<bool> MultiplyAndCheckFinite(float* data, size_t n, float factor) = 0;
   // Gradient clipping by global norm, without the host reading the norm: *sum (one device
   // double) += the sum of squares of data[n]; out[i] = in[i] as FP32 (the sum, for the

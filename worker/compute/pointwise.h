@@ -26,15 +26,37 @@ SHARDWISE_HOST_DEVICE inline void SgdStep(const SgdScalars& s, bool first, float
   *p -= s.lr * g;
 }
 
+// torch.lerp(start, end, weight) in FP32: from the nearer end, as torch computes it (from
+// `start` for weights below 0.5 in magnitude, else from `end`), so that a weight of 1 gives
+// `end` exactly.
+SHARDWISE_HOST_DEVICE inline float Lerp(float start, float end, float weight) {
+  return fabsf(weight) < 0.5f ? start + weight * (end - start)
+                              : end - (end - start) * (1.0f - weight);
+}
+
 // torch.optim.AdamW (single-tensor path) on one element: decoupled decay, the moments
 // (exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq * beta2 + (1 - beta2) * grad^2), the step.
 SHARDWISE_HOST_DEVICE inline void AdamWStep(const AdamWScalars& s, float* p, float g, float* m,
                                             float* v) {
   *p *= s.decay;
-  *m += s.one_minus_beta1 * (g - *m);
+  *m = Lerp(*m, g, s.one_minus_beta1);
   *v = *v * s.beta2 + s.one_minus_beta2 * g * g;
   const float denom = sqrtf(*v) / s.bias_correction2_sqrt + s.eps;
   *p -= s.step_size * (*m / denom);
+}
+
+// torch's _amp_foreach_non_finite_check_and_unscale_ on one element: *x *= inv_scale, and
+// whether *x was inf or NaN before (the input is checked, not the product: a finite
+// gradient that an inverse scale above 1, after many backoffs, carries past FP32's
+// largest value is unscaled to inf and does not skip the step, as in torch).
+SHARDWISE_HOST_DEVICE inline bool UnscaleAndCheckNonFinite(float* x, float inv_scale) {
+  const float in = *x;
+  *x = in * inv_scale;
+#ifdef __CUDA_ARCH__
+  return !isfinite(in);
+#else
+  return !std::isfinite(in);
+#endif
 }
 
 // Global-norm clipping (torch.nn.utils.clip_grad_norm_): every gradient is multiplied by

@@ -124,5 +124,32 @@ TEST(PointwiseFloat, CrossEntropyIsWithinItsBound) {
               worst_grad_share);
 }
 
+// AdamW's first moment is torch's lerp_: from the nearer end, so beta1 = 0 (a weight of
+// 1) makes it the gradient exactly, where m + 1 * (g - m) would lose a small g to m.
+TEST(Pointwise, AdamWsFirstMomentIsTorchsLerp) {
+  AdamWScalars s;
+  s.one_minus_beta1 = 1.0f;
+  float p = 1.0f, m = 3.0f, v = 0.0f;
+  AdamWStep(s, &p, 1e-8f, &m, &v);
+  EXPECT_EQ(m, 1e-8f);
+  EXPECT_EQ(Lerp(3.0f, 1e-8f, 0.1f), 3.0f + 0.1f * (1e-8f - 3.0f));  // below 0.5: from start
+  EXPECT_EQ(Lerp(3.0f, 1e-8f, 0.7f), 1e-8f - (1e-8f - 3.0f) * (1.0f - 0.7f));
+}
+
+// The unscale checks its input, as torch's: a finite gradient carried to inf by an
+// inverse scale above 1 does not count as found (torch steps with it); inf and NaN do.
+TEST(Pointwise, TheUnscaleChecksItsInputNotItsProduct) {
+  float x = 3e38f;
+  EXPECT_FALSE(UnscaleAndCheckNonFinite(&x, 2.0f));
+  EXPECT_EQ(x, std::numeric_limits<float>::infinity());
+  x = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(UnscaleAndCheckNonFinite(&x, 0.5f));
+  x = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(UnscaleAndCheckNonFinite(&x, 0.5f));
+  x = 6.0f;
+  EXPECT_FALSE(UnscaleAndCheckNonFinite(&x, 0.5f));
+  EXPECT_EQ(x, 3.0f);
+}
+
 }  // namespace
 }  // namespace shardwise::pointwise

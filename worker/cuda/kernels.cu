@@ -207,9 +207,7 @@ __global__ void ScaleAndCheckFiniteKernel(float* x, size_t n, float scale, int* 
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   bool bad = false;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float v = x[i] * scale;
-    x[i] = v;
-    bad |= !isfinite(v);
+    bad |= pointwise::UnscaleAndCheckNonFinite(x + i, scale);
   }
   // Any thread may set the flag: it only ever goes from 0 to 1, so order does not matter.
   if (bad) *found_inf = 1;

@@ -16,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "contracts/fsdp_layout.h"
 #include "contracts/job_spec_defaults.h"
@@ -234,6 +235,28 @@ TEST(GptTraining, AResumedRunWithAccumulationEqualsAnUninterruptedOne) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(run.rank0.resumed_from_step, 6);
   EXPECT_TRUE(testing::ModelsClose(*a, *b, 0, 0));
+}
+
+// An attempt that resumes from the last step's checkpoint (its predecessor failed after it,
+// before or while it wrote the model) has no step to train: it still measures the
+// validation loss after the last step, and counts the job's steps, not none.
+TEST(GptTraining, AnAttemptResumedAtTheLastStepEvaluatesAndCountsTheSteps) {
+  const std::string dir = TempDir("gpt-resume-end");
+  v1::JobSpec spec = GptSpec(dir, v1::ShardingStrategy::FULL_SHARD, 2, 4);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  spec.mutable_output()->set_checkpoint_interval_steps(4);
+  testing::ThreadedOptions options;
+  options.job_id = "job-end";
+  ASSERT_TRUE(TrainAndRead(spec, options).ok());
+  options.attempt = 2;
+  testing::ThreadedTraining run;
+  ASSERT_TRUE(TrainAndRead(spec, options, &run).ok());
+  EXPECT_EQ(run.rank0.resumed_from_step, 4);
+  EXPECT_EQ(run.rank0.steps, 4);
+  EXPECT_EQ(run.rank0.last_val_loss_step, 4);
+  EXPECT_GT(run.rank0.last_val_loss, 0);
+  EXPECT_TRUE(absl::StartsWith(run.rank0.Summary(), "trained 4 steps, all before this attempt"))
+      << run.rank0.Summary();
 }
 
 // FULL_SHARD without prefetch holds its shards plus the largest unit; with it, at most

@@ -1,11 +1,13 @@
 #include "worker/fsdp/grad_scaler.h"
 
+#include <cmath>
+
 namespace shardwise::fsdp {
 
 GradScaler::GradScaler(const v1::GradScaler& spec)
     : enabled_(spec.enabled()),
-      growth_factor_(static_cast<float>(spec.has_growth_factor() ? spec.growth_factor() : 2.0)),
-      backoff_factor_(static_cast<float>(spec.has_backoff_factor() ? spec.backoff_factor() : 0.5)),
+      growth_factor_(spec.has_growth_factor() ? spec.growth_factor() : 2.0),
+      backoff_factor_(spec.has_backoff_factor() ? spec.backoff_factor() : 0.5),
       growth_interval_(spec.has_growth_interval() ? spec.growth_interval() : 2000),
       scale_(static_cast<float>(spec.has_init_scale() ? spec.init_scale() : 65536.0)) {}
 
@@ -16,13 +18,15 @@ float GradScaler::inverse_scale() const {
 void GradScaler::Update(bool found_inf) {
   if (!enabled_) return;
   if (found_inf) {
-    scale_ *= backoff_factor_;
+    scale_ = static_cast<float>(scale_ * backoff_factor_);
     growth_tracker_ = 0;
     ++skipped_steps_;
     return;
   }
   if (++growth_tracker_ == growth_interval_) {
-    scale_ *= growth_factor_;
+    // Past FP32's largest, every later step would be skipped (the loss times infinity).
+    const float grown = static_cast<float>(scale_ * growth_factor_);
+    if (std::isfinite(grown)) scale_ = grown;
     growth_tracker_ = 0;
   }
 }

@@ -5,7 +5,9 @@
 // scaling"): the scale starts at init_scale (2^16), is multiplied by growth_factor (2)
 // after growth_interval (2000) consecutive clean steps and by backoff_factor (0.5) after a
 // step with an inf or NaN gradient, which is skipped. The scale is an FP32 value, as
-// torch keeps it; the inverse used to unscale is computed in FP64 and rounded to FP32.
+// torch keeps it: each update multiplies it by the factor in FP64 and rounds once, and a
+// growth that would overflow FP32 leaves it as it was (torch's _amp_update_scale_); the
+// inverse used to unscale is computed in FP64 and rounded to FP32.
 // The found-inf flag must be the same on every rank: the trainer all-reduces it.
 //
 // Thread-safety: none; one scaler per rank.
@@ -38,7 +40,7 @@ class GradScaler {
 
  private:
   const bool enabled_;
-  const float growth_factor_, backoff_factor_;
+  const double growth_factor_, backoff_factor_;
   const int32_t growth_interval_;
   float scale_;
   int32_t growth_tracker_ = 0;

@@ -47,5 +47,32 @@ TEST(GradScaler, InverseIsComputedInFp64) {
   EXPECT_EQ(scaler.inverse_scale(), static_cast<float>(1.0 / 9.0));
 }
 
+// A growth past FP32's largest value leaves the scale as it was (else every later step
+// would scale the loss by infinity and be skipped); the tracker starts again.
+TEST(GradScaler, AGrowthThatWouldOverflowLeavesTheScale) {
+  v1::GradScaler spec;
+  spec.set_enabled(true);
+  spec.set_init_scale(1.7014118346046923e38);  // 2^127
+  spec.set_growth_interval(1);
+  GradScaler scaler(spec);
+  scaler.Update(false);
+  EXPECT_EQ(scaler.scale(), 1.7014118346046923e38f);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+}
+
+// Each update multiplies in FP64 and rounds once, as torch's kernel (a float scale times
+// a double factor): with a factor FP32 cannot hold, a float product drifts from it.
+TEST(GradScaler, UpdatesMultiplyByTheFactorInFp64) {
+  v1::GradScaler spec;
+  spec.set_enabled(true);
+  spec.set_backoff_factor(0.9);
+  GradScaler scaler(spec);
+  scaler.Update(true);
+  scaler.Update(true);
+  const float once = static_cast<float>(65536.0f * 0.9);
+  EXPECT_EQ(scaler.scale(), static_cast<float>(once * 0.9));
+  EXPECT_NE(scaler.scale(), 65536.0f * 0.9f * 0.9f);
+}
+
 }  // namespace
 }  // namespace shardwise::fsdp

@@ -303,6 +303,7 @@ absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
     }
     first_step_ = checkpoint.manifest.step();
     result_.resumed_from_step = first_step_;
+    result_.steps = first_step_;  // the job's steps, as each step counts them
     // The loss scale goes on from where the job was (not from init_scale).
     if (scaler_.enabled()) scaler_.Restore(checkpoint.manifest.grad_scaler());
   }
@@ -356,8 +357,11 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
   TrainingThreadMark mark;
   calls_before_training_ = training_thread_coordinator_calls.load();
   speed_.emplace(absl::Now(), first_step_);
-  // A replacement joins ranks that evaluated at the start long ago.
-  if (spec_.evaluation().interval_steps() > 0 && context_.join == nullptr) {
+  // A replacement joins ranks that evaluated at the start long ago. An attempt resumed
+  // from the last step's checkpoint has no step left: its evaluation after the last step
+  // is this one.
+  if ((spec_.evaluation().interval_steps() > 0 || first_step_ == spec_.steps()) &&
+      context_.join == nullptr) {
     RETURN_IF_ERROR(MaybeEvaluate(first_step_));
   }
   int64_t step = first_step_;
@@ -817,8 +821,11 @@ absl::Status RankTrainer::WriteFinalModel() {
 }  // namespace
 
 std::string TrainingResult::Summary() const {
-  std::string summary = absl::StrFormat("trained %d steps: loss %.4f -> %.4f, %.2f steps/s", steps,
-                                        first_loss, last_loss, steps_per_second);
+  // An attempt that resumed from the last step's checkpoint trained none: no loss, no speed.
+  std::string summary = resumed_from_step == steps
+                            ? absl::StrFormat("trained %d steps, all before this attempt", steps)
+                            : absl::StrFormat("trained %d steps: loss %.4f -> %.4f, %.2f steps/s",
+                                              steps, first_loss, last_loss, steps_per_second);
   if (tokens_per_second > 0)
     absl::StrAppend(&summary, absl::StrFormat(", %.0f tokens/s", tokens_per_second));
   if (last_val_loss >= 0) {

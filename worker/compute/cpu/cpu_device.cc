@@ -88,8 +88,7 @@ void CpuDevice::Divide(float* data, size_t n, float divisor) { DivideF(data, n, 
 absl::StatusOr<bool> CpuDevice::MultiplyAndCheckFinite(float* data, size_t n, float factor) {
   bool found_inf = false;
   for (size_t i = 0; i < n; ++i) {
-    data[i] *= factor;
-    if (!std::isfinite(data[i])) found_inf = true;
+    found_inf |= pointwise::UnscaleAndCheckNonFinite(data + i, factor);
   }
   return found_inf;
 }
