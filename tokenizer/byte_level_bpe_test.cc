@@ -205,6 +205,13 @@ TEST(ByteLevelBpeTest, RefusesFilesThatDoNotFit) {
   auto parsed = ByteLevelBpe::FromTiktoken(bad, "gpt2");
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(parsed.status().message().find("bad.tiktoken:2"), std::string::npos);
+  // An encoder.json nested deep is refused unparsed (parsed, it would take gigabytes).
+  const auto deep =
+      ParseGpt2Files("encoder.json", "{\"a\":" + std::string(100'000, '['), "vocab.bpe", "");
+  EXPECT_EQ(deep.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(deep.status().message().find("encoder.json: nests deeper than 64 levels"),
+            std::string::npos)
+      << deep.status();
 }
 
 // Ids past any vocabulary (an id of 2^31 - 1 asked for gigabytes of tables) and a special

@@ -80,15 +80,16 @@ int Match(const pcre2_code* code, PCRE2_SPTR subject, size_t size, size_t positi
 
 }  // namespace
 
-absl::StatusOr<PreSplitter> PreSplitter::Create(absl::string_view pattern) {
+absl::StatusOr<PreSplitter> PreSplitter::Create(absl::string_view pattern, Anchors anchors) {
   int error = 0;
   PCRE2_SIZE offset = 0;
   auto code = std::make_shared<Code>();
   // \C (one byte, whatever the character) would make pieces that are not UTF-8, which the
   // matches after it read as UTF-8 unchecked; Oniguruma refuses it too.
-  code->code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                    PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C, &error, &offset, nullptr);
+  const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C |
+                           (anchors == Anchors::kLines ? PCRE2_MULTILINE : 0);
+  code->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options,
+                             &error, &offset, nullptr);
   if (code->code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));

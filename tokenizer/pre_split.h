@@ -17,8 +17,13 @@ namespace tokenizer {
 
 class PreSplitter {
  public:
+  // Where `^` and `$` match: at the text's ends only (tiktoken's patterns), or at each
+  // line's too (Oniguruma's, which Hugging Face's files are written for).
+  enum class Anchors { kText, kLines };
+
   // INVALID_ARGUMENT naming the pattern's error and where it is.
-  static absl::StatusOr<PreSplitter> Create(absl::string_view pattern);
+  static absl::StatusOr<PreSplitter> Create(absl::string_view pattern,
+                                            Anchors anchors = Anchors::kText);
 
   // Calls `piece` with each piece of `text`, in order; together they are `text`.
   void Split(absl::string_view text, absl::FunctionRef<void(absl::string_view)> piece) const;

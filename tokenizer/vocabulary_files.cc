@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "common/printable_text.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/huggingface/json_fields.h"
 #include "tokenizer/manifest.h"
 
 namespace shardwise {
@@ -120,6 +121,10 @@ absl::StatusOr<Gpt2Vocabulary> ParseGpt2Files(const std::string& encoder_json_na
                                               absl::string_view encoder_json,
                                               const std::string& vocab_bpe_name,
                                               absl::string_view vocab_bpe) {
+  // Nested deep, a file parses into gigabytes: refused unparsed, as a tokenizer.json is.
+  if (absl::Status nesting = hf::CheckJsonNesting(encoder_json, encoder_json_name); !nesting.ok()) {
+    return nesting;
+  }
   nlohmann::json encoder = nlohmann::json::parse(encoder_json, nullptr, /*allow_exceptions=*/false);
   if (!encoder.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(encoder_json_name, ": not a JSON object"));

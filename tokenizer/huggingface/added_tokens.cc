@@ -44,7 +44,6 @@ absl::StatusOr<AddedToken> ParseAddedToken(const nlohmann::json& entry, const st
   if (id == nullptr) return JsonError(where + ".id", "is missing");
   HF_ASSIGN_OR_RETURN(token.id, IdValue(*id, where + ".id"));
   HF_ASSIGN_OR_RETURN(token.content, StringField(entry, "content", where, std::nullopt));
-  if (token.content.empty()) return JsonError(where + ".content", "is empty");
   HF_ASSIGN_OR_RETURN(token.single_word, BoolField(entry, "single_word", where, false));
   HF_ASSIGN_OR_RETURN(token.lstrip, BoolField(entry, "lstrip", where, false));
   HF_ASSIGN_OR_RETURN(token.rstrip, BoolField(entry, "rstrip", where, false));
@@ -67,6 +66,7 @@ absl::StatusOr<AddedTokens> AddedTokens::FromJson(const nlohmann::json& json,
   for (size_t i = 0; i < json.size(); ++i) {
     HF_ASSIGN_OR_RETURN(AddedToken token,
                         ParseAddedToken(json[i], absl::StrCat(path, "[", i, "]")));
+    if (token.content.empty()) continue;  // the library skips it: no token, no id
     if (const auto earlier = added.id_of_content_.find(token.content);
         earlier != added.id_of_content_.end()) {
       token.id = earlier->second;

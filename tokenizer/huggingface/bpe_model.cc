@@ -117,6 +117,14 @@ absl::Status BpeModel::ReadVocab(VocabEntries&& vocab, const std::string& path) 
       token_of_id_.resize(*id + 1);
       has_id_.resize(*id + 1);
     }
+    // Two tokens of one id: which one the id decodes to, and whether a cut keeps the ids
+    // (cut_safety.h looks at each id's token), would be the file's accident. The library
+    // keeps either one, by its map's order.
+    if (has_id_[*id]) {
+      return JsonError(
+          absl::StrCat(path, "[\"", ShownValue(token), "\"]"),
+          absl::StrCat("is ", *id, ", the id of \"", ShownValue(token_of_id_[*id]), "\" too"));
+    }
     entry->second = *id;
     token_of_id_[*id] = std::move(token);
     has_id_[*id] = true;

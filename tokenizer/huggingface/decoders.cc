@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tokenizer/huggingface/json_fields.h"
+#include "tokenizer/huggingface/metaspace_options.h"
 #include "tokenizer/huggingface/pattern.h"
 #include "tokenizer/huggingface/unicode_text.h"
 #include "tokenizer/vocabulary_files.h"
@@ -161,9 +162,8 @@ class Sequence final : public Decoder {
 
 absl::StatusOr<std::unique_ptr<Decoder>> StripFromJson(const nlohmann::json& json,
                                                        const std::string& path) {
-  HF_ASSIGN_OR_RETURN(std::string content, StringField(json, "content", path, std::nullopt));
-  // The library's content is one character; an empty one would be stripped forever.
-  if (content.empty()) return JsonError(path + ".content", "is empty, not a character to strip");
+  // The library's content is one character (an empty one would be stripped forever).
+  HF_ASSIGN_OR_RETURN(std::string content, OneCharacterField(json, "content", path, std::nullopt));
   int counts[2] = {0, 0};
   const char* keys[2] = {"start", "stop"};
   for (int k = 0; k < 2; ++k) {
@@ -208,14 +208,9 @@ absl::StatusOr<std::unique_ptr<Decoder>> DecoderFromJson(const nlohmann::json& j
     return std::unique_ptr<Decoder>(new Replace(std::move(pattern), std::move(content)));
   }
   if (type == "Metaspace") {
-    HF_ASSIGN_OR_RETURN(std::string replacement,
-                        StringField(json, "replacement", path, "\xE2\x96\x81"));
-    HF_ASSIGN_OR_RETURN(const bool add_prefix_space,
-                        BoolField(json, "add_prefix_space", path, true));
-    HF_ASSIGN_OR_RETURN(
-        const std::string scheme,
-        StringField(json, "prepend_scheme", path, add_prefix_space ? "always" : "never"));
-    return std::unique_ptr<Decoder>(new Metaspace(std::move(replacement), scheme != "never"));
+    HF_ASSIGN_OR_RETURN(MetaspaceOptions options, ReadMetaspaceOptions(json, path));
+    return std::unique_ptr<Decoder>(new Metaspace(
+        std::move(options.replacement), options.prepend != MetaspaceOptions::Prepend::kNever));
   }
   return JsonError(path, absl::StrCat("a decoder of type \"", ShownValue(type),
                                       "\" is not supported (ByteLevel, Metaspace, ByteFallback, "

@@ -60,6 +60,14 @@ absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::From
   for (const hf::AddedToken& token : tokenizer->added_.tokens()) {
     tokenizer->vocab_size_ = std::max<int64_t>(tokenizer->vocab_size_, token.id + 1);
   }
+  // The post-processor's ids are the file's to choose, as the library takes them: a
+  // document's prefix and suffix count too, so a model's vocab_size is checked against
+  // every id the token files may hold.
+  for (const std::vector<int32_t>* ids : {&tokenizer->prefix_, &tokenizer->suffix_}) {
+    for (const int32_t id : *ids) {
+      tokenizer->vocab_size_ = std::max<int64_t>(tokenizer->vocab_size_, int64_t{id} + 1);
+    }
+  }
   tokenizer->keeps_ids_at_cuts_ =
       hf::CutsKeepIds(tokenizer->normalizer_.get(), tokenizer->pre_tokenizer_.get(),
                       *tokenizer->model_, tokenizer->added_);

@@ -59,6 +59,11 @@ TEST(HuggingFacePatternTest, AnEmptyMatchTakesNoCharacter) {
   EXPECT_EQ(hf::SplitBy(spaces->Find("ab cd"), hf::SplitBehavior::kRemoved, /*invert=*/false),
             (std::vector<std::string>{"a", "b", "c", "d"}));
   EXPECT_EQ(spaces->Replace("ab cd", "-"), "-a-b-c-d-");  // Rust's replace_all (not Python's)
+  // Oniguruma's anchors are a line's: "^" after each newline, "$" before each.
+  EXPECT_EQ(start->Replace("a\nb", "_"), "_a\n_b");
+  auto end = hf::Pattern::FromJson(Json{{"Regex", "$"}}, "pattern");
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(end->Replace("a\nb", "_"), "a_\nb_");
 }
 
 // A tokenizer of `model` (a BPE's fields besides its type) and `rest` (other top-level keys).
@@ -245,9 +250,20 @@ TEST(HuggingFaceTokenizerTest, WhatItDoesNotSupportIsRefusedNamingItsJsonPath) {
        "model.vocab[\"a\"]: is 2000000000, not an id in 0..16777215"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 2147483647}, "merges": []}})",
        "not an id in 0..16777215"},
-      // Stripping nothing would never end.
+      // Stripping nothing would never end; the library's content is one character.
       {"{" + model + R"(, "decoder": {"type": "Strip", "content": "", "start": 1, "stop": 0}})",
-       "decoder.content: is empty"},
+       "decoder.content: is \"\", not one character"},
+      {"{" + model + R"(, "decoder": {"type": "Strip", "content": "ab", "start": 1, "stop": 0}})",
+       "decoder.content: is \"ab\", not one character"},
+      {"{" + model + R"(, "pre_tokenizer": {"type": "Metaspace", "replacement": ""}})",
+       "pre_tokenizer.replacement: is \"\", not one character"},
+      {"{" + model + R"(, "decoder": {"type": "Metaspace", "replacement": "\u2581\u2581"}})",
+       "decoder.replacement: is"},
+      // The library refuses a file whose two ways of saying it disagree.
+      {"{" + model +
+           R"(, "pre_tokenizer": {"type": "Metaspace", "add_prefix_space": false,
+              "prepend_scheme": "always"}})",
+       "pre_tokenizer.prepend_scheme: is \"always\" where add_prefix_space is false"},
   };
   for (const Case& c : cases) {
     auto refused = HuggingFaceTokenizer::FromJson(c.json, "test.json");
@@ -260,6 +276,17 @@ TEST(HuggingFaceTokenizerTest, WhatItDoesNotSupportIsRefusedNamingItsJsonPath) {
   EXPECT_TRUE(absl::StrContains(
       HuggingFaceTokenizer::FromJson(std::string(1 << 20, '['), "deep.json").status().message(),
       "deep.json: nests deeper than 64 levels"));
+}
+
+// An added token of empty content is skipped, as the library skips it: no token, no id.
+TEST(HuggingFaceTokenizerTest, AnAddedTokenOfEmptyContentIsSkipped) {
+  auto tokenizer =
+      Make({{"vocab", {{"a", 0}}}, {"merges", Json::array()}},
+           {{"added_tokens",
+             Json::array({{{"id", 1}, {"content", ""}}, {{"id", 2}, {"content", "<x>"}}})}});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ((*tokenizer)->TokenId("<x>"), 1);  // the next id after the model's
+  EXPECT_EQ((*tokenizer)->vocab_size(), 2);
 }
 
 TEST(HuggingFaceTokenizerTest, ATemplatesSpecialTokensGoAroundEachDocument) {
@@ -276,6 +303,8 @@ TEST(HuggingFaceTokenizerTest, ATemplatesSpecialTokensGoAroundEachDocument) {
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   EXPECT_EQ((*tokenizer)->DocumentPrefix(), (std::vector<int32_t>{1}));
   EXPECT_EQ((*tokenizer)->DocumentSuffix(), (std::vector<int32_t>{2}));
+  // Its ids count in the vocabulary's size, which a model's vocab_size is checked against.
+  EXPECT_EQ((*tokenizer)->vocab_size(), 3);
 }
 
 // `text` encoded as the corpus encodes it when it cuts wherever CanCutAt allows.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "tokenizer/encodings.h"
 #include "tokenizer/huggingface/json_fields.h"
+#include "tokenizer/huggingface/metaspace_options.h"
 #include "tokenizer/huggingface/pattern.h"
 #include "tokenizer/huggingface/unicode_text.h"
 #include "tokenizer/vocabulary_files.h"
@@ -69,7 +70,7 @@ class ByteLevel final : public PreTokenizer {
 
 class Metaspace final : public PreTokenizer {
  public:
-  enum class Prepend { kAlways, kFirst, kNever };
+  using Prepend = MetaspaceOptions::Prepend;
   Metaspace(std::string replacement, Prepend prepend, bool split)
       : replacement_(std::move(replacement)), prepend_(prepend), split_(split) {}
   void Apply(std::vector<Piece>* pieces) const override {
@@ -135,25 +136,10 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ByteLevelFromJson(const nlohmann::
 
 absl::StatusOr<std::unique_ptr<PreTokenizer>> MetaspaceFromJson(const nlohmann::json& json,
                                                                 const std::string& path) {
-  HF_ASSIGN_OR_RETURN(std::string replacement,
-                      StringField(json, "replacement", path, "\xE2\x96\x81"));
+  HF_ASSIGN_OR_RETURN(MetaspaceOptions options, ReadMetaspaceOptions(json, path));
   HF_ASSIGN_OR_RETURN(const bool split, BoolField(json, "split", path, true));
-  // Older files say add_prefix_space; newer, prepend_scheme.
-  HF_ASSIGN_OR_RETURN(const bool add_prefix_space, BoolField(json, "add_prefix_space", path, true));
-  HF_ASSIGN_OR_RETURN(const std::string scheme, StringField(json, "prepend_scheme", path,
-                                                            add_prefix_space ? "always" : "never"));
-  Metaspace::Prepend prepend;
-  if (scheme == "always") {
-    prepend = Metaspace::Prepend::kAlways;
-  } else if (scheme == "first") {
-    prepend = Metaspace::Prepend::kFirst;
-  } else if (scheme == "never") {
-    prepend = Metaspace::Prepend::kNever;
-  } else {
-    return JsonError(path + ".prepend_scheme",
-                     absl::StrCat("is \"", ShownValue(scheme), "\", not always, first or never"));
-  }
-  return std::unique_ptr<PreTokenizer>(new Metaspace(std::move(replacement), prepend, split));
+  return std::unique_ptr<PreTokenizer>(
+      new Metaspace(std::move(options.replacement), options.prepend, split));
 }
 
 absl::StatusOr<std::unique_ptr<PreTokenizer>> SplitFromJson(const nlohmann::json& json,

@@ -152,6 +152,19 @@ TEST(TokenizerJsonTest, ATokenGivenTwiceKeepsItsLaterId) {
   EXPECT_EQ(model->Token(4), nullptr);  // "e"'s earlier id
 }
 
+// Two tokens whose ids (their last) are one are refused, naming the second: the id would
+// decode to either, and the cut-safety check would see only one.
+TEST(TokenizerJsonTest, TwoTokensOfOneIdAreRefused) {
+  auto read = ReadTokenizerJson(
+      R"({"model": {"vocab": {"a": 0, "\nB": 3, "zz": 3}, "merges": []}})", "t.json");
+  ASSERT_TRUE(read.ok()) << read.status();
+  auto model = BpeModel::FromJson(read->document["model"], std::move(read->model), "model");
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(model.status().message().find("model.vocab[\"zz\"]"), std::string::npos)
+      << model.status();
+  EXPECT_NE(model.status().message().find("is 3, the id of"), std::string::npos) << model.status();
+}
+
 }  // namespace
 }  // namespace hf
 }  // namespace tokenizer
