@@ -22,28 +22,39 @@ struct Slice {
   }
 };
 
+// `slice` as rank `rank` takes it.
+Slice OfRank(Slice slice, int rank) {
+  slice.rank = rank;
+  return slice;
+}
+
 class MlpBatches final : public BatchSource {
  public:
-  MlpBatches(Dataset data, Slice slice, bool classification)
+  MlpBatches(std::shared_ptr<const Dataset> data, Slice slice, bool classification)
       : data_(std::move(data)), slice_(slice), classification_(classification) {}
 
+  std::unique_ptr<BatchSource> ForRank(int rank) const override {
+    return std::make_unique<MlpBatches>(data_, OfRank(slice_, rank), classification_);
+  }
+
   absl::StatusOr<MicroBatch> Train(int64_t step, int micro) const override {
+    const Dataset& data = *data_;
     const std::vector<int64_t> rows =
         SampleRows(step, slice_.global_batch, slice_.world, slice_.rank, micro, slice_.micro_steps,
-                   data_.num_samples);
+                   data.num_samples);
     MicroBatch batch;
     batch.rows = static_cast<int64_t>(rows.size());
-    const int64_t in = data_.input_width, out = data_.target_width;
+    const int64_t in = data.input_width, out = data.target_width;
     batch.inputs.resize(batch.rows * in);
     for (int64_t i = 0; i < batch.rows; ++i) {
-      std::copy_n(data_.x.data() + rows[i] * in, in, batch.inputs.data() + i * in);
+      std::copy_n(data.x.data() + rows[i] * in, in, batch.inputs.data() + i * in);
     }
     if (classification_) {
-      for (int64_t row : rows) batch.labels.push_back(data_.labels[row]);
+      for (int64_t row : rows) batch.labels.push_back(data.labels[row]);
     } else {
       batch.targets.resize(batch.rows * out);
       for (int64_t i = 0; i < batch.rows; ++i) {
-        std::copy_n(data_.targets.data() + rows[i] * out, out, batch.targets.data() + i * out);
+        std::copy_n(data.targets.data() + rows[i] * out, out, batch.targets.data() + i * out);
       }
     }
     return batch;
@@ -53,20 +64,24 @@ class MlpBatches final : public BatchSource {
   int64_t tokens_per_step() const override { return 0; }
 
  private:
-  const Dataset data_;
+  const std::shared_ptr<const Dataset> data_;
   const Slice slice_;
   const bool classification_;
 };
 
 class TokenBatches final : public BatchSource {
  public:
-  TokenBatches(std::unique_ptr<TokenFile> train, std::unique_ptr<TokenFile> val, uint64_t seed,
-               int64_t block_size, Slice slice)
+  TokenBatches(std::shared_ptr<const TokenFile> train, std::shared_ptr<const TokenFile> val,
+               uint64_t seed, int64_t block_size, Slice slice)
       : train_(std::move(train)),
         val_(std::move(val)),
         seed_(seed),
         block_size_(block_size),
         slice_(slice) {}
+
+  std::unique_ptr<BatchSource> ForRank(int rank) const override {
+    return std::make_unique<TokenBatches>(train_, val_, seed_, block_size_, OfRank(slice_, rank));
+  }
 
   absl::StatusOr<MicroBatch> Train(int64_t step, int micro) const override {
     return TokenMicroBatch(*train_, seed_, slice_.first(step, micro), slice_.per_micro(),
@@ -80,7 +95,7 @@ class TokenBatches final : public BatchSource {
   int64_t tokens_per_step() const override { return slice_.global_batch * block_size_; }
 
  private:
-  const std::unique_ptr<TokenFile> train_, val_;
+  const std::shared_ptr<const TokenFile> train_, val_;
   const uint64_t seed_;
   const int64_t block_size_;
   const Slice slice_;
@@ -111,8 +126,8 @@ absl::StatusOr<std::unique_ptr<BatchSource>> OpenBatchSource(const v1::JobSpec& 
   if (spec.data().has_tokens()) return OpenTokens(spec, slice);
   auto data = LoadDataset(spec);
   if (!data.ok()) return data.status();
-  return std::unique_ptr<BatchSource>(
-      std::make_unique<MlpBatches>(std::move(*data), slice, spec.loss() != v1::MSE));
+  return std::unique_ptr<BatchSource>(std::make_unique<MlpBatches>(
+      std::make_shared<const Dataset>(std::move(*data)), slice, spec.loss() != v1::MSE));
 }
 
 }  // namespace shardwise

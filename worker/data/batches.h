@@ -28,6 +28,9 @@ class BatchSource {
   virtual bool has_validation() const = 0;
   // Tokens in one step's global batch (0 for the MLP).
   virtual int64_t tokens_per_step() const = 0;
+  // The same data as rank `rank` of the job takes it (a fault-tolerant rank covering a
+  // rank that left): the files, opened and checked once, shared, not opened again.
+  virtual std::unique_ptr<BatchSource> ForRank(int rank) const = 0;
 };
 
 // The job's data for its rank `rank`: its share of each global batch, laid out over the

@@ -12,6 +12,7 @@
 #include "common/testing/out_of_descriptors.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
+#include "worker/data/batches.h"
 
 namespace shardwise {
 namespace {
@@ -182,6 +183,36 @@ TEST(TokenFile, RefusesShortOddAndIrregularFiles) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A source for another rank (a fault-tolerant rank covering one that left) shares the
+// files opened and checked once: the same batches as that rank's own source, with the
+// files gone meanwhile (not opened, nor every id scanned, again).
+TEST(BatchSource, AnotherRanksSourceSharesTheOpenedFiles) {
+  v1::JobSpec spec;
+  v1::GptConfig* gpt = spec.mutable_model()->mutable_gpt();
+  gpt->set_vocab_size(50);
+  gpt->set_block_size(8);
+  spec.mutable_data()->mutable_tokens()->set_train_path(WriteUint16("shared.bin", Iota(300)));
+  spec.mutable_data()->mutable_tokens()->set_val_path(WriteUint16("shared-val.bin", Iota(100)));
+  spec.set_global_batch_size(4);
+  spec.set_world_size(2);
+  auto own = OpenBatchSource(spec, 1);
+  auto mine = OpenBatchSource(spec, 0);
+  ASSERT_TRUE(own.ok() && mine.ok()) << own.status() << mine.status();
+  std::filesystem::remove(spec.data().tokens().train_path());
+  std::filesystem::remove(spec.data().tokens().val_path());
+  const std::unique_ptr<BatchSource> covered = (*mine)->ForRank(1);
+  for (int64_t step : {0, 7}) {
+    auto want = (*own)->Train(step, 0);
+    auto got = covered->Train(step, 0);
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
+    EXPECT_EQ(got->tokens, want->tokens) << step;
+    EXPECT_EQ(got->labels, want->labels) << step;
+    EXPECT_NE(got->tokens, (*(*mine)->Train(step, 0)).tokens) << step;  // rank 0's are others
+  }
+  ASSERT_TRUE(covered->has_validation());
+  EXPECT_EQ(covered->Validation(1, 0)->tokens, (*own)->Validation(1, 0)->tokens);
 }
 
 // A process out of file descriptors (EMFILE) cannot open a token file now, which says

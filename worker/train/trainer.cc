@@ -136,9 +136,10 @@ class RankTrainer : private MembershipMoves::Rank {
   absl::Status CommitVote(int64_t step);
   // Puts the device's stream clock (an accelerator's) on the rank's timeline.
   void AttachStreamClock();
-  // fault_tolerance.batch KEEP_GLOBAL: opens the rows of the ranks that left which this
-  // rank trains on as well (contracts/membership.h, CoveredRanks).
-  absl::Status OpenCoveredData();
+  // fault_tolerance.batch KEEP_GLOBAL: the rows of the ranks that left which this rank
+  // trains on as well (contracts/membership.h, CoveredRanks), from its own data's files,
+  // opened once (not again, a scan of every id, at each membership change).
+  void CoverLeftRanks();
   // Micro-steps per step: the rank's own A, and A more for each rank it covers.
   int MicroStepsPerStep() const {
     return std::max(1, spec_.gradient_accumulation_steps()) *
@@ -245,7 +246,7 @@ absl::Status RankTrainer::Setup() {
   // A replacement reads no weights: its model is built from the live ranks' shards.
   if (context_.join != nullptr) return TakeStateOfTheLiveRanks();
   // A job that may grow starts with some of its groups not placed yet (KEEP_GLOBAL).
-  RETURN_IF_ERROR(OpenCoveredData());
+  CoverLeftRanks();
   return BuildInitialModel();
 }
 
@@ -439,13 +440,11 @@ absl::Status RankTrainer::CommitVote(int64_t step) {
   return shard_group->AllReduce(&ready, 1);
 }
 
-absl::Status RankTrainer::OpenCoveredData() {
+void RankTrainer::CoverLeftRanks() {
   covered_data_.clear();
   for (int32_t rank : CoveredRanks(spec_, moves_.live_ranks(), context_.rank)) {
-    ASSIGN_OR_RETURN(auto source, OpenBatchSource(spec_, rank));
-    covered_data_.push_back(std::move(source));
+    covered_data_.push_back(data_->ForRank(rank));
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<RankState> RankTrainer::CaptureState() {
@@ -551,7 +550,7 @@ absl::Status RankTrainer::ConnectRuntime(const TrainingContext& epoch_context) {
         " of ", plan_.shard_size, " to shard ", plan.shard_rank, " of ", plan.shard_size));
   }
   plan_ = plan;
-  RETURN_IF_ERROR(OpenCoveredData());
+  CoverLeftRanks();
   ASSIGN_OR_RETURN(runtime_, RankRuntime::Connect(spec_, plan_, epoch_context));
   runtime_->SetPeerTimeout(moves_.PeerTimeout());
   return absl::OkStatus();
