@@ -7,9 +7,10 @@
 
 namespace shardwise {
 
-// torch.optim.SGD.
+// torch.optim.SGD. 1 - dampening is computed in double (a Python float in torch's
+// buf.add_(grad, alpha=1 - dampening)) and rounded once.
 struct SgdScalars {
-  float lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  float lr = 0, momentum = 0, one_minus_dampening = 1, weight_decay = 0;
   bool nesterov = false;
 };
 

@@ -20,7 +20,7 @@ SHARDWISE_HOST_DEVICE inline void SgdStep(const SgdScalars& s, bool first, float
                                           float* momentum) {
   if (s.weight_decay != 0) g += s.weight_decay * *p;
   if (s.momentum != 0) {
-    *momentum = first ? g : s.momentum * *momentum + (1 - s.dampening) * g;
+    *momentum = first ? g : s.momentum * *momentum + s.one_minus_dampening * g;
     g = s.nesterov ? g + s.momentum * *momentum : *momentum;
   }
   *p -= s.lr * g;

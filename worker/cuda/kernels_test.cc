@@ -478,7 +478,8 @@ TEST_F(KernelsTest, OptimizersMatchTheCpuOptimizers) {
         ASSERT_EQ(AdamWUpdate(s, dparam.get(), dgrad.get(), state1.get(), state2.get(), n, nullptr),
                   cudaSuccess);
       } else {
-        SgdScalars p{0.05f, 0.9f, 0.1f, 0.01f, false};
+        // lr, momentum, 1 - dampening (0.1, in double as the CPU's optimizer), weight decay.
+        SgdScalars p{0.05f, 0.9f, static_cast<float>(1 - 0.1), 0.01f, false};
         ASSERT_EQ(SgdUpdate(p, step == 1, dparam.get(), dgrad.get(), state1.get(), n, nullptr),
                   cudaSuccess);
       }

@@ -22,7 +22,7 @@ class Sgd final : public Optimizer {
  public:
   Sgd(const v1::SgdOptions& o, int segments, Device* device)
       : scalars_{static_cast<float>(o.lr()), static_cast<float>(o.momentum()),
-                 static_cast<float>(o.dampening()), static_cast<float>(o.weight_decay()),
+                 static_cast<float>(1 - o.dampening()), static_cast<float>(o.weight_decay()),
                  o.nesterov()},
         device_(device),
         momentum_buffers_(segments),

@@ -34,6 +34,26 @@ TEST(Sgd, MomentumBufferStartsAsTheFirstGradient) {
   EXPECT_GT(allocator.Stats().live(MemoryCategory::kOptimizerState), 0);
 }
 
+// 1 - dampening is torch's Python float, rounded once: for 0.6, float(0.4), one ulp from
+// 1 - float(0.6).
+TEST(Sgd, OneMinusDampeningIsComputedInDouble) {
+  ASSERT_NE(static_cast<float>(1 - 0.6), 1.0f - static_cast<float>(0.6));
+  v1::OptimizerSpec spec;
+  spec.mutable_sgd()->set_lr(1.0);
+  spec.mutable_sgd()->set_momentum(0.5);
+  spec.mutable_sgd()->set_dampening(0.6);
+  CpuCachingAllocator allocator;
+  CpuDevice device(&allocator);
+  auto sgd = Optimizer::Create(spec, 1, &device);
+  float p = 0.0f;
+  const float zero = 0.0f, one = 1.0f;
+  sgd->BeginStep();
+  sgd->Update(0, &p, &zero, 1);  // b = g = 0, p = 0
+  sgd->BeginStep();
+  sgd->Update(0, &p, &one, 1);  // b = 0.5 * 0 + (1 - 0.6) * 1, p = -b
+  EXPECT_EQ(p, -static_cast<float>(1 - 0.6));
+}
+
 // What a fault-tolerant heal gives a rank without state (worker/train/trainer.cc,
 // MatchOptimizerLayout): the names its optimizer's segments have once stepped.
 TEST(Optimizer, StateNamesAreThoseOfASteppedSegment) {
