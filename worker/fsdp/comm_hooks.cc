@@ -192,15 +192,21 @@ absl::Status ReduceUnitGradient(const v1::CommHook& hook, const ReductionContext
     return absl::InternalError(absl::StrCat("a gradient reduced in place over ", plan.world_size,
                                             " ranks: only one rank can"));
   }
+  // FSDP's low-precision hooks (fp16/bf16_compress_hook, not the wrappers) replace
+  // reduce_dtype's cast with their own: the gradient reaches them in the parameter's dtype.
+  const bool low_precision_hook =
+      hook.wrapper() == v1::CommHook::NO_WRAPPER &&
+      (hook.hook() == v1::CommHook::FP16_COMPRESS || hook.hook() == v1::CommHook::BF16_COMPRESS);
   if (hook.hook() == v1::CommHook::NO_HOOK) {
     RETURN_IF_ERROR(FsdpReduce(context, context.reduce_type, grad, shard_numel, reduced));
   } else if (plan.sharded()) {
-    // FSDP's low-precision hooks replace reduce_dtype's cast with their own, and cast the
-    // result back to the parameter's dtype themselves.
-    return FsdpReduce(context, CompressType(hook.hook()), grad, shard_numel, reduced);
+    RETURN_IF_ERROR(FsdpReduce(context, CompressType(hook.hook()), grad, shard_numel, reduced));
   } else {
-    // DDP: the bucket is the gradient in reduce_dtype; every rank holds all of it.
-    Bucket bucket = Bucket::FromFloat(context.device, grad, shard_numel, context.reduce_type);
+    // DDP: every rank holds the whole bucket: the gradient in reduce_dtype, or as it is
+    // (FP32 holding param_dtype's values) for a low-precision hook.
+    Bucket bucket =
+        Bucket::FromFloat(context.device, grad, shard_numel,
+                          low_precision_hook ? ScalarType::kFloat32 : context.reduce_type);
     RETURN_IF_ERROR(RunWrapped(hook.wrapper(), hook.hook(), *context.groups.replicate, bucket));
     bucket.ToFloat(reduced);
   }

@@ -11,9 +11,12 @@
 //   sharded strategy          hook's dtype (instead of reduce_dtype), reduce-scattered with
 //                             the divide factors, and cast back to FP32.
 //   ALLREDUCE, FP16/BF16_     DDP's hooks, on NO_SHARD (every rank holds the whole
-//   COMPRESS, the wrappers    gradient: one unit is one bucket): the bucket (the gradient in
-//                             reduce_dtype) is divided by N and all-reduced, in the hook's
-//                             dtype.
+//   COMPRESS, the wrappers    gradient: one unit is one bucket): the bucket is divided by N
+//                             and all-reduced, in the hook's dtype. The bucket is the
+//                             gradient in reduce_dtype, but for the compress hooks, which
+//                             FSDP gives the gradient in param_dtype (their cast replaces
+//                             reduce_dtype's).
+// keep_low_precision_grads rounds every result but the mixed-precision hook's to param_dtype.
 //   MIXED_PRECISION           DDP's mixed-precision hook on NO_SHARD: all-reduce in
 //                             reduce_dtype without dividing, then (on another thread, see
 //                             FsdpModel) divide by N and upcast to FP32.

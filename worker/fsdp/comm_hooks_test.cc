@@ -68,6 +68,7 @@ struct HookCase {
   ScalarType bound_type;
   std::function<double(double g, int world, double pre)> before_sum;
   std::function<double(double sum, int world, double post)> after_sum;
+  bool keep_low_precision_grads = false;
 };
 
 void PrintTo(const HookCase& c, std::ostream* os) { *os << c.name; }
@@ -113,6 +114,7 @@ std::vector<RankResult> ReduceOnEveryRank(const HookCase& c, int world) {
       context.device = &device;
       context.param_type = c.param;
       context.reduce_type = c.reduce;
+      context.keep_low_precision_grads = c.keep_low_precision_grads;
       const int64_t padded = PaddedNumel(kNumel, plan->shard_size);
       std::vector<float> grad = Gradient(r, padded);
       cpu::RoundToPrecision(c.param, grad.data(), grad.size());
@@ -240,6 +242,20 @@ INSTANTIATE_TEST_SUITE_P(
                                 v1::CommHook::FP16_COMPRESS, kF16),
             LowPrecisionSharded("ShardGradOpBf16", v1::ShardingStrategy::SHARD_GRAD_OP,
                                 v1::CommHook::BF16_COMPRESS, kBF16),
+            // A low-precision hook replaces reduce_dtype's cast: a BF16 reduce_dtype does not
+            // round what FP16 compresses (nor an FP16 one overflow what BF16 compresses).
+            HookCase{"Fp16CompressOverBf16Reduce", v1::ShardingStrategy::NO_SHARD,
+                     v1::CommHook::FP16_COMPRESS, v1::CommHook::NO_WRAPPER, kF32, kBF16, kF16,
+                     [](double g, int n, double) { return Round(kF16, Round(kF16, g) / n); },
+                     [](double sum, int, double) { return Round(kF16, sum); }},
+            // keep_low_precision_grads rounds a low-precision hook's result to param_dtype.
+            HookCase{"FullShardFp16KeepsBf16Grads", v1::ShardingStrategy::FULL_SHARD,
+                     v1::CommHook::FP16_COMPRESS, v1::CommHook::NO_WRAPPER, kBF16, kBF16, kBF16,
+                     [](double g, int, double pre) { return Round(kF16, Round(kF16, g) / pre); },
+                     [](double sum, int, double post) {
+                       return Round(kBF16, Round(kF16, Round(kF16, sum) / post));
+                     },
+                     /*keep_low_precision_grads=*/true},
             // FSDP's own path in FP32: g / pre, reduce-scattered, / post.
             HookCase{"FullShardNoHook", v1::ShardingStrategy::FULL_SHARD, v1::CommHook::NO_HOOK,
                      v1::CommHook::NO_WRAPPER, kF32, kF32, kF32,
