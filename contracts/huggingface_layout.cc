@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -288,19 +289,20 @@ class ConfigCheck {
   absl::Status status_;
 };
 
-void CheckRopeScaling(const v1::LlamaConfig& llama, ConfigCheck& check) {
-  const Json* given = check.Object("rope_scaling");
+// The RoPE scaling `given` (config.json's object `name`, or none) against the spec's.
+void CheckRopeScaling(const v1::LlamaConfig& llama, const Json* given, const std::string& name,
+                      ConfigCheck& check) {
   std::string type;
   if (given != nullptr) {
     ConfigCheck scaling_type(*given, "", "");
     type = scaling_type.String("rope_type", scaling_type.String("type", ""));
     if (!scaling_type.status().ok())
-      return check.Fail(absl::StrCat("rope_scaling", scaling_type.status().message()));
+      return check.Fail(absl::StrCat(name, scaling_type.status().message()));
   }
   if (type == "default") type.clear();
   const std::string ours = llama.has_rope_scaling() ? llama.rope_scaling().rope_type() : "";
   if (type != ours) {
-    return check.Fail(absl::StrCat("config.json has rope_scaling type '", ShownValue(type),
+    return check.Fail(absl::StrCat("config.json has ", name, " type '", ShownValue(type),
                                    "', model.llama.rope_scaling is '", ShownValue(ours), "'"));
   }
   if (type.empty()) return;
@@ -312,7 +314,37 @@ void CheckRopeScaling(const v1::LlamaConfig& llama, ConfigCheck& check) {
   scaling.Int("original_max_position_embeddings", 0,
               "rope_scaling.original_max_position_embeddings",
               s.original_max_position_embeddings());
-  if (!scaling.status().ok()) check.Fail(absl::StrCat("rope_scaling", scaling.status().message()));
+  if (!scaling.status().ok()) check.Fail(absl::StrCat(name, scaling.status().message()));
+}
+
+// RoPE where config.json keeps it: transformers v4 writes rope_theta at the top and the
+// scaling in rope_scaling; v5 writes both into rope_parameters ({"rope_theta", "rope_type",
+// ...}). As v5 reads a file: a rope_scaling that is not empty, else rope_parameters; the
+// theta from that object, else from the top, else 10000.
+void CheckRope(const v1::LlamaConfig& llama, ConfigCheck& check) {
+  const Json* scaling = check.Object("rope_scaling");
+  const Json* parameters = check.Object("rope_parameters");
+  if (!check.status().ok()) return;
+  const bool v4 = scaling != nullptr && !scaling->empty();
+  const Json* rope = v4 ? scaling : parameters;
+  const std::string name = v4 ? "rope_scaling" : "rope_parameters";
+  if (rope != nullptr) {
+    for (const auto& [key, value] : rope->items()) {
+      if (value.is_object()) {  // Gemma-style: a RoPE per layer type
+        return check.Fail(absl::StrCat("config.json has ", name, ".", ShownValue(key),
+                                       ", a RoPE per layer type: the llama kind has one"));
+      }
+    }
+  }
+  const auto theta = rope != nullptr ? rope->find("rope_theta") : check.config().end();
+  if (rope != nullptr && theta != rope->end() && !theta->is_null()) {
+    ConfigCheck inner(*rope, "", "model.llama");
+    inner.Real("rope_theta", 10000, "rope_theta", llama.rope_theta());
+    if (!inner.status().ok()) return check.Fail(absl::StrCat(name, inner.status().message()));
+  } else {
+    check.Real("rope_theta", 10000, "rope_theta", llama.rope_theta());
+  }
+  CheckRopeScaling(llama, rope, name, check);
 }
 
 // The model_type a config.json of this kind may name (a key left out names none).
@@ -327,19 +359,38 @@ void CheckModelType(ConfigCheck& check, std::initializer_list<const char*> accep
                           "'s: the checkpoint is of another model"));
 }
 
-// Mistral's configs (model_type "mistral") are Llama's but for a sliding window, which
-// the llama kind does not compute: one that covers the whole context changes nothing.
-void CheckSlidingWindow(const v1::LlamaConfig& llama, ConfigCheck& check) {
-  const auto use = check.config().find("use_sliding_window");
-  if (use != check.config().end() && use->is_boolean() && !use->get<bool>()) return;
+// HF's defaults where config.json leaves a key out, by its model_type: LlamaConfig's, or
+// MistralConfig's, which are Llama's but for these and a sliding window (4096 unless the
+// file says null).
+struct LlamaKindDefaults {
+  int64_t intermediate_size = 11008;
+  int64_t num_key_value_heads = -1;  // -1: num_attention_heads
+  int64_t max_position_embeddings = 2048;
+  std::optional<int64_t> sliding_window;
+};
+
+LlamaKindDefaults DefaultsOf(const std::string& model_type) {
+  if (model_type != "mistral") return LlamaKindDefaults();
+  return LlamaKindDefaults{14336, 8, int64_t{4096} * 32, 4096};
+}
+
+// Mistral's sliding window, which the llama kind does not compute: one that covers the
+// whole context changes nothing. LlamaForCausalLM reads no sliding_window (nor does
+// Mistral read use_sliding_window, Qwen2's key).
+void CheckSlidingWindow(const v1::LlamaConfig& llama, const LlamaKindDefaults& defaults,
+                        ConfigCheck& check) {
+  if (!defaults.sliding_window.has_value()) return;
   const auto window = check.config().find("sliding_window");
-  if (window == check.config().end() || window->is_null()) return;
-  if (!window->is_number_integer() ||
-      IntOr(check.config(), "sliding_window", 0) < llama.max_position_embeddings()) {
-    check.Fail(absl::StrCat("config.json has sliding_window ", ShownJson(*window),
-                            ", less than the whole context (model.llama.max_position_embeddings ",
-                            llama.max_position_embeddings(),
-                            "): the llama kind attends to the whole context"));
+  if (window != check.config().end() && window->is_null()) return;  // none
+  const bool given = window != check.config().end();
+  if ((given && !window->is_number_integer()) ||
+      (given ? IntOr(check.config(), "sliding_window", 0) : *defaults.sliding_window) <
+          llama.max_position_embeddings()) {
+    check.Fail(absl::StrCat(
+        "config.json has sliding_window ",
+        given ? ShownJson(*window) : absl::StrCat(*defaults.sliding_window, " (Mistral's default)"),
+        ", less than the whole context (model.llama.max_position_embeddings ",
+        llama.max_position_embeddings(), "): the llama kind attends to the whole context"));
   }
 }
 
@@ -348,19 +399,23 @@ absl::Status CheckLlamaConfigJson(const v1::LlamaConfig& given, const Json& json
                                   const std::string& field) {
   const v1::LlamaConfig llama = WithLlamaDefaults(given);
   ConfigCheck check(json, field, "model.llama");
+  CheckModelType(check, {"llama", "mistral"}, "Llama");
+  const LlamaKindDefaults defaults = DefaultsOf(check.String("model_type", "llama"));
   check.Int("vocab_size", 32000, "vocab_size", llama.vocab_size());
   check.Int("hidden_size", 4096, "hidden_size", llama.hidden_size());
-  check.Int("intermediate_size", 11008, "intermediate_size", llama.intermediate_size());
+  check.Int("intermediate_size", defaults.intermediate_size, "intermediate_size",
+            llama.intermediate_size());
   check.Int("num_hidden_layers", 32, "num_hidden_layers", llama.num_hidden_layers());
   const int64_t heads = IntOr(json, "num_attention_heads", 32);
   check.Int("num_attention_heads", 32, "num_attention_heads", llama.num_attention_heads());
-  check.Int("num_key_value_heads", heads, "num_key_value_heads", llama.num_key_value_heads());
+  check.Int("num_key_value_heads",
+            defaults.num_key_value_heads > 0 ? defaults.num_key_value_heads : heads,
+            "num_key_value_heads", llama.num_key_value_heads());
   check.Int("head_dim", IntOr(json, "hidden_size", 4096) / std::max<int64_t>(1, heads), "head_dim",
             llama.head_dim());
-  check.Int("max_position_embeddings", 2048, "max_position_embeddings",
+  check.Int("max_position_embeddings", defaults.max_position_embeddings, "max_position_embeddings",
             llama.max_position_embeddings());
   check.Real("rms_norm_eps", 1e-6, "rms_norm_eps", llama.rms_norm_eps());
-  check.Real("rope_theta", 10000, "rope_theta", llama.rope_theta());
   check.Bool("attention_bias", false, "attention_bias", llama.attention_bias());
   check.Bool("mlp_bias", false, "mlp_bias", llama.mlp_bias());
   check.Bool("tie_word_embeddings", false, "tie_word_embeddings", llama.tie_word_embeddings());
@@ -369,9 +424,8 @@ absl::Status CheckLlamaConfigJson(const v1::LlamaConfig& given, const Json& json
     check.Fail(absl::StrCat("config.json has hidden_act '", ShownValue(act),
                             "'; the llama kind computes silu"));
   }
-  CheckModelType(check, {"llama", "mistral"}, "Llama");
-  CheckSlidingWindow(llama, check);
-  CheckRopeScaling(llama, check);
+  CheckSlidingWindow(llama, defaults, check);
+  CheckRope(llama, check);
   return check.status();
 }
 

@@ -292,8 +292,6 @@ INSTANTIATE_TEST_SUITE_P(
                        "dtype 7, not a string"},
         CheckpointCase{"gpt2-type", "model_type", R"("gpt2")", kTwoFloats, 8,
                        "config.json has model_type 'gpt2', not a Llama's"},
-        CheckpointCase{"sliding-window", "sliding_window", "4", kTwoFloats, 8,
-                       "config.json has sliding_window 4, less than the whole context"},
         CheckpointCase{"rope-scaling-string", "rope_scaling", R"("llama3")", kTwoFloats, 8,
                        R"(config.json has rope_scaling "llama3", not an object)"},
         CheckpointCase{"eps-string", "rms_norm_eps", R"("big")", kTwoFloats, 8,

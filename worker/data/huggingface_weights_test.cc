@@ -22,6 +22,7 @@
 #include "contracts/huggingface_layout.h"
 #include "contracts/weights_file.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "worker/compute/casts.h"
 #include "worker/data/weights.h"
 
@@ -397,6 +398,88 @@ TEST(HuggingFaceWeights, AShardFileMissingIsNotFoundAndADamagedOneInvalid) {
   status = Check(model, checkpoint);
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
   EXPECT_TRUE(absl::StrContains(status.message(), "model-00002-of-00002.safetensors")) << status;
+}
+
+// A checkpoint of `model` whose config.json is the one Shardwise writes, edited by `edit`.
+v1::HuggingFaceCheckpoint WithConfig(const std::string& name, const v1::ModelSpec& model,
+                                     const std::function<void(nlohmann::json&)>& edit) {
+  const std::string dir = Dir(name);
+  v1::HuggingFaceCheckpoint checkpoint = Write(dir, model, SeededWeights(model, 3));
+  nlohmann::json config = nlohmann::json::parse(HuggingFaceConfigJson(model));
+  edit(config);
+  std::ofstream(dir + "/config.json", std::ios::trunc) << config.dump(2);
+  return checkpoint;
+}
+
+// transformers v5 writes RoPE into rope_parameters (rope_theta, rope_type and the
+// scaling's keys), not at the top: read there, as v5 reads it, not taken as the defaults.
+TEST(HuggingFaceWeights, AVersion5ConfigsRopeParametersAreRead) {
+  v1::ModelSpec model = Llama();
+  model.mutable_llama()->set_rope_theta(500000);
+  v1::RopeScaling* scaling = model.mutable_llama()->mutable_rope_scaling();
+  scaling->set_rope_type("llama3");
+  scaling->set_factor(8);
+  scaling->set_low_freq_factor(1);
+  scaling->set_high_freq_factor(4);
+  scaling->set_original_max_position_embeddings(8192);
+  const auto v5 = [](nlohmann::json& config) {
+    nlohmann::json rope = config["rope_scaling"];
+    rope["rope_theta"] = config["rope_theta"];
+    config["rope_parameters"] = rope;
+    config.erase("rope_scaling");
+    config.erase("rope_theta");
+  };
+  const v1::HuggingFaceCheckpoint checkpoint = WithConfig("rope-v5", model, v5);
+  EXPECT_TRUE(Check(model, checkpoint).ok()) << Check(model, checkpoint);
+  const absl::Status plain = Check(Llama(), checkpoint);  // theta 10000, no scaling
+  EXPECT_EQ(plain.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(plain.message(),
+                                "rope_parameters: config.json has rope_theta "
+                                "500000"))
+      << plain;
+  // A RoPE per layer type (Gemma's) is no Llama's.
+  const absl::Status per_layer =
+      Check(model, WithConfig("rope-per-layer", model, [&](nlohmann::json& config) {
+              v5(config);
+              config["rope_parameters"] = {{"full_attention", config["rope_parameters"]}};
+            }));
+  EXPECT_TRUE(absl::StrContains(per_layer.message(), "a RoPE per layer type")) << per_layer;
+}
+
+// Mistral's config.json is read with MistralConfig's defaults: a sliding window of 4096
+// where the key is left out (null: none); LlamaForCausalLM reads no sliding_window at all.
+TEST(HuggingFaceWeights, MistralsSlidingWindowIsItsDefaultWhereLeftOut) {
+  v1::ModelSpec model = Llama();
+  model.mutable_llama()->set_max_position_embeddings(8192);
+  const auto mistral = [](nlohmann::json& config) {
+    config["model_type"] = "mistral";
+    config.erase("sliding_window");
+  };
+  const absl::Status left_out = Check(model, WithConfig("mistral-default", model, mistral));
+  EXPECT_TRUE(absl::StrContains(left_out.message(), "sliding_window 4096 (Mistral's default)"))
+      << left_out;
+  EXPECT_TRUE(Check(model, WithConfig("mistral-none", model,
+                                      [&](nlohmann::json& config) {
+                                        mistral(config);
+                                        config["sliding_window"] = nullptr;
+                                      }))
+                  .ok());
+  const absl::Status not_used =
+      Check(model, WithConfig("mistral-qwen-key", model, [&](nlohmann::json& config) {
+              mistral(config);
+              config["use_sliding_window"] = false;
+              config["sliding_window"] = 4096;
+            }));
+  EXPECT_TRUE(absl::StrContains(not_used.message(), "sliding_window 4096, less than")) << not_used;
+  const absl::Status text =
+      Check(model, WithConfig("mistral-text", model, [&](nlohmann::json& config) {
+              mistral(config);
+              config["sliding_window"] = "4";
+            }));
+  EXPECT_TRUE(absl::StrContains(text.message(), "config.json has sliding_window \"4\"")) << text;
+  EXPECT_TRUE(Check(model, WithConfig("llama-window", model,
+                                      [](nlohmann::json& config) { config["sliding_window"] = 4; }))
+                  .ok());
 }
 
 }  // namespace

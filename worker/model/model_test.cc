@@ -12,6 +12,7 @@
 #include "worker/data/random.h"
 #include "worker/data/weights.h"
 #include "worker/model/host_parameters.h"
+#include "worker/model/rotary.h"
 #include "worker/model/sampler.h"
 
 namespace shardwise::model {
@@ -219,6 +220,40 @@ TEST_P(Sampler, GreedyAndSeededSamplingAreDeterministic) {
 
 INSTANTIATE_TEST_SUITE_P(BothTransformers, Sampler, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Llama" : "Gpt"; });
+
+// llama3 rope scaling as HF computes it: the wavelengths' bounds and high - low are Python
+// floats, rounded to FP32 once; with factors FP32 cannot hold (1.1, 2.9) an FP32 quotient
+// of FP32 operands is an ulp off, and some inverse frequencies with it.
+TEST(Rotary, Llama3ScalingRoundsItsConstantsAsHfDoes) {
+  v1::LlamaConfig llama;
+  llama.set_head_dim(128);
+  llama.set_rope_theta(1e6);
+  v1::RopeScaling* scaling = llama.mutable_rope_scaling();
+  scaling->set_rope_type("llama3");
+  scaling->set_factor(4);
+  scaling->set_low_freq_factor(1.1);
+  scaling->set_high_freq_factor(2.9);
+  scaling->set_original_max_position_embeddings(4096);
+  const std::vector<float> scaled = RotaryInverseFrequencies(llama);
+  llama.clear_rope_scaling();
+  const std::vector<float> plain = RotaryInverseFrequencies(llama);
+  const float low_wavelength = static_cast<float>(4096 / 1.1);
+  const float high_wavelength = static_cast<float>(4096 / 2.9);
+  const float band = static_cast<float>(2.9 - 1.1);
+  ASSERT_NE(low_wavelength, 4096.0f / 1.1f);  // the case where the rounding shows
+  int in_band = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    const float wavelength = static_cast<float>(2 * M_PI) / plain[i];
+    float want = wavelength > low_wavelength ? plain[i] / 4.0f : plain[i];
+    if (!(wavelength < high_wavelength) && !(wavelength > low_wavelength)) {
+      const float smooth = (4096.0f / wavelength - 1.1f) / band;
+      want = (1 - smooth) * want / 4.0f + smooth * want;
+      ++in_band;
+    }
+    EXPECT_EQ(scaled[i], want) << i;
+  }
+  EXPECT_GT(in_band, 0);
+}
 
 }  // namespace
 }  // namespace shardwise::model

@@ -10,18 +10,24 @@ namespace {
 // HF's _compute_llama3_parameters on FP32 values: wavelengths longer than
 // original / low_freq_factor are divided by `factor`, shorter than original /
 // high_freq_factor kept, and those between blended by
-// smooth = (original / wavelength - low) / (high - low).
+// smooth = (original / wavelength - low) / (high - low). As there, the two wavelengths and
+// high - low are Python floats (double), each rounded to FP32 once where it meets the
+// tensor; the rest is FP32 arithmetic.
 float Llama3Scaled(float inv_freq, const v1::RopeScaling& scaling) {
   const float factor = static_cast<float>(scaling.factor());
   const float low = static_cast<float>(scaling.low_freq_factor());
-  const float high = static_cast<float>(scaling.high_freq_factor());
-  const float original = static_cast<float>(scaling.original_max_position_embeddings());
-  const float low_freq_wavelength = original / low, high_freq_wavelength = original / high;
+  const double original_in_double = static_cast<double>(scaling.original_max_position_embeddings());
+  const float original = static_cast<float>(original_in_double);
+  const float low_freq_wavelength =
+      static_cast<float>(original_in_double / scaling.low_freq_factor());
+  const float high_freq_wavelength =
+      static_cast<float>(original_in_double / scaling.high_freq_factor());
+  const float band = static_cast<float>(scaling.high_freq_factor() - scaling.low_freq_factor());
   const float wavelength = static_cast<float>(2 * M_PI) / inv_freq;
   const float scaled = wavelength > low_freq_wavelength ? inv_freq / factor : inv_freq;
   const bool medium = !(wavelength < high_freq_wavelength) && !(wavelength > low_freq_wavelength);
   if (!medium) return scaled;
-  const float smooth = (original / wavelength - low) / (high - low);
+  const float smooth = (original / wavelength - low) / band;
   return (1 - smooth) * scaled / factor + smooth * scaled;
 }
 
