@@ -394,7 +394,9 @@ void CheckSlidingWindow(const v1::LlamaConfig& llama, const LlamaKindDefaults& d
   }
 }
 
-// HF LlamaConfig's defaults where config.json leaves a key out.
+// HF LlamaConfig's defaults where config.json leaves a key out. Not read: pad_token_id (HF
+// keeps that embedding row's gradient at zero; the llama kind packs its sequences, never
+// pads them, and trains every row: docs/job-spec.md).
 absl::Status CheckLlamaConfigJson(const v1::LlamaConfig& given, const Json& json,
                                   const std::string& field) {
   const v1::LlamaConfig llama = WithLlamaDefaults(given);

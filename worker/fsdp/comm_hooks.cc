@@ -193,7 +193,8 @@ absl::Status ReduceUnitGradient(const v1::CommHook& hook, const ReductionContext
                                             " ranks: only one rank can"));
   }
   // FSDP's low-precision hooks (fp16/bf16_compress_hook, not the wrappers) replace
-  // reduce_dtype's cast with their own: the gradient reaches them in the parameter's dtype.
+  // reduce_dtype's cast with their own: the gradient reaches them in the parameter's dtype
+  // (PyTorch's _low_precision_hook_enabled).
   const bool low_precision_hook =
       hook.wrapper() == v1::CommHook::NO_WRAPPER &&
       (hook.hook() == v1::CommHook::FP16_COMPRESS || hook.hook() == v1::CommHook::BF16_COMPRESS);
