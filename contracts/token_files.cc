@@ -8,24 +8,18 @@
 #include "contracts/safetensors.h"
 
 namespace shardwise {
-namespace {
-
-absl::Status Invalid(const std::string& field, const std::string& path, const std::string& what) {
+absl::Status TokenFileInvalid(const std::string& field, const std::string& path,
+                              const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("job.", field, " '", path, "': ", what));
 }
 
-// `read`, an error opening or reading the file, as the field's: what this host could not
-// read now (UNAVAILABLE: an I/O error, no descriptor left) stays what it is (another
-// attempt, elsewhere, may read the file; a client retries), the rest is INVALID_ARGUMENT.
-absl::Status ReadFailure(const std::string& field, const std::string& path,
-                         const absl::Status& read) {
+absl::Status TokenFileReadFailure(const std::string& field, const std::string& path,
+                                  const absl::Status& read) {
   if (absl::IsUnavailable(read)) {
     return absl::UnavailableError(absl::StrCat("job.", field, " '", path, "': ", read.message()));
   }
-  return Invalid(field, path, std::string(read.message()));
+  return TokenFileInvalid(field, path, std::string(read.message()));
 }
-
-}  // namespace
 
 v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData::Format format) {
   if (format != v1::TokenData::FORMAT_UNSPECIFIED) return format;
@@ -37,33 +31,34 @@ absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const
   if (links == Links::kFollow) {  // the opening below says as much where links are refused
     std::error_code error;
     const auto status = std::filesystem::status(path, error);
-    if (error || !std::filesystem::exists(status)) return Invalid(field, path, "no such file");
+    if (error || !std::filesystem::exists(status))
+      return TokenFileInvalid(field, path, "no such file");
     if (!std::filesystem::is_regular_file(status)) {
-      return Invalid(field, path, "is not a regular file");
+      return TokenFileInvalid(field, path, "is not a regular file");
     }
   }
   if (ResolveTokenFormat(path, format) == v1::TokenData::UINT16) {
     // Its size as opened, not as found at a path a link may have been swapped into since.
     absl::StatusOr<UntrustedFile> file =
         UntrustedFile::Open(path, std::numeric_limits<uint64_t>::max(), links);
-    if (absl::IsNotFound(file.status())) return Invalid(field, path, "no such file");
-    if (!file.ok()) return ReadFailure(field, path, file.status());
+    if (absl::IsNotFound(file.status())) return TokenFileInvalid(field, path, "no such file");
+    if (!file.ok()) return TokenFileReadFailure(field, path, file.status());
     const uint64_t bytes = file->size();
     if (bytes % 2 != 0) {
-      return Invalid(field, path,
-                     absl::StrCat("has ", bytes, " bytes, not a whole number of uint16 ids"));
+      return TokenFileInvalid(
+          field, path, absl::StrCat("has ", bytes, " bytes, not a whole number of uint16 ids"));
     }
     return TokenFileLayout{0, 2, static_cast<int64_t>(bytes / 2)};
   }
   auto index = ReadSafetensorsIndex(path, links);
-  if (!index.ok()) return ReadFailure(field, path, index.status());
+  if (!index.ok()) return TokenFileReadFailure(field, path, index.status());
   auto it = index->tensors.find("tokens");
   // Ids are integers: a float tensor of 2 or 4 bytes an element would be read as ids.
   const bool integer =
       it != index->tensors.end() &&
       (it->second.dtype == "U16" || it->second.dtype == "I32" || it->second.dtype == "I64");
   if (!integer || it->second.shape.size() != 1) {
-    return Invalid(field, path, "needs a 1-D tensor 'tokens' of U16, I32 or I64");
+    return TokenFileInvalid(field, path, "needs a 1-D tensor 'tokens' of U16, I32 or I64");
   }
   return TokenFileLayout{it->second.begin, SafetensorsDtypeSize(it->second.dtype),
                          it->second.shape[0]};

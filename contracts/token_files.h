@@ -21,6 +21,16 @@ struct TokenFileLayout {
   int64_t count = 0;
 };
 
+// A token file of job.`field` at `path` that does not fit: INVALID_ARGUMENT naming both.
+absl::Status TokenFileInvalid(const std::string& field, const std::string& path,
+                              const std::string& what);
+
+// `read`, an error opening or reading that file, naming both: what this host could not
+// read now (UNAVAILABLE: an I/O error, no descriptor left) stays what it is (another
+// attempt, elsewhere, may read the file; a client retries), the rest is INVALID_ARGUMENT.
+absl::Status TokenFileReadFailure(const std::string& field, const std::string& path,
+                                  const absl::Status& read);
+
 // The format a path is read in: `format`, or by its extension when unspecified.
 v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData::Format format);
 

@@ -12,10 +12,6 @@
 namespace shardwise {
 namespace {
 
-absl::Status Invalid(const std::string& field, const std::string& path, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat("job.", field, " '", path, "': ", what));
-}
-
 int64_t Load(const char* p, int element) {
   switch (element) {
     case 2: {
@@ -53,25 +49,20 @@ absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& fi
                                                            Links links) {
   ASSIGN_OR_RETURN(const TokenFileLayout layout, InspectTokenFile(field, path, format, links));
   if (layout.count < block_size + 1) {
-    return Invalid(field, path,
-                   absl::StrCat("holds ", layout.count,
-                                " tokens; a sequence of "
-                                "model.gpt.block_size ",
-                                block_size, " needs at least ", block_size + 1));
+    return TokenFileInvalid(field, path,
+                            absl::StrCat("holds ", layout.count,
+                                         " tokens; a sequence of "
+                                         "model.gpt.block_size ",
+                                         block_size, " needs at least ", block_size + 1));
   }
   // The file opened may not be the one inspected (replaced by a FIFO, a link or a shorter
   // file): UntrustedFile refuses what is not a regular file, without blocking.
   absl::StatusOr<UntrustedFile> opened =
       UntrustedFile::Open(path, std::numeric_limits<uint64_t>::max(), links);
-  if (!opened.ok()) {
-    // This host's trouble (UNAVAILABLE: an I/O error, no descriptor left) stays what it is:
-    // another attempt, elsewhere, may read the file.
-    if (absl::IsUnavailable(opened.status())) return opened.status();
-    return Invalid(field, path, std::string(opened.status().message()));
-  }
+  if (!opened.ok()) return TokenFileReadFailure(field, path, opened.status());
   const uint64_t bytes = layout.offset + layout.count * layout.element;
   if (opened->size() < bytes) {
-    return Invalid(field, path, "changed between its inspection and its opening");
+    return TokenFileInvalid(field, path, "changed between its inspection and its opening");
   }
   std::unique_ptr<TokenFile> file(new TokenFile(field, path, std::move(*opened), layout.offset,
                                                 layout.element, layout.count, vocab_size));
@@ -116,7 +107,7 @@ absl::Status TokenFile::CheckIds(int64_t first, const std::vector<int64_t>& ids,
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] >= 0 && ids[i] < vocab_size_) continue;
     const int64_t index = first + static_cast<int64_t>(i);
-    return Invalid(
+    return TokenFileInvalid(
         field_, path_,
         absl::StrCat("token ", index, " (byte offset ", offset_ + index * element_, ") is ", ids[i],
                      ", not an id below model.gpt.vocab_size ", vocab_size_, when));
