@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/field_failure.h"
 #include "common/json_depth.h"
 #include "common/printable_text.h"
 #include "common/status_macros.h"
@@ -32,14 +33,12 @@ absl::Status Invalid(const std::string& field, const std::string& message) {
 }
 
 // `read`, an error reading one of the checkpoint's files, as a failure of `field`: what
-// this host could not read now (UNAVAILABLE: the caller's to retry), may not read
-// (PERMISSION_DENIED) or does not find (NOT_FOUND) keeps its code, the rest (what the
-// file holds) is INVALID_ARGUMENT.
+// this host may not read (PERMISSION_DENIED) or does not find (NOT_FOUND) keeps its code
+// as well as what it could not read now.
 absl::Status FileFailure(const std::string& field, const absl::Status& read) {
-  const bool kept =
-      absl::IsUnavailable(read) || absl::IsPermissionDenied(read) || absl::IsNotFound(read);
-  return absl::Status(kept ? read.code() : absl::StatusCode::kInvalidArgument,
-                      absl::StrCat(field, ": ", read.message()));
+  return FieldFailure(field, read,
+                      {absl::StatusCode::kUnavailable, absl::StatusCode::kPermissionDenied,
+                       absl::StatusCode::kNotFound});
 }
 
 std::string Shape(const std::vector<int64_t>& shape) {

@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/field_failure.h"
 
 namespace shardwise {
 
@@ -31,9 +31,7 @@ inline absl::Status PermanentUnlessTransient(absl::Status status) {
 // `status` (not OK) as a failure of the job's field `field` (its message prefixed with
 // the field): INVALID_ARGUMENT and permanent, except UNAVAILABLE, kept as the attempt's.
 inline absl::Status JobFieldFailure(absl::string_view field, const absl::Status& status) {
-  return PermanentUnlessTransient(
-      absl::Status(absl::IsUnavailable(status) ? status.code() : absl::StatusCode::kInvalidArgument,
-                   absl::StrCat(field, ": ", status.message())));
+  return PermanentUnlessTransient(FieldFailure(field, status));
 }
 
 inline bool IsPermanent(const absl::Status& status) {

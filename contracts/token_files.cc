@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/field_failure.h"
 #include "contracts/safetensors.h"
 
 namespace shardwise {
@@ -15,10 +16,7 @@ absl::Status TokenFileInvalid(const std::string& field, const std::string& path,
 
 absl::Status TokenFileReadFailure(const std::string& field, const std::string& path,
                                   const absl::Status& read) {
-  if (absl::IsUnavailable(read)) {
-    return absl::UnavailableError(absl::StrCat("job.", field, " '", path, "': ", read.message()));
-  }
-  return TokenFileInvalid(field, path, std::string(read.message()));
+  return FieldFailure(absl::StrCat("job.", field, " '", path, "'"), read);
 }
 
 v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData::Format format) {
