@@ -310,9 +310,11 @@ void CheckRopeScaling(const v1::LlamaConfig& llama, const Json* given, const std
   scaling.Real("factor", 0, "rope_scaling.factor", s.factor());
   scaling.Real("low_freq_factor", 0, "rope_scaling.low_freq_factor", s.low_freq_factor());
   scaling.Real("high_freq_factor", 0, "rope_scaling.high_freq_factor", s.high_freq_factor());
-  scaling.Int("original_max_position_embeddings", 0,
-              "rope_scaling.original_max_position_embeddings",
-              s.original_max_position_embeddings());
+  // A number, not only an integer: transformers divides it by the frequency factors as it
+  // comes (8192.0 works as 8192 there).
+  scaling.Real("original_max_position_embeddings", 0,
+               "rope_scaling.original_max_position_embeddings",
+               static_cast<double>(s.original_max_position_embeddings()));
   if (!scaling.status().ok()) check.Fail(absl::StrCat(name, scaling.status().message()));
 }
 
@@ -420,10 +422,11 @@ absl::Status CheckLlamaConfigJson(const v1::LlamaConfig& given, const Json& json
   check.Bool("attention_bias", false, "attention_bias", llama.attention_bias());
   check.Bool("mlp_bias", false, "mlp_bias", llama.mlp_bias());
   check.Bool("tie_word_embeddings", false, "tie_word_embeddings", llama.tie_word_embeddings());
+  // transformers' ACT2FN maps "swish" to the same nn.SiLU.
   const std::string act = check.String("hidden_act", "silu");
-  if (act != "silu") {
+  if (act != "silu" && act != "swish") {
     check.Fail(absl::StrCat("config.json has hidden_act '", ShownValue(act),
-                            "'; the llama kind computes silu"));
+                            "'; the llama kind computes silu (\"silu\" or \"swish\")"));
   }
   CheckSlidingWindow(llama, defaults, check);
   CheckRope(llama, check);

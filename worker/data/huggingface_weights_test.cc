@@ -444,6 +444,25 @@ TEST(HuggingFaceWeights, AVersion5ConfigsRopeParametersAreRead) {
               config["rope_parameters"] = {{"full_attention", config["rope_parameters"]}};
             }));
   EXPECT_TRUE(absl::StrContains(per_layer.message(), "a RoPE per layer type")) << per_layer;
+  // transformers takes the original context as any number.
+  EXPECT_TRUE(Check(model, WithConfig("rope-float-context", model,
+                                      [](nlohmann::json& config) {
+                                        config["rope_scaling"]["original_max_position_embeddings"] =
+                                            8192.0;
+                                      }))
+                  .ok());
+}
+
+// hidden_act names transformers' activations: "swish" is the same nn.SiLU as "silu".
+TEST(HuggingFaceWeights, HiddenActIsSiluByEitherName) {
+  const v1::ModelSpec model = Llama();
+  const auto act = [](const std::string& name) {
+    return [name](nlohmann::json& config) { config["hidden_act"] = name; };
+  };
+  EXPECT_TRUE(Check(model, WithConfig("act-swish", model, act("swish"))).ok());
+  const absl::Status gelu = Check(model, WithConfig("act-gelu", model, act("gelu")));
+  EXPECT_EQ(gelu.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(gelu.message(), "config.json has hidden_act 'gelu'")) << gelu;
 }
 
 // Mistral's config.json is read with MistralConfig's defaults: a sliding window of 4096
