@@ -295,7 +295,7 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       break;
     case v1::PROGRESS:
       attempt.joining.erase(report.rank());
-      if (report.rank() == LiveRanksOf(*job).front()) {  // the leader speaks for the job
+      if (report.rank() == SpeakerOf(*job, attempt)) {
         LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
                     "recording progress", JobContext(*job));
       }
@@ -349,15 +349,18 @@ void JobController::OnRankCompletedLocked(const v1::Job& job, LiveAttempt& attem
   attempt.completed.insert(report.rank());
   attempt.joining.erase(report.rank());
   workers_->SetIdle(worker_id);
-  const bool leader = report.rank() == LiveRanksOf(job).front();  // it speaks for the job
+  // The rank says whether it led: after a loss at the very end, the newest membership's
+  // first rank may have completed as a follower, without writing the job's outputs.
+  const bool leader = report.led();
   if (leader) {
+    attempt.led_completed = true;
     attempt.result = report.message();
     LogIfFailed(jobs_->UpdateProgress(job.id(), report.attempt(), report.progress()),
                 "recording progress", JobContext(job));
   }
   // Kept with the job (written within a second): a coordinator restarted before the other
   // ranks complete must not wait for this one, nor re-queue the job without it.
-  LogIfFailed(jobs_->RecordCompletion(job.id(), report.attempt(), report.rank(),
+  LogIfFailed(jobs_->RecordCompletion(job.id(), report.attempt(), report.rank(), leader,
                                       leader ? report.message() : ""),
               "recording a rank's completion", JobContext(job));
   FinishIfCompletedLocked(job);
@@ -379,6 +382,16 @@ void JobController::FinishIfCompletedLocked(const v1::Job& job) {
     workers_->Drain(WorkerOfRank(job, rank),
                     AbortMessage(job.id(), job.attempt(),
                                  "the job completed before this replacement joined it"));
+  }
+  if (!attempt.led_completed) {
+    // The rank that led at the end was lost before it completed: the others, followers
+    // when they ended, wrote nothing. Another attempt resumes and writes the outputs.
+    return FailAttemptLocked(job,
+                             absl::StrCat("attempt ", job.attempt(),
+                                          ": every live rank completed, but the rank that "
+                                          "led at the end was lost before it wrote the job's "
+                                          "outputs"),
+                             /*lost_worker=*/"", /*retryable=*/true);
   }
   const std::string result = attempt.result;
   EndAttemptLocked(job);

@@ -172,7 +172,8 @@ class JobController {
     // an attempt a previous coordinator started.
     absl::Time join_deadline = absl::InfiniteFuture();
     std::set<int32_t> completed;
-    std::string result;  // rank 0's final message
+    bool led_completed = false;  // the rank that led at the end completed
+    std::string result;          // and this was its final message
     ExecutionOrderAgreement order;
     HookSwitchAgreement hook_switch;
     // An attempt a previous coordinator ran, until every rank re-attached or the
@@ -348,6 +349,10 @@ class JobController {
   // The ranks of the job's current attempt that still train, ascending (every rank unless
   // some left); the first leads (its progress and result are the job's).
   static std::vector<int32_t> LiveRanksOf(const v1::Job& job);
+  // The rank whose progress is the job's: the first live rank that has trained in the
+  // attempt (a replacement not yet stepping holds the newest membership's first place
+  // before it has any progress to tell).
+  static int32_t SpeakerOf(const v1::Job& job, const LiveAttempt& attempt);
   // The job's current membership, for its live ranks.
   static v1::CoordinatorMessage MembershipChangeMessage(const v1::Job& job);
   // Once `job`'s new membership is written: the rendezvous keys of epochs before the one

@@ -30,6 +30,14 @@ std::vector<int32_t> JobController::LiveRanksOf(const v1::Job& job) {
   return LiveRanks(job.spec(), job.membership(), job.attempt());
 }
 
+int32_t JobController::SpeakerOf(const v1::Job& job, const LiveAttempt& attempt) {
+  const std::vector<int32_t> live = LiveRanksOf(job);
+  for (int32_t rank : live) {
+    if (attempt.joining.count(rank) == 0) return rank;
+  }
+  return live.front();
+}
+
 void JobController::OnRankFailedLocked(const v1::Job& job, LiveAttempt& attempt,
                                        const v1::AttemptReport& report,
                                        const std::string& worker_id) {

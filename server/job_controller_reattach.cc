@@ -50,6 +50,8 @@ void JobController::AwaitReattachments() {
     for (const v1::RankAssignment& rank : job.ranks()) live.joined.insert(rank.rank());
     if (job.completion().attempt() == job.attempt()) {  // ranks that completed before
       live.completed.insert(job.completion().ranks().begin(), job.completion().ranks().end());
+      // A result without `led`: a state file written before the field was.
+      live.led_completed = job.completion().led() || !job.completion().result().empty();
       live.result = job.completion().result();
     }
     const size_t awaited = AwaitedRanks(job, live.completed).size();

@@ -105,6 +105,7 @@ class JobControllerTest : public ::testing::Test {
     report.set_attempt(attempt);
     report.set_rank(rank);
     report.set_phase(phase);
+    report.set_led(phase == v1::COMPLETED && rank == 0);  // rank 0 leads unless a test says
     controller_->OnReport(worker, report);
   }
 
@@ -368,6 +369,7 @@ TEST_F(JobControllerTest, AfterARestartARankThatCompletedIsNotAwaited) {
   done.set_rank(0);
   done.set_phase(v1::COMPLETED);
   done.set_message("trained 5 steps");
+  done.set_led(true);
   controller_->OnReport("w0", done);         // the leader first, with the job's result
   ASSERT_TRUE(jobs_->FlushProgress().ok());  // as the coordinator does every second
   StartCoordinator();
@@ -390,7 +392,8 @@ TEST_F(JobControllerTest, AfterARestartARankThatCompletedIsNotAwaited) {
   ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
   ASSERT_EQ(jobs_->Get("job-2")->state(), v1::SCHEDULED);
   for (const auto& [worker, rank] : {std::pair<std::string, int>{"w0", 0}, {"w1", 1}}) {
-    ASSERT_TRUE(jobs_->RecordCompletion("job-2", 1, rank, rank == 0 ? "trained" : "").ok());
+    ASSERT_TRUE(
+        jobs_->RecordCompletion("job-2", 1, rank, rank == 0, rank == 0 ? "trained" : "").ok());
   }
   ASSERT_TRUE(jobs_->MarkRunning("job-2", 1).ok());
   ASSERT_TRUE(jobs_->FlushProgress().ok());
@@ -1332,6 +1335,46 @@ TEST_F(FaultTolerantJobTest, NoReplacementOnceALiveRankCompleted) {
   controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
   EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 1);
   EXPECT_EQ(workers_->Get("w9")->state(), v1::IDLE);
+}
+
+// The rank leading at the end lost after the others completed as followers (they wrote
+// nothing): the attempt fails, as no rank wrote the job's outputs; it does not succeed
+// on the survivors' completions.
+TEST_F(FaultTolerantJobTest, ALeaderLostAfterTheOthersCompletedFailsTheAttempt) {
+  StartHybridJob();
+  for (int rank : {1, 2, 3}) Report(absl::StrCat("w", rank), rank, v1::COMPLETED);
+  EXPECT_EQ(State(), v1::RUNNING);
+  controller_->OnReport("w0",
+                        Said(0, v1::ABORTED, "writing the final model: No space left on device"));
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_NE(job.reason().find("led at the end was lost before it wrote the job's outputs"),
+            std::string::npos)
+      << job.reason();
+  EXPECT_TRUE(job.result().empty());
+}
+
+// After a heal that puts rank 0 back, the ranks that trained on speak for the job until
+// the replacement steps: rank 2's progress is the job's, its completion as a follower
+// is not the job's result.
+TEST_F(FaultTolerantJobTest, ARanksProgressSpeaksForTheJobUntilItsReplacementTrains) {
+  StartHybridJob();
+  controller_->CloseSession("w0", outboxes_.at("w0"));  // w0 dies: {0, 1} leave
+  ASSERT_EQ(Live(), (std::vector<int32_t>{2, 3}));
+  AddWorker("w9");
+  controller_->OnReport("w1", Said(1, v1::ABORTED, "aborted: rank left the attempt"));
+  ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3}));  // a replacement for ranks 0, 1
+  v1::AttemptReport progress = Said(2, v1::PROGRESS, "");
+  progress.mutable_progress()->set_step(41);
+  controller_->OnReport("w2", progress);
+  EXPECT_EQ(jobs_->Get("job-1")->progress().step(), 41);
+  // The joiner trains: it speaks from then on.
+  v1::AttemptReport joined = Said(0, v1::PROGRESS, "");
+  joined.mutable_progress()->set_step(42);
+  controller_->OnReport(jobs_->Get("job-1")->ranks(0).worker_id(), joined);
+  progress.mutable_progress()->set_step(40);
+  controller_->OnReport("w2", progress);
+  EXPECT_EQ(jobs_->Get("job-1")->progress().step(), 42);
 }
 
 // Scaling: down, the ranks of the highest live group are asked to leave (and leave when

@@ -638,7 +638,7 @@ absl::StatusOr<JobManager::Entry*> JobManager::LiveEntryLocked(const std::string
 }
 
 absl::Status JobManager::RecordCompletion(const std::string& job_id, int32_t attempt, int32_t rank,
-                                          const std::string& result) {
+                                          bool led, const std::string& result) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Entry * live, LiveEntryLocked(job_id, attempt));
   Entry& entry = *live;
@@ -649,7 +649,10 @@ absl::Status JobManager::RecordCompletion(const std::string& job_id, int32_t att
       completion->set_attempt(job->attempt());
     }
     completion->add_ranks(rank);
-    if (!result.empty()) completion->set_result(result);
+    if (led) {
+      completion->set_led(true);
+      completion->set_result(result);
+    }
   };
   add(&*entry.job);
   if (entry.unsaved.has_value()) add(&*entry.unsaved);

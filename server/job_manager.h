@@ -147,10 +147,11 @@ class JobManager {
   absl::Status UpdateProgress(const std::string& job_id, int32_t attempt,
                               const v1::Progress& progress);
 
-  // Records that `rank` of `attempt` completed, with `result` when it is the leader's
-  // (empty: none), so that a restarted coordinator does not wait for it (Job.completion).
-  // Written as progress is: by the next FlushProgress, or with the job's next change.
-  absl::Status RecordCompletion(const std::string& job_id, int32_t attempt, int32_t rank,
+  // Records that `rank` of `attempt` completed, and when it `led` (wrote the job's
+  // outputs) the job's `result`, so that a restarted coordinator does not wait for it
+  // (Job.completion). Written as progress is: by the next FlushProgress, or with the job's
+  // next change.
+  absl::Status RecordCompletion(const std::string& job_id, int32_t attempt, int32_t rank, bool led,
                                 const std::string& result);
 
   // Appends an event to a live job of `attempt` (nothing else changes).

@@ -383,6 +383,44 @@ INSTANTIATE_TEST_SUITE_P(EveryPhase, KilledAtPhase,
                            return name;
                          });
 
+// The leader lost as the final model is gathered (all four ranks held there until its
+// worker is killed, the others released then): the other group completes as followers, which write
+// no model, so the attempt fails, and the next one (on a spare worker) resumes from the last step's
+// checkpoint and writes the model. Never SUCCEEDED without it.
+TEST(FaultTolerance, ALeaderLostAtTheFinalModelFailsTheAttemptAndTheNextWritesIt) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  const std::string release = cluster.dir() + "/release-final";
+  for (int w = 0; w < 5; ++w) {
+    cluster.AddWorker(absl::StrCat("w", w),
+                      {"--fault_injection=hold_at=any:final model:" + release});
+  }
+  const std::string model_path = cluster.dir() + "/final.safetensors";
+  v1::JobSpec spec = HybridSpec(model_path, 40);
+  spec.mutable_output()->set_checkpoint_dir(cluster.dir() + "/checkpoints");
+  spec.mutable_output()->set_checkpoint_interval_steps(20);
+  spec.mutable_restart_policy()->set_max_restarts(1);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  ASSERT_TRUE(cluster.WaitForStep(*job_id, 40)) << "training did not get going";
+  auto running = cluster.client().Get(*job_id);
+  ASSERT_TRUE(running.ok());
+  for (const v1::RankAssignment& rank : running->ranks()) {
+    ASSERT_TRUE(Cluster::WaitFor([&] {
+      return LogSays(cluster, rank.worker_id(), "fault injection: held at final model");
+    })) << rank.worker_id();
+  }
+  const std::string leader = running->ranks(0).worker_id();
+  cluster.worker(leader).Kill();
+  std::ofstream(release).put('\n');
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(job.attempt(), 2);
+  EXPECT_EQ(job.restarts(), 1);
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job), "led at the end was lost")) << JobEventLog(job);
+  EXPECT_TRUE(absl::StrContains(job.result(), "model written to")) << job.result();
+  EXPECT_TRUE(std::filesystem::exists(model_path)) << "no rank wrote the final model";
+}
+
 // Determinism, under each batch rule: a job whose rank 3 is killed in step 39's backward
 // (its group {2, 3} leaves; ranks 0 and 1 compute step 39 again in epoch 1) ends with the
 // model, bit for bit, of a job given that membership history up front: rank 3 leaves

@@ -86,6 +86,12 @@ void AttemptRunner::Report(v1::AttemptPhase phase, const std::string& message,
                            v1::Progress progress, bool permanent) {
   v1::AttemptReport report = NewReport(phase);
   report.set_permanent(permanent);
+  Report(std::move(report), message, std::move(progress));
+}
+
+void AttemptRunner::Report(v1::AttemptReport report, const std::string& message,
+                           v1::Progress progress) {
+  const v1::AttemptPhase phase = report.phase();
   report.set_message(message);
   // A rank that left because its worker is shutting down: the worker is not free again.
   report.set_worker_leaving(phase == v1::ABORTED && worker_stops_.load());
@@ -247,7 +253,9 @@ void AttemptRunner::Run() {
   if (!result.ok()) return Fail(result.status());
   last_progress.set_phase("completed");
   LogInfo(LogContext().Job(job_id()).Attempt(attempt()).Rank(rank), result->Summary());
-  Report(v1::COMPLETED, result->Summary(), last_progress);
+  v1::AttemptReport completed = NewReport(v1::COMPLETED);
+  completed.set_led(result->led);
+  Report(std::move(completed), result->Summary(), last_progress);
   done_ = true;
   finished_.Notify();
 }

@@ -109,6 +109,9 @@ class AttemptRunner {
   // `permanent`: an ABORTED that every attempt would repeat (contracts/permanent_failure.h).
   void Report(v1::AttemptPhase phase, const std::string& message, v1::Progress progress,
               bool permanent = false);
+  // `report` (from NewReport, with its phase's own fields set) with the message, the
+  // progress and the spans recorded since the last.
+  void Report(v1::AttemptReport report, const std::string& message, v1::Progress progress);
   // Sends the newest progress without ever blocking the training step: the step only
   // replaces `pending_progress_`; this thread sends what is there.
   void PublishProgress();

@@ -18,7 +18,7 @@ namespace shardwise {
 // "never_join_rendezvous" makes the worker take its assignments and never join their
 // rendezvous; "sigkill_at=STEP:POINT" kills the worker's process (SIGKILL) as its rank
 // enters POINT of step STEP (or of any step: "any"): a phase ("forward", "backward",
-// "commit vote", "optimizer", "checkpoint", "sending optimizer state", ...) or a
+// "commit vote", "optimizer", "checkpoint", "final model", "sending optimizer state", ...) or a
 // collective ("reduce-scatter", "all-reduce", ...); "no_thread_at=STEP:POINT" throws there,
 // once, what std::thread throws on a host out of threads (POINT a phase the training
 // thread enters: "forward", "optimizer"); "pause_at=STEP:POINT:MS" stops the

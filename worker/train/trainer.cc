@@ -394,6 +394,7 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
     if (moves_.MovesAfterStep()) RETURN_IF_ERROR(moves_.Regroup(result_.steps));
   }
   activity_ = "gathering the final model";
+  if (context_.position != nullptr) context_.position->SetPhase("final model");
   RETURN_IF_ERROR(WriteFinalModel());
   return result_;
 }
@@ -784,6 +785,7 @@ void RankTrainer::ReportPeakMemory(v1::Progress* progress) const {
 absl::Status RankTrainer::WriteFinalModel() {
   ASSIGN_OR_RETURN(TensorMap final_model, model_->GatherFullModel());
   if (!Leads()) return absl::OkStatus();
+  result_.led = true;
   const std::string& path = spec_.output().final_model_path();
   // Before anything is written: a later attempt's model is never replaced.
   for (const std::string& model :

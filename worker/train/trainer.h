@@ -43,6 +43,7 @@ struct TrainingResult {
   int64_t first_val_loss_step = -1;  // the steps completed when each was measured
   int64_t last_val_loss_step = -1;
   std::string model_path;          // where rank 0 wrote the final model; empty if not asked to
+  bool led = false;                // this rank wrote the job's outputs (its world's rank 0)
   int64_t resumed_from_step = -1;  // the checkpoint's step, if the job resumed from one
   int64_t checkpoints_written = 0;
   // The rank's device allocator (the GPU's on CUDA, context.allocator on the CPU) once
