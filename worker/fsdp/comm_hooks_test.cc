@@ -19,6 +19,7 @@
 #include "worker/comm/solo_communicator.h"
 #include "worker/compute/casts.h"
 #include "worker/compute/cpu/cpu_device.h"
+#include "worker/testing/plan_groups.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -93,24 +94,16 @@ std::vector<RankResult> ReduceOnEveryRank(const HookCase& c, int world) {
         results[r].status = plan.status();
         return;
       }
-      auto connect = [&](const std::vector<int>& ranks,
-                         const std::string& name) -> absl::StatusOr<std::unique_ptr<Communicator>> {
-        if (ranks.size() == 1) return std::unique_ptr<Communicator>(new SoloCommunicator());
-        auto group = GlooCommunicator::ConnectGroup(store, name, ranks, r, {});
-        if (!group.ok()) return group.status();
-        return std::unique_ptr<Communicator>(std::move(*group));
-      };
-      auto shard = connect(plan->ShardGroupRanks(), "shard");
-      auto replicate = connect(plan->ReplicateGroupRanks(), "replicate");
-      if (!shard.ok() || !replicate.ok()) {
-        results[r].status = shard.ok() ? replicate.status() : shard.status();
+      auto groups = testing::ConnectPlanGroups(store, *plan, r);
+      if (!groups.ok()) {
+        results[r].status = groups.status();
         return;
       }
       CpuCachingAllocator allocator;
       CpuDevice device(&allocator);
       ReductionContext context;
       context.plan = &*plan;
-      context.groups = {shard->get(), replicate->get()};
+      context.groups = {groups->shard.get(), groups->replicate.get()};
       context.device = &device;
       context.param_type = c.param;
       context.reduce_type = c.reduce;

@@ -295,9 +295,13 @@ void FsdpModel::Reshard(FlatUnit& unit) {
     unit.unsharding.Wait().IgnoreError();
     unit.unsharding = CommThread::Handle();
   }
+  // A free event only for a buffer freed, as FSDP's: a unit without parameters (an MLP's
+  // root) or one resharded already would queue events nothing waits on, and the limiter,
+  // waiting on the oldest, would limit nothing.
+  const bool freed = !unit.full.empty();
   unit.full.Reset();  // really released: the allocator's parameter bytes drop
   unit.unsharded = false;
-  if (plan_.sharded() && spec_.fsdp().limit_all_gathers()) {
+  if (freed && plan_.sharded() && spec_.fsdp().limit_all_gathers()) {
     limiter_.OnReshard({device_, device_->RecordFence()});
   }
 }

@@ -159,6 +159,9 @@ class FsdpModel {
   Device* device() const { return device_; }
   const ShardingPlan& plan() const { return plan_; }
   int num_units() const { return static_cast<int>(units_.size()); }
+  // Reshards' free events limit_all_gathers has not taken yet (an unshard takes the
+  // oldest once two are pending).
+  int pending_frees() const { return limiter_.pending(); }
 
  private:
   enum class Phase { kIdle, kForward, kBackward };

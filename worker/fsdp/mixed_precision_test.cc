@@ -15,6 +15,7 @@
 #include "worker/fsdp/fsdp_model.h"
 #include "worker/fsdp/reference_training.h"
 #include "worker/testing/model_compare.h"
+#include "worker/testing/plan_groups.h"
 #include "worker/testing/recording_communicator.h"
 #include "worker/testing/threaded_training.h"
 
@@ -71,17 +72,10 @@ TEST_P(DtypeProbe, AllGathersInParamDtypeReductionsInReduceDtype) {
     ranks.emplace_back([&, r] {
       auto plan = PlanSharding(spec.fsdp(), c.world, r);
       ASSERT_TRUE(plan.ok());
-      std::unique_ptr<Communicator> shard, replicate;
-      auto connect = [&](const std::vector<int>& ranks_of_group,
-                         const std::string& name) -> std::unique_ptr<Communicator> {
-        if (ranks_of_group.size() == 1) return std::make_unique<SoloCommunicator>();
-        auto group = GlooCommunicator::ConnectGroup(store, name, ranks_of_group, r, {});
-        EXPECT_TRUE(group.ok()) << group.status();
-        return std::move(*group);
-      };
-      shard = connect(plan->ShardGroupRanks(), absl::StrCat("s", plan->replicate_rank));
-      replicate = connect(plan->ReplicateGroupRanks(), absl::StrCat("r", plan->shard_rank));
-      testing::RecordingCommunicator shard_probe(shard.get()), replicate_probe(replicate.get());
+      auto groups = testing::ConnectPlanGroups(store, *plan, r);
+      ASSERT_TRUE(groups.ok()) << groups.status();
+      testing::RecordingCommunicator shard_probe(groups->shard.get()),
+          replicate_probe(groups->replicate.get());
       CpuCachingAllocator allocator;
       CpuDevice device(&allocator);
       auto model = FsdpModel::Create(spec, *plan, {&shard_probe, &replicate_probe}, &device,
