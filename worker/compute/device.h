@@ -107,7 +107,7 @@ class Device {
   virtual absl::StatusOr<bool> MultiplyAndCheckFinite(float* data, size_t n, float factor) = 0;
   // Gradient clipping by global norm, without the host reading the norm: *sum (one device
   // double) += the sum of squares of data[n]; out[i] = in[i] as FP32 (the sum, for the
-  // all-reduce); data[n] *= pointwise::ClipCoefficient(sqrt(*squared_norm), max_norm),
+  // all-reduce); data[n] *= pointwise::ClipCoefficient(*squared_norm, max_norm),
   // computed on the device from one device float (unchanged when the coefficient is 1).
   virtual void AddSquaredNorm(const float* data, size_t n, double* sum) = 0;
   virtual void DoubleToFloat(const double* in, float* out, size_t n) = 0;

@@ -59,11 +59,16 @@ SHARDWISE_HOST_DEVICE inline bool UnscaleAndCheckNonFinite(float* x, float inv_s
 #endif
 }
 
-// Global-norm clipping (torch.nn.utils.clip_grad_norm_): every gradient is multiplied by
-// min(max_norm / (total_norm + 1e-6), 1), computed in double and used in FP32. The device
-// computes it from the all-reduced sum of squares, so no host reads the norm.
-SHARDWISE_HOST_DEVICE inline float ClipCoefficient(double total_norm, double max_norm) {
-  return static_cast<float>(fmin(max_norm / (total_norm + 1e-6), 1.0));
+// Global-norm clipping (torch.nn.utils.clip_grad_norm_, FSDP's clip_grad_norm_): every
+// gradient is multiplied by min(max_norm / (norm + 1e-6), 1), with the norm the square root
+// of the all-reduced FP32 sum of squares. Computed as torch computes it on an FP32 tensor,
+// each operation rounded to FP32: `total ** (1 / 2)` (a square root), `+ 1e-6`, and a
+// number over a tensor, which is the tensor's reciprocal times the number (one ulp apart
+// from the quotient in double for about a third of the norms). The device computes it
+// from the sum on the device, so no host reads the norm. A NaN sum gives 1 (fminf).
+SHARDWISE_HOST_DEVICE inline float ClipCoefficient(float squared_norm, double max_norm) {
+  const float reciprocal = 1.0f / (sqrtf(squared_norm) + 1e-6f);
+  return fminf(reciprocal * static_cast<float>(max_norm), 1.0f);
 }
 
 // Activations in double, rounded once by the caller: GELU is x * Phi(x) (torch.nn.GELU())

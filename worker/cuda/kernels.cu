@@ -245,7 +245,7 @@ __global__ void DoubleToFloatKernel(const double* in, float* out, size_t n) {
 // Every thread computes the coefficient from the one value: cheaper than a launch to
 // compute it once, and the same bits everywhere.
 __global__ void ClipToNormKernel(float* x, size_t n, const float* squared_norm, double max_norm) {
-  const float coef = pointwise::ClipCoefficient(sqrt(static_cast<double>(*squared_norm)), max_norm);
+  const float coef = pointwise::ClipCoefficient(*squared_norm, max_norm);
   if (coef >= 1.0f) return;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {

@@ -66,7 +66,7 @@ cudaError_t MeanSquaredError(ConstTensorRef pred, ConstTensorRef target, int64_t
 
 // Gradient clipping, all on the device (compute/device.h): *sum (one double) += the sum
 // of squares of x[n], deterministically (`partials` as above); out[n] = in[n] as FP32;
-// x[n] *= pointwise::ClipCoefficient(sqrt(*squared_norm), max_norm) where that is below 1.
+// x[n] *= pointwise::ClipCoefficient(*squared_norm, max_norm) where that is below 1.
 size_t ReductionPartials(size_t n);
 cudaError_t AddSquaredNorm(const float* x, size_t n, double* partials, double* sum,
                            cudaStream_t stream);

@@ -141,9 +141,14 @@ TEST(AdamW, SpansStepAsTheirRangesDo) {
   }
 }
 
-TEST(ClipCoefficient, CapsAtOne) {
-  EXPECT_FLOAT_EQ(pointwise::ClipCoefficient(10.0, 1.0), 1.0 / (10.0 + 1e-6));
-  EXPECT_FLOAT_EQ(pointwise::ClipCoefficient(0.5, 1.0), 1.0f);
+// Torch's FP32 operations, each rounded: sqrt, + 1e-6, reciprocal, times max_norm. The
+// quotient in double, rounded once, is an ulp below at this sum (0x3DE9FA9A, not 0x3DE9FA9B).
+TEST(ClipCoefficient, IsTorchsFp32ReciprocalTimesTheBoundCappedAtOne) {
+  EXPECT_EQ(pointwise::ClipCoefficient(76.61368560791016f, 1.0), 0.11424752324819565f);
+  EXPECT_NE(0.11424752324819565f, static_cast<float>(1.0 / (std::sqrt(76.61368560791016) + 1e-6)));
+  EXPECT_EQ(pointwise::ClipCoefficient(100.0f, 2.0), (1.0f / (10.0f + 1e-6f)) * 2.0f);
+  EXPECT_EQ(pointwise::ClipCoefficient(0.25f, 1.0), 1.0f);
+  EXPECT_EQ(pointwise::ClipCoefficient(std::nanf(""), 1.0), 1.0f);  // gradients left as they are
 }
 
 // The device's clipping ops as FsdpModel chains them: squares summed over two ranges into
@@ -161,7 +166,7 @@ TEST(ClipToNorm, ScalesByTheCoefficientOfTheAccumulatedNorm) {
   EXPECT_EQ(squares, 25.5f);
   squares = 25.0f;  // a norm of 5
   device.ClipToNorm(a.data(), a.size(), &squares, 1.0);
-  const float coef = static_cast<float>(1.0 / (5.0 + 1e-6));
+  const float coef = 1.0f / (5.0f + 1e-6f);
   EXPECT_EQ(a[0], 3.0f * coef);
   EXPECT_EQ(a[1], 0.0f);
   device.ClipToNorm(b.data(), b.size(), &squares, 10.0);  // under the bound: unchanged

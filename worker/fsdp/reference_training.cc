@@ -85,7 +85,8 @@ class ReferenceMlp {
         for (float g : db_[l]) squares += static_cast<double>(g) * g;
       }
     }
-    const float coef = pointwise::ClipCoefficient(std::sqrt(squares), max_norm);
+    // Narrowed to FP32 as the device's all-reduced sum is (DoubleToFloat).
+    const float coef = pointwise::ClipCoefficient(static_cast<float>(squares), max_norm);
     if (coef >= 1.0f) return;
     for (int l = 0; l < layers_; ++l) {
       for (float& g : dw_[l]) g *= coef;

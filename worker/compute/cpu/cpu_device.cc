@@ -104,8 +104,7 @@ void CpuDevice::DoubleToFloat(const double* in, float* out, size_t n) {
 }
 
 void CpuDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm) {
-  const float coef =
-      pointwise::ClipCoefficient(std::sqrt(static_cast<double>(*squared_norm)), max_norm);
+  const float coef = pointwise::ClipCoefficient(*squared_norm, max_norm);
   if (coef < 1.0f) Multiply(data, n, coef);
 }
 
