@@ -289,8 +289,10 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       attempt.joined.insert(report.rank());
       if (static_cast<int32_t>(attempt.joined.size()) == job->spec().world_size() &&
           job->state() == v1::SCHEDULED) {
-        LogIfFailed(jobs_->MarkRunning(job->id(), report.attempt()).status(), "marking running",
-                    JobContext(*job));
+        auto running = jobs_->MarkRunning(job->id(), report.attempt());
+        LogIfFailed(running.status(), "marking running", JobContext(*job));
+        // An attempt of a job scaled down places every rank: those above go now.
+        if (running.ok()) AskGroupsAboveTargetToLeaveLocked(*running);
       }
       break;
     case v1::PROGRESS:

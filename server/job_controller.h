@@ -367,8 +367,15 @@ class JobController {
   // the lowest first, all a pass can place in one epoch.
   void HealDegradedAttemptsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Asks the ranks of the live groups above the job's target_replicas (the highest) to
-  // leave after their step.
+  // leave after their step: when the job is scaled, when a new attempt of a job scaled
+  // down runs (it places world_size ranks), and of each re-attached worker after a
+  // coordinator restart (a request sent before may have been lost with it).
   void AskGroupsAboveTargetToLeaveLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ranks of the live groups above the job's target_replicas, ascending (none when the
+  // job is at or below it).
+  static std::vector<int32_t> RanksAboveTarget(const v1::Job& job);
+  // The request that those ranks leave, saying why.
+  static v1::CoordinatorMessage LeaveMessage(const v1::Job& job);
   // Whether `job`'s ranks `group` (one or more whole replica groups) were placed on
   // `workers` (in the ranks' order) and told, with the live ranks, to join the next epoch.
   bool HealLocked(const v1::Job& job, const std::vector<int32_t>& group,

@@ -77,21 +77,29 @@ absl::StatusOr<v1::Job> JobController::Scale(const std::string& job_id, int32_t 
   return scaled;
 }
 
-void JobController::AskGroupsAboveTargetToLeaveLocked(const v1::Job& job) {
+std::vector<int32_t> JobController::RanksAboveTarget(const v1::Job& job) {
   const std::vector<int32_t> live = LiveRanksOf(job);
   const int32_t size = ReplicaGroupSize(job.spec());
   const int32_t surplus = static_cast<int32_t>(live.size()) / size - TargetGroups(job);
-  if (surplus <= 0) return;
+  if (surplus <= 0) return {};
+  // The highest groups leave.
+  return {live.end() - static_cast<ptrdiff_t>(surplus) * size, live.end()};
+}
+
+v1::CoordinatorMessage JobController::LeaveMessage(const v1::Job& job) {
   v1::CoordinatorMessage message;
   v1::LeaveRequest* leave = message.mutable_leave();
   leave->set_job_id(job.id());
   leave->set_attempt(job.attempt());
   leave->set_reason(absl::StrCat("the job is scaled to ", TargetGroups(job), " replica group",
                                  TargetGroups(job) == 1 ? "" : "s"));
-  // The highest groups leave: each rank of them is asked, and one asking takes its group.
-  for (size_t i = live.size() - static_cast<size_t>(surplus * size); i < live.size(); ++i) {
-    workers_->Send(WorkerOfRank(job, live[i]), message);
-  }
+  return message;
+}
+
+void JobController::AskGroupsAboveTargetToLeaveLocked(const v1::Job& job) {
+  // Each rank of them is asked, and one asking takes its group.
+  const v1::CoordinatorMessage message = LeaveMessage(job);
+  for (int32_t rank : RanksAboveTarget(job)) workers_->Send(WorkerOfRank(job, rank), message);
 }
 
 // A worker's first leave is no sign of trouble (a pod restarts, a node is drained); from its

@@ -191,6 +191,12 @@ void JobController::ResyncReattachedLocked(const std::string& worker_id) {
       std::find(live_ranks.begin(), live_ranks.end(), worker->rank()) != live_ranks.end()) {
     workers_->Send(worker_id, MembershipChangeMessage(*job));
   }
+  // A scale-down's request to leave, which the previous coordinator may have sent before
+  // this worker's session (or not at all).
+  const std::vector<int32_t> above = RanksAboveTarget(*job);
+  if (std::find(above.begin(), above.end(), worker->rank()) != above.end()) {
+    workers_->Send(worker_id, LeaveMessage(*job));
+  }
   if (job->prefetch_plan().version() > 0) {
     v1::CoordinatorMessage update;
     update.mutable_plan_update()->set_job_id(job->id());

@@ -923,8 +923,9 @@ class FaultTolerantJobTest : public JobControllerTest {
   // job-1 RUNNING on w0..w3, rank r on worker wr.
   // HYBRID_SHARD in groups of 2 over `world` ranks on workers w0, w1, ..., running; with
   // `max_replicas`, a job that may grow to that many groups.
-  void StartHybridJob(int world = 4, int max_replicas = 0) {
+  void StartHybridJob(int world = 4, int max_replicas = 0, int max_restarts = 0) {
     v1::JobSpec spec = Spec(world);
+    spec.mutable_restart_policy()->set_max_restarts(max_restarts);
     spec.set_global_batch_size(24);
     spec.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
     spec.mutable_fsdp()->set_shard_group_size(2);
@@ -1375,6 +1376,52 @@ TEST_F(FaultTolerantJobTest, ARanksProgressSpeaksForTheJobUntilItsReplacementTra
   progress.mutable_progress()->set_step(40);
   controller_->OnReport("w2", progress);
   EXPECT_EQ(jobs_->Get("job-1")->progress().step(), 42);
+}
+
+// A job scaled down stays down: its next attempt places every rank (world_size), and the
+// groups above the target are asked to leave as soon as it runs.
+TEST_F(FaultTolerantJobTest, AJobScaledDownIsScaledDownAgainInItsNextAttempt) {
+  StartHybridJob(4, 0, /*max_restarts=*/1);
+  ASSERT_TRUE(controller_->Scale("job-1", 1).ok());
+  const auto asked_to_leave = [&](const std::string& worker, int attempt) {
+    for (const auto& message : Received(worker)) {
+      if (message.has_leave() && message.leave().attempt() == attempt) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(asked_to_leave("w3", 1));
+  // Attempt 1 fails before the group left: {0, 1} lost, then rank 2, below min_replicas.
+  controller_->OnReport("w0", Said(0, v1::ABORTED, "a collective failed"));
+  controller_->OnReport("w2", Said(2, v1::ABORTED, "a collective failed"));
+  ASSERT_EQ(State(), v1::PENDING);
+  for (int w = 4; w < 8; ++w) AddWorker(absl::StrCat("w", w));
+  ASSERT_EQ(State(), v1::SCHEDULED);
+  const v1::Job second = *jobs_->Get("job-1");
+  ASSERT_EQ(second.attempt(), 2);
+  ASSERT_EQ(second.target_replicas(), 1);
+  for (int r = 0; r < 4; ++r) Received(second.ranks(r).worker_id());
+  for (int r = 0; r < 4; ++r) Report(second.ranks(r).worker_id(), r, v1::JOINED, 2);
+  ASSERT_EQ(State(), v1::RUNNING);
+  EXPECT_FALSE(asked_to_leave(second.ranks(1).worker_id(), 2));
+  EXPECT_TRUE(asked_to_leave(second.ranks(2).worker_id(), 2));
+  EXPECT_TRUE(asked_to_leave(second.ranks(3).worker_id(), 2));
+}
+
+// A scale-down's requests to leave die with a coordinator restarted before the group
+// left: each re-attaching rank above the target is asked again.
+TEST_F(FaultTolerantJobTest, AReattachedRankAboveTheTargetIsAskedToLeaveAgain) {
+  StartHybridJob();
+  ASSERT_TRUE(controller_->Scale("job-1", 1).ok());
+  StartCoordinator();
+  for (int rank = 0; rank < 4; ++rank) {
+    const v1::RunningAttempt running = RunningRank(rank);
+    AddWorker(absl::StrCat("w", rank), &running);
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    bool asked = false;
+    for (const auto& message : Received(absl::StrCat("w", rank))) asked |= message.has_leave();
+    EXPECT_EQ(asked, rank >= 2) << "rank " << rank;
+  }
 }
 
 // Scaling: down, the ranks of the highest live group are asked to leave (and leave when
