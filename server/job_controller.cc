@@ -173,13 +173,12 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
       const bool still_running = request.has_running() &&
                                  request.running().job_id() == before.job_id() &&
                                  request.running().attempt() == before.attempt();
-      LoseRankLocked(
-          *job, before.rank(),
-          absl::StrCat(RankName(*job, before.rank()), " was lost: ",
-                       still_running ? "the worker reconnected (a new session while it "
-                                       "still ran the attempt) before its old session closed"
-                                     : "the worker restarted and registered again"),
-          registration.worker_id);
+      LoseWorkersRankLocked(*job, before.rank(),
+                            still_running
+                                ? "the worker reconnected (a new session while it still ran "
+                                  "the attempt) before its old session closed"
+                                : "the worker restarted and registered again",
+                            registration.worker_id);
     }
   }
   // After a restart: the worker may run a rank of an attempt waiting for its ranks.
@@ -548,8 +547,21 @@ void JobController::LoseWorkerLocked(const std::string& worker_id, const std::st
       job->state() == v1::PENDING) {
     return;
   }
-  LoseRankLocked(*job, before->rank(),
-                 absl::StrCat(RankName(*job, before->rank()), " was lost: ", reason), worker_id);
+  LoseWorkersRankLocked(*job, before->rank(), reason, worker_id);
+}
+
+void JobController::LoseWorkersRankLocked(const v1::Job& job, int32_t rank,
+                                          const std::string& reason, const std::string& worker_id) {
+  auto live = live_.find(job.id());
+  if (job.state() == v1::SCHEDULED && live != live_.end() &&
+      live->second.attempt == job.attempt() && live->second.joined.count(rank) == 0) {
+    // Its worker went (a node that lost power still looked idle until its heartbeats were
+    // missed) before the rank joined: nothing of the job's doing, as a rank that never
+    // reached the rendezvous.
+    return RequeueWithoutRestartLocked(
+        job, absl::StrCat(RankName(job, rank), " was lost before it joined: ", reason));
+  }
+  LoseRankLocked(job, rank, absl::StrCat(RankName(job, rank), " was lost: ", reason), worker_id);
 }
 
 void JobController::AbortRanksLocked(const v1::Job& job, const std::string& reason,

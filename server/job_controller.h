@@ -332,6 +332,11 @@ class JobController {
   // `kind` names how the loss was detected, for the metrics.
   void LoseWorkerLocked(const std::string& worker_id, const std::string& reason, const char* kind)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The rank its worker held, lost with it (`reason`): a rank of a SCHEDULED attempt that
+  // had not joined re-queues the job without a restart; any other is lost as
+  // LoseRankLocked says.
+  void LoseWorkersRankLocked(const v1::Job& job, int32_t rank, const std::string& reason,
+                             const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells every rank of the attempt to stop, except `skip_worker` (already gone).
   void AbortRanksLocked(const v1::Job& job, const std::string& reason,
                         const std::string& skip_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -519,6 +519,36 @@ TEST_F(JobControllerTest, AnAbortOwedToAWorkerWithoutASessionIsSentWhenItsSessio
   EXPECT_TRUE(Received("w0").empty());
 }
 
+// A worker that died idle (a node that lost power) looks idle until its heartbeats are
+// missed, and may be given a rank meanwhile: lost before its rank joined, the job is
+// placed again without a restart (with max_restarts 0 it failed), as a rank that never
+// reached the rendezvous is. A rank lost after it joined still costs the attempt.
+TEST_F(JobControllerTest, AWorkerLostBeforeItsRankJoinedRequeuesWithoutARestart) {
+  AddWorker("w0");
+  AddWorker("w1");
+  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  ASSERT_EQ(State(), v1::SCHEDULED);
+  Report("w0", 0, v1::JOINED);
+  for (int second = 1; second <= 11; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w0", "job-1", 1);
+    controller_->CheckHeartbeats();
+  }
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.state(), v1::PENDING);
+  EXPECT_EQ(job.restarts(), 0);
+  bool said = false;
+  for (const v1::JobEvent& event : job.events()) {
+    said |=
+        event.message().find("rank 1 (worker w1) was lost before it joined") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << job.DebugString();
+  // Rank 0's worker is asked to stop the attempt's rank it holds.
+  bool aborted = false;
+  for (const auto& message : Received("w0")) aborted |= message.has_abort();
+  EXPECT_TRUE(aborted);
+}
+
 // A worker declared lost while in fact alive (its heartbeats late) registers again naming
 // the attempt that ended with it. It is told to abort it as its session opens and stays
 // DRAINING until it says it is idle: scheduled at once, its daemon (still running the old
