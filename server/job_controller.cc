@@ -599,7 +599,6 @@ void JobController::EndAttemptLocked(const v1::Job& job) {
 
 void JobController::FailAttemptLocked(const v1::Job& job, const std::string& reason,
                                       const std::string& lost_worker, bool retryable) {
-  AbortRanksLocked(job, absl::StrCat("attempt ", job.attempt(), " failed: ", reason), lost_worker);
   EndAttemptLocked(job);
   const int32_t max_restarts = job.spec().restart_policy().max_restarts();
   if (!retryable) {
@@ -628,6 +627,10 @@ void JobController::FailAttemptLocked(const v1::Job& job, const std::string& rea
                     .status(),
                 "failing job", JobContext(job));
   }
+  // Only once the outcome is written: ranks stopped by a coordinator that then died before
+  // writing it would be taken, after its restart, for ranks lost with it, and the job
+  // re-queued without a restart counted (even one that had none left).
+  AbortRanksLocked(job, absl::StrCat("attempt ", job.attempt(), " failed: ", reason), lost_worker);
   RequestScheduleLocked();
 }
 

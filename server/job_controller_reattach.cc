@@ -259,8 +259,6 @@ bool JobController::LeaveWithoutMissingRanksLocked(const v1::Job& job, const std
 }
 
 void JobController::RequeueWithoutRestartLocked(const v1::Job& job, const std::string& reason) {
-  AbortRanksLocked(job, absl::StrCat("attempt ", job.attempt(), " ended: ", reason),
-                   /*skip_worker=*/"");
   EndAttemptLocked(job);
   LogIfFailed(jobs_
                   ->Requeue(job.id(), job.attempt(),
@@ -269,6 +267,9 @@ void JobController::RequeueWithoutRestartLocked(const v1::Job& job, const std::s
                             /*counts_as_restart=*/false)
                   .status(),
               "re-queueing", JobContext(job));
+  // After the write, as FailAttemptLocked's.
+  AbortRanksLocked(job, absl::StrCat("attempt ", job.attempt(), " ended: ", reason),
+                   /*skip_worker=*/"");
   RequestScheduleLocked();
 }
 

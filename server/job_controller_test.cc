@@ -519,6 +519,45 @@ TEST_F(JobControllerTest, AnAbortOwedToAWorkerWithoutASessionIsSentWhenItsSessio
   EXPECT_TRUE(Received("w0").empty());
 }
 
+// A session that notes the job's state as each abort is queued to it.
+class AbortWitness final : public SessionOutbox {
+ public:
+  explicit AbortWitness(const JobManager* jobs) : jobs_(jobs) {}
+  bool Push(v1::CoordinatorMessage message) override {
+    if (message.has_abort()) states.push_back(jobs_->Get(message.abort().job_id())->state());
+    return true;
+  }
+  void Close() override {}
+  bool closed() const override { return false; }
+  std::vector<v1::JobState> states;
+
+ private:
+  const JobManager* const jobs_;
+};
+
+// A failed attempt's outcome is written before its ranks are told to stop: a coordinator
+// that died in between would otherwise find, after its restart, a RUNNING job whose ranks
+// had stopped, and re-queue it without counting a restart.
+TEST_F(JobControllerTest, AFailedAttemptIsWrittenBeforeItsRanksAreStopped) {
+  AddWorker("w0");
+  Register("w1");
+  const auto witness = std::make_shared<AbortWitness>(jobs_.get());
+  ASSERT_TRUE(controller_->OpenSession("w1", witness).ok());
+  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  Report("w0", 0, v1::JOINED);
+  Report("w1", 1, v1::JOINED);
+  ASSERT_EQ(State(), v1::RUNNING);
+  v1::AttemptReport failed;
+  failed.set_job_id("job-1");
+  failed.set_attempt(1);
+  failed.set_rank(0);
+  failed.set_phase(v1::ABORTED);
+  failed.set_permanent(true);
+  failed.set_message("token id 70000 is past the vocabulary");
+  controller_->OnReport("w0", failed);
+  EXPECT_EQ(witness->states, std::vector<v1::JobState>{v1::FAILED});
+}
+
 // A worker that died idle (a node that lost power) looks idle until its heartbeats are
 // missed, and may be given a rank meanwhile: lost before its rank joined, the job is
 // placed again without a restart (with max_restarts 0 it failed), as a rank that never
