@@ -57,6 +57,26 @@ PY
   fi
 done
 
+# A worker advertises its memory limit and is given ranks up to it: its request must be
+# the same, or the pod uses more than Kubernetes reserved for it, and is evicted first.
+for overlay in cpu gpu local; do
+  if /usr/bin/python3 - "$rendered/overlays-$overlay.yaml" <<'PY'
+import sys, yaml
+resources = [c.get("resources", {}) for d in yaml.safe_load_all(open(sys.argv[1]))
+             if d and d.get("kind") == "StatefulSet" and d["metadata"]["name"].endswith("worker")
+             for c in d["spec"]["template"]["spec"]["containers"]]
+sys.exit(0 if resources and all(
+    r.get("requests", {}).get("memory") is not None and
+    r.get("requests", {}).get("memory") == r.get("limits", {}).get("memory")
+    for r in resources) else 1)
+PY
+  then
+    result "overlays/$overlay-worker-memory" passed
+  else
+    result "overlays/$overlay-worker-memory" failed "a worker must request the memory it is limited to"
+  fi
+done
+
 # The NetworkPolicy admits the data plane between workers only (and their metrics port to
 # anyone), and every port of the coordinator: validate/network_policy.py evaluates it.
 for overlay in cpu gpu local; do

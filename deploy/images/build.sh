@@ -17,6 +17,14 @@ bundle=$1
 image=$2
 readonly UID_GID=65532  # "shardwise"; any non-root id the cluster's policy accepts works
 
+# The image's data and state folders belong to that user: giving them needs root (rootless
+# buildah would need subordinate ids this script does not set up).
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deploy/images/build.sh: needs root (the image's folders are chowned to uid $UID_GID);" \
+    "run it as root or with sudo" >&2
+  exit 1
+fi
+
 stage=$(mktemp -d)
 container=""
 cleanup() {
