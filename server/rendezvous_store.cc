@@ -44,6 +44,7 @@ void RendezvousStore::CloseScope(const std::string& job_id, int32_t attempt) {
       aborted.push_back(std::move(pending->second.done));
       pending_.erase(pending);
     }
+    bytes_ -= it->second.bytes;
     scopes_.erase(it);
   }
   const absl::Status status = absl::AbortedError(
@@ -69,10 +70,19 @@ size_t RendezvousStore::DropEpochsBefore(const std::string& job_id, int32_t atte
   absl::MutexLock lock(&mu_);
   auto it = scopes_.find(ScopeName(job_id, attempt));
   if (it == scopes_.end()) return 0;
-  return absl::erase_if(it->second.values, [epoch](const auto& entry) {
+  Scope& scope = it->second;
+  return absl::erase_if(scope.values, [&](const auto& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::optional<int32_t> of = MembershipEpochOfKey(entry.first);
-    return of.has_value() && *of < epoch;
+    if (!of.has_value() || *of >= epoch) return false;
+    ForgetBytesLocked(scope, entry.first, entry.second);
+    return true;
   });
+}
+
+void RendezvousStore::ForgetBytesLocked(Scope& scope, const std::string& key,
+                                        const std::string& value) {
+  scope.bytes -= key.size() + value.size();
+  bytes_ -= key.size() + value.size();
 }
 
 absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(const v1::RendezvousScope& scope,
@@ -119,17 +129,35 @@ absl::Status RendezvousStore::CheckWrite(const Scope& scope, const std::string& 
                                                    "' has ", value_size, " bytes; the limit is ",
                                                    limits_.max_value_bytes));
   }
-  if (!scope.values.contains(key) && scope.values.size() >= limits_.max_keys_per_scope) {
+  const auto old = scope.values.find(key);
+  if (old == scope.values.end() && scope.values.size() >= limits_.max_keys_per_scope) {
     return absl::FailedPreconditionError(absl::StrCat("rendezvous: the attempt already holds ",
                                                       scope.values.size(), " keys; the limit is ",
                                                       limits_.max_keys_per_scope));
+  }
+  // What the write adds, less what the value it replaces held.
+  const size_t freed = old == scope.values.end() ? 0 : key.size() + old->second.size();
+  const size_t added = key.size() + value_size;
+  if (scope.bytes - freed + added > limits_.max_bytes_per_scope) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rendezvous: the attempt's keys and values hold ", scope.bytes, " bytes; writing ", added,
+        " more passes its limit of ", limits_.max_bytes_per_scope));
+  }
+  if (bytes_ - freed + added > limits_.max_bytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rendezvous: the coordinator's rendezvous holds ", bytes_, " bytes; writing ",
+                     added, " more passes its limit of ", limits_.max_bytes));
   }
   return absl::OkStatus();
 }
 
 void RendezvousStore::StoreLocked(Scope& scope, const std::string& key, std::string value,
                                   std::vector<WaitDone>* completed) {
-  scope.values[key] = std::move(value);
+  const auto [stored, added] = scope.values.try_emplace(key);
+  if (!added) ForgetBytesLocked(scope, key, stored->second);
+  scope.bytes += key.size() + value.size();
+  bytes_ += key.size() + value.size();
+  stored->second = std::move(value);
   auto waiting = scope.waiting_on.find(key);
   if (waiting == scope.waiting_on.end()) return;
   for (uint64_t id : waiting->second) {

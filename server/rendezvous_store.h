@@ -41,6 +41,11 @@ class RendezvousStore {
     size_t max_keys_per_wait = 1 << 16;
     size_t max_waits_per_scope = 1 << 16;
     size_t max_waits_per_rank = 64;
+    // What the keys and values hold, an attempt's and all attempts': a rank writing more
+    // is refused rather than grow the coordinator until it is killed (Gloo's addresses
+    // for a world of 1024 take about 140 MB an epoch).
+    size_t max_bytes_per_scope = size_t{512} << 20;
+    size_t max_bytes = size_t{1} << 30;
   };
 
   RendezvousStore() : RendezvousStore(Limits()) {}
@@ -106,6 +111,7 @@ class RendezvousStore {
     absl::flat_hash_set<uint64_t> waits;
     absl::flat_hash_map<int32_t, size_t> waits_of_rank;
     absl::flat_hash_set<int32_t> reached;  // ranks that made a call
+    size_t bytes = 0;                      // of its keys and values
   };
   static std::string ScopeName(const std::string& job_id, int32_t attempt);
   // The open scope the call names, if the call carries one of its rank tokens (the rank
@@ -116,7 +122,11 @@ class RendezvousStore {
   // INVALID_ARGUMENT for a key of no bytes or over the limit, read or written.
   absl::Status CheckKey(const std::string& key) const;
   absl::Status CheckKeys(const std::vector<std::string>& keys) const;
-  absl::Status CheckWrite(const Scope& scope, const std::string& key, size_t value_size) const;
+  absl::Status CheckWrite(const Scope& scope, const std::string& key, size_t value_size) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Forgets what `entry` held, from its scope's bytes and the store's.
+  void ForgetBytesLocked(Scope& scope, const std::string& key, const std::string& value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores the value and collects the waits it completes.
   void StoreLocked(Scope& scope, const std::string& key, std::string value,
                    std::vector<WaitDone>* completed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -129,6 +139,7 @@ class RendezvousStore {
   absl::flat_hash_map<std::string, Scope> scopes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // every scope's
 };
 
 }  // namespace shardwise
