@@ -109,9 +109,13 @@ class Device {
   // double) += the sum of squares of data[n]; out[i] = in[i] as FP32 (the sum, for the
   // all-reduce); data[n] *= pointwise::ClipCoefficient(*squared_norm, max_norm),
   // computed on the device from one device float (unchanged when the coefficient is 1).
+  // Gradients that hold `values` of a 16-bit type (keep_low_precision_grads) are scaled
+  // as torch scales such tensors: by the coefficient rounded to the type, each product
+  // rounded to it.
   virtual void AddSquaredNorm(const float* data, size_t n, double* sum) = 0;
   virtual void DoubleToFloat(const double* in, float* out, size_t n) = 0;
-  virtual void ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm) = 0;
+  virtual void ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm,
+                          ScalarType values = ScalarType::kFloat32) = 0;
 
   // ---- the model's layers (compute/cpu/ states each formula) ----
   // Values come typed (runtime/tensor_ref.h) in StorageType(compute); an output is rounded

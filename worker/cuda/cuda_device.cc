@@ -287,8 +287,9 @@ void CudaDevice::DoubleToFloat(const double* in, float* out, size_t n) {
   Check(cuda::DoubleToFloat(in, out, n, stream()), "DoubleToFloat");
 }
 
-void CudaDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm) {
-  Check(cuda::ClipToNorm(data, n, squared_norm, max_norm, stream()), "ClipToNorm");
+void CudaDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm,
+                            ScalarType values) {
+  Check(cuda::ClipToNorm(data, n, squared_norm, max_norm, values, stream()), "ClipToNorm");
 }
 
 // With 16-bit operands the GEMMs run on tensor cores in that type (FP32 accumulation): an

@@ -244,12 +244,25 @@ __global__ void DoubleToFloatKernel(const double* in, float* out, size_t n) {
 
 // Every thread computes the coefficient from the one value: cheaper than a launch to
 // compute it once, and the same bits everywhere.
+// kRounding: 0 keeps FP32; 1 rounds the coefficient and each product to BF16, 2 to FP16
+// (gradients holding values of that type), as the CPU device does.
+template <int kRounding>
+__device__ __forceinline__ float RoundedAs(float v) {
+  if constexpr (kRounding == 0) {
+    return v;
+  } else {
+    return WidenOne<kRounding == 1>(NarrowOne<kRounding == 1>(v));
+  }
+}
+
+template <int kRounding>
 __global__ void ClipToNormKernel(float* x, size_t n, const float* squared_norm, double max_norm) {
   const float coef = pointwise::ClipCoefficient(*squared_norm, max_norm);
   if (coef >= 1.0f) return;
+  const float scale = RoundedAs<kRounding>(coef);
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    x[i] *= coef;
+    x[i] = RoundedAs<kRounding>(x[i] * scale);
   }
 }
 
@@ -477,9 +490,15 @@ cudaError_t DoubleToFloat(const double* in, float* out, size_t n, cudaStream_t s
 }
 
 cudaError_t ClipToNorm(float* x, size_t n, const float* squared_norm, double max_norm,
-                       cudaStream_t stream) {
+                       ScalarType values, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  ClipToNormKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, squared_norm, max_norm);
+  if (values == ScalarType::kBFloat16) {
+    ClipToNormKernel<1><<<Blocks(n), kThreads, 0, stream>>>(x, n, squared_norm, max_norm);
+  } else if (values == ScalarType::kFloat16) {
+    ClipToNormKernel<2><<<Blocks(n), kThreads, 0, stream>>>(x, n, squared_norm, max_norm);
+  } else {
+    ClipToNormKernel<0><<<Blocks(n), kThreads, 0, stream>>>(x, n, squared_norm, max_norm);
+  }
   return Launched();
 }
 

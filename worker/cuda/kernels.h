@@ -66,13 +66,14 @@ cudaError_t MeanSquaredError(ConstTensorRef pred, ConstTensorRef target, int64_t
 
 // Gradient clipping, all on the device (compute/device.h): *sum (one double) += the sum
 // of squares of x[n], deterministically (`partials` as above); out[n] = in[n] as FP32;
-// x[n] *= pointwise::ClipCoefficient(*squared_norm, max_norm) where that is below 1.
+// x[n] *= pointwise::ClipCoefficient(*squared_norm, max_norm) where that is below 1 (for
+// x holding `values` of a 16-bit type: the coefficient and each product rounded to it).
 size_t ReductionPartials(size_t n);
 cudaError_t AddSquaredNorm(const float* x, size_t n, double* partials, double* sum,
                            cudaStream_t stream);
 cudaError_t DoubleToFloat(const double* in, float* out, size_t n, cudaStream_t stream);
 cudaError_t ClipToNorm(float* x, size_t n, const float* squared_norm, double max_norm,
-                       cudaStream_t stream);
+                       ScalarType values, cudaStream_t stream);
 
 // dst[i] += src[i] (a reduced gradient into the saved shard, or a residual's sum): dst and
 // src of one type, FP32 or 16-bit (the sum in float, rounded once as stored).

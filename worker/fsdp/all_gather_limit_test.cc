@@ -36,6 +36,7 @@ TEST(AllGatherLimit, OnlyFreedBuffersQueueAFreeEvent) {
   const v1::JobSpec spec = Spec(kWorld);
   gloo::rendezvous::HashStore store;
   std::vector<std::thread> ranks;
+  ranks.reserve(kWorld);
   for (int r = 0; r < kWorld; ++r) {
     ranks.emplace_back([&, r] {
       auto plan = PlanSharding(spec.fsdp(), kWorld, r);

@@ -493,6 +493,8 @@ absl::StatusOr<bool> FsdpModel::UnscaleGradients(float inv_scale) {
   for (FlatUnit& unit : units_) {
     ASSIGN_OR_RETURN(const bool unit_inf, device_->MultiplyAndCheckFinite(
                                               unit.shard_grad.data(), unit.shard_numel, inv_scale));
+    // Torch unscales a 16-bit gradient in place: in float, stored back in its type.
+    device_->RoundToPrecision(GradientValues(), unit.shard_grad.data(), unit.shard_numel);
     found_inf = found_inf || unit_inf;
   }
   return found_inf;
@@ -525,7 +527,8 @@ absl::Status FsdpModel::ClipGradients(double max_grad_norm) {
     RETURN_IF_ERROR(groups_.shard->WaitForCollectives());
   }
   for (FlatUnit& unit : units_) {
-    device_->ClipToNorm(unit.shard_grad.data(), unit.shard_numel, squares.data(), max_grad_norm);
+    device_->ClipToNorm(unit.shard_grad.data(), unit.shard_numel, squares.data(), max_grad_norm,
+                        GradientValues());
   }
   return absl::OkStatus();
 }
@@ -578,10 +581,17 @@ absl::StatusOr<TensorMap> FsdpModel::GatherFullModel() {
 }
 
 absl::StatusOr<std::vector<float>> FsdpModel::ShardToHost(int u) const {
-  std::vector<float> shard(units_[u].shard_numel);
-  RETURN_IF_ERROR(
-      device_->CopyToHost(shard.data(), units_[u].shard.data(), shard.size() * sizeof(float)));
-  return shard;
+  return CopyShardToHost(units_[u].shard);
+}
+
+absl::StatusOr<std::vector<float>> FsdpModel::GradientShardToHost(int u) const {
+  return CopyShardToHost(units_[u].shard_grad);
+}
+
+absl::StatusOr<std::vector<float>> FsdpModel::CopyShardToHost(const Buffer& shard) const {
+  std::vector<float> host(shard.numel());
+  RETURN_IF_ERROR(device_->CopyToHost(host.data(), shard.data(), host.size() * sizeof(float)));
+  return host;
 }
 
 }  // namespace shardwise::fsdp

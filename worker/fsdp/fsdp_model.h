@@ -147,6 +147,8 @@ class FsdpModel {
   // Unit u's flat shard copied to the host (for checkpoints), its sizes, and this rank's
   // shard of a full (unpadded) flat vector of unit u (for restoring optimizer state).
   absl::StatusOr<std::vector<float>> ShardToHost(int u) const;
+  // Unit u's gradient shard copied to the host (tests).
+  absl::StatusOr<std::vector<float>> GradientShardToHost(int u) const;
   int64_t shard_numel(int u) const { return units_[u].shard_numel; }
   int64_t unit_numel(int u) const { return units_[u].layout.numel; }
   int64_t padded_numel(int u) const { return units_[u].padded_numel; }
@@ -187,9 +189,15 @@ class FsdpModel {
   absl::Status DeriveFirstPlan();
 
   TensorRef Params(FlatUnit& unit);
+  // The type whose values the gradient shards hold: param_dtype's under
+  // keep_low_precision_grads (stored in FP32), FP32 otherwise.
+  ScalarType GradientValues() const {
+    return keep_low_precision_grads_ ? param_type_ : ScalarType::kFloat32;
+  }
   // Whether computing with a unit needs a separate full buffer: sharded units (gathered)
   // and, with a low param_dtype, unsharded ones too (a rounded copy, as FSDP's
   // low-precision parameters).
+  absl::StatusOr<std::vector<float>> CopyShardToHost(const Buffer& shard) const;
   bool NeedsFullCopy() const { return plan_.sharded() || param_type_ != ScalarType::kFloat32; }
   absl::Status Unshard(FlatUnit& unit);
   // Issues the all-gather of `unit` on the all-gather thread without waiting.

@@ -10,6 +10,7 @@
 #include "worker/comm/data_plane.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/solo_communicator.h"
+#include "worker/compute/casts.h"
 #include "worker/compute/cpu/cpu_device.h"
 #include "worker/data/weights.h"
 #include "worker/fsdp/fsdp_model.h"
@@ -120,6 +121,41 @@ INSTANTIATE_TEST_SUITE_P(
         ProbeCase{v1::ShardingStrategy::NO_SHARD, 2, v1::BF16, v1::BF16, true},
         ProbeCase{v1::ShardingStrategy::HYBRID_SHARD, 4, v1::BF16, v1::FP16, false},
         ProbeCase{v1::ShardingStrategy::FULL_SHARD, 2, v1::FP32, v1::FP32, false}));
+
+// keep_low_precision_grads: the gradient shards hold param_dtype values, as torch's FP16
+// gradients do, through the loss scaler's unscale: one unscaled into FP16's subnormals
+// rounds there (torch unscales an FP16 gradient in place, in its type).
+TEST(KeptLowPrecisionGradients, StayInParamDtypeThroughTheUnscale) {
+  const v1::JobSpec spec =
+      Spec(v1::ShardingStrategy::NO_SHARD, 1, v1::FP16, v1::DTYPE_UNSPECIFIED, true);
+  gloo::rendezvous::HashStore store;
+  auto plan = PlanSharding(spec.fsdp(), 1, 0);
+  ASSERT_TRUE(plan.ok());
+  auto groups = testing::ConnectPlanGroups(store, *plan, 0);
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  CpuCachingAllocator allocator;
+  CpuDevice device(&allocator);
+  auto model = FsdpModel::Create(spec, *plan, {groups->shard.get(), groups->replicate.get()},
+                                 &device, SeededWeights(spec.model(), 0));
+  ASSERT_TRUE(model.ok()) << model.status();
+  MicroBatch batch;
+  batch.rows = 6;
+  batch.inputs.assign(size_t{6} * 6, 0.25f);
+  batch.labels.assign(6, 1);
+  double loss = 0;
+  ASSERT_TRUE((*model)->ForwardBackward(batch, 1.0f, true, &loss).ok());
+  ASSERT_TRUE((*model)->UnscaleGradients(std::ldexp(1.0f, -14)).ok());
+  int subnormal = 0;
+  for (int u = 0; u < (*model)->num_units(); ++u) {
+    auto grads = (*model)->GradientShardToHost(u);
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    std::vector<float> rounded = *grads;
+    cpu::RoundToPrecision(ScalarType::kFloat16, rounded.data(), rounded.size());
+    EXPECT_EQ(*grads, rounded) << "unit " << u << " holds values FP16 cannot";
+    for (float g : *grads) subnormal += g != 0 && std::abs(g) < 6.1e-5f;
+  }
+  EXPECT_GT(subnormal, 0) << "no gradient reached FP16's subnormals: the test shows nothing";
+}
 
 class LowPrecisionTraining : public ::testing::TestWithParam<v1::Dtype> {};
 

@@ -173,5 +173,18 @@ TEST(ClipToNorm, ScalesByTheCoefficientOfTheAccumulatedNorm) {
   EXPECT_EQ(b[0], 4.0f);
 }
 
+// Gradients holding FP16 values (keep_low_precision_grads) are scaled as torch scales an
+// FP16 tensor: grad.mul_(coef.to(grad.dtype)), the coefficient rounded to FP16
+// (0.199951171875), then each product (3 * that: 0.599609375; rounding the product only
+// would give 0.60009765625).
+TEST(ClipToNorm, SixteenBitGradientsScaleByTheRoundedCoefficientAndRound) {
+  CpuCachingAllocator allocator;
+  CpuDevice device(&allocator);
+  const float squares = 25.0f;  // a norm of 5: a coefficient of 0.19999996
+  std::vector<float> g = {3.0f};
+  device.ClipToNorm(g.data(), g.size(), &squares, 1.0, ScalarType::kFloat16);
+  EXPECT_EQ(g[0], 0.599609375f);
+}
+
 }  // namespace
 }  // namespace shardwise::fsdp

@@ -252,8 +252,9 @@ void AsyncCpuDevice::DoubleToFloat(const double* in, float* out, size_t n) {
   Later([=] { cpu_.DoubleToFloat(in, out, n); });
 }
 
-void AsyncCpuDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm) {
-  Later([=] { cpu_.ClipToNorm(data, n, squared_norm, max_norm); });
+void AsyncCpuDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm,
+                                ScalarType values) {
+  Later([=] { cpu_.ClipToNorm(data, n, squared_norm, max_norm, values); });
 }
 
 void AsyncCpuDevice::LinearForward(ConstTensorRef x, ConstTensorRef w, ConstTensorRef b,

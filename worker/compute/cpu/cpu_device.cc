@@ -103,9 +103,13 @@ void CpuDevice::DoubleToFloat(const double* in, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
 }
 
-void CpuDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm) {
-  const float coef = pointwise::ClipCoefficient(*squared_norm, max_norm);
-  if (coef < 1.0f) Multiply(data, n, coef);
+void CpuDevice::ClipToNorm(float* data, size_t n, const float* squared_norm, double max_norm,
+                           ScalarType values) {
+  float coef = pointwise::ClipCoefficient(*squared_norm, max_norm);
+  if (coef >= 1.0f) return;
+  cpu::RoundToPrecision(values, &coef, 1);  // torch's coef.to(grad.dtype)
+  Multiply(data, n, coef);
+  cpu::RoundToPrecision(values, data, n);
 }
 
 // The operands' type changes nothing: they hold values of it already, and OpenBLAS
