@@ -557,9 +557,10 @@ void JobController::LoseWorkersRankLocked(const v1::Job& job, int32_t rank,
       live->second.attempt == job.attempt() && live->second.joined.count(rank) == 0) {
     // Its worker went (a node that lost power still looked idle until its heartbeats were
     // missed) before the rank joined: nothing of the job's doing, as a rank that never
-    // reached the rendezvous.
-    return RequeueWithoutRestartLocked(
-        job, absl::StrCat(RankName(job, rank), " was lost before it joined: ", reason));
+    // reached the rendezvous, and quarantined as that one is, so that a worker the job's
+    // start itself kills cannot re-queue it without end.
+    return QuarantineLocked(job, {rank}, absl::StrCat("was lost before it joined: ", reason),
+                            clock_.Now());
   }
   LoseRankLocked(job, rank, absl::StrCat(RankName(job, rank), " was lost: ", reason), worker_id);
 }

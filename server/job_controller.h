@@ -333,8 +333,8 @@ class JobController {
   void LoseWorkerLocked(const std::string& worker_id, const std::string& reason, const char* kind)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The rank its worker held, lost with it (`reason`): a rank of a SCHEDULED attempt that
-  // had not joined re-queues the job without a restart; any other is lost as
-  // LoseRankLocked says.
+  // had not joined has its worker quarantined and the job re-queued without a restart
+  // (QuarantineLocked); any other is lost as LoseRankLocked says.
   void LoseWorkersRankLocked(const v1::Job& job, int32_t rank, const std::string& reason,
                              const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells every rank of the attempt to stop, except `skip_worker` (already gone).

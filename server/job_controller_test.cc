@@ -561,7 +561,8 @@ TEST_F(JobControllerTest, AFailedAttemptIsWrittenBeforeItsRanksAreStopped) {
 // A worker that died idle (a node that lost power) looks idle until its heartbeats are
 // missed, and may be given a rank meanwhile: lost before its rank joined, the job is
 // placed again without a restart (with max_restarts 0 it failed), as a rank that never
-// reached the rendezvous is. A rank lost after it joined still costs the attempt.
+// reached the rendezvous is (its worker quarantined: a worker the job's start kills must
+// not re-queue it without end). A rank lost after it joined still costs the attempt.
 TEST_F(JobControllerTest, AWorkerLostBeforeItsRankJoinedRequeuesWithoutARestart) {
   AddWorker("w0");
   AddWorker("w1");
@@ -582,6 +583,8 @@ TEST_F(JobControllerTest, AWorkerLostBeforeItsRankJoinedRequeuesWithoutARestart)
         event.message().find("rank 1 (worker w1) was lost before it joined") != std::string::npos;
   }
   EXPECT_TRUE(said) << job.DebugString();
+  EXPECT_NE(workers_->Get("w1")->quarantine_reason().find("was lost before it joined"),
+            std::string::npos);
   // Rank 0's worker is asked to stop the attempt's rank it holds.
   bool aborted = false;
   for (const auto& message : Received("w0")) aborted |= message.has_abort();

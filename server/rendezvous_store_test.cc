@@ -131,6 +131,32 @@ TEST(RendezvousStore, EnforcesLimits) {
   EXPECT_TRUE(store.Set(As("j", 1), "a", "2").ok());  // overwriting is not a new key
 }
 
+// The bytes keys and values hold are bounded per attempt and across attempts; a value
+// replaced, an epoch's keys dropped and an attempt closed give theirs back.
+TEST(RendezvousStore, BoundsTheBytesItHolds) {
+  RendezvousStore::Limits limits;
+  limits.max_bytes_per_scope = 100;
+  limits.max_bytes = 150;
+  RendezvousStore store(limits);
+  store.OpenScope("j", 1, kTokens);
+  store.OpenScope("j", 2, kTokens);
+  const std::string sixty(59, 'x');  // with its one-byte key: 60
+  ASSERT_TRUE(store.Set(As("j", 1), "a", sixty).ok());
+  const absl::Status over = store.Set(As("j", 1), "b", sixty);
+  EXPECT_EQ(over.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(over.message().find("limit of 100"), std::string::npos) << over;
+  EXPECT_TRUE(store.Set(As("j", 1), "a", std::string(99, 'y')).ok());  // replaces its 60
+  ASSERT_TRUE(store.Set(As("j", 1), "a", sixty).ok());
+  ASSERT_TRUE(store.Set(As("j", 2), "epoch1/a", std::string(52, 'z')).ok());  // 60 in all
+  const absl::Status total = store.Set(As("j", 2), "b", std::string(39, 'w'));
+  EXPECT_EQ(total.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(total.message().find("limit of 150"), std::string::npos) << total;
+  EXPECT_EQ(store.DropEpochsBefore("j", 2, 2), 1u);
+  EXPECT_TRUE(store.Set(As("j", 2), "b", std::string(39, 'w')).ok());
+  store.CloseScope("j", 1);
+  EXPECT_TRUE(store.Set(As("j", 2), "c", std::string(49, 'v')).ok());  // 40 + 50
+}
+
 // A fault-tolerant attempt's membership epochs each connect through their own keys; the
 // coordinator drops those of epochs before the last once a new one is written.
 TEST(RendezvousStore, DropsTheKeysOfEarlierMembershipEpochs) {

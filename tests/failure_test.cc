@@ -32,10 +32,11 @@ TEST(Failure, AWorkerKilledMidJobFailsTheJobNamingItsRank) {
   cluster.StartCoordinator();
   cluster.AddWorker("w0");
   Process& w1 = cluster.AddWorker("w1");
-  w1.Signal(SIGSTOP);  // hold the job mid-bootstrap: rank 0 waits for rank 1
-  auto job_id = cluster.client().Submit(Cluster::Spec(2));
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.set_steps(int64_t{1} << 30);  // trains until its worker is killed
+  auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok());
-  cluster.WaitForState(*job_id, v1::SCHEDULED);
+  cluster.WaitForState(*job_id, v1::RUNNING);
   w1.Kill();
   v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(60));
   EXPECT_TRUE(absl::StrContains(job.reason(), "rank 1 (worker w1) was lost")) << job.reason();
@@ -76,9 +77,12 @@ TEST(Failure, AFrozenWorkerIsLostAfterTheHeartbeatTimeout) {
   cluster.StartCoordinator();
   cluster.AddWorker("w0");
   Process& w1 = cluster.AddWorker("w1");
-  w1.Signal(SIGSTOP);  // its TCP connection stays open: only heartbeats can tell
-  auto job_id = cluster.client().Submit(Cluster::Spec(2));
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.set_steps(int64_t{1} << 30);  // trains until its worker freezes
+  auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok());
+  cluster.WaitForState(*job_id, v1::RUNNING);
+  w1.Signal(SIGSTOP);  // its TCP connection stays open: only heartbeats can tell
   v1::Job job = cluster.WaitForState(*job_id, v1::FAILED, absl::Seconds(60));
   EXPECT_TRUE(absl::StrContains(job.reason(),
                                 "rank 1 (worker w1) was lost: no heartbeat for "
@@ -93,15 +97,19 @@ TEST(Failure, ARestartPolicyReQueuesTheJobOnOtherWorkers) {
   Cluster cluster;
   cluster.StartCoordinator();
   cluster.AddWorker("w0");
-  Process& w1 = cluster.AddWorker("w1");
-  cluster.AddWorker("w2");
-  w1.Signal(SIGSTOP);
+  // w1 holds its rank at step 2 (a file never made): the job is RUNNING when it dies.
+  Process& w1 = cluster.AddWorker(
+      "w1", {"--fault_injection=hold_at=2:forward:" + cluster.dir() + "/never-made"});
   v1::JobSpec spec = Cluster::Spec(2);
   spec.mutable_restart_policy()->set_max_restarts(1);
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok());
-  v1::Job scheduled = cluster.WaitForState(*job_id, v1::SCHEDULED);
-  ASSERT_EQ(scheduled.ranks(1).worker_id(), "w1");
+  v1::Job running = cluster.WaitForState(*job_id, v1::RUNNING);
+  ASSERT_EQ(running.ranks(1).worker_id(), "w1");
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return absl::StrContains(ReadWholeFile(w1.log_path()), "fault injection: held at forward");
+  }));
+  cluster.AddWorker("w2");  // idle only now: the first attempt could not take it
   w1.Kill();
   v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED);
   EXPECT_EQ(job.attempt(), 2);
@@ -114,6 +122,30 @@ TEST(Failure, ARestartPolicyReQueuesTheJobOnOtherWorkers) {
                 absl::StrContains(e.message(), "re-queued (restart 1 of 1)");
   }
   EXPECT_TRUE(requeued) << "no re-queue event";
+}
+
+// A worker that died before its rank joined (stopped, then killed, while the job is
+// SCHEDULED: a node that lost power looks the same) costs the job no restart, as one that
+// never reached the rendezvous: it is quarantined and the job runs elsewhere, with its
+// default of no restarts.
+TEST(Failure, AWorkerLostBeforeItsRankJoinedIsQuarantinedAndTheJobRunsElsewhere) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  Process& w1 = cluster.AddWorker("w1");
+  cluster.AddWorker("w2");
+  w1.Signal(SIGSTOP);  // hold the job mid-bootstrap: rank 0 waits for rank 1
+  auto job_id = cluster.client().Submit(Cluster::Spec(2));
+  ASSERT_TRUE(job_id.ok());
+  v1::Job scheduled = cluster.WaitForState(*job_id, v1::SCHEDULED);
+  ASSERT_EQ(scheduled.ranks(1).worker_id(), "w1");
+  w1.Kill();
+  v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED);
+  EXPECT_EQ(job.attempt(), 2);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(job.ranks(1).worker_id(), "w2");
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job), "rank 1 (worker w1) was lost before it joined"))
+      << JobEventLog(job);
 }
 
 // A worker stopped (SIGTERM) while its rank waits in a collective on a frozen peer: the

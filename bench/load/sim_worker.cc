@@ -82,6 +82,8 @@ v1::WorkerMessage SimWorker::Report(const Attempt& attempt, v1::AttemptPhase pha
   report->set_rank(attempt.rank);
   report->set_phase(phase);
   report->set_step(step);
+  // Rank 0 leads a simulated attempt (no rank is ever lost): it says so as it completes.
+  report->set_led(phase == v1::COMPLETED && attempt.rank == 0);
   v1::Progress* progress = report->mutable_progress();
   progress->set_step(step);
   progress->set_total_steps(attempt.steps);
