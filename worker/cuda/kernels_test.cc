@@ -427,19 +427,25 @@ TEST_F(KernelsTest, NormAccumulateAndUnscale) {
 }
 
 // The clipping kernel scales by the coefficient the CPU device computes, and leaves the
-// gradient alone when the norm is under the bound.
+// gradient alone when the norm is under the bound; for gradients holding 16-bit values,
+// with the coefficient and each product rounded to their type, as the CPU rounds them.
 TEST_F(KernelsTest, ClipToNormMatchesTheCpu) {
   const size_t n = 100003;
-  const std::vector<float> x = RandomFloats(n, 37);
   CpuCachingAllocator allocator;
   CpuDevice cpu(&allocator);
-  for (const double max_norm : {0.25, 1e9}) {
-    const float squares = 16.0f;
-    std::vector<float> want(x);
-    cpu.ClipToNorm(want.data(), n, &squares, max_norm);
-    DeviceVector<float> dx(x), dsquares(std::vector<float>{squares});
-    ASSERT_EQ(ClipToNorm(dx.get(), n, dsquares.get(), max_norm, nullptr), cudaSuccess);
-    ExpectNear(dx.ToHost(), want, 0.0f, 0.0f, "clipped gradient");
+  for (const ScalarType values :
+       {ScalarType::kFloat32, ScalarType::kBFloat16, ScalarType::kFloat16}) {
+    SCOPED_TRACE(ScalarTypeName(values));
+    std::vector<float> x = RandomFloats(n, 37);
+    cpu.RoundToPrecision(values, x.data(), n);
+    for (const double max_norm : {0.25, 1e9}) {
+      const float squares = 16.0f;
+      std::vector<float> want(x);
+      cpu.ClipToNorm(want.data(), n, &squares, max_norm, values);
+      DeviceVector<float> dx(x), dsquares(std::vector<float>{squares});
+      ASSERT_EQ(ClipToNorm(dx.get(), n, dsquares.get(), max_norm, values, nullptr), cudaSuccess);
+      ExpectNear(dx.ToHost(), want, 0.0f, 0.0f, "clipped gradient");
+    }
   }
 }
 
