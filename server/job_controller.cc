@@ -458,23 +458,21 @@ void JobController::ScheduleLocked() {
 void JobController::PlacePendingJobsLocked() {
   const std::vector<PendingJob> pending = jobs_->PendingJobs();
   if (pending.empty()) return;
-  std::vector<IdleWorker> idle;
+  std::vector<IdleWorker> idle, registered;
   for (v1::DeviceKind device : {v1::CPU, v1::CUDA}) {
     for (const v1::WorkerInfo& worker : workers_->Idle(device)) {
       idle.push_back(WorkerOffer(worker));
     }
+    for (IdleWorker& offer : workers_->Offers(device)) registered.push_back(std::move(offer));
   }
-  const std::vector<Placement> placements = PlanGangPlacements(pending, idle);
+  const std::vector<Placement> placements = PlanGangPlacements(pending, idle, &registered);
   std::set<std::string> placed;
   for (const Placement& placement : placements) placed.insert(placement.job_id);
   // Jobs left waiting say what for, counting the workers of their kind that exist.
-  std::map<v1::DeviceKind, std::vector<IdleWorker>> registered;
   for (const PendingJob& job : pending) {
     if (placed.count(job.job_id) > 0) continue;
-    auto [it, fresh] = registered.try_emplace(job.device);
-    if (fresh) it->second = workers_->Offers(job.device);
     jobs_->SetPendingReason(job.job_id,
-                            PendingReason(job.world_size, job.device, SupplyFor(job, it->second)));
+                            PendingReason(job.world_size, job.device, SupplyFor(job, registered)));
   }
   for (const Placement& placement : placements) {
     StartAttemptLocked(placement.job_id, placement.worker_ids);

@@ -135,7 +135,8 @@ WorkerSupply SupplyFor(const PendingJob& job, const std::vector<IdleWorker>& reg
 }
 
 std::vector<Placement> PlanGangPlacements(const std::vector<PendingJob>& pending,
-                                          const std::vector<IdleWorker>& idle) {
+                                          const std::vector<IdleWorker>& idle,
+                                          const std::vector<IdleWorker>* registered) {
   std::vector<bool> taken(idle.size(), false);
   std::set<v1::DeviceKind> blocked;  // a job of this kind is waiting: later ones wait too
 
@@ -151,7 +152,9 @@ std::vector<Placement> PlanGangPlacements(const std::vector<PendingJob>& pending
       }
     }
     if (job.world_size <= 0 || static_cast<int32_t>(chosen.size()) < job.world_size) {
-      blocked.insert(job.device);
+      const bool could_start =
+          registered == nullptr || SupplyFor(job, *registered).able >= job.world_size;
+      if (could_start) blocked.insert(job.device);
       continue;
     }
     Placement placement;

@@ -112,9 +112,15 @@ WorkerSupply SupplyFor(const PendingJob& job, const std::vector<IdleWorker>& reg
 std::string PendingReason(int32_t world_size, v1::DeviceKind device,
                           const WorkerSupply& supply = {});
 
-// `pending` in submission order; `idle` in the order ranks should be handed out.
+// `pending` in submission order; `idle` in the order ranks should be handed out. A job
+// that cannot start now holds back the later jobs of its device (no backfill: they would
+// take the workers it waits for), unless the `registered` workers (SupplyFor's: not lost,
+// idle or not) hold fewer than its world_size that would take it: no worker freed would
+// start it, so holding the queue for it would only starve the others until more workers
+// register. Without `registered`, every waiting job holds its device back.
 std::vector<Placement> PlanGangPlacements(const std::vector<PendingJob>& pending,
-                                          const std::vector<IdleWorker>& idle);
+                                          const std::vector<IdleWorker>& idle,
+                                          const std::vector<IdleWorker>* registered = nullptr);
 
 }  // namespace shardwise
 
