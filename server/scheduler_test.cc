@@ -32,6 +32,27 @@ TEST(PlanGangPlacements, NoBackfillPastAWaitingJobOfTheSameDevice) {
   EXPECT_TRUE(placements.empty());
 }
 
+// A job the registered workers can never start (only w0 advertises the memory it needs,
+// it needs two) does not hold back the queue behind it: no worker freed would start it.
+// A job that waits only for busy workers does.
+TEST(PlanGangPlacements, AJobNoRegisteredWorkersCouldStartHoldsNothingBack) {
+  std::vector<IdleWorker> idle = Workers(2);
+  idle[0].memory_bytes = int64_t{64} << 30;
+  idle[1].memory_bytes = int64_t{8} << 30;
+  PendingJob big{"big", 2, v1::CPU};
+  big.memory_per_rank = int64_t{32} << 30;
+  const PendingJob small{"small", 1, v1::CPU};
+  const std::vector<IdleWorker> registered = idle;
+  auto placements = PlanGangPlacements({big, small}, idle, &registered);
+  ASSERT_EQ(placements.size(), 1u);
+  EXPECT_EQ(placements[0].job_id, "small");
+  // A third worker with the memory, registered but busy: "big" could start once it is
+  // free, so it waits at the head of the queue.
+  std::vector<IdleWorker> more = registered;
+  more.push_back({"w2", v1::CPU, int64_t{64} << 30});
+  EXPECT_TRUE(PlanGangPlacements({big, small}, idle, &more).empty());
+}
+
 TEST(PlanGangPlacements, DeviceKindsAreSeparateQueues) {
   std::vector<IdleWorker> idle = Workers(1, v1::CPU);
   idle.push_back({"g0", v1::CUDA});

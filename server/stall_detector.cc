@@ -46,14 +46,18 @@ std::string Where(const v1::RankPosition& p) {
   return where;
 }
 
-// Collectives entered on `lane`; workers from before lanes report only their total.
-int64_t LaneCount(const v1::RankPosition& p, int lane) {
-  return lane >= 0 && lane < p.lane_collectives_size() ? p.lane_collectives(lane) : p.collectives();
+// Collectives entered on `lane`, after the membership epoch the rank counts from: ranks
+// compare by both (each counts from 0 as it starts an epoch); workers from before lanes
+// report only their total.
+std::pair<int32_t, int64_t> LaneCount(const v1::RankPosition& p, int lane) {
+  return {p.epoch(), lane >= 0 && lane < p.lane_collectives_size() ? p.lane_collectives(lane)
+                                                                   : p.collectives()};
 }
 
 bool Moved(const v1::RankPosition& before, const v1::RankPosition& now) {
-  return before.collectives() != now.collectives() || before.step() != now.step() ||
-         before.phase() != now.phase() || before.unit() != now.unit();
+  return before.collectives() != now.collectives() || before.epoch() != now.epoch() ||
+         before.step() != now.step() || before.phase() != now.phase() ||
+         before.unit() != now.unit();
 }
 
 }  // namespace
@@ -178,8 +182,9 @@ std::optional<StallDetector::Stall> StallDetector::CheckAttempt(const std::strin
                     absl::FormatDuration(options_.abort), ")");
     return stall;
   }
-  if (attempt.reported_at == waiting_at->collectives()) return std::nullopt;
-  attempt.reported_at = waiting_at->collectives();  // the waiter's total: unique
+  const std::pair<int32_t, int64_t> at{waiting_at->epoch(), waiting_at->collectives()};
+  if (attempt.reported_at == at) return std::nullopt;
+  attempt.reported_at = at;  // the waiter's epoch and total: unique
   return stall;
 }
 

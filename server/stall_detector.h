@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -70,7 +71,8 @@ class StallDetector {
     int32_t attempt = 0;
     std::vector<int32_t> ranks;  // ascending
     std::map<int32_t, Seen> positions;
-    int64_t reported_at = -1;  // the collective (by count) last reported as stalled
+    // The collective last reported as stalled, by the waiter's epoch and total count.
+    std::pair<int32_t, int64_t> reported_at{-1, -1};
   };
 
   std::optional<Stall> CheckAttempt(const std::string& job_id, Attempt& attempt,

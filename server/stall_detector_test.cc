@@ -177,5 +177,33 @@ TEST(StallDetector, FollowsTheLiveRanksOnly) {
             "(forward) for 1m1s");
 }
 
+// Ranks count their collectives from 0 as each membership epoch starts (a replacement
+// and the ranks that trained on alike): counts compare within an epoch, and a rank still
+// counting in an earlier one is behind whatever its count. Before, a replacement at 3
+// waiting beside ranks at 1003 was named as not having entered the collective.
+TEST(StallDetector, ComparesCountsWithinTheirMembershipEpoch) {
+  StallDetector detector = Detector();
+  detector.Track("job-1", 1, {0, 1, 2});
+  const auto in_epoch = [](v1::RankPosition p, int32_t epoch) {
+    p.set_epoch(epoch);
+    return p;
+  };
+  for (const absl::Duration waited : {absl::ZeroDuration(), absl::Seconds(61)}) {
+    const int64_t ms = absl::ToInt64Milliseconds(waited);
+    const absl::Time now = kStart + waited;
+    // Ranks 0 and 1 (one a replacement) wait in epoch 2's collective #3; rank 2, which
+    // counted to 1003 in epoch 0, has not moved to epoch 2.
+    detector.Record("job-1", 1, 0, in_epoch(At(40, "forward", 3, "all-gather", ms, 3), 2), now);
+    detector.Record("job-1", 1, 1, in_epoch(At(40, "forward", 3, "all-gather", ms, 3), 2), now);
+    detector.Record("job-1", 1, 2, in_epoch(At(39, "step end", -1, "", 0, 1003), 0), now);
+  }
+  std::vector<StallDetector::Stall> stalls = detector.Check(kStart + absl::Seconds(61));
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].message,
+            "stall: rank 2 has not entered all-gather of unit 3 at step 40 (forward); it is in "
+            "step end at step 39; ranks 0, 1 are waiting in all-gather of unit 3 at step 40 "
+            "(forward) for 1m1s");
+}
+
 }  // namespace
 }  // namespace shardwise

@@ -68,6 +68,27 @@ TEST(TrackedCommunicator, AwaitingCompletionShowsOnTheLaneWithoutCountingACollec
   EXPECT_EQ(position.Snapshot().collectives(), 1);
 }
 
+// A new membership epoch counts collectives from 0 (every rank of it at the same point),
+// and the position says which epoch it counts from.
+TEST(TrackedCommunicator, ANewEpochCountsCollectivesFromZero) {
+  SoloCommunicator inner;
+  RankPosition position;
+  TrackedCommunicator tracked(&inner, &position, /*timeline=*/nullptr);
+  float value = 1;
+  ASSERT_TRUE(tracked.AllReduce(&value, 1, ScalarType::kFloat32).ok());
+  ASSERT_TRUE(tracked.AllReduce(&value, 1, ScalarType::kFloat32).ok());
+  EXPECT_EQ(position.Snapshot().collectives(), 2);
+  EXPECT_EQ(position.Snapshot().epoch(), 0);
+  position.StartEpoch(3);
+  ASSERT_TRUE(tracked.AllReduce(&value, 1, ScalarType::kFloat32).ok());
+  const v1::RankPosition after = position.Snapshot();
+  EXPECT_EQ(after.epoch(), 3);
+  EXPECT_EQ(after.collectives(), 1);
+  int64_t on_lanes = 0;
+  for (int64_t count : after.lane_collectives()) on_lanes += count;
+  EXPECT_EQ(on_lanes, 1);
+}
+
 // A reduction polls its shard group, then its replicate group, on one lane: the replicate
 // group with nothing pending must not clear the shard group's wait, so a peer that never
 // joins the reduce-scatter is still named.

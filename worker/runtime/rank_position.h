@@ -28,6 +28,15 @@ class RankPosition {
   using Observer = std::function<void(int64_t step, const char* point)>;
   void set_observer(Observer observer) { observer_ = std::move(observer); }
 
+  // Counts collectives from 0 again, as of membership epoch `epoch`: called by every rank
+  // of the epoch at the same point (its first step's start), so that a replacement's
+  // counts and those of the ranks that trained on compare.
+  void StartEpoch(int32_t epoch) {
+    absl::MutexLock lock(&mu_);
+    epoch_ = epoch;
+    collectives_ = 0;
+    for (Lane& lane : lanes_) lane.collectives = 0;
+  }
   void SetStep(int64_t step) {
     absl::MutexLock lock(&mu_);
     step_ = step;
@@ -92,6 +101,7 @@ class RankPosition {
       position.set_lane(static_cast<int32_t>(longest - lanes_));
     }
     position.set_collectives(collectives_);
+    position.set_epoch(epoch_);
     return position;
   }
 
@@ -112,6 +122,7 @@ class RankPosition {
   static int Clamp(int lane) { return lane < 0 ? 0 : lane >= kLanes ? kLanes - 1 : lane; }
   Lane lanes_[kLanes] ABSL_GUARDED_BY(mu_);
   int64_t collectives_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace shardwise

@@ -155,8 +155,11 @@ absl::Status MembershipMoves::MoveToEpoch(const v1::MembershipChange& change, Ra
   RETURN_IF_ERROR(rank_->ConnectRuntime(epoch_context));
   RETURN_IF_ERROR(HealFromPeers(state));
   RETURN_IF_ERROR(rank_->RestoreState(*state));
-  // Every rank holds the same steps now (the heal): the epoch's first step.
+  // Every rank holds the same steps now (the heal): the epoch's first step, from which
+  // every rank of the epoch counts its collectives (the coordinator's stall detector
+  // compares them).
   epoch_first_step_ = static_cast<int64_t>(state->steps);
+  if (context_.position != nullptr) context_.position->StartEpoch(epoch_);
   if (rank_->World().rank() == 0 && context_.on_epoch_started) {
     context_.on_epoch_started(epoch_, epoch_first_step_);
   }
