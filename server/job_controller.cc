@@ -351,8 +351,10 @@ void JobController::OnRankCompletedLocked(const v1::Job& job, LiveAttempt& attem
   attempt.joining.erase(report.rank());
   workers_->SetIdle(worker_id);
   // The rank says whether it led: after a loss at the very end, the newest membership's
-  // first rank may have completed as a follower, without writing the job's outputs.
-  const bool leader = report.led();
+  // first rank may have completed as a follower, without writing the job's outputs. In
+  // the attempt's first membership rank 0 leads whatever it says: a worker of a release
+  // before `led` says nothing.
+  const bool leader = report.led() || (job.membership().epoch() == 0 && report.rank() == 0);
   if (leader) {
     attempt.led_completed = true;
     attempt.result = report.message();

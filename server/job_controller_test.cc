@@ -192,6 +192,24 @@ TEST_F(JobControllerTest, AJobRunsOnItsWorkersAndSucceedsWhenEveryRankCompletes)
   EXPECT_EQ(workers_->Get("w1")->state(), v1::IDLE);
 }
 
+// A worker of a release before AttemptReport.led says nothing of leading: in the attempt's
+// first membership its rank 0 leads anyway, and the job succeeds with its result.
+TEST_F(JobControllerTest, RankZeroLeadsTheFirstMembershipWhateverItSays) {
+  StartTwoRankJob();
+  for (int rank : {1, 0}) {
+    v1::AttemptReport done;
+    done.set_job_id("job-1");
+    done.set_attempt(1);
+    done.set_rank(rank);
+    done.set_phase(v1::COMPLETED);
+    done.set_message(absl::StrCat("rank ", rank, " trained 5 steps"));
+    controller_->OnReport(absl::StrCat("w", rank), done);
+  }
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.state(), v1::SUCCEEDED);
+  EXPECT_EQ(job.result(), "rank 0 trained 5 steps");
+}
+
 // A change the state file refuses stands for the controller: a job scheduled while
 // another writer holds the file's lock runs once its ranks join (their reports are not
 // dropped as a late attempt's), clients meanwhile see what was written, and the change
