@@ -49,7 +49,7 @@ std::string Where(const v1::RankPosition& p) {
 // Collectives entered on `lane`, after the membership epoch the rank counts from: ranks
 // compare by both (each counts from 0 as it starts an epoch); workers from before lanes
 // report only their total.
-std::pair<int32_t, int64_t> LaneCount(const v1::RankPosition& p, int lane) {
+std::pair<int32_t, int64_t> LaneProgress(const v1::RankPosition& p, int lane) {
   return {p.epoch(), lane >= 0 && lane < p.lane_collectives_size() ? p.lane_collectives(lane)
                                                                    : p.collectives()};
 }
@@ -135,12 +135,12 @@ std::optional<StallDetector::Stall> StallDetector::CheckAttempt(const std::strin
   for (const auto& [rank, in_collective] : waiters) {
     const v1::RankPosition& position = attempt.positions.at(rank).position;
     if (position.lane() != lane) continue;
-    if (waiting_at == nullptr || LaneCount(position, lane) > LaneCount(*waiting_at, lane)) {
+    if (waiting_at == nullptr || LaneProgress(position, lane) > LaneProgress(*waiting_at, lane)) {
       waiting_at = &position;
       waiting.clear();
       waited = absl::ZeroDuration();  // how long the ranks furthest along have waited
     }
-    if (LaneCount(position, lane) == LaneCount(*waiting_at, lane)) {
+    if (LaneProgress(position, lane) == LaneProgress(*waiting_at, lane)) {
       waiting.push_back(rank);
       waited = std::max(waited, in_collective);
     }
@@ -156,7 +156,7 @@ std::optional<StallDetector::Stall> StallDetector::CheckAttempt(const std::strin
     const v1::RankPosition& position = it->second.position;
     const absl::Duration silent = now - it->second.received;
     // Behind the waiters and not moving (a rank merely slower gets there soon).
-    if (LaneCount(position, lane) < LaneCount(*waiting_at, lane) &&
+    if (LaneProgress(position, lane) < LaneProgress(*waiting_at, lane) &&
         now - it->second.moved >= options_.warning) {
       missing.push_back(absl::StrCat(
           "rank ", rank, " has not entered ", Where(*waiting_at), "; it is in ", position.phase(),

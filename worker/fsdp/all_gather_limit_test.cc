@@ -9,10 +9,8 @@
 
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
-#include "worker/compute/cpu/cpu_device.h"
-#include "worker/data/weights.h"
 #include "worker/fsdp/fsdp_model.h"
-#include "worker/testing/plan_groups.h"
+#include "worker/testing/cpu_rank_model.h"
 
 namespace shardwise::fsdp {
 namespace {
@@ -39,33 +37,23 @@ TEST(AllGatherLimit, OnlyFreedBuffersQueueAFreeEvent) {
   ranks.reserve(kWorld);
   for (int r = 0; r < kWorld; ++r) {
     ranks.emplace_back([&, r] {
-      auto plan = PlanSharding(spec.fsdp(), kWorld, r);
-      ASSERT_TRUE(plan.ok());
-      auto groups = testing::ConnectPlanGroups(store, *plan, r);
-      ASSERT_TRUE(groups.ok()) << groups.status();
-      CpuCachingAllocator allocator;
-      CpuDevice device(&allocator);
-      auto model = FsdpModel::Create(spec, *plan, {groups->shard.get(), groups->replicate.get()},
-                                     &device, SeededWeights(spec.model(), 0));
-      ASSERT_TRUE(model.ok()) << model.status();
-      MicroBatch batch;
-      batch.rows = 6;
-      batch.inputs.assign(size_t{6} * 6, 0.25f);
-      batch.labels.assign(6, 1);
+      auto rank = testing::CpuRankModel::Create(store, spec, r);
+      ASSERT_TRUE(rank.ok()) << rank.status();
+      FsdpModel* const model = &(*rank)->model();
+      const MicroBatch batch = testing::SixRowsOfQuarters();
       // The same micro-step leaves the same frees pending (those after the last unshard;
       // each unshard takes one once two are pending), however many ran before: from the
       // second, which runs the first's prefetch plan.
       int first = -1;
       for (int micro_step = 0; micro_step < 10; ++micro_step) {
         double loss = 0;
-        ASSERT_TRUE((*model)->ForwardBackward(batch, 1.0f, true, &loss).ok());
-        ASSERT_TRUE((*model)->Evaluate(batch).ok());
+        ASSERT_TRUE(model->ForwardBackward(batch, 1.0f, true, &loss).ok());
+        ASSERT_TRUE(model->Evaluate(batch).ok());
         if (micro_step == 0) continue;
-        if (first < 0) first = (*model)->pending_frees();
-        EXPECT_EQ((*model)->pending_frees(), first)
-            << "rank " << r << ", micro-step " << micro_step;
+        if (first < 0) first = model->pending_frees();
+        EXPECT_EQ(model->pending_frees(), first) << "rank " << r << ", micro-step " << micro_step;
       }
-      EXPECT_LE(first, (*model)->num_units());
+      EXPECT_LE(first, model->num_units());
     });
   }
   for (std::thread& rank : ranks) rank.join();

@@ -15,6 +15,7 @@
 #include "worker/data/weights.h"
 #include "worker/fsdp/fsdp_model.h"
 #include "worker/fsdp/reference_training.h"
+#include "worker/testing/cpu_rank_model.h"
 #include "worker/testing/model_compare.h"
 #include "worker/testing/plan_groups.h"
 #include "worker/testing/recording_communicator.h"
@@ -82,12 +83,9 @@ TEST_P(DtypeProbe, AllGathersInParamDtypeReductionsInReduceDtype) {
       auto model = FsdpModel::Create(spec, *plan, {&shard_probe, &replicate_probe}, &device,
                                      SeededWeights(spec.model(), 0));
       ASSERT_TRUE(model.ok()) << model.status();
-      MicroBatch batch;
-      batch.rows = 6;
-      batch.inputs.assign(size_t{6} * 6, 0.25f);
-      batch.labels.assign(6, 1);
       double loss = 0;  // the CPU device's memory is the host's
-      const absl::Status step = (*model)->ForwardBackward(batch, 1.0f, true, &loss);
+      const absl::Status step =
+          (*model)->ForwardBackward(testing::SixRowsOfQuarters(), 1.0f, true, &loss);
       ASSERT_TRUE(step.ok()) << step;
       int gathers = 0, reductions = 0;
       for (const auto& [op, type] : shard_probe.calls()) {
@@ -129,25 +127,15 @@ TEST(KeptLowPrecisionGradients, StayInParamDtypeThroughTheUnscale) {
   const v1::JobSpec spec =
       Spec(v1::ShardingStrategy::NO_SHARD, 1, v1::FP16, v1::DTYPE_UNSPECIFIED, true);
   gloo::rendezvous::HashStore store;
-  auto plan = PlanSharding(spec.fsdp(), 1, 0);
-  ASSERT_TRUE(plan.ok());
-  auto groups = testing::ConnectPlanGroups(store, *plan, 0);
-  ASSERT_TRUE(groups.ok()) << groups.status();
-  CpuCachingAllocator allocator;
-  CpuDevice device(&allocator);
-  auto model = FsdpModel::Create(spec, *plan, {groups->shard.get(), groups->replicate.get()},
-                                 &device, SeededWeights(spec.model(), 0));
-  ASSERT_TRUE(model.ok()) << model.status();
-  MicroBatch batch;
-  batch.rows = 6;
-  batch.inputs.assign(size_t{6} * 6, 0.25f);
-  batch.labels.assign(6, 1);
+  auto rank = testing::CpuRankModel::Create(store, spec, 0);
+  ASSERT_TRUE(rank.ok()) << rank.status();
+  FsdpModel& model = (*rank)->model();
   double loss = 0;
-  ASSERT_TRUE((*model)->ForwardBackward(batch, 1.0f, true, &loss).ok());
-  ASSERT_TRUE((*model)->UnscaleGradients(std::ldexp(1.0f, -14)).ok());
+  ASSERT_TRUE(model.ForwardBackward(testing::SixRowsOfQuarters(), 1.0f, true, &loss).ok());
+  ASSERT_TRUE(model.UnscaleGradients(std::ldexp(1.0f, -14)).ok());
   int subnormal = 0;
-  for (int u = 0; u < (*model)->num_units(); ++u) {
-    auto grads = (*model)->GradientShardToHost(u);
+  for (int u = 0; u < model.num_units(); ++u) {
+    auto grads = model.GradientShardToHost(u);
     ASSERT_TRUE(grads.ok()) << grads.status();
     std::vector<float> rounded = *grads;
     cpu::RoundToPrecision(ScalarType::kFloat16, rounded.data(), rounded.size());
