@@ -691,6 +691,81 @@ INSTANTIATE_TEST_SUITE_P(EachHybridStrategy, Healing,
                                info.param.gpt ? "_gpt" : "");
                          });
 
+// HybridSpec training the small GPT on the license's bytes, with its validation loss
+// (the same file) every 10 steps and before the first: the evaluation's collectives
+// (the forwards' all-gathers in a shard group, the world's all-reduce of the losses).
+v1::JobSpec EvaluatingHybridGpt(Cluster& cluster) {
+  v1::JobSpec spec = WithSmallGptOnLicenseBytes(HybridSpec(cluster.dir() + "/gpt.safetensors", 100),
+                                                cluster.dir());
+  spec.mutable_data()->mutable_tokens()->set_val_path(spec.data().tokens().train_path());
+  spec.mutable_evaluation()->set_interval_steps(10);
+  spec.mutable_evaluation()->set_batches(1);
+  return spec;
+}
+
+// Rank 1 takes the evaluation after step 39 as failed though its peers finished it
+// (--fault_injection=fail_after, as when a ring's last messages are lost to it alone), and
+// waits for a membership change while rank 0 goes on into step 40, where rank 3 is killed.
+// Ranks 0 and 1 must agree to evaluate again before step 40: had rank 1 evaluated alone,
+// its evaluation's collectives would have met rank 0's step's. The job ends in its first
+// attempt, every evaluation reported.
+TEST(FaultTolerance, APeerThatSawAnEvaluationFailIsJoinedInEvaluatingAgain) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1", {"--fault_injection=fail_after=40:evaluation"});
+  cluster.AddWorker("w2");
+  cluster.AddWorker("w3", {"--fault_injection=sigkill_at=40:forward"});
+  auto job_id = cluster.client().Submit(EvaluatingHybridGpt(cluster));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  // The scheduler places ranks on the idle workers in their ids' order.
+  ASSERT_EQ(job.ranks_size(), 4);
+  ASSERT_EQ(job.ranks(1).worker_id(), "w1");
+  ASSERT_EQ(job.ranks(3).worker_id(), "w3");
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(job.progress().step(), 100);
+  EXPECT_EQ(job.progress().val_loss_step(), 100);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << JobEventLog(job);
+  const std::string again =
+      "membership epoch 1: 2 ranks train on from the evaluation after step 39 after ";
+  const std::string w0 = ReadWholeFile(cluster.worker("w0").log_path());
+  EXPECT_TRUE(absl::StrContains(w0, "training step 40 failed (")) << w0;
+  EXPECT_TRUE(absl::StrContains(w0, again)) << w0;
+  const std::string w1 = ReadWholeFile(cluster.worker("w1").log_path());
+  EXPECT_TRUE(absl::StrContains(
+      w1,
+      "the evaluation after step 39 failed (fault injection: the evaluation after 40 steps "
+      "failed here); "))
+      << w1;
+  EXPECT_TRUE(absl::StrContains(w1, again)) << w1;
+}
+
+// A worker killed in the evaluation before the first step: the other group evaluates again
+// in the epoch without it and trains on, in the same attempt (the attempt failed before).
+TEST(FaultTolerance, ALossInTheEvaluationBeforeTheFirstStepIsRecovered) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (int w = 0; w < 3; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  cluster.AddWorker("w3", {"--fault_injection=sigkill_at=0:evaluation"});
+  auto job_id = cluster.client().Submit(EvaluatingHybridGpt(cluster));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  ASSERT_EQ(job.ranks_size(), 4);
+  ASSERT_EQ(job.ranks(3).worker_id(), "w3");
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(job.progress().step(), 100);
+  EXPECT_EQ(job.progress().first_val_loss_step(), 0);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1})) << JobEventLog(job);
+  const std::string w0 = ReadWholeFile(cluster.worker("w0").log_path());
+  EXPECT_TRUE(absl::StrContains(w0,
+                                "membership epoch 1: 2 ranks train on from the evaluation before "
+                                "the first step after "))
+      << w0;
+}
+
 // A joiner killed while it takes its shard (in the heal's broadcast): the live ranks'
 // move fails, the replacement group leaves in turn, the live ranks train on in the epoch
 // after, and a second replacement (on the idle workers then) heals the job, which ends

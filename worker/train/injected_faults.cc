@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 
 namespace shardwise {
 namespace {
@@ -138,6 +139,26 @@ class ThreadStartFailsAt final : public StrikesOnceAt {
   }
 };
 
+// Takes a part after a step (a checkpoint, an evaluation) that it finished with its peers
+// as failed, once: UNAVAILABLE, as a rank whose ring lost its last messages sees it while
+// its peers go on. The ranks must agree on where to go on from when they recover.
+class FailsAfter final : public TrainingHooks {
+ public:
+  explicit FailsAfter(FaultPoint after) : after_(std::move(after)) {}
+
+  absl::Status AfterPart(int64_t steps, const char* part) override {
+    if (!after_.Matches(steps, part) || failed_.exchange(true)) return absl::OkStatus();
+    std::cerr << "fault injection: " << part << " after " << steps << " steps taken as failed"
+              << std::endl;
+    return absl::UnavailableError(
+        absl::StrCat("fault injection: the ", part, " after ", steps, " steps failed here"));
+  }
+
+ private:
+  const FaultPoint after_;
+  std::atomic<bool> failed_{false};
+};
+
 // Leaves with its group after a step, as a rank whose worker is shutting down: a
 // membership history fixed up front, which a run with a loss must reproduce.
 class LeavesAfter final : public TrainingHooks {
@@ -159,6 +180,10 @@ class AllOf final : public TrainingHooks {
   }
   void AtPoint(int64_t step, const char* point) override {
     for (const auto& fault : faults_) fault->AtPoint(step, point);
+  }
+  absl::Status AfterPart(int64_t steps, const char* part) override {
+    for (const auto& fault : faults_) RETURN_IF_ERROR(fault->AfterPart(steps, part));
+    return absl::OkStatus();
   }
   bool LeaveAfter(int64_t step) override {
     bool leave = false;
@@ -220,6 +245,10 @@ std::shared_ptr<TrainingHooks> ParseOneFault(absl::string_view text) {
     return std::make_shared<KilledAt>(at);
   }
   rest = text;
+  if (absl::ConsumePrefix(&rest, "fail_after=") && ParseFaultPoint(rest, &at)) {
+    return std::make_shared<FailsAfter>(at);
+  }
+  rest = text;
   if (absl::ConsumePrefix(&rest, "no_thread_at=") && ParseFaultPoint(rest, &at)) {
     return std::make_shared<ThreadStartFailsAt>(at);
   }
@@ -246,6 +275,7 @@ absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::st
         "--fault_injection '", text, "': unknown fault '", one,
         "' (expected unit_order_reversed, unit_order_reversed_from=STEP, "
         "never_join_rendezvous, sigkill_at=STEP|any:POINT, no_thread_at=STEP|any:POINT, "
+        "fail_after=STEPS|any:PART, "
         "pause_at=STEP|any:POINT:MS, "
         "hold_at=STEP|any:POINT:FILE or leave_after=STEP, several joined by commas)"));
   }

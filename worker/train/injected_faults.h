@@ -25,6 +25,9 @@ namespace shardwise {
 // rank there for MS milliseconds, once; "hold_at=STEP:POINT:FILE" stops it there until
 // FILE exists, once (a test's window that the job's end cannot race; FILE holds no
 // comma);
+// "fail_after=STEPS:PART" makes the rank take PART ("checkpoint", "evaluation"), done
+// after STEPS steps (0: the evaluation before the first), as failed (UNAVAILABLE), once,
+// though its peers finished it;
 // "leave_after=STEP" makes a fault-tolerant rank leave with its group after step STEP,
 // as one whose worker is shutting down does. Several faults are joined by commas.
 // INVALID_ARGUMENT naming the flag and the fault for anything else.

@@ -68,6 +68,17 @@ TEST(InjectedFaults, AnyStepKillsAtTheFirstEntryOfThePoint) {
               "");
 }
 
+TEST(InjectedFaults, FailsThePartNamedAfterItsStepsOnce) {
+  auto faults = ParseInjectedFaults("fail_after=40:evaluation,leave_after=90");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  EXPECT_TRUE((*faults)->AfterPart(40, "checkpoint").ok());
+  EXPECT_TRUE((*faults)->AfterPart(30, "evaluation").ok());
+  const absl::Status failed = (*faults)->AfterPart(40, "evaluation");
+  EXPECT_TRUE(absl::IsUnavailable(failed)) << failed;
+  EXPECT_EQ(failed.message(), "fault injection: the evaluation after 40 steps failed here");
+  EXPECT_TRUE((*faults)->AfterPart(40, "evaluation").ok()) << "failed a second time";
+}
+
 TEST(InjectedFaults, PausesOnceAtThePointNamed) {
   auto faults = ParseInjectedFaults("pause_at=any:receiving parameters:200");
   ASSERT_TRUE(faults.ok()) << faults.status();

@@ -214,13 +214,19 @@ absl::StatusOr<TrainingContext> MembershipMoves::ConnectEpoch(v1::MembershipChan
 
 // A rank that committed the step in flight (its votes completed) while another's failed is
 // one step ahead, and with it its whole shard group (CommitVote); a replacement is behind
-// every live rank. Every rank takes the state of the step ahead.
+// every live rank. Every rank takes the state of the step ahead, and goes on from the
+// earliest part after it that a rank there has not finished (AgreedNext).
 absl::Status MembershipMoves::HealFromPeers(RankState* state) {
   Communicator& world = rank_->World();
   const fsdp::ShardingPlan& plan = rank_->Plan();
-  std::vector<double> steps(world.size(), 0.0);
-  steps[world.rank()] = state->steps;
-  RETURN_IF_ERROR(world.AllReduce(steps.data(), steps.size(), ScalarType::kFloat64));
+  // Each rank's steps, then each rank's next part after them.
+  const int size = world.size();
+  std::vector<double> said(2 * static_cast<size_t>(size), 0.0);
+  said[world.rank()] = state->steps;
+  said[size + world.rank()] = static_cast<double>(state->next);
+  RETURN_IF_ERROR(world.AllReduce(said.data(), said.size(), ScalarType::kFloat64));
+  const std::vector<double> steps(said.begin(), said.begin() + size);
+  ASSIGN_OR_RETURN(state->next, AgreedNext(steps, {said.begin() + size, said.end()}));
   ASSIGN_OR_RETURN(const std::vector<StateMove> moves,
                    PlanStateMoves(steps, plan.ReplicateGroupRanks(), plan.shard_rank));
   if (std::all_of(steps.begin(), steps.end(), [&](double s) { return s == steps[0]; })) {

@@ -15,6 +15,11 @@
 
 namespace shardwise {
 
+// What a rank does after the steps it committed, in this order: the checkpoint due after
+// them, the evaluation due after them, then the next step. A rank stands at its steps and
+// the first of these it has not finished.
+enum class AfterSteps : int32_t { kCheckpoint = 0, kEvaluation = 1, kNextStep = 2 };
+
 struct RankState {
   std::vector<std::vector<float>> shards;  // per unit, as FsdpModel::ShardToHost gives it
   // Per unit: each optimizer state buffer (exp_avg, ...) of the unit's shard, in the
@@ -22,6 +27,9 @@ struct RankState {
   std::vector<std::vector<std::pair<std::string, std::vector<float>>>> optimizer;
   double optimizer_steps = 0;
   double steps = 0;  // the steps this rank committed
+  // The first of what follows them that the rank has not finished. Not transferred nor in
+  // the digest: every rank of an epoch takes the one the heal agrees on (AgreedNext).
+  AfterSteps next = AfterSteps::kNextStep;
   v1::GradScalerState scaler;
 
   // Bytes of floats: the shards and their optimizer state.

@@ -65,6 +65,30 @@ absl::Span<char> MutableBytes(std::vector<float>& values) {
 
 }  // namespace
 
+absl::StatusOr<AfterSteps> AgreedNext(const std::vector<double>& steps,
+                                      const std::vector<double>& next) {
+  if (steps.size() != next.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the heal's agreement has ", steps.size(),
+                                                   " ranks' steps and ", next.size(),
+                                                   " ranks' next parts"));
+  }
+  double most = -1;
+  for (double s : steps) most = std::max(most, s);
+  auto agreed = AfterSteps::kNextStep;
+  for (size_t rank = 0; rank < steps.size(); ++rank) {
+    const double part = next[rank];
+    if (part != static_cast<double>(AfterSteps::kCheckpoint) &&
+        part != static_cast<double>(AfterSteps::kEvaluation) &&
+        part != static_cast<double>(AfterSteps::kNextStep)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank, " says it goes on from part ", part,
+                       " after its steps: none of checkpoint (0), evaluation (1), next step (2)"));
+    }
+    if (steps[rank] == most) agreed = std::min(agreed, static_cast<AfterSteps>(part));
+  }
+  return agreed;
+}
+
 absl::StatusOr<std::vector<StateMove>> PlanStateMoves(const std::vector<double>& steps,
                                                       const std::vector<int>& holders,
                                                       int shard_rank) {

@@ -44,6 +44,17 @@ absl::StatusOr<std::vector<StateMove>> PlanStateMoves(const std::vector<double>&
                                                       const std::vector<int>& holders,
                                                       int shard_rank);
 
+// Where every rank of a new epoch goes on from, given each world rank's committed steps
+// and the first thing after them it has not finished (next[rank], an AfterSteps as the
+// heal's all-reduce carries it): the earliest unfinished among the ranks at the most
+// steps, which the ranks behind take with the state. A collective may complete on one
+// rank and fail on another (a ring's last messages lost to it alone), so one rank may
+// have finished an evaluation or a checkpoint that a peer did not: both do it again, and
+// their collectives pair up. INVALID_ARGUMENT when the two differ in length, or a value of
+// `next` is no AfterSteps.
+absl::StatusOr<AfterSteps> AgreedNext(const std::vector<double>& steps,
+                                      const std::vector<double>& next);
+
 // What a receiver got.
 struct StateReceipt {
   int64_t bytes = 0;  // every byte that crossed, the layout and the digest included

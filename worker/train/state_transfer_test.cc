@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "worker/comm/gloo_communicator.h"
@@ -92,6 +93,40 @@ void RunPair(const std::function<void(Communicator&)>& donor,
   std::thread first([&] { run(0, donor); });
   run(1, receiver);
   first.join();
+}
+
+constexpr double kCheckpoint = static_cast<double>(AfterSteps::kCheckpoint);
+constexpr double kEvaluation = static_cast<double>(AfterSteps::kEvaluation);
+constexpr double kNextStep = static_cast<double>(AfterSteps::kNextStep);
+
+// Rank 0's evaluation completed and it went on into the next step; rank 1's failed: both
+// evaluate again, so that their collectives pair up.
+TEST(AgreedNext, ThePartOneRankAtTheMostStepsHasNotFinishedIsDoneAgainByAll) {
+  auto next = AgreedNext({40, 40}, {kNextStep, kEvaluation});
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, AfterSteps::kEvaluation);
+  next = AgreedNext({40, 40, 40}, {kEvaluation, kCheckpoint, kNextStep});
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, AfterSteps::kCheckpoint);
+}
+
+// The ranks behind (a replacement, or a group one step behind after a split vote) say
+// nothing of where they stand: they take the state, and the part, of the ranks ahead.
+TEST(AgreedNext, RanksBehindTakeThePartOfTheRanksAhead) {
+  auto next = AgreedNext({41, 40, -1}, {kNextStep, kCheckpoint, kCheckpoint});
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, AfterSteps::kNextStep);
+  next = AgreedNext({41, 41, 40}, {kCheckpoint, kCheckpoint, kNextStep});
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, AfterSteps::kCheckpoint);
+}
+
+TEST(AgreedNext, APartThatIsNoneIsAnError) {
+  auto next = AgreedNext({40, 40}, {kNextStep, 7});
+  EXPECT_TRUE(absl::IsInvalidArgument(next.status())) << next.status();
+  EXPECT_TRUE(absl::StrContains(next.status().message(), "rank 1 says it goes on from part 7"))
+      << next.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(AgreedNext({40, 40}, {kNextStep}).status()));
 }
 
 TEST(StateTransfer, AReplacementTakesTheDonorsStateBitForBit) {

@@ -96,6 +96,15 @@ class RankTrainer : private MembershipMoves::Rank {
   // `activity_`, so the worker survives a job too large for it.
   absl::StatusOr<TrainingResult> Body();
   absl::Status Setup();
+  // From where the rank stands (next_) to the end of a step's parts: the step, then the
+  // checkpoint and the evaluation due after it; next_ follows each part done, so that a
+  // failure leaves it on the part that failed.
+  absl::Status RunToTheEndOfAStep();
+  // After `failure` (a collective that failed): the next membership epoch, the state and
+  // the part to go on from that every live rank agrees on (MembershipMoves::Recover).
+  absl::Status RecoverFrom(const absl::Status& failure);
+  // The first part due from next_ on, in words: "the evaluation after step 39", "step 40".
+  std::string WhatComesNext() const;
   // The optimizer and pending losses around a newly built `model`.
   void AdoptModel(std::unique_ptr<fsdp::FsdpModel> model);
   // The model at its start: from the checkpoint to load (CheckpointToLoad), restored with
@@ -114,8 +123,13 @@ class RankTrainer : private MembershipMoves::Rank {
   // riding on the last. A loss that is not finite fails the job naming its step.
   absl::Status AgreeOnLossesAndPlan();
   void MeasureSpeed();
-  absl::Status MaybeCheckpoint();
-  absl::Status MaybeEvaluate(int64_t steps_done);
+  // Each part after a step, when due; whether it was (and done).
+  bool CheckpointDue() const;
+  absl::StatusOr<bool> MaybeCheckpoint();
+  bool EvaluationDue(int64_t steps_done) const;
+  absl::StatusOr<bool> MaybeEvaluate(int64_t steps_done);
+  // "the evaluation after step 39", "the evaluation before the first step".
+  std::string EvaluationName(int64_t steps_done) const;
   absl::StatusOr<double> Evaluate();
   void ReportProgress(double step_seconds);
   // The attempt's device memory peaks so far (Progress.peak_allocated_bytes and
@@ -205,6 +219,11 @@ class RankTrainer : private MembershipMoves::Rank {
   fsdp::GradScaler scaler_;
   TrainingResult result_;
   int64_t first_step_ = 0;
+  // The first part after result_.steps not finished: the evaluation before the first
+  // step, then each step's parts in turn (a replacement takes the live ranks' with their
+  // state).
+  AfterSteps next_ = AfterSteps::kEvaluation;
+  int64_t checkpointed_steps_ = -1;  // the steps of the newest checkpoint written
   double lr_ = 0;
   // The first micro-step's execution order, which later ones are compared with.
   std::optional<v1::ExecutionOrder> first_order_;
@@ -358,45 +377,67 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
   TrainingThreadMark mark;
   calls_before_training_ = training_thread_coordinator_calls.load();
   speed_.emplace(absl::Now(), first_step_);
-  // A replacement joins ranks that evaluated at the start long ago. An attempt resumed
-  // from the last step's checkpoint has no step left: its evaluation after the last step
-  // is this one.
-  if ((spec_.evaluation().interval_steps() > 0 || first_step_ == spec_.steps()) &&
-      context_.join == nullptr) {
-    RETURN_IF_ERROR(MaybeEvaluate(first_step_));
-  }
-  int64_t step = first_step_;
-  while (step < spec_.steps()) {
-    activity_ = absl::StrCat("training step ", step);
-    const absl::Time step_start = absl::Now();
-    absl::Status stepped;
-    // After a recovery that found the step committed, only what follows it is redone.
-    if (result_.steps <= step) {
-      ScopedSpan step_span(context_.timeline, "step", -1, step);
-      stepped = Step(step);
+  while (next_ != AfterSteps::kNextStep || result_.steps < spec_.steps()) {
+    const absl::Time start = absl::Now();
+    if (absl::Status done = RunToTheEndOfAStep(); !done.ok()) {
+      if (!moves_.Recoverable(done)) return done;
+      RETURN_IF_ERROR(RecoverFrom(done));
+      continue;  // from the part every rank agreed on
     }
-    if (stepped.ok()) stepped = MaybeCheckpoint();
-    if (stepped.ok()) stepped = MaybeEvaluate(result_.steps);
-    if (!stepped.ok()) {
-      if (!moves_.Recoverable(stepped)) return stepped;
-      const absl::Time failed_at = absl::Now();
-      activity_ = "recovering from a lost peer";
-      RETURN_IF_ERROR(moves_.Recover(stepped));
-      LogWarning(
-          LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
-          absl::StrCat("step ", step, " failed (", stepped.message(), "); membership epoch ",
-                       moves_.epoch(), ": ", LiveRanks(), " ranks train on from step ",
-                       result_.steps, " after ", absl::FormatDuration(absl::Now() - failed_at)));
-      continue;  // the step in flight again, or what follows it if it was committed
-    }
-    ReportProgress(absl::ToDoubleSeconds(absl::Now() - step_start));
-    ++step;
+    // Not after the evaluation before the first step.
+    if (result_.steps > first_step_) ReportProgress(absl::ToDoubleSeconds(absl::Now() - start));
     if (moves_.MovesAfterStep()) RETURN_IF_ERROR(moves_.Regroup(result_.steps));
   }
   activity_ = "gathering the final model";
   if (context_.position != nullptr) context_.position->SetPhase("final model");
   RETURN_IF_ERROR(WriteFinalModel());
   return result_;
+}
+
+absl::Status RankTrainer::RunToTheEndOfAStep() {
+  if (next_ == AfterSteps::kNextStep) {
+    activity_ = absl::StrCat("training step ", result_.steps);
+    ScopedSpan step_span(context_.timeline, "step", -1, result_.steps);
+    RETURN_IF_ERROR(Step(result_.steps));  // next_ is kCheckpoint once it committed
+  }
+  if (next_ == AfterSteps::kCheckpoint) {
+    ASSIGN_OR_RETURN(const bool written, MaybeCheckpoint());
+    if (written) RETURN_IF_ERROR(hooks_->AfterPart(result_.steps, "checkpoint"));
+    next_ = AfterSteps::kEvaluation;
+  }
+  if (next_ == AfterSteps::kEvaluation) {
+    ASSIGN_OR_RETURN(const bool evaluated, MaybeEvaluate(result_.steps));
+    if (evaluated) RETURN_IF_ERROR(hooks_->AfterPart(result_.steps, "evaluation"));
+    next_ = AfterSteps::kNextStep;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::RecoverFrom(const absl::Status& failure) {
+  const absl::Time failed_at = absl::Now();
+  const std::string failed = absl::StrCat(activity_, " failed (", failure.message(), ")");
+  activity_ = "recovering from a lost peer";
+  RETURN_IF_ERROR(moves_.Recover(failure));
+  LogWarning(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
+             absl::StrCat(failed, "; membership epoch ", moves_.epoch(), ": ", LiveRanks(),
+                          " ranks train on from ", WhatComesNext(), " after ",
+                          absl::FormatDuration(absl::Now() - failed_at)));
+  return absl::OkStatus();
+}
+
+std::string RankTrainer::WhatComesNext() const {
+  const int64_t steps = result_.steps;
+  if (next_ == AfterSteps::kCheckpoint && CheckpointDue()) {
+    return absl::StrCat("the checkpoint after step ", steps - 1);
+  }
+  if (next_ != AfterSteps::kNextStep && EvaluationDue(steps)) return EvaluationName(steps);
+  if (steps == spec_.steps()) return "the final model";
+  return absl::StrCat("step ", steps);
+}
+
+std::string RankTrainer::EvaluationName(int64_t steps_done) const {
+  return steps_done == first_step_ ? std::string("the evaluation before the first step")
+                                   : absl::StrCat("the evaluation after step ", steps_done - 1);
 }
 
 absl::Status RankTrainer::Step(int64_t step) {
@@ -414,6 +455,7 @@ absl::Status RankTrainer::Step(int64_t step) {
     RETURN_IF_ERROR(model_->OptimizerStep(*optimizer_, spec_.optimizer().max_grad_norm()));
   }
   result_.steps = step + 1;
+  next_ = AfterSteps::kCheckpoint;
   // Ranks leaving read their losses with the others before they go.
   if (LossReadDue(spec_, result_.steps, losses_->size()) || moves_.MovesAfterStep()) {
     RETURN_IF_ERROR(AgreeOnLossesAndPlan());
@@ -463,6 +505,7 @@ absl::StatusOr<RankState> RankTrainer::CaptureState() {
   }
   state.optimizer_steps = static_cast<double>(optimizer_->steps());
   state.steps = static_cast<double>(result_.steps);
+  state.next = next_;
   state.scaler = scaler_.State();
   return state;
 }
@@ -506,6 +549,7 @@ absl::Status RankTrainer::RestoreState(const RankState& state) {
     }
   }
   result_.steps = static_cast<int64_t>(state.steps);
+  next_ = state.next;
   if (scaler_.enabled()) scaler_.Restore(state.scaler);
   AttachStreamClock();  // the new device's streams
   return absl::OkStatus();
@@ -664,9 +708,14 @@ absl::Status RankTrainer::AgreeOnLossesAndPlan() {
   return absl::OkStatus();
 }
 
-absl::Status RankTrainer::MaybeCheckpoint() {
+bool RankTrainer::CheckpointDue() const {
   const int64_t interval = spec_.output().checkpoint_interval_steps();
-  if (interval <= 0 || result_.steps % interval != 0) return absl::OkStatus();
+  return interval > 0 && result_.steps % interval == 0;
+}
+
+absl::StatusOr<bool> RankTrainer::MaybeCheckpoint() {
+  if (!CheckpointDue()) return false;
+  activity_ = absl::StrCat("writing the checkpoint after step ", result_.steps - 1);
   if (context_.position != nullptr) context_.position->SetPhase("checkpoint");
   const std::string& dir = spec_.output().checkpoint_dir();
   const fsdp::CheckpointAuthor author{context_.job_id, context_.attempt};
@@ -687,28 +736,35 @@ absl::Status RankTrainer::MaybeCheckpoint() {
     }
     pruner_->After(result_.steps);
   }
-  ++result_.checkpoints_written;
-  return absl::OkStatus();
+  // Written again after a recovery (AgreedNext): one checkpoint still.
+  if (checkpointed_steps_ != result_.steps) ++result_.checkpoints_written;
+  checkpointed_steps_ = result_.steps;
+  return true;
 }
 
 // Before the first step and every evaluation.interval_steps steps (when the interval is
 // set), and after the last.
-absl::Status RankTrainer::MaybeEvaluate(int64_t steps_done) {
-  if (!data_->has_validation()) return absl::OkStatus();
+bool RankTrainer::EvaluationDue(int64_t steps_done) const {
+  if (!data_->has_validation()) return false;
   const int64_t interval = spec_.evaluation().interval_steps();
-  const bool due = steps_done == spec_.steps() ||
-                   (interval > 0 && (steps_done == first_step_ || steps_done % interval == 0));
-  if (!due) return absl::OkStatus();
+  return steps_done == spec_.steps() ||
+         (interval > 0 && (steps_done == first_step_ || steps_done % interval == 0));
+}
+
+absl::StatusOr<bool> RankTrainer::MaybeEvaluate(int64_t steps_done) {
+  if (!EvaluationDue(steps_done)) return false;
+  activity_ = EvaluationName(steps_done);
   if (context_.position != nullptr) context_.position->SetPhase("evaluation");
   ScopedSpan span(context_.timeline, "evaluation", -1, steps_done);
   ASSIGN_OR_RETURN(const double loss, Evaluate());
-  if (result_.first_val_loss < 0) {
+  // Evaluated again after a recovery (AgreedNext): the live ranks' loss is the one kept.
+  if (result_.first_val_loss < 0 || result_.first_val_loss_step == steps_done) {
     result_.first_val_loss = loss;
     result_.first_val_loss_step = steps_done;
   }
   result_.last_val_loss = loss;
   result_.last_val_loss_step = steps_done;
-  return absl::OkStatus();
+  return true;
 }
 
 // The mean loss over evaluation.batches global batches of the validation file: each rank

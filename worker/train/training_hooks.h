@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "absl/status/status.h"
 #include "proto/job.pb.h"
 #include "worker/data/batch.h"
 
@@ -32,6 +33,10 @@ class TrainingHooks {
   // Called as the rank enters each phase of step `step` ("forward", "commit vote", ...)
   // and each collective ("reduce-scatter", "all-reduce", ...), on the entering thread.
   virtual void AtPoint(int64_t step, const char* point) {}
+  // What the rank takes as the outcome of `part` ("checkpoint", "evaluation"), which it has
+  // finished after `steps` steps: a test's way to have one rank see a collective fail that
+  // completed on its peers, as a ring's last messages lost to it alone would.
+  virtual absl::Status AfterPart(int64_t steps, const char* part) { return absl::OkStatus(); }
   // Whether a fault-tolerant rank asks to leave with its group after `step`, as a rank
   // whose worker is shutting down does.
   virtual bool LeaveAfter(int64_t step) { return false; }
