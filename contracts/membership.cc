@@ -47,6 +47,10 @@ absl::Duration PeerTimeout(const v1::JobSpec& spec) {
   return absl::Seconds(seconds > 0 ? seconds : 10);
 }
 
+absl::Duration JoinerWait(absl::Duration collective_timeout, absl::Duration longest_step) {
+  return collective_timeout + 2 * std::max(longest_step, absl::ZeroDuration());
+}
+
 std::vector<int32_t> ReplicaGroupOf(const v1::JobSpec& spec, int32_t rank) {
   const int32_t size = ReplicaGroupSize(spec);
   std::vector<int32_t> group;

@@ -27,6 +27,15 @@ std::vector<int32_t> ReplicaGroupOf(const v1::JobSpec& spec, int32_t rank);
 // rank waits for a peer inside a collective before it counts the peer lost.
 absl::Duration PeerTimeout(const v1::JobSpec& spec);
 
+// How long a replacement waits at its epoch's rendezvous for the live ranks, which move
+// there at a step boundary once every one of them holds the epoch: the step in flight
+// when the change reached them, and the next one if one voted before it had it, each up
+// to `longest_step` (the attempt's longest so far, its checkpoint and evaluation in it),
+// plus the collective timeout for the move itself. A fixed bound failed every heal of a
+// job whose steps take longer than the collective timeout, and counted it against the
+// joiner.
+absl::Duration JoinerWait(absl::Duration collective_timeout, absl::Duration longest_step);
+
 // The phase a fault-tolerant rank's position shows (RankPosition.phase) once a collective
 // failed on a lost peer and it waits for the membership without it: a coordinator that
 // restarted learns from it that a peer is gone (job_controller_reattach.cc).

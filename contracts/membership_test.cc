@@ -19,6 +19,14 @@ std::vector<int32_t> Live(const v1::Membership& m) {
   return {m.live_ranks().begin(), m.live_ranks().end()};
 }
 
+// A replacement waits for the live ranks' move: up to two of their steps (the one in
+// flight and the next), beyond the collective timeout; the timeout alone before a step.
+TEST(Membership, AJoinerWaitsTwoOfTheLongestStepsBeyondTheCollectiveTimeout) {
+  EXPECT_EQ(JoinerWait(absl::Seconds(60), absl::Seconds(95)), absl::Seconds(250));
+  EXPECT_EQ(JoinerWait(absl::Seconds(60), absl::ZeroDuration()), absl::Seconds(60));
+  EXPECT_EQ(JoinerWait(absl::Seconds(60), -absl::Seconds(1)), absl::Seconds(60));
+}
+
 TEST(Membership, UnderNoShardEachRankIsAReplica) {
   const v1::JobSpec spec = Spec(v1::ShardingStrategy::NO_SHARD, 3, 1);
   EXPECT_EQ(ReplicaGroupOf(spec, 2), std::vector<int32_t>{2});

@@ -296,6 +296,8 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       break;
     case v1::PROGRESS:
       attempt.joining.erase(report.rank());
+      attempt.longest_step =
+          std::max(attempt.longest_step, absl::Seconds(report.progress().step_seconds()));
       if (report.rank() == SpeakerOf(*job, attempt)) {
         LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
                     "recording progress", JobContext(*job));

@@ -184,6 +184,9 @@ class JobController {
     // Ranks of a replacement group placed on new workers that have not trained a step
     // yet (job_controller_heal.cc): the attempt may end without them.
     std::set<int32_t> joining;
+    // The longest step a rank reported (its checkpoint and evaluation in it): a
+    // replacement waits for the live ranks' move that long, twice (JoinerWait).
+    absl::Duration longest_step;
     // The data-plane probe the join deadline started (every rank reached the rendezvous,
     // some did not connect): the answers by prober rank, judged once every rank answered
     // or at the deadline (job_controller_probes.cc).

@@ -200,6 +200,11 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
   }
   DropOldEpochKeys(*recorded);
   const v1::CoordinatorMessage change = MembershipChangeMessage(*recorded);
+  // A restarted coordinator has heard no step of the attempt yet but the job's last.
+  auto live = live_.find(job.id());
+  const absl::Duration longest_step =
+      std::max(live != live_.end() ? live->second.longest_step : absl::ZeroDuration(),
+               absl::Seconds(recorded->progress().step_seconds()));
   for (const v1::RankAssignment& rank : recorded->ranks()) {
     const bool joining = std::find(group.begin(), group.end(), rank.rank()) != group.end();
     const bool live = std::find(before.begin(), before.end(), rank.rank()) != before.end();
@@ -209,12 +214,13 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
       workers_->SetBusy(rank.worker_id(), job.id(), job.attempt(), rank.rank());
       v1::CoordinatorMessage assignment = AssignmentMessage(*recorded, rank.rank(), token);
       *assignment.mutable_assignment()->mutable_join() = change.membership_change();
+      assignment.mutable_assignment()->set_join_wait_ms(
+          absl::ToInt64Milliseconds(JoinerWait(options_.collective_timeout, longest_step)));
       workers_->Send(rank.worker_id(), assignment);
     } else if (live) {
       workers_->Send(rank.worker_id(), change);
     }
   }
-  auto live = live_.find(job.id());
   if (live != live_.end()) live->second.joining.insert(group.begin(), group.end());
   if (options_.metrics != nullptr) {
     options_.metrics->membership_changes_total.With({"healed"}).Increment();

@@ -1332,6 +1332,30 @@ TEST_F(FaultTolerantJobTest, AfterARestartARankBackWithoutItsAttemptLeavesWithIt
   EXPECT_TRUE(GotAbort("w2"));
 }
 
+// A replacement is told to wait for the live ranks' move beyond the collective timeout
+// by two of the attempt's longest steps (95 s here, then 20 s): they move at a step
+// boundary, and a wait of the collective timeout alone failed every heal of a job whose
+// steps are longer.
+TEST_F(FaultTolerantJobTest, AJoinerWaitsForTheLiveRanksTwoOfTheirLongestSteps) {
+  StartHybridJob();
+  for (double seconds : {95.0, 20.0}) {
+    v1::AttemptReport progress = Said(0, v1::PROGRESS, "");
+    progress.mutable_progress()->set_step(seconds > 50 ? 10 : 11);
+    progress.mutable_progress()->set_step_seconds(seconds);
+    controller_->OnReport("w0", progress);
+  }
+  controller_->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
+  AddWorker("w9");
+  controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  ASSERT_EQ(jobs_->Get("job-1")->membership().epoch(), 2);
+  const std::vector<v1::CoordinatorMessage> sent = Received("w9");
+  ASSERT_FALSE(sent.empty());
+  ASSERT_TRUE(sent.back().assignment().has_join());
+  const absl::Duration timeout = options_.collective_timeout;
+  EXPECT_EQ(sent.back().assignment().join_wait_ms(),
+            absl::ToInt64Milliseconds(timeout + 2 * absl::Seconds(95)));
+}
+
 // Healing: a group lost, two idle workers (its drained mate, once it reports its end,
 // and a spare): the group's ranks are placed there, told to join the next epoch, and the
 // live ranks told it; the job's ranks name the new workers.

@@ -766,6 +766,38 @@ TEST(FaultTolerance, ALossInTheEvaluationBeforeTheFirstStepIsRecovered) {
       << w0;
 }
 
+// Steps longer than the collective timeout (2 s here; every rank pauses 3 s in steps 37,
+// 38, 40 and 41): a replacement placed while the live ranks train (the spare added in
+// step 40) waits for their move, which comes at a step boundary, beyond the timeout (two of the
+// attempt's longest steps, JoinerWait). With the timeout alone the joiners gave up before the live
+// ranks came, and the job ended degraded.
+TEST(FaultTolerance, AReplacementWaitsForLiveRanksWhoseStepsOutlastTheCollectiveTimeout) {
+  ClusterOptions options;
+  options.collective_timeout_ms = 2000;
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  std::vector<std::string> slow;
+  for (int step : {37, 38, 40, 41})
+    slow.push_back(absl::StrCat("pause_at=", step, ":forward:3000"));
+  const std::string flag = "--fault_injection=" + absl::StrJoin(slow, ",");
+  for (int w = 0; w < 3; ++w) cluster.AddWorker(absl::StrCat("w", w), {flag});
+  cluster.AddWorker("w3", {flag + ",sigkill_at=39:backward"});
+  auto job_id = cluster.client().Submit(HybridSpec(cluster.dir() + "/slow.safetensors", 100));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  // The spare once ranks 0 and 1 train on alone, in step 40's pause: they move to the
+  // healed epoch only after it (or the next), seconds after the joiners are told.
+  ASSERT_TRUE(cluster.WaitForStep(*job_id, 40)) << "training did not get going";
+  cluster.AddWorker("w9");
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.progress().step(), 100);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{0, 1, 2, 3})) << JobEventLog(job);
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job), "a replacement for ranks 2, 3 joins"))
+      << JobEventLog(job);
+  const std::string joiner_log = ReadWholeFile(cluster.worker("w9").log_path());
+  EXPECT_TRUE(absl::StrContains(joiner_log, "joined membership epoch 2 at step ")) << joiner_log;
+}
+
 // A joiner killed while it takes its shard (in the heal's broadcast): the live ranks'
 // move fails, the replacement group leaves in turn, the live ranks train on in the epoch
 // after, and a second replacement (on the idle workers then) heals the job, which ends

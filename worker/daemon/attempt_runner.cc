@@ -285,6 +285,7 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
     training.membership = &membership_;
     if (assignment_.has_join()) {
       training.join = &assignment_.join();
+      training.join_wait = std::chrono::milliseconds(assignment_.join_wait_ms());
       membership_.Deliver(assignment_.join());  // the epoch it trains in, as the others hold it
     }
     training.leave = &leave_;

@@ -115,13 +115,16 @@ absl::Status MembershipMoves::Recover(const absl::Status& failure, int32_t agree
   CloseConnections();
   ASSIGN_OR_RETURN(RankState state, rank_->CaptureState());
   rank_->ReleaseRuntime();
-  absl::Status moved = MoveToEpoch(*change, &state);
+  absl::Status moved = MoveToEpoch(*change, &state, context_.data_plane.timeout);
   if (moved.ok() || !Recoverable(moved)) return moved;
   return MoveOnFrom(change->epoch(), std::move(moved), &state);
 }
 
 absl::Status MembershipMoves::Join(RankState empty) {
-  absl::Status moved = MoveToEpoch(*context_.join, &empty);
+  // The live ranks come at a step boundary, which may be further off than the data
+  // plane's timeout (context.join_wait: the coordinator's JoinerWait).
+  absl::Status moved = MoveToEpoch(*context_.join, &empty,
+                                   std::max(context_.data_plane.timeout, context_.join_wait));
   if (moved.ok() || !Recoverable(moved)) return moved;
   // A donor lost while it gave, or a newer epoch while the groups connected: the
   // coordinator's next epoch, where a live rank that holds the shard gives it (this rank
@@ -144,14 +147,15 @@ absl::Status MembershipMoves::MoveOnFrom(int32_t epoch, absl::Status failure, Ra
       return absl::Status(failure.code(),
                           absl::StrCat(failure.message(), "; ", change.status().message()));
     }
-    failure = MoveToEpoch(*change, state);
+    failure = MoveToEpoch(*change, state, context_.data_plane.timeout);
     if (failure.ok() || !Recoverable(failure)) return failure;
     epoch = change->epoch();
   }
 }
 
-absl::Status MembershipMoves::MoveToEpoch(const v1::MembershipChange& change, RankState* state) {
-  ASSIGN_OR_RETURN(TrainingContext epoch_context, ConnectEpoch(change));
+absl::Status MembershipMoves::MoveToEpoch(const v1::MembershipChange& change, RankState* state,
+                                          std::chrono::milliseconds rendezvous_wait) {
+  ASSIGN_OR_RETURN(TrainingContext epoch_context, ConnectEpoch(change, rendezvous_wait));
   RETURN_IF_ERROR(rank_->ConnectRuntime(epoch_context));
   RETURN_IF_ERROR(HealFromPeers(state));
   RETURN_IF_ERROR(rank_->RestoreState(*state));
@@ -166,7 +170,8 @@ absl::Status MembershipMoves::MoveToEpoch(const v1::MembershipChange& change, Ra
   return absl::OkStatus();
 }
 
-absl::StatusOr<TrainingContext> MembershipMoves::ConnectEpoch(v1::MembershipChange change) {
+absl::StatusOr<TrainingContext> MembershipMoves::ConnectEpoch(
+    v1::MembershipChange change, std::chrono::milliseconds rendezvous_wait) {
   while (true) {
     const auto& live = change.live_ranks();
     const auto me = std::find(live.begin(), live.end(), context_.rank);
@@ -181,7 +186,7 @@ absl::StatusOr<TrainingContext> MembershipMoves::ConnectEpoch(v1::MembershipChan
         [membership = context_.membership, epoch = change.epoch()] {
           return membership->Newest() > epoch;
         },
-        context_.data_plane.timeout);
+        rendezvous_wait);
     TrainingContext epoch_context = context_;
     epoch_context.store = epoch_store_.get();
     epoch_context.rank = static_cast<int>(me - live.begin());

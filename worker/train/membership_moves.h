@@ -122,11 +122,14 @@ class MembershipMoves {
   // move succeeds or no newer epoch comes.
   absl::Status MoveOnFrom(int32_t epoch, absl::Status failure, RankState* state);
   // The move's part after the teardown: `change`'s world and groups, the agreement on the
-  // state, the model rebuilt from it.
-  absl::Status MoveToEpoch(const v1::MembershipChange& change, RankState* state);
+  // state, the model rebuilt from it. `rendezvous_wait` bounds the wait for the epoch's
+  // ranks at its rendezvous.
+  absl::Status MoveToEpoch(const v1::MembershipChange& change, RankState* state,
+                           std::chrono::milliseconds rendezvous_wait);
   // Connects the world of `change`'s epoch (or of a later one, if a rank is lost while it
   // connects): the context the epoch's runtime connects its groups with.
-  absl::StatusOr<TrainingContext> ConnectEpoch(v1::MembershipChange change);
+  absl::StatusOr<TrainingContext> ConnectEpoch(v1::MembershipChange change,
+                                               std::chrono::milliseconds rendezvous_wait);
   // This rank's connections in the failed epoch, every group's.
   void CloseConnections();
   // Every live rank agrees on the state of the step ahead: the ranks behind take their

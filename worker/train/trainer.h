@@ -8,6 +8,7 @@
 // model, which rank 0 writes.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -80,6 +81,9 @@ struct TrainingContext {
   // Set: this rank replaces one that left (Assignment.join): it connects this epoch's
   // world instead of `world`, and takes its state from the live ranks.
   const v1::MembershipChange* join = nullptr;
+  // With `join`: how long it waits for the live ranks at that epoch's rendezvous
+  // (Assignment.join_wait_ms), at least the data plane's timeout.
+  std::chrono::milliseconds join_wait{0};
   // Fault-tolerant jobs: called when this rank took its shard's state from a live rank
   // (a replacement's heal, or a rank a step behind); none if empty.
   std::function<void(const v1::StateTransfer&)> on_state_received;
