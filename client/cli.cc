@@ -75,6 +75,9 @@ ABSL_FLAG(std::vector<std::string>, output_paths, {},
           "the coordinator's --allowed_output_paths; none: nowhere (a principal that only "
           "reads)");
 ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
+ABSL_FLAG(std::string, request_id, "",
+          "with submit: the submission's id (default: a new one, printed if the submission "
+          "fails); submitting again with it makes the job at most once");
 ABSL_FLAG(std::string, output, "", "with timeline: the file to write (default JOB-trace.json)");
 ABSL_FLAG(std::string, o, "", "short for --output");
 ABSL_FLAG(std::string, wrapper, "",
@@ -97,7 +100,10 @@ namespace {
 constexpr char kUsage[] = R"(shardwise: submit and follow Shardwise training jobs.
 
 Usage:
-  shardwise submit JOB.yaml [--watch]   submit a job spec (YAML or JSON); prints the job id
+  shardwise submit JOB.yaml [--watch] [--request_id=R]
+                                        submit a job spec (YAML or JSON); prints the job id
+                                        (exit 2: refused; 3: unknown whether it was made:
+                                        submit again with the --request_id it printed)
   shardwise get jobs [--state=S,...] [--submitter=P] [--limit=N]
                                         list jobs, oldest first
   shardwise get workers [--state=S,...] [--device=D] [--limit=N]
@@ -454,17 +460,37 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   return options;
 }
 
+// A submission that failed exits as a watch that could not start: 2 when the coordinator
+// refused it, 3 when whether it made the job is unknown (unreachable, busy or late past
+// the retries), with the command that submits it again at most once.
+int SubmissionFailed(const absl::Status& status, const std::string& file,
+                     const std::string& request_id) {
+  const bool unknown = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
+                       absl::IsResourceExhausted(status) || absl::IsUnknown(status);
+  if (!unknown) {
+    std::fprintf(stderr, "shardwise: %s\n", std::string(status.message()).c_str());
+    return kWatchRefused;
+  }
+  std::fprintf(stderr,
+               "shardwise: %s\nshardwise: the job may have been made; submit again with "
+               "`shardwise submit %s --request_id=%s`, which makes it at most once\n",
+               std::string(status.message()).c_str(), file.c_str(), request_id.c_str());
+  return kWatchLost;
+}
+
 int SubmitFile(Client& client, const std::string& file) {
   auto spec = ReadJobSpecFile(file);
-  if (!spec.ok()) return Fail(spec.status());
+  if (!spec.ok()) return SubmissionFailed(spec.status(), file, "");
   // The coordinator takes absolute paths only: a relative one is this directory's.
   const std::string cwd = std::filesystem::current_path().string();
   (void)ForEachPathField(&*spec, [&](const PathField&, std::string* path) {
     *path = LexicallyNormal(*path, cwd);
     return absl::OkStatus();
   });
-  auto job_id = client.Submit(*spec);
-  if (!job_id.ok()) return Fail(job_id.status());
+  std::string request_id = absl::GetFlag(FLAGS_request_id);
+  if (request_id.empty()) request_id = RandomToken();
+  auto job_id = client.Submit(*spec, request_id);
+  if (!job_id.ok()) return SubmissionFailed(job_id.status(), file, request_id);
   std::printf("%s\n", job_id->c_str());
   std::fflush(stdout);
   return absl::GetFlag(FLAGS_watch) ? Watch(client, *job_id) : 0;

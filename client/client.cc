@@ -138,12 +138,13 @@ absl::StatusOr<Response> Client::Call(
   }
 }
 
-absl::StatusOr<std::string> Client::Submit(const v1::JobSpec& spec) {
+absl::StatusOr<std::string> Client::Submit(const v1::JobSpec& spec, const std::string& request_id) {
   absl::Status valid = ValidateJobSpec(spec, LimitsLifted(), /*check_path=*/nullptr);
   if (!valid.ok()) return valid;
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
-  request.set_request_id(RandomToken());  // the same for each retry of this submission
+  // The same for each retry of this submission.
+  request.set_request_id(request_id.empty() ? RandomToken() : request_id);
   auto response = Call(&v1::JobService::Stub::SubmitJob, request);
   if (!response.ok()) return response.status();
   return response->job_id();

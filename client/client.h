@@ -39,14 +39,15 @@ class Client {
   const std::string& address() const { return address_; }
 
   // Checks the spec locally (structure only: the coordinator applies its own limits and
-  // checks files), then submits it with a new request id, so that a retry (the call is
-  // retried when the coordinator is unreachable or busy) never makes a second job.
+  // checks files), then submits it under `request_id` (a new one where empty), so that a
+  // retry (the call is retried when the coordinator is unreachable or busy) never makes a
+  // second job; a caller that submits again after a failure passes the same id.
   // Returns the job id. Every call waits its turn, up to two minutes, while the
   // coordinator answers RESOURCE_EXHAUSTED or (all but SetCommHook) answers late or
   // UNAVAILABLE itself (retry_policy.h); a coordinator that is not reachable is
   // UNAVAILABLE, one reachable but late past that DEADLINE_EXCEEDED, and one that stays
   // unavailable its own UNAVAILABLE (its message: its state file refuses writes).
-  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
+  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec, const std::string& request_id = "");
   absl::StatusOr<v1::Job> Get(const std::string& job_id);
   // Job summaries, oldest first, following the coordinator's pages until `limit` (0: all)
   // are read. Empty `states` and `submitter` match any.

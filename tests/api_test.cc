@@ -424,8 +424,26 @@ steps: 3
   EXPECT_EQ(Cluster::RunCli({coordinator, "cancel", "job-2"}, &output), 0) << output;
   EXPECT_TRUE(absl::StrContains(output, "CANCELLED")) << output;
 
+  // A submission made again with its request id (a script retrying one whose outcome it
+  // did not learn) returns the job the first made; a coordinator not reached exits 3,
+  // "unknown", with the command that submits it again at most once.
+  write_spec("retried", 5);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(
+        Cluster::RunCli({coordinator, "submit", spec_path, "--request_id=nightly-7"}, &output), 0)
+        << output;
+    EXPECT_EQ(output, "job-3\n");
+  }
+  EXPECT_EQ(Cluster::RunCli({"--coordinator=127.0.0.1:1", "submit", spec_path, "--watch"}, &output),
+            3);
+  EXPECT_TRUE(absl::StrContains(output,
+                                "the job may have been made; submit again with "
+                                "`shardwise submit " +
+                                    spec_path + " --request_id="))
+      << output;
+
   std::ofstream(spec_path) << "world_size: 2\nsharding: FULL_SHARD\n";
-  EXPECT_EQ(Cluster::RunCli({coordinator, "submit", spec_path}, &output), 2);
+  EXPECT_EQ(Cluster::RunCli({coordinator, "submit", spec_path, "--watch"}, &output), 2);
   EXPECT_TRUE(absl::StrContains(output, "sharding")) << output;
 
   EXPECT_EQ(Cluster::RunCli({coordinator, "frobnicate"}, &output), 2);

@@ -165,6 +165,12 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(message.output.huggingface_dir, os.path.join(cwd, "out"))
         self.assertEqual(message.output.checkpoint_dir, "/abs/ckpt")
         self.assertEqual(repr(given), before, "the caller's dict was changed")
+        # A JobSpec too, as a copy: the caller's message stays as it was.
+        spec_message = shardwise.proto.job_spec_pb2.JobSpec()
+        spec_message.data.tokens.train_path = "t/train.bin"
+        copy = shardwise.client._spec_message(spec_message)
+        self.assertEqual(copy.data.tokens.train_path, os.path.join(cwd, "t/train.bin"))
+        self.assertEqual(spec_message.data.tokens.train_path, "t/train.bin")
 
     def test_a_watch_follows_the_job_through_a_coordinator_restart(self):
         alice = self.cluster.client("alice")
@@ -276,6 +282,65 @@ class PythonClientTest(unittest.TestCase):
                 alice.submit(path)
             self.assertEqual(raised.exception.code, code, raised.exception.message)
             self.assertIn(says, raised.exception.message)
+
+    def test_scalars_read_as_the_cli_reads_them_not_as_yaml_1_1(self):
+        path = os.path.join(self.cluster.dir, "scalars.yaml")
+        with open(path, "w") as file:
+            file.write("name: on\ndata: {tokens: {seed: 0042, train_path: '/t.bin', "
+                       "tokenizer: 2024-06-01}}\noutput: {overwrite: true}\n"
+                       "optimizer: {sgd: {lr: .5, momentum: 1.}}\nsteps: +10\n")
+        message = shardwise.client._spec_message(path)
+        self.assertEqual(message.name, "on")  # YAML 1.1: True
+        self.assertEqual(message.data.tokens.seed, 42)  # YAML 1.1: octal, 34
+        self.assertTrue(message.data.tokens.tokenizer.endswith("2024-06-01"))  # 1.1: a date
+        self.assertTrue(message.output.overwrite)
+        self.assertEqual(message.optimizer.sgd.lr, 0.5)
+        self.assertEqual(message.optimizer.sgd.momentum, 1.0)
+        self.assertEqual(message.steps, 10)
+        for text, says in (("output: {overwrite: yes}\n", "overwrite"),
+                           ("a: " + "[" * 70 + "]" * 70 + "\n", "nested deeper than 64"),
+                           ("a: &a [x, x, x, x, x, x, x, x]\n" + "".join(
+                               f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)},"
+                               f" *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)},"
+                               f" *{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(9)),
+                            "expands to more than 4 MiB")):
+            with open(path, "w") as file:
+                file.write(text)
+            with self.assertRaises(shardwise.ShardwiseError, msg=text[:40]) as raised:
+                shardwise.client._spec_message(path)
+            self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+            self.assertIn(says, raised.exception.message)
+
+    def test_a_submission_made_again_with_its_request_id_makes_one_job(self):
+        alice = self.cluster.client("alice")
+        first = alice.submit(spec(world_size=4, name="retried"), request_id="py-nightly-7")
+        again = alice.submit(spec(world_size=4, name="retried"), request_id="py-nightly-7")
+        self.assertEqual(again, first)
+        alice.cancel(first)
+        with shardwise.Client("127.0.0.1:1") as nobody:
+            with self.assertRaises(shardwise.ShardwiseError) as raised:
+                nobody.submit(spec())
+        self.assertEqual(raised.exception.code, "UNAVAILABLE")
+        self.assertEqual(len(raised.exception.request_id), 32)
+
+    def test_a_watch_that_ends_before_any_update_is_unavailable(self):
+        class EmptyStream:  # a stream that ends OK without a message
+            def __iter__(self):
+                return iter(())
+
+            def cancel(self):
+                pass
+
+        class NoUpdate:
+            def WatchJob(self, request, metadata):
+                return EmptyStream()
+
+        with shardwise.Client("127.0.0.1:1") as client:
+            client._stub = NoUpdate()
+            with self.assertRaises(shardwise.ShardwiseError) as raised:
+                list(client.watch("job-1"))
+        self.assertEqual(raised.exception.code, "UNAVAILABLE")
+        self.assertIn("the watch ended before any update", raised.exception.message)
 
     def test_a_coordinator_not_reached_or_a_ca_not_read_is_named(self):
         with shardwise.Client("127.0.0.1:1") as nobody:

@@ -7,6 +7,7 @@ import collections.abc
 import ipaddress
 import os
 import random
+import re
 import secrets
 import stat
 import time
@@ -67,6 +68,7 @@ class ShardwiseError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self.request_id = None  # a submission's, whose outcome may be unknown (submit)
 
 
 def _is_loopback(address):
@@ -123,9 +125,34 @@ def _absolute_paths(message, cwd):
     return message
 
 
+# A plain YAML scalar that the CLI reads as a number (contracts/job_spec_io.cc,
+# AsJsonNumber): decimal digits with an optional sign, point and exponent ("007", ".5",
+# "1.", "+10"), nothing of YAML 1.1's octal, sexagesimal or underscores.
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_MAX_DEPTH = 64
+_MAX_JSON_BYTES = 4 << 20
+
+
 class _SpecLoader(yaml.SafeLoader):
     """YAML as the CLI reads a spec (contracts/job_spec_io.cc): a key given twice in a
-    mapping is refused, not silently the last one."""
+    mapping is refused, not silently the last one; a plain scalar is a bool only as
+    true or false, null as null, ~ or nothing, a number as _NUMBER, else a string (YAML
+    1.1's yes, on, 0042 as octal and dates are strings or decimals, as the CLI reads
+    them); a quoted scalar is always a string."""
+
+    yaml_implicit_resolvers = {}  # every scalar is constructed as a str, below
+
+    def construct_yaml_str(self, node):
+        value = super().construct_scalar(node)
+        if node.style is not None:  # quoted (or a block scalar)
+            return value
+        if value in ("true", "false"):
+            return value == "true"
+        if value in ("null", "~", ""):
+            return None
+        if _NUMBER.fullmatch(value):
+            return float(value) if any(c in value for c in ".eE") else int(value)
+        return value
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -143,6 +170,34 @@ class _SpecLoader(yaml.SafeLoader):
 
 _SpecLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                             _SpecLoader.construct_mapping)
+_SpecLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG,
+                            _SpecLoader.construct_yaml_str)
+
+
+def _check_size(spec, path):
+    """Refuses, as the CLI does, a spec nested deeper than _MAX_DEPTH levels or larger
+    than _MAX_JSON_BYTES as JSON (a few aliases repeated can make a small document
+    expand exponentially): counted as it is walked, so that the walk stops early."""
+    budget = [_MAX_JSON_BYTES]
+
+    def walk(value, depth):
+        if depth > _MAX_DEPTH:
+            raise ShardwiseError("INVALID_ARGUMENT",
+                                 f"{path}: nested deeper than {_MAX_DEPTH} levels")
+        budget[0] -= len(value) + 2 if isinstance(value, str) else 8
+        if budget[0] < 0:
+            raise ShardwiseError("INVALID_ARGUMENT", f"{path}: job spec expands to more than "
+                                 f"{_MAX_JSON_BYTES >> 20} MiB (aliases repeated?)")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(key, depth + 1)
+                walk(item, depth + 1)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, depth + 1)
+
+    walk(spec, 0)
+    return spec
 
 
 def _read_spec_file(path):
@@ -161,19 +216,24 @@ def _read_spec_file(path):
                              f"at most {_MAX_SPEC_BYTES} are allowed")
     try:
         with open(path, encoding="utf-8") as file:
-            return yaml.load(file, Loader=_SpecLoader)  # nosec: a SafeLoader
+            return _check_size(yaml.load(file, Loader=_SpecLoader), path)  # nosec: a SafeLoader
     except OSError as error:
         raise ShardwiseError("NOT_FOUND", f"cannot read job spec file '{path}': "
                              f"{error.strerror}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ShardwiseError("INVALID_ARGUMENT", f"{path}: {error}") from None
+    except RecursionError:
+        raise ShardwiseError("INVALID_ARGUMENT",
+                             f"{path}: nested deeper than {_MAX_DEPTH} levels") from None
 
 
 def _spec_message(spec):
     """A JobSpec from a dict (the spec's JSON form, snake_case or lowerCamelCase field
     names) or a YAML/JSON file's path; the caller's dict is left as it was."""
     if isinstance(spec, job_spec_pb2.JobSpec):
-        return spec
+        copy = job_spec_pb2.JobSpec()
+        copy.CopyFrom(spec)
+        return _absolute_paths(copy, os.getcwd())
     if isinstance(spec, (str, os.PathLike)):
         spec = _read_spec_file(spec)
     if not isinstance(spec, dict):
@@ -300,11 +360,19 @@ class Client:
             time.sleep(random.uniform(0, pause))
             pause = min(pause * 2, 5.0)
 
-    def submit(self, spec):
-        """Submits a spec (a dict, a YAML/JSON file's path, or a JobSpec); returns the job's id."""
-        request = job_service_pb2.SubmitJobRequest(spec=_spec_message(spec),
-                                                   request_id=secrets.token_hex(16))
-        return self._call(self._stub.SubmitJob, request).job_id
+    def submit(self, spec, request_id=None):
+        """Submits a spec (a dict, a YAML/JSON file's path, or a JobSpec); returns the job's id.
+        `request_id` (default: a new one) makes the job at most once: a submission whose
+        outcome is unknown (ShardwiseError UNAVAILABLE or DEADLINE_EXCEEDED, whose
+        `request_id` attribute holds the id) is made again with the same id, and returns
+        the job the first one made, if it did."""
+        request_id = request_id or secrets.token_hex(16)
+        request = job_service_pb2.SubmitJobRequest(spec=_spec_message(spec), request_id=request_id)
+        try:
+            return self._call(self._stub.SubmitJob, request).job_id
+        except ShardwiseError as error:
+            error.request_id = request_id
+            raise
 
     def get(self, job_id):
         """The job (shardwise.proto.job_pb2.Job), with its spec, progress and events: the
@@ -351,6 +419,8 @@ class Client:
                     updated, lost_since = True, None
                     pause = 0.2
                     yield job
+                if not updated:  # as the C++ client: never an end without the job's
+                    raise ShardwiseError("UNAVAILABLE", "the watch ended before any update")
                 return
             except grpc.RpcError as error:
                 now = time.monotonic()
