@@ -35,12 +35,14 @@ absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const
       return TokenFileInvalid(field, path, "is not a regular file");
     }
   }
+  // Its size as opened, not as found at a path a link may have been swapped into since;
+  // any size (a token file is read a sequence at a time, never whole: not bounded by
+  // kMaxSafetensorsFileBytes, which 18 billion I32 ids outgrow).
+  absl::StatusOr<UntrustedFile> file =
+      UntrustedFile::Open(path, std::numeric_limits<uint64_t>::max(), links);
+  if (absl::IsNotFound(file.status())) return TokenFileInvalid(field, path, "no such file");
+  if (!file.ok()) return TokenFileReadFailure(field, path, file.status());
   if (ResolveTokenFormat(path, format) == v1::TokenData::UINT16) {
-    // Its size as opened, not as found at a path a link may have been swapped into since.
-    absl::StatusOr<UntrustedFile> file =
-        UntrustedFile::Open(path, std::numeric_limits<uint64_t>::max(), links);
-    if (absl::IsNotFound(file.status())) return TokenFileInvalid(field, path, "no such file");
-    if (!file.ok()) return TokenFileReadFailure(field, path, file.status());
     const uint64_t bytes = file->size();
     if (bytes % 2 != 0) {
       return TokenFileInvalid(
@@ -48,7 +50,7 @@ absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const
     }
     return TokenFileLayout{0, 2, static_cast<int64_t>(bytes / 2)};
   }
-  auto index = ReadSafetensorsIndex(path, links);
+  auto index = ReadSafetensorsIndex(*file, path);
   if (!index.ok()) return TokenFileReadFailure(field, path, index.status());
   auto it = index->tensors.find("tokens");
   // Ids are integers: a float tensor of 2 or 4 bytes an element would be read as ids.

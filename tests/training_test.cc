@@ -289,6 +289,12 @@ TEST(Training, AGptJobWithASentencePieceTokenizer) {
             0)
       << output;
   EXPECT_TRUE(absl::StrContains(output, "sentencepiece, vocabulary 512")) << output;
+  // Each document starts with the BOS, which `sample` puts before the prompt too.
+  ASSERT_EQ(
+      Cluster::RunCli({"tokenize", "prefix", "--tokenizer_dir=" + tokens + "/tokenizer"}, &output),
+      0)
+      << output;
+  EXPECT_EQ(output, "1\n");
 
   v1::JobSpec spec = SmallGptSpec(300, tokens + "/train.bin");
   spec.mutable_data()->mutable_tokens()->set_tokenizer(tokens + "/tokenizer");

@@ -133,10 +133,19 @@ absl::StatusOr<TokenizedCorpus> TokenizeCorpus(const Tokenizer& tokenizer,
   // The split falls at a place the text may be cut (a line's end): a corpus with none after
   // it leaves the validation file empty, which no job can evaluate on.
   if (options.val_fraction > 0 && out->val_tokens == 0) {
+    // A tokenizer whose ids a cut may change is split between files only.
+    const std::string remedy =
+        tokenizer.KeepsIdsAtCuts()
+            ? absl::StrCat("found no line break after it to cut at (", out->val_path,
+                           " is empty); give more lines of text")
+            : absl::StrCat(
+                  "falls inside the last document (this tokenizer's ids may change "
+                  "where a document is cut, so the split falls between input files "
+                  "only, and ",
+                  out->val_path, " is empty); give another input file after it");
     return absl::InvalidArgumentError(absl::StrCat(
         "--val_fraction ", options.val_fraction, " left no validation text: the split at byte ",
-        split, " of ", *total, " found no line break after it to cut at (", out->val_path,
-        " is empty); give more lines of text, or --val_fraction=0 for no validation file"));
+        split, " of ", *total, " ", remedy, ", or --val_fraction=0 for no validation file"));
   }
   out->bytes = progress.bytes_done;
   out->seconds = progress.seconds;

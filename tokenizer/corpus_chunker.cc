@@ -53,9 +53,11 @@ absl::StatusOr<bool> CorpusChunker::Next(Chunk* chunk) {
   while (true) {
     if (pending_.size() > from) cut = CutPosition(from);
     if (cut != std::string::npos || file_done_) break;
-    // No place to cut in max_chunk_bytes (pending_ may hold a block more): the UTF-8
-    // boundary at or before it, so that what follows starts another max_chunk_bytes.
-    if (pending_.size() >= max_chunk_bytes_) {
+    // No place to cut in max_chunk_bytes: the UTF-8 boundary at or before it, so that
+    // what follows starts another max_chunk_bytes. Only once pending_ holds more (a block
+    // more at most): a chunk of exactly the bound, all that was read, would not say
+    // whether the document goes on, and ending it there dropped the rest of the file.
+    if (pending_.size() > max_chunk_bytes_) {
       cut = max_chunk_bytes_;
       while (cut > 1 && (static_cast<unsigned char>(pending_[cut]) & 0xC0) == 0x80) --cut;
       break;

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tokenizer/byte_tokenizer.h"
@@ -93,6 +94,30 @@ TEST(CorpusChunkerTest, CutsAnUncuttableLineAtAUtf8Boundary) {
   EXPECT_EQ(sizes, (std::vector<size_t>{16, 16, 8}));
 }
 
+// The bound a multiple of the block size (as the defaults are: 64 MiB of 1 MiB blocks):
+// the chunk reaches it exactly, and the document goes on past it. It ended there before,
+// and everything after the first 64 MiB of a file with no place to cut was lost.
+TEST(CorpusChunkerTest, ADocumentGoesOnPastAChunkCutAtTheBoundWithItsBlocks) {
+  const std::string text = "{\"a\": 1}\n{\"b\": 2}\n" + std::string(40, '7');  // no cut
+  for (bool cut_documents : {true, false}) {
+    CorpusChunker chunker({Write("blocks.txt", text), Write("next.txt", "Next\n")}, 1000, 4,
+                          cut_documents, /*max_chunk_bytes=*/16);
+    Chunk chunk;
+    std::string joined;
+    std::vector<size_t> sizes;
+    int ends = 0;
+    while (*chunker.Next(&chunk)) {
+      if (chunk.document_end) ++ends;
+      if (ends == 0) EXPECT_FALSE(chunk.document_end);
+      if (ends == 0 || (ends == 1 && chunk.document_end)) joined += chunk.text;
+      sizes.push_back(chunk.text.size());
+    }
+    EXPECT_EQ(joined, text) << cut_documents;
+    EXPECT_EQ(ends, 2) << cut_documents;
+    EXPECT_EQ(sizes.front(), 16u) << cut_documents;
+  }
+}
+
 TEST(CorpusTest, WritesEachDocumentWithItsMarkersAndSplitsTrainFromVal) {
   const std::string a = Write("a.txt", "Alpha beta\ngamma\n");
   const std::string b = Write("b.txt", "Delta\nepsilon\n");
@@ -152,6 +177,16 @@ TEST(CorpusTest, ADocumentIsCutOnlyForATokenizerWhoseIdsCutsKeep) {
     const auto calls = std::count(ids.begin(), ids.end(), 258);
     EXPECT_EQ(calls, keeps ? 4 : 1) << "keeps ids at cuts: " << keeps;
   }
+  // Its split falls between files only: one file leaves no validation text, which more
+  // lines would not mend; another file would.
+  options.val_fraction = 0.3;
+  auto one_file = TokenizeCorpus(CallMarkingBytes(false), {doc}, TempPath("one"), options);
+  EXPECT_TRUE(absl::IsInvalidArgument(one_file.status())) << one_file.status();
+  EXPECT_TRUE(absl::StrContains(one_file.status().message(), "give another input file after it"))
+      << one_file.status();
+  auto two_files = TokenizeCorpus(CallMarkingBytes(false), {doc, Write("more.txt", "Epsilon\n")},
+                                  TempPath("two"), options);
+  EXPECT_TRUE(two_files.ok()) << two_files.status();
 }
 
 TEST(CorpusTest, RefusesBadInput) {

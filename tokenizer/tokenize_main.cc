@@ -1,5 +1,5 @@
 // shardwise-tokenize: text to token files with a tokenizer of the user's choice, and the
-// encode/decode the sampler asks of a tokenizer folder. The CLI's `shardwise tokenize`
+// encode/decode/prefix the sampler asks of a tokenizer folder. The CLI's `shardwise tokenize`
 // runs this program in its place: it links libsentencepiece, whose bundled protobuf
 // clashes with the one the CLI links (//tokenizer:tokenizer).
 //
@@ -8,6 +8,7 @@
 //   shardwise-tokenize encode --tokenizer_dir=DIR --texts_json=F [--check_round_trip]
 //                                             a line of ids per text (tests/tokenizers)
 //   shardwise-tokenize decode --tokenizer_dir=DIR --ids=1,2,3     the text
+//   shardwise-tokenize prefix --tokenizer_dir=DIR                 the ids before a document
 
 #include <algorithm>
 #include <cstdio>
@@ -53,7 +54,7 @@ ABSL_FLAG(std::string, tokenizer_config, "",
 ABSL_FLAG(std::string, encoding, "",
           "tiktoken: the file's encoding (gpt2, r50k_base, p50k_base, cl100k_base, o200k_base, "
           "llama3; default: from the file's name)");
-ABSL_FLAG(std::string, tokenizer_dir, "", "encode/decode: a folder `tokenize` wrote");
+ABSL_FLAG(std::string, tokenizer_dir, "", "encode/decode/prefix: a folder `tokenize` wrote");
 ABSL_FLAG(std::string, text, "", "encode: the text");
 ABSL_FLAG(std::string, texts_json, "",
           "encode: a file holding a JSON array of texts, each encoded on a line of its own");
@@ -238,9 +239,18 @@ absl::Status DecodeIds(const Tokenizer& tokenizer) {
   return absl::OkStatus();
 }
 
+// Prints the ids a corpus puts before each document's (its BOS, if any), on one line:
+// what a model trained on the token files saw at a document's start, and a prompt should
+// start with (as transformers' tokenizer(prompt) adds it).
+absl::Status PrintDocumentPrefix(const Tokenizer& tokenizer) {
+  std::printf("%s\n", absl::StrJoin(tokenizer.DocumentPrefix(), " ").c_str());
+  return absl::OkStatus();
+}
+
 absl::Status EncodeOrDecode(const std::string& verb) {
   auto tokenizer = LoadTokenizer(absl::GetFlag(FLAGS_tokenizer_dir));
   if (!tokenizer.ok()) return tokenizer.status();
+  if (verb == "prefix") return PrintDocumentPrefix(**tokenizer);
   return verb == "encode" ? EncodeTexts(**tokenizer) : DecodeIds(**tokenizer);
 }
 
@@ -261,7 +271,7 @@ int main(int argc, char** argv) {
   std::string dir = absl::GetFlag(FLAGS_output);
   if (dir.empty()) dir = absl::GetFlag(FLAGS_o);
   absl::Status status;
-  if (args.size() == 1 && (args[0] == "encode" || args[0] == "decode")) {
+  if (args.size() == 1 && (args[0] == "encode" || args[0] == "decode" || args[0] == "prefix")) {
     status = shardwise::tokenizer::EncodeOrDecode(args[0]);
   } else if (args.empty() || dir.empty()) {
     std::fprintf(stderr, "shardwise tokenize: takes text files and -o DIR\n\n%s",

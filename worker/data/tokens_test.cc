@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/testing/out_of_descriptors.h"
 #include "contracts/safetensors.h"
+#include "contracts/token_files.h"
 #include "gtest/gtest.h"
 #include "worker/data/batches.h"
 
@@ -77,6 +78,31 @@ TEST(TokenFile, ReadsASafetensorsTensor) {
   std::vector<int64_t> last;
   ASSERT_TRUE((*file)->Read(19, 1, &last).ok());
   EXPECT_EQ(last, std::vector<int64_t>{7});
+}
+
+// A token file is read a sequence at a time, whatever its size: one of more than the
+// 64 GiB a whole safetensors file may have (18 billion I32 ids are 72 GB) is taken (a
+// sparse file here: its header, then 66 GiB of holes). It was refused before.
+TEST(TokenFile, ASafetensorsFileLargerThanAWholeFileReadIsTaken) {
+  const int64_t count = int64_t{33} << 30;
+  std::string header = absl::StrCat(R"({"tokens":{"dtype":"U16","shape":[)", count,
+                                    R"(],"data_offsets":[0,)", 2 * count, "]}}");
+  header.append((8 - header.size() % 8) % 8, ' ');
+  const std::string path = TempPath("huge") + ".safetensors";
+  {
+    std::ofstream out(path, std::ios::binary);
+    const uint64_t length = header.size();
+    out.write(reinterpret_cast<const char*>(&length), sizeof(length));
+    out << header;
+  }
+  std::filesystem::resize_file(path, 8 + header.size() + 2 * static_cast<uint64_t>(count));
+  auto layout = InspectTokenFile("data.tokens.train_path", path, v1::TokenData::FORMAT_UNSPECIFIED,
+                                 Links::kFollow);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->count, count);
+  EXPECT_EQ(layout->element, 2);
+  EXPECT_EQ(layout->offset, 8 + header.size());
 }
 
 // Ids are integers: a tensor of floats (F16, BF16, F32) is refused, not read as ids.

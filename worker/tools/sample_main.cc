@@ -84,17 +84,15 @@ class TextCodec {
       tokenizer::ByteTokenizer().Encode(text, true, &ids);
       return std::vector<int64_t>(ids.begin(), ids.end());
     }
-    auto printed = Run({"encode", "--text=" + text});
-    if (!printed.ok()) return printed.status();
-    std::vector<int64_t> ids;
-    for (absl::string_view field :
-         absl::StrSplit(*printed, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
-      int64_t id = 0;
-      if (!absl::SimpleAtoi(field, &id))
-        return absl::InternalError("shardwise-tokenize printed no ids");
-      ids.push_back(id);
-    }
-    return ids;
+    return RunForIds({"encode", "--text=" + text});
+  }
+
+  // The ids a corpus put before each document (a BOS; none for bytes): the model saw
+  // them at a document's start, so a prompt starts with them, as transformers'
+  // tokenizer(prompt) starts it.
+  absl::StatusOr<std::vector<int64_t>> DocumentPrefix() const {
+    if (dir_.empty()) return std::vector<int64_t>();
+    return RunForIds({"prefix"});
   }
 
   absl::StatusOr<std::string> Decode(const std::vector<int64_t>& ids) const {
@@ -103,6 +101,21 @@ class TextCodec {
   }
 
  private:
+  absl::StatusOr<std::vector<int64_t>> RunForIds(std::vector<std::string> args) const {
+    auto printed = Run(std::move(args));
+    if (!printed.ok()) return printed.status();
+    std::vector<int64_t> ids;
+    for (absl::string_view field :
+         absl::StrSplit(*printed, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+      int64_t id = 0;
+      if (!absl::SimpleAtoi(field, &id)) {
+        return absl::InternalError("shardwise-tokenize printed something other than ids");
+      }
+      ids.push_back(id);
+    }
+    return ids;
+  }
+
   absl::StatusOr<std::string> Run(std::vector<std::string> args) const {
     auto program = FindCompanionProgram("shardwise-tokenize", "tokenizer/shardwise-tokenize");
     if (!program.ok()) return program.status();
@@ -132,10 +145,16 @@ absl::StatusOr<std::string> Sample(const std::string& path) {
   options.top_k = absl::GetFlag(FLAGS_top_k);
   options.seed = absl::GetFlag(FLAGS_seed);
   const TextCodec codec(TokenizerDir(path));
+  auto prefix = codec.DocumentPrefix();
+  if (!prefix.ok()) return prefix.status();
   auto prompt = codec.Encode(absl::GetFlag(FLAGS_prompt));
   if (!prompt.ok()) return prompt.status();
-  auto ids = model::Generate(*model, *weights, *prompt, options);
+  std::vector<int64_t> context = *prefix;
+  context.insert(context.end(), prompt->begin(), prompt->end());
+  auto ids = model::Generate(*model, *weights, context, options);
   if (!ids.ok()) return ids.status();
+  // The prompt's text and what follows, without the prefix's special ids.
+  ids->erase(ids->begin(), ids->begin() + static_cast<std::ptrdiff_t>(prefix->size()));
   auto text = codec.Decode(*ids);
   if (!text.ok()) return text.status();
   return tokenizer::ForTerminal(*text);
