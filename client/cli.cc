@@ -18,8 +18,10 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -537,10 +539,19 @@ int WriteTimeline(Client& client, const std::string& job_id) {
   std::string path = absl::GetFlag(FLAGS_output);
   if (path.empty()) path = absl::GetFlag(FLAGS_o);
   if (path.empty()) path = absl::StrCat(job_id, "-trace.json");
+  // Opened before the trace is built, and a failure named with its reason: this machine's
+  // (not the coordinator's UNAVAILABLE).
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (!file) {
+    return Fail(absl::FailedPreconditionError(
+        absl::StrCat("--output: cannot write '", path, "': ", std::strerror(errno))));
+  }
   file << ChromeTraceJson(*timeline);
   file.close();
-  if (!file) return Fail(absl::UnavailableError(absl::StrCat("cannot write ", path)));
+  if (!file) {
+    return Fail(absl::FailedPreconditionError(
+        absl::StrCat("--output: writing '", path, "' failed: ", std::strerror(errno))));
+  }
   int64_t spans = 0, dropped = 0;
   for (const v1::RankTimeline& rank : timeline->ranks()) {
     spans += rank.spans_size();
@@ -603,8 +614,50 @@ int RunCompanion(const std::string& verb, int argc, char** argv) {
   return Fail(ExecProgram(*program, args));
 }
 
-int Run(const std::vector<std::string>& args) {
+// The flags each command takes (by its first words) beyond the connection's, which every
+// command takes.
+using CommandFlags = std::vector<std::pair<std::string, std::vector<std::string>>>;
+const std::vector<std::string>& ConnectionFlags() {
+  static const auto* const flags =
+      new std::vector<std::string>{"coordinator", "tls_ca", "token_file"};
+  return *flags;
+}
+const CommandFlags& FlagsOfCommands() {
+  static const auto* const table = new CommandFlags{
+      {"submit", {"watch", "request_id"}},
+      {"get jobs", {"state", "submitter", "limit"}},
+      {"get job", {"state", "submitter", "limit"}},
+      {"get workers", {"state", "device", "limit"}},
+      {"get worker", {"state", "device", "limit"}},
+      {"describe", {}},
+      {"watch", {}},
+      {"cancel", {}},
+      {"set-hook", {"wrapper"}},
+      {"scale", {"replicas"}},
+      {"timeline", {"output", "o"}},
+      {"token create", {"principal", "role", "input_paths", "output_paths"}},
+      {"estimate", {"fit"}},
+  };
+  return *table;
+}
+
+// Usage (2) naming a flag of `given` that the command of `args` does not take.
+absl::Status CheckFlagsApply(const std::vector<std::string>& args,
+                             const std::vector<std::string>& given) {
+  const std::string two_words = args.size() > 1 ? absl::StrCat(args[0], " ", args[1]) : "";
+  for (const std::string& command : {two_words, args[0]}) {
+    for (const auto& [name, flags] : FlagsOfCommands()) {
+      if (name == command) return CheckFlagsTaken(command, given, flags, ConnectionFlags());
+    }
+  }
+  return absl::OkStatus();  // an unknown command: told as such
+}
+
+int Run(const std::vector<std::string>& args, const std::vector<std::string>& given) {
   if (args.empty()) return Usage("no command given");
+  if (const absl::Status applies = CheckFlagsApply(args, given); !applies.ok()) {
+    return Usage(std::string(applies.message()));
+  }
   if (args[0] == "token") {
     if (args.size() != 2 || args[1] != "create") return Usage("token takes create");
     return CreateToken();
@@ -634,12 +687,13 @@ int main(int argc, char** argv) {
     return shardwise::RunCompanion(argv[1], argc, argv);
   }
   absl::SetProgramUsageMessage(shardwise::kUsage);
+  std::vector<std::string> given;
   if (const absl::Status flags =
-          shardwise::CheckCommandLineFlags(std::vector<std::string>(argv + 1, argv + argc));
+          shardwise::CheckCommandLineFlags(std::vector<std::string>(argv + 1, argv + argc), &given);
       !flags.ok()) {
     return shardwise::Usage(std::string(flags.message()));
   }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
-  return shardwise::Run(args);
+  return shardwise::Run(args, given);
 }

@@ -2,10 +2,12 @@
 
 #include <optional>
 
+#include "absl/algorithm/container.h"
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 
 namespace shardwise {
@@ -37,7 +39,8 @@ bool LeftToAbsl(absl::string_view name) {
 
 }  // namespace
 
-absl::Status CheckCommandLineFlags(const std::vector<std::string>& args) {
+absl::Status CheckCommandLineFlags(const std::vector<std::string>& args,
+                                   std::vector<std::string>* given) {
   for (size_t i = 0; i < args.size(); ++i) {
     absl::string_view arg = args[i];
     if (arg == "--") break;  // what follows is positional
@@ -68,6 +71,20 @@ absl::Status CheckCommandLineFlags(const std::vector<std::string>& args) {
     if (!flag->ParseFrom(*value, &error)) {
       return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", error));
     }
+    if (given != nullptr) given->emplace_back(flag->Name());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFlagsTaken(const std::string& command, const std::vector<std::string>& given,
+                             const std::vector<std::string>& taken,
+                             const std::vector<std::string>& everywhere) {
+  for (const std::string& name : given) {
+    if (absl::c_linear_search(taken, name) || absl::c_linear_search(everywhere, name)) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", name, ": `shardwise ", command, "` does not take it",
+        taken.empty() ? std::string(" (it takes none of its own)")
+                      : absl::StrCat(" (it takes --", absl::StrJoin(taken, ", --"), ")")));
   }
   return absl::OkStatus();
 }

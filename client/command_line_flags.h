@@ -18,7 +18,17 @@ namespace shardwise {
 // after "--") names a defined flag and carries a value it takes; INVALID_ARGUMENT naming
 // the first that does not. Sets the flags it checks, as parsing them would. A line with
 // one of absl's own (--help, --version, --flagfile, ...) is left to absl from there.
-absl::Status CheckCommandLineFlags(const std::vector<std::string>& args);
+// `given` (may be null) gets the name of each flag checked, as defined (--o is "o").
+absl::Status CheckCommandLineFlags(const std::vector<std::string>& args,
+                                   std::vector<std::string>* given = nullptr);
+
+// OK when each flag of `given` is among `taken` (a command's own) or `everywhere` (the
+// connection's); else INVALID_ARGUMENT naming the first that is not and `command`: a flag
+// a command ignores must not look as if it applied (`get workers --submitter=P` listed
+// every worker).
+absl::Status CheckFlagsTaken(const std::string& command, const std::vector<std::string>& given,
+                             const std::vector<std::string>& taken,
+                             const std::vector<std::string>& everywhere);
 
 }  // namespace shardwise
 

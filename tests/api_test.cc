@@ -360,6 +360,12 @@ TEST(Cli, UsageMistakesExit2NamingThem) {
       {{"scale", "job-1", "--replicas=two"}, "--replicas: Illegal value 'two'"},
       {{"--coordinator=127.0.0.1:1", "get", "jobs", "--limit=-5"}, "--limit: -5 is negative"},
       {{"--coordinator=127.0.0.1:1", "scale", "job-1"}, "scale needs --replicas=N"},
+      // A flag its command ignores would look as if it applied: every worker listed.
+      {{"get", "workers", "--submitter=alice"},
+       "--submitter: `shardwise get workers` does not take it (it takes --state, --device, "
+       "--limit)"},
+      {{"describe", "job-1", "--watch"},
+       "--watch: `shardwise describe` does not take it (it takes none of its own)"},
   };
   for (const auto& [args, message] : mistakes) {
     std::string output;

@@ -43,6 +43,15 @@ TEST(Timeline, MergesEveryRankIntoOneNestedChromeTrace) {
             0)
       << output;
   EXPECT_TRUE(absl::StrContains(output, "of 3 ranks (attempt 1) written to " + path)) << output;
+  // A file this machine cannot write is named with the reason, not as a coordinator away.
+  const std::string nowhere = cluster.dir() + "/no-such-folder/trace.json";
+  EXPECT_EQ(
+      Cluster::RunCli({"--coordinator=" + cluster.address(), "timeline", *job_id, "-o", nowhere},
+                      &output),
+      1);
+  EXPECT_TRUE(absl::StrContains(
+      output, "--output: cannot write '" + nowhere + "': No such file or directory"))
+      << output;
   std::ifstream file(path);
   std::stringstream text;
   text << file.rdbuf();
