@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -78,6 +79,8 @@ absl::StatusOr<std::string> CanonicalOutput(const std::string& absolute, std::st
       *existing = *real;
       return (rest.empty() ? fs::path(*real) : fs::path(*real) / rest).lexically_normal().string();
     }
+    // A path this host cannot look up now is not one that does not exist.
+    if (!absl::IsNotFound(real.status())) return real.status();
     if (!prefix.has_parent_path() || prefix.parent_path() == prefix) {
       return absl::NotFoundError(absl::StrCat("no folder of '", absolute, "' exists"));
     }
@@ -280,7 +283,10 @@ absl::StatusOr<std::string> PathPolicy::CheckOutput(const std::string& field,
   RETURN_IF_ERROR(CheckInside(field, path, canonical, Form::kResolved, /*output=*/true));
   struct stat info;
   if (::stat(existing.c_str(), &info) != 0) {
-    return absl::NotFoundError(absl::StrCat(field, ": '", existing, "' vanished"));
+    // Removed since it was resolved, or this host's storage failing: asked again, the
+    // next attempt may find it.
+    return absl::UnavailableError(
+        absl::StrCat(field, ": '", existing, "' vanished: ", std::strerror(errno)));
   }
   const bool whole_path_exists = existing == canonical;
   if (whole_path_exists && kind == Kind::kFile) {
@@ -308,6 +314,13 @@ absl::StatusOr<std::string> PathPolicy::CheckOutput(const std::string& field,
         absl::StrCat(field, ": '", parent, "' is in the way and is not a folder"));
   }
   if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+    // A file system this host mounted read-only (after disk errors, or missing its
+    // mount), or failing, is the host's trouble, which another host may not have: only a
+    // folder's own permissions are the job's.
+    if (errno == EROFS || IsTransientFileError(errno)) {
+      return absl::UnavailableError(absl::StrCat(
+          field, ": '", parent, "' cannot be written on this host now: ", std::strerror(errno)));
+    }
     return absl::PermissionDeniedError(
         absl::StrCat(field, ": '", parent, "' cannot be written (by this process)"));
   }

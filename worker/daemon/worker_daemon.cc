@@ -182,10 +182,11 @@ void WorkerDaemon::DrainForShutdown(absl::Duration heartbeat_interval) {
   leaving.set_message(absl::StrCat("aborted: ", kReason));
   leaving.set_worker_leaving(true);
   // Not through SendReport: the rank's own final report, which follows, is the one the
-  // metrics and the outbox keep.
+  // metrics and the outbox keep. Not after it either: a rank that completed meanwhile
+  // would be said to have left.
   v1::WorkerMessage message;
   *message.mutable_report() = std::move(leaving);
-  Write(message);
+  WriteUnlessTheAttemptEnded(message);
   runner_->Abort(kReason);
   runner_->WaitUntilDone(std::max(options_.stuck_abort_grace, absl::Seconds(1)));
 }
@@ -400,11 +401,24 @@ bool WorkerDaemon::Write(const v1::WorkerMessage& message) {
   return stream_ != nullptr && stream_->Write(message);
 }
 
+bool WorkerDaemon::WriteUnlessTheAttemptEnded(const v1::WorkerMessage& message) {
+  CountCoordinatorCall();
+  absl::MutexLock lock(&stream_mu_);
+  return !outbox_.ended() && stream_ != nullptr && stream_->Write(message);
+}
+
 void WorkerDaemon::SendReport(const v1::AttemptReport& report) {
   if (metrics_) metrics_->OnReport(report);
   v1::WorkerMessage message;
   *message.mutable_report() = report;
-  if (Write(message)) {
+  CountCoordinatorCall();
+  // Written, then kept or held, under the stream's lock, which a new session's
+  // ReleaseHeldReports holds while it sends what is held and installs the stream: this
+  // report is held before it runs, or written on the new stream after it. Held after it
+  // (the write having found no stream), it waited for the next session, and a final
+  // report lost so left the job waiting on this rank and the worker BUSY for good.
+  absl::MutexLock lock(&stream_mu_);
+  if (stream_ != nullptr && stream_->Write(message)) {
     outbox_.Sent(report);
   } else {
     outbox_.Hold(report);

@@ -129,6 +129,8 @@ class WorkerDaemon {
   void AnswerDataPlaneProbe(const v1::DataPlaneProbe& probe);
   // Writes on the live session; false without one, or if the write failed.
   bool Write(const v1::WorkerMessage& message);
+  // Write, but not once the attempt's final report has been produced.
+  bool WriteUnlessTheAttemptEnded(const v1::WorkerMessage& message);
   // Heartbeats and answers: dropped without a session.
   void Send(const v1::WorkerMessage& message) { (void)Write(message); }
   // The attempt's reports: held without a session, for a coordinator that re-attaches
