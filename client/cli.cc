@@ -294,11 +294,26 @@ int Scale(Client& client, const std::string& job_id, int32_t replicas) {
 
 // Proposes the switch, then follows the job until the coordinator has applied or
 // abandoned it (it re-proposes by itself when a rank was already past the step).
+// A hook switch whose fate this client could not learn (the coordinator unreachable, busy
+// or late): exit 3, as a watch whose job's end is unknown, never 1 (abandoned for good).
+// Any other failure (refused) as Fail gives it.
+int HookSwitchUnknown(const absl::Status& status, const std::string& job_id, const char* what) {
+  if (!absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status) &&
+      !absl::IsResourceExhausted(status)) {
+    return Fail(status);
+  }
+  std::fprintf(stderr,
+               "shardwise: %s\nshardwise: %s is unknown; `shardwise describe %s` shows it\n",
+               std::string(status.message()).c_str(), what, job_id.c_str());
+  return kWatchLost;
+}
+
 int SetHook(Client& client, const std::string& job_id, const std::string& hook_name) {
   auto hook = ParseCommHook(hook_name, absl::GetFlag(FLAGS_wrapper));
   if (!hook.ok()) return Fail(hook.status());
   auto proposal = client.SetCommHook(job_id, *hook);
-  if (!proposal.ok()) return Fail(proposal.status());
+  if (!proposal.ok())
+    return HookSwitchUnknown(proposal.status(), job_id, "whether it was proposed");
   std::printf("%s: switch %d proposed: %s -> %s at step %lld\n", job_id.c_str(),
               proposal->version(), CommHookName(proposal->old_hook()).c_str(),
               CommHookName(proposal->new_hook()).c_str(), static_cast<long long>(proposal->step()));
@@ -306,7 +321,7 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
   const absl::Time deadline = absl::Now() + absl::Minutes(2);
   while (absl::Now() < deadline) {
     auto job = client.Get(job_id);
-    if (!job.ok()) return Fail(job.status());
+    if (!job.ok()) return HookSwitchUnknown(job.status(), job_id, "whether it applied");
     const v1::HookSwitch* newest = nullptr;
     for (const v1::HookSwitch& s : job->hook_switches()) {
       if (s.version() >= proposal->version()) newest = &s;
@@ -329,13 +344,14 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
                    job_id.c_str(), v1::JobState_Name(job->state()).c_str());
       return 1;
     }
-    absl::SleepFor(absl::Milliseconds(200));
+    // A switch takes a step or two: a second apart, 120 reads of the job at most.
+    absl::SleepFor(absl::Seconds(1));
   }
   std::fprintf(stderr,
-               "shardwise: no decision on the switch after 2 minutes; see "
+               "shardwise: no decision on the switch after 2 minutes (it may still apply); see "
                "`shardwise describe %s`\n",
                job_id.c_str());
-  return 1;
+  return kWatchLost;
 }
 
 // "up to 43 sequences per rank per micro-step (global_batch_size 43): 79.9 GiB", or

@@ -350,6 +350,14 @@ TEST(Cli, ADeadCoordinatorGetsAClearMessage) {
   // A watch too, at once: exit 3, the job's end unknown.
   EXPECT_EQ(Cluster::RunCli({"--coordinator=127.0.0.1:1", "watch", "job-1"}, &output), 3);
   EXPECT_TRUE(absl::StrContains(output, "cannot reach the coordinator at 127.0.0.1:1")) << output;
+  // A hook switch whose fate is unknown is 3 as well, never 1 (abandoned for good).
+  EXPECT_EQ(
+      Cluster::RunCli({"--coordinator=127.0.0.1:1", "set-hook", "job-1", "bf16_compress"}, &output),
+      3);
+  EXPECT_TRUE(absl::StrContains(output,
+                                "whether it was proposed is unknown; `shardwise describe "
+                                "job-1` shows it"))
+      << output;
 }
 
 // A usage mistake exits 2 naming it, before any call: never 1, which `watch` gives a job

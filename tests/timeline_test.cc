@@ -25,6 +25,19 @@ struct Event {
   double start = 0, end = 0;
 };
 
+// A file this machine cannot write is named with the reason (exit 1), not as a
+// coordinator away.
+void ExpectAnUnwritableFileNamedWithItsReason(Cluster& cluster, const std::string& job_id) {
+  const std::string nowhere = cluster.dir() + "/no-such-folder/trace.json";
+  std::string output;
+  EXPECT_EQ(Cluster::RunCli(
+                {"--coordinator=" + cluster.address(), "timeline", job_id, "-o", nowhere}, &output),
+            1);
+  EXPECT_TRUE(absl::StrContains(
+      output, "--output: cannot write '" + nowhere + "': No such file or directory"))
+      << output;
+}
+
 TEST(Timeline, MergesEveryRankIntoOneNestedChromeTrace) {
   Cluster cluster;
   cluster.StartCoordinator();
@@ -43,15 +56,7 @@ TEST(Timeline, MergesEveryRankIntoOneNestedChromeTrace) {
             0)
       << output;
   EXPECT_TRUE(absl::StrContains(output, "of 3 ranks (attempt 1) written to " + path)) << output;
-  // A file this machine cannot write is named with the reason, not as a coordinator away.
-  const std::string nowhere = cluster.dir() + "/no-such-folder/trace.json";
-  EXPECT_EQ(
-      Cluster::RunCli({"--coordinator=" + cluster.address(), "timeline", *job_id, "-o", nowhere},
-                      &output),
-      1);
-  EXPECT_TRUE(absl::StrContains(
-      output, "--output: cannot write '" + nowhere + "': No such file or directory"))
-      << output;
+  ExpectAnUnwritableFileNamedWithItsReason(cluster, *job_id);
   std::ifstream file(path);
   std::stringstream text;
   text << file.rdbuf();

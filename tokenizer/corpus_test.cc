@@ -108,7 +108,9 @@ TEST(CorpusChunkerTest, ADocumentGoesOnPastAChunkCutAtTheBoundWithItsBlocks) {
     int ends = 0;
     while (*chunker.Next(&chunk)) {
       if (chunk.document_end) ++ends;
-      if (ends == 0) EXPECT_FALSE(chunk.document_end);
+      if (ends == 0) {
+        EXPECT_FALSE(chunk.document_end);
+      }
       if (ends == 0 || (ends == 1 && chunk.document_end)) joined += chunk.text;
       sizes.push_back(chunk.text.size());
     }

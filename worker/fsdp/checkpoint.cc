@@ -43,6 +43,19 @@ absl::Status CheckNotSuperseded(const std::string& dir, const CheckpointAuthor& 
   return absl::OkStatus();
 }
 
+// ALREADY_EXISTS when step folder `folder` holds another job's checkpoint: two jobs
+// writing one output.checkpoint_dir (one started from the other's, say) would replace
+// each other's steps, and a step left with shards of both would be neither's.
+absl::Status CheckNotAnotherJobs(const std::string& folder, const CheckpointAuthor& author) {
+  const absl::StatusOr<v1::CheckpointManifest> there = ReadCheckpointManifest(folder);
+  if (absl::IsUnavailable(there.status())) return there.status();
+  if (!there.ok() || there->job_id() == author.job_id) return absl::OkStatus();
+  return absl::AlreadyExistsError(absl::StrCat(
+      "output.checkpoint_dir: '", folder, "' holds job ", there->job_id(),
+      "'s checkpoint; a job never replaces another's (give each job a checkpoint_dir of its "
+      "own; one may start from another's with init.checkpoint_dir)"));
+}
+
 }  // namespace
 
 std::string OptimizerKind(const v1::OptimizerSpec& optimizer) {
@@ -58,6 +71,7 @@ absl::Status WriteCheckpointShard(const std::string& dir, int64_t step,
   if (absl::Status created = CreateFolders(folder); !created.ok()) {
     return absl::Status(created.code(), absl::StrCat("output.checkpoint_dir: ", created.message()));
   }
+  RETURN_IF_ERROR(CheckNotAnotherJobs(folder, author));
   // A later attempt's step here already: not overwritten with this one's shard.
   if (const absl::StatusOr<v1::CheckpointManifest> there = ReadCheckpointManifest(folder);
       there.ok() && there->job_id() == author.job_id && there->attempt() > author.attempt) {
@@ -85,6 +99,7 @@ absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
                                      const FsdpModel& model, const Optimizer& optimizer,
                                      const v1::GradScalerState* scaler) {
   RETURN_IF_ERROR(CheckNotSuperseded(dir, author));
+  RETURN_IF_ERROR(CheckNotAnotherJobs(CheckpointFolder(dir, step), author));
   v1::CheckpointManifest manifest;
   if (scaler != nullptr) *manifest.mutable_grad_scaler() = *scaler;
   manifest.set_job_id(author.job_id);

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "contracts/checkpoint_files.h"
 #include "contracts/job_spec_defaults.h"
@@ -337,6 +338,28 @@ TEST(Checkpoint, AStepMixingTwoJobsShardsIsNotACheckpoint) {
                                  "job-a"),
             std::string::npos)
       << mixed;
+}
+
+// Two jobs given one output.checkpoint_dir: the second writes none of its steps over the
+// first's (it replaced them, shards and manifest, before), and says why.
+TEST(Checkpoint, AJobNeverWritesOverAnotherJobsCheckpoint) {
+  const std::string dir = TempDir("shared");
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  ASSERT_TRUE(TrainAll(spec, "job-a", 1).ok());
+  const std::string shard = dir + "/ckpt/step-00000002/rank-00000.safetensors";
+  const std::string before = ReadText(shard);
+  spec.mutable_data()->mutable_synthetic()->set_seed(4);
+  const absl::Status refused = TrainAll(spec, "job-b", 1).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kAlreadyExists) << refused;
+  EXPECT_TRUE(
+      absl::StrContains(refused.message(), "output.checkpoint_dir: '" + dir +
+                                               "/ckpt/step-00000002' holds job job-a's "
+                                               "checkpoint; a job never replaces another's"))
+      << refused;
+  EXPECT_EQ(ReadText(shard), before);
+  EXPECT_EQ(ReadCheckpointManifest(dir + "/ckpt/step-00000004")->job_id(), "job-a");
 }
 
 // A unit's optimizer states are all the optimizer keeps or none: a checkpoint holding

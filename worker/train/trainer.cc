@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "common/path_policy.h"
 #include "common/safe_write.h"
 #include "common/status_macros.h"
+#include "contracts/checkpoint_files.h"
 #include "contracts/fsdp_layout.h"
 #include "contracts/job_ranks.h"
 #include "contracts/job_spec_defaults.h"
@@ -55,20 +57,58 @@ absl::Status PermanentIfInTheJobsFiles(const absl::Status& status) {
              : status;
 }
 
-// Where this rank's parameters come from: the job's own newest checkpoint when a later
-// attempt resumes, else init.checkpoint_dir's newest, else none (seed or safetensors).
-// It is read for a rank of `plan`: only that rank's shards of the parameters and state.
-absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> CheckpointToLoad(
-    const v1::JobSpec& spec, const TrainingContext& context, const fsdp::ShardingPlan& plan) {
+// Where a rank's parameters come from: the job's own newest checkpoint when a later
+// attempt resumes, else init.checkpoint_dir's newest, else none (seed or safetensors); a
+// checkpoint by its step, which names its folder. Each rank of an attempt starts from
+// the one its world rank 0 found (AgreeOnTheCheckpoint).
+struct CheckpointChoice {
+  enum Source { kNone = 0, kOwn = 1, kInit = 2 };
+  Source source = kNone;
+  int64_t step = 0;
+};
+
+absl::StatusOr<CheckpointChoice> NewestCheckpoint(const v1::JobSpec& spec,
+                                                  const TrainingContext& context) {
   const std::string& own = spec.output().checkpoint_dir();
+  const auto step_of = [](const std::string& folder) -> absl::StatusOr<int64_t> {
+    ASSIGN_OR_RETURN(const v1::CheckpointManifest manifest, fsdp::ReadCheckpointManifest(folder));
+    return manifest.step();
+  };
   if (context.attempt > 1 && !own.empty()) {
-    auto loaded = fsdp::LoadNewestCheckpoint(own, context.job_id, spec, plan);
-    if (!absl::IsNotFound(loaded.status())) return std::move(loaded);
+    auto folder = fsdp::FindLatestCheckpoint(own, context.job_id);
+    if (folder.ok()) {
+      ASSIGN_OR_RETURN(const int64_t step, step_of(*folder));
+      return CheckpointChoice{CheckpointChoice::kOwn, step};
+    }
+    if (!absl::IsNotFound(folder.status())) return folder.status();
   }
   if (spec.init().has_checkpoint_dir()) {
-    return fsdp::LoadNewestCheckpoint(spec.init().checkpoint_dir(), "", spec, plan);
+    ASSIGN_OR_RETURN(const std::string folder,
+                     fsdp::FindLatestCheckpoint(spec.init().checkpoint_dir(), ""));
+    ASSIGN_OR_RETURN(const int64_t step, step_of(folder));
+    return CheckpointChoice{CheckpointChoice::kInit, step};
   }
-  return std::nullopt;
+  return CheckpointChoice{};
+}
+
+// `choice` read for a rank of `plan`: only that rank's shards of the parameters and
+// state; none for kNone. One removed since rank 0 found it (a superseded attempt's
+// pruner) is UNAVAILABLE: the next attempt looks again.
+absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> LoadChosenCheckpoint(
+    const CheckpointChoice& choice, const v1::JobSpec& spec, const fsdp::ShardingPlan& plan) {
+  if (choice.source == CheckpointChoice::kNone) return std::nullopt;
+  const std::string folder = fsdp::CheckpointFolder(choice.source == CheckpointChoice::kOwn
+                                                        ? spec.output().checkpoint_dir()
+                                                        : spec.init().checkpoint_dir(),
+                                                    choice.step);
+  absl::StatusOr<fsdp::LoadedCheckpoint> loaded = fsdp::LoadCheckpoint(folder, spec, plan);
+  if (absl::IsNotFound(loaded.status()) &&
+      absl::IsNotFound(fsdp::ReadCheckpointManifest(folder).status())) {
+    return absl::UnavailableError(
+        absl::StrCat("checkpoint '", folder, "' was removed while the ranks loaded it"));
+  }
+  if (!loaded.ok()) return loaded.status();
+  return std::optional<fsdp::LoadedCheckpoint>(*std::move(loaded));
 }
 
 // This thread is the step's critical path: calls to the coordinator from here count.
@@ -107,9 +147,16 @@ class RankTrainer : private MembershipMoves::Rank {
   std::string WhatComesNext() const;
   // The optimizer and pending losses around a newly built `model`.
   void AdoptModel(std::unique_ptr<fsdp::FsdpModel> model);
-  // The model at its start: from the checkpoint to load (CheckpointToLoad), restored with
-  // its optimizer state, else from the initial weights.
+  // The model at its start: from the checkpoint every rank agreed on, restored with its
+  // optimizer state, else from the initial weights.
   absl::Status BuildInitialModel();
+  absl::StatusOr<CheckpointChoice> AgreeOnTheCheckpoint();
+  // A barrier once every rank built its model, with the data plane's timeout.
+  absl::Status EveryRankHasItsModel();
+  // `collective` over the world waiting for a peer with the data plane's timeout, not the
+  // peer timeout a step's collectives wait: around work each rank takes its own time over
+  // (writing its shards, finding and loading a checkpoint).
+  absl::Status WithDataPlaneTimeout(const std::function<absl::Status()>& collective);
   absl::Status Restore(const fsdp::LoadedCheckpoint& checkpoint);
   absl::Status Step(int64_t step);
   absl::Status BeginStep(int64_t step);
@@ -266,12 +313,48 @@ absl::Status RankTrainer::Setup() {
   if (context_.join != nullptr) return TakeStateOfTheLiveRanks();
   // A job that may grow starts with some of its groups not placed yet (KEEP_GLOBAL).
   CoverLeftRanks();
-  return BuildInitialModel();
+  RETURN_IF_ERROR(BuildInitialModel());
+  return EveryRankHasItsModel();
+}
+
+absl::StatusOr<CheckpointChoice> RankTrainer::AgreeOnTheCheckpoint() {
+  activity_ = "finding the checkpoint to start from";
+  absl::StatusOr<CheckpointChoice> found = NewestCheckpoint(spec_, context_);
+  if (!found.ok()) return PermanentIfInTheJobsFiles(found.status());
+  // Rank 0's, over the world: each rank looks on its own, and a checkpoint written
+  // meanwhile (by a job this one starts from, or an attempt superseded) or a folder one
+  // host sees late would start the ranks from different steps, their collectives pairing
+  // and training on a mix without a word. Waited for with the data plane's timeout: the
+  // ranks arrive as their hosts look.
+  Communicator& world = *runtime_->world();
+  double choice[2] = {0, 0};
+  if (world.rank() == 0) {
+    choice[0] = static_cast<double>(found->source);
+    choice[1] = static_cast<double>(found->step);
+  }
+  RETURN_IF_ERROR(
+      WithDataPlaneTimeout([&] { return world.AllReduce(choice, 2, ScalarType::kFloat64); }));
+  return CheckpointChoice{static_cast<CheckpointChoice::Source>(choice[0]),
+                          static_cast<int64_t>(choice[1])};
+}
+
+absl::Status RankTrainer::EveryRankHasItsModel() {
+  // Loading takes each rank its own time, which the first step's collectives (bounded by
+  // the peer timeout under fault tolerance) would not wait for.
+  return WithDataPlaneTimeout([&] { return runtime_->world()->Barrier(); });
+}
+
+absl::Status RankTrainer::WithDataPlaneTimeout(const std::function<absl::Status()>& collective) {
+  moves_.SetWorldTimeout(context_.data_plane.timeout);
+  absl::Status done = collective();
+  moves_.SetWorldTimeout(moves_.PeerTimeout());
+  return done;
 }
 
 absl::Status RankTrainer::BuildInitialModel() {
+  ASSIGN_OR_RETURN(const CheckpointChoice choice, AgreeOnTheCheckpoint());
   activity_ = "loading the initial weights";
-  auto checkpoint = CheckpointToLoad(spec_, context_, plan_);
+  auto checkpoint = LoadChosenCheckpoint(choice, spec_, plan_);
   if (!checkpoint.ok()) return PermanentIfInTheJobsFiles(checkpoint.status());
   if (checkpoint->has_value()) {
     activity_ = "building the sharded model";
@@ -722,10 +805,7 @@ absl::StatusOr<bool> RankTrainer::MaybeCheckpoint() {
   RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result_.steps, author, *model_, *optimizer_));
   // Every shard is on disk before the manifest; writing one may take longer than a peer
   // is waited for inside a step.
-  moves_.SetWorldTimeout(context_.data_plane.timeout);
-  const absl::Status written = runtime_->world()->Barrier();
-  moves_.SetWorldTimeout(moves_.PeerTimeout());
-  RETURN_IF_ERROR(written);
+  RETURN_IF_ERROR(WithDataPlaneTimeout([&] { return runtime_->world()->Barrier(); }));
   if (Leads()) {
     const v1::GradScalerState scaler_state = scaler_.State();
     RETURN_IF_ERROR(fsdp::WriteCheckpointManifest(dir, result_.steps, author, spec_, *model_,
@@ -736,6 +816,10 @@ absl::StatusOr<bool> RankTrainer::MaybeCheckpoint() {
     }
     pruner_->After(result_.steps);
   }
+  // No rank is past the checkpoint before its manifest is written: a leader lost after
+  // the shards' barrier would otherwise leave the step without one, while the others had
+  // gone on (AgreedNext would not have them write it again).
+  RETURN_IF_ERROR(WithDataPlaneTimeout([&] { return runtime_->world()->Barrier(); }));
   // Written again after a recovery (AgreedNext): one checkpoint still.
   if (checkpointed_steps_ != result_.steps) ++result_.checkpoints_written;
   checkpointed_steps_ = result_.steps;
