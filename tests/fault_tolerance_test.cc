@@ -384,10 +384,12 @@ INSTANTIATE_TEST_SUITE_P(EveryPhase, KilledAtPhase,
                          });
 
 // The leader lost as the final model is gathered (all four ranks held there until its
-// worker is killed, the others released then): the other group completes as followers, which write
-// no model, so the attempt fails, and the next one (on a spare worker) resumes from the last step's
-// checkpoint and writes the model. Never SUCCEEDED without it.
-TEST(FaultTolerance, ALeaderLostAtTheFinalModelFailsTheAttemptAndTheNextWritesIt) {
+// worker is killed, the others released then): the other group gathers the model without
+// it, waits at the barrier after the write, which fails, and recovers; its lowest rank
+// leads in the next epoch and writes the model, in the same attempt. (Before, that group
+// completed as followers, writing no model, and the attempt failed; before that, the job
+// SUCCEEDED without a model.)
+TEST(FaultTolerance, ALeaderLostAtTheFinalModelHasTheLiveRanksWriteIt) {
   Cluster cluster;
   cluster.StartCoordinator();
   const std::string release = cluster.dir() + "/release-final";
@@ -414,11 +416,14 @@ TEST(FaultTolerance, ALeaderLostAtTheFinalModelFailsTheAttemptAndTheNextWritesIt
   cluster.worker(leader).Kill();
   std::ofstream(release).put('\n');
   const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
-  EXPECT_EQ(job.attempt(), 2);
-  EXPECT_EQ(job.restarts(), 1);
-  EXPECT_TRUE(absl::StrContains(JobEventLog(job), "led at the end was lost")) << JobEventLog(job);
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(Live(job), (std::vector<int32_t>{2, 3})) << JobEventLog(job);
   EXPECT_TRUE(absl::StrContains(job.result(), "model written to")) << job.result();
   EXPECT_TRUE(std::filesystem::exists(model_path)) << "no rank wrote the final model";
+  const std::string log = ReadWholeFile(cluster.worker(running->ranks(2).worker_id()).log_path());
+  EXPECT_TRUE(absl::StrContains(log, "gathering the final model failed (")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "2 ranks train on from the final model after")) << log;
 }
 
 // Determinism, under each batch rule: a job whose rank 3 is killed in step 39's backward

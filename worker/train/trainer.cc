@@ -460,21 +460,32 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
   TrainingThreadMark mark;
   calls_before_training_ = training_thread_coordinator_calls.load();
   speed_.emplace(absl::Now(), first_step_);
-  while (next_ != AfterSteps::kNextStep || result_.steps < spec_.steps()) {
-    const absl::Time start = absl::Now();
-    if (absl::Status done = RunToTheEndOfAStep(); !done.ok()) {
-      if (!moves_.Recoverable(done)) return done;
-      RETURN_IF_ERROR(RecoverFrom(done));
-      continue;  // from the part every rank agreed on
+  while (true) {
+    while (next_ != AfterSteps::kNextStep || result_.steps < spec_.steps()) {
+      const absl::Time start = absl::Now();
+      if (absl::Status done = RunToTheEndOfAStep(); !done.ok()) {
+        if (!moves_.Recoverable(done)) return done;
+        RETURN_IF_ERROR(RecoverFrom(done));
+        continue;  // from the part every rank agreed on
+      }
+      // Not after the evaluation before the first step.
+      if (result_.steps > first_step_) ReportProgress(absl::ToDoubleSeconds(absl::Now() - start));
+      if (moves_.MovesAfterStep()) RETURN_IF_ERROR(moves_.Regroup(result_.steps));
     }
-    // Not after the evaluation before the first step.
-    if (result_.steps > first_step_) ReportProgress(absl::ToDoubleSeconds(absl::Now() - start));
-    if (moves_.MovesAfterStep()) RETURN_IF_ERROR(moves_.Regroup(result_.steps));
+    activity_ = "gathering the final model";
+    if (context_.position != nullptr) context_.position->SetPhase("final model");
+    absl::Status written = WriteFinalModel();
+    // No rank completes before the model is written: the groups but the leader's gather
+    // without it, and had completed as followers when it was lost, leaving no model.
+    if (written.ok()) {
+      written = WithDataPlaneTimeout([&] { return runtime_->world()->Barrier(); });
+    }
+    if (written.ok()) return result_;
+    // A peer lost while the model is gathered or written: the live ranks gather it again
+    // in the next epoch, the lowest writing it, after any part a rank had not finished.
+    if (!moves_.Recoverable(written)) return written;
+    RETURN_IF_ERROR(RecoverFrom(written));
   }
-  activity_ = "gathering the final model";
-  if (context_.position != nullptr) context_.position->SetPhase("final model");
-  RETURN_IF_ERROR(WriteFinalModel());
-  return result_;
 }
 
 absl::Status RankTrainer::RunToTheEndOfAStep() {
