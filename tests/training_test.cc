@@ -271,6 +271,32 @@ TEST_P(TransformerJob, FromTextToSamples) {
 INSTANTIATE_TEST_SUITE_P(GptAndLlama, TransformerJob, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Llama" : "Gpt"; });
 
+// What `sample` asks of the tokenizer program beyond encode and decode: the ids before
+// each document (the BOS, 1), and a decode through a file of ids, more than a
+// command-line argument holds.
+void ExpectThePrefixAndALongDecode(Cluster& cluster, const std::string& tokenizer) {
+  std::string output;
+  // Each document starts with the BOS, which `sample` puts before the prompt too.
+  ASSERT_EQ(Cluster::RunCli({"tokenize", "prefix", "--tokenizer_dir=" + tokenizer}, &output), 0)
+      << output;
+  EXPECT_EQ(output, "1\n");
+  // `sample` decodes through a file of ids: more than a command-line argument holds.
+  const std::string ids_file = cluster.dir() + "/ids.txt";
+  std::string many;
+  for (int i = 0; i < 50000; ++i) absl::StrAppend(&many, i == 0 ? "" : " ", 100);
+  std::ofstream(ids_file) << many;
+  ASSERT_EQ(Cluster::RunCli(
+                {"tokenize", "decode", "--tokenizer_dir=" + tokenizer, "--ids_file=" + ids_file},
+                &output),
+            0);
+  const size_t decoded = output.size();
+  ASSERT_EQ(Cluster::RunCli({"tokenize", "decode", "--tokenizer_dir=" + tokenizer, "--ids=100,100"},
+                            &output),
+            0)
+      << output;
+  EXPECT_GE(decoded, 25000 * output.size()) << "50,000 ids decoded to " << decoded << " bytes";
+}
+
 // The same with a SentencePiece tokenizer trained on the text: the job names the folder
 // `tokenize` wrote, a model whose vocabulary is smaller is refused naming both, the final
 // model gets the tokenizer beside it, and `sample` takes and prints text through it. The
@@ -289,12 +315,7 @@ TEST(Training, AGptJobWithASentencePieceTokenizer) {
             0)
       << output;
   EXPECT_TRUE(absl::StrContains(output, "sentencepiece, vocabulary 512")) << output;
-  // Each document starts with the BOS, which `sample` puts before the prompt too.
-  ASSERT_EQ(
-      Cluster::RunCli({"tokenize", "prefix", "--tokenizer_dir=" + tokens + "/tokenizer"}, &output),
-      0)
-      << output;
-  EXPECT_EQ(output, "1\n");
+  ExpectThePrefixAndALongDecode(cluster, tokens + "/tokenizer");
 
   v1::JobSpec spec = SmallGptSpec(300, tokens + "/train.bin");
   spec.mutable_data()->mutable_tokens()->set_tokenizer(tokens + "/tokenizer");

@@ -8,12 +8,14 @@
 //   shardwise-tokenize encode --tokenizer_dir=DIR --texts_json=F [--check_round_trip]
 //                                             a line of ids per text (tests/tokenizers)
 //   shardwise-tokenize decode --tokenizer_dir=DIR --ids=1,2,3     the text
+//   shardwise-tokenize decode --tokenizer_dir=DIR --ids_file=F    the text of F's ids
 //   shardwise-tokenize prefix --tokenizer_dir=DIR                 the ids before a document
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,9 @@ ABSL_FLAG(std::string, texts_json, "",
 ABSL_FLAG(bool, check_round_trip, false,
           "encode: fail unless each text's ids decode back to the text");
 ABSL_FLAG(std::string, ids, "", "decode: the ids, comma-separated");
+ABSL_FLAG(std::string, ids_file, "",
+          "decode: a file holding the ids, comma- or space-separated (more than one command-line "
+          "argument holds: 128 KiB)");
 
 namespace shardwise {
 namespace tokenizer {
@@ -224,13 +229,23 @@ absl::Status EncodeTexts(const Tokenizer& tokenizer) {
   return absl::OkStatus();
 }
 
-// Prints the text of --ids.
+// Prints the text of --ids, or of --ids_file's ids.
 absl::Status DecodeIds(const Tokenizer& tokenizer) {
+  const std::string path = absl::GetFlag(FLAGS_ids_file);
+  const std::string flag = path.empty() ? "--ids" : "--ids_file";
+  std::string listed = absl::GetFlag(FLAGS_ids);
+  if (!path.empty()) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("--ids_file: cannot read '", path, "'"));
+    listed.assign(std::istreambuf_iterator<char>(in), {});
+  }
   std::vector<int32_t> ids;
-  for (absl::string_view field : absl::StrSplit(absl::GetFlag(FLAGS_ids), ',', absl::SkipEmpty())) {
+  for (absl::string_view field :
+       absl::StrSplit(listed, absl::ByAnyChar(", \n"), absl::SkipEmpty())) {
     int32_t id = 0;
     if (!absl::SimpleAtoi(field, &id)) {
-      return absl::InvalidArgumentError(absl::StrCat("--ids: \"", field, "\" is not an id"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, ": \"", ForTerminal(std::string(field.substr(0, 20))), "\" is not an id"));
     }
     ids.push_back(id);
   }

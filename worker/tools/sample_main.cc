@@ -10,7 +10,12 @@
 // `shardwise-tokenize encode|decode` (SentencePiece cannot share this process's
 // protobuf); without one, bytes as tokens.
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -25,6 +30,7 @@
 #include "absl/strings/str_split.h"
 #include "common/bazel_run.h"
 #include "common/companion_program.h"
+#include "common/status_macros.h"
 #include "contracts/safetensors.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/job_spec.pb.h"
@@ -97,10 +103,33 @@ class TextCodec {
 
   absl::StatusOr<std::string> Decode(const std::vector<int64_t>& ids) const {
     if (dir_.empty()) return tokenizer::ByteTokenizer().Decode({ids.begin(), ids.end()});
-    return Run({"decode", "--ids=" + absl::StrJoin(ids, ",")});
+    // Through a file: a command-line argument holds 128 KiB, some 25,000 ids.
+    ASSIGN_OR_RETURN(const std::string file, WriteTemporaryFile(absl::StrJoin(ids, " ")));
+    absl::StatusOr<std::string> text = Run({"decode", "--ids_file=" + file});
+    std::remove(file.c_str());
+    return text;
   }
 
  private:
+  // `text` in a new file of this process's own under $TMPDIR (else /tmp); its path.
+  static absl::StatusOr<std::string> WriteTemporaryFile(const std::string& text) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string path =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/shardwise-sample-ids-XXXXXX");
+    const int fd = ::mkstemp(path.data());
+    if (fd < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot create a temporary file '", path, "': ", std::strerror(errno)));
+    }
+    const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    if (!written) {
+      std::remove(path.c_str());
+      return absl::UnavailableError(absl::StrCat("cannot write the temporary file '", path, "'"));
+    }
+    return path;
+  }
+
   absl::StatusOr<std::vector<int64_t>> RunForIds(std::vector<std::string> args) const {
     auto printed = Run(std::move(args));
     if (!printed.ok()) return printed.status();
