@@ -367,21 +367,4 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const
   return loaded;
 }
 
-absl::StatusOr<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir,
-                                                      const std::string& job_id,
-                                                      const v1::JobSpec& spec,
-                                                      const ShardingPlan& plan) {
-  // A job keeping only its newest checkpoints (output.keep_checkpoints) may remove the one
-  // found before it is read: then the newest is looked for again.
-  constexpr int kSearches = 3;
-  for (int search = 1;; ++search) {
-    ASSIGN_OR_RETURN(const std::string folder, FindLatestCheckpoint(dir, job_id));
-    absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(folder, spec, plan);
-    if (loaded.ok() || search == kSearches ||
-        !absl::IsNotFound(ReadCheckpointManifest(folder).status())) {
-      return loaded;
-    }
-  }
-}
-
 }  // namespace shardwise::fsdp

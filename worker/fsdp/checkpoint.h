@@ -84,14 +84,6 @@ struct LoadedCheckpoint {
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const v1::JobSpec& spec,
                                                 const ShardingPlan& plan);
 
-// FindLatestCheckpoint(dir, job_id), loaded by LoadCheckpoint; a step removed between the
-// two (a job keeping only its newest checkpoints) is looked for again, at most three
-// searches in all.
-absl::StatusOr<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir,
-                                                      const std::string& job_id,
-                                                      const v1::JobSpec& spec,
-                                                      const ShardingPlan& plan);
-
 }  // namespace shardwise::fsdp
 
 #endif  // SHARDWISE_WORKER_FSDP_CHECKPOINT_H_

@@ -151,12 +151,11 @@ class RankTrainer : private MembershipMoves::Rank {
   // optimizer state, else from the initial weights.
   absl::Status BuildInitialModel();
   absl::StatusOr<CheckpointChoice> AgreeOnTheCheckpoint();
-  // A barrier once every rank built its model, with the data plane's timeout.
-  absl::Status EveryRankHasItsModel();
   // `collective` over the world waiting for a peer with the data plane's timeout, not the
   // peer timeout a step's collectives wait: around work each rank takes its own time over
   // (writing its shards, finding and loading a checkpoint).
   absl::Status WithDataPlaneTimeout(const std::function<absl::Status()>& collective);
+  absl::Status BarrierWithDataPlaneTimeout();
   absl::Status Restore(const fsdp::LoadedCheckpoint& checkpoint);
   absl::Status Step(int64_t step);
   absl::Status BeginStep(int64_t step);
@@ -314,7 +313,9 @@ absl::Status RankTrainer::Setup() {
   // A job that may grow starts with some of its groups not placed yet (KEEP_GLOBAL).
   CoverLeftRanks();
   RETURN_IF_ERROR(BuildInitialModel());
-  return EveryRankHasItsModel();
+  // Loading takes each rank its own time, which the first step's collectives (bounded by
+  // the peer timeout under fault tolerance) would not wait for.
+  return BarrierWithDataPlaneTimeout();
 }
 
 absl::StatusOr<CheckpointChoice> RankTrainer::AgreeOnTheCheckpoint() {
@@ -338,9 +339,7 @@ absl::StatusOr<CheckpointChoice> RankTrainer::AgreeOnTheCheckpoint() {
                           static_cast<int64_t>(choice[1])};
 }
 
-absl::Status RankTrainer::EveryRankHasItsModel() {
-  // Loading takes each rank its own time, which the first step's collectives (bounded by
-  // the peer timeout under fault tolerance) would not wait for.
+absl::Status RankTrainer::BarrierWithDataPlaneTimeout() {
   return WithDataPlaneTimeout([&] { return runtime_->world()->Barrier(); });
 }
 
@@ -478,7 +477,7 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
     // No rank completes before the model is written: the groups but the leader's gather
     // without it, and had completed as followers when it was lost, leaving no model.
     if (written.ok()) {
-      written = WithDataPlaneTimeout([&] { return runtime_->world()->Barrier(); });
+      written = BarrierWithDataPlaneTimeout();
     }
     if (written.ok()) return result_;
     // A peer lost while the model is gathered or written: the live ranks gather it again
@@ -816,7 +815,7 @@ absl::StatusOr<bool> RankTrainer::MaybeCheckpoint() {
   RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result_.steps, author, *model_, *optimizer_));
   // Every shard is on disk before the manifest; writing one may take longer than a peer
   // is waited for inside a step.
-  RETURN_IF_ERROR(WithDataPlaneTimeout([&] { return runtime_->world()->Barrier(); }));
+  RETURN_IF_ERROR(BarrierWithDataPlaneTimeout());
   if (Leads()) {
     const v1::GradScalerState scaler_state = scaler_.State();
     RETURN_IF_ERROR(fsdp::WriteCheckpointManifest(dir, result_.steps, author, spec_, *model_,
@@ -830,7 +829,7 @@ absl::StatusOr<bool> RankTrainer::MaybeCheckpoint() {
   // No rank is past the checkpoint before its manifest is written: a leader lost after
   // the shards' barrier would otherwise leave the step without one, while the others had
   // gone on (AgreedNext would not have them write it again).
-  RETURN_IF_ERROR(WithDataPlaneTimeout([&] { return runtime_->world()->Barrier(); }));
+  RETURN_IF_ERROR(BarrierWithDataPlaneTimeout());
   // Written again after a recovery (AgreedNext): one checkpoint still.
   if (checkpointed_steps_ != result_.steps) ++result_.checkpoints_written;
   checkpointed_steps_ = result_.steps;
