@@ -22,6 +22,12 @@ const std::atomic<bool>& StopRequestedOnSignal() {
   return g_stop_requested;
 }
 
+bool HandStopSignalsToTheSystem() {
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  return g_stop_requested;
+}
+
 void IgnoreBrokenPipes() { std::signal(SIGPIPE, SIG_IGN); }
 
 }  // namespace shardwise

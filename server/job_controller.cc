@@ -332,8 +332,17 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
 void JobController::OnRankAbortedLocked(const v1::Job& job, LiveAttempt& attempt,
                                         const v1::AttemptReport& report,
                                         const std::string& worker_id) {
-  if (!report.worker_leaving()) workers_->SetIdle(worker_id);
-  if (report.worker_leaving() && job.state() == v1::SCHEDULED) {
+  if (report.worker_busy()) {
+    workers_->AwaitIdle(worker_id);
+  } else if (!report.worker_leaving()) {
+    workers_->SetIdle(worker_id);
+  }
+  if (report.worker_busy() && job.state() == v1::SCHEDULED) {
+    // The worker refused the assignment: another attempt of its is still ending (one
+    // stuck in a collective). Not the job's failure: placed again, its restarts untouched.
+    RequeueWithoutRestartLocked(job, absl::StrCat(RankName(job, report.rank()),
+                                                  " refused the assignment: ", report.message()));
+  } else if (report.worker_leaving() && job.state() == v1::SCHEDULED) {
     // Its worker is shutting down before the attempt trained (it refused the assignment,
     // or stopped while the ranks joined): the job is placed again, its restarts untouched,
     // as after a rendezvous that never completed.

@@ -151,6 +151,30 @@ class JobControllerTest : public ::testing::Test {
   }
 
   // job-1 re-scheduled as attempt 2 on w0 (rank 0) and w2 (rank 1).
+  // job-1 scheduled on w0 and w1 with w2 idle beside; rank 0 joins, w1 answers rank 1
+  // with `refusal` (ABORTED), and rank 0, told to abort, ends.
+  void RefuseRankOneOfAScheduledAttempt(v1::AttemptReport refusal) {
+    AddWorker("w0");
+    AddWorker("w1");
+    ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+    ASSERT_EQ(State(), v1::SCHEDULED);
+    AddWorker("w2");
+    Report("w0", 0, v1::JOINED);
+    refusal.set_job_id("job-1");
+    refusal.set_attempt(1);
+    refusal.set_rank(1);
+    refusal.set_phase(v1::ABORTED);
+    controller_->OnReport("w1", refusal);
+    Report("w0", 0, v1::ABORTED);
+  }
+
+  static bool HasEvent(const v1::Job& job, const std::string& text) {
+    for (const v1::JobEvent& event : job.events()) {
+      if (absl::StrContains(event.message(), text)) return true;
+    }
+    return false;
+  }
+
   void ExpectSecondAttemptOnW0AndW2() {
     EXPECT_EQ(State(), v1::SCHEDULED);
     const v1::Job job = *jobs_->Get("job-1");
@@ -345,34 +369,47 @@ TEST_F(JobControllerTest, AfterARestartARankMissingPastTheGraceRequeuesTheJob) {
 // leaves: the job is placed again with no restart counted (with max_restarts 0 the
 // failure would end it), and not on that worker, which is not counted idle.
 TEST_F(JobControllerTest, AWorkerLeavingBeforeTheAttemptRanRequeuesItWithoutARestart) {
-  AddWorker("w0");
-  AddWorker("w1");
-  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
-  ASSERT_EQ(State(), v1::SCHEDULED);
-  AddWorker("w2");
-  Report("w0", 0, v1::JOINED);
   v1::AttemptReport refusal;
-  refusal.set_job_id("job-1");
-  refusal.set_attempt(1);
-  refusal.set_rank(1);
-  refusal.set_phase(v1::ABORTED);
   refusal.set_message("the worker is shutting down (it was told to stop: SIGTERM or SIGINT)");
   refusal.set_worker_leaving(true);
-  controller_->OnReport("w1", refusal);
-  Report("w0", 0, v1::ABORTED);  // told to abort, it ends
+  RefuseRankOneOfAScheduledAttempt(refusal);
   const v1::Job job = *jobs_->Get("job-1");
   EXPECT_EQ(job.restarts(), 0);
-  bool said = false;
-  for (const v1::JobEvent& event : job.events()) {
-    said |= absl::StrContains(event.message(),
-                              "rank 1 (worker w1) left before the attempt ran: the worker is "
-                              "shutting down");
-  }
-  EXPECT_TRUE(said) << job.DebugString();
+  EXPECT_TRUE(HasEvent(job,
+                       "rank 1 (worker w1) left before the attempt ran: the worker is "
+                       "shutting down"))
+      << job.DebugString();
   EXPECT_EQ(job.state(), v1::PENDING);
   EXPECT_NE(workers_->Get("w1")->state(), v1::IDLE);  // until its daemon goes
   Heartbeat("w0");                                    // drained: idle again
   ExpectSecondAttemptOnW0AndW2();
+}
+
+// A worker that still runs another attempt (one told to abort, stuck in a collective)
+// refuses its assignment saying so: the job is placed again with no restart counted, and
+// the worker is DRAINING, not idle, until a heartbeat says it runs nothing (counted idle
+// at once, it was given job after job to refuse).
+TEST_F(JobControllerTest, AWorkerStillRunningAnotherAttemptDrainsBeforeItIsScheduledAgain) {
+  v1::AttemptReport refusal;
+  refusal.set_message("worker is still running job-0 attempt 3");
+  refusal.set_worker_busy(true);
+  RefuseRankOneOfAScheduledAttempt(refusal);
+  EXPECT_EQ(workers_->Get("w1")->state(), v1::DRAINING);
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_TRUE(HasEvent(job,
+                       "rank 1 (worker w1) refused the assignment: worker is still running "
+                       "job-0 attempt 3"))
+      << job.DebugString();
+  Heartbeat("w1", "job-0", 3);  // the other attempt, still ending: told to abort
+  const std::vector<v1::CoordinatorMessage> sent = Received("w1");
+  ASSERT_FALSE(sent.empty());
+  EXPECT_EQ(sent.back().abort().job_id(), "job-0");
+  EXPECT_EQ(workers_->Get("w1")->state(), v1::DRAINING);
+  Heartbeat("w0");  // drained: idle again
+  ExpectSecondAttemptOnW0AndW2();
+  Heartbeat("w1");  // its other attempt ended
+  EXPECT_EQ(workers_->Get("w1")->state(), v1::IDLE);
 }
 
 // A rank that completed before the coordinator restarted is not waited for, though its

@@ -25,8 +25,20 @@ grpc::ServerUnaryReactor* JobServiceImpl::QueuedOn(CallPool* pool,
                                                    grpc::CallbackServerContext* context,
                                                    std::function<grpc::Status()> call) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  // The request and response stay valid until the reactor is finished.
-  if (!pool->TryPost([reactor, call = std::move(call)] { reactor->Finish(call()); })) {
+  // The request and response stay valid until the reactor is finished. A call whose
+  // client gave up while it waited (its deadline passed, it was cancelled) is not run: its
+  // client knows no outcome and may make it again (run late, a submission without a
+  // request id would make two jobs), and under a flood it takes a thread from calls still
+  // awaited.
+  const auto run = [reactor, context, call = std::move(call)] {
+    if (context->IsCancelled()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                                   "the client gave up before the coordinator took the call"));
+      return;
+    }
+    reactor->Finish(call());
+  };
+  if (!pool->TryPost(run)) {
     reactor->Finish(
         grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                      absl::StrCat("the coordinator has ", pool->max_queued(), " ",

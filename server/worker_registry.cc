@@ -199,6 +199,12 @@ void WorkerRegistry::SetIdle(const std::string& worker_id) {
   }
 }
 
+void WorkerRegistry::AwaitIdle(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  Worker* worker = Find(worker_id);
+  if (worker != nullptr && worker->info.state() == v1::BUSY) worker->info.set_state(v1::DRAINING);
+}
+
 void WorkerRegistry::Quarantine(const std::string& worker_id, const std::string& reason,
                                 absl::Time until) {
   absl::MutexLock lock(&mu_);

@@ -90,6 +90,10 @@ class WorkerRegistry {
   // old attempt) and cost that job a restart.
   void DrainOnAttach(const std::string& worker_id, const v1::CoordinatorMessage& abort);
   void SetIdle(const std::string& worker_id);
+  // A BUSY worker that refused its assignment while still running another attempt: it is
+  // DRAINING, idle once a heartbeat says it runs nothing (the heartbeats naming the other
+  // attempt are answered with an abort).
+  void AwaitIdle(const std::string& worker_id);
   // Keeps the worker out of Idle() (so out of scheduling) until `until`, saying why in
   // its WorkerInfo; it keeps the quarantine when it registers again. A worker not
   // registered yet (a quarantine restored at start) gets it when it registers.

@@ -544,6 +544,36 @@ TEST(FaultTolerance, ADrainedWorkerHeartbeatsThroughALongLastStep) {
   EXPECT_FALSE(absl::StrContains(JobEventLog(job), "no heartbeat")) << JobEventLog(job);
 }
 
+// A drained worker whose rank has not started its steps (here it never joins the
+// rendezvous; as well one loading a checkpoint, or a replacement waiting for the live
+// ranks) is stopped at once: asked to leave after a step, it would have held the
+// shutdown for the whole --leave_grace_ms and been stopped then. The job, whose attempt
+// never ran, is placed again without a restart and trains elsewhere.
+TEST(FaultTolerance, ADrainedWorkerWhoseRankHasNotStartedItsStepsStopsAtOnce) {
+  Cluster cluster;
+  cluster.StartCoordinator();
+  for (int w = 0; w < 3; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  Process& w3 = cluster.AddWorker("w3", {"--fault_injection=never_join_rendezvous"});
+  auto job_id = cluster.client().Submit(HybridSpec(cluster.dir() + "/drained.safetensors", 20));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  ASSERT_EQ(cluster.WaitForState(*job_id, v1::SCHEDULED).ranks(3).worker_id(), "w3");
+  ASSERT_TRUE(Cluster::WaitFor(
+      [&] { return absl::StrContains(ReadWholeFile(w3.log_path()), "joining the data plane"); },
+      absl::Seconds(30)));
+  cluster.AddWorker("w4");
+  w3.Signal(SIGTERM);
+  EXPECT_EQ(w3.Wait(), 0);
+  const std::string log = ReadWholeFile(w3.log_path());
+  EXPECT_TRUE(absl::StrContains(log, "shutting down: aborting")) << log;
+  EXPECT_FALSE(absl::StrContains(log, "shutting down: leaving")) << log;
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(120));
+  EXPECT_EQ(job.attempt(), 2);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(job.ranks(3).worker_id(), "w4");
+  EXPECT_TRUE(absl::StrContains(JobEventLog(job), "rank 3 (worker w3) left before the attempt ran"))
+      << JobEventLog(job);
+}
+
 // The coordinator killed (SIGKILL) together with a worker, and restarted: whether it
 // had written the membership change (then the re-attached ranks get it again) or had
 // not seen the loss (then the rank that never re-attaches leaves), the other group

@@ -289,6 +289,7 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
       membership_.Deliver(assignment_.join());  // the epoch it trains in, as the others hold it
     }
     training.leave = &leave_;
+    training.on_steps_started = [this] { stepping_ = true; };
     training.on_state_received = [this](const v1::StateTransfer& transfer) {
       v1::AttemptReport report = NewReport(v1::STATE_RECEIVED);
       *report.mutable_transfer() = transfer;

@@ -53,6 +53,9 @@ class AttemptRunner {
   // `worker_stops`: its worker is shutting down); false, asking nothing, for an attempt
   // without fault tolerance.
   bool Leave(const std::string& reason, bool worker_stops);
+  // Whether a fault-tolerant attempt's rank runs its steps (a Leave is taken at the next
+  // one); false while it joins, loads its model or waits to replace a rank.
+  bool stepping() const { return stepping_; }
   bool done() const { return done_.load(); }
   bool aborting() const { return abort_.load(); }
   // When Abort() was first called (InfinitePast() if never).
@@ -136,6 +139,7 @@ class AttemptRunner {
   absl::Time aborted_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::atomic<bool> abort_{false};
   std::atomic<bool> leave_{false};
+  std::atomic<bool> stepping_{false};
   std::atomic<bool> worker_stops_{false};
   std::string leave_reason_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> done_{false};

@@ -181,8 +181,11 @@ absl::Status ConfigureRuntime(char** argv, WorkerOptions* options) {
       absl::Milliseconds(std::max<int64_t>(0, absl::GetFlag(FLAGS_leave_grace_ms)));
   if (const int64_t grace = absl::GetFlag(FLAGS_stuck_abort_restart_ms); grace > 0) {
     options->stuck_abort_grace = absl::Milliseconds(grace);
-    options->restart_process = [argv] { RestartProcess(argv); };
-    options->exit_process = [] { std::_Exit(0); };
+    // A stop that came first is honoured by the daemon's own shutdown (exit_process).
+    options->restart_process = [argv] {
+      if (!HandStopSignalsToTheSystem()) RestartProcess(argv);
+    };
+    options->exit_process = [](int exit_code) { std::_Exit(exit_code); };
   }
   return absl::OkStatus();
 }
@@ -276,7 +279,7 @@ int main(int argc, char** argv) {
   shardwise::WorkerDaemon daemon(options);
   if (const absl::Status refused = daemon.Run(stop); !refused.ok()) {
     shardwise::LogError(LogContext(), std::string(refused.message()));
-    return 2;
+    return shardwise::kExitRefused;
   }
   return 0;
 }

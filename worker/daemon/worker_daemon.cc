@@ -148,11 +148,15 @@ absl::Status WorkerDaemon::Run(const std::atomic<bool>& stop) {
   absl::MutexLock lock(&runner_mu_);
   if (runner_) {
     runner_->Abort("worker stopped");
-    if (stop && options_.exit_process && !runner_->WaitUntilDone(absl::Seconds(1))) {
+    // Stopping, or refused by the coordinator: the process ends, and an attempt stuck in
+    // a collective would hold its end until the collective's own timeout.
+    if ((stop || !refused.ok()) && options_.exit_process &&
+        !runner_->WaitUntilDone(absl::Seconds(1))) {
       LogWarning(LogContext().Job(runner_->job_id()).Attempt(runner_->attempt()),
                  "shutting down with the aborted attempt still inside a collective (a peer "
                  "frozen or unreachable): exiting without waiting for it");
-      options_.exit_process();
+      if (!refused.ok()) LogError(LogContext(), std::string(refused.message()));
+      options_.exit_process(refused.ok() ? 0 : kExitRefused);
     }
   }
   runner_.reset();
@@ -199,6 +203,9 @@ bool WorkerDaemon::LeftWithItsGroup(absl::Duration heartbeat_interval) {
   {
     absl::MutexLock lock(&runner_mu_);
     if (!runner_ || runner_->done()) return true;
+    // A rank not yet in its steps (joining, loading, a replacement waiting for the live
+    // ranks) would hold the shutdown until the grace ran out: stopped at once instead.
+    if (!runner_->stepping()) return false;
     if (!runner_->Leave("its worker is shutting down", /*worker_stops=*/true)) return false;
     LogInfo(LogContext().Job(runner_->job_id()).Attempt(runner_->attempt()),
             absl::StrCat("shutting down: leaving ", runner_->job_id(), " attempt ",
@@ -484,8 +491,10 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
   if (ending != nullptr) ending->WaitUntilDone(kEndingAttemptGrace);
   absl::MutexLock lock(&runner_mu_);
   if (runner_ && !runner_->done()) {
-    RefuseAssignment(assignment, absl::StrCat("worker is still running ", runner_->job_id(),
-                                              " attempt ", runner_->attempt()));
+    RefuseAssignment(assignment,
+                     absl::StrCat("worker is still running ", runner_->job_id(), " attempt ",
+                                  runner_->attempt()),
+                     /*worker_leaving=*/false, /*worker_busy=*/true);
     return;
   }
   // Stopping (SIGTERM) while the coordinator still counted it idle: the attempt is not
@@ -514,7 +523,7 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
 }
 
 void WorkerDaemon::RefuseAssignment(const v1::Assignment& assignment, const std::string& why,
-                                    bool worker_leaving) {
+                                    bool worker_leaving, bool worker_busy) {
   v1::WorkerMessage refusal;
   v1::AttemptReport* report = refusal.mutable_report();
   report->set_job_id(assignment.job_id());
@@ -523,6 +532,7 @@ void WorkerDaemon::RefuseAssignment(const v1::Assignment& assignment, const std:
   report->set_phase(v1::ABORTED);
   report->set_message(why);
   report->set_worker_leaving(worker_leaving);
+  report->set_worker_busy(worker_busy);
   Send(refusal);
 }
 

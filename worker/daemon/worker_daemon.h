@@ -63,19 +63,24 @@ struct WorkerOptions {
   std::shared_ptr<TrainingHooks> faults;
   // An attempt told to abort that has not ended this long after (a Gloo collective
   // blocked on a frozen peer cannot be interrupted) makes the worker call
-  // `restart_process`, which does not return: the worker starts afresh and is IDLE again
-  // at once, rather than DRAINING until the collective timeout. Empty: never.
+  // `restart_process`, which does not return but when the worker is stopping (then its
+  // shutdown, exit_process, ends it): the worker starts afresh and is IDLE again at
+  // once, rather than DRAINING until the collective timeout. Empty: never.
   absl::Duration stuck_abort_grace = absl::Seconds(5);
   // On SIGTERM, how long a fault-tolerant attempt's rank has to finish its step and leave
   // with its group before it is stopped as any other (--leave_grace_ms).
   absl::Duration leave_grace = absl::Seconds(20);
   std::function<void()> restart_process;
-  // On a stop (SIGTERM) whose aborted attempt is still stuck once the drain is over: ends
-  // the process at once (exit 0), without joining the attempt's thread, which would hold
-  // the exit until the collective's own timeout, past the supervisor's grace. Empty: the
-  // thread is joined.
-  std::function<void()> exit_process;
+  // On a stop (SIGTERM), or a refusal, whose aborted attempt is still stuck once the
+  // drain is over: ends the process at once with the exit code given (0, or
+  // kExitRefused), without joining the attempt's thread, which would hold the exit until
+  // the collective's own timeout, past the supervisor's grace. Empty: the thread is
+  // joined.
+  std::function<void(int exit_code)> exit_process;
 };
+
+// The worker's exit code when the coordinator refused it for good (Run's error).
+inline constexpr int kExitRefused = 2;
 
 // Whether an attempt aborted at `aborted_at` and still running at `now` is stuck.
 inline bool AbortIsStuck(absl::Time aborted_at, absl::Time now, absl::Duration grace) {
@@ -114,9 +119,10 @@ class WorkerDaemon {
   void Dispatch(const v1::CoordinatorMessage& message);
   void OnAssignment(const v1::Assignment& assignment);
   // Answers an assignment this worker does not start with its attempt's ABORTED report;
-  // `worker_leaving`: the worker is shutting down (the coordinator does not count it idle).
+  // `worker_leaving`: the worker is shutting down (the coordinator does not count it idle);
+  // `worker_busy`: it still runs another attempt (idle once its heartbeats say so).
   void RefuseAssignment(const v1::Assignment& assignment, const std::string& why,
-                        bool worker_leaving = false);
+                        bool worker_leaving = false, bool worker_busy = false);
   void OnAbort(const v1::Abort& abort);
   void OnHookChange(const v1::HookChange& change);
   void OnHookDecision(const v1::HookDecision& decision);

@@ -349,6 +349,7 @@ absl::Status RankCheckpointReader::ReadAll() {
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& folder, const v1::JobSpec& spec,
                                                 const ShardingPlan& plan) {
   LoadedCheckpoint loaded;
+  loaded.folder = folder;
   ASSIGN_OR_RETURN(loaded.manifest, ReadManifest(folder));
   ASSIGN_OR_RETURN(const FlatLayout layout, BuildFlatLayout(spec.model(), spec.wrap()));
   RETURN_IF_ERROR(CheckCheckpointFits(folder, loaded.manifest, spec, layout));

@@ -65,6 +65,7 @@ absl::StatusOr<int> RemoveOlderCheckpoints(const std::string& dir, int64_t step,
                                            const CheckpointAuthor& author, int keep);
 
 struct LoadedCheckpoint {
+  std::string folder;  // where it was read from, for messages
   v1::CheckpointManifest manifest;
   // Per unit, the reader's shard of its flat parameters and, per state name, of its
   // optimizer state: its plan's shard_numel elements each, zeros past the unit's end

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -249,6 +251,57 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
   at_submission = ValidateJobSpec(early, LimitsLifted(), CheckReadableFile);
   EXPECT_TRUE(at_submission.ok()) << at_submission;
   EXPECT_EQ(TrainAll(early, "job-e", 1).status().code(), absl::StatusCode::kNotFound);
+}
+
+// A checkpoint removed after rank 0 chose it and before the ranks read it (a producer
+// keeping one checkpoint moves on) is chosen again: the ranks start together from the
+// newest one left, as a job given only that one does.
+TEST(Checkpoint, ACheckpointRemovedWhileTheRanksLoadItIsChosenAgain) {
+  const std::string dir = TempDir("removed");
+  v1::JobSpec producer = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
+  producer.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  producer.mutable_output()->set_checkpoint_interval_steps(2);
+  ApplyJobSpecDefaults(&producer);
+  ASSERT_TRUE(TrainAll(producer, "job-p", 1).ok());
+  std::filesystem::create_directories(dir + "/only");
+  std::filesystem::copy(dir + "/ckpt/step-00000002", dir + "/only/step-00000002");
+
+  v1::JobSpec alone = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 2);
+  alone.mutable_init()->set_checkpoint_dir(dir + "/only");
+  alone.mutable_output()->set_final_model_path(dir + "/alone.safetensors");
+  ApplyJobSpecDefaults(&alone);
+  ASSERT_TRUE(TrainAll(alone, "job-alone", 1).ok());
+
+  v1::JobSpec raced = alone;
+  raced.mutable_init()->set_checkpoint_dir(dir + "/ckpt");
+  raced.mutable_output()->set_final_model_path(dir + "/raced.safetensors");
+  // Rank 1 removes step 4 once both ranks chose it; rank 0 reads after that.
+  std::promise<void> removal;
+  std::shared_future<void> removed = removal.get_future().share();
+  std::atomic<int> chose_step_4{0};
+  testing::ThreadedOptions options;
+  options.job_id = "job-raced";
+  options.faults = [&](int rank) {
+    TrainingFaults faults;
+    faults.at_point = [&, rank](int64_t step, const char* point) {
+      if (std::string(point) != "loading the checkpoint" || step != 4) return;
+      ++chose_step_4;
+      if (rank == 1) {
+        std::filesystem::remove_all(dir + "/ckpt/step-00000004");
+        removal.set_value();
+      } else {
+        removed.wait();
+      }
+    };
+    return faults;
+  };
+  auto trained = testing::TrainInThreads(raced, options);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  EXPECT_EQ(chose_step_4, 2);
+  auto want = ReadSafetensors(dir + "/alone.safetensors");
+  auto got = ReadSafetensors(dir + "/raced.safetensors");
+  ASSERT_TRUE(want.ok() && got.ok());
+  for (const auto& [name, tensor] : *want) EXPECT_EQ(got->at(name).bytes, tensor.bytes) << name;
 }
 
 std::vector<std::string> Listing(const std::string& dir) {

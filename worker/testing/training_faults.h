@@ -25,6 +25,8 @@ struct TrainingFaults final : public TrainingHooks {
   // Called before each stage's compute and before each collective on the communication
   // threads (e.g. random sleeps): correctness must not depend on timing.
   std::function<void()> compute_delay, communication_delay;
+  // Called as the rank enters each phase and collective (TrainingHooks::AtPoint).
+  std::function<void(int64_t step, const char* point)> at_point;
 
   void OnMicroBatch(int64_t step, int micro, MicroBatch* batch) override {
     if (corrupt_inputs) corrupt_inputs(step, micro, batch);
@@ -35,6 +37,9 @@ struct TrainingFaults final : public TrainingHooks {
   }
   std::function<void()> ComputeDelay() override { return compute_delay; }
   std::function<void()> CommunicationDelay() override { return communication_delay; }
+  void AtPoint(int64_t step, const char* point) override {
+    if (at_point) at_point(step, point);
+  }
 };
 
 }  // namespace shardwise

@@ -91,24 +91,30 @@ absl::StatusOr<CheckpointChoice> NewestCheckpoint(const v1::JobSpec& spec,
   return CheckpointChoice{};
 }
 
+std::string ChosenFolder(const CheckpointChoice& choice, const v1::JobSpec& spec) {
+  return fsdp::CheckpointFolder(choice.source == CheckpointChoice::kOwn
+                                    ? spec.output().checkpoint_dir()
+                                    : spec.init().checkpoint_dir(),
+                                choice.step);
+}
+
+// Whether `choice`'s folder failed to load with `loaded` because it is gone: removed
+// since rank 0 found it (a producer job keeping few checkpoints, a superseded attempt's
+// pruner, which renames a folder away whole), not damaged.
+bool RemovedWhileLoading(const CheckpointChoice& choice, const v1::JobSpec& spec,
+                         const absl::Status& loaded) {
+  return !loaded.ok() && choice.source != CheckpointChoice::kNone &&
+         absl::IsNotFound(fsdp::ReadCheckpointManifest(ChosenFolder(choice, spec)).status());
+}
+
 // `choice` read for a rank of `plan`: only that rank's shards of the parameters and
-// state; none for kNone. One removed since rank 0 found it (a superseded attempt's
-// pruner) is UNAVAILABLE: the next attempt looks again.
+// state; none for kNone.
 absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> LoadChosenCheckpoint(
     const CheckpointChoice& choice, const v1::JobSpec& spec, const fsdp::ShardingPlan& plan) {
   if (choice.source == CheckpointChoice::kNone) return std::nullopt;
-  const std::string folder = fsdp::CheckpointFolder(choice.source == CheckpointChoice::kOwn
-                                                        ? spec.output().checkpoint_dir()
-                                                        : spec.init().checkpoint_dir(),
-                                                    choice.step);
-  absl::StatusOr<fsdp::LoadedCheckpoint> loaded = fsdp::LoadCheckpoint(folder, spec, plan);
-  if (absl::IsNotFound(loaded.status()) &&
-      absl::IsNotFound(fsdp::ReadCheckpointManifest(folder).status())) {
-    return absl::UnavailableError(
-        absl::StrCat("checkpoint '", folder, "' was removed while the ranks loaded it"));
-  }
-  if (!loaded.ok()) return loaded.status();
-  return std::optional<fsdp::LoadedCheckpoint>(*std::move(loaded));
+  ASSIGN_OR_RETURN(fsdp::LoadedCheckpoint loaded,
+                   fsdp::LoadCheckpoint(ChosenFolder(choice, spec), spec, plan));
+  return std::optional<fsdp::LoadedCheckpoint>(std::move(loaded));
 }
 
 // This thread is the step's critical path: calls to the coordinator from here count.
@@ -151,6 +157,9 @@ class RankTrainer : private MembershipMoves::Rank {
   // optimizer state, else from the initial weights.
   absl::Status BuildInitialModel();
   absl::StatusOr<CheckpointChoice> AgreeOnTheCheckpoint();
+  // The agreed checkpoint read for this rank (none when the model starts from its
+  // initial weights), chosen again while one is removed before every rank has read it.
+  absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> LoadAgreedCheckpoint();
   // `collective` over the world waiting for a peer with the data plane's timeout, not the
   // peer timeout a step's collectives wait: around work each rank takes its own time over
   // (writing its shards, finding and loading a checkpoint).
@@ -350,20 +359,45 @@ absl::Status RankTrainer::WithDataPlaneTimeout(const std::function<absl::Status(
   return done;
 }
 
+absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> RankTrainer::LoadAgreedCheckpoint() {
+  // Each choice is rank 0's newest then: a checkpoint removed again and again (a producer
+  // writing faster than this job loads) is this attempt's failure, not the job's.
+  constexpr int kChoices = 3;
+  for (int chosen = 1;; ++chosen) {
+    ASSIGN_OR_RETURN(const CheckpointChoice choice, AgreeOnTheCheckpoint());
+    if (choice.source == CheckpointChoice::kNone) return std::nullopt;
+    activity_ = "loading the initial weights";
+    hooks_->AtPoint(choice.step, "loading the checkpoint");
+    auto checkpoint = LoadChosenCheckpoint(choice, spec_, plan_);
+    double removed = RemovedWhileLoading(choice, spec_, checkpoint.status()) ? 1 : 0;
+    if (!checkpoint.ok() && removed == 0) return PermanentIfInTheJobsFiles(checkpoint.status());
+    // Every rank starts from one step: where any rank found it gone, all choose again.
+    RETURN_IF_ERROR(WithDataPlaneTimeout(
+        [&] { return runtime_->world()->AllReduce(&removed, 1, ScalarType::kFloat64); }));
+    if (removed == 0) return checkpoint;
+    const std::string folder = ChosenFolder(choice, spec_);
+    if (chosen == kChoices) {
+      return absl::UnavailableError(absl::StrCat(
+          "checkpoint '", folder, "' was removed while the ranks loaded it, as were the ",
+          kChoices - 1, " chosen before it"));
+    }
+    LogWarning(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
+               absl::StrCat("checkpoint '", folder,
+                            "' was removed while the ranks loaded it; choosing again"));
+  }
+}
+
 absl::Status RankTrainer::BuildInitialModel() {
-  ASSIGN_OR_RETURN(const CheckpointChoice choice, AgreeOnTheCheckpoint());
-  activity_ = "loading the initial weights";
-  auto checkpoint = LoadChosenCheckpoint(choice, spec_, plan_);
-  if (!checkpoint.ok()) return PermanentIfInTheJobsFiles(checkpoint.status());
-  if (checkpoint->has_value()) {
+  ASSIGN_OR_RETURN(auto checkpoint, LoadAgreedCheckpoint());
+  if (checkpoint.has_value()) {
     activity_ = "building the sharded model";
     // The rank's own shards: the whole model only where its shard group is of one.
     ASSIGN_OR_RETURN(auto model,
                      fsdp::FsdpModel::CreateFromShards(spec_, plan_, runtime_->model_groups(),
-                                                       runtime_->device(), (*checkpoint)->params));
+                                                       runtime_->device(), checkpoint->params));
     AdoptModel(std::move(model));
-    std::vector<std::vector<float>>().swap((*checkpoint)->params);
-    return PermanentIfInTheJobsFiles(Restore(**checkpoint));
+    std::vector<std::vector<float>>().swap(checkpoint->params);
+    return PermanentIfInTheJobsFiles(Restore(*checkpoint));
   }
   // Read (or generated) a parameter at a time, only what lies in this rank's shards read
   // and kept.
@@ -399,9 +433,9 @@ absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
     // A damaged manifest must not start the run before its first step (negative sample
     // indices) or past its last (an untrained model written as trained).
     if (checkpoint.manifest.step() < 0 || checkpoint.manifest.step() > spec_.steps()) {
-      return absl::DataLossError(absl::StrCat("the job's newest checkpoint says step ",
-                                              checkpoint.manifest.step(), ", outside 0..",
-                                              spec_.steps(), " (job.steps)"));
+      return absl::DataLossError(absl::StrCat("the job's newest checkpoint '", checkpoint.folder,
+                                              "' says step ", checkpoint.manifest.step(),
+                                              ", outside 0..", spec_.steps(), " (job.steps)"));
     }
     first_step_ = checkpoint.manifest.step();
     result_.resumed_from_step = first_step_;
@@ -456,6 +490,7 @@ MemoryStats RankTrainer::ReleaseModel() {
 
 absl::StatusOr<TrainingResult> RankTrainer::Body() {
   RETURN_IF_ERROR(Setup());
+  if (context_.on_steps_started) context_.on_steps_started();
   TrainingThreadMark mark;
   calls_before_training_ = training_thread_coordinator_calls.load();
   speed_.emplace(absl::Now(), first_step_);

@@ -78,6 +78,9 @@ struct TrainingContext {
   // once then, with that step, before the rank's commit vote tells its peers.
   const std::atomic<bool>* leave = nullptr;
   std::function<void(int64_t step)> on_leaving;
+  // Called once the rank's model is built and it runs its steps: from then on a leave
+  // is taken at the next step's commit vote (before, the rank cannot leave, only stop).
+  std::function<void()> on_steps_started;
   // Set: this rank replaces one that left (Assignment.join): it connects this epoch's
   // world instead of `world`, and takes its state from the live ranks.
   const v1::MembershipChange* join = nullptr;

@@ -31,7 +31,9 @@ class TrainingHooks {
   virtual std::function<void()> ComputeDelay() { return nullptr; }
   virtual std::function<void()> CommunicationDelay() { return nullptr; }
   // Called as the rank enters each phase of step `step` ("forward", "commit vote", ...)
-  // and each collective ("reduce-scatter", "all-reduce", ...), on the entering thread.
+  // and each collective ("reduce-scatter", "all-reduce", ...), on the entering thread;
+  // and with the checkpoint's step before the rank loads the one it starts from
+  // ("loading the checkpoint").
   virtual void AtPoint(int64_t step, const char* point) {}
   // What the rank takes as the outcome of `part` ("checkpoint", "evaluation"), which it has
   // finished after `steps` steps: a test's way to have one rank see a collective fail that
