@@ -256,11 +256,13 @@ absl::StatusOr<std::string> TokenAuthenticator::BearerToken(
         "this coordinator needs a token (metadata 'authorization: Bearer TOKEN'); the CLI "
         "sends the one in --token_file or $SHARDWISE_TOKEN");
   }
-  const absl::string_view value(it->second.data(), it->second.size());
-  if (!absl::StartsWith(value, kBearer)) {
+  // The scheme is case-insensitive (RFC 7235), and other clients pad it.
+  const absl::string_view value =
+      absl::StripAsciiWhitespace(absl::string_view(it->second.data(), it->second.size()));
+  if (!absl::StartsWithIgnoreCase(value, kBearer)) {
     return absl::UnauthenticatedError("authorization: expected 'Bearer TOKEN'");
   }
-  return std::string(absl::StripPrefix(value, kBearer));
+  return std::string(absl::StripLeadingAsciiWhitespace(value.substr(kBearer.size())));
 }
 
 absl::Status Authorize(const Principal& principal, Action action, const std::string& what,

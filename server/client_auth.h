@@ -23,7 +23,8 @@
 // is logged), so tokens are added and revoked without a restart.
 //
 //   viewer     get, list and watch jobs, timelines and workers
-//   submitter  a viewer's calls; submit jobs; cancel and change the hook of its own jobs
+//   submitter  a viewer's calls; submit jobs; cancel, change the hook of and scale its own
+//              jobs
 //   admin      everything, every job
 //   worker     register a worker daemon and open its session (WorkerService), nothing
 //              else: the token worker daemons present (--token_file) where the
@@ -63,7 +64,7 @@ struct Principal {
 enum class Action {
   kRead,       // get, list, watch
   kSubmit,     // submit a job
-  kChangeJob,  // cancel a job, change its hook: a submitter's own jobs only
+  kChangeJob,  // cancel a job, change its hook, scale it: a submitter's own jobs only
 };
 
 class TokenAuthenticator {

@@ -2,17 +2,37 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/host_port.h"
 
 namespace shardwise {
 
+namespace {
+
+// Whether `prober` and `target` share a host other than loopback (where every worker of
+// one machine is, and no firewall stands between them).
+bool OnTheSameHost(const std::vector<std::string>& hosts, int32_t prober, int32_t target) {
+  const auto host = [&](int32_t rank) -> const std::string* {
+    return rank >= 0 && rank < static_cast<int32_t>(hosts.size()) && !hosts[rank].empty()
+               ? &hosts[rank]
+               : nullptr;
+  };
+  const std::string* a = host(prober);
+  const std::string* b = host(target);
+  return a != nullptr && b != nullptr && *a == *b &&
+         !IsLoopbackAddress(JoinHostPort(*a, /*port=*/0));
+}
+
+}  // namespace
+
 std::vector<UnreachableRank> BlameUnreachableRanks(
-    int32_t world, const std::map<int32_t, v1::DataPlaneProbeResult>& probes) {
+    int32_t world, const std::map<int32_t, v1::DataPlaneProbeResult>& probes,
+    const std::vector<std::string>& hosts) {
   std::vector<UnreachableRank> blamed;
   for (int32_t rank = 0; rank < world; ++rank) {
     UnreachableRank unreachable{rank, {}};
     bool reached = false;
     for (const auto& [prober, probe] : probes) {
-      if (prober == rank) continue;
+      if (prober == rank || OnTheSameHost(hosts, prober, rank)) continue;
       // A prober counts once, whatever its result lists: one that named the rank twice
       // must not stand for the two probers blame needs.
       bool tried = false;

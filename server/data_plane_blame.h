@@ -27,8 +27,13 @@ struct UnreachableRank {
 // tried (the other one, in a world of two), since one prober's failure may be its own.
 // None when no rank is such, or when every rank is (the network between the workers, not
 // a worker, is at fault then), so that a healthy worker is never blamed for a partition.
+// `hosts` (by rank, where known) names each rank's host: a prober on the target's own
+// host (not loopback) neither clears nor blames it, since it reaches it without crossing
+// the network (ranks sharing a host whose firewall drops its peers' connections would
+// otherwise vouch for each other).
 std::vector<UnreachableRank> BlameUnreachableRanks(
-    int32_t world, const std::map<int32_t, v1::DataPlaneProbeResult>& probes);
+    int32_t world, const std::map<int32_t, v1::DataPlaneProbeResult>& probes,
+    const std::vector<std::string>& hosts = {});
 
 // "rank 0 (timed out after 2s), rank 1 (Connection refused)".
 std::string TriedBy(const UnreachableRank& unreachable);

@@ -1,5 +1,9 @@
 #include "server/data_plane_blame.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -70,6 +74,26 @@ TEST(DataPlaneBlame, AProberCountsOnceHoweverOftenItNamesARank) {
       3, {{0, Probe(0, {1}, {2, 2})}, {1, Probe(1, {0}, {2})}, {2, Probe(2, {0, 1}, {})}});
   ASSERT_EQ(Ranks(blamed), std::vector<int32_t>{2});
   EXPECT_EQ(blamed[0].tried_by.size(), 2u);
+}
+
+// Two hosts of two workers each, the second's firewall dropping its peers' connections:
+// its ranks reach each other on their own host, which does not clear them; the first
+// host's ranks, reached from the second, are not blamed. On loopback (one machine) a
+// shared host says nothing.
+TEST(DataPlaneBlame, ARankOnTheTargetsOwnHostNeitherClearsNorBlamesIt) {
+  const std::map<int32_t, v1::DataPlaneProbeResult> probes = {{0, Probe(0, {1}, {2, 3})},
+                                                              {1, Probe(1, {0}, {2, 3})},
+                                                              {2, Probe(2, {0, 1, 3}, {})},
+                                                              {3, Probe(3, {0, 1, 2}, {})}};
+  const std::vector<std::string> hosts = {"10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.2"};
+  EXPECT_EQ(Ranks(BlameUnreachableRanks(4, probes, hosts)), (std::vector<int32_t>{2, 3}));
+  EXPECT_TRUE(BlameUnreachableRanks(4, probes).empty()) << "hosts unknown: each is cleared";
+  EXPECT_TRUE(BlameUnreachableRanks(4, probes, {"127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.1"})
+                  .empty());
+  // A host's only other prober on its own host: not enough probers left to blame.
+  EXPECT_TRUE(BlameUnreachableRanks(3, {{0, Probe(0, {1}, {2})}, {1, Probe(1, {0}, {2})}},
+                                    {"10.0.0.1", "10.0.0.2", "10.0.0.2"})
+                  .empty());
 }
 
 }  // namespace

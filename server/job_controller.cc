@@ -265,6 +265,8 @@ void JobController::ReturnToIdle(const std::string& worker_id) {
 
 void JobController::OnReport(const std::string& worker_id, const v1::AttemptReport& report) {
   absl::MutexLock lock(&mu_);
+  // Whatever attempt it names: the worker speaks for itself.
+  if (report.worker_leaving()) workers_->MarkStopping(worker_id);
   auto job = jobs_->Current(report.job_id());
   auto live = live_.find(report.job_id());
   if (!job.ok() || live == live_.end() || live->second.attempt != report.attempt() ||

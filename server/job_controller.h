@@ -275,6 +275,8 @@ class JobController {
   bool ProbeDataPlaneLocked(const v1::Job& job, LiveAttempt& live, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckProbeDeadlinesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Each rank's host, from its worker's probe address ("" where unknown).
+  std::vector<std::string> RankHostsLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void JudgeProbesLocked(const v1::Job& job, LiveAttempt& live, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

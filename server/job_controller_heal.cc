@@ -45,27 +45,28 @@ int32_t TargetGroups(const v1::Job& job) {
 absl::StatusOr<v1::Job> JobController::Scale(const std::string& job_id, int32_t replicas) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(const v1::Job job, jobs_->Current(job_id));
-  if (!job.spec().has_fault_tolerance() || job.state() != v1::RUNNING) {
-    // Wrong for any job, whatever its state: said as such (a running one names its range).
-    if (replicas < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("replicas must be at least 1, got ", replicas));
+  // Wrong for the job whatever its state (its spec bounds it): said as such first.
+  if (!job.spec().has_fault_tolerance() && replicas < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("replicas must be at least 1, got ", replicas));
+  }
+  if (job.spec().has_fault_tolerance()) {
+    const int32_t most = MaxReplicas(job.spec());
+    const int32_t least = std::max(1, job.spec().fault_tolerance().min_replicas());
+    if (replicas < least || replicas > most) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "replicas must be ", least, " (fault_tolerance.min_replicas) to ", most,
+          job.spec().fault_tolerance().max_replicas() > 0
+              ? " (fault_tolerance.max_replicas)"
+              : absl::StrCat(" (the groups of world_size ", job.spec().world_size(),
+                             "; fault_tolerance.max_replicas lets a job grow past them)"),
+          ", got ", replicas));
     }
+  }
+  if (!job.spec().has_fault_tolerance() || job.state() != v1::RUNNING) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job_id, " is ", v1::JobState_Name(job.state()),
                      job.spec().has_fault_tolerance() ? "" : " and has no fault_tolerance",
                      ": only a running job with fault_tolerance can be scaled"));
-  }
-  const int32_t most = MaxReplicas(job.spec());
-  const int32_t least = std::max(1, job.spec().fault_tolerance().min_replicas());
-  if (replicas < least || replicas > most) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "replicas must be ", least, " (fault_tolerance.min_replicas) to ", most,
-        job.spec().fault_tolerance().max_replicas() > 0
-            ? " (fault_tolerance.max_replicas)"
-            : absl::StrCat(" (the groups of world_size ", job.spec().world_size(),
-                           "; fault_tolerance.max_replicas lets a job grow past them)"),
-        ", got ", replicas));
   }
   ASSIGN_OR_RETURN(
       v1::Job scaled,

@@ -18,6 +18,8 @@ absl::StatusOr<v1::HookSwitch> JobController::SetCommHook(const std::string& job
                                                           const v1::CommHook& hook) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(v1::Job job, jobs_->Current(job_id));
+  // A hook wrong for the job (unknown, unfit for its precision) is, whatever its state.
+  RETURN_IF_ERROR(ValidateCommHook(hook, job.spec()));
   auto live = live_.find(job_id);
   if (job.state() != v1::RUNNING || live == live_.end() || live->second.attempt != job.attempt()) {
     return absl::FailedPreconditionError(
@@ -30,7 +32,6 @@ absl::StatusOr<v1::HookSwitch> JobController::SetCommHook(const std::string& job
                      "'s ranks are re-attaching after a coordinator restart; try again "
                      "once they are back (describe shows it)"));
   }
-  RETURN_IF_ERROR(ValidateCommHook(hook, job.spec()));
   if (SameHook(HookInEffect(job), hook)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job_id, " already uses ", CommHookName(hook)));

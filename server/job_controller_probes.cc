@@ -7,11 +7,13 @@
 // elsewhere, well before the data plane's own timeout would have failed the attempt and
 // blamed whichever rank reported first.
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/host_port.h"
 #include "contracts/job_state.h"
 #include "server/data_plane_blame.h"
 #include "server/job_controller.h"
@@ -84,9 +86,21 @@ void JobController::CheckProbeDeadlinesLocked(absl::Time now) {
   }
 }
 
+std::vector<std::string> JobController::RankHostsLocked(const v1::Job& job) {
+  std::vector<std::string> hosts(job.ranks_size());
+  for (const v1::RankAssignment& rank : job.ranks()) {
+    auto worker = workers_->Get(rank.worker_id());
+    if (!worker.ok() || rank.rank() < 0 || rank.rank() >= job.ranks_size()) continue;
+    const std::optional<HostPort> address = SplitHostPort(worker->data_probe_address());
+    if (address.has_value()) hosts[rank.rank()] = address->host;
+  }
+  return hosts;
+}
+
 void JobController::JudgeProbesLocked(const v1::Job& job, LiveAttempt& live, absl::Time now) {
   live.probe_deadline = absl::InfiniteFuture();
-  const std::vector<UnreachableRank> blamed = BlameUnreachableRanks(job.ranks_size(), live.probes);
+  const std::vector<UnreachableRank> blamed =
+      BlameUnreachableRanks(job.ranks_size(), live.probes, RankHostsLocked(job));
   if (blamed.empty()) {
     LogIfFailed(jobs_
                     ->RecordEvent(job.id(), job.attempt(),

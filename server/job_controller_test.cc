@@ -742,6 +742,30 @@ TEST_F(JobControllerTest, ARetryableFailureAloneRequeuesTheJobAfterTheGrace) {
   EXPECT_TRUE(requeued_for_rank_0);
 }
 
+// A worker stopping (SIGTERM) mid-attempt says it leaves, and its rank's own ABORTED
+// follows without saying so: the worker is not counted idle again (it was, and the next
+// job placed there was refused) until its daemon registers anew.
+TEST_F(JobControllerTest, AStoppingWorkerIsNotCountedIdleAgainUntilItRegistersAnew) {
+  v1::JobSpec spec = Spec(2);
+  spec.mutable_restart_policy()->set_max_restarts(1);
+  StartTwoRankJob(spec);
+  AddWorker("w2");
+  v1::AttemptReport leaving = Failed(1, "aborted: the worker is shutting down", false);
+  leaving.set_worker_leaving(true);
+  controller_->OnReport("w1", leaving);
+  controller_->OnReport("w1", Failed(1, "aborted: the worker is shutting down", false));
+  Heartbeat("w1");
+  EXPECT_EQ(workers_->Get("w1")->state(), v1::DRAINING);
+  Report("w0", 0, v1::ABORTED);
+  Heartbeat("w0");
+  clock_.Advance(options_.failure_report_grace + absl::Milliseconds(1));
+  controller_->CheckHeartbeats();
+  ExpectSecondAttemptOnW0AndW2();
+  EXPECT_EQ(workers_->Get("w1")->state(), v1::DRAINING);
+  AddWorker("w1");  // its daemon started again
+  EXPECT_EQ(workers_->Get("w1")->state(), v1::IDLE);
+}
+
 // During a rolling upgrade: a job whose submitter has folders of its own is refused
 // while only workers of a release that ignores them are registered, and is placed only
 // on an upgraded worker once one is, never on the older one beside it.
@@ -1667,8 +1691,16 @@ TEST_F(JobControllerTest, OnlyARunningFaultTolerantJobScales) {
       << not_running;
   EXPECT_EQ(std::string(not_running.message()).find("has no fault_tolerance"), std::string::npos)
       << not_running;
-  // No replicas is wrong for any job, in any state: said as such.
-  const absl::Status none = controller_->Scale(pending->id(), 0).status();
+  // Replicas its spec does not allow are wrong in any state: said as such.
+  const absl::Status too_many = controller_->Scale(pending->id(), 5).status();
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kInvalidArgument) << too_many;
+  EXPECT_NE(std::string(too_many.message())
+                .find("replicas must be 1 (fault_tolerance.min_replicas)"
+                      " to 2"),
+            std::string::npos)
+      << too_many;
+  // No replicas is wrong for any job: said as such.
+  const absl::Status none = controller_->Scale("job-1", 0).status();
   EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument) << none;
   EXPECT_NE(std::string(none.message()).find("replicas must be at least 1, got 0"),
             std::string::npos)

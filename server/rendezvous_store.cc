@@ -29,7 +29,11 @@ void RendezvousStore::AdmitRank(const std::string& job_id, int32_t attempt, int3
                                 const std::string& token) {
   if (token.empty()) return;  // no rank may use an empty token
   absl::MutexLock lock(&mu_);
-  scopes_[ScopeName(job_id, attempt)].ranks[token] = rank;
+  Scope& scope = scopes_[ScopeName(job_id, attempt)];
+  // The rank's earlier holder (a worker lost, replaced) may no longer read or write here.
+  absl::erase_if(scope.ranks,
+                 [&](const auto& entry) { return entry.second == rank && entry.first != token; });
+  scope.ranks[token] = rank;
 }
 
 void RendezvousStore::CloseScope(const std::string& job_id, int32_t attempt) {
@@ -72,8 +76,8 @@ size_t RendezvousStore::DropEpochsBefore(const std::string& job_id, int32_t atte
   if (it == scopes_.end()) return 0;
   Scope& scope = it->second;
   return absl::erase_if(scope.values, [&](const auto& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const std::optional<int32_t> of = MembershipEpochOfKey(entry.first);
-    if (!of.has_value() || *of >= epoch) return false;
+    // A key of no epoch is the attempt's first connect's (epoch 0's).
+    if (MembershipEpochOfKey(entry.first).value_or(0) >= epoch) return false;
     ForgetBytesLocked(scope, entry.first, entry.second);
     return true;
   });

@@ -43,7 +43,8 @@ class RendezvousStore {
     size_t max_waits_per_rank = 64;
     // What the keys and values hold, an attempt's and all attempts': a rank writing more
     // is refused rather than grow the coordinator until it is killed (Gloo's addresses
-    // for a world of 1024 take about 140 MB an epoch).
+    // for a world of 1024 take about 140 MB, its groups' more: an attempt holds two
+    // epochs' at most, DropEpochsBefore).
     size_t max_bytes_per_scope = size_t{512} << 20;
     size_t max_bytes = size_t{1} << 30;
   };
@@ -56,13 +57,15 @@ class RendezvousStore {
                  const std::vector<std::string>& rank_tokens);
   // Admits `rank` with `token` to the attempt's scope, opening it if it is not open: a
   // rank re-attached after a coordinator restart (whose scopes lived in memory only),
-  // for the rendezvous of a later membership epoch. Keys set before are gone.
+  // for the rendezvous of a later membership epoch. Keys set before are gone. A token the
+  // rank held before (its lost worker's) is revoked.
   void AdmitRank(const std::string& job_id, int32_t attempt, int32_t rank,
                  const std::string& token);
   // Closes the scope; its waits end with ABORTED.
   void CloseScope(const std::string& job_id, int32_t attempt);
   // Drops the attempt's keys of membership epochs before `epoch` (contracts/membership.h's
-  // MembershipEpochOfKey): their groups have connected and moved on. Returns how many.
+  // MembershipEpochOfKey; a key of none is the first connect's, epoch 0): their groups
+  // have connected and moved on. Returns how many.
   size_t DropEpochsBefore(const std::string& job_id, int32_t attempt, int32_t epoch);
   // The attempt's ranks that have made no call on its scope yet, ascending (how the
   // join deadline tells a rank that never came from ranks that could not connect); empty

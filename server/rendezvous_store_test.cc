@@ -67,6 +67,21 @@ TEST(RendezvousStore, ReadmitsRanksOfAnAttemptOneByOne) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// A rank admitted with a new token (a replacement on another worker) is that token's
+// alone: the lost worker's may no longer read or write the attempt's keys, and the
+// scope still counts the ranks it has, not the tokens it was given.
+TEST(RendezvousStore, AReplacedRanksOldTokenIsRevoked) {
+  RendezvousStore store;
+  store.OpenScope("job-1", 1, kTokens);
+  store.AdmitRank("job-1", 1, 2, "t2-replacement");
+  EXPECT_EQ(store.Get(As("job-1", 1, "t2"), "k").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(store.Set(As("job-1", 1, "t2-replacement"), "k", "v").ok());
+  store.AdmitRank("job-1", 1, 1, "t1");  // a re-attached rank keeps its own
+  EXPECT_EQ(*store.Get(As("job-1", 1, "t1"), "k"), "v");
+  EXPECT_EQ(store.RanksNotReached("job-1", 1), (std::vector<int32_t>{0}));  // no rank 3
+}
+
 // Any call with a rank's token counts as that rank reaching the rendezvous, a refused
 // one too (it came); a caller without a token is nobody's.
 TEST(RendezvousStore, KnowsWhichRanksNeverCame) {
@@ -158,21 +173,23 @@ TEST(RendezvousStore, BoundsTheBytesItHolds) {
 }
 
 // A fault-tolerant attempt's membership epochs each connect through their own keys; the
-// coordinator drops those of epochs before the last once a new one is written.
+// coordinator drops those of epochs before the last once a new one is written. The
+// first connect's keys (of no epoch) are epoch 0's: kept only while epoch 1 may still
+// be connecting beside them (they held a large world's bytes for the whole attempt).
 TEST(RendezvousStore, DropsTheKeysOfEarlierMembershipEpochs) {
   RendezvousStore store;
   store.OpenScope("j", 1, kTokens);
-  for (const char* key : {"rank0", "epoch1/world/0", "epoch2/world/0", "epoch2/shard/1",
-                          "epoch3/world/0", "epoch12", "epochs/0"}) {
+  for (const char* key : {"rank0", "shard0/rank1", "epoch1/world/0", "epoch2/world/0",
+                          "epoch2/shard/1", "epoch3/world/0", "epoch12", "epochs/0"}) {
     ASSERT_TRUE(store.Set(As("j", 1), key, "v").ok()) << key;
   }
-  EXPECT_EQ(store.DropEpochsBefore("j", 1, 3), 3u);
-  for (const char* gone : {"epoch1/world/0", "epoch2/world/0", "epoch2/shard/1"}) {
+  EXPECT_EQ(store.DropEpochsBefore("j", 1, 0), 0u);
+  EXPECT_EQ(store.DropEpochsBefore("j", 1, 3), 7u);
+  for (const char* gone : {"rank0", "shard0/rank1", "epoch1/world/0", "epoch2/world/0",
+                           "epoch2/shard/1", "epoch12", "epochs/0"}) {
     EXPECT_EQ(store.Get(As("j", 1), gone).status().code(), absl::StatusCode::kNotFound) << gone;
   }
-  for (const char* kept : {"rank0", "epoch3/world/0", "epoch12", "epochs/0"}) {
-    EXPECT_TRUE(store.Get(As("j", 1), kept).ok()) << kept;
-  }
+  EXPECT_TRUE(store.Get(As("j", 1), "epoch3/world/0").ok());
   EXPECT_EQ(store.DropEpochsBefore("j", 2, 3), 0u);  // no such scope
 }
 

@@ -5,36 +5,47 @@
 
 namespace shardwise {
 
+void TimelineStore::ForgetLocked(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  for (const auto& [rank, ranked] : it->second.ranks) held_ -= ranked.spans.size();
+  jobs_.erase(it);
+  recency_.remove(job_id);
+}
+
+size_t TimelineStore::RankCapLocked(const JobSpans& job) const {
+  const size_t job_cap = std::min(spans_per_job_, spans_total_ / std::max<size_t>(1, jobs_.size()));
+  return std::max<size_t>(
+      1, std::min(spans_per_rank_, job_cap / std::max<size_t>(1, job.ranks.size())));
+}
+
 void TimelineStore::Add(const std::string& job_id, int32_t attempt, int32_t rank,
                         const std::string& worker_id, const std::vector<v1::Span>& spans,
                         int64_t dropped) {
   absl::MutexLock lock(&mu_);
-  auto [it, inserted] = jobs_.try_emplace(job_id);
-  JobSpans& job = it->second;
-  if (!inserted && attempt < job.attempt) return;
-  if (attempt > job.attempt) {
-    job = JobSpans();
-    job.attempt = attempt;
+  if (auto held = jobs_.find(job_id); held != jobs_.end()) {
+    if (attempt < held->second.attempt) return;
+    if (attempt > held->second.attempt) ForgetLocked(job_id);
   }
+  JobSpans& job = jobs_[job_id];
+  job.attempt = attempt;
   recency_.remove(job_id);
   recency_.push_back(job_id);
-  while (jobs_.size() > max_jobs_) {
-    jobs_.erase(recency_.front());
-    recency_.pop_front();
-  }
-  JobSpans& kept = jobs_[job_id];
-  RankSpans& ranked = kept.ranks[rank];
+  RankSpans& ranked = job.ranks[rank];
   ranked.worker_id = worker_id;
   ranked.dropped += dropped;
-  // Each rank's share of the job's bound (ranks hold more only until they next report).
-  const size_t cap = std::max<size_t>(
-      1, std::min(spans_per_rank_, spans_per_job_ / std::max<size_t>(1, kept.ranks.size())));
-  for (const v1::Span& span : spans) {
-    ranked.spans.push_back(span);
-  }
+  // Each rank's share (ranks hold more only until they next report).
+  const size_t cap = RankCapLocked(job);
+  for (const v1::Span& span : spans) ranked.spans.push_back(span);
+  held_ += spans.size();
   while (ranked.spans.size() > cap) {
     ranked.spans.pop_front();
     ++ranked.dropped;
+    --held_;
+  }
+  while (held_ > spans_total_ && recency_.front() != job_id) {
+    const std::string oldest = recency_.front();
+    ForgetLocked(oldest);
   }
 }
 

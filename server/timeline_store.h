@@ -3,10 +3,13 @@
 
 // The spans workers send with their reports, for `shardwise timeline`: per job, the
 // latest attempt's newest spans of each rank. Memory is bounded three times: at most
-// `spans_per_rank` spans per rank and `spans_per_job` per job, shared by its ranks
-// (older ones are dropped and counted), and at most `jobs` jobs (the job whose spans
-// arrived least recently is forgotten). The controller keeps an attempt's timeline in
-// the state file when the attempt ends; what only memory holds, a restart forgets.
+// `spans_per_rank` spans per rank, `spans_per_job` per job, shared by its ranks, and
+// `spans_total` over the jobs held, shared by them (older spans are dropped and
+// counted); past that total the job whose spans arrived least recently (an ended one,
+// as running jobs report all the time) is forgotten. Many jobs running at once each
+// keep a smaller share, never just their last report. The controller keeps an attempt's
+// timeline in the state file when the attempt ends; what only memory holds, a restart
+// forgets.
 //
 // Thread-safety: thread-safe.
 
@@ -26,9 +29,9 @@ namespace shardwise {
 
 class TimelineStore {
  public:
-  explicit TimelineStore(size_t spans_per_rank = 100000, size_t jobs = 16,
-                         size_t spans_per_job = size_t{1} << 18)
-      : spans_per_rank_(spans_per_rank), max_jobs_(jobs), spans_per_job_(spans_per_job) {}
+  explicit TimelineStore(size_t spans_per_rank = 100000, size_t spans_per_job = size_t{1} << 18,
+                         size_t spans_total = size_t{1} << 22)
+      : spans_per_rank_(spans_per_rank), spans_per_job_(spans_per_job), spans_total_(spans_total) {}
 
   // Spans of `rank` (run by `worker_id`) of attempt `attempt`. A newer attempt replaces
   // the job's timeline; an older one's late spans are ignored.
@@ -52,12 +55,18 @@ class TimelineStore {
     std::map<int32_t, RankSpans> ranks;
   };
 
+  // The job's spans, counted out of held_.
+  void ForgetLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank's share of what its job may hold now.
+  size_t RankCapLocked(const JobSpans& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
   const size_t spans_per_rank_;
-  const size_t max_jobs_;
   const size_t spans_per_job_;
+  const size_t spans_total_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, JobSpans> jobs_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> recency_ ABSL_GUARDED_BY(mu_);  // least recently fed first
+  size_t held_ ABSL_GUARDED_BY(mu_) = 0;                 // spans over every job
 };
 
 }  // namespace shardwise

@@ -12,7 +12,7 @@ std::vector<v1::Span> Spans(int n, int64_t first_start) {
 }
 
 TEST(TimelineStore, KeepsTheNewestSpansPerRankAndCountsTheRest) {
-  TimelineStore store(/*spans_per_rank=*/3, /*jobs=*/4);
+  TimelineStore store(/*spans_per_rank=*/3);
   store.Add("job-1", 1, 0, "w0", Spans(2, 0), 0);
   store.Add("job-1", 1, 0, "w0", Spans(2, 10), 5);
   store.Add("job-1", 1, 1, "w1", Spans(1, 0), 0);
@@ -25,7 +25,7 @@ TEST(TimelineStore, KeepsTheNewestSpansPerRankAndCountsTheRest) {
 }
 
 TEST(TimelineStore, TheRanksOfAJobShareItsBound) {
-  TimelineStore store(/*spans_per_rank=*/100, /*jobs=*/4, /*spans_per_job=*/8);
+  TimelineStore store(/*spans_per_rank=*/100, /*spans_per_job=*/8);
   store.Add("job-1", 1, 0, "w0", Spans(8, 0), 0);
   EXPECT_EQ(store.Get("job-1").ranks(0).spans_size(), 8);
   store.Add("job-1", 1, 1, "w1", Spans(8, 0), 0);  // two ranks: 4 each
@@ -64,15 +64,28 @@ TEST(TimelineStore, ANewAttemptReplacesTheOldAndLateSpansAreIgnored) {
   EXPECT_EQ(timeline.ranks(0).spans(0).start_us(), 100);
 }
 
-TEST(TimelineStore, ForgetsTheLeastRecentlyFedJobs) {
-  TimelineStore store(10, /*jobs=*/2);
-  store.Add("job-1", 1, 0, "w0", Spans(1, 0), 0);
-  store.Add("job-2", 1, 0, "w0", Spans(1, 0), 0);
-  store.Add("job-1", 1, 0, "w0", Spans(1, 1), 0);
-  store.Add("job-3", 1, 0, "w0", Spans(1, 0), 0);
-  EXPECT_EQ(store.Get("job-1").ranks_size(), 1);
-  EXPECT_EQ(store.Get("job-2").ranks_size(), 0);
-  EXPECT_EQ(store.Get("job-3").ranks_size(), 1);
+// Jobs share the total: each one fed keeps its newest share (its last report alone
+// was kept with more jobs running than a count bound allowed); past the total, the job
+// fed least recently goes.
+TEST(TimelineStore, JobsShareTheTotalAndTheLeastRecentlyFedGoesPastIt) {
+  TimelineStore store(/*spans_per_rank=*/100, /*spans_per_job=*/100, /*spans_total=*/12);
+  for (const char* job : {"job-1", "job-2", "job-3"}) store.Add(job, 1, 0, "w0", Spans(4, 0), 0);
+  for (int report = 1; report <= 3; ++report) {
+    for (const char* job : {"job-1", "job-2", "job-3"}) {
+      store.Add(job, 1, 0, "w0", Spans(2, int64_t{100} * report), 0);
+    }
+  }
+  for (const char* job : {"job-1", "job-2", "job-3"}) {
+    const v1::Timeline timeline = store.Get(job);
+    ASSERT_EQ(timeline.ranks_size(), 1) << job;
+    EXPECT_EQ(timeline.ranks(0).spans_size(), 4) << job;  // 12 shared by three
+    EXPECT_EQ(timeline.ranks(0).spans(0).start_us(), 200) << job;
+    EXPECT_EQ(timeline.ranks(0).dropped(), 6) << job;
+  }
+  store.Add("job-4", 1, 0, "w0", Spans(4, 0), 0);  // over the total: job-1 goes
+  EXPECT_EQ(store.Get("job-1").ranks_size(), 0);
+  EXPECT_EQ(store.Get("job-2").ranks_size(), 1);
+  EXPECT_EQ(store.Get("job-4").ranks(0).spans_size(), 3);  // 12 shared by four
 }
 
 }  // namespace

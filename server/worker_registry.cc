@@ -50,6 +50,7 @@ absl::StatusOr<WorkerRegistry::Registration> WorkerRegistry::AddOrReplace(
   }
   Worker& worker = workers_[registration.worker_id];
   registration.previous = worker.info;
+  worker.stopping = false;  // a daemon that registers is not stopping
   *replaced = std::move(worker.outbox);
   worker.outbox.reset();
   worker.info.set_id(registration.worker_id);
@@ -194,9 +195,17 @@ void WorkerRegistry::SetIdle(const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
   Worker* worker = Find(worker_id);
   if (worker != nullptr && worker->info.state() != v1::LOST) {
-    worker->info.set_state(v1::IDLE);
+    worker->info.set_state(worker->stopping ? v1::DRAINING : v1::IDLE);
     Unassign(*worker);
   }
+}
+
+void WorkerRegistry::MarkStopping(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  Worker* worker = Find(worker_id);
+  if (worker == nullptr) return;
+  worker->stopping = true;
+  if (worker->info.state() == v1::IDLE) worker->info.set_state(v1::DRAINING);
 }
 
 void WorkerRegistry::AwaitIdle(const std::string& worker_id) {

@@ -89,7 +89,11 @@ class WorkerRegistry {
   // first. Scheduled at once, it would refuse the assignment (its daemon still runs the
   // old attempt) and cost that job a restart.
   void DrainOnAttach(const std::string& worker_id, const v1::CoordinatorMessage& abort);
+  // IDLE, its job forgotten; DRAINING instead for a worker that is stopping.
   void SetIdle(const std::string& worker_id);
+  // A worker that said it is shutting down (SIGTERM; a report with worker_leaving): its
+  // rank's last report, which follows, must not make it a place for the next job.
+  void MarkStopping(const std::string& worker_id);
   // A BUSY worker that refused its assignment while still running another attempt: it is
   // DRAINING, idle once a heartbeat says it runs nothing (the heartbeats naming the other
   // attempt are answered with an abort).
@@ -136,6 +140,8 @@ class WorkerRegistry {
     std::shared_ptr<SessionOutbox> outbox;  // null without a live session
     // DRAINING's abort, not yet queued on a session (Drain).
     std::optional<v1::CoordinatorMessage> owed_abort;
+    // It said it is shutting down (MarkStopping): never IDLE again until it registers anew.
+    bool stopping = false;
   };
   absl::StatusOr<Registration> AddOrReplace(const v1::RegisterWorkerRequest& request,
                                             std::shared_ptr<SessionOutbox>* replaced);

@@ -105,8 +105,14 @@ absl::StatusOr<std::unique_ptr<DataPlaneProbeListener>> DataPlaneProbeListener::
   const int port =
       ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
                                         : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+  // The address bound, in numbers, as Gloo advertises its pairs': peers need not resolve
+  // this host's name (one only its own /etc/hosts knows, or one resolving in another
+  // order elsewhere), and the coordinator tells ranks on one host by it.
+  char numeric[NI_MAXHOST];
+  const bool named = getnameinfo(reinterpret_cast<const sockaddr*>(&bound), length, numeric,
+                                 sizeof(numeric), nullptr, 0, NI_NUMERICHOST) == 0;
   return std::unique_ptr<DataPlaneProbeListener>(
-      new DataPlaneProbeListener(fd, JoinHostPort(host, port)));
+      new DataPlaneProbeListener(fd, JoinHostPort(named ? numeric : host, port)));
 }
 
 DataPlaneProbeListener::DataPlaneProbeListener(int fd, std::string address)

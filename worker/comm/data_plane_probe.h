@@ -32,7 +32,8 @@ class DataPlaneProbeListener {
   DataPlaneProbeListener(const DataPlaneProbeListener&) = delete;
   DataPlaneProbeListener& operator=(const DataPlaneProbeListener&) = delete;
 
-  // "host:port" ("[host]:port" for IPv6), as peers connect to it.
+  // "address:port" ("[address]:port" for IPv6), the address bound in numbers (not the
+  // name it was given), as peers connect to it.
   const std::string& address() const { return address_; }
 
  private:

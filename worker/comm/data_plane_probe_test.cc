@@ -30,6 +30,16 @@ TEST(DataPlaneProbe, ReachesAListenerAndNamesWhyAPeerWasNot) {
   EXPECT_TRUE(ProbePeers({{0, (*listener)->address()}}, absl::Seconds(2))[0].reached);
 }
 
+// A name is advertised as the address it bound: peers need not resolve it as this host
+// does, and the coordinator tells the ranks of one host by it.
+TEST(DataPlaneProbe, AListenerOnANameAdvertisesTheAddressItBound) {
+  auto listener = DataPlaneProbeListener::Start("localhost");
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const std::string& address = (*listener)->address();
+  EXPECT_TRUE(address.rfind("127.", 0) == 0 || address.rfind("[::1]:", 0) == 0) << address;
+  EXPECT_TRUE(ProbePeers({{0, address}}, absl::Seconds(2))[0].reached);
+}
+
 TEST(DataPlaneProbe, AListenerOnAnAddressThisHostLacksIsRefused) {
   auto listener = DataPlaneProbeListener::Start("192.0.2.1");  // TEST-NET-1, not ours
   ASSERT_FALSE(listener.ok());

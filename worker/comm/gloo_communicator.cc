@@ -1,9 +1,11 @@
 #include "worker/comm/gloo_communicator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,7 +13,7 @@
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
-#include "gloo/rendezvous/prefix_store.h"
+#include "gloo/rendezvous/store.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
 #include "worker/compute/casts.h"
@@ -20,12 +22,12 @@ namespace shardwise {
 namespace {
 
 template <typename Fn>
-absl::Status Guard(const char* what, int rank, Fn&& fn) {
+absl::Status Guard(const char* what, const GlooCommunicator& self, Fn&& fn) {
   try {
     fn();
     return absl::OkStatus();
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(what, " on rank ", rank, ": ", e.what()));
+    return absl::UnavailableError(absl::StrCat(what, " on ", self.Who(), ": ", e.what()));
   }
 }
 
@@ -110,10 +112,45 @@ void SetInput(Options& opts, const void* data, size_t n, ScalarType type) {
 // while only a pair of them send.
 constexpr uint8_t kPointToPointSlotPrefix = 0x70;
 
+// The keys of group `name` in `store`, named as Gloo's PrefixStore names them, whose
+// wait(keys) keeps `store`'s own bound: Gloo's PrefixStore waits its 30 s default
+// instead, which cut a group's connect in a membership epoch short of the epoch store's
+// bound (the peer timeout, a joiner's wait).
+class GroupStore final : public gloo::rendezvous::Store {
+ public:
+  GroupStore(const std::string& name, gloo::rendezvous::Store& store)
+      : prefix_(name + "/"), store_(store) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(prefix_ + key, data);
+  }
+  std::vector<char> get(const std::string& key) override { return store_.get(prefix_ + key); }
+  void wait(const std::vector<std::string>& keys) override { store_.wait(Prefixed(keys)); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    store_.wait(Prefixed(keys), timeout);
+  }
+
+ private:
+  std::vector<std::string> Prefixed(const std::vector<std::string>& keys) const {
+    std::vector<std::string> prefixed;
+    prefixed.reserve(keys.size());
+    for (const std::string& key : keys) prefixed.push_back(prefix_ + key);
+    return prefixed;
+  }
+
+  const std::string prefix_;
+  gloo::rendezvous::Store& store_;
+};
+
 }  // namespace
 
-GlooCommunicator::GlooCommunicator(std::shared_ptr<gloo::Context> context)
-    : context_(std::move(context)) {}
+GlooCommunicator::GlooCommunicator(std::shared_ptr<gloo::Context> context, std::string group)
+    : context_(std::move(context)), group_(std::move(group)) {}
+
+std::string GlooCommunicator::Who() const {
+  return group_.empty() ? absl::StrCat("rank ", rank())
+                        : absl::StrCat("rank ", rank(), " of group '", group_, "'");
+}
 
 absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::ConnectGroup(
     gloo::rendezvous::Store& store, const std::string& name, const std::vector<int>& ranks,
@@ -123,11 +160,11 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::ConnectGroup
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", global_rank, " is not in communicator group '", name, "'"));
   }
-  gloo::rendezvous::PrefixStore prefixed(name, store);
+  GroupStore prefixed(name, store);
   auto context = ConnectGlooContext(prefixed, static_cast<int>(it - ranks.begin()),
                                     static_cast<int>(ranks.size()), options);
   if (!context.ok()) return context.status();
-  return std::make_unique<GlooCommunicator>(*context);
+  return std::make_unique<GlooCommunicator>(*context, name);
 }
 
 absl::Status GlooCommunicator::AllGather(const void* shard, size_t shard_numel, void* out,
@@ -138,7 +175,7 @@ absl::Status GlooCommunicator::AllGather(const void* shard, size_t shard_numel, 
     std::memcpy(out, shard, chunk_bytes);
     return absl::OkStatus();
   }
-  return Guard("all-gather", rank(), [&] {
+  return Guard("all-gather", *this, [&] {
     gloo::AllgatherOptions opts(context_);
     SetInput(opts, shard, shard_numel, type);
     SetOutput(opts, out, shard_numel * size(), type);
@@ -165,7 +202,7 @@ absl::Status GlooCommunicator::ReduceScatter(void* in, size_t shard_numel, void*
   const ReduceFn sum = SumOf(type);
   incoming_.resize(chunk_bytes);
   auto chunk = [&](int c) { return ((c % n) + n) % n; };
-  return Guard("reduce-scatter", r, [&] {
+  return Guard("reduce-scatter", *this, [&] {
     const int right = (r + 1) % n;
     const int left = (r - 1 + n) % n;
     auto send = context_->createUnboundBuffer(work, chunk_bytes * n);
@@ -186,7 +223,7 @@ absl::Status GlooCommunicator::ReduceScatter(void* in, size_t shard_numel, void*
 absl::Status GlooCommunicator::AllReduce(void* data, size_t numel, ScalarType type) {
   stats_.all_reduce_bytes += static_cast<int64_t>(numel * ElementSize(type));
   if (size() == 1) return absl::OkStatus();
-  return Guard("all-reduce", rank(), [&] {
+  return Guard("all-reduce", *this, [&] {
     gloo::AllreduceOptions opts(context_);
     SetOutput(opts, data, numel, type);
     opts.setReduceFunction(SumOf(type));
@@ -196,7 +233,7 @@ absl::Status GlooCommunicator::AllReduce(void* data, size_t numel, ScalarType ty
 
 absl::Status GlooCommunicator::Broadcast(void* data, size_t numel, int root, ScalarType type) {
   if (size() == 1) return absl::OkStatus();
-  return Guard("broadcast", rank(), [&] {
+  return Guard("broadcast", *this, [&] {
     gloo::BroadcastOptions opts(context_);
     SetOutput(opts, data, numel, type);
     opts.setRoot(root);
@@ -206,7 +243,7 @@ absl::Status GlooCommunicator::Broadcast(void* data, size_t numel, int root, Sca
 
 absl::Status GlooCommunicator::SendBuffers(const std::vector<absl::Span<const char>>& buffers,
                                            int peer) {
-  return Guard("send", rank(), [&] {
+  return Guard("send", *this, [&] {
     std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> posted;
     for (absl::Span<const char> buffer : buffers) {
       if (buffer.empty()) continue;  // the receiver skips it too
@@ -219,7 +256,7 @@ absl::Status GlooCommunicator::SendBuffers(const std::vector<absl::Span<const ch
 }
 
 absl::Status GlooCommunicator::RecvBuffers(const std::vector<absl::Span<char>>& buffers, int peer) {
-  return Guard("receive", rank(), [&] {
+  return Guard("receive", *this, [&] {
     std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> posted;
     for (absl::Span<char> buffer : buffers) {
       if (buffer.empty()) continue;
@@ -232,7 +269,7 @@ absl::Status GlooCommunicator::RecvBuffers(const std::vector<absl::Span<char>>& 
 
 absl::Status GlooCommunicator::Barrier() {
   if (size() == 1) return absl::OkStatus();
-  return Guard("barrier", rank(), [&] {
+  return Guard("barrier", *this, [&] {
     gloo::BarrierOptions opts(context_);
     gloo::barrier(opts);
   });

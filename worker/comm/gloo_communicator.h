@@ -19,7 +19,9 @@ namespace shardwise {
 
 class GlooCommunicator final : public Communicator {
  public:
-  explicit GlooCommunicator(std::shared_ptr<gloo::Context> context);
+  // `group` names the group in errors (its ranks counted within it): "all-gather on rank
+  // 1 of group 'shard2'"; empty: the world's.
+  explicit GlooCommunicator(std::shared_ptr<gloo::Context> context, std::string group = "");
 
   // Connects the group `ranks` (global ranks, in group order; must contain `global_rank`)
   // through `store` under `name`, so several groups can share one rendezvous.
@@ -39,6 +41,8 @@ class GlooCommunicator final : public Communicator {
   void CloseConnections() { context_->closeConnections(); }
 
   int rank() const override { return context_->rank; }
+  // This rank as errors name it: "rank 1 of group 'shard2'", or "rank 3" in the world.
+  std::string Who() const;
   int size() const override { return context_->size; }
   absl::Status AllGather(const void* shard, size_t shard_numel, void* out,
                          ScalarType type) override;
@@ -51,6 +55,7 @@ class GlooCommunicator final : public Communicator {
 
  private:
   std::shared_ptr<gloo::Context> context_;
+  const std::string group_;     // empty: the world
   std::vector<char> incoming_;  // reduce-scatter's receive chunk
 };
 

@@ -3,6 +3,9 @@
 
 #include "worker/comm/gloo_communicator.h"
 
+#include <chrono>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -180,6 +183,54 @@ TEST(GlooCommunicator, PointToPointLeavesTheOtherRanksOut) {
     ASSERT_TRUE(c.ReduceScatter(full.data(), 1, mine.data()).ok());
     EXPECT_EQ(mine[0], 6.0f);
   });
+}
+
+// A store that says which waits came with a bound of the caller's.
+class WaitRecordingStore final : public gloo::rendezvous::Store {
+ public:
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(key, data);
+  }
+  std::vector<char> get(const std::string& key) override { return store_.get(key); }
+  void wait(const std::vector<std::string>& keys) override {
+    store_.wait(keys, std::chrono::seconds(20));  // this store's own bound
+  }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      bounds_.push_back(timeout);
+    }
+    store_.wait(keys, timeout);
+  }
+  std::vector<std::chrono::milliseconds> bounds() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bounds_;
+  }
+
+ private:
+  gloo::rendezvous::HashStore store_;
+  std::mutex mu_;
+  std::vector<std::chrono::milliseconds> bounds_;
+};
+
+// With a connect timeout (a membership epoch's connect), a group's waits for its peers'
+// addresses keep the store's own bound (the epoch store's: the peer timeout, a joiner's
+// wait): Gloo's PrefixStore gave every one its 30 s default.
+TEST(GlooCommunicator, AGroupsConnectKeepsTheStoresOwnBound) {
+  WaitRecordingStore store;
+  std::vector<std::thread> threads;
+  threads.reserve(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&store, rank] {
+      DataPlaneOptions options;
+      options.connect_timeout = std::chrono::milliseconds(2000);
+      auto comm = GlooCommunicator::ConnectGroup(store, "shard0", {4, 5}, 4 + rank, options);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_TRUE(store.bounds().empty()) << store.bounds().front().count() << " ms";
 }
 
 TEST(GlooCommunicator, RefusesARankOutsideItsGroup) {

@@ -5,7 +5,7 @@ with the same defaults as the `shardwise` CLI.
     import shardwise
     client = shardwise.Client()                      # $SHARDWISE_COORDINATOR, else 127.0.0.1:7070
     job_id = client.submit("examples/demo.yaml")     # or a dict in the job spec's JSON form
-    for job in client.watch(job_id):                 # the job now, then on every change
+    for job in client.watch(job_id):                 # the job now, then as it changes
         print(job.progress.step, job.progress.loss)
     client.get(job_id).state == shardwise.SUCCEEDED
 

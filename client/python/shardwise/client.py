@@ -402,7 +402,8 @@ class Client:
                 return jobs
 
     def watch(self, job_id):
-        """An iterator of the job: as it is now, then after every change, until it ends.
+        """An iterator of the job: as it is now, then its newest version after each change
+        (a slow reader skips versions in between, never the final one), until it ends.
         A lost stream (a coordinator restarting) is watched again, for up to ten minutes
         of lost contact (counted from the first failure since the last update); past
         that, ShardwiseError UNAVAILABLE. Before the first update it fails as any call
