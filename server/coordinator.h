@@ -80,8 +80,10 @@ struct CoordinatorOptions {
   // SubmitJob's own: admitting a job reads the files it names.
   int submission_threads = 2;
   int max_queued_submissions = 1000;
-  // WatchJob streams served at once (WatchHub); past it a watch is RESOURCE_EXHAUSTED.
+  // WatchJob streams served at once (WatchHub), and of one principal; past either a watch
+  // is RESOURCE_EXHAUSTED.
   int max_watches = 10000;
+  int max_watches_per_principal = 1000;
 };
 
 // The health service name a liveness probe asks for: SERVING while the process answers,

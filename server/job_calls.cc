@@ -91,8 +91,14 @@ grpc::Status JobCalls::SubmitJob(const grpc::ServerContextBase& context,
       controller_->Submit(request.spec(), {caller->name, caller->paths}, request.request_id(),
                           [&context] { return context.IsCancelled(); });
   // Checking the files a job names can take a few hundred megabytes for a moment (a
-  // checkpoint's headers); glibc keeps freed memory in its arenas unless asked to return it.
-  ::malloc_trim(0);
+  // checkpoint's headers); glibc keeps freed memory in its arenas unless asked to return
+  // it. Only then: trimming locks each arena in turn, which a burst of submissions of
+  // jobs naming no files would pay for nothing.
+  const v1::InitSpec::SourceCase init = request.spec().init().source_case();
+  if ((init != v1::InitSpec::SOURCE_NOT_SET && init != v1::InitSpec::kSeed) ||
+      request.spec().data().has_tokens()) {
+    ::malloc_trim(0);
+  }
   if (!job.ok()) return ToGrpcStatus(job.status());
   response->set_job_id(job->id());
   return grpc::Status::OK;
@@ -165,12 +171,11 @@ grpc::Status JobCalls::GetTimeline(const grpc::ServerContextBase& context,
   return Answer(controller_->GetTimeline(request.job_id()), response);
 }
 
-grpc::Status JobCalls::WatchAllowed(const grpc::ServerContextBase& context,
-                                    const v1::WatchJobRequest& request) const {
-  if (auto caller = Caller(context, Action::kRead, "watch jobs"); !caller.ok()) {
-    return ToGrpcStatus(caller.status());
-  }
-  return ToGrpcStatus(CheckJobId(request.job_id()));
+absl::StatusOr<std::string> JobCalls::Watcher(const grpc::ServerContextBase& context,
+                                              const v1::WatchJobRequest& request) const {
+  ASSIGN_OR_RETURN(const Principal caller, Caller(context, Action::kRead, "watch jobs"));
+  RETURN_IF_ERROR(CheckJobId(request.job_id()));
+  return caller.name;
 }
 
 std::function<absl::Status()> JobCalls::WatchStillAllowed(

@@ -43,9 +43,10 @@ class JobCalls {
   grpc::Status ListWorkers(const grpc::ServerContextBase& context,
                            const v1::ListWorkersRequest& request,
                            v1::ListWorkersResponse* response);
-  // Whether the caller may watch the job the request names (the WatchHub streams it).
-  grpc::Status WatchAllowed(const grpc::ServerContextBase& context,
-                            const v1::WatchJobRequest& request) const;
+  // Who may watch the job the request names (the WatchHub streams it): the caller's
+  // principal's name (empty where no token is checked), or why not.
+  absl::StatusOr<std::string> Watcher(const grpc::ServerContextBase& context,
+                                      const v1::WatchJobRequest& request) const;
   // Whether the caller's token still allows the watch it opened, asked again while the
   // watch lasts (a token revoked meanwhile ends it); null where no token is checked.
   std::function<absl::Status()> WatchStillAllowed(const grpc::ServerContextBase& context) const;

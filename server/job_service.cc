@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 
 namespace shardwise {
 namespace {
@@ -101,19 +102,17 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContex
 
 grpc::ServerWriteReactor<v1::Job>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* context,
                                                             const v1::WatchJobRequest* request) {
-  const grpc::Status allowed = calls_->WatchAllowed(*context, *request);
-  if (!allowed.ok()) return new RefusedWatch(allowed);
+  const absl::StatusOr<std::string> watcher = calls_->Watcher(*context, *request);
+  if (!watcher.ok()) return new RefusedWatch(ToGrpcStatus(watcher.status()));
   if (watch_hub_ == nullptr) {
     return new RefusedWatch(
         grpc::Status(grpc::StatusCode::UNAVAILABLE, "watching is not served here"));
   }
-  grpc::ServerWriteReactor<v1::Job>* watch =
-      watch_hub_->Watch(request->job_id(), calls_->WatchStillAllowed(*context));
-  if (watch != nullptr) return watch;
-  // Clients retry this with backoff (client.cc): a watch waits for room, not fails.
-  return new RefusedWatch(grpc::Status(
-      grpc::StatusCode::RESOURCE_EXHAUSTED,
-      "the coordinator serves as many watches as it allows (--max_watches); try again"));
+  // Refused for room, clients retry with backoff (client.cc): a watch waits, not fails.
+  absl::StatusOr<grpc::ServerWriteReactor<v1::Job>*> watch =
+      watch_hub_->Watch(request->job_id(), *watcher, calls_->WatchStillAllowed(*context));
+  if (!watch.ok()) return new RefusedWatch(ToGrpcStatus(watch.status()));
+  return *watch;
 }
 
 }  // namespace shardwise

@@ -95,6 +95,9 @@ ABSL_FLAG(int32_t, max_queued_client_calls, 10000,
 ABSL_FLAG(int32_t, max_watches, 10000,
           "JobService.WatchJob streams served at once; beyond, RESOURCE_EXHAUSTED (clients "
           "retry)");
+ABSL_FLAG(int32_t, max_watches_per_principal, 1000,
+          "WatchJob streams one principal (a token's) may hold at once, so that none takes "
+          "every one; beyond, RESOURCE_EXHAUSTED");
 ABSL_FLAG(int32_t, submission_threads, 2,
           "threads that admit submitted jobs, reading the files they name (apart from the "
           "other client calls' threads, which a burst of submissions does not hold up)");
@@ -192,6 +195,7 @@ absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
   options.max_queued_client_calls = std::max(1, absl::GetFlag(FLAGS_max_queued_client_calls));
   options.submission_threads = std::max(1, absl::GetFlag(FLAGS_submission_threads));
   options.max_watches = std::max(1, absl::GetFlag(FLAGS_max_watches));
+  options.max_watches_per_principal = std::max(1, absl::GetFlag(FLAGS_max_watches_per_principal));
   options.max_queued_submissions = std::max(1, absl::GetFlag(FLAGS_max_queued_submissions));
   RETURN_IF_ERROR(ControllerOptionsFromFlags(&options.controller));
   return options;

@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "contracts/job_state.h"
 
@@ -12,10 +13,14 @@ namespace shardwise {
 class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
                                public std::enable_shared_from_this<Stream> {
  public:
-  Stream(WatchHub* hub, std::string job_id, StillAllowed still_allowed)
-      : hub_(hub), job_id_(std::move(job_id)), still_allowed_(std::move(still_allowed)) {}
+  Stream(WatchHub* hub, std::string job_id, std::string watcher, StillAllowed still_allowed)
+      : hub_(hub),
+        job_id_(std::move(job_id)),
+        watcher_(std::move(watcher)),
+        still_allowed_(std::move(still_allowed)) {}
 
   const std::string& job_id() const { return job_id_; }
+  const std::string& watcher() const { return watcher_; }
 
   // OK, or why the watcher may no longer watch.
   absl::Status Allowed() const { return still_allowed_ ? still_allowed_() : absl::OkStatus(); }
@@ -80,6 +85,7 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
 
   WatchHub* const hub_;
   const std::string job_id_;
+  const std::string watcher_;
   const StillAllowed still_allowed_;
   // mu_ also serialises the calls into gRPC (StartWrite, Finish).
   absl::Mutex mu_;
@@ -93,8 +99,11 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-WatchHub::WatchHub(JobManager* jobs, size_t max_watches)
-    : jobs_(jobs), max_watches_(max_watches), thread_([this] { Run(); }) {}
+WatchHub::WatchHub(JobManager* jobs, size_t max_watches, size_t max_per_watcher)
+    : jobs_(jobs),
+      max_watches_(max_watches),
+      max_per_watcher_(max_per_watcher),
+      thread_([this] { Run(); }) {}
 
 WatchHub::~WatchHub() {
   Shutdown();
@@ -106,12 +115,26 @@ void WatchHub::Shutdown() {
   stopping_ = true;
 }
 
-grpc::ServerWriteReactor<v1::Job>* WatchHub::Watch(const std::string& job_id,
-                                                   StillAllowed still_allowed) {
-  auto stream = std::make_shared<Stream>(this, job_id, std::move(still_allowed));
+absl::StatusOr<grpc::ServerWriteReactor<v1::Job>*> WatchHub::Watch(const std::string& job_id,
+                                                                   const std::string& watcher,
+                                                                   StillAllowed still_allowed) {
+  auto stream = std::make_shared<Stream>(this, job_id, watcher, std::move(still_allowed));
   {
     absl::MutexLock lock(&mu_);
-    if (watches_ >= max_watches_) return nullptr;
+    if (watches_ >= max_watches_) {
+      return absl::ResourceExhaustedError(
+          "the coordinator serves as many watches as it allows (--max_watches); try again");
+    }
+    if (!watcher.empty()) {
+      size_t& held = per_watcher_[watcher];
+      if (held >= max_per_watcher_) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            watcher, " holds ", held,
+            " watches, as many as one principal may (--max_watches_per_principal); end one, "
+            "or try again"));
+      }
+      ++held;
+    }
     // gRPC's reference, set before the hub's thread can see the stream (and end it).
     stream->self_ = stream;
     ++watches_;
@@ -130,8 +153,12 @@ void WatchHub::Remove(const std::shared_ptr<Stream>& stream) {
   absl::MutexLock lock(&mu_);
   auto it = watchers_.find(stream->job_id());
   if (it == watchers_.end()) return;
-  watches_ -= it->second.erase(stream);
+  const size_t removed = it->second.erase(stream);
+  watches_ -= removed;
   if (it->second.empty()) watchers_.erase(it);
+  if (removed == 0 || stream->watcher().empty()) return;
+  auto held = per_watcher_.find(stream->watcher());
+  if (held != per_watcher_.end() && --held->second == 0) per_watcher_.erase(held);
 }
 
 void WatchHub::Serve(const std::shared_ptr<Stream>& stream, Versions* versions) {

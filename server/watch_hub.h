@@ -32,8 +32,9 @@ namespace shardwise {
 
 class WatchHub {
  public:
-  // At most `max_watches` streams at once: past it, Watch refuses.
-  WatchHub(JobManager* jobs, size_t max_watches);
+  // At most `max_watches` streams at once, and `max_per_watcher` of one named watcher
+  // (a principal): past either, Watch refuses. One principal may not take every slot.
+  WatchHub(JobManager* jobs, size_t max_watches, size_t max_per_watcher);
   ~WatchHub();
   WatchHub(const WatchHub&) = delete;
   WatchHub& operator=(const WatchHub&) = delete;
@@ -41,11 +42,14 @@ class WatchHub {
   // Whether a watcher may go on watching (its caller's token not revoked since).
   using StillAllowed = std::function<absl::Status()>;
 
-  // A stream of `job_id`'s versions; gRPC owns it until its OnDone. `still_allowed`, if
-  // given, is asked before each version is written and every few seconds besides; the
-  // stream ends with its error. nullptr when the hub serves max_watches streams already.
-  grpc::ServerWriteReactor<v1::Job>* Watch(const std::string& job_id,
-                                           StillAllowed still_allowed = nullptr);
+  // A stream of `job_id`'s versions for `watcher` (a principal's name; empty: anyone,
+  // bound by the total alone); gRPC owns it until its OnDone. `still_allowed`, if given,
+  // is asked before each version is written and every few seconds besides; the stream
+  // ends with its error. RESOURCE_EXHAUSTED, saying which bound, when the hub serves
+  // max_watches streams already or the watcher its max_per_watcher.
+  absl::StatusOr<grpc::ServerWriteReactor<v1::Job>*> Watch(const std::string& job_id,
+                                                           const std::string& watcher = "",
+                                                           StillAllowed still_allowed = nullptr);
   void Shutdown();
 
   class Stream;
@@ -69,8 +73,10 @@ class WatchHub {
 
   JobManager* const jobs_;
   const size_t max_watches_;
+  const size_t max_per_watcher_;
   absl::Mutex mu_;
   size_t watches_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, size_t> per_watcher_ ABSL_GUARDED_BY(mu_);  // named ones
   absl::flat_hash_map<std::string, absl::flat_hash_set<std::shared_ptr<Stream>>> watchers_
       ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<Stream>> ready_ ABSL_GUARDED_BY(mu_);

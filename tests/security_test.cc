@@ -96,8 +96,9 @@ class SecurityTest : public ::testing::Test {
     tokens.close();
     ClusterOptions options;
     options.coordinator_flags = {
-        "--tls_cert=" + server_.cert, "--tls_key=" + server_.key, "--worker_ca=" + ca_->ca_file(),
-        "--tokens_file=" + dir_ + "/tokens.yaml", "--tls_reload_seconds=1"};
+        "--tls_cert=" + server_.cert,    "--tls_key=" + server_.key,
+        "--worker_ca=" + ca_->ca_file(), "--tokens_file=" + dir_ + "/tokens.yaml",
+        "--tls_reload_seconds=1",        "--max_watches_per_principal=2"};
     options.worker_flags = {"--tls_ca=" + ca_->ca_file()};
     options.client.security.ca_file = ca_->ca_file();
     options.client.token = tokens_["root"];
@@ -261,6 +262,53 @@ TEST_F(SecurityTest, ARevokedTokensOpenWatchEnds) {
   reading.join();
   const grpc::Status status = reader->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+}
+
+// One principal may hold --max_watches_per_principal watches (2 here), so that no token
+// takes every slot of --max_watches from the others; one that ends makes room.
+TEST_F(SecurityTest, OnePrincipalHoldsABoundedNumberOfWatches) {
+  auto job_id = As("alice").Submit(Cluster::Spec(1));  // no worker: it waits, PENDING
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  v1::WatchJobRequest request;
+  request.set_job_id(*job_id);
+  auto stub = v1::JobService::NewStub(Channel(nullptr));
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  auto watch = [&](const std::string& principal) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->AddMetadata("authorization", "Bearer " + tokens_[principal]);
+    return stub->WatchJob(contexts.back().get(), request);
+  };
+  v1::Job job;
+  auto first = watch("vic");
+  auto second = watch("vic");
+  ASSERT_TRUE(first->Read(&job));
+  ASSERT_TRUE(second->Read(&job));
+  auto third = watch("vic");
+  EXPECT_FALSE(third->Read(&job));
+  const grpc::Status refused = third->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(refused.error_message(),
+                                "vic holds 2 watches, as many as one principal may "
+                                "(--max_watches_per_principal)"))
+      << refused.error_message();
+  auto others = watch("alice");
+  EXPECT_TRUE(others->Read(&job)) << "another principal's watch was refused";
+  const auto end = [&](size_t i, grpc::ClientReader<v1::Job>& reader) {
+    contexts[i]->TryCancel();
+    while (reader.Read(&job)) {
+    }
+    reader.Finish();
+  };
+  end(0, *first);
+  // The hub forgets the ended stream as gRPC finishes it: the next watch gets room.
+  EXPECT_TRUE(Cluster::WaitFor([&] {
+    auto again = watch("vic");
+    const bool got = again->Read(&job);
+    end(contexts.size() - 1, *again);
+    return got;
+  })) << "an ended watch did not make room";
+  end(1, *second);
+  end(3, *others);
 }
 
 TEST_F(SecurityTest, WorkersNeedACertificateOfTheWorkerCaAndWorkUnderItsName) {
