@@ -98,23 +98,11 @@ std::string ChosenFolder(const CheckpointChoice& choice, const v1::JobSpec& spec
                                 choice.step);
 }
 
-// Whether `choice`'s folder failed to load with `loaded` because it is gone: removed
-// since rank 0 found it (a producer job keeping few checkpoints, a superseded attempt's
-// pruner, which renames a folder away whole), not damaged.
-bool RemovedWhileLoading(const CheckpointChoice& choice, const v1::JobSpec& spec,
-                         const absl::Status& loaded) {
-  return !loaded.ok() && choice.source != CheckpointChoice::kNone &&
-         absl::IsNotFound(fsdp::ReadCheckpointManifest(ChosenFolder(choice, spec)).status());
-}
-
-// `choice` read for a rank of `plan`: only that rank's shards of the parameters and
-// state; none for kNone.
-absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> LoadChosenCheckpoint(
-    const CheckpointChoice& choice, const v1::JobSpec& spec, const fsdp::ShardingPlan& plan) {
-  if (choice.source == CheckpointChoice::kNone) return std::nullopt;
-  ASSIGN_OR_RETURN(fsdp::LoadedCheckpoint loaded,
-                   fsdp::LoadCheckpoint(ChosenFolder(choice, spec), spec, plan));
-  return std::optional<fsdp::LoadedCheckpoint>(std::move(loaded));
+// Whether `folder` failed to load with `loaded` because it is gone: removed since rank 0
+// found it (a producer job keeping few checkpoints, a superseded attempt's pruner, which
+// renames a folder away whole), not damaged.
+bool RemovedWhileLoading(const std::string& folder, const absl::Status& loaded) {
+  return !loaded.ok() && absl::IsNotFound(fsdp::ReadCheckpointManifest(folder).status());
 }
 
 // This thread is the step's critical path: calls to the coordinator from here count.
@@ -368,14 +356,15 @@ absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> RankTrainer::LoadAgreedChe
     if (choice.source == CheckpointChoice::kNone) return std::nullopt;
     activity_ = "loading the initial weights";
     hooks_->AtPoint(choice.step, "loading the checkpoint");
-    auto checkpoint = LoadChosenCheckpoint(choice, spec_, plan_);
-    double removed = RemovedWhileLoading(choice, spec_, checkpoint.status()) ? 1 : 0;
+    // Only this rank's shards of the parameters and state.
+    const std::string folder = ChosenFolder(choice, spec_);
+    absl::StatusOr<fsdp::LoadedCheckpoint> checkpoint = fsdp::LoadCheckpoint(folder, spec_, plan_);
+    double removed = RemovedWhileLoading(folder, checkpoint.status()) ? 1 : 0;
     if (!checkpoint.ok() && removed == 0) return PermanentIfInTheJobsFiles(checkpoint.status());
     // Every rank starts from one step: where any rank found it gone, all choose again.
     RETURN_IF_ERROR(WithDataPlaneTimeout(
         [&] { return runtime_->world()->AllReduce(&removed, 1, ScalarType::kFloat64); }));
-    if (removed == 0) return checkpoint;
-    const std::string folder = ChosenFolder(choice, spec_);
+    if (removed == 0) return std::optional<fsdp::LoadedCheckpoint>(*std::move(checkpoint));
     if (chosen == kChoices) {
       return absl::UnavailableError(absl::StrCat(
           "checkpoint '", folder, "' was removed while the ranks loaded it, as were the ",
