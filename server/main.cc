@@ -198,6 +198,8 @@ absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
   options.max_watches_per_principal = std::max(1, absl::GetFlag(FLAGS_max_watches_per_principal));
   options.max_queued_submissions = std::max(1, absl::GetFlag(FLAGS_max_queued_submissions));
   RETURN_IF_ERROR(ControllerOptionsFromFlags(&options.controller));
+  options.rendezvous =
+      RendezvousStore::Limits::ForWorldsOf(options.controller.limits.max_world_size);
   return options;
 }
 

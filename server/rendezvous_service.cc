@@ -73,6 +73,16 @@ grpc::Status RendezvousServiceImpl::Get(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status RendezvousServiceImpl::GetMany(grpc::ServerContext* context,
+                                            const v1::RendezvousGetManyRequest* request,
+                                            v1::RendezvousGetManyResponse* response) {
+  if (grpc::Status caller = CheckCaller(*context); !caller.ok()) return caller;
+  auto values = store_->GetMany(request->scope(), request->reads());
+  if (!values.ok()) return ToGrpcStatus(values.status());
+  for (std::string& value : *values) response->add_values(std::move(value));
+  return grpc::Status::OK;
+}
+
 grpc::ServerUnaryReactor* RendezvousServiceImpl::Wait(grpc::CallbackServerContext* context,
                                                       const v1::RendezvousWaitRequest* request,
                                                       v1::RendezvousWaitResponse*) {

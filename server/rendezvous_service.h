@@ -3,7 +3,7 @@
 
 // gRPC plumbing of the rendezvous service over a RendezvousStore. Wait is on gRPC's
 // callback API and holds no thread while it waits (a bootstrap of N ranks has N waits
-// open at once); Set, Get and Add answer at once.
+// open at once); Set, Get, GetMany and Add answer at once.
 
 #include "proto/rendezvous_service.grpc.pb.h"
 #include "server/rendezvous_store.h"
@@ -22,6 +22,8 @@ class RendezvousServiceImpl final
                    v1::RendezvousSetResponse* response) override;
   grpc::Status Get(grpc::ServerContext* context, const v1::RendezvousGetRequest* request,
                    v1::RendezvousGetResponse* response) override;
+  grpc::Status GetMany(grpc::ServerContext* context, const v1::RendezvousGetManyRequest* request,
+                       v1::RendezvousGetManyResponse* response) override;
   grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext* context,
                                  const v1::RendezvousWaitRequest* request,
                                  v1::RendezvousWaitResponse* response) override;

@@ -110,6 +110,19 @@ absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(const v1::Ren
   return &it->second;
 }
 
+RendezvousStore::Limits RendezvousStore::Limits::ForWorldsOf(int32_t max_world_size) {
+  Limits limits;
+  const size_t world = static_cast<size_t>(std::max<int32_t>(max_world_size, 1));
+  limits.max_keys_per_scope = std::max(limits.max_keys_per_scope, 16 * world);
+  limits.max_waits_per_scope = std::max(limits.max_waits_per_scope, 4 * world);
+  // A Gloo context of W ranks holds W keys of W-1 addresses of 136 bytes (full_mesh.h);
+  // the world's and the groups' together are under 1.5 of those, two epochs' at once.
+  const size_t mesh_bytes = world * (world - 1) * 136;
+  limits.max_bytes_per_scope = std::max(limits.max_bytes_per_scope, 3 * mesh_bytes);
+  limits.max_bytes = std::max(limits.max_bytes, 2 * limits.max_bytes_per_scope);
+  return limits;
+}
+
 absl::Status RendezvousStore::CheckKey(const std::string& key) const {
   if (key.empty() || key.size() > limits_.max_key_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -119,6 +132,11 @@ absl::Status RendezvousStore::CheckKey(const std::string& key) const {
 }
 
 absl::Status RendezvousStore::CheckKeys(const std::vector<std::string>& keys) const {
+  if (keys.size() > limits_.max_keys_per_wait) {
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous: a call names ", keys.size(),
+                                                   " keys; the limit is ",
+                                                   limits_.max_keys_per_wait));
+  }
   for (const std::string& key : keys) RETURN_IF_ERROR(CheckKey(key));
   return absl::OkStatus();
 }
@@ -200,6 +218,54 @@ absl::StatusOr<std::string> RendezvousStore::Get(const v1::RendezvousScope& name
   return it->second;
 }
 
+absl::StatusOr<std::vector<std::string>> RendezvousStore::GetMany(const v1::RendezvousScope& name,
+                                                                  const Reads& reads) {
+  std::vector<std::string> keys;
+  keys.reserve(reads.size());
+  for (const v1::RendezvousRead& read : reads) keys.push_back(read.key());
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(const Scope* scope, FindScope(name));
+  RETURN_IF_ERROR(CheckKeys(keys));
+  std::vector<std::string> values;
+  values.reserve(keys.size());
+  size_t bytes = 0;
+  for (int i = 0; i < reads.size(); ++i) {
+    auto it = scope->values.find(keys[i]);
+    if (it == scope->values.end()) {
+      return absl::NotFoundError(absl::StrCat("rendezvous: no key '", ShownValue(keys[i]), "'"));
+    }
+    ASSIGN_OR_RETURN(std::string part, ReadPart(reads, i, it->second));
+    bytes += part.size();
+    if (bytes > limits_.max_reply_bytes) {
+      return absl::OutOfRangeError(absl::StrCat("rendezvous: ", reads.size(),
+                                                " reads pass one reply's ", limits_.max_reply_bytes,
+                                                " bytes at reads[", i, "]: ask for fewer"));
+    }
+    values.push_back(std::move(part));
+  }
+  return values;
+}
+
+absl::StatusOr<std::string> RendezvousStore::ReadPart(const Reads& reads, int i,
+                                                      const std::string& value) {
+  const v1::RendezvousRead& read = reads[i];
+  if (read.offset() < 0 || read.length() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("reads[", i,
+                                                   "]: offset and length must be >= 0, got ",
+                                                   read.offset(), " and ", read.length()));
+  }
+  const uint64_t size = value.size();
+  const uint64_t offset = static_cast<uint64_t>(read.offset());
+  const uint64_t length =
+      read.length() == 0 && offset <= size ? size - offset : static_cast<uint64_t>(read.length());
+  if (offset > size || length > size - offset) {
+    return absl::OutOfRangeError(absl::StrCat("reads[", i, "]: key '", ShownValue(read.key()),
+                                              "' has ", size, " bytes, read ", length,
+                                              " from offset ", offset));
+  }
+  return value.substr(offset, length);
+}
+
 absl::StatusOr<int64_t> RendezvousStore::Add(const v1::RendezvousScope& name,
                                              const std::string& key, int64_t delta) {
   std::vector<WaitDone> completed;
@@ -237,10 +303,6 @@ uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name, std::vector
     auto scope = FindScope(name, &rank);
     if (!scope.ok()) {
       refused = scope.status();
-    } else if (keys.size() > limits_.max_keys_per_wait) {
-      refused = absl::InvalidArgumentError(absl::StrCat("rendezvous: a wait names ", keys.size(),
-                                                        " keys; the limit is ",
-                                                        limits_.max_keys_per_wait));
     } else if (const absl::Status bad_key = CheckKeys(keys); !bad_key.ok()) {
       refused = bad_key;
     } else if ((*scope)->waits.size() >= limits_.max_waits_per_scope ||

@@ -38,15 +38,22 @@ class RendezvousStore {
     size_t max_key_bytes = 1024;
     size_t max_value_bytes = 4 << 20;
     size_t max_keys_per_scope = 1 << 16;
-    size_t max_keys_per_wait = 1 << 16;
+    size_t max_keys_per_wait = 1 << 16;  // and per GetMany
     size_t max_waits_per_scope = 1 << 16;
     size_t max_waits_per_rank = 64;
+    // What one GetMany reply may carry (a client takes 4 MiB by default).
+    size_t max_reply_bytes = size_t{3} << 20;
     // What the keys and values hold, an attempt's and all attempts': a rank writing more
-    // is refused rather than grow the coordinator until it is killed (Gloo's addresses
-    // for a world of 1024 take about 140 MB, its groups' more: an attempt holds two
-    // epochs' at most, DropEpochsBefore).
+    // is refused rather than grow the coordinator until it is killed.
     size_t max_bytes_per_scope = size_t{512} << 20;
     size_t max_bytes = size_t{1} << 30;
+
+    // The defaults, raised where jobs of `max_world_size` ranks need more: a full mesh
+    // keeps a key per rank for each of its contexts (the world and each group the rank is
+    // in, two membership epochs' at once: 16 a rank leaves room for votes and counters)
+    // of the rank's addresses for all its peers (W^2 x 136 bytes a context: 142 MB at
+    // 1024 ranks, 2.3 GB at 4096), and each rank waits on a few keys at once.
+    static Limits ForWorldsOf(int32_t max_world_size);
   };
 
   RendezvousStore() : RendezvousStore(Limits()) {}
@@ -76,6 +83,12 @@ class RendezvousStore {
                    const std::string& value);
   // NOT_FOUND if the key is not set.
   absl::StatusOr<std::string> Get(const v1::RendezvousScope& scope, const std::string& key);
+  // What the reads name, in their order: NOT_FOUND naming the first key unset,
+  // INVALID_ARGUMENT for more reads than a wait may name keys or a negative offset or
+  // length, OUT_OF_RANGE for a read past its value's end or past one reply's bytes.
+  using Reads = google::protobuf::RepeatedPtrField<v1::RendezvousRead>;
+  absl::StatusOr<std::vector<std::string>> GetMany(const v1::RendezvousScope& scope,
+                                                   const Reads& reads);
   // Treats the value as a decimal counter (unset: 0) and adds `delta`; OUT_OF_RANGE past
   // 64 bits.
   absl::StatusOr<int64_t> Add(const v1::RendezvousScope& scope, const std::string& key,
@@ -122,9 +135,12 @@ class RendezvousStore {
   // a caller that holds none of its ranks.
   absl::StatusOr<Scope*> FindScope(const v1::RendezvousScope& scope, int32_t* rank = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // INVALID_ARGUMENT for a key of no bytes or over the limit, read or written.
+  // INVALID_ARGUMENT for a key of no bytes or over the limit, read or written, and for
+  // more keys in one call than a wait may name.
   absl::Status CheckKey(const std::string& key) const;
   absl::Status CheckKeys(const std::vector<std::string>& keys) const;
+  // The part of `value` that reads[i] names (its key's value): OUT_OF_RANGE past its end.
+  static absl::StatusOr<std::string> ReadPart(const Reads& reads, int i, const std::string& value);
   absl::Status CheckWrite(const Scope& scope, const std::string& key, size_t value_size) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Forgets what `entry` held, from its scope's bytes and the store's.

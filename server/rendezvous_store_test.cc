@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "gtest/gtest.h"
@@ -36,6 +37,70 @@ TEST(RendezvousStore, SetGetAddWithinAScope) {
   EXPECT_EQ(*store.Add(As("job-1", 1), "count", 0), 5);
   EXPECT_EQ(store.Add(As("job-1", 1), "rank0", 1).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+RendezvousStore::Reads Reads(const std::vector<std::tuple<std::string, int64_t, int64_t>>& reads) {
+  RendezvousStore::Reads out;
+  for (const auto& [key, offset, length] : reads) {
+    v1::RendezvousRead* read = out.Add();
+    read->set_key(key);
+    read->set_offset(offset);
+    read->set_length(length);
+  }
+  return out;
+}
+
+TEST(RendezvousStore, GetManyReadsPartsOfKeysInOrder) {
+  RendezvousStore store;
+  store.OpenScope("job-1", 1, kTokens);
+  ASSERT_TRUE(store.Set(As("job-1", 1), "a", "0123").ok());
+  ASSERT_TRUE(store.Set(As("job-1", 1), "b", "xyz").ok());
+  auto values = store.GetMany(As("job-1", 1, "t2"), Reads({{"b", 0, 0}, {"a", 1, 2}, {"a", 4, 0}}));
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(*values, (std::vector<std::string>{"xyz", "12", ""}));
+
+  const auto unset = store.GetMany(As("job-1", 1), Reads({{"a", 0, 0}, {"c", 0, 0}}));
+  EXPECT_EQ(unset.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(unset.status().message().find("'c'"), std::string::npos) << unset.status();
+  const auto past = store.GetMany(As("job-1", 1), Reads({{"a", 0, 0}, {"b", 2, 2}}));
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_NE(past.status().message().find("reads[1]: key 'b' has 3 bytes, read 2 from offset 2"),
+            std::string::npos)
+      << past.status();
+  EXPECT_EQ(store.GetMany(As("job-1", 1), Reads({{"a", -1, 0}})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.GetMany(As("job-1", 1, "t9"), Reads({{"a", 0, 0}})).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST(RendezvousStore, GetManyRefusesMoreReadsOrBytesThanItsBounds) {
+  RendezvousStore::Limits limits;
+  limits.max_keys_per_wait = 2;
+  limits.max_reply_bytes = 5;
+  RendezvousStore store(limits);
+  store.OpenScope("job-1", 1, kTokens);
+  ASSERT_TRUE(store.Set(As("job-1", 1), "a", "0123").ok());
+  EXPECT_EQ(
+      store.GetMany(As("job-1", 1), Reads({{"a", 0, 0}, {"a", 0, 0}, {"a", 0, 0}})).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  const auto large = store.GetMany(As("job-1", 1), Reads({{"a", 0, 0}, {"a", 0, 2}}));
+  EXPECT_EQ(large.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(store.GetMany(As("job-1", 1), Reads({{"a", 0, 0}, {"a", 0, 1}})).ok());
+}
+
+// The defaults hold jobs of 1024 ranks; larger worlds raise what a full mesh needs.
+TEST(RendezvousStoreLimits, GrowWithTheLargestWorld) {
+  const RendezvousStore::Limits defaults;
+  const RendezvousStore::Limits small = RendezvousStore::Limits::ForWorldsOf(1024);
+  EXPECT_EQ(small.max_keys_per_scope, defaults.max_keys_per_scope);
+  EXPECT_EQ(small.max_bytes_per_scope, defaults.max_bytes_per_scope);
+  EXPECT_EQ(small.max_bytes, defaults.max_bytes);
+  const RendezvousStore::Limits large = RendezvousStore::Limits::ForWorldsOf(8192);
+  const size_t mesh = size_t{8192} * 8191 * 136;  // one context's addresses
+  EXPECT_GE(large.max_bytes_per_scope, 2 * mesh);
+  EXPECT_GE(large.max_bytes, large.max_bytes_per_scope);
+  EXPECT_GE(large.max_keys_per_scope, size_t{8} * 8192);
+  EXPECT_GE(large.max_waits_per_scope, size_t{8192});
 }
 
 TEST(RendezvousStore, ScopesAreIsolatedPerAttempt) {

@@ -386,6 +386,15 @@ TEST_F(SecurityTest, AForgedReportOrAForeignRendezvousCallChangesNothing) {
     grpc::ClientContext call;
     const grpc::Status refused = v1::RendezvousService::NewStub(channel)->Get(&call, get, &value);
     EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.error_message();
+    v1::RendezvousGetManyRequest get_many;
+    *get_many.mutable_scope() = get.scope();
+    get_many.add_reads()->set_key("mesh/0");
+    v1::RendezvousGetManyResponse values;
+    grpc::ClientContext many_call;
+    const grpc::Status refused_many =
+        v1::RendezvousService::NewStub(channel)->GetMany(&many_call, get_many, &values);
+    EXPECT_EQ(refused_many.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << refused_many.error_message();
   }
   context.TryCancel();
   // The job ran on, untouched, until its owner stopped it. Its first progress report

@@ -3,7 +3,8 @@
 // worker registration and session messages through the JobController (the session
 // stream only forwards them), over a real SQLite file, with two registered workers whose
 // sessions are open and a job scheduled on them. The input is a sequence of messages,
-//   [1 byte: bits 0-3 the kind (Kind below), bit 4 the worker (w0, w1)]
+//   [1 byte: bits 0-3 and 5-7 the kind (Kind below; bits 5-7 its high bits, which the
+//    first 16 kinds leave 0), bit 4 the worker (w0, w1)]
 //   [2 bytes little-endian: the length] [the serialized protobuf request]
 // Messages that do not parse are skipped. Nothing may crash; the coordinator must answer
 // afterwards. Left out: the calls that block by design (RendezvousService.Wait and the
@@ -48,6 +49,7 @@ enum Kind : uint8_t {
   kCheckHeartbeats,
   kSchedule,  // the coordinator's own periodic calls, between messages
   kScaleJob,  // after the others: the corpus's tags keep their meaning
+  kRendezvousGetMany,
 };
 
 v1::JobSpec TwoRankJob() {
@@ -194,6 +196,10 @@ bool DeliverRendezvousCall(RendezvousServiceImpl& rendezvous, uint8_t kind,
       CallIfParses<S, v1::RendezvousAddRequest, v1::RendezvousAddResponse>(
           rendezvous, &S::Add, payload, size, with_token);
       return true;
+    case kRendezvousGetMany:
+      CallIfParses<S, v1::RendezvousGetManyRequest, v1::RendezvousGetManyResponse>(
+          rendezvous, &S::GetMany, payload, size, with_token);
+      return true;
     default:
       return false;
   }
@@ -243,7 +249,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     at += 3;
     const size_t take = std::min(length, size - at);
     const int w = (tag >> 4) & 1;
-    Deliver(*c, tag & 15, ids[w], tokens[w], data + at, take);
+    // Kinds past 15 (kScaleJob, ...) in bits 5-7: bits 0-3 alone never reached them.
+    const uint8_t kind = static_cast<uint8_t>((tag & 15) | ((tag >> 5) << 4));
+    Deliver(*c, kind, ids[w], tokens[w], data + at, take);
     at += take;
   }
   c->controller->CheckHeartbeats();

@@ -5,31 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
-#include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
+#include "worker/comm/full_mesh.h"
 
 namespace shardwise {
-namespace {
-
-// The store as Gloo's connect sees it when the context's timeout is the short connect
-// timeout: its waits keep the store's own bound (Gloo passes its context's).
-class OwnTimeoutStore final : public gloo::rendezvous::Store {
- public:
-  explicit OwnTimeoutStore(gloo::rendezvous::Store& store) : store_(store) {}
-  void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set(key, data);
-  }
-  std::vector<char> get(const std::string& key) override { return store_.get(key); }
-  void wait(const std::vector<std::string>& keys) override { store_.wait(keys); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override {
-    store_.wait(keys);
-  }
-
- private:
-  gloo::rendezvous::Store& store_;
-};
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(gloo::rendezvous::Store& store,
                                                                   int rank, int size,
@@ -38,13 +17,20 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(gloo::rendezvo
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
     auto device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     const bool bounded = options.connect_timeout.count() > 0;
-    OwnTimeoutStore own(store);
-    context->setTimeout(bounded ? options.connect_timeout : options.timeout);
-    context->connectFullMesh(bounded ? own : store, device);
-    context->setTimeout(options.timeout);
-    return std::shared_ptr<gloo::Context>(context);
+    FullMeshOptions mesh;
+    mesh.pair_timeout = bounded ? options.connect_timeout : options.timeout;
+    // A connect timeout bounds the pairs only: the waits for the peers' keys keep the
+    // store's own bound.
+    mesh.store_timeout = bounded ? std::chrono::milliseconds(0) : options.timeout;
+    auto context = ConnectFullMesh(store, device, rank, size, mesh);
+    if (!context.ok()) {
+      return absl::Status(context.status().code(),
+                          absl::StrCat("connecting rank ", rank, " of ", size,
+                                       " over Gloo/TCP: ", context.status().message()));
+    }
+    (*context)->setTimeout(options.timeout);
+    return context;
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("connecting rank ", rank, " of ", size, " over Gloo/TCP: ", e.what()));

@@ -14,6 +14,7 @@
 #include "gloo/rendezvous/hash_store.h"
 #include "gloo/transport/tcp/address.h"
 #include "gtest/gtest.h"
+#include "worker/comm/full_mesh.h"
 
 namespace shardwise {
 namespace {
@@ -32,7 +33,7 @@ std::vector<char> AbandonedPeerAddress() {
 // Rank 0 of 2 connecting against the abandoned peer: how long until it gives up.
 absl::StatusOr<std::chrono::milliseconds> TimeToFail(const DataPlaneOptions& options) {
   gloo::rendezvous::HashStore store;
-  store.set("1", AbandonedPeerAddress());
+  store.set(MeshAddressKey(1), AbandonedPeerAddress());
   const auto start = std::chrono::steady_clock::now();
   auto context = ConnectGlooContext(store, 0, 2, options);
   if (context.ok()) return absl::InternalError("connected to a peer that never connects");

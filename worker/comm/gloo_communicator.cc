@@ -16,6 +16,7 @@
 #include "gloo/rendezvous/store.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
+#include "worker/comm/prefixed_store.h"
 #include "worker/compute/casts.h"
 
 namespace shardwise {
@@ -112,36 +113,6 @@ void SetInput(Options& opts, const void* data, size_t n, ScalarType type) {
 // while only a pair of them send.
 constexpr uint8_t kPointToPointSlotPrefix = 0x70;
 
-// The keys of group `name` in `store`, named as Gloo's PrefixStore names them, whose
-// wait(keys) keeps `store`'s own bound: Gloo's PrefixStore waits its 30 s default
-// instead, which cut a group's connect in a membership epoch short of the epoch store's
-// bound (the peer timeout, a joiner's wait).
-class GroupStore final : public gloo::rendezvous::Store {
- public:
-  GroupStore(const std::string& name, gloo::rendezvous::Store& store)
-      : prefix_(name + "/"), store_(store) {}
-  void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set(prefix_ + key, data);
-  }
-  std::vector<char> get(const std::string& key) override { return store_.get(prefix_ + key); }
-  void wait(const std::vector<std::string>& keys) override { store_.wait(Prefixed(keys)); }
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
-    store_.wait(Prefixed(keys), timeout);
-  }
-
- private:
-  std::vector<std::string> Prefixed(const std::vector<std::string>& keys) const {
-    std::vector<std::string> prefixed;
-    prefixed.reserve(keys.size());
-    for (const std::string& key : keys) prefixed.push_back(prefix_ + key);
-    return prefixed;
-  }
-
-  const std::string prefix_;
-  gloo::rendezvous::Store& store_;
-};
-
 }  // namespace
 
 GlooCommunicator::GlooCommunicator(std::shared_ptr<gloo::Context> context, std::string group)
@@ -160,7 +131,8 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::ConnectGroup
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", global_rank, " is not in communicator group '", name, "'"));
   }
-  GroupStore prefixed(name, store);
+  // Gloo's PrefixStore would wait its own 30 s default for the peers, not the store's bound.
+  PrefixedStore prefixed(name, store);
   auto context = ConnectGlooContext(prefixed, static_cast<int>(it - ranks.begin()),
                                     static_cast<int>(ranks.size()), options);
   if (!context.ok()) return context.status();

@@ -90,6 +90,51 @@ std::vector<char> GrpcRendezvousStore::get(const std::string& key) {
   return std::vector<char>(response.value().begin(), response.value().end());
 }
 
+std::vector<std::vector<char>> GrpcRendezvousStore::multiGet(const std::vector<StoreRead>& reads) {
+  std::vector<std::string> keys;
+  keys.reserve(reads.size());
+  for (const StoreRead& read : reads) keys.push_back(read.key);
+  wait(keys, timeout_);
+  std::vector<std::vector<char>> values;
+  values.reserve(reads.size());
+  for (size_t first = 0; first < reads.size(); first += kReadsPerCall) {
+    const size_t end = std::min(reads.size(), first + kReadsPerCall);
+    auto part = GetMany(reads, first, end);
+    for (std::vector<char>& value : part) values.push_back(std::move(value));
+  }
+  return values;
+}
+
+std::vector<std::vector<char>> GrpcRendezvousStore::GetMany(const std::vector<StoreRead>& reads,
+                                                            size_t first, size_t end) {
+  CountCoordinatorCall();
+  v1::RendezvousGetManyRequest request;
+  *request.mutable_scope() = Scope();
+  for (size_t i = first; i < end; ++i) {
+    v1::RendezvousRead* read = request.add_reads();
+    read->set_key(reads[i].key);
+    read->set_offset(static_cast<int64_t>(reads[i].offset));
+    read->set_length(static_cast<int64_t>(reads[i].length));
+  }
+  v1::RendezvousGetManyResponse response;
+  const grpc::Status status = Retrying(/*idempotent=*/true, [&](grpc::ClientContext* context) {
+    return stub_->GetMany(context, request, &response);
+  });
+  if (!status.ok()) {
+    Throw(absl::StrCat("read ", end - first, " keys from '", reads[first].key, "'"), status);
+  }
+  if (static_cast<size_t>(response.values_size()) != end - first) {
+    throw gloo::IoException(absl::StrCat("rendezvous: asked for ", end - first,
+                                         " reads, the coordinator answered ",
+                                         response.values_size(), " values"));
+  }
+  std::vector<std::vector<char>> values;
+  values.reserve(end - first);
+  for (const std::string& value : response.values())
+    values.emplace_back(value.begin(), value.end());
+  return values;
+}
+
 void GrpcRendezvousStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 
 void GrpcRendezvousStore::wait(const std::vector<std::string>& keys,

@@ -45,6 +45,23 @@ class RefusingRendezvous final : public v1::RendezvousService::Service {
     response->set_value(values_[request->key()]);
     return grpc::Status::OK;
   }
+  // Each read's part of its key's value (the tests read within their values).
+  grpc::Status GetMany(grpc::ServerContext*, const v1::RendezvousGetManyRequest* request,
+                       v1::RendezvousGetManyResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    if (RefusedLocked()) return grpc::Status(refusal_, "overloaded");
+    reads_per_call_.push_back(request->reads_size());
+    for (const v1::RendezvousRead& read : request->reads()) {
+      const std::string& value = values_[read.key()];
+      response->add_values(read.length() == 0 ? value.substr(read.offset())
+                                              : value.substr(read.offset(), read.length()));
+    }
+    return grpc::Status::OK;
+  }
+  std::vector<int> reads_per_call() const {
+    absl::MutexLock lock(&mu_);
+    return reads_per_call_;
+  }
   grpc::Status Wait(grpc::ServerContext*, const v1::RendezvousWaitRequest*,
                     v1::RendezvousWaitResponse*) override {
     return grpc::Status::OK;
@@ -71,6 +88,7 @@ class RefusingRendezvous final : public v1::RendezvousService::Service {
   grpc::StatusCode refusal_ ABSL_GUARDED_BY(mu_) = grpc::StatusCode::OK;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> reads_per_call_ ABSL_GUARDED_BY(mu_);
   int64_t counter_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -116,6 +134,26 @@ TEST_F(GrpcRendezvousStoreTest, OnlyCallsThatMayRunTwiceAreSentAgainWhenUnavaila
   service_.Refuse(1, grpc::StatusCode::UNAVAILABLE);
   EXPECT_THROW(store_->add("n", 1), gloo::IoException);
   EXPECT_EQ(store_->add("n", 1), 1);  // the refused one did not count
+}
+
+// A full mesh's reads of a large world go in calls of kReadsPerCall reads, in order, each
+// sent again while the coordinator is overloaded.
+TEST_F(GrpcRendezvousStoreTest, ManyReadsGoInBoundedCallsInOrder) {
+  const size_t reads = GrpcRendezvousStore::kReadsPerCall + 3;
+  std::vector<StoreRead> asked;
+  for (size_t i = 0; i < reads; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    store_->set(key, {'a', static_cast<char>('0' + i % 10), 'b'});
+    asked.push_back(StoreRead{key, 1, 1});
+  }
+  service_.Refuse(1, grpc::StatusCode::RESOURCE_EXHAUSTED);
+  const std::vector<std::vector<char>> values = store_->multiGet(asked);
+  ASSERT_EQ(values.size(), reads);
+  for (size_t i = 0; i < reads; ++i) {
+    EXPECT_EQ(values[i], std::vector<char>{static_cast<char>('0' + i % 10)}) << "read " << i;
+  }
+  EXPECT_EQ(service_.reads_per_call(),
+            (std::vector<int>{static_cast<int>(GrpcRendezvousStore::kReadsPerCall), 3}));
 }
 
 // Other refusals are the caller's to handle: thrown at once.

@@ -31,6 +31,14 @@ std::vector<char> EpochStore::get(const std::string& key) {
   return prefixed_.get(key);
 }
 
+std::vector<std::vector<char>> EpochStore::multiGet(const std::vector<StoreRead>& reads) {
+  std::vector<std::string> keys;
+  keys.reserve(reads.size());
+  for (const StoreRead& read : reads) keys.push_back(read.key);
+  wait(keys);
+  return prefixed_.multiGet(reads);
+}
+
 void EpochStore::wait(const std::vector<std::string>& keys,
                       const std::chrono::milliseconds& timeout) {
   using Clock = std::chrono::steady_clock;

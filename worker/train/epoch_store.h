@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "gloo/rendezvous/prefix_store.h"
 #include "gloo/rendezvous/store.h"
+#include "worker/comm/prefixed_store.h"
 
 namespace shardwise {
 
-class EpochStore final : public gloo::rendezvous::Store {
+class EpochStore final : public MultiGetStore {
  public:
   // `superseded` says whether a newer epoch than `epoch` has come; `timeout` bounds a
   // wait without one.
@@ -35,10 +35,12 @@ class EpochStore final : public gloo::rendezvous::Store {
   // In slices: gloo::IoException once the epoch is superseded, or after `timeout`.
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
+  // One wait for them all, then one read.
+  std::vector<std::vector<char>> multiGet(const std::vector<StoreRead>& reads) override;
 
  private:
   const int32_t epoch_;
-  gloo::rendezvous::PrefixStore prefixed_;
+  PrefixedStore prefixed_;
   const std::function<bool()> superseded_;
   const std::chrono::milliseconds timeout_;
 };
