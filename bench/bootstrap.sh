@@ -3,7 +3,7 @@
 # Gloo's own connectFullMesh, the baseline, against worker/comm/full_mesh's, each rank a
 # thread with its own gRPC channel and Gloo TCP device, on loopback. Appends the table,
 # with this command, to bench/RESULTS.md. What it shows is the bytes and calls through
-# the coordinator (Gloo's grow as W^3 and 3 W^2, full_mesh's as W^2 and 2 W); the times on
+# the coordinator (Gloo's grow as W^3 and W^2, full_mesh's as W^2 and W); the times on
 # one host of 2 cores are the TCP connects of W(W-1) pairs, which neither changes.
 # Usage: bench/bootstrap.sh [WORLDS]   (default 16,32,64,128)
 set -euo pipefail

@@ -145,6 +145,10 @@ absl::Status Coordinator::StartServing() {
   grpc::ResourceQuota quota("shardwise-coordinator");
   quota.SetMaxThreads(options_.max_sync_threads);
   builder.SetResourceQuota(quota);
+  // A rank's rendezvous key (its Gloo addresses) may pass gRPC's 4 MiB default in a
+  // large world (RendezvousStore::Limits::ForWorldsOf).
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(
+      std::max<size_t>(4 << 20, options_.rendezvous.max_value_bytes + (64 << 10)), INT32_MAX)));
   // Workers keep their session open for days; let gRPC notice dead peers.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);

@@ -1,5 +1,7 @@
 // shardwise-coordinator: the control plane. See docs/operations.md for every flag.
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -157,6 +159,28 @@ absl::Status ControllerOptionsFromFlags(JobController::Options* controller) {
   return absl::OkStatus();
 }
 
+// The rendezvous' limits for jobs of up to `max_world_size` ranks on this host; a warning
+// when one such CPU job's addresses would not fit them.
+RendezvousStore::Limits RendezvousLimits(int32_t max_world_size) {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_bytes = sysconf(_SC_PAGE_SIZE);
+  const size_t memory = pages > 0 && page_bytes > 0
+                            ? static_cast<size_t>(pages) * static_cast<size_t>(page_bytes)
+                            : 0;
+  RendezvousStore::Limits limits = RendezvousStore::Limits::ForWorldsOf(max_world_size, memory);
+  const size_t needed = RendezvousStore::Limits::MeshBytesPerAttempt(max_world_size);
+  if (needed > limits.max_bytes_per_scope) {
+    LogWarning(
+        LogContext(),
+        absl::StrCat("--max_world_size ", max_world_size, ": a job of that many ranks needs ",
+                     needed >> 20, " MiB of rendezvous keys, more than the ",
+                     limits.max_bytes_per_scope >> 20,
+                     " MiB an attempt may hold here (half this host's memory): its "
+                     "bootstrap would be refused"));
+  }
+  return limits;
+}
+
 absl::Status EndedJobBoundsFromFlags(CoordinatorOptions* options) {
   const int64_t retention = absl::GetFlag(FLAGS_job_retention_hours);
   const int64_t forget = absl::GetFlag(FLAGS_forget_jobs_after_hours);
@@ -198,8 +222,7 @@ absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
   options.max_watches_per_principal = std::max(1, absl::GetFlag(FLAGS_max_watches_per_principal));
   options.max_queued_submissions = std::max(1, absl::GetFlag(FLAGS_max_queued_submissions));
   RETURN_IF_ERROR(ControllerOptionsFromFlags(&options.controller));
-  options.rendezvous =
-      RendezvousStore::Limits::ForWorldsOf(options.controller.limits.max_world_size);
+  options.rendezvous = RendezvousLimits(options.controller.limits.max_world_size);
   return options;
 }
 

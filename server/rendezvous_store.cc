@@ -110,17 +110,27 @@ absl::StatusOr<RendezvousStore::Scope*> RendezvousStore::FindScope(const v1::Ren
   return &it->second;
 }
 
-RendezvousStore::Limits RendezvousStore::Limits::ForWorldsOf(int32_t max_world_size) {
+RendezvousStore::Limits RendezvousStore::Limits::ForWorldsOf(int32_t max_world_size,
+                                                             size_t memory_bytes) {
   Limits limits;
   const size_t world = static_cast<size_t>(std::max<int32_t>(max_world_size, 1));
   limits.max_keys_per_scope = std::max(limits.max_keys_per_scope, 16 * world);
   limits.max_waits_per_scope = std::max(limits.max_waits_per_scope, 4 * world);
-  // A Gloo context of W ranks holds W keys of W-1 addresses of 136 bytes (full_mesh.h);
-  // the world's and the groups' together are under 1.5 of those, two epochs' at once.
-  const size_t mesh_bytes = world * (world - 1) * 136;
-  limits.max_bytes_per_scope = std::max(limits.max_bytes_per_scope, 3 * mesh_bytes);
-  limits.max_bytes = std::max(limits.max_bytes, 2 * limits.max_bytes_per_scope);
+  // A rank's key holds its W-1 pair addresses of 136 bytes (full_mesh.h).
+  limits.max_value_bytes = std::max(limits.max_value_bytes, (world - 1) * 136 + 4096);
+  // A Gloo context holds W such keys; the world's and the groups' together are under 1.5
+  // of those, two epochs' at once: up to half the host's memory in all.
+  const size_t attempt_bytes = MeshBytesPerAttempt(max_world_size);
+  const size_t cap = std::max(limits.max_bytes, memory_bytes / 2);
+  limits.max_bytes = std::min(cap, std::max(limits.max_bytes, 2 * attempt_bytes));
+  limits.max_bytes_per_scope =
+      std::min(limits.max_bytes, std::max(limits.max_bytes_per_scope, attempt_bytes));
   return limits;
+}
+
+size_t RendezvousStore::Limits::MeshBytesPerAttempt(int32_t world_size) {
+  const size_t world = static_cast<size_t>(std::max<int32_t>(world_size, 1));
+  return 3 * world * (world - 1) * 136;
 }
 
 absl::Status RendezvousStore::CheckKey(const std::string& key) const {

@@ -52,8 +52,12 @@ class RendezvousStore {
     // keeps a key per rank for each of its contexts (the world and each group the rank is
     // in, two membership epochs' at once: 16 a rank leaves room for votes and counters)
     // of the rank's addresses for all its peers (W^2 x 136 bytes a context: 142 MB at
-    // 1024 ranks, 2.3 GB at 4096), and each rank waits on a few keys at once.
-    static Limits ForWorldsOf(int32_t max_world_size);
+    // 1024 ranks, 2.3 GB at 4096), and each rank waits on a few keys at once. What the
+    // keys hold in all stays within half of `memory_bytes` (the host's), whatever the
+    // world: an attempt needing more is refused its writes (FAILED_PRECONDITION).
+    static Limits ForWorldsOf(int32_t max_world_size, size_t memory_bytes);
+    // What an attempt of `world_size` ranks may hold: its full meshes' addresses.
+    static size_t MeshBytesPerAttempt(int32_t world_size);
   };
 
   RendezvousStore() : RendezvousStore(Limits()) {}

@@ -88,19 +88,29 @@ TEST(RendezvousStore, GetManyRefusesMoreReadsOrBytesThanItsBounds) {
   EXPECT_TRUE(store.GetMany(As("job-1", 1), Reads({{"a", 0, 0}, {"a", 0, 1}})).ok());
 }
 
-// The defaults hold jobs of 1024 ranks; larger worlds raise what a full mesh needs.
-TEST(RendezvousStoreLimits, GrowWithTheLargestWorld) {
+// The defaults hold jobs of 1024 ranks; larger worlds raise what a full mesh needs, up to
+// half the host's memory.
+TEST(RendezvousStoreLimits, GrowWithTheLargestWorldWithinHalfTheMemory) {
+  constexpr size_t kGiB = size_t{1} << 30;
   const RendezvousStore::Limits defaults;
-  const RendezvousStore::Limits small = RendezvousStore::Limits::ForWorldsOf(1024);
+  const RendezvousStore::Limits small = RendezvousStore::Limits::ForWorldsOf(1024, 64 * kGiB);
   EXPECT_EQ(small.max_keys_per_scope, defaults.max_keys_per_scope);
+  EXPECT_EQ(small.max_value_bytes, defaults.max_value_bytes);
   EXPECT_EQ(small.max_bytes_per_scope, defaults.max_bytes_per_scope);
-  EXPECT_EQ(small.max_bytes, defaults.max_bytes);
-  const RendezvousStore::Limits large = RendezvousStore::Limits::ForWorldsOf(8192);
+  const RendezvousStore::Limits large = RendezvousStore::Limits::ForWorldsOf(8192, 64 * kGiB);
   const size_t mesh = size_t{8192} * 8191 * 136;  // one context's addresses
+  EXPECT_EQ(large.max_bytes_per_scope, RendezvousStore::Limits::MeshBytesPerAttempt(8192));
   EXPECT_GE(large.max_bytes_per_scope, 2 * mesh);
   EXPECT_GE(large.max_bytes, large.max_bytes_per_scope);
+  EXPECT_LE(large.max_bytes, 32 * kGiB);
   EXPECT_GE(large.max_keys_per_scope, size_t{8} * 8192);
   EXPECT_GE(large.max_waits_per_scope, size_t{8192});
+  const RendezvousStore::Limits huge = RendezvousStore::Limits::ForWorldsOf(1 << 16, 64 * kGiB);
+  EXPECT_GE(huge.max_value_bytes, size_t{65535} * 136);
+  EXPECT_EQ(huge.max_bytes, 32 * kGiB);
+  EXPECT_EQ(huge.max_bytes_per_scope, 32 * kGiB);
+  const RendezvousStore::Limits small_host = RendezvousStore::Limits::ForWorldsOf(8192, kGiB);
+  EXPECT_EQ(small_host.max_bytes, defaults.max_bytes);
 }
 
 TEST(RendezvousStore, ScopesAreIsolatedPerAttempt) {

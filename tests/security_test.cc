@@ -381,7 +381,7 @@ TEST_F(SecurityTest, AForgedReportOrAForeignRendezvousCallChangesNothing) {
     get.mutable_scope()->set_job_id(*job_id);
     get.mutable_scope()->set_attempt(1);
     get.mutable_scope()->set_token(token);
-    get.set_key("rank_0");
+    get.set_key("mesh/0");
     v1::RendezvousGetResponse value;
     grpc::ClientContext call;
     const grpc::Status refused = v1::RendezvousService::NewStub(channel)->Get(&call, get, &value);

@@ -1,6 +1,10 @@
 #include "worker/comm/full_mesh.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <utility>
 #include <vector>
@@ -8,9 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "gloo/common/error.h"
 #include "gloo/transport/context.h"
+#include "gloo/transport/tcp/address.h"
 
 namespace shardwise {
 namespace {
+
+using TcpAddress = gloo::transport::tcp::Address;
 
 // Peers whose addresses one wait and one read ask for (a request's size stays small
 // however large the world).
@@ -46,23 +53,44 @@ std::vector<char> CreatePairs(gloo::transport::Context& pairs, int rank, int siz
   return addresses;
 }
 
-// The waits for `keys`: in one deadline where the options give one.
+// The wait for `keys`: the options' timeout, else the store's own bound (each batch its
+// own, as Gloo gave each key's wait).
 void WaitForKeys(gloo::rendezvous::Store& store, const std::vector<std::string>& keys,
-                 const FullMeshOptions& options, std::chrono::steady_clock::time_point deadline) {
-  if (options.store_timeout.count() <= 0) {
+                 const FullMeshOptions& options) {
+  if (options.store_timeout.count() > 0) {
+    store.wait(keys, options.store_timeout);
+  } else {
     store.wait(keys);
-    return;
   }
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-  store.wait(keys, std::max(std::chrono::milliseconds(1), left));
+}
+
+// Whether two pair addresses listen on one IP address (one host's, as each rank listens
+// on its worker's data address).
+bool SameHost(const std::vector<char>& a, const std::vector<char>& b) {
+  const TcpAddress first(a);
+  const TcpAddress second(b);
+  const sockaddr_storage& x = first.getSockaddr();
+  const sockaddr_storage& y = second.getSockaddr();
+  if (x.ss_family != y.ss_family) return false;
+  if (x.ss_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in&>(x).sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in&>(y).sin_addr.s_addr;
+  }
+  if (x.ss_family == AF_INET6) {
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6&>(x).sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6&>(y).sin6_addr, sizeof(in6_addr)) == 0;
+  }
+  return false;
 }
 
 // Reads from every peer's key the address meant for this rank and connects the pair for
-// it, kPeersPerRead peers at a time, in the peers' order (as Gloo's connect).
+// it, kPeersPerRead peers at a time, in the peers' order (as Gloo's connect). Then sets
+// each pair's local rank, as Gloo's connect does: the ranks below this one on its host
+// (Gloo compares host names; here, the IP addresses the peers listen on).
 void ConnectPairs(gloo::rendezvous::Store& store, gloo::transport::Context& pairs, int rank,
                   int size, size_t address_bytes, const FullMeshOptions& options) {
-  const auto deadline = std::chrono::steady_clock::now() + options.store_timeout;
+  const std::vector<char> own = pairs.getPair(rank == 0 ? 1 : 0)->address().bytes();
+  int local_rank = 0;
   for (int first = 0; first < size; first += kPeersPerRead) {
     std::vector<int> peers;
     std::vector<std::string> keys;
@@ -74,9 +102,15 @@ void ConnectPairs(gloo::rendezvous::Store& store, gloo::transport::Context& pair
       reads.push_back(PeerAddressRead(peer, rank, address_bytes));
     }
     if (peers.empty()) continue;
-    WaitForKeys(store, keys, options, deadline);
+    WaitForKeys(store, keys, options);
     const std::vector<std::vector<char>> addresses = MultiGet(store, reads);
-    for (size_t i = 0; i < peers.size(); ++i) pairs.getPair(peers[i])->connect(addresses[i]);
+    for (size_t i = 0; i < peers.size(); ++i) {
+      pairs.getPair(peers[i])->connect(addresses[i]);
+      if (peers[i] < rank && SameHost(addresses[i], own)) ++local_rank;
+    }
+  }
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer != rank) pairs.getPair(peer)->setLocalRank(local_rank);
   }
 }
 

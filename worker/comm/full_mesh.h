@@ -8,9 +8,11 @@
 // one key (W keys a context, W(W-1) x 136 bytes held by the coordinator: 142 MB at
 // W = 1024). Gloo's connect then reads every peer's whole key for the one address meant
 // for it, with a get per peer: W(W-1)^2 x 136 bytes through the coordinator (146 GB at
-// W = 1024) in 3 W(W-1) calls (a wait and a get that waits again). This one reads only
+// W = 1024) in about 3 W^2 calls (a wait, and a get that waits again, per peer; and each
+// rank's host name, read by every rank, for the pairs' local rank). This one reads only
 // the address meant for it, from many keys a call (MultiGetStore): W(W-1) x 136 bytes
-// (142 MB) in about 2 W (W / 1024) calls.
+// (142 MB) in 2 W ceil(W / 1024) calls (a wait and a read per 1024 peers) and W writes;
+// the local rank comes from the IP addresses the peers listen on.
 
 #include <chrono>
 #include <memory>
@@ -44,8 +46,8 @@ struct FullMeshOptions {
   std::chrono::milliseconds store_timeout{0};
 };
 
-// Connects rank `rank` of `size` to every other rank over `device`. Gloo throws; this
-// returns UNAVAILABLE with what the store or a pair threw.
+// Connects rank `rank` of `size` to every other rank over `device` (Gloo's TCP
+// transport). Gloo throws; this returns UNAVAILABLE with what the store or a pair threw.
 absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectFullMesh(
     gloo::rendezvous::Store& store, const std::shared_ptr<gloo::transport::Device>& device,
     int rank, int size, const FullMeshOptions& options);

@@ -94,6 +94,8 @@ void ConnectWorld(int world, CountingStore& store) {
       auto context = ConnectFullMesh(store, gloo::transport::tcp::CreateDevice(attr), rank, world,
                                      FullMeshOptions());
       ASSERT_TRUE(context.ok()) << context.status();
+      // Every rank listens on loopback: its local rank is its rank, as Gloo's would be.
+      if (world > 1) EXPECT_EQ((*context)->getPair(rank == 0 ? 1 : 0)->getLocalRank(), rank);
       int64_t value = rank;
       gloo::AllreduceOptions allreduce(*context);
       allreduce.setOutput(&value, 1);

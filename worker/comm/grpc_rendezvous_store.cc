@@ -91,10 +91,6 @@ std::vector<char> GrpcRendezvousStore::get(const std::string& key) {
 }
 
 std::vector<std::vector<char>> GrpcRendezvousStore::multiGet(const std::vector<StoreRead>& reads) {
-  std::vector<std::string> keys;
-  keys.reserve(reads.size());
-  for (const StoreRead& read : reads) keys.push_back(read.key);
-  wait(keys, timeout_);
   std::vector<std::vector<char>> values;
   values.reserve(reads.size());
   for (size_t first = 0; first < reads.size(); first += kReadsPerCall) {

@@ -39,7 +39,7 @@ class GrpcRendezvousStore : public MultiGetStore {
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
-  // One wait for every key, then GetMany calls of kReadsPerCall reads each.
+  // GetMany calls of kReadsPerCall reads each (no wait: the caller waited).
   std::vector<std::vector<char>> multiGet(const std::vector<StoreRead>& reads) override;
 
   // Reads a GetMany call asks for: a full mesh's addresses of 1024 peers take 139 KB,

@@ -24,8 +24,8 @@ struct StoreRead {
 
 class MultiGetStore : public gloo::rendezvous::Store {
  public:
-  // What each read names, in the reads' order, each key waited for as get() waits.
-  // Throws as get() does, and gloo::IoException for a read past its value's end.
+  // What each read names, in the reads' order. The keys must be set (wait() for them
+  // first): one that is not throws, as does a read past its value's end.
   virtual std::vector<std::vector<char>> multiGet(const std::vector<StoreRead>& reads) = 0;
 };
 

@@ -32,10 +32,6 @@ std::vector<char> EpochStore::get(const std::string& key) {
 }
 
 std::vector<std::vector<char>> EpochStore::multiGet(const std::vector<StoreRead>& reads) {
-  std::vector<std::string> keys;
-  keys.reserve(reads.size());
-  for (const StoreRead& read : reads) keys.push_back(read.key);
-  wait(keys);
   return prefixed_.multiGet(reads);
 }
 

@@ -35,7 +35,6 @@ class EpochStore final : public MultiGetStore {
   // In slices: gloo::IoException once the epoch is superseded, or after `timeout`.
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
-  // One wait for them all, then one read.
   std::vector<std::vector<char>> multiGet(const std::vector<StoreRead>& reads) override;
 
  private:
