@@ -181,6 +181,17 @@ TEST(Format, ADescriptionShowsTheSubmittersFolders) {
       << description;
 }
 
+TEST(Format, ADescriptionShowsTheInitialCheckpointEveryAttemptStartsFrom) {
+  v1::Job job = RunningJob();
+  job.mutable_spec()->mutable_init()->set_checkpoint_dir("/ckpt/base");
+  EXPECT_FALSE(absl::StrContains(FormatJobDescription(job, 1'000'000), "Starts at:"));
+  job.set_init_checkpoint_step(40);
+  const std::string description = FormatJobDescription(job, 1'000'000);
+  EXPECT_TRUE(
+      absl::StrContains(description, "Starts at:  step 40 of /ckpt/base (init.checkpoint_dir)\n"))
+      << description;
+}
+
 TEST(Format, SummaryShowsLossFirstToLast) {
   v1::Job job = RunningJob();
   job.set_state(v1::SUCCEEDED);

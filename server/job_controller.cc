@@ -303,6 +303,13 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       if (report.rank() == SpeakerOf(*job, attempt)) {
         LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
                     "recording progress", JobContext(*job));
+        if (report.progress().has_init_checkpoint_step() && !job->has_init_checkpoint_step()) {
+          LogIfFailed(jobs_
+                          ->RecordInitCheckpoint(job->id(), report.attempt(),
+                                                 report.progress().init_checkpoint_step())
+                          .status(),
+                      "recording the initial checkpoint", JobContext(*job));
+        }
       }
       break;
     case v1::COMPLETED:
@@ -533,6 +540,9 @@ v1::CoordinatorMessage JobController::AssignmentMessage(const v1::Job& job, int3
   assignment->set_world_size(job.spec().world_size());
   *assignment->mutable_spec() = job.spec();
   *assignment->mutable_hook_switches() = job.hook_switches();
+  if (job.has_init_checkpoint_step()) {
+    assignment->set_init_checkpoint_step(job.init_checkpoint_step());
+  }
   assignment->set_collective_timeout_ms(absl::ToInt64Milliseconds(options_.collective_timeout));
   if (options_.path_policy.has_value()) {
     *assignment->mutable_path_policy() = options_.path_policy->ToProto();

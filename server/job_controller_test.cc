@@ -718,6 +718,48 @@ TEST_F(JobControllerTest, APermanentFailureReportedJustAfterAPeersConnectionErro
   EXPECT_TRUE(absl::StrContains(job.reason(), "token 123")) << job.reason();
 }
 
+// The step of init.checkpoint_dir's checkpoint that the first attempt's progress names is
+// kept, once, with an event; the next attempt's ranks are told to start from it.
+TEST_F(JobControllerTest, TheInitCheckpointAnAttemptStartedFromIsEveryLaterAttempts) {
+  v1::JobSpec spec = Spec(2);
+  spec.mutable_restart_policy()->set_max_restarts(1);
+  StartTwoRankJob(spec);
+  Received("w0");
+  v1::AttemptReport progress;
+  progress.set_job_id("job-1");
+  progress.set_attempt(1);
+  progress.set_rank(0);
+  progress.set_phase(v1::PROGRESS);
+  progress.mutable_progress()->set_step(1);
+  progress.mutable_progress()->set_init_checkpoint_step(40);
+  controller_->OnReport("w0", progress);
+  progress.mutable_progress()->set_init_checkpoint_step(60);
+  controller_->OnReport("w0", progress);
+  const v1::Job pinned = *jobs_->Get("job-1");
+  EXPECT_EQ(pinned.init_checkpoint_step(), 40);
+  int events = 0;
+  for (const v1::JobEvent& event : pinned.events()) {
+    events += absl::StrContains(event.message(), "init.checkpoint_dir's checkpoint of step 40");
+  }
+  EXPECT_EQ(events, 1);
+
+  controller_->OnReport("w0", Failed(0, "a collective failed: connection reset", false));
+  controller_->OnReport("w1", Failed(1, "a collective failed: connection reset", false));
+  clock_.Advance(options_.failure_report_grace + absl::Milliseconds(1));
+  controller_->CheckHeartbeats();
+  controller_->Schedule();
+  ASSERT_EQ(jobs_->Get("job-1")->attempt(), 2);
+  bool assigned = false;
+  for (const v1::CoordinatorMessage& message : Received("w0")) {
+    if (!message.has_assignment()) continue;
+    assigned = true;
+    EXPECT_EQ(message.assignment().attempt(), 2);
+    ASSERT_TRUE(message.assignment().has_init_checkpoint_step());
+    EXPECT_EQ(message.assignment().init_checkpoint_step(), 40);
+  }
+  EXPECT_TRUE(assigned);
+}
+
 // Alone, a retryable failure re-queues the job once the grace has passed.
 TEST_F(JobControllerTest, ARetryableFailureAloneRequeuesTheJobAfterTheGrace) {
   v1::JobSpec spec = Spec(2);

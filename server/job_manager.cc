@@ -662,6 +662,25 @@ absl::Status JobManager::RecordCompletion(const std::string& job_id, int32_t att
   return absl::OkStatus();
 }
 
+absl::StatusOr<v1::Job> JobManager::RecordInitCheckpoint(const std::string& job_id, int32_t attempt,
+                                                         int64_t step) {
+  absl::MutexLock lock(&mu_);
+  return Mutate(
+      job_id,
+      [&](v1::Job* j) {
+        RETURN_IF_ERROR(CheckAttempt(*j, attempt));
+        if (j->has_init_checkpoint_step()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("job ", job_id, " started from init.checkpoint_dir's step ",
+                           j->init_checkpoint_step(), " already"));
+        }
+        j->set_init_checkpoint_step(step);
+        return absl::OkStatus();
+      },
+      absl::StrCat("started from init.checkpoint_dir's checkpoint of step ", step,
+                   ": a restart without a checkpoint of the job's own starts from it too"));
+}
+
 absl::StatusOr<v1::Job> JobManager::RecordExecutionPlan(const std::string& job_id, int32_t attempt,
                                                         const v1::ExecutionOrder& order,
                                                         const v1::PrefetchPlan& plan,

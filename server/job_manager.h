@@ -154,6 +154,12 @@ class JobManager {
   absl::Status RecordCompletion(const std::string& job_id, int32_t attempt, int32_t rank, bool led,
                                 const std::string& result);
 
+  // Records the step of init.checkpoint_dir's checkpoint the job first started from
+  // (Job.init_checkpoint_step), with an event; written at once. A job that has one keeps
+  // it (FAILED_PRECONDITION).
+  absl::StatusOr<v1::Job> RecordInitCheckpoint(const std::string& job_id, int32_t attempt,
+                                               int64_t step);
+
   // Appends an event to a live job of `attempt` (nothing else changes).
   absl::StatusOr<v1::Job> RecordEvent(const std::string& job_id, int32_t attempt,
                                       const std::string& event_message);

@@ -267,6 +267,9 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
   TrainingContext training;
   training.job_id = assignment_.job_id();
   training.attempt = assignment_.attempt();
+  if (assignment_.has_init_checkpoint_step()) {
+    training.init_checkpoint_step = assignment_.init_checkpoint_step();
+  }
   training.rank = assignment_.rank();
   training.world_size = assignment_.world_size();
   training.store = store;

@@ -253,16 +253,15 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
   EXPECT_EQ(TrainAll(early, "job-e", 1).status().code(), absl::StatusCode::kNotFound);
 }
 
-// A checkpoint removed after rank 0 chose it and before the ranks read it (a producer
-// keeping one checkpoint moves on) is chosen again: the ranks start together from the
-// newest one left, as a job given only that one does.
-TEST(Checkpoint, ACheckpointRemovedWhileTheRanksLoadItIsChosenAgain) {
-  const std::string dir = TempDir("removed");
+// A producer's checkpoints of steps 2 and 4 in `dir`/ckpt, and a job of 2 steps started
+// from step 2 alone (`dir`/only holds a copy of it), its model in `dir`/alone.safetensors:
+// what a consumer of `dir`/ckpt started from step 2 must equal. Returns that job's spec.
+v1::JobSpec StartedFromStep2Alone(const std::string& dir) {
   v1::JobSpec producer = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
   producer.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
   producer.mutable_output()->set_checkpoint_interval_steps(2);
   ApplyJobSpecDefaults(&producer);
-  ASSERT_TRUE(TrainAll(producer, "job-p", 1).ok());
+  EXPECT_TRUE(TrainAll(producer, "job-p", 1).ok());
   std::filesystem::create_directories(dir + "/only");
   std::filesystem::copy(dir + "/ckpt/step-00000002", dir + "/only/step-00000002");
 
@@ -270,7 +269,23 @@ TEST(Checkpoint, ACheckpointRemovedWhileTheRanksLoadItIsChosenAgain) {
   alone.mutable_init()->set_checkpoint_dir(dir + "/only");
   alone.mutable_output()->set_final_model_path(dir + "/alone.safetensors");
   ApplyJobSpecDefaults(&alone);
-  ASSERT_TRUE(TrainAll(alone, "job-alone", 1).ok());
+  EXPECT_TRUE(TrainAll(alone, "job-alone", 1).ok());
+  return alone;
+}
+
+void ExpectSameModel(const std::string& want_path, const std::string& got_path) {
+  auto want = ReadSafetensors(want_path);
+  auto got = ReadSafetensors(got_path);
+  ASSERT_TRUE(want.ok() && got.ok());
+  for (const auto& [name, tensor] : *want) EXPECT_EQ(got->at(name).bytes, tensor.bytes) << name;
+}
+
+// A checkpoint removed after rank 0 chose it and before the ranks read it (a producer
+// keeping one checkpoint moves on) is chosen again: the ranks start together from the
+// newest one left, as a job given only that one does.
+TEST(Checkpoint, ACheckpointRemovedWhileTheRanksLoadItIsChosenAgain) {
+  const std::string dir = TempDir("removed");
+  const v1::JobSpec alone = StartedFromStep2Alone(dir);
 
   v1::JobSpec raced = alone;
   raced.mutable_init()->set_checkpoint_dir(dir + "/ckpt");
@@ -298,10 +313,39 @@ TEST(Checkpoint, ACheckpointRemovedWhileTheRanksLoadItIsChosenAgain) {
   auto trained = testing::TrainInThreads(raced, options);
   ASSERT_TRUE(trained.ok()) << trained.status();
   EXPECT_EQ(chose_step_4, 2);
-  auto want = ReadSafetensors(dir + "/alone.safetensors");
-  auto got = ReadSafetensors(dir + "/raced.safetensors");
-  ASSERT_TRUE(want.ok() && got.ok());
-  for (const auto& [name, tensor] : *want) EXPECT_EQ(got->at(name).bytes, tensor.bytes) << name;
+  ExpectSameModel(dir + "/alone.safetensors", dir + "/raced.safetensors");
+}
+
+// The first attempt starts from init.checkpoint_dir's newest and says which; a later one
+// (Assignment.init_checkpoint_step) starts from that one though a newer one is there by
+// then, and fails for good, naming it, where it is gone.
+TEST(Checkpoint, ALaterAttemptStartsFromTheInitCheckpointTheFirstStartedFrom) {
+  const std::string dir = TempDir("pinned");
+  const v1::JobSpec alone = StartedFromStep2Alone(dir);
+  v1::JobSpec consumer = alone;
+  consumer.mutable_init()->set_checkpoint_dir(dir + "/ckpt");
+  consumer.mutable_output()->set_final_model_path(dir + "/first.safetensors");
+  testing::ThreadedOptions options;
+  options.job_id = "job-c";
+  auto first = testing::TrainInThreads(consumer, options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->rank0_last_progress.init_checkpoint_step(), 4);
+
+  consumer.mutable_output()->set_final_model_path(dir + "/later.safetensors");
+  options.attempt = 2;
+  options.init_checkpoint_step = 2;
+  auto later = testing::TrainInThreads(consumer, options);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(later->rank0_last_progress.init_checkpoint_step(), 2);
+  ExpectSameModel(dir + "/alone.safetensors", dir + "/later.safetensors");
+
+  std::filesystem::remove_all(dir + "/ckpt/step-00000002");
+  auto gone = testing::TrainInThreads(consumer, options);
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(gone.status().message(),
+                                "the checkpoint of step 2 that the job's first attempt started "
+                                "from is gone"))
+      << gone.status();
 }
 
 std::vector<std::string> Listing(const std::string& dir) {

@@ -38,6 +38,7 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& job_spec,
       TrainingContext training;
       training.job_id = options.job_id;
       training.attempt = options.attempt;
+      training.init_checkpoint_step = options.init_checkpoint_step;
       HookSchedule hooks;
       for (const auto& [step, hook] : options.hook_switches) hooks.AddCommitted(step, hook);
       training.hook_schedule = &hooks;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +33,7 @@ struct ThreadedTraining {
 struct ThreadedOptions {
   std::string job_id = "job-test";
   int attempt = 1;
+  std::optional<int64_t> init_checkpoint_step;  // TrainingContext's
   // Each rank's fault injection (none if unset).
   std::function<TrainingFaults(int rank)> faults;
   // Communication-hook switches every rank knows as agreed from the start: (step, hook).

@@ -67,27 +67,43 @@ struct CheckpointChoice {
   int64_t step = 0;
 };
 
+// init.checkpoint_dir's checkpoint: the one an earlier attempt started from, else the
+// newest. A later attempt starts where the first did, as a restarted script loading its
+// fixed path would, not from whatever a producer wrote since.
+absl::StatusOr<CheckpointChoice> InitCheckpoint(const v1::JobSpec& spec,
+                                                const TrainingContext& context) {
+  const std::string& dir = spec.init().checkpoint_dir();
+  if (context.init_checkpoint_step.has_value()) {
+    const int64_t step = *context.init_checkpoint_step;
+    const absl::Status there =
+        fsdp::ReadCheckpointManifest(fsdp::CheckpointFolder(dir, step)).status();
+    if (absl::IsNotFound(there)) {
+      return absl::NotFoundError(
+          absl::StrCat("job.init.checkpoint_dir: the checkpoint of step ", step,
+                       " that the job's first attempt started from is gone (", there.message(),
+                       "); a restart starts from that one, not from the folder's newest"));
+    }
+    RETURN_IF_ERROR(there);
+    return CheckpointChoice{CheckpointChoice::kInit, step};
+  }
+  ASSIGN_OR_RETURN(const std::string folder, fsdp::FindLatestCheckpoint(dir, ""));
+  ASSIGN_OR_RETURN(const v1::CheckpointManifest manifest, fsdp::ReadCheckpointManifest(folder));
+  return CheckpointChoice{CheckpointChoice::kInit, manifest.step()};
+}
+
 absl::StatusOr<CheckpointChoice> NewestCheckpoint(const v1::JobSpec& spec,
                                                   const TrainingContext& context) {
   const std::string& own = spec.output().checkpoint_dir();
-  const auto step_of = [](const std::string& folder) -> absl::StatusOr<int64_t> {
-    ASSIGN_OR_RETURN(const v1::CheckpointManifest manifest, fsdp::ReadCheckpointManifest(folder));
-    return manifest.step();
-  };
   if (context.attempt > 1 && !own.empty()) {
     auto folder = fsdp::FindLatestCheckpoint(own, context.job_id);
     if (folder.ok()) {
-      ASSIGN_OR_RETURN(const int64_t step, step_of(*folder));
-      return CheckpointChoice{CheckpointChoice::kOwn, step};
+      ASSIGN_OR_RETURN(const v1::CheckpointManifest manifest,
+                       fsdp::ReadCheckpointManifest(*folder));
+      return CheckpointChoice{CheckpointChoice::kOwn, manifest.step()};
     }
     if (!absl::IsNotFound(folder.status())) return folder.status();
   }
-  if (spec.init().has_checkpoint_dir()) {
-    ASSIGN_OR_RETURN(const std::string folder,
-                     fsdp::FindLatestCheckpoint(spec.init().checkpoint_dir(), ""));
-    ASSIGN_OR_RETURN(const int64_t step, step_of(folder));
-    return CheckpointChoice{CheckpointChoice::kInit, step};
-  }
+  if (spec.init().has_checkpoint_dir()) return InitCheckpoint(spec, context);
   return CheckpointChoice{};
 }
 
@@ -262,6 +278,9 @@ class RankTrainer : private MembershipMoves::Rank {
   fsdp::GradScaler scaler_;
   TrainingResult result_;
   int64_t first_step_ = 0;
+  // The step of init.checkpoint_dir's checkpoint the attempt started from, if it did
+  // (Progress.init_checkpoint_step: the coordinator keeps later attempts on it).
+  std::optional<int64_t> init_checkpoint_step_;
   // The first part after result_.steps not finished: the evaluation before the first
   // step, then each step's parts in turn (a replacement takes the live ranks' with their
   // state).
@@ -364,7 +383,10 @@ absl::StatusOr<std::optional<fsdp::LoadedCheckpoint>> RankTrainer::LoadAgreedChe
     // Every rank starts from one step: where any rank found it gone, all choose again.
     RETURN_IF_ERROR(WithDataPlaneTimeout(
         [&] { return runtime_->world()->AllReduce(&removed, 1, ScalarType::kFloat64); }));
-    if (removed == 0) return std::optional<fsdp::LoadedCheckpoint>(*std::move(checkpoint));
+    if (removed == 0) {
+      if (choice.source == CheckpointChoice::kInit) init_checkpoint_step_ = choice.step;
+      return std::optional<fsdp::LoadedCheckpoint>(*std::move(checkpoint));
+    }
     if (chosen == kChoices) {
       return absl::UnavailableError(absl::StrCat(
           "checkpoint '", folder, "' was removed while the ranks loaded it, as were the ",
@@ -928,6 +950,7 @@ void RankTrainer::ReportProgress(double step_seconds) {
   }
   progress.set_phase("training");
   progress.set_step_seconds(step_seconds);
+  if (init_checkpoint_step_.has_value()) progress.set_init_checkpoint_step(*init_checkpoint_step_);
   CommStats bytes = earlier_traffic_;
   bytes += runtime_->Traffic();
   progress.set_all_gather_bytes(bytes.all_gather_bytes);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -56,6 +57,10 @@ struct TrainingResult {
 struct TrainingContext {
   std::string job_id;  // names this job's checkpoints
   int attempt = 1;     // a later attempt resumes from the job's newest checkpoint
+  // The step of init.checkpoint_dir's checkpoint an earlier attempt started from
+  // (Assignment.init_checkpoint_step): without a checkpoint of the job's own, this
+  // attempt starts from it, not from the folder's newest. Unset: the newest.
+  std::optional<int64_t> init_checkpoint_step;
   int rank = 0;
   int world_size = 1;
   gloo::rendezvous::Store* store = nullptr;  // the attempt's rendezvous, for sub-groups
