@@ -171,7 +171,8 @@ void AppendIdentity(const v1::Job& job, int64_t now_ms, std::string* out) {
                     "; writes under ", FolderList(roots.output_roots()), " (", roots.principal(),
                     "'s, with the coordinator's)\n");
   }
-  if (job.has_init_checkpoint_step()) {
+  // A compacted job keeps no spec: the step alone would name no folder.
+  if (job.has_init_checkpoint_step() && !job.spec().init().checkpoint_dir().empty()) {
     // Where every attempt without a checkpoint of the job's own starts.
     absl::StrAppend(out, "Starts at:  step ", job.init_checkpoint_step(), " of ",
                     job.spec().init().checkpoint_dir(), " (init.checkpoint_dir)\n");

@@ -303,13 +303,14 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       if (report.rank() == SpeakerOf(*job, attempt)) {
         LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
                     "recording progress", JobContext(*job));
-        if (report.progress().has_init_checkpoint_step() && !job->has_init_checkpoint_step()) {
-          LogIfFailed(jobs_
-                          ->RecordInitCheckpoint(job->id(), report.attempt(),
-                                                 report.progress().init_checkpoint_step())
-                          .status(),
-                      "recording the initial checkpoint", JobContext(*job));
-        }
+      }
+      // Any rank's: the speaker may be a replacement that loaded no checkpoint.
+      if (report.progress().has_init_checkpoint_step() && !job->has_init_checkpoint_step()) {
+        LogIfFailed(jobs_
+                        ->RecordInitCheckpoint(job->id(), report.attempt(),
+                                               report.progress().init_checkpoint_step())
+                        .status(),
+                    "recording the initial checkpoint", JobContext(*job));
       }
       break;
     case v1::COMPLETED:

@@ -718,8 +718,8 @@ TEST_F(JobControllerTest, APermanentFailureReportedJustAfterAPeersConnectionErro
   EXPECT_TRUE(absl::StrContains(job.reason(), "token 123")) << job.reason();
 }
 
-// The step of init.checkpoint_dir's checkpoint that the first attempt's progress names is
-// kept, once, with an event; the next attempt's ranks are told to start from it.
+// The step of init.checkpoint_dir's checkpoint that an attempt's progress names (any
+// rank's) is kept, once, with an event; the next attempt's ranks are told to start from it.
 TEST_F(JobControllerTest, TheInitCheckpointAnAttemptStartedFromIsEveryLaterAttempts) {
   v1::JobSpec spec = Spec(2);
   spec.mutable_restart_policy()->set_max_restarts(1);
@@ -728,11 +728,14 @@ TEST_F(JobControllerTest, TheInitCheckpointAnAttemptStartedFromIsEveryLaterAttem
   v1::AttemptReport progress;
   progress.set_job_id("job-1");
   progress.set_attempt(1);
-  progress.set_rank(0);
+  // Rank 1's, though rank 0 speaks for the job (a replacement speaking loaded none).
+  progress.set_rank(1);
   progress.set_phase(v1::PROGRESS);
   progress.mutable_progress()->set_step(1);
   progress.mutable_progress()->set_init_checkpoint_step(40);
-  controller_->OnReport("w0", progress);
+  controller_->OnReport("w1", progress);
+  // Another said later changes nothing.
+  progress.set_rank(0);
   progress.mutable_progress()->set_init_checkpoint_step(60);
   controller_->OnReport("w0", progress);
   const v1::Job pinned = *jobs_->Get("job-1");

@@ -58,7 +58,8 @@ absl::Status PermanentIfInTheJobsFiles(const absl::Status& status) {
 }
 
 // Where a rank's parameters come from: the job's own newest checkpoint when a later
-// attempt resumes, else init.checkpoint_dir's newest, else none (seed or safetensors); a
+// attempt resumes, else init.checkpoint_dir's (the step an earlier attempt started from,
+// else the newest), else none (seed or safetensors); a
 // checkpoint by its step, which names its folder. Each rank of an attempt starts from
 // the one its world rank 0 found (AgreeOnTheCheckpoint).
 struct CheckpointChoice {
@@ -75,9 +76,12 @@ absl::StatusOr<CheckpointChoice> InitCheckpoint(const v1::JobSpec& spec,
   const std::string& dir = spec.init().checkpoint_dir();
   if (context.init_checkpoint_step.has_value()) {
     const int64_t step = *context.init_checkpoint_step;
-    const absl::Status there =
-        fsdp::ReadCheckpointManifest(fsdp::CheckpointFolder(dir, step)).status();
-    if (absl::IsNotFound(there)) {
+    const std::string folder = fsdp::CheckpointFolder(dir, step);
+    const absl::Status there = fsdp::ReadCheckpointManifest(folder).status();
+    // Gone: not found, or unreadable where its folder no longer is (a stale NFS handle).
+    std::error_code unlisted;
+    if (absl::IsNotFound(there) ||
+        (!there.ok() && !std::filesystem::exists(folder, unlisted) && !unlisted)) {
       return absl::NotFoundError(
           absl::StrCat("job.init.checkpoint_dir: the checkpoint of step ", step,
                        " that the job's first attempt started from is gone (", there.message(),

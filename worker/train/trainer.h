@@ -3,9 +3,9 @@
 
 // Trains one rank of a job: connects its groups and device, opens its data, loads the
 // initial weights (or a checkpoint: the job's own newest when this is a later attempt, or
-// init.checkpoint_dir's), runs the steps (micro-steps without sync, then one with),
-// evaluates, writes sharded checkpoints, reports progress, and at the end gathers the
-// model, which rank 0 writes.
+// init.checkpoint_dir's: the step an earlier attempt started from, else the newest), runs the steps
+// (micro-steps without sync, then one with), evaluates, writes sharded checkpoints, reports
+// progress, and at the end gathers the model, which rank 0 writes.
 
 #include <atomic>
 #include <chrono>
