@@ -99,9 +99,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   controller.metrics = &c->metrics_;
   c->controller_ = std::make_unique<JobController>(c->jobs_.get(), c->workers_.get(),
                                                    c->rendezvous_.get(), controller);
-  c->watch_hub_ =
-      std::make_unique<WatchHub>(c->jobs_.get(), static_cast<size_t>(options.max_watches),
-                                 static_cast<size_t>(options.max_watches_per_principal));
+  c->watch_hub_ = std::make_unique<WatchHub>(
+      c->jobs_.get(), static_cast<size_t>(options.max_watches),
+      static_cast<size_t>(options.max_watches_per_principal), options.watch_write_timeout);
   const bool worker_certificates = !options.tls.worker_ca_file.empty();
   c->job_calls_ = std::make_unique<JobCalls>(c->controller_.get(), c->jobs_.get(),
                                              c->workers_.get(), c->tokens_.get());

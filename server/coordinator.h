@@ -84,6 +84,8 @@ struct CoordinatorOptions {
   // is RESOURCE_EXHAUSTED.
   int max_watches = 10000;
   int max_watches_per_principal = 1000;
+  // A watch whose update has waited this long for its client to read it is cancelled.
+  absl::Duration watch_write_timeout = absl::Minutes(1);
 };
 
 // The health service name a liveness probe asks for: SERVING while the process answers,

@@ -110,7 +110,7 @@ grpc::ServerWriteReactor<v1::Job>* JobServiceImpl::WatchJob(grpc::CallbackServer
   }
   // Refused for room, clients retry with backoff (client.cc): a watch waits, not fails.
   absl::StatusOr<grpc::ServerWriteReactor<v1::Job>*> watch =
-      watch_hub_->Watch(request->job_id(), *watcher, calls_->WatchStillAllowed(*context));
+      watch_hub_->Watch(request->job_id(), *watcher, calls_->WatchStillAllowed(*context), context);
   if (!watch.ok()) return new RefusedWatch(ToGrpcStatus(watch.status()));
   return *watch;
 }

@@ -100,6 +100,10 @@ ABSL_FLAG(int32_t, max_watches, 10000,
 ABSL_FLAG(int32_t, max_watches_per_principal, 1000,
           "WatchJob streams one principal (a token's) may hold at once, so that none takes "
           "every one; beyond, RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, watch_write_timeout_ms, 60000,
+          "a WatchJob stream whose update has waited this long for its client to read it is "
+          "cancelled (a client that stopped reading would hold its slot for as long as its "
+          "connection lives)");
 ABSL_FLAG(int32_t, submission_threads, 2,
           "threads that admit submitted jobs, reading the files they name (apart from the "
           "other client calls' threads, which a burst of submissions does not hold up)");
@@ -220,6 +224,11 @@ absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
   options.submission_threads = std::max(1, absl::GetFlag(FLAGS_submission_threads));
   options.max_watches = std::max(1, absl::GetFlag(FLAGS_max_watches));
   options.max_watches_per_principal = std::max(1, absl::GetFlag(FLAGS_max_watches_per_principal));
+  if (absl::GetFlag(FLAGS_watch_write_timeout_ms) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--watch_write_timeout_ms must be >= 1, got ",
+                                                   absl::GetFlag(FLAGS_watch_write_timeout_ms)));
+  }
+  options.watch_write_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_watch_write_timeout_ms));
   options.max_queued_submissions = std::max(1, absl::GetFlag(FLAGS_max_queued_submissions));
   RETURN_IF_ERROR(ControllerOptionsFromFlags(&options.controller));
   options.rendezvous = RendezvousLimits(options.controller.limits.max_world_size);

@@ -5,7 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/log.h"
 #include "contracts/job_state.h"
+#include "grpcpp/server_context.h"
 
 namespace shardwise {
 
@@ -13,11 +15,13 @@ namespace shardwise {
 class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
                                public std::enable_shared_from_this<Stream> {
  public:
-  Stream(WatchHub* hub, std::string job_id, std::string watcher, StillAllowed still_allowed)
+  Stream(WatchHub* hub, std::string job_id, std::string watcher, StillAllowed still_allowed,
+         grpc::CallbackServerContext* context)
       : hub_(hub),
         job_id_(std::move(job_id)),
         watcher_(std::move(watcher)),
-        still_allowed_(std::move(still_allowed)) {}
+        still_allowed_(std::move(still_allowed)),
+        context_(context) {}
 
   const std::string& job_id() const { return job_id_; }
   const std::string& watcher() const { return watcher_; }
@@ -27,7 +31,7 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
 
   // Called by the hub: writes `job` at `version` unless a write is in flight (then the
   // hub is asked again once it is done) or the version was written already.
-  void Offer(std::shared_ptr<const v1::Job> job, uint64_t version) {
+  void Offer(std::shared_ptr<const v1::Job> job, uint64_t version, absl::Time now) {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
     if (writing_) {
@@ -39,7 +43,27 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
     last_ = IsTerminal(job->state());
     job_ = std::move(job);
     writing_ = true;
+    write_started_ = now;
     StartWrite(job_.get());
+  }
+
+  // Cancels the call if a write started before `deadline` is still waiting for its
+  // client; whether it did.
+  bool CancelIfWritingSince(absl::Time deadline) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!writing_ || finished_ || cancelling_ || context_ == nullptr ||
+          write_started_ >= deadline) {
+        return false;
+      }
+      cancelling_ = true;  // holds Finish, and so the context, until TryCancel returns
+    }
+    // Not under mu_: gRPC may run OnCancel and the write's OnWriteDone (not ok) inline.
+    context_->TryCancel();
+    absl::MutexLock lock(&mu_);
+    cancelling_ = false;
+    if (finish_held_) FinishLocked();
+    return true;
   }
 
   // Ends the stream with `status` once no write is in flight.
@@ -78,6 +102,10 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
  private:
   void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
+    if (cancelling_) {
+      finish_held_ = true;  // CancelIfWritingSince finishes once TryCancel has returned
+      return;
+    }
     finished_ = true;
     std::shared_ptr<Stream> keep = self_;  // Finish may run OnDone inline
     Finish(*ending_);
@@ -87,22 +115,29 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
   const std::string job_id_;
   const std::string watcher_;
   const StillAllowed still_allowed_;
-  // mu_ also serialises the calls into gRPC (StartWrite, Finish).
+  grpc::CallbackServerContext* const context_;  // gRPC's, valid until OnDone
+  // mu_ also serialises the calls into gRPC (StartWrite, Finish, TryCancel).
   absl::Mutex mu_;
   // The version being written, shared with the job's other watchers.
   std::shared_ptr<const v1::Job> job_ ABSL_GUARDED_BY(mu_);
   uint64_t written_version_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time write_started_ ABSL_GUARDED_BY(mu_);
   bool again_ ABSL_GUARDED_BY(mu_) = false;  // the job changed during the write
   bool last_ ABSL_GUARDED_BY(mu_) = false;   // the version being written is final
   std::optional<grpc::Status> ending_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelling_ ABSL_GUARDED_BY(mu_) = false;   // in CancelIfWritingSince's TryCancel
+  bool finish_held_ ABSL_GUARDED_BY(mu_) = false;  // a Finish waiting for it
 };
 
-WatchHub::WatchHub(JobManager* jobs, size_t max_watches, size_t max_per_watcher)
+WatchHub::WatchHub(JobManager* jobs, size_t max_watches, size_t max_per_watcher,
+                   absl::Duration write_timeout, const Clock* clock)
     : jobs_(jobs),
       max_watches_(max_watches),
       max_per_watcher_(max_per_watcher),
+      write_timeout_(write_timeout),
+      clock_(*clock),
       thread_([this] { Run(); }) {}
 
 WatchHub::~WatchHub() {
@@ -115,10 +150,15 @@ void WatchHub::Shutdown() {
   stopping_ = true;
 }
 
-absl::StatusOr<grpc::ServerWriteReactor<v1::Job>*> WatchHub::Watch(const std::string& job_id,
-                                                                   const std::string& watcher,
-                                                                   StillAllowed still_allowed) {
-  auto stream = std::make_shared<Stream>(this, job_id, watcher, std::move(still_allowed));
+size_t WatchHub::watches() const {
+  absl::MutexLock lock(&mu_);
+  return watches_;
+}
+
+absl::StatusOr<grpc::ServerWriteReactor<v1::Job>*> WatchHub::Watch(
+    const std::string& job_id, const std::string& watcher, StillAllowed still_allowed,
+    grpc::CallbackServerContext* context) {
+  auto stream = std::make_shared<Stream>(this, job_id, watcher, std::move(still_allowed), context);
   {
     absl::MutexLock lock(&mu_);
     if (watches_ >= max_watches_) {
@@ -178,10 +218,10 @@ void WatchHub::Serve(const std::shared_ptr<Stream>& stream, Versions* versions) 
     stream->End(ToGrpcStatus(newest.job.status()));
     return;
   }
-  stream->Offer(*newest.job, newest.version);
+  stream->Offer(*newest.job, newest.version, clock_.Now());
 }
 
-void WatchHub::EndDisallowed() {
+void WatchHub::Recheck() {
   std::vector<std::shared_ptr<Stream>> streams;
   {
     absl::MutexLock lock(&mu_);
@@ -189,9 +229,16 @@ void WatchHub::EndDisallowed() {
       streams.insert(streams.end(), watchers.begin(), watchers.end());
     }
   }
+  const absl::Time stalled_before = clock_.Now() - write_timeout_;
   for (const auto& stream : streams) {
     if (const absl::Status allowed = stream->Allowed(); !allowed.ok()) {
       stream->End(ToGrpcStatus(allowed));
+    } else if (stream->CancelIfWritingSince(stalled_before)) {
+      LogWarning(
+          LogContext().Job(stream->job_id()),
+          absl::StrCat("cancelled a watch",
+                       stream->watcher().empty() ? "" : " of " + stream->watcher(),
+                       ": its client read no update for ", absl::FormatDuration(write_timeout_)));
     }
   }
 }
@@ -200,11 +247,11 @@ void WatchHub::Run() {
   // A quiet job's watchers are asked again this often, so a revoked token's watch ends
   // within it even without an update.
   constexpr absl::Duration kRecheckInterval = absl::Seconds(2);
-  absl::Time next_recheck = absl::Now() + kRecheckInterval;
+  absl::Time next_recheck = clock_.Now() + kRecheckInterval;
   while (true) {
-    if (absl::Now() >= next_recheck) {
-      EndDisallowed();
-      next_recheck = absl::Now() + kRecheckInterval;
+    if (clock_.Now() >= next_recheck) {
+      Recheck();
+      next_recheck = clock_.Now() + kRecheckInterval;
     }
     // Changes wake the hub; streams that finished a write and have a newer version to
     // send wait at most this long.

@@ -6,6 +6,9 @@
 // from the JobManager and writes each changed job to its watchers: the job as it is now
 // (a watcher still writing the previous version gets only the newest once that write is
 // done), and, once the job has ended, the final version, then the end of the stream.
+// A watcher whose write has not completed within the write timeout (its client reads
+// nothing, and HTTP/2's flow control holds the write) is cancelled: it would hold its
+// slot for as long as its connection lives, keepalives answered.
 //
 // Lifecycle: the hub's thread runs from construction to Shutdown() (or destruction);
 // every stream must be done (the gRPC server shut down) before the hub is destroyed.
@@ -24,6 +27,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
 #include "grpcpp/support/server_callback.h"
 #include "proto/job.pb.h"
 #include "server/job_manager.h"
@@ -34,7 +39,9 @@ class WatchHub {
  public:
   // At most `max_watches` streams at once, and `max_per_watcher` of one named watcher
   // (a principal): past either, Watch refuses. One principal may not take every slot.
-  WatchHub(JobManager* jobs, size_t max_watches, size_t max_per_watcher);
+  // `write_timeout`: how long one write may wait for its client, on `clock`.
+  WatchHub(JobManager* jobs, size_t max_watches, size_t max_per_watcher,
+           absl::Duration write_timeout = absl::Minutes(1), const Clock* clock = &Clock::Real());
   ~WatchHub();
   WatchHub(const WatchHub&) = delete;
   WatchHub& operator=(const WatchHub&) = delete;
@@ -47,10 +54,14 @@ class WatchHub {
   // is asked before each version is written and every few seconds besides; the stream
   // ends with its error. RESOURCE_EXHAUSTED, saying which bound, when the hub serves
   // max_watches streams already or the watcher its max_per_watcher.
-  absl::StatusOr<grpc::ServerWriteReactor<v1::Job>*> Watch(const std::string& job_id,
-                                                           const std::string& watcher = "",
-                                                           StillAllowed still_allowed = nullptr);
+  // `context` (the call's; may be null: then a stalled write is never cancelled) is how a
+  // watcher whose write stalls is cancelled.
+  absl::StatusOr<grpc::ServerWriteReactor<v1::Job>*> Watch(
+      const std::string& job_id, const std::string& watcher = "",
+      StillAllowed still_allowed = nullptr, grpc::CallbackServerContext* context = nullptr);
   void Shutdown();
+  // The streams served now.
+  size_t watches() const;
 
   class Stream;
 
@@ -68,13 +79,16 @@ class WatchHub {
   void Serve(const std::shared_ptr<Stream>& stream, Versions* versions);
   void Ready(std::shared_ptr<Stream> stream);  // serve it at the hub's next turn
   void Remove(const std::shared_ptr<Stream>& stream);
-  // Ends the streams whose watchers are no longer allowed (every kRecheckInterval).
-  void EndDisallowed();
+  // Every kRecheckInterval: ends the streams whose watchers are no longer allowed, and
+  // cancels those whose write has waited past the write timeout.
+  void Recheck();
 
   JobManager* const jobs_;
   const size_t max_watches_;
   const size_t max_per_watcher_;
-  absl::Mutex mu_;
+  const absl::Duration write_timeout_;
+  const Clock& clock_;
+  mutable absl::Mutex mu_;
   size_t watches_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, size_t> per_watcher_ ABSL_GUARDED_BY(mu_);  // named ones
   absl::flat_hash_map<std::string, absl::flat_hash_set<std::shared_ptr<Stream>>> watchers_
