@@ -444,6 +444,15 @@ void JobController::CheckHeartbeats() {
                                   absl::FormatDuration(options_.heartbeat_timeout)),
                      "heartbeat_timeout");
   }
+  // A daemon that heartbeats but reads nothing (its session's reader is stuck) cannot be
+  // told to abort or to start: as good as lost, and its queue would grow without bound.
+  for (const std::string& worker_id : workers_->Unread(options_.unread_timeout)) {
+    LoseWorkerLocked(worker_id,
+                     absl::StrCat("it read none of the coordinator's messages for more than ",
+                                  absl::FormatDuration(options_.unread_timeout),
+                                  " (its daemon's session reader is stuck)"),
+                     "session_unread");
+  }
   const absl::Time now = clock_.Now();
   HandleStallsLocked(now);
   CheckReattachDeadlinesLocked(now);

@@ -65,6 +65,10 @@ class JobController {
     CoordinatorMetrics* metrics = nullptr;  // null: nothing recorded
     absl::Duration heartbeat_interval = absl::Seconds(1);
     absl::Duration heartbeat_timeout = absl::Seconds(10);
+    // A worker whose session has had a message waiting this long, none taken, is lost
+    // (WorkerRegistry::Unread). Longer than the heartbeat timeout: a healthy daemon's
+    // reader may wait seconds on an ending attempt or a probe before it reads on.
+    absl::Duration unread_timeout = absl::Seconds(30);
     absl::Duration collective_timeout = absl::Seconds(60);
     // HookSwitchAgreement::Options: how far ahead a switch is proposed.
     absl::Duration hook_switch_lead = absl::Seconds(2);
@@ -145,9 +149,10 @@ class JobController {
   // and in the state file once an attempt ended. NOT_FOUND for an unknown job.
   absl::StatusOr<v1::Timeline> GetTimeline(const std::string& job_id) const;
 
-  // Marks workers silent for longer than the heartbeat timeout as lost, reports (or
-  // aborts) stalled attempts, re-queues attempts whose ranks did not re-attach in time
-  // after a restart, and forgets workers lost long ago. Called periodically.
+  // Marks workers silent for longer than the heartbeat timeout as lost, and those that
+  // read none of their session's messages for the unread timeout (WorkerRegistry::Unread), reports
+  // (or aborts) stalled attempts, re-queues attempts whose ranks did not re-attach in time after a
+  // restart, and forgets workers lost long ago. Called periodically.
   void CheckHeartbeats();
 
   // Starts every pending job that fits on idle workers now.

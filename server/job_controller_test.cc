@@ -256,6 +256,39 @@ TEST_F(JobControllerTest, AChangeTheStateFileRefusedStandsForTheController) {
   EXPECT_EQ(State(), v1::RUNNING);
 }
 
+// A daemon whose session reader is stuck heartbeats on, but could not be told to abort:
+// once a message has waited on it for the unread timeout it is lost, as a silent one.
+TEST_F(JobControllerTest, AWorkerThatReadsNothingIsLostThoughItHeartbeats) {
+  AddWorker("w0");
+  Register("w1");
+  outboxes_["w1"] = std::make_shared<QueuedOutbox>(/*buffered=*/0);  // every message waits
+  ASSERT_TRUE(controller_->OpenSession("w1", outboxes_["w1"]).ok());
+  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  Report("w0", 0, v1::JOINED);
+  Report("w1", 1, v1::JOINED);
+  ASSERT_EQ(State(), v1::RUNNING);
+  ASSERT_EQ(options_.unread_timeout, absl::Seconds(30));
+  for (int second = 0; second <= 30; ++second) {
+    Heartbeat("w0", "job-1", 1);
+    Heartbeat("w1", "job-1", 1);
+    Received("w0");  // w0 reads what it is sent
+    controller_->CheckHeartbeats();
+    ASSERT_EQ(State(), v1::RUNNING) << "after " << second << " s";
+    clock_.Advance(absl::Seconds(1));
+  }
+  Heartbeat("w0", "job-1", 1);
+  Heartbeat("w1", "job-1", 1);
+  controller_->CheckHeartbeats();
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_EQ(job.reason(),
+            "attempt 1 failed: rank 1 (worker w1) was lost: it read none of the coordinator's "
+            "messages for more than 30s (its daemon's session reader is stuck)");
+  EXPECT_EQ(workers_->Get("w1")->state(), v1::LOST);
+  EXPECT_TRUE(outboxes_["w1"]->closed());
+  EXPECT_EQ(workers_->Get("w0")->state(), v1::DRAINING);  // told to stop, and it reads
+}
+
 TEST_F(JobControllerTest, ASilentWorkerIsLostOnceTheHeartbeatTimeoutPasses) {
   StartTwoRankJob();
   Received("w0");
@@ -584,6 +617,7 @@ class AbortWitness final : public SessionOutbox {
   }
   void Close() override {}
   bool closed() const override { return false; }
+  Delivery delivery() const override { return {}; }  // read at once
   std::vector<v1::JobState> states;
 
  private:

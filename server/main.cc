@@ -46,6 +46,9 @@ ABSL_FLAG(std::string, metrics_port_file, "",
 ABSL_FLAG(int64_t, heartbeat_interval_ms, 1000, "how often workers send a heartbeat");
 ABSL_FLAG(int64_t, heartbeat_timeout_ms, 10000,
           "a worker silent for longer is lost, and its job's attempt fails");
+ABSL_FLAG(int64_t, unread_timeout_ms, 30000,
+          "a worker that leaves a message of the coordinator's waiting this long (past what its "
+          "connection buffers), its heartbeats notwithstanding, is lost: its reader is stuck");
 ABSL_FLAG(int64_t, collective_timeout_ms, 60000, "workers' timeout for rendezvous and collectives");
 ABSL_FLAG(int64_t, hook_switch_lead_ms, 2000,
           "a comm hook switch is proposed for the step a job should reach this long after "
@@ -120,6 +123,12 @@ absl::Status ControllerOptionsFromFlags(JobController::Options* controller) {
   controller->heartbeat_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
   if (controller->heartbeat_timeout <= controller->heartbeat_interval) {
     return absl::InvalidArgumentError("--heartbeat_timeout_ms must exceed --heartbeat_interval_ms");
+  }
+  controller->unread_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_unread_timeout_ms));
+  if (controller->unread_timeout <= controller->heartbeat_interval) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--unread_timeout_ms must exceed --heartbeat_interval_ms, got ",
+                     absl::GetFlag(FLAGS_unread_timeout_ms)));
   }
   controller->collective_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_collective_timeout_ms));
   controller->hook_switch_lead = absl::Milliseconds(absl::GetFlag(FLAGS_hook_switch_lead_ms));

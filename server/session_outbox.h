@@ -8,7 +8,9 @@
 //
 // Thread-safety: implementations are safe for any number of producers.
 
+#include <cstdint>
 #include <deque>
+#include <limits>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
@@ -32,11 +34,26 @@ class SessionOutbox {
     Close();
   }
   virtual bool closed() const = 0;
+
+  // How far the worker has read: the messages it has taken so far, and whether one is
+  // waiting for it to take. A count that stays put while a message waits means the
+  // worker reads nothing (WorkerRegistry::Unread).
+  struct Delivery {
+    uint64_t taken = 0;
+    bool waiting = false;
+  };
+  virtual Delivery delivery() const = 0;
 };
 
-// Keeps what is pushed for the reader's Pop().
+// Keeps what is pushed for the reader's Pop(). As a stream's transport buffers a window
+// of messages before a write waits on its reader, `buffered` messages may wait unread
+// before delivery() says one waits (by default any number: a test that never reads is
+// not a stuck worker unless it asks to be).
 class QueuedOutbox final : public SessionOutbox {
  public:
+  explicit QueuedOutbox(size_t buffered = std::numeric_limits<size_t>::max())
+      : buffered_(buffered) {}
+
   bool Push(v1::CoordinatorMessage message) override {
     absl::MutexLock lock(&mu_);
     if (closed_) return false;
@@ -52,6 +69,7 @@ class QueuedOutbox final : public SessionOutbox {
     if (queue_.empty()) return std::nullopt;
     v1::CoordinatorMessage message = std::move(queue_.front());
     queue_.pop_front();
+    ++taken_;
     return message;
   }
 
@@ -65,10 +83,18 @@ class QueuedOutbox final : public SessionOutbox {
     return closed_;
   }
 
+  // The reader's Pop()s are the worker's reads.
+  Delivery delivery() const override {
+    absl::MutexLock lock(&mu_);
+    return {taken_, queue_.size() > buffered_};
+  }
+
  private:
+  const size_t buffered_;
   mutable absl::Mutex mu_;
   std::deque<v1::CoordinatorMessage> queue_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t taken_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace shardwise

@@ -25,10 +25,10 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* SessionStrea
 }
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* SessionStream::Start(
-    JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics,
-    std::optional<std::string> certified) {
+    grpc::CallbackServerContext* context, JobController* controller, SerialExecutor* executor,
+    CoordinatorMetrics* metrics, std::optional<std::string> certified) {
   std::shared_ptr<SessionStream> stream(
-      new SessionStream(controller, executor, metrics, std::move(certified)));
+      new SessionStream(context, controller, executor, metrics, std::move(certified)));
   stream->self_ = stream;
   absl::MutexLock lock(&stream->mu_);
   stream->StartRead(&stream->incoming_);
@@ -53,9 +53,24 @@ bool SessionStream::Push(v1::CoordinatorMessage message) {
 }
 
 void SessionStream::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    if (!writing_) {
+      FinishLocked(grpc::Status::OK);
+      return;
+    }
+    // The write's OnWriteDone finishes the call; if the worker reads nothing, it never
+    // comes without the cancel.
+    if (finished_ || cancelling_) return;
+    cancelling_ = true;
+  }
+  context_->TryCancel();
   absl::MutexLock lock(&mu_);
-  closing_ = true;
-  if (!writing_) FinishLocked(grpc::Status::OK);
+  cancelling_ = false;
+  if (finish_held_) {
+    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the coordinator closed the session"));
+  }
 }
 
 void SessionStream::CloseAfter(v1::CoordinatorMessage last) {
@@ -74,8 +89,17 @@ bool SessionStream::closed() const {
   return closing_ || finished_ || closing_after_sent_;
 }
 
+SessionOutbox::Delivery SessionStream::delivery() const {
+  absl::MutexLock lock(&mu_);
+  return {taken_, writing_};
+}
+
 void SessionStream::FinishLocked(const grpc::Status& status) {
   if (finished_) return;
+  if (cancelling_) {
+    finish_held_ = true;  // Close() finishes once TryCancel has returned
+    return;
+  }
   finished_ = true;
   outgoing_.clear();
   // Finish may run OnDone inline, which drops gRPC's reference: keep one until we return.
@@ -86,6 +110,7 @@ void SessionStream::FinishLocked(const grpc::Status& status) {
 void SessionStream::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
   if (!outgoing_.empty()) outgoing_.pop_front();
+  if (ok) ++taken_;
   if (!ok) closing_ = true;  // the stream broke: the read side sees it too
   if (closing_ || outgoing_.empty()) {
     writing_ = false;

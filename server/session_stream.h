@@ -10,7 +10,8 @@
 //     commit to the state file; the next read starts only when it has been handled, so a
 //     worker's messages are handled in order and each session has at most one queued.
 // Downward, it is the worker's SessionOutbox: messages are written one after another,
-// the rest queued.
+// the rest queued. Close() cancels a write in flight rather than wait for it: the worker
+// it waits on may read nothing ever again (the registry's Unread finds those).
 //
 // Lifetime: owned by shared pointers (the registry's, the executor's tasks') and by
 // itself until gRPC calls OnDone; then the session is closed at the controller.
@@ -25,6 +26,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
 #include "proto/worker_service.pb.h"
 #include "server/coordinator_metrics.h"
@@ -42,9 +44,10 @@ class SessionStream final
   // Starts reading the worker's hello; gRPC owns the reactor it returns until OnDone.
   // `metrics` may be null. `certified`: the worker's certificate name, which the hello
   // must name (PERMISSION_DENIED otherwise); nullopt when certificates are not required.
+  // `context`: the call's, through which Close() cancels a write in flight.
   static grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Start(
-      JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics,
-      std::optional<std::string> certified = std::nullopt);
+      grpc::CallbackServerContext* context, JobController* controller, SerialExecutor* executor,
+      CoordinatorMetrics* metrics, std::optional<std::string> certified = std::nullopt);
   // A session refused before it starts.
   static grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Refuse(
       const grpc::Status& status);
@@ -54,6 +57,7 @@ class SessionStream final
   void Close() override;
   void CloseAfter(v1::CoordinatorMessage last) override;
   bool closed() const override;
+  Delivery delivery() const override;
 
   // Reactions.
   void OnReadDone(bool ok) override;
@@ -61,9 +65,11 @@ class SessionStream final
   void OnDone() override;
 
  private:
-  SessionStream(JobController* controller, SerialExecutor* executor, CoordinatorMetrics* metrics,
+  SessionStream(grpc::CallbackServerContext* context, JobController* controller,
+                SerialExecutor* executor, CoordinatorMetrics* metrics,
                 std::optional<std::string> certified)
-      : controller_(controller),
+      : context_(context),
+        controller_(controller),
         executor_(executor),
         metrics_(metrics),
         certified_(std::move(certified)) {}
@@ -76,6 +82,7 @@ class SessionStream final
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Observe(const char* kind, absl::Time arrived) const;
 
+  grpc::CallbackServerContext* const context_;  // gRPC's, valid until OnDone
   JobController* const controller_;
   SerialExecutor* const executor_;
   CoordinatorMetrics* const metrics_;
@@ -85,14 +92,21 @@ class SessionStream final
   std::string worker_id_;       // set by the hello, before any other message is read
 
   // mu_ also serialises the calls into gRPC (StartRead, StartWrite, Finish): none of them
-  // runs a reaction inline except OnDone, which does not take it.
+  // runs a reaction inline except OnDone, which does not take it. TryCancel runs outside
+  // it all the same: nothing in gRPC's API promises it runs no reaction inline.
   mutable absl::Mutex mu_;
   std::deque<v1::CoordinatorMessage> outgoing_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;   // Close(): finish once the write in flight is done
+  uint64_t taken_ ABSL_GUARDED_BY(mu_) = 0;  // writes the worker's side took
+  // Close(), or the stream broke: finish once the write in flight is done or cancelled.
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called: no more reads or writes
   // CloseAfter(): finish once the queue is written.
   bool closing_after_sent_ ABSL_GUARDED_BY(mu_) = false;
+  // Close() is in TryCancel: Finish (which may end the call, and the context with it)
+  // waits for it to return; the call then ends CANCELLED, as TryCancel's contract asks.
+  bool cancelling_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_held_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> opened_{false};      // the controller attached the session
   std::shared_ptr<SessionStream> self_;  // gRPC's reference, dropped in OnDone
 };

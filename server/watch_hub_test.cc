@@ -6,19 +6,26 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 
-#include "grpcpp/create_channel.h"
-#include "grpcpp/server_builder.h"
+#include "common/testing/local_grpc.h"
 #include "gtest/gtest.h"
 #include "proto/job_service.grpc.pb.h"
 #include "server/state_store.h"
 
 namespace shardwise {
 namespace {
+
+// A watch the hub refused, ended with its status.
+class Refused final : public grpc::ServerWriteReactor<v1::Job> {
+ public:
+  explicit Refused(const absl::Status& status) {
+    Finish(
+        grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message())));
+  }
+  void OnDone() override { delete this; }
+};
 
 // JobService with WatchJob alone, served by the hub.
 class WatchOnly final : public v1::JobService::CallbackService {
@@ -27,23 +34,13 @@ class WatchOnly final : public v1::JobService::CallbackService {
   grpc::ServerWriteReactor<v1::Job>* WatchJob(grpc::CallbackServerContext* context,
                                               const v1::WatchJobRequest* request) override {
     auto watch = hub_->Watch(request->job_id(), "alice", nullptr, context);
-    EXPECT_TRUE(watch.ok()) << watch.status();
+    if (!watch.ok()) return new Refused(watch.status());
     return *watch;
   }
 
  private:
   WatchHub* const hub_;
 };
-
-// Polls `done` for up to 30 s of real time, every 10 ms.
-bool WaitFor(const std::function<bool()>& done) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
 
 TEST(WatchHub, AWatcherThatStopsReadingIsCancelledAfterTheWriteTimeout) {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -69,20 +66,12 @@ TEST(WatchHub, AWatcherThatStopsReadingIsCancelledAfterTheWriteTimeout) {
   constexpr absl::Duration kTimeout = absl::Seconds(60);
   WatchHub hub(jobs->get(), 10, 2, kTimeout, &clock);
   WatchOnly service(&hub);
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = testing::StartLocalServer(&service, &port);
   ASSERT_NE(server, nullptr);
 
   // A client that never reads, with a window that does not grow.
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  args.SetMaxReceiveMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
-                                           grpc::InsecureChannelCredentials(), args);
-  auto stub = v1::JobService::NewStub(channel);
+  auto stub = v1::JobService::NewStub(testing::FixedWindowChannel(port));
   // A reader of the small job, whose first version it has read.
   grpc::ClientContext reader_context;
   v1::WatchJobRequest request;
@@ -93,19 +82,28 @@ TEST(WatchHub, AWatcherThatStopsReadingIsCancelledAfterTheWriteTimeout) {
   grpc::ClientContext context;
   request.set_job_id(job->id());
   auto stream = stub->WatchJob(&context, request);
-  ASSERT_TRUE(WaitFor([&] { return hub.watches() == 2; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return hub.watches() == 2; }));
 
   // Time passes on the hub's clock until the write it started waits past the timeout
   // (advanced again while looking: the write may start after the first advance).
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(testing::WaitFor([&] {
     clock.Advance(kTimeout);
     return hub.watches() == 1;
   })) << "the stalled watch still holds its slot";
+  // Its client finds the call cancelled, without the update; alice's slot takes a new
+  // watch (she may hold two).
+  v1::Job update;
+  while (stream->Read(&update)) ADD_FAILURE() << "the stalled update arrived after all";
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  grpc::ClientContext again_context;
+  request.set_job_id(small->id());
+  auto again = stub->WatchJob(&again_context, request);
+  EXPECT_TRUE(again->Read(&update)) << again->Finish().error_message();
   // The reader's stream lives on: it gets the small job's next version.
   ASSERT_TRUE((*jobs)->Cancel(small->id(), "by the test").ok());
   ASSERT_TRUE(reader->Read(&seen));
   EXPECT_EQ(seen.state(), v1::CANCELLED);
-  context.TryCancel();
+  again_context.TryCancel();
   reader_context.TryCancel();
   server->Shutdown();
   hub.Shutdown();

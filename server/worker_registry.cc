@@ -101,6 +101,7 @@ absl::Status WorkerRegistry::AttachSession(const std::string& worker_id,
     }
     replaced = std::move(worker->outbox);
     worker->outbox = outbox;
+    worker->waiting_since.reset();
     owed_abort = std::exchange(worker->owed_abort, std::nullopt);
     if (worker->info.state() == v1::LOST) {
       Unassign(*worker);
@@ -256,6 +257,37 @@ std::vector<std::string> WorkerRegistry::Silent(absl::Duration timeout) const {
     }
   }
   return silent;
+}
+
+std::vector<std::string> WorkerRegistry::Unread(absl::Duration timeout) {
+  std::vector<std::pair<std::string, std::shared_ptr<SessionOutbox>>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, worker] : workers_) {
+      if (worker.info.state() != v1::LOST && worker.outbox)
+        sessions.emplace_back(id, worker.outbox);
+    }
+  }
+  std::vector<SessionOutbox::Delivery> deliveries;  // asked outside the lock: see Register
+  deliveries.reserve(sessions.size());
+  for (const auto& session : sessions) deliveries.push_back(session.second->delivery());
+  const absl::Time now = options_.clock->Now();
+  std::vector<std::string> unread;
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    Worker* worker = Find(sessions[i].first);
+    if (worker == nullptr || worker->outbox != sessions[i].second) continue;  // replaced since
+    const SessionOutbox::Delivery& delivery = deliveries[i];
+    if (!delivery.waiting) {
+      worker->waiting_since.reset();
+    } else if (!worker->waiting_since.has_value() || delivery.taken != worker->taken_seen) {
+      worker->waiting_since = now;  // a wait begins, or the worker read on
+      worker->taken_seen = delivery.taken;
+    } else if (now - *worker->waiting_since > timeout) {
+      unread.push_back(sessions[i].first);
+    }
+  }
+  return unread;
 }
 
 std::vector<std::string> WorkerRegistry::RemoveLongLost() {

@@ -107,6 +107,11 @@ class WorkerRegistry {
 
   // Workers whose last heartbeat is older than `timeout` (and not yet lost).
   std::vector<std::string> Silent(absl::Duration timeout) const;
+  // Workers (not lost) whose session has had a message waiting, none taken, for longer
+  // than `timeout`: a daemon that reads nothing can be told nothing, not even to abort.
+  // Measured from the first call that saw the wait, so a worker is named late by up to
+  // the interval between calls, never early.
+  std::vector<std::string> Unread(absl::Duration timeout);
   // Forgets workers lost for longer than Options::lost_retention; returns their ids.
   std::vector<std::string> RemoveLongLost();
 
@@ -138,6 +143,9 @@ class WorkerRegistry {
     absl::Time last_heartbeat;
     absl::Time lost_since;
     std::shared_ptr<SessionOutbox> outbox;  // null without a live session
+    // Unread(): what the outbox had taken when a message was first seen waiting, and when.
+    uint64_t taken_seen = 0;
+    std::optional<absl::Time> waiting_since;
     // DRAINING's abort, not yet queued on a session (Drain).
     std::optional<v1::CoordinatorMessage> owed_abort;
     // It said it is shutting down (MarkStopping): never IDLE again until it registers anew.

@@ -1,5 +1,7 @@
 #include "server/worker_registry.h"
 
+#include <limits>
+
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -19,8 +21,9 @@ std::string Register(WorkerRegistry& registry, const std::string& name) {
   return registration.ok() ? registration->worker_id : "";
 }
 
-std::shared_ptr<QueuedOutbox> Attach(WorkerRegistry& registry, const std::string& id) {
-  auto outbox = std::make_shared<QueuedOutbox>();
+std::shared_ptr<QueuedOutbox> Attach(WorkerRegistry& registry, const std::string& id,
+                                     size_t buffered = std::numeric_limits<size_t>::max()) {
+  auto outbox = std::make_shared<QueuedOutbox>(buffered);
   EXPECT_TRUE(registry.AttachSession(id, outbox).ok());
   return outbox;
 }
@@ -95,6 +98,46 @@ TEST(WorkerRegistry, TracksAssignmentsAndSilence) {
   // Lost workers are not reported silent again.
   clock.Advance(absl::Seconds(60));
   EXPECT_TRUE(registry.Silent(absl::Seconds(5)).empty());
+}
+
+// A worker that heartbeats but reads nothing is named once a message has waited for it
+// past the bound; one that reads on, however slowly, or has nothing waiting, is not.
+TEST(WorkerRegistry, NamesAWorkerThatReadsNothingWhileAMessageWaits) {
+  SimulatedClock clock;
+  WorkerRegistry registry({.clock = &clock});
+  const std::string id = Register(registry, "w0");
+  auto outbox = Attach(registry, id, /*buffered=*/1);  // the second message waits
+  const absl::Duration bound = absl::Seconds(10);
+  clock.Advance(absl::Seconds(60));
+  EXPECT_TRUE(registry.Unread(bound).empty());  // nothing waits: idle is not unread
+
+  v1::CoordinatorMessage message;
+  message.mutable_abort()->set_job_id("j");
+  ASSERT_TRUE(registry.Send(id, message));
+  clock.Advance(bound * 2);
+  EXPECT_TRUE(registry.Unread(bound).empty());  // one message fits the transport's window
+  ASSERT_TRUE(registry.Send(id, message));
+  EXPECT_TRUE(registry.Unread(bound).empty());  // the wait is seen from here
+  clock.Advance(bound);
+  ASSERT_TRUE(registry.Heartbeat(id).ok());  // heartbeats do not count as reading
+  EXPECT_TRUE(registry.Unread(bound).empty());
+  ASSERT_TRUE(outbox->Pop().has_value());  // it reads one, and another message waits
+  ASSERT_TRUE(registry.Send(id, message));
+  EXPECT_TRUE(registry.Unread(bound).empty());  // it read on: the wait starts over
+  clock.Advance(bound);
+  EXPECT_TRUE(registry.Unread(bound).empty());
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(registry.Unread(bound), std::vector<std::string>{id});
+
+  // A new session starts with a clean slate; a lost worker is not named.
+  auto second = Attach(registry, id, /*buffered=*/0);
+  ASSERT_TRUE(registry.Send(id, message));
+  EXPECT_TRUE(registry.Unread(bound).empty());
+  clock.Advance(bound + absl::Seconds(1));
+  EXPECT_EQ(registry.Unread(bound), std::vector<std::string>{id});
+  ASSERT_TRUE(registry.MarkLost(id, "read nothing").ok());
+  clock.Advance(bound + absl::Seconds(1));
+  EXPECT_TRUE(registry.Unread(bound).empty());
 }
 
 TEST(WorkerRegistry, ReRegistrationReportsThePreviousState) {

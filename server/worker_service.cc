@@ -164,7 +164,7 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServic
   // its workers train (the new entry added, the Secret updated, the old entry removed),
   // and cutting their sessions would fail every running attempt. The next session (a
   // reconnect, a restart) needs the token in force.
-  return SessionStream::Start(controller_, executor_, metrics_, certified);
+  return SessionStream::Start(context, controller_, executor_, metrics_, certified);
 }
 
 }  // namespace shardwise
