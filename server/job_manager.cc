@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -448,7 +449,13 @@ absl::StatusOr<JobManager::Page> JobManager::List(const ListFilter& filter,
   }
   absl::MutexLock lock(&mu_);
   Page page;
+  size_t read = 0;
   for (auto it = order_.upper_bound(after); it != order_.end(); ++it) {
+    if (read++ == list_scan_limit_) {
+      // The number of the last job read: the next page goes on after it.
+      page.next_page_token = absl::StrCat(std::prev(it)->first);
+      break;
+    }
     const v1::JobSummary& summary = jobs_.at(it->second).summary;
     if (!Matches(filter, summary)) continue;
     if (page.jobs.size() == page_size) {

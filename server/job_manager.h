@@ -20,6 +20,7 @@
 // Thread-safety: all methods may be called from any thread. The manager's lock is held
 // across state-file commits; nothing on the heartbeat path takes it.
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -51,6 +52,10 @@ class JobManager {
  public:
   struct Options {
     const Clock* clock = &Clock::Real();
+    // List reads at most this many jobs a call, so that a filter few jobs match holds the
+    // lock every update takes only briefly: its page may then be short, even empty, with
+    // a token to go on from.
+    size_t list_scan_limit = 20000;
   };
 
   // Loads every job from `store` (not owned; must outlive the manager). Jobs the previous
@@ -99,7 +104,9 @@ class JobManager {
     std::string next_page_token;  // empty on the last page
   };
   // Summaries, oldest first, after `page_token` (empty: from the first); at most
-  // `page_size`. INVALID_ARGUMENT for a token this manager did not hand out.
+  // `page_size`, of at most Options::list_scan_limit jobs read (a page short of
+  // `page_size` with a next_page_token is not the last). INVALID_ARGUMENT for a token
+  // this manager did not hand out.
   absl::StatusOr<Page> List(const ListFilter& filter, const std::string& page_token,
                             size_t page_size) const;
   // Every live job, whole, oldest first.
@@ -243,7 +250,10 @@ class JobManager {
   };
   enum class OnStoreFailure { kDefer, kRefuse };
 
-  JobManager(StateStore* store, const Options& options) : store_(store), clock_(*options.clock) {}
+  JobManager(StateStore* store, const Options& options)
+      : store_(store),
+        clock_(*options.clock),
+        list_scan_limit_(std::max<size_t>(1, options.list_scan_limit)) {}
 
   // Applies `mutate` to a copy of the job as it stands (its unsaved change, if any),
   // stamps it, appends an event if `event_message` is not empty (read after `mutate` ran,
@@ -282,6 +292,7 @@ class JobManager {
 
   StateStore* const store_;
   const Clock& clock_;
+  const size_t list_scan_limit_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> jobs_ ABSL_GUARDED_BY(mu_);

@@ -318,6 +318,34 @@ TEST_F(JobManagerTest, ListsSummariesInPagesWithFilters) {
   EXPECT_EQ(manager_->List({}, "job-3", 2).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A call reads at most list_scan_limit jobs: a filter few jobs match gets short pages,
+// even empty ones, each with a token to go on from, and every match exactly once.
+TEST_F(JobManagerTest, ListingReadsABoundedNumberOfJobsACall) {
+  auto manager = JobManager::Create(store_.get(), {.list_scan_limit = 2});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  manager_ = std::move(*manager);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(manager_->Submit(Spec(1), {}, i % 2 == 0 ? "alice" : "bob").ok());
+  }
+  const auto pages = [&](const std::string& submitter) {
+    std::vector<std::vector<std::string>> read;
+    std::string token;
+    do {
+      auto page = manager_->List({.submitter = submitter}, token, 10);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok()) break;
+      read.emplace_back();
+      for (const auto& job : page->jobs) read.back().push_back(job.id());
+      token = page->next_page_token;
+    } while (!token.empty());
+    return read;
+  };
+  using Pages = std::vector<std::vector<std::string>>;
+  EXPECT_EQ(pages("alice"), (Pages{{"job-1"}, {"job-3"}, {"job-5"}}));
+  EXPECT_EQ(pages("bob"), (Pages{{"job-2"}, {"job-4"}, {}}));
+  EXPECT_EQ(pages("carol"), (Pages{{}, {}, {}}));
+}
+
 TEST_F(JobManagerTest, ProgressReachesTheStateFileWhenFlushed) {
   ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
   ASSERT_TRUE(manager_->Schedule("job-1", Ranks(1)).ok());
