@@ -40,10 +40,17 @@ absl::Status Invalid(const std::string& field, const std::string& message) {
 
 // Proto3 keeps enum numbers it does not know (from a newer client, or a hand-made
 // request); `is_valid` is the generated *_IsValid for the enum.
+// `path`: the field's whole name, as the caller's message names it.
+absl::Status CheckEnumAt(const std::string& path, int value, bool (*is_valid)(int),
+                         const std::string& expected) {
+  if (is_valid(value)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": unknown value ", value, " (expected ", expected, ")"));
+}
+
 absl::Status CheckEnum(const std::string& field, int value, bool (*is_valid)(int),
                        const std::string& expected) {
-  if (is_valid(value)) return absl::OkStatus();
-  return Invalid(field, absl::StrCat("unknown value ", value, " (expected ", expected, ")"));
+  return CheckEnumAt(absl::StrCat("job.", field), value, is_valid, expected);
 }
 
 // `limit` names whose limit `max` is: a fixed bound ("the limit") or a tunable one
@@ -672,12 +679,16 @@ absl::Status CheckReadableFile(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec) {
-  RETURN_IF_ERROR(CheckEnum("comm_hook.hook", hook.hook(), v1::CommHook::Hook_IsValid,
-                            "NO_HOOK, ALLREDUCE, FP16_COMPRESS, BF16_COMPRESS or "
-                            "MIXED_PRECISION"));
-  RETURN_IF_ERROR(CheckEnum("comm_hook.wrapper", hook.wrapper(), v1::CommHook::Wrapper_IsValid,
-                            "NO_WRAPPER, FP16_WRAPPER or BF16_WRAPPER"));
+absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec,
+                              const std::string& field) {
+  const auto invalid = [&field](const std::string& part, const std::string& message) {
+    return absl::InvalidArgumentError(absl::StrCat(field, part, ": ", message));
+  };
+  RETURN_IF_ERROR(CheckEnumAt(field + ".hook", hook.hook(), v1::CommHook::Hook_IsValid,
+                              "NO_HOOK, ALLREDUCE, FP16_COMPRESS, BF16_COMPRESS or "
+                              "MIXED_PRECISION"));
+  RETURN_IF_ERROR(CheckEnumAt(field + ".wrapper", hook.wrapper(), v1::CommHook::Wrapper_IsValid,
+                              "NO_WRAPPER, FP16_WRAPPER or BF16_WRAPPER"));
   const v1::ShardingStrategy::Value strategy = spec.fsdp().sharding_strategy();
   const std::string strategy_name = strategy == v1::ShardingStrategy::SHARDING_STRATEGY_UNSPECIFIED
                                         ? "FULL_SHARD (the default)"
@@ -689,33 +700,32 @@ absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec)
   // As PyTorch: FSDP's hybrid strategies take no communication hook.
   if (any_hook && (strategy == v1::ShardingStrategy::HYBRID_SHARD ||
                    strategy == v1::ShardingStrategy::HYBRID_SHARD_ZERO2)) {
-    return Invalid("comm_hook",
-                   absl::StrCat(name, " is not supported with fsdp.sharding_strategy ",
-                                strategy_name, " (hybrid strategies take no communication hook)"));
+    return invalid(
+        "", absl::StrCat(name, " is not supported with fsdp.sharding_strategy ", strategy_name,
+                         " (hybrid strategies take no communication hook)"));
   }
   const bool all_reduce_only = hook.hook() == v1::CommHook::ALLREDUCE ||
                                hook.hook() == v1::CommHook::MIXED_PRECISION ||
                                hook.wrapper() != v1::CommHook::NO_WRAPPER;
   if (all_reduce_only && strategy != v1::ShardingStrategy::NO_SHARD) {
-    return Invalid("comm_hook", absl::StrCat(name,
-                                             " reduces by all-reduce and needs "
-                                             "fsdp.sharding_strategy NO_SHARD, got ",
-                                             strategy_name));
+    return invalid("", absl::StrCat(name,
+                                    " reduces by all-reduce and needs "
+                                    "fsdp.sharding_strategy NO_SHARD, got ",
+                                    strategy_name));
   }
   if (hook.wrapper() != v1::CommHook::NO_WRAPPER && hook.hook() != v1::CommHook::ALLREDUCE) {
-    return Invalid("comm_hook.wrapper",
-                   absl::StrCat(v1::CommHook::Wrapper_Name(hook.wrapper()),
-                                " wraps a full-precision hook (ALLREDUCE), got ",
-                                v1::CommHook::Hook_Name(hook.hook())));
+    return invalid(".wrapper", absl::StrCat(v1::CommHook::Wrapper_Name(hook.wrapper()),
+                                            " wraps a full-precision hook (ALLREDUCE), got ",
+                                            v1::CommHook::Hook_Name(hook.hook())));
   }
   if (hook.hook() == v1::CommHook::MIXED_PRECISION) {
     if (spec.fsdp().mixed_precision().keep_low_precision_grads()) {
-      return Invalid("comm_hook",
+      return invalid("",
                      "MIXED_PRECISION upcasts gradients for the optimizer, so "
                      "fsdp.mixed_precision.keep_low_precision_grads must be false");
     }
     if (spec.optimizer().overlap().mode() != v1::OptimizerOverlap::NONE) {
-      return Invalid("comm_hook",
+      return invalid("",
                      "MIXED_PRECISION cannot be combined with optimizer.overlap "
                      "(the upcast runs after the reduction, on its own thread)");
     }

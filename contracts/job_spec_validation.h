@@ -72,8 +72,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                              const PathChecker& check_path);
 
 // Whether `hook` can serve the job `spec` (its strategy, mixed precision and optimizer
-// overlap). Shared by submission and by changing the hook of a running job.
-absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec);
+// overlap). Shared by submission and by changing the hook of a running job; `field`
+// names the hook in the errors, as the caller's message holds it.
+absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec,
+                              const std::string& field = "job.comm_hook");
 
 }  // namespace shardwise
 

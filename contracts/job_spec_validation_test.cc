@@ -411,6 +411,14 @@ TEST(CommHook, AllReduceHooksNeedNoShard) {
   EXPECT_EQ(ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::NO_SHARD)).message(),
             "job.comm_hook.wrapper: BF16_WRAPPER wraps a full-precision hook (ALLREDUCE), got "
             "FP16_COMPRESS");
+  // A running job's change names the request's field.
+  EXPECT_EQ(ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::NO_SHARD), "hook").message(),
+            "hook.wrapper: BF16_WRAPPER wraps a full-precision hook (ALLREDUCE), got "
+            "FP16_COMPRESS");
+  hook.set_hook(static_cast<v1::CommHook::Hook>(42));
+  EXPECT_EQ(ValidateCommHook(hook, WithStrategy(v1::ShardingStrategy::NO_SHARD), "hook").message(),
+            "hook.hook: unknown value 42 (expected NO_HOOK, ALLREDUCE, FP16_COMPRESS, "
+            "BF16_COMPRESS or MIXED_PRECISION)");
 }
 
 TEST(CommHook, MixedPrecisionHookUpcastsGradients) {

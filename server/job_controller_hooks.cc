@@ -18,8 +18,9 @@ absl::StatusOr<v1::HookSwitch> JobController::SetCommHook(const std::string& job
                                                           const v1::CommHook& hook) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(v1::Job job, jobs_->Current(job_id));
-  // A hook wrong for the job (unknown, unfit for its precision) is, whatever its state.
-  RETURN_IF_ERROR(ValidateCommHook(hook, job.spec()));
+  // A hook wrong for the job (unknown, unfit for its precision) is, whatever its state;
+  // the error names the request's field (SetCommHookRequest.hook).
+  RETURN_IF_ERROR(ValidateCommHook(hook, job.spec(), "hook"));
   auto live = live_.find(job_id);
   if (job.state() != v1::RUNNING || live == live_.end() || live->second.attempt != job.attempt()) {
     return absl::FailedPreconditionError(
