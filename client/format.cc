@@ -129,8 +129,8 @@ std::string WorkerFolders(const v1::WorkerInfo& w) {
 
 std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_t now_ms) {
   std::vector<std::vector<std::string>> rows = {{"ID", "DEVICE", "STATE", "JOB", "RANK", "CPUS",
-                                                 "GPU", "FOLDERS", "FEATURES", "LAST HEARTBEAT",
-                                                 "NOTE"}};
+                                                 "GPU", "FOLDERS", "FEATURES", "DATA PLANE",
+                                                 "LAST HEARTBEAT", "NOTE"}};
   for (const v1::WorkerInfo& w : workers) {
     const bool assigned = !w.job_id().empty();
     rows.push_back(
@@ -138,6 +138,7 @@ std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_
          assigned ? absl::StrCat(w.job_id(), "#", w.attempt()) : "-",
          assigned ? absl::StrCat(w.rank()) : "-", absl::StrCat(w.cpu_threads()), FormatGpu(w),
          WorkerFolders(w), w.features().empty() ? "-" : absl::StrJoin(w.features(), ","),
+         absl::StrCat("v", w.data_plane_version()),
          absl::StrCat(FormatAge(w.last_heartbeat_ms(), now_ms), " ago"), WorkerNote(w, now_ms)});
   }
   return Table(rows);

@@ -410,9 +410,10 @@ TEST(Format, WorkerTableShowsAWorkersOwnFolders) {
   w.mutable_folders()->add_input_roots("/mnt/data");
   w.mutable_folders()->add_output_roots("/data/out");
   w.add_features("submitter-folders");
+  w.set_data_plane_version(3);
   EXPECT_TRUE(
       absl::StrContains(FormatWorkerTable({w}, 0), "read /data, /mnt/data; write /data/out"));
-  EXPECT_TRUE(absl::StrContains(FormatWorkerTable({w}, 0), "submitter-folders"));
+  EXPECT_TRUE(absl::StrContains(FormatWorkerTable({w}, 0), "submitter-folders   v3 "));
   w.clear_folders();
   EXPECT_FALSE(absl::StrContains(FormatWorkerTable({w}, 0), "read "));
 }

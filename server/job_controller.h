@@ -391,6 +391,9 @@ class JobController {
   static std::vector<int32_t> RanksAboveTarget(const v1::Job& job);
   // The request that those ranks leave, saying why.
   static v1::CoordinatorMessage LeaveMessage(const v1::Job& job);
+  // The data-plane version of the workers `job`'s live ranks run on (nullopt when none is
+  // registered): the ranks added to them must share it (contracts/data_plane_version.h).
+  std::optional<int32_t> LiveDataPlaneVersion(const v1::Job& job) const;
   // Whether `job`'s ranks `group` (one or more whole replica groups) were placed on
   // `workers` (in the ranks' order) and told, with the live ranks, to join the next epoch.
   bool HealLocked(const v1::Job& job, const std::vector<int32_t>& group,

@@ -148,7 +148,11 @@ void JobController::HealDegradedAttemptsLocked() {
     const int32_t wanted = TargetGroups(job) - static_cast<int32_t>(LiveRanksOf(job).size()) / size;
     const auto& leaves = live_.at(job.id()).leaves_by_worker;
     std::vector<std::string> workers;
-    const PendingJob needs = PendingJobOf(job);
+    PendingJob needs = PendingJobOf(job);
+    // Its ranks meet the live ones in collectives: the same data plane.
+    const std::optional<int32_t> version = LiveDataPlaneVersion(job);
+    if (!version.has_value()) continue;
+    needs.data_plane_version = *version;
     for (const v1::WorkerInfo& worker : workers_->Idle(job.spec().device())) {
       if (static_cast<int32_t>(workers.size()) == wanted * size) break;
       const auto left = leaves.find(worker.id());
@@ -163,6 +167,14 @@ void JobController::HealDegradedAttemptsLocked() {
     workers.resize(ranks.size());
     HealLocked(job, ranks, workers);
   }
+}
+
+std::optional<int32_t> JobController::LiveDataPlaneVersion(const v1::Job& job) const {
+  for (int32_t rank : LiveRanksOf(job)) {
+    const auto worker = workers_->Get(WorkerOfRank(job, rank));
+    if (worker.ok()) return worker->data_plane_version();
+  }
+  return std::nullopt;
 }
 
 bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& group,

@@ -73,6 +73,9 @@ class JobControllerTest : public ::testing::Test {
     if (auto probe = probe_addresses_.find(name); probe != probe_addresses_.end()) {
       request.set_data_probe_address(probe->second);
     }
+    if (auto version = data_plane_versions_.find(name); version != data_plane_versions_.end()) {
+      request.set_data_plane_version(version->second);
+    }
     if (running != nullptr) *request.mutable_running() = *running;
     ASSERT_TRUE(controller_->RegisterWorker(request).ok());
   }
@@ -187,6 +190,8 @@ class JobControllerTest : public ::testing::Test {
   SimulatedClock clock_;
   // The data-plane probe listener each worker registers with (none if absent).
   std::map<std::string, std::string> probe_addresses_;
+  // The data-plane version each worker's release names (0, the first's, if absent).
+  std::map<std::string, int32_t> data_plane_versions_;
   std::string path_;
   JobController::Options options_;
   std::unique_ptr<StateStore> store_;
@@ -1537,6 +1542,24 @@ TEST_F(FaultTolerantJobTest, AGroupThatLeftIsReplacedOnIdleWorkers) {
   Report("w1", 1, v1::COMPLETED);
   EXPECT_EQ(State(), v1::SUCCEEDED);
   EXPECT_TRUE(GotAbort("w9"));
+}
+
+// A replacement meets the live ranks in their collectives: it goes only to a worker of
+// their data-plane version, never to an idle worker of another release beside it.
+TEST_F(FaultTolerantJobTest, AReplacementIsOfTheLiveRanksDataPlaneVersion) {
+  StartHybridJob();
+  controller_->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
+  data_plane_versions_["w8"] = 2;  // a worker already upgraded to another data plane
+  AddWorker("w8");
+  EXPECT_EQ(workers_->Get("w8")->data_plane_version(), 2);
+  controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 1);  // w2 and w8 may not pair
+  AddWorker("w9");
+  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(job.membership().epoch(), 2);
+  EXPECT_EQ(job.ranks(2).worker_id(), "w2");
+  EXPECT_EQ(job.ranks(3).worker_id(), "w9");
+  EXPECT_EQ(workers_->Get("w8")->state(), v1::IDLE);
 }
 
 // A flapping worker (it leaves, is healed back in, leaves again) is held off the attempt

@@ -1,6 +1,8 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -29,7 +31,8 @@ IdleWorker WorkerOffer(const v1::WorkerInfo& worker) {
                    worker.device(),
                    RankMemory(worker),
                    std::nullopt,
-                   {worker.features().begin(), worker.features().end()}};
+                   {worker.features().begin(), worker.features().end()},
+                   worker.data_plane_version()};
   if (worker.has_folders()) offer.folders = worker.folders();
   return offer;
 }
@@ -73,7 +76,8 @@ std::string Refusal(const PendingJob& job, const IdleWorker& worker) {
 // job and worker.
 bool CanTakeRank(const PendingJob& job, const IdleWorker& worker) {
   return worker.device == job.device && MemoryFits(job.memory_per_rank, worker.memory_bytes) &&
-         !LacksFeature(job, worker) && OutsideFolders(job, worker) == nullptr;
+         !LacksFeature(job, worker) && OutsideFolders(job, worker) == nullptr &&
+         job.data_plane_version.value_or(worker.data_plane_version) == worker.data_plane_version;
 }
 
 absl::Status CheckSomeWorkerHasMemory(const PendingJob& job,
@@ -129,10 +133,40 @@ WorkerSupply SupplyFor(const PendingJob& job, const std::vector<IdleWorker>& reg
     ++supply.registered;
     if (!MemoryFits(job.memory_per_rank, worker.memory_bytes)) continue;
     ++supply.with_enough_memory;
-    if (CanTakeRank(job, worker)) ++supply.able;
+    if (!CanTakeRank(job, worker)) continue;
+    ++supply.able;
+    ++supply.able_by_version[worker.data_plane_version];
   }
   return supply;
 }
+
+int WorkerSupply::AbleOfOneVersion() const {
+  int most = 0;
+  for (const auto& [version, count] : able_by_version) most = std::max(most, count);
+  return most;
+}
+
+namespace {
+
+// The first `job.world_size` workers of `idle` not `taken` that can take its ranks, in
+// `idle`'s order, all of one data-plane version: the newest of which enough are free.
+// Empty when no version has enough.
+std::vector<size_t> ChooseGang(const PendingJob& job, const std::vector<IdleWorker>& idle,
+                               const std::vector<bool>& taken) {
+  std::map<int32_t, std::vector<size_t>, std::greater<int32_t>> by_version;
+  for (size_t i = 0; i < idle.size(); ++i) {
+    if (!taken[i] && CanTakeRank(job, idle[i])) by_version[idle[i].data_plane_version].push_back(i);
+  }
+  for (auto& [version, able] : by_version) {
+    if (job.world_size > 0 && static_cast<int32_t>(able.size()) >= job.world_size) {
+      able.resize(job.world_size);
+      return std::move(able);
+    }
+  }
+  return {};
+}
+
+}  // namespace
 
 std::vector<Placement> PlanGangPlacements(const std::vector<PendingJob>& pending,
                                           const std::vector<IdleWorker>& idle,
@@ -143,17 +177,10 @@ std::vector<Placement> PlanGangPlacements(const std::vector<PendingJob>& pending
   std::vector<Placement> placements;
   for (const PendingJob& job : pending) {
     if (blocked.count(job.device) > 0) continue;
-    // The first free workers of the job's kind that can hold a rank, in `idle`'s order.
-    std::vector<size_t> chosen;
-    for (size_t i = 0; i < idle.size() && static_cast<int32_t>(chosen.size()) < job.world_size;
-         ++i) {
-      if (!taken[i] && CanTakeRank(job, idle[i])) {
-        chosen.push_back(i);
-      }
-    }
-    if (job.world_size <= 0 || static_cast<int32_t>(chosen.size()) < job.world_size) {
+    const std::vector<size_t> chosen = ChooseGang(job, idle, taken);
+    if (chosen.empty()) {
       const bool could_start =
-          registered == nullptr || SupplyFor(job, *registered).able >= job.world_size;
+          registered == nullptr || SupplyFor(job, *registered).AbleOfOneVersion() >= job.world_size;
       if (could_start) blocked.insert(job.device);
       continue;
     }
@@ -189,6 +216,17 @@ std::string PendingReason(int32_t world_size, v1::DeviceKind device, const Worke
         "hold the job's paths",
         supply.submitter_folders ? " and whose release enforces its submitter's folders" : "",
         ", but only ", supply.able, " of the ", supply.registered, " registered do");
+  }
+  if (!supply.able_by_version.empty() && supply.AbleOfOneVersion() < world_size) {
+    std::vector<std::string> versions;
+    for (const auto& [version, count] : supply.able_by_version) {
+      versions.push_back(absl::StrCat(version, " (", count, count == 1 ? " worker)" : " workers)"));
+    }
+    return absl::StrCat("waiting for ", world_size, " ", kind,
+                        " workers of one data-plane version (releases that differ there never "
+                        "share an attempt), but the ",
+                        supply.able, " that would take it are of versions ",
+                        absl::StrJoin(versions, ", "));
   }
   return absl::StrCat("waiting for ", world_size, " idle ", kind, " workers");
 }

@@ -4,10 +4,13 @@
 // Gang placement, as a pure function: which pending jobs start now, on which workers.
 // A job starts only when world_size idle workers of its device kind exist that advertise
 // at least the job's estimated memory per rank and whose own folders (where they have
-// some) hold every path the job reads and writes; all its ranks start together. Jobs are
+// some) hold every path the job reads and writes, all of one data-plane version
+// (contracts/data_plane_version.h: releases that disagree on a collective's size must not
+// meet in one attempt); all its ranks start together. Jobs are
 // served first-come first-served per device kind, without backfilling: a large job at the
 // head of the queue is never starved by smaller ones behind it.
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +32,10 @@ struct PendingJob {
   // The principal whose tokens-file entry names folders for it ("" when none): only a
   // worker that enforces them (kFeatureSubmitterFolders) may take it.
   std::string submitter_with_folders;
+  // The data-plane version every worker of it must have: a running attempt's (its live
+  // ranks' workers'), for the ranks it adds. Unset for a new gang, which takes workers
+  // of any one version.
+  std::optional<int32_t> data_plane_version;
 };
 // `job` as the scheduler weighs it.
 PendingJob PendingJobOf(const v1::Job& job);
@@ -45,6 +52,7 @@ struct IdleWorker {
   // Its own folders, where it has some (v1::WorkerInfo.folders); unset: it bounds nothing.
   std::optional<v1::WorkerFolders> folders;
   std::vector<std::string> features;  // what its release enforces
+  int32_t data_plane_version = 0;     // its release's (contracts/data_plane_version.h)
 };
 // The memory a worker offers one rank: its GPU's for a CUDA worker, the host's otherwise;
 // 0 when it advertises none.
@@ -62,8 +70,8 @@ bool MemoryFits(int64_t memory_per_rank, int64_t worker_memory);
 std::string Refusal(const PendingJob& job, const IdleWorker& worker);
 
 // Whether `worker` can take a rank of `job`: of its kind, with the memory (MemoryFits),
-// and nothing to refuse (Refusal). Memory and folders are what the worker says; it
-// checks both again.
+// nothing to refuse (Refusal), and of the job's data-plane version where it has one.
+// Memory and folders are what the worker says; it checks both again.
 bool CanTakeRank(const PendingJob& job, const IdleWorker& worker);
 
 struct Placement {
@@ -96,6 +104,10 @@ struct WorkerSupply {
   int64_t memory_per_rank = 0;
   int able = -1;  // of those, the ones with nothing to refuse the job for (CanTakeRank)
   bool submitter_folders = false;  // the job needs workers enforcing its submitter's folders
+  // The able ones by their data-plane version: a gang takes workers of one.
+  std::map<int32_t, int> able_by_version;
+  // The most able workers that share a data-plane version: how many ranks could start.
+  int AbleOfOneVersion() const;
 };
 // The supply for `job` among `registered` (the workers not lost, idle or not).
 WorkerSupply SupplyFor(const PendingJob& job, const std::vector<IdleWorker>& registered);
@@ -108,15 +120,21 @@ WorkerSupply SupplyFor(const PendingJob& job, const std::vector<IdleWorker>& reg
 // only M of the K registered advertise that much"; when fewer than N of those would take
 // it (CanTakeRank), "waiting for N CPU workers whose folders (--allowed_input_paths,
 // --allowed_output_paths) hold the job's paths[ and whose release enforces its
-// submitter's folders], but only M of the K registered do".
+// submitter's folders], but only M of the K registered do"; when those are enough but
+// fewer than N share a data-plane version (a rolling upgrade under way), "waiting for N
+// CPU workers of one data-plane version (...), but the M that would take it are of
+// versions 1 (2 workers), 2 (2 workers)".
 std::string PendingReason(int32_t world_size, v1::DeviceKind device,
                           const WorkerSupply& supply = {});
 
-// `pending` in submission order; `idle` in the order ranks should be handed out. A job
+// `pending` in submission order; `idle` in the order ranks should be handed out. A job's
+// ranks go to the first idle workers that would take them, all of one data-plane version:
+// the newest of which enough are idle (during a rolling upgrade, the upgraded workers
+// once they suffice). A job
 // that cannot start now holds back the later jobs of its device (no backfill: they would
 // take the workers it waits for), unless the `registered` workers (SupplyFor's: not lost,
-// idle or not) hold fewer than its world_size that would take it: no worker freed would
-// start it, so holding the queue for it would only starve the others until more workers
+// idle or not) hold fewer than its world_size of one version that would take it: no worker freed
+// would start it, so holding the queue for it would only starve the others until more workers
 // register. Without `registered`, every waiting job holds its device back.
 std::vector<Placement> PlanGangPlacements(const std::vector<PendingJob>& pending,
                                           const std::vector<IdleWorker>& idle,

@@ -229,6 +229,56 @@ TEST(CanTakeRank, ASubmittersFoldersNeedAWorkerThatEnforcesThem) {
   EXPECT_TRUE(CanTakeRank(job, workers[0]));
 }
 
+std::vector<IdleWorker> WorkersOfVersions(const std::vector<int32_t>& versions) {
+  std::vector<IdleWorker> workers = Workers(static_cast<int>(versions.size()));
+  for (size_t i = 0; i < versions.size(); ++i) workers[i].data_plane_version = versions[i];
+  return workers;
+}
+
+// Releases that disagree on a collective never meet in one attempt: a gang takes workers
+// of one data-plane version, the newest of which enough are idle, in the workers' order.
+TEST(PlanGangPlacements, AGangTakesWorkersOfOneDataPlaneVersion) {
+  const std::vector<IdleWorker> idle = WorkersOfVersions({1, 2, 1, 2, 2});
+  auto two = PlanGangPlacements({{"a", 2, v1::CPU}}, idle);
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_EQ(two[0].worker_ids, (std::vector<std::string>{"w1", "w3"}));
+  // Four: no version has enough, though five workers are idle.
+  EXPECT_TRUE(PlanGangPlacements({{"b", 4, v1::CPU}}, idle).empty());
+  // Two jobs of two: the second takes the older version once the newer has too few.
+  auto both = PlanGangPlacements({{"a", 2, v1::CPU}, {"c", 2, v1::CPU}}, idle);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[1].worker_ids, (std::vector<std::string>{"w0", "w2"}));
+}
+
+// A job of four, which no version's registered workers could start, holds nothing back,
+// and says why it waits.
+TEST(PlanGangPlacements, AJobNoVersionCouldStartHoldsNothingBack) {
+  const std::vector<IdleWorker> registered = WorkersOfVersions({1, 2, 1, 2, 3});
+  const PendingJob four{"four", 4, v1::CPU};
+  auto placements = PlanGangPlacements({four, {"one", 1, v1::CPU}}, registered, &registered);
+  ASSERT_EQ(placements.size(), 1u);
+  EXPECT_EQ(placements[0].job_id, "one");
+  EXPECT_EQ(placements[0].worker_ids, std::vector<std::string>{"w4"});
+  const WorkerSupply supply = SupplyFor(four, registered);
+  EXPECT_EQ(supply.AbleOfOneVersion(), 2);
+  EXPECT_EQ(PendingReason(4, v1::CPU, supply),
+            "waiting for 4 CPU workers of one data-plane version (releases that differ there "
+            "never share an attempt), but the 5 that would take it are of versions "
+            "1 (2 workers), 2 (2 workers), 3 (1 worker)");
+  EXPECT_EQ(PendingReason(2, v1::CPU, supply), "waiting for 2 idle CPU workers");
+}
+
+// Ranks added to a running attempt (a heal, a scale-up) go only to workers of its version.
+TEST(CanTakeRank, ARunningAttemptsRanksNeedItsDataPlaneVersion) {
+  const std::vector<IdleWorker> workers = WorkersOfVersions({1, 2});
+  PendingJob job{"j", 2, v1::CPU};
+  EXPECT_TRUE(CanTakeRank(job, workers[0]));  // a new gang: any version
+  EXPECT_TRUE(CanTakeRank(job, workers[1]));
+  job.data_plane_version = 1;
+  EXPECT_TRUE(CanTakeRank(job, workers[0]));
+  EXPECT_FALSE(CanTakeRank(job, workers[1]));
+}
+
 TEST(PendingReason, SaysWhenTheClusterHasTooFewWorkersOfTheKind) {
   EXPECT_EQ(PendingReason(4, v1::CPU), "waiting for 4 idle CPU workers");
   EXPECT_EQ(PendingReason(4, v1::CPU, {6}), "waiting for 4 idle CPU workers");

@@ -69,6 +69,7 @@ absl::StatusOr<WorkerRegistry::Registration> WorkerRegistry::AddOrReplace(
   worker.info.set_memory_bytes(request.memory_bytes());
   worker.info.set_data_probe_address(request.data_probe_address());
   *worker.info.mutable_features() = request.features();
+  worker.info.set_data_plane_version(request.data_plane_version());
   if (request.has_folders()) {
     *worker.info.mutable_folders() = request.folders();
   } else {

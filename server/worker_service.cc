@@ -78,6 +78,10 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
   for (const std::string& feature : request.features()) {
     RETURN_IF_ERROR(CheckPrintableField("features", feature, 64));
   }
+  if (request.data_plane_version() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data_plane_version: ", request.data_plane_version(), "; must be 0 or more"));
+  }
   // Sent to the worker's peers as a probe target, and shown in events.
   return CheckPrintableField("data_probe_address", request.data_probe_address(), 300);
 }

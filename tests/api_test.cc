@@ -180,6 +180,20 @@ TEST_F(ApiTest, AWorkerNameWithControlCharactersIsRefused) {
   EXPECT_TRUE(workers->empty());
 }
 
+TEST_F(ApiTest, ANegativeDataPlaneVersionIsRefused) {
+  auto stub = v1::WorkerService::NewStub(
+      grpc::CreateChannel(cluster_.address(), grpc::InsecureChannelCredentials()));
+  v1::RegisterWorkerRequest request;
+  request.set_name("w0");
+  request.set_device(v1::CPU);
+  request.set_data_plane_version(-1);
+  v1::RegisterWorkerResponse response;
+  grpc::ClientContext context;
+  grpc::Status status = stub->RegisterWorker(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "data_plane_version: -1; must be 0 or more");
+}
+
 TEST_F(ApiTest, UnknownJobIdsAreNotFound) {
   EXPECT_EQ(cluster_.client().Get("job-404").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(cluster_.client().Cancel("job-404").status().code(), absl::StatusCode::kNotFound);

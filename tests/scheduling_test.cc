@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "contracts/data_plane_version.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
 
@@ -19,6 +20,7 @@ int64_t EventTime(const v1::Job& job, v1::JobState state) {
   return -1;
 }
 
+// ... and their release's data-plane version, by which the scheduler gangs them.
 TEST(Scheduling, WorkersRegisterWithTheirDevice) {
   Cluster cluster;
   cluster.StartCoordinator();
@@ -32,6 +34,7 @@ TEST(Scheduling, WorkersRegisterWithTheirDevice) {
     EXPECT_EQ(w.state(), v1::IDLE);
     EXPECT_GT(w.cpu_threads(), 0);
     EXPECT_GT(w.memory_bytes(), 0);
+    EXPECT_EQ(w.data_plane_version(), kDataPlaneVersion);
   }
 }
 

@@ -14,6 +14,7 @@
 #include "common/channel_credentials.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "contracts/data_plane_version.h"
 #include "contracts/membership.h"
 #include "contracts/permanent_failure.h"
 #include "contracts/worker_features.h"
@@ -276,6 +277,7 @@ v1::RegisterWorkerRequest WorkerDaemon::Registration() {
   request.set_memory_bytes(HostMemoryCeiling());
   if (probe_listener_) request.set_data_probe_address(probe_listener_->address());
   request.add_features(kFeatureSubmitterFolders);
+  request.set_data_plane_version(kDataPlaneVersion);
   // So that the coordinator places here only jobs these folders allow.
   if (options_.path_ceiling.has_value())
     *request.mutable_folders() = options_.path_ceiling->Folders();
