@@ -112,10 +112,13 @@ class JobControllerTest : public ::testing::Test {
     controller_->OnReport(worker, report);
   }
 
-  void Heartbeat(const std::string& worker, const std::string& job_id = "", int attempt = 0) {
+  // A heartbeat, counting the messages the worker read on its session where `read` says.
+  void Heartbeat(const std::string& worker, const std::string& job_id = "", int attempt = 0,
+                 std::optional<int64_t> read = std::nullopt) {
     v1::Heartbeat heartbeat;
     heartbeat.set_job_id(job_id);
     heartbeat.set_attempt(attempt);
+    if (read.has_value()) heartbeat.set_messages_read(*read);
     controller_->OnHeartbeat(worker, heartbeat);
   }
 
@@ -292,6 +295,46 @@ TEST_F(JobControllerTest, AWorkerThatReadsNothingIsLostThoughItHeartbeats) {
   EXPECT_EQ(workers_->Get("w1")->state(), v1::LOST);
   EXPECT_TRUE(outboxes_["w1"]->closed());
   EXPECT_EQ(workers_->Get("w0")->state(), v1::DRAINING);  // told to stop, and it reads
+}
+
+// A daemon whose heartbeats count its reads is lost once a message written to it stays
+// uncounted for the unread timeout, though its connection took every message: a stuck
+// reader sent a few small messages fills no window. One that reads on is not.
+TEST_F(JobControllerTest, AWorkerWhoseHeartbeatsLeaveAMessageUncountedIsLost) {
+  StartTwoRankJob();
+  int64_t read_by_w0 = 0;
+  auto heartbeats = [&] {
+    read_by_w0 += static_cast<int64_t>(Received("w0").size());
+    Received("w1");  // its connection takes them; its reader never counts them
+    Heartbeat("w0", "job-1", 1, read_by_w0);
+    Heartbeat("w1", "job-1", 1, 0);
+    controller_->CheckHeartbeats();
+  };
+  for (int second = 0; second <= 30; ++second) {
+    heartbeats();
+    ASSERT_EQ(State(), v1::RUNNING) << "after " << second << " s";
+    clock_.Advance(absl::Seconds(1));
+  }
+  heartbeats();
+  EXPECT_EQ(State(), v1::FAILED);
+  EXPECT_EQ(jobs_->Get("job-1")->reason(),
+            "attempt 1 failed: rank 1 (worker w1) was lost: it read none of the coordinator's "
+            "messages for more than 30s (its daemon's session reader is stuck)");
+  EXPECT_EQ(workers_->Get("w0")->state(), v1::DRAINING);
+}
+
+// A heartbeat without the count (a release before it) never loses a worker that way.
+TEST_F(JobControllerTest, AHeartbeatWithoutAReadCountLosesNothing) {
+  StartTwoRankJob();
+  for (int second = 0; second <= 60; ++second) {
+    Received("w0");
+    Received("w1");
+    Heartbeat("w0", "job-1", 1);
+    Heartbeat("w1", "job-1", 1);
+    controller_->CheckHeartbeats();
+    clock_.Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(State(), v1::RUNNING);
 }
 
 TEST_F(JobControllerTest, ASilentWorkerIsLostOnceTheHeartbeatTimeoutPasses) {

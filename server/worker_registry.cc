@@ -103,6 +103,9 @@ absl::Status WorkerRegistry::AttachSession(const std::string& worker_id,
     replaced = std::move(worker->outbox);
     worker->outbox = outbox;
     worker->waiting_since.reset();
+    // Counts start again with the session, on both sides.
+    worker->counts_reads = false;
+    worker->unread_messages = UnreadMessages();
     owed_abort = std::exchange(worker->owed_abort, std::nullopt);
     if (worker->info.state() == v1::LOST) {
       Unassign(*worker);
@@ -129,11 +132,16 @@ bool WorkerRegistry::DetachSession(const std::string& worker_id,
   return true;
 }
 
-absl::StatusOr<WorkerRegistry::Assignment> WorkerRegistry::Heartbeat(const std::string& worker_id) {
+absl::StatusOr<WorkerRegistry::Assignment> WorkerRegistry::Heartbeat(
+    const std::string& worker_id, std::optional<uint64_t> messages_read) {
   absl::MutexLock lock(&mu_);
   Worker* worker = Find(worker_id);
   if (worker == nullptr) return absl::NotFoundError(absl::StrCat("no worker '", worker_id, "'"));
   Touch(*worker);
+  if (messages_read.has_value()) {
+    worker->counts_reads = true;
+    worker->unread_messages.Read(*messages_read);
+  }
   Assignment assignment;
   assignment.state = worker->info.state();
   assignment.job_id = worker->info.job_id();
@@ -278,17 +286,26 @@ std::vector<std::string> WorkerRegistry::Unread(absl::Duration timeout) {
   for (size_t i = 0; i < sessions.size(); ++i) {
     Worker* worker = Find(sessions[i].first);
     if (worker == nullptr || worker->outbox != sessions[i].second) continue;  // replaced since
-    const SessionOutbox::Delivery& delivery = deliveries[i];
-    if (!delivery.waiting) {
-      worker->waiting_since.reset();
-    } else if (!worker->waiting_since.has_value() || delivery.taken != worker->taken_seen) {
-      worker->waiting_since = now;  // a wait begins, or the worker read on
-      worker->taken_seen = delivery.taken;
-    } else if (now - *worker->waiting_since > timeout) {
-      unread.push_back(sessions[i].first);
-    }
+    if (LeavesUnread(*worker, deliveries[i], now, timeout)) unread.push_back(sessions[i].first);
   }
   return unread;
+}
+
+bool WorkerRegistry::LeavesUnread(Worker& worker, const SessionOutbox::Delivery& delivery,
+                                  absl::Time now, absl::Duration timeout) {
+  bool stalled_write = false;
+  if (!delivery.waiting) {
+    worker.waiting_since.reset();
+  } else if (!worker.waiting_since.has_value() || delivery.taken != worker.taken_seen) {
+    worker.waiting_since = now;  // a wait begins, or the worker read on
+    worker.taken_seen = delivery.taken;
+  } else {
+    stalled_write = now - *worker.waiting_since > timeout;
+  }
+  if (!worker.counts_reads) return stalled_write;
+  worker.unread_messages.Written(delivery.taken, now);
+  const std::optional<absl::Time> oldest = worker.unread_messages.OldestUnreadSince();
+  return stalled_write || (oldest.has_value() && now - *oldest > timeout);
 }
 
 std::vector<std::string> WorkerRegistry::RemoveLongLost() {

@@ -32,6 +32,7 @@
 #include "proto/worker_service.pb.h"
 #include "server/scheduler.h"
 #include "server/session_outbox.h"
+#include "server/unread_messages.h"
 
 namespace shardwise {
 
@@ -70,8 +71,11 @@ class WorkerRegistry {
     int32_t attempt = 0;
     int32_t rank = 0;
   };
-  // Records a heartbeat now; NOT_FOUND for an unregistered id.
-  absl::StatusOr<Assignment> Heartbeat(const std::string& worker_id);
+  // Records a heartbeat now, with the messages of its session the worker says it read
+  // (Heartbeat.messages_read; nullopt from a release that does not say);
+  // NOT_FOUND for an unregistered id.
+  absl::StatusOr<Assignment> Heartbeat(const std::string& worker_id,
+                                       std::optional<uint64_t> messages_read = std::nullopt);
 
   // Queues a message on the worker's live session; false if it has none.
   bool Send(const std::string& worker_id, const v1::CoordinatorMessage& message);
@@ -109,8 +113,10 @@ class WorkerRegistry {
   std::vector<std::string> Silent(absl::Duration timeout) const;
   // Workers (not lost) whose session has had a message waiting, none taken, for longer
   // than `timeout`: a daemon that reads nothing can be told nothing, not even to abort.
-  // Measured from the first call that saw the wait, so a worker is named late by up to
-  // the interval between calls, never early.
+  // Or, for a worker whose heartbeats count its reads, a message written to it that they
+  // have not counted for that long (UnreadMessages), however little fills its connection.
+  // Measured from the first call that saw the wait (the write), so a worker is named late
+  // by up to the interval between calls, never early.
   std::vector<std::string> Unread(absl::Duration timeout);
   // Forgets workers lost for longer than Options::lost_retention; returns their ids.
   std::vector<std::string> RemoveLongLost();
@@ -146,6 +152,10 @@ class WorkerRegistry {
     // Unread(): what the outbox had taken when a message was first seen waiting, and when.
     uint64_t taken_seen = 0;
     std::optional<absl::Time> waiting_since;
+    // Unread(), for a worker whose heartbeats count what it read (this session's):
+    // what its session wrote that it has not said it read.
+    bool counts_reads = false;
+    UnreadMessages unread_messages;
     // DRAINING's abort, not yet queued on a session (Drain).
     std::optional<v1::CoordinatorMessage> owed_abort;
     // It said it is shutting down (MarkStopping): never IDLE again until it registers anew.
@@ -154,6 +164,9 @@ class WorkerRegistry {
   absl::StatusOr<Registration> AddOrReplace(const v1::RegisterWorkerRequest& request,
                                             std::shared_ptr<SessionOutbox>* replaced);
   Worker* Find(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unread()'s judgement of one worker, given what its session has delivered by `now`.
+  static bool LeavesUnread(Worker& worker, const SessionOutbox::Delivery& delivery, absl::Time now,
+                           absl::Duration timeout);
   // Clears the worker's job, attempt and rank, and any abort owed to it.
   static void Unassign(Worker& worker);
   void Touch(Worker& worker) const;

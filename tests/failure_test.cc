@@ -93,6 +93,38 @@ TEST(Failure, AFrozenWorkerIsLostAfterTheHeartbeatTimeout) {
   EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState("w1") == v1::IDLE; }));
 }
 
+// The daemons' heartbeats count the messages their session reader took: with an unread
+// timeout of 600 ms, a worker whose count left its assignment out would be lost within
+// a second of the job starting. The job trains on past three timeouts, and the cancel
+// (another message) reaches its ranks.
+TEST(Failure, WorkersThatReadTheirMessagesAreNeverLostForThem) {
+  ClusterOptions options;
+  options.coordinator_flags = {"--unread_timeout_ms=600"};
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1");
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.set_steps(int64_t{1} << 30);  // trains until cancelled
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  cluster.WaitForState(*job_id, v1::RUNNING);
+  const absl::Time running = absl::Now();
+  Cluster::WaitFor([&] {
+    auto job = cluster.client().Get(*job_id);
+    return !job.ok() || job->state() != v1::RUNNING ||
+           absl::Now() - running > absl::Milliseconds(1800);
+  });
+  const v1::Job trained = *cluster.client().Get(*job_id);
+  ASSERT_EQ(trained.state(), v1::RUNNING) << trained.reason();
+  EXPECT_EQ(trained.attempt(), 1);
+  ASSERT_TRUE(cluster.client().Cancel(*job_id).ok());
+  cluster.WaitForState(*job_id, v1::CANCELLED);
+  for (const char* name : {"w0", "w1"}) {
+    EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.WorkerState(name) == v1::IDLE; })) << name;
+  }
+}
+
 TEST(Failure, ARestartPolicyReQueuesTheJobOnOtherWorkers) {
   Cluster cluster;
   cluster.StartCoordinator();

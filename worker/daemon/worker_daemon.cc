@@ -258,6 +258,7 @@ void WorkerDaemon::CloseSessionForWrites() {
 
 v1::Heartbeat WorkerDaemon::CurrentHeartbeat() {
   v1::Heartbeat heartbeat;
+  heartbeat.set_messages_read(session_reads_.load());
   absl::MutexLock lock(&runner_mu_);
   if (runner_ && !runner_->done()) {
     heartbeat.set_job_id(runner_->job_id());
@@ -310,6 +311,7 @@ absl::Status WorkerDaemon::RunSession() {
   grpc::ClientContext context;
   Authorize(context);
   std::unique_ptr<Stream> stream = stub_->Session(&context);
+  session_reads_ = 0;  // the coordinator counts each session's messages from the first
   v1::WorkerMessage hello;
   hello.mutable_hello()->set_worker_id(registration.worker_id());
   if (!stream->Write(hello)) return FromGrpcStatus(stream->Finish());
@@ -338,6 +340,7 @@ absl::Status WorkerDaemon::RunSession() {
 
   v1::CoordinatorMessage message;
   while (stream->Read(&message)) {
+    ++session_reads_;
     Dispatch(message);
   }
   session_over.Notify();
