@@ -33,6 +33,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -616,6 +617,22 @@ int RunWithClient(Client& client, const std::vector<std::string>& args) {
   return Usage(absl::StrCat("unknown command '", verb, "'"));
 }
 
+bool IsCompanionCommand(const std::string& word) { return word == "sample" || word == "tokenize"; }
+
+// A companion command (IsCompanionCommand) after flags: its flags are its own program's,
+// which this one's flag parsing would refuse as unknown, so it must come first. Usage (2)
+// saying so; OK otherwise.
+absl::Status CheckCompanionComesFirst(int argc, char** argv) {
+  for (int i = 1; i < argc && absl::StartsWith(argv[i], "-"); ++i) {
+    if (i + 1 < argc && IsCompanionCommand(argv[i + 1])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("`", argv[i + 1], "` comes first on the command line (`shardwise ",
+                       argv[i + 1], " --flag=...`): its flags are its own"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Runs a companion program in this one's place with this command's arguments: `sample`
 // the sampler (//worker/tools:shardwise-sample), `tokenize` the tokenizer
 // (//tokenizer:shardwise-tokenize).
@@ -699,8 +716,11 @@ int main(int argc, char** argv) {
   }
   // `sample` is the worker's program (it runs the model) and `tokenize` the tokenizer's
   // (its SentencePiece cannot share a process with this one's protobuf).
-  if (argc >= 2 && (std::string(argv[1]) == "sample" || std::string(argv[1]) == "tokenize")) {
+  if (argc >= 2 && shardwise::IsCompanionCommand(argv[1])) {
     return shardwise::RunCompanion(argv[1], argc, argv);
+  }
+  if (const absl::Status first = shardwise::CheckCompanionComesFirst(argc, argv); !first.ok()) {
+    return shardwise::Usage(std::string(first.message()));
   }
   absl::SetProgramUsageMessage(shardwise::kUsage);
   std::vector<std::string> given;

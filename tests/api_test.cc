@@ -388,6 +388,9 @@ TEST(Cli, UsageMistakesExit2NamingThem) {
        "--limit)"},
       {{"describe", "job-1", "--watch"},
        "--watch: `shardwise describe` does not take it (it takes none of its own)"},
+      {{"--coordinator=127.0.0.1:1", "sample", "--prompt=hi"},
+       "`sample` comes first on the command line (`shardwise sample --flag=...`): its flags "
+       "are its own"},
   };
   for (const auto& [args, message] : mistakes) {
     std::string output;
