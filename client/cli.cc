@@ -319,40 +319,47 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
               proposal->version(), CommHookName(proposal->old_hook()).c_str(),
               CommHookName(proposal->new_hook()).c_str(), static_cast<long long>(proposal->step()));
   std::fflush(stdout);
-  const absl::Time deadline = absl::Now() + absl::Minutes(2);
-  while (absl::Now() < deadline) {
-    auto job = client.Get(job_id);
-    if (!job.ok()) return HookSwitchUnknown(job.status(), job_id, "whether it applied");
+  // The job's versions as they come, until the switch (or the next version it was
+  // proposed again as) is decided or the job ends.
+  auto newest_of = [&](const v1::Job& job) {
     const v1::HookSwitch* newest = nullptr;
-    for (const v1::HookSwitch& s : job->hook_switches()) {
+    for (const v1::HookSwitch& s : job.hook_switches()) {
       if (s.version() >= proposal->version()) newest = &s;
     }
-    if (newest != nullptr && newest->state() == v1::HookSwitch::APPLIED) {
-      std::printf("%s: comm hook switched to %s at step %lld\n", job_id.c_str(),
-                  CommHookName(newest->new_hook()).c_str(), static_cast<long long>(newest->step()));
-      return 0;
-    }
-    // One proposed again is followed by its next version (written after it).
-    if (newest != nullptr && newest->state() == v1::HookSwitch::ABANDONED &&
-        !newest->proposed_again()) {
-      std::fprintf(stderr, "shardwise: switch %d abandoned: %s; the job goes on with %s\n",
-                   newest->version(), newest->reason().c_str(),
-                   CommHookName(HookInEffect(*job)).c_str());
-      return 1;
-    }
-    if (IsTerminal(job->state())) {
-      std::fprintf(stderr, "shardwise: %s ended (%s) before the switch was decided\n",
-                   job_id.c_str(), v1::JobState_Name(job->state()).c_str());
-      return 1;
-    }
-    // A switch takes a step or two: a second apart, 120 reads of the job at most.
-    absl::SleepFor(absl::Seconds(1));
+    return newest;
+  };
+  auto decided = [&](const v1::Job& job) {
+    const v1::HookSwitch* newest = newest_of(job);
+    return IsTerminal(job.state()) ||
+           (newest != nullptr &&
+            (newest->state() == v1::HookSwitch::APPLIED ||
+             (newest->state() == v1::HookSwitch::ABANDONED && !newest->proposed_again())));
+  };
+  auto job = client.WatchUntil(job_id, decided, absl::Now() + absl::Minutes(2));
+  if (!job.ok() && job.status().code() == absl::StatusCode::kDeadlineExceeded) {
+    std::fprintf(stderr,
+                 "shardwise: no decision on the switch after 2 minutes (it may still apply); "
+                 "see `shardwise describe %s`\n",
+                 job_id.c_str());
+    return kWatchLost;
   }
-  std::fprintf(stderr,
-               "shardwise: no decision on the switch after 2 minutes (it may still apply); see "
-               "`shardwise describe %s`\n",
-               job_id.c_str());
-  return kWatchLost;
+  if (!job.ok()) return HookSwitchUnknown(job.status(), job_id, "whether it applied");
+  const v1::HookSwitch* newest = newest_of(*job);
+  if (newest != nullptr && newest->state() == v1::HookSwitch::APPLIED) {
+    std::printf("%s: comm hook switched to %s at step %lld\n", job_id.c_str(),
+                CommHookName(newest->new_hook()).c_str(), static_cast<long long>(newest->step()));
+    return 0;
+  }
+  if (newest != nullptr && newest->state() == v1::HookSwitch::ABANDONED &&
+      !newest->proposed_again()) {
+    std::fprintf(stderr, "shardwise: switch %d abandoned: %s; the job goes on with %s\n",
+                 newest->version(), newest->reason().c_str(),
+                 CommHookName(HookInEffect(*job)).c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "shardwise: %s ended (%s) before the switch was decided\n", job_id.c_str(),
+               v1::JobState_Name(job->state()).c_str());
+  return 1;
 }
 
 // "up to 43 sequences per rank per micro-step (global_batch_size 43): 79.9 GiB", or

@@ -220,17 +220,39 @@ absl::StatusOr<std::vector<v1::WorkerInfo>> Client::ListWorkers(const WorkerFilt
 absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id,
                                       const std::function<void(const v1::Job&)>& on_update,
                                       const std::function<void(const absl::Status&)>& on_lost) {
+  return FollowJob(
+      job_id,
+      [&](const v1::Job& job) {
+        on_update(job);
+        return false;
+      },
+      on_lost, absl::InfiniteFuture());
+}
+
+absl::StatusOr<v1::Job> Client::WatchUntil(const std::string& job_id,
+                                           const std::function<bool(const v1::Job&)>& done,
+                                           absl::Time deadline) {
+  return FollowJob(job_id, done, {}, deadline);
+}
+
+absl::StatusOr<v1::Job> Client::FollowJob(const std::string& job_id,
+                                          const std::function<bool(const v1::Job&)>& on_update,
+                                          const std::function<void(const absl::Status&)>& on_lost,
+                                          absl::Time deadline) {
   if (!channel_status_.ok()) return channel_status_;
   WatchRetry retry(watch_budget_);
   std::optional<v1::Job> last;
   while (true) {
-    const grpc::Status status = WatchOnce(job_id, [&](const v1::Job& job) {
-      retry.Updated();
-      last = job;
-      on_update(job);
-    });
+    const grpc::Status status = WatchOnce(
+        job_id,
+        [&](const v1::Job& job) {
+          retry.Updated();
+          last = job;
+          return on_update(job);
+        },
+        deadline);
     if (status.ok()) {
-      // The stream ends after the job's final version.
+      // The stream ends after the job's final version, or the one `on_update` took.
       if (!last.has_value()) return absl::UnavailableError("the watch ended before any update");
       return *last;
     }
@@ -243,14 +265,22 @@ absl::StatusOr<v1::Job> Client::Watch(const std::string& job_id,
 }
 
 grpc::Status Client::WatchOnce(const std::string& job_id,
-                               const std::function<void(const v1::Job&)>& on_update) {
+                               const std::function<bool(const v1::Job&)>& on_update,
+                               absl::Time deadline) {
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   grpc::ClientContext context;
   if (!token_.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", token_));
+  if (deadline != absl::InfiniteFuture()) context.set_deadline(absl::ToChronoTime(deadline));
   std::unique_ptr<grpc::ClientReader<v1::Job>> reader = stub_->WatchJob(&context, request);
   v1::Job job;
-  while (reader->Read(&job)) on_update(job);
+  while (reader->Read(&job)) {
+    if (on_update(job)) {
+      context.TryCancel();  // seen enough: the stream's end (CANCELLED) is ours
+      (void)reader->Finish();
+      return grpc::Status::OK;
+    }
+  }
   return reader->Finish();
 }
 

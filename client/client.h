@@ -81,6 +81,11 @@ class Client {
   absl::StatusOr<v1::Job> Watch(const std::string& job_id,
                                 const std::function<void(const v1::Job&)>& on_update,
                                 const std::function<void(const absl::Status&)>& on_lost = {});
+  // Follows the job as Watch does until `done` holds for a version of it, or it ends;
+  // returns that version. DEADLINE_EXCEEDED once `deadline` passes first.
+  absl::StatusOr<v1::Job> WatchUntil(const std::string& job_id,
+                                     const std::function<bool(const v1::Job&)>& done,
+                                     absl::Time deadline);
 
  private:
   // Whether the channel is connected (READY) now.
@@ -93,9 +98,15 @@ class Client {
                                                                              const Request&,
                                                                              Response*),
                                 const Request& request, Repeatable repeatable = Repeatable::kYes);
-  // One WatchJob stream, to its end.
+  // Watch and WatchUntil: WatchJob streams, a new one after each loss, until the job
+  // ends or `on_update` says it has seen enough (returns true).
+  absl::StatusOr<v1::Job> FollowJob(const std::string& job_id,
+                                    const std::function<bool(const v1::Job&)>& on_update,
+                                    const std::function<void(const absl::Status&)>& on_lost,
+                                    absl::Time deadline);
+  // One WatchJob stream, to its end or until `on_update` returns true (then OK).
   grpc::Status WatchOnce(const std::string& job_id,
-                         const std::function<void(const v1::Job&)>& on_update);
+                         const std::function<bool(const v1::Job&)>& on_update, absl::Time deadline);
 
   // Follows a listing's pages until `limit` (0: none) items are read.
   template <typename Request, typename Response, typename Item>

@@ -194,6 +194,22 @@ TEST_F(ApiTest, ANegativeDataPlaneVersionIsRefused) {
   EXPECT_EQ(status.error_message(), "data_plane_version: -1; must be 0 or more");
 }
 
+// WatchUntil ends with the first version its condition takes, though the job goes on
+// (waiting for workers here), and at its deadline when none does.
+TEST_F(ApiTest, WatchUntilStopsAtTheVersionItWaitsForOrAtItsDeadline) {
+  auto job_id = cluster_.client().Submit(Cluster::Spec(1));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  auto pending = cluster_.client().WatchUntil(
+      *job_id, [](const v1::Job& job) { return job.state() == v1::PENDING; },
+      absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  EXPECT_EQ(pending->id(), *job_id);
+  EXPECT_EQ(pending->state(), v1::PENDING);
+  auto never = cluster_.client().WatchUntil(
+      *job_id, [](const v1::Job&) { return false; }, absl::Now() + absl::Milliseconds(300));
+  EXPECT_EQ(never.status().code(), absl::StatusCode::kDeadlineExceeded) << never.status();
+}
+
 TEST_F(ApiTest, UnknownJobIdsAreNotFound) {
   EXPECT_EQ(cluster_.client().Get("job-404").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(cluster_.client().Cancel("job-404").status().code(), absl::StatusCode::kNotFound);
