@@ -62,13 +62,11 @@ void SessionStream::Close() {
     }
     // The write's OnWriteDone finishes the call; if the worker reads nothing, it never
     // comes without the cancel.
-    if (finished_ || cancelling_) return;
-    cancelling_ = true;
+    if (finished_ || !cancel_.Begin()) return;
   }
   context_->TryCancel();
   absl::MutexLock lock(&mu_);
-  cancelling_ = false;
-  if (finish_held_) {
+  if (cancel_.End()) {
     FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the coordinator closed the session"));
   }
 }
@@ -96,10 +94,7 @@ SessionOutbox::Delivery SessionStream::delivery() const {
 
 void SessionStream::FinishLocked(const grpc::Status& status) {
   if (finished_) return;
-  if (cancelling_) {
-    finish_held_ = true;  // Close() finishes once TryCancel has returned
-    return;
-  }
+  if (cancel_.HoldsFinish()) return;  // Close() finishes once TryCancel has returned
   finished_ = true;
   outgoing_.clear();
   // Finish may run OnDone inline, which drops gRPC's reference: keep one until we return.

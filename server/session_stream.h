@@ -29,6 +29,7 @@
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
 #include "proto/worker_service.pb.h"
+#include "server/cancel_outside_lock.h"
 #include "server/coordinator_metrics.h"
 #include "server/job_controller.h"
 #include "server/serial_executor.h"
@@ -103,10 +104,8 @@ class SessionStream final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called: no more reads or writes
   // CloseAfter(): finish once the queue is written.
   bool closing_after_sent_ ABSL_GUARDED_BY(mu_) = false;
-  // Close() is in TryCancel: Finish (which may end the call, and the context with it)
-  // waits for it to return; the call then ends CANCELLED, as TryCancel's contract asks.
-  bool cancelling_ ABSL_GUARDED_BY(mu_) = false;
-  bool finish_held_ ABSL_GUARDED_BY(mu_) = false;
+  // Close()'s TryCancel, which a Finish meanwhile waits for.
+  CancelOutsideLock cancel_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> opened_{false};      // the controller attached the session
   std::shared_ptr<SessionStream> self_;  // gRPC's reference, dropped in OnDone
 };

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "contracts/job_state.h"
 #include "grpcpp/server_context.h"
+#include "server/cancel_outside_lock.h"
 
 namespace shardwise {
 
@@ -52,17 +53,15 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
   bool CancelIfWritingSince(absl::Time deadline) {
     {
       absl::MutexLock lock(&mu_);
-      if (!writing_ || finished_ || cancelling_ || context_ == nullptr ||
-          write_started_ >= deadline) {
+      if (!writing_ || finished_ || context_ == nullptr || write_started_ >= deadline ||
+          !cancel_.Begin()) {
         return false;
       }
-      cancelling_ = true;  // holds Finish, and so the context, until TryCancel returns
     }
     // Not under mu_: gRPC may run OnCancel and the write's OnWriteDone (not ok) inline.
     context_->TryCancel();
     absl::MutexLock lock(&mu_);
-    cancelling_ = false;
-    if (finish_held_) FinishLocked();
+    if (cancel_.End()) FinishLocked();
     return true;
   }
 
@@ -102,10 +101,7 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
  private:
   void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
-    if (cancelling_) {
-      finish_held_ = true;  // CancelIfWritingSince finishes once TryCancel has returned
-      return;
-    }
+    if (cancel_.HoldsFinish()) return;  // CancelIfWritingSince finishes after TryCancel
     finished_ = true;
     std::shared_ptr<Stream> keep = self_;  // Finish may run OnDone inline
     Finish(*ending_);
@@ -127,8 +123,7 @@ class WatchHub::Stream final : public grpc::ServerWriteReactor<v1::Job>,
   bool last_ ABSL_GUARDED_BY(mu_) = false;   // the version being written is final
   std::optional<grpc::Status> ending_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelling_ ABSL_GUARDED_BY(mu_) = false;   // in CancelIfWritingSince's TryCancel
-  bool finish_held_ ABSL_GUARDED_BY(mu_) = false;  // a Finish waiting for it
+  CancelOutsideLock cancel_ ABSL_GUARDED_BY(mu_);  // CancelIfWritingSince's
 };
 
 WatchHub::WatchHub(JobManager* jobs, size_t max_watches, size_t max_per_watcher,
