@@ -627,17 +627,17 @@ int RunWithClient(Client& client, const std::vector<std::string>& args) {
 bool IsCompanionCommand(const std::string& word) { return word == "sample" || word == "tokenize"; }
 
 // A companion command (IsCompanionCommand) after flags: its flags are its own program's,
-// which this one's flag parsing would refuse as unknown, so it must come first. Usage (2)
-// saying so; OK otherwise.
-absl::Status CheckCompanionComesFirst(int argc, char** argv) {
-  for (int i = 1; i < argc && absl::StartsWith(argv[i], "-"); ++i) {
-    if (i + 1 < argc && IsCompanionCommand(argv[i + 1])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("`", argv[i + 1], "` comes first on the command line (`shardwise ",
-                       argv[i + 1], " --flag=...`): its flags are its own"));
-    }
+// which this one's flag parsing would refuse as unknown, so it must come first.
+// INVALID_ARGUMENT saying so; OK otherwise. `args`: argv without the program's name.
+absl::Status CheckCompanionComesFirst(const std::vector<std::string>& args) {
+  const std::optional<size_t> command = FirstPositional(args);
+  if (!command.has_value() || *command == 0 || !IsCompanionCommand(args[*command])) {
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  const std::string& verb = args[*command];
+  return absl::InvalidArgumentError(absl::StrCat("`", verb,
+                                                 "` comes first on the command line (`shardwise ",
+                                                 verb, " --flag=...`): its flags are its own"));
 }
 
 // Runs a companion program in this one's place with this command's arguments: `sample`
@@ -726,14 +726,13 @@ int main(int argc, char** argv) {
   if (argc >= 2 && shardwise::IsCompanionCommand(argv[1])) {
     return shardwise::RunCompanion(argv[1], argc, argv);
   }
-  if (const absl::Status first = shardwise::CheckCompanionComesFirst(argc, argv); !first.ok()) {
+  const std::vector<std::string> line(argv + 1, argv + argc);
+  if (const absl::Status first = shardwise::CheckCompanionComesFirst(line); !first.ok()) {
     return shardwise::Usage(std::string(first.message()));
   }
   absl::SetProgramUsageMessage(shardwise::kUsage);
   std::vector<std::string> given;
-  if (const absl::Status flags =
-          shardwise::CheckCommandLineFlags(std::vector<std::string>(argv + 1, argv + argc), &given);
-      !flags.ok()) {
+  if (const absl::Status flags = shardwise::CheckCommandLineFlags(line, &given); !flags.ok()) {
     return shardwise::Usage(std::string(flags.message()));
   }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);

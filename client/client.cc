@@ -242,6 +242,7 @@ absl::StatusOr<v1::Job> Client::FollowJob(const std::string& job_id,
   if (!channel_status_.ok()) return channel_status_;
   WatchRetry retry(watch_budget_);
   std::optional<v1::Job> last;
+  std::optional<absl::Status> last_loss;  // why the latest stream ended early
   while (true) {
     const grpc::Status status = WatchOnce(
         job_id,
@@ -256,11 +257,19 @@ absl::StatusOr<v1::Job> Client::FollowJob(const std::string& job_id,
       if (!last.has_value()) return absl::UnavailableError("the watch ended before any update");
       return *last;
     }
-    const std::optional<absl::Duration> pause = retry.After(status.error_code(), absl::Now());
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      // A watch that never started says why (the coordinator had no room for it, say).
+      if (!last.has_value() && last_loss.has_value()) return *last_loss;
+      return absl::DeadlineExceededError(
+          absl::StrCat("watching ", job_id, ": the deadline passed before the job got there"));
+    }
+    const std::optional<absl::Duration> pause = retry.After(status.error_code(), now);
     if (!pause.has_value()) return Convert(status);
-    if (on_lost) on_lost(Convert(status));
+    last_loss = Convert(status);
+    if (on_lost) on_lost(*last_loss);
     thread_local absl::BitGen random;
-    absl::SleepFor(*pause * absl::Uniform(random, 0.5, 1.0));
+    absl::SleepFor(std::min(*pause * absl::Uniform(random, 0.5, 1.0), deadline - now));
   }
 }
 

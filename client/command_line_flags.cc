@@ -76,6 +76,20 @@ absl::Status CheckCommandLineFlags(const std::vector<std::string>& args,
   return absl::OkStatus();
 }
 
+std::optional<size_t> FirstPositional(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::string_view arg = args[i];
+    if (arg == "--") return i + 1 < args.size() ? std::optional<size_t>(i + 1) : std::nullopt;
+    if (arg.size() < 2 || arg[0] != '-') return i;
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    if (arg.find('=') != absl::string_view::npos) continue;
+    bool negated = false;
+    const absl::CommandLineFlag* flag = FindFlag(arg, &negated);
+    if (flag != nullptr && !negated && !flag->IsOfType<bool>()) ++i;  // its value
+  }
+  return std::nullopt;
+}
+
 absl::Status CheckFlagsTaken(const std::string& command, const std::vector<std::string>& given,
                              const std::vector<std::string>& taken,
                              const std::vector<std::string>& everywhere) {

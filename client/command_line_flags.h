@@ -6,6 +6,8 @@
 // watch` gives a job that ended other than SUCCEEDED. Checked here first, a mistyped
 // flag is a usage error (exit 2) that names it, and no script reads it as a failed job.
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,12 @@ namespace shardwise {
 // `given` (may be null) gets the name of each flag checked, as defined (--o is "o").
 absl::Status CheckCommandLineFlags(const std::vector<std::string>& args,
                                    std::vector<std::string>* given = nullptr);
+
+// The index in `args` (as CheckCommandLineFlags takes them) of the first positional
+// argument, read as absl reads the line: a flag's value given after it (`--name value`,
+// a flag not a bool's) is the flag's, and everything after "--" is positional. nullopt
+// when there is none.
+std::optional<size_t> FirstPositional(const std::vector<std::string>& args);
 
 // OK when each flag of `given` is among `taken` (a command's own) or `everywhere` (the
 // connection's); else INVALID_ARGUMENT naming the first that is not and `command`: a flag

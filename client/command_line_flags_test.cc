@@ -36,6 +36,16 @@ TEST(CommandLineFlags, AbslsOwnFlagsAreLeftToIt) {
   }
 }
 
+TEST(CommandLineFlags, TheFirstPositionalSkipsFlagsAndTheirValues) {
+  EXPECT_EQ(FirstPositional({"watch", "--count=3"}), 0u);
+  EXPECT_EQ(FirstPositional({"--name", "sample", "get", "jobs"}), 2u);  // the value is --name's
+  EXPECT_EQ(FirstPositional({"--loud", "sample"}), 1u);                 // a bool takes none
+  EXPECT_EQ(FirstPositional({"--noloud", "--count=1", "sample"}), 2u);
+  EXPECT_EQ(FirstPositional({"--", "--count"}), 1u);
+  EXPECT_EQ(FirstPositional({"--count", "3"}), std::nullopt);
+  EXPECT_EQ(FirstPositional({}), std::nullopt);
+}
+
 TEST(CommandLineFlags, MistakesAreNamed) {
   EXPECT_EQ(Check({"watch", "job-1", "--coordinatr=h:1"}),
             "--coordinatr: no such flag (shardwise --help lists them)");

@@ -219,11 +219,14 @@ void JobController::CloseSession(const std::string& worker_id,
   }
 }
 
-void JobController::OnHeartbeat(const std::string& worker_id, const v1::Heartbeat& heartbeat) {
+void JobController::OnHeartbeat(const std::string& worker_id, const v1::Heartbeat& heartbeat,
+                                const SessionOutbox* session) {
   auto worker = workers_->Heartbeat(
-      worker_id, heartbeat.has_messages_read()
-                     ? std::optional<uint64_t>(std::max<int64_t>(0, heartbeat.messages_read()))
-                     : std::nullopt);
+      worker_id,
+      heartbeat.has_messages_read()
+          ? std::optional<uint64_t>(std::max<int64_t>(0, heartbeat.messages_read()))
+          : std::nullopt,
+      session);
   if (!worker.ok()) return;
   const bool assigned = worker->state == v1::BUSY || worker->state == v1::DRAINING;
   const bool same_attempt =

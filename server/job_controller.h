@@ -138,8 +138,11 @@ class JobController {
   absl::Status OpenSession(const std::string& worker_id,
                            const std::shared_ptr<SessionOutbox>& outbox);
   void CloseSession(const std::string& worker_id, const std::shared_ptr<SessionOutbox>& outbox);
-  // The heartbeat path: see the file comment.
-  void OnHeartbeat(const std::string& worker_id, const v1::Heartbeat& heartbeat);
+  // The heartbeat path: see the file comment. `session`: the one it came on, whose
+  // messages its read count counts (a stream already replaced counts none of the new
+  // one's); null: the worker's current session.
+  void OnHeartbeat(const std::string& worker_id, const v1::Heartbeat& heartbeat,
+                   const SessionOutbox* session = nullptr);
   void OnReport(const std::string& worker_id, const v1::AttemptReport& report);
   void OnHookAck(const std::string& worker_id, const v1::HookChangeAck& ack);
   // A rank's answer to a DataPlaneProbe (job_controller_probes.cc).

@@ -119,7 +119,9 @@ class JobControllerTest : public ::testing::Test {
     heartbeat.set_job_id(job_id);
     heartbeat.set_attempt(attempt);
     if (read.has_value()) heartbeat.set_messages_read(*read);
-    controller_->OnHeartbeat(worker, heartbeat);
+    const auto session = outboxes_.find(worker);
+    controller_->OnHeartbeat(worker, heartbeat,
+                             session == outboxes_.end() ? nullptr : session->second.get());
   }
 
   // job-1 on w0 and w1, RUNNING.

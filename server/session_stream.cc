@@ -134,7 +134,7 @@ void SessionStream::OnReadDone(bool ok) {
   BoundWorkerText(&incoming_);  // before any of it is kept or shown
   switch (incoming_.kind_case()) {
     case v1::WorkerMessage::kHeartbeat:
-      controller_->OnHeartbeat(worker_id_, incoming_.heartbeat());
+      controller_->OnHeartbeat(worker_id_, incoming_.heartbeat(), this);
       Observe("heartbeat", arrived);
       ReadNext();
       return;

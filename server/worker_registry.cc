@@ -133,12 +133,14 @@ bool WorkerRegistry::DetachSession(const std::string& worker_id,
 }
 
 absl::StatusOr<WorkerRegistry::Assignment> WorkerRegistry::Heartbeat(
-    const std::string& worker_id, std::optional<uint64_t> messages_read) {
+    const std::string& worker_id, std::optional<uint64_t> messages_read,
+    const SessionOutbox* session) {
   absl::MutexLock lock(&mu_);
   Worker* worker = Find(worker_id);
   if (worker == nullptr) return absl::NotFoundError(absl::StrCat("no worker '", worker_id, "'"));
   Touch(*worker);
-  if (messages_read.has_value()) {
+  // A heartbeat still in flight on a replaced stream counts that stream's messages.
+  if (messages_read.has_value() && (session == nullptr || session == worker->outbox.get())) {
     worker->counts_reads = true;
     worker->unread_messages.Read(*messages_read);
   }

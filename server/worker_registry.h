@@ -72,10 +72,12 @@ class WorkerRegistry {
     int32_t rank = 0;
   };
   // Records a heartbeat now, with the messages of its session the worker says it read
-  // (Heartbeat.messages_read; nullopt from a release that does not say);
+  // (Heartbeat.messages_read; nullopt from a release that does not say), counted only
+  // when `session` (the one it came on; null: any) is the worker's current one;
   // NOT_FOUND for an unregistered id.
   absl::StatusOr<Assignment> Heartbeat(const std::string& worker_id,
-                                       std::optional<uint64_t> messages_read = std::nullopt);
+                                       std::optional<uint64_t> messages_read = std::nullopt,
+                                       const SessionOutbox* session = nullptr);
 
   // Queues a message on the worker's live session; false if it has none.
   bool Send(const std::string& worker_id, const v1::CoordinatorMessage& message);

@@ -140,6 +140,31 @@ TEST(WorkerRegistry, NamesAWorkerThatReadsNothingWhileAMessageWaits) {
   EXPECT_TRUE(registry.Unread(bound).empty());
 }
 
+// A worker whose heartbeats count its reads is named once a message its connection took
+// stays uncounted past the bound. A heartbeat still arriving on a replaced session counts
+// that session's messages, not the new one's.
+TEST(WorkerRegistry, NamesAWorkerWhoseHeartbeatsLeaveAMessageUncounted) {
+  SimulatedClock clock;
+  WorkerRegistry registry({.clock = &clock});
+  const std::string id = Register(registry, "w0");
+  auto old_session = Attach(registry, id);
+  auto session = Attach(registry, id);
+  const absl::Duration bound = absl::Seconds(10);
+  v1::CoordinatorMessage message;
+  message.mutable_abort()->set_job_id("j");
+  ASSERT_TRUE(registry.Heartbeat(id, 0, session.get()).ok());
+  ASSERT_TRUE(registry.Send(id, message));
+  ASSERT_TRUE(session->Pop().has_value());  // the connection took it
+  EXPECT_TRUE(registry.Unread(bound).empty());
+  ASSERT_TRUE(registry.Heartbeat(id, 5, old_session.get()).ok());  // the old stream's count
+  clock.Advance(bound);
+  EXPECT_TRUE(registry.Unread(bound).empty());
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(registry.Unread(bound), std::vector<std::string>{id});
+  ASSERT_TRUE(registry.Heartbeat(id, 1, session.get()).ok());  // it read it after all
+  EXPECT_TRUE(registry.Unread(bound).empty());
+}
+
 TEST(WorkerRegistry, ReRegistrationReportsThePreviousState) {
   WorkerRegistry registry;
   const std::string id = Register(registry, "w0");

@@ -407,6 +407,11 @@ TEST(Cli, UsageMistakesExit2NamingThem) {
       {{"--coordinator=127.0.0.1:1", "sample", "--prompt=hi"},
        "`sample` comes first on the command line (`shardwise sample --flag=...`): its flags "
        "are its own"},
+      {{"--coordinator", "127.0.0.1:1", "tokenize", "a.txt"},
+       "`tokenize` comes first on the command line"},
+      // A flag's value that reads as the command is the flag's.
+      {{"--coordinator=127.0.0.1:1", "--submitter", "sample", "get", "workers"},
+       "--submitter: `shardwise get workers` does not take it"},
   };
   for (const auto& [args, message] : mistakes) {
     std::string output;
@@ -530,6 +535,12 @@ TEST(Flood, WatchesPastTheBoundAreRefusedUntilOneEnds) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_TRUE(absl::StrContains(refused.error_message(), "--max_watches"))
       << refused.error_message();
+  // The client retries until its deadline (past gRPC's own retries of a call, 1.5 s at
+  // most), then says why it never watched, not that the job never got where it waited.
+  auto waited = cluster.client().WatchUntil(
+      *job_id, [](const v1::Job&) { return true; }, absl::Now() + absl::Seconds(4));
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kResourceExhausted) << waited.status();
+  EXPECT_TRUE(absl::StrContains(waited.status().message(), "--max_watches")) << waited.status();
   contexts[0]->TryCancel();
   while (readers[0]->Read(&job)) {
   }
