@@ -309,6 +309,31 @@ int HookSwitchUnknown(const absl::Status& status, const std::string& job_id, con
   return kWatchLost;
 }
 
+enum class HookSwitchOutcome { kUndecided, kApplied, kAbandoned, kEnded };
+struct SwitchOutcome {
+  HookSwitchOutcome outcome = HookSwitchOutcome::kUndecided;
+  const v1::HookSwitch* newest = nullptr;  // in the job read; null when none is recorded
+};
+
+// Where switch `version` stands in `job`: its newest version (one proposed again is
+// followed by the next, written after it) applied, abandoned for good, or undecided; or
+// the job ended first.
+SwitchOutcome SwitchOutcomeOf(const v1::Job& job, int32_t version) {
+  SwitchOutcome result;
+  for (const v1::HookSwitch& s : job.hook_switches()) {
+    if (s.version() >= version) result.newest = &s;
+  }
+  if (result.newest != nullptr && result.newest->state() == v1::HookSwitch::APPLIED) {
+    result.outcome = HookSwitchOutcome::kApplied;
+  } else if (result.newest != nullptr && result.newest->state() == v1::HookSwitch::ABANDONED &&
+             !result.newest->proposed_again()) {
+    result.outcome = HookSwitchOutcome::kAbandoned;
+  } else if (IsTerminal(job.state())) {
+    result.outcome = HookSwitchOutcome::kEnded;
+  }
+  return result;
+}
+
 int SetHook(Client& client, const std::string& job_id, const std::string& hook_name) {
   auto hook = ParseCommHook(hook_name, absl::GetFlag(FLAGS_wrapper));
   if (!hook.ok()) return Fail(hook.status());
@@ -321,21 +346,13 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
   std::fflush(stdout);
   // The job's versions as they come, until the switch (or the next version it was
   // proposed again as) is decided or the job ends.
-  auto newest_of = [&](const v1::Job& job) {
-    const v1::HookSwitch* newest = nullptr;
-    for (const v1::HookSwitch& s : job.hook_switches()) {
-      if (s.version() >= proposal->version()) newest = &s;
-    }
-    return newest;
-  };
-  auto decided = [&](const v1::Job& job) {
-    const v1::HookSwitch* newest = newest_of(job);
-    return IsTerminal(job.state()) ||
-           (newest != nullptr &&
-            (newest->state() == v1::HookSwitch::APPLIED ||
-             (newest->state() == v1::HookSwitch::ABANDONED && !newest->proposed_again())));
-  };
-  auto job = client.WatchUntil(job_id, decided, absl::Now() + absl::Minutes(2));
+  const int32_t version = proposal->version();
+  auto job = client.WatchUntil(
+      job_id,
+      [version](const v1::Job& job) {
+        return SwitchOutcomeOf(job, version).outcome != HookSwitchOutcome::kUndecided;
+      },
+      absl::Now() + absl::Minutes(2));
   if (!job.ok() && job.status().code() == absl::StatusCode::kDeadlineExceeded) {
     std::fprintf(stderr,
                  "shardwise: no decision on the switch after 2 minutes (it may still apply); "
@@ -344,18 +361,21 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
     return kWatchLost;
   }
   if (!job.ok()) return HookSwitchUnknown(job.status(), job_id, "whether it applied");
-  const v1::HookSwitch* newest = newest_of(*job);
-  if (newest != nullptr && newest->state() == v1::HookSwitch::APPLIED) {
-    std::printf("%s: comm hook switched to %s at step %lld\n", job_id.c_str(),
-                CommHookName(newest->new_hook()).c_str(), static_cast<long long>(newest->step()));
-    return 0;
-  }
-  if (newest != nullptr && newest->state() == v1::HookSwitch::ABANDONED &&
-      !newest->proposed_again()) {
-    std::fprintf(stderr, "shardwise: switch %d abandoned: %s; the job goes on with %s\n",
-                 newest->version(), newest->reason().c_str(),
-                 CommHookName(HookInEffect(*job)).c_str());
-    return 1;
+  const SwitchOutcome decided = SwitchOutcomeOf(*job, version);
+  switch (decided.outcome) {
+    case HookSwitchOutcome::kApplied:
+      std::printf("%s: comm hook switched to %s at step %lld\n", job_id.c_str(),
+                  CommHookName(decided.newest->new_hook()).c_str(),
+                  static_cast<long long>(decided.newest->step()));
+      return 0;
+    case HookSwitchOutcome::kAbandoned:
+      std::fprintf(stderr, "shardwise: switch %d abandoned: %s; the job goes on with %s\n",
+                   decided.newest->version(), decided.newest->reason().c_str(),
+                   CommHookName(HookInEffect(*job)).c_str());
+      return 1;
+    case HookSwitchOutcome::kEnded:
+    case HookSwitchOutcome::kUndecided:  // the watch ends with the job: ended, then
+      break;
   }
   std::fprintf(stderr, "shardwise: %s ended (%s) before the switch was decided\n", job_id.c_str(),
                v1::JobState_Name(job->state()).c_str());

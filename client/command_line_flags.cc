@@ -37,19 +37,31 @@ bool LeftToAbsl(absl::string_view name) {
   return false;
 }
 
+// A flag as absl reads one argument: -name or --name, with =value or without (the value
+// is then the next argument, unless the flag is a bool). nullopt for a positional one.
+struct FlagArgument {
+  std::string name;
+  std::optional<std::string> value;
+};
+std::optional<FlagArgument> ReadFlagArgument(absl::string_view arg) {
+  if (arg.size() < 2 || arg[0] != '-') return std::nullopt;
+  arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+  const size_t equals = arg.find('=');
+  FlagArgument flag{std::string(arg.substr(0, equals)), std::nullopt};
+  if (equals != absl::string_view::npos) flag.value = std::string(arg.substr(equals + 1));
+  return flag;
+}
+
 }  // namespace
 
 absl::Status CheckCommandLineFlags(const std::vector<std::string>& args,
                                    std::vector<std::string>* given) {
   for (size_t i = 0; i < args.size(); ++i) {
-    absl::string_view arg = args[i];
-    if (arg == "--") break;  // what follows is positional
-    if (arg.size() < 2 || arg[0] != '-') continue;
-    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
-    const size_t equals = arg.find('=');
-    const std::string name(arg.substr(0, equals));
-    std::optional<std::string> value;
-    if (equals != absl::string_view::npos) value = std::string(arg.substr(equals + 1));
+    if (args[i] == "--") break;  // what follows is positional
+    std::optional<FlagArgument> read = ReadFlagArgument(args[i]);
+    if (!read.has_value()) continue;
+    const std::string& name = read->name;
+    std::optional<std::string>& value = read->value;
     if (LeftToAbsl(name)) return absl::OkStatus();
     bool negated = false;
     absl::CommandLineFlag* flag = FindFlag(name, &negated);
@@ -78,13 +90,12 @@ absl::Status CheckCommandLineFlags(const std::vector<std::string>& args,
 
 std::optional<size_t> FirstPositional(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
-    absl::string_view arg = args[i];
-    if (arg == "--") return i + 1 < args.size() ? std::optional<size_t>(i + 1) : std::nullopt;
-    if (arg.size() < 2 || arg[0] != '-') return i;
-    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
-    if (arg.find('=') != absl::string_view::npos) continue;
+    if (args[i] == "--") return i + 1 < args.size() ? std::optional<size_t>(i + 1) : std::nullopt;
+    const std::optional<FlagArgument> read = ReadFlagArgument(args[i]);
+    if (!read.has_value()) return i;
+    if (read->value.has_value()) continue;
     bool negated = false;
-    const absl::CommandLineFlag* flag = FindFlag(arg, &negated);
+    const absl::CommandLineFlag* flag = FindFlag(read->name, &negated);
     if (flag != nullptr && !negated && !flag->IsOfType<bool>()) ++i;  // its value
   }
   return std::nullopt;

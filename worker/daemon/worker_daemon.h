@@ -182,10 +182,10 @@ class WorkerDaemon {
   // backoff.
   std::atomic<bool> coordinator_going_away_{false};
   absl::Mutex stream_mu_;  // one writer at a time on the stream
+  Stream* stream_ ABSL_GUARDED_BY(stream_mu_) = nullptr;
   // The coordinator's messages read on the session open now, which every heartbeat
   // carries: one it wrote that they leave uncounted means a stuck reader.
   std::atomic<int64_t> session_reads_{0};
-  Stream* stream_ ABSL_GUARDED_BY(stream_mu_) = nullptr;
 
   // Peers connect to it when the coordinator asks them to probe this worker's data plane
   // (data_plane_probe.h); null when it could not listen on the data address.
