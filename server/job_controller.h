@@ -234,6 +234,10 @@ class JobController {
   // attempt's heals from its second leave on (LiveAttempt::WorkerLeaves), with an event.
   void CountWorkerLeaveLocked(const v1::Job& job, const std::string& worker)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Once every rank `attempt` still awaits has re-attached (those completed since count
+  // as back), it waits no more and says so in an event.
+  void EndReattachWaitIfAllBackLocked(const v1::Job& job, LiveAttempt& attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank of a fault-tolerant attempt is known lost while its ranks re-attach (`cause`:
   // a re-attached rank's collective failed on a peer, or a rank's worker came back
   // without it): the ranks still missing have the peer timeout to come back, not the

@@ -101,18 +101,29 @@ bool JobController::ReattachLocked(const std::string& worker_id,
   LogInfo(
       LogContext().Job(job->id()).Attempt(job->attempt()).Rank(running.rank()).Worker(worker_id),
       absl::StrCat("re-attached at step ", running.step()));
-  if (attempt.reattached.size() == live_ranks.size()) {  // a fault-tolerant job's may be fewer
-    attempt.awaiting_reattach = false;
-    LogIfFailed(jobs_
-                    ->RecordEvent(job->id(), job->attempt(),
-                                  absl::StrCat("all ", live_ranks.size(), " ranks of attempt ",
-                                               job->attempt(),
-                                               " re-attached after the coordinator restarted; "
-                                               "training went on without a restart"))
-                    .status(),
-                "recording an event", JobContext(*job));
-  }
+  EndReattachWaitIfAllBackLocked(*job, attempt);
   return true;
+}
+
+void JobController::EndReattachWaitIfAllBackLocked(const v1::Job& job, LiveAttempt& attempt) {
+  if (!attempt.awaiting_reattach) return;
+  // Every rank still awaited is back. A rank that re-attached and has completed since is
+  // no longer awaited, but it did come back: counting the re-attached against the
+  // awaited would wait on, past the grace, for a rank that is not missing.
+  const std::vector<int32_t> awaited = AwaitedRanks(job, attempt.completed);
+  if (!std::all_of(awaited.begin(), awaited.end(),
+                   [&](int32_t rank) { return attempt.reattached.count(rank) > 0; })) {
+    return;
+  }
+  attempt.awaiting_reattach = false;
+  LogIfFailed(jobs_
+                  ->RecordEvent(job.id(), job.attempt(),
+                                absl::StrCat("all ", attempt.reattached.size(),
+                                             " ranks of attempt ", job.attempt(),
+                                             " re-attached after the coordinator restarted; "
+                                             "training went on without a restart"))
+                  .status(),
+              "recording an event", JobContext(job));
 }
 
 void JobController::DecideReattachSoonerLocked(const v1::Job& job, LiveAttempt& attempt,
@@ -208,7 +219,7 @@ void JobController::ResyncReattachedLocked(const std::string& worker_id) {
 
 void JobController::CheckReattachDeadlinesLocked(absl::Time now) {
   std::vector<std::pair<v1::Job, std::string>> expired;
-  for (const auto& [job_id, live] : live_) {
+  for (auto& [job_id, live] : live_) {
     if (!live.awaiting_reattach || now < live.reattach_deadline) continue;
     auto job = jobs_->Current(job_id);
     if (!job.ok()) continue;
@@ -216,6 +227,10 @@ void JobController::CheckReattachDeadlinesLocked(absl::Time now) {
     const std::vector<int32_t> live_ranks = AwaitedRanks(*job, live.completed);
     for (int32_t rank : live_ranks) {
       if (live.reattached.count(rank) == 0) missing.push_back(RankName(*job, rank));
+    }
+    if (missing.empty()) {  // the awaited ranks changed since the last came back (a leave)
+      EndReattachWaitIfAllBackLocked(*job, live);
+      continue;
     }
     expired.emplace_back(*job, absl::StrCat("only ", live.reattached.size(), " of ",
                                             live_ranks.size(), " ranks re-attached within ",

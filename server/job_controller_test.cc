@@ -657,6 +657,33 @@ TEST_F(JobControllerTest, AnAbortOwedToAWorkerWithoutASessionIsSentWhenItsSessio
   EXPECT_TRUE(Received("w0").empty());
 }
 
+// After a coordinator restart, a rank that re-attached and completed before its peer came
+// back is back, not awaited: once the peer re-attaches the attempt waits no more (it
+// says so) and is not re-queued when the grace ends while that peer still trains.
+TEST_F(JobControllerTest, ARankThatCompletedAfterReattachingCountsAsBack) {
+  StartTwoRankJob();
+  StartCoordinator();
+  v1::RunningAttempt rank_one = RankZeroOfFirstAttempt();
+  rank_one.set_rank(1);
+  AddWorker("w1", &rank_one);
+  Report("w1", 1, v1::COMPLETED);
+  const v1::RunningAttempt rank_zero = RankZeroOfFirstAttempt();
+  AddWorker("w0", &rank_zero);
+  EXPECT_TRUE(HasEvent(*jobs_->Get("job-1"),
+                       "all 2 ranks of attempt 1 re-attached after the coordinator restarted"))
+      << jobs_->Get("job-1")->DebugString();
+
+  for (int second = 1; second <= 31; ++second) {  // past the grace, rank 0 still training
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w0", "job-1", 1);
+    controller_->CheckHeartbeats();
+  }
+  EXPECT_EQ(State(), v1::RUNNING);
+  EXPECT_EQ(jobs_->Get("job-1")->attempt(), 1);
+  Report("w0", 0, v1::COMPLETED);
+  EXPECT_EQ(State(), v1::SUCCEEDED);
+}
+
 // A session that notes the job's state as each abort is queued to it.
 class AbortWitness final : public SessionOutbox {
  public:
