@@ -217,6 +217,9 @@ class JobController {
       absl::Time held_until = absl::InfinitePast();
     };
     std::map<std::string, WorkerLeaves> leaves_by_worker;
+    // An event said the attempt is not healed for want of workers of its data-plane
+    // version (said once until it heals again).
+    bool heal_waits_for_version = false;
   };
 
   // Starts following a new live attempt of `job` (replacing an earlier one).
@@ -401,6 +404,12 @@ class JobController {
   // The data-plane version of the workers `job`'s live ranks run on (nullopt when none is
   // registered): the ranks added to them must share it (contracts/data_plane_version.h).
   std::optional<int32_t> LiveDataPlaneVersion(const v1::Job& job) const;
+  // A degraded attempt that no idle worker of its `version` can heal: when a group's
+  // worth of idle workers would take it but for their version (`of_other_versions`:
+  // how many of each), an event says so, once until it heals.
+  void SayHealWaitsForVersionLocked(const v1::Job& job, int32_t version,
+                                    const std::map<int32_t, int>& of_other_versions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `job`'s ranks `group` (one or more whole replica groups) were placed on
   // `workers` (in the ranks' order) and told, with the live ranks, to join the next epoch.
   bool HealLocked(const v1::Job& job, const std::vector<int32_t>& group,

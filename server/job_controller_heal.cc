@@ -11,6 +11,7 @@
 // worker's); up, replacements are placed until the target is met.
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -152,21 +153,58 @@ void JobController::HealDegradedAttemptsLocked() {
     // Its ranks meet the live ones in collectives: the same data plane.
     const std::optional<int32_t> version = LiveDataPlaneVersion(job);
     if (!version.has_value()) continue;
+    const PendingJob any_version = needs;
     needs.data_plane_version = *version;
+    std::map<int32_t, int> of_other_versions;  // idle workers that differ only there
     for (const v1::WorkerInfo& worker : workers_->Idle(job.spec().device())) {
       if (static_cast<int32_t>(workers.size()) == wanted * size) break;
       const auto left = leaves.find(worker.id());
       if (left != leaves.end() && left->second.held_until > now) continue;  // flapping
-      if (CanTakeRank(needs, WorkerOffer(worker))) workers.push_back(worker.id());
+      if (CanTakeRank(needs, WorkerOffer(worker))) {
+        workers.push_back(worker.id());
+      } else if (CanTakeRank(any_version, WorkerOffer(worker))) {
+        ++of_other_versions[worker.data_plane_version()];
+      }
     }
     // Groups that left, or those of a job grown past its initial size not placed yet: as
     // many as the idle workers hold, in one epoch (the rest in a later pass).
     const std::vector<int32_t> ranks = GroupsToHeal(job.spec(), job.membership(), job.attempt(),
                                                     static_cast<int32_t>(workers.size()) / size);
-    if (ranks.empty()) continue;
+    if (ranks.empty()) {
+      SayHealWaitsForVersionLocked(job, *version, of_other_versions);
+      continue;
+    }
+    live_.at(job.id()).heal_waits_for_version = false;
     workers.resize(ranks.size());
     HealLocked(job, ranks, workers);
   }
+}
+
+void JobController::SayHealWaitsForVersionLocked(const v1::Job& job, int32_t version,
+                                                 const std::map<int32_t, int>& of_other_versions) {
+  LiveAttempt& live = live_.at(job.id());
+  int others = 0;
+  std::vector<std::string> counts;
+  for (const auto& [other, count] : of_other_versions) {
+    others += count;
+    counts.push_back(absl::StrCat(count, " of version ", other));
+  }
+  // Only a group's worth is worth saying, once until the attempt heals again: the pass
+  // runs every second.
+  if (others < ReplicaGroupSize(job.spec()) || live.heal_waits_for_version) return;
+  live.heal_waits_for_version = true;
+  LogIfFailed(
+      jobs_
+          ->RecordEvent(job.id(), job.attempt(),
+                        absl::StrCat("the job is not healed: its live ranks run data-plane "
+                                     "version ",
+                                     version, ", and the idle workers that would take a group (",
+                                     absl::StrJoin(counts, ", "),
+                                     ") are of another (releases that differ there never share "
+                                     "a collective); it heals once workers of version ",
+                                     version, " are idle"))
+          .status(),
+      "recording an event", JobContext(job));
 }
 
 std::optional<int32_t> JobController::LiveDataPlaneVersion(const v1::Job& job) const {

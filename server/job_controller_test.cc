@@ -1634,6 +1634,33 @@ TEST_F(FaultTolerantJobTest, AReplacementIsOfTheLiveRanksDataPlaneVersion) {
   EXPECT_EQ(workers_->Get("w8")->state(), v1::IDLE);
 }
 
+// During a rolling upgrade the idle workers may all be of the new release: a degraded job
+// they cannot heal says why, once (the heal pass runs every second), and heals once a
+// worker of its own version is idle.
+TEST_F(FaultTolerantJobTest, ADegradedJobThatOnlyOtherVersionsCouldHealSaysSoOnce) {
+  StartHybridJob();
+  controller_->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
+  controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  const std::string said =
+      "the job is not healed: its live ranks run data-plane version 0, and the idle workers "
+      "that would take a group (2 of version 2) are of another";
+  for (const char* upgraded : {"w7", "w8"}) {
+    data_plane_versions_[upgraded] = 2;
+    AddWorker(upgraded);
+  }
+  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 1);
+  controller_->Schedule();  // another heal pass
+  size_t times = 0;
+  for (size_t at = Events().find(said); at != std::string::npos; at = Events().find(said, at + 1)) {
+    ++times;
+  }
+  EXPECT_EQ(times, 1u) << Events();
+
+  AddWorker("w9");  // of version 0: with w2, a group
+  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 2) << Events();
+  EXPECT_EQ(jobs_->Get("job-1")->ranks(3).worker_id(), "w9");
+}
+
 // A flapping worker (it leaves, is healed back in, leaves again) is held off the attempt
 // from its second leave, for a minute, then two: the job trains on degraded meanwhile
 // instead of going through an epoch per step.
