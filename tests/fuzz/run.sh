@@ -59,10 +59,9 @@ if ! make -s -j"$(nproc)" -f "$makefile" all >"$out/build.log" 2>&1; then
   exit 1
 fi
 
-status=0
-results=""
-for name in "${targets[@]}"; do
-  work="$out/run-$name"
+# Runs target $1 for $seconds; its line goes to its folder's `result`, its status out.
+fuzz_one() {
+  local name=$1 work="$out/run-$1" scratch line runs status=0
   rm -rf "$work"
   mkdir -p "$work/corpus"
   cp tests/fuzz/corpus/"$name"/* "$work/corpus/"
@@ -77,10 +76,35 @@ for name in "${targets[@]}"; do
     line="fuzz $name passed ($runs inputs in ${seconds}s)"
   else
     line="fuzz $name failed: see $work/fuzz.log and the crash-* input beside it"
-    tail -40 "$work/fuzz.log" >&2
     status=1
   fi
   if [ "$scratch" != "$work" ]; then rm -rf "$scratch"; fi
+  echo "$line" >"$work/result"
+  return $status
+}
+
+# A libFuzzer process uses one core: as many targets run at once as there are cores.
+status=0
+running=0
+for name in "${targets[@]}"; do
+  if [ "$running" -ge "$(nproc)" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$name" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
+done
+results=""
+for name in "${targets[@]}"; do
+  line=$(cat "$out/run-$name/result" 2>/dev/null || echo "fuzz $name failed: it left no result")
+  case "$line" in *" failed: "*)
+    status=1
+    tail -40 "$out/run-$name/fuzz.log" >&2 ;;
+  esac
   echo "$line"
   results="$results$line"$'\n'
 done
