@@ -244,6 +244,8 @@ images() {
     localhost/shardwise-cpu:dev || return 1
   if [ -x "$CUDA_PATH/bin/nvcc" ]; then
     log "building the CUDA image localhost/shardwise-cuda:dev (toolkit at $CUDA_PATH)"
+    # Written where the CPU bundle was (the configurations share an output folder): the
+    # CPU image above has taken that one already.
     build_bundle --config=cuda || return 1
     deploy/images/build.sh \
       "$(bazel info --config=cuda bazel-bin 2>/dev/null)/shardwise-bundle.tar.gz" \

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 bazel build --config=cuda //tests/gpu:gpu_kit
 rm -rf .device
 mkdir -p .device
-cp -f bazel-out/k8-fastbuildcuda/bin/tests/gpu/gpu-kit.tar.gz .device/
+cp -f bazel-bin/tests/gpu/gpu-kit.tar.gz .device/
 chmod u+w .device/*.tar.gz
 # The commit it was built from, for device_run.sh's summary: a kit older than the code
 # under test is seen at once.
