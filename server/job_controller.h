@@ -405,8 +405,8 @@ class JobController {
   // registered): the ranks added to them must share it (contracts/data_plane_version.h).
   std::optional<int32_t> LiveDataPlaneVersion(const v1::Job& job) const;
   // A degraded attempt that no idle worker of its `version` can heal: when a group's
-  // worth of idle workers would take it but for their version (`of_other_versions`:
-  // how many of each), an event says so, once until it heals.
+  // worth of idle workers of one other version would take it but for that version
+  // (`of_other_versions`: how many of each), an event says so, once until it heals.
   void SayHealWaitsForVersionLocked(const v1::Job& job, int32_t version,
                                     const std::map<int32_t, int>& of_other_versions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

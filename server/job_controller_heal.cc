@@ -174,24 +174,23 @@ void JobController::HealDegradedAttemptsLocked() {
       SayHealWaitsForVersionLocked(job, *version, of_other_versions);
       continue;
     }
-    live_.at(job.id()).heal_waits_for_version = false;
     workers.resize(ranks.size());
-    HealLocked(job, ranks, workers);
+    if (HealLocked(job, ranks, workers)) live_.at(job.id()).heal_waits_for_version = false;
   }
 }
 
 void JobController::SayHealWaitsForVersionLocked(const v1::Job& job, int32_t version,
                                                  const std::map<int32_t, int>& of_other_versions) {
   LiveAttempt& live = live_.at(job.id());
-  int others = 0;
+  int most_of_one = 0;  // a group's ranks share a version too
   std::vector<std::string> counts;
   for (const auto& [other, count] : of_other_versions) {
-    others += count;
+    most_of_one = std::max(most_of_one, count);
     counts.push_back(absl::StrCat(count, " of version ", other));
   }
   // Only a group's worth is worth saying, once until the attempt heals again: the pass
   // runs every second.
-  if (others < ReplicaGroupSize(job.spec()) || live.heal_waits_for_version) return;
+  if (most_of_one < ReplicaGroupSize(job.spec()) || live.heal_waits_for_version) return;
   live.heal_waits_for_version = true;
   LogIfFailed(
       jobs_

@@ -228,11 +228,11 @@ void JobController::CheckReattachDeadlinesLocked(absl::Time now) {
     for (int32_t rank : live_ranks) {
       if (live.reattached.count(rank) == 0) missing.push_back(RankName(*job, rank));
     }
-    if (missing.empty()) {  // the awaited ranks changed since the last came back (a leave)
+    if (missing.empty()) {  // defensive: each re-attach ends the wait once none is missing
       EndReattachWaitIfAllBackLocked(*job, live);
       continue;
     }
-    expired.emplace_back(*job, absl::StrCat("only ", live.reattached.size(), " of ",
+    expired.emplace_back(*job, absl::StrCat("only ", live_ranks.size() - missing.size(), " of ",
                                             live_ranks.size(), " ranks re-attached within ",
                                             absl::FormatDuration(options_.reattach_grace),
                                             " after the coordinator restarted (missing: ",

@@ -149,6 +149,17 @@ class JobControllerTest : public ::testing::Test {
     return controller_->SetCommHook("job-1", hook);
   }
 
+  // job-1 on w0 and w1, then a coordinator restart; w1 comes back with rank 1, which then
+  // completes, and w0 is not back yet.
+  void RestartWhileRankOneReattachesAndCompletes() {
+    StartTwoRankJob();
+    StartCoordinator();
+    v1::RunningAttempt rank_one = RankZeroOfFirstAttempt();
+    rank_one.set_rank(1);
+    AddWorker("w1", &rank_one);
+    Report("w1", 1, v1::COMPLETED);
+  }
+
   // What w0 says it runs when it registers again: job-1's rank 0 of attempt 1.
   static v1::RunningAttempt RankZeroOfFirstAttempt() {
     v1::RunningAttempt running;
@@ -661,12 +672,7 @@ TEST_F(JobControllerTest, AnAbortOwedToAWorkerWithoutASessionIsSentWhenItsSessio
 // back is back, not awaited: once the peer re-attaches the attempt waits no more (it
 // says so) and is not re-queued when the grace ends while that peer still trains.
 TEST_F(JobControllerTest, ARankThatCompletedAfterReattachingCountsAsBack) {
-  StartTwoRankJob();
-  StartCoordinator();
-  v1::RunningAttempt rank_one = RankZeroOfFirstAttempt();
-  rank_one.set_rank(1);
-  AddWorker("w1", &rank_one);
-  Report("w1", 1, v1::COMPLETED);
+  RestartWhileRankOneReattachesAndCompletes();
   const v1::RunningAttempt rank_zero = RankZeroOfFirstAttempt();
   AddWorker("w0", &rank_zero);
   EXPECT_TRUE(HasEvent(*jobs_->Get("job-1"),
@@ -682,6 +688,17 @@ TEST_F(JobControllerTest, ARankThatCompletedAfterReattachingCountsAsBack) {
   EXPECT_EQ(jobs_->Get("job-1")->attempt(), 1);
   Report("w0", 0, v1::COMPLETED);
   EXPECT_EQ(State(), v1::SUCCEEDED);
+}
+
+// The same, but rank 0 never comes back: at the grace's end the attempt is re-queued, and
+// its reason counts only the ranks still awaited (the completed rank 1 is not among them).
+TEST_F(JobControllerTest, TheReattachReasonCountsOnlyTheRanksStillAwaited) {
+  RestartWhileRankOneReattachesAndCompletes();
+  clock_.Advance(absl::Seconds(30));
+  controller_->CheckHeartbeats();
+  EXPECT_EQ(State(), v1::PENDING);
+  EXPECT_TRUE(HasEvent(*jobs_->Get("job-1"), "only 0 of 1 ranks re-attached within 30s"))
+      << jobs_->Get("job-1")->DebugString();
 }
 
 // A session that notes the job's state as each abort is queued to it.

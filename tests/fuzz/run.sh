@@ -103,7 +103,7 @@ for name in "${targets[@]}"; do
   line=$(cat "$out/run-$name/result" 2>/dev/null || echo "fuzz $name failed: it left no result")
   case "$line" in *" failed: "*)
     status=1
-    tail -40 "$out/run-$name/fuzz.log" >&2 ;;
+    if [ -f "$out/run-$name/fuzz.log" ]; then tail -40 "$out/run-$name/fuzz.log" >&2; fi ;;
   esac
   echo "$line"
   results="$results$line"$'\n'
