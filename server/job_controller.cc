@@ -53,6 +53,11 @@ void JobController::LogIfFailed(const absl::Status& status, const char* what,
   if (!status.ok()) shardwise::LogError(context, absl::StrCat(what, ": ", status.ToString()));
 }
 
+void JobController::RecordJobEvent(const v1::Job& job, const std::string& text,
+                                   const char* what) const {
+  LogIfFailed(jobs_->RecordEvent(job.id(), job.attempt(), text).status(), what, JobContext(job));
+}
+
 JobController::JobController(JobManager* jobs, WorkerRegistry* workers, RendezvousStore* rendezvous,
                              const Options& options)
     : jobs_(jobs),

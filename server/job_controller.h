@@ -335,6 +335,10 @@ class JobController {
                           const LogContext& context = LogContext());
   // The log context of `job`'s current attempt, for LogIfFailed.
   static LogContext JobContext(const v1::Job& job);
+  // Adds `text` to the events of `job`'s current attempt; a failure to record it is
+  // logged (as `what`), never returned: an event is a report, and the decision it reports
+  // has already been made.
+  void RecordJobEvent(const v1::Job& job, const std::string& text, const char* what) const;
 
   // Asks for a scheduling pass: on the executor, once however often it is asked before
   // it runs; at once without an executor.

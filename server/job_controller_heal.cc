@@ -116,15 +116,11 @@ void JobController::CountWorkerLeaveLocked(const v1::Job& job, const std::string
   if (leaves.times < 2) return;
   const absl::Duration held = kRejoinBackoff * (int64_t{1} << std::min(leaves.times - 2, 10));
   leaves.held_until = clock_.Now() + held;
-  LogIfFailed(jobs_
-                  ->RecordEvent(job.id(), job.attempt(),
-                                absl::StrCat("worker ", worker, " left attempt ", job.attempt(),
-                                             " ", leaves.times,
-                                             " times: it is not placed in "
-                                             "it again for ",
-                                             absl::FormatDuration(held)))
-                  .status(),
-              "recording an event", JobContext(job));
+  RecordJobEvent(
+      job,
+      absl::StrCat("worker ", worker, " left attempt ", job.attempt(), " ", leaves.times,
+                   " times: it is not placed in it again for ", absl::FormatDuration(held)),
+      "recording an event");
 }
 
 void JobController::HealDegradedAttemptsLocked() {
@@ -192,18 +188,14 @@ void JobController::SayHealWaitsForVersionLocked(const v1::Job& job, int32_t ver
   // runs every second.
   if (most_of_one < ReplicaGroupSize(job.spec()) || live.heal_waits_for_version) return;
   live.heal_waits_for_version = true;
-  LogIfFailed(
-      jobs_
-          ->RecordEvent(job.id(), job.attempt(),
-                        absl::StrCat("the job is not healed: its live ranks run data-plane "
-                                     "version ",
-                                     version, ", and the idle workers that would take a group (",
-                                     absl::StrJoin(counts, ", "),
-                                     ") are of another (releases that differ there never share "
-                                     "a collective); it heals once workers of version ",
-                                     version, " are idle"))
-          .status(),
-      "recording an event", JobContext(job));
+  RecordJobEvent(
+      job,
+      absl::StrCat("the job is not healed: its live ranks run data-plane version ", version,
+                   ", and the idle workers that would take a group (", absl::StrJoin(counts, ", "),
+                   ") are of another (releases that differ there never share a collective); it "
+                   "heals once workers of version ",
+                   version, " are idle"),
+      "recording an event");
 }
 
 std::optional<int32_t> JobController::LiveDataPlaneVersion(const v1::Job& job) const {
@@ -299,8 +291,7 @@ void JobController::RecordStateReceivedLocked(const v1::Job& job, const v1::Atte
                    absl::StrFormat("%.1f ms (%.1f MB/s)", seconds * 1e3,
                                    seconds > 0 ? transfer.bytes() / seconds / 1e6 : 0.0),
                    ", checksum ", transfer.checksum());
-  LogIfFailed(jobs_->RecordEvent(job.id(), job.attempt(), event).status(),
-              "recording a state transfer", JobContext(job));
+  RecordJobEvent(job, event, "recording a state transfer");
 }
 
 }  // namespace shardwise

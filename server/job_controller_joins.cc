@@ -84,26 +84,23 @@ void JobController::EndLateJoinLocked(const v1::Job& job, const std::set<int32_t
     }
     auto live = live_.find(job.id());
     const bool probing = live != live_.end() && ProbeDataPlaneLocked(job, live->second, now);
-    LogIfFailed(jobs_
-                    ->RecordEvent(job.id(), job.attempt(),
-                                  absl::StrCat("every rank reached the rendezvous, but ",
-                                               RanksAndWorkers(job, unjoined),
-                                               " had not connected to its peers", Within(job),
-                                               probing ? "; probing the data plane between the "
-                                                         "ranks' workers"
-                                                       : " (a data-plane port blocked between "
-                                                         "workers?); the data plane's own "
-                                                         "timeout decides"))
-                    .status(),
-                "recording a late join", JobContext(job));
+    RecordJobEvent(
+        job,
+        absl::StrCat("every rank reached the rendezvous, but ", RanksAndWorkers(job, unjoined),
+                     " had not connected to its peers", Within(job),
+                     probing ? "; probing the data plane between the ranks' workers"
+                             : " (a data-plane port blocked between workers?); the data plane's "
+                               "own timeout decides"),
+        "recording a late join");
     return;
   }
   if (static_cast<int32_t>(never_reached.size()) == world) {
-    FailAttemptLocked(job,
-                      absl::StrCat("no rank reached the rendezvous", Within(job),
-                                   ": can the workers reach the coordinator, and do they need "
-                                   "longer to start a rank?"),
-                      /*lost_worker=*/"");
+    FailAttemptLocked(
+        job,
+        absl::StrCat(
+            "no rank reached the rendezvous", Within(job),
+            ": can the workers reach the coordinator, and do they need longer to start a rank?"),
+        /*lost_worker=*/"");
     return;
   }
   QuarantineLocked(job, never_reached, absl::StrCat("did not reach the rendezvous", Within(job)),

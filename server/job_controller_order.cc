@@ -22,8 +22,7 @@ void JobController::ApplyOrderDecisionLocked(const v1::Job& job, LiveAttempt& at
       RequestScheduleLocked();
       return;
     case Kind::kWarn:
-      LogIfFailed(jobs_->RecordEvent(job.id(), job.attempt(), decision.message).status(),
-                  "recording an order change", JobContext(job));
+      RecordJobEvent(job, decision.message, "recording an order change");
       return;
     case Kind::kRecord: {
       auto recorded = jobs_->RecordExecutionPlan(job.id(), job.attempt(), decision.order,

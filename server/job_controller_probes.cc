@@ -102,14 +102,12 @@ void JobController::JudgeProbesLocked(const v1::Job& job, LiveAttempt& live, abs
   const std::vector<UnreachableRank> blamed =
       BlameUnreachableRanks(job.ranks_size(), live.probes, RankHostsLocked(job));
   if (blamed.empty()) {
-    LogIfFailed(jobs_
-                    ->RecordEvent(job.id(), job.attempt(),
-                                  absl::StrCat("the data-plane probes of ", live.probes.size(),
-                                               " of ", job.ranks_size(),
-                                               " ranks found no rank that the others cannot "
-                                               "reach; the data plane's own timeout decides"))
-                    .status(),
-                "recording a data-plane probe", JobContext(job));
+    RecordJobEvent(
+        job,
+        absl::StrCat("the data-plane probes of ", live.probes.size(), " of ", job.ranks_size(),
+                     " ranks found no rank that the others cannot reach; the data plane's own "
+                     "timeout decides"),
+        "recording a data-plane probe");
     return;
   }
   std::vector<int32_t> ranks;

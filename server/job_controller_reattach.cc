@@ -57,18 +57,15 @@ void JobController::AwaitReattachments() {
     const size_t awaited = AwaitedRanks(job, live.completed).size();
     live.awaiting_reattach = awaited > 0;
     live.reattach_deadline = deadline;
-    LogIfFailed(jobs_
-                    ->RecordEvent(job.id(), job.attempt(),
-                                  absl::StrCat("the coordinator restarted while attempt ",
-                                               job.attempt(), " was RUNNING; waiting up to ",
-                                               absl::FormatDuration(options_.reattach_grace),
-                                               " for its ", awaited, " ranks to re-attach",
-                                               live.completed.empty()
-                                                   ? ""
-                                                   : absl::StrCat(" (", live.completed.size(),
-                                                                  " had completed)")))
-                    .status(),
-                "recording an event", JobContext(job));
+    RecordJobEvent(
+        job,
+        absl::StrCat("the coordinator restarted while attempt ", job.attempt(),
+                     " was RUNNING; waiting up to ", absl::FormatDuration(options_.reattach_grace),
+                     " for its ", awaited, " ranks to re-attach",
+                     live.completed.empty()
+                         ? ""
+                         : absl::StrCat(" (", live.completed.size(), " had completed)")),
+        "recording an event");
     if (awaited == 0) FinishIfCompletedLocked(job);  // its end was not written
   }
 }
@@ -116,14 +113,12 @@ void JobController::EndReattachWaitIfAllBackLocked(const v1::Job& job, LiveAttem
     return;
   }
   attempt.awaiting_reattach = false;
-  LogIfFailed(jobs_
-                  ->RecordEvent(job.id(), job.attempt(),
-                                absl::StrCat("all ", attempt.reattached.size(),
-                                             " ranks of attempt ", job.attempt(),
-                                             " re-attached after the coordinator restarted; "
-                                             "training went on without a restart"))
-                  .status(),
-              "recording an event", JobContext(job));
+  RecordJobEvent(
+      job,
+      absl::StrCat(
+          "all ", attempt.reattached.size(), " ranks of attempt ", job.attempt(),
+          " re-attached after the coordinator restarted; training went on without a restart"),
+      "recording an event");
 }
 
 void JobController::DecideReattachSoonerLocked(const v1::Job& job, LiveAttempt& attempt,
@@ -132,16 +127,12 @@ void JobController::DecideReattachSoonerLocked(const v1::Job& job, LiveAttempt& 
   const absl::Time sooner = clock_.Now() + PeerTimeout(job.spec());
   if (sooner >= attempt.reattach_deadline) return;
   attempt.reattach_deadline = sooner;
-  LogIfFailed(jobs_
-                  ->RecordEvent(job.id(), job.attempt(),
-                                absl::StrCat(cause,
-                                             ": the ranks still "
-                                             "missing are taken out after ",
-                                             absl::FormatDuration(PeerTimeout(job.spec())),
-                                             " (fault_tolerance.peer_timeout_seconds), not after "
-                                             "the whole re-attach grace"))
-                  .status(),
-              "recording an event", JobContext(job));
+  RecordJobEvent(
+      job,
+      absl::StrCat(cause, ": the ranks still missing are taken out after ",
+                   absl::FormatDuration(PeerTimeout(job.spec())),
+                   " (fault_tolerance.peer_timeout_seconds), not after the whole re-attach grace"),
+      "recording an event");
 }
 
 void JobController::OnPeerLostWhileReattaching(const std::string& job_id, int32_t attempt) {
