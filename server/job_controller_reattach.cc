@@ -36,6 +36,16 @@ std::vector<int32_t> AwaitedRanks(const v1::Job& job, const std::set<int32_t>& c
   return awaited;
 }
 
+// The awaited ranks of `job` that have not re-attached.
+std::vector<int32_t> MissingRanks(const v1::Job& job, const std::set<int32_t>& completed,
+                                  const std::set<int32_t>& reattached) {
+  std::vector<int32_t> missing;
+  for (int32_t rank : AwaitedRanks(job, completed)) {
+    if (reattached.count(rank) == 0) missing.push_back(rank);
+  }
+  return missing;
+}
+
 bool Contains(const std::vector<int32_t>& ranks, int32_t rank) {
   return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
 }
@@ -107,11 +117,7 @@ void JobController::EndReattachWaitIfAllBackLocked(const v1::Job& job, LiveAttem
   // Every rank still awaited is back. A rank that re-attached and has completed since is
   // no longer awaited, but it did come back: counting the re-attached against the
   // awaited would wait on, past the grace, for a rank that is not missing.
-  const std::vector<int32_t> awaited = AwaitedRanks(job, attempt.completed);
-  if (!std::all_of(awaited.begin(), awaited.end(),
-                   [&](int32_t rank) { return attempt.reattached.count(rank) > 0; })) {
-    return;
-  }
+  if (!MissingRanks(job, attempt.completed, attempt.reattached).empty()) return;
   attempt.awaiting_reattach = false;
   RecordJobEvent(
       job,
@@ -152,12 +158,9 @@ void JobController::OnRankBackWithoutAttemptLocked(const std::string& worker_id)
     auto job = jobs_->Current(job_id);
     if (!job.ok()) continue;
     // One that left, or completed, is not awaited.
-    const std::vector<int32_t> live_ranks = AwaitedRanks(*job, live.completed);
+    const std::vector<int32_t> missing = MissingRanks(*job, live.completed, live.reattached);
     for (const v1::RankAssignment& rank : job->ranks()) {
-      const bool awaited = Contains(live_ranks, rank.rank());
-      if (rank.worker_id() == worker_id && awaited && live.reattached.count(rank.rank()) == 0) {
-        lost.push_back(*job);
-      }
+      if (rank.worker_id() == worker_id && Contains(missing, rank.rank())) lost.push_back(*job);
     }
   }
   const std::string cause = absl::StrCat("worker ", worker_id,
@@ -214,20 +217,19 @@ void JobController::CheckReattachDeadlinesLocked(absl::Time now) {
     if (!live.awaiting_reattach || now < live.reattach_deadline) continue;
     auto job = jobs_->Current(job_id);
     if (!job.ok()) continue;
-    std::vector<std::string> missing;
-    const std::vector<int32_t> live_ranks = AwaitedRanks(*job, live.completed);
-    for (int32_t rank : live_ranks) {
-      if (live.reattached.count(rank) == 0) missing.push_back(RankName(*job, rank));
-    }
+    const std::vector<int32_t> missing = MissingRanks(*job, live.completed, live.reattached);
     if (missing.empty()) {  // defensive: each re-attach ends the wait once none is missing
       EndReattachWaitIfAllBackLocked(*job, live);
       continue;
     }
-    expired.emplace_back(*job, absl::StrCat("only ", live_ranks.size() - missing.size(), " of ",
-                                            live_ranks.size(), " ranks re-attached within ",
-                                            absl::FormatDuration(options_.reattach_grace),
-                                            " after the coordinator restarted (missing: ",
-                                            absl::StrJoin(missing, ", "), ")"));
+    const size_t awaited = AwaitedRanks(*job, live.completed).size();
+    std::vector<std::string> names;
+    for (int32_t rank : missing) names.push_back(RankName(*job, rank));
+    expired.emplace_back(
+        *job, absl::StrCat(
+                  "only ", awaited - missing.size(), " of ", awaited, " ranks re-attached within ",
+                  absl::FormatDuration(options_.reattach_grace),
+                  " after the coordinator restarted (missing: ", absl::StrJoin(names, ", "), ")"));
   }
   for (const auto& [job, reason] : expired) {
     if (!LeaveWithoutMissingRanksLocked(job, reason)) RequeueWithoutRestartLocked(job, reason);
@@ -238,12 +240,8 @@ bool JobController::LeaveWithoutMissingRanksLocked(const v1::Job& job, const std
   if (!job.spec().has_fault_tolerance()) return false;
   auto live = live_.find(job.id());
   if (live == live_.end()) return false;
-  const std::set<int32_t> reattached = live->second.reattached;
-  const std::vector<int32_t> awaited = AwaitedRanks(job, live->second.completed);
-  std::vector<int32_t> missing;
-  for (int32_t rank : awaited) {
-    if (reattached.count(rank) == 0) missing.push_back(rank);
-  }
+  const std::vector<int32_t> missing =
+      MissingRanks(job, live->second.completed, live->second.reattached);
   // Dry run first: the whole loss must leave enough replicas, or nothing changes.
   if (missing.empty() ||
       !DecideAfterLoss(job.spec(), job.membership(), job.attempt(), missing).train_on) {
