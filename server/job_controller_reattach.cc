@@ -224,6 +224,7 @@ void JobController::CheckReattachDeadlinesLocked(absl::Time now) {
     }
     const size_t awaited = AwaitedRanks(*job, live.completed).size();
     std::vector<std::string> names;
+    names.reserve(missing.size());
     for (int32_t rank : missing) names.push_back(RankName(*job, rank));
     expired.emplace_back(
         *job, absl::StrCat(
