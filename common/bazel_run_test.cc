@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -16,7 +17,7 @@ std::string WorkingDirectory() { return std::filesystem::current_path().string()
 
 TEST(BazelRunTest, EntersTheFolderBazelRunNames) {
   const std::string before = WorkingDirectory();
-  const std::string target = std::filesystem::canonical(std::getenv("TEST_TMPDIR")).string();
+  const std::string target = std::filesystem::canonical(testing::ScratchRoot()).string();
   ::setenv("BUILD_WORKING_DIRECTORY", target.c_str(), 1);
   const absl::Status status = EnterBazelRunWorkingDirectory();
   const std::string after = WorkingDirectory();

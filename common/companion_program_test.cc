@@ -12,14 +12,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
 namespace {
 
 std::string MakeDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/", name);
+  std::string dir = testing::ScratchPath(name);
   ::mkdir(dir.c_str(), 0755);
   return dir;
 }

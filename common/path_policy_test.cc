@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "common/safe_write.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -20,10 +21,8 @@ using Kind = PathPolicy::Kind;
 class PathPolicyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    root_ = fs::path(tmp != nullptr ? tmp : "/tmp") /
-            ("paths-" + std::to_string(getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = testing::ScratchPath(std::string("paths-") +
+                                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     for (const char* dir : {"in", "out", "secret"}) fs::create_directories(root_ / dir);
     Write(root_ / "in" / "data.bin");

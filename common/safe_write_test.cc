@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -27,7 +28,7 @@ void WriteAt(const fs::path& path, absl::Time when) {
 // removes it once it has been left alone long enough. A write of the name still running
 // (its file recently modified), other names' files and the target itself stay.
 TEST(RemoveAbandonedWrites, RemovesOnlyOldTemporariesOfTheName) {
-  const fs::path dir = fs::path(std::getenv("TEST_TMPDIR")) / "abandoned";
+  const fs::path dir = fs::path(testing::ScratchRoot()) / "abandoned";
   fs::remove_all(dir);
   fs::create_directories(dir);
   const absl::Time now = absl::FromUnixSeconds(1'800'000'000);
@@ -53,7 +54,7 @@ TEST(RemoveAbandonedWrites, RemovesOnlyOldTemporariesOfTheName) {
 // not this function's to remove) leaves only the hidden name, which
 // RemoveInterruptedRemovals clears once it can.
 TEST(RemoveFolderOfFiles, RemovesTheFilesAndTheFolderNeverThroughALink) {
-  const fs::path dir = fs::path(std::getenv("TEST_TMPDIR")) / "remove-folder";
+  const fs::path dir = fs::path(testing::ScratchRoot()) / "remove-folder";
   fs::remove_all(dir);
   fs::create_directories(dir / "step");
   fs::create_directories(dir / "elsewhere");

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "common/testing/out_of_descriptors.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 class UntrustedFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(std::getenv("TEST_TMPDIR")) /
+    dir_ = fs::path(testing::ScratchRoot()) /
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(dir_);
     fs::create_directories(dir_);

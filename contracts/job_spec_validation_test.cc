@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/testing/scratch.h"
 #include "contracts/huggingface_layout.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/model_description.h"
@@ -118,8 +119,7 @@ TEST(Validation, AcceptsSpecAfterDefaults) {
 // start; tensors the model does not have are ignored.
 TEST(Validation, InitialWeightsAreCheckedAtSubmission) {
   v1::JobSpec spec = ValidSpec();
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(root ? root : "/tmp") + "/init-submission.safetensors";
+  const std::string path = testing::ScratchPath("init-submission.safetensors");
   spec.mutable_init()->set_safetensors_path(path);
   auto description = DescribeModel(spec.model());
   ASSERT_TRUE(description.ok());
@@ -494,8 +494,7 @@ TEST(Validation, NamesArePrintableTextCountedInCharacters) {
 
 // A token file of `count` uint16 ids in the test's temporary folder.
 std::string TokenFile(const std::string& name, int count) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  std::string path = std::string(dir ? dir : "/tmp") + "/" + name;
+  std::string path = testing::ScratchPath(name);
   std::ofstream file(path, std::ios::binary);
   const std::vector<uint16_t> ids(count, 1);
   file.write(reinterpret_cast<const char*>(ids.data()), std::streamsize{2} * count);
@@ -792,8 +791,7 @@ TEST(LlamaValidation, AnUntiedHeadMayBeAUnitOfItsOwn) {
 // someone's model is refused unless output.overwrite.
 TEST(LlamaValidation, HuggingFaceCheckpointsAreCheckedAtSubmission) {
   v1::JobSpec spec = ValidLlamaSpec();
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(root ? root : "/tmp") + "/hf-submission";
+  const std::string dir = testing::ScratchPath("hf-submission");
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/config.json") << HuggingFaceConfigJson(spec.model());
   auto description = DescribeModel(spec.model());

@@ -11,15 +11,13 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid());
-}
+std::string TempPath(const std::string& name) { return testing::ScratchPath(name); }
 
 TEST(Safetensors, BytesAreWhatTheFormatRequires) {
   TensorMap tensors;

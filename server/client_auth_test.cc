@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -14,10 +15,7 @@ namespace {
 
 class TokenAuthenticatorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* dir = std::getenv("TEST_TMPDIR");
-    path_ = std::string(dir ? dir : "/tmp") + "/tokens-" + std::to_string(getpid()) + ".yaml";
-  }
+  void SetUp() override { path_ = testing::ScratchPath("tokens.yaml"); }
 
   void WriteTokens(const std::string& body) {
     const std::string tmp = path_ + ".tmp";

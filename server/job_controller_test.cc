@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/metrics.h"
+#include "common/testing/scratch.h"
 #include "contracts/worker_features.h"
 #include "gtest/gtest.h"
 #include "server/coordinator_metrics.h"
@@ -23,8 +24,7 @@ namespace {
 class JobControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* dir = std::getenv("TEST_TMPDIR");
-    path_ = std::string(dir ? dir : "/tmp") + "/controller-" + std::to_string(getpid()) + "-" +
+    path_ = testing::ScratchPath("controller-") +
             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
     unlink(path_.c_str());
     options_.check_paths = false;

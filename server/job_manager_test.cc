@@ -9,6 +9,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "server/job_record_bound.h"
 
@@ -18,8 +19,7 @@ namespace {
 class JobManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* dir = std::getenv("TEST_TMPDIR");
-    path_ = std::string(dir ? dir : "/tmp") + "/jobs-" + std::to_string(getpid()) + "-" +
+    path_ = testing::ScratchPath("jobs-") +
             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
     unlink(path_.c_str());
     Reopen();

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/testing/local_grpc.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "proto/worker_service.grpc.pb.h"
 #include "server/state_store.h"
@@ -35,9 +36,7 @@ class SessionOnly final : public v1::WorkerService::CallbackService {
 };
 
 TEST(SessionStream, AWorkerThatReadsNothingIsLostAndItsStreamEnds) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      std::string(dir ? dir : "/tmp") + "/session-" + std::to_string(getpid()) + ".db";
+  const std::string path = testing::ScratchPath("session.db");
   unlink(path.c_str());
   auto store = StateStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();

@@ -5,15 +5,13 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
 namespace {
 
-std::string StateFile() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir ? dir : "/tmp", "/state-", getpid(), ".db");
-}
+std::string StateFile() { return testing::ScratchPath("state.db"); }
 
 TEST(StateFileLock, OneHolderAtATimeAndTheSecondLearnsItsPid) {
   auto first = StateFileLock::Acquire(StateFile());

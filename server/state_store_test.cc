@@ -9,16 +9,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "server/job_record_bound.h"
 
 namespace shardwise {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name + "-" + std::to_string(getpid());
-}
+std::string TempPath(const std::string& name) { return testing::ScratchPath(name); }
 
 v1::Job MakeJob(const std::string& id, v1::JobState state) {
   v1::Job job;

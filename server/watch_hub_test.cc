@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/testing/local_grpc.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "proto/job_service.grpc.pb.h"
 #include "server/state_store.h"
@@ -43,9 +44,7 @@ class WatchOnly final : public v1::JobService::CallbackService {
 };
 
 TEST(WatchHub, AWatcherThatStopsReadingIsCancelledAfterTheWriteTimeout) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      std::string(dir ? dir : "/tmp") + "/watch-" + std::to_string(getpid()) + ".db";
+  const std::string path = testing::ScratchPath("watch.db");
   unlink(path.c_str());
   auto store = StateStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();

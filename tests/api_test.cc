@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/testing/scratch.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -30,8 +31,7 @@ namespace {
 // Devices may be named (inside the allowed roots) to show they are refused as data anyway.
 ClusterOptions ApiClusterOptions() {
   ClusterOptions options;
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  options.allowed_input_paths = {tmp != nullptr ? tmp : "/tmp", "/dev"};
+  options.allowed_input_paths = {testing::ScratchRoot(), "/dev"};
   return options;
 }
 
@@ -59,10 +59,7 @@ class ApiTest : public ::testing::Test {
 };
 
 // A file inside the allowed roots that does not exist.
-std::string MissingFile() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return std::string(tmp != nullptr ? tmp : "/tmp") + "/no/such/data.safetensors";
-}
+std::string MissingFile() { return testing::ScratchPath("no/such/data.safetensors"); }
 
 struct Rejection {
   std::function<void(v1::JobSpec*)> mutate;

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "worker/compute/cpu/blas_kernels.h"
 
@@ -125,8 +126,7 @@ std::string Cluster::BinaryPath(const std::string& target) {
 }
 
 Cluster::Cluster(const ClusterOptions& options) : options_(options) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string pattern = absl::StrCat(tmp ? tmp : "/tmp", "/cluster-XXXXXX");
+  std::string pattern = testing::ScratchPath("cluster-XXXXXX");
   dir_ = mkdtemp(pattern.data());
 }
 
@@ -157,8 +157,7 @@ int FreePort() {
 
 std::string AllowedPaths(const std::vector<std::string>& paths) {
   if (!paths.empty()) return absl::StrJoin(paths, ",");
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return tmp != nullptr ? tmp : "/tmp";
+  return testing::ScratchRoot();
 }
 
 }  // namespace

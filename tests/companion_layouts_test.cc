@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
 
@@ -49,8 +50,7 @@ constexpr const char* kCompanions[] = {"worker/tools/shardwise-sample",
                                        "tokenizer/shardwise-tokenize"};
 
 std::string ScratchDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path dir = fs::path(tmp ? tmp : "/tmp") / name;
+  const fs::path dir = fs::path(testing::ScratchRoot()) / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();

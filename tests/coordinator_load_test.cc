@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "bench/load/load_generator.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
 
@@ -18,8 +19,7 @@ namespace {
 TEST(CoordinatorLoad, TwoHundredWorkersAndAQueueOfJobsWithoutAFalseFailure) {
   load::LoadOptions options;
   options.coordinator_binary = Cluster::BinaryPath("server/shardwise-coordinator");
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  options.dir = std::string(tmp != nullptr ? tmp : "/tmp");
+  options.dir = testing::ScratchRoot();
   options.workers = 200;
   options.jobs = 100;
   options.world_size = 4;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_spec_io.h"
 #include "contracts/memory_fit.h"
@@ -34,8 +35,7 @@ device: CUDA
 )";
 
 std::string WriteSpec(const std::string& name, const std::string& text) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  std::string path = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid(), ".yaml");
+  std::string path = testing::ScratchPath(absl::StrCat(name, ".yaml"));
   std::ofstream(path) << text;
   return path;
 }

@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
@@ -104,8 +105,7 @@ class Network {
 class HostCluster {
  public:
   explicit HostCluster(Network* network) : network_(network) {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    std::string pattern = absl::StrCat(tmp ? tmp : "/tmp", "/hosts-XXXXXX");
+    std::string pattern = testing::ScratchPath("hosts-XXXXXX");
     dir_ = mkdtemp(pattern.data());
     const std::string address = network->AddHost("coordinator");
     std::vector<std::string> argv = network->On("coordinator");

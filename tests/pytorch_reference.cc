@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/testing/scratch.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -33,8 +34,7 @@ std::string ReadText(const std::string& path) {
 
 std::string ScratchDir() {
   static const std::string dir = [] {
-    const char* root = std::getenv("TEST_TMPDIR");
-    std::string d = absl::StrCat(root ? root : "/tmp", "/pytorch-parity-", getpid());
+    std::string d = testing::ScratchPath("pytorch-parity");
     std::filesystem::create_directories(d);
     return d;
   }();

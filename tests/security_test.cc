@@ -21,6 +21,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/channel_credentials.h"
 #include "common/metrics.h"
+#include "common/testing/scratch.h"
 #include "common/token_hash.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -60,8 +61,7 @@ grpc::Status RegisterAs(const std::shared_ptr<grpc::Channel>& channel, const std
 class SecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    dir_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/security-", getpid(), "-",
+    dir_ = absl::StrCat(testing::ScratchRoot(), "/security-",
                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     for (const char* sub : {"pki", "in", "out", "out/carol", "secret"}) {
@@ -658,8 +658,7 @@ TEST_F(SecurityTest, CertificatesReloadWithoutDroppingSessions) {
 // which it reads and writes without following links. So a path through a link inside the
 // roots works there too: a model written through one, then read back through it.
 TEST(WorkerPaths, APathThroughALinkIsMadeCanonicalOnTheWorker) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/worker-paths-", getpid());
+  const std::string dir = testing::ScratchPath("worker-paths");
   fs::remove_all(dir);
   fs::create_directories(dir + "/out/real");
   fs::create_directory_symlink(dir + "/out/real", dir + "/out/link");
@@ -690,8 +689,7 @@ TEST(WorkerPaths, APathThroughALinkIsMadeCanonicalOnTheWorker) {
 class WorkerTokensTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    dir_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/worker-tokens-", getpid());
+    dir_ = testing::ScratchPath("worker-tokens");
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     WriteTokens({worker_token_});
@@ -831,8 +829,7 @@ TEST(WorkerTokens, ATokenIsNotSentInPlaintextOffLoopback) {
 
 // Off loopback, the coordinator serves only with TLS and tokens, or with --insecure.
 TEST(Exposure, PlaintextOrNoTokensOffLoopbackIsRefused) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/exposure-", getpid());
+  const std::string dir = testing::ScratchPath("exposure");
   fs::create_directories(dir);
   CertificateAuthority ca(dir, "ca");
   const CertificateFiles server = ca.Issue("coordinator", "server");

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "tokenizer/encodings.h"
 #include "tokenizer/pre_split.h"
@@ -19,9 +20,7 @@ namespace shardwise {
 namespace tokenizer {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  return absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
-}
+std::string TempPath(const std::string& name) { return testing::ScratchPath(name); }
 
 // A small vocabulary: every byte, then these merges in order (ids 256 on).
 const std::vector<std::string> kMerges = {" t", "he",  " the", "in", " a",  "an",   " an",

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "tokenizer/byte_tokenizer.h"
 #include "tokenizer/corpus_chunker.h"
@@ -17,9 +18,7 @@ namespace shardwise {
 namespace tokenizer {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  return absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
-}
+std::string TempPath(const std::string& name) { return testing::ScratchPath(name); }
 
 std::string Write(const std::string& name, const std::string& text) {
   std::string path = TempPath(name);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "tokenizer/load.h"
 
@@ -17,9 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string TempPath(const std::string& name) {
-  return absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
-}
+std::string TempPath(const std::string& name) { return testing::ScratchPath(name); }
 
 // A tiktoken rank file of every byte (ids 0..255): the smallest real vocabulary.
 std::string WriteByteRanks() {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "tokenizer/sentencepiece_api.h"
 
@@ -19,7 +20,7 @@ std::string WriteCorpus(const std::string& name, int lines) {
                                           "copy",    "modify",     "Debian",  "1984,", "GNU",
                                           "éternel", "distribute", "work",    "terms"};
   std::mt19937 random(3);
-  std::string path = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
+  std::string path = testing::ScratchPath(name);
   std::ofstream out(path);
   for (int line = 0; line < lines; ++line) {
     for (int i = 0; i < 8; ++i) {
@@ -30,7 +31,7 @@ std::string WriteCorpus(const std::string& name, int lines) {
   return path;
 }
 
-class SentencePieceTokenizerTest : public testing::Test {
+class SentencePieceTokenizerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     SentencePieceTraining training;

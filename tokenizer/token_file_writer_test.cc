@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "contracts/token_files.h"
 #include "gtest/gtest.h"
 
@@ -13,7 +14,7 @@ namespace tokenizer {
 namespace {
 
 TEST(TokenFileWriterTest, WritesWhatTheWorkersRead) {
-  const std::string dir = getenv("TEST_TMPDIR");
+  const std::string dir = testing::ScratchRoot();
   for (const int64_t vocab_size : {int64_t{50257}, int64_t{200019}}) {
     const std::string stem = absl::StrCat(dir, "/tokens-", vocab_size);
     auto writer = TokenFileWriter::Open(stem, vocab_size);

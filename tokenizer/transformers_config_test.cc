@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/byte_level_bpe.h"
@@ -103,7 +104,7 @@ TEST(TransformersConfigTest, TheUsersConfigIsKeptAndNamesTheIds) {
 
 TEST(TransformersConfigTest, GptTwosEndOfTextIsBosEosAndUnknown) {
   // GPT-2's encoding over a vocabulary of bytes: its <|endoftext|> is 50256.
-  const std::string path = absl::StrCat(getenv("TEST_TMPDIR"), "/bytes.tiktoken");
+  const std::string path = testing::ScratchPath("bytes.tiktoken");
   {
     std::ofstream out(path);
     const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -131,7 +132,7 @@ TEST(TransformersConfigTest, GptTwosEndOfTextIsBosEosAndUnknown) {
 }
 
 TEST(TransformersConfigTest, ASentencePieceModelIsALlamaTokenizerWithItsOwnPieces) {
-  const std::string corpus = absl::StrCat(getenv("TEST_TMPDIR"), "/corpus.txt");
+  const std::string corpus = testing::ScratchPath("corpus.txt");
   {
     std::ofstream out(corpus);
     const char* words[] = {"the",   "program", "is",    "free",    "software", "copy",  "modify",

@@ -227,6 +227,11 @@ TEST(GlooCommunicator, AGroupsConnectKeepsTheStoresOwnBound) {
       options.connect_timeout = std::chrono::milliseconds(2000);
       auto comm = GlooCommunicator::ConnectGroup(store, "shard0", {4, 5}, 4 + rank, options);
       ASSERT_TRUE(comm.ok()) << comm.status();
+      // One collective before the communicator goes: a rank whose own connect ended first
+      // would otherwise close its pair while the other's handshake still reads from it.
+      float one = 1.0f;
+      ASSERT_TRUE((*comm)->AllReduce(&one, 1).ok());
+      EXPECT_EQ(one, 2.0f);
     });
   }
   for (std::thread& thread : threads) thread.join();

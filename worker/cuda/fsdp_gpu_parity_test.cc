@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "worker/cuda/cuda_rank_device.h"
@@ -44,8 +45,7 @@ std::string Name(const Config& c) {
 }
 
 std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid(), ".safetensors");
+  return testing::ScratchPath(absl::StrCat(name, ".safetensors"));
 }
 
 v1::JobSpec SpecFor(const Config& c, v1::DeviceKind device, const std::string& model_path) {

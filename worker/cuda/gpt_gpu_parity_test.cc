@@ -15,6 +15,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/memory_estimate.h"
 #include "contracts/safetensors.h"
@@ -50,8 +51,7 @@ std::string Name(const GptConfig& c) {
 }
 
 std::string TempDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid());
+  const std::string dir = testing::ScratchPath(name);
   std::filesystem::create_directories(dir);
   return dir;
 }

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/testing/scratch.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/memory_estimate.h"
 #include "gtest/gtest.h"
@@ -46,8 +47,7 @@ TEST(CheckRankMemory, CountsTheDataFile) {
 }
 
 TEST(DataFileBytes, IsTheSizeOfTheSafetensorsFile) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir ? dir : "/tmp") + "/data.safetensors";
+  const std::string path = testing::ScratchPath("data.safetensors");
   std::ofstream(path, std::ios::binary) << std::string(4096, 'x');
   v1::JobSpec spec = Spec();
   EXPECT_EQ(DataFileBytes(spec), 0);  // synthetic

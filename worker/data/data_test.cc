@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "worker/data/dataset.h"
@@ -13,10 +14,7 @@
 namespace shardwise {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid());
-}
+std::string TempPath(const std::string& name) { return testing::ScratchPath(name); }
 
 v1::JobSpec Spec() {
   v1::JobSpec spec;

@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/testing/scratch.h"
 #include "common/untrusted_file.h"
 #include "contracts/huggingface_layout.h"
 #include "contracts/weights_file.h"
@@ -30,8 +31,7 @@ namespace shardwise {
 namespace {
 
 std::string Dir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(root ? root : "/tmp", "/hf-", getpid(), "-", name);
+  std::string dir = absl::StrCat(testing::ScratchPath("hf-"), name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

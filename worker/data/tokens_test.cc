@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/testing/out_of_descriptors.h"
+#include "common/testing/scratch.h"
 #include "contracts/safetensors.h"
 #include "contracts/token_files.h"
 #include "gtest/gtest.h"
@@ -18,10 +19,7 @@
 namespace shardwise {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid());
-}
+std::string TempPath(const std::string& name) { return testing::ScratchPath(name); }
 
 std::string WriteUint16(const std::string& name, const std::vector<uint16_t>& ids) {
   std::string path = TempPath(name);
@@ -199,12 +197,12 @@ TEST(TokenFile, RefusesShortOddAndIrregularFiles) {
                 .message()
                 .find("whole number"),
             std::string::npos);
-  const char* dir = std::getenv("TEST_TMPDIR");
-  EXPECT_NE(TokenFile::Open("f", dir ? dir : "/tmp", v1::TokenData::UINT16, 50, 1, Links::kFollow)
-                .status()
-                .message()
-                .find("not a regular file"),
-            std::string::npos);
+  EXPECT_NE(
+      TokenFile::Open("f", testing::ScratchRoot(), v1::TokenData::UINT16, 50, 1, Links::kFollow)
+          .status()
+          .message()
+          .find("not a regular file"),
+      std::string::npos);
   EXPECT_EQ(TokenFile::Open("f", "/no/such/file", v1::TokenData::UINT16, 50, 1, Links::kFollow)
                 .status()
                 .code(),

@@ -20,6 +20,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "contracts/checkpoint_files.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_spec_validation.h"
@@ -40,8 +41,7 @@ std::string ReadText(const std::string& path) {
 }
 
 std::string TempDir(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  std::string path = absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid());
+  std::string path = testing::ScratchPath(name);
   std::filesystem::remove_all(path);
   std::filesystem::create_directories(path);
   return path;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "contracts/fsdp_layout.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
@@ -74,8 +75,7 @@ v1::JobSpec SpecFor(const Config& c, const std::string& model_path) {
 }
 
 std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir ? dir : "/tmp", "/", name, "-", getpid(), ".safetensors");
+  return testing::ScratchPath(absl::StrCat(name, ".safetensors"));
 }
 
 class ParityTest : public ::testing::TestWithParam<Config> {};

@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "contracts/fsdp_layout.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/memory_estimate.h"
@@ -36,8 +37,7 @@ namespace {
 using Strategy = v1::ShardingStrategy::Value;
 
 std::string TempDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid());
+  std::string dir = testing::ScratchPath(name);
   std::filesystem::create_directories(dir);
   return dir;
 }

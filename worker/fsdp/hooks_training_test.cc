@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/testing/scratch.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "worker/data/weights.h"
@@ -52,9 +53,7 @@ struct Run {
 // Trains `spec` and reads back the final model that rank 0 wrote.
 absl::StatusOr<Run> TrainAndRead(v1::JobSpec spec, const testing::ThreadedOptions& options = {}) {
   static int runs = 0;
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      absl::StrCat(dir ? dir : "/tmp", "/model-", getpid(), "-", runs++, ".safetensors");
+  const std::string path = absl::StrCat(testing::ScratchPath("model-"), runs++, ".safetensors");
   spec.mutable_output()->set_final_model_path(path);
   auto training = testing::TrainInThreads(spec, options);
   if (!training.ok()) return training.status();

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "worker/comm/data_plane.h"
@@ -151,8 +152,7 @@ TEST_P(LowPrecisionTraining, StaysWithinTheDtypesToleranceOfFp32AndHalvesTheGath
   const v1::Dtype dtype = GetParam();
   v1::JobSpec low = Spec(v1::ShardingStrategy::FULL_SHARD, 2, dtype, v1::DTYPE_UNSPECIFIED, false);
   low.mutable_output()->set_final_model_path(
-      absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp", "/mp-",
-                   v1::Dtype_Name(dtype), ".safetensors"));
+      absl::StrCat(testing::ScratchRoot(), "/mp-", v1::Dtype_Name(dtype), ".safetensors"));
   v1::JobSpec full = low;
   full.mutable_fsdp()->clear_mixed_precision();
   // Its own file: writing the FP32 run's model over the low-precision one (as this test

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "contracts/job_spec_defaults.h"
 #include "gtest/gtest.h"
 #include "worker/data/weights.h"
@@ -113,9 +114,7 @@ TEST(ShardAssembler, AHybridRankKeepsItsShardGroupsShard) {
 // what it would cut from the whole weights.
 TEST(ShardAssembler, ReadersGiveEachRankItsPartOfEachParameter) {
   v1::JobSpec file_spec = Gpt();
-  const char* root = std::getenv("TEST_TMPDIR");
-  file_spec.mutable_init()->set_safetensors_path(
-      absl::StrCat(root ? root : "/tmp", "/assembler-", getpid(), ".safetensors"));
+  file_spec.mutable_init()->set_safetensors_path(testing::ScratchPath("assembler.safetensors"));
   const TensorMap weights = SeededWeights(file_spec.model(), 12);
   ASSERT_TRUE(WriteSafetensors(file_spec.init().safetensors_path(), weights).ok());
   v1::JobSpec seeded_spec = Gpt();

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/testing/scratch.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "worker/testing/async_cpu_rank_device.h"
@@ -60,8 +61,7 @@ struct Job {
 std::ostream& operator<<(std::ostream& os, const Job& job) { return os << job.name; }
 
 std::string TempDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid());
+  std::string dir = testing::ScratchPath(name);
   std::filesystem::create_directories(dir);
   return dir;
 }

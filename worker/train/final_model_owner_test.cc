@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 #include "worker/testing/threaded_training.h"
 #include "worker/testing/token_corpus.h"
@@ -33,8 +34,7 @@ v1::JobSpec GptSpec(const std::string& dir) {
 // model its job's earlier attempt wrote; another job's attempt is refused
 // (ALREADY_EXISTS, as the coordinator refuses such a spec) and leaves the file alone.
 TEST(FinalModelOwner, AJobReplacesOnlyTheFinalModelItWrote) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(root ? root : "/tmp", "/final-model-owner-", getpid());
+  const std::string dir = testing::ScratchPath("final-model-owner");
   std::filesystem::create_directories(dir);
   const v1::JobSpec spec = GptSpec(dir);
   const std::string& path = spec.output().final_model_path();
@@ -61,8 +61,7 @@ TEST(FinalModelOwner, AJobReplacesOnlyTheFinalModelItWrote) {
 // the model, does not replace it, even with output.overwrite (FAILED_PRECONDITION,
 // superseded); the later attempt's model stays.
 TEST(FinalModelOwner, ASupersededAttemptDoesNotReplaceALaterAttemptsModel) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(root ? root : "/tmp", "/final-model-fenced-", getpid());
+  const std::string dir = testing::ScratchPath("final-model-fenced");
   std::filesystem::create_directories(dir);
   v1::JobSpec spec = GptSpec(dir);
   spec.mutable_output()->set_overwrite(true);

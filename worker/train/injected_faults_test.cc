@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -113,7 +114,7 @@ TEST(InjectedFaults, LeavesFromTheStepNamed) {
 }
 
 TEST(InjectedFaults, HoldsOnceAtThePointNamedUntilTheFileExists) {
-  const std::string file = std::string(getenv("TEST_TMPDIR")) + "/release:at 4";
+  const std::string file = testing::ScratchPath("release:at 4");
   auto faults = ParseInjectedFaults("hold_at=4:forward:" + file);
   ASSERT_TRUE(faults.ok()) << faults.status();
   (*faults)->AtPoint(3, "forward");   // another step

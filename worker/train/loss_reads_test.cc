@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/scratch.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "worker/testing/model_compare.h"
@@ -19,8 +20,7 @@ namespace shardwise {
 namespace {
 
 std::string TempDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(root ? root : "/tmp", "/", name, "-", getpid());
+  std::string dir = testing::ScratchPath(name);
   std::filesystem::create_directories(dir);
   return dir;
 }
