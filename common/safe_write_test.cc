@@ -28,9 +28,7 @@ void WriteAt(const fs::path& path, absl::Time when) {
 // removes it once it has been left alone long enough. A write of the name still running
 // (its file recently modified), other names' files and the target itself stay.
 TEST(RemoveAbandonedWrites, RemovesOnlyOldTemporariesOfTheName) {
-  const fs::path dir = fs::path(testing::ScratchRoot()) / "abandoned";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = testing::FreshScratchFolder("abandoned");
   const absl::Time now = absl::FromUnixSeconds(1'800'000'000);
   WriteAt(dir / ".model.safetensors.tmp-00000000000000aa", now - absl::Hours(3));
   WriteAt(dir / ".model.safetensors.tmp-00000000000000bb", now - absl::Minutes(5));
@@ -54,8 +52,7 @@ TEST(RemoveAbandonedWrites, RemovesOnlyOldTemporariesOfTheName) {
 // not this function's to remove) leaves only the hidden name, which
 // RemoveInterruptedRemovals clears once it can.
 TEST(RemoveFolderOfFiles, RemovesTheFilesAndTheFolderNeverThroughALink) {
-  const fs::path dir = fs::path(testing::ScratchRoot()) / "remove-folder";
-  fs::remove_all(dir);
+  const fs::path dir = testing::FreshScratchFolder("remove-folder");
   fs::create_directories(dir / "step");
   fs::create_directories(dir / "elsewhere");
   std::ofstream(dir / "elsewhere" / "kept") << "someone else's";

@@ -22,10 +22,8 @@ namespace fs = std::filesystem;
 class UntrustedFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(testing::ScratchRoot()) /
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testing::FreshScratchFolder(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
   std::string Write(const std::string& name, const std::string& bytes) {
     std::string path = (dir_ / name).string();

@@ -49,13 +49,6 @@ void PrintTo(Layout layout, std::ostream* out) { *out << LayoutName(layout); }
 constexpr const char* kCompanions[] = {"worker/tools/shardwise-sample",
                                        "tokenizer/shardwise-tokenize"};
 
-std::string ScratchDir(const std::string& name) {
-  const fs::path dir = fs::path(testing::ScratchRoot()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
-
 // The file behind a program in this test's runfiles, put at `to` as a file of its own (a
 // link would name the test's tree when the program reads /proc/self/exe).
 void PlaceProgram(const std::string& workspace_path, const fs::path& to) {
@@ -101,7 +94,7 @@ struct UserRun {
 // Runs as from a user's shell: only the variables `run` names, PATH=/usr/bin:/bin and a
 // HOME and TMPDIR of the test's; returns the exit code, stdout and stderr in `output`.
 int RunAsAUser(const UserRun& run, std::string* output) {
-  const std::string home = ScratchDir("home");
+  const std::string home = testing::FreshScratchFolder("home");
   std::string command = absl::StrCat("cd '", run.cwd, "' && exec env -i PATH=/usr/bin:/bin",
                                      " HOME='", home, "' TMPDIR='", home, "'");
   for (const std::string& variable : run.environment) {
@@ -131,7 +124,7 @@ class CompanionLayouts : public ::testing::TestWithParam<Layout> {
     spec.mutable_data()->mutable_tokens()->set_tokenizer(tokens + "/tokenizer");
     spec.set_global_batch_size(8);
     spec.set_steps(10);
-    model_dir_ = new std::string(ScratchDir("model"));
+    model_dir_ = new std::string(testing::FreshScratchFolder("model"));
     spec.mutable_output()->set_final_model_path(*model_dir_ + "/" + kModel);
     auto job_id = cluster.client().Submit(spec);
     ASSERT_TRUE(job_id.ok()) << job_id.status();
@@ -178,13 +171,13 @@ UserRun RunFor(Layout layout, const std::string& root, const std::string& model_
 
 TEST_P(CompanionLayouts, TokenizeAndSampleRunTheirCompanions) {
   ASSERT_NE(sample_, nullptr) << "the model was not trained";
-  const std::string root = ScratchDir("layout");
+  const std::string root = testing::FreshScratchFolder("layout");
   std::string model;
   UserRun run = RunFor(GetParam(), root, *model_dir_, &model);
   std::string output;
 
   UserRun tokenize = run;
-  const std::string tokens = ScratchDir("tokens");
+  const std::string tokens = testing::FreshScratchFolder("tokens");
   tokenize.argv.insert(tokenize.argv.end(), {"tokenize", kText, "-o", tokens,
                                              "--tokenizer=sentencepiece", "--vocab_size=512"});
   ASSERT_EQ(RunAsAUser(tokenize, &output), 0) << output;

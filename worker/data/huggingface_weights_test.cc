@@ -31,10 +31,7 @@ namespace shardwise {
 namespace {
 
 std::string Dir(const std::string& name) {
-  std::string dir = absl::StrCat(testing::ScratchPath("hf-"), name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return testing::FreshScratchFolder(absl::StrCat("hf-", name));
 }
 
 v1::ModelSpec Llama(bool tied = false) {

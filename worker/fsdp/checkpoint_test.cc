@@ -40,12 +40,7 @@ std::string ReadText(const std::string& path) {
   return text.str();
 }
 
-std::string TempDir(const std::string& name) {
-  std::string path = testing::ScratchPath(name);
-  std::filesystem::remove_all(path);
-  std::filesystem::create_directories(path);
-  return path;
-}
+std::string TempDir(const std::string& name) { return testing::FreshScratchFolder(name); }
 
 v1::JobSpec Spec(v1::ShardingStrategy::Value strategy, int world, bool adamw, int steps) {
   v1::JobSpec spec;
