@@ -689,9 +689,7 @@ TEST(WorkerPaths, APathThroughALinkIsMadeCanonicalOnTheWorker) {
 class WorkerTokensTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::ScratchPath("worker-tokens");
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testing::FreshScratchFolder("worker-tokens");
     WriteTokens({worker_token_});
     WriteWorkerTokenFile(worker_token_);
     ClusterOptions options;
