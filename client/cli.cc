@@ -47,6 +47,7 @@
 #include "common/companion_program.h"
 #include "common/coordinator_address.h"
 #include "common/path_policy.h"
+#include "common/printable_text.h"
 #include "common/random_token.h"
 #include "common/status_macros.h"
 #include "common/token_hash.h"
@@ -147,7 +148,7 @@ Usage:
                                         it, offline; with --fit, the largest micro-batch
                                         and context (block_size) that fit that memory
 
-Flags:
+The connection's flags (every command but token create and estimate):
   --coordinator=HOST:PORT   default $SHARDWISE_COORDINATOR, else 127.0.0.1:7070
   --tls_ca=FILE             TLS, verifying the coordinator (default $SHARDWISE_TLS_CA)
   --token_file=FILE         this client's token (default: $SHARDWISE_TOKEN)
@@ -159,8 +160,9 @@ absl::StatusOr<std::vector<Enum>> StatesFromFlag(bool (*parse)(const std::string
                                                  const char* expected) {
   std::vector<Enum> states;
   for (const std::string& name : absl::GetFlag(FLAGS_state)) {
-    Enum state;
-    if (!parse(absl::AsciiStrToUpper(name), &state)) {
+    Enum state{};
+    // The UNSPECIFIED value (0) names no state a job or worker is in.
+    if (!parse(absl::AsciiStrToUpper(name), &state) || static_cast<int>(state) == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("--state: unknown state '", name, "' (expected ", expected, ")"));
     }
@@ -194,10 +196,11 @@ absl::StatusOr<Client::WorkerFilter> WorkerFilterFromFlags() {
       StatesFromFlag<v1::WorkerState>(v1::WorkerState_Parse, "IDLE, BUSY, DRAINING or LOST");
   if (!states.ok()) return states.status();
   filter.states = *states;
-  const std::string device = absl::AsciiStrToUpper(absl::GetFlag(FLAGS_device));
-  if (!device.empty() && !v1::DeviceKind_Parse(device, &filter.device)) {
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (!device.empty() && (!v1::DeviceKind_Parse(absl::AsciiStrToUpper(device), &filter.device) ||
+                          filter.device == v1::DEVICE_KIND_UNSPECIFIED)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--device: unknown device '", device, "' (expected cpu or cuda)"));
+        absl::StrCat("--device: unknown device '", ShownValue(device), "' (expected cpu or cuda)"));
   }
   ASSIGN_OR_RETURN(filter.limit, LimitFromFlag());
   return filter;
@@ -208,9 +211,22 @@ int Fail(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
+// A command's input refused (exit 2, as a usage mistake), whatever the status's code.
+int Refused(const absl::Status& status) {
+  std::fprintf(stderr, "shardwise: %s\n", std::string(status.message()).c_str());
+  return 2;
+}
+
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "shardwise: %s\n\n%s", problem.c_str(), kUsage);
   return 2;
+}
+
+// --help: the usage and every flag, on stdout (a pager reads it), exit 0.
+int Help() {
+  std::printf("%s\nEvery flag (each command says which it takes):\n%s", kUsage,
+              DescribeFlags("client/cli.cc").c_str());
+  return 0;
 }
 
 // Redraws one line on a terminal; elsewhere (logs, CI) prints a line per state change
@@ -403,12 +419,14 @@ int Estimate(const std::string& path) {
   if (!budget.ok()) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--fit: ", budget.status().message())));
   }
+  // A spec it cannot read, or one submit would have refused, exits 2 as submit's do:
+  // 1 says that something does not fit.
   auto spec = ReadJobSpecFile(path);
-  if (!spec.ok()) return Fail(spec.status());
+  if (!spec.ok()) return Refused(spec.status());
   // As submit checks it: the coordinator's own limits are its business. Its default
   // limits bound the search below.
   if (absl::Status valid = ValidateJobSpec(*spec, LimitsLifted(), nullptr); !valid.ok()) {
-    return Fail(valid);
+    return Refused(valid);
   }
   const JobLimits limits;
   ApplyJobSpecDefaults(&*spec);
@@ -454,6 +472,11 @@ absl::StatusOr<std::string> YamlFolderList(const char* key,
   if (folders == std::vector<std::string>{"none"}) return absl::StrCat("    ", key, ": []\n");
   std::vector<std::string> quoted;
   for (const std::string& folder : folders) {
+    // A line break would end the YAML entry early and start one of the text after it.
+    if (auto printable = CountPrintableCharacters(folder); !printable.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", key, ": '", ShownValue(folder), "' ", printable.status().message()));
+    }
     RETURN_IF_ERROR(CheckAbsolutePath(absl::StrCat("--", key), folder));
     quoted.push_back(YamlQuoted(folder));
   }
@@ -682,6 +705,10 @@ const std::vector<std::string>& ConnectionFlags() {
       new std::vector<std::string>{"coordinator", "tls_ca", "token_file"};
   return *flags;
 }
+// The commands that never reach a coordinator: the connection's flags would not apply.
+bool IsOfflineCommand(const std::string& command) {
+  return command == "token create" || command == "estimate";
+}
 const CommandFlags& FlagsOfCommands() {
   static const auto* const table = new CommandFlags{
       {"submit", {"watch", "request_id"}},
@@ -707,7 +734,10 @@ absl::Status CheckFlagsApply(const std::vector<std::string>& args,
   const std::string two_words = args.size() > 1 ? absl::StrCat(args[0], " ", args[1]) : "";
   for (const std::string& command : {two_words, args[0]}) {
     for (const auto& [name, flags] : FlagsOfCommands()) {
-      if (name == command) return CheckFlagsTaken(command, given, flags, ConnectionFlags());
+      if (name != command) continue;
+      static const std::vector<std::string> kNone;
+      return CheckFlagsTaken(command, given, flags,
+                             IsOfflineCommand(command) ? kNone : ConnectionFlags());
     }
   }
   return absl::OkStatus();  // an unknown command: told as such
@@ -726,9 +756,11 @@ int Run(const std::vector<std::string>& args, const std::vector<std::string>& gi
     if (args.size() != 2) return Usage("estimate takes one job spec file");
     return Estimate(args[1]);
   }
+  auto address = ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator));
+  if (!address.ok()) return Refused(address.status());
   auto client_options = ClientOptionsFromFlags();
   if (!client_options.ok()) return Fail(client_options.status());
-  Client client(ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator)), *client_options);
+  Client client(*address, *client_options);
   return RunWithClient(client, args);
 }
 
@@ -750,6 +782,7 @@ int main(int argc, char** argv) {
   if (const absl::Status first = shardwise::CheckCompanionComesFirst(line); !first.ok()) {
     return shardwise::Usage(std::string(first.message()));
   }
+  if (shardwise::AsksForHelp(line)) return shardwise::Help();
   absl::SetProgramUsageMessage(shardwise::kUsage);
   std::vector<std::string> given;
   if (const absl::Status flags = shardwise::CheckCommandLineFlags(line, &given); !flags.ok()) {

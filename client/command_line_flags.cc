@@ -1,6 +1,8 @@
 #include "client/command_line_flags.h"
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/algorithm/container.h"
 #include "absl/flags/commandlineflag.h"
@@ -24,17 +26,20 @@ absl::CommandLineFlag* FindFlag(absl::string_view name, bool* negated) {
   return flag;
 }
 
-// Flags absl's parser handles itself, outside the flags' registry: usage (--help, ...)
-// and flags that bring others (--flagfile, --fromenv, ...). A line with one is left to
-// absl whole.
-bool LeftToAbsl(absl::string_view name) {
-  static constexpr absl::string_view kNames[] = {
-      "help",    "helpfull",        "helpshort", "helppackage", "helpon",     "helpmatch",
-      "version", "only_check_args", "flagfile",  "fromenv",     "tryfromenv", "undefok"};
-  for (absl::string_view known : kNames) {
-    if (name == known) return true;
-  }
-  return false;
+// absl's flags that ask for usage: the program answers them itself (AsksForHelp).
+bool IsHelpFlag(absl::string_view name) {
+  static constexpr absl::string_view kNames[] = {"help",        "helpfull", "helpshort",
+                                                 "helppackage", "helpon",   "helpmatch"};
+  return absl::c_linear_search(kNames, name);
+}
+
+// absl's other flags outside the registry: those that bring flags from elsewhere, or
+// excuse unknown ones, would bring them past the checks here, which only a line's own
+// arguments pass.
+bool IsRefusedAbslFlag(absl::string_view name) {
+  static constexpr absl::string_view kNames[] = {"flagfile", "fromenv", "tryfromenv",
+                                                 "undefok",  "version", "only_check_args"};
+  return absl::c_linear_search(kNames, name);
 }
 
 // A flag as absl reads one argument: -name or --name, with =value or without (the value
@@ -62,7 +67,11 @@ absl::Status CheckCommandLineFlags(const std::vector<std::string>& args,
     if (!read.has_value()) continue;
     const std::string& name = read->name;
     std::optional<std::string>& value = read->value;
-    if (LeftToAbsl(name)) return absl::OkStatus();
+    if (IsHelpFlag(name)) continue;
+    if (IsRefusedAbslFlag(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": not taken here; give each flag on the command line itself"));
+    }
     bool negated = false;
     absl::CommandLineFlag* flag = FindFlag(name, &negated);
     if (flag == nullptr) {
@@ -86,6 +95,33 @@ absl::Status CheckCommandLineFlags(const std::vector<std::string>& args,
     if (given != nullptr) given->emplace_back(flag->Name());
   }
   return absl::OkStatus();
+}
+
+bool AsksForHelp(const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") return false;
+    const std::optional<FlagArgument> read = ReadFlagArgument(arg);
+    if (read.has_value() && IsHelpFlag(read->name)) return true;
+  }
+  return false;
+}
+
+std::string DescribeFlags(absl::string_view defined_in) {
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::EndsWith(flag->Filename(), defined_in)) flags.push_back(flag);
+  }
+  absl::c_sort(flags, [](const absl::CommandLineFlag* a, const absl::CommandLineFlag* b) {
+    return a->Name() < b->Name();
+  });
+  std::string text;
+  for (const absl::CommandLineFlag* flag : flags) {
+    const std::string default_value = flag->DefaultValue();
+    absl::StrAppend(&text, "  --", flag->Name(),
+                    default_value.empty() ? "" : absl::StrCat(" (default ", default_value, ")"),
+                    "\n      ", flag->Help(), "\n");
+  }
+  return text;
 }
 
 std::optional<size_t> FirstPositional(const std::vector<std::string>& args) {

@@ -12,17 +12,29 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace shardwise {
 
 // OK when every flag in `args` (argv without the program's name; flags as absl reads
 // them: -name or --name, =value or the next argument, --noname for a bool, nothing
 // after "--") names a defined flag and carries a value it takes; INVALID_ARGUMENT naming
-// the first that does not. Sets the flags it checks, as parsing them would. A line with
-// one of absl's own (--help, --version, --flagfile, ...) is left to absl from there.
+// the first that does not. Sets the flags it checks, as parsing them would. absl's usage
+// flags (--help, --helpfull, ...) pass (AsksForHelp finds them); its flags that bring
+// flags from elsewhere or excuse unknown ones (--flagfile, --fromenv, --undefok, ...)
+// and --version are refused: what they bring would go unchecked.
 // `given` (may be null) gets the name of each flag checked, as defined (--o is "o").
 absl::Status CheckCommandLineFlags(const std::vector<std::string>& args,
                                    std::vector<std::string>* given = nullptr);
+
+// Whether `args` (as CheckCommandLineFlags takes them) ask for usage: --help or another
+// of absl's usage flags before any "--".
+bool AsksForHelp(const std::vector<std::string>& args);
+
+// Each flag defined in a file whose name ends with `defined_in`, by name: `  --NAME
+// (default D)` and its help on the next line. absl's own --help lists only the flags of
+// a file named after the program.
+std::string DescribeFlags(absl::string_view defined_in);
 
 // The index in `args` (as CheckCommandLineFlags takes them) of the first positional
 // argument, read as absl reads the line: a flag's value given after it (`--name value`,

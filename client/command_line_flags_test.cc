@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 ABSL_FLAG(int32_t, count, 0, "a number");
@@ -29,11 +30,36 @@ TEST(CommandLineFlags, FlagsAbslReadsAreTakenAndSet) {
   EXPECT_TRUE(absl::GetFlag(FLAGS_loud));
 }
 
-// absl's own flags, outside the registry, are absl's to handle, with the rest of the line.
-TEST(CommandLineFlags, AbslsOwnFlagsAreLeftToIt) {
-  for (const char* own : {"--help", "--helpfull", "--version", "--flagfile=f", "--undefok=x"}) {
-    EXPECT_EQ(Check({"watch", own, "--later_mistake"}), "ok") << own;
+// absl's usage flags pass, and the line asks for help; the rest of the line is still
+// checked (a mistake there is named, not left to absl).
+TEST(CommandLineFlags, UsageFlagsAskForHelp) {
+  for (const char* own : {"--help", "-help", "--helpfull", "--helpshort"}) {
+    EXPECT_EQ(Check({"watch", own}), "ok") << own;
+    EXPECT_TRUE(AsksForHelp({"watch", own})) << own;
+    EXPECT_EQ(Check({"watch", own, "--later_mistake"}),
+              "--later_mistake: no such flag (shardwise --help lists them)");
   }
+  EXPECT_FALSE(AsksForHelp({"watch", "job-1", "--count=1"}));
+  EXPECT_FALSE(AsksForHelp({"watch", "--", "--help"}));  // positional after "--"
+}
+
+// Flags that bring flags from a file or the environment, or excuse unknown ones, would
+// bring them past these checks: `get workers --flagfile=F` with --submitter in F listed
+// every worker.
+TEST(CommandLineFlags, FlagsThatBringOtherFlagsAreRefused) {
+  for (const char* name : {"flagfile", "fromenv", "tryfromenv", "undefok", "version"}) {
+    EXPECT_EQ(
+        Check({"get", "workers", absl::StrCat("--", name, "=x")}),
+        absl::StrCat("--", name, ": not taken here; give each flag on the command line itself"));
+  }
+}
+
+TEST(CommandLineFlags, FlagsAreDescribedWithTheirDefaults) {
+  const std::string text = DescribeFlags("client/command_line_flags_test.cc");
+  EXPECT_EQ(text,
+            "  --count (default 0)\n      a number\n"
+            "  --loud (default false)\n      a switch\n"
+            "  --name\n      a word\n");
 }
 
 TEST(CommandLineFlags, TheFirstPositionalSkipsFlagsAndTheirValues) {

@@ -1,6 +1,8 @@
 #include "contracts/job_spec_io.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -231,10 +233,12 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
 absl::StatusOr<v1::JobSpec> ReadJobSpecFile(const std::string& path) {
   // A regular file of bounded size: a FIFO or a device would block or never end.
   std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read job spec file '", path, "'",
-                     std::filesystem::exists(path, error) ? ": not a regular file" : ""));
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (!std::filesystem::is_regular_file(status)) {
+    const std::string why = !std::filesystem::exists(status) ? "no such file"
+                            : error                          ? error.message()
+                                                             : "not a regular file";
+    return absl::NotFoundError(absl::StrCat("cannot read job spec file '", path, "': ", why));
   }
   const uintmax_t size = std::filesystem::file_size(path, error);
   if (error || size > kMaxSpecBytes) {
@@ -243,7 +247,8 @@ absl::StatusOr<v1::JobSpec> ReadJobSpecFile(const std::string& path) {
   }
   std::ifstream file(path);
   if (!file.is_open()) {
-    return absl::NotFoundError(absl::StrCat("cannot read job spec file '", path, "'"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot read job spec file '", path, "': ", std::strerror(errno)));
   }
   std::stringstream text;
   text << file.rdbuf();

@@ -409,17 +409,41 @@ TEST(Cli, UsageMistakesExit2NamingThem) {
       // A flag's value that reads as the command is the flag's.
       {{"--coordinator=127.0.0.1:1", "--submitter", "sample", "get", "workers"},
        "--submitter: `shardwise get workers` does not take it"},
+      // Flags from a file would pass unchecked (this one listed every worker).
+      {{"get", "workers", "--flagfile=/dev/null"},
+       "--flagfile: not taken here; give each flag on the command line itself"},
+      // The offline commands never connect: a connection's flag would be ignored.
+      {{"token", "create", "--principal=alice", "--coordinator=127.0.0.1:1"},
+       "--coordinator: `shardwise token create` does not take it"},
+      {{"estimate", "job.yaml", "--token_file=/dev/null"},
+       "--token_file: `shardwise estimate` does not take it (it takes --fit)"},
+      // gRPC would dial port 99999 - 65536 = 34463.
+      {{"--coordinator=127.0.0.1:99999", "describe", "job-1"},
+       "--coordinator: '127.0.0.1:99999' has port '99999', not one from 1 to 65535"},
+      {{"--coordinator=127.0.0.1:1", "get", "jobs", "--state=job_state_unspecified"},
+       "--state: unknown state 'job_state_unspecified'"},
+      {{"--coordinator=127.0.0.1:1", "get", "workers", "--device=gpu"},
+       "--device: unknown device 'gpu' (expected cpu or cuda)"},
+      // A spec that cannot be read is refused (2), not "does not fit" (1).
+      {{"estimate", "/no/such/job.yaml"},
+       "cannot read job spec file '/no/such/job.yaml': no such file"},
+      // A line break would start a YAML entry of its own in the tokens file.
+      {{"token", "create", "--principal=alice", "--input_paths=/data\n    role: admin"},
+       "--input_paths: '/data\\u{000A}    role: admin' contains the control character U+000A"},
   };
   for (const auto& [args, message] : mistakes) {
     std::string output;
     EXPECT_EQ(Cluster::RunCli(args, &output), 2) << output;
     EXPECT_TRUE(absl::StrContains(output, message)) << output;
   }
-  // absl's own flags are still absl's: --help prints the usage (absl exits 1 after it).
-  {
+  // --help, anywhere before "--": the usage and every flag with its help, exit 0.
+  for (const std::vector<std::string>& line :
+       std::vector<std::vector<std::string>>{{"--help"}, {"watch", "job-1", "--helpfull"}}) {
     std::string output;
-    EXPECT_EQ(Cluster::RunCli({"--help"}, &output), 1) << output;
+    EXPECT_EQ(Cluster::RunCli(line, &output), 0) << output;
     EXPECT_TRUE(absl::StrContains(output, "shardwise submit JOB.yaml")) << output;
+    EXPECT_TRUE(absl::StrContains(output, "  --wrapper\n      with set-hook:")) << output;
+    EXPECT_TRUE(absl::StrContains(output, "  --role (default submitter)\n")) << output;
   }
   // This client's own setup (a token it will not send in plaintext off loopback).
   std::string output;

@@ -97,7 +97,8 @@ namespace {
 
 // The coordinator's address, the channel's credentials and this worker's stable name.
 absl::Status ConfigureIdentity(WorkerOptions* options) {
-  options->coordinator_address = ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator));
+  ASSIGN_OR_RETURN(options->coordinator_address,
+                   ResolveCoordinatorAddress(absl::GetFlag(FLAGS_coordinator)));
   ChannelSecurity security;
   security.ca_file = absl::GetFlag(FLAGS_tls_ca);
   security.cert_file = absl::GetFlag(FLAGS_tls_cert);
