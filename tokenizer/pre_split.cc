@@ -80,22 +80,25 @@ int Match(const pcre2_code* code, PCRE2_SPTR subject, size_t size, size_t positi
 
 }  // namespace
 
-absl::StatusOr<PreSplitter> PreSplitter::Create(absl::string_view pattern, Anchors anchors) {
+absl::StatusOr<PreSplitter> PreSplitter::Create(absl::string_view pattern, PatternDialect dialect) {
+  auto rewritten = PatternForPcre2(pattern, dialect);
+  if (!rewritten.ok()) return rewritten.status();
   int error = 0;
   PCRE2_SIZE offset = 0;
   auto code = std::make_shared<Code>();
   // \C (one byte, whatever the character) would make pieces that are not UTF-8, which the
   // matches after it read as UTF-8 unchecked; Oniguruma refuses it too.
   const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C |
-                           (anchors == Anchors::kLines ? PCRE2_MULTILINE : 0);
-  code->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options,
-                             &error, &offset, nullptr);
+                           (dialect == PatternDialect::kOniguruma ? PCRE2_MULTILINE : 0);
+  code->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten->data()), rewritten->size(),
+                             options, &error, &offset, nullptr);
   if (code->code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
-    return absl::InvalidArgumentError(absl::StrCat("the pre-split pattern does not compile at ",
-                                                   offset, ": ",
-                                                   reinterpret_cast<const char*>(message)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the pre-split pattern does not compile at ", offset,
+                     *rewritten == pattern ? "" : " (of the pattern as rewritten for PCRE2)", ": ",
+                     reinterpret_cast<const char*>(message)));
   }
   // Without the JIT (a platform that has none) pcre2_match interprets: slower, same pieces.
   (void)pcre2_jit_compile(code->code, PCRE2_JIT_COMPLETE);

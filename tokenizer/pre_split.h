@@ -11,19 +11,17 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tokenizer/pattern_dialect.h"
 
 namespace shardwise {
 namespace tokenizer {
 
 class PreSplitter {
  public:
-  // Where `^` and `$` match: at the text's ends only (tiktoken's patterns), or at each
-  // line's too (Oniguruma's, which Hugging Face's files are written for).
-  enum class Anchors { kText, kLines };
-
-  // INVALID_ARGUMENT naming the pattern's error and where it is.
+  // `pattern` as the engine of `dialect` reads it (pattern_dialect.h: rewritten for PCRE2,
+  // or refused). INVALID_ARGUMENT naming the pattern's error and where it is.
   static absl::StatusOr<PreSplitter> Create(absl::string_view pattern,
-                                            Anchors anchors = Anchors::kText);
+                                            PatternDialect dialect = PatternDialect::kTiktoken);
 
   // Calls `piece` with each piece of `text`, in order; together they are `text`.
   void Split(absl::string_view text, absl::FunctionRef<void(absl::string_view)> piece) const;

@@ -141,6 +141,9 @@ absl::Status BpeModel::ReadMerges(const std::vector<MergeEntry>& merges, const s
     absl::string_view left = merge.left, right = merge.right;
     if (merge.form == MergeEntry::Form::kText) {  // "a b"
       const absl::string_view text = merge.left;
+      // merges.txt's header line, which files converted from one keep: the library drops
+      // it, uncounted in the ranks.
+      if (absl::StartsWith(text, "#version")) continue;
       const size_t space = text.find(' ');
       if (space == absl::string_view::npos ||
           text.find(' ', space + 1) != absl::string_view::npos) {

@@ -118,6 +118,16 @@ TEST(HuggingFaceBpeTest, AMergeListedTwiceTakesItsLaterRank) {
   EXPECT_EQ(Encode(**tokenizer, "abc"), (std::vector<int32_t>{0, 4}));
 }
 
+// merges.txt's "#version" header, kept by files converted from one, is dropped without
+// a rank, as the library drops it: "b c" keeps rank 0 and merges before "a b".
+TEST(HuggingFaceBpeTest, AVersionHeaderAmongTheMergesIsSkipped) {
+  auto tokenizer = Make({{"vocab", {{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}, {"bc", 4}}},
+                         {"merges", {"#version: 0.2", "b c", "a b"}}});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ(Encode(**tokenizer, "abc"), (std::vector<int32_t>{0, 4}));
+  EXPECT_EQ(Encode(**tokenizer, "ab"), (std::vector<int32_t>{3}));
+}
+
 // single_word: only where no word character touches the match.
 TEST(HuggingFaceAddedTokensTest, ASingleWordTokenMatchesOnlyAWholeWord) {
   Json added = Json::array({{{"id", 7},

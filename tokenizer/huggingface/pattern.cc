@@ -18,8 +18,7 @@ absl::StatusOr<Pattern> Pattern::FromJson(const nlohmann::json& json, const std:
     return Literal(json["String"].get<std::string>());
   }
   if (json.is_object() && json.size() == 1 && json.contains("Regex") && json["Regex"].is_string()) {
-    auto regex =
-        PreSplitter::Create(json["Regex"].get<std::string>(), PreSplitter::Anchors::kLines);
+    auto regex = PreSplitter::Create(json["Regex"].get<std::string>(), PatternDialect::kOniguruma);
     if (!regex.ok()) return JsonError(path + ".Regex", regex.status().message());
     Pattern pattern;
     pattern.regex_ = std::make_shared<const PreSplitter>(std::move(*regex));

@@ -110,7 +110,9 @@ TEST(TokenizerJsonTest, AKeyGivenTwiceTakesItsLaterValue) {
       EXPECT_EQ(tokens, *c.vocab) << c.text;
     }
     ASSERT_EQ(read->model.merges.has_value(), c.merges.has_value()) << c.text;
-    if (c.merges.has_value()) EXPECT_EQ(read->model.merges->size(), *c.merges) << c.text;
+    if (c.merges.has_value()) {
+      EXPECT_EQ(read->model.merges->size(), *c.merges) << c.text;
+    }
   }
 }
 
