@@ -129,6 +129,17 @@ absl::Status ValidateLlama(const v1::LlamaConfig& given, const JobLimits& limits
   const v1::LlamaConfig llama = WithLlamaDefaults(given);
   RETURN_IF_ERROR(
       CheckCount("model.llama.vocab_size", llama.vocab_size(), limits.max_vocab_size, false));
+  // The context a model was made for may exceed what one job trains with (block_size),
+  // but not when it stands in for block_size, which it does when that is not given.
+  RETURN_IF_ERROR(CheckCount("model.llama.max_position_embeddings", llama.max_position_embeddings(),
+                             std::numeric_limits<int64_t>::max(), true));
+  if (given.block_size() == 0 && llama.max_position_embeddings() > limits.max_block_size) {
+    return Invalid("model.llama.max_position_embeddings",
+                   absl::StrCat(llama.max_position_embeddings(), " exceeds the limit of ",
+                                limits.max_block_size,
+                                " on model.llama.block_size, which it stands in for when not "
+                                "given: set block_size to the context to train with"));
+  }
   RETURN_IF_ERROR(
       CheckCount("model.llama.block_size", llama.block_size(), limits.max_block_size, false));
   RETURN_IF_ERROR(CheckCount("model.llama.num_hidden_layers", llama.num_hidden_layers(),
@@ -480,8 +491,9 @@ absl::Status ValidateFaultTolerance(const v1::JobSpec& spec, const JobLimits& li
   }
   if (spec.optimizer().overlap().mode() != v1::OptimizerOverlap::NONE) {
     return Invalid("fault_tolerance",
-                   "needs optimizer.overlap off: an overlapped optimizer steps before the "
-                   "step is committed");
+                   absl::StrCat("needs optimizer.overlap.mode NONE, got ",
+                                v1::OptimizerOverlap::Mode_Name(spec.optimizer().overlap().mode()),
+                                ": an overlapped optimizer steps before the step is committed"));
   }
   if (spec.grad_scaler().enabled()) {
     return Invalid("fault_tolerance", "does not cover grad_scaler yet");
@@ -536,10 +548,11 @@ absl::Status ValidateHuggingFace(const v1::JobSpec& spec, const PathChecker& che
     std::error_code error;
     if (std::filesystem::symlink_status(path, error).type() !=
         std::filesystem::file_type::not_found) {
-      return Invalid("output.huggingface_dir",
-                     absl::StrCat("'", path,
-                                  "' exists already; a job never replaces a file it did not create "
-                                  "unless output.overwrite is set"));
+      // ALREADY_EXISTS, as for final_model_path (path_policy.cc).
+      return absl::AlreadyExistsError(
+          absl::StrCat("job.output.huggingface_dir: '", ShownValue(path),
+                       "' exists already; a job never replaces a file it did not create unless "
+                       "output.overwrite is set"));
     }
   }
   return absl::OkStatus();
@@ -725,9 +738,11 @@ absl::Status ValidateCommHook(const v1::CommHook& hook, const v1::JobSpec& spec,
                      "fsdp.mixed_precision.keep_low_precision_grads must be false");
     }
     if (spec.optimizer().overlap().mode() != v1::OptimizerOverlap::NONE) {
-      return invalid("",
-                     "MIXED_PRECISION cannot be combined with optimizer.overlap "
-                     "(the upcast runs after the reduction, on its own thread)");
+      return invalid(
+          "", absl::StrCat("MIXED_PRECISION cannot be combined with "
+                           "optimizer.overlap.mode ",
+                           v1::OptimizerOverlap::Mode_Name(spec.optimizer().overlap().mode()),
+                           " (the upcast runs after the reduction, on its own thread)"));
     }
   }
   return absl::OkStatus();
@@ -776,7 +791,13 @@ absl::Status CheckCudnnOption(const v1::JobSpec& spec, const std::string& field,
 // can apply.
 absl::Status ValidateCudaOptions(const v1::JobSpec& spec) {
   const v1::CudaOptions& cuda = spec.cuda();
-  if (spec.device() != v1::CUDA) return Invalid("cuda", "is set, but device is not CUDA");
+  if (spec.device() != v1::CUDA) {
+    return Invalid("cuda", absl::StrCat("is set, but device is ",
+                                        spec.device() == v1::DEVICE_KIND_UNSPECIFIED
+                                            ? "CPU (the default)"
+                                            : v1::DeviceKind_Name(spec.device()),
+                                        ", not CUDA"));
+  }
   RETURN_IF_ERROR(CheckEnum("cuda.collectives", cuda.collectives(),
                             v1::CudaOptions::Collectives_IsValid, "NCCL or HOST_STAGED_GLOO"));
   RETURN_IF_ERROR(CheckEnum("cuda.fused_attention_kernel", cuda.fused_attention_kernel(),
@@ -814,6 +835,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
       CheckCount("world_size", spec.world_size(), limits.max_world_size, false, limits.tunable));
   RETURN_IF_ERROR(CheckPathTexts(spec));
   RETURN_IF_ERROR(CheckEnum("device", spec.device(), v1::DeviceKind_IsValid, "CPU or CUDA"));
+  // Before the model: a transformer's check names the loss it trains with.
+  RETURN_IF_ERROR(CheckEnum("loss", spec.loss(), v1::Loss_IsValid, "CROSS_ENTROPY or MSE"));
   RETURN_IF_ERROR(ValidateModel(spec, limits));
   RETURN_IF_ERROR(ValidateFsdp(spec));
   // After the model and fsdp: its checks read their (valid) enums.
@@ -822,7 +845,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
   RETURN_IF_ERROR(ValidateOverlap(spec));
   RETURN_IF_ERROR(ValidateGradScaler(spec.grad_scaler()));
   RETURN_IF_ERROR(ValidateCommHook(spec.comm_hook(), spec));
-  RETURN_IF_ERROR(CheckEnum("loss", spec.loss(), v1::Loss_IsValid, "CROSS_ENTROPY or MSE"));
   RETURN_IF_ERROR(ValidateData(spec, limits, check_path));
   RETURN_IF_ERROR(ValidateEvaluation(spec, limits));
   // Before the batch: its rows are laid out over the ranks max_replicas gives.

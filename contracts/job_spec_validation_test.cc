@@ -250,7 +250,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "job.device: unknown value 9"},
         BadCase{"cuda options on a CPU job",
                 [](v1::JobSpec* s) { s->mutable_cuda()->set_allow_tf32(true); },
-                "job.cuda: is set, but device is not CUDA"},
+                "job.cuda: is set, but device is CPU (the default), not CUDA"},
         BadCase{"unknown CUDA collectives",
                 [](v1::JobSpec* s) {
                   s->set_device(v1::CUDA);
@@ -815,6 +815,7 @@ TEST(LlamaValidation, HuggingFaceCheckpointsAreCheckedAtSubmission) {
   EXPECT_TRUE(status.ok()) << status;
   spec.mutable_output()->set_huggingface_dir(dir);
   status = ValidateJobSpec(spec, JobLimits{}, CheckReadableFile);
+  EXPECT_EQ(status.code(), absl::StatusCode::kAlreadyExists);  // as final_model_path's
   EXPECT_NE(status.message().find("job.output.huggingface_dir: '" + dir +
                                   "/model.safetensors' exists already"),
             std::string::npos)
@@ -892,8 +893,29 @@ INSTANTIATE_TEST_SUITE_P(
                 [](v1::JobSpec* s) {
                   Llama(s)->set_initializer_range(std::numeric_limits<double>::infinity());
                 },
-                "job.model.llama: rms_norm_eps and rope_theta must be positive and "
-                "initializer_range not negative, all finite, got "},
+                "job.model.llama.initializer_range: must be >= 0 and finite, got inf"},
+        BadCase{"a zero rope theta", [](v1::JobSpec* s) { Llama(s)->set_rope_theta(0); },
+                "job.model.llama.rope_theta: must be > 0 and finite, got 0"},
+        BadCase{"a negative norm epsilon",
+                [](v1::JobSpec* s) { Llama(s)->set_rms_norm_eps(-1e-6); },
+                "job.model.llama.rms_norm_eps: must be > 0 and finite, got -1e-06"},
+        // Blamed on the field given, not on block_size, which takes its value.
+        BadCase{"a negative context the model was made for",
+                [](v1::JobSpec* s) {
+                  Llama(s)->clear_block_size();
+                  Llama(s)->set_max_position_embeddings(-5);
+                },
+                "job.model.llama.max_position_embeddings: must be positive, got -5"},
+        BadCase{"a model context past the limit, standing in for block_size",
+                [](v1::JobSpec* s) {
+                  Llama(s)->clear_block_size();
+                  Llama(s)->set_max_position_embeddings(int64_t{1} << 21);
+                },
+                "job.model.llama.max_position_embeddings: 2097152 exceeds the limit of 1048576 "
+                "on model.llama.block_size, which it stands in for when not given"},
+        BadCase{"a loss no enum names, on a Llama",
+                [](v1::JobSpec* s) { s->set_loss(static_cast<v1::Loss>(7)); },
+                "job.loss: unknown value 7 (expected CROSS_ENTROPY or MSE)"},
         BadCase{
             "an activation named with control characters",
             [](v1::JobSpec* s) { Llama(s)->set_hidden_act("\x1b]0;x\a" + std::string(300, 'a')); },

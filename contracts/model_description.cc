@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -233,13 +234,15 @@ absl::Status CheckLlamaConfig(const v1::ModelSpec& model) {
   }
   // Finite too: an infinite epsilon zeroes every norm, an infinite theta every rotation,
   // an infinite initializer range every weight.
-  if (!(llama.rms_norm_eps() > 0) || !(llama.rope_theta() > 0) ||
-      !(llama.initializer_range() >= 0) || !std::isfinite(llama.rms_norm_eps()) ||
-      !std::isfinite(llama.rope_theta()) || !std::isfinite(llama.initializer_range())) {
-    return Invalid("model.llama", absl::StrCat("rms_norm_eps and rope_theta must be positive and "
-                                               "initializer_range not negative, all finite, got ",
-                                               llama.rms_norm_eps(), ", ", llama.rope_theta(), ", ",
-                                               llama.initializer_range()));
+  for (const auto& [field, value, zero_taken] :
+       {std::make_tuple("rms_norm_eps", llama.rms_norm_eps(), false),
+        std::make_tuple("rope_theta", llama.rope_theta(), false),
+        std::make_tuple("initializer_range", llama.initializer_range(), true)}) {
+    if (!std::isfinite(value) || value < 0 || (value == 0 && !zero_taken)) {
+      return Invalid(
+          absl::StrCat("model.llama.", field),
+          absl::StrCat("must be ", zero_taken ? ">= 0" : "> 0", " and finite, got ", value));
+    }
   }
   return CheckRopeScaling(llama);
 }

@@ -358,7 +358,7 @@ TEST(Training, AGptJobWithASentencePieceTokenizer) {
   std::filesystem::remove(exported + "/model.safetensors");
   std::filesystem::remove(exported + "/config.json");
   refused = cluster.client().Submit(spec);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_TRUE(absl::StrContains(refused.status().message(),
                                 exported + "/generation_config.json' exists already"))
       << refused.status();
