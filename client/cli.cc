@@ -351,7 +351,8 @@ SwitchOutcome SwitchOutcomeOf(const v1::Job& job, int32_t version) {
 }
 
 int SetHook(Client& client, const std::string& job_id, const std::string& hook_name) {
-  auto hook = ParseCommHook(hook_name, absl::GetFlag(FLAGS_wrapper));
+  auto hook =
+      ParseCommHook(hook_name, absl::GetFlag(FLAGS_wrapper), "set-hook's HOOK", "--wrapper");
   if (!hook.ok()) return Fail(hook.status());
   auto proposal = client.SetCommHook(job_id, *hook);
   if (!proposal.ok())

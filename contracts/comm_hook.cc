@@ -2,6 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/printable_text.h"
 
 namespace shardwise {
 
@@ -14,22 +15,24 @@ std::string CommHookName(const v1::CommHook& hook) {
   return name;
 }
 
-absl::StatusOr<v1::CommHook> ParseCommHook(const std::string& hook, const std::string& wrapper) {
+absl::StatusOr<v1::CommHook> ParseCommHook(const std::string& hook, const std::string& wrapper,
+                                           const std::string& hook_source,
+                                           const std::string& wrapper_source) {
   v1::CommHook parsed;
   std::string upper = absl::AsciiStrToUpper(hook);
   if (upper == "NONE") upper = "NO_HOOK";
   v1::CommHook::Hook hook_value;
   if (!v1::CommHook::Hook_Parse(upper, &hook_value)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "comm_hook.hook: unknown hook '", hook,
+        hook_source, ": unknown hook '", ShownValue(hook),
         "' (expected none, allreduce, fp16_compress, bf16_compress or mixed_precision)"));
   }
   parsed.set_hook(hook_value);
   if (!wrapper.empty()) {
     v1::CommHook::Wrapper wrapper_value;
     if (!v1::CommHook::Wrapper_Parse(absl::AsciiStrToUpper(wrapper), &wrapper_value)) {
-      return absl::InvalidArgumentError(absl::StrCat("comm_hook.wrapper: unknown wrapper '",
-                                                     wrapper,
+      return absl::InvalidArgumentError(absl::StrCat(wrapper_source, ": unknown wrapper '",
+                                                     ShownValue(wrapper),
                                                      "' (expected fp16_wrapper or bf16_wrapper)"));
     }
     parsed.set_wrapper(wrapper_value);

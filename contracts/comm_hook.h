@@ -17,8 +17,11 @@ std::string CommHookName(const v1::CommHook& hook);
 
 // A hook from its name, case-insensitive ("bf16_compress"; "none" for NO_HOOK), with an
 // optional wrapper name ("fp16_wrapper", "bf16_wrapper"; "" for none). INVALID_ARGUMENT
-// names the unknown value and lists the known ones.
-absl::StatusOr<v1::CommHook> ParseCommHook(const std::string& hook, const std::string& wrapper);
+// names where the unknown value came from (`hook_source`, `wrapper_source`: the CLI's
+// argument and flag) and the value, and lists the known ones.
+absl::StatusOr<v1::CommHook> ParseCommHook(const std::string& hook, const std::string& wrapper,
+                                           const std::string& hook_source = "comm_hook.hook",
+                                           const std::string& wrapper_source = "comm_hook.wrapper");
 
 // The hook in effect after the job's applied switches: the newest APPLIED switch's, else
 // the spec's.

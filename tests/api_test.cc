@@ -427,6 +427,10 @@ TEST(Cli, UsageMistakesExit2NamingThem) {
       // A spec that cannot be read is refused (2), not "does not fit" (1).
       {{"estimate", "/no/such/job.yaml"},
        "cannot read job spec file '/no/such/job.yaml': no such file"},
+      {{"--coordinator=127.0.0.1:1", "set-hook", "job-1", "bogus"},
+       "set-hook's HOOK: unknown hook 'bogus' (expected none, allreduce"},
+      {{"--coordinator=127.0.0.1:1", "set-hook", "job-1", "allreduce", "--wrapper=bogus"},
+       "--wrapper: unknown wrapper 'bogus' (expected fp16_wrapper or bf16_wrapper)"},
       // A line break would start a YAML entry of its own in the tokens file.
       {{"token", "create", "--principal=alice", "--input_paths=/data\n    role: admin"},
        "--input_paths: '/data\\u{000A}    role: admin' contains the control character U+000A"},
