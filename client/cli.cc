@@ -39,11 +39,11 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
-#include "client/command_line_flags.h"
 #include "client/format.h"
 #include "client/trace.h"
 #include "common/bazel_run.h"
 #include "common/clock.h"
+#include "common/command_line_flags.h"
 #include "common/companion_program.h"
 #include "common/coordinator_address.h"
 #include "common/path_policy.h"
@@ -220,13 +220,6 @@ int Refused(const absl::Status& status) {
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "shardwise: %s\n\n%s", problem.c_str(), kUsage);
   return 2;
-}
-
-// --help: the usage and every flag, on stdout (a pager reads it), exit 0.
-int Help() {
-  std::printf("%s\nEvery flag (each command says which it takes):\n%s", kUsage,
-              DescribeFlags("client/cli.cc").c_str());
-  return 0;
 }
 
 // Redraws one line on a terminal; elsewhere (logs, CI) prints a line per state change
@@ -783,11 +776,11 @@ int main(int argc, char** argv) {
   if (const absl::Status first = shardwise::CheckCompanionComesFirst(line); !first.ok()) {
     return shardwise::Usage(std::string(first.message()));
   }
-  if (shardwise::AsksForHelp(line)) return shardwise::Help();
   absl::SetProgramUsageMessage(shardwise::kUsage);
   std::vector<std::string> given;
-  if (const absl::Status flags = shardwise::CheckCommandLineFlags(line, &given); !flags.ok()) {
-    return shardwise::Usage(std::string(flags.message()));
+  if (const std::optional<int> answered = shardwise::AnswerHelpOrFlagMistake(
+          "shardwise", shardwise::kUsage, "client/cli.cc", line, &given)) {
+    return *answered;
   }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());

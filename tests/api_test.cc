@@ -431,6 +431,10 @@ TEST(Cli, UsageMistakesExit2NamingThem) {
        "set-hook's HOOK: unknown hook 'bogus' (expected none, allreduce"},
       {{"--coordinator=127.0.0.1:1", "set-hook", "job-1", "allreduce", "--wrapper=bogus"},
        "--wrapper: unknown wrapper 'bogus' (expected fp16_wrapper or bf16_wrapper)"},
+      // The companion programs check their flags as the CLI does (absl exited 1).
+      {{"sample", "model.safetensors", "--tokens=abc"},
+       "shardwise sample: --tokens: Illegal value 'abc'"},
+      {{"tokenize", "a.txt", "--outptu=dir"}, "shardwise tokenize: --outptu: no such flag"},
       // A line break would start a YAML entry of its own in the tokens file.
       {{"token", "create", "--principal=alice", "--input_paths=/data\n    role: admin"},
        "--input_paths: '/data\\u{000A}    role: admin' contains the control character U+000A"},
@@ -448,6 +452,11 @@ TEST(Cli, UsageMistakesExit2NamingThem) {
     EXPECT_TRUE(absl::StrContains(output, "shardwise submit JOB.yaml")) << output;
     EXPECT_TRUE(absl::StrContains(output, "  --wrapper\n      with set-hook:")) << output;
     EXPECT_TRUE(absl::StrContains(output, "  --role (default submitter)\n")) << output;
+  }
+  for (const char* companion : {"sample", "tokenize"}) {
+    std::string output;
+    EXPECT_EQ(Cluster::RunCli({companion, "--help"}, &output), 0) << output;
+    EXPECT_TRUE(absl::StrContains(output, "Every flag:\n  --")) << output;
   }
   // This client's own setup (a token it will not send in plaintext off loopback).
   std::string output;

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/bazel_run.h"
+#include "common/command_line_flags.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/corpus.h"
 #include "tokenizer/load.h"
@@ -281,6 +283,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   absl::SetProgramUsageMessage(shardwise::tokenizer::kUsage);
+  if (const std::optional<int> answered = shardwise::AnswerHelpOrFlagMistake(
+          "shardwise tokenize", shardwise::tokenizer::kUsage, "tokenizer/tokenize_main.cc",
+          std::vector<std::string>(argv + 1, argv + argc))) {
+    return *answered;
+  }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   std::string dir = absl::GetFlag(FLAGS_output);

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/bazel_run.h"
+#include "common/command_line_flags.h"
 #include "common/companion_program.h"
 #include "common/status_macros.h"
 #include "contracts/safetensors.h"
@@ -204,6 +206,11 @@ int main(int argc, char** argv) {
     shardwise::cpu::RestartWithBlasCore(*upgrade, argv);
   }
   absl::SetProgramUsageMessage(shardwise::kUsage);
+  if (const std::optional<int> answered = shardwise::AnswerHelpOrFlagMistake(
+          "shardwise sample", shardwise::kUsage, "worker/tools/sample_main.cc",
+          std::vector<std::string>(argv + 1, argv + argc))) {
+    return *answered;
+  }
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
     std::fprintf(stderr, "shardwise sample: takes one model file\n\n%s", shardwise::kUsage);

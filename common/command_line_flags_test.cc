@@ -1,4 +1,4 @@
-#include "client/command_line_flags.h"
+#include "common/command_line_flags.h"
 
 #include <cstdint>
 #include <string>
@@ -37,7 +37,7 @@ TEST(CommandLineFlags, UsageFlagsAskForHelp) {
     EXPECT_EQ(Check({"watch", own}), "ok") << own;
     EXPECT_TRUE(AsksForHelp({"watch", own})) << own;
     EXPECT_EQ(Check({"watch", own, "--later_mistake"}),
-              "--later_mistake: no such flag (shardwise --help lists them)");
+              "--later_mistake: no such flag (--help lists them)");
   }
   EXPECT_FALSE(AsksForHelp({"watch", "job-1", "--count=1"}));
   EXPECT_FALSE(AsksForHelp({"watch", "--", "--help"}));  // positional after "--"
@@ -55,7 +55,7 @@ TEST(CommandLineFlags, FlagsThatBringOtherFlagsAreRefused) {
 }
 
 TEST(CommandLineFlags, FlagsAreDescribedWithTheirDefaults) {
-  const std::string text = DescribeFlags("client/command_line_flags_test.cc");
+  const std::string text = DescribeFlags("common/command_line_flags_test.cc");
   EXPECT_EQ(text,
             "  --count (default 0)\n      a number\n"
             "  --loud (default false)\n      a switch\n"
@@ -74,8 +74,8 @@ TEST(CommandLineFlags, TheFirstPositionalSkipsFlagsAndTheirValues) {
 
 TEST(CommandLineFlags, MistakesAreNamed) {
   EXPECT_EQ(Check({"watch", "job-1", "--coordinatr=h:1"}),
-            "--coordinatr: no such flag (shardwise --help lists them)");
-  EXPECT_EQ(Check({"--nocount"}), "--nocount: no such flag (shardwise --help lists them)");
+            "--coordinatr: no such flag (--help lists them)");
+  EXPECT_EQ(Check({"--nocount"}), "--nocount: no such flag (--help lists them)");
   EXPECT_EQ(Check({"--noloud=1"}), "--noloud takes no value");
   EXPECT_EQ(Check({"job-1", "--name"}), "--name needs a value");
   const std::string bad = Check({"--count=two"});

@@ -1,5 +1,5 @@
-#ifndef SHARDWISE_CLIENT_COMMAND_LINE_FLAGS_H_
-#define SHARDWISE_CLIENT_COMMAND_LINE_FLAGS_H_
+#ifndef SHARDWISE_COMMON_COMMAND_LINE_FLAGS_H_
+#define SHARDWISE_COMMON_COMMAND_LINE_FLAGS_H_
 
 // The command line's flags checked before absl::ParseCommandLine reads them: that one
 // exits 1 on a flag it does not know or a value it cannot parse, the code `shardwise
@@ -36,6 +36,16 @@ bool AsksForHelp(const std::vector<std::string>& args);
 // a file named after the program.
 std::string DescribeFlags(absl::string_view defined_in);
 
+// What a program answers to its command line before absl::ParseCommandLine reads it
+// (`args`: argv without the program's name): with --help, `usage` and every flag of
+// `flags_file` (DescribeFlags) on stdout, 0; with a flag mistake (CheckCommandLineFlags),
+// "`program`: the mistake" and `usage` on stderr, 2; nullopt when it may go on, with
+// `given` (may be null) as CheckCommandLineFlags leaves it.
+std::optional<int> AnswerHelpOrFlagMistake(absl::string_view program, absl::string_view usage,
+                                           absl::string_view flags_file,
+                                           const std::vector<std::string>& args,
+                                           std::vector<std::string>* given = nullptr);
+
 // The index in `args` (as CheckCommandLineFlags takes them) of the first positional
 // argument, read as absl reads the line: a flag's value given after it (`--name value`,
 // a flag not a bool's) is the flag's, and everything after "--" is positional. nullopt
@@ -52,4 +62,4 @@ absl::Status CheckFlagsTaken(const std::string& command, const std::vector<std::
 
 }  // namespace shardwise
 
-#endif  // SHARDWISE_CLIENT_COMMAND_LINE_FLAGS_H_
+#endif  // SHARDWISE_COMMON_COMMAND_LINE_FLAGS_H_

@@ -1,5 +1,6 @@
-#include "client/command_line_flags.h"
+#include "common/command_line_flags.h"
 
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -76,7 +77,7 @@ absl::Status CheckCommandLineFlags(const std::vector<std::string>& args,
     absl::CommandLineFlag* flag = FindFlag(name, &negated);
     if (flag == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--", name, ": no such flag (shardwise --help lists them)"));
+          absl::StrCat("--", name, ": no such flag (--help lists them)"));
     }
     if (negated && value.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
@@ -122,6 +123,23 @@ std::string DescribeFlags(absl::string_view defined_in) {
                     "\n      ", flag->Help(), "\n");
   }
   return text;
+}
+
+std::optional<int> AnswerHelpOrFlagMistake(absl::string_view program, absl::string_view usage,
+                                           absl::string_view flags_file,
+                                           const std::vector<std::string>& args,
+                                           std::vector<std::string>* given) {
+  if (AsksForHelp(args)) {
+    std::printf("%s\nEvery flag:\n%s", std::string(usage).c_str(),
+                DescribeFlags(flags_file).c_str());
+    return 0;
+  }
+  if (const absl::Status flags = CheckCommandLineFlags(args, given); !flags.ok()) {
+    std::fprintf(stderr, "%s: %s\n\n%s", std::string(program).c_str(),
+                 std::string(flags.message()).c_str(), std::string(usage).c_str());
+    return 2;
+  }
+  return std::nullopt;
 }
 
 std::optional<size_t> FirstPositional(const std::vector<std::string>& args) {
