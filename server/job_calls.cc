@@ -44,8 +44,16 @@ absl::StatusOr<size_t> PageSize(int32_t requested) {
   return requested == 0 ? JobCalls::kDefaultPageSize : requested;
 }
 
+// A state filter lists each state at most once: more values than any state enum has
+// would only make each job's test against the list (under the jobs' lock) longer.
+constexpr int kMaxFilterValues = 16;
+
 absl::Status CheckEnums(const char* field, const google::protobuf::RepeatedField<int>& values,
                         bool (*is_valid)(int)) {
+  if (values.size() > kMaxFilterValues) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", values.size(), " values; at most ",
+                                                   kMaxFilterValues, " (each state once)"));
+  }
   for (int value : values) {
     if (!is_valid(value)) {
       return absl::InvalidArgumentError(absl::StrCat(field, ": unknown value ", value));

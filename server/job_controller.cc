@@ -284,11 +284,14 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       job->attempt() != report.attempt()) {
     return;  // a late report of an attempt that already ended
   }
-  // Only the worker that holds a rank may speak for it.
-  if (WorkerOfRank(*job, report.rank()) != worker_id) {
+  // Only the worker that holds a rank may speak for it, and only while it runs it: once
+  // the rank completed or left, its worker is idle or runs another job, which a late or
+  // repeated report (ABORTED, COMPLETED again) must neither release nor count twice.
+  if (WorkerOfRank(*job, report.rank()) != worker_id ||
+      !workers_->Runs(worker_id, report.job_id(), report.attempt(), report.rank())) {
     LogWarning(LogContext().Job(report.job_id()).Attempt(report.attempt()).Worker(worker_id),
                absl::StrCat("ignoring a report for rank ", report.rank(),
-                            ", which the worker does not hold"));
+                            ", which the worker does not run now"));
     return;
   }
   LiveAttempt& attempt = live->second;

@@ -238,6 +238,27 @@ TEST_F(JobControllerTest, AJobRunsOnItsWorkersAndSucceedsWhenEveryRankCompletes)
   EXPECT_EQ(workers_->Get("w1")->state(), v1::IDLE);
 }
 
+// A rank that completed speaks no more: its worker, idle at once, may run another job by
+// the time a late or repeated report of the rank arrives (a re-attached worker resends its
+// final one). An ABORTED then released the worker from the other job (which it still
+// ran, so it could be placed twice) and failed the first; a COMPLETED counted again.
+TEST_F(JobControllerTest, AReportOfARankThatCompletedTouchesNeitherItsWorkerNorTheJob) {
+  StartTwoRankJob();
+  Report("w1", 1, v1::COMPLETED);
+  ASSERT_EQ(workers_->Get("w1")->state(), v1::IDLE);
+  ASSERT_TRUE(controller_->Submit(Spec(1)).ok());  // job-2, on the idle w1
+  ASSERT_EQ(workers_->Get("w1")->job_id(), "job-2");
+
+  Report("w1", 1, v1::ABORTED);
+  Report("w1", 1, v1::COMPLETED);
+  EXPECT_EQ(workers_->Get("w1")->state(), v1::BUSY);
+  EXPECT_EQ(workers_->Get("w1")->job_id(), "job-2");
+  EXPECT_EQ(State(), v1::RUNNING);
+  EXPECT_EQ(jobs_->Get("job-1")->completion().ranks_size(), 1);
+  Report("w0", 0, v1::COMPLETED);
+  EXPECT_EQ(State(), v1::SUCCEEDED);
+}
+
 // A worker of a release before AttemptReport.led says nothing of leading: in the attempt's
 // first membership its rank 0 leads anyway, and the job succeeds with its result.
 TEST_F(JobControllerTest, RankZeroLeadsTheFirstMembershipWhateverItSays) {

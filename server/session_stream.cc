@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/printable_text.h"
+#include "server/worker_number_bounds.h"
 #include "server/worker_text_bounds.h"
 
 namespace shardwise {
@@ -132,6 +134,7 @@ void SessionStream::OnReadDone(bool ok) {
     return;
   }
   BoundWorkerText(&incoming_);  // before any of it is kept or shown
+  BoundWorkerNumbers(&incoming_);
   switch (incoming_.kind_case()) {
     case v1::WorkerMessage::kHeartbeat:
       controller_->OnHeartbeat(worker_id_, incoming_.heartbeat(), this);
@@ -181,11 +184,10 @@ void SessionStream::OnHello(const v1::WorkerMessage& hello) {
   }
   if (certified_.has_value() && hello.hello().worker_id() != *certified_) {
     absl::MutexLock lock(&mu_);
-    FinishLocked(
-        grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                     absl::StrCat("a session for worker '", hello.hello().worker_id(),
-                                  "' from a certificate of '", *certified_,
-                                  "': a worker opens sessions under its certificate's name only")));
+    FinishLocked(ToGrpcStatus(absl::PermissionDeniedError(
+        absl::StrCat("a session for worker '", ShownValue(hello.hello().worker_id()),
+                     "' from a certificate of '", ShownValue(*certified_),
+                     "': a worker opens sessions under its certificate's name only"))));
     return;
   }
   worker_id_ = hello.hello().worker_id();

@@ -175,6 +175,15 @@ void WorkerRegistry::SetBusy(const std::string& worker_id, const std::string& jo
   }
 }
 
+bool WorkerRegistry::Runs(const std::string& worker_id, const std::string& job_id, int32_t attempt,
+                          int32_t rank) const {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return false;
+  const v1::WorkerInfo& info = it->second.info;
+  return info.job_id() == job_id && info.attempt() == attempt && info.rank() == rank;
+}
+
 void WorkerRegistry::Drain(const std::string& worker_id, const v1::CoordinatorMessage& abort) {
   std::shared_ptr<SessionOutbox> outbox;
   {

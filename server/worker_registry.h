@@ -84,6 +84,10 @@ class WorkerRegistry {
 
   void SetBusy(const std::string& worker_id, const std::string& job_id, int32_t attempt,
                int32_t rank);
+  // Whether the worker runs `rank` of `job_id`'s `attempt` now (BUSY with it, or DRAINING
+  // out of it): what it reports of another rank is late, its rank done or left.
+  bool Runs(const std::string& worker_id, const std::string& job_id, int32_t attempt,
+            int32_t rank) const;
   // A BUSY worker's attempt was aborted: the worker is DRAINING until it reports idle,
   // and `abort` (the message telling it so) is owed to it until a session takes it. A
   // worker without a session (registered, its session not yet open) gets it when its

@@ -54,6 +54,22 @@ absl::Status CheckFolders(const v1::RegisterWorkerRequest& request) {
   return absl::OkStatus();
 }
 
+// Shown by `get workers` and copied with every worker a scheduling pass offers.
+absl::Status CheckGpu(const v1::GpuInfo& gpu) {
+  for (const auto& [field, text] : {std::make_pair("gpu.name", &gpu.name()),
+                                    std::make_pair("gpu.driver_version", &gpu.driver_version()),
+                                    std::make_pair("gpu.nccl_version", &gpu.nccl_version()),
+                                    std::make_pair("gpu.cudnn_version", &gpu.cudnn_version())}) {
+    RETURN_IF_ERROR(CheckPrintableField(field, *text, 256));
+  }
+  if (gpu.memory_bytes() < 0 || gpu.index() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("gpu: memory_bytes ", gpu.memory_bytes(),
+                                                   " and index ", gpu.index(),
+                                                   " may not be negative"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
@@ -70,6 +86,7 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
         absl::StrCat("gpu: set, but device is ", v1::DeviceKind_Name(request.device())));
   }
   RETURN_IF_ERROR(CheckWorkerName("name", request.name()));
+  RETURN_IF_ERROR(CheckGpu(request.gpu()));
   RETURN_IF_ERROR(CheckFolders(request));
   if (request.features_size() > 32) {
     return absl::InvalidArgumentError(
@@ -77,6 +94,11 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
   }
   for (const std::string& feature : request.features()) {
     RETURN_IF_ERROR(CheckPrintableField("features", feature, 64));
+  }
+  if (request.cpu_threads() < 0 || request.memory_bytes() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cpu_threads ", request.cpu_threads(),
+                                                   " and memory_bytes ", request.memory_bytes(),
+                                                   " may not be negative"));
   }
   if (request.data_plane_version() < 0) {
     return absl::InvalidArgumentError(
@@ -138,6 +160,11 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
   absl::Status valid = ValidateRegistration(*request);
   auto identity = WorkerIdentity(*context, require_certificate_, tokens_, request->name());
   if (valid.ok()) valid = identity.status();
+  // Every nameless worker would be one worker, each registration taking the last's place.
+  if (valid.ok() && identity->empty()) {
+    valid = absl::InvalidArgumentError(
+        "name: empty; a worker without a certificate names itself (shardwise-worker --name)");
+  }
   if (!valid.ok()) {
     reactor->Finish(ToGrpcStatus(valid));
     return reactor;

@@ -31,6 +31,8 @@ void BoundWorkerText(v1::WorkerMessage* message) {
       if (report->has_progress()) {
         Cut(report->mutable_progress()->mutable_phase(), kMaxWorkerLabelBytes);
       }
+      // A checksum is 32 hex digits (rank_state.h); it goes into the job's events.
+      if (report->has_transfer()) Cut(report->mutable_transfer()->mutable_checksum(), 64);
       for (v1::Span& span : *report->mutable_spans()) {
         Cut(span.mutable_name(), kMaxWorkerLabelBytes);
       }

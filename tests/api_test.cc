@@ -191,6 +191,62 @@ TEST_F(ApiTest, ANegativeDataPlaneVersionIsRefused) {
   EXPECT_EQ(status.error_message(), "data_plane_version: -1; must be 0 or more");
 }
 
+// A registration whose fields would be copied, shown or counted is refused naming them.
+TEST_F(ApiTest, MalformedRegistrationsAreRefusedNamingTheField) {
+  auto stub = v1::WorkerService::NewStub(
+      grpc::CreateChannel(cluster_.address(), grpc::InsecureChannelCredentials()));
+  auto cuda = [](v1::RegisterWorkerRequest* request) {
+    request->set_device(v1::CUDA);
+    request->mutable_gpu()->set_name("NVIDIA H100");
+  };
+  const std::vector<std::pair<std::function<void(v1::RegisterWorkerRequest*)>, std::string>> cases =
+      {
+          // Every nameless worker would be the one worker "worker", each taking the last's place.
+          {[](v1::RegisterWorkerRequest* r) { r->clear_name(); },
+           "name: empty; a worker without a certificate names itself"},
+          {[&](v1::RegisterWorkerRequest* r) {
+             cuda(r);
+             r->mutable_gpu()->set_name(std::string(300, 'x'));
+           },
+           "gpu.name: "},
+          {[&](v1::RegisterWorkerRequest* r) {
+             cuda(r);
+             r->mutable_gpu()->set_nccl_version("2.28\x1b[2J");
+           },
+           "gpu.nccl_version: contains the control character U+001B"},
+          {[](v1::RegisterWorkerRequest* r) { r->set_memory_bytes(-1); },
+           "cpu_threads 0 and memory_bytes -1 may not be negative"},
+      };
+  for (const auto& [change, message] : cases) {
+    v1::RegisterWorkerRequest request;
+    request.set_name("w0");
+    request.set_device(v1::CPU);
+    change(&request);
+    v1::RegisterWorkerResponse response;
+    grpc::ClientContext context;
+    grpc::Status status = stub->RegisterWorker(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_TRUE(absl::StartsWith(status.error_message(), message)) << status.error_message();
+  }
+  auto workers = cluster_.client().ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  EXPECT_TRUE(workers->empty());
+}
+
+// Each job's test against a state filter runs under the jobs' lock: a filter of millions
+// of states (a byte each) held every job read and write for seconds.
+TEST_F(ApiTest, AStateFilterListsEachStateOnce) {
+  auto stub = v1::JobService::NewStub(
+      grpc::CreateChannel(cluster_.address(), grpc::InsecureChannelCredentials()));
+  v1::ListJobsRequest request;
+  for (int i = 0; i < 17; ++i) request.add_states(v1::RUNNING);
+  v1::ListJobsResponse response;
+  grpc::ClientContext context;
+  grpc::Status status = stub->ListJobs(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "states: 17 values; at most 16 (each state once)");
+}
+
 // WatchUntil ends with the first version its condition takes, though the job goes on
 // (waiting for workers here), and at its deadline when none does.
 TEST_F(ApiTest, WatchUntilStopsAtTheVersionItWaitsForOrAtItsDeadline) {
