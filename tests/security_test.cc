@@ -372,7 +372,7 @@ TEST_F(SecurityTest, AForgedReportOrAForeignRendezvousCallChangesNothing) {
   ASSERT_TRUE(Cluster::WaitFor([&] {
     return CoordinatorLogHas(absl::StrCat("job=", *job_id,
                                           " attempt=1 worker=w2: ignoring a "
-                                          "report for rank 0, which the worker does not hold"));
+                                          "report for rank 0, which the worker does not run now"));
   }));
   EXPECT_EQ(As("root").Get(*job_id)->state(), v1::RUNNING);
   // And it reads the attempt's rendezvous keys without a rank's token.

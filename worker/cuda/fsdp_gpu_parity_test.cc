@@ -45,7 +45,7 @@ std::string Name(const Config& c) {
 }
 
 std::string TempPath(const std::string& name) {
-  return testing::ScratchPath(absl::StrCat(name, ".safetensors"));
+  return shardwise::testing::ScratchPath(absl::StrCat(name, ".safetensors"));
 }
 
 v1::JobSpec SpecFor(const Config& c, v1::DeviceKind device, const std::string& model_path) {

@@ -51,7 +51,7 @@ std::string Name(const GptConfig& c) {
 }
 
 std::string TempDir(const std::string& name) {
-  const std::string dir = testing::ScratchPath(name);
+  const std::string dir = shardwise::testing::ScratchPath(name);
   std::filesystem::create_directories(dir);
   return dir;
 }
