@@ -519,6 +519,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
     ASSIGN_OR_RETURN(options.token, ReadBearerToken("--token_file", file));
   } else if (const char* token = std::getenv("SHARDWISE_TOKEN"); token != nullptr) {
     options.token = std::string(absl::StripAsciiWhitespace(token));
+    RETURN_IF_ERROR(CheckBearerToken("$SHARDWISE_TOKEN", options.token));
   }
   return options;
 }

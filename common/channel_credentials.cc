@@ -88,7 +88,20 @@ absl::StatusOr<std::string> ReadBearerToken(const std::string& flag, const std::
     return absl::InvalidArgumentError(
         absl::StrCat(flag, ": cannot read a token from '", path, "'"));
   }
+  RETURN_IF_ERROR(CheckBearerToken(absl::StrCat(flag, " '", path, "'"), token));
   return token;
+}
+
+absl::Status CheckBearerToken(absl::string_view source, absl::string_view token) {
+  for (const char c : token) {
+    if (c < '!' || c > '~') {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source,
+                       ": the token holds a space, a control or a non-ASCII character "
+                       "(a token is printable ASCII)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckTokenTransport(const ChannelSecurity& security, const std::string& address,

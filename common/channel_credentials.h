@@ -26,8 +26,14 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
     const ChannelSecurity& security);
 
 // A bearer token from `path` (named by `flag` in errors), its surrounding whitespace
-// dropped: INVALID_ARGUMENT when the file cannot be read or holds none.
+// dropped: INVALID_ARGUMENT when the file cannot be read, holds none, or fails
+// CheckBearerToken.
 absl::StatusOr<std::string> ReadBearerToken(const std::string& flag, const std::string& path);
+
+// INVALID_ARGUMENT naming `source` (never showing the token) unless `token` is printable
+// ASCII without spaces: a line break or a control character in an authorization header
+// fails every call as an internal error (or forges a header), far from its cause.
+absl::Status CheckBearerToken(absl::string_view source, absl::string_view token);
 
 // Refuses (FAILED_PRECONDITION) to send a token in plaintext (no CA in `security`) to an
 // `address` off this machine: anyone on the path, or whoever answers at that address,

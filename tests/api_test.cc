@@ -522,6 +522,15 @@ TEST(Cli, UsageMistakesExit2NamingThem) {
             2)
       << output;
   EXPECT_TRUE(absl::StrContains(output, "refusing to send a token in plaintext")) << output;
+  // A token a header cannot carry is refused before any call, without being shown.
+  output.clear();
+  EXPECT_EQ(RunShell(absl::StrCat("SHARDWISE_TOKEN=\"$(printf 'sw_x\\nforged: header')\" ",
+                                  Cluster::BinaryPath("client/shardwise"), " workers"),
+                     &output),
+            2)
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "$SHARDWISE_TOKEN: the token holds a space")) << output;
+  EXPECT_FALSE(absl::StrContains(output, "forged")) << output;
 }
 
 TEST(Cli, SubmitWatchDescribeAndCancel) {

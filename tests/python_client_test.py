@@ -13,6 +13,7 @@ import unittest
 import weakref
 
 import shardwise
+import shardwise.job_spec
 
 RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", "."), "shardwise")
 
@@ -57,9 +58,11 @@ class ClusterForPython:
              f"--token_file={self.dir}/worker.token"],
             stderr=self._log("worker.log")))
         client = self.client("vic")
-        for _ in range(400):
-            if any(w.state == shardwise.proto.job_pb2.IDLE for w in client.workers()):
-                break
+        deadline = time.monotonic() + 60
+        while not any(w.state == shardwise.proto.job_pb2.IDLE for w in client.workers()):
+            if time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"worker w0 did not register within 60 s (see {self.dir})")
             time.sleep(0.05)
 
     def _start_coordinator(self, address):
@@ -157,7 +160,7 @@ class PythonClientTest(unittest.TestCase):
                  "init": {"huggingface": {"dir": "hf"}},
                  "output": {"huggingface_dir": "out", "checkpointDir": "/abs/ckpt"}}
         before = repr(given)
-        message = shardwise.client._spec_message(given)
+        message = shardwise.job_spec.spec_message(given)
         cwd = os.getcwd()
         self.assertEqual(message.data.tokens.train_path, os.path.join(cwd, "t/train.bin"))
         self.assertEqual(message.data.tokens.tokenizer, os.path.join(cwd, "t/tokenizer"))
@@ -168,7 +171,7 @@ class PythonClientTest(unittest.TestCase):
         # A JobSpec too, as a copy: the caller's message stays as it was.
         spec_message = shardwise.proto.job_spec_pb2.JobSpec()
         spec_message.data.tokens.train_path = "t/train.bin"
-        copy = shardwise.client._spec_message(spec_message)
+        copy = shardwise.job_spec.spec_message(spec_message)
         self.assertEqual(copy.data.tokens.train_path, os.path.join(cwd, "t/train.bin"))
         self.assertEqual(spec_message.data.tokens.train_path, "t/train.bin")
 
@@ -289,7 +292,7 @@ class PythonClientTest(unittest.TestCase):
             file.write("name: on\ndata: {tokens: {seed: 0042, train_path: '/t.bin', "
                        "tokenizer: 2024-06-01}}\noutput: {overwrite: true}\n"
                        "optimizer: {sgd: {lr: .5, momentum: 1.}}\nsteps: +10\n")
-        message = shardwise.client._spec_message(path)
+        message = shardwise.job_spec.spec_message(path)
         self.assertEqual(message.name, "on")  # YAML 1.1: True
         self.assertEqual(message.data.tokens.seed, 42)  # YAML 1.1: octal, 34
         self.assertTrue(message.data.tokens.tokenizer.endswith("2024-06-01"))  # 1.1: a date
@@ -297,7 +300,17 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(message.optimizer.sgd.lr, 0.5)
         self.assertEqual(message.optimizer.sgd.momentum, 1.0)
         self.assertEqual(message.steps, 10)
-        for text, says in (("output: {overwrite: yes}\n", "overwrite"),
+        # A bool field's string is a bool as protobuf's C++ JSON parser reads it (YES, n,
+        # '1'), any other one refused: YAML 1.1's on is not among them.
+        words = "output: {overwrite: YES}\nfsdp: {forward_prefetch: 'n', limit_all_gathers: '1'}\n"
+        with open(path, "w") as file:
+            file.write(words)
+        message = shardwise.job_spec.spec_message(path)
+        self.assertTrue(message.output.overwrite)
+        self.assertFalse(message.fsdp.forward_prefetch)
+        self.assertTrue(message.fsdp.HasField("limit_all_gathers"))
+        self.assertTrue(message.fsdp.limit_all_gathers)
+        for text, says in (("output: {overwrite: on}\n", "overwrite"),
                            ("a: " + "[" * 70 + "]" * 70 + "\n", "nested deeper than 64"),
                            ("a: &a [x, x, x, x, x, x, x, x]\n" + "".join(
                                f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)},"
@@ -307,9 +320,139 @@ class PythonClientTest(unittest.TestCase):
             with open(path, "w") as file:
                 file.write(text)
             with self.assertRaises(shardwise.ShardwiseError, msg=text[:40]) as raised:
-                shardwise.client._spec_message(path)
+                shardwise.job_spec.spec_message(path)
             self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
             self.assertIn(says, raised.exception.message)
+
+    def test_the_cli_and_python_read_a_spec_file_alike(self):
+        """Each file submitted by the CLI and by Python makes the same JobSpec, or is
+        refused with the same message (past protobuf's and the YAML parsers' own words,
+        which differ between C++ and Python: there, the same prefix)."""
+        alice = self.cluster.client("alice")
+        token_file = os.path.join(self.cluster.dir, "alice.token")
+        with open(token_file, "w") as file:
+            file.write(self.cluster.tokens["alice"])
+        waits = ("model: {layer_widths: [4, 8, 3]}\noptimizer: {sgd: {lr: .5, momentum: 1.}}\n"
+                 "data: {synthetic: {seed: 0042}}\nglobal_batch_size: 8\nsteps: +10\n"
+                 "world_size: 4\n")  # one worker: the jobs wait, and are cancelled
+        aliases = "a: &a [x, x, x, x, x, x, x, x]\n" + "".join(
+            f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 8) + "]\n"
+            for i in range(9))
+        accepted = {
+            "numbers.yaml": "name: 2024-06-01\n" + waits,
+            "spellings.yaml": waits.replace("global_batch_size", "globalBatchSize") +
+                              "output: {overwrite: true, finalModelPath: NULL}\n",
+            # A bool field's string is read as protobuf's C++ JSON parser reads it.
+            "words.yaml": waits + "output: {overwrite: YES}\nfsdp: {forward_prefetch: 'n'}\n",
+            "quoted.yaml": "name: 'on'\n" + waits,
+            "spec.json": '{"name": "json", "model": {"layer_widths": [4, 8, 3]}, "optimizer": '
+                         '{"sgd": {"lr": 0.1}}, "data": {"synthetic": {"seed": 1}}, '
+                         '"global_batch_size": 8, "steps": 10, "world_size": 4}',
+        }
+        refused = {  # file: (its text, whether the messages are equal or share a prefix)
+            "twice.yaml": (waits + "steps: 20\n", True),
+            "spelled-twice.yaml": (waits + "globalBatchSize: 8\n", True),
+            "deep.yaml": ("a: " + "[" * 70 + "]" * 70 + "\n", True),
+            "aliases.yaml": (aliases, True),
+            "list.yaml": ("- a\n- b\n", True),
+            "empty.yaml": ("", True),
+            "key.yaml": ("? [a]\n: 1\n", True),
+            "broken.yaml": ("steps: [10\n", False),
+            "off.yaml": (waits + "output: {overwrite: off}\n", False),
+        }
+        for name, text in list(accepted.items()) + [(n, t) for n, (t, _) in refused.items()]:
+            with open(os.path.join(self.cluster.dir, name), "w") as file:
+                file.write(text)
+        for name in list(accepted) + list(refused) + ["absent.yaml"]:
+            path = os.path.join(self.cluster.dir, name)
+            cli = subprocess.run(
+                [binary("client/shardwise"), "submit", path, f"--coordinator={self.cluster.address}",
+                 f"--token_file={token_file}"], capture_output=True, text=True, check=False)
+            try:
+                python_job, python_error = alice.submit(path), None
+            except shardwise.ShardwiseError as error:
+                python_job, python_error = None, error
+            if name in accepted:
+                self.assertEqual(cli.returncode, 0, f"{name}: {cli.stderr}")
+                self.assertIsNone(python_error, name)
+                cli_job = cli.stdout.strip()
+                self.assertEqual(alice.get(cli_job).spec, alice.get(python_job).spec, name)
+                alice.cancel(cli_job)
+                alice.cancel(python_job)
+                continue
+            self.assertEqual(cli.returncode, 2, f"{name}: {cli.stdout} {cli.stderr}")
+            self.assertIsNotNone(python_error, f"{name}: Python accepted what the CLI refused")
+            cli_message = cli.stderr.splitlines()[0].removeprefix("shardwise: ")
+            if refused.get(name, (None, True))[1]:
+                self.assertEqual(python_error.message, cli_message, name)
+            else:
+                prefix = cli_message[:cli_message.index("job spec") + len("job spec")]
+                self.assertTrue(python_error.message.startswith(prefix),
+                                f"{name}: {python_error.message!r} vs {cli_message!r}")
+            self.assertEqual(python_error.code,
+                             "NOT_FOUND" if name == "absent.yaml" else "INVALID_ARGUMENT", name)
+
+    def test_a_dict_that_names_a_field_twice_is_refused(self):
+        given = spec()
+        given["globalBatchSize"] = 16
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            shardwise.job_spec.spec_message(given)
+        self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("field 'globalBatchSize' is given twice in the same mapping "
+                      "(as 'global_batch_size')", raised.exception.message)
+        nested = {"data": {"tokens": {"train_path": "/a", "trainPath": "/b"}}}
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            shardwise.job_spec.spec_message(nested)
+        self.assertIn("field 'trainPath' is given twice", raised.exception.message)
+
+    def test_the_address_token_and_ca_are_checked_as_the_cli_checks_them(self):
+        for address, says in (("127.0.0.1:99999", "has port '99999', not one from 1 to 65535"),
+                              ("127.0.0.1", "has no port"), ("", "is empty"),
+                              (":7070", "has no host"), ("::1:7070", "is not HOST:PORT (an IPv6"),
+                              ("bad host:7070", "has a space or control character")):
+            with self.assertRaises(shardwise.ShardwiseError, msg=address) as raised:
+                shardwise.Client(address)
+            self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+            self.assertIn(f"address: '{address}' {says}", raised.exception.message)
+        for address in ("[::1]:7070", "localhost:1", "dns:///coordinator:7070", "unix:/run/s"):
+            shardwise.Client(address).close()
+        environment = dict(os.environ)
+        try:
+            os.environ["SHARDWISE_COORDINATOR"] = "coordinator:0"
+            with self.assertRaises(shardwise.ShardwiseError) as raised:
+                shardwise.Client()
+            self.assertIn("$SHARDWISE_COORDINATOR: 'coordinator:0' has port '0'",
+                          raised.exception.message)
+            os.environ["SHARDWISE_COORDINATOR"] = ""
+            with shardwise.Client() as default:
+                self.assertEqual(default.address, "127.0.0.1:7070")
+            # A blank $SHARDWISE_TOKEN is no token, as for the CLI: nothing refused or sent.
+            os.environ["SHARDWISE_TOKEN"] = " \n"
+            with shardwise.Client("192.0.2.1:7070") as blank:
+                self.assertEqual(blank._metadata, ())
+            # token="" and tls_ca="" override the environment.
+            os.environ["SHARDWISE_TOKEN"] = "sw_from_environment"
+            os.environ["SHARDWISE_TLS_CA"] = os.path.join(self.cluster.dir, "no-ca.pem")
+            with shardwise.Client("192.0.2.1:7070", tls_ca="", token="") as plain:
+                self.assertEqual(plain._metadata, ())
+            os.environ["SHARDWISE_TOKEN"] = "sw_one\nforged: header"
+            with self.assertRaises(shardwise.ShardwiseError) as raised:
+                shardwise.Client(tls_ca="")
+            self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+            self.assertIn("$SHARDWISE_TOKEN: the token holds a space", raised.exception.message)
+            self.assertNotIn("sw_one", raised.exception.message)
+        finally:
+            os.environ.clear()
+            os.environ.update(environment)
+
+    def test_a_closed_client_says_so(self):
+        client = self.cluster.client("vic")
+        client.close()
+        for call in (client.workers, lambda: next(client.watch("job-1"))):
+            with self.assertRaises(shardwise.ShardwiseError) as raised:
+                call()
+            self.assertEqual(raised.exception.code, "FAILED_PRECONDITION")
+            self.assertIn("is closed", raised.exception.message)
 
     def test_a_submission_made_again_with_its_request_id_makes_one_job(self):
         alice = self.cluster.client("alice")

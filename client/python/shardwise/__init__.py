@@ -13,7 +13,8 @@ Every call raises shardwise.ShardwiseError, carrying the gRPC status code and th
 coordinator's message, when it fails.
 """
 
-from shardwise.client import Client, ShardwiseError
+from shardwise.client import Client
+from shardwise.errors import ShardwiseError
 from shardwise.proto.job_pb2 import (CANCELLED, FAILED, PENDING, RUNNING, SCHEDULED,
                                      SUCCEEDED)
 

@@ -3,23 +3,18 @@ JobService's calls but GetTimeline, which the CLI's `shardwise timeline` serves)
 errors as exceptions."""
 
 import atexit
-import collections.abc
-import ipaddress
-import os
 import random
-import re
 import secrets
-import stat
 import time
 import weakref
 
 import grpc
-import yaml
-from google.protobuf import json_format
 
+from shardwise import settings
+from shardwise.errors import ShardwiseError
+from shardwise.job_spec import spec_message
 from shardwise.proto import job_pb2, job_service_pb2, job_service_pb2_grpc, job_spec_pb2
 
-DEFAULT_ADDRESS = "127.0.0.1:7070"
 _PAGE_SIZE = 500
 _TIMEOUT_SECONDS = 10
 # When a call is asked again (as the C++ client's client/retry_policy.h decides): one the
@@ -47,50 +42,6 @@ _CHANNEL_OPTIONS = (("grpc.keepalive_time_ms", 20000), ("grpc.keepalive_timeout_
                     ("grpc.http2.max_pings_without_data", 0),
                     ("grpc.max_receive_message_length", 64 << 20))
 
-# As contracts/job_spec_io.cc bounds a spec file.
-_MAX_SPEC_BYTES = 1 << 20
-
-# The spec fields that name files, as field paths of JobSpec: made absolute against the
-# caller's directory, as the CLI does (the coordinator takes absolute paths only). The
-# same fields as common/path_policy.cc's ForEachPathField.
-_PATH_FIELDS = (("data", "safetensors_path"), ("data", "tokens", "train_path"),
-                ("data", "tokens", "val_path"), ("data", "tokens", "tokenizer"),
-                ("init", "safetensors_path"), ("init", "checkpoint_dir"),
-                ("init", "huggingface", "dir"), ("output", "final_model_path"),
-                ("output", "huggingface_dir"), ("output", "checkpoint_dir"))
-
-
-class ShardwiseError(Exception):
-    """A failed call: `code` is the gRPC status code's name (e.g. "INVALID_ARGUMENT"),
-    `message` the coordinator's explanation, naming the field and value where it can."""
-
-    def __init__(self, code, message):
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.request_id = None  # a submission's, whose outcome may be unknown (submit)
-
-
-def _is_loopback(address):
-    """Whether "host:port" (or a "dns:///", "ipv4:" or "ipv6:" target) reaches only this
-    machine, as common/host_port.cc decides: localhost, or a numeric loopback address."""
-    target = address
-    for scheme in ("dns:///", "ipv4:", "ipv6:"):
-        if target.startswith(scheme):
-            target = target[len(scheme):]
-            break
-    if "," in target:
-        return False
-    host = target.rsplit(":", 1)[0] if target.count(":") == 1 or target.startswith("[") \
-        else target
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
 
 def _raise(error, address, connected):
     """Raises a failed call as ShardwiseError, telling a coordinator not reached (a wrong
@@ -108,141 +59,6 @@ def _raise(error, address, connected):
             f"cannot reach the coordinator at {address} (is shardwise-coordinator running "
             f"there? pass its address, or set SHARDWISE_COORDINATOR): {details}")) from None
     raise ShardwiseError(code.name, details) from None
-
-
-def _absolute_paths(message, cwd):
-    """Makes the JobSpec `message`'s relative paths absolute against `cwd`, in place."""
-    for path in _PATH_FIELDS:
-        holder = message
-        for name in path[:-1]:
-            if not holder.HasField(name):
-                holder = None
-                break
-            holder = getattr(holder, name)
-        value = getattr(holder, path[-1]) if holder is not None else ""
-        if value and not os.path.isabs(value):
-            setattr(holder, path[-1], os.path.normpath(os.path.join(cwd, value)))
-    return message
-
-
-# A plain YAML scalar that the CLI reads as a number (contracts/job_spec_io.cc,
-# AsJsonNumber): decimal digits with an optional sign, point and exponent ("007", ".5",
-# "1.", "+10"), nothing of YAML 1.1's octal, sexagesimal or underscores.
-_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
-_MAX_DEPTH = 64
-_MAX_JSON_BYTES = 4 << 20
-
-
-class _SpecLoader(yaml.SafeLoader):
-    """YAML as the CLI reads a spec (contracts/job_spec_io.cc): a key given twice in a
-    mapping is refused, not silently the last one; a plain scalar is a bool only as
-    true or false, null as null, ~ or nothing, a number as _NUMBER, else a string (YAML
-    1.1's yes, on, 0042 as octal and dates are strings or decimals, as the CLI reads
-    them); a quoted scalar is always a string."""
-
-    yaml_implicit_resolvers = {}  # every scalar is constructed as a str, below
-
-    def construct_yaml_str(self, node):
-        value = super().construct_scalar(node)
-        if node.style is not None:  # quoted (or a block scalar)
-            return value
-        if value in ("true", "false"):
-            return value == "true"
-        if value in ("null", "~", ""):
-            return None
-        if _NUMBER.fullmatch(value):
-            return float(value) if any(c in value for c in ".eE") else int(value)
-        return value
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, collections.abc.Hashable):
-                break  # refused by SafeLoader's own construct_mapping, naming it
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"field '{key}' is given twice in the same mapping",
-                    key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-_SpecLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-                            _SpecLoader.construct_mapping)
-_SpecLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG,
-                            _SpecLoader.construct_yaml_str)
-
-
-def _check_size(spec, path):
-    """Refuses, as the CLI does, a spec nested deeper than _MAX_DEPTH levels or larger
-    than _MAX_JSON_BYTES as JSON (a few aliases repeated can make a small document
-    expand exponentially): counted as it is walked, so that the walk stops early."""
-    budget = [_MAX_JSON_BYTES]
-
-    def walk(value, depth):
-        if depth > _MAX_DEPTH:
-            raise ShardwiseError("INVALID_ARGUMENT",
-                                 f"{path}: nested deeper than {_MAX_DEPTH} levels")
-        budget[0] -= len(value) + 2 if isinstance(value, str) else 8
-        if budget[0] < 0:
-            raise ShardwiseError("INVALID_ARGUMENT", f"{path}: job spec expands to more than "
-                                 f"{_MAX_JSON_BYTES >> 20} MiB (aliases repeated?)")
-        if isinstance(value, dict):
-            for key, item in value.items():
-                walk(key, depth + 1)
-                walk(item, depth + 1)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item, depth + 1)
-
-    walk(spec, 0)
-    return spec
-
-
-def _read_spec_file(path):
-    """The spec in the YAML or JSON file at `path`, read as the CLI reads one: a regular
-    file (a FIFO would block) of at most _MAX_SPEC_BYTES, each key once."""
-    try:
-        info = os.stat(path)
-    except OSError as error:
-        raise ShardwiseError("NOT_FOUND", f"cannot read job spec file '{path}': "
-                             f"{error.strerror}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ShardwiseError("NOT_FOUND",
-                             f"cannot read job spec file '{path}': not a regular file")
-    if info.st_size > _MAX_SPEC_BYTES:
-        raise ShardwiseError("INVALID_ARGUMENT", f"{path}: job spec is {info.st_size} bytes; "
-                             f"at most {_MAX_SPEC_BYTES} are allowed")
-    try:
-        with open(path, encoding="utf-8") as file:
-            return _check_size(yaml.load(file, Loader=_SpecLoader), path)  # nosec: a SafeLoader
-    except OSError as error:
-        raise ShardwiseError("NOT_FOUND", f"cannot read job spec file '{path}': "
-                             f"{error.strerror}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise ShardwiseError("INVALID_ARGUMENT", f"{path}: {error}") from None
-    except RecursionError:
-        raise ShardwiseError("INVALID_ARGUMENT",
-                             f"{path}: nested deeper than {_MAX_DEPTH} levels") from None
-
-
-def _spec_message(spec):
-    """A JobSpec from a dict (the spec's JSON form, snake_case or lowerCamelCase field
-    names) or a YAML/JSON file's path; the caller's dict is left as it was."""
-    if isinstance(spec, job_spec_pb2.JobSpec):
-        copy = job_spec_pb2.JobSpec()
-        copy.CopyFrom(spec)
-        return _absolute_paths(copy, os.getcwd())
-    if isinstance(spec, (str, os.PathLike)):
-        spec = _read_spec_file(spec)
-    if not isinstance(spec, dict):
-        raise ShardwiseError("INVALID_ARGUMENT", "a job spec is a mapping of its fields")
-    try:
-        message = json_format.ParseDict(spec, job_spec_pb2.JobSpec())
-    except json_format.ParseError as error:
-        raise ShardwiseError("INVALID_ARGUMENT", f"job: {error}") from None
-    return _absolute_paths(message, os.getcwd())
 
 
 def _job_state(state):
@@ -287,15 +103,10 @@ class Client:
     (default $SHARDWISE_TOKEN) is sent as a bearer token. Thread-safe, as gRPC channels are."""
 
     def __init__(self, address=None, tls_ca=None, token=None):
-        self.address = address or os.environ.get("SHARDWISE_COORDINATOR") or DEFAULT_ADDRESS
-        tls_ca = tls_ca or os.environ.get("SHARDWISE_TLS_CA")
-        token = token or os.environ.get("SHARDWISE_TOKEN")
-        if token and not tls_ca and not _is_loopback(self.address):
-            raise ShardwiseError(
-                "FAILED_PRECONDITION",
-                f"refusing to send a token in plaintext to {self.address}: anyone on the way "
-                "could read it. Give the CA of the coordinator's certificate (tls_ca, or "
-                "$SHARDWISE_TLS_CA)")
+        self.address = settings.resolve_address(address)
+        tls_ca = settings.resolve_tls_ca(tls_ca)
+        token = settings.resolve_token(token)
+        settings.check_token_transport(self.address, tls_ca, token)
         if tls_ca:
             try:
                 with open(tls_ca, "rb") as file:
@@ -308,7 +119,7 @@ class Client:
                                                 options=_CHANNEL_OPTIONS)
         else:
             self._channel = grpc.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
-        self._metadata = (("authorization", f"Bearer {token.strip()}"),) if token else ()
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._stub = job_service_pb2_grpc.JobServiceStub(self._channel)
         self._closed = False
         _OPEN_CLIENTS.add(self)
@@ -337,7 +148,14 @@ class Client:
             channel.check_connectivity_state(False)]
         return state == grpc.ChannelConnectivity.READY
 
+    def _check_open(self):
+        """Refuses a call on a closed client (gRPC would raise a ValueError)."""
+        if self._closed:
+            raise ShardwiseError("FAILED_PRECONDITION",
+                                 f"the client of {self.address} is closed (close() was called)")
+
     def _call(self, method, request, repeatable=True):
+        self._check_open()
         give_up = time.monotonic() + _BUSY_RETRY_SECONDS
         pause, attempt = 0.2, 0
         while True:
@@ -367,7 +185,7 @@ class Client:
         `request_id` attribute holds the id) is made again with the same id, and returns
         the job the first one made, if it did."""
         request_id = request_id or secrets.token_hex(16)
-        request = job_service_pb2.SubmitJobRequest(spec=_spec_message(spec), request_id=request_id)
+        request = job_service_pb2.SubmitJobRequest(spec=spec_message(spec), request_id=request_id)
         try:
             return self._call(self._stub.SubmitJob, request).job_id
         except ShardwiseError as error:
@@ -413,6 +231,7 @@ class Client:
         pause, attempt = 0.2, 0
         while True:
             attempt += 1
+            self._check_open()
             stream = self._stub.WatchJob(job_service_pb2.WatchJobRequest(job_id=job_id),
                                          metadata=self._metadata)
             try:
