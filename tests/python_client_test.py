@@ -445,6 +445,35 @@ class PythonClientTest(unittest.TestCase):
             os.environ.clear()
             os.environ.update(environment)
 
+    def test_timeline_and_worker_filters(self):
+        alice = self.cluster.client("alice")
+        job_id = alice.submit(spec(steps=5, name="timed"))
+        final = list(alice.watch(job_id))[-1]
+        self.assertEqual(final.state, shardwise.SUCCEEDED, final.reason)
+        timeline = alice.timeline(job_id)
+        self.assertEqual(timeline.job_id, job_id)
+        self.assertEqual([rank.rank for rank in timeline.ranks], [0])
+        self.assertEqual(timeline.ranks[0].worker_id, alice.workers()[0].id)
+        steps = {span.step for span in timeline.ranks[0].spans if span.name == "step"}
+        self.assertEqual(steps, {0, 1, 2, 3, 4})
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            alice.timeline("job-404")
+        self.assertEqual(raised.exception.code, "NOT_FOUND")
+        self.assertEqual([w.name for w in alice.workers(device="cpu")], ["w0"])
+        self.assertEqual([w.name for w in alice.workers(states=["idle", "busy"])], ["w0"])
+        self.assertEqual(alice.workers(device="CUDA"), [])
+        self.assertEqual(alice.workers(states=[shardwise.proto.job_pb2.LOST]), [])
+        for kwargs, says in (({"states": ["sleeping"]},
+                              "states: unknown state 'sleeping' (expected IDLE, BUSY, DRAINING or "
+                              "LOST)"),
+                             ({"device": "tpu"}, "device: unknown device 'tpu' (expected CPU or "
+                              "CUDA)"),
+                             ({"device": 0}, "device: unknown value 0")):
+            with self.assertRaises(shardwise.ShardwiseError, msg=str(kwargs)) as raised:
+                alice.workers(**kwargs)
+            self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+            self.assertIn(says, raised.exception.message)
+
     def test_a_closed_client_says_so(self):
         client = self.cluster.client("vic")
         client.close()

@@ -1,6 +1,5 @@
-"""The Client: submit, get, list, watch, cancel, set_hook, scale and workers (the
-JobService's calls but GetTimeline, which the CLI's `shardwise timeline` serves), with
-errors as exceptions."""
+"""The Client: submit, get, list, watch, cancel, set_hook, scale, timeline and workers
+(every call of the JobService), with errors as exceptions."""
 
 import atexit
 import random
@@ -61,14 +60,19 @@ def _raise(error, address, connected):
     raise ShardwiseError(code.name, details) from None
 
 
-def _job_state(state):
-    """A JobState from its name (any case) or value."""
-    if not isinstance(state, str):
-        return state
-    if state.upper() not in job_pb2.JobState.keys():
-        raise ShardwiseError("INVALID_ARGUMENT", f"states: unknown state '{state}' (expected "
-                             "PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED or CANCELLED)")
-    return job_pb2.JobState.Value(state.upper())
+def _enum_value(enum, value, field):
+    """The value of `enum` (a protobuf enum type) that `value` names (any case), or
+    `value` itself when it is a number; INVALID_ARGUMENT naming `field` otherwise. The
+    UNSPECIFIED value (0) names nothing to filter by, and is refused too."""
+    names = [name for name in enum.keys() if enum.Value(name) != 0]
+    if not isinstance(value, str):
+        if value not in [enum.Value(name) for name in names]:
+            raise ShardwiseError("INVALID_ARGUMENT", f"{field}: unknown value {value!r}")
+        return value
+    if value.upper() not in names:
+        raise ShardwiseError("INVALID_ARGUMENT", f"{field}: unknown {field.rstrip('s')} "
+                             f"'{value}' (expected {', '.join(names[:-1])} or {names[-1]})")
+    return enum.Value(value.upper())
 
 
 def _comm_hook(hook, wrapper):
@@ -208,7 +212,7 @@ class Client:
             raise ShardwiseError("INVALID_ARGUMENT", f"limit: {limit} is negative (0: all)")
         request = job_service_pb2.ListJobsRequest(submitter=submitter)
         for state in states:
-            request.states.append(_job_state(state))
+            request.states.append(_enum_value(job_pb2.JobState, state, "states"))
         limit = limit or None
         jobs = []
         while True:
@@ -279,9 +283,22 @@ class Client:
         request = job_service_pb2.ScaleJobRequest(job_id=job_id, replicas=replicas)
         return self._call(self._stub.ScaleJob, request)
 
-    def workers(self):
-        """Every registered worker."""
+    def timeline(self, job_id):
+        """The spans (forward/backward per unit, collectives, optimizer, steps) of the job's
+        latest attempt, rank by rank, as far as the coordinator still holds them
+        (shardwise.proto.job_pb2.Timeline; `shardwise timeline` writes one as a Chrome
+        trace)."""
+        return self._call(self._stub.GetTimeline,
+                          job_service_pb2.GetTimelineRequest(job_id=job_id))
+
+    def workers(self, states=(), device=None):
+        """Every registered worker, or those in one of `states` (names in any case, or
+        values: IDLE, BUSY, DRAINING, LOST) and of `device` ("cpu" or "cuda")."""
         request = job_service_pb2.ListWorkersRequest(page_size=_PAGE_SIZE)
+        for state in states:
+            request.states.append(_enum_value(job_pb2.WorkerState, state, "states"))
+        if device is not None:
+            request.device = _enum_value(job_spec_pb2.DeviceKind, device, "device")
         workers = []
         while True:
             page = self._call(self._stub.ListWorkers, request)
