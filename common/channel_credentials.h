@@ -9,7 +9,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/security/credentials.h"
 
 namespace shardwise {

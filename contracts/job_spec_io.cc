@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -205,13 +206,20 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
     return absl::InvalidArgumentError(absl::StrCat("job spec is ", text.size(), " bytes; at most ",
                                                    kMaxSpecBytes, " are allowed"));
   }
-  YAML::Node root;
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(text);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("job spec is not valid YAML or JSON: ", e.what()));
   }
+  // A second document (after `---`) would be ignored: a spec edited below one would
+  // submit the job above it.
+  if (documents.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job spec holds ", documents.size(), " YAML documents (separated by ---); a spec is one"));
+  }
+  const YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
   if (!root.IsMap()) {
     return absl::InvalidArgumentError(
         "job spec must be a mapping of fields (see docs/job-spec.md)");

@@ -93,6 +93,20 @@ TEST(ParseJobSpec, RejectsMalformedYaml) {
   EXPECT_EQ(scalar.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A document after `---` would be ignored: refused, naming how many there are. One with a
+// document start marker is one document.
+TEST(ParseJobSpec, RefusesASecondDocument) {
+  auto two = ParseJobSpec("steps: 1\n---\nsteps: 2\n");
+  ASSERT_EQ(two.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(two.status().message(),
+            "job spec holds 2 YAML documents (separated by ---); a spec is one");
+  auto one = ParseJobSpec("---\nsteps: 3\n");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->steps(), 3);
+  EXPECT_EQ(ParseJobSpec("").status().message(),
+            "job spec must be a mapping of fields (see docs/job-spec.md)");
+}
+
 TEST(ReadJobSpecFile, MissingFileIsNotFound) {
   auto spec = ReadJobSpecFile("/definitely/not/here.yaml");
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);

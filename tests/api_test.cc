@@ -514,7 +514,11 @@ TEST(Cli, UsageMistakesExit2NamingThem) {
     EXPECT_EQ(Cluster::RunCli({companion, "--help"}, &output), 0) << output;
     EXPECT_TRUE(absl::StrContains(output, "Every flag:\n  --")) << output;
   }
-  // This client's own setup (a token it will not send in plaintext off loopback).
+}
+
+// The client's own setup: a token it will not send in plaintext off loopback, or at all
+// when a header cannot carry it.
+TEST(Cli, ATokenIsCheckedBeforeAnyCall) {
   std::string output;
   EXPECT_EQ(RunShell(absl::StrCat("SHARDWISE_TOKEN=sw_x ", Cluster::BinaryPath("client/shardwise"),
                                   " --coordinator=192.0.2.1:7070 watch job-1"),
@@ -522,7 +526,7 @@ TEST(Cli, UsageMistakesExit2NamingThem) {
             2)
       << output;
   EXPECT_TRUE(absl::StrContains(output, "refusing to send a token in plaintext")) << output;
-  // A token a header cannot carry is refused before any call, without being shown.
+  // A token a header cannot carry is refused, without being shown.
   output.clear();
   EXPECT_EQ(RunShell(absl::StrCat("SHARDWISE_TOKEN=\"$(printf 'sw_x\\nforged: header')\" ",
                                   Cluster::BinaryPath("client/shardwise"), " workers"),

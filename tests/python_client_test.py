@@ -344,6 +344,11 @@ class PythonClientTest(unittest.TestCase):
                               "output: {overwrite: true, finalModelPath: NULL}\n",
             # A bool field's string is read as protobuf's C++ JSON parser reads it.
             "words.yaml": waits + "output: {overwrite: YES}\nfsdp: {forward_prefetch: 'n'}\n",
+            # Where protobuf's JSON parsers differ, as the C++ one reads it.
+            "numbers-as-text.yaml": waits.replace("lr: .5", "lr: '0x1p-3'") + "name: '+5'\n",
+            "lone-value.yaml": waits.replace("[4, 8, 3]", "[4, 8, null, 3]").replace(
+                "momentum: 1.}", "momentum: 1.}, overlap: {mode: HOOK_THEN_OPTIMIZER, "
+                "params: 0.weight}"),
             "quoted.yaml": "name: 'on'\n" + waits,
             "spec.json": '{"name": "json", "model": {"layer_widths": [4, 8, 3]}, "optimizer": '
                          '{"sgd": {"lr": 0.1}}, "data": {"synthetic": {"seed": 1}}, '
@@ -359,6 +364,11 @@ class PythonClientTest(unittest.TestCase):
             "key.yaml": ("? [a]\n: 1\n", True),
             "broken.yaml": ("steps: [10\n", False),
             "off.yaml": (waits + "output: {overwrite: off}\n", False),
+            "underscores.yaml": (waits.replace("steps: +10", "steps: 1_000"), True),
+            "spaced.yaml": (waits.replace("lr: .5", "lr: ' 0.5'"), True),
+            "inf.yaml": (waits.replace("lr: .5", "lr: inf"), True),
+            "list-for-message.yaml": (waits + "output: []\n", True),
+            "two-documents.yaml": (waits + "---\n" + waits, True),
         }
         for name, text in list(accepted.items()) + [(n, t) for n, (t, _) in refused.items()]:
             with open(os.path.join(self.cluster.dir, name), "w") as file:
@@ -404,6 +414,23 @@ class PythonClientTest(unittest.TestCase):
         with self.assertRaises(shardwise.ShardwiseError) as raised:
             shardwise.job_spec.spec_message(nested)
         self.assertIn("field 'trainPath' is given twice", raised.exception.message)
+
+    def test_a_dict_is_read_as_the_cli_reads_its_json(self):
+        message = shardwise.job_spec.spec_message(
+            {"output": {"overwrite": "yes"}, "model": {"layerWidths": 4}, "steps": "+7"})
+        self.assertTrue(message.output.overwrite)
+        self.assertEqual(list(message.model.layer_widths), [4])
+        self.assertEqual(message.steps, 7)
+        for given, says in (({"steps": "1_000"}, 'job spec: (steps): invalid value "1_000" for '
+                              "type TYPE_INT64"),
+                            ({"optimizer": {"sgd": {"lr": "inf"}}},
+                             'job spec: (optimizer.sgd.lr): invalid value "inf" for type '
+                             "TYPE_DOUBLE"),
+                            ({"output": []}, "job spec: output: Proto field is not repeating")):
+            with self.assertRaises(shardwise.ShardwiseError, msg=str(given)) as raised:
+                shardwise.job_spec.spec_message(given)
+            self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+            self.assertIn(says, raised.exception.message)
 
     def test_the_address_token_and_ca_are_checked_as_the_cli_checks_them(self):
         for address, says in (("127.0.0.1:99999", "has port '99999', not one from 1 to 65535"),

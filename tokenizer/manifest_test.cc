@@ -126,7 +126,10 @@ TEST(ManifestTest, CopiesWhatHuggingFaceReadsUnderItsNames) {
   const std::string source = TempPath("hub");
   fs::create_directories(source);
   std::ofstream(source + "/tokenizer.json") << R"({"added_tokens": [
-      {"id": 1, "content": "<s>", "special": true}, {"id": 2, "content": "</s>", "special": true}],
+      {"id": 1, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false,
+       "normalized": false, "special": true},
+      {"id": 2, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false,
+       "normalized": false, "special": true}],
       "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})";
   const std::string config = R"({"bos_token": "<s>", "eos_token": "</s>", "chat_template": "x"})";
   std::ofstream(source + "/tokenizer_config.json") << config;

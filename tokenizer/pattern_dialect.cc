@@ -31,6 +31,15 @@ absl::string_view ClassBody(char letter, PatternDialect dialect) {
   }
 }
 
+// Oniguruma's word boundary \b (and \B, none) outside a class, between its word
+// characters and others, as lookarounds: PCRE2's \b reads its own \w, without marks.
+// Inside a class \b is a backspace in both engines.
+std::string OnigurumaBoundary(bool negated) {
+  const std::string word = absl::StrCat("[", kOnigurumaWord, "]");
+  return negated ? absl::StrCat("(?:(?<=", word, ")(?=", word, ")|(?<!", word, ")(?!", word, "))")
+                 : absl::StrCat("(?:(?<=", word, ")(?!", word, ")|(?<!", word, ")(?=", word, "))");
+}
+
 absl::Status Refuse(absl::string_view what, size_t offset) {
   return absl::InvalidArgumentError(
       absl::StrCat("the pattern's ", what, " at byte ", offset,
@@ -66,7 +75,10 @@ absl::StatusOr<std::string> PatternForPcre2(absl::string_view pattern, PatternDi
       const char letter = pattern[++i];
       const absl::string_view body = ClassBody(letter, dialect);
       const bool negated = absl::ascii_isupper(static_cast<unsigned char>(letter));
-      if (body.empty()) {
+      if (!in_class && dialect == PatternDialect::kOniguruma &&
+          absl::ascii_tolower(static_cast<unsigned char>(letter)) == 'b') {
+        absl::StrAppend(&out, OnigurumaBoundary(negated));
+      } else if (body.empty()) {
         absl::StrAppend(&out, "\\", absl::string_view(&letter, 1));
       } else if (!in_class) {
         absl::StrAppend(&out, negated ? "[^" : "[", body, "]");

@@ -20,8 +20,8 @@ enum class PatternDialect {
   // tiktoken's and GPT-2's patterns: `^` and `$` at the text's ends.
   kTiktoken,
   // Oniguruma's, which Hugging Face's files are written for: `^` and `$` at each line's
-  // ends too, `\w` a letter, mark, decimal digit or connector punctuation, `\h` a hex
-  // digit.
+  // ends too, `\w` a letter, mark, decimal digit or connector punctuation (and `\b` its
+  // boundary), `\h` a hex digit.
   kOniguruma,
 };
 
@@ -30,7 +30,8 @@ enum class PatternDialect {
 //   - `\s` is Unicode's White_Space, as in all three source engines (PCRE2 10.42 adds
 //     U+180E), and `\S` its complement;
 //   - in kOniguruma, `\w`, `\W`, `\h` and `\H` as above (PCRE2's `\w` has no marks, and
-//     its `\h` is horizontal space).
+//     its `\h` is horizontal space), and `\b` and `\B` outside a class at the
+//     boundaries of that `\w` (PCRE2's follow its own).
 // INVALID_ARGUMENT, naming the construct and its byte offset, for one that only PCRE2
 // reads (backtracking and option verbs `(*...)`, which may also lower PCRE2's match
 // limits until a match fails; recursion `(?R)`, `(?1)`, `(?&name)`, `(?P>name)`;

@@ -53,6 +53,18 @@ TEST(PatternDialect, OnigurumasWordHasMarksAndOnlyDecimalDigits) {
   EXPECT_EQ(MatchedPieces("\\W+", "a, b"), std::vector<std::string>{", "});
 }
 
+// Oniguruma's \b is a boundary of its \w: none between a letter and its combining mark,
+// where PCRE2's \b finds one. Inside a class it is a backspace, as in PCRE2.
+TEST(PatternDialect, OnigurumasBoundaryIsOneOfItsWord) {
+  EXPECT_EQ(MatchedPieces("e\\b", "e\xCC\x81 e!"), std::vector<std::string>{"e"});
+  EXPECT_EQ(MatchedPieces("\\b\\w+\\b", "cafe\xCC\x81s, x"),
+            (std::vector<std::string>{"cafe\xCC\x81s", "x"}));
+  EXPECT_EQ(MatchedPieces("e\\B.", "e\xCC\x81 ex e!"),
+            (std::vector<std::string>{"e\xCC\x81", "ex"}));
+  EXPECT_EQ(MatchedPieces("[\\b]+", "a\b\bb"), std::vector<std::string>{"\b\b"});
+  EXPECT_EQ(*PatternForPcre2("\\b", PatternDialect::kTiktoken), "\\b");  // not rewritten
+}
+
 // Oniguruma's \h is a hex digit; PCRE2's is horizontal space.
 TEST(PatternDialect, OnigurumasHIsAHexDigit) {
   EXPECT_EQ(MatchedPieces("\\h+", "q1 qaF9g"), (std::vector<std::string>{"1", "aF9"}));

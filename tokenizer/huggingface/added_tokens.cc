@@ -44,11 +44,13 @@ absl::StatusOr<AddedToken> ParseAddedToken(const nlohmann::json& entry, const st
   if (id == nullptr) return JsonError(where + ".id", "is missing");
   HF_ASSIGN_OR_RETURN(token.id, IdValue(*id, where + ".id"));
   HF_ASSIGN_OR_RETURN(token.content, StringField(entry, "content", where, std::nullopt));
-  HF_ASSIGN_OR_RETURN(token.single_word, BoolField(entry, "single_word", where, false));
-  HF_ASSIGN_OR_RETURN(token.lstrip, BoolField(entry, "lstrip", where, false));
-  HF_ASSIGN_OR_RETURN(token.rstrip, BoolField(entry, "rstrip", where, false));
-  HF_ASSIGN_OR_RETURN(token.normalized, BoolField(entry, "normalized", where, false));
-  HF_ASSIGN_OR_RETURN(token.special, BoolField(entry, "special", where, false));
+  // Every flag is required: the library's AddedToken has no defaults, and refuses the
+  // file without one.
+  HF_ASSIGN_OR_RETURN(token.single_word, RequiredBoolField(entry, "single_word", where));
+  HF_ASSIGN_OR_RETURN(token.lstrip, RequiredBoolField(entry, "lstrip", where));
+  HF_ASSIGN_OR_RETURN(token.rstrip, RequiredBoolField(entry, "rstrip", where));
+  HF_ASSIGN_OR_RETURN(token.normalized, RequiredBoolField(entry, "normalized", where));
+  HF_ASSIGN_OR_RETURN(token.special, RequiredBoolField(entry, "special", where));
   return token;
 }
 

@@ -74,6 +74,12 @@ absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> Make(Json model, Json rest
   return HuggingFaceTokenizer::FromJson(json.dump(), "test.json");
 }
 
+// An "added_tokens" entry with every flag false.
+Json AddedEntry(int id, const std::string& content) {
+  return Json{{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+              {"rstrip", false}, {"normalized", false}, {"special", false}};
+}
+
 std::vector<int32_t> Encode(const Tokenizer& tokenizer, const std::string& text) {
   std::vector<int32_t> ids;
   tokenizer.Encode(text, true, &ids);
@@ -91,6 +97,35 @@ TEST(HuggingFaceBpeTest, ASubwordPrefixMarksEachCharacterAfterThePiecesFirst) {
              {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Removed"}}}});
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   EXPECT_EQ(Encode(**tokenizer, "hey he"), (std::vector<int32_t>{4, 3}));
+}
+
+// Metaspace's "first" prepends to a piece whose offset in the input is 0 (the library's
+// `offsets_original().0 == 0`), not to whichever piece comes first: a Split before it
+// that removed the text's first characters leaves no piece there.
+TEST(HuggingFaceMetaspaceTest, FirstPrependsOnlyAtTheInputsFirstByte) {
+  auto tokenizer =
+      Make({{"vocab", {{"a", 0}, {"b", 1}, {"\u2581", 2}, {"\u2581a", 3}, {"<unk>", 4}}},
+            {"merges", {"\u2581 a"}},
+            {"unk_token", "<unk>"}},
+           {{"pre_tokenizer",
+             {{"type", "Sequence"},
+              {"pretokenizers",
+               {{{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", "Removed"}},
+                {{"type", "Metaspace"},
+                 {"replacement", "\u2581"},
+                 {"prepend_scheme", "first"},
+                 {"split", true}}}}}}});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ(Encode(**tokenizer, "a-a"), (std::vector<int32_t>{3, 0}));
+  EXPECT_EQ(Encode(**tokenizer, "-a-a"), (std::vector<int32_t>{0, 0}));
+  EXPECT_EQ(Encode(**tokenizer, "--a b"), (std::vector<int32_t>{0, 2, 1}));
+  using B = hf::SplitBehavior;
+  const std::vector<hf::Match> dash_first = hf::Pattern::Literal("-").Find("-a");
+  EXPECT_TRUE(hf::DropsLeadingText(dash_first, B::kRemoved, /*invert=*/false));
+  EXPECT_FALSE(hf::DropsLeadingText(dash_first, B::kRemoved, /*invert=*/true));
+  EXPECT_FALSE(hf::DropsLeadingText(dash_first, B::kIsolated, /*invert=*/false));
+  EXPECT_TRUE(hf::DropsLeadingText(hf::Pattern::Literal("-").Find("a-"), B::kRemoved,
+                                   /*invert=*/true));
 }
 
 // Unknown characters become the unknown token, a run of them one with fuse_unk; with
@@ -255,6 +290,13 @@ TEST(HuggingFaceTokenizerTest, WhatItDoesNotSupportIsRefusedNamingItsJsonPath) {
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "dropout": 0.1}})",
        "model.dropout: is 0.1"},
       {"{" + model + R"(, "added_tokens": [{"id": 1}]})", "added_tokens[0].content: is missing"},
+      // The library's AddedToken has no defaults: it refuses an entry without a flag.
+      {"{" + model + R"(, "added_tokens": [{"id": 1, "content": "x", "single_word": false,
+              "lstrip": false, "rstrip": false, "special": true}]})",
+       "added_tokens[0].normalized: is missing"},
+      {"{" + model + R"(, "added_tokens": [{"id": 1, "content": "x", "single_word": false,
+              "lstrip": null, "rstrip": false, "normalized": false, "special": true}]})",
+       "added_tokens[0].lstrip: is null, not true or false"},
       // An id sizes the model's tables: one past the bound would ask for gigabytes.
       {R"({"model": {"type": "BPE", "vocab": {"a": 2000000000}, "merges": []}})",
        "model.vocab[\"a\"]: is 2000000000, not an id in 0..16777215"},
@@ -290,10 +332,8 @@ TEST(HuggingFaceTokenizerTest, WhatItDoesNotSupportIsRefusedNamingItsJsonPath) {
 
 // An added token of empty content is skipped, as the library skips it: no token, no id.
 TEST(HuggingFaceTokenizerTest, AnAddedTokenOfEmptyContentIsSkipped) {
-  auto tokenizer =
-      Make({{"vocab", {{"a", 0}}}, {"merges", Json::array()}},
-           {{"added_tokens",
-             Json::array({{{"id", 1}, {"content", ""}}, {{"id", 2}, {"content", "<x>"}}})}});
+  auto tokenizer = Make({{"vocab", {{"a", 0}}}, {"merges", Json::array()}},
+                        {{"added_tokens", Json::array({AddedEntry(1, ""), AddedEntry(2, "<x>")})}});
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   EXPECT_EQ((*tokenizer)->TokenId("<x>"), 1);  // the next id after the model's
   EXPECT_EQ((*tokenizer)->vocab_size(), 2);

@@ -101,6 +101,21 @@ inline absl::StatusOr<bool> BoolField(const nlohmann::json& json, const char* ke
   return field->get<bool>();
 }
 
+// json[key], which must be there and be true or false (as a field the library reads
+// without a default: it refuses the file without it).
+inline absl::StatusOr<bool> RequiredBoolField(const nlohmann::json& json, const char* key,
+                                              const std::string& path) {
+  if (!json.is_object() || !json.contains(key)) {
+    return JsonError(absl::StrCat(path, ".", key), "is missing");
+  }
+  const nlohmann::json& field = json.at(key);
+  if (!field.is_boolean()) {
+    return JsonError(absl::StrCat(path, ".", key),
+                     absl::StrCat("is ", ShownJson(field), ", not true or false"));
+  }
+  return field.get<bool>();
+}
+
 // `value` where it is an integer in 0..`max`, else nullopt: for loops over a vocabulary's
 // hundreds of thousands of ids, which make the error (BoundedInt's) only for a bad one.
 inline std::optional<int32_t> IntIn(const nlohmann::json& value, int32_t max) {

@@ -58,6 +58,10 @@ absl::StatusOr<SplitBehavior> SplitBehaviorFromJson(const nlohmann::json& json,
 // `invert`); empty pieces are dropped.
 std::vector<std::string> SplitBy(std::vector<Match> matches, SplitBehavior behavior, bool invert);
 
+// Whether SplitBy drops text before its first piece (kRemoved, the text beginning with a
+// match, or a stretch when `invert`): that piece then no longer begins the input.
+bool DropsLeadingText(const std::vector<Match>& matches, SplitBehavior behavior, bool invert);
+
 }  // namespace hf
 }  // namespace tokenizer
 }  // namespace shardwise

@@ -15,15 +15,17 @@ namespace tokenizer {
 namespace hf {
 namespace {
 
-// Replaces each piece by the pieces `cut` makes of it; the first of them begins the input
-// where the piece did.
+// Replaces each piece by the pieces `cut` makes of it. The first of them begins the input
+// where the piece did, unless the cut dropped the text before it (`cut` clears its
+// `keeps_start`): the library asks whether a piece's offset in the input is 0.
 template <typename Cut>
 void CutEach(std::vector<Piece>* pieces, Cut cut) {
   std::vector<Piece> out;
   for (Piece& piece : *pieces) {
+    bool keeps_start = true;
     bool first = true;
-    for (std::string& text : cut(piece)) {
-      out.push_back({std::move(text), piece.at_start && first});
+    for (std::string& text : cut(piece, &keeps_start)) {
+      out.push_back({std::move(text), piece.at_start && keeps_start && first});
       first = false;
     }
   }
@@ -35,8 +37,10 @@ class Split final : public PreTokenizer {
   Split(Pattern pattern, SplitBehavior behavior, bool invert)
       : pattern_(std::move(pattern)), behavior_(behavior), invert_(invert) {}
   void Apply(std::vector<Piece>* pieces) const override {
-    CutEach(pieces, [&](const Piece& piece) {
-      return SplitBy(pattern_.Find(piece.text), behavior_, invert_);
+    CutEach(pieces, [&](const Piece& piece, bool* keeps_start) {
+      std::vector<Match> matches = pattern_.Find(piece.text);
+      *keeps_start = !DropsLeadingText(matches, behavior_, invert_);
+      return SplitBy(std::move(matches), behavior_, invert_);
     });
   }
 
@@ -51,7 +55,7 @@ class ByteLevel final : public PreTokenizer {
   ByteLevel(bool add_prefix_space, std::unique_ptr<Pattern> regex)
       : add_prefix_space_(add_prefix_space), regex_(std::move(regex)) {}
   void Apply(std::vector<Piece>* pieces) const override {
-    CutEach(pieces, [&](const Piece& piece) {
+    CutEach(pieces, [&](const Piece& piece, bool* /*keeps_start*/) {
       std::string text = piece.text;
       if (add_prefix_space_ && (text.empty() || text[0] != ' ')) text = " " + text;
       std::vector<std::string> cut = regex_ != nullptr
@@ -74,7 +78,7 @@ class Metaspace final : public PreTokenizer {
   Metaspace(std::string replacement, Prepend prepend, bool split)
       : replacement_(std::move(replacement)), prepend_(prepend), split_(split) {}
   void Apply(std::vector<Piece>* pieces) const override {
-    CutEach(pieces, [&](const Piece& piece) {
+    CutEach(pieces, [&](const Piece& piece, bool* /*keeps_start*/) {
       std::string text = Pattern::Literal(" ").Replace(piece.text, replacement_);
       const bool starts = text.compare(0, replacement_.size(), replacement_) == 0;
       if (!starts &&
@@ -97,7 +101,7 @@ class Digits final : public PreTokenizer {
  public:
   explicit Digits(bool individually) : individually_(individually) {}
   void Apply(std::vector<Piece>* pieces) const override {
-    CutEach(pieces, [&](const Piece& piece) {
+    CutEach(pieces, [&](const Piece& piece, bool* /*keeps_start*/) {
       return SplitBy(FindCharacters(piece.text, IsNumeric),
                      individually_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
                      /*invert=*/false);

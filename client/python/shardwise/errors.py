@@ -11,3 +11,7 @@ class ShardwiseError(Exception):
         self.code = code
         self.message = message
         self.request_id = None  # a submission's, whose outcome may be unknown (submit)
+
+
+def invalid_argument(message):
+    return ShardwiseError("INVALID_ARGUMENT", message)
