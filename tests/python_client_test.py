@@ -441,6 +441,12 @@ class PythonClientTest(unittest.TestCase):
                 shardwise.Client(address)
             self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
             self.assertIn(f"address: '{address}' {says}", raised.exception.message)
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            shardwise.Client(b"127.0.0.1:7070")
+        self.assertIn("address: bytes is not a str", raised.exception.message)
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            shardwise.Client("127.0.0.1:7070", token=b"sw_x")
+        self.assertIn("token: bytes is not a str", raised.exception.message)
         for address in ("[::1]:7070", "localhost:1", "dns:///coordinator:7070", "unix:/run/s"):
             shardwise.Client(address).close()
         environment = dict(os.environ)

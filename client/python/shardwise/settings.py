@@ -33,6 +33,9 @@ def check_address(source, address):
         return ShardwiseError("INVALID_ARGUMENT",
                               f"{source}: '{_shown(address)}' {why} (expected HOST:PORT)")
 
+    if not isinstance(address, str):
+        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: {type(address).__name__} is not a "
+                             "str (expected HOST:PORT)")
     if not address:
         raise refuse("is empty")
     if address.startswith(_SCHEMES):
@@ -80,6 +83,8 @@ def resolve_token(token):
     source = "token"
     if token is None:
         source, token = f"${_TOKEN_VARIABLE}", os.environ.get(_TOKEN_VARIABLE, "")
+    if not isinstance(token, str):
+        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: {type(token).__name__} is not a str")
     token = token.strip()
     if not token:
         return None
