@@ -8,12 +8,13 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/util/json_util.h"
+#include "yaml-cpp/eventhandler.h"
+#include "yaml-cpp/parser.h"
 #include "yaml-cpp/yaml.h"
 
 namespace shardwise {
@@ -199,6 +200,33 @@ absl::Status YamlToJson(const YAML::Node& node, int depth, std::string* out) {
   return absl::InternalError("unhandled YAML node type");
 }
 
+// Reads YAML events and drops them: HasSecondDocument needs only to count documents.
+class IgnoredEvents final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Whether `text` holds a document after its first. Two documents are read at most:
+// yaml-cpp's LoadAll never ends on some malformed streams (a lone "," makes a document
+// that consumes nothing, again and again).
+bool HasSecondDocument(const std::string& text) {
+  std::istringstream stream(text);
+  YAML::Parser parser(stream);
+  IgnoredEvents ignored;
+  return parser.HandleNextDocument(ignored) && parser.HandleNextDocument(ignored);
+}
+
 }  // namespace
 
 absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
@@ -206,20 +234,19 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
     return absl::InvalidArgumentError(absl::StrCat("job spec is ", text.size(), " bytes; at most ",
                                                    kMaxSpecBytes, " are allowed"));
   }
-  std::vector<YAML::Node> documents;
+  YAML::Node root;
   try {
-    documents = YAML::LoadAll(text);
+    root = YAML::Load(text);
+    // A second document (after `---`) would be ignored: a spec edited below one would
+    // submit the job above it.
+    if (HasSecondDocument(text)) {
+      return absl::InvalidArgumentError(
+          "job spec holds more than one YAML document (separated by ---); a spec is one");
+    }
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("job spec is not valid YAML or JSON: ", e.what()));
   }
-  // A second document (after `---`) would be ignored: a spec edited below one would
-  // submit the job above it.
-  if (documents.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "job spec holds ", documents.size(), " YAML documents (separated by ---); a spec is one"));
-  }
-  const YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
   if (!root.IsMap()) {
     return absl::InvalidArgumentError(
         "job spec must be a mapping of fields (see docs/job-spec.md)");

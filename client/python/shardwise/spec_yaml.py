@@ -106,8 +106,8 @@ def parse(text):
     except RecursionError:
         raise invalid_argument(f"job spec nested deeper than {MAX_DEPTH} levels") from None
     if len(documents) > 1:
-        raise invalid_argument(f"job spec holds {len(documents)} YAML documents (separated by "
-                               "---); a spec is one")
+        raise invalid_argument("job spec holds more than one YAML document (separated by ---); "
+                               "a spec is one")
     root = documents[0] if documents else None
     if not isinstance(root, yaml.MappingNode):
         raise invalid_argument("job spec must be a mapping of fields (see docs/job-spec.md)")
