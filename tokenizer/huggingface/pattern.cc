@@ -111,9 +111,6 @@ absl::string_view Joined(absl::string_view a, absl::string_view b) {
 
 }  // namespace
 
-// As the library's NormalizedString::split: a fold over the matches in order (in reverse
-// for MergedWithNext), each piece marked a match or not only to tell the next what came
-// before it.
 bool DropsLeadingText(const std::vector<Match>& matches, SplitBehavior behavior, bool invert) {
   if (behavior != SplitBehavior::kRemoved) return false;
   for (const Match& match : matches) {
@@ -122,6 +119,9 @@ bool DropsLeadingText(const std::vector<Match>& matches, SplitBehavior behavior,
   return false;
 }
 
+// As the library's NormalizedString::split: a fold over the matches in order (in reverse
+// for MergedWithNext), each piece marked a match or not only to tell the next what came
+// before it.
 std::vector<std::string> SplitBy(std::vector<Match> matches, SplitBehavior behavior, bool invert) {
   if (invert) {
     for (Match& match : matches) match.matched = !match.matched;

@@ -64,7 +64,8 @@ def as_the_cli_reads_it(value, descriptor, where):
     protobuf's Python parser, ParseDict, reads what its C++ one, the CLI's and the
     coordinator's, reads: strings in bool and number fields as _scalar_text says, a lone
     value of a repeated field as a list of one and nulls in a list left out (ParseDict
-    refuses both), and a list for a message refused (ParseDict takes [] as {})."""
+    refuses both), a field named twice (in its two spellings) and a list for a message
+    refused (ParseDict takes the last one, and [] as {})."""
     if isinstance(value, list):
         raise invalid_argument(
             f"job spec: {where}: Proto field is not repeating, cannot start list.")
@@ -73,10 +74,16 @@ def as_the_cli_reads_it(value, descriptor, where):
     fields = {}
     for field in descriptor.fields:
         fields[field.name] = fields[field.json_name] = field
-    typed = {}
+    typed, named = {}, {}
     for key, item in value.items():
         field = fields.get(key)
         inner = f"{where}.{key}" if where else key
+        # ParseDict would take the last of train_path and trainPath; the CLI refuses both.
+        if field is not None and field.name in named:
+            raise invalid_argument(f"job spec: field '{key}' is given twice in the same "
+                                   f"mapping (as '{named[field.name]}')")
+        if field is not None:
+            named[field.name] = key
         if field is None or item is None:
             typed[key] = item
         elif field.label == field.LABEL_REPEATED:

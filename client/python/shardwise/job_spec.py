@@ -10,7 +10,7 @@ from google.protobuf import json_format
 from shardwise.cpp_json import as_the_cli_reads_it
 from shardwise.errors import ShardwiseError, invalid_argument
 from shardwise.proto import job_spec_pb2
-from shardwise.spec_yaml import MAX_DEPTH, field_key, read_file
+from shardwise.spec_yaml import read_file
 
 # The spec fields that name files, as field paths of JobSpec: made absolute against the
 # caller's directory, as the CLI does (the coordinator takes absolute paths only). The
@@ -20,26 +20,6 @@ _PATH_FIELDS = (("data", "safetensors_path"), ("data", "tokens", "train_path"),
                 ("init", "safetensors_path"), ("init", "checkpoint_dir"),
                 ("init", "huggingface", "dir"), ("output", "final_model_path"),
                 ("output", "huggingface_dir"), ("output", "checkpoint_dir"))
-
-
-def _check_spellings(value, depth=0):
-    """Refuses a dict that names a field twice in one mapping (train_path and trainPath),
-    which protobuf's ParseDict would take as the last one it meets."""
-    if depth > MAX_DEPTH:
-        raise invalid_argument(f"job spec nested deeper than {MAX_DEPTH} levels")
-    if isinstance(value, list):
-        for item in value:
-            _check_spellings(item, depth + 1)
-    if not isinstance(value, dict):
-        return
-    fields = {}
-    for key, item in value.items():
-        if isinstance(key, str):
-            if field_key(key) in fields:
-                raise invalid_argument(f"job spec: field '{key}' is given twice in the same "
-                                       f"mapping (as '{fields[field_key(key)]}')")
-            fields[field_key(key)] = key
-        _check_spellings(item, depth + 1)
 
 
 def _absolute_paths(message, cwd):
@@ -71,8 +51,6 @@ def spec_message(spec):
         spec = read_file(os.fspath(spec))
     elif not isinstance(spec, dict):
         raise invalid_argument("job spec must be a mapping of fields (see docs/job-spec.md)")
-    else:
-        _check_spellings(spec)
     try:
         spec = as_the_cli_reads_it(spec, job_spec_pb2.JobSpec.DESCRIPTOR, "")
         message = json_format.ParseDict(spec, job_spec_pb2.JobSpec())

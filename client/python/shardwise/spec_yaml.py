@@ -14,7 +14,7 @@ from shardwise.errors import ShardwiseError, invalid_argument
 # few aliases can make a small YAML document expand exponentially), as the CLI's do.
 _MAX_SPEC_BYTES = 1 << 20
 _MAX_JSON_BYTES = 4 << 20
-MAX_DEPTH = 64
+_MAX_DEPTH = 64
 
 # A plain YAML scalar that the CLI reads as a number (AsJsonNumber): decimal digits with
 # an optional sign, point and exponent ("007", ".5", "1.", "+10"), nothing of YAML 1.1's
@@ -36,7 +36,7 @@ class _Composer(yaml.SafeLoader):
         return super().resolve(kind, value, implicit)
 
 
-def field_key(key):
+def _field_key(key):
     """The protobuf field a key names: lowerCamelCase and snake_case name the same one."""
     return re.sub(r"[A-Z]", lambda upper: "_" + upper.group(0).lower(), key)
 
@@ -59,7 +59,7 @@ def _scalar(node):
 
 class _SpecReader:
     """A composed document as a dict, as YamlToJson makes JSON of one: refuses a key given
-    twice in a mapping (in either spelling), nesting deeper than MAX_DEPTH and a
+    twice in a mapping (in either spelling), nesting deeper than _MAX_DEPTH and a
     document that expands past _MAX_JSON_BYTES, counted as it is walked so that an
     expanding one stops early."""
 
@@ -67,9 +67,9 @@ class _SpecReader:
         self._budget = _MAX_JSON_BYTES
 
     def value(self, node, depth):
-        if depth > MAX_DEPTH:
+        if depth > _MAX_DEPTH:
             raise invalid_argument(f"job spec line {node.start_mark.line + 1}: nested deeper than "
-                                   f"{MAX_DEPTH} levels")
+                                   f"{_MAX_DEPTH} levels")
         if self._budget < 0:
             raise invalid_argument(f"job spec expands to more than {_MAX_JSON_BYTES >> 20} MiB "
                                    "(aliases repeated?)")
@@ -88,10 +88,10 @@ class _SpecReader:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise invalid_argument(f"job spec line {line}: a mapping key must be a plain name")
             key = key_node.value
-            if field_key(key) in fields:
+            if _field_key(key) in fields:
                 raise invalid_argument(
                     f"job spec line {line}: field '{key}' is given twice in the same mapping")
-            fields.add(field_key(key))
+            fields.add(_field_key(key))
             self._budget -= len(key) + 3
             mapping[key] = self.value(value_node, depth + 1)
         return mapping
@@ -104,7 +104,7 @@ def parse(text):
     except yaml.YAMLError as error:
         raise invalid_argument(f"job spec is not valid YAML or JSON: {error}") from None
     except RecursionError:
-        raise invalid_argument(f"job spec nested deeper than {MAX_DEPTH} levels") from None
+        raise invalid_argument(f"job spec nested deeper than {_MAX_DEPTH} levels") from None
     if len(documents) > 1:
         raise invalid_argument("job spec holds more than one YAML document (separated by ---); "
                                "a spec is one")
