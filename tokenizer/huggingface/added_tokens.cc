@@ -81,8 +81,9 @@ absl::StatusOr<AddedTokens> AddedTokens::FromJson(const nlohmann::json& json,
       }
       token.id = static_cast<int32_t>(next_id++);
     }
-    token.matched = token.normalized && normalizer != nullptr ? normalizer->Apply(token.content)
-                                                              : token.content;
+    token.matched = token.normalized && normalizer != nullptr
+                        ? normalizer->Normalized(token.content)
+                        : token.content;
     added.id_of_content_[token.content] = token.id;
     by_id[token.id] = std::move(token);
   }

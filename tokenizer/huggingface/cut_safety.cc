@@ -17,13 +17,14 @@ constexpr absl::string_view kLefts[] = {"a\n",        "word\n", "x 1\n", "x.\n",
                                         "\xC3\xA9\n", "\n",     "a,\n"};
 constexpr absl::string_view kRights[] = {"B", "b", "Bar baz", "the 1", "x\n"};
 
-std::string Normalized(const Normalizer* normalizer, absl::string_view text) {
-  return normalizer != nullptr ? normalizer->Apply(std::string(text)) : std::string(text);
+Piece Normalized(const Normalizer* normalizer, absl::string_view text, bool at_start) {
+  Piece piece = StretchPiece(text, at_start);
+  if (normalizer != nullptr) normalizer->Apply(&piece, at_start);
+  return piece;
 }
 
-std::vector<Piece> PreTokenized(const PreTokenizer* pre_tokenizer, std::string text,
-                                bool at_start) {
-  std::vector<Piece> pieces = {{std::move(text), at_start}};
+std::vector<Piece> PreTokenized(const PreTokenizer* pre_tokenizer, Piece piece) {
+  std::vector<Piece> pieces = {std::move(piece)};
   if (pre_tokenizer != nullptr) pre_tokenizer->Apply(&pieces);
   return pieces;
 }
@@ -48,13 +49,14 @@ enum class ProbeResult { kChanged, kSplitAtCut, kJoinedAcrossCut };
 // What cutting `left` + `right` between them does to the text the model sees.
 ProbeResult Probe(const Normalizer* normalizer, const PreTokenizer* pre_tokenizer,
                   absl::string_view left, absl::string_view right, bool at_start) {
-  const std::string whole = Normalized(normalizer, std::string(left) + std::string(right));
-  const std::string left_normalized = Normalized(normalizer, left);
-  if (whole != left_normalized + Normalized(normalizer, right)) return ProbeResult::kChanged;
-  const std::vector<Piece> together = PreTokenized(pre_tokenizer, whole, at_start);
-  std::vector<Piece> apart = PreTokenized(pre_tokenizer, left_normalized, at_start);
+  const Piece whole = Normalized(normalizer, std::string(left) + std::string(right), at_start);
+  const Piece left_normalized = Normalized(normalizer, left, at_start);
+  const Piece right_normalized = Normalized(normalizer, right, /*at_start=*/false);
+  if (whole.text != left_normalized.text + right_normalized.text) return ProbeResult::kChanged;
+  const std::vector<Piece> together = PreTokenized(pre_tokenizer, whole);
+  std::vector<Piece> apart = PreTokenized(pre_tokenizer, left_normalized);
   const size_t cut = Joined(apart).size();
-  for (Piece& piece : PreTokenized(pre_tokenizer, Normalized(normalizer, right), false)) {
+  for (Piece& piece : PreTokenized(pre_tokenizer, right_normalized)) {
     apart.push_back(std::move(piece));
   }
   if (Joined(together) != Joined(apart)) return ProbeResult::kChanged;

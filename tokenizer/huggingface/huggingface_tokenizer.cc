@@ -160,20 +160,20 @@ void HuggingFaceTokenizer::Encode(std::string_view text, bool document_start,
 
 void HuggingFaceTokenizer::EncodeStretch(absl::string_view stretch, bool at_start,
                                          std::vector<int32_t>* ids) const {
-  const std::string normalized =
-      normalizer_ != nullptr ? normalizer_->Apply(std::string(stretch)) : std::string(stretch);
+  hf::Piece normalized = hf::StretchPiece(stretch, at_start);
+  if (normalizer_ != nullptr) normalizer_->Apply(&normalized, at_start);
   added_.Split(
-      normalized, /*normalized=*/true, [&](int32_t id) { ids->push_back(id); },
+      normalized.text, /*normalized=*/true, [&](int32_t id) { ids->push_back(id); },
       [&](absl::string_view part) {
-        EncodePieces(std::string(part), at_start && part.data() == normalized.data(), ids);
+        // The library cuts the normalised stretch here even where no added token is.
+        EncodePieces(hf::Slice(normalized, part), ids);
       });
 }
 
-void HuggingFaceTokenizer::EncodePieces(std::string text, bool at_start,
-                                        std::vector<int32_t>* ids) const {
-  std::vector<hf::Piece> pieces = {{std::move(text), at_start}};
+void HuggingFaceTokenizer::EncodePieces(hf::Piece piece, std::vector<int32_t>* ids) const {
+  std::vector<hf::Piece> pieces = {std::move(piece)};
   if (pre_tokenizer_ != nullptr) pre_tokenizer_->Apply(&pieces);
-  for (const hf::Piece& piece : pieces) model_->Encode(piece.text, ids);
+  for (const hf::Piece& each : pieces) model_->Encode(each.text, ids);
 }
 
 std::optional<std::string> HuggingFaceTokenizer::SpecialTokenText(int32_t id) const {

@@ -59,7 +59,7 @@ class HuggingFaceTokenizer final : public Tokenizer {
   absl::Status ReadPostProcessor(const nlohmann::json& json, const std::string& path);
   // Steps 2 to 4 of a stretch between raw added tokens.
   void EncodeStretch(absl::string_view stretch, bool at_start, std::vector<int32_t>* ids) const;
-  void EncodePieces(std::string text, bool at_start, std::vector<int32_t>* ids) const;
+  void EncodePieces(hf::Piece piece, std::vector<int32_t>* ids) const;
 
   hf::AddedTokens added_;
   std::unique_ptr<hf::Normalizer> normalizer_;

@@ -24,9 +24,13 @@ namespace {
 
 using Json = nlohmann::json;
 
+std::vector<std::string> Texts(const std::vector<absl::string_view>& views) {
+  return std::vector<std::string>(views.begin(), views.end());
+}
+
 std::vector<std::string> Split(const std::string& text, hf::SplitBehavior behavior,
                                bool invert = false) {
-  return hf::SplitBy(hf::Pattern::Literal("-").Find(text), behavior, invert);
+  return Texts(hf::SplitBy(hf::Pattern::Literal("-").Find(text), behavior, invert));
 }
 
 // The examples of the library's SplitDelimiterBehavior documentation.
@@ -56,8 +60,9 @@ TEST(HuggingFacePatternTest, AnEmptyMatchTakesNoCharacter) {
   EXPECT_EQ(start->Replace("", "_"), "");  // nothing to match in: nothing put there
   auto spaces = hf::Pattern::FromJson(Json{{"Regex", "\\s*"}}, "pattern");
   ASSERT_TRUE(spaces.ok()) << spaces.status();
-  EXPECT_EQ(hf::SplitBy(spaces->Find("ab cd"), hf::SplitBehavior::kRemoved, /*invert=*/false),
-            (std::vector<std::string>{"a", "b", "c", "d"}));
+  EXPECT_EQ(
+      Texts(hf::SplitBy(spaces->Find("ab cd"), hf::SplitBehavior::kRemoved, /*invert=*/false)),
+      (std::vector<std::string>{"a", "b", "c", "d"}));
   EXPECT_EQ(spaces->Replace("ab cd", "-"), "-a-b-c-d-");  // Rust's replace_all (not Python's)
   // Oniguruma's anchors are a line's: "^" after each newline, "$" before each.
   EXPECT_EQ(start->Replace("a\nb", "_"), "_a\n_b");
@@ -119,13 +124,80 @@ TEST(HuggingFaceMetaspaceTest, FirstPrependsOnlyAtTheInputsFirstByte) {
   EXPECT_EQ(Encode(**tokenizer, "a-a"), (std::vector<int32_t>{3, 0}));
   EXPECT_EQ(Encode(**tokenizer, "-a-a"), (std::vector<int32_t>{0, 0}));
   EXPECT_EQ(Encode(**tokenizer, "--a b"), (std::vector<int32_t>{0, 2, 1}));
-  using B = hf::SplitBehavior;
-  const std::vector<hf::Match> dash_first = hf::Pattern::Literal("-").Find("-a");
-  EXPECT_TRUE(hf::DropsLeadingText(dash_first, B::kRemoved, /*invert=*/false));
-  EXPECT_FALSE(hf::DropsLeadingText(dash_first, B::kRemoved, /*invert=*/true));
-  EXPECT_FALSE(hf::DropsLeadingText(dash_first, B::kIsolated, /*invert=*/false));
-  EXPECT_TRUE(hf::DropsLeadingText(hf::Pattern::Literal("-").Find("a-"), B::kRemoved,
-                                   /*invert=*/true));
+}
+
+// A tokenizer with `normalizer` and Metaspace "first" (split), whose vocabulary has "a",
+// "c", "x" and U+0301, each also after "▁".
+absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> FirstAfter(
+    const Json& normalizer, const Json& pre_tokenizer = nullptr) {
+  const Json metaspace = {{"type", "Metaspace"},
+                          {"replacement", "\u2581"},
+                          {"prepend_scheme", "first"},
+                          {"split", true}};
+  Json steps = Json::array();
+  if (!pre_tokenizer.is_null()) steps.push_back(pre_tokenizer);
+  steps.push_back(metaspace);
+  return Make({{"vocab",
+                {{"a", 0},
+                 {"c", 1},
+                 {"x", 2},
+                 {"\u0301", 3},
+                 {"\u2581", 4},
+                 {"\u2581a", 5},
+                 {"\u2581c", 6},
+                 {"\u2581x", 7},
+                 {"\u2581\u0301", 8},
+                 {"<unk>", 9}}},
+               {"merges", {"\u2581 a", "\u2581 c", "\u2581 x", "\u2581 \u0301"}},
+               {"unk_token", "<unk>"}},
+              {{"normalizer", normalizer},
+               {"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", steps}}}});
+}
+
+// The library cuts every normalised stretch (where no added token is, into one piece) and
+// gives a piece the offset its first byte is aligned with: "first" asks whether the
+// normalizer kept the input's first character at the piece's start. A Strip that removed
+// it, or a Replace whose match began there and ran on, moves the start; a Replace of one
+// character, a Prepend, or a normal form that keeps the character (decomposed) does not.
+TEST(HuggingFaceMetaspaceTest, FirstAsksWhereTheNormalizerAlignedThePiecesFirstByte) {
+  auto stripped = FirstAfter({{"type", "Strip"}, {"strip_left", true}, {"strip_right", false}});
+  ASSERT_TRUE(stripped.ok()) << stripped.status();
+  EXPECT_EQ(Encode(**stripped, "a"), (std::vector<int32_t>{5}));
+  EXPECT_EQ(Encode(**stripped, "  a"), (std::vector<int32_t>{0}));
+
+  auto replaced =
+      FirstAfter({{"type", "Replace"}, {"pattern", {{"Regex", "a+"}}}, {"content", "c"}});
+  ASSERT_TRUE(replaced.ok()) << replaced.status();
+  EXPECT_EQ(Encode(**replaced, "ax"), (std::vector<int32_t>{6, 2}));   // aligned with "a"
+  EXPECT_EQ(Encode(**replaced, "aax"), (std::vector<int32_t>{1, 2}));  // with the second "a"
+
+  // Inserted before everything, a Replace's content is aligned with the stretch's start.
+  auto inserted =
+      FirstAfter({{"type", "Sequence"},
+                  {"normalizers",
+                   {{{"type", "Strip"}, {"strip_left", true}, {"strip_right", false}},
+                    {{"type", "Replace"}, {"pattern", {{"Regex", "^"}}}, {"content", "c"}}}}});
+  ASSERT_TRUE(inserted.ok()) << inserted.status();
+  EXPECT_EQ(Encode(**inserted, "  a"), (std::vector<int32_t>{6, 0}));
+
+  // NFD keeps U+0301 aligned with "é": removing the "e" leaves the mark at offset 0.
+  auto decomposed =
+      FirstAfter({{"type", "Sequence"},
+                  {"normalizers",
+                   {{{"type", "NFD"}},
+                    {{"type", "Replace"}, {"pattern", {{"String", "e"}}}, {"content", ""}}}}});
+  ASSERT_TRUE(decomposed.ok()) << decomposed.status();
+  EXPECT_EQ(Encode(**decomposed, "\u00e9a"), (std::vector<int32_t>{8, 0}));
+  EXPECT_EQ(Encode(**decomposed, "ea"), (std::vector<int32_t>{0}));
+
+  // A Prepend's text is aligned with the first character: a Split after it that cuts the
+  // two apart leaves both pieces at offset 0, and "first" prepends to each.
+  auto prepended =
+      FirstAfter({{"type", "Prepend"}, {"prepend", "x"}},
+                 {{"type", "Split"}, {"pattern", {{"String", "x"}}}, {"behavior", "Isolated"}});
+  ASSERT_TRUE(prepended.ok()) << prepended.status();
+  EXPECT_EQ(Encode(**prepended, "a"), (std::vector<int32_t>{7, 5}));
+  EXPECT_EQ(Encode(**prepended, "ca"), (std::vector<int32_t>{7, 6, 0}));
 }
 
 // Unknown characters become the unknown token, a run of them one with fuse_unk; with

@@ -111,18 +111,11 @@ absl::string_view Joined(absl::string_view a, absl::string_view b) {
 
 }  // namespace
 
-bool DropsLeadingText(const std::vector<Match>& matches, SplitBehavior behavior, bool invert) {
-  if (behavior != SplitBehavior::kRemoved) return false;
-  for (const Match& match : matches) {
-    if (!match.text.empty()) return match.matched != invert;
-  }
-  return false;
-}
-
 // As the library's NormalizedString::split: a fold over the matches in order (in reverse
 // for MergedWithNext), each piece marked a match or not only to tell the next what came
 // before it.
-std::vector<std::string> SplitBy(std::vector<Match> matches, SplitBehavior behavior, bool invert) {
+std::vector<absl::string_view> SplitBy(std::vector<Match> matches, SplitBehavior behavior,
+                                       bool invert) {
   if (invert) {
     for (Match& match : matches) match.matched = !match.matched;
   }
@@ -169,12 +162,10 @@ std::vector<std::string> SplitBy(std::vector<Match> matches, SplitBehavior behav
       }
       break;
   }
-  std::vector<std::string> out;
-  out.reserve(pieces.size());
-  for (absl::string_view piece : pieces) {
-    if (!piece.empty()) out.emplace_back(piece);
-  }
-  return out;
+  pieces.erase(std::remove_if(pieces.begin(), pieces.end(),
+                              [](absl::string_view piece) { return piece.empty(); }),
+               pieces.end());
+  return pieces;
 }
 
 }  // namespace hf

@@ -55,12 +55,9 @@ absl::StatusOr<SplitBehavior> SplitBehaviorFromJson(const nlohmann::json& json,
                                                     const std::string& path);
 
 // The pieces `matches` make under `behavior` (matches and stretches swapped first when
-// `invert`); empty pieces are dropped.
-std::vector<std::string> SplitBy(std::vector<Match> matches, SplitBehavior behavior, bool invert);
-
-// Whether SplitBy drops text before its first piece (kRemoved, the text beginning with a
-// match, or a stretch when `invert`): that piece then no longer begins the input.
-bool DropsLeadingText(const std::vector<Match>& matches, SplitBehavior behavior, bool invert);
+// `invert`), as views into the text the matches are of; empty pieces are dropped.
+std::vector<absl::string_view> SplitBy(std::vector<Match> matches, SplitBehavior behavior,
+                                       bool invert);
 
 }  // namespace hf
 }  // namespace tokenizer

@@ -15,19 +15,12 @@ namespace tokenizer {
 namespace hf {
 namespace {
 
-// Replaces each piece by the pieces `cut` makes of it. The first of them begins the input
-// where the piece did, unless the cut dropped the text before it (`cut` clears its
-// `keeps_start`): the library asks whether a piece's offset in the input is 0.
+// Replaces each piece by the pieces `cut` makes of it.
 template <typename Cut>
 void CutEach(std::vector<Piece>* pieces, Cut cut) {
   std::vector<Piece> out;
-  for (Piece& piece : *pieces) {
-    bool keeps_start = true;
-    bool first = true;
-    for (std::string& text : cut(piece, &keeps_start)) {
-      out.push_back({std::move(text), piece.at_start && keeps_start && first});
-      first = false;
-    }
+  for (const Piece& piece : *pieces) {
+    for (Piece& part : cut(piece)) out.push_back(std::move(part));
   }
   *pieces = std::move(out);
 }
@@ -37,10 +30,8 @@ class Split final : public PreTokenizer {
   Split(Pattern pattern, SplitBehavior behavior, bool invert)
       : pattern_(std::move(pattern)), behavior_(behavior), invert_(invert) {}
   void Apply(std::vector<Piece>* pieces) const override {
-    CutEach(pieces, [&](const Piece& piece, bool* keeps_start) {
-      std::vector<Match> matches = pattern_.Find(piece.text);
-      *keeps_start = !DropsLeadingText(matches, behavior_, invert_);
-      return SplitBy(std::move(matches), behavior_, invert_);
+    CutEach(pieces, [&](const Piece& piece) {
+      return Slices(piece, SplitBy(pattern_.Find(piece.text), behavior_, invert_));
     });
   }
 
@@ -50,19 +41,29 @@ class Split final : public PreTokenizer {
   bool invert_;
 };
 
+// The library's ByteLevel prepends the space as its prepend does (aligned with the first
+// character), then cuts, then spells each byte as a character aligned with the
+// character the byte is of.
 class ByteLevel final : public PreTokenizer {
  public:
   ByteLevel(bool add_prefix_space, std::unique_ptr<Pattern> regex)
       : add_prefix_space_(add_prefix_space), regex_(std::move(regex)) {}
   void Apply(std::vector<Piece>* pieces) const override {
-    CutEach(pieces, [&](const Piece& piece, bool* /*keeps_start*/) {
-      std::string text = piece.text;
-      if (add_prefix_space_ && (text.empty() || text[0] != ' ')) text = " " + text;
-      std::vector<std::string> cut = regex_ != nullptr
-                                         ? SplitBy(regex_->Find(text), SplitBehavior::kIsolated,
-                                                   /*invert=*/false)
-                                         : std::vector<std::string>{text};
-      for (std::string& part : cut) part = ByteLevelSpelling(part);
+    CutEach(pieces, [&](const Piece& piece) {
+      Piece spaced = piece;
+      if (add_prefix_space_ && !spaced.text.empty() && spaced.text[0] != ' ') {
+        spaced.text = " " + spaced.text;
+        if (spaced.lead > 0) ++spaced.lead;
+      }
+      std::vector<Piece> cut =
+          regex_ != nullptr
+              ? Slices(spaced, SplitBy(regex_->Find(spaced.text), SplitBehavior::kIsolated,
+                                       /*invert=*/false))
+              : std::vector<Piece>{spaced};
+      for (Piece& part : cut) {
+        part.lead = LeadAfterRespelling(part, ByteLevelSpelling);
+        part.text = ByteLevelSpelling(part.text);
+      }
       return cut;
     });
   }
@@ -72,22 +73,27 @@ class ByteLevel final : public PreTokenizer {
   std::unique_ptr<Pattern> regex_;  // GPT-2's pre-split, with use_regex
 };
 
+// The library's Metaspace replaces each space (its replacement aligned with the space),
+// prepends as its prepend does, then cuts. "first" asks the piece's offset in the input.
 class Metaspace final : public PreTokenizer {
  public:
   using Prepend = MetaspaceOptions::Prepend;
   Metaspace(std::string replacement, Prepend prepend, bool split)
       : replacement_(std::move(replacement)), prepend_(prepend), split_(split) {}
   void Apply(std::vector<Piece>* pieces) const override {
-    CutEach(pieces, [&](const Piece& piece, bool* /*keeps_start*/) {
-      std::string text = Pattern::Literal(" ").Replace(piece.text, replacement_);
-      const bool starts = text.compare(0, replacement_.size(), replacement_) == 0;
-      if (!starts &&
-          (prepend_ == Prepend::kAlways || (prepend_ == Prepend::kFirst && piece.at_start))) {
-        text = replacement_ + text;
+    const Pattern space = Pattern::Literal(" ");
+    const auto respell = [&](absl::string_view text) { return space.Replace(text, replacement_); };
+    CutEach(pieces, [&](const Piece& piece) {
+      Piece spelt{respell(piece.text), LeadAfterRespelling(piece, respell)};
+      const bool starts = spelt.text.compare(0, replacement_.size(), replacement_) == 0;
+      if (!starts && !spelt.text.empty() &&
+          (prepend_ == Prepend::kAlways || (prepend_ == Prepend::kFirst && piece.BeginsInput()))) {
+        spelt.text = replacement_ + spelt.text;
+        if (spelt.lead > 0) spelt.lead += replacement_.size();
       }
-      if (!split_) return std::vector<std::string>{text};
-      return SplitBy(Pattern::Literal(replacement_).Find(text), SplitBehavior::kMergedWithNext,
-                     /*invert=*/false);
+      if (!split_) return std::vector<Piece>{spelt};
+      return Slices(spelt, SplitBy(Pattern::Literal(replacement_).Find(spelt.text),
+                                   SplitBehavior::kMergedWithNext, /*invert=*/false));
     });
   }
 
@@ -101,10 +107,11 @@ class Digits final : public PreTokenizer {
  public:
   explicit Digits(bool individually) : individually_(individually) {}
   void Apply(std::vector<Piece>* pieces) const override {
-    CutEach(pieces, [&](const Piece& piece, bool* /*keeps_start*/) {
-      return SplitBy(FindCharacters(piece.text, IsNumeric),
-                     individually_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
-                     /*invert=*/false);
+    CutEach(pieces, [&](const Piece& piece) {
+      return Slices(piece,
+                    SplitBy(FindCharacters(piece.text, IsNumeric),
+                            individually_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
+                            /*invert=*/false));
     });
   }
 

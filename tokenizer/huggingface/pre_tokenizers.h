@@ -6,7 +6,8 @@
 // pre-split regex and prefix space), Split (a pattern and a SplitDelimiterBehavior,
 // inverted or not), Metaspace (spaces as a replacement character, prepended always, first
 // or never, and split before it), Digits (individually or in runs), Sequence. Others are
-// refused naming their JSON path and type.
+// refused naming their JSON path and type. Each carries its pieces' leads (piece.h) as
+// the library aligns what it cuts and respells.
 
 #include <memory>
 #include <string>
@@ -14,17 +15,11 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/huggingface/piece.h"
 
 namespace shardwise {
 namespace tokenizer {
 namespace hf {
-
-// A piece of the input, and whether it begins the input (Metaspace's "first" prepends
-// there only).
-struct Piece {
-  std::string text;
-  bool at_start = false;
-};
 
 class PreTokenizer {
  public:
