@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +37,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
@@ -514,6 +516,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   options.security.ca_file = absl::GetFlag(FLAGS_tls_ca);
   if (options.security.ca_file.empty() && std::getenv("SHARDWISE_TLS_CA") != nullptr) {
     options.security.ca_file = std::getenv("SHARDWISE_TLS_CA");
+    options.security.ca_source = "$SHARDWISE_TLS_CA";
   }
   if (const std::string file = absl::GetFlag(FLAGS_token_file); !file.empty()) {
     ASSIGN_OR_RETURN(options.token, ReadBearerToken("--token_file", file));
@@ -524,37 +527,80 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   return options;
 }
 
+// `value` as one word of a POSIX shell's command line.
+std::string ShellWord(const std::string& value) {
+  const bool plain = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+           (c != '\0' && std::strchr("/._-:,@=+", c) != nullptr);
+  });
+  if (plain) return value;
+  return absl::StrCat("'", absl::StrReplaceAll(value, {{"'", "'\\''"}}), "'");
+}
+
+// The command that submits `file` again under `request_id` to the coordinator this one
+// asked (the id makes one job on that coordinator only), as this one did: its CA, its
+// token file (a token from $SHARDWISE_TOKEN is not printed) and --watch.
+std::string SubmitAgainCommand(const Client& client, const std::string& file,
+                               const std::string& request_id) {
+  std::string command =
+      absl::StrCat("shardwise submit ", ShellWord(file), " --request_id=", request_id,
+                   " --coordinator=", ShellWord(client.address()));
+  if (const std::string ca = absl::GetFlag(FLAGS_tls_ca); !ca.empty()) {
+    absl::StrAppend(&command, " --tls_ca=", ShellWord(ca));
+  }
+  if (const std::string token_file = absl::GetFlag(FLAGS_token_file); !token_file.empty()) {
+    absl::StrAppend(&command, " --token_file=", ShellWord(token_file));
+  }
+  if (absl::GetFlag(FLAGS_watch)) absl::StrAppend(&command, " --watch");
+  return command;
+}
+
 // A submission that failed exits as a watch that could not start: 2 when the coordinator
-// refused it, 3 when whether it made the job is unknown (unreachable, busy or late past
-// the retries), with the command that submits it again at most once.
-int SubmissionFailed(const absl::Status& status, const std::string& file,
+// refused it (or it was never sent: `request_id` empty), 3 when whether it made the job is
+// unknown (unreachable, busy or late past the retries), with the command that submits it
+// again at most once.
+int SubmissionFailed(const Client& client, const absl::Status& status, const std::string& file,
                      const std::string& request_id) {
   const bool unknown = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
                        absl::IsResourceExhausted(status) || absl::IsUnknown(status);
-  if (!unknown) {
+  if (!unknown || request_id.empty()) {
     std::fprintf(stderr, "shardwise: %s\n", std::string(status.message()).c_str());
     return kWatchRefused;
   }
   std::fprintf(stderr,
                "shardwise: %s\nshardwise: the job may have been made; submit again with "
-               "`shardwise submit %s --request_id=%s`, which makes it at most once\n",
-               std::string(status.message()).c_str(), file.c_str(), request_id.c_str());
+               "`%s`, which makes it at most once\n",
+               std::string(status.message()).c_str(),
+               SubmitAgainCommand(client, file, request_id).c_str());
   return kWatchLost;
+}
+
+// The spec's relative paths made absolute: the coordinator takes absolute paths only, and
+// a relative one is this directory's.
+absl::Status MakePathsAbsolute(v1::JobSpec* spec) {
+  std::error_code unreadable;
+  const std::string cwd = std::filesystem::current_path(unreadable).string();
+  return ForEachPathField(spec, [&](const PathField& field, std::string* path) {
+    if (unreadable && !std::filesystem::path(*path).is_absolute()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          field.name, ": '", *path, "' is relative, and the working directory cannot be read (",
+          unreadable.message(), "): give an absolute path or submit from a folder that exists"));
+    }
+    *path = LexicallyNormal(*path, cwd);
+    return absl::OkStatus();
+  });
 }
 
 int SubmitFile(Client& client, const std::string& file) {
   auto spec = ReadJobSpecFile(file);
-  if (!spec.ok()) return SubmissionFailed(spec.status(), file, "");
-  // The coordinator takes absolute paths only: a relative one is this directory's.
-  const std::string cwd = std::filesystem::current_path().string();
-  (void)ForEachPathField(&*spec, [&](const PathField&, std::string* path) {
-    *path = LexicallyNormal(*path, cwd);
-    return absl::OkStatus();
-  });
+  if (!spec.ok()) return SubmissionFailed(client, spec.status(), file, "");
+  if (const absl::Status absolute = MakePathsAbsolute(&*spec); !absolute.ok()) {
+    return SubmissionFailed(client, absolute, file, "");
+  }
   std::string request_id = absl::GetFlag(FLAGS_request_id);
   if (request_id.empty()) request_id = RandomToken();
   auto job_id = client.Submit(*spec, request_id);
-  if (!job_id.ok()) return SubmissionFailed(job_id.status(), file, request_id);
+  if (!job_id.ok()) return SubmissionFailed(client, job_id.status(), file, request_id);
   std::printf("%s\n", job_id->c_str());
   std::fflush(stdout);
   return absl::GetFlag(FLAGS_watch) ? Watch(client, *job_id) : 0;

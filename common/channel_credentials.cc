@@ -2,11 +2,12 @@
 
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
-#include <iterator>
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,43 @@ absl::Status Readable(const char* flag, const std::string& path) {
   return absl::OkStatus();
 }
 
+struct X509Free {
+  void operator()(X509* certificate) const { X509_free(certificate); }
+};
+using Certificate = std::unique_ptr<X509, X509Free>;
+
+// The first PEM certificate of `path` (named by `source` in errors).
+absl::StatusOr<Certificate> ReadCertificate(const std::string& source, const std::string& path) {
+  FILE* file = std::fopen(path.c_str(), "r");
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": cannot read '", path, "'"));
+  }
+  Certificate certificate(PEM_read_X509(file, nullptr, nullptr, nullptr));
+  std::fclose(file);
+  if (certificate == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": '", path, "' holds no PEM certificate"));
+  }
+  return certificate;
+}
+
+// A CA file that is readable but no certificate (a folder, a key, a mistyped path to some
+// other file) would fail every handshake later, reported as a coordinator not reached.
+// Only a regular file is read here: a pipe's contents would be taken from gRPC.
+absl::Status CheckCaFile(const std::string& source, const std::string& path) {
+  RETURN_IF_ERROR(Readable(source.c_str(), path));
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": cannot read '", path, "'"));
+  }
+  if (S_ISDIR(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": '", path, "' is a folder, not a CA certificate file (PEM)"));
+  }
+  if (!S_ISREG(info.st_mode)) return absl::OkStatus();
+  return ReadCertificate(source, path).status();
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
@@ -37,7 +75,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
     }
     return grpc::InsecureChannelCredentials();
   }
-  if (absl::Status ca = Readable("--tls_ca", security.ca_file); !ca.ok()) return ca;
+  RETURN_IF_ERROR(CheckCaFile(security.ca_source, security.ca_file));
   if (security.cert_file.empty() != security.key_file.empty()) {
     return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
   }
@@ -60,20 +98,10 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 }
 
 absl::StatusOr<std::string> CertificateCommonName(const std::string& cert_file) {
-  FILE* file = std::fopen(cert_file.c_str(), "r");
-  if (file == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("--tls_cert: cannot read '", cert_file, "'"));
-  }
-  X509* certificate = PEM_read_X509(file, nullptr, nullptr, nullptr);
-  std::fclose(file);
-  if (certificate == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--tls_cert: '", cert_file, "' holds no PEM certificate"));
-  }
+  ASSIGN_OR_RETURN(const Certificate certificate, ReadCertificate("--tls_cert", cert_file));
   char name[256] = {0};
-  const int length = X509_NAME_get_text_by_NID(X509_get_subject_name(certificate), NID_commonName,
-                                               name, sizeof(name));
-  X509_free(certificate);
+  const int length = X509_NAME_get_text_by_NID(X509_get_subject_name(certificate.get()),
+                                               NID_commonName, name, sizeof(name));
   if (length <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--tls_cert: '", cert_file, "' has no common name (CN)"));
@@ -82,8 +110,18 @@ absl::StatusOr<std::string> CertificateCommonName(const std::string& cert_file) 
 }
 
 absl::StatusOr<std::string> ReadBearerToken(const std::string& flag, const std::string& path) {
-  std::ifstream in(path);
-  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Read up to a bound, not to the end: a device (/dev/zero) or a pipe that never ends
+  // would grow the string until the process died. A pipe (a shell's <(...)) is read.
+  constexpr size_t kMaxTokenFileBytes = 64 << 10;
+  std::ifstream in(path, std::ios::binary);
+  std::string token(kMaxTokenFileBytes + 1, '\0');
+  in.read(token.data(), static_cast<std::streamsize>(token.size()));
+  token.resize(static_cast<size_t>(in.gcount()));
+  if (token.size() > kMaxTokenFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": '", path, "' holds more than ",
+                                                   kMaxTokenFileBytes,
+                                                   " bytes (a token is one line)"));
+  }
   token = std::string(absl::StripAsciiWhitespace(token));
   if (token.empty()) {
     return absl::InvalidArgumentError(

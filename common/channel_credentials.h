@@ -21,9 +21,11 @@ struct ChannelSecurity {
   std::string cert_file;         // this process's certificate (PEM), for mutual TLS; may be empty
   std::string key_file;          // its private key
   unsigned reload_seconds = 60;  // how often the files are read again
+  std::string ca_source = "--tls_ca";  // where ca_file came from, for errors
 };
 
-// INVALID_ARGUMENT naming the flag when a file is missing or only one of cert/key is set.
+// INVALID_ARGUMENT naming the flag when a file is missing, the CA file holds no PEM
+// certificate, or only one of cert/key is set.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const ChannelSecurity& security);
 

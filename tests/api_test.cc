@@ -537,6 +537,40 @@ TEST(Cli, ATokenIsCheckedBeforeAnyCall) {
   EXPECT_FALSE(absl::StrContains(output, "forged")) << output;
 }
 
+// A CA that is no certificate, and a token file with no end, are refused before any call
+// (exit 2), naming where they came from: a handshake that fails on every call would be
+// told as a coordinator not reached.
+TEST(Cli, ConnectionFilesAreCheckedBeforeAnyCall) {
+  const std::string dir = testing::FreshScratchFolder("connection-files");
+  std::ofstream(dir + "/not-a-ca.pem") << "hello\n";
+  const std::string cli = Cluster::BinaryPath("client/shardwise");
+  std::string output;
+  EXPECT_EQ(RunShell(absl::StrCat("SHARDWISE_TLS_CA=", dir, " ", cli,
+                                  " --coordinator=127.0.0.1:1 get jobs"),
+                     &output),
+            2)
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, absl::StrCat("$SHARDWISE_TLS_CA: '", dir,
+                                                     "' is a folder, not a CA certificate file")))
+      << output;
+  output.clear();
+  EXPECT_EQ(RunShell(absl::StrCat(cli, " --coordinator=127.0.0.1:1 --tls_ca=", dir,
+                                  "/not-a-ca.pem watch job-1"),
+                     &output),
+            2)
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "--tls_ca: '" + dir + "/not-a-ca.pem' holds no PEM "))
+      << output;
+  output.clear();
+  EXPECT_EQ(
+      RunShell(absl::StrCat(cli, " --coordinator=127.0.0.1:1 --token_file=/dev/zero get jobs"),
+               &output),
+      2)
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "--token_file: '/dev/zero' holds more than 65536 bytes"))
+      << output;
+}
+
 TEST(Cli, SubmitWatchDescribeAndCancel) {
   Cluster cluster;
   cluster.StartCoordinator();
@@ -589,12 +623,21 @@ steps: 3
         << output;
     EXPECT_EQ(output, "job-3\n");
   }
-  EXPECT_EQ(Cluster::RunCli({"--coordinator=127.0.0.1:1", "submit", spec_path, "--watch"}, &output),
+  // The command names the coordinator asked and the flags given (the id makes one job on
+  // that coordinator only).
+  const std::string token_file = cluster.dir() + "/token";
+  std::ofstream(token_file) << "sw_cli_test\n";
+  EXPECT_EQ(Cluster::RunCli({"--coordinator=127.0.0.1:1", "submit", spec_path, "--watch",
+                             "--token_file=" + token_file},
+                            &output),
             3);
   EXPECT_TRUE(absl::StrContains(output,
                                 "the job may have been made; submit again with "
                                 "`shardwise submit " +
                                     spec_path + " --request_id="))
+      << output;
+  EXPECT_TRUE(absl::StrContains(
+      output, " --coordinator=127.0.0.1:1 --token_file=" + token_file + " --watch`, which makes"))
       << output;
 
   std::ofstream(spec_path) << "world_size: 2\nsharding: FULL_SHARD\n";

@@ -12,8 +12,11 @@ import time
 import unittest
 import weakref
 
+import grpc
+
 import shardwise
 import shardwise.job_spec
+from shardwise import retry_policy
 
 RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", "."), "shardwise")
 
@@ -578,6 +581,55 @@ class PythonClientTest(unittest.TestCase):
             shardwise.Client("192.0.2.1:7070", token="sw_secret")
         self.assertEqual(raised.exception.code, "FAILED_PRECONDITION")
         self.assertIn("refusing to send a token in plaintext", raised.exception.message)
+
+
+class RetryPolicyTest(unittest.TestCase):
+    """retry_policy's decisions, driven with codes and times (no coordinator)."""
+
+    UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+    BUSY = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def test_a_restart_after_busy_answers_is_asked_five_times_as_the_cpp_client_does(self):
+        retry = retry_policy.CallRetry(start=0, repeatable=True)
+        for second in range(4):  # busy four times: asked again each time
+            self.assertIsNotNone(retry.after(self.BUSY, connected=True, now=second))
+        # Then unreachable: four more attempts after this one, as gRPC's five of a call.
+        for second in range(4, 8):
+            self.assertIsNotNone(retry.after(self.UNAVAILABLE, connected=False, now=second))
+        self.assertIsNone(retry.after(self.UNAVAILABLE, connected=False, now=8))
+
+    def test_what_is_asked_again_and_what_is_the_callers(self):
+        def first(code, connected=True, repeatable=True, now=0):
+            return retry_policy.CallRetry(0, repeatable).after(code, connected, now)
+
+        self.assertIsNotNone(first(self.BUSY, repeatable=False))  # never ran
+        self.assertIsNone(first(self.BUSY, now=retry_policy.BUSY_RETRY_SECONDS))  # past budget
+        late = grpc.StatusCode.DEADLINE_EXCEEDED
+        self.assertIsNotNone(first(late))
+        self.assertIsNone(first(late, connected=False))  # a wrong address is told at once
+        self.assertIsNone(first(late, repeatable=False))  # a second set_hook is refused
+        self.assertIsNotNone(first(self.UNAVAILABLE))  # the coordinator's own answer
+        self.assertIsNone(first(self.UNAVAILABLE, repeatable=False))
+        self.assertIsNone(first(grpc.StatusCode.INVALID_ARGUMENT))
+        pauses = retry_policy.CallRetry(0, True)
+        self.assertEqual([pauses.after(self.BUSY, True, 0) for _ in range(7)],
+                         [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0])
+
+    def test_a_watch_waits_for_room_and_follows_a_restart_once_updated(self):
+        waiting = retry_policy.WatchRetry()
+        for second in range(3):
+            self.assertIsNotNone(waiting.after(self.BUSY, now=second))
+        for second in range(3, 7):
+            self.assertIsNotNone(waiting.after(self.UNAVAILABLE, now=second))
+        self.assertIsNone(waiting.after(self.UNAVAILABLE, now=7))  # five in a row, no update
+        updated = retry_policy.WatchRetry()
+        updated.update()
+        for second in range(0, 600, 60):  # ten minutes of lost contact
+            self.assertIsNotNone(updated.after(self.UNAVAILABLE, now=second))
+        self.assertIsNone(updated.after(self.UNAVAILABLE, now=600))
+        updated.update()  # contact back: the budget counts again from the next failure
+        self.assertIsNotNone(updated.after(grpc.StatusCode.CANCELLED, now=900))
+        self.assertIsNone(updated.after(grpc.StatusCode.NOT_FOUND, now=901))
 
 
 if __name__ == "__main__":

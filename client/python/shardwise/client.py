@@ -10,30 +10,13 @@ import weakref
 import grpc
 
 from shardwise import settings
+from shardwise.retry_policy import CallRetry, WatchRetry
 from shardwise.errors import ShardwiseError
 from shardwise.job_spec import spec_message
 from shardwise.proto import job_pb2, job_service_pb2, job_service_pb2_grpc, job_spec_pb2
 
 _PAGE_SIZE = 500
 _TIMEOUT_SECONDS = 10
-# When a call is asked again (as the C++ client's client/retry_policy.h decides): one the
-# coordinator refuses as busy (RESOURCE_EXHAUSTED: it never ran) for up to
-# _BUSY_RETRY_SECONDS; one it took but answered late (DEADLINE_EXCEEDED on a connected
-# channel) as long, when running it twice does no harm, and so one it answered UNAVAILABLE
-# itself (on a connected channel: its state file refuses writes, the call changed
-# nothing); one that finds it unreachable (UNAVAILABLE, as once while it restarts) up to
-# _UNAVAILABLE_ATTEMPTS times, again when running it twice does no harm. Pauses double,
-# drawn at random below their bound so that many clients do not come back together.
-# Every call but set_hook may run twice: submit carries a request id, with which a retry
-# returns the job the first one made; cancel sets an end state and scale an absolute
-# target. A second set_hook would be refused while the first is agreed.
-_BUSY_RETRY_SECONDS = 120
-_UNAVAILABLE_ATTEMPTS = 5
-# A watch whose stream is lost (a coordinator restarting or stopping) is made again for up
-# to this long of lost contact.
-_WATCH_RETRY_SECONDS = 600
-_WATCH_LOST = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
-               grpc.StatusCode.RESOURCE_EXHAUSTED)
 # Pings find a connection that died without a word (the coordinator accepts one every 5 s).
 # A job's record can pass gRPC's 4 MiB default (the events and membership history of a
 # fault-tolerant job that has healed for weeks): 64 MiB, as the C++ client takes.
@@ -108,16 +91,11 @@ class Client:
 
     def __init__(self, address=None, tls_ca=None, token=None):
         self.address = settings.resolve_address(address)
-        tls_ca = settings.resolve_tls_ca(tls_ca)
+        tls_ca, tls_ca_source = settings.resolve_tls_ca(tls_ca)
         token = settings.resolve_token(token)
         settings.check_token_transport(self.address, tls_ca, token)
         if tls_ca:
-            try:
-                with open(tls_ca, "rb") as file:
-                    root_certificates = file.read()
-            except OSError as error:
-                raise ShardwiseError("INVALID_ARGUMENT", f"tls_ca: cannot read '{tls_ca}': "
-                                     f"{error.strerror}") from None
+            root_certificates = settings.read_tls_ca(tls_ca, tls_ca_source)
             credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
             self._channel = grpc.secure_channel(self.address, credentials,
                                                 options=_CHANNEL_OPTIONS)
@@ -159,28 +137,19 @@ class Client:
                                  f"the client of {self.address} is closed (close() was called)")
 
     def _call(self, method, request, repeatable=True):
+        """Calls `method`, asking again as retry_policy.CallRetry decides. Every call but
+        set_hook may run twice (`repeatable`)."""
         self._check_open()
-        give_up = time.monotonic() + _BUSY_RETRY_SECONDS
-        pause, attempt = 0.2, 0
+        retry = CallRetry(time.monotonic(), repeatable)
         while True:
-            attempt += 1
             try:
                 return method(request, timeout=_TIMEOUT_SECONDS, metadata=self._metadata)
             except grpc.RpcError as error:
-                code = error.code()
-                in_time = time.monotonic() < give_up
-                busy = code == grpc.StatusCode.RESOURCE_EXHAUSTED and in_time
                 connected = self._connected()
-                late = (code == grpc.StatusCode.DEADLINE_EXCEEDED and repeatable and in_time and
-                        connected)
-                refused_for_now = (code == grpc.StatusCode.UNAVAILABLE and repeatable and
-                                   in_time and connected)
-                away = (code == grpc.StatusCode.UNAVAILABLE and repeatable and
-                        attempt < _UNAVAILABLE_ATTEMPTS)
-                if not (busy or late or refused_for_now or away):
+                pause = retry.after(error.code(), connected, time.monotonic())
+                if pause is None:
                     _raise(error, self.address, connected)
             time.sleep(random.uniform(0, pause))
-            pause = min(pause * 2, 5.0)
 
     def submit(self, spec, request_id=None):
         """Submits a spec (a dict, a YAML/JSON file's path, or a JobSpec); returns the job's id.
@@ -231,40 +200,27 @@ class Client:
         that, ShardwiseError UNAVAILABLE. Before the first update it fails as any call
         does (a wrong address is told at once), unless the coordinator answered that it
         serves as many watches as it allows (RESOURCE_EXHAUSTED): that waits for room."""
-        updated, lost_since = False, None
-        pause, attempt = 0.2, 0
+        retry = WatchRetry()
         while True:
-            attempt += 1
             self._check_open()
             stream = self._stub.WatchJob(job_service_pb2.WatchJobRequest(job_id=job_id),
                                          metadata=self._metadata)
             try:
                 for job in stream:
-                    updated, lost_since = True, None
-                    pause = 0.2
+                    retry.update()
                     yield job
-                if not updated:  # as the C++ client: never an end without the job's
+                if not retry.updated:  # as the C++ client: never an end without the job's
                     raise ShardwiseError("UNAVAILABLE", "the watch ended before any update")
                 return
             except grpc.RpcError as error:
-                now = time.monotonic()
-                lost_since = now if lost_since is None else lost_since
-                code = error.code()
-                # Before the first update, a coordinator full of watches is waited for,
-                # and one away (restarting) asked a few times, as gRPC's own retries do
-                # for the C++ client's first call.
-                first = (code == grpc.StatusCode.RESOURCE_EXHAUSTED or
-                         (code == grpc.StatusCode.UNAVAILABLE and
-                          attempt < _UNAVAILABLE_ATTEMPTS))
-                if ((not updated and not first) or code not in _WATCH_LOST or
-                        now >= lost_since + _WATCH_RETRY_SECONDS):
+                pause = retry.after(error.code(), time.monotonic())
+                if pause is None:
                     _raise(error, self.address, self._connected())
             finally:
                 # A watch its caller let go (closed, or collected) ends its stream now: it
                 # holds one of the coordinator's --max_watches until it does.
                 stream.cancel()
             time.sleep(random.uniform(pause / 2, pause))
-            pause = min(pause * 2, 5.0)
 
     def cancel(self, job_id):
         """Cancels a pending or running job; returns it."""

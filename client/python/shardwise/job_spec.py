@@ -22,8 +22,21 @@ _PATH_FIELDS = (("data", "safetensors_path"), ("data", "tokens", "train_path"),
                 ("output", "huggingface_dir"), ("output", "checkpoint_dir"))
 
 
-def _absolute_paths(message, cwd):
-    """Makes the JobSpec `message`'s relative paths absolute against `cwd`, in place."""
+def _working_directory(field, value):
+    """The working directory, against which `field`'s relative `value` is made absolute;
+    FAILED_PRECONDITION, as the CLI, where it cannot be read (removed)."""
+    try:
+        return os.getcwd()
+    except OSError as error:
+        raise ShardwiseError("FAILED_PRECONDITION", (
+            f"{field}: '{value}' is relative, and the working directory cannot be read "
+            f"({error.strerror}): give an absolute path or submit from a folder that "
+            "exists")) from None
+
+
+def _absolute_paths(message):
+    """Makes the JobSpec `message`'s relative paths absolute against the working
+    directory, in place."""
     for path in _PATH_FIELDS:
         holder = message
         for name in path[:-1]:
@@ -33,6 +46,7 @@ def _absolute_paths(message, cwd):
             holder = getattr(holder, name)
         value = getattr(holder, path[-1]) if holder is not None else ""
         if value and not os.path.isabs(value):
+            cwd = _working_directory("job." + ".".join(path), value)
             setattr(holder, path[-1], os.path.normpath(os.path.join(cwd, value)))
     return message
 
@@ -44,7 +58,7 @@ def spec_message(spec):
     if isinstance(spec, job_spec_pb2.JobSpec):
         copy = job_spec_pb2.JobSpec()
         copy.CopyFrom(spec)
-        return _absolute_paths(copy, os.getcwd())
+        return _absolute_paths(copy)
     prefix = ""
     if isinstance(spec, (str, os.PathLike)):
         prefix = f"{os.fspath(spec)}: "
@@ -58,4 +72,4 @@ def spec_message(spec):
         raise ShardwiseError(error.code, f"{prefix}{error.message}") from None
     except json_format.ParseError as error:
         raise invalid_argument(f"{prefix}job spec: {error}") from None
-    return _absolute_paths(message, os.getcwd())
+    return _absolute_paths(message)

@@ -68,11 +68,31 @@ def resolve_address(address):
 
 
 def resolve_tls_ca(tls_ca):
-    """The CA file that makes the channel TLS: `tls_ca` if given ("" for plaintext, over
-    $SHARDWISE_TLS_CA), else $SHARDWISE_TLS_CA; None for plaintext."""
-    if tls_ca is None:
-        tls_ca = os.environ.get(_CA_VARIABLE)
-    return tls_ca or None
+    """The CA file that makes the channel TLS and where it came from (for errors), as
+    (path, source): `tls_ca` if given ("" for plaintext, over $SHARDWISE_TLS_CA), else
+    $SHARDWISE_TLS_CA; (None, None) for plaintext."""
+    if tls_ca is not None:
+        return (tls_ca or None), "tls_ca"
+    tls_ca = os.environ.get(_CA_VARIABLE)
+    return (tls_ca or None), f"${_CA_VARIABLE}"
+
+
+def read_tls_ca(path, source):
+    """The CA certificates of `path`, refused as the CLI refuses them when the file cannot
+    be read or holds no PEM certificate (every handshake would fail later, told as a
+    coordinator not reached)."""
+    try:
+        with open(path, "rb") as file:
+            certificates = file.read()
+    except IsADirectoryError:
+        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: '{path}' is a folder, not a CA "
+                             "certificate file (PEM)") from None
+    except OSError as error:
+        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: cannot read '{path}': "
+                             f"{error.strerror}") from None
+    if b"-----BEGIN CERTIFICATE-----" not in certificates:
+        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: '{path}' holds no PEM certificate")
+    return certificates
 
 
 def resolve_token(token):
