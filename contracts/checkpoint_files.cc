@@ -57,7 +57,11 @@ absl::StatusOr<std::map<int64_t, std::string>> CheckpointSteps(const std::string
   for (const std::string& name : names.ok() ? *names : std::vector<std::string>()) {
     int64_t step = 0;
     if (!absl::StartsWith(name, "step-") || !absl::SimpleAtoi(name.substr(5), &step)) continue;
-    steps[step] = absl::StrCat(dir, "/", name);
+    // Only the spelling CheckpointFolder gives: the ranks agree on a step number and each
+    // opens CheckpointFolder(dir, step), which for "step-5" would be another folder.
+    const std::string folder = CheckpointFolder(dir, step);
+    if (step < 0 || folder != absl::StrCat(dir, "/", name)) continue;
+    steps[step] = folder;
   }
   return steps;
 }

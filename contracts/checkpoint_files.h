@@ -34,7 +34,8 @@ std::string CheckpointFolder(const std::string& dir, int64_t step);
 std::string CheckpointShardFile(int shard_rank);
 std::string CheckpointTensorName(int unit, const std::string& what);
 
-// The step folders of `dir` by step (the names "step-N"); none if there is no `dir`. The
+// The step folders of `dir` by step (named as CheckpointFolder names them, "step-00000005";
+// another spelling of a step, "step-5", is passed over); none if there is no `dir`. The
 // folder is opened as the job's paths are (no link anywhere): one put in its path since
 // the check fails the attempt, rather than read as "no checkpoint".
 absl::StatusOr<std::map<int64_t, std::string>> CheckpointSteps(const std::string& dir);

@@ -85,6 +85,19 @@ TEST(Logs, JsonLinesFromRealDaemonsNameTheJobAttemptRankAndWorker) {
   }
 }
 
+// A data address this host cannot listen on (not one of its addresses) would fail every
+// job the worker is given, each blamed on the job: the worker does not start, naming it.
+TEST(Logs, AWorkerThatCannotListenOnItsDataAddressDoesNotStart) {
+  const std::string log = ::testing::TempDir() + "/bad-data-address.log";
+  Process process({Cluster::BinaryPath("worker/shardwise-worker"), "--coordinator=127.0.0.1:1",
+                   "--name=w0", "--data_address=192.0.2.1"},  // TEST-NET-1, not ours
+                  log);
+  EXPECT_EQ(process.Wait(), 2);
+  std::ifstream in(log);
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(absl::StrContains(output, "--data_address: cannot listen on 192.0.2.1: ")) << output;
+}
+
 TEST(Logs, AnUnknownLogFormatStopsTheDaemonNamingTheFlag) {
   for (const std::string target : {"server/shardwise-coordinator", "worker/shardwise-worker"}) {
     const std::string log =

@@ -571,7 +571,10 @@ TEST_F(SecurityTest, AWorkersOwnFoldersBoundWhatTheCoordinatorAllows) {
   empty_entry.back() += ",";
   Process& refused = cluster_->AddWorker("w1", empty_entry, {}, /*wait=*/false);
   EXPECT_NE(refused.Wait(), 0);
-  EXPECT_TRUE(absl::StrContains(ReadFile(refused.log_path()), "an empty folder name"));
+  EXPECT_TRUE(absl::StrContains(
+      ReadFile(refused.log_path()),
+      "--allowed_output_paths: '" + dir_ + "/out,' holds an empty folder name (entry 2)"))
+      << ReadFile(refused.log_path());
   cluster_->AddWorker("w0", flags("w0", "/out/carol"));
   auto workers = As("root").ListWorkers();
   ASSERT_TRUE(workers.ok()) << workers.status();

@@ -84,24 +84,45 @@ std::string ConnectError(int fd) {
   return error == 0 ? "" : std::strerror(error);
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<DataPlaneProbeListener>> DataPlaneProbeListener::Start(
-    const std::string& host) {
+// A socket listening on `host` at a port the kernel picks, and the address it is bound
+// to; UNAVAILABLE naming the host when there is none.
+absl::StatusOr<int> Listen(const std::string& host, sockaddr_storage* bound, socklen_t* length) {
   auto resolved = Resolve(host, "0", /*passive=*/true);
   if (!resolved.ok()) return resolved.status();
   const addrinfo* info = resolved->get();
   const int fd = socket(info->ai_family, info->ai_socktype | SOCK_CLOEXEC, info->ai_protocol);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
-  sockaddr_storage bound{};
-  socklen_t length = sizeof(bound);
+  *length = sizeof(*bound);
   if (bind(fd, info->ai_addr, info->ai_addrlen) != 0 || listen(fd, 128) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
+      getsockname(fd, reinterpret_cast<sockaddr*>(bound), length) != 0) {
     const std::string error = std::strerror(errno);
     close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen for data-plane probes on ", host, ": ", error));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ": ", error));
   }
+  return fd;
+}
+
+}  // namespace
+
+absl::Status DataPlaneProbeListener::CheckListenable(const std::string& host) {
+  sockaddr_storage bound{};
+  socklen_t length = 0;
+  const absl::StatusOr<int> fd = Listen(host, &bound, &length);
+  if (!fd.ok()) return fd.status();
+  close(*fd);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<DataPlaneProbeListener>> DataPlaneProbeListener::Start(
+    const std::string& host) {
+  sockaddr_storage bound{};
+  socklen_t length = 0;
+  const absl::StatusOr<int> listening = Listen(host, &bound, &length);
+  if (!listening.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("data-plane probes: ", listening.status().message()));
+  }
+  const int fd = *listening;
   const int port =
       ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
                                         : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);

@@ -28,6 +28,9 @@ class DataPlaneProbeListener {
   // Listens on `host` (an IPv4 or IPv6 literal or a name; the worker's --data_address) at
   // a port the kernel picks. UNAVAILABLE naming the host when it cannot.
   static absl::StatusOr<std::unique_ptr<DataPlaneProbeListener>> Start(const std::string& host);
+  // Whether `host` resolves to an address this host can listen on (as Gloo's pairs will):
+  // UNAVAILABLE naming the host and why not.
+  static absl::Status CheckListenable(const std::string& host);
   ~DataPlaneProbeListener();
   DataPlaneProbeListener(const DataPlaneProbeListener&) = delete;
   DataPlaneProbeListener& operator=(const DataPlaneProbeListener&) = delete;

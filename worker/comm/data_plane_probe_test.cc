@@ -44,9 +44,14 @@ TEST(DataPlaneProbe, AListenerOnAnAddressThisHostLacksIsRefused) {
   auto listener = DataPlaneProbeListener::Start("192.0.2.1");  // TEST-NET-1, not ours
   ASSERT_FALSE(listener.ok());
   EXPECT_EQ(listener.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(listener.status().message().find("cannot listen for data-plane probes on 192.0.2.1"),
+  EXPECT_NE(listener.status().message().find("data-plane probes: cannot listen on 192.0.2.1"),
             std::string::npos)
       << listener.status();
+  // As the worker checks its --data_address before it starts.
+  EXPECT_TRUE(DataPlaneProbeListener::CheckListenable("127.0.0.1").ok());
+  const absl::Status refused = DataPlaneProbeListener::CheckListenable("192.0.2.1");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused.message().find("cannot listen on 192.0.2.1: "), std::string::npos) << refused;
 }
 
 }  // namespace

@@ -139,6 +139,8 @@ void GrpcRendezvousStore::wait(const std::vector<std::string>& keys,
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // In slices, so that an abort of the attempt is noticed within one.
   constexpr std::chrono::milliseconds kSlice(1000);
+  std::chrono::milliseconds backoff(50);
+  absl::BitGen jitter;
   while (true) {
     if (abort_ != nullptr && abort_->load()) throw gloo::IoException("rendezvous: attempt aborted");
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -156,7 +158,13 @@ void GrpcRendezvousStore::wait(const std::vector<std::string>& keys,
     SetDeadline(&context, std::min(left, kSlice));
     grpc::Status status = stub_->Wait(&context, request, &response);
     if (status.ok()) return;
-    if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) Throw("wait", status);
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) continue;
+    // A wait only reads: refused as busy or cut off, it is asked again within its deadline.
+    if (!Retryable(status, /*idempotent=*/true)) Throw("wait", status);
+    std::this_thread::sleep_for(
+        std::min(left, std::chrono::milliseconds(absl::Uniform<int64_t>(jitter, backoff.count() / 2,
+                                                                        backoff.count() + 1))));
+    backoff = std::min<std::chrono::milliseconds>(2 * backoff, std::chrono::seconds(1));
   }
 }
 

@@ -64,6 +64,8 @@ class RefusingRendezvous final : public v1::RendezvousService::Service {
   }
   grpc::Status Wait(grpc::ServerContext*, const v1::RendezvousWaitRequest*,
                     v1::RendezvousWaitResponse*) override {
+    absl::MutexLock lock(&mu_);
+    if (RefusedLocked()) return grpc::Status(refusal_, "overloaded");
     return grpc::Status::OK;
   }
   grpc::Status Add(grpc::ServerContext*, const v1::RendezvousAddRequest* request,
@@ -134,6 +136,19 @@ TEST_F(GrpcRendezvousStoreTest, OnlyCallsThatMayRunTwiceAreSentAgainWhenUnavaila
   service_.Refuse(1, grpc::StatusCode::UNAVAILABLE);
   EXPECT_THROW(store_->add("n", 1), gloo::IoException);
   EXPECT_EQ(store_->add("n", 1), 1);  // the refused one did not count
+}
+
+// A wait only reads: one refused as busy, or cut off (a coordinator restarting), is asked
+// again within its deadline; another refusal is the caller's.
+TEST_F(GrpcRendezvousStoreTest, AWaitRefusedOrCutOffIsAskedAgain) {
+  service_.Refuse(2, grpc::StatusCode::UNAVAILABLE);
+  store_->wait({"k"});
+  EXPECT_EQ(service_.calls(), 3);
+  service_.Refuse(2, grpc::StatusCode::RESOURCE_EXHAUSTED);
+  store_->wait({"k"});
+  EXPECT_EQ(service_.calls(), 6);
+  service_.Refuse(1, grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THROW(store_->wait({"k"}), gloo::IoException);
 }
 
 // A full mesh's reads of a large world go in calls of kReadsPerCall reads, in order, each

@@ -12,6 +12,7 @@
 #include "contracts/permanent_failure.h"
 #include "tokenizer/manifest.h"
 #include "worker/comm/grpc_rendezvous_store.h"
+#include "worker/daemon/assignment_check.h"
 #include "worker/daemon/system_failure.h"
 #include "worker/train/final_model_owner.h"
 #include "worker/train/trainer.h"
@@ -202,6 +203,7 @@ void AttemptRunner::Fail(const absl::Status& status) {
 }
 
 void AttemptRunner::Run() {
+  if (absl::Status runnable = CheckAssignment(assignment_); !runnable.ok()) return Fail(runnable);
   const int rank = assignment_.rank();
   const int size = assignment_.world_size();
   DataPlaneOptions options = data_plane_;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -15,6 +16,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/channel_credentials.h"
 #include "common/coordinator_address.h"
 #include "common/daemon_signals.h"
@@ -27,6 +29,7 @@
 #include "common/printable_text.h"
 #include "common/self_restart.h"
 #include "common/status_macros.h"
+#include "worker/comm/data_plane_probe.h"
 #include "worker/compute/cpu/blas_kernels.h"
 #include "worker/daemon/worker_daemon.h"
 #include "worker/runtime/host_memory.h"
@@ -177,6 +180,15 @@ absl::Status ConfigureDevice(WorkerOptions* options) {
 // the exit) of a stuck abort.
 absl::Status ConfigureRuntime(char** argv, WorkerOptions* options) {
   options->data_plane.hostname = absl::GetFlag(FLAGS_data_address);
+  // An address this host cannot listen on would fail every job it is given, each blamed
+  // on the job (a rank whose Gloo pair cannot bind): the worker does not start.
+  if (const absl::Status listenable =
+          DataPlaneProbeListener::CheckListenable(options->data_plane.hostname);
+      !listenable.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data_address: ", listenable.message(),
+                     " (give an address of this host that peers reach it at)"));
+  }
   ASSIGN_OR_RETURN(options->faults, ParseInjectedFaults(absl::GetFlag(FLAGS_fault_injection)));
   options->leave_grace =
       absl::Milliseconds(std::max<int64_t>(0, absl::GetFlag(FLAGS_leave_grace_ms)));
@@ -208,17 +220,18 @@ absl::Status ConfigurePaths(WorkerOptions* options) {
   const std::vector<std::string> inputs = absl::GetFlag(FLAGS_allowed_input_paths);
   const std::vector<std::string> outputs = absl::GetFlag(FLAGS_allowed_output_paths);
   if (inputs.empty() && outputs.empty()) return absl::OkStatus();
-  if (inputs.size() > kMaxWorkerRoots || outputs.size() > kMaxWorkerRoots) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--allowed_input_paths / --allowed_output_paths: at most ", kMaxWorkerRoots,
-                     " folders each"));
-  }
-  // An empty entry ("--allowed_output_paths=,") would leave a side with no folder, which
-  // the coordinator refuses at registration, after the worker had started.
-  for (const auto* flag : {&inputs, &outputs}) {
-    if (std::find(flag->begin(), flag->end(), "") != flag->end()) {
-      return absl::InvalidArgumentError(
-          "--allowed_input_paths / --allowed_output_paths: an empty folder name");
+  for (const auto& [flag, roots] : {std::pair{"--allowed_input_paths", &inputs},
+                                    std::pair{"--allowed_output_paths", &outputs}}) {
+    if (roots->size() > kMaxWorkerRoots) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, ": ", roots->size(), " folders, past the most (", kMaxWorkerRoots, ")"));
+    }
+    // An empty entry ("--allowed_output_paths=,") would leave a side with no folder, which
+    // the coordinator refuses at registration, after the worker had started.
+    if (const auto empty = std::find(roots->begin(), roots->end(), ""); empty != roots->end()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": '", absl::StrJoin(*roots, ","),
+                                                     "' holds an empty folder name (entry ",
+                                                     empty - roots->begin() + 1, ")"));
     }
   }
   const auto or_everything = [](const std::vector<std::string>& roots) {

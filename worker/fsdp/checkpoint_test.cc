@@ -195,6 +195,12 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
   ASSERT_TRUE(TrainAll(producer, "job-p", 1).ok());
   ASSERT_TRUE(FindLatestCheckpoint(dir + "/ckpt", "").ok());
   EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", ""), dir + "/ckpt/step-00000004");
+  // A step spelt otherwise (copied by hand as "step-9") is passed over: the ranks agree
+  // on a step number and would each open step-00000009, which is not there.
+  std::filesystem::copy(dir + "/ckpt/step-00000004", dir + "/ckpt/step-9",
+                        std::filesystem::copy_options::recursive);
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", ""), dir + "/ckpt/step-00000004");
+  std::filesystem::remove_all(dir + "/ckpt/step-9");
 
   v1::JobSpec consumer = Spec(v1::ShardingStrategy::NO_SHARD, 3, false, 1);
   consumer.set_global_batch_size(12);

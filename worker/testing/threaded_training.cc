@@ -1,12 +1,40 @@
 #include "worker/testing/threaded_training.h"
 
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "worker/comm/data_plane.h"
 
 namespace shardwise::testing {
+
+namespace {
+
+// The failure a test should see: the first rank's that is not UNAVAILABLE (a rank that
+// fails closes its sockets, and its peers then fail UNAVAILABLE, in whatever order the
+// threads ran), else the first rank's; the other failing ranks' follow it.
+absl::Status FirstCause(const std::vector<absl::StatusOr<TrainingResult>>& results) {
+  int cause = -1;
+  for (int r = 0; r < static_cast<int>(results.size()); ++r) {
+    if (results[r].ok()) continue;
+    const bool consequence = results[r].status().code() == absl::StatusCode::kUnavailable;
+    if (cause < 0 ||
+        (!consequence && results[cause].status().code() == absl::StatusCode::kUnavailable)) {
+      cause = r;
+    }
+  }
+  if (cause < 0) return absl::OkStatus();
+  std::string message = absl::StrCat("rank ", cause, ": ", results[cause].status().message());
+  for (int r = 0; r < static_cast<int>(results.size()); ++r) {
+    if (r == cause || results[r].ok()) continue;
+    absl::StrAppend(&message, "; also rank ", r, ": ", results[r].status().ToString());
+  }
+  return absl::Status(results[cause].status().code(), message);
+}
+
+}  // namespace
 
 absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& job_spec,
                                                 const ThreadedOptions& options) {
@@ -64,12 +92,8 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& job_spec,
     });
   }
   for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) {
-    if (!results[r].ok()) {
-      return absl::Status(results[r].status().code(),
-                          absl::StrCat("rank ", r, ": ", results[r].status().message()));
-    }
-  }
+  absl::Status failure = FirstCause(results);
+  if (!failure.ok()) return failure;
   out.rank0 = *results[0];
   return out;
 }

@@ -45,7 +45,8 @@ struct ThreadedOptions {
   bool owns_outputs = true;
 };
 
-// The first rank's error, if any rank failed.
+// If any rank failed: the first rank's error that is not UNAVAILABLE (a peer's closed
+// connection), else the first rank's, followed by the other failing ranks'.
 absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& spec,
                                                 const ThreadedOptions& options = {});
 

@@ -1,0 +1,24 @@
+#include "worker/daemon/assignment_check.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace shardwise {
+
+absl::Status CheckAssignment(const v1::Assignment& assignment) {
+  const int64_t rank = assignment.rank(), world_size = assignment.world_size();
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return absl::InternalError(absl::StrCat(
+        "the coordinator assigned rank ", rank, " of world_size ", world_size,
+        " (a rank is in [0, world_size)): an assignment this worker cannot run (a coordinator "
+        "of another release?)"));
+  }
+  if (assignment.has_join() && !assignment.spec().has_fault_tolerance()) {
+    return absl::InternalError(absl::StrCat(
+        "the coordinator assigned a join (membership epoch ", assignment.join().epoch(),
+        ") for a job without fault_tolerance: an assignment this worker cannot run (a "
+        "coordinator of another release?)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardwise
