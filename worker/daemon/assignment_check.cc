@@ -6,11 +6,15 @@ namespace shardwise {
 
 absl::Status CheckAssignment(const v1::Assignment& assignment) {
   const int64_t rank = assignment.rank(), world_size = assignment.world_size();
-  if (world_size < 1 || rank < 0 || rank >= world_size) {
-    return absl::InternalError(absl::StrCat(
-        "the coordinator assigned rank ", rank, " of world_size ", world_size,
-        " (a rank is in [0, world_size)): an assignment this worker cannot run (a coordinator "
-        "of another release?)"));
+  // A fault-tolerant job numbers its ranks across its membership: a replica group added
+  // by scaling up takes ranks past the spec's world_size.
+  const bool numbered_past_world = assignment.spec().has_fault_tolerance();
+  if (world_size < 1 || rank < 0 || (rank >= world_size && !numbered_past_world)) {
+    return absl::InternalError(
+        absl::StrCat("the coordinator assigned rank ", rank, " of world_size ", world_size,
+                     " (a rank is in [0, world_size), or at least 0 in a fault-tolerant job): an "
+                     "assignment this worker cannot run (a coordinator "
+                     "of another release?)"));
   }
   if (assignment.has_join() && !assignment.spec().has_fault_tolerance()) {
     return absl::InternalError(absl::StrCat(

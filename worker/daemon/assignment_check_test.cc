@@ -28,6 +28,15 @@ TEST(CheckAssignment, RefusesARankOutsideTheWorldNamingBoth) {
   }
 }
 
+// Scaled up from 2 ranks to 3 groups of 2: the added groups' ranks are 2 to 5.
+TEST(CheckAssignment, TakesAFaultTolerantJobsRankPastItsSpecsWorldSize) {
+  v1::Assignment scaled = Assigned(5, 2);
+  scaled.mutable_spec()->mutable_fault_tolerance();
+  EXPECT_TRUE(CheckAssignment(scaled).ok());
+  scaled.set_rank(-1);
+  EXPECT_EQ(CheckAssignment(scaled).code(), absl::StatusCode::kInternal);
+}
+
 TEST(CheckAssignment, TakesAJoinOnlyForAFaultTolerantJob) {
   v1::Assignment join = Assigned(1, 2);
   join.mutable_join()->set_epoch(7);
