@@ -111,9 +111,14 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
       options.submission_threads, static_cast<size_t>(options.max_queued_submissions));
   c->job_service_ = std::make_unique<JobServiceImpl>(
       c->job_calls_.get(), c->call_pool_.get(), c->submission_pool_.get(), c->watch_hub_.get());
-  c->worker_service_ =
-      std::make_unique<WorkerServiceImpl>(c->controller_.get(), c->executor_.get(), &c->metrics_,
-                                          worker_certificates, c->tokens_.get());
+  c->silent_sessions_ =
+      std::make_unique<SilentSessions>(options.session_hello_timeout, options.controller.clock);
+  WorkerServiceOptions worker_service;
+  worker_service.require_certificate = worker_certificates;
+  worker_service.tokens = c->tokens_.get();
+  worker_service.silent = c->silent_sessions_.get();
+  c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->controller_.get(), c->executor_.get(),
+                                                           &c->metrics_, worker_service);
   c->rendezvous_service_ =
       std::make_unique<RendezvousServiceImpl>(c->rendezvous_.get(), worker_certificates);
   RETURN_IF_ERROR(c->StartServing());
@@ -274,6 +279,11 @@ void Coordinator::RunPeriodicWork() {
   absl::Time last_compaction = absl::InfinitePast();
   while (!stopping_.WaitForNotificationWithTimeout(period)) {
     controller_->CheckHeartbeats();
+    if (const int silent = silent_sessions_->EndOverdue(); silent > 0) {
+      LogWarning(LogContext(),
+                 absl::StrCat("ended ", silent, " worker sessions that sent no hello within ",
+                              absl::FormatDuration(options_.session_hello_timeout)));
+    }
     if (absl::Now() - last_flush >= options_.progress_persist_interval) {
       last_flush = absl::Now();
       const absl::Status flushed = jobs_->FlushProgress();

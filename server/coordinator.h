@@ -34,6 +34,7 @@
 #include "server/rendezvous_service.h"
 #include "server/rendezvous_store.h"
 #include "server/serial_executor.h"
+#include "server/silent_sessions.h"
 #include "server/state_file_lock.h"
 #include "server/state_store.h"
 #include "server/watch_hub.h"
@@ -86,6 +87,8 @@ struct CoordinatorOptions {
   int max_watches_per_principal = 1000;
   // A watch whose update has waited this long for its client to read it is cancelled.
   absl::Duration watch_write_timeout = absl::Minutes(1);
+  // A worker session that has sent no hello this long after it started is ended.
+  absl::Duration session_hello_timeout = absl::Seconds(30);
 };
 
 // The health service name a liveness probe asks for: SERVING while the process answers,
@@ -135,6 +138,7 @@ class Coordinator {
   std::unique_ptr<CallPool> call_pool_;
   std::unique_ptr<CallPool> submission_pool_;
   std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<SilentSessions> silent_sessions_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<RendezvousServiceImpl> rendezvous_service_;
   std::unique_ptr<grpc::Server> server_;

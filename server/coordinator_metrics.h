@@ -20,7 +20,7 @@ struct CoordinatorMetrics {
   Family<Histogram>& worker_message_seconds;
   // One state-file transaction, from BEGIN to COMMIT (fsync included).
   Histogram& state_commit_seconds;
-  Family<Counter>& worker_sessions_total;     // opened, by outcome: opened, refused
+  Family<Counter>& worker_sessions_total;     // by outcome: opened, refused, silent (no hello)
   Family<Counter>& failure_detections_total;  // reason: session_closed, heartbeat_timeout, ...
   Family<Counter>& stalls_total;              // outcome: reported, aborted
   // Fault-tolerant attempts' membership epochs, by cause: lost, left (drained), healed.

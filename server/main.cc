@@ -107,6 +107,10 @@ ABSL_FLAG(int64_t, watch_write_timeout_ms, 60000,
           "a WatchJob stream whose update has waited this long for its client to read it is "
           "cancelled (a client that stopped reading would hold its slot for as long as its "
           "connection lives)");
+ABSL_FLAG(int64_t, session_hello_timeout_ms, 30000,
+          "a worker session that has sent no hello this long after it started is ended "
+          "(DEADLINE_EXCEEDED): until its hello it is not watched, and would hold its call for "
+          "as long as its connection lives");
 ABSL_FLAG(int32_t, submission_threads, 2,
           "threads that admit submitted jobs, reading the files they name (apart from the "
           "other client calls' threads, which a burst of submissions does not hold up)");
@@ -238,6 +242,11 @@ absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
                                                    absl::GetFlag(FLAGS_watch_write_timeout_ms)));
   }
   options.watch_write_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_watch_write_timeout_ms));
+  if (absl::GetFlag(FLAGS_session_hello_timeout_ms) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--session_hello_timeout_ms must be >= 1, got ",
+                                                   absl::GetFlag(FLAGS_session_hello_timeout_ms)));
+  }
+  options.session_hello_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_session_hello_timeout_ms));
   options.max_queued_submissions = std::max(1, absl::GetFlag(FLAGS_max_queued_submissions));
   RETURN_IF_ERROR(ControllerOptionsFromFlags(&options.controller));
   options.rendezvous = RendezvousLimits(options.controller.limits.max_world_size);

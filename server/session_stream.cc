@@ -28,10 +28,11 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* SessionStrea
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* SessionStream::Start(
     grpc::CallbackServerContext* context, JobController* controller, SerialExecutor* executor,
-    CoordinatorMetrics* metrics, std::optional<std::string> certified) {
+    CoordinatorMetrics* metrics, std::optional<std::string> certified, SilentSessions* silent) {
   std::shared_ptr<SessionStream> stream(
       new SessionStream(context, controller, executor, metrics, std::move(certified)));
   stream->self_ = stream;
+  if (silent != nullptr) silent->Add(stream);
   absl::MutexLock lock(&stream->mu_);
   stream->StartRead(&stream->incoming_);
   return stream.get();
@@ -130,6 +131,11 @@ void SessionStream::OnReadDone(bool ok) {
     return;
   }
   if (!opened_.load()) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;  // ended for its silence as the hello came: OnDone follows
+      hello_arrived_ = true;
+    }
     OnHello(incoming_);
     return;
   }
@@ -205,6 +211,16 @@ void SessionStream::OnHello(const v1::WorkerMessage& hello) {
     self->opened_.store(true);
     if (!self->finished_) self->StartRead(&self->incoming_);
   });
+}
+
+bool SessionStream::EndIfSilent(absl::Duration waited) {
+  absl::MutexLock lock(&mu_);
+  if (hello_arrived_ || finished_) return false;
+  if (metrics_ != nullptr) metrics_->worker_sessions_total.With({"silent"}).Increment();
+  FinishLocked(ToGrpcStatus(absl::DeadlineExceededError(
+      absl::StrCat("no hello within ", absl::FormatDuration(waited),
+                   " of the session's start: a worker's first session message is its hello"))));
+  return true;
 }
 
 // May run inline in Finish(), under mu_: takes no lock of its own.

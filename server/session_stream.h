@@ -3,7 +3,8 @@
 
 // One worker's session (WorkerService.Session) on gRPC's callback API: no thread is held
 // per worker. The stream reads one message at a time:
-//   - the hello opens the session (through the JobController, on the executor);
+//   - the hello opens the session (through the JobController, on the executor); a
+//     stream that sends none is ended by SilentSessions;
 //   - a heartbeat is handled at once, on the gRPC thread that read it (it takes no lock
 //     held across I/O: JobController::OnHeartbeat);
 //   - a report or a hook acknowledgement is posted to the executor, since handling it may
@@ -26,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
 #include "proto/worker_service.pb.h"
@@ -34,21 +36,25 @@
 #include "server/job_controller.h"
 #include "server/serial_executor.h"
 #include "server/session_outbox.h"
+#include "server/silent_sessions.h"
 
 namespace shardwise {
 
 class SessionStream final
     : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>,
       public SessionOutbox,
+      public AwaitingHello,
       public std::enable_shared_from_this<SessionStream> {
  public:
   // Starts reading the worker's hello; gRPC owns the reactor it returns until OnDone.
   // `metrics` may be null. `certified`: the worker's certificate name, which the hello
   // must name (PERMISSION_DENIED otherwise); nullopt when certificates are not required.
-  // `context`: the call's, through which Close() cancels a write in flight.
+  // `context`: the call's, through which Close() cancels a write in flight. `silent`, if
+  // given, waits for the hello.
   static grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Start(
       grpc::CallbackServerContext* context, JobController* controller, SerialExecutor* executor,
-      CoordinatorMetrics* metrics, std::optional<std::string> certified = std::nullopt);
+      CoordinatorMetrics* metrics, std::optional<std::string> certified = std::nullopt,
+      SilentSessions* silent = nullptr);
   // A session refused before it starts.
   static grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Refuse(
       const grpc::Status& status);
@@ -59,6 +65,9 @@ class SessionStream final
   void CloseAfter(v1::CoordinatorMessage last) override;
   bool closed() const override;
   Delivery delivery() const override;
+
+  // AwaitingHello.
+  bool EndIfSilent(absl::Duration waited) override;
 
   // Reactions.
   void OnReadDone(bool ok) override;
@@ -104,6 +113,7 @@ class SessionStream final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called: no more reads or writes
   // CloseAfter(): finish once the queue is written.
   bool closing_after_sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool hello_arrived_ ABSL_GUARDED_BY(mu_) = false;  // the first message was read
   // Close()'s TryCancel, which a Finish meanwhile waits for.
   CancelOutsideLock cancel_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> opened_{false};      // the controller attached the session

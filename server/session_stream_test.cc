@@ -1,7 +1,8 @@
 // SessionStream over a real gRPC server, a real state file and the real controller: a
 // worker daemon that heartbeats but reads nothing is declared lost once a message has
 // waited on it past the unread timeout (on an injected clock), and its stream ends
-// although the write to it never completed.
+// although the write to it never completed; a stream that says no hello is ended when
+// SilentSessions finds it overdue.
 
 #include "server/session_stream.h"
 
@@ -9,10 +10,15 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/local_grpc.h"
 #include "common/testing/scratch.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "proto/worker_service.grpc.pb.h"
 #include "server/state_store.h"
@@ -23,67 +29,88 @@ namespace {
 // WorkerService with Session alone.
 class SessionOnly final : public v1::WorkerService::CallbackService {
  public:
-  SessionOnly(JobController* controller, SerialExecutor* executor)
-      : controller_(controller), executor_(executor) {}
+  SessionOnly(JobController* controller, SerialExecutor* executor, SilentSessions* silent)
+      : controller_(controller), executor_(executor), silent_(silent) {}
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Session(
       grpc::CallbackServerContext* context) override {
-    return SessionStream::Start(context, controller_, executor_, nullptr);
+    return SessionStream::Start(context, controller_, executor_, nullptr, std::nullopt, silent_);
   }
 
  private:
   JobController* const controller_;
   SerialExecutor* const executor_;
+  SilentSessions* const silent_;
 };
 
-TEST(SessionStream, AWorkerThatReadsNothingIsLostAndItsStreamEnds) {
-  const std::string path = testing::ScratchPath("session.db");
-  unlink(path.c_str());
-  auto store = StateStore::Open(path);
-  ASSERT_TRUE(store.ok()) << store.status();
-  SimulatedClock clock;
-  auto jobs = JobManager::Create(store->get(), {.clock = &clock});
-  ASSERT_TRUE(jobs.ok()) << jobs.status();
-  WorkerRegistry workers({.clock = &clock});
-  RendezvousStore rendezvous;
-  JobController::Options options;
-  options.check_paths = false;
-  options.clock = &clock;
-  options.heartbeat_interval = absl::Seconds(1);
-  options.heartbeat_timeout = absl::Seconds(10);
-  JobController controller(jobs->get(), &workers, &rendezvous, options);
-  SerialExecutor executor;
-  SessionOnly service(&controller, &executor);
-  int port = 0;
-  std::unique_ptr<grpc::Server> server = testing::StartLocalServer(&service, &port);
-  ASSERT_NE(server, nullptr);
+// A real state file, the real controller and a real gRPC server of sessions, on a
+// simulated clock.
+class SessionStreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string path = testing::ScratchPath("session.db");
+    unlink(path.c_str());
+    auto store = StateStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    auto jobs = JobManager::Create(store_.get(), {.clock = &clock_});
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    jobs_ = std::move(*jobs);
+    JobController::Options options;
+    options.check_paths = false;
+    options.clock = &clock_;
+    options.heartbeat_interval = absl::Seconds(1);
+    options.heartbeat_timeout = absl::Seconds(10);
+    controller_ = std::make_unique<JobController>(jobs_.get(), &workers_, &rendezvous_, options);
+    service_ = std::make_unique<SessionOnly>(controller_.get(), &executor_, &silent_);
+    server_ = testing::StartLocalServer(service_.get(), &port_);
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+    executor_.Shutdown();
+  }
 
+  SimulatedClock clock_;
+  std::unique_ptr<StateStore> store_;
+  std::unique_ptr<JobManager> jobs_;
+  WorkerRegistry workers_{{.clock = &clock_}};
+  RendezvousStore rendezvous_;
+  std::unique_ptr<JobController> controller_;
+  SerialExecutor executor_;
+  SilentSessions silent_{absl::Seconds(30), &clock_};
+  std::unique_ptr<SessionOnly> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(SessionStreamTest, AWorkerThatReadsNothingIsLostAndItsStreamEnds) {
   v1::RegisterWorkerRequest registration;
   registration.set_name("w0");
   registration.set_device(v1::CPU);
-  ASSERT_TRUE(controller.RegisterWorker(registration).ok());
+  ASSERT_TRUE(controller_->RegisterWorker(registration).ok());
   // A daemon whose reader is stuck: it says hello and never reads, with a window that
   // does not grow. The deadline turns a stream that never ends into a failure.
-  auto stub = v1::WorkerService::NewStub(testing::FixedWindowChannel(port));
+  auto stub = v1::WorkerService::NewStub(testing::FixedWindowChannel(port_));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto stream = stub->Session(&context);
   v1::WorkerMessage hello;
   hello.mutable_hello()->set_worker_id("w0");
   ASSERT_TRUE(stream->Write(hello));
-  ASSERT_TRUE(testing::WaitFor([&] { return workers.Get("w0")->state() == v1::IDLE; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return workers_.Get("w0")->state() == v1::IDLE; }));
 
   // A message larger than HTTP/2's window: its write waits for a reader.
   v1::CoordinatorMessage large;
   large.mutable_abort()->set_reason(std::string(size_t{4} << 20, 'x'));
-  ASSERT_TRUE(workers.Send("w0", large));
+  ASSERT_TRUE(workers_.Send("w0", large));
   // Time passes; the worker heartbeats on, and its write waits.
   EXPECT_TRUE(testing::WaitFor([&] {
-    clock.Advance(absl::Seconds(1));
-    controller.OnHeartbeat("w0", v1::Heartbeat());
-    controller.CheckHeartbeats();
-    return workers.Get("w0")->state() == v1::LOST;
+    clock_.Advance(absl::Seconds(1));
+    controller_->OnHeartbeat("w0", v1::Heartbeat());
+    controller_->CheckHeartbeats();
+    return workers_.Get("w0")->state() == v1::LOST;
   }));
-  EXPECT_EQ(workers.Get("w0")->lost_reason(),
+  EXPECT_EQ(workers_.Get("w0")->lost_reason(),
             "it read none of the coordinator's messages for more than 30s (its daemon's "
             "session reader is stuck)");
 
@@ -96,8 +123,46 @@ TEST(SessionStream, AWorkerThatReadsNothingIsLostAndItsStreamEnds) {
   }
   const grpc::Status status = stream->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
-  server->Shutdown();
-  executor.Shutdown();
+}
+
+// A stream that says nothing is ended once its hello is overdue; one that said hello in
+// time is left open (its heartbeats and messages watch it from then on).
+TEST_F(SessionStreamTest, AStreamThatSendsNoHelloIsEndedWhenItIsOverdue) {
+  v1::RegisterWorkerRequest registration;
+  registration.set_name("w0");
+  registration.set_device(v1::CPU);
+  ASSERT_TRUE(controller_->RegisterWorker(registration).ok());
+  auto stub = v1::WorkerService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext silent_context;
+  silent_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto silent = stub->Session(&silent_context);
+  grpc::ClientContext greeting_context;
+  greeting_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto greeting = stub->Session(&greeting_context);
+  v1::WorkerMessage hello;
+  hello.mutable_hello()->set_worker_id("w0");
+  ASSERT_TRUE(greeting->Write(hello));
+  ASSERT_TRUE(testing::WaitFor([&] { return silent_.waiting() == 2; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return workers_.Get("w0")->state() == v1::IDLE; }));
+
+  clock_.Advance(absl::Seconds(29));
+  EXPECT_EQ(silent_.EndOverdue(), 0);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(silent_.EndOverdue(), 1);
+
+  v1::CoordinatorMessage message;
+  EXPECT_FALSE(silent->Read(&message));
+  const grpc::Status status = silent->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(status.error_message(),
+            "no hello within 30s of the session's start: a worker's first session message is "
+            "its hello");
+  EXPECT_EQ(workers_.Get("w0")->state(), v1::IDLE);  // the greeting's session runs on
+  greeting->WritesDone();
+  while (greeting->Read(&message)) {
+  }
+  EXPECT_TRUE(greeting->Finish().ok());
 }
 
 }  // namespace

@@ -153,17 +153,29 @@ absl::StatusOr<std::string> WorkerIdentity(const grpc::ServerContextBase& contex
   return *name;
 }
 
+bool WorkerServiceImpl::AdmitRegistration() {
+  if (queued_registrations_.fetch_add(1) < options_.max_queued_registrations) return true;
+  queued_registrations_.fetch_sub(1);
+  return false;
+}
+
 grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
     grpc::CallbackServerContext* context, const v1::RegisterWorkerRequest* request,
     v1::RegisterWorkerResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::Status valid = ValidateRegistration(*request);
-  auto identity = WorkerIdentity(*context, require_certificate_, tokens_, request->name());
+  auto identity =
+      WorkerIdentity(*context, options_.require_certificate, options_.tokens, request->name());
   if (valid.ok()) valid = identity.status();
   // Every nameless worker would be one worker, each registration taking the last's place.
   if (valid.ok() && identity->empty()) {
     valid = absl::InvalidArgumentError(
         "name: empty; a worker without a certificate names itself (shardwise-worker --name)");
+  }
+  if (valid.ok() && !AdmitRegistration()) {
+    valid = absl::ResourceExhaustedError(
+        absl::StrCat(options_.max_queued_registrations,
+                     " registrations are waiting to be handled; retry (workers do)"));
   }
   if (!valid.ok()) {
     reactor->Finish(ToGrpcStatus(valid));
@@ -175,6 +187,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
   v1::RegisterWorkerRequest named = *request;
   named.set_name(*identity);
   executor_->Post([this, reactor, named = std::move(named), response, arrived] {
+    queued_registrations_.fetch_sub(1);
     auto registered = controller_->RegisterWorker(named);
     if (registered.ok()) *response = std::move(*registered);
     if (metrics_ != nullptr) {
@@ -188,14 +201,15 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Session(
     grpc::CallbackServerContext* context) {
   std::optional<std::string> certified;
-  auto identity = WorkerIdentity(*context, require_certificate_, tokens_, "");
+  auto identity = WorkerIdentity(*context, options_.require_certificate, options_.tokens, "");
   if (!identity.ok()) return SessionStream::Refuse(ToGrpcStatus(identity.status()));
-  if (require_certificate_) certified = *identity;
+  if (options_.require_certificate) certified = *identity;
   // A session open when its token is revoked runs on: a pool's token is rotated while
   // its workers train (the new entry added, the Secret updated, the old entry removed),
   // and cutting their sessions would fail every running attempt. The next session (a
   // reconnect, a restart) needs the token in force.
-  return SessionStream::Start(context, controller_, executor_, metrics_, certified);
+  return SessionStream::Start(context, controller_, executor_, metrics_, certified,
+                              options_.silent);
 }
 
 }  // namespace shardwise

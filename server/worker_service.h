@@ -5,28 +5,38 @@
 // held per worker: sessions are SessionStreams, and a registration is checked on the
 // gRPC thread and handled on the executor.
 
+#include <atomic>
+#include <cstdint>
+
 #include "proto/worker_service.grpc.pb.h"
 #include "server/client_auth.h"
 #include "server/coordinator_metrics.h"
 #include "server/job_controller.h"
 #include "server/serial_executor.h"
+#include "server/silent_sessions.h"
 
 namespace shardwise {
 
+struct WorkerServiceOptions {
+  // The coordinator's --worker_ca: a worker must present a client certificate, and its
+  // name is the certificate's; a registration or session under any other name is refused.
+  bool require_certificate = false;
+  // Without certificates, where given (the coordinator's --tokens_file): a worker must
+  // present a token of the worker role.
+  TokenAuthenticator* tokens = nullptr;
+  // Where given, ends sessions that send no hello.
+  SilentSessions* silent = nullptr;
+  // Registrations waiting for the executor; beyond, RESOURCE_EXHAUSTED (workers retry):
+  // a flood of them would otherwise queue without bound ahead of every report.
+  int64_t max_queued_registrations = 1024;
+};
+
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  // `metrics` may be null. With `require_certificate` (the coordinator's --worker_ca), a
-  // worker must present a client certificate, and its name is the certificate's: a
-  // registration or session under any other name is refused. Without, where `tokens` is
-  // given (the coordinator's --tokens_file), it must present a token of the worker role.
+  // `metrics` may be null.
   WorkerServiceImpl(JobController* controller, SerialExecutor* executor,
-                    CoordinatorMetrics* metrics, bool require_certificate = false,
-                    TokenAuthenticator* tokens = nullptr)
-      : controller_(controller),
-        executor_(executor),
-        metrics_(metrics),
-        require_certificate_(require_certificate),
-        tokens_(tokens) {}
+                    CoordinatorMetrics* metrics, const WorkerServiceOptions& options = {})
+      : controller_(controller), executor_(executor), metrics_(metrics), options_(options) {}
 
   grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
                                            const v1::RegisterWorkerRequest* request,
@@ -35,11 +45,14 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
       grpc::CallbackServerContext* context) override;
 
  private:
+  // Whether a registration may join the executor's queue; counts it if so.
+  bool AdmitRegistration();
+
   JobController* const controller_;
   SerialExecutor* const executor_;
   CoordinatorMetrics* const metrics_;
-  const bool require_certificate_;
-  TokenAuthenticator* const tokens_;
+  const WorkerServiceOptions options_;
+  std::atomic<int64_t> queued_registrations_{0};
 };
 
 // With a required certificate: the name a worker may use (its certificate's), or
