@@ -17,6 +17,7 @@
 #include "contracts/worker_features.h"
 #include "gtest/gtest.h"
 #include "server/coordinator_metrics.h"
+#include "server/testing/coordinator_core.h"
 
 namespace shardwise {
 namespace {
@@ -28,7 +29,6 @@ class JobControllerTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
     unlink(path_.c_str());
     options_.check_paths = false;
-    options_.clock = &clock_;
     options_.heartbeat_interval = absl::Seconds(1);
     options_.heartbeat_timeout = absl::Seconds(10);
     options_.stall_warning = absl::Seconds(60);
@@ -39,20 +39,12 @@ class JobControllerTest : public ::testing::Test {
 
   // As a coordinator process would: over the state file as it is, with no worker known.
   void StartCoordinator() {
-    controller_.reset();
-    jobs_.reset();
-    store_.reset();
+    core_.Reset();
     outboxes_.clear();
-    auto store = StateStore::Open(path_);
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    auto jobs = JobManager::Create(store_.get(), {.clock = &clock_});
-    ASSERT_TRUE(jobs.ok()) << jobs.status();
-    jobs_ = std::move(*jobs);
-    workers_ = std::make_unique<WorkerRegistry>(WorkerRegistry::Options{.clock = &clock_});
-    rendezvous_ = std::make_unique<RendezvousStore>();
-    controller_ =
-        std::make_unique<JobController>(jobs_.get(), workers_.get(), rendezvous_.get(), options_);
+    auto core = testing::OpenCoordinatorCore(
+        path_, {.clock = &clock_, .controller = options_, .registry = registry_options_});
+    ASSERT_TRUE(core.ok()) << core.status();
+    core_ = std::move(*core);
   }
 
   // Registers a worker (naming the attempt it runs, if any, and the features of its
@@ -78,11 +70,11 @@ class JobControllerTest : public ::testing::Test {
       request.set_data_plane_version(version->second);
     }
     if (running != nullptr) *request.mutable_running() = *running;
-    ASSERT_TRUE(controller_->RegisterWorker(request).ok());
+    ASSERT_TRUE(core_.controller->RegisterWorker(request).ok());
   }
   void OpenSession(const std::string& name) {
     outboxes_[name] = std::make_shared<QueuedOutbox>();
-    ASSERT_TRUE(controller_->OpenSession(name, outboxes_[name]).ok());
+    ASSERT_TRUE(core_.controller->OpenSession(name, outboxes_[name]).ok());
   }
 
   // Everything sent to `worker` since the last call.
@@ -110,7 +102,7 @@ class JobControllerTest : public ::testing::Test {
     report.set_rank(rank);
     report.set_phase(phase);
     report.set_led(phase == v1::COMPLETED && rank == 0);  // rank 0 leads unless a test says
-    controller_->OnReport(worker, report);
+    core_.controller->OnReport(worker, report);
   }
 
   // A heartbeat, counting the messages the worker read on its session where `read` says.
@@ -121,33 +113,33 @@ class JobControllerTest : public ::testing::Test {
     heartbeat.set_attempt(attempt);
     if (read.has_value()) heartbeat.set_messages_read(*read);
     const auto session = outboxes_.find(worker);
-    controller_->OnHeartbeat(worker, heartbeat,
-                             session == outboxes_.end() ? nullptr : session->second.get());
+    core_.controller->OnHeartbeat(worker, heartbeat,
+                                  session == outboxes_.end() ? nullptr : session->second.get());
   }
 
   // job-1 on w0 and w1, RUNNING.
   void StartTwoRankJob(const v1::JobSpec& spec = Spec(2)) {
     AddWorker("w0");
     AddWorker("w1");
-    ASSERT_TRUE(controller_->Submit(spec).ok());
-    ASSERT_EQ(jobs_->Get("job-1")->state(), v1::SCHEDULED);
+    ASSERT_TRUE(core_.controller->Submit(spec).ok());
+    ASSERT_EQ(core_.jobs->Get("job-1")->state(), v1::SCHEDULED);
     Report("w0", 0, v1::JOINED);
     Report("w1", 1, v1::JOINED);
-    ASSERT_EQ(jobs_->Get("job-1")->state(), v1::RUNNING);
+    ASSERT_EQ(core_.jobs->Get("job-1")->state(), v1::RUNNING);
   }
 
-  v1::JobState State() { return jobs_->Get("job-1")->state(); }
+  v1::JobState State() { return core_.jobs->Get("job-1")->state(); }
   // job-1 at step 10 of 100, a step a second, asked to switch to BF16_COMPRESS.
   absl::StatusOr<v1::HookSwitch> ProposeBf16AtStep10() {
     v1::Progress progress;
     progress.set_step(10);
     progress.set_total_steps(100);
     progress.set_steps_per_second(1);
-    const absl::Status updated = jobs_->UpdateProgress("job-1", 1, progress);
+    const absl::Status updated = core_.jobs->UpdateProgress("job-1", 1, progress);
     if (!updated.ok()) return updated;
     v1::CommHook hook;
     hook.set_hook(v1::CommHook::BF16_COMPRESS);
-    return controller_->SetCommHook("job-1", hook);
+    return core_.controller->SetCommHook("job-1", hook);
   }
 
   // job-1 on w0 and w1, then a coordinator restart; w1 comes back with rank 1, which then
@@ -176,7 +168,7 @@ class JobControllerTest : public ::testing::Test {
   void RefuseRankOneOfAScheduledAttempt(v1::AttemptReport refusal) {
     AddWorker("w0");
     AddWorker("w1");
-    ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+    ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
     ASSERT_EQ(State(), v1::SCHEDULED);
     AddWorker("w2");
     Report("w0", 0, v1::JOINED);
@@ -184,7 +176,7 @@ class JobControllerTest : public ::testing::Test {
     refusal.set_attempt(1);
     refusal.set_rank(1);
     refusal.set_phase(v1::ABORTED);
-    controller_->OnReport("w1", refusal);
+    core_.controller->OnReport("w1", refusal);
     Report("w0", 0, v1::ABORTED);
   }
 
@@ -197,7 +189,7 @@ class JobControllerTest : public ::testing::Test {
 
   void ExpectSecondAttemptOnW0AndW2() {
     EXPECT_EQ(State(), v1::SCHEDULED);
-    const v1::Job job = *jobs_->Get("job-1");
+    const v1::Job job = *core_.jobs->Get("job-1");
     EXPECT_EQ(job.attempt(), 2);
     ASSERT_EQ(job.ranks_size(), 2);
     EXPECT_EQ(job.ranks(0).worker_id(), "w0");
@@ -211,11 +203,8 @@ class JobControllerTest : public ::testing::Test {
   std::map<std::string, int32_t> data_plane_versions_;
   std::string path_;
   JobController::Options options_;
-  std::unique_ptr<StateStore> store_;
-  std::unique_ptr<JobManager> jobs_;
-  std::unique_ptr<WorkerRegistry> workers_;
-  std::unique_ptr<RendezvousStore> rendezvous_;
-  std::unique_ptr<JobController> controller_;
+  WorkerRegistry::Options registry_options_;
+  testing::CoordinatorCore core_;
   std::map<std::string, std::shared_ptr<QueuedOutbox>> outboxes_;
 };
 
@@ -226,7 +215,7 @@ TEST_F(JobControllerTest, AJobRunsOnItsWorkersAndSucceedsWhenEveryRankCompletes)
   EXPECT_EQ(sent[0].assignment().job_id(), "job-1");
   EXPECT_EQ(sent[0].assignment().rank(), 1);
   EXPECT_EQ(sent[0].assignment().world_size(), 2);
-  EXPECT_EQ(workers_->Get("w0")->state(), v1::BUSY);
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::BUSY);
 
   // Only the worker that holds a rank speaks for it.
   Report("w0", 1, v1::COMPLETED);
@@ -234,8 +223,8 @@ TEST_F(JobControllerTest, AJobRunsOnItsWorkersAndSucceedsWhenEveryRankCompletes)
   EXPECT_EQ(State(), v1::RUNNING);
   Report("w1", 1, v1::COMPLETED);
   EXPECT_EQ(State(), v1::SUCCEEDED);
-  EXPECT_EQ(workers_->Get("w0")->state(), v1::IDLE);
-  EXPECT_EQ(workers_->Get("w1")->state(), v1::IDLE);
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::IDLE);
+  EXPECT_EQ(core_.workers->Get("w1")->state(), v1::IDLE);
 }
 
 // A rank that completed speaks no more: its worker, idle at once, may run another job by
@@ -245,16 +234,16 @@ TEST_F(JobControllerTest, AJobRunsOnItsWorkersAndSucceedsWhenEveryRankCompletes)
 TEST_F(JobControllerTest, AReportOfARankThatCompletedTouchesNeitherItsWorkerNorTheJob) {
   StartTwoRankJob();
   Report("w1", 1, v1::COMPLETED);
-  ASSERT_EQ(workers_->Get("w1")->state(), v1::IDLE);
-  ASSERT_TRUE(controller_->Submit(Spec(1)).ok());  // job-2, on the idle w1
-  ASSERT_EQ(workers_->Get("w1")->job_id(), "job-2");
+  ASSERT_EQ(core_.workers->Get("w1")->state(), v1::IDLE);
+  ASSERT_TRUE(core_.controller->Submit(Spec(1)).ok());  // job-2, on the idle w1
+  ASSERT_EQ(core_.workers->Get("w1")->job_id(), "job-2");
 
   Report("w1", 1, v1::ABORTED);
   Report("w1", 1, v1::COMPLETED);
-  EXPECT_EQ(workers_->Get("w1")->state(), v1::BUSY);
-  EXPECT_EQ(workers_->Get("w1")->job_id(), "job-2");
+  EXPECT_EQ(core_.workers->Get("w1")->state(), v1::BUSY);
+  EXPECT_EQ(core_.workers->Get("w1")->job_id(), "job-2");
   EXPECT_EQ(State(), v1::RUNNING);
-  EXPECT_EQ(jobs_->Get("job-1")->completion().ranks_size(), 1);
+  EXPECT_EQ(core_.jobs->Get("job-1")->completion().ranks_size(), 1);
   Report("w0", 0, v1::COMPLETED);
   EXPECT_EQ(State(), v1::SUCCEEDED);
 }
@@ -270,9 +259,9 @@ TEST_F(JobControllerTest, RankZeroLeadsTheFirstMembershipWhateverItSays) {
     done.set_rank(rank);
     done.set_phase(v1::COMPLETED);
     done.set_message(absl::StrCat("rank ", rank, " trained 5 steps"));
-    controller_->OnReport(absl::StrCat("w", rank), done);
+    core_.controller->OnReport(absl::StrCat("w", rank), done);
   }
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.state(), v1::SUCCEEDED);
   EXPECT_EQ(job.result(), "rank 0 trained 5 steps");
 }
@@ -282,20 +271,20 @@ TEST_F(JobControllerTest, RankZeroLeadsTheFirstMembershipWhateverItSays) {
 // dropped as a late attempt's), clients meanwhile see what was written, and the change
 // is written once the file takes it. (SQLite waits its busy timeout, 5 s, per write.)
 TEST_F(JobControllerTest, AChangeTheStateFileRefusedStandsForTheController) {
-  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
   sqlite3* other = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &other), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE;", nullptr, nullptr, nullptr), SQLITE_OK);
   AddWorker("w0");
   AddWorker("w1");
-  EXPECT_EQ(jobs_->Current("job-1")->state(), v1::SCHEDULED);
+  EXPECT_EQ(core_.jobs->Current("job-1")->state(), v1::SCHEDULED);
   EXPECT_EQ(State(), v1::PENDING) << "clients see only what was written";
   Report("w0", 0, v1::JOINED);
   Report("w1", 1, v1::JOINED);
-  EXPECT_EQ(jobs_->Current("job-1")->state(), v1::RUNNING);
+  EXPECT_EQ(core_.jobs->Current("job-1")->state(), v1::RUNNING);
   ASSERT_EQ(sqlite3_exec(other, "ROLLBACK;", nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(other);
-  EXPECT_EQ(jobs_->RetryUnsavedChanges(), 0);
+  EXPECT_EQ(core_.jobs->RetryUnsavedChanges(), 0);
   EXPECT_EQ(State(), v1::RUNNING);
 }
 
@@ -305,8 +294,8 @@ TEST_F(JobControllerTest, AWorkerThatReadsNothingIsLostThoughItHeartbeats) {
   AddWorker("w0");
   Register("w1");
   outboxes_["w1"] = std::make_shared<QueuedOutbox>(/*buffered=*/0);  // every message waits
-  ASSERT_TRUE(controller_->OpenSession("w1", outboxes_["w1"]).ok());
-  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  ASSERT_TRUE(core_.controller->OpenSession("w1", outboxes_["w1"]).ok());
+  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
   Report("w0", 0, v1::JOINED);
   Report("w1", 1, v1::JOINED);
   ASSERT_EQ(State(), v1::RUNNING);
@@ -315,21 +304,21 @@ TEST_F(JobControllerTest, AWorkerThatReadsNothingIsLostThoughItHeartbeats) {
     Heartbeat("w0", "job-1", 1);
     Heartbeat("w1", "job-1", 1);
     Received("w0");  // w0 reads what it is sent
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
     ASSERT_EQ(State(), v1::RUNNING) << "after " << second << " s";
     clock_.Advance(absl::Seconds(1));
   }
   Heartbeat("w0", "job-1", 1);
   Heartbeat("w1", "job-1", 1);
-  controller_->CheckHeartbeats();
-  const v1::Job job = *jobs_->Get("job-1");
+  core_.controller->CheckHeartbeats();
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.state(), v1::FAILED);
   EXPECT_EQ(job.reason(),
             "attempt 1 failed: rank 1 (worker w1) was lost: it read none of the coordinator's "
             "messages for more than 30s (its daemon's session reader is stuck)");
-  EXPECT_EQ(workers_->Get("w1")->state(), v1::LOST);
+  EXPECT_EQ(core_.workers->Get("w1")->state(), v1::LOST);
   EXPECT_TRUE(outboxes_["w1"]->closed());
-  EXPECT_EQ(workers_->Get("w0")->state(), v1::DRAINING);  // told to stop, and it reads
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::DRAINING);  // told to stop, and it reads
 }
 
 // A daemon whose heartbeats count its reads is lost once a message written to it stays
@@ -343,7 +332,7 @@ TEST_F(JobControllerTest, AWorkerWhoseHeartbeatsLeaveAMessageUncountedIsLost) {
     Received("w1");  // its connection takes them; its reader never counts them
     Heartbeat("w0", "job-1", 1, read_by_w0);
     Heartbeat("w1", "job-1", 1, 0);
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
   };
   for (int second = 0; second <= 30; ++second) {
     heartbeats();
@@ -352,10 +341,10 @@ TEST_F(JobControllerTest, AWorkerWhoseHeartbeatsLeaveAMessageUncountedIsLost) {
   }
   heartbeats();
   EXPECT_EQ(State(), v1::FAILED);
-  EXPECT_EQ(jobs_->Get("job-1")->reason(),
+  EXPECT_EQ(core_.jobs->Get("job-1")->reason(),
             "attempt 1 failed: rank 1 (worker w1) was lost: it read none of the coordinator's "
             "messages for more than 30s (its daemon's session reader is stuck)");
-  EXPECT_EQ(workers_->Get("w0")->state(), v1::DRAINING);
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::DRAINING);
 }
 
 // A heartbeat without the count (a release before it) never loses a worker that way.
@@ -366,7 +355,7 @@ TEST_F(JobControllerTest, AHeartbeatWithoutAReadCountLosesNothing) {
     Received("w1");
     Heartbeat("w0", "job-1", 1);
     Heartbeat("w1", "job-1", 1);
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
     clock_.Advance(absl::Seconds(1));
   }
   EXPECT_EQ(State(), v1::RUNNING);
@@ -377,23 +366,23 @@ TEST_F(JobControllerTest, ASilentWorkerIsLostOnceTheHeartbeatTimeoutPasses) {
   Received("w0");
   clock_.Advance(absl::Seconds(9));
   Heartbeat("w0", "job-1", 1);
-  controller_->CheckHeartbeats();
+  core_.controller->CheckHeartbeats();
   EXPECT_EQ(State(), v1::RUNNING);  // w1 has been silent 9 s: not yet
   clock_.Advance(absl::Seconds(2));
   Heartbeat("w0", "job-1", 1);
-  controller_->CheckHeartbeats();
-  const v1::Job job = *jobs_->Get("job-1");
+  core_.controller->CheckHeartbeats();
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.state(), v1::FAILED);
   EXPECT_EQ(job.reason(),
             "attempt 1 failed: rank 1 (worker w1) was lost: no heartbeat for more than 10s");
-  EXPECT_EQ(workers_->Get("w1")->state(), v1::LOST);
+  EXPECT_EQ(core_.workers->Get("w1")->state(), v1::LOST);
   // The surviving rank is told to stop, and is idle again once it says so.
   std::vector<v1::CoordinatorMessage> sent = Received("w0");
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].abort().job_id(), "job-1");
-  EXPECT_EQ(workers_->Get("w0")->state(), v1::DRAINING);
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::DRAINING);
   Heartbeat("w0");
-  EXPECT_EQ(workers_->Get("w0")->state(), v1::IDLE);
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::IDLE);
 }
 
 TEST_F(JobControllerTest, AHeartbeatNamingAnAttemptThatEndedIsToldToAbort) {
@@ -403,7 +392,7 @@ TEST_F(JobControllerTest, AHeartbeatNamingAnAttemptThatEndedIsToldToAbort) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].abort().job_id(), "job-7");
   EXPECT_EQ(sent[0].abort().attempt(), 3);
-  EXPECT_EQ(workers_->Get("w0")->state(), v1::IDLE);
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::IDLE);
 }
 
 TEST_F(JobControllerTest, AStallPastTheAbortTimeFailsTheAttemptNamingTheRank) {
@@ -427,12 +416,12 @@ TEST_F(JobControllerTest, AStallPastTheAbortTimeFailsTheAttemptNamingTheRank) {
     return heartbeat;
   };
   for (int64_t second = 0; second <= 121; ++second) {
-    controller_->OnHeartbeat("w0", position(true, second * 1000));
-    controller_->OnHeartbeat("w1", position(false, 0));
-    controller_->CheckHeartbeats();
+    core_.controller->OnHeartbeat("w0", position(true, second * 1000));
+    core_.controller->OnHeartbeat("w1", position(false, 0));
+    core_.controller->CheckHeartbeats();
     if (second == 119) EXPECT_EQ(State(), v1::RUNNING) << "aborted before the stall timeout";
     if (second == 61) {
-      const v1::Job job = *jobs_->Get("job-1");
+      const v1::Job job = *core_.jobs->Get("job-1");
       EXPECT_EQ(job.state(), v1::RUNNING);
       EXPECT_NE(job.events().rbegin()->message().find(
                     "stall: rank 1 has not entered reduce-scatter of unit 1 at step 2"),
@@ -441,7 +430,7 @@ TEST_F(JobControllerTest, AStallPastTheAbortTimeFailsTheAttemptNamingTheRank) {
     }
     clock_.Advance(absl::Seconds(1));
   }
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.state(), v1::FAILED);
   EXPECT_NE(job.reason().find("longer than the stall timeout of 2m"), std::string::npos)
       << job.reason();
@@ -456,18 +445,18 @@ TEST_F(JobControllerTest, AfterARestartARankMissingPastTheGraceRequeuesTheJob) {
   EXPECT_EQ(State(), v1::RUNNING);
   const v1::RunningAttempt running = RankZeroOfFirstAttempt();
   AddWorker("w0", &running);
-  EXPECT_EQ(workers_->Get("w0")->state(), v1::BUSY);
-  EXPECT_EQ(controller_->SetCommHook("job-1", v1::CommHook()).status().code(),
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::BUSY);
+  EXPECT_EQ(core_.controller->SetCommHook("job-1", v1::CommHook()).status().code(),
             absl::StatusCode::kFailedPrecondition);
   for (int second = 1; second <= 31; ++second) {
     clock_.Advance(absl::Seconds(1));
     Heartbeat("w0", "job-1", 1);
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
     if (second == 29) {
       EXPECT_EQ(State(), v1::RUNNING);
     }
   }
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.restarts(), 0);  // not the job's fault
   EXPECT_NE(job.events().rbegin()->message().find(
                 "only 1 of 2 ranks re-attached within 30s after the coordinator restarted "
@@ -489,15 +478,15 @@ TEST_F(JobControllerTest, AWorkerLeavingBeforeTheAttemptRanRequeuesItWithoutARes
   refusal.set_message("the worker is shutting down (it was told to stop: SIGTERM or SIGINT)");
   refusal.set_worker_leaving(true);
   RefuseRankOneOfAScheduledAttempt(refusal);
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.restarts(), 0);
   EXPECT_TRUE(HasEvent(job,
                        "rank 1 (worker w1) left before the attempt ran: the worker is "
                        "shutting down"))
       << job.DebugString();
   EXPECT_EQ(job.state(), v1::PENDING);
-  EXPECT_NE(workers_->Get("w1")->state(), v1::IDLE);  // until its daemon goes
-  Heartbeat("w0");                                    // drained: idle again
+  EXPECT_NE(core_.workers->Get("w1")->state(), v1::IDLE);  // until its daemon goes
+  Heartbeat("w0");                                         // drained: idle again
   ExpectSecondAttemptOnW0AndW2();
 }
 
@@ -510,8 +499,8 @@ TEST_F(JobControllerTest, AWorkerStillRunningAnotherAttemptDrainsBeforeItIsSched
   refusal.set_message("worker is still running job-0 attempt 3");
   refusal.set_worker_busy(true);
   RefuseRankOneOfAScheduledAttempt(refusal);
-  EXPECT_EQ(workers_->Get("w1")->state(), v1::DRAINING);
-  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(core_.workers->Get("w1")->state(), v1::DRAINING);
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.restarts(), 0);
   EXPECT_TRUE(HasEvent(job,
                        "rank 1 (worker w1) refused the assignment: worker is still running "
@@ -521,11 +510,11 @@ TEST_F(JobControllerTest, AWorkerStillRunningAnotherAttemptDrainsBeforeItIsSched
   const std::vector<v1::CoordinatorMessage> sent = Received("w1");
   ASSERT_FALSE(sent.empty());
   EXPECT_EQ(sent.back().abort().job_id(), "job-0");
-  EXPECT_EQ(workers_->Get("w1")->state(), v1::DRAINING);
+  EXPECT_EQ(core_.workers->Get("w1")->state(), v1::DRAINING);
   Heartbeat("w0");  // drained: idle again
   ExpectSecondAttemptOnW0AndW2();
   Heartbeat("w1");  // its other attempt ended
-  EXPECT_EQ(workers_->Get("w1")->state(), v1::IDLE);
+  EXPECT_EQ(core_.workers->Get("w1")->state(), v1::IDLE);
 }
 
 // A rank that completed before the coordinator restarted is not waited for, though its
@@ -541,8 +530,8 @@ TEST_F(JobControllerTest, AfterARestartARankThatCompletedIsNotAwaited) {
   done.set_phase(v1::COMPLETED);
   done.set_message("trained 5 steps");
   done.set_led(true);
-  controller_->OnReport("w0", done);         // the leader first, with the job's result
-  ASSERT_TRUE(jobs_->FlushProgress().ok());  // as the coordinator does every second
+  core_.controller->OnReport("w0", done);         // the leader first, with the job's result
+  ASSERT_TRUE(core_.jobs->FlushProgress().ok());  // as the coordinator does every second
   StartCoordinator();
   EXPECT_EQ(State(), v1::RUNNING);
   AddWorker("w0");  // idle: the rank it ran completed
@@ -553,24 +542,24 @@ TEST_F(JobControllerTest, AfterARestartARankThatCompletedIsNotAwaited) {
   AddWorker("w1", &running);
   EXPECT_EQ(State(), v1::RUNNING);
   Report("w1", 1, v1::COMPLETED);
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.state(), v1::SUCCEEDED);
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.result(), "trained 5 steps");
 
   // Every rank completed; the job's end is lost with the coordinator (its state file
   // holds the completions, not the end).
-  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
-  ASSERT_EQ(jobs_->Get("job-2")->state(), v1::SCHEDULED);
+  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
+  ASSERT_EQ(core_.jobs->Get("job-2")->state(), v1::SCHEDULED);
   for (const auto& [worker, rank] : {std::pair<std::string, int>{"w0", 0}, {"w1", 1}}) {
     ASSERT_TRUE(
-        jobs_->RecordCompletion("job-2", 1, rank, rank == 0, rank == 0 ? "trained" : "").ok());
+        core_.jobs->RecordCompletion("job-2", 1, rank, rank == 0, rank == 0 ? "trained" : "").ok());
   }
-  ASSERT_TRUE(jobs_->MarkRunning("job-2", 1).ok());
-  ASSERT_TRUE(jobs_->FlushProgress().ok());
+  ASSERT_TRUE(core_.jobs->MarkRunning("job-2", 1).ok());
+  ASSERT_TRUE(core_.jobs->FlushProgress().ok());
   StartCoordinator();
-  EXPECT_EQ(jobs_->Get("job-2")->state(), v1::SUCCEEDED);
-  EXPECT_EQ(jobs_->Get("job-2")->result(), "trained");
+  EXPECT_EQ(core_.jobs->Get("job-2")->state(), v1::SUCCEEDED);
+  EXPECT_EQ(core_.jobs->Get("job-2")->result(), "trained");
 }
 
 // A worker that registers again while it runs a rank loses the rank either way; the
@@ -582,7 +571,7 @@ TEST_F(JobControllerTest, ARegistrationDuringAnAttemptSaysWhetherTheWorkerRestar
   running.set_attempt(1);
   running.set_rank(1);
   Register("w1", &running);
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_NE(job.reason().find("rank 1 (worker w1) was lost: the worker reconnected"),
             std::string::npos)
       << job.reason();
@@ -594,7 +583,7 @@ TEST_F(JobControllerTest, ARegistrationDuringAnAttemptSaysWhetherTheWorkerRestar
 TEST_F(JobControllerTest, ARegistrationWithoutTheAttemptIsARestart) {
   StartTwoRankJob();
   Register("w1");
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_NE(
       job.reason().find("rank 1 (worker w1) was lost: the worker restarted and registered again"),
       std::string::npos)
@@ -618,14 +607,14 @@ TEST_F(JobControllerTest, AHookSwitchCommitsWhenEveryRankAccepts) {
     ack.set_attempt(1);
     ack.set_version(proposal->version());
     ack.set_accepted(true);
-    controller_->OnHookAck(worker, ack);
+    core_.controller->OnHookAck(worker, ack);
   }
   for (const std::string worker : {"w0", "w1"}) {
     const std::vector<v1::CoordinatorMessage> decision = Received(worker);
     ASSERT_EQ(decision.size(), 1u) << worker;
     EXPECT_TRUE(decision[0].hook_decision().commit()) << worker;
   }
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   ASSERT_EQ(job.hook_switches_size(), 1);
   EXPECT_EQ(job.hook_switches(0).state(), v1::HookSwitch::APPLIED);
   EXPECT_EQ(job.hook_switches(0).request_time_ms(), absl::ToUnixMillis(clock_.Now()));
@@ -644,8 +633,8 @@ TEST_F(JobControllerTest, ASwitchRefusedForAStartedStepIsAbandonedAsProposedAgai
   refusal.set_version(proposal->version());
   refusal.set_accepted(false);
   refusal.set_started_step(14);
-  controller_->OnHookAck("w1", refusal);
-  const v1::Job job = *jobs_->Get("job-1");
+  core_.controller->OnHookAck("w1", refusal);
+  const v1::Job job = *core_.jobs->Get("job-1");
   ASSERT_EQ(job.hook_switches_size(), 2);
   EXPECT_EQ(job.hook_switches(0).state(), v1::HookSwitch::ABANDONED);
   EXPECT_TRUE(job.hook_switches(0).proposed_again());
@@ -671,9 +660,9 @@ TEST_F(JobControllerTest, AnAbortOwedToAWorkerWithoutASessionIsSentWhenItsSessio
   Register("w0", &running);  // re-attached; its session not yet open
   AddWorker("w2");           // w1 never comes back
   clock_.Advance(absl::Seconds(3));
-  controller_->CheckHeartbeats();
+  core_.controller->CheckHeartbeats();
   EXPECT_EQ(State(), v1::PENDING);
-  EXPECT_EQ(workers_->Get("w0")->state(), v1::DRAINING);
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::DRAINING);
 
   OpenSession("w0");
   const std::vector<v1::CoordinatorMessage> sent = Received("w0");
@@ -697,17 +686,17 @@ TEST_F(JobControllerTest, ARankThatCompletedAfterReattachingCountsAsBack) {
   RestartWhileRankOneReattachesAndCompletes();
   const v1::RunningAttempt rank_zero = RankZeroOfFirstAttempt();
   AddWorker("w0", &rank_zero);
-  EXPECT_TRUE(HasEvent(*jobs_->Get("job-1"),
+  EXPECT_TRUE(HasEvent(*core_.jobs->Get("job-1"),
                        "all 2 ranks of attempt 1 re-attached after the coordinator restarted"))
-      << jobs_->Get("job-1")->DebugString();
+      << core_.jobs->Get("job-1")->DebugString();
 
   for (int second = 1; second <= 31; ++second) {  // past the grace, rank 0 still training
     clock_.Advance(absl::Seconds(1));
     Heartbeat("w0", "job-1", 1);
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
   }
   EXPECT_EQ(State(), v1::RUNNING);
-  EXPECT_EQ(jobs_->Get("job-1")->attempt(), 1);
+  EXPECT_EQ(core_.jobs->Get("job-1")->attempt(), 1);
   Report("w0", 0, v1::COMPLETED);
   EXPECT_EQ(State(), v1::SUCCEEDED);
 }
@@ -717,10 +706,10 @@ TEST_F(JobControllerTest, ARankThatCompletedAfterReattachingCountsAsBack) {
 TEST_F(JobControllerTest, TheReattachReasonCountsOnlyTheRanksStillAwaited) {
   RestartWhileRankOneReattachesAndCompletes();
   clock_.Advance(absl::Seconds(30));
-  controller_->CheckHeartbeats();
+  core_.controller->CheckHeartbeats();
   EXPECT_EQ(State(), v1::PENDING);
-  EXPECT_TRUE(HasEvent(*jobs_->Get("job-1"), "only 0 of 1 ranks re-attached within 30s"))
-      << jobs_->Get("job-1")->DebugString();
+  EXPECT_TRUE(HasEvent(*core_.jobs->Get("job-1"), "only 0 of 1 ranks re-attached within 30s"))
+      << core_.jobs->Get("job-1")->DebugString();
 }
 
 // A session that notes the job's state as each abort is queued to it.
@@ -746,9 +735,9 @@ class AbortWitness final : public SessionOutbox {
 TEST_F(JobControllerTest, AFailedAttemptIsWrittenBeforeItsRanksAreStopped) {
   AddWorker("w0");
   Register("w1");
-  const auto witness = std::make_shared<AbortWitness>(jobs_.get());
-  ASSERT_TRUE(controller_->OpenSession("w1", witness).ok());
-  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  const auto witness = std::make_shared<AbortWitness>(core_.jobs.get());
+  ASSERT_TRUE(core_.controller->OpenSession("w1", witness).ok());
+  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
   Report("w0", 0, v1::JOINED);
   Report("w1", 1, v1::JOINED);
   ASSERT_EQ(State(), v1::RUNNING);
@@ -759,7 +748,7 @@ TEST_F(JobControllerTest, AFailedAttemptIsWrittenBeforeItsRanksAreStopped) {
   failed.set_phase(v1::ABORTED);
   failed.set_permanent(true);
   failed.set_message("token id 70000 is past the vocabulary");
-  controller_->OnReport("w0", failed);
+  core_.controller->OnReport("w0", failed);
   EXPECT_EQ(witness->states, std::vector<v1::JobState>{v1::FAILED});
 }
 
@@ -771,15 +760,15 @@ TEST_F(JobControllerTest, AFailedAttemptIsWrittenBeforeItsRanksAreStopped) {
 TEST_F(JobControllerTest, AWorkerLostBeforeItsRankJoinedRequeuesWithoutARestart) {
   AddWorker("w0");
   AddWorker("w1");
-  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
   ASSERT_EQ(State(), v1::SCHEDULED);
   Report("w0", 0, v1::JOINED);
   for (int second = 1; second <= 11; ++second) {
     clock_.Advance(absl::Seconds(1));
     Heartbeat("w0", "job-1", 1);
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
   }
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.state(), v1::PENDING);
   EXPECT_EQ(job.restarts(), 0);
   bool said = false;
@@ -788,7 +777,7 @@ TEST_F(JobControllerTest, AWorkerLostBeforeItsRankJoinedRequeuesWithoutARestart)
         event.message().find("rank 1 (worker w1) was lost before it joined") != std::string::npos;
   }
   EXPECT_TRUE(said) << job.DebugString();
-  EXPECT_NE(workers_->Get("w1")->quarantine_reason().find("was lost before it joined"),
+  EXPECT_NE(core_.workers->Get("w1")->quarantine_reason().find("was lost before it joined"),
             std::string::npos);
   // Rank 0's worker is asked to stop the attempt's rank it holds.
   bool aborted = false;
@@ -809,9 +798,9 @@ TEST_F(JobControllerTest, AWorkerBackWithAnEndedAttemptDrainsBeforeItIsScheduled
     clock_.Advance(absl::Seconds(1));
     Heartbeat("w1", "job-1", 1);
     Heartbeat("w2");
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
   }
-  ASSERT_EQ(workers_->Get("w0")->state(), v1::LOST);
+  ASSERT_EQ(core_.workers->Get("w0")->state(), v1::LOST);
   ASSERT_EQ(State(), v1::PENDING);  // attempt 1 failed; w1 drains, only w2 is idle
   const v1::RunningAttempt running = RankZeroOfFirstAttempt();
   AddWorker("w0", &running);
@@ -820,21 +809,19 @@ TEST_F(JobControllerTest, AWorkerBackWithAnEndedAttemptDrainsBeforeItIsScheduled
   ASSERT_TRUE(sent[0].has_abort()) << sent[0].DebugString();
   EXPECT_EQ(sent[0].abort().job_id(), "job-1");
   EXPECT_EQ(sent[0].abort().attempt(), 1);
-  EXPECT_EQ(workers_->Get("w0")->state(), v1::DRAINING);
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::DRAINING);
   EXPECT_EQ(State(), v1::PENDING);
   Heartbeat("w0");  // its attempt ended
   ExpectSecondAttemptOnW0AndW2();
 }
 
 TEST_F(JobControllerTest, ARegistryAtItsLimitRefusesNewWorkers) {
-  workers_ =
-      std::make_unique<WorkerRegistry>(WorkerRegistry::Options{.clock = &clock_, .max_workers = 1});
-  controller_ =
-      std::make_unique<JobController>(jobs_.get(), workers_.get(), rendezvous_.get(), options_);
+  registry_options_.max_workers = 1;
+  StartCoordinator();
   AddWorker("w0");
   v1::RegisterWorkerRequest request;
   request.set_name("w1");
-  EXPECT_EQ(controller_->RegisterWorker(request).status().code(),
+  EXPECT_EQ(core_.controller->RegisterWorker(request).status().code(),
             absl::StatusCode::kResourceExhausted);
 }
 
@@ -856,12 +843,13 @@ TEST_F(JobControllerTest, APermanentFailureReportedJustAfterAPeersConnectionErro
   v1::JobSpec spec = Spec(2);
   spec.mutable_restart_policy()->set_max_restarts(2);
   StartTwoRankJob(spec);
-  controller_->OnReport("w0", Failed(0, "a collective failed: connection closed by peer", false));
+  core_.controller->OnReport("w0",
+                             Failed(0, "a collective failed: connection closed by peer", false));
   EXPECT_EQ(State(), v1::RUNNING);  // held for the grace
   clock_.Advance(absl::Milliseconds(500));
-  controller_->CheckHeartbeats();
-  controller_->OnReport("w1", Failed(1, "token 123 (byte offset 246) is 300", true));
-  const v1::Job job = *jobs_->Get("job-1");
+  core_.controller->CheckHeartbeats();
+  core_.controller->OnReport("w1", Failed(1, "token 123 (byte offset 246) is 300", true));
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.state(), v1::FAILED);
   EXPECT_EQ(job.restarts(), 0);
   EXPECT_TRUE(absl::StrContains(job.reason(), "rank 1")) << job.reason();
@@ -883,12 +871,12 @@ TEST_F(JobControllerTest, TheInitCheckpointAnAttemptStartedFromIsEveryLaterAttem
   progress.set_phase(v1::PROGRESS);
   progress.mutable_progress()->set_step(1);
   progress.mutable_progress()->set_init_checkpoint_step(40);
-  controller_->OnReport("w1", progress);
+  core_.controller->OnReport("w1", progress);
   // Another said later changes nothing.
   progress.set_rank(0);
   progress.mutable_progress()->set_init_checkpoint_step(60);
-  controller_->OnReport("w0", progress);
-  const v1::Job pinned = *jobs_->Get("job-1");
+  core_.controller->OnReport("w0", progress);
+  const v1::Job pinned = *core_.jobs->Get("job-1");
   EXPECT_EQ(pinned.init_checkpoint_step(), 40);
   int events = 0;
   for (const v1::JobEvent& event : pinned.events()) {
@@ -896,12 +884,12 @@ TEST_F(JobControllerTest, TheInitCheckpointAnAttemptStartedFromIsEveryLaterAttem
   }
   EXPECT_EQ(events, 1);
 
-  controller_->OnReport("w0", Failed(0, "a collective failed: connection reset", false));
-  controller_->OnReport("w1", Failed(1, "a collective failed: connection reset", false));
+  core_.controller->OnReport("w0", Failed(0, "a collective failed: connection reset", false));
+  core_.controller->OnReport("w1", Failed(1, "a collective failed: connection reset", false));
   clock_.Advance(options_.failure_report_grace + absl::Milliseconds(1));
-  controller_->CheckHeartbeats();
-  controller_->Schedule();
-  ASSERT_EQ(jobs_->Get("job-1")->attempt(), 2);
+  core_.controller->CheckHeartbeats();
+  core_.controller->Schedule();
+  ASSERT_EQ(core_.jobs->Get("job-1")->attempt(), 2);
   bool assigned = false;
   for (const v1::CoordinatorMessage& message : Received("w0")) {
     if (!message.has_assignment()) continue;
@@ -918,14 +906,15 @@ TEST_F(JobControllerTest, ARetryableFailureAloneRequeuesTheJobAfterTheGrace) {
   v1::JobSpec spec = Spec(2);
   spec.mutable_restart_policy()->set_max_restarts(2);
   StartTwoRankJob(spec);
-  controller_->OnReport("w0", Failed(0, "a collective failed: connection closed by peer", false));
-  controller_->OnReport("w1", Failed(1, "a collective failed: connection reset", false));
+  core_.controller->OnReport("w0",
+                             Failed(0, "a collective failed: connection closed by peer", false));
+  core_.controller->OnReport("w1", Failed(1, "a collective failed: connection reset", false));
   clock_.Advance(options_.failure_report_grace - absl::Milliseconds(1));
-  controller_->CheckHeartbeats();
+  core_.controller->CheckHeartbeats();
   EXPECT_EQ(State(), v1::RUNNING);
   clock_.Advance(absl::Milliseconds(2));
-  controller_->CheckHeartbeats();
-  const v1::Job job = *jobs_->Get("job-1");
+  core_.controller->CheckHeartbeats();
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.restarts(), 1);
   bool requeued_for_rank_0 = false;
   for (const v1::JobEvent& event : job.events()) {
@@ -947,18 +936,18 @@ TEST_F(JobControllerTest, AStoppingWorkerIsNotCountedIdleAgainUntilItRegistersAn
   AddWorker("w2");
   v1::AttemptReport leaving = Failed(1, "aborted: the worker is shutting down", false);
   leaving.set_worker_leaving(true);
-  controller_->OnReport("w1", leaving);
-  controller_->OnReport("w1", Failed(1, "aborted: the worker is shutting down", false));
+  core_.controller->OnReport("w1", leaving);
+  core_.controller->OnReport("w1", Failed(1, "aborted: the worker is shutting down", false));
   Heartbeat("w1");
-  EXPECT_EQ(workers_->Get("w1")->state(), v1::DRAINING);
+  EXPECT_EQ(core_.workers->Get("w1")->state(), v1::DRAINING);
   Report("w0", 0, v1::ABORTED);
   Heartbeat("w0");
   clock_.Advance(options_.failure_report_grace + absl::Milliseconds(1));
-  controller_->CheckHeartbeats();
+  core_.controller->CheckHeartbeats();
   ExpectSecondAttemptOnW0AndW2();
-  EXPECT_EQ(workers_->Get("w1")->state(), v1::DRAINING);
+  EXPECT_EQ(core_.workers->Get("w1")->state(), v1::DRAINING);
   AddWorker("w1");  // its daemon started again
-  EXPECT_EQ(workers_->Get("w1")->state(), v1::IDLE);
+  EXPECT_EQ(core_.workers->Get("w1")->state(), v1::IDLE);
 }
 
 // During a rolling upgrade: a job whose submitter has folders of its own is refused
@@ -970,40 +959,40 @@ TEST_F(JobControllerTest, ASubmittersFoldersGoOnlyToWorkersThatEnforceThem) {
   AddWorker("w0");
   JobController::Submitter alice{"alice", {}};
   alice.paths.input = std::vector<std::string>{"/data/alice"};
-  auto refused = controller_->Submit(Spec(1), alice);
+  auto refused = core_.controller->Submit(Spec(1), alice);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.status().message().find("does not enforce the folders of alice's"),
             std::string::npos)
       << refused.status();
 
   AddWorker("w1", nullptr, {kFeatureSubmitterFolders});
-  auto job = controller_->Submit(Spec(1), alice);
+  auto job = core_.controller->Submit(Spec(1), alice);
   ASSERT_TRUE(job.ok()) << job.status();
-  const v1::Job placed = *jobs_->Get(job->id());
+  const v1::Job placed = *core_.jobs->Get(job->id());
   EXPECT_EQ(placed.state(), v1::SCHEDULED);
   ASSERT_EQ(placed.ranks_size(), 1);
   EXPECT_EQ(placed.ranks(0).worker_id(), "w1");
   // Without folders of its own, a submitter's job may run on either.
-  ASSERT_TRUE(controller_->Submit(Spec(1), {"bob"}).ok());
-  EXPECT_EQ(workers_->Get("w0")->state(), v1::BUSY);
+  ASSERT_TRUE(core_.controller->Submit(Spec(1), {"bob"}).ok());
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::BUSY);
 }
 
 // A client whose call's deadline passed while its job was checked finds no job created
 // (it was told the call failed); a retry with the same request id creates it once.
 TEST_F(JobControllerTest, ASubmissionTheClientAbandonedCreatesNoJob) {
   const auto abandoned = [] { return true; };
-  auto gone = controller_->Submit(Spec(1), {"alice"}, "request-1", abandoned);
+  auto gone = core_.controller->Submit(Spec(1), {"alice"}, "request-1", abandoned);
   EXPECT_EQ(gone.status().code(), absl::StatusCode::kCancelled);
-  auto listed = jobs_->List({}, "", 10);
+  auto listed = core_.jobs->List({}, "", 10);
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_TRUE(listed->jobs.empty());
-  auto retried = controller_->Submit(Spec(1), {"alice"}, "request-1", [] { return false; });
+  auto retried = core_.controller->Submit(Spec(1), {"alice"}, "request-1", [] { return false; });
   ASSERT_TRUE(retried.ok()) << retried.status();
   EXPECT_EQ(retried->id(), "job-1");
-  auto again = controller_->Submit(Spec(1), {"alice"}, "request-1", [] { return false; });
+  auto again = core_.controller->Submit(Spec(1), {"alice"}, "request-1", [] { return false; });
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->id(), "job-1");
-  listed = jobs_->List({}, "", 10);
+  listed = core_.jobs->List({}, "", 10);
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_EQ(listed->jobs.size(), 1u);
 }
@@ -1023,22 +1012,22 @@ TEST_F(JobControllerTest, ARankThatNeverReachesTheRendezvousIsBlamedAndItsWorker
   AddWorker("w0");
   AddWorker("w1");
   AddWorker("w2");
-  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
-  ASSERT_EQ(jobs_->Get("job-1")->ranks(1).worker_id(), "w1");
+  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
+  ASSERT_EQ(core_.jobs->Get("job-1")->ranks(1).worker_id(), "w1");
   // Rank 0 reaches the rendezvous; rank 1's worker took its assignment and went quiet.
-  ASSERT_TRUE(rendezvous_->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
+  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
   for (int second = 0; second < 29; ++second) {
     clock_.Advance(absl::Seconds(1));
     Heartbeat("w0", "job-1", 1);
     Heartbeat("w1", "job-1", 1);
     Heartbeat("w2");
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
   }
   EXPECT_EQ(State(), v1::SCHEDULED);
   clock_.Advance(absl::Seconds(1));
-  controller_->CheckHeartbeats();
+  core_.controller->CheckHeartbeats();
 
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.restarts(), 0);  // the worker's fault, not the job's
   bool blamed = false;
   for (const v1::JobEvent& event : job.events()) {
@@ -1047,7 +1036,7 @@ TEST_F(JobControllerTest, ARankThatNeverReachesTheRendezvousIsBlamedAndItsWorker
                   "(rendezvous.join_timeout_seconds); quarantined for 10m") != std::string::npos;
   }
   EXPECT_TRUE(blamed) << job.DebugString();
-  EXPECT_NE(workers_->Get("w1")->quarantine_reason().find("did not reach the rendezvous"),
+  EXPECT_NE(core_.workers->Get("w1")->quarantine_reason().find("did not reach the rendezvous"),
             std::string::npos);
   const absl::Time quarantine_end = clock_.Now() + absl::Minutes(10);
   // Both come back idle, w1 first: the second attempt still goes to w0 and w2.
@@ -1055,10 +1044,10 @@ TEST_F(JobControllerTest, ARankThatNeverReachesTheRendezvousIsBlamedAndItsWorker
   Heartbeat("w0");
   ExpectSecondAttemptOnW0AndW2();
   // A job that needs w1 waits for its quarantine to end, then runs without another event.
-  auto second = controller_->Submit(Spec(1));
+  auto second = core_.controller->Submit(Spec(1));
   ASSERT_TRUE(second.ok());
-  EXPECT_EQ(jobs_->Get(second->id())->state(), v1::PENDING);
-  const int events_while_pending = jobs_->Get(second->id())->events_size();
+  EXPECT_EQ(core_.jobs->Get(second->id())->state(), v1::PENDING);
+  const int events_while_pending = core_.jobs->Get(second->id())->events_size();
   for (int tick = 0; tick < 120; ++tick) {
     clock_.Advance(absl::Seconds(5));
     Heartbeat("w0", "job-1", 2);
@@ -1066,16 +1055,16 @@ TEST_F(JobControllerTest, ARankThatNeverReachesTheRendezvousIsBlamedAndItsWorker
     Heartbeat("w2", "job-1", 2);
     Report("w0", 0, v1::JOINED, 2);
     Report("w2", 1, v1::JOINED, 2);
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
     if (clock_.Now() < quarantine_end) {
-      const v1::Job waiting = *jobs_->Get(second->id());
+      const v1::Job waiting = *core_.jobs->Get(second->id());
       ASSERT_EQ(waiting.state(), v1::PENDING)
           << "placed " << quarantine_end - clock_.Now() << " before w1's quarantine ends";
       ASSERT_EQ(waiting.events_size(), events_while_pending) << waiting.DebugString();
     }
   }
-  EXPECT_EQ(jobs_->Get(second->id())->state(), v1::SCHEDULED);
-  EXPECT_EQ(jobs_->Get(second->id())->ranks(0).worker_id(), "w1");
+  EXPECT_EQ(core_.jobs->Get(second->id())->state(), v1::SCHEDULED);
+  EXPECT_EQ(core_.jobs->Get(second->id())->ranks(0).worker_id(), "w1");
 }
 
 TEST_F(JobControllerTest, RanksThatReachTheRendezvousButDoNotConnectAreReportedNotFailed) {
@@ -1083,13 +1072,13 @@ TEST_F(JobControllerTest, RanksThatReachTheRendezvousButDoNotConnectAreReportedN
   AddWorker("w1");
   v1::JobSpec spec = Spec(2);
   spec.mutable_rendezvous()->set_join_timeout_seconds(5);
-  ASSERT_TRUE(controller_->Submit(spec).ok());
-  ASSERT_TRUE(rendezvous_->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
-  ASSERT_TRUE(rendezvous_->Set(ScopeOf(Received("w1"), 1), "rank1", "addr").ok());
+  ASSERT_TRUE(core_.controller->Submit(spec).ok());
+  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
+  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(Received("w1"), 1), "rank1", "addr").ok());
   clock_.Advance(absl::Seconds(5));
-  controller_->CheckHeartbeats();
-  controller_->CheckHeartbeats();  // once per attempt
-  const v1::Job job = *jobs_->Get("job-1");
+  core_.controller->CheckHeartbeats();
+  core_.controller->CheckHeartbeats();  // once per attempt
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.state(), v1::SCHEDULED);  // the data plane's own timeout decides
   int reported = 0;
   for (const v1::JobEvent& event : job.events()) {
@@ -1099,7 +1088,7 @@ TEST_F(JobControllerTest, RanksThatReachTheRendezvousButDoNotConnectAreReportedN
                     "within 5 s") != std::string::npos;
   }
   EXPECT_EQ(reported, 1) << job.DebugString();
-  EXPECT_TRUE(workers_->Get("w1")->quarantine_reason().empty());
+  EXPECT_TRUE(core_.workers->Get("w1")->quarantine_reason().empty());
 }
 
 // Every rank reached the rendezvous, none connected: each worker is asked to probe its
@@ -1117,14 +1106,15 @@ class DataPlaneProbeTest : public JobControllerTest {
     v1::JobSpec spec = Spec(3);
     spec.set_global_batch_size(6);
     spec.mutable_rendezvous()->set_join_timeout_seconds(5);
-    EXPECT_TRUE(controller_->Submit(spec).ok());
+    EXPECT_TRUE(core_.controller->Submit(spec).ok());
     for (int r = 0; r < 3; ++r) {
       const std::string worker = absl::StrCat("w", r);
       EXPECT_TRUE(
-          rendezvous_->Set(ScopeOf(Received(worker), 1), absl::StrCat("rank", r), "addr").ok());
+          core_.rendezvous->Set(ScopeOf(Received(worker), 1), absl::StrCat("rank", r), "addr")
+              .ok());
     }
     clock_.Advance(absl::Seconds(5));
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
     std::map<std::string, v1::DataPlaneProbe> probes;
     for (int r = 0; r < 3; ++r) {
       const std::string worker = absl::StrCat("w", r);
@@ -1151,10 +1141,10 @@ class DataPlaneProbeTest : public JobControllerTest {
       outcome->set_rank(r);
       outcome->set_error("timed out after 2s");
     }
-    controller_->OnProbeResult(worker.empty() ? absl::StrCat("w", rank) : worker, result);
+    core_.controller->OnProbeResult(worker.empty() ? absl::StrCat("w", rank) : worker, result);
   }
   std::string Events() {
-    const v1::Job job = *jobs_->Get("job-1");
+    const v1::Job job = *core_.jobs->Get("job-1");
     std::string events;
     for (const v1::JobEvent& event : job.events()) absl::StrAppend(&events, event.message(), "\n");
     return events;
@@ -1179,7 +1169,7 @@ TEST_F(DataPlaneProbeTest, TheRankNoPeerReachesIsBlamedAndItsWorkerQuarantined) 
   Answer(1, {0}, {2});
   EXPECT_EQ(State(), v1::SCHEDULED) << "judged before every rank answered";
   Answer(2, {0, 1}, {});
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.restarts(), 0);
   EXPECT_NE(Events().find("rank 2 (worker w2) could not be reached over the data plane by any "
                           "other rank (rank 2 at 10.0.0.2:7002 tried by rank 0 (timed out after "
@@ -1187,12 +1177,12 @@ TEST_F(DataPlaneProbeTest, TheRankNoPeerReachesIsBlamedAndItsWorkerQuarantined) 
                           "data-plane ports"),
             std::string::npos)
       << Events();
-  EXPECT_NE(workers_->Get("w2")->quarantine_reason().find(
+  EXPECT_NE(core_.workers->Get("w2")->quarantine_reason().find(
                 "rank 2 of job-1 attempt 1 could not be reached over the data plane"),
             std::string::npos)
-      << workers_->Get("w2")->quarantine_reason();
-  EXPECT_TRUE(workers_->Get("w0")->quarantine_reason().empty());
-  EXPECT_TRUE(workers_->Get("w1")->quarantine_reason().empty());
+      << core_.workers->Get("w2")->quarantine_reason();
+  EXPECT_TRUE(core_.workers->Get("w0")->quarantine_reason().empty());
+  EXPECT_TRUE(core_.workers->Get("w1")->quarantine_reason().empty());
 }
 
 // Probes that find everyone reachable blame no one: the data plane's own timeout decides,
@@ -1208,7 +1198,7 @@ TEST_F(DataPlaneProbeTest, WithEveryoneReachedNobodyIsBlamed) {
       << Events();
   EXPECT_EQ(State(), v1::SCHEDULED);
   for (const char* worker : {"w0", "w1", "w2"}) {
-    EXPECT_TRUE(workers_->Get(worker)->quarantine_reason().empty()) << worker;
+    EXPECT_TRUE(core_.workers->Get(worker)->quarantine_reason().empty()) << worker;
   }
 }
 
@@ -1219,17 +1209,17 @@ TEST_F(DataPlaneProbeTest, AProbeIsJudgedAtItsDeadlineWithTheAnswersThatCame) {
   Answer(0, {1}, {2});
   clock_.Advance(absl::Seconds(4));
   for (int w = 0; w < 3; ++w) Heartbeat(absl::StrCat("w", w), "job-1", 1);
-  controller_->CheckHeartbeats();
+  core_.controller->CheckHeartbeats();
   EXPECT_EQ(Events().find("the data-plane probes of"), std::string::npos) << "judged early";
   clock_.Advance(absl::Seconds(1));
   for (int w = 0; w < 3; ++w) Heartbeat(absl::StrCat("w", w), "job-1", 1);
-  controller_->CheckHeartbeats();
+  core_.controller->CheckHeartbeats();
   EXPECT_NE(Events().find("the data-plane probes of 1 of 3 ranks found no rank"), std::string::npos)
       << Events();
   EXPECT_EQ(State(), v1::SCHEDULED);
-  EXPECT_TRUE(workers_->Get("w2")->quarantine_reason().empty());
+  EXPECT_TRUE(core_.workers->Get("w2")->quarantine_reason().empty());
   Answer(1, {0}, {2});  // late: the probe was judged
-  EXPECT_TRUE(workers_->Get("w2")->quarantine_reason().empty());
+  EXPECT_TRUE(core_.workers->Get("w2")->quarantine_reason().empty());
 }
 
 // When no rank came, the job or the network is the likelier cause than every worker: the
@@ -1237,19 +1227,19 @@ TEST_F(DataPlaneProbeTest, AProbeIsJudgedAtItsDeadlineWithTheAnswersThatCame) {
 TEST_F(JobControllerTest, WhenNoRankReachesTheRendezvousTheAttemptFailsAndNobodyIsQuarantined) {
   AddWorker("w0");
   AddWorker("w1");
-  ASSERT_TRUE(controller_->Submit(Spec(2)).ok());
+  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
   for (int second = 0; second < 30; ++second) {
     clock_.Advance(absl::Seconds(1));
     Heartbeat("w0", "job-1", 1);
     Heartbeat("w1", "job-1", 1);
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
   }
   EXPECT_EQ(State(), v1::FAILED);
-  EXPECT_NE(jobs_->Get("job-1")->reason().find("no rank reached the rendezvous within 30 s"),
+  EXPECT_NE(core_.jobs->Get("job-1")->reason().find("no rank reached the rendezvous within 30 s"),
             std::string::npos)
-      << jobs_->Get("job-1")->reason();
-  EXPECT_TRUE(workers_->Get("w0")->quarantine_reason().empty());
-  EXPECT_TRUE(workers_->Get("w1")->quarantine_reason().empty());
+      << core_.jobs->Get("job-1")->reason();
+  EXPECT_TRUE(core_.workers->Get("w0")->quarantine_reason().empty());
+  EXPECT_TRUE(core_.workers->Get("w1")->quarantine_reason().empty());
 }
 
 // ---- fault-tolerant jobs: a HYBRID job of two shard groups, {0, 1} and {2, 3} ----
@@ -1261,7 +1251,7 @@ class FaultTolerantJobTest : public JobControllerTest {
     options_.metrics = &metrics_;
     StartCoordinator();
   }
-  void TearDown() override { controller_.reset(); }  // before the metrics it records into
+  void TearDown() override { core_.controller.reset(); }  // before the metrics it records into
   double MembershipChanges(const std::string& cause) {
     return metrics_.membership_changes_total.With({cause}).value();
   }
@@ -1278,7 +1268,7 @@ class FaultTolerantJobTest : public JobControllerTest {
     spec.mutable_fault_tolerance()->set_min_replicas(1);
     spec.mutable_fault_tolerance()->set_max_replicas(max_replicas);
     for (int w = 0; w < world; ++w) AddWorker(absl::StrCat("w", w));
-    ASSERT_TRUE(controller_->Submit(spec).ok());
+    ASSERT_TRUE(core_.controller->Submit(spec).ok());
     for (int r = 0; r < world; ++r) Report(absl::StrCat("w", r), r, v1::JOINED);
     ASSERT_EQ(State(), v1::RUNNING);
     for (int w = 0; w < world; ++w) Received(absl::StrCat("w", w));
@@ -1309,11 +1299,11 @@ class FaultTolerantJobTest : public JobControllerTest {
   MetricsRegistry registry_;
   CoordinatorMetrics metrics_{&registry_};
   std::vector<int32_t> Live() {
-    const v1::Membership m = jobs_->Get("job-1")->membership();
+    const v1::Membership m = core_.jobs->Get("job-1")->membership();
     return {m.live_ranks().begin(), m.live_ranks().end()};
   }
   std::string Events() {
-    const v1::Job job = *jobs_->Get("job-1");
+    const v1::Job job = *core_.jobs->Get("job-1");
     std::string events;
     for (const v1::JobEvent& event : job.events()) {
       absl::StrAppend(&events, event.message(), "\n");
@@ -1327,14 +1317,14 @@ class FaultTolerantJobTest : public JobControllerTest {
 TEST_F(FaultTolerantJobTest, ALostRankTakesItsGroupOutAndItsMateIsStopped) {
   StartHybridJob();
   v1::AttemptReport lost = Said(3, v1::ABORTED, "a collective failed");
-  controller_->OnReport("w3", lost);
+  core_.controller->OnReport("w3", lost);
   EXPECT_EQ(State(), v1::RUNNING);
-  EXPECT_EQ(jobs_->Get("job-1")->attempt(), 1);
+  EXPECT_EQ(core_.jobs->Get("job-1")->attempt(), 1);
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
   EXPECT_TRUE(GotMembershipChange("w0"));
   EXPECT_TRUE(GotMembershipChange("w1"));
   EXPECT_TRUE(GotAbort("w2"));
-  EXPECT_EQ(workers_->Get("w2")->state(), v1::DRAINING);
+  EXPECT_EQ(core_.workers->Get("w2")->state(), v1::DRAINING);
   EXPECT_EQ(MembershipChanges("lost"), 1);
   EXPECT_EQ(MembershipChanges("left"), 0);
 }
@@ -1346,16 +1336,16 @@ TEST_F(FaultTolerantJobTest, ALeavingRanksGroupFinishesItsStepAndLeavesByItself)
   StartHybridJob();
   v1::AttemptReport leaving =
       Said(3, v1::LEAVING, "its worker is shutting down; it leaves with its group after step 7");
-  controller_->OnReport("w3", leaving);
+  core_.controller->OnReport("w3", leaving);
   EXPECT_EQ(State(), v1::RUNNING);
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
   EXPECT_TRUE(GotMembershipChange("w0"));
   EXPECT_TRUE(GotMembershipChange("w1"));
   EXPECT_FALSE(GotAbort("w2"));
   EXPECT_FALSE(GotAbort("w3"));
-  EXPECT_EQ(workers_->Get("w2")->state(), v1::BUSY);
+  EXPECT_EQ(core_.workers->Get("w2")->state(), v1::BUSY);
   EXPECT_EQ(MembershipChanges("left"), 1);
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_NE(job.events(job.events_size() - 1)
                 .message()
                 .find("rank 3 (worker w3) is leaving: its worker is shutting down"),
@@ -1366,24 +1356,24 @@ TEST_F(FaultTolerantJobTest, ALeavingRanksGroupFinishesItsStepAndLeavesByItself)
   left.set_phase(v1::ABORTED);
   left.set_message("rank 3 left the attempt with its group");
   left.set_worker_leaving(true);
-  controller_->OnReport("w3", left);
+  core_.controller->OnReport("w3", left);
   left.set_rank(2);
   left.set_worker_leaving(false);
-  controller_->OnReport("w2", left);
+  core_.controller->OnReport("w2", left);
   EXPECT_EQ(State(), v1::RUNNING);
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
-  EXPECT_EQ(workers_->Get("w2")->state(), v1::IDLE);
-  EXPECT_EQ(workers_->Get("w3")->state(), v1::BUSY);  // until its daemon goes
+  EXPECT_EQ(core_.workers->Get("w2")->state(), v1::IDLE);
+  EXPECT_EQ(core_.workers->Get("w3")->state(), v1::BUSY);  // until its daemon goes
 }
 
 // Leaving below min_replicas: the attempt fails as it would without fault tolerance.
 TEST_F(FaultTolerantJobTest, LeavingBelowMinReplicasFailsTheAttempt) {
   StartHybridJob();
   v1::AttemptReport leaving = Said(0, v1::LEAVING, "its worker is shutting down");
-  controller_->OnReport("w0", leaving);
+  core_.controller->OnReport("w0", leaving);
   ASSERT_EQ(Live(), (std::vector<int32_t>{2, 3}));
   leaving.set_rank(2);
-  controller_->OnReport("w2", leaving);
+  core_.controller->OnReport("w2", leaving);
   EXPECT_EQ(State(), v1::FAILED);
 }
 
@@ -1411,7 +1401,7 @@ v1::RendezvousScope ScopeOf(int rank) {
 // which re-admits them by the tokens they hold.
 TEST_F(FaultTolerantJobTest, AMembershipWrittenButNotSentReachesTheRanksAfterARestart) {
   StartHybridJob();
-  controller_->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
+  core_.controller->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
   ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1}));
   StartCoordinator();  // the change's messages died with the coordinator
   // The left group's rank 2 comes back first: it is not counted for a live rank.
@@ -1424,16 +1414,16 @@ TEST_F(FaultTolerantJobTest, AMembershipWrittenButNotSentReachesTheRanksAfterARe
   }
   EXPECT_TRUE(GotMembershipChange("w0"));
   EXPECT_TRUE(GotMembershipChange("w1"));
-  ASSERT_TRUE(rendezvous_->Set(ScopeOf(0), "epoch1/rank0", "address").ok());
-  EXPECT_EQ(*rendezvous_->Get(ScopeOf(1), "epoch1/rank0"), "address");
-  EXPECT_EQ(rendezvous_->Get(ScopeOf(3), "epoch1/rank0").status().code(),
+  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(0), "epoch1/rank0", "address").ok());
+  EXPECT_EQ(*core_.rendezvous->Get(ScopeOf(1), "epoch1/rank0"), "address");
+  EXPECT_EQ(core_.rendezvous->Get(ScopeOf(3), "epoch1/rank0").status().code(),
             absl::StatusCode::kPermissionDenied);
   // Every live rank is back: nothing more is awaited past the grace.
   clock_.Advance(absl::Seconds(31));
   for (const char* worker : {"w0", "w1"}) Heartbeat(worker, "job-1", 1);
-  controller_->CheckHeartbeats();
+  core_.controller->CheckHeartbeats();
   EXPECT_EQ(State(), v1::RUNNING);
-  EXPECT_EQ(jobs_->Get("job-1")->attempt(), 1);
+  EXPECT_EQ(core_.jobs->Get("job-1")->attempt(), 1);
 }
 
 // ---- hook switches in a fault-tolerant job: NO_SHARD over 3 ranks (hybrid strategies
@@ -1448,7 +1438,7 @@ class FaultTolerantHookTest : public FaultTolerantJobTest {
     spec.mutable_fault_tolerance()->set_min_replicas(1);
     spec.mutable_fault_tolerance()->set_heal(heal);
     for (int w = 0; w < 3; ++w) AddWorker(absl::StrCat("w", w));
-    auto submitted = controller_->Submit(spec);
+    auto submitted = core_.controller->Submit(spec);
     ASSERT_TRUE(submitted.ok()) << submitted.status();
     for (int r = 0; r < 3; ++r) Report(absl::StrCat("w", r), r, v1::JOINED);
     ASSERT_EQ(State(), v1::RUNNING);
@@ -1462,9 +1452,9 @@ class FaultTolerantHookTest : public FaultTolerantJobTest {
     ack.set_attempt(1);
     ack.set_version(version_);
     ack.set_accepted(true);
-    controller_->OnHookAck(worker, ack);
+    core_.controller->OnHookAck(worker, ack);
   }
-  v1::HookSwitch::State SwitchState() { return jobs_->Get("job-1")->hook_switches(0).state(); }
+  v1::HookSwitch::State SwitchState() { return core_.jobs->Get("job-1")->hook_switches(0).state(); }
   int32_t version_ = 0;
 };
 
@@ -1475,7 +1465,7 @@ TEST_F(FaultTolerantHookTest, ASwitchTheLiveRanksAcceptedCommitsWhenTheOthersLea
   Accept("w0");
   Accept("w1");
   EXPECT_EQ(SwitchState(), v1::HookSwitch::PROPOSED);
-  controller_->OnReport("w2", Said(2, v1::ABORTED, "a collective failed"));
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "a collective failed"));
   ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(SwitchState(), v1::HookSwitch::APPLIED);
   bool committed = false;
@@ -1493,7 +1483,7 @@ TEST_F(FaultTolerantHookTest, AReplacementIsAskedAboutTheSwitchBeingAgreed) {
   Accept("w0");
   Accept("w2");  // its rank is lost next: this answer does not count for its replacement
   Received("w2");
-  controller_->OnReport("w2", Said(2, v1::ABORTED, "a collective failed"));
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "a collective failed"));
   ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1, 2}));  // healed on w2, idle again
   const std::vector<v1::CoordinatorMessage> sent = Received("w2");
   ASSERT_GE(sent.size(), 2u);
@@ -1509,12 +1499,12 @@ TEST_F(FaultTolerantHookTest, AReplacementIsAskedAboutTheSwitchBeingAgreed) {
 // loss, before the live ranks re-attach: it had already left, so the attempt goes on.
 TEST_F(FaultTolerantJobTest, ALeftRanksAbortAfterARestartChangesNothing) {
   StartHybridJob();
-  controller_->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
+  core_.controller->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
   ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1}));
   StartCoordinator();
   const v1::RunningAttempt left = RunningRank(2);
   AddWorker("w2", &left);
-  controller_->OnReport("w2", Said(2, v1::ABORTED, "rank left the attempt with its group"));
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "rank left the attempt with its group"));
   EXPECT_EQ(State(), v1::RUNNING);
   for (int rank : {1, 0}) {
     const v1::RunningAttempt running = RunningRank(rank);
@@ -1522,9 +1512,9 @@ TEST_F(FaultTolerantJobTest, ALeftRanksAbortAfterARestartChangesNothing) {
   }
   clock_.Advance(absl::Seconds(31));
   for (const char* worker : {"w0", "w1"}) Heartbeat(worker, "job-1", 1);
-  controller_->CheckHeartbeats();
+  core_.controller->CheckHeartbeats();
   EXPECT_EQ(State(), v1::RUNNING);
-  EXPECT_EQ(jobs_->Get("job-1")->attempt(), 1);
+  EXPECT_EQ(core_.jobs->Get("job-1")->attempt(), 1);
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
 }
 
@@ -1540,9 +1530,9 @@ TEST_F(FaultTolerantJobTest, AfterARestartARankThatNeverComesBackLeavesWithItsGr
   for (int second = 1; second <= 31; ++second) {
     clock_.Advance(absl::Seconds(1));
     for (const char* worker : {"w0", "w1", "w2"}) Heartbeat(worker, "job-1", 1);
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
   }
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.state(), v1::RUNNING);
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.restarts(), 0);
@@ -1566,20 +1556,20 @@ TEST_F(FaultTolerantJobTest, AfterARestartARankBackWithoutItsAttemptLeavesWithIt
   }
   AddWorker("w3");  // its daemon restarted: it runs nothing
   EXPECT_EQ(State(), v1::RUNNING);
-  EXPECT_NE(jobs_->Get("job-1")->events().rbegin()->message().find(
+  EXPECT_NE(core_.jobs->Get("job-1")->events().rbegin()->message().find(
                 "worker w3 registered again without the attempt"),
             std::string::npos);
   for (int second = 1; second <= 11; ++second) {
     clock_.Advance(absl::Seconds(1));
     for (const char* worker : {"w0", "w1", "w2"}) Heartbeat(worker, "job-1", 1);
     Heartbeat("w3");
-    controller_->CheckHeartbeats();
+    core_.controller->CheckHeartbeats();
     if (second == 9) {  // not yet: the peer timeout is 10 s
       EXPECT_FALSE(absl::StrContains(Events(), "ranks 2, 3 left")) << Events();
       EXPECT_FALSE(GotAbort("w2")) << "left before the peer timeout";
     }
   }
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.state(), v1::RUNNING);
   EXPECT_EQ(job.attempt(), 1);
   EXPECT_EQ(job.restarts(), 0);
@@ -1598,12 +1588,12 @@ TEST_F(FaultTolerantJobTest, AJoinerWaitsForTheLiveRanksTwoOfTheirLongestSteps) 
     v1::AttemptReport progress = Said(0, v1::PROGRESS, "");
     progress.mutable_progress()->set_step(seconds > 50 ? 10 : 11);
     progress.mutable_progress()->set_step_seconds(seconds);
-    controller_->OnReport("w0", progress);
+    core_.controller->OnReport("w0", progress);
   }
-  controller_->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
+  core_.controller->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
   AddWorker("w9");
-  controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
-  ASSERT_EQ(jobs_->Get("job-1")->membership().epoch(), 2);
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  ASSERT_EQ(core_.jobs->Get("job-1")->membership().epoch(), 2);
   const std::vector<v1::CoordinatorMessage> sent = Received("w9");
   ASSERT_FALSE(sent.empty());
   ASSERT_TRUE(sent.back().assignment().has_join());
@@ -1617,14 +1607,14 @@ TEST_F(FaultTolerantJobTest, AJoinerWaitsForTheLiveRanksTwoOfTheirLongestSteps) 
 // live ranks told it; the job's ranks name the new workers.
 TEST_F(FaultTolerantJobTest, AGroupThatLeftIsReplacedOnIdleWorkers) {
   StartHybridJob();
-  controller_->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
+  core_.controller->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
   ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1}));
   Received("w0");
   Received("w1");
   AddWorker("w9");  // a spare: one idle worker is not enough for a group of two
-  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 1);
-  controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
-  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(core_.jobs->Get("job-1")->membership().epoch(), 1);
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.membership().epoch(), 2);
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3}));
   EXPECT_EQ(job.ranks(2).worker_id(), "w2");
@@ -1633,7 +1623,7 @@ TEST_F(FaultTolerantJobTest, AGroupThatLeftIsReplacedOnIdleWorkers) {
     const std::vector<v1::CoordinatorMessage> sent = Received(joiner);
     ASSERT_FALSE(sent.empty()) << joiner;
     EXPECT_EQ(sent.back().assignment().join().epoch(), 2) << joiner;
-    EXPECT_EQ(workers_->Get(joiner)->state(), v1::BUSY);
+    EXPECT_EQ(core_.workers->Get(joiner)->state(), v1::BUSY);
   }
   EXPECT_TRUE(GotMembershipChange("w0", 2));
   EXPECT_EQ(MembershipChanges("healed"), 1);
@@ -1659,18 +1649,18 @@ TEST_F(FaultTolerantJobTest, AGroupThatLeftIsReplacedOnIdleWorkers) {
 // their data-plane version, never to an idle worker of another release beside it.
 TEST_F(FaultTolerantJobTest, AReplacementIsOfTheLiveRanksDataPlaneVersion) {
   StartHybridJob();
-  controller_->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
+  core_.controller->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
   data_plane_versions_["w8"] = 2;  // a worker already upgraded to another data plane
   AddWorker("w8");
-  EXPECT_EQ(workers_->Get("w8")->data_plane_version(), 2);
-  controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
-  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 1);  // w2 and w8 may not pair
+  EXPECT_EQ(core_.workers->Get("w8")->data_plane_version(), 2);
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  EXPECT_EQ(core_.jobs->Get("job-1")->membership().epoch(), 1);  // w2 and w8 may not pair
   AddWorker("w9");
-  const v1::Job job = *jobs_->Get("job-1");
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.membership().epoch(), 2);
   EXPECT_EQ(job.ranks(2).worker_id(), "w2");
   EXPECT_EQ(job.ranks(3).worker_id(), "w9");
-  EXPECT_EQ(workers_->Get("w8")->state(), v1::IDLE);
+  EXPECT_EQ(core_.workers->Get("w8")->state(), v1::IDLE);
 }
 
 // During a rolling upgrade the idle workers may all be of the new release: a degraded job
@@ -1678,8 +1668,8 @@ TEST_F(FaultTolerantJobTest, AReplacementIsOfTheLiveRanksDataPlaneVersion) {
 // worker of its own version is idle.
 TEST_F(FaultTolerantJobTest, ADegradedJobThatOnlyOtherVersionsCouldHealSaysSoOnce) {
   StartHybridJob();
-  controller_->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
-  controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  core_.controller->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
   const std::string said =
       "the job is not healed: its live ranks run data-plane version 0, and the idle workers "
       "that would take a group (2 of version 2) are of another";
@@ -1687,9 +1677,9 @@ TEST_F(FaultTolerantJobTest, ADegradedJobThatOnlyOtherVersionsCouldHealSaysSoOnc
     data_plane_versions_[upgraded] = 2;
     AddWorker(upgraded);
   }
-  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 1);
-  controller_->Schedule();  // another heal pass
-  const v1::Job job = *jobs_->Get("job-1");
+  EXPECT_EQ(core_.jobs->Get("job-1")->membership().epoch(), 1);
+  core_.controller->Schedule();  // another heal pass
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(std::count_if(job.events().begin(), job.events().end(),
                           [&](const v1::JobEvent& event) {
                             return absl::StrContains(event.message(), said);
@@ -1698,8 +1688,8 @@ TEST_F(FaultTolerantJobTest, ADegradedJobThatOnlyOtherVersionsCouldHealSaysSoOnc
       << Events();
 
   AddWorker("w9");  // of version 0: with w2, a group
-  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 2) << Events();
-  EXPECT_EQ(jobs_->Get("job-1")->ranks(3).worker_id(), "w9");
+  EXPECT_EQ(core_.jobs->Get("job-1")->membership().epoch(), 2) << Events();
+  EXPECT_EQ(core_.jobs->Get("job-1")->ranks(3).worker_id(), "w9");
 }
 
 // A flapping worker (it leaves, is healed back in, leaves again) is held off the attempt
@@ -1708,8 +1698,8 @@ TEST_F(FaultTolerantJobTest, ADegradedJobThatOnlyOtherVersionsCouldHealSaysSoOnc
 TEST_F(FaultTolerantJobTest, AWorkerThatLeavesAgainIsHeldOffTheAttempt) {
   StartHybridJob();
   for (int leave = 1; leave <= 2; ++leave) {
-    controller_->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
-    controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+    core_.controller->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
+    core_.controller->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
     if (leave == 1) {  // healed back in at once: w2 and w3 are idle again
       ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3})) << Events();
       Report("w2", 2, v1::JOINED);
@@ -1725,34 +1715,34 @@ TEST_F(FaultTolerantJobTest, AWorkerThatLeavesAgainIsHeldOffTheAttempt) {
                                                          "again for ",
                                                          shown)))
         << Events();
-    const int32_t epoch = jobs_->Get("job-1")->membership().epoch();
+    const int32_t epoch = core_.jobs->Get("job-1")->membership().epoch();
     clock_.Advance(absl::Seconds(held_off_seconds - 1));
-    controller_->Schedule();
-    EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), epoch);
+    core_.controller->Schedule();
+    EXPECT_EQ(core_.jobs->Get("job-1")->membership().epoch(), epoch);
     clock_.Advance(absl::Seconds(2));
-    controller_->Schedule();
+    core_.controller->Schedule();
     EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3})) << Events();
-    EXPECT_EQ(jobs_->Get("job-1")->ranks(3).worker_id(), "w3");
+    EXPECT_EQ(core_.jobs->Get("job-1")->ranks(3).worker_id(), "w3");
   };
   expect_held_off(2, 60, "1m");
 
   // A third leave holds it off twice as long.
   Report("w2", 2, v1::JOINED);
   Report("w3", 3, v1::JOINED);
-  controller_->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
-  controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  core_.controller->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
   expect_held_off(3, 120, "2m");
 }
 
 // A degraded job whose live ranks are finishing takes no replacement: none would join.
 TEST_F(FaultTolerantJobTest, NoReplacementOnceALiveRankCompleted) {
   StartHybridJob();
-  controller_->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
+  core_.controller->OnReport("w3", Said(3, v1::ABORTED, "a collective failed"));
   Report("w1", 1, v1::COMPLETED);
   AddWorker("w9");
-  controller_->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
-  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 1);
-  EXPECT_EQ(workers_->Get("w9")->state(), v1::IDLE);
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  EXPECT_EQ(core_.jobs->Get("job-1")->membership().epoch(), 1);
+  EXPECT_EQ(core_.workers->Get("w9")->state(), v1::IDLE);
 }
 
 // The rank leading at the end lost after the others completed as followers (they wrote
@@ -1762,9 +1752,9 @@ TEST_F(FaultTolerantJobTest, ALeaderLostAfterTheOthersCompletedFailsTheAttempt) 
   StartHybridJob();
   for (int rank : {1, 2, 3}) Report(absl::StrCat("w", rank), rank, v1::COMPLETED);
   EXPECT_EQ(State(), v1::RUNNING);
-  controller_->OnReport("w0",
-                        Said(0, v1::ABORTED, "writing the final model: No space left on device"));
-  const v1::Job job = *jobs_->Get("job-1");
+  core_.controller->OnReport(
+      "w0", Said(0, v1::ABORTED, "writing the final model: No space left on device"));
+  const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.state(), v1::FAILED);
   EXPECT_NE(job.reason().find("led at the end was lost before it wrote the job's outputs"),
             std::string::npos)
@@ -1777,29 +1767,29 @@ TEST_F(FaultTolerantJobTest, ALeaderLostAfterTheOthersCompletedFailsTheAttempt) 
 // is not the job's result.
 TEST_F(FaultTolerantJobTest, ARanksProgressSpeaksForTheJobUntilItsReplacementTrains) {
   StartHybridJob();
-  controller_->CloseSession("w0", outboxes_.at("w0"));  // w0 dies: {0, 1} leave
+  core_.controller->CloseSession("w0", outboxes_.at("w0"));  // w0 dies: {0, 1} leave
   ASSERT_EQ(Live(), (std::vector<int32_t>{2, 3}));
   AddWorker("w9");
-  controller_->OnReport("w1", Said(1, v1::ABORTED, "aborted: rank left the attempt"));
+  core_.controller->OnReport("w1", Said(1, v1::ABORTED, "aborted: rank left the attempt"));
   ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3}));  // a replacement for ranks 0, 1
   v1::AttemptReport progress = Said(2, v1::PROGRESS, "");
   progress.mutable_progress()->set_step(41);
-  controller_->OnReport("w2", progress);
-  EXPECT_EQ(jobs_->Get("job-1")->progress().step(), 41);
+  core_.controller->OnReport("w2", progress);
+  EXPECT_EQ(core_.jobs->Get("job-1")->progress().step(), 41);
   // The joiner trains: it speaks from then on.
   v1::AttemptReport joined = Said(0, v1::PROGRESS, "");
   joined.mutable_progress()->set_step(42);
-  controller_->OnReport(jobs_->Get("job-1")->ranks(0).worker_id(), joined);
+  core_.controller->OnReport(core_.jobs->Get("job-1")->ranks(0).worker_id(), joined);
   progress.mutable_progress()->set_step(40);
-  controller_->OnReport("w2", progress);
-  EXPECT_EQ(jobs_->Get("job-1")->progress().step(), 42);
+  core_.controller->OnReport("w2", progress);
+  EXPECT_EQ(core_.jobs->Get("job-1")->progress().step(), 42);
 }
 
 // A job scaled down stays down: its next attempt places every rank (world_size), and the
 // groups above the target are asked to leave as soon as it runs.
 TEST_F(FaultTolerantJobTest, AJobScaledDownIsScaledDownAgainInItsNextAttempt) {
   StartHybridJob(4, 0, /*max_restarts=*/1);
-  ASSERT_TRUE(controller_->Scale("job-1", 1).ok());
+  ASSERT_TRUE(core_.controller->Scale("job-1", 1).ok());
   const auto asked_to_leave = [&](const std::string& worker, int attempt) {
     for (const auto& message : Received(worker)) {
       if (message.has_leave() && message.leave().attempt() == attempt) return true;
@@ -1808,12 +1798,12 @@ TEST_F(FaultTolerantJobTest, AJobScaledDownIsScaledDownAgainInItsNextAttempt) {
   };
   EXPECT_TRUE(asked_to_leave("w3", 1));
   // Attempt 1 fails before the group left: {0, 1} lost, then rank 2, below min_replicas.
-  controller_->OnReport("w0", Said(0, v1::ABORTED, "a collective failed"));
-  controller_->OnReport("w2", Said(2, v1::ABORTED, "a collective failed"));
+  core_.controller->OnReport("w0", Said(0, v1::ABORTED, "a collective failed"));
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "a collective failed"));
   ASSERT_EQ(State(), v1::PENDING);
   for (int w = 4; w < 8; ++w) AddWorker(absl::StrCat("w", w));
   ASSERT_EQ(State(), v1::SCHEDULED);
-  const v1::Job second = *jobs_->Get("job-1");
+  const v1::Job second = *core_.jobs->Get("job-1");
   ASSERT_EQ(second.attempt(), 2);
   ASSERT_EQ(second.target_replicas(), 1);
   for (int r = 0; r < 4; ++r) Received(second.ranks(r).worker_id());
@@ -1828,7 +1818,7 @@ TEST_F(FaultTolerantJobTest, AJobScaledDownIsScaledDownAgainInItsNextAttempt) {
 // left: each re-attaching rank above the target is asked again.
 TEST_F(FaultTolerantJobTest, AReattachedRankAboveTheTargetIsAskedToLeaveAgain) {
   StartHybridJob();
-  ASSERT_TRUE(controller_->Scale("job-1", 1).ok());
+  ASSERT_TRUE(core_.controller->Scale("job-1", 1).ok());
   StartCoordinator();
   for (int rank = 0; rank < 4; ++rank) {
     const v1::RunningAttempt running = RunningRank(rank);
@@ -1846,13 +1836,14 @@ TEST_F(FaultTolerantJobTest, AReattachedRankAboveTheTargetIsAskedToLeaveAgain) {
 // without fault tolerance, refused naming the field and the value.
 TEST_F(FaultTolerantJobTest, ScalingAsksTheHighestGroupToLeaveAndHealsBackUp) {
   StartHybridJob();
-  EXPECT_EQ(controller_->Scale("job-1", 3).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(controller_->Scale("job-1", 0).status().message())
+  EXPECT_EQ(core_.controller->Scale("job-1", 3).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(core_.controller->Scale("job-1", 0).status().message())
                 .find("replicas must be 1 (fault_tolerance.min_replicas) to 2 (the groups of "
                       "world_size 4; fault_tolerance.max_replicas lets a job grow past them), "
                       "got 0"),
             std::string::npos);
-  auto scaled = controller_->Scale("job-1", 1);
+  auto scaled = core_.controller->Scale("job-1", 1);
   ASSERT_TRUE(scaled.ok()) << scaled.status();
   EXPECT_EQ(scaled->target_replicas(), 1);
   for (const char* worker : {"w2", "w3"}) {
@@ -1861,16 +1852,16 @@ TEST_F(FaultTolerantJobTest, ScalingAsksTheHighestGroupToLeaveAndHealsBackUp) {
     EXPECT_EQ(sent.back().leave().job_id(), "job-1") << worker;
   }
   EXPECT_TRUE(Received("w0").empty());
-  controller_->OnReport("w3", Said(3, v1::LEAVING, "the job is scaled to 1 replica groups"));
+  core_.controller->OnReport("w3", Said(3, v1::LEAVING, "the job is scaled to 1 replica groups"));
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
   // Its ranks end by themselves, their workers idle: no replacement below the target.
-  controller_->OnReport("w2", Said(2, v1::ABORTED, "rank 2 left the attempt with its group"));
-  controller_->OnReport("w3", Said(3, v1::ABORTED, "rank 3 left the attempt with its group"));
-  EXPECT_EQ(workers_->Get("w3")->state(), v1::IDLE);
-  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 1);
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "rank 2 left the attempt with its group"));
+  core_.controller->OnReport("w3", Said(3, v1::ABORTED, "rank 3 left the attempt with its group"));
+  EXPECT_EQ(core_.workers->Get("w3")->state(), v1::IDLE);
+  EXPECT_EQ(core_.jobs->Get("job-1")->membership().epoch(), 1);
   // Up again: the idle workers take the group back.
-  ASSERT_TRUE(controller_->Scale("job-1", 2).ok());
-  EXPECT_EQ(jobs_->Get("job-1")->membership().epoch(), 2);
+  ASSERT_TRUE(core_.controller->Scale("job-1", 2).ok());
+  EXPECT_EQ(core_.jobs->Get("job-1")->membership().epoch(), 2);
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3}));
 }
 
@@ -1881,15 +1872,15 @@ TEST_F(FaultTolerantJobTest, AJobGrowsPastItsWorldSizeUpToMaxReplicas) {
   StartHybridJob(/*world=*/2, /*max_replicas=*/3);
   // Spare workers: the job stays at its initial size until scaled.
   for (int w = 2; w < 6; ++w) AddWorker(absl::StrCat("w", w));
-  EXPECT_EQ(workers_->Get("w2")->state(), v1::IDLE);
-  const absl::Status above = controller_->Scale("job-1", 4).status();
+  EXPECT_EQ(core_.workers->Get("w2")->state(), v1::IDLE);
+  const absl::Status above = core_.controller->Scale("job-1", 4).status();
   EXPECT_NE(std::string(above.message())
                 .find("replicas must be 1 (fault_tolerance.min_replicas) to 3 "
                       "(fault_tolerance.max_replicas), got 4"),
             std::string::npos)
       << above;
-  ASSERT_TRUE(controller_->Scale("job-1", 3).ok());
-  const v1::Job grown = *jobs_->Get("job-1");
+  ASSERT_TRUE(core_.controller->Scale("job-1", 3).ok());
+  const v1::Job grown = *core_.jobs->Get("job-1");
   EXPECT_EQ(grown.membership().epoch(), 1);
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
   ASSERT_EQ(grown.ranks_size(), 6);
@@ -1912,11 +1903,11 @@ TEST_F(FaultTolerantJobTest, AJobGrowsPastItsWorldSizeUpToMaxReplicas) {
 
 TEST_F(JobControllerTest, OnlyARunningFaultTolerantJobScales) {
   StartTwoRankJob();
-  const absl::Status refused = controller_->Scale("job-1", 1).status();
+  const absl::Status refused = core_.controller->Scale("job-1", 1).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(std::string(refused.message()).find("has no fault_tolerance"), std::string::npos)
       << refused;
-  EXPECT_EQ(controller_->Scale("job-9", 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(core_.controller->Scale("job-9", 1).status().code(), absl::StatusCode::kNotFound);
 
   // A fault-tolerant job waiting for workers (job-1 holds both) is not scaled either.
   v1::JobSpec waiting = Spec(4);
@@ -1924,17 +1915,17 @@ TEST_F(JobControllerTest, OnlyARunningFaultTolerantJobScales) {
   waiting.mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::HYBRID_SHARD);
   waiting.mutable_fsdp()->set_shard_group_size(2);
   waiting.mutable_fault_tolerance()->set_min_replicas(1);
-  auto pending = controller_->Submit(waiting);
+  auto pending = core_.controller->Submit(waiting);
   ASSERT_TRUE(pending.ok()) << pending.status();
-  ASSERT_EQ(jobs_->Get(pending->id())->state(), v1::PENDING);
-  const absl::Status not_running = controller_->Scale(pending->id(), 1).status();
+  ASSERT_EQ(core_.jobs->Get(pending->id())->state(), v1::PENDING);
+  const absl::Status not_running = core_.controller->Scale(pending->id(), 1).status();
   EXPECT_EQ(not_running.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(std::string(not_running.message()).find("is PENDING"), std::string::npos)
       << not_running;
   EXPECT_EQ(std::string(not_running.message()).find("has no fault_tolerance"), std::string::npos)
       << not_running;
   // Replicas its spec does not allow are wrong in any state: said as such.
-  const absl::Status too_many = controller_->Scale(pending->id(), 5).status();
+  const absl::Status too_many = core_.controller->Scale(pending->id(), 5).status();
   EXPECT_EQ(too_many.code(), absl::StatusCode::kInvalidArgument) << too_many;
   EXPECT_NE(std::string(too_many.message())
                 .find("replicas must be 1 (fault_tolerance.min_replicas)"
@@ -1942,7 +1933,7 @@ TEST_F(JobControllerTest, OnlyARunningFaultTolerantJobScales) {
             std::string::npos)
       << too_many;
   // No replicas is wrong for any job: said as such.
-  const absl::Status none = controller_->Scale("job-1", 0).status();
+  const absl::Status none = core_.controller->Scale("job-1", 0).status();
   EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument) << none;
   EXPECT_NE(std::string(none.message()).find("replicas must be at least 1, got 0"),
             std::string::npos)

@@ -21,7 +21,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "proto/worker_service.grpc.pb.h"
-#include "server/state_store.h"
+#include "server/testing/coordinator_core.h"
 
 namespace shardwise {
 namespace {
@@ -49,19 +49,14 @@ class SessionStreamTest : public ::testing::Test {
   void SetUp() override {
     const std::string path = testing::ScratchPath("session.db");
     unlink(path.c_str());
-    auto store = StateStore::Open(path);
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    auto jobs = JobManager::Create(store_.get(), {.clock = &clock_});
-    ASSERT_TRUE(jobs.ok()) << jobs.status();
-    jobs_ = std::move(*jobs);
     JobController::Options options;
     options.check_paths = false;
-    options.clock = &clock_;
     options.heartbeat_interval = absl::Seconds(1);
     options.heartbeat_timeout = absl::Seconds(10);
-    controller_ = std::make_unique<JobController>(jobs_.get(), &workers_, &rendezvous_, options);
-    service_ = std::make_unique<SessionOnly>(controller_.get(), &executor_, &silent_);
+    auto core = testing::OpenCoordinatorCore(path, {.clock = &clock_, .controller = options});
+    ASSERT_TRUE(core.ok()) << core.status();
+    core_ = std::move(*core);
+    service_ = std::make_unique<SessionOnly>(core_.controller.get(), &executor_, &silent_);
     server_ = testing::StartLocalServer(service_.get(), &port_);
     ASSERT_NE(server_, nullptr);
   }
@@ -71,11 +66,7 @@ class SessionStreamTest : public ::testing::Test {
   }
 
   SimulatedClock clock_;
-  std::unique_ptr<StateStore> store_;
-  std::unique_ptr<JobManager> jobs_;
-  WorkerRegistry workers_{{.clock = &clock_}};
-  RendezvousStore rendezvous_;
-  std::unique_ptr<JobController> controller_;
+  testing::CoordinatorCore core_;
   SerialExecutor executor_;
   SilentSessions silent_{absl::Seconds(30), &clock_};
   std::unique_ptr<SessionOnly> service_;
@@ -87,7 +78,7 @@ TEST_F(SessionStreamTest, AWorkerThatReadsNothingIsLostAndItsStreamEnds) {
   v1::RegisterWorkerRequest registration;
   registration.set_name("w0");
   registration.set_device(v1::CPU);
-  ASSERT_TRUE(controller_->RegisterWorker(registration).ok());
+  ASSERT_TRUE(core_.controller->RegisterWorker(registration).ok());
   // A daemon whose reader is stuck: it says hello and never reads, with a window that
   // does not grow. The deadline turns a stream that never ends into a failure.
   auto stub = v1::WorkerService::NewStub(testing::FixedWindowChannel(port_));
@@ -97,20 +88,20 @@ TEST_F(SessionStreamTest, AWorkerThatReadsNothingIsLostAndItsStreamEnds) {
   v1::WorkerMessage hello;
   hello.mutable_hello()->set_worker_id("w0");
   ASSERT_TRUE(stream->Write(hello));
-  ASSERT_TRUE(testing::WaitFor([&] { return workers_.Get("w0")->state() == v1::IDLE; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return core_.workers->Get("w0")->state() == v1::IDLE; }));
 
   // A message larger than HTTP/2's window: its write waits for a reader.
   v1::CoordinatorMessage large;
   large.mutable_abort()->set_reason(std::string(size_t{4} << 20, 'x'));
-  ASSERT_TRUE(workers_.Send("w0", large));
+  ASSERT_TRUE(core_.workers->Send("w0", large));
   // Time passes; the worker heartbeats on, and its write waits.
   EXPECT_TRUE(testing::WaitFor([&] {
     clock_.Advance(absl::Seconds(1));
-    controller_->OnHeartbeat("w0", v1::Heartbeat());
-    controller_->CheckHeartbeats();
-    return workers_.Get("w0")->state() == v1::LOST;
+    core_.controller->OnHeartbeat("w0", v1::Heartbeat());
+    core_.controller->CheckHeartbeats();
+    return core_.workers->Get("w0")->state() == v1::LOST;
   }));
-  EXPECT_EQ(workers_.Get("w0")->lost_reason(),
+  EXPECT_EQ(core_.workers->Get("w0")->lost_reason(),
             "it read none of the coordinator's messages for more than 30s (its daemon's "
             "session reader is stuck)");
 
@@ -131,7 +122,7 @@ TEST_F(SessionStreamTest, AStreamThatSendsNoHelloIsEndedWhenItIsOverdue) {
   v1::RegisterWorkerRequest registration;
   registration.set_name("w0");
   registration.set_device(v1::CPU);
-  ASSERT_TRUE(controller_->RegisterWorker(registration).ok());
+  ASSERT_TRUE(core_.controller->RegisterWorker(registration).ok());
   auto stub = v1::WorkerService::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
   grpc::ClientContext silent_context;
@@ -144,7 +135,7 @@ TEST_F(SessionStreamTest, AStreamThatSendsNoHelloIsEndedWhenItIsOverdue) {
   hello.mutable_hello()->set_worker_id("w0");
   ASSERT_TRUE(greeting->Write(hello));
   ASSERT_TRUE(testing::WaitFor([&] { return silent_.waiting() == 2; }));
-  ASSERT_TRUE(testing::WaitFor([&] { return workers_.Get("w0")->state() == v1::IDLE; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return core_.workers->Get("w0")->state() == v1::IDLE; }));
 
   clock_.Advance(absl::Seconds(29));
   EXPECT_EQ(silent_.EndOverdue(), 0);
@@ -158,7 +149,7 @@ TEST_F(SessionStreamTest, AStreamThatSendsNoHelloIsEndedWhenItIsOverdue) {
   EXPECT_EQ(status.error_message(),
             "no hello within 30s of the session's start: a worker's first session message is "
             "its hello");
-  EXPECT_EQ(workers_.Get("w0")->state(), v1::IDLE);  // the greeting's session runs on
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::IDLE);  // the greeting's session runs on
   greeting->WritesDone();
   while (greeting->Read(&message)) {
   }

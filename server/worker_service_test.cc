@@ -19,7 +19,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
-#include "server/state_store.h"
+#include "server/testing/coordinator_core.h"
 
 namespace shardwise {
 namespace {
@@ -37,19 +37,12 @@ grpc::Status Register(v1::WorkerService::Stub& stub, const std::string& name) {
 TEST(WorkerService, ARegistrationPastTheQueuesBoundIsRefusedAtOnce) {
   const std::string path = testing::ScratchPath("registrations.db");
   unlink(path.c_str());
-  auto store = StateStore::Open(path);
-  ASSERT_TRUE(store.ok()) << store.status();
-  auto jobs = JobManager::Create(store->get(), {});
-  ASSERT_TRUE(jobs.ok()) << jobs.status();
-  WorkerRegistry workers(WorkerRegistry::Options{});
-  RendezvousStore rendezvous;
-  JobController::Options options;
-  options.check_paths = false;
-  JobController controller(jobs->get(), &workers, &rendezvous, options);
+  auto core = testing::OpenCoordinatorCore(path, {});
+  ASSERT_TRUE(core.ok()) << core.status();
   SerialExecutor executor;
   WorkerServiceOptions service_options;
   service_options.max_queued_registrations = 1;
-  WorkerServiceImpl service(&controller, &executor, nullptr, service_options);
+  WorkerServiceImpl service(core->controller.get(), &executor, nullptr, service_options);
   int port = 0;
   std::unique_ptr<grpc::Server> server = testing::StartLocalServer(&service, &port);
   ASSERT_NE(server, nullptr);
@@ -79,7 +72,7 @@ TEST(WorkerService, ARegistrationPastTheQueuesBoundIsRefusedAtOnce) {
   const grpc::Status retried = Register(*stub, "w1");  // room again
   EXPECT_TRUE(retried.ok()) << retried.error_message();
   // Registered (LOST until its session opens, which this test does not).
-  EXPECT_TRUE(workers.Get("w1").ok()) << workers.Get("w1").status();
+  EXPECT_TRUE(core->workers->Get("w1").ok()) << core->workers->Get("w1").status();
   server->Shutdown();
   executor.Shutdown();
 }

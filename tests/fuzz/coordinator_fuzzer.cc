@@ -20,11 +20,8 @@
 #include "proto/worker_service.pb.h"
 #include "server/job_calls.h"
 #include "server/job_controller.h"
-#include "server/job_manager.h"
 #include "server/rendezvous_service.h"
-#include "server/rendezvous_store.h"
-#include "server/state_store.h"
-#include "server/worker_registry.h"
+#include "server/testing/coordinator_core.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {
@@ -72,11 +69,7 @@ void IfParses(const uint8_t* payload, size_t size, Call call) {
 
 // Everything a coordinator is made of, over a fresh state file.
 struct Coordinator {
-  std::unique_ptr<StateStore> store;
-  std::unique_ptr<JobManager> jobs;
-  WorkerRegistry workers;
-  RendezvousStore rendezvous;
-  std::unique_ptr<JobController> controller;
+  testing::CoordinatorCore core;
   std::unique_ptr<JobCalls> job_calls;
   std::unique_ptr<RendezvousServiceImpl> rendezvous_service;
 };
@@ -85,18 +78,12 @@ std::unique_ptr<Coordinator> StartCoordinator() {
   const std::string state_file = fuzz::ScratchDir() + "/coordinator-state.db";
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(state_file + suffix);
   auto c = std::make_unique<Coordinator>();
-  auto store = StateStore::Open(state_file);
-  if (!store.ok()) __builtin_trap();
-  c->store = std::move(*store);
-  auto jobs = JobManager::Create(c->store.get(), {});
-  if (!jobs.ok()) __builtin_trap();
-  c->jobs = std::move(*jobs);
-  JobController::Options options;
-  options.check_paths = false;
-  c->controller =
-      std::make_unique<JobController>(c->jobs.get(), &c->workers, &c->rendezvous, options);
-  c->job_calls = std::make_unique<JobCalls>(c->controller.get(), c->jobs.get(), &c->workers);
-  c->rendezvous_service = std::make_unique<RendezvousServiceImpl>(&c->rendezvous);
+  auto core = testing::OpenCoordinatorCore(state_file, {});
+  if (!core.ok()) __builtin_trap();
+  c->core = std::move(*core);
+  c->job_calls = std::make_unique<JobCalls>(c->core.controller.get(), c->core.jobs.get(),
+                                            c->core.workers.get());
+  c->rendezvous_service = std::make_unique<RendezvousServiceImpl>(c->core.rendezvous.get());
   return c;
 }
 
@@ -207,15 +194,15 @@ bool DeliverRendezvousCall(RendezvousServiceImpl& rendezvous, uint8_t kind,
 
 void Deliver(Coordinator& c, uint8_t kind, const std::string& worker, const std::string& token,
              const uint8_t* payload, size_t size) {
-  if (DeliverWorkerMessage(*c.controller, kind, worker, payload, size) ||
+  if (DeliverWorkerMessage(*c.core.controller, kind, worker, payload, size) ||
       DeliverJobCall(*c.job_calls, kind, payload, size) ||
       DeliverRendezvousCall(*c.rendezvous_service, kind, token, payload, size)) {
     return;
   }
   if (kind == kCheckHeartbeats) {
-    c.controller->CheckHeartbeats();
+    c.core.controller->CheckHeartbeats();
   } else {
-    c.controller->Schedule();
+    c.core.controller->Schedule();
   }
 }
 
@@ -229,13 +216,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     v1::RegisterWorkerRequest request;
     request.set_name(w == 0 ? "w0" : "w1");
     request.set_device(v1::CPU);
-    auto registered = c->controller->RegisterWorker(request);
+    auto registered = c->core.controller->RegisterWorker(request);
     if (!registered.ok()) __builtin_trap();
     ids[w] = registered->worker_id();
     sessions[w] = std::make_shared<QueuedOutbox>();
-    if (!c->controller->OpenSession(ids[w], sessions[w]).ok()) __builtin_trap();
+    if (!c->core.controller->OpenSession(ids[w], sessions[w]).ok()) __builtin_trap();
   }
-  if (!c->controller->Submit(TwoRankJob()).ok()) __builtin_trap();
+  if (!c->core.controller->Submit(TwoRankJob()).ok()) __builtin_trap();
   std::string tokens[2];
   for (int w = 0; w < 2; ++w) {
     while (auto message = sessions[w]->Pop()) {
@@ -254,9 +241,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Deliver(*c, kind, ids[w], tokens[w], data + at, take);
     at += take;
   }
-  c->controller->CheckHeartbeats();
+  c->core.controller->CheckHeartbeats();
   // Still answering, and consistent about the job it scheduled first.
-  if (!c->jobs->Get("job-1").ok()) __builtin_trap();
-  for (int w = 0; w < 2; ++w) c->controller->CloseSession(ids[w], sessions[w]);
+  if (!c->core.jobs->Get("job-1").ok()) __builtin_trap();
+  for (int w = 0; w < 2; ++w) c->core.controller->CloseSession(ids[w], sessions[w]);
   return 0;
 }
