@@ -871,6 +871,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"an unknown rope scaling",
                 [](v1::JobSpec* s) { Llama(s)->mutable_rope_scaling()->set_rope_type("yarn"); },
                 "job.model.llama.rope_scaling.rope_type: 'yarn' is not taken"},
+        BadCase{"a rope scaling that names no type",
+                [](v1::JobSpec* s) { Llama(s)->mutable_rope_scaling()->set_factor(8); },
+                "job.model.llama.rope_scaling.rope_type: none given (\"llama3\", or "
+                "\"default\" for no scaling;"},
         BadCase{"llama3 scaling without its factors",
                 [](v1::JobSpec* s) {
                   Llama(s)->mutable_rope_scaling()->set_rope_type("llama3");

@@ -199,6 +199,11 @@ absl::Status CheckLlamaSizes(const v1::LlamaConfig& llama) {
 absl::Status CheckRopeScaling(const v1::LlamaConfig& llama) {
   if (!llama.has_rope_scaling()) return absl::OkStatus();
   const v1::RopeScaling& scaling = llama.rope_scaling();
+  if (scaling.rope_type().empty() && scaling.type().empty()) {
+    return Invalid("model.llama.rope_scaling.rope_type",
+                   "none given (\"llama3\", or \"default\" for no scaling; without a type the "
+                   "block would be dropped, and transformers cannot build the model from it)");
+  }
   if (scaling.rope_type() != "llama3") {
     return Invalid(
         "model.llama.rope_scaling.rope_type",

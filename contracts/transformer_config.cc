@@ -44,11 +44,14 @@ v1::LlamaConfig WithLlamaDefaults(const v1::LlamaConfig& llama) {
   if (c.attention() == v1::GptConfig::ATTENTION_UNSPECIFIED) {
     c.set_attention(v1::GptConfig::MATERIALIZED);
   }
-  v1::RopeScaling* scaling = c.mutable_rope_scaling();
-  if (scaling->rope_type().empty()) scaling->set_rope_type(scaling->type());
-  scaling->clear_type();
-  // HF writes "default" for no scaling.
-  if (scaling->rope_type().empty() || scaling->rope_type() == "default") c.clear_rope_scaling();
+  if (c.has_rope_scaling()) {
+    v1::RopeScaling* scaling = c.mutable_rope_scaling();
+    if (scaling->rope_type().empty()) scaling->set_rope_type(scaling->type());
+    scaling->clear_type();
+    // HF writes "default" for no scaling. A block that names no type stays, for the check
+    // to refuse: transformers cannot build a model from it either (no rotary function).
+    if (scaling->rope_type() == "default") c.clear_rope_scaling();
+  }
   return c;
 }
 
