@@ -168,4 +168,10 @@ absl::Status CheckFlagsTaken(const std::string& command, const std::vector<std::
   return absl::OkStatus();
 }
 
+absl::Status CheckFlagAtLeast(absl::string_view name, int64_t value, int64_t minimum) {
+  if (value >= minimum) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, " must be >= ", minimum, ", got ", value));
+}
+
 }  // namespace shardwise

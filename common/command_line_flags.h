@@ -7,6 +7,7 @@
 // flag is a usage error (exit 2) that names it, and no script reads it as a failed job.
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +60,11 @@ std::optional<size_t> FirstPositional(const std::vector<std::string>& args);
 absl::Status CheckFlagsTaken(const std::string& command, const std::vector<std::string>& given,
                              const std::vector<std::string>& taken,
                              const std::vector<std::string>& everywhere);
+
+// OK when `value`, a number flag's, is at least `minimum`; else INVALID_ARGUMENT
+// "--NAME must be >= MINIMUM, got VALUE" (`name` without its dashes). A daemon checks its
+// counts, bounds and periods so: raised in silence, a 0 would serve otherwise than asked.
+absl::Status CheckFlagAtLeast(absl::string_view name, int64_t value, int64_t minimum);
 
 }  // namespace shardwise
 

@@ -83,5 +83,14 @@ TEST(CommandLineFlags, MistakesAreNamed) {
   EXPECT_NE(bad.find("two"), std::string::npos) << bad;
 }
 
+TEST(CommandLineFlags, ANumberBelowItsFloorIsRefusedNamingTheFlag) {
+  EXPECT_TRUE(CheckFlagAtLeast("max_workers", 1, 1).ok());
+  const absl::Status low = CheckFlagAtLeast("max_sync_threads", 2, 4);
+  EXPECT_EQ(low.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(low.message(), "--max_sync_threads must be >= 4, got 2");
+  EXPECT_EQ(CheckFlagAtLeast("quarantine_ms", -1, 0).message(),
+            "--quarantine_ms must be >= 0, got -1");
+}
+
 }  // namespace
 }  // namespace shardwise

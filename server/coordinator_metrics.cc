@@ -27,8 +27,8 @@ CoordinatorMetrics::CoordinatorMetrics(MetricsRegistry* registry)
       membership_changes_total(registry->AddCounter(
           "shardwise_coordinator_membership_changes_total",
           "Membership epochs of fault-tolerant attempts: replica groups that left after a "
-          "loss (lost) or a drained worker's leave (left), or a replacement that joined "
-          "(healed).",
+          "loss (lost), a drained worker's leave (left) or a scale-down (scaled_down); groups "
+          "that joined in place of ranks that had left (healed) or as new ranks (grown).",
           {"cause"})) {}
 
 }  // namespace shardwise

@@ -265,7 +265,7 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
   }
   if (live != live_.end()) live->second.joining.insert(group.begin(), group.end());
   if (options_.metrics != nullptr) {
-    options_.metrics->membership_changes_total.With({"healed"}).Increment();
+    options_.metrics->membership_changes_total.With({replacing ? "healed" : "grown"}).Increment();
   }
   stalls_.Forget(job.id());
   stalls_.Track(job.id(), job.attempt(), LiveRanksOf(*recorded));

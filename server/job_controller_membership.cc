@@ -112,13 +112,17 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
   v1::CoordinatorMessage stop = AbortMessage(
       job.id(), job.attempt(), absl::StrCat("rank left the attempt with its group: ", reason));
   const v1::CoordinatorMessage change = MembershipChangeMessage(*recorded);
-  if (options_.metrics != nullptr) {
-    options_.metrics->membership_changes_total.With({graceful ? "left" : "lost"}).Increment();
-  }
   // A group leaving because the job was scaled below it is no worker's trouble.
   const bool scaled_down =
       graceful && job.target_replicas() > 0 &&
       static_cast<int32_t>(before.size()) / ReplicaGroupSize(job.spec()) > job.target_replicas();
+  if (options_.metrics != nullptr) {
+    options_.metrics->membership_changes_total
+        .With({scaled_down ? "scaled_down"
+               : graceful  ? "left"
+                           : "lost"})
+        .Increment();
+  }
   if (!lost_worker.empty() && !scaled_down) CountWorkerLeaveLocked(*recorded, lost_worker);
   for (const v1::RankAssignment& rank : job.ranks()) {
     const bool staying = std::find(after.begin(), after.end(), rank.rank()) != after.end();

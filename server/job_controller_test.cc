@@ -1854,6 +1854,9 @@ TEST_F(FaultTolerantJobTest, ScalingAsksTheHighestGroupToLeaveAndHealsBackUp) {
   EXPECT_TRUE(Received("w0").empty());
   core_.controller->OnReport("w3", Said(3, v1::LEAVING, "the job is scaled to 1 replica groups"));
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(MembershipChanges("scaled_down"), 1);  // planned: neither a loss nor a drain
+  EXPECT_EQ(MembershipChanges("left"), 0);
+  EXPECT_EQ(MembershipChanges("lost"), 0);
   // Its ranks end by themselves, their workers idle: no replacement below the target.
   core_.controller->OnReport("w2", Said(2, v1::ABORTED, "rank 2 left the attempt with its group"));
   core_.controller->OnReport("w3", Said(3, v1::ABORTED, "rank 3 left the attempt with its group"));
@@ -1863,6 +1866,9 @@ TEST_F(FaultTolerantJobTest, ScalingAsksTheHighestGroupToLeaveAndHealsBackUp) {
   ASSERT_TRUE(core_.controller->Scale("job-1", 2).ok());
   EXPECT_EQ(core_.jobs->Get("job-1")->membership().epoch(), 2);
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3}));
+  // Ranks 2 and 3 had left this attempt: their return counts as healed, not grown.
+  EXPECT_EQ(MembershipChanges("healed"), 1);
+  EXPECT_EQ(MembershipChanges("grown"), 0);
 }
 
 // Growth past world_size (fault_tolerance.max_replicas 3, one group of 2 to start):
@@ -1882,6 +1888,8 @@ TEST_F(FaultTolerantJobTest, AJobGrowsPastItsWorldSizeUpToMaxReplicas) {
   ASSERT_TRUE(core_.controller->Scale("job-1", 3).ok());
   const v1::Job grown = *core_.jobs->Get("job-1");
   EXPECT_EQ(grown.membership().epoch(), 1);
+  EXPECT_EQ(MembershipChanges("grown"), 1);  // one epoch, new ranks
+  EXPECT_EQ(MembershipChanges("healed"), 0);
   EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
   ASSERT_EQ(grown.ranks_size(), 6);
   for (int r = 0; r < 6; ++r) {

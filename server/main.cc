@@ -11,6 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/command_line_flags.h"
 #include "common/daemon_signals.h"
 #include "common/log.h"
 #include "common/log_flags.h"
@@ -121,9 +122,18 @@ ABSL_FLAG(int32_t, max_queued_submissions, 1000,
 namespace shardwise {
 namespace {
 
-// The controller's settings: timeouts, limits and the path policy.
-absl::Status ControllerOptionsFromFlags(JobController::Options* controller) {
-  controller->heartbeat_interval = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
+// A millisecond flag's value as a duration, at least `minimum_ms`.
+absl::StatusOr<absl::Duration> MillisecondsAtLeast(absl::string_view name, int64_t value,
+                                                   int64_t minimum_ms) {
+  RETURN_IF_ERROR(CheckFlagAtLeast(name, value, minimum_ms));
+  return absl::Milliseconds(value);
+}
+
+// The controller's timeouts: how workers are watched, stalls judged and restarts waited.
+absl::Status ControllerTimeoutsFromFlags(JobController::Options* controller) {
+  ASSIGN_OR_RETURN(
+      controller->heartbeat_interval,
+      MillisecondsAtLeast("heartbeat_interval_ms", absl::GetFlag(FLAGS_heartbeat_interval_ms), 1));
   controller->heartbeat_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
   if (controller->heartbeat_timeout <= controller->heartbeat_interval) {
     return absl::InvalidArgumentError("--heartbeat_timeout_ms must exceed --heartbeat_interval_ms");
@@ -134,21 +144,30 @@ absl::Status ControllerOptionsFromFlags(JobController::Options* controller) {
         absl::StrCat("--unread_timeout_ms must exceed --heartbeat_interval_ms, got ",
                      absl::GetFlag(FLAGS_unread_timeout_ms)));
   }
-  controller->collective_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_collective_timeout_ms));
-  controller->hook_switch_lead = absl::Milliseconds(absl::GetFlag(FLAGS_hook_switch_lead_ms));
-  controller->stall_warning = absl::Milliseconds(absl::GetFlag(FLAGS_stall_warning_ms));
-  controller->stall_abort = absl::Milliseconds(absl::GetFlag(FLAGS_stall_abort_ms));
-  controller->reattach_grace = absl::Milliseconds(absl::GetFlag(FLAGS_reattach_grace_ms));
-  controller->quarantine = absl::Milliseconds(absl::GetFlag(FLAGS_quarantine_ms));
-  if (controller->quarantine < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--quarantine_ms must be >= 0, got ", absl::GetFlag(FLAGS_quarantine_ms)));
-  }
+  ASSIGN_OR_RETURN(
+      controller->collective_timeout,
+      MillisecondsAtLeast("collective_timeout_ms", absl::GetFlag(FLAGS_collective_timeout_ms), 1));
+  ASSIGN_OR_RETURN(
+      controller->hook_switch_lead,
+      MillisecondsAtLeast("hook_switch_lead_ms", absl::GetFlag(FLAGS_hook_switch_lead_ms), 0));
+  ASSIGN_OR_RETURN(
+      controller->stall_warning,
+      MillisecondsAtLeast("stall_warning_ms", absl::GetFlag(FLAGS_stall_warning_ms), 1));
+  ASSIGN_OR_RETURN(controller->stall_abort,
+                   MillisecondsAtLeast("stall_abort_ms", absl::GetFlag(FLAGS_stall_abort_ms), 0));
+  ASSIGN_OR_RETURN(
+      controller->reattach_grace,
+      MillisecondsAtLeast("reattach_grace_ms", absl::GetFlag(FLAGS_reattach_grace_ms), 0));
+  ASSIGN_OR_RETURN(controller->quarantine,
+                   MillisecondsAtLeast("quarantine_ms", absl::GetFlag(FLAGS_quarantine_ms), 0));
+  return absl::OkStatus();
+}
+
+// The controller's settings: timeouts, limits and the path policy.
+absl::Status ControllerOptionsFromFlags(JobController::Options* controller) {
+  RETURN_IF_ERROR(ControllerTimeoutsFromFlags(controller));
   const int64_t stored_spans = absl::GetFlag(FLAGS_stored_timeline_spans);
-  if (stored_spans < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--stored_timeline_spans must be >= 1, got ", stored_spans));
-  }
+  RETURN_IF_ERROR(CheckFlagAtLeast("stored_timeline_spans", stored_spans, 1));
   controller->stored_timeline_spans = static_cast<size_t>(stored_spans);
   controller->limits.max_world_size = absl::GetFlag(FLAGS_max_world_size);
   if (controller->limits.max_world_size < 1 ||
@@ -158,7 +177,9 @@ absl::Status ControllerOptionsFromFlags(JobController::Options* controller) {
                                                    controller->limits.max_world_size));
   }
   controller->limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
+  RETURN_IF_ERROR(CheckFlagAtLeast("max_parameters", controller->limits.max_parameters, 1));
   controller->limits.max_steps = absl::GetFlag(FLAGS_max_steps);
+  RETURN_IF_ERROR(CheckFlagAtLeast("max_steps", controller->limits.max_steps, 1));
   controller->check_paths = absl::GetFlag(FLAGS_check_paths);
   // Without the flags, jobs read and write under the working directory only.
   const std::string cwd = std::filesystem::current_path().string();
@@ -214,6 +235,47 @@ absl::Status EndedJobBoundsFromFlags(CoordinatorOptions* options) {
   return absl::OkStatus();
 }
 
+// The flags that bound the coordinator's threads, queues and streams: each at least 1
+// (gRPC's synchronous pool at least 4).
+absl::Status CapacityOptionsFromFlags(CoordinatorOptions* options) {
+  const int32_t max_workers = absl::GetFlag(FLAGS_max_workers);
+  RETURN_IF_ERROR(CheckFlagAtLeast("max_workers", max_workers, 1));
+  options->workers.max_workers = static_cast<size_t>(max_workers);
+  options->max_sync_threads = absl::GetFlag(FLAGS_max_sync_threads);
+  RETURN_IF_ERROR(CheckFlagAtLeast("max_sync_threads", options->max_sync_threads, 4));
+  options->client_call_threads = absl::GetFlag(FLAGS_client_call_threads);
+  RETURN_IF_ERROR(CheckFlagAtLeast("client_call_threads", options->client_call_threads, 1));
+  options->max_queued_client_calls = absl::GetFlag(FLAGS_max_queued_client_calls);
+  RETURN_IF_ERROR(CheckFlagAtLeast("max_queued_client_calls", options->max_queued_client_calls, 1));
+  options->submission_threads = absl::GetFlag(FLAGS_submission_threads);
+  RETURN_IF_ERROR(CheckFlagAtLeast("submission_threads", options->submission_threads, 1));
+  options->max_queued_submissions = absl::GetFlag(FLAGS_max_queued_submissions);
+  RETURN_IF_ERROR(CheckFlagAtLeast("max_queued_submissions", options->max_queued_submissions, 1));
+  options->max_watches = absl::GetFlag(FLAGS_max_watches);
+  RETURN_IF_ERROR(CheckFlagAtLeast("max_watches", options->max_watches, 1));
+  options->max_watches_per_principal = absl::GetFlag(FLAGS_max_watches_per_principal);
+  RETURN_IF_ERROR(
+      CheckFlagAtLeast("max_watches_per_principal", options->max_watches_per_principal, 1));
+  return absl::OkStatus();
+}
+
+// The coordinator's own timeouts (the controller's are ControllerOptionsFromFlags').
+absl::Status TimeoutOptionsFromFlags(CoordinatorOptions* options) {
+  const int32_t reload = absl::GetFlag(FLAGS_tls_reload_seconds);
+  RETURN_IF_ERROR(CheckFlagAtLeast("tls_reload_seconds", reload, 1));
+  options->tls.reload_seconds = static_cast<unsigned>(reload);
+  const int64_t retention = absl::GetFlag(FLAGS_lost_worker_retention_ms);
+  RETURN_IF_ERROR(CheckFlagAtLeast("lost_worker_retention_ms", retention, 0));
+  options->workers.lost_retention = absl::Milliseconds(retention);
+  const int64_t watch_write = absl::GetFlag(FLAGS_watch_write_timeout_ms);
+  RETURN_IF_ERROR(CheckFlagAtLeast("watch_write_timeout_ms", watch_write, 1));
+  options->watch_write_timeout = absl::Milliseconds(watch_write);
+  const int64_t hello = absl::GetFlag(FLAGS_session_hello_timeout_ms);
+  RETURN_IF_ERROR(CheckFlagAtLeast("session_hello_timeout_ms", hello, 1));
+  options->session_hello_timeout = absl::Milliseconds(hello);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
   CoordinatorOptions options;
   options.listen_address = absl::GetFlag(FLAGS_address);
@@ -223,31 +285,11 @@ absl::StatusOr<CoordinatorOptions> OptionsFromFlags() {
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls.worker_ca_file = absl::GetFlag(FLAGS_worker_ca);
-  options.tls.reload_seconds =
-      static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_tls_reload_seconds)));
   options.tokens_file = absl::GetFlag(FLAGS_tokens_file);
   options.insecure = absl::GetFlag(FLAGS_insecure);
-  options.workers.max_workers = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_max_workers)));
-  options.workers.lost_retention =
-      absl::Milliseconds(absl::GetFlag(FLAGS_lost_worker_retention_ms));
   RETURN_IF_ERROR(EndedJobBoundsFromFlags(&options));
-  options.max_sync_threads = std::max(4, absl::GetFlag(FLAGS_max_sync_threads));
-  options.client_call_threads = std::max(1, absl::GetFlag(FLAGS_client_call_threads));
-  options.max_queued_client_calls = std::max(1, absl::GetFlag(FLAGS_max_queued_client_calls));
-  options.submission_threads = std::max(1, absl::GetFlag(FLAGS_submission_threads));
-  options.max_watches = std::max(1, absl::GetFlag(FLAGS_max_watches));
-  options.max_watches_per_principal = std::max(1, absl::GetFlag(FLAGS_max_watches_per_principal));
-  if (absl::GetFlag(FLAGS_watch_write_timeout_ms) < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--watch_write_timeout_ms must be >= 1, got ",
-                                                   absl::GetFlag(FLAGS_watch_write_timeout_ms)));
-  }
-  options.watch_write_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_watch_write_timeout_ms));
-  if (absl::GetFlag(FLAGS_session_hello_timeout_ms) < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--session_hello_timeout_ms must be >= 1, got ",
-                                                   absl::GetFlag(FLAGS_session_hello_timeout_ms)));
-  }
-  options.session_hello_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_session_hello_timeout_ms));
-  options.max_queued_submissions = std::max(1, absl::GetFlag(FLAGS_max_queued_submissions));
+  RETURN_IF_ERROR(CapacityOptionsFromFlags(&options));
+  RETURN_IF_ERROR(TimeoutOptionsFromFlags(&options));
   RETURN_IF_ERROR(ControllerOptionsFromFlags(&options.controller));
   options.rendezvous = RendezvousLimits(options.controller.limits.max_world_size);
   return options;

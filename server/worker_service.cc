@@ -12,7 +12,7 @@ namespace shardwise {
 
 namespace {
 
-// The name becomes a metric label, a line of `get workers` and a field of the logs'
+// The name becomes a line of `get workers` and a field of the logs'
 // prefix (`worker=NAME`): printable, and without a space or '=', which would let a name
 // such as "x job=job-3" forge the fields after it.
 absl::Status CheckWorkerName(const std::string& field, const std::string& name) {

@@ -112,5 +112,40 @@ TEST(Logs, AnUnknownLogFormatStopsTheDaemonNamingTheFlag) {
   }
 }
 
+// A count, bound or period below its floor (a thread pool of none, a reload every 0 s) is
+// refused at start naming the flag, rather than raised in silence.
+TEST(Logs, ANumberFlagBelowItsFloorStopsTheDaemonNamingIt) {
+  const std::string state_file = ::testing::TempDir() + "/floor-state.db";
+  const std::vector<std::string> coordinator = {Cluster::BinaryPath("server/shardwise-coordinator"),
+                                                "--address=127.0.0.1:0",
+                                                "--state_file=" + state_file};
+  const std::vector<std::string> worker = {Cluster::BinaryPath("worker/shardwise-worker"),
+                                           "--coordinator=127.0.0.1:1", "--name=w0"};
+  const struct {
+    const std::vector<std::string>& daemon;
+    std::string flag;
+    std::string said;
+  } cases[] = {
+      {coordinator, "--max_sync_threads=2", "--max_sync_threads must be >= 4, got 2"},
+      {coordinator, "--stall_warning_ms=0", "--stall_warning_ms must be >= 1, got 0"},
+      {worker, "--tls_reload_seconds=0", "--tls_reload_seconds must be >= 1, got 0"},
+      {worker, "--leave_grace_ms=-5", "--leave_grace_ms must be >= 0, got -5"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = c.daemon;
+    argv.push_back(c.flag);
+    const std::string log = ::testing::TempDir() + "/floor-" + c.flag.substr(2) + ".log";
+    Process process(argv, log);
+    // A daemon that took the value would serve on: bounded, so the test fails, not hangs.
+    ASSERT_TRUE(Cluster::WaitFor([&] { return !process.Running(); }, absl::Seconds(60)))
+        << c.flag << " was taken";
+    EXPECT_EQ(process.Wait(), 2) << c.flag;
+    std::ifstream in(log);
+    const std::string output((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+    EXPECT_TRUE(absl::StrContains(output, c.said)) << c.flag << ": " << output;
+  }
+}
+
 }  // namespace
 }  // namespace shardwise::testing

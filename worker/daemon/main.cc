@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/channel_credentials.h"
+#include "common/command_line_flags.h"
 #include "common/coordinator_address.h"
 #include "common/daemon_signals.h"
 #include "common/log.h"
@@ -52,6 +53,9 @@ ABSL_FLAG(std::string, tls_cert, "",
           "this worker's certificate (PEM), for a coordinator with --worker_ca; its common "
           "name is the worker's name");
 ABSL_FLAG(std::string, tls_key, "", "the private key of --tls_cert");
+ABSL_FLAG(int32_t, tls_reload_seconds, 60,
+          "how often --tls_ca, --tls_cert and --tls_key are read again (rotation without a "
+          "restart)");
 ABSL_FLAG(std::string, token_file, "",
           "a file holding this worker's token (`shardwise token create --role=worker`), for a "
           "coordinator with --tokens_file that asks no certificate of workers (no --worker_ca)");
@@ -106,6 +110,9 @@ absl::Status ConfigureIdentity(WorkerOptions* options) {
   security.ca_file = absl::GetFlag(FLAGS_tls_ca);
   security.cert_file = absl::GetFlag(FLAGS_tls_cert);
   security.key_file = absl::GetFlag(FLAGS_tls_key);
+  const int32_t reload = absl::GetFlag(FLAGS_tls_reload_seconds);
+  RETURN_IF_ERROR(CheckFlagAtLeast("tls_reload_seconds", reload, 1));
+  security.reload_seconds = static_cast<unsigned>(reload);
   ASSIGN_OR_RETURN(options->credentials, MakeChannelCredentials(security));
   if (const std::string file = absl::GetFlag(FLAGS_token_file); !file.empty()) {
     ASSIGN_OR_RETURN(options->token, ReadBearerToken("--token_file", file));
@@ -190,9 +197,12 @@ absl::Status ConfigureRuntime(char** argv, WorkerOptions* options) {
                      " (give an address of this host that peers reach it at)"));
   }
   ASSIGN_OR_RETURN(options->faults, ParseInjectedFaults(absl::GetFlag(FLAGS_fault_injection)));
-  options->leave_grace =
-      absl::Milliseconds(std::max<int64_t>(0, absl::GetFlag(FLAGS_leave_grace_ms)));
-  if (const int64_t grace = absl::GetFlag(FLAGS_stuck_abort_restart_ms); grace > 0) {
+  const int64_t leave_grace = absl::GetFlag(FLAGS_leave_grace_ms);
+  RETURN_IF_ERROR(CheckFlagAtLeast("leave_grace_ms", leave_grace, 0));
+  options->leave_grace = absl::Milliseconds(leave_grace);
+  const int64_t grace = absl::GetFlag(FLAGS_stuck_abort_restart_ms);
+  RETURN_IF_ERROR(CheckFlagAtLeast("stuck_abort_restart_ms", grace, 0));
+  if (grace > 0) {
     options->stuck_abort_grace = absl::Milliseconds(grace);
     // A stop that came first is honoured by the daemon's own shutdown (exit_process).
     options->restart_process = [argv] {
