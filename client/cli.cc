@@ -53,6 +53,7 @@
 #include "common/random_token.h"
 #include "common/status_macros.h"
 #include "common/token_hash.h"
+#include "common/worker_name.h"
 #include "contracts/comm_hook.h"
 #include "contracts/job_ranks.h"
 #include "contracts/job_spec_defaults.h"
@@ -80,6 +81,10 @@ ABSL_FLAG(std::vector<std::string>, output_paths, {},
           "with token create: the only folders the principal's jobs may write under, inside "
           "the coordinator's --allowed_output_paths; none: nowhere (a principal that only "
           "reads)");
+ABSL_FLAG(std::vector<std::string>, worker_names, {},
+          "with token create --role=worker: the only worker names (comma-separated; a name, or "
+          "a prefix ending in '*', quoted for the shell) the token may register; none given: "
+          "any (one token for a whole pool)");
 ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
 ABSL_FLAG(std::string, request_id, "",
           "with submit: the submission's id (default: a new one, printed if the submission "
@@ -138,6 +143,7 @@ Usage:
                                         beside them (`shardwise tokenize --help`)
   shardwise token create --principal=P [--role=submitter]
                          [--input_paths=DIR,..|none] [--output_paths=DIR,..|none]
+                         [--worker_names=NAME,PREFIX*,..]
                                         a new token (a client's, or with --role=worker
                                         the worker daemons'), and the entry for the
                                         coordinator's --tokens_file (which holds its hash)
@@ -479,6 +485,35 @@ absl::StatusOr<std::string> YamlFolderList(const char* key,
   return absl::StrCat("    ", key, ": [", absl::StrJoin(quoted, ", "), "]\n");
 }
 
+// `    worker_names: ["A", "B*"]` for --worker_names; nothing when none were given.
+absl::StatusOr<std::string> YamlWorkerNames(const std::vector<std::string>& patterns) {
+  if (patterns.empty()) return std::string();
+  std::vector<std::string> quoted;
+  for (const std::string& pattern : patterns) {
+    RETURN_IF_ERROR(CheckWorkerNamePattern("--worker_names", pattern));
+    quoted.push_back(YamlQuoted(pattern));
+  }
+  return absl::StrCat("    worker_names: [", absl::StrJoin(quoted, ", "), "]\n");
+}
+
+// The entry's optional lines for `role`: a submitter's or an admin's folders, a worker's
+// names.
+absl::StatusOr<std::string> EntryBounds(const std::string& role) {
+  ASSIGN_OR_RETURN(const std::string inputs,
+                   YamlFolderList("input_paths", absl::GetFlag(FLAGS_input_paths)));
+  ASSIGN_OR_RETURN(const std::string outputs,
+                   YamlFolderList("output_paths", absl::GetFlag(FLAGS_output_paths)));
+  if ((!inputs.empty() || !outputs.empty()) && role != "submitter" && role != "admin") {
+    return absl::InvalidArgumentError(
+        "--input_paths and --output_paths are for a submitter's or an admin's token");
+  }
+  ASSIGN_OR_RETURN(const std::string names, YamlWorkerNames(absl::GetFlag(FLAGS_worker_names)));
+  if (!names.empty() && role != "worker") {
+    return absl::InvalidArgumentError("--worker_names are for a worker's token (--role=worker)");
+  }
+  return absl::StrCat(inputs, outputs, names);
+}
+
 // A client token and the entry for the coordinator's tokens file. The token is printed
 // once, here; the coordinator keeps only its hash.
 int CreateToken() {
@@ -492,21 +527,15 @@ int CreateToken() {
     return Usage(
         absl::StrCat("--role: '", role, "' (expected viewer, submitter, admin or worker)"));
   }
-  auto inputs = YamlFolderList("input_paths", absl::GetFlag(FLAGS_input_paths));
-  auto outputs = YamlFolderList("output_paths", absl::GetFlag(FLAGS_output_paths));
-  if (!inputs.ok() || !outputs.ok()) {
-    return Usage(std::string((inputs.ok() ? outputs : inputs).status().message()));
-  }
-  if ((!inputs->empty() || !outputs->empty()) && role != "submitter" && role != "admin") {
-    return Usage("--input_paths and --output_paths are for a submitter's or an admin's token");
-  }
+  const absl::StatusOr<std::string> bounds = EntryBounds(role);
+  if (!bounds.ok()) return Usage(std::string(bounds.status().message()));
   const std::string token = absl::StrCat("sw_", RandomToken(24));
   std::printf("%s\n", token.c_str());
   std::fprintf(stderr,
                "give the token above to %s (keep it secret), and add this to the coordinator's "
-               "--tokens_file:\n  - principal: %s\n    role: %s\n    sha256: %s\n%s%s",
+               "--tokens_file:\n  - principal: %s\n    role: %s\n    sha256: %s\n%s",
                principal.c_str(), YamlQuoted(principal).c_str(), role.c_str(),
-               TokenHash(token).c_str(), inputs->c_str(), outputs->c_str());
+               TokenHash(token).c_str(), bounds->c_str());
   return 0;
 }
 
@@ -763,7 +792,7 @@ const CommandFlags& FlagsOfCommands() {
       {"set-hook", {"wrapper"}},
       {"scale", {"replicas"}},
       {"timeline", {"output", "o"}},
-      {"token create", {"principal", "role", "input_paths", "output_paths"}},
+      {"token create", {"principal", "role", "input_paths", "output_paths", "worker_names"}},
       {"estimate", {"fit"}},
   };
   return *table;

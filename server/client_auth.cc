@@ -1,6 +1,8 @@
 #include "server/client_auth.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <utility>
@@ -12,9 +14,11 @@
 #include "absl/strings/strip.h"
 #include "common/log.h"
 #include "common/path_policy.h"
+#include "common/printable_text.h"
 #include "common/status_macros.h"
 #include "common/token_hash.h"
 #include "common/untrusted_file.h"
+#include "common/worker_name.h"
 #include "yaml-cpp/yaml.h"
 
 namespace shardwise {
@@ -71,6 +75,44 @@ absl::StatusOr<std::optional<std::vector<std::string>>> ParseFolders(const YAML:
     folders.push_back(LexicallyNormal(folder, "/"));
   }
   return folders;
+}
+
+// The entry's `worker_names` (common/worker_name.h): nullopt without the key.
+absl::StatusOr<std::optional<std::vector<std::string>>> ParseWorkerNames(const YAML::Node& entry) {
+  if (!entry.IsMap() || !entry["worker_names"]) return std::nullopt;
+  const YAML::Node list = entry["worker_names"];
+  if (!list.IsSequence() || list.size() == 0 || list.size() > kMaxWorkerNamePatterns) {
+    return absl::InvalidArgumentError(absl::StrCat("worker_names must be a list of 1 to ",
+                                                   kMaxWorkerNamePatterns,
+                                                   " names or prefixes ending in '*'"));
+  }
+  std::vector<std::string> patterns;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string field = absl::StrCat("worker_names[", i, "]");
+    if (!list[i].IsScalar())
+      return absl::InvalidArgumentError(absl::StrCat(field, " must be a name"));
+    RETURN_IF_ERROR(CheckWorkerNamePattern(field, list[i].Scalar()));
+    patterns.push_back(list[i].Scalar());
+  }
+  return patterns;
+}
+
+// INVALID_ARGUMENT naming a key the entry may not have: a misspelt `input_path` or
+// `worker_name` would otherwise bind nothing, in silence.
+absl::Status CheckEntryKeys(const YAML::Node& entry) {
+  if (!entry.IsMap()) return absl::InvalidArgumentError("must be a mapping (principal: ...)");
+  static constexpr const char* kKeys[] = {"principal",   "role",         "sha256",
+                                          "input_paths", "output_paths", "worker_names"};
+  for (const auto& item : entry) {
+    const std::string key = item.first.IsScalar() ? item.first.Scalar() : "";
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown key '", ShownValue(key),
+          "' (an entry has principal, role, sha256, and optionally input_paths, output_paths or "
+          "worker_names)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // The same folders, in any order.
@@ -148,6 +190,7 @@ absl::StatusOr<std::pair<std::string, TokenAuthenticator::Entry>> TokenAuthentic
   auto field = [&](const char* name) -> std::string {
     return entry.IsMap() && entry[name] && entry[name].IsScalar() ? entry[name].Scalar() : "";
   };
+  RETURN_IF_ERROR(CheckEntryKeys(entry));
   Entry parsed;
   parsed.principal = field("principal");
   RETURN_IF_ERROR(CheckPrincipalName(parsed.principal));
@@ -163,6 +206,12 @@ absl::StatusOr<std::pair<std::string, TokenAuthenticator::Entry>> TokenAuthentic
     return absl::InvalidArgumentError(
         absl::StrCat("input_paths and output_paths keep a principal's jobs to folders; a ",
                      RoleName(parsed.role), " submits none (give them to a submitter or admin)"));
+  }
+  ASSIGN_OR_RETURN(parsed.worker_names, ParseWorkerNames(entry));
+  if (parsed.worker_names.has_value() && parsed.role != Role::kWorker) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker_names bind the names a worker token registers; a ",
+                     RoleName(parsed.role), "'s token registers no worker"));
   }
   return std::pair{hash, std::move(parsed)};
 }
@@ -239,7 +288,8 @@ absl::StatusOr<Principal> TokenAuthenticator::Authenticate(const std::string& to
     return absl::UnauthenticatedError(
         "the token is not one this coordinator knows (revoked, or for another coordinator)");
   }
-  return Principal{it->second.principal, it->second.role, it->second.paths};
+  return Principal{it->second.principal, it->second.role, it->second.paths,
+                   it->second.worker_names};
 }
 
 absl::StatusOr<Principal> TokenAuthenticator::Authenticate(const grpc::ServerContextBase& context) {

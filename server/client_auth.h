@@ -11,6 +11,10 @@
 //       sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 //       input_paths: [/data/shared, /data/alice]   # optional: see below
 //       output_paths: [/checkpoints/alice]         # optional
+//     - principal: node7
+//       role: worker
+//       sha256: ...
+//       worker_names: [node7-*]    # optional: the names this worker token may register
 //
 // input_paths and output_paths (a submitter's or an admin's entry) keep the principal's
 // jobs to those folders, inside the coordinator's own (--allowed_input_paths,
@@ -30,10 +34,17 @@
 //              else: the token worker daemons present (--token_file) where the
 //              coordinator asks no certificate of them (no --worker_ca)
 //
+// worker_names (a worker's entry only) bind a worker token to the names it may register
+// and open sessions under: each a name, or a prefix ending in '*' (common/worker_name.h).
+// Without them a worker token registers any name: one token serves a whole pool. Keys an
+// entry does not take are refused, so that a misspelt one binds nothing in silence.
+//
 // Thread-safety: all methods may be called from any thread.
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -58,6 +69,9 @@ struct Principal {
   std::string name;  // empty: anonymous (the coordinator authenticates no one)
   Role role = Role::kAdmin;
   PathPolicy::PrincipalPaths paths;  // its entry's input_paths and output_paths, if any
+  // A worker token's entry's worker_names (common/worker_name.h), if any: the names it
+  // may register under. None: any (one token serving a whole pool).
+  std::optional<std::vector<std::string>> worker_names;
 };
 
 // What a call asks to do.
@@ -93,6 +107,7 @@ class TokenAuthenticator {
     std::string principal;
     Role role = Role::kViewer;
     PathPolicy::PrincipalPaths paths;
+    std::optional<std::vector<std::string>> worker_names;
   };
   using Table = absl::flat_hash_map<std::string, Entry>;  // by hash
 

@@ -29,6 +29,18 @@ class TokenAuthenticatorTest : public ::testing::Test {
            "\n    sha256: " + TokenAuthenticator::Hash(token) + "\n";
   }
 
+  // Each (file, message) of `cases`, the file after `header`, refused INVALID_ARGUMENT
+  // with a message that holds the case's.
+  void ExpectEachRefused(const std::vector<std::pair<std::string, std::string>>& cases,
+                         const std::string& header = "") {
+    for (const auto& [body, message] : cases) {
+      WriteTokens(header + body);
+      auto tokens = TokenAuthenticator::Load(path_);
+      EXPECT_EQ(tokens.status().code(), absl::StatusCode::kInvalidArgument) << body;
+      EXPECT_NE(tokens.status().message().find(message), std::string::npos) << tokens.status();
+    }
+  }
+
   std::string path_;
 };
 
@@ -98,23 +110,17 @@ TEST_F(TokenAuthenticatorTest, AFileWrittenInPlaceIsReadOnceItIsWhole) {
 }
 
 TEST_F(TokenAuthenticatorTest, RefusesMalformedFilesNamingTheEntry) {
-  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
-           {"tokens:\n  - {principal: bob, role: king, sha256: " + TokenAuthenticator::Hash("x") +
-                "}\n",
-            "entry 1: role 'king'"},
-           {"tokens:\n" + Entry("a", "viewer", "x") +
-                "  - {principal: b, role: viewer, "
-                "sha256: not-a-hash}\n",
-            "entry 2: sha256 must be 64 lower-case hex digits"},
-           {"tokens:\n" + Entry("a", "viewer", "x") + Entry("b", "admin", "x"),
-            "entry 2: the same token twice"},
-           {"users: []\n", "expected a list under 'tokens:'"},
-       }) {
-    WriteTokens(body);
-    auto tokens = TokenAuthenticator::Load(path_);
-    EXPECT_EQ(tokens.status().code(), absl::StatusCode::kInvalidArgument) << body;
-    EXPECT_NE(tokens.status().message().find(message), std::string::npos) << tokens.status();
-  }
+  ExpectEachRefused({
+      {"tokens:\n  - {principal: bob, role: king, sha256: " + TokenAuthenticator::Hash("x") + "}\n",
+       "entry 1: role 'king'"},
+      {"tokens:\n" + Entry("a", "viewer", "x") +
+           "  - {principal: b, role: viewer, "
+           "sha256: not-a-hash}\n",
+       "entry 2: sha256 must be 64 lower-case hex digits"},
+      {"tokens:\n" + Entry("a", "viewer", "x") + Entry("b", "admin", "x"),
+       "entry 2: the same token twice"},
+      {"users: []\n", "expected a list under 'tokens:'"},
+  });
 }
 
 TEST_F(TokenAuthenticatorTest, AnEntrysFoldersComeWithItsPrincipal) {
@@ -144,26 +150,58 @@ TEST_F(TokenAuthenticatorTest, AnEntrysFoldersComeWithItsPrincipal) {
 }
 
 TEST_F(TokenAuthenticatorTest, RefusesFoldersThatCannotMeanWhatTheySay) {
-  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
-           {Entry("a", "submitter", "x") + "    input_paths: data\n",
-            "entry 1: input_paths must be a list of folders"},
-           {Entry("a", "submitter", "x") + "    input_paths: [/data, data/alice]\n",
-            "entry 1: input_paths[1]: 'data/alice' is not an absolute path"},
-           {Entry("a", "submitter", "x") + "    output_paths: [[/a]]\n",
-            "entry 1: output_paths[0] must be a path"},
-           {Entry("a", "submitter", "x") + "    output_paths: [\"/a\\tb\"]\n",
-            "entry 1: output_paths[0]: the path '/a"},
-           {Entry("v", "viewer", "x") + "    input_paths: [/data]\n",
-            "entry 1: input_paths and output_paths keep a principal's jobs to folders; a viewer"},
-           {Entry("a", "submitter", "x") + "    output_paths: [/a]\n" +
-                Entry("a", "submitter", "y") + "    output_paths: [/b]\n",
-            "entry 2: a's input_paths or output_paths differ from its earlier entry's"},
-       }) {
-    WriteTokens("tokens:\n" + body);
-    auto tokens = TokenAuthenticator::Load(path_);
-    EXPECT_EQ(tokens.status().code(), absl::StatusCode::kInvalidArgument) << body;
-    EXPECT_NE(tokens.status().message().find(message), std::string::npos) << tokens.status();
-  }
+  ExpectEachRefused(
+      {
+          {Entry("a", "submitter", "x") + "    input_paths: data\n",
+           "entry 1: input_paths must be a list of folders"},
+          {Entry("a", "submitter", "x") + "    input_paths: [/data, data/alice]\n",
+           "entry 1: input_paths[1]: 'data/alice' is not an absolute path"},
+          {Entry("a", "submitter", "x") + "    output_paths: [[/a]]\n",
+           "entry 1: output_paths[0] must be a path"},
+          {Entry("a", "submitter", "x") + "    output_paths: [\"/a\\tb\"]\n",
+           "entry 1: output_paths[0]: the path '/a"},
+          {Entry("v", "viewer", "x") + "    input_paths: [/data]\n",
+           "entry 1: input_paths and output_paths keep a principal's jobs to folders; a viewer"},
+          {Entry("a", "submitter", "x") + "    output_paths: [/a]\n" +
+               Entry("a", "submitter", "y") + "    output_paths: [/b]\n",
+           "entry 2: a's input_paths or output_paths differ from its earlier entry's"},
+      },
+      "tokens:\n");
+}
+
+TEST_F(TokenAuthenticatorTest, AWorkerTokensNamesComeWithItsPrincipal) {
+  WriteTokens("tokens:\n" + Entry("node7", "worker", "n7") +
+              "    worker_names: [node7-*, spare-gpu0]\n" + Entry("pool", "worker", "p"));
+  auto tokens = TokenAuthenticator::Load(path_);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  const auto node7 = (*tokens)->Authenticate("n7");
+  ASSERT_TRUE(node7.ok() && node7->worker_names.has_value());
+  EXPECT_EQ(*node7->worker_names, (std::vector<std::string>{"node7-*", "spare-gpu0"}));
+  EXPECT_FALSE((*tokens)->Authenticate("p")->worker_names.has_value());  // a pool's: any
+}
+
+// A key an entry does not take is refused: misspelt, it would bind nothing in silence.
+TEST_F(TokenAuthenticatorTest, RefusesWorkerNamesThatCannotMeanWhatTheySayAndUnknownKeys) {
+  ExpectEachRefused(
+      {
+          {Entry("n", "worker", "x") + "    worker_names: node7-*\n",
+           "entry 1: worker_names must be a list of 1 to 1024 names or prefixes ending in '*'"},
+          {Entry("n", "worker", "x") + "    worker_names: []\n",
+           "entry 1: worker_names must be a list of 1 to 1024"},
+          {Entry("n", "worker", "x") + "    worker_names: [node*-gpu0]\n",
+           "entry 1: worker_names[0]: 'node*-gpu0' has a '*' before its end"},
+          {Entry("n", "worker", "x") + "    worker_names: [\"a b\"]\n",
+           "entry 1: worker_names[0]: 'a b' holds a space or '='"},
+          {Entry("a", "submitter", "x") + "    worker_names: [w0]\n",
+           "entry 1: worker_names bind the names a worker token registers; a submitter's token "
+           "registers no worker"},
+          {Entry("n", "worker", "x") + "    worker_name: [node7-*]\n",
+           "entry 1: unknown key 'worker_name' (an entry has principal, role, sha256, and "
+           "optionally input_paths, output_paths or worker_names)"},
+          {Entry("a", "submitter", "x") + "    input_path: [/data/a]\n",
+           "entry 1: unknown key 'input_path'"},
+      },
+      "tokens:\n");
 }
 
 TEST(Authorize, EachRoleMayDoWhatItsNameSays) {

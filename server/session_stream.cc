@@ -28,9 +28,9 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* SessionStrea
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* SessionStream::Start(
     grpc::CallbackServerContext* context, JobController* controller, SerialExecutor* executor,
-    CoordinatorMetrics* metrics, std::optional<std::string> certified, SilentSessions* silent) {
+    CoordinatorMetrics* metrics, AllowedWorkerNames allowed, SilentSessions* silent) {
   std::shared_ptr<SessionStream> stream(
-      new SessionStream(context, controller, executor, metrics, std::move(certified)));
+      new SessionStream(context, controller, executor, metrics, std::move(allowed)));
   stream->self_ = stream;
   if (silent != nullptr) silent->Add(stream);
   absl::MutexLock lock(&stream->mu_);
@@ -188,12 +188,11 @@ void SessionStream::OnHello(const v1::WorkerMessage& hello) {
                               "the first session message must be a hello with a worker_id"));
     return;
   }
-  if (certified_.has_value() && hello.hello().worker_id() != *certified_) {
+  if (const absl::Status allowed =
+          allowed_.Check(AllowedWorkerNames::Call::kSession, hello.hello().worker_id());
+      !allowed.ok()) {
     absl::MutexLock lock(&mu_);
-    FinishLocked(ToGrpcStatus(absl::PermissionDeniedError(
-        absl::StrCat("a session for worker '", ShownValue(hello.hello().worker_id()),
-                     "' from a certificate of '", ShownValue(*certified_),
-                     "': a worker opens sessions under its certificate's name only"))));
+    FinishLocked(ToGrpcStatus(allowed));
     return;
   }
   worker_id_ = hello.hello().worker_id();

@@ -31,6 +31,7 @@
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
 #include "proto/worker_service.pb.h"
+#include "server/allowed_worker_names.h"
 #include "server/cancel_outside_lock.h"
 #include "server/coordinator_metrics.h"
 #include "server/job_controller.h"
@@ -47,13 +48,13 @@ class SessionStream final
       public std::enable_shared_from_this<SessionStream> {
  public:
   // Starts reading the worker's hello; gRPC owns the reactor it returns until OnDone.
-  // `metrics` may be null. `certified`: the worker's certificate name, which the hello
-  // must name (PERMISSION_DENIED otherwise); nullopt when certificates are not required.
+  // `metrics` may be null. `allowed`: the names the hello may give (its certificate's, its
+  // worker token's worker_names; PERMISSION_DENIED otherwise).
   // `context`: the call's, through which Close() cancels a write in flight. `silent`, if
   // given, waits for the hello.
   static grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Start(
       grpc::CallbackServerContext* context, JobController* controller, SerialExecutor* executor,
-      CoordinatorMetrics* metrics, std::optional<std::string> certified = std::nullopt,
+      CoordinatorMetrics* metrics, AllowedWorkerNames allowed = AllowedWorkerNames::Any(),
       SilentSessions* silent = nullptr);
   // A session refused before it starts.
   static grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Refuse(
@@ -76,13 +77,12 @@ class SessionStream final
 
  private:
   SessionStream(grpc::CallbackServerContext* context, JobController* controller,
-                SerialExecutor* executor, CoordinatorMetrics* metrics,
-                std::optional<std::string> certified)
+                SerialExecutor* executor, CoordinatorMetrics* metrics, AllowedWorkerNames allowed)
       : context_(context),
         controller_(controller),
         executor_(executor),
         metrics_(metrics),
-        certified_(std::move(certified)) {}
+        allowed_(std::move(allowed)) {}
 
   void OnHello(const v1::WorkerMessage& hello);
   // Posts `handle` to the executor and reads the next message once it has run.
@@ -96,7 +96,7 @@ class SessionStream final
   JobController* const controller_;
   SerialExecutor* const executor_;
   CoordinatorMetrics* const metrics_;
-  const std::optional<std::string> certified_;
+  const AllowedWorkerNames allowed_;
 
   v1::WorkerMessage incoming_;  // written by gRPC between StartRead and OnReadDone
   std::string worker_id_;       // set by the hello, before any other message is read

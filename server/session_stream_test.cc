@@ -33,7 +33,8 @@ class SessionOnly final : public v1::WorkerService::CallbackService {
       : controller_(controller), executor_(executor), silent_(silent) {}
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Session(
       grpc::CallbackServerContext* context) override {
-    return SessionStream::Start(context, controller_, executor_, nullptr, std::nullopt, silent_);
+    return SessionStream::Start(context, controller_, executor_, nullptr, AllowedWorkerNames::Any(),
+                                silent_);
   }
 
  private:

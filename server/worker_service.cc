@@ -5,29 +5,13 @@
 #include "common/path_policy.h"
 #include "common/printable_text.h"
 #include "common/status_macros.h"
+#include "common/worker_name.h"
 #include "server/peer_identity.h"
 #include "server/session_stream.h"
 
 namespace shardwise {
 
 namespace {
-
-// The name becomes a line of `get workers` and a field of the logs'
-// prefix (`worker=NAME`): printable, and without a space or '=', which would let a name
-// such as "x job=job-3" forge the fields after it.
-absl::Status CheckWorkerName(const std::string& field, const std::string& name) {
-  if (name.size() > 256) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": ", name.size(), " characters; at most 256 are allowed"));
-  }
-  RETURN_IF_ERROR(CheckPrintableField(field, name, 256));
-  if (name.find_first_of(" \t=") != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": '", ShownValue(name),
-                                                   "' holds a space or '='; a worker's name may "
-                                                   "hold neither"));
-  }
-  return absl::OkStatus();
-}
 
 // Kept with the worker and shown by `get workers`: bounded lists of absolute, normal
 // paths (the scheduler compares a job's paths with them as written: "/data/" would
@@ -111,8 +95,10 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
 namespace {
 
 // A worker that presents no certificate, where the coordinator authenticates its callers:
-// the token of a worker (an admin may stand in, as for everything).
-absl::Status CheckWorkerToken(const grpc::ServerContextBase& context, TokenAuthenticator& tokens) {
+// the token of a worker (an admin may stand in, as for everything), and the names its
+// entry binds it to, if any.
+absl::StatusOr<AllowedWorkerNames> WorkerTokenNames(const grpc::ServerContextBase& context,
+                                                    TokenAuthenticator& tokens) {
   const absl::StatusOr<Principal> principal = tokens.Authenticate(context);
   if (!principal.ok()) {
     return absl::UnauthenticatedError(absl::StrCat(
@@ -121,22 +107,23 @@ absl::Status CheckWorkerToken(const grpc::ServerContextBase& context, TokenAuthe
         "client certificate: ",
         principal.status().message()));
   }
-  if (principal->role == Role::kWorker || principal->role == Role::kAdmin) {
-    return absl::OkStatus();
+  if (principal->role != Role::kWorker && principal->role != Role::kAdmin) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(principal->name, " (", RoleName(principal->role),
+                     ") may not register a worker: it takes a token of the worker role"));
   }
-  return absl::PermissionDeniedError(
-      absl::StrCat(principal->name, " (", RoleName(principal->role),
-                   ") may not register a worker: it takes a token of the worker role"));
+  if (!principal->worker_names.has_value()) return AllowedWorkerNames::Any();
+  return AllowedWorkerNames::TokenEntry(principal->name, *principal->worker_names);
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> WorkerIdentity(const grpc::ServerContextBase& context,
-                                           bool require_certificate, TokenAuthenticator* tokens,
-                                           const std::string& claimed) {
+absl::StatusOr<AllowedWorkerNames> WorkerIdentity(const grpc::ServerContextBase& context,
+                                                  bool require_certificate,
+                                                  TokenAuthenticator* tokens) {
   if (!require_certificate) {
-    if (tokens != nullptr) RETURN_IF_ERROR(CheckWorkerToken(context, *tokens));
-    return claimed;
+    if (tokens != nullptr) return WorkerTokenNames(context, *tokens);
+    return AllowedWorkerNames::Any();
   }
   const std::optional<std::string> name = CertificateName(context);
   if (!name.has_value()) {
@@ -145,12 +132,7 @@ absl::StatusOr<std::string> WorkerIdentity(const grpc::ServerContextBase& contex
         "(the worker's --tls_cert and --tls_key)");
   }
   RETURN_IF_ERROR(CheckWorkerName("the certificate's common name", *name));
-  if (!claimed.empty() && claimed != *name) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("worker name '", claimed, "' is not the name in its certificate ('", *name,
-                     "'): a worker works under its certificate's name"));
-  }
-  return *name;
+  return AllowedWorkerNames::Certificate(*name);
 }
 
 bool WorkerServiceImpl::AdmitRegistration() {
@@ -164,14 +146,16 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
     v1::RegisterWorkerResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::Status valid = ValidateRegistration(*request);
-  auto identity =
-      WorkerIdentity(*context, options_.require_certificate, options_.tokens, request->name());
-  if (valid.ok()) valid = identity.status();
+  auto allowed = WorkerIdentity(*context, options_.require_certificate, options_.tokens);
+  if (valid.ok()) valid = allowed.status();
+  std::string name = request->name();
+  if (valid.ok() && name.empty()) name = allowed->certificate_name().value_or("");
   // Every nameless worker would be one worker, each registration taking the last's place.
-  if (valid.ok() && identity->empty()) {
+  if (valid.ok() && name.empty()) {
     valid = absl::InvalidArgumentError(
         "name: empty; a worker without a certificate names itself (shardwise-worker --name)");
   }
+  if (valid.ok()) valid = allowed->Check(AllowedWorkerNames::Call::kRegistration, name);
   if (valid.ok() && !AdmitRegistration()) {
     valid = absl::ResourceExhaustedError(
         absl::StrCat(options_.max_queued_registrations,
@@ -185,7 +169,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
   // The response lives until Finish; the controller may commit, so it runs on the
   // executor rather than on this gRPC thread.
   v1::RegisterWorkerRequest named = *request;
-  named.set_name(*identity);
+  named.set_name(name);
   executor_->Post([this, reactor, named = std::move(named), response, arrived] {
     queued_registrations_.fetch_sub(1);
     auto registered = controller_->RegisterWorker(named);
@@ -200,15 +184,13 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Session(
     grpc::CallbackServerContext* context) {
-  std::optional<std::string> certified;
-  auto identity = WorkerIdentity(*context, options_.require_certificate, options_.tokens, "");
-  if (!identity.ok()) return SessionStream::Refuse(ToGrpcStatus(identity.status()));
-  if (options_.require_certificate) certified = *identity;
+  auto allowed = WorkerIdentity(*context, options_.require_certificate, options_.tokens);
+  if (!allowed.ok()) return SessionStream::Refuse(ToGrpcStatus(allowed.status()));
   // A session open when its token is revoked runs on: a pool's token is rotated while
   // its workers train (the new entry added, the Secret updated, the old entry removed),
   // and cutting their sessions would fail every running attempt. The next session (a
   // reconnect, a restart) needs the token in force.
-  return SessionStream::Start(context, controller_, executor_, metrics_, certified,
+  return SessionStream::Start(context, controller_, executor_, metrics_, *std::move(allowed),
                               options_.silent);
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "proto/worker_service.grpc.pb.h"
+#include "server/allowed_worker_names.h"
 #include "server/client_auth.h"
 #include "server/coordinator_metrics.h"
 #include "server/job_controller.h"
@@ -55,14 +56,14 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   std::atomic<int64_t> queued_registrations_{0};
 };
 
-// With a required certificate: the name a worker may use (its certificate's), or
-// UNAUTHENTICATED without a certificate, PERMISSION_DENIED when `claimed` (if not empty)
-// is another name. Without one but with `tokens`: `claimed`, if the caller holds a token
-// of the worker (or admin) role; UNAUTHENTICATED without a token, PERMISSION_DENIED for
-// another role. Without either: `claimed` as it is.
-absl::StatusOr<std::string> WorkerIdentity(const grpc::ServerContextBase& context,
-                                           bool require_certificate, TokenAuthenticator* tokens,
-                                           const std::string& claimed);
+// The names a WorkerService caller may work under (server/allowed_worker_names.h). With a
+// required certificate: its certificate's common name; UNAUTHENTICATED without one.
+// Without one but with `tokens`: the worker_names of its token's entry, or any name where
+// the entry lists none, if the token is of the worker (or admin) role; UNAUTHENTICATED
+// without a token, PERMISSION_DENIED for another role. Without either: any name.
+absl::StatusOr<AllowedWorkerNames> WorkerIdentity(const grpc::ServerContextBase& context,
+                                                  bool require_certificate,
+                                                  TokenAuthenticator* tokens);
 
 // INVALID_ARGUMENT naming the field when a registration is malformed.
 absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request);

@@ -703,8 +703,8 @@ class WorkerTokensTest : public ::testing::Test {
   }
 
   // Replaces the tokens file at once (a rename), as an operator's tool would: alice's
-  // token and these workers' tokens.
-  void WriteTokens(const std::vector<std::string>& worker_tokens) {
+  // token, these workers' tokens and the `extra` entries.
+  void WriteTokens(const std::vector<std::string>& worker_tokens, const std::string& extra = "") {
     {
       std::ofstream tokens(dir_ + "/tokens.yaml.new");
       tokens << "tokens:\n  - principal: alice\n    role: submitter\n    sha256: "
@@ -713,6 +713,7 @@ class WorkerTokensTest : public ::testing::Test {
         tokens << "  - principal: workers" << i
                << "\n    role: worker\n    sha256: " << TokenHash(worker_tokens[i]) << "\n";
       }
+      tokens << extra;
     }
     fs::rename(dir_ + "/tokens.yaml.new", dir_ + "/tokens.yaml");
   }
@@ -727,6 +728,24 @@ class WorkerTokensTest : public ::testing::Test {
                             const std::string& scheme = "Bearer ") {
     return RegisterAs(grpc::CreateChannel(cluster_->address(), grpc::InsecureChannelCredentials()),
                       name, token, scheme);
+  }
+
+  // A session whose hello names `name`, opened with `token`: how it ended.
+  grpc::Status SessionWith(const std::string& token, const std::string& name) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    context.AddMetadata("authorization", "Bearer " + token);
+    auto stream = v1::WorkerService::NewStub(
+                      grpc::CreateChannel(cluster_->address(), grpc::InsecureChannelCredentials()))
+                      ->Session(&context);
+    v1::WorkerMessage hello;
+    hello.mutable_hello()->set_worker_id(name);
+    stream->Write(hello);
+    stream->WritesDone();
+    v1::CoordinatorMessage ignored;
+    while (stream->Read(&ignored)) {
+    }
+    return stream->Finish();
   }
 
   Client AsWorker() const {
@@ -762,6 +781,42 @@ TEST_F(WorkerTokensTest, WorkersWithoutCertificatesNeedAWorkerToken) {
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   cluster_->WaitForState(*job_id, v1::SUCCEEDED);
   EXPECT_EQ(AsWorker().ListJobs().status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+// A worker token whose entry gives worker_names (as `token create --worker_names` writes
+// it) registers and opens sessions under those names alone: a node's token cannot take
+// another node's workers' names. A real daemon under such a name runs a job.
+TEST_F(WorkerTokensTest, AWorkerTokenWithNamesWorksUnderThoseAlone) {
+  std::string token;
+  ASSERT_EQ(RunShell(absl::StrCat("(", Cluster::BinaryPath("client/shardwise"),
+                                  " token create --principal=node7 --role=worker "
+                                  "--worker_names='node7-*' 2>",
+                                  dir_, "/node7.entry)"),
+                     &token),
+            0)
+      << token;
+  token = std::string(absl::StripTrailingAsciiWhitespace(token));
+  const std::string entry = ReadFile(dir_ + "/node7.entry");
+  ASSERT_TRUE(absl::StrContains(entry, "    worker_names: [\"node7-*\"]\n")) << entry;
+  WriteTokens({worker_token_}, entry.substr(entry.find("  - principal:")));
+  // Read again within a second of the change: until then the token is unknown.
+  ASSERT_TRUE(Cluster::WaitFor([&] { return RegisterWith(token, "node7-gpu0").ok(); }));
+
+  const grpc::Status other = RegisterWith(token, "w0");
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(absl::StrContains(other.error_message(),
+                                "worker name 'w0' with the token of node7, whose entry in the "
+                                "tokens file gives worker_names node7-*"))
+      << other.error_message();
+  const grpc::Status session = SessionWith(token, "w0");
+  EXPECT_EQ(session.error_code(), grpc::StatusCode::PERMISSION_DENIED) << session.error_message();
+  EXPECT_EQ(RegisterWith(worker_token_, "w0").error_code(), grpc::StatusCode::OK);  // the pool's
+
+  WriteWorkerTokenFile(token);
+  cluster_->AddWorker("node7-gpu1", {"--token_file=" + dir_ + "/worker.token"});
+  auto job_id = cluster_->client().Submit(Cluster::Spec(1));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  EXPECT_EQ(cluster_->WaitForState(*job_id, v1::SUCCEEDED).ranks(0).worker_id(), "node7-gpu1");
 }
 
 // Rotation under a running job: the new token's entry added, the worker's file updated,
