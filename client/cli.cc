@@ -87,8 +87,9 @@ ABSL_FLAG(std::vector<std::string>, worker_names, {},
           "any (one token for a whole pool)");
 ABSL_FLAG(bool, watch, false, "with submit: watch the job to its end");
 ABSL_FLAG(std::string, request_id, "",
-          "with submit: the submission's id (default: a new one, printed if the submission "
-          "fails); submitting again with it makes the job at most once");
+          "with submit: the submission's id (default: a new one, printed with the command that "
+          "submits again when the submission's outcome is unknown); submitting again with it "
+          "makes the job at most once");
 ABSL_FLAG(std::string, output, "", "with timeline: the file to write (default JOB-trace.json)");
 ABSL_FLAG(std::string, o, "", "short for --output");
 ABSL_FLAG(std::string, wrapper, "",
@@ -129,6 +130,7 @@ Usage:
                                         allreduce, fp16_compress, bf16_compress,
                                         mixed_precision) at a step every rank agrees on;
                                         waits until it is applied (exit 0) or abandoned
+                                        (1); refused 2, outcome unknown 3
   shardwise scale JOB --replicas=N      the replica groups a running fault-tolerant job
                                         trains with: groups above N leave after their
                                         step; groups join on idle workers below it, up
@@ -156,7 +158,7 @@ Usage:
                                         it, offline; with --fit, the largest micro-batch
                                         and context (block_size) that fit that memory
 
-The connection's flags (every command but token create and estimate):
+The connection's flags (every command but token create, estimate, sample and tokenize):
   --coordinator=HOST:PORT   default $SHARDWISE_COORDINATOR, else 127.0.0.1:7070
   --tls_ca=FILE             TLS, verifying the coordinator (default $SHARDWISE_TLS_CA)
   --token_file=FILE         this client's token (default: $SHARDWISE_TOKEN)
@@ -278,6 +280,16 @@ class ProgressPrinter {
 constexpr int kWatchRefused = 2;
 constexpr int kWatchLost = 3;
 
+// Whether a call's failure is a refusal the caller must mend (no such job, a token without
+// the right, a request the job cannot take; FAILED_PRECONDITION also for this client's own
+// setup: a token it will not send in plaintext, a TLS file it cannot read), rather than an
+// outcome left unknown (the coordinator unreachable, busy or late; an error of its own).
+bool IsRefusal(const absl::Status& status) {
+  return absl::IsNotFound(status) || absl::IsPermissionDenied(status) ||
+         absl::IsUnauthenticated(status) || absl::IsInvalidArgument(status) ||
+         absl::IsFailedPrecondition(status);
+}
+
 int Watch(Client& client, const std::string& job_id) {
   ProgressPrinter printer;
   auto job = client.Watch(
@@ -290,13 +302,7 @@ int Watch(Client& client, const std::string& job_id) {
   printer.Finish();
   if (!job.ok()) {
     Fail(job.status());
-    const absl::Status& status = job.status();
-    // FAILED_PRECONDITION: this client's own setup (a token it will not send in
-    // plaintext, a TLS file it cannot read), which no retry mends.
-    const bool refused = absl::IsNotFound(status) || absl::IsPermissionDenied(status) ||
-                         absl::IsUnauthenticated(status) || absl::IsInvalidArgument(status) ||
-                         absl::IsFailedPrecondition(status);
-    return refused ? kWatchRefused : kWatchLost;
+    return IsRefusal(job.status()) ? kWatchRefused : kWatchLost;
   }
   std::printf("%s", FormatJobSummary(*job).c_str());
   return job->state() == v1::SUCCEEDED ? 0 : 1;
@@ -312,14 +318,12 @@ int Scale(Client& client, const std::string& job_id, int32_t replicas) {
 
 // Proposes the switch, then follows the job until the coordinator has applied or
 // abandoned it (it re-proposes by itself when a rank was already past the step).
-// A hook switch whose fate this client could not learn (the coordinator unreachable, busy
-// or late): exit 3, as a watch whose job's end is unknown, never 1 (abandoned for good).
-// Any other failure (refused) as Fail gives it.
-int HookSwitchUnknown(const absl::Status& status, const std::string& job_id, const char* what) {
-  if (!absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status) &&
-      !absl::IsResourceExhausted(status)) {
-    return Fail(status);
-  }
+// A hook switch that failed: refused (not running, the hook in use already, another
+// switch being agreed, no such job, no right), exit 2, as a refused watch; one whose fate
+// this client could not learn (the coordinator unreachable, busy or late), exit 3, as a
+// watch whose job's end is unknown. Never 1, which says the switch was abandoned.
+int HookSwitchFailed(const absl::Status& status, const std::string& job_id, const char* what) {
+  if (IsRefusal(status)) return Refused(status);
   std::fprintf(stderr,
                "shardwise: %s\nshardwise: %s is unknown; `shardwise describe %s` shows it\n",
                std::string(status.message()).c_str(), what, job_id.c_str());
@@ -356,8 +360,7 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
       ParseCommHook(hook_name, absl::GetFlag(FLAGS_wrapper), "set-hook's HOOK", "--wrapper");
   if (!hook.ok()) return Fail(hook.status());
   auto proposal = client.SetCommHook(job_id, *hook);
-  if (!proposal.ok())
-    return HookSwitchUnknown(proposal.status(), job_id, "whether it was proposed");
+  if (!proposal.ok()) return HookSwitchFailed(proposal.status(), job_id, "whether it was proposed");
   std::printf("%s: switch %d proposed: %s -> %s at step %lld\n", job_id.c_str(),
               proposal->version(), CommHookName(proposal->old_hook()).c_str(),
               CommHookName(proposal->new_hook()).c_str(), static_cast<long long>(proposal->step()));
@@ -378,7 +381,7 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
                  job_id.c_str());
     return kWatchLost;
   }
-  if (!job.ok()) return HookSwitchUnknown(job.status(), job_id, "whether it applied");
+  if (!job.ok()) return HookSwitchFailed(job.status(), job_id, "whether it applied");
   const SwitchOutcome decided = SwitchOutcomeOf(*job, version);
   switch (decided.outcome) {
     case HookSwitchOutcome::kApplied:

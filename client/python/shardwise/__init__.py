@@ -9,8 +9,8 @@ with the same defaults as the `shardwise` CLI.
         print(job.progress.step, job.progress.loss)
     client.get(job_id).state == shardwise.SUCCEEDED
 
-Every call raises shardwise.ShardwiseError, carrying the gRPC status code and the
-coordinator's message, when it fails.
+Every call raises shardwise.ShardwiseError, carrying the gRPC status code's name (.code,
+such as "UNAVAILABLE") and the coordinator's message, when it fails.
 """
 
 from shardwise.client import Client

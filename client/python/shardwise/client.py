@@ -197,7 +197,8 @@ class Client:
         (a slow reader skips versions in between, never the final one), until it ends.
         A lost stream (a coordinator restarting) is watched again, for up to ten minutes
         of lost contact (counted from the first failure since the last update); past
-        that, ShardwiseError UNAVAILABLE. Before the first update it fails as any call
+        that, the last failure's ShardwiseError (UNAVAILABLE for a coordinator not
+        reached; its own code, such as RESOURCE_EXHAUSTED, for one that answered). Before the first update it fails as any call
         does (a wrong address is told at once), unless the coordinator answered that it
         serves as many watches as it allows (RESOURCE_EXHAUSTED): that waits for room."""
         retry = WatchRetry()
