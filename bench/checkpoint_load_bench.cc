@@ -135,7 +135,7 @@ int Run() {
     if (!run.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, run.status().ToString().c_str());
     return run.ok() ? 0 : 1;
   });
-  const absl::StatusOr<std::string> folder = fsdp::FindLatestCheckpoint(dir, "");
+  const absl::StatusOr<std::string> folder = fsdp::FindLatestCheckpoint(dir);
   if (!written || !folder.ok()) return 1;
   const std::vector<std::string> shards = ShardFiles(*folder);
   int64_t checkpoint_bytes = 0;

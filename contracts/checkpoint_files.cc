@@ -7,7 +7,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/printable_text.h"
 #include "common/status_macros.h"
+#include "contracts/job_identity.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace shardwise::fsdp {
@@ -102,11 +104,15 @@ absl::StatusOr<CheckpointShard> OpenCheckpointShard(const std::string& folder,
 absl::Status CheckShardAuthor(const std::string& folder, const v1::CheckpointManifest& manifest,
                               const CheckpointShard& shard) {
   const auto& metadata = shard.index.metadata;
-  const auto job = metadata.find(kCheckpointJobKey);
-  if (job != metadata.end() && job->second != manifest.job_id()) {
+  // A name the shard does not give (a release before it named the uid) is not held
+  // against it; one it gives must be the manifest's.
+  const JobIdentity writer = MetadataWriter(metadata);
+  const JobIdentity named = ManifestWriter(manifest);
+  if ((metadata.count(kWriterJobKey) > 0 && writer.id != named.id) ||
+      (!writer.uid.empty() && writer.uid != named.uid)) {
     return absl::DataLossError(
-        absl::StrCat("checkpoint '", folder, "': ", shard.name, " was written by job ", job->second,
-                     ", not by job ", manifest.job_id(),
+        absl::StrCat("checkpoint '", folder, "': ", shard.name, " was written by ",
+                     OtherJobName(writer, named), ", not by job ", ShownValue(named.id),
                      " whose manifest the step holds (two jobs share the checkpoint folder)"));
   }
   if (manifest.attempt() == 0) return absl::OkStatus();
@@ -151,8 +157,9 @@ absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
-                                                 const std::string& job_id) {
+namespace {
+
+absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir, const JobIdentity* writer) {
   ASSIGN_OR_RETURN(const auto steps, CheckpointSteps(dir));
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {  // newest first
     const auto& [step, folder] = *it;
@@ -168,7 +175,7 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
       return manifest.status();
     }
     if (!manifest.ok()) continue;
-    if (!job_id.empty() && manifest->job_id() != job_id) continue;
+    if (writer != nullptr && ManifestWriter(*manifest) != *writer) continue;
     const absl::Status complete = CheckCheckpointComplete(folder, step, *manifest);
     if (ReaderCannotRead(complete)) {
       if (StepGone(folder)) continue;
@@ -177,7 +184,18 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir,
     if (complete.ok()) return folder;
   }
   return absl::NotFoundError(absl::StrCat("no complete checkpoint in '", dir, "'",
-                                          job_id.empty() ? "" : " for job " + job_id));
+                                          writer == nullptr ? "" : " for job " + writer->id));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir) {
+  return LatestCheckpoint(dir, nullptr);
+}
+
+absl::StatusOr<std::string> FindLatestCheckpointOf(const std::string& dir,
+                                                   const JobIdentity& writer) {
+  return LatestCheckpoint(dir, &writer);
 }
 
 }  // namespace shardwise::fsdp

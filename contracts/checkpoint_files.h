@@ -20,14 +20,15 @@
 
 #include "absl/status/statusor.h"
 #include "common/untrusted_file.h"
+#include "contracts/job_identity.h"
 #include "contracts/safetensors.h"
 #include "proto/checkpoint.pb.h"
 
 namespace shardwise::fsdp {
 
 inline constexpr char kCheckpointManifest[] = "manifest.json";
-// The shard files' metadata keys naming the job and the attempt that wrote them.
-inline constexpr char kCheckpointJobKey[] = "shardwise.job";
+// The shard files' metadata key naming the attempt that wrote them; the job is named as
+// every file's writer is (contracts/job_identity.h: its id and uid).
 inline constexpr char kCheckpointAttemptKey[] = "shardwise.attempt";
 
 std::string CheckpointFolder(const std::string& dir, int64_t step);
@@ -86,15 +87,18 @@ absl::Status CheckShardFileNames(const std::string& folder, const v1::Checkpoint
 absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
                                      const v1::CheckpointManifest& manifest);
 
-// The newest complete checkpoint folder in `dir` (of job `job_id`, or of any job if
-// empty); NOT_FOUND if there is none (or no folder `dir`). A step folder counts when its
-// manifest names its step and every shard file can be opened and names the manifest's
-// job and attempt (CheckCheckpointComplete). A step this host could not read now (UNAVAILABLE)
-// or this process may not read (PERMISSION_DENIED) is not passed over: the error is
-// returned, since the reader would otherwise start from an older step, or from its seed,
-// without a word. `dir` is canonical, as the path checks leave it: a link in it is
-// refused (INVALID_ARGUMENT).
-absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir, const std::string& job_id);
+// The newest complete checkpoint folder in `dir`, of any job; NOT_FOUND if there is none (or no
+// folder `dir`). A step folder counts when its manifest names its step and every shard file can be
+// opened and names the manifest's job and attempt (CheckCheckpointComplete). A step this host could
+// not read now (UNAVAILABLE) or this process may not read (PERMISSION_DENIED) is not passed over:
+// the error is returned, since the reader would otherwise start from an older step, or from its
+// seed, without a word. `dir` is canonical, as the path checks leave it: a link in it is refused
+// (INVALID_ARGUMENT).
+absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir);
+// As FindLatestCheckpoint, among the steps `writer` wrote only (its id and uid both,
+// contracts/job_identity.h).
+absl::StatusOr<std::string> FindLatestCheckpointOf(const std::string& dir,
+                                                   const JobIdentity& writer);
 
 }  // namespace shardwise::fsdp
 

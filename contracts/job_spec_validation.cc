@@ -616,7 +616,7 @@ absl::Status CheckInitialCheckpoint(const v1::JobSpec& spec) {
   const std::filesystem::path canonical =
       std::filesystem::canonical(spec.init().checkpoint_dir(), error);
   const std::string dir = error ? spec.init().checkpoint_dir() : canonical.string();
-  const absl::StatusOr<std::string> folder = fsdp::FindLatestCheckpoint(dir, /*job_id=*/"");
+  const absl::StatusOr<std::string> folder = fsdp::FindLatestCheckpoint(dir);
   absl::StatusOr<v1::CheckpointManifest> manifest =
       folder.ok() ? fsdp::ReadCheckpointManifest(*folder) : folder.status();
   absl::Status fit = manifest.status();

@@ -559,6 +559,7 @@ v1::CoordinatorMessage JobController::AssignmentMessage(const v1::Job& job, int3
   v1::CoordinatorMessage message;
   v1::Assignment* assignment = message.mutable_assignment();
   assignment->set_job_id(job.id());
+  assignment->set_job_uid(job.uid());
   assignment->set_attempt(job.attempt());
   assignment->set_rank(rank);
   assignment->set_world_size(job.spec().world_size());

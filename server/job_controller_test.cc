@@ -213,6 +213,8 @@ TEST_F(JobControllerTest, AJobRunsOnItsWorkersAndSucceedsWhenEveryRankCompletes)
   std::vector<v1::CoordinatorMessage> sent = Received("w1");
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].assignment().job_id(), "job-1");
+  EXPECT_EQ(sent[0].assignment().job_uid(), core_.jobs->Get("job-1")->uid());  // its files name it
+  EXPECT_FALSE(sent[0].assignment().job_uid().empty());
   EXPECT_EQ(sent[0].assignment().rank(), 1);
   EXPECT_EQ(sent[0].assignment().world_size(), 2);
   EXPECT_EQ(core_.workers->Get("w0")->state(), v1::BUSY);

@@ -10,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "common/log.h"
 #include "common/printable_text.h"
+#include "common/random_token.h"
 #include "common/status_macros.h"
 #include "common/token_hash.h"
 #include "contracts/job_ranks.h"
@@ -375,6 +376,8 @@ absl::StatusOr<v1::Job> JobManager::EarlierSubmission(
 absl::StatusOr<v1::Job> JobManager::SubmitLocked(v1::Job job) {
   const std::string id = absl::StrCat("job-", next_job_number_);
   job.set_id(id);
+  // Ids repeat across state files; what the job writes names this too (Job.uid).
+  job.set_uid(RandomToken(16));
   job.set_state(v1::PENDING);
   job.set_reason(PendingReason(job.spec().world_size(), job.spec().device()));
   job.set_create_time_ms(clock_.NowMs());

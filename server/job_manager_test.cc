@@ -123,6 +123,29 @@ TEST_F(JobManagerTest, FullLifecycle) {
   EXPECT_EQ(done->events_size(), 4);
 }
 
+// Ids repeat across state files (a coordinator started over numbers from job-1 again);
+// each job also gets a uid of 128 random bits, kept with it, which what it writes names.
+TEST_F(JobManagerTest, EachJobGetsAUidOfItsOwnThatSurvivesARestart) {
+  auto first = manager_->Submit(Spec(1));
+  auto second = manager_->Submit(Spec(1));
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->uid().size(), 32u);
+  EXPECT_EQ(first->uid().find_first_not_of("0123456789abcdef"), std::string::npos) << first->uid();
+  EXPECT_NE(first->uid(), second->uid());
+  Reopen();
+  EXPECT_EQ(manager_->Get("job-1")->uid(), first->uid());
+
+  // A coordinator started over from an empty state file: job-1 again, another uid.
+  manager_.reset();
+  store_.reset();
+  for (const char* suffix : {"", "-wal", "-shm"}) unlink((path_ + suffix).c_str());
+  Reopen();
+  auto again = manager_->Submit(Spec(1));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->id(), "job-1");
+  EXPECT_NE(again->uid(), first->uid());
+}
+
 TEST_F(JobManagerTest, RefusesTransitionsOutOfOrder) {
   ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
   EXPECT_EQ(manager_->MarkRunning("job-1", 1).status().code(),

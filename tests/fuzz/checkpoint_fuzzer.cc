@@ -25,6 +25,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   second_of_three.world_size = second_of_three.shard_size = 3;
   second_of_three.rank = second_of_three.shard_rank = 1;
   (void)fsdp::LoadCheckpoint(folder, spec, second_of_three);
-  (void)fsdp::FindLatestCheckpoint(dir, "");
+  (void)fsdp::FindLatestCheckpoint(dir);
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/path_policy.h"
 #include "common/status_macros.h"
+#include "contracts/job_identity.h"
 #include "contracts/permanent_failure.h"
 #include "tokenizer/manifest.h"
 #include "worker/comm/grpc_rendezvous_store.h"
@@ -150,7 +151,7 @@ absl::StatusOr<v1::JobSpec> AttemptRunner::CheckPaths() const {
     owned.mutable_output()->set_overwrite(true);
     RETURN_IF_ERROR(PermanentUnlessTransient(ApplyPathPolicy(policy, PathCheck::kOnDisk, &owned)));
     const std::string& model = owned.output().final_model_path();
-    if (WrittenByJob(model, job_id())) {
+    if (WrittenByJob(model, JobIdentity{job_id(), assignment_.job_uid()})) {
       LogInfo(
           LogContext().Job(job_id()).Attempt(attempt()),
           absl::StrCat("'", model,
@@ -268,6 +269,7 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
                                                    v1::Progress* last_progress) {
   TrainingContext training;
   training.job_id = assignment_.job_id();
+  training.job_uid = assignment_.job_uid();
   training.attempt = assignment_.attempt();
   if (assignment_.has_init_checkpoint_step()) {
     training.init_checkpoint_step = assignment_.init_checkpoint_step();

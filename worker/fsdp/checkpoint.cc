@@ -35,8 +35,7 @@ absl::Status CheckNotSuperseded(const std::string& dir, const CheckpointAuthor& 
   for (const auto& [step, folder] : steps) {
     const absl::StatusOr<v1::CheckpointManifest> manifest = ReadCheckpointManifest(folder);
     if (absl::IsUnavailable(manifest.status())) return manifest.status();
-    if (manifest.ok() && manifest->job_id() == author.job_id &&
-        manifest->attempt() > author.attempt) {
+    if (manifest.ok() && author.SameJob(*manifest) && manifest->attempt() > author.attempt) {
       return absl::FailedPreconditionError(Superseded(author, manifest->attempt(), folder));
     }
   }
@@ -49,11 +48,12 @@ absl::Status CheckNotSuperseded(const std::string& dir, const CheckpointAuthor& 
 absl::Status CheckNotAnotherJobs(const std::string& folder, const CheckpointAuthor& author) {
   const absl::StatusOr<v1::CheckpointManifest> there = ReadCheckpointManifest(folder);
   if (absl::IsUnavailable(there.status())) return there.status();
-  if (!there.ok() || there->job_id() == author.job_id) return absl::OkStatus();
+  if (!there.ok() || author.SameJob(*there)) return absl::OkStatus();
   return absl::AlreadyExistsError(absl::StrCat(
-      "output.checkpoint_dir: '", folder, "' holds job ", there->job_id(),
-      "'s checkpoint; a job never replaces another's (give each job a checkpoint_dir of its "
-      "own; one may start from another's with init.checkpoint_dir)"));
+      "output.checkpoint_dir: '", folder, "' holds the checkpoint of ",
+      OtherJobName(ManifestWriter(*there), author.job()),
+      "; a job never replaces another's (give each job a checkpoint_dir of its own; one may "
+      "start from another's with init.checkpoint_dir)"));
 }
 
 }  // namespace
@@ -74,7 +74,7 @@ absl::Status WriteCheckpointShard(const std::string& dir, int64_t step,
   RETURN_IF_ERROR(CheckNotAnotherJobs(folder, author));
   // A later attempt's step here already: not overwritten with this one's shard.
   if (const absl::StatusOr<v1::CheckpointManifest> there = ReadCheckpointManifest(folder);
-      there.ok() && there->job_id() == author.job_id && there->attempt() > author.attempt) {
+      there.ok() && author.SameJob(*there) && there->attempt() > author.attempt) {
     return absl::FailedPreconditionError(Superseded(author, there->attempt(), folder));
   }
   TensorMap tensors;
@@ -89,9 +89,10 @@ absl::Status WriteCheckpointShard(const std::string& dir, int64_t step,
       tensors[CheckpointTensorName(u, name)] = F32Tensor({model.shard_numel(u)}, state.data());
     }
   }
-  return WriteSafetensors(
-      absl::StrCat(folder, "/", CheckpointShardFile(plan.shard_rank)), tensors,
-      {{kCheckpointJobKey, author.job_id}, {kCheckpointAttemptKey, absl::StrCat(author.attempt)}});
+  Metadata writer = WriterEntries(author.job());
+  writer[kCheckpointAttemptKey] = absl::StrCat(author.attempt);
+  return WriteSafetensors(absl::StrCat(folder, "/", CheckpointShardFile(plan.shard_rank)), tensors,
+                          writer);
 }
 
 absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
@@ -103,6 +104,7 @@ absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,
   v1::CheckpointManifest manifest;
   if (scaler != nullptr) *manifest.mutable_grad_scaler() = *scaler;
   manifest.set_job_id(author.job_id);
+  manifest.set_job_uid(author.job_uid);
   manifest.set_attempt(author.attempt);
   manifest.set_step(step);
   manifest.set_optimizer_steps(optimizer.steps());
@@ -149,7 +151,7 @@ absl::StatusOr<std::vector<std::string>> OlderCheckpointsToRemove(const std::str
     const auto& [folder_step, folder] = *it;
     const absl::StatusOr<v1::CheckpointManifest> manifest = ReadCheckpointManifest(folder);
     if (absl::IsUnavailable(manifest.status())) return manifest.status();
-    if (!manifest.ok() || manifest->job_id() != author.job_id) continue;
+    if (!manifest.ok() || !author.SameJob(*manifest)) continue;
     if (manifest->attempt() > author.attempt) {
       return absl::FailedPreconditionError(Superseded(author, manifest->attempt(), folder));
     }
@@ -177,7 +179,7 @@ absl::StatusOr<std::vector<std::string>> CheckpointsToRemove(const std::string& 
   const std::string written = CheckpointFolder(dir, step);
   const absl::StatusOr<v1::CheckpointManifest> manifest = ReadCheckpointManifest(written);
   if (absl::IsUnavailable(manifest.status())) return manifest.status();
-  if (!manifest.ok() || manifest->job_id() != author.job_id) return std::vector<std::string>();
+  if (!manifest.ok() || !author.SameJob(*manifest)) return std::vector<std::string>();
   const absl::Status complete = CheckCheckpointComplete(written, step, *manifest);
   if (absl::IsUnavailable(complete)) return complete;
   if (!complete.ok()) return std::vector<std::string>();

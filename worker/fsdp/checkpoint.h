@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "contracts/checkpoint_files.h"
 #include "contracts/fsdp_layout.h"
+#include "contracts/job_identity.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/job_spec.pb.h"
 #include "worker/fsdp/fsdp_model.h"
@@ -29,9 +30,18 @@ std::string OptimizerKind(const v1::OptimizerSpec& optimizer);
 // names its attempt, so that a step whose files name different ones is not taken for a
 // checkpoint, and an attempt that finds a later one's step there stops writing
 // (FAILED_PRECONDITION, "superseded").
+// The job is known by its id and uid both (contracts/job_identity.h): another state
+// file's job of the same id is another job.
 struct CheckpointAuthor {
   std::string job_id;
   int32_t attempt = 0;
+  std::string job_uid;  // Job.uid; empty for a job admitted before uids
+
+  JobIdentity job() const { return JobIdentity{job_id, job_uid}; }
+  // Whether `manifest` names this author's job (any attempt of it).
+  bool SameJob(const v1::CheckpointManifest& manifest) const {
+    return ManifestWriter(manifest) == job();
+  }
 };
 
 // This rank's shards of parameters and optimizer state, into the step's folder. Only

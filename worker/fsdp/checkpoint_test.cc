@@ -61,9 +61,10 @@ v1::JobSpec Spec(v1::ShardingStrategy::Value strategy, int world, bool adamw, in
 }
 
 absl::StatusOr<TrainingResult> TrainAll(const v1::JobSpec& spec, const std::string& job_id,
-                                        int attempt) {
+                                        int attempt, const std::string& job_uid = "") {
   testing::ThreadedOptions options;
   options.job_id = job_id;
+  options.job_uid = job_uid;
   options.attempt = attempt;
   auto run = testing::TrainInThreads(spec, options);
   if (!run.ok()) return run.status();
@@ -193,13 +194,13 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
   producer.mutable_output()->set_final_model_path(dir + "/producer.safetensors");
   ApplyJobSpecDefaults(&producer);  // as the coordinator admits it: the manifest holds these
   ASSERT_TRUE(TrainAll(producer, "job-p", 1).ok());
-  ASSERT_TRUE(FindLatestCheckpoint(dir + "/ckpt", "").ok());
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", ""), dir + "/ckpt/step-00000004");
+  ASSERT_TRUE(FindLatestCheckpoint(dir + "/ckpt").ok());
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt"), dir + "/ckpt/step-00000004");
   // A step spelt otherwise (copied by hand as "step-9") is passed over: the ranks agree
   // on a step number and would each open step-00000009, which is not there.
   std::filesystem::copy(dir + "/ckpt/step-00000004", dir + "/ckpt/step-9",
                         std::filesystem::copy_options::recursive);
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", ""), dir + "/ckpt/step-00000004");
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt"), dir + "/ckpt/step-00000004");
   std::filesystem::remove_all(dir + "/ckpt/step-9");
 
   v1::JobSpec consumer = Spec(v1::ShardingStrategy::NO_SHARD, 3, false, 1);
@@ -209,7 +210,7 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
   const absl::Status submitted = ValidateJobSpec(consumer, LimitsLifted(), CheckReadableFile);
   EXPECT_TRUE(submitted.ok()) << submitted;
   ApplyJobSpecDefaults(&consumer);
-  auto loaded = LoadCheckpoint(*FindLatestCheckpoint(dir + "/ckpt", ""), consumer, ShardingPlan());
+  auto loaded = LoadCheckpoint(*FindLatestCheckpoint(dir + "/ckpt"), consumer, ShardingPlan());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   auto producer_model = ReadSafetensors(dir + "/producer.safetensors");
   ASSERT_TRUE(producer_model.ok());
@@ -379,8 +380,8 @@ TEST(Checkpoint, KeepsOnlyTheJobsNewestCheckpoints) {
   EXPECT_EQ(trained->checkpoints_written, 5);
   EXPECT_EQ(Listing(dir + "/ckpt"), (std::vector<std::string>{"step-00000003", "step-00000005",
                                                               "step-00000008", "step-00000010"}));
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-k"), dir + "/ckpt/step-00000010");
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-other"), dir + "/ckpt/step-00000003");
+  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-k", ""}), dir + "/ckpt/step-00000010");
+  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-other", ""}), dir + "/ckpt/step-00000003");
 
   // An attempt that a later one superseded removes nothing.
   const absl::StatusOr<int> stale =
@@ -392,6 +393,42 @@ TEST(Checkpoint, KeepsOnlyTheJobsNewestCheckpoints) {
   EXPECT_EQ(*RemoveOlderCheckpoints(dir + "/ckpt", 10, CheckpointAuthor{"job-k", 1}, 1), 1);
   EXPECT_EQ(Listing(dir + "/ckpt"),
             (std::vector<std::string>{"step-00000003", "step-00000005", "step-00000010"}));
+}
+
+// Job ids repeat across state files: a coordinator started over numbers its jobs from
+// job-1 again. Its job-1 (another uid), re-queued into the checkpoint folder the old job-1
+// wrote, is another job there: it neither resumes from, prunes nor writes over the old
+// job-1's steps.
+TEST(Checkpoint, AnotherStateFilesJobOfTheSameIdIsAnotherJob) {
+  const std::string dir = TempDir("same-id");
+  v1::JobSpec old_job = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
+  old_job.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  old_job.mutable_output()->set_checkpoint_interval_steps(2);
+  ASSERT_TRUE(TrainAll(old_job, "job-1", 1, "a1a1a1a1a1").ok());
+
+  v1::JobSpec new_job = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 6);
+  new_job.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  new_job.mutable_output()->set_checkpoint_interval_steps(2);
+  new_job.mutable_output()->set_keep_checkpoints(1);
+  const auto collided = TrainAll(new_job, "job-1", 2, "b2b2b2b2b2");
+  EXPECT_EQ(collided.status().code(), absl::StatusCode::kAlreadyExists) << collided.status();
+  EXPECT_TRUE(absl::StrContains(collided.status().message(),
+                                "holds the checkpoint of another job job-1 (uid a1a1a1a1..., of "
+                                "another state file)"))
+      << collided.status();
+
+  new_job.mutable_output()->set_checkpoint_interval_steps(3);
+  const auto trained = TrainAll(new_job, "job-1", 2, "b2b2b2b2b2");
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  EXPECT_LT(trained->resumed_from_step, 0);  // not from the old job-1's step 4
+  EXPECT_EQ(Listing(dir + "/ckpt"),
+            (std::vector<std::string>{"step-00000002", "step-00000004", "step-00000006"}));
+  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-1", "a1a1a1a1a1"}),
+            dir + "/ckpt/step-00000004");
+  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-1", "b2b2b2b2b2"}),
+            dir + "/ckpt/step-00000006");
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-1", ""}).status().code(),
+            absl::StatusCode::kNotFound);  // a job-1 from before uids: neither is its own
 }
 
 // The step just written, mixed since with another attempt's shard, is no checkpoint: the
@@ -410,7 +447,7 @@ TEST(Checkpoint, NothingIsRemovedForAStepThatIsNotACheckpoint) {
       RemoveOlderCheckpoints(dir + "/ckpt", 4, CheckpointAuthor{"job-m", 1}, 1);
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(*removed, 0);
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-m"), dir + "/ckpt/step-00000002");
+  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-m", ""}), dir + "/ckpt/step-00000002");
 }
 
 // Two jobs writing the same step of one checkpoint folder (a job submitted again with the
@@ -428,7 +465,7 @@ TEST(Checkpoint, AStepMixingTwoJobsShardsIsNotACheckpoint) {
   std::filesystem::copy_file(dir + "/b/step-00000004/rank-00001.safetensors",
                              dir + "/a/step-00000004/rank-00001.safetensors",
                              std::filesystem::copy_options::overwrite_existing);
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/a", ""), dir + "/a/step-00000002");
+  EXPECT_EQ(*FindLatestCheckpoint(dir + "/a"), dir + "/a/step-00000002");
   const absl::Status mixed =
       LoadCheckpoint(dir + "/a/step-00000004", spec, ShardingPlan()).status();
   EXPECT_EQ(mixed.code(), absl::StatusCode::kDataLoss) << mixed;
@@ -453,8 +490,8 @@ TEST(Checkpoint, AJobNeverWritesOverAnotherJobsCheckpoint) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kAlreadyExists) << refused;
   EXPECT_TRUE(
       absl::StrContains(refused.message(), "output.checkpoint_dir: '" + dir +
-                                               "/ckpt/step-00000002' holds job job-a's "
-                                               "checkpoint; a job never replaces another's"))
+                                               "/ckpt/step-00000002' holds the checkpoint "
+                                               "of job job-a; a job never replaces another's"))
       << refused;
   EXPECT_EQ(ReadText(shard), before);
   EXPECT_EQ(ReadCheckpointManifest(dir + "/ckpt/step-00000004")->job_id(), "job-a");
@@ -515,13 +552,13 @@ TEST(Checkpoint, AManifestWithAFieldOfALaterReleaseIsRead) {
   ASSERT_EQ(json.front(), '{');
   json.insert(1, "\"a_later_field\": {\"x\": 1},");
   std::ofstream(newest + "/manifest.json", std::ios::trunc) << json;
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-r"), newest);
+  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-r", ""}), newest);
   // Damage is still damage, and says what the parser found.
   std::ofstream(newest + "/manifest.json", std::ios::trunc) << "{\"step\": \"four\"}";
   const absl::Status damaged = ReadCheckpointManifest(newest).status();
   EXPECT_EQ(damaged.code(), absl::StatusCode::kDataLoss) << damaged;
   EXPECT_NE(damaged.message().find("unreadable manifest: "), std::string::npos) << damaged;
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-r"), dir + "/ckpt/step-00000002");
+  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-r", ""}), dir + "/ckpt/step-00000002");
 }
 
 ShardingPlan RankOf(int shard_size, int shard_rank) {
@@ -639,13 +676,13 @@ TEST(Checkpoint, LinksAndFifosInsideTheFolderAreNeitherFollowedNorWaitedOn) {
   elsewhere.mutable_output()->set_checkpoint_dir(dir + "/other");
   ASSERT_TRUE(TrainAll(elsewhere, "job-l", 1).ok());
   const std::string real = dir + "/ckpt/step-00000002";
-  ASSERT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-l"), real);
+  ASSERT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-l", ""}), real);
 
   std::filesystem::create_directory_symlink(dir + "/other/step-00000002",
                                             dir + "/ckpt/step-00000099");
   std::filesystem::create_directories(dir + "/ckpt/step-00000050");
   ASSERT_EQ(mkfifo((dir + "/ckpt/step-00000050/manifest.json").c_str(), 0600), 0);
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-l"), real);
+  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-l", ""}), real);
   const absl::Status linked =
       LoadCheckpoint(dir + "/ckpt/step-00000099", spec, ShardingPlan()).status();
   EXPECT_EQ(linked.code(), absl::StatusCode::kInvalidArgument) << linked;
@@ -662,9 +699,9 @@ TEST(Checkpoint, LinksAndFifosInsideTheFolderAreNeitherFollowedNorWaitedOn) {
   // not read as "no checkpoint" (a resumed attempt would start over from its seed).
   std::filesystem::rename(dir + "/ckpt", dir + "/ckpt.old");
   std::filesystem::create_directory_symlink(dir + "/ckpt.old", dir + "/ckpt");
-  const absl::Status swapped = FindLatestCheckpoint(dir + "/ckpt", "job-l").status();
+  const absl::Status swapped = FindLatestCheckpointOf(dir + "/ckpt", {"job-l", ""}).status();
   EXPECT_EQ(swapped.code(), absl::StatusCode::kInvalidArgument) << swapped;
-  EXPECT_EQ(FindLatestCheckpoint(dir + "/missing", "job-l").status().code(),
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/missing", {"job-l", ""}).status().code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -685,7 +722,7 @@ TEST(Checkpoint, ASupersededAttemptWritesNoMoreAndMixedStepsAreNotCheckpoints) {
   EXPECT_NE(stale.status().message().find("this attempt (1) was superseded"), std::string::npos)
       << stale.status();
   const std::string newest = dir + "/ckpt/step-00000004";
-  ASSERT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-f"), newest);
+  ASSERT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-f", ""}), newest);
   ASSERT_TRUE(LoadCheckpoint(newest, spec, ShardingPlan()).ok());
 
   // One shard of step 4 rewritten by attempt 1: step 2 is the newest checkpoint now.
@@ -693,7 +730,7 @@ TEST(Checkpoint, ASupersededAttemptWritesNoMoreAndMixedStepsAreNotCheckpoints) {
   auto shard = ReadSafetensors(shard_path);
   ASSERT_TRUE(shard.ok()) << shard.status();
   ASSERT_TRUE(WriteSafetensors(shard_path, *shard, {{"shardwise.attempt", "1"}}).ok());
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-f"), dir + "/ckpt/step-00000002");
+  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-f", ""}), dir + "/ckpt/step-00000002");
   const absl::Status mixed = LoadCheckpoint(newest, spec, ShardingPlan()).status();
   EXPECT_EQ(mixed.code(), absl::StatusCode::kDataLoss) << mixed;
   EXPECT_NE(mixed.message().find("rank-00001.safetensors was written by attempt 1, not by "
@@ -702,12 +739,12 @@ TEST(Checkpoint, ASupersededAttemptWritesNoMoreAndMixedStepsAreNotCheckpoints) {
       << mixed;
   // A shard naming no attempt (a worker of an older release wrote it) is taken as it is.
   ASSERT_TRUE(WriteSafetensors(shard_path, *shard).ok());
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-f"), newest);
+  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-f", ""}), newest);
   ASSERT_TRUE(WriteSafetensors(shard_path, *shard, {{"shardwise.attempt", "1"}}).ok());
 
   // A step folder whose manifest says another step (renamed, or damaged) is passed over.
   std::filesystem::rename(dir + "/ckpt/step-00000002", dir + "/ckpt/step-00000003");
-  EXPECT_EQ(FindLatestCheckpoint(dir + "/ckpt", "job-f").status().code(),
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-f", ""}).status().code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -759,8 +796,9 @@ TEST(Checkpoint, AStepThisProcessMayNotReadIsNotPassedOver) {
     SCOPED_TRACE(name);
     const std::string path = absl::StrCat(newest, "/", name);
     std::filesystem::permissions(path, std::filesystem::perms::none);
-    const absl::Status found = AsReaderThatPermissionsKeepOut(
-        [&] { return FindLatestCheckpoint(dir + "/ckpt", "job-u").status(); });
+    const absl::Status found = AsReaderThatPermissionsKeepOut([&] {
+      return FindLatestCheckpointOf(dir + "/ckpt", {"job-u", ""}).status();
+    });
     EXPECT_EQ(found.code(), absl::StatusCode::kPermissionDenied) << found;
     EXPECT_NE(found.message().find(name), std::string::npos) << found;
     const absl::Status submitted = AsReaderThatPermissionsKeepOut(
@@ -775,7 +813,7 @@ TEST(Checkpoint, AStepThisProcessMayNotReadIsNotPassedOver) {
     std::filesystem::permissions(
         path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
                   std::filesystem::perms::group_read | std::filesystem::perms::others_read);
-    EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt", "job-u"), newest);
+    EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-u", ""}), newest);
   }
 
   // Keeping one checkpoint at step 6: step 2 goes, step 4 with a shard it may not read stays.
@@ -792,7 +830,7 @@ TEST(Checkpoint, AStepThisProcessMayNotReadIsNotPassedOver) {
 TEST(Checkpoint, FoldersWithoutAManifestAreIgnored) {
   const std::string dir = TempDir("partial");
   std::filesystem::create_directories(dir + "/step-00000099");
-  EXPECT_EQ(FindLatestCheckpoint(dir, "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(FindLatestCheckpoint(dir).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -65,6 +65,7 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& job_spec,
       CpuCachingAllocator allocator;
       TrainingContext training;
       training.job_id = options.job_id;
+      training.job_uid = options.job_uid;
       training.attempt = options.attempt;
       training.init_checkpoint_step = options.init_checkpoint_step;
       HookSchedule hooks;

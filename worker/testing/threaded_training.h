@@ -32,6 +32,7 @@ struct ThreadedTraining {
 
 struct ThreadedOptions {
   std::string job_id = "job-test";
+  std::string job_uid;  // Job.uid; empty: a job without one
   int attempt = 1;
   std::optional<int64_t> init_checkpoint_step;  // TrainingContext's
   // Each rank's fault injection (none if unset).

@@ -40,21 +40,31 @@ TEST(FinalModelOwner, AJobReplacesOnlyTheFinalModelItWrote) {
   const std::string& path = spec.output().final_model_path();
   testing::ThreadedOptions first;
   first.job_id = "job-7";
+  first.job_uid = "7a7a7a7a";
   first.owns_outputs = false;
   ASSERT_TRUE(testing::TrainInThreads(spec, first).ok());
-  EXPECT_TRUE(WrittenByJob(path, "job-7"));
-  EXPECT_FALSE(WrittenByJob(path, "job-8"));
-  EXPECT_FALSE(WrittenByJob(path, ""));
+  const JobIdentity seven{"job-7", "7a7a7a7a"};
+  EXPECT_TRUE(WrittenByJob(path, seven));
+  EXPECT_FALSE(WrittenByJob(path, {"job-8", "7a7a7a7a"}));
+  EXPECT_FALSE(WrittenByJob(path, {"job-7", "0b0b0b0b"}));  // another state file's job-7
+  EXPECT_FALSE(WrittenByJob(path, {"job-7", ""}));          // a job-7 from before uids
+  EXPECT_FALSE(WrittenByJob(path, JobIdentity()));
   testing::ThreadedOptions again = first;
   again.attempt = 2;
   const auto replaced = testing::TrainInThreads(spec, again);
   EXPECT_TRUE(replaced.ok()) << replaced.status();
-  testing::ThreadedOptions other = first;
-  other.job_id = "job-8";
-  const auto refused = testing::TrainInThreads(spec, other);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists) << refused.status();
-  EXPECT_TRUE(WrittenByJob(path, "job-7"));
-  EXPECT_FALSE(WrittenByJob(dir + "/missing.safetensors", "job-7"));
+  // Another job, and another coordinator's job-7 (a state file started over), in its
+  // second attempt: neither replaces it.
+  for (const JobIdentity& stranger :
+       {JobIdentity{"job-8", "8b8b8b8b"}, JobIdentity{"job-7", "0b0b0b0b"}}) {
+    testing::ThreadedOptions other = again;
+    other.job_id = stranger.id;
+    other.job_uid = stranger.uid;
+    const auto refused = testing::TrainInThreads(spec, other);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists) << refused.status();
+  }
+  EXPECT_TRUE(WrittenByJob(path, seven));
+  EXPECT_FALSE(WrittenByJob(dir + "/missing.safetensors", seven));
 }
 
 // An attempt cut off from the coordinator, finishing after the job's later attempt wrote
@@ -79,10 +89,14 @@ TEST(FinalModelOwner, ASupersededAttemptDoesNotReplaceALaterAttemptsModel) {
   EXPECT_NE(refused.status().message().find("this attempt (2) was superseded"), std::string::npos)
       << refused.status();
   EXPECT_EQ(std::filesystem::last_write_time(path), written);
-  EXPECT_TRUE(CheckNotSuperseded(path, "job-9", 3).ok());   // its own
-  EXPECT_TRUE(CheckNotSuperseded(path, "job-10", 1).ok());  // another job's: overwrite decides
-  EXPECT_EQ(WriterMetadata("job-9", 3).at(kFinalModelAttemptKey), "3");
-  EXPECT_TRUE(WriterMetadata("", 3).empty());
+  EXPECT_TRUE(CheckNotSuperseded(path, {"job-9", ""}, 3).ok());  // its own
+  EXPECT_TRUE(
+      CheckNotSuperseded(path, {"job-10", ""}, 1).ok());  // another job's: overwrite decides
+  // Another state file's job-9 in its first attempt is not "superseded" by this one.
+  EXPECT_TRUE(CheckNotSuperseded(path, {"job-9", "9c9c9c9c"}, 1).ok());
+  EXPECT_EQ(WriterMetadata({"job-9", ""}, 3).at(kFinalModelAttemptKey), "3");
+  EXPECT_EQ(WriterMetadata({"job-9", "9c9c9c9c"}, 3).at("shardwise.job_uid"), "9c9c9c9c");
+  EXPECT_TRUE(WriterMetadata(JobIdentity(), 3).empty());
 }
 
 }  // namespace

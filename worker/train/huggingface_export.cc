@@ -33,14 +33,14 @@ absl::StatusOr<SpecialTokenIds> ExportTokenizer(const v1::JobSpec& spec, bool re
 }  // namespace
 
 absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
-                               const std::string& job_id, int32_t attempt) {
+                               const JobIdentity& job, int32_t attempt) {
   const std::string& dir = spec.output().huggingface_dir();
   if (dir.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(const TensorMap weights, ToHuggingFaceLayout(spec.model(), model));
   RETURN_IF_ERROR(CreateFolders(dir));
   const std::string model_path = dir + "/model.safetensors";
-  const bool replace = spec.output().overwrite() || WrittenByJob(model_path, job_id);
-  const Metadata metadata = WriterMetadata(job_id, attempt);
+  const bool replace = spec.output().overwrite() || WrittenByJob(model_path, job);
+  const Metadata metadata = WriterMetadata(job, attempt);
   // The tokenizer, then the weights, then config.json: a config.json there names a folder
   // whose other files are in place. Each is replaced on the same terms as the weights (an
   // earlier attempt's, or with overwrite).

@@ -12,16 +12,17 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "contracts/job_identity.h"
 #include "contracts/safetensors.h"
 #include "proto/job_spec.pb.h"
 
 namespace shardwise {
 
 // Writes `model` (the job's final weights) into spec.output().huggingface_dir(), a path the
-// path policy has checked; nothing when it is empty. The weights name `job_id` and
+// path policy has checked; nothing when it is empty. The weights name `job` and
 // `attempt` as their writer (final_model_owner.h).
 absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
-                               const std::string& job_id, int32_t attempt);
+                               const JobIdentity& job, int32_t attempt);
 
 }  // namespace shardwise
 

@@ -90,7 +90,7 @@ absl::StatusOr<CheckpointChoice> InitCheckpoint(const v1::JobSpec& spec,
     RETURN_IF_ERROR(there);
     return CheckpointChoice{CheckpointChoice::kInit, step};
   }
-  ASSIGN_OR_RETURN(const std::string folder, fsdp::FindLatestCheckpoint(dir, ""));
+  ASSIGN_OR_RETURN(const std::string folder, fsdp::FindLatestCheckpoint(dir));
   ASSIGN_OR_RETURN(const v1::CheckpointManifest manifest, fsdp::ReadCheckpointManifest(folder));
   return CheckpointChoice{CheckpointChoice::kInit, manifest.step()};
 }
@@ -99,7 +99,7 @@ absl::StatusOr<CheckpointChoice> NewestCheckpoint(const v1::JobSpec& spec,
                                                   const TrainingContext& context) {
   const std::string& own = spec.output().checkpoint_dir();
   if (context.attempt > 1 && !own.empty()) {
-    auto folder = fsdp::FindLatestCheckpoint(own, context.job_id);
+    auto folder = fsdp::FindLatestCheckpointOf(own, context.job());
     if (folder.ok()) {
       ASSIGN_OR_RETURN(const v1::CheckpointManifest manifest,
                        fsdp::ReadCheckpointManifest(*folder));
@@ -442,7 +442,7 @@ void RankTrainer::AdoptModel(std::unique_ptr<fsdp::FsdpModel> model) {
 }
 
 absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
-  const bool resuming = checkpoint.manifest.job_id() == context_.job_id &&
+  const bool resuming = ManifestWriter(checkpoint.manifest) == context_.job() &&
                         !context_.job_id.empty() && context_.attempt > 1;
   if (resuming) {
     // A damaged manifest must not start the run before its first step (negative sample
@@ -861,7 +861,7 @@ absl::StatusOr<bool> RankTrainer::MaybeCheckpoint() {
   activity_ = absl::StrCat("writing the checkpoint after step ", result_.steps - 1);
   if (context_.position != nullptr) context_.position->SetPhase("checkpoint");
   const std::string& dir = spec_.output().checkpoint_dir();
-  const fsdp::CheckpointAuthor author{context_.job_id, context_.attempt};
+  const fsdp::CheckpointAuthor author{context_.job_id, context_.attempt, context_.job_uid};
   RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result_.steps, author, *model_, *optimizer_));
   // Every shard is on disk before the manifest; writing one may take longer than a peer
   // is waited for inside a step.
@@ -993,9 +993,9 @@ absl::Status RankTrainer::WriteFinalModel() {
        {path, spec_.output().huggingface_dir().empty()
                   ? std::string()
                   : spec_.output().huggingface_dir() + "/model.safetensors"}) {
-    RETURN_IF_ERROR(CheckNotSuperseded(model, context_.job_id, context_.attempt));
+    RETURN_IF_ERROR(CheckNotSuperseded(model, context_.job(), context_.attempt));
   }
-  RETURN_IF_ERROR(ExportHuggingFace(spec_, final_model, context_.job_id, context_.attempt));
+  RETURN_IF_ERROR(ExportHuggingFace(spec_, final_model, context_.job(), context_.attempt));
   if (path.empty()) return absl::OkStatus();
   RETURN_IF_ERROR(CreateFolders(std::filesystem::path(path).parent_path().string()));
   std::string model_json;
@@ -1010,11 +1010,11 @@ absl::Status RankTrainer::WriteFinalModel() {
                                                    tokenizer::ModelTokenizerFolder(path),
                                                    spec_.output().overwrite(), kCheckedPathLinks));
   }
-  Metadata metadata = WriterMetadata(context_.job_id, context_.attempt);
+  Metadata metadata = WriterMetadata(context_.job(), context_.attempt);
   metadata["shardwise.model"] = model_json;
   // A file there that the job did not write is replaced only when the spec says so; one
   // an earlier attempt of this job wrote is its own (final_model_owner.h).
-  const bool replace = spec_.output().overwrite() || WrittenByJob(path, context_.job_id);
+  const bool replace = spec_.output().overwrite() || WrittenByJob(path, context_.job());
   RETURN_IF_ERROR(WriteSafetensors(path, final_model, metadata, replace));
   result_.model_path = path;
   return absl::OkStatus();

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "contracts/job_identity.h"
 #include "gloo/context.h"
 #include "gloo/rendezvous/store.h"
 #include "proto/job.pb.h"
@@ -55,8 +56,10 @@ struct TrainingResult {
 };
 
 struct TrainingContext {
-  std::string job_id;  // names this job's checkpoints
-  int attempt = 1;     // a later attempt resumes from the job's newest checkpoint
+  std::string job_id;   // names this job's checkpoints and final model, with job_uid
+  std::string job_uid;  // Job.uid (contracts/job_identity.h); empty for a job without one
+  JobIdentity job() const { return JobIdentity{job_id, job_uid}; }
+  int attempt = 1;  // a later attempt resumes from the job's newest checkpoint
   // The step of init.checkpoint_dir's checkpoint an earlier attempt started from
   // (Assignment.init_checkpoint_step): without a checkpoint of the job's own, this
   // attempt starts from it, not from the folder's newest. Unset: the newest.
