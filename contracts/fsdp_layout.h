@@ -3,7 +3,7 @@
 
 // Pure descriptions of how a job's model is split into FSDP units and sharded: which
 // parameters each unit holds, where each sits in the unit's flat buffer, and each rank's
-// groups and divide factors (docs/semantics.md: "Flat parameters and sharding",
+// groups and divide factors (docs/semantics.md: "Units and flat parameters",
 // "Gradient reduction").
 
 #include <cstdint>
@@ -36,7 +36,7 @@ struct UnitLayout {
 };
 
 // A job's model cut into FSDP units by its wrap policy, with each unit's parameters
-// flattened in registration order (docs/semantics.md: "Flat parameters and sharding").
+// flattened in registration order (docs/semantics.md: "Units and flat parameters").
 // `units` lists the children in the order they first run, then the root.
 struct FlatLayout {
   ModelDescription model;
@@ -78,8 +78,9 @@ struct ShardingPlan {
 
 absl::StatusOr<ShardingPlan> PlanSharding(const v1::FsdpConfig& fsdp, int world_size, int rank);
 
-// FSDP's gradient divide factors for N ranks: the largest power of two f with N % f == 0
-// and N / f > f... built up by doubling; predivide f, postdivide N / f.
+// FSDP's gradient divide factors for N ranks, as PyTorch's _get_gradient_predivide_factor
+// computes them: f doubles from 1 while N % f == 0 and N / f > f (so f need not divide N:
+// 6 gives 4); predivide f, postdivide N / f (docs/semantics.md, "Gradient reduction").
 void DivideFactors(int n, double* predivide, double* postdivide);
 
 // W * ceil(numel / W).

@@ -1,9 +1,9 @@
 #ifndef SHARDWISE_SERVER_EXECUTION_ORDER_AGREEMENT_H_
 #define SHARDWISE_SERVER_EXECUTION_ORDER_AGREEMENT_H_
 
-// Validates one attempt's FSDP execution order (docs/semantics.md, "Validation"). Every
-// rank must run its units in the same order, or the ranks' collectives pair up wrongly
-// (a hang, or tensors silently mixed). PyTorch checks this only in its most verbose debug
+// Validates one attempt's FSDP execution order (docs/semantics.md, "Execution order and
+// prefetch"). Every rank must run its units in the same order, or the ranks' collectives pair up
+// wrongly (a hang, or tensors silently mixed). PyTorch checks this only in its most verbose debug
 // mode; here every rank reports its first iteration's order, and once all have, they
 // are compared: agreeing orders are recorded with the prefetch plan derived from them,
 // disagreeing ones fail the job at once, naming the ranks and the first difference. A

@@ -83,7 +83,7 @@ absl::Status FsdpReduce(const ReductionContext& c, ScalarType reduce_type, float
   return absl::OkStatus();
 }
 
-// DDP's hooks on one bucket (docs/semantics.md, "DDP communication hooks").
+// DDP's hooks on one bucket (docs/semantics.md, "Communication hooks").
 absl::Status AllReduceHook(Communicator& group, Bucket& bucket) {
   bucket.DivideBy(group.size());
   return bucket.AllReduce(group);

@@ -2,8 +2,8 @@
 #define SHARDWISE_WORKER_FSDP_COMM_HOOKS_H_
 
 // How one FSDP unit's gradient is reduced: FSDP's own path and the communication hooks
-// (docs/semantics.md: "Gradient reduction", "DDP communication hooks", "DDP mixed-precision
-// hook"). Which hook applies where:
+// (docs/semantics.md: "Gradient reduction (no communication hook)", "Communication
+// hooks"). Which hook applies where:
 //   NO_HOOK                   FSDP's reduction: reduce_dtype, pre/post divide factors,
 //                             reduce-scatter in the shard group, all-reduce across the
 //                             replicate group.

@@ -1,10 +1,10 @@
 #ifndef SHARDWISE_WORKER_FSDP_GRAD_SCALER_H_
 #define SHARDWISE_WORKER_FSDP_GRAD_SCALER_H_
 
-// Dynamic loss scaling with torch's ShardedGradScaler's rules (docs/semantics.md, "fp16 loss
-// scaling"): the scale starts at init_scale (2^16), is multiplied by growth_factor (2)
-// after growth_interval (2000) consecutive clean steps and by backoff_factor (0.5) after a
-// step with an inf or NaN gradient, which is skipped. The scale is an FP32 value, as
+// Dynamic loss scaling with torch's ShardedGradScaler's rules (docs/semantics.md, "Dynamic
+// loss scaling (ShardedGradScaler)"): the scale starts at init_scale (2^16), is multiplied by
+// growth_factor (2) after growth_interval (2000) consecutive clean steps and by backoff_factor
+// (0.5) after a step with an inf or NaN gradient, which is skipped. The scale is an FP32 value, as
 // torch keeps it: each update multiplies it by the factor in FP64 and rounds once, and a
 // growth that would overflow FP32 leaves it as it was (torch's _amp_update_scale_); the
 // inverse used to unscale is computed in FP64 and rounded to FP32.

@@ -131,9 +131,9 @@ void PrintTo(const OverlapCase& c, std::ostream* os) {
 
 class OptimizerOverlapTest : public ::testing::TestWithParam<OverlapCase> {};
 
-// docs/semantics.md, "Optimizer overlap": after several iterations the parameters equal those
-// of a normal optimizer step after backward, and they have changed. The arithmetic per
-// element is the same, so equal means bit for bit.
+// docs/semantics.md, "Communication hooks" (optimizer overlap): after several iterations the
+// parameters equal those of a normal optimizer step after backward, and they have changed. The
+// arithmetic per element is the same, so equal means bit for bit.
 TEST_P(OptimizerOverlapTest, SixIterationsEqualTheNormalStep) {
   const OverlapCase& c = GetParam();
   v1::JobSpec normal = BaseSpec(c.strategy, 2, 6);

@@ -6,7 +6,7 @@
 // read or generated a tensor at a time: worker/data/weights.h), so that a rank's host holds
 // its shards and part of one parameter, never the whole model. Each unit's flat buffer is
 // its parameters in registration order, zero-padded to a multiple of the shard group, cut
-// into equal shards (docs/semantics.md: "Flat parameters and sharding").
+// into equal shards (docs/semantics.md: "Units and flat parameters").
 //
 // Thread-compatible.
 

@@ -1,9 +1,10 @@
 #ifndef SHARDWISE_WORKER_RUNTIME_ALL_GATHER_LIMITER_H_
 #define SHARDWISE_WORKER_RUNTIME_ALL_GATHER_LIMITER_H_
 
-// FSDP's limit_all_gathers rate limiter (docs/semantics.md, "Prefetch"): every reshard records
-// a "freed" event on the compute stream; before an unshard allocates its full buffer, if
-// `max_in_flight` (two) frees are pending, it waits for the oldest. This bounds the
+// FSDP's limit_all_gathers rate limiter (docs/semantics.md, "Execution order and
+// prefetch"): every reshard records a "freed" event on the compute stream; before an
+// unshard allocates its full buffer, if `max_in_flight` (two) frees are pending, it waits
+// for the oldest. This bounds the
 // all-gathered units alive at once when the CPU thread runs ahead of the GPU: without it
 // the unshard stream could gather every unit before the compute stream freed any.
 //
