@@ -155,6 +155,8 @@ std::string FolderList(const google::protobuf::RepeatedPtrField<std::string>& fo
 
 void AppendIdentity(const v1::Job& job, int64_t now_ms, std::string* out) {
   absl::StrAppend(out, "Job:        ", job.id(), "\n");
+  // What its checkpoints and final model name beside the id (contracts/job_identity.h).
+  if (!job.uid().empty()) absl::StrAppend(out, "Uid:        ", job.uid(), "\n");
   absl::StrAppend(out, "Name:       ", job.spec().name().empty() ? "-" : job.spec().name(), "\n");
   absl::StrAppend(out, "State:      ", v1::JobState_Name(job.state()), "\n");
   absl::StrAppend(out, "Reason:     ", job.reason(), "\n");

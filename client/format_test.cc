@@ -142,8 +142,11 @@ TEST(Format, ACompactedJobSaysSo) {
   job.set_state(v1::SUCCEEDED);
   job.set_compacted(true);
   job.set_submitter("alice");
+  job.set_uid("5f1c0a9e5f1c0a9e5f1c0a9e5f1c0a9e");
   const std::string description = FormatJobDescription(job, 1'000'000);
   EXPECT_TRUE(absl::StrContains(description, "Submitter:  alice\n")) << description;
+  EXPECT_TRUE(absl::StrContains(description, "Uid:        5f1c0a9e5f1c0a9e5f1c0a9e5f1c0a9e\n"))
+      << description;
   EXPECT_TRUE(absl::StrContains(description, "Progress:   50/100 steps, loss 0.4322\n"))
       << description;
   EXPECT_TRUE(absl::StrContains(description, "Compacted:  it ended longer ago")) << description;
