@@ -10,7 +10,8 @@
 #
 # The glibc files are taken from this (Debian 12) machine: the bundle's binaries were linked
 # against exactly that glibc. A CUDA bundle's libcuda comes from the GPU host's driver
-# (the NVIDIA container toolkit mounts it); the image carries cudart, cuBLAS and NCCL.
+# (the NVIDIA container toolkit mounts it); the image carries cudart, cuBLAS, NCCL, and
+# cuDNN with the engine libraries and NVRTC it loads at run time.
 set -euo pipefail
 
 bundle=$1

@@ -29,8 +29,9 @@ starts() {  # starts IMAGE
 if starts "$1"; then result cpu passed; else result cpu failed "a binary does not start"; fi
 
 if [ -n "${2:-}" ]; then
-  # Without a GPU the CUDA worker loads cudart, cuBLAS and NCCL, then says the driver is
-  # missing: the image holds everything but the driver.
+  # Without a GPU the CUDA worker loads the libraries it links (cudart, cuBLAS, NCCL,
+  # cuDNN), then says the driver is missing: the image holds everything it links but the
+  # driver. cuDNN's engines and NVRTC load only as a job runs, on a GPU node.
   said=$(podman run --rm --network none "$2" shardwise-worker --device=cuda \
     --coordinator=127.0.0.1:1 --name=smoke 2>&1)
   if starts "$2" && grep -q "no usable CUDA driver or GPU" <<<"$said"; then

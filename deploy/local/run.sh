@@ -90,7 +90,7 @@ make_secrets() {
     --role=admin >"$WORK/client/token" 2>"$WORK/token-entry" || return 1
   podman run --rm --network none "$IMAGE" shardwise token create --principal=workers \
     --role=worker >"$worker_token/token" 2>>"$WORK/token-entry" || return 1
-  { echo "tokens:"; grep -E '^ +(- principal|role|sha256):' "$WORK/token-entry"; } >"$tokens/tokens"
+  { echo "tokens:"; grep -E '^ +(- principal|role|sha256|input_paths|output_paths|worker_names):' "$WORK/token-entry"; } >"$tokens/tokens"
   cp "$tls/ca.crt" "$WORK/client/ca.crt"
   # As a Secret volume would be: readable by the pods' user only.
   chown -R 65532:65532 "$WORK/secrets" "$WORK/client"
