@@ -183,6 +183,10 @@ TEST(RendezvousStore, WaitReturnsWhenAllKeysAreSet) {
     EXPECT_TRUE(store.Set(As("j", 1), "b", "2").ok());
   });
   EXPECT_TRUE(store.Wait(As("j", 1), {"a", "b"}, absl::Seconds(10)).ok());
+  // Returned with both keys there (that it returns only then, not before, is
+  // AsyncWaitsCompleteOnceWhenTheirLastKeyIsSet's: the blocking Wait awaits its callback).
+  EXPECT_EQ(store.Get(As("j", 1), "a").value_or(""), "1");
+  EXPECT_EQ(store.Get(As("j", 1), "b").value_or(""), "2");
   setter.join();
 }
 

@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/testing/worst_error.h"
 #include "contracts/safetensors.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
@@ -91,7 +92,7 @@ double WorstOfTolerance(const std::string& expected_path, const std::string& act
     if (other.numel() != tensor.numel()) return 1e30;
     for (int64_t i = 0; i < tensor.numel(); ++i) {
       const double b = tensor.f32()[i], a = other.f32()[i];
-      worst = std::max(worst, std::abs(a - b) / (1e-6 + 1e-5 * std::abs(b)));
+      worst = WorseOf(worst, std::abs(a - b) / (1e-6 + 1e-5 * std::abs(b)));
     }
   }
   return worst;

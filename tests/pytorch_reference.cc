@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/testing/scratch.h"
+#include "common/testing/worst_error.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -123,6 +124,7 @@ absl::StatusOr<PytorchRun> RunPytorch(const std::string& script, const std::stri
 }
 
 Worst CompareElementwise(const TensorMap& got, const TensorMap& want, double rtol, double atol) {
+  if (want.empty()) return {1e30, "no tensor in the reference"};
   Worst worst;
   for (const auto& [name, expected] : want) {
     auto it = got.find(name);
@@ -130,7 +132,8 @@ Worst CompareElementwise(const TensorMap& got, const TensorMap& want, double rto
     if (it->second.numel() != expected.numel()) return {1e30, absl::StrCat("shape of ", name)};
     for (int64_t i = 0; i < expected.numel(); ++i) {
       const double w = expected.f32()[i], g = it->second.f32()[i];
-      const double ratio = std::abs(g - w) / (atol + rtol * std::abs(w));
+      // A NaN is the worst there is (WorseOf): a model gone NaN passes no bound.
+      const double ratio = WorseOf(0, std::abs(g - w) / (atol + rtol * std::abs(w)));
       if (ratio > worst.ratio) worst = {ratio, absl::StrCat(name, "[", i, "]: ", g, " vs ", w)};
     }
   }
@@ -140,9 +143,9 @@ Worst CompareElementwise(const TensorMap& got, const TensorMap& want, double rto
 double WorstLossRatio(const std::vector<double>& got, const std::vector<double>& want) {
   double worst = 0;
   for (size_t s = 0; s < want.size() && s < got.size(); ++s) {
-    worst = std::max(worst, std::abs(got[s] - want[s]) / want[s]);
+    worst = WorseOf(worst, std::abs(got[s] - want[s]) / want[s]);
   }
-  return got.size() == want.size() ? worst : 1e30;
+  return got.size() == want.size() && !want.empty() ? worst : 1e30;
 }
 
 void ExpectMatchesPytorch(const std::string& label, const TensorMap& model,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/testing/worst_error.h"
 #include "gtest/gtest.h"
 #include "worker/compute/pointwise.h"
 
@@ -22,7 +23,7 @@ double Ulps(float value, double expected) {
 TEST(FloatMath, ExpIsWithinTwoUlps) {
   double worst = 0;
   for (float x = -87.0f; x <= 88.0f; x += 0.001953125f) {  // 2^-9 steps: 89,600 points
-    worst = std::max(worst, Ulps(ExpF(x), std::exp(static_cast<double>(x))));
+    worst = testing::WorseOf(worst, Ulps(ExpF(x), std::exp(static_cast<double>(x))));
   }
   EXPECT_LE(worst, 2.0);
   EXPECT_EQ(ExpF(0.0f), 1.0f);
@@ -33,7 +34,7 @@ TEST(FloatMath, ExpIsWithinTwoUlps) {
 TEST(FloatMath, ErfIsWithinItsApproximationsBound) {
   double worst = 0;
   for (float x = -6.0f; x <= 6.0f; x += 0.0009765625f) {
-    worst = std::max(worst, std::abs(ErfF(x) - std::erf(static_cast<double>(x))));
+    worst = testing::WorseOf(worst, std::abs(ErfF(x) - std::erf(static_cast<double>(x))));
   }
   EXPECT_LE(worst, 4e-7);  // 1.5e-7 for the formula, plus float rounding
   EXPECT_EQ(ErfF(0.0f), 0.0f);
@@ -44,8 +45,9 @@ TEST(FloatMath, GeluAndItsGradientAreCloseToTheExactOnes) {
   double worst_gelu = 0, worst_grad = 0;
   for (float x = -10.0f; x <= 10.0f; x += 0.0009765625f) {
     const double scale = std::max(1.0, std::abs(static_cast<double>(x)));
-    worst_gelu = std::max(worst_gelu, std::abs(GeluF(x) - pointwise::Gelu(x)) / scale);
-    worst_grad = std::max(worst_grad, std::abs(GeluGradF(x) - pointwise::GeluGrad(x)) / scale);
+    worst_gelu = testing::WorseOf(worst_gelu, std::abs(GeluF(x) - pointwise::Gelu(x)) / scale);
+    worst_grad =
+        testing::WorseOf(worst_grad, std::abs(GeluGradF(x) - pointwise::GeluGrad(x)) / scale);
   }
   EXPECT_LE(worst_gelu, 2e-7);
   EXPECT_LE(worst_grad, 3e-7);
@@ -60,8 +62,8 @@ TEST(FloatMath, SiluAndItsGradientAreWithinFourUlpsOfTheExactOnes) {
   for (float x = -80.0f; x <= 80.0f; x += 0.0009765625f) {
     const double silu = pointwise::Silu(x), grad = pointwise::SiluGrad(x);
     if (std::abs(silu) > 1e-30)
-      worst_silu = std::max(worst_silu, std::abs(SiluF(x) - silu) / std::abs(silu));
-    worst_grad = std::max(worst_grad, std::abs(SiluGradF(x) - grad));  // it crosses 0
+      worst_silu = testing::WorseOf(worst_silu, std::abs(SiluF(x) - silu) / std::abs(silu));
+    worst_grad = testing::WorseOf(worst_grad, std::abs(SiluGradF(x) - grad));  // it crosses 0
   }
   EXPECT_LE(worst_silu, 4 * 6e-8);
   EXPECT_LE(worst_grad, 4 * 6e-8);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/testing/worst_error.h"
 #include "gtest/gtest.h"
 
 namespace shardwise::pointwise {
@@ -30,7 +31,7 @@ double WorstScaledError(const FloatForm& form) {
   double worst = 0;
   for (float x = -12.0f; x <= 12.0f; x += 0.0009765625f) {
     const double error = std::abs(form.in_float(x) - form.exact(x));
-    worst = std::max(worst, error / std::max(1.0, std::abs(static_cast<double>(x))));
+    worst = testing::WorseOf(worst, error / std::max(1.0, std::abs(static_cast<double>(x))));
   }
   return worst;
 }
@@ -105,8 +106,8 @@ TEST(PointwiseFloat, CrossEntropyIsWithinItsBound) {
       const double log_sum = std::log(sum) + max;
       const double loss_bound = LogSumExpError(spread) + 1e-12;  // + the double sum's order
       EXPECT_NEAR(got_loss, log_sum - row[label], loss_bound) << classes << " " << deviation;
-      worst_loss_share =
-          std::max(worst_loss_share, std::abs(got_loss - (log_sum - row[label])) / loss_bound);
+      worst_loss_share = testing::WorseOf(worst_loss_share,
+                                          std::abs(got_loss - (log_sum - row[label])) / loss_bound);
       for (int64_t j = 0; j < classes; ++j) {
         const double p = std::exp(static_cast<double>(row[j]) - log_sum);
         const double want = (j == label ? p - 1 : p) * grad_scale;
@@ -114,7 +115,7 @@ TEST(PointwiseFloat, CrossEntropyIsWithinItsBound) {
             CrossEntropyGradientError(p, want, grad_scale, spread, static_cast<double>(classes));
         const double error = std::abs(grad[j] - want);
         ASSERT_LE(error, bound) << classes << " " << deviation << " [" << j << "]";
-        worst_grad_share = std::max(worst_grad_share, error / bound);
+        worst_grad_share = testing::WorseOf(worst_grad_share, error / bound);
       }
     }
   }

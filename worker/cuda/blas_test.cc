@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <vector>
 
+#include "common/testing/worst_error.h"
 #include "gtest/gtest.h"
 #include "worker/compute/casts.h"
 #include "worker/compute/cpu/linear.h"
@@ -35,9 +37,11 @@ std::vector<float> RandomFloats(size_t n, uint32_t seed) {
 
 // Max |got - want| / (|want| + 1): relative for large values, absolute near zero.
 double MaxError(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    worst = std::max(worst, std::fabs(got[i] - want[i]) / (std::fabs(want[i]) + 1.0));
+    worst = shardwise::testing::WorseOf(worst,
+                                        std::fabs(got[i] - want[i]) / (std::fabs(want[i]) + 1.0));
   }
   return worst;
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/testing/worst_error.h"
 #include "gtest/gtest.h"
 #include "worker/compute/casts.h"
 #include "worker/cuda/attention_reference.h"
@@ -44,7 +45,8 @@ void ExpectClose(const std::vector<double>& actual, const std::vector<double>& e
   ASSERT_EQ(actual.size(), expected.size()) << what;
   double worst = 0;
   for (size_t i = 0; i < actual.size(); ++i) {
-    worst = std::max(worst, std::abs(actual[i] - expected[i]) / (1.0 + std::abs(expected[i])));
+    worst = shardwise::testing::WorseOf(
+        worst, std::abs(actual[i] - expected[i]) / (1.0 + std::abs(expected[i])));
   }
   EXPECT_LT(worst, 2e-2) << what;
 }

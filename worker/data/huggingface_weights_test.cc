@@ -368,11 +368,14 @@ TEST(HuggingFaceWeights, AHostileFolderIsRefusedNotFollowedOrCrashedOn) {
 TEST(HuggingFaceWeights, ASingleFileIsPreferredToAnIndex) {
   const v1::ModelSpec model = Llama();
   const std::string dir = Dir("both");
-  v1::HuggingFaceCheckpoint checkpoint = Write(dir, model, SeededWeights(model, 9));
+  const TensorMap weights = SeededWeights(model, 9);
+  v1::HuggingFaceCheckpoint checkpoint = Write(dir, model, weights);
   std::ofstream(dir + "/model.safetensors.index.json")
       << R"({"weight_map": {"model.norm.weight": "gone.safetensors"}})";
   const auto read = ReadHuggingFaceWeights(model, checkpoint);
-  EXPECT_TRUE(read.ok()) << read.status();
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), weights.size());  // the single file's, whole
+  for (const auto& [name, tensor] : weights) EXPECT_EQ(read->at(name).bytes, tensor.bytes) << name;
 }
 
 // A shard the index names that is not there is NOT_FOUND naming it (what a host cannot

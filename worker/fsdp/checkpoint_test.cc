@@ -71,6 +71,20 @@ absl::StatusOr<TrainingResult> TrainAll(const v1::JobSpec& spec, const std::stri
   return run->rank0;
 }
 
+// The two files hold the same tensors, bit for bit (none missing, none extra).
+void ExpectSameModel(const std::string& want_path, const std::string& got_path) {
+  auto want = ReadSafetensors(want_path);
+  auto got = ReadSafetensors(got_path);
+  ASSERT_TRUE(want.ok() && got.ok());
+  ASSERT_FALSE(want->empty()) << want_path;
+  EXPECT_EQ(got->size(), want->size()) << got_path;
+  for (const auto& [name, tensor] : *want) {
+    const auto found = got->find(name);
+    ASSERT_NE(found, got->end()) << name;
+    EXPECT_EQ(found->second.bytes, tensor.bytes) << name;
+  }
+}
+
 class ResumeTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(ResumeTest, AResumedRunEqualsAnUninterruptedOneBitForBit) {
@@ -102,10 +116,7 @@ TEST_P(ResumeTest, AResumedRunEqualsAnUninterruptedOneBitForBit) {
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(resumed->resumed_from_step, 10);
 
-  auto a = ReadSafetensors(dir + "/straight.safetensors");
-  auto b = ReadSafetensors(dir + "/resumed.safetensors");
-  ASSERT_TRUE(a.ok() && b.ok());
-  for (const auto& [name, tensor] : *a) EXPECT_EQ(b->at(name).bytes, tensor.bytes) << name;
+  ExpectSameModel(dir + "/straight.safetensors", dir + "/resumed.safetensors");
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, ResumeTest, ::testing::Values(false, true),
@@ -275,13 +286,6 @@ v1::JobSpec StartedFromStep2Alone(const std::string& dir) {
   return alone;
 }
 
-void ExpectSameModel(const std::string& want_path, const std::string& got_path) {
-  auto want = ReadSafetensors(want_path);
-  auto got = ReadSafetensors(got_path);
-  ASSERT_TRUE(want.ok() && got.ok());
-  for (const auto& [name, tensor] : *want) EXPECT_EQ(got->at(name).bytes, tensor.bytes) << name;
-}
-
 // A checkpoint removed after rank 0 chose it and before the ranks read it (a producer
 // keeping one checkpoint moves on) is chosen again: the ranks start together from the
 // newest one left, as a job given only that one does.
@@ -410,12 +414,15 @@ TEST(Checkpoint, AnotherStateFilesJobOfTheSameIdIsAnotherJob) {
   new_job.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
   new_job.mutable_output()->set_checkpoint_interval_steps(2);
   new_job.mutable_output()->set_keep_checkpoints(1);
+  const std::string old_shard = dir + "/ckpt/step-00000002/rank-00000.safetensors";
+  const std::string old_bytes = ReadText(old_shard);
   const auto collided = TrainAll(new_job, "job-1", 2, "b2b2b2b2b2");
   EXPECT_EQ(collided.status().code(), absl::StatusCode::kAlreadyExists) << collided.status();
   EXPECT_TRUE(absl::StrContains(collided.status().message(),
                                 "holds the checkpoint of another job job-1 (uid a1a1a1a1..., of "
                                 "another state file)"))
       << collided.status();
+  EXPECT_EQ(ReadText(old_shard), old_bytes);  // not written over
 
   new_job.mutable_output()->set_checkpoint_interval_steps(3);
   const auto trained = TrainAll(new_job, "job-1", 2, "b2b2b2b2b2");

@@ -53,6 +53,8 @@ TEST(FinalModelOwner, AJobReplacesOnlyTheFinalModelItWrote) {
   again.attempt = 2;
   const auto replaced = testing::TrainInThreads(spec, again);
   EXPECT_TRUE(replaced.ok()) << replaced.status();
+  // Replaced: the file is attempt 2's now.
+  EXPECT_EQ(ReadSafetensorsMetadata(path).value_or(Metadata{})[kFinalModelAttemptKey], "2");
   // Another job, and another coordinator's job-7 (a state file started over), in its
   // second attempt: neither replaces it.
   for (const JobIdentity& stranger :

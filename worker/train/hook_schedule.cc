@@ -33,7 +33,9 @@ absl::StatusOr<std::optional<v1::CommHook>> HookSchedule::HookForStep(
   // Held here until the proposal for this step is decided; the abort flag is polled, as
   // nothing signals the mutex when it is set.
   while (pending_.has_value() && pending_->step <= step) {
+    holding_ = true;
     if (abort != nullptr && abort->load()) {
+      holding_ = false;
       return absl::AbortedError(
           absl::StrCat("aborted while waiting for the coordinator's decision on the comm "
                        "hook switch at step ",
@@ -44,6 +46,7 @@ absl::StatusOr<std::optional<v1::CommHook>> HookSchedule::HookForStep(
             +[](std::optional<Proposal>* p) { return !p->has_value(); }, &pending_),
         absl::Milliseconds(100));
   }
+  holding_ = false;
   auto after = committed_.upper_bound(step);
   if (after == committed_.begin()) return std::nullopt;
   return std::prev(after)->second;
@@ -52,6 +55,11 @@ absl::StatusOr<std::optional<v1::CommHook>> HookSchedule::HookForStep(
 int64_t HookSchedule::started_step() const {
   absl::MutexLock lock(&mu_);
   return started_step_;
+}
+
+bool HookSchedule::holding() const {
+  absl::MutexLock lock(&mu_);
+  return holding_;
 }
 
 }  // namespace shardwise

@@ -45,6 +45,9 @@ class HookSchedule {
   // The newest step the training thread has started (-1 before the first).
   int64_t started_step() const;
 
+  // Whether the training thread waits in HookForStep for a proposal's decision now.
+  bool holding() const;
+
  private:
   struct Proposal {
     int32_t version = 0;
@@ -53,6 +56,7 @@ class HookSchedule {
   };
   mutable absl::Mutex mu_;
   int64_t started_step_ ABSL_GUARDED_BY(mu_) = -1;
+  bool holding_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int64_t, v1::CommHook> committed_ ABSL_GUARDED_BY(mu_);  // by step
   std::optional<Proposal> pending_ ABSL_GUARDED_BY(mu_);
 };

@@ -34,6 +34,13 @@ TEST(HookSchedule, RefusesAStepAlreadyStarted) {
   EXPECT_EQ(schedule.started_step(), 5);
 }
 
+// Whether the training thread is held waiting for a decision by `timeout`.
+bool HoldsWithin(const HookSchedule& schedule, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!schedule.holding() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  return schedule.holding();
+}
+
 TEST(HookSchedule, WaitsAtTheProposedStepForTheDecision) {
   HookSchedule schedule;
   ASSERT_TRUE(schedule.Propose(1, 2, Bf16()));
@@ -45,7 +52,10 @@ TEST(HookSchedule, WaitsAtTheProposedStepForTheDecision) {
     hook = *result;
     reached.Notify();
   });
-  EXPECT_FALSE(reached.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
+  // Held at step 2: it cannot return while it holds, so nothing is reached until Decide.
+  EXPECT_TRUE(HoldsWithin(schedule, absl::Seconds(30)));
+  EXPECT_FALSE(reached.HasBeenNotified());
+  EXPECT_EQ(schedule.started_step(), 2);
   schedule.Decide(1, /*commit=*/true);
   EXPECT_TRUE(reached.WaitForNotificationWithTimeout(absl::Seconds(5)));
   training.join();
@@ -65,7 +75,7 @@ TEST(HookSchedule, AbortEndsTheWait) {
   ASSERT_TRUE(schedule.Propose(1, 0, Bf16()));
   std::atomic<bool> abort{false};
   std::thread aborter([&] {
-    absl::SleepFor(absl::Milliseconds(150));
+    EXPECT_TRUE(HoldsWithin(schedule, absl::Seconds(30)));  // the wait began, then the abort
     abort = true;
   });
   auto result = schedule.HookForStep(0, &abort);

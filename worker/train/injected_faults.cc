@@ -93,17 +93,19 @@ class StrikesOnceAt : public TrainingHooks {
 // which a test can fail something else (the coordinator mid-heal).
 class PausedAt final : public StrikesOnceAt {
  public:
-  PausedAt(FaultPoint at, absl::Duration pause) : StrikesOnceAt(std::move(at)), pause_(pause) {}
+  PausedAt(FaultPoint at, absl::Duration pause, PauseFunction sleep)
+      : StrikesOnceAt(std::move(at)), pause_(pause), sleep_(std::move(sleep)) {}
 
  private:
   void Strike(int64_t step, const char* point) override {
     // In the worker's log, for the test that acts in the window.
     std::cerr << "fault injection: paused at " << point << " of step " << step << " for "
               << absl::FormatDuration(pause_) << std::endl;
-    absl::SleepFor(pause_);
+    sleep_(pause_);
   }
 
   const absl::Duration pause_;
+  const PauseFunction sleep_;
 };
 
 // Stops until a file exists: a pause whose end the test decides, so that what it does in
@@ -226,7 +228,7 @@ bool ParseFaultPointAndLast(absl::string_view text, absl::string_view prefix, Fa
   return ParseFaultPoint(text.substr(0, colon), at);
 }
 
-std::shared_ptr<TrainingHooks> ParseOneFault(absl::string_view text) {
+std::shared_ptr<TrainingHooks> ParseOneFault(absl::string_view text, const PauseFunction& sleep) {
   if (text == "unit_order_reversed") return std::make_shared<UnitOrderReversed>(0);
   if (text == "never_join_rendezvous") return std::make_shared<NeverJoinsRendezvous>();
   int64_t from = 0;
@@ -255,7 +257,7 @@ std::shared_ptr<TrainingHooks> ParseOneFault(absl::string_view text) {
   int64_t pause_ms = 0;
   if (ParseFaultPointAndLast(text, "pause_at=", &at, &last) && absl::SimpleAtoi(last, &pause_ms) &&
       pause_ms > 0) {
-    return std::make_shared<PausedAt>(at, absl::Milliseconds(pause_ms));
+    return std::make_shared<PausedAt>(at, absl::Milliseconds(pause_ms), sleep);
   }
   if (ParseFaultPointAndLast(text, "hold_at=", &at, &last)) {
     return std::make_shared<HeldAt>(at, last);
@@ -265,11 +267,12 @@ std::shared_ptr<TrainingHooks> ParseOneFault(absl::string_view text) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text) {
+absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text,
+                                                                   const PauseFunction& sleep) {
   if (text.empty()) return nullptr;
   std::vector<std::shared_ptr<TrainingHooks>> faults;
   for (absl::string_view one : absl::StrSplit(text, ',')) {
-    faults.push_back(ParseOneFault(one));
+    faults.push_back(ParseOneFault(one, sleep));
     if (faults.back() != nullptr) continue;
     return absl::InvalidArgumentError(absl::StrCat(
         "--fault_injection '", text, "': unknown fault '", one,

@@ -5,10 +5,13 @@
 // real cluster ask worker processes for, as TrainingHooks. In-process tests fill the same
 // seam with functions instead (worker/testing/training_faults.h).
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "worker/train/training_hooks.h"
 
 namespace shardwise {
@@ -31,7 +34,11 @@ namespace shardwise {
 // "leave_after=STEP" makes a fault-tolerant rank leave with its group after step STEP,
 // as one whose worker is shutting down does. Several faults are joined by commas.
 // INVALID_ARGUMENT naming the flag and the fault for anything else.
-absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(const std::string& text);
+// `sleep` is how a pause_at fault pauses (a test's, to see that it does, and once).
+using PauseFunction = std::function<void(absl::Duration)>;
+absl::StatusOr<std::shared_ptr<TrainingHooks>> ParseInjectedFaults(
+    const std::string& text,
+    const PauseFunction& sleep = [](absl::Duration d) { absl::SleepFor(d); });
 
 }  // namespace shardwise
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "common/testing/scratch.h"
@@ -81,14 +82,16 @@ TEST(InjectedFaults, FailsThePartNamedAfterItsStepsOnce) {
 }
 
 TEST(InjectedFaults, PausesOnceAtThePointNamed) {
-  auto faults = ParseInjectedFaults("pause_at=any:receiving parameters:200");
+  std::vector<absl::Duration> pauses;  // each pause it took, in order
+  auto faults = ParseInjectedFaults("pause_at=any:receiving parameters:200",
+                                    [&](absl::Duration pause) { pauses.push_back(pause); });
   ASSERT_TRUE(faults.ok()) << faults.status();
-  const absl::Time start = absl::Now();
-  (*faults)->AtPoint(0, "receiving optimizer state");
+  (*faults)->AtPoint(0, "receiving optimizer state");  // another point: no pause
+  EXPECT_TRUE(pauses.empty());
   (*faults)->AtPoint(0, "receiving parameters");
-  const absl::Duration first = absl::Now() - start;
-  (*faults)->AtPoint(0, "receiving parameters");
-  EXPECT_GE(first, absl::Milliseconds(200));
+  EXPECT_EQ(pauses, std::vector<absl::Duration>{absl::Milliseconds(200)});
+  (*faults)->AtPoint(1, "receiving parameters");  // once only
+  EXPECT_EQ(pauses.size(), 1u);
 }
 
 TEST(InjectedFaults, ThrowsWhatAThreadThatCannotStartThrowsOnceAtThePointNamed) {
