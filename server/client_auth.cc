@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <set>
@@ -54,45 +55,59 @@ absl::StatusOr<std::string> ReadTokensText(const std::string& path) {
   return text;
 }
 
+// An entry's optional list `name` of scalars, each checked (and made normal) by
+// `item`, which gets the field's name (`name[i]`) and the scalar; nullopt without the
+// key. The token file's lists (folders, worker names) share this shape.
+using ListItem =
+    std::function<absl::StatusOr<std::string>(const std::string& field, const std::string& scalar)>;
+absl::StatusOr<std::optional<std::vector<std::string>>> ParseScalarList(const YAML::Node& entry,
+                                                                        const char* name,
+                                                                        const char* what,
+                                                                        const ListItem& item) {
+  if (!entry.IsMap() || !entry[name]) return std::nullopt;
+  const YAML::Node list = entry[name];
+  if (!list.IsSequence()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " must be a list of ", what));
+  }
+  std::vector<std::string> items;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string field = absl::StrCat(name, "[", i, "]");
+    if (!list[i].IsScalar()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " must be a scalar, not a list or mapping"));
+    }
+    ASSIGN_OR_RETURN(std::string checked, item(field, list[i].Scalar()));
+    items.push_back(std::move(checked));
+  }
+  return items;
+}
+
 // An entry's list of folders `name` (input_paths, output_paths): unset when the entry
 // has none; else absolute paths of printable text, made normal.
 absl::StatusOr<std::optional<std::vector<std::string>>> ParseFolders(const YAML::Node& entry,
                                                                      const char* name) {
-  if (!entry.IsMap() || !entry[name]) return std::nullopt;
-  const YAML::Node list = entry[name];
-  if (!list.IsSequence()) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " must be a list of folders"));
-  }
-  std::vector<std::string> folders;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const std::string field = absl::StrCat(name, "[", i, "]");
-    if (!list[i].IsScalar()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, " must be a path"));
-    }
-    const std::string& folder = list[i].Scalar();
-    RETURN_IF_ERROR(CheckPathText(field, folder));
-    RETURN_IF_ERROR(CheckAbsolutePath(field, folder));
-    folders.push_back(LexicallyNormal(folder, "/"));
-  }
-  return folders;
+  return ParseScalarList(
+      entry, name, "absolute folder paths",
+      [](const std::string& field, const std::string& folder) -> absl::StatusOr<std::string> {
+        RETURN_IF_ERROR(CheckPathText(field, folder));
+        RETURN_IF_ERROR(CheckAbsolutePath(field, folder));
+        return LexicallyNormal(folder, "/");
+      });
 }
 
 // The entry's `worker_names` (common/worker_name.h): nullopt without the key.
 absl::StatusOr<std::optional<std::vector<std::string>>> ParseWorkerNames(const YAML::Node& entry) {
-  if (!entry.IsMap() || !entry["worker_names"]) return std::nullopt;
-  const YAML::Node list = entry["worker_names"];
-  if (!list.IsSequence() || list.size() == 0 || list.size() > kMaxWorkerNamePatterns) {
-    return absl::InvalidArgumentError(absl::StrCat("worker_names must be a list of 1 to ",
+  ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> patterns,
+                   ParseScalarList(entry, "worker_names", "worker names or prefixes ending in '*'",
+                                   [](const std::string& field,
+                                      const std::string& pattern) -> absl::StatusOr<std::string> {
+                                     RETURN_IF_ERROR(CheckWorkerNamePattern(field, pattern));
+                                     return pattern;
+                                   }));
+  if (patterns && (patterns->empty() || patterns->size() > kMaxWorkerNamePatterns)) {
+    return absl::InvalidArgumentError(absl::StrCat("worker_names must list 1 to ",
                                                    kMaxWorkerNamePatterns,
-                                                   " names or prefixes ending in '*'"));
-  }
-  std::vector<std::string> patterns;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const std::string field = absl::StrCat("worker_names[", i, "]");
-    if (!list[i].IsScalar())
-      return absl::InvalidArgumentError(absl::StrCat(field, " must be a name"));
-    RETURN_IF_ERROR(CheckWorkerNamePattern(field, list[i].Scalar()));
-    patterns.push_back(list[i].Scalar());
+                                                   " names or prefixes, not ", patterns->size()));
   }
   return patterns;
 }

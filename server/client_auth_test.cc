@@ -153,11 +153,11 @@ TEST_F(TokenAuthenticatorTest, RefusesFoldersThatCannotMeanWhatTheySay) {
   ExpectEachRefused(
       {
           {Entry("a", "submitter", "x") + "    input_paths: data\n",
-           "entry 1: input_paths must be a list of folders"},
+           "entry 1: input_paths must be a list of absolute folder paths"},
           {Entry("a", "submitter", "x") + "    input_paths: [/data, data/alice]\n",
            "entry 1: input_paths[1]: 'data/alice' is not an absolute path"},
           {Entry("a", "submitter", "x") + "    output_paths: [[/a]]\n",
-           "entry 1: output_paths[0] must be a path"},
+           "entry 1: output_paths[0] must be a scalar, not a list or mapping"},
           {Entry("a", "submitter", "x") + "    output_paths: [\"/a\\tb\"]\n",
            "entry 1: output_paths[0]: the path '/a"},
           {Entry("v", "viewer", "x") + "    input_paths: [/data]\n",
@@ -185,9 +185,11 @@ TEST_F(TokenAuthenticatorTest, RefusesWorkerNamesThatCannotMeanWhatTheySayAndUnk
   ExpectEachRefused(
       {
           {Entry("n", "worker", "x") + "    worker_names: node7-*\n",
-           "entry 1: worker_names must be a list of 1 to 1024 names or prefixes ending in '*'"},
+           "entry 1: worker_names must be a list of worker names or prefixes ending in '*'"},
           {Entry("n", "worker", "x") + "    worker_names: []\n",
-           "entry 1: worker_names must be a list of 1 to 1024"},
+           "entry 1: worker_names must list 1 to 1024 names or prefixes, not 0"},
+          {Entry("n", "worker", "x") + "    worker_names: [[w0]]\n",
+           "entry 1: worker_names[0] must be a scalar, not a list or mapping"},
           {Entry("n", "worker", "x") + "    worker_names: [node*-gpu0]\n",
            "entry 1: worker_names[0]: 'node*-gpu0' has a '*' before its end"},
           {Entry("n", "worker", "x") + "    worker_names: [\"a b\"]\n",
