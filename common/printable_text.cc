@@ -1,5 +1,7 @@
 #include "common/printable_text.h"
 
+#include <charconv>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -90,6 +92,12 @@ std::string ShownValue(absl::string_view value, size_t max_bytes) {
   }
   if (shown.size() < value.size()) absl::StrAppend(&out, "... (", value.size(), " bytes)");
   return out;
+}
+
+std::string ShownNumber(double value) {
+  char text[64];  // the longest shortest form of a double is 24 characters
+  const std::to_chars_result end = std::to_chars(text, text + sizeof(text), value);
+  return std::string(text, end.ptr);
 }
 
 }  // namespace shardwise

@@ -1,5 +1,6 @@
 #include "common/printable_text.h"
 
+#include <limits>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -31,6 +32,20 @@ TEST(CountPrintableCharactersTest, CountsCodePointsAndRefusesControls) {
   EXPECT_EQ(*CountPrintableCharacters("caf\xC3\xA9"), 4);
   EXPECT_FALSE(CountPrintableCharacters("a\tb").ok());
   EXPECT_FALSE(CountPrintableCharacters("\xC0\x80").ok());  // overlong
+}
+
+TEST(ShownNumberTest, TheShortestTextThatReadsBackAsTheSameNumber) {
+  EXPECT_EQ(ShownNumber(65536), "65536");
+  EXPECT_EQ(ShownNumber(0.1), "0.1");
+  EXPECT_EQ(ShownNumber(1e-46), "1e-46");
+  EXPECT_EQ(ShownNumber(-2.5), "-2.5");
+  // Six digits showed FP32's least normal as 1.17549e-38, which is below it.
+  EXPECT_EQ(ShownNumber(std::numeric_limits<float>::min()), "1.1754943508222875e-38");
+  EXPECT_EQ(ShownNumber(1 + 1e-9), "1.000000001");
+  EXPECT_EQ(ShownNumber(std::numeric_limits<double>::infinity()), "inf");
+  EXPECT_EQ(ShownNumber(-std::numeric_limits<double>::infinity()), "-inf");
+  EXPECT_EQ(ShownNumber(std::numeric_limits<double>::quiet_NaN()), "nan");
+  EXPECT_EQ(ShownNumber(std::numeric_limits<double>::denorm_min()), "5e-324");
 }
 
 }  // namespace

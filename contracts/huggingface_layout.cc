@@ -241,7 +241,7 @@ class ConfigCheck {
     if (!status_.ok()) return;
     const double theirs = value != nullptr ? value->get<double>() : fallback;
     if (std::abs(theirs - ours) > 1e-12 * std::max(std::abs(theirs), std::abs(ours))) {
-      Mismatch(key, absl::StrCat(theirs), our_field, absl::StrCat(ours));
+      Mismatch(key, ShownNumber(theirs), our_field, ShownNumber(ours));
     }
   }
   void Bool(const std::string& key, bool fallback, const std::string& our_field, bool ours) {

@@ -68,15 +68,16 @@ absl::Status CheckCount(const std::string& field, int64_t value, int64_t max,
 
 absl::Status CheckReal(const std::string& field, double value, double min, bool min_inclusive) {
   if (!std::isfinite(value) || value < min || (!min_inclusive && value == min)) {
-    return Invalid(field, absl::StrCat("must be ", min_inclusive ? ">= " : "> ", min,
-                                       " and finite, got ", value));
+    return Invalid(field, absl::StrCat("must be ", min_inclusive ? ">= " : "> ", ShownNumber(min),
+                                       " and finite, got ", ShownNumber(value)));
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckPath(const std::string& field, const std::string& path,
+// `names` is what the field names: "a file" or "a folder".
+absl::Status CheckPath(const std::string& field, const std::string& path, const char* names,
                        const PathChecker& check_path) {
-  if (path.empty()) return Invalid(field, "must name a file, got an empty path");
+  if (path.empty()) return Invalid(field, absl::StrCat("must name ", names, ", got an empty path"));
   if (!check_path) return absl::OkStatus();
   absl::Status status = check_path(path);
   if (status.ok()) return status;
@@ -243,7 +244,8 @@ absl::Status ValidateOptimizer(const v1::OptimizerSpec& optimizer) {
       if (sgd.nesterov() && (sgd.momentum() <= 0 || sgd.dampening() != 0)) {
         return Invalid("optimizer.sgd.nesterov",
                        absl::StrCat("requires momentum > 0 and dampening == 0, got momentum ",
-                                    sgd.momentum(), " and dampening ", sgd.dampening()));
+                                    ShownNumber(sgd.momentum()), " and dampening ",
+                                    ShownNumber(sgd.dampening())));
       }
       break;
     }
@@ -254,7 +256,7 @@ absl::Status ValidateOptimizer(const v1::OptimizerSpec& optimizer) {
                                      std::make_tuple("beta2", adamw.has_beta2(), adamw.beta2())}) {
         if (has && !(beta >= 0 && beta < 1)) {
           return Invalid(absl::StrCat("optimizer.adamw.", name),
-                         absl::StrCat("must be in [0, 1), got ", beta));
+                         absl::StrCat("must be in [0, 1), got ", ShownNumber(beta)));
         }
       }
       if (adamw.has_eps()) RETURN_IF_ERROR(CheckReal("optimizer.adamw.eps", adamw.eps(), 0, true));
@@ -287,7 +289,8 @@ absl::Status ValidateLrSchedule(const v1::JobSpec& spec) {
                                                         : 1e-3;
   if (!std::isfinite(schedule.min_lr()) || schedule.min_lr() < 0 || schedule.min_lr() > lr) {
     return Invalid("optimizer.lr_schedule.min_lr",
-                   absl::StrCat("must be in [0, lr = ", lr, "], got ", schedule.min_lr()));
+                   absl::StrCat("must be in [0, lr = ", ShownNumber(lr), "], got ",
+                                ShownNumber(schedule.min_lr())));
   }
   const int64_t end = schedule.decay_steps() > 0 ? schedule.decay_steps() : spec.steps();
   if (schedule.decay() != v1::LrSchedule::CONSTANT && end <= schedule.warmup_steps()) {
@@ -346,19 +349,22 @@ absl::Status ValidateGradScaler(const v1::GradScaler& scaler) {
   constexpr double kFloatMax = std::numeric_limits<float>::max();
   if (scaler.has_init_scale() &&
       !(scaler.init_scale() >= kFloatMin && scaler.init_scale() <= kFloatMax)) {
-    return Invalid("grad_scaler.init_scale",
-                   absl::StrCat("must be in [", kFloatMin, ", ", kFloatMax,
-                                "] (an FP32, as the scale is kept), got ", scaler.init_scale()));
+    return Invalid(
+        "grad_scaler.init_scale",
+        absl::StrCat("must be in [", ShownNumber(kFloatMin), ", ", ShownNumber(kFloatMax),
+                     "] (an FP32, as the scale is kept), got ", ShownNumber(scaler.init_scale())));
   }
   if (scaler.has_growth_factor() &&
       !(scaler.growth_factor() > 1 && scaler.growth_factor() <= kFloatMax)) {
     return Invalid("grad_scaler.growth_factor",
-                   absl::StrCat("must be in (1, ", kFloatMax, "], got ", scaler.growth_factor()));
+                   absl::StrCat("must be in (1, ", ShownNumber(kFloatMax), "], got ",
+                                ShownNumber(scaler.growth_factor())));
   }
   if (scaler.has_backoff_factor() &&
       !(scaler.backoff_factor() >= kFloatMin && scaler.backoff_factor() < 1)) {
     return Invalid("grad_scaler.backoff_factor",
-                   absl::StrCat("must be in [", kFloatMin, ", 1), got ", scaler.backoff_factor()));
+                   absl::StrCat("must be in [", ShownNumber(kFloatMin), ", 1), got ",
+                                ShownNumber(scaler.backoff_factor())));
   }
   if (scaler.has_growth_interval() && scaler.growth_interval() <= 0) {
     return Invalid("grad_scaler.growth_interval",
@@ -388,7 +394,7 @@ absl::Status CheckTokenFile(const std::string& field, const std::string& path,
 absl::Status CheckTokenizer(const v1::JobSpec& spec, const PathChecker& check_path) {
   const std::string& dir = spec.data().tokens().tokenizer();
   if (dir.empty() || !check_path) return absl::OkStatus();
-  RETURN_IF_ERROR(CheckPath("data.tokens.tokenizer", dir, check_path));
+  RETURN_IF_ERROR(CheckPath("data.tokens.tokenizer", dir, "a folder", check_path));
   // Every file of the folder, not only its manifest: what a worker copies beside the model
   // and the sampler loads (no link, no FIFO or device, bounded, its hash the manifest's).
   auto manifest = tokenizer::CheckTokenizerFolder(dir);
@@ -496,7 +502,8 @@ absl::Status ValidateFaultTolerance(const v1::JobSpec& spec, const JobLimits& li
                                 ": an overlapped optimizer steps before the step is committed"));
   }
   if (spec.grad_scaler().enabled()) {
-    return Invalid("fault_tolerance", "does not cover grad_scaler yet");
+    return Invalid("fault_tolerance",
+                   "needs grad_scaler.enabled false, got true (not covered yet)");
   }
   return absl::OkStatus();
 }
@@ -508,7 +515,7 @@ absl::Status ValidateHuggingFace(const v1::JobSpec& spec, const PathChecker& che
     const v1::HuggingFaceCheckpoint& checkpoint = spec.init().huggingface();
     RETURN_IF_ERROR(CheckEnum("init.huggingface.layout", checkpoint.layout(),
                               v1::HuggingFaceCheckpoint::Layout_IsValid, "HUGGING_FACE or META"));
-    RETURN_IF_ERROR(CheckPath("init.huggingface.dir", checkpoint.dir(), check_path));
+    RETURN_IF_ERROR(CheckPath("init.huggingface.dir", checkpoint.dir(), "a folder", check_path));
     RETURN_IF_ERROR(
         HuggingFaceTensors(spec.model(), checkpoint.layout(), "job.init.huggingface").status());
     if (check_path) {
@@ -581,7 +588,8 @@ absl::Status ValidateData(const v1::JobSpec& spec, const JobLimits& limits,
     case v1::DataSpec::kTokens:
       return ValidateTokens(spec, check_path);
     case v1::DataSpec::kSafetensorsPath:
-      return CheckPath("data.safetensors_path", spec.data().safetensors_path(), check_path);
+      return CheckPath("data.safetensors_path", spec.data().safetensors_path(), "a file",
+                       check_path);
     case v1::DataSpec::kSynthetic:
       return CheckCount("data.synthetic.num_samples", spec.data().synthetic().num_samples(),
                         limits.max_synthetic_samples, /*zero_means_default=*/true);
@@ -639,11 +647,13 @@ absl::Status CheckInitialCheckpoint(const v1::JobSpec& spec) {
 // Where the weights come from and where the results go.
 absl::Status ValidateInitAndOutput(const v1::JobSpec& spec, const PathChecker& check_path) {
   if (spec.init().has_safetensors_path()) {
-    RETURN_IF_ERROR(CheckPath("init.safetensors_path", spec.init().safetensors_path(), check_path));
+    RETURN_IF_ERROR(
+        CheckPath("init.safetensors_path", spec.init().safetensors_path(), "a file", check_path));
     if (check_path) RETURN_IF_ERROR(CheckInitialWeightsFile(spec));
   }
   if (spec.init().has_checkpoint_dir()) {
-    RETURN_IF_ERROR(CheckPath("init.checkpoint_dir", spec.init().checkpoint_dir(), check_path));
+    RETURN_IF_ERROR(
+        CheckPath("init.checkpoint_dir", spec.init().checkpoint_dir(), "a folder", check_path));
     if (check_path) RETURN_IF_ERROR(CheckInitialCheckpoint(spec));
   }
   RETURN_IF_ERROR(ValidateHuggingFace(spec, check_path));

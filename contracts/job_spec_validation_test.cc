@@ -235,6 +235,13 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "job.fault_tolerance: covers CUDA jobs with cuda.collectives HOST_STAGED_GLOO "
                 "for now, got NCCL"},
+        BadCase{"fault tolerance with the loss scaler",
+                [](v1::JobSpec* s) {
+                  s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
+                  s->mutable_fault_tolerance();
+                  s->mutable_grad_scaler()->set_enabled(true);
+                },
+                "job.fault_tolerance: needs grad_scaler.enabled false, got true"},
         BadCase{"unknown batch rule",
                 [](v1::JobSpec* s) {
                   s->mutable_fsdp()->set_sharding_strategy(v1::ShardingStrategy::NO_SHARD);
@@ -303,6 +310,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "job.output.keep_checkpoints: must be >= 0 (0 keeps every one), got -1"},
         BadCase{"keep without checkpoints", [](v1::JobSpec* s) { s->mutable_output()->set_keep_checkpoints(2); },
                 "job.output.keep_checkpoints: 2 needs output.checkpoint_interval_steps > 0"},
+        BadCase{"an empty checkpoint folder",
+                [](v1::JobSpec* s) { s->mutable_init()->set_checkpoint_dir(""); },
+                "job.init.checkpoint_dir: must name a folder, got an empty path"},
         BadCase{"missing init file", [](v1::JobSpec* s) { s->mutable_init()->set_safetensors_path("/nope/w.safetensors"); },
                 "job.init.safetensors_path: '/nope/w.safetensors'"},
         BadCase{"negative samples", [](v1::JobSpec* s) { s->mutable_data()->mutable_synthetic()->set_num_samples(-5); },
@@ -357,23 +367,28 @@ INSTANTIATE_TEST_SUITE_P(
                 "job.optimizer.overlap.mode: IN_BACKWARD steps before the loss scaler"},
         BadCase{"scaler backoff of 1",
                 [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_backoff_factor(1.0); },
-                "job.grad_scaler.backoff_factor: must be in [1.17549e-38, 1), got 1"},
+                "job.grad_scaler.backoff_factor: must be in [1.1754943508222875e-38, 1), got 1"},
+        // Six digits showed this value as the bound it breaks.
+        BadCase{"scaler backoff just below FP32's least normal",
+                [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_backoff_factor(1.17549e-38); },
+                "job.grad_scaler.backoff_factor: must be in [1.1754943508222875e-38, 1), got "
+                "1.17549e-38"},
         BadCase{"scaler backoff that is 0 in FP32",
                 [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_backoff_factor(1e-46); },
-                "job.grad_scaler.backoff_factor: must be in [1.17549e-38, 1), got 1e-46"},
+                "job.grad_scaler.backoff_factor: must be in [1.1754943508222875e-38, 1), got 1e-46"},
         BadCase{"scaler growth below 1",
                 [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_growth_factor(0.5); },
-                "job.grad_scaler.growth_factor: must be in (1, 3.40282e+38], got 0.5"},
+                "job.grad_scaler.growth_factor: must be in (1, 3.4028234663852886e+38], got 0.5"},
         BadCase{"scaler growth past FP32",
                 [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_growth_factor(1e39); },
-                "job.grad_scaler.growth_factor: must be in (1, 3.40282e+38], got 1e+39"},
+                "job.grad_scaler.growth_factor: must be in (1, 3.4028234663852886e+38], got 1e+39"},
         BadCase{"scaler scale past FP32",
                 [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_init_scale(1e39); },
-                "job.grad_scaler.init_scale: must be in [1.17549e-38, 3.40282e+38] (an FP32, as "
+                "job.grad_scaler.init_scale: must be in [1.1754943508222875e-38, 3.4028234663852886e+38] (an FP32, as "
                 "the scale is kept), got 1e+39"},
         BadCase{"scaler scale that is 0 in FP32",
                 [](v1::JobSpec* s) { s->mutable_grad_scaler()->set_init_scale(1e-50); },
-                "job.grad_scaler.init_scale: must be in [1.17549e-38, 3.40282e+38] (an FP32, as "
+                "job.grad_scaler.init_scale: must be in [1.1754943508222875e-38, 3.4028234663852886e+38] (an FP32, as "
                 "the scale is kept), got 1e-50"}));
 
 v1::JobSpec WithStrategy(v1::ShardingStrategy::Value strategy) {
@@ -931,6 +946,12 @@ INSTANTIATE_TEST_SUITE_P(
                 [](v1::JobSpec* s) { Llama(s)->set_head_dim(1 << 20); },
                 "job.model.llama.num_attention_heads: 4 heads of head_dim 1048576 exceed the "
                 "width limit"},
+        BadCase{"a position embedding wrapped on a Llama",
+                [](v1::JobSpec* s) {
+                  s->mutable_wrap()->add_modules(v1::WrapModule::BLOCK);
+                  s->mutable_wrap()->add_modules(v1::WrapModule::POSITION_EMBEDDING);
+                },
+                "job.wrap.modules[1]: POSITION_EMBEDDING names no module of this model"},
         BadCase{"MSE on a Llama", [](v1::JobSpec* s) { s->set_loss(v1::MSE); },
                 "job.loss: model.llama trains with CROSS_ENTROPY, got MSE"},
         BadCase{"no token data", [](v1::JobSpec* s) { s->mutable_data()->mutable_synthetic(); },

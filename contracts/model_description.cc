@@ -213,13 +213,14 @@ absl::Status CheckRopeScaling(const v1::LlamaConfig& llama) {
       !(scaling.high_freq_factor() > scaling.low_freq_factor()) ||
       !std::isfinite(scaling.factor()) || !std::isfinite(scaling.high_freq_factor()) ||
       scaling.original_max_position_embeddings() <= 0) {
-    return Invalid("model.llama.rope_scaling",
-                   absl::StrCat("llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor, "
-                                "all finite, and original_max_position_embeddings > 0, got factor ",
-                                scaling.factor(), ", low_freq_factor ", scaling.low_freq_factor(),
-                                ", high_freq_factor ", scaling.high_freq_factor(),
-                                ", original_max_position_embeddings ",
-                                scaling.original_max_position_embeddings()));
+    return Invalid(
+        "model.llama.rope_scaling",
+        absl::StrCat("llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor, "
+                     "all finite, and original_max_position_embeddings > 0, got factor ",
+                     ShownNumber(scaling.factor()), ", low_freq_factor ",
+                     ShownNumber(scaling.low_freq_factor()), ", high_freq_factor ",
+                     ShownNumber(scaling.high_freq_factor()), ", original_max_position_embeddings ",
+                     scaling.original_max_position_embeddings()));
   }
   return absl::OkStatus();
 }
@@ -244,9 +245,9 @@ absl::Status CheckLlamaConfig(const v1::ModelSpec& model) {
         std::make_tuple("rope_theta", llama.rope_theta(), false),
         std::make_tuple("initializer_range", llama.initializer_range(), true)}) {
     if (!std::isfinite(value) || value < 0 || (value == 0 && !zero_taken)) {
-      return Invalid(
-          absl::StrCat("model.llama.", field),
-          absl::StrCat("must be ", zero_taken ? ">= 0" : "> 0", " and finite, got ", value));
+      return Invalid(absl::StrCat("model.llama.", field),
+                     absl::StrCat("must be ", zero_taken ? ">= 0" : "> 0", " and finite, got ",
+                                  ShownNumber(value)));
     }
   }
   return CheckRopeScaling(llama);
@@ -298,6 +299,46 @@ absl::StatusOr<ModelDescription> DescribeLlama(const v1::ModelSpec& model) {
   return builder.Finish("model.llama");
 }
 
+// The module kinds job.wrap.modules names, each one the model has: a Llama has no
+// position embedding (RoPE rotates instead), and a unit of nothing would be dropped
+// without a word where the user asked for one.
+absl::StatusOr<std::vector<ModuleKind>> WrappedKinds(const ModelDescription& model,
+                                                     const v1::WrapPolicy& wrap) {
+  std::vector<ModuleKind> kinds;
+  for (int i = 0; i < wrap.modules_size(); ++i) {
+    const std::string field = absl::StrCat("wrap.modules[", i, "]");
+    ModuleKind kind;
+    switch (wrap.modules(i)) {
+      case v1::WrapModule::BLOCK:
+        kind = ModuleKind::kBlock;
+        break;
+      case v1::WrapModule::POSITION_EMBEDDING:
+        kind = ModuleKind::kPositionEmbedding;
+        break;
+      case v1::WrapModule::TOKEN_EMBEDDING:
+        kind = ModuleKind::kTokenEmbedding;
+        break;
+      case v1::WrapModule::LM_HEAD:
+        kind = ModuleKind::kLmHead;
+        break;
+      default:
+        return Invalid(field, absl::StrCat("unknown value ", wrap.modules(i),
+                                           " (expected BLOCK, POSITION_EMBEDDING, "
+                                           "TOKEN_EMBEDDING or LM_HEAD)"));
+    }
+    const bool present =
+        std::any_of(model.modules.begin(), model.modules.end(),
+                    [kind](const ModuleDesc& module) { return module.kind == kind; });
+    if (!present) {
+      return Invalid(field, absl::StrCat(v1::WrapModule::Value_Name(wrap.modules(i)),
+                                         " names no module of this model (a Llama has no "
+                                         "position embedding: RoPE rotates instead)"));
+    }
+    kinds.push_back(kind);
+  }
+  return kinds;
+}
+
 // Per module, the child unit it starts (-1: none) by job.wrap; children not yet numbered
 // in forward order (the caller renumbers).
 absl::StatusOr<std::vector<int>> WrappedModules(const ModelDescription& model,
@@ -319,28 +360,7 @@ absl::StatusOr<std::vector<int>> WrappedModules(const ModelDescription& model,
     return Invalid("wrap.layers_per_unit",
                    "applies to the MLP; model.gpt and model.llama take wrap.modules");
   }
-  std::vector<ModuleKind> kinds;
-  for (int i = 0; i < wrap.modules_size(); ++i) {
-    switch (wrap.modules(i)) {
-      case v1::WrapModule::BLOCK:
-        kinds.push_back(ModuleKind::kBlock);
-        break;
-      case v1::WrapModule::POSITION_EMBEDDING:
-        kinds.push_back(ModuleKind::kPositionEmbedding);
-        break;
-      case v1::WrapModule::TOKEN_EMBEDDING:
-        kinds.push_back(ModuleKind::kTokenEmbedding);
-        break;
-      case v1::WrapModule::LM_HEAD:
-        kinds.push_back(ModuleKind::kLmHead);
-        break;
-      default:
-        return Invalid(absl::StrCat("wrap.modules[", i, "]"),
-                       absl::StrCat("unknown value ", wrap.modules(i),
-                                    " (expected BLOCK, "
-                                    "POSITION_EMBEDDING, TOKEN_EMBEDDING or LM_HEAD)"));
-    }
-  }
+  ASSIGN_OR_RETURN(std::vector<ModuleKind> kinds, WrappedKinds(model, wrap));
   if (kinds.empty()) kinds.push_back(ModuleKind::kBlock);
   int next = 0;
   for (size_t m = 0; m < model.modules.size(); ++m) {

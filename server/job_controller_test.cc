@@ -421,7 +421,9 @@ TEST_F(JobControllerTest, AStallPastTheAbortTimeFailsTheAttemptNamingTheRank) {
     core_.controller->OnHeartbeat("w0", position(true, second * 1000));
     core_.controller->OnHeartbeat("w1", position(false, 0));
     core_.controller->CheckHeartbeats();
-    if (second == 119) EXPECT_EQ(State(), v1::RUNNING) << "aborted before the stall timeout";
+    if (second == 119) {
+      EXPECT_EQ(State(), v1::RUNNING) << "aborted before the stall timeout";
+    }
     if (second == 61) {
       const v1::Job job = *core_.jobs->Get("job-1");
       EXPECT_EQ(job.state(), v1::RUNNING);
