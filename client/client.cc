@@ -131,7 +131,7 @@ absl::StatusOr<Response> Client::Call(
     grpc::Status status = (stub_.get()->*method)(&context, request, &response);
     if (status.ok()) return response;
     const std::optional<absl::Duration> pause =
-        retry.After(status.error_code(), Connected(), repeatable, absl::Now());
+        retry.After(status, Connected(), repeatable, absl::Now());
     if (!pause.has_value()) return Convert(status);
     thread_local absl::BitGen random;
     absl::SleepFor(*pause * absl::Uniform(random, 0.0, 1.0));

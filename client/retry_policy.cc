@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
+
 namespace shardwise {
 namespace {
 
@@ -15,12 +17,19 @@ absl::Duration TakePause(absl::Duration* pause) {
   return taken;
 }
 
+// gRPC's words when a message passes the sender's or the receiver's size limit
+// ("Received message larger than max (N vs. M)", "Sent message larger than max ...").
+bool IsMessageSizeRefusal(const grpc::Status& failure) {
+  return absl::StrContains(failure.error_message(), "message larger than max");
+}
+
 }  // namespace
 
-std::optional<absl::Duration> CallRetry::After(grpc::StatusCode code, bool connected,
+std::optional<absl::Duration> CallRetry::After(const grpc::Status& failure, bool connected,
                                                Repeatable repeatable, absl::Time now) {
   if (now >= give_up_) return std::nullopt;
-  const bool busy = code == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  const grpc::StatusCode code = failure.error_code();
+  const bool busy = code == grpc::StatusCode::RESOURCE_EXHAUSTED && !IsMessageSizeRefusal(failure);
   const bool queued =
       code == grpc::StatusCode::DEADLINE_EXCEEDED && connected && repeatable == Repeatable::kYes;
   const bool refused_for_now =

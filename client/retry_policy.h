@@ -8,7 +8,9 @@
 // attempts on UNAVAILABLE and RESOURCE_EXHAUSTED (client.cc's service config). Past that,
 // within a budget (two minutes):
 //   - RESOURCE_EXHAUSTED (the coordinator's queue of calls is full: the call never ran)
-//     is asked again, for every call;
+//     is asked again, for every call; not gRPC's own RESOURCE_EXHAUSTED for a message
+//     over a side's size limit ("Received message larger than max"), which the same
+//     request meets again;
 //   - DEADLINE_EXCEEDED on a connected channel (the coordinator took the call but had not
 //     answered within the call's deadline: queued behind others) is asked again for a
 //     call that may run twice (reads; CancelJob and ScaleJob, which set an end state or an
@@ -51,10 +53,11 @@ class CallRetry {
   explicit CallRetry(absl::Time start, absl::Duration budget = kDefaultBudget)
       : give_up_(start + budget) {}
 
-  // After a failed attempt at `now`: the bound of the pause before the next one, or
-  // nullopt when the failure is the caller's. `connected`: the channel was READY.
-  std::optional<absl::Duration> After(grpc::StatusCode code, bool connected, Repeatable repeatable,
-                                      absl::Time now);
+  // After an attempt failed with `failure` at `now`: the bound of the pause before the
+  // next one, or nullopt when the failure is the caller's. `connected`: the channel was
+  // READY.
+  std::optional<absl::Duration> After(const grpc::Status& failure, bool connected,
+                                      Repeatable repeatable, absl::Time now);
 
  private:
   absl::Time give_up_;

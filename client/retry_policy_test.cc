@@ -9,7 +9,7 @@ const absl::Time kStart = absl::FromUnixSeconds(1000);
 
 TEST(CallRetry, AsksABusyCoordinatorAgainWithDoublingPausesWithinItsBudget) {
   CallRetry retry(kStart);
-  const auto busy = grpc::StatusCode::RESOURCE_EXHAUSTED;
+  const grpc::Status busy(grpc::StatusCode::RESOURCE_EXHAUSTED, "the queue is full");
   EXPECT_EQ(retry.After(busy, true, Repeatable::kNo, kStart), absl::Milliseconds(200));
   EXPECT_EQ(retry.After(busy, true, Repeatable::kNo, kStart), absl::Milliseconds(400));
   for (int i = 0; i < 10; ++i) retry.After(busy, true, Repeatable::kNo, kStart);
@@ -21,7 +21,7 @@ TEST(CallRetry, AsksABusyCoordinatorAgainWithDoublingPausesWithinItsBudget) {
 // running it twice does no harm, never otherwise, and never on a channel that is not
 // connected (a wrong address is told at once).
 TEST(CallRetry, AsksAgainAfterADeadlineOnlyWhenConnectedAndRepeatable) {
-  const auto late = grpc::StatusCode::DEADLINE_EXCEEDED;
+  const grpc::Status late(grpc::StatusCode::DEADLINE_EXCEEDED, "");
   EXPECT_TRUE(CallRetry(kStart).After(late, true, Repeatable::kYes, kStart).has_value());
   EXPECT_FALSE(CallRetry(kStart).After(late, true, Repeatable::kNo, kStart).has_value());
   EXPECT_FALSE(CallRetry(kStart).After(late, false, Repeatable::kYes, kStart).has_value());
@@ -31,16 +31,29 @@ TEST(CallRetry, AsksAgainAfterADeadlineOnlyWhenConnectedAndRepeatable) {
 // state file): asked again as a late answer is; on a channel that is not connected it is
 // a coordinator not reached, told at once.
 TEST(CallRetry, AsksAgainAfterTheCoordinatorsOwnUnavailableOnlyWhenRepeatable) {
-  const auto unavailable = grpc::StatusCode::UNAVAILABLE;
+  const grpc::Status unavailable(grpc::StatusCode::UNAVAILABLE, "");
   EXPECT_TRUE(CallRetry(kStart).After(unavailable, true, Repeatable::kYes, kStart).has_value());
   EXPECT_FALSE(CallRetry(kStart).After(unavailable, true, Repeatable::kNo, kStart).has_value());
   EXPECT_FALSE(CallRetry(kStart).After(unavailable, false, Repeatable::kYes, kStart).has_value());
 }
 
+// gRPC's own RESOURCE_EXHAUSTED for a request over the coordinator's size limit is not a
+// busy coordinator: the same request is refused again, so it is told at once.
+TEST(CallRetry, LeavesARequestOverTheSizeLimitToTheCaller) {
+  const grpc::Status too_large(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                               "Received message larger than max (5242880 vs. 4194304)");
+  EXPECT_FALSE(CallRetry(kStart).After(too_large, true, Repeatable::kYes, kStart).has_value());
+  const grpc::Status full(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "the coordinator has 64 client calls waiting");
+  EXPECT_TRUE(CallRetry(kStart).After(full, true, Repeatable::kYes, kStart).has_value());
+}
+
 TEST(CallRetry, LeavesOtherFailuresToTheCaller) {
   for (const auto code : {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::NOT_FOUND,
                           grpc::StatusCode::UNAUTHENTICATED}) {
-    EXPECT_FALSE(CallRetry(kStart).After(code, true, Repeatable::kYes, kStart).has_value()) << code;
+    EXPECT_FALSE(
+        CallRetry(kStart).After(grpc::Status(code, ""), true, Repeatable::kYes, kStart).has_value())
+        << code;
   }
 }
 

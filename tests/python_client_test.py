@@ -5,6 +5,7 @@ tests/python_client_test.sh with Debian's python3 and python3-grpcio."""
 
 import gc
 import os
+import pickle
 import subprocess
 import tempfile
 import threading
@@ -161,7 +162,8 @@ class PythonClientTest(unittest.TestCase):
     def test_relative_paths_become_absolute_in_either_spelling(self):
         given = {"data": {"tokens": {"trainPath": "t/train.bin", "tokenizer": "t/tokenizer"}},
                  "init": {"huggingface": {"dir": "hf"}},
-                 "output": {"huggingface_dir": "out", "checkpointDir": "/abs/ckpt"}}
+                 "output": {"huggingface_dir": "out", "checkpointDir": "/abs/./x/../ckpt/",
+                            "final_model_path": "//abs//m.safetensors"}}
         before = repr(given)
         message = shardwise.job_spec.spec_message(given)
         cwd = os.getcwd()
@@ -169,7 +171,9 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(message.data.tokens.tokenizer, os.path.join(cwd, "t/tokenizer"))
         self.assertEqual(message.init.huggingface.dir, os.path.join(cwd, "hf"))
         self.assertEqual(message.output.huggingface_dir, os.path.join(cwd, "out"))
+        # Absolute ones made normal as the CLI makes them (LexicallyNormal).
         self.assertEqual(message.output.checkpoint_dir, "/abs/ckpt")
+        self.assertEqual(message.output.final_model_path, "/abs/m.safetensors")
         self.assertEqual(repr(given), before, "the caller's dict was changed")
         # A JobSpec too, as a copy: the caller's message stays as it was.
         spec_message = shardwise.proto.job_spec_pb2.JobSpec()
@@ -238,6 +242,14 @@ class PythonClientTest(unittest.TestCase):
         with self.assertRaises(shardwise.ShardwiseError) as raised:
             alice.submit({"world_size": "four"})
         self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+        # Past the coordinator's 4 MiB: gRPC's RESOURCE_EXHAUSTED, told at once rather
+        # than asked again for two minutes as a busy coordinator is.
+        started = time.monotonic()
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            alice.submit(spec(name="n" * (5 << 20)))
+        self.assertEqual(raised.exception.code, "RESOURCE_EXHAUSTED")
+        self.assertIn("message larger than max", raised.exception.message)
+        self.assertLess(time.monotonic() - started, retry_policy.BUSY_RETRY_SECONDS)
 
     def test_list_takes_states_in_any_case_and_a_limit_of_0_as_all(self):
         alice = self.cluster.client("alice")
@@ -370,6 +382,10 @@ class PythonClientTest(unittest.TestCase):
             "underscores.yaml": (waits.replace("steps: +10", "steps: 1_000"), True),
             "spaced.yaml": (waits.replace("lr: .5", "lr: ' 0.5'"), True),
             "inf.yaml": (waits.replace("lr: .5", "lr: inf"), True),
+            # Python's bool is an int: without a check ParseDict took these as 1.
+            "bool-for-a-number.yaml": (waits.replace("lr: .5", "lr: true"), True),
+            "bool-for-an-enum.yaml": (waits + "loss: true\n", True),
+            "bool-for-a-string.yaml": ("name: false\n" + waits, True),
             "list-for-message.yaml": (waits + "output: []\n", True),
             "two-documents.yaml": (waits + "---\n" + waits, True),
         }
@@ -560,6 +576,66 @@ class PythonClientTest(unittest.TestCase):
             shardwise.Client("127.0.0.1:1", tls_ca=os.path.join(self.cluster.dir, "no-ca.pem"))
         self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
         self.assertIn("tls_ca: cannot read", raised.exception.message)
+        # A device is read up to a bound, not until memory runs out.
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            shardwise.Client("127.0.0.1:1", tls_ca="/dev/zero")
+        self.assertIn("tls_ca: '/dev/zero' holds more than 1048576 bytes",
+                      raised.exception.message)
+
+    def test_arguments_of_the_wrong_type_are_refused_naming_them(self):
+        """Refused before any call as the coordinator refuses a bad field, not with
+        protobuf's TypeError or ValueError."""
+        vic = self.cluster.client("vic")
+        for call, says in (
+                (lambda: vic.get(123), "job_id: expected a string, got int 123"),
+                (lambda: vic.cancel(None), "job_id: expected a string, got NoneType None"),
+                (lambda: vic.scale("job-1", "3"), "replicas: expected an integer, got str '3'"),
+                (lambda: vic.scale("job-1", True), "replicas: expected an integer, got bool"),
+                (lambda: vic.list(limit="5"), "limit: expected an integer, got str '5'"),
+                (lambda: vic.list(states=3.5), "states: expected a name or a list of names"),
+                (lambda: vic.list(states=[True]), "states: unknown value True"),
+                (lambda: vic.set_hook("job-1", None), "hook: expected a string, got NoneType"),
+                (lambda: vic.submit(spec(), request_id=5), "request_id: expected a string"),
+                (lambda: next(vic.watch(7)), "job_id: expected a string, got int 7"),
+                (lambda: vic.timeline(b"job-1"), "job_id: expected a string, got bytes")):
+            with self.assertRaises(shardwise.ShardwiseError, msg=says) as raised:
+                call()
+            self.assertEqual(raised.exception.code, "INVALID_ARGUMENT", says)
+            self.assertIn(says, raised.exception.message)
+        # A lone state is a list of one, not its letters.
+        alice = self.cluster.client("alice")
+        waiting = alice.submit(spec(world_size=4, name="one-state"))  # one worker: it waits
+        self.assertIn(waiting, [job.id for job in alice.list(states="pending")])
+        self.assertNotIn(waiting, [job.id for job in alice.list(states="RUNNING")])
+        alice.cancel(waiting)
+
+    def test_a_token_file_is_read_as_the_cli_reads_it(self):
+        path = os.path.join(self.cluster.dir, "alice-file.token")
+        with open(path, "w") as file:
+            file.write(f"  {self.cluster.tokens['alice']}\n")
+        for kwargs, says in (({"token": "sw_x", "token_file": path},
+                              "give token or token_file, not both"),
+                             ({"token_file": "/dev/zero"},
+                              "token_file: '/dev/zero' holds more than 65536 bytes"),
+                             ({"token_file": os.path.join(self.cluster.dir, "none.token")},
+                              "token_file: cannot read"),
+                             ({"token_file": "/dev/null"},
+                              "token_file: cannot read a token from '/dev/null'")):
+            with self.assertRaises(shardwise.ShardwiseError, msg=says) as raised:
+                shardwise.Client(self.cluster.address, **kwargs)
+            self.assertEqual(raised.exception.code, "INVALID_ARGUMENT", says)
+            self.assertIn(says, raised.exception.message)
+        with shardwise.Client(self.cluster.address, token_file=path) as alice:
+            job_id = alice.submit(spec(world_size=4, name="from-a-token-file"))
+            self.assertEqual(alice.get(job_id).submitter, "alice")
+            alice.cancel(job_id)
+
+    def test_an_error_crosses_processes_intact(self):
+        error = shardwise.ShardwiseError("UNAVAILABLE", "cannot reach the coordinator")
+        error.request_id = "py-7"
+        copy = pickle.loads(pickle.dumps(error))
+        self.assertEqual((copy.code, copy.message, copy.request_id, str(copy)),
+                         (error.code, error.message, error.request_id, str(error)))
 
     def test_a_client_let_go_leaves_no_thread_behind(self):
         before = threading.active_count()
@@ -611,6 +687,9 @@ class RetryPolicyTest(unittest.TestCase):
         self.assertIsNotNone(first(self.UNAVAILABLE))  # the coordinator's own answer
         self.assertIsNone(first(self.UNAVAILABLE, repeatable=False))
         self.assertIsNone(first(grpc.StatusCode.INVALID_ARGUMENT))
+        # gRPC's own refusal of a request over the size limit is met again: told at once.
+        self.assertIsNone(retry_policy.CallRetry(0, True).after(
+            self.BUSY, True, 0, "Received message larger than max (5242880 vs. 4194304)"))
         pauses = retry_policy.CallRetry(0, True)
         self.assertEqual([pauses.after(self.BUSY, True, 0) for _ in range(7)],
                          [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0])

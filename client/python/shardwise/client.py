@@ -9,7 +9,7 @@ import weakref
 
 import grpc
 
-from shardwise import settings
+from shardwise import arguments, settings
 from shardwise.retry_policy import CallRetry, WatchRetry
 from shardwise.errors import ShardwiseError
 from shardwise.job_spec import spec_message
@@ -48,6 +48,8 @@ def _enum_value(enum, value, field):
     `value` itself when it is a number; INVALID_ARGUMENT naming `field` otherwise. The
     UNSPECIFIED value (0) names nothing to filter by, and is refused too."""
     names = [name for name in enum.keys() if enum.Value(name) != 0]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ShardwiseError("INVALID_ARGUMENT", f"{field}: unknown value {value!r}")
     if not isinstance(value, str):
         if value not in [enum.Value(name) for name in names]:
             raise ShardwiseError("INVALID_ARGUMENT", f"{field}: unknown value {value!r}")
@@ -59,6 +61,7 @@ def _enum_value(enum, value, field):
 
 
 def _comm_hook(hook, wrapper):
+    hook, wrapper = arguments.text(hook, "hook"), arguments.optional_text(wrapper, "wrapper")
     message = job_spec_pb2.CommHook()
     name = "NO_HOOK" if hook.lower() == "none" else hook.upper()
     if name not in job_spec_pb2.CommHook.Hook.keys():
@@ -87,12 +90,13 @@ def _close_open_clients():
 class Client:
     """A connection to one coordinator. `address` defaults to $SHARDWISE_COORDINATOR, else
     127.0.0.1:7070; `tls_ca` (a CA file, default $SHARDWISE_TLS_CA) makes it TLS; `token`
-    (default $SHARDWISE_TOKEN) is sent as a bearer token. Thread-safe, as gRPC channels are."""
+    (default $SHARDWISE_TOKEN), or the one in `token_file` (as the CLI's --token_file), is
+    sent as a bearer token. Thread-safe, as gRPC channels are."""
 
-    def __init__(self, address=None, tls_ca=None, token=None):
+    def __init__(self, address=None, tls_ca=None, token=None, token_file=None):
         self.address = settings.resolve_address(address)
         tls_ca, tls_ca_source = settings.resolve_tls_ca(tls_ca)
-        token = settings.resolve_token(token)
+        token = settings.resolve_token(token, token_file)
         settings.check_token_transport(self.address, tls_ca, token)
         if tls_ca:
             root_certificates = settings.read_tls_ca(tls_ca, tls_ca_source)
@@ -146,7 +150,8 @@ class Client:
                 return method(request, timeout=_TIMEOUT_SECONDS, metadata=self._metadata)
             except grpc.RpcError as error:
                 connected = self._connected()
-                pause = retry.after(error.code(), connected, time.monotonic())
+                pause = retry.after(error.code(), connected, time.monotonic(),
+                                    error.details())
                 if pause is None:
                     _raise(error, self.address, connected)
             time.sleep(random.uniform(0, pause))
@@ -157,7 +162,7 @@ class Client:
         outcome is unknown (ShardwiseError UNAVAILABLE or DEADLINE_EXCEEDED, whose
         `request_id` attribute holds the id) is made again with the same id, and returns
         the job the first one made, if it did."""
-        request_id = request_id or secrets.token_hex(16)
+        request_id = arguments.optional_text(request_id, "request_id") or secrets.token_hex(16)
         request = job_service_pb2.SubmitJobRequest(spec=spec_message(spec), request_id=request_id)
         try:
             return self._call(self._stub.SubmitJob, request).job_id
@@ -171,16 +176,18 @@ class Client:
         `events_omitted_after` (the coordinator's state file keeps them); for a
         fault-tolerant job, `membership_history`: the first 10 epochs and the newest 200,
         `membership_epochs_omitted` more after the first `membership_epochs_omitted_after`."""
-        return self._call(self._stub.GetJob, job_service_pb2.GetJobRequest(job_id=job_id))
+        request = job_service_pb2.GetJobRequest(job_id=arguments.text(job_id, "job_id"))
+        return self._call(self._stub.GetJob, request)
 
     def list(self, states=(), submitter="", limit=None):
         """Job summaries, oldest first, following the coordinator's pages; `states` are
         names (any case) or values of shardwise.PENDING, RUNNING, ...; at most `limit`
         (None or 0: all)."""
-        if limit is not None and limit < 0:
+        if arguments.optional_integer(limit, "limit") is not None and limit < 0:
             raise ShardwiseError("INVALID_ARGUMENT", f"limit: {limit} is negative (0: all)")
-        request = job_service_pb2.ListJobsRequest(submitter=submitter)
-        for state in states:
+        request = job_service_pb2.ListJobsRequest(
+            submitter=arguments.text(submitter, "submitter"))
+        for state in arguments.names(states, "states"):
             request.states.append(_enum_value(job_pb2.JobState, state, "states"))
         limit = limit or None
         jobs = []
@@ -201,6 +208,7 @@ class Client:
         reached; its own code, such as RESOURCE_EXHAUSTED, for one that answered). Before the first update it fails as any call
         does (a wrong address is told at once), unless the coordinator answered that it
         serves as many watches as it allows (RESOURCE_EXHAUSTED): that waits for room."""
+        arguments.text(job_id, "job_id")
         retry = WatchRetry()
         while True:
             self._check_open()
@@ -225,19 +233,22 @@ class Client:
 
     def cancel(self, job_id):
         """Cancels a pending or running job; returns it."""
-        return self._call(self._stub.CancelJob, job_service_pb2.CancelJobRequest(job_id=job_id))
+        request = job_service_pb2.CancelJobRequest(job_id=arguments.text(job_id, "job_id"))
+        return self._call(self._stub.CancelJob, request)
 
     def set_hook(self, job_id, hook, wrapper=None):
         """Proposes a change of a running job's communication hook ("bf16_compress", ...);
         returns the proposal (its step; the job's hook_switches say when it applied)."""
-        request = job_service_pb2.SetCommHookRequest(job_id=job_id, hook=_comm_hook(hook, wrapper))
+        request = job_service_pb2.SetCommHookRequest(job_id=arguments.text(job_id, "job_id"),
+                                                     hook=_comm_hook(hook, wrapper))
         return self._call(self._stub.SetCommHook, request, repeatable=False)
 
     def scale(self, job_id, replicas):
         """Sets how many replica groups a running fault-tolerant job trains with (groups
         above it leave after their step; groups join below it, up to the spec's
         fault_tolerance.max_replicas); returns the job."""
-        request = job_service_pb2.ScaleJobRequest(job_id=job_id, replicas=replicas)
+        request = job_service_pb2.ScaleJobRequest(job_id=arguments.text(job_id, "job_id"),
+                                                  replicas=arguments.integer(replicas, "replicas"))
         return self._call(self._stub.ScaleJob, request)
 
     def timeline(self, job_id):
@@ -245,14 +256,14 @@ class Client:
         latest attempt, rank by rank, as far as the coordinator still holds them
         (shardwise.proto.job_pb2.Timeline; `shardwise timeline` writes one as a Chrome
         trace)."""
-        return self._call(self._stub.GetTimeline,
-                          job_service_pb2.GetTimelineRequest(job_id=job_id))
+        request = job_service_pb2.GetTimelineRequest(job_id=arguments.text(job_id, "job_id"))
+        return self._call(self._stub.GetTimeline, request)
 
     def workers(self, states=(), device=None):
         """Every registered worker, or those in one of `states` (names in any case, or
         values: IDLE, BUSY, DRAINING, LOST) and of `device` ("cpu" or "cuda")."""
         request = job_service_pb2.ListWorkersRequest(page_size=_PAGE_SIZE)
-        for state in states:
+        for state in arguments.names(states, "states"):
             request.states.append(_enum_value(job_pb2.WorkerState, state, "states"))
         if device is not None:
             request.device = _enum_value(job_spec_pb2.DeviceKind, device, "device")

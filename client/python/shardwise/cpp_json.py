@@ -46,14 +46,26 @@ def _scalar_text(text, field, where):
             return float.fromhex(text)
     else:
         return text  # a string, bytes or an enum's name: ParseDict reads it as C++ does
-    raise invalid_argument(f'job spec: ({where}): invalid value "{text}" for type '
-                           f"{_TYPE_NAMES.get(field.type, 'TYPE_' + str(field.type))}")
+    raise _invalid_value(f'"{text}"', field, where)
+
+
+def _invalid_value(shown, field, where):
+    """The C++ parser's refusal of the value `shown` for `field` at `where`."""
+    if field.enum_type is not None:
+        type_name = f"type.googleapis.com/{field.enum_type.full_name}"
+    else:
+        type_name = _TYPE_NAMES.get(field.type, f"TYPE_{field.type}")
+    return invalid_argument(f"job spec: ({where}): invalid value {shown} for type {type_name}")
 
 
 def _field_value(item, field, where):
     """One value of `field` (at `where`) as the CLI reads it."""
     if isinstance(item, str):
         return _scalar_text(item, field, where)
+    # A bool is an int to Python: ParseDict reads `lr: true` as 1.0 and `loss: true` as
+    # enum value 1, where the C++ parser takes a bool only in a bool field.
+    if isinstance(item, bool) and field.type != field.TYPE_BOOL and field.message_type is None:
+        raise _invalid_value("true" if item else "false", field, where)
     if field.message_type is not None:
         return as_the_cli_reads_it(item, field.message_type, where)
     return item

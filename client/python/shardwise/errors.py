@@ -12,6 +12,11 @@ class ShardwiseError(Exception):
         self.message = message
         self.request_id = None  # a submission's, whose outcome may be unknown (submit)
 
+    def __reduce__(self):
+        # Rebuilt from code and message (Exception's default passes its one text), so
+        # the error crosses processes (multiprocessing, concurrent.futures) intact.
+        return ShardwiseError, (self.code, self.message), {"request_id": self.request_id}
+
 
 def invalid_argument(message):
     return ShardwiseError("INVALID_ARGUMENT", message)

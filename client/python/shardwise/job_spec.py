@@ -34,9 +34,16 @@ def _working_directory(field, value):
             "exists")) from None
 
 
+def _normal(path):
+    """`path` made normal as the CLI's LexicallyNormal makes it: no '.', '..' or doubled
+    '/', no trailing '/' (normpath keeps a leading '//', which POSIX allows)."""
+    normal = os.path.normpath(path)
+    return "/" + normal.lstrip("/") if normal.startswith("//") else normal
+
+
 def _absolute_paths(message):
     """Makes the JobSpec `message`'s relative paths absolute against the working
-    directory, in place."""
+    directory, and every path normal, in place, as the CLI does."""
     for path in _PATH_FIELDS:
         holder = message
         for name in path[:-1]:
@@ -47,7 +54,9 @@ def _absolute_paths(message):
         value = getattr(holder, path[-1]) if holder is not None else ""
         if value and not os.path.isabs(value):
             cwd = _working_directory("job." + ".".join(path), value)
-            setattr(holder, path[-1], os.path.normpath(os.path.join(cwd, value)))
+            setattr(holder, path[-1], _normal(os.path.join(cwd, value)))
+        elif value:
+            setattr(holder, path[-1], _normal(value))
     return message
 
 

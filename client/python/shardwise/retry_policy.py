@@ -5,7 +5,8 @@ client's loops ask and the tests drive.
 
 A unary call (CallRetry), within a budget (two minutes):
   - RESOURCE_EXHAUSTED (the coordinator's queue of calls is full: the call never ran)
-    is asked again, for every call;
+    is asked again, for every call; not gRPC's own for a message over a side's size
+    limit ("Received message larger than max"), which the same request meets again;
   - DEADLINE_EXCEEDED on a connected channel (taken but not answered in time) and
     UNAVAILABLE on a connected channel (the coordinator's own answer: its state file
     refuses writes; the call changed nothing) are asked again for a call that may run
@@ -31,6 +32,9 @@ WATCH_RETRY_SECONDS = 600
 _WATCH_LOST = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
                grpc.StatusCode.RESOURCE_EXHAUSTED)
 _FIRST_PAUSE, _LONGEST_PAUSE = 0.2, 5.0
+# gRPC's words for a message past a side's size limit ("Received message larger than
+# max (N vs. M)").
+_MESSAGE_SIZE_REFUSAL = "message larger than max"
 
 
 class _Pauses:
@@ -65,13 +69,15 @@ class CallRetry:
         self._unavailable = _InARow()
         self._pauses = _Pauses()
 
-    def after(self, code, connected, now):
-        """After a failed attempt at `now` (seconds): the bound of the pause before the
-        next, or None when the failure is the caller's."""
+    def after(self, code, connected, now, details=""):
+        """After an attempt failed with `code` and `details` (its message) at `now`
+        (seconds): the bound of the pause before the next, or None when the failure is
+        the caller's."""
         in_a_row = self._unavailable.note(code)
         in_time = now < self._give_up
         unavailable = code == grpc.StatusCode.UNAVAILABLE
-        busy = code == grpc.StatusCode.RESOURCE_EXHAUSTED and in_time
+        busy = (code == grpc.StatusCode.RESOURCE_EXHAUSTED and in_time and
+                _MESSAGE_SIZE_REFUSAL not in (details or ""))
         late = code == grpc.StatusCode.DEADLINE_EXCEEDED and in_time and connected
         refused_for_now = unavailable and in_time and connected
         away = unavailable and in_a_row < UNAVAILABLE_ATTEMPTS

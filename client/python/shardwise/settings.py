@@ -15,6 +15,8 @@ _TOKEN_VARIABLE = "SHARDWISE_TOKEN"
 # gRPC's target schemes, whose addresses gRPC checks itself.
 _SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:")
 _SHOWN_CHARACTERS = 200
+_MAX_CA_BYTES = 1 << 20
+_MAX_TOKEN_FILE_BYTES = 64 << 10
 
 
 def _shown(value):
@@ -77,31 +79,58 @@ def resolve_tls_ca(tls_ca):
     return (tls_ca or None), f"${_CA_VARIABLE}"
 
 
+def _read_bounded(path, source, most, why, folder):
+    """The bytes of the file `path`, refused naming `source` when it cannot be read, is a
+    folder (`folder` says what it should be) or holds more than `most` bytes (`why`): a
+    device (/dev/zero) or a pipe that never ends is not read until memory runs out."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read(most + 1)
+    except IsADirectoryError:
+        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: '{path}' {folder}") from None
+    except OSError as error:
+        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: cannot read '{path}': "
+                             f"{error.strerror}") from None
+    if len(data) > most:
+        raise ShardwiseError("INVALID_ARGUMENT",
+                             f"{source}: '{path}' holds more than {most} bytes ({why})")
+    return data
+
+
 def read_tls_ca(path, source):
     """The CA certificates of `path`, refused as the CLI refuses them when the file cannot
     be read or holds no PEM certificate (every handshake would fail later, told as a
     coordinator not reached)."""
-    try:
-        with open(path, "rb") as file:
-            certificates = file.read()
-    except IsADirectoryError:
-        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: '{path}' is a folder, not a CA "
-                             "certificate file (PEM)") from None
-    except OSError as error:
-        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: cannot read '{path}': "
-                             f"{error.strerror}") from None
+    certificates = _read_bounded(path, source, _MAX_CA_BYTES, "a CA file is a few certificates",
+                                 "is a folder, not a CA certificate file (PEM)")
     if b"-----BEGIN CERTIFICATE-----" not in certificates:
         raise ShardwiseError("INVALID_ARGUMENT", f"{source}: '{path}' holds no PEM certificate")
     return certificates
 
 
-def resolve_token(token):
+def read_token_file(path):
+    """The token in the file `path`, read as the CLI reads its --token_file
+    (common/channel_credentials.cc, ReadBearerToken): up to 64 KiB, surrounding
+    whitespace dropped."""
+    data = _read_bounded(path, "token_file", _MAX_TOKEN_FILE_BYTES, "a token is one line",
+                         "is a folder, not a token file")
+    token = data.decode("latin-1").strip()
+    if not token:
+        raise ShardwiseError("INVALID_ARGUMENT", f"token_file: cannot read a token from '{path}'")
+    return token
+
+
+def resolve_token(token, token_file=None):
     """The bearer token: `token` if given ("" for none, over $SHARDWISE_TOKEN), else
     $SHARDWISE_TOKEN; stripped of surrounding whitespace as the CLI strips it, None when
     nothing is left. Refused when it holds a character a gRPC header cannot carry
     (gRPC would fail every call with a ValueError); the message never shows the token."""
     source = "token"
-    if token is None:
+    if token_file is not None:
+        if token is not None:
+            raise ShardwiseError("INVALID_ARGUMENT", "give token or token_file, not both")
+        source, token = f"token_file '{token_file}'", read_token_file(token_file)
+    elif token is None:
         source, token = f"${_TOKEN_VARIABLE}", os.environ.get(_TOKEN_VARIABLE, "")
     if not isinstance(token, str):
         raise ShardwiseError("INVALID_ARGUMENT", f"{source}: {type(token).__name__} is not a str")
