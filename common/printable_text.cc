@@ -1,6 +1,7 @@
 #include "common/printable_text.h"
 
-#include <charconv>
+#include <cmath>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -95,9 +96,14 @@ std::string ShownValue(absl::string_view value, size_t max_bytes) {
 }
 
 std::string ShownNumber(double value) {
-  char text[64];  // the longest shortest form of a double is 24 characters
-  const std::to_chars_result end = std::to_chars(text, text + sizeof(text), value);
-  return std::string(text, end.ptr);
+  // %g's six digits where they read back as `value` (500000, not to_chars' 5e+05), more
+  // where they do not: 17 always do.
+  std::string text;
+  for (int digits = 6; digits <= 17; ++digits) {
+    text = absl::StrFormat("%.*g", digits, value);
+    if (!std::isfinite(value) || std::strtod(text.c_str(), nullptr) == value) break;
+  }
+  return text;
 }
 
 }  // namespace shardwise

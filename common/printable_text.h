@@ -33,10 +33,10 @@ absl::Status CheckPrintableField(const std::string& field, const std::string& te
 inline constexpr size_t kShownValueBytes = 200;
 std::string ShownValue(absl::string_view value, size_t max_bytes = kShownValueBytes);
 
-// A number someone gave, as a message echoes it: the shortest decimal that reads back as
-// the same double ("0.1", "1.1754943508222875e-38", "inf", "nan"). StrCat's six digits
-// could show a refused value as the very bound it breaks, or two values that differ as
-// one.
+// A number someone gave, as a message echoes it: %g with six significant digits, or as
+// many more as it takes to read back as the same double ("0.1", "500000",
+// "1.1754943508222875e-38", "inf", "nan"). StrCat's six digits alone could show a
+// refused value as the very bound it breaks, or two values that differ as one.
 std::string ShownNumber(double value);
 
 }  // namespace shardwise

@@ -34,7 +34,7 @@ TEST(CountPrintableCharactersTest, CountsCodePointsAndRefusesControls) {
   EXPECT_FALSE(CountPrintableCharacters("\xC0\x80").ok());  // overlong
 }
 
-TEST(ShownNumberTest, TheShortestTextThatReadsBackAsTheSameNumber) {
+TEST(ShownNumberTest, SixDigitsOrAsManyMoreAsReadBackAsTheSameNumber) {
   EXPECT_EQ(ShownNumber(65536), "65536");
   EXPECT_EQ(ShownNumber(0.1), "0.1");
   EXPECT_EQ(ShownNumber(1e-46), "1e-46");
@@ -45,7 +45,9 @@ TEST(ShownNumberTest, TheShortestTextThatReadsBackAsTheSameNumber) {
   EXPECT_EQ(ShownNumber(std::numeric_limits<double>::infinity()), "inf");
   EXPECT_EQ(ShownNumber(-std::numeric_limits<double>::infinity()), "-inf");
   EXPECT_EQ(ShownNumber(std::numeric_limits<double>::quiet_NaN()), "nan");
-  EXPECT_EQ(ShownNumber(std::numeric_limits<double>::denorm_min()), "5e-324");
+  EXPECT_EQ(ShownNumber(500000), "500000");
+  EXPECT_EQ(ShownNumber(1e-5), "1e-05");  // as StrCat shows it where six digits suffice
+  EXPECT_EQ(ShownNumber(std::numeric_limits<double>::denorm_min()), "4.94066e-324");
 }
 
 }  // namespace
