@@ -321,8 +321,12 @@ void Coordinator::Shutdown() {
   v1::CoordinatorMessage going_away;
   going_away.mutable_going_away()->set_reason("the coordinator is stopping (SIGTERM)");
   workers_->CloseAllSessions(going_away);
-  if (health_server_ != nullptr) health_server_->Shutdown();
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Each with a deadline: a health Watch stream stays open until its client cancels it,
+  // and a Shutdown without one would wait for it for good (a second signal only sets
+  // the same flag again).
+  const auto grace = [] { return std::chrono::system_clock::now() + std::chrono::seconds(2); };
+  if (health_server_ != nullptr) health_server_->Shutdown(grace());
+  server_->Shutdown(grace());
 }
 
 void Coordinator::Wait() { server_->Wait(); }

@@ -161,9 +161,19 @@ void JobController::SendToRanksLocked(const v1::Job& job, const v1::CoordinatorM
   for (const v1::RankAssignment& rank : job.ranks()) workers_->Send(rank.worker_id(), message);
 }
 
+// While the coordinator stops, a daemon told it is going away must wait for the next one:
+// a registration taken now would lose the rank the worker still runs (its session was
+// closed by the stop, not by the worker), which a crashed coordinator never would.
+absl::Status JobController::RefuseWhileStoppingLocked() const {
+  if (!stopping_) return absl::OkStatus();
+  return absl::UnavailableError(
+      "the coordinator is stopping; register with the one that replaces it");
+}
+
 absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
     const v1::RegisterWorkerRequest& request) {
   absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(RefuseWhileStoppingLocked());
   v1::RegisterWorkerRequest named = request;
   if (named.name().empty()) named.set_name("worker");
   ASSIGN_OR_RETURN(const WorkerRegistry::Registration registration, workers_->Register(named));
@@ -205,6 +215,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
 absl::Status JobController::OpenSession(const std::string& worker_id,
                                         const std::shared_ptr<SessionOutbox>& outbox) {
   absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(RefuseWhileStoppingLocked());
   RETURN_IF_ERROR(workers_->AttachSession(worker_id, outbox));
   ResyncReattachedLocked(worker_id);
   RequestScheduleLocked();
@@ -520,6 +531,11 @@ void JobController::PlacePendingJobsLocked() {
     jobs_->SetPendingReason(job.job_id,
                             PendingReason(job.world_size, job.device, SupplyFor(job, registered)));
   }
+  if (placements.empty()) return;
+  // A worker placed here may have just completed a rank, recorded in memory only
+  // (RecordCompletion): written first, or a crash after this placement is written would
+  // leave a state file whose job waits for that rank from a worker now running another.
+  LogIfFailed(jobs_->FlushProgress(), "writing completions before a placement");
   for (const Placement& placement : placements) {
     StartAttemptLocked(placement.job_id, placement.worker_ids);
   }

@@ -164,7 +164,9 @@ class JobController {
   // The coordinator is stopping (SIGTERM: a rolling update, an eviction): from now on a
   // closing session is the coordinator's doing, not the worker's, so no worker is lost
   // and no attempt fails or is re-queued for it. The ranks train on and re-attach to the
-  // next coordinator, as after a crash; a graceful stop is never worse than one.
+  // next coordinator, as after a crash; a graceful stop is never worse than one. A
+  // registration or a session opened from now on is refused (UNAVAILABLE): taken, it
+  // would lose the rank its worker still runs.
   void Stop();
 
  private:
@@ -346,6 +348,9 @@ class JobController {
   // Places pending jobs on idle workers, then replacement groups with what they leave.
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PlacePendingJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // UNAVAILABLE once Stop() was called: registrations and sessions wait for the next
+  // coordinator.
+  absl::Status RefuseWhileStoppingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartAttemptLocked(const std::string& job_id, const std::vector<std::string>& worker_ids)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks every path of `spec` against the roots (the coordinator's, and the submitter's

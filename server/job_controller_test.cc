@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -564,6 +565,58 @@ TEST_F(JobControllerTest, AfterARestartARankThatCompletedIsNotAwaited) {
   StartCoordinator();
   EXPECT_EQ(core_.jobs->Get("job-2")->state(), v1::SUCCEEDED);
   EXPECT_EQ(core_.jobs->Get("job-2")->result(), "trained");
+}
+
+// A worker freed by a completed rank and placed on a waiting job at once: its completion
+// is written before the placement, so a crash right after loses neither (the state file
+// would otherwise hold job-1 waiting for a rank whose worker runs job-2).
+TEST_F(JobControllerTest, ACompletionIsWrittenBeforeItsWorkerIsPlacedAgain) {
+  StartTwoRankJob();
+  ASSERT_TRUE(core_.controller->Submit(Spec(1)).ok());
+  ASSERT_EQ(core_.jobs->Get("job-2")->state(), v1::PENDING);  // both workers are busy
+  Report("w0", 0, v1::COMPLETED);
+  ASSERT_EQ(core_.jobs->Get("job-2")->state(), v1::SCHEDULED);
+  StartCoordinator();  // a crash: no FlushProgress since the report
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.completion().attempt(), 1);
+  EXPECT_EQ(std::vector<int>(job.completion().ranks().begin(), job.completion().ranks().end()),
+            std::vector<int>{0});
+  v1::RunningAttempt second;
+  second.set_job_id("job-2");
+  second.set_attempt(1);
+  AddWorker("w0", &second);
+  v1::RunningAttempt first;
+  first.set_job_id("job-1");
+  first.set_attempt(1);
+  first.set_rank(1);
+  AddWorker("w1", &first);
+  Report("w1", 1, v1::COMPLETED);
+  EXPECT_EQ(State(), v1::SUCCEEDED);
+  EXPECT_EQ(core_.jobs->Get("job-1")->attempt(), 1);
+}
+
+// Once the coordinator stops, a worker told it is going away that registers again at
+// once is turned away (UNAVAILABLE, to be retried at the next coordinator): taken, the
+// registration would lose the rank the worker still runs, which a crash never does.
+TEST_F(JobControllerTest, AStoppingCoordinatorTurnsRegistrationsAwayAndLosesNoRank) {
+  StartTwoRankJob();
+  core_.controller->Stop();
+  v1::RegisterWorkerRequest request;
+  request.set_name("w1");
+  request.set_device(v1::CPU);
+  request.set_memory_bytes(int64_t{16} << 30);
+  request.mutable_running()->set_job_id("job-1");
+  request.mutable_running()->set_attempt(1);
+  request.mutable_running()->set_rank(1);
+  const auto registered = core_.controller->RegisterWorker(request);
+  EXPECT_EQ(registered.status().code(), absl::StatusCode::kUnavailable) << registered.status();
+  const absl::Status session =
+      core_.controller->OpenSession("w1", std::make_shared<QueuedOutbox>());
+  EXPECT_EQ(session.code(), absl::StatusCode::kUnavailable) << session;
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.state(), v1::RUNNING) << job.reason();
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(job.attempt(), 1);
 }
 
 // A worker that registers again while it runs a rank loses the rank either way; the

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -550,6 +551,34 @@ TEST_F(FullDisk, AStopWithAChangeUnwrittenNamesItInTheLog) {
       text.str(), absl::StrCat("shutting down with a change unwritten, lost: job ", job_id_, ": ")))
       << text.str();
   EXPECT_TRUE(absl::StrContains(text.str(), "(the state file holds RUNNING")) << text.str();
+}
+
+// A Watch on the plaintext health port stays open until its client cancels it: a stop
+// (SIGTERM) still ends within the servers' grace, where a shutdown without a deadline
+// waited for it for good (a second signal does nothing more).
+TEST(Failure, AnOpenHealthWatchDoesNotHoldUpAStop) {
+  ClusterOptions options;
+  options.health_port = true;
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", cluster.health_port()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckRequest request;  // "": the server as a whole
+  auto watch = health->Watch(&context, request);
+  grpc::health::v1::HealthCheckResponse response;
+  ASSERT_TRUE(watch->Read(&response));
+  ASSERT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  absl::Notification stopped;
+  std::thread stop([&] {
+    cluster.StopCoordinator();
+    stopped.Notify();
+  });
+  const bool in_time = stopped.WaitForNotificationWithTimeout(absl::Seconds(30));
+  if (!in_time) ::kill(cluster.coordinator_pid(), SIGKILL);  // so that the test ends, failed
+  stop.join();
+  EXPECT_TRUE(in_time) << "the coordinator was still stopping 30 s after SIGTERM";
+  context.TryCancel();
 }
 
 // Two coordinators on one state file would hand out the same job ids from their own views
