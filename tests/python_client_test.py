@@ -591,6 +591,8 @@ class PythonClientTest(unittest.TestCase):
                 (lambda: vic.cancel(None), "job_id: expected a string, got NoneType None"),
                 (lambda: vic.scale("job-1", "3"), "replicas: expected an integer, got str '3'"),
                 (lambda: vic.scale("job-1", True), "replicas: expected an integer, got bool"),
+                (lambda: vic.scale("job-1", 1 << 40),
+                 "replicas: 1099511627776 does not fit a 32-bit integer"),
                 (lambda: vic.list(limit="5"), "limit: expected an integer, got str '5'"),
                 (lambda: vic.list(states=3.5), "states: expected a name or a list of names"),
                 (lambda: vic.list(states=[True]), "states: unknown value True"),

@@ -28,10 +28,13 @@ def optional_text(value, name):
     return None if value is None else text(value, name)
 
 
-def integer(value, name):
-    """`value`, an int (a bool is refused: Python counts it as 1 or 0)."""
+def integer(value, name, bits=64):
+    """`value`, an int that fits a signed field of `bits` bits (a bool is refused: Python
+    counts it as 1 or 0; protobuf raises ValueError past the field's range)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise _refuse(name, "an integer", value)
+    if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+        raise invalid_argument(f"{name}: {value} does not fit a {bits}-bit integer")
     return value
 
 

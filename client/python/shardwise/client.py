@@ -181,8 +181,8 @@ class Client:
 
     def list(self, states=(), submitter="", limit=None):
         """Job summaries, oldest first, following the coordinator's pages; `states` are
-        names (any case) or values of shardwise.PENDING, RUNNING, ...; at most `limit`
-        (None or 0: all)."""
+        names (any case) or values of shardwise.PENDING, RUNNING, ... (one alone, or a
+        list); at most `limit` (None or 0: all)."""
         if arguments.optional_integer(limit, "limit") is not None and limit < 0:
             raise ShardwiseError("INVALID_ARGUMENT", f"limit: {limit} is negative (0: all)")
         request = job_service_pb2.ListJobsRequest(
@@ -247,8 +247,9 @@ class Client:
         """Sets how many replica groups a running fault-tolerant job trains with (groups
         above it leave after their step; groups join below it, up to the spec's
         fault_tolerance.max_replicas); returns the job."""
+        replicas = arguments.integer(replicas, "replicas", bits=32)  # the request's int32
         request = job_service_pb2.ScaleJobRequest(job_id=arguments.text(job_id, "job_id"),
-                                                  replicas=arguments.integer(replicas, "replicas"))
+                                                  replicas=replicas)
         return self._call(self._stub.ScaleJob, request)
 
     def timeline(self, job_id):
@@ -261,7 +262,8 @@ class Client:
 
     def workers(self, states=(), device=None):
         """Every registered worker, or those in one of `states` (names in any case, or
-        values: IDLE, BUSY, DRAINING, LOST) and of `device` ("cpu" or "cuda")."""
+        values: IDLE, BUSY, DRAINING, LOST; one alone, or a list) and of `device` ("cpu"
+        or "cuda")."""
         request = job_service_pb2.ListWorkersRequest(page_size=_PAGE_SIZE)
         for state in arguments.names(states, "states"):
             request.states.append(_enum_value(job_pb2.WorkerState, state, "states"))
