@@ -98,10 +98,10 @@ std::string ShownValue(absl::string_view value, size_t max_bytes) {
 std::string ShownNumber(double value) {
   // %g's six digits where they read back as `value` (500000, not to_chars' 5e+05), more
   // where they do not: 17 always do.
-  std::string text;
-  for (int digits = 6; digits <= 17; ++digits) {
+  std::string text = absl::StrFormat("%g", value);  // inf, nan
+  for (int digits = 7; std::isfinite(value) && digits <= 17; ++digits) {
+    if (std::strtod(text.c_str(), nullptr) == value) break;
     text = absl::StrFormat("%.*g", digits, value);
-    if (!std::isfinite(value) || std::strtod(text.c_str(), nullptr) == value) break;
   }
   return text;
 }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -299,6 +301,14 @@ absl::StatusOr<ModelDescription> DescribeLlama(const v1::ModelSpec& model) {
   return builder.Finish("model.llama");
 }
 
+// What each job.wrap.modules value wraps.
+constexpr std::pair<v1::WrapModule::Value, ModuleKind> kWrappedKinds[] = {
+    {v1::WrapModule::BLOCK, ModuleKind::kBlock},
+    {v1::WrapModule::POSITION_EMBEDDING, ModuleKind::kPositionEmbedding},
+    {v1::WrapModule::TOKEN_EMBEDDING, ModuleKind::kTokenEmbedding},
+    {v1::WrapModule::LM_HEAD, ModuleKind::kLmHead},
+};
+
 // The module kinds job.wrap.modules names, each one the model has: a Llama has no
 // position embedding (RoPE rotates instead), and a unit of nothing would be dropped
 // without a word where the user asked for one.
@@ -307,25 +317,15 @@ absl::StatusOr<std::vector<ModuleKind>> WrappedKinds(const ModelDescription& mod
   std::vector<ModuleKind> kinds;
   for (int i = 0; i < wrap.modules_size(); ++i) {
     const std::string field = absl::StrCat("wrap.modules[", i, "]");
-    ModuleKind kind;
-    switch (wrap.modules(i)) {
-      case v1::WrapModule::BLOCK:
-        kind = ModuleKind::kBlock;
-        break;
-      case v1::WrapModule::POSITION_EMBEDDING:
-        kind = ModuleKind::kPositionEmbedding;
-        break;
-      case v1::WrapModule::TOKEN_EMBEDDING:
-        kind = ModuleKind::kTokenEmbedding;
-        break;
-      case v1::WrapModule::LM_HEAD:
-        kind = ModuleKind::kLmHead;
-        break;
-      default:
-        return Invalid(field, absl::StrCat("unknown value ", wrap.modules(i),
-                                           " (expected BLOCK, POSITION_EMBEDDING, "
-                                           "TOKEN_EMBEDDING or LM_HEAD)"));
+    const auto wrapped =
+        std::find_if(std::begin(kWrappedKinds), std::end(kWrappedKinds),
+                     [&](const auto& entry) { return entry.first == wrap.modules(i); });
+    if (wrapped == std::end(kWrappedKinds)) {
+      return Invalid(field, absl::StrCat("unknown value ", wrap.modules(i),
+                                         " (expected BLOCK, POSITION_EMBEDDING, "
+                                         "TOKEN_EMBEDDING or LM_HEAD)"));
     }
+    const ModuleKind kind = wrapped->second;
     const bool present =
         std::any_of(model.modules.begin(), model.modules.end(),
                     [kind](const ModuleDesc& module) { return module.kind == kind; });

@@ -48,10 +48,10 @@ def _enum_value(enum, value, field):
     `value` itself when it is a number; INVALID_ARGUMENT naming `field` otherwise. The
     UNSPECIFIED value (0) names nothing to filter by, and is refused too."""
     names = [name for name in enum.keys() if enum.Value(name) != 0]
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ShardwiseError("INVALID_ARGUMENT", f"{field}: unknown value {value!r}")
     if not isinstance(value, str):
-        if value not in [enum.Value(name) for name in names]:
+        # A bool is an int to Python, equal to the value 1 or 0 below: refused as well.
+        if (isinstance(value, bool) or not isinstance(value, int) or
+                value not in [enum.Value(name) for name in names]):
             raise ShardwiseError("INVALID_ARGUMENT", f"{field}: unknown value {value!r}")
         return value
     if value.upper() not in names:
