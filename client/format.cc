@@ -125,21 +125,29 @@ std::string WorkerFolders(const v1::WorkerInfo& w) {
                       absl::StrJoin(w.folders().output_roots(), ", "));
 }
 
+// "2 of 3": the messages its session's heartbeats say it read, of those sent; "? of 3"
+// while no heartbeat has counted (or its release does not count).
+std::string SessionMessagesRead(const v1::WorkerInfo& w) {
+  return absl::StrCat(w.has_session_messages_read() ? absl::StrCat(w.session_messages_read()) : "?",
+                      " of ", w.session_messages_sent());
+}
+
 }  // namespace
 
 std::string FormatWorkerTable(const std::vector<v1::WorkerInfo>& workers, int64_t now_ms) {
   std::vector<std::vector<std::string>> rows = {{"ID", "DEVICE", "STATE", "JOB", "RANK", "CPUS",
                                                  "GPU", "FOLDERS", "FEATURES", "DATA PLANE",
-                                                 "LAST HEARTBEAT", "NOTE"}};
+                                                 "LAST HEARTBEAT", "READ", "NOTE"}};
   for (const v1::WorkerInfo& w : workers) {
     const bool assigned = !w.job_id().empty();
-    rows.push_back(
-        {w.id(), v1::DeviceKind_Name(w.device()), v1::WorkerState_Name(w.state()),
-         assigned ? absl::StrCat(w.job_id(), "#", w.attempt()) : "-",
-         assigned ? absl::StrCat(w.rank()) : "-", absl::StrCat(w.cpu_threads()), FormatGpu(w),
-         WorkerFolders(w), w.features().empty() ? "-" : absl::StrJoin(w.features(), ","),
-         absl::StrCat("v", w.data_plane_version()),
-         absl::StrCat(FormatAge(w.last_heartbeat_ms(), now_ms), " ago"), WorkerNote(w, now_ms)});
+    rows.push_back({w.id(), v1::DeviceKind_Name(w.device()), v1::WorkerState_Name(w.state()),
+                    assigned ? absl::StrCat(w.job_id(), "#", w.attempt()) : "-",
+                    assigned ? absl::StrCat(w.rank()) : "-", absl::StrCat(w.cpu_threads()),
+                    FormatGpu(w), WorkerFolders(w),
+                    w.features().empty() ? "-" : absl::StrJoin(w.features(), ","),
+                    absl::StrCat("v", w.data_plane_version()),
+                    absl::StrCat(FormatAge(w.last_heartbeat_ms(), now_ms), " ago"),
+                    SessionMessagesRead(w), WorkerNote(w, now_ms)});
   }
   return Table(rows);
 }

@@ -421,6 +421,17 @@ TEST(Format, WorkerTableShowsAWorkersOwnFolders) {
   EXPECT_FALSE(absl::StrContains(FormatWorkerTable({w}, 0), "read "));
 }
 
+TEST(Format, WorkerTableShowsTheMessagesItsHeartbeatsSayItRead) {
+  v1::WorkerInfo w;
+  w.set_id("w1");
+  w.set_session_messages_sent(3);
+  EXPECT_TRUE(absl::StrContains(FormatWorkerTable({w}, 0), " ? of 3 "))
+      << FormatWorkerTable({w}, 0);
+  w.set_session_messages_read(2);
+  EXPECT_TRUE(absl::StrContains(FormatWorkerTable({w}, 0), " 2 of 3 "))
+      << FormatWorkerTable({w}, 0);
+}
+
 TEST(Format, DescribeShowsTheJoinTimeout) {
   v1::Job job = RunningJob();
   job.mutable_spec()->mutable_rendezvous()->set_join_timeout_seconds(45);

@@ -106,6 +106,8 @@ absl::Status WorkerRegistry::AttachSession(const std::string& worker_id,
     // Counts start again with the session, on both sides.
     worker->counts_reads = false;
     worker->unread_messages = UnreadMessages();
+    worker->info.clear_session_messages_sent();
+    worker->info.clear_session_messages_read();
     owed_abort = std::exchange(worker->owed_abort, std::nullopt);
     if (worker->info.state() == v1::LOST) {
       Unassign(*worker);
@@ -143,6 +145,7 @@ absl::StatusOr<WorkerRegistry::Assignment> WorkerRegistry::Heartbeat(
   if (messages_read.has_value() && (session == nullptr || session == worker->outbox.get())) {
     worker->counts_reads = true;
     worker->unread_messages.Read(*messages_read);
+    worker->info.set_session_messages_read(static_cast<int64_t>(*messages_read));
   }
   Assignment assignment;
   assignment.state = worker->info.state();
@@ -304,6 +307,7 @@ std::vector<std::string> WorkerRegistry::Unread(absl::Duration timeout) {
 
 bool WorkerRegistry::LeavesUnread(Worker& worker, const SessionOutbox::Delivery& delivery,
                                   absl::Time now, absl::Duration timeout) {
+  worker.info.set_session_messages_sent(static_cast<int64_t>(delivery.taken));
   bool stalled_write = false;
   if (!delivery.waiting) {
     worker.waiting_since.reset();

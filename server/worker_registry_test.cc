@@ -165,6 +165,30 @@ TEST(WorkerRegistry, NamesAWorkerWhoseHeartbeatsLeaveAMessageUncounted) {
   EXPECT_TRUE(registry.Unread(bound).empty());
 }
 
+// What `get workers` shows: the session's messages sent as of the last check, those its
+// heartbeats counted, both anew with a new session.
+TEST(WorkerRegistry, ShowsTheMessagesASessionSentAndThoseItsHeartbeatsCounted) {
+  SimulatedClock clock;
+  WorkerRegistry registry({.clock = &clock});
+  const std::string id = Register(registry, "w0");
+  auto session = Attach(registry, id);
+  EXPECT_FALSE(registry.Get(id)->has_session_messages_read());
+  v1::CoordinatorMessage message;
+  message.mutable_abort()->set_job_id("j");
+  ASSERT_TRUE(registry.Send(id, message));
+  ASSERT_TRUE(registry.Send(id, message));
+  ASSERT_TRUE(session->Pop().has_value());
+  ASSERT_TRUE(session->Pop().has_value());
+  EXPECT_EQ(registry.Get(id)->session_messages_sent(), 0);  // not checked yet
+  EXPECT_TRUE(registry.Unread(absl::Seconds(10)).empty());
+  EXPECT_EQ(registry.Get(id)->session_messages_sent(), 2);
+  ASSERT_TRUE(registry.Heartbeat(id, 1, session.get()).ok());
+  EXPECT_EQ(registry.Get(id)->session_messages_read(), 1);
+  Attach(registry, id);
+  EXPECT_EQ(registry.Get(id)->session_messages_sent(), 0);
+  EXPECT_FALSE(registry.Get(id)->has_session_messages_read());
+}
+
 TEST(WorkerRegistry, ReRegistrationReportsThePreviousState) {
   WorkerRegistry registry;
   const std::string id = Register(registry, "w0");

@@ -278,13 +278,18 @@ bool Cluster::WaitForStep(const std::string& job_id, int64_t step, absl::Duratio
       timeout);
 }
 
-v1::WorkerState Cluster::WorkerState(const std::string& name) {
+std::optional<v1::WorkerInfo> Cluster::Worker(const std::string& name) {
   auto workers = client_->ListWorkers();
-  if (!workers.ok()) return v1::WORKER_STATE_UNSPECIFIED;
+  if (!workers.ok()) return std::nullopt;
   for (const auto& w : *workers) {
-    if (w.id() == name) return w.state();
+    if (w.id() == name) return w;
   }
-  return v1::WORKER_STATE_UNSPECIFIED;
+  return std::nullopt;
+}
+
+v1::WorkerState Cluster::WorkerState(const std::string& name) {
+  std::optional<v1::WorkerInfo> worker = Worker(name);
+  return worker.has_value() ? worker->state() : v1::WORKER_STATE_UNSPECIFIED;
 }
 
 v1::JobSpec Cluster::WithSmallGpt(v1::JobSpec spec, int64_t vocab_size,

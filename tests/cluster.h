@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,9 @@ class Cluster {
   // Waits until the job's progress reaches `step`; false if it did not within `timeout`.
   bool WaitForStep(const std::string& job_id, int64_t step,
                    absl::Duration timeout = absl::Seconds(20));
+  // The worker with id `name` as the coordinator lists it; nullopt when not listed (or
+  // the list failed).
+  std::optional<v1::WorkerInfo> Worker(const std::string& name);
   v1::WorkerState WorkerState(const std::string& name);
 
   // A valid spec for the bootstrap: synthetic data, SGD.
