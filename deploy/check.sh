@@ -4,7 +4,8 @@
 # (deploy/validate: npm's kubernetes-models, installed from its package-lock.json). Also
 # checks that the validator refuses deploy/validate/testdata/invalid.yaml, that the
 # NetworkPolicy admits the flows the daemons need and no others (validate/network_policy.py),
-# and that the Grafana dashboard is well-formed JSON.
+# that the alerting rules pass promtool's checks and their unit tests
+# (validate/alerts_test.yaml), and that the Grafana dashboard is well-formed JSON.
 # Prints "manifests <name> passed|failed" lines (./dev.sh counts them); exits 1 on a failure.
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -97,6 +98,31 @@ if grep -q '^WRONG other namespace -> worker data plane' <<<"$unguarded"; then
   result network-policy-check-can-fail passed
 else
   result network-policy-check-can-fail failed "no policy, yet its check saw nothing wrong"
+fi
+
+# The alerting rules (the PrometheusRule's spec): promtool checks them and runs their unit
+# tests, validate/alerts_test.yaml; and the tests can fail: without the rules, they do.
+alert_rules() {  # alert_rules PROMTOOL RULES_SPEC_FILTER
+  /usr/bin/python3 -c 'import sys, yaml; spec = yaml.safe_load(open(sys.argv[1]))["spec"]
+if sys.argv[2] == "empty":
+    for group in spec["groups"]: group["rules"] = []
+yaml.safe_dump(spec, open(sys.argv[3], "w"))' k8s/monitoring/alerts.yaml "$2" "$rendered/rules.yaml" &&
+    cp validate/alerts_test.yaml "$rendered/alerts_test.yaml" &&
+    "$1" check rules "$rendered/rules.yaml" >"$rendered/rules.log" 2>&1 &&
+    "$1" test rules "$rendered/alerts_test.yaml" >>"$rendered/rules.log" 2>&1
+}
+if ! promtool=$(validate/promtool.sh); then
+  result alert-rules failed "no promtool (validate/promtool.sh)"
+elif alert_rules "$promtool" whole; then
+  result alert-rules passed "$(grep -c -- '- alert:' k8s/monitoring/alerts.yaml) alerts"
+  if alert_rules "$promtool" empty; then
+    result alert-rules-tests-can-fail failed "their tests pass without any rule"
+  else
+    result alert-rules-tests-can-fail passed
+  fi
+else
+  cat "$rendered/rules.log" >&2
+  result alert-rules failed "promtool check rules / test rules"
 fi
 
 # The validator can fail: each object in the fixture is refused.

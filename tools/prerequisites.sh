@@ -47,6 +47,8 @@ fuzz    make                        make
 manifests kubectl                   kubernetes-client
 manifests npm                       npm
 manifests node                      nodejs
+manifests apt-get                   apt
+manifests dpkg-deb                  dpkg
 images  buildah                     buildah
 images  podman                      podman
 images  xargs                       findutils
