@@ -29,11 +29,30 @@ std::vector<int64_t> Layout(const RankState& state, size_t scaler_bytes) {
   return layout;
 }
 
-// Checks the donor's `layout` against this rank's state and makes room for optimizer
-// buffers it has none of yet.
-absl::Status AdoptLayout(const std::vector<int64_t>& layout,
-                         const std::vector<std::string>& optimizer_names, RankState* state) {
+// Makes room for the optimizer buffers of every unit that has none yet (a replacement
+// that never stepped), as a donor that stepped sends them; returns which units it made
+// them for. Done before the donor's first byte, while the receiver waits for the live
+// ranks to reach the step they move at, so that the transfer's clock finds the pages
+// already touched.
+std::vector<bool> PrepareOptimizerState(const std::vector<std::string>& optimizer_names,
+                                        RankState* state) {
   state->optimizer.resize(state->shards.size());
+  std::vector<bool> prepared(state->shards.size(), false);
+  for (size_t u = 0; u < state->shards.size(); ++u) {
+    auto& unit = state->optimizer[u];
+    if (!unit.empty()) continue;
+    for (const std::string& name : optimizer_names) {
+      unit.emplace_back(name, std::vector<float>(state->shards[u].size()));
+    }
+    prepared[u] = !optimizer_names.empty();
+  }
+  return prepared;
+}
+
+// Checks the donor's `layout` against this rank's state; the units `prepared` for
+// optimizer state the donor has none of (it never stepped either) drop it again.
+absl::Status AdoptLayout(const std::vector<int64_t>& layout, const std::vector<bool>& prepared,
+                         RankState* state) {
   for (size_t u = 0; u < state->shards.size(); ++u) {
     const int64_t numel = layout[2 + 2 * u], buffers = layout[3 + 2 * u];
     if (numel != static_cast<int64_t>(state->shards[u].size())) {
@@ -43,14 +62,12 @@ absl::Status AdoptLayout(const std::vector<int64_t>& layout,
     }
     auto& unit = state->optimizer[u];
     if (static_cast<int64_t>(unit.size()) == buffers) continue;
-    if (!unit.empty() || buffers != static_cast<int64_t>(optimizer_names.size())) {
-      return absl::InternalError(absl::StrCat("unit ", u, " has ", unit.size(),
+    if (!prepared[u] || buffers != 0) {
+      return absl::InternalError(absl::StrCat("unit ", u, " has ", prepared[u] ? 0 : unit.size(),
                                               " optimizer state buffers here, ", buffers,
                                               " on the donor"));
     }
-    for (const std::string& name : optimizer_names) {
-      unit.emplace_back(name, std::vector<float>(state->shards[u].size()));
-    }
+    unit.clear();
   }
   return absl::OkStatus();
 }
@@ -145,6 +162,7 @@ absl::StatusOr<StateReceipt> ReceiveState(Communicator& world, int donor,
   // Until the whole state has arrived and checked, this rank holds none it may give or
   // train on: a transfer cut short leaves it behind every live rank, to be healed whole.
   state->steps = -1;
+  const std::vector<bool> prepared = PrepareOptimizerState(optimizer_names, state);
   std::vector<int64_t> layout(2);
   RETURN_IF_ERROR(world.Recv(layout.data(), 2 * sizeof(int64_t), donor));
   const absl::Time start = absl::Now();  // the donor is sending: its rate from here
@@ -158,7 +176,7 @@ absl::StatusOr<StateReceipt> ReceiveState(Communicator& world, int donor,
   }
   layout.resize(2 + 2 * state->shards.size());
   RETURN_IF_ERROR(world.Recv(layout.data() + 2, (layout.size() - 2) * sizeof(int64_t), donor));
-  RETURN_IF_ERROR(AdoptLayout(layout, optimizer_names, state));
+  RETURN_IF_ERROR(AdoptLayout(layout, prepared, state));
   Phase(position, "receiving parameters");
   std::vector<absl::Span<char>> parameters;
   for (std::vector<float>& shard : state->shards) parameters.push_back(MutableBytes(shard));

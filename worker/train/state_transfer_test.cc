@@ -154,6 +154,46 @@ TEST(StateTransfer, AReplacementTakesTheDonorsStateBitForBit) {
   EXPECT_EQ(position.Snapshot().phase(), "receiving optimizer state");
 }
 
+// A donor that never stepped either (a heal before the first optimizer step) has no
+// optimizer state: the replacement, which made room for it before the donor's first
+// byte, ends with none as well, its digest the donor's.
+TEST(StateTransfer, AReplacementOfADonorThatNeverSteppedEndsWithoutOptimizerState) {
+  RankState sent = DonorState();
+  for (auto& unit : sent.optimizer) unit.clear();
+  sent.optimizer_steps = 0;
+  const std::string digest = StateDigest(sent);
+  RankState received = FreshState();
+  absl::StatusOr<StateReceipt> receipt;
+  RunPair(
+      [&](Communicator& world) { EXPECT_TRUE(SendState(world, 1, sent, digest, nullptr).ok()); },
+      [&](Communicator& world) {
+        receipt = ReceiveState(world, 0, {"exp_avg", "exp_avg_sq"}, &received, nullptr);
+      });
+  ASSERT_TRUE(receipt.ok()) << receipt.status();
+  EXPECT_EQ(receipt->digest, digest);
+  EXPECT_EQ(received.optimizer, sent.optimizer);
+}
+
+// A receiver whose optimizer state differs from the donor's (another optimizer) is
+// refused before any float crosses, naming both counts.
+TEST(StateTransfer, ADonorOfAnotherOptimizerIsRefused) {
+  const RankState sent = DonorState();
+  RankState received = FreshState();
+  for (auto& unit : received.optimizer) unit.push_back({"momentum_buffer", {0, 0, 0}});
+  absl::StatusOr<StateReceipt> receipt;
+  RunPair(
+      [&](Communicator& world) {
+        EXPECT_FALSE(SendState(world, 1, sent, StateDigest(sent), nullptr).ok());
+      },
+      [&](Communicator& world) {
+        receipt = ReceiveState(world, 0, {"momentum_buffer"}, &received, nullptr);
+      });
+  EXPECT_EQ(receipt.status().code(), absl::StatusCode::kInternal) << receipt.status();
+  EXPECT_TRUE(absl::StrContains(receipt.status().message(),
+                                "unit 0 has 1 optimizer state buffers here, 2 on the donor"))
+      << receipt.status();
+}
+
 TEST(StateTransfer, AStateThatDoesNotHashToTheDonorsDigestIsDataLoss) {
   const RankState sent = DonorState();
   RankState received = FreshState();
