@@ -325,7 +325,11 @@ int main(int argc, char** argv) {
                    (*coordinator)->metrics_port() > 0
                        ? absl::StrCat("; metrics on port ", (*coordinator)->metrics_port())
                        : ""));
-  shardwise::WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), (*coordinator)->metrics_port());
+  // As the worker does: no metrics server, no port to write (0 would read as a port).
+  if ((*coordinator)->metrics_port() > 0) {
+    shardwise::WritePortFile(absl::GetFlag(FLAGS_metrics_port_file),
+                             (*coordinator)->metrics_port());
+  }
   shardwise::WritePortFile(absl::GetFlag(FLAGS_port_file), port);
 
   shardwise::IgnoreBrokenPipes();

@@ -94,10 +94,13 @@ ABSL_FLAG(std::vector<std::string>, allowed_output_paths, {},
 ABSL_FLAG(std::string, fault_injection, "",
           "for tests only: unit_order_reversed or unit_order_reversed_from=STEP makes this "
           "rank report its FSDP units in reverse order; never_join_rendezvous keeps it out "
-          "of its rendezvous; sigkill_at=STEP:POINT kills this worker as its rank enters "
+          "of its rendezvous; fail_after=STEPS:PART fails its checkpoint or evaluation after "
+          "STEPS steps, once; sigkill_at=STEP:POINT kills this worker as its rank enters "
           "phase or collective POINT of step STEP (STEP any: of any step); "
-          "pause_at=STEP:POINT:MS stops it there for MS milliseconds; leave_after=STEP "
-          "makes its rank leave with its group after step STEP");
+          "no_thread_at=STEP:POINT throws there what std::thread throws out of threads, once; "
+          "pause_at=STEP:POINT:MS stops it there for MS milliseconds; hold_at=STEP:POINT:FILE "
+          "until FILE exists; leave_after=STEP makes its rank leave with its group after step "
+          "STEP; several joined by commas (docs/operations.md)");
 
 namespace shardwise {
 namespace {
