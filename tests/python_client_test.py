@@ -5,6 +5,7 @@ tests/python_client_test.sh with Debian's python3 and python3-grpcio."""
 
 import gc
 import os
+import pathlib
 import pickle
 import subprocess
 import tempfile
@@ -185,7 +186,8 @@ class PythonClientTest(unittest.TestCase):
     def test_a_watch_follows_the_job_through_a_coordinator_restart(self):
         alice = self.cluster.client("alice")
         job_id = alice.submit(spec(steps=10**8, name="through-restart"))  # until cancelled
-        updates = alice.watch(job_id)
+        lost = []
+        updates = alice.watch(job_id, on_lost=lost.append)
         while next(updates).progress.step == 0:
             pass
         self.cluster.restart_coordinator()
@@ -197,6 +199,51 @@ class PythonClientTest(unittest.TestCase):
                 cancelled = True
         self.assertEqual(final.state, shardwise.CANCELLED, final.reason)
         self.assertTrue(any("re-attached" in e.message for e in final.events))
+        # Each lost stream was told, as the CLI says "watching JOB again".
+        self.assertGreaterEqual(len(lost), 1)
+        self.assertTrue(all(isinstance(error, shardwise.ShardwiseError) for error in lost))
+        self.assertIn(lost[0].code, ("UNAVAILABLE", "CANCELLED"))
+
+    def test_a_watch_ends_at_its_timeout_naming_the_state_last_seen(self):
+        alice = self.cluster.client("alice")
+        job_id = alice.submit(spec(world_size=4, name="never-placed"))  # one worker: it waits
+        try:
+            updates = alice.watch(job_id, timeout=1)
+            self.assertEqual(next(updates).state, shardwise.PENDING)
+            with self.assertRaises(shardwise.ShardwiseError) as raised:
+                next(updates)
+            self.assertEqual(raised.exception.code, "DEADLINE_EXCEEDED")
+            self.assertIn(f"job {job_id} did not end within the watch's timeout of 1 s (it "
+                          "was PENDING when last seen)", raised.exception.message)
+        finally:
+            alice.cancel(job_id)
+
+    def test_a_close_from_another_thread_ends_calls_and_watches_with_failed_precondition(self):
+        alice = self.cluster.client("alice")
+        job_id = alice.submit(spec(world_size=4, name="watched-while-closed"))
+        try:
+            client = self.cluster.client("alice")
+            updates = client.watch(job_id)
+            next(updates)
+            client.close()  # the stream is in flight: gRPC ends it
+            with self.assertRaises(shardwise.ShardwiseError) as raised:
+                next(updates)
+            self.assertEqual(raised.exception.code, "FAILED_PRECONDITION")
+            self.assertIn("is closed", raised.exception.message)
+            # A call in flight as another thread closes the channel: gRPC's ValueError.
+            client = self.cluster.client("alice")
+            get_job = client._stub.GetJob
+
+            def closed_under_the_call(request, timeout, metadata):
+                client.close()
+                return get_job(request, timeout=timeout, metadata=metadata)
+
+            client._stub.GetJob = closed_under_the_call
+            with self.assertRaises(shardwise.ShardwiseError) as raised:
+                client.get(job_id)
+            self.assertEqual(raised.exception.code, "FAILED_PRECONDITION")
+        finally:
+            alice.cancel(job_id)
 
     def test_list_filters_and_cancel(self):
         alice = self.cluster.client("alice")
@@ -290,7 +337,13 @@ class PythonClientTest(unittest.TestCase):
         broken = os.path.join(self.cluster.dir, "broken.yaml")
         with open(broken, "w") as file:
             file.write("steps: [10\n")
+        # Past the 4300 digits Python's int() reads (its ValueError otherwise).
+        digits = os.path.join(self.cluster.dir, "digits.yaml")
+        with open(digits, "w") as file:
+            file.write("world_size: 1\nsteps: " + "9" * 5000 + "\n")
         for path, code, says in (
+                (digits, "INVALID_ARGUMENT", "line 2: the integer 99999999999999999999... has "
+                 "5000 digits; no field holds it"),
                 (twice, "INVALID_ARGUMENT", "field 'steps' is given twice"),
                 (fifo, "NOT_FOUND", "not a regular file"),
                 (large, "INVALID_ARGUMENT", "at most 1048576 are allowed"),
@@ -512,6 +565,8 @@ class PythonClientTest(unittest.TestCase):
             alice.timeline("job-404")
         self.assertEqual(raised.exception.code, "NOT_FOUND")
         self.assertEqual([w.name for w in alice.workers(device="cpu")], ["w0"])
+        self.assertEqual([w.name for w in alice.workers(limit=1)], ["w0"])
+        self.assertEqual([w.name for w in alice.workers(limit=0)], ["w0"])  # 0: all
         self.assertEqual([w.name for w in alice.workers(states=["idle", "busy"])], ["w0"])
         self.assertEqual(alice.workers(device="CUDA"), [])
         self.assertEqual(alice.workers(states=[shardwise.proto.job_pb2.LOST]), [])
@@ -556,7 +611,7 @@ class PythonClientTest(unittest.TestCase):
                 pass
 
         class NoUpdate:
-            def WatchJob(self, request, metadata):
+            def WatchJob(self, request, timeout, metadata):
                 return EmptyStream()
 
         with shardwise.Client("127.0.0.1:1") as client:
@@ -581,6 +636,34 @@ class PythonClientTest(unittest.TestCase):
             shardwise.Client("127.0.0.1:1", tls_ca="/dev/zero")
         self.assertIn("tls_ca: '/dev/zero' holds more than 1048576 bytes",
                       raised.exception.message)
+        # A certificate block that does not parse, as the CLI's OpenSSL check finds.
+        garbled = os.path.join(self.cluster.dir, "garbled-ca.pem")
+        with open(garbled, "w") as file:
+            file.write("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n"
+                       "-----END CERTIFICATE-----\n")
+        with self.assertRaises(shardwise.ShardwiseError) as raised:
+            shardwise.Client("127.0.0.1:1", tls_ca=garbled)
+        self.assertIn("holds a PEM certificate that does not parse", raised.exception.message)
+        # Only paths: an int or a bool would be opened as a file descriptor (True: stdout)
+        # and closed after reading it.
+        for kwargs, says in (({"tls_ca": True}, "tls_ca: expected a path, got bool True"),
+                             ({"tls_ca": ["ca.pem"]}, "tls_ca: expected a path, got list"),
+                             ({"token_file": 0}, "token_file: expected a path, got int 0"),
+                             ({"tls_ca": "ca\0.pem"}, "tls_ca: 'ca\\x00.pem' holds a NUL")):
+            with self.assertRaises(shardwise.ShardwiseError, msg=says) as raised:
+                shardwise.Client("127.0.0.1:1", **kwargs)
+            self.assertEqual(raised.exception.code, "INVALID_ARGUMENT", says)
+            self.assertIn(says, raised.exception.message)
+        os.fstat(0)
+        os.fstat(1)  # still open
+        # A real CA parses, given as a pathlib.Path too.
+        ca = os.path.join(self.cluster.dir, "ca.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+                        os.path.join(self.cluster.dir, "ca.key"), "-out", ca, "-subj",
+                        "/CN=shardwise-test-ca", "-days", "1"], check=True, capture_output=True)
+        with shardwise.Client("127.0.0.1:1", tls_ca=pathlib.Path(ca)) as client:
+            self.assertEqual(client.address, "127.0.0.1:1")
 
     def test_arguments_of_the_wrong_type_are_refused_naming_them(self):
         """Refused before any call as the coordinator refuses a bad field, not with
@@ -598,12 +681,28 @@ class PythonClientTest(unittest.TestCase):
                 (lambda: vic.list(states=[True]), "states: unknown value True"),
                 (lambda: vic.set_hook("job-1", None), "hook: expected a string, got NoneType"),
                 (lambda: vic.submit(spec(), request_id=5), "request_id: expected a string"),
-                (lambda: next(vic.watch(7)), "job_id: expected a string, got int 7"),
+                (lambda: vic.watch(7), "job_id: expected a string, got int 7"),  # at once
+                (lambda: vic.watch("job-1", timeout="5"),
+                 "timeout: expected a number of seconds, got str '5'"),
+                (lambda: vic.watch("job-1", timeout=0), "timeout: 0 seconds is not above 0"),
+                (lambda: vic.watch("job-1", on_lost=3), "on_lost: expected a callable, got int"),
+                (lambda: vic.workers(limit=-1), "limit: -1 is negative"),
+                (lambda: vic.get("job-\udcff"), "is not text UTF-8 can carry"),
+                (lambda: vic.submit("spec\0.yaml"), "a path holds no NUL character"),
                 (lambda: vic.timeline(b"job-1"), "job_id: expected a string, got bytes")):
             with self.assertRaises(shardwise.ShardwiseError, msg=says) as raised:
                 call()
             self.assertEqual(raised.exception.code, "INVALID_ARGUMENT", says)
             self.assertIn(says, raised.exception.message)
+        # What stands for an integer (numpy's int64, through __index__) is one.
+        class Index:
+            def __index__(self):
+                return 1
+
+        self.assertEqual(len(vic.workers(limit=Index())), 1)
+        self.assertEqual(shardwise.proto.job_pb2.JobState.Value("PENDING"), 1)
+        self.assertTrue(all(job.state == shardwise.PENDING
+                            for job in vic.list(states=Index())))
         # A lone state is a list of one, not its letters.
         alice = self.cluster.client("alice")
         waiting = alice.submit(spec(world_size=4, name="one-state"))  # one worker: it waits

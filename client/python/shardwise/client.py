@@ -2,6 +2,7 @@
 (every call of the JobService), with errors as exceptions."""
 
 import atexit
+import operator
 import random
 import secrets
 import time
@@ -50,13 +51,15 @@ def _enum_value(enum, value, field):
     names = [name for name in enum.keys() if enum.Value(name) != 0]
     if not isinstance(value, str):
         # A bool is an int to Python, equal to the value 1 or 0 below: refused as well.
-        if (isinstance(value, bool) or not isinstance(value, int) or
-                value not in [enum.Value(name) for name in names]):
-            raise ShardwiseError("INVALID_ARGUMENT", f"{field}: unknown value {value!r}")
-        return value
+        if (not arguments.is_integer(value) or
+                operator.index(value) not in [enum.Value(name) for name in names]):
+            raise ShardwiseError("INVALID_ARGUMENT",
+                                 f"{field}: unknown value {arguments.shown(value)}")
+        return operator.index(value)
     if value.upper() not in names:
         raise ShardwiseError("INVALID_ARGUMENT", f"{field}: unknown {field.rstrip('s')} "
-                             f"'{value}' (expected {', '.join(names[:-1])} or {names[-1]})")
+                             f"{arguments.shown(value)} (expected {', '.join(names[:-1])} "
+                             f"or {names[-1]})")
     return enum.Value(value.upper())
 
 
@@ -65,12 +68,14 @@ def _comm_hook(hook, wrapper):
     message = job_spec_pb2.CommHook()
     name = "NO_HOOK" if hook.lower() == "none" else hook.upper()
     if name not in job_spec_pb2.CommHook.Hook.keys():
-        raise ShardwiseError("INVALID_ARGUMENT", f"hook: unknown hook '{hook}' (expected none, "
-                             "allreduce, fp16_compress, bf16_compress or mixed_precision)")
+        raise ShardwiseError("INVALID_ARGUMENT", f"hook: unknown hook {arguments.shown(hook)} "
+                             "(expected none, allreduce, fp16_compress, bf16_compress or "
+                             "mixed_precision)")
     message.hook = job_spec_pb2.CommHook.Hook.Value(name)
     if wrapper:
         if wrapper.upper() not in job_spec_pb2.CommHook.Wrapper.keys():
-            raise ShardwiseError("INVALID_ARGUMENT", f"wrapper: unknown wrapper '{wrapper}' "
+            raise ShardwiseError("INVALID_ARGUMENT",
+                                 f"wrapper: unknown wrapper {arguments.shown(wrapper)} "
                                  "(expected fp16_wrapper or bf16_wrapper)")
         message.wrapper = job_spec_pb2.CommHook.Wrapper.Value(wrapper.upper())
     return message
@@ -85,6 +90,23 @@ _OPEN_CLIENTS = weakref.WeakSet()
 def _close_open_clients():
     for client in list(_OPEN_CLIENTS):
         client.close()
+
+
+def _checked_limit(limit):
+    """A list's `limit` as an int, None for all (None or 0); negative refused."""
+    limit = arguments.optional_integer(limit, "limit")
+    if limit is not None and limit < 0:
+        raise ShardwiseError("INVALID_ARGUMENT", f"limit: {limit} is negative (0: all)")
+    return limit or None
+
+
+def _watch_timed_out(job_id, timeout, last):
+    """DEADLINE_EXCEEDED for a watch whose `timeout` passed before job `job_id` ended."""
+    seen = (f" (it was {job_pb2.JobState.Name(last.state)} when last seen)"
+            if last is not None else " (no update came)")
+    return ShardwiseError("DEADLINE_EXCEEDED",
+                          f"job {job_id} did not end within the watch's timeout of {timeout:g} s"
+                          f"{seen}")
 
 
 class Client:
@@ -128,27 +150,44 @@ class Client:
     def _connected(self):
         """Whether the channel is connected now. Read from the channel itself: gRPC's
         Python API tells connectivity only to subscribers, through a polling thread per
-        channel that would keep the client alive for good."""
-        channel = self._channel._channel  # pylint: disable=protected-access
-        state = grpc._common.CYGRPC_CONNECTIVITY_STATE_TO_CHANNEL_CONNECTIVITY[  # pylint: disable=protected-access
-            channel.check_connectivity_state(False)]
+        channel that would keep the client alive for good. That reading is gRPC's own
+        (private) state: a release that moved it reads as not connected, never as an
+        error in place of the call's."""
+        if self._closed:
+            return False
+        try:
+            channel = self._channel._channel  # pylint: disable=protected-access
+            state = grpc._common.CYGRPC_CONNECTIVITY_STATE_TO_CHANNEL_CONNECTIVITY[  # pylint: disable=protected-access
+                channel.check_connectivity_state(False)]
+        except (AttributeError, KeyError, ValueError):
+            return False
         return state == grpc.ChannelConnectivity.READY
+
+    def _closed_error(self):
+        return ShardwiseError("FAILED_PRECONDITION",
+                              f"the client of {self.address} is closed (close() was called)")
 
     def _check_open(self):
         """Refuses a call on a closed client (gRPC would raise a ValueError)."""
         if self._closed:
-            raise ShardwiseError("FAILED_PRECONDITION",
-                                 f"the client of {self.address} is closed (close() was called)")
+            raise self._closed_error()
 
     def _call(self, method, request, repeatable=True):
         """Calls `method`, asking again as retry_policy.CallRetry decides. Every call but
-        set_hook may run twice (`repeatable`)."""
-        self._check_open()
+        set_hook may run twice (`repeatable`). A close() from another thread ends it with
+        FAILED_PRECONDITION, between attempts or during one."""
         retry = CallRetry(time.monotonic(), repeatable)
         while True:
+            self._check_open()
             try:
                 return method(request, timeout=_TIMEOUT_SECONDS, metadata=self._metadata)
+            except ValueError:  # gRPC's word for a channel closed under the call
+                if self._closed:
+                    raise self._closed_error() from None
+                raise
             except grpc.RpcError as error:
+                if self._closed:
+                    raise self._closed_error() from None
                 connected = self._connected()
                 pause = retry.after(error.code(), connected, time.monotonic(),
                                     error.details())
@@ -159,9 +198,11 @@ class Client:
     def submit(self, spec, request_id=None):
         """Submits a spec (a dict, a YAML/JSON file's path, or a JobSpec); returns the job's id.
         `request_id` (default: a new one) makes the job at most once: a submission whose
-        outcome is unknown (ShardwiseError UNAVAILABLE or DEADLINE_EXCEEDED, whose
-        `request_id` attribute holds the id) is made again with the same id, and returns
-        the job the first one made, if it did."""
+        outcome is unknown (ShardwiseError UNAVAILABLE, DEADLINE_EXCEEDED,
+        RESOURCE_EXHAUSTED or UNKNOWN, as the CLI's exit 3; the error's `request_id`
+        attribute holds the id) is made again with the same id, and returns the job the
+        first one made, if it did. The coordinator checks the spec (the C++ client checks
+        it before sending too): a spec it refuses raises INVALID_ARGUMENT naming the field."""
         request_id = arguments.optional_text(request_id, "request_id") or secrets.token_hex(16)
         request = job_service_pb2.SubmitJobRequest(spec=spec_message(spec), request_id=request_id)
         try:
@@ -183,53 +224,76 @@ class Client:
         """Job summaries, oldest first, following the coordinator's pages; `states` are
         names (any case) or values of shardwise.PENDING, RUNNING, ... (one alone, or a
         list); at most `limit` (None or 0: all)."""
-        if arguments.optional_integer(limit, "limit") is not None and limit < 0:
-            raise ShardwiseError("INVALID_ARGUMENT", f"limit: {limit} is negative (0: all)")
+        limit = _checked_limit(limit)
         request = job_service_pb2.ListJobsRequest(
             submitter=arguments.text(submitter, "submitter"))
         for state in arguments.names(states, "states"):
             request.states.append(_enum_value(job_pb2.JobState, state, "states"))
-        limit = limit or None
-        jobs = []
-        while True:
-            request.page_size = _PAGE_SIZE if limit is None else min(_PAGE_SIZE, limit - len(jobs))
-            page = self._call(self._stub.ListJobs, request)
-            jobs.extend(page.jobs)
-            request.page_token = page.next_page_token
-            if not page.next_page_token or (limit is not None and len(jobs) >= limit):
-                return jobs
+        return self._pages(self._stub.ListJobs, request, "jobs", limit)
 
-    def watch(self, job_id):
+    def watch(self, job_id, timeout=None, on_lost=None):
         """An iterator of the job: as it is now, then its newest version after each change
         (a slow reader skips versions in between, never the final one), until it ends.
         A lost stream (a coordinator restarting) is watched again, for up to ten minutes
-        of lost contact (counted from the first failure since the last update); past
-        that, the last failure's ShardwiseError (UNAVAILABLE for a coordinator not
-        reached; its own code, such as RESOURCE_EXHAUSTED, for one that answered). Before the first update it fails as any call
-        does (a wrong address is told at once), unless the coordinator answered that it
-        serves as many watches as it allows (RESOURCE_EXHAUSTED): that waits for room."""
+        of lost contact (counted from the first failure since the last update), each
+        loss told to `on_lost` (a callable, given its ShardwiseError) where one is given,
+        as the CLI says "watching JOB again"; past that, the last failure's ShardwiseError
+        (UNAVAILABLE for a coordinator not reached; its own code, such as
+        RESOURCE_EXHAUSTED, for one that answered). Before the first update it fails as
+        any call does (a wrong address is told at once), unless the coordinator answered
+        that it serves as many watches as it allows (RESOURCE_EXHAUSTED): that waits for
+        room. `timeout` (seconds; None: none) bounds the whole watch: a job that has not
+        ended by then raises DEADLINE_EXCEEDED naming the state it was last seen in. The
+        arguments are checked at once, not at the first next()."""
         arguments.text(job_id, "job_id")
+        timeout = arguments.optional_seconds(timeout, "timeout")
+        if on_lost is not None and not callable(on_lost):
+            raise ShardwiseError("INVALID_ARGUMENT", "on_lost: expected a callable, got "
+                                 f"{type(on_lost).__name__} {arguments.shown(on_lost)}")
+        self._check_open()
+        return self._watch(job_id, timeout, on_lost)
+
+    def _watch(self, job_id, timeout, on_lost):
+        deadline = None if timeout is None else time.monotonic() + timeout
         retry = WatchRetry()
+        last = None  # the newest version seen
         while True:
             self._check_open()
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise _watch_timed_out(job_id, timeout, last)
             stream = self._stub.WatchJob(job_service_pb2.WatchJobRequest(job_id=job_id),
-                                         metadata=self._metadata)
+                                         timeout=remaining, metadata=self._metadata)
             try:
                 for job in stream:
                     retry.update()
+                    last = job
                     yield job
                 if not retry.updated:  # as the C++ client: never an end without the job's
                     raise ShardwiseError("UNAVAILABLE", "the watch ended before any update")
                 return
+            except ValueError:  # gRPC's word for a channel closed under the watch
+                if self._closed:
+                    raise self._closed_error() from None
+                raise
             except grpc.RpcError as error:
+                if self._closed:
+                    raise self._closed_error() from None
+                if deadline is not None and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise _watch_timed_out(job_id, timeout, last) from None
                 pause = retry.after(error.code(), time.monotonic())
                 if pause is None:
                     _raise(error, self.address, self._connected())
+                if on_lost is not None:
+                    on_lost(ShardwiseError(error.code().name, error.details() or ""))
             finally:
                 # A watch its caller let go (closed, or collected) ends its stream now: it
                 # holds one of the coordinator's --max_watches until it does.
                 stream.cancel()
-            time.sleep(random.uniform(pause / 2, pause))
+            pause = random.uniform(pause / 2, pause)
+            if deadline is not None:
+                pause = min(pause, max(0.0, deadline - time.monotonic()))
+            time.sleep(pause)
 
     def cancel(self, job_id):
         """Cancels a pending or running job; returns it."""
@@ -260,19 +324,26 @@ class Client:
         request = job_service_pb2.GetTimelineRequest(job_id=arguments.text(job_id, "job_id"))
         return self._call(self._stub.GetTimeline, request)
 
-    def workers(self, states=(), device=None):
-        """Every registered worker, or those in one of `states` (names in any case, or
-        values: IDLE, BUSY, DRAINING, LOST; one alone, or a list) and of `device` ("cpu"
-        or "cuda")."""
-        request = job_service_pb2.ListWorkersRequest(page_size=_PAGE_SIZE)
+    def workers(self, states=(), device=None, limit=None):
+        """Every registered worker, sorted by id, or those in one of `states` (names in any
+        case, or values: IDLE, BUSY, DRAINING, LOST; one alone, or a list) and of `device`
+        ("cpu" or "cuda"); at most `limit` (None or 0: all), as `get workers --limit`."""
+        limit = _checked_limit(limit)
+        request = job_service_pb2.ListWorkersRequest()
         for state in arguments.names(states, "states"):
             request.states.append(_enum_value(job_pb2.WorkerState, state, "states"))
         if device is not None:
             request.device = _enum_value(job_spec_pb2.DeviceKind, device, "device")
-        workers = []
+        return self._pages(self._stub.ListWorkers, request, "workers", limit)
+
+    def _pages(self, method, request, field, limit):
+        """The `field` items of `method`'s pages, followed until `limit` (None: all)."""
+        items = []
         while True:
-            page = self._call(self._stub.ListWorkers, request)
-            workers.extend(page.workers)
+            request.page_size = _PAGE_SIZE if limit is None else min(_PAGE_SIZE,
+                                                                     limit - len(items))
+            page = self._call(method, request)
+            items.extend(getattr(page, field))
             request.page_token = page.next_page_token
-            if not page.next_page_token:
-                return workers
+            if not page.next_page_token or (limit is not None and len(items) >= limit):
+                return items

@@ -13,7 +13,8 @@ A unary call (CallRetry), within a budget (two minutes):
     twice (all but set_hook: submit carries a request id, cancel sets an end state,
     scale an absolute target);
   - UNAVAILABLE on a channel that is not connected (a coordinator restarting) is asked
-    again up to UNAVAILABLE_ATTEMPTS times in a row, for a call that may run twice: as
+    again until UNAVAILABLE_ATTEMPTS attempts in a row failed so, for a call that may
+    run twice: as
     gRPC's retries make up to five attempts of each of the C++ client's calls, however
     many calls came before;
   - anything else is the caller's.
@@ -21,7 +22,7 @@ A watch (WatchRetry): a lost stream (UNAVAILABLE, CANCELLED, RESOURCE_EXHAUSTED)
 watched again for up to ten minutes of lost contact, counted from the first failure since
 the last update. Before the first update it fails as a call does, unless the coordinator
 serves as many watches as it allows (RESOURCE_EXHAUSTED: waited for) or cannot be reached
-(UNAVAILABLE: up to UNAVAILABLE_ATTEMPTS times in a row).
+(UNAVAILABLE: until UNAVAILABLE_ATTEMPTS attempts in a row failed so).
 Pauses double from 0.2 s up to 5 s; the caller draws each at random below its bound."""
 
 import grpc

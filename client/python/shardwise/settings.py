@@ -5,7 +5,10 @@ client/cli.cc's ClientOptionsFromFlags), before any connection is made."""
 
 import ipaddress
 import os
+import re
+import ssl
 
+from shardwise import arguments
 from shardwise.errors import ShardwiseError
 
 DEFAULT_ADDRESS = "127.0.0.1:7070"
@@ -17,6 +20,7 @@ _SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:")
 _SHOWN_CHARACTERS = 200
 _MAX_CA_BYTES = 1 << 20
 _MAX_TOKEN_FILE_BYTES = 64 << 10
+_PEM_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", re.S)
 
 
 def _shown(value):
@@ -74,7 +78,7 @@ def resolve_tls_ca(tls_ca):
     (path, source): `tls_ca` if given ("" for plaintext, over $SHARDWISE_TLS_CA), else
     $SHARDWISE_TLS_CA; (None, None) for plaintext."""
     if tls_ca is not None:
-        return (tls_ca or None), "tls_ca"
+        return (arguments.path(tls_ca, "tls_ca") or None), "tls_ca"
     tls_ca = os.environ.get(_CA_VARIABLE)
     return (tls_ca or None), f"${_CA_VARIABLE}"
 
@@ -87,24 +91,33 @@ def _read_bounded(path, source, most, why, folder):
         with open(path, "rb") as file:
             data = file.read(most + 1)
     except IsADirectoryError:
-        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: '{path}' {folder}") from None
-    except OSError as error:
-        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: cannot read '{path}': "
-                             f"{error.strerror}") from None
+        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: '{_shown(path)}' {folder}") from None
+    except (OSError, ValueError) as error:
+        why = error.strerror if isinstance(error, OSError) else str(error)
+        raise ShardwiseError("INVALID_ARGUMENT",
+                             f"{source}: cannot read '{_shown(path)}': {why}") from None
     if len(data) > most:
         raise ShardwiseError("INVALID_ARGUMENT",
-                             f"{source}: '{path}' holds more than {most} bytes ({why})")
+                             f"{source}: '{_shown(path)}' holds more than {most} bytes ({why})")
     return data
 
 
 def read_tls_ca(path, source):
     """The CA certificates of `path`, refused as the CLI refuses them when the file cannot
-    be read or holds no PEM certificate (every handshake would fail later, told as a
-    coordinator not reached)."""
+    be read or holds no PEM certificate that parses (every handshake would fail later,
+    told as a coordinator not reached). OpenSSL parses them (the ssl module's), as the
+    CLI's check does."""
     certificates = _read_bounded(path, source, _MAX_CA_BYTES, "a CA file is a few certificates",
                                  "is a folder, not a CA certificate file (PEM)")
-    if b"-----BEGIN CERTIFICATE-----" not in certificates:
-        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: '{path}' holds no PEM certificate")
+    blocks = _PEM_CERTIFICATE.findall(certificates)
+    if not blocks:
+        raise ShardwiseError("INVALID_ARGUMENT",
+                             f"{source}: '{_shown(path)}' holds no PEM certificate")
+    try:
+        ssl.create_default_context(cadata=b"\n".join(blocks).decode("ascii"))
+    except (ssl.SSLError, UnicodeDecodeError, ValueError):
+        raise ShardwiseError("INVALID_ARGUMENT", f"{source}: '{_shown(path)}' holds a PEM "
+                             "certificate that does not parse") from None
     return certificates
 
 
@@ -116,7 +129,8 @@ def read_token_file(path):
                          "is a folder, not a token file")
     token = data.decode("latin-1").strip()
     if not token:
-        raise ShardwiseError("INVALID_ARGUMENT", f"token_file: cannot read a token from '{path}'")
+        raise ShardwiseError("INVALID_ARGUMENT",
+                             f"token_file: cannot read a token from '{_shown(path)}'")
     return token
 
 
@@ -129,7 +143,8 @@ def resolve_token(token, token_file=None):
     if token_file is not None:
         if token is not None:
             raise ShardwiseError("INVALID_ARGUMENT", "give token or token_file, not both")
-        source, token = f"token_file '{token_file}'", read_token_file(token_file)
+        token_file = arguments.path(token_file, "token_file")
+        source, token = f"token_file '{_shown(token_file)}'", read_token_file(token_file)
     elif token is None:
         source, token = f"${_TOKEN_VARIABLE}", os.environ.get(_TOKEN_VARIABLE, "")
     if not isinstance(token, str):

@@ -15,6 +15,9 @@ from shardwise.errors import ShardwiseError, invalid_argument
 _MAX_SPEC_BYTES = 1 << 20
 _MAX_JSON_BYTES = 4 << 20
 _MAX_DEPTH = 64
+# Wider than any field's integers (int64's are 19 digits; a sign and leading zeros are
+# allowed), within what Python's int() reads.
+_MAX_INTEGER_CHARACTERS = 1000
 
 # A plain YAML scalar that the CLI reads as a number (AsJsonNumber): decimal digits with
 # an optional sign, point and exponent ("007", ".5", "1.", "+10"), nothing of YAML 1.1's
@@ -53,7 +56,12 @@ def _scalar(node):
     if value in _NULLS:
         return None
     if NUMBER.fullmatch(value):
-        return float(value) if any(c in value for c in ".eE") else int(value)
+        if any(c in value for c in ".eE"):
+            return float(value)
+        if len(value) > _MAX_INTEGER_CHARACTERS:  # Python's int() refuses past 4300 digits
+            raise invalid_argument(f"job spec line {node.start_mark.line + 1}: the integer "
+                                   f"{value[:20]}... has {len(value)} digits; no field holds it")
+        return int(value)
     return value
 
 
@@ -126,6 +134,8 @@ def read_file(path):
     except OSError as error:
         raise ShardwiseError("NOT_FOUND", f"cannot read job spec file '{path}': "
                              f"{error.strerror}") from None
+    except ValueError:  # a NUL in the path
+        raise invalid_argument(f"job spec file {path!r}: a path holds no NUL character") from None
     if not stat.S_ISREG(info.st_mode):
         raise ShardwiseError("NOT_FOUND",
                              f"cannot read job spec file '{path}': not a regular file")
