@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "contracts/comm_hook.h"
@@ -25,11 +26,18 @@ absl::StatusOr<v1::HookSwitch> HookSwitchAgreement::MakeProposal(const v1::Job& 
                                                                  int64_t not_before,
                                                                  absl::Time request_time) const {
   const v1::Progress& progress = job.progress();
+  // In double until bounded by the job's steps: a rank's rate may be anything up to
+  // worker_number_bounds' 1e300, past what an int64 holds.
+  const double wanted =
+      std::ceil(progress.steps_per_second() * absl::ToDoubleSeconds(options_.lead));
   const int64_t lead =
-      std::max<int64_t>(options_.min_lead_steps,
-                        static_cast<int64_t>(std::ceil(progress.steps_per_second() *
-                                                       absl::ToDoubleSeconds(options_.lead))));
-  const int64_t step = std::max(progress.step(), not_before) + lead;
+      std::max<int64_t>(options_.min_lead_steps, wanted >= static_cast<double>(job.spec().steps())
+                                                     ? job.spec().steps()
+                                                     : static_cast<int64_t>(std::max(0.0, wanted)));
+  const int64_t from = std::max(progress.step(), not_before);
+  const int64_t step = from > std::numeric_limits<int64_t>::max() - lead
+                           ? std::numeric_limits<int64_t>::max()
+                           : from + lead;
   if (step >= job.spec().steps()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", job.id(), " is at step ", progress.step(), " of ", job.spec().steps(),

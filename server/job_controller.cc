@@ -175,6 +175,9 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(RefuseWhileStoppingLocked());
   v1::RegisterWorkerRequest named = request;
+  // Fields of a newer release (or a hostile one's padding) would be kept with the worker's
+  // record, copied into every listing and scheduling pass: only the fields read are kept.
+  named.DiscardUnknownFields();
   if (named.name().empty()) named.set_name("worker");
   ASSIGN_OR_RETURN(const WorkerRegistry::Registration registration, workers_->Register(named));
   // A daemon that registers again while we think it runs an attempt has restarted, or
@@ -185,9 +188,9 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
     auto job = jobs_->Current(before.job_id());
     if (job.ok() && job->attempt() == before.attempt() && !IsTerminal(job->state()) &&
         job->state() != v1::PENDING) {
-      const bool still_running = request.has_running() &&
-                                 request.running().job_id() == before.job_id() &&
-                                 request.running().attempt() == before.attempt();
+      const bool still_running = named.has_running() &&
+                                 named.running().job_id() == before.job_id() &&
+                                 named.running().attempt() == before.attempt();
       LoseWorkersRankLocked(*job, before.rank(),
                             still_running
                                 ? "the worker reconnected (a new session while it still ran "
@@ -198,11 +201,11 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
   }
   // After a restart: the worker may run a rank of an attempt waiting for its ranks.
   const bool reattached =
-      request.has_running() && ReattachLocked(registration.worker_id, request.running());
+      named.has_running() && ReattachLocked(registration.worker_id, named.running());
   if (!reattached) OnRankBackWithoutAttemptLocked(registration.worker_id);
-  if (request.has_running() && !reattached) {
+  if (named.has_running() && !reattached) {
     workers_->DrainOnAttach(registration.worker_id,
-                            AbortMessage(request.running().job_id(), request.running().attempt(),
+                            AbortMessage(named.running().job_id(), named.running().attempt(),
                                          "the coordinator is not running this attempt"));
   }
   v1::RegisterWorkerResponse response;
@@ -231,7 +234,15 @@ void JobController::CloseSession(const std::string& worker_id,
                                  const std::shared_ptr<SessionOutbox>& outbox) {
   absl::MutexLock lock(&mu_);
   if (workers_->DetachSession(worker_id, outbox) && !stopping_) {
-    LoseWorkerLocked(worker_id, "its session closed", "session_closed");
+    if (outbox->overflowed()) {
+      LoseWorkerLocked(worker_id,
+                       absl::StrCat("it left ", SessionOutbox::kMaxQueuedMessages,
+                                    " of the coordinator's messages unread (its daemon's "
+                                    "session reader is stuck)"),
+                       "session_unread");
+    } else {
+      LoseWorkerLocked(worker_id, "its session closed", "session_closed");
+    }
   }
 }
 
@@ -262,9 +273,12 @@ void JobController::OnHeartbeat(const std::string& worker_id, const v1::Heartbea
       if (options_.executor == nullptr) {
         OnPeerLostWhileReattaching(heartbeat.job_id(), heartbeat.attempt());
       } else {
-        options_.executor->Post([this, job_id = heartbeat.job_id(), attempt = heartbeat.attempt()] {
-          OnPeerLostWhileReattaching(job_id, attempt);
-        });
+        options_.executor->PostOnce(
+            absl::StrCat("peer lost while reattaching ", heartbeat.job_id(), "#",
+                         heartbeat.attempt()),
+            [this, job_id = heartbeat.job_id(), attempt = heartbeat.attempt()] {
+              OnPeerLostWhileReattaching(job_id, attempt);
+            });
       }
     }
   }
@@ -272,7 +286,8 @@ void JobController::OnHeartbeat(const std::string& worker_id, const v1::Heartbea
     if (options_.executor == nullptr) {
       ReturnToIdle(worker_id);
     } else {
-      options_.executor->Post([this, worker_id] { ReturnToIdle(worker_id); });
+      options_.executor->PostOnce(absl::StrCat("return to idle ", worker_id),
+                                  [this, worker_id] { ReturnToIdle(worker_id); });
     }
   }
 }
@@ -351,10 +366,10 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
                   worker_id);
       break;
     case v1::STATE_RECEIVED:
-      RecordStateReceivedLocked(*job, report);
+      RecordStateReceivedLocked(*job, attempt, report);
       break;
     case v1::EPOCH_STARTED:
-      RecordEpochStartedLocked(*job, report);
+      RecordEpochStartedLocked(*job, attempt, report);
       break;
     case v1::ABORTED:
       OnRankAbortedLocked(*job, attempt, report, worker_id);
@@ -400,7 +415,13 @@ void JobController::OnRankCompletedLocked(const v1::Job& job, LiveAttempt& attem
   // first rank may have completed as a follower, without writing the job's outputs. In
   // the attempt's first membership rank 0 leads whatever it says: a worker of a release
   // before `led` says nothing.
-  const bool leader = report.led() || (job.membership().epoch() == 0 && report.rank() == 0);
+  // Only a rank of the newest membership leads: one that left with its group (drained,
+  // or a lost rank's mate) completes as a follower whatever it says.
+  const std::vector<int32_t> live_ranks = LiveRanksOf(job);
+  const bool live =
+      std::find(live_ranks.begin(), live_ranks.end(), report.rank()) != live_ranks.end();
+  const bool leader =
+      live && (report.led() || (job.membership().epoch() == 0 && report.rank() == 0));
   if (leader) {
     attempt.led_completed = true;
     attempt.result = report.message();

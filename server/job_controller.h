@@ -194,6 +194,10 @@ class JobController {
     // Ranks of a replacement group placed on new workers that have not trained a step
     // yet (job_controller_heal.cc): the attempt may end without them.
     std::set<int32_t> joining;
+    // The epochs whose first step was recorded, and the (rank, epoch) pairs whose state
+    // transfer was (job_controller_heal.cc): each once.
+    std::set<int32_t> epochs_started;
+    std::set<std::pair<int32_t, int32_t>> transfers_recorded;
     // The longest step a rank reported (its checkpoint and evaluation in it): a
     // replacement waits for the live ranks' move that long, twice (JoinerWait).
     absl::Duration longest_step;
@@ -423,12 +427,15 @@ class JobController {
   // `workers` (in the ranks' order) and told, with the live ranks, to join the next epoch.
   bool HealLocked(const v1::Job& job, const std::vector<int32_t>& group,
                   const std::vector<std::string>& workers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The leader's EPOCH_STARTED: the epoch's first step, into the job's history.
-  void RecordEpochStartedLocked(const v1::Job& job, const v1::AttemptReport& report)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The leader's EPOCH_STARTED: the epoch's first step, into the job's history; once per
+  // epoch of the attempt's memberships (a repeated report writes nothing).
+  void RecordEpochStartedLocked(const v1::Job& job, LiveAttempt& attempt,
+                                const v1::AttemptReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank's STATE_RECEIVED: an event naming the donor -> receiver pair, the bytes, the
-  // rate and the state's checksum.
-  void RecordStateReceivedLocked(const v1::Job& job, const v1::AttemptReport& report)
+  // rate and the state's checksum; once per rank and epoch of the attempt's memberships
+  // (each is a state-file write and an event kept for good).
+  void RecordStateReceivedLocked(const v1::Job& job, LiveAttempt& attempt,
+                                 const v1::AttemptReport& report)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // job_controller_reattach.cc: at the re-attach deadline, a fault-tolerant attempt's
   // ranks that never came back leave as lost ranks would (`reason`), if enough replicas

@@ -274,15 +274,28 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
   return true;
 }
 
-void JobController::RecordEpochStartedLocked(const v1::Job& job, const v1::AttemptReport& report) {
+void JobController::RecordEpochStartedLocked(const v1::Job& job, LiveAttempt& attempt,
+                                             const v1::AttemptReport& report) {
   if (report.rank() != LiveRanksOf(job).front()) return;  // the epoch's leader speaks for it
-  LogIfFailed(
-      jobs_->RecordEpochStart(job.id(), report.attempt(), report.epoch(), report.step()).status(),
-      "recording an epoch's first step", JobContext(job));
+  // An epoch of this attempt's memberships, said once: the set stays within the epochs.
+  if (report.epoch() < 0 || report.epoch() > job.membership().epoch() ||
+      !attempt.epochs_started.insert(report.epoch()).second) {
+    return;
+  }
+  auto recorded =
+      jobs_->RecordEpochStart(job.id(), report.attempt(), report.epoch(), report.step());
+  if (!absl::IsAlreadyExists(recorded.status())) {
+    LogIfFailed(recorded.status(), "recording an epoch's first step", JobContext(job));
+  }
 }
 
-void JobController::RecordStateReceivedLocked(const v1::Job& job, const v1::AttemptReport& report) {
+void JobController::RecordStateReceivedLocked(const v1::Job& job, LiveAttempt& attempt,
+                                              const v1::AttemptReport& report) {
   const v1::StateTransfer& transfer = report.transfer();
+  if (transfer.epoch() < 0 || transfer.epoch() > job.membership().epoch() ||
+      !attempt.transfers_recorded.emplace(report.rank(), transfer.epoch()).second) {
+    return;
+  }
   const double seconds = transfer.micros() / 1e6;
   const std::string event =
       absl::StrCat(RankName(job, report.rank()), " took shard ", transfer.shard(), " of step ",

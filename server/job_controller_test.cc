@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/metrics.h"
 #include "common/testing/scratch.h"
 #include "contracts/worker_features.h"
@@ -918,6 +919,7 @@ TEST_F(JobControllerTest, APermanentFailureReportedJustAfterAPeersConnectionErro
 TEST_F(JobControllerTest, TheInitCheckpointAnAttemptStartedFromIsEveryLaterAttempts) {
   v1::JobSpec spec = Spec(2);
   spec.mutable_restart_policy()->set_max_restarts(1);
+  spec.mutable_init()->set_checkpoint_dir("/data/pretrained");
   StartTwoRankJob(spec);
   Received("w0");
   v1::AttemptReport progress;
@@ -927,6 +929,9 @@ TEST_F(JobControllerTest, TheInitCheckpointAnAttemptStartedFromIsEveryLaterAttem
   progress.set_rank(1);
   progress.set_phase(v1::PROGRESS);
   progress.mutable_progress()->set_step(1);
+  progress.mutable_progress()->set_init_checkpoint_step(-3);  // no checkpoint's: not kept
+  core_.controller->OnReport("w1", progress);
+  EXPECT_FALSE(core_.jobs->Get("job-1")->has_init_checkpoint_step());
   progress.mutable_progress()->set_init_checkpoint_step(40);
   core_.controller->OnReport("w1", progress);
   // Another said later changes nothing.
@@ -956,6 +961,19 @@ TEST_F(JobControllerTest, TheInitCheckpointAnAttemptStartedFromIsEveryLaterAttem
     EXPECT_EQ(message.assignment().init_checkpoint_step(), 40);
   }
   EXPECT_TRUE(assigned);
+}
+
+// A job that starts from no init.checkpoint_dir keeps no step a rank says it started from.
+TEST_F(JobControllerTest, AnInitCheckpointStepOfAJobWithoutOneIsNotKept) {
+  StartTwoRankJob();
+  v1::AttemptReport progress;
+  progress.set_job_id("job-1");
+  progress.set_attempt(1);
+  progress.set_rank(0);
+  progress.set_phase(v1::PROGRESS);
+  progress.mutable_progress()->set_init_checkpoint_step(40);
+  core_.controller->OnReport("w0", progress);
+  EXPECT_FALSE(core_.jobs->Get("job-1")->has_init_checkpoint_step());
 }
 
 // Alone, a retryable failure re-queues the job once the grace has passed.
@@ -1817,6 +1835,42 @@ TEST_F(FaultTolerantJobTest, ALeaderLostAfterTheOthersCompletedFailsTheAttempt) 
             std::string::npos)
       << job.reason();
   EXPECT_TRUE(job.result().empty());
+}
+
+// A rank of a group that left says it led (a bug, or a worker lying): it is not the
+// newest membership's, so its completion is a follower's, and the real leader's loss
+// before it wrote the outputs still fails the attempt, though the groups left completed.
+TEST_F(FaultTolerantJobTest, ARankOutsideTheMembershipDoesNotLead) {
+  StartHybridJob(/*world=*/6);
+  core_.controller->OnReport("w0", Said(0, v1::LEAVING, "its worker is shutting down"));
+  ASSERT_EQ(Live(), (std::vector<int32_t>{2, 3, 4, 5}));
+  v1::AttemptReport claimed = Said(1, v1::COMPLETED, "a result of no membership's");
+  claimed.set_led(true);
+  core_.controller->OnReport("w1", claimed);
+  for (int rank : {3, 4, 5}) Report(absl::StrCat("w", rank), rank, v1::COMPLETED);
+  core_.controller->OnReport(
+      "w2", Said(2, v1::ABORTED, "writing the final model: No space left on device"));
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(job.reason(), "led at the end was lost")) << job.reason();
+  EXPECT_TRUE(job.result().empty()) << job.result();
+}
+
+// A rank's STATE_RECEIVED is an event once per epoch of the attempt's memberships: the
+// same report again, or one naming an epoch the attempt never had, writes nothing.
+TEST_F(FaultTolerantJobTest, AStateTransferIsRecordedOncePerRankAndEpoch) {
+  StartHybridJob();
+  v1::AttemptReport received = Said(1, v1::STATE_RECEIVED, "");
+  received.mutable_transfer()->set_epoch(0);
+  received.mutable_transfer()->set_donor_rank(3);
+  for (int i = 0; i < 3; ++i) core_.controller->OnReport("w1", received);
+  received.mutable_transfer()->set_epoch(1 << 30);
+  core_.controller->OnReport("w1", received);
+  const std::string events = Events();
+  int took = 0;
+  for (absl::string_view line : absl::StrSplit(events, '\n'))
+    took += absl::StrContains(line, "took shard");
+  EXPECT_EQ(took, 1) << events;
 }
 
 // After a heal that puts rank 0 back, the ranks that trained on speak for the job until

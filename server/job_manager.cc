@@ -679,6 +679,15 @@ absl::StatusOr<v1::Job> JobManager::RecordInitCheckpoint(const std::string& job_
       job_id,
       [&](v1::Job* j) {
         RETURN_IF_ERROR(CheckAttempt(*j, attempt));
+        // A worker's word, kept for the job's later attempts: only what can be true.
+        if (j->spec().init().source_case() != v1::InitSpec::kCheckpointDir) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("job ", job_id, " starts from no init.checkpoint_dir"));
+        }
+        if (step < 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("a checkpoint's step is at least 0, got ", step));
+        }
         if (j->has_init_checkpoint_step()) {
           return absl::FailedPreconditionError(
               absl::StrCat("job ", job_id, " started from init.checkpoint_dir's step ",
@@ -782,9 +791,11 @@ absl::StatusOr<v1::Job> JobManager::RecordEpochStart(const std::string& job_id, 
           event = absl::StrCat("membership epoch ", epoch, " trains from step ", step,
                                " (decided at step ", entry->decided_at_step(), "): ranks ",
                                absl::StrJoin(entry->live_ranks(), ", "));
-          break;
+          return absl::OkStatus();
         }
-        return absl::OkStatus();
+        // Nothing to record: no write.
+        return absl::AlreadyExistsError(absl::StrCat("attempt ", attempt, "'s epoch ", epoch,
+                                                     " has its first step, or no entry"));
       },
       event, OnStoreFailure::kDefer);
 }

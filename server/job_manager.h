@@ -196,8 +196,9 @@ class JobManager {
                                            const std::vector<v1::RankAssignment>& reassigned = {});
 
   // Records the first step membership `epoch` of `attempt` trained (its history entry's
-  // first_step), as its leader reported it; the first report stands. NOT_FOUND-free: an
-  // epoch the history lacks (one a restarted coordinator never recorded) changes nothing.
+  // first_step), as its leader reported it; the first report stands. ALREADY_EXISTS,
+  // writing nothing, for an epoch whose first step is recorded or that the history lacks
+  // (one a restarted coordinator never recorded).
   absl::StatusOr<v1::Job> RecordEpochStart(const std::string& job_id, int32_t attempt,
                                            int32_t epoch, int64_t step);
 

@@ -196,8 +196,7 @@ void RendezvousStore::StoreLocked(Scope& scope, const std::string& key, std::str
     auto pending = pending_.find(id);
     if (pending == pending_.end() || --pending->second.missing > 0) continue;
     completed->push_back(std::move(pending->second.done));
-    scope.waits.erase(id);
-    --scope.waits_of_rank[pending->second.rank];
+    ForgetWaitLocked(scope, id, pending->second);
     pending_.erase(pending);
   }
   scope.waiting_on.erase(waiting);
@@ -322,6 +321,13 @@ uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name, std::vector
                        " waits pending (the attempt ", (*scope)->waits.size(), "); the limits are ",
                        limits_.max_waits_per_rank, " per rank and ", limits_.max_waits_per_scope,
                        " per attempt"));
+    } else if (const size_t wait_bytes = WaitBytes(keys);
+               (*scope)->bytes + wait_bytes > limits_.max_bytes_per_scope ||
+               bytes_ + wait_bytes > limits_.max_bytes) {
+      refused = absl::ResourceExhaustedError(absl::StrCat(
+          "rendezvous: a wait on ", keys.size(), " keys holds ", wait_bytes,
+          " bytes while it waits; the attempt holds ", (*scope)->bytes, " of its limit of ",
+          limits_.max_bytes_per_scope, ", the coordinator ", bytes_, " of ", limits_.max_bytes));
     } else {
       Pending pending;
       pending.scope = ScopeName(name.job_id(), name.attempt());
@@ -334,10 +340,13 @@ uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name, std::vector
         ++pending.missing;
       }
       if (pending.missing > 0) {
+        pending.bytes = WaitBytes(keys);
         pending.keys = std::move(keys);
         pending.done = std::move(done);
         (*scope)->waits.insert(id);
         ++(*scope)->waits_of_rank[rank];
+        (*scope)->bytes += pending.bytes;
+        bytes_ += pending.bytes;
         pending_.emplace(id, std::move(pending));
         return id;
       }
@@ -347,14 +356,26 @@ uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name, std::vector
   return id;
 }
 
+size_t RendezvousStore::WaitBytes(const std::vector<std::string>& keys) {
+  size_t bytes = 0;
+  for (const std::string& key : keys) bytes += 2 * key.size();
+  return bytes;
+}
+
+void RendezvousStore::ForgetWaitLocked(Scope& scope, uint64_t id, const Pending& pending) {
+  scope.waits.erase(id);
+  --scope.waits_of_rank[pending.rank];
+  scope.bytes -= pending.bytes;
+  bytes_ -= pending.bytes;
+}
+
 RendezvousStore::WaitDone RendezvousStore::TakeWaitLocked(uint64_t id, absl::Status* expired) {
   auto pending = pending_.find(id);
   if (pending == pending_.end()) return nullptr;
   auto scope = scopes_.find(pending->second.scope);
   std::string missing;
   if (scope != scopes_.end()) {
-    scope->second.waits.erase(id);
-    --scope->second.waits_of_rank[pending->second.rank];
+    ForgetWaitLocked(scope->second, id, pending->second);
     for (const std::string& key : pending->second.keys) {
       if (scope->second.values.contains(key)) continue;
       absl::StrAppend(&missing, missing.empty() ? "" : ", ", key);

@@ -121,6 +121,7 @@ class RendezvousStore {
     int32_t rank = 0;
     std::vector<std::string> keys;
     size_t missing = 0;
+    size_t bytes = 0;  // its keys, held twice (here and in waiting_on): WaitBytes
     WaitDone done;
   };
   struct Scope {
@@ -131,7 +132,7 @@ class RendezvousStore {
     absl::flat_hash_set<uint64_t> waits;
     absl::flat_hash_map<int32_t, size_t> waits_of_rank;
     absl::flat_hash_set<int32_t> reached;  // ranks that made a call
-    size_t bytes = 0;                      // of its keys and values
+    size_t bytes = 0;                      // of its keys and values, and its pending waits' keys
   };
   static std::string ScopeName(const std::string& job_id, int32_t attempt);
   // The open scope the call names, if the call carries one of its rank tokens (the rank
@@ -153,6 +154,12 @@ class RendezvousStore {
   // Stores the value and collects the waits it completes.
   void StoreLocked(Scope& scope, const std::string& key, std::string value,
                    std::vector<WaitDone>* completed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a wait on `keys` holds while it waits, counted against the byte limits as
+  // stored keys are: each key kept by the wait and by the key's list of waits.
+  static size_t WaitBytes(const std::vector<std::string>& keys);
+  // Forgets wait `id` (`pending`, of `scope`) from the scope's waits and bytes as it ends.
+  void ForgetWaitLocked(Scope& scope, uint64_t id, const Pending& pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a pending wait; its callback, or null if it was no longer pending.
   WaitDone TakeWaitLocked(uint64_t id, absl::Status* status_if_expired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -251,6 +251,32 @@ TEST(RendezvousStore, BoundsTheBytesItHolds) {
   EXPECT_TRUE(store.Set(As("j", 2), "c", std::string(49, 'v')).ok());  // 40 + 50
 }
 
+// A pending wait's keys count as stored keys do, while it waits: a rank cannot hold more
+// than the limits through waits on keys nobody sets.
+TEST(RendezvousStore, APendingWaitsKeysCountAgainstTheByteLimits) {
+  RendezvousStore::Limits limits;
+  limits.max_bytes_per_scope = 100;
+  limits.max_bytes = 150;
+  RendezvousStore store(limits);
+  store.OpenScope("j", 1, kTokens);
+  absl::Status first = absl::UnknownError("pending"), second, third;
+  const uint64_t waiting = store.WaitAsync(As("j", 1), {std::string(30, 'k')},
+                                           [&](absl::Status s) { first = std::move(s); });
+  EXPECT_EQ(first.code(), absl::StatusCode::kUnknown);  // pending: 60 bytes held
+  store.WaitAsync(As("j", 1), {std::string(30, 'l')},
+                  [&](absl::Status s) { second = std::move(s); });
+  EXPECT_EQ(second.code(), absl::StatusCode::kResourceExhausted) << second;
+  EXPECT_NE(second.message().find("holds 60 bytes while it waits"), std::string::npos) << second;
+  EXPECT_EQ(store.Set(As("j", 1), "a", std::string(49, 'x')).code(),
+            absl::StatusCode::kFailedPrecondition);  // 60 + 50
+  store.CancelWait(waiting);
+  EXPECT_TRUE(store.Set(As("j", 1), "a", std::string(49, 'x')).ok());  // freed
+  // A wait that completes frees its bytes too.
+  store.WaitAsync(As("j", 1), {"b"}, [&](absl::Status s) { third = std::move(s); });
+  ASSERT_TRUE(store.Set(As("j", 1), "b", std::string(47, 'y')).ok());  // 50 + 2 + 48
+  EXPECT_TRUE(third.ok()) << third;
+}
+
 // A fault-tolerant attempt's membership epochs each connect through their own keys; the
 // coordinator drops those of epochs before the last once a new one is written. The
 // first connect's keys (of no epoch) are epoch 0's: kept only while epoch 1 may still

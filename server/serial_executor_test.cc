@@ -29,6 +29,35 @@ TEST(SerialExecutor, RunsWhatWasPostedBeforeItIsDestroyed) {
   EXPECT_EQ(ran, 1000);
 }
 
+// What heartbeats post: a key's task is queued once however often it is asked for, and
+// asked for again once it has started.
+TEST(SerialExecutor, PostsATaskPerKeyOnceUntilItRuns) {
+  SerialExecutor executor;
+  absl::Notification hold, held;
+  executor.Post([&] {
+    held.Notify();
+    hold.WaitForNotification();
+  });
+  held.WaitForNotification();
+  int a = 0, b = 0;  // written by the executor's thread only
+  for (int i = 0; i < 1000; ++i) {
+    executor.PostOnce("a", [&a] { ++a; });
+    executor.PostOnce("b", [&b] { ++b; });
+  }
+  EXPECT_EQ(executor.queued(), 2u);
+  hold.Notify();
+  absl::Notification done;
+  executor.Post([&] { done.Notify(); });
+  done.WaitForNotification();
+  EXPECT_EQ(a, 1);
+  EXPECT_EQ(b, 1);
+  executor.PostOnce("a", [&a] { ++a; });  // it ran: asked again, queued again
+  absl::Notification again;
+  executor.Post([&] { again.Notify(); });
+  again.WaitForNotification();
+  EXPECT_EQ(a, 2);
+}
+
 TEST(SerialExecutor, DropsTasksPostedAfterShutdown) {
   SerialExecutor executor;
   executor.Shutdown();

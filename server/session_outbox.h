@@ -8,6 +8,7 @@
 //
 // Thread-safety: implementations are safe for any number of producers.
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -22,9 +23,18 @@ namespace shardwise {
 
 class SessionOutbox {
  public:
+  // The most messages a session holds for its worker at once, the one being written
+  // included: a worker gets a few per attempt (its assignment, plan and hook changes, an
+  // abort), so one that leaves this many unread reads nothing (or claims reads it never
+  // made, keeping the unread check quiet), and its session is ended rather than let grow.
+  static constexpr size_t kMaxQueuedMessages = 4096;
+
   virtual ~SessionOutbox() = default;
-  // Queues `message`; false if the session has closed (the message is dropped).
+  // Queues `message`; false if the session has closed (the message is dropped), or
+  // has just been closed for holding kMaxQueuedMessages (overflowed()).
   virtual bool Push(v1::CoordinatorMessage message) = 0;
+  // Whether the session was ended for holding kMaxQueuedMessages unread.
+  virtual bool overflowed() const { return false; }
   // Ends the session: nothing more is sent, and the worker sees its stream close.
   virtual void Close() = 0;
   // Queues `last` and ends the session once it and everything queued before it are

@@ -44,15 +44,27 @@ void SessionStream::Observe(const char* kind, absl::Time arrived) const {
 }
 
 bool SessionStream::Push(v1::CoordinatorMessage message) {
-  absl::MutexLock lock(&mu_);
-  if (closing_ || finished_ || closing_after_sent_) return false;
-  outgoing_.push_back(std::move(message));
-  if (!writing_) {
-    writing_ = true;
-    // A deque keeps references to its elements as others are added behind them.
-    StartWrite(&outgoing_.front());
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_ || finished_ || closing_after_sent_) return false;
+    if (outgoing_.size() < kMaxQueuedMessages) {
+      outgoing_.push_back(std::move(message));
+      if (!writing_) {
+        writing_ = true;
+        // A deque keeps references to its elements as others are added behind them.
+        StartWrite(&outgoing_.front());
+      }
+      return true;
+    }
+    overflowed_ = true;
   }
-  return true;
+  Close();  // the controller loses the worker when the session ends (CloseSession)
+  return false;
+}
+
+bool SessionStream::overflowed() const {
+  absl::MutexLock lock(&mu_);
+  return overflowed_;
 }
 
 void SessionStream::Close() {
@@ -130,6 +142,9 @@ void SessionStream::OnReadDone(bool ok) {
     Close();
     return;
   }
+  // Fields this release does not read (a newer worker's, or padding) would be kept with
+  // what they arrived in (a report's progress and spans, kept for the job): dropped here.
+  incoming_.DiscardUnknownFields();
   if (!opened_.load()) {
     {
       absl::MutexLock lock(&mu_);

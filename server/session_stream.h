@@ -62,6 +62,7 @@ class SessionStream final
 
   // SessionOutbox.
   bool Push(v1::CoordinatorMessage message) override;
+  bool overflowed() const override;
   void Close() override;
   void CloseAfter(v1::CoordinatorMessage last) override;
   bool closed() const override;
@@ -113,6 +114,7 @@ class SessionStream final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called: no more reads or writes
   // CloseAfter(): finish once the queue is written.
   bool closing_after_sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool overflowed_ ABSL_GUARDED_BY(mu_) = false;     // closed for kMaxQueuedMessages
   bool hello_arrived_ ABSL_GUARDED_BY(mu_) = false;  // the first message was read
   // Close()'s TryCancel, which a Finish meanwhile waits for.
   CancelOutsideLock cancel_ ABSL_GUARDED_BY(mu_);

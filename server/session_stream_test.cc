@@ -117,6 +117,42 @@ TEST_F(SessionStreamTest, AWorkerThatReadsNothingIsLostAndItsStreamEnds) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
 }
 
+// A worker that reads nothing while it claims it read everything (its heartbeats' count
+// keeps the unread check quiet) is lost once kMaxQueuedMessages wait for it, and its
+// stream ends: the queue does not grow without end.
+TEST_F(SessionStreamTest, AWorkerThatLeavesTooManyMessagesQueuedIsLost) {
+  v1::RegisterWorkerRequest registration;
+  registration.set_name("w0");
+  registration.set_device(v1::CPU);
+  ASSERT_TRUE(core_.controller->RegisterWorker(registration).ok());
+  auto stub = v1::WorkerService::NewStub(testing::FixedWindowChannel(port_));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto stream = stub->Session(&context);
+  v1::WorkerMessage hello;
+  hello.mutable_hello()->set_worker_id("w0");
+  ASSERT_TRUE(stream->Write(hello));
+  ASSERT_TRUE(testing::WaitFor([&] { return core_.workers->Get("w0")->state() == v1::IDLE; }));
+  v1::CoordinatorMessage large;  // holds the writer: past the window, nobody reads
+  large.mutable_abort()->set_reason(std::string(size_t{4} << 20, 'x'));
+  ASSERT_TRUE(core_.workers->Send("w0", large));
+  v1::CoordinatorMessage small;
+  small.mutable_abort()->set_job_id("job-1");
+  for (size_t i = 1; i < SessionOutbox::kMaxQueuedMessages; ++i) {
+    ASSERT_TRUE(core_.workers->Send("w0", small)) << i;
+  }
+  EXPECT_FALSE(core_.workers->Send("w0", small));
+  ASSERT_TRUE(testing::WaitFor([&] { return core_.workers->Get("w0")->state() == v1::LOST; }));
+  EXPECT_EQ(core_.workers->Get("w0")->lost_reason(),
+            "it left 4096 of the coordinator's messages unread (its daemon's session reader is "
+            "stuck)");
+  stream->WritesDone();
+  v1::CoordinatorMessage message;
+  while (stream->Read(&message)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
 // A stream that says nothing is ended once its hello is overdue; one that said hello in
 // time is left open (its heartbeats and messages watch it from then on).
 TEST_F(SessionStreamTest, AStreamThatSendsNoHelloIsEndedWhenItIsOverdue) {

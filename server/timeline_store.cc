@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 
 namespace shardwise {
 
@@ -33,7 +34,10 @@ void TimelineStore::Add(const std::string& job_id, int32_t attempt, int32_t rank
   recency_.push_back(job_id);
   RankSpans& ranked = job.ranks[rank];
   ranked.worker_id = worker_id;
-  ranked.dropped += dropped;
+  // Each report's count is bounded (worker_number_bounds.h), their sum is not.
+  ranked.dropped = dropped > std::numeric_limits<int64_t>::max() - ranked.dropped
+                       ? std::numeric_limits<int64_t>::max()
+                       : ranked.dropped + dropped;
   // Each rank's share (ranks hold more only until they next report).
   const size_t cap = RankCapLocked(job);
   for (const v1::Span& span : spans) ranked.spans.push_back(span);

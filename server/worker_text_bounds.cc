@@ -21,6 +21,9 @@ void BoundPosition(v1::RankPosition* position) {
 void BoundWorkerText(v1::WorkerMessage* message) {
   switch (message->kind_case()) {
     case v1::WorkerMessage::kHeartbeat:
+      // A job id is the coordinator's own ("job-12"): a longer one names no job, and is
+      // echoed back in an abort.
+      Cut(message->mutable_heartbeat()->mutable_job_id(), kMaxWorkerLabelBytes);
       if (message->heartbeat().has_position()) {
         BoundPosition(message->mutable_heartbeat()->mutable_position());
       }

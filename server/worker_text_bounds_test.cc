@@ -41,9 +41,11 @@ TEST(BoundWorkerText, CutsProbeErrorsAndPositions) {
   v1::RankPosition* position = heartbeat.mutable_heartbeat()->mutable_position();
   position->set_phase(std::string(1000, 'b'));
   position->set_collective("all-gather");
+  heartbeat.mutable_heartbeat()->set_job_id(std::string(1 << 20, 'j'));  // echoed in an abort
   BoundWorkerText(&heartbeat);
   EXPECT_LE(position->phase().size(), kMaxWorkerLabelBytes);
   EXPECT_EQ(position->collective(), "all-gather");
+  EXPECT_LE(heartbeat.heartbeat().job_id().size(), kMaxWorkerLabelBytes);
 }
 
 // A cut never splits a UTF-8 character: the text stays valid for a proto string.
