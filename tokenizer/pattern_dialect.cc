@@ -62,6 +62,81 @@ absl::string_view Pcre2OnlyGroup(absl::string_view pattern, size_t i) {
   return absl::string_view();
 }
 
+// An interval quantifier `{n}`, `{n,}`, `{,m}` or `{n,m}` at `pattern[i]` == '{': where it
+// ends (its '}'), or npos where the brace is a literal (in both engines).
+struct Interval {
+  size_t end = absl::string_view::npos;
+  bool has_comma = false;
+  bool low_omitted = false;  // `{,m}`: Oniguruma's `{0,m}`, PCRE2 10.42's literal text
+};
+Interval ReadInterval(absl::string_view pattern, size_t i) {
+  Interval interval;
+  size_t j = i + 1, digits = 0;
+  interval.low_omitted = j < pattern.size() && pattern[j] == ',';
+  for (; j < pattern.size(); ++j) {
+    const char c = pattern[j];
+    if (absl::ascii_isdigit(static_cast<unsigned char>(c))) {
+      ++digits;
+    } else if (c == ',' && !interval.has_comma) {
+      interval.has_comma = true;
+    } else {
+      break;
+    }
+  }
+  if (j < pattern.size() && pattern[j] == '}' && digits > 0) interval.end = j;
+  return interval;
+}
+
+// Oniguruma's reading of an interval at `pattern[i]` as PCRE2 reads it, appended to
+// `out`, or a refusal: Oniguruma (Ruby's syntax, which Hugging Face's library uses) has
+// no possessive interval, and repeats `X{n,m}+` as `(?:X{n,m})+`, and makes `X{n}?`
+// optional, `(?:X{n})?`, where PCRE2 reads a possessive interval and X{n}; neither has a
+// rewrite without finding X's start.
+absl::Status AppendInterval(absl::string_view pattern, size_t i, const Interval& interval,
+                            std::string* out) {
+  const char next = interval.end + 1 < pattern.size() ? pattern[interval.end + 1] : '\0';
+  if (next == '+') {
+    return Refuse(
+        "interval followed by + (Oniguruma repeats the interval, PCRE2 makes it "
+        "possessive: write (?:...{n,m})+)",
+        i);
+  }
+  if (next == '?' && !interval.has_comma) {
+    return Refuse(
+        "{n}? (Oniguruma makes the repetition optional, PCRE2 reads {n}: write "
+        "(?:...{n})?)",
+        i);
+  }
+  if (interval.low_omitted) absl::StrAppend(out, "{0");
+  absl::StrAppend(out, pattern.substr(i + (interval.low_omitted ? 1 : 0),
+                                      interval.end + 1 - i - (interval.low_omitted ? 1 : 0)));
+  return absl::OkStatus();
+}
+
+// An option group `(?imx-imx)` or `(?imx-imx:` at `pattern[i]` == '(', as Oniguruma's
+// Ruby syntax reads its letters, in PCRE2's: `m` makes `.` match a newline (PCRE2's `s`),
+// and `s` is no option (Hugging Face's library refuses the pattern). Appends the group's
+// opening to `out` and returns where it ends; npos when `pattern[i]` opens no option group.
+absl::StatusOr<size_t> AppendOptionGroup(absl::string_view pattern, size_t i, std::string* out) {
+  if (i + 2 >= pattern.size() || pattern[i + 1] != '?') return absl::string_view::npos;
+  size_t j = i + 2;
+  std::string letters;
+  for (; j < pattern.size() &&
+         (absl::ascii_isalpha(static_cast<unsigned char>(pattern[j])) || pattern[j] == '-');
+       ++j) {
+    letters += pattern[j];
+  }
+  if (letters.empty() || j >= pattern.size() || (pattern[j] != ')' && pattern[j] != ':')) {
+    return absl::string_view::npos;
+  }
+  for (char& letter : letters) {
+    if (letter == 's') return Refuse("option (?s), none of Oniguruma's,", i);
+    if (letter == 'm') letter = 's';
+  }
+  absl::StrAppend(out, "(?", letters, absl::string_view(&pattern[j], 1));
+  return j;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> PatternForPcre2(absl::string_view pattern, PatternDialect dialect) {
@@ -111,6 +186,23 @@ absl::StatusOr<std::string> PatternForPcre2(absl::string_view pattern, PatternDi
     } else if (c == '(') {
       if (const absl::string_view what = Pcre2OnlyGroup(pattern, i); !what.empty()) {
         return Refuse(what, i);
+      }
+      if (dialect == PatternDialect::kOniguruma) {
+        const absl::StatusOr<size_t> end = AppendOptionGroup(pattern, i, &out);
+        if (!end.ok()) return end.status();
+        if (*end != absl::string_view::npos) {
+          i = *end;
+          continue;
+        }
+      }
+    } else if (c == '{' && dialect == PatternDialect::kOniguruma) {
+      if (const Interval interval = ReadInterval(pattern, i);
+          interval.end != absl::string_view::npos) {
+        if (absl::Status appended = AppendInterval(pattern, i, interval, &out); !appended.ok()) {
+          return appended;
+        }
+        i = interval.end;
+        continue;
       }
     }
     out += c;

@@ -111,6 +111,35 @@ TEST(PatternDialect, WhatCannotBeRewrittenExactlyIsRefused) {
   EXPECT_NE(Refusal("[[:alpha]").find("unclosed [:"), std::string::npos);
 }
 
+// Oniguruma's intervals (Ruby's syntax, which Hugging Face's library compiles with): no
+// possessive interval, `{n}?` optional, `{,m}` from 0. Intervals elsewhere, and braces
+// that are no interval, read alike in both.
+TEST(PatternDialect, OnigurumasIntervalsAreReadAsItReadsThem) {
+  EXPECT_NE(Refusal("\\p{N}{1,3}+").find("interval followed by + (Oniguruma repeats the interval"),
+            std::string::npos);
+  EXPECT_NE(Refusal("a{2}?").find("{n}? (Oniguruma makes the repetition optional"),
+            std::string::npos);
+  EXPECT_EQ(MatchedPieces("\\p{N}{,2}x", "123x"), std::vector<std::string>{"23x"});
+  EXPECT_EQ(*PatternForPcre2("a{,2}", kOnig), "a{0,2}");
+  EXPECT_EQ(MatchedPieces("\\p{N}{1,3}", "12345"), (std::vector<std::string>{"123", "45"}));
+  EXPECT_EQ(MatchedPieces("a{1,2}?", "aa"), (std::vector<std::string>{"a", "a"}));  // lazy in both
+  EXPECT_EQ(MatchedPieces("a{x}", "a{x}"), std::vector<std::string>{"a{x}"});       // no interval
+  EXPECT_EQ(*PatternForPcre2("a{1,3}+", PatternDialect::kTiktoken), "a{1,3}+");  // possessive there
+}
+
+// Oniguruma's `(?m)` is PCRE2's `(?s)`: `.` matches a newline (`^` and `$` match at every
+// line in both already); its `(?s)` is no option, refused as the library refuses it.
+TEST(PatternDialect, OnigurumasOptionMIsDotAll) {
+  EXPECT_EQ(MatchedPieces("(?m).+", "a\nb"), std::vector<std::string>{"a\nb"});
+  EXPECT_EQ(MatchedPieces("(?im:A.)+", "a\nb"), std::vector<std::string>{"a\n"});
+  EXPECT_EQ(MatchedPieces(".+", "a\nb"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(*PatternForPcre2("(?i-m)a", kOnig), "(?i-s)a");
+  EXPECT_NE(Refusal("(?s).").find("option (?s), none of Oniguruma's, at byte 0"),
+            std::string::npos);
+  EXPECT_EQ(*PatternForPcre2("(?:a)(?=b)(?<n>c)", kOnig), "(?:a)(?=b)(?<n>c)");
+  EXPECT_EQ(*PatternForPcre2("(?m).", PatternDialect::kTiktoken), "(?m).");
+}
+
 }  // namespace
 }  // namespace tokenizer
 }  // namespace shardwise
