@@ -66,6 +66,28 @@ class SessionStreamTest : public ::testing::Test {
     executor_.Shutdown();
   }
 
+  // A daemon whose reader is stuck: registered as w0, it says hello and never reads,
+  // with a window that does not grow. The deadline turns a stream that never ends into a
+  // failure.
+  struct StuckWorker {
+    std::unique_ptr<v1::WorkerService::Stub> stub;
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>> stream;
+  };
+  void StartStuckWorker(StuckWorker* worker) {
+    v1::RegisterWorkerRequest registration;
+    registration.set_name("w0");
+    registration.set_device(v1::CPU);
+    ASSERT_TRUE(core_.controller->RegisterWorker(registration).ok());
+    worker->stub = v1::WorkerService::NewStub(testing::FixedWindowChannel(port_));
+    worker->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    worker->stream = worker->stub->Session(&worker->context);
+    v1::WorkerMessage hello;
+    hello.mutable_hello()->set_worker_id("w0");
+    ASSERT_TRUE(worker->stream->Write(hello));
+    ASSERT_TRUE(testing::WaitFor([&] { return core_.workers->Get("w0")->state() == v1::IDLE; }));
+  }
+
   SimulatedClock clock_;
   testing::CoordinatorCore core_;
   SerialExecutor executor_;
@@ -76,20 +98,9 @@ class SessionStreamTest : public ::testing::Test {
 };
 
 TEST_F(SessionStreamTest, AWorkerThatReadsNothingIsLostAndItsStreamEnds) {
-  v1::RegisterWorkerRequest registration;
-  registration.set_name("w0");
-  registration.set_device(v1::CPU);
-  ASSERT_TRUE(core_.controller->RegisterWorker(registration).ok());
-  // A daemon whose reader is stuck: it says hello and never reads, with a window that
-  // does not grow. The deadline turns a stream that never ends into a failure.
-  auto stub = v1::WorkerService::NewStub(testing::FixedWindowChannel(port_));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  auto stream = stub->Session(&context);
-  v1::WorkerMessage hello;
-  hello.mutable_hello()->set_worker_id("w0");
-  ASSERT_TRUE(stream->Write(hello));
-  ASSERT_TRUE(testing::WaitFor([&] { return core_.workers->Get("w0")->state() == v1::IDLE; }));
+  StuckWorker worker;
+  ASSERT_NO_FATAL_FAILURE(StartStuckWorker(&worker));
+  auto& stream = worker.stream;
 
   // A message larger than HTTP/2's window: its write waits for a reader.
   v1::CoordinatorMessage large;
@@ -121,18 +132,9 @@ TEST_F(SessionStreamTest, AWorkerThatReadsNothingIsLostAndItsStreamEnds) {
 // keeps the unread check quiet) is lost once kMaxQueuedMessages wait for it, and its
 // stream ends: the queue does not grow without end.
 TEST_F(SessionStreamTest, AWorkerThatLeavesTooManyMessagesQueuedIsLost) {
-  v1::RegisterWorkerRequest registration;
-  registration.set_name("w0");
-  registration.set_device(v1::CPU);
-  ASSERT_TRUE(core_.controller->RegisterWorker(registration).ok());
-  auto stub = v1::WorkerService::NewStub(testing::FixedWindowChannel(port_));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  auto stream = stub->Session(&context);
-  v1::WorkerMessage hello;
-  hello.mutable_hello()->set_worker_id("w0");
-  ASSERT_TRUE(stream->Write(hello));
-  ASSERT_TRUE(testing::WaitFor([&] { return core_.workers->Get("w0")->state() == v1::IDLE; }));
+  StuckWorker worker;
+  ASSERT_NO_FATAL_FAILURE(StartStuckWorker(&worker));
+  auto& stream = worker.stream;
   v1::CoordinatorMessage large;  // holds the writer: past the window, nobody reads
   large.mutable_abort()->set_reason(std::string(size_t{4} << 20, 'x'));
   ASSERT_TRUE(core_.workers->Send("w0", large));
