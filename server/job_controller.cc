@@ -405,6 +405,22 @@ void JobController::OnRankAbortedLocked(const v1::Job& job, LiveAttempt& attempt
   RequestScheduleLocked();  // the worker may be idle for a job, or a replacement group
 }
 
+namespace {
+
+// Whether `rank` led a membership of `job`'s attempt: the first of the current one's
+// `live` ranks, or of an earlier epoch the history keeps, or rank 0, which leads epoch 0
+// (every rank live).
+bool LedAMembership(const v1::Job& job, const std::vector<int32_t>& live, int32_t rank) {
+  if (rank == 0 || (!live.empty() && live.front() == rank)) return true;
+  return std::any_of(job.membership_history().begin(), job.membership_history().end(),
+                     [&](const v1::MembershipEpoch& epoch) {
+                       return epoch.attempt() == job.attempt() && epoch.live_ranks_size() > 0 &&
+                              epoch.live_ranks(0) == rank;
+                     });
+}
+
+}  // namespace
+
 void JobController::OnRankCompletedLocked(const v1::Job& job, LiveAttempt& attempt,
                                           const v1::AttemptReport& report,
                                           const std::string& worker_id) {
@@ -415,13 +431,12 @@ void JobController::OnRankCompletedLocked(const v1::Job& job, LiveAttempt& attem
   // first rank may have completed as a follower, without writing the job's outputs. In
   // the attempt's first membership rank 0 leads whatever it says: a worker of a release
   // before `led` says nothing.
-  // Only a rank of the newest membership leads: one that left with its group (drained,
-  // or a lost rank's mate) completes as a follower whatever it says.
-  const std::vector<int32_t> live_ranks = LiveRanksOf(job);
-  const bool live =
-      std::find(live_ranks.begin(), live_ranks.end(), report.rank()) != live_ranks.end();
-  const bool leader =
-      live && (report.led() || (job.membership().epoch() == 0 && report.rank() == 0));
+  // Only a rank that led a membership of the attempt may say it led: one whose group left
+  // without it ever leading (a drained rank, a lost rank's mate) completes as a follower
+  // whatever it says. A leader dropped with its group after it wrote the outputs (its
+  // mate lost meanwhile) still led.
+  const bool leader = (report.led() && LedAMembership(job, LiveRanksOf(job), report.rank())) ||
+                      (job.membership().epoch() == 0 && report.rank() == 0);
   if (leader) {
     attempt.led_completed = true;
     attempt.result = report.message();

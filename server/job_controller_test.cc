@@ -1856,6 +1856,23 @@ TEST_F(FaultTolerantJobTest, ARankOutsideTheMembershipDoesNotLead) {
   EXPECT_TRUE(job.result().empty()) << job.result();
 }
 
+// The leader dropped with its group after it wrote the outputs (its mate lost while it
+// wrote them) still led: its completion is the job's result, and the job succeeds.
+TEST_F(FaultTolerantJobTest, ALeaderDroppedWithItsGroupAfterItWroteTheOutputsStillLed) {
+  StartHybridJob(/*world=*/6);
+  core_.controller->OnReport("w1", Said(1, v1::ABORTED, "a collective failed"));
+  ASSERT_EQ(Live(), (std::vector<int32_t>{2, 3, 4, 5}));
+  v1::AttemptReport led = Said(0, v1::COMPLETED, "trained 100 steps");
+  led.set_led(true);
+  core_.controller->OnReport("w0", led);
+  for (int rank : {2, 3, 4, 5}) {
+    core_.controller->OnReport(absl::StrCat("w", rank), Said(rank, v1::COMPLETED, "follower"));
+  }
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.state(), v1::SUCCEEDED) << job.reason();
+  EXPECT_EQ(job.result(), "trained 100 steps");
+}
+
 // A rank's STATE_RECEIVED is an event once per epoch of the attempt's memberships: the
 // same report again, or one naming an epoch the attempt never had, writes nothing.
 TEST_F(FaultTolerantJobTest, AStateTransferIsRecordedOncePerRankAndEpoch) {

@@ -49,6 +49,7 @@ void RendezvousStore::CloseScope(const std::string& job_id, int32_t attempt) {
       pending_.erase(pending);
     }
     bytes_ -= it->second.bytes;
+    wait_bytes_ -= it->second.wait_bytes;
     scopes_.erase(it);
   }
   const absl::Status status = absl::AbortedError(
@@ -321,13 +322,15 @@ uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name, std::vector
                        " waits pending (the attempt ", (*scope)->waits.size(), "); the limits are ",
                        limits_.max_waits_per_rank, " per rank and ", limits_.max_waits_per_scope,
                        " per attempt"));
-    } else if (const size_t wait_bytes = WaitBytes(keys);
-               (*scope)->bytes + wait_bytes > limits_.max_bytes_per_scope ||
-               bytes_ + wait_bytes > limits_.max_bytes) {
+    } else if (const size_t wait_bytes = WaitBytes(**scope, keys);
+               wait_bytes > 0 &&  // one that holds nothing never passes them
+               ((*scope)->bytes + (*scope)->wait_bytes + wait_bytes > limits_.max_bytes_per_scope ||
+                bytes_ + wait_bytes_ + wait_bytes > limits_.max_bytes)) {
       refused = absl::ResourceExhaustedError(absl::StrCat(
           "rendezvous: a wait on ", keys.size(), " keys holds ", wait_bytes,
-          " bytes while it waits; the attempt holds ", (*scope)->bytes, " of its limit of ",
-          limits_.max_bytes_per_scope, ", the coordinator ", bytes_, " of ", limits_.max_bytes));
+          " bytes while it waits; the attempt holds ", (*scope)->bytes + (*scope)->wait_bytes,
+          " of its limit of ", limits_.max_bytes_per_scope, ", the coordinator ",
+          bytes_ + wait_bytes_, " of ", limits_.max_bytes));
     } else {
       Pending pending;
       pending.scope = ScopeName(name.job_id(), name.attempt());
@@ -340,13 +343,13 @@ uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name, std::vector
         ++pending.missing;
       }
       if (pending.missing > 0) {
-        pending.bytes = WaitBytes(keys);
+        pending.bytes = WaitBytes(**scope, keys);
         pending.keys = std::move(keys);
         pending.done = std::move(done);
         (*scope)->waits.insert(id);
         ++(*scope)->waits_of_rank[rank];
-        (*scope)->bytes += pending.bytes;
-        bytes_ += pending.bytes;
+        (*scope)->wait_bytes += pending.bytes;
+        wait_bytes_ += pending.bytes;
         pending_.emplace(id, std::move(pending));
         return id;
       }
@@ -356,17 +359,19 @@ uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name, std::vector
   return id;
 }
 
-size_t RendezvousStore::WaitBytes(const std::vector<std::string>& keys) {
+size_t RendezvousStore::WaitBytes(const Scope& scope, const std::vector<std::string>& keys) {
   size_t bytes = 0;
-  for (const std::string& key : keys) bytes += 2 * key.size();
+  for (const std::string& key : keys) {
+    if (!scope.values.contains(key)) bytes += 2 * key.size();
+  }
   return bytes;
 }
 
 void RendezvousStore::ForgetWaitLocked(Scope& scope, uint64_t id, const Pending& pending) {
   scope.waits.erase(id);
   --scope.waits_of_rank[pending.rank];
-  scope.bytes -= pending.bytes;
-  bytes_ -= pending.bytes;
+  scope.wait_bytes -= pending.bytes;
+  wait_bytes_ -= pending.bytes;
 }
 
 RendezvousStore::WaitDone RendezvousStore::TakeWaitLocked(uint64_t id, absl::Status* expired) {

@@ -132,7 +132,8 @@ class RendezvousStore {
     absl::flat_hash_set<uint64_t> waits;
     absl::flat_hash_map<int32_t, size_t> waits_of_rank;
     absl::flat_hash_set<int32_t> reached;  // ranks that made a call
-    size_t bytes = 0;                      // of its keys and values, and its pending waits' keys
+    size_t bytes = 0;                      // of its keys and values
+    size_t wait_bytes = 0;                 // of its pending waits' keys (WaitBytes)
   };
   static std::string ScopeName(const std::string& job_id, int32_t attempt);
   // The open scope the call names, if the call carries one of its rank tokens (the rank
@@ -154,9 +155,11 @@ class RendezvousStore {
   // Stores the value and collects the waits it completes.
   void StoreLocked(Scope& scope, const std::string& key, std::string value,
                    std::vector<WaitDone>* completed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What a wait on `keys` holds while it waits, counted against the byte limits as
-  // stored keys are: each key kept by the wait and by the key's list of waits.
-  static size_t WaitBytes(const std::vector<std::string>& keys);
+  // What a wait on `keys` holds while it waits (`scope`'s keys not yet set, each kept by
+  // the wait and by the key's list of waits): a wait is refused where it and the waits and
+  // values held would pass the byte limits. Writes count values only, so that a waited-for
+  // value is never refused for the waits it would end.
+  static size_t WaitBytes(const Scope& scope, const std::vector<std::string>& keys);
   // Forgets wait `id` (`pending`, of `scope`) from the scope's waits and bytes as it ends.
   void ForgetWaitLocked(Scope& scope, uint64_t id, const Pending& pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -169,7 +172,8 @@ class RendezvousStore {
   absl::flat_hash_map<std::string, Scope> scopes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
-  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // every scope's
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;       // every scope's
+  size_t wait_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // every scope's
 };
 
 }  // namespace shardwise

@@ -251,15 +251,18 @@ TEST(RendezvousStore, BoundsTheBytesItHolds) {
   EXPECT_TRUE(store.Set(As("j", 2), "c", std::string(49, 'v')).ok());  // 40 + 50
 }
 
-// A pending wait's keys count as stored keys do, while it waits: a rank cannot hold more
-// than the limits through waits on keys nobody sets.
+// A pending wait's keys count against the byte limits while it waits, with the values
+// held: a rank cannot hold more than the limits through waits on keys nobody sets. A
+// write counts values only (the value a wait waits for is never refused for it), and a
+// wait on keys already set holds nothing.
 TEST(RendezvousStore, APendingWaitsKeysCountAgainstTheByteLimits) {
   RendezvousStore::Limits limits;
   limits.max_bytes_per_scope = 100;
   limits.max_bytes = 150;
   RendezvousStore store(limits);
   store.OpenScope("j", 1, kTokens);
-  absl::Status first = absl::UnknownError("pending"), second, third;
+  absl::Status first = absl::UnknownError("pending"), second, set_already;
+  absl::Status third = absl::UnknownError("pending");
   const uint64_t waiting = store.WaitAsync(As("j", 1), {std::string(30, 'k')},
                                            [&](absl::Status s) { first = std::move(s); });
   EXPECT_EQ(first.code(), absl::StatusCode::kUnknown);  // pending: 60 bytes held
@@ -267,14 +270,15 @@ TEST(RendezvousStore, APendingWaitsKeysCountAgainstTheByteLimits) {
                   [&](absl::Status s) { second = std::move(s); });
   EXPECT_EQ(second.code(), absl::StatusCode::kResourceExhausted) << second;
   EXPECT_NE(second.message().find("holds 60 bytes while it waits"), std::string::npos) << second;
-  EXPECT_EQ(store.Set(As("j", 1), "a", std::string(49, 'x')).code(),
-            absl::StatusCode::kFailedPrecondition);  // 60 + 50
+  ASSERT_TRUE(store.Set(As("j", 1), "a", std::string(99, 'x')).ok());  // values alone: 100
+  store.WaitAsync(As("j", 1), {"a"}, [&](absl::Status s) { set_already = std::move(s); });
+  EXPECT_TRUE(set_already.ok()) << set_already;  // held nothing, done at once
   store.CancelWait(waiting);
-  EXPECT_TRUE(store.Set(As("j", 1), "a", std::string(49, 'x')).ok());  // freed
-  // A wait that completes frees its bytes too.
-  store.WaitAsync(As("j", 1), {"b"}, [&](absl::Status s) { third = std::move(s); });
-  ASSERT_TRUE(store.Set(As("j", 1), "b", std::string(47, 'y')).ok());  // 50 + 2 + 48
-  EXPECT_TRUE(third.ok()) << third;
+  EXPECT_EQ(first.code(), absl::StatusCode::kCancelled);
+  ASSERT_TRUE(store.Set(As("j", 1), "a", std::string(9, 'x')).ok());  // 10 held
+  store.WaitAsync(As("j", 1), {std::string(45, 'm')},
+                  [&](absl::Status s) { third = std::move(s); });  // 90 beside 10: fits
+  EXPECT_EQ(third.code(), absl::StatusCode::kUnknown) << third;    // pending, not refused
 }
 
 // A fault-tolerant attempt's membership epochs each connect through their own keys; the

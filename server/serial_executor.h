@@ -41,9 +41,11 @@ class SerialExecutor {
   size_t queued() const;
 
  private:
-  CallPool pool_;
+  // Before the pool: destroyed, the pool runs what is queued, PostOnce's tasks among them,
+  // which still use these.
   absl::Mutex mu_;
   absl::flat_hash_set<std::string> queued_keys_ ABSL_GUARDED_BY(mu_);
+  CallPool pool_;
 };
 
 }  // namespace shardwise

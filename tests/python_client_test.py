@@ -685,6 +685,7 @@ class PythonClientTest(unittest.TestCase):
                 (lambda: vic.watch("job-1", timeout="5"),
                  "timeout: expected a number of seconds, got str '5'"),
                 (lambda: vic.watch("job-1", timeout=0), "timeout: 0 seconds is not above 0"),
+                (lambda: vic.watch("job-1", timeout=10**400), "seconds is not above 0 and finite"),
                 (lambda: vic.watch("job-1", on_lost=3), "on_lost: expected a callable, got int"),
                 (lambda: vic.workers(limit=-1), "limit: -1 is negative"),
                 (lambda: vic.get("job-\udcff"), "is not text UTF-8 can carry"),

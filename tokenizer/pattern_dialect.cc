@@ -114,8 +114,9 @@ absl::Status AppendInterval(absl::string_view pattern, size_t i, const Interval&
 }
 
 // An option group `(?imx-imx)` or `(?imx-imx:` at `pattern[i]` == '(', as Oniguruma's
-// Ruby syntax reads its letters, in PCRE2's: `m` makes `.` match a newline (PCRE2's `s`),
-// and `s` is no option (Hugging Face's library refuses the pattern). Appends the group's
+// Ruby syntax reads its letters, in PCRE2's: `m` makes `.` match a newline (PCRE2's `s`);
+// another letter (`s`, PCRE2's `U`, `n`, `J`) is none of its options (Hugging Face's
+// library refuses the pattern), and refused. Appends the group's
 // opening to `out` and returns where it ends; npos when `pattern[i]` opens no option group.
 absl::StatusOr<size_t> AppendOptionGroup(absl::string_view pattern, size_t i, std::string* out) {
   if (i + 2 >= pattern.size() || pattern[i + 1] != '?') return absl::string_view::npos;
@@ -130,7 +131,10 @@ absl::StatusOr<size_t> AppendOptionGroup(absl::string_view pattern, size_t i, st
     return absl::string_view::npos;
   }
   for (char& letter : letters) {
-    if (letter == 's') return Refuse("option (?s), none of Oniguruma's,", i);
+    if (letter != 'i' && letter != 'm' && letter != 'x' && letter != '-') {
+      return Refuse(
+          absl::StrCat("option (?", absl::string_view(&letter, 1), "), none of Oniguruma's,"), i);
+    }
     if (letter == 'm') letter = 's';
   }
   absl::StrAppend(out, "(?", letters, absl::string_view(&pattern[j], 1));
@@ -155,6 +159,14 @@ absl::StatusOr<std::string> PatternForPcre2(absl::string_view pattern, PatternDi
         absl::StrAppend(&out, OnigurumaBoundary(negated));
       } else if (body.empty()) {
         absl::StrAppend(&out, "\\", absl::string_view(&letter, 1));
+        // An escape's braces (\x{20}, \o{17}, \p{L}) are its own, never an interval.
+        if (absl::ascii_isalpha(static_cast<unsigned char>(letter)) && i + 1 < pattern.size() &&
+            pattern[i + 1] == '{') {
+          const size_t close = pattern.find('}', i + 1);
+          const size_t end = close == absl::string_view::npos ? pattern.size() - 1 : close;
+          absl::StrAppend(&out, pattern.substr(i + 1, end - i));
+          i = end;
+        }
       } else if (!in_class) {
         absl::StrAppend(&out, negated ? "[^" : "[", body, "]");
       } else if (negated) {

@@ -125,6 +125,9 @@ TEST(PatternDialect, OnigurumasIntervalsAreReadAsItReadsThem) {
   EXPECT_EQ(MatchedPieces("a{1,2}?", "aa"), (std::vector<std::string>{"a", "a"}));  // lazy in both
   EXPECT_EQ(MatchedPieces("a{x}", "a{x}"), std::vector<std::string>{"a{x}"});       // no interval
   EXPECT_EQ(*PatternForPcre2("a{1,3}+", PatternDialect::kTiktoken), "a{1,3}+");  // possessive there
+  // An escape's braces are no interval.
+  EXPECT_EQ(MatchedPieces("\\x{20}+", "a  b"), std::vector<std::string>{"  "});
+  EXPECT_EQ(*PatternForPcre2("\\x{3000}?\\p{L}{2}", kOnig), "\\x{3000}?\\p{L}{2}");
 }
 
 // Oniguruma's `(?m)` is PCRE2's `(?s)`: `.` matches a newline (`^` and `$` match at every
@@ -135,6 +138,8 @@ TEST(PatternDialect, OnigurumasOptionMIsDotAll) {
   EXPECT_EQ(MatchedPieces(".+", "a\nb"), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(*PatternForPcre2("(?i-m)a", kOnig), "(?i-s)a");
   EXPECT_NE(Refusal("(?s).").find("option (?s), none of Oniguruma's, at byte 0"),
+            std::string::npos);
+  EXPECT_NE(Refusal("a(?U)b+").find("option (?U), none of Oniguruma's, at byte 1"),
             std::string::npos);
   EXPECT_EQ(*PatternForPcre2("(?:a)(?=b)(?<n>c)", kOnig), "(?:a)(?=b)(?<n>c)");
   EXPECT_EQ(*PatternForPcre2("(?m).", PatternDialect::kTiktoken), "(?m).");

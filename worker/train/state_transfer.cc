@@ -156,13 +156,12 @@ absl::Status SendState(Communicator& world, int receiver, const RankState& state
   return world.SendBuffers(rest, receiver);
 }
 
-absl::StatusOr<StateReceipt> ReceiveState(Communicator& world, int donor,
-                                          const std::vector<std::string>& optimizer_names,
-                                          RankState* state, RankPosition* position) {
-  // Until the whole state has arrived and checked, this rank holds none it may give or
-  // train on: a transfer cut short leaves it behind every live rank, to be healed whole.
-  state->steps = -1;
-  const std::vector<bool> prepared = PrepareOptimizerState(optimizer_names, state);
+namespace {
+
+// ReceiveState once room is made (`prepared`, PrepareOptimizerState's).
+absl::StatusOr<StateReceipt> ReceivePrepared(Communicator& world, int donor,
+                                             const std::vector<bool>& prepared, RankState* state,
+                                             RankPosition* position) {
   std::vector<int64_t> layout(2);
   RETURN_IF_ERROR(world.Recv(layout.data(), 2 * sizeof(int64_t), donor));
   const absl::Time start = absl::Now();  // the donor is sending: its rate from here
@@ -209,6 +208,26 @@ absl::StatusOr<StateReceipt> ReceiveState(Communicator& world, int donor,
   receipt.bytes =
       state->FloatBytes() + static_cast<int64_t>(layout.size() * sizeof(int64_t) +
                                                  sizeof(counters) + scaler.size() + kDigestChars);
+  return receipt;
+}
+
+}  // namespace
+
+absl::StatusOr<StateReceipt> ReceiveState(Communicator& world, int donor,
+                                          const std::vector<std::string>& optimizer_names,
+                                          RankState* state, RankPosition* position) {
+  // Until the whole state has arrived and checked, this rank holds none it may give or
+  // train on: a transfer cut short leaves it behind every live rank, to be healed whole.
+  state->steps = -1;
+  const std::vector<bool> prepared = PrepareOptimizerState(optimizer_names, state);
+  absl::StatusOr<StateReceipt> receipt = ReceivePrepared(world, donor, prepared, state, position);
+  if (!receipt.ok()) {
+    // The units made room for are left as they were found, without optimizer state: the
+    // next epoch's donor may have none either (it never stepped).
+    for (size_t u = 0; u < prepared.size(); ++u) {
+      if (prepared[u]) state->optimizer[u].clear();
+    }
+  }
   return receipt;
 }
 

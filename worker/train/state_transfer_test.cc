@@ -163,6 +163,15 @@ TEST(StateTransfer, AReplacementOfADonorThatNeverSteppedEndsWithoutOptimizerStat
   sent.optimizer_steps = 0;
   const std::string digest = StateDigest(sent);
   RankState received = FreshState();
+  // First a donor lost before its first byte: the room made for its state is left as it
+  // was found, so the next epoch's donor, which never stepped either, is taken.
+  absl::StatusOr<StateReceipt> cut;
+  RunPair([](Communicator&) {},
+          [&](Communicator& world) {
+            cut = ReceiveState(world, 0, {"exp_avg", "exp_avg_sq"}, &received, nullptr);
+          });
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(received.steps, -1);
   absl::StatusOr<StateReceipt> receipt;
   RunPair(
       [&](Communicator& world) { EXPECT_TRUE(SendState(world, 1, sent, digest, nullptr).ok()); },

@@ -71,7 +71,10 @@ def optional_seconds(value, name):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not is_integer(value):
         raise _refuse(name, "a number of seconds", value)
-    seconds = float(value)
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int past a float's range
+        seconds = float("inf")
     if not 0 < seconds < float("inf"):
         raise invalid_argument(f"{name}: {_SHOWN.repr(value)} seconds is not above 0 and finite")
     return seconds

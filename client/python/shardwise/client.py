@@ -262,9 +262,10 @@ class Client:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise _watch_timed_out(job_id, timeout, last)
-            stream = self._stub.WatchJob(job_service_pb2.WatchJobRequest(job_id=job_id),
-                                         timeout=remaining, metadata=self._metadata)
+            stream = None
             try:
+                stream = self._stub.WatchJob(job_service_pb2.WatchJobRequest(job_id=job_id),
+                                             timeout=remaining, metadata=self._metadata)
                 for job in stream:
                     retry.update()
                     last = job
@@ -289,7 +290,8 @@ class Client:
             finally:
                 # A watch its caller let go (closed, or collected) ends its stream now: it
                 # holds one of the coordinator's --max_watches until it does.
-                stream.cancel()
+                if stream is not None:
+                    stream.cancel()
             pause = random.uniform(pause / 2, pause)
             if deadline is not None:
                 pause = min(pause, max(0.0, deadline - time.monotonic()))
