@@ -343,7 +343,7 @@ uint64_t RendezvousStore::WaitAsync(const v1::RendezvousScope& name, std::vector
         ++pending.missing;
       }
       if (pending.missing > 0) {
-        pending.bytes = WaitBytes(**scope, keys);
+        pending.bytes = wait_bytes;  // the else-if condition's, in scope through this branch
         pending.keys = std::move(keys);
         pending.done = std::move(done);
         (*scope)->waits.insert(id);

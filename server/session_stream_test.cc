@@ -88,6 +88,25 @@ class SessionStreamTest : public ::testing::Test {
     ASSERT_TRUE(testing::WaitFor([&] { return core_.workers->Get("w0")->state() == v1::IDLE; }));
   }
 
+  // Sends w0 a message larger than HTTP/2's window: its write waits for a reader.
+  void HoldTheWriter() {
+    v1::CoordinatorMessage large;
+    large.mutable_abort()->set_reason(std::string(size_t{4} << 20, 'x'));
+    ASSERT_TRUE(core_.workers->Send("w0", large));
+  }
+  // The stuck worker's stream ended without the write: reading now finds no message and
+  // the end.
+  static void ExpectEndedWithoutTheWrite(StuckWorker* worker) {
+    worker->stream->WritesDone();
+    v1::CoordinatorMessage message;
+    while (worker->stream->Read(&message)) {
+      ADD_FAILURE() << "a message after the session was closed (" << message.ByteSizeLong()
+                    << " bytes)";
+    }
+    const grpc::Status status = worker->stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
+  }
+
   SimulatedClock clock_;
   testing::CoordinatorCore core_;
   SerialExecutor executor_;
@@ -100,12 +119,7 @@ class SessionStreamTest : public ::testing::Test {
 TEST_F(SessionStreamTest, AWorkerThatReadsNothingIsLostAndItsStreamEnds) {
   StuckWorker worker;
   ASSERT_NO_FATAL_FAILURE(StartStuckWorker(&worker));
-  auto& stream = worker.stream;
-
-  // A message larger than HTTP/2's window: its write waits for a reader.
-  v1::CoordinatorMessage large;
-  large.mutable_abort()->set_reason(std::string(size_t{4} << 20, 'x'));
-  ASSERT_TRUE(core_.workers->Send("w0", large));
+  ASSERT_NO_FATAL_FAILURE(HoldTheWriter());
   // Time passes; the worker heartbeats on, and its write waits.
   EXPECT_TRUE(testing::WaitFor([&] {
     clock_.Advance(absl::Seconds(1));
@@ -116,16 +130,7 @@ TEST_F(SessionStreamTest, AWorkerThatReadsNothingIsLostAndItsStreamEnds) {
   EXPECT_EQ(core_.workers->Get("w0")->lost_reason(),
             "it read none of the coordinator's messages for more than 30s (its daemon's "
             "session reader is stuck)");
-
-  // Its stream ended without the write: reading now finds no message and the end.
-  stream->WritesDone();
-  v1::CoordinatorMessage message;
-  while (stream->Read(&message)) {
-    ADD_FAILURE() << "a message after the session was closed (" << message.ByteSizeLong()
-                  << " bytes)";
-  }
-  const grpc::Status status = stream->Finish();
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
+  ExpectEndedWithoutTheWrite(&worker);
 }
 
 // A worker that reads nothing while it claims it read everything (its heartbeats' count
@@ -134,10 +139,7 @@ TEST_F(SessionStreamTest, AWorkerThatReadsNothingIsLostAndItsStreamEnds) {
 TEST_F(SessionStreamTest, AWorkerThatLeavesTooManyMessagesQueuedIsLost) {
   StuckWorker worker;
   ASSERT_NO_FATAL_FAILURE(StartStuckWorker(&worker));
-  auto& stream = worker.stream;
-  v1::CoordinatorMessage large;  // holds the writer: past the window, nobody reads
-  large.mutable_abort()->set_reason(std::string(size_t{4} << 20, 'x'));
-  ASSERT_TRUE(core_.workers->Send("w0", large));
+  ASSERT_NO_FATAL_FAILURE(HoldTheWriter());
   v1::CoordinatorMessage small;
   small.mutable_abort()->set_job_id("job-1");
   for (size_t i = 1; i < SessionOutbox::kMaxQueuedMessages; ++i) {
@@ -148,11 +150,7 @@ TEST_F(SessionStreamTest, AWorkerThatLeavesTooManyMessagesQueuedIsLost) {
   EXPECT_EQ(core_.workers->Get("w0")->lost_reason(),
             "it left 4096 of the coordinator's messages unread (its daemon's session reader is "
             "stuck)");
-  stream->WritesDone();
-  v1::CoordinatorMessage message;
-  while (stream->Read(&message)) {
-  }
-  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  ExpectEndedWithoutTheWrite(&worker);
 }
 
 // A stream that says nothing is ended once its hello is overdue; one that said hello in

@@ -107,9 +107,9 @@ absl::Status AppendInterval(absl::string_view pattern, size_t i, const Interval&
         "(?:...{n})?)",
         i);
   }
-  if (interval.low_omitted) absl::StrAppend(out, "{0");
-  absl::StrAppend(out, pattern.substr(i + (interval.low_omitted ? 1 : 0),
-                                      interval.end + 1 - i - (interval.low_omitted ? 1 : 0)));
+  const size_t from = interval.low_omitted ? i + 1 : i;  // `{,m}` written `{0,m}`
+  absl::StrAppend(out, interval.low_omitted ? "{0" : "",
+                  pattern.substr(from, interval.end + 1 - from));
   return absl::OkStatus();
 }
 

@@ -69,7 +69,7 @@ def optional_seconds(value, name):
     """`value` as a float of seconds, above 0 and finite; None stays None."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) and not is_integer(value):
+    if not isinstance(value, float) and not is_integer(value):  # is_integer refuses a bool
         raise _refuse(name, "a number of seconds", value)
     try:
         seconds = float(value)

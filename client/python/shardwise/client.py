@@ -163,14 +163,12 @@ class Client:
             return False
         return state == grpc.ChannelConnectivity.READY
 
-    def _closed_error(self):
-        return ShardwiseError("FAILED_PRECONDITION",
-                              f"the client of {self.address} is closed (close() was called)")
-
     def _check_open(self):
-        """Refuses a call on a closed client (gRPC would raise a ValueError)."""
+        """Refuses a call on a closed client (gRPC would raise a ValueError): also where
+        gRPC's error came from a close() by another thread, in place of that error."""
         if self._closed:
-            raise self._closed_error()
+            raise ShardwiseError("FAILED_PRECONDITION", f"the client of {self.address} is "
+                                 "closed (close() was called)") from None
 
     def _call(self, method, request, repeatable=True):
         """Calls `method`, asking again as retry_policy.CallRetry decides. Every call but
@@ -182,12 +180,10 @@ class Client:
             try:
                 return method(request, timeout=_TIMEOUT_SECONDS, metadata=self._metadata)
             except ValueError:  # gRPC's word for a channel closed under the call
-                if self._closed:
-                    raise self._closed_error() from None
+                self._check_open()
                 raise
             except grpc.RpcError as error:
-                if self._closed:
-                    raise self._closed_error() from None
+                self._check_open()
                 connected = self._connected()
                 pause = retry.after(error.code(), connected, time.monotonic(),
                                     error.details())
@@ -274,12 +270,10 @@ class Client:
                     raise ShardwiseError("UNAVAILABLE", "the watch ended before any update")
                 return
             except ValueError:  # gRPC's word for a channel closed under the watch
-                if self._closed:
-                    raise self._closed_error() from None
+                self._check_open()
                 raise
             except grpc.RpcError as error:
-                if self._closed:
-                    raise self._closed_error() from None
+                self._check_open()
                 if deadline is not None and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                     raise _watch_timed_out(job_id, timeout, last) from None
                 pause = retry.after(error.code(), time.monotonic())
