@@ -45,6 +45,8 @@ absl::Status Errno(const std::string& what) {
   if (error == EACCES || error == EPERM || error == ELOOP || error == ENOTDIR) {
     return absl::PermissionDeniedError(message);
   }
+  // Not UNAVAILABLE for EIO, as a read's: a fault-tolerant rank takes UNAVAILABLE for a
+  // lost peer and would wait for a membership change that never comes.
   if (error == ENOSPC || error == EDQUOT || error == EIO)
     return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
@@ -145,7 +147,36 @@ int RemoveAbandonedWrites(const std::string& folder_path, const std::string& nam
   return removed;
 }
 
+namespace {
+
+class DescriptorAppender : public FileAppender {
+ public:
+  DescriptorAppender(int fd, const std::string& path) : fd_(fd), path_(path) {}
+  absl::Status Append(absl::string_view bytes) override {
+    for (size_t written = 0; written < bytes.size();) {
+      const ssize_t n = ::write(fd_, bytes.data() + written, bytes.size() - written);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Errno(absl::StrCat("writing '", path_, "'"));
+      written += static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const int fd_;
+  const std::string& path_;
+};
+
+}  // namespace
+
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents,
+                                 bool replace) {
+  return WriteFileAtomically(
+      path, [&](FileAppender& file) { return file.Append(contents); }, replace);
+}
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::FunctionRef<absl::Status(FileAppender&)> produce,
                                  bool replace) {
   const std::filesystem::path target(path);
   const std::string name = target.filename().string();
@@ -165,12 +196,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
     ::unlinkat(folder.get(), temporary.c_str(), 0);
     return status;
   };
-  for (size_t written = 0; written < contents.size();) {
-    const ssize_t n = ::write(file.get(), contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return discard(Errno(absl::StrCat("writing '", path, "'")));
-    written += static_cast<size_t>(n);
-  }
+  DescriptorAppender appender(file.get(), path);
+  if (absl::Status produced = produce(appender); !produced.ok()) return discard(produced);
   if (::fsync(file.get()) != 0) return discard(Errno(absl::StrCat("syncing '", path, "'")));
   if (replace) {
     if (::renameat(folder.get(), temporary.c_str(), folder.get(), name.c_str()) != 0) {

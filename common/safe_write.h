@@ -8,7 +8,9 @@
 
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace shardwise {
@@ -24,6 +26,22 @@ absl::Status CreateFolders(const std::string& folder);
 // An existing `path` is replaced only if `replace`; otherwise ALREADY_EXISTS and nothing
 // is written.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents,
+                                 bool replace);
+
+// Where a streamed write's bytes go (WriteFileAtomically's `produce`).
+class FileAppender {
+ public:
+  virtual ~FileAppender() = default;
+  // Writes `bytes` after what was appended before; an error names the file.
+  virtual absl::Status Append(absl::string_view bytes) = 0;
+};
+
+// The same for contents made a part at a time, so that a file larger than what its writer
+// holds at once (a checkpoint's shard, copied from the device a unit at a time) is never
+// whole in memory: `produce` appends them; its error (or an append's) removes the
+// temporary file and is returned.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::FunctionRef<absl::Status(FileAppender&)> produce,
                                  bool replace);
 
 // What an interrupted write of `name` left in `folder` (its temporary ".NAME.tmp-*" files:

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "absl/time/clock.h"
@@ -44,6 +45,41 @@ TEST(RemoveAbandonedWrites, RemovesOnlyOldTemporariesOfTheName) {
   ASSERT_TRUE(WriteFileAtomically((dir / "other.safetensors").string(), "whole", true).ok());
   EXPECT_FALSE(fs::exists(dir / ".other.safetensors.tmp-00000000000000dd"));
   EXPECT_EQ(RemoveAbandonedWrites((dir / "missing").string(), "x", now), 0);
+}
+
+// A file written a part at a time is there whole once the write returns, and not at all
+// when its producer fails part way: the temporary file is gone too, and a file the write
+// would have replaced is left as it was.
+TEST(WriteFileAtomically, AStreamedWriteIsWholeOrAbsent) {
+  const fs::path dir = testing::FreshScratchFolder("streamed");
+  const std::string path = (dir / "shard").string();
+  ASSERT_TRUE(WriteFileAtomically(
+                  path,
+                  [](FileAppender& file) {
+                    for (absl::string_view part : {"one ", "two ", "three"}) {
+                      if (absl::Status appended = file.Append(part); !appended.ok()) {
+                        return appended;
+                      }
+                    }
+                    return absl::OkStatus();
+                  },
+                  /*replace=*/false)
+                  .ok());
+  std::ifstream in(path);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
+            "one two three");
+  const absl::Status failed = WriteFileAtomically(
+      path,
+      [](FileAppender& file) {
+        EXPECT_TRUE(file.Append("half of it").ok());
+        return absl::UnavailableError("the device went away");
+      },
+      /*replace=*/true);
+  EXPECT_EQ(failed, absl::UnavailableError("the device went away"));
+  std::ifstream again(path);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>()),
+            "one two three");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
 }
 
 // A folder of files goes whole, out of sight at once (renamed first), and nothing is

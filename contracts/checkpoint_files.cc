@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -94,7 +95,7 @@ absl::Status CheckpointShardError(const std::string& folder, const absl::Status&
 
 absl::StatusOr<CheckpointShard> OpenCheckpointShard(const std::string& folder,
                                                     const std::string& name) {
-  absl::StatusOr<UntrustedFile> file = OpenStepFile(folder, name, kMaxSafetensorsFileBytes);
+  absl::StatusOr<UntrustedFile> file = OpenStepFile(folder, name, kIndexedSafetensorsFileBytes);
   absl::StatusOr<SafetensorsIndex> index =
       file.ok() ? ReadSafetensorsIndex(*file, absl::StrCat(folder, "/", name)) : file.status();
   if (!index.ok()) return CheckpointShardError(folder, index.status());
@@ -120,10 +121,19 @@ absl::Status CheckShardAuthor(const std::string& folder, const v1::CheckpointMan
   if (attempt == metadata.end() || attempt->second == absl::StrCat(manifest.attempt())) {
     return absl::OkStatus();
   }
-  return absl::DataLossError(
+  absl::Status mixed = absl::DataLossError(
       absl::StrCat("checkpoint '", folder, "': ", shard.name, " was written by attempt ",
                    attempt->second, ", not by attempt ", manifest.attempt(),
                    " whose manifest the step holds (two attempts of the job wrote here)"));
+  int64_t shard_attempt = 0;
+  if (absl::SimpleAtoi(attempt->second, &shard_attempt) && shard_attempt > manifest.attempt()) {
+    mixed.SetPayload(kStepBeingRewritten, absl::Cord(attempt->second));
+  }
+  return mixed;
+}
+
+bool StepBeingRewritten(const absl::Status& check) {
+  return check.GetPayload(kStepBeingRewritten).has_value();
 }
 
 absl::Status CheckShardFileNames(const std::string& folder,
@@ -159,7 +169,8 @@ absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
 
 namespace {
 
-absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir, const JobIdentity* writer) {
+absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir, const JobIdentity* writer,
+                                             std::vector<PassedOverStep>* passed_over) {
   ASSIGN_OR_RETURN(const auto steps, CheckpointSteps(dir));
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {  // newest first
     const auto& [step, folder] = *it;
@@ -174,7 +185,13 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir, const JobId
       if (StepGone(folder)) continue;
       return manifest.status();
     }
-    if (!manifest.ok()) continue;
+    if (absl::IsNotFound(manifest.status())) continue;  // a write cut short: not damage
+    if (!manifest.ok()) {
+      if (passed_over != nullptr && !StepGone(folder)) {
+        passed_over->push_back({step, std::string(manifest.status().message())});
+      }
+      continue;
+    }
     if (writer != nullptr && ManifestWriter(*manifest) != *writer) continue;
     const absl::Status complete = CheckCheckpointComplete(folder, step, *manifest);
     if (ReaderCannotRead(complete)) {
@@ -182,6 +199,10 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir, const JobId
       return complete;
     }
     if (complete.ok()) return folder;
+    // Damage, not a later attempt's rewrite cut short, nor a step removed meanwhile.
+    if (passed_over != nullptr && !StepBeingRewritten(complete) && !StepGone(folder)) {
+      passed_over->push_back({step, std::string(complete.message())});
+    }
   }
   return absl::NotFoundError(absl::StrCat("no complete checkpoint in '", dir, "'",
                                           writer == nullptr ? "" : " for job " + writer->id));
@@ -190,12 +211,13 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir, const JobId
 }  // namespace
 
 absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir) {
-  return LatestCheckpoint(dir, nullptr);
+  return LatestCheckpoint(dir, nullptr, nullptr);
 }
 
 absl::StatusOr<std::string> FindLatestCheckpointOf(const std::string& dir,
-                                                   const JobIdentity& writer) {
-  return LatestCheckpoint(dir, &writer);
+                                                   const JobIdentity& writer,
+                                                   std::vector<PassedOverStep>* passed_over) {
+  return LatestCheckpoint(dir, &writer, passed_over);
 }
 
 }  // namespace shardwise::fsdp

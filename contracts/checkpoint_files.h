@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/untrusted_file.h"
@@ -66,12 +67,16 @@ absl::StatusOr<CheckpointShard> OpenCheckpointShard(const std::string& folder,
 absl::Status CheckpointShardError(const std::string& folder, const absl::Status& read);
 
 // OK unless `shard` names another job or attempt than `manifest` (DATA_LOSS): two jobs
-// sharing a checkpoint folder, or two attempts of one job, wrote the step. A manifest
+// sharing a checkpoint folder, or two attempts of one job, wrote the step; a shard of a
+// later attempt than the manifest's is that attempt rewriting the step (it resumed from
+// an older one), cut short: StepBeingRewritten says so of the error. A manifest
 // without an attempt (attempt 0), or a shard without a job or an attempt, was written by
 // a release that did not record it (a job's workers may be of two releases during an
 // upgrade) and is taken as it is.
 absl::Status CheckShardAuthor(const std::string& folder, const v1::CheckpointManifest& manifest,
                               const CheckpointShard& shard);
+inline constexpr char kStepBeingRewritten[] = "shardwise.dev/checkpoint-step-being-rewritten";
+bool StepBeingRewritten(const absl::Status& check);
 
 // OK if `manifest` (of step folder `folder`) lists as many shard files as its shard group,
 // each by the name its writer gives it (CheckpointShardFile), DATA_LOSS otherwise: only
@@ -95,10 +100,21 @@ absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
 // seed, without a word. `dir` is canonical, as the path checks leave it: a link in it is refused
 // (INVALID_ARGUMENT).
 absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir);
+// A step newer than the one found that was passed over although its manifest is there
+// (written last, once every shard was): damaged since. A step without a manifest (a write
+// cut short), one a later attempt was rewriting (StepBeingRewritten) and one removed
+// meanwhile are passed over without being counted.
+struct PassedOverStep {
+  int64_t step = 0;
+  std::string why;  // the check's message
+};
 // As FindLatestCheckpoint, among the steps `writer` wrote only (its id and uid both,
-// contracts/job_identity.h).
-absl::StatusOr<std::string> FindLatestCheckpointOf(const std::string& dir,
-                                                   const JobIdentity& writer);
+// contracts/job_identity.h); the steps of its own it passed over on the way (newest
+// first), with why, into `passed_over` where given. A step whose manifest cannot be
+// parsed counts as the writer's (a job's checkpoint_dir is its own).
+absl::StatusOr<std::string> FindLatestCheckpointOf(
+    const std::string& dir, const JobIdentity& writer,
+    std::vector<PassedOverStep>* passed_over = nullptr);
 
 }  // namespace shardwise::fsdp
 

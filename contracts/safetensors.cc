@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/safe_write.h"
+#include "common/status_macros.h"
 #include "common/untrusted_file.h"
 #include "contracts/safetensors_header.h"
 
@@ -78,7 +79,7 @@ absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(const std::string& path,
 }
 
 absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path, Links links) {
-  auto file = UntrustedFile::Open(path, kMaxSafetensorsFileBytes, links);
+  auto file = UntrustedFile::Open(path, kIndexedSafetensorsFileBytes, links);
   if (!file.ok()) return file.status();
   return ReadSafetensorsIndex(*file, path);
 }
@@ -155,34 +156,91 @@ absl::StatusOr<Metadata> ReadSafetensorsMetadata(const std::string& path) {
   return index->metadata;
 }
 
-std::string EncodeSafetensors(const TensorMap& tensors, const Metadata& metadata) {
+std::string EncodeSafetensorsHeader(const TensorLayouts& layouts, const Metadata& metadata) {
   std::string header = "{\"__metadata__\":{\"format\":\"pt\"";
   for (const auto& [key, value] : metadata)
     absl::StrAppend(&header, ",", Quoted(key), ":", Quoted(value));
   header += "}";
   uint64_t offset = 0;
-  for (const auto& [name, tensor] : tensors) {
+  for (const auto& [name, tensor] : layouts) {
     absl::StrAppend(&header, ",", Quoted(name), ":{\"dtype\":\"", tensor.dtype, "\",\"shape\":[");
     for (size_t i = 0; i < tensor.shape.size(); ++i) {
       absl::StrAppend(&header, i ? "," : "", tensor.shape[i]);
     }
-    absl::StrAppend(&header, "],\"data_offsets\":[", offset, ",", offset + tensor.bytes.size(),
-                    "]}");
-    offset += tensor.bytes.size();
+    absl::StrAppend(&header, "],\"data_offsets\":[", offset, ",", offset + tensor.bytes, "]}");
+    offset += tensor.bytes;
   }
   header += "}";
   // The data that follows starts 8-byte aligned, as the format's reference writer does.
   header.append((8 - header.size() % 8) % 8, ' ');
   std::string out(8, '\0');
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(header.size() >> (8 * i) & 0xff);
-  out += header;
+  return out + header;
+}
+
+namespace {
+
+TensorLayouts LayoutsOf(const TensorMap& tensors) {
+  TensorLayouts layouts;
+  for (const auto& [name, tensor] : tensors) {
+    layouts[name] = {tensor.dtype, tensor.shape, tensor.bytes.size()};
+  }
+  return layouts;
+}
+
+// Counts what passes through to the file, to hold each tensor to its layout.
+class CountingAppender : public FileAppender {
+ public:
+  explicit CountingAppender(FileAppender& file) : file_(file) {}
+  absl::Status Append(absl::string_view bytes) override {
+    appended_ += bytes.size();
+    return file_.Append(bytes);
+  }
+  uint64_t appended() const { return appended_; }
+
+ private:
+  FileAppender& file_;
+  uint64_t appended_ = 0;
+};
+
+}  // namespace
+
+std::string EncodeSafetensors(const TensorMap& tensors, const Metadata& metadata) {
+  std::string out = EncodeSafetensorsHeader(LayoutsOf(tensors), metadata);
   for (const auto& [name, tensor] : tensors) out += tensor.bytes;
   return out;
 }
 
 absl::Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
                               const Metadata& metadata, bool replace) {
-  return WriteFileAtomically(path, EncodeSafetensors(tensors, metadata), replace);
+  return WriteSafetensorsStreamed(
+      path, LayoutsOf(tensors), metadata,
+      [&](const std::string& name, FileAppender& file) {
+        return file.Append(tensors.at(name).bytes);
+      },
+      replace);
+}
+
+absl::Status WriteSafetensorsStreamed(
+    const std::string& path, const TensorLayouts& layouts, const Metadata& metadata,
+    absl::FunctionRef<absl::Status(const std::string& name, FileAppender& file)> append_tensor,
+    bool replace) {
+  return WriteFileAtomically(
+      path,
+      [&](FileAppender& file) -> absl::Status {
+        RETURN_IF_ERROR(file.Append(EncodeSafetensorsHeader(layouts, metadata)));
+        for (const auto& [name, layout] : layouts) {
+          CountingAppender counted(file);
+          RETURN_IF_ERROR(append_tensor(name, counted));
+          if (counted.appended() != layout.bytes) {
+            return absl::InternalError(absl::StrCat("writing '", path, "': tensor '", name,
+                                                    "' came with ", counted.appended(),
+                                                    " bytes, its layout says ", layout.bytes));
+          }
+        }
+        return absl::OkStatus();
+      },
+      replace);
 }
 
 }  // namespace shardwise

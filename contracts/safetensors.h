@@ -9,12 +9,15 @@
 // I32 (token ids).
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "common/safe_write.h"
 #include "common/untrusted_file.h"
 
 namespace shardwise {
@@ -43,9 +46,13 @@ struct SafetensorsIndex {
   Metadata metadata;
 };
 
-// Whole files up to this size are read (a model's, an MLP dataset's, a checkpoint's
-// shard); token files are read a sequence at a time instead (worker/data/tokens.h).
+// Whole files up to this size are read (an MLP dataset, the model `shardwise sample`
+// loads). Files read through their index, a tensor range at a time (initial weights,
+// Hugging Face's shards, a checkpoint's shards), and token files, read a sequence at a
+// time (worker/data/tokens.h), have no bound of their own: only their header is read
+// whole (at most 100 MiB). A 7B model's AdamW shard in a shard group of one is 84 GB.
 inline constexpr uint64_t kMaxSafetensorsFileBytes = uint64_t{64} << 30;
+inline constexpr uint64_t kIndexedSafetensorsFileBytes = std::numeric_limits<uint64_t>::max();
 
 // The index of a file whose bytes are `file` (the whole file); DATA_LOSS naming `path`
 // and what is wrong when the header is malformed or an entry does not fit the file.
@@ -86,6 +93,28 @@ std::string EncodeSafetensors(const TensorMap& tensors, const Metadata& metadata
 // `replace` (ALREADY_EXISTS otherwise).
 absl::Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
                               const Metadata& metadata = {}, bool replace = true);
+
+// A tensor as a header lists it, before its bytes exist.
+struct TensorLayout {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+};
+using TensorLayouts = std::map<std::string, TensorLayout>;
+
+// The file's first bytes for tensors laid out as `layouts`, in the map's (name) order:
+// the header's length, the header (with "format": "pt" and `metadata`), its padding.
+std::string EncodeSafetensorsHeader(const TensorLayouts& layouts, const Metadata& metadata);
+
+// Writes as WriteSafetensors, the same bytes, without the tensors in memory at once:
+// `append_tensor` appends the bytes of the tensor it is given the name of, called in the
+// map's order, one tensor at a time (a checkpoint's shard is copied from the device a
+// unit at a time). INTERNAL, and nothing written, when it appends another number of
+// bytes than the tensor's layout says.
+absl::Status WriteSafetensorsStreamed(
+    const std::string& path, const TensorLayouts& layouts, const Metadata& metadata,
+    absl::FunctionRef<absl::Status(const std::string& name, FileAppender& file)> append_tensor,
+    bool replace = true);
 
 HostTensor F32Tensor(std::vector<int64_t> shape, const float* data);
 

@@ -6,9 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/testing/scratch.h"
@@ -121,6 +125,59 @@ TEST(Safetensors, KeepsMetadataAndIndexesWithoutReadingTheData) {
   ASSERT_TRUE(index.ok()) << index.status();
   EXPECT_EQ(index->tensors.at("w").end - index->tensors.at("w").begin, 12u);
   EXPECT_EQ(ReadSafetensorsIndex("/no/such/file").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A streamed write's file is the one WriteSafetensors writes for the same tensors, byte
+// for byte; a tensor that comes with another size than its layout's writes nothing.
+TEST(Safetensors, AStreamedWriteIsTheWholeWriteAndHoldsEachTensorToItsLayout) {
+  TensorMap tensors;
+  const float a[] = {1.0f, 2.0f, 3.0f}, b[] = {4.0f};
+  tensors["b"] = F32Tensor({1}, b);
+  tensors["a"] = F32Tensor({3}, a);
+  const Metadata metadata{{"shardwise.attempt", "2"}};
+  TensorLayouts layouts;
+  for (const auto& [name, tensor] : tensors) {
+    layouts[name] = {"F32", tensor.shape, tensor.bytes.size()};
+  }
+  const std::string path = TempPath("streamed.safetensors");
+  std::vector<std::string> order;
+  ASSERT_TRUE(WriteSafetensorsStreamed(path, layouts, metadata,
+                                       [&](const std::string& name, FileAppender& file) {
+                                         order.push_back(name);
+                                         return file.Append(tensors.at(name).bytes);
+                                       })
+                  .ok());
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "b"}));
+  std::ifstream in(path, std::ios::binary);
+  const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(written, EncodeSafetensors(tensors, metadata));
+
+  const std::string short_path = TempPath("short.safetensors");
+  const absl::Status short_write = WriteSafetensorsStreamed(
+      short_path, layouts, metadata,
+      [&](const std::string&, FileAppender& file) { return file.Append("1234"); });
+  EXPECT_EQ(short_write.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(short_write.message().find("tensor 'a' came with 4 bytes, its layout says 12"),
+            std::string::npos)
+      << short_write;
+  EXPECT_FALSE(std::ifstream(short_path).good());
+}
+
+// A file read through its index has no size bound: a checkpoint's shard of a large model
+// outgrows 64 GiB (a sparse file here, nothing written but its header). Read whole, the
+// bound stands.
+TEST(Safetensors, AFileReadThroughItsIndexHasNoSizeBound) {
+  const uint64_t bytes = kMaxSafetensorsFileBytes + 4096;
+  const std::string header = EncodeSafetensorsHeader(
+      {{"x", {"F32", {static_cast<int64_t>(bytes / 4)}, bytes}}}, Metadata{});
+  const std::string path = TempPath("large.safetensors");
+  std::ofstream(path, std::ios::binary) << header;
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(header.size() + bytes)), 0);
+  const auto index = ReadSafetensorsIndex(path);
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ(index->tensors.at("x").end - index->tensors.at("x").begin, bytes);
+  EXPECT_EQ(ReadSafetensors(path).status().code(), absl::StatusCode::kInvalidArgument);
+  std::remove(path.c_str());
 }
 
 // A FIFO would block a reader until some writer came; a device would never end.

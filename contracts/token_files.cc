@@ -1,7 +1,6 @@
 #include "contracts/token_files.h"
 
 #include <filesystem>
-#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -39,7 +38,7 @@ absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const
   // any size (a token file is read a sequence at a time, never whole: not bounded by
   // kMaxSafetensorsFileBytes, which 18 billion I32 ids outgrow).
   absl::StatusOr<UntrustedFile> file =
-      UntrustedFile::Open(path, std::numeric_limits<uint64_t>::max(), links);
+      UntrustedFile::Open(path, kIndexedSafetensorsFileBytes, links);
   if (absl::IsNotFound(file.status())) return TokenFileInvalid(field, path, "no such file");
   if (!file.ok()) return TokenFileReadFailure(field, path, file.status());
   if (ResolveTokenFormat(path, format) == v1::TokenData::UINT16) {

@@ -70,7 +70,7 @@ absl::StatusOr<TensorMap> CollectTensors(absl::FunctionRef<absl::Status(Paramete
 absl::Status ReadWeightsFile(const ModelDescription& model, const std::string& path, Links links,
                              ParameterReceiver& receiver) {
   ASSIGN_OR_RETURN(const UntrustedFile file,
-                   UntrustedFile::Open(path, kMaxSafetensorsFileBytes, links));
+                   UntrustedFile::Open(path, kIndexedSafetensorsFileBytes, links));
   ASSIGN_OR_RETURN(const SafetensorsIndex index, ReadSafetensorsIndex(file, path));
   RETURN_IF_ERROR(CheckWeightsFit(model, index, path));
   std::vector<float> values;  // what is wanted of one parameter at a time

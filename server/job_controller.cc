@@ -180,6 +180,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
   named.DiscardUnknownFields();
   if (named.name().empty()) named.set_name("worker");
   ASSIGN_OR_RETURN(const WorkerRegistry::Registration registration, workers_->Register(named));
+  busy_refusals_.erase(registration.worker_id);  // a new daemon (a fixed release?) begins anew
   // A daemon that registers again while we think it runs an attempt has restarted, or
   // reconnected before its old session was seen to close: either way the attempt lost
   // that rank's session (its reports and aborts went over it).
@@ -321,6 +322,8 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
     return;
   }
   LiveAttempt& attempt = live->second;
+  // The worker took an assignment: the refusals it made before were honest.
+  if (!(report.phase() == v1::ABORTED && report.worker_busy())) busy_refusals_.erase(worker_id);
   if (report.spans_size() > 0 || report.spans_dropped() > 0) {
     timelines_.Add(report.job_id(), report.attempt(), report.rank(), worker_id,
                    {report.spans().begin(), report.spans().end()}, report.spans_dropped());
@@ -388,10 +391,7 @@ void JobController::OnRankAbortedLocked(const v1::Job& job, LiveAttempt& attempt
     workers_->SetIdle(worker_id);
   }
   if (report.worker_busy() && job.state() == v1::SCHEDULED) {
-    // The worker refused the assignment: another attempt of its is still ending (one
-    // stuck in a collective). Not the job's failure: placed again, its restarts untouched.
-    RequeueWithoutRestartLocked(job, absl::StrCat(RankName(job, report.rank()),
-                                                  " refused the assignment: ", report.message()));
+    OnRankRefusedAsBusyLocked(job, report, worker_id);
   } else if (report.worker_leaving() && job.state() == v1::SCHEDULED) {
     // Its worker is shutting down before the attempt trained (it refused the assignment,
     // or stopped while the ranks joined): the job is placed again, its restarts untouched,
@@ -403,6 +403,25 @@ void JobController::OnRankAbortedLocked(const v1::Job& job, LiveAttempt& attempt
     OnRankFailedLocked(job, attempt, report, worker_id);
   }
   RequestScheduleLocked();  // the worker may be idle for a job, or a replacement group
+}
+
+void JobController::OnRankRefusedAsBusyLocked(const v1::Job& job, const v1::AttemptReport& report,
+                                              const std::string& worker_id) {
+  int& refusals = busy_refusals_[worker_id];
+  if (++refusals < kBusyRefusalsBeforeQuarantine) {
+    // Another attempt of the worker's is still ending (one stuck in a collective). Not
+    // the job's failure: placed again, its restarts untouched.
+    RequeueWithoutRestartLocked(job, absl::StrCat(RankName(job, report.rank()),
+                                                  " refused the assignment: ", report.message()));
+    return;
+  }
+  busy_refusals_.erase(worker_id);
+  QuarantineLocked(job, {report.rank()},
+                   absl::StrCat("refused ", kBusyRefusalsBeforeQuarantine,
+                                " assignments in a row as still running another attempt, though "
+                                "its heartbeats between them said it ran none (the last: ",
+                                report.message(), ")"),
+                   clock_.Now());
 }
 
 namespace {
@@ -637,6 +656,7 @@ void JobController::LoseWorkerLocked(const std::string& worker_id, const std::st
                                      const char* kind) {
   auto before = workers_->MarkLost(worker_id, reason);
   if (!before.ok()) return;
+  busy_refusals_.erase(worker_id);
   if (options_.metrics != nullptr)
     options_.metrics->failure_detections_total.With({kind}).Increment();
   LogWarning(LogContext().Job(before->job_id()).Attempt(before->attempt()).Worker(worker_id),

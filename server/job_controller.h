@@ -461,7 +461,15 @@ class JobController {
   // A rank's COMPLETED: its worker is idle, the leader's result kept, and the attempt ends
   // once every live rank has completed.
   // A rank's ABORTED report: its failure, or (its worker shutting down before the attempt
-  // trained) a re-queue that counts no restart.
+  // trained, or still running another attempt) a re-queue that counts no restart.
+  // A worker that refused its assignment as still running another attempt: the job is
+  // placed again, and the worker, once its heartbeats say it runs nothing, may take one.
+  // A worker that refuses kBusyRefusalsBeforeQuarantine in a row says it is busy while its
+  // heartbeats say it is idle: it is quarantined, as a worker that never joins is, where
+  // it would otherwise be given the job again and again, each time a new attempt.
+  static constexpr int kBusyRefusalsBeforeQuarantine = 3;
+  void OnRankRefusedAsBusyLocked(const v1::Job& job, const v1::AttemptReport& report,
+                                 const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRankAbortedLocked(const v1::Job& job, LiveAttempt& attempt,
                            const v1::AttemptReport& report, const std::string& worker_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -493,6 +501,10 @@ class JobController {
   bool schedule_posted_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::multiset<absl::Time> quarantine_ends_ ABSL_GUARDED_BY(mu_);
+  // Per worker, the assignments it refused in a row as still running another attempt
+  // (OnRankRefusedAsBusyLocked); any other report of one of its ranks clears its count, as
+  // does its loss or a registration (a restarted daemon).
+  absl::flat_hash_map<std::string, int> busy_refusals_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardwise

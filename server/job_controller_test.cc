@@ -523,6 +523,57 @@ TEST_F(JobControllerTest, AWorkerStillRunningAnotherAttemptDrainsBeforeItIsSched
   EXPECT_EQ(core_.workers->Get("w1")->state(), v1::IDLE);
 }
 
+// A worker that refuses its assignment as still busy though its heartbeats say it runs
+// nothing (a buggy release) would be given the job again and again, a new attempt each
+// time: the third refusal in a row quarantines it. Taking an assignment clears its count.
+TEST_F(JobControllerTest, AWorkerThatKeepsRefusingAsBusyWhileIdleIsQuarantined) {
+  AddWorker("w1");
+  int attempt = 0;
+  // w1 answers job-1's newest attempt with a busy refusal, then says it runs nothing.
+  const auto refuse = [&](const std::string& job_id) {
+    ASSERT_EQ(core_.jobs->Get(job_id)->state(), v1::SCHEDULED);
+    v1::AttemptReport refusal;
+    refusal.set_job_id(job_id);
+    refusal.set_attempt(core_.jobs->Get(job_id)->attempt());
+    refusal.set_rank(0);
+    refusal.set_phase(v1::ABORTED);
+    refusal.set_message("worker is still running job-0 attempt 3");
+    refusal.set_worker_busy(true);
+    core_.controller->OnReport("w1", refusal);
+    Heartbeat("w1");
+    attempt = refusal.attempt();
+  };
+  ASSERT_TRUE(core_.controller->Submit(Spec(1)).ok());
+  refuse("job-1");
+  refuse("job-1");
+  ASSERT_EQ(attempt, 2);
+  Report("w1", 0, v1::JOINED, 3);  // the third assignment taken
+  Report("w1", 0, v1::COMPLETED, 3);
+  ASSERT_EQ(State(), v1::SUCCEEDED);
+  EXPECT_EQ(core_.workers->Get("w1")->quarantined_until_ms(), 0);
+
+  ASSERT_TRUE(core_.controller->Submit(Spec(1)).ok());  // job-2
+  refuse("job-2");
+  refuse("job-2");
+  EXPECT_EQ(core_.workers->Get("w1")->quarantined_until_ms(), 0);  // the count began again
+  refuse("job-2");
+  const v1::Job job = *core_.jobs->Get("job-2");
+  EXPECT_EQ(job.state(), v1::PENDING);  // no other worker, none quarantined: it waits
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_TRUE(HasEvent(job,
+                       "rank 0 (worker w1) refused 3 assignments in a row as still running "
+                       "another attempt, though its heartbeats between them said it ran none "
+                       "(the last: worker is still running job-0 attempt 3); quarantined for "
+                       "10m"))
+      << job.DebugString();
+  const v1::WorkerInfo w1 = *core_.workers->Get("w1");
+  EXPECT_EQ(w1.quarantined_until_ms(), absl::ToUnixMillis(clock_.Now() + absl::Minutes(10)));
+  EXPECT_TRUE(absl::StrContains(w1.quarantine_reason(), "refused 3 assignments"))
+      << w1.quarantine_reason();
+  AddWorker("w2");  // placed on another worker
+  EXPECT_EQ(core_.jobs->Get("job-2")->ranks(0).worker_id(), "w2");
+}
+
 // A rank that completed before the coordinator restarted is not waited for, though its
 // worker registers again without the attempt (it went on to other work): the job goes on
 // and succeeds once the others complete, instead of being re-queued. And a restart after

@@ -295,6 +295,26 @@ void ExpectThePrefixAndALongDecode(Cluster& cluster, const std::string& tokenize
             0)
       << output;
   EXPECT_GE(decoded, 25000 * output.size()) << "50,000 ids decoded to " << decoded << " bytes";
+  // What it decodes is named, and nothing is no list (it printed nothing, and exited 0).
+  std::ofstream(ids_file, std::ios::trunc) << "\n";
+  EXPECT_EQ(Cluster::RunCli(
+                {"tokenize", "decode", "--tokenizer_dir=" + tokenizer, "--ids_file=" + ids_file},
+                &output),
+            2);
+  EXPECT_TRUE(absl::StrContains(output, "--ids_file: no ids given")) << output;
+  EXPECT_EQ(Cluster::RunCli({"tokenize", "decode", "--tokenizer_dir=" + tokenizer,
+                             "--ids_file=" + cluster.dir(), "--ids=1"},
+                            &output),
+            2);
+  EXPECT_TRUE(absl::StrContains(output, "--ids and --ids_file: give one of them")) << output;
+  EXPECT_NE(Cluster::RunCli({"tokenize", "decode", "--ids_file=" + cluster.dir()}, &output), 0);
+  EXPECT_TRUE(absl::StrContains(output, "--tokenizer_dir: decode needs the tokenizer folder"))
+      << output;
+  EXPECT_NE(Cluster::RunCli({"tokenize", "decode", "--tokenizer_dir=" + tokenizer,
+                             "--ids_file=" + cluster.dir()},
+                            &output),
+            0);
+  EXPECT_TRUE(absl::StrContains(output, "' is not a readable file")) << output;
 }
 
 // The same with a SentencePiece tokenizer trained on the text: the job names the folder

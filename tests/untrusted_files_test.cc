@@ -25,6 +25,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/token_hash.h"
 #include "contracts/huggingface_layout.h"
 #include "contracts/safetensors_header.h"
@@ -433,6 +434,57 @@ TEST_F(UntrustedFilesTest, TheTokenizerProgramRefusesRanksPastAnyVocabularyAndAn
   EXPECT_EQ(Cluster::RunCli({"tokenize", dir + "/one-line.txt", "-o", dir + "/split"}, &output), 2)
       << output;
   EXPECT_TRUE(absl::StrContains(output, "left no validation text")) << output;
+  // Refused whole: no tokenizer, no token file, no temporary file left.
+  EXPECT_TRUE(fs::is_empty(dir + "/split")) << fs::directory_iterator(dir + "/split")->path();
+}
+
+// A run refused or failed leaves the output folder as the run before left it: its
+// tokenizer still the one its token files were written with (a tokenizer replaced before
+// the input was checked described token files it did not write).
+TEST_F(UntrustedFilesTest, ATokenizerRunThatFailsLeavesTheFolderAsItWas) {
+  const std::string dir = CaseDir("kept");
+  std::string output;
+  ASSERT_EQ(Cluster::RunCli({"tokenize", "/usr/share/common-licenses/GPL-2", "-o", dir + "/out"},
+                            &output),
+            0)
+      << output;
+  const std::string manifest = ReadWholeFile(dir + "/out/tokenizer/shardwise-tokenizer.json");
+  const std::string train = ReadWholeFile(dir + "/out/train.bin");
+  ASSERT_FALSE(manifest.empty());
+  WriteFile(dir + "/one-line.txt", "a single line of text without a line break");
+  // Another kind of tokenizer than the folder's (a byte-level BPE of the 256 bytes).
+  std::string ranks;
+  for (int byte = 0; byte < 256; ++byte) {
+    absl::StrAppend(&ranks, absl::Base64Escape(std::string(1, static_cast<char>(byte))), " ", byte,
+                    "\n");
+  }
+  WriteFile(dir + "/bytes.tiktoken", ranks);
+  const std::vector<std::string> tiktoken = {"--tokenizer=tiktoken", "--encoding=r50k_base",
+                                             "--tiktoken=" + dir + "/bytes.tiktoken"};
+  const auto with_tiktoken = [&](std::vector<std::string> args) {
+    args.insert(args.end(), tiktoken.begin(), tiktoken.end());
+    return args;
+  };
+  for (const std::vector<std::string>& refused :
+       {std::vector<std::string>{"tokenize", dir + "/missing.txt", "-o", dir + "/out",
+                                 "--tokenizer=sentencepiece", "--vocab_size=300"},
+        with_tiktoken({"tokenize", dir + "/missing.txt", "-o", dir + "/out"}),
+        with_tiktoken({"tokenize", dir + "/one-line.txt", "-o", dir + "/out"}),
+        std::vector<std::string>{"tokenize", "/usr/share/common-licenses/GPL-2", "-o", dir + "/out",
+                                 "--val_fraction=1"},
+        std::vector<std::string>{"tokenize", "/usr/share/common-licenses/GPL-2", "-o", dir + "/out",
+                                 "--threads=0"},
+        // Refused once the tokenizer was staged: the split left no validation text.
+        std::vector<std::string>{"tokenize", dir + "/one-line.txt", "-o", dir + "/out"}}) {
+    EXPECT_NE(Cluster::RunCli(refused, &output), 0) << absl::StrJoin(refused, " ");
+    if (refused[1] == dir + "/missing.txt") {  // refused before a model is trained
+      EXPECT_TRUE(absl::StrContains(output, "missing.txt' is not a readable file")) << output;
+      EXPECT_FALSE(absl::StrContains(output, "training a SentencePiece model")) << output;
+    }
+    EXPECT_EQ(ReadWholeFile(dir + "/out/tokenizer/shardwise-tokenizer.json"), manifest) << output;
+    EXPECT_EQ(ReadWholeFile(dir + "/out/train.bin"), train) << output;
+    EXPECT_FALSE(fs::exists(dir + "/out/.tokenizer.staged"));
+  }
 }
 
 TEST_F(UntrustedFilesTest, APrincipalIsPrintableTextOnly) {

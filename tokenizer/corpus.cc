@@ -61,6 +61,8 @@ class SplitWriter {
     }
     return (chunk.val ? val_ : train_)->Append(ids);
   }
+  int64_t val_tokens() const { return val_->count(); }
+  const std::string& val_path() const { return val_->path(); }
   absl::StatusOr<TokenizedCorpus> Finish() {
     if (absl::Status s = train_->Finish(); !s.ok()) return s;
     if (absl::Status s = val_->Finish(); !s.ok()) return s;
@@ -78,16 +80,45 @@ class SplitWriter {
   std::unique_ptr<TokenFileWriter> train_, val_;
 };
 
+// The refusal of a split that left the validation file empty.
+absl::Status NoValidationText(const Tokenizer& tokenizer, const CorpusOptions& options,
+                              int64_t split, int64_t total, const std::string& val_path) {
+  // The split falls at a place the text may be cut (a line's end): a corpus with none after
+  // it leaves the validation file empty, which no job can evaluate on.
+  // A tokenizer whose ids a cut may change is split between files only.
+  const std::string remedy =
+      tokenizer.KeepsIdsAtCuts()
+          ? absl::StrCat("found no line break after it to cut at (", val_path,
+                         " would be empty); give more lines of text")
+          : absl::StrCat(
+                "falls inside the last document (this tokenizer's ids may change "
+                "where a document is cut, so the split falls between input files "
+                "only, and ",
+                val_path, " would be empty); give another input file after it");
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--val_fraction ", options.val_fraction, " left no validation text: the split at byte ",
+      split, " of ", total, " ", remedy, ", or --val_fraction=0 for no validation file"));
+}
+
 }  // namespace
+
+absl::Status CheckCorpus(const std::vector<std::string>& inputs, const CorpusOptions& options) {
+  if (!(options.val_fraction >= 0 && options.val_fraction < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--val_fraction must be in [0, 1), got ", options.val_fraction));
+  }
+  if (options.threads < 1 || options.threads > kMaxCorpusThreads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be in [1, ", kMaxCorpusThreads, "], got ", options.threads));
+  }
+  return CorpusBytes(inputs).status();
+}
 
 absl::StatusOr<TokenizedCorpus> TokenizeCorpus(const Tokenizer& tokenizer,
                                                const std::vector<std::string>& inputs,
                                                const std::string& out_dir,
                                                const CorpusOptions& options) {
-  if (!(options.val_fraction >= 0 && options.val_fraction < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--val_fraction must be in [0, 1), got ", options.val_fraction));
-  }
+  if (absl::Status checked = CheckCorpus(inputs, options); !checked.ok()) return checked;
   auto total = CorpusBytes(inputs);
   if (!total.ok()) return total.status();
   std::error_code error;
@@ -99,7 +130,7 @@ absl::StatusOr<TokenizedCorpus> TokenizeCorpus(const Tokenizer& tokenizer,
   const auto start = std::chrono::steady_clock::now();
   const auto split = static_cast<int64_t>(static_cast<double>(*total) * (1 - options.val_fraction));
   CorpusChunker chunker(inputs, split, options.chunk_bytes, tokenizer.KeepsIdsAtCuts());
-  const int threads = std::max(1, options.threads);
+  const int threads = options.threads;
   CorpusProgress progress;
   progress.bytes_total = *total;
   for (bool more = true; more;) {
@@ -128,25 +159,12 @@ absl::StatusOr<TokenizedCorpus> TokenizeCorpus(const Tokenizer& tokenizer,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (options.on_progress) options.on_progress(progress);
   }
+  // Before the files are renamed into place: a refused run leaves the folder as it was.
+  if (options.val_fraction > 0 && writer.val_tokens() == 0) {
+    return NoValidationText(tokenizer, options, split, *total, writer.val_path());
+  }
   auto out = writer.Finish();
   if (!out.ok()) return out.status();
-  // The split falls at a place the text may be cut (a line's end): a corpus with none after
-  // it leaves the validation file empty, which no job can evaluate on.
-  if (options.val_fraction > 0 && out->val_tokens == 0) {
-    // A tokenizer whose ids a cut may change is split between files only.
-    const std::string remedy =
-        tokenizer.KeepsIdsAtCuts()
-            ? absl::StrCat("found no line break after it to cut at (", out->val_path,
-                           " is empty); give more lines of text")
-            : absl::StrCat(
-                  "falls inside the last document (this tokenizer's ids may change "
-                  "where a document is cut, so the split falls between input files "
-                  "only, and ",
-                  out->val_path, " is empty); give another input file after it");
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--val_fraction ", options.val_fraction, " left no validation text: the split at byte ",
-        split, " of ", *total, " ", remedy, ", or --val_fraction=0 for no validation file"));
-  }
   out->bytes = progress.bytes_done;
   out->seconds = progress.seconds;
   return out;

@@ -37,8 +37,18 @@ struct TokenizedCorpus {
   double seconds = 0;
 };
 
-// INVALID_ARGUMENT for a fraction outside [0, 1) or a corpus with no text, NOT_FOUND for
-// an input that is not a readable file, DATA_LOSS if an id falls outside the vocabulary.
+// Encoding threads at most: each holds a chunk of text and its ids.
+inline constexpr int kMaxCorpusThreads = 1024;
+
+// INVALID_ARGUMENT for a fraction outside [0, 1), threads outside 1..kMaxCorpusThreads or
+// a corpus with no text, NOT_FOUND for an input that is not a readable file: what
+// TokenizeCorpus would refuse before it reads any text, for a caller to learn before it
+// writes anything else (the tokenizer beside the token files).
+absl::Status CheckCorpus(const std::vector<std::string>& inputs, const CorpusOptions& options);
+
+// CheckCorpus's refusals, DATA_LOSS if an id falls outside the vocabulary, and
+// INVALID_ARGUMENT for a split that leaves the validation file empty: the token files are
+// renamed into place only when all went well.
 absl::StatusOr<TokenizedCorpus> TokenizeCorpus(const Tokenizer& tokenizer,
                                                const std::vector<std::string>& inputs,
                                                const std::string& out_dir,

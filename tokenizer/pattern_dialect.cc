@@ -13,7 +13,10 @@ namespace {
 constexpr absl::string_view kSpace =
     "\\x{9}-\\x{D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}"
     "\\x{202F}\\x{205F}\\x{3000}";
-constexpr absl::string_view kOnigurumaWord = "\\p{L}\\p{M}\\p{Nd}\\p{Pc}";
+// Oniguruma's Word (its make_unicode_property_data.py): Alphabetic, which holds the
+// letters, letter numbers (U+216B) and other alphabetics (circled letters, U+24B6),
+// Mark, Decimal_Number and Connector_Punctuation.
+constexpr absl::string_view kOnigurumaWord = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}";
 constexpr absl::string_view kHexDigit = "0-9A-Fa-f";
 
 // The class body an escape letter stands for in `dialect`, or empty when PCRE2 reads the

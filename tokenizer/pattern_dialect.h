@@ -20,8 +20,8 @@ enum class PatternDialect {
   // tiktoken's and GPT-2's patterns: `^` and `$` at the text's ends.
   kTiktoken,
   // Oniguruma's, which Hugging Face's files are written for: `^` and `$` at each line's
-  // ends too, `\w` a letter, mark, decimal digit or connector punctuation (and `\b` its
-  // boundary), `\h` a hex digit.
+  // ends too, `\w` an alphabetic (letters, letter numbers, circled letters), mark,
+  // decimal digit or connector punctuation (and `\b` its boundary), `\h` a hex digit.
   kOniguruma,
 };
 

@@ -44,11 +44,14 @@ TEST(PatternDialect, SpaceIsUnicodesWhiteSpaceInEveryDialect) {
             std::vector<std::string>{"\t\n\x0B\x0C\r \xC2\x85\xE3\x80\x80"});
 }
 
-// Oniguruma's \w: letters, marks, decimal digits, connector punctuation. PCRE2 10.42's
-// has no marks and counts every number (superscript two is No).
+// Oniguruma's \w: alphabetics, marks, decimal digits, connector punctuation. PCRE2 10.42's
+// has no marks and counts every number (superscript two is No). Alphabetic holds the
+// letter numbers (roman numeral twelve, U+216B, is Nl) and circled letters (U+24B6, So).
 TEST(PatternDialect, OnigurumasWordHasMarksAndOnlyDecimalDigits) {
   EXPECT_EQ(MatchedPieces("\\w+", "e\xCC\x81 x\xC2\xB2 a_1"),
             (std::vector<std::string>{"e\xCC\x81", "x", "a_1"}));
+  EXPECT_EQ(MatchedPieces("\\w+", "\xE2\x85\xAB\xE2\x92\xB6 \xE2\x91\xA0"),
+            std::vector<std::string>{"\xE2\x85\xAB\xE2\x92\xB6"});  // circled one is No
   EXPECT_EQ(MatchedPieces("[\\w-]+", "a-b\xCC\x81!"), std::vector<std::string>{"a-b\xCC\x81"});
   EXPECT_EQ(MatchedPieces("\\W+", "a, b"), std::vector<std::string>{", "});
 }

@@ -3,6 +3,7 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <algorithm>
 #include <fstream>
 #include <unordered_map>
 
@@ -140,8 +141,43 @@ void Model::Encode(std::string_view text, bool dummy_prefix, std::vector<int32_t
 }
 
 std::string Model::Decode(const std::vector<int32_t>& ids) const {
+  const int size = vocab_size();
+  const auto outside = [size](int32_t id) { return id < 0 || id >= size; };
   std::string text;
-  (void)processors_->as_is.Decode(std::vector<int>(ids.begin(), ids.end()), &text);
+  if (std::none_of(ids.begin(), ids.end(), outside)) {
+    (void)processors_->as_is.Decode(std::vector<int>(ids.begin(), ids.end()), &text);
+    return text;
+  }
+  // The library refuses the whole list for one id outside the vocabulary (a padded
+  // model's sample): each is shown as <id>, as the other tokenizers show it, and each
+  // stretch of ids inside as the text it adds after the id before it (a piece's leading
+  // space is dropped only at the text's start), so the whole decodes in linear time.
+  std::vector<int> stretch;
+  int before = -1;  // the last id inside the vocabulary so far
+  const auto flush = [&] {
+    if (stretch.empty()) return;
+    std::string context, now;
+    if (before >= 0) {
+      (void)processors_->as_is.Decode(std::vector<int>{before}, &context);
+      stretch.insert(stretch.begin(), before);
+    }
+    (void)processors_->as_is.Decode(stretch, &now);
+    const size_t same = static_cast<size_t>(
+        std::mismatch(context.begin(), context.end(), now.begin(), now.end()).first -
+        context.begin());
+    text += now.substr(same);
+    before = stretch.back();
+    stretch.clear();
+  };
+  for (int32_t id : ids) {
+    if (!outside(id)) {
+      stretch.push_back(id);
+      continue;
+    }
+    flush();
+    text += "<" + std::to_string(id) + ">";
+  }
+  flush();
   return text;
 }
 

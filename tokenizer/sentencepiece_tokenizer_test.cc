@@ -82,6 +82,17 @@ TEST_F(SentencePieceTokenizerTest, DecodesWhatItEncodesWholeOrCut) {
   EXPECT_EQ(pieces, whole);
 }
 
+// An id outside the vocabulary (a padded model's sample) is shown as <id>, as the other
+// tokenizers show it, and the text around it is decoded as the library decodes the ids
+// inside the vocabulary together (it refused the whole list: nothing was shown).
+TEST_F(SentencePieceTokenizerTest, ShowsAnIdOutsideTheVocabularyAsItsNumber) {
+  std::vector<int32_t> ids;
+  tokenizer_->Encode("the program", true, &ids);
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(tokenizer_->Decode({ids[0], 440, ids[1], -1}), "the<440> program<-1>");
+  EXPECT_EQ(tokenizer_->Decode({99999}), "<99999>");
+}
+
 TEST(SentencePieceTrainingTest, PresetsAndOverrides) {
   SentencePieceTraining llama2;
   llama2.preset = "llama2";

@@ -50,6 +50,12 @@ absl::Status TokenFileWriter::Append(const std::vector<int32_t>& ids) {
   return absl::OkStatus();
 }
 
+TokenFileWriter::~TokenFileWriter() {
+  if (finished_) return;
+  out_.close();
+  std::remove((path_ + ".tmp").c_str());
+}
+
 absl::Status TokenFileWriter::Finish() {
   if (wide_) {
     out_.seekp(0);
@@ -61,6 +67,7 @@ absl::Status TokenFileWriter::Finish() {
   if (std::rename((path_ + ".tmp").c_str(), path_.c_str()) != 0) {
     return absl::PermissionDeniedError(absl::StrCat("cannot rename ", path_, ".tmp"));
   }
+  finished_ = true;
   return absl::OkStatus();
 }
 

@@ -23,6 +23,9 @@ class TokenFileWriter {
   static absl::StatusOr<std::unique_ptr<TokenFileWriter>> Open(const std::string& stem,
                                                                int64_t vocab_size);
 
+  // A writer destroyed unfinished (its run refused or failed) removes its PATH.tmp.
+  ~TokenFileWriter();
+
   absl::Status Append(const std::vector<int32_t>& ids);
   absl::Status Finish();
 
@@ -36,6 +39,7 @@ class TokenFileWriter {
   bool wide_;  // I32 in safetensors
   std::ofstream out_;
   int64_t count_ = 0;
+  bool finished_ = false;
 };
 
 }  // namespace tokenizer

@@ -158,21 +158,41 @@ void PrintProgress(const CorpusProgress& progress) {
                static_cast<long long>(progress.tokens));
 }
 
-absl::Status TokenizeText(const std::vector<std::string>& inputs, const std::string& dir) {
+// Puts the tokenizer folder written at `staged` in place as `tokenizer_dir`, replacing
+// the one there (a run before's): only once the token files it describes are in place.
+absl::Status PutTokenizerInPlace(const std::string& staged, const std::string& tokenizer_dir) {
+  const std::string replaced = tokenizer_dir + ".replaced";
+  std::error_code error;
+  std::filesystem::remove_all(replaced, error);
+  if (std::filesystem::exists(tokenizer_dir, error)) {
+    std::filesystem::rename(tokenizer_dir, replaced, error);
+  }
+  if (!error) std::filesystem::rename(staged, tokenizer_dir, error);
+  if (error) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot put the tokenizer written at '", staged,
+                                                    "' in place as '", tokenizer_dir,
+                                                    "': ", error.message()));
+  }
+  std::filesystem::remove_all(replaced, error);
+  return absl::OkStatus();
+}
+
+// Tokenizes `inputs` into `dir`, the tokenizer written to `staged` and put in place as
+// DIR/tokenizer once the token files are.
+absl::Status TokenizeWithStagedTokenizer(const std::vector<std::string>& inputs,
+                                         const std::string& dir, const std::string& staged,
+                                         const CorpusOptions& options) {
   const std::string tokenizer_dir = dir + "/tokenizer";
-  auto files = ChosenFiles(inputs, tokenizer_dir);
+  auto files = ChosenFiles(inputs, staged);
   if (!files.ok()) return files.status();
   auto tokenizer = LoadFromFiles(*files);
   if (!tokenizer.ok()) return tokenizer.status();
-  auto manifest = SaveTokenizerFolder(tokenizer_dir, *files, **tokenizer);
+  auto manifest = SaveTokenizerFolder(staged, *files, **tokenizer);
   if (!manifest.ok()) return manifest.status();
-  CorpusOptions options;
-  options.val_fraction = absl::GetFlag(FLAGS_val_fraction);
-  options.threads = absl::GetFlag(FLAGS_threads);
-  options.on_progress = PrintProgress;
   auto out = TokenizeCorpus(**tokenizer, inputs, dir, options);
   std::fprintf(stderr, "\n");
   if (!out.ok()) return out.status();
+  if (absl::Status placed = PutTokenizerInPlace(staged, tokenizer_dir); !placed.ok()) return placed;
   std::printf(
       "%s: %lld tokens\n%s: %lld tokens\n%.1f MB in %.2f s (%.1f MB/s)\n"
       "tokenizer: %s (%s, vocabulary %lld): name it in data.tokens.tokenizer\n",
@@ -183,11 +203,36 @@ absl::Status TokenizeText(const std::vector<std::string>& inputs, const std::str
   return absl::OkStatus();
 }
 
+absl::Status TokenizeText(const std::vector<std::string>& inputs, const std::string& dir) {
+  CorpusOptions options;
+  options.val_fraction = absl::GetFlag(FLAGS_val_fraction);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.on_progress = PrintProgress;
+  // Before a model is trained or a file written: a refused run leaves DIR as it was.
+  if (absl::Status checked = CheckCorpus(inputs, options); !checked.ok()) return checked;
+  // The tokenizer is written beside its place and put there once the token files are: a
+  // run that fails part way never leaves a tokenizer with another's token files.
+  const std::string staged = dir + "/.tokenizer.staged";
+  std::error_code error;
+  std::filesystem::remove_all(staged, error);  // a run killed before
+  absl::Status done = TokenizeWithStagedTokenizer(inputs, dir, staged, options);
+  std::filesystem::remove_all(staged, error);  // moved into place, or what a failure left
+  return done;
+}
+
 // --text, or each text of --texts_json (how tests/tokenizers/check.sh compares encoders).
 absl::StatusOr<std::vector<std::string>> TextsToEncode() {
   const std::string path = absl::GetFlag(FLAGS_texts_json);
   if (path.empty()) return std::vector<std::string>{absl::GetFlag(FLAGS_text)};
-  std::ifstream in(path);
+  if (!absl::GetFlag(FLAGS_text).empty()) {
+    return absl::InvalidArgumentError("--text and --texts_json: give one of them, not both");
+  }
+  std::error_code error;
+  std::ifstream in;
+  if (std::filesystem::is_regular_file(path, error)) in.open(path);
+  if (!in.is_open()) {
+    return absl::NotFoundError(absl::StrCat("--texts_json: '", path, "' is not a readable file"));
+  }
   nlohmann::json texts = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!texts.is_array()) {
     return absl::InvalidArgumentError(absl::StrCat("--texts_json: ", path, " is not a JSON array"));
@@ -236,9 +281,16 @@ absl::Status DecodeIds(const Tokenizer& tokenizer) {
   const std::string path = absl::GetFlag(FLAGS_ids_file);
   const std::string flag = path.empty() ? "--ids" : "--ids_file";
   std::string listed = absl::GetFlag(FLAGS_ids);
+  if (!path.empty() && !listed.empty()) {
+    return absl::InvalidArgumentError("--ids and --ids_file: give one of them, not both");
+  }
   if (!path.empty()) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat("--ids_file: cannot read '", path, "'"));
+    std::error_code error;
+    std::ifstream in;
+    if (std::filesystem::is_regular_file(path, error)) in.open(path, std::ios::binary);
+    if (!in.is_open()) {
+      return absl::NotFoundError(absl::StrCat("--ids_file: '", path, "' is not a readable file"));
+    }
     listed.assign(std::istreambuf_iterator<char>(in), {});
   }
   std::vector<int32_t> ids;
@@ -250,6 +302,10 @@ absl::Status DecodeIds(const Tokenizer& tokenizer) {
           flag, ": \"", ForTerminal(std::string(field.substr(0, 20))), "\" is not an id"));
     }
     ids.push_back(id);
+  }
+  if (ids.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": no ids given (a list like 464,3290 or 464 3290)"));
   }
   const std::string text = tokenizer.Decode(ids);
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -265,6 +321,10 @@ absl::Status PrintDocumentPrefix(const Tokenizer& tokenizer) {
 }
 
 absl::Status EncodeOrDecode(const std::string& verb) {
+  if (absl::GetFlag(FLAGS_tokenizer_dir).empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tokenizer_dir: ", verb, " needs the tokenizer folder to ", verb, " with"));
+  }
   auto tokenizer = LoadTokenizer(absl::GetFlag(FLAGS_tokenizer_dir));
   if (!tokenizer.ok()) return tokenizer.status();
   if (verb == "prefix") return PrintDocumentPrefix(**tokenizer);

@@ -143,7 +143,7 @@ absl::Status ReadTensorsOfFile(const std::string& path,
                                const std::vector<const LocatedTensor*>& located,
                                ParameterReceiver& receiver) {
   // Not through a link, as when it was checked: one put there since is refused.
-  ASSIGN_OR_RETURN(const UntrustedFile file, UntrustedFile::Open(path, kMaxSafetensorsFileBytes,
+  ASSIGN_OR_RETURN(const UntrustedFile file, UntrustedFile::Open(path, kIndexedSafetensorsFileBytes,
                                                                  InsideFolder(kCheckedPathLinks)));
   ASSIGN_OR_RETURN(const SafetensorsIndex index, ReadSafetensorsIndex(file, path));
   std::vector<float> values;  // what is wanted of one tensor at a time

@@ -56,6 +56,47 @@ absl::Status CheckNotAnotherJobs(const std::string& folder, const CheckpointAuth
       "start from another's with init.checkpoint_dir)"));
 }
 
+// Where a tensor of a rank's checkpoint shard comes from: unit `unit`'s parameter shard
+// (`state` null) or one of its optimizer state buffers; each F32 of the shard's size.
+struct ShardTensorSource {
+  int unit = 0;
+  const Buffer* state = nullptr;
+};
+
+std::map<std::string, ShardTensorSource> ShardTensorSources(const FsdpModel& model,
+                                                            const Optimizer& optimizer) {
+  std::map<std::string, ShardTensorSource> sources;
+  for (int u = 0; u < model.num_units(); ++u) {
+    if (model.shard_numel(u) == 0) continue;
+    sources[CheckpointTensorName(u, "param")] = {u, nullptr};
+    for (const auto& [name, buffer] : optimizer.SegmentState(u)) {
+      sources[CheckpointTensorName(u, name)] = {u, buffer};
+    }
+  }
+  return sources;
+}
+
+// Copies the tensor from the model's device (where shards and optimizer state live) and
+// appends it: one tensor in host memory at a time, never the whole shard.
+absl::Status AppendShardTensor(const FsdpModel& model, const ShardTensorSource& source,
+                               FileAppender& file) {
+  std::vector<float> host;
+  if (source.state == nullptr) {
+    ASSIGN_OR_RETURN(host, model.ShardToHost(source.unit));
+  } else {
+    host.resize(source.state->numel());
+    RETURN_IF_ERROR(
+        model.device()->CopyToHost(host.data(), source.state->data(), source.state->bytes()));
+  }
+  const size_t numel = static_cast<size_t>(model.shard_numel(source.unit));
+  if (host.size() < numel) {
+    return absl::InternalError(absl::StrCat("a checkpoint tensor of unit ", source.unit, " holds ",
+                                            host.size(), " values, its shard ", numel));
+  }
+  return file.Append(
+      absl::string_view(reinterpret_cast<const char*>(host.data()), numel * sizeof(float)));
+}
+
 }  // namespace
 
 std::string OptimizerKind(const v1::OptimizerSpec& optimizer) {
@@ -77,22 +118,19 @@ absl::Status WriteCheckpointShard(const std::string& dir, int64_t step,
       there.ok() && author.SameJob(*there) && there->attempt() > author.attempt) {
     return absl::FailedPreconditionError(Superseded(author, there->attempt(), folder));
   }
-  TensorMap tensors;
-  for (int u = 0; u < model.num_units(); ++u) {
-    if (model.shard_numel(u) == 0) continue;
-    // Shards and optimizer state live on the model's device: copied out first.
-    ASSIGN_OR_RETURN(std::vector<float> param, model.ShardToHost(u));
-    tensors[CheckpointTensorName(u, "param")] = F32Tensor({model.shard_numel(u)}, param.data());
-    for (const auto& [name, buffer] : optimizer.SegmentState(u)) {
-      std::vector<float> state(buffer->numel());
-      RETURN_IF_ERROR(model.device()->CopyToHost(state.data(), buffer->data(), buffer->bytes()));
-      tensors[CheckpointTensorName(u, name)] = F32Tensor({model.shard_numel(u)}, state.data());
-    }
-  }
   Metadata writer = WriterEntries(author.job());
   writer[kCheckpointAttemptKey] = absl::StrCat(author.attempt);
-  return WriteSafetensors(absl::StrCat(folder, "/", CheckpointShardFile(plan.shard_rank)), tensors,
-                          writer);
+  const std::map<std::string, ShardTensorSource> sources = ShardTensorSources(model, optimizer);
+  TensorLayouts layouts;
+  for (const auto& [name, source] : sources) {
+    const int64_t numel = model.shard_numel(source.unit);
+    layouts[name] = {"F32", {numel}, static_cast<uint64_t>(numel) * sizeof(float)};
+  }
+  return WriteSafetensorsStreamed(absl::StrCat(folder, "/", CheckpointShardFile(plan.shard_rank)),
+                                  layouts, writer,
+                                  [&](const std::string& name, FileAppender& file) {
+                                    return AppendShardTensor(model, sources.at(name), file);
+                                  });
 }
 
 absl::Status WriteCheckpointManifest(const std::string& dir, int64_t step,

@@ -568,6 +568,60 @@ TEST(Checkpoint, AManifestWithAFieldOfALaterReleaseIsRead) {
   EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-r", ""}), dir + "/ckpt/step-00000002");
 }
 
+// A restarted attempt passes over a damaged step of its own (saying which and why) for
+// the complete one before it; a step without a manifest (a write cut short) or with a
+// later attempt's shards (a rewrite cut short) is passed over uncounted. When every step
+// with a manifest is damaged, the attempt fails (DATA_LOSS) rather than train the job
+// again from its start over them.
+TEST(Checkpoint, ARestartPassesOverDamagedStepsAndFailsWhenNoneIsLeft) {
+  const std::string dir = TempDir("damaged");
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  ASSERT_TRUE(TrainAll(spec, "job-d", 1).ok());
+  const std::string ckpt = dir + "/ckpt";
+  std::filesystem::create_directories(ckpt + "/step-00000006");  // cut short: no manifest
+  std::filesystem::resize_file(ckpt + "/step-00000004/rank-00001.safetensors", 16);
+  std::vector<PassedOverStep> passed_over;
+  EXPECT_EQ(*FindLatestCheckpointOf(ckpt, {"job-d", ""}, &passed_over), ckpt + "/step-00000002");
+  ASSERT_EQ(passed_over.size(), 1u);
+  EXPECT_EQ(passed_over[0].step, 4);
+  EXPECT_TRUE(absl::StrContains(passed_over[0].why, "step-00000004")) << passed_over[0].why;
+
+  std::filesystem::resize_file(ckpt + "/step-00000002/rank-00000.safetensors", 16);
+  passed_over.clear();
+  EXPECT_EQ(FindLatestCheckpointOf(ckpt, {"job-d", ""}, &passed_over).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(passed_over.size(), 2u);
+  const auto restarted = TrainAll(spec, "job-d", 2);
+  EXPECT_EQ(restarted.status().code(), absl::StatusCode::kDataLoss) << restarted.status();
+  EXPECT_TRUE(absl::StrContains(restarted.status().message(),
+                                "output.checkpoint_dir: each of the 2 checkpoints this job wrote "
+                                "in '" +
+                                    ckpt + "' is damaged (the newest, step 4: "))
+      << restarted.status();
+}
+
+// A step whose shards a later attempt wrote over its manifest's (it resumed from an
+// older step and was rewriting this one when it stopped) is no damage.
+TEST(Checkpoint, AStepBeingRewrittenByALaterAttemptIsNotDamage) {
+  const std::string dir = TempDir("rewritten");
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 2);
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/first");
+  ASSERT_TRUE(TrainAll(spec, "job-w", 1).ok());
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  ASSERT_TRUE(TrainAll(spec, "job-w", 3).ok());  // no checkpoint of its own: from the seed
+  // Attempt 3's shards under attempt 1's manifest.
+  const std::string step = dir + "/ckpt/step-00000002";
+  std::ofstream(step + "/manifest.json", std::ios::trunc)
+      << ReadText(dir + "/first/step-00000002/manifest.json");
+  std::vector<PassedOverStep> passed_over;
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-w", ""}, &passed_over).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(passed_over.empty()) << passed_over[0].why;
+}
+
 ShardingPlan RankOf(int shard_size, int shard_rank) {
   ShardingPlan plan;
   plan.world_size = plan.shard_size = shard_size;

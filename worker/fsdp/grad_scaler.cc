@@ -1,6 +1,9 @@
 #include "worker/fsdp/grad_scaler.h"
 
 #include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
 
 namespace shardwise::fsdp {
 
@@ -39,11 +42,21 @@ v1::GradScalerState GradScaler::State() const {
   return state;
 }
 
-void GradScaler::Restore(const v1::GradScalerState& state) {
-  if (state.scale() <= 0) return;  // not a scaler's state (the job did not scale)
+absl::Status GradScaler::Restore(const v1::GradScalerState& state) {
+  if (state.scale() <= 0) return absl::OkStatus();              // not a scaler's state (no scaling)
+  if (!(state.scale() <= std::numeric_limits<float>::max())) {  // NaN too
+    return absl::DataLossError(
+        absl::StrCat("grad_scaler.scale is ", state.scale(), ", not a loss scale FP32 holds"));
+  }
+  if (state.skipped_steps() < 0 || state.growth_tracker() < 0) {
+    return absl::DataLossError(absl::StrCat("grad_scaler.skipped_steps ", state.skipped_steps(),
+                                            " or growth_tracker ", state.growth_tracker(),
+                                            " is negative"));
+  }
   scale_ = static_cast<float>(state.scale());
   skipped_steps_ = state.skipped_steps();
   growth_tracker_ = state.growth_tracker();
+  return absl::OkStatus();
 }
 
 }  // namespace shardwise::fsdp

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "proto/job.pb.h"
 #include "proto/job_spec.pb.h"
 
@@ -34,9 +35,12 @@ class GradScaler {
   int64_t skipped_steps() const { return skipped_steps_; }
   int32_t growth_tracker() const { return growth_tracker_; }
 
-  // The state as reported and checkpointed, and restoring it (a resumed attempt).
+  // The state as reported and checkpointed, and restoring it (a resumed attempt). A state
+  // whose scale is 0 or below is none (the job did not scale) and leaves the scaler as it
+  // is; DATA_LOSS, naming the field, for a scale no FP32 holds (NaN, infinite, past
+  // FLT_MAX: every step would be skipped) or a negative count.
   v1::GradScalerState State() const;
-  void Restore(const v1::GradScalerState& state);
+  absl::Status Restore(const v1::GradScalerState& state);
 
  private:
   const bool enabled_;

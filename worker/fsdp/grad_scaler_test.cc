@@ -3,6 +3,8 @@
 
 #include "worker/fsdp/grad_scaler.h"
 
+#include <cmath>
+
 #include "gtest/gtest.h"
 
 namespace shardwise::fsdp {
@@ -58,6 +60,37 @@ TEST(GradScaler, AGrowthThatWouldOverflowLeavesTheScale) {
   scaler.Update(false);
   EXPECT_EQ(scaler.scale(), 1.7014118346046923e38f);
   EXPECT_EQ(scaler.growth_tracker(), 0);
+}
+
+// A resumed attempt takes the checkpoint's state; a state no scaler could have written (a
+// damaged manifest) is DATA_LOSS, where a NaN scale would skip every step after it.
+TEST(GradScaler, RestoresAStateAndRefusesOneNoScalerWrote) {
+  v1::GradScaler spec;
+  spec.set_enabled(true);
+  GradScaler scaler(spec);
+  v1::GradScalerState state;
+  state.set_scale(1024);
+  state.set_skipped_steps(3);
+  state.set_growth_tracker(7);
+  ASSERT_TRUE(scaler.Restore(state).ok());
+  EXPECT_EQ(scaler.scale(), 1024.0f);
+  EXPECT_EQ(scaler.skipped_steps(), 3);
+  EXPECT_EQ(scaler.growth_tracker(), 7);
+  v1::GradScalerState none;
+  none.set_scale(0);  // a job that did not scale: nothing to take
+  ASSERT_TRUE(scaler.Restore(none).ok());
+  EXPECT_EQ(scaler.scale(), 1024.0f);
+  for (double bad : {std::nan(""), HUGE_VAL, 1e39}) {
+    v1::GradScalerState damaged = state;
+    damaged.set_scale(bad);
+    const absl::Status restored = scaler.Restore(damaged);
+    EXPECT_EQ(restored.code(), absl::StatusCode::kDataLoss) << bad;
+    EXPECT_NE(restored.message().find("grad_scaler.scale is "), std::string::npos) << restored;
+  }
+  v1::GradScalerState negative = state;
+  negative.set_growth_tracker(-1);
+  EXPECT_EQ(scaler.Restore(negative).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(scaler.scale(), 1024.0f);  // a refused state changes nothing
 }
 
 // Each update multiplies in FP64 and rounds once, as torch's kernel (a float scale times

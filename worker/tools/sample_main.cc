@@ -105,6 +105,7 @@ class TextCodec {
 
   absl::StatusOr<std::string> Decode(const std::vector<int64_t>& ids) const {
     if (dir_.empty()) return tokenizer::ByteTokenizer().Decode({ids.begin(), ids.end()});
+    if (ids.empty()) return std::string();  // the program refuses an empty list
     // Through a file: a command-line argument holds 128 KiB, some 25,000 ids.
     ASSIGN_OR_RETURN(const std::string file, WriteTemporaryFile(absl::StrJoin(ids, " ")));
     absl::StatusOr<std::string> text = Run({"decode", "--ids_file=" + file});

@@ -95,17 +95,35 @@ absl::StatusOr<CheckpointChoice> InitCheckpoint(const v1::JobSpec& spec,
   return CheckpointChoice{CheckpointChoice::kInit, manifest.step()};
 }
 
+absl::Status EveryOwnCheckpointDamaged(const std::string& dir,
+                                       const std::vector<fsdp::PassedOverStep>& damaged) {
+  return absl::DataLossError(absl::StrCat(
+      "output.checkpoint_dir: each of the ", damaged.size(), " checkpoints this job wrote in '",
+      dir, "' is damaged (the newest, step ", damaged.front().step, ": ", damaged.front().why,
+      "); a restart resumes from one of them, never from the job's start over them: restore "
+      "one, or remove them all to train the job again from its start"));
+}
+
 absl::StatusOr<CheckpointChoice> NewestCheckpoint(const v1::JobSpec& spec,
                                                   const TrainingContext& context) {
   const std::string& own = spec.output().checkpoint_dir();
   if (context.attempt > 1 && !own.empty()) {
-    auto folder = fsdp::FindLatestCheckpointOf(own, context.job());
+    std::vector<fsdp::PassedOverStep> passed_over;
+    auto folder = fsdp::FindLatestCheckpointOf(own, context.job(), &passed_over);
+    for (const fsdp::PassedOverStep& damaged : passed_over) {
+      LogWarning(LogContext().Job(context.job_id).Attempt(context.attempt).Rank(context.rank),
+                 absl::StrCat("passing over the job's checkpoint of step ", damaged.step, ": ",
+                              damaged.why));
+    }
     if (folder.ok()) {
       ASSIGN_OR_RETURN(const v1::CheckpointManifest manifest,
                        fsdp::ReadCheckpointManifest(*folder));
       return CheckpointChoice{CheckpointChoice::kOwn, manifest.step()};
     }
     if (!absl::IsNotFound(folder.status())) return folder.status();
+    // Starting over would train the job again from its start, and its next checkpoint
+    // would prune what is left of the ones it wrote, without a word.
+    if (!passed_over.empty()) return EveryOwnCheckpointDamaged(own, passed_over);
   }
   if (spec.init().has_checkpoint_dir()) return InitCheckpoint(spec, context);
   return CheckpointChoice{};
@@ -456,7 +474,13 @@ absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
     result_.resumed_from_step = first_step_;
     result_.steps = first_step_;  // the job's steps, as each step counts them
     // The loss scale goes on from where the job was (not from init_scale).
-    if (scaler_.enabled()) scaler_.Restore(checkpoint.manifest.grad_scaler());
+    if (scaler_.enabled()) {
+      if (const absl::Status restored = scaler_.Restore(checkpoint.manifest.grad_scaler());
+          !restored.ok()) {
+        return absl::DataLossError(absl::StrCat("the job's newest checkpoint '", checkpoint.folder,
+                                                "': ", restored.message()));
+      }
+    }
   }
   // Optimizer state carries over only to an optimizer of the same kind.
   if (checkpoint.manifest.optimizer() != fsdp::OptimizerKind(spec_.optimizer())) {
@@ -693,7 +717,7 @@ absl::Status RankTrainer::RestoreState(const RankState& state) {
   }
   result_.steps = static_cast<int64_t>(state.steps);
   next_ = state.next;
-  if (scaler_.enabled()) scaler_.Restore(state.scaler);
+  if (scaler_.enabled()) RETURN_IF_ERROR(scaler_.Restore(state.scaler));
   AttachStreamClock();  // the new device's streams
   return absl::OkStatus();
 }
