@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -185,25 +186,60 @@ absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
   });
 }
 
-absl::StatusOr<TensorMap> ToHuggingFaceLayout(const v1::ModelSpec& model,
-                                              const TensorMap& weights) {
+namespace {
+
+// Each tensor of HF's layout with the model's tensor it comes from, by HF's name.
+absl::StatusOr<std::map<std::string, std::pair<HuggingFaceTensor, const HostTensor*>>>
+HuggingFaceSources(const v1::ModelSpec& model, const TensorMap& weights) {
   ASSIGN_OR_RETURN(
       const std::vector<HuggingFaceTensor> layout,
       HuggingFaceTensors(model, v1::HuggingFaceCheckpoint::HUGGING_FACE, "output.huggingface_dir"));
-  TensorMap out;
+  std::map<std::string, std::pair<HuggingFaceTensor, const HostTensor*>> sources;
   for (const HuggingFaceTensor& t : layout) {
     const auto it = weights.find(t.param);
     if (it == weights.end()) {
       return absl::InternalError(absl::StrCat("the final model lacks ", t.param));
     }
-    if (!t.transposed) {
-      out[t.key] = it->second;
-      continue;
-    }
-    const std::vector<float> values(it->second.f32(), it->second.f32() + it->second.numel());
-    out[t.key] = F32Tensor(t.shape, Transposed(values, t.shape[1], t.shape[0]).data());
+    sources[t.key] = {t, &it->second};
+  }
+  return sources;
+}
+
+// GPT-2's Conv1D weight `t` from the model's `source`: [in, out] where ours is [out, in].
+HostTensor TransposedTensor(const HuggingFaceTensor& t, const HostTensor& source) {
+  const std::vector<float> values(source.f32(), source.f32() + source.numel());
+  return F32Tensor(t.shape, Transposed(values, t.shape[1], t.shape[0]).data());
+}
+
+}  // namespace
+
+absl::StatusOr<TensorMap> ToHuggingFaceLayout(const v1::ModelSpec& model,
+                                              const TensorMap& weights) {
+  ASSIGN_OR_RETURN(const auto sources, HuggingFaceSources(model, weights));
+  TensorMap out;
+  for (const auto& [key, source] : sources) {
+    const auto& [t, tensor] = source;
+    out[key] = t.transposed ? TransposedTensor(t, *tensor) : *tensor;
   }
   return out;
+}
+
+absl::Status WriteInHuggingFaceLayout(const std::string& path, const v1::ModelSpec& model,
+                                      const TensorMap& weights, const Metadata& metadata,
+                                      bool replace) {
+  ASSIGN_OR_RETURN(const auto sources, HuggingFaceSources(model, weights));
+  TensorLayouts layouts;
+  for (const auto& [key, source] : sources) {
+    const auto& [t, tensor] = source;
+    layouts[key] = {tensor->dtype, t.transposed ? t.shape : tensor->shape, tensor->bytes.size()};
+  }
+  return WriteSafetensorsStreamed(
+      path, layouts, metadata,
+      [&](const std::string& key, FileAppender& file) {
+        const auto& [t, tensor] = sources.at(key);
+        return file.Append(t.transposed ? TransposedTensor(t, *tensor).bytes : tensor->bytes);
+      },
+      replace);
 }
 
 }  // namespace shardwise

@@ -30,6 +30,11 @@ absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
 // `weights` (the model's, FP32) as HF's layout holds them: keyed by HF's names, GPT-2's
 // Conv1D weights transposed; the tied head is the embedding's (not repeated).
 absl::StatusOr<TensorMap> ToHuggingFaceLayout(const v1::ModelSpec& model, const TensorMap& weights);
+// The same written to `path` (WriteSafetensors' bytes for ToHuggingFaceLayout's map),
+// without a second model in memory: a tensor at a time, only a transposed one copied.
+absl::Status WriteInHuggingFaceLayout(const std::string& path, const v1::ModelSpec& model,
+                                      const TensorMap& weights, const Metadata& metadata,
+                                      bool replace);
 
 }  // namespace shardwise
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -155,6 +156,13 @@ TEST(HuggingFaceWeights, AGptRoundTripsThroughGpt2sLayout) {
   ASSERT_EQ(read->size(), weights.size());
   for (const auto& [name, tensor] : weights) EXPECT_EQ(read->at(name).bytes, tensor.bytes) << name;
   ExpectPartsMakeTheWhole(model, checkpoint, weights);
+  // Written a tensor at a time, the same bytes as the map.
+  const std::string path = Dir("gpt-streamed") + "/model.safetensors";
+  const Metadata metadata{{"shardwise.job", "job-s"}};
+  ASSERT_TRUE(WriteInHuggingFaceLayout(path, model, weights, metadata, false).ok());
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
+            EncodeSafetensors(*hf, metadata));
 }
 
 class SixteenBitShards : public ::testing::TestWithParam<ScalarType> {};

@@ -4,10 +4,6 @@
 // reshards left one more event queued each micro-step, and the limiter, waiting for the
 // oldest (long done), limited nothing after the first step.
 
-#include <thread>
-#include <vector>
-
-#include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "worker/fsdp/fsdp_model.h"
 #include "worker/testing/cpu_rank_model.h"
@@ -32,31 +28,23 @@ v1::JobSpec Spec(int world) {
 TEST(AllGatherLimit, OnlyFreedBuffersQueueAFreeEvent) {
   constexpr int kWorld = 2;
   const v1::JobSpec spec = Spec(kWorld);
-  gloo::rendezvous::HashStore store;
-  std::vector<std::thread> ranks;
-  ranks.reserve(kWorld);
-  for (int r = 0; r < kWorld; ++r) {
-    ranks.emplace_back([&, r] {
-      auto rank = testing::CpuRankModel::Create(store, spec, r);
-      ASSERT_TRUE(rank.ok()) << rank.status();
-      FsdpModel* const model = &(*rank)->model();
-      const MicroBatch batch = testing::SixRowsOfQuarters();
-      // The same micro-step leaves the same frees pending (those after the last unshard;
-      // each unshard takes one once two are pending), however many ran before: from the
-      // second, which runs the first's prefetch plan.
-      int first = -1;
-      for (int micro_step = 0; micro_step < 10; ++micro_step) {
-        double loss = 0;
-        ASSERT_TRUE(model->ForwardBackward(batch, 1.0f, true, &loss).ok());
-        ASSERT_TRUE(model->Evaluate(batch).ok());
-        if (micro_step == 0) continue;
-        if (first < 0) first = model->pending_frees();
-        EXPECT_EQ(model->pending_frees(), first) << "rank " << r << ", micro-step " << micro_step;
-      }
-      EXPECT_LE(first, model->num_units());
-    });
-  }
-  for (std::thread& rank : ranks) rank.join();
+  testing::OnEachRank(spec, [&](int r, FsdpModel& rank_model) {
+    FsdpModel* const model = &rank_model;
+    const MicroBatch batch = testing::SixRowsOfQuarters();
+    // The same micro-step leaves the same frees pending (those after the last unshard;
+    // each unshard takes one once two are pending), however many ran before: from the
+    // second, which runs the first's prefetch plan.
+    int first = -1;
+    for (int micro_step = 0; micro_step < 10; ++micro_step) {
+      double loss = 0;
+      ASSERT_TRUE(model->ForwardBackward(batch, 1.0f, true, &loss).ok());
+      ASSERT_TRUE(model->Evaluate(batch).ok());
+      if (micro_step == 0) continue;
+      if (first < 0) first = model->pending_frees();
+      EXPECT_EQ(model->pending_frees(), first) << "rank " << r << ", micro-step " << micro_step;
+    }
+    EXPECT_LE(first, model->num_units());
+  });
 }
 
 }  // namespace

@@ -99,6 +99,14 @@ absl::Status AppendShardTensor(const FsdpModel& model, const ShardTensorSource& 
 
 }  // namespace
 
+uint64_t CheckpointShardBytes(const FsdpModel& model, const Optimizer& optimizer) {
+  uint64_t bytes = 0;
+  for (const auto& [name, source] : ShardTensorSources(model, optimizer)) {
+    bytes += static_cast<uint64_t>(model.shard_numel(source.unit)) * sizeof(float);
+  }
+  return bytes;
+}
+
 std::string OptimizerKind(const v1::OptimizerSpec& optimizer) {
   return optimizer.has_adamw() ? "adamw" : "sgd";
 }

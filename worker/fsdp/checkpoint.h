@@ -44,6 +44,10 @@ struct CheckpointAuthor {
   }
 };
 
+// The bytes of the tensors WriteCheckpointShard writes of this rank's shards (its file
+// but the header).
+uint64_t CheckpointShardBytes(const FsdpModel& model, const Optimizer& optimizer);
+
 // This rank's shards of parameters and optimizer state, into the step's folder. Only
 // ranks of the first replicate group write (the others hold the same shards).
 absl::Status WriteCheckpointShard(const std::string& dir, int64_t step,

@@ -563,7 +563,7 @@ absl::Status FsdpModel::OptimizerStep(Optimizer& optimizer, double max_grad_norm
 
 // ---- the whole model ----
 
-absl::StatusOr<TensorMap> FsdpModel::GatherFullModel() {
+absl::StatusOr<TensorMap> FsdpModel::GatherFullModel(bool to_host) {
   // The collectives run on the communicator's stream: the optimizer's updates first.
   RETURN_IF_ERROR(device_->Synchronize());
   TensorMap model;
@@ -573,6 +573,7 @@ absl::StatusOr<TensorMap> FsdpModel::GatherFullModel() {
     RETURN_IF_ERROR(groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, gathered.data()));
     // Between steps (the reduction thread drained): this thread polls the group alone.
     RETURN_IF_ERROR(groups_.shard->WaitForCollectives());
+    if (!to_host) continue;
     std::vector<float> full(unit.padded_numel);
     RETURN_IF_ERROR(device_->CopyToHost(full.data(), gathered.data(), gathered.bytes()));
     AddUnitTensors(layout_, unit.index, full.data(), &model);

@@ -141,8 +141,10 @@ class FsdpModel {
   // every rank adopts at the same step); INVALID_ARGUMENT if it is not for this model.
   absl::Status set_prefetch_plan(const v1::PrefetchPlan& plan);
 
-  // The full model by state-dict names. Every rank must call it (it all-gathers).
-  absl::StatusOr<TensorMap> GatherFullModel();
+  // The full model by state-dict names. Every rank must call it (it all-gathers); only a
+  // rank that keeps it (`to_host`: the one that writes it) copies it to its host, so that
+  // the others never hold a second model beside their shards (empty map).
+  absl::StatusOr<TensorMap> GatherFullModel(bool to_host = true);
 
   // Unit u's flat shard copied to the host (for checkpoints), its sizes, and this rank's
   // shard of a full (unpadded) flat vector of unit u (for restoring optimizer state).

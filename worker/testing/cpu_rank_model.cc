@@ -1,8 +1,12 @@
 #include "worker/testing/cpu_rank_model.h"
 
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "common/status_macros.h"
+#include "gloo/rendezvous/hash_store.h"
+#include "gtest/gtest.h"
 #include "worker/data/weights.h"
 
 namespace shardwise::testing {
@@ -19,6 +23,21 @@ absl::StatusOr<std::unique_ptr<CpuRankModel>> CpuRankModel::Create(gloo::rendezv
                        spec, plan, {built->groups_.shard.get(), built->groups_.replicate.get()},
                        &built->device_, SeededWeights(spec.model(), 0)));
   return built;
+}
+
+void OnEachRank(const v1::JobSpec& spec,
+                const std::function<void(int rank, fsdp::FsdpModel& model)>& body) {
+  gloo::rendezvous::HashStore store;
+  std::vector<std::thread> ranks;
+  ranks.reserve(spec.world_size());
+  for (int r = 0; r < spec.world_size(); ++r) {
+    ranks.emplace_back([&, r] {
+      auto rank = CpuRankModel::Create(store, spec, r);
+      ASSERT_TRUE(rank.ok()) << rank.status();
+      body(r, (*rank)->model());
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
 }
 
 MicroBatch SixRowsOfQuarters() {

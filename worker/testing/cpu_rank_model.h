@@ -5,6 +5,7 @@
 // its seeded initial weights: for tests that drive the model directly, each rank a thread
 // sharing one in-memory store.
 
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -34,6 +35,12 @@ class CpuRankModel {
   CpuDevice device_{&allocator_};
   std::unique_ptr<fsdp::FsdpModel> model_;
 };
+
+// Runs `body` on each rank of `spec` (its world_size), each a thread with its model over
+// one in-memory store, and waits for them; a rank whose model cannot be made fails the
+// test (gtest) and runs nothing.
+void OnEachRank(const v1::JobSpec& spec,
+                const std::function<void(int rank, fsdp::FsdpModel& model)>& body);
 
 // Six rows of six inputs of 0.25, each labelled 1: a micro-batch for an MLP whose first
 // width is 6.

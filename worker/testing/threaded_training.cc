@@ -14,7 +14,8 @@ namespace {
 
 // The failure a test should see: the first rank's that is not UNAVAILABLE (a rank that
 // fails closes its sockets, and its peers then fail UNAVAILABLE, in whatever order the
-// threads ran), else the first rank's; the other failing ranks' follow it.
+// threads ran), else the first rank's, with its payloads; the other failing ranks' follow
+// it in the message.
 absl::Status FirstCause(const std::vector<absl::StatusOr<TrainingResult>>& results) {
   int cause = -1;
   for (int r = 0; r < static_cast<int>(results.size()); ++r) {
@@ -31,7 +32,12 @@ absl::Status FirstCause(const std::vector<absl::StatusOr<TrainingResult>>& resul
     if (r == cause || results[r].ok()) continue;
     absl::StrAppend(&message, "; also rank ", r, ": ", results[r].status().ToString());
   }
-  return absl::Status(results[cause].status().code(), message);
+  absl::Status first(results[cause].status().code(), message);
+  // What the cause carries besides (its permanence, contracts/permanent_failure.h) too.
+  results[cause].status().ForEachPayload([&](absl::string_view type, const absl::Cord& payload) {
+    first.SetPayload(type, absl::Cord(std::string(payload)));
+  });
+  return first;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/testing/scratch.h"
+#include "contracts/permanent_failure.h"
 #include "gtest/gtest.h"
 #include "worker/testing/threaded_training.h"
 #include "worker/testing/token_corpus.h"
@@ -32,7 +33,8 @@ v1::JobSpec GptSpec(const std::string& dir) {
 
 // An attempt re-queued after it finished while the coordinator was away replaces the
 // model its job's earlier attempt wrote; another job's attempt is refused
-// (ALREADY_EXISTS, as the coordinator refuses such a spec) and leaves the file alone.
+// (ALREADY_EXISTS, as the coordinator refuses such a spec) and leaves the file alone, and
+// fails for good: a restart would train again only to be refused the same way.
 TEST(FinalModelOwner, AJobReplacesOnlyTheFinalModelItWrote) {
   const std::string dir = testing::ScratchPath("final-model-owner");
   std::filesystem::create_directories(dir);
@@ -64,6 +66,7 @@ TEST(FinalModelOwner, AJobReplacesOnlyTheFinalModelItWrote) {
     other.job_uid = stranger.uid;
     const auto refused = testing::TrainInThreads(spec, other);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists) << refused.status();
+    EXPECT_TRUE(IsPermanent(refused.status())) << refused.status();
   }
   EXPECT_TRUE(WrittenByJob(path, seven));
   EXPECT_FALSE(WrittenByJob(dir + "/missing.safetensors", seven));

@@ -36,7 +36,6 @@ absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
                                const JobIdentity& job, int32_t attempt) {
   const std::string& dir = spec.output().huggingface_dir();
   if (dir.empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(const TensorMap weights, ToHuggingFaceLayout(spec.model(), model));
   RETURN_IF_ERROR(CreateFolders(dir));
   const std::string model_path = dir + "/model.safetensors";
   const bool replace = spec.output().overwrite() || WrittenByJob(model_path, job);
@@ -45,7 +44,7 @@ absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
   // whose other files are in place. Each is replaced on the same terms as the weights (an
   // earlier attempt's, or with overwrite).
   ASSIGN_OR_RETURN(const SpecialTokenIds ids, ExportTokenizer(spec, replace));
-  RETURN_IF_ERROR(WriteSafetensors(model_path, weights, metadata, replace));
+  RETURN_IF_ERROR(WriteInHuggingFaceLayout(model_path, spec.model(), model, metadata, replace));
   return WriteFileAtomically(dir + "/config.json", HuggingFaceConfigJson(spec.model(), ids),
                              replace);
 }

@@ -46,6 +46,16 @@
 namespace shardwise {
 namespace {
 
+// The slowest storage a job's writes are waited for at: a network file system many
+// writers share. At it a 7B model's final FP32 file (28 GB) takes about 9 minutes, where
+// the data plane's timeout (a minute by default) would take its writer for lost.
+constexpr double kSlowestWriteBytesPerSecond = 50e6;
+
+std::chrono::milliseconds WriteAllowance(uint64_t bytes) {
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(static_cast<double>(bytes) / kSlowestWriteBytesPerSecond * 1e3));
+}
+
 // A job's file that does not fit it (INVALID_ARGUMENT: another model's weights, a token
 // file of another vocabulary), is corrupt (DATA_LOSS) or is not there (NOT_FOUND: no
 // complete checkpoint in init.checkpoint_dir) fails every attempt alike: not re-queued.
@@ -189,8 +199,13 @@ class RankTrainer : private MembershipMoves::Rank {
   // `collective` over the world waiting for a peer with the data plane's timeout, not the
   // peer timeout a step's collectives wait: around work each rank takes its own time over
   // (writing its shards, finding and loading a checkpoint).
-  absl::Status WithDataPlaneTimeout(const std::function<absl::Status()>& collective);
+  absl::Status WithDataPlaneTimeout(const std::function<absl::Status()>& collective,
+                                    std::chrono::milliseconds extra = {});
   absl::Status BarrierWithDataPlaneTimeout();
+  // A barrier that waits for ranks writing `bytes` (a checkpoint's shards, the final
+  // model): the data plane's timeout plus the write at WriteAllowance's pace, so that a
+  // large model's write to slow storage is not taken for a lost peer.
+  absl::Status BarrierAfterWriting(uint64_t bytes);
   absl::Status Restore(const fsdp::LoadedCheckpoint& checkpoint);
   absl::Status Step(int64_t step);
   absl::Status BeginStep(int64_t step);
@@ -270,6 +285,9 @@ class RankTrainer : private MembershipMoves::Rank {
   // it writes the manifest and the final model, and its progress is the job's).
   int LiveRanks() const { return runtime_->world()->size(); }
   bool Leads() const { return runtime_->world()->rank() == 0; }
+  // What the leader writes of the final model: the file and the Hugging Face export,
+  // each at most 4 bytes a parameter.
+  uint64_t FinalModelBytes() const;
   // Ends the model's life (its threads, buffers and shards) in the destructor's order and
   // returns the device allocator's counters then: the run's peaks, and what is still live
   // (nothing, unless a buffer leaked).
@@ -381,8 +399,13 @@ absl::Status RankTrainer::BarrierWithDataPlaneTimeout() {
   return WithDataPlaneTimeout([&] { return runtime_->world()->Barrier(); });
 }
 
-absl::Status RankTrainer::WithDataPlaneTimeout(const std::function<absl::Status()>& collective) {
-  moves_.SetWorldTimeout(context_.data_plane.timeout);
+absl::Status RankTrainer::BarrierAfterWriting(uint64_t bytes) {
+  return WithDataPlaneTimeout([&] { return runtime_->world()->Barrier(); }, WriteAllowance(bytes));
+}
+
+absl::Status RankTrainer::WithDataPlaneTimeout(const std::function<absl::Status()>& collective,
+                                               std::chrono::milliseconds extra) {
+  moves_.SetWorldTimeout(context_.data_plane.timeout + extra);
   absl::Status done = collective();
   moves_.SetWorldTimeout(moves_.PeerTimeout());
   return done;
@@ -551,7 +574,7 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
     // No rank completes before the model is written: the groups but the leader's gather
     // without it, and had completed as followers when it was lost, leaving no model.
     if (written.ok()) {
-      written = BarrierWithDataPlaneTimeout();
+      written = BarrierAfterWriting(FinalModelBytes());
     }
     if (written.ok()) return result_;
     // A peer lost while the model is gathered or written: the live ranks gather it again
@@ -888,8 +911,8 @@ absl::StatusOr<bool> RankTrainer::MaybeCheckpoint() {
   const fsdp::CheckpointAuthor author{context_.job_id, context_.attempt, context_.job_uid};
   RETURN_IF_ERROR(fsdp::WriteCheckpointShard(dir, result_.steps, author, *model_, *optimizer_));
   // Every shard is on disk before the manifest; writing one may take longer than a peer
-  // is waited for inside a step.
-  RETURN_IF_ERROR(BarrierWithDataPlaneTimeout());
+  // is waited for inside a step, and longer than the data plane's timeout for a large one.
+  RETURN_IF_ERROR(BarrierAfterWriting(fsdp::CheckpointShardBytes(*model_, *optimizer_)));
   if (Leads()) {
     const v1::GradScalerState scaler_state = scaler_.State();
     RETURN_IF_ERROR(fsdp::WriteCheckpointManifest(dir, result_.steps, author, spec_, *model_,
@@ -1004,11 +1027,21 @@ void RankTrainer::ReportPeakMemory(v1::Progress* progress) const {
   progress->set_peak_reserved_bytes(std::max(earlier_peak_reserved_, memory.peak_reserved_bytes));
 }
 
+uint64_t RankTrainer::FinalModelBytes() const {
+  uint64_t parameters = 0;
+  for (int u = 0; u < model_->num_units(); ++u) {
+    parameters += static_cast<uint64_t>(model_->unit_numel(u));
+  }
+  const int files = (spec_.output().final_model_path().empty() ? 0 : 1) +
+                    (spec_.output().huggingface_dir().empty() ? 0 : 1);
+  return parameters * sizeof(float) * files;
+}
+
 // Every rank gathers (it is a collective); rank 0 writes, with the model's spec in the
 // file's metadata ("shardwise.model", JSON), so the file alone can be sampled from, and
 // the job's id ("shardwise.job", final_model_owner.h).
 absl::Status RankTrainer::WriteFinalModel() {
-  ASSIGN_OR_RETURN(TensorMap final_model, model_->GatherFullModel());
+  ASSIGN_OR_RETURN(TensorMap final_model, model_->GatherFullModel(/*to_host=*/Leads()));
   if (!Leads()) return absl::OkStatus();
   result_.led = true;
   const std::string& path = spec_.output().final_model_path();
@@ -1039,7 +1072,14 @@ absl::Status RankTrainer::WriteFinalModel() {
   // A file there that the job did not write is replaced only when the spec says so; one
   // an earlier attempt of this job wrote is its own (final_model_owner.h).
   const bool replace = spec_.output().overwrite() || WrittenByJob(path, context_.job());
-  RETURN_IF_ERROR(WriteSafetensors(path, final_model, metadata, replace));
+  absl::Status written = WriteSafetensors(path, final_model, metadata, replace);
+  if (absl::IsAlreadyExists(written)) {
+    // Put there since the check: by a leader of this job's before (its model), or by
+    // someone else, which a restart would train the job again only to be refused by.
+    if (!WrittenByJob(path, context_.job())) return MarkPermanent(written);
+    written = absl::OkStatus();
+  }
+  RETURN_IF_ERROR(written);
   result_.model_path = path;
   return absl::OkStatus();
 }
