@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "common/testing/scratch.h"
@@ -70,6 +72,28 @@ TEST(FinalModelOwner, AJobReplacesOnlyTheFinalModelItWrote) {
   }
   EXPECT_TRUE(WrittenByJob(path, seven));
   EXPECT_FALSE(WrittenByJob(dir + "/missing.safetensors", seven));
+}
+
+// A Hugging Face export's config.json put there while the job trained fails it for good
+// at its end, before the weights are written (weights naming the job would have made the
+// folder its own, and a restart would have replaced that config.json).
+TEST(FinalModelOwner, AnExportFolderTakenMeanwhileFailsTheJobForGood) {
+  const std::string dir = testing::ScratchPath("final-model-export-taken");
+  std::filesystem::create_directories(dir + "/hf");
+  v1::JobSpec spec = GptSpec(dir);
+  spec.mutable_model()->mutable_gpt()->set_bias(true);
+  spec.mutable_output()->set_huggingface_dir(dir + "/hf");
+  std::ofstream(dir + "/hf/config.json") << "{}";
+  testing::ThreadedOptions options;
+  options.job_id = "job-9";
+  options.job_uid = "9c9c9c9c";
+  options.owns_outputs = false;
+  const auto refused = testing::TrainInThreads(spec, options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists) << refused.status();
+  EXPECT_TRUE(IsPermanent(refused.status())) << refused.status();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/hf/model.safetensors"));
+  std::ifstream config(dir + "/hf/config.json");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(config), {}), "{}");
 }
 
 // An attempt cut off from the coordinator, finishing after the job's later attempt wrote

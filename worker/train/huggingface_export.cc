@@ -1,5 +1,8 @@
 #include "worker/train/huggingface_export.h"
 
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
 #include "common/path_policy.h"
 #include "common/safe_write.h"
 #include "common/status_macros.h"
@@ -30,6 +33,22 @@ absl::StatusOr<SpecialTokenIds> ExportTokenizer(const v1::JobSpec& spec, bool re
   return ids;
 }
 
+// ALREADY_EXISTS when config.json is there and may not be replaced: found before the
+// weights are written, since weights naming this job would make the folder its own (a
+// restart would then replace a config.json the job did not write).
+absl::Status CheckConfigFree(const std::string& dir, bool replace) {
+  const std::string config = dir + "/config.json";
+  std::error_code error;
+  if (replace || std::filesystem::symlink_status(config, error).type() ==
+                     std::filesystem::file_type::not_found) {
+    return absl::OkStatus();
+  }
+  return absl::AlreadyExistsError(
+      absl::StrCat("'", config,
+                   "' exists already; a job never replaces a file it did not create unless "
+                   "its spec says output.overwrite: true"));
+}
+
 }  // namespace
 
 absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
@@ -43,6 +62,7 @@ absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
   // The tokenizer, then the weights, then config.json: a config.json there names a folder
   // whose other files are in place. Each is replaced on the same terms as the weights (an
   // earlier attempt's, or with overwrite).
+  RETURN_IF_ERROR(CheckConfigFree(dir, replace));
   ASSIGN_OR_RETURN(const SpecialTokenIds ids, ExportTokenizer(spec, replace));
   RETURN_IF_ERROR(WriteInHuggingFaceLayout(model_path, spec.model(), model, metadata, replace));
   return WriteFileAtomically(dir + "/config.json", HuggingFaceConfigJson(spec.model(), ids),

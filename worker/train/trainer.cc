@@ -56,6 +56,16 @@ std::chrono::milliseconds WriteAllowance(uint64_t bytes) {
       static_cast<int64_t>(static_cast<double>(bytes) / kSlowestWriteBytesPerSecond * 1e3));
 }
 
+// ALREADY_EXISTS writing one of the job's outputs beside `model` (that output's model
+// file): a file put there since the job was admitted, which each restart would train the
+// job again only to be refused by, fails it for good; unless `model` names this job (its
+// leader of a membership before wrote the outputs meanwhile).
+absl::Status PermanentIfTaken(absl::Status written, const std::string& model,
+                              const JobIdentity& job) {
+  if (!absl::IsAlreadyExists(written) || WrittenByJob(model, job)) return written;
+  return MarkPermanent(written);
+}
+
 // A job's file that does not fit it (INVALID_ARGUMENT: another model's weights, a token
 // file of another vocabulary), is corrupt (DATA_LOSS) or is not there (NOT_FOUND: no
 // complete checkpoint in init.checkpoint_dir) fails every attempt alike: not re-queued.
@@ -1052,7 +1062,10 @@ absl::Status RankTrainer::WriteFinalModel() {
                   : spec_.output().huggingface_dir() + "/model.safetensors"}) {
     RETURN_IF_ERROR(CheckNotSuperseded(model, context_.job(), context_.attempt));
   }
-  RETURN_IF_ERROR(ExportHuggingFace(spec_, final_model, context_.job(), context_.attempt));
+  const std::string& huggingface_dir = spec_.output().huggingface_dir();
+  RETURN_IF_ERROR(
+      PermanentIfTaken(ExportHuggingFace(spec_, final_model, context_.job(), context_.attempt),
+                       huggingface_dir + "/model.safetensors", context_.job()));
   if (path.empty()) return absl::OkStatus();
   RETURN_IF_ERROR(CreateFolders(std::filesystem::path(path).parent_path().string()));
   std::string model_json;
@@ -1063,9 +1076,10 @@ absl::Status RankTrainer::WriteFinalModel() {
   // attempt's, are left as they are).
   const std::string& tokenizer_dir = spec_.data().tokens().tokenizer();
   if (!tokenizer_dir.empty()) {
-    RETURN_IF_ERROR(tokenizer::CopyTokenizerFolder(tokenizer_dir,
-                                                   tokenizer::ModelTokenizerFolder(path),
-                                                   spec_.output().overwrite(), kCheckedPathLinks));
+    RETURN_IF_ERROR(PermanentIfTaken(
+        tokenizer::CopyTokenizerFolder(tokenizer_dir, tokenizer::ModelTokenizerFolder(path),
+                                       spec_.output().overwrite(), kCheckedPathLinks),
+        path, context_.job()));
   }
   Metadata metadata = WriterMetadata(context_.job(), context_.attempt);
   metadata["shardwise.model"] = model_json;
@@ -1073,13 +1087,11 @@ absl::Status RankTrainer::WriteFinalModel() {
   // an earlier attempt of this job wrote is its own (final_model_owner.h).
   const bool replace = spec_.output().overwrite() || WrittenByJob(path, context_.job());
   absl::Status written = WriteSafetensors(path, final_model, metadata, replace);
-  if (absl::IsAlreadyExists(written)) {
-    // Put there since the check: by a leader of this job's before (its model), or by
-    // someone else, which a restart would train the job again only to be refused by.
-    if (!WrittenByJob(path, context_.job())) return MarkPermanent(written);
+  // Put there since the check by this job's leader of a membership before: its model.
+  if (absl::IsAlreadyExists(written) && WrittenByJob(path, context_.job())) {
     written = absl::OkStatus();
   }
-  RETURN_IF_ERROR(written);
+  RETURN_IF_ERROR(PermanentIfTaken(written, path, context_.job()));
   result_.model_path = path;
   return absl::OkStatus();
 }
