@@ -176,8 +176,14 @@ TEST_F(MetricsTest, TheFiguresFollowTheJobAsDescribeShowsIt) {
   auto running = cluster_->client().Submit(long_job);
   ASSERT_TRUE(running.ok()) << running.status();
   cluster_->WaitForState(*running, v1::RUNNING);
+  // Each worker's step comes from its own rank's progress reports, which the coordinator's
+  // (rank 0's) may precede: waited for too, not assumed.
   ASSERT_TRUE(Cluster::WaitFor([&] {
-    return cluster_->client().Get(*running)->progress().step() > 5 &&
+    bool every_rank_reported = true;
+    for (const auto& [worker, port] : worker_ports_) {
+      every_rank_reported &= Get(port)["shardwise_worker_step"] > 0;
+    }
+    return cluster_->client().Get(*running)->progress().step() > 5 && every_rank_reported &&
            Get(coordinator_port_)
                    ["shardwise_coordinator_worker_message_seconds_count{kind=\"heartbeat\"}"] > 0;
   }));
