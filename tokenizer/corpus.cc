@@ -100,9 +100,8 @@ absl::Status NoValidationText(const Tokenizer& tokenizer, const CorpusOptions& o
       split, " of ", total, " ", remedy, ", or --val_fraction=0 for no validation file"));
 }
 
-}  // namespace
-
-absl::Status CheckCorpus(const std::vector<std::string>& inputs, const CorpusOptions& options) {
+// CheckCorpus's refusals of `options` alone.
+absl::Status CheckOptions(const CorpusOptions& options) {
   if (!(options.val_fraction >= 0 && options.val_fraction < 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--val_fraction must be in [0, 1), got ", options.val_fraction));
@@ -111,6 +110,13 @@ absl::Status CheckCorpus(const std::vector<std::string>& inputs, const CorpusOpt
     return absl::InvalidArgumentError(
         absl::StrCat("--threads must be in [1, ", kMaxCorpusThreads, "], got ", options.threads));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckCorpus(const std::vector<std::string>& inputs, const CorpusOptions& options) {
+  if (absl::Status checked = CheckOptions(options); !checked.ok()) return checked;
   return CorpusBytes(inputs).status();
 }
 
@@ -118,7 +124,8 @@ absl::StatusOr<TokenizedCorpus> TokenizeCorpus(const Tokenizer& tokenizer,
                                                const std::vector<std::string>& inputs,
                                                const std::string& out_dir,
                                                const CorpusOptions& options) {
-  if (absl::Status checked = CheckCorpus(inputs, options); !checked.ok()) return checked;
+  // CheckCorpus's refusals, each input looked at once.
+  if (absl::Status checked = CheckOptions(options); !checked.ok()) return checked;
   auto total = CorpusBytes(inputs);
   if (!total.ok()) return total.status();
   std::error_code error;
