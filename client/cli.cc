@@ -41,6 +41,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
+#include "client/exit_code.h"
 #include "client/format.h"
 #include "client/trace.h"
 #include "common/bazel_run.h"
@@ -114,23 +115,23 @@ constexpr char kUsage[] = R"(shardwise: submit and follow Shardwise training job
 Usage:
   shardwise submit JOB.yaml [--watch] [--request_id=R]
                                         submit a job spec (YAML or JSON); prints the job id
-                                        (exit 2: refused; 3: unknown whether it was made:
-                                        submit again with the --request_id it printed)
+                                        (exit 3: unknown whether it was made: submit again
+                                        with the --request_id it printed)
   shardwise get jobs [--state=S,...] [--submitter=P] [--limit=N]
                                         list jobs, oldest first
   shardwise get workers [--state=S,...] [--device=D] [--limit=N]
                                         list worker daemons
   shardwise describe JOB                a job's spec, state, ranks, progress and events
   shardwise watch JOB                   follow a job to its end (exit 0 only if SUCCEEDED,
-                                        3 if the coordinator could not be reached (or was
-                                        lost for 10 minutes) and the job's end is unknown)
+                                        1 if it ended otherwise; 3 also when the coordinator
+                                        was lost for 10 minutes watching)
   shardwise cancel JOB                  cancel a pending or running job
   shardwise set-hook JOB HOOK [--wrapper=W]
                                         change a running job's communication hook (none,
                                         allreduce, fp16_compress, bf16_compress,
                                         mixed_precision) at a step every rank agrees on;
                                         waits until it is applied (exit 0) or abandoned
-                                        (1); refused 2, outcome unknown 3
+                                        (1)
   shardwise scale JOB --replicas=N      the replica groups a running fault-tolerant job
                                         trains with: groups above N leave after their
                                         step; groups join on idle workers below it, up
@@ -157,6 +158,15 @@ Usage:
                                         one rank's memory as the coordinator estimates
                                         it, offline; with --fit, the largest micro-batch
                                         and context (block_size) that fit that memory
+
+Exit codes (sample and tokenize: 0 done, 2 a usage mistake or an invalid argument, 1 any
+other failure; every other command:)
+  0 done; 1 the answer is no (a job that ended otherwise than SUCCEEDED, a hook switch
+  abandoned, a spec that does not fit); 2 refused, the caller's to mend (a usage mistake,
+  an invalid spec, no such job, a token without the right, a request the job's state
+  refuses); 3 the outcome is unknown (the coordinator unreachable, busy or late past the
+  retries, or failing of its own): the same command may succeed later. A failure's line
+  names its gRPC status code first (`shardwise: NOT_FOUND: ...`).
 
 The connection's flags (every command but token create, estimate, sample and tokenize):
   --coordinator=HOST:PORT   default $SHARDWISE_COORDINATOR, else 127.0.0.1:7070
@@ -216,20 +226,22 @@ absl::StatusOr<Client::WorkerFilter> WorkerFilterFromFlags() {
   return filter;
 }
 
+// A command that failed: its line, and kExitRefused or kExitUnknown as the failure's code
+// says.
 int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "shardwise: %s\n", std::string(status.message()).c_str());
-  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  std::fputs(FailureLine(status).c_str(), stderr);
+  return ExitCodeOf(status);
 }
 
-// A command's input refused (exit 2, as a usage mistake), whatever the status's code.
+// A command's input refused (kExitRefused, as a usage mistake), whatever the status's code.
 int Refused(const absl::Status& status) {
-  std::fprintf(stderr, "shardwise: %s\n", std::string(status.message()).c_str());
-  return 2;
+  std::fputs(FailureLine(status).c_str(), stderr);
+  return kExitRefused;
 }
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "shardwise: %s\n\n%s", problem.c_str(), kUsage);
-  return 2;
+  return kExitRefused;
 }
 
 // Redraws one line on a terminal; elsewhere (logs, CI) prints a line per state change
@@ -272,24 +284,10 @@ class ProgressPrinter {
   int64_t last_bucket_ = -1;
 };
 
-// Exit codes of a watch beside 0 (the job SUCCEEDED) and 1 (it ended otherwise): the
-// watch was refused (no such job, a token without the right: the caller's to mend), or
-// the job's end is unknown for any other reason (the coordinator could not be reached,
-// or stayed full of watches, past the retries). A script reading 1 as "the job failed"
-// is never misled.
-constexpr int kWatchRefused = 2;
-constexpr int kWatchLost = 3;
-
-// Whether a call's failure is a refusal the caller must mend (no such job, a token without
-// the right, a request the job cannot take; FAILED_PRECONDITION also for this client's own
-// setup: a token it will not send in plaintext, a TLS file it cannot read), rather than an
-// outcome left unknown (the coordinator unreachable, busy or late; an error of its own).
-bool IsRefusal(const absl::Status& status) {
-  return absl::IsNotFound(status) || absl::IsPermissionDenied(status) ||
-         absl::IsUnauthenticated(status) || absl::IsInvalidArgument(status) ||
-         absl::IsFailedPrecondition(status);
-}
-
+// A watch exits 0 when the job SUCCEEDED, 1 when it ended otherwise, and as Fail when it
+// failed: refused (no such job, a token without the right) or the job's end unknown (the
+// coordinator could not be reached, or stayed full of watches, past the retries). A script
+// reading 1 as "the job failed" is never misled.
 int Watch(Client& client, const std::string& job_id) {
   ProgressPrinter printer;
   auto job = client.Watch(
@@ -300,12 +298,9 @@ int Watch(Client& client, const std::string& job_id) {
                      std::string(lost.message()).c_str());
       });
   printer.Finish();
-  if (!job.ok()) {
-    Fail(job.status());
-    return IsRefusal(job.status()) ? kWatchRefused : kWatchLost;
-  }
+  if (!job.ok()) return Fail(job.status());
   std::printf("%s", FormatJobSummary(*job).c_str());
-  return job->state() == v1::SUCCEEDED ? 0 : 1;
+  return job->state() == v1::SUCCEEDED ? kExitOk : kExitAnsweredNo;
 }
 
 int Scale(Client& client, const std::string& job_id, int32_t replicas) {
@@ -323,11 +318,10 @@ int Scale(Client& client, const std::string& job_id, int32_t replicas) {
 // this client could not learn (the coordinator unreachable, busy or late), exit 3, as a
 // watch whose job's end is unknown. Never 1, which says the switch was abandoned.
 int HookSwitchFailed(const absl::Status& status, const std::string& job_id, const char* what) {
-  if (IsRefusal(status)) return Refused(status);
-  std::fprintf(stderr,
-               "shardwise: %s\nshardwise: %s is unknown; `shardwise describe %s` shows it\n",
-               std::string(status.message()).c_str(), what, job_id.c_str());
-  return kWatchLost;
+  if (IsRefusal(status)) return Fail(status);
+  std::fprintf(stderr, "%sshardwise: %s is unknown; `shardwise describe %s` shows it\n",
+               FailureLine(status).c_str(), what, job_id.c_str());
+  return kExitUnknown;
 }
 
 enum class HookSwitchOutcome { kUndecided, kApplied, kAbandoned, kEnded };
@@ -379,7 +373,7 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
                  "shardwise: no decision on the switch after 2 minutes (it may still apply); "
                  "see `shardwise describe %s`\n",
                  job_id.c_str());
-    return kWatchLost;
+    return kExitUnknown;
   }
   if (!job.ok()) return HookSwitchFailed(job.status(), job_id, "whether it applied");
   const SwitchOutcome decided = SwitchOutcomeOf(*job, version);
@@ -393,14 +387,14 @@ int SetHook(Client& client, const std::string& job_id, const std::string& hook_n
       std::fprintf(stderr, "shardwise: switch %d abandoned: %s; the job goes on with %s\n",
                    decided.newest->version(), decided.newest->reason().c_str(),
                    CommHookName(HookInEffect(*job)).c_str());
-      return 1;
+      return kExitAnsweredNo;
     case HookSwitchOutcome::kEnded:
     case HookSwitchOutcome::kUndecided:  // the watch ends with the job: ended, then
       break;
   }
   std::fprintf(stderr, "shardwise: %s ended (%s) before the switch was decided\n", job_id.c_str(),
                v1::JobState_Name(job->state()).c_str());
-  return 1;
+  return kExitAnsweredNo;
 }
 
 // "up to 43 sequences per rank per micro-step (global_batch_size 43): 79.9 GiB", or
@@ -447,11 +441,11 @@ int Estimate(const std::string& path) {
   if (IsTransformer(spec->model())) {
     dimensions.push_back({FitDimension::kBlockSize, limits.max_block_size});
   }
-  int exit_code = 0;  // 1 when something does not fit even at 1
+  int exit_code = kExitOk;  // kExitAnsweredNo when something does not fit even at 1
   for (const auto& [dimension, max_value] : dimensions) {
     const char* what = dimension == FitDimension::kBlockSize ? "context" : "micro-batch";
     auto fit = LargestFitting(*spec, dimension, *budget, std::max<int64_t>(1, max_value));
-    if (!fit.ok()) exit_code = 1;
+    if (!fit.ok()) exit_code = kExitAnsweredNo;
     std::printf("  %s: %s\n", what,
                 fit.ok() ? DescribeFit(*fit, dimension).c_str()
                          : std::string(fit.status().message()).c_str());
@@ -587,24 +581,18 @@ std::string SubmitAgainCommand(const Client& client, const std::string& file,
   return command;
 }
 
-// A submission that failed exits as a watch that could not start: 2 when the coordinator
-// refused it (or it was never sent: `request_id` empty), 3 when whether it made the job is
-// unknown (unreachable, busy or late past the retries), with the command that submits it
-// again at most once.
+// A submission that failed: kExitRefused when the coordinator refused it (or it was never
+// sent: `request_id` empty), kExitUnknown when whether it made the job is unknown
+// (unreachable, busy or late past the retries, or a failure of the coordinator's own),
+// with the command that submits it again at most once.
 int SubmissionFailed(const Client& client, const absl::Status& status, const std::string& file,
                      const std::string& request_id) {
-  const bool unknown = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
-                       absl::IsResourceExhausted(status) || absl::IsUnknown(status);
-  if (!unknown || request_id.empty()) {
-    std::fprintf(stderr, "shardwise: %s\n", std::string(status.message()).c_str());
-    return kWatchRefused;
-  }
+  if (IsRefusal(status) || request_id.empty()) return Refused(status);
   std::fprintf(stderr,
-               "shardwise: %s\nshardwise: the job may have been made; submit again with "
-               "`%s`, which makes it at most once\n",
-               std::string(status.message()).c_str(),
-               SubmitAgainCommand(client, file, request_id).c_str());
-  return kWatchLost;
+               "%sshardwise: the job may have been made; submit again with `%s`, which makes "
+               "it at most once\n",
+               FailureLine(status).c_str(), SubmitAgainCommand(client, file, request_id).c_str());
+  return kExitUnknown;
 }
 
 // The spec's relative paths made absolute: the coordinator takes absolute paths only, and
@@ -843,8 +831,8 @@ int Run(const std::vector<std::string>& args, const std::vector<std::string>& gi
 int main(int argc, char** argv) {
   // Paths the user typed are relative to where `bazel run` was typed, when it was.
   if (const absl::Status entered = shardwise::EnterBazelRunWorkingDirectory(); !entered.ok()) {
-    std::fprintf(stderr, "%s: %s\n", "shardwise", std::string(entered.message()).c_str());
-    return 1;
+    std::fputs(shardwise::FailureLine(entered).c_str(), stderr);
+    return shardwise::ExitCodeOf(entered);
   }
   // `sample` is the worker's program (it runs the model) and `tokenize` the tokenizer's
   // (its SentencePiece cannot share a process with this one's protobuf).

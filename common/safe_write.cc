@@ -261,8 +261,35 @@ absl::Status RemoveFilesAndFolder(const Fd& parent, const std::string& parent_pa
 
 }  // namespace
 
+namespace {
+
+bool IsPlainName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
+}
+
+}  // namespace
+
+absl::Status RemoveFiles(const std::string& folder_path, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    if (!IsPlainName(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "' is not the name of a file in '", folder_path, "'"));
+    }
+  }
+  Fd folder;
+  if (absl::Status opened = OpenFolder(folder_path, /*create=*/false, &folder); !opened.ok()) {
+    return opened;
+  }
+  for (const std::string& name : names) {
+    if (absl::Status removed = UnlinkFile(folder, folder_path, name); !removed.ok()) {
+      return removed;
+    }
+  }
+  return SyncFolder(folder, folder_path);
+}
+
 absl::Status RemoveFolderOfFiles(const std::string& folder_path, const std::string& name) {
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+  if (!IsPlainName(name)) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", name, "' is not the name of a folder in '", folder_path, "'"));
   }

@@ -7,6 +7,7 @@
 // component with O_NOFOLLOW, so a link put there since is refused, not followed.
 
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -68,6 +69,13 @@ absl::Status WriteFileUnlessSame(const std::string& path, const std::string& con
 // that is not one plain name; NOT_FOUND if it is not there; FAILED_PRECONDITION if it
 // holds a folder (left renamed).
 absl::Status RemoveFolderOfFiles(const std::string& folder, const std::string& name);
+
+// Removes the files `names` from `folder` (a job's output folder: canonical) where they
+// are there, never through a link (`folder` opened as RemoveFolderOfFiles opens it; a link
+// among the names is unlinked, not followed), then syncs the folder, so that they stay
+// gone after a crash of the node. INVALID_ARGUMENT for a name that is not one plain name,
+// FAILED_PRECONDITION for one that is a folder (nothing after it is removed).
+absl::Status RemoveFiles(const std::string& folder, const std::vector<std::string>& names);
 
 // Removes what a RemoveFolderOfFiles cut short left in `folder` of the names starting with
 // `prefix` (".PREFIX....removing": a folder, or a link or file swapped in before the

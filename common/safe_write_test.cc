@@ -129,5 +129,39 @@ TEST(RemoveFolderOfFiles, RemovesTheFilesAndTheFolderNeverThroughALink) {
   EXPECT_TRUE(fs::exists(dir / "elsewhere" / "kept"));
 }
 
+TEST(RemoveFiles, RemovesTheNamesThereNeverThroughALink) {
+  const fs::path dir = testing::FreshScratchFolder("remove-files");
+  fs::create_directories(dir / "elsewhere");
+  fs::create_directories(dir / "out" / "a-folder");
+  std::ofstream(dir / "elsewhere" / "kept") << "someone else's";
+  std::ofstream(dir / "out" / "config.json") << "{}";
+  std::ofstream(dir / "out" / "untouched.json") << "{}";
+  fs::create_symlink(dir / "elsewhere" / "kept", dir / "out" / "tokenizer.json");
+  fs::create_directory_symlink(dir / "elsewhere", dir / "linked-out");
+
+  // Absent names are no error; a link is unlinked, its target kept; other files stay.
+  EXPECT_TRUE(
+      RemoveFiles((dir / "out").string(), {"config.json", "tokenizer.json", "absent"}).ok());
+  EXPECT_FALSE(fs::exists(dir / "out" / "config.json"));
+  EXPECT_FALSE(fs::is_symlink(dir / "out" / "tokenizer.json"));
+  EXPECT_TRUE(fs::exists(dir / "elsewhere" / "kept"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "untouched.json"));
+
+  // A folder reached through a link, a name with a path in it, a folder among the names.
+  EXPECT_EQ(RemoveFiles((dir / "linked-out").string(), {"kept"}).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(fs::exists(dir / "elsewhere" / "kept"));
+  for (const char* name : {"", ".", "..", "../elsewhere/kept"}) {
+    EXPECT_EQ(RemoveFiles((dir / "out").string(), {"untouched.json", name}).code(),
+              absl::StatusCode::kInvalidArgument)
+        << name;
+    EXPECT_TRUE(fs::exists(dir / "out" / "untouched.json")) << name;
+  }
+  EXPECT_EQ(RemoveFiles((dir / "out").string(), {"a-folder"}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(fs::exists(dir / "out" / "a-folder"));
+  EXPECT_TRUE(fs::exists(dir / "elsewhere" / "kept"));
+}
+
 }  // namespace
 }  // namespace shardwise

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -21,6 +22,7 @@
 #include "contracts/safetensors_header.h"
 #include "contracts/transformer_config.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/manifest.h"
 
 namespace shardwise {
 namespace {
@@ -626,6 +628,17 @@ std::string HuggingFaceConfigJson(const v1::ModelSpec& model, const SpecialToken
           {"eos_token_id", IdOrNull(ids.eos)},
           {"torch_dtype", "float32"}};
   return json.dump(2) + "\n";
+}
+
+std::vector<std::string> HuggingFaceExportNames(const v1::JobSpec& spec) {
+  std::vector<std::string> names = {"model.safetensors", "config.json",
+                                    "model.safetensors.index.json"};
+  if (spec.data().has_tokens() && !spec.data().tokens().tokenizer().empty()) {
+    names.push_back("generation_config.json");
+    names.insert(names.end(), std::begin(tokenizer::kHuggingFaceTokenizerNames),
+                 std::end(tokenizer::kHuggingFaceTokenizerNames));
+  }
+  return names;
 }
 
 }  // namespace shardwise

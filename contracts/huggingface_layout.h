@@ -81,6 +81,14 @@ std::string HuggingFaceConfigJson(const v1::ModelSpec& model, const SpecialToken
 // generation_config.json: the ids generate() starts from and stops at ("{}" without any).
 std::string HuggingFaceGenerationConfigJson(const SpecialTokenIds& ids);
 
+// The names in output.huggingface_dir that the job's export counts as its own:
+// model.safetensors, config.json and model.safetensors.index.json (which would sit beside
+// the weights naming others); with a tokenizer (data.tokens.tokenizer) also
+// generation_config.json and every tokenizer file name (tokenizer/manifest.h). A folder
+// holding one is refused at submission unless the spec says overwrite; an export that
+// replaces an earlier one removes those it does not write.
+std::vector<std::string> HuggingFaceExportNames(const v1::JobSpec& spec);
+
 }  // namespace shardwise
 
 #endif  // SHARDWISE_CONTRACTS_HUGGINGFACE_LAYOUT_H_

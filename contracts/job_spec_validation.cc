@@ -540,17 +540,8 @@ absl::Status ValidateHuggingFace(const v1::JobSpec& spec, const PathChecker& che
                      "' is output.huggingface_dir's model.safetensors: name another file"));
   }
   if (!check_path || output.overwrite()) return absl::OkStatus();
-  // As for final_model_path: files someone else wrote are refused now, not after training
-  // (an index too: it would sit beside the export, naming other weights), and, with a
-  // tokenizer, the tokenizer's files (tokenizer/manifest.h).
-  std::vector<std::string> names = {"model.safetensors", "config.json",
-                                    "model.safetensors.index.json"};
-  if (spec.data().has_tokens() && !spec.data().tokens().tokenizer().empty()) {
-    names.push_back("generation_config.json");
-    names.insert(names.end(), std::begin(tokenizer::kHuggingFaceTokenizerNames),
-                 std::end(tokenizer::kHuggingFaceTokenizerNames));
-  }
-  for (const std::string& name : names) {
+  // As for final_model_path: files someone else wrote are refused now, not after training.
+  for (const std::string& name : HuggingFaceExportNames(spec)) {
     const std::string path = (dir / name).string();
     std::error_code error;
     if (std::filesystem::symlink_status(path, error).type() !=

@@ -425,9 +425,13 @@ TEST(Flood, EveryConcurrentSubmissionSucceedsOnce) {
 TEST(Cli, ADeadCoordinatorGetsAClearMessage) {
   std::string output;
   // Port 1 on loopback: nothing listens there.
+  // Exit 3, the outcome unknown (the same command may succeed later), the code named.
   const int code = Cluster::RunCli({"--coordinator=127.0.0.1:1", "get", "jobs"}, &output);
-  EXPECT_EQ(code, 1);
-  EXPECT_TRUE(absl::StrContains(output, "cannot reach the coordinator at 127.0.0.1:1")) << output;
+  EXPECT_EQ(code, 3);
+  EXPECT_TRUE(absl::StrContains(
+      output, "shardwise: UNAVAILABLE: cannot reach the coordinator at 127.0.0.1:1"))
+      << output;
+  EXPECT_EQ(Cluster::RunCli({"--coordinator=127.0.0.1:1", "describe", "job-1"}, &output), 3);
   Client client("127.0.0.1:1");
   EXPECT_EQ(client.ListJobs().status().code(), absl::StatusCode::kUnavailable);
   // A watch too, at once: exit 3, the job's end unknown.
@@ -443,10 +447,9 @@ TEST(Cli, ADeadCoordinatorGetsAClearMessage) {
       << output;
 }
 
-// A usage mistake exits 2 naming it, before any call: never 1, which `watch` gives a job
-// that ended other than SUCCEEDED, nor 3, which a script may retry.
-TEST(Cli, UsageMistakesExit2NamingThem) {
-  const std::vector<std::pair<std::vector<std::string>, std::string>> mistakes = {
+// Command lines with a usage mistake, each with what the CLI says of it.
+std::vector<std::pair<std::vector<std::string>, std::string>> UsageMistakes() {
+  return {
       {{"watch", "job-1", "--coordinatr=127.0.0.1:1"}, "--coordinatr: no such flag"},
       {{"scale", "job-1", "--replicas=two"}, "--replicas: Illegal value 'two'"},
       {{"--coordinator=127.0.0.1:1", "get", "jobs", "--limit=-5"}, "--limit: -5 is negative"},
@@ -491,11 +494,29 @@ TEST(Cli, UsageMistakesExit2NamingThem) {
       {{"sample", "model.safetensors", "--tokens=abc"},
        "shardwise sample: --tokens: Illegal value 'abc'"},
       {{"tokenize", "a.txt", "--outptu=dir"}, "shardwise tokenize: --outptu: no such flag"},
+      // A flag of another tokenizer kind or verb would pass unread.
+      {{"tokenize", "a.txt", "-o", "out", "--tokenizer=gpt2", "--vocab_size=300"},
+       "--vocab_size: `shardwise tokenize --tokenizer=gpt2` does not take it (it takes --o, "
+       "--output, --tokenizer, --val_fraction, --threads, --encoder_json, --vocab_bpe)"},
+      {{"tokenize", "a.txt", "-o", "out", "--tiktoken=r50k_base.tiktoken"},
+       "--tiktoken: `shardwise tokenize --tokenizer=bytes` does not take it"},
+      {{"tokenize", "a.txt", "-o", "out", "--tokenizer=sentencepiece",
+        "--sentencepiece_model=m.model", "--vocab_size=300"},
+       "--vocab_size: `shardwise tokenize --tokenizer=sentencepiece --sentencepiece_model` does "
+       "not take it"},
+      {{"tokenize", "encode", "--tokenizer_dir=tokens/tokenizer", "--ids=1"},
+       "--ids: `shardwise tokenize encode` does not take it (it takes --tokenizer_dir, --text, "
+       "--texts_json, --check_round_trip)"},
       // A line break would start a YAML entry of its own in the tokens file.
       {{"token", "create", "--principal=alice", "--input_paths=/data\n    role: admin"},
        "--input_paths: '/data\\u{000A}    role: admin' contains the control character U+000A"},
   };
-  for (const auto& [args, message] : mistakes) {
+}
+
+// A usage mistake exits 2 naming it, before any call: never 1, which `watch` gives a job
+// that ended other than SUCCEEDED, nor 3, which a script may retry.
+TEST(Cli, UsageMistakesExit2NamingThem) {
+  for (const auto& [args, message] : UsageMistakes()) {
     std::string output;
     EXPECT_EQ(Cluster::RunCli(args, &output), 2) << output;
     EXPECT_TRUE(absl::StrContains(output, message)) << output;
@@ -571,6 +592,20 @@ TEST(Cli, ConnectionFilesAreCheckedBeforeAnyCall) {
       << output;
 }
 
+// Refusals exit 2 (the caller's to mend), their code named: never 1, which says a job
+// ended otherwise than SUCCEEDED, nor 3, which a script may retry. job-1 has SUCCEEDED.
+void ExpectRefusalsExit2(const std::string& coordinator) {
+  std::string output;
+  EXPECT_EQ(Cluster::RunCli({coordinator, "cancel", "job-1"}, &output), 2);  // its state's
+  EXPECT_TRUE(absl::StrContains(output, "shardwise: FAILED_PRECONDITION: ")) << output;
+  EXPECT_TRUE(absl::StrContains(output, "already ended as SUCCEEDED")) << output;
+  EXPECT_EQ(Cluster::RunCli({coordinator, "describe", "job-404"}, &output), 2);
+  EXPECT_TRUE(absl::StrContains(output, "shardwise: NOT_FOUND: ")) << output;
+  EXPECT_EQ(Cluster::RunCli({coordinator, "watch", "job-404"}, &output), 2) << output;
+  EXPECT_EQ(Cluster::RunCli({coordinator, "frobnicate"}, &output), 2);
+  EXPECT_TRUE(absl::StrContains(output, "unknown command 'frobnicate'")) << output;
+}
+
 TEST(Cli, SubmitWatchDescribeAndCancel) {
   Cluster cluster;
   cluster.StartCoordinator();
@@ -604,8 +639,7 @@ steps: 3
   EXPECT_EQ(Cluster::RunCli({coordinator, "get", "jobs"}, &output), 0);
   EXPECT_TRUE(absl::StrContains(output, "cli-job")) << output;
 
-  EXPECT_EQ(Cluster::RunCli({coordinator, "cancel", "job-1"}, &output), 1);
-  EXPECT_TRUE(absl::StrContains(output, "already ended as SUCCEEDED")) << output;
+  ExpectRefusalsExit2(coordinator);
   // Cancelling is idempotent: asked again (a client retrying), a cancelled job is returned.
   write_spec("waits", 5);  // more ranks than workers: it waits
   ASSERT_EQ(Cluster::RunCli({coordinator, "submit", spec_path}, &output), 0) << output;
@@ -644,11 +678,7 @@ steps: 3
   EXPECT_EQ(Cluster::RunCli({coordinator, "submit", spec_path, "--watch"}, &output), 2);
   EXPECT_TRUE(absl::StrContains(output, "sharding")) << output;
 
-  EXPECT_EQ(Cluster::RunCli({coordinator, "frobnicate"}, &output), 2);
-  EXPECT_TRUE(absl::StrContains(output, "unknown command 'frobnicate'")) << output;
-  // A watch refused (no such job) is 2, never 1, which says a job ended otherwise than
-  // SUCCEEDED; a cancelled job's watch is 1.
-  EXPECT_EQ(Cluster::RunCli({coordinator, "watch", "job-404"}, &output), 2) << output;
+  // A cancelled job's watch is 1: it ended otherwise than SUCCEEDED.
   EXPECT_EQ(Cluster::RunCli({coordinator, "watch", "job-2"}, &output), 1) << output;
 }
 

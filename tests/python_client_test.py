@@ -215,6 +215,10 @@ class PythonClientTest(unittest.TestCase):
             self.assertEqual(raised.exception.code, "DEADLINE_EXCEEDED")
             self.assertIn(f"job {job_id} did not end within the watch's timeout of 1 s (it "
                           "was PENDING when last seen)", raised.exception.message)
+            # A timeout past what gRPC's deadline holds (int64 nanoseconds) is the loop's.
+            forever = alice.watch(job_id, timeout=1e10)
+            self.assertEqual(next(forever).state, shardwise.PENDING)
+            forever.close()
         finally:
             alice.cancel(job_id)
 
@@ -464,7 +468,9 @@ class PythonClientTest(unittest.TestCase):
                 continue
             self.assertEqual(cli.returncode, 2, f"{name}: {cli.stdout} {cli.stderr}")
             self.assertIsNotNone(python_error, f"{name}: Python accepted what the CLI refused")
-            cli_message = cli.stderr.splitlines()[0].removeprefix("shardwise: ")
+            cli_code, cli_message = cli.stderr.splitlines()[0].removeprefix(
+                "shardwise: ").split(": ", 1)
+            self.assertEqual(python_error.code, cli_code, name)
             if refused.get(name, (None, True))[1]:
                 self.assertEqual(python_error.message, cli_message, name)
             else:
@@ -546,6 +552,12 @@ class PythonClientTest(unittest.TestCase):
             self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
             self.assertIn("$SHARDWISE_TOKEN: the token holds a space", raised.exception.message)
             self.assertNotIn("sw_one", raised.exception.message)
+            # Only ASCII whitespace is stripped, as the CLI strips it: a no-break space
+            # pasted after the token is refused by both, not accepted here alone.
+            os.environ["SHARDWISE_TOKEN"] = "sw_one\u00a0"
+            with self.assertRaises(shardwise.ShardwiseError) as raised:
+                shardwise.Client(tls_ca="")
+            self.assertIn("non-ASCII", raised.exception.message)
         finally:
             os.environ.clear()
             os.environ.update(environment)
@@ -743,10 +755,18 @@ class PythonClientTest(unittest.TestCase):
         before = threading.active_count()
         client = self.cluster.client("vic")
         client.workers()
+        # Read from gRPC's private state: a release that moved it would read as never
+        # connected, and busy or late answers would go unretried.
+        self.assertTrue(client._connected())  # pylint: disable=protected-access
+        channel = client._channel  # pylint: disable=protected-access
         gone = weakref.ref(client)
         del client
         gc.collect()
         self.assertIsNone(gone(), "the client outlived its caller")
+        # Its channel closed with it (gRPC closes none it collects).
+        with self.assertRaises(ValueError):
+            channel.unary_unary("/shardwise.v1.JobService/ListWorkers")(b"")
+        del channel
         # gRPC's thread that watched its channel ends at its next poll.
         deadline = time.monotonic() + 10
         while threading.active_count() > before and time.monotonic() < deadline:
@@ -766,6 +786,15 @@ class RetryPolicyTest(unittest.TestCase):
 
     UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
     BUSY = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def test_the_coordinators_own_unavailable_leaves_a_restart_its_attempts(self):
+        retry = retry_policy.CallRetry(start=0, repeatable=True)
+        for second in range(6):  # its state file refusing writes: connected answers
+            self.assertIsNotNone(retry.after(self.UNAVAILABLE, connected=True, now=second))
+        # Then restarted: five attempts of its own, as gRPC's of a call.
+        for second in range(6, 10):
+            self.assertIsNotNone(retry.after(self.UNAVAILABLE, connected=False, now=second))
+        self.assertIsNone(retry.after(self.UNAVAILABLE, connected=False, now=10))
 
     def test_a_restart_after_busy_answers_is_asked_five_times_as_the_cpp_client_does(self):
         retry = retry_policy.CallRetry(start=0, repeatable=True)

@@ -212,7 +212,8 @@ TEST_F(SecurityTest, ClientsNeedATokenAndTheRoleForEachCall) {
   EXPECT_EQ(Cluster::RunCli({"--coordinator=" + cluster_->address(), "--tls_ca=" + ca_->ca_file(),
                              "describe", *job_id},
                             &output),
-            1);
+            2);
+  EXPECT_TRUE(absl::StrContains(output, "UNAUTHENTICATED: ")) << output;
   EXPECT_TRUE(absl::StrContains(output, "needs a token")) << output;
   // No token reaches a log, an event or describe.
   EXPECT_EQ(Cluster::RunCli({"--coordinator=" + cluster_->address(), "--tls_ca=" + ca_->ca_file(),

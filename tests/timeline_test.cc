@@ -25,14 +25,14 @@ struct Event {
   double start = 0, end = 0;
 };
 
-// A file this machine cannot write is named with the reason (exit 1), not as a
-// coordinator away.
+// A file this machine cannot write is named with the reason (exit 2: the caller's to
+// mend), not as a coordinator away.
 void ExpectAnUnwritableFileNamedWithItsReason(Cluster& cluster, const std::string& job_id) {
   const std::string nowhere = cluster.dir() + "/no-such-folder/trace.json";
   std::string output;
   EXPECT_EQ(Cluster::RunCli(
                 {"--coordinator=" + cluster.address(), "timeline", job_id, "-o", nowhere}, &output),
-            1);
+            2);
   EXPECT_TRUE(absl::StrContains(
       output, "--output: cannot write '" + nowhere + "': No such file or directory"))
       << output;

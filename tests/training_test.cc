@@ -314,7 +314,9 @@ void ExpectThePrefixAndALongDecode(Cluster& cluster, const std::string& tokenize
                              "--ids_file=" + cluster.dir()},
                             &output),
             0);
-  EXPECT_TRUE(absl::StrContains(output, "' is not a readable file")) << output;
+  EXPECT_TRUE(
+      absl::StrContains(output, "--ids_file: '" + cluster.dir() + "' is not a regular file"))
+      << output;
 }
 
 // The same with a SentencePiece tokenizer trained on the text: the job names the folder

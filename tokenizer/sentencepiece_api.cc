@@ -151,12 +151,14 @@ std::string Model::Decode(const std::vector<int32_t>& ids) const {
   // The library refuses the whole list for one id outside the vocabulary (a padded
   // model's sample): each is shown as <id>, as the other tokenizers show it, and each
   // stretch of ids inside as the text it adds after the id before it (a piece's leading
-  // space is dropped only at the text's start), so the whole decodes in linear time.
+  // space is dropped only at the text's start; after an <id> first, an ordinary piece
+  // stands for what came before), so the whole decodes in linear time.
   std::vector<int> stretch;
   int before = -1;  // the last id inside the vocabulary so far
   const auto flush = [&] {
     if (stretch.empty()) return;
     std::string context, now;
+    if (before < 0 && !text.empty()) before = OrdinaryPiece();
     if (before >= 0) {
       (void)processors_->as_is.Decode(std::vector<int>{before}, &context);
       stretch.insert(stretch.begin(), before);
@@ -179,6 +181,17 @@ std::string Model::Decode(const std::vector<int32_t>& ids) const {
   }
   flush();
   return text;
+}
+
+int Model::OrdinaryPiece() const {
+  const sentencepiece::SentencePieceProcessor& processor = processors_->as_is;
+  for (int id = 0; id < processor.GetPieceSize(); ++id) {
+    if (!processor.IsControl(id) && !processor.IsUnknown(id) && !processor.IsByte(id) &&
+        !processor.IsUnused(id)) {
+      return id;
+    }
+  }
+  return -1;
 }
 
 int Model::vocab_size() const { return processors_->as_is.GetPieceSize(); }

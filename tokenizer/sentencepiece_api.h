@@ -38,6 +38,9 @@ class Model {
  private:
   struct Processors;
   explicit Model(std::unique_ptr<Processors> processors);
+  // The first id of a piece of text (not a control, unknown, byte or unused piece); -1
+  // when the vocabulary has none.
+  int OrdinaryPiece() const;
   std::unique_ptr<Processors> processors_;
 };
 

@@ -91,6 +91,9 @@ TEST_F(SentencePieceTokenizerTest, ShowsAnIdOutsideTheVocabularyAsItsNumber) {
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_EQ(tokenizer_->Decode({ids[0], 440, ids[1], -1}), "the<440> program<-1>");
   EXPECT_EQ(tokenizer_->Decode({99999}), "<99999>");
+  // A piece's leading space is dropped at the text's start only: after an <id>, it stays.
+  EXPECT_EQ(tokenizer_->Decode({-1, ids[0], ids[1]}), "<-1> the program");
+  EXPECT_EQ(tokenizer_->Decode({ids[0], ids[1]}), "the program");
 }
 
 TEST(SentencePieceTrainingTest, PresetsAndOverrides) {

@@ -16,8 +16,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -33,6 +35,7 @@
 #include "nlohmann/json.hpp"
 #include "tokenizer/corpus.h"
 #include "tokenizer/load.h"
+#include "tokenizer/manifest.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
 #include "tokenizer/terminal_text.h"
 
@@ -91,7 +94,8 @@ Usage:
 
 Each TEXT file is a document. Writes DIR/train.bin and DIR/val.bin (uint16 ids), or
 DIR/train.safetensors and DIR/val.safetensors (I32) for a vocabulary above 65,536, and
-the tokenizer in DIR/tokenizer (name it in data.tokens.tokenizer).
+the tokenizer in DIR/tokenizer (name it in data.tokens.tokenizer). A flag of another
+--tokenizer kind (or of training, with --sentencepiece_model) is refused, not ignored.
 )";
 
 // --tokenizer_config, else the tokenizer_config.json beside --tokenizer_json when there is
@@ -220,6 +224,14 @@ absl::Status TokenizeText(const std::vector<std::string>& inputs, const std::str
   return done;
 }
 
+// The bytes of the file `flag` names (ReadFileBytes: a regular file, never a FIFO waited
+// on, of bounded size); an error names the flag.
+absl::StatusOr<std::string> FlaggedFile(const char* flag, const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFileBytes(path);
+  if (bytes.ok()) return bytes;
+  return absl::Status(bytes.status().code(), absl::StrCat(flag, ": ", bytes.status().message()));
+}
+
 // --text, or each text of --texts_json (how tests/tokenizers/check.sh compares encoders).
 absl::StatusOr<std::vector<std::string>> TextsToEncode() {
   const std::string path = absl::GetFlag(FLAGS_texts_json);
@@ -227,13 +239,9 @@ absl::StatusOr<std::vector<std::string>> TextsToEncode() {
   if (!absl::GetFlag(FLAGS_text).empty()) {
     return absl::InvalidArgumentError("--text and --texts_json: give one of them, not both");
   }
-  std::error_code error;
-  std::ifstream in;
-  if (std::filesystem::is_regular_file(path, error)) in.open(path);
-  if (!in.is_open()) {
-    return absl::NotFoundError(absl::StrCat("--texts_json: '", path, "' is not a readable file"));
-  }
-  nlohmann::json texts = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const absl::StatusOr<std::string> json = FlaggedFile("--texts_json", path);
+  if (!json.ok()) return json.status();
+  nlohmann::json texts = nlohmann::json::parse(*json, nullptr, /*allow_exceptions=*/false);
   if (!texts.is_array()) {
     return absl::InvalidArgumentError(absl::StrCat("--texts_json: ", path, " is not a JSON array"));
   }
@@ -285,13 +293,9 @@ absl::Status DecodeIds(const Tokenizer& tokenizer) {
     return absl::InvalidArgumentError("--ids and --ids_file: give one of them, not both");
   }
   if (!path.empty()) {
-    std::error_code error;
-    std::ifstream in;
-    if (std::filesystem::is_regular_file(path, error)) in.open(path, std::ios::binary);
-    if (!in.is_open()) {
-      return absl::NotFoundError(absl::StrCat("--ids_file: '", path, "' is not a readable file"));
-    }
-    listed.assign(std::istreambuf_iterator<char>(in), {});
+    absl::StatusOr<std::string> bytes = FlaggedFile("--ids_file", path);
+    if (!bytes.ok()) return bytes.status();
+    listed = *std::move(bytes);
   }
   std::vector<int32_t> ids;
   for (absl::string_view field :
@@ -320,6 +324,48 @@ absl::Status PrintDocumentPrefix(const Tokenizer& tokenizer) {
   return absl::OkStatus();
 }
 
+// The flags `verb` (encode, decode, prefix; "" for writing token files with the
+// --tokenizer `kind`) takes, and the command they are named for: a flag of another verb
+// or kind would pass unread (--vocab_size with --tokenizer=gpt2 trains nothing).
+// nullopt for a kind this program does not know, which TokenizeText names.
+std::optional<std::pair<std::string, std::vector<std::string>>> FlagsTaken(
+    const std::string& verb, const std::string& kind) {
+  if (verb == "encode") {
+    return {{"tokenize encode", {"tokenizer_dir", "text", "texts_json", "check_round_trip"}}};
+  }
+  if (verb == "decode") return {{"tokenize decode", {"tokenizer_dir", "ids", "ids_file"}}};
+  if (verb == "prefix") return {{"tokenize prefix", {"tokenizer_dir"}}};
+  static const auto* const kOfKind = new std::map<std::string, std::vector<std::string>>{
+      {"bytes", {}},
+      {"sentencepiece", {"sentencepiece_model"}},
+      {"gpt2", {"encoder_json", "vocab_bpe"}},
+      {"tiktoken", {"tiktoken", "encoding"}},
+      {"huggingface", {"tokenizer_json", "tokenizer_config"}},
+  };
+  const auto of_kind = kOfKind->find(kind);
+  if (of_kind == kOfKind->end()) return std::nullopt;
+  std::vector<std::string> taken = {"o", "output", "tokenizer", "val_fraction", "threads"};
+  taken.insert(taken.end(), of_kind->second.begin(), of_kind->second.end());
+  std::string command = absl::StrCat("tokenize --tokenizer=", kind);
+  if (kind == "sentencepiece" && !absl::GetFlag(FLAGS_sentencepiece_model).empty()) {
+    absl::StrAppend(&command, " --sentencepiece_model");  // a model given: none trained
+  } else if (kind == "sentencepiece") {
+    taken.insert(taken.end(),
+                 {"preset", "vocab_size", "model_type", "character_coverage", "byte_fallback"});
+  }
+  return {{command, taken}};
+}
+
+// INVALID_ARGUMENT naming a flag of `given` that the command of `args` does not take.
+absl::Status CheckFlagsApply(const std::vector<std::string>& args,
+                             const std::vector<std::string>& given) {
+  const bool verb =
+      args.size() == 1 && (args[0] == "encode" || args[0] == "decode" || args[0] == "prefix");
+  const auto taken = FlagsTaken(verb ? args[0] : "", absl::GetFlag(FLAGS_tokenizer));
+  if (!taken.has_value()) return absl::OkStatus();
+  return CheckFlagsTaken(taken->first, given, taken->second, {});
+}
+
 absl::Status EncodeOrDecode(const std::string& verb) {
   if (absl::GetFlag(FLAGS_tokenizer_dir).empty()) {
     return absl::InvalidArgumentError(
@@ -335,7 +381,8 @@ absl::Status EncodeOrDecode(const std::string& verb) {
 }  // namespace tokenizer
 }  // namespace shardwise
 
-// Exit codes as the CLI's: 0 done, 2 bad usage or an invalid argument, 1 any other failure.
+// Exit codes (as the CLI's usage states them): 0 done, 2 bad usage or an invalid argument,
+// 1 any other failure. Offline, so never the CLI's 3 (an outcome unknown).
 int main(int argc, char** argv) {
   // Paths the user typed are relative to where `bazel run` was typed, when it was.
   if (const absl::Status entered = shardwise::EnterBazelRunWorkingDirectory(); !entered.ok()) {
@@ -343,13 +390,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   absl::SetProgramUsageMessage(shardwise::tokenizer::kUsage);
+  std::vector<std::string> given;
   if (const std::optional<int> answered = shardwise::AnswerHelpOrFlagMistake(
           "shardwise tokenize", shardwise::tokenizer::kUsage, "tokenizer/tokenize_main.cc",
-          std::vector<std::string>(argv + 1, argv + argc))) {
+          std::vector<std::string>(argv + 1, argv + argc), &given)) {
     return *answered;
   }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
+  if (const absl::Status applies = shardwise::tokenizer::CheckFlagsApply(args, given);
+      !applies.ok()) {
+    std::fprintf(stderr, "shardwise tokenize: %s\n\n%s", std::string(applies.message()).c_str(),
+                 shardwise::tokenizer::kUsage);
+    return 2;
+  }
   std::string dir = absl::GetFlag(FLAGS_output);
   if (dir.empty()) dir = absl::GetFlag(FLAGS_o);
   absl::Status status;

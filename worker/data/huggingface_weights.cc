@@ -188,21 +188,23 @@ absl::StatusOr<TensorMap> ReadHuggingFaceWeights(const v1::ModelSpec& model,
 
 namespace {
 
-// Each tensor of HF's layout with the model's tensor it comes from, by HF's name.
-absl::StatusOr<std::map<std::string, std::pair<HuggingFaceTensor, const HostTensor*>>>
-HuggingFaceSources(const v1::ModelSpec& model, const TensorMap& weights) {
+// Each tensor of HF's layout, by HF's name (the file's order).
+absl::StatusOr<std::map<std::string, HuggingFaceTensor>> ExportedTensors(
+    const v1::ModelSpec& model) {
   ASSIGN_OR_RETURN(
       const std::vector<HuggingFaceTensor> layout,
       HuggingFaceTensors(model, v1::HuggingFaceCheckpoint::HUGGING_FACE, "output.huggingface_dir"));
-  std::map<std::string, std::pair<HuggingFaceTensor, const HostTensor*>> sources;
-  for (const HuggingFaceTensor& t : layout) {
-    const auto it = weights.find(t.param);
-    if (it == weights.end()) {
-      return absl::InternalError(absl::StrCat("the final model lacks ", t.param));
-    }
-    sources[t.key] = {t, &it->second};
-  }
-  return sources;
+  std::map<std::string, HuggingFaceTensor> tensors;
+  for (const HuggingFaceTensor& t : layout) tensors[t.key] = t;
+  return tensors;
+}
+
+// The model's tensor `param` of `weights`, a copy; INTERNAL when it lacks it.
+absl::StatusOr<HostTensor> FromMap(const TensorMap& weights, const std::string& param) {
+  const auto it = weights.find(param);
+  if (it == weights.end())
+    return absl::InternalError(absl::StrCat("the final model lacks ", param));
+  return it->second;
 }
 
 // GPT-2's Conv1D weight `t` from the model's `source`: [in, out] where ours is [out, in].
@@ -215,11 +217,11 @@ HostTensor TransposedTensor(const HuggingFaceTensor& t, const HostTensor& source
 
 absl::StatusOr<TensorMap> ToHuggingFaceLayout(const v1::ModelSpec& model,
                                               const TensorMap& weights) {
-  ASSIGN_OR_RETURN(const auto sources, HuggingFaceSources(model, weights));
+  ASSIGN_OR_RETURN(const auto tensors, ExportedTensors(model));
   TensorMap out;
-  for (const auto& [key, source] : sources) {
-    const auto& [t, tensor] = source;
-    out[key] = t.transposed ? TransposedTensor(t, *tensor) : *tensor;
+  for (const auto& [key, t] : tensors) {
+    ASSIGN_OR_RETURN(const HostTensor tensor, FromMap(weights, t.param));
+    out[key] = t.transposed ? TransposedTensor(t, tensor) : tensor;
   }
   return out;
 }
@@ -227,17 +229,40 @@ absl::StatusOr<TensorMap> ToHuggingFaceLayout(const v1::ModelSpec& model,
 absl::Status WriteInHuggingFaceLayout(const std::string& path, const v1::ModelSpec& model,
                                       const TensorMap& weights, const Metadata& metadata,
                                       bool replace) {
-  ASSIGN_OR_RETURN(const auto sources, HuggingFaceSources(model, weights));
+  return WriteInHuggingFaceLayout(
+      path, model, [&](const std::string& param) { return FromMap(weights, param); }, metadata,
+      replace);
+}
+
+absl::StatusOr<std::vector<std::string>> HuggingFaceWriteOrder(const v1::ModelSpec& model) {
+  ASSIGN_OR_RETURN(const auto tensors, ExportedTensors(model));
+  std::vector<std::string> order;
+  order.reserve(tensors.size());
+  for (const auto& [key, t] : tensors) order.push_back(t.param);
+  return order;
+}
+
+absl::Status WriteInHuggingFaceLayout(const std::string& path, const v1::ModelSpec& model,
+                                      ParameterSource source, const Metadata& metadata,
+                                      bool replace) {
+  ASSIGN_OR_RETURN(const auto tensors, ExportedTensors(model));
   TensorLayouts layouts;
-  for (const auto& [key, source] : sources) {
-    const auto& [t, tensor] = source;
-    layouts[key] = {tensor->dtype, t.transposed ? t.shape : tensor->shape, tensor->bytes.size()};
+  for (const auto& [key, t] : tensors) {
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    layouts[key] = {"F32", t.shape, static_cast<uint64_t>(numel) * sizeof(float)};
   }
   return WriteSafetensorsStreamed(
       path, layouts, metadata,
-      [&](const std::string& key, FileAppender& file) {
-        const auto& [t, tensor] = sources.at(key);
-        return file.Append(t.transposed ? TransposedTensor(t, *tensor).bytes : tensor->bytes);
+      [&](const std::string& key, FileAppender& file) -> absl::Status {
+        const HuggingFaceTensor& t = tensors.at(key);
+        ASSIGN_OR_RETURN(const HostTensor tensor, source(t.param));
+        if (tensor.dtype != "F32" || tensor.bytes.size() != layouts.at(key).bytes) {
+          return absl::InternalError(absl::StrCat("the final model's ", t.param, " is ",
+                                                  tensor.bytes.size(), " bytes of ", tensor.dtype,
+                                                  ", not ", layouts.at(key).bytes, " of F32"));
+        }
+        return file.Append(t.transposed ? TransposedTensor(t, tensor).bytes : tensor.bytes);
       },
       replace);
 }

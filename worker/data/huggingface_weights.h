@@ -7,6 +7,10 @@
 // rows put in HF's rotate-half order; and written for from_pretrained
 // (output.huggingface_dir).
 
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "contracts/safetensors.h"
 #include "contracts/weights_file.h"
@@ -34,6 +38,22 @@ absl::StatusOr<TensorMap> ToHuggingFaceLayout(const v1::ModelSpec& model, const 
 // without a second model in memory: a tensor at a time, only a transposed one copied.
 absl::Status WriteInHuggingFaceLayout(const std::string& path, const v1::ModelSpec& model,
                                       const TensorMap& weights, const Metadata& metadata,
+                                      bool replace);
+
+// Where a writer takes the model's tensors from, one parameter (by its state-dict name) at
+// a time, in the order the writer states (fsdp::FullModelStream: the final model, never
+// whole on the host).
+using ParameterSource = absl::FunctionRef<absl::StatusOr<HostTensor>(const std::string& param)>;
+
+// The model's parameters in the order WriteInHuggingFaceLayout asks its source for them
+// (the file's, by HF's names).
+absl::StatusOr<std::vector<std::string>> HuggingFaceWriteOrder(const v1::ModelSpec& model);
+
+// WriteInHuggingFaceLayout with the tensors from `source` (the same bytes), asked for in
+// HuggingFaceWriteOrder's order; its error (or INTERNAL for a tensor of another size than
+// the model's) stops the write and is returned.
+absl::Status WriteInHuggingFaceLayout(const std::string& path, const v1::ModelSpec& model,
+                                      ParameterSource source, const Metadata& metadata,
                                       bool replace);
 
 }  // namespace shardwise

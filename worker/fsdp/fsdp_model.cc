@@ -564,21 +564,28 @@ absl::Status FsdpModel::OptimizerStep(Optimizer& optimizer, double max_grad_norm
 // ---- the whole model ----
 
 absl::StatusOr<TensorMap> FsdpModel::GatherFullModel(bool to_host) {
-  // The collectives run on the communicator's stream: the optimizer's updates first.
-  RETURN_IF_ERROR(device_->Synchronize());
   TensorMap model;
-  for (FlatUnit& unit : units_) {
+  for (const FlatUnit& unit : units_) {
     if (unit.layout.numel == 0) continue;
-    Buffer gathered(allocator_, unit.padded_numel, MemoryCategory::kCommunication, false);
-    RETURN_IF_ERROR(groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, gathered.data()));
-    // Between steps (the reduction thread drained): this thread polls the group alone.
-    RETURN_IF_ERROR(groups_.shard->WaitForCollectives());
-    if (!to_host) continue;
-    std::vector<float> full(unit.padded_numel);
-    RETURN_IF_ERROR(device_->CopyToHost(full.data(), gathered.data(), gathered.bytes()));
-    AddUnitTensors(layout_, unit.index, full.data(), &model);
+    ASSIGN_OR_RETURN(const std::vector<float> full, GatherUnit(unit.index, to_host));
+    if (to_host) AddUnitTensors(layout_, unit.index, full.data(), &model);
   }
   return model;
+}
+
+absl::StatusOr<std::vector<float>> FsdpModel::GatherUnit(int u, bool to_host) {
+  FlatUnit& unit = units_[u];
+  // The collectives run on the communicator's stream: the optimizer's updates first.
+  RETURN_IF_ERROR(device_->Synchronize());
+  Buffer gathered(allocator_, unit.padded_numel, MemoryCategory::kCommunication, false);
+  RETURN_IF_ERROR(groups_.shard->AllGather(unit.shard.data(), unit.shard_numel, gathered.data()));
+  // Between steps (the reduction thread drained): this thread polls the group alone.
+  RETURN_IF_ERROR(groups_.shard->WaitForCollectives());
+  std::vector<float> full;
+  if (!to_host) return full;
+  full.resize(unit.padded_numel);
+  RETURN_IF_ERROR(device_->CopyToHost(full.data(), gathered.data(), gathered.bytes()));
+  return full;
 }
 
 absl::StatusOr<std::vector<float>> FsdpModel::ShardToHost(int u) const {

@@ -145,6 +145,9 @@ class FsdpModel {
   // rank that keeps it (`to_host`: the one that writes it) copies it to its host, so that
   // the others never hold a second model beside their shards (empty map).
   absl::StatusOr<TensorMap> GatherFullModel(bool to_host = true);
+  // Unit u's full flat parameter (padded), all-gathered: a collective every rank makes,
+  // in the same order. Copied to the host only with `to_host` (empty otherwise).
+  absl::StatusOr<std::vector<float>> GatherUnit(int u, bool to_host);
 
   // Unit u's flat shard copied to the host (for checkpoints), its sizes, and this rank's
   // shard of a full (unpadded) flat vector of unit u (for restoring optimizer state).

@@ -195,7 +195,8 @@ absl::StatusOr<std::string> Sample(const std::string& path) {
 }  // namespace
 }  // namespace shardwise
 
-// Exit codes as the CLI's: 0 done, 2 bad usage or an invalid argument, 1 any other failure.
+// Exit codes (as the CLI's usage states them): 0 done, 2 bad usage or an invalid argument,
+// 1 any other failure. Offline, so never the CLI's 3 (an outcome unknown).
 int main(int argc, char** argv) {
   // Paths the user typed are relative to where `bazel run` was typed, when it was.
   if (const absl::Status entered = shardwise::EnterBazelRunWorkingDirectory(); !entered.ok()) {

@@ -1,6 +1,10 @@
 #include "worker/train/huggingface_export.h"
 
 #include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/path_policy.h"
@@ -14,23 +18,48 @@
 namespace shardwise {
 namespace {
 
+// What ExportTokenizer wrote: the BOS and EOS ids, for config.json, and the files' names.
+struct ExportedTokenizer {
+  SpecialTokenIds ids;
+  std::set<std::string> names;
+};
+
 // The job's tokenizer in the files transformers reads (tokenizer/manifest.h), and
-// generation_config.json with its BOS and EOS ids; the ids, for config.json. Nothing
-// without a tokenizer. Files already there holding the same bytes are an earlier
-// attempt's and stay.
-absl::StatusOr<SpecialTokenIds> ExportTokenizer(const v1::JobSpec& spec, bool replace) {
+// generation_config.json with its BOS and EOS ids. Nothing without a tokenizer. Files
+// already there holding the same bytes are an earlier attempt's and stay.
+absl::StatusOr<ExportedTokenizer> ExportTokenizer(const v1::JobSpec& spec, bool replace) {
   const std::string& tokenizer_dir = spec.data().tokens().tokenizer();
-  if (tokenizer_dir.empty()) return SpecialTokenIds{};
+  if (tokenizer_dir.empty()) return ExportedTokenizer{};
   const std::string& dir = spec.output().huggingface_dir();
   ASSIGN_OR_RETURN(
       const tokenizer::Manifest manifest,
       tokenizer::CopyHuggingFaceTokenizer(tokenizer_dir, dir, replace, kCheckedPathLinks));
-  const SpecialTokenIds ids{manifest.bos_id, manifest.eos_id};
-  if (ids.bos.has_value() || ids.eos.has_value()) {
-    RETURN_IF_ERROR(WriteFileUnlessSame(dir + "/generation_config.json",
-                                        HuggingFaceGenerationConfigJson(ids), replace));
+  ExportedTokenizer exported;
+  exported.ids = {manifest.bos_id, manifest.eos_id};
+  for (const auto& [role, file] : manifest.files) {
+    const std::optional<std::string> name = tokenizer::HuggingFaceFileName(manifest.kind, role);
+    if (name.has_value()) exported.names.insert(*name);
   }
-  return ids;
+  if (exported.ids.bos.has_value() || exported.ids.eos.has_value()) {
+    RETURN_IF_ERROR(WriteFileUnlessSame(dir + "/generation_config.json",
+                                        HuggingFaceGenerationConfigJson(exported.ids), replace));
+    exported.names.insert("generation_config.json");
+  }
+  return exported;
+}
+
+// The names of the export's own (HuggingFaceExportNames) that an earlier export may have
+// left and this one does not write: another tokenizer kind's files, a
+// generation_config.json for a tokenizer without BOS and EOS, an index of other weights.
+std::vector<std::string> LeftByAnEarlierExport(const v1::JobSpec& spec,
+                                               const std::set<std::string>& written) {
+  std::vector<std::string> left;
+  for (const std::string& name : HuggingFaceExportNames(spec)) {
+    if (name != "model.safetensors" && name != "config.json" && written.count(name) == 0) {
+      left.push_back(name);
+    }
+  }
+  return left;
 }
 
 // ALREADY_EXISTS when config.json is there and may not be replaced: found before the
@@ -51,7 +80,7 @@ absl::Status CheckConfigFree(const std::string& dir, bool replace) {
 
 }  // namespace
 
-absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
+absl::Status ExportHuggingFace(const v1::JobSpec& spec, ParameterSource model,
                                const JobIdentity& job, int32_t attempt) {
   const std::string& dir = spec.output().huggingface_dir();
   if (dir.empty()) return absl::OkStatus();
@@ -61,12 +90,18 @@ absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
   const Metadata metadata = WriterMetadata(job, attempt);
   // The tokenizer, then the weights, then config.json: a config.json there names a folder
   // whose other files are in place. Each is replaced on the same terms as the weights (an
-  // earlier attempt's, or with overwrite).
+  // earlier attempt's, or with overwrite); replacing, the earlier config.json goes first
+  // (an export cut short leaves a folder from_pretrained refuses, not a config.json over
+  // two exports' files), and the earlier export's files this one does not write go too
+  // (AutoTokenizer would read another kind's tokenizer.json before this one's
+  // tokenizer.model).
   RETURN_IF_ERROR(CheckConfigFree(dir, replace));
-  ASSIGN_OR_RETURN(const SpecialTokenIds ids, ExportTokenizer(spec, replace));
+  if (replace) RETURN_IF_ERROR(RemoveFiles(dir, {"config.json"}));
+  ASSIGN_OR_RETURN(const ExportedTokenizer tokenizer, ExportTokenizer(spec, replace));
+  if (replace) RETURN_IF_ERROR(RemoveFiles(dir, LeftByAnEarlierExport(spec, tokenizer.names)));
   RETURN_IF_ERROR(WriteInHuggingFaceLayout(model_path, spec.model(), model, metadata, replace));
-  return WriteFileAtomically(dir + "/config.json", HuggingFaceConfigJson(spec.model(), ids),
-                             replace);
+  return WriteFileAtomically(dir + "/config.json",
+                             HuggingFaceConfigJson(spec.model(), tokenizer.ids), replace);
 }
 
 }  // namespace shardwise

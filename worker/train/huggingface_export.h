@@ -15,13 +15,15 @@
 #include "contracts/job_identity.h"
 #include "contracts/safetensors.h"
 #include "proto/job_spec.pb.h"
+#include "worker/data/huggingface_weights.h"
 
 namespace shardwise {
 
-// Writes `model` (the job's final weights) into spec.output().huggingface_dir(), a path the
-// path policy has checked; nothing when it is empty. The weights name `job` and
-// `attempt` as their writer (final_model_owner.h).
-absl::Status ExportHuggingFace(const v1::JobSpec& spec, const TensorMap& model,
+// Writes the job's final weights, from `model` (asked for each parameter in
+// HuggingFaceWriteOrder's order, worker/data/huggingface_weights.h), into
+// spec.output().huggingface_dir(), a path the path policy has checked; nothing when it is
+// empty. The weights name `job` and `attempt` as their writer (final_model_owner.h).
+absl::Status ExportHuggingFace(const v1::JobSpec& spec, ParameterSource model,
                                const JobIdentity& job, int32_t attempt);
 
 }  // namespace shardwise

@@ -27,9 +27,11 @@
 #include "tokenizer/manifest.h"
 #include "worker/compute/cpu/gemm.h"
 #include "worker/data/batches.h"
+#include "worker/data/huggingface_weights.h"
 #include "worker/data/weights.h"
 #include "worker/fsdp/checkpoint.h"
 #include "worker/fsdp/fsdp_model.h"
+#include "worker/fsdp/full_model_stream.h"
 #include "worker/fsdp/grad_scaler.h"
 #include "worker/fsdp/lr_schedule.h"
 #include "worker/fsdp/shard_assembler.h"
@@ -242,6 +244,10 @@ class RankTrainer : private MembershipMoves::Rank {
   // peak_reserved_bytes).
   void ReportPeakMemory(v1::Progress* progress) const;
   absl::Status WriteFinalModel();
+  absl::Status WriteFinalModelFiles(std::optional<fsdp::FullModelStream>& exported,
+                                    std::optional<fsdp::FullModelStream>& file);
+  absl::Status WriteFinalModelFile(fsdp::FullModelStream& file);
+  TensorLayouts FinalModelLayouts() const;
 
   // ---- fault tolerance (spec.fault_tolerance; context.membership set) ----
   bool FaultTolerant() const { return context_.membership != nullptr; }
@@ -1047,26 +1053,70 @@ uint64_t RankTrainer::FinalModelBytes() const {
   return parameters * sizeof(float) * files;
 }
 
-// Every rank gathers (it is a collective); rank 0 writes, with the model's spec in the
-// file's metadata ("shardwise.model", JSON), so the file alone can be sampled from, and
-// the job's id ("shardwise.job", final_model_owner.h).
+// The final model's parameters as its file holds them: F32, by state-dict name, in the
+// file's (the map's) order.
+TensorLayouts RankTrainer::FinalModelLayouts() const {
+  TensorLayouts layouts;
+  for (const ParameterDesc& param : model_->layout().model.params) {
+    layouts[param.name] = {"F32", param.shape,
+                           static_cast<uint64_t>(param.numel()) * sizeof(float)};
+  }
+  return layouts;
+}
+
+// Every rank reads the gathered model (a unit at a time, fsdp::FullModelStream: the
+// all-gathers are collectives) for each output, in the same order: the Hugging Face export,
+// then the file. Rank 0 writes them; a leader that stopped early (a refusal, a full disk)
+// makes the gathers it had left, as the followers make them all.
 absl::Status RankTrainer::WriteFinalModel() {
-  ASSIGN_OR_RETURN(TensorMap final_model, model_->GatherFullModel(/*to_host=*/Leads()));
-  if (!Leads()) return absl::OkStatus();
+  std::optional<fsdp::FullModelStream> exported, file;
+  if (!spec_.output().huggingface_dir().empty()) {
+    ASSIGN_OR_RETURN(const std::vector<std::string> order, HuggingFaceWriteOrder(spec_.model()));
+    ASSIGN_OR_RETURN(exported, fsdp::FullModelStream::Make(model_.get(), order, Leads()));
+  }
+  if (!spec_.output().final_model_path().empty()) {
+    std::vector<std::string> order;
+    for (const auto& [name, layout] : FinalModelLayouts()) order.push_back(name);
+    ASSIGN_OR_RETURN(file, fsdp::FullModelStream::Make(model_.get(), order, Leads()));
+  }
+  absl::Status written = Leads() ? WriteFinalModelFiles(exported, file) : absl::OkStatus();
+  for (std::optional<fsdp::FullModelStream>* stream : {&exported, &file}) {
+    if (!stream->has_value()) continue;
+    const absl::Status finished = (*stream)->Finish();
+    if (written.ok()) written = finished;
+  }
+  return written;
+}
+
+// The leader's part of WriteFinalModel.
+absl::Status RankTrainer::WriteFinalModelFiles(std::optional<fsdp::FullModelStream>& exported,
+                                               std::optional<fsdp::FullModelStream>& file) {
   result_.led = true;
   const std::string& path = spec_.output().final_model_path();
+  const std::string& huggingface_dir = spec_.output().huggingface_dir();
   // Before anything is written: a later attempt's model is never replaced.
   for (const std::string& model :
-       {path, spec_.output().huggingface_dir().empty()
-                  ? std::string()
-                  : spec_.output().huggingface_dir() + "/model.safetensors"}) {
+       {path, huggingface_dir.empty() ? std::string() : huggingface_dir + "/model.safetensors"}) {
     RETURN_IF_ERROR(CheckNotSuperseded(model, context_.job(), context_.attempt));
   }
-  const std::string& huggingface_dir = spec_.output().huggingface_dir();
-  RETURN_IF_ERROR(
-      PermanentIfTaken(ExportHuggingFace(spec_, final_model, context_.job(), context_.attempt),
-                       huggingface_dir + "/model.safetensors", context_.job()));
-  if (path.empty()) return absl::OkStatus();
+  if (exported.has_value()) {
+    RETURN_IF_ERROR(
+        PermanentIfTaken(ExportHuggingFace(
+                             spec_, [&](const std::string& param) { return exported->Next(param); },
+                             context_.job(), context_.attempt),
+                         huggingface_dir + "/model.safetensors", context_.job()));
+  }
+  if (!file.has_value()) return absl::OkStatus();
+  RETURN_IF_ERROR(WriteFinalModelFile(*file));
+  result_.model_path = path;
+  return absl::OkStatus();
+}
+
+// output.final_model_path, from `file`, with the model's spec in its metadata
+// ("shardwise.model", JSON), so the file alone can be sampled from, and the job's id
+// ("shardwise.job", final_model_owner.h).
+absl::Status RankTrainer::WriteFinalModelFile(fsdp::FullModelStream& file) {
+  const std::string& path = spec_.output().final_model_path();
   RETURN_IF_ERROR(CreateFolders(std::filesystem::path(path).parent_path().string()));
   std::string model_json;
   (void)google::protobuf::util::MessageToJsonString(spec_.model(), &model_json);
@@ -1086,14 +1136,18 @@ absl::Status RankTrainer::WriteFinalModel() {
   // A file there that the job did not write is replaced only when the spec says so; one
   // an earlier attempt of this job wrote is its own (final_model_owner.h).
   const bool replace = spec_.output().overwrite() || WrittenByJob(path, context_.job());
-  absl::Status written = WriteSafetensors(path, final_model, metadata, replace);
+  absl::Status written = WriteSafetensorsStreamed(
+      path, FinalModelLayouts(), metadata,
+      [&](const std::string& name, FileAppender& out) -> absl::Status {
+        ASSIGN_OR_RETURN(const HostTensor tensor, file.Next(name));
+        return out.Append(tensor.bytes);
+      },
+      replace);
   // Put there since the check by this job's leader of a membership before: its model.
   if (absl::IsAlreadyExists(written) && WrittenByJob(path, context_.job())) {
     written = absl::OkStatus();
   }
-  RETURN_IF_ERROR(PermanentIfTaken(written, path, context_.job()));
-  result_.model_path = path;
-  return absl::OkStatus();
+  return PermanentIfTaken(written, path, context_.job());
 }
 
 }  // namespace

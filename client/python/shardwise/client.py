@@ -1,7 +1,6 @@
 """The Client: submit, get, list, watch, cancel, set_hook, scale, timeline and workers
 (every call of the JobService), with errors as exceptions."""
 
-import atexit
 import operator
 import random
 import secrets
@@ -81,15 +80,9 @@ def _comm_hook(hook, wrapper):
     return message
 
 
-# The clients not closed yet, closed at the interpreter's exit: a channel left to be
-# collected then, with gRPC's threads already stopped, would wait for them forever.
-_OPEN_CLIENTS = weakref.WeakSet()
-
-
-@atexit.register
-def _close_open_clients():
-    for client in list(_OPEN_CLIENTS):
-        client.close()
+# The longest timeout handed to gRPC: its deadline is an int64 of nanoseconds from now,
+# which a "forever" (1e10 s) overflows. A longer watch is bounded by its own loop.
+_LONGEST_GRPC_TIMEOUT = 365 * 86400.0
 
 
 def _checked_limit(limit):
@@ -100,10 +93,15 @@ def _checked_limit(limit):
     return limit or None
 
 
-def _watch_timed_out(job_id, timeout, last):
-    """DEADLINE_EXCEEDED for a watch whose `timeout` passed before job `job_id` ended."""
-    seen = (f" (it was {job_pb2.JobState.Name(last.state)} when last seen)"
-            if last is not None else " (no update came)")
+def _watch_timed_out(job_id, timeout, last, lost=None):
+    """DEADLINE_EXCEEDED for a watch whose `timeout` passed before job `job_id` ended;
+    `lost`, the latest failure of the watch, says why no update came."""
+    if last is not None:
+        seen = f" (it was {job_pb2.JobState.Name(last.state)} when last seen)"
+    elif lost is not None:
+        seen = f" (no update came; the watch's latest failure: {lost.code}: {lost.message})"
+    else:
+        seen = " (no update came)"
     return ShardwiseError("DEADLINE_EXCEEDED",
                           f"job {job_id} did not end within the watch's timeout of {timeout:g} s"
                           f"{seen}")
@@ -130,16 +128,19 @@ class Client:
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._stub = job_service_pb2_grpc.JobServiceStub(self._channel)
         self._closed = False
-        _OPEN_CLIENTS.add(self)
+        # gRPC never closes a channel it collects (its connection and completion queue
+        # would live on); this closes it once the client is collected, or at the
+        # interpreter's exit, when a channel collected after gRPC's threads stopped would
+        # wait for them forever. It holds the channel, never the client.
+        self._close_channel = weakref.finalize(self, self._channel.close)
 
     def close(self):
-        """Closes the channel (a client let go is collected with it; one left open is
+        """Closes the channel (a client let go is closed when collected; one left open is
         closed at the interpreter's exit)."""
         if self._closed:
             return
         self._closed = True
-        _OPEN_CLIENTS.discard(self)
-        self._channel.close()
+        self._close_channel()
 
     def __enter__(self):
         return self
@@ -194,9 +195,10 @@ class Client:
     def submit(self, spec, request_id=None):
         """Submits a spec (a dict, a YAML/JSON file's path, or a JobSpec); returns the job's id.
         `request_id` (default: a new one) makes the job at most once: a submission whose
-        outcome is unknown (ShardwiseError UNAVAILABLE, DEADLINE_EXCEEDED,
-        RESOURCE_EXHAUSTED or UNKNOWN, as the CLI's exit 3; the error's `request_id`
-        attribute holds the id) is made again with the same id, and returns the job the
+        outcome is unknown (a ShardwiseError such as UNAVAILABLE, DEADLINE_EXCEEDED,
+        RESOURCE_EXHAUSTED, UNKNOWN or INTERNAL: any but a refusal, as the CLI's exit 3;
+        the error's `request_id` attribute holds the id) is made again with the same id,
+        and returns the job the
         first one made, if it did. The coordinator checks the spec (the C++ client checks
         it before sending too): a spec it refuses raises INVALID_ARGUMENT naming the field."""
         request_id = arguments.optional_text(request_id, "request_id") or secrets.token_hex(16)
@@ -253,15 +255,18 @@ class Client:
         deadline = None if timeout is None else time.monotonic() + timeout
         retry = WatchRetry()
         last = None  # the newest version seen
+        lost = None  # the latest failure
         while True:
             self._check_open()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                raise _watch_timed_out(job_id, timeout, last)
+                raise _watch_timed_out(job_id, timeout, last, lost)
             stream = None
             try:
+                grpc_timeout = (None if remaining is None or remaining > _LONGEST_GRPC_TIMEOUT
+                                else remaining)
                 stream = self._stub.WatchJob(job_service_pb2.WatchJobRequest(job_id=job_id),
-                                             timeout=remaining, metadata=self._metadata)
+                                             timeout=grpc_timeout, metadata=self._metadata)
                 for job in stream:
                     retry.update()
                     last = job
@@ -275,12 +280,13 @@ class Client:
             except grpc.RpcError as error:
                 self._check_open()
                 if deadline is not None and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise _watch_timed_out(job_id, timeout, last) from None
+                    raise _watch_timed_out(job_id, timeout, last, lost) from None
                 pause = retry.after(error.code(), time.monotonic())
                 if pause is None:
                     _raise(error, self.address, self._connected())
+                lost = ShardwiseError(error.code().name, error.details() or "")
                 if on_lost is not None:
-                    on_lost(ShardwiseError(error.code().name, error.details() or ""))
+                    on_lost(lost)
             finally:
                 # A watch its caller let go (closed, or collected) ends its stream now: it
                 # holds one of the coordinator's --max_watches until it does.

@@ -74,7 +74,9 @@ class CallRetry:
         """After an attempt failed with `code` and `details` (its message) at `now`
         (seconds): the bound of the pause before the next, or None when the failure is
         the caller's."""
-        in_a_row = self._unavailable.note(code)
+        # Only unreachable attempts count: the coordinator's own UNAVAILABLE (its state
+        # file refusing writes) before a restart does not spend the restart's attempts.
+        in_a_row = self._unavailable.note(None if connected else code)
         in_time = now < self._give_up
         unavailable = code == grpc.StatusCode.UNAVAILABLE
         busy = (code == grpc.StatusCode.RESOURCE_EXHAUSTED and in_time and

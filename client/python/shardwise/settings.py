@@ -20,6 +20,9 @@ _SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:")
 _SHOWN_CHARACTERS = 200
 _MAX_CA_BYTES = 1 << 20
 _MAX_TOKEN_FILE_BYTES = 64 << 10
+# What the CLI strips around a token (absl::StripAsciiWhitespace); str.strip() would also
+# take a no-break space, which the CLI keeps and refuses.
+_ASCII_WHITESPACE = " \t\n\v\f\r"
 _PEM_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", re.S)
 
 
@@ -127,7 +130,7 @@ def read_token_file(path):
     whitespace dropped."""
     data = _read_bounded(path, "token_file", _MAX_TOKEN_FILE_BYTES, "a token is one line",
                          "is a folder, not a token file")
-    token = data.decode("latin-1").strip()
+    token = data.decode("latin-1").strip(_ASCII_WHITESPACE)
     if not token:
         raise ShardwiseError("INVALID_ARGUMENT",
                              f"token_file: cannot read a token from '{_shown(path)}'")
@@ -149,7 +152,7 @@ def resolve_token(token, token_file=None):
         source, token = f"${_TOKEN_VARIABLE}", os.environ.get(_TOKEN_VARIABLE, "")
     if not isinstance(token, str):
         raise ShardwiseError("INVALID_ARGUMENT", f"{source}: {type(token).__name__} is not a str")
-    token = token.strip()
+    token = token.strip(_ASCII_WHITESPACE)
     if not token:
         return None
     if not all("!" <= c <= "~" for c in token):
