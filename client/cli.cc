@@ -752,10 +752,16 @@ int RunCompanion(const std::string& verb, int argc, char** argv) {
   auto program = sample
                      ? FindCompanionProgram("shardwise-sample", "worker/tools/shardwise-sample")
                      : FindCompanionProgram("shardwise-tokenize", "tokenizer/shardwise-tokenize");
-  if (!program.ok()) return Fail(program.status());
-  std::vector<std::string> args = {"shardwise " + verb};
-  args.insert(args.end(), argv + 2, argv + argc);
-  return Fail(ExecProgram(*program, args));
+  // Exits as the companion would have (the usage: 1 for a failure other than a usage
+  // mistake), not with a coordinator call's codes.
+  absl::Status ran = program.status();
+  if (ran.ok()) {
+    std::vector<std::string> args = {"shardwise " + verb};
+    args.insert(args.end(), argv + 2, argv + argc);
+    ran = ExecProgram(*program, args);  // returns only when it could not run the program
+  }
+  std::fputs(FailureLine(ran).c_str(), stderr);
+  return kExitOfflineFailure;
 }
 
 // The flags each command takes (by its first words) beyond the connection's, which every

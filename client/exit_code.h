@@ -21,6 +21,9 @@ enum ExitCode : int {
   // The outcome is unknown: the coordinator could not be reached, was busy or late past
   // the retries, or failed of its own; the same command may succeed later.
   kExitUnknown = 3,
+  // `sample` and `tokenize`, offline programs of their own: a failure other than a usage
+  // mistake or an invalid argument (which are kExitRefused), such as a program not found.
+  kExitOfflineFailure = 1,
 };
 
 // Whether a failure is a refusal the caller must mend (kExitRefused), rather than an

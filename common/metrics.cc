@@ -167,6 +167,7 @@ void MetricsRegistry::AddCollector(std::function<void()> collect) {
 }
 
 std::string MetricsRegistry::Exposition() const {
+  absl::MutexLock scrape(&scrape_mu_);
   std::vector<std::function<void()>> collectors;
   {
     absl::MutexLock lock(&mu_);

@@ -91,7 +91,7 @@ class Histogram {
 
 // Exponential bucket bounds: `count` of them from `start`, each `factor` times the last.
 std::vector<double> ExponentialBuckets(double start, double factor, int count);
-// Bounds for latencies in seconds: 50 us to about 40 s, 4 per doubling.
+// Bounds for latencies in seconds: 50 us to about 44 s, 4 per doubling.
 std::vector<double> LatencyBuckets();
 
 // A family of one metric type: one series per combination of label values.
@@ -145,6 +145,8 @@ class MetricsRegistry {
   void AddCollector(std::function<void()> collect);
 
   // Every family in the text exposition format (version 0.0.4).
+  // Scrapes are served one at a time: a collector clears and fills its series, which a
+  // scrape beside it would find empty.
   std::string Exposition() const;
 
  private:
@@ -159,6 +161,7 @@ class MetricsRegistry {
   Entry& Add(const std::string& name, const std::string& help, const std::string& type)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  mutable absl::Mutex scrape_mu_;  // taken before mu_ and before the collectors' locks
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> collectors_ ABSL_GUARDED_BY(mu_);

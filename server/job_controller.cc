@@ -235,7 +235,10 @@ void JobController::CloseSession(const std::string& worker_id,
                                  const std::shared_ptr<SessionOutbox>& outbox) {
   absl::MutexLock lock(&mu_);
   if (workers_->DetachSession(worker_id, outbox) && !stopping_) {
-    if (outbox->overflowed()) {
+    if (workers_->IsStopping(worker_id)) {
+      // Planned (a rollout, a scale-down, a drained node): gone, but no failure detected.
+      LoseWorkerLocked(worker_id, "it stopped: its daemon was told to (SIGTERM)", nullptr);
+    } else if (outbox->overflowed()) {
       LoseWorkerLocked(worker_id,
                        absl::StrCat("it left ", SessionOutbox::kMaxQueuedMessages,
                                     " of the coordinator's messages unread (its daemon's "
@@ -256,6 +259,9 @@ void JobController::OnHeartbeat(const std::string& worker_id, const v1::Heartbea
           : std::nullopt,
       session);
   if (!worker.ok()) return;
+  // Before its session closes: that end is then a planned stop, and no job is placed on
+  // it meanwhile.
+  if (heartbeat.stopping()) workers_->MarkStopping(worker_id);
   const bool assigned = worker->state == v1::BUSY || worker->state == v1::DRAINING;
   const bool same_attempt =
       assigned && heartbeat.job_id() == worker->job_id && heartbeat.attempt() == worker->attempt;
@@ -657,8 +663,9 @@ void JobController::LoseWorkerLocked(const std::string& worker_id, const std::st
   auto before = workers_->MarkLost(worker_id, reason);
   if (!before.ok()) return;
   busy_refusals_.erase(worker_id);
-  if (options_.metrics != nullptr)
+  if (options_.metrics != nullptr && kind != nullptr) {
     options_.metrics->failure_detections_total.With({kind}).Increment();
+  }
   LogWarning(LogContext().Job(before->job_id()).Attempt(before->attempt()).Worker(worker_id),
              absl::StrCat("worker lost: ", reason));
   if (before->state() != v1::BUSY || before->job_id().empty()) return;

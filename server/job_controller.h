@@ -362,7 +362,8 @@ class JobController {
   // keep with the job (empty without).
   absl::StatusOr<v1::SubmitterRoots> CheckPaths(const Submitter& submitter,
                                                 v1::JobSpec* spec) const;
-  // `kind` names how the loss was detected, for the metrics.
+  // `kind` names how the loss was detected, for the metrics; null for a planned stop (the
+  // worker said it was shutting down), which is no failure.
   void LoseWorkerLocked(const std::string& worker_id, const std::string& reason, const char* kind)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The rank its worker held, lost with it (`reason`): a rank of a SCHEDULED attempt that

@@ -1440,6 +1440,26 @@ class FaultTolerantJobTest : public JobControllerTest {
 
 // A rank lost: its group leaves at once, its mate told to stop (DRAINING), the other
 // group told the new epoch; the attempt goes on.
+// A worker told to stop (a rollout, a scale-down) says so in its last heartbeat: it takes
+// no job meanwhile, and its session's end is no failure detected (ShardwiseWorkersLost
+// alerts on those); one whose session just ends is.
+TEST_F(FaultTolerantJobTest, AWorkerThatStopsAsToldIsNoFailure) {
+  AddWorker("w8");
+  AddWorker("w9");
+  v1::Heartbeat stopping;
+  stopping.set_stopping(true);
+  core_.controller->OnHeartbeat("w9", stopping, outboxes_.at("w9").get());
+  EXPECT_EQ(core_.workers->Get("w9")->state(), v1::DRAINING);
+  core_.controller->CloseSession("w9", outboxes_.at("w9"));
+  EXPECT_EQ(core_.workers->Get("w9")->state(), v1::LOST);
+  EXPECT_EQ(core_.workers->Get("w9")->lost_reason(),
+            "it stopped: its daemon was told to (SIGTERM)");
+  EXPECT_EQ(metrics_.failure_detections_total.With({"session_closed"}).value(), 0);
+  core_.controller->CloseSession("w8", outboxes_.at("w8"));  // w8 dies
+  EXPECT_EQ(core_.workers->Get("w8")->state(), v1::LOST);
+  EXPECT_EQ(metrics_.failure_detections_total.With({"session_closed"}).value(), 1);
+}
+
 TEST_F(FaultTolerantJobTest, ALostRankTakesItsGroupOutAndItsMateIsStopped) {
   StartHybridJob();
   v1::AttemptReport lost = Said(3, v1::ABORTED, "a collective failed");

@@ -232,6 +232,12 @@ void WorkerRegistry::MarkStopping(const std::string& worker_id) {
   if (worker->info.state() == v1::IDLE) worker->info.set_state(v1::DRAINING);
 }
 
+bool WorkerRegistry::IsStopping(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  const Worker* worker = Find(worker_id);
+  return worker != nullptr && worker->stopping;
+}
+
 void WorkerRegistry::AwaitIdle(const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
   Worker* worker = Find(worker_id);

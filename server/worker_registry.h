@@ -104,6 +104,8 @@ class WorkerRegistry {
   // A worker that said it is shutting down (SIGTERM; a report with worker_leaving): its
   // rank's last report, which follows, must not make it a place for the next job.
   void MarkStopping(const std::string& worker_id);
+  // Whether the worker said it is shutting down (MarkStopping) since it registered.
+  bool IsStopping(const std::string& worker_id);
   // A BUSY worker that refused its assignment while still running another attempt: it is
   // DRAINING, idle once a heartbeat says it runs nothing (the heartbeats naming the other
   // attempt are answered with an abort).

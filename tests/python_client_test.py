@@ -816,6 +816,8 @@ class RetryPolicyTest(unittest.TestCase):
         self.assertIsNone(first(late, connected=False))  # a wrong address is told at once
         self.assertIsNone(first(late, repeatable=False))  # a second set_hook is refused
         self.assertIsNotNone(first(self.UNAVAILABLE))  # the coordinator's own answer
+        # ... for two minutes, not for good (its state file refusing writes until made room).
+        self.assertIsNone(first(self.UNAVAILABLE, now=retry_policy.BUSY_RETRY_SECONDS))
         self.assertIsNone(first(self.UNAVAILABLE, repeatable=False))
         self.assertIsNone(first(grpc.StatusCode.INVALID_ARGUMENT))
         # gRPC's own refusal of a request over the size limit is met again: told at once.

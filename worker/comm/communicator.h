@@ -8,6 +8,7 @@
 //
 // Thread-safety: one collective at a time per communicator.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -55,6 +56,12 @@ class Communicator {
   virtual absl::Status AllReduce(void* data, size_t numel, ScalarType type) = 0;
   virtual absl::Status Broadcast(void* data, size_t numel, int root, ScalarType type) = 0;
   virtual absl::Status Barrier() = 0;
+
+  // How long a collective called from now on waits for its peers before it fails (each
+  // communicator's own until set: the data plane's timeout). A group whose peers are
+  // expected to be late for a known time (the final model's writer, writing between its
+  // all-gathers) waits that much longer. Ignored where nothing waits (one rank).
+  virtual void SetTimeout(std::chrono::milliseconds timeout) {}
 
   // Whether collectives return once they are ordered on the device's stream rather than
   // once they completed (NCCL with NcclOptions::stream_ordered): the results are then

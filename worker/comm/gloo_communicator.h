@@ -35,7 +35,7 @@ class GlooCommunicator final : public Communicator {
   using Communicator::ReduceScatter;
 
   // How long an operation waits for a peer (the connection's timeout until set).
-  void SetTimeout(std::chrono::milliseconds timeout) { context_->setTimeout(timeout); }
+  void SetTimeout(std::chrono::milliseconds timeout) override { context_->setTimeout(timeout); }
   // Closes this rank's connections: peers waiting on it in an operation fail at once, and
   // so does its own next operation.
   void CloseConnections() { context_->closeConnections(); }

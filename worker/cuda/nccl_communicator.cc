@@ -136,7 +136,8 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int size, cudaStre
       rank_(rank),
       size_(size),
       stream_(stream),
-      options_(options) {}
+      options_(options),
+      timeout_ms_(absl::ToInt64Milliseconds(options.timeout)) {}
 
 NcclCommunicator::~NcclCommunicator() {
   // A healthy communicator is finalized (which flushes its work) and destroyed; one whose
@@ -150,7 +151,7 @@ NcclCommunicator::~NcclCommunicator() {
             return handle_.Call(
                 [state](ncclComm_t comm) { return ncclCommGetAsyncError(comm, state); });
           },
-          absl::Now() + options_.timeout, options_.poll_interval, &timed_out);
+          absl::Now() + timeout(), options_.poll_interval, &timed_out);
     }
     if (result == ncclSuccess) {
       if (ncclComm_t comm = handle_.Release(); comm != nullptr) ncclCommDestroy(comm);
@@ -218,11 +219,11 @@ absl::StatusOr<bool> NcclCommunicator::StillLaunching(const char* what) {
 absl::Status NcclCommunicator::Overdue(const char* what) {
   return AbortWith(absl::DeadlineExceededError(
       absl::StrCat(what, " on rank ", rank_, " of ", size_, " did not finish in ",
-                   absl::FormatDuration(options_.timeout), "; the NCCL communicator was aborted")));
+                   absl::FormatDuration(timeout()), "; the NCCL communicator was aborted")));
 }
 
 absl::Status NcclCommunicator::WaitEnqueued(const char* what, absl::Time called) {
-  const absl::Time deadline = called + options_.timeout;
+  const absl::Time deadline = called + timeout();
   for (;;) {
     ASSIGN_OR_RETURN(const bool launching, StillLaunching(what));
     if (!launching) break;
@@ -270,7 +271,7 @@ absl::StatusOr<bool> NcclCommunicator::CollectivesCompleted() {
     const Pending oldest = pending_.front();
     const cudaError_t finished = QueryEvent(oldest.done);
     if (finished == cudaErrorNotReady) {
-      if (absl::Now() > oldest.called + options_.timeout) return Overdue(oldest.what);
+      if (absl::Now() > oldest.called + timeout()) return Overdue(oldest.what);
       return false;
     }
     if (finished != cudaSuccess) return AbortWith(CudaStatus(finished, oldest.what));

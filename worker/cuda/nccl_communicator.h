@@ -100,6 +100,10 @@ class NcclCommunicator final : public Communicator {
   absl::Status Broadcast(void* data, size_t numel, int root, ScalarType type) override;
   absl::Status Barrier() override;
   bool stream_ordered() const override { return options_.stream_ordered; }
+  // From the training thread while the lane's thread polls completions: atomic.
+  void SetTimeout(std::chrono::milliseconds timeout) override {
+    timeout_ms_.store(timeout.count());
+  }
   absl::StatusOr<bool> CollectivesCompleted() override;
   // Polls CollectivesCompleted() until true or an error.
   absl::Status WaitForCompletion();
@@ -148,6 +152,9 @@ class NcclCommunicator final : public Communicator {
   const int rank_, size_;
   const cudaStream_t stream_;
   const NcclOptions options_;
+  // options_.timeout until SetTimeout; what each collective's deadline counts.
+  std::atomic<int64_t> timeout_ms_;
+  absl::Duration timeout() const { return absl::Milliseconds(timeout_ms_.load()); }
   // Orders the collective after the caller's stream (NcclOptions::stream_of_caller).
   absl::Status FollowCaller();
   // Orders the caller's stream after the collective just enqueued (stream-ordered, on a

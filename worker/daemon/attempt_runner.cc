@@ -23,17 +23,18 @@ namespace shardwise {
 AttemptRunner::AttemptRunner(std::shared_ptr<grpc::Channel> channel,
                              const v1::Assignment& assignment, const DataPlaneOptions& data_plane,
                              std::shared_ptr<TrainingHooks> hooks, RankDeviceFactory make_device,
-                             MemoryProbe available_memory, std::optional<PathPolicy> path_ceiling,
+                             MemoryProbes memory, std::optional<PathPolicy> path_ceiling,
                              Reporter report, CollectiveMetrics* collective_metrics)
     : channel_(std::move(channel)),
       assignment_(assignment),
       data_plane_(data_plane),
       faults_(std::move(hooks)),
       make_device_(std::move(make_device)),
-      available_memory_(std::move(available_memory)),
+      available_memory_(std::move(memory.available)),
       path_ceiling_(std::move(path_ceiling)),
       report_(std::move(report)),
       collective_metrics_(collective_metrics),
+      allocator_(std::move(memory.host_headroom)),
       position_(assignment.rank()),
       thread_([this] { Run(); }) {}
 

@@ -37,11 +37,12 @@ class AttemptRunner {
   using Reporter = std::function<void(const v1::AttemptReport&)>;
 
   // Starts the attempt at once. `channel` reaches the coordinator; `make_device` makes
-  // the device of accelerator jobs (empty on CPU-only workers); `available_memory`, when
-  // set, is checked against the job's estimated memory per rank before anything starts.
+  // the device of accelerator jobs (empty on CPU-only workers); `memory.available`, when
+  // set, is checked against the job's estimated memory per rank before anything starts,
+  // and `memory.host_headroom` against each large host allocation.
   AttemptRunner(std::shared_ptr<grpc::Channel> channel, const v1::Assignment& assignment,
                 const DataPlaneOptions& data_plane, std::shared_ptr<TrainingHooks> hooks,
-                RankDeviceFactory make_device, MemoryProbe available_memory,
+                RankDeviceFactory make_device, MemoryProbes memory,
                 std::optional<PathPolicy> path_ceiling, Reporter report,
                 CollectiveMetrics* collective_metrics = nullptr);
   ~AttemptRunner();  // aborts and joins

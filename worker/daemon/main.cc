@@ -150,7 +150,7 @@ absl::Status ConfigureGpu(WorkerOptions* options) {
   options->device = v1::CUDA;
   options->gpu = gpu;
   options->make_device = cuda::CudaRankDevices(gpu.index());
-  options->available_memory = [index = gpu.index()] { return cuda::FreeGpuMemory(index); };
+  options->memory.available = [index = gpu.index()] { return cuda::FreeGpuMemory(index); };
   LogInfo(LogContext(),
           absl::StrCat("GPU ", gpu.index(), ": ", gpu.name(), ", ", gpu.memory_bytes() >> 20,
                        " MiB, sm_", gpu.compute_capability_major(), gpu.compute_capability_minor(),
@@ -175,14 +175,17 @@ absl::Status ConfigureDevice(WorkerOptions* options) {
   const std::string device = absl::AsciiStrToLower(absl::GetFlag(FLAGS_device));
   if (device == "cpu") {
     options->device = v1::CPU;
-    options->available_memory = HostMemoryAvailable;
+    options->memory.available = HostMemoryAvailable;
   } else if (device == "cuda") {
     RETURN_IF_ERROR(ConfigureGpu(options));
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("--device: unknown value '", device, "' (expected cpu or cuda)"));
   }
-  if (!absl::GetFlag(FLAGS_check_memory)) options->available_memory = nullptr;
+  // Host memory on every worker: a CUDA rank's host side (staging, the final model's
+  // units) counts against its pod's limit too.
+  options->memory.host_headroom = ThisCgroupMemoryBeforeOomKill;
+  if (!absl::GetFlag(FLAGS_check_memory)) options->memory = {};
   return absl::OkStatus();
 }
 

@@ -11,12 +11,22 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
+#include "worker/runtime/memory.h"
 
 namespace shardwise {
 
 // The memory a rank may still allocate on this worker's device now: the host's
 // (runtime/host_memory.h) or, on a CUDA worker, its GPU's free memory.
 using MemoryProbe = std::function<absl::StatusOr<int64_t>()>;
+
+// What a worker measures of its memory (--check_memory; each empty: not measured).
+struct MemoryProbes {
+  // What a rank may still allocate on the device, checked before an attempt starts.
+  MemoryProbe available;
+  // What the host lets the process add before it is killed, checked by the attempt's host
+  // allocator for each large block (runtime/memory.h: CpuCachingAllocator).
+  HostHeadroom host_headroom;
+};
 
 // RESOURCE_EXHAUSTED naming the rank, the estimate part by part and `available` when
 // contracts/memory_estimate.h's estimate for `spec` is more than `available`.

@@ -259,6 +259,7 @@ void WorkerDaemon::CloseSessionForWrites() {
 v1::Heartbeat WorkerDaemon::CurrentHeartbeat() {
   v1::Heartbeat heartbeat;
   heartbeat.set_messages_read(session_reads_.load());
+  heartbeat.set_stopping(Stopping());
   absl::MutexLock lock(&runner_mu_);
   if (runner_ && !runner_->done()) {
     heartbeat.set_job_id(runner_->job_id());
@@ -365,6 +366,7 @@ void WorkerDaemon::SendHeartbeatsUntil(absl::Notification& session_over, absl::D
   while (!session_over.WaitForNotificationWithTimeout(interval)) {
     if (Stopping()) {
       DrainForShutdown(interval);
+      SendHeartbeat();  // saying it stops: the session's end is planned, not a loss
       // A half-close, not a cancel: the attempt's last report, written just now, is
       // delivered before the coordinator sees the session end.
       CloseSessionForWrites();
@@ -514,17 +516,20 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
   runner_.reset();  // joins the finished runner
   outbox_.StartAttempt();
   attempt_declined_ = false;
+  // Before the runner's thread starts: its first report may end the attempt at once (a
+  // refused path), which must find the worker busy to leave it idle.
+  if (metrics_) metrics_->OnAttemptStarted();
   try {
     runner_ = std::make_unique<AttemptRunner>(
         channel_, assignment, options_.data_plane, options_.faults, options_.make_device,
-        options_.available_memory, options_.path_ceiling,
+        options_.memory, options_.path_ceiling,
         [this](const v1::AttemptReport& report) { SendReport(report); },
         metrics_ ? metrics_->collectives() : nullptr);
   } catch (const std::system_error& failure) {
+    if (metrics_) metrics_->OnAttemptEnded();
     RefuseAssignment(assignment, std::string(SystemFailureStatus(failure).message()));
     return;
   }
-  if (metrics_) metrics_->OnAttemptStarted();
 }
 
 void WorkerDaemon::RefuseAssignment(const v1::Assignment& assignment, const std::string& why,

@@ -50,9 +50,10 @@ struct WorkerOptions {
   v1::DeviceKind device = v1::CPU;
   v1::GpuInfo gpu;                // CUDA workers: what they advertise
   RankDeviceFactory make_device;  // CUDA workers: their GPU's device and communicators
-  // Checked against each job's estimated memory per rank before an attempt starts
-  // (memory_check.h); empty: not checked (--check_memory=false).
-  MemoryProbe available_memory;
+  // What is left checked against each job's estimated memory per rank before an attempt
+  // starts, and the host's headroom against each large host allocation (memory_check.h);
+  // empty: not checked (--check_memory=false).
+  MemoryProbes memory;
   // The folders this worker lets jobs read and write under, besides what the coordinator
   // allows (--allowed_input_paths, --allowed_output_paths); none: the coordinator's roots.
   std::optional<PathPolicy> path_ceiling;

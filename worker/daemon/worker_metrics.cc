@@ -39,19 +39,33 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* registry)
 
 void WorkerMetrics::OnAttemptStarted() {
   busy_.Set(1);
+  ClearProgress();
   // The peaks are this attempt's: the last one's go until its first progress.
   peak_memory_.With({"allocated"}).Set(0);
   peak_memory_.With({"reserved"}).Set(0);
 }
 
+void WorkerMetrics::OnAttemptEnded() {
+  busy_.Set(0);
+  ClearProgress();
+}
+
+void WorkerMetrics::ClearProgress() {
+  for (Gauge* gauge : {&step_, &loss_, &steps_per_second_, &tokens_per_second_}) gauge->Set(0);
+}
+
 void WorkerMetrics::OnSessionOpened() { sessions_.Increment(); }
 
 void WorkerMetrics::OnReport(const v1::AttemptReport& report) {
-  if (report.phase() == v1::COMPLETED || report.phase() == v1::ABORTED) {
+  const bool ended = report.phase() == v1::COMPLETED || report.phase() == v1::ABORTED;
+  if (ended) {
     attempts_.With({report.phase() == v1::COMPLETED ? "completed" : "aborted"}).Increment();
-    busy_.Set(0);
   }
-  if (!report.has_progress() || report.progress().step() == 0) return;
+  if (report.has_progress() && report.progress().step() != 0) RecordProgress(report);
+  if (ended) OnAttemptEnded();  // an idle worker shows no job's progress
+}
+
+void WorkerMetrics::RecordProgress(const v1::AttemptReport& report) {
   const v1::Progress& progress = report.progress();
   step_.Set(static_cast<double>(progress.step()));
   loss_.Set(progress.loss());

@@ -27,10 +27,18 @@ class WorkerMetrics {
   // Every report the worker's rank sends: progress moves the gauges and byte counters;
   // COMPLETED and ABORTED end the attempt.
   void OnReport(const v1::AttemptReport& report);
+  // An attempt starts (busy; the progress gauges at 0 until its first progress), or ends
+  // without a report (refused before it started: idle, at 0).
   void OnAttemptStarted();
+  void OnAttemptEnded();
   void OnSessionOpened();
 
  private:
+  // The progress gauges are the rank's now: 0 while it has none (idle, or starting).
+  void ClearProgress();
+  // A report's progress: the gauges, and what the byte counters have not counted yet.
+  void RecordProgress(const v1::AttemptReport& report);
+
   CollectiveMetrics collectives_;
   Gauge& busy_;
   Gauge& step_;

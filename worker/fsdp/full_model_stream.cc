@@ -39,10 +39,10 @@ absl::StatusOr<FullModelStream> FullModelStream::Make(FsdpModel* model,
   return FullModelStream(model, std::move(plan), to_host);
 }
 
-absl::Status FullModelStream::GatherNextUnit() {
+absl::Status FullModelStream::GatherNextUnit(bool to_host) {
   RETURN_IF_ERROR(broken_);
   const int unit = plan_.unit_order[next_gather_];
-  absl::StatusOr<std::vector<float>> full = model_->GatherUnit(unit, to_host_);
+  absl::StatusOr<std::vector<float>> full = model_->GatherUnit(unit, to_host);
   if (!full.ok()) {
     broken_ = full.status();
     return broken_;
@@ -68,7 +68,7 @@ absl::StatusOr<HostTensor> FullModelStream::Next(const std::string& name) {
   const int param = plan_.params[next_read_];
   const ParameterSlot& slot = layout.slots[param];
   // Units are gathered in the order their first parameter is read: this one is the next.
-  if (held_.count(slot.unit) == 0) RETURN_IF_ERROR(GatherNextUnit());
+  if (held_.count(slot.unit) == 0) RETURN_IF_ERROR(GatherNextUnit(to_host_));
   const std::vector<float>& full = held_.at(slot.unit);
   HostTensor tensor;
   if (to_host_) tensor = F32Tensor(layout.model.params[param].shape, full.data() + slot.offset);
@@ -82,9 +82,7 @@ absl::StatusOr<HostTensor> FullModelStream::Next(const std::string& name) {
 
 absl::Status FullModelStream::Finish() {
   while (next_gather_ < plan_.unit_order.size()) {
-    RETURN_IF_ERROR(GatherNextUnit());
-    // Not read: let go at once.
-    held_floats_ -= static_cast<int64_t>(held_.at(plan_.unit_order[next_gather_ - 1]).size());
+    RETURN_IF_ERROR(GatherNextUnit(/*to_host=*/false));  // not read: no host copy
     held_.erase(plan_.unit_order[next_gather_ - 1]);
   }
   held_.clear();

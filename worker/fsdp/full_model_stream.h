@@ -57,8 +57,8 @@ class FullModelStream {
  private:
   FullModelStream(FsdpModel* model, FullModelReadPlan plan, bool to_host)
       : model_(model), plan_(std::move(plan)), to_host_(to_host) {}
-  // Gathers the next unit of the plan's order.
-  absl::Status GatherNextUnit();
+  // Gathers the next unit of the plan's order, copied to the host with `to_host`.
+  absl::Status GatherNextUnit(bool to_host);
 
   FsdpModel* model_;
   FullModelReadPlan plan_;

@@ -33,25 +33,48 @@ int64_t AddressSpaceLeft() {
 
 }  // namespace
 
-int64_t CgroupMemoryLeft(absl::string_view max_text, absl::string_view current_text,
-                         absl::string_view stat_text) {
+namespace {
+
+// memory.max less memory.current, the cache memory.stat counts as `reclaimable_field`
+// ("inactive_file", "file") counted as free; -1 without a limit.
+int64_t CgroupMemoryFree(absl::string_view max_text, absl::string_view current_text,
+                         absl::string_view stat_text, absl::string_view reclaimable_field) {
   int64_t limit = 0, current = 0;
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(max_text), &limit) ||
       !absl::SimpleAtoi(absl::StripAsciiWhitespace(current_text), &current)) {
     return -1;  // "max", or no memory controller
   }
-  // The cache of files read and written (token files, checkpoints) counts in
-  // memory.current; the kernel drops its inactive part before it would refuse memory,
-  // so it is not in use (kubelet's working set leaves it out the same way).
+  const std::string prefix = absl::StrCat(reclaimable_field, " ");
   int64_t reclaimable = 0;
   for (absl::string_view line : absl::StrSplit(stat_text, '\n')) {
-    if (absl::ConsumePrefix(&line, "inactive_file ")) {
+    if (absl::ConsumePrefix(&line, prefix)) {
       if (!absl::SimpleAtoi(line, &reclaimable) || reclaimable < 0) reclaimable = 0;
       break;
     }
   }
   const int64_t in_use = std::max<int64_t>(current - std::min(reclaimable, current), 0);
   return std::max<int64_t>(limit - in_use, 0);
+}
+
+}  // namespace
+
+int64_t CgroupMemoryLeft(absl::string_view max_text, absl::string_view current_text,
+                         absl::string_view stat_text) {
+  // The cache of files read and written (token files, checkpoints) counts in
+  // memory.current; the kernel drops its inactive part before it would refuse memory,
+  // so it is not in use (kubelet's working set leaves it out the same way).
+  return CgroupMemoryFree(max_text, current_text, stat_text, "inactive_file");
+}
+
+int64_t CgroupMemoryBeforeOomKill(absl::string_view max_text, absl::string_view current_text,
+                                  absl::string_view stat_text) {
+  return CgroupMemoryFree(max_text, current_text, stat_text, "file");
+}
+
+int64_t ThisCgroupMemoryBeforeOomKill() {
+  return CgroupMemoryBeforeOomKill(ReadOwnCgroupFile("memory.max"),
+                                   ReadOwnCgroupFile("memory.current"),
+                                   ReadOwnCgroupFile("memory.stat"));
 }
 
 absl::StatusOr<int64_t> ParseKilobyteField(absl::string_view text, absl::string_view name) {

@@ -38,6 +38,20 @@ TEST(CgroupMemoryLeft, LeavesTheReclaimableFileCacheOut) {
   EXPECT_EQ(CgroupMemoryLeft("1000", "2000", "inactive_file x\n"), 0);
 }
 
+// What the kernel lets a cgroup add before it kills: all of its file cache counts as
+// free (the active part too), unlike CgroupMemoryLeft's cautious reading.
+TEST(CgroupMemoryBeforeOomKill, CountsAllTheFileCacheAsFree) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  const std::string stat = absl::StrCat("anon ", 2 * kGiB, "\nfile ", 10 * kGiB, "\nactive_file ",
+                                        6 * kGiB, "\ninactive_file ", 4 * kGiB, "\n");
+  EXPECT_EQ(CgroupMemoryBeforeOomKill(absl::StrCat(16 * kGiB), absl::StrCat(12 * kGiB), stat),
+            14 * kGiB);
+  EXPECT_EQ(CgroupMemoryLeft(absl::StrCat(16 * kGiB), absl::StrCat(12 * kGiB), stat), 8 * kGiB);
+  EXPECT_EQ(CgroupMemoryBeforeOomKill("max", "100", stat), -1);
+  // "file_mapped", "file_dirty" are other fields: only `file` itself counts.
+  EXPECT_EQ(CgroupMemoryBeforeOomKill("1000", "900", "file_mapped 800\nfile 100\n"), 200);
+}
+
 // What a worker advertises: the machine's memory, bounded by its pod's limit.
 TEST(MemoryCeiling, IsTheLeastOfTheMachineAndTheCgroupsLimit) {
   constexpr int64_t kMachine = int64_t{512} << 30, kPod = int64_t{16} << 30;

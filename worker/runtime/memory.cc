@@ -33,10 +33,11 @@ const char* MemoryCategoryName(MemoryCategory category) {
 }
 
 AllocationFailure::AllocationFailure(size_t bytes, MemoryCategory category, const char* device,
-                                     const std::string& fault)
-    : message_(absl::StrFormat("could not allocate %.1f MiB of %s on the %s%s",
+                                     const std::string& fault, const std::string& reason)
+    : message_(absl::StrFormat("could not allocate %.1f MiB of %s on the %s%s%s",
                                static_cast<double>(bytes) / (1 << 20), MemoryCategoryName(category),
-                               device, fault.empty() ? "" : absl::StrCat(": ", fault))),
+                               device, fault.empty() ? "" : absl::StrCat(": ", fault),
+                               reason.empty() ? "" : absl::StrCat(" (", reason, ")"))),
       out_of_memory_(fault.empty()) {}
 
 absl::Status AllocationFailureStatus(const std::bad_alloc& failure, const std::string& activity) {
@@ -90,6 +91,7 @@ void* CpuCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
     if (ptr != nullptr) stats_.AddLive(category, static_cast<int64_t>(bytes));
   }
   if (ptr == nullptr) {
+    CheckHeadroom(bytes, category);
     // 64-byte alignment: whole cache lines, and what vectorised kernels want.
     ptr = std::aligned_alloc(64, AlignedSize(bytes));
     if (ptr == nullptr) throw AllocationFailure(bytes, category, "host");
@@ -98,6 +100,22 @@ void* CpuCachingAllocator::Allocate(size_t bytes, MemoryCategory category) {
     stats_.AddLive(category, static_cast<int64_t>(bytes));
   }
   return ptr;
+}
+
+void CpuCachingAllocator::CheckHeadroom(size_t bytes, MemoryCategory category) {
+  if (!headroom_ || bytes < kHeadroomCheckedBytes) return;
+  const int64_t needed = static_cast<int64_t>(AlignedSize(bytes)) + kHeadroomReserve;
+  int64_t left = headroom_();
+  if (left < 0 || needed <= left) return;
+  ReleaseCache();  // blocks of other sizes, given back to make room, as PyTorch's does
+  left = headroom_();
+  if (left < 0 || needed <= left) return;
+  throw AllocationFailure(
+      bytes, category, "host", "",
+      absl::StrFormat("this worker's memory limit, its cgroup's memory.max, leaves %.1f MiB "
+                      "(file cache counted as free), less a reserve of %d MiB; past it the "
+                      "kernel's OOM killer would end the worker",
+                      static_cast<double>(left) / (1 << 20), kHeadroomReserve >> 20));
 }
 
 void CpuCachingAllocator::Free(void* ptr, size_t bytes, MemoryCategory category) {

@@ -14,9 +14,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -66,8 +68,9 @@ struct MemoryStats {
 // device that faulted earlier).
 class AllocationFailure : public std::bad_alloc {
  public:
+  // `reason`, when not empty, says why memory ran out (a limit that refused it).
   AllocationFailure(size_t bytes, MemoryCategory category, const char* device,
-                    const std::string& fault = "");
+                    const std::string& fault = "", const std::string& reason = "");
   const char* what() const noexcept override { return message_.c_str(); }
   bool out_of_memory() const { return out_of_memory_; }
 
@@ -103,9 +106,21 @@ class Allocator {
   virtual void ResetPeaks() = 0;
 };
 
+// What the host lets the process add before it is killed for memory (-1: no limit):
+// host_memory.h's ThisCgroupMemoryBeforeOomKill, a pod's limit. Within a cgroup, Linux
+// grants every allocation and its OOM killer ends the process when the memory is used;
+// an allocator that asks first fails the attempt with what it could not allocate instead.
+using HostHeadroom = std::function<int64_t()>;
+
 class CpuCachingAllocator final : public Allocator {
  public:
-  CpuCachingAllocator() = default;
+  // Allocations of kHeadroomCheckedBytes or more are refused (AllocationFailure) when
+  // `headroom`, after the cache is given back, cannot take them and kHeadroomReserve
+  // (what the allocator does not see: communication buffers, stacks, the data's reads).
+  // Empty: nothing is checked.
+  static constexpr size_t kHeadroomCheckedBytes = size_t{1} << 20;
+  static constexpr int64_t kHeadroomReserve = int64_t{64} << 20;
+  explicit CpuCachingAllocator(HostHeadroom headroom = nullptr) : headroom_(std::move(headroom)) {}
   ~CpuCachingAllocator() override;
 
   void* Allocate(size_t bytes, MemoryCategory category) override;
@@ -116,6 +131,10 @@ class CpuCachingAllocator final : public Allocator {
   void ReleaseCache();
 
  private:
+  // Throws AllocationFailure when `bytes`, fresh from the system, would pass the headroom.
+  void CheckHeadroom(size_t bytes, MemoryCategory category);
+
+  const HostHeadroom headroom_;
   mutable absl::Mutex mu_;
   MemoryStats stats_ ABSL_GUARDED_BY(mu_);
   std::multimap<size_t, void*> cache_ ABSL_GUARDED_BY(mu_);  // by exact size

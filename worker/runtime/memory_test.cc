@@ -1,6 +1,7 @@
 #include "worker/runtime/memory.h"
 
 #include <new>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -65,6 +66,42 @@ TEST(CpuCachingAllocator, CountsWhatItHoldsAndTheLivePeakOfAllCategories) {
   allocator.ResetPeaks();
   EXPECT_EQ(allocator.Stats().peak_reserved_bytes, 0);
   EXPECT_EQ(allocator.Stats().peak_live_bytes, 0);
+}
+
+// Within a cgroup's limit, Linux grants every allocation and kills the process once the
+// memory is used: the allocator asks its headroom first, giving back its cache to make
+// room, and refuses (out of memory, naming the limit) what still does not fit.
+TEST(CpuCachingAllocator, RefusesWhatItsHeadroomCannotTakeAfterGivingBackItsCache) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  const CpuCachingAllocator* self = nullptr;
+  int64_t limit = 200 * kMiB;  // the limit, less what this allocator holds
+  CpuCachingAllocator allocator(
+      [&] { return limit < 0 ? -1 : limit - self->Stats().reserved_bytes; });
+  self = &allocator;
+  { Buffer cached(&allocator, 100 * kMiB / 4, MemoryCategory::kActivations, false); }
+  ASSERT_EQ(allocator.Stats().cached_bytes, static_cast<int64_t>(100 * kMiB));
+  // 100 MiB more (another size) and the 64 MiB reserve fit once the cache is given back.
+  Buffer fits(&allocator, 100 * kMiB / 4 + 16, MemoryCategory::kActivations, false);
+  EXPECT_EQ(allocator.Stats().cached_bytes, 0);
+  try {
+    Buffer refused(&allocator, 50 * kMiB / 4, MemoryCategory::kGradients, false);
+    ADD_FAILURE() << "50 MiB past a limit that leaves less than 100 MiB were allocated";
+  } catch (const AllocationFailure& failure) {
+    EXPECT_TRUE(failure.out_of_memory());
+    EXPECT_NE(std::string(failure.what())
+                  .find("could not allocate 50.0 MiB of gradients on the "
+                        "host (this worker's memory limit, its cgroup's "
+                        "memory.max, leaves"),
+              std::string::npos)
+        << failure.what();
+  }
+  EXPECT_EQ(allocator.Stats().live(MemoryCategory::kGradients), 0);
+  // Small blocks are not asked about; without a limit (-1) nothing is.
+  Buffer small(&allocator, kMiB / 8, MemoryCategory::kGradients, false);
+  limit = -1;
+  Buffer unlimited(&allocator, 50 * kMiB / 4, MemoryCategory::kGradients, false);
+  EXPECT_EQ(allocator.Stats().live(MemoryCategory::kGradients),
+            static_cast<int64_t>(kMiB / 2 + 50 * kMiB));
 }
 
 // Out of memory is the job's size (RESOURCE_EXHAUSTED); an allocation refused by a device

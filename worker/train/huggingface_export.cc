@@ -92,13 +92,17 @@ absl::Status ExportHuggingFace(const v1::JobSpec& spec, ParameterSource model,
   // whose other files are in place. Each is replaced on the same terms as the weights (an
   // earlier attempt's, or with overwrite); replacing, the earlier config.json goes first
   // (an export cut short leaves a folder from_pretrained refuses, not a config.json over
-  // two exports' files), and the earlier export's files this one does not write go too
-  // (AutoTokenizer would read another kind's tokenizer.json before this one's
+  // two exports' files), and with overwrite the earlier export's files this one does not
+  // write go too (AutoTokenizer would read another kind's tokenizer.json before this one's
   // tokenizer.model).
   RETURN_IF_ERROR(CheckConfigFree(dir, replace));
   if (replace) RETURN_IF_ERROR(RemoveFiles(dir, {"config.json"}));
   ASSIGN_OR_RETURN(const ExportedTokenizer tokenizer, ExportTokenizer(spec, replace));
-  if (replace) RETURN_IF_ERROR(RemoveFiles(dir, LeftByAnEarlierExport(spec, tokenizer.names)));
+  // Only when told to overwrite: an earlier attempt of this job wrote the same names, so
+  // what else is there is a person's.
+  if (spec.output().overwrite()) {
+    RETURN_IF_ERROR(RemoveFiles(dir, LeftByAnEarlierExport(spec, tokenizer.names)));
+  }
   RETURN_IF_ERROR(WriteInHuggingFaceLayout(model_path, spec.model(), model, metadata, replace));
   return WriteFileAtomically(dir + "/config.json",
                              HuggingFaceConfigJson(spec.model(), tokenizer.ids), replace);

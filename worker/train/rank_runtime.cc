@@ -101,6 +101,14 @@ void RankRuntime::SetPeerTimeout(std::chrono::milliseconds timeout) {
   for (GlooCommunicator* group : gloo_groups_) group->SetTimeout(timeout);
 }
 
+void RankRuntime::SetAcceleratorTimeout(std::chrono::milliseconds timeout) {
+  if (accelerator_ == nullptr) return;
+  for (Communicator* group :
+       {accelerator_->shard, accelerator_->replicate, accelerator_->unshard}) {
+    if (group != nullptr) group->SetTimeout(timeout);
+  }
+}
+
 void RankRuntime::CloseConnections() {
   for (GlooCommunicator* group : gloo_groups_) group->CloseConnections();
   if (accelerator_ != nullptr) {

@@ -47,6 +47,8 @@ class RankRuntime {
   // group fail at once (a membership change; the accelerator's collectives are aborted
   // with it).
   void SetPeerTimeout(std::chrono::milliseconds timeout);
+  // How long the accelerator's collectives (NCCL's) wait for their peers from now on.
+  void SetAcceleratorTimeout(std::chrono::milliseconds timeout);
   void CloseConnections();
   // The rank's attempt failed with `failure`: the accelerator's collectives in flight end
   // now (RankDevice::AbortCollectives), so the model's teardown does not wait for them.

@@ -244,6 +244,7 @@ class RankTrainer : private MembershipMoves::Rank {
   // peak_reserved_bytes).
   void ReportPeakMemory(v1::Progress* progress) const;
   absl::Status WriteFinalModel();
+  absl::Status WriteFinalModelStreams();
   absl::Status WriteFinalModelFiles(std::optional<fsdp::FullModelStream>& exported,
                                     std::optional<fsdp::FullModelStream>& file);
   absl::Status WriteFinalModelFile(fsdp::FullModelStream& file);
@@ -1066,9 +1067,22 @@ TensorLayouts RankTrainer::FinalModelLayouts() const {
 
 // Every rank reads the gathered model (a unit at a time, fsdp::FullModelStream: the
 // all-gathers are collectives) for each output, in the same order: the Hugging Face export,
-// then the file. Rank 0 writes them; a leader that stopped early (a refusal, a full disk)
-// makes the gathers it had left, as the followers make them all.
+// then the file. Rank 0 writes them, between its all-gathers: the others wait in each for
+// as long as it writes, so the groups wait the data plane's timeout plus the writes at
+// WriteAllowance's pace meanwhile, as the barrier after them does.
 absl::Status RankTrainer::WriteFinalModel() {
+  const std::chrono::milliseconds allowance = WriteAllowance(FinalModelBytes());
+  runtime_->SetPeerTimeout(moves_.PeerTimeout() + allowance);
+  runtime_->SetAcceleratorTimeout(context_.data_plane.timeout + allowance);
+  absl::Status written = WriteFinalModelStreams();
+  runtime_->SetPeerTimeout(moves_.PeerTimeout());
+  runtime_->SetAcceleratorTimeout(context_.data_plane.timeout);
+  return written;
+}
+
+// A leader that stopped early (a refusal, a full disk) makes the gathers it had left, as
+// the followers make them all; after a failed gather (a peer lost) no rank makes more.
+absl::Status RankTrainer::WriteFinalModelStreams() {
   std::optional<fsdp::FullModelStream> exported, file;
   if (!spec_.output().huggingface_dir().empty()) {
     ASSIGN_OR_RETURN(const std::vector<std::string> order, HuggingFaceWriteOrder(spec_.model()));
@@ -1083,7 +1097,7 @@ absl::Status RankTrainer::WriteFinalModel() {
   for (std::optional<fsdp::FullModelStream>* stream : {&exported, &file}) {
     if (!stream->has_value()) continue;
     const absl::Status finished = (*stream)->Finish();
-    if (written.ok()) written = finished;
+    if (!finished.ok()) return written.ok() ? finished : written;
   }
   return written;
 }

@@ -83,7 +83,7 @@ class CallRetry:
                 _MESSAGE_SIZE_REFUSAL not in (details or ""))
         late = code == grpc.StatusCode.DEADLINE_EXCEEDED and in_time and connected
         refused_for_now = unavailable and in_time and connected
-        away = unavailable and in_a_row < UNAVAILABLE_ATTEMPTS
+        away = unavailable and not connected and in_a_row < UNAVAILABLE_ATTEMPTS
         if busy or (self._repeatable and (late or refused_for_now or away)):
             return self._pauses.take()
         return None
