@@ -257,11 +257,10 @@ void JobController::OnHeartbeat(const std::string& worker_id, const v1::Heartbea
       heartbeat.has_messages_read()
           ? std::optional<uint64_t>(std::max<int64_t>(0, heartbeat.messages_read()))
           : std::nullopt,
-      session);
+      // Before its session closes: that end is then a planned stop, and no job is placed
+      // on it meanwhile.
+      session, heartbeat.stopping());
   if (!worker.ok()) return;
-  // Before its session closes: that end is then a planned stop, and no job is placed on
-  // it meanwhile.
-  if (heartbeat.stopping()) workers_->MarkStopping(worker_id);
   const bool assigned = worker->state == v1::BUSY || worker->state == v1::DRAINING;
   const bool same_attempt =
       assigned && heartbeat.job_id() == worker->job_id && heartbeat.attempt() == worker->attempt;

@@ -1438,8 +1438,6 @@ class FaultTolerantJobTest : public JobControllerTest {
   }
 };
 
-// A rank lost: its group leaves at once, its mate told to stop (DRAINING), the other
-// group told the new epoch; the attempt goes on.
 // A worker told to stop (a rollout, a scale-down) says so in its last heartbeat: it takes
 // no job meanwhile, and its session's end is no failure detected (ShardwiseWorkersLost
 // alerts on those); one whose session just ends is.
@@ -1455,11 +1453,18 @@ TEST_F(FaultTolerantJobTest, AWorkerThatStopsAsToldIsNoFailure) {
   EXPECT_EQ(core_.workers->Get("w9")->lost_reason(),
             "it stopped: its daemon was told to (SIGTERM)");
   EXPECT_EQ(metrics_.failure_detections_total.With({"session_closed"}).value(), 0);
+  // A stopping heartbeat from a replaced session (a pod gone, its successor registered
+  // under the name) says nothing of the current one.
+  const auto replaced = std::make_shared<QueuedOutbox>();
+  core_.controller->OnHeartbeat("w8", stopping, replaced.get());
+  EXPECT_EQ(core_.workers->Get("w8")->state(), v1::IDLE);
   core_.controller->CloseSession("w8", outboxes_.at("w8"));  // w8 dies
   EXPECT_EQ(core_.workers->Get("w8")->state(), v1::LOST);
   EXPECT_EQ(metrics_.failure_detections_total.With({"session_closed"}).value(), 1);
 }
 
+// A rank lost: its group leaves at once, its mate told to stop (DRAINING), the other
+// group told the new epoch; the attempt goes on.
 TEST_F(FaultTolerantJobTest, ALostRankTakesItsGroupOutAndItsMateIsStopped) {
   StartHybridJob();
   v1::AttemptReport lost = Said(3, v1::ABORTED, "a collective failed");

@@ -136,17 +136,19 @@ bool WorkerRegistry::DetachSession(const std::string& worker_id,
 
 absl::StatusOr<WorkerRegistry::Assignment> WorkerRegistry::Heartbeat(
     const std::string& worker_id, std::optional<uint64_t> messages_read,
-    const SessionOutbox* session) {
+    const SessionOutbox* session, bool stopping) {
   absl::MutexLock lock(&mu_);
   Worker* worker = Find(worker_id);
   if (worker == nullptr) return absl::NotFoundError(absl::StrCat("no worker '", worker_id, "'"));
   Touch(*worker);
   // A heartbeat still in flight on a replaced stream counts that stream's messages.
-  if (messages_read.has_value() && (session == nullptr || session == worker->outbox.get())) {
+  const bool current = session == nullptr || session == worker->outbox.get();
+  if (messages_read.has_value() && current) {
     worker->counts_reads = true;
     worker->unread_messages.Read(*messages_read);
     worker->info.set_session_messages_read(static_cast<int64_t>(*messages_read));
   }
+  if (stopping && current) MarkStoppingLocked(*worker);
   Assignment assignment;
   assignment.state = worker->info.state();
   assignment.job_id = worker->info.job_id();
@@ -227,9 +229,12 @@ void WorkerRegistry::SetIdle(const std::string& worker_id) {
 void WorkerRegistry::MarkStopping(const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
   Worker* worker = Find(worker_id);
-  if (worker == nullptr) return;
-  worker->stopping = true;
-  if (worker->info.state() == v1::IDLE) worker->info.set_state(v1::DRAINING);
+  if (worker != nullptr) MarkStoppingLocked(*worker);
+}
+
+void WorkerRegistry::MarkStoppingLocked(Worker& worker) {
+  worker.stopping = true;
+  if (worker.info.state() == v1::IDLE) worker.info.set_state(v1::DRAINING);
 }
 
 bool WorkerRegistry::IsStopping(const std::string& worker_id) {

@@ -72,12 +72,15 @@ class WorkerRegistry {
     int32_t rank = 0;
   };
   // Records a heartbeat now, with the messages of its session the worker says it read
-  // (Heartbeat.messages_read; nullopt from a release that does not say), counted only
-  // when `session` (the one it came on; null: any) is the worker's current one;
-  // NOT_FOUND for an unregistered id.
+  // (Heartbeat.messages_read; nullopt from a release that does not say) and whether it
+  // is shutting down (Heartbeat.stopping: MarkStopping), each taken only when `session`
+  // (the one it came on; null: any) is the worker's current one (a heartbeat in flight
+  // from a pod replaced under the same name says nothing of the new one); NOT_FOUND for
+  // an unregistered id.
   absl::StatusOr<Assignment> Heartbeat(const std::string& worker_id,
                                        std::optional<uint64_t> messages_read = std::nullopt,
-                                       const SessionOutbox* session = nullptr);
+                                       const SessionOutbox* session = nullptr,
+                                       bool stopping = false);
 
   // Queues a message on the worker's live session; false if it has none.
   bool Send(const std::string& worker_id, const v1::CoordinatorMessage& message);
@@ -172,6 +175,7 @@ class WorkerRegistry {
   absl::StatusOr<Registration> AddOrReplace(const v1::RegisterWorkerRequest& request,
                                             std::shared_ptr<SessionOutbox>* replaced);
   Worker* Find(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void MarkStoppingLocked(Worker& worker);
   // Unread()'s judgement of one worker, given what its session has delivered by `now`.
   static bool LeavesUnread(Worker& worker, const SessionOutbox::Delivery& delivery, absl::Time now,
                            absl::Duration timeout);

@@ -45,6 +45,7 @@ class TrackedCommunicator final : public Communicator {
     Scope scope(position_, timeline_, metrics_, "broadcast");
     return inner_->Broadcast(data, numel, root, type);
   }
+  void SetTimeout(std::chrono::milliseconds timeout) override { inner_->SetTimeout(timeout); }
   absl::Status Barrier() override {
     Scope scope(position_, timeline_, metrics_, "barrier");
     return inner_->Barrier();

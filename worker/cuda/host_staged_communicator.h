@@ -39,6 +39,7 @@ class HostStagedCommunicator final : public Communicator {
   absl::Status AllReduce(void* data, size_t numel, ScalarType type) override;
   absl::Status Broadcast(void* data, size_t numel, int root, ScalarType type) override;
   absl::Status Barrier() override { return host_->Barrier(); }
+  void SetTimeout(std::chrono::milliseconds timeout) override { host_->SetTimeout(timeout); }
 
  private:
   // Pinned staging space of at least `bytes` (grown, never shrunk); collectives with

@@ -35,22 +35,25 @@ int64_t AddressSpaceLeft() {
 
 namespace {
 
-// memory.max less memory.current, the cache memory.stat counts as `reclaimable_field`
-// ("inactive_file", "file") counted as free; -1 without a limit.
+// The value of memory.stat's field `name` (bytes); 0 where it is missing or not a number.
+int64_t StatField(absl::string_view stat_text, absl::string_view name) {
+  const std::string prefix = absl::StrCat(name, " ");
+  for (absl::string_view line : absl::StrSplit(stat_text, '\n')) {
+    int64_t value = 0;
+    if (absl::ConsumePrefix(&line, prefix)) {
+      return absl::SimpleAtoi(line, &value) && value >= 0 ? value : 0;
+    }
+  }
+  return 0;
+}
+
+// memory.max less memory.current, `reclaimable` of it counted as free; -1 without a limit.
 int64_t CgroupMemoryFree(absl::string_view max_text, absl::string_view current_text,
-                         absl::string_view stat_text, absl::string_view reclaimable_field) {
+                         int64_t reclaimable) {
   int64_t limit = 0, current = 0;
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(max_text), &limit) ||
       !absl::SimpleAtoi(absl::StripAsciiWhitespace(current_text), &current)) {
     return -1;  // "max", or no memory controller
-  }
-  const std::string prefix = absl::StrCat(reclaimable_field, " ");
-  int64_t reclaimable = 0;
-  for (absl::string_view line : absl::StrSplit(stat_text, '\n')) {
-    if (absl::ConsumePrefix(&line, prefix)) {
-      if (!absl::SimpleAtoi(line, &reclaimable) || reclaimable < 0) reclaimable = 0;
-      break;
-    }
   }
   const int64_t in_use = std::max<int64_t>(current - std::min(reclaimable, current), 0);
   return std::max<int64_t>(limit - in_use, 0);
@@ -63,12 +66,16 @@ int64_t CgroupMemoryLeft(absl::string_view max_text, absl::string_view current_t
   // The cache of files read and written (token files, checkpoints) counts in
   // memory.current; the kernel drops its inactive part before it would refuse memory,
   // so it is not in use (kubelet's working set leaves it out the same way).
-  return CgroupMemoryFree(max_text, current_text, stat_text, "inactive_file");
+  return CgroupMemoryFree(max_text, current_text, StatField(stat_text, "inactive_file"));
 }
 
 int64_t CgroupMemoryBeforeOomKill(absl::string_view max_text, absl::string_view current_text,
                                   absl::string_view stat_text) {
-  return CgroupMemoryFree(max_text, current_text, stat_text, "file");
+  // tmpfs pages (shmem: /dev/shm, a memory-backed emptyDir) count in `file` but cannot be
+  // dropped without swap.
+  return CgroupMemoryFree(
+      max_text, current_text,
+      std::max<int64_t>(StatField(stat_text, "file") - StatField(stat_text, "shmem"), 0));
 }
 
 int64_t ThisCgroupMemoryBeforeOomKill() {

@@ -26,8 +26,9 @@ int64_t CgroupMemoryLeft(absl::string_view max_text, absl::string_view current_t
                          absl::string_view stat_text);
 
 // What a cgroup (v2) lets this process add before the kernel's OOM killer ends it:
-// memory.max less memory.current with all its file cache (memory.stat's `file`) counted
-// as free, since the kernel drops clean cache before it kills; -1 without a limit. The
+// memory.max less memory.current with its file cache (memory.stat's `file`, less `shmem`:
+// tmpfs pages stay) counted as free, since the kernel drops cache before it kills; -1
+// without a limit. The
 // optimistic reading, where CgroupMemoryLeft is the cautious one: what a CPU worker's
 // allocator refuses an allocation against (CpuCachingAllocator), where a refusal must
 // mean the memory is not there.

@@ -48,8 +48,11 @@ TEST(CgroupMemoryBeforeOomKill, CountsAllTheFileCacheAsFree) {
             14 * kGiB);
   EXPECT_EQ(CgroupMemoryLeft(absl::StrCat(16 * kGiB), absl::StrCat(12 * kGiB), stat), 8 * kGiB);
   EXPECT_EQ(CgroupMemoryBeforeOomKill("max", "100", stat), -1);
-  // "file_mapped", "file_dirty" are other fields: only `file` itself counts.
+  // "file_mapped", "file_dirty" are other fields: only `file` itself counts, less the
+  // tmpfs pages in it (shmem), which the kernel cannot drop.
   EXPECT_EQ(CgroupMemoryBeforeOomKill("1000", "900", "file_mapped 800\nfile 100\n"), 200);
+  EXPECT_EQ(CgroupMemoryBeforeOomKill("1000", "900", "file 300\nshmem 200\n"), 200);
+  EXPECT_EQ(CgroupMemoryBeforeOomKill("1000", "900", "file 100\nshmem 200\n"), 100);
 }
 
 // What a worker advertises: the machine's memory, bounded by its pod's limit.

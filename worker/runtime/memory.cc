@@ -1,5 +1,7 @@
 #include "worker/runtime/memory.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -107,7 +109,9 @@ void CpuCachingAllocator::CheckHeadroom(size_t bytes, MemoryCategory category) {
   const int64_t needed = static_cast<int64_t>(AlignedSize(bytes)) + kHeadroomReserve;
   int64_t left = headroom_();
   if (left < 0 || needed <= left) return;
-  ReleaseCache();  // blocks of other sizes, given back to make room, as PyTorch's does
+  // Blocks of other sizes given back to make room, as PyTorch's allocator does, and the
+  // heap's free pages with them (ReleaseCache trims it): memory.current counted them.
+  ReleaseCache();
   left = headroom_();
   if (left < 0 || needed <= left) return;
   throw AllocationFailure(
@@ -138,13 +142,19 @@ void CpuCachingAllocator::ResetPeaks() {
 }
 
 void CpuCachingAllocator::ReleaseCache() {
-  absl::MutexLock lock(&mu_);
-  for (auto& [bytes, ptr] : cache_) {
-    std::free(ptr);
-    stats_.AddReserved(-static_cast<int64_t>(AlignedSize(bytes)));
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [bytes, ptr] : cache_) {
+      std::free(ptr);
+      stats_.AddReserved(-static_cast<int64_t>(AlignedSize(bytes)));
+    }
+    cache_.clear();
+    stats_.cached_bytes = 0;
   }
-  cache_.clear();
-  stats_.cached_bytes = 0;
+  // Blocks below glibc's mmap threshold (which rises to 32 MiB once a mapped block is
+  // freed) went back to its heap, still resident: returned to the system here, or the
+  // host (and a pod's memory.current) would count them as in use.
+  malloc_trim(0);
 }
 
 Buffer::Buffer(Allocator* allocator, size_t numel, MemoryCategory category, ScalarType type,
