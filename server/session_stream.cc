@@ -1,5 +1,6 @@
 #include "server/session_stream.h"
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,15 @@ class RefusedSession final
   explicit RefusedSession(const grpc::Status& status) { Finish(status); }
   void OnDone() override { delete this; }
 };
+
+// What a session's first message was, for the refusal of one that is not a usable hello.
+std::string FirstMessageKind(const v1::WorkerMessage& message) {
+  if (message.has_hello()) return "a hello with an empty worker_id";
+  const google::protobuf::FieldDescriptor* field =
+      v1::WorkerMessage::descriptor()->FindFieldByNumber(message.kind_case());
+  if (field == nullptr) return "a message of a kind this coordinator does not know";
+  return absl::StrCat("a ", field->name());
+}
 
 }  // namespace
 
@@ -200,7 +210,9 @@ void SessionStream::OnHello(const v1::WorkerMessage& hello) {
   if (!hello.has_hello() || hello.hello().worker_id().empty()) {
     absl::MutexLock lock(&mu_);
     FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              "the first session message must be a hello with a worker_id"));
+                              absl::StrCat("the first session message must be a hello with a "
+                                           "worker_id; got ",
+                                           FirstMessageKind(hello))));
     return;
   }
   if (const absl::Status allowed =

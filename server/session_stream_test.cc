@@ -2,7 +2,7 @@
 // worker daemon that heartbeats but reads nothing is declared lost once a message has
 // waited on it past the unread timeout (on an injected clock), and its stream ends
 // although the write to it never completed; a stream that says no hello is ended when
-// SilentSessions finds it overdue.
+// SilentSessions finds it overdue, and one that starts with another message is refused.
 
 #include "server/session_stream.h"
 
@@ -191,6 +191,39 @@ TEST_F(SessionStreamTest, AStreamThatSendsNoHelloIsEndedWhenItIsOverdue) {
   while (greeting->Read(&message)) {
   }
   EXPECT_TRUE(greeting->Finish().ok());
+}
+
+// A session whose first message is not a hello (a heartbeat sent before it, as a racing
+// daemon would) is refused, and the refusal says what came instead.
+TEST_F(SessionStreamTest, AFirstMessageOtherThanAHelloIsRefusedByItsKind) {
+  auto stub = v1::WorkerService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  const auto refusal = [&](const v1::WorkerMessage& first) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    auto stream = stub->Session(&context);
+    stream->Write(first);  // may fail once the coordinator has refused: Finish says why
+    v1::CoordinatorMessage message;
+    while (stream->Read(&message)) {
+    }
+    return stream->Finish();
+  };
+  v1::WorkerMessage heartbeat;
+  heartbeat.mutable_heartbeat();
+  grpc::Status status = refusal(heartbeat);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(),
+            "the first session message must be a hello with a worker_id; got a heartbeat");
+  v1::WorkerMessage empty_hello;
+  empty_hello.mutable_hello();
+  status = refusal(empty_hello);
+  EXPECT_EQ(status.error_message(),
+            "the first session message must be a hello with a worker_id; got a hello with an "
+            "empty worker_id");
+  status = refusal(v1::WorkerMessage());
+  EXPECT_EQ(status.error_message(),
+            "the first session message must be a hello with a worker_id; got a message of a "
+            "kind this coordinator does not know");
 }
 
 }  // namespace

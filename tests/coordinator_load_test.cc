@@ -42,7 +42,7 @@ TEST(CoordinatorLoad, TwoHundredWorkersAndAQueueOfJobsWithoutAFalseFailure) {
   EXPECT_EQ(result->workers_lost, options.frozen_workers);
   EXPECT_EQ(result->detection.count, options.frozen_workers);
   EXPECT_LT(result->detection.max, 2 * absl::ToDoubleSeconds(options.heartbeat_timeout));
-  EXPECT_EQ(result->sessions_ended, 0);
+  EXPECT_EQ(result->sessions_ended, 0) << "the first: " << result->first_session_end;
   EXPECT_EQ(result->jobs_running, options.jobs);
   EXPECT_EQ(result->jobs_succeeded, options.jobs);
   EXPECT_EQ(result->idle_submit_to_running.count, options.probe_jobs);

@@ -162,7 +162,10 @@ absl::Status WaitForIdleWorkers(Client& client, int workers, const SimCounters& 
       "only ", idle_count, " of the ", workers, " workers were IDLE after a minute (",
       all.ok() ? all->size() : 0, " registered at the coordinator; ", counters.registered.load(),
       " registrations answered, ", counters.registration_failures.load(), " failed, ",
-      counters.sessions_ended.load(), " sessions ended)"));
+      counters.sessions_ended.load(), " sessions ended",
+      counters.sessions_ended.load() > 0 ? absl::StrCat(", first ", counters.FirstSessionEnd())
+                                         : "",
+      ")"));
 }
 
 // Submit-to-RUNNING of jobs submitted one at a time while their workers are idle.
@@ -376,6 +379,7 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options) {
 
   // Sessions that ended during the load (the frozen workers' are ended on purpose next).
   result.sessions_ended = counters.sessions_ended.load();
+  result.first_session_end = counters.FirstSessionEnd();
   result.detection = Summarize(
       MeasureDetection(client, fleet->Freeze(options.frozen_workers), options.heartbeat_timeout));
   ReadCoordinatorMetrics(**coordinator, &result);
@@ -424,6 +428,9 @@ std::string FormatLoadResult(const LoadOptions& options, const LoadResult& resul
                 result.threads_idle, result.threads_peak, result.rss_idle_bytes / 1048576.0,
                 result.rss_peak_bytes / 1048576.0, result.cpu_percent, result.failure_detections,
                 result.workers_lost, options.frozen_workers, result.sessions_ended));
+  if (result.sessions_ended > 0) {
+    absl::StrAppend(&out, "    first ended: ", result.first_session_end, "\n");
+  }
   if (options.clients > 0) {
     const FloodResult& f = result.flood;
     absl::StrAppend(

@@ -66,6 +66,7 @@ struct LoadResult {
   double failure_detections = 0;  // the coordinator's count: the frozen workers only
   int workers_lost = 0;           // LOST at the end, the frozen ones included
   int64_t sessions_ended = 0;     // sessions that ended during the load phase
+  std::string first_session_end;  // "worker: CODE: message" of the first of them
   int64_t heartbeats_sent = 0, reports_sent = 0;
   int threads_idle = 0, threads_peak = 0;  // the coordinator's
   int64_t rss_idle_bytes = 0, rss_peak_bytes = 0;

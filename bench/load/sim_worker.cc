@@ -3,7 +3,22 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+
 namespace shardwise::load {
+
+void SimCounters::RecordSessionEnd(const std::string& worker, const grpc::Status& status) {
+  ++sessions_ended;
+  absl::MutexLock lock(&mu_);
+  if (!first_session_end_.empty()) return;
+  first_session_end_ = absl::StrCat(worker, ": ", FromGrpcStatus(status).ToString());
+}
+
+std::string SimCounters::FirstSessionEnd() const {
+  absl::MutexLock lock(&mu_);
+  return first_session_end_;
+}
 
 SimWorker::SimWorker(std::string name, v1::WorkerService::Stub* stub, const SimOptions& options,
                      SimCounters* counters, absl::Time first_heartbeat)
@@ -43,12 +58,15 @@ void SimWorker::OpenSession() {
   // open_ is set).
   stub_->async()->Session(&session_context_, this);
   {
+    // The hello is queued as the session opens, under the same lock: a heartbeat from
+    // the ticker in between would go first, and the coordinator ends a session whose
+    // first message is not its hello.
     absl::MutexLock lock(&mu_);
     open_ = true;
+    v1::WorkerMessage hello;
+    hello.mutable_hello()->set_worker_id(register_response_.worker_id());
+    QueueLocked(std::move(hello));
   }
-  v1::WorkerMessage hello;
-  hello.mutable_hello()->set_worker_id(register_response_.worker_id());
-  Send(std::move(hello));
   StartRead(&incoming_);
   StartCall();
 }
@@ -56,6 +74,10 @@ void SimWorker::OpenSession() {
 void SimWorker::Send(v1::WorkerMessage message) {
   absl::MutexLock lock(&mu_);
   if (!open_) return;
+  QueueLocked(std::move(message));
+}
+
+void SimWorker::QueueLocked(v1::WorkerMessage message) {
   outgoing_.push_back(std::move(message));
   if (writing_) return;
   writing_ = true;
@@ -186,9 +208,9 @@ void SimWorker::Tick(absl::Time now) {
   for (v1::WorkerMessage& message : due) Send(std::move(message));
 }
 
-void SimWorker::OnDone(const grpc::Status&) {
+void SimWorker::OnDone(const grpc::Status& status) {
   absl::MutexLock lock(&mu_);
-  if (open_) ++counters_->sessions_ended;
+  if (open_) counters_->RecordSessionEnd(name_, status);
   open_ = false;
   done_ = true;
 }

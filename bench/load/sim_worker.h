@@ -42,6 +42,15 @@ struct SimCounters {
   std::atomic<int64_t> reports{0};
   std::atomic<int64_t> assignments{0};
   std::atomic<int64_t> aborts{0};
+
+  // The first session that ended early, "worker: CODE: message", so that a failed run
+  // says why the coordinator or the network ended it.
+  void RecordSessionEnd(const std::string& worker, const grpc::Status& status);
+  std::string FirstSessionEnd() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::string first_session_end_ ABSL_GUARDED_BY(mu_);
 };
 
 class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
@@ -77,6 +86,7 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Co
   void OpenSession();
   void OnAssignment(const v1::Assignment& assignment);
   void Send(v1::WorkerMessage message) ABSL_LOCKS_EXCLUDED(mu_);
+  void QueueLocked(v1::WorkerMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::WorkerMessage Report(const Attempt& attempt, v1::AttemptPhase phase, int64_t step) const;
 
   const std::string name_;
