@@ -858,6 +858,16 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec, const JobLimits& limits,
                                 " ", JobRanks(spec)));
   }
   RETURN_IF_ERROR(CheckCount("steps", spec.steps(), limits.max_steps, false, limits.tunable));
+  // The workers number each step's sequences (rows) step x global_batch_size + j
+  // (worker/data/tokens.h): every number must fit an int64.
+  if (const int64_t most = std::numeric_limits<int64_t>::max() / spec.global_batch_size();
+      spec.steps() > most) {
+    return Invalid("steps", absl::StrCat(spec.steps(), " steps of global_batch_size ",
+                                         spec.global_batch_size(),
+                                         " number more sequences than an "
+                                         "int64 holds: at most ",
+                                         most));
+  }
   RETURN_IF_ERROR(ValidateLrSchedule(spec));
   RETURN_IF_ERROR(CheckCount("gradient_accumulation_steps", spec.gradient_accumulation_steps(),
                              limits.max_steps, /*zero_means_default=*/true, limits.tunable));

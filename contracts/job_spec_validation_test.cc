@@ -325,6 +325,13 @@ INSTANTIATE_TEST_SUITE_P(
                 "job.global_batch_size: 8 is not divisible by job.world_size x job.gradient_accumulation_steps = 12"},
         BadCase{"zero steps", [](v1::JobSpec* s) { s->set_steps(0); },
                 "job.steps: must be positive, got 0"},
+        BadCase{"steps whose sequences outnumber an int64",
+                [](v1::JobSpec* s) {
+                  s->set_global_batch_size(int64_t{1} << 24);
+                  s->set_steps(int64_t{1} << 40);
+                },
+                "job.steps: 1099511627776 steps of global_batch_size 16777216 number more "
+                "sequences than an int64 holds: at most 549755813887"},
         BadCase{"negative accumulation", [](v1::JobSpec* s) { s->set_gradient_accumulation_steps(-1); },
                 "job.gradient_accumulation_steps: must be positive, got -1"},
         BadCase{"negative loss read interval", [](v1::JobSpec* s) { s->set_loss_read_interval_steps(-2); },

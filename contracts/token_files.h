@@ -4,7 +4,7 @@
 // Where the ids of a token file lie (data.tokens): raw little-endian uint16 (nanoGPT's
 // train.bin), or the 1-D tensor "tokens" (U16, I32 or I64) of a safetensors file. The
 // coordinator inspects a file at submission (its size and header, never its ids); the
-// workers map it and check every id (worker/data/tokens.h).
+// workers read it a sequence at a time and check every id (worker/data/tokens.h).
 
 #include <cstdint>
 #include <string>
@@ -34,10 +34,22 @@ absl::Status TokenFileReadFailure(const std::string& field, const std::string& p
 // The format a path is read in: `format`, or by its extension when unspecified.
 v1::TokenData::Format ResolveTokenFormat(const std::string& path, v1::TokenData::Format format);
 
-// Reads the file's size and header only, opening it as `links` says
-// (common/untrusted_file.h). INVALID_ARGUMENT naming job.`field` and the path when it is
-// missing, not a regular file, a link where `links` refuses one, or not a token file of
-// that format; UNAVAILABLE, naming them too, when this host could not read it now.
+// Opens the token file of job.`field` at `path` as `links` says (common/untrusted_file.h):
+// INVALID_ARGUMENT naming both when it is missing, not a regular file or a link where
+// `links` refuses one; UNAVAILABLE, naming them too, when this host could not open it now.
+absl::StatusOr<UntrustedFile> OpenTokenFile(const std::string& field, const std::string& path,
+                                            Links links);
+
+// Where the ids of `file` (opened from `path`) lie, from its size and header only:
+// INVALID_ARGUMENT naming job.`field` and the path when it is not a token file of that
+// format, UNAVAILABLE when this host could not read its header now. A reader that goes on
+// to read the ids reads them through the same `file`: the layout is that file's, not one
+// found at the path later.
+absl::StatusOr<TokenFileLayout> TokenFileLayoutOf(const std::string& field, const std::string& path,
+                                                  v1::TokenData::Format format,
+                                                  const UntrustedFile& file);
+
+// OpenTokenFile, then TokenFileLayoutOf: the coordinator's inspection at submission.
 absl::StatusOr<TokenFileLayout> InspectTokenFile(const std::string& field, const std::string& path,
                                                  v1::TokenData::Format format, Links links);
 

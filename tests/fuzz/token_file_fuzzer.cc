@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   constexpr int64_t kVocab = 300, kBlock = 4;
   auto file = TokenFile::Open("data.tokens.train_path", path,
                               safetensors ? v1::TokenData::SAFETENSORS : v1::TokenData::UINT16,
-                              kVocab, kBlock, Links::kFollow);
+                              TokenModel{"model.gpt", kVocab, kBlock}, Links::kFollow);
   if (!file.ok()) return 0;
   // The file is unchanged since it was opened: reading a batch cannot fail.
   const absl::StatusOr<MicroBatch> batch = TokenMicroBatch(**file, size, 7, 3, kBlock);

@@ -62,6 +62,7 @@ class MlpBatches final : public BatchSource {
   absl::StatusOr<MicroBatch> Validation(int64_t, int) const override { return MicroBatch(); }
   bool has_validation() const override { return false; }
   int64_t tokens_per_step() const override { return 0; }
+  DataIdentity identity() const override { return {.train_count = data_->num_samples}; }
 
  private:
   const std::shared_ptr<const Dataset> data_;
@@ -93,6 +94,15 @@ class TokenBatches final : public BatchSource {
   }
   bool has_validation() const override { return val_ != nullptr; }
   int64_t tokens_per_step() const override { return slice_.global_batch * block_size_; }
+  DataIdentity identity() const override {
+    DataIdentity identity{.train_count = train_->size(),
+                          .train_fingerprint = train_->fingerprint()};
+    if (val_ != nullptr) {
+      identity.validation_count = val_->size();
+      identity.validation_fingerprint = val_->fingerprint();
+    }
+    return identity;
+  }
 
  private:
   const std::shared_ptr<const TokenFile> train_, val_;
@@ -103,19 +113,20 @@ class TokenBatches final : public BatchSource {
 
 absl::StatusOr<std::unique_ptr<BatchSource>> OpenTokens(const v1::JobSpec& spec, Slice slice) {
   const v1::TokenData& tokens = spec.data().tokens();
-  const int64_t vocab_size = VocabSize(spec.model()), block_size = BlockSize(spec.model());
+  const TokenModel model{ModelField(spec.model()), VocabSize(spec.model()),
+                         BlockSize(spec.model())};
   auto train = TokenFile::Open("data.tokens.train_path", tokens.train_path(), tokens.format(),
-                               vocab_size, block_size, kCheckedPathLinks);
+                               model, kCheckedPathLinks);
   if (!train.ok()) return train.status();
   std::unique_ptr<TokenFile> val;
   if (!tokens.val_path().empty()) {
-    auto opened = TokenFile::Open("data.tokens.val_path", tokens.val_path(), tokens.format(),
-                                  vocab_size, block_size, kCheckedPathLinks);
+    auto opened = TokenFile::Open("data.tokens.val_path", tokens.val_path(), tokens.format(), model,
+                                  kCheckedPathLinks);
     if (!opened.ok()) return opened.status();
     val = std::move(*opened);
   }
   return std::unique_ptr<BatchSource>(std::make_unique<TokenBatches>(
-      std::move(*train), std::move(val), tokens.seed(), block_size, slice));
+      std::move(*train), std::move(val), tokens.seed(), model.block_size, slice));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "proto/job_spec.pb.h"
 #include "worker/data/batch.h"
+#include "worker/data/data_identity.h"
 
 namespace shardwise {
 
@@ -28,6 +29,8 @@ class BatchSource {
   virtual bool has_validation() const = 0;
   // Tokens in one step's global batch (0 for the MLP).
   virtual int64_t tokens_per_step() const = 0;
+  // What was opened, for the ranks to compare (worker/data/data_identity.h).
+  virtual DataIdentity identity() const = 0;
   // The same data as rank `rank` of the job takes it (a fault-tolerant rank covering a
   // rank that left): the files, opened and checked once, shared, not opened again.
   virtual std::unique_ptr<BatchSource> ForRank(int rank) const = 0;

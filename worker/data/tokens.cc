@@ -45,33 +45,26 @@ int64_t SequenceStart(uint64_t seed, int64_t index, int64_t num_tokens, int64_t 
 absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& field,
                                                            const std::string& path,
                                                            v1::TokenData::Format format,
-                                                           int64_t vocab_size, int64_t block_size,
-                                                           Links links) {
-  ASSIGN_OR_RETURN(const TokenFileLayout layout, InspectTokenFile(field, path, format, links));
-  if (layout.count < block_size + 1) {
-    return TokenFileInvalid(field, path,
-                            absl::StrCat("holds ", layout.count,
-                                         " tokens; a sequence of "
-                                         "model.gpt.block_size ",
-                                         block_size, " needs at least ", block_size + 1));
+                                                           const TokenModel& model, Links links) {
+  ASSIGN_OR_RETURN(UntrustedFile opened, OpenTokenFile(field, path, links));
+  ASSIGN_OR_RETURN(const TokenFileLayout layout, TokenFileLayoutOf(field, path, format, opened));
+  if (layout.count < model.block_size + 1) {
+    return TokenFileInvalid(
+        field, path,
+        absl::StrCat("holds ", layout.count, " tokens; a sequence of ", model.field, ".block_size ",
+                     model.block_size, " needs at least ", model.block_size + 1));
   }
-  // The file opened may not be the one inspected (replaced by a FIFO, a link or a shorter
-  // file): UntrustedFile refuses what is not a regular file, without blocking.
-  absl::StatusOr<UntrustedFile> opened =
-      UntrustedFile::Open(path, std::numeric_limits<uint64_t>::max(), links);
-  if (!opened.ok()) return TokenFileReadFailure(field, path, opened.status());
-  const uint64_t bytes = layout.offset + layout.count * layout.element;
-  if (opened->size() < bytes) {
-    return TokenFileInvalid(field, path, "changed between its inspection and its opening");
-  }
-  std::unique_ptr<TokenFile> file(new TokenFile(field, path, std::move(*opened), layout.offset,
-                                                layout.element, layout.count, vocab_size));
-  // Every id, a chunk at a time.
+  std::unique_ptr<TokenFile> file(new TokenFile(field, path, std::move(opened), layout.offset,
+                                                layout.element, layout.count, model));
+  // Every id, a chunk at a time, checked and taken into the fingerprint.
   constexpr int64_t kChunk = int64_t{1} << 20;
   std::vector<int64_t> ids;
+  uint64_t fingerprint = kEmptyFingerprint;
   for (int64_t first = 0; first < file->size(); first += kChunk) {
     RETURN_IF_ERROR(file->ReadIds(first, std::min(kChunk, file->size() - first), &ids, ""));
+    fingerprint = FingerprintIds(fingerprint, ids.data(), ids.size());
   }
+  file->fingerprint_ = fingerprint;
   return file;
 }
 
@@ -105,12 +98,12 @@ absl::Status TokenFile::ReadIds(int64_t first, int64_t count, std::vector<int64_
 absl::Status TokenFile::CheckIds(int64_t first, const std::vector<int64_t>& ids,
                                  const char* when) const {
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] >= 0 && ids[i] < vocab_size_) continue;
+    if (ids[i] >= 0 && ids[i] < model_.vocab_size) continue;
     const int64_t index = first + static_cast<int64_t>(i);
     return TokenFileInvalid(
         field_, path_,
         absl::StrCat("token ", index, " (byte offset ", offset_ + index * element_, ") is ", ids[i],
-                     ", not an id below model.gpt.vocab_size ", vocab_size_, when));
+                     ", not an id below ", model_.field, ".vocab_size ", model_.vocab_size, when));
   }
   return absl::OkStatus();
 }

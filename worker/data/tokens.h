@@ -32,6 +32,7 @@
 #include "common/untrusted_file.h"
 #include "proto/job_spec.pb.h"
 #include "worker/data/batch.h"
+#include "worker/data/data_identity.h"
 
 namespace shardwise {
 
@@ -40,32 +41,43 @@ namespace shardwise {
 // z ^= z >> 31 (all mod 2^64); the start is z mod (num_tokens - block_size).
 int64_t SequenceStart(uint64_t seed, int64_t index, int64_t num_tokens, int64_t block_size);
 
+// What the model asks of a token file: ids below vocab_size, at least block_size + 1 of
+// them; `field` ("model.gpt", "model.llama": ModelField) names the two in errors.
+struct TokenModel {
+  std::string field;
+  int64_t vocab_size = 0;
+  int64_t block_size = 0;
+};
+
 class TokenFile {
  public:
   // `field` names the spec field in errors ("data.tokens.train_path"); `links` says how
   // `path` is opened (common/untrusted_file.h; Links::kRefuseAll for a job's checked path).
+  // The file is inspected and read through one descriptor: a file put at the path
+  // meanwhile is never read with another's layout.
   static absl::StatusOr<std::unique_ptr<TokenFile>> Open(const std::string& field,
                                                          const std::string& path,
                                                          v1::TokenData::Format format,
-                                                         int64_t vocab_size, int64_t block_size,
-                                                         Links links);
+                                                         const TokenModel& model, Links links);
   TokenFile(const TokenFile&) = delete;
   TokenFile& operator=(const TokenFile&) = delete;
 
   int64_t size() const { return count_; }
+  // Of every id as the file was opened (worker/data/data_identity.h).
+  uint64_t fingerprint() const { return fingerprint_; }
   // Ids [first, first + count) into `ids` (resized); `first + count` at most size().
   absl::Status Read(int64_t first, int64_t count, std::vector<int64_t>* ids) const;
 
  private:
   TokenFile(std::string field, std::string path, UntrustedFile file, uint64_t offset, int element,
-            int64_t count, int64_t vocab_size)
+            int64_t count, TokenModel model)
       : field_(std::move(field)),
         path_(std::move(path)),
         file_(std::move(file)),
         offset_(offset),
         element_(element),
         count_(count),
-        vocab_size_(vocab_size) {}
+        model_(std::move(model)) {}
   // Read, with `when` after the message of a bad id.
   absl::Status ReadIds(int64_t first, int64_t count, std::vector<int64_t>* ids,
                        const char* when) const;
@@ -78,7 +90,8 @@ class TokenFile {
   const uint64_t offset_;  // of the first id, in bytes
   const int element_;      // bytes per id: 2, 4 or 8
   const int64_t count_;
-  const int64_t vocab_size_;
+  const TokenModel model_;
+  uint64_t fingerprint_ = 0;  // set by Open, once
 };
 
 // The micro-batch of `count` sequences from global index `first` on (see above).

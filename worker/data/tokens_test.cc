@@ -44,9 +44,13 @@ TEST(SequenceStart, IsSplitMix64ModuloTheStarts) {
 
 TEST(TokenFile, BatchesAreSequencesAndTheirNextTokens) {
   auto file = TokenFile::Open("data.tokens.train_path", WriteUint16("train.bin", Iota(200)),
-                              v1::TokenData::FORMAT_UNSPECIFIED, 50, 8, Links::kFollow);
+                              v1::TokenData::FORMAT_UNSPECIFIED, TokenModel{"model.gpt", 50, 8},
+                              Links::kFollow);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->size(), 200);
+  const std::vector<uint16_t> written = Iota(200);
+  const std::vector<int64_t> ids(written.begin(), written.end());
+  EXPECT_EQ((*file)->fingerprint(), FingerprintIds(kEmptyFingerprint, ids.data(), ids.size()));
   const absl::StatusOr<MicroBatch> read = TokenMicroBatch(**file, 3, 10, 2, 8);
   ASSERT_TRUE(read.ok()) << read.status();
   const MicroBatch& batch = *read;
@@ -69,8 +73,8 @@ TEST(TokenFile, ReadsASafetensorsTensor) {
   tokens.bytes.assign(reinterpret_cast<const char*>(ids.data()), size_t{20} * 8);
   const std::string path = TempPath("tokens") + ".safetensors";
   ASSERT_TRUE(WriteSafetensors(path, {{"tokens", tokens}}).ok());
-  auto file = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::FORMAT_UNSPECIFIED, 8,
-                              4, Links::kFollow);
+  auto file = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::FORMAT_UNSPECIFIED,
+                              TokenModel{"model.gpt", 8, 4}, Links::kFollow);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->size(), 20);
   std::vector<int64_t> last;
@@ -113,7 +117,7 @@ TEST(TokenFile, RefusesAFloatTensor) {
     const std::string path = TempPath(dtype) + ".safetensors";
     ASSERT_TRUE(WriteSafetensors(path, {{"tokens", tokens}}).ok());
     auto file = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::FORMAT_UNSPECIFIED,
-                                8, 4, Links::kFollow);
+                                TokenModel{"model.gpt", 8, 4}, Links::kFollow);
     EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument) << dtype;
     EXPECT_NE(file.status().message().find("needs a 1-D tensor 'tokens' of U16, I32 or I64"),
               std::string::npos)
@@ -126,8 +130,8 @@ TEST(TokenFile, RefusesAFloatTensor) {
 // handed the model an id past its vocabulary.
 TEST(TokenFile, AFileChangedAfterItWasOpenedFailsTheReadNamingIt) {
   const std::string path = WriteUint16("changing.bin", Iota(200));
-  auto file =
-      TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16, 50, 8, Links::kFollow);
+  auto file = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16,
+                              TokenModel{"model.gpt", 50, 8}, Links::kFollow);
   ASSERT_TRUE(file.ok()) << file.status();
   std::vector<uint16_t> rewritten = Iota(200);
   rewritten[150] = 999;
@@ -150,13 +154,34 @@ TEST(TokenFile, NamesTheFieldTheFileAndTheOffsetOfABadId) {
   std::vector<uint16_t> ids = Iota(100);
   ids[37] = 60;
   const std::string path = WriteUint16("bad.bin", ids);
-  auto file =
-      TokenFile::Open("data.tokens.val_path", path, v1::TokenData::UINT16, 50, 8, Links::kFollow);
+  auto file = TokenFile::Open("data.tokens.val_path", path, v1::TokenData::UINT16,
+                              TokenModel{"model.gpt", 50, 8}, Links::kFollow);
   EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(file.status().message(),
             absl::StrCat("job.data.tokens.val_path '", path,
                          "': token 37 (byte offset 74) is 60, not an id below "
                          "model.gpt.vocab_size 50"));
+}
+
+// A Llama's file is measured against model.llama, and its errors say so.
+TEST(TokenFile, NamesTheModelsOwnFieldsForALlama) {
+  std::vector<uint16_t> ids = Iota(100);
+  ids[12] = 70;
+  const TokenModel llama{"model.llama", 64, 8};
+  const std::string bad = WriteUint16("llama_bad.bin", ids);
+  auto file =
+      TokenFile::Open("data.tokens.train_path", bad, v1::TokenData::UINT16, llama, Links::kFollow);
+  EXPECT_EQ(file.status().message(),
+            absl::StrCat("job.data.tokens.train_path '", bad,
+                         "': token 12 (byte offset 24) is 70, not an id below "
+                         "model.llama.vocab_size 64"));
+  const std::string short_file = WriteUint16("llama_short.bin", Iota(8));
+  file = TokenFile::Open("data.tokens.train_path", short_file, v1::TokenData::UINT16, llama,
+                         Links::kFollow);
+  EXPECT_EQ(file.status().message(),
+            absl::StrCat("job.data.tokens.train_path '", short_file,
+                         "': holds 8 tokens; a sequence of model.llama.block_size 8 needs at "
+                         "least 9"));
 }
 
 // A job's token file is opened as it was checked, with no link in its path: its folder
@@ -168,42 +193,45 @@ TEST(TokenFile, RefusesALinkPutInTheCheckedPathSinceTheCheck) {
   fs::create_directories(folder);
   fs::rename(WriteUint16("train.bin", Iota(100)), folder / "train.bin");
   const std::string path = fs::canonical(folder / "train.bin").string();
-  ASSERT_TRUE(TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16, 50, 8,
-                              Links::kRefuseAll)
+  ASSERT_TRUE(TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16,
+                              TokenModel{"model.gpt", 50, 8}, Links::kRefuseAll)
                   .ok());
   fs::rename(folder, folder.string() + ".old");
   fs::create_directory_symlink(folder.string() + ".old", folder);
-  auto swapped = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16, 50, 8,
-                                 Links::kRefuseAll);
+  auto swapped = TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16,
+                                 TokenModel{"model.gpt", 50, 8}, Links::kRefuseAll);
   EXPECT_EQ(swapped.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(swapped.status().message().find("is a symbolic link"), std::string::npos)
       << swapped.status();
   EXPECT_NE(swapped.status().message().find("job.data.tokens.train_path"), std::string::npos)
       << swapped.status();
-  EXPECT_TRUE(
-      TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16, 50, 8, Links::kFollow)
-          .ok());
+  EXPECT_TRUE(TokenFile::Open("data.tokens.train_path", path, v1::TokenData::UINT16,
+                              TokenModel{"model.gpt", 50, 8}, Links::kFollow)
+                  .ok());
 }
 
 TEST(TokenFile, RefusesShortOddAndIrregularFiles) {
-  auto short_file = TokenFile::Open("data.tokens.train_path", WriteUint16("short.bin", Iota(8)),
-                                    v1::TokenData::UINT16, 50, 8, Links::kFollow);
+  auto short_file =
+      TokenFile::Open("data.tokens.train_path", WriteUint16("short.bin", Iota(8)),
+                      v1::TokenData::UINT16, TokenModel{"model.gpt", 50, 8}, Links::kFollow);
   EXPECT_EQ(short_file.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(short_file.status().message().find("holds 8 tokens"), std::string::npos);
   const std::string odd = TempPath("odd.bin");
   std::ofstream(odd, std::ios::binary) << "abc";
-  EXPECT_NE(TokenFile::Open("f", odd, v1::TokenData::UINT16, 50, 1, Links::kFollow)
+  EXPECT_NE(TokenFile::Open("f", odd, v1::TokenData::UINT16, TokenModel{"model.gpt", 50, 1},
+                            Links::kFollow)
                 .status()
                 .message()
                 .find("whole number"),
             std::string::npos);
-  EXPECT_NE(
-      TokenFile::Open("f", testing::ScratchRoot(), v1::TokenData::UINT16, 50, 1, Links::kFollow)
-          .status()
-          .message()
-          .find("not a regular file"),
-      std::string::npos);
-  EXPECT_EQ(TokenFile::Open("f", "/no/such/file", v1::TokenData::UINT16, 50, 1, Links::kFollow)
+  EXPECT_NE(TokenFile::Open("f", testing::ScratchRoot(), v1::TokenData::UINT16,
+                            TokenModel{"model.gpt", 50, 1}, Links::kFollow)
+                .status()
+                .message()
+                .find("not a regular file"),
+            std::string::npos);
+  EXPECT_EQ(TokenFile::Open("f", "/no/such/file", v1::TokenData::UINT16,
+                            TokenModel{"model.gpt", 50, 1}, Links::kFollow)
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
@@ -251,9 +279,9 @@ TEST(TokenFile, AHostThatCannotOpenTheFileNowIsUnavailable) {
               int code = 0;
               for (const std::string& path : {bin, tensor}) {
                 code += 2;
-                const auto opened =
-                    TokenFile::Open("data.tokens.train_path", path,
-                                    v1::TokenData::FORMAT_UNSPECIFIED, 50, 8, Links::kFollow);
+                const auto opened = TokenFile::Open("data.tokens.train_path", path,
+                                                    v1::TokenData::FORMAT_UNSPECIFIED,
+                                                    TokenModel{"model.gpt", 50, 8}, Links::kFollow);
                 if (!absl::IsUnavailable(opened.status())) return code;
                 if (!absl::StrContains(opened.status().message(), "job.data.tokens.train_path")) {
                   return code + 1;

@@ -94,7 +94,9 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& job_spec,
         };
       }
       TrainingFaults faults = options.faults ? options.faults(r) : TrainingFaults{};
-      results[r] = Train(spec, training, &faults);
+      v1::JobSpec rank_spec = spec;
+      if (options.rank_spec) options.rank_spec(r, &rank_spec);
+      results[r] = Train(rank_spec, training, &faults);
       if (results[r].ok()) out.memory[r] = results[r]->device_memory;
     });
   }

@@ -41,6 +41,9 @@ struct ThreadedOptions {
   std::vector<std::pair<int64_t, v1::CommHook>> hook_switches;
   // For jobs on an accelerator (spec.device): each rank's device and communicators.
   RankDeviceFactory make_device;
+  // Each rank's own view of the spec (a host that holds another copy of a file), made
+  // from the job's; unset: the job's, the same for every rank.
+  std::function<void(int rank, v1::JobSpec* spec)> rank_spec;
   // Whether the run replaces whatever is at the spec's output paths (tests train into the
   // same files again and again); false keeps the spec's output.overwrite as written.
   bool owns_outputs = true;

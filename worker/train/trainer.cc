@@ -1,11 +1,13 @@
 #include "worker/train/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -203,6 +205,7 @@ class RankTrainer : private MembershipMoves::Rank {
   void AdoptModel(std::unique_ptr<fsdp::FsdpModel> model);
   // The model at its start: from the checkpoint every rank agreed on, restored with its
   // optimizer state, else from the initial weights.
+  absl::Status AgreeOnTheData();
   absl::Status BuildInitialModel();
   absl::StatusOr<CheckpointChoice> AgreeOnTheCheckpoint();
   // The agreed checkpoint read for this rank (none when the model starts from its
@@ -383,12 +386,34 @@ absl::Status RankTrainer::Setup() {
   data_ = std::move(*data);
   // A replacement reads no weights: its model is built from the live ranks' shards.
   if (context_.join != nullptr) return TakeStateOfTheLiveRanks();
+  RETURN_IF_ERROR(AgreeOnTheData());
   // A job that may grow starts with some of its groups not placed yet (KEEP_GLOBAL).
   CoverLeftRanks();
   RETURN_IF_ERROR(BuildInitialModel());
   // Loading takes each rank its own time, which the first step's collectives (bounded by
   // the peer timeout under fault tolerance) would not wait for.
   return BarrierWithDataPlaneTimeout();
+}
+
+// Each rank opened the job's files on its own host: ranks that opened different ones
+// would draw overlapping or missing sequences (worker/data/data_identity.h).
+absl::Status RankTrainer::AgreeOnTheData() {
+  activity_ = "comparing the data each rank opened";
+  Communicator& world = *runtime_->world();
+  // Each rank's in its own slot, summed: an all-gather made of the all-reduce the
+  // control exchanges use (AgreeOnTheCheckpoint), so that the all-gathers' traffic in
+  // progress stays the parameters'.
+  const std::array<int64_t, DataIdentity::kPackedSize> mine = data_->identity().Pack();
+  std::vector<int64_t> all(mine.size() * static_cast<size_t>(world.size()), 0);
+  std::copy(mine.begin(), mine.end(),
+            all.begin() + std::ptrdiff_t{world.rank()} * DataIdentity::kPackedSize);
+  RETURN_IF_ERROR(WithDataPlaneTimeout(
+      [&] { return world.AllReduce(all.data(), all.size(), ScalarType::kInt64); }));
+  std::vector<DataIdentity> by_rank;
+  for (size_t at = 0; at < all.size(); at += mine.size()) {
+    by_rank.push_back(DataIdentity::Unpack(all.data() + at));
+  }
+  return CheckEveryRankReadTheSameData(spec_, by_rank);
 }
 
 absl::StatusOr<CheckpointChoice> RankTrainer::AgreeOnTheCheckpoint() {
