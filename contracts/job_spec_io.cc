@@ -131,7 +131,7 @@ std::string FieldKey(const std::string& key) {
 // scalars stay strings. Refuses a key given twice, nesting deeper than kMaxDepth, and
 // output beyond kMaxJsonBytes.
 absl::Status YamlToJson(const YAML::Node& node, int depth, std::string* out) {
-  if (depth > kMaxDepth) {
+  if (depth >= kMaxDepth) {  // the document's root is level 1, at depth 0
     return absl::InvalidArgumentError(absl::StrCat("job spec line ", node.Mark().line + 1,
                                                    ": nested deeper than ", kMaxDepth, " levels"));
   }

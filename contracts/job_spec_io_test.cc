@@ -155,6 +155,14 @@ TEST(ParseJobSpec, BoundsExpansionNestingAndSize) {
       << expanded.status();
   auto deep = ParseJobSpec("name: " + std::string(500, '[') + std::string(500, ']') + "\n");
   EXPECT_EQ(deep.status().code(), absl::StatusCode::kInvalidArgument) << deep.status();
+  // 64 levels (the root mapping, then 63 lists) are read; 65 are not.
+  auto levels = [](int lists) {
+    return ParseJobSpec("name: " + std::string(lists, '[') + std::string(lists, ']') + "\n")
+        .status();
+  };
+  EXPECT_EQ(levels(63).message().find("nested deeper"), std::string::npos) << levels(63);
+  EXPECT_NE(levels(64).message().find("nested deeper than 64 levels"), std::string::npos)
+      << levels(64);
   auto huge = ParseJobSpec("name: x\n" + std::string(2 << 20, '#'));
   EXPECT_NE(huge.status().message().find("at most 1048576"), std::string::npos) << huge.status();
 }
