@@ -197,7 +197,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
                                 ? "the worker reconnected (a new session while it still ran "
                                   "the attempt) before its old session closed"
                                 : "the worker restarted and registered again",
-                            registration.worker_id);
+                            registration.worker_id, /*planned_stop=*/false);
     }
   }
   // After a restart: the worker may run a rank of an attempt waiting for its ranks.
@@ -404,6 +404,11 @@ void JobController::OnRankAbortedLocked(const v1::Job& job, LiveAttempt& attempt
     RequeueWithoutRestartLocked(job,
                                 absl::StrCat(RankName(job, report.rank()),
                                              " left before the attempt ran: ", report.message()));
+  } else if (report.worker_fault() && job.state() == v1::SCHEDULED) {
+    // Its worker could not run it (no thread left: a pids limit): the worker's fault, not
+    // the job's. Kept out of scheduling, or the job would be placed on it again.
+    QuarantineLocked(job, {report.rank()},
+                     absl::StrCat("could not run on its worker: ", report.message()), clock_.Now());
   } else {
     OnRankFailedLocked(job, attempt, report, worker_id);
   }
@@ -673,14 +678,22 @@ void JobController::LoseWorkerLocked(const std::string& worker_id, const std::st
       job->state() == v1::PENDING) {
     return;
   }
-  LoseWorkersRankLocked(*job, before->rank(), reason, worker_id);
+  LoseWorkersRankLocked(*job, before->rank(), reason, worker_id, /*planned_stop=*/kind == nullptr);
 }
 
 void JobController::LoseWorkersRankLocked(const v1::Job& job, int32_t rank,
-                                          const std::string& reason, const std::string& worker_id) {
+                                          const std::string& reason, const std::string& worker_id,
+                                          bool planned_stop) {
   auto live = live_.find(job.id());
   if (job.state() == v1::SCHEDULED && live != live_.end() &&
       live->second.attempt == job.attempt() && live->second.joined.count(rank) == 0) {
+    if (planned_stop) {
+      // As a refusal with worker_leaving: the daemon may have refused the assignment
+      // after its session's last write (it stops as told), and its next pod may take
+      // its name; no fault of the worker's.
+      return RequeueWithoutRestartLocked(
+          job, absl::StrCat(RankName(job, rank), " left before the attempt ran: ", reason));
+    }
     // Its worker went (a node that lost power still looked idle until its heartbeats were
     // missed) before the rank joined: nothing of the job's doing, as a rank that never
     // reached the rendezvous, and quarantined as that one is, so that a worker the job's

@@ -367,10 +367,13 @@ class JobController {
   void LoseWorkerLocked(const std::string& worker_id, const std::string& reason, const char* kind)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The rank its worker held, lost with it (`reason`): a rank of a SCHEDULED attempt that
-  // had not joined has its worker quarantined and the job re-queued without a restart
-  // (QuarantineLocked); any other is lost as LoseRankLocked says.
+  // had not joined has the job re-queued without a restart, its worker quarantined
+  // (QuarantineLocked) unless the worker stopped as told (`planned_stop`: a rollout's
+  // pod, whose refusal of the assignment may not have reached us); any other is lost as
+  // LoseRankLocked says.
   void LoseWorkersRankLocked(const v1::Job& job, int32_t rank, const std::string& reason,
-                             const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                             const std::string& worker_id, bool planned_stop)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells every rank of the attempt to stop, except `skip_worker` (already gone).
   void AbortRanksLocked(const v1::Job& job, const std::string& reason,
                         const std::string& skip_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -523,6 +523,29 @@ TEST_F(JobControllerTest, AWorkerStillRunningAnotherAttemptDrainsBeforeItIsSched
   EXPECT_EQ(core_.workers->Get("w1")->state(), v1::IDLE);
 }
 
+// A worker that could not run its rank (no thread left: a pids limit) is at fault, not
+// the job: the job is placed again with no restart counted (with max_restarts 0 it would
+// have failed), elsewhere, and the worker is quarantined (else it would be given the job
+// again at once).
+TEST_F(JobControllerTest, AWorkerThatCouldNotRunItsRankIsQuarantinedAndTheJobPlacedElsewhere) {
+  v1::AttemptReport refusal;
+  refusal.set_message(
+      "this worker could not start a thread (thread: Resource temporarily "
+      "unavailable)");
+  refusal.set_worker_fault(true);
+  RefuseRankOneOfAScheduledAttempt(refusal);
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_TRUE(HasEvent(job,
+                       "rank 1 (worker w1) could not run on its worker: this worker could not "
+                       "start a thread"))
+      << job.DebugString();
+  EXPECT_EQ(core_.workers->Get("w1")->quarantined_until_ms(),
+            absl::ToUnixMillis(clock_.Now() + absl::Minutes(10)));
+  Heartbeat("w0");  // drained: idle again
+  ExpectSecondAttemptOnW0AndW2();
+}
+
 // A worker that refuses its assignment as still busy though its heartbeats say it runs
 // nothing (a buggy release) would be given the job again and again, a new attempt each
 // time: the third refusal in a row quarantines it. Taking an assignment clears its count.
@@ -892,6 +915,31 @@ TEST_F(JobControllerTest, AWorkerLostBeforeItsRankJoinedRequeuesWithoutARestart)
   bool aborted = false;
   for (const auto& message : Received("w0")) aborted |= message.has_abort();
   EXPECT_TRUE(aborted);
+}
+
+// A worker told to stop (SIGTERM) may refuse its assignment after its session's last
+// write, so that the refusal never arrives: its session's end before its rank joined
+// re-queues the job as the refusal would, with no restart and no quarantine (the pod that
+// replaces it takes its name).
+TEST_F(JobControllerTest, AWorkerThatStopsAsToldBeforeItsRankJoinedIsNotQuarantined) {
+  AddWorker("w0");
+  AddWorker("w1");
+  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
+  ASSERT_EQ(State(), v1::SCHEDULED);
+  Report("w0", 0, v1::JOINED);
+  v1::Heartbeat stopping;
+  stopping.set_stopping(true);
+  core_.controller->OnHeartbeat("w1", stopping, outboxes_.at("w1").get());
+  core_.controller->CloseSession("w1", outboxes_.at("w1"));
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.state(), v1::PENDING);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_TRUE(HasEvent(job,
+                       "rank 1 (worker w1) left before the attempt ran: it stopped: its "
+                       "daemon was told to (SIGTERM)"))
+      << job.DebugString();
+  EXPECT_EQ(core_.workers->Get("w1")->quarantined_until_ms(), 0);
+  EXPECT_TRUE(core_.workers->Get("w1")->quarantine_reason().empty());
 }
 
 // A worker declared lost while in fact alive (its heartbeats late) registers again naming

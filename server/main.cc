@@ -18,6 +18,7 @@
 #include "common/port_file.h"
 #include "common/status_macros.h"
 #include "contracts/job_spec_validation.h"
+#include "contracts/timeouts.h"
 #include "server/coordinator.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:7070",
@@ -124,10 +125,15 @@ ABSL_FLAG(int32_t, max_queued_submissions, 1000,
 namespace shardwise {
 namespace {
 
-// A millisecond flag's value as a duration, at least `minimum_ms`.
-absl::StatusOr<absl::Duration> MillisecondsAtLeast(absl::string_view name, int64_t value,
-                                                   int64_t minimum_ms) {
+// A millisecond flag's value as a duration, at least `minimum_ms` and at most
+// kMaxTimeoutMilliseconds (workers' deadlines are computed from some of them).
+absl::StatusOr<absl::Duration> MillisecondsFlag(absl::string_view name, int64_t value,
+                                                int64_t minimum_ms) {
   RETURN_IF_ERROR(CheckFlagAtLeast(name, value, minimum_ms));
+  if (value > kMaxTimeoutMilliseconds) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", name, " must be at most ", kMaxTimeoutMilliseconds, " (30 days), got ", value));
+  }
   return absl::Milliseconds(value);
 }
 
@@ -135,12 +141,16 @@ absl::StatusOr<absl::Duration> MillisecondsAtLeast(absl::string_view name, int64
 absl::Status ControllerTimeoutsFromFlags(JobController::Options* controller) {
   ASSIGN_OR_RETURN(
       controller->heartbeat_interval,
-      MillisecondsAtLeast("heartbeat_interval_ms", absl::GetFlag(FLAGS_heartbeat_interval_ms), 1));
-  controller->heartbeat_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
+      MillisecondsFlag("heartbeat_interval_ms", absl::GetFlag(FLAGS_heartbeat_interval_ms), 1));
+  ASSIGN_OR_RETURN(
+      controller->heartbeat_timeout,
+      MillisecondsFlag("heartbeat_timeout_ms", absl::GetFlag(FLAGS_heartbeat_timeout_ms), 1));
   if (controller->heartbeat_timeout <= controller->heartbeat_interval) {
     return absl::InvalidArgumentError("--heartbeat_timeout_ms must exceed --heartbeat_interval_ms");
   }
-  controller->unread_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_unread_timeout_ms));
+  ASSIGN_OR_RETURN(
+      controller->unread_timeout,
+      MillisecondsFlag("unread_timeout_ms", absl::GetFlag(FLAGS_unread_timeout_ms), 1));
   if (controller->unread_timeout <= controller->heartbeat_interval) {
     return absl::InvalidArgumentError(
         absl::StrCat("--unread_timeout_ms must exceed --heartbeat_interval_ms, got ",
@@ -148,20 +158,19 @@ absl::Status ControllerTimeoutsFromFlags(JobController::Options* controller) {
   }
   ASSIGN_OR_RETURN(
       controller->collective_timeout,
-      MillisecondsAtLeast("collective_timeout_ms", absl::GetFlag(FLAGS_collective_timeout_ms), 1));
+      MillisecondsFlag("collective_timeout_ms", absl::GetFlag(FLAGS_collective_timeout_ms), 1));
   ASSIGN_OR_RETURN(
       controller->hook_switch_lead,
-      MillisecondsAtLeast("hook_switch_lead_ms", absl::GetFlag(FLAGS_hook_switch_lead_ms), 0));
-  ASSIGN_OR_RETURN(
-      controller->stall_warning,
-      MillisecondsAtLeast("stall_warning_ms", absl::GetFlag(FLAGS_stall_warning_ms), 1));
+      MillisecondsFlag("hook_switch_lead_ms", absl::GetFlag(FLAGS_hook_switch_lead_ms), 0));
+  ASSIGN_OR_RETURN(controller->stall_warning,
+                   MillisecondsFlag("stall_warning_ms", absl::GetFlag(FLAGS_stall_warning_ms), 1));
   ASSIGN_OR_RETURN(controller->stall_abort,
-                   MillisecondsAtLeast("stall_abort_ms", absl::GetFlag(FLAGS_stall_abort_ms), 0));
+                   MillisecondsFlag("stall_abort_ms", absl::GetFlag(FLAGS_stall_abort_ms), 0));
   ASSIGN_OR_RETURN(
       controller->reattach_grace,
-      MillisecondsAtLeast("reattach_grace_ms", absl::GetFlag(FLAGS_reattach_grace_ms), 0));
+      MillisecondsFlag("reattach_grace_ms", absl::GetFlag(FLAGS_reattach_grace_ms), 0));
   ASSIGN_OR_RETURN(controller->quarantine,
-                   MillisecondsAtLeast("quarantine_ms", absl::GetFlag(FLAGS_quarantine_ms), 0));
+                   MillisecondsFlag("quarantine_ms", absl::GetFlag(FLAGS_quarantine_ms), 0));
   return absl::OkStatus();
 }
 
@@ -266,15 +275,15 @@ absl::Status TimeoutOptionsFromFlags(CoordinatorOptions* options) {
   const int32_t reload = absl::GetFlag(FLAGS_tls_reload_seconds);
   RETURN_IF_ERROR(CheckFlagAtLeast("tls_reload_seconds", reload, 1));
   options->tls.reload_seconds = static_cast<unsigned>(reload);
-  const int64_t retention = absl::GetFlag(FLAGS_lost_worker_retention_ms);
-  RETURN_IF_ERROR(CheckFlagAtLeast("lost_worker_retention_ms", retention, 0));
-  options->workers.lost_retention = absl::Milliseconds(retention);
-  const int64_t watch_write = absl::GetFlag(FLAGS_watch_write_timeout_ms);
-  RETURN_IF_ERROR(CheckFlagAtLeast("watch_write_timeout_ms", watch_write, 1));
-  options->watch_write_timeout = absl::Milliseconds(watch_write);
-  const int64_t hello = absl::GetFlag(FLAGS_session_hello_timeout_ms);
-  RETURN_IF_ERROR(CheckFlagAtLeast("session_hello_timeout_ms", hello, 1));
-  options->session_hello_timeout = absl::Milliseconds(hello);
+  ASSIGN_OR_RETURN(options->workers.lost_retention,
+                   MillisecondsFlag("lost_worker_retention_ms",
+                                    absl::GetFlag(FLAGS_lost_worker_retention_ms), 0));
+  ASSIGN_OR_RETURN(
+      options->watch_write_timeout,
+      MillisecondsFlag("watch_write_timeout_ms", absl::GetFlag(FLAGS_watch_write_timeout_ms), 1));
+  ASSIGN_OR_RETURN(options->session_hello_timeout,
+                   MillisecondsFlag("session_hello_timeout_ms",
+                                    absl::GetFlag(FLAGS_session_hello_timeout_ms), 1));
   return absl::OkStatus();
 }
 

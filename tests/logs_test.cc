@@ -112,9 +112,10 @@ TEST(Logs, AnUnknownLogFormatStopsTheDaemonNamingTheFlag) {
   }
 }
 
-// A count, bound or period below its floor (a thread pool of none, a reload every 0 s) is
-// refused at start naming the flag, rather than raised in silence.
-TEST(Logs, ANumberFlagBelowItsFloorStopsTheDaemonNamingIt) {
+// A count, bound or period below its floor (a thread pool of none, a reload every 0 s), or
+// a timeout past its ceiling, is refused at start naming the flag, rather than raised or
+// cut in silence.
+TEST(Logs, ANumberFlagOutsideItsBoundsStopsTheDaemonNamingIt) {
   const std::string state_file = ::testing::TempDir() + "/floor-state.db";
   const std::vector<std::string> coordinator = {Cluster::BinaryPath("server/shardwise-coordinator"),
                                                 "--address=127.0.0.1:0",
@@ -128,6 +129,9 @@ TEST(Logs, ANumberFlagBelowItsFloorStopsTheDaemonNamingIt) {
   } cases[] = {
       {coordinator, "--max_sync_threads=2", "--max_sync_threads must be >= 4, got 2"},
       {coordinator, "--stall_warning_ms=0", "--stall_warning_ms must be >= 1, got 0"},
+      // "Never" as INT64_MAX would overflow the workers' deadlines made from it.
+      {coordinator, "--collective_timeout_ms=9223372036854775807",
+       "--collective_timeout_ms must be at most 2592000000 (30 days), got 9223372036854775807"},
       {worker, "--tls_reload_seconds=0", "--tls_reload_seconds must be >= 1, got 0"},
       {worker, "--leave_grace_ms=-5", "--leave_grace_ms must be >= 0, got -5"},
   };

@@ -1,6 +1,9 @@
 #include "worker/daemon/assignment_check.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "contracts/timeouts.h"
 
 namespace shardwise {
 
@@ -21,6 +24,15 @@ absl::Status CheckAssignment(const v1::Assignment& assignment) {
         "the coordinator assigned a join (membership epoch ", assignment.join().epoch(),
         ") for a job without fault_tolerance: an assignment this worker cannot run (a "
         "coordinator of another release?)"));
+  }
+  for (const auto& [field, value] :
+       {std::make_pair("collective_timeout_ms", assignment.collective_timeout_ms()),
+        std::make_pair("join_wait_ms", assignment.join_wait_ms())}) {
+    if (value < 0 || value > kMaxTimeoutMilliseconds) {
+      return absl::InternalError(absl::StrCat(
+          "the coordinator assigned ", field, " ", value, " (0 to ", kMaxTimeoutMilliseconds,
+          "): an assignment this worker cannot run (a coordinator of another release?)"));
+    }
   }
   return absl::OkStatus();
 }

@@ -5,8 +5,9 @@
 // reads it: a rank outside [0, world_size) (a fault-tolerant job's ranks, numbered across
 // its membership, only below 0) would be told as a data plane that could not connect, and a join
 // for a job without fault tolerance would leave the world group unconnected while the runtime used
-// it. Either is the coordinator's fault (a bug, or a release this worker does not speak with):
-// INTERNAL, naming the fields and values.
+// it; a timeout past kMaxTimeoutMilliseconds (contracts/timeouts.h) would overflow the
+// deadlines made from it. Each is the coordinator's fault (a bug, or a release this worker
+// does not speak with): INTERNAL, naming the fields and values.
 
 #include "absl/status/status.h"
 #include "proto/worker_service.pb.h"

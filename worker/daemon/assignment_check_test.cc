@@ -1,6 +1,9 @@
 #include "worker/daemon/assignment_check.h"
 
+#include <limits>
+
 #include "absl/strings/match.h"
+#include "contracts/timeouts.h"
 #include "gtest/gtest.h"
 
 namespace shardwise {
@@ -48,6 +51,24 @@ TEST(CheckAssignment, TakesAJoinOnlyForAFaultTolerantJob) {
       << refused;
   join.mutable_spec()->mutable_fault_tolerance();
   EXPECT_TRUE(CheckAssignment(join).ok());
+}
+
+// Timeouts a deadline can be made from: "never" (INT64_MAX) would overflow std::chrono's
+// nanoseconds, and a negative one is no timeout.
+TEST(CheckAssignment, RefusesATimeoutNoDeadlineCanBeMadeFrom) {
+  v1::Assignment assignment = Assigned(0, 1);
+  assignment.set_collective_timeout_ms(kMaxTimeoutMilliseconds);
+  EXPECT_TRUE(CheckAssignment(assignment).ok());
+  assignment.set_collective_timeout_ms(std::numeric_limits<int64_t>::max());
+  absl::Status refused = CheckAssignment(assignment);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(absl::StrContains(refused.message(),
+                                "collective_timeout_ms 9223372036854775807 (0 to 2592000000)"))
+      << refused;
+  assignment.set_collective_timeout_ms(0);
+  assignment.set_join_wait_ms(-1);
+  refused = CheckAssignment(assignment);
+  EXPECT_TRUE(absl::StrContains(refused.message(), "join_wait_ms -1 (0 to 2592000000)")) << refused;
 }
 
 }  // namespace

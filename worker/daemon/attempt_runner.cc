@@ -199,7 +199,10 @@ void AttemptRunner::Fail(const absl::Status& status) {
   const bool own_error = !abort_ && !absl::IsAborted(status);
   Log(own_error ? LogLevel::kError : LogLevel::kWarning,
       LogContext().Job(job_id()).Attempt(attempt()).Rank(rank()), message);
-  Report(v1::ABORTED, message, Phase("aborted"), !abort_ && IsPermanent(status));
+  v1::AttemptReport report = NewReport(v1::ABORTED);
+  report.set_permanent(!abort_ && IsPermanent(status));
+  report.set_worker_fault(!abort_ && IsThisWorkersFault(status));
+  Report(std::move(report), message, Phase("aborted"));
   done_ = true;
   finished_.Notify();
 }

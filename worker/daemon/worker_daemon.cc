@@ -131,9 +131,10 @@ absl::Status WorkerDaemon::Run(const std::atomic<bool>& stop) {
       refused = status;
       break;
     }
-    if (absl::Now() - started > absl::Seconds(10) || coordinator_going_away_.exchange(false)) {
-      backoff = options_.min_backoff;
-    }
+    // Both read each time: a going-away said during a long session is used up here, not
+    // left to shorten the next failed session's backoff.
+    const bool going_away = coordinator_going_away_.exchange(false);
+    if (going_away || absl::Now() - started > absl::Seconds(10)) backoff = options_.min_backoff;
     LogWarning(LogContext(), absl::StrCat("session ended (", status.ToString(), "); retrying in ",
                                           absl::FormatDuration(backoff)));
     // Jitter keeps a fleet of workers from reconnecting in lockstep.
@@ -363,7 +364,15 @@ absl::Status WorkerDaemon::EndSession(Stream& stream) {
 
 void WorkerDaemon::SendHeartbeatsUntil(absl::Notification& session_over, absl::Duration interval,
                                        grpc::ClientContext& context) {
-  while (!session_over.WaitForNotificationWithTimeout(interval)) {
+  // A stop is looked for every kStopPoll, not only at each heartbeat: with the
+  // coordinator's interval at 30 s, the drain after a stop noticed late would outlast the
+  // pod's grace period and be killed midway.
+  constexpr absl::Duration kStopPoll = absl::Milliseconds(100);
+  absl::Time next_heartbeat = absl::Now() + interval;
+  for (;;) {
+    const absl::Duration until_heartbeat =
+        std::max(absl::ZeroDuration(), next_heartbeat - absl::Now());
+    if (session_over.WaitForNotificationWithTimeout(std::min(kStopPoll, until_heartbeat))) return;
     if (Stopping()) {
       DrainForShutdown(interval);
       SendHeartbeat();  // saying it stops: the session's end is planned, not a loss
@@ -373,6 +382,8 @@ void WorkerDaemon::SendHeartbeatsUntil(absl::Notification& session_over, absl::D
       if (!session_over.WaitForNotificationWithTimeout(kSessionCloseGrace)) context.TryCancel();
       return;
     }
+    if (absl::Now() < next_heartbeat) continue;
+    next_heartbeat = absl::Now() + interval;
     RestartIfAbortIsStuck();
     SendHeartbeat();
   }
@@ -501,7 +512,7 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
     RefuseAssignment(assignment,
                      absl::StrCat("worker is still running ", runner_->job_id(), " attempt ",
                                   runner_->attempt()),
-                     /*worker_leaving=*/false, /*worker_busy=*/true);
+                     Refusal::kBusy);
     return;
   }
   // Stopping (SIGTERM) while the coordinator still counted it idle: the attempt is not
@@ -510,7 +521,7 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
   if (Stopping()) {
     RefuseAssignment(assignment,
                      "the worker is shutting down (it was told to stop: SIGTERM or SIGINT)",
-                     /*worker_leaving=*/true);
+                     Refusal::kLeaving);
     return;
   }
   runner_.reset();  // joins the finished runner
@@ -527,13 +538,14 @@ void WorkerDaemon::OnAssignment(const v1::Assignment& assignment) {
         metrics_ ? metrics_->collectives() : nullptr);
   } catch (const std::system_error& failure) {
     if (metrics_) metrics_->OnAttemptEnded();
-    RefuseAssignment(assignment, std::string(SystemFailureStatus(failure).message()));
+    RefuseAssignment(assignment, std::string(SystemFailureStatus(failure).message()),
+                     Refusal::kFault);
     return;
   }
 }
 
 void WorkerDaemon::RefuseAssignment(const v1::Assignment& assignment, const std::string& why,
-                                    bool worker_leaving, bool worker_busy) {
+                                    Refusal cause) {
   v1::WorkerMessage refusal;
   v1::AttemptReport* report = refusal.mutable_report();
   report->set_job_id(assignment.job_id());
@@ -541,8 +553,9 @@ void WorkerDaemon::RefuseAssignment(const v1::Assignment& assignment, const std:
   report->set_rank(assignment.rank());
   report->set_phase(v1::ABORTED);
   report->set_message(why);
-  report->set_worker_leaving(worker_leaving);
-  report->set_worker_busy(worker_busy);
+  report->set_worker_leaving(cause == Refusal::kLeaving);
+  report->set_worker_busy(cause == Refusal::kBusy);
+  report->set_worker_fault(cause == Refusal::kFault);
   Send(refusal);
 }
 

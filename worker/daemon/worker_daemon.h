@@ -119,11 +119,14 @@ class WorkerDaemon {
   // Acts on one message of the session.
   void Dispatch(const v1::CoordinatorMessage& message);
   void OnAssignment(const v1::Assignment& assignment);
-  // Answers an assignment this worker does not start with its attempt's ABORTED report;
-  // `worker_leaving`: the worker is shutting down (the coordinator does not count it idle);
-  // `worker_busy`: it still runs another attempt (idle once its heartbeats say so).
-  void RefuseAssignment(const v1::Assignment& assignment, const std::string& why,
-                        bool worker_leaving = false, bool worker_busy = false);
+  // Why this worker does not start an assignment, as its refusal tells the coordinator.
+  enum class Refusal {
+    kLeaving,  // shutting down: not counted idle again (worker_leaving)
+    kBusy,     // still running another attempt: idle once its heartbeats say so
+    kFault,    // it could not run the rank (no thread left): quarantined (worker_fault)
+  };
+  // Answers an assignment this worker does not start with its attempt's ABORTED report.
+  void RefuseAssignment(const v1::Assignment& assignment, const std::string& why, Refusal cause);
   void OnAbort(const v1::Abort& abort);
   void OnHookChange(const v1::HookChange& change);
   void OnHookDecision(const v1::HookDecision& decision);
