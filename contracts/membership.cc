@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "contracts/job_ranks.h"
+#include "contracts/timeouts.h"
 
 namespace shardwise {
 
@@ -48,7 +49,8 @@ absl::Duration PeerTimeout(const v1::JobSpec& spec) {
 }
 
 absl::Duration JoinerWait(absl::Duration collective_timeout, absl::Duration longest_step) {
-  return collective_timeout + 2 * std::max(longest_step, absl::ZeroDuration());
+  return std::min(collective_timeout + 2 * std::max(longest_step, absl::ZeroDuration()),
+                  absl::Milliseconds(kMaxTimeoutMilliseconds));
 }
 
 std::vector<int32_t> ReplicaGroupOf(const v1::JobSpec& spec, int32_t rank) {

@@ -33,7 +33,7 @@ absl::Duration PeerTimeout(const v1::JobSpec& spec);
 // to `longest_step` (the attempt's longest so far, its checkpoint and evaluation in it),
 // plus the collective timeout for the move itself. A fixed bound failed every heal of a
 // job whose steps take longer than the collective timeout, and counted it against the
-// joiner.
+// joiner. At most kMaxTimeoutMilliseconds (contracts/timeouts.h), as the joiner takes it.
 absl::Duration JoinerWait(absl::Duration collective_timeout, absl::Duration longest_step);
 
 // The phase a fault-tolerant rank's position shows (RankPosition.phase) once a collective

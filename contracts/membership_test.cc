@@ -24,6 +24,8 @@ std::vector<int32_t> Live(const v1::Membership& m) {
 TEST(Membership, AJoinerWaitsTwoOfTheLongestStepsBeyondTheCollectiveTimeout) {
   EXPECT_EQ(JoinerWait(absl::Seconds(60), absl::Seconds(95)), absl::Seconds(250));
   EXPECT_EQ(JoinerWait(absl::Seconds(60), absl::ZeroDuration()), absl::Seconds(60));
+  // No longer than a worker takes (contracts/timeouts.h).
+  EXPECT_EQ(JoinerWait(absl::Seconds(60), absl::Hours(24 * 365)), absl::Hours(24 * 30));
   EXPECT_EQ(JoinerWait(absl::Seconds(60), -absl::Seconds(1)), absl::Seconds(60));
 }
 

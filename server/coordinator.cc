@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/match.h"
@@ -11,6 +12,8 @@
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/impl/server_builder_plugin.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
@@ -39,6 +42,32 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsOptions& tls
     options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   }
   return grpc::experimental::TlsServerCredentials(options);
+}
+
+// Takes gRPC's server reflection out of a server: its library adds it to every server
+// the process builds as it loads.
+class WithoutServerReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& plugin) {
+                                    return plugin->name() == "proto_server_reflection";
+                                  }),
+                   plugins->end());
+  }
+};
+
+// A state file that could not be opened or read, said with its path (SQLite's own
+// messages do not name it), and, where it is damaged, what an operator does about it.
+absl::Status StateFileFailure(const std::string& path, const absl::Status& failure) {
+  if (absl::StrContains(failure.message(), path)) return failure;
+  return absl::Status(
+      failure.code(),
+      absl::StrCat("state file '", path, "': ", failure.message(),
+                   absl::IsDataLoss(failure)
+                       ? " (damaged: restore it from a backup, or start with another --state_file)"
+                       : ""));
 }
 
 }  // namespace
@@ -84,11 +113,15 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
                      TokenAuthenticator::Load(options.tokens_file, options.controller.clock));
   }
   ASSIGN_OR_RETURN(c->state_lock_, StateFileLock::Acquire(options.state_file));
-  ASSIGN_OR_RETURN(c->state_, StateStore::Open(options.state_file));
+  auto state = StateStore::Open(options.state_file);
+  if (!state.ok()) return StateFileFailure(options.state_file, state.status());
+  c->state_ = std::move(*state);
   c->state_->set_commit_histogram(&c->metrics_.state_commit_seconds);
   JobManager::Options jobs;
   jobs.clock = options.controller.clock;
-  ASSIGN_OR_RETURN(c->jobs_, JobManager::Create(c->state_.get(), jobs));
+  auto loaded = JobManager::Create(c->state_.get(), jobs);
+  if (!loaded.ok()) return StateFileFailure(options.state_file, loaded.status());
+  c->jobs_ = std::move(*loaded);
   WorkerRegistry::Options workers = options.workers;
   workers.clock = options.controller.clock;
   c->workers_ = std::make_unique<WorkerRegistry>(workers);
@@ -121,6 +154,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
                                                            &c->metrics_, worker_service);
   c->rendezvous_service_ =
       std::make_unique<RendezvousServiceImpl>(c->rendezvous_.get(), worker_certificates);
+  grpc::EnableDefaultHealthCheckService(true);
   RETURN_IF_ERROR(c->StartServing());
   if (!options.health_address.empty()) RETURN_IF_ERROR(c->StartHealthServer());
   c->SetServing(true);
@@ -134,7 +168,6 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
 }
 
 absl::Status Coordinator::StartServing() {
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options_.listen_address, ServerCredentials(options_.tls), &port_);
@@ -168,7 +201,10 @@ absl::Status Coordinator::StartServing() {
 
 absl::Status Coordinator::StartHealthServer() {
   grpc::ServerBuilder builder;
-  // Probes come from the node: plaintext, and nothing but the serving status.
+  // Probes come from the node: plaintext, and nothing but the serving status (server
+  // reflection, which registers itself for every server of the process, is taken out).
+  builder.SetOption(std::make_unique<WithoutServerReflection>());
+  builder.RegisterCallbackGenericService(&health_port_others_);
   builder.AddListeningPort(options_.health_address, grpc::InsecureServerCredentials(),
                            &health_port_);
   health_server_ = builder.BuildAndStart();
@@ -331,7 +367,11 @@ void Coordinator::Shutdown() {
 
 void Coordinator::Wait() { server_->Wait(); }
 
-Coordinator::~Coordinator() {
+Coordinator::~Coordinator() { (void)Close(); }
+
+absl::Status Coordinator::Close() {
+  if (closed_) return absl::OkStatus();
+  closed_ = true;
   if (server_ != nullptr) {
     Shutdown();
     server_->Wait();
@@ -344,14 +384,15 @@ Coordinator::~Coordinator() {
   // before the controller they use goes.
   executor_.reset();
   if (watch_hub_ != nullptr) watch_hub_->Shutdown();
-  if (jobs_ == nullptr) return;
-  WriteWhatIsLeft();
+  if (jobs_ == nullptr) return absl::OkStatus();
+  return WriteWhatIsLeft();
 }
 
 // A change the state file refused so far gets one more try; one that is still refused is
 // lost with this process (the next start reads the state file), so each is logged.
-void Coordinator::WriteWhatIsLeft() {
-  if (jobs_->RetryUnsavedChanges() > 0) {
+absl::Status Coordinator::WriteWhatIsLeft() {
+  const int unwritten = jobs_->RetryUnsavedChanges();
+  if (unwritten > 0) {
     for (const std::string& line : jobs_->DescribeUnsavedChanges()) {
       LogError(LogContext(), absl::StrCat("shutting down with a change unwritten, lost: ", line));
     }
@@ -360,6 +401,11 @@ void Coordinator::WriteWhatIsLeft() {
   if (!flushed.ok()) {
     LogError(LogContext(), absl::StrCat("writing progress: ", flushed.message()));
   }
+  if (unwritten == 0) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      unwritten, " job changes the state file '", options_.state_file,
+      "' refused are lost with this process (each is logged above); the next start reads "
+      "the file as it is"));
 }
 
 }  // namespace shardwise

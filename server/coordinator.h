@@ -23,6 +23,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/metrics.h"
 #include "common/metrics_http_server.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/server.h"
 #include "server/call_pool.h"
 #include "server/client_auth.h"
@@ -105,6 +106,10 @@ class Coordinator {
   int health_port() const { return health_port_; }
   void Shutdown();
   void Wait();
+  // After Shutdown and Wait: lets every call finish, then writes what the state file has
+  // not taken yet (as the destructor would). DATA_LOSS when a state change could not be
+  // written and is lost with this process (each is logged); the process exits non-zero.
+  absl::Status Close();
 
  private:
   explicit Coordinator(const CoordinatorOptions& options) : options_(options) {}
@@ -119,8 +124,10 @@ class Coordinator {
   // what it did.
   void TrimEndedJobs();
   void AddCollectors();
-  // At shutdown: the changes the state file refused so far, once more, and the progress.
-  void WriteWhatIsLeft();
+  // At shutdown: the changes the state file refused so far, once more, and the progress;
+  // DATA_LOSS naming how many changes are lost.
+  absl::Status WriteWhatIsLeft();
+  bool closed_ = false;
 
   const CoordinatorOptions options_;
   MetricsRegistry metrics_registry_;
@@ -143,6 +150,9 @@ class Coordinator {
   std::unique_ptr<RendezvousServiceImpl> rendezvous_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  // Answers UNIMPLEMENTED to any method but health's on the health port; it also gives
+  // that server the callback queue gRPC requires of a server with no service of its own.
+  grpc::CallbackGenericService health_port_others_;
   std::unique_ptr<grpc::Server> health_server_;  // --health_address: health only
   int health_port_ = 0;
   std::unique_ptr<MetricsHttpServer> metrics_server_;

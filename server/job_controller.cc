@@ -404,9 +404,11 @@ void JobController::OnRankAbortedLocked(const v1::Job& job, LiveAttempt& attempt
     RequeueWithoutRestartLocked(job,
                                 absl::StrCat(RankName(job, report.rank()),
                                              " left before the attempt ran: ", report.message()));
-  } else if (report.worker_fault() && job.state() == v1::SCHEDULED) {
+  } else if (report.worker_fault() && job.state() == v1::SCHEDULED &&
+             options_.quarantine > absl::ZeroDuration()) {
     // Its worker could not run it (no thread left: a pids limit): the worker's fault, not
-    // the job's. Kept out of scheduling, or the job would be placed on it again.
+    // the job's. Kept out of scheduling, or the job would be placed on it again; without
+    // quarantines the restart policy bounds it as any failure.
     QuarantineLocked(job, {report.rank()},
                      absl::StrCat("could not run on its worker: ", report.message()), clock_.Now());
   } else {

@@ -54,7 +54,10 @@ absl::StatusOr<v1::HookSwitch> JobController::ProposeHookSwitchLocked(const v1::
       jobs_->RecordHookSwitch(job.id(), proposal,
                               absl::StrCat("comm hook switch ", proposal.version(),
                                            " proposed: ", CommHookName(proposal.old_hook()), " -> ",
-                                           CommHookName(hook), " at step ", proposal.step())));
+                                           CommHookName(hook), " at step ", proposal.step()),
+                              // Written before the ranks hear of it: a proposal a restarted
+                              // coordinator does not know would hold them at its step.
+                              /*durable=*/true));
   attempt.hook_switch.Proposed(proposal);
   SendToRanksLocked(updated, HookChangeMessage(job, proposal));
   return proposal;

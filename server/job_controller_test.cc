@@ -546,6 +546,28 @@ TEST_F(JobControllerTest, AWorkerThatCouldNotRunItsRankIsQuarantinedAndTheJobPla
   ExpectSecondAttemptOnW0AndW2();
 }
 
+// Without quarantines (--quarantine_ms=0) nothing would keep the job off the worker that
+// could not run it: the refusal fails the attempt as any rank's failure, bounded by the
+// restart policy, rather than re-queue the job onto it without end.
+TEST_F(JobControllerTest, WithoutQuarantinesAWorkersFaultCostsTheAttempt) {
+  options_.quarantine = absl::ZeroDuration();
+  StartCoordinator();
+  v1::AttemptReport refusal;
+  refusal.set_message("this worker could not start a thread");
+  refusal.set_worker_fault(true);
+  RefuseRankOneOfAScheduledAttempt(refusal);
+  // A retryable failure decides once the grace for a permanent one has passed.
+  clock_.Advance(options_.failure_report_grace + absl::Milliseconds(1));
+  core_.controller->CheckHeartbeats();
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.state(), v1::FAILED) << job.DebugString();  // max_restarts 0
+  EXPECT_TRUE(HasEvent(job,
+                       "attempt 1 failed: rank 1 (worker w1) failed: this worker could "
+                       "not start a thread"))
+      << job.DebugString();
+  EXPECT_EQ(core_.workers->Get("w1")->quarantined_until_ms(), 0);
+}
+
 // A worker that refuses its assignment as still busy though its heartbeats say it runs
 // nothing (a buggy release) would be given the job again and again, a new attempt each
 // time: the third refusal in a row quarantines it. Taking an assignment clears its count.

@@ -125,32 +125,38 @@ ABSL_FLAG(int32_t, max_queued_submissions, 1000,
 namespace shardwise {
 namespace {
 
-// A millisecond flag's value as a duration, at least `minimum_ms` and at most
-// kMaxTimeoutMilliseconds (workers' deadlines are computed from some of them).
-absl::StatusOr<absl::Duration> MillisecondsFlag(absl::string_view name, int64_t value,
-                                                int64_t minimum_ms) {
+// A millisecond flag's value as a duration, at least `minimum_ms`.
+absl::StatusOr<absl::Duration> MillisecondsAtLeast(absl::string_view name, int64_t value,
+                                                   int64_t minimum_ms) {
   RETURN_IF_ERROR(CheckFlagAtLeast(name, value, minimum_ms));
+  return absl::Milliseconds(value);
+}
+
+// MillisecondsAtLeast, for a period the workers are sent (they make deadlines of it): at
+// most kMaxTimeoutMilliseconds too.
+absl::StatusOr<absl::Duration> WorkerMilliseconds(absl::string_view name, int64_t value,
+                                                  int64_t minimum_ms) {
   if (value > kMaxTimeoutMilliseconds) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--", name, " must be at most ", kMaxTimeoutMilliseconds, " (30 days), got ", value));
   }
-  return absl::Milliseconds(value);
+  return MillisecondsAtLeast(name, value, minimum_ms);
 }
 
 // The controller's timeouts: how workers are watched, stalls judged and restarts waited.
 absl::Status ControllerTimeoutsFromFlags(JobController::Options* controller) {
   ASSIGN_OR_RETURN(
       controller->heartbeat_interval,
-      MillisecondsFlag("heartbeat_interval_ms", absl::GetFlag(FLAGS_heartbeat_interval_ms), 1));
+      WorkerMilliseconds("heartbeat_interval_ms", absl::GetFlag(FLAGS_heartbeat_interval_ms), 1));
   ASSIGN_OR_RETURN(
       controller->heartbeat_timeout,
-      MillisecondsFlag("heartbeat_timeout_ms", absl::GetFlag(FLAGS_heartbeat_timeout_ms), 1));
+      MillisecondsAtLeast("heartbeat_timeout_ms", absl::GetFlag(FLAGS_heartbeat_timeout_ms), 1));
   if (controller->heartbeat_timeout <= controller->heartbeat_interval) {
     return absl::InvalidArgumentError("--heartbeat_timeout_ms must exceed --heartbeat_interval_ms");
   }
   ASSIGN_OR_RETURN(
       controller->unread_timeout,
-      MillisecondsFlag("unread_timeout_ms", absl::GetFlag(FLAGS_unread_timeout_ms), 1));
+      MillisecondsAtLeast("unread_timeout_ms", absl::GetFlag(FLAGS_unread_timeout_ms), 1));
   if (controller->unread_timeout <= controller->heartbeat_interval) {
     return absl::InvalidArgumentError(
         absl::StrCat("--unread_timeout_ms must exceed --heartbeat_interval_ms, got ",
@@ -158,19 +164,20 @@ absl::Status ControllerTimeoutsFromFlags(JobController::Options* controller) {
   }
   ASSIGN_OR_RETURN(
       controller->collective_timeout,
-      MillisecondsFlag("collective_timeout_ms", absl::GetFlag(FLAGS_collective_timeout_ms), 1));
+      WorkerMilliseconds("collective_timeout_ms", absl::GetFlag(FLAGS_collective_timeout_ms), 1));
   ASSIGN_OR_RETURN(
       controller->hook_switch_lead,
-      MillisecondsFlag("hook_switch_lead_ms", absl::GetFlag(FLAGS_hook_switch_lead_ms), 0));
-  ASSIGN_OR_RETURN(controller->stall_warning,
-                   MillisecondsFlag("stall_warning_ms", absl::GetFlag(FLAGS_stall_warning_ms), 1));
+      MillisecondsAtLeast("hook_switch_lead_ms", absl::GetFlag(FLAGS_hook_switch_lead_ms), 0));
+  ASSIGN_OR_RETURN(
+      controller->stall_warning,
+      MillisecondsAtLeast("stall_warning_ms", absl::GetFlag(FLAGS_stall_warning_ms), 1));
   ASSIGN_OR_RETURN(controller->stall_abort,
-                   MillisecondsFlag("stall_abort_ms", absl::GetFlag(FLAGS_stall_abort_ms), 0));
+                   MillisecondsAtLeast("stall_abort_ms", absl::GetFlag(FLAGS_stall_abort_ms), 0));
   ASSIGN_OR_RETURN(
       controller->reattach_grace,
-      MillisecondsFlag("reattach_grace_ms", absl::GetFlag(FLAGS_reattach_grace_ms), 0));
+      MillisecondsAtLeast("reattach_grace_ms", absl::GetFlag(FLAGS_reattach_grace_ms), 0));
   ASSIGN_OR_RETURN(controller->quarantine,
-                   MillisecondsFlag("quarantine_ms", absl::GetFlag(FLAGS_quarantine_ms), 0));
+                   MillisecondsAtLeast("quarantine_ms", absl::GetFlag(FLAGS_quarantine_ms), 0));
   return absl::OkStatus();
 }
 
@@ -276,14 +283,14 @@ absl::Status TimeoutOptionsFromFlags(CoordinatorOptions* options) {
   RETURN_IF_ERROR(CheckFlagAtLeast("tls_reload_seconds", reload, 1));
   options->tls.reload_seconds = static_cast<unsigned>(reload);
   ASSIGN_OR_RETURN(options->workers.lost_retention,
-                   MillisecondsFlag("lost_worker_retention_ms",
-                                    absl::GetFlag(FLAGS_lost_worker_retention_ms), 0));
-  ASSIGN_OR_RETURN(
-      options->watch_write_timeout,
-      MillisecondsFlag("watch_write_timeout_ms", absl::GetFlag(FLAGS_watch_write_timeout_ms), 1));
+                   MillisecondsAtLeast("lost_worker_retention_ms",
+                                       absl::GetFlag(FLAGS_lost_worker_retention_ms), 0));
+  ASSIGN_OR_RETURN(options->watch_write_timeout,
+                   MillisecondsAtLeast("watch_write_timeout_ms",
+                                       absl::GetFlag(FLAGS_watch_write_timeout_ms), 1));
   ASSIGN_OR_RETURN(options->session_hello_timeout,
-                   MillisecondsFlag("session_hello_timeout_ms",
-                                    absl::GetFlag(FLAGS_session_hello_timeout_ms), 1));
+                   MillisecondsAtLeast("session_hello_timeout_ms",
+                                       absl::GetFlag(FLAGS_session_hello_timeout_ms), 1));
   return absl::OkStatus();
 }
 
@@ -324,6 +331,10 @@ int main(int argc, char** argv) {
     shardwise::LogError(LogContext(), options.status().message());
     return 2;
   }
+  // Before the start, which may take a while (a large state file): a stop asked for
+  // meanwhile is a graceful one once it serves, workers told to go, not a kill.
+  shardwise::IgnoreBrokenPipes();
+  const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();
   auto coordinator = shardwise::Coordinator::Start(*options);
   if (!coordinator.ok()) {
     shardwise::LogError(LogContext(), coordinator.status().message());
@@ -343,12 +354,14 @@ int main(int argc, char** argv) {
   }
   shardwise::WritePortFile(absl::GetFlag(FLAGS_port_file), port);
 
-  shardwise::IgnoreBrokenPipes();
-  const std::atomic<bool>& stop = shardwise::StopRequestedOnSignal();
   std::thread waiter([&] { (*coordinator)->Wait(); });
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   shardwise::LogInfo(LogContext(), "shutting down");
   (*coordinator)->Shutdown();
   waiter.join();
+  if (const absl::Status closed = (*coordinator)->Close(); !closed.ok()) {
+    shardwise::LogError(LogContext(), closed.message());
+    return 1;
+  }
   return 0;
 }

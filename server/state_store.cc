@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -135,9 +136,12 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& 
   }
   std::unique_ptr<StateStore> store(new StateStore(db));
   absl::MutexLock lock(&store->mu_);
-  // A killed coordinator loses nothing it committed: WAL with a sync on every commit.
-  RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"));
+  // First: a reader holding the file (an operator's sqlite3 shell) is waited for, not
+  // taken for a locked file at once.
   sqlite3_busy_timeout(db, 5000);
+  // A killed coordinator loses nothing it committed: WAL with a sync on every commit.
+  RETURN_IF_ERROR(store->UseWriteAheadLog());
+  RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL;"));
 
   Statement version(db, "PRAGMA user_version;");
   if (!version.ok() || sqlite3_step(version.get()) != SQLITE_ROW) {
@@ -156,6 +160,20 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& 
 }
 
 StateStore::~StateStore() { sqlite3_close(db_); }
+
+absl::Status StateStore::UseWriteAheadLog() {
+  // SQLite answers with the mode it is in, which is not WAL where the file's filesystem
+  // cannot hold one (its shared memory): a rollback journal would be used in silence.
+  Statement mode(db_, "PRAGMA journal_mode=WAL;");
+  if (!mode.ok() || !mode.NextRow()) return SqliteError(db_, "setting the journal mode");
+  const std::string got = mode.ColumnText(0);
+  if (!absl::EqualsIgnoreCase(got, "wal")) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state store: SQLite keeps its journal in mode '", got,
+                     "', not WAL, on this filesystem: put --state_file on a local filesystem"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status StateStore::Exec(const std::string& sql) {
   char* error = nullptr;
@@ -179,9 +197,13 @@ absl::Status StateStore::InTransaction(Write write) {
     return status;
   }
   status = Exec("COMMIT;");
-  if (status.ok() && commit_histogram_ != nullptr) {
-    commit_histogram_->ObserveDuration(absl::Now() - started);
+  if (!status.ok()) {
+    // A commit that failed (SQLITE_BUSY, a full disk) may leave the transaction open:
+    // every later BEGIN would fail, and a write outside a transaction would sit in it.
+    (void)Exec("ROLLBACK;");
+    return status;
   }
+  if (commit_histogram_ != nullptr) commit_histogram_->ObserveDuration(absl::Now() - started);
   return status;
 }
 
@@ -427,9 +449,14 @@ absl::Status StateStore::ForgetEndedQuarantinesLocked(int64_t now_ms) {
 
 absl::StatusOr<std::vector<StoredQuarantine>> StateStore::LoadQuarantines(int64_t now_ms) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(ForgetEndedQuarantinesLocked(now_ms));
-  Statement select(db_, "SELECT worker, until_ms, reason FROM quarantines ORDER BY worker;");
+  // The ended ones are only tidied: a file that refuses writes (a full disk) still
+  // yields the quarantines in force, which are read past the ended rows.
+  (void)ForgetEndedQuarantinesLocked(now_ms);
+  Statement select(db_,
+                   "SELECT worker, until_ms, reason FROM quarantines WHERE until_ms > ?1 ORDER "
+                   "BY worker;");
   if (!select.ok()) return SqliteError(db_, "loading quarantines");
+  select.BindInt(1, now_ms);
   std::vector<StoredQuarantine> quarantines;
   while (select.NextRow()) {
     quarantines.push_back(

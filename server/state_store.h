@@ -92,6 +92,8 @@ class StateStore {
  private:
   explicit StateStore(sqlite3* db) : db_(db) {}
   absl::Status Exec(const std::string& sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Journal mode WAL, or FAILED_PRECONDITION where SQLite could not take it.
+  absl::Status UseWriteAheadLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `write` in a transaction: committed if it succeeds, rolled back otherwise.
   template <typename Write>
   absl::Status InTransaction(Write write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -107,7 +107,8 @@ absl::StatusOr<AllowedWorkerNames> WorkerTokenNames(const grpc::ServerContextBas
         "client certificate: ",
         principal.status().message()));
   }
-  if (principal->role != Role::kWorker && principal->role != Role::kAdmin) {
+  // The worker role alone, an admin's included: a token is for what its role says.
+  if (principal->role != Role::kWorker) {
     return absl::PermissionDeniedError(
         absl::StrCat(principal->name, " (", RoleName(principal->role),
                      ") may not register a worker: it takes a token of the worker role"));

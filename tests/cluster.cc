@@ -203,9 +203,9 @@ void Cluster::StartCoordinator() {
 
 void Cluster::KillCoordinator() { coordinator_->Kill(); }
 
-void Cluster::StopCoordinator() {
+int Cluster::StopCoordinator() {
   coordinator_->Signal(SIGTERM);
-  coordinator_->Wait();
+  return coordinator_->Wait();
 }
 
 int Cluster::coordinator_metrics_port() const {

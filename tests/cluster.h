@@ -87,8 +87,9 @@ class Cluster {
   // start) and waits until it serves.
   void StartCoordinator();
   void KillCoordinator();  // SIGKILL: as a crash
-  // SIGTERM, as a rolling update or an eviction sends, and waits for it to exit.
-  void StopCoordinator();
+  // SIGTERM, as a rolling update or an eviction sends, and waits for it to exit; its
+  // exit status.
+  int StopCoordinator();
   // With ClusterOptions::coordinator_metrics: the port of its /metrics (0 if none).
   int coordinator_metrics_port() const;
   // With ClusterOptions::health_port: the port of the coordinator's plaintext health.

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -546,9 +548,9 @@ TEST_F(FullDisk, ASubmissionIsRefusedForNowAndLandsOnceThereIsRoom) {
 
 // A coordinator stopped (SIGTERM) while the state file still refuses a change tries it
 // once more and, refused again, names the change it loses in its log (the next start
-// reads the job as the state file holds it).
+// reads the job as the state file holds it), and exits 1: the loss is no clean stop.
 TEST_F(FullDisk, AStopWithAChangeUnwrittenNamesItInTheLog) {
-  cluster_->StopCoordinator();
+  EXPECT_EQ(cluster_->StopCoordinator(), 1);
   std::ifstream log(absl::StrCat(cluster_->dir(), "/coordinator-1.log"));
   std::stringstream text;
   text << log.rdbuf();
@@ -556,6 +558,8 @@ TEST_F(FullDisk, AStopWithAChangeUnwrittenNamesItInTheLog) {
       text.str(), absl::StrCat("shutting down with a change unwritten, lost: job ", job_id_, ": ")))
       << text.str();
   EXPECT_TRUE(absl::StrContains(text.str(), "(the state file holds RUNNING")) << text.str();
+  EXPECT_TRUE(absl::StrContains(text.str(), "job changes the state file '")) << text.str();
+  EXPECT_TRUE(absl::StrContains(text.str(), "' refused are lost with this process")) << text.str();
 }
 
 // A Watch on the plaintext health port stays open until its client cancels it: a stop
@@ -584,6 +588,37 @@ TEST(Failure, AnOpenHealthWatchDoesNotHoldUpAStop) {
   stop.join();
   EXPECT_TRUE(in_time) << "the coordinator was still stopping 30 s after SIGTERM";
   context.TryCancel();
+}
+
+// The health port is plaintext and open to the node: it serves the health service alone,
+// not the server reflection the main port serves (which would list every service and
+// hand out their schemas).
+TEST(Failure, TheHealthPortServesNoReflection) {
+  ClusterOptions options;
+  options.health_port = true;
+  Cluster cluster(options);
+  cluster.StartCoordinator();
+  const auto reflection_answer = [](const std::string& address) {
+    grpc::GenericStub stub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    // An empty request message: a ByteBuffer of one empty slice (one of none is no
+    // message at all).
+    grpc::Slice empty("");
+    grpc::ByteBuffer request(&empty, 1), response;
+    grpc::Status answer;
+    absl::Notification done;
+    stub.UnaryCall(&context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                   grpc::StubOptions(), &request, &response, [&](grpc::Status status) {
+                     answer = std::move(status);
+                     done.Notify();
+                   });
+    done.WaitForNotification();
+    return answer.error_code();
+  };
+  EXPECT_EQ(reflection_answer(absl::StrCat("127.0.0.1:", cluster.health_port())),
+            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_NE(reflection_answer(cluster.address()), grpc::StatusCode::UNIMPLEMENTED);
 }
 
 // Two coordinators on one state file would hand out the same job ids from their own views

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/cluster.h"
@@ -149,6 +150,27 @@ TEST(Logs, ANumberFlagOutsideItsBoundsStopsTheDaemonNamingIt) {
                              std::istreambuf_iterator<char>());
     EXPECT_TRUE(absl::StrContains(output, c.said)) << c.flag << ": " << output;
   }
+}
+
+// A state file that is no SQLite database (a disk's damage, a file put there by mistake)
+// stops the coordinator at start with its path and what to do, not SQLite's bare "file is
+// not a database".
+TEST(Logs, ADamagedStateFileStopsTheCoordinatorNamingItsPath) {
+  const std::string state_file = ::testing::TempDir() + "/damaged-state.db";
+  std::ofstream(state_file) << std::string(8192, 'x');
+  const std::string log = ::testing::TempDir() + "/damaged-state.log";
+  Process process({Cluster::BinaryPath("server/shardwise-coordinator"), "--address=127.0.0.1:0",
+                   "--state_file=" + state_file},
+                  log);
+  ASSERT_TRUE(Cluster::WaitFor([&] { return !process.Running(); }, absl::Seconds(60)));
+  EXPECT_EQ(process.Wait(), 1);
+  std::ifstream in(log);
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(
+      absl::StrContains(output, absl::StrCat("state file '", state_file, "': state store: ")))
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "file is not a database")) << output;
+  EXPECT_TRUE(absl::StrContains(output, "restore it from a backup")) << output;
 }
 
 }  // namespace

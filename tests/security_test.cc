@@ -782,6 +782,21 @@ TEST_F(WorkerTokensTest, WorkersWithoutCertificatesNeedAWorkerToken) {
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   cluster_->WaitForState(*job_id, v1::SUCCEEDED);
   EXPECT_EQ(AsWorker().ListJobs().status().code(), absl::StatusCode::kPermissionDenied);
+
+  // Nor an admin's: a token handed to a tool may not take a worker's name (least
+  // privilege; worker_names bind worker tokens alone).
+  const std::string admin_token = absl::StrCat("sw_root_", getpid());
+  WriteTokens({worker_token_}, absl::StrCat("  - principal: root\n    role: admin\n    sha256: ",
+                                            TokenHash(admin_token), "\n"));
+  grpc::Status admin;
+  EXPECT_TRUE(Cluster::WaitFor([&] {
+    admin = RegisterWith(admin_token, "w9");
+    return admin.error_code() == grpc::StatusCode::PERMISSION_DENIED;
+  })) << admin.error_message();
+  EXPECT_TRUE(absl::StrContains(admin.error_message(),
+                                "root (admin) may not register a worker: it takes a token of "
+                                "the worker role"))
+      << admin.error_message();
 }
 
 // A worker token whose entry gives worker_names (as `token create --worker_names` writes

@@ -22,8 +22,9 @@ absl::Status SystemFailureStatus(const std::system_error& failure) {
         absl::StrCat("this worker could not start a thread (", failure.what(),
                      "): the host or its container is out of threads or memory (a pids limit?)")));
   }
-  return MarkWorkerFault(
-      absl::InternalError(absl::StrCat("a system call failed on this worker: ", failure.what())));
+  // Not a host's limit (a mutex's error: a bug): not marked, lest a release's bug
+  // quarantine worker after worker.
+  return absl::InternalError(absl::StrCat("a system call failed on this worker: ", failure.what()));
 }
 
 bool IsThisWorkersFault(const absl::Status& status) {

@@ -13,8 +13,8 @@
 namespace shardwise {
 
 // RESOURCE_EXHAUSTED for a host out of threads or memory (the attempt may run elsewhere
-// or later), INTERNAL otherwise; the message says what failed. Marked as this worker's
-// fault (IsThisWorkersFault), which its report of the rank says (worker_fault).
+// or later), marked as this worker's fault (IsThisWorkersFault), which its report of the
+// rank says (worker_fault); INTERNAL otherwise. The message says what failed.
 absl::Status SystemFailureStatus(const std::system_error& failure);
 
 // Whether `status` came from SystemFailureStatus: the worker's own failure, not the job's.

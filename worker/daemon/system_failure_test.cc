@@ -14,9 +14,10 @@ TEST(SystemFailure, AHostOutOfThreadsIsResourceExhaustedTheRestInternal) {
       std::system_error(std::make_error_code(std::errc::invalid_argument), "mutex"));
   EXPECT_EQ(other.code(), absl::StatusCode::kInternal);
   EXPECT_NE(other.message().find("mutex"), std::string::npos) << other;
-  // Both are the worker's own failures, as no other status is.
+  // A host out of threads is the worker's own failure; another system error (a bug) and
+  // any other status are not.
   EXPECT_TRUE(IsThisWorkersFault(out));
-  EXPECT_TRUE(IsThisWorkersFault(other));
+  EXPECT_FALSE(IsThisWorkersFault(other));
   EXPECT_FALSE(IsThisWorkersFault(absl::ResourceExhaustedError("the job's model is too large")));
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <system_error>
 #include <thread>
@@ -367,11 +368,15 @@ void WorkerDaemon::SendHeartbeatsUntil(absl::Notification& session_over, absl::D
   // A stop is looked for every kStopPoll, not only at each heartbeat: with the
   // coordinator's interval at 30 s, the drain after a stop noticed late would outlast the
   // pod's grace period and be killed midway.
+  // Timed on the monotonic clock: a wall clock stepped back (NTP) would hold the
+  // heartbeats back as long, and a healthy worker would be declared lost.
   constexpr absl::Duration kStopPoll = absl::Milliseconds(100);
-  absl::Time next_heartbeat = absl::Now() + interval;
+  using Clock = std::chrono::steady_clock;
+  const Clock::duration period = absl::ToChronoNanoseconds(interval);
+  Clock::time_point next_heartbeat = Clock::now() + period;
   for (;;) {
     const absl::Duration until_heartbeat =
-        std::max(absl::ZeroDuration(), next_heartbeat - absl::Now());
+        absl::FromChrono(std::max(Clock::duration::zero(), next_heartbeat - Clock::now()));
     if (session_over.WaitForNotificationWithTimeout(std::min(kStopPoll, until_heartbeat))) return;
     if (Stopping()) {
       DrainForShutdown(interval);
@@ -382,8 +387,8 @@ void WorkerDaemon::SendHeartbeatsUntil(absl::Notification& session_over, absl::D
       if (!session_over.WaitForNotificationWithTimeout(kSessionCloseGrace)) context.TryCancel();
       return;
     }
-    if (absl::Now() < next_heartbeat) continue;
-    next_heartbeat = absl::Now() + interval;
+    if (Clock::now() < next_heartbeat) continue;
+    next_heartbeat = Clock::now() + period;
     RestartIfAbortIsStuck();
     SendHeartbeat();
   }

@@ -36,7 +36,7 @@ struct DataIdentity {
 };
 
 // The fingerprint of the ids `fingerprint` stands for followed by `ids`
-// (kEmptyFingerprint for none before them): 64-bit FNV-1a over the ids as 64-bit values,
+// (kEmptyFingerprint for none before them): FNV-1a over the ids as 64-bit words (not bytes),
 // so a file's fingerprint is the same whether it is read whole or a chunk at a time, and
 // on every host. A check against accidents, not against a file made to collide.
 inline constexpr uint64_t kEmptyFingerprint = 0xcbf29ce484222325ULL;  // FNV's offset basis

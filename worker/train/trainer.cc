@@ -203,9 +203,10 @@ class RankTrainer : private MembershipMoves::Rank {
   std::string WhatComesNext() const;
   // The optimizer and pending losses around a newly built `model`.
   void AdoptModel(std::unique_ptr<fsdp::FsdpModel> model);
+  // FAILED_PRECONDITION where any rank opened other data than rank 0 (DataIdentity).
+  absl::Status AgreeOnTheData();
   // The model at its start: from the checkpoint every rank agreed on, restored with its
   // optimizer state, else from the initial weights.
-  absl::Status AgreeOnTheData();
   absl::Status BuildInitialModel();
   absl::StatusOr<CheckpointChoice> AgreeOnTheCheckpoint();
   // The agreed checkpoint read for this rank (none when the model starts from its
