@@ -61,13 +61,14 @@ class WithoutServerReflection final : public grpc::ServerBuilderOption {
 // A state file that could not be opened or read, said with its path (SQLite's own
 // messages do not name it), and, where it is damaged, what an operator does about it.
 absl::Status StateFileFailure(const std::string& path, const absl::Status& failure) {
-  if (absl::StrContains(failure.message(), path)) return failure;
+  const std::string named = absl::StrContains(failure.message(), path)
+                                ? std::string(failure.message())
+                                : absl::StrCat("state file '", path, "': ", failure.message());
   return absl::Status(
       failure.code(),
-      absl::StrCat("state file '", path, "': ", failure.message(),
-                   absl::IsDataLoss(failure)
-                       ? " (damaged: restore it from a backup, or start with another --state_file)"
-                       : ""));
+      absl::StrCat(named, absl::IsDataLoss(failure) ? " (damaged: restore it from a backup, or "
+                                                      "start with another --state_file)"
+                                                    : ""));
 }
 
 }  // namespace

@@ -95,8 +95,8 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
 namespace {
 
 // A worker that presents no certificate, where the coordinator authenticates its callers:
-// the token of a worker (an admin may stand in, as for everything), and the names its
-// entry binds it to, if any.
+// the token of a worker (of that role alone: an admin's is for client calls), and the
+// names its entry binds it to, if any.
 absl::StatusOr<AllowedWorkerNames> WorkerTokenNames(const grpc::ServerContextBase& context,
                                                     TokenAuthenticator& tokens) {
   const absl::StatusOr<Principal> principal = tokens.Authenticate(context);

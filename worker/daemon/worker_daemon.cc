@@ -18,6 +18,7 @@
 #include "contracts/data_plane_version.h"
 #include "contracts/membership.h"
 #include "contracts/permanent_failure.h"
+#include "contracts/timeouts.h"
 #include "contracts/worker_features.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -214,18 +215,20 @@ bool WorkerDaemon::LeftWithItsGroup(absl::Duration heartbeat_interval) {
             absl::StrCat("shutting down: leaving ", runner_->job_id(), " attempt ",
                          runner_->attempt(), " with its group after the step in flight"));
   }
-  const absl::Time deadline = absl::Now() + options_.leave_grace;
-  absl::Time next_heartbeat = absl::Now() + heartbeat_interval;
-  while (absl::Now() < deadline) {
+  // On the monotonic clock, as SendHeartbeatsUntil.
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + absl::ToChronoNanoseconds(options_.leave_grace);
+  Clock::time_point next_heartbeat = Clock::now() + absl::ToChronoNanoseconds(heartbeat_interval);
+  while (Clock::now() < deadline) {
     {
       absl::MutexLock lock(&runner_mu_);
       if (!runner_ || runner_->done()) return true;
     }
-    if (absl::Now() >= next_heartbeat) {
+    if (Clock::now() >= next_heartbeat) {
       SendHeartbeat();
-      next_heartbeat = absl::Now() + heartbeat_interval;
+      next_heartbeat = Clock::now() + absl::ToChronoNanoseconds(heartbeat_interval);
     }
-    absl::SleepFor(absl::Milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
 }
@@ -328,8 +331,10 @@ absl::Status WorkerDaemon::RunSession() {
                                           request.running().rank(), ")")
                            : ""));
 
-  const absl::Duration interval =
-      absl::Milliseconds(std::max<int64_t>(50, registration.heartbeat_interval_ms()));
+  // Bounded both ways: a coordinator's value past a deadline's range (a release that did
+  // not bound its flag) would overflow the heartbeats' clock.
+  const absl::Duration interval = absl::Milliseconds(
+      std::clamp<int64_t>(registration.heartbeat_interval_ms(), 50, kMaxTimeoutMilliseconds));
   absl::Notification session_over;
   std::thread heartbeats;
   try {
@@ -370,14 +375,16 @@ void WorkerDaemon::SendHeartbeatsUntil(absl::Notification& session_over, absl::D
   // pod's grace period and be killed midway.
   // Timed on the monotonic clock: a wall clock stepped back (NTP) would hold the
   // heartbeats back as long, and a healthy worker would be declared lost.
-  constexpr absl::Duration kStopPoll = absl::Milliseconds(100);
+  // (A relative sleep, not a wait with a timeout: this Abseil's waits end at a wall-clock
+  // time.)
+  constexpr std::chrono::milliseconds kStopPoll(100);
   using Clock = std::chrono::steady_clock;
   const Clock::duration period = absl::ToChronoNanoseconds(interval);
   Clock::time_point next_heartbeat = Clock::now() + period;
   for (;;) {
-    const absl::Duration until_heartbeat =
-        absl::FromChrono(std::max(Clock::duration::zero(), next_heartbeat - Clock::now()));
-    if (session_over.WaitForNotificationWithTimeout(std::min(kStopPoll, until_heartbeat))) return;
+    std::this_thread::sleep_for(std::min<Clock::duration>(
+        kStopPoll, std::max(Clock::duration::zero(), next_heartbeat - Clock::now())));
+    if (session_over.HasBeenNotified()) return;
     if (Stopping()) {
       DrainForShutdown(interval);
       SendHeartbeat();  // saying it stops: the session's end is planned, not a loss
