@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "worker/comm/gloo_communicator.h"
@@ -165,11 +166,17 @@ TEST(StateTransfer, AReplacementOfADonorThatNeverSteppedEndsWithoutOptimizerStat
   RankState received = FreshState();
   // First a donor lost before its first byte: the room made for its state is left as it
   // was found, so the next epoch's donor, which never stepped either, is taken.
+  // The donor leaves once the receiver's connect has returned: Gloo's TCP pair reads
+  // while it connects, so a donor gone sooner fails the connect instead (the bound only
+  // keeps a receiver whose connect failed from hanging the test).
   absl::StatusOr<StateReceipt> cut;
-  RunPair([](Communicator&) {},
-          [&](Communicator& world) {
-            cut = ReceiveState(world, 0, {"exp_avg", "exp_avg_sq"}, &received, nullptr);
-          });
+  absl::Notification receiver_connected;
+  RunPair(
+      [&](Communicator&) { receiver_connected.WaitForNotificationWithTimeout(absl::Seconds(60)); },
+      [&](Communicator& world) {
+        receiver_connected.Notify();
+        cut = ReceiveState(world, 0, {"exp_avg", "exp_avg_sq"}, &received, nullptr);
+      });
   ASSERT_FALSE(cut.ok());
   EXPECT_EQ(received.steps, -1);
   absl::StatusOr<StateReceipt> receipt;
