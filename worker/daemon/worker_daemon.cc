@@ -293,34 +293,66 @@ v1::RegisterWorkerRequest WorkerDaemon::Registration() {
   return request;
 }
 
+absl::Status WorkerDaemon::Register(const v1::RegisterWorkerRequest& request,
+                                    v1::RegisterWorkerResponse* registration) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  context.set_wait_for_ready(true);
+  Authorize(context);
+  grpc::Status status = stub_->RegisterWorker(&context, request, registration);
+  if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+    return MarkPermanent(absl::InvalidArgumentError(
+        absl::StrCat("the coordinator refused this worker: ", status.error_message())));
+  }
+  if (!status.ok()) {
+    return absl::Status(FromGrpcStatus(status).code(),
+                        absl::StrCat("registering: ", status.error_message(), " (the channel is ",
+                                     ChannelStateName(channel_->GetState(false)), ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WorkerDaemon::RunSession() {
   const v1::RegisterWorkerRequest request = Registration();
   RefreshToken();
   v1::RegisterWorkerResponse registration;
-  {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    context.set_wait_for_ready(true);
-    Authorize(context);
-    grpc::Status status = stub_->RegisterWorker(&context, request, &registration);
-    if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
-      return MarkPermanent(absl::InvalidArgumentError(
-          absl::StrCat("the coordinator refused this worker: ", status.error_message())));
-    }
-    if (!status.ok()) {
-      return absl::Status(FromGrpcStatus(status).code(),
-                          absl::StrCat("registering: ", status.error_message(), " (the channel is ",
-                                       ChannelStateName(channel_->GetState(false)), ")"));
-    }
+  if (absl::Status registered = Register(request, &registration); !registered.ok()) {
+    return registered;
   }
-
+  // Bounded both ways: a coordinator's value past a deadline's range (a release that did
+  // not bound its flag) would overflow the heartbeats' clock.
+  const absl::Duration interval = absl::Milliseconds(
+      std::clamp<int64_t>(registration.heartbeat_interval_ms(), 50, kMaxTimeoutMilliseconds));
   grpc::ClientContext context;
   Authorize(context);
+  // The heartbeats' thread starts before the session opens, and waits for it: one that
+  // cannot start (a host out of threads) then leaves the held reports held, for the next
+  // session. A session without heartbeats would be declared lost.
+  absl::Notification session_open;
+  absl::Notification session_over;
+  std::thread heartbeats;
+  try {
+    heartbeats = std::thread([&] {
+      session_open.WaitForNotification();
+      if (!session_over.HasBeenNotified()) SendHeartbeatsUntil(session_over, interval, context);
+    });
+  } catch (const std::system_error& failure) {
+    return SystemFailureStatus(failure);
+  }
+  auto end_heartbeats = [&] {
+    session_over.Notify();
+    if (!session_open.HasBeenNotified()) session_open.Notify();
+    heartbeats.join();
+  };
+
   std::unique_ptr<Stream> stream = stub_->Session(&context);
   session_reads_ = 0;  // the coordinator counts each session's messages from the first
   v1::WorkerMessage hello;
   hello.mutable_hello()->set_worker_id(registration.worker_id());
-  if (!stream->Write(hello)) return FromGrpcStatus(stream->Finish());
+  if (!stream->Write(hello)) {
+    end_heartbeats();
+    return FromGrpcStatus(stream->Finish());
+  }
   ReleaseHeldReports(stream.get(), registration.reattached(), request.has_running());
   if (metrics_) metrics_->OnSessionOpened();
   LogInfo(LogContext(),
@@ -330,29 +362,14 @@ absl::Status WorkerDaemon::RunSession() {
                                           " attempt ", request.running().attempt(), " (rank ",
                                           request.running().rank(), ")")
                            : ""));
-
-  // Bounded both ways: a coordinator's value past a deadline's range (a release that did
-  // not bound its flag) would overflow the heartbeats' clock.
-  const absl::Duration interval = absl::Milliseconds(
-      std::clamp<int64_t>(registration.heartbeat_interval_ms(), 50, kMaxTimeoutMilliseconds));
-  absl::Notification session_over;
-  std::thread heartbeats;
-  try {
-    heartbeats = std::thread([&] { SendHeartbeatsUntil(session_over, interval, context); });
-  } catch (const std::system_error& failure) {
-    // A session without heartbeats would be declared lost: ended now, and tried again.
-    context.TryCancel();
-    (void)EndSession(*stream);
-    return SystemFailureStatus(failure);
-  }
+  session_open.Notify();
 
   v1::CoordinatorMessage message;
   while (stream->Read(&message)) {
     ++session_reads_;
     Dispatch(message);
   }
-  session_over.Notify();
-  heartbeats.join();
+  end_heartbeats();
   // The attempt goes on without a session: the training step never calls the
   // coordinator. A coordinator that restarted re-attaches it when this worker registers
   // again; one that lived on has failed it (its peers are aborted, which ends it here

@@ -105,6 +105,9 @@ class WorkerDaemon {
 
   // One registration and session; returns why it ended.
   absl::Status RunSession();
+  // Registers `request`; the coordinator's refusal of it as invalid is permanent.
+  absl::Status Register(const v1::RegisterWorkerRequest& request,
+                        v1::RegisterWorkerResponse* registration);
   // The session's heartbeats, every `interval` until it is over; on a stop, the drain
   // and the session's half-close (the session's own thread).
   void SendHeartbeatsUntil(absl::Notification& session_over, absl::Duration interval,
