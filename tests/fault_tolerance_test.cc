@@ -490,11 +490,15 @@ INSTANTIATE_TEST_SUITE_P(EachBatchRule, MembershipHistory,
 // A drained worker (SIGTERM: a pod evicted, a node drained) takes its group out
 // gracefully: its rank finishes the step it is in, says so in the step's commit vote, and
 // leaves with its group mate; the other group trains on from the next step, with nothing
-// computed again, and the worker exits 0.
+// computed again, and the worker exits 0. The group that stays pauses 5 s at step 150,
+// well after the drain near step 40: the job cannot end before the leave, however loaded
+// the machine.
 TEST(FaultTolerance, ADrainedWorkerTakesItsGroupOutAfterItsStep) {
   Cluster cluster;
   cluster.StartCoordinator();
-  for (int w = 0; w < 3; ++w) cluster.AddWorker(absl::StrCat("w", w));
+  for (int w = 0; w < 3; ++w) {
+    cluster.AddWorker(absl::StrCat("w", w), {"--fault_injection=pause_at=150:forward:5000"});
+  }
   Process& w3 = cluster.AddWorker("w3");
   v1::JobSpec spec = HybridSpec(cluster.dir() + "/drained.safetensors", 300);
   auto job_id = cluster.client().Submit(spec);
@@ -518,15 +522,16 @@ TEST(FaultTolerance, ADrainedWorkerTakesItsGroupOutAfterItsStep) {
 }
 
 // A drained worker whose step in flight outlasts the coordinator's heartbeat timeout (its
-// rank paused for 5 s in backward, the timeout 2 s) heartbeats on while it waits for the
-// step to end: it leaves gracefully, never counted lost.
+// rank paused for 7 s in backward, the timeout 3 s: fifteen heartbeats' slack for a
+// loaded machine, and the pause well inside the peers' 10 s peer timeout) heartbeats on
+// while it waits for the step to end: it leaves gracefully, never counted lost.
 TEST(FaultTolerance, ADrainedWorkerHeartbeatsThroughALongLastStep) {
   ClusterOptions options;
-  options.heartbeat_timeout_ms = 2000;
+  options.heartbeat_timeout_ms = 3000;
   Cluster cluster(options);
   cluster.StartCoordinator();
   for (int w = 0; w < 3; ++w) cluster.AddWorker(absl::StrCat("w", w));
-  Process& w3 = cluster.AddWorker("w3", {"--fault_injection=pause_at=41:backward:5000"});
+  Process& w3 = cluster.AddWorker("w3", {"--fault_injection=pause_at=41:backward:7000"});
   v1::JobSpec spec = HybridSpec(cluster.dir() + "/drained.safetensors", 300);
   auto job_id = cluster.client().Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
