@@ -4,6 +4,8 @@
 // difference, instead of hanging; an order that changes later is warned about exactly once.
 // The disagreeing rank is made with the worker's --fault_injection flag.
 
+#include <fstream>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -89,11 +91,23 @@ TEST(ExecutionOrder, ARankWithAnotherOrderFailsTheJobAtOnce) {
 TEST(ExecutionOrder, AnOrderThatChangesLaterIsWarnedAboutOnce) {
   Cluster cluster;
   cluster.StartCoordinator();
-  cluster.AddWorker("w0", {"--fault_injection=unit_order_reversed_from=3"});
-  cluster.AddWorker("w1", {"--fault_injection=unit_order_reversed_from=3"});
-  // Long enough (a few seconds) for the re-derived plan to reach the ranks while they train.
+  // Both ranks hold at step 20 until the coordinator has re-planned: the re-derived plan
+  // reaches them while they train, however fast or loaded the machine.
+  const std::string release = cluster.dir() + "/release";
+  for (const char* name : {"w0", "w1"}) {
+    cluster.AddWorker(
+        name, {"--fault_injection=unit_order_reversed_from=3,hold_at=20:forward:" + release});
+  }
   auto job_id = cluster.client().Submit(OrderSpec(2, 1000));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
+  ASSERT_TRUE(Cluster::WaitFor(
+      [&] {
+        auto job = cluster.client().Get(*job_id);
+        return job.ok() && job->prefetch_plan().version() == 2;
+      },
+      absl::Seconds(60)))
+      << "no plan re-derived from the changed order";
+  std::ofstream(release).put('\n');
   v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(90));
   EXPECT_EQ(CountEvents(job, "execution order changed"), 1);
   EXPECT_EQ(CountEvents(job,
