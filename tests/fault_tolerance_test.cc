@@ -597,7 +597,7 @@ TEST(FaultTolerance, ACoordinatorKilledWithAWorkerLeavesTheJobInItsFirstAttempt)
   for (int w = 0; w < 4; ++w) cluster.AddWorker(absl::StrCat("w", w));
   auto spec_named = [&](const std::string& name) {
     v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 400);
-    spec.mutable_fault_tolerance()->set_peer_timeout_seconds(2);
+    spec.mutable_fault_tolerance()->set_peer_timeout_seconds(5);
     spec.mutable_fault_tolerance()->set_heal(false);  // the history is the loss alone
     return spec;
   };
@@ -849,7 +849,7 @@ TEST(FaultTolerance, AJoinerKilledMidTransferIsReplacedInTurn) {
   for (const char* name : {"w0", "w1", "w2", "w9"}) cluster.AddWorker(name);
   auto run = [&](const std::string& name) {
     v1::JobSpec spec = HybridSpec(absl::StrCat(cluster.dir(), "/", name, ".safetensors"), 100);
-    spec.mutable_fault_tolerance()->set_peer_timeout_seconds(3);
+    spec.mutable_fault_tolerance()->set_peer_timeout_seconds(5);
     return RunToSuccess(cluster, spec);
   };
   run("intact");
@@ -885,7 +885,7 @@ TEST(FaultTolerance, ADonorKilledMidTransferIsReplacedByAnotherDonor) {
   auto spec = [&](const std::string& name) {
     v1::JobSpec spec = TolerantSpec(3, 1, absl::StrCat(cluster.dir(), "/", name, ".safetensors"));
     spec.set_steps(200);
-    spec.mutable_fault_tolerance()->set_peer_timeout_seconds(3);
+    spec.mutable_fault_tolerance()->set_peer_timeout_seconds(5);
     return KeepingTheBatch(spec);
   };
   ASSERT_EQ(
