@@ -115,7 +115,7 @@ class HostCluster {
           // A test network no one else reaches.
           std::string("--insecure"), absl::StrCat("--port_file=", dir_, "/port"),
           absl::StrCat("--state_file=", dir_, "/state.db"),
-          std::string("--heartbeat_interval_ms=200"), std::string("--heartbeat_timeout_ms=2000"),
+          std::string("--heartbeat_interval_ms=200"), std::string("--heartbeat_timeout_ms=4000"),
           std::string("--collective_timeout_ms=30000"),
           absl::StrCat("--allowed_input_paths=", dir_),
           absl::StrCat("--allowed_output_paths=", dir_)}) {
