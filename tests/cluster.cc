@@ -9,9 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -139,20 +141,31 @@ std::string Cluster::address() const { return absl::StrCat("127.0.0.1:", port_);
 
 namespace {
 
-// A port free now (the kernel's choice); taken again by whoever binds it next.
-int FreePort() {
+// Whether nothing on loopback holds `port` now.
+bool PortIsFree(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
   close(fd);
-  return port;
+  return free;
+}
+
+// A port free now below the kernel's ephemeral range: a coordinator restarted on it, or
+// started on it later, cannot find it taken by a port the kernel handed out meanwhile
+// (every connection and every Gloo pair of the tests running beside this one takes one).
+int PortBelowTheEphemeralRange() {
+  int low = 32768;  // Linux's default, if the range cannot be read
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+  std::mt19937 random(std::random_device{}());
+  std::uniform_int_distribution<int> pick(std::max(1024, low / 2), std::max(1024, low - 1));
+  for (int tries = 0; tries < 100; ++tries) {
+    const int port = pick(random);
+    if (PortIsFree(port)) return port;
+  }
+  return 0;  // the coordinator binds one of the kernel's choice
 }
 
 std::string AllowedPaths(const std::vector<std::string>& paths) {
@@ -166,6 +179,8 @@ void Cluster::StartCoordinator() {
   const std::string port_file = absl::StrCat(dir_, "/port");
   unlink(port_file.c_str());
   ++coordinator_starts_;
+  // Fixed at the first start: restarts rebind it (clients and workers know it).
+  if (port_ == 0) port_ = PortBelowTheEphemeralRange();
   std::vector<std::string> argv = {
       BinaryPath("server/shardwise-coordinator"),
       absl::StrCat("--address=127.0.0.1:", port_),
@@ -182,7 +197,7 @@ void Cluster::StartCoordinator() {
       absl::StrCat("--allowed_input_paths=", AllowedPaths(options_.allowed_input_paths)),
       absl::StrCat("--allowed_output_paths=", AllowedPaths(options_.allowed_output_paths)),
   };
-  if (options_.health_port && health_port_ == 0) health_port_ = FreePort();
+  if (options_.health_port && health_port_ == 0) health_port_ = PortBelowTheEphemeralRange();
   if (options_.health_port) {
     argv.push_back(absl::StrCat("--health_address=127.0.0.1:", health_port_));
   }
