@@ -37,6 +37,27 @@ v1::CommHook Hook(v1::CommHook::Hook hook) {
   return h;
 }
 
+// Refused, and nothing changes: an unknown hook (by the CLI), a hook the strategy cannot
+// use and an enum value no hook has (by the coordinator, naming the request's).
+void ExpectUnusableHooksRefused(Cluster& cluster, const std::string& job_id) {
+  const std::string coordinator = "--coordinator=" + cluster.address();
+  std::string output;
+  EXPECT_EQ(Cluster::RunCli({coordinator, "set-hook", job_id, "bogus"}, &output), 2) << output;
+  EXPECT_TRUE(absl::StrContains(output, "unknown hook 'bogus'")) << output;
+  auto refused = cluster.client().SetCommHook(job_id, Hook(v1::CommHook::ALLREDUCE));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "needs fsdp.sharding_strategy NO_SHARD, got FULL_SHARD"))
+      << refused.status();
+  refused = cluster.client().SetCommHook(job_id, Hook(static_cast<v1::CommHook::Hook>(42)));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(refused.status().message(), "hook.hook: unknown value 42"))
+      << refused.status();
+  refused = cluster.client().SetCommHook(job_id, Hook(v1::CommHook::NO_HOOK));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "already uses NO_HOOK"));
+}
+
 TEST(HookSwitch, SetHookSwitchesEveryRankAtTheChosenStep) {
   ClusterOptions options;
   options.hook_switch_lead_ms = 300;
@@ -61,22 +82,7 @@ TEST(HookSwitch, SetHookSwitchesEveryRankAtTheChosenStep) {
 
   const std::string coordinator = "--coordinator=" + cluster.address();
   std::string output;
-  // Refused, and nothing changes: an unknown hook (by the CLI), a hook the strategy
-  // cannot use and an enum value no hook has (by the coordinator, naming the request's).
-  EXPECT_EQ(Cluster::RunCli({coordinator, "set-hook", *job_id, "bogus"}, &output), 2) << output;
-  EXPECT_TRUE(absl::StrContains(output, "unknown hook 'bogus'")) << output;
-  auto refused = cluster.client().SetCommHook(*job_id, Hook(v1::CommHook::ALLREDUCE));
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(refused.status().message(),
-                                "needs fsdp.sharding_strategy NO_SHARD, got FULL_SHARD"))
-      << refused.status();
-  refused = cluster.client().SetCommHook(*job_id, Hook(static_cast<v1::CommHook::Hook>(42)));
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StartsWith(refused.status().message(), "hook.hook: unknown value 42"))
-      << refused.status();
-  refused = cluster.client().SetCommHook(*job_id, Hook(v1::CommHook::NO_HOOK));
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(refused.status().message(), "already uses NO_HOOK"));
+  ExpectUnusableHooksRefused(cluster, *job_id);
 
   ASSERT_EQ(Cluster::RunCli({coordinator, "set-hook", *job_id, "bf16_compress"}, &output), 0)
       << output;
