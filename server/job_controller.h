@@ -400,6 +400,11 @@ class JobController {
   // Once `job`'s new membership is written: the rendezvous keys of epochs before the one
   // it replaces are dropped (the last one's stay for ranks still moving on from it).
   void DropOldEpochKeys(const v1::Job& job);
+  // The rendezvous tokens of the ranks in `before` but not `after` (they left with a lost
+  // rank's group) are revoked: a lost rank alive behind a partition, or its mate before it
+  // heard its abort, may no longer read or write the keys of the ranks training on.
+  void RevokeLeftRanks(const v1::Job& job, const std::vector<int32_t>& before,
+                       const std::vector<int32_t>& after);
   // The Assignment of `rank` of the job's current attempt, with its rendezvous token.
   v1::CoordinatorMessage AssignmentMessage(const v1::Job& job, int32_t rank,
                                            const std::string& token) const;

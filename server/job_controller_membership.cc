@@ -109,6 +109,8 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
   DropOldEpochKeys(*recorded);
   const std::vector<int32_t> after(decision.next.live_ranks().begin(),
                                    decision.next.live_ranks().end());
+  // A group leaving on purpose still connects the epoch it is in and votes its last step.
+  if (!graceful) RevokeLeftRanks(job, before, after);
   v1::CoordinatorMessage stop = AbortMessage(
       job.id(), job.attempt(), absl::StrCat("rank left the attempt with its group: ", reason));
   const v1::CoordinatorMessage change = MembershipChangeMessage(*recorded);
@@ -149,6 +151,15 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
 
 void JobController::DropOldEpochKeys(const v1::Job& job) {
   rendezvous_->DropEpochsBefore(job.id(), job.attempt(), job.membership().epoch() - 1);
+}
+
+void JobController::RevokeLeftRanks(const v1::Job& job, const std::vector<int32_t>& before,
+                                    const std::vector<int32_t>& after) {
+  std::vector<int32_t> left;
+  for (int32_t rank : before) {
+    if (std::find(after.begin(), after.end(), rank) == after.end()) left.push_back(rank);
+  }
+  rendezvous_->RevokeRanks(job.id(), job.attempt(), left);
 }
 
 }  // namespace shardwise

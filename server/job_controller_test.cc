@@ -1467,8 +1467,9 @@ class FaultTolerantJobTest : public JobControllerTest {
     ASSERT_TRUE(core_.controller->Submit(spec).ok());
     for (int r = 0; r < world; ++r) Report(absl::StrCat("w", r), r, v1::JOINED);
     ASSERT_EQ(State(), v1::RUNNING);
-    for (int w = 0; w < world; ++w) Received(absl::StrCat("w", w));
+    for (int w = 0; w < world; ++w) rank_scopes_[w] = ScopeOf(Received(absl::StrCat("w", w)), 1);
   }
+  std::map<int, v1::RendezvousScope> rank_scopes_;  // of StartHybridJob's ranks
   bool GotMembershipChange(const std::string& worker, int epoch = 1) {
     for (const auto& message : Received(worker)) {
       if (message.has_membership_change() && message.membership_change().epoch() == epoch) {
@@ -1548,6 +1549,15 @@ TEST_F(FaultTolerantJobTest, ALostRankTakesItsGroupOutAndItsMateIsStopped) {
   EXPECT_EQ(core_.workers->Get("w2")->state(), v1::DRAINING);
   EXPECT_EQ(MembershipChanges("lost"), 1);
   EXPECT_EQ(MembershipChanges("left"), 0);
+  // The group that left lost the rendezvous (rank 3 may be alive behind a partition);
+  // the group training on keeps it.
+  for (int rank : {2, 3}) {
+    EXPECT_EQ(core_.rendezvous->Set(rank_scopes_[rank], "epoch1/rank0", "stale").code(),
+              absl::StatusCode::kPermissionDenied)
+        << rank;
+  }
+  ASSERT_TRUE(core_.rendezvous->Set(rank_scopes_[0], "epoch1/rank0", "address").ok());
+  EXPECT_EQ(*core_.rendezvous->Get(rank_scopes_[1], "epoch1/rank0"), "address");
 }
 
 // A rank leaving (its worker drained): the group's ranks are not stopped, as they finish
@@ -1564,6 +1574,8 @@ TEST_F(FaultTolerantJobTest, ALeavingRanksGroupFinishesItsStepAndLeavesByItself)
   EXPECT_TRUE(GotMembershipChange("w1"));
   EXPECT_FALSE(GotAbort("w2"));
   EXPECT_FALSE(GotAbort("w3"));
+  // Still in the rendezvous: it may be connecting the epoch it leaves after.
+  EXPECT_TRUE(core_.rendezvous->Set(rank_scopes_[3], "epoch0/rank3", "address").ok());
   EXPECT_EQ(core_.workers->Get("w2")->state(), v1::BUSY);
   EXPECT_EQ(MembershipChanges("left"), 1);
   const v1::Job job = *core_.jobs->Get("job-1");

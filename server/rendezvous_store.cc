@@ -28,12 +28,57 @@ void RendezvousStore::OpenScope(const std::string& job_id, int32_t attempt,
 void RendezvousStore::AdmitRank(const std::string& job_id, int32_t attempt, int32_t rank,
                                 const std::string& token) {
   if (token.empty()) return;  // no rank may use an empty token
-  absl::MutexLock lock(&mu_);
-  Scope& scope = scopes_[ScopeName(job_id, attempt)];
-  // The rank's earlier holder (a worker lost, replaced) may no longer read or write here.
-  absl::erase_if(scope.ranks,
-                 [&](const auto& entry) { return entry.second == rank && entry.first != token; });
-  scope.ranks[token] = rank;
+  std::vector<WaitDone> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    Scope& scope = scopes_[ScopeName(job_id, attempt)];
+    // The rank's earlier holder (a worker lost, replaced) may no longer read or write here,
+    // nor hold waits that count against the rank's limit.
+    const size_t revoked = absl::erase_if(scope.ranks, [&](const auto& entry) {
+      return entry.second == rank && entry.first != token;
+    });
+    if (revoked > 0)
+      TakeWaitsOfRanksLocked(
+          scope, [rank](int32_t of) { return of == rank; }, &ended);
+    scope.ranks[token] = rank;
+  }
+  const absl::Status status =
+      absl::AbortedError(absl::StrCat("rendezvous: rank ", rank, " of attempt ", attempt,
+                                      " of job '", job_id, "' was admitted on another worker"));
+  for (WaitDone& done : ended) done(status);
+}
+
+void RendezvousStore::RevokeRanks(const std::string& job_id, int32_t attempt,
+                                  const std::vector<int32_t>& ranks) {
+  if (ranks.empty()) return;
+  const auto revoked = [&ranks](int32_t rank) {
+    return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+  };
+  std::vector<WaitDone> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = scopes_.find(ScopeName(job_id, attempt));
+    if (it == scopes_.end()) return;
+    absl::erase_if(it->second.ranks, [&](const auto& entry) { return revoked(entry.second); });
+    TakeWaitsOfRanksLocked(it->second, revoked, &ended);
+  }
+  const absl::Status status = absl::AbortedError(absl::StrCat(
+      "rendezvous: the rank left attempt ", attempt, " of job '", job_id, "' with its group"));
+  for (WaitDone& done : ended) done(status);
+}
+
+void RendezvousStore::TakeWaitsOfRanksLocked(const Scope& scope,
+                                             absl::FunctionRef<bool(int32_t)> revoked,
+                                             std::vector<WaitDone>* ended) {
+  std::vector<uint64_t> ids;  // first: taking a wait changes scope.waits
+  for (uint64_t id : scope.waits) {
+    auto pending = pending_.find(id);
+    if (pending != pending_.end() && revoked(pending->second.rank)) ids.push_back(id);
+  }
+  absl::Status ignored;
+  for (uint64_t id : ids) {
+    if (WaitDone done = TakeWaitLocked(id, &ignored)) ended->push_back(std::move(done));
+  }
 }
 
 void RendezvousStore::CloseScope(const std::string& job_id, int32_t attempt) {

@@ -25,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -72,6 +73,10 @@ class RendezvousStore {
   // rank held before (its lost worker's) is revoked.
   void AdmitRank(const std::string& job_id, int32_t attempt, int32_t rank,
                  const std::string& token);
+  // Revokes the tokens of `ranks` (they left a fault-tolerant attempt, which trains on):
+  // their holders' calls are refused (PERMISSION_DENIED) and their pending waits end with
+  // ABORTED. A rank admitted again later (a replacement group) comes with a new token.
+  void RevokeRanks(const std::string& job_id, int32_t attempt, const std::vector<int32_t>& ranks);
   // Closes the scope; its waits end with ABORTED.
   void CloseScope(const std::string& job_id, int32_t attempt);
   // Drops the attempt's keys of membership epochs before `epoch` (contracts/membership.h's
@@ -163,6 +168,10 @@ class RendezvousStore {
   // Forgets wait `id` (`pending`, of `scope`) from the scope's waits and bytes as it ends.
   void ForgetWaitLocked(Scope& scope, uint64_t id, const Pending& pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes `scope`'s pending waits of the ranks `revoked` says, adding their callbacks
+  // to `ended`.
+  void TakeWaitsOfRanksLocked(const Scope& scope, absl::FunctionRef<bool(int32_t)> revoked,
+                              std::vector<WaitDone>* ended) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a pending wait; its callback, or null if it was no longer pending.
   WaitDone TakeWaitLocked(uint64_t id, absl::Status* status_if_expired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

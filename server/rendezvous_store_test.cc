@@ -157,6 +157,59 @@ TEST(RendezvousStore, AReplacedRanksOldTokenIsRevoked) {
   EXPECT_EQ(store.RanksNotReached("job-1", 1), (std::vector<int32_t>{0}));  // no rank 3
 }
 
+// The replaced holder's pending waits end with it (ABORTED), so they no longer count
+// against the rank's bounded number of waits; a re-attached rank's own waits stay.
+TEST(RendezvousStore, AReplacedRanksWaitsEnd) {
+  RendezvousStore::Limits limits;
+  limits.max_waits_per_rank = 1;
+  RendezvousStore store(limits);
+  store.OpenScope("job-1", 1, kTokens);
+  absl::Status old_holder = absl::UnknownError("pending"), kept = absl::UnknownError("pending");
+  store.WaitAsync(As("job-1", 1, "t2"), {"x"}, [&](absl::Status s) { old_holder = std::move(s); });
+  store.WaitAsync(As("job-1", 1, "t1"), {"x"}, [&](absl::Status s) { kept = std::move(s); });
+  store.AdmitRank("job-1", 1, 1, "t1");
+  store.AdmitRank("job-1", 1, 2, "t2-replacement");
+  EXPECT_EQ(old_holder.code(), absl::StatusCode::kAborted);
+  EXPECT_NE(old_holder.message().find("rank 2 of attempt 1 of job 'job-1' was admitted on "
+                                      "another worker"),
+            std::string::npos)
+      << old_holder;
+  EXPECT_EQ(kept.code(), absl::StatusCode::kUnknown);  // still pending
+  absl::Status replacement = absl::UnknownError("pending");
+  store.WaitAsync(As("job-1", 1, "t2-replacement"), {"x"},
+                  [&](absl::Status s) { replacement = std::move(s); });
+  ASSERT_TRUE(store.Set(As("job-1", 1, "t0"), "x", "1").ok());
+  EXPECT_TRUE(replacement.ok()) << replacement;
+  EXPECT_TRUE(kept.ok()) << kept;
+}
+
+// Ranks that left a fault-tolerant attempt (their group did) lose its rendezvous: their
+// tokens are refused and their waits end, while the ranks that train on keep theirs.
+TEST(RendezvousStore, RanksThatLeftAreRevoked) {
+  RendezvousStore store;
+  store.OpenScope("job-1", 1, {"t0", "t1", "t2", "t3"});
+  absl::Status left_wait = absl::UnknownError("pending"), live_wait = absl::UnknownError("pending");
+  store.WaitAsync(As("job-1", 1, "t2"), {"epoch1/x"},
+                  [&](absl::Status s) { left_wait = std::move(s); });
+  store.WaitAsync(As("job-1", 1, "t0"), {"epoch1/x"},
+                  [&](absl::Status s) { live_wait = std::move(s); });
+  store.RevokeRanks("job-1", 1, {2, 3});
+  store.RevokeRanks("job-2", 1, {0});  // no such scope: nothing happens
+  EXPECT_EQ(left_wait.code(), absl::StatusCode::kAborted);
+  EXPECT_NE(left_wait.message().find("left attempt 1 of job 'job-1'"), std::string::npos)
+      << left_wait;
+  for (const char* token : {"t2", "t3"}) {
+    EXPECT_EQ(store.Set(As("job-1", 1, token), "epoch1/x", "stale").code(),
+              absl::StatusCode::kPermissionDenied)
+        << token;
+  }
+  ASSERT_TRUE(store.Set(As("job-1", 1, "t1"), "epoch1/x", "1").ok());
+  EXPECT_TRUE(live_wait.ok()) << live_wait;
+  EXPECT_EQ(*store.Get(As("job-1", 1, "t0"), "epoch1/x"), "1");
+  store.AdmitRank("job-1", 1, 2, "t2-replacement");  // a replacement group's rank
+  EXPECT_TRUE(store.Get(As("job-1", 1, "t2-replacement"), "epoch1/x").ok());
+}
+
 // Any call with a rank's token counts as that rank reaching the rendezvous, a refused
 // one too (it came); a caller without a token is nobody's.
 TEST(RendezvousStore, KnowsWhichRanksNeverCame) {

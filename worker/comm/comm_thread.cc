@@ -65,6 +65,9 @@ CommThread::~CommThread() {
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;
+    // At once, not after the running task: whoever waits for a queued collective learns
+    // now that it will not run, rather than after a collective that may wait out a timeout.
+    CancelQueuedLocked();
   }
   thread_.join();
 }

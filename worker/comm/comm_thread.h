@@ -77,9 +77,9 @@ class CommThread {
   // must outlive the thread.
   explicit CommThread(std::function<void()> on_start = {}, LaunchOrder* launch_order = nullptr,
                       absl::Duration poll_interval = absl::Microseconds(100));
-  // Lets the running task finish and every started one complete (its device work may
-  // still use the caller's buffers), cancels the queued ones (their handles answer
-  // CANCELLED), and joins. A model is destroyed with tasks queued only after an error,
+  // Cancels the queued tasks at once (their handles answer CANCELLED), lets the running
+  // task finish and every started one complete (its device work may still use the
+  // caller's buffers), and joins. A model is destroyed with tasks queued only after an error,
   // when running more collectives against failed peers would only wait for timeouts.
   ~CommThread();
   CommThread(const CommThread&) = delete;

@@ -8,7 +8,6 @@
 #include "worker/comm/comm_thread.h"
 
 #include <atomic>
-#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,8 +78,10 @@ TEST(CommThread, DestructionFinishesTheRunningTaskAndCancelsTheQueued) {
         return absl::OkStatus();
       }));
     }
+    // Released only once the destructor has cancelled the queued tasks, so they cannot
+    // have run whatever the threads' timing.
     releaser = std::thread([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      EXPECT_EQ(queued.back().Wait().code(), absl::StatusCode::kCancelled);
       release.Notify();
     });
   }  // the destructor waits for the running task
@@ -270,8 +271,8 @@ TEST(CommThread, FailedAndCancelledTasksReleaseTheirTurns) {
       cancelled.push_back(stopping_lane.Enqueue([] { return absl::OkStatus(); }));
     }
     after_cancelled = other_lane.Enqueue([] { return absl::OkStatus(); });
-    releaser = std::thread([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    releaser = std::thread([&] {  // once the destructor has cancelled the queued ones
+      EXPECT_EQ(cancelled.back().Wait().code(), absl::StatusCode::kCancelled);
       release.Notify();
     });
   }  // the destructor lets the running task finish and cancels the queued ones
