@@ -14,11 +14,12 @@ void JobController::ApplyOrderDecisionLocked(const v1::Job& job, LiveAttempt& at
     case Kind::kNone:
       return;
     case Kind::kFail:
-      AbortRanksLocked(job, decision.message, /*skip_worker=*/"");
       EndAttemptLocked(job);
       // Not re-queued: the same model runs in the same orders again.
       LogIfFailed(jobs_->Finish(job.id(), job.attempt(), v1::FAILED, decision.message).status(),
                   "failing job", JobContext(job));
+      // After the write, as FailAttemptLocked's.
+      AbortRanksLocked(job, decision.message, /*skip_worker=*/"");
       RequestScheduleLocked();
       return;
     case Kind::kWarn:
