@@ -126,8 +126,10 @@ std::string WorkerFolders(const v1::WorkerInfo& w) {
 }
 
 // "2 of 3": the messages its session's heartbeats say it read, of those sent; "? of 3"
-// while no heartbeat has counted (or its release does not count).
+// while no heartbeat has counted (or its release does not count); "-" while nothing was
+// sent and nothing counted (an idle worker just registered: nothing to read yet).
 std::string SessionMessagesRead(const v1::WorkerInfo& w) {
+  if (w.session_messages_sent() == 0 && !w.has_session_messages_read()) return "-";
   return absl::StrCat(w.has_session_messages_read() ? absl::StrCat(w.session_messages_read()) : "?",
                       " of ", w.session_messages_sent());
 }

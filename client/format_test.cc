@@ -424,6 +424,8 @@ TEST(Format, WorkerTableShowsAWorkersOwnFolders) {
 TEST(Format, WorkerTableShowsTheMessagesItsHeartbeatsSayItRead) {
   v1::WorkerInfo w;
   w.set_id("w1");
+  EXPECT_TRUE(absl::StrContains(FormatWorkerTable({w}, 0), "0s ago           -      "))
+      << FormatWorkerTable({w}, 0);  // nothing sent, nothing counted
   w.set_session_messages_sent(3);
   EXPECT_TRUE(absl::StrContains(FormatWorkerTable({w}, 0), " ? of 3 "))
       << FormatWorkerTable({w}, 0);
