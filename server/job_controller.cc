@@ -494,11 +494,6 @@ void JobController::FinishIfCompletedLocked(const v1::Job& job) {
       })) {
     return;
   }
-  for (int32_t rank : attempt.joining) {
-    workers_->Drain(WorkerOfRank(job, rank),
-                    AbortMessage(job.id(), job.attempt(),
-                                 "the job completed before this replacement joined it"));
-  }
   if (!attempt.led_completed) {
     // The rank that led at the end was lost before it completed: the others, followers
     // when they ended, wrote nothing. Another attempt resumes and writes the outputs.
@@ -510,6 +505,7 @@ void JobController::FinishIfCompletedLocked(const v1::Job& job) {
                              /*lost_worker=*/"", /*retryable=*/true);
   }
   const std::string result = attempt.result;
+  const std::set<int32_t> joining = attempt.joining;  // EndAttemptLocked forgets `attempt`
   EndAttemptLocked(job);
   LogIfFailed(
       jobs_
@@ -517,6 +513,12 @@ void JobController::FinishIfCompletedLocked(const v1::Job& job) {
                    absl::StrCat("attempt ", job.attempt(), ": every rank completed"), result)
           .status(),
       "finishing job", JobContext(job));
+  // After the write, as FailAttemptLocked's.
+  for (int32_t rank : joining) {
+    workers_->Drain(WorkerOfRank(job, rank),
+                    AbortMessage(job.id(), job.attempt(),
+                                 "the job completed before this replacement joined it"));
+  }
 }
 
 absl::StatusOr<v1::Timeline> JobController::GetTimeline(const std::string& job_id) const {
