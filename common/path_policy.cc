@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/printable_text.h"
@@ -20,6 +21,17 @@ namespace shardwise {
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr char kMissingInputUrl[] = "type.shardwise.dev/missing-input";
+
+// The spec's error for an input that is not there (INVALID_ARGUMENT: the spec names it),
+// marked for IsMissingInput.
+absl::Status MissingInput(const std::string& field, const std::string& path) {
+  absl::Status status = absl::InvalidArgumentError(
+      absl::StrCat(field, ": '", path, "': no readable file at this path"));
+  status.SetPayload(kMissingInputUrl, absl::Cord("1"));
+  return status;
+}
 
 // `path` with every symlink resolved; NOT_FOUND if it does not exist.
 absl::Status HostCannotTell(const std::string& path, int error) {
@@ -249,10 +261,7 @@ absl::StatusOr<std::string> PathPolicy::CheckInput(const std::string& field,
   if (absl::IsUnavailable(canonical.status())) {
     return absl::UnavailableError(absl::StrCat(field, ": ", canonical.status().message()));
   }
-  if (!canonical.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": '", path, "': no readable file at this path"));
-  }
+  if (!canonical.ok()) return MissingInput(field, path);  // NOT_FOUND, RealPath's only other
   RETURN_IF_ERROR(CheckInside(field, path, *canonical, Form::kResolved, /*output=*/false));
   struct stat info;
   if (::stat(canonical->c_str(), &info) != 0) {
@@ -260,6 +269,7 @@ absl::StatusOr<std::string> PathPolicy::CheckInput(const std::string& field,
       return absl::UnavailableError(
           absl::StrCat(field, ": ", HostCannotTell(path, errno).message()));
     }
+    if (errno == ENOENT) return MissingInput(field, path);  // removed since
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": '", path, "': no readable file at this path"));
   }
@@ -430,6 +440,10 @@ absl::Status ApplyPathPolicy(const PathPolicy& policy, PathCheck check, v1::JobS
     *path = *std::move(checked);
     return absl::OkStatus();
   });
+}
+
+bool IsMissingInput(const absl::Status& status) {
+  return status.GetPayload(kMissingInputUrl).has_value();
 }
 
 }  // namespace shardwise

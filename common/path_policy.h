@@ -136,6 +136,12 @@ class PathPolicy {
 enum class PathCheck { kOnDisk, kLexical };
 absl::Status ApplyPathPolicy(const PathPolicy& policy, PathCheck check, v1::JobSpec* spec);
 
+// Whether `status` is kOnDisk's finding that an input the spec names does not exist
+// (INVALID_ARGUMENT, marked so): on a worker, possibly its own host's lack (a volume not
+// mounted there) while other hosts have the file, which the coordinator tells apart
+// (server/missing_inputs.h).
+bool IsMissingInput(const absl::Status& status);
+
 // How a worker opens the paths ApplyPathPolicy(kOnDisk) left in its spec, and the files
 // inside the folders they name: with no link at any component (common/untrusted_file.h).
 // Each was canonical when checked, so a link found at the opening was put there since: a

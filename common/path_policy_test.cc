@@ -65,14 +65,27 @@ TEST_F(PathPolicyTest, InputsOutsideTheRootsAreRefusedNamingTheFieldAndTheValue)
             absl::StatusCode::kInvalidArgument);
 }
 
+// Only an input that is not there is marked missing (a worker's host may lack what others
+// have); one of the wrong kind is the spec's error alone.
 TEST_F(PathPolicyTest, InputsMustBeRegularFilesThatExist) {
   ASSERT_EQ(mkfifo((root_ / "in" / "fifo").c_str(), 0600), 0);
-  EXPECT_EQ(policy_.CheckInput("f", In() + "/fifo", Kind::kFile).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(policy_.CheckInput("f", In() + "/missing", Kind::kFile).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(policy_.CheckInput("f", In(), Kind::kFile).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  const absl::Status fifo = policy_.CheckInput("f", In() + "/fifo", Kind::kFile).status();
+  EXPECT_EQ(fifo.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(IsMissingInput(fifo));
+  for (const std::string& missing : {In() + "/missing", In() + "/gone/data.bin"}) {
+    const absl::Status status = policy_.CheckInput("f", missing, Kind::kFile).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(status.message(), "f: '" + missing + "': no readable file at this path");
+    EXPECT_TRUE(IsMissingInput(status)) << missing;
+  }
+  const absl::Status folder = policy_.CheckInput("f", In(), Kind::kFile).status();
+  EXPECT_EQ(folder.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(IsMissingInput(folder));
+  // Through the whole spec, as a worker checks it.
+  v1::JobSpec spec;
+  spec.mutable_data()->mutable_tokens()->set_train_path(In() + "/missing");
+  spec.mutable_output()->set_final_model_path(Out() + "/m.st");
+  EXPECT_TRUE(IsMissingInput(ApplyPathPolicy(policy_, PathCheck::kOnDisk, &spec)));
 }
 
 TEST_F(PathPolicyTest, OutputsStayInsideTheirRootsAndNeverReplaceUnasked) {

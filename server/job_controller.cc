@@ -404,6 +404,12 @@ void JobController::OnRankAbortedLocked(const v1::Job& job, LiveAttempt& attempt
     RequeueWithoutRestartLocked(job,
                                 absl::StrCat(RankName(job, report.rank()),
                                              " left before the attempt ran: ", report.message()));
+  } else if (report.inputs_missing() && options_.quarantine > absl::ZeroDuration() &&
+             !attempt.awaiting_reattach &&
+             (job.state() == v1::SCHEDULED || attempt.joining.count(report.rank()) > 0)) {
+    // Its host's fault or the job's, as the other ranks show; without quarantines a host
+    // could not be kept out, and it fails the job as any missing input does.
+    OnInputsMissingLocked(job, attempt, report, worker_id);
   } else if (report.worker_fault() && job.state() == v1::SCHEDULED &&
              options_.quarantine > absl::ZeroDuration()) {
     // Its worker could not run it (no thread left: a pids limit): the worker's fault, not
@@ -550,6 +556,7 @@ void JobController::CheckHeartbeats() {
   const absl::Time now = clock_.Now();
   HandleStallsLocked(now);
   CheckReattachDeadlinesLocked(now);
+  CheckMissingInputsLocked(now);  // first: decided by the join deadline, as the job's
   CheckJoinDeadlinesLocked(now);
   CheckHeldFailuresLocked(now);
   for (const std::string& forgotten : workers_->RemoveLongLost()) {

@@ -214,6 +214,10 @@ class JobController {
       absl::Time deadline;
     };
     std::optional<HeldFailure> held_failure;
+    // Ranks that found an input of the job missing on their hosts before they joined,
+    // with what they said, until it is known whose fault that is
+    // (job_controller_missing_inputs.cc): at the latest by the join deadline.
+    std::map<int32_t, std::string> inputs_missing;
     // Fault-tolerant attempts: how often each worker's rank left (lost, or leaving by
     // itself), and until when it is not placed in the attempt again. A worker that leaves
     // again and again (a flapping node) would otherwise be healed back in after every
@@ -287,6 +291,23 @@ class JobController {
   // within 30 s ..."), and re-queues the job without counting a restart.
   void QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& ranks,
                         const std::string& what, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Only the quarantines (unless quarantining is off), with a warning: the reason it
+  // returns, which names the ranks and their workers.
+  std::string QuarantineWorkersLocked(const v1::Job& job, const std::vector<int32_t>& ranks,
+                                      const std::string& what, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // job_controller_missing_inputs.cc: a rank whose host lacks an input of the job
+  // (AttemptReport.inputs_missing). Before the attempt ran, decided as soon as another
+  // rank reaches the rendezvous (the reporting ranks' hosts are quarantined and the job
+  // placed again, its restarts untouched) or every rank reported it (the job's: it fails
+  // for good), else at the join timeout (the job's); a replacement's is its host's at once.
+  void OnInputsMissingLocked(const v1::Job& job, LiveAttempt& attempt,
+                             const v1::AttemptReport& report, const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckMissingInputsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DecideMissingInputsLocked(const v1::Job& job, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // job_controller_probes.cc: whose data plane is at fault when every rank reached the
   // rendezvous but some did not connect. Asks each rank's worker to probe its peers

@@ -123,8 +123,14 @@ void JobController::HoldQuarantineLocked(const StoredQuarantine& quarantine) {
 
 void JobController::QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& ranks,
                                      const std::string& what, absl::Time now) {
+  RequeueWithoutRestartLocked(job, QuarantineWorkersLocked(job, ranks, what, now));
+}
+
+std::string JobController::QuarantineWorkersLocked(const v1::Job& job,
+                                                   const std::vector<int32_t>& ranks,
+                                                   const std::string& what, absl::Time now) {
   const bool quarantining = options_.quarantine > absl::ZeroDuration();
-  const std::string reason = absl::StrCat(
+  std::string reason = absl::StrCat(
       RanksAndWorkers(job, ranks), " ", what,
       quarantining ? absl::StrCat("; quarantined for ", absl::FormatDuration(options_.quarantine))
                    : "");
@@ -139,7 +145,7 @@ void JobController::QuarantineLocked(const v1::Job& job, const std::vector<int32
                 LogContext().Worker(worker));
   }
   LogWarning(LogContext().Job(job.id()).Attempt(job.attempt()), reason);
-  RequeueWithoutRestartLocked(job, reason);
+  return reason;
 }
 
 }  // namespace shardwise

@@ -1204,6 +1204,98 @@ v1::RendezvousScope ScopeOf(const std::vector<v1::CoordinatorMessage>& received,
   return scope;
 }
 
+// What a rank whose check of the job's paths found an input missing on its worker's host
+// says, before it joined.
+v1::AttemptReport InputsMissing(int rank) {
+  v1::AttemptReport report;
+  report.set_job_id("job-1");
+  report.set_attempt(1);
+  report.set_rank(rank);
+  report.set_phase(v1::ABORTED);
+  report.set_permanent(true);
+  report.set_inputs_missing(true);
+  report.set_message(
+      "job.data.tokens.train_path: '/data/train.bin': no readable file at this path");
+  return report;
+}
+
+bool HasEventWith(const v1::Job& job, const std::string& text) {
+  for (const v1::JobEvent& event : job.events()) {
+    if (event.message().find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// One host without the data volume: its rank reports the input missing, the other rank
+// reached the rendezvous (it passed the same check on its host). The host is to blame:
+// its worker is quarantined and the job placed again, its restarts untouched.
+TEST_F(JobControllerTest, AnInputMissingOnOneHostIsThatHostsFault) {
+  AddWorker("w0");
+  AddWorker("w1");
+  AddWorker("w2");
+  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
+  ASSERT_EQ(core_.jobs->Get("job-1")->ranks(1).worker_id(), "w1");
+  core_.controller->OnReport("w1", InputsMissing(1));
+  EXPECT_EQ(State(), v1::SCHEDULED) << "rank 0 may lack it too: not known yet";
+  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
+  core_.controller->CheckHeartbeats();
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_TRUE(HasEventWith(
+      job,
+      "rank 1 (worker w1) could not find the job's inputs on its host, where rank 0 found "
+      "theirs (a volume not mounted there?): job.data.tokens.train_path: '/data/train.bin': no "
+      "readable file at this path; quarantined for 10m"))
+      << job.DebugString();
+  EXPECT_NE(core_.workers->Get("w1")->quarantine_reason().find(
+                "could not find the job's inputs on its host"),
+            std::string::npos);
+  Heartbeat("w0");
+  ExpectSecondAttemptOnW0AndW2();
+}
+
+// Missing on every rank's host: the spec names inputs that are not there, and the job
+// fails for good, as before the hosts were told apart.
+TEST_F(JobControllerTest, AnInputMissingOnEveryHostIsTheJobsFault) {
+  AddWorker("w0");
+  AddWorker("w1");
+  v1::JobSpec spec = Spec(2);
+  spec.mutable_restart_policy()->set_max_restarts(3);
+  ASSERT_TRUE(core_.controller->Submit(spec).ok());
+  core_.controller->OnReport("w0", InputsMissing(0));
+  EXPECT_EQ(State(), v1::SCHEDULED);
+  core_.controller->OnReport("w1", InputsMissing(1));
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_EQ(job.reason(),
+            "attempt 1 failed: rank 0 (worker w0) failed: job.data.tokens.train_path: "
+            "'/data/train.bin': no readable file at this path; not re-queued: every attempt "
+            "would fail the same way");
+  EXPECT_EQ(core_.workers->Get("w0")->quarantined_until_ms(), 0);
+}
+
+// No other rank was seen with the inputs by the join deadline (it never came, or came
+// late): the job's, as without the check, not a rendezvous nobody reached.
+TEST_F(JobControllerTest, AnInputMissingWithNoRankSeenToHaveItIsTheJobsAtTheJoinDeadline) {
+  AddWorker("w0");
+  AddWorker("w1");
+  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
+  core_.controller->OnReport("w1", InputsMissing(1));
+  for (int second = 0; second < 29; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w0", "job-1", 1);
+    Heartbeat("w1");
+    core_.controller->CheckHeartbeats();
+    ASSERT_EQ(State(), v1::SCHEDULED) << "after " << second + 1 << " s";
+  }
+  clock_.Advance(absl::Seconds(1));
+  core_.controller->CheckHeartbeats();
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(job.reason(), "rank 1 (worker w1) failed: job.data.tokens"))
+      << job.reason();
+}
+
 TEST_F(JobControllerTest, ARankThatNeverReachesTheRendezvousIsBlamedAndItsWorkerQuarantined) {
   AddWorker("w0");
   AddWorker("w1");
@@ -1878,6 +1970,32 @@ TEST_F(FaultTolerantJobTest, AGroupThatLeftIsReplacedOnIdleWorkers) {
   const std::vector<v1::CoordinatorMessage> stop = Received("w9");
   ASSERT_EQ(stop.size(), 1u);
   EXPECT_EQ(stop[0].abort().reason(), "the job completed before this replacement joined it");
+}
+
+// A replacement whose host lacks the inputs the live ranks train on: its host is to
+// blame at once (quarantined, so the next heal goes elsewhere), its group leaves again,
+// and the job trains on without it.
+TEST_F(FaultTolerantJobTest, AReplacementWhoseHostLacksTheInputsIsKeptOut) {
+  StartHybridJob();
+  core_.controller->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
+  AddWorker("w9");
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1, 2, 3}));
+  ASSERT_EQ(core_.jobs->Get("job-1")->ranks(3).worker_id(), "w9");
+  v1::AttemptReport missing =
+      Said(3, v1::ABORTED, "job.data.tokens.train_path: '/data/train.bin': no readable file");
+  missing.set_permanent(true);
+  missing.set_inputs_missing(true);
+  core_.controller->OnReport("w9", missing);
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.state(), v1::RUNNING) << job.reason();
+  EXPECT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(job.membership().epoch(), 3);
+  EXPECT_NE(core_.workers->Get("w9")->quarantine_reason().find(
+                "could not find the job's inputs on its host, which the live ranks read on "
+                "theirs"),
+            std::string::npos)
+      << core_.workers->Get("w9")->quarantine_reason();
 }
 
 // A replacement meets the live ranks in their collectives: it goes only to a worker of

@@ -190,6 +190,52 @@ TEST(Failure, AWorkerLostBeforeItsRankJoinedIsQuarantinedAndTheJobRunsElsewhere)
       << JobEventLog(job);
 }
 
+// A host without the data volume: worker w1 runs in a mount namespace of its own, where
+// the folder holding the job's tokens is an empty tmpfs. Its rank finds the input
+// missing, rank 0 (on a host with it) reaches the rendezvous: w1 is quarantined and the
+// job runs on w0 and w2, no restart counted, instead of failing for good.
+TEST(Failure, AWorkerWhoseHostLacksTheInputsIsQuarantinedAndTheJobRunsElsewhere) {
+  std::string unshare;
+  if (geteuid() != 0 || RunShell("unshare -m true", &unshare) != 0) {
+    GTEST_SKIP() << "needs root and unshare -m (a mount namespace stands for another host): "
+                 << unshare;
+  }
+  Cluster cluster;
+  cluster.StartCoordinator();
+  const std::string data = cluster.dir() + "/data";
+  std::filesystem::create_directories(data);
+  const std::vector<uint16_t> ids(4096, 7);
+  std::ofstream(data + "/train.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(ids.data()),
+             static_cast<std::streamsize>(ids.size() * sizeof(uint16_t)));
+  cluster.AddWorker("w0");
+  cluster.AddWorker("w1", {},
+                    {"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+                     "mount -t tmpfs no-data-volume \"$0\" && exec \"$@\"", data});
+  auto job_id =
+      cluster.client().Submit(Cluster::WithSmallGpt(Cluster::Spec(2), 16, data + "/train.bin"));
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    const auto w1 = cluster.Worker("w1");
+    return w1.has_value() && w1->quarantined_until_ms() > 0;
+  })) << "w1 was not quarantined; see "
+      << cluster.worker("w1").log_path();
+  EXPECT_TRUE(absl::StrContains(cluster.Worker("w1")->quarantine_reason(),
+                                "could not find the job's inputs on its host"))
+      << cluster.Worker("w1")->quarantine_reason();
+  cluster.AddWorker("w2");
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED);
+  EXPECT_EQ(job.attempt(), 2);
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_EQ(job.ranks(1).worker_id(), "w2");
+  EXPECT_TRUE(HasEvent(job,
+                       "rank 1 (worker w1) could not find the job's inputs on its host, where "
+                       "rank 0 found theirs (a volume not mounted there?): "
+                       "job.data.tokens.train_path: '" +
+                           data + "/train.bin': no readable file at this path"))
+      << JobEventLog(job);
+}
+
 // A worker stopped (SIGTERM) while its rank waits in a collective on a frozen peer: the
 // rank cannot be interrupted, so once the drain's grace is over the worker exits 0
 // without waiting for it, well before the collective's own timeout (30 s here). The stop

@@ -30,6 +30,7 @@ test    ip                          iproute2
 test    iptables                    iptables
 test    mount                       mount
 test    umount                      mount
+test    unshare                     util-linux
 test    dd                          coreutils
 test    openssl                     openssl
 test    python3:torch               python3-torch

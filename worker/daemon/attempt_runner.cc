@@ -202,6 +202,7 @@ void AttemptRunner::Fail(const absl::Status& status) {
   v1::AttemptReport report = NewReport(v1::ABORTED);
   report.set_permanent(!abort_ && IsPermanent(status));
   report.set_worker_fault(!abort_ && IsThisWorkersFault(status));
+  report.set_inputs_missing(!abort_ && IsMissingInput(status));
   Report(std::move(report), message, Phase("aborted"));
   done_ = true;
   finished_.Notify();
