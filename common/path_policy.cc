@@ -261,7 +261,9 @@ absl::StatusOr<std::string> PathPolicy::CheckInput(const std::string& field,
   if (absl::IsUnavailable(canonical.status())) {
     return absl::UnavailableError(absl::StrCat(field, ": ", canonical.status().message()));
   }
-  if (!canonical.ok()) return MissingInput(field, path);  // NOT_FOUND, RealPath's only other
+  // RealPath's only other error, NOT_FOUND: not there, or not reachable by this process
+  // (a folder's permissions, a link loop); either may be one worker's host's alone.
+  if (!canonical.ok()) return MissingInput(field, path);
   RETURN_IF_ERROR(CheckInside(field, path, *canonical, Form::kResolved, /*output=*/false));
   struct stat info;
   if (::stat(canonical->c_str(), &info) != 0) {

@@ -405,10 +405,11 @@ void JobController::OnRankAbortedLocked(const v1::Job& job, LiveAttempt& attempt
                                 absl::StrCat(RankName(job, report.rank()),
                                              " left before the attempt ran: ", report.message()));
   } else if (report.inputs_missing() && options_.quarantine > absl::ZeroDuration() &&
-             !attempt.awaiting_reattach &&
-             (job.state() == v1::SCHEDULED || attempt.joining.count(report.rank()) > 0)) {
-    // Its host's fault or the job's, as the other ranks show; without quarantines a host
-    // could not be kept out, and it fails the job as any missing input does.
+             ((job.state() == v1::SCHEDULED && !attempt.awaiting_reattach) ||
+              (job.state() == v1::RUNNING && job.spec().has_fault_tolerance()))) {
+    // Its host's fault or the job's, as the other ranks show (in a running attempt only a
+    // replacement checks its paths: its host's); without quarantines a host could not be
+    // kept out, and it fails the job as any missing input does.
     OnInputsMissingLocked(job, attempt, report, worker_id);
   } else if (report.worker_fault() && job.state() == v1::SCHEDULED &&
              options_.quarantine > absl::ZeroDuration()) {
@@ -519,11 +520,12 @@ void JobController::FinishIfCompletedLocked(const v1::Job& job) {
                    absl::StrCat("attempt ", job.attempt(), ": every rank completed"), result)
           .status(),
       "finishing job", JobContext(job));
-  // After the write, as FailAttemptLocked's.
+  // After the write, as FailAttemptLocked's; only workers still on this attempt.
   for (int32_t rank : joining) {
-    workers_->Drain(WorkerOfRank(job, rank),
-                    AbortMessage(job.id(), job.attempt(),
-                                 "the job completed before this replacement joined it"));
+    const std::string worker = WorkerOfRank(job, rank);
+    if (!RunsAttemptLocked(worker, job)) continue;
+    workers_->Drain(worker, AbortMessage(job.id(), job.attempt(),
+                                         "the job completed before this replacement joined it"));
   }
 }
 

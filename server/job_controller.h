@@ -298,10 +298,10 @@ class JobController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // job_controller_missing_inputs.cc: a rank whose host lacks an input of the job
-  // (AttemptReport.inputs_missing). Before the attempt ran, decided as soon as another
-  // rank reaches the rendezvous (the reporting ranks' hosts are quarantined and the job
-  // placed again, its restarts untouched) or every rank reported it (the job's: it fails
-  // for good), else at the join timeout (the job's); a replacement's is its host's at once.
+  // (AttemptReport.inputs_missing). Before the attempt ran, decided (missing_inputs.h)
+  // once every rank reported it or reached the rendezvous, or at the join deadline: the
+  // reporting ranks' hosts are quarantined and the job placed again, its restarts
+  // untouched, or the job fails for good; a replacement's is its host's at once.
   void OnInputsMissingLocked(const v1::Job& job, LiveAttempt& attempt,
                              const v1::AttemptReport& report, const std::string& worker_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -404,8 +404,9 @@ class JobController {
   // job_controller_membership.cc: fault-tolerant attempts (spec.fault_tolerance). Whether
   // the loss of `lost_rank` (`reason`) left the attempt training without its replica group:
   // the new membership written, the group's other ranks told to stop (unless `graceful`:
-  // the group leaves by itself after its step), the live ranks told the new epoch. False:
-  // the caller fails the attempt as without fault tolerance.
+  // the group leaves by itself after its step; if not, the ranks that left lose their
+  // rendezvous tokens), the live ranks told the new epoch. False: the caller fails the
+  // attempt as without fault tolerance.
   bool LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank, const std::string& reason,
                              const std::string& lost_worker, bool graceful)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -421,11 +422,6 @@ class JobController {
   // Once `job`'s new membership is written: the rendezvous keys of epochs before the one
   // it replaces are dropped (the last one's stay for ranks still moving on from it).
   void DropOldEpochKeys(const v1::Job& job);
-  // The rendezvous tokens of the ranks in `before` but not `after` (they left with a lost
-  // rank's group) are revoked: a lost rank alive behind a partition, or its mate before it
-  // heard its abort, may no longer read or write the keys of the ranks training on.
-  void RevokeLeftRanks(const v1::Job& job, const std::vector<int32_t>& before,
-                       const std::vector<int32_t>& after);
   // The Assignment of `rank` of the job's current attempt, with its rendezvous token.
   v1::CoordinatorMessage AssignmentMessage(const v1::Job& job, int32_t rank,
                                            const std::string& token) const;

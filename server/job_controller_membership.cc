@@ -15,6 +15,19 @@
 #include "server/job_controller.h"
 
 namespace shardwise {
+namespace {
+
+// The ranks of `before` that are not in `after`.
+std::vector<int32_t> RanksNotIn(const std::vector<int32_t>& before,
+                                const std::vector<int32_t>& after) {
+  std::vector<int32_t> left;
+  for (int32_t rank : before) {
+    if (std::find(after.begin(), after.end(), rank) == after.end()) left.push_back(rank);
+  }
+  return left;
+}
+
+}  // namespace
 
 v1::CoordinatorMessage JobController::MembershipChangeMessage(const v1::Job& job) {
   v1::CoordinatorMessage message;
@@ -57,6 +70,9 @@ void JobController::CheckHeldFailuresLocked(absl::Time now) {
   std::vector<std::pair<v1::Job, LiveAttempt::HeldFailure>> due;
   for (auto& [job_id, live] : live_) {
     if (!live.held_failure.has_value() || live.held_failure->deadline > now) continue;
+    // An input missing on a rank's host decides first (by the join deadline at the
+    // latest): it may keep a host out, which a failure of the attempt would not.
+    if (!live.inputs_missing.empty()) continue;
     auto job = jobs_->Current(job_id);
     if (job.ok() && job->attempt() == live.attempt) due.emplace_back(*job, *live.held_failure);
     live.held_failure.reset();
@@ -109,8 +125,12 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
   DropOldEpochKeys(*recorded);
   const std::vector<int32_t> after(decision.next.live_ranks().begin(),
                                    decision.next.live_ranks().end());
-  // A group leaving on purpose still connects the epoch it is in and votes its last step.
-  if (!graceful) RevokeLeftRanks(job, before, after);
+  const std::vector<int32_t> left = RanksNotIn(before, after);
+  for (int32_t rank : left) live->second.joining.erase(rank);  // a replacement group's
+  // A group leaving on purpose still connects the epoch it is in and votes its last step;
+  // a lost one's tokens go (a lost rank may be alive behind a partition, a mate may not
+  // have heard its abort yet).
+  if (!graceful) rendezvous_->RevokeRanks(job.id(), job.attempt(), left);
   v1::CoordinatorMessage stop = AbortMessage(
       job.id(), job.attempt(), absl::StrCat("rank left the attempt with its group: ", reason));
   const v1::CoordinatorMessage change = MembershipChangeMessage(*recorded);
@@ -151,15 +171,6 @@ bool JobController::LeaveIfTolerantLocked(const v1::Job& job, int32_t lost_rank,
 
 void JobController::DropOldEpochKeys(const v1::Job& job) {
   rendezvous_->DropEpochsBefore(job.id(), job.attempt(), job.membership().epoch() - 1);
-}
-
-void JobController::RevokeLeftRanks(const v1::Job& job, const std::vector<int32_t>& before,
-                                    const std::vector<int32_t>& after) {
-  std::vector<int32_t> left;
-  for (int32_t rank : before) {
-    if (std::find(after.begin(), after.end(), rank) == after.end()) left.push_back(rank);
-  }
-  rendezvous_->RevokeRanks(job.id(), job.attempt(), left);
 }
 
 }  // namespace shardwise

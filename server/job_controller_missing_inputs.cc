@@ -22,8 +22,10 @@ void JobController::OnInputsMissingLocked(const v1::Job& job, LiveAttempt& attem
   const int32_t rank = report.rank();
   const absl::Time now = clock_.Now();
   if (job.state() != v1::SCHEDULED) {
-    // A replacement: the live ranks train on these inputs, so its host lacks them. Its
-    // worker is kept out of the next heal, and its group leaves again; the job trains on.
+    // A replacement (the only rank of a running attempt that checks its paths): the live
+    // ranks train on these inputs, so its host lacks them. Its worker is kept out of the
+    // next heal, and its group leaves again; the job trains on (an attempt still awaiting
+    // its ranks after a coordinator restart fails, re-queued, as for any loss then).
     const std::string what = absl::StrCat(
         "could not find the job's inputs on its host, which the live ranks read on theirs: ",
         report.message());
@@ -53,9 +55,13 @@ void JobController::DecideMissingInputsLocked(const v1::Job& job, absl::Time now
   std::vector<int32_t> missing;
   missing.reserve(reported.size());
   for (const auto& [rank, message] : reported) missing.push_back(rank);
-  const MissingInputsDecision decision = DecideMissingInputs(
-      job.spec().world_size(), {missing.begin(), missing.end()},
-      rendezvous_->RanksNotReached(job.id(), job.attempt()), now >= live->second.join_deadline);
+  MissingInputsFacts facts;
+  facts.world_size = job.spec().world_size();
+  facts.missing = {missing.begin(), missing.end()};
+  facts.not_reached = rendezvous_->RanksNotReached(job.id(), job.attempt());
+  facts.deadline_passed = now >= live->second.join_deadline;
+  facts.placed_without_restart = job.attempt() - 1 - job.restarts();
+  const MissingInputsDecision decision = DecideMissingInputs(facts);
   const auto& [first_rank, first_message] = *reported.begin();
   switch (decision.kind) {
     case MissingInputsDecision::Kind::kWait:
@@ -63,7 +69,8 @@ void JobController::DecideMissingInputsLocked(const v1::Job& job, absl::Time now
     case MissingInputsDecision::Kind::kTheHosts:
       return QuarantineLocked(
           job, missing,
-          absl::StrCat("could not find the job's inputs on its host, where ",
+          absl::StrCat("could not find the job's inputs on ",
+                       missing.size() == 1 ? "its host" : "their hosts", ", where ",
                        decision.found.size() == 1 ? "rank " : "ranks ",
                        absl::StrJoin(decision.found, ", "),
                        " found theirs (a volume not mounted there?): ", first_message),

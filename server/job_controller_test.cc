@@ -1279,7 +1279,9 @@ TEST_F(JobControllerTest, AnInputMissingOnEveryHostIsTheJobsFault) {
 TEST_F(JobControllerTest, AnInputMissingWithNoRankSeenToHaveItIsTheJobsAtTheJoinDeadline) {
   AddWorker("w0");
   AddWorker("w1");
-  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
+  v1::JobSpec spec = Spec(2);
+  spec.mutable_restart_policy()->set_max_restarts(2);
+  ASSERT_TRUE(core_.controller->Submit(spec).ok());
   core_.controller->OnReport("w1", InputsMissing(1));
   for (int second = 0; second < 29; ++second) {
     clock_.Advance(absl::Seconds(1));
@@ -1294,6 +1296,48 @@ TEST_F(JobControllerTest, AnInputMissingWithNoRankSeenToHaveItIsTheJobsAtTheJoin
   EXPECT_EQ(job.state(), v1::FAILED);
   EXPECT_TRUE(absl::StrContains(job.reason(), "rank 1 (worker w1) failed: job.data.tokens"))
       << job.reason();
+  EXPECT_TRUE(absl::StrContains(job.reason(), "not re-queued")) << job.reason();
+}
+
+// Two hosts of four lack the inputs: decided once the last rank is known (here by its
+// report, with no periodic pass), both blamed at once.
+TEST_F(JobControllerTest, EveryHostLackingTheInputsIsBlamedAtOnce) {
+  for (const char* worker : {"w0", "w1", "w2", "w3", "w4", "w5"}) AddWorker(worker);
+  ASSERT_TRUE(core_.controller->Submit(Spec(4)).ok());
+  const v1::Job scheduled = *core_.jobs->Get("job-1");
+  for (int rank : {0, 1}) {
+    const std::string worker = scheduled.ranks(rank).worker_id();
+    ASSERT_TRUE(
+        core_.rendezvous->Set(ScopeOf(Received(worker), 1), absl::StrCat("rank", rank), "addr")
+            .ok());
+  }
+  core_.controller->OnReport(scheduled.ranks(2).worker_id(), InputsMissing(2));
+  EXPECT_EQ(State(), v1::SCHEDULED) << "rank 3 is not known yet";
+  core_.controller->OnReport(scheduled.ranks(3).worker_id(), InputsMissing(3));
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_TRUE(HasEventWith(
+      job, absl::StrCat("ranks 2 (worker ", scheduled.ranks(2).worker_id(), ") and 3 (worker ",
+                        scheduled.ranks(3).worker_id(),
+                        ") could not find the job's inputs on their hosts, where ranks 0, 1 "
+                        "found theirs (a volume not mounted there?)")))
+      << job.DebugString();
+  for (int rank : {2, 3}) {
+    EXPECT_GT(core_.workers->Get(scheduled.ranks(rank).worker_id())->quarantined_until_ms(), 0);
+  }
+}
+
+// Without quarantines no host can be kept out: the job fails for good, as before.
+TEST_F(JobControllerTest, WithoutQuarantinesAnInputMissingOnOneHostFailsTheJob) {
+  options_.quarantine = absl::ZeroDuration();
+  StartCoordinator();
+  AddWorker("w0");
+  AddWorker("w1");
+  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
+  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
+  core_.controller->OnReport("w1", InputsMissing(1));
+  EXPECT_EQ(State(), v1::FAILED);
+  EXPECT_EQ(core_.workers->Get("w1")->quarantined_until_ms(), 0);
 }
 
 TEST_F(JobControllerTest, ARankThatNeverReachesTheRendezvousIsBlamedAndItsWorkerQuarantined) {
@@ -1996,6 +2040,15 @@ TEST_F(FaultTolerantJobTest, AReplacementWhoseHostLacksTheInputsIsKeptOut) {
                 "theirs"),
             std::string::npos)
       << core_.workers->Get("w9")->quarantine_reason();
+  EXPECT_EQ(job.restarts(), 0);
+  EXPECT_TRUE(GotAbort("w2"));  // its group mate, told to stop
+  // The job completes without them; the mate (ended, perhaps on another job by then) is
+  // not told to stop again.
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  Report("w0", 0, v1::COMPLETED);
+  Report("w1", 1, v1::COMPLETED);
+  EXPECT_EQ(State(), v1::SUCCEEDED);
+  EXPECT_FALSE(GotAbort("w2"));
 }
 
 // A replacement meets the live ranks in their collectives: it goes only to a worker of

@@ -4,11 +4,17 @@
 // Whose fault an input missing before an attempt's ranks joined is. Each rank checks the
 // job's paths on its own worker's host before it joins the rendezvous
 // (worker/daemon/attempt_runner.cc), so a rank that reached the rendezvous found every
-// input there. An input missing on some hosts and found on others is those hosts' (a
+// input there. Decided once every rank is known (reported, or reached the rendezvous),
+// or at the deadline on what is known. An input missing on a few hosts and found on
+// others is those hosts' (a
 // volume not mounted, a copy not made): their workers are kept out and the job placed
-// again, its restarts untouched. Missing on every rank's host, or with no rank found to
-// have it by the deadline, it is the job's: the attempt fails for good, as the spec names
-// files that are not there.
+// again, its restarts untouched. It is the job's, and the attempt fails for good as the
+// spec names files that are not there, when every rank lacks it, when no rank was seen
+// with it by the deadline, when more than half of the ranks lack it (a stray copy on a
+// few hosts is likelier than most hosts without their volume, and blaming most of the
+// cluster would take it out of service), and when the job was placed again without a
+// restart kMaxPlacementsWithoutRestart times already (each blame of hosts places it
+// again uncounted: a bound, so that no job cycles through the cluster's hosts for ever).
 //
 // A pure function: the controller (job_controller_missing_inputs.cc) gathers what the
 // ranks reported and what the rendezvous saw.
@@ -19,21 +25,31 @@
 
 namespace shardwise {
 
+inline constexpr int32_t kMaxPlacementsWithoutRestart = 3;
+
 struct MissingInputsDecision {
   enum class Kind {
-    kWait,      // some ranks neither reported nor reached the rendezvous yet
+    kWait,      // some ranks neither reported nor reached the rendezvous yet, and the
+                // deadline has not passed
     kTheHosts,  // another rank found its inputs: the reporting ranks' hosts lack them
-    kTheJobs,   // every rank lacks them, or none was seen to have them by the deadline
+    kTheJobs,   // as the comment above says
   };
   Kind kind = Kind::kWait;
   std::vector<int32_t> found;  // kTheHosts: the ranks that reached the rendezvous
 };
 
 // `missing`: the ranks of a `world_size` attempt that reported an input missing;
-// `not_reached`: the ranks that made no rendezvous call (RendezvousStore::RanksNotReached).
-MissingInputsDecision DecideMissingInputs(int32_t world_size, const std::set<int32_t>& missing,
-                                          const std::vector<int32_t>& not_reached,
-                                          bool deadline_passed);
+// `not_reached`: the ranks that made no rendezvous call (RendezvousStore::RanksNotReached);
+// `placed_without_restart`: how often the job was placed again without counting a
+// restart before this attempt (attempt - 1 - restarts).
+struct MissingInputsFacts {
+  int32_t world_size = 0;
+  std::set<int32_t> missing;
+  std::vector<int32_t> not_reached;
+  bool deadline_passed = false;
+  int32_t placed_without_restart = 0;
+};
+MissingInputsDecision DecideMissingInputs(const MissingInputsFacts& facts);
 
 }  // namespace shardwise
 

@@ -20,6 +20,7 @@ void RendezvousStore::OpenScope(const std::string& job_id, int32_t attempt,
                                 const std::vector<std::string>& rank_tokens) {
   absl::MutexLock lock(&mu_);
   Scope& scope = scopes_[ScopeName(job_id, attempt)];
+  scope.world = static_cast<int32_t>(rank_tokens.size());
   for (size_t rank = 0; rank < rank_tokens.size(); ++rank) {
     scope.ranks[rank_tokens[rank]] = static_cast<int32_t>(rank);
   }
@@ -41,6 +42,7 @@ void RendezvousStore::AdmitRank(const std::string& job_id, int32_t attempt, int3
       TakeWaitsOfRanksLocked(
           scope, [rank](int32_t of) { return of == rank; }, &ended);
     scope.ranks[token] = rank;
+    scope.world = std::max(scope.world, rank + 1);
   }
   const absl::Status status =
       absl::AbortedError(absl::StrCat("rendezvous: rank ", rank, " of attempt ", attempt,
@@ -108,8 +110,7 @@ std::vector<int32_t> RendezvousStore::RanksNotReached(const std::string& job_id,
   std::vector<int32_t> missing;
   auto it = scopes_.find(ScopeName(job_id, attempt));
   if (it == scopes_.end()) return missing;
-  const int32_t ranks = static_cast<int32_t>(it->second.ranks.size());
-  for (int32_t rank = 0; rank < ranks; ++rank) {
+  for (int32_t rank = 0; rank < it->second.world; ++rank) {
     if (!it->second.reached.contains(rank)) missing.push_back(rank);
   }
   return missing;

@@ -131,6 +131,9 @@ class RendezvousStore {
   };
   struct Scope {
     absl::flat_hash_map<std::string, int32_t> ranks;  // by token
+    // Ranks 0 to world - 1 (tokens may be revoked: not ranks.size()); for a scope opened
+    // by AdmitRank, one past the highest rank admitted.
+    int32_t world = 0;
     absl::flat_hash_map<std::string, std::string> values;
     // For each key not yet set, the waits missing it.
     absl::flat_hash_map<std::string, std::vector<uint64_t>> waiting_on;

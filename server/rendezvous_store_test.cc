@@ -195,6 +195,8 @@ TEST(RendezvousStore, RanksThatLeftAreRevoked) {
                   [&](absl::Status s) { live_wait = std::move(s); });
   store.RevokeRanks("job-1", 1, {2, 3});
   store.RevokeRanks("job-2", 1, {0});  // no such scope: nothing happens
+  // Still ranks of the attempt, whose tokens are gone: the world is what the scope opened.
+  EXPECT_EQ(store.RanksNotReached("job-1", 1), (std::vector<int32_t>{1, 3}));
   EXPECT_EQ(left_wait.code(), absl::StatusCode::kAborted);
   EXPECT_NE(left_wait.message().find("left attempt 1 of job 'job-1'"), std::string::npos)
       << left_wait;
