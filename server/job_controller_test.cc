@@ -1327,6 +1327,39 @@ TEST_F(JobControllerTest, EveryHostLackingTheInputsIsBlamedAtOnce) {
   }
 }
 
+// A retryable failure held for its grace (a peer that gave up waiting for the missing
+// rank) does not decide while the input missing on a rank's host waits for its decision,
+// which may keep that host out where a failure of the attempt would not.
+TEST_F(JobControllerTest, AHeldFailureWaitsForTheMissingInputsDecision) {
+  for (const char* worker : {"w0", "w1", "w2", "w3", "w4"}) AddWorker(worker);
+  ASSERT_TRUE(core_.controller->Submit(Spec(4)).ok());
+  const v1::Job scheduled = *core_.jobs->Get("job-1");
+  core_.controller->OnReport(scheduled.ranks(2).worker_id(), InputsMissing(2));
+  const std::string peer = scheduled.ranks(1).worker_id();
+  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(Received(peer), 1), "rank1", "addr").ok());
+  v1::AttemptReport gave_up;
+  gave_up.set_job_id("job-1");
+  gave_up.set_attempt(1);
+  gave_up.set_rank(1);
+  gave_up.set_phase(v1::ABORTED);
+  gave_up.set_message("connecting rank 1 of 4: timed out waiting for rank 2");
+  core_.controller->OnReport(peer, gave_up);
+  clock_.Advance(absl::Seconds(2));  // past the held failure's grace
+  core_.controller->CheckHeartbeats();
+  ASSERT_EQ(State(), v1::SCHEDULED) << core_.jobs->Get("job-1")->reason();
+  for (int rank : {0, 3}) {
+    const std::string worker = scheduled.ranks(rank).worker_id();
+    ASSERT_TRUE(
+        core_.rendezvous->Set(ScopeOf(Received(worker), 1), absl::StrCat("rank", rank), "addr")
+            .ok());
+  }
+  core_.controller->CheckHeartbeats();
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.restarts(), 0) << job.DebugString();
+  EXPECT_GT(core_.workers->Get(scheduled.ranks(2).worker_id())->quarantined_until_ms(), 0);
+  EXPECT_TRUE(HasEventWith(job, "where ranks 0, 1, 3 found theirs")) << job.DebugString();
+}
+
 // Without quarantines no host can be kept out: the job fails for good, as before.
 TEST_F(JobControllerTest, WithoutQuarantinesAnInputMissingOnOneHostFailsTheJob) {
   options_.quarantine = absl::ZeroDuration();

@@ -264,7 +264,7 @@ replace_coordinator() {
     local pod
     for pod in shardwise-worker-0 shardwise-worker-1; do
       echo "== the last lines of $pod's log" >&2
-      podman logs --tail 15 "$pod-worker" >&2 2>&1 || true
+      podman logs --tail 40 "$pod-worker" >&2 2>&1 || true
     done
     result coordinator-replaced failed "the job did not finish in its first attempt"
   fi
