@@ -24,12 +24,12 @@ namespace fs = std::filesystem;
 
 constexpr char kMissingInputUrl[] = "type.shardwise.dev/missing-input";
 
-// The spec's error for an input that is not there (INVALID_ARGUMENT: the spec names it),
-// marked for IsMissingInput.
-absl::Status MissingInput(const std::string& field, const std::string& path) {
+// The spec's error for an input it names that cannot be read (INVALID_ARGUMENT); marked
+// for IsMissingInput when it is `missing` (not there, as this process sees it).
+absl::Status NoReadableFile(const std::string& field, const std::string& path, bool missing) {
   absl::Status status = absl::InvalidArgumentError(
       absl::StrCat(field, ": '", path, "': no readable file at this path"));
-  status.SetPayload(kMissingInputUrl, absl::Cord("1"));
+  if (missing) status.SetPayload(kMissingInputUrl, absl::Cord("1"));
   return status;
 }
 
@@ -263,7 +263,7 @@ absl::StatusOr<std::string> PathPolicy::CheckInput(const std::string& field,
   }
   // RealPath's only other error, NOT_FOUND: not there, or not reachable by this process
   // (a folder's permissions, a link loop); either may be one worker's host's alone.
-  if (!canonical.ok()) return MissingInput(field, path);
+  if (!canonical.ok()) return NoReadableFile(field, path, /*missing=*/true);
   RETURN_IF_ERROR(CheckInside(field, path, *canonical, Form::kResolved, /*output=*/false));
   struct stat info;
   if (::stat(canonical->c_str(), &info) != 0) {
@@ -271,9 +271,7 @@ absl::StatusOr<std::string> PathPolicy::CheckInput(const std::string& field,
       return absl::UnavailableError(
           absl::StrCat(field, ": ", HostCannotTell(path, errno).message()));
     }
-    if (errno == ENOENT) return MissingInput(field, path);  // removed since
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": '", path, "': no readable file at this path"));
+    return NoReadableFile(field, path, /*missing=*/errno == ENOENT);  // ENOENT: removed since
   }
   if (kind == Kind::kFile && !S_ISREG(info.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": '", path, "' is not a regular file"));

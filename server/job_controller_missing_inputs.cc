@@ -52,12 +52,9 @@ void JobController::DecideMissingInputsLocked(const v1::Job& job, absl::Time now
   if (live == live_.end() || live->second.inputs_missing.empty()) return;
   // Copied: a decision ends the attempt, and its LiveAttempt with it.
   const std::map<int32_t, std::string> reported = live->second.inputs_missing;
-  std::vector<int32_t> missing;
-  missing.reserve(reported.size());
-  for (const auto& [rank, message] : reported) missing.push_back(rank);
   MissingInputsFacts facts;
   facts.world_size = job.spec().world_size();
-  facts.missing = {missing.begin(), missing.end()};
+  for (const auto& [rank, message] : reported) facts.missing.insert(rank);
   facts.not_reached = rendezvous_->RanksNotReached(job.id(), job.attempt());
   facts.deadline_passed = now >= live->second.join_deadline;
   facts.placed_without_restart = job.attempt() - 1 - job.restarts();
@@ -68,9 +65,9 @@ void JobController::DecideMissingInputsLocked(const v1::Job& job, absl::Time now
       return;
     case MissingInputsDecision::Kind::kTheHosts:
       return QuarantineLocked(
-          job, missing,
+          job, {facts.missing.begin(), facts.missing.end()},
           absl::StrCat("could not find the job's inputs on ",
-                       missing.size() == 1 ? "its host" : "their hosts", ", where ",
+                       facts.missing.size() == 1 ? "its host" : "their hosts", ", where ",
                        decision.found.size() == 1 ? "rank " : "ranks ",
                        absl::StrJoin(decision.found, ", "),
                        " found theirs (a volume not mounted there?): ", first_message),

@@ -189,6 +189,10 @@ class JobControllerTest : public ::testing::Test {
     return false;
   }
 
+  // Rank `rank` of job-1's attempt 1 reaches the rendezvous: it sets a key with the token
+  // its worker was assigned (read from the worker's messages, which are used up).
+  void ReachRendezvous(int rank);
+
   void ExpectSecondAttemptOnW0AndW2() {
     EXPECT_EQ(State(), v1::SCHEDULED);
     const v1::Job job = *core_.jobs->Get("job-1");
@@ -1204,6 +1208,12 @@ v1::RendezvousScope ScopeOf(const std::vector<v1::CoordinatorMessage>& received,
   return scope;
 }
 
+void JobControllerTest::ReachRendezvous(int rank) {
+  const std::string worker = core_.jobs->Get("job-1")->ranks(rank).worker_id();
+  ASSERT_TRUE(
+      core_.rendezvous->Set(ScopeOf(Received(worker), 1), absl::StrCat("rank", rank), "addr").ok());
+}
+
 // What a rank whose check of the job's paths found an input missing on its worker's host
 // says, before it joined.
 v1::AttemptReport InputsMissing(int rank) {
@@ -1237,7 +1247,7 @@ TEST_F(JobControllerTest, AnInputMissingOnOneHostIsThatHostsFault) {
   ASSERT_EQ(core_.jobs->Get("job-1")->ranks(1).worker_id(), "w1");
   core_.controller->OnReport("w1", InputsMissing(1));
   EXPECT_EQ(State(), v1::SCHEDULED) << "rank 0 may lack it too: not known yet";
-  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
+  ReachRendezvous(0);
   core_.controller->CheckHeartbeats();
   const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.restarts(), 0);
@@ -1305,12 +1315,8 @@ TEST_F(JobControllerTest, EveryHostLackingTheInputsIsBlamedAtOnce) {
   for (const char* worker : {"w0", "w1", "w2", "w3", "w4", "w5"}) AddWorker(worker);
   ASSERT_TRUE(core_.controller->Submit(Spec(4)).ok());
   const v1::Job scheduled = *core_.jobs->Get("job-1");
-  for (int rank : {0, 1}) {
-    const std::string worker = scheduled.ranks(rank).worker_id();
-    ASSERT_TRUE(
-        core_.rendezvous->Set(ScopeOf(Received(worker), 1), absl::StrCat("rank", rank), "addr")
-            .ok());
-  }
+  ReachRendezvous(0);
+  ReachRendezvous(1);
   core_.controller->OnReport(scheduled.ranks(2).worker_id(), InputsMissing(2));
   EXPECT_EQ(State(), v1::SCHEDULED) << "rank 3 is not known yet";
   core_.controller->OnReport(scheduled.ranks(3).worker_id(), InputsMissing(3));
@@ -1336,7 +1342,7 @@ TEST_F(JobControllerTest, AHeldFailureWaitsForTheMissingInputsDecision) {
   const v1::Job scheduled = *core_.jobs->Get("job-1");
   core_.controller->OnReport(scheduled.ranks(2).worker_id(), InputsMissing(2));
   const std::string peer = scheduled.ranks(1).worker_id();
-  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(Received(peer), 1), "rank1", "addr").ok());
+  ReachRendezvous(1);
   v1::AttemptReport gave_up;
   gave_up.set_job_id("job-1");
   gave_up.set_attempt(1);
@@ -1347,12 +1353,8 @@ TEST_F(JobControllerTest, AHeldFailureWaitsForTheMissingInputsDecision) {
   clock_.Advance(absl::Seconds(2));  // past the held failure's grace
   core_.controller->CheckHeartbeats();
   ASSERT_EQ(State(), v1::SCHEDULED) << core_.jobs->Get("job-1")->reason();
-  for (int rank : {0, 3}) {
-    const std::string worker = scheduled.ranks(rank).worker_id();
-    ASSERT_TRUE(
-        core_.rendezvous->Set(ScopeOf(Received(worker), 1), absl::StrCat("rank", rank), "addr")
-            .ok());
-  }
+  ReachRendezvous(0);
+  ReachRendezvous(3);
   core_.controller->CheckHeartbeats();
   const v1::Job job = *core_.jobs->Get("job-1");
   EXPECT_EQ(job.restarts(), 0) << job.DebugString();
@@ -1367,7 +1369,7 @@ TEST_F(JobControllerTest, WithoutQuarantinesAnInputMissingOnOneHostFailsTheJob) 
   AddWorker("w0");
   AddWorker("w1");
   ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
-  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
+  ReachRendezvous(0);
   core_.controller->OnReport("w1", InputsMissing(1));
   EXPECT_EQ(State(), v1::FAILED);
   EXPECT_EQ(core_.workers->Get("w1")->quarantined_until_ms(), 0);
@@ -1380,7 +1382,7 @@ TEST_F(JobControllerTest, ARankThatNeverReachesTheRendezvousIsBlamedAndItsWorker
   ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());
   ASSERT_EQ(core_.jobs->Get("job-1")->ranks(1).worker_id(), "w1");
   // Rank 0 reaches the rendezvous; rank 1's worker took its assignment and went quiet.
-  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
+  ReachRendezvous(0);
   for (int second = 0; second < 29; ++second) {
     clock_.Advance(absl::Seconds(1));
     Heartbeat("w0", "job-1", 1);
@@ -1438,8 +1440,8 @@ TEST_F(JobControllerTest, RanksThatReachTheRendezvousButDoNotConnectAreReportedN
   v1::JobSpec spec = Spec(2);
   spec.mutable_rendezvous()->set_join_timeout_seconds(5);
   ASSERT_TRUE(core_.controller->Submit(spec).ok());
-  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(Received("w0"), 1), "rank0", "addr").ok());
-  ASSERT_TRUE(core_.rendezvous->Set(ScopeOf(Received("w1"), 1), "rank1", "addr").ok());
+  ReachRendezvous(0);
+  ReachRendezvous(1);
   clock_.Advance(absl::Seconds(5));
   core_.controller->CheckHeartbeats();
   core_.controller->CheckHeartbeats();  // once per attempt

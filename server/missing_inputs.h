@@ -6,10 +6,9 @@
 // (worker/daemon/attempt_runner.cc), so a rank that reached the rendezvous found every
 // input there. Decided once every rank is known (reported, or reached the rendezvous),
 // or at the deadline on what is known. An input missing on a few hosts and found on
-// others is those hosts' (a
-// volume not mounted, a copy not made): their workers are kept out and the job placed
-// again, its restarts untouched. It is the job's, and the attempt fails for good as the
-// spec names files that are not there, when every rank lacks it, when no rank was seen
+// others is those hosts' (a volume not mounted, a copy not made): their workers are kept
+// out and the job placed again, its restarts untouched. It is the job's, and the attempt fails for
+// good as the spec names files that are not there, when every rank lacks it, when no rank was seen
 // with it by the deadline, when more than half of the ranks lack it (a stray copy on a
 // few hosts is likelier than most hosts without their volume, and blaming most of the
 // cluster would take it out of service), and when the job was placed again without a

@@ -38,9 +38,10 @@ void RendezvousStore::AdmitRank(const std::string& job_id, int32_t attempt, int3
     const size_t revoked = absl::erase_if(scope.ranks, [&](const auto& entry) {
       return entry.second == rank && entry.first != token;
     });
-    if (revoked > 0)
+    if (revoked > 0) {
       TakeWaitsOfRanksLocked(
           scope, [rank](int32_t of) { return of == rank; }, &ended);
+    }
     scope.ranks[token] = rank;
     scope.world = std::max(scope.world, rank + 1);
   }
