@@ -150,6 +150,8 @@ absl::StatusOr<v1::Job> JobController::Cancel(const std::string& job_id) {
   // running on, never ranks stopped for a job a restarted coordinator would run again.
   ASSIGN_OR_RETURN(v1::Job cancelled, jobs_->Cancel(job_id, reason));
   if (job.state() != v1::PENDING) {
+    // That write abandoned a switch being agreed; the ranks, stopped here, need no word.
+    if (auto live = live_.find(job_id); live != live_.end()) live->second.hook_switch.EndProposal();
     AbortRanksLocked(job, reason, /*skip_worker=*/"");
     EndAttemptLocked(job);
   }
@@ -610,13 +612,14 @@ void JobController::PlacePendingJobsLocked() {
                             PendingReason(job.world_size, job.device, SupplyFor(job, registered)));
   }
   if (placements.empty()) return;
-  // A worker placed here may have just completed a rank, recorded in memory only
-  // (RecordCompletion): written first, or a crash after this placement is written would
-  // leave a state file whose job waits for that rank from a worker now running another.
-  LogIfFailed(jobs_->FlushProgress(), "writing completions before a placement");
+  WriteCompletionsBeforePlacingLocked();
   for (const Placement& placement : placements) {
     StartAttemptLocked(placement.job_id, placement.worker_ids);
   }
+}
+
+void JobController::WriteCompletionsBeforePlacingLocked() {
+  LogIfFailed(jobs_->FlushProgress(), "writing completions before a placement");
 }
 
 void JobController::StartAttemptLocked(const std::string& job_id,

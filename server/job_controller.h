@@ -373,6 +373,11 @@ class JobController {
   // Places pending jobs on idle workers, then replacement groups with what they leave.
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PlacePendingJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Before a placement is written (a pending job's attempt, a heal's group): the ranks
+  // completed since the last flush, recorded in memory only (JobManager::RecordCompletion),
+  // are written first. A crash after the placement is written would otherwise leave a
+  // state file whose job waits for a rank from a worker now running another.
+  void WriteCompletionsBeforePlacingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // UNAVAILABLE once Stop() was called: registrations and sessions wait for the next
   // coordinator.
   absl::Status RefuseWhileStoppingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -234,6 +234,8 @@ bool JobController::HealLocked(const v1::Job& job, const std::vector<int32_t>& g
                    replacing ? " joins (rank " : " join, growing the job (rank ",
                    absl::StrJoin(where, ", rank "), "), healed from the live ranks' shards; ranks ",
                    absl::StrJoin(next.live_ranks(), ", "), " train from epoch ", next.epoch());
+  // A worker taken here may have just completed a rank of another job.
+  WriteCompletionsBeforePlacingLocked();
   // Written first, as every membership: a coordinator restarted after this holds it.
   auto recorded = jobs_->RecordMembership(job.id(), next, summary, placed);
   if (!recorded.ok()) {

@@ -20,6 +20,7 @@
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_state.h"
 #include "server/job_controller.h"
+#include "server/requeue_bound.h"
 
 namespace shardwise {
 namespace {
@@ -123,7 +124,18 @@ void JobController::HoldQuarantineLocked(const StoredQuarantine& quarantine) {
 
 void JobController::QuarantineLocked(const v1::Job& job, const std::vector<int32_t>& ranks,
                                      const std::string& what, absl::Time now) {
-  RequeueWithoutRestartLocked(job, QuarantineWorkersLocked(job, ranks, what, now));
+  const std::string reason = QuarantineWorkersLocked(job, ranks, what, now);
+  if (job.requeues_since_running() < kMaxRequeuesWithoutRestart) {
+    return RequeueWithoutRestartLocked(job, reason);
+  }
+  // Workers keep failing this job's start: its own doing, likelier than that many faulty
+  // workers in a row, and the restart policy decides (requeue_bound.h).
+  FailAttemptLocked(job,
+                    absl::StrCat(reason, "; the job was placed again without a restart ",
+                                 job.requeues_since_running(),
+                                 " times in a row already, its attempts ending before they ran: "
+                                 "does its start take its workers down (memory, threads)?"),
+                    /*lost_worker=*/"", /*retryable=*/true);
 }
 
 std::string JobController::QuarantineWorkersLocked(const v1::Job& job,

@@ -57,7 +57,7 @@ void JobController::DecideMissingInputsLocked(const v1::Job& job, absl::Time now
   for (const auto& [rank, message] : reported) facts.missing.insert(rank);
   facts.not_reached = rendezvous_->RanksNotReached(job.id(), job.attempt());
   facts.deadline_passed = now >= live->second.join_deadline;
-  facts.placed_without_restart = job.attempt() - 1 - job.restarts();
+  facts.requeues_without_restart = job.requeues_since_running();
   const MissingInputsDecision decision = DecideMissingInputs(facts);
   const auto& [first_rank, first_message] = *reported.begin();
   switch (decision.kind) {

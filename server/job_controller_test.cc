@@ -19,6 +19,7 @@
 #include "contracts/worker_features.h"
 #include "gtest/gtest.h"
 #include "server/coordinator_metrics.h"
+#include "server/requeue_bound.h"
 #include "server/testing/coordinator_core.h"
 
 namespace shardwise {
@@ -778,6 +779,25 @@ TEST_F(JobControllerTest, AHookSwitchCommitsWhenEveryRankAccepts) {
   EXPECT_EQ(job.hook_switches(0).request_time_ms(), absl::ToUnixMillis(clock_.Now()));
 }
 
+// A job cancelled while a switch is being agreed: the cancellation is written before the
+// attempt ends, and the switch is abandoned in that write (a later write to an ended job
+// is refused), not left PROPOSED in the job's record for good, restarts included.
+TEST_F(JobControllerTest, ACancellationAbandonsTheSwitchBeingAgreed) {
+  StartTwoRankJob();
+  auto proposal = ProposeBf16AtStep10();
+  ASSERT_TRUE(proposal.ok()) << proposal.status();
+  auto cancelled = core_.controller->Cancel("job-1");
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  for (const v1::Job& job : {*cancelled, *core_.jobs->Get("job-1")}) {
+    ASSERT_EQ(job.hook_switches_size(), 1);
+    EXPECT_EQ(job.hook_switches(0).state(), v1::HookSwitch::ABANDONED);
+    EXPECT_EQ(job.hook_switches(0).reason(),
+              "the job ended (CANCELLED) before every rank answered");
+  }
+  StartCoordinator();
+  EXPECT_EQ(core_.jobs->Get("job-1")->hook_switches(0).state(), v1::HookSwitch::ABANDONED);
+}
+
 // A rank that had already started the chosen step refuses: the switch is abandoned and,
 // in the same write, marked as proposed again (a client polling the job in between must
 // not read the abandon as the end), and the next version is proposed after that step.
@@ -941,6 +961,44 @@ TEST_F(JobControllerTest, AWorkerLostBeforeItsRankJoinedRequeuesWithoutARestart)
   bool aborted = false;
   for (const auto& message : Received("w0")) aborted |= message.has_abort();
   EXPECT_TRUE(aborted);
+}
+
+// A job whose start takes its workers down (a rank that runs its host out of memory
+// before it joins) is placed again uncounted, its workers quarantined, only
+// kMaxRequeuesWithoutRestart times in a row: the next loss counts a restart, and the
+// restart policy (none here) ends the job instead of it moving through every worker of
+// the cluster. An attempt that ran starts the count again.
+TEST_F(JobControllerTest, AJobWhoseStartKeepsLosingItsWorkersUsesItsRestarts) {
+  for (int w = 0; w < 6; ++w) AddWorker(absl::StrCat("w", w));
+  ASSERT_TRUE(core_.controller->Submit(Spec(1)).ok());
+  for (int lost = 0; lost <= kMaxRequeuesWithoutRestart; ++lost) {
+    const v1::Job job = *core_.jobs->Get("job-1");
+    ASSERT_EQ(job.state(), v1::SCHEDULED) << lost;
+    EXPECT_EQ(job.requeues_since_running(), lost);
+    const std::string worker = job.ranks(0).worker_id();
+    core_.controller->CloseSession(worker, outboxes_.at(worker));
+    EXPECT_FALSE(core_.workers->Get(worker)->quarantine_reason().empty()) << worker;
+  }
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_NE(job.reason().find("was lost before it joined"), std::string::npos) << job.reason();
+  EXPECT_NE(job.reason().find("placed again without a restart 3 times in a row already"),
+            std::string::npos)
+      << job.reason();
+}
+
+TEST_F(JobControllerTest, AnAttemptThatRanStartsTheCountOfUncountedRequeuesAgain) {
+  v1::JobSpec spec = Spec(1);
+  spec.mutable_restart_policy()->set_max_restarts(1);
+  for (int w = 0; w < 3; ++w) AddWorker(absl::StrCat("w", w));
+  ASSERT_TRUE(core_.controller->Submit(spec).ok());
+  const std::string first = core_.jobs->Get("job-1")->ranks(0).worker_id();
+  core_.controller->CloseSession(first, outboxes_.at(first));
+  const v1::Job again = *core_.jobs->Get("job-1");
+  ASSERT_EQ(again.requeues_since_running(), 1);
+  Report(again.ranks(0).worker_id(), 0, v1::JOINED, again.attempt());
+  ASSERT_EQ(State(), v1::RUNNING);
+  EXPECT_EQ(core_.jobs->Get("job-1")->requeues_since_running(), 0);
 }
 
 // A worker told to stop (SIGTERM) may refuse its assignment after its session's last
@@ -2049,6 +2107,45 @@ TEST_F(FaultTolerantJobTest, AGroupThatLeftIsReplacedOnIdleWorkers) {
   const std::vector<v1::CoordinatorMessage> stop = Received("w9");
   ASSERT_EQ(stop.size(), 1u);
   EXPECT_EQ(stop[0].abort().reason(), "the job completed before this replacement joined it");
+}
+
+// A worker that just completed a rank of another job (recorded in memory only, written
+// with the next second's progress) and is taken by a heal: the completion is written
+// before the heal's membership, or a crash between the two would leave a state file whose
+// other job waits for that rank from a worker now training this one.
+TEST_F(FaultTolerantJobTest, AHealWritesTheCompletionsOfTheWorkersItTakesFirst) {
+  StartHybridJob();
+  AddWorker("w7");
+  AddWorker("w8");
+  ASSERT_TRUE(core_.controller->Submit(Spec(2)).ok());  // job-2 on w7 and w8
+  const v1::Job other = *core_.jobs->Get("job-2");
+  const auto said = [&](const std::string& worker, v1::AttemptPhase phase) {
+    for (const v1::RankAssignment& rank : other.ranks()) {
+      if (rank.worker_id() != worker) continue;
+      v1::AttemptReport report;
+      report.set_job_id("job-2");
+      report.set_attempt(1);
+      report.set_rank(rank.rank());
+      report.set_phase(phase);
+      report.set_led(false);
+      core_.controller->OnReport(worker, report);
+    }
+  };
+  said("w7", v1::JOINED);
+  said("w8", v1::JOINED);
+  ASSERT_EQ(core_.jobs->Get("job-2")->state(), v1::RUNNING);
+  core_.controller->CloseSession("w3", outboxes_.at("w3"));  // w3 dies
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "aborted: rank left the attempt"));
+  ASSERT_EQ(core_.jobs->Get("job-1")->membership().epoch(), 1);  // w2 alone is no group
+
+  said("w8", v1::COMPLETED);  // w8 idle: the heal takes it with w2
+  ASSERT_EQ(core_.jobs->Get("job-1")->membership().epoch(), 2);
+  ASSERT_EQ(core_.workers->Get("w8")->job_id(), "job-1");
+
+  StartCoordinator();  // a crash: nothing flushed but what was written
+  const v1::Job after = *core_.jobs->Get("job-2");
+  EXPECT_EQ(after.state(), v1::RUNNING);
+  EXPECT_EQ(after.completion().ranks_size(), 1);
 }
 
 // A replacement whose host lacks the inputs the live ranks train on: its host is to

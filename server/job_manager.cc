@@ -23,6 +23,16 @@
 namespace shardwise {
 namespace {
 
+// Marks every switch still PROPOSED as ABANDONED for `reason`: no rank was told to commit
+// it, as a decision is written before it is sent.
+void AbandonProposedSwitches(v1::Job* job, const std::string& reason) {
+  for (v1::HookSwitch& pending : *job->mutable_hook_switches()) {
+    if (pending.state() != v1::HookSwitch::PROPOSED) continue;
+    pending.set_state(v1::HookSwitch::ABANDONED);
+    pending.set_reason(reason);
+  }
+}
+
 // One key per submitter and request id (a NUL cannot occur in either: both are printable).
 std::string SubmitKey(const std::string& submitter, const std::string& request_id) {
   return absl::StrCat(submitter, std::string(1, '\0'), request_id);
@@ -112,11 +122,7 @@ absl::Status JobManager::RecoverAttemptLocked(const std::string& id) {
           j->set_reason(reason);
           j->clear_ranks();
         }
-        for (v1::HookSwitch& pending : *j->mutable_hook_switches()) {
-          if (pending.state() != v1::HookSwitch::PROPOSED) continue;
-          pending.set_state(v1::HookSwitch::ABANDONED);
-          pending.set_reason("the coordinator restarted before every rank answered");
-        }
+        AbandonProposedSwitches(j, "the coordinator restarted before every rank answered");
         return absl::OkStatus();
       },
       reason, OnStoreFailure::kRefuse);
@@ -565,6 +571,7 @@ absl::StatusOr<v1::Job> JobManager::MarkRunning(const std::string& job_id, int32
         }
         j->set_state(v1::RUNNING);
         j->set_reason(absl::StrCat("attempt ", attempt, ": every rank joined the data plane"));
+        j->set_requeues_since_running(0);
         return absl::OkStatus();
       },
       "running: every rank joined the data plane");
@@ -598,6 +605,10 @@ absl::StatusOr<v1::Job> JobManager::FinishLocked(const std::string& job_id, int3
         j->set_state(final_state);
         j->set_reason(reason);
         if (!result.empty()) j->set_result(result);
+        // A cancellation is written before its attempt ends (JobController::Cancel): a
+        // switch still being agreed is decided in the same write, as no rank commits it.
+        AbandonProposedSwitches(j, absl::StrCat("the job ended (", v1::JobState_Name(final_state),
+                                                ") before every rank answered"));
         return absl::OkStatus();
       },
       reason, on_failure);
@@ -620,6 +631,7 @@ absl::StatusOr<v1::Job> JobManager::Requeue(const std::string& job_id, int32_t a
         j->set_reason(reason);
         j->clear_ranks();
         if (counts_as_restart) j->set_restarts(j->restarts() + 1);
+        j->set_requeues_since_running(counts_as_restart ? 0 : j->requeues_since_running() + 1);
         return absl::OkStatus();
       },
       reason);

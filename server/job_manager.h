@@ -139,7 +139,8 @@ class JobManager {
                                    const std::vector<v1::RankAssignment>& ranks);
   // SCHEDULED -> RUNNING.
   absl::StatusOr<v1::Job> MarkRunning(const std::string& job_id, int32_t attempt);
-  // Any live state -> SUCCEEDED, FAILED or CANCELLED, with the reason (and result).
+  // Any live state -> SUCCEEDED, FAILED or CANCELLED, with the reason (and result); a
+  // comm hook switch still PROPOSED is ABANDONED in the same write.
   absl::StatusOr<v1::Job> Finish(const std::string& job_id, int32_t attempt,
                                  v1::JobState final_state, const std::string& reason,
                                  const std::string& result = "");

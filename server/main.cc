@@ -66,9 +66,11 @@ ABSL_FLAG(int64_t, reattach_grace_ms, 30000,
           "re-queued from its newest checkpoint");
 ABSL_FLAG(int64_t, quarantine_ms, 600000,
           "a worker whose rank did not reach its attempt's rendezvous within the job's "
-          "rendezvous.join_timeout_seconds, that was lost before its rank joined, or that "
-          "refused three assignments in a row as busy while its heartbeats said it was idle, "
-          "is not scheduled for this long (0: never quarantined)");
+          "rendezvous.join_timeout_seconds, that was lost before its rank joined, that could "
+          "not run its rank (worker_fault), whose host lacks an input other ranks found "
+          "(inputs_missing), or that refused three assignments in a row as busy while its "
+          "heartbeats said it was idle, is not scheduled for this long (0: never "
+          "quarantined)");
 ABSL_FLAG(int64_t, stored_timeline_spans, 32768,
           "the newest spans of an ended attempt the state file keeps (shared by its ranks)");
 ABSL_FLAG(int32_t, max_world_size, 1024, "largest world_size a job may ask for");

@@ -19,7 +19,7 @@ MissingInputsDecision DecideMissingInputs(const MissingInputsFacts& facts) {
   const int32_t known = missing + static_cast<int32_t>(decision.found.size());
   if (known < facts.world_size && !facts.deadline_passed) return decision;  // kWait
   const bool hosts_may_be_blamed = 2 * missing <= facts.world_size &&
-                                   facts.placed_without_restart < kMaxPlacementsWithoutRestart;
+                                   facts.requeues_without_restart < kMaxRequeuesWithoutRestart;
   decision.kind = hosts_may_be_blamed && !decision.found.empty()
                       ? MissingInputsDecision::Kind::kTheHosts
                       : MissingInputsDecision::Kind::kTheJobs;

@@ -12,8 +12,8 @@
 // with it by the deadline, when more than half of the ranks lack it (a stray copy on a
 // few hosts is likelier than most hosts without their volume, and blaming most of the
 // cluster would take it out of service), and when the job was placed again without a
-// restart kMaxPlacementsWithoutRestart times already (each blame of hosts places it
-// again uncounted: a bound, so that no job cycles through the cluster's hosts for ever).
+// restart kMaxRequeuesWithoutRestart times in a row already (requeue_bound.h: each blame
+// of hosts places it again uncounted, and no job may cycle through the cluster's hosts).
 //
 // A pure function: the controller (job_controller_missing_inputs.cc) gathers what the
 // ranks reported and what the rendezvous saw.
@@ -22,9 +22,9 @@
 #include <set>
 #include <vector>
 
-namespace shardwise {
+#include "server/requeue_bound.h"
 
-inline constexpr int32_t kMaxPlacementsWithoutRestart = 3;
+namespace shardwise {
 
 struct MissingInputsDecision {
   enum class Kind {
@@ -39,14 +39,14 @@ struct MissingInputsDecision {
 
 // `missing`: the ranks of a `world_size` attempt that reported an input missing;
 // `not_reached`: the ranks that made no rendezvous call (RendezvousStore::RanksNotReached);
-// `placed_without_restart`: how often the job was placed again without counting a
-// restart before this attempt (attempt - 1 - restarts).
+// `requeues_without_restart`: how often in a row the job was placed again without
+// counting a restart before this attempt (Job.requeues_since_running).
 struct MissingInputsFacts {
   int32_t world_size = 0;
   std::set<int32_t> missing;
   std::vector<int32_t> not_reached;
   bool deadline_passed = false;
-  int32_t placed_without_restart = 0;
+  int32_t requeues_without_restart = 0;
 };
 MissingInputsDecision DecideMissingInputs(const MissingInputsFacts& facts);
 

@@ -9,9 +9,9 @@ using Kind = MissingInputsDecision::Kind;
 
 MissingInputsFacts Facts(int32_t world_size, std::set<int32_t> missing,
                          std::vector<int32_t> not_reached, bool deadline_passed = false,
-                         int32_t placed_without_restart = 0) {
+                         int32_t requeues_without_restart = 0) {
   return {world_size, std::move(missing), std::move(not_reached), deadline_passed,
-          placed_without_restart};
+          requeues_without_restart};
 }
 
 TEST(MissingInputs, AnotherRankThatReachedTheRendezvousBlamesTheHosts) {
@@ -52,7 +52,7 @@ TEST(MissingInputs, MostRanksLackingThemIsTheJobsFaultThoughOneFoundThem) {
 
 // Each blame of hosts places the job again uncounted: past the bound, the job's.
 TEST(MissingInputs, AJobPlacedAgainTooOftenWithoutARestartIsAtFault) {
-  const int32_t bound = kMaxPlacementsWithoutRestart;
+  const int32_t bound = kMaxRequeuesWithoutRestart;
   EXPECT_EQ(DecideMissingInputs(Facts(4, {2}, {2}, false, bound - 1)).kind, Kind::kTheHosts);
   EXPECT_EQ(DecideMissingInputs(Facts(4, {2}, {2}, false, bound)).kind, Kind::kTheJobs);
 }
