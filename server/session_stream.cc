@@ -155,7 +155,7 @@ void SessionStream::OnReadDone(bool ok) {
   // Fields this release does not read (a newer worker's, or padding) would be kept with
   // what they arrived in (a report's progress and spans, kept for the job): dropped here.
   incoming_.DiscardUnknownFields();
-  if (!opened_.load()) {
+  if (!hello_accepted_.load()) {
     {
       absl::MutexLock lock(&mu_);
       if (finished_) return;  // ended for its silence as the hello came: OnDone follows
@@ -223,6 +223,10 @@ void SessionStream::OnHello(const v1::WorkerMessage& hello) {
     return;
   }
   worker_id_ = hello.hello().worker_id();
+  // Before the OpenSession is posted: a stream that ends from here on, even before that
+  // runs or while it writes the worker's first messages, posts its CloseSession after it
+  // (OnDone), so that the registry never keeps a session that has ended.
+  hello_accepted_.store(true);
   executor_->Post([self = shared_from_this(), arrived] {
     const absl::Status opened = self->controller_->OpenSession(self->worker_id_, self);
     if (self->metrics_ != nullptr) {
@@ -234,7 +238,6 @@ void SessionStream::OnHello(const v1::WorkerMessage& hello) {
       self->FinishLocked(ToGrpcStatus(opened));
       return;
     }
-    self->opened_.store(true);
     if (!self->finished_) self->StartRead(&self->incoming_);
   });
 }
@@ -252,9 +255,10 @@ bool SessionStream::EndIfSilent(absl::Duration waited) {
 // May run inline in Finish(), under mu_: takes no lock of its own.
 void SessionStream::OnDone() {
   std::shared_ptr<SessionStream> self = std::move(self_);
-  if (!opened_.load()) return;
+  if (!hello_accepted_.load()) return;
   // The controller decides what a closed session means (a lost worker, or nothing if a
-  // newer session replaced it); `self` keeps the outbox alive until then.
+  // newer session replaced it, or the controller refused it); `self` keeps the outbox
+  // alive until then.
   executor_->Post([self] { self->controller_->CloseSession(self->worker_id_, self); });
 }
 

@@ -118,7 +118,9 @@ class SessionStream final
   bool hello_arrived_ ABSL_GUARDED_BY(mu_) = false;  // the first message was read
   // Close()'s TryCancel, which a Finish meanwhile waits for.
   CancelOutsideLock cancel_ ABSL_GUARDED_BY(mu_);
-  std::atomic<bool> opened_{false};      // the controller attached the session
+  // The hello was accepted and the controller's OpenSession posted: the messages read
+  // after it are the session's, and its end is a CloseSession.
+  std::atomic<bool> hello_accepted_{false};
   std::shared_ptr<SessionStream> self_;  // gRPC's reference, dropped in OnDone
 };
 

@@ -2,7 +2,8 @@
 // worker daemon that heartbeats but reads nothing is declared lost once a message has
 // waited on it past the unread timeout (on an injected clock), and its stream ends
 // although the write to it never completed; a stream that says no hello is ended when
-// SilentSessions finds it overdue, and one that starts with another message is refused.
+// SilentSessions finds it overdue, and one that starts with another message is refused;
+// one that ends before its session is opened has that session closed after it.
 
 #include "server/session_stream.h"
 
@@ -15,6 +16,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/testing/local_grpc.h"
 #include "common/testing/scratch.h"
 #include "grpcpp/create_channel.h"
@@ -224,6 +226,45 @@ TEST_F(SessionStreamTest, AFirstMessageOtherThanAHelloIsRefusedByItsKind) {
   EXPECT_EQ(status.error_message(),
             "the first session message must be a hello with a worker_id; got a message of a "
             "kind this coordinator does not know");
+}
+
+// A stream that ends after its hello but before the controller has opened the session
+// (the worker gone while the coordinator was busy), whose opening writes to the worker
+// (an abort it is owed: it names an attempt the coordinator does not run): the write
+// fails and ends the stream, maybe before the opening returns, and the session is closed
+// all the same. The worker is lost at once (the simulated clock never moves), not kept
+// with a session that has ended until its heartbeats are missed.
+TEST_F(SessionStreamTest, AStreamThatEndsAsItsSessionOpensIsClosed) {
+  v1::RegisterWorkerRequest registration;
+  registration.set_name("w0");
+  registration.set_device(v1::CPU);
+  registration.mutable_running()->set_job_id("job-9");
+  registration.mutable_running()->set_attempt(1);
+  ASSERT_TRUE(core_.controller->RegisterWorker(registration).ok());
+  absl::Notification busy, release;
+  executor_.Post([&] {
+    busy.Notify();
+    release.WaitForNotification();
+  });
+  busy.WaitForNotification();
+  auto stub = v1::WorkerService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto stream = stub->Session(&context);
+  v1::WorkerMessage hello;
+  hello.mutable_hello()->set_worker_id("w0");
+  ASSERT_TRUE(stream->Write(hello));
+  const bool queued = testing::WaitFor([&] { return executor_.queued() == 1; });  // OpenSession
+  context.TryCancel();
+  release.Notify();
+  ASSERT_TRUE(queued);
+  // LOST from its registration until its session opens: the reason tells the two apart.
+  EXPECT_TRUE(testing::WaitFor([&] {
+    return core_.workers->Get("w0")->lost_reason() == "its session closed";
+  })) << core_.workers->Get("w0")->DebugString();
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::LOST);
+  stream->Finish();
 }
 
 }  // namespace
