@@ -185,9 +185,14 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
   busy_refusals_.erase(registration.worker_id);  // a new daemon (a fixed release?) begins anew
   // A daemon that registers again while we think it runs an attempt has restarted, or
   // reconnected before its old session was seen to close: either way the attempt lost
-  // that rank's session (its reports and aborts went over it).
+  // that rank's session (its reports and aborts went over it). Unless it repeats a
+  // re-attaching registration whose answer it did not get in time (its deadline passed as
+  // this coordinator, just started, answered): no session has opened since, so nothing
+  // went over one, and its rank is re-attached again.
   const v1::WorkerInfo& before = registration.previous;
-  if ((before.state() == v1::BUSY || before.state() == v1::DRAINING) && !before.job_id().empty()) {
+  const bool repeated = RepeatsReattachmentLocked(registration.worker_id, before, named);
+  if ((before.state() == v1::BUSY || before.state() == v1::DRAINING) && !before.job_id().empty() &&
+      !repeated) {
     auto job = jobs_->Current(before.job_id());
     if (job.ok() && job->attempt() == before.attempt() && !IsTerminal(job->state()) &&
         job->state() != v1::PENDING) {
@@ -204,7 +209,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> JobController::RegisterWorker(
   }
   // After a restart: the worker may run a rank of an attempt waiting for its ranks.
   const bool reattached =
-      named.has_running() && ReattachLocked(registration.worker_id, named.running());
+      named.has_running() && ReattachLocked(registration.worker_id, named.running(), repeated);
   if (!reattached) OnRankBackWithoutAttemptLocked(registration.worker_id);
   if (named.has_running() && !reattached) {
     workers_->DrainOnAttach(registration.worker_id,

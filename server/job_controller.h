@@ -240,8 +240,14 @@ class JobController {
   // Every RUNNING job becomes a live attempt waiting for its ranks, with an event.
   void AwaitReattachments() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `running`, which worker `worker_id` says it runs as it registers, is a rank
-  // of an attempt waiting for its ranks; if so the worker is BUSY with it again.
-  bool ReattachLocked(const std::string& worker_id, const v1::RunningAttempt& running)
+  // of an attempt waiting for its ranks (or, `repeated`, one it re-attached already); if
+  // so the worker is BUSY with it again.
+  bool ReattachLocked(const std::string& worker_id, const v1::RunningAttempt& running,
+                      bool repeated) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `request` repeats the worker's registration that re-attached the rank it held
+  // `before` (RegisterWorker's previous record), with no session opened since.
+  bool RepeatsReattachmentLocked(const std::string& worker_id, const v1::WorkerInfo& before,
+                                 const v1::RegisterWorkerRequest& request) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts a leave of `worker`'s rank from `job`'s attempt, holding the worker off the
   // attempt's heals from its second leave on (LiveAttempt::WorkerLeaves), with an event.

@@ -80,10 +80,20 @@ void JobController::AwaitReattachments() {
   }
 }
 
-bool JobController::ReattachLocked(const std::string& worker_id,
-                                   const v1::RunningAttempt& running) {
+bool JobController::RepeatsReattachmentLocked(const std::string& worker_id,
+                                              const v1::WorkerInfo& before,
+                                              const v1::RegisterWorkerRequest& request) const {
+  return to_resync_.count(worker_id) > 0 && before.state() == v1::BUSY && request.has_running() &&
+         request.running().job_id() == before.job_id() &&
+         request.running().attempt() == before.attempt() &&
+         request.running().rank() == before.rank();
+}
+
+bool JobController::ReattachLocked(const std::string& worker_id, const v1::RunningAttempt& running,
+                                   bool repeated) {
   auto live = live_.find(running.job_id());
-  if (live == live_.end() || !live->second.awaiting_reattach ||
+  // A repeated registration may come once every rank is back and the wait has ended.
+  if (live == live_.end() || !(live->second.awaiting_reattach || repeated) ||
       live->second.attempt != running.attempt()) {
     return false;
   }

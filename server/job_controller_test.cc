@@ -879,6 +879,39 @@ TEST_F(JobControllerTest, ARankThatCompletedAfterReattachingCountsAsBack) {
   EXPECT_EQ(State(), v1::SUCCEEDED);
 }
 
+// After a coordinator restart, a worker whose re-attaching registration was answered past
+// its deadline (the new coordinator slow to answer) registers again, the same, before any
+// session: a repeat, not a reconnect that lost the rank. It is re-attached again, its
+// session then told what it missed, and the attempt trains on, even once every rank is
+// back. Once a session has opened, a registration naming the attempt loses the rank.
+TEST_F(JobControllerTest, ARepeatedReattachingRegistrationKeepsTheRank) {
+  StartTwoRankJob();
+  StartCoordinator();
+  const v1::RunningAttempt rank_zero = RankZeroOfFirstAttempt();
+  v1::RunningAttempt rank_one = rank_zero;
+  rank_one.set_rank(1);
+  Register("w0", &rank_zero);
+  AddWorker("w1", &rank_one);  // every rank back: the wait for them has ended
+  ASSERT_TRUE(HasEvent(*core_.jobs->Get("job-1"), "all 2 ranks of attempt 1 re-attached"));
+  v1::RegisterWorkerRequest again;
+  again.set_name("w0");
+  again.set_device(v1::CPU);
+  again.set_memory_bytes(int64_t{16} << 30);
+  *again.mutable_running() = rank_zero;
+  auto response = core_.controller->RegisterWorker(again);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_TRUE(response->reattached());
+  EXPECT_EQ(State(), v1::RUNNING);
+  EXPECT_EQ(core_.jobs->Get("job-1")->attempt(), 1);
+  OpenSession("w0");
+  EXPECT_EQ(core_.workers->Get("w0")->state(), v1::BUSY);
+  EXPECT_EQ(core_.workers->Get("w0")->rank(), 0);
+
+  Register("w0", &rank_zero);  // after a session: a reconnect
+  EXPECT_NE(core_.jobs->Get("job-1")->reason().find("the worker reconnected"), std::string::npos)
+      << core_.jobs->Get("job-1")->reason();
+}
+
 // The same, but rank 0 never comes back: at the grace's end the attempt is re-queued, and
 // its reason counts only the ranks still awaited (the completed rank 1 is not among them).
 TEST_F(JobControllerTest, TheReattachReasonCountsOnlyTheRanksStillAwaited) {
