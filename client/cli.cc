@@ -28,6 +28,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -43,6 +44,7 @@
 #include "client/client.h"
 #include "client/exit_code.h"
 #include "client/format.h"
+#include "client/switch_outcome.h"
 #include "client/trace.h"
 #include "common/bazel_run.h"
 #include "common/clock.h"
@@ -324,31 +326,6 @@ int HookSwitchFailed(const absl::Status& status, const std::string& job_id, cons
   return kExitUnknown;
 }
 
-enum class HookSwitchOutcome { kUndecided, kApplied, kAbandoned, kEnded };
-struct SwitchOutcome {
-  HookSwitchOutcome outcome = HookSwitchOutcome::kUndecided;
-  const v1::HookSwitch* newest = nullptr;  // in the job read; null when none is recorded
-};
-
-// Where switch `version` stands in `job`: its newest version (one proposed again is
-// followed by the next, written after it) applied, abandoned for good, or undecided; or
-// the job ended first.
-SwitchOutcome SwitchOutcomeOf(const v1::Job& job, int32_t version) {
-  SwitchOutcome result;
-  for (const v1::HookSwitch& s : job.hook_switches()) {
-    if (s.version() >= version) result.newest = &s;
-  }
-  if (result.newest != nullptr && result.newest->state() == v1::HookSwitch::APPLIED) {
-    result.outcome = HookSwitchOutcome::kApplied;
-  } else if (result.newest != nullptr && result.newest->state() == v1::HookSwitch::ABANDONED &&
-             !result.newest->proposed_again()) {
-    result.outcome = HookSwitchOutcome::kAbandoned;
-  } else if (IsTerminal(job.state())) {
-    result.outcome = HookSwitchOutcome::kEnded;
-  }
-  return result;
-}
-
 int SetHook(Client& client, const std::string& job_id, const std::string& hook_name) {
   auto hook =
       ParseCommHook(hook_name, absl::GetFlag(FLAGS_wrapper), "set-hook's HOOK", "--wrapper");
@@ -493,9 +470,29 @@ absl::StatusOr<std::string> YamlWorkerNames(const std::vector<std::string>& patt
   return absl::StrCat("    worker_names: [", absl::StrJoin(quoted, ", "), "]\n");
 }
 
+// A bound's flag given with no value: left out, the entry would bound nothing, the least
+// restrictive entry for what reads as the most (a shell variable that was empty).
+absl::Status CheckNoEmptyBound(const std::vector<std::string>& given) {
+  const std::vector<std::pair<const char*, std::vector<std::string>>> bounds = {
+      {"input_paths", absl::GetFlag(FLAGS_input_paths)},
+      {"output_paths", absl::GetFlag(FLAGS_output_paths)},
+      {"worker_names", absl::GetFlag(FLAGS_worker_names)}};
+  for (const auto& [name, values] : bounds) {
+    if (!values.empty() || std::find(given.begin(), given.end(), name) == given.end()) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", name, ": empty; give ",
+        std::string(name) == "worker_names" ? "names or patterns (leave the flag out for any)"
+                                            : "folders, or none for no folder (leave the flag "
+                                              "out for the coordinator's roots alone)"));
+  }
+  return absl::OkStatus();
+}
+
 // The entry's optional lines for `role`: a submitter's or an admin's folders, a worker's
 // names.
-absl::StatusOr<std::string> EntryBounds(const std::string& role) {
+absl::StatusOr<std::string> EntryBounds(const std::string& role,
+                                        const std::vector<std::string>& given) {
+  RETURN_IF_ERROR(CheckNoEmptyBound(given));
   ASSIGN_OR_RETURN(const std::string inputs,
                    YamlFolderList("input_paths", absl::GetFlag(FLAGS_input_paths)));
   ASSIGN_OR_RETURN(const std::string outputs,
@@ -513,7 +510,7 @@ absl::StatusOr<std::string> EntryBounds(const std::string& role) {
 
 // A client token and the entry for the coordinator's tokens file. The token is printed
 // once, here; the coordinator keeps only its hash.
-int CreateToken() {
+int CreateToken(const std::vector<std::string>& given) {
   const std::string principal = absl::GetFlag(FLAGS_principal);
   const std::string role = absl::GetFlag(FLAGS_role);
   if (principal.empty()) return Usage("token create needs --principal");
@@ -524,7 +521,7 @@ int CreateToken() {
     return Usage(
         absl::StrCat("--role: '", role, "' (expected viewer, submitter, admin or worker)"));
   }
-  const absl::StatusOr<std::string> bounds = EntryBounds(role);
+  const absl::StatusOr<std::string> bounds = EntryBounds(role, given);
   if (!bounds.ok()) return Usage(std::string(bounds.status().message()));
   const std::string token = absl::StrCat("sw_", RandomToken(24));
   std::printf("%s\n", token.c_str());
@@ -569,7 +566,7 @@ std::string ShellWord(const std::string& value) {
 std::string SubmitAgainCommand(const Client& client, const std::string& file,
                                const std::string& request_id) {
   std::string command =
-      absl::StrCat("shardwise submit ", ShellWord(file), " --request_id=", request_id,
+      absl::StrCat("shardwise submit ", ShellWord(file), " --request_id=", ShellWord(request_id),
                    " --coordinator=", ShellWord(client.address()));
   if (const std::string ca = absl::GetFlag(FLAGS_tls_ca); !ca.empty()) {
     absl::StrAppend(&command, " --tls_ca=", ShellWord(ca));
@@ -817,7 +814,7 @@ int Run(const std::vector<std::string>& args, const std::vector<std::string>& gi
   }
   if (args[0] == "token") {
     if (args.size() != 2 || args[1] != "create") return Usage("token takes create");
-    return CreateToken();
+    return CreateToken(given);
   }
   if (args[0] == "estimate") {
     if (args.size() != 2) return Usage("estimate takes one job spec file");

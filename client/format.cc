@@ -72,6 +72,13 @@ std::string FormatTime(int64_t ms) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(ms), absl::LocalTimeZone());
 }
 
+// The table's LOSS: "-" until a loss was read. A summary without loss_step (an older
+// release's) had one read once a step was done.
+std::string SummaryLoss(const v1::JobSummary& job) {
+  const bool read = job.loss_step() > 0 || (job.step() > 0 && job.loss() != 0);
+  return read ? absl::StrFormat("%.4f", job.loss()) : "-";
+}
+
 }  // namespace
 
 std::string FormatAge(int64_t then_ms, int64_t now_ms) {
@@ -88,8 +95,7 @@ std::string FormatJobTable(const std::vector<v1::JobSummary>& jobs, int64_t now_
   for (const v1::JobSummary& job : jobs) {
     rows.push_back({job.id(), job.name().empty() ? "-" : job.name(), v1::JobState_Name(job.state()),
                     absl::StrCat(job.world_size()),
-                    absl::StrCat(job.step(), "/", job.total_steps()),
-                    job.step() > 0 ? absl::StrFormat("%.4f", job.loss()) : "-",
+                    absl::StrCat(job.step(), "/", job.total_steps()), SummaryLoss(job),
                     absl::StrCat(job.attempt()), job.submitter().empty() ? "-" : job.submitter(),
                     FormatAge(job.create_time_ms(), now_ms), job.reason()});
   }
@@ -170,10 +176,15 @@ void AppendIdentity(const v1::Job& job, int64_t now_ms, std::string* out) {
   absl::StrAppend(out, "Name:       ", job.spec().name().empty() ? "-" : job.spec().name(), "\n");
   absl::StrAppend(out, "State:      ", v1::JobState_Name(job.state()), "\n");
   absl::StrAppend(out, "Reason:     ", job.reason(), "\n");
-  absl::StrAppend(out, "Attempt:    ", job.attempt(), " (restarts ", job.restarts(), " of ",
-                  job.spec().restart_policy().max_restarts(), ")\n");
-  absl::StrAppend(out, "Joining:    every rank within ", JoinTimeoutSeconds(job.spec()),
-                  " s of scheduling (rendezvous.join_timeout_seconds)\n");
+  // A compacted job keeps no spec but its name: nothing said of it from the spec.
+  absl::StrAppend(
+      out, "Attempt:    ", job.attempt(), " (restarts ", job.restarts(),
+      job.compacted() ? "" : absl::StrCat(" of ", job.spec().restart_policy().max_restarts()),
+      ")\n");
+  if (!job.compacted()) {
+    absl::StrAppend(out, "Joining:    every rank within ", JoinTimeoutSeconds(job.spec()),
+                    " s of scheduling (rendezvous.join_timeout_seconds)\n");
+  }
   absl::StrAppend(out, "Created:    ", FormatTime(job.create_time_ms()), " (",
                   FormatAge(job.create_time_ms(), now_ms), " ago)\n");
   if (!job.submitter().empty()) absl::StrAppend(out, "Submitter:  ", job.submitter(), "\n");

@@ -1,7 +1,11 @@
 #include "client/format.h"
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "contracts/job_summary.h"
 #include "gtest/gtest.h"
 
@@ -134,11 +138,24 @@ TEST(Format, JobTableHasOneRowPerJob) {
       table, "job-7   mlp    RUNNING   4       50/100   0.4322   1         -           90s"))
       << table;
   EXPECT_TRUE(absl::StrContains(table, "1         alice       90s")) << table;
+  // A job that reads its losses every few steps has none to show before the first read.
+  v1::Job unread = RunningJob();
+  unread.mutable_progress()->set_step(3);
+  unread.mutable_progress()->set_loss(0);
+  unread.mutable_progress()->set_loss_step(0);
+  const std::string before_read = FormatJobTable({Summarize(unread)}, 1'000'000);
+  const std::vector<std::string> row = absl::StrSplit(
+      std::vector<std::string>(absl::StrSplit(before_read, '\n'))[1], ' ', absl::SkipEmpty());
+  ASSERT_GE(row.size(), 6u) << before_read;
+  EXPECT_EQ(row[4], "3/100") << before_read;
+  EXPECT_EQ(row[5], "-") << before_read;
 }
 
 TEST(Format, ACompactedJobSaysSo) {
   v1::Job job = RunningJob();  // as the state file keeps it once compacted: no spec
+  job.set_restarts(2);
   job.clear_spec();
+  job.mutable_spec()->set_name("mlp");  // its name alone is kept
   job.set_state(v1::SUCCEEDED);
   job.set_compacted(true);
   job.set_submitter("alice");
@@ -151,6 +168,10 @@ TEST(Format, ACompactedJobSaysSo) {
       << description;
   EXPECT_TRUE(absl::StrContains(description, "Compacted:  it ended longer ago")) << description;
   EXPECT_FALSE(absl::StrContains(description, "Spec:")) << description;
+  EXPECT_TRUE(absl::StrContains(description, "Name:       mlp\n")) << description;
+  // What only the spec said is not made up from its defaults.
+  EXPECT_TRUE(absl::StrContains(description, "(restarts 2)\n")) << description;
+  EXPECT_FALSE(absl::StrContains(description, "Joining:")) << description;
 }
 
 TEST(Format, EventsLeftOutOfTheRecordAreCountedWhereTheyWere) {

@@ -5,9 +5,12 @@
 // timeouts, stalls, re-attach deadlines, retention) reads a Clock it is given, so a test
 // advances a SimulatedClock instead of sleeping.
 //
-// Thread-safety: both clocks may be read and (the simulated one) advanced from any thread.
+// Thread-safety: every clock may be read and (the simulated one) advanced from any thread.
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -46,12 +49,30 @@ class SimulatedClock final : public Clock {
   absl::Time now_ ABSL_GUARDED_BY(mu_);
 };
 
+// The wall clock's time when it was made, advanced by a monotonic clock since: a step of
+// the wall clock while the process runs (NTP correcting a clock that was far off, a VM's
+// resume, an operator's `date`) moves no deadline, so no heartbeat timeout, stall,
+// backoff or collective timeout fires (or waits) for it; the times it stamps stay as the
+// wall clock read before the step until the process restarts. `steady_now` reads the
+// monotonic clock (tests pass their own).
+class SteadyAnchoredClock final : public Clock {
+ public:
+  SteadyAnchoredClock(absl::Time wall_at_start, std::function<absl::Duration()> steady_now)
+      : wall_at_start_(wall_at_start),
+        steady_now_(std::move(steady_now)),
+        steady_at_start_(steady_now_()) {}
+  absl::Time Now() const override { return wall_at_start_ + (steady_now_() - steady_at_start_); }
+
+ private:
+  const absl::Time wall_at_start_;
+  const std::function<absl::Duration()> steady_now_;
+  const absl::Duration steady_at_start_;
+};
+
 inline const Clock& Clock::Real() {
-  class RealClock final : public Clock {
-   public:
-    absl::Time Now() const override { return absl::Now(); }
-  };
-  static const RealClock* const clock = new RealClock;
+  static const SteadyAnchoredClock* const clock = new SteadyAnchoredClock(absl::Now(), [] {
+    return absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+  });
   return *clock;
 }
 

@@ -349,6 +349,12 @@ absl::Status WriteFileUnlessSame(const std::string& path, const std::string& con
     const absl::StatusOr<std::string> existing =
         ReadUntrustedFile(path, contents.size(), Links::kRefuse);
     if (existing.ok() && *existing == contents) return absl::OkStatus();
+    // A file that could not be read (an I/O error, a stale handle: UNAVAILABLE; no
+    // permission) may be the same: said as it is, not refused as another's.
+    if (!existing.ok() && !absl::IsNotFound(existing.status()) &&
+        !absl::IsInvalidArgument(existing.status())) {
+      return existing.status();
+    }
   }
   return WriteFileAtomically(path, contents, replace);
 }

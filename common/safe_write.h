@@ -56,6 +56,8 @@ int RemoveAbandonedWrites(const std::string& folder, const std::string& name, ab
 // As WriteFileAtomically, except that without `replace` a regular file already at `path`
 // holding exactly `contents` is left as it is instead of refused: what an earlier attempt
 // of the same job wrote (a job's outputs are written again when an attempt is re-queued).
+// A file there that cannot be read to compare is that error (UNAVAILABLE for an I/O
+// error, PERMISSION_DENIED), not ALREADY_EXISTS: it may be the same.
 absl::Status WriteFileUnlessSame(const std::string& path, const std::string& contents,
                                  bool replace);
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "common/testing/permissions_apply.h"
 #include "common/testing/scratch.h"
 #include "gtest/gtest.h"
 
@@ -23,6 +24,25 @@ void WriteAt(const fs::path& path, absl::Time when) {
   std::ofstream(path) << "partial";
   const timespec times[2] = {absl::ToTimespec(when), absl::ToTimespec(when)};
   ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+}
+
+// An earlier attempt's identical output is left; a different one, or anything there that
+// is not a regular file, is another's (ALREADY_EXISTS); one that cannot be read to compare
+// is said as it is (here PERMISSION_DENIED, naming it), not refused as another's.
+TEST(WriteFileUnlessSame, LeavesTheSameAndSaysWhyItCannotCompare) {
+  const fs::path dir = testing::ScratchPath("unless-same");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "tokenizer.json").string();
+  ASSERT_TRUE(WriteFileUnlessSame(path, "{}", /*replace=*/false).ok());
+  EXPECT_TRUE(WriteFileUnlessSame(path, "{}", /*replace=*/false).ok());
+  EXPECT_EQ(WriteFileUnlessSame(path, "[]", /*replace=*/false).code(),
+            absl::StatusCode::kAlreadyExists);
+  fs::permissions(path, fs::perms::none);
+  const absl::Status unreadable = testing::AsReaderThatPermissionsKeepOut(
+      [&] { return WriteFileUnlessSame(path, "{}", /*replace=*/false); });
+  EXPECT_EQ(unreadable.code(), absl::StatusCode::kPermissionDenied) << unreadable;
+  EXPECT_NE(unreadable.message().find(path), absl::string_view::npos) << unreadable;
 }
 
 // A write killed before its rename left a temporary file; the next write of that name

@@ -18,6 +18,7 @@ v1::JobSummary Summarize(const v1::Job& job) {
   summary.set_step(job.progress().step());
   summary.set_total_steps(job.progress().total_steps());
   summary.set_loss(job.progress().loss());
+  summary.set_loss_step(job.progress().loss_step());
   summary.set_compacted(job.compacted());
   summary.set_submit_request_id(job.submit_request_id());
   return summary;

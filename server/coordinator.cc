@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/host_port.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -312,7 +313,7 @@ void Coordinator::RunPeriodicWork() {
   const absl::Duration period =
       std::max(absl::Milliseconds(50), options_.controller.heartbeat_interval / 2);
   bool serving = true;
-  absl::Time last_flush = absl::Now();
+  absl::Time last_flush = Clock::Real().Now();
   absl::Time last_compaction = absl::InfinitePast();
   while (!stopping_.WaitForNotificationWithTimeout(period)) {
     controller_->CheckHeartbeats();
@@ -321,15 +322,15 @@ void Coordinator::RunPeriodicWork() {
                  absl::StrCat("ended ", silent, " worker sessions that sent no hello within ",
                               absl::FormatDuration(options_.session_hello_timeout)));
     }
-    if (absl::Now() - last_flush >= options_.progress_persist_interval) {
-      last_flush = absl::Now();
+    if (Clock::Real().Now() - last_flush >= options_.progress_persist_interval) {
+      last_flush = Clock::Real().Now();
       const absl::Status flushed = jobs_->FlushProgress();
       if (!flushed.ok()) {
         LogError(LogContext(), absl::StrCat("writing progress: ", flushed.message()));
       }
     }
-    if (absl::Now() - last_compaction >= absl::Hours(1)) {
-      last_compaction = absl::Now();
+    if (Clock::Real().Now() - last_compaction >= absl::Hours(1)) {
+      last_compaction = Clock::Real().Now();
       TrimEndedJobs();
     }
     // Changes the state file refused (a full disk): retried here; until every one is

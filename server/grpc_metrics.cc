@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "google/protobuf/descriptor.h"
 #include "grpcpp/impl/codegen/status_code_enum.h"
 
@@ -54,7 +55,7 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
       requests_->With({method_, CodeName(methods->GetSendStatus().error_code())}).Increment();
-      if (unary_) seconds_->With({method_}).ObserveDuration(absl::Now() - start_);
+      if (unary_) seconds_->With({method_}).ObserveDuration(Clock::Real().Now() - start_);
     }
     methods->Proceed();
   }
@@ -64,7 +65,7 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
   const bool unary_;
   Family<Counter>* const requests_;
   Family<Histogram>* const seconds_;
-  const absl::Time start_ = absl::Now();
+  const absl::Time start_ = Clock::Real().Now();
 };
 
 }  // namespace

@@ -834,6 +834,7 @@ absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attem
   entry.summary.set_step(progress.step());
   entry.summary.set_total_steps(progress.total_steps());
   entry.summary.set_loss(progress.loss());
+  entry.summary.set_loss_step(progress.loss_step());
   entry.progress_unsaved = true;
   ++entry.version;
   changed_.insert(job_id);

@@ -394,7 +394,9 @@ TEST_F(JobManagerTest, JobsEndedLongerAgoThanTheRetentionAreCompacted) {
   auto manager = JobManager::Create(store_.get(), {.clock = &clock});
   ASSERT_TRUE(manager.ok());
   manager_ = std::move(*manager);
-  ASSERT_TRUE(manager_->Submit(Spec(1), {}, "alice").ok());
+  v1::JobSpec named = Spec(1);
+  named.set_name("mlp");
+  ASSERT_TRUE(manager_->Submit(named, {}, "alice").ok());
   ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
   ASSERT_TRUE(manager_->Schedule("job-1", Ranks(1)).ok());
   ASSERT_TRUE(manager_->Finish("job-1", 1, v1::SUCCEEDED, "done").ok());
@@ -416,7 +418,8 @@ TEST_F(JobManagerTest, JobsEndedLongerAgoThanTheRetentionAreCompacted) {
   EXPECT_TRUE(job->compacted());
   EXPECT_EQ(job->state(), v1::SUCCEEDED);
   EXPECT_EQ(job->submitter(), "alice");
-  EXPECT_FALSE(job->has_spec());
+  EXPECT_EQ(job->spec().name(), "mlp");  // its name alone, as its summary's
+  EXPECT_EQ(job->spec().world_size(), 0);
   EXPECT_EQ(job->events_size(), 0);
   EXPECT_EQ(store_->LoadTimeline("job-1").status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(manager_->List({}, "", 10)->jobs[0].compacted());

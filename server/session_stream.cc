@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/grpc_status.h"
 #include "common/printable_text.h"
 #include "server/worker_number_bounds.h"
@@ -50,7 +51,7 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* SessionStrea
 
 void SessionStream::Observe(const char* kind, absl::Time arrived) const {
   if (metrics_ == nullptr) return;
-  metrics_->worker_message_seconds.With({kind}).ObserveDuration(absl::Now() - arrived);
+  metrics_->worker_message_seconds.With({kind}).ObserveDuration(Clock::Real().Now() - arrived);
 }
 
 bool SessionStream::Push(v1::CoordinatorMessage message) {
@@ -146,7 +147,7 @@ void SessionStream::ReadNext() {
 }
 
 void SessionStream::OnReadDone(bool ok) {
-  const absl::Time arrived = absl::Now();
+  const absl::Time arrived = Clock::Real().Now();
   if (!ok) {
     // The worker went away, or the stream broke: finish; OnDone closes the session.
     Close();
@@ -206,7 +207,7 @@ void SessionStream::HandleOnExecutor(const char* kind, absl::Time arrived,
 }
 
 void SessionStream::OnHello(const v1::WorkerMessage& hello) {
-  const absl::Time arrived = absl::Now();
+  const absl::Time arrived = Clock::Real().Now();
   if (!hello.has_hello() || hello.hello().worker_id().empty()) {
     absl::MutexLock lock(&mu_);
     FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

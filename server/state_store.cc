@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/clock.h"
 #include "common/status_macros.h"
 #include "contracts/job_state.h"
 #include "contracts/job_summary.h"
@@ -189,7 +190,7 @@ absl::Status StateStore::Exec(const std::string& sql) {
 
 template <typename Write>
 absl::Status StateStore::InTransaction(Write write) {
-  const absl::Time started = absl::Now();
+  const absl::Time started = Clock::Real().Now();
   RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
   absl::Status status = write();
   if (!status.ok()) {
@@ -203,7 +204,8 @@ absl::Status StateStore::InTransaction(Write write) {
     (void)Exec("ROLLBACK;");
     return status;
   }
-  if (commit_histogram_ != nullptr) commit_histogram_->ObserveDuration(absl::Now() - started);
+  if (commit_histogram_ != nullptr)
+    commit_histogram_->ObserveDuration(Clock::Real().Now() - started);
   return status;
 }
 
@@ -231,6 +233,8 @@ absl::Status StateStore::MigrateFromVersion1() {
     for (const v1::Job& job : jobs) {
       v1::Job record = job;
       record.clear_spec();
+      // Its name alone, which `describe` shows as `get jobs` does (the summary keeps it).
+      if (!job.spec().name().empty()) record.mutable_spec()->set_name(job.spec().name());
       Statement update(db_, "UPDATE jobs SET record=?2, spec=?3, summary=?4 WHERE id=?1;");
       update.BindText(1, job.id());
       update.BindBlob(2, record.SerializeAsString());
@@ -487,6 +491,8 @@ absl::StatusOr<std::vector<std::string>> StateStore::CompactEndedBefore(int64_t 
     for (const v1::Job& job : ended) {
       v1::Job record = job;
       record.clear_spec();
+      // Its name alone, which `describe` shows as `get jobs` does (the summary keeps it).
+      if (!job.spec().name().empty()) record.mutable_spec()->set_name(job.spec().name());
       record.clear_hook_switches();
       record.clear_execution_order();
       record.clear_prefetch_plan();

@@ -1,6 +1,7 @@
 #include "server/worker_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/grpc_status.h"
 #include "common/path_policy.h"
 #include "common/printable_text.h"
@@ -166,7 +167,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
     reactor->Finish(ToGrpcStatus(valid));
     return reactor;
   }
-  const absl::Time arrived = absl::Now();
+  const absl::Time arrived = Clock::Real().Now();
   // The response lives until Finish; the controller may commit, so it runs on the
   // executor rather than on this gRPC thread.
   v1::RegisterWorkerRequest named = *request;
@@ -176,7 +177,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
     auto registered = controller_->RegisterWorker(named);
     if (registered.ok()) *response = std::move(*registered);
     if (metrics_ != nullptr) {
-      metrics_->worker_message_seconds.With({"register"}).ObserveDuration(absl::Now() - arrived);
+      metrics_->worker_message_seconds.With({"register"})
+          .ObserveDuration(Clock::Real().Now() - arrived);
     }
     reactor->Finish(registered.ok() ? grpc::Status::OK : ToGrpcStatus(registered.status()));
   });

@@ -474,6 +474,11 @@ std::vector<std::pair<std::vector<std::string>, std::string>> UsageMistakes() {
       // The offline commands never connect: a connection's flag would be ignored.
       {{"token", "create", "--principal=alice", "--coordinator=127.0.0.1:1"},
        "--coordinator: `shardwise token create` does not take it"},
+      // An empty bound (a shell variable that was empty) would bound nothing.
+      {{"token", "create", "--principal=alice", "--input_paths="},
+       "--input_paths: empty; give folders, or none for no folder"},
+      {{"token", "create", "--principal=node7", "--role=worker", "--worker_names="},
+       "--worker_names: empty; give names or patterns"},
       {{"estimate", "job.yaml", "--token_file=/dev/null"},
        "--token_file: `shardwise estimate` does not take it (it takes --fit)"},
       // gRPC would dial port 99999 - 65536 = 34463.
@@ -604,6 +609,22 @@ void ExpectRefusalsExit2(const std::string& coordinator) {
   EXPECT_EQ(Cluster::RunCli({coordinator, "watch", "job-404"}, &output), 2) << output;
   EXPECT_EQ(Cluster::RunCli({coordinator, "frobnicate"}, &output), 2);
   EXPECT_TRUE(absl::StrContains(output, "unknown command 'frobnicate'")) << output;
+}
+
+// The command that submits again quotes a request id the shell would split or expand:
+// pasted, it uses that id, and makes no second job.
+TEST(Cli, TheCommandThatSubmitsAgainQuotesTheRequestId) {
+  const std::string spec_path = testing::ScratchPath("quoted-id.yaml");
+  std::ofstream(spec_path) << "model: {layer_widths: [4, 8, 2]}\n"
+                              "optimizer: {sgd: {lr: 0.1}}\n"
+                              "data: {synthetic: {seed: 3}}\n"
+                              "steps: 3\nglobal_batch_size: 4\nworld_size: 1\n";
+  std::string output;
+  EXPECT_EQ(
+      Cluster::RunCli({"--coordinator=127.0.0.1:1", "submit", spec_path, "--request_id=nightly $7"},
+                      &output),
+      3);
+  EXPECT_TRUE(absl::StrContains(output, " --request_id='nightly $7' --coordinator=")) << output;
 }
 
 TEST(Cli, SubmitWatchDescribeAndCancel) {

@@ -15,6 +15,7 @@
 #include "common/token_hash.h"
 #include "common/untrusted_file.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/durable_rename.h"
 #include "tokenizer/sentencepiece_model_check.h"
 
 namespace shardwise {
@@ -130,15 +131,11 @@ absl::Status WriteFolderFile(const std::string& dir, const std::string& name,
                              const std::string& bytes) {
   const fs::path path = fs::path(dir) / name;
   const std::string tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << bytes;
-    if (!out.good()) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
-  }
-  std::error_code error;
-  fs::rename(tmp, path, error);
-  if (error) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path.string()));
-  return absl::OkStatus();
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  out << bytes;
+  out.close();  // the buffered bytes' write, whose failure (a full disk) shows here
+  if (!out.good()) return absl::ResourceExhaustedError(absl::StrCat("cannot write ", tmp));
+  return SyncAndRename(tmp, path.string());
 }
 
 absl::StatusOr<std::string> FileSha256(const std::string& path) {

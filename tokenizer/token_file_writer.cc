@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "tokenizer/durable_rename.h"
 
 namespace shardwise {
 namespace tokenizer {
@@ -64,9 +65,7 @@ absl::Status TokenFileWriter::Finish() {
   out_.close();
   if (!out_.good())
     return absl::ResourceExhaustedError(absl::StrCat("cannot write ", path_, ".tmp"));
-  if (std::rename((path_ + ".tmp").c_str(), path_.c_str()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot rename ", path_, ".tmp"));
-  }
+  if (absl::Status renamed = SyncAndRename(path_ + ".tmp", path_); !renamed.ok()) return renamed;
   finished_ = true;
   return absl::OkStatus();
 }

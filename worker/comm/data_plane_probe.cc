@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/host_port.h"
 
 namespace shardwise {
@@ -167,7 +168,7 @@ std::vector<ProbeOutcome> ProbePeers(const std::vector<ProbeTarget>& targets,
     outcomes[i].reached = attempts.back().connected;
     outcomes[i].error = attempts.back().error;
   }
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = Clock::Real().Now() + timeout;
   while (true) {
     std::vector<pollfd> pending;
     std::vector<size_t> index;
@@ -177,7 +178,7 @@ std::vector<ProbeOutcome> ProbePeers(const std::vector<ProbeTarget>& targets,
         index.push_back(i);
       }
     }
-    const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+    const int64_t left = absl::ToInt64Milliseconds(deadline - Clock::Real().Now());
     if (pending.empty() || left <= 0) break;
     if (poll(pending.data(), pending.size(), static_cast<int>(left)) < 0 && errno != EINTR) break;
     for (size_t k = 0; k < pending.size(); ++k) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/status_macros.h"
 #include "worker/cuda/cuda_status.h"
 
@@ -38,7 +39,7 @@ ncclResult_t PollAsync(Query&& query, absl::Time deadline, absl::Duration poll, 
     const ncclResult_t queried = query(&state);
     if (queried != ncclSuccess) return queried;
     if (state != ncclInProgress) return state;
-    if (absl::Now() > deadline) {
+    if (Clock::Real().Now() > deadline) {
       *timed_out = true;
       return ncclInProgress;
     }
@@ -110,7 +111,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
   bool timed_out = false;
   const ncclResult_t ready =
       PollAsync([comm](ncclResult_t* state) { return ncclCommGetAsyncError(comm, state); },
-                absl::Now() + options.timeout, options.poll_interval, &timed_out);
+                Clock::Real().Now() + options.timeout, options.poll_interval, &timed_out);
   if (ready != ncclSuccess) {
     ncclCommAbort(comm);
     if (timed_out) {
@@ -151,7 +152,7 @@ NcclCommunicator::~NcclCommunicator() {
             return handle_.Call(
                 [state](ncclComm_t comm) { return ncclCommGetAsyncError(comm, state); });
           },
-          absl::Now() + timeout(), options_.poll_interval, &timed_out);
+          Clock::Real().Now() + timeout(), options_.poll_interval, &timed_out);
     }
     if (result == ncclSuccess) {
       if (ncclComm_t comm = handle_.Release(); comm != nullptr) ncclCommDestroy(comm);
@@ -227,7 +228,7 @@ absl::Status NcclCommunicator::WaitEnqueued(const char* what, absl::Time called)
   for (;;) {
     ASSIGN_OR_RETURN(const bool launching, StillLaunching(what));
     if (!launching) break;
-    if (absl::Now() > deadline) return Overdue(what);
+    if (Clock::Real().Now() > deadline) return Overdue(what);
     absl::SleepFor(options_.poll_interval);
   }
   // The collective is enqueued: one whose event cannot be taken or recorded cannot be
@@ -271,7 +272,7 @@ absl::StatusOr<bool> NcclCommunicator::CollectivesCompleted() {
     const Pending oldest = pending_.front();
     const cudaError_t finished = QueryEvent(oldest.done);
     if (finished == cudaErrorNotReady) {
-      if (absl::Now() > oldest.called + timeout()) return Overdue(oldest.what);
+      if (Clock::Real().Now() > oldest.called + timeout()) return Overdue(oldest.what);
       return false;
     }
     if (finished != cudaSuccess) return AbortWith(CudaStatus(finished, oldest.what));
@@ -307,7 +308,7 @@ absl::Status NcclCommunicator::OrderCallerAfter() {
 }
 
 absl::Status NcclCommunicator::Finish(ncclResult_t result, const char* what) {
-  const absl::Time called = absl::Now();
+  const absl::Time called = Clock::Real().Now();
   if (result != ncclSuccess && result != ncclInProgress) return CallFailed(result, what);
   if (grouping_) return absl::OkStatus();
   RETURN_IF_ERROR(WaitEnqueued(what, called));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/path_policy.h"
 #include "common/status_macros.h"
@@ -46,7 +47,7 @@ AttemptRunner::~AttemptRunner() {
 void AttemptRunner::Abort(const std::string& reason) {
   absl::MutexLock lock(&mu_);
   if (abort_reason_.empty()) abort_reason_ = reason;
-  if (!abort_) aborted_at_ = absl::Now();
+  if (!abort_) aborted_at_ = Clock::Real().Now();
   abort_ = true;
 }
 

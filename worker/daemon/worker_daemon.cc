@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/channel_credentials.h"
+#include "common/clock.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "contracts/data_plane_version.h"
@@ -126,7 +127,7 @@ absl::Status WorkerDaemon::Run(const std::atomic<bool>& stop) {
   absl::Duration backoff = options_.min_backoff;
   absl::Status refused;
   while (!stop) {
-    const absl::Time started = absl::Now();
+    const absl::Time started = Clock::Real().Now();
     absl::Status status = RunSession();
     if (stop) break;
     if (IsPermanent(status)) {
@@ -136,12 +137,13 @@ absl::Status WorkerDaemon::Run(const std::atomic<bool>& stop) {
     // Both read each time: a going-away said during a long session is used up here, not
     // left to shorten the next failed session's backoff.
     const bool going_away = coordinator_going_away_.exchange(false);
-    if (going_away || absl::Now() - started > absl::Seconds(10)) backoff = options_.min_backoff;
+    if (going_away || Clock::Real().Now() - started > absl::Seconds(10))
+      backoff = options_.min_backoff;
     LogWarning(LogContext(), absl::StrCat("session ended (", status.ToString(), "); retrying in ",
                                           absl::FormatDuration(backoff)));
     // Jitter keeps a fleet of workers from reconnecting in lockstep.
-    const absl::Time until = absl::Now() + backoff * absl::Uniform(random, 0.5, 1.0);
-    while (!stop && absl::Now() < until) absl::SleepFor(absl::Milliseconds(50));
+    const absl::Time until = Clock::Real().Now() + backoff * absl::Uniform(random, 0.5, 1.0);
+    while (!stop && Clock::Real().Now() < until) absl::SleepFor(absl::Milliseconds(50));
     backoff = std::min(backoff * 2, options_.max_backoff);
     // A new channel for each new session: one whose name lookup failed (the coordinator's
     // pod gone from DNS while it is replaced) retries the lookup only after a backoff of
@@ -649,7 +651,7 @@ void WorkerDaemon::RestartIfAbortIsStuck() {
     if (!runner_ || runner_->done() || !runner_->aborting()) return;
     aborted_at = runner_->aborted_at();
   }
-  if (!AbortIsStuck(aborted_at, absl::Now(), options_.stuck_abort_grace)) return;
+  if (!AbortIsStuck(aborted_at, Clock::Real().Now(), options_.stuck_abort_grace)) return;
   LogError(LogContext(), absl::StrCat("the aborted attempt has not ended ",
                                       absl::FormatDuration(options_.stuck_abort_grace),
                                       " after the abort (a collective is blocked on a peer); "

@@ -2,9 +2,7 @@
 
 #include "worker/fsdp/checkpoint.h"
 
-#include <linux/capability.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/permissions_apply.h"
 #include "common/testing/scratch.h"
 #include "contracts/checkpoint_files.h"
 #include "contracts/job_spec_defaults.h"
@@ -809,35 +808,6 @@ TEST(Checkpoint, ASupersededAttemptWritesNoMoreAndMixedStepsAreNotCheckpoints) {
             absl::StatusCode::kNotFound);
 }
 
-// Takes from the calling thread (only: capabilities are a thread's) what lets root read
-// any file whatever its permissions, so that a file's permissions keep it out as they
-// keep out any other user. False if the kernel refused.
-bool DropPermissionOverride() {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] = {};
-  if (syscall(SYS_capget, &header, data) != 0) return false;
-  for (const int cap : {CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH}) {
-    // From the permitted set too: access(2) as root takes its effective set from it.
-    data[cap / 32].effective &= ~(1u << (cap % 32));
-    data[cap / 32].permitted &= ~(1u << (cap % 32));
-  }
-  return syscall(SYS_capset, &header, data) == 0;
-}
-
-// What `read` returns, called on a thread of its own that file permissions apply to.
-template <typename Read>
-auto AsReaderThatPermissionsKeepOut(Read read) -> decltype(read()) {
-  std::optional<decltype(read())> result;
-  std::thread([&] {
-    if (!DropPermissionOverride()) {
-      result.emplace(absl::InternalError("the kernel refused to drop CAP_DAC_OVERRIDE"));
-      return;
-    }
-    result.emplace(read());
-  }).join();
-  return *std::move(result);
-}
-
 // A step this process may not read (its manifest's permissions, or a shard's) is not
 // passed over for an older one: a resumed attempt would go back two steps, or a new job
 // start from another checkpoint than the newest, without a word. The coordinator refuses
@@ -857,12 +827,12 @@ TEST(Checkpoint, AStepThisProcessMayNotReadIsNotPassedOver) {
     SCOPED_TRACE(name);
     const std::string path = absl::StrCat(newest, "/", name);
     std::filesystem::permissions(path, std::filesystem::perms::none);
-    const absl::Status found = AsReaderThatPermissionsKeepOut([&] {
+    const absl::Status found = testing::AsReaderThatPermissionsKeepOut([&] {
       return FindLatestCheckpointOf(dir + "/ckpt", {"job-u", ""}).status();
     });
     EXPECT_EQ(found.code(), absl::StatusCode::kPermissionDenied) << found;
     EXPECT_NE(found.message().find(name), std::string::npos) << found;
-    const absl::Status submitted = AsReaderThatPermissionsKeepOut(
+    const absl::Status submitted = testing::AsReaderThatPermissionsKeepOut(
         [&] { return ValidateJobSpec(consumer, LimitsLifted(), CheckReadableFile); });
     EXPECT_EQ(submitted.code(), absl::StatusCode::kInvalidArgument) << submitted;
     EXPECT_NE(submitted.message().find("job.init.checkpoint_dir: "), std::string::npos)
@@ -880,7 +850,7 @@ TEST(Checkpoint, AStepThisProcessMayNotReadIsNotPassedOver) {
   // Keeping one checkpoint at step 6: step 2 goes, step 4 with a shard it may not read stays.
   std::filesystem::permissions(dir + "/ckpt/step-00000004/rank-00001.safetensors",
                                std::filesystem::perms::none);
-  const absl::StatusOr<int> removed = AsReaderThatPermissionsKeepOut([&] {
+  const absl::StatusOr<int> removed = testing::AsReaderThatPermissionsKeepOut([&] {
     return RemoveOlderCheckpoints(dir + "/ckpt", 6, CheckpointAuthor{"job-u", 1}, 1);
   });
   ASSERT_TRUE(removed.ok()) << removed.status();

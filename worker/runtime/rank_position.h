@@ -15,6 +15,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "proto/worker_service.pb.h"
 
 namespace shardwise {
@@ -59,7 +60,7 @@ class RankPosition {
       absl::MutexLock lock(&mu_);
       Lane& l = lanes_[Clamp(lane)];
       l.collective = name;
-      l.entered = absl::Now();
+      l.entered = Clock::Real().Now();
       ++l.collectives;
       ++collectives_;
       step = step_;
@@ -97,7 +98,7 @@ class RankPosition {
     }
     if (longest != nullptr) {
       position.set_collective(longest->collective);
-      position.set_collective_ms(absl::ToInt64Milliseconds(absl::Now() - longest->entered));
+      position.set_collective_ms(absl::ToInt64Milliseconds(Clock::Real().Now() - longest->entered));
       position.set_lane(static_cast<int32_t>(longest - lanes_));
     }
     position.set_collectives(collectives_);

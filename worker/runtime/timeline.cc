@@ -5,6 +5,8 @@
 #include <optional>
 #include <utility>
 
+#include "common/clock.h"
+
 namespace shardwise {
 
 void Timeline::Add(v1::Span span) {
@@ -92,7 +94,7 @@ ScopedSpan::ScopedSpan(Timeline* timeline, const char* name, int unit, int64_t s
       name_(name),
       unit_(unit),
       step_(step),
-      start_(timeline ? absl::Now() : absl::InfinitePast()) {
+      start_(timeline ? Clock::Real().Now() : absl::InfinitePast()) {
   if (timeline_ == nullptr) return;
   clock_ = timeline_->stream_clock();
   if (clock_ != nullptr) device_begin_ = clock_->Record(&device_lane_);
@@ -105,7 +107,7 @@ ScopedSpan::~ScopedSpan() {
   // Both ends rounded down on one clock: a span inside another stays inside.
   const int64_t start_us = absl::ToUnixMicros(start_);
   span.set_start_us(start_us);
-  span.set_duration_us(absl::ToUnixMicros(absl::Now()) - start_us);
+  span.set_duration_us(absl::ToUnixMicros(Clock::Real().Now()) - start_us);
   span.set_unit(unit_);
   span.set_step(step_);
   span.set_lane(timeline_lane);

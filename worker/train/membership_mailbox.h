@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "proto/worker_service.pb.h"
 
 namespace shardwise {
@@ -49,14 +50,14 @@ class MembershipMailbox {
   // `abort` is set meanwhile.
   absl::StatusOr<v1::MembershipChange> WaitForEpochAbove(int32_t epoch, absl::Duration timeout,
                                                          const std::atomic<bool>* abort) {
-    const absl::Time deadline = absl::Now() + timeout;
+    const absl::Time deadline = Clock::Real().Now() + timeout;
     absl::MutexLock lock(&mu_);
     waiting_above_ = epoch;
     // In slices, to see the abort flag (which has no notification of its own).
     while (!mu_.AwaitWithTimeout(absl::Condition(this, &MembershipMailbox::Arrived),
                                  absl::Milliseconds(100))) {
       if (abort != nullptr && abort->load()) return absl::AbortedError("the attempt was aborted");
-      if (absl::Now() >= deadline) {
+      if (Clock::Real().Now() >= deadline) {
         return absl::DeadlineExceededError(absl::StrCat("no membership change after epoch ", epoch,
                                                         " came within ",
                                                         absl::FormatDuration(timeout)));

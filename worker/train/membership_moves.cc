@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/status_macros.h"
 #include "contracts/membership.h"
 #include "worker/comm/data_plane.h"
@@ -85,13 +86,13 @@ absl::Status MembershipMoves::Regroup(int64_t steps) {
           absl::StrCat("rank ", context_.rank, " left the attempt with its group: ", who));
     }
   }
-  const absl::Time start = absl::Now();
+  const absl::Time start = Clock::Real().Now();
   RETURN_IF_ERROR(Recover(absl::UnavailableError(absl::StrCat(
                               who, ", but no membership change came from the coordinator")),
                           agreed));
   LogInfo(Log(), absl::StrCat(who, "; membership epoch ", epoch_, ": ", live_ranks_.size(),
                               " ranks train on from step ", epoch_first_step_, " after ",
-                              absl::FormatDuration(absl::Now() - start)));
+                              absl::FormatDuration(Clock::Real().Now() - start)));
   return absl::OkStatus();
 }
 

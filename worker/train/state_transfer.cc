@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/status_macros.h"
 
 namespace shardwise {
@@ -164,7 +165,7 @@ absl::StatusOr<StateReceipt> ReceivePrepared(Communicator& world, int donor,
                                              RankPosition* position) {
   std::vector<int64_t> layout(2);
   RETURN_IF_ERROR(world.Recv(layout.data(), 2 * sizeof(int64_t), donor));
-  const absl::Time start = absl::Now();  // the donor is sending: its rate from here
+  const absl::Time start = Clock::Real().Now();  // the donor is sending: its rate from here
   if (layout[0] != static_cast<int64_t>(state->shards.size())) {
     return absl::InternalError(absl::StrCat("the donor's model has ", layout[0],
                                             " units, this rank's ", state->shards.size()));
@@ -197,7 +198,7 @@ absl::StatusOr<StateReceipt> ReceivePrepared(Communicator& world, int donor,
     return absl::DataLossError("the donor's loss scaler state does not parse");
   }
   StateReceipt receipt;
-  receipt.took = absl::Now() - start;
+  receipt.took = Clock::Real().Now() - start;
   state->steps = counters[1];  // the checksum covers it
   receipt.digest = StateDigest(*state);
   if (receipt.digest != sent) {

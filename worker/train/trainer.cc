@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/path_policy.h"
 #include "common/safe_write.h"
@@ -598,17 +599,18 @@ absl::StatusOr<TrainingResult> RankTrainer::Body() {
   if (context_.on_steps_started) context_.on_steps_started();
   TrainingThreadMark mark;
   calls_before_training_ = training_thread_coordinator_calls.load();
-  speed_.emplace(absl::Now(), first_step_);
+  speed_.emplace(Clock::Real().Now(), first_step_);
   while (true) {
     while (next_ != AfterSteps::kNextStep || result_.steps < spec_.steps()) {
-      const absl::Time start = absl::Now();
+      const absl::Time start = Clock::Real().Now();
       if (absl::Status done = RunToTheEndOfAStep(); !done.ok()) {
         if (!moves_.Recoverable(done)) return done;
         RETURN_IF_ERROR(RecoverFrom(done));
         continue;  // from the part every rank agreed on
       }
       // Not after the evaluation before the first step.
-      if (result_.steps > first_step_) ReportProgress(absl::ToDoubleSeconds(absl::Now() - start));
+      if (result_.steps > first_step_)
+        ReportProgress(absl::ToDoubleSeconds(Clock::Real().Now() - start));
       if (moves_.MovesAfterStep()) RETURN_IF_ERROR(moves_.Regroup(result_.steps));
     }
     activity_ = "gathering the final model";
@@ -647,14 +649,14 @@ absl::Status RankTrainer::RunToTheEndOfAStep() {
 }
 
 absl::Status RankTrainer::RecoverFrom(const absl::Status& failure) {
-  const absl::Time failed_at = absl::Now();
+  const absl::Time failed_at = Clock::Real().Now();
   const std::string failed = absl::StrCat(activity_, " failed (", failure.message(), ")");
   activity_ = "recovering from a lost peer";
   RETURN_IF_ERROR(moves_.Recover(failure));
   LogWarning(LogContext().Job(context_.job_id).Attempt(context_.attempt).Rank(context_.rank),
              absl::StrCat(failed, "; membership epoch ", moves_.epoch(), ": ", LiveRanks(),
                           " ranks train on from ", WhatComesNext(), " after ",
-                          absl::FormatDuration(absl::Now() - failed_at)));
+                          absl::FormatDuration(Clock::Real().Now() - failed_at)));
   return absl::OkStatus();
 }
 
@@ -835,7 +837,7 @@ absl::Status RankTrainer::ConnectRuntime(const TrainingContext& epoch_context) {
 }
 
 void RankTrainer::MeasureSpeed() {
-  speed_->StepEnded(absl::Now(), result_.steps);
+  speed_->StepEnded(Clock::Real().Now(), result_.steps);
   result_.steps_per_second = speed_->steps_per_second();
   result_.tokens_per_second = speed_->tokens_per_second(data_->tokens_per_step());
 }
