@@ -76,11 +76,22 @@ class SessionStreamTest : public ::testing::Test {
     grpc::ClientContext context;
     std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>> stream;
   };
-  void StartStuckWorker(StuckWorker* worker) {
+  // Registers w0 (naming the attempt it runs, if any), as its daemon does first.
+  void RegisterW0(const v1::RunningAttempt* running = nullptr) {
     v1::RegisterWorkerRequest registration;
     registration.set_name("w0");
     registration.set_device(v1::CPU);
+    if (running != nullptr) *registration.mutable_running() = *running;
     ASSERT_TRUE(core_.controller->RegisterWorker(registration).ok());
+  }
+  // A client of the sessions over a channel with gRPC's own window.
+  std::unique_ptr<v1::WorkerService::Stub> SessionsStub() const {
+    return v1::WorkerService::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  }
+
+  void StartStuckWorker(StuckWorker* worker) {
+    ASSERT_NO_FATAL_FAILURE(RegisterW0());
     worker->stub = v1::WorkerService::NewStub(testing::FixedWindowChannel(port_));
     worker->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     worker->stream = worker->stub->Session(&worker->context);
@@ -158,12 +169,8 @@ TEST_F(SessionStreamTest, AWorkerThatLeavesTooManyMessagesQueuedIsLost) {
 // A stream that says nothing is ended once its hello is overdue; one that said hello in
 // time is left open (its heartbeats and messages watch it from then on).
 TEST_F(SessionStreamTest, AStreamThatSendsNoHelloIsEndedWhenItIsOverdue) {
-  v1::RegisterWorkerRequest registration;
-  registration.set_name("w0");
-  registration.set_device(v1::CPU);
-  ASSERT_TRUE(core_.controller->RegisterWorker(registration).ok());
-  auto stub = v1::WorkerService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  ASSERT_NO_FATAL_FAILURE(RegisterW0());
+  auto stub = SessionsStub();
   grpc::ClientContext silent_context;
   silent_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto silent = stub->Session(&silent_context);
@@ -198,8 +205,7 @@ TEST_F(SessionStreamTest, AStreamThatSendsNoHelloIsEndedWhenItIsOverdue) {
 // A session whose first message is not a hello (a heartbeat sent before it, as a racing
 // daemon would) is refused, and the refusal says what came instead.
 TEST_F(SessionStreamTest, AFirstMessageOtherThanAHelloIsRefusedByItsKind) {
-  auto stub = v1::WorkerService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  auto stub = SessionsStub();
   const auto refusal = [&](const v1::WorkerMessage& first) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
@@ -235,20 +241,17 @@ TEST_F(SessionStreamTest, AFirstMessageOtherThanAHelloIsRefusedByItsKind) {
 // all the same. The worker is lost at once (the simulated clock never moves), not kept
 // with a session that has ended until its heartbeats are missed.
 TEST_F(SessionStreamTest, AStreamThatEndsAsItsSessionOpensIsClosed) {
-  v1::RegisterWorkerRequest registration;
-  registration.set_name("w0");
-  registration.set_device(v1::CPU);
-  registration.mutable_running()->set_job_id("job-9");
-  registration.mutable_running()->set_attempt(1);
-  ASSERT_TRUE(core_.controller->RegisterWorker(registration).ok());
+  v1::RunningAttempt unknown;
+  unknown.set_job_id("job-9");
+  unknown.set_attempt(1);
+  ASSERT_NO_FATAL_FAILURE(RegisterW0(&unknown));
   absl::Notification busy, release;
   executor_.Post([&] {
     busy.Notify();
     release.WaitForNotification();
   });
   busy.WaitForNotification();
-  auto stub = v1::WorkerService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  auto stub = SessionsStub();
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto stream = stub->Session(&context);
