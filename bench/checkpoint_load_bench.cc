@@ -135,9 +135,10 @@ int Run() {
     if (!run.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, run.status().ToString().c_str());
     return run.ok() ? 0 : 1;
   });
-  const absl::StatusOr<std::string> folder = fsdp::FindLatestCheckpoint(dir);
-  if (!written || !folder.ok()) return 1;
-  const std::vector<std::string> shards = ShardFiles(*folder);
+  const absl::StatusOr<fsdp::FoundCheckpoint> newest = fsdp::FindLatestCheckpoint(dir);
+  if (!written || !newest.ok()) return 1;
+  const std::string& folder = newest->folder;
+  const std::vector<std::string> shards = ShardFiles(folder);
   int64_t checkpoint_bytes = 0;
   for (const std::string& path : shards) {
     auto file = UntrustedFile::Open(path, kMaxSafetensorsFileBytes, Links::kFollow);
@@ -160,7 +161,7 @@ int Run() {
     plan.world_size = plan.shard_size = group;
     plan.rank = plan.shard_rank = rank;
     ok &= MeasurePeak(absl::StrCat("rank_", rank, "_of_", group),
-                      [&] { return fsdp::LoadCheckpoint(*folder, spec, plan).ok(); });
+                      [&] { return fsdp::LoadCheckpoint(folder, spec, plan).ok(); });
   }
   ok &= MeasureInitialWeights(spec, dir);
   std::system(("rm -rf " + dir).c_str());

@@ -169,8 +169,8 @@ absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
 
 namespace {
 
-absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir, const JobIdentity* writer,
-                                             std::vector<PassedOverStep>* passed_over) {
+absl::StatusOr<FoundCheckpoint> LatestCheckpoint(const std::string& dir, const JobIdentity* writer,
+                                                 std::vector<PassedOverStep>* passed_over) {
   ASSIGN_OR_RETURN(const auto steps, CheckpointSteps(dir));
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {  // newest first
     const auto& [step, folder] = *it;
@@ -198,7 +198,7 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir, const JobId
       if (StepGone(folder)) continue;
       return complete;
     }
-    if (complete.ok()) return folder;
+    if (complete.ok()) return FoundCheckpoint{step, folder, *manifest};
     // Damage, not a later attempt's rewrite cut short, nor a step removed meanwhile.
     if (passed_over != nullptr && !StepBeingRewritten(complete) && !StepGone(folder)) {
       passed_over->push_back({step, std::string(complete.message())});
@@ -210,13 +210,13 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir, const JobId
 
 }  // namespace
 
-absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir) {
+absl::StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& dir) {
   return LatestCheckpoint(dir, nullptr, nullptr);
 }
 
-absl::StatusOr<std::string> FindLatestCheckpointOf(const std::string& dir,
-                                                   const JobIdentity& writer,
-                                                   std::vector<PassedOverStep>* passed_over) {
+absl::StatusOr<FoundCheckpoint> FindLatestCheckpointOf(const std::string& dir,
+                                                       const JobIdentity& writer,
+                                                       std::vector<PassedOverStep>* passed_over) {
   return LatestCheckpoint(dir, &writer, passed_over);
 }
 

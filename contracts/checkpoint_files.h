@@ -92,14 +92,23 @@ absl::Status CheckShardFileNames(const std::string& folder, const v1::Checkpoint
 absl::Status CheckCheckpointComplete(const std::string& folder, int64_t step,
                                      const v1::CheckpointManifest& manifest);
 
-// The newest complete checkpoint folder in `dir`, of any job; NOT_FOUND if there is none (or no
+// A complete checkpoint as the search found it: its step, its folder and the manifest read
+// there. The manifest is the one checked: reading it again could find the step removed
+// since (a producer's keep_checkpoints) and take that for no checkpoint at all.
+struct FoundCheckpoint {
+  int64_t step = 0;
+  std::string folder;
+  v1::CheckpointManifest manifest;
+};
+
+// The newest complete checkpoint in `dir`, of any job; NOT_FOUND if there is none (or no
 // folder `dir`). A step folder counts when its manifest names its step and every shard file can be
 // opened and names the manifest's job and attempt (CheckCheckpointComplete). A step this host could
 // not read now (UNAVAILABLE) or this process may not read (PERMISSION_DENIED) is not passed over:
 // the error is returned, since the reader would otherwise start from an older step, or from its
 // seed, without a word. `dir` is canonical, as the path checks leave it: a link in it is refused
 // (INVALID_ARGUMENT).
-absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir);
+absl::StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& dir);
 // A step newer than the one found that was passed over although its manifest is there
 // (written last, once every shard was): damaged since. A step without a manifest (a write
 // cut short), one a later attempt was rewriting (StepBeingRewritten) and one removed
@@ -112,7 +121,7 @@ struct PassedOverStep {
 // contracts/job_identity.h); the steps of its own it passed over on the way (newest
 // first), with why, into `passed_over` where given. A step whose manifest cannot be
 // parsed counts as the writer's (a job's checkpoint_dir is its own).
-absl::StatusOr<std::string> FindLatestCheckpointOf(
+absl::StatusOr<FoundCheckpoint> FindLatestCheckpointOf(
     const std::string& dir, const JobIdentity& writer,
     std::vector<PassedOverStep>* passed_over = nullptr);
 

@@ -615,16 +615,14 @@ absl::Status CheckInitialCheckpoint(const v1::JobSpec& spec) {
   const std::filesystem::path canonical =
       std::filesystem::canonical(spec.init().checkpoint_dir(), error);
   const std::string dir = error ? spec.init().checkpoint_dir() : canonical.string();
-  const absl::StatusOr<std::string> folder = fsdp::FindLatestCheckpoint(dir);
-  absl::StatusOr<v1::CheckpointManifest> manifest =
-      folder.ok() ? fsdp::ReadCheckpointManifest(*folder) : folder.status();
-  absl::Status fit = manifest.status();
-  if (manifest.ok()) {
+  const absl::StatusOr<fsdp::FoundCheckpoint> newest = fsdp::FindLatestCheckpoint(dir);
+  absl::Status fit = newest.status();
+  if (newest.ok()) {
     v1::JobSpec effective = spec;  // the workers' spec: what a manifest records
     ApplyJobSpecDefaults(&effective);
     ASSIGN_OR_RETURN(const fsdp::FlatLayout layout,
                      fsdp::BuildFlatLayout(effective.model(), effective.wrap()));
-    fit = fsdp::CheckCheckpointFits(*folder, *manifest, effective, layout);
+    fit = fsdp::CheckCheckpointFits(newest->folder, newest->manifest, effective, layout);
   }
   if (fit.ok() || absl::IsNotFound(fit)) return absl::OkStatus();
   if (absl::IsPermissionDenied(fit)) {  // as CheckPath refuses an input it cannot read

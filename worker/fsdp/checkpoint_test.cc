@@ -204,13 +204,17 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
   producer.mutable_output()->set_final_model_path(dir + "/producer.safetensors");
   ApplyJobSpecDefaults(&producer);  // as the coordinator admits it: the manifest holds these
   ASSERT_TRUE(TrainAll(producer, "job-p", 1).ok());
-  ASSERT_TRUE(FindLatestCheckpoint(dir + "/ckpt").ok());
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt"), dir + "/ckpt/step-00000004");
+  const absl::StatusOr<FoundCheckpoint> found = FindLatestCheckpoint(dir + "/ckpt");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->folder, dir + "/ckpt/step-00000004");
+  EXPECT_EQ(found->step, 4);
+  EXPECT_EQ(found->manifest.step(), 4);  // the manifest read where the step was found
+  EXPECT_EQ(found->manifest.job_id(), "job-p");
   // A step spelt otherwise (copied by hand as "step-9") is passed over: the ranks agree
   // on a step number and would each open step-00000009, which is not there.
   std::filesystem::copy(dir + "/ckpt/step-00000004", dir + "/ckpt/step-9",
                         std::filesystem::copy_options::recursive);
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/ckpt"), dir + "/ckpt/step-00000004");
+  EXPECT_EQ(FindLatestCheckpoint(dir + "/ckpt")->folder, dir + "/ckpt/step-00000004");
   std::filesystem::remove_all(dir + "/ckpt/step-9");
 
   v1::JobSpec consumer = Spec(v1::ShardingStrategy::NO_SHARD, 3, false, 1);
@@ -220,7 +224,8 @@ TEST(Checkpoint, ANewJobStartsFromAnotherJobsCheckpoint) {
   const absl::Status submitted = ValidateJobSpec(consumer, LimitsLifted(), CheckReadableFile);
   EXPECT_TRUE(submitted.ok()) << submitted;
   ApplyJobSpecDefaults(&consumer);
-  auto loaded = LoadCheckpoint(*FindLatestCheckpoint(dir + "/ckpt"), consumer, ShardingPlan());
+  auto loaded =
+      LoadCheckpoint(FindLatestCheckpoint(dir + "/ckpt")->folder, consumer, ShardingPlan());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   auto producer_model = ReadSafetensors(dir + "/producer.safetensors");
   ASSERT_TRUE(producer_model.ok());
@@ -383,8 +388,10 @@ TEST(Checkpoint, KeepsOnlyTheJobsNewestCheckpoints) {
   EXPECT_EQ(trained->checkpoints_written, 5);
   EXPECT_EQ(Listing(dir + "/ckpt"), (std::vector<std::string>{"step-00000003", "step-00000005",
                                                               "step-00000008", "step-00000010"}));
-  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-k", ""}), dir + "/ckpt/step-00000010");
-  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-other", ""}), dir + "/ckpt/step-00000003");
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-k", ""})->folder,
+            dir + "/ckpt/step-00000010");
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-other", ""})->folder,
+            dir + "/ckpt/step-00000003");
 
   // An attempt that a later one superseded removes nothing.
   const absl::StatusOr<int> stale =
@@ -429,9 +436,9 @@ TEST(Checkpoint, AnotherStateFilesJobOfTheSameIdIsAnotherJob) {
   EXPECT_LT(trained->resumed_from_step, 0);  // not from the old job-1's step 4
   EXPECT_EQ(Listing(dir + "/ckpt"),
             (std::vector<std::string>{"step-00000002", "step-00000004", "step-00000006"}));
-  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-1", "a1a1a1a1a1"}),
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-1", "a1a1a1a1a1"})->folder,
             dir + "/ckpt/step-00000004");
-  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-1", "b2b2b2b2b2"}),
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-1", "b2b2b2b2b2"})->folder,
             dir + "/ckpt/step-00000006");
   EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-1", ""}).status().code(),
             absl::StatusCode::kNotFound);  // a job-1 from before uids: neither is its own
@@ -453,7 +460,8 @@ TEST(Checkpoint, NothingIsRemovedForAStepThatIsNotACheckpoint) {
       RemoveOlderCheckpoints(dir + "/ckpt", 4, CheckpointAuthor{"job-m", 1}, 1);
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(*removed, 0);
-  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-m", ""}), dir + "/ckpt/step-00000002");
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-m", ""})->folder,
+            dir + "/ckpt/step-00000002");
 }
 
 // Two jobs writing the same step of one checkpoint folder (a job submitted again with the
@@ -471,7 +479,7 @@ TEST(Checkpoint, AStepMixingTwoJobsShardsIsNotACheckpoint) {
   std::filesystem::copy_file(dir + "/b/step-00000004/rank-00001.safetensors",
                              dir + "/a/step-00000004/rank-00001.safetensors",
                              std::filesystem::copy_options::overwrite_existing);
-  EXPECT_EQ(*FindLatestCheckpoint(dir + "/a"), dir + "/a/step-00000002");
+  EXPECT_EQ(FindLatestCheckpoint(dir + "/a")->folder, dir + "/a/step-00000002");
   const absl::Status mixed =
       LoadCheckpoint(dir + "/a/step-00000004", spec, ShardingPlan()).status();
   EXPECT_EQ(mixed.code(), absl::StatusCode::kDataLoss) << mixed;
@@ -558,13 +566,14 @@ TEST(Checkpoint, AManifestWithAFieldOfALaterReleaseIsRead) {
   ASSERT_EQ(json.front(), '{');
   json.insert(1, "\"a_later_field\": {\"x\": 1},");
   std::ofstream(newest + "/manifest.json", std::ios::trunc) << json;
-  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-r", ""}), newest);
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-r", ""})->folder, newest);
   // Damage is still damage, and says what the parser found.
   std::ofstream(newest + "/manifest.json", std::ios::trunc) << "{\"step\": \"four\"}";
   const absl::Status damaged = ReadCheckpointManifest(newest).status();
   EXPECT_EQ(damaged.code(), absl::StatusCode::kDataLoss) << damaged;
   EXPECT_NE(damaged.message().find("unreadable manifest: "), std::string::npos) << damaged;
-  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-r", ""}), dir + "/ckpt/step-00000002");
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-r", ""})->folder,
+            dir + "/ckpt/step-00000002");
 }
 
 // A restarted attempt passes over a damaged step of its own (saying which and why) for
@@ -582,7 +591,8 @@ TEST(Checkpoint, ARestartPassesOverDamagedStepsAndFailsWhenNoneIsLeft) {
   std::filesystem::create_directories(ckpt + "/step-00000006");  // cut short: no manifest
   std::filesystem::resize_file(ckpt + "/step-00000004/rank-00001.safetensors", 16);
   std::vector<PassedOverStep> passed_over;
-  EXPECT_EQ(*FindLatestCheckpointOf(ckpt, {"job-d", ""}, &passed_over), ckpt + "/step-00000002");
+  EXPECT_EQ(FindLatestCheckpointOf(ckpt, {"job-d", ""}, &passed_over)->folder,
+            ckpt + "/step-00000002");
   ASSERT_EQ(passed_over.size(), 1u);
   EXPECT_EQ(passed_over[0].step, 4);
   EXPECT_TRUE(absl::StrContains(passed_over[0].why, "step-00000004")) << passed_over[0].why;
@@ -736,13 +746,13 @@ TEST(Checkpoint, LinksAndFifosInsideTheFolderAreNeitherFollowedNorWaitedOn) {
   elsewhere.mutable_output()->set_checkpoint_dir(dir + "/other");
   ASSERT_TRUE(TrainAll(elsewhere, "job-l", 1).ok());
   const std::string real = dir + "/ckpt/step-00000002";
-  ASSERT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-l", ""}), real);
+  ASSERT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-l", ""})->folder, real);
 
   std::filesystem::create_directory_symlink(dir + "/other/step-00000002",
                                             dir + "/ckpt/step-00000099");
   std::filesystem::create_directories(dir + "/ckpt/step-00000050");
   ASSERT_EQ(mkfifo((dir + "/ckpt/step-00000050/manifest.json").c_str(), 0600), 0);
-  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-l", ""}), real);
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-l", ""})->folder, real);
   const absl::Status linked =
       LoadCheckpoint(dir + "/ckpt/step-00000099", spec, ShardingPlan()).status();
   EXPECT_EQ(linked.code(), absl::StatusCode::kInvalidArgument) << linked;
@@ -782,7 +792,7 @@ TEST(Checkpoint, ASupersededAttemptWritesNoMoreAndMixedStepsAreNotCheckpoints) {
   EXPECT_NE(stale.status().message().find("this attempt (1) was superseded"), std::string::npos)
       << stale.status();
   const std::string newest = dir + "/ckpt/step-00000004";
-  ASSERT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-f", ""}), newest);
+  ASSERT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-f", ""})->folder, newest);
   ASSERT_TRUE(LoadCheckpoint(newest, spec, ShardingPlan()).ok());
 
   // One shard of step 4 rewritten by attempt 1: step 2 is the newest checkpoint now.
@@ -790,7 +800,8 @@ TEST(Checkpoint, ASupersededAttemptWritesNoMoreAndMixedStepsAreNotCheckpoints) {
   auto shard = ReadSafetensors(shard_path);
   ASSERT_TRUE(shard.ok()) << shard.status();
   ASSERT_TRUE(WriteSafetensors(shard_path, *shard, {{"shardwise.attempt", "1"}}).ok());
-  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-f", ""}), dir + "/ckpt/step-00000002");
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-f", ""})->folder,
+            dir + "/ckpt/step-00000002");
   const absl::Status mixed = LoadCheckpoint(newest, spec, ShardingPlan()).status();
   EXPECT_EQ(mixed.code(), absl::StatusCode::kDataLoss) << mixed;
   EXPECT_NE(mixed.message().find("rank-00001.safetensors was written by attempt 1, not by "
@@ -799,7 +810,7 @@ TEST(Checkpoint, ASupersededAttemptWritesNoMoreAndMixedStepsAreNotCheckpoints) {
       << mixed;
   // A shard naming no attempt (a worker of an older release wrote it) is taken as it is.
   ASSERT_TRUE(WriteSafetensors(shard_path, *shard).ok());
-  EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-f", ""}), newest);
+  EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-f", ""})->folder, newest);
   ASSERT_TRUE(WriteSafetensors(shard_path, *shard, {{"shardwise.attempt", "1"}}).ok());
 
   // A step folder whose manifest says another step (renamed, or damaged) is passed over.
@@ -844,7 +855,7 @@ TEST(Checkpoint, AStepThisProcessMayNotReadIsNotPassedOver) {
     std::filesystem::permissions(
         path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
                   std::filesystem::perms::group_read | std::filesystem::perms::others_read);
-    EXPECT_EQ(*FindLatestCheckpointOf(dir + "/ckpt", {"job-u", ""}), newest);
+    EXPECT_EQ(FindLatestCheckpointOf(dir + "/ckpt", {"job-u", ""})->folder, newest);
   }
 
   // Keeping one checkpoint at step 6: step 2 goes, step 4 with a shard it may not read stays.

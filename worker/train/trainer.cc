@@ -115,9 +115,8 @@ absl::StatusOr<CheckpointChoice> InitCheckpoint(const v1::JobSpec& spec,
     RETURN_IF_ERROR(there);
     return CheckpointChoice{CheckpointChoice::kInit, step};
   }
-  ASSIGN_OR_RETURN(const std::string folder, fsdp::FindLatestCheckpoint(dir));
-  ASSIGN_OR_RETURN(const v1::CheckpointManifest manifest, fsdp::ReadCheckpointManifest(folder));
-  return CheckpointChoice{CheckpointChoice::kInit, manifest.step()};
+  ASSIGN_OR_RETURN(const fsdp::FoundCheckpoint newest, fsdp::FindLatestCheckpoint(dir));
+  return CheckpointChoice{CheckpointChoice::kInit, newest.step};
 }
 
 absl::Status EveryOwnCheckpointDamaged(const std::string& dir,
@@ -134,18 +133,14 @@ absl::StatusOr<CheckpointChoice> NewestCheckpoint(const v1::JobSpec& spec,
   const std::string& own = spec.output().checkpoint_dir();
   if (context.attempt > 1 && !own.empty()) {
     std::vector<fsdp::PassedOverStep> passed_over;
-    auto folder = fsdp::FindLatestCheckpointOf(own, context.job(), &passed_over);
+    auto newest = fsdp::FindLatestCheckpointOf(own, context.job(), &passed_over);
     for (const fsdp::PassedOverStep& damaged : passed_over) {
       LogWarning(LogContext().Job(context.job_id).Attempt(context.attempt).Rank(context.rank),
                  absl::StrCat("passing over the job's checkpoint of step ", damaged.step, ": ",
                               damaged.why));
     }
-    if (folder.ok()) {
-      ASSIGN_OR_RETURN(const v1::CheckpointManifest manifest,
-                       fsdp::ReadCheckpointManifest(*folder));
-      return CheckpointChoice{CheckpointChoice::kOwn, manifest.step()};
-    }
-    if (!absl::IsNotFound(folder.status())) return folder.status();
+    if (newest.ok()) return CheckpointChoice{CheckpointChoice::kOwn, newest->step};
+    if (!absl::IsNotFound(newest.status())) return newest.status();
     // Starting over would train the job again from its start, and its next checkpoint
     // would prune what is left of the ones it wrote, without a word.
     if (!passed_over.empty()) return EveryOwnCheckpointDamaged(own, passed_over);
