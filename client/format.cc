@@ -201,6 +201,11 @@ void AppendIdentity(const v1::Job& job, int64_t now_ms, std::string* out) {
     absl::StrAppend(out, "Starts at:  step ", job.init_checkpoint_step(), " of ",
                     job.spec().init().checkpoint_dir(), " (init.checkpoint_dir)\n");
   }
+  if (job.has_checkpoint_step() && !job.spec().output().checkpoint_dir().empty()) {
+    // Where a restart resumes from (unless that step is damaged by then).
+    absl::StrAppend(out, "Checkpoint: step ", job.checkpoint_step(), " in ",
+                    job.spec().output().checkpoint_dir(), " (output.checkpoint_dir)\n");
+  }
 }
 
 void AppendProgress(const v1::Progress& p, std::string* out) {

@@ -216,6 +216,19 @@ TEST(Format, ADescriptionShowsTheInitialCheckpointEveryAttemptStartsFrom) {
       << description;
 }
 
+TEST(Format, ADescriptionShowsTheCheckpointARestartResumesFrom) {
+  v1::Job job = RunningJob();
+  job.mutable_spec()->mutable_output()->set_checkpoint_dir("/ckpt/job-7");
+  EXPECT_FALSE(absl::StrContains(FormatJobDescription(job, 1'000'000), "Checkpoint:"));
+  job.set_checkpoint_step(40);
+  const std::string description = FormatJobDescription(job, 1'000'000);
+  EXPECT_TRUE(absl::StrContains(description,
+                                "Checkpoint: step 40 in /ckpt/job-7 (output.checkpoint_dir)\n"))
+      << description;
+  job.mutable_spec()->clear_output();  // compacted: no folder to name
+  EXPECT_FALSE(absl::StrContains(FormatJobDescription(job, 1'000'000), "Checkpoint:"));
+}
+
 TEST(Format, SummaryShowsLossFirstToLast) {
   v1::Job job = RunningJob();
   job.set_state(v1::SUCCEEDED);

@@ -670,6 +670,7 @@ v1::CoordinatorMessage JobController::AssignmentMessage(const v1::Job& job, int3
   if (job.has_init_checkpoint_step()) {
     assignment->set_init_checkpoint_step(job.init_checkpoint_step());
   }
+  if (job.has_checkpoint_step()) assignment->set_checkpoint_step(job.checkpoint_step());
   assignment->set_collective_timeout_ms(absl::ToInt64Milliseconds(options_.collective_timeout));
   if (options_.path_policy.has_value()) {
     *assignment->mutable_path_policy() = options_.path_policy->ToProto();

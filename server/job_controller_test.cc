@@ -25,6 +25,18 @@
 namespace shardwise {
 namespace {
 
+// Rank `rank` of job-1's attempt 1 says it failed.
+v1::AttemptReport Failed(int rank, const std::string& message, bool permanent) {
+  v1::AttemptReport report;
+  report.set_job_id("job-1");
+  report.set_attempt(1);
+  report.set_rank(rank);
+  report.set_phase(v1::ABORTED);
+  report.set_message(message);
+  report.set_permanent(permanent);
+  return report;
+}
+
 class JobControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -132,6 +144,16 @@ class JobControllerTest : public ::testing::Test {
   }
 
   v1::JobState State() { return core_.jobs->Get("job-1")->state(); }
+  // Both ranks of StartTwoRankJob's attempt 1 fail with a connection error, and the job
+  // is scheduled again as attempt 2 (its restart policy allowing one).
+  void FailBothRanksAndScheduleAgain() {
+    core_.controller->OnReport("w0", Failed(0, "a collective failed: connection reset", false));
+    core_.controller->OnReport("w1", Failed(1, "a collective failed: connection reset", false));
+    clock_.Advance(options_.failure_report_grace + absl::Milliseconds(1));
+    core_.controller->CheckHeartbeats();
+    core_.controller->Schedule();
+    ASSERT_EQ(core_.jobs->Get("job-1")->attempt(), 2);
+  }
   // job-1 at step 10 of 100, a step a second, asked to switch to BF16_COMPRESS.
   absl::StatusOr<v1::HookSwitch> ProposeBf16AtStep10() {
     v1::Progress progress;
@@ -1099,17 +1121,6 @@ TEST_F(JobControllerTest, ARegistryAtItsLimitRefusesNewWorkers) {
             absl::StatusCode::kResourceExhausted);
 }
 
-v1::AttemptReport Failed(int rank, const std::string& message, bool permanent) {
-  v1::AttemptReport report;
-  report.set_job_id("job-1");
-  report.set_attempt(1);
-  report.set_rank(rank);
-  report.set_phase(v1::ABORTED);
-  report.set_message(message);
-  report.set_permanent(permanent);
-  return report;
-}
-
 // A rank that fails for good takes its peer's collective down; the peer's connection error
 // may arrive first. The cause decides: the job fails for it, blaming its rank, and is not
 // re-queued into the same failure.
@@ -1162,12 +1173,7 @@ TEST_F(JobControllerTest, TheInitCheckpointAnAttemptStartedFromIsEveryLaterAttem
   }
   EXPECT_EQ(events, 1);
 
-  core_.controller->OnReport("w0", Failed(0, "a collective failed: connection reset", false));
-  core_.controller->OnReport("w1", Failed(1, "a collective failed: connection reset", false));
-  clock_.Advance(options_.failure_report_grace + absl::Milliseconds(1));
-  core_.controller->CheckHeartbeats();
-  core_.controller->Schedule();
-  ASSERT_EQ(core_.jobs->Get("job-1")->attempt(), 2);
+  ASSERT_NO_FATAL_FAILURE(FailBothRanksAndScheduleAgain());
   bool assigned = false;
   for (const v1::CoordinatorMessage& message : Received("w0")) {
     if (!message.has_assignment()) continue;
@@ -1177,6 +1183,42 @@ TEST_F(JobControllerTest, TheInitCheckpointAnAttemptStartedFromIsEveryLaterAttem
     EXPECT_EQ(message.assignment().init_checkpoint_step(), 40);
   }
   EXPECT_TRUE(assigned);
+}
+
+// The newest checkpoint of its own the job's progress named goes to the next attempt's
+// ranks, which fail rather than start over where they find none.
+TEST_F(JobControllerTest, TheJobsNewestCheckpointIsToldToTheNextAttempt) {
+  v1::JobSpec spec = Spec(2);
+  spec.mutable_restart_policy()->set_max_restarts(1);
+  spec.mutable_output()->set_checkpoint_dir("/ckpt/job");
+  spec.mutable_output()->set_checkpoint_interval_steps(10);
+  StartTwoRankJob(spec);
+  for (const char* worker : {"w0", "w1"}) {
+    for (const v1::CoordinatorMessage& message : Received(worker)) {
+      EXPECT_FALSE(message.assignment().has_checkpoint_step());  // none reported yet
+    }
+  }
+  v1::AttemptReport progress;
+  progress.set_job_id("job-1");
+  progress.set_attempt(1);
+  progress.set_rank(0);
+  progress.set_phase(v1::PROGRESS);
+  progress.mutable_progress()->set_step(21);
+  progress.mutable_progress()->set_checkpoint_step(20);
+  core_.controller->OnReport("w0", progress);
+  EXPECT_EQ(core_.jobs->Get("job-1")->checkpoint_step(), 20);
+
+  ASSERT_NO_FATAL_FAILURE(FailBothRanksAndScheduleAgain());
+  int assigned = 0;
+  for (const char* worker : {"w0", "w1"}) {
+    for (const v1::CoordinatorMessage& message : Received(worker)) {
+      if (!message.has_assignment()) continue;
+      ++assigned;
+      ASSERT_TRUE(message.assignment().has_checkpoint_step());
+      EXPECT_EQ(message.assignment().checkpoint_step(), 20);
+    }
+  }
+  EXPECT_EQ(assigned, 2);
 }
 
 // A job that starts from no init.checkpoint_dir keeps no step a rank says it started from.

@@ -831,6 +831,15 @@ absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attem
   Entry& entry = *live;
   *entry.job->mutable_progress() = progress;
   if (entry.unsaved.has_value()) *entry.unsaved->mutable_progress() = progress;
+  // The newest of any attempt's: one that resumed from an older step (a newer one
+  // damaged) does not make the job's record older.
+  if (progress.has_checkpoint_step() && progress.checkpoint_step() >= 0 &&
+      !entry.job->spec().output().checkpoint_dir().empty() &&
+      (!entry.job->has_checkpoint_step() ||
+       progress.checkpoint_step() > entry.job->checkpoint_step())) {
+    entry.job->set_checkpoint_step(progress.checkpoint_step());
+    if (entry.unsaved.has_value()) entry.unsaved->set_checkpoint_step(progress.checkpoint_step());
+  }
   entry.summary.set_step(progress.step());
   entry.summary.set_total_steps(progress.total_steps());
   entry.summary.set_loss(progress.loss());

@@ -389,6 +389,48 @@ TEST_F(JobManagerTest, ProgressReachesTheStateFileWhenFlushed) {
   EXPECT_EQ(manager_->Get("job-1")->progress().step(), 3);
 }
 
+// The newest checkpoint step any attempt's progress named outlives the attempt (and the
+// coordinator, once flushed): a later attempt's older one, or its progress naming none,
+// leaves it.
+TEST_F(JobManagerTest, TheNewestCheckpointReportedIsKeptAcrossAttempts) {
+  v1::JobSpec spec = Spec(1);
+  spec.mutable_output()->set_checkpoint_dir("/ckpt/job");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  ASSERT_TRUE(manager_->Submit(spec).ok());
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(1)).ok());
+  v1::Progress progress;
+  progress.set_step(5);
+  ASSERT_TRUE(manager_->UpdateProgress("job-1", 1, progress).ok());
+  EXPECT_FALSE(manager_->Get("job-1")->has_checkpoint_step());
+  progress.set_checkpoint_step(-1);  // no step's: not kept
+  ASSERT_TRUE(manager_->UpdateProgress("job-1", 1, progress).ok());
+  EXPECT_FALSE(manager_->Get("job-1")->has_checkpoint_step());
+  progress.set_checkpoint_step(4);
+  ASSERT_TRUE(manager_->UpdateProgress("job-1", 1, progress).ok());
+  EXPECT_EQ(manager_->Get("job-1")->checkpoint_step(), 4);
+  ASSERT_TRUE(manager_->FlushProgress().ok());
+  Reopen();  // the coordinator restarted: the attempt is re-queued
+  EXPECT_EQ(manager_->Get("job-1")->state(), v1::PENDING);
+  EXPECT_EQ(manager_->Get("job-1")->checkpoint_step(), 4);
+
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(1)).ok());
+  ASSERT_EQ(manager_->Get("job-1")->attempt(), 2);
+  progress.set_checkpoint_step(2);  // resumed from an older one: step 4 damaged
+  ASSERT_TRUE(manager_->UpdateProgress("job-1", 2, progress).ok());
+  progress.clear_checkpoint_step();
+  ASSERT_TRUE(manager_->UpdateProgress("job-1", 2, progress).ok());
+  EXPECT_EQ(manager_->Get("job-1")->checkpoint_step(), 4);
+  progress.set_checkpoint_step(6);
+  ASSERT_TRUE(manager_->UpdateProgress("job-1", 2, progress).ok());
+  EXPECT_EQ(manager_->Get("job-1")->checkpoint_step(), 6);
+
+  // A job without a checkpoint folder keeps none, whatever a rank says.
+  ASSERT_TRUE(manager_->Submit(Spec(1)).ok());
+  ASSERT_TRUE(manager_->Schedule("job-2", Ranks(1)).ok());
+  ASSERT_TRUE(manager_->UpdateProgress("job-2", 1, progress).ok());
+  EXPECT_FALSE(manager_->Get("job-2")->has_checkpoint_step());
+}
+
 TEST_F(JobManagerTest, JobsEndedLongerAgoThanTheRetentionAreCompacted) {
   SimulatedClock clock;
   auto manager = JobManager::Create(store_.get(), {.clock = &clock});

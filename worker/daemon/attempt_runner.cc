@@ -280,6 +280,9 @@ TrainingContext AttemptRunner::MakeTrainingContext(GrpcRendezvousStore* store,
   if (assignment_.has_init_checkpoint_step()) {
     training.init_checkpoint_step = assignment_.init_checkpoint_step();
   }
+  if (assignment_.has_checkpoint_step()) {
+    training.own_checkpoint_step = assignment_.checkpoint_step();
+  }
   training.rank = assignment_.rank();
   training.world_size = assignment_.world_size();
   training.store = store;

@@ -23,6 +23,7 @@
 #include "contracts/checkpoint_files.h"
 #include "contracts/job_spec_defaults.h"
 #include "contracts/job_spec_validation.h"
+#include "contracts/permanent_failure.h"
 #include "contracts/safetensors.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -609,6 +610,45 @@ TEST(Checkpoint, ARestartPassesOverDamagedStepsAndFailsWhenNoneIsLeft) {
                                 "in '" +
                                     ckpt + "' is damaged (the newest, step 4: "))
       << restarted.status();
+}
+
+// Each rank's progress names the job's newest checkpoint it knows complete, which the
+// coordinator tells later attempts: one that finds none of the job's in the folder (its
+// host sees another one than the job wrote to) fails as UNAVAILABLE, the attempt's fault,
+// rather than train the job again from its start.
+TEST(Checkpoint, ALaterAttemptThatFindsNoneOfTheReportedCheckpointsFailsRatherThanStartOver) {
+  const std::string dir = TempDir("reported");
+  v1::JobSpec spec = Spec(v1::ShardingStrategy::FULL_SHARD, 2, false, 4);
+  spec.mutable_output()->set_checkpoint_dir(dir + "/ckpt");
+  spec.mutable_output()->set_checkpoint_interval_steps(2);
+  testing::ThreadedOptions options;
+  options.job_id = "job-n";
+  const auto first = testing::TrainInThreads(spec, options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(first->rank0_last_progress.has_checkpoint_step());
+  EXPECT_EQ(first->rank0_last_progress.checkpoint_step(), 4);
+
+  options.attempt = 2;
+  options.own_checkpoint_step = 4;
+  const auto resumed = testing::TrainInThreads(spec, options);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->rank0.resumed_from_step, 4);
+
+  // This host's folder holds none of the job's checkpoints.
+  spec.mutable_output()->set_checkpoint_dir(dir + "/not-the-shared-one");
+  options.attempt = 3;
+  const auto elsewhere = testing::TrainInThreads(spec, options);
+  EXPECT_EQ(elsewhere.status().code(), absl::StatusCode::kUnavailable) << elsewhere.status();
+  EXPECT_TRUE(absl::StrContains(elsewhere.status().message(),
+                                "an earlier attempt of the job wrote its checkpoint of step 4"))
+      << elsewhere.status();
+  EXPECT_FALSE(IsPermanent(elsewhere.status())) << elsewhere.status();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/not-the-shared-one/step-00000002"));
+  // None reported (the job wrote none yet): the attempt starts from the seed.
+  options.own_checkpoint_step.reset();
+  const auto from_seed = testing::TrainInThreads(spec, options);
+  ASSERT_TRUE(from_seed.ok()) << from_seed.status();
+  EXPECT_EQ(from_seed->rank0.resumed_from_step, -1);
 }
 
 // A step whose shards a later attempt wrote over its manifest's (it resumed from an

@@ -74,6 +74,7 @@ absl::StatusOr<ThreadedTraining> TrainInThreads(const v1::JobSpec& job_spec,
       training.job_uid = options.job_uid;
       training.attempt = options.attempt;
       training.init_checkpoint_step = options.init_checkpoint_step;
+      training.own_checkpoint_step = options.own_checkpoint_step;
       HookSchedule hooks;
       for (const auto& [step, hook] : options.hook_switches) hooks.AddCommitted(step, hook);
       training.hook_schedule = &hooks;

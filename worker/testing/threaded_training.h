@@ -35,6 +35,7 @@ struct ThreadedOptions {
   std::string job_uid;  // Job.uid; empty: a job without one
   int attempt = 1;
   std::optional<int64_t> init_checkpoint_step;  // TrainingContext's
+  std::optional<int64_t> own_checkpoint_step;   // TrainingContext's
   // Each rank's fault injection (none if unset).
   std::function<TrainingFaults(int rank)> faults;
   // Communication-hook switches every rank knows as agreed from the start: (step, hook).

@@ -125,7 +125,21 @@ absl::Status EveryOwnCheckpointDamaged(const std::string& dir,
       "output.checkpoint_dir: each of the ", damaged.size(), " checkpoints this job wrote in '",
       dir, "' is damaged (the newest, step ", damaged.front().step, ": ", damaged.front().why,
       "); a restart resumes from one of them, never from the job's start over them: restore "
-      "one, or remove them all to train the job again from its start"));
+      "one, or submit the job again to train it from its start"));
+}
+
+// An earlier attempt reported the job's checkpoint of step `step` complete in `dir`, and
+// this host finds none of the job's there: the folder it sees is not the one the job
+// wrote (a shared volume not mounted here, a host path of its own). The attempt's fault,
+// not the job's: re-queued, as a host that cannot read a file now is.
+absl::Status NoneOfTheReportedCheckpoints(const std::string& dir, int64_t step,
+                                          const absl::Status& found) {
+  return absl::UnavailableError(absl::StrCat(
+      "output.checkpoint_dir: ", found.message(), " on this host, but an earlier attempt of ",
+      "the job wrote its checkpoint of step ", step,
+      " there (Job.checkpoint_step): this host does not see the folder the job wrote to (is ",
+      "its shared volume mounted here?); the attempt fails rather than train the job again ",
+      "from its start. To start the job over, submit it again"));
 }
 
 absl::StatusOr<CheckpointChoice> NewestCheckpoint(const v1::JobSpec& spec,
@@ -144,6 +158,9 @@ absl::StatusOr<CheckpointChoice> NewestCheckpoint(const v1::JobSpec& spec,
     // Starting over would train the job again from its start, and its next checkpoint
     // would prune what is left of the ones it wrote, without a word.
     if (!passed_over.empty()) return EveryOwnCheckpointDamaged(own, passed_over);
+    if (context.own_checkpoint_step.has_value()) {
+      return NoneOfTheReportedCheckpoints(own, *context.own_checkpoint_step, newest.status());
+    }
   }
   if (spec.init().has_checkpoint_dir()) return InitCheckpoint(spec, context);
   return CheckpointChoice{};
@@ -343,6 +360,9 @@ class RankTrainer : private MembershipMoves::Rank {
   // state).
   AfterSteps next_ = AfterSteps::kEvaluation;
   int64_t checkpointed_steps_ = -1;  // the steps of the newest checkpoint written
+  // The step of the job's newest checkpoint this rank knows complete: resumed from or
+  // written (Progress.checkpoint_step: the coordinator tells later attempts).
+  std::optional<int64_t> own_checkpoint_step_;
   double lr_ = 0;
   // The first micro-step's execution order, which later ones are compared with.
   std::optional<v1::ExecutionOrder> first_order_;
@@ -533,6 +553,7 @@ absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
                                               ", outside 0..", spec_.steps(), " (job.steps)"));
     }
     first_step_ = checkpoint.manifest.step();
+    own_checkpoint_step_ = first_step_;
     result_.resumed_from_step = first_step_;
     result_.steps = first_step_;  // the job's steps, as each step counts them
     // The loss scale goes on from where the job was (not from init_scale).
@@ -970,6 +991,7 @@ absl::StatusOr<bool> RankTrainer::MaybeCheckpoint() {
   // Written again after a recovery (AgreedNext): one checkpoint still.
   if (checkpointed_steps_ != result_.steps) ++result_.checkpoints_written;
   checkpointed_steps_ = result_.steps;
+  own_checkpoint_step_ = result_.steps;
   return true;
 }
 
@@ -1042,6 +1064,7 @@ void RankTrainer::ReportProgress(double step_seconds) {
   progress.set_phase("training");
   progress.set_step_seconds(step_seconds);
   if (init_checkpoint_step_.has_value()) progress.set_init_checkpoint_step(*init_checkpoint_step_);
+  if (own_checkpoint_step_.has_value()) progress.set_checkpoint_step(*own_checkpoint_step_);
   CommStats bytes = earlier_traffic_;
   bytes += runtime_->Traffic();
   progress.set_all_gather_bytes(bytes.all_gather_bytes);

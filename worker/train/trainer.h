@@ -64,6 +64,11 @@ struct TrainingContext {
   // (Assignment.init_checkpoint_step): without a checkpoint of the job's own, this
   // attempt starts from it, not from the folder's newest. Unset: the newest.
   std::optional<int64_t> init_checkpoint_step;
+  // The step of the job's newest checkpoint in output.checkpoint_dir that an earlier
+  // attempt reported (Assignment.checkpoint_step): a later attempt that finds none of
+  // the job's there fails (UNAVAILABLE), not this host's folder, rather than start the
+  // job over. Unset: none reported.
+  std::optional<int64_t> own_checkpoint_step;
   int rank = 0;
   int world_size = 1;
   gloo::rendezvous::Store* store = nullptr;  // the attempt's rendezvous, for sub-groups
