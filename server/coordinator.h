@@ -20,9 +20,9 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
 #include "common/metrics.h"
 #include "common/metrics_http_server.h"
+#include "common/monotonic_wait.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/server.h"
 #include "server/call_pool.h"
@@ -156,7 +156,8 @@ class Coordinator {
   std::unique_ptr<grpc::Server> health_server_;  // --health_address: health only
   int health_port_ = 0;
   std::unique_ptr<MetricsHttpServer> metrics_server_;
-  absl::Notification stopping_;
+  // Its wait is the periodic work's tick: on the monotonic clock, which no one steps.
+  MonotonicNotification stopping_;
   std::thread periodic_;
   std::atomic<bool> shut_down_{false};
 };

@@ -5,7 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "common/monotonic_wait.h"
 #include "common/printable_text.h"
 #include "common/status_macros.h"
 #include "contracts/membership.h"
@@ -465,7 +465,7 @@ void RendezvousStore::CancelWait(uint64_t id) {
 absl::Status RendezvousStore::Wait(const v1::RendezvousScope& scope,
                                    const std::vector<std::string>& keys, absl::Duration timeout) {
   struct Result {
-    absl::Notification done;
+    MonotonicNotification done;  // the wait's timeout on the monotonic clock
     absl::Status status;
   };
   auto result = std::make_shared<Result>();

@@ -68,6 +68,7 @@ CommThread::~CommThread() {
     // At once, not after the running task: whoever waits for a queued collective learns
     // now that it will not run, rather than after a collective that may wait out a timeout.
     CancelQueuedLocked();
+    queue_changed_.NotifyAll();
   }
   thread_.join();
 }
@@ -91,6 +92,7 @@ CommThread::Handle CommThread::EnqueueInTwoParts(std::function<absl::StatusOr<Fe
   // Under the lock: this queue's order is its tickets' order.
   if (launch_order_ != nullptr) queue_.back().ticket = launch_order_->Take();
   ++enqueued_;
+  queue_changed_.NotifyAll();
   return handle;
 }
 
@@ -130,7 +132,7 @@ std::optional<CommThread::Task> CommThread::Next(bool polling) {
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
   if (polling) {
-    mu_.AwaitWithTimeout(absl::Condition(&ready), poll_interval_);
+    queue_changed_.AwaitWithTimeout(mu_, ready, poll_interval_);
   } else {
     mu_.Await(absl::Condition(&ready));
   }

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/monotonic_wait.h"
 #include "worker/comm/launch_order.h"
 #include "worker/compute/device.h"
 
@@ -120,6 +121,9 @@ class CommThread {
   void CancelQueuedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
+  // Wakes the thread from its poll interval's wait, which is timed on the monotonic clock
+  // (common/monotonic_wait.h): a wall clock stepped back would stall the polls.
+  MonotonicWaker queue_changed_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
   int64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t finished_ ABSL_GUARDED_BY(mu_) = 0;

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "common/log.h"
+#include "common/monotonic_wait.h"
 #include "common/status_macros.h"
 #include "worker/comm/group_vote.h"
 #include "worker/cuda/cuda_device.h"
@@ -53,7 +53,7 @@ class CudaRankDevice final : public RankDevice {
   std::vector<NcclCommunicator*> nccl_;
 
  private:
-  absl::Notification stop_;
+  MonotonicNotification stop_;  // its timed wait is the watcher's poll
   std::thread watcher_;
 };
 

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/monotonic_wait.h"
 #include "common/path_policy.h"
 #include "grpcpp/channel.h"
 #include "proto/worker_service.pb.h"
@@ -144,7 +144,8 @@ class AttemptRunner {
   std::atomic<bool> worker_stops_{false};
   std::string leave_reason_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> done_{false};
-  absl::Notification finished_;  // notified when done_ is set
+  // Notified when done_ is set; waited for with a timeout on the monotonic clock.
+  MonotonicNotification finished_;
   CpuCachingAllocator allocator_;
   HookSchedule hooks_;
   PlanMailbox plans_;

@@ -331,7 +331,7 @@ absl::Status WorkerDaemon::RunSession() {
   // cannot start (a host out of threads) then leaves the held reports held, for the next
   // session. A session without heartbeats would be declared lost.
   absl::Notification session_open;
-  absl::Notification session_over;
+  MonotonicNotification session_over;
   std::thread heartbeats;
   try {
     heartbeats = std::thread([&] {
@@ -387,7 +387,7 @@ absl::Status WorkerDaemon::EndSession(Stream& stream) {
   return FromGrpcStatus(stream.Finish());
 }
 
-void WorkerDaemon::SendHeartbeatsUntil(absl::Notification& session_over, absl::Duration interval,
+void WorkerDaemon::SendHeartbeatsUntil(MonotonicNotification& session_over, absl::Duration interval,
                                        grpc::ClientContext& context) {
   // A stop is looked for every kStopPoll, not only at each heartbeat: with the
   // coordinator's interval at 30 s, the drain after a stop noticed late would outlast the

@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/metrics.h"
+#include "common/monotonic_wait.h"
 #include "common/path_policy.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
@@ -110,7 +111,7 @@ class WorkerDaemon {
                         v1::RegisterWorkerResponse* registration);
   // The session's heartbeats, every `interval` until it is over; on a stop, the drain
   // and the session's half-close (the session's own thread).
-  void SendHeartbeatsUntil(absl::Notification& session_over, absl::Duration interval,
+  void SendHeartbeatsUntil(MonotonicNotification& session_over, absl::Duration interval,
                            grpc::ClientContext& context);
   // Whether Run's `stop` is set (false before Run).
   bool Stopping() const { return stop_ != nullptr && *stop_; }
