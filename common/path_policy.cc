@@ -29,8 +29,7 @@ constexpr char kMissingInputUrl[] = "type.shardwise.dev/missing-input";
 absl::Status NoReadableFile(const std::string& field, const std::string& path, bool missing) {
   absl::Status status = absl::InvalidArgumentError(
       absl::StrCat(field, ": '", path, "': no readable file at this path"));
-  if (missing) status.SetPayload(kMissingInputUrl, absl::Cord("1"));
-  return status;
+  return missing ? MarkMissingInput(std::move(status)) : status;
 }
 
 // `path` with every symlink resolved; NOT_FOUND if it does not exist.
@@ -444,6 +443,11 @@ absl::Status ApplyPathPolicy(const PathPolicy& policy, PathCheck check, v1::JobS
 
 bool IsMissingInput(const absl::Status& status) {
   return status.GetPayload(kMissingInputUrl).has_value();
+}
+
+absl::Status MarkMissingInput(absl::Status status) {
+  if (!status.ok()) status.SetPayload(kMissingInputUrl, absl::Cord("1"));
+  return status;
 }
 
 }  // namespace shardwise

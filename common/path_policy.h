@@ -141,6 +141,9 @@ absl::Status ApplyPathPolicy(const PathPolicy& policy, PathCheck check, v1::JobS
 // mounted there) while other hosts have the file, which the coordinator tells apart
 // (server/missing_inputs.h).
 bool IsMissingInput(const absl::Status& status);
+// `status` marked so (IsMissingInput): a check of its own, on a worker, that found an input
+// of the job's not there on its host.
+absl::Status MarkMissingInput(absl::Status status);
 
 // How a worker opens the paths ApplyPathPolicy(kOnDisk) left in its spec, and the files
 // inside the folders they name: with no link at any component (common/untrusted_file.h).

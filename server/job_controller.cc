@@ -352,21 +352,7 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       }
       break;
     case v1::PROGRESS:
-      attempt.joining.erase(report.rank());
-      attempt.longest_step =
-          std::max(attempt.longest_step, absl::Seconds(report.progress().step_seconds()));
-      if (report.rank() == SpeakerOf(*job, attempt)) {
-        LogIfFailed(jobs_->UpdateProgress(job->id(), report.attempt(), report.progress()),
-                    "recording progress", JobContext(*job));
-      }
-      // Any rank's: the speaker may be a replacement that loaded no checkpoint.
-      if (report.progress().has_init_checkpoint_step() && !job->has_init_checkpoint_step()) {
-        LogIfFailed(jobs_
-                        ->RecordInitCheckpoint(job->id(), report.attempt(),
-                                               report.progress().init_checkpoint_step())
-                        .status(),
-                    "recording the initial checkpoint", JobContext(*job));
-      }
+      OnRankProgressLocked(*job, attempt, report);
       break;
     case v1::COMPLETED:
       OnRankCompletedLocked(*job, attempt, report, worker_id);
@@ -391,6 +377,30 @@ void JobController::OnReport(const std::string& worker_id, const v1::AttemptRepo
       break;
     default:
       break;
+  }
+}
+
+void JobController::OnRankProgressLocked(const v1::Job& job, LiveAttempt& attempt,
+                                         const v1::AttemptReport& report) {
+  attempt.joining.erase(report.rank());
+  attempt.longest_step =
+      std::max(attempt.longest_step, absl::Seconds(report.progress().step_seconds()));
+  if (report.rank() == SpeakerOf(job, attempt)) {
+    LogIfFailed(jobs_->UpdateProgress(job.id(), report.attempt(), report.progress()),
+                "recording progress", JobContext(job));
+  }
+  // Any rank's: the speaker may be a replacement that loaded no checkpoint.
+  if (report.progress().has_checkpoint_step()) {
+    LogIfFailed(jobs_->RecordCheckpointStep(job.id(), report.attempt(),
+                                            report.progress().checkpoint_step()),
+                "recording the newest checkpoint", JobContext(job));
+  }
+  if (report.progress().has_init_checkpoint_step() && !job.has_init_checkpoint_step()) {
+    LogIfFailed(jobs_
+                    ->RecordInitCheckpoint(job.id(), report.attempt(),
+                                           report.progress().init_checkpoint_step())
+                    .status(),
+                "recording the initial checkpoint", JobContext(job));
   }
 }
 

@@ -507,6 +507,10 @@ class JobController {
   static constexpr int kBusyRefusalsBeforeQuarantine = 3;
   void OnRankRefusedAsBusyLocked(const v1::Job& job, const v1::AttemptReport& report,
                                  const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The progress a rank reports: the speaker's is the job's; any rank's checkpoint steps
+  // are kept.
+  void OnRankProgressLocked(const v1::Job& job, LiveAttempt& attempt,
+                            const v1::AttemptReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRankAbortedLocked(const v1::Job& job, LiveAttempt& attempt,
                            const v1::AttemptReport& report, const std::string& worker_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

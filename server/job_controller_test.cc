@@ -1204,8 +1204,13 @@ TEST_F(JobControllerTest, TheJobsNewestCheckpointIsToldToTheNextAttempt) {
   progress.set_rank(0);
   progress.set_phase(v1::PROGRESS);
   progress.mutable_progress()->set_step(21);
-  progress.mutable_progress()->set_checkpoint_step(20);
+  progress.mutable_progress()->set_checkpoint_step(10);
   core_.controller->OnReport("w0", progress);
+  EXPECT_EQ(core_.jobs->Get("job-1")->checkpoint_step(), 10);
+  // Rank 1's, though rank 0 speaks for the job (a replacement speaking knows of none).
+  progress.set_rank(1);
+  progress.mutable_progress()->set_checkpoint_step(20);
+  core_.controller->OnReport("w1", progress);
   EXPECT_EQ(core_.jobs->Get("job-1")->checkpoint_step(), 20);
 
   ASSERT_NO_FATAL_FAILURE(FailBothRanksAndScheduleAgain());

@@ -824,6 +824,29 @@ absl::StatusOr<v1::Job> JobManager::SetTargetReplicas(const std::string& job_id,
       event_message, OnStoreFailure::kRefuse);
 }
 
+void JobManager::KeepNewestCheckpointLocked(Entry& entry, int64_t step) {
+  const v1::Job& job = *entry.job;
+  // A worker's word: only a step the job can have written. The newest of any attempt's:
+  // one that resumed from an older step (a newer one damaged) leaves the record as it is.
+  if (step < 0 || step > job.spec().steps() || job.spec().output().checkpoint_dir().empty() ||
+      (job.has_checkpoint_step() && step <= job.checkpoint_step())) {
+    return;
+  }
+  entry.job->set_checkpoint_step(step);
+  if (entry.unsaved.has_value()) entry.unsaved->set_checkpoint_step(step);
+  entry.progress_unsaved = true;
+  ++entry.version;
+  changed_.insert(job.id());
+}
+
+absl::Status JobManager::RecordCheckpointStep(const std::string& job_id, int32_t attempt,
+                                              int64_t step) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Entry * live, LiveEntryLocked(job_id, attempt));
+  KeepNewestCheckpointLocked(*live, step);
+  return absl::OkStatus();
+}
+
 absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attempt,
                                         const v1::Progress& progress) {
   absl::MutexLock lock(&mu_);
@@ -831,15 +854,7 @@ absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attem
   Entry& entry = *live;
   *entry.job->mutable_progress() = progress;
   if (entry.unsaved.has_value()) *entry.unsaved->mutable_progress() = progress;
-  // The newest of any attempt's: one that resumed from an older step (a newer one
-  // damaged) does not make the job's record older.
-  if (progress.has_checkpoint_step() && progress.checkpoint_step() >= 0 &&
-      !entry.job->spec().output().checkpoint_dir().empty() &&
-      (!entry.job->has_checkpoint_step() ||
-       progress.checkpoint_step() > entry.job->checkpoint_step())) {
-    entry.job->set_checkpoint_step(progress.checkpoint_step());
-    if (entry.unsaved.has_value()) entry.unsaved->set_checkpoint_step(progress.checkpoint_step());
-  }
+  if (progress.has_checkpoint_step()) KeepNewestCheckpointLocked(entry, progress.checkpoint_step());
   entry.summary.set_step(progress.step());
   entry.summary.set_total_steps(progress.total_steps());
   entry.summary.set_loss(progress.loss());

@@ -154,6 +154,9 @@ class JobManager {
   // Shown at once; written by the next FlushProgress (or with the job's next change).
   absl::Status UpdateProgress(const std::string& job_id, int32_t attempt,
                               const v1::Progress& progress);
+  // Job.checkpoint_step from any rank's progress (the speaker may be a replacement that
+  // knows of no checkpoint): kept when newer, as progress is written.
+  absl::Status RecordCheckpointStep(const std::string& job_id, int32_t attempt, int64_t step);
 
   // Records that `rank` of `attempt` completed, and when it `led` (wrote the job's
   // outputs) the job's `result`, so that a restarted coordinator does not wait for it
@@ -282,6 +285,8 @@ class JobManager {
   absl::StatusOr<Entry*> LiveEntryLocked(const std::string& job_id, int32_t attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddJobLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Job.checkpoint_step of `entry` (live) to `step`, when it is newer and can be true.
+  void KeepNewestCheckpointLocked(Entry& entry, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // NOT_FOUND for `job_id`, saying so when it is the id of a job that was forgotten.
   absl::Status NoSuchJobLocked(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores `job` (its spec, estimate and submitter set) as a new PENDING job.

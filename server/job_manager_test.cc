@@ -405,6 +405,8 @@ TEST_F(JobManagerTest, TheNewestCheckpointReportedIsKeptAcrossAttempts) {
   progress.set_checkpoint_step(-1);  // no step's: not kept
   ASSERT_TRUE(manager_->UpdateProgress("job-1", 1, progress).ok());
   EXPECT_FALSE(manager_->Get("job-1")->has_checkpoint_step());
+  ASSERT_TRUE(manager_->RecordCheckpointStep("job-1", 1, 11).ok());  // past job.steps (10)
+  EXPECT_FALSE(manager_->Get("job-1")->has_checkpoint_step());
   progress.set_checkpoint_step(4);
   ASSERT_TRUE(manager_->UpdateProgress("job-1", 1, progress).ok());
   EXPECT_EQ(manager_->Get("job-1")->checkpoint_step(), 4);
@@ -423,6 +425,9 @@ TEST_F(JobManagerTest, TheNewestCheckpointReportedIsKeptAcrossAttempts) {
   progress.set_checkpoint_step(6);
   ASSERT_TRUE(manager_->UpdateProgress("job-1", 2, progress).ok());
   EXPECT_EQ(manager_->Get("job-1")->checkpoint_step(), 6);
+  ASSERT_TRUE(manager_->RecordCheckpointStep("job-1", 2, 8).ok());  // any rank's
+  EXPECT_EQ(manager_->Get("job-1")->checkpoint_step(), 8);
+  EXPECT_FALSE(manager_->RecordCheckpointStep("job-1", 1, 10).ok());  // an attempt before
 
   // A job without a checkpoint folder keeps none, whatever a rank says.
   ASSERT_TRUE(manager_->Submit(Spec(1)).ok());

@@ -31,6 +31,27 @@
 namespace shardwise::testing {
 namespace {
 
+// Why a worker cannot be started as on another host here (empty when it can): that
+// needs root and unshare -m, a mount namespace standing for another host.
+std::string WhyNoOtherHost() {
+  std::string unshare;
+  if (geteuid() == 0 && RunShell("unshare -m true", &unshare) == 0) return "";
+  return "needs root and unshare -m (a mount namespace stands for another host): " + unshare;
+}
+
+// A worker's launcher (Cluster::AddWorker) that runs it in a mount namespace of its own
+// where `folder` is an empty tmpfs: a host without the volume that holds it.
+std::vector<std::string> OnAHostWithout(const std::string& folder) {
+  return {"/usr/bin/unshare",
+          "-m",
+          "--propagation",
+          "private",
+          "/bin/sh",
+          "-c",
+          "mount -t tmpfs no-volume \"$0\" && exec \"$@\"",
+          folder};
+}
+
 TEST(Failure, AWorkerKilledMidJobFailsTheJobNamingItsRank) {
   Cluster cluster;
   cluster.StartCoordinator();
@@ -195,11 +216,7 @@ TEST(Failure, AWorkerLostBeforeItsRankJoinedIsQuarantinedAndTheJobRunsElsewhere)
 // missing, rank 0 (on a host with it) reaches the rendezvous: w1 is quarantined and the
 // job runs on w0 and w2, no restart counted, instead of failing for good.
 TEST(Failure, AWorkerWhoseHostLacksTheInputsIsQuarantinedAndTheJobRunsElsewhere) {
-  std::string unshare;
-  if (geteuid() != 0 || RunShell("unshare -m true", &unshare) != 0) {
-    GTEST_SKIP() << "needs root and unshare -m (a mount namespace stands for another host): "
-                 << unshare;
-  }
+  if (const std::string why = WhyNoOtherHost(); !why.empty()) GTEST_SKIP() << why;
   Cluster cluster;
   cluster.StartCoordinator();
   const std::string data = cluster.dir() + "/data";
@@ -209,9 +226,7 @@ TEST(Failure, AWorkerWhoseHostLacksTheInputsIsQuarantinedAndTheJobRunsElsewhere)
       .write(reinterpret_cast<const char*>(ids.data()),
              static_cast<std::streamsize>(ids.size() * sizeof(uint16_t)));
   cluster.AddWorker("w0");
-  cluster.AddWorker("w1", {},
-                    {"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
-                     "mount -t tmpfs no-data-volume \"$0\" && exec \"$@\"", data});
+  cluster.AddWorker("w1", {}, OnAHostWithout(data));
   auto job_id =
       cluster.client().Submit(Cluster::WithSmallGpt(Cluster::Spec(2), 16, data + "/train.bin"));
   ASSERT_TRUE(job_id.ok()) << job_id.status();
@@ -353,6 +368,53 @@ TEST(Failure, ARestartedAttemptResumesFromTheJobsLatestCheckpoint) {
   EXPECT_TRUE(absl::StrContains(job.result(), "resumed from the checkpoint of step"))
       << job.result();
   EXPECT_EQ(job.progress().step(), 400);
+  EXPECT_EQ(job.checkpoint_step(), 400);  // the newest a rank reported
+}
+
+// A later attempt's rank on a host that does not see the job's checkpoints (worker w2 in
+// a mount namespace of its own, where the checkpoint folder is an empty tmpfs) reports
+// the input missing before it joins, rather than train the job again from its start:
+// rank 0 found them, so w2 is quarantined and the job resumes on w0 and w3, the one
+// restart the lost worker cost counted, no more.
+TEST(Failure, AWorkerWhoseHostDoesNotSeeTheJobsCheckpointsIsQuarantined) {
+  if (const std::string why = WhyNoOtherHost(); !why.empty()) GTEST_SKIP() << why;
+  Cluster cluster;
+  cluster.StartCoordinator();
+  const std::string checkpoints = cluster.dir() + "/checkpoints";
+  std::filesystem::create_directories(checkpoints);
+  cluster.AddWorker("w0");
+  Process& w1 = cluster.AddWorker("w1");
+  v1::JobSpec spec = Cluster::Spec(2);
+  spec.set_steps(400);
+  spec.mutable_restart_policy()->set_max_restarts(1);
+  spec.mutable_output()->set_checkpoint_dir(checkpoints);
+  spec.mutable_output()->set_checkpoint_interval_steps(20);
+  auto job_id = cluster.client().Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  ASSERT_TRUE(cluster.WaitForStep(*job_id, 60)) << "training did not get going";
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    return cluster.client().Get(*job_id).value_or(v1::Job()).checkpoint_step() >= 20;
+  })) << "no checkpoint reported";
+  cluster.AddWorker("w2", {}, OnAHostWithout(checkpoints));
+  w1.Kill();
+  ASSERT_TRUE(Cluster::WaitFor([&] {
+    const auto w2 = cluster.Worker("w2");
+    return w2.has_value() && w2->quarantined_until_ms() > 0;
+  })) << "w2 was not quarantined; see "
+      << cluster.worker("w2").log_path();
+  cluster.AddWorker("w3");
+  const v1::Job job = cluster.WaitForState(*job_id, v1::SUCCEEDED, absl::Seconds(90));
+  EXPECT_EQ(job.attempt(), 3);
+  EXPECT_EQ(job.restarts(), 1);
+  for (const v1::RankAssignment& rank : job.ranks()) EXPECT_NE(rank.worker_id(), "w2");
+  EXPECT_TRUE(absl::StrContains(job.result(), "resumed from the checkpoint of step"))
+      << job.result();
+  EXPECT_TRUE(HasEvent(job, "(worker w2) could not find the job's inputs on its host, where rank "))
+      << JobEventLog(job);
+  EXPECT_TRUE(HasEvent(job, "job.output.checkpoint_dir: '" + checkpoints +
+                                "': none of the job's checkpoints on this host, but an earlier "
+                                "attempt of the job wrote its checkpoint of step "))
+      << JobEventLog(job);
 }
 
 // The worker is up and runs the next job.

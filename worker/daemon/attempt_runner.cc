@@ -15,6 +15,7 @@
 #include "tokenizer/manifest.h"
 #include "worker/comm/grpc_rendezvous_store.h"
 #include "worker/daemon/assignment_check.h"
+#include "worker/daemon/resume_check.h"
 #include "worker/daemon/system_failure.h"
 #include "worker/train/final_model_owner.h"
 #include "worker/train/trainer.h"
@@ -166,6 +167,13 @@ absl::StatusOr<v1::JobSpec> AttemptRunner::CheckPaths() const {
   return spec;
 }
 
+absl::Status AttemptRunner::CheckResumable() const {
+  const std::string& dir = spec_.output().checkpoint_dir();
+  if (!assignment_.has_checkpoint_step() || dir.empty()) return absl::OkStatus();
+  return CheckTheJobsCheckpointsAreHere(dir, JobIdentity{job_id(), assignment_.job_uid()},
+                                        assignment_.checkpoint_step());
+}
+
 absl::Status AttemptRunner::CheckTokenizer() const {
   // As the coordinator checked it at submission: it may have changed since, and a FIFO put
   // there would hold the copy beside the final model, after the last step, forever.
@@ -227,6 +235,7 @@ void AttemptRunner::Run() {
   if (!checked.ok()) return Fail(checked.status());
   spec_ = *std::move(checked);
   if (absl::Status tokenizer = CheckTokenizer(); !tokenizer.ok()) return Fail(tokenizer);
+  if (absl::Status resumable = CheckResumable(); !resumable.ok()) return Fail(resumable);
   if (absl::Status memory = CheckMemory(); !memory.ok()) return Fail(memory);
 
   if (faults_ != nullptr && faults_->StayOutOfRendezvous()) {

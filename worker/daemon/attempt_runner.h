@@ -108,6 +108,8 @@ class AttemptRunner {
   absl::StatusOr<v1::JobSpec> CheckPaths() const;
   // The job's tokenizer folder, every file of it (tokenizer::CheckTokenizerFolder).
   absl::Status CheckTokenizer() const;
+  // The job's own checkpoints, where an earlier attempt reported one (resume_check.h).
+  absl::Status CheckResumable() const;
   // A report of this rank's attempt in `phase`, with nothing else yet.
   v1::AttemptReport NewReport(v1::AttemptPhase phase) const;
   // `permanent`: an ABORTED that every attempt would repeat (contracts/permanent_failure.h).

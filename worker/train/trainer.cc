@@ -129,17 +129,18 @@ absl::Status EveryOwnCheckpointDamaged(const std::string& dir,
 }
 
 // An earlier attempt reported the job's checkpoint of step `step` complete in `dir`, and
-// this host finds none of the job's there: the folder it sees is not the one the job
-// wrote (a shared volume not mounted here, a host path of its own). The attempt's fault,
-// not the job's: re-queued, as a host that cannot read a file now is.
+// this rank finds none of the job's there, although its check before joining did
+// (worker/daemon/resume_check.h): removed since (by hand, or a superseded attempt's
+// pruner), or a folder this host sees only now and then. The attempt's fault, not the
+// job's: re-queued under the restart policy, as a host that cannot read a file now is.
 absl::Status NoneOfTheReportedCheckpoints(const std::string& dir, int64_t step,
                                           const absl::Status& found) {
   return absl::UnavailableError(absl::StrCat(
       "output.checkpoint_dir: ", found.message(), " on this host, but an earlier attempt of ",
       "the job wrote its checkpoint of step ", step,
-      " there (Job.checkpoint_step): this host does not see the folder the job wrote to (is ",
-      "its shared volume mounted here?); the attempt fails rather than train the job again ",
-      "from its start. To start the job over, submit it again"));
+      " there (Job.checkpoint_step): the folder is not mounted on this host, or the "
+      "checkpoints were removed; the attempt fails rather than train the job again from its "
+      "start. To start the job over, submit it again"));
 }
 
 absl::StatusOr<CheckpointChoice> NewestCheckpoint(const v1::JobSpec& spec,

@@ -1,0 +1,23 @@
+#include "worker/daemon/resume_check.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/path_policy.h"
+#include "contracts/checkpoint_files.h"
+#include "contracts/permanent_failure.h"
+
+namespace shardwise {
+
+absl::Status CheckTheJobsCheckpointsAreHere(const std::string& dir, const JobIdentity& job,
+                                            int64_t reported_step) {
+  std::vector<fsdp::PassedOverStep> passed_over;
+  const absl::Status found = fsdp::FindLatestCheckpointOf(dir, job, &passed_over).status();
+  if (!absl::IsNotFound(found) || !passed_over.empty()) return absl::OkStatus();
+  return MarkPermanent(MarkMissingInput(absl::InvalidArgumentError(absl::StrCat(
+      "job.output.checkpoint_dir: '", dir, "': none of the job's checkpoints on this host, ",
+      "but an earlier attempt of the job wrote its checkpoint of step ", reported_step,
+      " there"))));
+}
+
+}  // namespace shardwise
