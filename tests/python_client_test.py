@@ -219,6 +219,13 @@ class PythonClientTest(unittest.TestCase):
             forever = alice.watch(job_id, timeout=1e10)
             self.assertEqual(next(forever).state, shardwise.PENDING)
             forever.close()
+            # Counted from the call, not from the first next().
+            late = alice.watch(job_id, timeout=0.2)
+            time.sleep(0.3)
+            with self.assertRaises(shardwise.ShardwiseError) as raised:
+                next(late)
+            self.assertEqual(raised.exception.code, "DEADLINE_EXCEEDED")
+            self.assertIn("(no update came)", raised.exception.message)
         finally:
             alice.cancel(job_id)
 
@@ -430,6 +437,8 @@ class PythonClientTest(unittest.TestCase):
             "twice.yaml": (waits + "steps: 20\n", True),
             "spelled-twice.yaml": (waits + "globalBatchSize: 8\n", True),
             "deep.yaml": ("a: " + "[" * 70 + "]" * 70 + "\n", True),
+            # 65 levels: the root mapping, then 64 lists (the CLI reads 64, no more).
+            "deep-by-one.yaml": ("a: " + "[" * 64 + "]" * 64 + "\n", True),
             "aliases.yaml": (aliases, True),
             "list.yaml": ("- a\n- b\n", True),
             "empty.yaml": ("", True),
@@ -637,8 +646,14 @@ class PythonClientTest(unittest.TestCase):
         with shardwise.Client("127.0.0.1:1") as nobody:
             with self.assertRaises(shardwise.ShardwiseError) as raised:
                 nobody.get("job-1")
-        self.assertEqual(raised.exception.code, "UNAVAILABLE")
-        self.assertIn("cannot reach the coordinator at 127.0.0.1:1", raised.exception.message)
+            self.assertEqual(raised.exception.code, "UNAVAILABLE")
+            self.assertIn("cannot reach the coordinator at 127.0.0.1:1", raised.exception.message)
+            # A watch fails as any call does, its first call's retries no lost stream.
+            lost = []
+            with self.assertRaises(shardwise.ShardwiseError) as raised:
+                list(nobody.watch("job-1", on_lost=lost.append))
+            self.assertEqual(raised.exception.code, "UNAVAILABLE")
+            self.assertEqual(lost, [])
         with self.assertRaises(shardwise.ShardwiseError) as raised:
             shardwise.Client("127.0.0.1:1", tls_ca=os.path.join(self.cluster.dir, "no-ca.pem"))
         self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")

@@ -249,10 +249,11 @@ class Client:
             raise ShardwiseError("INVALID_ARGUMENT", "on_lost: expected a callable, got "
                                  f"{type(on_lost).__name__} {arguments.shown(on_lost)}")
         self._check_open()
-        return self._watch(job_id, timeout, on_lost)
-
-    def _watch(self, job_id, timeout, on_lost):
+        # From the call, not the first next(): the timeout bounds the whole watch.
         deadline = None if timeout is None else time.monotonic() + timeout
+        return self._watch(job_id, timeout, deadline, on_lost)
+
+    def _watch(self, job_id, timeout, deadline, on_lost):
         retry = WatchRetry()
         last = None  # the newest version seen
         lost = None  # the latest failure
@@ -285,7 +286,10 @@ class Client:
                 if pause is None:
                     _raise(error, self.address, self._connected())
                 lost = ShardwiseError(error.code().name, error.details() or "")
-                if on_lost is not None:
+                # A stream lost, as the CLI's "watching JOB again": not the retries of the
+                # first call (gRPC's own, in the C++ client), except a wait for room.
+                if on_lost is not None and (retry.updated or
+                                            error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED):
                     on_lost(lost)
             finally:
                 # A watch its caller let go (closed, or collected) ends its stream now: it

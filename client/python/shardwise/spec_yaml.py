@@ -75,7 +75,7 @@ class _SpecReader:
         self._budget = _MAX_JSON_BYTES
 
     def value(self, node, depth):
-        if depth > _MAX_DEPTH:
+        if depth >= _MAX_DEPTH:  # the root is level 1, at depth 0, as YamlToJson counts
             raise invalid_argument(f"job spec line {node.start_mark.line + 1}: nested deeper than "
                                    f"{_MAX_DEPTH} levels")
         if self._budget < 0:
