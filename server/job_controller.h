@@ -217,7 +217,13 @@ class JobController {
     // Ranks that found an input of the job missing on their hosts before they joined,
     // with what they said, until it is known whose fault that is
     // (job_controller_missing_inputs.cc): at the latest by the join deadline.
-    std::map<int32_t, std::string> inputs_missing;
+    struct MissingInput {
+      std::string message;
+      // A path the spec names (the job's for good where no rank finds it); not for the
+      // job's own checkpoints (retried under the restart policy then).
+      bool permanent = true;
+    };
+    std::map<int32_t, MissingInput> inputs_missing;
     // Fault-tolerant attempts: how often each worker's rank left (lost, or leaving by
     // itself), and until when it is not placed in the attempt again. A worker that leaves
     // again and again (a flapping node) would otherwise be healed back in after every

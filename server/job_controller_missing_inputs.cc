@@ -3,6 +3,7 @@
 // (quarantined) and the job placed again, its restarts untouched, where before one
 // worker without the data volume failed every job placed on it for good.
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -32,7 +33,8 @@ void JobController::OnInputsMissingLocked(const v1::Job& job, LiveAttempt& attem
     QuarantineWorkersLocked(job, {rank}, what, now);
     return LoseRankLocked(job, rank, absl::StrCat(RankName(job, rank), " ", what), worker_id);
   }
-  attempt.inputs_missing.emplace(rank, report.message());
+  attempt.inputs_missing.emplace(rank,
+                                 LiveAttempt::MissingInput{report.message(), report.permanent()});
   DecideMissingInputsLocked(job, now);
 }
 
@@ -51,7 +53,7 @@ void JobController::DecideMissingInputsLocked(const v1::Job& job, absl::Time now
   auto live = live_.find(job.id());
   if (live == live_.end() || live->second.inputs_missing.empty()) return;
   // Copied: a decision ends the attempt, and its LiveAttempt with it.
-  const std::map<int32_t, std::string> reported = live->second.inputs_missing;
+  const std::map<int32_t, LiveAttempt::MissingInput> reported = live->second.inputs_missing;
   MissingInputsFacts facts;
   facts.world_size = job.spec().world_size();
   for (const auto& [rank, message] : reported) facts.missing.insert(rank);
@@ -59,7 +61,8 @@ void JobController::DecideMissingInputsLocked(const v1::Job& job, absl::Time now
   facts.deadline_passed = now >= live->second.join_deadline;
   facts.requeues_without_restart = job.requeues_since_running();
   const MissingInputsDecision decision = DecideMissingInputs(facts);
-  const auto& [first_rank, first_message] = *reported.begin();
+  const int32_t first_rank = reported.begin()->first;
+  const std::string& first_message = reported.begin()->second.message;
   switch (decision.kind) {
     case MissingInputsDecision::Kind::kWait:
       return;
@@ -72,10 +75,17 @@ void JobController::DecideMissingInputsLocked(const v1::Job& job, absl::Time now
                        absl::StrJoin(decision.found, ", "),
                        " found theirs (a volume not mounted there?): ", first_message),
           now);
-    case MissingInputsDecision::Kind::kTheJobs:
-      return LoseRankLocked(job, first_rank,
-                            absl::StrCat(RankName(job, first_rank), " failed: ", first_message),
-                            WorkerOfRank(job, first_rank), /*retryable=*/false);
+    case MissingInputsDecision::Kind::kTheJobs: {
+      const bool retryable =
+          std::none_of(reported.begin(), reported.end(),
+                       [](const auto& missing) { return missing.second.permanent; });
+      return LoseRankLocked(
+          job, first_rank,
+          absl::StrCat(RankName(job, first_rank), " failed: ", first_message, " (", reported.size(),
+                       " of the attempt's ", facts.world_size,
+                       " ranks found the job's inputs missing on their hosts)"),
+          WorkerOfRank(job, first_rank), retryable);
+    }
   }
 }
 

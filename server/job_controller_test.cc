@@ -1417,9 +1417,37 @@ TEST_F(JobControllerTest, AnInputMissingOnEveryHostIsTheJobsFault) {
   EXPECT_EQ(job.state(), v1::FAILED);
   EXPECT_EQ(job.reason(),
             "attempt 1 failed: rank 0 (worker w0) failed: job.data.tokens.train_path: "
-            "'/data/train.bin': no readable file at this path; not re-queued: every attempt "
-            "would fail the same way");
+            "'/data/train.bin': no readable file at this path (2 of the attempt's 2 ranks found "
+            "the job's inputs missing on their hosts); not re-queued: every attempt would fail "
+            "the same way");
   EXPECT_EQ(core_.workers->Get("w0")->quarantined_until_ms(), 0);
+}
+
+// The job's own checkpoints missing on every host (a volume missing across the cluster,
+// or the checkpoints removed: worker/daemon/resume_check.h says so without `permanent`):
+// the attempt fails, re-queued under the restart policy, and no host is blamed.
+TEST_F(JobControllerTest, TheJobsCheckpointsMissingOnEveryHostAreRetriedUnderTheRestartPolicy) {
+  AddWorker("w0");
+  AddWorker("w1");
+  v1::JobSpec spec = Spec(2);
+  spec.mutable_restart_policy()->set_max_restarts(3);
+  ASSERT_TRUE(core_.controller->Submit(spec).ok());
+  for (int rank : {0, 1}) {
+    v1::AttemptReport missing = InputsMissing(rank);
+    missing.set_permanent(false);
+    missing.set_message(
+        "job.output.checkpoint_dir: '/ckpt': none of the job's checkpoints on this host, but "
+        "the job wrote its checkpoint of step 40 there");
+    core_.controller->OnReport(rank == 0 ? "w0" : "w1", missing);
+  }
+  core_.controller->Schedule();
+  const v1::Job job = *core_.jobs->Get("job-1");
+  EXPECT_EQ(job.state(), v1::SCHEDULED) << job.reason();
+  EXPECT_EQ(job.attempt(), 2);
+  EXPECT_EQ(job.restarts(), 1);
+  EXPECT_TRUE(HasEventWith(job, "none of the job's checkpoints on this host")) << job.DebugString();
+  EXPECT_EQ(core_.workers->Get("w0")->quarantined_until_ms(), 0);
+  EXPECT_EQ(core_.workers->Get("w1")->quarantined_until_ms(), 0);
 }
 
 // No other rank was seen with the inputs by the join deadline (it never came, or came

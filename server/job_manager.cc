@@ -143,7 +143,7 @@ void JobManager::Publish(Entry& entry, v1::Job job) {
   entry.unsaved_events.clear();
   entry.progress_unsaved = false;  // the record written carries the newest progress
   ++entry.version;
-  changed_.insert(job.id());
+  MarkChangedLocked(job.id());
   // A job that ended lives on in the state file; memory keeps its summary.
   if (IsTerminal(job.state())) {
     entry.job.reset();
@@ -418,7 +418,7 @@ void JobManager::SetPendingReason(const std::string& job_id, const std::string& 
   if (entry.unsaved.has_value()) entry.unsaved->set_reason(reason);
   entry.summary.set_reason(reason);
   ++entry.version;
-  changed_.insert(job_id);
+  MarkChangedLocked(job_id);
 }
 
 absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
@@ -836,7 +836,7 @@ void JobManager::KeepNewestCheckpointLocked(Entry& entry, int64_t step) {
   if (entry.unsaved.has_value()) entry.unsaved->set_checkpoint_step(step);
   entry.progress_unsaved = true;
   ++entry.version;
-  changed_.insert(job.id());
+  MarkChangedLocked(job.id());
 }
 
 absl::Status JobManager::RecordCheckpointStep(const std::string& job_id, int32_t attempt,
@@ -861,14 +861,19 @@ absl::Status JobManager::UpdateProgress(const std::string& job_id, int32_t attem
   entry.summary.set_loss_step(progress.loss_step());
   entry.progress_unsaved = true;
   ++entry.version;
-  changed_.insert(job_id);
+  MarkChangedLocked(job_id);
   return absl::OkStatus();
+}
+
+void JobManager::MarkChangedLocked(const std::string& job_id) {
+  changed_.insert(job_id);
+  jobs_changed_.NotifyAll();
 }
 
 std::vector<std::string> JobManager::ChangedJobs(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto any = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !changed_.empty(); };
-  mu_.AwaitWithTimeout(absl::Condition(&any), timeout);
+  jobs_changed_.AwaitWithTimeout(mu_, any, timeout);
   std::vector<std::string> changed(changed_.begin(), changed_.end());
   changed_.clear();
   return changed;

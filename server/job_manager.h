@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/monotonic_wait.h"
 #include "contracts/job_state.h"
 #include "proto/job.pb.h"
 #include "server/scheduler.h"
@@ -285,6 +286,8 @@ class JobManager {
   absl::StatusOr<Entry*> LiveEntryLocked(const std::string& job_id, int32_t attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddJobLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `job_id` changed since the last ChangedJobs, which it wakes.
+  void MarkChangedLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Job.checkpoint_step of `entry` (live) to `step`, when it is newer and can be true.
   void KeepNewestCheckpointLocked(Entry& entry, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // NOT_FOUND for `job_id`, saying so when it is the id of a job that was forgotten.
@@ -306,6 +309,9 @@ class JobManager {
   absl::btree_map<int64_t, std::string> order_ ABSL_GUARDED_BY(mu_);  // by job number
   int64_t next_job_number_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_set<std::string> changed_ ABSL_GUARDED_BY(mu_);  // since ChangedJobs
+  // Wakes ChangedJobs, whose timeout is the watch hub's tick: on the monotonic clock
+  // (common/monotonic_wait.h).
+  MonotonicWaker jobs_changed_;
   // The job each (submitter, request id) made: SubmitKey -> job id.
   absl::flat_hash_map<std::string, std::string> by_request_ ABSL_GUARDED_BY(mu_);
 };

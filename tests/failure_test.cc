@@ -412,8 +412,8 @@ TEST(Failure, AWorkerWhoseHostDoesNotSeeTheJobsCheckpointsIsQuarantined) {
   EXPECT_TRUE(HasEvent(job, "(worker w2) could not find the job's inputs on its host, where rank "))
       << JobEventLog(job);
   EXPECT_TRUE(HasEvent(job, "job.output.checkpoint_dir: '" + checkpoints +
-                                "': none of the job's checkpoints on this host, but an earlier "
-                                "attempt of the job wrote its checkpoint of step "))
+                                "': none of the job's checkpoints on this host, but the job "
+                                "wrote its checkpoint of step "))
       << JobEventLog(job);
 }
 

@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/path_policy.h"
 #include "contracts/checkpoint_files.h"
-#include "contracts/permanent_failure.h"
 
 namespace shardwise {
 
@@ -14,10 +13,10 @@ absl::Status CheckTheJobsCheckpointsAreHere(const std::string& dir, const JobIde
   std::vector<fsdp::PassedOverStep> passed_over;
   const absl::Status found = fsdp::FindLatestCheckpointOf(dir, job, &passed_over).status();
   if (!absl::IsNotFound(found) || !passed_over.empty()) return absl::OkStatus();
-  return MarkPermanent(MarkMissingInput(absl::InvalidArgumentError(absl::StrCat(
+  return MarkMissingInput(absl::UnavailableError(absl::StrCat(
       "job.output.checkpoint_dir: '", dir, "': none of the job's checkpoints on this host, ",
-      "but an earlier attempt of the job wrote its checkpoint of step ", reported_step,
-      " there"))));
+      "but the job wrote its checkpoint of step ", reported_step,
+      " there (the folder not mounted here, or the checkpoints removed)")));
 }
 
 }  // namespace shardwise

@@ -24,6 +24,7 @@ void HookSchedule::Decide(int32_t version, bool commit) {
   if (!pending_.has_value() || pending_->version != version) return;
   if (commit) committed_[pending_->step] = pending_->hook;
   pending_.reset();
+  decided_.NotifyAll();
 }
 
 absl::StatusOr<std::optional<v1::CommHook>> HookSchedule::HookForStep(
@@ -41,9 +42,8 @@ absl::StatusOr<std::optional<v1::CommHook>> HookSchedule::HookForStep(
                        "hook switch at step ",
                        pending_->step));
     }
-    mu_.AwaitWithTimeout(
-        absl::Condition(
-            +[](std::optional<Proposal>* p) { return !p->has_value(); }, &pending_),
+    decided_.AwaitWithTimeout(
+        mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !pending_.has_value(); },
         absl::Milliseconds(100));
   }
   holding_ = false;

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/monotonic_wait.h"
 #include "proto/job_spec.pb.h"
 
 namespace shardwise {
@@ -55,6 +56,9 @@ class HookSchedule {
     v1::CommHook hook;
   };
   mutable absl::Mutex mu_;
+  // Wakes HookForStep, whose waits (the abort flag's polls) are timed on the monotonic
+  // clock (common/monotonic_wait.h).
+  MonotonicWaker decided_;
   int64_t started_step_ ABSL_GUARDED_BY(mu_) = -1;
   bool holding_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int64_t, v1::CommHook> committed_ ABSL_GUARDED_BY(mu_);  // by step

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/monotonic_wait.h"
 #include "proto/worker_service.pb.h"
 
 namespace shardwise {
@@ -28,6 +29,7 @@ class MembershipMailbox {
   void Deliver(const v1::MembershipChange& change) {
     absl::MutexLock lock(&mu_);
     changes_.emplace(change.epoch(), change);
+    delivered_.NotifyAll();
   }
 
   // The newest epoch delivered; 0 if none.
@@ -54,8 +56,9 @@ class MembershipMailbox {
     absl::MutexLock lock(&mu_);
     waiting_above_ = epoch;
     // In slices, to see the abort flag (which has no notification of its own).
-    while (!mu_.AwaitWithTimeout(absl::Condition(this, &MembershipMailbox::Arrived),
-                                 absl::Milliseconds(100))) {
+    while (!delivered_.AwaitWithTimeout(
+        mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return Arrived(); },
+        absl::Milliseconds(100))) {
       if (abort != nullptr && abort->load()) return absl::AbortedError("the attempt was aborted");
       if (Clock::Real().Now() >= deadline) {
         return absl::DeadlineExceededError(absl::StrCat("no membership change after epoch ", epoch,
@@ -72,6 +75,9 @@ class MembershipMailbox {
   }
 
   absl::Mutex mu_;
+  // Wakes WaitForEpochAbove, whose slices (the abort flag's polls) are timed on the
+  // monotonic clock (common/monotonic_wait.h).
+  MonotonicWaker delivered_;
   int32_t waiting_above_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int32_t, v1::MembershipChange> changes_ ABSL_GUARDED_BY(mu_);  // by epoch
 };
