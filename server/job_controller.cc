@@ -537,12 +537,16 @@ void JobController::FinishIfCompletedLocked(const v1::Job& job) {
                    absl::StrCat("attempt ", job.attempt(), ": every rank completed"), result)
           .status(),
       "finishing job", JobContext(job));
-  // After the write, as FailAttemptLocked's; only workers still on this attempt.
-  for (int32_t rank : joining) {
-    const std::string worker = WorkerOfRank(job, rank);
-    if (!RunsAttemptLocked(worker, job)) continue;
-    workers_->Drain(worker, AbortMessage(job.id(), job.attempt(),
-                                         "the job completed before this replacement joined it"));
+  // After the write, as FailAttemptLocked's; only workers still on this attempt: a
+  // replacement still joining, or a rank of a group leaving it (scaled down, its worker
+  // stopping), whose last report would now come for an ended attempt and free nothing.
+  for (const v1::RankAssignment& rank : job.ranks()) {
+    if (!RunsAttemptLocked(rank.worker_id(), job)) continue;
+    workers_->Drain(rank.worker_id(),
+                    AbortMessage(job.id(), job.attempt(),
+                                 joining.count(rank.rank()) > 0
+                                     ? "the job completed before this replacement joined it"
+                                     : "the job completed while this rank's group left it"));
   }
 }
 

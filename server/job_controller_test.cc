@@ -1936,6 +1936,28 @@ TEST_F(FaultTolerantJobTest, ALeavingRanksGroupFinishesItsStepAndLeavesByItself)
   EXPECT_EQ(core_.workers->Get("w3")->state(), v1::BUSY);  // until its daemon goes
 }
 
+// The job completes while a group is leaving it (its worker stopping): the group's ranks
+// are aborted and their workers freed, where their last reports, for an ended attempt,
+// would free nothing and leave them BUSY for good.
+TEST_F(FaultTolerantJobTest, AGroupLeavingWhenTheJobCompletesIsFreed) {
+  StartHybridJob();
+  core_.controller->OnReport("w3", Said(3, v1::LEAVING, "its worker is shutting down"));
+  ASSERT_EQ(Live(), (std::vector<int32_t>{0, 1}));
+  for (int rank : {0, 1}) {
+    v1::AttemptReport completed = Said(rank, v1::COMPLETED, "trained");
+    completed.set_led(rank == 0);
+    core_.controller->OnReport(rank == 0 ? "w0" : "w1", completed);
+  }
+  ASSERT_EQ(State(), v1::SUCCEEDED);
+  EXPECT_TRUE(GotAbort("w2"));
+  EXPECT_TRUE(GotAbort("w3"));
+  EXPECT_EQ(core_.workers->Get("w2")->state(), v1::DRAINING);
+  // Its last report comes for an ended attempt; its heartbeat running nothing frees it.
+  core_.controller->OnReport("w2", Said(2, v1::ABORTED, "rank 2 left the attempt with its group"));
+  Heartbeat("w2");
+  EXPECT_EQ(core_.workers->Get("w2")->state(), v1::IDLE);
+}
+
 // Leaving below min_replicas: the attempt fails as it would without fault tolerance.
 TEST_F(FaultTolerantJobTest, LeavingBelowMinReplicasFailsTheAttempt) {
   StartHybridJob();

@@ -220,12 +220,19 @@ absl::Status JobManager::SaveUnsaved(Entry& entry) {
 int JobManager::RetryUnsavedChanges(absl::Status* last_error) {
   absl::MutexLock lock(&mu_);
   int left = 0;
+  bool refused = false;
   for (auto& [id, entry] : jobs_) {
     if (!entry.unsaved.has_value()) continue;
-    const absl::Status saved = SaveUnsaved(entry);
-    if (saved.ok()) continue;
+    // After a refusal the others wait for the next round: each write to a file another
+    // connection holds waits out the busy timeout (5 s), all under this lock, which every
+    // report and client call needs.
+    if (!refused) {
+      const absl::Status saved = SaveUnsaved(entry);
+      if (saved.ok()) continue;
+      refused = true;
+      if (last_error != nullptr) *last_error = saved;
+    }
     ++left;
-    if (last_error != nullptr) *last_error = saved;
   }
   return left;
 }
@@ -676,10 +683,21 @@ absl::Status JobManager::RecordCompletion(const std::string& job_id, int32_t att
       completion->set_result(result);
     }
   };
+  if (led) {
+    // Written at once: the leader wrote the job's outputs, and a coordinator restarted
+    // without its completion would run the attempt again (or, in a fault-tolerant one,
+    // fail it for a lost leader). One synced write per attempt.
+    const auto complete = [&](v1::Job* job) {
+      add(job);
+      return absl::OkStatus();
+    };
+    return Mutate(job_id, complete, /*event_message=*/"").status();
+  }
   add(&*entry.job);
   if (entry.unsaved.has_value()) add(&*entry.unsaved);
-  // Written with the progress (FlushProgress, every second) or the job's next change: a
-  // write per rank, each synced, would hold up the coordinator as a large job ends.
+  // The others' are written with the progress (FlushProgress, every second) or the job's
+  // next change: a write per rank, each synced, would hold up the coordinator as a large
+  // job ends.
   entry.progress_unsaved = true;
   return absl::OkStatus();
 }

@@ -161,7 +161,8 @@ class JobManager {
 
   // Records that `rank` of `attempt` completed, and when it `led` (wrote the job's
   // outputs) the job's `result`, so that a restarted coordinator does not wait for it
-  // (Job.completion). Written as progress is: by the next FlushProgress, or with the job's
+  // (Job.completion). The leader's is written at once (kept for a retry where the file
+  // refuses it); the others' as progress is: by the next FlushProgress, or with the job's
   // next change.
   absl::Status RecordCompletion(const std::string& job_id, int32_t attempt, int32_t rank, bool led,
                                 const std::string& result);

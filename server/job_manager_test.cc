@@ -436,6 +436,25 @@ TEST_F(JobManagerTest, TheNewestCheckpointReportedIsKeptAcrossAttempts) {
   EXPECT_FALSE(manager_->Get("job-2")->has_checkpoint_step());
 }
 
+// The leader's completion (it wrote the job's outputs) is in the state file at once, a
+// follower's with the next flush: a coordinator restarted in between must not run the
+// attempt again for a leader it forgot.
+TEST_F(JobManagerTest, TheLeadersCompletionIsWrittenAtOnce) {
+  ASSERT_TRUE(manager_->Submit(Spec(2)).ok());
+  ASSERT_TRUE(manager_->Schedule("job-1", Ranks(2)).ok());
+  ASSERT_TRUE(manager_->MarkRunning("job-1", 1).ok());
+  ASSERT_TRUE(manager_->RecordCompletion("job-1", 1, 1, /*led=*/false, "").ok());
+  ASSERT_TRUE(manager_->RecordCompletion("job-1", 1, 0, /*led=*/true, "trained 10 steps").ok());
+  auto store = StateStore::Open(path_);  // what a restarted coordinator would read
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto written = (*store)->LoadJob("job-1");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_TRUE(written->completion().led());
+  EXPECT_EQ(written->completion().result(), "trained 10 steps");
+  // The follower's, recorded before, went with it.
+  EXPECT_EQ(written->completion().ranks_size(), 2);
+}
+
 TEST_F(JobManagerTest, JobsEndedLongerAgoThanTheRetentionAreCompacted) {
   SimulatedClock clock;
   auto manager = JobManager::Create(store_.get(), {.clock = &clock});
