@@ -342,12 +342,19 @@ std::vector<std::string> WorkerRegistry::RemoveLongLost() {
     const Worker& worker = it->second;
     if (worker.info.state() == v1::LOST && !worker.outbox &&
         now - worker.lost_since > options_.lost_retention) {
+      // A quarantine still in force outlives the entry: the worker registering again
+      // would otherwise be given the job it was kept from.
+      const absl::Time until = absl::FromUnixMillis(worker.info.quarantined_until_ms());
+      if (until > now) awaited_quarantines_[it->first] = {until, worker.info.quarantine_reason()};
       removed.push_back(it->first);
       it = workers_.erase(it);
     } else {
       ++it;
     }
   }
+  // Bounded: those that ended while their workers stayed away go.
+  absl::erase_if(awaited_quarantines_,
+                 [now](const auto& awaited) { return awaited.second.first <= now; });
   return removed;
 }
 

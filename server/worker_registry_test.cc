@@ -283,6 +283,25 @@ TEST(WorkerRegistry, AQuarantinedWorkerIsNotIdleUntilItEnds) {
   EXPECT_EQ(registry.Idle(v1::CPU).size(), 1u);
 }
 
+// A worker forgotten while quarantined (lost longer than --lost_worker_retention_ms, its
+// quarantine longer still) is quarantined again when it registers before the end.
+TEST(WorkerRegistry, AQuarantineOutlivesTheForgottenWorker) {
+  SimulatedClock clock;
+  WorkerRegistry registry({.clock = &clock, .lost_retention = absl::Hours(1)});
+  const std::string id = Register(registry, "w0");
+  Attach(registry, id);
+  registry.Quarantine(id, "lost before its rank joined", clock.Now() + absl::Hours(2));
+  ASSERT_TRUE(registry.MarkLost(id, "its session closed").ok());
+  clock.Advance(absl::Minutes(61));
+  ASSERT_EQ(registry.RemoveLongLost(), std::vector<std::string>{id});
+  clock.Advance(absl::Minutes(29));
+  Attach(registry, Register(registry, "w0"));
+  EXPECT_TRUE(registry.Idle(v1::CPU).empty());
+  EXPECT_EQ(registry.List()[0].quarantine_reason(), "lost before its rank joined");
+  clock.Advance(absl::Minutes(31));
+  EXPECT_EQ(registry.Idle(v1::CPU).size(), 1u);
+}
+
 TEST(WorkerRegistry, ClosingEverySessionCanSayGoodbyeFirst) {
   WorkerRegistry registry;
   auto outbox = Attach(registry, Register(registry, "w0"));
