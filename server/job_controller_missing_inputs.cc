@@ -56,7 +56,7 @@ void JobController::DecideMissingInputsLocked(const v1::Job& job, absl::Time now
   const std::map<int32_t, LiveAttempt::MissingInput> reported = live->second.inputs_missing;
   MissingInputsFacts facts;
   facts.world_size = job.spec().world_size();
-  for (const auto& [rank, message] : reported) facts.missing.insert(rank);
+  for (const auto& [rank, missing] : reported) facts.missing.insert(rank);
   facts.not_reached = rendezvous_->RanksNotReached(job.id(), job.attempt());
   facts.deadline_passed = now >= live->second.join_deadline;
   facts.requeues_without_restart = job.requeues_since_running();

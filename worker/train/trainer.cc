@@ -361,9 +361,6 @@ class RankTrainer : private MembershipMoves::Rank {
   // state).
   AfterSteps next_ = AfterSteps::kEvaluation;
   int64_t checkpointed_steps_ = -1;  // the steps of the newest checkpoint written
-  // The step of the job's newest checkpoint this rank knows complete: resumed from or
-  // written (Progress.checkpoint_step: the coordinator tells later attempts).
-  std::optional<int64_t> own_checkpoint_step_;
   double lr_ = 0;
   // The first micro-step's execution order, which later ones are compared with.
   std::optional<v1::ExecutionOrder> first_order_;
@@ -554,7 +551,6 @@ absl::Status RankTrainer::Restore(const fsdp::LoadedCheckpoint& checkpoint) {
                                               ", outside 0..", spec_.steps(), " (job.steps)"));
     }
     first_step_ = checkpoint.manifest.step();
-    own_checkpoint_step_ = first_step_;
     result_.resumed_from_step = first_step_;
     result_.steps = first_step_;  // the job's steps, as each step counts them
     // The loss scale goes on from where the job was (not from init_scale).
@@ -992,7 +988,6 @@ absl::StatusOr<bool> RankTrainer::MaybeCheckpoint() {
   // Written again after a recovery (AgreedNext): one checkpoint still.
   if (checkpointed_steps_ != result_.steps) ++result_.checkpoints_written;
   checkpointed_steps_ = result_.steps;
-  own_checkpoint_step_ = result_.steps;
   return true;
 }
 
@@ -1065,7 +1060,11 @@ void RankTrainer::ReportProgress(double step_seconds) {
   progress.set_phase("training");
   progress.set_step_seconds(step_seconds);
   if (init_checkpoint_step_.has_value()) progress.set_init_checkpoint_step(*init_checkpoint_step_);
-  if (own_checkpoint_step_.has_value()) progress.set_checkpoint_step(*own_checkpoint_step_);
+  // The job's newest checkpoint this rank knows complete, written or else resumed from: the
+  // coordinator tells later attempts (Job.checkpoint_step).
+  const int64_t checkpoint =
+      checkpointed_steps_ >= 0 ? checkpointed_steps_ : result_.resumed_from_step;
+  if (checkpoint >= 0) progress.set_checkpoint_step(checkpoint);
   CommStats bytes = earlier_traffic_;
   bytes += runtime_->Traffic();
   progress.set_all_gather_bytes(bytes.all_gather_bytes);
